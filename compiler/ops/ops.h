@@ -1,0 +1,138 @@
+/* ptc ops: what each op of ops.def means. Owns shape and dtype inference (meta
+ * functions, with PyTorch's broadcasting and type promotion), the graph builder
+ * that uses them, the reference kernels (plain strided C loops: the oracle for
+ * every backend) and the reference interpreter that runs a whole graph.
+ */
+#ifndef PTC_OPS_H
+#define PTC_OPS_H
+
+#include "ir/ir.h"
+
+/* Op flags (the last column of ops.def). */
+#define PTC_F_POINTWISE 0x01u /* output element i depends on input elements i */
+#define PTC_F_REDUCTION 0x02u /* reduces or scans along dims */
+#define PTC_F_VIEW 0x04u      /* shape/layout only: no arithmetic */
+#define PTC_F_RANDOM 0x08u    /* uses the counter-based RNG (seed attr) */
+#define PTC_F_EXTERN 0x10u    /* run by the framework / a library at loop level */
+#define PTC_F_CREATION 0x20u  /* no tensor inputs */
+
+unsigned ptc_op_flags(ptc_op op);
+
+/* ------------------------------------------------------------------------------
+ * Meta: shape and dtype inference
+ * ---------------------------------------------------------------------------- */
+
+/* State handed to a meta function. Args are in schema order with defaults
+ * filled and int[N] normalised. The function appends outputs with
+ * ptc_meta_add_output and reports invalid arguments with ptc_meta_fail. */
+typedef struct ptc_meta {
+    ptc_arena *arena; /* for symbolic dims of the outputs */
+    ptc_op op;
+    const ptc_arg *args;
+    int nargs;
+    int nout;
+    ptc_ttype *out;
+    int cap;
+    ptc_error *err;
+} ptc_meta;
+
+typedef int (*ptc_meta_fn)(ptc_meta *m);
+ptc_ttype *ptc_meta_add_output(ptc_meta *m); /* zeroed, contiguous, cpu */
+/* Fails with "op: message" (MetaError, stage "meta"); returns -1. */
+int ptc_meta_fail(ptc_meta *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Infers output types of op applied to args (full, schema order). On success
+ * *types is an arena array of *nout types. */
+int ptc_meta_infer(ptc_arena *a, ptc_op op, const ptc_arg *args, int nargs, ptc_ttype **types,
+                   int *nout, ptc_error *err);
+
+/* torch.result_type over the tensor/scalar args given (NONE args skipped):
+ * dimensioned tensors > 0-dim tensors > Python numbers, by category
+ * (bool < int < float). */
+ptc_dtype ptc_result_type(const ptc_arg *const *args, int n);
+/* Broadcasts two shapes (numpy rules; symbolic dims must match exactly or be 1). */
+int ptc_broadcast_shapes(ptc_arena *a, const ptc_dim *x, int nx, const ptc_dim *y, int ny,
+                         ptc_dim *out, int *nout, ptc_error *err);
+/* Wraps a possibly negative dim index into [0, ndim); -1 if out of range. */
+int ptc_wrap_dim(int64_t dim, int ndim);
+
+/* ------------------------------------------------------------------------------
+ * Building graphs
+ * ---------------------------------------------------------------------------- */
+
+/* Appends op(args) to g: checks the args against the schema, normalises them,
+ * infers output types and creates the node (outputs auto-named). nargs may be
+ * shorter than the schema: missing trailing args take their defaults. On an
+ * error nothing is added. */
+ptc_node *ptc_build(ptc_graph *g, ptc_op op, const ptc_arg *args, int nargs, ptc_error *err);
+/* The single output of ptc_build (asserts the op has exactly one). */
+ptc_value *ptc_build1(ptc_graph *g, ptc_op op, const ptc_arg *args, int nargs, ptc_error *err);
+
+/* Structural verification (ptc_ir_verify) plus: every node's printed output
+ * types equal what its meta function infers. Messages name the node. */
+int ptc_ops_verify(const ptc_graph *g, int stage, ptc_error *err);
+
+/* ------------------------------------------------------------------------------
+ * Reference kernels and the interpreter
+ * ---------------------------------------------------------------------------- */
+
+typedef struct ptc_kctx {
+    const ptc_node *node;
+    const ptc_tensor *env;        /* tensors by value id (inputs of this node are set) */
+    ptc_tensor *out;              /* node->nout outputs, allocated contiguous, zeroed */
+    const ptc_bindings *bindings; /* symbol values of this run */
+    uint64_t rng_offset;
+    ptc_error *err;
+} ptc_kctx;
+
+typedef int (*ptc_ref_fn)(ptc_kctx *k);
+/* The tensor of a VALUE arg (NULL when the arg is NONE). */
+const ptc_tensor *ptc_k_tensor(const ptc_kctx *k, int argi);
+/* An int arg evaluated under the run's bindings. */
+int64_t ptc_k_int(const ptc_kctx *k, int argi);
+/* A scalar arg (INT/FLOAT/BOOL) as double. */
+double ptc_k_scalar(const ptc_kctx *k, int argi);
+
+typedef struct ptc_run_opts {
+    uint64_t rng_offset; /* mixed into every random op's seed */
+    /* Called after each node with its output tensors; non-zero stops the run
+     * with an error. */
+    int (*on_node)(void *ctx, const ptc_node *n, const ptc_tensor *outs);
+    void *ctx;
+} ptc_run_opts;
+
+/* Runs g on inputs (any strides; checked against the input types, binding
+ * symbols). outputs[g->noutputs] receive new references. opts may be NULL. */
+int ptc_interp_run(const ptc_graph *g, const ptc_tensor *inputs, int ninputs,
+                   ptc_tensor *outputs, const ptc_run_opts *opts, ptc_error *err);
+
+/* The output tensor sizes of every node are the graph's types evaluated under
+ * the bindings; this evaluates one type into sizes. */
+int ptc_eval_shape(const ptc_ttype *t, const ptc_bindings *b, int64_t *sizes, ptc_error *err);
+
+/* ------------------------------------------------------------------------------
+ * Counter-based RNG shared by every backend: element idx of a random op with
+ * `seed` in a run with `offset` draws ptc_rng_uniform(seed, offset, idx).
+ * Normal values use Box-Muller on draws 2*idx and 2*idx+1. Dropout keeps an
+ * element iff u < 1-p.
+ * ---------------------------------------------------------------------------- */
+static inline uint64_t ptc_rng_mix(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return x;
+}
+static inline uint64_t ptc_rng_key(uint64_t seed, uint64_t offset)
+{
+    return ptc_rng_mix(seed * 0x9e3779b97f4a7c15ULL + offset);
+}
+/* Uniform in [0, 1) with 24 random bits (exact in f32). */
+static inline float ptc_rng_uniform(uint64_t key, uint64_t idx)
+{
+    return (float)(ptc_rng_mix(key + idx) >> 40) * (1.0f / 16777216.0f);
+}
+
+#endif /* PTC_OPS_H */
