@@ -1,0 +1,71 @@
+/* ptc runtime: compile a graph into a program and execute it.
+ *
+ * Owns: the whole-pipeline driver (decompose -> lower -> schedule -> codegen,
+ * with a verifier between stages and each stage dumped to the trace), compiled
+ * programs (kernels + memory plan, reference counted because they outlive a
+ * compile), and execution on CPU (OpenMP) or CUDA (driver API via dlopen).
+ *
+ * A host framework (the Python module) plugs in through ptc_host: it allocates
+ * outputs so that they belong to the user, runs extern ops (mm, bmm, addmm,
+ * convolution, scaled_dot_product_attention) with its own kernels, and names
+ * the stream to launch on. With no host, outputs are malloc'd ptc tensors and
+ * externs run on ptc's own C implementations, so ptc-run and ptminify work
+ * without Python.
+ */
+#ifndef PTC_RUNTIME_H
+#define PTC_RUNTIME_H
+
+#include "logs/logs.h"
+#include "ops/ops.h"
+
+typedef struct ptc_program ptc_program;
+
+typedef enum {
+    PTC_BACKEND_REFERENCE = 0, /* ptc_interp_run on the stage-1 graph */
+    PTC_BACKEND_CPU = 1,       /* LLVM ORC JIT + OpenMP */
+    PTC_BACKEND_CUDA = 2,      /* LLVM NVPTX + CUDA driver */
+} ptc_backend;
+
+typedef struct ptc_compile_opts {
+    ptc_backend backend;
+    ptc_trace_compile *trace; /* optional: every stage is written here */
+    ptc_metrics *metrics;     /* optional: per-pass ms, node/kernel counts, cache hits */
+    bool no_cache;            /* skip the on-disk kernel cache */
+} ptc_compile_opts;
+
+/* Compiles a stage-1 or stage-2 graph. The graph is not modified and may be
+ * freed afterwards. NULL with err (stage set to the failing pass) on error. */
+ptc_program *ptc_compile(const ptc_graph *g, const ptc_compile_opts *opts, ptc_error *err);
+void ptc_program_retain(ptc_program *p);
+void ptc_program_release(ptc_program *p);
+
+typedef struct ptc_host {
+    void *ctx;
+    /* Allocates a tensor for a graph output (or, on CUDA, the arena) on dev. */
+    int (*alloc)(void *ctx, ptc_tensor *t, ptc_dtype dt, int ndim, const int64_t *sizes,
+                 ptc_device dev, ptc_error *err);
+    /* Runs an extern node: `node` gives the op and its non-tensor args (schema
+     * order); inputs are its tensor args in order (NULL for an absent optional);
+     * outs[node->nout] are allocated and must be written. */
+    int (*run_extern)(void *ctx, const ptc_node *node, const ptc_tensor *const *inputs,
+                      int ninputs, ptc_tensor *outs, ptc_error *err);
+    /* The stream to launch on for a CUDA device (CUstream), NULL = default. */
+    void *(*cuda_stream)(void *ctx, ptc_device dev);
+} ptc_host;
+
+/* Runs a program. outputs[noutputs] receive new references. host may be NULL.
+ * rng_offset feeds random ops (see ptc_rng_key). */
+int ptc_program_run(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tensor *outputs,
+                    const ptc_host *host, uint64_t rng_offset, ptc_error *err);
+
+/* Introspection for tools: number of kernels, how many came from the cache. */
+typedef struct ptc_program_info {
+    int nkernels;
+    int ncompiled;
+    int ncached;
+    int nexterns;
+    size_t arena_bytes;
+} ptc_program_info;
+void ptc_program_get_info(const ptc_program *p, ptc_program_info *info);
+
+#endif /* PTC_RUNTIME_H */
