@@ -12,7 +12,12 @@
  *                            backward.ptir loops.txt kernels.txt kernel_<n>.ll
  *                            kernel_<n>.ptx guards.txt breaks.json metrics.json
  * index.json is rewritten (atomically, via rename) whenever a compile closes,
- * so a trace cut short still opens.
+ * so a trace cut short still opens. (It is also rewritten when a compile
+ * begins and after each file, with "complete": false until ptc_trace_end, so
+ * a compile that crashed is listed too. A folder name already used by an
+ * earlier run in the same directory gets a "-2", "-3", ... suffix.)
+ * metrics.json: {"times_ms": {"<pass>": ms, ..., "total": ms},
+ *                "counts": {"<name>": n, ...}}
  */
 #ifndef PTC_LOGS_H
 #define PTC_LOGS_H
