@@ -188,9 +188,11 @@ static void release_after(run *r, int ni)
 
 static int run_node(run *r, const ptc_node *n, const ptc_run_opts *opts, ptc_error *err)
 {
-    ptc_tensor outs[16];
-    PTC_ASSERT(n->nout <= 16);
-    memset(outs, 0, sizeof outs);
+    ptc_tensor *outs = calloc((size_t)n->nout + 1, sizeof *outs); /* split: any count */
+    if (!outs) {
+        ptc_errorf(err, PTC_ERR_RUNTIME, "interp", "out of memory");
+        return node_error(err, n);
+    }
     for (int i = 0; i < n->nout; i++) {
         const ptc_ttype *t = &n->outs[i]->type;
         int64_t sizes[PTC_MAX_DIMS];
@@ -210,14 +212,17 @@ static int run_node(run *r, const ptc_node *n, const ptc_run_opts *opts, ptc_err
         goto fail;
     for (int i = 0; i < n->nout; i++)
         r->env[n->outs[i]->id] = outs[i];
-    if (opts && opts->on_node && opts->on_node(opts->ctx, n, outs)) {
+    int stop = opts && opts->on_node ? opts->on_node(opts->ctx, n, outs) : 0;
+    free(outs); /* the references now live in env: the caller releases them */
+    if (stop) {
         ptc_errorf(err, PTC_ERR_RUNTIME, "interp", "run stopped by the on_node callback");
-        return node_error(err, n); /* outs are in env: released by the caller */
+        return node_error(err, n);
     }
     return 0;
 fail:
     for (int i = 0; i < n->nout; i++)
         ptc_tensor_release(&outs[i]);
+    free(outs);
     return node_error(err, n);
 }
 

@@ -110,6 +110,11 @@ static inline int64_t ref_numel(int ndim, const int64_t *sizes)
     return n;
 }
 
+/* A contiguous f64 copy of t (values exact for floats, and for integers up
+ * to 2^53): the heavy kernels convert their operands once and then loop over
+ * plain doubles. Release with ptc_tensor_release. */
+int ref_as_f64(const ptc_kctx *k, const ptc_tensor *t, ptc_tensor *out);
+
 /* t viewed with numpy broadcasting as a tensor of the given sizes (stride 0 on
  * broadcast dims; t's dims align to the right). Asserts compatibility. */
 ptc_tensor ref_broadcast(const ptc_tensor *t, int ndim, const int64_t *sizes);

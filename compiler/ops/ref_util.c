@@ -187,6 +187,16 @@ void ref_convert_elem(ptc_tensor *dst, int64_t doff, const ptc_tensor *src, int6
                       ref_load_as_i(ref_at(src, soff), src->dtype, dst->dtype));
 }
 
+int ref_as_f64(const ptc_kctx *k, const ptc_tensor *t, ptc_tensor *out)
+{
+    if (ptc_tensor_alloc(out, PTC_F64, t->ndim, t->sizes, k->err))
+        return -1;
+    if (ptc_tensor_copy(out, t, k->err) == 0)
+        return 0;
+    ptc_tensor_release(out);
+    return -1;
+}
+
 /* ---- shapes ------------------------------------------------------------------- */
 
 ptc_tensor ref_broadcast(const ptc_tensor *t, int ndim, const int64_t *sizes)

@@ -922,6 +922,30 @@ START_TEST(test_cat_stack_split)
 }
 END_TEST
 
+START_TEST(test_unbind_many_outputs)
+{
+    /* more outputs than any fixed array would hold */
+    ptc_buf b = {0};
+    ptc_buf_puts(&b, "graph g(%x: i64[40] cpu) {\n  ");
+    for (int i = 0; i < 40; i++)
+        ptc_buf_printf(&b, "%s%%u%d", i ? ", " : "", i);
+    ptc_buf_puts(&b, " = unbind(%x) : ");
+    for (int i = 0; i < 40; i++)
+        ptc_buf_printf(&b, "%si64[]", i ? ", " : "");
+    ptc_buf_puts(&b, "\n  return (%u39, %u7)\n}\n");
+    double vals[40];
+    for (int i = 0; i < 40; i++)
+        vals[i] = 100 + i;
+    ptc_tensor in[1] = {T(PTC_I64, 1, SIZES(40), vals)};
+    result r = run(b.data, in, 1);
+    ptc_buf_free(&b);
+    ok(&r);
+    EXPECT(&r.out[0], PTC_I64, 0, SIZES(0), VALS(139));
+    EXPECT(&r.out[1], PTC_I64, 0, SIZES(0), VALS(107));
+    release(&r);
+}
+END_TEST
+
 START_TEST(test_advanced_indexing)
 {
     ptc_tensor in[4] = {
@@ -1231,6 +1255,7 @@ static Suite *suite(void)
     tcase_add_test(v, test_views_are_copies);
     tcase_add_test(v, test_prim_shapes_and_pads);
     tcase_add_test(v, test_cat_stack_split);
+    tcase_add_test(v, test_unbind_many_outputs);
     tcase_add_test(v, test_advanced_indexing);
     tcase_add_test(v, test_gather_scatter_embedding);
     tcase_add_test(v, test_creation);
