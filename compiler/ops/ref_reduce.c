@@ -61,8 +61,9 @@ static void red_offsets(const red *r, int64_t o, int64_t *offs)
 }
 
 /* The reduced dims of a dims argument: None, or an empty list for the
- * torch-level ops, means all dims (but any/all with [] reduce nothing, as in
- * torch); a dim listed twice is an error. */
+ * torch-level ops, means all dims (but any/all with [] reduce nothing, as
+ * torch's any.dims); prims reduce exactly the dims listed, so [] reduces
+ * nothing. A dim listed twice is an error. */
 static int reduced_dims(const ptc_kctx *k, const char *param, const ptc_tensor *x, bool *reduced)
 {
     ptc_op op = k->node->op;
@@ -79,8 +80,9 @@ static int reduced_dims(const ptc_kctx *k, const char *param, const ptc_tensor *
             return ref_fail(k, "too many reduction dims (%d)", a->is.n);
         n = ref_ints(k, param, dims, PTC_MAX_DIMS);
     }
+    bool prim = ptc_op_schema(op)->stage == PTC_STAGE_PRIM;
     bool all = a->kind == PTC_ARG_NONE ||
-               (n == 0 && op != PTC_OP_ANY && op != PTC_OP_ALL);
+               (n == 0 && !prim && op != PTC_OP_ANY && op != PTC_OP_ALL);
     for (int d = 0; d < x->ndim; d++)
         reduced[d] = all;
     for (int i = 0; i < n; i++) {

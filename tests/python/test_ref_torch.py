@@ -209,7 +209,8 @@ def meta_gap(case):
     """Calls torch accepts that ptc's meta inference rejects today (reported to
     the lead; the reference kernels handle them): hardtanh on u8, pow of a
     bool tensor, clamp with bool results, adaptive_avg_pool2d of empty
-    planes."""
+    planes, any/all with dim=[] (torch's any.dims reduces nothing; meta
+    reduces every dim)."""
     ts = [a for a in case.args if isinstance(a, torch.Tensor)]
     if not ts:
         return False
@@ -217,7 +218,8 @@ def meta_gap(case):
     return ((case.op == "hardtanh" and x.dtype == torch.uint8) or
             (case.op == "pow" and x.dtype == torch.bool) or
             (case.op == "clamp" and case.want[0].dtype == torch.bool) or
-            (case.op == "adaptive_avg_pool2d" and 0 in x.shape[-2:]))
+            (case.op == "adaptive_avg_pool2d" and 0 in x.shape[-2:]) or
+            (case.op in ("any", "all") and len(case.args) > 1 and case.args[1] == []))
 
 
 OLD_TORCH = int(torch.__version__.split(".")[0]) < 2
@@ -578,6 +580,10 @@ def test_reduce(op):
                 cases.append(make_case(op, (x, dims, keep), exact_math=True))
                 if op in ("sum", "mean") and d in (torch.int32, torch.float16, torch.bool):
                     cases.append(make_case(op, (x, dims, keep), {"dtype": torch.float64}))
+        if op in ("any", "all"):
+            cases.append(make_case(op, (gen.tensor((2, 3), d), []),
+                                   ref=lambda t, dims: reduce_seq(getattr(torch, op), t, dims,
+                                                                  False)))
         if op in ("sum", "mean", "any", "all"):
             x = gen.tensor((2, 3), d)
             ref = None
@@ -665,11 +671,12 @@ def test_softmax(op):
     check_cases(cases)
 
 
+# prims reduce exactly the dims listed: [] reduces nothing
 PRIM_REDUCE = {
     "sum": lambda a, dims: torch.sum(a, dims, dtype=a.dtype) if dims else a.clone(),
     "prod": lambda a, dims: prod_dims(a, dims),
-    "amax": lambda a, dims: torch.amax(a, dims),
-    "amin": lambda a, dims: torch.amin(a, dims),
+    "amax": lambda a, dims: torch.amax(a, dims) if dims else a.clone(),
+    "amin": lambda a, dims: torch.amin(a, dims) if dims else a.clone(),
 }
 
 
@@ -685,7 +692,7 @@ def test_prims_reduce(name):
     gen, cases = gen_for("prims." + name), []
     for d in ALL if name in ("amax", "amin") else ALL[1:]:  # no bool sum/prod prims
         for shape, dims in [((3, 4), [1]), ((3, 4), [0, 1]), ((2, 3, 4), [0, 2]), ((0, 3), [1]),
-                            ((5,), [0])]:
+                            ((5,), [0]), ((2, 3), [])]:
             x = gen.tensor(shape, d, special=True)
             cases.append(make_case("prims." + name, (x, dims), ref=PRIM_REDUCE[name],
                                    exact_math=True))

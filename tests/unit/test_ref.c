@@ -506,7 +506,9 @@ START_TEST(test_integer_and_bool_reductions)
                    "  %any = any(%u, [1]) : u8[2]\n"
                    "  %all = all(%u) : u8[]\n"
                    "  %ps = prims.sum(%a, [1]) : i8[2]\n"
-                   "  return (%s, %p, %mn, %any, %all, %ps)\n}\n",
+                   "  %pn = prims.sum(%a, []) : i8[2,2]\n"
+                   "  %an = any(%u, []) : u8[2,3]\n"
+                   "  return (%s, %p, %mn, %any, %all, %ps, %pn, %an)\n}\n",
                    in, 2);
     ok(&r);
     EXPECT(&r.out[0], PTC_I64, 1, SIZES(2), VALS(200, -4));
@@ -515,6 +517,9 @@ START_TEST(test_integer_and_bool_reductions)
     EXPECT(&r.out[3], PTC_U8, 1, SIZES(2), VALS(0, 1));
     EXPECT(&r.out[4], PTC_U8, 0, SIZES(0), VALS(0));
     EXPECT(&r.out[5], PTC_I8, 1, SIZES(2), VALS(-56, -4)); /* 200 wraps in i8 */
+    /* prims reduce the dims listed: [] none; torch's any.dims with [] neither */
+    EXPECT(&r.out[6], PTC_I8, 2, SIZES(2, 2), VALS(100, 100, -7, 3));
+    EXPECT(&r.out[7], PTC_U8, 2, SIZES(2, 3), VALS(0, 0, 0, 0, 1, 0));
     release(&r);
 }
 END_TEST
