@@ -155,18 +155,42 @@ int meta_div(ptc_meta *m)
     return pointwise(m, idx, 2, dt);
 }
 
+/* The range of an integer dtype (for pow's exponent check). */
+static void int_range(ptc_dtype dt, int64_t *lo, int64_t *hi)
+{
+    int bits = (int)ptc_dtype_size(dt) * 8;
+    if (dt == PTC_U8) {
+        *lo = 0;
+        *hi = 255;
+    } else if (bits == 64) {
+        *lo = INT64_MIN;
+        *hi = INT64_MAX;
+    } else {
+        *lo = -((int64_t)1 << (bits - 1));
+        *hi = ((int64_t)1 << (bits - 1)) - 1;
+    }
+}
+
 int meta_pow(ptc_meta *m)
 {
     static const int idx[] = {0, 1};
     if (!meta_t(m, 0) && !meta_t(m, 1))
         return ptc_meta_fail(m, "needs a tensor base or exponent, got two numbers");
     ptc_dtype dt = meta_result_type(m, idx, 2);
-    if (dt == PTC_BOOL)
-        return ptc_meta_fail(m, "not supported for bool tensors");
     const ptc_arg *e = &m->args[1];
-    if (!ptc_dtype_is_float(dt) && e->kind == PTC_ARG_INT && !e->i.sym && e->i.value < 0)
-        return ptc_meta_fail(m, "integers to negative integer powers are not allowed (%s ** %lld)",
-                             meta_tstr(m, meta_t(m, 0)), (long long)e->i.value);
+    /* torch only computes bool ** True / False (a copy or ones). */
+    if (dt == PTC_BOOL && !(meta_t(m, 0) && e->kind == PTC_ARG_BOOL))
+        return ptc_meta_fail(m, "not supported for bool tensors");
+    if (ptc_dtype_is_int(dt) && e->kind == PTC_ARG_INT && !e->i.sym) {
+        int64_t lo, hi;
+        int_range(dt, &lo, &hi);
+        if (e->i.value < 0)
+            return ptc_meta_fail(m, "integers to negative integer powers are not allowed (%s ** %lld)",
+                                 meta_tstr(m, meta_t(m, 0)), (long long)e->i.value);
+        if (e->i.value > hi)
+            return ptc_meta_fail(m, "exponent %lld does not fit the result dtype %s",
+                                 (long long)e->i.value, ptc_dtype_name(dt));
+    }
     return pointwise(m, idx, 2, dt);
 }
 

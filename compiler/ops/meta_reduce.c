@@ -18,15 +18,20 @@ typedef struct reduction {
     bool all;                /* every dim (also for 0-dim tensors) */
 } reduction;
 
-/* Reads a dim arg (NONE, INT or INTS) into r. An empty list means every dim
- * when empty_all, else it is an error. */
-static int reduce_dims(ptc_meta *m, const ptc_ttype *x, const ptc_arg *dim, bool empty_all,
+/* What an empty dim list means. */
+enum { EMPTY_ALL, EMPTY_NONE, EMPTY_ERROR };
+
+/* Reads a dim arg (NONE, INT or INTS) into r; `empty` says what [] means
+ * (torch: every dim for sum/mean/amax..., no dim for any/all). */
+static int reduce_dims(ptc_meta *m, const ptc_ttype *x, const ptc_arg *dim, int empty,
                        reduction *r)
 {
     memset(r, 0, sizeof *r);
     int n = dim->kind == PTC_ARG_INTS ? dim->is.n : dim->kind == PTC_ARG_INT ? 1 : 0;
+    if (n == 0 && dim->kind == PTC_ARG_INTS && empty == EMPTY_NONE)
+        return 0;
     if (n == 0) {
-        if (dim->kind == PTC_ARG_INTS && !empty_all)
+        if (dim->kind == PTC_ARG_INTS && empty == EMPTY_ERROR)
             return ptc_meta_fail(m, "dim must not be empty");
         r->all = true;
         for (int i = 0; i < x->ndim; i++)
@@ -96,7 +101,9 @@ int meta_reduce(ptc_meta *m)
     ptc_op op = m->op;
     const ptc_arg *dim = &m->args[1];
     reduction r;
-    if (reduce_dims(m, x, dim, op != PTC_OP_LOGSUMEXP, &r))
+    int empty = op == PTC_OP_LOGSUMEXP ? EMPTY_ERROR
+                : op == PTC_OP_ANY || op == PTC_OP_ALL ? EMPTY_NONE : EMPTY_ALL;
+    if (reduce_dims(m, x, dim, empty, &r))
         return -1;
     bool dim_given = dim->kind == PTC_ARG_INT || (dim->kind == PTC_ARG_INTS && dim->is.n > 0);
     ptc_dtype given = dtype_arg(m), dt = x->dtype;
@@ -136,7 +143,7 @@ int meta_var(ptc_meta *m)
 {
     const ptc_ttype *x = meta_t(m, 0);
     reduction r;
-    if (reduce_dims(m, x, meta_arg(m, "dim"), true, &r) || meta_need_float(m, x, "tensor"))
+    if (reduce_dims(m, x, meta_arg(m, "dim"), EMPTY_ALL, &r) || meta_need_float(m, x, "tensor"))
         return -1;
     reduced_out(m, x, &r, meta_arg(m, "keepdim")->b, x->dtype);
     return 0;
@@ -149,7 +156,7 @@ int meta_argreduce(ptc_meta *m)
     const ptc_arg *dim = meta_arg(m, "dim");
     bool keepdim = meta_arg(m, "keepdim")->b;
     reduction r;
-    if (reduce_dims(m, x, dim, true, &r) ||
+    if (reduce_dims(m, x, dim, EMPTY_ALL, &r) ||
         need_nonempty(m, x, &r, dim->kind != PTC_ARG_NONE))
         return -1;
     if (x->dtype == PTC_BOOL)

@@ -301,6 +301,11 @@ START_TEST(div_pow_compare_bitwise)
     OK("x=i64[2]", "pow(2.5, %x)", "f32[2]");
     OK("x=bool[2]", "pow(%x, 2)", "i64[2]");
     BAD("x=bool[2]", "pow(%x, %x)", "pow: not supported for bool");
+    OK("x=bool[2]", "pow(%x, true)", "bool[2]");
+    BAD("x=bool[2]", "pow(true, %x)", "pow: not supported for bool");
+    OK("x=u8[2]", "pow(%x, 255)", "u8[2]");
+    BAD("x=u8[2]", "pow(%x, 256)", "pow: exponent 256 does not fit the result dtype u8");
+    BAD("x=i8[2]", "pow(%x, 200)", "does not fit");
     BAD("", "pow(2, 3)", "pow: needs a tensor");
     OK("x=f32[2,1]; y=f32[3]", "pow(%x, %y)", "f32[2,3]");
     OK("x=i64[2]", "eq(%x, 2.5)", "bool[2]");
@@ -396,6 +401,8 @@ START_TEST(reductions)
     OK("x=u8[2,3]", "any(%x)", "u8[]");
     OK("x=u8[2,3]", "all(%x, [1])", "u8[2]");
     OK("x=i64[2,3]", "any(%x, [0, 1])", "bool[]");
+    OK("x=f32[2,3]", "any(%x, [])", "bool[2,3]"); /* any/all: [] reduces nothing */
+    OK("x=f32[2,3]", "all(%x)", "bool[]");
     OK("x=f32[2,3] grad", "all(%x, [0], true)", "bool[1,3]");
     OK("x=f32[2,3] grad", "sum(%x)", "f32[] grad");
     OK("x=f32[2,3] grad", "sum(%x, dtype=i64)", "i64[]");
