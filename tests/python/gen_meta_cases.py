@@ -940,6 +940,118 @@ def prim_cases():
           a=T("f32", a, grad=True), i=i, s=s)
 
 
+# ---- sweeps: systematic grids over the rules most easily got wrong ---------------
+
+ALL_DTYPES = ["bool", "u8", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64"]
+
+
+def promotion_sweep():
+    """torch.result_type over every dtype pair, as dimensioned or 0-dim
+    tensors, and against Python scalars."""
+    for a in ALL_DTYPES:
+        for b in ALL_DTYPES:
+            for sa, sb in (([2], [2]), ([2], []), ([], [2]), ([], [])):
+                C("mul", "%x, %y", "torch.mul(x, y)", x=T(a, sa), y=T(b, sb))
+        for scalar in ("3", "2.5", "true"):
+            for shape in ([2], []):
+                C("mul", "%%x, %s" % scalar, "torch.mul(x, %s)" % py_scalar(scalar), x=T(a, shape))
+
+
+def dtype_sweep():
+    """Each dtype through the ops whose dtype rules differ (float-only ops,
+    integer accumulation, bool/int-only ops, promotion inside cat)."""
+    for dt in ALL_DTYPES:
+        for op in ("sum", "prod", "mean", "amax", "argmax", "any", "var", "logsumexp"):
+            dim = "0" if op in ("prod", "argmax") else "[0]"
+            C(op, "%%x, %s" % dim, "torch.%s(x, %s)" % (op, dim), x=T(dt, [2, 3]))
+        for op, fn in (("cumsum", "torch.cumsum(x, 1)"), ("softmax", "torch.softmax(x, 1)"),
+                       ("sigmoid", "torch.sigmoid(x)"), ("relu", "torch.relu(x)"),
+                       ("gelu", "F.gelu(x)"), ("sign", "torch.sign(x)")):
+            C(op, "%x" + (", 1" if op in ("cumsum", "softmax") else ""), fn, x=T(dt, [2, 3]))
+        for b in ALL_DTYPES:
+            for op in ("bitwise_and", "div", "atan2", "maximum", "eq"):
+                C(op, "%x, %y", "torch.%s(x, y)" % op, x=T(dt, [2]), y=T(b, [2]))
+            C("div", '%x, %y, rounding_mode="floor"', 'torch.div(x, y, rounding_mode="floor")',
+              x=T(dt, [2]), y=T(b, [2]))
+            C("cat", "[%x, %y]", "torch.cat([x, y])", x=T(dt, [2]), y=T(b, [3]))
+            C("where", "%c, %x, %y", "torch.where(c, x, y)", c=T("bool", [2]), x=T(dt, [2]), y=T(b, []))
+
+
+def pool_sweep():
+    """Pooling output sizes (ceil_mode's last-window rule included), two
+    configurations per case (one per spatial dim)."""
+    combos = []
+    for n in (1, 2, 3, 4, 5, 6, 7, 9):
+        for k in (1, 2, 3):
+            for p in range(k // 2 + 1):
+                for st in (1, 2, 3):
+                    for d in (1, 2):
+                        combos.append((n, k, st, p, d))
+    for ceil in (False, True):
+        for (h, kh, sh, ph, dh), (w, kw, sw, pw, dw) in zip(combos[0::2], combos[1::2]):
+            args = "[%d, %d], [%d, %d], [%d, %d], [%d, %d], %s" % (kh, kw, sh, sw, ph, pw, dh, dw,
+                                                                 "true" if ceil else "false")
+            py = "(%d, %d), (%d, %d), (%d, %d), (%d, %d), %s" % (kh, kw, sh, sw, ph, pw, dh, dw, ceil)
+            C("max_pool2d", "%x, " + args, "F.max_pool2d(x, %s)" % py, x=T("f32", [1, 2, h, w]))
+    for (h, kh, sh, ph, _), (w, kw, sw, pw, _) in zip(combos[0::4], combos[2::4]):
+        args = "[%d, %d], [%d, %d], [%d, %d], true" % (kh, kw, sh, sw, ph, pw)
+        py = "(%d, %d), (%d, %d), (%d, %d), True" % (kh, kw, sh, sw, ph, pw)
+        C("avg_pool2d", "%x, " + args, "F.avg_pool2d(x, %s)" % py, x=T("f32", [2, h, w]))
+
+
+def conv_sweep():
+    """Convolution output sizes, plain and transposed."""
+    for n in (1, 3, 4, 7):
+        for k in (1, 2, 3):
+            for st in (1, 2, 3):
+                for p in (0, 1, 2):
+                    for d in (1, 2):
+                        C("conv1d", "%%x, %%w, stride=%d, padding=%d, dilation=%d" % (st, p, d),
+                          "F.conv1d(x, w, stride=%d, padding=%d, dilation=%d)" % (st, p, d),
+                          x=T("f32", [1, 2, n]), w=T("f32", [3, 2, k]))
+    for n in (1, 2, 4):
+        for k in (1, 3):
+            for st in (1, 2, 3):
+                for p in (0, 1, 2):
+                    for op in (0, 1, 2):
+                        kw = "stride=[%d, 1], padding=[%d, 0], output_padding=[%d, 0]" % (st, p, op)
+                        py = "stride=(%d, 1), padding=(%d, 0), output_padding=(%d, 0)" % (st, p, op)
+                        C("conv_transpose2d", "%x, %w, " + kw, "F.conv_transpose2d(x, w, %s)" % py,
+                          x=T("f32", [1, 2, n, 2]), w=T("f32", [2, 1, k, 1]))
+
+
+def slice_sweep():
+    """aten.slice's clamping of start and end, negatives and None."""
+    bounds = (None, -9, -3, -1, 0, 2, 7, 9)
+    for start in bounds:
+        for end in bounds:
+            for step in (1, 3):
+                a = "%s, %s, %d" % ("none" if start is None else start, "none" if end is None else end, step)
+                C("slice", "%x, 0, " + a, "aten.slice.Tensor(x, 0, %s, %s, %d)" % (start, end, step),
+                  x=T("f32", [7, 2]))
+
+
+def size_sweep():
+    """chunk/split piece sizes, arange lengths and view's -1."""
+    for n in range(0, 10):
+        for chunks in range(1, 6):
+            C("chunk", "%%x, %d" % chunks, "torch.chunk(x, %d)" % chunks, x=T("f32", [n, 2]))
+        for piece in (1, 2, 3, 4):
+            C("split", "%%x, %d" % piece, "aten.split.Tensor(x, %d)" % piece, x=T("f32", [n]))
+    for start, end, step in ((0, 7, 2), (7, 0, -2), (-3, 4, 3), (1, 1, 5), (0, 1, 3), (5, 2, -1),
+                             (0.5, 3, 0.5), (-1.25, 2, 0.75), (3, -2.5, -0.5), (0, 2.9, 1), (1e-3, 1, 0.1),
+                             (2, 3, 0.3), (-7, 7, 7)):
+        a = "%r, %r, %r" % (start, end, step)
+        for dt, py in (("", ""), (", dtype=i64", ", dtype=torch.int64"), (", dtype=f64", ", dtype=torch.float64"),
+                       (", dtype=i16", ", dtype=torch.int16")):
+            if "dtype=i" in dt and int(step) == 0:
+                continue  # torch divides by the truncated step: SIGFPE
+            C("arange", a + dt, "torch.arange(%s%s)" % (a, py))
+    for shape in ([2, 6], [4, 3, 2], [0, 6], [1], [12, 1]):
+        for size in ([-1], [3, -1], [-1, 4], [2, -1, 3], [-1, 0], [5, -1], [1, -1, 1]):
+            C("view", "%%x, %s" % size, "x.view(%s)" % size, x=T("f32", shape))
+
+
 # ---- running the cases and writing the files -----------------------------------
 
 NRETURNS2 = {"max_pool2d_with_indices", "prims.var_mean"}
@@ -1003,6 +1115,7 @@ def generate(out_dir, src_dir=None):
     unary_cases(), binary_cases(), ternary_cases(), reduction_cases(), norm_cases()
     matmul_cases(), conv_cases(), pool_cases(), view_cases(), slice_cases(), index_cases()
     cat_cases(), split_cases(), misc_shape_cases(), creation_cases(), prim_cases()
+    promotion_sweep(), dtype_sweep(), pool_sweep(), conv_sweep(), slice_sweep(), size_sweep()
     src_dir = src_dir or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
     known = ops_def_names(src_dir)
     counts = {op: 0 for op in known}
