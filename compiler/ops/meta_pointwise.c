@@ -48,8 +48,6 @@ static int pointwise(ptc_meta *m, const int *idx, int n, ptc_dtype dt)
     return 0;
 }
 
-static const char *dtname(ptc_dtype dt) { return ptc_dtype_name(dt); }
-
 /* ---- torch-level unary ----------------------------------------------------- */
 
 int meta_unary_same(ptc_meta *m)
@@ -116,9 +114,9 @@ static int check_alpha(ptc_meta *m, ptc_dtype dt)
         return 0;
     const ptc_arg *alpha = &m->args[i];
     if (alpha->kind == PTC_ARG_FLOAT && !ptc_dtype_is_float(dt))
-        return ptc_meta_fail(m, "alpha must not be a float for %s inputs", dtname(dt));
+        return ptc_meta_fail(m, "alpha must not be a float for %s inputs", ptc_dtype_name(dt));
     if (alpha->kind == PTC_ARG_BOOL && dt != PTC_BOOL)
-        return ptc_meta_fail(m, "a bool alpha needs a bool result, got %s", dtname(dt));
+        return ptc_meta_fail(m, "a bool alpha needs a bool result, got %s", ptc_dtype_name(dt));
     return 0;
 }
 
@@ -185,7 +183,8 @@ int meta_pow(ptc_meta *m)
         int64_t lo, hi;
         int_range(dt, &lo, &hi);
         if (e->i.value < 0)
-            return ptc_meta_fail(m, "integers to negative integer powers are not allowed (%s ** %lld)",
+            return ptc_meta_fail(m,
+                                 "integers to negative integer powers are not allowed (%s ** %lld)",
                                  meta_tstr(m, meta_t(m, 0)), (long long)e->i.value);
         if (e->i.value > hi)
             return ptc_meta_fail(m, "exponent %lld does not fit the result dtype %s",
@@ -213,7 +212,7 @@ int meta_bitwise(ptc_meta *m)
     ptc_dtype dt = meta_result_type(m, idx, 2);
     if (ptc_dtype_is_float(dt))
         return ptc_meta_fail(m, "expected integer or bool operands, the result would be %s",
-                             dtname(dt));
+                             ptc_dtype_name(dt));
     return pointwise(m, idx, 2, dt);
 }
 
@@ -280,10 +279,18 @@ int meta_to(ptc_meta *m)
 static bool prim_float_only(ptc_op op)
 {
     switch (op) {
-    case PTC_OP_PRIMS_EXP: case PTC_OP_PRIMS_LOG: case PTC_OP_PRIMS_LOG1P:
-    case PTC_OP_PRIMS_EXPM1: case PTC_OP_PRIMS_SQRT: case PTC_OP_PRIMS_RSQRT:
-    case PTC_OP_PRIMS_SIN: case PTC_OP_PRIMS_COS: case PTC_OP_PRIMS_TANH:
-    case PTC_OP_PRIMS_ERF: case PTC_OP_PRIMS_RECIPROCAL: case PTC_OP_PRIMS_ATAN2:
+    case PTC_OP_PRIMS_EXP:
+    case PTC_OP_PRIMS_LOG:
+    case PTC_OP_PRIMS_LOG1P:
+    case PTC_OP_PRIMS_EXPM1:
+    case PTC_OP_PRIMS_SQRT:
+    case PTC_OP_PRIMS_RSQRT:
+    case PTC_OP_PRIMS_SIN:
+    case PTC_OP_PRIMS_COS:
+    case PTC_OP_PRIMS_TANH:
+    case PTC_OP_PRIMS_ERF:
+    case PTC_OP_PRIMS_RECIPROCAL:
+    case PTC_OP_PRIMS_ATAN2:
         return true;
     default:
         return false;
@@ -320,11 +327,11 @@ static int same_operands(ptc_meta *m, const int *idx, int n)
         for (int d = 0; same && d < a->ndim; d++)
             same = ptc_dim_eq(a->shape[d], b->shape[d]);
         if (!same)
-            return ptc_meta_fail(m, "operands must have one shape, got %s and %s",
-                                 meta_tstr(m, a), meta_tstr(m, b));
+            return ptc_meta_fail(m, "operands must have one shape, got %s and %s", meta_tstr(m, a),
+                                 meta_tstr(m, b));
         if (a->dtype != b->dtype)
-            return ptc_meta_fail(m, "operands must have one dtype, got %s and %s",
-                                 meta_tstr(m, a), meta_tstr(m, b));
+            return ptc_meta_fail(m, "operands must have one dtype, got %s and %s", meta_tstr(m, a),
+                                 meta_tstr(m, b));
     }
     return 0;
 }
@@ -373,8 +380,8 @@ int meta_prim_where(ptc_meta *m)
     for (int d = 0; same && d < a->ndim; d++)
         same = ptc_dim_eq(a->shape[d], p->shape[d]);
     if (!same)
-        return ptc_meta_fail(m, "predicate %s and operands %s must have one shape",
-                             meta_tstr(m, p), meta_tstr(m, a));
+        return ptc_meta_fail(m, "predicate %s and operands %s must have one shape", meta_tstr(m, p),
+                             meta_tstr(m, a));
     meta_out_like(m, a);
     return 0;
 }

@@ -75,9 +75,10 @@ static void check_valid(tally *t, const char *path)
     for (int i = 0; i < m->ngraphs; i++) {
         t->graphs++;
         if (ptc_ops_verify(m->graphs[i], 0, &err)) {
-            const ptc_node *n = err.has_node ? ptc_graph_find_node(m->graphs[i], err.node_id) : NULL;
-            failure(t, path, "graph %s (line %d): %s: %s", m->graphs[i]->name,
-                    n ? n->text_line : 0, ptc_errclass_name(err.cls), err.msg);
+            const ptc_node *n =
+                err.has_node ? ptc_graph_find_node(m->graphs[i], err.node_id) : NULL;
+            failure(t, path, "graph %s (line %d): %s: %s", m->graphs[i]->name, n ? n->text_line : 0,
+                    ptc_errclass_name(err.cls), err.msg);
         }
     }
     ptc_module_free(m);
@@ -139,8 +140,8 @@ START_TEST(corpus)
     }
     free(names);
     /* The corpus covers every op (one file per op with valid cases). */
-    ck_assert_msg(n >= 150 && nerr >= 100, "corpus in %s is incomplete (%d op files, %d error files)",
-                  dir, n, nerr);
+    ck_assert_msg(n >= 150 && nerr >= 100,
+                  "corpus in %s is incomplete (%d op files, %d error files)", dir, n, nerr);
     if (t.failures)
         fprintf(stderr, "%s", t.report.data);
     ck_assert_msg(t.failures == 0, "%d of %d corpus graphs disagree with torch:\n%s", t.failures,
