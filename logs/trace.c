@@ -1,0 +1,379 @@
+/* The trace directory (PTC_TRACE_DIR): one folder per compile, a file per
+ * stage, and index.json listing the compiles.
+ *
+ * index.json is the table of contents that ptview opens, so it must always
+ * be whole: it is written to a temporary file and renamed over the old one
+ * (rename is atomic on POSIX), each time a compile begins, writes a file or
+ * ends. A process killed mid-compile therefore leaves a trace that opens,
+ * with that compile marked "complete": false. Compiles recorded by an earlier
+ * run (an existing index.json) are kept verbatim and new ones appended; a
+ * folder name already taken gets a "-2", "-3", ... suffix rather than
+ * overwriting an earlier run's files.
+ *
+ * Everything lives in the trace's arena under one mutex: compiles may begin
+ * and end on several threads.
+ */
+#include "logs/logs.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct ptc_trace_compile {
+    ptc_trace *trace;
+    const char *id, *dir;
+    const char *frame, *function, *file, *reason;
+    int recompile, line;
+    int nstages, cap_stages, nfiles, cap_files;
+    const char **stages, **files;
+    ptc_metrics metrics;
+    double started;
+    bool complete;
+};
+
+struct ptc_trace {
+    char *dir;
+    pthread_mutex_t lock;
+    ptc_arena *arena;
+    const ptc_json *old; /* "compiles" of an existing index.json, or NULL */
+    int ncompiles, cap;
+    ptc_trace_compile **compiles;
+};
+
+static const char *xstrdup(ptc_arena *a, const char *s) { return s ? ptc_arena_strdup(a, s) : NULL; }
+
+/* ---- opening: reading an existing index ------------------------------------ */
+
+static int load_index(ptc_trace *t, ptc_error *err)
+{
+    char *path = ptc_arena_printf(t->arena, "%s/index.json", t->dir);
+    if (access(path, F_OK) != 0)
+        return 0;
+    size_t len;
+    char *text = ptc_read_file(path, &len, err);
+    if (!text)
+        return -1;
+    ptc_json *root = ptc_json_parse(t->arena, text, len, path, err);
+    free(text);
+    if (!root)
+        return -1;
+    const ptc_json *compiles = ptc_json_get(root, "compiles");
+    if (root->kind != PTC_JOBJ || !compiles || compiles->kind != PTC_JARR) {
+        ptc_errorf(err, PTC_ERR_PARSE, "trace", "not a ptc trace index (no \"compiles\" list)");
+        ptc_error_at(err, path, 0, 0);
+        return -1;
+    }
+    double version = ptc_json_num(root, "version", 1);
+    if (version != 1) {
+        ptc_errorf(err, PTC_ERR_PARSE, "trace", "trace index version %g; this ptc writes 1",
+                   version);
+        ptc_error_at(err, path, 0, 0);
+        return -1;
+    }
+    t->old = compiles;
+    return 0;
+}
+
+ptc_trace *ptc_trace_open(const char *dir, ptc_error *err)
+{
+    ptc_error_clear(err);
+    if (!dir) {
+        dir = getenv("PTC_TRACE_DIR");
+        if (!dir || !*dir)
+            return NULL;
+    }
+    if (!*dir) {
+        ptc_errorf(err, PTC_ERR_IO, "trace", "empty trace directory name");
+        return NULL;
+    }
+    if (ptc_mkdirs(dir, err))
+        return NULL;
+    ptc_trace *t = calloc(1, sizeof *t);
+    PTC_ASSERT(t);
+    t->dir = strdup(dir);
+    PTC_ASSERT(t->dir);
+    pthread_mutex_init(&t->lock, NULL);
+    t->arena = ptc_arena_new();
+    if (load_index(t, err)) {
+        pthread_mutex_destroy(&t->lock);
+        ptc_arena_free(t->arena);
+        free(t->dir);
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+const char *ptc_trace_dir(const ptc_trace *t) { return t->dir; }
+
+/* ---- index.json ------------------------------------------------------------ */
+
+/* Re-emits a parsed value (an earlier run's entry) through the writer. */
+static void emit_json(ptc_jw *w, const ptc_json *j)
+{
+    if (w->depth > 48) { /* deeper than any index we write: not worth keeping */
+        ptc_jw_null(w);
+        return;
+    }
+    switch (j->kind) {
+    case PTC_JNULL: ptc_jw_null(w); break;
+    case PTC_JBOOL: ptc_jw_bool(w, j->b); break;
+    case PTC_JNUM: ptc_jw_num(w, j->num); break;
+    case PTC_JSTR: ptc_jw_str(w, j->str); break;
+    case PTC_JARR:
+        ptc_jw_arr_begin(w);
+        for (int i = 0; i < j->n; i++)
+            emit_json(w, j->items[i]);
+        ptc_jw_arr_end(w);
+        break;
+    case PTC_JOBJ:
+        ptc_jw_obj_begin(w);
+        for (int i = 0; i < j->n; i++) {
+            ptc_jw_key(w, j->keys[i]);
+            emit_json(w, j->items[i]);
+        }
+        ptc_jw_obj_end(w);
+        break;
+    }
+}
+
+static void emit_list(ptc_jw *w, const char *key, const char **items, int n)
+{
+    ptc_jw_key(w, key);
+    ptc_jw_arr_begin(w);
+    for (int i = 0; i < n; i++)
+        ptc_jw_str(w, items[i]);
+    ptc_jw_arr_end(w);
+}
+
+static void emit_compile(ptc_jw *w, const ptc_trace_compile *c)
+{
+    ptc_jw_obj_begin(w);
+    ptc_jw_key(w, "id");
+    ptc_jw_str(w, c->id);
+    ptc_jw_key(w, "frame");
+    ptc_jw_str(w, c->frame);
+    ptc_jw_key(w, "recompile");
+    ptc_jw_int(w, c->recompile);
+    ptc_jw_key(w, "function");
+    ptc_jw_str(w, c->function);
+    ptc_jw_key(w, "file");
+    ptc_jw_str(w, c->file);
+    ptc_jw_key(w, "line");
+    ptc_jw_int(w, c->line);
+    ptc_jw_key(w, "reason");
+    ptc_jw_str(w, c->reason);
+    ptc_jw_key(w, "complete");
+    ptc_jw_bool(w, c->complete);
+    emit_list(w, "stages", c->stages, c->nstages);
+    emit_list(w, "files", c->files, c->nfiles);
+    ptc_jw_obj_end(w);
+}
+
+/* Writes index.json through a temporary file and rename. Caller holds the lock. */
+static int write_index(ptc_trace *t, ptc_error *err)
+{
+    ptc_buf b = {0};
+    ptc_jw w;
+    ptc_jw_init(&w, &b, true);
+    ptc_jw_obj_begin(&w);
+    ptc_jw_key(&w, "version");
+    ptc_jw_int(&w, 1);
+    ptc_jw_key(&w, "ptc_version");
+    ptc_jw_str(&w, PTC_VERSION);
+    ptc_jw_key(&w, "compiles");
+    ptc_jw_arr_begin(&w);
+    for (int i = 0; t->old && i < t->old->n; i++)
+        emit_json(&w, t->old->items[i]);
+    for (int i = 0; i < t->ncompiles; i++)
+        emit_compile(&w, t->compiles[i]);
+    ptc_jw_arr_end(&w);
+    ptc_jw_obj_end(&w);
+    ptc_buf_putc(&b, '\n');
+    char tmp[4200], path[4200];
+    snprintf(path, sizeof path, "%s/index.json", t->dir);
+    snprintf(tmp, sizeof tmp, "%s/.index.json.%ld.tmp", t->dir, (long)getpid());
+    int rc = ptc_write_file(tmp, b.data, b.len, err);
+    ptc_buf_free(&b);
+    if (rc == 0 && rename(tmp, path) != 0) {
+        rc = ptc_errorf(err, PTC_ERR_IO, "trace", "cannot rename '%s' to '%s': %s", tmp, path,
+                        strerror(errno));
+        unlink(tmp);
+    }
+    return rc;
+}
+
+/* ---- compiles -------------------------------------------------------------- */
+
+static bool id_taken(const ptc_trace *t, const char *id)
+{
+    for (int i = 0; t->old && i < t->old->n; i++) {
+        const char *old = ptc_json_str(t->old->items[i], "id", NULL);
+        if (old && strcmp(old, id) == 0)
+            return true;
+    }
+    for (int i = 0; i < t->ncompiles; i++)
+        if (strcmp(t->compiles[i]->id, id) == 0)
+            return true;
+    char path[4200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", t->dir, id);
+    return stat(path, &st) == 0;
+}
+
+/* "<frame>_<recompile>" with frame reduced to [A-Za-z0-9_.-], made unique. */
+static const char *folder_id(ptc_trace *t, const char *frame, int recompile)
+{
+    char clean[101];
+    size_t n = 0;
+    for (const char *p = frame && *frame ? frame : "graph"; *p && n < sizeof clean - 1; p++) {
+        char c = *p;
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '_' || c == '.' || c == '-';
+        clean[n++] = ok ? c : '_';
+    }
+    clean[n] = 0;
+    if (clean[0] == '.' || clean[0] == '-') /* no hidden folders, no option-like names */
+        clean[0] = '_';
+    const char *id = ptc_arena_printf(t->arena, "%s_%d", clean, recompile);
+    for (int k = 2; id_taken(t, id); k++)
+        id = ptc_arena_printf(t->arena, "%s_%d-%d", clean, recompile, k);
+    return id;
+}
+
+ptc_trace_compile *ptc_trace_begin(ptc_trace *t, const char *frame, int recompile,
+                                   const char *function, const char *file, int line,
+                                   const char *reason, ptc_error *err)
+{
+    pthread_mutex_lock(&t->lock);
+    ptc_trace_compile *c = PTC_NEW(t->arena, ptc_trace_compile);
+    c->trace = t;
+    c->id = folder_id(t, frame, recompile);
+    c->dir = ptc_arena_printf(t->arena, "%s/%s", t->dir, c->id);
+    c->frame = xstrdup(t->arena, frame ? frame : "graph");
+    c->recompile = recompile;
+    c->function = xstrdup(t->arena, function);
+    c->file = xstrdup(t->arena, file);
+    c->line = line;
+    c->reason = xstrdup(t->arena, reason);
+    c->started = ptc_now_ms();
+    if (ptc_mkdirs(c->dir, err)) {
+        pthread_mutex_unlock(&t->lock);
+        return NULL;
+    }
+    if (t->ncompiles == t->cap) {
+        int ncap = t->cap ? t->cap * 2 : 8;
+        ptc_trace_compile **bigger = PTC_NEWN(t->arena, ptc_trace_compile *, ncap);
+        if (t->compiles)
+            memcpy(bigger, t->compiles, sizeof *bigger * (size_t)t->ncompiles);
+        t->compiles = bigger;
+        t->cap = ncap;
+    }
+    t->compiles[t->ncompiles++] = c;
+    int rc = write_index(t, err);
+    pthread_mutex_unlock(&t->lock);
+    return rc ? NULL : c;
+}
+
+/* Adds s to a list unless present. Caller holds the lock. */
+static void note(ptc_arena *a, const char ***list, int *n, int *cap, const char *s)
+{
+    for (int i = 0; i < *n; i++)
+        if (strcmp((*list)[i], s) == 0)
+            return;
+    if (*n == *cap) {
+        int ncap = *cap ? *cap * 2 : 8;
+        const char **bigger = PTC_NEWN(a, const char *, ncap);
+        if (*list)
+            memcpy(bigger, *list, sizeof *bigger * (size_t)*n);
+        *list = bigger;
+        *cap = ncap;
+    }
+    (*list)[(*n)++] = ptc_arena_strdup(a, s);
+}
+
+/* A plain file name: no separators, no "." or "..", printable. */
+static bool file_name_ok(const char *s)
+{
+    if (!s || !*s || strcmp(s, ".") == 0 || strcmp(s, "..") == 0 || strlen(s) > 200)
+        return false;
+    for (; *s; s++)
+        if (*s == '/' || (unsigned char)*s < 0x20 || *s == 0x7f)
+            return false;
+    return true;
+}
+
+int ptc_trace_write(ptc_trace_compile *c, const char *stage, const char *file, const char *data,
+                    size_t len, ptc_error *err)
+{
+    if (!file_name_ok(file))
+        return ptc_errorf(err, PTC_ERR_IO, "trace", "bad trace file name '%s'", file ? file : "");
+    ptc_trace *t = c->trace;
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", c->dir, file);
+    if (ptc_write_file(path, data, len, err))
+        return -1;
+    pthread_mutex_lock(&t->lock);
+    if (stage)
+        note(t->arena, &c->stages, &c->nstages, &c->cap_stages, stage);
+    note(t->arena, &c->files, &c->nfiles, &c->cap_files, file);
+    int rc = write_index(t, err);
+    pthread_mutex_unlock(&t->lock);
+    return rc;
+}
+
+int ptc_trace_graph(ptc_trace_compile *c, const char *stage, const ptc_graph *g, ptc_error *err)
+{
+    char file[256];
+    if (!file_name_ok(stage) || snprintf(file, sizeof file, "%s.ptir", stage) >= (int)sizeof file)
+        return ptc_errorf(err, PTC_ERR_IO, "trace", "bad stage name '%s'", stage ? stage : "");
+    ptc_buf b = {0};
+    ptc_print_graph(&b, g);
+    int rc = ptc_trace_write(c, stage, file, b.data, b.len, err);
+    ptc_buf_free(&b);
+    return rc;
+}
+
+ptc_metrics *ptc_trace_metrics(ptc_trace_compile *c) { return &c->metrics; }
+
+const char *ptc_trace_compile_dir(const ptc_trace_compile *c) { return c->dir; }
+
+int ptc_trace_end(ptc_trace_compile *c, ptc_error *err)
+{
+    ptc_trace *t = c->trace;
+    pthread_mutex_lock(&t->lock);
+    bool first = !c->complete;
+    c->complete = true;
+    pthread_mutex_unlock(&t->lock);
+    if (first)
+        ptc_metrics_add(&c->metrics, "total", ptc_now_ms() - c->started, true);
+    ptc_buf b = {0};
+    ptc_jw w;
+    ptc_jw_init(&w, &b, true);
+    ptc_metrics_json(&c->metrics, &w);
+    ptc_buf_putc(&b, '\n');
+    int rc = ptc_trace_write(c, NULL, "metrics.json", b.data, b.len, err);
+    ptc_buf_free(&b);
+    return rc;
+}
+
+void ptc_trace_close(ptc_trace *t)
+{
+    if (!t)
+        return;
+    pthread_mutex_lock(&t->lock);
+    ptc_error err;
+    if (write_index(t, &err)) {
+        char msg[1400];
+        ptc_error_format(&err, msg, sizeof msg);
+        fprintf(stderr, "ptc: trace: %s\n", msg);
+    }
+    pthread_mutex_unlock(&t->lock);
+    pthread_mutex_destroy(&t->lock);
+    ptc_arena_free(t->arena);
+    free(t->dir);
+    free(t);
+}
