@@ -819,19 +819,37 @@ int meta_prim_slice(ptc_meta *m)
     return 0;
 }
 
-/* prims.pad: padding_config is [lo_0, hi_0, lo_1, hi_1, ...] in dim order;
- * negative entries crop. */
+/* prims.pad: padding_config holds (lo, hi, interior) per dim, in dim order,
+ * as torch._prims.pad: negative lo/hi crop, interior >= 0 inserts that many
+ * padding elements between neighbours. */
 int meta_prim_pad(ptc_meta *m)
 {
     const ptc_ttype *x = meta_t(m, 0);
+    ptc_arena *a = m->arena;
     const ptc_arg *cfg = meta_arg(m, "padding_config");
-    if (cfg->is.n != 2 * x->ndim)
-        return ptc_meta_fail(m, "padding_config %s needs 2 entries (lo, hi) per dim of %s",
+    if (cfg->is.n != 3 * x->ndim)
+        return ptc_meta_fail(m,
+                             "padding_config %s needs 3 entries (lo, hi, interior) per dim of %s",
                              meta_shapestr(m, cfg->is.d, cfg->is.n), meta_tstr(m, x));
     ptc_dim shape[PTC_MAX_DIMS];
-    for (int d = 0; d < x->ndim; d++)
-        if (padded(m, x, d, cfg->is.d[2 * d], cfg->is.d[2 * d + 1], &shape[d]))
+    for (int d = 0; d < x->ndim; d++) {
+        ptc_dim n = x->shape[d], interior = cfg->is.d[3 * d + 2];
+        if (meta_sign(interior) != 0 && meta_sign(interior) != 1)
+            return ptc_meta_fail(m, "interior padding %s of dim %d must not be negative",
+                                 meta_dstr(m, interior), d);
+        /* n + (n - 1) * interior, for a non-empty dim */
+        ptc_dim grown = n;
+        if (!meta_is(n, 0) && !meta_is(interior, 0)) {
+            if (meta_sign(n) != 1)
+                return ptc_meta_fail(m, "cannot decide whether dim %d of %s is empty", d,
+                                     meta_tstr(m, x));
+            grown = ptc_dim_add(a, n, ptc_dim_mul(a, ptc_dim_sub(a, n, ptc_dim_c(1)), interior));
+        }
+        ptc_ttype t = *x;
+        t.shape[d] = grown;
+        if (padded(m, &t, d, cfg->is.d[3 * d], cfg->is.d[3 * d + 1], &shape[d]))
             return -1;
+    }
     meta_out(m, x->dtype, shape, x->ndim);
     return 0;
 }

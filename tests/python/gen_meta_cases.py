@@ -215,9 +215,15 @@ def prim_slice(a, start, limit, strides):
 
 
 def prim_pad(a, value, config):
-    if len(config) != 2 * a.dim():
+    """torch._prims.pad: (lo, hi, interior) per dim."""
+    if len(config) != 3 * a.dim():
         raise PrimError("config length")
-    shape = [n + config[2 * i] + config[2 * i + 1] for i, n in enumerate(a.shape)]
+    shape = []
+    for i, n in enumerate(a.shape):
+        lo, hi, interior = config[3 * i:3 * i + 3]
+        if interior < 0:
+            raise PrimError("negative interior")
+        shape.append(n + max(n - 1, 0) * interior + lo + hi)
     if any(s < 0 for s in shape):
         raise PrimError("negative size")
     return _out(shape, a.dtype, a)
@@ -891,8 +897,9 @@ def prim_cases():
                           ([10, 4], [5, 0], [4, 4], []), ([10, 4], [0, 0], [4, 4], [0, 1]), ([3], [3], [3], []),
                           ([10, 4], [0], [4], [])]:
         C("prims.slice", "%%a, %s, %s, %s" % (s, lim, st), "prim_slice(a, %s, %s, %s)" % (s, lim, st), a=T("f32", a))
-    for a, cfg in [([2, 3], [1, 1, -1, 0]), ([2, 3], [1, 1]), ([2, 3], [0, 0, -2, -2]), ([2, 3], [0, 0, -3, 0]),
-                   ([], []), ([0], [2, 3])]:
+    for a, cfg in [([2, 3], [1, 1, 0, -1, 0, 0]), ([2, 3], [1, 1, 0]), ([2, 3], [0, 0, 0, -2, -2, 0]),
+                   ([2, 3], [0, 0, 0, -3, 0, 0]), ([], []), ([0], [2, 3, 4]), ([2, 3], [0, 0, 2, 1, 1, 1]),
+                   ([4], [-2, -3, 1]), ([4], [0, 0, -1])]:
         C("prims.pad", "%%a, 0, %s" % cfg, "prim_pad(a, 0, %s)" % cfg, a=T("f32", a))
     for ts, d in [([[2, 3], [2, 5]], 1), ([[2, 3], [4, 3], [1, 3]], 0), ([[2, 3], [2, 5]], -1), ([[0], [2, 5]], 0),
                   ([[2, 3], [2, 5]], 0), ([[2]], 0)]:

@@ -1006,11 +1006,16 @@ START_TEST(prims_shape)
     BAD("x=f32[10,4]", "prims.slice(%x, [5, 0], [4, 4], [])", "must satisfy");
     BAD("x=f32[10,4]", "prims.slice(%x, [0, 0], [4, 4], [0, 1])",
         "prims.slice: strides must be positive");
-    OK("x=f32[2,3]", "prims.pad(%x, 0, [1, 1, -1, 0])", "f32[4,2]");
-    BAD("x=f32[2,3]", "prims.pad(%x, 0, [1, 1])",
-        "prims.pad: padding_config [1,1] needs 2 entries (lo, hi) per dim of f32[2,3]");
-    BAD("x=f32[2,3]", "prims.pad(%x, 0, [0, 0, -2, -2])",
+    OK("x=f32[2,3]", "prims.pad(%x, 0, [1, 1, 0, -1, 0, 0])", "f32[4,2]");
+    OK("x=f32[2,3]", "prims.pad(%x, 0, [0, 0, 2, 1, 1, 1])", "f32[4,7]");
+    OK("x=f32[0,3]", "prims.pad(%x, 0, [1, 0, 5, 0, 0, 0])", "f32[1,3]");
+    OK("x=f32[s0]", "prims.pad(%x, 0, [0, 0, 1])", "f32[2*s0-1]");
+    BAD("x=f32[2,3]", "prims.pad(%x, 0, [1, 1, 0])",
+        "prims.pad: padding_config [1,1,0] needs 3 entries (lo, hi, interior) per dim of f32[2,3]");
+    BAD("x=f32[2,3]", "prims.pad(%x, 0, [0, 0, 0, -2, -2, 0])",
         "prims.pad: padding -2, -2 of dim 1 of f32[2,3] gives a negative size");
+    BAD("x=f32[2,3]", "prims.pad(%x, 0, [0, 0, -1, 0, 0, 0])",
+        "prims.pad: interior padding -1 of dim 0 must not be negative");
     OK("a=f32[2,3]; b=f32[2,5]", "prims.cat([%a, %b], 1)", "f32[2,8]");
     BAD("a=f32[2,3]; b=f16[2,5]", "prims.cat([%a, %b], 1)",
         "prims.cat: tensors must have one dtype");
