@@ -9,8 +9,13 @@
  * must accept the types meta inferred (random floats; integer inputs are 0
  * for indexing ops, so every index is valid, and 1 elsewhere, as are bools).
  *
+ * Symbolic sizes: each valid graph is inferred again with one input size v
+ * (>= 2) replaced by a symbol s0 everywhere it occurs among the inputs. The
+ * meta function may answer that it cannot decide, but when it infers types,
+ * they must evaluate at s0 = v to the types torch produced.
+ *
  * All files are checked and every disagreement is listed before the test
- * fails. PTC_META_CORPUS overrides the directory (to check a fresh corpus).
+ * fails. PTC_META_DEBUG=1 lists the undecided symbolic cases. PTC_META_CORPUS overrides the directory (to check a fresh corpus).
  */
 #define _GNU_SOURCE
 #include "ops/ops.h"
@@ -22,6 +27,7 @@
 
 typedef struct tally {
     int files, graphs, failures, ran;
+    int symbolic_decided, symbolic_undecided;
     ptc_buf report;
 } tally;
 
@@ -68,6 +74,12 @@ static char **list_ptir(const char *dir, int *n)
 }
 
 static void run_graph(tally *t, const char *path, const ptc_graph *g);
+static void symbolic_checks(tally *t, const char *path, ptc_graph *g);
+
+static bool meta_static_is(ptc_dim d, int64_t v)
+{
+    return !d.sym && d.value == v;
+}
 
 static void check_valid(tally *t, const char *path)
 {
@@ -87,6 +99,8 @@ static void check_valid(tally *t, const char *path)
                     ptc_errclass_name(err.cls), err.msg);
         } else {
             run_graph(t, path, m->graphs[i]);
+            if (m->graphs[i]->ninputs <= 16)
+                symbolic_checks(t, path, m->graphs[i]);
         }
     }
     ptc_module_free(m);
@@ -147,6 +161,80 @@ static void run_graph(tally *t, const char *path, const ptc_graph *g)
         ptc_tensor_release(&out[i]);
     for (int i = 0; i < g->ninputs; i++)
         ptc_tensor_release(&in[i]);
+}
+
+/* Infers node n again with every input dim equal to v made the symbol s0;
+ * the result evaluated at s0 = v must equal n's printed types. */
+static void symbolic_check(tally *t, const char *path, ptc_graph *g, int64_t v)
+{
+    ptc_ttype saved[16];
+    const ptc_node *n = g->nodes[0];
+    ptc_dim s0 = ptc_dim_symbol(g->arena, "s0");
+    for (int i = 0; i < g->ninputs; i++) {
+        ptc_ttype *ty = &g->inputs[i]->type;
+        saved[i] = *ty;
+        for (int d = 0; d < ty->ndim; d++)
+            if (meta_static_is(ty->shape[d], v))
+                ty->shape[d] = s0;
+    }
+    ptc_arena *a = ptc_arena_new();
+    ptc_arg *args = ptc_arena_dup(a, n->args, sizeof *args * (size_t)n->nargs);
+    ptc_args_normalize(a, n->op, args);
+    ptc_ttype *types;
+    int nout;
+    ptc_error err;
+    ptc_bindings b = {0};
+    ptc_bindings_set(&b, "s0", v);
+    if (ptc_meta_infer(a, n->op, args, n->nargs, &types, &nout, &err)) {
+        t->symbolic_undecided++;
+        if (getenv("PTC_META_DEBUG"))
+            fprintf(stderr, "UNDECIDED %s\n", err.msg);
+    } else {
+        t->symbolic_decided++;
+        for (int o = 0; o < nout && o < n->nout; o++) {
+            const ptc_ttype *want = &n->outs[o]->type;
+            bool same =
+                nout == n->nout && types[o].dtype == want->dtype && types[o].ndim == want->ndim;
+            for (int d = 0; same && d < want->ndim; d++) {
+                int64_t got;
+                same = ptc_dim_eval(types[o].shape[d], &b, &got, NULL) == 0 &&
+                       got == want->shape[d].value;
+            }
+            if (!same) {
+                ptc_buf tb = {0};
+                ptc_ttype_print(&tb, &types[o], false);
+                failure(t, path, "graph %s with s0 = %lld: result %d is %s", g->name, (long long)v,
+                        o, tb.data);
+                ptc_buf_free(&tb);
+                break;
+            }
+        }
+    }
+    ptc_arena_free(a);
+    for (int i = 0; i < g->ninputs; i++)
+        g->inputs[i]->type = saved[i];
+}
+
+static void symbolic_checks(tally *t, const char *path, ptc_graph *g)
+{
+    int64_t seen[64];
+    int nseen = 0;
+    for (int i = 0; i < g->ninputs; i++)
+        if (g->inputs[i]->type.layout == PTC_LAYOUT_STRIDED)
+            return;
+    for (int i = 0; i < g->ninputs && i < 16; i++) {
+        const ptc_ttype *ty = &g->inputs[i]->type;
+        for (int d = 0; d < ty->ndim; d++) {
+            int64_t v = ty->shape[d].value;
+            bool dup = false;
+            for (int k = 0; k < nseen; k++)
+                dup = dup || seen[k] == v;
+            if (v >= 2 && !dup && nseen < 64) {
+                seen[nseen++] = v;
+                symbolic_check(t, path, g, v);
+            }
+        }
+    }
 }
 
 static void check_error(tally *t, const char *path)
@@ -210,6 +298,9 @@ START_TEST(corpus)
     if (t.failures)
         fprintf(stderr, "%s", t.report.data);
     ck_assert_msg(t.ran > 1000, "only %d graphs ran", t.ran);
+    printf("meta corpus: %d graphs in %d files; %d ran in the interpreter; symbolic: %d "
+           "inferred, %d undecided\n",
+           t.graphs, t.files, t.ran, t.symbolic_decided, t.symbolic_undecided);
     ck_assert_msg(t.failures == 0, "%d of %d corpus graphs disagree with torch:\n%s", t.failures,
                   t.graphs, t.report.data);
     ptc_buf_free(&t.report);
