@@ -151,4 +151,29 @@ ptc_metrics *ptc_trace_metrics(ptc_trace_compile *c);
 int ptc_trace_end(ptc_trace_compile *c, ptc_error *err);
 const char *ptc_trace_compile_dir(const ptc_trace_compile *c);
 
+/* ------------------------------------------------------------------------------
+ * Repro dumps (PTC_REPRO): what ptminify reads.
+ *   <dir>/graph.ptir   the failing graph (stage 1 or 2), with source locations
+ *   <dir>/inputs.bin   tensor file: one tensor per graph input, named as the input
+ *   <dir>/repro.json   {"version":1,"ptc_version":"0.1.0","kind":"crash|error|accuracy",
+ *                       "stage":"codegen","error_class":"CompileError","message":"...",
+ *                       "backend":"cpu","rtol":1e-4,"atol":1e-5,
+ *                       "graph":"graph.ptir","inputs":"inputs.bin"}
+ * ---------------------------------------------------------------------------- */
+
+typedef struct ptc_repro_info {
+    const char *kind;        /* "crash", "error" or "accuracy" */
+    const char *stage;       /* failing stage ("prims", "lower", "codegen", "runtime", ...) */
+    const char *error_class; /* ptc_errclass_name(...) */
+    const char *message;
+    const char *backend;     /* "cpu", "cuda", "reference" */
+    double rtol, atol;       /* for accuracy failures */
+} ptc_repro_info;
+
+/* Writes a repro folder. dir NULL: a new folder under $PTC_REPRO (default: a
+ * fresh directory under $TMPDIR or /tmp), named repro_<pid>_<n>. The folder's
+ * path is copied to path_out. */
+int ptc_repro_write(const char *dir, const ptc_graph *g, const ptc_tensor *inputs, int ninputs,
+                    const ptc_repro_info *info, char *path_out, size_t path_size, ptc_error *err);
+
 #endif /* PTC_LOGS_H */

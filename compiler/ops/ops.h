@@ -8,6 +8,8 @@
 
 #include "ir/ir.h"
 
+#include <math.h>
+
 /* Op flags (the last column of ops.def). */
 #define PTC_F_POINTWISE 0x01u /* output element i depends on input elements i */
 #define PTC_F_REDUCTION 0x02u /* reduces or scans along dims */
@@ -112,9 +114,11 @@ int ptc_eval_shape(const ptc_ttype *t, const ptc_bindings *b, int64_t *sizes, pt
 
 /* ------------------------------------------------------------------------------
  * Counter-based RNG shared by every backend: element idx of a random op with
- * `seed` in a run with `offset` draws ptc_rng_uniform(seed, offset, idx).
- * Normal values use Box-Muller on draws 2*idx and 2*idx+1. Dropout keeps an
- * element iff u < 1-p.
+ * `seed` in a run with `offset` draws ptc_rng_uniform(ptc_rng_key(seed,
+ * offset), idx), idx being the row-major index in the op's output (for
+ * scaled_dot_product_attention's dropout: in its (..., L, S) attention
+ * weights). Normal values use Box-Muller on draws 2*idx and 2*idx+1
+ * (ptc_rng_normal). Dropout keeps an element iff u < 1-p, scaling by 1/(1-p).
  * ---------------------------------------------------------------------------- */
 static inline uint64_t ptc_rng_mix(uint64_t x)
 {
@@ -133,6 +137,13 @@ static inline uint64_t ptc_rng_key(uint64_t seed, uint64_t offset)
 static inline float ptc_rng_uniform(uint64_t key, uint64_t idx)
 {
     return (float)(ptc_rng_mix(key + idx) >> 40) * (1.0f / 16777216.0f);
+}
+/* Standard normal for element idx: Box-Muller in f32 on draws 2*idx and
+ * 2*idx+1 (1 - u0 is in (0, 1], so the log is finite). */
+static inline float ptc_rng_normal(uint64_t key, uint64_t idx)
+{
+    float u0 = ptc_rng_uniform(key, 2 * idx), u1 = ptc_rng_uniform(key, 2 * idx + 1);
+    return sqrtf(-2.0f * logf(1.0f - u0)) * cosf(6.28318530717958648f * u1);
 }
 
 #endif /* PTC_OPS_H */

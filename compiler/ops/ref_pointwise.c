@@ -1,0 +1,595 @@
+/* Reference kernels of the pointwise ops: unary and binary math, where,
+ * clamp, masked_fill, dtype conversion, triu/tril and dropout.
+ *
+ * Each kernel walks the output in row-major order (it is contiguous) and reads
+ * every operand through a broadcast view of it, so any input strides work.
+ * Operands are first converted to the compute dtype exactly as torch's type
+ * promotion does, then one formula runs in one of three precisions: int64
+ * (bool and integer dtypes, wrapped to the width at the store), float (f16,
+ * bf16, f32, rounded once at the store) or double (f64). The float formulas
+ * live in ref_math.inc, instantiated for both float types.
+ */
+#include "ops/ref.h"
+
+#include <string.h>
+#include <tgmath.h>
+
+enum { ROUND_NONE, ROUND_TRUNC, ROUND_FLOOR };
+
+typedef struct uparams {
+    double min, max;              /* hardtanh */
+    int64_t decimals;             /* round */
+    double slope;                 /* leaky_relu */
+    double alpha, scale, input_scale; /* elu */
+    double beta, threshold;       /* softplus */
+    bool gelu_tanh;
+    int64_t imin, imax;           /* hardtanh on integers */
+} uparams;
+
+typedef struct bparams {
+    ref_scalar alpha; /* add, sub, rsub */
+    int rounding;     /* div */
+} bparams;
+
+#define T float
+#define FN(name) name##_f32
+#include "ops/ref_math.inc"
+#undef T
+#undef FN
+#define T double
+#define FN(name) name##_f64
+#include "ops/ref_math.inc"
+#undef T
+#undef FN
+
+/* ---- operands: a tensor broadcast to the output, or a Python number ------------- */
+
+typedef struct operand {
+    bool is_scalar;
+    ptc_tensor view; /* the tensor broadcast to the output's sizes */
+    double f;        /* the scalar in the float compute type */
+    int64_t i;       /* the scalar in the integer compute type */
+} operand;
+
+/* `compute` is the dtype values are converted to; `scalar_dt` the one a
+ * Python number is converted to (torch keeps numbers in the op's math type,
+ * f32 for f16/bf16, in add/sub/mul/div). */
+static int operand_init(const ptc_kctx *k, int argi, const ptc_tensor *out, ptc_dtype compute,
+                        ptc_dtype scalar_dt, operand *o)
+{
+    memset(o, 0, sizeof *o);
+    const ptc_arg *a = &k->node->args[argi];
+    if (a->kind == PTC_ARG_VALUE)
+        return ref_broadcast_arg(k, ptc_k_tensor(k, argi), out->ndim, out->sizes, &o->view);
+    ref_scalar s = ref_scalar_arg(k, argi);
+    o->is_scalar = true;
+    if (ref_is_float(compute))
+        o->f = ref_scalar_as_f(s, scalar_dt);
+    else
+        o->i = ref_scalar_as_i(s, compute);
+    return 0;
+}
+
+static double opnd_f(const operand *o, const int64_t *idx, ptc_dtype compute)
+{
+    if (o->is_scalar)
+        return o->f;
+    return ref_load_as_f(ref_at(&o->view, ref_offset(&o->view, idx)), o->view.dtype, compute);
+}
+
+static int64_t opnd_i(const operand *o, const int64_t *idx, ptc_dtype compute)
+{
+    if (o->is_scalar)
+        return o->i;
+    return ref_load_as_i(ref_at(&o->view, ref_offset(&o->view, idx)), o->view.dtype, compute);
+}
+
+/* Python truthiness of an operand element (nan is true). */
+static bool opnd_truth(const operand *o, const int64_t *idx)
+{
+    if (o->is_scalar)
+        return o->f != 0 || o->i != 0;
+    const void *p = ref_at(&o->view, ref_offset(&o->view, idx));
+    return ref_is_float(o->view.dtype) ? ptc_load_f64(p, o->view.dtype) != 0
+                                       : ptc_load_i64(p, o->view.dtype) != 0;
+}
+
+/* Stores v (in compute precision) into the contiguous output at flat o. */
+static void store_f(ptc_tensor *out, int64_t o, double v) { ref_stf(out, o, v); }
+
+/* ---- unary ---------------------------------------------------------------------- */
+
+static uint64_t uabs(int64_t x) { return x < 0 ? 0 - (uint64_t)x : (uint64_t)x; }
+
+static int64_t unary_int(ptc_op op, int64_t x, ptc_dtype dt, const uparams *p)
+{
+    switch (op) {
+    case PTC_OP_ABS:
+    case PTC_OP_PRIMS_ABS: return (int64_t)uabs(x);
+    case PTC_OP_NEG:
+    case PTC_OP_PRIMS_NEG: return (int64_t)(0 - (uint64_t)x);
+    case PTC_OP_RELU: return x > 0 ? x : 0;
+    case PTC_OP_FLOOR:
+    case PTC_OP_CEIL:
+    case PTC_OP_TRUNC:
+    case PTC_OP_ROUND:
+    case PTC_OP_PRIMS_FLOOR:
+    case PTC_OP_PRIMS_CEIL:
+    case PTC_OP_PRIMS_TRUNC:
+    case PTC_OP_PRIMS_ROUND: return x; /* integers are already integral */
+    case PTC_OP_SIGN:
+    case PTC_OP_PRIMS_SIGN: return (x > 0) - (x < 0);
+    case PTC_OP_HARDTANH: return x < p->imin ? p->imin : x > p->imax ? p->imax : x;
+    case PTC_OP_BITWISE_NOT:
+    case PTC_OP_PRIMS_BITWISE_NOT: return dt == PTC_BOOL ? !x : ~x;
+    default: PTC_ASSERT(!"not an integer unary op");
+    }
+    return x;
+}
+
+static int unary_params(ptc_kctx *k, ptc_dtype dt, uparams *p)
+{
+    ptc_op op = k->node->op;
+    memset(p, 0, sizeof *p);
+    if (op == PTC_OP_ROUND) {
+        p->decimals = ref_int(k, "decimals");
+        if (p->decimals != 0 && !ref_is_float(dt))
+            return ref_fail(k, "round with decimals is not implemented for %s",
+                            ptc_dtype_name(dt));
+    } else if (op == PTC_OP_HARDTANH) {
+        ref_scalar lo = ref_scalar_arg(k, ref_argi(k, "min_val"));
+        ref_scalar hi = ref_scalar_arg(k, ref_argi(k, "max_val"));
+        p->min = lo.f, p->max = hi.f;
+        if (!ref_is_float(dt))
+            p->imin = ref_scalar_as_i(lo, PTC_I64), p->imax = ref_scalar_as_i(hi, PTC_I64);
+    } else if (op == PTC_OP_LEAKY_RELU) {
+        p->slope = ref_float(k, "negative_slope");
+    } else if (op == PTC_OP_ELU) {
+        p->alpha = ref_float(k, "alpha");
+        p->scale = ref_float(k, "scale");
+        p->input_scale = ref_float(k, "input_scale");
+    } else if (op == PTC_OP_SOFTPLUS) {
+        p->beta = ref_float(k, "beta");
+        p->threshold = ref_float(k, "threshold");
+    } else if (op == PTC_OP_GELU) {
+        const char *s = ref_arg(k, "approximate")->s;
+        if (strcmp(s, "tanh") != 0 && strcmp(s, "none") != 0)
+            return ref_fail(k, "gelu: approximate must be 'none' or 'tanh', got '%s'", s);
+        p->gelu_tanh = strcmp(s, "tanh") == 0;
+    }
+    return 0;
+}
+
+int ptc_ref_unary(ptc_kctx *k)
+{
+    ptc_op op = k->node->op;
+    const ptc_tensor *x = ptc_k_tensor(k, 0);
+    ptc_tensor *out = &k->out[0];
+    ptc_dtype dt = out->dtype;
+    uparams p;
+    if (unary_params(k, dt, &p))
+        return -1;
+    if (ptc_tensor_numel(x) == 0)
+        return 0;
+    int64_t idx[PTC_MAX_DIMS] = {0}, o = 0;
+    do {
+        const void *px = ref_at(x, ref_offset(x, idx));
+        if (op == PTC_OP_LOGICAL_NOT || op == PTC_OP_PRIMS_LOGICAL_NOT) {
+            bool truth = ref_is_float(x->dtype) ? ptc_load_f64(px, x->dtype) != 0
+                                                : ptc_load_i64(px, x->dtype) != 0;
+            ref_sti(out, o, !truth);
+        } else if (op == PTC_OP_ISNAN || op == PTC_OP_PRIMS_ISNAN) {
+            ref_sti(out, o, ref_is_float(x->dtype) && isnan(ptc_load_f64(px, x->dtype)));
+        } else if (dt == PTC_F64) {
+            store_f(out, o, unary_f64(op, ref_load_as_f(px, x->dtype, dt), &p));
+        } else if (ref_is_float(dt)) {
+            store_f(out, o, unary_f32(op, (float)ref_load_as_f(px, x->dtype, dt), &p));
+        } else {
+            ref_sti(out, o, unary_int(op, ref_load_as_i(px, x->dtype, dt), dt, &p));
+        }
+        o++;
+    } while (ref_next(idx, x->sizes, x->ndim));
+    return 0;
+}
+
+/* ---- binary --------------------------------------------------------------------- */
+
+typedef enum { BIN_ARITH, BIN_COMPARE, BIN_LOGICAL, BIN_BITWISE } binkind;
+
+static binkind binary_kind(ptc_op op)
+{
+    switch (op) {
+    case PTC_OP_EQ: case PTC_OP_NE: case PTC_OP_LT: case PTC_OP_LE: case PTC_OP_GT:
+    case PTC_OP_GE: case PTC_OP_PRIMS_EQ: case PTC_OP_PRIMS_NE: case PTC_OP_PRIMS_LT:
+    case PTC_OP_PRIMS_LE: case PTC_OP_PRIMS_GT: case PTC_OP_PRIMS_GE:
+        return BIN_COMPARE;
+    case PTC_OP_LOGICAL_AND: case PTC_OP_LOGICAL_OR: case PTC_OP_LOGICAL_XOR:
+        return BIN_LOGICAL;
+    case PTC_OP_BITWISE_AND: case PTC_OP_BITWISE_OR: case PTC_OP_BITWISE_XOR:
+    case PTC_OP_PRIMS_BITWISE_AND: case PTC_OP_PRIMS_BITWISE_OR: case PTC_OP_PRIMS_BITWISE_XOR:
+        return BIN_BITWISE;
+    default:
+        return BIN_ARITH;
+    }
+}
+
+/* Comparisons as -1/0/1 would lose nan: each op tests its own relation. */
+static bool compare(ptc_op op, double a, double b)
+{
+    switch (op) {
+    case PTC_OP_EQ: case PTC_OP_PRIMS_EQ: return a == b;
+    case PTC_OP_NE: case PTC_OP_PRIMS_NE: return a != b;
+    case PTC_OP_LT: case PTC_OP_PRIMS_LT: return a < b;
+    case PTC_OP_LE: case PTC_OP_PRIMS_LE: return a <= b;
+    case PTC_OP_GT: case PTC_OP_PRIMS_GT: return a > b;
+    default: return a >= b;
+    }
+}
+
+static bool compare_int(ptc_op op, int64_t a, int64_t b)
+{
+    switch (op) {
+    case PTC_OP_EQ: case PTC_OP_PRIMS_EQ: return a == b;
+    case PTC_OP_NE: case PTC_OP_PRIMS_NE: return a != b;
+    case PTC_OP_LT: case PTC_OP_PRIMS_LT: return a < b;
+    case PTC_OP_LE: case PTC_OP_PRIMS_LE: return a <= b;
+    case PTC_OP_GT: case PTC_OP_PRIMS_GT: return a > b;
+    default: return a >= b;
+    }
+}
+
+/* Integer power by squaring in wrapping arithmetic; negative exponents as
+ * torch's powi: 1 and -1 stay finite, everything else truncates to 0. */
+static int64_t int_pow(int64_t base, int64_t exp)
+{
+    if (exp < 0) {
+        if (base == 1)
+            return 1;
+        if (base == -1)
+            return (-exp) % 2 ? -1 : 1;
+        return 0;
+    }
+    uint64_t result = 1, b = (uint64_t)base;
+    for (uint64_t e = (uint64_t)exp; e; e >>= 1) {
+        if (e & 1)
+            result *= b;
+        b *= b;
+    }
+    return (int64_t)result;
+}
+
+static int64_t trunc_div(int64_t a, int64_t b)
+{
+    if (b == -1) /* INT64_MIN / -1 overflows in C; two's complement wraps */
+        return (int64_t)(0 - (uint64_t)a);
+    return a / b;
+}
+
+static int64_t floor_div(int64_t a, int64_t b)
+{
+    int64_t q = trunc_div(a, b);
+    if (b != -1 && a % b != 0 && ((a < 0) != (b < 0)))
+        q--;
+    return q;
+}
+
+static int64_t py_mod(int64_t a, int64_t b)
+{
+    if (b == -1)
+        return 0;
+    int64_t r = a % b;
+    if (r != 0 && ((r < 0) != (b < 0)))
+        r += b;
+    return r;
+}
+
+static bool divides(ptc_op op, int rounding)
+{
+    return (op == PTC_OP_DIV && rounding != ROUND_NONE) || op == PTC_OP_PRIMS_DIV ||
+           op == PTC_OP_PRIMS_FLOOR_DIVIDE || op == PTC_OP_REMAINDER ||
+           op == PTC_OP_PRIMS_REMAINDER;
+}
+
+/* Integer arithmetic in wrapping uint64 (the store wraps to the width). */
+static int64_t binary_int(ptc_op op, int64_t a, int64_t b, const bparams *p)
+{
+    uint64_t ua = (uint64_t)a, ub = (uint64_t)b, alpha = (uint64_t)p->alpha.i;
+    switch (op) {
+    case PTC_OP_ADD: return (int64_t)(ua + alpha * ub);
+    case PTC_OP_SUB: return (int64_t)(ua - alpha * ub);
+    case PTC_OP_RSUB: return (int64_t)(ub - alpha * ua);
+    case PTC_OP_PRIMS_ADD: return (int64_t)(ua + ub);
+    case PTC_OP_PRIMS_SUB: return (int64_t)(ua - ub);
+    case PTC_OP_MUL:
+    case PTC_OP_PRIMS_MUL: return (int64_t)(ua * ub);
+    case PTC_OP_DIV: return p->rounding == ROUND_FLOOR ? floor_div(a, b) : trunc_div(a, b);
+    case PTC_OP_PRIMS_DIV: return trunc_div(a, b);
+    case PTC_OP_PRIMS_FLOOR_DIVIDE: return floor_div(a, b);
+    case PTC_OP_REMAINDER:
+    case PTC_OP_PRIMS_REMAINDER: return py_mod(a, b);
+    case PTC_OP_POW:
+    case PTC_OP_PRIMS_POW: return int_pow(a, b);
+    case PTC_OP_MAXIMUM:
+    case PTC_OP_PRIMS_MAXIMUM: return a > b ? a : b;
+    case PTC_OP_MINIMUM:
+    case PTC_OP_PRIMS_MINIMUM: return a < b ? a : b;
+    case PTC_OP_BITWISE_AND:
+    case PTC_OP_PRIMS_BITWISE_AND: return a & b;
+    case PTC_OP_BITWISE_OR:
+    case PTC_OP_PRIMS_BITWISE_OR: return a | b;
+    case PTC_OP_BITWISE_XOR:
+    case PTC_OP_PRIMS_BITWISE_XOR: return a ^ b;
+    default: PTC_ASSERT(!"not an integer binary op");
+    }
+    return 0;
+}
+
+static int binary_params(ptc_kctx *k, ptc_dtype compute, bparams *p)
+{
+    ptc_op op = k->node->op;
+    memset(p, 0, sizeof *p);
+    p->alpha.i = 1, p->alpha.f = 1;
+    if (op == PTC_OP_ADD || op == PTC_OP_SUB || op == PTC_OP_RSUB) {
+        p->alpha = ref_scalar_arg(k, ref_argi(k, "alpha"));
+        if (p->alpha.is_float && !ref_is_float(compute))
+            return ref_fail(k, "For integral input tensors, argument alpha must not be a "
+                               "floating point number.");
+    } else if (op == PTC_OP_DIV && ref_has(k, "rounding_mode")) {
+        const char *m = ref_arg(k, "rounding_mode")->s;
+        if (strcmp(m, "trunc") == 0)
+            p->rounding = ROUND_TRUNC;
+        else if (strcmp(m, "floor") == 0)
+            p->rounding = ROUND_FLOOR;
+        else
+            return ref_fail(k, "div expected rounding_mode to be one of None, 'trunc', or "
+                               "'floor' but found '%s'", m);
+    } else if (op == PTC_OP_POW && !ref_is_float(compute) &&
+               k->node->args[1].kind == PTC_ARG_INT && ptc_k_int(k, 1) < 0) {
+        return ref_fail(k, "Integers to negative integer powers are not allowed.");
+    }
+    return 0;
+}
+
+/* The dtype operands are converted to: the output's, except for comparisons
+ * (torch.result_type of the operands; the output is bool). */
+static ptc_dtype binary_compute(const ptc_kctx *k, binkind kind)
+{
+    if (kind != BIN_COMPARE)
+        return k->out[0].dtype;
+    const ptc_arg *args[2] = {&k->node->args[0], &k->node->args[1]};
+    return ptc_result_type(args, 2);
+}
+
+static int binary_elem(ptc_kctx *k, binkind kind, ptc_dtype compute, const operand *a,
+                       const operand *b, const bparams *p, const int64_t *idx, int64_t o)
+{
+    ptc_op op = k->node->op;
+    ptc_tensor *out = &k->out[0];
+    if (kind == BIN_LOGICAL) {
+        bool x = opnd_truth(a, idx), y = opnd_truth(b, idx);
+        ref_sti(out, o, op == PTC_OP_LOGICAL_AND ? x && y : op == PTC_OP_LOGICAL_OR ? x || y : x != y);
+    } else if (kind == BIN_COMPARE && ref_is_float(compute)) {
+        ref_sti(out, o, compare(op, opnd_f(a, idx, compute), opnd_f(b, idx, compute)));
+    } else if (kind == BIN_COMPARE) {
+        ref_sti(out, o, compare_int(op, opnd_i(a, idx, compute), opnd_i(b, idx, compute)));
+    } else if (compute == PTC_F64) {
+        store_f(out, o, binary_f64(op, opnd_f(a, idx, compute), opnd_f(b, idx, compute), p));
+    } else if (ref_is_float(compute)) {
+        store_f(out, o, binary_f32(op, (float)opnd_f(a, idx, compute),
+                                   (float)opnd_f(b, idx, compute), p));
+    } else {
+        int64_t x = opnd_i(a, idx, compute), y = opnd_i(b, idx, compute);
+        if (y == 0 && divides(op, p->rounding))
+            return ref_fail(k, "ZeroDivisionError");
+        ref_sti(out, o, binary_int(op, x, y, p));
+    }
+    return 0;
+}
+
+int ptc_ref_binary(ptc_kctx *k)
+{
+    ptc_op op = k->node->op;
+    ptc_tensor *out = &k->out[0];
+    binkind kind = binary_kind(op);
+    ptc_dtype compute = binary_compute(k, kind);
+    bparams p;
+    if (binary_params(k, compute, &p))
+        return -1;
+    /* Python numbers stay in the op's math type in torch's add/sub/mul/div. */
+    ptc_dtype scalar_dt = compute;
+    if ((compute == PTC_F16 || compute == PTC_BF16) && kind == BIN_ARITH)
+        scalar_dt = PTC_F32;
+    operand a, b;
+    if (operand_init(k, 0, out, compute, scalar_dt, &a) ||
+        operand_init(k, 1, out, compute, scalar_dt, &b))
+        return -1;
+    if (ptc_tensor_numel(out) == 0)
+        return 0;
+    int64_t idx[PTC_MAX_DIMS] = {0}, o = 0;
+    do {
+        if (binary_elem(k, kind, compute, &a, &b, &p, idx, o++))
+            return -1;
+    } while (ref_next(idx, out->sizes, out->ndim));
+    return 0;
+}
+
+/* ---- where, clamp, masked_fill ---------------------------------------------------- */
+
+/* Writes operand x (converted to the output dtype) at flat o. */
+static void store_operand(ptc_tensor *out, int64_t o, const operand *x, const int64_t *idx)
+{
+    if (ref_is_float(out->dtype))
+        ref_stf(out, o, opnd_f(x, idx, out->dtype));
+    else
+        ref_sti(out, o, opnd_i(x, idx, out->dtype));
+}
+
+int ptc_ref_where(ptc_kctx *k)
+{
+    ptc_tensor *out = &k->out[0];
+    ptc_dtype dt = out->dtype;
+    operand cond, a, b;
+    if (operand_init(k, 0, out, dt, dt, &cond) || operand_init(k, 1, out, dt, dt, &a) ||
+        operand_init(k, 2, out, dt, dt, &b))
+        return -1;
+    if (ptc_tensor_numel(out) == 0)
+        return 0;
+    int64_t idx[PTC_MAX_DIMS] = {0}, o = 0;
+    do {
+        store_operand(out, o, opnd_truth(&cond, idx) ? &a : &b, idx);
+        o++;
+    } while (ref_next(idx, out->sizes, out->ndim));
+    return 0;
+}
+
+/* torch.clamp: a Python-number bound ignores nan in the bound (std::min /
+ * std::max); a tensor bound propagates it (minimum / maximum). min is
+ * applied first, so min > max gives max. */
+static double clamp_f(double x, const operand *lo, const operand *hi, const int64_t *idx,
+                      ptc_dtype dt)
+{
+    if (isnan(x))
+        return x;
+    const operand *bounds[2] = {lo, hi};
+    for (int i = 0; i < 2; i++) {
+        const operand *bo = bounds[i];
+        if (!bo)
+            continue;
+        double v = opnd_f(bo, idx, dt);
+        if (isnan(v)) {
+            if (!bo->is_scalar)
+                return v;
+            continue;
+        }
+        if (i == 0 ? x < v : x > v)
+            x = v;
+    }
+    return x;
+}
+
+int ptc_ref_clamp(ptc_kctx *k)
+{
+    ptc_tensor *out = &k->out[0];
+    ptc_dtype dt = out->dtype;
+    operand x, lo, hi;
+    bool has_lo = ref_has(k, "min"), has_hi = ref_has(k, "max");
+    if (operand_init(k, 0, out, dt, dt, &x) ||
+        (has_lo && operand_init(k, ref_argi(k, "min"), out, dt, dt, &lo)) ||
+        (has_hi && operand_init(k, ref_argi(k, "max"), out, dt, dt, &hi)))
+        return -1;
+    if (ptc_tensor_numel(out) == 0)
+        return 0;
+    int64_t idx[PTC_MAX_DIMS] = {0}, o = 0;
+    do {
+        if (ref_is_float(dt)) {
+            ref_stf(out, o, clamp_f(opnd_f(&x, idx, dt), has_lo ? &lo : NULL, has_hi ? &hi : NULL,
+                                    idx, dt));
+        } else {
+            int64_t v = opnd_i(&x, idx, dt);
+            if (has_lo && v < opnd_i(&lo, idx, dt))
+                v = opnd_i(&lo, idx, dt);
+            if (has_hi && v > opnd_i(&hi, idx, dt))
+                v = opnd_i(&hi, idx, dt);
+            ref_sti(out, o, v);
+        }
+        o++;
+    } while (ref_next(idx, out->sizes, out->ndim));
+    return 0;
+}
+
+int ptc_ref_masked_fill(ptc_kctx *k)
+{
+    ptc_tensor *out = &k->out[0];
+    ptc_dtype dt = out->dtype;
+    operand x, mask, value;
+    if (operand_init(k, 0, out, dt, dt, &x) || operand_init(k, 1, out, dt, dt, &mask))
+        return -1;
+    int vi = ref_argi(k, "value");
+    if (k->node->args[vi].kind == PTC_ARG_VALUE) {
+        const ptc_tensor *v = ptc_k_tensor(k, vi);
+        if (v->ndim != 0)
+            return ref_fail(k, "masked_fill_ only supports a 0-dimensional value tensor, but got "
+                               "tensor with %d dimension(s).", v->ndim);
+    }
+    if (operand_init(k, vi, out, dt, dt, &value))
+        return -1;
+    if (ptc_tensor_numel(out) == 0)
+        return 0;
+    int64_t idx[PTC_MAX_DIMS] = {0}, o = 0;
+    do {
+        store_operand(out, o, opnd_truth(&mask, idx) ? &value : &x, idx);
+        o++;
+    } while (ref_next(idx, out->sizes, out->ndim));
+    return 0;
+}
+
+/* ---- conversion, triangles, dropout ----------------------------------------------- */
+
+/* to / prims.convert_element_type / prims.device_put: a converting copy (the
+ * reference runs everything on the cpu, so a device change is a copy). */
+int ptc_ref_to(ptc_kctx *k)
+{
+    const ptc_tensor *x = ptc_k_tensor(k, 0);
+    ptc_tensor *out = &k->out[0];
+    if (ptc_tensor_numel(x) == 0)
+        return 0;
+    int64_t idx[PTC_MAX_DIMS] = {0}, o = 0;
+    do
+        ref_convert_elem(out, o++, x, ref_offset(x, idx));
+    while (ref_next(idx, x->sizes, x->ndim));
+    return 0;
+}
+
+int ptc_ref_tri(ptc_kctx *k)
+{
+    const ptc_tensor *x = ptc_k_tensor(k, 0);
+    ptc_tensor *out = &k->out[0];
+    int64_t diagonal = ref_int(k, "diagonal");
+    bool upper = k->node->op == PTC_OP_TRIU;
+    if (x->ndim < 2)
+        return ref_fail(k, "%s: input tensor must have at least 2 dimensions",
+                        upper ? "triu" : "tril");
+    if (ptc_tensor_numel(x) == 0)
+        return 0;
+    int64_t idx[PTC_MAX_DIMS] = {0}, o = 0;
+    do {
+        int64_t d = idx[x->ndim - 1] - idx[x->ndim - 2]; /* column - row */
+        if (upper ? d >= diagonal : d <= diagonal)
+            ref_copy_elem(out, o, x, ref_offset(x, idx));
+        o++;
+    } while (ref_next(idx, x->sizes, x->ndim));
+    return 0;
+}
+
+/* Dropout: element i (row-major) draws u = ptc_rng_uniform(key, i) and is kept
+ * iff u < 1-p; the output is x * (kept ? 1/(1-p) : 0), so a dropped nan stays
+ * nan as in torch's x * mask * scale, and p = 1 gives x * 0. */
+int ptc_ref_dropout(ptc_kctx *k)
+{
+    const ptc_tensor *x = ptc_k_tensor(k, 0);
+    ptc_tensor *out = &k->out[0];
+    double p = ref_float(k, "p");
+    if (p < 0 || p > 1)
+        return ref_fail(k, "dropout probability has to be between 0 and 1, but got %g", p);
+    bool active = ref_bool(k, "train") && p > 0;
+    uint64_t key = ptc_rng_key((uint64_t)ref_int(k, "seed"), k->rng_offset);
+    if (ptc_tensor_numel(x) == 0)
+        return 0;
+    int64_t idx[PTC_MAX_DIMS] = {0}, o = 0;
+    do {
+        int64_t off = ref_offset(x, idx);
+        if (!active) {
+            ref_copy_elem(out, o, x, off);
+        } else {
+            bool keep = (double)ptc_rng_uniform(key, (uint64_t)o) < 1.0 - p;
+            if (out->dtype == PTC_F64) {
+                ref_stf(out, o, ref_ldf(x, off) * (keep ? 1.0 / (1.0 - p) : 0.0));
+            } else {
+                float scale = keep ? 1.0f / (float)(1.0 - p) : 0.0f;
+                ref_stf(out, o, (float)ref_ldf(x, off) * scale);
+            }
+        }
+        o++;
+    } while (ref_next(idx, x->sizes, x->ndim));
+    return 0;
+}
