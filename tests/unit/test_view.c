@@ -486,10 +486,13 @@ START_TEST(provenance_forward_and_back)
     ptv_trace *t = open_ok(fixture("small"));
     ptv_stage *cap = loaded(t, 0, "captured");
     ptv_target tg[256];
+    /* Without loading, only loaded stages are consulted. */
+    ck_assert_int_eq(ptv_provenance(cap, value(cap, "4"), tg, 256, 64, false), 0);
+    ck_assert_int_eq(stage(t, 0, "prims")->state, PTV_UNLOADED);
     /* The captured layer_norm %4 became: 12 prims nodes (13 values, one
      * two-output var_mean), 2 buffers, kernel 3's header and 2 members, and
      * the code of kernel 3. */
-    int n = ptv_provenance(cap, value(cap, "4"), tg, 256, 64);
+    int n = ptv_provenance(cap, value(cap, "4"), tg, 256, 64, true);
     ck_assert_int_eq(count_in(tg, n, "prims", false), 12);
     ck_assert_int_eq(count_in(tg, n, "loops", false), 2);
     ck_assert_int_eq(count_in(tg, n, "kernels", false), 3);
@@ -503,24 +506,24 @@ START_TEST(provenance_forward_and_back)
     /* And back: a prims node came from the captured node, and also relates
      * forward to the loops/kernels/code of that node. */
     ptv_stage *prims = loaded(t, 0, "prims");
-    n = ptv_provenance(prims, value(prims, "17"), tg, 256, 64);
+    n = ptv_provenance(prims, value(prims, "17"), tg, 256, 64, true);
     ck_assert_int_eq(count_in(tg, n, "captured", true), 1);
     ck_assert_int_eq(tg[0].item, value(cap, "4"));
     ck_assert_int_eq(count_in(tg, n, "kernels", false), 3);
     /* Same names, different values: prims %4 is part of gelu (<- %1), not
      * captured %4. */
-    n = ptv_provenance(prims, value(prims, "4"), tg, 256, 64);
+    n = ptv_provenance(prims, value(prims, "4"), tg, 256, 64, true);
     ck_assert_int_eq(count_in(tg, n, "captured", true), 1);
     ck_assert_int_eq(tg[0].item, value(cap, "1"));
     /* Code lines reach their kernel through the kernel number. */
     ptv_stage *llvm = loaded(t, 0, "llvm");
     ptv_stage *ks = loaded(t, 0, "kernels");
     int code_line = ptv_find_kernel(llvm, 9) + 3;
-    n = ptv_provenance(llvm, code_line, tg, 256, 64);
+    n = ptv_provenance(llvm, code_line, tg, 256, 64, true);
     ck_assert_int_eq(count_in(tg, n, "kernels", true), 1);
     ck_assert_int_eq(ks->items[tg[n - 1].item].kernel, 9);
     /* Capped per stage. */
-    n = ptv_provenance(ks, ptv_find_kernel(ks, 3), tg, 256, 2);
+    n = ptv_provenance(ks, ptv_find_kernel(ks, 3), tg, 256, 2, true);
     ck_assert_int_eq(count_in(tg, n, "prims", true), 2);
     ptv_close(t);
 }
@@ -569,7 +572,14 @@ START_TEST(detail_of_node)
     ptv_trace *t = open_ok(fixture("small"));
     ptv_stage *cap = loaded(t, 0, "captured");
     ptv_detail d = {0};
+    /* Provenance covers the stages loaded so far, and says which are not. */
     ptv_detail_item(&d, cap, value(cap, "4"), 2);
+    ck_assert(detail_has(&d, PTV_DL_NOTE, "provenance in prims, loops, kernels, llvm: not loaded yet"));
+    ck_assert(!detail_has(&d, PTV_DL_FIELD, "became"));
+    ck_assert_int_eq(ptv_compile_unloaded(t->compiles[0]), 4);
+    ck_assert_int_eq(ptv_compile_load(t->compiles[0]), 0);
+    ptv_detail_item(&d, cap, value(cap, "4"), 2);
+    ck_assert(!detail_has(&d, PTV_DL_NOTE, "not loaded yet"));
     ck_assert_int_eq(d.lines[0].kind, PTV_DL_TITLE);
     ck_assert_msg(strstr(d.lines[0].text, "%4 = layer_norm(%3, normalized_shape=[8]"), "%s", d.lines[0].text);
     ck_assert(detail_has(&d, PTV_DL_FIELD, "module    blocks.0.norm"));

@@ -175,20 +175,27 @@ static int do_render(ptv_trace *t, const options *o)
 }
 
 /* Loads everything; prints one line per compile and every problem. */
-static int do_check(ptv_trace *t, double started)
+static int do_check(ptv_trace *t, double started, bool timings)
 {
     int problems = t->nwarnings;
     for (int i = 0; i < t->nwarnings; i++)
         printf("warning: %s\n", t->warnings[i]);
     for (int i = 0; i < t->ncompiles; i++) {
         ptv_compile *c = t->compiles[i];
-        ptv_compile_load(c);
+        double ms[sizeof c->stages / sizeof *c->stages];
+        for (int k = 0; k < c->nstages; k++) {
+            double t0 = ptc_now_ms();
+            ptv_stage_load(c->stages[k]);
+            ms[k] = ptc_now_ms() - t0;
+        }
         printf("%s:", c->id);
         for (int k = 0; k < c->nstages; k++) {
             ptv_stage *s = c->stages[k];
             printf(" %s %s", s->name, s->state == PTV_LOADED ? "" : s->state == PTV_MISSING ? "missing" : "broken");
             if (s->state == PTV_LOADED)
                 printf("%d", s->nnodes);
+            if (timings)
+                printf(" (%.0f ms)", ms[k]);
         }
         printf("%s\n", c->incomplete ? " (unfinished)" : "");
         if (c->error[0]) {
@@ -220,7 +227,7 @@ int main(int argc, char **argv)
     if (o.render) {
         rc = do_render(t, &o);
     } else if (o.check) {
-        rc = do_check(t, started);
+        rc = do_check(t, started, getenv("PTVIEW_TIMINGS") != NULL);
     } else if (!isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO)) {
         rc = bad_input("the browser needs a terminal; use --render or --check otherwise");
     } else {

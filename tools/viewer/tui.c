@@ -50,7 +50,7 @@ typedef struct ui {
     ptv_detail detail;
     const void *d_stage;
     int d_value;
-    bool d_wide;
+    bool d_wide, d_dirty;    /* dirty: rebuild, keeping the position */
     int d_sel, d_top;
     /* search, jumps, messages */
     char query[256];
@@ -408,11 +408,14 @@ static void refresh_detail(ui *u)
         key = v->stage;
         value = v->stage && v->nlines > 0 ? v->lines[v->sel] : 0x7fffffff;
     }
-    if (key == u->d_stage && value == u->d_value && u->detail.n > 0)
+    bool same = key == u->d_stage && value == u->d_value;
+    if (same && !u->d_dirty && u->detail.n > 0)
         return;
     u->d_stage = key;
     u->d_value = value;
-    u->d_sel = u->d_top = 0;
+    u->d_dirty = false;
+    if (!same)
+        u->d_sel = u->d_top = 0;
     u->detail.n = 0;
     if (u->focus == SIDEBAR) {
         ptv_detail_compile(&u->detail, (ptv_compile *)key);
@@ -425,6 +428,8 @@ static void refresh_detail(ui *u)
         ptv_detail_group(&u->detail, v->stage, -value - 1);
     else
         ptv_detail_item(&u->detail, v->stage, value, u->d_wide ? 12 : 3);
+    if (u->d_sel >= u->detail.n)
+        u->d_sel = u->d_top = 0;
 }
 
 static bool selectable(const ptv_dline *l)
@@ -676,7 +681,7 @@ static void follow_link(ui *u)
     ptv_dline *l = &u->detail.lines[u->d_sel];
     if (l->kind == PTV_DL_SOURCE_HERE) {
         u->d_wide = !u->d_wide;
-        u->d_stage = NULL; /* rebuild */
+        u->d_dirty = true;
         say(u, false, u->d_wide ? "source: wide context" : "source: narrow context");
         return;
     }
@@ -700,7 +705,12 @@ static void provenance(ui *u)
     int item = ptv_view_item(v);
     if (item < 0)
         return;
-    u->d_stage = NULL;
+    if (ptv_compile_unloaded(v->stage->compile) > 0) {
+        say(u, false, "loading the other stages of %s ...", v->stage->compile->id);
+        draw(u);
+        ptv_compile_load(v->stage->compile);
+    }
+    u->d_dirty = true;
     refresh_detail(u);
     int first = -1, n = 0;
     bool after_users = false;
@@ -950,6 +960,20 @@ static void key(ui *u, int ch)
         pane_key(u, ch, page);
 }
 
+/* Loads the next stage of the open compile (the background loader). */
+static void load_one(ui *u)
+{
+    for (int i = 0; i < u->c->nstages; i++) {
+        ptv_stage *s = u->c->stages[i];
+        if (s->state != PTV_UNLOADED || s->kind == 'I')
+            continue;
+        ptv_stage_load(s);
+        u->d_dirty = true; /* the detail's provenance grows */
+        draw(u);
+        return;
+    }
+}
+
 /* ---- main loop ------------------------------------------------------------------------------- */
 
 static ptv_stage *first_stage(ptv_trace *t, const ptv_tui_opts *o)
@@ -991,13 +1015,24 @@ int ptv_tui_run(ptv_trace *t, const ptv_tui_opts *o, ptc_error *err)
                 ptv_view_select_item(&u.pane[0], i);
                 break;
             }
-        say(&u, false, "opened in %.0f ms  ·  ? for help, q quits", ptc_now_ms() - o->started_ms);
     }
     draw(&u);
+    if (s->state == PTV_LOADED) {
+        /* Time to the first full screen, redrawn with it in the status line. */
+        say(&u, false, "opened in %.0f ms  ·  ? for help, q quits", ptc_now_ms() - o->started_ms);
+        draw(&u);
+    }
     while (!u.quit) {
+        /* While stages of the open compile are unloaded, load one whenever
+         * no key is waiting, so provenance fills in without a pause. */
+        bool pending = ptv_compile_unloaded(u.c) > 0;
+        timeout(pending ? 20 : -1);
         int ch = getch();
-        if (ch == ERR)
+        if (ch == ERR) {
+            if (pending)
+                load_one(&u);
             continue;
+        }
         key(&u, ch);
         draw(&u);
     }

@@ -65,7 +65,8 @@ typedef struct ptv_item {
     const char *module;     /* module path, own or inherited; NULL if none */
     ptc_srcloc loc;         /* user source location, own or inherited */
     int inherited_from;     /* captured item the module/loc came from, -1 if own */
-    const char *text;       /* the whole line as printed or read */
+    const char *text;       /* the line as read or printed; NULL for graph nodes
+                             * (ptv_item_text prints them on demand) */
     int nprov;              /* provenance: stage-1 value names (no '%') */
     const char **prov;
     int kernel;             /* kernel number, -1 */
@@ -97,7 +98,7 @@ typedef struct ptv_stage {
     const char *name;       /* "captured", or the .ptir's stem for PTV_OTHER */
     char kind;              /* 'G', 'T', 'C', 'I' as in PTV_STAGES */
     ptv_state state;
-    int nfiles;
+    int nfiles, cap_files;
     const char **files;     /* paths, in order */
     char error[512];        /* one line when MISSING or BROKEN */
     struct ptv_compile *compile;
@@ -165,6 +166,9 @@ int ptv_stage_index(const ptv_compile *c, const ptv_stage *s);
 
 /* ---- items ------------------------------------------------------------------ */
 
+/* The item's whole line into b (graph nodes printed as in .ptir). */
+void ptv_item_text(const ptv_item *it, ptc_buf *b);
+
 /* Stage-1 names an item stands for: its own name in the captured stage (or a
  * bare file without provenance), else its provenance. For a group: the
  * origins of its items. Returns the count; *names points into the stage. */
@@ -186,10 +190,13 @@ typedef struct ptv_target {
 } ptv_target;
 
 /* Where an item came from and what it became in the other stages of its
- * compile, in stage order (loading them as needed); at most `per_stage` items
- * of one stage. Kernel headers also reach the code of the same kernel number.
- * Returns the count written (up to max). */
-int ptv_provenance(ptv_stage *s, int item, ptv_target *out, int max, int per_stage);
+ * compile, in stage order; at most `per_stage` items of one stage. Kernel
+ * headers also reach the code of the same kernel number. With `load`, stages
+ * not loaded yet are loaded; without, they are skipped (the TUI loads them in
+ * the background). Returns the count written (up to max). */
+int ptv_provenance(ptv_stage *s, int item, ptv_target *out, int max, int per_stage, bool load);
+/* Stages of c (other than info) not loaded yet. */
+int ptv_compile_unloaded(const ptv_compile *c);
 /* The item of `to` that best matches item of `from` (linked selection): the
  * first item sharing an origin, else the same kernel; -1 if none. */
 int ptv_link(const ptv_stage *from, int item, ptv_stage *to);
@@ -273,7 +280,8 @@ typedef struct ptv_detail {
 /* The detail of an item: title, stage, type, module, source location and
  * the user's source with `context` lines around it (or why it is not
  * shown), attributes, inputs and users, then provenance (came from /
- * became); inputs, users and provenance are links. Replaces d's content. */
+ * became) in the stages loaded so far (a note names the others);
+ * inputs, users and provenance are links. Replaces d's content. */
 void ptv_detail_item(ptv_detail *d, ptv_stage *s, int item, int context);
 /* The detail of a group header: its path, size, and the first source line. */
 void ptv_detail_group(ptv_detail *d, ptv_stage *s, int group);

@@ -106,7 +106,7 @@ static void source_context(ptv_detail *d, ptv_trace *t, const ptc_srcloc *loc, i
 static void provenance(ptv_detail *d, ptv_stage *s, int item)
 {
     ptv_target targets[128];
-    int n = ptv_provenance(s, item, targets, 128, 12);
+    int n = ptv_provenance(s, item, targets, 128, 12, false);
     bool any_back = false, any_fwd = false;
     for (int i = 0; i < n; i++) {
         any_back |= targets[i].back;
@@ -124,7 +124,18 @@ static void provenance(ptv_detail *d, ptv_stage *s, int item)
             if (!targets[i].back)
                 link_to(d, "  ", targets[i].stage, targets[i].item);
     }
-    if (n == 0) {
+    int unloaded = ptv_compile_unloaded(s->compile);
+    if (unloaded > 0) {
+        char names[256];
+        size_t len = 0;
+        names[0] = 0;
+        for (int i = 0; i < s->compile->nstages; i++) {
+            const ptv_stage *t = s->compile->stages[i];
+            if (t->state == PTV_UNLOADED && t->kind != 'I')
+                ptv_appendf(names, sizeof names, &len, "%s%s", len ? ", " : "", t->name);
+        }
+        add(d, PTV_DL_NOTE, "provenance in %s: not loaded yet (g loads them)", names);
+    } else if (n == 0) {
         const char *const *names;
         int norigins = ptv_item_origins(s, item, &names);
         add(d, PTV_DL_NOTE, norigins ? "provenance: no other stage of this compile refers to it"
@@ -137,7 +148,10 @@ void ptv_detail_item(ptv_detail *d, ptv_stage *s, int item, int context)
     d->n = 0;
     const ptv_item *it = &s->items[item];
     ptv_compile *c = s->compile;
-    add(d, PTV_DL_TITLE, "%.500s", it->text);
+    ptc_buf title = {0};
+    ptv_item_text(it, &title);
+    add(d, PTV_DL_TITLE, "%.500s", title.data ? title.data : "");
+    ptc_buf_free(&title);
     char at[300] = "";
     if (it->file && it->file[0])
         snprintf(at, sizeof at, it->line > 0 ? "  (%s:%d)" : "  (%s)", it->file, it->line);

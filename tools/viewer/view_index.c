@@ -80,6 +80,9 @@ static void add_listed_files(ptv_compile *c, const ptc_json *files)
         if (v->kind != PTC_JSTR || strchr(v->str, '/') || !ptv_classify(v->str, &id, other, sizeof other))
             continue;
         snprintf(path, sizeof path, "%s/%s", c->dir, v->str);
+        struct stat st;
+        if (stat(path, &st) == 0)
+            continue; /* on disk: the folder scan has it */
         ptv_stage *s = ptv_compile_stage(c, id == PTV_OTHER ? other : ptv_stage_name(id));
         if (s && has_file(s, path))
             continue;

@@ -27,6 +27,14 @@ int ptv_item_origins(const ptv_stage *s, int item, const char *const **names)
     return it->nprov;
 }
 
+void ptv_item_text(const ptv_item *it, ptc_buf *b)
+{
+    if (it->node && !it->text)
+        ptc_print_node(b, it->node);
+    else
+        ptc_buf_puts(b, it->text ? it->text : "");
+}
+
 int ptv_find_origin(const ptv_stage *s, const char *name, int *out, int max)
 {
     return s->state == PTV_LOADED ? ptv_strmap_get(s->by_origin, name, out, max) : 0;
@@ -78,7 +86,15 @@ static int related(const ptv_stage *s, int item, const ptv_stage *t, int *out, i
     return m < max ? m : max;
 }
 
-int ptv_provenance(ptv_stage *s, int item, ptv_target *out, int max, int per_stage)
+int ptv_compile_unloaded(const ptv_compile *c)
+{
+    int n = 0;
+    for (int i = 0; i < c->nstages; i++)
+        n += c->stages[i]->state == PTV_UNLOADED && c->stages[i]->kind != 'I';
+    return n;
+}
+
+int ptv_provenance(ptv_stage *s, int item, ptv_target *out, int max, int per_stage, bool load)
 {
     ptv_compile *c = s->compile;
     int me = ptv_stage_index(c, s), n = 0;
@@ -88,7 +104,7 @@ int ptv_provenance(ptv_stage *s, int item, ptv_target *out, int max, int per_sta
     PTC_ASSERT(found);
     for (int i = 0; i < c->nstages && n < max; i++) {
         ptv_stage *t = c->stages[i];
-        if (t == s || t->kind == 'I' || ptv_stage_load(t) != 0)
+        if (t == s || t->kind == 'I' || (!load && t->state != PTV_LOADED) || ptv_stage_load(t) != 0)
             continue;
         int got = related(s, item, t, found, per_stage);
         for (int k = 0; k < got && n < max; k++)

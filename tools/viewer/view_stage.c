@@ -362,9 +362,8 @@ static void add_graph(ptv_stage *s, const ptc_graph *g, const ptv_stage *cap, co
         it->loc = n->loc;
         it->nprov = n->nprov;
         it->prov = n->prov;
-        b.len = 0;
-        ptc_print_node(&b, n);
-        it->text = ptc_arena_strdup(a, b.data);
+        /* it->text stays NULL: printing every node is a third of the load
+         * time of a big graph, and only the detail pane shows it. */
         inherit(it, cap);
         for (int k = 0; k < n->nargs; k++)
             add_arg_inputs(tmp, &it->ninputs, 256, &n->args[k], value_item);

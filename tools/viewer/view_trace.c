@@ -75,7 +75,6 @@ ptv_stage *ptv_stage_new(ptv_compile *c, ptv_stageid id, const char *name)
     s->kind = id < PTV_STAGE_COUNT ? stage_table[id].kind : 'G';
     s->compile = c;
     s->arena = ptc_arena_new();
-    s->files = PTC_NEWN(ta, const char *, 1);
     /* Keep stages in table order, other .ptir files after them by name. */
     int at = c->nstages;
     while (at > 0 && (c->stages[at - 1]->id > id ||
@@ -91,10 +90,15 @@ ptv_stage *ptv_stage_new(ptv_compile *c, ptv_stageid id, const char *name)
 void ptv_stage_add_file(ptv_stage *s, const char *path)
 {
     ptc_arena *ta = s->compile->trace->arena;
-    const char **files = PTC_NEWN(ta, const char *, s->nfiles + 1);
-    memcpy(files, s->files, sizeof(char *) * (size_t)s->nfiles);
-    files[s->nfiles++] = ptc_arena_strdup(ta, path);
-    s->files = files;
+    if (s->nfiles == s->cap_files) {
+        /* Doubling: a code stage can have thousands of kernel files. */
+        s->cap_files = s->cap_files ? 2 * s->cap_files : 4;
+        const char **files = PTC_NEWN(ta, const char *, s->cap_files);
+        if (s->nfiles > 0)
+            memcpy(files, s->files, sizeof(char *) * (size_t)s->nfiles);
+        s->files = files;
+    }
+    s->files[s->nfiles++] = ptc_arena_strdup(ta, path);
 }
 
 ptv_stage *ptv_compile_stage(const ptv_compile *c, const char *name)
