@@ -2,7 +2,8 @@
 # UI test: drives ptview in a detached tmux session (send-keys) and checks
 # what is on the screen (capture-pane) after each step: open, search, fold a
 # module, switch stage, jump through provenance (to prims, to the generated
-# code, back), split view with linked selection, resize, colours, quit.
+# code, back), split view with linked selection, render, resize, help,
+# colours, quit; then a partial trace (broken and missing stages marked).
 #
 #   test_ptview_tmux.sh PTVIEW TRACE_DIR
 set -u
@@ -37,11 +38,12 @@ expect() {
 absent() { screen | grep -qF -- "$1" && fail "did not expect '$1' on the screen"; return 0; }
 keys() { "${TMUX_CMD[@]}" send-keys -t ui "$@"; }
 
-# start COLS ROWS ENV: ptview in a new session; its exit status goes to $STATUS.
+# start COLS ROWS ENV [TRACE]: ptview in a new session; its exit status goes
+# to $STATUS.
 start() {
     : > "$STATUS"
     "${TMUX_CMD[@]}" new-session -d -s ui -x "$1" -y "$2" \
-        "env TERM=screen LC_ALL=C.UTF-8 $3 $PTVIEW $TRACE; echo \$? > $STATUS; sleep 60" ||
+        "env TERM=screen LC_ALL=C.UTF-8 $3 $PTVIEW ${4:-$TRACE}; echo \$? > $STATUS; sleep 60" ||
         fail "cannot start tmux"
 }
 
@@ -173,5 +175,25 @@ expect "opened in"
 screen -e | grep -q $'\e\\[3[1-6]m' && fail "colours despite NO_COLOR"
 expect "captured · forward_0 · 12 nodes"
 keys q
+"${TMUX_CMD[@]}" kill-session -t ui
 
-echo "ok: ptview UI (open, search, collapse, stage switch, provenance jumps, split, render, resize, help, colours, quit)"
+step="partial trace"
+start 160 50 "" "$TRACE/../broken"
+expect "opened in"
+expect "prims     broken"               # found by the background loader
+expect "loops     missing"
+expect "forward_1  forward()"
+keys s
+expect "prims · forward_0 · unreadable"
+expect "prims.ptir:9:19: parse: ParseError: expected a value name after '%'"
+keys s
+expect "loops · forward_0 · missing"
+expect "loops.txt: missing"
+keys s s
+expect "llvm · forward_0 · 6 kernel files · some files unreadable"
+keys End                               # the missing kernel file is the last line
+expect "(cannot open"
+expect "kernel_5.ll': No such file or directory)"
+keys q
+
+echo "ok: ptview UI (open, search, collapse, stage switch, provenance jumps, split, render, resize, help, colours, quit, partial trace)"

@@ -11,6 +11,7 @@
 #include "tools/viewer/view.h"
 
 #include <check.h>
+#include <dirent.h>
 #include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,6 +116,73 @@ static void write_text(const char *dir, const char *name, const char *text)
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     ck_assert_int_eq(ptc_write_file(path, text, strlen(text), NULL), 0);
+}
+
+/* Copies a trace directory (two levels: compile folders of files). */
+static void copy_tree(const char *src, const char *dst)
+{
+    DIR *d = opendir(src);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char from[4096], to[4096];
+        snprintf(from, sizeof from, "%s/%s", src, e->d_name);
+        snprintf(to, sizeof to, "%s/%s", dst, e->d_name);
+        struct stat st;
+        ck_assert_int_eq(stat(from, &st), 0);
+        if (S_ISDIR(st.st_mode)) {
+            ck_assert_int_eq(mkdir(to, 0755), 0);
+            copy_tree(from, to);
+            continue;
+        }
+        size_t len;
+        char *data = ptc_read_file(from, &len, NULL);
+        ck_assert_ptr_nonnull(data);
+        ck_assert_int_eq(ptc_write_file(to, data, len, NULL), 0);
+        free(data);
+    }
+    closedir(d);
+}
+
+/* Exercises everything a person could look at in a trace. */
+static void browse_all(ptv_trace *t)
+{
+    ptv_detail d = {0};
+    ptv_target tg[64];
+    for (int i = 0; i < t->ncompiles; i++) {
+        ptv_compile *c = t->compiles[i];
+        ptv_compile_load(c);
+        ptv_detail_compile(&d, c);
+        for (int k = 0; k < c->nstages; k++) {
+            ptv_stage *s = c->stages[k];
+            if (s->state != PTV_LOADED) {
+                ck_assert_msg(s->error[0], "%s: not loaded and no reason", s->name);
+                continue;
+            }
+            ptv_view v = {0};
+            ptv_view_init(&v, s);
+            for (int l = 0; l < v.nlines; l++) {
+                ptv_linefmt f;
+                ptv_format_line(&v, l, 100, &f);
+                if (ptv_line_is_group(&v, l))
+                    ptv_detail_group(&d, s, ptv_line_group(&v, l));
+            }
+            for (int it = 0; it < s->nitems; it++) {
+                ptv_detail_item(&d, s, it, 2);
+                ptv_provenance(s, it, tg, 64, 8, false);
+                for (int o = 0; o < c->nstages; o++)
+                    ptv_link(s, it, c->stages[o]);
+            }
+            ptv_view_search(&v, "add", 1);
+            ptv_stage_collapse_all(s, true);
+            ptv_view_sync(&v);
+            ptv_view_toggle(&v);
+            ptv_view_free(&v);
+        }
+    }
+    ptv_detail_free(&d);
 }
 
 /* ---- opening ------------------------------------------------------------------- */
@@ -264,6 +332,62 @@ START_TEST(index_lists_unfinished_compile)
 }
 END_TEST
 
+/* Each file of the small trace cut short at several points, or with a byte
+ * replaced by garbage or a NUL: opening and browsing never crash, and every
+ * stage either loads or says why not. */
+START_TEST(survives_damaged_files)
+{
+    static const char *files[] = {"index.json", "forward_0/captured.ptir", "forward_0/prims.ptir",
+                                  "forward_0/loops.txt", "forward_0/kernels.txt",
+                                  "forward_0/kernel_3.ll", "forward_0/metrics.json"};
+    for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
+        char src[4200];
+        snprintf(src, sizeof src, "%.4000s/%s", fixture("small"), files[f]);
+        size_t len;
+        char *orig = ptc_read_file(src, &len, NULL);
+        ck_assert_ptr_nonnull(orig);
+        size_t cuts[] = {0, 1, len / 7, len / 3, len / 2, len - 1};
+        for (int variant = 0; variant < 8; variant++) {
+            char *dir = make_tmpdir();
+            copy_tree(fixture("small"), dir);
+            char *data = malloc(len + 1);
+            memcpy(data, orig, len);
+            size_t n = len;
+            if (variant < 6)
+                n = cuts[variant];
+            else
+                data[len / 2] = variant == 6 ? (char)0xff : 0;
+            char path[4200];
+            snprintf(path, sizeof path, "%s/%s", dir, files[f]);
+            ck_assert_int_eq(ptc_write_file(path, data, n, NULL), 0);
+            ptc_error err;
+            ptv_trace *t = ptv_open(dir, &err);
+            if (t) {
+                browse_all(t);
+                ptv_close(t);
+            } else {
+                ck_assert_msg(err.msg[0], "%s variant %d: no trace and no error", files[f], variant);
+            }
+            free(data);
+            nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+            free(dir);
+        }
+        free(orig);
+    }
+}
+END_TEST
+
+START_TEST(browse_everything)
+{
+    ptv_trace *t = open_ok(fixture("small"));
+    browse_all(t);
+    ptv_close(t);
+    t = open_ok(fixture("broken"));
+    browse_all(t);
+    ptv_close(t);
+}
+END_TEST
+
 /* ---- module tree and collapse ------------------------------------------------------- */
 
 START_TEST(module_groups)
@@ -400,6 +524,11 @@ START_TEST(text_provenance_syntax)
     write_text(sub, "captured.ptir",
                "# ptc ir v1\ngraph f(%x: f32[2] cpu) {\n  %a = relu(%x) : f32[2]\n"
                "  %b = neg(%a) : f32[2]\n  return (%b)\n}\n");
+    char long_line[4096] = "buf9 = wide()  <- %a";
+    for (int k = 0; k < 99; k++)
+        strcat(long_line, k % 2 ? ", %a" : ", %b");
+    strcat(long_line, "\n");
+    write_text(sub, "kernels.txt", long_line);
     write_text(sub, "loops.txt",
                "buf0 = relu(x)  <- %a\n"
                "buf1 = neg(buf0)  <-   %a ,%b\n"
@@ -418,6 +547,10 @@ START_TEST(text_provenance_syntax)
     ck_assert_str_eq(s->items[3].text, "buf2 = f(x)  <- %a, junk");
     ck_assert_int_eq(s->items[4].kind, PTV_ITEM_LINE); /* headers belong to kernels.txt */
     ck_assert_int_eq(s->nnodes, 3);
+    /* No limit on the length of a provenance list. */
+    ptv_stage *k = loaded(t, 0, "kernels");
+    ck_assert_int_eq(k->items[0].nprov, 100);
+    ck_assert_str_eq(k->items[0].text, "buf9 = wide()");
     ptv_close(t);
     nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     free(dir);
@@ -661,6 +794,8 @@ int main(void)
     tcase_add_test(tc, open_partial_trace);
     tcase_add_test(tc, open_bad_inputs);
     tcase_add_test(tc, index_lists_unfinished_compile);
+    tcase_add_test(tc, survives_damaged_files);
+    tcase_add_test(tc, browse_everything);
     suite_add_tcase(s, tc);
     tc = tcase_create("tree");
     tcase_add_test(tc, module_groups);

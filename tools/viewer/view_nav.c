@@ -60,20 +60,19 @@ static int int_cmp(const void *a, const void *b)
 }
 
 /* Items of t related to (s, item): sharing an origin, or the same kernel's
- * header. Sorted, deduplicated, at most max. */
-static int related(const ptv_stage *s, int item, const ptv_stage *t, int *out, int max)
+ * header. Collects at most `cap` (out's size), then sorts and deduplicates;
+ * returns how many are left. */
+static int related(const ptv_stage *s, int item, const ptv_stage *t, int *out, int cap)
 {
     const char *const *names;
     int norigins = ptv_item_origins(s, item, &names);
-    int n = 0, found[64];
-    for (int k = 0; k < norigins; k++) {
-        int got = ptv_find_origin(t, names[k], found, 64);
-        for (int j = 0; j < got && j < 64; j++)
-            if (n < 4 * max)
-                out[n++] = found[j];
+    int n = 0;
+    for (int k = 0; k < norigins && n < cap; k++) {
+        int got = ptv_find_origin(t, names[k], out + n, cap - n);
+        n += got < cap - n ? got : cap - n;
     }
     int kernel = s->items[item].kernel;
-    if (kernel >= 0 && n < 4 * max && t->kind != 'G') {
+    if (kernel >= 0 && n < cap && t->kind != 'G') {
         int h = ptv_find_kernel(t, kernel);
         if (h >= 0)
             out[n++] = h;
@@ -83,7 +82,7 @@ static int related(const ptv_stage *s, int item, const ptv_stage *t, int *out, i
     for (int i = 0; i < n; i++)
         if (m == 0 || out[m - 1] != out[i])
             out[m++] = out[i];
-    return m < max ? m : max;
+    return m;
 }
 
 int ptv_compile_unloaded(const ptv_compile *c)
@@ -100,14 +99,15 @@ int ptv_provenance(ptv_stage *s, int item, ptv_target *out, int max, int per_sta
     int me = ptv_stage_index(c, s), n = 0;
     if (per_stage > 256)
         per_stage = 256;
-    int *found = malloc(sizeof(int) * (size_t)(4 * per_stage + 1));
+    int cap = 4 * per_stage + 1;
+    int *found = malloc(sizeof(int) * (size_t)cap);
     PTC_ASSERT(found);
     for (int i = 0; i < c->nstages && n < max; i++) {
         ptv_stage *t = c->stages[i];
         if (t == s || t->kind == 'I' || (!load && t->state != PTV_LOADED) || ptv_stage_load(t) != 0)
             continue;
-        int got = related(s, item, t, found, per_stage);
-        for (int k = 0; k < got && n < max; k++)
+        int got = related(s, item, t, found, cap);
+        for (int k = 0; k < got && k < per_stage && n < max; k++)
             out[n++] = (ptv_target){t, found[k], i < me};
     }
     free(found);
@@ -120,9 +120,17 @@ int ptv_link(const ptv_stage *from, int item, ptv_stage *to)
         return -1;
     if (from == to)
         return item;
-    int found[16];
-    int n = related(from, item, to, found, 16);
-    return n > 0 ? found[0] : -1;
+    /* The first item sharing any origin, else the same kernel's header. */
+    const char *const *names;
+    int norigins = ptv_item_origins(from, item, &names), best = -1;
+    for (int k = 0; k < norigins; k++) {
+        int first;
+        if (ptv_find_origin(to, names[k], &first, 1) > 0 && (best < 0 || first < best))
+            best = first;
+    }
+    if (best < 0 && from->items[item].kernel >= 0 && to->kind != 'G')
+        best = ptv_find_kernel(to, from->items[item].kernel);
+    return best;
 }
 
 /* ---- visible lines ------------------------------------------------------------- */

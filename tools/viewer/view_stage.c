@@ -450,32 +450,33 @@ static void split_prov(ptc_arena *a, const char *line, size_t len, size_t *text_
             arrow = p;
     if (!arrow)
         return;
-    const char *names[64];
-    int n = 0;
+    VEC(const char *) names = {0};
     const char *p = arrow + 2, *end = line + len;
     for (;;) {
         while (p < end && (*p == ' ' || *p == '\t'))
             p++;
-        if (p >= end || *p != '%' || n == 64)
-            return;
+        if (p >= end || *p != '%')
+            goto malformed;
         const char *start = ++p;
         while (p < end && is_name_char(*p))
             p++;
         if (p == start)
-            return;
-        names[n++] = ptc_arena_strndup(a, start, (size_t)(p - start));
+            goto malformed;
+        VEC_PUSH(names, ptc_arena_strndup(a, start, (size_t)(p - start)));
         while (p < end && (*p == ' ' || *p == '\t'))
             p++;
         if (p == end)
             break;
         if (*p++ != ',')
-            return;
+            goto malformed;
     }
     while (arrow > line && (arrow[-1] == ' ' || arrow[-1] == '\t'))
         arrow--;
     *text_len = (size_t)(arrow - line);
-    *nprov = n;
-    *prov = ptc_arena_dup(a, names, sizeof(char *) * (size_t)n);
+    *nprov = names.n;
+    *prov = ptc_arena_dup(a, names.v, sizeof(char *) * (size_t)names.n);
+malformed:
+    free(names.v);
 }
 
 /* "kernel <n> <name>:" (kernels.txt) or "; ptc kernel <n> <name>" (code). */
@@ -520,6 +521,7 @@ static int read_lines(ptv_stage *s, const char *path, textfile *tf)
 {
     ptc_error err;
     size_t len;
+    memset(tf, 0, sizeof *tf);
     tf->data = ptc_read_file(path, &len, &err);
     if (!tf->data) {
         snprintf(s->error, sizeof s->error, "%.500s", err.msg);
@@ -530,6 +532,7 @@ static int read_lines(ptv_stage *s, const char *path, textfile *tf)
         snprintf(s->error, sizeof s->error, "%s: binary data (a NUL byte) in a text stage", path);
         s->state = PTV_BROKEN;
         free(tf->data);
+        tf->data = NULL;
         return -1;
     }
     tf->nlines = 0;
