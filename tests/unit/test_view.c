@@ -8,6 +8,7 @@
  * compile folder), written by tests/data/traces/gen_traces.py.
  */
 #define _GNU_SOURCE
+#include "logs/logs.h"
 #include "tools/viewer/view.h"
 
 #include <check.h>
@@ -385,6 +386,61 @@ START_TEST(browse_everything)
     t = open_ok(fixture("broken"));
     browse_all(t);
     ptv_close(t);
+}
+END_TEST
+
+/* A trace written by the real writer (logs/trace.c), including a compile
+ * that never finished. */
+START_TEST(reads_trace_writer_output)
+{
+    char *dir = make_tmpdir();
+    ptc_error err;
+    ptc_trace *tr = ptc_trace_open(dir, &err);
+    ck_assert_msg(tr != NULL, "%s", err.msg);
+    const char *text = "# ptc ir v1\ngraph forward(%x: f32[4] cpu) {\n"
+                       "  %0 = relu(%x) : f32[4]  @ \"m.py\":3:12 \"F.relu(x)\" [act]\n"
+                       "  %1 = neg(%0) : f32[4]  @ \"m.py\":4:12 \"-y\"\n  return (%1)\n}\n";
+    ptc_module *m = ptc_parse_module(text, strlen(text), "g.ptir", &err);
+    ck_assert_msg(m != NULL, "%s", err.msg);
+    ptc_trace_compile *c = ptc_trace_begin(tr, "forward", 0, "forward", "m.py", 2, "first call", &err);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(ptc_trace_graph(c, "captured", m->graphs[0], &err), 0);
+    const char *loops = "buf0: f32[4] = Pointwise [4] -max(load(x, i0), 0)  <- %0, %1\n";
+    const char *kernels = "kernel 0 fused_relu_neg:\n  buf0 = neg(relu(x))  f32[4]  <- %0, %1\n";
+    const char *code = "; ptc kernel 0 fused_relu_neg  <- %0, %1\ndefine void @k() {\n  ret void\n}\n";
+    ck_assert_int_eq(ptc_trace_write(c, "loops", "loops.txt", loops, strlen(loops), &err), 0);
+    ck_assert_int_eq(ptc_trace_write(c, "kernels", "kernels.txt", kernels, strlen(kernels), &err), 0);
+    ck_assert_int_eq(ptc_trace_write(c, "llvm", "kernel_0.ll", code, strlen(code), &err), 0);
+    ck_assert_int_eq(ptc_trace_write(c, NULL, "guards.txt", "x: f32[4]\n", 10, &err), 0);
+    ck_assert_int_eq(ptc_trace_end(c, &err), 0);
+    c = ptc_trace_begin(tr, "forward", 1, "forward", "m.py", 2, "guard failed: x.size(0) == 4", &err);
+    ck_assert_int_eq(ptc_trace_graph(c, "captured", m->graphs[0], &err), 0);
+    ptc_trace_close(tr); /* without ptc_trace_end: a compile cut short */
+    ptc_module_free(m);
+
+    ptv_trace *t = open_ok(dir);
+    ck_assert_int_eq(t->ncompiles, 2);
+    ck_assert_int_eq(t->nwarnings, 0);
+    ptv_compile *c0 = t->compiles[0], *c1 = t->compiles[1];
+    ck_assert_str_eq(c0->id, "forward_0");
+    ck_assert_str_eq(c0->reason, "first call");
+    ck_assert(!c0->incomplete);
+    ck_assert(c1->incomplete);
+    ck_assert_str_eq(c1->reason, "guard failed: x.size(0) == 4");
+    ck_assert_int_eq(ptv_compile_load(c0), 0);
+    ck_assert_int_eq(ptv_compile_load(c1), 0);
+    ck_assert_int_eq(c0->nstages, 5); /* captured, loops, kernels, llvm, info */
+    ptv_stage *cap = stage(t, 0, "captured");
+    ptv_target tg[16];
+    int n = ptv_provenance(cap, value(cap, "1"), tg, 16, 8, true);
+    ck_assert_int_eq(n, 4); /* the buffer, the kernel header and member, the code */
+    ptv_stage *info = stage(t, 0, "info");
+    ck_assert_int_ge(text_item(info, "metrics.json:"), 0);
+    ck_assert_int_ge(text_item(info, "guards.txt:"), 0);
+    browse_all(t);
+    ptv_close(t);
+    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(dir);
 }
 END_TEST
 
@@ -796,6 +852,7 @@ int main(void)
     tcase_add_test(tc, index_lists_unfinished_compile);
     tcase_add_test(tc, survives_damaged_files);
     tcase_add_test(tc, browse_everything);
+    tcase_add_test(tc, reads_trace_writer_output);
     suite_add_tcase(s, tc);
     tc = tcase_create("tree");
     tcase_add_test(tc, module_groups);

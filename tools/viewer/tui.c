@@ -482,11 +482,9 @@ static void draw_detail(ui *u)
 static void draw_bars(ui *u)
 {
     char top[1024];
-    ptv_view *v = active_view(u);
     snprintf(top, sizeof top, " ptview  %s  ·  %d compile%s%s%s", u->t->path, u->t->ncompiles,
              u->t->ncompiles == 1 ? "" : "s", u->t->nwarnings ? "  ·  warnings: " : "",
              u->t->nwarnings ? u->t->warnings[0] : "");
-    (void)v;
     put_line(0, 0, u->cols, top, attr(u, C_BAR) | A_BOLD);
     put_line(u->rows - 1, 0, u->cols, u->status,
              u->status_error ? attr(u, C_ERROR) | A_BOLD : A_NORMAL);
@@ -878,7 +876,7 @@ static void pane_key(ui *u, int ch, int page)
     link_panes(u);
 }
 
-static void detail_key(ui *u, int ch, int page)
+static void detail_key(ui *u, int ch)
 {
     int dir = ch == KEY_UP || ch == 'k' ? -1 : ch == KEY_DOWN || ch == 'j' ? 1 : 0;
     if (dir) {
@@ -897,7 +895,6 @@ static void detail_key(ui *u, int ch, int page)
         if (u->d_top < 0)
             u->d_top = 0;
         u->d_sel = u->d_top;
-        (void)page;
     } else if (ch == '\n' || ch == '\r' || ch == KEY_ENTER) {
         follow_link(u);
     }
@@ -955,7 +952,7 @@ static void key(ui *u, int ch)
     if (u->focus == SIDEBAR)
         sidebar_key(u, ch, page);
     else if (u->focus == DETAIL)
-        detail_key(u, ch, page);
+        detail_key(u, ch);
     else
         pane_key(u, ch, page);
 }

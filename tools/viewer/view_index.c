@@ -52,9 +52,13 @@ static void add_listed_stages(ptv_compile *c, const ptc_json *stages)
         if (v->kind != PTC_JSTR || !v->str[0] || ptv_compile_stage(c, v->str))
             continue;
         ptv_stageid id = stage_id(v->str);
+        /* A name ptview does not know has no conventional file to miss (any
+         * .ptir of that name was found by the folder scan). */
+        if (id == PTV_OTHER)
+            continue;
         if (c->nstages >= (int)(sizeof c->stages / sizeof *c->stages) - 1)
             break;
-        ptv_stage *s = ptv_stage_new(c, id, id == PTV_OTHER ? v->str : NULL);
+        ptv_stage *s = ptv_stage_new(c, id, NULL);
         char buf[300], path[4096];
         const char *file = conventional_file(id, s->name, buf, sizeof buf);
         if (file) {
