@@ -456,6 +456,9 @@ static void format_group(lay *l, const ptv_stage *s, int g)
 
 static void format_node(lay *l, const ptv_item *it)
 {
+    /* Columns line up when there is room; narrow panes (split view) pack. */
+    size_t op_w = l->width >= 100 ? 22 : l->width >= 70 ? 14 : 0;
+    size_t type_w = l->width >= 100 ? 20 : l->width >= 70 ? 12 : 0;
     size_t at = l->len;
     char buf[256];
     snprintf(buf, sizeof buf, "%%%s", it->name ? it->name : "?");
@@ -465,11 +468,11 @@ static void format_node(lay *l, const ptv_item *it)
     at = l->len;
     puts_(l, it->op);
     span(l, PTV_COL_OP, at);
-    pad_to(l, at + 22 > l->len + 2 ? at + 22 : l->len + 2);
+    pad_to(l, at + op_w > l->len + 2 ? at + op_w : l->len + 2);
     at = l->len;
     puts_(l, it->type ? it->type : "");
     span(l, PTV_COL_TYPE, at);
-    pad_to(l, at + 20 > l->len + 2 ? at + 20 : l->len + 2);
+    pad_to(l, at + type_w > l->len + 2 ? at + type_w : l->len + 2);
     if (it->module) {
         at = l->len;
         snprintf(buf, sizeof buf, "[%s]", it->module);
