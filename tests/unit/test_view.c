@@ -99,6 +99,14 @@ static bool detail_has(const ptv_detail *d, ptv_dlkind kind, const char *needle)
     return false;
 }
 
+static int count_in(const ptv_target *tg, int n, const char *stage, bool back)
+{
+    int c = 0;
+    for (int i = 0; i < n; i++)
+        c += strcmp(tg[i].stage->name, stage) == 0 && tg[i].back == back;
+    return c;
+}
+
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
     (void)st, (void)flag, (void)ftw;
@@ -566,8 +574,98 @@ START_TEST(kernel_groups)
     ptv_format_line(&v, line_of_item(&v, m), 200, &f);
     ck_assert_msg(strstr(f.text, "<- %4"), "%s", f.text);
     ck_assert_msg(strstr(f.text, "small_model.py:17"), "%s", f.text);
+    /* The kernel line is its block's header line, not a line of its own. */
+    ck_assert_int_eq(line_of_item(&v, h), -1);
+    int hl = ptv_view_select_item(&v, h);
+    ck_assert(ptv_line_is_group(&v, hl));
+    ck_assert_int_eq(ptv_view_item(&v), h);
+    ptv_format_line(&v, hl, 200, &f);
+    ck_assert_msg(strstr(f.text, "- kernel 3 fused_add_add_layer_norm_3:  <- %2, %3, %4  (4 lines)"),
+                  "%s", f.text);
+    ck_assert(ptv_view_toggle(&v));
+    ptv_format_line(&v, v.sel, 200, &f);
+    ck_assert_msg(strstr(f.text, "+ kernel 3 fused_add_add_layer_norm_3:"), "%s", f.text);
+    ck_assert_msg(strstr(f.text, "(4 lines, collapsed)"), "%s", f.text);
+    /* Selecting the title keeps the block folded; selecting a member unfolds it. */
+    ptv_view_select_item(&v, h);
+    ck_assert(ptv_group_collapsed(k, g));
+    ptv_view_select_item(&v, m);
+    ck_assert(!ptv_group_collapsed(k, g));
+    /* The header's detail is the kernel line's, with the block's size. */
+    ptv_detail d = {0};
+    ptv_detail_group(&d, k, g);
+    ck_assert_str_eq(d.lines[0].text, "kernel 3 fused_add_add_layer_norm_3:");
+    ck_assert_msg(strstr(d.lines[2].text, "block     4 more lines"), "%s", d.lines[2].text);
+    ptv_detail_free(&d);
+    /* Searching from the header finds the next match, not the title again. */
+    ptv_view_select_item(&v, h);
+    ck_assert_int_eq(ptv_view_search(&v, "kernel 3", 1), ptv_find_kernel(k, 3));
+    ck_assert_int_eq(ptv_view_search(&v, "fused_add", 1), ptv_find_kernel(k, 5));
     ptv_view_free(&v);
     ptv_close(t);
+}
+END_TEST
+
+/* The block structure of loops.txt and kernels.txt as the lowering writes
+ * them: a loop node and its body, kernels with their members, externs, the
+ * memory plan. */
+START_TEST(text_blocks)
+{
+    char *dir = make_tmpdir();
+    char sub[4200];
+    snprintf(sub, sizeof sub, "%s/f_0", dir);
+    ck_assert_int_eq(mkdir(sub, 0755), 0);
+    write_text(sub, "captured.ptir",
+               "# ptc ir v1\ngraph f(%x: f32[4] cpu, %w: f32[4,4] cpu) {\n"
+               "  %0 = mm(%x, %w) : f32[4,4]\n  %1 = relu(%0) : f32[4,4]\n  return (%1)\n}\n");
+    write_text(sub, "loops.txt",
+               "# ptc loops v1\n"
+               "buf0: f32[4,4] temp  <- %0\n"
+               "n0 = extern mm(x[4]{1}, w[4,4]{4,1}) -> buf0  <- %0\n"
+               "n1 = pointwise [x0 < 4, x1 < 4] of t2 -> buf1  <- %1\n"
+               "    t0 = load buf0[4*x0 + x1]\n"
+               "    t1 = const 0.0\n"
+               "    t2 = max t0, t1\n"
+               "return (buf1)\n");
+    write_text(sub, "kernels.txt",
+               "# ptc kernels v1\n# 1 kernels, 2 steps\n"
+               "extern 0 mm:\n  n0 mm(x[4]{1}, w[4,4]{4,1}) -> buf0  <- %0\n"
+               "kernel 0 relu_0:\n  args buf0 buf1\n  outer [o0 < 4] parallel 1\n"
+               "    n1 -> buf1[o0]:f32  <- %1\n"
+               "memory: arena 64 bytes, 1 buffers\n  buf0: f32[4,4] 64 bytes at 0, live steps 0..1  <- %0\n");
+    ptv_trace *t = open_ok(dir);
+    ptv_stage *lp = loaded(t, 0, "loops");
+    ck_assert_int_eq(lp->nnodes, 3);
+    ck_assert_int_eq(lp->ngroups, 1);
+    ck_assert_str_eq(lp->groups[0].path, "n1");
+    ck_assert(lp->groups[0].titled);
+    ck_assert_int_eq(lp->groups[0].end - lp->groups[0].first, 4);
+    ptv_view v = {0};
+    ptv_view_init(&v, lp);
+    ck_assert_int_eq(v.nlines, 8); /* the title is on the header line */
+    ptv_stage *ks = loaded(t, 0, "kernels");
+    ck_assert_int_eq(ks->nnodes, 1);
+    ck_assert_int_eq(ks->ngroups, 3);
+    ck_assert_str_eq(ks->groups[0].path, "extern 0 mm");
+    ck_assert_str_eq(ks->groups[1].path, "kernel 0");
+    ck_assert_str_eq(ks->groups[2].path, "memory");
+    /* Only kernel headers take their members' provenance. */
+    ck_assert_int_eq(ks->items[ks->groups[1].first].nprov, 1);
+    ck_assert_int_eq(ks->items[ks->groups[0].first].nprov, 0);
+    ck_assert_int_eq(ks->items[ks->groups[2].first].nprov, 0);
+    /* The captured mm became the loop node, its buffer, the extern and the
+     * arena slot; relu became the loop node and the kernel (header, member). */
+    ptv_stage *cap = loaded(t, 0, "captured");
+    ptv_target tg[16];
+    int n = ptv_provenance(cap, value(cap, "0"), tg, 16, 8, true);
+    ck_assert_int_eq(count_in(tg, n, "loops", false), 2);
+    ck_assert_int_eq(count_in(tg, n, "kernels", false), 2);
+    n = ptv_provenance(cap, value(cap, "1"), tg, 16, 8, true);
+    ck_assert_int_eq(count_in(tg, n, "kernels", false), 2);
+    ptv_view_free(&v);
+    ptv_close(t);
+    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(dir);
 }
 END_TEST
 
@@ -661,14 +759,6 @@ START_TEST(search_ops_modules_source)
 END_TEST
 
 /* ---- provenance and linked selection ------------------------------------------------- */
-
-static int count_in(const ptv_target *tg, int n, const char *stage, bool back)
-{
-    int c = 0;
-    for (int i = 0; i < n; i++)
-        c += strcmp(tg[i].stage->name, stage) == 0 && tg[i].back == back;
-    return c;
-}
 
 START_TEST(provenance_forward_and_back)
 {
@@ -858,6 +948,7 @@ int main(void)
     tcase_add_test(tc, module_groups);
     tcase_add_test(tc, collapse_and_expand);
     tcase_add_test(tc, kernel_groups);
+    tcase_add_test(tc, text_blocks);
     tcase_add_test(tc, text_provenance_syntax);
     suite_add_tcase(s, tc);
     tc = tcase_create("navigate");

@@ -75,9 +75,10 @@ typedef struct ptv_item {
     const ptc_node *node;   /* graph nodes: the parsed node (attributes) */
 } ptv_item;
 
-/* A collapsible group: a run of items inside one module (graph stages), or
- * one kernel (kernels, llvm, ptx). Groups nest; they are stored in the order
- * their first items appear, outer before inner. */
+/* A collapsible group: a run of items inside one module (graph stages), a
+ * block of a text stage (a kernel, a loop node and its body: titled by its
+ * first line), or one kernel file (llvm, ptx). Groups nest; they are stored
+ * in the order their first items appear, outer before inner. */
 typedef struct ptv_group {
     const char *path;       /* "layer1.0.conv1", "kernel 3" */
     const char *label;      /* what the header shows */
@@ -85,6 +86,7 @@ typedef struct ptv_group {
     int depth, parent;      /* parent group, -1 */
     int first, end;         /* items [first, end) */
     int nops;               /* nodes (or member lines) inside, nested ones included */
+    bool titled;            /* its first item is its title: shown on the header line */
 } ptv_group;
 
 /* The group path of a graph's inputs (not a module path: it has parentheses). */

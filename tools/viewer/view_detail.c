@@ -193,6 +193,17 @@ void ptv_detail_group(ptv_detail *d, ptv_stage *s, int group)
 {
     d->n = 0;
     const ptv_group *g = &s->groups[group];
+    if (g->titled) {
+        /* The header line is its first item: show that, and the block's size. */
+        ptv_detail_item(d, s, g->first, 3);
+        ptv_dline block = *add(d, PTV_DL_FIELD, "block     %d more line%s%s", g->end - g->first - 1,
+                               g->end - g->first == 2 ? "" : "s",
+                               ptv_group_collapsed(s, group) ? "  (collapsed: c or Enter unfolds)" : "");
+        /* Moved up to follow the title and stage lines. */
+        memmove(&d->lines[3], &d->lines[2], sizeof *d->lines * (size_t)(d->n - 3));
+        d->lines[2] = block;
+        return;
+    }
     add(d, PTV_DL_TITLE, "%s", g->label);
     add(d, PTV_DL_FIELD, "stage     %s of %s", s->name, s->compile->id);
     add(d, PTV_DL_FIELD, "path      %s", g->path);

@@ -177,9 +177,10 @@ static void build_lines(ptv_view *v)
     }
     int g = 0;
     for (int i = 0; i < s->nitems;) {
-        bool folded = false;
+        bool folded = false, titled = false;
         while (g < s->ngroups && s->groups[g].first == i) {
             push_line(v, -(g + 1));
+            titled |= s->groups[g].titled;
             if (ptv_group_collapsed(s, g)) {
                 int end = s->groups[g].end;
                 while (g < s->ngroups && s->groups[g].first < end)
@@ -190,8 +191,11 @@ static void build_lines(ptv_view *v)
             }
             g++;
         }
-        if (!folded)
-            push_line(v, i++);
+        if (folded)
+            continue;
+        if (!titled) /* a title shows on its header line */
+            push_line(v, i);
+        i++;
     }
 }
 
@@ -265,18 +269,28 @@ int ptv_view_item(const ptv_view *v)
     return value >= 0 ? value : v->stage->groups[-value - 1].first;
 }
 
+/* The group item is the title of, -1. */
+static int titled_by(const ptv_stage *s, int item)
+{
+    int g = s->items[item].group;
+    return g >= 0 && s->groups[g].titled && s->groups[g].first == item ? g : -1;
+}
+
 int ptv_view_select_item(ptv_view *v, int item)
 {
     ptv_stage *s = v->stage;
     if (!s || item < 0 || item >= s->nitems)
         return -1;
-    for (int g = s->items[item].group; g >= 0; g = s->groups[g].parent)
+    /* Unfold what hides the item (a title shows even when its group is folded). */
+    int title_of = titled_by(s, item);
+    int g = title_of >= 0 ? s->groups[title_of].parent : s->items[item].group;
+    for (; g >= 0; g = s->groups[g].parent)
         if (ptv_group_collapsed(s, g)) {
             s->collapsed[s->groups[g].key] = false;
             s->generation++;
         }
     ptv_view_sync(v);
-    int l = find_line(v, item);
+    int l = find_line(v, title_of >= 0 ? -(title_of + 1) : item);
     if (l >= 0)
         v->sel = l;
     return l;
@@ -359,8 +373,8 @@ int ptv_view_search(ptv_view *v, const char *query, int dir)
     int start = ptv_view_item(v);
     if (start < 0)
         start = 0;
-    else if (dir > 0 && v->lines[v->sel] < 0)
-        start--; /* from a header, its first item is next */
+    else if (dir > 0 && v->lines[v->sel] < 0 && !s->groups[-v->lines[v->sel] - 1].titled)
+        start--; /* from a header, its first item is next (unless it is the title) */
     for (int k = 1; k <= s->nitems; k++) {
         int i = (int)((((long)start + (long)dir * k) % s->nitems + s->nitems) % s->nitems);
         if (ptv_item_matches(s, i, query)) {
@@ -434,6 +448,8 @@ static void put_prov(lay *l, const ptv_item *it)
     span(l, PTV_COL_PROV, at);
 }
 
+static void format_text(lay *l, const ptv_stage *s, const ptv_item *it);
+
 static void format_group(lay *l, const ptv_stage *s, int g)
 {
     const ptv_group *gr = &s->groups[g];
@@ -441,6 +457,18 @@ static void format_group(lay *l, const ptv_stage *s, int g)
     char buf[256];
     pad_to(l, (size_t)gr->depth * 2);
     puts_(l, folded ? "+ " : "- ");
+    if (gr->titled) {
+        format_text(l, s, &s->items[gr->first]);
+        int count = gr->end - gr->first - 1;
+        snprintf(buf, sizeof buf, "  (%d line%s%s)", count, count == 1 ? "" : "s",
+                 folded ? ", collapsed" : "");
+        size_t at = l->len;
+        puts_(l, buf);
+        span(l, PTV_COL_PROV, at); /* dim, like the provenance */
+        l->f->header = true;
+        l->f->collapsed = folded;
+        return;
+    }
     size_t at = l->len;
     puts_(l, gr->label);
     span(l, s->kind == 'G' ? PTV_COL_MODULE : PTV_COL_OP, at);

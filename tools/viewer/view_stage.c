@@ -593,6 +593,43 @@ static void header_prov(ptv_stage *s, ptv_item *h, int first, int end)
     free(names.v);
 }
 
+static bool is_indented(const char *line) { return line[0] == ' ' || line[0] == '\t'; }
+
+static bool is_blank(const char *line)
+{
+    while (*line == ' ' || *line == '\t')
+        line++;
+    return *line == 0;
+}
+
+/* The collapse key of a block: its header up to the first ':' or " =". */
+static const char *block_path(ptc_arena *a, const char *header)
+{
+    size_t n = 0;
+    while (header[n] && header[n] != ':' && strncmp(header + n, " =", 2) != 0 && n < 60)
+        n++;
+    return ptc_arena_strndup(a, header, n);
+}
+
+/* Opens a titled group at the item just added. */
+static int open_block(ptv_stage *s, void *vec, const char *path)
+{
+    VEC(ptv_group) *groups = vec;
+    ptv_group g = {0};
+    g.path = path;
+    g.label = s->items[s->nitems - 1].text;
+    g.parent = -1;
+    g.first = s->nitems - 1;
+    g.titled = true;
+    VEC_PUSH(*groups, g);
+    return groups->n - 1;
+}
+
+/* loops.txt and kernels.txt: lines, and blocks. A block is a line at the
+ * left margin followed by indented lines (a loop node and its body, a
+ * kernel and its members, an extern, the memory plan); it is a group titled
+ * by that line. In kernels.txt, "kernel <n> <name>:" lines are kernel
+ * headers, whose provenance is their members' when they carry none. */
 int ptv_load_text(ptv_stage *s)
 {
     textfile tf;
@@ -602,32 +639,28 @@ int ptv_load_text(ptv_stage *s)
     const char *file = base_name(s->files[0]);
     s->items = PTC_NEWN(s->arena, ptv_item, tf.nlines + 1);
     VEC(ptv_group) groups = {0};
-    int open = -1; /* the kernel group being filled */
+    int open = -1; /* the block being filled */
     for (int i = 0; i < tf.nlines; i++) {
         const char *line = tf.lines[i];
         int num;
         const char *name_at;
-        bool header = s->id == PTV_KERNELS && kernel_header(line, false, &num, &name_at);
-        bool indented = line[0] == ' ' || line[0] == '\t' || line[0] == 0;
-        if (open >= 0 && (header || !indented)) {
+        bool kernel = s->id == PTV_KERNELS && kernel_header(line, false, &num, &name_at);
+        bool margin = !is_indented(line) && !is_blank(line);
+        bool block = margin && line[0] != '#' && i + 1 < tf.nlines && is_indented(tf.lines[i + 1]) &&
+                     !is_blank(tf.lines[i + 1]);
+        if (open >= 0 && (kernel || margin)) {
             groups.v[open].end = s->nitems;
             open = -1;
         }
         ptv_item *it = add_line(s, file, i + 1, line, cap);
-        if (header) {
+        if (kernel) {
             it->kind = PTV_ITEM_KERNEL;
             it->op = "kernel";
             it->kernel = num;
-            ptv_group g = {0};
-            g.path = ptc_arena_printf(s->arena, "kernel %d", num);
-            const char *colon = strchr(name_at, ':');
-            g.label = ptc_arena_printf(s->arena, "kernel %d %.*s", num,
-                                       (int)(colon ? colon - name_at : 0), name_at);
-            g.parent = -1;
-            g.first = s->nitems - 1;
-            VEC_PUSH(groups, g);
-            open = groups.n - 1;
+            open = open_block(s, &groups, ptc_arena_printf(s->arena, "kernel %d", num));
             s->nnodes++;
+        } else if (block) {
+            open = open_block(s, &groups, block_path(s->arena, it->text));
         } else if (open >= 0) {
             it->kernel = s->items[groups.v[open].first].kernel;
         }
@@ -637,11 +670,13 @@ int ptv_load_text(ptv_stage *s)
     }
     if (open >= 0)
         groups.v[open].end = s->nitems;
-    /* Trailing blank lines of a kernel belong to no one. */
+    /* Trailing blank lines of a block belong to no one. */
     for (int g = 0; g < groups.n; g++) {
         while (groups.v[g].end > groups.v[g].first + 1 && !s->items[groups.v[g].end - 1].text[0])
             s->items[--groups.v[g].end].group = -1;
-        header_prov(s, &s->items[groups.v[g].first], groups.v[g].first + 1, groups.v[g].end);
+        ptv_item *title = &s->items[groups.v[g].first];
+        if (title->kind == PTV_ITEM_KERNEL)
+            header_prov(s, title, groups.v[g].first + 1, groups.v[g].end);
     }
     textfile_free(&tf);
     finish_groups(s, groups.v, groups.n);
