@@ -5,7 +5,7 @@
  * order with defaults filled and int[N] normalised, and only decide dtypes and
  * shapes. What is the same for every op happens here, around the call:
  * devices (outputs live on the inputs' device; 0-dim CPU tensors may join CUDA
- * ones, as in torch) and requires_grad (set iff a floating input requires grad
+ * ones in pointwise ops, as in torch) and requires_grad (set iff a floating input requires grad
  * and the output is floating). ptc_ops_verify recomputes every node's types
  * from its args, so a .ptir file cannot claim types its ops do not produce.
  */
@@ -208,16 +208,19 @@ static const char *devstr(ptc_meta *m, ptc_device d)
     return ptc_arena_strdup(m->arena, buf);
 }
 
-/* One tensor against the common device `dev`. Index lists (Tensor?[]) may
- * stay on the CPU whatever the indexed tensor's device, as in torch. */
+/* One tensor against the common device `dev`. As in torch (checked on a GPU
+ * with torch 2.11): pointwise ops take 0-dim CPU tensors along with CUDA ones
+ * (TensorIterator's CPU scalars; clamp's tensor bounds excepted), index lists
+ * (Tensor?[]) may stay on the CPU, every other mix is an error. */
 static int check_device(ptc_meta *m, const ptc_value *v, ptc_device dev, bool index)
 {
     ptc_device d = v->type.device;
     if (ptc_device_eq(d, dev))
         return 0;
-    if (d.kind == PTC_DEV_CPU && (index || v->type.ndim == 0))
+    bool cpu_scalar_ok = (ptc_op_flags(m->op) & PTC_F_POINTWISE) && m->op != PTC_OP_CLAMP;
+    if (d.kind == PTC_DEV_CPU && (index || (cpu_scalar_ok && v->type.ndim == 0)))
         return 0;
-    return ptc_meta_fail(m, "expected all tensors on one device, got %s and %s (%s %s)",
+    return ptc_meta_fail(m, "expected all tensors on one device, got %s and %s (%s on %s)",
                          devstr(m, dev), devstr(m, d), meta_tstr(m, &v->type), devstr(m, d));
 }
 

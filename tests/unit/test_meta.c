@@ -282,6 +282,22 @@ START_TEST(binary)
     OK("x=f32[] cpu; y=f32[2] cuda:1", "add(%x, %y)", "f32[2] cuda:1");
     BAD("x=f32[2] cuda; y=f32[2] cpu", "add(%x, %y)", "add: expected all tensors on one device");
     BAD("x=f32[2] cuda:0; y=f32[2] cuda:1", "add(%x, %y)", "cuda:0 and cuda:1");
+    BAD("x=f32[2] cpu; y=f32[] cuda", "add(%x, %y)", "expected all tensors on one device");
+    OK("x=f32[] cpu; y=f32[] cuda", "add(%x, %y)", "f32[] cuda");
+    OK("c=bool[] cpu; x=f32[2] cuda", "where(%c, %x, %x)", "f32[2] cuda");
+    OK("x=f32[3] cuda; m=bool[3] cuda; v=f32[] cpu", "masked_fill(%x, %m, %v)", "f32[3] cuda");
+    BAD("x=f32[3] cuda; m=bool[3] cpu", "masked_fill(%x, %m, 1)",
+        "masked_fill: expected all tensors");
+    BAD("x=f32[2] cuda; lo=f32[] cpu", "clamp(%x, %lo)",
+        "clamp: expected all tensors on one device");
+    BAD("x=f32[3,4] cuda; i=i64[] cpu", "index_select(%x, 0, %i)",
+        "index_select: expected all tensors");
+    BAD("x=f32[3,4] cuda; i=i64[2] cpu", "gather(%x, 1, %i)", "gather: expected all tensors");
+    OK("x=f32[3,4] cuda; i=i64[2] cpu", "index(%x, [%i])", "f32[2,4] cuda");
+    BAD("x=f32[3,4] cpu; i=i64[2] cuda", "index(%x, [%i])", "index: expected all tensors");
+    BAD("s=f32[] cpu; a=f32[2,3] cuda; b=f32[3,4] cuda", "addmm(%s, %a, %b)",
+        "addmm: expected all tensors");
+    BAD("a=f32[] cuda; b=f32[] cpu", "stack([%a, %b])", "stack: expected all tensors");
     /* requires_grad */
     OK("x=f32[2] grad; y=i64[2]", "add(%x, %y)", "f32[2] grad");
     OK("x=i64[2]; y=f32[] grad", "mul(%x, %y)", "f32[2] grad");
