@@ -722,6 +722,8 @@ START_TEST(views)
     OK("x=f32[2,3,2]{12,4,2}", "view(%x, [2, 6])", "f32[2,6]");
     BAD("x=f32[2,3,2]{12,4,1}", "view(%x, [2, 6])", "not compatible with the strides");
     OK("x=f32[]", "flatten(%x)", "f32[1]");
+    OK("x=f32[]", "flatten(%x, -1, 0)", "f32[1]");
+    BAD("x=f32[]", "flatten(%x, 1)", "flatten: dim 1 is out of range for f32[]");
     OK("x=f32[2,3,4]", "flatten(%x, 1)", "f32[2,12]");
     OK("x=f32[s0,3,4]", "flatten(%x)", "f32[12*s0]");
     BAD("x=f32[2,3,4]", "flatten(%x, 2, 1)", "flatten: start_dim 2 comes after end_dim 1");
