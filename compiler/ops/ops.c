@@ -266,7 +266,13 @@ int ptc_meta_infer(ptc_arena *a, ptc_op op, const ptc_arg *args, int nargs, ptc_
     if (nargs != s->nparams)
         return ptc_errorf(err, PTC_ERR_META, "meta", "%s: expected %d arguments, got %d", s->name,
                           s->nparams, nargs);
-    ptc_meta m = {.arena = a, .op = op, .args = args, .nargs = nargs, .err = err};
+    /* Meta functions rely on arg kinds matching the schema, int[N] given as
+     * lists and floats as floats: check, and normalise a copy. */
+    if (ptc_args_check(op, args, nargs, err))
+        return -1;
+    ptc_arg *norm = ptc_arena_dup(a, args, sizeof *args * (size_t)(nargs > 0 ? nargs : 1));
+    ptc_args_normalize(a, op, norm);
+    ptc_meta m = {.arena = a, .op = op, .args = norm, .nargs = nargs, .err = err};
     if (check_devices(&m) || meta_fns[op](&m))
         return -1;
     PTC_ASSERT(m.nout >= 1 && (s->nreturns < 0 || m.nout == s->nreturns));
@@ -396,14 +402,11 @@ static int check_output(ptc_error *err, const ptc_node *n, int i, const ptc_ttyp
 
 static int verify_node(ptc_arena *scratch, const ptc_node *n, ptc_error *err)
 {
-    ptc_arg *args =
-        ptc_arena_dup(scratch, n->args, sizeof *args * (size_t)(n->nargs ? n->nargs : 1));
-    ptc_args_normalize(scratch, n->op, args);
     ptc_ttype *types;
     int nout;
     ptc_error merr;
     ptc_error_clear(&merr);
-    if (ptc_meta_infer(scratch, n->op, args, n->nargs, &types, &nout, &merr))
+    if (ptc_meta_infer(scratch, n->op, n->args, n->nargs, &types, &nout, &merr))
         return node_error(err, merr.cls, n, "%s", merr.msg);
     if (nout != n->nout)
         return node_error(err, PTC_ERR_VERIFY, n, "printed %d results, but %s infers %d", n->nout,

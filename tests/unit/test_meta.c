@@ -1133,6 +1133,35 @@ static ptc_module *parse(const char *text)
     return m;
 }
 
+/* ptc_meta_infer checks arg kinds and normalises int[N] given as one int. */
+START_TEST(infer_raw_args)
+{
+    ptc_graph *g = ptc_graph_new(NULL, "g");
+    int64_t sx[] = {1, 3, 8, 8}, sw[] = {4, 3, 3, 3};
+    ptc_ttype tx = ptc_ttype_make(PTC_F32, 4, sx, PTC_CPU),
+              tw = ptc_ttype_make(PTC_F32, 4, sw, PTC_CPU);
+    ptc_arg args[7];
+    ptc_args_defaults(PTC_OP_CONV2D, args);
+    args[0] = ptc_arg_value(ptc_graph_add_input(g, "x", &tx));
+    args[1] = ptc_arg_value(ptc_graph_add_input(g, "w", &tw));
+    args[3] = ptc_arg_int(2); /* stride=2 as a bare int */
+    args[4] = ptc_arg_int(1);
+    ptc_ttype *types;
+    int nout;
+    ptc_error err;
+    ck_assert_int_eq(ptc_meta_infer(g->arena, PTC_OP_CONV2D, args, 7, &types, &nout, &err), 0);
+    ck_assert_int_eq(nout, 1);
+    ck_assert(ptc_dim_eq(types[0].shape[2], ptc_dim_c(4)) &&
+              ptc_dim_eq(types[0].shape[3], ptc_dim_c(4)));
+    args[6] = ptc_arg_float(1.5); /* groups must be an int */
+    ck_assert_int_eq(ptc_meta_infer(g->arena, PTC_OP_CONV2D, args, 7, &types, &nout, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "conv2d: argument 'groups' expects int, got a float"));
+    ck_assert_int_eq(ptc_meta_infer(g->arena, PTC_OP_CONV2D, args, 6, &types, &nout, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "conv2d: expected 7 arguments, got 6"));
+    ptc_graph_free(g);
+}
+END_TEST
+
 START_TEST(verify_types)
 {
     ptc_error err;
@@ -1231,6 +1260,7 @@ static Suite *suite(void)
     tcase_add_test(t, prims_shape);
     tcase_add_test(t, prims_reduce_index);
     tcase_add_test(t, build_graph);
+    tcase_add_test(t, infer_raw_args);
     tcase_add_test(t, verify_types);
     suite_add_tcase(s, t);
     return s;
