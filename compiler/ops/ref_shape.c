@@ -263,9 +263,8 @@ int ptc_ref_prim_shape(ptc_kctx *k)
 /* ---- padding, repeat, roll --------------------------------------------------------- */
 
 /* Shared by prims.pad and constant_pad_nd: per dim, low padding `lo` and
- * `interior` elements between neighbours (0 for both ops today: the loop is
- * XLA's general pad); out-of-input positions get the value. Negative low
- * padding crops; the output's size sets the high side. */
+ * `interior` elements between neighbours; out-of-input positions get the
+ * value. Negative low padding crops; the output's size sets the high side. */
 static int pad_generic(const ptc_kctx *k, const ptc_tensor *x, const int64_t *lo,
                        const int64_t *interior, ref_scalar value)
 {
@@ -295,18 +294,23 @@ static int pad_generic(const ptc_kctx *k, const ptc_tensor *x, const int64_t *lo
     return 0;
 }
 
-/* prims.pad: padding_config is [lo_0, hi_0, lo_1, hi_1, ...] in dim order
- * (negative entries crop), as meta_prim_pad defines it. */
+/* prims.pad: padding_config holds (lo, hi, interior) per dim, as
+ * torch._prims.pad and XLA: `interior` values between neighbours, negative
+ * lo/hi crop. */
 int ptc_ref_prim_pad(ptc_kctx *k)
 {
     const ptc_tensor *x = ptc_k_tensor(k, 0);
-    int64_t cfg[2 * PTC_MAX_DIMS + 1], lo[PTC_MAX_DIMS], interior[PTC_MAX_DIMS] = {0};
+    int64_t cfg[3 * PTC_MAX_DIMS + 1], lo[PTC_MAX_DIMS], interior[PTC_MAX_DIMS];
     const ptc_arg *a = ref_arg(k, "padding_config");
-    if (a->kind != PTC_ARG_INTS || a->is.n != 2 * x->ndim)
-        return ref_fail(k, "prims.pad: padding_config needs (low, high) per dim");
-    ref_ints(k, "padding_config", cfg, 2 * PTC_MAX_DIMS);
-    for (int d = 0; d < x->ndim; d++)
-        lo[d] = cfg[2 * d];
+    if (a->kind != PTC_ARG_INTS || a->is.n != 3 * x->ndim)
+        return ref_fail(k, "prims.pad: padding_config needs (low, high, interior) per dim");
+    ref_ints(k, "padding_config", cfg, 3 * PTC_MAX_DIMS);
+    for (int d = 0; d < x->ndim; d++) {
+        lo[d] = cfg[3 * d];
+        interior[d] = cfg[3 * d + 2];
+        if (interior[d] < 0)
+            return ref_fail(k, "prims.pad: negative interior padding");
+    }
     return pad_generic(k, x, lo, interior, ref_scalar_arg(k, ref_argi(k, "padding_value")));
 }
 

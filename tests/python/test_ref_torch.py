@@ -1027,7 +1027,8 @@ def test_views():
           ref=lambda t, s, l, st: t[tuple(slice(a, b, c) for a, b, c in zip(s, l, st))].clone())
         c("prims.slice", x, [1, 0, 2], [1, 3, 4], [], ref=lambda t, s, l, st:
           t[tuple(slice(a, b) for a, b in zip(s, l))].clone())
-        for cfg in ([0, 0, 1, 2, 0, 0], [-1, 1, 0, 0, 2, -3], [0, -2, 0, 0, 0, 0]):
+        for cfg in ([0, 0, 0, 1, 2, 1, 0, 0, 2], [-1, 1, 0, 0, 0, 0, 2, -3, 1],
+                    [0, -2, 0, 0, 0, 3, 0, 0, 0]):
             c("prims.pad", x, 1.5, cfg, ref=prims_pad_ref)
     check_cases(cases)
 
@@ -1040,12 +1041,21 @@ def broadcast_in_dim_ref(a, shape, bdims):
 
 
 def prims_pad_ref(a, value, cfg):
-    """prims.pad: (lo, hi) per dim in dim order, negative crops; F.pad takes
-    the pairs last dim first."""
-    pad = []
-    for d in reversed(range(a.dim())):
-        pad += cfg[2 * d:2 * d + 2]
-    return F.pad(a, pad, value=value)
+    """prims.pad by hand: per dim (lo, hi, interior): spread the elements
+    `interior` apart, then pad or (negative) crop the ends."""
+    out = a
+    for d in range(a.dim()):
+        lo, hi, interior = cfg[3 * d:3 * d + 3]
+        n = out.shape[d]
+        size = list(out.shape)
+        size[d] = n + max(n - 1, 0) * interior
+        spread = torch.full(size, value, dtype=a.dtype)
+        idx = [slice(None)] * a.dim()
+        idx[d] = slice(0, None, interior + 1)
+        spread[tuple(idx)] = out
+        pad = [0, 0] * (a.dim() - d - 1) + [lo, hi]
+        out = F.pad(spread, pad, value=value)
+    return out
 
 
 def test_cat_stack_split():

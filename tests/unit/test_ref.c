@@ -874,7 +874,7 @@ START_TEST(test_prim_shapes_and_pads)
     result r = run("graph g(%x: f32[2,3] cpu) {\n"
                    "  %b = prims.broadcast_in_dim(%x, [2, 2, 3], [0, 2]) : f32[2,2,3]\n"
                    "  %s = prims.slice(%x, [0, 1], [2, 3], [1, 2]) : f32[2,1]\n"
-                   "  %p = prims.pad(%x, 0.5, [1, 0, -1, 2]) : f32[3,4]\n"
+                   "  %p = prims.pad(%x, 0.5, [1, 0, 0, -1, 1, 1]) : f32[3,5]\n"
                    "  %c = constant_pad_nd(%x, [1, -1], 9) : f32[2,3]\n"
                    "  %rp = repeat(%x, [2, 1, 2]) : f32[2,2,6]\n"
                    "  %ro = roll(%x, [1], [1]) : f32[2,3]\n"
@@ -886,9 +886,10 @@ START_TEST(test_prim_shapes_and_pads)
     ok(&r);
     EXPECT(&r.out[0], PTC_F32, 3, SIZES(2, 2, 3), VALS(1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6));
     EXPECT(&r.out[1], PTC_F32, 2, SIZES(2, 1), VALS(2, 5));
-    /* rows: one low pad row; cols: drop the first column, two high */
-    EXPECT(&r.out[2], PTC_F32, 2, SIZES(3, 4),
-           VALS(0.5, 0.5, 0.5, 0.5, 2, 3, 0.5, 0.5, 5, 6, 0.5, 0.5));
+    /* rows: one low pad row; cols: interior 1 gives (a, p, b, p, c), the low -1
+     * drops a, the high 1 appends a pad */
+    EXPECT(&r.out[2], PTC_F32, 2, SIZES(3, 5),
+           VALS(0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 2, 0.5, 3, 0.5, 0.5, 5, 0.5, 6, 0.5));
     EXPECT(&r.out[3], PTC_F32, 2, SIZES(2, 3), VALS(9, 1, 2, 9, 4, 5));
     EXPECT(&r.out[4], PTC_F32, 3, SIZES(2, 2, 6),
            VALS(1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6, 1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6));
