@@ -122,6 +122,14 @@ ptc_tensor ref_broadcast(const ptc_tensor *t, int ndim, const int64_t *sizes);
  * instead of asserting when t does not broadcast to sizes. */
 int ref_broadcast_arg(const ptc_kctx *k, const ptc_tensor *t, int ndim, const int64_t *sizes,
                       ptc_tensor *out);
+/* Checks that output i has the given sizes: kernels that walk their input
+ * and write the output in step rely on it (the graph's types promised it;
+ * this keeps an inconsistent graph from writing out of bounds). */
+int ref_out_sizes(const ptc_kctx *k, int i, int ndim, const int64_t *sizes);
+static inline int ref_out_like(const ptc_kctx *k, int i, const ptc_tensor *like)
+{
+    return ref_out_sizes(k, i, like->ndim, like->sizes);
+}
 /* Wraps dim into [0, ndim) (ndim 0 accepts -1 and 0); -1 if out of range. */
 int ref_wrap_dim(int64_t dim, int ndim);
 /* Wraps a dim argument, failing the kernel if out of range. */

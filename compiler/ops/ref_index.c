@@ -149,10 +149,19 @@ int ptc_ref_index(ptc_kctx *k)
     for (int d = 0; d < x->ndim; d++)
         if (!indexed[d])
             rest[nrest++] = d;
-    if (out->ndim != nrest + nb) {
-        ref_fail(k, "internal: index output has the wrong rank");
+    int64_t want[PTC_MAX_DIMS];
+    int nlead = 0; /* rest dims before the broadcast block */
+    for (int r = 0; r < nrest; r++)
+        nlead += rest[r] < at;
+    if (nrest + nb > PTC_MAX_DIMS) {
+        ref_fail(k, "index: the result would have more than %d dims", PTC_MAX_DIMS);
         goto done;
     }
+    for (int r = 0; r < nrest; r++)
+        want[r < nlead ? r : r + nb] = x->sizes[rest[r]];
+    memcpy(want + nlead, bshape, sizeof(int64_t) * (size_t)nb);
+    if (ref_out_sizes(k, 0, nrest + nb, want))
+        goto done;
     ptc_tensor views[PTC_MAX_DIMS];
     for (int i = 0; i < a.n; i++)
         views[i] = ref_broadcast(&a.idx[i], nb, bshape);
@@ -160,9 +169,6 @@ int ptc_ref_index(ptc_kctx *k)
     if (ptc_tensor_numel(out) == 0)
         goto done;
     int64_t oi[PTC_MAX_DIMS] = {0}, src[PTC_MAX_DIMS], o = 0;
-    int nlead = 0; /* rest dims before the broadcast block */
-    for (int r = 0; r < nrest; r++)
-        nlead += rest[r] < at;
     do {
         const int64_t *bi = oi + nlead;
         for (int r = 0; r < nrest; r++)
@@ -191,6 +197,15 @@ int ptc_ref_index_select(ptc_kctx *k)
     if (index->ndim > 1)
         return ref_fail(k, "index_select(): Index is supposed to be a vector");
     int64_t n = ptc_tensor_numel(index), size = x->ndim ? x->sizes[d] : 1;
+    int64_t want[PTC_MAX_DIMS];
+    memcpy(want, x->sizes, sizeof want);
+    if (x->ndim == 0 && n != 1)
+        return ref_fail(k, "index_select(): Index to scalar can have only 1 value, got %lld "
+                           "value(s)", (long long)n);
+    if (x->ndim)
+        want[d] = n;
+    if (ref_out_sizes(k, 0, x->ndim, want))
+        return -1;
     int64_t *sel = malloc(sizeof *sel * (size_t)(n ? n : 1));
     if (!sel)
         return ref_fail(k, "out of memory");
@@ -225,6 +240,8 @@ int ptc_ref_gather(ptc_kctx *k)
         return -1;
     if (index->ndim != x->ndim && !(index->ndim <= 1 && x->ndim <= 1))
         return ref_fail(k, "Index tensor must have the same number of dimensions as input tensor");
+    if (ref_out_like(k, 0, index))
+        return -1;
     if (ptc_tensor_numel(index) == 0)
         return 0;
     int64_t size = x->ndim ? x->sizes[d] : 1;
@@ -257,6 +274,8 @@ int ptc_ref_scatter_add(ptc_kctx *k)
         return -1;
     if (index->ndim != a->ndim || src->ndim != a->ndim)
         return ref_fail(k, "Index tensor must have the same number of dimensions as self tensor");
+    if (ref_out_like(k, 0, a))
+        return -1;
     int64_t n = ptc_tensor_numel(out);
     bool fl = ref_is_float(out->dtype);
     double *facc = malloc(sizeof *facc * (size_t)(n ? n : 1));
@@ -319,6 +338,13 @@ int ptc_ref_embedding(ptc_kctx *k)
     if (w->ndim != 2)
         return ref_fail(k, "'weight' must be 2-D");
     int64_t rows = w->sizes[0], dim = w->sizes[1], n = ptc_tensor_numel(ind);
+    int64_t want[PTC_MAX_DIMS + 1];
+    memcpy(want, ind->sizes, sizeof(int64_t) * (size_t)ind->ndim);
+    want[ind->ndim] = dim;
+    if (ind->ndim >= PTC_MAX_DIMS)
+        return ref_fail(k, "embedding: indices of %d dims are too many", ind->ndim);
+    if (ref_out_sizes(k, 0, ind->ndim + 1, want))
+        return -1;
     if (n == 0)
         return 0;
     int64_t idx[PTC_MAX_DIMS] = {0}, o = 0;

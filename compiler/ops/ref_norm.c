@@ -49,6 +49,8 @@ int ptc_ref_layer_norm(ptc_kctx *k)
     if (nnorm > x->ndim)
         return ref_fail(k, "layer_norm: normalized_shape has %d dims, input only %d", nnorm,
                         x->ndim);
+    if (ref_out_like(k, 0, x))
+        return -1;
     int lead = x->ndim - nnorm;
     int64_t count = 1, nrows = 1;
     for (int d = 0; d < x->ndim; d++) {
@@ -169,6 +171,9 @@ int ptc_ref_batch_norm(ptc_kctx *k)
     bool update = k->node->nout >= 3;
     if (update && (!rm || !rv))
         return ref_fail(k, "batch_norm: updated statistics need running_mean and running_var");
+    if (ref_out_like(k, 0, x) || (update && (ref_out_sizes(k, 1, 1, &C) ||
+                                             ref_out_sizes(k, 2, 1, &C))))
+        return -1;
     planes p;
     if (planes_alloc(k, &p, per))
         return -1;
@@ -210,6 +215,8 @@ int ptc_ref_group_norm(ptc_kctx *k)
         return ref_fail(k, "Expected number of channels in input to be divisible by num_groups, "
                            "but got input of shape [%lld, %lld, ...] and num_groups=%lld",
                         (long long)N, (long long)C, (long long)G);
+    if (ref_out_like(k, 0, x))
+        return -1;
     int64_t cg = C / G, per = cg * ref_numel(x->ndim - 2, x->sizes + 2);
     planes p;
     if (planes_alloc(k, &p, per))

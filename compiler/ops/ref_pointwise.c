@@ -167,7 +167,7 @@ int ptc_ref_unary(ptc_kctx *k)
     ptc_tensor *out = &k->out[0];
     ptc_dtype dt = out->dtype;
     uparams p;
-    if (unary_params(k, dt, &p))
+    if (ref_out_like(k, 0, x) || unary_params(k, dt, &p))
         return -1;
     if (ptc_tensor_numel(x) == 0)
         return 0;
@@ -533,6 +533,8 @@ int ptc_ref_to(ptc_kctx *k)
 {
     const ptc_tensor *x = ptc_k_tensor(k, 0);
     ptc_tensor *out = &k->out[0];
+    if (ref_out_like(k, 0, x))
+        return -1;
     if (ptc_tensor_numel(x) == 0)
         return 0;
     int64_t idx[PTC_MAX_DIMS] = {0}, o = 0;
@@ -551,6 +553,8 @@ int ptc_ref_tri(ptc_kctx *k)
     if (x->ndim < 2)
         return ref_fail(k, "%s: input tensor must have at least 2 dimensions",
                         upper ? "triu" : "tril");
+    if (ref_out_like(k, 0, x))
+        return -1;
     if (ptc_tensor_numel(x) == 0)
         return 0;
     int64_t idx[PTC_MAX_DIMS] = {0}, o = 0;
@@ -573,6 +577,8 @@ int ptc_ref_dropout(ptc_kctx *k)
     double p = ref_float(k, "p");
     if (p < 0 || p > 1)
         return ref_fail(k, "dropout probability has to be between 0 and 1, but got %g", p);
+    if (ref_out_like(k, 0, x))
+        return -1;
     bool active = ref_bool(k, "train") && p > 0;
     uint64_t key = ptc_rng_key((uint64_t)ref_int(k, "seed"), k->rng_offset);
     if (ptc_tensor_numel(x) == 0)

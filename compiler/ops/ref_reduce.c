@@ -347,11 +347,10 @@ static int line_init(const ptc_kctx *k, const ptc_tensor *x, const ptc_tensor *o
     memset(l, 0, sizeof *l);
     bool reduced[PTC_MAX_DIMS] = {false};
     int d;
-    if (ref_dim(k, dim, x->ndim, &d))
+    if (ref_dim(k, dim, x->ndim, &d) || ref_out_like(k, 0, x))
         return -1;
     if (x->ndim > 0)
         reduced[d] = true;
-    PTC_ASSERT(out->ndim == x->ndim);
     red_init(&l->rx, x, reduced);
     red_init(&l->rout, out, reduced);
     size_t n = (size_t)(l->rx.count ? l->rx.count : 1);

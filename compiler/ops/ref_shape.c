@@ -366,6 +366,8 @@ int ptc_ref_roll(ptc_kctx *k)
         return ref_fail(k, "roll: shifts and dims must align. shifts: %d, dims: %d", ns, nd);
     if (nd != 0 && ns != nd)
         return ref_fail(k, "shifts and dimensions must align. shifts: %d, dims: %d", ns, nd);
+    if (ref_out_like(k, 0, x))
+        return -1;
     for (int i = 0; i < nd; i++) {
         int d;
         if (ref_dim(k, dims[i], x->ndim, &d))

@@ -235,6 +235,26 @@ int ref_broadcast_arg(const ptc_kctx *k, const ptc_tensor *t, int ndim, const in
     return 0;
 }
 
+int ref_out_sizes(const ptc_kctx *k, int i, int ndim, const int64_t *sizes)
+{
+    const ptc_tensor *o = &k->out[i];
+    bool same = o->ndim == ndim;
+    for (int d = 0; same && d < ndim; d++)
+        same = o->sizes[d] == sizes[d];
+    if (same)
+        return 0;
+    ptc_buf want = {0}, got = {0};
+    for (int d = 0; d < ndim; d++)
+        ptc_buf_printf(&want, "%s%lld", d ? "," : "", (long long)sizes[d]);
+    for (int d = 0; d < o->ndim; d++)
+        ptc_buf_printf(&got, "%s%lld", d ? "," : "", (long long)o->sizes[d]);
+    ref_fail(k, "internal: output %d has sizes [%s], the kernel makes [%s] (the graph's types "
+                "disagree with the op)", i, got.data ? got.data : "", want.data ? want.data : "");
+    ptc_buf_free(&want);
+    ptc_buf_free(&got);
+    return -1;
+}
+
 int ref_wrap_dim(int64_t dim, int ndim)
 {
     int n = ndim > 0 ? ndim : 1;

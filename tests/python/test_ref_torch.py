@@ -1103,6 +1103,9 @@ def test_indexing():
         cases.append(make_case("index_select", (x, -1, sel % 3)))
         cases.append(make_case("index_select", (x, 0, gen.tensor((), torch.int32, low=0, high=4))))
         cases.append(make_case("prims.index_select", (x, 0, sel % 4), ref=torch.index_select))
+        s0 = gen.tensor((), d)
+        cases.append(make_case("index_select", (s0, 0, torch.tensor([0]))))
+        cases.append(make_case("gather", (s0, 0, torch.tensor([0, 0])), ref=torch.gather))
         g = gen.tensor((4, 2, 3), torch.int64, low=0, high=5)
         for op in ("gather", "prims.gather"):
             cases.append(make_case(op, (x, 1, g), ref=torch.gather))

@@ -1187,6 +1187,33 @@ START_TEST(test_symbols_strides_zero_size)
 }
 END_TEST
 
+START_TEST(test_inconsistent_types_fail_cleanly)
+{
+    /* types no meta function would infer: the kernels refuse, never overrun */
+    const char *srcs[] = {
+        "graph g(%x: f32[3] cpu) {\n  %0 = exp(%x) : f32[2]\n  return (%0)\n}\n",
+        "graph g(%x: f32[3] cpu) {\n  %0 = cumsum(%x, 0) : f32[5]\n  return (%0)\n}\n",
+        "graph g(%x: f32[3] cpu) {\n  %0 = sum(%x, [0]) : f32[2]\n  return (%0)\n}\n",
+        "graph g(%x: f32[2,3] cpu) {\n  %0 = mm(%x, %x) : f32[2,2]\n  return (%0)\n}\n",
+        "graph g(%x: f32[3] cpu, %i: i64[2] cpu) {\n  %0 = index(%x, [%i]) : f32[3]\n"
+        "  return (%0)\n}\n",
+    };
+    const char *want[] = {"internal: output 0 has sizes [2]", "internal: output 0 has sizes [5]",
+                          "internal: output 0 holds 2", "mat1 and mat2 shapes cannot be multiplied",
+                          "internal: output 0 has sizes [3], the kernel makes [2]"};
+    for (int i = 0; i < 5; i++) {
+        ptc_tensor in[2] = {T(PTC_F32, i == 3 ? 2 : 1, i == 3 ? SIZES(2, 3) : SIZES(3),
+                              VALS(1, 2, 3, 4, 5, 6)),
+                            T(PTC_I64, 1, SIZES(2), VALS(0, 1))};
+        result r = run(srcs[i], in, i == 4 ? 2 : 1);
+        if (i != 4)
+            ptc_tensor_release(&in[1]);
+        expect_error(&r, want[i]);
+        ck_assert(r.err.has_node);
+    }
+}
+END_TEST
+
 /* A storage whose release is counted: intermediates die, outputs survive. */
 static int released;
 static void count_release(ptc_storage *s)
@@ -1270,6 +1297,7 @@ static Suite *suite(void)
     TCase *i = tcase_create("interp");
     tcase_add_test(i, test_symbols_strides_zero_size);
     tcase_add_test(i, test_inputs_keep_their_references);
+    tcase_add_test(i, test_inconsistent_types_fail_cleanly);
     suite_add_tcase(s, i);
     return s;
 }
