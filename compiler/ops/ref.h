@@ -25,7 +25,7 @@ int ref_fail(const ptc_kctx *k, const char *fmt, ...) __attribute__((format(prin
 
 int ref_argi(const ptc_kctx *k, const char *param); /* asserts the param exists */
 const ptc_arg *ref_arg(const ptc_kctx *k, const char *param);
-bool ref_has(const ptc_kctx *k, const char *param); /* present and not None */
+bool ref_has(const ptc_kctx *k, const char *param);                 /* present and not None */
 const ptc_tensor *ref_tensor(const ptc_kctx *k, const char *param); /* NULL if None */
 int64_t ref_int(const ptc_kctx *k, const char *param);
 double ref_float(const ptc_kctx *k, const char *param); /* FLOAT/INT/BOOL as double */
@@ -45,7 +45,10 @@ ref_scalar ref_scalar_arg(const ptc_kctx *k, int argi);
 /* Compute domains: every kernel computes either in int64 (wrapped to the
  * dtype's width at the store, which is what the dtype's own two's-complement
  * arithmetic gives) or in floating point. */
-static inline bool ref_is_float(ptc_dtype dt) { return ptc_dtype_is_float(dt); }
+static inline bool ref_is_float(ptc_dtype dt)
+{
+    return ptc_dtype_is_float(dt);
+}
 /* Rounds v to the precision of float dtype dt (identity for f64). */
 double ref_round(double v, ptc_dtype dt);
 /* Wraps v to integer dtype dt's width (bool: v != 0). */

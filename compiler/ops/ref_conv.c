@@ -18,13 +18,13 @@
 #define MAX_SPATIAL 3
 
 typedef struct conv {
-    int nsp;                    /* spatial dims */
+    int nsp; /* spatial dims */
     bool transposed;
     int64_t groups;
     int64_t stride[MAX_SPATIAL], padding[MAX_SPATIAL], dilation[MAX_SPATIAL];
-    int64_t N, IC, OC;          /* batch, input and output channels */
+    int64_t N, IC, OC; /* batch, input and output channels */
     int64_t isz[MAX_SPATIAL], osz[MAX_SPATIAL], ksz[MAX_SPATIAL];
-    ptc_tensor in, w;           /* in viewed as (N, IC, spatial...) */
+    ptc_tensor in, w; /* in viewed as (N, IC, spatial...) */
     const ptc_tensor *bias;
 } conv;
 
@@ -315,8 +315,9 @@ int ptc_ref_avg_pool2d(ptc_kctx *k)
                         else
                             isum += ref_ldi(x, off);
                     }
-                int64_t div = divisor ? divisor
-                                      : include_pad ? pool_size : (ih1 - ih0) * (iw1 - iw0);
+                int64_t div = divisor       ? divisor
+                              : include_pad ? pool_size
+                                            : (ih1 - ih0) * (iw1 - iw0);
                 if (fl)
                     ref_stf(&k->out[0], o, fsum / (double)div);
                 else

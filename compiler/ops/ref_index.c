@@ -1,4 +1,4 @@
-/* Reference kernels of the indexing ops: advanced indexing (index), 
+/* Reference kernels of the indexing ops: advanced indexing (index),
  * index_select, gather, scatter_add and embedding.
  *
  * Indices are read as int64 whatever their integer dtype and checked one by
@@ -23,15 +23,18 @@ static int wrap_index(const ptc_kctx *k, int64_t i, int dim, int64_t size, int64
     return 0;
 }
 
-static bool is_mask(const ptc_tensor *t) { return t->dtype == PTC_BOOL || t->dtype == PTC_U8; }
+static bool is_mask(const ptc_tensor *t)
+{
+    return t->dtype == PTC_BOOL || t->dtype == PTC_U8;
+}
 
 /* ---- index --------------------------------------------------------------------- */
 
 typedef struct adv {
-    int n;                          /* index entries (dims indexed) */
-    int dim[PTC_MAX_DIMS];          /* the dim of self each indexes */
-    ptc_tensor idx[PTC_MAX_DIMS];   /* integer index tensors */
-    bool owned[PTC_MAX_DIMS];       /* allocated here (from a mask) */
+    int n;                        /* index entries (dims indexed) */
+    int dim[PTC_MAX_DIMS];        /* the dim of self each indexes */
+    ptc_tensor idx[PTC_MAX_DIMS]; /* integer index tensors */
+    bool owned[PTC_MAX_DIMS];     /* allocated here (from a mask) */
 } adv;
 
 static void adv_free(adv *a)
@@ -50,8 +53,9 @@ static int expand_mask(const ptc_kctx *k, const ptc_tensor *x, const ptc_tensor 
         return ref_fail(k, "too many indices for tensor of dimension %d", x->ndim);
     for (int j = 0; j < mask->ndim; j++)
         if (mask->sizes[j] != x->sizes[d + j])
-            return ref_fail(k, "The shape of the mask [%lld] at index %d does not match the shape "
-                               "of the indexed tensor [%lld] at index %d",
+            return ref_fail(k,
+                            "The shape of the mask [%lld] at index %d does not match the shape "
+                            "of the indexed tensor [%lld] at index %d",
                             (long long)mask->sizes[j], j, (long long)x->sizes[d + j], d + j);
     int64_t count = 0, mi[PTC_MAX_DIMS] = {0}, n = ptc_tensor_numel(mask);
     for (int64_t i = 0; i < n; i++, ref_next(mi, mask->sizes, mask->ndim))
@@ -200,8 +204,10 @@ int ptc_ref_index_select(ptc_kctx *k)
     int64_t want[PTC_MAX_DIMS];
     memcpy(want, x->sizes, sizeof want);
     if (x->ndim == 0 && n != 1)
-        return ref_fail(k, "index_select(): Index to scalar can have only 1 value, got %lld "
-                           "value(s)", (long long)n);
+        return ref_fail(k,
+                        "index_select(): Index to scalar can have only 1 value, got %lld "
+                        "value(s)",
+                        (long long)n);
     if (x->ndim)
         want[d] = n;
     if (ref_out_sizes(k, 0, x->ndim, want))
@@ -255,8 +261,10 @@ int ptc_ref_gather(ptc_kctx *k)
         src[d] = i;
         for (int j = 0; j < x->ndim; j++)
             if (j != d && src[j] >= x->sizes[j])
-                return ref_fail(k, "Size does not match at dimension %d expected index [...] to "
-                                   "be no larger than self %lld", j, (long long)x->sizes[j]);
+                return ref_fail(k,
+                                "Size does not match at dimension %d expected index [...] to "
+                                "be no larger than self %lld",
+                                j, (long long)x->sizes[j]);
         ref_copy_elem(out, o++, x, x->ndim ? ref_offset(x, src) : 0);
     } while (ref_next(idx, index->sizes, index->ndim));
     return 0;
@@ -296,8 +304,10 @@ int ptc_ref_scatter_add(ptc_kctx *k)
         do {
             for (int j = 0; j < a->ndim; j++)
                 if (idx[j] >= src->sizes[j] || (j != d && idx[j] >= a->sizes[j])) {
-                    ref_fail(k, "Expected index [...] to be no larger than self apart from "
-                                "dimension %d and to be no larger than src", d);
+                    ref_fail(k,
+                             "Expected index [...] to be no larger than self apart from "
+                             "dimension %d and to be no larger than src",
+                             d);
                     goto done;
                 }
             int64_t i = ref_ldi(index, ref_offset(index, idx)), size = a->ndim ? a->sizes[d] : 1;

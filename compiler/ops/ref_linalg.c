@@ -128,7 +128,10 @@ static int run_gemm(const ptc_kctx *k, gemm *g, ptc_tensor *out)
     return 0;
 }
 
-static ref_scalar one(void) { return (ref_scalar){.f = 1, .i = 1}; }
+static ref_scalar one(void)
+{
+    return (ref_scalar){.f = 1, .i = 1};
+}
 
 static int plain_product(ptc_kctx *k, const ptc_tensor *x, const ptc_tensor *y)
 {
@@ -156,8 +159,10 @@ int ptc_ref_matmul(ptc_kctx *k)
 {
     const ptc_tensor *a = ptc_k_tensor(k, 0), *b = ptc_k_tensor(k, 1);
     if (a->ndim == 0 || b->ndim == 0)
-        return ref_fail(k, "both arguments to matmul need to be at least 1D, but they are %dD and "
-                           "%dD", a->ndim, b->ndim);
+        return ref_fail(k,
+                        "both arguments to matmul need to be at least 1D, but they are %dD and "
+                        "%dD",
+                        a->ndim, b->ndim);
     return plain_product(k, a, b);
 }
 
@@ -175,8 +180,14 @@ static int scaled_product(ptc_kctx *k, const char *p1, const char *p2)
     return run_gemm(k, &g, &k->out[0]);
 }
 
-int ptc_ref_addmm(ptc_kctx *k) { return scaled_product(k, "mat1", "mat2"); }
-int ptc_ref_baddbmm(ptc_kctx *k) { return scaled_product(k, "batch1", "batch2"); }
+int ptc_ref_addmm(ptc_kctx *k)
+{
+    return scaled_product(k, "mat1", "mat2");
+}
+int ptc_ref_baddbmm(ptc_kctx *k)
+{
+    return scaled_product(k, "batch1", "batch2");
+}
 
 /* linear: input @ weight^T + bias; a 1-d weight is a vector (the last dim
  * disappears), as in torch. */
@@ -290,8 +301,7 @@ static int attn_batch(const ptc_kctx *k, const ptc_tensor *const *ts, int n, int
     return 0;
 }
 
-static ptc_tensor attn_view(const ptc_tensor *t, const int64_t *batch, int nb, int64_t r,
-                            int64_t c)
+static ptc_tensor attn_view(const ptc_tensor *t, const int64_t *batch, int nb, int64_t r, int64_t c)
 {
     int64_t sizes[PTC_MAX_DIMS];
     memcpy(sizes, batch, sizeof(int64_t) * (size_t)nb);

@@ -81,8 +81,7 @@ static int reduced_dims(const ptc_kctx *k, const char *param, const ptc_tensor *
         n = ref_ints(k, param, dims, PTC_MAX_DIMS);
     }
     bool prim = ptc_op_schema(op)->stage == PTC_STAGE_PRIM;
-    bool all = a->kind == PTC_ARG_NONE ||
-               (n == 0 && !prim && op != PTC_OP_ANY && op != PTC_OP_ALL);
+    bool all = a->kind == PTC_ARG_NONE || (n == 0 && !prim && op != PTC_OP_ANY && op != PTC_OP_ALL);
     for (int d = 0; d < x->ndim; d++)
         reduced[d] = all;
     for (int i = 0; i < n; i++) {
@@ -108,7 +107,10 @@ static int check_nout(const ptc_kctx *k, const red *r, int which)
 
 /* ---- sum, mean, prod, amax, amin, logsumexp, any, all ---------------------------- */
 
-static bool is_max(ptc_op op) { return op == PTC_OP_AMAX || op == PTC_OP_PRIMS_AMAX; }
+static bool is_max(ptc_op op)
+{
+    return op == PTC_OP_AMAX || op == PTC_OP_PRIMS_AMAX;
+}
 static bool is_extremum(ptc_op op)
 {
     return is_max(op) || op == PTC_OP_AMIN || op == PTC_OP_PRIMS_AMIN;
@@ -314,8 +316,8 @@ int ptc_ref_argreduce(ptc_kctx *k)
         for (int d = 0; d < x->ndim; d++)
             reduced[d] = true;
         if (ptc_tensor_numel(x) == 0)
-            return ref_fail(k, "%s(): Expected reduction dim to be specified for input.numel() == 0.",
-                            name);
+            return ref_fail(
+                k, "%s(): Expected reduction dim to be specified for input.numel() == 0.", name);
     }
     red r;
     red_init(&r, x, reduced);
