@@ -23,6 +23,7 @@ import torch.nn.functional as F
 import ptcio
 
 aten = torch.ops.aten
+CPU = torch.device("cpu")
 FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 INTS = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
 ALL = [torch.bool] + INTS + FLOATS
@@ -310,6 +311,18 @@ class Gen:
             t[t == 0] = 1
         return t.to(dtype)
 
+    def shape(self, max_dims=4):
+        """A random shape, zero-size and size-1 dims included."""
+        ndim = self.rng.randint(0, max_dims)
+        return tuple(self.rng.choice([0, 1, 1, 2, 3, 5]) for _ in range(ndim))
+
+    def broadcast_pair(self):
+        """Two random shapes that broadcast together."""
+        out = self.shape()
+        a = tuple(d if self.rng.random() < 0.7 else 1 for d in out)
+        b = tuple(d if self.rng.random() < 0.7 else 1 for d in out)
+        return a[self.rng.randint(0, len(a)):] if self.rng.random() < 0.3 else a, b
+
     def tensor(self, shape, dtype, layout=None, **kw):
         """A tensor of `shape`, contiguous or (layout 't') a transposed view or
         (layout 's') a strided slice of a larger one."""
@@ -348,7 +361,7 @@ UNARY = {
 def test_unary(op):
     gen, cases = gen_for(op), []
     for dtype in ALL:
-        for shape in SHAPES:
+        for shape in SHAPES + [gen.shape(), gen.shape()]:
             for variant in UNARY[op]:
                 kw = dict(variant)
                 extra = kw.pop("args", ())
@@ -383,7 +396,7 @@ def test_binary(op):
     for kw in kws:
         ref = rounded_div if kw.get("rounding_mode") else None
         for da, db in pairs:
-            for sa, sb in BCAST:
+            for sa, sb in BCAST + [gen.broadcast_pair()]:
                 a = gen.tensor(sa, da, special=True)
                 b = gen.tensor(sb, db, special=not divides, nonzero=divides)
                 if op == "pow" and not db.is_floating_point and not da.is_floating_point:
@@ -481,7 +494,7 @@ def test_to():
             cases.append(make_case("prims.convert_element_type", (x, dst),
                                    ref=lambda t, dt: t.to(dt)))
     cases.append(make_case("prims.device_put", (gen.tensor((2, 3), torch.float32),
-                                                torch.device("cpu")),
+                                                CPU),
                            ref=lambda t, dev: t.clone()))
     check_cases(cases)
 
@@ -699,6 +712,10 @@ def test_prims_reduce(name):
     check_cases(cases)
 
 
+def var_mean_ref(a, dims, c):
+    return torch.var(a, dims, correction=int(c)), torch.mean(a, dims)
+
+
 @pytest.mark.filterwarnings("ignore::UserWarning")  # var with correction >= n
 def test_prims_argreduce_var_mean_cumsum():
     gen, cases = gen_for("prims.arg"), []
@@ -715,14 +732,14 @@ def test_prims_argreduce_var_mean_cumsum():
             for corr in (0.0, 1.0):
                 x = gen.tensor(shape, d)
                 cases.append(make_case("prims.var_mean", (x, dims, corr),
-                                       ref=lambda a, dims, c: (torch.var(a, dims, correction=int(c)),
-                                                               torch.mean(a, dims))))
+                                       ref=var_mean_ref))
     check_cases(cases)
 
 
 # ---- normalisation and dropout --------------------------------------------------------
 
 NORM_TOL = {torch.float32: (1e-4, 1e-5)}
+NORM = {"tol": NORM_TOL, "exact_math": True}
 
 
 def test_layer_norm():
@@ -731,8 +748,8 @@ def test_layer_norm():
         for shape, norm in [((3, 4), [4]), ((2, 3, 4), [3, 4]), ((0, 5), [5]), ((2, 1), [1])]:
             x = gen.tensor(shape, d)
             w, b = gen.tensor(norm, d), gen.tensor(norm, d)
-            cases.append(make_case("layer_norm", (x, norm, w, b), tol=NORM_TOL, exact_math=True))
-            cases.append(make_case("layer_norm", (x, norm, None, None, 1e-3), tol=NORM_TOL, exact_math=True))
+            cases.append(make_case("layer_norm", (x, norm, w, b), **NORM))
+            cases.append(make_case("layer_norm", (x, norm, None, None, 1e-3), **NORM))
     check_cases(cases)
 
 
@@ -742,8 +759,8 @@ def test_group_norm():
         for shape, groups in [((2, 4, 3), 2), ((1, 6, 2, 2), 3), ((3, 4), 1), ((2, 4, 5), 4)]:
             x = gen.tensor(shape, d)
             w, b = gen.tensor(shape[1:2], d), gen.tensor(shape[1:2], d)
-            cases.append(make_case("group_norm", (x, groups, w, b), tol=NORM_TOL, exact_math=True))
-            cases.append(make_case("group_norm", (x, groups, None, None, 0.1), tol=NORM_TOL, exact_math=True))
+            cases.append(make_case("group_norm", (x, groups, w, b), **NORM))
+            cases.append(make_case("group_norm", (x, groups, None, None, 0.1), **NORM))
     check_cases(cases)
 
 
@@ -764,9 +781,9 @@ def test_batch_norm():
             rm, rv = gen.tensor((c,), d), gen.tensor((c,), d, low=0.5, high=2)
             for training in (True, False):
                 cases.append(make_case("batch_norm", (x, w, b, rm, rv, training, 0.1, 1e-5),
-                                       ref=batch_norm_ref, tol=NORM_TOL, exact_math=True))
+                                       ref=batch_norm_ref, **NORM))
             cases.append(make_case("batch_norm", (x, None, None, None, None, True, 0.1, 1e-5),
-                                   ref=batch_norm_ref, tol=NORM_TOL, exact_math=True))
+                                   ref=batch_norm_ref, **NORM))
     check_cases(cases)
 
 
@@ -817,7 +834,7 @@ def test_dropout():
             for p, train in [(0.25, True), (0.5, False), (0.0, True), (1.0, True)]:
                 cases.append(make_case("dropout", (x, p, train), {"seed": 11},
                                        ref=lambda t, p, tr, seed: dropout_ref(t, p, seed) if tr
-                                       else t.clone(), tol=NORM_TOL, exact_math=True))
+                                       else t.clone(), **NORM))
     n = check_cases(cases)
     assert n > 10
     # the mask keeps about 1 - p of a large tensor
@@ -836,7 +853,7 @@ def test_rand_randn_follow_the_shared_rng(tmp_path):
                 tol = {torch.float32: (1e-5, 1e-6), torch.float64: (1e-5, 1e-6)}
                 cases.append(Case(op, (list(shape),), {"dtype": d, "seed": 5}, want, tol))
                 cases.append(Case("prims." + op, (list(shape),),
-                                  {"dtype": d, "device": torch.device("cpu"), "seed": 5}, want,
+                                  {"dtype": d, "device": CPU, "seed": 5}, want,
                                   tol))
     check_cases(cases)
     u = rng_uniform(rng_key(5), 20000)
@@ -848,6 +865,7 @@ def test_rand_randn_follow_the_shared_rng(tmp_path):
 # ---- matrix products and attention ------------------------------------------------------
 
 MM_TOL = {torch.float32: (1e-4, 1e-5)}
+MM = {"tol": MM_TOL, "exact_math": True}
 MM_DTYPES = [torch.int64, torch.int32] + FLOATS
 
 
@@ -856,25 +874,25 @@ def test_matmul_family():
     for d in MM_DTYPES:
         t = lambda *s: gen.tensor(s, d, low=-2, high=2) if d.is_floating_point else \
             gen.tensor(s, d, low=-3, high=3)
-        cases.append(make_case("mm", (t(3, 4), t(4, 5)), tol=MM_TOL, exact_math=True))
-        cases.append(make_case("mm", (t(0, 4), t(4, 2)), tol=MM_TOL, exact_math=True))
-        cases.append(make_case("mm", (t(2, 0), t(0, 3)), tol=MM_TOL, exact_math=True))
-        cases.append(make_case("bmm", (t(2, 3, 4), t(2, 4, 1)), tol=MM_TOL, exact_math=True))
+        cases.append(make_case("mm", (t(3, 4), t(4, 5)), **MM))
+        cases.append(make_case("mm", (t(0, 4), t(4, 2)), **MM))
+        cases.append(make_case("mm", (t(2, 0), t(0, 3)), **MM))
+        cases.append(make_case("bmm", (t(2, 3, 4), t(2, 4, 1)), **MM))
         for sa, sb in [((4,), (4,)), ((3, 4), (4,)), ((4,), (4, 2)), ((2, 3, 4), (4, 5)),
                        ((2, 1, 3, 4), (5, 4, 2)), ((4,), (2, 4, 3)), ((1, 0, 2), (2, 3))]:
-            cases.append(make_case("matmul", (t(*sa), t(*sb)), tol=MM_TOL, exact_math=True))
+            cases.append(make_case("matmul", (t(*sa), t(*sb)), **MM))
         for beta, alpha in [(1, 1), (0.5, 2.0), (0, 1)] if d.is_floating_point else [(1, 1),
                                                                                       (2, 3)]:
             cases.append(make_case("addmm", (t(3, 5), t(3, 4), t(4, 5)),
-                                   {"beta": beta, "alpha": alpha}, tol=MM_TOL, exact_math=True))
+                                   {"beta": beta, "alpha": alpha}, **MM))
             cases.append(make_case("addmm", (t(5), t(3, 4), t(4, 5)),
-                                   {"beta": beta, "alpha": alpha}, tol=MM_TOL, exact_math=True))
+                                   {"beta": beta, "alpha": alpha}, **MM))
             cases.append(make_case("baddbmm", (t(2, 3, 5), t(2, 3, 4), t(2, 4, 5)),
-                                   {"beta": beta, "alpha": alpha}, tol=MM_TOL, exact_math=True))
+                                   {"beta": beta, "alpha": alpha}, **MM))
         for sx, sw, sb in [((3, 4), (5, 4), (5,)), ((2, 3, 4), (5, 4), None), ((4,), (5, 4), (5,)),
                            ((3, 4), (4,), ()), ((0, 4), (2, 4), (2,))]:
             bias = t(*sb) if sb is not None else None
-            cases.append(make_case("linear", (t(*sx), t(*sw), bias), tol=MM_TOL, exact_math=True))
+            cases.append(make_case("linear", (t(*sx), t(*sw), bias), **MM))
     check_cases(cases)
 
 
@@ -896,24 +914,25 @@ def test_sdpa():
         t = lambda *s: gen.tensor(s, d, layout="c")
         for B, L, S, E, Ev in [((2,), 3, 4, 5, 2), ((2, 3), 1, 5, 4, 4), ((), 4, 4, 3, 3)]:
             q, k, v = t(*B, L, E), t(*B, S, E), t(*B, S, Ev)
-            cases.append(make_case(op, (q, k, v), ref=sdpa, tol=MM_TOL, exact_math=True))
+            cases.append(make_case(op, (q, k, v), ref=sdpa, **MM))
             cases.append(make_case(op, (q, k, v), {"is_causal": True},
-                                   ref=lambda *a, **kw: sdpa(*a, **kw), tol=MM_TOL, exact_math=True))
-            cases.append(make_case(op, (q, k, v), {"scale": 0.3}, ref=sdpa, tol=MM_TOL, exact_math=True))
+                                   ref=lambda *a, **kw: sdpa(*a, **kw), **MM))
+            cases.append(make_case(op, (q, k, v), {"scale": 0.3}, ref=sdpa, **MM))
             bmask = gen.tensor((L, S), torch.bool, layout="c")
             bmask[0] = False  # a fully masked row: zeros in torch 2
-            cases.append(make_case(op, (q, k, v, bmask), ref=sdpa, tol=MM_TOL, exact_math=True))
-            cases.append(make_case(op, (q, k, v, t(L, S)), ref=sdpa, tol=MM_TOL, exact_math=True))
+            cases.append(make_case(op, (q, k, v, bmask), ref=sdpa, **MM))
+            cases.append(make_case(op, (q, k, v, t(L, S)), ref=sdpa, **MM))
         q, k, v = t(2, 3, 4), t(2, 5, 4), t(2, 5, 4)
         cases.append(make_case(op, (q, k, v, None, 0.3), {"seed": 4},
                                ref=lambda q, k, v, m, p, seed: sdpa_dropout_ref(
-                                   q, k, v, m, p, False, None, seed), tol=MM_TOL, exact_math=True))
+                                   q, k, v, m, p, False, None, seed), **MM))
     check_cases(cases)
 
 
 # ---- convolution and pooling -------------------------------------------------------------
 
 CONV_TOL = {torch.float32: (1e-4, 1e-4)}
+CONV = {"tol": CONV_TOL, "exact_math": True}
 
 
 def test_convolution():
@@ -921,27 +940,28 @@ def test_convolution():
     for d in FLOATS:
         t = lambda *s: gen.tensor(s, d)
         for nsp in (1, 2, 3):
-            for stride, pad, dil, groups in [(1, 0, 1, 1), (2, 1, 1, 1), (1, 2, 2, 2), (3, 1, 1, 4)]:
+            for stride, pad, dil, groups in [(1, 0, 1, 1), (2, 1, 1, 1), (1, 2, 2, 2),
+                                             (3, 1, 1, 4)]:
                 sp = [5, 4, 3][:nsp]
                 x = t(2, 4, *sp)
                 w = t(4, 4 // groups, *([2] * nsp))
                 b = t(4)
                 args = (x, w, b, [stride] * nsp, [pad] * nsp, [dil] * nsp)
                 cases.append(make_case("convolution", args + (False, [0] * nsp, groups),
-                                       tol=CONV_TOL, exact_math=True))
-                cases.append(make_case("conv%dd" % nsp, args + (groups,), tol=CONV_TOL, exact_math=True))
+                                       **CONV))
+                cases.append(make_case("conv%dd" % nsp, args + (groups,), **CONV))
                 # transposed: weight (in, out/groups, k...)
                 wt = t(4, 6 // groups if groups != 4 else 1, *([2] * nsp))
                 op = min(stride, dil) - 1
                 cases.append(make_case("convolution", (x, wt, None, [stride] * nsp, [pad] * nsp,
                                                        [dil] * nsp, True, [op] * nsp, groups),
-                                       tol=CONV_TOL, exact_math=True))
+                                       **CONV))
                 if nsp == 2:
                     cases.append(make_case("conv_transpose2d", (x, wt, None, stride, pad, op,
-                                                                groups, dil), tol=CONV_TOL, exact_math=True))
-        cases.append(make_case("conv2d", (t(3, 5, 5), t(2, 3, 3, 3)), tol=CONV_TOL, exact_math=True))  # unbatched
-        cases.append(make_case("conv2d", (t(0, 3, 5, 5), t(2, 3, 3, 3)), tol=CONV_TOL, exact_math=True))
-        cases.append(make_case("conv1d", (t(1, 2, 7), t(3, 2, 3), None, 2, 0, 3), tol=CONV_TOL, exact_math=True))
+                                                                groups, dil), **CONV))
+        cases.append(make_case("conv2d", (t(3, 5, 5), t(2, 3, 3, 3)), **CONV))  # no batch
+        cases.append(make_case("conv2d", (t(0, 3, 5, 5), t(2, 3, 3, 3)), **CONV))
+        cases.append(make_case("conv1d", (t(1, 2, 7), t(3, 2, 3), None, 2, 0, 3), **CONV))
     check_cases(cases)
 
 
@@ -951,15 +971,16 @@ def test_pooling():
         t = lambda *s: gen.tensor(s, d, special=(math.nan,) if d.is_floating_point else False)
         for shape in [(2, 3, 7, 6), (3, 5, 5), (1, 1, 1, 1), (1, 2, 0, 3)]:
             x = t(*shape)
-            for k, s, p, dil, ceil in [(2, [], 0, 1, False), (3, 2, 1, 1, True), (3, 2, 1, 2, False),
-                                       ([2, 3], [1, 2], [1, 0], 1, True), (1, 1, 0, 1, False)]:
+            for k, s, p, dil, ceil in [(2, [], 0, 1, False), (3, 2, 1, 1, True),
+                                       (3, 2, 1, 2, False), ([2, 3], [1, 2], [1, 0], 1, True),
+                                       (1, 1, 0, 1, False)]:
                 cases.append(make_case("max_pool2d", (x, k, s, p, dil, ceil)))
                 cases.append(make_case("max_pool2d_with_indices", (x, k, s, p, dil, ceil)))
                 for cip in (True, False):
-                    cases.append(make_case("avg_pool2d", (x, k, s, p, ceil, cip), tol=CONV_TOL, exact_math=True))
-                cases.append(make_case("avg_pool2d", (x, k, s, p, ceil, True, 2), tol=CONV_TOL, exact_math=True))
+                    cases.append(make_case("avg_pool2d", (x, k, s, p, ceil, cip), **CONV))
+                cases.append(make_case("avg_pool2d", (x, k, s, p, ceil, True, 2), **CONV))
             for out in [(1, 1), (2, 3), (4, 4), (7, 6)]:
-                cases.append(make_case("adaptive_avg_pool2d", (x, list(out)), tol=CONV_TOL, exact_math=True))
+                cases.append(make_case("adaptive_avg_pool2d", (x, list(out)), **CONV))
     check_cases(cases)
 
 
@@ -1146,7 +1167,7 @@ def test_creation():
                                    ref=lambda s, dtype: torch.ones(s, dtype=dtype)))
             cases.append(make_case("empty", (size,), {"dtype": d},
                                    ref=lambda s, dtype: torch.zeros(s, dtype=dtype)))
-            cases.append(make_case("prims.full", (size, True), {"dtype": d, "device": torch.device("cpu")},
+            cases.append(make_case("prims.full", (size, True), {"dtype": d, "device": CPU},
                                    ref=lambda s, v, dtype, device: torch.full(s, v, dtype=dtype)))
         for start, end, step in [(0, 5, 1), (1, 2, 0.25), (-3, 4, 2), (5, 0, -1.5), (0.5, 3, 1),
                                  (2, 2, 1)]:
@@ -1156,7 +1177,7 @@ def test_creation():
                                    ref=lambda a, b, c, dtype: torch.arange(a, b, c, dtype=dtype)))
         for length, start, step in [(4, 0, 1), (3, 5, -2), (0, 1, 1)] if d != torch.bool else []:
             cases.append(make_case("prims.iota", (length,),
-                                   {"start": start, "step": step, "dtype": d, "device": torch.device("cpu")},
+                                   {"start": start, "step": step, "dtype": d, "device": CPU},
                                    ref=lambda n, start, step, dtype, device:
                                    (start + step * torch.arange(n)).to(dtype)))
     cases.append(make_case("full", ([2], 7)))
