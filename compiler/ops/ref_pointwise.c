@@ -94,12 +94,6 @@ static bool opnd_truth(const operand *o, const int64_t *idx)
                                        : ptc_load_i64(p, o->view.dtype) != 0;
 }
 
-/* Stores v (in compute precision) into the contiguous output at flat o. */
-static void store_f(ptc_tensor *out, int64_t o, double v)
-{
-    ref_stf(out, o, v);
-}
-
 /* ---- unary ---------------------------------------------------------------------- */
 
 static uint64_t uabs(int64_t x)
@@ -194,9 +188,9 @@ int ptc_ref_unary(ptc_kctx *k)
         } else if (op == PTC_OP_ISNAN || op == PTC_OP_PRIMS_ISNAN) {
             ref_sti(out, o, ref_is_float(x->dtype) && isnan(ptc_load_f64(px, x->dtype)));
         } else if (dt == PTC_F64) {
-            store_f(out, o, unary_f64(op, ref_load_as_f(px, x->dtype, dt), &p));
+            ref_stf(out, o, unary_f64(op, ref_load_as_f(px, x->dtype, dt), &p));
         } else if (ref_is_float(dt)) {
-            store_f(out, o, unary_f32(op, (float)ref_load_as_f(px, x->dtype, dt), &p));
+            ref_stf(out, o, unary_f32(op, (float)ref_load_as_f(px, x->dtype, dt), &p));
         } else {
             ref_sti(out, o, unary_int(op, ref_load_as_i(px, x->dtype, dt), dt, &p));
         }
@@ -445,9 +439,9 @@ static int binary_elem(ptc_kctx *k, binkind kind, ptc_dtype compute, const opera
     } else if (kind == BIN_COMPARE) {
         ref_sti(out, o, compare_int(op, opnd_i(a, idx, compute), opnd_i(b, idx, compute)));
     } else if (compute == PTC_F64) {
-        store_f(out, o, binary_f64(op, opnd_f(a, idx, compute), opnd_f(b, idx, compute), p));
+        ref_stf(out, o, binary_f64(op, opnd_f(a, idx, compute), opnd_f(b, idx, compute), p));
     } else if (ref_is_float(compute)) {
-        store_f(out, o,
+        ref_stf(out, o,
                 binary_f32(op, (float)opnd_f(a, idx, compute), (float)opnd_f(b, idx, compute), p));
     } else {
         int64_t x = opnd_i(a, idx, compute), y = opnd_i(b, idx, compute);
