@@ -83,17 +83,24 @@ ptc_dtype ptc_result_type(const ptc_arg *const *args, int n)
                     zero = promote_opt(zero, v->type.dtype);
             }
             break;
-        case PTC_ARG_INT: wrapped = promote_opt(wrapped, PTC_I64); break;
-        case PTC_ARG_FLOAT: wrapped = promote_opt(wrapped, PTC_DEFAULT_FLOAT); break;
-        case PTC_ARG_BOOL: wrapped = promote_opt(wrapped, PTC_BOOL); break;
-        default: break;
+        case PTC_ARG_INT:
+            wrapped = promote_opt(wrapped, PTC_I64);
+            break;
+        case PTC_ARG_FLOAT:
+            wrapped = promote_opt(wrapped, PTC_DEFAULT_FLOAT);
+            break;
+        case PTC_ARG_BOOL:
+            wrapped = promote_opt(wrapped, PTC_BOOL);
+            break;
+        default:
+            break;
         }
     }
     return combine(dim, combine(zero, wrapped));
 }
 
-int meta_broadcast_dims(const ptc_dim *x, int nx, const ptc_dim *y, int ny, ptc_dim *out,
-                        int *nout, int *bad)
+int meta_broadcast_dims(const ptc_dim *x, int nx, const ptc_dim *y, int ny, ptc_dim *out, int *nout,
+                        int *bad)
 {
     int n = nx > ny ? nx : ny;
     for (int i = 0; i < n; i++) {
@@ -361,8 +368,8 @@ static bool same_shape(const ptc_ttype *x, const ptc_ttype *y)
 static int check_output(ptc_error *err, const ptc_node *n, int i, const ptc_ttype *got,
                         const ptc_ttype *want)
 {
-    bool dev_ok = ptc_device_eq(got->device, want->device) &&
-                  got->device.index == want->device.index;
+    bool dev_ok =
+        ptc_device_eq(got->device, want->device) && got->device.index == want->device.index;
     bool grad_ok = !got->requires_grad || want->requires_grad;
     if (got->dtype == want->dtype && same_shape(got, want) && dev_ok && grad_ok &&
         got->layout == PTC_LAYOUT_CONTIGUOUS)
@@ -386,7 +393,8 @@ static int check_output(ptc_error *err, const ptc_node *n, int i, const ptc_ttyp
 
 static int verify_node(ptc_arena *scratch, const ptc_node *n, ptc_error *err)
 {
-    ptc_arg *args = ptc_arena_dup(scratch, n->args, sizeof *args * (size_t)(n->nargs ? n->nargs : 1));
+    ptc_arg *args =
+        ptc_arena_dup(scratch, n->args, sizeof *args * (size_t)(n->nargs ? n->nargs : 1));
     ptc_args_normalize(scratch, n->op, args);
     ptc_ttype *types;
     int nout;
