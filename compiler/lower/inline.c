@@ -5,9 +5,10 @@
  * the load's index. Loads behind a mask (padding, concatenation) carry the
  * mask into the copied body, so an inlined producer never reads where the
  * original load would not have. Inlining is refused when it would recompute
- * an expensive body: the cost of the producer times the number of extra
- * evaluations per element it computes (broadcast consumers, several
- * consumers) must stay under a limit, and never more than 8x.
+ * an expensive body: unless the body is cheap (about a load, an add and an
+ * rsqrt), the cost of the producer times the number of extra evaluations per
+ * element it computes (broadcast consumers, several consumers) must stay
+ * under a limit, and never more than 8x.
  * Bodies are rebuilt with common-subexpression elimination, so two inlined
  * producers that load the same element load it once.
  */
@@ -97,14 +98,13 @@ static void live_set(const ptc_lbody *b, int root, bool *live)
     const ptc_lexpr *e = &b->e[root];
     for (int k = 0; k < 3; k++)
         live_set(b, e->arg[k], live);
+    int vals[64], n = 0;
     for (int k = 0; k < e->nidx; k++)
-        for (int t = 0; t < e->idx[k]->nterms; t++)
-            if (e->idx[k]->terms[t].atom->kind == PTC_IXA_VAL)
-                live_set(b, e->idx[k]->terms[t].atom->id, live);
+        n = ptc_ix_vals(e->idx[k], vals, n, 64);
     if (e->ix)
-        for (int t = 0; t < e->ix->nterms; t++)
-            if (e->ix->terms[t].atom->kind == PTC_IXA_VAL)
-                live_set(b, e->ix->terms[t].atom->id, live);
+        n = ptc_ix_vals(e->ix, vals, n, 64);
+    for (int k = 0; k < n; k++)
+        live_set(b, vals[k], live);
 }
 
 int ptc_body_copy(ptc_arena *a, ptc_lbody *dst, const ptc_lbody *src, int root,
@@ -231,7 +231,7 @@ double ptc_buf_numel_hint(const ptc_lbuf *b)
     return n;
 }
 
-enum { MAX_BODY = 4000 };
+enum { MAX_BODY = 4000, CHEAP = 8 };
 
 int ptc_inline_pass(ptc_lprog *p, int limit, int *ninlined, int *nrefused)
 {
@@ -259,8 +259,10 @@ int ptc_inline_pass(ptc_lprog *p, int limit, int *ninlined, int *nrefused)
         double numel = ptc_buf_numel_hint(b);
         double factor = numel > 0 ? evals / numel : 1;
         if (factor > 1.001) {
+            /* a cheap body (a load, an add and an rsqrt) is recomputed at any
+             * broadcast factor: it costs less per element than its load */
             int cost = ptc_lbody_cost(&prod->body, prod->value);
-            if (factor > 8 || cost * (factor - 1) > limit) {
+            if (cost > CHEAP && (factor > 8 || cost * (factor - 1) > limit)) {
                 (*nrefused)++;
                 continue;
             }

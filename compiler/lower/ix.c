@@ -310,31 +310,77 @@ static const ptc_ixatom *binary_atom(ptc_arena *a, int kind, const ptc_ix *x, pt
     return at;
 }
 
+/* A factor g of d that splits rem = g*hi + lo with 0 <= lo < g: then
+ * rem // d == hi // (d/g) and rem % d == g*(hi % (d/g)) + lo. This is what
+ * a reshape that splits a dimension needs: (196*y1 + 14*y2 + y3) // 784 with
+ * 14*y2 + y3 < 196 is y1 // 4. Candidates are rem's coefficients. */
+static bool factor_split(ptc_arena *a, const ptc_ix *rem, ptc_dim d, ptc_dim *g, ptc_dim *k,
+                         const ptc_ix **hi, const ptc_ix **lo)
+{
+    for (int i = 0; i < rem->nterms; i++) {
+        ptc_dim c = rem->terms[i].coeff, kk;
+        if (dim_is(c, 1) || !ptc_dim_nonneg(c) || !ptc_dim_div_exact(a, d, c, &kk) || dim_is(kk, 1))
+            continue;
+        tlist h = {zero, 0, 0, NULL}, l = {zero, 0, 0, NULL};
+        ptc_dim q;
+        if (ptc_dim_div_exact(a, rem->constant, c, &q))
+            h.constant = q;
+        else
+            l.constant = rem->constant;
+        for (int j = 0; j < rem->nterms; j++) {
+            if (ptc_dim_div_exact(a, rem->terms[j].coeff, c, &q))
+                tl_push(a, &h, q, rem->terms[j].atom);
+            else
+                tl_push(a, &l, rem->terms[j].coeff, rem->terms[j].atom);
+        }
+        const ptc_ix *lx = tl_finish(a, &l);
+        if (!within(a, lx, c))
+            continue;
+        *g = c;
+        *k = kk;
+        *hi = tl_finish(a, &h);
+        *lo = lx;
+        return true;
+    }
+    return false;
+}
+
 const ptc_ix *ptc_ix_floordiv(ptc_arena *a, const ptc_ix *x, ptc_dim d)
 {
     if (dim_is(d, 1))
         return x;
+    if (dim_is(d, 0)) /* a product of sizes with a zero: nothing is ever indexed */
+        return ptc_ix_int(a, 0);
     if (x->nterms == 0 && !d.sym && !x->constant.sym)
         return ptc_ix_const(a, ptc_dim_floordiv(a, x->constant, d));
     tlist q, r;
     split(a, x, d, &q, &r);
-    const ptc_ix *rem = tl_finish(a, &r);
-    if (!within(a, rem, d))
-        tl_push(a, &q, ptc_dim_c(1), binary_atom(a, PTC_IXA_DIV, rem, d));
+    const ptc_ix *rem = tl_finish(a, &r), *hi, *lo;
+    ptc_dim g, k;
+    if (within(a, rem, d))
+        return tl_finish(a, &q);
+    if (factor_split(a, rem, d, &g, &k, &hi, &lo)) {
+        tl_add_ix(a, &q, ptc_ix_floordiv(a, hi, k), ptc_dim_c(1));
+        return tl_finish(a, &q);
+    }
+    tl_push(a, &q, ptc_dim_c(1), binary_atom(a, PTC_IXA_DIV, rem, d));
     return tl_finish(a, &q);
 }
 
 const ptc_ix *ptc_ix_mod(ptc_arena *a, const ptc_ix *x, ptc_dim d)
 {
-    if (dim_is(d, 1))
+    if (dim_is(d, 1) || dim_is(d, 0))
         return ptc_ix_int(a, 0);
     if (x->nterms == 0 && !d.sym && !x->constant.sym)
         return ptc_ix_const(a, ptc_dim_mod(a, x->constant, d));
     tlist q, r;
     split(a, x, d, &q, &r);
-    const ptc_ix *rem = tl_finish(a, &r);
+    const ptc_ix *rem = tl_finish(a, &r), *hi, *lo;
+    ptc_dim g, k;
     if (within(a, rem, d))
         return rem;
+    if (factor_split(a, rem, d, &g, &k, &hi, &lo))
+        return ptc_ix_madd(a, ptc_ix_mod(a, hi, k), g, lo);
     return atom_ix(a, (ptc_ixatom *)binary_atom(a, PTC_IXA_MOD, rem, d));
 }
 
@@ -384,6 +430,18 @@ bool ptc_ix_uses_var(const ptc_ix *x, int v)
             return true;
     }
     return false;
+}
+
+int ptc_ix_vals(const ptc_ix *x, int *vals, int n, int max)
+{
+    for (int i = 0; i < x->nterms; i++) {
+        const ptc_ixatom *at = x->terms[i].atom;
+        if (at->kind == PTC_IXA_VAL && n < max)
+            vals[n++] = at->id;
+        else if (at->kind == PTC_IXA_DIV || at->kind == PTC_IXA_MOD)
+            n = ptc_ix_vals(at->x, vals, n, max);
+    }
+    return n;
 }
 
 bool ptc_ix_uses_val(const ptc_ix *x)

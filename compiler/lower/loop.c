@@ -143,10 +143,13 @@ static void mark_live(const ptc_lbody *b, int root, bool *live)
     const ptc_lexpr *e = &b->e[root];
     for (int k = 0; k < 3; k++)
         mark_live(b, e->arg[k], live);
+    int vals[64], n = 0;
     for (int k = 0; k < e->nidx; k++)
-        for (int t = 0; t < e->idx[k]->nterms; t++)
-            if (e->idx[k]->terms[t].atom->kind == PTC_IXA_VAL)
-                mark_live(b, e->idx[k]->terms[t].atom->id, live);
+        n = ptc_ix_vals(e->idx[k], vals, n, 64);
+    if (e->ix)
+        n = ptc_ix_vals(e->ix, vals, n, 64);
+    for (int k = 0; k < n; k++)
+        mark_live(b, vals[k], live);
 }
 
 int ptc_lbody_cost(const ptc_lbody *b, int root)

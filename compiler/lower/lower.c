@@ -267,7 +267,8 @@ static int lower_view(lowerer *L, const ptc_node *n)
         break;
     }
     case PTC_OP_PRIMS_RESHAPE: {
-        /* flat index of out, unflattened over x's shape */
+        /* flat index of out, unflattened over x's shape (an empty tensor is
+         * never indexed: ix division by a zero size gives 0) */
         const ptc_ix *flat = ptc_ix_int(a, 0);
         ptc_dim s = ptc_dim_c(1);
         for (int j = ot->ndim - 1; j >= 0; j--) {
@@ -366,28 +367,42 @@ static int and_mask(lowerer *L, ptc_lbody *b, int m, int c)
     return m < 0 ? c : ptc_lbody_binary(L->a, b, PTC_L_BITWISE_AND, PTC_BOOL, m, c);
 }
 
+/* prims.pad: (lo, hi, interior) per dim. Output position y reads input
+ * (y - lo) / (interior + 1) where that is a whole in-range position; every
+ * other position is the padding value. Negative lo / hi crop. */
 static int lower_pad(lowerer *L, const ptc_node *n)
 {
     const ptc_value *x = n->args[0].v, *out = n->outs[0];
     ptc_arena *a = L->a;
-    ptc_lnode *ln = new_node(L, PTC_LN_POINTWISE, out, out->type.dtype);
     const ptc_arg *cfg = ptc_node_arg(n, "padding_config");
+    for (int i = 0; i < x->type.ndim; i++)
+        if (!ptc_dim_is_static(cfg->is.d[3 * i + 2]))
+            return lfail(L, PTC_ERR_UNSUPPORTED, "symbolic interior padding");
+    ptc_lnode *ln = new_node(L, PTC_LN_POINTWISE, out, out->type.dtype);
     const ptc_ix *at[PTC_MAX_DIMS];
     int mask = -1;
     for (int i = 0; i < x->type.ndim; i++) {
-        ptc_dim lo = cfg->is.d[2 * i], hi = cfg->is.d[2 * i + 1];
+        ptc_dim lo = cfg->is.d[3 * i], hi = cfg->is.d[3 * i + 1];
+        int64_t step = cfg->is.d[3 * i + 2].value + 1;
         const ptc_ix *y = ptc_ix_var(a, i, out->type.shape[i]);
-        at[i] = ptc_ix_add(a, y, ptc_ix_const(a, ptc_dim_mul(a, lo, ptc_dim_c(-1))));
+        const ptc_ix *t = ptc_ix_add(a, y, ptc_ix_const(a, ptc_dim_mul(a, lo, ptc_dim_c(-1))));
+        at[i] = step == 1 ? t : ptc_ix_floordiv(a, t, ptc_dim_c(step));
         bool lo_pad = !(ptc_dim_is_static(lo) && lo.value <= 0);
         bool hi_pad = !(ptc_dim_is_static(hi) && hi.value <= 0);
-        if (!lo_pad && !hi_pad)
+        if (!lo_pad && !hi_pad && step == 1)
             continue;
-        int yv = ptc_lbody_index(a, &ln->body, y);
+        int tv = ptc_lbody_index(a, &ln->body, t);
         if (lo_pad)
-            mask = and_mask(L, &ln->body, mask, idx_cmp(L, &ln->body, PTC_L_GE, yv, lo));
-        if (hi_pad)
-            mask = and_mask(L, &ln->body, mask,
-                            idx_cmp(L, &ln->body, PTC_L_LT, yv, ptc_dim_add(a, lo, x->type.shape[i])));
+            mask = and_mask(L, &ln->body, mask, idx_cmp(L, &ln->body, PTC_L_GE, tv, ptc_dim_c(0)));
+        /* the last input element sits at (size - 1) * step */
+        ptc_dim last = ptc_dim_mul(a, ptc_dim_sub(a, x->type.shape[i], ptc_dim_c(1)), ptc_dim_c(step));
+        if (hi_pad || step > 1)
+            mask = and_mask(L, &ln->body, mask, idx_cmp(L, &ln->body, PTC_L_LE, tv, last));
+        if (step > 1) {
+            int r = ptc_lbody_binary(a, &ln->body, PTC_L_REMAINDER, PTC_I64, tv,
+                                     ptc_lbody_const_i(a, &ln->body, step, PTC_I64));
+            mask = and_mask(L, &ln->body, mask, idx_cmp(L, &ln->body, PTC_L_EQ, r, ptc_dim_c(0)));
+        }
     }
     const ptc_arg *pv = ptc_node_arg(n, "padding_value");
     if (mask < 0) {
@@ -404,7 +419,7 @@ static int lower_cat(lowerer *L, const ptc_node *n)
 {
     const ptc_value *out = n->outs[0];
     const ptc_arg *ts = ptc_node_arg(n, "tensors");
-    int dim = (int)ptc_node_arg(n, "dim")->i.value;
+    int dim = ptc_wrap_dim(ptc_node_arg(n, "dim")->i.value, out->type.ndim);
     ptc_arena *a = L->a;
     ptc_lnode *ln = new_node(L, PTC_LN_POINTWISE, out, out->type.dtype);
     const ptc_ix **y = identity_vars(a, &out->type);
@@ -484,12 +499,12 @@ static int lower_reduce(lowerer *L, const ptc_node *n)
     bool mask[PTC_MAX_DIMS] = {0};
     int nmask = 0;
     if (n->op == PTC_OP_PRIMS_ARGMAX || n->op == PTC_OP_PRIMS_ARGMIN) {
-        mask[ptc_node_arg(n, "dim")->i.value] = true;
+        mask[ptc_wrap_dim(ptc_node_arg(n, "dim")->i.value, x->type.ndim)] = true;
         nmask = 1;
     } else {
         const ptc_arg *dims = ptc_node_arg(n, "dims");
         for (int i = 0; i < dims->is.n; i++, nmask++)
-            mask[dims->is.d[i].value] = true;
+            mask[ptc_wrap_dim(dims->is.d[i].value, x->type.ndim)] = true;
     }
     if (nmask == 0 && n->op != PTC_OP_PRIMS_VAR_MEAN) {
         L->vals[n->outs[0]->id] = L->vals[x->id]; /* reducing no dims: the value itself */
@@ -531,7 +546,9 @@ static int lower_gather(lowerer *L, const ptc_node *n)
 {
     const ptc_value *x = ptc_node_arg(n, "a")->v, *idx = ptc_node_arg(n, "index")->v;
     const ptc_value *out = n->outs[0];
-    int dim = (int)ptc_node_arg(n, "dim")->i.value;
+    int dim = ptc_wrap_dim(ptc_node_arg(n, "dim")->i.value, x->type.ndim > 0 ? x->type.ndim : 1);
+    if (dim < 0 || x->type.ndim == 0)
+        return lfail(L, PTC_ERR_UNSUPPORTED, "gather over a 0-dim tensor or a bad dim");
     ptc_arena *a = L->a;
     ptc_lnode *ln = new_node(L, PTC_LN_POINTWISE, out, out->type.dtype);
     const ptc_ix **y = identity_vars(a, &out->type);
@@ -964,9 +981,8 @@ static int lower_node(lowerer *L, const ptc_node *n)
     unsigned flags = ptc_op_flags(n->op);
     switch (n->op) {
     case PTC_OP_PRIMS_DEVICE_PUT:
-        if (n->outs[0]->type.device.kind != PTC_DEV_CPU)
-            return lfail(L, PTC_ERR_UNSUPPORTED, "the CPU backend cannot place tensors on %s",
-                         "another device");
+        /* the CPU backend computes everything on the host: placement is the
+         * identity here, as in the reference interpreter */
         L->vals[n->outs[0]->id] = L->vals[n->args[0].v->id];
         return 0;
     case PTC_OP_PRIMS_BROADCAST_IN_DIM:

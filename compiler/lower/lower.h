@@ -72,6 +72,9 @@ bool ptc_ix_is_const(const ptc_ix *x, ptc_dim *c);
 ptc_dim ptc_ix_coeff(const ptc_ix *x, int v, bool *nested);
 bool ptc_ix_uses_var(const ptc_ix *x, int v);
 bool ptc_ix_uses_val(const ptc_ix *x);
+/* The body entries VAL atoms of x refer to, nested ones included (appended
+ * to vals[n..max)); returns the new count. */
+int ptc_ix_vals(const ptc_ix *x, int *vals, int n, int max);
 /* Upper bound (inclusive) when every term's sign is known and the minimum is
  * >= 0; false otherwise. */
 bool ptc_ix_max(ptc_arena *a, const ptc_ix *x, ptc_dim *max);

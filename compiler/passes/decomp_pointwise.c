@@ -236,9 +236,19 @@ static int d_binary(dctx *d, const ptc_node *n, ptc_value **outs)
         c = ptc_result_type(args, 2);
     } else if (op == PTC_OP_BITWISE_AND || op == PTC_OP_BITWISE_OR || op == PTC_OP_BITWISE_XOR) {
         c = out;
+    } else if (c == PTC_BOOL) {
+        c = PTC_I64; /* bool arithmetic: in integers, nonzero is true (the reference's way) */
     }
+    /* tensors are cast to the result dtype first (a 0-dim f64 operand of
+     * an f16 op is rounded to f16), then computed in c; numbers go to c */
     ptc_value *a = dp_operand(d, sa, c, ot->shape, ot->ndim);
     ptc_value *b = dp_operand(d, sb, c, ot->shape, ot->ndim);
+    if (c != out && !is_compare(op)) {
+        if (sa->kind == PTC_ARG_VALUE)
+            a = dp_convert(d, dp_broadcast(d, dp_convert(d, d->map[sa->v->id], out), ot->shape, ot->ndim), c);
+        if (sb->kind == PTC_ARG_VALUE)
+            b = dp_convert(d, dp_broadcast(d, dp_convert(d, d->map[sb->v->id], out), ot->shape, ot->ndim), c);
+    }
     ptc_value *r;
     switch (op) {
     case PTC_OP_ADD: r = B(d, PTC_OP_PRIMS_ADD, a, scale_alpha(d, n, b)); break;

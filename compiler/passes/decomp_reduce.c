@@ -77,14 +77,23 @@ static int d_reduce(dctx *d, const ptc_node *n, ptc_value **outs)
     if (dp_dim_mask(d, dim, x->type.ndim, mask))
         return -1;
     bool keep = dp_arg(n, "keepdim")->b;
+    /* any/all(x, []) reduce nothing (sum(x, []) reduces everything): the
+     * output's rank says which */
+    if (dim->kind == PTC_ARG_INTS && dim->is.n == 0 && !keep && n->outs[0]->type.ndim == x->type.ndim &&
+        x->type.ndim > 0)
+        for (int i = 0; i < x->type.ndim; i++)
+            mask[i] = false;
     ptc_value *r = NULL;
     switch (n->op) {
     case PTC_OP_SUM:
-        r = dp_reduce(d, PTC_OP_PRIMS_SUM, dp_convert(d, x, out), mask);
+    case PTC_OP_PROD: {
+        /* a bool result counts truths in i64 (nonzero -> true), as the reference */
+        ptc_dtype acc = out == PTC_BOOL ? PTC_I64 : out;
+        ptc_op p = n->op == PTC_OP_SUM ? PTC_OP_PRIMS_SUM : PTC_OP_PRIMS_PROD;
+        ptc_value *xs = out == PTC_BOOL ? dp_convert(d, dp_truth(d, x), PTC_I64) : dp_convert(d, x, acc);
+        r = dp_convert(d, dp_reduce(d, p, xs, mask), out);
         break;
-    case PTC_OP_PROD:
-        r = dp_reduce(d, PTC_OP_PRIMS_PROD, dp_convert(d, x, out), mask);
-        break;
+    }
     case PTC_OP_MEAN: {
         ptc_value *xc = dp_convert(d, x, dp_compute(out));
         int64_t cnt;
@@ -99,13 +108,30 @@ static int d_reduce(dctx *d, const ptc_node *n, ptc_value **outs)
     }
     case PTC_OP_AMAX: r = dp_reduce(d, PTC_OP_PRIMS_AMAX, x, mask); break;
     case PTC_OP_AMIN: r = dp_reduce(d, PTC_OP_PRIMS_AMIN, x, mask); break;
-    case PTC_OP_ANY: r = dp_reduce(d, PTC_OP_PRIMS_AMAX, dp_truth(d, x), mask); break;
-    case PTC_OP_ALL: r = dp_reduce(d, PTC_OP_PRIMS_AMIN, dp_truth(d, x), mask); break;
+    case PTC_OP_ANY:
+    case PTC_OP_ALL: {
+        int64_t cnt;
+        bool any = n->op == PTC_OP_ANY;
+        if (count_of(x, mask, &cnt) && cnt == 0) { /* over nothing: any false, all true */
+            const ptc_ttype *ot = &n->outs[0]->type;
+            outs[0] = dp_full(d, ot->shape, ot->ndim, any ? 0 : 1, out);
+            return 0;
+        }
+        r = dp_reduce(d, any ? PTC_OP_PRIMS_AMAX : PTC_OP_PRIMS_AMIN, dp_truth(d, x), mask);
+        r = dp_convert(d, r, out);
+        break;
+    }
     case PTC_OP_LOGSUMEXP: {
         /* max over the dims, a non-finite max replaced by 0, then
          * log(sum(exp(x - max))) + max */
         ptc_dtype c = dp_compute(out);
         ptc_value *xc = dp_convert(d, x, c);
+        int64_t cnt;
+        if (count_of(x, mask, &cnt) && cnt == 0) { /* log(0) = -inf, no max */
+            ptc_value *s = dp_reduce(d, PTC_OP_PRIMS_SUM, xc, mask);
+            r = dp_convert(d, dp_unary(d, PTC_OP_PRIMS_LOG, s), out);
+            break;
+        }
         ptc_value *m = dp_reduce(d, PTC_OP_PRIMS_AMAX, xc, mask);
         ptc_value *inf = dp_unary(d, PTC_OP_PRIMS_ABS, m);
         ptc_value *isinf = B(d, PTC_OP_PRIMS_EQ, inf, K(d, INFINITY, m));
@@ -189,6 +215,11 @@ static int d_softmax(dctx *d, const ptc_node *n, ptc_value **outs)
     if (x->type.ndim > 0)
         mask[w] = true;
     ptc_value *xc = dp_convert(d, x, c);
+    int64_t cnt;
+    if (count_of(x, mask, &cnt) && cnt == 0) { /* nothing to normalise: empty */
+        outs[0] = dp_convert(d, xc, out);
+        return 0;
+    }
     ptc_value *m = back(d, dp_reduce(d, PTC_OP_PRIMS_AMAX, xc, mask), x, mask);
     ptc_value *sh = B(d, PTC_OP_PRIMS_SUB, xc, m);
     ptc_value *e = dp_unary(d, PTC_OP_PRIMS_EXP, sh);

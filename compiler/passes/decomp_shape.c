@@ -173,15 +173,16 @@ static int d_pad(dctx *d, const ptc_node *n, ptc_value **outs)
     int nd = x->type.ndim;
     if (pad->is.n % 2 || pad->is.n / 2 > nd)
         return dp_fail(d, PTC_ERR_META, "pad length must be even and at most 2 * ndim");
-    ptc_dim cfg[2 * PTC_MAX_DIMS];
-    for (int i = 0; i < 2 * nd; i++)
+    /* prims.pad takes (lo, hi, interior) per dim, in dim order */
+    ptc_dim cfg[3 * PTC_MAX_DIMS];
+    for (int i = 0; i < 3 * nd; i++)
         cfg[i] = ptc_dim_c(0);
     for (int i = 0; i < pad->is.n / 2; i++) {
         int dim = nd - 1 - i;
-        cfg[2 * dim] = pad->is.d[2 * i];
-        cfg[2 * dim + 1] = pad->is.d[2 * i + 1];
+        cfg[3 * dim] = pad->is.d[2 * i];
+        cfg[3 * dim + 1] = pad->is.d[2 * i + 1];
     }
-    ptc_arg args[3] = {ptc_arg_value(x), *dp_arg(n, "value"), ptc_arg_dims(d->g->arena, cfg, 2 * nd)};
+    ptc_arg args[3] = {ptc_arg_value(x), *dp_arg(n, "value"), ptc_arg_dims(d->g->arena, cfg, 3 * nd)};
     outs[0] = dp_build(d, PTC_OP_PRIMS_PAD, args, 3);
     return 0;
 }
@@ -232,17 +233,19 @@ static int d_roll(dctx *d, const ptc_node *n, ptc_value **outs)
         int dim = 0;
         if (dims->is.n && dp_wrap(d, dims->is.d[i], t->ndim, &dim))
             return -1;
+        ptc_arena *a = d->g->arena;
         ptc_dim size = v->type.shape[dim], s = shifts->is.d[i];
-        if (!ptc_dim_is_static(size) || !ptc_dim_is_static(s))
-            return dp_fail(d, PTC_ERR_UNSUPPORTED, "roll with symbolic sizes or shifts");
-        if (size.value == 0)
+        if (ptc_dim_is_static(size) && size.value == 0)
             continue;
-        int64_t k = ((s.value % size.value) + size.value) % size.value;
-        if (k == 0)
+        /* k = shift mod size (symbolic when either is): the last k elements
+         * move to the front */
+        ptc_dim k = ptc_dim_mod(a, s, size);
+        if (ptc_dim_is_static(k) && k.value == 0)
             continue;
-        ptc_value *tail = dp_slice(d, v, dim, ptc_dim_c(size.value - k), size, 1);
-        ptc_value *head = dp_slice(d, v, dim, ptc_dim_c(0), ptc_dim_c(size.value - k), 1);
-        ptc_arg parts = ptc_arg_values(d->g->arena, (ptc_value *[]){tail, head}, 2);
+        ptc_dim cut = ptc_dim_sub(a, size, k);
+        ptc_value *tail = dp_slice(d, v, dim, cut, size, 1);
+        ptc_value *head = dp_slice(d, v, dim, ptc_dim_c(0), cut, 1);
+        ptc_arg parts = ptc_arg_values(a, (ptc_value *[]){tail, head}, 2);
         ptc_arg args[2] = {parts, ptc_arg_int(dim)};
         v = tail && head ? dp_build(d, PTC_OP_PRIMS_CAT, args, 2) : NULL;
     }
@@ -361,7 +364,7 @@ static int d_index(dctx *d, const ptc_node *n, ptc_value **outs)
 
 static int d_index_select(dctx *d, const ptc_node *n, ptc_value **outs)
 {
-    ptc_value *x = dp_in(d, n, "self"), *idx = dp_in(d, n, "index");
+    ptc_value *x = dp_in(d, n, "self"), *idx = dp_convert(d, dp_in(d, n, "index"), PTC_I64);
     int dim;
     if (dp_wrap(d, dp_arg(n, "dim")->i, x->type.ndim, &dim))
         return -1;
@@ -381,7 +384,7 @@ static int d_index_select(dctx *d, const ptc_node *n, ptc_value **outs)
 
 static int d_gather(dctx *d, const ptc_node *n, ptc_value **outs)
 {
-    ptc_value *x = dp_in(d, n, "self"), *idx = dp_in(d, n, "index");
+    ptc_value *x = dp_in(d, n, "self"), *idx = dp_convert(d, dp_in(d, n, "index"), PTC_I64);
     int dim;
     if (dp_wrap(d, dp_arg(n, "dim")->i, x->type.ndim, &dim))
         return -1;
@@ -392,7 +395,7 @@ static int d_gather(dctx *d, const ptc_node *n, ptc_value **outs)
 
 static int d_embedding(dctx *d, const ptc_node *n, ptc_value **outs)
 {
-    ptc_value *w = dp_in(d, n, "weight"), *idx = dp_in(d, n, "indices");
+    ptc_value *w = dp_in(d, n, "weight"), *idx = dp_convert(d, dp_in(d, n, "indices"), PTC_I64);
     if (!idx)
         return -1;
     ptc_dim numel = ptc_ttype_numel(d->g->arena, &idx->type);

@@ -123,7 +123,7 @@ static int alloc_outputs(run *r)
                      : ptc_tensor_alloc(o, t->dtype, t->ndim, sizes, r->err);
         if (rc)
             return -1;
-        if (!ptc_tensor_is_contiguous(o))
+        if (ptc_tensor_numel(o) > 0 && !ptc_tensor_is_contiguous(o))
             return ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime",
                               "the host allocated output %d non-contiguous", i);
         r->bufptr[b] = ptc_tensor_numel(o) ? o->data : (void *)empty_buffer;

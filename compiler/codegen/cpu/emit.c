@@ -593,7 +593,19 @@ static LLVMValueRef ipow(cg *c, LLVMValueRef x, LLVMValueRef y, ptc_dtype dt)
         LLVMAddIncoming(e, &e2, &body, 1);
         LLVMBuildBr(b, head);
         LLVMPositionBuilderAtEnd(b, done);
-        LLVMBuildRet(b, r);
+        /* a negative exponent: 1 and -1 stay finite, anything else is 0 */
+        LLVMValueRef res = r;
+        if (!is_unsigned(dt)) {
+            LLVMValueRef neg = LLVMBuildICmp(b, LLVMIntSLT, e0, zero, "");
+            LLVMValueRef one_b = LLVMBuildICmp(b, LLVMIntEQ, base0, one, "");
+            LLVMValueRef m1 = LLVMBuildICmp(b, LLVMIntEQ, base0, LLVMConstAllOnes(t), "");
+            LLVMValueRef odd = LLVMBuildTrunc(b, e0, c->i1, "");
+            LLVMValueRef negv = LLVMBuildSelect(b, one_b, one,
+                                                LLVMBuildSelect(b, m1, LLVMBuildSelect(b, odd, base0, one, ""),
+                                                                zero, ""), "");
+            res = LLVMBuildSelect(b, neg, negv, r, "");
+        }
+        LLVMBuildRet(b, res);
         LLVMDisposeBuilder(b);
     }
     int w = width_of(x);

@@ -25,7 +25,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CODEGEN_VERSION "cpu-1"
+#ifndef PTC_CODEGEN_HASH
+#define PTC_CODEGEN_HASH "dev"
+#endif
+/* Part of every cache key: the emitter's sources, hashed at configure time. */
+#define CODEGEN_VERSION "cpu-1-" PTC_CODEGEN_HASH
 
 /* The emitter writes vector code, loop nests and hoistable index math
  * itself, so the optimiser only has to inline the body into its wrapper (the
