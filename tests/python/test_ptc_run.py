@@ -300,7 +300,7 @@ def test_bad_tensor_files(tmp_path):
 
 @pytest.mark.parametrize("args,message", [
     (["--frobnicate", "G"], "unknown option '--frobnicate'"),
-    (["--emit=dot", "G"], "--emit expects 'ptir'"),
+    (["--emit=dot", "G"], "--emit expects one of ptir"),
     (["--backend", "tpu", "G"], "unknown backend 'tpu'"),
     (["--seed", "abc", "G"], "--seed expects a non-negative integer"),
     (["--seed", "-3", "G"], "--seed expects a non-negative integer"),
