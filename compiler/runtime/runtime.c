@@ -13,6 +13,9 @@
 #include "runtime/rt.h"
 
 #include "lower/lower.h"
+#ifdef PTC_HAVE_CUDA
+#include "runtime/cuda_rt.h"
+#endif
 #include "passes/passes.h"
 
 #include <stdlib.h>
@@ -141,6 +144,9 @@ static int stage_kernels(pipe_t *s)
     double t0 = ptc_now_ms();
     ptc_program *p = s->p;
     ptc_sched_opts so = {0};
+    /* a GPU wants thousands of outer iterations per kernel, not a few per core */
+    if (p->backend == PTC_BACKEND_CUDA)
+        so.nthreads = 1024;
     p->sched = ptc_schedule_build(p->arena, p->prog, &so, s->err);
     if (!p->sched)
         return -1;
@@ -172,7 +178,14 @@ static int stage_codegen(pipe_t *s)
     char **texts = text ? calloc((size_t)nk + 1, sizeof *texts) : NULL;
     p->kernels = calloc((size_t)nk + 1, sizeof *p->kernels);
     ptc_codegen_opts co = {.no_cache = s->o && s->o->no_cache, .want_text = text, .metrics = &s->m};
-    int rc = ptc_cpu_compile(p->sched, &co, p->kernels, texts, s->err);
+    bool cuda = p->backend == PTC_BACKEND_CUDA;
+    int rc;
+#ifdef PTC_HAVE_CUDA
+    if (cuda)
+        rc = ptc_cuda_prepare(p, s->o, &s->m, texts, s->err);
+    else
+#endif
+        rc = ptc_cpu_compile(p->sched, &co, p->kernels, texts, s->err);
     if (rc == 0) {
         stage_done(s, "codegen", t0);
         for (int k = 0; k < nk; k++)
@@ -187,8 +200,8 @@ static int stage_codegen(pipe_t *s)
     for (int k = 0; texts && k < nk; k++) {
         if (rc == 0 && s->o && s->o->trace) {
             char file[32];
-            snprintf(file, sizeof file, "kernel_%d.ll", k);
-            rc = ptc_trace_write(s->o->trace, k == 0 ? "llvm" : NULL, file, texts[k],
+            snprintf(file, sizeof file, "kernel_%d.%s", k, cuda ? "ptx" : "ll");
+            rc = ptc_trace_write(s->o->trace, k == 0 ? (cuda ? "ptx" : "llvm") : NULL, file, texts[k],
                                  strlen(texts[k]), s->err);
         }
         if (texts[k])
@@ -197,7 +210,8 @@ static int stage_codegen(pipe_t *s)
     }
     free(texts);
     if (rc == 0 && all.data)
-        rc = emit_text(s, PTC_TEXT_LLVM, PTC_LOG_OUTPUT_CODE, "output_code", NULL, all.data);
+        rc = emit_text(s, cuda ? PTC_TEXT_PTX : PTC_TEXT_LLVM, PTC_LOG_OUTPUT_CODE, "output_code",
+                       NULL, all.data);
     else
         ptc_buf_free(&all);
     return rc;
@@ -218,12 +232,15 @@ ptc_program *ptc_compile(const ptc_graph *g, const ptc_compile_opts *opts, ptc_e
     ptc_log_init();
     double t0 = ptc_now_ms();
     ptc_backend backend = opts ? opts->backend : PTC_BACKEND_CPU;
+#ifndef PTC_HAVE_CUDA
     if (backend == PTC_BACKEND_CUDA) {
         ptc_errorf(err, PTC_ERR_UNSUPPORTED, "codegen",
-                   "the CUDA backend is not implemented yet (use the cpu or reference backend)");
+                   "the CUDA backend is not part of this build (configured with PTC_CUDA=OFF)");
         return NULL;
     }
-    if (backend != PTC_BACKEND_CPU && backend != PTC_BACKEND_REFERENCE) {
+#endif
+    if (backend != PTC_BACKEND_CPU && backend != PTC_BACKEND_REFERENCE &&
+        backend != PTC_BACKEND_CUDA) {
         ptc_errorf(err, PTC_ERR_UNSUPPORTED, "codegen", "unknown backend %d", (int)backend);
         return NULL;
     }
@@ -274,6 +291,9 @@ void ptc_program_release(ptc_program *p)
         return;
     for (int k = 0; p->kernels && p->sched && k < p->sched->nkernels; k++)
         ptc_cpu_kernel_release(&p->kernels[k]);
+#ifdef PTC_HAVE_CUDA
+    ptc_cuda_prog_free(p->cuda);
+#endif
     free(p->kernels);
     for (int i = 0; i < PTC_TEXT_COUNT; i++)
         free(p->text[i]);
@@ -289,7 +309,7 @@ void ptc_program_get_info(const ptc_program *p, ptc_program_info *info) { *info 
 
 const char *ptc_program_text(const ptc_program *p, const char *stage)
 {
-    static const char *names[PTC_TEXT_COUNT] = {"prims", "loops", "kernels", "llvm"};
+    static const char *names[PTC_TEXT_COUNT] = {"prims", "loops", "kernels", "llvm", "ptx"};
     for (int i = 0; i < PTC_TEXT_COUNT; i++)
         if (strcmp(stage, names[i]) == 0)
             return p->text[i];
@@ -328,5 +348,9 @@ int ptc_program_run(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_t
                           ninputs);
     if (p->backend == PTC_BACKEND_REFERENCE)
         return run_reference(p, inputs, ninputs, outputs, host, rng_offset, err);
+#ifdef PTC_HAVE_CUDA
+    if (p->backend == PTC_BACKEND_CUDA)
+        return ptc_exec_cuda(p, inputs, ninputs, outputs, host, rng_offset, err);
+#endif
     return ptc_exec_cpu(p, inputs, ninputs, outputs, host, rng_offset, err);
 }
