@@ -25,8 +25,8 @@ cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DPTC_LLVM_STATIC=ON -DPT
   -DPTC_PYTHON="$py" -DCMAKE_EXE_LINKER_FLAGS=-Wl,--as-needed \
   -DCMAKE_SHARED_LINKER_FLAGS=-Wl,--as-needed >"$build/configure.log" || { cat "$build/configure.log"; exit 1; }
 targets=ptc-run
-if cmake --build "$build" --target help | grep -q ' _C'; then
-  targets="$targets _C"
+if cmake --build "$build" --target help | grep -q ' ptc_python$'; then
+  targets="$targets ptc_python"
 fi
 cmake --build "$build" -j"${PTC_JOBS:-2}" --target $targets
 stage=$(mktemp -d)

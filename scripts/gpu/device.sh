@@ -5,6 +5,8 @@
 #          reference and torch), log in $OUT/tests.log
 #   bench  the GPU benchmark (bench/gpu/run.py), results in $OUT
 #   all    both
+#   cmd    runs the rest of the command line in the unpacked tree (a shell
+#          command), with the same environment
 # Extra arguments go to pytest (tests) or the benchmark (bench).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,6 +22,10 @@ export PTC_CACHE_DIR=${PTC_CACHE_DIR:-/tmp/ptc-cache}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 ldd build/tools/run/ptc-run | grep -v "=> /" | tee -a "$out/gpu.txt" >/dev/null
 rc=0
+if [ "$what" = cmd ]; then
+  sh -c "$*" 2>&1 | tee "$out/cmd.log"
+  exit $?
+fi
 if [ "$what" = tests ] || [ "$what" = all ]; then
   python3 -m pytest -q -rs -p no:cacheprovider tests/python/test_gpu_*.py "$@" 2>&1 | tee "$out/tests.log"
   rc=$?
