@@ -49,6 +49,8 @@ def build_model(name):
     if name in ("resnet50", "mobilenet_v3_large", "convnext_tiny", "vit_b_16"):
         import torchvision
         m = getattr(torchvision.models, name)()
+        if name == "vit_b_16":  # torchvision zero-initialises the head: outputs would all be 0
+            torch.nn.init.normal_(m.heads.head.weight, std=0.02)
         x = torch.randn(32, 3, 224, 224)
         return m.eval().cuda(), (x.cuda(),)
     if name == "timm_vit_small":

@@ -32,7 +32,10 @@ def build(name):
     torch.manual_seed(0)
     if name in ("resnet50", "mobilenet_v3_large", "convnext_tiny", "vit_b_16"):
         tv = pytest.importorskip("torchvision")
-        return getattr(tv.models, name)(), (torch.randn(2, 3, 224, 224),)
+        m = getattr(tv.models, name)()
+        if name == "vit_b_16":  # torchvision zero-initialises the head: outputs would all be 0
+            torch.nn.init.normal_(m.heads.head.weight, std=0.02)
+        return m, (torch.randn(2, 3, 224, 224),)
     if name == "timm_resnet18":
         timm = pytest.importorskip("timm")
         return timm.create_model("resnet18", pretrained=False), (torch.randn(2, 3, 160, 160),)
