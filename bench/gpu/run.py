@@ -267,6 +267,33 @@ def worker_kernels(a):
     return res
 
 
+def worker_profile(a):
+    """ptc's compiled model under torch.profiler: the GPU time per kernel."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    model, args = build_model(a.model)
+    res = {"model": a.model, "dtype": a.dtype}
+    with torch.no_grad(), autocast_ctx(a.dtype):
+        cm = make_compiled(a.compilers.split(",")[-1], model)
+        for _ in range(3):
+            cm(*args)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
+            for _ in range(3):
+                cm(*args)
+            torch.cuda.synchronize()
+    rows = []
+    for e in prof.key_averages():
+        t = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)
+        if t > 0 and e.key and not e.key.startswith("aten::") and not e.key.startswith("cuda"):
+            rows.append((t / 3, e.count // 3, e.key))
+    rows.sort(reverse=True)
+    res["gpu_us_per_iter"] = sum(r[0] for r in rows)
+    res["ptc_kernels_us"] = sum(r[0] for r in rows if r[2].startswith("ptc_"))
+    res["top"] = [(round(t, 1), n, k[:90]) for t, n, k in rows[:40]]
+    return res
+
+
 # ---- the parent -----------------------------------------------------------------------------------
 
 def run_worker(kind, a, extra, env, timeout):
@@ -424,14 +451,15 @@ def main():
     ap.add_argument("--budget", type=float, default=1e9)
     ap.add_argument("--no-kernels", action="store_true")
     ap.add_argument("--no-inductor", action="store_true")
-    ap.add_argument("--worker", choices=["cold", "warm", "kernels"])
+    ap.add_argument("--worker", choices=["cold", "warm", "kernels", "profile"])
     ap.add_argument("--model")
     ap.add_argument("--dtype")
     a = ap.parse_args()
     if a.no_inductor:
         a.compilers = ",".join(c for c in a.compilers.split(",") if c != "inductor")
     if a.worker:
-        fn = {"cold": worker_cold, "warm": worker_warm, "kernels": worker_kernels}[a.worker]
+        fn = {"cold": worker_cold, "warm": worker_warm, "kernels": worker_kernels,
+              "profile": worker_profile}[a.worker]
         print("RESULT " + json.dumps(fn(a)), flush=True)
         return
     parent(a)

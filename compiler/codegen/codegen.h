@@ -59,6 +59,8 @@ typedef struct ptc_cuda_launch {
     int team;             /* threads per outer iteration (a power of two) */
     int block;            /* threads per block, a multiple of team */
     int vec;              /* elements per thread of the vectorised entry (1: none) */
+    bool vec_rows;        /* the vectorised entry keeps one team per outer iteration
+                           * (row mode); otherwise a thread covers vec iterations */
     int smem;             /* dynamic shared memory per block, bytes */
     int64_t scratch_team; /* global scratch per resident team, bytes (0: none) */
     uint8_t *valign;      /* per kernel arg: alignment in bytes the vectorised
@@ -66,8 +68,8 @@ typedef struct ptc_cuda_launch {
 } ptc_cuda_launch;
 
 typedef struct ptc_cuda_code {
-    char entry[40];      /* the kernel's symbol in its PTX */
-    char ventry[48];     /* the vectorised entry ("" when launch.vec == 1) */
+    char entry[64];      /* the kernel's symbol in its PTX: ptc_<ops>_<hash> */
+    char ventry[72];     /* the vectorised entry ("" when launch.vec == 1) */
     ptc_cuda_launch launch;
     char *ptx;           /* NUL-terminated PTX of one module holding both entries */
     char *key;           /* the cache key the PTX is stored under (cubins extend it) */

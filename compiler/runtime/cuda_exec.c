@@ -17,7 +17,9 @@
  * (ptc-run, tests) they run on ptc's C kernels over host copies, after a
  * synchronisation. Launch failures name the kernel, its launch parameters
  * and the driver's error; PTC_CUDA_SYNC=1 synchronises after every launch
- * so that faults are reported against the kernel that caused them.
+ * so that faults are reported against the kernel that caused them. A
+ * kernel's vectorised entry runs when every pointer it assumes aligned is;
+ * PTC_CUDA_VECTOR=0 always takes the scalar entries (for tests).
  */
 #include "runtime/cuda_rt.h"
 
@@ -408,6 +410,7 @@ typedef struct crun {
     int64_t scratch_bytes;
     uint64_t rng_offset;
     bool sync_each;
+    bool no_vector;         /* PTC_CUDA_VECTOR=0: scalar entries only (tests) */
     ptc_error *err;
 } crun;
 
@@ -531,7 +534,7 @@ static int64_t launch_blocks(crun *r, const ptc_kernel *k, const ptc_cuda_code *
     int64_t O = 1;
     for (int d = 0; d < k->nouter; d++)
         O *= eval(r, k->outer[d]);
-    if (vec)
+    if (vec && !code->launch.vec_rows)
         O /= code->launch.vec;
     int tpb = code->launch.block / code->launch.team;
     int64_t blocks = (O + tpb - 1) / tpb;
@@ -649,7 +652,7 @@ static int run_kernel(crun *r, int ki)
     ptc_cuda_prog *cp = r->p->cuda;
     int src = cp->k[ki].same_as >= 0 ? cp->k[ki].same_as : ki;
     const ptc_cuda_code *code = &cp->k[src].code;
-    bool vec = code->launch.vec > 1 && r->L->vfn[src] && aligned_for(r, k, code);
+    bool vec = code->launch.vec > 1 && !r->no_vector && r->L->vfn[src] && aligned_for(r, k, code);
     CUfunction fn = vec ? r->L->vfn[src] : r->L->fn[src];
     int64_t blocks = launch_blocks(r, k, code, vec);
     if (blocks <= 0)
@@ -838,6 +841,8 @@ int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_ten
         return ptc_errorf(err, PTC_ERR_UNSUPPORTED, "runtime", "the CUDA backend is unavailable: %s", why);
     const char *sync = getenv("PTC_CUDA_SYNC");
     r.sync_each = sync && *sync && strcmp(sync, "0") != 0;
+    const char *vec = getenv("PTC_CUDA_VECTOR");
+    r.no_vector = vec && strcmp(vec, "0") == 0;
     int ordinal;
     if (bind_inputs(&r, inputs, &ordinal))
         return -1;

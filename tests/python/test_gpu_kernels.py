@@ -96,7 +96,7 @@ def test_random_and_where(workdir):
 
 # ---- rows: softmax, layer_norm, welford, argmax under every team size ------------------------
 
-ROWS = [(4096, 128), (64, 8192), (20000, 5), (8, 100000), (17, 4099)]
+ROWS = [(4096, 128), (64, 8192), (20000, 5), (8, 100000), (17, 4099), (1000, 1000), (300, 65536)]
 
 
 @pytest.mark.parametrize("rows,cols", ROWS, ids=["%dx%d" % r for r in ROWS])
@@ -106,6 +106,15 @@ def test_softmax_layer_norm(workdir, rows, cols):
             % (rows, cols, cols, rows, cols))
     params = "%%x: f32[%d,%d] cpu, %%w: f32[%d] cpu, %%b: f32[%d] cpu" % (rows, cols, cols, cols)
     check(workdir, "rows_%d_%d" % (rows, cols), body, params)
+
+
+def test_scalar_entries(workdir):
+    """The scalar entries that run when a pointer is not 16-byte aligned."""
+    env = {"PTC_CUDA_VECTOR": "0"}
+    body = ("  %s = softmax(%x, -1) : f32[512,1024]\n  %l = layer_norm(%x, [1024], %w, %b) : f32[512,1024]\n"
+            "  %g = gelu(%l) : f32[512,1024]\n  return (%s, %g)")
+    check(workdir, "scalar_entries", body, "%x: f32[512,1024] cpu, %w: f32[1024] cpu, %b: f32[1024] cpu",
+          env=env)
 
 
 @pytest.mark.parametrize("team", ["1", "4", "32", "128", "1024"])

@@ -43,7 +43,7 @@ LLVMTypeRef g_storage_type(gcg *c, ptc_dtype dt)
 {
     switch (dt) {
     case PTC_BOOL: return c->i8;
-    case PTC_F16: return c->f16;
+    case PTC_F16: /* as bits: LLVM 16's NVPTX miscompiles wide half vectors */
     case PTC_BF16: return c->i16;
     default: return g_compute_type(c, dt);
     }
@@ -221,6 +221,38 @@ LLVMValueRef g_ix(gcg *c, const ptc_ix *x, LLVMValueRef *vals, int w)
     return acc;
 }
 
+/* Inline PTX `code` applied lane by lane to x (and y when given). */
+static LLVMValueRef asm_lanes(gcg *c, const char *code, const char *cons, LLVMTypeRef rt,
+                              LLVMValueRef x, LLVMValueRef y)
+{
+    LLVMBuilderRef b = c->b;
+    int w = g_width(x);
+    LLVMTypeRef xt = w > 1 ? LLVMGetElementType(LLVMTypeOf(x)) : LLVMTypeOf(x);
+    LLVMTypeRef params[2] = {xt, xt};
+    LLVMTypeRef ft = LLVMFunctionType(rt, params, y ? 2 : 1, 0);
+    LLVMValueRef fn = LLVMGetInlineAsm(ft, (char *)code, strlen(code), (char *)cons, strlen(cons), 0,
+                                       0, LLVMInlineAsmDialectATT, 0);
+    /* memory(none) nounwind willreturn: a pure conversion that CSE may merge */
+    unsigned mem = LLVMGetEnumAttributeKindForName("memory", 6);
+    unsigned nounwind = LLVMGetEnumAttributeKindForName("nounwind", 8);
+    unsigned willreturn = LLVMGetEnumAttributeKindForName("willreturn", 10);
+    LLVMValueRef out = w > 1 ? LLVMGetPoison(g_vec(c, rt, w)) : NULL;
+    for (int i = 0; i < w; i++) {
+        LLVMValueRef lane = LLVMConstInt(c->i32, (unsigned)i, 0);
+        LLVMValueRef a[2] = {w > 1 ? LLVMBuildExtractElement(b, x, lane, "") : x,
+                             y && w > 1 ? LLVMBuildExtractElement(b, y, lane, "") : y};
+        LLVMValueRef call = LLVMBuildCall2(b, ft, fn, a, y ? 2 : 1, "");
+        LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(c->ctx, mem, 0));
+        LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(c->ctx, nounwind, 0));
+        LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex,
+                                 LLVMCreateEnumAttribute(c->ctx, willreturn, 0));
+        if (w == 1)
+            return call;
+        out = LLVMBuildInsertElement(b, out, call, lane, "");
+    }
+    return out;
+}
+
 /* ---- storage conversions -------------------------------------------------------- */
 
 LLVMValueRef g_from_storage(gcg *c, LLVMValueRef v, ptc_dtype dt, int w)
@@ -228,8 +260,10 @@ LLVMValueRef g_from_storage(gcg *c, LLVMValueRef v, ptc_dtype dt, int w)
     LLVMBuilderRef b = c->b;
     switch (dt) {
     case PTC_BOOL: return LLVMBuildICmp(b, LLVMIntNE, v, g_const_i(c->i8, 0, w), "");
-    case PTC_F16: return LLVMBuildFPExt(b, v, g_vec(c, c->f32, w), "");
+    case PTC_F16: return asm_lanes(c, "cvt.f32.f16 $0, $1;", "=f,h", c->f32, v, NULL);
     case PTC_BF16: {
+        if (c->sm >= 90)
+            return asm_lanes(c, "cvt.f32.bf16 $0, $1;", "=f,h", c->f32, v, NULL);
         LLVMValueRef x = LLVMBuildZExt(b, v, g_vec(c, c->i32, w), "");
         x = LLVMBuildShl(b, x, g_const_i(c->i32, 16, w), "");
         return LLVMBuildBitCast(b, x, g_vec(c, c->f32, w), "");
@@ -238,10 +272,15 @@ LLVMValueRef g_from_storage(gcg *c, LLVMValueRef v, ptc_dtype dt, int w)
     }
 }
 
-/* f32 -> bf16 bits, round to nearest even, nan quieted (ptc_f32_to_bf16). */
+/* f32 -> bf16 bits, round to nearest even. sm_80 and later convert in one
+ * instruction (cvt.rn.bf16.f32, as inline PTX: LLVM 16's NVPTX has no bfloat
+ * conversions); older targets use integer arithmetic, nan quieted as
+ * ptc_f32_to_bf16 does. */
 static LLVMValueRef to_bf16(gcg *c, LLVMValueRef v, int w)
 {
     LLVMBuilderRef b = c->b;
+    if (c->sm >= 80)
+        return asm_lanes(c, "cvt.rn.bf16.f32 $0, $1;", "=h,f", c->i16, v, NULL);
     LLVMValueRef x = LLVMBuildBitCast(b, v, g_vec(c, c->i32, w), "");
     LLVMValueRef absx = LLVMBuildAnd(b, x, g_const_i(c->i32, 0x7fffffff, w), "");
     LLVMValueRef isnan = LLVMBuildICmp(b, LLVMIntUGT, absx, g_const_i(c->i32, 0x7f800000, w), "");
@@ -260,16 +299,27 @@ LLVMValueRef g_to_storage(gcg *c, LLVMValueRef v, ptc_dtype dt, int w)
     LLVMBuilderRef b = c->b;
     switch (dt) {
     case PTC_BOOL: return LLVMBuildZExt(b, v, g_vec(c, c->i8, w), "");
-    case PTC_F16: return LLVMBuildFPTrunc(b, v, g_vec(c, c->f16, w), "");
+    case PTC_F16: return asm_lanes(c, "cvt.rn.f16.f32 $0, $1;", "=h,f", c->i16, v, NULL);
     case PTC_BF16: return to_bf16(c, v, w);
     default: return v;
     }
 }
 
+/* Rounds an f32 value to f16 / bf16 precision (a cast in the body); for
+ * bf16 on sm_80+ one instruction: the upper half of cvt.rn.bf16x2 of (v, 0)
+ * is the rounded value's f32 bit pattern. */
 static LLVMValueRef round_to(gcg *c, LLVMValueRef v, ptc_dtype dt, int w)
 {
     if (dt != PTC_F16 && dt != PTC_BF16)
         return v;
+    if (dt == PTC_BF16 && c->sm >= 80) {
+        LLVMValueRef r = asm_lanes(c, "cvt.rn.bf16x2.f32 $0, $1, $2;", "=r,f,f", c->i32, v,
+                                   g_const_f(c->f32, 0, w));
+        return LLVMBuildBitCast(c->b, r, g_vec(c, c->f32, w), "");
+    }
+    if (dt == PTC_F16)
+        return asm_lanes(c, "{ .reg .b16 t; cvt.rn.f16.f32 t, $1; cvt.f32.f16 $0, t; }", "=f,f",
+                         c->f32, v, NULL);
     return g_from_storage(c, g_to_storage(c, v, dt, w), dt, w);
 }
 
@@ -381,6 +431,27 @@ static LLVMValueRef emit_load(gcg *c, const ptc_lexpr *e, LLVMValueRef *vals, in
     if (mask)
         v = LLVMBuildSelect(b, g_splat(c, mask, w), v, g_kconst(c, e->dtype, e->fval, e->ival, w),
                             "");
+    return v;
+}
+
+/* A load through the row cache when one is active: read-only buffers only
+ * (nothing in the kernel writes them), unmasked loads only. */
+static LLVMValueRef cached_load(gcg *c, const ptc_lexpr *e, LLVMValueRef *vals, int w)
+{
+    gcache *ca = c->cache;
+    bool ok = ca && e->arg[0] < 0 && !c->written[e->buf] && !ptc_ix_uses_val(e->idx[0]);
+    for (int k = 0; ok && k < ca->n; k++)
+        if (ca->e[k].buf == e->buf && ca->e[k].j == c->cache_j && ca->e[k].w == w &&
+            ptc_ix_eq(ca->e[k].off, e->idx[0]))
+            return ca->e[k].val;
+    LLVMValueRef v = emit_load(c, e, vals, w);
+    if (ok && ca->n < (int)(sizeof ca->e / sizeof ca->e[0])) {
+        ca->e[ca->n].buf = e->buf;
+        ca->e[ca->n].j = c->cache_j;
+        ca->e[ca->n].w = w;
+        ca->e[ca->n].off = e->idx[0];
+        ca->e[ca->n++].val = v;
+    }
     return v;
 }
 
@@ -776,7 +847,7 @@ LLVMValueRef *g_body(gcg *c, const ptc_lbody *body, int w, const gfwd *fw)
             if (hit && e->arg[0] >= 0)
                 hit = LLVMBuildSelect(b, g_splat(c, v[e->arg[0]], w), hit,
                                       g_kconst(c, e->dtype, e->fval, e->ival, w), "");
-            v[i] = hit ? hit : emit_load(c, e, v, w);
+            v[i] = hit ? hit : cached_load(c, e, v, w);
             break;
         }
         case PTC_L_CONST: v[i] = g_kconst(c, e->dtype, e->fval, e->ival, w); break;

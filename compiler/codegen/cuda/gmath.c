@@ -1,9 +1,10 @@
 /* Math for GPU kernels: the GPU has no libm, so every function is emitted
  * inline as straight-line code over f32 or f64 values of any vector width.
  *
- * f32 exp, log, tanh and erf are the CPU backend's (Cephes' expf/logf/tanhf,
- * about 1 ulp; erf from a Taylor series near zero and Numerical Recipes' erfc
- * fit, ~1.2e-7), so both backends agree. f64 exp and log reduce the argument
+ * f32 exp runs on the GPU's 2^x unit with an FMA correction (about 2 ulp);
+ * f32 log, tanh and erf are the CPU backend's (Cephes' logf/tanhf, about
+ * 1 ulp; erf from a Taylor series near zero and Numerical Recipes' erfc fit,
+ * ~1.2e-7), so both backends agree closely. f64 exp and log reduce the argument
  * with fdlibm's split ln2 and sum Taylor / atanh series to 1e-17. The other
  * functions are built from those: log1p and expm1 with Goldberg's and Kahan's
  * corrections, tanh from expm1, sin and cos by reduction modulo pi/2 (in f64
@@ -84,37 +85,48 @@ static LLVMValueRef narrow(gcg *c, LLVMValueRef x)
 
 /* ---- f32: the CPU backend's polynomials --------------------------------------------- */
 
-/* 2^n for integer n in [-126, 127] (i32 lanes) as float. */
-static LLVMValueRef pow2i_f32(gcg *c, LLVMValueRef n)
-{
-    int w = g_width(n);
-    LLVMValueRef e = LLVMBuildAdd(c->b, n, g_const_i(c->i32, 127, w), "");
-    e = LLVMBuildShl(c->b, e, g_const_i(c->i32, 23, w), "");
-    return LLVMBuildBitCast(c->b, e, g_vec(c, c->f32, w), "");
-}
-
-static LLVMValueRef exp_f32(gcg *c, LLVMValueRef x)
+/* An NVVM math instruction on every lane (the intrinsics are scalar). */
+static LLVMValueRef nvvm1(gcg *c, const char *name, LLVMValueRef x)
 {
     int w = g_width(x);
-    LLVMBuilderRef b = c->b;
-    LLVMValueRef isnan = g_isnan(c, x);
-    LLVMValueRef xc = sel(c, fcmp(c, LLVMRealOGT, x, K(x, 89.0)), K(x, 89.0), x);
-    xc = sel(c, fcmp(c, LLVMRealOLT, xc, K(x, -104.0)), K(x, -104.0), xc);
-    xc = sel(c, isnan, K(x, 0.0), xc);
-    LLVMValueRef fx = f1(c, "llvm.roundeven", fmul(c, xc, K(x, 1.44269504088896341)));
-    LLVMValueRef r = fmuladd(c, fx, K(x, -0.693359375), xc);
-    r = fmuladd(c, fx, K(x, 2.12194440e-4), r);
-    static const double P[] = {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3,
-                               4.1665795894E-2, 1.6666665459E-1, 5.0000001201E-1};
-    LLVMValueRef p = poly(c, r, P, 6);
-    LLVMValueRef y = fmuladd(c, p, fmul(c, r, r), fadd(c, r, K(x, 1.0)));
-    /* scale by 2^n in two halves so that results reach the subnormals */
-    LLVMValueRef n = LLVMBuildFPToSI(b, fx, g_vec(c, c->i32, w), "");
-    LLVMValueRef n1 = LLVMBuildAShr(b, n, g_const_i(c->i32, 1, w), "");
-    LLVMValueRef n2 = LLVMBuildSub(b, n, n1, "");
-    y = fmul(c, fmul(c, y, pow2i_f32(c, n1)), pow2i_f32(c, n2));
-    y = sel(c, fcmp(c, LLVMRealOGT, x, K(x, 88.7228391)), K(x, INFINITY), y);
-    return sel(c, isnan, x, y);
+    if (w == 1)
+        return g_intrinsic(c, name, NULL, 0, &x, 1);
+    LLVMValueRef out = LLVMGetPoison(LLVMTypeOf(x));
+    for (int i = 0; i < w; i++) {
+        LLVMValueRef lane = LLVMConstInt(c->i32, (unsigned)i, 0);
+        LLVMValueRef a = LLVMBuildExtractElement(c->b, x, lane, "");
+        out = LLVMBuildInsertElement(c->b, out, g_intrinsic(c, name, NULL, 0, &a, 1), lane, "");
+    }
+    return out;
+}
+
+static LLVMValueRef fma_(gcg *c, LLVMValueRef a, LLVMValueRef b, LLVMValueRef d)
+{
+    LLVMTypeRef t = LLVMTypeOf(a);
+    LLVMValueRef args[3] = {a, b, d};
+    return g_intrinsic(c, "llvm.fma", &t, 1, args, 3);
+}
+
+/* 1/x to about 1 ulp (rcp.approx): for quotients inside math functions whose
+ * own error is larger; user-visible divisions stay IEEE. */
+static LLVMValueRef rcp_f32(gcg *c, LLVMValueRef x) { return nvvm1(c, "llvm.nvvm.rcp.approx.ftz.f", x); }
+
+/* exp on the GPU's 2^x unit: t = x log2(e) rounded, r = 2^t (ex2.approx,
+ * 2^-22 relative), then one FMA corrects r by the rounding error of t,
+ * x log2(e) - t, formed exactly with two FMAs and a split log2(e). About
+ * 2 ulp for every finite x; results below 2^-126 flush to 0. Ten
+ * instructions where Cephes' expf takes thirty. */
+static LLVMValueRef exp_f32(gcg *c, LLVMValueRef x)
+{
+    const double log2e = 1.44269504088896340736;
+    const double hi = (double)(float)log2e, lo = log2e - hi;
+    LLVMValueRef t = fmul(c, x, K(x, hi));
+    LLVMValueRef r = nvvm1(c, "llvm.nvvm.ex2.approx.ftz.f", t);
+    LLVMValueRef e = fma_(c, x, K(x, hi), LLVMBuildFNeg(c->b, t, ""));
+    e = fma_(c, x, K(x, lo), e);
+    /* infinite or nan x: no correction (e would be nan) */
+    e = sel(c, fcmp(c, LLVMRealOLT, f1(c, "llvm.fabs", x), K(x, 128.0)), e, K(x, 0.0));
+    return fma_(c, r, fmul(c, e, K(x, 0.69314718055994530942)), r);
 }
 
 static LLVMValueRef log_f32(gcg *c, LLVMValueRef x)
@@ -159,7 +171,7 @@ static LLVMValueRef tanh_f32(gcg *c, LLVMValueRef x)
     LLVMValueRef z = fmul(c, x, x);
     LLVMValueRef ps = fmuladd(c, fmul(c, poly(c, z, P, 5), z), x, x);
     LLVMValueRef e = exp_f32(c, fadd(c, ax, ax));
-    LLVMValueRef t = fsub(c, K(x, 1.0), fdiv(c, K(x, 2.0), fadd(c, e, K(x, 1.0))));
+    LLVMValueRef t = fsub(c, K(x, 1.0), fmul(c, K(x, 2.0), rcp_f32(c, fadd(c, e, K(x, 1.0)))));
     return sel(c, fcmp(c, LLVMRealOLT, ax, K(x, 0.625)), ps, copysign_(c, t, x));
 }
 
@@ -169,7 +181,7 @@ static LLVMValueRef erf_f32(gcg *c, LLVMValueRef x)
     static const double T[] = {-1.0 / 1320, 1.0 / 216, -1.0 / 42, 1.0 / 10, -1.0 / 3, 1.0};
     LLVMValueRef z = fmul(c, x, x);
     LLVMValueRef small = fmul(c, fmul(c, poly(c, z, T, 6), x), K(x, 1.12837916709551257));
-    LLVMValueRef t = fdiv(c, K(x, 1.0), fmuladd(c, ax, K(x, 0.5), K(x, 1.0)));
+    LLVMValueRef t = rcp_f32(c, fmuladd(c, ax, K(x, 0.5), K(x, 1.0)));
     static const double P[] = {0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807,
                                -0.18628806, 0.09678418, 0.37409196, 1.00002368, -1.26551223};
     LLVMValueRef arg = fsub(c, poly(c, t, P, 10), fmul(c, ax, ax));

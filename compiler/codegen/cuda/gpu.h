@@ -19,8 +19,12 @@ enum { LOC_NONE, LOC_PRIVATE, LOC_SHARED, LOC_SCRATCH };
 typedef struct gplan {
     int team;          /* threads per team (one team runs one outer iteration) */
     int block;         /* threads per block */
-    int vec;           /* W of the vectorised form of a flat kernel (1: none) */
+    int vec;           /* W of the vectorised form (1: none) */
     bool flat;         /* every group pointwise without inner ranges */
+    bool row;          /* row mode: every group runs over the same N elements */
+    int row_n;         /* N */
+    int row_ndim;      /* number of ranges of each group (flattened into N) */
+    int row_j;         /* chunks of W elements per lane in the vectorised form */
     bool i32;          /* index arithmetic fits in 32 bits */
     int *red_lanes;    /* per group: threads of a team sharing one reduction (Tr) */
     uint8_t *loc;      /* per local (kernel->locals order): LOC_* */
@@ -30,6 +34,17 @@ typedef struct gplan {
     int64_t scratch_team; /* global scratch bytes per team (static) */
     uint8_t *valign;   /* per kernel arg: alignment the vector form needs (0: none) */
 } gplan;
+
+/* Loads already emitted in this outer iteration (row mode): the row is read
+ * from memory once and kept in registers across groups. */
+typedef struct gcache {
+    int n;
+    struct {
+        int buf, j, w;
+        const ptc_ix *off;
+        LLVMValueRef val;
+    } e[256];
+} gcache;
 
 typedef struct gcg {
     LLVMContextRef ctx;
@@ -52,6 +67,10 @@ typedef struct gcg {
     LLVMValueRef smem;         /* the dynamic shared memory (addrspace 3) */
     LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, gptr, sptr, void_;
     LLVMTypeRef ix;            /* index type: i32 or i64 */
+    int sm;                    /* target compute capability x 10 */
+    bool *written;             /* per buffer id: stored to by this kernel */
+    gcache *cache;             /* row mode: loads of read-only buffers, or NULL */
+    int cache_j;               /* the chunk the values being emitted belong to */
 } gcg;
 
 /* ---- body.c ---- */

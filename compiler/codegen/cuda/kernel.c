@@ -199,6 +199,7 @@ typedef struct red {
     ptc_dtype dt;  /* the reduced value's dtype */
     LLVMTypeRef t; /* its compute type */
     rv acc;        /* allocas */
+    rv vacc;       /* row mode: W-lane allocas */
 } red;
 
 static bool is_float(ptc_dtype dt) { return ptc_dtype_is_float(dt); }
@@ -248,27 +249,31 @@ static void red_init(gcg *c, red *r)
     }
 }
 
-static rv red_load(gcg *c, const red *r)
+static rv acc_load(gcg *c, const red *r, const rv *acc, int w)
 {
-    rv o = {load_(c, r->t, r->acc.v), load_(c, c->i64, r->acc.i), NULL, NULL, NULL};
+    LLVMTypeRef t = g_vec(c, r->t, w);
+    rv o = {load_(c, t, acc->v), load_(c, g_vec(c, c->i64, w), acc->i), NULL, NULL, NULL};
     if (is_welford(r)) {
-        o.m = load_(c, r->t, r->acc.m);
-        o.m2 = load_(c, r->t, r->acc.m2);
-        o.n = load_(c, r->t, r->acc.n);
+        o.m = load_(c, t, acc->m);
+        o.m2 = load_(c, t, acc->m2);
+        o.n = load_(c, t, acc->n);
     }
     return o;
 }
 
-static void red_save(gcg *c, const red *r, rv s)
+static void acc_save(gcg *c, const red *r, const rv *acc, rv s)
 {
-    store_(c, r->acc.v, s.v);
-    store_(c, r->acc.i, s.i);
+    store_(c, acc->v, s.v);
+    store_(c, acc->i, s.i);
     if (is_welford(r)) {
-        store_(c, r->acc.m, s.m);
-        store_(c, r->acc.m2, s.m2);
-        store_(c, r->acc.n, s.n);
+        store_(c, acc->m, s.m);
+        store_(c, acc->m2, s.m2);
+        store_(c, acc->n, s.n);
     }
 }
+
+static rv red_load(gcg *c, const red *r) { return acc_load(c, r, &r->acc, 1); }
+static void red_save(gcg *c, const red *r, rv s) { acc_save(c, r, &r->acc, s); }
 
 /* Does b's (value, index) win over a's for argmax/argmin? Ties and NaNs go
  * to the first index, as torch does. */
@@ -551,6 +556,194 @@ static void emit_red_group(gcg *c, const kctx *k, const ptc_kgroup *G, int g)
     free(reds);
 }
 
+/* ---- row mode ---------------------------------------------------------------------------------- */
+
+/* Chunk j of this lane: elements f = (j*T + t)*W .. +W-1 of the row, bound to
+ * the group variables from `first`. *valid is NULL when every lane's chunk
+ * exists, else an i1 (the index is clamped so that loads stay in bounds). */
+static void row_chunk(gcg *c, const kctx *k, int j, const ptc_dim *ranges, int first,
+                      LLVMValueRef *valid)
+{
+    const gplan *p = c->plan;
+    int64_t nc = p->row_n / c->W;
+    LLVMValueRef q = LLVMBuildAdd(c->b, ixc(c, (int64_t)j * k->T), k->t, "");
+    *valid = NULL;
+    if (nc % k->T && (int64_t)(j + 1) * k->T > nc) {
+        *valid = LLVMBuildICmp(c->b, LLVMIntSLT, q, ixc(c, nc), "");
+        q = LLVMBuildSelect(c->b, *valid, q, ixc(c, nc - 1), "");
+    }
+    LLVMValueRef f = c->W > 1 ? LLVMBuildNSWMul(c->b, q, ixc(c, c->W), "") : q;
+    decompose(c, f, ranges, p->row_ndim, first);
+    c->cache_j = j;
+}
+
+static void guarded_store(gcg *c, LLVMValueRef valid, int buf, const ptc_ix *off, LLVMValueRef v,
+                          LLVMValueRef *vals)
+{
+    LLVMBasicBlockRef join = valid ? if_open(c, valid, "row.store") : NULL;
+    g_store(c, buf, off, v, vals, c->W);
+    if (join)
+        if_close(c, join);
+}
+
+static void row_pw_member(gcg *c, const ptc_kmember *mem, gfwd *fw, LLVMValueRef valid)
+{
+    const ptc_lnode *n = c->s->prog->nodes[mem->node];
+    LLVMValueRef *v = g_body(c, &mem->body, c->W, fw);
+    guarded_store(c, valid, n->out[0], mem->store[0], v[mem->value], v);
+    g_fwd_add(fw, n->out[0], mem->store[0], v[mem->value]);
+    free(v);
+}
+
+static void emit_row_pw_group(gcg *c, const kctx *k, const ptc_kgroup *G)
+{
+    for (int j = 0; j < c->plan->row_j; j++) {
+        LLVMValueRef valid;
+        row_chunk(c, k, j, G->inner, c->k->nouter, &valid);
+        gfwd fw;
+        fw.n = 0;
+        for (int m = 0; m < G->nmembers; m++)
+            row_pw_member(c, &G->members[m], &fw, valid);
+    }
+}
+
+/* Folds W lanes of element values into a W-lane state (masked by valid). */
+static void row_update(gcg *c, red *r, LLVMValueRef x, LLVMValueRef idx, LLVMValueRef valid)
+{
+    LLVMBuilderRef b = c->b;
+    int w = c->W;
+    rv s = acc_load(c, r, &r->vacc, w), o;
+    if (is_welford(r)) {
+        /* every lane has seen the same count: one division per chunk */
+        o = s;
+        LLVMValueRef n0 = w > 1 ? LLVMBuildExtractElement(b, s.n, LLVMConstInt(c->i32, 0, 0), "") : s.n;
+        LLVMValueRef n1 = LLVMBuildFAdd(b, n0, LLVMConstReal(r->t, 1), "");
+        LLVMValueRef inv = g_splat(c, LLVMBuildFDiv(b, LLVMConstReal(r->t, 1), n1, ""), w);
+        LLVMValueRef delta = LLVMBuildFSub(b, x, s.m, "");
+        o.m = LLVMBuildFAdd(b, s.m, LLVMBuildFMul(b, delta, inv, ""), "");
+        o.m2 = LLVMBuildFAdd(b, s.m2, LLVMBuildFMul(b, delta, LLVMBuildFSub(b, x, o.m, ""), ""), "");
+        o.n = g_splat(c, n1, w);
+    } else {
+        rv e = {x, idx ? idx : s.i, NULL, NULL, NULL};
+        o = red_combine(c, r, s, e);
+    }
+    if (valid) {
+        o.v = LLVMBuildSelect(b, valid, o.v, s.v, "");
+        o.i = LLVMBuildSelect(b, valid, o.i, s.i, "");
+        if (is_welford(r)) {
+            o.m = LLVMBuildSelect(b, valid, o.m, s.m, "");
+            o.m2 = LLVMBuildSelect(b, valid, o.m2, s.m2, "");
+            o.n = LLVMBuildSelect(b, valid, o.n, s.n, "");
+        }
+    }
+    acc_save(c, r, &r->vacc, o);
+}
+
+static LLVMValueRef lane_of(gcg *c, LLVMValueRef v, int l)
+{
+    return v ? LLVMBuildExtractElement(c->b, v, LLVMConstInt(c->i32, (unsigned)l, 0), "") : NULL;
+}
+
+/* The W lanes of a state combined in lane order into the scalar state. */
+static void row_fold_lanes(gcg *c, red *r)
+{
+    int w = c->W;
+    if (w == 1) {
+        acc_save(c, r, &r->acc, acc_load(c, r, &r->vacc, 1));
+        return;
+    }
+    rv s = acc_load(c, r, &r->vacc, w);
+    rv o = {lane_of(c, s.v, 0), lane_of(c, s.i, 0), lane_of(c, s.m, 0), lane_of(c, s.m2, 0),
+            lane_of(c, s.n, 0)};
+    for (int l = 1; l < w; l++) {
+        rv x = {lane_of(c, s.v, l), lane_of(c, s.i, l), lane_of(c, s.m, l), lane_of(c, s.m2, l),
+                lane_of(c, s.n, l)};
+        o = red_combine(c, r, o, x);
+    }
+    red_save(c, r, o);
+}
+
+static void emit_row_red_group(gcg *c, const kctx *k, const ptc_kgroup *G, int g)
+{
+    int w = c->W, nouter = c->k->nouter;
+    red *reds = calloc((size_t)G->nmembers + 1, sizeof *reds);
+    int nred = 0;
+    for (int m = 0; m < G->nmembers; m++) {
+        const ptc_lnode *n = c->s->prog->nodes[G->members[m].node];
+        if (n->kind != PTC_LN_REDUCTION)
+            continue;
+        red *r = &reds[nred++];
+        r->mem = &G->members[m];
+        r->n = n;
+        r->dt = r->mem->body.e[r->mem->value].dtype;
+        r->t = g_compute_type(c, r->dt);
+        rv *a[2] = {&r->acc, &r->vacc};
+        for (int i = 0; i < 2; i++) {
+            int lanes = i ? w : 1;
+            a[i]->v = g_alloca(c, g_vec(c, r->t, lanes), "acc");
+            a[i]->i = g_alloca(c, g_vec(c, c->i64, lanes), "acc.i");
+            a[i]->m = g_alloca(c, g_vec(c, r->t, lanes), "acc.mean");
+            a[i]->m2 = g_alloca(c, g_vec(c, r->t, lanes), "acc.m2");
+            a[i]->n = g_alloca(c, g_vec(c, r->t, lanes), "acc.n");
+        }
+        double f;
+        int64_t iv;
+        red_identity(r, &f, &iv);
+        store_(c, r->vacc.v, g_kconst(c, r->dt, f, iv, w));
+        store_(c, r->vacc.i, g_const_i(c->i64, 0, w));
+        store_(c, r->vacc.m, LLVMConstNull(g_vec(c, r->t, w)));
+        store_(c, r->vacc.m2, LLVMConstNull(g_vec(c, r->t, w)));
+        store_(c, r->vacc.n, LLVMConstNull(g_vec(c, r->t, w)));
+    }
+    LLVMValueRef iota = NULL;
+    if (w > 1) {
+        LLVMValueRef ks[16];
+        for (int l = 0; l < w; l++)
+            ks[l] = LLVMConstInt(c->i64, (unsigned)l, 0);
+        iota = LLVMConstVector(ks, (unsigned)w);
+    }
+    for (int j = 0; j < c->plan->row_j; j++) {
+        LLVMValueRef valid;
+        row_chunk(c, k, j, G->red, nouter + G->ninner, &valid);
+        gfwd fw;
+        fw.n = 0;
+        int ri = 0;
+        for (int m = 0; m < G->nmembers; m++) {
+            const ptc_kmember *mem = &G->members[m];
+            const ptc_lnode *n = c->s->prog->nodes[mem->node];
+            if (n->kind != PTC_LN_REDUCTION) {
+                row_pw_member(c, mem, &fw, valid);
+                continue;
+            }
+            red *r = &reds[ri++];
+            LLVMValueRef *v = g_body(c, &mem->body, w, &fw);
+            LLVMValueRef idx = NULL;
+            if (is_arg(r)) {
+                /* the linear reduction index of each lane: chunk base + lane */
+                LLVMValueRef f = LLVMBuildNSWMul(
+                    c->b, LLVMBuildAdd(c->b, ixc(c, (int64_t)j * k->T), k->t, ""), ixc(c, w), "");
+                if (c->ix != c->i64)
+                    f = LLVMBuildSExt(c->b, f, c->i64, "");
+                idx = w > 1 ? LLVMBuildAdd(c->b, g_splat(c, f, w), iota, "") : f;
+            }
+            row_update(c, r, v[mem->value], idx, valid);
+            free(v);
+        }
+    }
+    for (int r = 0; r < nred; r++)
+        row_fold_lanes(c, &reds[r]);
+    if (k->T > 1)
+        red_across(c, k, reds, nred, k->T);
+    LLVMBasicBlockRef join = NULL;
+    if (k->T > 1)
+        join = if_open(c, LLVMBuildICmp(c->b, LLVMIntEQ, k->t, ixc(c, 0), ""), "red.store");
+    for (int r = 0; r < nred; r++)
+        red_store(c, &reds[r]);
+    if (join)
+        if_close(c, join);
+    free(reds);
+}
+
 /* ---- the kernel function --------------------------------------------------------------------- */
 
 static void annotate(gcg *c, LLVMValueRef fn, const char *key, int value)
@@ -624,13 +817,24 @@ static void emit_iteration(gcg *c, const kctx *k, LLVMValueRef o)
         return;
     }
     decompose(c, o, kn->outer, kn->nouter, 0);
+    gcache cache;
+    bool row = c->plan->row && (c->vector_form || c->plan->vec == 1);
+    if (row) {
+        cache.n = 0;
+        c->cache = &cache;
+    }
     for (int g = 0; g < kn->ngroups; g++) {
-        if (kn->groups[g].reduction)
+        if (row && kn->groups[g].reduction)
+            emit_row_red_group(c, k, &kn->groups[g], g);
+        else if (row)
+            emit_row_pw_group(c, k, &kn->groups[g]);
+        else if (kn->groups[g].reduction)
             emit_red_group(c, k, &kn->groups[g], g);
         else
             emit_pw_group(c, k, &kn->groups[g]);
         team_barrier(c, k);
     }
+    c->cache = NULL;
 }
 
 void g_emit_kernel(gcg *c, const char *name, bool vector_form)
@@ -659,7 +863,11 @@ void g_emit_kernel(gcg *c, const char *name, bool vector_form)
     LLVMPositionBuilderAtEnd(c->b, start);
     c->vector_form = vector_form;
     c->W = vector_form ? p->vec : 1;
-    c->vec_var = c->W > 1 ? kn->nouter - 1 : -1;
+    c->vec_var = c->W == 1 ? -1 : p->row ? kn->nouter + p->row_ndim - 1 : kn->nouter - 1;
+    for (int b = 0; b < c->s->prog->nbufs; b++)
+        c->written[b] = c->s->is_local[b];
+    for (int i = 0; i < nargs; i++)
+        c->written[kn->args[i]] = arg_written(c, kn->args[i]);
     for (int i = 0; i < nargs; i++) {
         c->bufptr[kn->args[i]] = LLVMGetParam(c->fn, (unsigned)i);
         c->bufspace[kn->args[i]] = 1;
@@ -682,7 +890,7 @@ void g_emit_kernel(gcg *c, const char *name, bool vector_form)
     LLVMValueRef nteams = LLVMBuildMul(c->b, nctaid, ixc(c, tpb), "");
     bind_locals(c, &k, scratch, slot);
     LLVMValueRef O = dims_product(c, kn->outer, kn->nouter);
-    if (c->W > 1)
+    if (c->W > 1 && p->flat)
         O = LLVMBuildUDiv(c->b, O, ixc(c, c->W), "");
     loop ol;
     loop_open(c, &ol, slot, O, nteams, "outer");

@@ -191,6 +191,78 @@ static int choose_team(const ptc_kernel *k, const access_info *ai, double outer,
     return t < 32 ? 32 : t;
 }
 
+/* The ranges one group iterates: a pointwise group its inner ranges, a
+ * reduction group without kept ranges its reduction ranges (NULL otherwise). */
+static const ptc_dim *group_ranges(const ptc_kgroup *G, int *n)
+{
+    if (G->reduction) {
+        *n = G->nred;
+        return G->ninner == 0 ? G->red : NULL;
+    }
+    *n = G->ninner;
+    return G->ninner > 0 ? G->inner : NULL;
+}
+
+/* Row mode: every group of the kernel runs over the same static ranges
+ * (softmax, layer_norm, log_softmax, RMS norm), read contiguously, so that a
+ * team can keep its share of the row in registers: each lane handles J
+ * chunks of W consecutive elements, loads of read-only buffers are issued
+ * once and reused by every group. Picks W (16-byte accesses where the
+ * innermost range allows) and T (J <= 8 where the team can grow). */
+static void plan_row(const ptc_schedule *s, const ptc_kernel *k, const access_info *ai, gplan *p)
+{
+    if (!ai->inner_contig || k->ngroups == 0)
+        return;
+    int nd = 0;
+    const ptc_dim *r0 = group_ranges(&k->groups[0], &nd);
+    if (!r0 || nd == 0)
+        return;
+    int64_t n = 1;
+    for (int g = 0; g < k->ngroups; g++) {
+        int ng;
+        const ptc_dim *r = group_ranges(&k->groups[g], &ng);
+        if (!r || ng != nd)
+            return;
+        for (int d = 0; d < nd; d++)
+            if (!ptc_dim_is_static(r[d]) || !ptc_dim_eq(r[d], r0[d]))
+                return;
+    }
+    for (int d = 0; d < nd; d++)
+        n *= r0[d].value;
+    if (n <= 1 || n > 1 << 20)
+        return;
+    /* W from the widest element accessed contiguously in the last group variable */
+    int last = k->nouter + nd - 1, maxsize = 0;
+    for (int g = 0; g < k->ngroups; g++)
+        for (int m = 0; m < k->groups[g].nmembers; m++) {
+            const ptc_kmember *mem = &k->groups[g].members[m];
+            for (int i = 0; i < mem->body.n; i++) {
+                const ptc_lexpr *e = &mem->body.e[i];
+                if (e->op == PTC_L_LOAD && !is_local(s, e->buf) && unit_in(e->idx[0], last)) {
+                    int sz = (int)ptc_dtype_size(s->prog->bufs[e->buf]->dtype);
+                    maxsize = sz > maxsize ? sz : maxsize;
+                }
+            }
+        }
+    int w = maxsize ? 16 / maxsize : 1;
+    w = w > 8 ? 8 : w;
+    while (w > 1 && r0[nd - 1].value % w)
+        w /= 2;
+    int64_t nc = n / w;
+    int t = 1;
+    while (t < 1024 && (nc + t - 1) / t > 8)
+        t *= 2;
+    int64_t j = (nc + t - 1) / t;
+    if (j > 16)
+        return;
+    p->row = true;
+    p->row_n = (int)n;
+    p->row_ndim = nd;
+    p->row_j = (int)j;
+    p->vec = w;
+    p->team = t;
+}
+
 void g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_target *tgt,
             gplan *p)
 {
@@ -224,10 +296,15 @@ void g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_
     }
     int T = choose_team(k, &ai, outer, work, sms);
     int forced = env_int("PTC_CUDA_TEAM", 1, 1024, 0);
-    if (forced && (forced & (forced - 1)) == 0)
+    if (forced && (forced & (forced - 1)) == 0) {
         T = forced;
-    int64_t smem_limit = env_int("PTC_CUDA_SMEM_LIMIT", 0, SMEM_LIMIT, SMEM_LIMIT);
+    } else if (T > 1 || !ai.outer_contig) {
+        plan_row(s, k, &ai, p);
+        if (p->row)
+            T = p->team;
+    }
     p->team = T;
+    int64_t smem_limit = env_int("PTC_CUDA_SMEM_LIMIT", 0, SMEM_LIMIT, SMEM_LIMIT);
     for (int g = 0; g < k->ngroups; g++) {
         const ptc_kgroup *G = &k->groups[g];
         if (!G->reduction) {

@@ -126,10 +126,12 @@ static int build_ptx(const ptc_schedule *s, const ptc_kernel *k, const gplan *pl
     c.s = s;
     c.k = k;
     c.plan = plan;
+    c.sm = t->sm;
     init_types(&c);
     c.bufptr = calloc((size_t)s->prog->nbufs + 1, sizeof *c.bufptr);
     c.bufspace = calloc((size_t)s->prog->nbufs + 1, sizeof *c.bufspace);
     c.bufalign = calloc((size_t)s->prog->nbufs + 1, 1);
+    c.written = calloc((size_t)s->prog->nbufs + 1, sizeof *c.written);
     c.param = calloc((size_t)k->nparams + 1, sizeof *c.param);
     c.smem = LLVMAddGlobalInAddressSpace(mod, LLVMArrayType(c.i8, 0), "ptc_smem", 3);
     LLVMSetLinkage(c.smem, LLVMExternalLinkage);
@@ -184,6 +186,7 @@ static int build_ptx(const ptc_schedule *s, const ptc_kernel *k, const gplan *pl
     free(c.bufptr);
     free(c.bufspace);
     free(c.bufalign);
+    free(c.written);
     free(c.param);
     LLVMDisposeBuilder(c.b);
     LLVMDisposeModule(mod);
@@ -196,9 +199,9 @@ static int build_ptx(const ptc_schedule *s, const ptc_kernel *k, const gplan *pl
 
 static void plan_text(ptc_buf *b, const ptc_kernel *k, const gplan *p)
 {
-    ptc_buf_printf(b, "plan team %d block %d vec %d i32 %d smem %lld+%lld scratch %lld red", p->team,
-                   p->block, p->vec, p->i32, (long long)p->smem_team, (long long)p->smem_red,
-                   (long long)p->scratch_team);
+    ptc_buf_printf(b, "plan team %d block %d vec %d i32 %d smem %lld+%lld scratch %lld row %d %d %d red",
+                   p->team, p->block, p->vec, p->i32, (long long)p->smem_team, (long long)p->smem_red,
+                   (long long)p->scratch_team, p->row, p->row_n, p->row_j);
     for (int g = 0; g < k->ngroups; g++)
         ptc_buf_printf(b, " %d", p->red_lanes[g]);
     ptc_buf_puts(b, " loc");
@@ -250,20 +253,30 @@ int ptc_cuda_codegen(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_
     ptc_arena *a = ptc_arena_new();
     gplan plan;
     g_plan(a, s, k, t, &plan);
+    /* the symbol names the fused ops (for profilers) and is part of the key */
+    char label[28];
+    const char *nm = k->name;
+    if (nm[0] == 'k' && strchr(nm, '_'))
+        nm = strchr(nm, '_') + 1;
+    int nl = 0;
+    for (; nm[nl] && nl < (int)sizeof label - 1; nl++)
+        label[nl] = (char)((nm[nl] >= 'a' && nm[nl] <= 'z') || (nm[nl] >= '0' && nm[nl] <= '9') ? nm[nl] : '_');
+    label[nl] = 0;
     ptc_buf key = {0};
-    ptc_buf_printf(&key, "ptc %s codegen %s target %s ptx78\n", PTC_VERSION, CODEGEN_VERSION,
-                   ptc_cuda_arch_name(t->sm));
+    ptc_buf_printf(&key, "ptc %s codegen %s target %s ptx78 label %s\n", PTC_VERSION, CODEGEN_VERSION,
+                   ptc_cuda_arch_name(t->sm), label);
     plan_text(&key, k, &plan);
     ptc_kernel_print_key(&key, s, k);
     uint64_t h1 = ptc_hash_bytes(PTC_HASH_INIT, key.data, key.len);
     uint64_t h2 = ptc_hash_bytes(0x84222325cbf29ce4ULL, key.data, key.len);
-    snprintf(out->entry, sizeof out->entry, "ptc_k%016llx%016llx", (unsigned long long)h1,
-             (unsigned long long)h2);
+    snprintf(out->entry, sizeof out->entry, "ptc_%s_%016llx%08llx", label, (unsigned long long)h1,
+             (unsigned long long)(h2 & 0xffffffffu));
     if (plan.vec > 1)
         snprintf(out->ventry, sizeof out->ventry, "%s_v", out->entry);
     out->launch.team = plan.team;
     out->launch.block = plan.block;
     out->launch.vec = plan.vec;
+    out->launch.vec_rows = plan.row;
     out->launch.smem = (int)((plan.block / plan.team) * plan.smem_team + plan.smem_red);
     out->launch.scratch_team = plan.scratch_team;
     out->launch.valign = calloc((size_t)k->nargs + 1, 1);
