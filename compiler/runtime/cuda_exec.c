@@ -13,7 +13,9 @@
  * outputs and one arena (temporaries, then the kernels' scratch) through
  * the host when there is one (PyTorch's caching allocator, so memory is
  * reused in stream order) and launches every kernel on the host's current
- * stream. Externs run through the host on the same stream; without a host
+ * stream. Externs run through the host on the same stream (when the host can
+ * return fresh result tensors, their memory becomes the extern's output
+ * buffer for the rest of the run instead of being copied); without a host
  * (ptc-run, tests) they run on ptc's C kernels over host copies, after a
  * synchronisation. Launch failures name the kernel, its launch parameters
  * and the driver's error; PTC_CUDA_SYNC=1 synchronises after every launch
@@ -406,6 +408,8 @@ typedef struct crun {
     void **bufptr;
     ptc_tensor *outs;
     ptc_tensor arena;       /* host-allocated arena (storage set) */
+    ptc_tensor *adopted;    /* extern results whose memory serves as buffers */
+    int nadopted, cap_adopted;
     CUdeviceptr scratch;    /* kernels' scratch area */
     int64_t scratch_bytes;
     uint64_t rng_offset;
@@ -778,10 +782,35 @@ static int run_extern_staged(crun *r, const ptc_lnode *n)
     return rc;
 }
 
+/* Keeps an extern's result tensor for the rest of the run as buffer b. */
+static int adopt(crun *r, int b, ptc_tensor *t)
+{
+    const ptc_lbuf *lb = r->p->prog->bufs[b];
+    bool ok = t->dtype == lb->dtype && t->ndim == lb->ndim && t->device.kind == PTC_DEV_CUDA &&
+              (ptc_tensor_numel(t) == 0 || ptc_tensor_is_contiguous(t));
+    for (int d = 0; ok && d < lb->ndim; d++)
+        ok = t->sizes[d] == eval(r, lb->shape[d]);
+    if (r->nadopted == r->cap_adopted) {
+        r->cap_adopted = r->cap_adopted ? 2 * r->cap_adopted : 16;
+        r->adopted = realloc(r->adopted, sizeof *r->adopted * (size_t)r->cap_adopted);
+    }
+    r->adopted[r->nadopted++] = *t;
+    if (!ok)
+        return ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime",
+                          "extern result for %s is not a contiguous CUDA tensor of its type", lb->name);
+    if (ptc_tensor_numel(t) > 0)
+        r->bufptr[b] = t->data;
+    return 0;
+}
+
 static int run_extern(crun *r, const ptc_lnode *n)
 {
     if (!(n->xkind == PTC_XK_HOST && r->host && r->host->run_extern))
         return run_extern_staged(r, n);
+    bool fresh = r->host->run_extern_new != NULL;
+    for (int o = 0; o < 2; o++)
+        if (n->out[o] >= 0 && r->p->prog->bufs[n->out[o]]->kind != PTC_LB_TEMP)
+            fresh = false;
     ptc_tensor in[16];
     const ptc_tensor *inp[16];
     for (int i = 0; i < n->nxin && i < 16; i++) {
@@ -810,7 +839,21 @@ static int run_extern(crun *r, const ptc_lnode *n)
         }
         t->data = r->bufptr[b->id];
     }
-    return r->host->run_extern(r->host->ctx, n->xnode, inp, n->nxin, outs, r->err);
+    if (!fresh)
+        return r->host->run_extern(r->host->ctx, n->xnode, inp, n->nxin, outs, r->err);
+    ptc_tensor res[2] = {{0}};
+    if (r->host->run_extern_new(r->host->ctx, n->xnode, inp, n->nxin, res, r->err))
+        return -1;
+    int rc = 0;
+    for (int o = 0, k = 0; o < 2; o++)
+        if (n->out[o] >= 0) {
+            if (rc == 0)
+                rc = adopt(r, n->out[o], &res[k]);
+            else if (res[k].storage || res[k].data)
+                ptc_tensor_release(&res[k]);
+            k++;
+        }
+    return rc;
 }
 
 /* ---- the run ------------------------------------------------------------------------------------ */
@@ -820,6 +863,9 @@ static void finish(crun *r, bool ok, ptc_tensor *outputs)
     ptc_program *p = r->p;
     if (r->arena.storage || r->arena.data)
         ptc_tensor_release(&r->arena);
+    for (int i = 0; i < r->nadopted; i++)
+        ptc_tensor_release(&r->adopted[i]);
+    free(r->adopted);
     for (int i = 0; i < p->noutputs; i++) {
         if (ok)
             outputs[i] = r->outs[i];

@@ -55,6 +55,13 @@ typedef struct ptc_host {
                       int ninputs, ptc_tensor *outs, ptc_error *err);
     /* The stream to launch on for a CUDA device (CUstream), NULL = default. */
     void *(*cuda_stream)(void *ctx, ptc_device dev);
+    /* Optional, CUDA: runs an extern node like run_extern but returns its
+     * results as new tensors of the framework (outs[i] receive references)
+     * instead of writing ptc's buffers; the run keeps them until it ends and
+     * uses their memory as the node's outputs, which saves a copy per extern.
+     * A result that is not contiguous is copied into ptc's buffer. */
+    int (*run_extern_new)(void *ctx, const ptc_node *node, const ptc_tensor *const *inputs,
+                          int ninputs, ptc_tensor *outs, ptc_error *err);
 } ptc_host;
 
 /* Runs a program. outputs[noutputs] receive new references. host may be NULL.
