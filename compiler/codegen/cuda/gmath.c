@@ -124,9 +124,9 @@ static LLVMValueRef exp_f32(gcg *c, LLVMValueRef x)
     LLVMValueRef r = nvvm1(c, "llvm.nvvm.ex2.approx.ftz.f", t);
     LLVMValueRef e = fma_(c, x, K(x, hi), LLVMBuildFNeg(c->b, t, ""));
     e = fma_(c, x, K(x, lo), e);
-    /* infinite or nan x: no correction (e would be nan) */
-    e = sel(c, fcmp(c, LLVMRealOLT, f1(c, "llvm.fabs", x), K(x, 128.0)), e, K(x, 0.0));
-    return fma_(c, r, fmul(c, e, K(x, 0.69314718055994530942)), r);
+    /* near overflow, infinite or nan x: r as it is (inf * 0 would be nan) */
+    LLVMValueRef fixed = fma_(c, r, fmul(c, e, K(x, 0.69314718055994530942)), r);
+    return sel(c, fcmp(c, LLVMRealOLT, f1(c, "llvm.fabs", x), K(x, 88.0)), fixed, r);
 }
 
 static LLVMValueRef log_f32(gcg *c, LLVMValueRef x)

@@ -181,7 +181,7 @@ static int64_t local_bytes(const ptc_schedule *s, const ptc_kernel *k, int i)
 static int choose_team(const ptc_kernel *k, const access_info *ai, double outer, double work,
                        int sms)
 {
-    if (work <= 8)
+    if (work <= 16) /* pooling windows: a thread per output, the window in a loop */
         return 1;
     if (ai->outer_contig && !ai->inner_contig && outer >= 16384)
         return 1;
@@ -250,7 +250,7 @@ static void plan_row(const ptc_schedule *s, const ptc_kernel *k, const access_in
         w /= 2;
     int64_t nc = n / w;
     int t = 1;
-    while (t < 1024 && (nc + t - 1) / t > 8)
+    while (t < 512 && (nc + t - 1) / t > 8)
         t *= 2;
     int64_t j = (nc + t - 1) / t;
     if (j > 16)
