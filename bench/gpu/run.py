@@ -22,7 +22,9 @@ device-to-device copy measured in the same run.
 Each (model, dtype) runs in two worker processes (cold, then warm) so that
 compile times are honest; the parent writes DIR/bench.json, DIR/bench.md (the
 tables) and DIR/bench.svg (speedups over eager). --budget stops starting new
-work once that many seconds have passed, and says what was left out.
+work once that many seconds have passed, and says what was left out;
+--merge A/bench.json B/bench.json ... --out DIR writes one report from runs
+made in parts.
 """
 import argparse
 import json
@@ -363,7 +365,7 @@ def markdown(results, kernels, device, notes):
 def svg(results):
     """Grouped bars: speedup over eager of Inductor and ptc per model/dtype."""
     rows = [r for r in results if r.get("eager_ms")]
-    w, h, left, bottom, top = 120 + 70 * max(1, len(rows)), 360, 60, 90, 30
+    w, h, left, bottom, top = 120 + 70 * max(1, len(rows)), 420, 60, 150, 30
     vals = [r["eager_ms"] / r[k] for r in rows for k in ("inductor_ms", "ptc_ms") if r.get(k)]
     vmax = max([1.0] + vals) * 1.15
     y = lambda v: top + (h - top - bottom) * (1 - v / vmax)
@@ -441,6 +443,31 @@ def parent(a):
     print(md)
 
 
+def merge(a):
+    """One report from the bench.json files of several runs (later runs win)."""
+    results, kernels, notes, device = {}, None, [], None
+    for path in a.merge:
+        with open(path) as f:
+            d = json.load(f)
+        device = device or d.get("device")
+        for r in d["results"]:
+            results[(r["model"], r["dtype"])] = r
+        kernels = d.get("kernels") or kernels
+        notes += [n for n in d.get("notes", []) if "not run" not in n]
+    order = {m: i for i, m in enumerate(MODELS)}
+    rows = sorted(results.values(), key=lambda r: (order.get(r["model"], 99), r["dtype"]))
+    notes.append("merged from: " + ", ".join(a.merge))
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "bench.json"), "w") as f:
+        json.dump({"device": device, "results": rows, "kernels": kernels, "notes": notes}, f, indent=1)
+    md = markdown(rows, kernels, device, notes)
+    with open(os.path.join(a.out, "bench.md"), "w") as f:
+        f.write(md)
+    with open(os.path.join(a.out, "bench.svg"), "w") as f:
+        f.write(svg(rows))
+    print(md)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="bench-out")
@@ -454,7 +481,12 @@ def main():
     ap.add_argument("--worker", choices=["cold", "warm", "kernels", "profile"])
     ap.add_argument("--model")
     ap.add_argument("--dtype")
+    ap.add_argument("--merge", nargs="+", metavar="BENCH_JSON",
+                    help="write one report (--out) from the bench.json of earlier runs")
     a = ap.parse_args()
+    if a.merge:
+        merge(a)
+        return
     if a.no_inductor:
         a.compilers = ",".join(c for c in a.compilers.split(",") if c != "inductor")
     if a.worker:
