@@ -1,0 +1,489 @@
+/* The reduction: strategies run in a loop until none makes progress.
+ *
+ *   truncate      the shortest prefix of the nodes that still fails
+ *                 (a (jobs+1)-ary search: each round tests `jobs` cut points)
+ *   outputs       ddmin over the outputs; nodes that then reach no output go
+ *   ddmin         ddmin over the nodes: removed nodes become inputs fed with
+ *                 recorded values, chunks halve down to single nodes
+ *   dead code     nodes that reach no output, all at once
+ *   inputs        original inputs nothing uses
+ *   shrink        input sizes: each static dim to 1, else halved, keeping
+ *                 whatever the oracle and the failure survive
+ *
+ * Every step proposes a batch of candidates and keeps the first that fails
+ * with the pinned signature (mf_first_failing); with --jobs N the batch runs
+ * N children at a time but the answer is the one a sequential run would give,
+ * so a reduction is reproducible whatever the parallelism. Results are cached
+ * by the candidate's text, so no graph is tested twice.
+ */
+#include "minify.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- result cache ------------------------------------------------------------ */
+
+static int cache_find(const mf *m, uint64_t key)
+{
+    for (int i = 0; i < m->ncache; i++)
+        if (m->cache_keys[i] == key)
+            return i;
+    return -1;
+}
+
+static void cache_put(mf *m, uint64_t key, bool fail)
+{
+    if (cache_find(m, key) >= 0)
+        return;
+    if (m->ncache == m->capcache) {
+        m->capcache = m->capcache ? 2 * m->capcache : 256;
+        m->cache_keys = realloc(m->cache_keys, sizeof *m->cache_keys * (size_t)m->capcache);
+        m->cache_fail = realloc(m->cache_fail, sizeof *m->cache_fail * (size_t)m->capcache);
+    }
+    m->cache_keys[m->ncache] = key;
+    m->cache_fail[m->ncache++] = fail;
+}
+
+static void progress(mf *m, bool accepted)
+{
+    if (m->on_progress)
+        m->on_progress(m, accepted);
+}
+
+/* ---- testing a batch ----------------------------------------------------------- */
+
+enum { UNTESTED, RUNNING, PASSED, FAILED };
+
+int mf_first_failing(mf *m, const mf_batch *b)
+{
+    int nslots = mf_pool_slots(m->pool), best = -1, next = 0;
+    int *slot_index = malloc(sizeof *slot_index * (size_t)nslots);
+    uint64_t *slot_hash = malloc(sizeof *slot_hash * (size_t)nslots);
+    bool stop = false;
+    for (int s = 0; s < nslots; s++)
+        slot_index[s] = -1;
+    for (;;) {
+        while (!stop && mf_pool_running(m->pool) < nslots && next < b->n &&
+               (best < 0 || next < best)) {
+            int i = next++;
+            mf_case c;
+            if (b->build(b->ctx, i, &c)) {
+                m->stats.invalid++;
+                continue;
+            }
+            int hit = cache_find(m, c.hash);
+            if (hit >= 0) {
+                m->stats.cached++;
+                if (m->cache_fail[hit])
+                    best = i;
+                mf_case_free(&c);
+                continue;
+            }
+            if ((m->opt.max_tests && m->stats.tests >= m->opt.max_tests) || mf_interrupted) {
+                m->stopped = stop = true;
+                mf_case_free(&c);
+                break;
+            }
+            int s = mf_pool_start(m->pool, &c, m->exec, &m->xo);
+            uint64_t hash = c.hash;
+            mf_case_free(&c); /* the child has its own copy */
+            if (s < 0)
+                continue;
+            slot_index[s] = i;
+            slot_hash[s] = hash;
+            m->stats.tests++;
+        }
+        if (mf_pool_running(m->pool) == 0)
+            break;
+        if (best >= 0) {
+            /* Done once nothing before best is still running. */
+            bool earlier = false;
+            for (int s = 0; s < nslots; s++)
+                if (slot_index[s] >= 0 && slot_index[s] < best)
+                    earlier = true;
+            if (!earlier)
+                break;
+        }
+        mf_result r;
+        int s = mf_pool_wait(m->pool, &r);
+        if (s < 0) {
+            m->stopped = stop = true;
+            break;
+        }
+        int i = slot_index[s];
+        slot_index[s] = -1;
+        bool fail = mf_signature_match(&m->sig, &r);
+        if (r.kind == MF_INVALID)
+            m->stats.invalid++;
+        cache_put(m, slot_hash[s], fail);
+        if (m->opt.verbose) {
+            char what[1400];
+            mf_result_format(&r, what, sizeof what);
+            fprintf(stderr, "ptminify:   test %d (candidate %d of %d): %s%s\n", m->stats.tests,
+                    i + 1, b->n, what, fail ? "  [same failure]" : "");
+        }
+        if (fail && (best < 0 || i < best))
+            best = i;
+        progress(m, false);
+    }
+    for (int s = 0; s < nslots; s++)
+        mf_pool_kill(m->pool, s); /* candidates after best: their answer is not needed */
+    free(slot_index);
+    free(slot_hash);
+    return best >= 0 ? best : (stop ? -2 : -1);
+}
+
+static int build_one(void *ctx, int i, mf_case *c)
+{
+    void **pair = ctx;
+    ptc_error err;
+    (void)i;
+    return mf_cand_build(pair[0], pair[1], c, &err);
+}
+
+bool mf_cand_fails(mf *m, const mf_cand *c)
+{
+    void *pair[2] = {m, (void *)c};
+    mf_batch b = {1, build_one, pair};
+    return mf_first_failing(m, &b) == 0;
+}
+
+/* ---- ddmin ----------------------------------------------------------------------- */
+
+int mf_ddmin(int *items, int *n, int min_items, mf_chunk_test test, void *ctx)
+{
+    int removals = 0, granularity = 2;
+    mf_chunk *chunks = malloc(sizeof *chunks * ((size_t)*n + 1));
+    while (*n > min_items && *n >= 2) {
+        if (granularity > *n)
+            granularity = *n;
+        for (int k = 0; k < granularity; k++) {
+            chunks[k].begin = (int)((long long)*n * k / granularity);
+            chunks[k].end = (int)((long long)*n * (k + 1) / granularity);
+        }
+        /* Never propose going below min_items. */
+        int nchunks = granularity;
+        if (*n - (chunks[0].end - chunks[0].begin) < min_items)
+            nchunks = 0;
+        int k = nchunks ? test(ctx, items, *n, chunks, nchunks) : -1;
+        if (k == -2)
+            break;
+        if (k >= 0) {
+            int len = chunks[k].end - chunks[k].begin;
+            memmove(items + chunks[k].begin, items + chunks[k].end,
+                    sizeof *items * (size_t)(*n - chunks[k].end));
+            *n -= len;
+            removals++;
+            granularity = granularity - 1 > 2 ? granularity - 1 : 2;
+        } else if (granularity >= *n) {
+            break;
+        } else {
+            granularity = 2 * granularity < *n ? 2 * granularity : *n;
+        }
+    }
+    free(chunks);
+    return removals;
+}
+
+/* ---- strategies ------------------------------------------------------------------ */
+
+/* What a batch of one strategy step proposes: candidate i is the current best
+ * with chunks[i] of items removed by `apply`. */
+typedef struct step {
+    mf *m;
+    const int *items;
+    const mf_chunk *chunks;
+    void (*apply)(const mf *m, mf_cand *c, const int *items, int n);
+    mf_cand scratch;
+} step;
+
+static void apply_chunk(step *st, mf_cand *c, int i)
+{
+    mf_cand_copy(st->m, c, &st->m->best);
+    st->apply(st->m, c, st->items + st->chunks[i].begin, st->chunks[i].end - st->chunks[i].begin);
+}
+
+static int build_chunk(void *ctx, int i, mf_case *c)
+{
+    step *st = ctx;
+    ptc_error err;
+    apply_chunk(st, &st->scratch, i);
+    return mf_cand_build(st->m, &st->scratch, c, &err);
+}
+
+static void accept(mf *m, const mf_cand *c)
+{
+    mf_cand_copy(m, &m->best, c);
+    m->stats.accepted++;
+    progress(m, true);
+}
+
+static int chunk_test(void *ctx, const int *items, int nitems, const mf_chunk *chunks,
+                      int nchunks)
+{
+    step *st = ctx;
+    st->items = items;
+    st->chunks = chunks;
+    (void)nitems;
+    mf_batch b = {nchunks, build_chunk, st};
+    int k = mf_first_failing(st->m, &b);
+    if (k >= 0) {
+        apply_chunk(st, &st->scratch, k);
+        accept(st->m, &st->scratch);
+    }
+    return k;
+}
+
+static int ddmin_with(mf *m, int *items, int *n, int min_items,
+                      void (*apply)(const mf *, mf_cand *, const int *, int))
+{
+    step st = {.m = m, .apply = apply};
+    int removed = mf_ddmin(items, n, min_items, chunk_test, &st);
+    mf_cand_free(&st.scratch);
+    return removed;
+}
+
+static int kept_positions(const mf *m, const mf_cand *c, int *pos)
+{
+    int n = 0;
+    for (int i = 0; i < m->nnodes; i++)
+        if (c->keep[i])
+            pos[n++] = i;
+    return n;
+}
+
+/* Truncation: candidate i keeps the first cut[i] kept nodes. */
+typedef struct trunc_ctx {
+    mf *m;
+    const int *pos;
+    int npos;
+    const int *cuts;
+    mf_cand scratch;
+} trunc_ctx;
+
+static void apply_cut(trunc_ctx *t, mf_cand *c, int cut)
+{
+    mf_cand_copy(t->m, c, &t->m->best);
+    mf_cand_remove_nodes(t->m, c, t->pos + cut, t->npos - cut);
+}
+
+static int build_cut(void *ctx, int i, mf_case *c)
+{
+    trunc_ctx *t = ctx;
+    ptc_error err;
+    apply_cut(t, &t->scratch, t->cuts[i]);
+    return mf_cand_build(t->m, &t->scratch, c, &err);
+}
+
+static bool truncate_suffix(mf *m)
+{
+    int *pos = malloc(sizeof *pos * ((size_t)m->nnodes + 1));
+    int npos = kept_positions(m, &m->best, pos);
+    int ways = mf_pool_slots(m->pool), *cuts = malloc(sizeof *cuts * ((size_t)ways + 1));
+    trunc_ctx t = {.m = m, .pos = pos, .npos = npos, .cuts = cuts};
+    int lo = 0, hi = npos; /* hi: shortest prefix known to fail */
+    while (hi - lo > 1 && !m->stopped) {
+        int n = 0;
+        for (int j = 1; j <= ways; j++) {
+            int cut = lo + (int)((long long)(hi - lo) * j / (ways + 1));
+            if (cut > lo && cut < hi && (n == 0 || cut > cuts[n - 1]))
+                cuts[n++] = cut;
+        }
+        if (n == 0)
+            break;
+        mf_batch b = {n, build_cut, &t};
+        int k = mf_first_failing(m, &b);
+        if (k == -2)
+            break;
+        if (k >= 0) {
+            lo = k > 0 ? cuts[k - 1] : lo;
+            hi = cuts[k];
+        } else {
+            lo = cuts[n - 1];
+        }
+    }
+    bool progress_made = hi < npos;
+    if (progress_made) {
+        apply_cut(&t, &t.scratch, hi);
+        accept(m, &t.scratch);
+    }
+    mf_cand_free(&t.scratch);
+    free(pos);
+    free(cuts);
+    return progress_made;
+}
+
+static bool reduce_outputs(mf *m)
+{
+    int *vals = malloc(sizeof *vals * ((size_t)m->nvalues + 1));
+    int n = mf_cand_outputs(m, &m->best, vals);
+    int removed = n > 1 ? ddmin_with(m, vals, &n, 1, mf_cand_remove_outputs) : 0;
+    free(vals);
+    return removed > 0;
+}
+
+static bool ddmin_nodes(mf *m)
+{
+    int *pos = malloc(sizeof *pos * ((size_t)m->nnodes + 1));
+    int n = kept_positions(m, &m->best, pos);
+    int removed = ddmin_with(m, pos, &n, 1, mf_cand_remove_nodes);
+    free(pos);
+    return removed > 0;
+}
+
+static void drop_nodes(const mf *m, mf_cand *c, const int *pos, int n)
+{
+    for (int k = 0; k < n; k++)
+        c->keep[pos[k]] = false;
+}
+
+static bool dead_code(mf *m)
+{
+    int *pos = malloc(sizeof *pos * ((size_t)m->nnodes + 1));
+    int n = mf_cand_dead_nodes(m, &m->best, pos);
+    bool done = false;
+    if (n > 0) {
+        mf_cand c = {0};
+        mf_cand_copy(m, &c, &m->best);
+        drop_nodes(m, &c, pos, n);
+        if ((done = mf_cand_fails(m, &c)))
+            accept(m, &c);
+        mf_cand_free(&c);
+    }
+    free(pos);
+    return done;
+}
+
+static void drop_inputs(const mf *m, mf_cand *c, const int *idx, int n)
+{
+    for (int k = 0; k < n; k++)
+        c->drop[idx[k]] = true;
+    (void)m;
+}
+
+static bool unused_inputs(mf *m)
+{
+    int *idx = malloc(sizeof *idx * ((size_t)m->g->ninputs + 1));
+    int n = mf_cand_unused_inputs(m, &m->best, idx);
+    int removed = 0;
+    if (n > 0) {
+        /* ddmin with min 0: all at once first, then halves, down to single inputs. */
+        mf_cand c = {0};
+        mf_cand_copy(m, &c, &m->best);
+        drop_inputs(m, &c, idx, n);
+        if (mf_cand_fails(m, &c)) {
+            accept(m, &c);
+            removed = n;
+        } else if (!m->stopped) {
+            removed = ddmin_with(m, idx, &n, 0, drop_inputs);
+        }
+        mf_cand_free(&c);
+    }
+    free(idx);
+    return removed > 0;
+}
+
+/* ---- shrinking input sizes ------------------------------------------------------ */
+
+typedef struct proposal {
+    int value, dim;
+    int64_t size;
+} proposal;
+
+typedef struct shrink_ctx {
+    mf *m;
+    proposal *props;
+    mf_cand scratch;
+} shrink_ctx;
+
+static void apply_shrink(shrink_ctx *s, mf_cand *c, int i)
+{
+    const proposal *p = &s->props[i];
+    const ptc_value *v = s->m->g->values[p->value];
+    mf_cand_copy(s->m, c, &s->m->best);
+    int64_t *sizes = &c->sizes[(size_t)p->value * PTC_MAX_DIMS];
+    if (sizes[0] < 0)
+        for (int d = 0; d < v->type.ndim; d++)
+            sizes[d] = v->type.shape[d].value;
+    sizes[p->dim] = p->size;
+}
+
+static int build_shrink(void *ctx, int i, mf_case *c)
+{
+    shrink_ctx *s = ctx;
+    ptc_error err;
+    apply_shrink(s, &s->scratch, i);
+    return mf_cand_build(s->m, &s->scratch, c, &err);
+}
+
+/* The candidate's inputs are the kept original inputs and the values of
+ * removed nodes that kept nodes read. */
+static int shrink_proposals(const mf *m, proposal *props)
+{
+    mf_case c;
+    ptc_error err;
+    if (mf_cand_build(m, &m->best, &c, &err))
+        return 0;
+    int n = 0;
+    for (int i = 0; i < c.g->ninputs; i++) {
+        const ptc_value *in = c.g->inputs[i];
+        const ptc_value *orig = ptc_graph_find_value(m->g, in->name);
+        if (!orig || orig->type.layout != PTC_LAYOUT_CONTIGUOUS)
+            continue;
+        for (int d = 0; d < in->type.ndim; d++) {
+            if (!ptc_dim_is_static(in->type.shape[d]) || !ptc_dim_is_static(orig->type.shape[d]))
+                continue;
+            int64_t size = in->type.shape[d].value;
+            if (size > 1)
+                props[n++] = (proposal){orig->id, d, 1};
+            if (size > 3)
+                props[n++] = (proposal){orig->id, d, size / 2};
+        }
+    }
+    mf_case_free(&c);
+    return n;
+}
+
+static bool shrink_inputs(mf *m)
+{
+    shrink_ctx s = {.m = m};
+    s.props = malloc(sizeof *s.props * ((size_t)m->nvalues * PTC_MAX_DIMS * 2 + 1));
+    bool any = false;
+    while (!m->stopped) {
+        int n = shrink_proposals(m, s.props);
+        if (n == 0)
+            break;
+        mf_batch b = {n, build_shrink, &s};
+        int k = mf_first_failing(m, &b);
+        if (k < 0)
+            break;
+        apply_shrink(&s, &s.scratch, k);
+        accept(m, &s.scratch);
+        any = true;
+    }
+    mf_cand_free(&s.scratch);
+    free(s.props);
+    return any;
+}
+
+void mf_reduce(mf *m)
+{
+    static const struct {
+        const char *name;
+        bool (*run)(mf *m);
+    } strategies[] = {
+        {"truncate", truncate_suffix}, {"outputs", reduce_outputs},
+        {"ddmin", ddmin_nodes},        {"dead code", dead_code},
+        {"inputs", unused_inputs},     {"shrink", shrink_inputs},
+    };
+    bool again = true;
+    while (again && !m->stopped) {
+        again = false;
+        for (size_t i = 0; i < sizeof strategies / sizeof *strategies && !m->stopped; i++) {
+            m->phase = strategies[i].name;
+            progress(m, false);
+            again |= strategies[i].run(m);
+        }
+    }
+    m->phase = "done";
+}
