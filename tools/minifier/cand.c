@@ -307,6 +307,26 @@ static void set_outputs(builder *b)
     free(done);
 }
 
+/* The recorded values of the outputs (the interpreter computes exactly those
+ * on the candidate, whose inputs are recorded values too), or NULL. */
+static ptc_tensor *known_outputs(const builder *b)
+{
+    const ptc_graph *g = b->g;
+    ptc_tensor *want = calloc((size_t)g->noutputs + 1, sizeof *want);
+    for (int i = 0; i < g->noutputs; i++) {
+        const ptc_value *orig = ptc_graph_find_value(b->m->g, g->outputs[i]->name);
+        if (orig && orig->def && b->m->recorded[orig->id].data)
+            want[i] = b->m->recorded[orig->id];
+        else if (orig && !orig->def)
+            want[i] = b->m->inputs[orig->input_index];
+        else {
+            free(want);
+            return NULL;
+        }
+    }
+    return want;
+}
+
 int mf_cand_build(const mf *m, const mf_cand *c, mf_case *out, ptc_error *err)
 {
     memset(out, 0, sizeof *out);
@@ -333,6 +353,7 @@ int mf_cand_build(const mf *m, const mf_cand *c, mf_case *out, ptc_error *err)
     if (mf_case_from_text(out, text.data, "candidate.ptir", err))
         goto done;
     PTC_ASSERT(out->g->ninputs == b.ntensors);
+    out->want = b.reinfer ? NULL : known_outputs(&b);
     out->inputs = b.tensors;
     out->ninputs = b.ntensors;
     b.tensors = NULL;

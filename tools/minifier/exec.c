@@ -41,6 +41,10 @@ bool mf_compare(const mf_case *c, const ptc_tensor *got, const ptc_tensor *want,
 static bool reference(const mf_case *c, ptc_tensor *want, mf_result *r)
 {
     ptc_error err;
+    if (c->want) {
+        memcpy(want, c->want, sizeof *want * (size_t)c->g->noutputs);
+        return true;
+    }
     if (ptc_interp_run(c->g, c->inputs, c->ninputs, want, NULL, &err) == 0)
         return true;
     r->kind = MF_INVALID;
@@ -121,6 +125,7 @@ void mf_case_free(mf_case *c)
     for (int i = 0; i < c->ninputs; i++)
         ptc_tensor_release(&c->inputs[i]);
     free(c->inputs);
+    free(c->want);
     if (c->mod)
         ptc_module_free(c->mod);
     free(c->text);

@@ -97,6 +97,8 @@ typedef struct mf_case {
     uint64_t hash;         /* of the text: the result cache key */
     int ninputs;
     ptc_tensor *inputs;    /* one reference each */
+    ptc_tensor *want;      /* [noutputs] the oracle's outputs when already known (the
+                            * recorded values; borrowed), else NULL: the child runs it */
 } mf_case;
 
 void mf_case_free(mf_case *c);

@@ -632,6 +632,8 @@ int main(int argc, char **argv)
         return report(&err, 1);
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
+    /* Recording first: the oracle's outputs then come with every candidate. */
+    int nrec = R.a.reproduce ? 0 : mf_record(m->pool, m->g, m->inputs, m->recorded, &err);
     mf_case orig;
     if (mf_cand_build(m, &m->best, &orig, &err))
         return report(&err, 1);
@@ -644,7 +646,6 @@ int main(int argc, char **argv)
         mf_result_format(&r0, what, sizeof what);
         printf("ptminify: %s fails: %s\nptminify: signature: %s\n", R.a.path, what, sig);
     } else if (rc == 0) {
-        int nrec = mf_record(m->pool, m->g, m->inputs, m->recorded, &err);
         if (nrec < 0 || (nrec < m->nvalues - m->g->ninputs && !R.a.quiet))
             fprintf(stderr,
                     "ptminify: note: %d of %d intermediate values recorded%s%s; nodes after the "

@@ -34,7 +34,10 @@ void mf_mask(const char *msg, char *out, size_t size)
     size_t k = 0;
     const char *p = msg;
     while (*p && k + 4 < size) {
-        bool starts_number = isdigit((unsigned char)*p) && (p == msg || !ident_char(p[-1]));
+        /* Digits inside a name stay: "conv1", "x_3", "layer1.0.conv1". */
+        bool in_name = p > msg && (ident_char(p[-1]) ||
+                                   (p[-1] == '.' && p - 1 > msg && ident_char(p[-2])));
+        bool starts_number = isdigit((unsigned char)*p) && !in_name;
         if (!starts_number) {
             out[k++] = *p++;
             continue;
