@@ -11,7 +11,8 @@
  *
  * Exit status: 0 done (also when nothing smaller fails: then the output is
  * the original, and ptminify says so), 1 the result did not reproduce or an
- * internal failure, 2 bad input or a graph that does not fail as asked.
+ * internal failure, 2 bad input or a graph that does not fail as asked. With
+ * --reproduce: 1 when the failure shows, 2 when it does not.
  */
 #include "minify.h"
 
@@ -63,7 +64,7 @@ static void usage(FILE *f)
             "  -o DIR            output folder (default: REPRO_DIR.min or GRAPH.min)\n"
             "  --seed N          seed of generated inputs when there is no inputs file\n"
             "  --sym NAME=VALUE  size of a symbolic dim of generated inputs (default 4)\n"
-            "  --reproduce       only run the input and print its failure signature\n"
+            "  --reproduce       only check that the input fails: print its signature, exit 1\n"
             "  -v, --verbose     one line per test;  -q, --quiet  no progress\n");
 }
 
@@ -601,7 +602,10 @@ static int finish(run *R, const mf_result *r0)
                         "shows %s, not %s\n", R->out_dir, what, sig);
         out_rc = 1;
     }
-    if (!s.reduced)
+    if (!s.reduced && m->nnodes <= 1)
+        printf("ptminify: already minimal: %d node%s, %d tests\n", m->nnodes,
+               m->nnodes == 1 ? "" : "s", m->stats.tests);
+    else if (!s.reduced)
         printf("ptminify: no smaller graph fails with the same signature: the failure "
                "disappears when the graph is shrunk. The original (%d nodes) is left as it is; "
                "%s holds a copy with repro scripts.\n",
@@ -645,6 +649,7 @@ int main(int argc, char **argv)
         mf_signature_format(&m->sig, sig, sizeof sig);
         mf_result_format(&r0, what, sizeof what);
         printf("ptminify: %s fails: %s\nptminify: signature: %s\n", R.a.path, what, sig);
+        rc = 1; /* like a failing test: the failure shows */
     } else if (rc == 0) {
         if (nrec < 0 || (nrec < m->nvalues - m->g->ninputs && !R.a.quiet))
             fprintf(stderr,

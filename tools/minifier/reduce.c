@@ -480,10 +480,23 @@ void mf_reduce(mf *m)
     while (again && !m->stopped) {
         again = false;
         for (size_t i = 0; i < sizeof strategies / sizeof *strategies && !m->stopped; i++) {
+            /* A failure that no smaller graph shows leaves the original as it
+             * is: its input sizes are part of what makes it fail. */
+            if (strategies[i].run == shrink_inputs && m->nnodes > 1 &&
+                mf_cand_nodes(m, &m->best) == m->nnodes)
+                continue;
             m->phase = strategies[i].name;
             progress(m, false);
             again |= strategies[i].run(m);
         }
+    }
+    if (m->nnodes > 1 && mf_cand_nodes(m, &m->best) == m->nnodes && !m->stopped) {
+        /* No node can go: the failure needs the whole graph, so nothing of it
+         * is changed (dropping an output or an input would be a repro of a
+         * different graph, not a smaller one). */
+        mf_cand_free(&m->best);
+        mf_cand_init(m, &m->best);
+        m->stats.accepted = 0;
     }
     m->phase = "done";
 }
