@@ -442,28 +442,29 @@ int ptc_ref_where(ptc_kctx *k)
     return 0;
 }
 
-/* torch.clamp: a Python-number bound ignores nan in the bound (std::min /
- * std::max); a tensor bound propagates it (minimum / maximum). min is
- * applied first, so min > max gives max. */
-static double clamp_f(double x, const operand *lo, const operand *hi, const int64_t *idx,
-                      ptc_dtype dt)
+/* torch.clamp. With Python-number bounds (clamp.Scalar) a nan bound is
+ * ignored when it is the only bound and fills the result with nan when both
+ * are given; once a bound is a tensor (clamp.Tensor, numbers wrapped as
+ * 0-dim tensors) a nan in any bound propagates. min applies first, so
+ * min > max gives max. */
+typedef struct bounds {
+    bool has_lo, has_hi, tensor; /* tensor: clamp.Tensor semantics */
+    operand lo, hi;
+} bounds;
+
+static double clamp_f(double x, const bounds *b, const int64_t *idx, ptc_dtype dt)
 {
+    double lo = b->has_lo ? opnd_f(&b->lo, idx, dt) : NAN;
+    double hi = b->has_hi ? opnd_f(&b->hi, idx, dt) : NAN;
     if (isnan(x))
         return x;
-    const operand *bounds[2] = {lo, hi};
-    for (int i = 0; i < 2; i++) {
-        const operand *bo = bounds[i];
-        if (!bo)
-            continue;
-        double v = opnd_f(bo, idx, dt);
-        if (isnan(v)) {
-            if (!bo->is_scalar)
-                return v;
-            continue;
-        }
-        if (i == 0 ? x < v : x > v)
-            x = v;
-    }
+    if ((b->tensor || (b->has_lo && b->has_hi)) && ((b->has_lo && isnan(lo)) ||
+                                                    (b->has_hi && isnan(hi))))
+        return NAN;
+    if (b->has_lo && x < lo)
+        x = lo;
+    if (b->has_hi && x > hi)
+        x = hi;
     return x;
 }
 
@@ -471,25 +472,26 @@ int ptc_ref_clamp(ptc_kctx *k)
 {
     ptc_tensor *out = &k->out[0];
     ptc_dtype dt = out->dtype;
-    operand x, lo, hi;
-    bool has_lo = ref_has(k, "min"), has_hi = ref_has(k, "max");
+    operand x;
+    bounds b = {.has_lo = ref_has(k, "min"), .has_hi = ref_has(k, "max")};
+    b.tensor = (b.has_lo && ref_arg(k, "min")->kind == PTC_ARG_VALUE) ||
+               (b.has_hi && ref_arg(k, "max")->kind == PTC_ARG_VALUE);
     if (operand_init(k, 0, out, dt, dt, &x) ||
-        (has_lo && operand_init(k, ref_argi(k, "min"), out, dt, dt, &lo)) ||
-        (has_hi && operand_init(k, ref_argi(k, "max"), out, dt, dt, &hi)))
+        (b.has_lo && operand_init(k, ref_argi(k, "min"), out, dt, dt, &b.lo)) ||
+        (b.has_hi && operand_init(k, ref_argi(k, "max"), out, dt, dt, &b.hi)))
         return -1;
     if (ptc_tensor_numel(out) == 0)
         return 0;
     int64_t idx[PTC_MAX_DIMS] = {0}, o = 0;
     do {
         if (ref_is_float(dt)) {
-            ref_stf(out, o, clamp_f(opnd_f(&x, idx, dt), has_lo ? &lo : NULL, has_hi ? &hi : NULL,
-                                    idx, dt));
+            ref_stf(out, o, clamp_f(opnd_f(&x, idx, dt), &b, idx, dt));
         } else {
             int64_t v = opnd_i(&x, idx, dt);
-            if (has_lo && v < opnd_i(&lo, idx, dt))
-                v = opnd_i(&lo, idx, dt);
-            if (has_hi && v > opnd_i(&hi, idx, dt))
-                v = opnd_i(&hi, idx, dt);
+            if (b.has_lo && v < opnd_i(&b.lo, idx, dt))
+                v = opnd_i(&b.lo, idx, dt);
+            if (b.has_hi && v > opnd_i(&b.hi, idx, dt))
+                v = opnd_i(&b.hi, idx, dt);
             ref_sti(out, o, v);
         }
         o++;

@@ -80,7 +80,8 @@ static int reduced_dims(const ptc_kctx *k, const char *param, const ptc_tensor *
         n = ref_ints(k, param, dims, PTC_MAX_DIMS);
     }
     bool all = a->kind == PTC_ARG_NONE ||
-               (n == 0 && op != PTC_OP_ANY && op != PTC_OP_ALL);
+               (n == 0 && op != PTC_OP_ANY && op != PTC_OP_ALL &&
+                ptc_op_schema(op)->stage != PTC_STAGE_PRIM); /* prims: [] reduces nothing */
     for (int d = 0; d < x->ndim; d++)
         reduced[d] = all;
     for (int i = 0; i < n; i++) {

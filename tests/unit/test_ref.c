@@ -281,13 +281,16 @@ START_TEST(test_nan_semantics)
                    "  %ht = hardtanh(%a) : f32[4]\n"
                    "  %in = isnan(%a) : bool[4]\n"
                    "  %ln = logical_not(%a) : bool[4]\n"
-                   "  return (%mx, %mn, %c1, %c2, %lt, %ne, %sg, %rl, %ht, %in, %ln)\n}\n",
+                   "  %c3 = clamp(%a, nan) : f32[4]\n"
+                   "  return (%mx, %mn, %c1, %c2, %lt, %ne, %sg, %rl, %ht, %in, %ln, %c3)\n}\n",
                    in, 2);
     ok(&r);
     int64_t *s = (int64_t[]){4};
     EXPECT(&r.out[0], PTC_F32, 1, s, VALS(NAN, NAN, 5, 0));
     EXPECT(&r.out[1], PTC_F32, 1, s, VALS(NAN, NAN, 2, -3));
-    EXPECT(&r.out[2], PTC_F32, 1, s, VALS(NAN, 1, 2, -3)); /* a Python nan bound is ignored */
+    /* clamp.Scalar: a nan bound fills nan when both are given, else is ignored */
+    EXPECT(&r.out[2], PTC_F32, 1, s, VALS(NAN, NAN, NAN, NAN));
+    EXPECT(&r.out[11], PTC_F32, 1, s, VALS(NAN, 1, 5, -3));
     EXPECT(&r.out[3], PTC_F32, 1, s, VALS(NAN, NAN, 5, 0)); /* a tensor nan bound propagates */
     EXPECT(&r.out[4], PTC_BOOL, 1, s, VALS(0, 0, 0, 1));
     EXPECT(&r.out[5], PTC_BOOL, 1, s, VALS(1, 1, 1, 1));
