@@ -159,7 +159,9 @@ static int write_summary(const mf *m, const mf_summary *s, const char *dir, cons
                    s->inputs_before, s->inputs_after, s->outputs_before, s->outputs_after,
                    m->stats.tests, m->stats.cached, m->stats.invalid, m->stats.accepted,
                    s->seconds, m->opt.limits.jobs, m->opt.limits.jobs == 1 ? "" : "s");
-    if (!s->reduced && s->nodes_before <= 1)
+    if (!s->reduced && s->stop_reason[0])
+        ptc_buf_puts(&t, "  result      not reduced: stopped early\n");
+    else if (!s->reduced && s->nodes_before <= 1)
         ptc_buf_puts(&t, "  result      already minimal\n");
     else if (!s->reduced)
         ptc_buf_puts(&t, "  result      the failure disappears when the graph is shrunk: this is "

@@ -361,11 +361,18 @@ static void end_progress(const mf *m)
         fprintf(stderr, "\r\033[K");
 }
 
+/* The first interrupt stops the reduction (the smallest graph so far is
+ * written); a second one ends ptminify. */
 static void on_signal(int sig)
 {
-    (void)sig;
+    if (mf_interrupted) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+    }
     mf_interrupted = 1;
 }
+
+static bool was_interrupted;
 
 /* ---- the run ----------------------------------------------------------------------- */
 
@@ -573,7 +580,7 @@ static int finish(run *R, const mf_result *r0)
                     .outputs_before = m->g->noutputs,
                     .outputs_after = final.g->noutputs,
                     .reduced = m->stats.accepted > 0,
-                    .stop_reason = mf_interrupted ? "interrupted"
+                    .stop_reason = was_interrupted ? "interrupted"
                                    : m->stopped   ? "--max-tests reached"
                                                   : "",
                     .backend = mf_backend_name(m->xo.backend),
@@ -602,7 +609,10 @@ static int finish(run *R, const mf_result *r0)
                         "shows %s, not %s\n", R->out_dir, what, sig);
         out_rc = 1;
     }
-    if (!s.reduced && m->nnodes <= 1)
+    if (!s.reduced && s.stop_reason[0])
+        printf("ptminify: stopped (%s) before any reduction: %d nodes, %d tests\n",
+               s.stop_reason, m->nnodes, m->stats.tests);
+    else if (!s.reduced && m->nnodes <= 1)
         printf("ptminify: already minimal: %d node%s, %d tests\n", m->nnodes,
                m->nnodes == 1 ? "" : "s", m->stats.tests);
     else if (!s.reduced)
@@ -659,6 +669,8 @@ int main(int argc, char **argv)
                     nrec < 0 ? err.msg : "");
         mf_reduce(m);
         end_progress(m);
+        was_interrupted = mf_interrupted;
+        mf_interrupted = 0; /* the final checks still run */
         rc = finish(&R, &r0);
     }
     mf_pool_free(m->pool);
