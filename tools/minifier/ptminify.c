@@ -350,8 +350,8 @@ static void show_progress(mf *m, bool accepted)
                 nodes_before, nodes, m->stats.tests, secs);
         fflush(stderr);
     } else if (accepted && !m->opt.quiet) {
-        fprintf(stderr, "ptminify: [%.1fs] %s: %d nodes left (of %d), %d tests\n", secs, m->phase,
-                nodes, nodes_before, m->stats.tests);
+        fprintf(stderr, "ptminify: [%.1fs] %s: %d node%s left (of %d), %d tests\n", secs,
+                m->phase, nodes, nodes == 1 ? "" : "s", nodes_before, m->stats.tests);
     }
 }
 
