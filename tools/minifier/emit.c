@@ -19,6 +19,7 @@ static const char *repro_kind(mf_kind k)
     case MF_ERROR:
         return "error";
     case MF_ACCURACY:
+    case MF_PASS: /* --emit-only: re-running checks the outputs */
         return "accuracy";
     case MF_HANG:
         return "hang";

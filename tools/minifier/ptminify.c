@@ -37,7 +37,7 @@ typedef struct args {
     int max_tests;
     uint64_t seed;
     ptc_bindings syms;
-    bool verbose, quiet, reproduce;
+    bool verbose, quiet, reproduce, emit_only;
 } args;
 
 /* What a repro folder said (repro.json). */
@@ -65,6 +65,7 @@ static void usage(FILE *f)
             "  --seed N          seed of generated inputs when there is no inputs file\n"
             "  --sym NAME=VALUE  size of a symbolic dim of generated inputs (default 4)\n"
             "  --reproduce       only check that the input fails: print its signature, exit 1\n"
+            "  --emit-only       write the output folder for the input as it is (no tests)\n"
             "  -v, --verbose     one line per test;  -q, --quiet  no progress\n");
 }
 
@@ -131,6 +132,8 @@ static int parse_args(int argc, char **argv, args *a)
             a->quiet = true;
         } else if (strcmp(flag, "--reproduce") == 0) {
             a->reproduce = true;
+        } else if (strcmp(flag, "--emit-only") == 0) {
+            a->emit_only = true;
         } else if ((v = opt_value(argc, argv, &i, "--inputs", &missing))) {
             a->inputs = v;
         } else if ((v = opt_value(argc, argv, &i, "--check", &missing))) {
@@ -629,6 +632,34 @@ static int finish(run *R, const mf_result *r0)
     return out_rc;
 }
 
+/* --emit-only: the output folder of the graph as it is, e.g. to see it as
+ * torch code (repro.py) or to get the reference outputs. */
+static int emit_only(run *R)
+{
+    mf *m = &R->m;
+    ptc_error err;
+    mf_case c;
+    if (mf_cand_build(m, &m->best, &c, &err))
+        return report(&err, 1);
+    mf_result r = {.kind = MF_PASS};
+    m->sig.kind = MF_PASS;
+    mf_summary s = {.input = R->a.path,
+                    .nodes_before = m->nnodes,
+                    .nodes_after = m->nnodes,
+                    .inputs_before = m->g->ninputs,
+                    .inputs_after = c.g->ninputs,
+                    .outputs_before = m->g->noutputs,
+                    .outputs_after = c.g->noutputs,
+                    .stop_reason = "--emit-only",
+                    .backend = mf_backend_name(m->xo.backend)};
+    int rc = mf_emit(m, &c, &r, &s, R->out_dir, &err) ? report(&err, 1) : 0;
+    mf_case_free(&c);
+    if (rc == 0)
+        printf("ptminify: %s: the graph as it is, with repro.py and reference.bin\n",
+               R->out_dir);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     run R = {0};
@@ -646,6 +677,11 @@ int main(int argc, char **argv)
         return report(&err, 1);
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
+    if (R.a.emit_only) {
+        rc = emit_only(&R);
+        mf_pool_free(m->pool);
+        return rc;
+    }
     /* Recording first: the oracle's outputs then come with every candidate. */
     int nrec = R.a.reproduce ? 0 : mf_record(m->pool, m->g, m->inputs, m->recorded, &err);
     mf_case orig;

@@ -702,7 +702,7 @@ static void emit_main(emitter *e)
         "            return 1\n"
         "        print('did not reproduce: a different error: %s' % text)\n"
         "        return 0\n"
-        "    if KIND != 'accuracy':\n"
+        "    if KIND not in ('accuracy', 'pass'):\n"
         "        print('did not reproduce: ptc ran it to completion (expected: %s)' % FAILURE)\n"
         "        return 0\n"
         "    bad = compare(got, want, RTOL, ATOL)\n"
