@@ -170,10 +170,12 @@ bool ptc_accuracy_enabled(void)
 }
 
 int ptc_accuracy_check(const ptc_graph *g, const ptc_tensor *inputs, int ninputs,
-                       const ptc_tensor *outputs, const char *backend, ptc_error *err)
+                       const ptc_tensor *outputs, uint64_t rng_offset, const char *backend,
+                       ptc_error *err)
 {
     ptc_tensor *want = calloc((size_t)g->noutputs + 1, sizeof *want);
-    if (ptc_interp_run(g, inputs, ninputs, want, NULL, err)) {
+    ptc_run_opts ro = {.rng_offset = rng_offset};
+    if (ptc_interp_run(g, inputs, ninputs, want, &ro, err)) {
         free(want);
         return -1;
     }

@@ -187,12 +187,14 @@ void ptc_mismatch_format(const ptc_mismatch *m, char *buf, size_t size);
 
 /* PTC_ACCURACY=1 (read once). */
 bool ptc_accuracy_enabled(void);
-/* Runs g with the interpreter on inputs and compares with a backend's
+/* Runs g with the interpreter on inputs (random ops drawing with
+ * rng_offset, as the backend's run did) and compares with a backend's
  * outputs (g->noutputs of them, dtype-default tolerances). On divergence
  * writes a repro folder (kind "accuracy", see ptc_repro_write in logs.h) and
  * fails with a RuntimeError (stage "accuracy") naming the output and the
  * folder. An interpreter failure is returned as is. */
 int ptc_accuracy_check(const ptc_graph *g, const ptc_tensor *inputs, int ninputs,
-                       const ptc_tensor *outputs, const char *backend, ptc_error *err);
+                       const ptc_tensor *outputs, uint64_t rng_offset, const char *backend,
+                       ptc_error *err);
 
 #endif /* PTC_OPS_H */
