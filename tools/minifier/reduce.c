@@ -385,27 +385,47 @@ static bool unused_inputs(mf *m)
 
 /* ---- shrinking input sizes ------------------------------------------------------ */
 
+/* One input dim to a new size; value < 0: every input dim of size `from`
+ * (sizes that must agree, e.g. a conv's channels in its input and weight). */
 typedef struct proposal {
     int value, dim;
-    int64_t size;
+    int64_t from, size;
 } proposal;
 
 typedef struct shrink_ctx {
     mf *m;
     proposal *props;
+    int *inputs;  /* original value ids of the candidate's static inputs */
+    int ninputs;
     mf_cand scratch;
 } shrink_ctx;
+
+/* The current sizes of original value v as an input (shrunk or not). */
+static int64_t *input_sizes(const mf *m, mf_cand *c, int v)
+{
+    const ptc_value *val = m->g->values[v];
+    int64_t *sizes = &c->sizes[(size_t)v * PTC_MAX_DIMS];
+    if (sizes[0] < 0)
+        for (int d = 0; d < val->type.ndim; d++)
+            sizes[d] = val->type.shape[d].value; /* static: shrink_proposals checked */
+    return sizes;
+}
 
 static void apply_shrink(shrink_ctx *s, mf_cand *c, int i)
 {
     const proposal *p = &s->props[i];
-    const ptc_value *v = s->m->g->values[p->value];
     mf_cand_copy(s->m, c, &s->m->best);
-    int64_t *sizes = &c->sizes[(size_t)p->value * PTC_MAX_DIMS];
-    if (sizes[0] < 0)
-        for (int d = 0; d < v->type.ndim; d++)
-            sizes[d] = v->type.shape[d].value;
-    sizes[p->dim] = p->size;
+    if (p->value >= 0) {
+        input_sizes(s->m, c, p->value)[p->dim] = p->size;
+        return;
+    }
+    for (int k = 0; k < s->ninputs; k++) {
+        int v = s->inputs[k];
+        int64_t *sizes = input_sizes(s->m, c, v);
+        for (int d = 0; d < s->m->g->values[v]->type.ndim; d++)
+            if (sizes[d] == p->from)
+                sizes[d] = p->size;
+    }
 }
 
 static int build_shrink(void *ctx, int i, mf_case *c)
@@ -416,28 +436,53 @@ static int build_shrink(void *ctx, int i, mf_case *c)
     return mf_cand_build(s->m, &s->scratch, c, &err);
 }
 
+static void add_proposal(proposal *props, int *n, proposal p)
+{
+    for (int i = 0; i < *n; i++)
+        if (props[i].value == p.value && props[i].dim == p.dim && props[i].from == p.from &&
+            props[i].size == p.size)
+            return;
+    props[(*n)++] = p;
+}
+
 /* The candidate's inputs are the kept original inputs and the values of
- * removed nodes that kept nodes read. */
-static int shrink_proposals(const mf *m, proposal *props)
+ * removed nodes that kept nodes read. Proposals: first every dim of a size
+ * at once (a size shared by several inputs usually has to shrink together),
+ * then each input dim alone; each to 1, else halved. */
+static int shrink_proposals(const mf *m, shrink_ctx *s)
 {
     mf_case c;
     ptc_error err;
+    s->ninputs = 0;
     if (mf_cand_build(m, &m->best, &c, &err))
         return 0;
+    proposal *props = s->props;
     int n = 0;
     for (int i = 0; i < c.g->ninputs; i++) {
         const ptc_value *in = c.g->inputs[i];
         const ptc_value *orig = ptc_graph_find_value(m->g, in->name);
-        if (!orig || orig->type.layout != PTC_LAYOUT_CONTIGUOUS)
+        /* Symbolic sizes stay: they are the graph's own (shrink them with --sym). */
+        if (!orig || orig->type.layout != PTC_LAYOUT_CONTIGUOUS ||
+            !ptc_ttype_is_static(&orig->type) || !ptc_ttype_is_static(&in->type))
             continue;
+        s->inputs[s->ninputs++] = orig->id;
         for (int d = 0; d < in->type.ndim; d++) {
-            if (!ptc_dim_is_static(in->type.shape[d]) || !ptc_dim_is_static(orig->type.shape[d]))
-                continue;
             int64_t size = in->type.shape[d].value;
             if (size > 1)
-                props[n++] = (proposal){orig->id, d, 1};
+                add_proposal(props, &n, (proposal){-1, 0, size, 1});
             if (size > 3)
-                props[n++] = (proposal){orig->id, d, size / 2};
+                add_proposal(props, &n, (proposal){-1, 0, size, size / 2});
+        }
+    }
+    for (int k = 0; k < s->ninputs; k++) {
+        const ptc_value *orig = m->g->values[s->inputs[k]];
+        const ptc_value *in = ptc_graph_find_value(c.g, orig->name);
+        for (int d = 0; d < in->type.ndim; d++) {
+            int64_t size = in->type.shape[d].value;
+            if (size > 1)
+                add_proposal(props, &n, (proposal){orig->id, d, size, 1});
+            if (size > 3)
+                add_proposal(props, &n, (proposal){orig->id, d, size, size / 2});
         }
     }
     mf_case_free(&c);
@@ -447,10 +492,11 @@ static int shrink_proposals(const mf *m, proposal *props)
 static bool shrink_inputs(mf *m)
 {
     shrink_ctx s = {.m = m};
-    s.props = malloc(sizeof *s.props * ((size_t)m->nvalues * PTC_MAX_DIMS * 2 + 1));
+    s.props = malloc(sizeof *s.props * ((size_t)m->nvalues * PTC_MAX_DIMS * 4 + 1));
+    s.inputs = malloc(sizeof *s.inputs * ((size_t)m->nvalues + 1));
     bool any = false;
     while (!m->stopped) {
-        int n = shrink_proposals(m, s.props);
+        int n = shrink_proposals(m, &s);
         if (n == 0)
             break;
         mf_batch b = {n, build_shrink, &s};
@@ -463,6 +509,7 @@ static bool shrink_inputs(mf *m)
     }
     mf_cand_free(&s.scratch);
     free(s.props);
+    free(s.inputs);
     return any;
 }
 
