@@ -340,6 +340,94 @@ bool ptc_dim_eq(ptc_dim x, ptc_dim y)
     return dim_cmp(x, y) == 0;
 }
 
+/* ---- exact division and sign ---------------------------------------------- */
+
+/* Removes the atoms of `sub` (a sorted multiset) from t's atoms; false if t does
+ * not contain them all. */
+static bool atoms_remove(ptc_arena *a, const term *t, const term *sub, term *out)
+{
+    const atom **atoms = PTC_NEWN(a, const atom *, t->natoms + 1);
+    int i = 0, j = 0, k = 0;
+    while (i < t->natoms) {
+        int c = j < sub->natoms ? atom_cmp(t->atoms[i], sub->atoms[j]) : -1;
+        if (c == 0) {
+            i++;
+            j++;
+        } else if (c < 0) {
+            atoms[k++] = t->atoms[i++];
+        } else {
+            return false;
+        }
+    }
+    if (j < sub->natoms)
+        return false;
+    out->natoms = k;
+    out->atoms = atoms;
+    return true;
+}
+
+bool ptc_dim_div_exact(ptc_arena *a, ptc_dim x, ptc_dim y, ptc_dim *quot)
+{
+    if (!y.sym) {
+        if (y.value == 0)
+            return false;
+        poly p = to_poly(x);
+        if (p.constant % y.value != 0)
+            return false;
+        term *q = PTC_NEWN(a, term, p.nterms + 1);
+        for (int i = 0; i < p.nterms; i++) {
+            if (p.terms[i].coeff % y.value != 0)
+                return false;
+            q[i] = p.terms[i];
+            q[i].coeff /= y.value;
+        }
+        *quot = finish(a, p.constant / y.value, q, p.nterms);
+        return true;
+    }
+    if (y.sym->constant != 0 || y.sym->nterms != 1)
+        return false; /* only monomial divisors */
+    const term *ty = &y.sym->terms[0];
+    poly p = to_poly(x);
+    if (p.constant != 0)
+        return false;
+    term *q = PTC_NEWN(a, term, p.nterms + 1);
+    for (int i = 0; i < p.nterms; i++) {
+        if (p.terms[i].coeff % ty->coeff != 0 || !atoms_remove(a, &p.terms[i], ty, &q[i]))
+            return false;
+        q[i].coeff = p.terms[i].coeff / ty->coeff;
+    }
+    /* terms whose atoms became empty are constants: fold them */
+    int64_t constant = 0;
+    int n = 0;
+    for (int i = 0; i < p.nterms; i++) {
+        if (q[i].natoms == 0)
+            constant += q[i].coeff;
+        else
+            q[n++] = q[i];
+    }
+    *quot = finish(a, constant, q, n);
+    return true;
+}
+
+bool ptc_dim_nonneg(ptc_dim d)
+{
+    if (!d.sym)
+        return d.value >= 0;
+    if (d.sym->constant < 0)
+        return false;
+    for (int i = 0; i < d.sym->nterms; i++) {
+        const term *t = &d.sym->terms[i];
+        if (t->coeff < 0)
+            return false;
+        for (int j = 0; j < t->natoms; j++) {
+            const atom *at = t->atoms[j];
+            if (at->kind != ATOM_SYM && (!ptc_dim_nonneg(at->a) || !ptc_dim_nonneg(at->b)))
+                return false;
+        }
+    }
+    return true;
+}
+
 /* ---- copying between arenas ------------------------------------------------ */
 
 static const atom *atom_copy(ptc_arena *a, const atom *at)

@@ -220,7 +220,10 @@ START_TEST(unary)
     OK("x=bool[2]", "sign(%x)", "bool[2]");
     BAD("x=bool[2]", "abs(%x)", "abs: not supported for bool tensors (bool[2])");
     BAD("x=bool[2]", "relu(%x)", "relu: not supported for bool");
-    BAD("x=u8[2]", "hardtanh(%x)", "hardtanh: not supported for u8");
+    BAD("x=u8[2]", "hardtanh(%x)", "hardtanh: cannot do hardtanh on an unsigned type with negative limits");
+    OK("x=u8[2]", "hardtanh(%x, min_val=-0.5, max_val=2.0)", "u8[2]");
+    OK("x=bool[2]; y=bool[2]", "clamp(%x, %y)", "bool[2]");
+    BAD("x=bool[2]", "clamp(%x, min=false)", "clamp: not supported for bool results with a number bound");
     OK("x=i8[2]", "hardtanh(%x, min_val=0, max_val=6)", "i8[2]");
     OK("x=i32[2]", "round(%x)", "i32[2]");
     BAD("x=i32[2]", "round(%x, decimals=2)", "round: decimals needs a floating point tensor");
