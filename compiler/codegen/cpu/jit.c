@@ -411,8 +411,10 @@ int ptc_cpu_compile(const ptc_schedule *s, const ptc_codegen_opts *o, ptc_cpu_ke
     }
     if (rc)
         for (int j = 0; j < k; j++)
-            if (out[j].entry)
+            if (out[j].entry) {
                 release_locked(out[j].entry);
+                out[j] = (ptc_cpu_kernel){0}; /* the program releases them again */
+            }
     pthread_mutex_unlock(&lock);
     return rc;
 }
