@@ -1,16 +1,3 @@
-<<<<<<< HEAD
-/* Repro dumps (PTC_REPRO): a folder that ptminify can take as it is.
- *
- * A folder holds the failing graph as .ptir, its inputs as a tensor file and
- * repro.json describing the failure. repro.json is written last and through a
- * rename, so a folder with a repro.json is whole even if the process died
- * right after. When a planted bug (PTC_INJECT) is in effect its spec goes into
- * repro.json too: without it the folder would not reproduce.
- *
- * Unnamed folders are repro_<pid>_<n> under $PTC_REPRO, or under one fresh
- * temporary directory per process when PTC_REPRO is unset; a name already
- * taken (a pid reused across runs) moves on to the next n.
-=======
 /* Repro dumps (PTC_REPRO): a folder that lets ptminify replay a failure
  * without the program that produced it: the failing graph as .ptir, its
  * inputs as a tensor file, and repro.json saying what went wrong.
@@ -19,86 +6,18 @@
  * folder whose repro.json exists is complete; a process that dies while
  * dumping leaves a folder that tools ignore. Fresh folder names come from a
  * per-process counter and mkdir's EEXIST, so concurrent dumps from several
- * threads or processes never share a folder.
->>>>>>> main
+ * threads or processes never share a folder. A planted bug (PTC_INJECT) in
+ * effect is recorded too: without it the folder would not reproduce.
  */
 #include "logs/logs.h"
 
 #include <errno.h>
-<<<<<<< HEAD
-#include <pthread.h>
-=======
 #include <stdatomic.h>
->>>>>>> main
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-<<<<<<< HEAD
-static pthread_mutex_t repro_lock = PTHREAD_MUTEX_INITIALIZER;
-static char repro_tmp_base[512];
-static int repro_counter;
-
-/* The base folder for unnamed repros, created if needed. */
-static int repro_base(char *out, size_t size, ptc_error *err)
-{
-    const char *env = getenv("PTC_REPRO");
-    if (env && *env) {
-        snprintf(out, size, "%s", env);
-        return ptc_mkdirs(out, err);
-    }
-    if (!repro_tmp_base[0]) {
-        const char *tmp = getenv("TMPDIR");
-        char templ[512];
-        snprintf(templ, sizeof templ, "%s/ptc_repro_XXXXXX", tmp && *tmp ? tmp : "/tmp");
-        if (!mkdtemp(templ))
-            return ptc_errorf(err, PTC_ERR_IO, "repro", "cannot create %s: %s", templ,
-                              strerror(errno));
-        snprintf(repro_tmp_base, sizeof repro_tmp_base, "%s", templ);
-    }
-    snprintf(out, size, "%s", repro_tmp_base);
-    return 0;
-}
-
-/* A new folder repro_<pid>_<n> under the base. */
-static int new_repro_dir(char *out, size_t size, ptc_error *err)
-{
-    char base[512];
-    pthread_mutex_lock(&repro_lock);
-    int rc = repro_base(base, sizeof base, err);
-    for (int tries = 0; rc == 0; tries++) {
-        snprintf(out, size, "%s/repro_%d_%d", base, (int)getpid(), repro_counter++);
-        if (mkdir(out, 0777) == 0)
-            break;
-        if (errno != EEXIST || tries > 10000)
-            rc = ptc_errorf(err, PTC_ERR_IO, "repro", "cannot create %s: %s", out,
-                            strerror(errno));
-    }
-    pthread_mutex_unlock(&repro_lock);
-    return rc;
-}
-
-static void write_json(ptc_buf *b, const ptc_repro_info *info, bool has_inputs)
-{
-    ptc_jw w;
-    ptc_jw_init(&w, b, true);
-    ptc_jw_obj_begin(&w);
-    ptc_jw_key(&w, "version");
-    ptc_jw_int(&w, 1);
-    ptc_jw_key(&w, "ptc_version");
-    ptc_jw_str(&w, PTC_VERSION);
-    ptc_jw_key(&w, "kind");
-    ptc_jw_str(&w, info->kind);
-    ptc_jw_key(&w, "stage");
-    ptc_jw_str(&w, info->stage ? info->stage : "");
-    ptc_jw_key(&w, "error_class");
-    ptc_jw_str(&w, info->error_class ? info->error_class : ptc_errclass_name(PTC_ERR_NONE));
-    ptc_jw_key(&w, "message");
-    ptc_jw_str(&w, info->message ? info->message : "");
-    ptc_jw_key(&w, "backend");
-    ptc_jw_str(&w, info->backend ? info->backend : "reference");
-=======
 static _Atomic unsigned repro_counter;
 
 /* Creates a new folder base/repro_<pid>_<n> and copies its path to out. */
@@ -147,32 +66,14 @@ static char *repro_json(const ptc_repro_info *info, bool has_inputs)
     json_field(&w, "error_class", info->error_class);
     json_field(&w, "message", info->message);
     json_field(&w, "backend", info->backend);
->>>>>>> main
     ptc_jw_key(&w, "rtol");
     ptc_jw_num(&w, info->rtol);
     ptc_jw_key(&w, "atol");
     ptc_jw_num(&w, info->atol);
-<<<<<<< HEAD
-    ptc_jw_key(&w, "graph");
-    ptc_jw_str(&w, "graph.ptir");
-    ptc_jw_key(&w, "inputs");
-    ptc_jw_str(&w, has_inputs ? "inputs.bin" : NULL);
-    const char *inject = ptc_inject_spec();
-    if (*inject) {
-        ptc_jw_key(&w, "inject");
-        ptc_jw_str(&w, inject);
-    }
-    ptc_jw_obj_end(&w);
-    ptc_buf_putc(b, '\n');
-}
-
-static bool valid_kind(const char *kind)
-{
-    return kind && (strcmp(kind, "crash") == 0 || strcmp(kind, "error") == 0 ||
-                    strcmp(kind, "accuracy") == 0 || strcmp(kind, "hang") == 0);
-=======
     json_field(&w, "graph", "graph.ptir");
     json_field(&w, "inputs", has_inputs ? "inputs.bin" : NULL);
+    if (*ptc_inject_spec())
+        json_field(&w, "inject", ptc_inject_spec());
     ptc_jw_obj_end(&w);
     ptc_buf_putc(&b, '\n');
     return b.data;
@@ -184,9 +85,10 @@ static int check_args(const ptc_graph *g, const ptc_tensor *inputs, int ninputs,
     if (!g)
         return ptc_errorf(err, PTC_ERR_INTERNAL, "repro", "no graph to dump");
     if (info && info->kind && strcmp(info->kind, "crash") != 0 &&
-        strcmp(info->kind, "error") != 0 && strcmp(info->kind, "accuracy") != 0)
+        strcmp(info->kind, "error") != 0 && strcmp(info->kind, "accuracy") != 0 &&
+        strcmp(info->kind, "hang") != 0)
         return ptc_errorf(err, PTC_ERR_INTERNAL, "repro",
-                          "repro kind '%s' is not crash, error or accuracy", info->kind);
+                          "repro kind '%s' is not crash, error, accuracy or hang", info->kind);
     if (!inputs)
         return 0;
     if (ninputs != g->ninputs)
@@ -198,38 +100,11 @@ static int check_args(const ptc_graph *g, const ptc_tensor *inputs, int ninputs,
                               "input %%%s is not on the cpu: copy it there before dumping",
                               g->inputs[i]->name);
     return 0;
->>>>>>> main
 }
 
 int ptc_repro_write(const char *dir, const ptc_graph *g, const ptc_tensor *inputs, int ninputs,
                     const ptc_repro_info *info, char *path_out, size_t path_size, ptc_error *err)
 {
-<<<<<<< HEAD
-    if (!valid_kind(info->kind))
-        return ptc_errorf(err, PTC_ERR_INTERNAL, "repro",
-                          "repro kind '%s' is not crash, error, accuracy or hang",
-                          info->kind ? info->kind : "(null)");
-    if (inputs && ninputs != g->ninputs)
-        return ptc_errorf(err, PTC_ERR_INTERNAL, "repro",
-                          "graph '%s' takes %d inputs, %d given for its repro", g->name,
-                          g->ninputs, ninputs);
-    char folder[1024];
-    if (dir) {
-        snprintf(folder, sizeof folder, "%s", dir);
-        if (ptc_mkdirs(folder, err))
-            return -1;
-    } else if (new_repro_dir(folder, sizeof folder, err)) {
-        return -1;
-    }
-    char path[1200], tmp[1200];
-    ptc_buf b = {0};
-    ptc_print_graph(&b, g);
-    snprintf(path, sizeof path, "%s/graph.ptir", folder);
-    int rc = ptc_write_file(path, b.data, b.len, err);
-    ptc_buf_free(&b);
-    if (rc == 0 && inputs) {
-        const char **names = calloc((size_t)ninputs + 1, sizeof *names);
-=======
     if (check_args(g, inputs, ninputs, info, err))
         return -1;
     char folder[4096];
@@ -252,31 +127,11 @@ int ptc_repro_write(const char *dir, const ptc_graph *g, const ptc_tensor *input
     if (inputs) {
         const char **names = calloc((size_t)ninputs + 1, sizeof *names);
         PTC_ASSERT(names);
->>>>>>> main
         for (int i = 0; i < ninputs; i++)
             names[i] = g->inputs[i]->name;
         snprintf(path, sizeof path, "%s/inputs.bin", folder);
         rc = ptc_tensorfile_write(path, inputs, names, ninputs, err);
         free(names);
-<<<<<<< HEAD
-    } else if (rc == 0) {
-        snprintf(path, sizeof path, "%s/inputs.bin", folder);
-        unlink(path); /* a stale one from an earlier dump into the same folder */
-    }
-    if (rc == 0) {
-        write_json(&b, info, inputs != NULL);
-        snprintf(tmp, sizeof tmp, "%s/.repro.json.tmp", folder);
-        snprintf(path, sizeof path, "%s/repro.json", folder);
-        rc = ptc_write_file(tmp, b.data, b.len, err);
-        if (rc == 0 && rename(tmp, path) != 0)
-            rc = ptc_errorf(err, PTC_ERR_IO, "repro", "cannot rename %s to %s: %s", tmp, path,
-                            strerror(errno));
-        ptc_buf_free(&b);
-    }
-    if (rc == 0 && path_out)
-        snprintf(path_out, path_size, "%s", folder);
-    return rc;
-=======
         if (rc)
             return -1;
     }
@@ -298,5 +153,4 @@ int ptc_repro_write(const char *dir, const ptc_graph *g, const ptc_tensor *input
                               path_size);
     }
     return 0;
->>>>>>> main
 }
