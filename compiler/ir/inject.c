@@ -27,8 +27,8 @@ _Static_assert(sizeof kind_names / sizeof *kind_names == PTC_INJECT_HANG + 1,
                "inject kind names out of step");
 
 typedef struct rule {
-    int stage;           /* index into stage_names */
-    int op;              /* ptc_op, or -1 for any op */
+    int stage; /* index into stage_names */
+    int op;    /* ptc_op, or -1 for any op */
     ptc_inject_kind kind;
     long nth;            /* fire only on the nth matching query; 0 = always */
     atomic_long queries; /* matching queries so far */

@@ -54,10 +54,13 @@ START_TEST(test_inject_parse)
     ck_assert_int_eq(ptc_inject_configure("codegen:relu:crash,runtime:*:wrong@3", &err), 0);
     ck_assert_str_eq(ptc_inject_spec(), "codegen:relu:crash,runtime:*:wrong@3");
     static const char *const bad[] = {
-        "codegen:relu",          /* no kind */
-        "interp:relu:crash",     /* the oracle */
-        "codegen:frobnicate:error", "codegen:relu:explode", "runtime:relu:wrong@0",
-        "runtime:relu:wrong@x",  "lower::error",
+        "codegen:relu",      /* no kind */
+        "interp:relu:crash", /* the oracle */
+        "codegen:frobnicate:error",
+        "codegen:relu:explode",
+        "runtime:relu:wrong@0",
+        "runtime:relu:wrong@x",
+        "lower::error",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         ck_assert_int_eq(ptc_inject_configure(bad[i], &err), -1);
@@ -201,9 +204,8 @@ START_TEST(test_repro_write)
     ck_assert_ptr_nonnull(back);
     /* A second dump gets a folder of its own; a bad kind is refused. */
     char path2[1024];
-    ck_assert_int_eq(ptc_repro_write(NULL, mod->graphs[0], NULL, 0, &info, path2, sizeof path2,
-                                     &err),
-                     0);
+    ck_assert_int_eq(
+        ptc_repro_write(NULL, mod->graphs[0], NULL, 0, &info, path2, sizeof path2, &err), 0);
     ck_assert_str_ne(path, path2);
     info.kind = "weird";
     ck_assert_int_eq(ptc_repro_write(NULL, mod->graphs[0], NULL, 0, &info, NULL, 0, &err), -1);
@@ -360,16 +362,15 @@ END_TEST
 
 /* ---- graph surgery ---------------------------------------------------------------------- */
 
-static const char *chain =
-    "graph g(%x: f32[4,8] cpu, %w: f32[8] cpu, %unused: f32[3] cpu) {\n"
-    "  %0 = mul(%x, %w) : f32[4,8]\n"
-    "  %1 = tanh(%0) : f32[4,8]\n"
-    "  %2 = add(%1, %0) : f32[4,8]\n"
-    "  %3 = exp(%2) : f32[4,8]\n"
-    "  %4 = neg(%0) : f32[4,8]\n"
-    "  %5 = sum(%3, [1]) : f32[4]\n"
-    "  return (%5, %4)\n"
-    "}\n";
+static const char *chain = "graph g(%x: f32[4,8] cpu, %w: f32[8] cpu, %unused: f32[3] cpu) {\n"
+                           "  %0 = mul(%x, %w) : f32[4,8]\n"
+                           "  %1 = tanh(%0) : f32[4,8]\n"
+                           "  %2 = add(%1, %0) : f32[4,8]\n"
+                           "  %3 = exp(%2) : f32[4,8]\n"
+                           "  %4 = neg(%0) : f32[4,8]\n"
+                           "  %5 = sum(%3, [1]) : f32[4]\n"
+                           "  return (%5, %4)\n"
+                           "}\n";
 
 typedef struct fixture {
     ptc_module *mod;
@@ -563,7 +564,10 @@ static void exec_oom(const mf_case *c, const mf_exec_opts *o, mf_result *r)
     ptc_arena_alloc(a, (size_t)1 << 30); /* over the limit: aborts with "out of memory" */
 }
 
-static void exec_exit(const mf_case *c, const mf_exec_opts *o, mf_result *r) { exit(3); }
+static void exec_exit(const mf_case *c, const mf_exec_opts *o, mf_result *r)
+{
+    exit(3);
+}
 
 START_TEST(test_children)
 {

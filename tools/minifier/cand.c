@@ -86,7 +86,10 @@ static void for_each_use(const ptc_node *n, void (*fn)(void *ctx, const ptc_valu
     }
 }
 
-static void count_use(void *ctx, const ptc_value *v) { ((int *)ctx)[v->id]++; }
+static void count_use(void *ctx, const ptc_value *v)
+{
+    ((int *)ctx)[v->id]++;
+}
 
 /* users[value id] among the kept nodes. */
 static void count_users(const mf *m, const mf_cand *c, int *users)
@@ -123,7 +126,10 @@ void mf_cand_remove_nodes(const mf *m, mf_cand *c, const int *pos, int n)
     free(after);
 }
 
-static void mark_live(void *ctx, const ptc_value *v) { ((bool *)ctx)[v->id] = true; }
+static void mark_live(void *ctx, const ptc_value *v)
+{
+    ((bool *)ctx)[v->id] = true;
+}
 
 /* Liveness from the outputs backwards; nodes[pos] dead -> dead_pos. */
 static int dead_nodes(const mf *m, const mf_cand *c, int *dead_pos)
@@ -147,7 +153,10 @@ static int dead_nodes(const mf *m, const mf_cand *c, int *dead_pos)
     return n;
 }
 
-int mf_cand_dead_nodes(const mf *m, const mf_cand *c, int *pos) { return dead_nodes(m, c, pos); }
+int mf_cand_dead_nodes(const mf *m, const mf_cand *c, int *pos)
+{
+    return dead_nodes(m, c, pos);
+}
 
 void mf_cand_remove_outputs(const mf *m, mf_cand *c, const int *vals, int n)
 {
@@ -183,7 +192,7 @@ typedef struct builder {
     ptc_value **map;     /* original value id -> value of g */
     ptc_tensor *tensors; /* inputs of g, in order */
     int ntensors;
-    bool reinfer;        /* some input is shrunk: infer every type again */
+    bool reinfer; /* some input is shrunk: infer every type again */
     ptc_error *err;
 } builder;
 
@@ -232,8 +241,7 @@ static ptc_value *use_value(builder *b, const ptc_value *v)
     if (b->map[v->id])
         return b->map[v->id];
     if (!v->def) {
-        ptc_errorf(b->err, PTC_ERR_INTERNAL, "minify", "input %%%s is dropped but used",
-                   v->name);
+        ptc_errorf(b->err, PTC_ERR_INTERNAL, "minify", "input %%%s is dropped but used", v->name);
         return NULL;
     }
     const ptc_tensor *rec = &b->m->recorded[v->id];

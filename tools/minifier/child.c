@@ -31,9 +31,9 @@
 volatile int mf_interrupted;
 
 typedef struct slot {
-    pid_t pid;        /* 0 when free */
-    int errfd;        /* the child's stderr */
-    double started;   /* ms */
+    pid_t pid;      /* 0 when free */
+    int errfd;      /* the child's stderr */
+    double started; /* ms */
     bool timed_out;
 } slot;
 
@@ -59,8 +59,7 @@ static int temp_fd(ptc_error *err)
     snprintf(path, sizeof path, "%s/ptminify_err_XXXXXX", tmp && *tmp ? tmp : "/tmp");
     int fd = mkstemp(path);
     if (fd < 0)
-        return ptc_errorf(err, PTC_ERR_IO, "minify", "cannot create %s: %s", path,
-                          strerror(errno));
+        return ptc_errorf(err, PTC_ERR_IO, "minify", "cannot create %s: %s", path, strerror(errno));
     unlink(path);
     return fd;
 }
@@ -111,7 +110,10 @@ void mf_pool_free(mf_pool *p)
     free(p);
 }
 
-int mf_pool_slots(const mf_pool *p) { return p->nslots; }
+int mf_pool_slots(const mf_pool *p)
+{
+    return p->nslots;
+}
 
 int mf_pool_running(const mf_pool *p)
 {
@@ -134,7 +136,10 @@ static void kill_slot(mf_pool *p, int i)
     s->pid = 0;
 }
 
-void mf_pool_kill(mf_pool *p, int i) { kill_slot(p, i); }
+void mf_pool_kill(mf_pool *p, int i)
+{
+    kill_slot(p, i);
+}
 
 void mf_pool_kill_all(mf_pool *p)
 {
@@ -225,8 +230,8 @@ static void read_stderr(int fd, char *buf, size_t size)
  * fatal error, an uncaught exception. */
 static void crash_detail(const char *text, char *out, size_t size)
 {
-    static const char *const keys[] = {"assertion", "internal error", "LLVM ERROR",
-                                       "terminate called", "Assertion", "fatal"};
+    static const char *const keys[] = {"assertion",        "internal error", "LLVM ERROR",
+                                       "terminate called", "Assertion",      "fatal"};
     out[0] = 0;
     for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
         const char *hit = strstr(text, keys[k]);
@@ -364,8 +369,7 @@ int mf_record(mf_pool *p, const ptc_graph *g, const ptc_tensor *inputs, ptc_tens
     snprintf(path, sizeof path, "%s/ptminify_rec_XXXXXX", tmp && *tmp ? tmp : "/tmp");
     int fd = mkstemp(path);
     if (fd < 0)
-        return ptc_errorf(err, PTC_ERR_IO, "minify", "cannot create %s: %s", path,
-                          strerror(errno));
+        return ptc_errorf(err, PTC_ERR_IO, "minify", "cannot create %s: %s", path, strerror(errno));
     close(fd);
     int errfd = p->slots[0].errfd;
     if (ftruncate(errfd, 0) == 0)
@@ -385,9 +389,8 @@ int mf_record(mf_pool *p, const ptc_graph *g, const ptc_tensor *inputs, ptc_tens
         char text[2048], detail[512] = "";
         read_stderr(errfd, text, sizeof text);
         crash_detail(text, detail, sizeof detail);
-        ptc_errorf(err, PTC_ERR_RUNTIME, "interp",
-                   "recording intermediate values failed (%s%s%s)",
-                   pid < 0              ? "fork failed"
+        ptc_errorf(err, PTC_ERR_RUNTIME, "interp", "recording intermediate values failed (%s%s%s)",
+                   pid < 0               ? "fork failed"
                    : WIFSIGNALED(status) ? strsignal(WTERMSIG(status))
                                          : "the recorder failed",
                    detail[0] ? ": " : "", detail);

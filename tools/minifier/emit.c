@@ -104,15 +104,17 @@ static int write_sh(const mf *m, const char *dir, const char *sig, ptc_error *er
     if (m->exec == mf_exec_harness) {
         ptc_buf_puts(&b, "exec \"${PTMINIFY:-ptminify}\" --reproduce --backend harness .\n");
     } else {
-        ptc_buf_printf(&b, "# or: ptminify --reproduce .\nexec \"${PTC_RUN:-ptc-run}\" --backend "
-                           "%s --inputs inputs.bin",
+        ptc_buf_printf(&b,
+                       "# or: ptminify --reproduce .\nexec \"${PTC_RUN:-ptc-run}\" --backend "
+                       "%s --inputs inputs.bin",
                        mf_backend_name(m->xo.backend));
         if (m->sig.kind == MF_ACCURACY)
             ptc_buf_puts(&b, " --check"); /* the same dtype tolerances as ptminify's default */
         ptc_buf_puts(&b, " graph.ptir\n");
         if (m->sig.kind == MF_ACCURACY && (m->xo.rtol >= 0 || m->xo.atol >= 0))
-            ptc_buf_printf(&b, "# ptminify checked with rtol %g, atol %g; ptc-run --check uses the "
-                               "dtype defaults\n",
+            ptc_buf_printf(&b,
+                           "# ptminify checked with rtol %g, atol %g; ptc-run --check uses the "
+                           "dtype defaults\n",
                            m->xo.rtol, m->xo.atol);
     }
     char path[1300];
@@ -157,8 +159,8 @@ static int write_summary(const mf *m, const mf_summary *s, const char *dir, cons
                    "  time        %.2f s with %d job%s\n",
                    s->input, backend_label(m), sig, what, s->nodes_before, s->nodes_after,
                    s->inputs_before, s->inputs_after, s->outputs_before, s->outputs_after,
-                   m->stats.tests, m->stats.cached, m->stats.invalid, m->stats.accepted,
-                   s->seconds, m->opt.limits.jobs, m->opt.limits.jobs == 1 ? "" : "s");
+                   m->stats.tests, m->stats.cached, m->stats.invalid, m->stats.accepted, s->seconds,
+                   m->opt.limits.jobs, m->opt.limits.jobs == 1 ? "" : "s");
     if (!s->reduced && s->stop_reason[0])
         ptc_buf_puts(&t, "  result      not reduced: stopped early\n");
     else if (!s->reduced && s->nodes_before <= 1)
@@ -211,8 +213,8 @@ static int write_summary(const mf *m, const mf_summary *s, const char *dir, cons
     return rc;
 }
 
-int mf_emit(const mf *m, const mf_case *c, const mf_result *r, const mf_summary *s,
-            const char *dir, ptc_error *err)
+int mf_emit(const mf *m, const mf_case *c, const mf_result *r, const mf_summary *s, const char *dir,
+            ptc_error *err)
 {
     char sig[1400], what[1400];
     mf_signature_format(&m->sig, sig, sizeof sig);

@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 typedef struct args {
-    const char *path;      /* REPRO_DIR or GRAPH.ptir */
+    const char *path; /* REPRO_DIR or GRAPH.ptir */
     const char *inputs;
     const char *check;
     const char *backend;
@@ -51,22 +51,22 @@ typedef struct repro {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: ptminify [OPTIONS] REPRO_DIR | GRAPH.ptir [--inputs FILE]\n"
-            "  --check crash|hang|error[:REGEX]|accuracy[:RTOL[:ATOL]]\n"
-            "                    the failure to keep (default: repro.json's, else any)\n"
-            "  --backend NAME    reference, cpu, cuda or harness (default: repro.json's, else cpu)\n"
-            "  --stage NAME      pin the failing stage (prims, lower, codegen, runtime, ...)\n"
-            "  --timeout S       time limit of each test (default 30)\n"
-            "  --mem MB          address-space limit of each test (default 8192, 0 = none)\n"
-            "  --jobs N          tests run in parallel (default 1)\n"
-            "  --max-tests N     stop reducing after N tests (default: no limit)\n"
-            "  -o DIR            output folder (default: REPRO_DIR.min or GRAPH.min)\n"
-            "  --seed N          seed of generated inputs when there is no inputs file\n"
-            "  --sym NAME=VALUE  size of a symbolic dim of generated inputs (default 4)\n"
-            "  --reproduce       only check that the input fails: print its signature, exit 1\n"
-            "  --emit-only       write the output folder for the input as it is (no tests)\n"
-            "  -v, --verbose     one line per test;  -q, --quiet  no progress\n");
+    fprintf(
+        f, "usage: ptminify [OPTIONS] REPRO_DIR | GRAPH.ptir [--inputs FILE]\n"
+           "  --check crash|hang|error[:REGEX]|accuracy[:RTOL[:ATOL]]\n"
+           "                    the failure to keep (default: repro.json's, else any)\n"
+           "  --backend NAME    reference, cpu, cuda or harness (default: repro.json's, else cpu)\n"
+           "  --stage NAME      pin the failing stage (prims, lower, codegen, runtime, ...)\n"
+           "  --timeout S       time limit of each test (default 30)\n"
+           "  --mem MB          address-space limit of each test (default 8192, 0 = none)\n"
+           "  --jobs N          tests run in parallel (default 1)\n"
+           "  --max-tests N     stop reducing after N tests (default: no limit)\n"
+           "  -o DIR            output folder (default: REPRO_DIR.min or GRAPH.min)\n"
+           "  --seed N          seed of generated inputs when there is no inputs file\n"
+           "  --sym NAME=VALUE  size of a symbolic dim of generated inputs (default 4)\n"
+           "  --reproduce       only check that the input fails: print its signature, exit 1\n"
+           "  --emit-only       write the output folder for the input as it is (no tests)\n"
+           "  -v, --verbose     one line per test;  -q, --quiet  no progress\n");
 }
 
 __attribute__((format(printf, 1, 2))) static int bad_input(const char *fmt, ...)
@@ -353,8 +353,8 @@ static void show_progress(mf *m, bool accepted)
                 nodes_before, nodes, m->stats.tests, secs);
         fflush(stderr);
     } else if (accepted && !m->opt.quiet) {
-        fprintf(stderr, "ptminify: [%.1fs] %s: %d node%s left (of %d), %d tests\n", secs,
-                m->phase, nodes, nodes == 1 ? "" : "s", nodes_before, m->stats.tests);
+        fprintf(stderr, "ptminify: [%.1fs] %s: %d node%s left (of %d), %d tests\n", secs, m->phase,
+                nodes, nodes == 1 ? "" : "s", nodes_before, m->stats.tests);
     }
 }
 
@@ -401,8 +401,7 @@ static void default_output(const char *path, bool is_dir, char *out, size_t size
 }
 
 /* Pins the signature from two runs of the original. 0, or an exit status. */
-static int pin(mf *m, const mf_check *check, const mf_case *orig, const char *name,
-               mf_result *r0)
+static int pin(mf *m, const mf_check *check, const mf_case *orig, const char *name, mf_result *r0)
 {
     char what[1400], what2[1400];
     run_once(m, orig, r0);
@@ -584,15 +583,17 @@ static int finish(run *R, const mf_result *r0)
                     .outputs_after = final.g->noutputs,
                     .reduced = m->stats.accepted > 0,
                     .stop_reason = was_interrupted ? "interrupted"
-                                   : m->stopped   ? "--max-tests reached"
-                                                  : "",
+                                   : m->stopped    ? "--max-tests reached"
+                                                   : "",
                     .backend = mf_backend_name(m->xo.backend),
                     .seconds = (ptc_now_ms() - m->stats.started_ms) / 1e3};
     if (!mf_signature_match(&m->sig, &rf)) {
         char what[1400];
         mf_result_format(&rf, what, sizeof what);
-        fprintf(stderr, "ptminify: internal error: the reduced graph no longer fails the same "
-                        "way (%s)\n", what);
+        fprintf(stderr,
+                "ptminify: internal error: the reduced graph no longer fails the same "
+                "way (%s)\n",
+                what);
         mf_case_free(&final);
         return 1;
     }
@@ -608,13 +609,15 @@ static int finish(run *R, const mf_result *r0)
     mf_signature_format(&m->sig, sig, sizeof sig);
     if (!mf_signature_match(&m->sig, &rv)) {
         mf_result_format(&rv, what, sizeof what);
-        fprintf(stderr, "ptminify: %s/graph.ptir does not reproduce when loaded from disk: it "
-                        "shows %s, not %s\n", R->out_dir, what, sig);
+        fprintf(stderr,
+                "ptminify: %s/graph.ptir does not reproduce when loaded from disk: it "
+                "shows %s, not %s\n",
+                R->out_dir, what, sig);
         out_rc = 1;
     }
     if (!s.reduced && s.stop_reason[0])
-        printf("ptminify: stopped (%s) before any reduction: %d nodes, %d tests\n",
-               s.stop_reason, m->nnodes, m->stats.tests);
+        printf("ptminify: stopped (%s) before any reduction: %d nodes, %d tests\n", s.stop_reason,
+               m->nnodes, m->stats.tests);
     else if (!s.reduced && m->nnodes <= 1)
         printf("ptminify: already minimal: %d node%s, %d tests\n", m->nnodes,
                m->nnodes == 1 ? "" : "s", m->stats.tests);
@@ -655,8 +658,7 @@ static int emit_only(run *R)
     int rc = mf_emit(m, &c, &r, &s, R->out_dir, &err) ? report(&err, 1) : 0;
     mf_case_free(&c);
     if (rc == 0)
-        printf("ptminify: %s: the graph as it is, with repro.py and reference.bin\n",
-               R->out_dir);
+        printf("ptminify: %s: the graph as it is, with repro.py and reference.bin\n", R->out_dir);
     return rc;
 }
 

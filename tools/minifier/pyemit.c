@@ -18,11 +18,11 @@
 #include <string.h>
 
 typedef enum {
-    CALL,      /* fn(params before '*' up to the last non-default, kw-only as keywords) */
-    KWCALL,    /* fn(tensor params, other non-default params as keywords) */
-    METHOD,    /* first.fn(...), CALL rules for the rest */
-    KWMETHOD,  /* first.fn(...), KWCALL rules for the rest */
-    HELPER,    /* fn(every param, positionally): a helper of the prelude */
+    CALL,     /* fn(params before '*' up to the last non-default, kw-only as keywords) */
+    KWCALL,   /* fn(tensor params, other non-default params as keywords) */
+    METHOD,   /* first.fn(...), CALL rules for the rest */
+    KWMETHOD, /* first.fn(...), KWCALL rules for the rest */
+    HELPER,   /* fn(every param, positionally): a helper of the prelude */
 } style;
 
 typedef struct pyop {
@@ -31,119 +31,192 @@ typedef struct pyop {
 } pyop;
 
 static const pyop pyops[PTC_OP_COUNT] = {
-    [PTC_OP_ABS] = {"torch.abs", CALL}, [PTC_OP_NEG] = {"torch.neg", CALL},
-    [PTC_OP_RELU] = {"torch.relu", CALL}, [PTC_OP_FLOOR] = {"torch.floor", CALL},
-    [PTC_OP_CEIL] = {"torch.ceil", CALL}, [PTC_OP_TRUNC] = {"torch.trunc", CALL},
-    [PTC_OP_SIGN] = {"torch.sign", CALL}, [PTC_OP_ROUND] = {"torch.round", CALL},
-    [PTC_OP_HARDTANH] = {"F.hardtanh", CALL}, [PTC_OP_EXP] = {"torch.exp", CALL},
-    [PTC_OP_LOG] = {"torch.log", CALL}, [PTC_OP_LOG1P] = {"torch.log1p", CALL},
-    [PTC_OP_EXPM1] = {"torch.expm1", CALL}, [PTC_OP_SQRT] = {"torch.sqrt", CALL},
-    [PTC_OP_RSQRT] = {"torch.rsqrt", CALL}, [PTC_OP_SIN] = {"torch.sin", CALL},
-    [PTC_OP_COS] = {"torch.cos", CALL}, [PTC_OP_TANH] = {"torch.tanh", CALL},
-    [PTC_OP_SIGMOID] = {"torch.sigmoid", CALL}, [PTC_OP_ERF] = {"torch.erf", CALL},
-    [PTC_OP_RECIPROCAL] = {"torch.reciprocal", CALL}, [PTC_OP_GELU] = {"F.gelu", CALL},
-    [PTC_OP_SILU] = {"F.silu", CALL}, [PTC_OP_HARDSWISH] = {"F.hardswish", CALL},
+    [PTC_OP_ABS] = {"torch.abs", CALL},
+    [PTC_OP_NEG] = {"torch.neg", CALL},
+    [PTC_OP_RELU] = {"torch.relu", CALL},
+    [PTC_OP_FLOOR] = {"torch.floor", CALL},
+    [PTC_OP_CEIL] = {"torch.ceil", CALL},
+    [PTC_OP_TRUNC] = {"torch.trunc", CALL},
+    [PTC_OP_SIGN] = {"torch.sign", CALL},
+    [PTC_OP_ROUND] = {"torch.round", CALL},
+    [PTC_OP_HARDTANH] = {"F.hardtanh", CALL},
+    [PTC_OP_EXP] = {"torch.exp", CALL},
+    [PTC_OP_LOG] = {"torch.log", CALL},
+    [PTC_OP_LOG1P] = {"torch.log1p", CALL},
+    [PTC_OP_EXPM1] = {"torch.expm1", CALL},
+    [PTC_OP_SQRT] = {"torch.sqrt", CALL},
+    [PTC_OP_RSQRT] = {"torch.rsqrt", CALL},
+    [PTC_OP_SIN] = {"torch.sin", CALL},
+    [PTC_OP_COS] = {"torch.cos", CALL},
+    [PTC_OP_TANH] = {"torch.tanh", CALL},
+    [PTC_OP_SIGMOID] = {"torch.sigmoid", CALL},
+    [PTC_OP_ERF] = {"torch.erf", CALL},
+    [PTC_OP_RECIPROCAL] = {"torch.reciprocal", CALL},
+    [PTC_OP_GELU] = {"F.gelu", CALL},
+    [PTC_OP_SILU] = {"F.silu", CALL},
+    [PTC_OP_HARDSWISH] = {"F.hardswish", CALL},
     [PTC_OP_HARDSIGMOID] = {"F.hardsigmoid", CALL},
     [PTC_OP_LEAKY_RELU] = {"F.leaky_relu", CALL},
-    [PTC_OP_ELU] = {"torch.ops.aten.elu", CALL}, [PTC_OP_SOFTPLUS] = {"F.softplus", CALL},
-    [PTC_OP_LOGICAL_NOT] = {"torch.logical_not", CALL}, [PTC_OP_ISNAN] = {"torch.isnan", CALL},
+    [PTC_OP_ELU] = {"torch.ops.aten.elu", CALL},
+    [PTC_OP_SOFTPLUS] = {"F.softplus", CALL},
+    [PTC_OP_LOGICAL_NOT] = {"torch.logical_not", CALL},
+    [PTC_OP_ISNAN] = {"torch.isnan", CALL},
     [PTC_OP_BITWISE_NOT] = {"torch.bitwise_not", CALL},
-    [PTC_OP_ADD] = {"torch.add", CALL}, [PTC_OP_SUB] = {"torch.sub", CALL},
-    [PTC_OP_RSUB] = {"torch.rsub", CALL}, [PTC_OP_MUL] = {"torch.mul", CALL},
-    [PTC_OP_DIV] = {"torch.div", CALL}, [PTC_OP_POW] = {"torch.pow", CALL},
-    [PTC_OP_REMAINDER] = {"torch.remainder", CALL}, [PTC_OP_MAXIMUM] = {"torch.maximum", CALL},
-    [PTC_OP_MINIMUM] = {"torch.minimum", CALL}, [PTC_OP_ATAN2] = {"torch.atan2", CALL},
-    [PTC_OP_EQ] = {"torch.eq", CALL}, [PTC_OP_NE] = {"torch.ne", CALL},
-    [PTC_OP_LT] = {"torch.lt", CALL}, [PTC_OP_LE] = {"torch.le", CALL},
-    [PTC_OP_GT] = {"torch.gt", CALL}, [PTC_OP_GE] = {"torch.ge", CALL},
+    [PTC_OP_ADD] = {"torch.add", CALL},
+    [PTC_OP_SUB] = {"torch.sub", CALL},
+    [PTC_OP_RSUB] = {"torch.rsub", CALL},
+    [PTC_OP_MUL] = {"torch.mul", CALL},
+    [PTC_OP_DIV] = {"torch.div", CALL},
+    [PTC_OP_POW] = {"torch.pow", CALL},
+    [PTC_OP_REMAINDER] = {"torch.remainder", CALL},
+    [PTC_OP_MAXIMUM] = {"torch.maximum", CALL},
+    [PTC_OP_MINIMUM] = {"torch.minimum", CALL},
+    [PTC_OP_ATAN2] = {"torch.atan2", CALL},
+    [PTC_OP_EQ] = {"torch.eq", CALL},
+    [PTC_OP_NE] = {"torch.ne", CALL},
+    [PTC_OP_LT] = {"torch.lt", CALL},
+    [PTC_OP_LE] = {"torch.le", CALL},
+    [PTC_OP_GT] = {"torch.gt", CALL},
+    [PTC_OP_GE] = {"torch.ge", CALL},
     [PTC_OP_LOGICAL_AND] = {"torch.logical_and", CALL},
     [PTC_OP_LOGICAL_OR] = {"torch.logical_or", CALL},
     [PTC_OP_LOGICAL_XOR] = {"torch.logical_xor", CALL},
     [PTC_OP_BITWISE_AND] = {"torch.bitwise_and", CALL},
     [PTC_OP_BITWISE_OR] = {"torch.bitwise_or", CALL},
-    [PTC_OP_BITWISE_XOR] = {"torch.bitwise_xor", CALL}, [PTC_OP_WHERE] = {"_where", HELPER},
-    [PTC_OP_CLAMP] = {"torch.clamp", CALL}, [PTC_OP_MASKED_FILL] = {"torch.masked_fill", CALL},
-    [PTC_OP_SUM] = {"torch.sum", KWCALL}, [PTC_OP_MEAN] = {"torch.mean", KWCALL},
-    [PTC_OP_AMAX] = {"torch.amax", KWCALL}, [PTC_OP_AMIN] = {"torch.amin", KWCALL},
-    [PTC_OP_PROD] = {"_prod", HELPER}, [PTC_OP_VAR] = {"torch.var", KWCALL},
-    [PTC_OP_STD] = {"torch.std", KWCALL}, [PTC_OP_ARGMAX] = {"torch.argmax", KWCALL},
-    [PTC_OP_ARGMIN] = {"torch.argmin", KWCALL}, [PTC_OP_LOGSUMEXP] = {"torch.logsumexp", CALL},
-    [PTC_OP_ANY] = {"_any", HELPER}, [PTC_OP_ALL] = {"_all", HELPER},
-    [PTC_OP_CUMSUM] = {"torch.cumsum", CALL}, [PTC_OP_SOFTMAX] = {"torch.softmax", KWCALL},
+    [PTC_OP_BITWISE_XOR] = {"torch.bitwise_xor", CALL},
+    [PTC_OP_WHERE] = {"_where", HELPER},
+    [PTC_OP_CLAMP] = {"torch.clamp", CALL},
+    [PTC_OP_MASKED_FILL] = {"torch.masked_fill", CALL},
+    [PTC_OP_SUM] = {"torch.sum", KWCALL},
+    [PTC_OP_MEAN] = {"torch.mean", KWCALL},
+    [PTC_OP_AMAX] = {"torch.amax", KWCALL},
+    [PTC_OP_AMIN] = {"torch.amin", KWCALL},
+    [PTC_OP_PROD] = {"_prod", HELPER},
+    [PTC_OP_VAR] = {"torch.var", KWCALL},
+    [PTC_OP_STD] = {"torch.std", KWCALL},
+    [PTC_OP_ARGMAX] = {"torch.argmax", KWCALL},
+    [PTC_OP_ARGMIN] = {"torch.argmin", KWCALL},
+    [PTC_OP_LOGSUMEXP] = {"torch.logsumexp", CALL},
+    [PTC_OP_ANY] = {"_any", HELPER},
+    [PTC_OP_ALL] = {"_all", HELPER},
+    [PTC_OP_CUMSUM] = {"torch.cumsum", CALL},
+    [PTC_OP_SOFTMAX] = {"torch.softmax", KWCALL},
     [PTC_OP_LOG_SOFTMAX] = {"torch.log_softmax", KWCALL},
     [PTC_OP_LAYER_NORM] = {"F.layer_norm", KWCALL},
     [PTC_OP_BATCH_NORM] = {"_batch_norm", HELPER},
-    [PTC_OP_GROUP_NORM] = {"F.group_norm", KWCALL}, [PTC_OP_DROPOUT] = {"torch.dropout", CALL},
-    [PTC_OP_MM] = {"torch.mm", CALL}, [PTC_OP_BMM] = {"torch.bmm", CALL},
-    [PTC_OP_MATMUL] = {"torch.matmul", CALL}, [PTC_OP_ADDMM] = {"torch.addmm", CALL},
-    [PTC_OP_LINEAR] = {"F.linear", CALL}, [PTC_OP_BADDBMM] = {"torch.baddbmm", CALL},
+    [PTC_OP_GROUP_NORM] = {"F.group_norm", KWCALL},
+    [PTC_OP_DROPOUT] = {"torch.dropout", CALL},
+    [PTC_OP_MM] = {"torch.mm", CALL},
+    [PTC_OP_BMM] = {"torch.bmm", CALL},
+    [PTC_OP_MATMUL] = {"torch.matmul", CALL},
+    [PTC_OP_ADDMM] = {"torch.addmm", CALL},
+    [PTC_OP_LINEAR] = {"F.linear", CALL},
+    [PTC_OP_BADDBMM] = {"torch.baddbmm", CALL},
     [PTC_OP_SDPA] = {"F.scaled_dot_product_attention", KWCALL},
     [PTC_OP_CONVOLUTION] = {"torch.convolution", HELPER},
-    [PTC_OP_CONV1D] = {"torch.conv1d", CALL}, [PTC_OP_CONV2D] = {"torch.conv2d", CALL},
+    [PTC_OP_CONV1D] = {"torch.conv1d", CALL},
+    [PTC_OP_CONV2D] = {"torch.conv2d", CALL},
     [PTC_OP_CONV3D] = {"torch.conv3d", CALL},
     [PTC_OP_CONV_TRANSPOSE2D] = {"torch.conv_transpose2d", CALL},
     [PTC_OP_MAX_POOL2D] = {"torch.max_pool2d", CALL},
     [PTC_OP_MAX_POOL2D_WITH_INDICES] = {"torch.ops.aten.max_pool2d_with_indices", HELPER},
     [PTC_OP_AVG_POOL2D] = {"torch.ops.aten.avg_pool2d", HELPER},
     [PTC_OP_ADAPTIVE_AVG_POOL2D] = {"F.adaptive_avg_pool2d", CALL},
-    [PTC_OP_VIEW] = {"view", METHOD}, [PTC_OP_RESHAPE] = {"torch.reshape", CALL},
-    [PTC_OP_PERMUTE] = {"torch.permute", CALL}, [PTC_OP_TRANSPOSE] = {"torch.transpose", CALL},
-    [PTC_OP_T] = {"torch.t", CALL}, [PTC_OP_EXPAND] = {"expand", METHOD},
-    [PTC_OP_SQUEEZE] = {"_squeeze", HELPER}, [PTC_OP_UNSQUEEZE] = {"torch.unsqueeze", CALL},
-    [PTC_OP_FLATTEN] = {"torch.flatten", CALL}, [PTC_OP_SLICE] = {"_slice", HELPER},
-    [PTC_OP_SELECT] = {"torch.select", CALL}, [PTC_OP_NARROW] = {"torch.narrow", CALL},
-    [PTC_OP_INDEX] = {"_index", HELPER}, [PTC_OP_INDEX_SELECT] = {"torch.index_select", CALL},
-    [PTC_OP_GATHER] = {"torch.gather", CALL}, [PTC_OP_CAT] = {"torch.cat", CALL},
-    [PTC_OP_STACK] = {"torch.stack", CALL}, [PTC_OP_SPLIT] = {"torch.split", CALL},
-    [PTC_OP_SPLIT_WITH_SIZES] = {"torch.split", CALL}, [PTC_OP_CHUNK] = {"torch.chunk", CALL},
-    [PTC_OP_UNBIND] = {"torch.unbind", CALL}, [PTC_OP_CONTIGUOUS] = {"contiguous", METHOD},
+    [PTC_OP_VIEW] = {"view", METHOD},
+    [PTC_OP_RESHAPE] = {"torch.reshape", CALL},
+    [PTC_OP_PERMUTE] = {"torch.permute", CALL},
+    [PTC_OP_TRANSPOSE] = {"torch.transpose", CALL},
+    [PTC_OP_T] = {"torch.t", CALL},
+    [PTC_OP_EXPAND] = {"expand", METHOD},
+    [PTC_OP_SQUEEZE] = {"_squeeze", HELPER},
+    [PTC_OP_UNSQUEEZE] = {"torch.unsqueeze", CALL},
+    [PTC_OP_FLATTEN] = {"torch.flatten", CALL},
+    [PTC_OP_SLICE] = {"_slice", HELPER},
+    [PTC_OP_SELECT] = {"torch.select", CALL},
+    [PTC_OP_NARROW] = {"torch.narrow", CALL},
+    [PTC_OP_INDEX] = {"_index", HELPER},
+    [PTC_OP_INDEX_SELECT] = {"torch.index_select", CALL},
+    [PTC_OP_GATHER] = {"torch.gather", CALL},
+    [PTC_OP_CAT] = {"torch.cat", CALL},
+    [PTC_OP_STACK] = {"torch.stack", CALL},
+    [PTC_OP_SPLIT] = {"torch.split", CALL},
+    [PTC_OP_SPLIT_WITH_SIZES] = {"torch.split", CALL},
+    [PTC_OP_CHUNK] = {"torch.chunk", CALL},
+    [PTC_OP_UNBIND] = {"torch.unbind", CALL},
+    [PTC_OP_CONTIGUOUS] = {"contiguous", METHOD},
     [PTC_OP_CLONE] = {"torch.clone", CALL},
     [PTC_OP_CONSTANT_PAD_ND] = {"torch.constant_pad_nd", CALL},
-    [PTC_OP_REPEAT] = {"repeat", METHOD}, [PTC_OP_ROLL] = {"torch.roll", CALL},
-    [PTC_OP_TRIU] = {"torch.triu", CALL}, [PTC_OP_TRIL] = {"torch.tril", CALL},
-    [PTC_OP_EMBEDDING] = {"torch.embedding", CALL}, [PTC_OP_FULL] = {"torch.full", CALL},
-    [PTC_OP_ZEROS] = {"torch.zeros", CALL}, [PTC_OP_ONES] = {"torch.ones", CALL},
-    [PTC_OP_EMPTY] = {"torch.empty", CALL}, [PTC_OP_ARANGE] = {"torch.arange", CALL},
-    [PTC_OP_RAND] = {"torch.rand", CALL}, [PTC_OP_RANDN] = {"torch.randn", CALL},
+    [PTC_OP_REPEAT] = {"repeat", METHOD},
+    [PTC_OP_ROLL] = {"torch.roll", CALL},
+    [PTC_OP_TRIU] = {"torch.triu", CALL},
+    [PTC_OP_TRIL] = {"torch.tril", CALL},
+    [PTC_OP_EMBEDDING] = {"torch.embedding", CALL},
+    [PTC_OP_FULL] = {"torch.full", CALL},
+    [PTC_OP_ZEROS] = {"torch.zeros", CALL},
+    [PTC_OP_ONES] = {"torch.ones", CALL},
+    [PTC_OP_EMPTY] = {"torch.empty", CALL},
+    [PTC_OP_ARANGE] = {"torch.arange", CALL},
+    [PTC_OP_RAND] = {"torch.rand", CALL},
+    [PTC_OP_RANDN] = {"torch.randn", CALL},
     [PTC_OP_TO] = {"to", KWMETHOD},
     [PTC_OP_PRIMS_CONVERT_ELEMENT_TYPE] = {"to", KWMETHOD},
     [PTC_OP_PRIMS_DEVICE_PUT] = {"to", KWMETHOD},
     [PTC_OP_PRIMS_BROADCAST_IN_DIM] = {"_broadcast_in_dim", HELPER},
     [PTC_OP_PRIMS_RESHAPE] = {"torch.reshape", CALL},
     [PTC_OP_PRIMS_PERMUTE] = {"torch.permute", CALL},
-    [PTC_OP_PRIMS_SLICE] = {"_prim_slice", HELPER}, [PTC_OP_PRIMS_PAD] = {"_prim_pad", HELPER},
-    [PTC_OP_PRIMS_CAT] = {"torch.cat", CALL}, [PTC_OP_PRIMS_IOTA] = {"_iota", HELPER},
-    [PTC_OP_PRIMS_FULL] = {"torch.full", CALL}, [PTC_OP_PRIMS_RAND] = {"torch.rand", CALL},
-    [PTC_OP_PRIMS_RANDN] = {"torch.randn", CALL}, [PTC_OP_PRIMS_ABS] = {"torch.abs", CALL},
-    [PTC_OP_PRIMS_NEG] = {"torch.neg", CALL}, [PTC_OP_PRIMS_EXP] = {"torch.exp", CALL},
-    [PTC_OP_PRIMS_LOG] = {"torch.log", CALL}, [PTC_OP_PRIMS_LOG1P] = {"torch.log1p", CALL},
-    [PTC_OP_PRIMS_EXPM1] = {"torch.expm1", CALL}, [PTC_OP_PRIMS_SQRT] = {"torch.sqrt", CALL},
-    [PTC_OP_PRIMS_RSQRT] = {"torch.rsqrt", CALL}, [PTC_OP_PRIMS_SIN] = {"torch.sin", CALL},
-    [PTC_OP_PRIMS_COS] = {"torch.cos", CALL}, [PTC_OP_PRIMS_TANH] = {"torch.tanh", CALL},
+    [PTC_OP_PRIMS_SLICE] = {"_prim_slice", HELPER},
+    [PTC_OP_PRIMS_PAD] = {"_prim_pad", HELPER},
+    [PTC_OP_PRIMS_CAT] = {"torch.cat", CALL},
+    [PTC_OP_PRIMS_IOTA] = {"_iota", HELPER},
+    [PTC_OP_PRIMS_FULL] = {"torch.full", CALL},
+    [PTC_OP_PRIMS_RAND] = {"torch.rand", CALL},
+    [PTC_OP_PRIMS_RANDN] = {"torch.randn", CALL},
+    [PTC_OP_PRIMS_ABS] = {"torch.abs", CALL},
+    [PTC_OP_PRIMS_NEG] = {"torch.neg", CALL},
+    [PTC_OP_PRIMS_EXP] = {"torch.exp", CALL},
+    [PTC_OP_PRIMS_LOG] = {"torch.log", CALL},
+    [PTC_OP_PRIMS_LOG1P] = {"torch.log1p", CALL},
+    [PTC_OP_PRIMS_EXPM1] = {"torch.expm1", CALL},
+    [PTC_OP_PRIMS_SQRT] = {"torch.sqrt", CALL},
+    [PTC_OP_PRIMS_RSQRT] = {"torch.rsqrt", CALL},
+    [PTC_OP_PRIMS_SIN] = {"torch.sin", CALL},
+    [PTC_OP_PRIMS_COS] = {"torch.cos", CALL},
+    [PTC_OP_PRIMS_TANH] = {"torch.tanh", CALL},
     [PTC_OP_PRIMS_ERF] = {"torch.erf", CALL},
     [PTC_OP_PRIMS_RECIPROCAL] = {"torch.reciprocal", CALL},
-    [PTC_OP_PRIMS_FLOOR] = {"torch.floor", CALL}, [PTC_OP_PRIMS_CEIL] = {"torch.ceil", CALL},
-    [PTC_OP_PRIMS_ROUND] = {"torch.round", CALL}, [PTC_OP_PRIMS_TRUNC] = {"torch.trunc", CALL},
+    [PTC_OP_PRIMS_FLOOR] = {"torch.floor", CALL},
+    [PTC_OP_PRIMS_CEIL] = {"torch.ceil", CALL},
+    [PTC_OP_PRIMS_ROUND] = {"torch.round", CALL},
+    [PTC_OP_PRIMS_TRUNC] = {"torch.trunc", CALL},
     [PTC_OP_PRIMS_SIGN] = {"torch.sign", CALL},
     [PTC_OP_PRIMS_BITWISE_NOT] = {"torch.bitwise_not", CALL},
     [PTC_OP_PRIMS_LOGICAL_NOT] = {"torch.logical_not", CALL},
-    [PTC_OP_PRIMS_ISNAN] = {"torch.isnan", CALL}, [PTC_OP_PRIMS_ADD] = {"torch.add", CALL},
-    [PTC_OP_PRIMS_SUB] = {"torch.sub", CALL}, [PTC_OP_PRIMS_MUL] = {"torch.mul", CALL},
+    [PTC_OP_PRIMS_ISNAN] = {"torch.isnan", CALL},
+    [PTC_OP_PRIMS_ADD] = {"torch.add", CALL},
+    [PTC_OP_PRIMS_SUB] = {"torch.sub", CALL},
+    [PTC_OP_PRIMS_MUL] = {"torch.mul", CALL},
     [PTC_OP_PRIMS_DIV] = {"_prim_div", HELPER},
     [PTC_OP_PRIMS_FLOOR_DIVIDE] = {"torch.floor_divide", CALL},
     [PTC_OP_PRIMS_REMAINDER] = {"torch.remainder", CALL},
-    [PTC_OP_PRIMS_POW] = {"torch.pow", CALL}, [PTC_OP_PRIMS_MAXIMUM] = {"torch.maximum", CALL},
+    [PTC_OP_PRIMS_POW] = {"torch.pow", CALL},
+    [PTC_OP_PRIMS_MAXIMUM] = {"torch.maximum", CALL},
     [PTC_OP_PRIMS_MINIMUM] = {"torch.minimum", CALL},
     [PTC_OP_PRIMS_ATAN2] = {"torch.atan2", CALL},
     [PTC_OP_PRIMS_BITWISE_AND] = {"torch.bitwise_and", CALL},
     [PTC_OP_PRIMS_BITWISE_OR] = {"torch.bitwise_or", CALL},
     [PTC_OP_PRIMS_BITWISE_XOR] = {"torch.bitwise_xor", CALL},
-    [PTC_OP_PRIMS_EQ] = {"torch.eq", CALL}, [PTC_OP_PRIMS_NE] = {"torch.ne", CALL},
-    [PTC_OP_PRIMS_LT] = {"torch.lt", CALL}, [PTC_OP_PRIMS_LE] = {"torch.le", CALL},
-    [PTC_OP_PRIMS_GT] = {"torch.gt", CALL}, [PTC_OP_PRIMS_GE] = {"torch.ge", CALL},
-    [PTC_OP_PRIMS_WHERE] = {"torch.where", CALL}, [PTC_OP_PRIMS_SUM] = {"_prim_sum", HELPER},
-    [PTC_OP_PRIMS_PROD] = {"_prim_prod", HELPER}, [PTC_OP_PRIMS_AMAX] = {"_prim_amax", HELPER},
-    [PTC_OP_PRIMS_AMIN] = {"_prim_amin", HELPER}, [PTC_OP_PRIMS_ARGMAX] = {"torch.argmax", CALL},
+    [PTC_OP_PRIMS_EQ] = {"torch.eq", CALL},
+    [PTC_OP_PRIMS_NE] = {"torch.ne", CALL},
+    [PTC_OP_PRIMS_LT] = {"torch.lt", CALL},
+    [PTC_OP_PRIMS_LE] = {"torch.le", CALL},
+    [PTC_OP_PRIMS_GT] = {"torch.gt", CALL},
+    [PTC_OP_PRIMS_GE] = {"torch.ge", CALL},
+    [PTC_OP_PRIMS_WHERE] = {"torch.where", CALL},
+    [PTC_OP_PRIMS_SUM] = {"_prim_sum", HELPER},
+    [PTC_OP_PRIMS_PROD] = {"_prim_prod", HELPER},
+    [PTC_OP_PRIMS_AMAX] = {"_prim_amax", HELPER},
+    [PTC_OP_PRIMS_AMIN] = {"_prim_amin", HELPER},
+    [PTC_OP_PRIMS_ARGMAX] = {"torch.argmax", CALL},
     [PTC_OP_PRIMS_ARGMIN] = {"torch.argmin", CALL},
     [PTC_OP_PRIMS_VAR_MEAN] = {"_var_mean", HELPER},
     [PTC_OP_PRIMS_CUMSUM] = {"_prim_cumsum", HELPER},
@@ -316,19 +389,21 @@ static const char loader[] =
 /* ---- names and literals -------------------------------------------------------- */
 
 static const char *const reserved[] = {
-    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class",
-    "continue", "def", "del", "elif", "else", "except", "finally", "for", "from", "global",
-    "if", "import", "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return",
-    "try", "while", "with", "yield", "torch", "F", "os", "re", "sys", "struct", "zlib", "fn",
-    "main", "compare", "load_tensors", "DTYPES", "float", "int", "len", "list", "range",
-    "slice", "tuple", "print", "any", "all", "sorted", "max", "min", "abs", "sum", "id",
-    "input", "type", "object"};
+    "False",   "None",     "True",     "and",    "as",      "assert",       "async",  "await",
+    "break",   "class",    "continue", "def",    "del",     "elif",         "else",   "except",
+    "finally", "for",      "from",     "global", "if",      "import",       "in",     "is",
+    "lambda",  "nonlocal", "not",      "or",     "pass",    "raise",        "return", "try",
+    "while",   "with",     "yield",    "torch",  "F",       "os",           "re",     "sys",
+    "struct",  "zlib",     "fn",       "main",   "compare", "load_tensors", "DTYPES", "float",
+    "int",     "len",      "list",     "range",  "slice",   "tuple",        "print",  "any",
+    "all",     "sorted",   "max",      "min",    "abs",     "sum",          "id",     "input",
+    "type",    "object"};
 
 typedef struct emitter {
     const ptc_graph *g;
     ptc_buf *b;
-    char **names;    /* python name by value id */
-    bool *random;    /* value depends on a random op */
+    char **names; /* python name by value id */
+    bool *random; /* value depends on a random op */
     ptc_error *err;
 } emitter;
 
@@ -407,10 +482,9 @@ static void put_float(ptc_buf *b, double f)
 
 static const char *torch_dtype(ptc_dtype dt)
 {
-    static const char *const names[] = {"torch.bool",    "torch.uint8",    "torch.int8",
-                                        "torch.int16",   "torch.int32",    "torch.int64",
-                                        "torch.float16", "torch.bfloat16", "torch.float32",
-                                        "torch.float64"};
+    static const char *const names[] = {
+        "torch.bool",  "torch.uint8",   "torch.int8",     "torch.int16",   "torch.int32",
+        "torch.int64", "torch.float16", "torch.bfloat16", "torch.float32", "torch.float64"};
     _Static_assert(sizeof names / sizeof *names == PTC_DTYPE_COUNT, "dtype names out of step");
     return (unsigned)dt < PTC_DTYPE_COUNT ? names[dt] : "None";
 }
@@ -428,7 +502,8 @@ static void put_arg(emitter *e, const ptc_arg *a)
     case PTC_ARG_VALUES:
         ptc_buf_putc(b, '[');
         for (int i = 0; i < a->vs.n; i++)
-            ptc_buf_printf(b, "%s%s", i ? ", " : "", a->vs.v[i] ? e->names[a->vs.v[i]->id] : "None");
+            ptc_buf_printf(b, "%s%s", i ? ", " : "",
+                           a->vs.v[i] ? e->names[a->vs.v[i]->id] : "None");
         ptc_buf_putc(b, ']');
         break;
     case PTC_ARG_INT:
@@ -637,14 +712,15 @@ static void emit_header(emitter *e, const mf_signature *sig, const mf_result *r,
     ptc_buf_puts(b, "#!/usr/bin/env python3\n\"\"\"ptminify repro: ");
     for (const char *p = sigtxt; *p; p++) /* no closing quotes inside the docstring */
         ptc_buf_putc(b, *p == '"' ? '\'' : *p == '\\' ? '/' : *p);
-    ptc_buf_puts(b, "\n\nRuns the minimal graph as torch code through ptc.compile and checks for the "
-                    "failure.\n"
-                    "Exit status: 1 when it shows, 0 when it does not, 2 when it cannot run.\n"
-                    "A crash or a hang reproduces as a crash or a hang of this script.\n"
-                    "  python3 repro.py           reproduce through ptc\n"
-                    "  python3 repro.py --eager   check this translation: eager torch against "
-                    "reference.bin\n\"\"\"\n"
-                    "import os\nimport re\nimport struct\nimport sys\nimport zlib\n\n");
+    ptc_buf_puts(b,
+                 "\n\nRuns the minimal graph as torch code through ptc.compile and checks for the "
+                 "failure.\n"
+                 "Exit status: 1 when it shows, 0 when it does not, 2 when it cannot run.\n"
+                 "A crash or a hang reproduces as a crash or a hang of this script.\n"
+                 "  python3 repro.py           reproduce through ptc\n"
+                 "  python3 repro.py --eager   check this translation: eager torch against "
+                 "reference.bin\n\"\"\"\n"
+                 "import os\nimport re\nimport struct\nimport sys\nimport zlib\n\n");
     if (*inject) {
         ptc_buf_puts(b, "os.environ.setdefault('PTC_INJECT', ");
         ptc_buf_put_quoted(b, inject);
@@ -675,41 +751,40 @@ static void emit_main(emitter *e)
         if (e->random[e->g->outputs[i]->id])
             ptc_buf_printf(b, "%s%d", k++ ? ", " : "", i);
     ptc_buf_puts(
-        b,
-        "]  # depend on random ops: torch's stream is not ptc's\n\n"
-        "def main(argv):\n"
-        "    here = os.path.dirname(os.path.abspath(__file__))\n"
-        "    tensors = dict(load_tensors(os.path.join(here, 'inputs.bin')))\n"
-        "    inputs = [tensors[name] for name in INPUTS]\n"
-        "    want = [t for _, t in load_tensors(os.path.join(here, 'reference.bin'))]\n"
-        "    if '--eager' in argv:\n"
-        "        bad = compare(fn(*inputs), want, RTOL, ATOL, skip=RANDOM_OUTPUTS)\n"
-        "        print('eager torch vs reference.bin: %s' % (bad or 'agree'))\n"
-        "        return 1 if bad else 0\n"
-        "    try:\n"
-        "        import ptc\n"
-        "    except ImportError as e:\n"
-        "        print('repro.py: cannot import ptc (%s); build ptc with Python and put '\n"
-        "              'build/python on PYTHONPATH' % e)\n"
-        "        return 2\n"
-        "    compiled = ptc.compile(fn, backend='ptc')\n"
-        "    try:\n"
-        "        got = compiled(*inputs)\n"
-        "    except Exception as e:  # an error from ptc\n"
-        "        text = '%s: %s' % (type(e).__name__, e)\n"
-        "        if KIND == 'error' and re.search(PATTERN, text):\n"
-        "            print('reproduced: %s' % text)\n"
-        "            return 1\n"
-        "        print('did not reproduce: a different error: %s' % text)\n"
-        "        return 0\n"
-        "    if KIND not in ('accuracy', 'pass'):\n"
-        "        print('did not reproduce: ptc ran it to completion (expected: %s)' % FAILURE)\n"
-        "        return 0\n"
-        "    bad = compare(got, want, RTOL, ATOL)\n"
-        "    print('reproduced: %s' % bad if bad else 'did not reproduce: outputs agree')\n"
-        "    return 1 if bad else 0\n\n"
-        "if __name__ == '__main__':\n"
-        "    sys.exit(main(sys.argv[1:]))\n");
+        b, "]  # depend on random ops: torch's stream is not ptc's\n\n"
+           "def main(argv):\n"
+           "    here = os.path.dirname(os.path.abspath(__file__))\n"
+           "    tensors = dict(load_tensors(os.path.join(here, 'inputs.bin')))\n"
+           "    inputs = [tensors[name] for name in INPUTS]\n"
+           "    want = [t for _, t in load_tensors(os.path.join(here, 'reference.bin'))]\n"
+           "    if '--eager' in argv:\n"
+           "        bad = compare(fn(*inputs), want, RTOL, ATOL, skip=RANDOM_OUTPUTS)\n"
+           "        print('eager torch vs reference.bin: %s' % (bad or 'agree'))\n"
+           "        return 1 if bad else 0\n"
+           "    try:\n"
+           "        import ptc\n"
+           "    except ImportError as e:\n"
+           "        print('repro.py: cannot import ptc (%s); build ptc with Python and put '\n"
+           "              'build/python on PYTHONPATH' % e)\n"
+           "        return 2\n"
+           "    compiled = ptc.compile(fn, backend='ptc')\n"
+           "    try:\n"
+           "        got = compiled(*inputs)\n"
+           "    except Exception as e:  # an error from ptc\n"
+           "        text = '%s: %s' % (type(e).__name__, e)\n"
+           "        if KIND == 'error' and re.search(PATTERN, text):\n"
+           "            print('reproduced: %s' % text)\n"
+           "            return 1\n"
+           "        print('did not reproduce: a different error: %s' % text)\n"
+           "        return 0\n"
+           "    if KIND not in ('accuracy', 'pass'):\n"
+           "        print('did not reproduce: ptc ran it to completion (expected: %s)' % FAILURE)\n"
+           "        return 0\n"
+           "    bad = compare(got, want, RTOL, ATOL)\n"
+           "    print('reproduced: %s' % bad if bad else 'did not reproduce: outputs agree')\n"
+           "    return 1 if bad else 0\n\n"
+           "if __name__ == '__main__':\n"
+           "    sys.exit(main(sys.argv[1:]))\n");
 }
 
 int mf_emit_python(const ptc_graph *g, const mf_signature *sig, const mf_result *r,
@@ -732,7 +807,10 @@ int mf_emit_python(const ptc_graph *g, const mf_signature *sig, const mf_result 
     if (rc == 0) {
         ptc_buf_puts(b, "    return (");
         for (int i = 0; i < g->noutputs; i++)
-            ptc_buf_printf(b, "%s%s", e.names[g->outputs[i]->id], g->noutputs == 1 ? "," : i + 1 < g->noutputs ? ", " : "");
+            ptc_buf_printf(b, "%s%s", e.names[g->outputs[i]->id],
+                           g->noutputs == 1      ? ","
+                           : i + 1 < g->noutputs ? ", "
+                                                 : "");
         ptc_buf_puts(b, ")\n\n");
         emit_main(&e);
     }

@@ -218,8 +218,7 @@ static void accept(mf *m, const mf_cand *c)
     progress(m, true);
 }
 
-static int chunk_test(void *ctx, const int *items, int nitems, const mf_chunk *chunks,
-                      int nchunks)
+static int chunk_test(void *ctx, const int *items, int nitems, const mf_chunk *chunks, int nchunks)
 {
     step *st = ctx;
     st->items = items;
@@ -395,7 +394,7 @@ typedef struct proposal {
 typedef struct shrink_ctx {
     mf *m;
     proposal *props;
-    int *inputs;  /* original value ids of the candidate's static inputs */
+    int *inputs; /* original value ids of the candidate's static inputs */
     int ninputs;
     mf_cand scratch;
 } shrink_ctx;
@@ -519,9 +518,8 @@ void mf_reduce(mf *m)
         const char *name;
         bool (*run)(mf *m);
     } strategies[] = {
-        {"truncate", truncate_suffix}, {"outputs", reduce_outputs},
-        {"ddmin", ddmin_nodes},        {"dead code", dead_code},
-        {"inputs", unused_inputs},     {"shrink", shrink_inputs},
+        {"truncate", truncate_suffix}, {"outputs", reduce_outputs}, {"ddmin", ddmin_nodes},
+        {"dead code", dead_code},      {"inputs", unused_inputs},   {"shrink", shrink_inputs},
     };
     bool again = true;
     while (again && !m->stopped) {

@@ -25,9 +25,15 @@ static const char *kind_names[] = {
 };
 _Static_assert(sizeof kind_names / sizeof *kind_names == MF_KIND_COUNT, "kind table out of step");
 
-const char *mf_kind_name(mf_kind k) { return (unsigned)k < MF_KIND_COUNT ? kind_names[k] : "?"; }
+const char *mf_kind_name(mf_kind k)
+{
+    return (unsigned)k < MF_KIND_COUNT ? kind_names[k] : "?";
+}
 
-static bool ident_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
+static bool ident_char(char c)
+{
+    return isalnum((unsigned char)c) || c == '_';
+}
 
 void mf_mask(const char *msg, char *out, size_t size)
 {
@@ -35,8 +41,8 @@ void mf_mask(const char *msg, char *out, size_t size)
     const char *p = msg;
     while (*p && k + 4 < size) {
         /* Digits inside a name stay: "conv1", "x_3", "layer1.0.conv1". */
-        bool in_name = p > msg && (ident_char(p[-1]) ||
-                                   (p[-1] == '.' && p - 1 > msg && ident_char(p[-2])));
+        bool in_name =
+            p > msg && (ident_char(p[-1]) || (p[-1] == '.' && p - 1 > msg && ident_char(p[-2])));
         bool starts_number = isdigit((unsigned char)*p) && !in_name;
         if (!starts_number) {
             out[k++] = *p++;
@@ -264,8 +270,7 @@ void mf_result_format(const mf_result *r, char *buf, size_t size)
         break;
     case MF_CRASH:
         crash_what(r->signal, r->exit_status, what, sizeof what);
-        snprintf(buf, size, "crash (%s)%s%s%s", what, where, r->message[0] ? ": " : "",
-                 r->message);
+        snprintf(buf, size, "crash (%s)%s%s%s", what, where, r->message[0] ? ": " : "", r->message);
         break;
     case MF_HANG:
         snprintf(buf, size, "hang%s (%s)", where, r->message);
