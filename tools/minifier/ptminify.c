@@ -439,7 +439,8 @@ typedef struct run {
     char out_dir[1200];
 } run;
 
-static int setup(run *R)
+/* The graph and its inputs, from a repro folder or a .ptir. */
+static int load_input(run *R)
 {
     args *a = &R->a;
     struct stat st;
@@ -462,37 +463,53 @@ static int setup(run *R)
         fprintf(stderr, "ptminify: %s holds %d graphs; minimising the first, '%s'\n", graph_path,
                 R->mod->ngraphs, g->name);
     R->inputs = calloc((size_t)g->ninputs + 1, sizeof *R->inputs);
-    int rc = inputs_path ? load_inputs(inputs_path, g, R->inputs) : make_inputs(a, g, R->inputs);
-    if (rc)
-        return rc;
-    /* A planted bug travels with its repro; an explicit PTC_INJECT wins. */
+    return inputs_path ? load_inputs(inputs_path, g, R->inputs) : make_inputs(a, g, R->inputs);
+}
+
+/* A planted bug travels with its repro; an explicit PTC_INJECT wins. The
+ * pipeline must neither dump nor check on its own: ptminify does. */
+static int configure_environment(run *R)
+{
+    ptc_error err;
     const char *env = getenv("PTC_INJECT");
     const char *spec = env && *env ? env : R->rp.inject;
     if (spec && ptc_inject_configure(spec, &err))
         return report(&err, 2);
-    if (env && *env && R->rp.inject && strcmp(env, R->rp.inject) != 0 && !a->quiet)
+    if (env && *env && R->rp.inject && strcmp(env, R->rp.inject) != 0 && !R->a.quiet)
         fprintf(stderr, "ptminify: note: PTC_INJECT=%s overrides the repro's %s\n", env,
                 R->rp.inject);
-    /* ptminify does its own checking: the pipeline must not dump or check. */
     unsetenv("PTC_ACCURACY");
     unsetenv("PTC_REPRO");
     unsetenv("PTC_TRACE_DIR");
-    if (a->check) {
-        if (mf_check_parse(a->check, &R->check, &err))
-            return report(&err, 2);
+    return 0;
+}
+
+/* --check, else the kind repro.json names, else any failure. */
+static int choose_check(run *R)
+{
+    ptc_error err;
+    char spec[80];
+    if (R->a.check) {
+        snprintf(spec, sizeof spec, "%s", R->a.check);
+    } else if (R->rp.kind && strcmp(R->rp.kind, "accuracy") == 0 && R->rp.rtol >= 0 &&
+               R->rp.atol >= 0) {
+        snprintf(spec, sizeof spec, "accuracy:%.17g:%.17g", R->rp.rtol, R->rp.atol);
     } else if (R->rp.kind) {
-        char spec_buf[64];
-        if (strcmp(R->rp.kind, "accuracy") == 0)
-            snprintf(spec_buf, sizeof spec_buf, "accuracy:%.17g:%.17g",
-                     R->rp.rtol >= 0 ? R->rp.rtol : 1e-4, R->rp.atol >= 0 ? R->rp.atol : 1e-5);
-        else
-            snprintf(spec_buf, sizeof spec_buf, "%s", R->rp.kind);
-        if (mf_check_parse(spec_buf, &R->check, &err))
-            return report(&err, 2);
+        snprintf(spec, sizeof spec, "%s", R->rp.kind);
     } else {
         R->check.any = true;
         R->check.rtol = R->check.atol = -1;
+        return 0;
     }
+    return mf_check_parse(R->a.check ? R->a.check : spec, &R->check, &err) ? report(&err, 2) : 0;
+}
+
+static int setup(run *R)
+{
+    int rc;
+    if ((rc = load_input(R)) || (rc = configure_environment(R)) || (rc = choose_check(R)))
+        return rc;
+    args *a = &R->a;
     const char *backend = a->backend ? a->backend : R->rp.backend ? R->rp.backend : "cpu";
     mf *m = &R->m;
     if ((rc = parse_backend(backend, &m->xo.backend, &m->exec)))
@@ -562,6 +579,32 @@ static int verify_output(mf *m, const char *dir, mf_result *r, ptc_error *err)
     return 0;
 }
 
+static void print_outcome(const run *R, const mf_summary *s, bool reproduces)
+{
+    const mf *m = &R->m;
+    char sig[1400];
+    mf_signature_format(&m->sig, sig, sizeof sig);
+    if (!s->reduced && s->stop_reason[0])
+        printf("ptminify: stopped (%s) before any reduction: %d nodes, %d tests\n", s->stop_reason,
+               m->nnodes, m->stats.tests);
+    else if (!s->reduced && m->nnodes <= 1)
+        printf("ptminify: already minimal: %d node%s, %d tests\n", m->nnodes,
+               m->nnodes == 1 ? "" : "s", m->stats.tests);
+    else if (!s->reduced)
+        printf("ptminify: no smaller graph fails with the same signature: the failure "
+               "disappears when the graph is shrunk. The original (%d nodes) is left as it is; "
+               "%s holds a copy with repro scripts.\n",
+               m->nnodes, R->out_dir);
+    else
+        printf("ptminify: %d -> %d nodes, %d tests, %.1fs%s%s\n", m->nnodes, s->nodes_after,
+               m->stats.tests, s->seconds, s->stop_reason[0] ? "; stopped: " : "", s->stop_reason);
+    printf("ptminify: signature: %s\n", sig);
+    printf("ptminify: %s: %s reproduces it (repro.sh, repro.py)\n", R->out_dir,
+           reproduces ? "graph.ptir" : "graph.ptir NO LONGER");
+}
+
+/* Runs the result once more, writes the folder, loads it back and runs it
+ * again: only then does ptminify say that it reproduces. */
 static int finish(run *R, const mf_result *r0)
 {
     mf *m = &R->m;
@@ -569,14 +612,12 @@ static int finish(run *R, const mf_result *r0)
     mf_case final;
     if (mf_cand_build(m, &m->best, &final, &err))
         return report(&err, 1);
-    int nodes_after = mf_cand_nodes(m, &m->best);
     mf_result rf = *r0;
-    if (nodes_after < m->nnodes || m->stats.accepted)
+    if (m->stats.accepted)
         run_once(m, &final, &rf);
-    int out_rc = 0;
     mf_summary s = {.input = R->a.path,
                     .nodes_before = m->nnodes,
-                    .nodes_after = nodes_after,
+                    .nodes_after = mf_cand_nodes(m, &m->best),
                     .inputs_before = m->g->ninputs,
                     .inputs_after = final.g->ninputs,
                     .outputs_before = m->g->noutputs,
@@ -587,52 +628,35 @@ static int finish(run *R, const mf_result *r0)
                                                    : "",
                     .backend = mf_backend_name(m->xo.backend),
                     .seconds = (ptc_now_ms() - m->stats.started_ms) / 1e3};
+    char what[1400], sig[1400];
+    int rc = 0;
     if (!mf_signature_match(&m->sig, &rf)) {
-        char what[1400];
         mf_result_format(&rf, what, sizeof what);
         fprintf(stderr,
-                "ptminify: internal error: the reduced graph no longer fails the same "
-                "way (%s)\n",
+                "ptminify: the reduced graph does not fail the same way when run again (it "
+                "shows %s): a failure that comes and goes?\n",
                 what);
-        mf_case_free(&final);
-        return 1;
-    }
-    if (mf_emit(m, &final, &rf, &s, R->out_dir, &err)) {
-        mf_case_free(&final);
-        return report(&err, 1);
+        rc = 1;
+    } else if (mf_emit(m, &final, &rf, &s, R->out_dir, &err)) {
+        rc = report(&err, 1);
     }
     mf_case_free(&final);
+    if (rc)
+        return rc;
     mf_result rv;
     if (verify_output(m, R->out_dir, &rv, &err))
         return report(&err, 1);
-    char sig[1400], what[1400];
-    mf_signature_format(&m->sig, sig, sizeof sig);
-    if (!mf_signature_match(&m->sig, &rv)) {
+    bool reproduces = mf_signature_match(&m->sig, &rv);
+    if (!reproduces) {
         mf_result_format(&rv, what, sizeof what);
+        mf_signature_format(&m->sig, sig, sizeof sig);
         fprintf(stderr,
-                "ptminify: %s/graph.ptir does not reproduce when loaded from disk: it "
-                "shows %s, not %s\n",
+                "ptminify: %s/graph.ptir does not reproduce when loaded from disk: it shows %s, "
+                "not %s\n",
                 R->out_dir, what, sig);
-        out_rc = 1;
     }
-    if (!s.reduced && s.stop_reason[0])
-        printf("ptminify: stopped (%s) before any reduction: %d nodes, %d tests\n", s.stop_reason,
-               m->nnodes, m->stats.tests);
-    else if (!s.reduced && m->nnodes <= 1)
-        printf("ptminify: already minimal: %d node%s, %d tests\n", m->nnodes,
-               m->nnodes == 1 ? "" : "s", m->stats.tests);
-    else if (!s.reduced)
-        printf("ptminify: no smaller graph fails with the same signature: the failure "
-               "disappears when the graph is shrunk. The original (%d nodes) is left as it is; "
-               "%s holds a copy with repro scripts.\n",
-               m->nnodes, R->out_dir);
-    else
-        printf("ptminify: %d -> %d nodes, %d tests, %.1fs%s%s\n", m->nnodes, nodes_after,
-               m->stats.tests, s.seconds, s.stop_reason[0] ? "; stopped: " : "", s.stop_reason);
-    printf("ptminify: signature: %s\n", sig);
-    printf("ptminify: %s: %s reproduces it (repro.sh, repro.py)\n", R->out_dir,
-           out_rc ? "graph.ptir NO LONGER" : "graph.ptir");
-    return out_rc;
+    print_outcome(R, &s, reproduces);
+    return reproduces ? 0 : 1;
 }
 
 /* --emit-only: the output folder of the graph as it is, e.g. to see it as

@@ -52,85 +52,106 @@ static void progress(mf *m, bool accepted)
 
 /* ---- testing a batch ----------------------------------------------------------- */
 
-enum { UNTESTED, RUNNING, PASSED, FAILED };
+/* A batch in flight: which candidate each child slot tests. */
+typedef struct flight {
+    const mf_batch *b;
+    int nslots;
+    int *index;     /* per slot: candidate index, -1 when idle */
+    uint64_t *hash; /* per slot: the candidate's text hash */
+    int next;       /* the next candidate to build */
+    int best;       /* the first failing candidate known, -1 */
+    bool stop;      /* --max-tests or an interrupt */
+} flight;
+
+/* Starts candidate f->next (or answers it from the cache); false when no
+ * more may start. */
+static bool start_next(mf *m, flight *f)
+{
+    if (f->stop || mf_pool_running(m->pool) >= f->nslots || f->next >= f->b->n ||
+        (f->best >= 0 && f->next >= f->best))
+        return false;
+    int i = f->next++;
+    mf_case c;
+    if (f->b->build(f->b->ctx, i, &c)) {
+        m->stats.invalid++;
+        return true;
+    }
+    int hit = cache_find(m, c.hash);
+    if (hit >= 0) {
+        m->stats.cached++;
+        if (m->cache_fail[hit])
+            f->best = i;
+    } else if ((m->opt.max_tests && m->stats.tests >= m->opt.max_tests) || mf_interrupted) {
+        m->stopped = f->stop = true;
+    } else {
+        int s = mf_pool_start(m->pool, &c, m->exec, &m->xo);
+        if (s >= 0) {
+            f->index[s] = i;
+            f->hash[s] = c.hash;
+            m->stats.tests++;
+        }
+    }
+    mf_case_free(&c); /* a child has its own copy */
+    return !f->stop;
+}
+
+/* Waits for one child and records its answer; false when interrupted. */
+static bool finish_one(mf *m, flight *f)
+{
+    mf_result r;
+    int s = mf_pool_wait(m->pool, &r);
+    if (s < 0) {
+        m->stopped = f->stop = true;
+        return false;
+    }
+    int i = f->index[s];
+    f->index[s] = -1;
+    bool fail = mf_signature_match(&m->sig, &r);
+    if (r.kind == MF_INVALID)
+        m->stats.invalid++;
+    cache_put(m, f->hash[s], fail);
+    if (m->opt.verbose) {
+        char what[1400];
+        mf_result_format(&r, what, sizeof what);
+        fprintf(stderr, "ptminify:   test %d (candidate %d of %d): %s%s\n", m->stats.tests, i + 1,
+                f->b->n, what, fail ? "  [same failure]" : "");
+    }
+    if (fail && (f->best < 0 || i < f->best))
+        f->best = i;
+    progress(m, false);
+    return true;
+}
+
+/* Is a candidate before the best failing one still running? */
+static bool earlier_running(const flight *f)
+{
+    for (int s = 0; s < f->nslots; s++)
+        if (f->index[s] >= 0 && (f->best < 0 || f->index[s] < f->best))
+            return true;
+    return false;
+}
 
 int mf_first_failing(mf *m, const mf_batch *b)
 {
-    int nslots = mf_pool_slots(m->pool), best = -1, next = 0;
-    int *slot_index = malloc(sizeof *slot_index * (size_t)nslots);
-    uint64_t *slot_hash = malloc(sizeof *slot_hash * (size_t)nslots);
-    bool stop = false;
-    for (int s = 0; s < nslots; s++)
-        slot_index[s] = -1;
+    flight f = {.b = b, .nslots = mf_pool_slots(m->pool), .best = -1};
+    f.index = malloc(sizeof *f.index * (size_t)f.nslots);
+    f.hash = malloc(sizeof *f.hash * (size_t)f.nslots);
+    for (int s = 0; s < f.nslots; s++)
+        f.index[s] = -1;
     for (;;) {
-        while (!stop && mf_pool_running(m->pool) < nslots && next < b->n &&
-               (best < 0 || next < best)) {
-            int i = next++;
-            mf_case c;
-            if (b->build(b->ctx, i, &c)) {
-                m->stats.invalid++;
-                continue;
-            }
-            int hit = cache_find(m, c.hash);
-            if (hit >= 0) {
-                m->stats.cached++;
-                if (m->cache_fail[hit])
-                    best = i;
-                mf_case_free(&c);
-                continue;
-            }
-            if ((m->opt.max_tests && m->stats.tests >= m->opt.max_tests) || mf_interrupted) {
-                m->stopped = stop = true;
-                mf_case_free(&c);
-                break;
-            }
-            int s = mf_pool_start(m->pool, &c, m->exec, &m->xo);
-            uint64_t hash = c.hash;
-            mf_case_free(&c); /* the child has its own copy */
-            if (s < 0)
-                continue;
-            slot_index[s] = i;
-            slot_hash[s] = hash;
-            m->stats.tests++;
-        }
-        if (mf_pool_running(m->pool) == 0)
+        while (start_next(m, &f))
+            ;
+        /* Done when nothing runs, or nothing before the best failing one. */
+        if (mf_pool_running(m->pool) == 0 || (f.best >= 0 && !earlier_running(&f)))
             break;
-        if (best >= 0) {
-            /* Done once nothing before best is still running. */
-            bool earlier = false;
-            for (int s = 0; s < nslots; s++)
-                if (slot_index[s] >= 0 && slot_index[s] < best)
-                    earlier = true;
-            if (!earlier)
-                break;
-        }
-        mf_result r;
-        int s = mf_pool_wait(m->pool, &r);
-        if (s < 0) {
-            m->stopped = stop = true;
+        if (!finish_one(m, &f))
             break;
-        }
-        int i = slot_index[s];
-        slot_index[s] = -1;
-        bool fail = mf_signature_match(&m->sig, &r);
-        if (r.kind == MF_INVALID)
-            m->stats.invalid++;
-        cache_put(m, slot_hash[s], fail);
-        if (m->opt.verbose) {
-            char what[1400];
-            mf_result_format(&r, what, sizeof what);
-            fprintf(stderr, "ptminify:   test %d (candidate %d of %d): %s%s\n", m->stats.tests,
-                    i + 1, b->n, what, fail ? "  [same failure]" : "");
-        }
-        if (fail && (best < 0 || i < best))
-            best = i;
-        progress(m, false);
     }
-    for (int s = 0; s < nslots; s++)
+    for (int s = 0; s < f.nslots; s++)
         mf_pool_kill(m->pool, s); /* candidates after best: their answer is not needed */
-    free(slot_index);
-    free(slot_hash);
-    return best >= 0 ? best : (stop ? -2 : -1);
+    free(f.index);
+    free(f.hash);
+    return f.best >= 0 ? f.best : (f.stop ? -2 : -1);
 }
 
 static int build_one(void *ctx, int i, mf_case *c)
