@@ -165,10 +165,11 @@ void ptc_inject_track(char *buf, size_t size)
     track_buf = buf;
 }
 
+/* A real segfault, whatever handlers the host installed (a sanitizer's or
+ * Python's faulthandler would otherwise turn it into an exit with a report,
+ * and a failure's signature must not depend on the build). */
 _Noreturn static void crash(void)
 {
-    raise(SIGSEGV);
-    /* A handler swallowed it (or returned): crash for real. */
     signal(SIGSEGV, SIG_DFL);
     raise(SIGSEGV);
     abort();

@@ -82,7 +82,7 @@ static double magnitude(const ptc_tensor *want)
 bool ptc_tensor_close(const ptc_tensor *got, const ptc_tensor *want, double rtol, double atol,
                       ptc_mismatch *m)
 {
-    ptc_mismatch local;
+    ptc_mismatch local = {0};
     if (!m)
         m = &local;
     int output = m->output;

@@ -15,6 +15,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* Under AddressSanitizer children get no address-space limit (see child.c):
+ * the out-of-memory case cannot happen there. */
+#ifdef __SANITIZE_ADDRESS__
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
+
 static ptc_module *parse(const char *src)
 {
     ptc_buf b = {0};
@@ -590,6 +598,8 @@ START_TEST(test_children)
         {exec_exit, MF_CRASH, 0, "", ""},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        if (SANITIZED && cases[i].kind == MF_OOM)
+            continue;
         ck_assert_int_ge(mf_pool_start(p, i == 4 ? &c : NULL, cases[i].fn, &o), 0);
         ck_assert_int_ge(mf_pool_wait(p, &r), 0);
         ck_assert_int_eq(r.kind, cases[i].kind);

@@ -153,11 +153,14 @@ static void set_limits(const mf_limits *lim)
 {
     struct rlimit none = {0, 0};
     setrlimit(RLIMIT_CORE, &none);
+#ifndef __SANITIZE_ADDRESS__
+    /* (AddressSanitizer reserves terabytes of address space: no limit there) */
     if (lim->mem_mb > 0) {
         rlim_t bytes = (rlim_t)lim->mem_mb << 20;
         struct rlimit as = {bytes, bytes};
         setrlimit(RLIMIT_AS, &as);
     }
+#endif
 }
 
 /* Common set-up of every child: own process group, default signals, stdout

@@ -686,55 +686,86 @@ static int emit_only(run *R)
     return rc;
 }
 
-int main(int argc, char **argv)
+/* Everything a run holds (setup may have stopped anywhere). */
+static void release(run *R)
 {
-    run R = {0};
-    int rc = parse_args(argc, argv, &R.a);
-    if (rc)
-        return rc;
-    ptc_log_init();
-    if ((rc = setup(&R)))
-        return rc;
-    init_minifier(&R);
-    mf *m = &R.m;
-    m->stats.started_ms = ptc_now_ms();
+    mf *m = &R->m;
+    if (m->pool)
+        mf_pool_free(m->pool);
+    for (int v = 0; m->recorded && v < m->nvalues; v++)
+        ptc_tensor_release(&m->recorded[v]);
+    free(m->recorded);
+    mf_cand_free(&m->best);
+    mf_signature_free(&m->sig);
+    free(m->cache_keys);
+    free(m->cache_fail);
+    for (int i = 0; R->inputs && R->mod && i < R->mod->graphs[0]->ninputs; i++)
+        ptc_tensor_release(&R->inputs[i]);
+    free(R->inputs);
+    if (R->mod)
+        ptc_module_free(R->mod);
+    if (R->rp.arena)
+        ptc_arena_free(R->rp.arena);
+    for (int i = 0; i < R->a.syms.n; i++)
+        free((char *)R->a.syms.names[i]);
+}
+
+/* --reproduce: the failure and its signature. */
+static int reproduce(const run *R, const mf_result *r0)
+{
+    char sig[1400], what[1400];
+    mf_signature_format(&R->m.sig, sig, sizeof sig);
+    mf_result_format(r0, what, sizeof what);
+    printf("ptminify: %s fails: %s\nptminify: signature: %s\n", R->a.path, what, sig);
+    return 1; /* like a failing test: the failure shows */
+}
+
+static int minimise(run *R)
+{
+    mf *m = &R->m;
     ptc_error err;
     if (!(m->pool = mf_pool_new(&m->opt.limits, &err)))
         return report(&err, 1);
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
-    if (R.a.emit_only) {
-        rc = emit_only(&R);
-        mf_pool_free(m->pool);
-        return rc;
-    }
+    if (R->a.emit_only)
+        return emit_only(R);
     /* Recording first: the oracle's outputs then come with every candidate. */
-    int nrec = R.a.reproduce ? 0 : mf_record(m->pool, m->g, m->inputs, m->recorded, &err);
+    int nrec = R->a.reproduce ? 0 : mf_record(m->pool, m->g, m->inputs, m->recorded, &err);
     mf_case orig;
     if (mf_cand_build(m, &m->best, &orig, &err))
         return report(&err, 1);
     mf_result r0;
-    rc = pin(m, &R.check, &orig, R.a.path, &r0);
+    int rc = pin(m, &R->check, &orig, R->a.path, &r0);
     mf_case_free(&orig);
-    if (rc == 0 && R.a.reproduce) {
-        char sig[1400], what[1400];
-        mf_signature_format(&m->sig, sig, sizeof sig);
-        mf_result_format(&r0, what, sizeof what);
-        printf("ptminify: %s fails: %s\nptminify: signature: %s\n", R.a.path, what, sig);
-        rc = 1; /* like a failing test: the failure shows */
-    } else if (rc == 0) {
-        if (nrec < 0 || (nrec < m->nvalues - m->g->ninputs && !R.a.quiet))
-            fprintf(stderr,
-                    "ptminify: note: %d of %d intermediate values recorded%s%s; nodes after the "
-                    "gap can only go by truncation\n",
-                    nrec < 0 ? 0 : nrec, m->nvalues - m->g->ninputs, nrec < 0 ? ": " : "",
-                    nrec < 0 ? err.msg : "");
-        mf_reduce(m);
-        end_progress(m);
-        was_interrupted = mf_interrupted;
-        mf_interrupted = 0; /* the final checks still run */
-        rc = finish(&R, &r0);
+    if (rc || R->a.reproduce)
+        return rc ? rc : reproduce(R, &r0);
+    if (nrec < 0 || (nrec < m->nvalues - m->g->ninputs && !R->a.quiet))
+        fprintf(stderr,
+                "ptminify: note: %d of %d intermediate values recorded%s%s; nodes after the gap "
+                "can only go by truncation\n",
+                nrec < 0 ? 0 : nrec, m->nvalues - m->g->ninputs, nrec < 0 ? ": " : "",
+                nrec < 0 ? err.msg : "");
+    mf_reduce(m);
+    end_progress(m);
+    was_interrupted = mf_interrupted;
+    mf_interrupted = 0; /* the final checks still run */
+    return finish(R, &r0);
+}
+
+int main(int argc, char **argv)
+{
+    run R = {0};
+    int rc = parse_args(argc, argv, &R.a);
+    if (rc == 0) {
+        ptc_log_init();
+        rc = setup(&R);
     }
-    mf_pool_free(m->pool);
+    if (rc == 0) {
+        init_minifier(&R);
+        R.m.stats.started_ms = ptc_now_ms();
+        signal(SIGINT, on_signal);
+        signal(SIGTERM, on_signal);
+        rc = minimise(&R);
+    }
+    release(&R);
     return rc;
 }
