@@ -726,6 +726,7 @@ static void emit_header(emitter *e, const mf_signature *sig, const mf_result *r,
         ptc_buf_put_quoted(b, inject);
         ptc_buf_puts(b, ")  # the planted bug: set before ptc loads\n");
     }
+    ptc_buf_puts(b, "os.environ.setdefault('PTC_STRICT', '1')  # errors raise: no eager fallback\n");
     ptc_buf_puts(b, "\nimport torch\nimport torch.nn.functional as F\n\n");
     ptc_buf_printf(b, "KIND = '%s'\nSTAGE = ", mf_kind_name(sig->kind));
     ptc_buf_put_quoted(b, sig->stage);
@@ -767,7 +768,8 @@ static void emit_main(emitter *e)
            "        print('repro.py: cannot import ptc (%s); build ptc with Python and put '\n"
            "              'build/python on PYTHONPATH' % e)\n"
            "        return 2\n"
-           "    compiled = ptc.compile(fn, backend='ptc')\n"
+           "    compiled = ptc.compile(fn, backend='reference' if BACKEND == 'reference' else "
+        "'ptc')\n"
            "    try:\n"
            "        got = compiled(*inputs)\n"
            "    except Exception as e:  # an error from ptc\n"
