@@ -19,6 +19,7 @@ BUILD = os.environ.get("PTC_BUILD_DIR") or os.path.join(os.path.dirname(__file__
 SOURCE = os.environ.get("PTC_SOURCE_DIR") or os.path.join(os.path.dirname(__file__), "..", "..")
 EXE = os.path.join(BUILD, "tools", "minifier", "ptminify")
 DATA = os.path.join(SOURCE, "tests", "data", "minify")
+BERT = [os.path.join(DATA, "bert.ptir"), "--inputs", os.path.join(DATA, "bert.inputs.bin")]
 
 CHAIN = """# ptc ir v1
 graph chain(%x: f32[4,16] cpu, %w: f32[32,16] cpu, %b: f32[32] cpu) {
@@ -228,3 +229,28 @@ def test_repro_py_translation(tmp_path, graph):
     import runpy
     main = runpy.run_path(str(tmp_path / "out" / "repro.py"), run_name="repro")["main"]
     assert main(["--eager"]) == 0
+
+
+def ptc_importable():
+    r = subprocess.run([sys.executable, "-c", "import ptc, torch"], capture_output=True)
+    return r.returncode == 0
+
+
+@pytest.mark.parametrize("inject,status", [("prims:gelu:error", 1),
+                                           ("codegen:prims.tanh:wrong", 1),
+                                           ("runtime:scaled_dot_product_attention:crash", -11)])
+def test_repro_py_reproduces_through_ptc_compile(tmp_path, inject, status):
+    """The minimal graph as torch code, through ptc.compile (capture, the CPU
+    pipeline): the planted failure shows again."""
+    if not ptc_importable():
+        pytest.skip("the ptc Python module is not built (or torch is missing)")
+    out = tmp_path / "out"
+    r = ptminify("--backend", "cpu", "-q", "-o", out, *BERT, inject=inject)
+    assert r.returncode == 0, r.stderr
+    env = {k: v for k, v in os.environ.items() if k != "PTC_INJECT"}
+    r = subprocess.run([sys.executable, str(out / "repro.py")], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert r.returncode == status, (r.stdout, r.stderr[-2000:])
+    if status == 1:
+        assert "reproduced" in r.stdout
+
