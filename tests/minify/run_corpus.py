@@ -35,6 +35,7 @@ DATA = os.path.join(HERE, "..", "data", "minify")
 # prim), codegen (the kernel computing a prim), runtime (when it runs).
 RESNET = ("resnet18.ptir", None)
 BERT = ("bert.ptir", "bert.inputs.bin")
+BERT_PRIMS = ("bert_prims.ptir", "bert.inputs.bin")  # stage 2: after decomposition
 HANG = ["--timeout", "1"]
 ACCURACY = ["--check", "accuracy"]
 CASES = [
@@ -55,6 +56,8 @@ CASES = [
      ["--check", "error:InjectedError: injected error in runtime of prims.gather"], 5),
     ("bert-runtime-sdpa-wrong-3rd", BERT, "runtime:scaled_dot_product_attention:wrong@3", [],
      5),
+    ("bert_prims-lower-erf-wrong", BERT_PRIMS, "lower:prims.erf:wrong", [], 5),
+    ("bert_prims-codegen-varmean-error", BERT_PRIMS, "codegen:prims.var_mean:error", [], 5),
 ]
 
 BACKEND = os.environ.get("PTMINIFY_BACKEND", "cpu")
