@@ -481,6 +481,14 @@ static int configure_environment(run *R)
     unsetenv("PTC_ACCURACY");
     unsetenv("PTC_REPRO");
     unsetenv("PTC_TRACE_DIR");
+    /* N tests at a time share the cores (the children read it when their
+     * OpenMP starts; ptminify itself never runs a kernel). */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (!getenv("OMP_NUM_THREADS") && R->a.jobs > 1 && cores > 0) {
+        char n[24];
+        snprintf(n, sizeof n, "%ld", cores / R->a.jobs > 0 ? cores / R->a.jobs : 1);
+        setenv("OMP_NUM_THREADS", n, 1);
+    }
     return 0;
 }
 
