@@ -94,7 +94,6 @@ void mf_exec_harness(const mf_case *c, const mf_exec_opts *o, mf_result *r)
         mf_compare(c, got, want, o, r);
 }
 
-#ifdef PTC_MF_PIPELINE
 void mf_exec_pipeline(const mf_case *c, const mf_exec_opts *o, mf_result *r)
 {
     ptc_error err;
@@ -118,7 +117,6 @@ void mf_exec_pipeline(const mf_case *c, const mf_exec_opts *o, mf_result *r)
     if (reference(c, want, r))
         mf_compare(c, got, want, o, r);
 }
-#endif
 
 void mf_case_free(mf_case *c)
 {

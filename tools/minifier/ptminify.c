@@ -313,11 +313,7 @@ static ptc_module *load_graph(const char *path, ptc_error *err)
 
 static int parse_backend(const char *name, ptc_backend *b, mf_exec_fn *exec)
 {
-#ifdef PTC_MF_PIPELINE
     *exec = mf_exec_pipeline;
-#else
-    *exec = NULL;
-#endif
     if (strcmp(name, "reference") == 0)
         *b = PTC_BACKEND_REFERENCE;
     else if (strcmp(name, "cpu") == 0)
@@ -328,10 +324,6 @@ static int parse_backend(const char *name, ptc_backend *b, mf_exec_fn *exec)
         *b = PTC_BACKEND_REFERENCE, *exec = mf_exec_harness;
     else
         return bad_input("unknown backend '%s' (expected reference, cpu, cuda or harness)", name);
-    if (!*exec)
-        return bad_input("backend '%s' needs the compiler pipeline (compiler/runtime), which this "
-                         "build lacks; only --backend harness is available",
-                         name);
     return 0;
 }
 
