@@ -263,6 +263,8 @@ ptc_program *ptc_compile(const ptc_graph *g, const ptc_compile_opts *opts, ptc_e
     if (rc == 0 && backend == PTC_BACKEND_REFERENCE) {
         p->graph = ptc_graph_clone(g, NULL);
     } else if (rc == 0) {
+        if (ptc_accuracy_enabled())
+            p->source = ptc_graph_clone(g, NULL);
         rc = stage_prims(&s, g);
         if (rc == 0)
             rc = stage_loops(&s);
@@ -299,6 +301,8 @@ void ptc_program_release(ptc_program *p)
         free(p->text[i]);
     if (p->graph)
         ptc_graph_free(p->graph);
+    if (p->source)
+        ptc_graph_free(p->source);
     ptc_arena_free(p->arena);
     free(p->mem);
     pthread_mutex_destroy(&p->lock);
@@ -316,14 +320,47 @@ const char *ptc_program_text(const ptc_program *p, const char *stage)
     return NULL;
 }
 
+/* PTC_INJECT's runtime stage on the reference backend: asked after each
+ * node (the interpreter itself, the oracle, is never injected). */
+typedef struct ref_inject {
+    ptc_error err;
+    bool failed;
+} ref_inject;
+
+static int inject_node(void *ctx, const ptc_node *n, const ptc_tensor *outs)
+{
+    ref_inject *ri = ctx;
+    switch (ptc_inject_hit("runtime", n->op, &ri->err)) {
+    case PTC_INJECT_ERROR:
+        ri->failed = true;
+        return 1;
+    case PTC_INJECT_WRONG:
+        for (int i = 0; i < n->nout; i++) {
+            ptc_tensor t = outs[i]; /* the run's data; only the struct is const */
+            ptc_inject_perturb(&t);
+        }
+        return 0;
+    default:
+        return 0;
+    }
+}
+
 /* The reference backend, with outputs moved into host allocations. */
 static int run_reference(ptc_program *p, const ptc_tensor *inputs, int ninputs,
                          ptc_tensor *outputs, const ptc_host *host, uint64_t rng_offset,
                          ptc_error *err)
 {
+    ref_inject ri = {0};
     ptc_run_opts ro = {.rng_offset = rng_offset};
-    if (ptc_interp_run(p->graph, inputs, ninputs, outputs, &ro, err))
+    if (*ptc_inject_spec()) {
+        ro.on_node = inject_node;
+        ro.ctx = &ri;
+    }
+    if (ptc_interp_run(p->graph, inputs, ninputs, outputs, &ro, err)) {
+        if (ri.failed && err)
+            *err = ri.err;
         return -1;
+    }
     if (!host || !host->alloc)
         return 0;
     for (int i = 0; i < p->noutputs; i++) {
@@ -340,6 +377,33 @@ static int run_reference(ptc_program *p, const ptc_tensor *inputs, int ninputs,
     return 0;
 }
 
+#ifdef PTC_HAVE_CUDA
+/* PTC_ACCURACY on the CUDA backend: the interpreter runs on host copies of
+ * the inputs and is compared with host copies of the outputs. */
+static int cuda_accuracy(ptc_program *p, const ptc_tensor *inputs, int ninputs,
+                         const ptc_tensor *outputs, uint64_t rng_offset, ptc_error *err)
+{
+    ptc_tensor *hin = calloc((size_t)ninputs + 1, sizeof *hin);
+    ptc_tensor *hout = calloc((size_t)p->noutputs + 1, sizeof *hout);
+    int rc = 0, nin = 0, nout = 0;
+    for (; rc == 0 && nin < ninputs; nin++)
+        rc = ptc_tensor_to_device(&inputs[nin], PTC_CPU, &hin[nin], err);
+    for (; rc == 0 && nout < p->noutputs; nout++)
+        rc = ptc_tensor_to_device(&outputs[nout], PTC_CPU, &hout[nout], err);
+    if (rc == 0)
+        rc = ptc_accuracy_check(p->source, hin, ninputs, hout, rng_offset, "cuda", err);
+    for (int i = 0; i < ninputs; i++)
+        if (hin[i].storage)
+            ptc_tensor_release(&hin[i]);
+    for (int i = 0; i < p->noutputs; i++)
+        if (hout[i].storage)
+            ptc_tensor_release(&hout[i]);
+    free(hin);
+    free(hout);
+    return rc;
+}
+#endif
+
 int ptc_program_run(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tensor *outputs,
                     const ptc_host *host, uint64_t rng_offset, ptc_error *err)
 {
@@ -349,8 +413,27 @@ int ptc_program_run(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_t
     if (p->backend == PTC_BACKEND_REFERENCE)
         return run_reference(p, inputs, ninputs, outputs, host, rng_offset, err);
 #ifdef PTC_HAVE_CUDA
-    if (p->backend == PTC_BACKEND_CUDA)
-        return ptc_exec_cuda(p, inputs, ninputs, outputs, host, rng_offset, err);
+    if (p->backend == PTC_BACKEND_CUDA) {
+        if (ptc_exec_cuda(p, inputs, ninputs, outputs, host, rng_offset, err))
+            return -1;
+        if (p->source && __atomic_exchange_n(&p->accuracy_checked, 1, __ATOMIC_ACQ_REL) == 0 &&
+            cuda_accuracy(p, inputs, ninputs, outputs, rng_offset, err)) {
+            for (int i = 0; i < p->noutputs; i++)
+                ptc_tensor_release(&outputs[i]);
+            return -1;
+        }
+        return 0;
+    }
 #endif
-    return ptc_exec_cpu(p, inputs, ninputs, outputs, host, rng_offset, err);
+    if (ptc_exec_cpu(p, inputs, ninputs, outputs, host, rng_offset, err))
+        return -1;
+    /* PTC_ACCURACY=1: the first run of a new compile is checked against the
+     * interpreter; a divergence writes a repro folder and fails the run. */
+    if (p->source && __atomic_exchange_n(&p->accuracy_checked, 1, __ATOMIC_ACQ_REL) == 0 &&
+        ptc_accuracy_check(p->source, inputs, ninputs, outputs, rng_offset, "cpu", err)) {
+        for (int i = 0; i < p->noutputs; i++)
+            ptc_tensor_release(&outputs[i]);
+        return -1;
+    }
+    return 0;
 }

@@ -24,6 +24,7 @@ typedef struct cg {
     LLVMValueRef lane_mask;   /* <W x i1> active lanes of a masked tail, or NULL */
     LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, void_;
     LLVMBasicBlockRef entry;  /* allocas go here */
+    bool inject_wrong;        /* PTC_INJECT codegen:<op>:wrong: every stored value is off */
 } cg;
 
 /* Types and constants. */

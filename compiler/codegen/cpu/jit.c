@@ -155,7 +155,7 @@ static double cpu_ms(void)
 }
 
 static int build_kernel(const ptc_schedule *s, const ptc_kernel *k, const char *sym, bool want_obj,
-                        bool want_text, built *out, ptc_error *err)
+                        bool want_text, bool wrong, built *out, ptc_error *err)
 {
     LLVMContextRef ctx = LLVMContextCreate();
     LLVMModuleRef mod = LLVMModuleCreateWithNameInContext(sym, ctx);
@@ -171,6 +171,7 @@ static int build_kernel(const ptc_schedule *s, const ptc_kernel *k, const char *
     c.s = s;
     c.k = k;
     c.lanes = G.lanes;
+    c.inject_wrong = wrong;
     c.bufptr = calloc((size_t)s->prog->nbufs + 1, sizeof *c.bufptr);
     c.param = calloc((size_t)k->nparams + 1, sizeof *c.param);
     c.i1 = LLVMInt1TypeInContext(ctx);
@@ -308,10 +309,11 @@ void ptc_cpu_kernel_release(ptc_cpu_kernel *k)
 
 /* ---- compiling a schedule --------------------------------------------------------- */
 
-static void make_key(const ptc_schedule *s, const ptc_kernel *k, ptc_buf *key, char *sym,
-                     size_t symsz)
+static void make_key(const ptc_schedule *s, const ptc_kernel *k, bool wrong, ptc_buf *key,
+                     char *sym, size_t symsz)
 {
-    ptc_buf_printf(key, "ptc %s codegen %s target %s\n", PTC_VERSION, CODEGEN_VERSION, G.desc);
+    ptc_buf_printf(key, "ptc %s codegen %s target %s%s\n", PTC_VERSION, CODEGEN_VERSION, G.desc,
+                   wrong ? " PTC_INJECT wrong" : "");
     ptc_kernel_print_key(key, s, k);
     uint64_t h1 = ptc_hash_bytes(PTC_HASH_INIT, key->data, key->len);
     uint64_t h2 = ptc_hash_bytes(0x84222325cbf29ce4ULL, key->data, key->len);
@@ -334,14 +336,20 @@ static char *with_header(const ptc_kernel *k, const char *text)
 static int compile_one(const ptc_schedule *s, const ptc_kernel *k, const ptc_codegen_opts *o,
                        ptc_cpu_kernel *out, char **text, ptc_error *err)
 {
+    /* Asked before the cache: a planted crash or error happens on every
+     * compile, and a wrong kernel is cached apart from the right one. */
+    ptc_inject_kind ik = ptc_kernel_inject(s, k, "codegen", err);
+    if (ik == PTC_INJECT_ERROR)
+        return -1;
+    bool wrong = ik == PTC_INJECT_WRONG;
     ptc_buf key = {0};
     char sym[48];
-    make_key(s, k, &key, sym, sizeof sym);
+    make_key(s, k, wrong, &key, sym, sizeof sym);
     built bl = {0};
     int rc = 0;
     bool want_text = o && o->want_text && text;
     if (want_text) {
-        rc = build_kernel(s, k, sym, false, true, &bl, err);
+        rc = build_kernel(s, k, sym, false, true, wrong, &bl, err);
         if (rc == 0)
             *text = with_header(k, bl.text);
         free(bl.text);
@@ -355,7 +363,7 @@ static int compile_one(const ptc_schedule *s, const ptc_kernel *k, const ptc_cod
         bool from_disk = attempt == 0 && !(o && o->no_cache) && ptc_cache_load(key.data, key.len, &obj, &len);
         if (!from_disk) {
             double t0 = ptc_now_ms();
-            rc = build_kernel(s, k, sym, true, false, &bl, err);
+            rc = build_kernel(s, k, sym, true, false, wrong, &bl, err);
             if (o && o->metrics)
                 ptc_metrics_add(o->metrics, "llvm_compile_ms", ptc_now_ms() - t0, true);
             if (rc)
@@ -403,8 +411,10 @@ int ptc_cpu_compile(const ptc_schedule *s, const ptc_codegen_opts *o, ptc_cpu_ke
     }
     if (rc)
         for (int j = 0; j < k; j++)
-            if (out[j].entry)
+            if (out[j].entry) {
                 release_locked(out[j].entry);
+                out[j] = (ptc_cpu_kernel){0}; /* the program releases them again */
+            }
     pthread_mutex_unlock(&lock);
     return rc;
 }
