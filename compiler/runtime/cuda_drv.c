@@ -44,11 +44,11 @@ static bool load_locked(void)
         snprintf(D.why, sizeof D.why, "no NVIDIA driver: cannot open %s (%s)", name, e ? e : "?");
         return false;
     }
-#define X(fname, sym, params)                                                                \
-    *(void **)&D.api.fname = dlsym(D.lib, sym);                                              \
-    if (!D.api.fname) {                                                                      \
-        snprintf(D.why, sizeof D.why, "the NVIDIA driver in %s lacks %s (too old?)", name, sym); \
-        return false;                                                                        \
+#define X(fname, sym, params)                                                                      \
+    *(void **)&D.api.fname = dlsym(D.lib, sym);                                                    \
+    if (!D.api.fname) {                                                                            \
+        snprintf(D.why, sizeof D.why, "the NVIDIA driver in %s lacks %s (too old?)", name, sym);   \
+        return false;                                                                              \
     }
     PTC_CUDA_FUNCS(X)
 #undef X
@@ -195,7 +195,8 @@ void ptc_cuda_leave(bool pushed)
     }
 }
 
-/* ---- for tools and tests (runtime.h) ---------------------------------------------------------- */
+/* ---- for tools and tests (runtime.h) ----------------------------------------------------------
+ */
 
 int ptc_cuda_available(ptc_error *err)
 {
@@ -205,8 +206,8 @@ int ptc_cuda_available(ptc_error *err)
 #else
     const char *why = NULL;
     if (!ptc_cuda_api_get(&why))
-        return ptc_errorf(err, PTC_ERR_UNSUPPORTED, "runtime", "the CUDA backend is unavailable: %s",
-                          why);
+        return ptc_errorf(err, PTC_ERR_UNSUPPORTED, "runtime",
+                          "the CUDA backend is unavailable: %s", why);
     return 0;
 #endif
 }
@@ -245,7 +246,8 @@ int ptc_tensor_to_device(const ptc_tensor *t, ptc_device dev, ptc_tensor *out, p
     memset(out, 0, sizeof *out);
     for (int d = 0; d < t->ndim; d++)
         if (t->strides[d] < 0)
-            return ptc_errorf(err, PTC_ERR_UNSUPPORTED, "runtime", "copying a tensor with negative strides");
+            return ptc_errorf(err, PTC_ERR_UNSUPPORTED, "runtime",
+                              "copying a tensor with negative strides");
     if (!to_cuda && !from_cuda) {
         if (ptc_tensor_alloc(out, t->dtype, t->ndim, t->sizes, err))
             return -1;
@@ -280,7 +282,8 @@ int ptc_tensor_to_device(const ptc_tensor *t, ptc_device dev, ptc_tensor *out, p
         free(host);
         if (p)
             D.api.cuMemFree(p);
-        return ptc_cuda_fail(err, r, "copying a tensor %s cuda:%d", to_cuda ? "to" : "from", d->ordinal);
+        return ptc_cuda_fail(err, r, "copying a tensor %s cuda:%d", to_cuda ? "to" : "from",
+                             d->ordinal);
     }
     *out = *t;
     out->device = to_cuda ? (ptc_device){PTC_DEV_CUDA, (int16_t)d->ordinal} : PTC_CPU;

@@ -142,19 +142,20 @@ static int load_one(ptc_cuda_prog *cp, const ptc_schedule *s, int k, cloaded *L,
     return rc;
 }
 
-/* ---- parallel compilation --------------------------------------------------------------------- */
+/* ---- parallel compilation ---------------------------------------------------------------------
+ */
 
 typedef struct work {
     ptc_cuda_prog *cp;
     const ptc_schedule *s;
     const ptc_codegen_opts *co;
-    cloaded *L;       /* NULL: generate PTX only */
-    bool gen;         /* generate PTX (else it exists: load only) */
+    cloaded *L; /* NULL: generate PTX only */
+    bool gen;   /* generate PTX (else it exists: load only) */
     int *todo;
     int ntodo;
-    int next;         /* atomic */
+    int next; /* atomic */
     pthread_mutex_t mlock;
-    int failed;       /* atomic */
+    int failed; /* atomic */
     ptc_error err;
 } work;
 
@@ -311,9 +312,10 @@ int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, 
         cp->target.sms = dev->sms;
     }
     if (!ptc_cuda_arch_name(cp->target.sm))
-        return ptc_errorf(err, PTC_ERR_UNSUPPORTED, "codegen",
-                          "CUDA compute capability %d.%d is not supported (sm_70 .. sm_90 and newer)",
-                          cp->target.sm / 10, cp->target.sm % 10);
+        return ptc_errorf(
+            err, PTC_ERR_UNSUPPORTED, "codegen",
+            "CUDA compute capability %d.%d is not supported (sm_70 .. sm_90 and newer)",
+            cp->target.sm / 10, cp->target.sm % 10);
     int *todo = calloc((size_t)cp->nk + 1, sizeof *todo);
     ptc_codegen_opts co = {.no_cache = o && o->no_cache, .metrics = m};
     work w = {.cp = cp, .s = p->sched, .co = &co, .gen = true, .todo = todo};
@@ -383,7 +385,8 @@ static cloaded *loaded_on(ptc_program *p, ptc_cuda_device *d, ptc_error *err)
             if (cp->k[k].same_as < 0)
                 todo[n++] = k;
         ptc_codegen_opts co = {0};
-        work w = {.cp = cp, .s = p->sched, .co = &co, .L = L, .gen = false, .todo = todo, .ntodo = n};
+        work w = {
+            .cp = cp, .s = p->sched, .co = &co, .L = L, .gen = false, .todo = todo, .ntodo = n};
         rc = run_workers(&w, err);
         free(todo);
         if (rc)
@@ -395,7 +398,8 @@ static cloaded *loaded_on(ptc_program *p, ptc_cuda_device *d, ptc_error *err)
     return rc ? NULL : L;
 }
 
-/* ---- running ------------------------------------------------------------------------------------ */
+/* ---- running ------------------------------------------------------------------------------------
+ */
 
 typedef struct crun {
     ptc_program *p;
@@ -407,14 +411,14 @@ typedef struct crun {
     ptc_bindings b;
     void **bufptr;
     ptc_tensor *outs;
-    ptc_tensor arena;       /* host-allocated arena (storage set) */
-    ptc_tensor *adopted;    /* extern results whose memory serves as buffers */
+    ptc_tensor arena;    /* host-allocated arena (storage set) */
+    ptc_tensor *adopted; /* extern results whose memory serves as buffers */
     int nadopted, cap_adopted;
-    CUdeviceptr scratch;    /* kernels' scratch area */
+    CUdeviceptr scratch; /* kernels' scratch area */
     int64_t scratch_bytes;
     uint64_t rng_offset;
     bool sync_each;
-    bool no_vector;         /* PTC_CUDA_VECTOR=0: scalar entries only (tests) */
+    bool no_vector; /* PTC_CUDA_VECTOR=0: scalar entries only (tests) */
     ptc_error *err;
 } crun;
 
@@ -441,8 +445,8 @@ static int bind_inputs(crun *r, const ptc_tensor *in, int *ordinal)
         int d = in[i].device.index;
         if (*ordinal != -2 && d != *ordinal)
             return ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime",
-                              "input '%s' is on cuda:%d, other inputs on cuda:%d", p->in_names[i], d,
-                              *ordinal);
+                              "input '%s' is on cuda:%d, other inputs on cuda:%d", p->in_names[i],
+                              d, *ordinal);
         *ordinal = d;
     }
     /* layouts: the kernels assume the strides of each input's type */
@@ -488,7 +492,8 @@ static int dev_alloc(crun *r, ptc_tensor *t, ptc_dtype dt, int ndim, const int64
     if (bytes) {
         CUresult cr = r->A->cuMemAlloc(&ptr, bytes);
         if (cr != CUDA_SUCCESS)
-            return ptc_cuda_fail(r->err, cr, "allocating %zu bytes on cuda:%d", bytes, r->dev->ordinal);
+            return ptc_cuda_fail(r->err, cr, "allocating %zu bytes on cuda:%d", bytes,
+                                 r->dev->ordinal);
     }
     ptc_storage *s = calloc(1, sizeof *s);
     s->refs = 1;
@@ -583,7 +588,8 @@ static int plan_arena(crun *r)
             dyn_bytes[b] = bytes;
         }
         size = ptc_mplan_place(n, dyn_bytes, mp->first, mp->last, mp->in_arena, dyn_off);
-        if (ptc_mplan_check(n, dyn_bytes, mp->first, mp->last, mp->in_arena, dyn_off, size, r->err)) {
+        if (ptc_mplan_check(n, dyn_bytes, mp->first, mp->last, mp->in_arena, dyn_off, size,
+                            r->err)) {
             free(dyn_off);
             free(dyn_bytes);
             return -1;
@@ -646,7 +652,8 @@ static int check_sync(crun *r, const ptc_kernel *k, const char *what)
 {
     CUresult cr = r->A->cuStreamSynchronize(r->stream);
     if (cr != CUDA_SUCCESS)
-        return ptc_cuda_fail(r->err, cr, "kernel %d %s: %s", k ? k->id : -1, k ? k->name : "?", what);
+        return ptc_cuda_fail(r->err, cr, "kernel %d %s: %s", k ? k->id : -1, k ? k->name : "?",
+                             what);
     return 0;
 }
 
@@ -666,7 +673,8 @@ static int run_kernel(crun *r, int ki)
     void *params[2 * MAX_PARAMS];
     if (k->nargs + 1 > MAX_PARAMS || k->nparams + 1 > MAX_PARAMS)
         return ptc_errorf(r->err, PTC_ERR_UNSUPPORTED, "runtime",
-                          "kernel %d %s has more than %d arguments", k->id, k->name, MAX_PARAMS - 1);
+                          "kernel %d %s has more than %d arguments", k->id, k->name,
+                          MAX_PARAMS - 1);
     int np = 0;
     for (int a = 0; a < k->nargs; a++) {
         ptrs[a] = (CUdeviceptr)(uintptr_t)r->bufptr[k->args[a]];
@@ -680,21 +688,24 @@ static int run_kernel(crun *r, int ki)
         ints[1 + i] = eval(r, k->params[i]);
         params[np++] = &ints[1 + i];
     }
-    CUresult cr = r->A->cuLaunchKernel(fn, (unsigned)blocks, 1, 1, (unsigned)code->launch.block, 1, 1,
-                                       (unsigned)code->launch.smem, r->stream, params, NULL);
+    CUresult cr = r->A->cuLaunchKernel(fn, (unsigned)blocks, 1, 1, (unsigned)code->launch.block, 1,
+                                       1, (unsigned)code->launch.smem, r->stream, params, NULL);
     if (cr != CUDA_SUCCESS)
-        return ptc_cuda_fail(r->err, cr, "kernel %d %s (%s): launch of grid %lld x block %d, %d bytes "
+        return ptc_cuda_fail(r->err, cr,
+                             "kernel %d %s (%s): launch of grid %lld x block %d, %d bytes "
                              "of shared memory",
                              k->id, k->name, vec ? code->ventry : code->entry, (long long)blocks,
                              code->launch.block, code->launch.smem);
     ptc_log(PTC_LOG_RUNTIME, PTC_LOG_DEBUG, "kernel %d %s: grid %lld block %d team %d%s", k->id,
-            k->name, (long long)blocks, code->launch.block, code->launch.team, vec ? " vectorised" : "");
+            k->name, (long long)blocks, code->launch.block, code->launch.team,
+            vec ? " vectorised" : "");
     if (r->sync_each)
         return check_sync(r, k, "failed while running");
     return 0;
 }
 
-/* ---- externs ----------------------------------------------------------------------------------- */
+/* ---- externs -----------------------------------------------------------------------------------
+ */
 
 static ptc_tensor view_tensor(crun *r, const ptc_lview *v)
 {
@@ -727,7 +738,8 @@ static int stage_down(crun *r, int buf, void **host)
     if (n <= 0)
         return 0;
     CUresult cr = r->A->cuMemcpyDtoH(*host, (CUdeviceptr)(uintptr_t)r->bufptr[buf], (size_t)n);
-    return cr == CUDA_SUCCESS ? 0 : ptc_cuda_fail(r->err, cr, "copying an extern's input to the host");
+    return cr == CUDA_SUCCESS ? 0
+                              : ptc_cuda_fail(r->err, cr, "copying an extern's input to the host");
 }
 
 /* An extern without a host framework: ptc's C kernel over host copies. */
@@ -797,7 +809,8 @@ static int adopt(crun *r, int b, ptc_tensor *t)
     r->adopted[r->nadopted++] = *t;
     if (!ok)
         return ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime",
-                          "extern result for %s is not a contiguous CUDA tensor of its type", lb->name);
+                          "extern result for %s is not a contiguous CUDA tensor of its type",
+                          lb->name);
     if (ptc_tensor_numel(t) > 0)
         r->bufptr[b] = t->data;
     return 0;
@@ -856,7 +869,8 @@ static int run_extern(crun *r, const ptc_lnode *n)
     return rc;
 }
 
-/* ---- the run ------------------------------------------------------------------------------------ */
+/* ---- the run ------------------------------------------------------------------------------------
+ */
 
 static void finish(crun *r, bool ok, ptc_tensor *outputs)
 {
@@ -884,7 +898,8 @@ int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_ten
     crun r = {.p = p, .host = host, .rng_offset = rng_offset, .err = err};
     r.A = ptc_cuda_api_get(&why);
     if (!r.A)
-        return ptc_errorf(err, PTC_ERR_UNSUPPORTED, "runtime", "the CUDA backend is unavailable: %s", why);
+        return ptc_errorf(err, PTC_ERR_UNSUPPORTED, "runtime",
+                          "the CUDA backend is unavailable: %s", why);
     const char *sync = getenv("PTC_CUDA_SYNC");
     r.sync_each = sync && *sync && strcmp(sync, "0") != 0;
     const char *vec = getenv("PTC_CUDA_VECTOR");

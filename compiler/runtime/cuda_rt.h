@@ -36,38 +36,38 @@ enum {
 };
 
 /* X(name, symbol, params): every driver entry point ptc calls. */
-#define PTC_CUDA_FUNCS(X)                                                                   \
-    X(cuInit, "cuInit", (unsigned flags))                                                   \
-    X(cuDriverGetVersion, "cuDriverGetVersion", (int *v))                                   \
-    X(cuDeviceGetCount, "cuDeviceGetCount", (int *n))                                       \
-    X(cuDeviceGet, "cuDeviceGet", (CUdevice * d, int ordinal))                              \
-    X(cuDeviceGetAttribute, "cuDeviceGetAttribute", (int *v, int attr, CUdevice d))         \
-    X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", (CUcontext * c, CUdevice d))    \
-    X(cuCtxGetCurrent, "cuCtxGetCurrent", (CUcontext * c))                                  \
-    X(cuCtxGetDevice, "cuCtxGetDevice", (CUdevice * d))                                     \
-    X(cuCtxPushCurrent, "cuCtxPushCurrent_v2", (CUcontext c))                               \
-    X(cuCtxPopCurrent, "cuCtxPopCurrent_v2", (CUcontext * c))                               \
-    X(cuCtxSynchronize, "cuCtxSynchronize", (void))                                         \
-    X(cuGetErrorName, "cuGetErrorName", (CUresult r, const char **s))                       \
-    X(cuGetErrorString, "cuGetErrorString", (CUresult r, const char **s))                   \
-    X(cuMemAlloc, "cuMemAlloc_v2", (CUdeviceptr * p, size_t n))                             \
-    X(cuMemFree, "cuMemFree_v2", (CUdeviceptr p))                                           \
-    X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", (CUdeviceptr d, const void *s, size_t n))            \
-    X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", (void *d, CUdeviceptr s, size_t n))                  \
-    X(cuMemsetD8, "cuMemsetD8_v2", (CUdeviceptr d, unsigned char v, size_t n))              \
-    X(cuStreamSynchronize, "cuStreamSynchronize", (CUstream s))                             \
-    X(cuModuleLoadData, "cuModuleLoadData", (CUmodule * m, const void *image))              \
-    X(cuModuleUnload, "cuModuleUnload", (CUmodule m))                                       \
-    X(cuModuleGetFunction, "cuModuleGetFunction", (CUfunction * f, CUmodule m, const char *n)) \
-    X(cuFuncSetAttribute, "cuFuncSetAttribute", (CUfunction f, int attr, int v))            \
-    X(cuLaunchKernel, "cuLaunchKernel",                                                     \
-      (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,        \
-       unsigned bz, unsigned smem, CUstream s, void **params, void **extra))                 \
-    X(cuLinkCreate, "cuLinkCreate_v2", (unsigned n, int *opts, void **vals, CUlinkState * s)) \
-    X(cuLinkAddData, "cuLinkAddData_v2",                                                    \
-      (CUlinkState s, int type, void *data, size_t size, const char *name, unsigned n,       \
-       int *opts, void **vals))                                                              \
-    X(cuLinkComplete, "cuLinkComplete", (CUlinkState s, void **cubin, size_t *size))        \
+#define PTC_CUDA_FUNCS(X)                                                                          \
+    X(cuInit, "cuInit", (unsigned flags))                                                          \
+    X(cuDriverGetVersion, "cuDriverGetVersion", (int *v))                                          \
+    X(cuDeviceGetCount, "cuDeviceGetCount", (int *n))                                              \
+    X(cuDeviceGet, "cuDeviceGet", (CUdevice * d, int ordinal))                                     \
+    X(cuDeviceGetAttribute, "cuDeviceGetAttribute", (int *v, int attr, CUdevice d))                \
+    X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", (CUcontext * c, CUdevice d))           \
+    X(cuCtxGetCurrent, "cuCtxGetCurrent", (CUcontext * c))                                         \
+    X(cuCtxGetDevice, "cuCtxGetDevice", (CUdevice * d))                                            \
+    X(cuCtxPushCurrent, "cuCtxPushCurrent_v2", (CUcontext c))                                      \
+    X(cuCtxPopCurrent, "cuCtxPopCurrent_v2", (CUcontext * c))                                      \
+    X(cuCtxSynchronize, "cuCtxSynchronize", (void))                                                \
+    X(cuGetErrorName, "cuGetErrorName", (CUresult r, const char **s))                              \
+    X(cuGetErrorString, "cuGetErrorString", (CUresult r, const char **s))                          \
+    X(cuMemAlloc, "cuMemAlloc_v2", (CUdeviceptr * p, size_t n))                                    \
+    X(cuMemFree, "cuMemFree_v2", (CUdeviceptr p))                                                  \
+    X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", (CUdeviceptr d, const void *s, size_t n))                   \
+    X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", (void *d, CUdeviceptr s, size_t n))                         \
+    X(cuMemsetD8, "cuMemsetD8_v2", (CUdeviceptr d, unsigned char v, size_t n))                     \
+    X(cuStreamSynchronize, "cuStreamSynchronize", (CUstream s))                                    \
+    X(cuModuleLoadData, "cuModuleLoadData", (CUmodule * m, const void *image))                     \
+    X(cuModuleUnload, "cuModuleUnload", (CUmodule m))                                              \
+    X(cuModuleGetFunction, "cuModuleGetFunction", (CUfunction * f, CUmodule m, const char *n))     \
+    X(cuFuncSetAttribute, "cuFuncSetAttribute", (CUfunction f, int attr, int v))                   \
+    X(cuLaunchKernel, "cuLaunchKernel",                                                            \
+      (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, \
+       unsigned smem, CUstream s, void **params, void **extra))                                    \
+    X(cuLinkCreate, "cuLinkCreate_v2", (unsigned n, int *opts, void **vals, CUlinkState *s))       \
+    X(cuLinkAddData, "cuLinkAddData_v2",                                                           \
+      (CUlinkState s, int type, void *data, size_t size, const char *name, unsigned n, int *opts,  \
+       void **vals))                                                                               \
+    X(cuLinkComplete, "cuLinkComplete", (CUlinkState s, void **cubin, size_t *size))               \
     X(cuLinkDestroy, "cuLinkDestroy", (CUlinkState s))
 
 typedef struct ptc_cuda_api {
@@ -82,15 +82,16 @@ const ptc_cuda_api *ptc_cuda_api_get(const char **why);
 /* "CUDA_ERROR_OUT_OF_MEMORY: out of memory" for a result code. */
 void ptc_cuda_strerror(CUresult r, char *buf, size_t size);
 /* Fills err with "<what>: <CUDA error name>: <string>" and returns -1. */
-int ptc_cuda_fail(ptc_error *err, CUresult r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int ptc_cuda_fail(ptc_error *err, CUresult r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 typedef struct ptc_cuda_device {
     int ordinal;
     CUdevice dev;
-    CUcontext ctx; /* its primary context (retained for the process) */
-    int sm;        /* compute capability x 10 */
-    int sms;       /* multiprocessors */
-    int driver;    /* driver version (CUDA API number) */
+    CUcontext ctx;     /* its primary context (retained for the process) */
+    int sm;            /* compute capability x 10 */
+    int sms;           /* multiprocessors */
+    int driver;        /* driver version (CUDA API number) */
     CUdeviceptr zeros; /* 256 zero bytes: the address of buffers without elements */
 } ptc_cuda_device;
 

@@ -11,6 +11,7 @@
 
 #include <check.h>
 #include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -46,7 +47,10 @@ static void setup(void)
     setenv("PTC_CACHE_DIR", cache_dir, 1);
 }
 
-static void teardown(void) { clear_dir(cache_dir); }
+static void teardown(void)
+{
+    clear_dir(cache_dir);
+}
 
 static ptc_module *parse(const char *text)
 {
@@ -59,8 +63,11 @@ static ptc_module *parse(const char *text)
 static ptc_program *compile_ptx(const ptc_graph *g, int sm, bool no_cache, ptc_trace_compile *tc)
 {
     ptc_error err;
-    ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA, .cuda_sm = sm, .keep_text = true,
-                          .no_cache = no_cache, .trace = tc};
+    ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA,
+                          .cuda_sm = sm,
+                          .keep_text = true,
+                          .no_cache = no_cache,
+                          .trace = tc};
     ptc_program *p = ptc_compile(g, &o, &err);
     ck_assert_msg(p != NULL, "%s: %s: %s", err.stage, ptc_errclass_name(err.cls), err.msg);
     return p;
@@ -118,20 +125,20 @@ static int assemble(const char *ptx, int sm)
     return 1;
 }
 
-static const char *MODEL =
-    "# ptc ir v1\n"
-    "graph forward(%x: f32[4096,1024] cpu, %w: f32[1024] cpu, %b: f32[1024] cpu, %h: bf16[4096,1024] cpu) {\n"
-    "  %s = softmax(%x, -1) : f32[4096,1024]\n"
-    "  %l = layer_norm(%x, [1024], %w, %b) : f32[4096,1024]\n"
-    "  %g = gelu(%l) : f32[4096,1024]\n"
-    "  %hf = to(%h, f32) : f32[4096,1024]\n"
-    "  %m = mul(%g, %hf) : f32[4096,1024]\n"
-    "  %o = to(%m, bf16) : bf16[4096,1024]\n"
-    "  %t = sum(%x) : f32[]\n"
-    "  %c = sum(%x, [1]) : f32[4096]\n"
-    "  %p = amax(%x, [0]) : f32[1024]\n"
-    "  return (%s, %o, %t, %c, %p)\n"
-    "}\n";
+static const char *MODEL = "# ptc ir v1\n"
+                           "graph forward(%x: f32[4096,1024] cpu, %w: f32[1024] cpu, %b: f32[1024] "
+                           "cpu, %h: bf16[4096,1024] cpu) {\n"
+                           "  %s = softmax(%x, -1) : f32[4096,1024]\n"
+                           "  %l = layer_norm(%x, [1024], %w, %b) : f32[4096,1024]\n"
+                           "  %g = gelu(%l) : f32[4096,1024]\n"
+                           "  %hf = to(%h, f32) : f32[4096,1024]\n"
+                           "  %m = mul(%g, %hf) : f32[4096,1024]\n"
+                           "  %o = to(%m, bf16) : bf16[4096,1024]\n"
+                           "  %t = sum(%x) : f32[]\n"
+                           "  %c = sum(%x, [1]) : f32[4096]\n"
+                           "  %p = amax(%x, [0]) : f32[1024]\n"
+                           "  return (%s, %o, %t, %c, %p)\n"
+                           "}\n";
 
 START_TEST(ptx_for_sm80_and_sm90)
 {
@@ -183,14 +190,17 @@ START_TEST(teams_follow_sizes)
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char text[512];
-        snprintf(text, sizeof text,
-                 "# ptc ir v1\ngraph f(%%x: %s cpu) {\n  %%y = sum(%%x, [1]) : %s\n  return (%%y)\n}\n",
-                 cases[i].shape, cases[i].out);
+        snprintf(
+            text, sizeof text,
+            "# ptc ir v1\ngraph f(%%x: %s cpu) {\n  %%y = sum(%%x, [1]) : %s\n  return (%%y)\n}\n",
+            cases[i].shape, cases[i].out);
         ptc_module *m = parse(text);
         ptc_program *p = compile_ptx(m->graphs[0], 90, true, NULL);
         const char *ptx = ptc_program_text(p, "ptx");
-        ck_assert_msg((count(ptx, "shfl.sync") > 0) == cases[i].shfl, "%s: shuffles", cases[i].shape);
-        ck_assert_msg((count(ptx, "bar.sync") > 0) == cases[i].barsync, "%s: bar.sync", cases[i].shape);
+        ck_assert_msg((count(ptx, "shfl.sync") > 0) == cases[i].shfl, "%s: shuffles",
+                      cases[i].shape);
+        ck_assert_msg((count(ptx, "bar.sync") > 0) == cases[i].barsync, "%s: bar.sync",
+                      cases[i].shape);
         assemble(strchr(ptx, '\n') + 1, 90);
         ptc_program_release(p);
         ptc_module_free(m);
@@ -265,7 +275,8 @@ START_TEST(unavailable_without_driver)
     ptc_error err;
     ck_assert_int_eq(ptc_cuda_available(&err), -1);
     ck_assert_msg(strstr(err.msg, "no NVIDIA driver") != NULL, "%s", err.msg);
-    ptc_module *m = parse("# ptc ir v1\ngraph f(%x: f32[8] cpu) {\n  %y = exp(%x) : f32[8]\n  return (%y)\n}\n");
+    ptc_module *m = parse(
+        "# ptc ir v1\ngraph f(%x: f32[8] cpu) {\n  %y = exp(%x) : f32[8]\n  return (%y)\n}\n");
     ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA};
     ck_assert(ptc_compile(m->graphs[0], &o, &err) == NULL);
     ck_assert_msg(strstr(err.msg, "CUDA backend is unavailable") != NULL, "%s", err.msg);
@@ -293,6 +304,10 @@ END_TEST
 
 int main(void)
 {
+#ifndef PTC_HAVE_CUDA
+    printf("test_codegen_cuda: built with PTC_CUDA=OFF, nothing to test\n");
+    return 0;
+#endif
     Suite *s = suite_create("codegen_cuda");
     TCase *tc = tcase_create("ptx");
     tcase_add_checked_fixture(tc, setup, teardown);

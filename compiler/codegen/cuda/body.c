@@ -28,24 +28,34 @@
 LLVMTypeRef g_compute_type(gcg *c, ptc_dtype dt)
 {
     switch (dt) {
-    case PTC_BOOL: return c->i1;
+    case PTC_BOOL:
+        return c->i1;
     case PTC_U8:
-    case PTC_I8: return c->i8;
-    case PTC_I16: return c->i16;
-    case PTC_I32: return c->i32;
-    case PTC_I64: return c->i64;
-    case PTC_F64: return c->f64;
-    default: return c->f32;
+    case PTC_I8:
+        return c->i8;
+    case PTC_I16:
+        return c->i16;
+    case PTC_I32:
+        return c->i32;
+    case PTC_I64:
+        return c->i64;
+    case PTC_F64:
+        return c->f64;
+    default:
+        return c->f32;
     }
 }
 
 LLVMTypeRef g_storage_type(gcg *c, ptc_dtype dt)
 {
     switch (dt) {
-    case PTC_BOOL: return c->i8;
+    case PTC_BOOL:
+        return c->i8;
     case PTC_F16: /* as bits: LLVM 16's NVPTX miscompiles wide half vectors */
-    case PTC_BF16: return c->i16;
-    default: return g_compute_type(c, dt);
+    case PTC_BF16:
+        return c->i16;
+    default:
+        return g_compute_type(c, dt);
     }
 }
 
@@ -83,15 +93,24 @@ static LLVMValueRef splat_const(LLVMValueRef k, int w)
     return LLVMConstVector(ks, (unsigned)w);
 }
 
-LLVMValueRef g_const_f(LLVMTypeRef t, double v, int w) { return splat_const(LLVMConstReal(t, v), w); }
+LLVMValueRef g_const_f(LLVMTypeRef t, double v, int w)
+{
+    return splat_const(LLVMConstReal(t, v), w);
+}
 
 LLVMValueRef g_const_i(LLVMTypeRef t, int64_t v, int w)
 {
     return splat_const(LLVMConstInt(t, (unsigned long long)v, 1), w);
 }
 
-static bool is_float(ptc_dtype dt) { return ptc_dtype_is_float(dt); }
-static bool is_unsigned(ptc_dtype dt) { return dt == PTC_U8 || dt == PTC_BOOL; }
+static bool is_float(ptc_dtype dt)
+{
+    return ptc_dtype_is_float(dt);
+}
+static bool is_unsigned(ptc_dtype dt)
+{
+    return dt == PTC_U8 || dt == PTC_BOOL;
+}
 
 LLVMValueRef g_kconst(gcg *c, ptc_dtype dt, double f, int64_t i, int w)
 {
@@ -99,8 +118,8 @@ LLVMValueRef g_kconst(gcg *c, ptc_dtype dt, double f, int64_t i, int w)
     return is_float(dt) ? g_const_f(t, f, w) : g_const_i(t, i, w);
 }
 
-LLVMValueRef g_intrinsic(gcg *c, const char *name, LLVMTypeRef *over, int nover,
-                         LLVMValueRef *args, int nargs)
+LLVMValueRef g_intrinsic(gcg *c, const char *name, LLVMTypeRef *over, int nover, LLVMValueRef *args,
+                         int nargs)
 {
     unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
     PTC_ASSERT(id != 0);
@@ -134,7 +153,10 @@ LLVMValueRef g_dim(gcg *c, ptc_dim d)
     PTC_ASSERT(!"symbolic size missing from the kernel's params");
 }
 
-static bool dim_is(ptc_dim d, int64_t v) { return ptc_dim_is_static(d) && d.value == v; }
+static bool dim_is(ptc_dim d, int64_t v)
+{
+    return ptc_dim_is_static(d) && d.value == v;
+}
 
 /* Does x vary across the lanes being emitted? */
 static bool ix_varies(gcg *c, const ptc_ix *x, LLVMValueRef *vals)
@@ -188,7 +210,8 @@ static LLVMValueRef atom_emit(gcg *c, const ptc_ixatom *at, LLVMValueRef *vals, 
             return LLVMBuildNSWAdd(b, g_splat(c, v, w), lane_iota(c, w), "");
         return g_splat(c, v, w);
     }
-    case PTC_IXA_VAL: return g_splat(c, to_index(c, vals[at->id]), w);
+    case PTC_IXA_VAL:
+        return g_splat(c, to_index(c, vals[at->id]), w);
     default: {
         LLVMValueRef x = g_ix(c, at->x, vals, w);
         LLVMValueRef d = g_splat(c, g_dim(c, at->d), w);
@@ -197,7 +220,8 @@ static LLVMValueRef atom_emit(gcg *c, const ptc_ixatom *at, LLVMValueRef *vals, 
         bool nonneg = ptc_ix_max(tmp, at->x, &mx);
         ptc_arena_free(tmp);
         if (nonneg)
-            return at->kind == PTC_IXA_DIV ? LLVMBuildUDiv(b, x, d, "") : LLVMBuildURem(b, x, d, "");
+            return at->kind == PTC_IXA_DIV ? LLVMBuildUDiv(b, x, d, "")
+                                           : LLVMBuildURem(b, x, d, "");
         /* floor semantics for possibly negative operands (divisor > 0) */
         LLVMValueRef q = LLVMBuildSDiv(b, x, d, ""), r = LLVMBuildSRem(b, x, d, "");
         LLVMValueRef zero = g_const_i(c->ix, 0, w);
@@ -230,8 +254,8 @@ static LLVMValueRef asm_lanes(gcg *c, const char *code, const char *cons, LLVMTy
     LLVMTypeRef xt = w > 1 ? LLVMGetElementType(LLVMTypeOf(x)) : LLVMTypeOf(x);
     LLVMTypeRef params[2] = {xt, xt};
     LLVMTypeRef ft = LLVMFunctionType(rt, params, y ? 2 : 1, 0);
-    LLVMValueRef fn = LLVMGetInlineAsm(ft, (char *)code, strlen(code), (char *)cons, strlen(cons), 0,
-                                       0, LLVMInlineAsmDialectATT, 0);
+    LLVMValueRef fn = LLVMGetInlineAsm(ft, (char *)code, strlen(code), (char *)cons, strlen(cons),
+                                       0, 0, LLVMInlineAsmDialectATT, 0);
     /* memory(none) nounwind willreturn: a pure conversion that CSE may merge */
     unsigned mem = LLVMGetEnumAttributeKindForName("memory", 6);
     unsigned nounwind = LLVMGetEnumAttributeKindForName("nounwind", 8);
@@ -242,8 +266,10 @@ static LLVMValueRef asm_lanes(gcg *c, const char *code, const char *cons, LLVMTy
         LLVMValueRef a[2] = {w > 1 ? LLVMBuildExtractElement(b, x, lane, "") : x,
                              y && w > 1 ? LLVMBuildExtractElement(b, y, lane, "") : y};
         LLVMValueRef call = LLVMBuildCall2(b, ft, fn, a, y ? 2 : 1, "");
-        LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(c->ctx, mem, 0));
-        LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(c->ctx, nounwind, 0));
+        LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex,
+                                 LLVMCreateEnumAttribute(c->ctx, mem, 0));
+        LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex,
+                                 LLVMCreateEnumAttribute(c->ctx, nounwind, 0));
         LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex,
                                  LLVMCreateEnumAttribute(c->ctx, willreturn, 0));
         if (w == 1)
@@ -259,8 +285,10 @@ LLVMValueRef g_from_storage(gcg *c, LLVMValueRef v, ptc_dtype dt, int w)
 {
     LLVMBuilderRef b = c->b;
     switch (dt) {
-    case PTC_BOOL: return LLVMBuildICmp(b, LLVMIntNE, v, g_const_i(c->i8, 0, w), "");
-    case PTC_F16: return asm_lanes(c, "cvt.f32.f16 $0, $1;", "=f,h", c->f32, v, NULL);
+    case PTC_BOOL:
+        return LLVMBuildICmp(b, LLVMIntNE, v, g_const_i(c->i8, 0, w), "");
+    case PTC_F16:
+        return asm_lanes(c, "cvt.f32.f16 $0, $1;", "=f,h", c->f32, v, NULL);
     case PTC_BF16: {
         if (c->sm >= 90)
             return asm_lanes(c, "cvt.f32.bf16 $0, $1;", "=f,h", c->f32, v, NULL);
@@ -268,7 +296,8 @@ LLVMValueRef g_from_storage(gcg *c, LLVMValueRef v, ptc_dtype dt, int w)
         x = LLVMBuildShl(b, x, g_const_i(c->i32, 16, w), "");
         return LLVMBuildBitCast(b, x, g_vec(c, c->f32, w), "");
     }
-    default: return v;
+    default:
+        return v;
     }
 }
 
@@ -286,8 +315,7 @@ static LLVMValueRef to_bf16(gcg *c, LLVMValueRef v, int w)
     LLVMValueRef isnan = LLVMBuildICmp(b, LLVMIntUGT, absx, g_const_i(c->i32, 0x7f800000, w), "");
     LLVMValueRef lsb = LLVMBuildAnd(b, LLVMBuildLShr(b, x, g_const_i(c->i32, 16, w), ""),
                                     g_const_i(c->i32, 1, w), "");
-    LLVMValueRef r =
-        LLVMBuildAdd(b, x, LLVMBuildAdd(b, lsb, g_const_i(c->i32, 0x7fff, w), ""), "");
+    LLVMValueRef r = LLVMBuildAdd(b, x, LLVMBuildAdd(b, lsb, g_const_i(c->i32, 0x7fff, w), ""), "");
     LLVMValueRef q = LLVMBuildOr(b, x, g_const_i(c->i32, 0x400000, w), "");
     r = LLVMBuildSelect(b, isnan, q, r, "");
     r = LLVMBuildLShr(b, r, g_const_i(c->i32, 16, w), "");
@@ -298,10 +326,14 @@ LLVMValueRef g_to_storage(gcg *c, LLVMValueRef v, ptc_dtype dt, int w)
 {
     LLVMBuilderRef b = c->b;
     switch (dt) {
-    case PTC_BOOL: return LLVMBuildZExt(b, v, g_vec(c, c->i8, w), "");
-    case PTC_F16: return asm_lanes(c, "cvt.rn.f16.f32 $0, $1;", "=h,f", c->i16, v, NULL);
-    case PTC_BF16: return to_bf16(c, v, w);
-    default: return v;
+    case PTC_BOOL:
+        return LLVMBuildZExt(b, v, g_vec(c, c->i8, w), "");
+    case PTC_F16:
+        return asm_lanes(c, "cvt.rn.f16.f32 $0, $1;", "=h,f", c->i16, v, NULL);
+    case PTC_BF16:
+        return to_bf16(c, v, w);
+    default:
+        return v;
     }
 }
 
@@ -502,11 +534,13 @@ static LLVMValueRef emit_cast(gcg *c, LLVMValueRef v, ptc_dtype from, ptc_dtype 
     if (is_float(from)) {
         /* float -> int truncates; out-of-range is undefined in torch too, but
          * must not be poison here: freeze it */
-        LLVMValueRef r = is_unsigned(to) ? LLVMBuildFPToUI(b, v, tt, "") : LLVMBuildFPToSI(b, v, tt, "");
+        LLVMValueRef r =
+            is_unsigned(to) ? LLVMBuildFPToUI(b, v, tt, "") : LLVMBuildFPToSI(b, v, tt, "");
         return LLVMBuildFreeze(b, r, "");
     }
     if (is_float(to)) {
-        LLVMValueRef r = is_unsigned(from) ? LLVMBuildUIToFP(b, v, tt, "") : LLVMBuildSIToFP(b, v, tt, "");
+        LLVMValueRef r =
+            is_unsigned(from) ? LLVMBuildUIToFP(b, v, tt, "") : LLVMBuildSIToFP(b, v, tt, "");
         return round_to(c, r, to, w);
     }
     unsigned fb = LLVMGetIntTypeWidth(g_compute_type(c, from)),
@@ -524,7 +558,10 @@ static LLVMValueRef fcall1(gcg *c, const char *intr, LLVMValueRef x)
     return g_intrinsic(c, intr, &t, 1, &x, 1);
 }
 
-LLVMValueRef g_isnan(gcg *c, LLVMValueRef x) { return LLVMBuildFCmp(c->b, LLVMRealUNO, x, x, ""); }
+LLVMValueRef g_isnan(gcg *c, LLVMValueRef x)
+{
+    return LLVMBuildFCmp(c->b, LLVMRealUNO, x, x, "");
+}
 
 static LLVMValueRef emit_unary(gcg *c, int op, ptc_dtype dt, LLVMValueRef x, int w)
 {
@@ -538,39 +575,59 @@ static LLVMValueRef emit_unary(gcg *c, int op, ptc_dtype dt, LLVMValueRef x, int
             return x;
         return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, x, g_kconst(c, dt, 0, 0, w), ""),
                                LLVMBuildNeg(b, x, ""), x, "");
-    case PTC_L_NEG: return f ? LLVMBuildFNeg(b, x, "") : LLVMBuildNeg(b, x, "");
-    case PTC_L_EXP: return g_exp(c, x);
-    case PTC_L_LOG: return g_log(c, x);
-    case PTC_L_TANH: return g_tanh(c, x);
-    case PTC_L_ERF: return g_erf(c, x);
-    case PTC_L_LOG1P: return g_log1p(c, x);
-    case PTC_L_EXPM1: return g_expm1(c, x);
-    case PTC_L_SIN: return g_sin(c, x);
-    case PTC_L_COS: return g_cos(c, x);
-    case PTC_L_SQRT: return fcall1(c, "llvm.sqrt", x);
+    case PTC_L_NEG:
+        return f ? LLVMBuildFNeg(b, x, "") : LLVMBuildNeg(b, x, "");
+    case PTC_L_EXP:
+        return g_exp(c, x);
+    case PTC_L_LOG:
+        return g_log(c, x);
+    case PTC_L_TANH:
+        return g_tanh(c, x);
+    case PTC_L_ERF:
+        return g_erf(c, x);
+    case PTC_L_LOG1P:
+        return g_log1p(c, x);
+    case PTC_L_EXPM1:
+        return g_expm1(c, x);
+    case PTC_L_SIN:
+        return g_sin(c, x);
+    case PTC_L_COS:
+        return g_cos(c, x);
+    case PTC_L_SQRT:
+        return fcall1(c, "llvm.sqrt", x);
     case PTC_L_RSQRT:
         return LLVMBuildFDiv(b, g_kconst(c, dt, 1, 1, w), fcall1(c, "llvm.sqrt", x), "");
-    case PTC_L_RECIPROCAL: return LLVMBuildFDiv(b, g_kconst(c, dt, 1, 1, w), x, "");
-    case PTC_L_FLOOR: return f ? fcall1(c, "llvm.floor", x) : x;
-    case PTC_L_CEIL: return f ? fcall1(c, "llvm.ceil", x) : x;
-    case PTC_L_ROUND: return f ? fcall1(c, "llvm.roundeven", x) : x;
-    case PTC_L_TRUNC: return f ? fcall1(c, "llvm.trunc", x) : x;
+    case PTC_L_RECIPROCAL:
+        return LLVMBuildFDiv(b, g_kconst(c, dt, 1, 1, w), x, "");
+    case PTC_L_FLOOR:
+        return f ? fcall1(c, "llvm.floor", x) : x;
+    case PTC_L_CEIL:
+        return f ? fcall1(c, "llvm.ceil", x) : x;
+    case PTC_L_ROUND:
+        return f ? fcall1(c, "llvm.roundeven", x) : x;
+    case PTC_L_TRUNC:
+        return f ? fcall1(c, "llvm.trunc", x) : x;
     case PTC_L_SIGN: {
         LLVMValueRef zero = g_kconst(c, dt, 0, 0, w);
         if (dt == PTC_BOOL)
             return x;
-        LLVMValueRef pos = f ? LLVMBuildFCmp(b, LLVMRealOGT, x, zero, "")
-                             : LLVMBuildICmp(b, is_unsigned(dt) ? LLVMIntUGT : LLVMIntSGT, x, zero, "");
+        LLVMValueRef pos =
+            f ? LLVMBuildFCmp(b, LLVMRealOGT, x, zero, "")
+              : LLVMBuildICmp(b, is_unsigned(dt) ? LLVMIntUGT : LLVMIntSGT, x, zero, "");
         LLVMValueRef neg = f ? LLVMBuildFCmp(b, LLVMRealOLT, x, zero, "")
                              : LLVMBuildICmp(b, LLVMIntSLT, x, zero, "");
         LLVMValueRef r = LLVMBuildSelect(b, neg, g_kconst(c, dt, -1, -1, w), zero, "");
         r = LLVMBuildSelect(b, pos, g_kconst(c, dt, 1, 1, w), r, "");
         return f ? LLVMBuildSelect(b, g_isnan(c, x), x, r, "") : r;
     }
-    case PTC_L_BITWISE_NOT: return LLVMBuildNot(b, x, "");
-    case PTC_L_LOGICAL_NOT: return LLVMBuildNot(b, emit_cast(c, x, dt, PTC_BOOL, w), "");
-    case PTC_L_ISNAN: return f ? g_isnan(c, x) : g_const_i(c->i1, 0, w);
-    default: PTC_ASSERT(!"not a unary op");
+    case PTC_L_BITWISE_NOT:
+        return LLVMBuildNot(b, x, "");
+    case PTC_L_LOGICAL_NOT:
+        return LLVMBuildNot(b, emit_cast(c, x, dt, PTC_BOOL, w), "");
+    case PTC_L_ISNAN:
+        return f ? g_isnan(c, x) : g_const_i(c->i1, 0, w);
+    default:
+        PTC_ASSERT(!"not a unary op");
     }
 }
 
@@ -586,7 +643,8 @@ static LLVMValueRef ipow_scalar(gcg *c, LLVMValueRef base0, LLVMValueRef e0, ptc
     LLVMValueRef one = LLVMConstInt(t, 1, 0), zero = LLVMConstInt(t, 0, 0);
     LLVMBuildBr(b, head);
     LLVMPositionBuilderAtEnd(b, head);
-    LLVMValueRef r = LLVMBuildPhi(b, t, ""), bs = LLVMBuildPhi(b, t, ""), e = LLVMBuildPhi(b, t, "");
+    LLVMValueRef r = LLVMBuildPhi(b, t, ""), bs = LLVMBuildPhi(b, t, ""),
+                 e = LLVMBuildPhi(b, t, "");
     LLVMAddIncoming(r, &one, &pre, 1);
     LLVMAddIncoming(bs, &base0, &pre, 1);
     LLVMAddIncoming(e, &e0, &pre, 1);
@@ -610,7 +668,8 @@ static LLVMValueRef ipow_scalar(gcg *c, LLVMValueRef base0, LLVMValueRef e0, ptc
     LLVMValueRef m1 = LLVMBuildICmp(b, LLVMIntEQ, base0, LLVMConstAllOnes(t), "");
     LLVMValueRef oddx = LLVMBuildTrunc(b, e0, c->i1, "");
     LLVMValueRef negv = LLVMBuildSelect(
-        b, one_b, one, LLVMBuildSelect(b, m1, LLVMBuildSelect(b, oddx, base0, one, ""), zero, ""), "");
+        b, one_b, one, LLVMBuildSelect(b, m1, LLVMBuildSelect(b, oddx, base0, one, ""), zero, ""),
+        "");
     return LLVMBuildSelect(b, neg, negv, r, "");
 }
 
@@ -681,10 +740,10 @@ static LLVMValueRef fmod_(gcg *c, LLVMValueRef x, LLVMValueRef y)
     /* q one too large: r has the other sign; one too small: |r| >= |y| */
     LLVMValueRef cs1[2] = {ay, xd};
     LLVMValueRef sy = g_intrinsic(c, "llvm.copysign", &wt, 1, cs1, 2);
-    LLVMValueRef flip = LLVMBuildAnd(
-        b, LLVMBuildFCmp(b, LLVMRealONE, r, zero, ""),
-        LLVMBuildXor(b, LLVMBuildFCmp(b, LLVMRealOLT, r, zero, ""),
-                     LLVMBuildFCmp(b, LLVMRealOLT, xd, zero, ""), ""), "");
+    LLVMValueRef flip = LLVMBuildAnd(b, LLVMBuildFCmp(b, LLVMRealONE, r, zero, ""),
+                                     LLVMBuildXor(b, LLVMBuildFCmp(b, LLVMRealOLT, r, zero, ""),
+                                                  LLVMBuildFCmp(b, LLVMRealOLT, xd, zero, ""), ""),
+                                     "");
     r = LLVMBuildSelect(b, flip, LLVMBuildFAdd(b, r, sy, ""), r, "");
     LLVMValueRef over = LLVMBuildFCmp(b, LLVMRealOGE, fcall1(c, "llvm.fabs", r), ay, "");
     r = LLVMBuildSelect(b, over, LLVMBuildFSub(b, r, sy, ""), r, "");
@@ -763,8 +822,8 @@ LLVMValueRef g_minmax(gcg *c, bool max, ptc_dtype dt, LLVMValueRef x, LLVMValueR
         LLVMValueRef r = LLVMBuildSelect(b, better, x, y, "");
         return LLVMBuildSelect(b, g_isnan(c, x), x, r, "");
     }
-    LLVMIntPredicate p = is_unsigned(dt) ? (max ? LLVMIntUGT : LLVMIntULT)
-                                         : (max ? LLVMIntSGT : LLVMIntSLT);
+    LLVMIntPredicate p =
+        is_unsigned(dt) ? (max ? LLVMIntUGT : LLVMIntULT) : (max ? LLVMIntSGT : LLVMIntSLT);
     return LLVMBuildSelect(b, LLVMBuildICmp(b, p, x, y, ""), x, y, "");
 }
 
@@ -776,9 +835,9 @@ static LLVMValueRef emit_compare(gcg *c, int op, ptc_dtype dt, LLVMValueRef x, L
                                                LLVMRealOLE, LLVMRealOGT, LLVMRealOGE};
         return LLVMBuildFCmp(b, fp[op - PTC_L_EQ], x, y, "");
     }
-    static const LLVMIntPredicate sp[] = {LLVMIntEQ, LLVMIntNE, LLVMIntSLT,
+    static const LLVMIntPredicate sp[] = {LLVMIntEQ,  LLVMIntNE,  LLVMIntSLT,
                                           LLVMIntSLE, LLVMIntSGT, LLVMIntSGE};
-    static const LLVMIntPredicate up[] = {LLVMIntEQ, LLVMIntNE, LLVMIntULT,
+    static const LLVMIntPredicate up[] = {LLVMIntEQ,  LLVMIntNE,  LLVMIntULT,
                                           LLVMIntULE, LLVMIntUGT, LLVMIntUGE};
     return LLVMBuildICmp(b, is_unsigned(dt) ? up[op - PTC_L_EQ] : sp[op - PTC_L_EQ], x, y, "");
 }
@@ -792,27 +851,50 @@ static LLVMValueRef emit_binary(gcg *c, const ptc_lbody *body, const ptc_lexpr *
     LLVMValueRef r;
     switch (e->op) {
     case PTC_L_ADD:
-        r = f ? LLVMBuildFAdd(b, x, y, "") : dt == PTC_BOOL ? LLVMBuildOr(b, x, y, "") : LLVMBuildAdd(b, x, y, "");
+        r = f                ? LLVMBuildFAdd(b, x, y, "")
+            : dt == PTC_BOOL ? LLVMBuildOr(b, x, y, "")
+                             : LLVMBuildAdd(b, x, y, "");
         break;
     case PTC_L_SUB:
-        r = f ? LLVMBuildFSub(b, x, y, "") : dt == PTC_BOOL ? LLVMBuildXor(b, x, y, "") : LLVMBuildSub(b, x, y, "");
+        r = f                ? LLVMBuildFSub(b, x, y, "")
+            : dt == PTC_BOOL ? LLVMBuildXor(b, x, y, "")
+                             : LLVMBuildSub(b, x, y, "");
         break;
     case PTC_L_MUL:
-        r = f ? LLVMBuildFMul(b, x, y, "") : dt == PTC_BOOL ? LLVMBuildAnd(b, x, y, "") : LLVMBuildMul(b, x, y, "");
+        r = f                ? LLVMBuildFMul(b, x, y, "")
+            : dt == PTC_BOOL ? LLVMBuildAnd(b, x, y, "")
+                             : LLVMBuildMul(b, x, y, "");
         break;
-    case PTC_L_DIV: r = f ? LLVMBuildFDiv(b, x, y, "") : int_divmod(c, e->op, dt, x, y, w); break;
+    case PTC_L_DIV:
+        r = f ? LLVMBuildFDiv(b, x, y, "") : int_divmod(c, e->op, dt, x, y, w);
+        break;
     case PTC_L_FLOOR_DIVIDE:
     case PTC_L_REMAINDER:
         r = f ? float_floordiv_rem(c, e->op, dt, x, y, w) : int_divmod(c, e->op, dt, x, y, w);
         break;
-    case PTC_L_POW: r = emit_pow(c, dt, x, y, &body->e[e->arg[1]], w); break;
-    case PTC_L_MAXIMUM: r = g_minmax(c, true, dt, x, y); break;
-    case PTC_L_MINIMUM: r = g_minmax(c, false, dt, x, y); break;
-    case PTC_L_ATAN2: r = g_atan2(c, x, y); break;
-    case PTC_L_BITWISE_AND: r = LLVMBuildAnd(b, x, y, ""); break;
-    case PTC_L_BITWISE_OR: r = LLVMBuildOr(b, x, y, ""); break;
-    case PTC_L_BITWISE_XOR: r = LLVMBuildXor(b, x, y, ""); break;
-    default: return emit_compare(c, e->op, dt, x, y);
+    case PTC_L_POW:
+        r = emit_pow(c, dt, x, y, &body->e[e->arg[1]], w);
+        break;
+    case PTC_L_MAXIMUM:
+        r = g_minmax(c, true, dt, x, y);
+        break;
+    case PTC_L_MINIMUM:
+        r = g_minmax(c, false, dt, x, y);
+        break;
+    case PTC_L_ATAN2:
+        r = g_atan2(c, x, y);
+        break;
+    case PTC_L_BITWISE_AND:
+        r = LLVMBuildAnd(b, x, y, "");
+        break;
+    case PTC_L_BITWISE_OR:
+        r = LLVMBuildOr(b, x, y, "");
+        break;
+    case PTC_L_BITWISE_XOR:
+        r = LLVMBuildXor(b, x, y, "");
+        break;
+    default:
+        return emit_compare(c, e->op, dt, x, y);
     }
     if (f && dt != PTC_F32 && dt != PTC_F64)
         r = round_to(c, r, dt, w); /* torch rounds f16/bf16 results per op */
@@ -850,7 +932,9 @@ LLVMValueRef *g_body(gcg *c, const ptc_lbody *body, int w, const gfwd *fw)
             v[i] = hit ? hit : cached_load(c, e, v, w);
             break;
         }
-        case PTC_L_CONST: v[i] = g_kconst(c, e->dtype, e->fval, e->ival, w); break;
+        case PTC_L_CONST:
+            v[i] = g_kconst(c, e->dtype, e->fval, e->ival, w);
+            break;
         case PTC_L_INDEX: {
             LLVMValueRef ix = g_ix(c, e->ix, v, w);
             LLVMTypeRef t = g_vec(c, c->i64, w);
@@ -863,12 +947,17 @@ LLVMValueRef *g_body(gcg *c, const ptc_lbody *body, int w, const gfwd *fw)
             LLVMValueRef idx = g_ix(c, e->ix, v, w);
             if (c->ix != c->i64)
                 idx = LLVMBuildSExt(b, idx, g_vec(c, c->i64, w), "");
-            LLVMValueRef u = e->op == PTC_L_RAND ? g_rng_uniform(c, key, idx) : g_randn(c, key, idx);
+            LLVMValueRef u =
+                e->op == PTC_L_RAND ? g_rng_uniform(c, key, idx) : g_randn(c, key, idx);
             v[i] = emit_cast(c, u, PTC_F32, e->dtype, w);
             break;
         }
-        case PTC_L_CAST: v[i] = emit_cast(c, x, body->e[e->arg[0]].dtype, e->dtype, w); break;
-        case PTC_L_WHERE: v[i] = LLVMBuildSelect(b, x, y, v[e->arg[2]], ""); break;
+        case PTC_L_CAST:
+            v[i] = emit_cast(c, x, body->e[e->arg[0]].dtype, e->dtype, w);
+            break;
+        case PTC_L_WHERE:
+            v[i] = LLVMBuildSelect(b, x, y, v[e->arg[2]], "");
+            break;
         default:
             if (ptc_lop_arity(e->op) == 1) {
                 v[i] = emit_unary(c, e->op, body->e[e->arg[0]].dtype, x, w);

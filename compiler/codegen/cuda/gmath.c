@@ -24,10 +24,16 @@ static LLVMTypeRef scalar_of(LLVMValueRef x)
     return LLVMGetTypeKind(t) == LLVMVectorTypeKind ? LLVMGetElementType(t) : t;
 }
 
-static bool is_f64(gcg *c, LLVMValueRef x) { return scalar_of(x) == c->f64; }
+static bool is_f64(gcg *c, LLVMValueRef x)
+{
+    return scalar_of(x) == c->f64;
+}
 
 /* A constant of x's type and width. */
-static LLVMValueRef K(LLVMValueRef x, double v) { return g_const_f(scalar_of(x), v, g_width(x)); }
+static LLVMValueRef K(LLVMValueRef x, double v)
+{
+    return g_const_f(scalar_of(x), v, g_width(x));
+}
 
 static LLVMValueRef fmuladd(gcg *c, LLVMValueRef a, LLVMValueRef b, LLVMValueRef d)
 {
@@ -68,10 +74,22 @@ static LLVMValueRef fcmp(gcg *c, LLVMRealPredicate p, LLVMValueRef a, LLVMValueR
     return LLVMBuildFCmp(c->b, p, a, b, "");
 }
 
-static LLVMValueRef fmul(gcg *c, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFMul(c->b, a, b, ""); }
-static LLVMValueRef fadd(gcg *c, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFAdd(c->b, a, b, ""); }
-static LLVMValueRef fsub(gcg *c, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFSub(c->b, a, b, ""); }
-static LLVMValueRef fdiv(gcg *c, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFDiv(c->b, a, b, ""); }
+static LLVMValueRef fmul(gcg *c, LLVMValueRef a, LLVMValueRef b)
+{
+    return LLVMBuildFMul(c->b, a, b, "");
+}
+static LLVMValueRef fadd(gcg *c, LLVMValueRef a, LLVMValueRef b)
+{
+    return LLVMBuildFAdd(c->b, a, b, "");
+}
+static LLVMValueRef fsub(gcg *c, LLVMValueRef a, LLVMValueRef b)
+{
+    return LLVMBuildFSub(c->b, a, b, "");
+}
+static LLVMValueRef fdiv(gcg *c, LLVMValueRef a, LLVMValueRef b)
+{
+    return LLVMBuildFDiv(c->b, a, b, "");
+}
 
 static LLVMValueRef widen(gcg *c, LLVMValueRef x)
 {
@@ -109,7 +127,10 @@ static LLVMValueRef fma_(gcg *c, LLVMValueRef a, LLVMValueRef b, LLVMValueRef d)
 
 /* 1/x to about 1 ulp (rcp.approx): for quotients inside math functions whose
  * own error is larger; user-visible divisions stay IEEE. */
-static LLVMValueRef rcp_f32(gcg *c, LLVMValueRef x) { return nvvm1(c, "llvm.nvvm.rcp.approx.ftz.f", x); }
+static LLVMValueRef rcp_f32(gcg *c, LLVMValueRef x)
+{
+    return nvvm1(c, "llvm.nvvm.rcp.approx.ftz.f", x);
+}
 
 /* exp on the GPU's 2^x unit: t = x log2(e) rounded, r = 2^t (ex2.approx,
  * 2^-22 relative), then one FMA corrects r by the rounding error of t,
@@ -149,9 +170,9 @@ static LLVMValueRef log_f32(gcg *c, LLVMValueRef x)
     m = sel(c, small, fadd(c, m, m), m);
     m = fsub(c, m, K(x, 1.0));
     LLVMValueRef ef = LLVMBuildSIToFP(b, e, ft, "");
-    static const double P[] = {7.0376836292E-2, -1.1514610310E-1, 1.1676998740E-1,
-                               -1.2420140846E-1, 1.4249322787E-1, -1.6668057665E-1,
-                               2.0000714765E-1, -2.4999993993E-1, 3.3333331174E-1};
+    static const double P[] = {7.0376836292E-2,  -1.1514610310E-1, 1.1676998740E-1,
+                               -1.2420140846E-1, 1.4249322787E-1,  -1.6668057665E-1,
+                               2.0000714765E-1,  -2.4999993993E-1, 3.3333331174E-1};
     LLVMValueRef z = fmul(c, m, m);
     LLVMValueRef y = fmul(c, fmul(c, poly(c, m, P, 9), m), z);
     y = fmuladd(c, ef, K(x, -2.12194440e-4), y);
@@ -182,8 +203,8 @@ static LLVMValueRef erf_f32(gcg *c, LLVMValueRef x)
     LLVMValueRef z = fmul(c, x, x);
     LLVMValueRef small = fmul(c, fmul(c, poly(c, z, T, 6), x), K(x, 1.12837916709551257));
     LLVMValueRef t = rcp_f32(c, fmuladd(c, ax, K(x, 0.5), K(x, 1.0)));
-    static const double P[] = {0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807,
-                               -0.18628806, 0.09678418, 0.37409196, 1.00002368, -1.26551223};
+    static const double P[] = {0.17087277,  -0.82215223, 1.48851587, -1.13520398, 0.27886807,
+                               -0.18628806, 0.09678418,  0.37409196, 1.00002368,  -1.26551223};
     LLVMValueRef arg = fsub(c, poly(c, t, P, 10), fmul(c, ax, ax));
     LLVMValueRef big = copysign_(c, fsub(c, K(x, 1.0), fmul(c, t, exp_f32(c, arg))), x);
     LLVMValueRef r = sel(c, fcmp(c, LLVMRealOLT, ax, K(x, 0.5)), small, big);
@@ -242,7 +263,8 @@ static LLVMValueRef log_f64(gcg *c, LLVMValueRef x)
     LLVMValueRef e = LLVMBuildAnd(b, LLVMBuildLShr(b, bits, g_const_i(c->i64, 52, w), ""),
                                   g_const_i(c->i64, 0x7ff, w), "");
     e = LLVMBuildSub(b, LLVMBuildSub(b, e, g_const_i(c->i64, 1022, w), ""), ebias, "");
-    LLVMValueRef mb = LLVMBuildAnd(b, bits, g_const_i(c->i64, (int64_t)0x800fffffffffffffULL, w), "");
+    LLVMValueRef mb =
+        LLVMBuildAnd(b, bits, g_const_i(c->i64, (int64_t)0x800fffffffffffffULL, w), "");
     mb = LLVMBuildOr(b, mb, g_const_i(c->i64, 0x3fe0000000000000LL, w), "");
     LLVMValueRef m = LLVMBuildBitCast(b, mb, ft, ""); /* [0.5, 1) */
     LLVMValueRef small = fcmp(c, LLVMRealOLT, m, K(x, 0.70710678118654752440));
@@ -263,8 +285,14 @@ static LLVMValueRef log_f64(gcg *c, LLVMValueRef x)
     return sel(c, neg, K(x, NAN), r);
 }
 
-LLVMValueRef g_exp(gcg *c, LLVMValueRef x) { return is_f64(c, x) ? exp_f64(c, x) : exp_f32(c, x); }
-LLVMValueRef g_log(gcg *c, LLVMValueRef x) { return is_f64(c, x) ? log_f64(c, x) : log_f32(c, x); }
+LLVMValueRef g_exp(gcg *c, LLVMValueRef x)
+{
+    return is_f64(c, x) ? exp_f64(c, x) : exp_f32(c, x);
+}
+LLVMValueRef g_log(gcg *c, LLVMValueRef x)
+{
+    return is_f64(c, x) ? log_f64(c, x) : log_f32(c, x);
+}
 
 /* ---- derived functions ------------------------------------------------------------------ */
 
@@ -407,9 +435,9 @@ static void sincos_reduce(gcg *c, LLVMValueRef x, LLVMValueRef *r, LLVMValueRef 
     rr = fmuladd(c, n, K(xd, -2.02226624879595063154e-21), rr);
     *r = d ? rr : narrow(c, rr);
     /* quadrant: n mod 4 from a finite integer-valued double */
-    LLVMValueRef ni = LLVMBuildFPToSI(c->b, sel(c, fcmp(c, LLVMRealOLT, f1(c, "llvm.fabs", n),
-                                                        K(n, 9.0e15)), n, K(n, 0.0)),
-                                      g_vec(c, c->i64, g_width(x)), "");
+    LLVMValueRef ni = LLVMBuildFPToSI(
+        c->b, sel(c, fcmp(c, LLVMRealOLT, f1(c, "llvm.fabs", n), K(n, 9.0e15)), n, K(n, 0.0)),
+        g_vec(c, c->i64, g_width(x)), "");
     *quad = LLVMBuildAnd(c->b, ni, g_const_i(c->i64, 3, g_width(x)), "");
 }
 
@@ -457,8 +485,14 @@ static LLVMValueRef sincos_(gcg *c, LLVMValueRef x, bool cosine)
     return sel(c, inf, K(x, NAN), v);
 }
 
-LLVMValueRef g_sin(gcg *c, LLVMValueRef x) { return sincos_(c, x, false); }
-LLVMValueRef g_cos(gcg *c, LLVMValueRef x) { return sincos_(c, x, true); }
+LLVMValueRef g_sin(gcg *c, LLVMValueRef x)
+{
+    return sincos_(c, x, false);
+}
+LLVMValueRef g_cos(gcg *c, LLVMValueRef x)
+{
+    return sincos_(c, x, true);
+}
 
 /* atan of a in [0, 1]: atan(a) = pi/6 + atan((a sqrt3 - 1) / (a + sqrt3)) when
  * a > 2 - sqrt3, leaving |t| <= 0.268 for the series. */
@@ -491,7 +525,8 @@ LLVMValueRef g_atan2(gcg *c, LLVMValueRef y, LLVMValueRef x)
     LLVMValueRef a = atan01(c, q);
     a = sel(c, swap, fsub(c, K(y, 1.57079632679489661923), a), a);
     /* x negative (or -0): pi - a */
-    LLVMValueRef xi = LLVMBuildBitCast(b, x, g_vec(c, is_f64(c, x) ? c->i64 : c->i32, g_width(x)), "");
+    LLVMValueRef xi =
+        LLVMBuildBitCast(b, x, g_vec(c, is_f64(c, x) ? c->i64 : c->i32, g_width(x)), "");
     LLVMValueRef xneg = LLVMBuildICmp(b, LLVMIntSLT, xi, LLVMConstNull(LLVMTypeOf(xi)), "");
     a = sel(c, xneg, fsub(c, K(y, 3.14159265358979323846), a), a);
     LLVMValueRef r = copysign_(c, a, y);
@@ -509,7 +544,8 @@ LLVMValueRef g_pow(gcg *c, LLVMValueRef x, LLVMValueRef y)
     LLVMValueRef r = exp_f64(c, fmul(c, yd, log_f64(c, ax)));
     LLVMValueRef yint = fcmp(c, LLVMRealOEQ, f1(c, "llvm.floor", yd), yd);
     LLVMValueRef half = fmul(c, yd, K(yd, 0.5));
-    LLVMValueRef yodd = LLVMBuildAnd(b, yint, fcmp(c, LLVMRealONE, f1(c, "llvm.floor", half), half), "");
+    LLVMValueRef yodd =
+        LLVMBuildAnd(b, yint, fcmp(c, LLVMRealONE, f1(c, "llvm.floor", half), half), "");
     LLVMValueRef xi = LLVMBuildBitCast(b, xd, g_vec(c, c->i64, g_width(x)), "");
     LLVMValueRef xneg = LLVMBuildICmp(b, LLVMIntSLT, xi, LLVMConstNull(LLVMTypeOf(xi)), "");
     /* negative base: odd integer exponent flips the sign, non-integer is nan */

@@ -17,22 +17,22 @@
 enum { LOC_NONE, LOC_PRIVATE, LOC_SHARED, LOC_SCRATCH };
 
 typedef struct gplan {
-    int team;          /* threads per team (one team runs one outer iteration) */
-    int block;         /* threads per block */
-    int vec;           /* W of the vectorised form (1: none) */
-    bool flat;         /* every group pointwise without inner ranges */
-    bool row;          /* row mode: every group runs over the same N elements */
-    int row_n;         /* N */
-    int row_ndim;      /* number of ranges of each group (flattened into N) */
-    int row_j;         /* chunks of W elements per lane in the vectorised form */
-    bool i32;          /* index arithmetic fits in 32 bits */
-    int *red_lanes;    /* per group: threads of a team sharing one reduction (Tr) */
-    uint8_t *loc;      /* per local (kernel->locals order): LOC_* */
-    int64_t *loc_off;  /* per local: byte offset in its team's shared / scratch area */
-    int64_t smem_team; /* shared bytes per team (locals) */
-    int64_t smem_red;  /* shared bytes per block for cross-warp reductions */
+    int team;             /* threads per team (one team runs one outer iteration) */
+    int block;            /* threads per block */
+    int vec;              /* W of the vectorised form (1: none) */
+    bool flat;            /* every group pointwise without inner ranges */
+    bool row;             /* row mode: every group runs over the same N elements */
+    int row_n;            /* N */
+    int row_ndim;         /* number of ranges of each group (flattened into N) */
+    int row_j;            /* chunks of W elements per lane in the vectorised form */
+    bool i32;             /* index arithmetic fits in 32 bits */
+    int *red_lanes;       /* per group: threads of a team sharing one reduction (Tr) */
+    uint8_t *loc;         /* per local (kernel->locals order): LOC_* */
+    int64_t *loc_off;     /* per local: byte offset in its team's shared / scratch area */
+    int64_t smem_team;    /* shared bytes per team (locals) */
+    int64_t smem_red;     /* shared bytes per block for cross-warp reductions */
     int64_t scratch_team; /* global scratch bytes per team (static) */
-    uint8_t *valign;   /* per kernel arg: alignment the vector form needs (0: none) */
+    uint8_t *valign;      /* per kernel arg: alignment the vector form needs (0: none) */
 } gplan;
 
 /* Loads already emitted in this outer iteration (row mode): the row is read
@@ -51,26 +51,26 @@ typedef struct gcg {
     LLVMModuleRef mod;
     LLVMBuilderRef b;
     LLVMValueRef fn;
-    LLVMBasicBlockRef entry;   /* allocas go here */
+    LLVMBasicBlockRef entry; /* allocas go here */
     const ptc_schedule *s;
     const ptc_kernel *k;
     const gplan *plan;
-    int W;                     /* lanes of the values being emitted */
-    int vec_var;               /* kernel variable that varies across lanes (-1 none) */
-    bool vector_form;          /* emitting the vectorised entry */
-    LLVMValueRef *bufptr;      /* per buffer id: base pointer (NULL: unused) */
-    unsigned *bufspace;        /* per buffer id: address space of bufptr */
-    uint8_t *bufalign;         /* per buffer id: alignment its aligned vector accesses assume */
-    LLVMValueRef *param;       /* per kernel param: index-typed value */
-    LLVMValueRef rng_offset;   /* i64 */
+    int W;                   /* lanes of the values being emitted */
+    int vec_var;             /* kernel variable that varies across lanes (-1 none) */
+    bool vector_form;        /* emitting the vectorised entry */
+    LLVMValueRef *bufptr;    /* per buffer id: base pointer (NULL: unused) */
+    unsigned *bufspace;      /* per buffer id: address space of bufptr */
+    uint8_t *bufalign;       /* per buffer id: alignment its aligned vector accesses assume */
+    LLVMValueRef *param;     /* per kernel param: index-typed value */
+    LLVMValueRef rng_offset; /* i64 */
     LLVMValueRef vars[3 * PTC_MAX_DIMS];
-    LLVMValueRef smem;         /* the dynamic shared memory (addrspace 3) */
+    LLVMValueRef smem; /* the dynamic shared memory (addrspace 3) */
     LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, gptr, sptr, void_;
-    LLVMTypeRef ix;            /* index type: i32 or i64 */
-    int sm;                    /* target compute capability x 10 */
-    bool *written;             /* per buffer id: stored to by this kernel */
-    gcache *cache;             /* row mode: loads of read-only buffers, or NULL */
-    int cache_j;               /* the chunk the values being emitted belong to */
+    LLVMTypeRef ix; /* index type: i32 or i64 */
+    int sm;         /* target compute capability x 10 */
+    bool *written;  /* per buffer id: stored to by this kernel */
+    gcache *cache;  /* row mode: loads of read-only buffers, or NULL */
+    int cache_j;    /* the chunk the values being emitted belong to */
 } gcg;
 
 /* ---- body.c ---- */
@@ -82,8 +82,8 @@ LLVMValueRef g_const_f(LLVMTypeRef t, double v, int w);
 LLVMValueRef g_const_i(LLVMTypeRef t, int64_t v, int w);
 LLVMValueRef g_kconst(gcg *c, ptc_dtype dt, double f, int64_t i, int w);
 int g_width(LLVMValueRef x);
-LLVMValueRef g_intrinsic(gcg *c, const char *name, LLVMTypeRef *over, int nover,
-                         LLVMValueRef *args, int nargs);
+LLVMValueRef g_intrinsic(gcg *c, const char *name, LLVMTypeRef *over, int nover, LLVMValueRef *args,
+                         int nargs);
 LLVMValueRef g_alloca(gcg *c, LLVMTypeRef t, const char *name);
 /* A size as an index-typed value (symbolic sizes come from the params). */
 LLVMValueRef g_dim(gcg *c, ptc_dim d);

@@ -20,6 +20,12 @@
  * merged with Chan's formula. Flat kernels have no team work: one thread
  * computes W consecutive elements (the vectorised form) or one, and values of
  * kernel-local buffers are forwarded in registers.
+ *
+ * Row mode (plan.c) unrolls the loops of kernels whose groups all run over
+ * the same row: lane t handles chunks j*T + t of W elements, loads of
+ * read-only buffers are emitted once per chunk and reused by later groups
+ * (the row stays in registers between softmax's max, sum and division), and
+ * reduction states are W lanes wide until a final in-thread combine.
  */
 #include "codegen/cuda/gpu.h"
 
@@ -75,7 +81,10 @@ static void if_close(gcg *c, LLVMBasicBlockRef join)
     LLVMPositionBuilderAtEnd(c->b, join);
 }
 
-static LLVMValueRef ixc(gcg *c, int64_t v) { return LLVMConstInt(c->ix, (unsigned long long)v, 1); }
+static LLVMValueRef ixc(gcg *c, int64_t v)
+{
+    return LLVMConstInt(c->ix, (unsigned long long)v, 1);
+}
 
 static LLVMValueRef call0(gcg *c, const char *name)
 {
@@ -140,7 +149,10 @@ static void team_barrier(gcg *c, const kctx *k)
 
 /* ---- pointwise members ------------------------------------------------------------------ */
 
-static bool is_local(gcg *c, int buf) { return c->s->is_local[buf]; }
+static bool is_local(gcg *c, int buf)
+{
+    return c->s->is_local[buf];
+}
 
 static void emit_pw_member(gcg *c, const ptc_kmember *mem, gfwd *fw, int w, bool skip_locals)
 {
@@ -202,10 +214,22 @@ typedef struct red {
     rv vacc;       /* row mode: W-lane allocas */
 } red;
 
-static bool is_float(ptc_dtype dt) { return ptc_dtype_is_float(dt); }
-static bool is_unsigned(ptc_dtype dt) { return dt == PTC_U8 || dt == PTC_BOOL; }
-static bool is_arg(const red *r) { return r->n->reduce == PTC_RED_ARGMAX || r->n->reduce == PTC_RED_ARGMIN; }
-static bool is_welford(const red *r) { return r->n->reduce == PTC_RED_WELFORD; }
+static bool is_float(ptc_dtype dt)
+{
+    return ptc_dtype_is_float(dt);
+}
+static bool is_unsigned(ptc_dtype dt)
+{
+    return dt == PTC_U8 || dt == PTC_BOOL;
+}
+static bool is_arg(const red *r)
+{
+    return r->n->reduce == PTC_RED_ARGMAX || r->n->reduce == PTC_RED_ARGMIN;
+}
+static bool is_welford(const red *r)
+{
+    return r->n->reduce == PTC_RED_WELFORD;
+}
 
 static void red_identity(const red *r, double *f, int64_t *i)
 {
@@ -213,27 +237,44 @@ static void red_identity(const red *r, double *f, int64_t *i)
     *f = 0;
     *i = 0;
     switch (r->n->reduce) {
-    case PTC_RED_PROD: *f = 1; *i = 1; break;
+    case PTC_RED_PROD:
+        *f = 1;
+        *i = 1;
+        break;
     case PTC_RED_MAX:
     case PTC_RED_ARGMAX:
         *f = -INFINITY;
         if (!fl)
-            *i = is_unsigned(r->dt) ? 0 : r->dt == PTC_I8 ? INT8_MIN : r->dt == PTC_I16 ? INT16_MIN
-                 : r->dt == PTC_I32 ? INT32_MIN : INT64_MIN;
+            *i = is_unsigned(r->dt) ? 0
+                 : r->dt == PTC_I8  ? INT8_MIN
+                 : r->dt == PTC_I16 ? INT16_MIN
+                 : r->dt == PTC_I32 ? INT32_MIN
+                                    : INT64_MIN;
         break;
     case PTC_RED_MIN:
     case PTC_RED_ARGMIN:
         *f = INFINITY;
         if (!fl)
-            *i = r->dt == PTC_BOOL ? 1 : r->dt == PTC_U8 ? 255 : r->dt == PTC_I8 ? INT8_MAX
-                 : r->dt == PTC_I16 ? INT16_MAX : r->dt == PTC_I32 ? INT32_MAX : INT64_MAX;
+            *i = r->dt == PTC_BOOL  ? 1
+                 : r->dt == PTC_U8  ? 255
+                 : r->dt == PTC_I8  ? INT8_MAX
+                 : r->dt == PTC_I16 ? INT16_MAX
+                 : r->dt == PTC_I32 ? INT32_MAX
+                                    : INT64_MAX;
         break;
-    default: break;
+    default:
+        break;
     }
 }
 
-static LLVMValueRef load_(gcg *c, LLVMTypeRef t, LLVMValueRef p) { return LLVMBuildLoad2(c->b, t, p, ""); }
-static void store_(gcg *c, LLVMValueRef p, LLVMValueRef v) { LLVMBuildStore(c->b, v, p); }
+static LLVMValueRef load_(gcg *c, LLVMTypeRef t, LLVMValueRef p)
+{
+    return LLVMBuildLoad2(c->b, t, p, "");
+}
+static void store_(gcg *c, LLVMValueRef p, LLVMValueRef v)
+{
+    LLVMBuildStore(c->b, v, p);
+}
 
 static void red_init(gcg *c, red *r)
 {
@@ -272,8 +313,14 @@ static void acc_save(gcg *c, const red *r, const rv *acc, rv s)
     }
 }
 
-static rv red_load(gcg *c, const red *r) { return acc_load(c, r, &r->acc, 1); }
-static void red_save(gcg *c, const red *r, rv s) { acc_save(c, r, &r->acc, s); }
+static rv red_load(gcg *c, const red *r)
+{
+    return acc_load(c, r, &r->acc, 1);
+}
+static void red_save(gcg *c, const red *r, rv s)
+{
+    acc_save(c, r, &r->acc, s);
+}
 
 /* Does b's (value, index) win over a's for argmax/argmin? Ties and NaNs go
  * to the first index, as torch does. */
@@ -284,8 +331,8 @@ static LLVMValueRef arg_better(gcg *c, const red *r, LLVMValueRef av, LLVMValueR
     bool max = r->n->reduce == PTC_RED_ARGMAX;
     LLVMValueRef earlier = LLVMBuildICmp(b, LLVMIntSLT, bi, ai, "");
     if (!is_float(r->dt)) {
-        LLVMIntPredicate p = is_unsigned(r->dt) ? (max ? LLVMIntUGT : LLVMIntULT)
-                                                : (max ? LLVMIntSGT : LLVMIntSLT);
+        LLVMIntPredicate p =
+            is_unsigned(r->dt) ? (max ? LLVMIntUGT : LLVMIntULT) : (max ? LLVMIntSGT : LLVMIntSLT);
         LLVMValueRef gt = LLVMBuildICmp(b, p, bv, av, "");
         LLVMValueRef eq = LLVMBuildICmp(b, LLVMIntEQ, bv, av, "");
         return LLVMBuildOr(b, gt, LLVMBuildAnd(b, eq, earlier, ""), "");
@@ -295,7 +342,8 @@ static LLVMValueRef arg_better(gcg *c, const red *r, LLVMValueRef av, LLVMValueR
     LLVMValueRef eq = LLVMBuildFCmp(b, LLVMRealOEQ, bv, av, "");
     LLVMValueRef num = LLVMBuildAnd(b, LLVMBuildNot(b, an, ""),
                                     LLVMBuildOr(b, gt, LLVMBuildAnd(b, eq, earlier, ""), ""), "");
-    LLVMValueRef nan = LLVMBuildAnd(b, bn, LLVMBuildOr(b, LLVMBuildNot(b, an, ""), earlier, ""), "");
+    LLVMValueRef nan =
+        LLVMBuildAnd(b, bn, LLVMBuildOr(b, LLVMBuildNot(b, an, ""), earlier, ""), "");
     return LLVMBuildSelect(b, bn, nan, num, "");
 }
 
@@ -306,15 +354,21 @@ static rv red_combine(gcg *c, const red *r, rv a, rv x)
     rv o = a;
     switch (r->n->reduce) {
     case PTC_RED_SUM:
-        o.v = is_float(r->dt) ? LLVMBuildFAdd(b, a.v, x.v, "")
-              : r->dt == PTC_BOOL ? LLVMBuildOr(b, a.v, x.v, "") : LLVMBuildAdd(b, a.v, x.v, "");
+        o.v = is_float(r->dt)     ? LLVMBuildFAdd(b, a.v, x.v, "")
+              : r->dt == PTC_BOOL ? LLVMBuildOr(b, a.v, x.v, "")
+                                  : LLVMBuildAdd(b, a.v, x.v, "");
         break;
     case PTC_RED_PROD:
-        o.v = is_float(r->dt) ? LLVMBuildFMul(b, a.v, x.v, "")
-              : r->dt == PTC_BOOL ? LLVMBuildAnd(b, a.v, x.v, "") : LLVMBuildMul(b, a.v, x.v, "");
+        o.v = is_float(r->dt)     ? LLVMBuildFMul(b, a.v, x.v, "")
+              : r->dt == PTC_BOOL ? LLVMBuildAnd(b, a.v, x.v, "")
+                                  : LLVMBuildMul(b, a.v, x.v, "");
         break;
-    case PTC_RED_MAX: o.v = g_minmax(c, true, r->dt, x.v, a.v); break;
-    case PTC_RED_MIN: o.v = g_minmax(c, false, r->dt, x.v, a.v); break;
+    case PTC_RED_MAX:
+        o.v = g_minmax(c, true, r->dt, x.v, a.v);
+        break;
+    case PTC_RED_MIN:
+        o.v = g_minmax(c, false, r->dt, x.v, a.v);
+        break;
     case PTC_RED_ARGMAX:
     case PTC_RED_ARGMIN: {
         LLVMValueRef take = arg_better(c, r, a.v, a.i, x.v, x.i);
@@ -335,7 +389,8 @@ static rv red_combine(gcg *c, const red *r, rv a, rv x)
         o.n = n;
         break;
     }
-    default: PTC_ASSERT(!"unknown reduction");
+    default:
+        PTC_ASSERT(!"unknown reduction");
     }
     return o;
 }
@@ -368,18 +423,20 @@ static LLVMValueRef shfl(gcg *c, LLVMValueRef v, int offset, LLVMValueRef mask)
     LLVMValueRef off = LLVMConstInt(c->i32, (unsigned)offset, 0);
     LLVMValueRef clamp = LLVMConstInt(c->i32, 0x1f, 0);
     LLVMTypeKind kind = LLVMGetTypeKind(t);
-    unsigned bits = kind == LLVMIntegerTypeKind ? LLVMGetIntTypeWidth(t)
-                    : kind == LLVMDoubleTypeKind ? 64 : 32;
+    unsigned bits = kind == LLVMIntegerTypeKind  ? LLVMGetIntTypeWidth(t)
+                    : kind == LLVMDoubleTypeKind ? 64
+                                                 : 32;
     if (bits == 64) {
         LLVMValueRef x = kind == LLVMIntegerTypeKind ? v : LLVMBuildBitCast(b, v, c->i64, "");
         LLVMValueRef lo = LLVMBuildTrunc(b, x, c->i32, "");
-        LLVMValueRef hi = LLVMBuildTrunc(b, LLVMBuildLShr(b, x, LLVMConstInt(c->i64, 32, 0), ""), c->i32, "");
+        LLVMValueRef hi =
+            LLVMBuildTrunc(b, LLVMBuildLShr(b, x, LLVMConstInt(c->i64, 32, 0), ""), c->i32, "");
         LLVMValueRef a1[4] = {mask, lo, off, clamp}, a2[4] = {mask, hi, off, clamp};
         lo = g_intrinsic(c, "llvm.nvvm.shfl.sync.bfly.i32", NULL, 0, a1, 4);
         hi = g_intrinsic(c, "llvm.nvvm.shfl.sync.bfly.i32", NULL, 0, a2, 4);
-        LLVMValueRef r = LLVMBuildOr(b, LLVMBuildZExt(b, lo, c->i64, ""),
-                                     LLVMBuildShl(b, LLVMBuildZExt(b, hi, c->i64, ""),
-                                                  LLVMConstInt(c->i64, 32, 0), ""), "");
+        LLVMValueRef r = LLVMBuildOr(
+            b, LLVMBuildZExt(b, lo, c->i64, ""),
+            LLVMBuildShl(b, LLVMBuildZExt(b, hi, c->i64, ""), LLVMConstInt(c->i64, 32, 0), ""), "");
         return kind == LLVMIntegerTypeKind ? r : LLVMBuildBitCast(b, r, t, "");
     }
     LLVMValueRef x;
@@ -417,7 +474,8 @@ static rv shfl_state(gcg *c, const red *r, rv s, int offset, LLVMValueRef mask)
 static LLVMValueRef red_slot(gcg *c, int m, int field, LLVMValueRef warp)
 {
     int64_t base = c->plan->smem_team + (int64_t)m * 32 * 40 + field * 32 * 8;
-    LLVMValueRef off = LLVMBuildAdd(c->b, ixc(c, base), LLVMBuildMul(c->b, warp, ixc(c, 8), ""), "");
+    LLVMValueRef off =
+        LLVMBuildAdd(c->b, ixc(c, base), LLVMBuildMul(c->b, warp, ixc(c, 8), ""), "");
     return LLVMBuildInBoundsGEP2(c->b, c->i8, c->smem, &off, 1, "");
 }
 
@@ -556,7 +614,8 @@ static void emit_red_group(gcg *c, const kctx *k, const ptc_kgroup *G, int g)
     free(reds);
 }
 
-/* ---- row mode ---------------------------------------------------------------------------------- */
+/* ---- row mode ----------------------------------------------------------------------------------
+ */
 
 /* Chunk j of this lane: elements f = (j*T + t)*W .. +W-1 of the row, bound to
  * the group variables from `first`. *valid is NULL when every lane's chunk
@@ -616,12 +675,14 @@ static void row_update(gcg *c, red *r, LLVMValueRef x, LLVMValueRef idx, LLVMVal
     if (is_welford(r)) {
         /* every lane has seen the same count: one division per chunk */
         o = s;
-        LLVMValueRef n0 = w > 1 ? LLVMBuildExtractElement(b, s.n, LLVMConstInt(c->i32, 0, 0), "") : s.n;
+        LLVMValueRef n0 =
+            w > 1 ? LLVMBuildExtractElement(b, s.n, LLVMConstInt(c->i32, 0, 0), "") : s.n;
         LLVMValueRef n1 = LLVMBuildFAdd(b, n0, LLVMConstReal(r->t, 1), "");
         LLVMValueRef inv = g_splat(c, LLVMBuildFDiv(b, LLVMConstReal(r->t, 1), n1, ""), w);
         LLVMValueRef delta = LLVMBuildFSub(b, x, s.m, "");
         o.m = LLVMBuildFAdd(b, s.m, LLVMBuildFMul(b, delta, inv, ""), "");
-        o.m2 = LLVMBuildFAdd(b, s.m2, LLVMBuildFMul(b, delta, LLVMBuildFSub(b, x, o.m, ""), ""), "");
+        o.m2 =
+            LLVMBuildFAdd(b, s.m2, LLVMBuildFMul(b, delta, LLVMBuildFSub(b, x, o.m, ""), ""), "");
         o.n = g_splat(c, n1, w);
     } else {
         rv e = {x, idx ? idx : s.i, NULL, NULL, NULL};
@@ -789,20 +850,23 @@ static void bind_locals(gcg *c, const kctx *k, LLVMValueRef scratch, LLVMValueRe
             break;
         }
         case LOC_SHARED: {
-            LLVMValueRef off = LLVMBuildAdd(
-                c->b, LLVMBuildMul(c->b, k->team_local, ixc(c, p->smem_team), ""), ixc(c, p->loc_off[i]), "");
+            LLVMValueRef off =
+                LLVMBuildAdd(c->b, LLVMBuildMul(c->b, k->team_local, ixc(c, p->smem_team), ""),
+                             ixc(c, p->loc_off[i]), "");
             c->bufptr[buf] = LLVMBuildInBoundsGEP2(c->b, c->i8, c->smem, &off, 1, "");
             c->bufspace[buf] = 3;
             break;
         }
         case LOC_SCRATCH: {
-            LLVMValueRef off = LLVMBuildAdd(
-                c->b, LLVMBuildMul(c->b, slot, ixc(c, p->scratch_team), ""), ixc(c, p->loc_off[i]), "");
+            LLVMValueRef off =
+                LLVMBuildAdd(c->b, LLVMBuildMul(c->b, slot, ixc(c, p->scratch_team), ""),
+                             ixc(c, p->loc_off[i]), "");
             c->bufptr[buf] = LLVMBuildInBoundsGEP2(c->b, c->i8, scratch, &off, 1, "");
             c->bufspace[buf] = 1;
             break;
         }
-        default: break;
+        default:
+            break;
         }
     }
 }
@@ -886,7 +950,8 @@ void g_emit_kernel(gcg *c, const char *name, bool vector_form)
     k.team_local = k.T == 1 ? k.tid : LLVMBuildUDiv(c->b, k.tid, ixc(c, k.T), "");
     LLVMValueRef ctaid = sreg(c, "llvm.nvvm.read.ptx.sreg.ctaid.x");
     LLVMValueRef nctaid = sreg(c, "llvm.nvvm.read.ptx.sreg.nctaid.x");
-    LLVMValueRef slot = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ctaid, ixc(c, tpb), ""), k.team_local, "");
+    LLVMValueRef slot =
+        LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ctaid, ixc(c, tpb), ""), k.team_local, "");
     LLVMValueRef nteams = LLVMBuildMul(c->b, nctaid, ixc(c, tpb), "");
     bind_locals(c, &k, scratch, slot);
     LLVMValueRef O = dims_product(c, kn->outer, kn->nouter);

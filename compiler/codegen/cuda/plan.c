@@ -41,7 +41,10 @@ static int env_int(const char *name, int lo, int hi, int dflt)
     return *end || x < lo || x > hi ? dflt : (int)x;
 }
 
-static double hint(ptc_dim d) { return ptc_dim_is_static(d) ? (double)d.value : 64.0; }
+static double hint(ptc_dim d)
+{
+    return ptc_dim_is_static(d) ? (double)d.value : 64.0;
+}
 
 static double prod(const ptc_dim *d, int n)
 {
@@ -59,7 +62,10 @@ static int pow2_floor(double x)
     return p;
 }
 
-static bool is_local(const ptc_schedule *s, int buf) { return s->is_local[buf]; }
+static bool is_local(const ptc_schedule *s, int buf)
+{
+    return s->is_local[buf];
+}
 
 /* Coefficient of variable v in x is exactly 1, outside of div / mod atoms. */
 static bool unit_in(const ptc_ix *x, int v)

@@ -30,8 +30,8 @@
 #endif
 #define CODEGEN_VERSION "cuda-1-" PTC_CUDA_CODEGEN_HASH
 
-#define PIPELINE                                                                \
-    "function(sroa,early-cse<memssa>,instcombine,simplifycfg,"                  \
+#define PIPELINE                                                                                   \
+    "function(sroa,early-cse<memssa>,instcombine,simplifycfg,"                                     \
     "loop-mssa(licm),gvn,instcombine,simplifycfg,adce)"
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -49,14 +49,22 @@ static void init_llvm(void)
 const char *ptc_cuda_arch_name(int sm)
 {
     switch (sm) {
-    case 70: return "sm_70";
-    case 75: return "sm_75";
-    case 80: return "sm_80";
-    case 86: return "sm_86";
-    case 87: return "sm_87";
-    case 89: return "sm_89";
-    case 90: return "sm_90";
-    default: return NULL;
+    case 70:
+        return "sm_70";
+    case 75:
+        return "sm_75";
+    case 80:
+        return "sm_80";
+    case 86:
+        return "sm_86";
+    case 87:
+        return "sm_87";
+    case 89:
+        return "sm_89";
+    case 90:
+        return "sm_90";
+    default:
+        return NULL;
     }
 }
 
@@ -159,8 +167,8 @@ static int build_ptx(const ptc_schedule *s, const ptc_kernel *k, const gplan *pl
         LLVMDisposePassBuilderOptions(po);
         if (e) {
             char *m = LLVMGetErrorMessage(e);
-            rc = ptc_errorf(err, PTC_ERR_COMPILE, "codegen", "kernel %d %s: LLVM passes: %s",
-                            k->id, k->name, m);
+            rc = ptc_errorf(err, PTC_ERR_COMPILE, "codegen", "kernel %d %s: LLVM passes: %s", k->id,
+                            k->name, m);
             LLVMDisposeErrorMessage(m);
         }
     }
@@ -199,9 +207,10 @@ static int build_ptx(const ptc_schedule *s, const ptc_kernel *k, const gplan *pl
 
 static void plan_text(ptc_buf *b, const ptc_kernel *k, const gplan *p)
 {
-    ptc_buf_printf(b, "plan team %d block %d vec %d i32 %d smem %lld+%lld scratch %lld row %d %d %d red",
-                   p->team, p->block, p->vec, p->i32, (long long)p->smem_team, (long long)p->smem_red,
-                   (long long)p->scratch_team, p->row, p->row_n, p->row_j);
+    ptc_buf_printf(
+        b, "plan team %d block %d vec %d i32 %d smem %lld+%lld scratch %lld row %d %d %d red",
+        p->team, p->block, p->vec, p->i32, (long long)p->smem_team, (long long)p->smem_red,
+        (long long)p->scratch_team, p->row, p->row_n, p->row_j);
     for (int g = 0; g < k->ngroups; g++)
         ptc_buf_printf(b, " %d", p->red_lanes[g]);
     ptc_buf_puts(b, " loc");
@@ -249,7 +258,8 @@ int ptc_cuda_codegen(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_
     pthread_once(&init_once, init_llvm);
     if (!init_ok || !ptc_cuda_arch_name(t->sm))
         return ptc_errorf(err, PTC_ERR_UNSUPPORTED, "codegen",
-                          "CUDA target sm_%d is not supported (LLVM 16 NVPTX: sm_70 .. sm_90)", t->sm);
+                          "CUDA target sm_%d is not supported (LLVM 16 NVPTX: sm_70 .. sm_90)",
+                          t->sm);
     ptc_arena *a = ptc_arena_new();
     gplan plan;
     g_plan(a, s, k, t, &plan);
@@ -260,11 +270,13 @@ int ptc_cuda_codegen(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_
         nm = strchr(nm, '_') + 1;
     int nl = 0;
     for (; nm[nl] && nl < (int)sizeof label - 1; nl++)
-        label[nl] = (char)((nm[nl] >= 'a' && nm[nl] <= 'z') || (nm[nl] >= '0' && nm[nl] <= '9') ? nm[nl] : '_');
+        label[nl] =
+            (char)((nm[nl] >= 'a' && nm[nl] <= 'z') || (nm[nl] >= '0' && nm[nl] <= '9') ? nm[nl]
+                                                                                        : '_');
     label[nl] = 0;
     ptc_buf key = {0};
-    ptc_buf_printf(&key, "ptc %s codegen %s target %s ptx78 label %s\n", PTC_VERSION, CODEGEN_VERSION,
-                   ptc_cuda_arch_name(t->sm), label);
+    ptc_buf_printf(&key, "ptc %s codegen %s target %s ptx78 label %s\n", PTC_VERSION,
+                   CODEGEN_VERSION, ptc_cuda_arch_name(t->sm), label);
     plan_text(&key, k, &plan);
     ptc_kernel_print_key(&key, s, k);
     uint64_t h1 = ptc_hash_bytes(PTC_HASH_INIT, key.data, key.len);
@@ -301,8 +313,8 @@ int ptc_cuda_codegen(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_
         if (o && o->metrics)
             ptc_metrics_add(o->metrics, "llvm_compile_ms", ptc_now_ms() - t0, true);
         if (rc == 0 && !parse_valign(out->ptx, k->nargs, out->launch.valign))
-            rc = ptc_errorf(err, PTC_ERR_INTERNAL, "codegen", "kernel %d: PTX without its valign line",
-                            k->id);
+            rc = ptc_errorf(err, PTC_ERR_INTERNAL, "codegen",
+                            "kernel %d: PTX without its valign line", k->id);
         if (rc == 0 && use_cache)
             ptc_cache_store(key.data, key.len, (const uint8_t *)out->ptx, strlen(out->ptx));
     }
