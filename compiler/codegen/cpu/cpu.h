@@ -22,6 +22,7 @@ typedef struct cg {
     int vec_var;              /* the variable of the current vector loop, -1 none */
     int W;                    /* lanes of values being emitted (1: scalar) */
     LLVMValueRef lane_mask;   /* <W x i1> active lanes of a masked tail, or NULL */
+    int acc_set;              /* which set of lane accumulators an unrolled step uses */
     LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, void_;
     LLVMBasicBlockRef entry;  /* allocas go here */
 } cg;

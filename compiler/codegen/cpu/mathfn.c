@@ -63,13 +63,12 @@ static LLVMValueRef exp_f32(cg *c, LLVMValueRef x)
 {
     int w = width_of(x);
     LLVMBuilderRef b = c->b;
-    LLVMValueRef isnan = LLVMBuildFCmp(b, LLVMRealUNO, x, x, "");
-    /* clamp so that the exponent stays representable; nan handled at the end */
+    /* clamp so that the exponent stays representable (a nan passes through
+     * and stays nan through the polynomial) */
     LLVMValueRef xc = select_(c, LLVMBuildFCmp(b, LLVMRealOGT, x, fk(c, 89.0, w), ""),
                               fk(c, 89.0, w), x);
     xc = select_(c, LLVMBuildFCmp(b, LLVMRealOLT, xc, fk(c, -104.0, w), ""), fk(c, -104.0, w),
                  xc);
-    xc = select_(c, isnan, fk(c, 0.0, w), xc);
     LLVMValueRef fx = LLVMBuildFMul(b, xc, fk(c, 1.44269504088896341, w), "");
     LLVMTypeRef ft = LLVMTypeOf(fx);
     fx = cg_call_intrinsic(c, "llvm.roundeven", &ft, 1, &fx, 1);
@@ -80,15 +79,14 @@ static LLVMValueRef exp_f32(cg *c, LLVMValueRef x)
     LLVMValueRef p = poly(c, r, P, 6);
     LLVMValueRef r2 = LLVMBuildFMul(b, r, r, "");
     LLVMValueRef y = fmuladd(c, p, r2, LLVMBuildFAdd(b, r, fk(c, 1.0, w), ""));
-    /* scale by 2^n in two halves so that results reach the subnormals */
-    LLVMValueRef n = LLVMBuildFPToSI(b, fx, cg_vec(c, c->i32, w), "");
+    /* scale by 2^n in two halves so that results reach the subnormals, and
+     * overflow to inf past 88.72 by themselves; n of a nan is frozen to some
+     * integer (the nan in y decides the result) */
+    LLVMValueRef n = LLVMBuildFreeze(b, LLVMBuildFPToSI(b, fx, cg_vec(c, c->i32, w), ""), "");
     LLVMValueRef n1 = LLVMBuildAShr(b, n, ik(c, 1, w), "");
     LLVMValueRef n2 = LLVMBuildSub(b, n, n1, "");
     y = LLVMBuildFMul(b, y, pow2i(c, n1), "");
-    y = LLVMBuildFMul(b, y, pow2i(c, n2), "");
-    LLVMValueRef big = LLVMBuildFCmp(b, LLVMRealOGT, x, fk(c, 88.7228391, w), "");
-    y = select_(c, big, fk(c, INFINITY, w), y);
-    return select_(c, isnan, x, y);
+    return LLVMBuildFMul(b, y, pow2i(c, n2), "");
 }
 
 static LLVMValueRef log_f32(cg *c, LLVMValueRef x)
