@@ -3,7 +3,7 @@
  * warm compile times. Not a test: bench/bench.py drives it and compares with
  * eager PyTorch and torch.compile on the same data.
  *
- *   ptc-bench [--inputs FILE] [--seconds S] [--ref-iters N] GRAPH.ptir
+ *   ptc-bench [--inputs FILE] [--seconds S] [--ref-iters N | --no-ref] GRAPH.ptir
  *
  * Prints one JSON object: run times (median ms), bytes moved (inputs plus
  * outputs), achieved GB/s, the same-run memcpy GB/s (as many OpenMP threads
@@ -152,10 +152,13 @@ int main(int argc, char **argv)
             seconds = atof(argv[++i]);
         else if (!strcmp(argv[i], "--ref-iters") && i + 1 < argc)
             ref_iters = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--no-ref"))
+            ref_iters = 0;
         else if (argv[i][0] != '-' && !path)
             path = argv[i];
         else {
-            fprintf(stderr, "usage: ptc-bench [--inputs FILE] [--seconds S] [--ref-iters N] GRAPH.ptir\n");
+            fprintf(stderr, "usage: ptc-bench [--inputs FILE] [--seconds S] [--ref-iters N | --no-ref] "
+                            "GRAPH.ptir\n");
             return 2;
         }
     }
@@ -224,7 +227,7 @@ int main(int argc, char **argv)
     ptc_compile_opts ro = {.backend = PTC_BACKEND_REFERENCE};
     bench rb = b;
     rb.p = ptc_compile(g, &ro, &err);
-    double ref_ms = rb.p ? time_it(run_program, &rb, ref_iters, 0) : -1;
+    double ref_ms = rb.p && ref_iters > 0 ? time_it(run_program, &rb, ref_iters, 0) : -1;
     /* memcpy of the same bytes: read and write half each */
     b.bytes = bytes / 2 > 64 ? bytes / 2 : 64;
     b.src = aligned_alloc(64, (b.bytes + 63) / 64 * 64);

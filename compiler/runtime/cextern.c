@@ -368,7 +368,7 @@ static int run_sdpa(const ptc_node *n, const ptc_tensor *const *in, ptc_tensor *
     if (a.causal && a.mask)
         return xfail(err, n, "Explicit attn_mask should not be set when is_causal=True");
     int64_t rows = nbatch * a.L;
-    bool par = rows > 1 && !omp_in_parallel();
+    bool par = rows > 1 && !omp_in_parallel() && rows * a.S * (a.E + a.Ev) >= ((int64_t)1 << 20);
 #pragma omp parallel if (par)
     {
         double *w = malloc(sizeof(double) * (size_t)(a.S > 0 ? a.S : 1));

@@ -20,7 +20,10 @@
  * element 0 of any buffer they read). */
 static _Alignas(64) const uint8_t empty_buffer[64];
 
-enum { SERIAL_WORK = 32768 };
+/* Below this many element-iterations a kernel runs on the calling thread:
+ * waking a team costs tens of microseconds on an idle machine and a
+ * scheduling quantum on a busy one. */
+enum { SERIAL_WORK = 1 << 18 };
 
 typedef struct run {
     ptc_program *p;

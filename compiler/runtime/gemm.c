@@ -59,21 +59,39 @@ CLONES static void skernel(int64_t kc, const float *a, const float *b, float *c,
     }
 }
 
+/* Packing walks the operand along its smaller stride (a transposed weight
+ * is read row by row, not column by column). */
 static void spack_a(int64_t mc, int64_t kc, const float *A, int64_t sam, int64_t sak, float *out)
 {
-    for (int64_t i0 = 0; i0 < mc; i0 += SMR)
-        for (int64_t k = 0; k < kc; k++)
+    for (int64_t i0 = 0; i0 < mc; i0 += SMR) {
+        float *panel = out + i0 * kc;
+        int64_t mr = mc - i0 < SMR ? mc - i0 : SMR;
+        if (sak <= sam) {
             for (int64_t i = 0; i < SMR; i++)
-                *out++ = i0 + i < mc ? A[(i0 + i) * sam + k * sak] : 0.0f;
+                for (int64_t k = 0; k < kc; k++)
+                    panel[k * SMR + i] = i < mr ? A[(i0 + i) * sam + k * sak] : 0.0f;
+        } else {
+            for (int64_t k = 0; k < kc; k++)
+                for (int64_t i = 0; i < SMR; i++)
+                    panel[k * SMR + i] = i < mr ? A[(i0 + i) * sam + k * sak] : 0.0f;
+        }
+    }
 }
 
 static void spack_b(int64_t kc, int64_t nc, const float *B, int64_t sbk, int64_t sbn, float *out)
 {
     for (int64_t j0 = 0; j0 < nc; j0 += SNR) {
         float *panel = out + j0 * kc;
-        for (int64_t k = 0; k < kc; k++)
+        int64_t nr = nc - j0 < SNR ? nc - j0 : SNR;
+        if (sbk < sbn) {
             for (int64_t j = 0; j < SNR; j++)
-                panel[k * SNR + j] = j0 + j < nc ? B[k * sbk + (j0 + j) * sbn] : 0.0f;
+                for (int64_t k = 0; k < kc; k++)
+                    panel[k * SNR + j] = j < nr ? B[k * sbk + (j0 + j) * sbn] : 0.0f;
+        } else {
+            for (int64_t k = 0; k < kc; k++)
+                for (int64_t j = 0; j < SNR; j++)
+                    panel[k * SNR + j] = j < nr ? B[k * sbk + (j0 + j) * sbn] : 0.0f;
+        }
     }
 }
 
@@ -85,6 +103,10 @@ static void sblock(int64_t mc, int64_t nc, int64_t kc, const float *pa, const fl
     for (int64_t j0 = 0; j0 < nc; j0 += SNR)
         for (int64_t i0 = 0; i0 < mc; i0 += SMR) {
             int64_t mr = mc - i0 < SMR ? mc - i0 : SMR, nr = nc - j0 < SNR ? nc - j0 : SNR;
+            if (mr == SMR && nr == SNR && scn == 1) { /* a whole tile: straight into C */
+                skernel(kc, pa + i0 * kc, pb + j0 * kc, C + i0 * scm + j0, scm);
+                continue;
+            }
             memset(tile, 0, sizeof tile);
             skernel(kc, pa + i0 * kc, pb + j0 * kc, tile, SNR);
             for (int64_t i = 0; i < mr; i++)
@@ -209,7 +231,7 @@ static void dgemm_serial(int64_t M, int64_t N, int64_t K, const double *A, int64
 #define PARALLEL_GEMM(T, serial)                                                          \
     do {                                                                                  \
         int nt = omp_in_parallel() ? 1 : omp_get_max_threads();                           \
-        if (nt <= 1 || M * N * K < ((int64_t)1 << 16)) {                                  \
+        if (nt <= 1 || M * N * K < ((int64_t)1 << 23)) {                                  \
             serial(M, N, K, A, sam, sak, B, sbk, sbn, C, scm, scn, accumulate);           \
             return;                                                                       \
         }                                                                                 \

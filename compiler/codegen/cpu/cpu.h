@@ -45,6 +45,8 @@ LLVMValueRef cg_exp(cg *c, LLVMValueRef x, ptc_dtype dt);
 LLVMValueRef cg_log(cg *c, LLVMValueRef x, ptc_dtype dt);
 LLVMValueRef cg_tanh(cg *c, LLVMValueRef x, ptc_dtype dt);
 LLVMValueRef cg_erf(cg *c, LLVMValueRef x, ptc_dtype dt);
+LLVMValueRef cg_log1p(cg *c, LLVMValueRef x, ptc_dtype dt);
+LLVMValueRef cg_expm1(cg *c, LLVMValueRef x, ptc_dtype dt);
 /* uniform [0,1) and normal draws of the shared counter RNG (ops.h) */
 LLVMValueRef cg_rng_uniform(cg *c, LLVMValueRef key, LLVMValueRef idx);
 LLVMValueRef cg_rng_key(cg *c, int64_t seed);

@@ -524,8 +524,8 @@ static LLVMValueRef emit_unary(cg *c, int op, ptc_dtype dt, LLVMValueRef x, int 
     case PTC_L_LOG: return cg_log(c, x, dt);
     case PTC_L_TANH: return cg_tanh(c, x, dt);
     case PTC_L_ERF: return cg_erf(c, x, dt);
-    case PTC_L_LOG1P:
-    case PTC_L_EXPM1:
+    case PTC_L_LOG1P: return cg_log1p(c, x, dt);
+    case PTC_L_EXPM1: return cg_expm1(c, x, dt);
     case PTC_L_SIN:
     case PTC_L_COS: return cg_libm(c, libm_name(op, dt), st, &x, 1);
     case PTC_L_SQRT: return fcall1(c, "llvm.sqrt", x);

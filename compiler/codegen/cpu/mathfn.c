@@ -3,8 +3,9 @@
  * Calls to libm cannot be vectorised, so the f32 functions that dominate
  * real models (exp, log, tanh, erf) are emitted inline as straight-line
  * polynomial code that works on any vector width: Cephes' expf/logf/tanhf
- * approximations (about 1 ulp) and, for erf, a Taylor series near zero and
- * Numerical Recipes' erfc fit elsewhere (relative error ~1.2e-7). Special
+ * approximations (about 1 ulp), log1p and expm1 built on them without
+ * cancellation, and, for erf, a Taylor series near zero and Numerical
+ * Recipes' erfc fit elsewhere (relative error ~1.2e-7). Special
  * values (nan, +-inf, overflow, gradual underflow) are handled with selects,
  * never branches. f64 goes to libm lane by lane. The RNG is the counter hash
  * of ops.h in integer vector code, bit for bit.
@@ -171,6 +172,50 @@ static LLVMValueRef erf_f32(cg *c, LLVMValueRef x)
     big = cg_call_intrinsic(c, "llvm.copysign", &ft, 1, args, 2);
     LLVMValueRef r = select_(c, LLVMBuildFCmp(b, LLVMRealOLT, ax, fk(c, 0.5, w), ""), small, big);
     return select_(c, LLVMBuildFCmp(b, LLVMRealUNO, x, x, ""), x, r);
+}
+
+/* log1p(x) = log(u) - ((u - 1) - x) / u with u = 1 + x: the correction
+ * restores what rounding u lost (Goldberg), so small x keeps full precision;
+ * u == 1 exactly gives x itself. */
+static LLVMValueRef log1p_f32(cg *c, LLVMValueRef x)
+{
+    int w = width_of(x);
+    LLVMBuilderRef b = c->b;
+    LLVMValueRef one = fk(c, 1.0, w);
+    LLVMValueRef u = LLVMBuildFAdd(b, x, one, "");
+    LLVMValueRef corr = LLVMBuildFDiv(b, LLVMBuildFSub(b, LLVMBuildFSub(b, u, one, ""), x, ""), u, "");
+    LLVMValueRef r = LLVMBuildFSub(b, log_f32(c, u), corr, "");
+    LLVMValueRef exact = LLVMBuildFCmp(b, LLVMRealOEQ, u, one, "");
+    r = select_(c, exact, x, r);
+    /* u = inf: log(inf) = inf, the correction is nan */
+    return select_(c, LLVMBuildFCmp(b, LLVMRealOEQ, u, fk(c, INFINITY, w), ""), u, r);
+}
+
+/* expm1: a Taylor series below 1/4 in magnitude (relative error < 1e-9),
+ * exp(x) - 1 above (no cancellation left there). */
+static LLVMValueRef expm1_f32(cg *c, LLVMValueRef x)
+{
+    int w = width_of(x);
+    LLVMBuilderRef b = c->b;
+    static const double T[] = {1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0};
+    LLVMValueRef small = LLVMBuildFMul(b, poly(c, x, T, 7), x, "");
+    LLVMValueRef big = LLVMBuildFSub(b, exp_f32(c, x), fk(c, 1.0, w), "");
+    LLVMValueRef ax = fabs_(c, x);
+    return select_(c, LLVMBuildFCmp(b, LLVMRealOLT, ax, fk(c, 0.25, w), ""), small, big);
+}
+
+LLVMValueRef cg_log1p(cg *c, LLVMValueRef x, ptc_dtype dt)
+{
+    if (dt == PTC_F64)
+        return cg_libm(c, "log1p", c->f64, &x, 1);
+    return log1p_f32(c, x);
+}
+
+LLVMValueRef cg_expm1(cg *c, LLVMValueRef x, ptc_dtype dt)
+{
+    if (dt == PTC_F64)
+        return cg_libm(c, "expm1", c->f64, &x, 1);
+    return expm1_f32(c, x);
 }
 
 LLVMValueRef cg_exp(cg *c, LLVMValueRef x, ptc_dtype dt)
