@@ -446,7 +446,7 @@ int ptc_cpu_compile(const ptc_schedule *s, const ptc_codegen_opts *o, ptc_cpu_ke
     double t0 = ptc_now_ms();
     build_jobs(s, jobs, n, want_text);
     if (o && o->metrics)
-        ptc_metrics_add(o->metrics, "llvm_compile_ms", ptc_now_ms() - t0, true);
+        ptc_metrics_add(o->metrics, "llvm", ptc_now_ms() - t0, true);
     for (int i = 0; i < n && rc == 0; i++) {
         job *j = &jobs[i];
         if (j->rc) {
