@@ -83,7 +83,10 @@ static void spack_b(int64_t kc, int64_t nc, const float *B, int64_t sbk, int64_t
     for (int64_t j0 = 0; j0 < nc; j0 += SNR) {
         float *panel = out + j0 * kc;
         int64_t nr = nc - j0 < SNR ? nc - j0 : SNR;
-        if (sbk < sbn) {
+        if (sbn == 1 && nr == SNR) { /* rows of the panel are contiguous in B */
+            for (int64_t k = 0; k < kc; k++)
+                memcpy(panel + k * SNR, B + k * sbk + j0, sizeof(float) * SNR);
+        } else if (sbk < sbn) {
             for (int64_t j = 0; j < SNR; j++)
                 for (int64_t k = 0; k < kc; k++)
                     panel[k * SNR + j] = j < nr ? B[k * sbk + (j0 + j) * sbn] : 0.0f;
