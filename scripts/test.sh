@@ -6,7 +6,8 @@
 #   3. build-asan/ with -DPTC_SANITIZE=address,undefined, ctest -L unit;
 #   4. the .ptir parser fuzzer (clang, libFuzzer) for $PTC_FUZZ_SECONDS
 #      (default 60) seconds, seeded with tests/golden, tests/malformed and
-#      examples: any crash fails the run.
+#      examples, then the JSON reader's for a third of that: any crash, leak or
+#      broken round trip fails the run.
 # Stops at the first failure. $PTC_JOBS sets the parallelism (default 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,22 +35,27 @@ cmake --build build-asan -j"$JOBS"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build-asan -L unit --output-on-failure -j"$JOBS"
 
-step "fuzz: the .ptir parser for ${FUZZ_SECONDS}s (build-fuzz/, clang-16 + libFuzzer)"
+step "fuzz: the .ptir parser for ${FUZZ_SECONDS}s, the JSON reader for $((FUZZ_SECONDS / 3))s (build-fuzz/, clang-16)"
 CC=clang-16 cmake -S . -B build-fuzz -DPTC_FUZZ=ON -DPTC_PYTHON="$PY" >/dev/null
-cmake --build build-fuzz -j"$JOBS" --target fuzz_parse
-corpus=$(mktemp -d)
-trap 'rm -rf "$corpus"' EXIT
+cmake --build build-fuzz -j"$JOBS" --target fuzz_parse fuzz_json
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/ptir" "$work/json" build-fuzz/crashes
 for f in tests/golden/*.ptir tests/malformed/*.ptir examples/*.ptir; do
-    cp "$f" "$corpus/$(basename "$(dirname "$f")")_$(basename "$f")"
+    cp "$f" "$work/ptir/$(basename "$(dirname "$f")")_$(basename "$f")"
 done
-mkdir -p build-fuzz/crashes
-if ! build-fuzz/tests/fuzz/fuzz_parse -max_total_time="$FUZZ_SECONDS" -max_len=4096 \
-        -timeout=10 -rss_limit_mb=2048 -artifact_prefix=build-fuzz/crashes/ \
-        -print_final_stats=1 "$corpus" >build-fuzz/fuzz.log 2>&1; then
-    tail -n 60 build-fuzz/fuzz.log
-    echo "fuzz: the parser failed on an input; it is saved under build-fuzz/crashes/"
-    exit 1
-fi
-grep -E '^(Done|stat::number_of_executed_units)' build-fuzz/fuzz.log || true
+cp tests/fuzz/json_corpus/*.json "$work/json/"
+fuzz() { # fuzz TARGET SECONDS CORPUS
+    if ! "build-fuzz/tests/fuzz/$1" -max_total_time="$2" -max_len=4096 -timeout=10 \
+            -rss_limit_mb=2048 -artifact_prefix=build-fuzz/crashes/ -print_final_stats=1 \
+            "$3" >"build-fuzz/$1.log" 2>&1; then
+        tail -n 60 "build-fuzz/$1.log"
+        echo "fuzz: $1 failed on an input; it is saved under build-fuzz/crashes/"
+        exit 1
+    fi
+    echo "$1: $(grep -E '^Done' "build-fuzz/$1.log")"
+}
+fuzz fuzz_parse "$FUZZ_SECONDS" "$work/ptir"
+fuzz fuzz_json $((FUZZ_SECONDS / 3)) "$work/json"
 
 step "all tests passed"

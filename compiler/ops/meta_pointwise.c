@@ -55,8 +55,18 @@ int meta_unary_same(ptc_meta *m)
     const ptc_ttype *x = meta_t(m, 0);
     if (x->dtype == PTC_BOOL && m->op != PTC_OP_SIGN)
         return ptc_meta_fail(m, "not supported for bool tensors (%s)", meta_tstr(m, x));
+    /* torch casts the limits to the tensor's type first: only limits that
+     * truncate below zero are refused for u8. */
     if (m->op == PTC_OP_HARDTANH && x->dtype == PTC_U8)
-        return ptc_meta_fail(m, "not supported for u8 tensors (%s)", meta_tstr(m, x));
+        for (int i = 1; i <= 2; i++) {
+            const ptc_arg *lim = &m->args[i];
+            double v = lim->kind == PTC_ARG_FLOAT ? lim->f
+                       : lim->kind == PTC_ARG_INT ? (double)lim->i.value
+                                                  : 0;
+            if ((int64_t)v < 0)
+                return ptc_meta_fail(m,
+                                     "cannot do hardtanh on an unsigned type with negative limits");
+        }
     if (m->op == PTC_OP_ROUND && !meta_is(meta_arg(m, "decimals")->i, 0) &&
         !ptc_dtype_is_float(x->dtype))
         return ptc_meta_fail(m, "decimals needs a floating point tensor, got %s", meta_tstr(m, x));
@@ -234,8 +244,10 @@ int meta_clamp(ptc_meta *m)
     if (m->args[1].kind == PTC_ARG_NONE && m->args[2].kind == PTC_ARG_NONE)
         return ptc_meta_fail(m, "at least one of min and max must not be none");
     ptc_dtype dt = meta_result_type(m, idx, 3);
-    if (dt == PTC_BOOL)
-        return ptc_meta_fail(m, "not supported for bool results");
+    /* torch has bool kernels for tensor bounds, not for Python-number ones. */
+    for (int i = 1; i <= 2 && dt == PTC_BOOL; i++)
+        if (m->args[i].kind != PTC_ARG_NONE && m->args[i].kind != PTC_ARG_VALUE)
+            return ptc_meta_fail(m, "not supported for bool results with a number bound");
     return pointwise(m, idx, 3, dt);
 }
 

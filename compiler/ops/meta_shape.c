@@ -88,19 +88,19 @@ static bool view_compatible(const ptc_ttype *x, const ptc_dim *shape, int n)
     return view_d == -1;
 }
 
-static int meta_flatten(ptc_meta *m, const ptc_ttype *x)
+static int flatten(ptc_meta *m, const ptc_ttype *x)
 {
-    if (x->ndim == 0) {
-        ptc_dim one = ptc_dim_c(1);
-        meta_out(m, x->dtype, &one, 1);
-        return 0;
-    }
     int s, e;
     if (meta_dim(m, meta_arg(m, "start_dim")->i, x->ndim, x, &s) ||
         meta_dim(m, meta_arg(m, "end_dim")->i, x->ndim, x, &e))
         return -1;
     if (s > e)
         return ptc_meta_fail(m, "start_dim %d comes after end_dim %d", s, e);
+    if (x->ndim == 0) {
+        ptc_dim one = ptc_dim_c(1);
+        meta_out(m, x->dtype, &one, 1);
+        return 0;
+    }
     ptc_dim shape[PTC_MAX_DIMS];
     int n = 0;
     for (int i = 0; i < s; i++)
@@ -117,7 +117,7 @@ int meta_view(ptc_meta *m)
 {
     const ptc_ttype *x = meta_t(m, 0);
     if (m->op == PTC_OP_FLATTEN)
-        return meta_flatten(m, x);
+        return flatten(m, x);
     const ptc_arg *size = &m->args[1];
     int n = size->is.n, infer = -1, nknown = 0;
     if (n > PTC_MAX_DIMS)
@@ -141,14 +141,10 @@ int meta_view(ptc_meta *m)
     }
     ptc_dim numel = numel_of(m, x->shape, x->ndim), prod = numel_of(m, known, nknown);
     if (infer >= 0) {
-        if (meta_is(prod, 0))
-            return ptc_meta_fail(
-                m,
-                meta_is(numel, 0) ? "cannot reshape %s into %s: the -1 is ambiguous"
-                                  : "shape %s is invalid for input %s",
-                meta_is(numel, 0) ? meta_tstr(m, x) : meta_shapestr(m, size->is.d, n),
-                meta_is(numel, 0) ? meta_shapestr(m, size->is.d, n) : meta_tstr(m, x));
-        if (infer_minus_one(m, x, known, nknown, &shape[infer]))
+        if (meta_is(prod, 0) && meta_is(numel, 0))
+            return ptc_meta_fail(m, "cannot reshape %s into %s: the -1 is ambiguous",
+                                 meta_tstr(m, x), meta_shapestr(m, size->is.d, n));
+        if (meta_is(prod, 0) || infer_minus_one(m, x, known, nknown, &shape[infer]))
             return ptc_meta_fail(m, "shape %s is invalid for input %s (numel %s)",
                                  meta_shapestr(m, size->is.d, n), meta_tstr(m, x),
                                  meta_dstr(m, numel));
@@ -326,7 +322,7 @@ static int clamp_dim(ptc_meta *m, ptc_dim v, ptc_dim lo, ptc_dim hi, const char 
     return 0;
 }
 
-static int meta_slice_dims(ptc_meta *m, const ptc_ttype *x, int d, ptc_dim *len)
+static int slice_len(ptc_meta *m, const ptc_ttype *x, int d, ptc_dim *len)
 {
     ptc_arena *a = m->arena;
     ptc_dim size = x->shape[d];
@@ -372,7 +368,7 @@ int meta_slice(ptc_meta *m)
     ptc_dim shape[PTC_MAX_DIMS];
     memcpy(shape, x->shape, sizeof(ptc_dim) * (size_t)x->ndim);
     if (m->op == PTC_OP_SLICE) {
-        if (meta_slice_dims(m, x, d, &len))
+        if (slice_len(m, x, d, &len))
             return -1;
         shape[d] = len;
         meta_out(m, x->dtype, shape, x->ndim);
@@ -418,7 +414,7 @@ static bool legacy_empty(const ptc_ttype *t)
     return t->ndim == 1 && meta_is(t->shape[0], 0);
 }
 
-static int meta_stack(ptc_meta *m, const ptc_arg *ts, ptc_dtype dt)
+static int stack(ptc_meta *m, const ptc_arg *ts, ptc_dtype dt)
 {
     const ptc_ttype *t0 = &ts->vs.v[0]->type;
     for (int i = 1; i < ts->vs.n; i++) {
@@ -458,7 +454,7 @@ int meta_cat(ptc_meta *m)
     static const int idx[] = {0};
     ptc_dtype dt = meta_result_type(m, idx, 1);
     if (m->op == PTC_OP_STACK)
-        return meta_stack(m, ts, dt);
+        return stack(m, ts, dt);
     const ptc_ttype *ref = NULL;
     for (int i = 0; i < ts->vs.n; i++) {
         const ptc_ttype *t = &ts->vs.v[i]->type;

@@ -692,6 +692,8 @@ def view_cases():
                      ("0, 3", "0, 3")]:
         C("flatten", "%x" + (", " + args if args else ""), "torch.flatten(x%s)" % (", " + py if py else ""), x=x)
     C("flatten", "%x", "torch.flatten(x)", x=T("f32", []))
+    C("flatten", "%x, 1", "torch.flatten(x, 1)", x=T("f32", []))
+    C("flatten", "%x, -1, 0", "torch.flatten(x, -1, 0)", x=T("f32", []))
     C("flatten", "%x, 1", "torch.flatten(x, 1)", x=T("bool", [2, 0, 3]))
     for dims in ([2, 0, 1], [-1, 0, 1], [0, 0, 1], [0, 1], [0, 1, 3]):
         C("permute", "%%x, %s" % dims, "x.permute(%s)" % dims, x=x)

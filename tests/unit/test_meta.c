@@ -220,7 +220,10 @@ START_TEST(unary)
     OK("x=bool[2]", "sign(%x)", "bool[2]");
     BAD("x=bool[2]", "abs(%x)", "abs: not supported for bool tensors (bool[2])");
     BAD("x=bool[2]", "relu(%x)", "relu: not supported for bool");
-    BAD("x=u8[2]", "hardtanh(%x)", "hardtanh: not supported for u8");
+    BAD("x=u8[2]", "hardtanh(%x)", "hardtanh: cannot do hardtanh on an unsigned type with negative limits");
+    OK("x=u8[2]", "hardtanh(%x, min_val=-0.5, max_val=2.0)", "u8[2]");
+    OK("x=bool[2]; y=bool[2]", "clamp(%x, %y)", "bool[2]");
+    BAD("x=bool[2]", "clamp(%x, min=false)", "clamp: not supported for bool results with a number bound");
     OK("x=i8[2]", "hardtanh(%x, min_val=0, max_val=6)", "i8[2]");
     OK("x=i32[2]", "round(%x)", "i32[2]");
     BAD("x=i32[2]", "round(%x, decimals=2)", "round: decimals needs a floating point tensor");
@@ -282,6 +285,22 @@ START_TEST(binary)
     OK("x=f32[] cpu; y=f32[2] cuda:1", "add(%x, %y)", "f32[2] cuda:1");
     BAD("x=f32[2] cuda; y=f32[2] cpu", "add(%x, %y)", "add: expected all tensors on one device");
     BAD("x=f32[2] cuda:0; y=f32[2] cuda:1", "add(%x, %y)", "cuda:0 and cuda:1");
+    BAD("x=f32[2] cpu; y=f32[] cuda", "add(%x, %y)", "expected all tensors on one device");
+    OK("x=f32[] cpu; y=f32[] cuda", "add(%x, %y)", "f32[] cuda");
+    OK("c=bool[] cpu; x=f32[2] cuda", "where(%c, %x, %x)", "f32[2] cuda");
+    OK("x=f32[3] cuda; m=bool[3] cuda; v=f32[] cpu", "masked_fill(%x, %m, %v)", "f32[3] cuda");
+    BAD("x=f32[3] cuda; m=bool[3] cpu", "masked_fill(%x, %m, 1)",
+        "masked_fill: expected all tensors");
+    BAD("x=f32[2] cuda; lo=f32[] cpu", "clamp(%x, %lo)",
+        "clamp: expected all tensors on one device");
+    BAD("x=f32[3,4] cuda; i=i64[] cpu", "index_select(%x, 0, %i)",
+        "index_select: expected all tensors");
+    BAD("x=f32[3,4] cuda; i=i64[2] cpu", "gather(%x, 1, %i)", "gather: expected all tensors");
+    OK("x=f32[3,4] cuda; i=i64[2] cpu", "index(%x, [%i])", "f32[2,4] cuda");
+    BAD("x=f32[3,4] cpu; i=i64[2] cuda", "index(%x, [%i])", "index: expected all tensors");
+    BAD("s=f32[] cpu; a=f32[2,3] cuda; b=f32[3,4] cuda", "addmm(%s, %a, %b)",
+        "addmm: expected all tensors");
+    BAD("a=f32[] cuda; b=f32[] cpu", "stack([%a, %b])", "stack: expected all tensors");
     /* requires_grad */
     OK("x=f32[2] grad; y=i64[2]", "add(%x, %y)", "f32[2] grad");
     OK("x=i64[2]; y=f32[] grad", "mul(%x, %y)", "f32[2] grad");
@@ -706,6 +725,8 @@ START_TEST(views)
     OK("x=f32[2,3,2]{12,4,2}", "view(%x, [2, 6])", "f32[2,6]");
     BAD("x=f32[2,3,2]{12,4,1}", "view(%x, [2, 6])", "not compatible with the strides");
     OK("x=f32[]", "flatten(%x)", "f32[1]");
+    OK("x=f32[]", "flatten(%x, -1, 0)", "f32[1]");
+    BAD("x=f32[]", "flatten(%x, 1)", "flatten: dim 1 is out of range for f32[]");
     OK("x=f32[2,3,4]", "flatten(%x, 1)", "f32[2,12]");
     OK("x=f32[s0,3,4]", "flatten(%x)", "f32[12*s0]");
     BAD("x=f32[2,3,4]", "flatten(%x, 2, 1)", "flatten: start_dim 2 comes after end_dim 1");
@@ -1115,6 +1136,35 @@ static ptc_module *parse(const char *text)
     return m;
 }
 
+/* ptc_meta_infer checks arg kinds and normalises int[N] given as one int. */
+START_TEST(infer_raw_args)
+{
+    ptc_graph *g = ptc_graph_new(NULL, "g");
+    int64_t sx[] = {1, 3, 8, 8}, sw[] = {4, 3, 3, 3};
+    ptc_ttype tx = ptc_ttype_make(PTC_F32, 4, sx, PTC_CPU),
+              tw = ptc_ttype_make(PTC_F32, 4, sw, PTC_CPU);
+    ptc_arg args[7];
+    ptc_args_defaults(PTC_OP_CONV2D, args);
+    args[0] = ptc_arg_value(ptc_graph_add_input(g, "x", &tx));
+    args[1] = ptc_arg_value(ptc_graph_add_input(g, "w", &tw));
+    args[3] = ptc_arg_int(2); /* stride=2 as a bare int */
+    args[4] = ptc_arg_int(1);
+    ptc_ttype *types;
+    int nout;
+    ptc_error err;
+    ck_assert_int_eq(ptc_meta_infer(g->arena, PTC_OP_CONV2D, args, 7, &types, &nout, &err), 0);
+    ck_assert_int_eq(nout, 1);
+    ck_assert(ptc_dim_eq(types[0].shape[2], ptc_dim_c(4)) &&
+              ptc_dim_eq(types[0].shape[3], ptc_dim_c(4)));
+    args[6] = ptc_arg_float(1.5); /* groups must be an int */
+    ck_assert_int_eq(ptc_meta_infer(g->arena, PTC_OP_CONV2D, args, 7, &types, &nout, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "conv2d: argument 'groups' expects int, got a float"));
+    ck_assert_int_eq(ptc_meta_infer(g->arena, PTC_OP_CONV2D, args, 6, &types, &nout, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "conv2d: expected 7 arguments, got 6"));
+    ptc_graph_free(g);
+}
+END_TEST
+
 START_TEST(verify_types)
 {
     ptc_error err;
@@ -1213,6 +1263,7 @@ static Suite *suite(void)
     tcase_add_test(t, prims_shape);
     tcase_add_test(t, prims_reduce_index);
     tcase_add_test(t, build_graph);
+    tcase_add_test(t, infer_raw_args);
     tcase_add_test(t, verify_types);
     suite_add_tcase(s, t);
     return s;

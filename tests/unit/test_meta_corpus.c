@@ -15,7 +15,8 @@
  * they must evaluate at s0 = v to the types torch produced.
  *
  * All files are checked and every disagreement is listed before the test
- * fails. PTC_META_DEBUG=1 lists the undecided symbolic cases. PTC_META_CORPUS overrides the directory (to check a fresh corpus).
+ * fails. PTC_META_DEBUG=1 lists the undecided symbolic cases. PTC_META_CORPUS overrides the
+ * directory (to check a fresh corpus).
  */
 #define _GNU_SOURCE
 #include "ops/ops.h"

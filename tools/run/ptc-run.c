@@ -108,7 +108,7 @@ static int parse_args(int argc, char **argv, options *o)
         } else if ((v = opt_value(argc, argv, &i, "--seed"))) {
             char *end;
             o->seed = strtoull(v, &end, 10);
-            if (*end || !*v)
+            if (*end || !*v || *v == '-') /* strtoull accepts "-3" and wraps it */
                 return bad_input("--seed expects a non-negative integer, got '%s'", v);
         } else if ((v = opt_value(argc, argv, &i, "--sym"))) {
             const char *eq = strchr(v, '=');
