@@ -14,9 +14,13 @@ contender runs the same computation on the same data in the same run:
   memcpy         a memcpy of the same bytes, same threads, same run
 
 plus achieved GB/s (inputs + outputs over ptc's time) and cold / warm compile
-milliseconds. Writes bench/results.json and bench/results.md.
+milliseconds. Each case runs --rounds rounds of (ptc, eager, inductor) one
+after the other and reports every time from its best round, so that bursts of
+load from elsewhere on a shared machine do not favour one contender.
+Writes bench/results.json and bench/results.md (or under --out).
 
     python3 bench/bench.py [--build BUILD] [--threads N] [--cases a,b] [--seconds S]
+                           [--rounds R] [--out DIR]
 """
 import argparse
 import json
@@ -232,36 +236,58 @@ def median_ms(fn, seconds, min_iters=5):
     return times[len(times) // 2]
 
 
-def run_case(name, build, tmp, seconds):
+def run_case(name, build, tmp, seconds, rounds):
+    """Each round times ptc-bench (fresh cache: cold then warm compile), eager and Inductor one
+    after the other; every time reported is the best round's median, so that a burst of load from
+    elsewhere on the machine hits all of them alike or none."""
     g, outs = CASES[name]()
     path = os.path.join(tmp, name + ".ptir")
     with open(path, "w") as f:
         f.write(g.ptir(outs))
     inputs = os.path.join(tmp, name + ".in.bin")
     write_tensors(inputs, g.inputs)
-    env = dict(os.environ, PTC_CACHE_DIR=os.path.join(tmp, "cache"))
     exe = build if build.endswith("ptc-bench") else os.path.join(build, "bench", "ptc-bench")
-    r = subprocess.run([exe, "--inputs", inputs, "--seconds", str(seconds),
-                        "--ref-iters", "1", path], capture_output=True, text=True, env=env, timeout=1800)
-    if r.returncode:
-        raise RuntimeError("ptc-bench %s: %s" % (name, r.stderr))
-    row = json.loads(r.stdout)
-    row["case"] = name
-    row["nodes"] = len(g.lines)
     fn = g.torch_fn(outs)
     tensors = [t for _, t in g.inputs]
-    with torch.no_grad():
-        row["eager_ms"] = median_ms(lambda: fn(*tensors), seconds)
-        row["inductor_ms"] = None
-        if hasattr(torch, "compile"):
-            try:
-                cfn = torch.compile(fn)
-                t0 = time.perf_counter()
-                cfn(*tensors)
-                row["inductor_compile_ms"] = (time.perf_counter() - t0) * 1e3
-                row["inductor_ms"] = median_ms(lambda: cfn(*tensors), seconds)
-            except Exception as e:  # noqa: BLE001 (report, do not stop the benchmark)
-                row["inductor_error"] = str(e).splitlines()[0][:200]
+    cfn, row, ptc_rows, eager, inductor = None, None, [], [], []
+    for k in range(rounds):
+        env = dict(os.environ, PTC_CACHE_DIR=os.path.join(tmp, "cache-%s-%d" % (name, k)))
+        ref = ["--ref-iters", "1"] if k == 0 else ["--no-ref"]
+        r = subprocess.run([exe, "--inputs", inputs, "--seconds", str(seconds)] + ref + [path],
+                           capture_output=True, text=True, env=env, timeout=1800)
+        if r.returncode:
+            raise RuntimeError("ptc-bench %s: %s" % (name, r.stderr))
+        ptc_rows.append(json.loads(r.stdout))
+        with torch.no_grad():
+            eager.append(median_ms(lambda: fn(*tensors), seconds))
+            if k == 0 and hasattr(torch, "compile"):
+                try:
+                    cfn = torch.compile(fn)
+                    t0 = time.perf_counter()
+                    cfn(*tensors)
+                    inductor_compile_ms = (time.perf_counter() - t0) * 1e3
+                except Exception as e:  # noqa: BLE001 (report, do not stop the benchmark)
+                    row_error = str(e).splitlines()[0][:200]
+                    cfn = None
+            if cfn is not None:
+                inductor.append(median_ms(lambda: cfn(*tensors), seconds))
+    row = dict(ptc_rows[0])
+    row["rounds"] = rounds
+    row["ptc_ms"] = min(p["ptc_ms"] for p in ptc_rows)
+    row["memcpy_ms"] = min(p["memcpy_ms"] for p in ptc_rows)
+    row["ptc_gbps"] = row["bytes"] / (row["ptc_ms"] * 1e6)
+    row["memcpy_gbps"] = max(p["memcpy_gbps"] for p in ptc_rows)
+    for key in ("cold_compile_ms", "warm_compile_ms"):
+        row[key] = sorted(p[key] for p in ptc_rows)[len(ptc_rows) // 2]
+    row["warm_compiled"] = max(p["warm_compiled"] for p in ptc_rows)
+    row["case"] = name
+    row["nodes"] = len(g.lines)
+    row["eager_ms"] = min(eager)
+    row["inductor_ms"] = min(inductor) if inductor else None
+    if cfn is not None:
+        row["inductor_compile_ms"] = inductor_compile_ms
+    elif hasattr(torch, "compile"):
+        row["inductor_error"] = row_error
     return row
 
 
@@ -290,6 +316,8 @@ def main():
                     help="the build directory (or the ptc-bench executable itself)")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds of (ptc, eager, inductor); each time reported is the best round's")
     ap.add_argument("--seconds", type=float, default=1.0)
     ap.add_argument("--out", default=HERE)
     args = ap.parse_args()
@@ -305,9 +333,10 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.cases.split(","):
-            row = run_case(name, os.path.abspath(args.build), tmp, args.seconds)
+            row = run_case(name, os.path.abspath(args.build), tmp, args.seconds, args.rounds)
             rows.append(row)
             print(json.dumps(row), flush=True)
+    os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=1)
     md = markdown(rows, meta)
