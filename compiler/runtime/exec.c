@@ -12,6 +12,8 @@
  */
 #include "runtime/rt.h"
 
+#include "lower/lower.h"
+
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,7 +199,42 @@ static int plan_arena(run *r)
 
 /* ---- steps ----------------------------------------------------------------------------- */
 
+/* PTC_INJECT=runtime:<op>:wrong: the buffers a step wrote are made wrong. */
+static void perturb_buffer(run *r, int bufid)
+{
+    const ptc_lbuf *b = r->p->prog->bufs[bufid];
+    if (r->p->sched->is_local[bufid] || !r->bufptr[bufid])
+        return;
+    int64_t sizes[PTC_MAX_DIMS];
+    for (int d = 0; d < b->ndim; d++)
+        sizes[d] = eval(r, b->shape[d]);
+    ptc_tensor t = ptc_tensor_borrow(r->bufptr[bufid], b->dtype, b->ndim, sizes, NULL);
+    if (ptc_tensor_numel(&t) > 0)
+        ptc_inject_perturb(&t);
+}
+
+static void perturb_outputs(run *r, const ptc_lnode *n)
+{
+    for (int o = 0; o < 2; o++)
+        if (n->out[o] >= 0)
+            perturb_buffer(r, n->out[o]);
+}
+
+static int run_kernel_code(run *r, const ptc_kernel *k, const ptc_cpu_kernel *ck);
+
+/* A kernel, with PTC_INJECT's runtime stage around it. */
 static int run_kernel(run *r, const ptc_kernel *k, const ptc_cpu_kernel *ck)
+{
+    ptc_inject_kind ik = ptc_kernel_inject(r->p->sched, k, "runtime", r->err);
+    if (ik == PTC_INJECT_ERROR || run_kernel_code(r, k, ck))
+        return -1;
+    for (int g = 0; ik == PTC_INJECT_WRONG && g < k->ngroups; g++)
+        for (int m = 0; m < k->groups[g].nmembers; m++)
+            perturb_outputs(r, r->p->prog->nodes[k->groups[g].members[m].node]);
+    return 0;
+}
+
+static int run_kernel_code(run *r, const ptc_kernel *k, const ptc_cpu_kernel *ck)
 {
     int64_t params[1 + 64];
     int64_t *pp = k->nparams < 64 ? params : malloc(sizeof(int64_t) * (size_t)(k->nparams + 1));
@@ -274,7 +311,19 @@ static ptc_tensor view_tensor(run *r, const ptc_lview *v)
     return t;
 }
 
+static int run_extern_code(run *r, const ptc_lnode *n);
+
 static int run_extern(run *r, const ptc_lnode *n)
+{
+    ptc_inject_kind ik = ptc_lnode_inject(n, "runtime", r->err);
+    if (ik == PTC_INJECT_ERROR || run_extern_code(r, n))
+        return -1;
+    if (ik == PTC_INJECT_WRONG)
+        perturb_outputs(r, n);
+    return 0;
+}
+
+static int run_extern_code(run *r, const ptc_lnode *n)
 {
     ptc_tensor in[16];
     const ptc_tensor *inp[16];

@@ -48,6 +48,10 @@ struct ptc_program {
     void *mem;
     size_t mem_size;
     bool mem_busy;
+    /* PTC_ACCURACY: the input graph, which the interpreter runs on the first
+     * run's inputs to check its outputs */
+    ptc_graph *source;
+    int accuracy_checked;
 };
 
 int ptc_exec_cpu(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tensor *outputs,

@@ -246,6 +246,8 @@ ptc_program *ptc_compile(const ptc_graph *g, const ptc_compile_opts *opts, ptc_e
     if (rc == 0 && backend == PTC_BACKEND_REFERENCE) {
         p->graph = ptc_graph_clone(g, NULL);
     } else if (rc == 0) {
+        if (ptc_accuracy_enabled())
+            p->source = ptc_graph_clone(g, NULL);
         rc = stage_prims(&s, g);
         if (rc == 0)
             rc = stage_loops(&s);
@@ -279,6 +281,8 @@ void ptc_program_release(ptc_program *p)
         free(p->text[i]);
     if (p->graph)
         ptc_graph_free(p->graph);
+    if (p->source)
+        ptc_graph_free(p->source);
     ptc_arena_free(p->arena);
     free(p->mem);
     pthread_mutex_destroy(&p->lock);
@@ -296,14 +300,47 @@ const char *ptc_program_text(const ptc_program *p, const char *stage)
     return NULL;
 }
 
+/* PTC_INJECT's runtime stage on the reference backend: asked after each
+ * node (the interpreter itself, the oracle, is never injected). */
+typedef struct ref_inject {
+    ptc_error err;
+    bool failed;
+} ref_inject;
+
+static int inject_node(void *ctx, const ptc_node *n, const ptc_tensor *outs)
+{
+    ref_inject *ri = ctx;
+    switch (ptc_inject_hit("runtime", n->op, &ri->err)) {
+    case PTC_INJECT_ERROR:
+        ri->failed = true;
+        return 1;
+    case PTC_INJECT_WRONG:
+        for (int i = 0; i < n->nout; i++) {
+            ptc_tensor t = outs[i]; /* the run's data; only the struct is const */
+            ptc_inject_perturb(&t);
+        }
+        return 0;
+    default:
+        return 0;
+    }
+}
+
 /* The reference backend, with outputs moved into host allocations. */
 static int run_reference(ptc_program *p, const ptc_tensor *inputs, int ninputs,
                          ptc_tensor *outputs, const ptc_host *host, uint64_t rng_offset,
                          ptc_error *err)
 {
+    ref_inject ri = {0};
     ptc_run_opts ro = {.rng_offset = rng_offset};
-    if (ptc_interp_run(p->graph, inputs, ninputs, outputs, &ro, err))
+    if (*ptc_inject_spec()) {
+        ro.on_node = inject_node;
+        ro.ctx = &ri;
+    }
+    if (ptc_interp_run(p->graph, inputs, ninputs, outputs, &ro, err)) {
+        if (ri.failed && err)
+            *err = ri.err;
         return -1;
+    }
     if (!host || !host->alloc)
         return 0;
     for (int i = 0; i < p->noutputs; i++) {
@@ -328,5 +365,15 @@ int ptc_program_run(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_t
                           ninputs);
     if (p->backend == PTC_BACKEND_REFERENCE)
         return run_reference(p, inputs, ninputs, outputs, host, rng_offset, err);
-    return ptc_exec_cpu(p, inputs, ninputs, outputs, host, rng_offset, err);
+    if (ptc_exec_cpu(p, inputs, ninputs, outputs, host, rng_offset, err))
+        return -1;
+    /* PTC_ACCURACY=1: the first run of a new compile is checked against the
+     * interpreter; a divergence writes a repro folder and fails the run. */
+    if (p->source && __atomic_exchange_n(&p->accuracy_checked, 1, __ATOMIC_ACQ_REL) == 0 &&
+        ptc_accuracy_check(p->source, inputs, ninputs, outputs, rng_offset, "cpu", err)) {
+        for (int i = 0; i < p->noutputs; i++)
+            ptc_tensor_release(&outputs[i]);
+        return -1;
+    }
+    return 0;
 }

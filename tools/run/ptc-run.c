@@ -402,13 +402,37 @@ static int save(const options *o, const ptc_graph *g, const ptc_tensor *out)
     return rc;
 }
 
+/* With PTC_REPRO set, a failing compile, run or check leaves a repro folder
+ * (ptminify's input) and says where. */
+static void dump_repro(const options *o, const ptc_graph *g, const ptc_tensor *in,
+                       const char *kind, const ptc_error *err, const char *message)
+{
+    /* PTC_ACCURACY's own check wrote one already */
+    if (!getenv("PTC_REPRO") || (err && strcmp(err->stage, "accuracy") == 0))
+        return;
+    ptc_repro_info info = {.kind = kind,
+                           .stage = err ? err->stage : "accuracy",
+                           .error_class = ptc_errclass_name(err ? err->cls : PTC_ERR_NONE),
+                           .message = err ? err->msg : message,
+                           .backend = o->backend};
+    ptc_tolerance_default(PTC_F32, &info.rtol, &info.atol);
+    char dir[1024];
+    ptc_error werr;
+    if (ptc_repro_write(NULL, g, in, g->ninputs, &info, dir, sizeof dir, &werr) == 0)
+        fprintf(stderr, "ptc-run: repro written to %s\n", dir);
+    else
+        fprintf(stderr, "ptc-run: no repro written: %s\n", werr.msg);
+}
+
 /* Compiles, runs, and (with --check) compares against the interpreter. */
 static int run_graph(const options *o, const ptc_graph *g, ptc_tensor *in, session *ss)
 {
     ptc_error err;
     ptc_program *p = compile(o, g, ss, &err);
-    if (!p)
+    if (!p) {
+        dump_repro(o, g, in, "error", &err, NULL);
         return report(&err, 1);
+    }
     if (o->emit) {
         const char *t = ptc_program_text(p, o->emit);
         if (t)
@@ -432,6 +456,7 @@ static int run_graph(const options *o, const ptc_graph *g, ptc_tensor *in, sessi
         have_ref = true;
     }
     if (ptc_program_run(p, in, g->ninputs, out, NULL, 0, &err)) {
+        dump_repro(o, g, in, "error", &err, NULL);
         rc = report(&err, 1);
         goto done;
     }
@@ -442,6 +467,8 @@ static int run_graph(const options *o, const ptc_graph *g, ptc_tensor *in, sessi
     if (o->check) {
         for (int i = 0; i < g->noutputs && rc == 0; i++)
             rc = compare(i, g->outputs[i], &out[i], &ref[i], o->backend);
+        if (rc)
+            dump_repro(o, g, in, "accuracy", NULL, "outputs differ from the reference interpreter");
         if (rc == 0)
             printf("check: %d outputs match the reference\n", g->noutputs);
     }

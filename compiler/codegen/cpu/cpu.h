@@ -25,6 +25,7 @@ typedef struct cg {
     int acc_set;              /* which set of lane accumulators an unrolled step uses */
     LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, void_;
     LLVMBasicBlockRef entry;  /* allocas go here */
+    bool inject_wrong;        /* PTC_INJECT codegen:<op>:wrong: every stored value is off */
 } cg;
 
 /* Types and constants. */

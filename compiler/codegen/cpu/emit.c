@@ -410,6 +410,18 @@ static LLVMValueRef emit_load(cg *c, const ptc_lexpr *e, LLVMValueRef *vals, int
     return v;
 }
 
+/* PTC_INJECT=codegen:<op>:wrong: x*1.25+1 (integers x+1, bools !x). */
+static LLVMValueRef inject_wrong(cg *c, LLVMValueRef v, ptc_dtype dt, int w)
+{
+    LLVMTypeRef t = cg_compute_type(c, dt);
+    if (dt == PTC_BOOL)
+        return LLVMBuildXor(c->b, v, cg_const_i(c, t, 1, w), "");
+    if (!is_float(dt))
+        return LLVMBuildAdd(c->b, v, cg_const_i(c, t, 1, w), "");
+    LLVMValueRef s = LLVMBuildFMul(c->b, v, cg_const_f(c, t, 1.25, w), "");
+    return LLVMBuildFAdd(c->b, s, cg_const_f(c, t, 1.0, w), "");
+}
+
 static void emit_store(cg *c, int bufid, const ptc_ix *off, LLVMValueRef v, LLVMValueRef *vals,
                        int w)
 {
@@ -419,6 +431,8 @@ static void emit_store(cg *c, int bufid, const ptc_ix *off, LLVMValueRef v, LLVM
     unsigned align = (unsigned)ptc_dtype_size(buf->dtype);
     LLVMValueRef base = c->bufptr[bufid];
     PTC_ASSERT(base != NULL);
+    if (c->inject_wrong)
+        v = inject_wrong(c, v, buf->dtype, w);
     LLVMValueRef raw = to_storage(c, v, buf->dtype, w);
     int kind = w == 1 ? ACC_UNIFORM : access_kind(c, off, vals);
     LLVMValueRef lanes = w > 1 ? c->lane_mask : NULL;

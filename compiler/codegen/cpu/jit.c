@@ -159,7 +159,8 @@ static double cpu_ms(void)
 }
 
 static int build_kernel(LLVMTargetMachineRef tm, const ptc_schedule *s, const ptc_kernel *k,
-                        const char *sym, bool want_obj, bool want_text, built *out, ptc_error *err)
+                        const char *sym, bool want_obj, bool want_text, bool wrong, built *out,
+                        ptc_error *err)
 {
     LLVMContextRef ctx = LLVMContextCreate();
     LLVMModuleRef mod = LLVMModuleCreateWithNameInContext(sym, ctx);
@@ -175,6 +176,7 @@ static int build_kernel(LLVMTargetMachineRef tm, const ptc_schedule *s, const pt
     c.s = s;
     c.k = k;
     c.lanes = G.lanes;
+    c.inject_wrong = wrong;
     c.bufptr = calloc((size_t)s->prog->nbufs + 1, sizeof *c.bufptr);
     c.param = calloc((size_t)k->nparams + 1, sizeof *c.param);
     c.i1 = LLVMInt1TypeInContext(ctx);
@@ -312,10 +314,11 @@ void ptc_cpu_kernel_release(ptc_cpu_kernel *k)
 
 /* ---- compiling a schedule --------------------------------------------------------- */
 
-static void make_key(const ptc_schedule *s, const ptc_kernel *k, ptc_buf *key, char *sym,
-                     size_t symsz)
+static void make_key(const ptc_schedule *s, const ptc_kernel *k, bool wrong, ptc_buf *key,
+                     char *sym, size_t symsz)
 {
-    ptc_buf_printf(key, "ptc %s codegen %s target %s\n", PTC_VERSION, CODEGEN_VERSION, G.desc);
+    ptc_buf_printf(key, "ptc %s codegen %s target %s%s\n", PTC_VERSION, CODEGEN_VERSION, G.desc,
+                   wrong ? " PTC_INJECT wrong" : "");
     ptc_kernel_print_key(key, s, k);
     uint64_t h1 = ptc_hash_bytes(PTC_HASH_INIT, key->data, key->len);
     uint64_t h2 = ptc_hash_bytes(0x84222325cbf29ce4ULL, key->data, key->len);
@@ -343,7 +346,7 @@ typedef struct job {
     kentry *e;          /* already loaded in this process */
     uint8_t *obj;       /* from the disk cache or just compiled */
     size_t objlen;
-    bool from_disk, build;
+    bool from_disk, build, wrong;
     char *text;
     int rc;
     ptc_error err;
@@ -374,7 +377,7 @@ static void build_jobs(const ptc_schedule *s, job *jobs, int n, bool want_text)
             if (!j->build && !want_text)
                 continue;
             built bl = {0};
-            j->rc = build_kernel(tm, s, j->k, j->sym, j->build, want_text, &bl, &j->err);
+            j->rc = build_kernel(tm, s, j->k, j->sym, j->build, want_text, j->wrong, &bl, &j->err);
             if (j->rc == 0 && j->build) {
                 j->obj = bl.obj;
                 j->objlen = bl.objlen;
@@ -393,7 +396,7 @@ static int link_job(const ptc_schedule *s, const ptc_codegen_opts *o, job *j, pt
     for (int attempt = 0; !j->e && attempt < 2; attempt++) {
         if (!j->obj) {
             built bl = {0};
-            if (build_kernel(G.tm, s, j->k, j->sym, true, false, &bl, err))
+            if (build_kernel(G.tm, s, j->k, j->sym, true, false, j->wrong, &bl, err))
                 return -1;
             j->obj = bl.obj;
             j->objlen = bl.objlen;
@@ -434,7 +437,16 @@ int ptc_cpu_compile(const ptc_schedule *s, const ptc_codegen_opts *o, ptc_cpu_ke
     for (int i = 0; i < n; i++) {
         job *j = &jobs[i];
         j->k = s->kernels[i];
-        make_key(s, j->k, &j->key, j->sym, sizeof j->sym);
+        /* Asked before the cache: a planted crash or error happens on every
+         * compile, and a wrong kernel is cached apart from the right one. */
+        ptc_inject_kind ik = ptc_kernel_inject(s, j->k, "codegen", err);
+        if (ik == PTC_INJECT_ERROR) {
+            rc = -1;
+            n = i; /* only these jobs have anything to free */
+            break;
+        }
+        j->wrong = ik == PTC_INJECT_WRONG;
+        make_key(s, j->k, j->wrong, &j->key, j->sym, sizeof j->sym);
         j->e = find_entry(j->sym);
         if (!j->e && use_cache)
             j->from_disk = ptc_cache_load(j->key.data, j->key.len, &j->obj, &j->objlen) == 1;
@@ -444,7 +456,8 @@ int ptc_cpu_compile(const ptc_schedule *s, const ptc_codegen_opts *o, ptc_cpu_ke
                 j->build = false;
     }
     double t0 = ptc_now_ms();
-    build_jobs(s, jobs, n, want_text);
+    if (rc == 0)
+        build_jobs(s, jobs, n, want_text);
     if (o && o->metrics)
         ptc_metrics_add(o->metrics, "llvm", ptc_now_ms() - t0, true);
     for (int i = 0; i < n && rc == 0; i++) {
@@ -471,7 +484,7 @@ int ptc_cpu_compile(const ptc_schedule *s, const ptc_codegen_opts *o, ptc_cpu_ke
         for (int i = 0; i < n; i++)
             if (out[i].entry) {
                 release_locked(out[i].entry);
-                out[i].entry = NULL;
+                out[i] = (ptc_cpu_kernel){0}; /* the program releases them again */
             }
     for (int i = 0; i < n; i++) {
         ptc_buf_free(&jobs[i].key);
