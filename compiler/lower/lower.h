@@ -391,7 +391,7 @@ typedef struct ptc_schedule {
 } ptc_schedule;
 
 typedef struct ptc_sched_opts {
-    int recompute_limit;   /* max extra cost per element when inlining (default 40) */
+    int recompute_limit;   /* max extra cost per element when inlining (default 8) */
     int nthreads;          /* for choosing npar (default: omp max threads) */
 } ptc_sched_opts;
 

@@ -22,7 +22,10 @@
  * element 0 of any buffer they read). */
 static _Alignas(64) const uint8_t empty_buffer[64];
 
-enum { SERIAL_WORK = 32768 };
+/* Below this many element-iterations a kernel runs on the calling thread:
+ * waking a team costs tens of microseconds on an idle machine and a
+ * scheduling quantum on a busy one. */
+enum { SERIAL_WORK = 1 << 18, CHUNKS_PER_THREAD = 8 };
 
 typedef struct run {
     ptc_program *p;
@@ -265,10 +268,23 @@ static int run_kernel_code(run *r, const ptc_kernel *k, const ptc_cpu_kernel *ck
     } else if (P > 0) {
         if (nt > P)
             nt = (int)P;
-#pragma omp parallel num_threads(nt)
-        {
-            int t = omp_get_thread_num(), n = omp_get_num_threads();
-            int64_t lo = P * t / n, hi = P * (t + 1) / n;
+        /* A few chunks per thread, handed out in order: on a shared machine a thread that
+         * loses its core for a while leaves its remaining chunks to the others instead of
+         * holding the whole kernel up. Chunks stay large enough to amortise the hand-out. */
+        int64_t nchunk = (int64_t)nt * CHUNKS_PER_THREAD, most = work / (SERIAL_WORK / 4);
+        if (nchunk > most)
+            nchunk = most > nt ? most : nt;
+        if (nchunk > P)
+            nchunk = P;
+        int64_t next = 0;
+#pragma omp parallel num_threads(nt) shared(next)
+        for (;;) {
+            int64_t c;
+#pragma omp atomic capture
+            c = next++;
+            if (c >= nchunk)
+                break;
+            int64_t lo = P * c / nchunk, hi = P * (c + 1) / nchunk;
             if (lo < hi)
                 ck->fn(lo, hi, bufs, pp);
         }
