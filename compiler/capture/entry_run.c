@@ -1,0 +1,502 @@
+/* What an entry does on every call: evaluate its sources and guards over the
+ * current state, and after its graph ran, rebuild Python values from recipes
+ * (the return value, or the frames of a resume state).
+ *
+ * Sources are evaluated in id order (a parent always has a smaller id), each
+ * once, with its guards checked right after it, so a failing guard stops the
+ * walk early. nn.Module attributes are read from the instance dicts directly
+ * (no __getattr__), which is what keeps a cache hit cheap.
+ */
+#include "entry.h"
+
+#include <string.h>
+
+static PyObject *inst_get(PyObject *obj, PyObject *key, PyObject *sub)
+{
+    PyObject *d = PyObject_GenericGetDict(obj, NULL);
+    if (!d) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *v = NULL;
+    if (sub) {
+        PyObject *s = PyDict_GetItem(d, sub);
+        v = s && PyDict_Check(s) ? PyDict_GetItem(s, key) : NULL;
+    } else {
+        v = PyDict_GetItem(d, key);
+    }
+    Py_DECREF(d); /* the object keeps its dict, and the dict its values */
+    return v;
+}
+
+/* The value of source i; *owned when it is a new reference. NULL when it
+ * cannot be reached (a missing attribute or key): the guards fail. */
+static PyObject *eval_source(const cap_source *s, PyObject **vals, cap_frame **frames, int nframes,
+                             bool *owned)
+{
+    *owned = false;
+    PyObject *p = s->parent >= 0 ? vals[s->parent] : NULL;
+    if (s->parent >= 0 && !p)
+        return NULL;
+    PyObject *v = NULL;
+    switch (s->kind) {
+    case CAP_S_LOCAL:
+        return s->frame < nframes && s->index < frames[s->frame]->code->nlp
+                   ? frames[s->frame]->lp[s->index] : NULL;
+    case CAP_S_STACK:
+        return s->frame < nframes && s->index < frames[s->frame]->sp ? frames[s->frame]->stack[s->index]
+                                                                     : NULL;
+    case CAP_S_FUNC:
+        return s->frame < nframes ? frames[s->frame]->func : NULL;
+    case CAP_S_CONST:
+        return s->key;
+    case CAP_S_INSTDICT:
+        if ((v = inst_get(p, s->key, NULL)))
+            return v;
+        /* Modules and other objects without a plain dict entry: getattr. */
+        /* fallthrough */
+    case CAP_S_ATTR:
+        v = PyObject_GetAttr(p, s->key);
+        if (!v)
+            PyErr_Clear();
+        *owned = v != NULL;
+        return v;
+    case CAP_S_MODPARAM:
+        return inst_get(p, s->key, cap_T.s_parameters);
+    case CAP_S_MODBUF:
+        return inst_get(p, s->key, cap_T.s_buffers);
+    case CAP_S_MODCHILD:
+        return inst_get(p, s->key, cap_T.s_modules);
+    case CAP_S_ITEM:
+        if (PyDict_Check(p))
+            return PyDict_GetItemWithError(p, s->key);
+        v = PyObject_GetItem(p, s->key);
+        if (!v)
+            PyErr_Clear();
+        *owned = v != NULL;
+        return v;
+    case CAP_S_INDEX:
+        if (PyList_Check(p))
+            return s->index < PyList_Size(p) ? PyList_GetItem(p, s->index) : NULL;
+        if (PyTuple_Check(p))
+            return s->index < PyTuple_Size(p) ? PyTuple_GetItem(p, s->index) : NULL;
+        return NULL;
+    case CAP_S_CELL:
+        v = cap_cell_get(p);
+        PyErr_Clear();
+        *owned = v != NULL;
+        return v;
+    case CAP_S_TYPE:
+        return (PyObject *)Py_TYPE(p);
+    }
+    return NULL;
+}
+
+static bool hooks_empty(PyObject *mod)
+{
+    PyObject *keys[4] = {cap_T.s_forward_hooks, cap_T.s_forward_pre_hooks, cap_T.s_backward_hooks,
+                         cap_T.s_backward_pre_hooks};
+    PyObject *d = PyObject_GenericGetDict(mod, NULL);
+    if (!d) {
+        PyErr_Clear();
+        return false;
+    }
+    bool empty = true;
+    for (int i = 0; i < 4 && empty; i++) {
+        PyObject *h = PyDict_GetItem(d, keys[i]);
+        empty = !h || (PyDict_Check(h) ? PyDict_Size(h) == 0 : PyObject_Size(h) == 0);
+    }
+    Py_DECREF(d);
+    PyErr_Clear();
+    return empty;
+}
+
+static int keys_equal(PyObject *d, PyObject *keys)
+{
+    if (!PyDict_Check(d) || PyDict_Size(d) != PyTuple_Size(keys))
+        return 0;
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(d, &pos, &k, &v)) {
+        PyObject *e = PyTuple_GetItem(keys, i++);
+        if (k != e && PyObject_RichCompareBool(k, e, Py_EQ) != 1) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int check_guard(const cap_guard *g, PyObject *v)
+{
+    switch (g->kind) {
+    case CAP_G_ID:
+        return v == g->obj;
+    case CAP_G_TYPE:
+        return (PyObject *)Py_TYPE(v) == g->obj;
+    case CAP_G_EQ: {
+        if (v == g->obj)
+            return 1;
+        if (Py_TYPE(v) != Py_TYPE(g->obj))
+            return 0;
+        int r = PyObject_RichCompareBool(v, g->obj, Py_EQ);
+        if (r < 0)
+            PyErr_Clear();
+        return r == 1;
+    }
+    case CAP_G_LEN: {
+        Py_ssize_t n = PyObject_Size(v);
+        if (n < 0)
+            PyErr_Clear();
+        return n == g->n;
+    }
+    case CAP_G_KEYS:
+        return keys_equal(v, g->obj);
+    case CAP_G_TENSOR:
+        return cap_tmeta_check(v, g->tm, NULL, 0);
+    case CAP_G_HASATTR: {
+        int r = PyObject_HasAttr(v, g->obj);
+        return r == (int)g->n;
+    }
+    case CAP_G_DICT_HAS: {
+        int r = PyDict_Check(v) ? PyDict_Contains(v, g->obj) : PySequence_Contains(v, g->obj);
+        if (r < 0)
+            PyErr_Clear();
+        return r == (int)g->n;
+    }
+    case CAP_G_NOHOOKS:
+        return hooks_empty(v);
+    }
+    return 0;
+}
+
+static int check_global(const cap_guard *g)
+{
+    switch (g->kind) {
+    case CAP_G_GRAD: {
+        PyObject *r = PyObject_CallNoArgs(cap_T.is_grad_enabled);
+        int on = r == Py_True;
+        Py_XDECREF(r);
+        PyErr_Clear();
+        return on == (int)g->n;
+    }
+    case CAP_G_GLOBAL_HOOKS:
+        return cap_global_hooks() == (g->n != 0);
+    case CAP_G_AUTOCAST:
+        return 1;
+    }
+    return 0;
+}
+
+int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **vals, bool *owned,
+                    int *failed)
+{
+    int gi = 0;
+    /* Global-state guards (no source) are installed first by the tracer. */
+    for (; gi < e->nguards && e->guards[gi].src < 0; gi++)
+        if (!check_global(&e->guards[gi])) {
+            *failed = gi;
+            return 0;
+        }
+    for (int i = 0; i < e->nsrc; i++) {
+        vals[i] = eval_source(&e->src[i], vals, frames, nframes, &owned[i]);
+        for (; gi < e->nguards && e->guards[gi].src <= i; gi++) {
+            const cap_guard *g = &e->guards[gi];
+            if (g->src < 0 ? !check_global(g) : (!vals[i] || !check_guard(g, vals[i]))) {
+                *failed = gi;
+                for (int k = i + 1; k < e->nsrc; k++)
+                    vals[k] = NULL, owned[k] = false;
+                return 0;
+            }
+        }
+    }
+    for (; gi < e->nguards; gi++)
+        if (!check_global(&e->guards[gi])) {
+            *failed = gi;
+            return 0;
+        }
+    return 1;
+}
+
+void cap_entry_release_vals(cap_entry *e, PyObject **vals, bool *owned)
+{
+    for (int i = 0; i < e->nsrc; i++)
+        if (owned[i])
+            Py_CLEAR(vals[i]);
+}
+
+/* ---- describing guards ------------------------------------------------------------------ */
+
+static const char *guard_names[] = {
+#define X(id, s) s,
+    CAP_GUARD_KINDS(X)
+#undef X
+};
+
+static void repr_into(PyObject *o, char *buf, size_t size)
+{
+    PyObject *r = o ? PyObject_Repr(o) : NULL;
+    const char *s = r ? PyUnicode_AsUTF8(r) : NULL;
+    snprintf(buf, size, "%s", s ? s : "<missing>");
+    if (strlen(buf) > 80)
+        strcpy(buf + 77, "...");
+    Py_XDECREF(r);
+    PyErr_Clear();
+}
+
+void cap_guard_str(const cap_source *src, int nsrc, const cap_guard *g, char *buf, size_t size)
+{
+    char s[400] = "", v[200] = "";
+    if (g->src >= 0)
+        cap_source_str(src, nsrc, g->src, s, sizeof s);
+    switch (g->kind) {
+    case CAP_G_TENSOR:
+        cap_tmeta_str(g->tm, v, sizeof v);
+        snprintf(buf, size, "%s: tensor %s", s, v);
+        return;
+    case CAP_G_TYPE:
+        snprintf(buf, size, "type(%s) is %s", s, cap_tpname((PyTypeObject *)g->obj));
+        return;
+    case CAP_G_ID:
+        repr_into(g->obj, v, sizeof v);
+        snprintf(buf, size, "%s is %s", s, v);
+        return;
+    case CAP_G_EQ:
+        repr_into(g->obj, v, sizeof v);
+        snprintf(buf, size, "%s == %s", s, v);
+        return;
+    case CAP_G_LEN:
+        snprintf(buf, size, "len(%s) == %lld", s, (long long)g->n);
+        return;
+    case CAP_G_KEYS:
+        repr_into(g->obj, v, sizeof v);
+        snprintf(buf, size, "list(%s.keys()) == %s", s, v);
+        return;
+    case CAP_G_HASATTR:
+        snprintf(buf, size, "hasattr(%s, '%s') == %s", s, PyUnicode_AsUTF8(g->obj), g->n ? "True" : "False");
+        return;
+    case CAP_G_DICT_HAS:
+        repr_into(g->obj, v, sizeof v);
+        snprintf(buf, size, "(%s in %s) == %s", v, s, g->n ? "True" : "False");
+        return;
+    case CAP_G_NOHOOKS:
+        snprintf(buf, size, "%s has no hooks", s);
+        return;
+    case CAP_G_GRAD:
+        snprintf(buf, size, "torch.is_grad_enabled() == %s", g->n ? "True" : "False");
+        return;
+    case CAP_G_GLOBAL_HOOKS:
+        snprintf(buf, size, "global module hooks %s", g->n ? "present" : "absent");
+        return;
+    default:
+        snprintf(buf, size, "%s %s", s, guard_names[g->kind]);
+    }
+}
+
+void cap_guard_describe(const cap_entry *e, int gi, PyObject **vals, char *buf, size_t size)
+{
+    const cap_guard *g = &e->guards[gi];
+    char what[600], now[300] = "";
+    cap_guard_str(e->src, e->nsrc, g, what, sizeof what);
+    PyObject *v = g->src >= 0 ? vals[g->src] : NULL;
+    if (g->src >= 0 && !v) {
+        snprintf(now, sizeof now, "missing");
+    } else if (g->kind == CAP_G_TENSOR && v) {
+        char why[300];
+        cap_tmeta_check(v, g->tm, why, sizeof why);
+        snprintf(now, sizeof now, "%s", why);
+    } else if (g->kind == CAP_G_GRAD) {
+        snprintf(now, sizeof now, "%s", g->n ? "False" : "True");
+    } else if (g->kind == CAP_G_GLOBAL_HOOKS) {
+        snprintf(now, sizeof now, "%s", g->n ? "absent" : "present");
+    } else if (g->kind == CAP_G_TYPE) {
+        snprintf(now, sizeof now, "%s", cap_tpname(Py_TYPE(v)));
+    } else if (g->kind == CAP_G_LEN) {
+        snprintf(now, sizeof now, "%zd", PyObject_Size(v));
+        PyErr_Clear();
+    } else if (g->kind == CAP_G_NOHOOKS) {
+        snprintf(now, sizeof now, "hooks registered");
+    } else if (v) {
+        repr_into(v, now, sizeof now);
+    }
+    snprintf(buf, size, "%s (now %s)", what, now);
+}
+
+/* ---- recipes ------------------------------------------------------------------------------ */
+
+static PyObject *instance(const cap_recipe *r, PyObject **rv)
+{
+    PyObject *cls = PyTuple_GetItem(r->obj, 0);
+    int tuple_sub = (int)PyLong_AsLong(PyTuple_GetItem(r->obj, 1));
+    if (tuple_sub) {
+        PyObject *items = PyTuple_New(r->n);
+        for (int i = 0; items && i < r->n; i++)
+            PyTuple_SetItem(items, i, Py_NewRef(rv[r->items[i]]));
+        PyObject *make = PyObject_GetAttrString(cls, "_make");
+        PyErr_Clear();
+        PyObject *o = items ? PyObject_CallOneArg_compat(make ? make : cls, items) : NULL;
+        Py_XDECREF(make);
+        Py_XDECREF(items);
+        return o;
+    }
+    Py_ssize_t nitems = PyLong_AsSsize_t(PyTuple_GetItem(r->obj, 2));
+    PyObject *newf = PyObject_GetAttr(cls, cap_P.s_new);
+    PyObject *o = newf ? PyObject_CallOneArg_compat(newf, cls) : NULL;
+    Py_XDECREF(newf);
+    if (!o)
+        return NULL;
+    /* Dict items through the C base's __setitem__ (bypassing overrides). */
+    PyObject *setitem = NULL;
+    if (nitems > 0) {
+        PyObject *mro = PyObject_GetAttr(cls, cap_P.s_mro);
+        for (Py_ssize_t i = 0; mro && i < PyTuple_Size(mro) && !setitem; i++) {
+            PyTypeObject *b = (PyTypeObject *)PyTuple_GetItem(mro, i);
+            if (!(PyType_GetFlags(b) & Py_TPFLAGS_HEAPTYPE) && PyType_IsSubtype(b, &PyDict_Type))
+                setitem = PyObject_GetAttrString((PyObject *)b, "__setitem__");
+        }
+        Py_XDECREF(mro);
+    }
+    for (Py_ssize_t i = 0; i < nitems && o; i += 2) {
+        PyObject *res = setitem ? PyObject_CallFunctionObjArgs(setitem, o, rv[r->items[i]],
+                                                               rv[r->items[i + 1]], NULL)
+                                : NULL;
+        if (!res)
+            Py_CLEAR(o);
+        Py_XDECREF(res);
+    }
+    Py_XDECREF(setitem);
+    PyObject *d = o ? PyObject_GenericGetDict(o, NULL) : NULL;
+    for (int i = (int)nitems; d && i + 1 < r->n; i += 2)
+        if (PyDict_SetItem(d, rv[r->items[i]], rv[r->items[i + 1]]) < 0)
+            Py_CLEAR(o);
+    Py_XDECREF(d);
+    return o;
+}
+
+static PyObject *function(const cap_recipe *r, PyObject **rv)
+{
+    PyObject *code = PyTuple_GetItem(r->obj, 0), *qn = PyTuple_GetItem(r->obj, 1);
+    PyObject *defaults = rv[r->items[0]], *kwdefaults = rv[r->items[1]];
+    PyObject *closure = rv[r->items[2]], *globals = rv[r->items[3]];
+    PyObject *fn = PyObject_CallFunctionObjArgs(cap_P.FunctionType, code, globals, Py_None, defaults,
+                                                closure, NULL);
+    if (fn && (PyObject_SetAttr(fn, cap_P.s_qualname, qn) < 0 ||
+               PyObject_SetAttr(fn, cap_P.s_kwdefaults, kwdefaults) < 0))
+        Py_CLEAR(fn);
+    return fn;
+}
+
+static PyObject *one(const cap_recipe *r, PyObject **vals, PyObject **outs, PyObject **rv)
+{
+    PyObject *o = NULL;
+    switch (r->kind) {
+    case CAP_R_NULLV:
+        return NULL;
+    case CAP_R_CONST:
+        return Py_NewRef(r->obj);
+    case CAP_R_SOURCE:
+        return Py_XNewRef(vals[r->index]);
+    case CAP_R_OUTPUT:
+        return Py_NewRef(outs[r->index]);
+    case CAP_R_TUPLE:
+    case CAP_R_SLICE:
+        o = PyTuple_New(r->n);
+        for (int i = 0; o && i < r->n; i++)
+            PyTuple_SetItem(o, i, Py_XNewRef(rv[r->items[i]]));
+        if (r->kind == CAP_R_SLICE && o) {
+            PyObject *s = PySlice_New(PyTuple_GetItem(o, 0), PyTuple_GetItem(o, 1), PyTuple_GetItem(o, 2));
+            Py_SETREF(o, s);
+        }
+        return o;
+    case CAP_R_LIST:
+        o = PyList_New(r->n);
+        for (int i = 0; o && i < r->n; i++)
+            PyList_SetItem(o, i, Py_XNewRef(rv[r->items[i]]));
+        return o;
+    case CAP_R_SET:
+        o = PySet_New(NULL);
+        for (int i = 0; o && i < r->n; i++)
+            if (PySet_Add(o, rv[r->items[i]]) < 0)
+                Py_CLEAR(o);
+        return o;
+    case CAP_R_DICT:
+        o = PyDict_New();
+        for (int i = 0; o && i + 1 < r->n; i += 2)
+            if (PyDict_SetItem(o, rv[r->items[i]], rv[r->items[i + 1]]) < 0)
+                Py_CLEAR(o);
+        return o;
+    case CAP_R_CELL:
+        return cap_cell_new(rv[r->items[0]]);
+    case CAP_R_ITER:
+        if (!r->n) {
+            long long start, step;
+            Py_ssize_t n;
+            if (!PyArg_ParseTuple(r->obj, "LLn", &start, &step, &n))
+                return NULL;
+            o = cap_iter_range(start, step, n);
+        } else {
+            o = cap_iter_seq(rv[r->items[0]], -1, NULL);
+        }
+        if (o)
+            ((cap_iter *)o)->i = r->index;
+        return o;
+    case CAP_R_FUNCTION:
+        return function(r, rv);
+    case CAP_R_METHOD:
+        return PyObject_CallFunctionObjArgs(cap_P.MethodType, rv[r->items[0]], rv[r->items[1]], NULL);
+    case CAP_R_INSTANCE:
+        return instance(r, rv);
+    }
+    PyErr_SetString(cap_InternalError, "ptc: unknown recipe");
+    return NULL;
+}
+
+int cap_entry_run_recipes(cap_entry *e, PyObject **vals, PyObject **outputs, PyObject **rvals)
+{
+    for (int i = 0; i < e->nrecipes; i++) {
+        rvals[i] = one(&e->recipes[i], vals, outputs, rvals);
+        if (!rvals[i] && e->recipes[i].kind != CAP_R_NULLV) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(cap_InternalError, "ptc: a recipe produced nothing");
+            for (int k = 0; k < i; k++)
+                Py_CLEAR(rvals[k]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *func_builtins(PyObject *globals)
+{
+    PyObject *b = PyDict_GetItemString(globals, "__builtins__");
+    if (!b)
+        return cap_P.builtins;
+    return PyModule_Check(b) ? PyModule_GetDict(b) : b;
+}
+
+int cap_entry_resume_frames(cap_entry *e, PyObject **rv, cap_interp *I)
+{
+    for (int d = 0; d < e->nframes; d++) {
+        const cap_rframe *rf = &e->frames[d];
+        PyObject *func = rv[rf->func];
+        PyObject *globals = func ? PyObject_GetAttr(func, cap_P.s_globals) : NULL;
+        if (!globals)
+            return -1;
+        cap_frame *f = cap_frame_new(rf->code, func, globals, func_builtins(globals));
+        Py_DECREF(globals);
+        if (!f)
+            return -1;
+        for (int i = 0; i < rf->code->nlp; i++)
+            f->lp[i] = Py_XNewRef(rv[rf->lp[i]]);
+        for (int i = 0; i < rf->sp; i++)
+            f->stack[i] = Py_XNewRef(rv[rf->stack[i]]);
+        f->sp = rf->sp;
+        f->pc = rf->pc;
+        f->kwnames = rf->kwnames;
+        f->ret_kind = rf->ret_kind;
+        f->ret_a = rf->ret_a >= 0 ? Py_XNewRef(rv[rf->ret_a]) : NULL;
+        f->module_path = rf->module_path;
+        cap_push_frame(I, f);
+    }
+    return 0;
+}
