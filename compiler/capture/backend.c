@@ -171,7 +171,11 @@ static const char *eager_fn(ptc_op op, bool *method)
         if (eager_ops[i].op == op)
             return eager_ops[i].fn;
     switch (op) {
-    case PTC_OP_VIEW: case PTC_OP_EXPAND: case PTC_OP_REPEAT: case PTC_OP_CONTIGUOUS:
+    case PTC_OP_VIEW:
+        /* Graph values are contiguous by definition; a torch view of a
+           transposed tensor may not be: reshape gives the same values. */
+        return "torch.reshape";
+    case PTC_OP_EXPAND: case PTC_OP_REPEAT: case PTC_OP_CONTIGUOUS: case PTC_OP_TO:
         *method = true;
         return NULL;
     default:
@@ -211,8 +215,8 @@ static int eager_step(const ptc_node *n, bool grad, estep *s)
         if (strcmp(p->name, "seed") == 0)
             continue;
         bool kw = p->kwarg_only;
-        if (n->op == PTC_OP_TO)
-            kw = true; /* Tensor.to(dtype=, device=) */
+        if (n->op == PTC_OP_TO && i > 0)
+            kw = true; /* self.to(dtype=, device=) */
         if (kwonly_for_all && (p->kind == PTC_PK_DTYPE_OPT || p->kind == PTC_PK_DEVICE_OPT))
             kw = true;
         if (kw && p->has_default && ptc_arg_eq(a, &p->def))
@@ -354,8 +358,17 @@ int cap_eager_run(const ptc_graph *g, cap_backend_state *st, PyObject **inputs, 
             grad_now = s->grad;
         }
         PyObject *args = PyTuple_New(s->npos), *kw = s->nkw ? PyDict_New() : NULL, *r = NULL;
-        for (int k = 0; args && k < s->npos; k++)
-            PyTuple_SetItem(args, k, earg_obj(&s->pos[k], env));
+        for (int k = 0; args && k < s->npos; k++) {
+            PyObject *a = earg_obj(&s->pos[k], env);
+            if (!a) {
+                PyErr_Format(cap_InternalError, "ptc: eager backend: node %d (%s) lost an argument",
+                             i, PyUnicode_Check(s->fn) ? PyUnicode_AsUTF8(s->fn) : "?");
+                Py_DECREF(args);
+                Py_XDECREF(kw);
+                goto done;
+            }
+            PyTuple_SetItem(args, k, a);
+        }
         for (int k = 0; kw && k < s->nkw; k++) {
             PyObject *v = earg_obj(&s->kw[k], env);
             PyDict_SetItem(kw, PyTuple_GetItem(s->kwnames, k), v);
@@ -606,6 +619,17 @@ int cap_entry_run_graph(cap_entry *e, PyObject **vals, PyObject **outputs)
     if (inputs != stack)
         free(inputs);
     return rc;
+}
+
+bool cap_backend_ready(cap_entry *e)
+{
+    cap_backend_state *st = e->bstate;
+    if (!st || !e->graph)
+        return !e->graph;
+    for (int i = 0; i < st->nsteps; i++)
+        if (!st->steps[i].fn)
+            return false;
+    return st->nsteps == e->graph->nnodes;
 }
 
 cap_backend_state *cap_backend_state_new(void)

@@ -434,14 +434,38 @@ HANDLER(LOAD_BUILD_CLASS)
     return CAP_NEXT;
 }
 
+/* Is the module `name` (imported from globals' package at `level`) already
+ * loaded? Then importing it again only reads sys.modules. */
+static bool already_imported(PyObject *name, PyObject *globals, PyObject *level)
+{
+    long lv = PyLong_AsLong(level);
+    PyObject *full = NULL;
+    if (lv == 0) {
+        full = Py_NewRef(name);
+    } else {
+        PyObject *pkg = PyDict_GetItemString(globals, "__package__");
+        if (!pkg || !PyUnicode_Check(pkg))
+            return false;
+        PyObject *util = PyImport_ImportModule("importlib.util");
+        PyObject *dots = PyUnicode_FromFormat("%.*s%U", (int)(lv < 16 ? lv : 16), "................", name);
+        full = util && dots ? PyObject_CallMethod(util, "resolve_name", "OO", dots, pkg) : NULL;
+        Py_XDECREF(util);
+        Py_XDECREF(dots);
+    }
+    PyObject *mods = PyImport_GetModuleDict();
+    bool loaded = full && PyDict_GetItemWithError(mods, full) != NULL;
+    Py_XDECREF(full);
+    PyErr_Clear();
+    return loaded;
+}
+
 /* (level, fromlist -- module) */
 HANDLER(IMPORT_NAME)
 {
-    if (I->T)
-        return cap_t_break(I->T, CAP_B_IMPORT, "import %s",
-                           PyUnicode_AsUTF8(PyTuple_GetItem(f->code->names, in->arg)));
     PyObject *name = PyTuple_GetItem(f->code->names, in->arg);
     PyObject *fromlist = cap_peek(f, 1), *level = cap_peek(f, 2);
+    if (I->T && !already_imported(name, f->globals, level))
+        return cap_t_break(I->T, CAP_B_IMPORT, "import %s", PyUnicode_AsUTF8(name));
     PyObject *import = PyDict_Check(f->builtins) ? PyDict_GetItemString(f->builtins, "__import__")
                                                  : NULL;
     if (!import) {
@@ -463,6 +487,15 @@ HANDLER(IMPORT_FROM)
 {
     UNUSED_ARGS;
     PyObject *name = PyTuple_GetItem(f->code->names, in->arg), *m = cap_peek(f, 1);
+    if (I->T) {
+        PyObject *r = NULL;
+        int rc = cap_op_getattr(I, m, name, &r);
+        if (rc == CAP_NEXT)
+            cap_push(f, r);
+        if (rc != CAP_ERR || !PyErr_ExceptionMatches(PyExc_AttributeError))
+            return rc == CAP_FRAME ? CAP_ERR : rc;
+        PyErr_Clear();
+    }
     PyObject *v = PyObject_GetAttr(m, name);
     if (!v && PyErr_ExceptionMatches(PyExc_AttributeError)) {
         /* A submodule imported but not yet bound: look in sys.modules. */

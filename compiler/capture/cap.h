@@ -19,14 +19,15 @@ typedef struct cap_trace cap_trace;
  * Python objects the interpreter needs, looked up once by cap_init.
  * ---------------------------------------------------------------------------- */
 typedef struct cap_py {
-    PyObject *FunctionType, *MethodType, *CellType, *CodeType, *GeneratorType, *StaticMethodType;
+    PyObject *FunctionType, *MethodType, *CellType, *CodeType, *GeneratorType, *StaticMethodType, *MethodWrapperType;
     PyObject *builtins;          /* the builtins module's dict */
     PyObject *b_super, *b_build_class, *b_globals, *b_locals, *b_vars, *b_dir,
         *b_eval, *b_exec, *b_len, *b_isinstance;
     PyObject *s_enter, *s_exit, *s_dict, *s_closure, *s_code, *s_globals,
         *s_builtins, *s_defaults, *s_kwdefaults, *s_func, *s_self, *s_cell_contents,
         *s_qualname, *s_name, *s_annotations, *s_class, *s_mro, *s_init, *s_new,
-        *s_call, *s_getattr, *s_match_args, *s_keys, *s_get, *s_module;
+        *s_call, *s_getattr, *s_match_args, *s_keys, *s_get, *s_module, *s_getattribute;
+    PyObject *object_getattribute; /* object.__getattribute__ */
     PyObject *empty_tuple, *empty_str;
     int cmp_shift;               /* COMPARE_OP: oparg >> cmp_shift is the operator */
     bool py312;
@@ -115,6 +116,7 @@ typedef enum {
     RET_FOR_ITER,  /* __next__: StopIteration ends the loop */
     RET_DISCARD,   /* result dropped (e.g. __setitem__); parent continues */
     RET_SYNC,      /* a nested run waits for this result (cap_t_call_sync) */
+    RET_CONTAINS,  /* __contains__: push bool(result), negated when ret_arg */
 } cap_ret;
 
 typedef struct cap_frame {

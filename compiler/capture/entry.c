@@ -23,6 +23,7 @@ typedef struct builder {
     ptc_value **outs;
     int nouts, capouts;
     bool failed;           /* an unreconstructable value was met */
+    int depth;
     char why[160];
 } builder;
 
@@ -99,6 +100,30 @@ static bool is_python_instance(PyObject *o)
     return !PyType_Check(o) && !PyModule_Check(o);
 }
 
+/* Immutable objects made while tracing that can be shared across calls. */
+static bool shareable(PyObject *o)
+{
+    static PyObject *types;
+    if (!types) {
+        static const char *paths[] = {"types.GenericAlias", "typing._GenericAlias",
+                                      "typing._SpecialForm", "typing._UnionGenericAlias",
+                                      "types.UnionType", "torch.finfo", "torch.iinfo",
+                                      "torch.layout", "torch.memory_format", "torch.qscheme",
+                                      "re.Pattern", "types.MappingProxyType", NULL};
+        types = PyList_New(0);
+        for (int i = 0; types && paths[i]; i++) {
+            PyObject *t = cap_import_path(paths[i]);
+            if (t && PyType_Check(t))
+                PyList_Append(types, t);
+            Py_XDECREF(t);
+        }
+    }
+    for (Py_ssize_t i = 0; types && i < PyList_Size(types); i++)
+        if (PyObject_TypeCheck(o, (PyTypeObject *)PyList_GetItem(types, i)))
+            return true;
+    return false;
+}
+
 static int recipe_uncached(builder *B, PyObject *o)
 {
     cap_trace *T = B->T;
@@ -125,7 +150,7 @@ static int recipe_uncached(builder *B, PyObject *o)
     if (src >= 0)
         return add_recipe(B, (cap_recipe){CAP_R_SOURCE, 0, NULL, NULL, src});
     if (cap_is_constant(o) || Py_TYPE(o) == cap_gradexit_type || PyType_Check(o) ||
-        PyModule_Check(o) || PyCFunction_Check(o))
+        PyModule_Check(o) || PyCFunction_Check(o) || shareable(o))
         return add_recipe(B, (cap_recipe){CAP_R_CONST, 0, NULL, Py_NewRef(o), 0});
     PyTypeObject *t = Py_TYPE(o);
     if (t == &PyTuple_Type)
@@ -148,14 +173,25 @@ static int recipe_uncached(builder *B, PyObject *o)
         return r;
     }
     if (t == (PyTypeObject *)cap_P.CellType) {
-        PyObject *v = cap_cell_get(o);
-        int inner = recipe_of(B, v);
-        Py_XDECREF(v);
-        if (inner < 0)
-            return -1;
+        /* Cells are made empty and filled after every recipe ran, so that
+           closures may refer to themselves (recursive nested functions). */
         int *items = malloc(sizeof(int));
-        items[0] = inner;
-        return add_recipe(B, (cap_recipe){CAP_R_CELL, 1, items, NULL, 0});
+        items[0] = -1;
+        int self = add_recipe(B, (cap_recipe){CAP_R_CELL, 1, items, NULL, 0});
+        PyObject *key = PyLong_FromVoidPtr(o), *idx = PyLong_FromLong(self);
+        if (key && idx)
+            PyDict_SetItem(B->memo, key, idx);
+        Py_XDECREF(key);
+        Py_XDECREF(idx);
+        PyList_Append(B->keep, o);
+        PyObject *v = cap_cell_get(o);
+        PyErr_Clear();
+        int inner = v ? recipe_of(B, v) : -2;
+        Py_XDECREF(v);
+        if (inner == -1)
+            return -1;
+        B->r[self].items[0] = inner; /* -2: an empty cell */
+        return self;
     }
     if (t == cap_iter_type) {
         cap_iter *it = (cap_iter *)o;
@@ -173,15 +209,16 @@ static int recipe_uncached(builder *B, PyObject *o)
         return add_recipe(B, (cap_recipe){CAP_R_ITER, 1, items, NULL, (int)it->i});
     }
     if (cap_is_function(o)) {
-        PyObject *parts = Py_BuildValue("(NNNN)", PyObject_GetAttr(o, cap_P.s_defaults),
+        /* A function made in the trace: code, globals (a module's dict, the
+           same object each time), defaults and closure cells. */
+        PyObject *parts = Py_BuildValue("(NNN)", PyObject_GetAttr(o, cap_P.s_defaults),
                                         PyObject_GetAttr(o, cap_P.s_kwdefaults),
-                                        PyObject_GetAttr(o, cap_P.s_closure),
-                                        PyObject_GetAttr(o, cap_P.s_globals));
+                                        PyObject_GetAttr(o, cap_P.s_closure));
         if (!parts)
             return -1;
         PyObject *code = PyObject_GetAttr(o, cap_P.s_code);
         PyObject *qn = PyObject_GetAttr(o, cap_P.s_qualname);
-        PyObject *info = Py_BuildValue("(NN)", code, qn);
+        PyObject *info = Py_BuildValue("(NNN)", code, qn, PyObject_GetAttr(o, cap_P.s_globals));
         int r = items_recipe(B, CAP_R_FUNCTION, parts, info);
         Py_XDECREF(info);
         Py_DECREF(parts);
@@ -238,7 +275,13 @@ static int recipe_of(builder *B, PyObject *o)
         Py_DECREF(key);
         return (int)PyLong_AsLong(hit);
     }
+    if (B->depth > 64) { /* a cycle, or nesting too deep to rebuild */
+        Py_XDECREF(key);
+        return fail(B, "a self-referencing or deeply nested value", o);
+    }
+    B->depth++;
     int r = recipe_uncached(B, o);
+    B->depth--;
     if (r >= 0 && o) {
         PyObject *v = PyLong_FromLong(r);
         PyDict_SetItem(B->memo, key, v);
@@ -282,11 +325,14 @@ static void dce(ptc_graph *g)
 
 static int frame_recipe(builder *B, cap_frame *f, cap_rframe *rf)
 {
+    if (f->exc_depth)
+        return fail(B, "a break inside an except block", NULL);
     rf->code = f->code;
     rf->pc = f->pc;
     rf->sp = f->sp;
     rf->kwnames = Py_XNewRef(f->kwnames);
     rf->ret_kind = f->ret_kind;
+    rf->ret_arg = f->ret_arg;
     rf->module_path = f->module_path ? strdup(f->module_path) : NULL;
     rf->lp = malloc(sizeof(int) * (size_t)(f->code->nlp + 1));
     rf->stack = malloc(sizeof(int) * (size_t)(f->sp + 1));
@@ -301,7 +347,8 @@ static int frame_recipe(builder *B, cap_frame *f, cap_rframe *rf)
     rf->ret_a = -1;
     if (f->ret_a && (rf->ret_a = recipe_of(B, f->ret_a)) < 0)
         return -1;
-    if (f->ret_kind != RET_PUSH && f->ret_kind != RET_INIT && f->ret_kind != RET_DISCARD)
+    if (f->ret_kind != RET_PUSH && f->ret_kind != RET_INIT && f->ret_kind != RET_DISCARD &&
+        f->ret_kind != RET_CONTAINS)
         return fail(B, "a frame running a special method", NULL);
     return 0;
 }
@@ -360,7 +407,20 @@ cap_entry *cap_entry_build(cap_trace *T, cap_interp *I, int rc, int *unreconstru
                 goto fail;
             }
     }
-    ptc_graph_set_outputs(T->g, B.outs, B.nouts);
+    Py_ssize_t neff = PyList_Size(T->effects);
+    e->effects = calloc((size_t)neff + 1, sizeof *e->effects);
+    for (Py_ssize_t i = 0; i < neff; i++) {
+        PyObject *eff = PyList_GetItem(T->effects, i);
+        cap_effect *x = &e->effects[e->neffects++];
+        x->name = Py_NewRef(PyTuple_GetItem(eff, 1));
+        x->value = -1;
+        if ((x->obj = recipe_of(&B, PyTuple_GetItem(eff, 0))) < 0)
+            goto fail;
+        if (PyTuple_GetItem(eff, 3) == Py_False && (x->value = recipe_of(&B, PyTuple_GetItem(eff, 2))) < 0)
+            goto fail;
+    }
+    ptc_value *none[1] = {NULL};
+    ptc_graph_set_outputs(T->g, B.nouts ? B.outs : none, B.nouts);
     dce(T->g);
     if (T->g->nnodes > 0) {
         ptc_error err;
@@ -448,6 +508,9 @@ void cap_entry_free(cap_entry *e)
     free(e->input_src);
     free(e->node_grad);
     free_rframes(e->frames, e->nframes);
+    for (int i = 0; i < e->neffects; i++)
+        Py_XDECREF(e->effects[i].name);
+    free(e->effects);
     Py_XDECREF(e->guard_strs);
     Py_XDECREF(e->skipped);
     free(e);

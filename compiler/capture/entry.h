@@ -25,9 +25,18 @@ typedef struct cap_rframe {
     int *stack;          /* [sp] */
     PyObject *kwnames;   /* pending KW_NAMES (strong) or NULL */
     uint8_t ret_kind;
+    int ret_arg;
     int ret_a;           /* recipe or -1 */
     char *module_path;
 } cap_rframe;
+
+/* An attribute write replayed after the graph: rvals[obj].name = rvals[value]
+ * (value -1: del). */
+typedef struct cap_effect {
+    int obj;
+    PyObject *name;
+    int value;
+} cap_effect;
 
 struct cap_entry {
     struct cap_entry *next;  /* the next entry at the same position */
@@ -55,6 +64,8 @@ struct cap_entry {
     int nframes;
     cap_rframe *frames;
     bool grad_start, grad_end;
+    int neffects;
+    cap_effect *effects;
     cap_break brk;           /* why the segment ended (END_BREAK) */
     /* Reporting. */
     double compile_ms;
@@ -85,6 +96,8 @@ void cap_guard_str(const cap_source *src, int nsrc, const cap_guard *g, char *bu
 int cap_entry_run_graph(cap_entry *e, PyObject **vals, PyObject **outputs);
 /* Evaluates the recipes after the graph (rvals[nrecipes], new refs). */
 int cap_entry_run_recipes(cap_entry *e, PyObject **vals, PyObject **outputs, PyObject **rvals);
+/* Replays the entry's attribute writes (after its recipes ran). */
+int cap_entry_run_effects(cap_entry *e, PyObject **rvals);
 /* Rebuilds the resume state's frames into I (real mode). */
 int cap_entry_resume_frames(cap_entry *e, PyObject **rvals, cap_interp *I);
 
@@ -92,6 +105,8 @@ int cap_entry_resume_frames(cap_entry *e, PyObject **rvals, cap_interp *I);
 int cap_backend_prepare(cap_entry *e, cap_compiled *cc, ptc_error *err);
 void cap_backend_free(cap_entry *e);
 int cap_backend_run(cap_entry *e, PyObject **inputs, PyObject **outputs);
+/* Can the entry's graph run through torch ops (its eager steps are whole)? */
+bool cap_backend_ready(cap_entry *e);
 
 /* The eager program of a graph (also what backends fall back to). */
 int cap_eager_prepare(const ptc_graph *g, const uint8_t *node_grad, cap_backend_state *st);

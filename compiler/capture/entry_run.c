@@ -202,7 +202,7 @@ int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **va
         vals[i] = eval_source(&e->src[i], vals, frames, nframes, &owned[i]);
         for (; gi < e->nguards && e->guards[gi].src <= i; gi++) {
             const cap_guard *g = &e->guards[gi];
-            if (g->src < 0 ? !check_global(g) : (!vals[i] || !check_guard(g, vals[i]))) {
+            if (g->src < 0 ? !check_global(g) : (!vals[g->src] || !check_guard(g, vals[g->src]))) {
                 *failed = gi;
                 for (int k = i + 1; k < e->nsrc; k++)
                     vals[k] = NULL, owned[k] = false;
@@ -302,7 +302,7 @@ void cap_guard_describe(const cap_entry *e, int gi, PyObject **vals, char *buf, 
     if (g->src >= 0 && !v) {
         snprintf(now, sizeof now, "missing");
     } else if (g->kind == CAP_G_TENSOR && v) {
-        char why[300];
+        char why[300] = "unchanged";
         cap_tmeta_check(v, g->tm, why, sizeof why);
         snprintf(now, sizeof now, "%s", why);
     } else if (g->kind == CAP_G_GRAD) {
@@ -376,8 +376,9 @@ static PyObject *instance(const cap_recipe *r, PyObject **rv)
 static PyObject *function(const cap_recipe *r, PyObject **rv)
 {
     PyObject *code = PyTuple_GetItem(r->obj, 0), *qn = PyTuple_GetItem(r->obj, 1);
+    PyObject *globals = PyTuple_GetItem(r->obj, 2);
     PyObject *defaults = rv[r->items[0]], *kwdefaults = rv[r->items[1]];
-    PyObject *closure = rv[r->items[2]], *globals = rv[r->items[3]];
+    PyObject *closure = rv[r->items[2]];
     PyObject *fn = PyObject_CallFunctionObjArgs(cap_P.FunctionType, code, globals, Py_None, defaults,
                                                 closure, NULL);
     if (fn && (PyObject_SetAttr(fn, cap_P.s_qualname, qn) < 0 ||
@@ -426,7 +427,7 @@ static PyObject *one(const cap_recipe *r, PyObject **vals, PyObject **outs, PyOb
                 Py_CLEAR(o);
         return o;
     case CAP_R_CELL:
-        return cap_cell_new(rv[r->items[0]]);
+        return cap_cell_new(NULL); /* filled once every recipe ran */
     case CAP_R_ITER:
         if (!r->n) {
             long long start, step;
@@ -453,7 +454,9 @@ static PyObject *one(const cap_recipe *r, PyObject **vals, PyObject **outs, PyOb
 
 int cap_entry_run_recipes(cap_entry *e, PyObject **vals, PyObject **outputs, PyObject **rvals)
 {
+    bool cells = false;
     for (int i = 0; i < e->nrecipes; i++) {
+        cells = cells || e->recipes[i].kind == CAP_R_CELL;
         rvals[i] = one(&e->recipes[i], vals, outputs, rvals);
         if (!rvals[i] && e->recipes[i].kind != CAP_R_NULLV) {
             if (!PyErr_Occurred())
@@ -462,6 +465,21 @@ int cap_entry_run_recipes(cap_entry *e, PyObject **vals, PyObject **outputs, PyO
                 Py_CLEAR(rvals[k]);
             return -1;
         }
+    }
+    for (int i = 0; cells && i < e->nrecipes; i++) {
+        const cap_recipe *r = &e->recipes[i];
+        if (r->kind == CAP_R_CELL && r->items[0] >= 0 && cap_cell_set(rvals[i], rvals[r->items[0]]) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int cap_entry_run_effects(cap_entry *e, PyObject **rv)
+{
+    for (int i = 0; i < e->neffects; i++) {
+        const cap_effect *x = &e->effects[i];
+        if (PyObject_SetAttr(rv[x->obj], x->name, x->value >= 0 ? rv[x->value] : NULL) < 0)
+            return -1;
     }
     return 0;
 }
@@ -494,6 +512,7 @@ int cap_entry_resume_frames(cap_entry *e, PyObject **rv, cap_interp *I)
         f->pc = rf->pc;
         f->kwnames = rf->kwnames;
         f->ret_kind = rf->ret_kind;
+        f->ret_arg = rf->ret_arg;
         f->ret_a = rf->ret_a >= 0 ? Py_XNewRef(rv[rf->ret_a]) : NULL;
         f->module_path = rf->module_path;
         cap_push_frame(I, f);

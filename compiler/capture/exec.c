@@ -102,7 +102,7 @@ static segment_result run_entry(cap_compiled *c, cap_entry *e, cap_interp *S, Py
         goto done;
     if (e->grad_end != e->grad_start)
         set_grad(e->grad_end);
-    if (cap_entry_run_recipes(e, vals, outs, rv) < 0)
+    if (cap_entry_run_recipes(e, vals, outs, rv) < 0 || cap_entry_run_effects(e, rv) < 0)
         goto done;
     if (e->end == CAP_END_RETURN) {
         r.rc = CAP_DONE;
@@ -168,6 +168,63 @@ static cap_frame *clone_frame(cap_trace *T, cap_frame *f, int depth)
     return g;
 }
 
+/* At a call's start the *args tuple and **kwargs dict are new objects made
+ * by binding: their items keep sources, the containers themselves are the
+ * trace's (mutable, rebuilt at run time). */
+static int fresh_varargs(cap_trace *T, cap_frame *g)
+{
+    cap_code *c = g->code;
+    int i = c->argcount + c->kwonly;
+    for (int k = 0; k < 2; k++) {
+        bool has = k == 0 ? (c->flags & 0x04) : (c->flags & 0x08);
+        if (!has)
+            continue;
+        int slot = i++;
+        PyObject *v = g->lp[slot];
+        int s = g->slot_src[slot];
+        if (!v || s < 0)
+            continue;
+        PyObject *copy = NULL;
+        if (PyTuple_CheckExact(v)) {
+            if (cap_guard_add(T, CAP_G_LEN, s, NULL, PyTuple_Size(v)) < 0)
+                return -1;
+            copy = PyTuple_New(PyTuple_Size(v));
+            for (Py_ssize_t j = 0; copy && j < PyTuple_Size(v); j++) {
+                int is = cap_source_add(T, CAP_S_INDEX, s, 0, (int)j, NULL);
+                PyObject *w = is >= 0 ? cap_t_wrap(T, PyTuple_GetItem(v, j), is) : NULL;
+                if (!w)
+                    Py_CLEAR(copy);
+                else
+                    PyTuple_SetItem(copy, j, w);
+            }
+        } else if (PyDict_CheckExact(v)) {
+            PyObject *keys = PyDict_Keys(v), *kt = keys ? PyList_AsTuple(keys) : NULL;
+            Py_XDECREF(keys);
+            if (!kt || cap_guard_add(T, CAP_G_KEYS, s, kt, 0) < 0) {
+                Py_XDECREF(kt);
+                return -1;
+            }
+            copy = PyDict_New();
+            for (Py_ssize_t j = 0; copy && j < PyTuple_Size(kt); j++) {
+                PyObject *key = PyTuple_GetItem(kt, j);
+                int is = cap_source_add(T, CAP_S_ITEM, s, 0, 0, key);
+                PyObject *w = is >= 0 ? cap_t_wrap(T, PyDict_GetItem(v, key), is) : NULL;
+                if (!w || PyDict_SetItem(copy, key, w) < 0)
+                    Py_CLEAR(copy);
+                Py_XDECREF(w);
+            }
+            Py_DECREF(kt);
+        } else {
+            continue;
+        }
+        if (!copy)
+            return -1;
+        Py_SETREF(g->lp[slot], copy);
+        g->slot_src[slot] = -1;
+    }
+    return 0;
+}
+
 /* The tracing interpreter's copy of the state in S, with sources. */
 static int trace_state(cap_trace *T, cap_interp *S, cap_interp *It)
 {
@@ -180,6 +237,8 @@ static int trace_state(cap_trace *T, cap_interp *S, cap_interp *It)
         g->ret_kind = frames[d]->ret_kind;
         cap_push_frame(It, g);
         g->depth = d;
+        if (d == 0 && n == 1 && g->pc == 0 && fresh_varargs(T, g) < 0)
+            return -1;
         int fs = cap_source_add(T, CAP_S_FUNC, -1, d, 0, NULL);
         if (fs < 0 || cap_guard_add(T, CAP_G_ID, fs, g->func, 0) < 0)
             return -1;
@@ -280,6 +339,18 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
             e = cap_entry_build(T, &It, rc, &unrec);
         if (!e && unrec > 0) {
             /* Not inlining the call that holds the unbuildable value. */
+            if (getenv("PTC_DEBUG_RETRACE")) {
+                PyObject *t, *v, *tb;
+                PyErr_Fetch(&t, &v, &tb);
+                PyObject *s = v ? PyObject_Str(v) : NULL;
+                fprintf(stderr, "ptc: retrace: break %d (%s) at %s:%d unrebuildable at depth %d: %s\n",
+                        T->brk.code, T->brk.detail, T->brk.file, T->brk.line, unrec,
+                        s ? PyUnicode_AsUTF8(s) : "");
+                Py_XDECREF(s);
+                Py_XDECREF(t);
+                Py_XDECREF(v);
+                Py_XDECREF(tb);
+            }
             PyErr_Clear();
             cap_frame *f = It.frame;
             for (int d = It.frame->depth; d > unrec - 1 && f; d--)
@@ -291,6 +362,16 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
             }
         }
         if (!e && unrec == 0) {
+            /* The outermost frame itself holds a value ptc cannot rebuild at
+               the break: this position runs for real. */
+            PyObject *t, *v, *tb;
+            PyErr_Fetch(&t, &v, &tb);
+            PyObject *s = v ? PyObject_Str(v) : NULL;
+            cap_report_untraceable(c, S->base->code->qualname_s, &T->brk, s ? PyUnicode_AsUTF8(s) : "");
+            Py_XDECREF(s);
+            Py_XDECREF(t);
+            Py_XDECREF(v);
+            Py_XDECREF(tb);
             PyErr_Clear();
             *eager = true;
         } else if (!e) {
@@ -308,11 +389,23 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
         break;
     }
     Py_XDECREF(no_inline);
+    if (!e && !*eager && !PyErr_Occurred()) {
+        /* Every retry without inlining still left unbuildable state. */
+        cap_break none = {0};
+        cap_report_untraceable(c, S->base->code->qualname_s, &none, "state cannot be rebuilt at any break");
+        *eager = true;
+    }
     if (e) {
         ptc_error err;
         if (cap_backend_prepare(e, c, &err) < 0) {
             char buf[1200];
             ptc_error_format(&err, buf, sizeof buf);
+            if (!e->bstate || !cap_backend_ready(e)) {
+                /* Not even torch ops can run this graph. */
+                PyErr_Format(cap_InternalError, "ptc: cannot run the captured graph: %s", buf);
+                cap_entry_free(e);
+                return NULL;
+            }
             cap_warn_fallback(c, e, "backend", buf);
         }
         e->compile_ms = ptc_now_ms() - t0;

@@ -40,6 +40,8 @@ PyObject *cap_compiled_call_fn(cap_compiled *c, PyObject *fn, PyObject *const *a
 void cap_report_compile(cap_compiled *c, cap_entry *e, cap_trace *T, const char *reason);
 void cap_report_recompile(cap_compiled *c, const char *name, const char *guard);
 void cap_report_limit(cap_compiled *c, const char *name, const char *guard);
+/* A break whose resume state cannot be rebuilt in the outermost frame. */
+void cap_report_untraceable(cap_compiled *c, const char *name, const cap_break *b, const char *why);
 /* Internal error with the pending exception: warns once, dumps a repro,
  * clears the exception. */
 void cap_warn_error(cap_compiled *c, const char *where);

@@ -78,10 +78,13 @@ static int init_strings(void)
         {&cap_P.s_call, "__call__"}, {&cap_P.s_getattr, "__getattr__"},
         {&cap_P.s_match_args, "__match_args__"}, {&cap_P.s_keys, "keys"},
         {&cap_P.s_get, "get"}, {&cap_P.s_module, "__module__"},
+        {&cap_P.s_getattribute, "__getattribute__"},
     };
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (intern(names[i].slot, names[i].s) < 0)
             return -1;
+    cap_P.object_getattribute = cap_type_lookup(&PyBaseObject_Type, cap_P.s_getattribute);
+    Py_XINCREF(cap_P.object_getattribute);
     cap_P.empty_tuple = PyTuple_New(0);
     cap_P.empty_str = PyUnicode_FromString("");
     return cap_P.empty_tuple && cap_P.empty_str ? 0 : -1;
@@ -95,6 +98,11 @@ static int init_builtins(void)
     cap_P.builtins = PyModule_GetDict(b);
     Py_INCREF(cap_P.builtins);
     cap_P.StaticMethodType = PyObject_GetAttrString(b, "staticmethod");
+    PyObject *probe = PyObject_GetAttrString(b, "len");
+    PyObject *mw = probe ? PyObject_GetAttrString(probe, "__str__") : NULL;
+    cap_P.MethodWrapperType = mw ? Py_NewRef((PyObject *)Py_TYPE(mw)) : NULL;
+    Py_XDECREF(mw);
+    Py_XDECREF(probe);
     Py_DECREF(b);
     return builtin(&cap_P.b_super, "super") || builtin(&cap_P.b_build_class, "__build_class__") ||
                    builtin(&cap_P.b_globals, "globals") || builtin(&cap_P.b_locals, "locals") ||

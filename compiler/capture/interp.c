@@ -11,6 +11,7 @@
  * raised it, so the instruction reruns for real) and real execution.
  */
 #include "cap.h"
+#include "trace.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -213,6 +214,15 @@ static int frame_return(cap_interp *I, PyObject *v)
     case RET_TRUTH:
         rc = cap_truth_resume(I, p, in, v);
         break;
+    case RET_CONTAINS: {
+        int t = PyObject_IsTrue(v);
+        Py_DECREF(v);
+        if (t < 0)
+            rc = CAP_ERR;
+        else
+            cap_push(p, Py_NewRef((t != 0) != (arg != 0) ? Py_True : Py_False));
+        break;
+    }
     case RET_SYNC:
         /* A nested run (a callback traced from inside a builtin) is done;
            an __init__ run this way delivers its instance. */
@@ -224,6 +234,21 @@ static int frame_return(cap_interp *I, PyObject *v)
         Py_XDECREF(a);
         Py_XDECREF(b);
         return CAP_SYNC;
+    }
+    if (rc == CAP_ERR && I->T) {
+        /* Tracing reruns the parent's instruction for real: give it back its
+           operands, or make the failure an internal one. */
+        if (kind == RET_BINOP) {
+            cap_push(p, Py_NewRef(a));
+            cap_push(p, Py_NewRef(b));
+        } else {
+            PyObject *t, *val, *tb;
+            PyErr_Fetch(&t, &val, &tb);
+            PyErr_Format(cap_InternalError, "ptc: a special method failed while tracing");
+            Py_XDECREF(t);
+            Py_XDECREF(val);
+            Py_XDECREF(tb);
+        }
     }
     Py_XDECREF(a);
     Py_XDECREF(b);
@@ -292,6 +317,28 @@ static int unwind(cap_interp *I)
     }
 }
 
+/* While tracing, an exception raised by user code or by an operation on
+ * concrete values is deterministic under the guards, so a handler inside the
+ * traced frames runs traced (try/except KeyError, Mapping.__contains__, ...).
+ * One that nothing catches (or that would cross a nested run) becomes a break
+ * at the raising instruction, which then raises for real. */
+static int trace_unwind(cap_interp *I)
+{
+    if (!PyErr_ExceptionMatches(cap_GraphBreak) && !PyErr_ExceptionMatches(cap_InternalError)) {
+        for (cap_frame *f = I->frame; f; f = f->parent) {
+            if (cap_code_handler(f->code, f->pc))
+                return unwind(I) < 0 ? cap_trace_error(I) : CAP_NEXT;
+            if (f->ret_kind == RET_FOR_ITER && f->parent && stop_iteration_pending())
+                return unwind(I) < 0 ? cap_trace_error(I) : CAP_NEXT;
+            if (f->ret_kind == RET_SYNC)
+                return CAP_ERR; /* the nested run's caller decides */
+            if (f == I->base)
+                break;
+        }
+    }
+    return cap_trace_error(I);
+}
+
 static bool at_safe_point(cap_interp *I)
 {
     if (I->frame->kwnames)
@@ -319,6 +366,12 @@ int cap_run(cap_interp *I)
         case CAP_FRAME:
             break;
         case CAP_ERR:
+            if (I->mode == CAP_TRACE) {
+                int t = trace_unwind(I);
+                if (t != CAP_NEXT)
+                    return t;
+                break;
+            }
             if (unwind(I) < 0)
                 return CAP_ERR;
             break;

@@ -104,6 +104,8 @@ HANDLER(CONTAINS_OP)
 {
     PyObject *r = NULL;
     int rc = cap_op_contains(I, cap_peek(f, 1), cap_peek(f, 2), &r);
+    if (rc == CAP_FRAME)
+        I->frame->ret_arg = in->arg; /* `not in` */
     if (rc == CAP_NEXT && in->arg) {
         PyObject *neg = Py_NewRef(r == Py_True ? Py_False : Py_True);
         Py_DECREF(r);

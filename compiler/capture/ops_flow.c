@@ -559,15 +559,44 @@ int cap_truth_resume(cap_interp *I, cap_frame *p, const cap_instr *in, PyObject 
 
 /* ---- exceptions ------------------------------------------------------------ */
 
+/* The handled exception: the thread's, or the trace's own while tracing
+ * (tracing must not change interpreter state). */
+static PyObject *handled_get(cap_interp *I)
+{
+    if (!I->T)
+        return PyErr_GetHandledException();
+    Py_ssize_t n = PyList_Size(I->T->exc_stack);
+    return n ? Py_NewRef(PyList_GetItem(I->T->exc_stack, n - 1)) : NULL;
+}
+
+static void handled_push(cap_interp *I, PyObject *exc)
+{
+    if (!I->T)
+        PyErr_SetHandledException(exc == Py_None ? NULL : exc);
+    else
+        PyList_Append(I->T->exc_stack, exc);
+}
+
+static void handled_pop(cap_interp *I, PyObject *prev)
+{
+    if (!I->T) {
+        PyErr_SetHandledException(prev == Py_None ? NULL : prev);
+        return;
+    }
+    Py_ssize_t n = PyList_Size(I->T->exc_stack);
+    if (n)
+        PyList_SetSlice(I->T->exc_stack, n - 1, n, NULL);
+}
+
 /* (exc -- prev_exc, exc) entering a handler */
 HANDLER(PUSH_EXC_INFO)
 {
     UNUSED_ARGS;
     PyObject *exc = cap_pop(f);
-    PyObject *prev = PyErr_GetHandledException();
+    PyObject *prev = handled_get(I);
     cap_push(f, prev ? prev : Py_NewRef(Py_None));
     cap_push(f, exc);
-    PyErr_SetHandledException(exc == Py_None ? NULL : exc);
+    handled_push(I, exc);
     f->exc_depth++;
     return CAP_NEXT;
 }
@@ -577,7 +606,7 @@ HANDLER(POP_EXCEPT)
 {
     UNUSED_ARGS;
     PyObject *prev = cap_pop(f);
-    PyErr_SetHandledException(prev == Py_None ? NULL : prev);
+    handled_pop(I, prev);
     Py_XDECREF(prev);
     if (f->exc_depth > 0)
         f->exc_depth--;
@@ -620,17 +649,18 @@ static int reraise(PyObject *exc)
     return CAP_ERR;
 }
 
-/* (exc -- ) re-raises */
+/* (exc -- ) re-raises. The operand stays until unwinding clears the stack:
+ * a raising instruction must be re-executable (tracing turns an uncaught
+ * exception into a break that reruns it for real). */
 HANDLER(RERAISE)
 {
     UNUSED_ARGS;
-    PyObject *exc = cap_pop(f);
+    PyObject *exc = cap_peek(f, 1);
     if (!exc || exc == Py_None) {
-        Py_XDECREF(exc);
         PyErr_SetString(PyExc_RuntimeError, "No active exception to reraise");
         return CAP_ERR;
     }
-    return reraise(exc);
+    return reraise(Py_NewRef(exc));
 }
 
 static PyObject *make_exception(PyObject *v, const char *what)
@@ -654,10 +684,8 @@ static PyObject *make_exception(PyObject *v, const char *what)
 /* (exc?, cause? -- ) raise [exc [from cause]] */
 HANDLER(RAISE_VARARGS)
 {
-    if (I->T)
-        return cap_t_break(I->T, CAP_B_RAISE, "raise statement");
     if (in->arg == 0) {
-        PyObject *cur = PyErr_GetHandledException();
+        PyObject *cur = handled_get(I);
         if (!cur) {
             PyErr_SetString(PyExc_RuntimeError, "No active exception to reraise");
             return CAP_ERR;
@@ -678,7 +706,6 @@ HANDLER(RAISE_VARARGS)
         }
         PyException_SetCause(exc, cause); /* also sets __suppress_context__ */
     }
-    cap_popn(f, in->arg);
     /* PyErr_SetObject chains the handled exception as __context__, like raise. */
     PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
     Py_DECREF(exc);

@@ -181,6 +181,17 @@ void cap_report_limit(cap_compiled *c, const char *name, const char *guard)
     PyErr_Clear();
 }
 
+void cap_report_untraceable(cap_compiled *c, const char *name, const cap_break *b, const char *why)
+{
+    PyObject *brk = cap_break_dict(b);
+    add_event(c, Py_BuildValue("{s:s,s:s,s:N,s:s}", "kind", "untraceable", "frame", name, "break",
+                               brk ? brk : Py_NewRef(Py_None), "why", why));
+    if (ptc_log_on(PTC_LOG_GRAPH_BREAKS, PTC_LOG_INFO))
+        ptc_log(PTC_LOG_GRAPH_BREAKS, PTC_LOG_INFO, "%s runs eagerly: a break at %s:%d left state ptc cannot rebuild (%s)",
+                name, b->file, b->line, why);
+    PyErr_Clear();
+}
+
 void cap_report_skipped(cap_compiled *c, PyObject *fn, const char *why)
 {
     add_event(c, Py_BuildValue("{s:s,s:s,s:s}", "kind", "skipped", "frame", cap_func_name(fn),

@@ -298,6 +298,10 @@ int cap_torch_getattr(cap_trace *T, cap_tensor *t, PyObject *name, PyObject **ou
         *out = PyTuple_New(tt->ndim);
         for (int i = 0; *out && i < tt->ndim; i++)
             PyTuple_SetItem(*out, i, Py_NewRef(Py_None));
+    } else if (strcmp(s, "__torch_function__") == 0 || strcmp(s, "__torch_dispatch__") == 0) {
+        /* A plain tensor as far as dispatch goes. */
+        PyErr_Format(PyExc_AttributeError, "'Tensor' object has no attribute '%s'", s);
+        return CAP_ERR;
     } else {
         const cap_tmap *m = cap_torch_lookup_method(name);
         if (!m) {

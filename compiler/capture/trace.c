@@ -332,12 +332,27 @@ bool cap_is_constant(PyObject *o)
     return cap_is_enum_member(o);
 }
 
+bool cap_is_key(PyObject *o)
+{
+    return cap_is_constant(o) || PyType_Check(o) || PyModule_Check(o) || cap_is_function(o) ||
+           (PyCFunction_Check(o) && !PyCFunction_GetSelf(o));
+}
+
 /* Objects compared by identity: code-like things whose meaning is fixed. */
+/* A builtin function (not one bound to an instance: those are made fresh). */
+static bool plain_builtin(PyObject *o)
+{
+    if (!PyCFunction_Check(o))
+        return false;
+    PyObject *self = PyCFunction_GetSelf(o);
+    return !self || PyModule_Check(self) || PyType_Check(self);
+}
+
 static bool identity_guarded(PyObject *o)
 {
-    return PyType_Check(o) || PyModule_Check(o) || cap_is_function(o) || PyCFunction_Check(o) ||
-           PyObject_TypeCheck(o, (PyTypeObject *)cap_T.Module) || cap_is_method(o) ||
-           cap_is_enum_member(o) || Py_TYPE(o) == (PyTypeObject *)cap_P.CellType;
+    return PyType_Check(o) || PyModule_Check(o) || cap_is_function(o) || plain_builtin(o) ||
+           PyObject_TypeCheck(o, (PyTypeObject *)cap_T.Module) || cap_is_enum_member(o) ||
+           Py_TYPE(o) == (PyTypeObject *)cap_P.CellType;
 }
 
 static PyObject *wrap_tensor(cap_trace *T, PyObject *obj, int src)
@@ -386,6 +401,22 @@ PyObject *cap_t_wrap(cap_trace *T, PyObject *obj, int src)
         w = wrap_tensor(T, obj, src);
     } else if (T->src[src].kind == CAP_S_CONST) {
         cap_t_map(T, obj, src); /* assumed constant: no guard */
+        w = Py_NewRef(obj);
+    } else if (cap_is_method(obj) || (PyCFunction_Check(obj) && !plain_builtin(obj))) {
+        /* Bound methods are made on each attribute read: guard what they
+           bind, the function and self, not the method object. */
+        if (cap_guard_add(T, CAP_G_TYPE, src, (PyObject *)Py_TYPE(obj), 0) < 0)
+            return NULL;
+        PyObject *names[2] = {cap_is_method(obj) ? cap_P.s_func : cap_P.s_name, cap_P.s_self};
+        for (int k = 0; k < 2; k++) {
+            PyObject *part = PyObject_GetAttr(obj, names[k]);
+            int ps = part ? cap_source_add(T, CAP_S_ATTR, src, 0, 0, names[k]) : -1;
+            PyObject *pw = ps >= 0 ? cap_t_wrap(T, part, ps) : NULL;
+            Py_XDECREF(part);
+            if (!pw)
+                return NULL;
+            Py_DECREF(pw);
+        }
         w = Py_NewRef(obj);
     } else if (obj == Py_None || obj == Py_True || obj == Py_False || identity_guarded(obj)) {
         if (cap_guard_add(T, CAP_G_ID, src, obj, 0) < 0)

@@ -196,6 +196,12 @@ struct cap_trace {
     /* Inlining decisions. */
     PyObject *no_inline;      /* set of (id(code), pc) that must not be inlined */
     PyObject *tensors;        /* weakrefs to every symbolic tensor made */
+    /* Attribute writes to outside objects, replayed after the graph: the
+       values the trace sees (id(obj) -> {name: value}) and the writes in
+       order, (obj, name, value or None, deleted). */
+    PyObject *shadow;
+    PyObject *effects;
+    PyObject *exc_stack;      /* handled exceptions of traced except blocks */
     PyObject *strings;
     PyObject *skipped;        /* generators run untouched while tracing */
 };
@@ -239,6 +245,9 @@ int cap_t_check_cell_write(cap_trace *T, PyObject *cell);
 /* Is obj a value that can be used as a compile-time constant (immutable and
  * made of constants)? */
 bool cap_is_constant(PyObject *obj);
+/* A dict key whose lookups are stable under guards: a constant, a class, a
+ * module or a function. */
+bool cap_is_key(PyObject *o);
 /* Is obj outside (has a source)? */
 static inline bool cap_t_outside(cap_trace *T, PyObject *obj) { return cap_t_source_of(T, obj) >= 0; }
 
@@ -275,6 +284,9 @@ PyObject *cap_break_dict(const cap_break *b);
 
 int cap_t_getattr(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out);
 int cap_t_setattr(cap_interp *I, PyObject *obj, PyObject *name, PyObject *v);
+/* object.__getattribute__ / object.__setattr__ called explicitly (super()). */
+int cap_t_getattr_generic(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out);
+int cap_t_setattr_generic(cap_interp *I, PyObject *obj, PyObject *name, PyObject *v);
 int cap_t_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out);
 int cap_t_setitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject *v);
 int cap_t_iter(cap_interp *I, PyObject *obj, PyObject **out);
@@ -292,6 +304,7 @@ int cap_t_expand_call_args(cap_trace *T, PyObject *func, PyObject *args, PyObjec
                            PyObject **t, PyObject **d);
 int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                PyObject *kwnames, PyObject **out);
+int cap_t_run_sync(cap_interp *I, cap_frame *outer, PyObject **out);
 int cap_t_call_sync(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                     PyObject *kwnames, PyObject **out);
 static inline void cap_t_enter_frame(cap_trace *T, cap_frame *f) { (void)T; (void)f; }

@@ -61,8 +61,33 @@ static int builtin_of(PyObject *callable)
 
 /* ---- synchronous nested calls ------------------------------------------------------ */
 
+/* A frame was just pushed above `outer`: runs it to its return (a nested
+ * run) and hands back its result. An exception it does not catch comes back
+ * as CAP_ERR, still pending, with the nested frames gone; a break inside
+ * becomes a break at outer's instruction. */
+int cap_t_run_sync(cap_interp *I, cap_frame *outer, PyObject **out)
+{
+    I->frame->ret_kind = RET_SYNC;
+    int rc = cap_run(I);
+    if (rc == CAP_SYNC) {
+        *out = I->sync_result;
+        I->sync_result = NULL;
+        return CAP_NEXT;
+    }
+    cap_break inner = I->T->brk;
+    while (I->frame != outer) {
+        cap_frame *p = I->frame->parent;
+        cap_frame_free(I->frame);
+        I->frame = p;
+    }
+    if (rc == CAP_BREAK)
+        return cap_t_break(I->T, inner.code, "inside a callback: %s", inner.detail);
+    return rc;
+}
+
 /* Calls callable(args) and waits for the result, tracing Python callees in a
- * nested run. A break inside becomes a break at the current instruction. */
+ * nested run. An exception raised inside becomes a break at the current
+ * instruction (it reruns for real). */
 int cap_t_call_sync(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                     PyObject *kwnames, PyObject **out)
 {
@@ -70,24 +95,10 @@ int cap_t_call_sync(cap_interp *I, PyObject *callable, PyObject *const *args, in
     int rc = cap_op_call(I, callable, args, nargs, kwnames, out);
     if (rc != CAP_FRAME)
         return rc;
-    I->frame->ret_kind = RET_SYNC;
-    rc = cap_run(I);
-    if (rc == CAP_SYNC) {
-        *out = I->sync_result;
-        I->sync_result = NULL;
-        return CAP_NEXT;
-    }
-    /* A break (or an internal error) inside: drop the nested frames. */
-    cap_break inner = I->T->brk;
-    while (I->frame != outer) {
-        cap_frame *p = I->frame->parent;
-        cap_frame_free(I->frame);
-        I->frame = p;
-    }
-    if (rc != CAP_BREAK)
-        return rc;
-    cap_t_break(I->T, inner.code, "inside a callback: %s", inner.detail);
-    return CAP_BREAK;
+    rc = cap_t_run_sync(I, outer, out);
+    if (rc == CAP_ERR && !PyErr_ExceptionMatches(cap_InternalError))
+        return cap_trace_error(I);
+    return rc;
 }
 
 /* ---- builtins ------------------------------------------------------------------------ */
@@ -206,10 +217,17 @@ static int do_getattr(cap_interp *I, PyObject *const *args, int nargs, PyObject 
     PyObject *obj = args[0], *name = args[1];
     int src = cap_t_source_of(T, obj);
     PyObject *v = NULL;
+    cap_frame *outer = I->frame;
     int rc = cap_t_getattr(I, obj, name, &v);
+    if (rc == CAP_FRAME && (has || nargs >= 3)) {
+        /* A Python getter: run it here so an AttributeError gives the default. */
+        rc = cap_t_run_sync(I, outer, &v);
+        if (rc == CAP_ERR && !PyErr_ExceptionMatches(PyExc_AttributeError) &&
+            !PyErr_ExceptionMatches(cap_InternalError))
+            return cap_trace_error(I);
+    }
     if (rc == CAP_FRAME)
-        return has ? cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "hasattr on a computed attribute")
-                   : rc;
+        return rc;
     if (rc == CAP_NEXT) {
         if (has) {
             Py_DECREF(v);
@@ -586,8 +604,9 @@ static int do_builtin(cap_interp *I, int id, PyObject *callable, PyObject *const
             return cap_op_binary(I, CAP_NB_POWER, args[0], args[1], out);
         break;
     case B_id:
-        if (npos == 1 && (cap_is_tensor(args[0]) || !cap_t_outside(T, args[0])) && !cap_is_constant(args[0]))
-            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "id() of an object created in the trace");
+        /* id() of a traced tensor would be a different object's each call. */
+        if (npos == 1 && cap_is_tensor(args[0]))
+            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "id() of a tensor");
         break;
     case B_callable:
         if (ti == 0) {
@@ -763,7 +782,7 @@ static int outside_container_method(cap_interp *I, PyObject *self, const char *n
                            cap_tpname(Py_TYPE(self)), name);
     if (PyDict_Check(self) && strcmp(name, "get") == 0 && nargs >= 1 && !kwnames) {
         int src = cap_t_source_of(T, self);
-        if (!cap_is_constant(args[0]))
+        if (!cap_is_key(args[0]))
             return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "dict.get with a non-constant key");
         int has = PyDict_Contains(self, args[0]);
         if (has < 0)
@@ -804,11 +823,38 @@ static int c_callable(cap_interp *I, PyObject *callable, PyObject *const *args, 
     if (nm && PyUnicode_Check(nm))
         name = PyUnicode_AsUTF8(nm);
     PyErr_Clear();
-    if (PyCFunction_Check(callable))
+    PyObject *held = NULL;
+    if (PyCFunction_Check(callable)) {
         self = PyCFunction_GetSelf(callable);
-    else if (PyObject_TypeCheck(callable, &PyMethodDescr_Type) && nargs > 0)
+    } else if (Py_TYPE(callable) == (PyTypeObject *)cap_P.MethodWrapperType) {
+        held = self = PyObject_GetAttr(callable, cap_P.s_self);
+        PyErr_Clear();
+    } else if ((PyObject_TypeCheck(callable, &PyMethodDescr_Type) ||
+                PyObject_TypeCheck(callable, &PyWrapperDescr_Type)) && nargs > 0) {
         self = args[0], args++, nargs--;
+    }
     int rc;
+    PyObject *objclass = self ? PyObject_GetAttrString(callable, "__objclass__") : NULL;
+    PyErr_Clear();
+    if (objclass == (PyObject *)&PyBaseObject_Type && self && !cap_is_tensor(self) && !kwnames &&
+        (strcmp(name, "__getattribute__") == 0 || strcmp(name, "__setattr__") == 0 ||
+         strcmp(name, "__delattr__") == 0) && nargs >= 1 && PyUnicode_Check(args[0])) {
+        /* object.__getattribute__(obj, name) and friends (as super() calls
+           them): the generic lookup, traced. */
+        Py_DECREF(objclass);
+        if (name[2] == 'g' && nargs == 1)
+            rc = cap_t_getattr_generic(I, self, args[0], out);
+        else if (name[2] == 's' && nargs == 2 && (rc = cap_t_setattr_generic(I, self, args[0], args[1])) == CAP_NEXT)
+            *out = Py_NewRef(Py_None);
+        else if (name[2] == 'd' && nargs == 1 && (rc = cap_t_setattr_generic(I, self, args[0], NULL)) == CAP_NEXT)
+            *out = Py_NewRef(Py_None);
+        else
+            rc = cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "object.%s with unusual arguments", name);
+        Py_XDECREF(nm);
+        Py_XDECREF(held);
+        return rc;
+    }
+    Py_XDECREF(objclass);
     if (self && !PyModule_Check(self) && !PyType_Check(self)) {
         if (cap_is_tensor(self)) {
             rc = cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "Tensor.%s", name);
@@ -819,8 +865,8 @@ static int c_callable(cap_interp *I, PyObject *callable, PyObject *const *args, 
                 rc = cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "%s.%s() on an object from outside",
                                  cap_tpname(Py_TYPE(self)), name);
         } else {
-            PyObject *m = PyCFunction_Check(callable) ? Py_NewRef(callable)
-                                                     : PyObject_GetAttrString(self, name);
+            PyObject *m = PyCFunction_Check(callable) || held ? Py_NewRef(callable)
+                                                             : PyObject_GetAttrString(self, name);
             rc = m ? real_call_flowed(T, m, args, nargs, kwnames, out) : CAP_ERR;
             Py_XDECREF(m);
         }
@@ -835,6 +881,7 @@ static int c_callable(cap_interp *I, PyObject *callable, PyObject *const *args, 
         Py_XDECREF(mod);
     }
     Py_XDECREF(nm);
+    Py_XDECREF(held);
     return rc;
 }
 
@@ -931,6 +978,7 @@ int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nar
         return rc;
     }
     if (PyCFunction_Check(callable) || PyObject_TypeCheck(callable, &PyMethodDescr_Type) ||
+        Py_TYPE(callable) == (PyTypeObject *)cap_P.MethodWrapperType ||
         PyObject_TypeCheck(callable, &PyWrapperDescr_Type) ||
         PyObject_TypeCheck(callable, &PyClassMethodDescr_Type))
         return c_callable(I, callable, args, nargs, kwnames, out);

@@ -28,7 +28,10 @@ cap_trace *cap_trace_new(cap_compiled *cc, cap_interp *I)
     T->strings = PyDict_New();
     T->no_inline = PySet_New(NULL);
     T->skipped = PyList_New(0);
-    if (!T->src_index || !T->guard_index || !T->obj_src || !T->keep || !T->input_const ||
+    T->shadow = PyDict_New();
+    T->effects = PyList_New(0);
+    T->exc_stack = PyList_New(0);
+    if (!T->exc_stack || !T->shadow || !T->effects || !T->src_index || !T->guard_index || !T->obj_src || !T->keep || !T->input_const ||
         !T->tensors || !T->strings || !T->no_inline || !T->skipped) {
         cap_trace_free(T);
         return NULL;
@@ -77,6 +80,9 @@ void cap_trace_free(cap_trace *T)
     Py_XDECREF(T->strings);
     Py_XDECREF(T->no_inline);
     Py_XDECREF(T->skipped);
+    Py_XDECREF(T->shadow);
+    Py_XDECREF(T->effects);
+    Py_XDECREF(T->exc_stack);
     if (T->g)
         ptc_graph_free(T->g);
     free(T);
@@ -364,7 +370,11 @@ static const char *pure_torch[] = {
     "torch.result_type", "torch.can_cast", "torch._C._get_cudnn_enabled", "torch.is_storage",
     "torch._C._get_tracing_state", "torch.cuda.is_available", "torch.cuda.device_count",
     "torch.cuda.current_device", "torch.backends.cuda.is_built", "torch._C._get_backcompat_broadcast_warn",
-    "torch.is_inference_mode_enabled", NULL,
+    "torch.is_inference_mode_enabled", "torch._C._log_api_usage_once", "torch._C._is_tracing",
+    "torch._C._get_cpu_capability", "torch.backends.cudnn.is_available", "torch.cuda.is_initialized",
+    "torch._C._jit_is_script_object", "torch.get_autocast_gpu_dtype", "torch.get_autocast_cpu_dtype",
+    "torch.get_autocast_dtype", "torch._C._get_mkldnn_enabled", "sys.getrecursionlimit",
+    "sys.getdefaultencoding", "sys.intern", NULL,
 };
 
 bool cap_is_pure_fn(PyObject *fn)
@@ -398,6 +408,34 @@ bool cap_is_pure_fn(PyObject *fn)
     return pure;
 }
 
+/* A module attribute, only if the module is already imported. */
+static PyObject *loaded_attr(const char *mod, const char *attr)
+{
+    PyObject *m = PyDict_GetItemString(PyImport_GetModuleDict(), mod);
+    PyObject *a = m ? PyObject_GetAttrString(m, attr) : NULL;
+    PyErr_Clear();
+    return a;
+}
+
+/* torch.compiler.is_compiling() and its aliases say True while ptc traces,
+ * as they do under torch.compile: library code takes its compile-friendly
+ * path (both paths compute the same thing by contract). */
+static bool is_compiling_fn(PyObject *callable)
+{
+    static PyObject *fns[4];
+    static const char *where[4][2] = {{"torch.compiler", "is_compiling"},
+                                      {"torch._dynamo", "is_compiling"},
+                                      {"torch._dynamo.external_utils", "is_compiling"},
+                                      {"torch._utils", "is_compiling"}};
+    for (int i = 0; i < 4; i++) {
+        if (!fns[i])
+            fns[i] = loaded_attr(where[i][0], where[i][1]);
+        if (fns[i] && callable == fns[i])
+            return true;
+    }
+    return false;
+}
+
 /* torch callables that are not ops but report or set state. */
 int cap_torch_special_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                            PyObject *kwnames, PyObject **out)
@@ -418,17 +456,35 @@ int cap_torch_special_call(cap_interp *I, PyObject *callable, PyObject *const *a
         *out = Py_NewRef(T->grad_enabled ? Py_True : Py_False);
         return CAP_NEXT;
     }
+    if (is_compiling_fn(callable)) {
+        *out = Py_NewRef(Py_True);
+        return CAP_NEXT;
+    }
     for (int i = 0; i < 3; i++)
         if (callable == has_tf[i] && has_tf[i]) {
-            /* Symbolic tensors are plain tensors: no __torch_function__. */
-            for (int k = 0; k < nargs; k++)
-                if (!cap_is_tensor(args[k])) {
-                    PyObject *r = cap_call_real(callable, args + k, 1, NULL);
+            /* Symbolic tensors are plain tensors: no __torch_function__. The
+               others are asked for real, one by one. */
+            for (int k = 0; k < nargs; k++) {
+                PyObject *items = i == 0 && (PyTuple_Check(args[k]) || PyList_Check(args[k]))
+                                      ? PySequence_Tuple(args[k])
+                                      : PyTuple_Pack(1, args[k]);
+                for (Py_ssize_t j = 0; items && j < PyTuple_Size(items); j++) {
+                    PyObject *o = PyTuple_GetItem(items, j);
+                    if (cap_is_tensor(o) || o == Py_None || cap_is_constant(o))
+                        continue;
+                    PyObject *one = PyTuple_Pack(1, o);
+                    PyObject *r = one ? PyObject_CallOneArg_compat(has_tf[0], one) : NULL;
                     bool t = r == Py_True;
                     Py_XDECREF(r);
-                    if (t)
+                    Py_XDECREF(one);
+                    PyErr_Clear();
+                    if (t) {
+                        Py_DECREF(items);
                         return cap_t_break(T, CAP_B_TENSOR_SUBCLASS, "an argument with __torch_function__");
+                    }
                 }
+                Py_XDECREF(items);
+            }
             *out = Py_NewRef(Py_False);
             return CAP_NEXT;
         }

@@ -125,18 +125,58 @@ static int module_attr(cap_trace *T, PyObject *mod, int src, PyObject *name, PyO
     return CAP_NEXT;
 }
 
-int cap_t_getattr(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out)
+/* The value an earlier write of this trace left in obj.name, if any. */
+static int shadowed(cap_trace *T, PyObject *obj, PyObject *name, PyObject **out)
+{
+    PyObject *key = PyLong_FromVoidPtr(obj);
+    PyObject *attrs = key ? PyDict_GetItem(T->shadow, key) : NULL;
+    PyObject *v = attrs ? PyDict_GetItem(attrs, name) : NULL;
+    Py_XDECREF(key);
+    if (!v)
+        return CAP_NONE;
+    if (PyTuple_Check(v) && PyTuple_Size(v) == 0) { /* deleted */
+        PyErr_Format(PyExc_AttributeError, "'%s' object has no attribute '%U'", cap_tpname(Py_TYPE(obj)), name);
+        return CAP_ERR;
+    }
+    *out = Py_NewRef(PyList_GetItem(v, 0));
+    return CAP_NEXT;
+}
+
+static int getattr_impl(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out, bool generic)
 {
     cap_trace *T = I->T;
     if (cap_is_tensor(obj))
         return cap_torch_getattr(T, (cap_tensor *)obj, name, out);
     int src = cap_t_source_of(T, obj);
+    if (src >= 0 && PyDict_Size(T->shadow) > 0) {
+        int rc = shadowed(T, obj, name, out);
+        if (rc != CAP_NONE)
+            return rc;
+    }
     if (PyModule_Check(obj)) {
         PyObject *v = PyObject_GetAttr(obj, name);
         if (!v)
             return CAP_ERR;
         int rc = src < 0 || frozen_module(obj) ? const_value(T, v, out)
                                               : derived(T, v, CAP_S_INSTDICT, src, 0, name, out);
+        Py_DECREF(v);
+        return rc;
+    }
+    /* Python's lookup order is emulated for objects using object's
+       __getattribute__; super objects and other C types with their own run
+       for real, one written in Python is inlined. */
+    PyObject *ga = PyType_Check(obj) ? NULL : cap_type_lookup(Py_TYPE(obj), cap_P.s_getattribute);
+    if (ga && ga != cap_P.object_getattribute && !generic) {
+        if (cap_is_function(ga)) {
+            PyObject *args[2] = {obj, name};
+            int rc = cap_call_inline(I, ga, args, 2, NULL, RET_PUSH);
+            if (rc != CAP_NEXT)
+                return rc;
+        }
+        PyObject *v = PyObject_GetAttr(obj, name);
+        if (!v)
+            return CAP_ERR;
+        int rc = derived(T, v, CAP_S_ATTR, src, 0, name, out);
         Py_DECREF(v);
         return rc;
     }
@@ -192,10 +232,10 @@ int cap_t_getattr(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out)
         if (rc != CAP_NEXT || found)
             return rc;
     }
-    PyObject *ga = PyType_Check(obj) ? NULL : python_method(obj, "__getattr__", cap_T.module_getattr);
-    if (ga) {
+    PyObject *gattr = PyType_Check(obj) ? NULL : python_method(obj, "__getattr__", cap_T.module_getattr);
+    if (gattr) {
         PyObject *args[2] = {obj, name};
-        int rc = cap_call_inline(I, ga, args, 2, NULL, RET_PUSH);
+        int rc = cap_call_inline(I, gattr, args, 2, NULL, RET_PUSH);
         if (rc != CAP_NEXT)
             return rc;
     }
@@ -209,23 +249,135 @@ int cap_t_getattr(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out)
     return rc;
 }
 
+int cap_t_getattr(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out)
+{
+    return getattr_impl(I, obj, name, out, false);
+}
+
+int cap_t_getattr_generic(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out)
+{
+    return getattr_impl(I, obj, name, out, true);
+}
+
+/* Can obj.name = v be replayed with a plain setattr after the graph? The
+ * object's __setattr__ must be object's (or nn.Module's for a plain
+ * attribute), and no data descriptor may own the name. */
+static bool replayable_write(PyObject *obj, PyObject *name, PyObject *v)
+{
+    PyObject *sa = cap_type_lookup(Py_TYPE(obj), PyUnicode_InternFromString("__setattr__"));
+    PyObject *base_sa = cap_type_lookup(&PyBaseObject_Type, PyUnicode_InternFromString("__setattr__"));
+    PyObject *module_sa = cap_type_lookup((PyTypeObject *)cap_T.Module, PyUnicode_InternFromString("__setattr__"));
+    PyObject *descr = cap_type_lookup(Py_TYPE(obj), name);
+    if (descr && is_data_descr(descr))
+        return false;
+    if (sa == base_sa) {
+        PyObject *d = PyObject_GenericGetDict(obj, NULL);
+        if (!d) {
+            PyErr_Clear();
+            return false;
+        }
+        Py_DECREF(d);
+        return true;
+    }
+    if (sa != module_sa)
+        return false;
+    /* nn.Module: not a parameter, buffer or submodule, and not becoming one. */
+    PyObject *keys[3] = {cap_T.s_parameters, cap_T.s_buffers, cap_T.s_modules};
+    PyObject *d = PyObject_GenericGetDict(obj, NULL);
+    bool plain = d != NULL;
+    for (int k = 0; plain && k < 3; k++) {
+        PyObject *sub = PyDict_GetItem(d, keys[k]);
+        plain = !(sub && PyDict_Check(sub) && PyDict_GetItem(sub, name));
+    }
+    Py_XDECREF(d);
+    PyErr_Clear();
+    if (v && (PyObject_TypeCheck(v, (PyTypeObject *)cap_T.Parameter) ||
+              PyObject_TypeCheck(v, (PyTypeObject *)cap_T.Module) ||
+              (cap_is_tensor(v) && ((cap_tensor *)v)->fake_type == cap_T.Parameter)))
+        return false;
+    return plain;
+}
+
+/* object.__setattr__(obj, name, v) on an outside object: replayable when the
+ * name lands in the instance dict (no data descriptor owns it). */
+static bool plain_dict_attr(PyObject *obj, PyObject *name)
+{
+    PyObject *descr = cap_type_lookup(Py_TYPE(obj), name);
+    if (descr && is_data_descr(descr))
+        return false;
+    PyObject *d = PyObject_GenericGetDict(obj, NULL);
+    if (!d) {
+        PyErr_Clear();
+        return false;
+    }
+    Py_DECREF(d);
+    return true;
+}
+
+/* Records obj.name = v (v NULL: del) for replay after the graph. */
+static int record_write(cap_trace *T, PyObject *obj, PyObject *name, PyObject *v)
+{
+    PyObject *key = PyLong_FromVoidPtr(obj);
+    PyObject *attrs = key ? PyDict_GetItem(T->shadow, key) : NULL;
+    if (key && !attrs) {
+        attrs = PyDict_New();
+        if (!attrs || PyDict_SetItem(T->shadow, key, attrs) < 0) {
+            Py_XDECREF(attrs);
+            Py_DECREF(key);
+            return CAP_ERR;
+        }
+        Py_DECREF(attrs);
+    }
+    Py_XDECREF(key);
+    /* The value lives in a 1-list (a deleted attribute is the empty tuple). */
+    PyObject *holder = v ? PyList_New(1) : PyTuple_New(0);
+    if (!holder)
+        return CAP_ERR;
+    if (v)
+        PyList_SetItem(holder, 0, Py_NewRef(v));
+    PyObject *eff = Py_BuildValue("(OOOO)", obj, name, v ? v : Py_None, v ? Py_False : Py_True);
+    int rc = attrs && eff && PyDict_SetItem(attrs, name, holder) == 0 && PyList_Append(T->effects, eff) == 0
+                 ? CAP_NEXT : CAP_ERR;
+    Py_DECREF(holder);
+    Py_XDECREF(eff);
+    return rc;
+}
+
+static int setattr_impl(cap_interp *I, PyObject *obj, PyObject *name, PyObject *v, bool generic);
+
 int cap_t_setattr(cap_interp *I, PyObject *obj, PyObject *name, PyObject *v)
+{
+    return setattr_impl(I, obj, name, v, false);
+}
+
+int cap_t_setattr_generic(cap_interp *I, PyObject *obj, PyObject *name, PyObject *v)
+{
+    return setattr_impl(I, obj, name, v, true);
+}
+
+static int setattr_impl(cap_interp *I, PyObject *obj, PyObject *name, PyObject *v, bool generic)
 {
     cap_trace *T = I->T;
     if (cap_is_tensor(obj))
         return cap_t_break(T, CAP_B_TENSOR_ATTR_WRITE, "tensor attribute '%s' written",
                            PyUnicode_AsUTF8(name));
-    if (cap_t_outside(T, obj))
+    if (cap_t_outside(T, obj)) {
+        if (!cap_is_constant(obj) && !PyModule_Check(obj) && !PyType_Check(obj) &&
+            (generic ? plain_dict_attr(obj, name) : replayable_write(obj, name, v)))
+            return record_write(T, obj, name, v);
         return cap_t_break(T, CAP_B_ATTR_WRITE, "attribute '%s' of a %s from outside %s",
                            PyUnicode_AsUTF8(name), cap_tpname(Py_TYPE(obj)),
                            v ? "written" : "deleted");
-    PyObject *m = python_method(obj, v ? "__setattr__" : "__delattr__", NULL);
+    }
+    PyObject *m = generic ? NULL : python_method(obj, v ? "__setattr__" : "__delattr__", NULL);
     if (m) {
         PyObject *args[3] = {obj, name, v};
         int rc = cap_call_inline(I, m, args, v ? 3 : 2, NULL, RET_DISCARD);
         if (rc != CAP_NEXT)
             return rc;
     }
+    if (generic)
+        return PyObject_GenericSetAttr(obj, name, v) < 0 ? CAP_ERR : CAP_NEXT;
     return PyObject_SetAttr(obj, name, v) < 0 ? CAP_ERR : CAP_NEXT;
 }
 
@@ -288,7 +440,7 @@ static int keys_guard(cap_trace *T, PyObject *d, int src, PyObject **keys_out)
     if (!t)
         return -1;
     for (Py_ssize_t i = 0; i < PyTuple_Size(t); i++)
-        if (!cap_is_constant(PyTuple_GetItem(t, i))) {
+        if (!cap_is_key(PyTuple_GetItem(t, i))) {
             Py_DECREF(t);
             PyErr_SetString(PyExc_TypeError, "ptc: non-constant dict keys");
             return -1;
@@ -322,7 +474,7 @@ int cap_t_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out)
         return *out ? CAP_NEXT : CAP_ERR;
     }
     if (plain_dict(obj)) {
-        if (!cap_is_constant(key))
+        if (!cap_is_key(key))
             return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "outside dict indexed by a %s",
                                cap_tpname(Py_TYPE(key)));
         PyObject *v = PyDict_GetItemWithError(obj, key);
@@ -605,7 +757,7 @@ int cap_t_contains_guard(cap_trace *T, PyObject *container, PyObject *item)
     if (src < 0 || cap_is_constant(container))
         return CAP_NEXT;
     if (PyDict_Check(container)) {
-        if (!cap_is_constant(item))
+        if (!cap_is_key(item))
             return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "'in' on an outside dict with a %s key",
                                cap_tpname(Py_TYPE(item)));
         int has = PyDict_Contains(container, item);
@@ -664,7 +816,10 @@ PyObject *cap_t_flow(cap_trace *T, PyObject *obj)
                 PyList_Append(list, w);
             Py_XDECREF(w);
         }
-        return list;
+        /* Still an iterator (a generator expression's .0 is iterated as is). */
+        PyObject *it = list ? PyObject_GetIter(list) : NULL;
+        Py_XDECREF(list);
+        return it;
     }
     int src = cap_t_source_of(T, obj);
     if (src < 0 || cap_is_constant(obj))

@@ -370,7 +370,7 @@ int cap_op_contains(cap_interp *I, PyObject *container, PyObject *item, PyObject
         PyObject *m = method_of(container, "__contains__");
         if (m && cap_is_function(m)) {
             PyObject *args[2] = {container, item};
-            return cap_call_inline(I, m, args, 2, NULL, RET_PUSH);
+            return cap_call_inline(I, m, args, 2, NULL, RET_CONTAINS);
         }
         int rc = cap_t_contains_guard(I->T, container, item);
         if (rc != CAP_NEXT)
