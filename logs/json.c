@@ -4,7 +4,8 @@
  * that follows a key is recognised by the ':' the key left at the end of the
  * buffer (strings always end in '"', so a trailing ':' can only be a key's).
  * Strings are escaped to valid JSON: invalid UTF-8 becomes U+FFFD, so what
- * the writer emits always reads back in Python's json module.
+ * the writer emits always reads back in Python's json module, and writing
+ * what was read gives the same text again.
  *
  * The reader is a recursive descent over (text, len) that never reads past
  * len, caps nesting depth, and puts every node in the caller's arena, so an
@@ -133,8 +134,8 @@ static void put_string(ptc_buf *b, const char *s)
                 ptc_buf_printf(b, "\\u%04x", *p);
             } else {
                 int n = utf8_len(p);
-                if (n == 0) {
-                    ptc_buf_puts(b, "\\ufffd");
+                if (n == 0) { /* U+FFFD as UTF-8, as a valid one would be written */
+                    ptc_buf_puts(b, "\xef\xbf\xbd");
                     n = 1;
                 } else {
                     ptc_buf_putn(b, (const char *)p, (size_t)n);

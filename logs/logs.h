@@ -159,6 +159,8 @@ const char *ptc_trace_compile_dir(const ptc_trace_compile *c);
  *                       "stage":"codegen","error_class":"CompileError","message":"...",
  *                       "backend":"cpu","rtol":1e-4,"atol":1e-5,
  *                       "graph":"graph.ptir","inputs":"inputs.bin"}
+ *   (inputs NULL: no inputs.bin and "inputs": null; repro.json is written last,
+ *   atomically, so a folder without it is incomplete)
  * ---------------------------------------------------------------------------- */
 
 typedef struct ptc_repro_info {

@@ -180,7 +180,10 @@ ptc_node *ptc_graph_add_node(ptc_graph *g, ptc_op op, const ptc_arg *args, int n
 
 void ptc_graph_set_outputs(ptc_graph *g, ptc_value *const *outs, int n)
 {
-    g->outputs = ptc_arena_dup(g->arena, outs, sizeof(ptc_value *) * (size_t)(n > 0 ? n : 1));
+    /* n may be 0 (a graph returning nothing) with outs NULL. */
+    g->outputs = PTC_NEWN(g->arena, ptc_value *, n > 0 ? n : 1);
+    if (n > 0)
+        memcpy(g->outputs, outs, sizeof(ptc_value *) * (size_t)n);
     g->noutputs = n;
 }
 

@@ -188,6 +188,13 @@ ptc_dim ptc_dim_floordiv(ptc_arena *a, ptc_dim x, ptc_dim y);
 ptc_dim ptc_dim_mod(ptc_arena *a, ptc_dim x, ptc_dim y);
 ptc_dim ptc_dim_ceildiv(ptc_arena *a, ptc_dim x, ptc_dim y); /* -((-x)//y) */
 bool ptc_dim_eq(ptc_dim x, ptc_dim y);       /* structural, after canonicalisation */
+/* x / y when y (a non-zero constant or a single monomial such as 4*s0*s1)
+ * divides every term of x exactly: true with *quot set; false when that cannot
+ * be shown. Used to simplify index arithmetic over symbolic sizes. */
+bool ptc_dim_div_exact(ptc_arena *a, ptc_dim x, ptc_dim y, ptc_dim *quot);
+/* True when d >= 0 for all non-negative symbol values (sufficient test: no
+ * negative constant or coefficient, atoms over non-negative operands). */
+bool ptc_dim_nonneg(ptc_dim d);
 /* Copies an expression into another arena (for moving types between graphs). */
 ptc_dim ptc_dim_copy(ptc_arena *a, ptc_dim d);
 /* Canonical text: "16", "s0", "2*s0+1", "(s0+1)//2". */

@@ -23,6 +23,11 @@ typedef struct parser {
     ptc_arena *arena;
     ptc_graph *g;
     ptc_error *err;
+    /* Where the current graph and each of its nodes (by id) begin, so that
+     * verifier errors on a parsed graph point into the text. */
+    int graph_line, graph_col;
+    int *node_cols;
+    int cap_node_cols;
 } parser;
 
 static int col_of(const parser *ps, const char *at) { return (int)(at - ps->line_start) + 1; }
@@ -182,7 +187,8 @@ static int string_lit(parser *ps, const char **out)
                                                                  : (tolower((unsigned char)*ps->p) - 'a' + 10));
                 if (k != 2 || v == 0) {
                     ptc_buf_free(&b);
-                    return fail_at(ps, ps->p, "bad \\x escape in string");
+                    return fail_at(ps, ps->p - k - 2, "bad \\x escape in string (two hex digits, "
+                                                      "not 00)");
                 }
                 c = (char)v;
                 break;
@@ -225,8 +231,12 @@ static int dim_list(parser *ps, char close, ptc_dim *dims, int *n, int max, cons
     do {
         if (*n >= max)
             return fail_at(ps, ps->p, "too many %s (at most %d)", what, max);
-        if (dim_expr(ps, &dims[(*n)++]))
+        const char *at = (ws(ps), ps->p);
+        if (dim_expr(ps, &dims[*n]))
             return -1;
+        if (close == ']' && !dims[*n].sym && dims[*n].value < 0)
+            return fail_at(ps, at, "negative size %lld", (long long)dims[*n].value);
+        (*n)++;
     } while (accept(ps, ','));
     char want[32];
     snprintf(want, sizeof want, "',' or '%c'", close);
@@ -579,7 +589,7 @@ static int node_stmt(parser *ps)
 {
     ws(ps);
     const char *stmt_at = ps->p;
-    int stmt_line = ps->line;
+    int stmt_line = ps->line, stmt_col = col_of(ps, stmt_at);
     const char *names[256];
     int nout = 0;
     do {
@@ -652,6 +662,17 @@ static int node_stmt(parser *ps)
     n->nprov = nprov;
     n->prov = ptc_arena_dup(ps->arena, prov, sizeof(char *) * (size_t)(nprov > 0 ? nprov : 1));
     n->text_line = stmt_line;
+    if (n->id >= ps->cap_node_cols) {
+        int cap = ps->cap_node_cols ? ps->cap_node_cols * 2 : 64;
+        while (cap <= n->id)
+            cap *= 2;
+        int *cols = PTC_NEWN(ps->arena, int, cap);
+        if (ps->node_cols)
+            memcpy(cols, ps->node_cols, sizeof *cols * (size_t)ps->cap_node_cols);
+        ps->node_cols = cols;
+        ps->cap_node_cols = cap;
+    }
+    ps->node_cols[n->id] = stmt_col;
     return 0;
 }
 
@@ -764,7 +785,8 @@ ptc_module *ptc_parse_module(const char *text, size_t len, const char *filename,
     ptc_arena *arena = ptc_arena_new();
     ptc_module *m = PTC_NEW(arena, ptc_module);
     m->arena = arena;
-    parser ps = {text, text, text + len, filename ? filename : "<input>", 1, text, arena, NULL, err};
+    parser ps = {text, text, text + len, filename ? filename : "<input>", 1, text, arena, NULL, err,
+                 0, 0, NULL, 0};
     const char *nul = memchr(text, 0, len);
     if (nul) {
         for (const char *q = text; q < nul; q++)
@@ -783,6 +805,8 @@ ptc_module *ptc_parse_module(const char *text, size_t len, const char *filename,
         if (ps.p >= ps.end)
             break;
         const char *at = ps.p;
+        ps.graph_line = ps.line;
+        ps.graph_col = col_of(&ps, at);
         const char *w = word(&ps, false);
         if (!w || strcmp(w, "graph") != 0) {
             ps.p = at;
@@ -792,10 +816,16 @@ ptc_module *ptc_parse_module(const char *text, size_t len, const char *filename,
         if (graph_def(&ps))
             goto fail;
         if (ptc_ir_verify(ps.g, 0, err)) {
+            /* Point at the node's statement, or at the graph for errors
+             * about its inputs or outputs. */
             ptc_node *bad = err->has_node ? ptc_graph_find_node(ps.g, err->node_id) : NULL;
             err->cls = PTC_ERR_PARSE;
             snprintf(err->stage, sizeof err->stage, "parse");
-            ptc_error_at(err, ps.file, bad ? bad->text_line : ps.line, bad ? 1 : 0);
+            if (bad)
+                ptc_error_at(err, ps.file, bad->text_line,
+                             bad->id < ps.cap_node_cols ? ps.node_cols[bad->id] : 1);
+            else
+                ptc_error_at(err, ps.file, ps.graph_line, ps.graph_col);
             goto fail;
         }
         if (m->ngraphs == cap) {

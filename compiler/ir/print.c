@@ -11,6 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Floats print as Python's repr does: the shortest digits that read back to
+ * the same double, in fixed notation for exponents -4..15 ("100.0", "0.0001")
+ * and scientific otherwise ("1e-05", "1e+300"); always with a '.' or an 'e'
+ * so that they read back as floats, not ints. */
 static void print_float(ptc_buf *b, double f)
 {
     if (isnan(f)) {
@@ -21,15 +25,23 @@ static void print_float(ptc_buf *b, double f)
         ptc_buf_puts(b, f < 0 ? "-inf" : "inf");
         return;
     }
-    char s[40];
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(s, sizeof s, "%.*g", prec, f);
+    char s[64];
+    int prec = 1;
+    for (; prec <= 17; prec++) {
+        snprintf(s, sizeof s, "%.*e", prec - 1, f);
         if (strtod(s, NULL) == f)
             break;
     }
+    int exp = atoi(strchr(s, 'e') + 1);
+    if (exp >= -4 && exp < 16) {
+        int decimals = prec - 1 - exp;
+        snprintf(s, sizeof s, "%.*f", decimals > 0 ? decimals : 0, f);
+        ptc_buf_puts(b, s);
+        if (!strchr(s, '.'))
+            ptc_buf_puts(b, ".0");
+        return;
+    }
     ptc_buf_puts(b, s);
-    if (!strpbrk(s, ".en"))
-        ptc_buf_puts(b, ".0");
 }
 
 void ptc_print_arg(ptc_buf *b, const ptc_arg *a)

@@ -46,6 +46,13 @@ typedef struct poly {
 
 static int dim_cmp(ptc_dim x, ptc_dim y);
 
+/* Coefficient arithmetic wraps (two's complement) instead of overflowing:
+ * sizes near 2^63 are nonsense anyway, but signed overflow is undefined
+ * behaviour, and the fuzzer feeds the parser such constants. Evaluation
+ * (ptc_dim_eval) checks for overflow and reports it. */
+static int64_t wadd(int64_t x, int64_t y) { return (int64_t)((uint64_t)x + (uint64_t)y); }
+static int64_t wmul(int64_t x, int64_t y) { return (int64_t)((uint64_t)x * (uint64_t)y); }
+
 /* Symbol names compare with embedded numbers by value, so s2 < s10. */
 static int name_cmp(const char *a, const char *b)
 {
@@ -135,7 +142,7 @@ static ptc_dim finish(ptc_arena *a, int64_t constant, term *terms, int n)
     int m = 0;
     for (int i = 0; i < n; i++) {
         if (m > 0 && monomial_cmp(&terms[m - 1], &terms[i]) == 0)
-            terms[m - 1].coeff += terms[i].coeff;
+            terms[m - 1].coeff = wadd(terms[m - 1].coeff, terms[i].coeff);
         else
             terms[m++] = terms[i];
     }
@@ -172,7 +179,7 @@ ptc_dim ptc_dim_symbol(ptc_arena *a, const char *name)
 static ptc_dim add_scaled(ptc_arena *a, ptc_dim x, ptc_dim y, int64_t scale)
 {
     if (!x.sym && !y.sym)
-        return ptc_dim_c(x.value + scale * y.value);
+        return ptc_dim_c(wadd(x.value, wmul(scale, y.value)));
     poly px = to_poly(x), py = to_poly(y);
     int n = px.nterms + py.nterms;
     term *terms = PTC_NEWN(a, term, n);
@@ -180,9 +187,9 @@ static ptc_dim add_scaled(ptc_arena *a, ptc_dim x, ptc_dim y, int64_t scale)
         terms[i] = px.terms[i];
     for (int i = 0; i < py.nterms; i++) {
         terms[px.nterms + i] = py.terms[i];
-        terms[px.nterms + i].coeff *= scale;
+        terms[px.nterms + i].coeff = wmul(terms[px.nterms + i].coeff, scale);
     }
-    return finish(a, px.constant + scale * py.constant, terms, n);
+    return finish(a, wadd(px.constant, wmul(scale, py.constant)), terms, n);
 }
 
 ptc_dim ptc_dim_add(ptc_arena *a, ptc_dim x, ptc_dim y) { return add_scaled(a, x, y, 1); }
@@ -191,7 +198,7 @@ ptc_dim ptc_dim_sub(ptc_arena *a, ptc_dim x, ptc_dim y) { return add_scaled(a, x
 static term term_mul(ptc_arena *a, const term *x, const term *y)
 {
     term t;
-    t.coeff = x->coeff * y->coeff;
+    t.coeff = wmul(x->coeff, y->coeff);
     t.natoms = x->natoms + y->natoms;
     const atom **atoms = PTC_NEWN(a, const atom *, t.natoms);
     int i = 0, j = 0, k = 0;
@@ -208,7 +215,7 @@ static term term_mul(ptc_arena *a, const term *x, const term *y)
 ptc_dim ptc_dim_mul(ptc_arena *a, ptc_dim x, ptc_dim y)
 {
     if (!x.sym && !y.sym)
-        return ptc_dim_c(x.value * y.value);
+        return ptc_dim_c(wmul(x.value, y.value));
     poly px = to_poly(x), py = to_poly(y);
     int n = px.nterms * py.nterms + px.nterms + py.nterms;
     term *terms = PTC_NEWN(a, term, n);
@@ -218,24 +225,36 @@ ptc_dim ptc_dim_mul(ptc_arena *a, ptc_dim x, ptc_dim y)
             terms[k++] = term_mul(a, &px.terms[i], &py.terms[j]);
     for (int i = 0; i < px.nterms; i++) {
         terms[k] = px.terms[i];
-        terms[k++].coeff *= py.constant;
+        terms[k].coeff = wmul(terms[k].coeff, py.constant);
+        k++;
     }
     for (int j = 0; j < py.nterms; j++) {
         terms[k] = py.terms[j];
-        terms[k++].coeff *= px.constant;
+        terms[k].coeff = wmul(terms[k].coeff, px.constant);
+        k++;
     }
-    return finish(a, px.constant * py.constant, terms, k);
+    return finish(a, wmul(px.constant, py.constant), terms, k);
 }
 
 static int64_t floordiv64(int64_t x, int64_t y)
 {
+    if (y == -1) /* INT64_MIN / -1 traps */
+        return wmul(x, -1);
     int64_t q = x / y;
     if ((x % y != 0) && ((x < 0) != (y < 0)))
         q--;
     return q;
 }
 
-static int64_t mod64(int64_t x, int64_t y) { return x - floordiv64(x, y) * y; }
+static int64_t mod64(int64_t x, int64_t y)
+{
+    if (y == -1)
+        return 0;
+    int64_t r = x % y; /* x - (x//y)*y could overflow; this cannot */
+    if (r != 0 && ((r < 0) != (y < 0)))
+        r += y;
+    return r;
+}
 
 static ptc_dim binary_atom(ptc_arena *a, int kind, ptc_dim x, ptc_dim y)
 {
@@ -268,7 +287,9 @@ ptc_dim ptc_dim_floordiv(ptc_arena *a, ptc_dim x, ptc_dim y)
             return ptc_dim_c(floordiv64(x.value, y.value));
         if (y.value == 1)
             return x;
-        if (y.value < 0)
+        if (y.value == INT64_MIN) /* cannot be negated: leave it unsimplified */
+            return binary_atom(a, ATOM_FLOORDIV, x, y);
+        if (y.value < 0) /* x//y == (-x)//(-y) */
             return ptc_dim_floordiv(a, ptc_dim_mul(a, x, ptc_dim_c(-1)), ptc_dim_c(-y.value));
         ptc_dim quot, rem;
         split_by(a, x, y.value, &quot, &rem);
@@ -317,6 +338,94 @@ bool ptc_dim_eq(ptc_dim x, ptc_dim y)
     if (!x.sym || !y.sym)
         return false;
     return dim_cmp(x, y) == 0;
+}
+
+/* ---- exact division and sign ---------------------------------------------- */
+
+/* Removes the atoms of `sub` (a sorted multiset) from t's atoms; false if t does
+ * not contain them all. */
+static bool atoms_remove(ptc_arena *a, const term *t, const term *sub, term *out)
+{
+    const atom **atoms = PTC_NEWN(a, const atom *, t->natoms + 1);
+    int i = 0, j = 0, k = 0;
+    while (i < t->natoms) {
+        int c = j < sub->natoms ? atom_cmp(t->atoms[i], sub->atoms[j]) : -1;
+        if (c == 0) {
+            i++;
+            j++;
+        } else if (c < 0) {
+            atoms[k++] = t->atoms[i++];
+        } else {
+            return false;
+        }
+    }
+    if (j < sub->natoms)
+        return false;
+    out->natoms = k;
+    out->atoms = atoms;
+    return true;
+}
+
+bool ptc_dim_div_exact(ptc_arena *a, ptc_dim x, ptc_dim y, ptc_dim *quot)
+{
+    if (!y.sym) {
+        if (y.value == 0)
+            return false;
+        poly p = to_poly(x);
+        if (p.constant % y.value != 0)
+            return false;
+        term *q = PTC_NEWN(a, term, p.nterms + 1);
+        for (int i = 0; i < p.nterms; i++) {
+            if (p.terms[i].coeff % y.value != 0)
+                return false;
+            q[i] = p.terms[i];
+            q[i].coeff /= y.value;
+        }
+        *quot = finish(a, p.constant / y.value, q, p.nterms);
+        return true;
+    }
+    if (y.sym->constant != 0 || y.sym->nterms != 1)
+        return false; /* only monomial divisors */
+    const term *ty = &y.sym->terms[0];
+    poly p = to_poly(x);
+    if (p.constant != 0)
+        return false;
+    term *q = PTC_NEWN(a, term, p.nterms + 1);
+    for (int i = 0; i < p.nterms; i++) {
+        if (p.terms[i].coeff % ty->coeff != 0 || !atoms_remove(a, &p.terms[i], ty, &q[i]))
+            return false;
+        q[i].coeff = p.terms[i].coeff / ty->coeff;
+    }
+    /* terms whose atoms became empty are constants: fold them */
+    int64_t constant = 0;
+    int n = 0;
+    for (int i = 0; i < p.nterms; i++) {
+        if (q[i].natoms == 0)
+            constant += q[i].coeff;
+        else
+            q[n++] = q[i];
+    }
+    *quot = finish(a, constant, q, n);
+    return true;
+}
+
+bool ptc_dim_nonneg(ptc_dim d)
+{
+    if (!d.sym)
+        return d.value >= 0;
+    if (d.sym->constant < 0)
+        return false;
+    for (int i = 0; i < d.sym->nterms; i++) {
+        const term *t = &d.sym->terms[i];
+        if (t->coeff < 0)
+            return false;
+        for (int j = 0; j < t->natoms; j++) {
+            const atom *at = t->atoms[j];
+            if (at->kind != ATOM_SYM && (!ptc_dim_nonneg(at->a) || !ptc_dim_nonneg(at->b)))
+                return false;
+        }
+    }
+    return true;
 }
 
 /* ---- copying between arenas ------------------------------------------------ */
@@ -399,16 +508,18 @@ void ptc_dim_print(ptc_buf *b, ptc_dim d)
     }
     for (int i = 0; i < d.sym->nterms; i++) {
         const term *t = &d.sym->terms[i];
-        int64_t c = t->coeff;
-        if (c < 0) {
+        uint64_t c = (uint64_t)t->coeff; /* magnitude; INT64_MIN has no positive twin */
+        if (t->coeff < 0) {
             ptc_buf_putc(b, '-');
-            c = -c;
+            c = 0 - c;
         } else if (i > 0) {
             ptc_buf_putc(b, '+');
         }
-        bool alone = c == 1 && t->natoms == 1;
+        /* A leading unary minus binds tighter than // and % (as in Python):
+         * -(x//2) must not print as -x//2, which reads as (-x)//2. */
+        bool alone = c == 1 && t->natoms == 1 && !(i == 0 && t->coeff < 0);
         if (c != 1)
-            ptc_buf_printf(b, "%lld*", (long long)c);
+            ptc_buf_printf(b, "%llu*", (unsigned long long)c);
         for (int j = 0; j < t->natoms; j++) {
             if (j)
                 ptc_buf_putc(b, '*');
@@ -418,7 +529,7 @@ void ptc_dim_print(ptc_buf *b, ptc_dim d)
     if (d.sym->constant > 0)
         ptc_buf_printf(b, "+%lld", (long long)d.sym->constant);
     else if (d.sym->constant < 0)
-        ptc_buf_printf(b, "-%lld", (long long)-d.sym->constant);
+        ptc_buf_printf(b, "-%llu", (unsigned long long)(0 - (uint64_t)d.sym->constant));
 }
 
 static int symbols_of(ptc_dim d, const char **names, int n, int max)
@@ -506,9 +617,11 @@ int ptc_dim_eval(ptc_dim d, const ptc_bindings *b, int64_t *out, ptc_error *err)
             int64_t v;
             if (eval_atom(t->atoms[j], b, &v, err))
                 return -1;
-            prod *= v;
+            if (__builtin_mul_overflow(prod, v, &prod))
+                return ptc_errorf(err, PTC_ERR_RUNTIME, "shape", "a symbolic size overflows int64");
         }
-        sum += prod;
+        if (__builtin_add_overflow(sum, prod, &sum))
+            return ptc_errorf(err, PTC_ERR_RUNTIME, "shape", "a symbolic size overflows int64");
     }
     *out = sum;
     return 0;
@@ -549,15 +662,23 @@ static int parse_unary(dparser *d, ptc_dim *out)
         if ((rc = parse_unary(d, &x)) == 0)
             *out = ptc_dim_mul(d->a, x, ptc_dim_c(-1));
     } else if (isdigit((unsigned char)*d->p)) {
-        int64_t v = 0;
+        /* Up to 2^63, which wraps to INT64_MIN like all size arithmetic, so
+         * that INT64_MIN prints ("-9223372036854775808") and reads back;
+         * INT64_MAX (torch's open slice end) is an ordinary literal. */
+        const uint64_t limit = (uint64_t)1 << 63;
+        const char *start = d->p;
+        uint64_t v = 0;
         while (isdigit((unsigned char)*d->p)) {
-            if (v > (INT64_MAX - 9) / 10) {
+            unsigned digit = (unsigned)(*d->p - '0');
+            if (v > (limit - digit) / 10) {
                 rc = ptc_errorf(d->err, PTC_ERR_PARSE, "parse", "integer too large in a size");
+                d->p = start; /* the error points at the number */
                 break;
             }
-            v = v * 10 + (*d->p++ - '0');
+            v = v * 10 + digit;
+            d->p++;
         }
-        *out = ptc_dim_c(v);
+        *out = ptc_dim_c((int64_t)v);
     } else if (isalpha((unsigned char)*d->p) || *d->p == '_') {
         const char *s = d->p;
         while (isalnum((unsigned char)*d->p) || *d->p == '_')
@@ -596,10 +717,14 @@ static int parse_product(dparser *d, ptc_dim *out)
             return 0;
         }
         ptc_dim y;
+        skip_ws(d);
+        const char *divisor = d->p;
         if (parse_unary(d, &y))
             return -1;
-        if (op != '*' && !y.sym && y.value == 0)
+        if (op != '*' && !y.sym && y.value == 0) {
+            d->p = divisor; /* the error points at the zero */
             return ptc_errorf(d->err, PTC_ERR_PARSE, "parse", "division by zero in a size");
+        }
         *out = op == '*' ? ptc_dim_mul(d->a, *out, y)
                : op == '/' ? ptc_dim_floordiv(d->a, *out, y)
                            : ptc_dim_mod(d->a, *out, y);

@@ -182,9 +182,12 @@ void ptc_ttype_contiguous_strides(ptc_arena *a, const ptc_ttype *t, ptc_dim *str
 
 void ptc_ttype_print(ptc_buf *b, const ptc_ttype *t, bool full)
 {
+    /* A rank out of range (a broken graph the verifier is describing) prints
+     * what fits rather than reading past the arrays. */
+    int ndim = t->ndim < 0 ? 0 : t->ndim > PTC_MAX_DIMS ? PTC_MAX_DIMS : t->ndim;
     ptc_buf_puts(b, ptc_dtype_name(t->dtype));
     ptc_buf_putc(b, '[');
-    for (int i = 0; i < t->ndim; i++) {
+    for (int i = 0; i < ndim; i++) {
         if (i)
             ptc_buf_putc(b, ',');
         ptc_dim_print(b, t->shape[i]);
@@ -192,7 +195,7 @@ void ptc_ttype_print(ptc_buf *b, const ptc_ttype *t, bool full)
     ptc_buf_putc(b, ']');
     if (t->layout == PTC_LAYOUT_STRIDED) {
         ptc_buf_putc(b, '{');
-        for (int i = 0; i < t->ndim; i++) {
+        for (int i = 0; i < ndim; i++) {
             if (i)
                 ptc_buf_putc(b, ',');
             ptc_dim_print(b, t->strides[i]);

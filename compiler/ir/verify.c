@@ -15,12 +15,16 @@ __attribute__((format(printf, 3, 4))) static int node_fail(ptc_error *err, const
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    ptc_buf b = {0};
-    ptc_print_node(&b, n);
-    if (b.len > 200)
-        b.data[200] = 0;
-    ptc_errorf(err, PTC_ERR_VERIFY, "verify", "%s: in '%s'", msg, b.data);
-    ptc_buf_free(&b);
+    if ((unsigned)n->op < PTC_OP_COUNT) {
+        ptc_buf b = {0};
+        ptc_print_node(&b, n);
+        if (b.len > 200)
+            b.data[200] = 0;
+        ptc_errorf(err, PTC_ERR_VERIFY, "verify", "%s: in '%s'", msg, b.data);
+        ptc_buf_free(&b);
+    } else { /* nothing to print: the node is not even an op */
+        ptc_errorf(err, PTC_ERR_VERIFY, "verify", "%s: in node %d", msg, n->id);
+    }
     if (err) {
         err->has_node = true;
         err->node_id = n->id;

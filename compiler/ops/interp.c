@@ -47,10 +47,14 @@ double ptc_k_scalar(const ptc_kctx *k, int argi)
     PTC_ASSERT(argi >= 0 && argi < k->node->nargs);
     const ptc_arg *a = &k->node->args[argi];
     switch (a->kind) {
-    case PTC_ARG_INT: return (double)ptc_k_int(k, argi);
-    case PTC_ARG_FLOAT: return a->f;
-    case PTC_ARG_BOOL: return a->b ? 1.0 : 0.0;
-    default: PTC_ASSERT(!"scalar argument expected");
+    case PTC_ARG_INT:
+        return (double)ptc_k_int(k, argi);
+    case PTC_ARG_FLOAT:
+        return a->f;
+    case PTC_ARG_BOOL:
+        return a->b ? 1.0 : 0.0;
+    default:
+        PTC_ASSERT(!"scalar argument expected");
     }
     return 0;
 }
@@ -132,9 +136,9 @@ static int node_error(ptc_error *err, const ptc_node *n)
 
 typedef struct run {
     const ptc_graph *g;
-    ptc_tensor *env;   /* by value id; data == NULL when not live */
-    int *last_use;     /* by value id: index of the last node using it, -1 none */
-    bool *is_output;   /* by value id */
+    ptc_tensor *env; /* by value id; data == NULL when not live */
+    int *last_use;   /* by value id: index of the last node using it, -1 none */
+    bool *is_output; /* by value id */
     ptc_bindings b;
 } run;
 
@@ -188,9 +192,11 @@ static void release_after(run *r, int ni)
 
 static int run_node(run *r, const ptc_node *n, const ptc_run_opts *opts, ptc_error *err)
 {
-    ptc_tensor outs[16];
-    PTC_ASSERT(n->nout <= 16);
-    memset(outs, 0, sizeof outs);
+    ptc_tensor *outs = calloc((size_t)n->nout + 1, sizeof *outs); /* split: any count */
+    if (!outs) {
+        ptc_errorf(err, PTC_ERR_RUNTIME, "interp", "out of memory");
+        return node_error(err, n);
+    }
     for (int i = 0; i < n->nout; i++) {
         const ptc_ttype *t = &n->outs[i]->type;
         int64_t sizes[PTC_MAX_DIMS];
@@ -210,14 +216,17 @@ static int run_node(run *r, const ptc_node *n, const ptc_run_opts *opts, ptc_err
         goto fail;
     for (int i = 0; i < n->nout; i++)
         r->env[n->outs[i]->id] = outs[i];
-    if (opts && opts->on_node && opts->on_node(opts->ctx, n, outs)) {
+    int stop = opts && opts->on_node ? opts->on_node(opts->ctx, n, outs) : 0;
+    free(outs); /* the references now live in env: the caller releases them */
+    if (stop) {
         ptc_errorf(err, PTC_ERR_RUNTIME, "interp", "run stopped by the on_node callback");
-        return node_error(err, n); /* outs are in env: released by the caller */
+        return node_error(err, n);
     }
     return 0;
 fail:
     for (int i = 0; i < n->nout; i++)
         ptc_tensor_release(&outs[i]);
+    free(outs);
     return node_error(err, n);
 }
 
@@ -236,8 +245,8 @@ static int take_output(run *r, const ptc_value *v, ptc_tensor *out, ptc_error *e
     return ptc_tensor_copy(out, t, err);
 }
 
-int ptc_interp_run(const ptc_graph *g, const ptc_tensor *inputs, int ninputs,
-                   ptc_tensor *outputs, const ptc_run_opts *opts, ptc_error *err)
+int ptc_interp_run(const ptc_graph *g, const ptc_tensor *inputs, int ninputs, ptc_tensor *outputs,
+                   const ptc_run_opts *opts, ptc_error *err)
 {
     if (ninputs != g->ninputs)
         return ptc_errorf(err, PTC_ERR_RUNTIME, "inputs", "graph '%s' takes %d inputs, got %d",

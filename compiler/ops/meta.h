@@ -44,8 +44,8 @@ int meta_dim(ptc_meta *m, ptc_dim dim, int ndim, const ptc_ttype *t, int *out);
 /* Numpy broadcasting of two shapes (static 1 stretches; other sizes must be
  * equal, symbolic ones structurally). On failure returns -1 with the failing
  * output dim in *bad. */
-int meta_broadcast_dims(const ptc_dim *x, int nx, const ptc_dim *y, int ny, ptc_dim *out,
-                        int *nout, int *bad);
+int meta_broadcast_dims(const ptc_dim *x, int nx, const ptc_dim *y, int ny, ptc_dim *out, int *nout,
+                        int *bad);
 /* Broadcasts two types' shapes; on failure "op: shapes A and B cannot
  * broadcast (dim i: x vs y)". */
 int meta_broadcast(ptc_meta *m, const ptc_ttype *a, const ptc_ttype *b, ptc_dim *out, int *nout);
@@ -66,7 +66,10 @@ static inline ptc_dim meta_ceildiv(ptc_arena *a, ptc_dim x, int64_t c)
 {
     return ptc_dim_floordiv(a, ptc_dim_add(a, x, ptc_dim_c(c - 1)), ptc_dim_c(c));
 }
-static inline bool meta_is(ptc_dim d, int64_t v) { return !d.sym && d.value == v; }
+static inline bool meta_is(ptc_dim d, int64_t v)
+{
+    return !d.sym && d.value == v;
+}
 
 /* ---- outputs ---------------------------------------------------------------- */
 

@@ -23,7 +23,10 @@ const ptc_ttype *meta_t(const ptc_meta *m, int i)
     return a->kind == PTC_ARG_VALUE && a->v ? &a->v->type : NULL;
 }
 
-int meta_argi(const ptc_meta *m, const char *name) { return ptc_param_index(m->op, name); }
+int meta_argi(const ptc_meta *m, const char *name)
+{
+    return ptc_param_index(m->op, name);
+}
 
 const ptc_arg *meta_arg(const ptc_meta *m, const char *name)
 {
@@ -48,10 +51,14 @@ bool meta_is_number(const ptc_arg *a)
 double meta_scalar(const ptc_arg *a)
 {
     switch (a->kind) {
-    case PTC_ARG_INT: return (double)a->i.value;
-    case PTC_ARG_FLOAT: return a->f;
-    case PTC_ARG_BOOL: return a->b;
-    default: PTC_ASSERT(!"not a scalar");
+    case PTC_ARG_INT:
+        return (double)a->i.value;
+    case PTC_ARG_FLOAT:
+        return a->f;
+    case PTC_ARG_BOOL:
+        return a->b;
+    default:
+        PTC_ASSERT(!"not a scalar");
     }
     return 0;
 }
@@ -104,8 +111,8 @@ int meta_dim(ptc_meta *m, ptc_dim dim, int ndim, const ptc_ttype *t, int *out)
         if (t)
             return ptc_meta_fail(m, "dim %lld is out of range for %s (expected in [%d, %d])",
                                  (long long)d, meta_tstr(m, t), -n, n - 1);
-        return ptc_meta_fail(m, "dim %lld is out of range (expected in [%d, %d])", (long long)d,
-                             -n, n - 1);
+        return ptc_meta_fail(m, "dim %lld is out of range (expected in [%d, %d])", (long long)d, -n,
+                             n - 1);
     }
     *out = (int)(d < 0 ? d + n : d);
     return 0;

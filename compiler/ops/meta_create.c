@@ -45,8 +45,9 @@ int meta_full(ptc_meta *m)
         dtype = dt->dt;
     } else if (m->op == PTC_OP_FULL) {
         const ptc_arg *fill = meta_arg(m, "fill_value");
-        dtype = fill->kind == PTC_ARG_BOOL ? PTC_BOOL : fill->kind == PTC_ARG_INT ? PTC_I64
-                                                                                   : PTC_DEFAULT_FLOAT;
+        dtype = fill->kind == PTC_ARG_BOOL  ? PTC_BOOL
+                : fill->kind == PTC_ARG_INT ? PTC_I64
+                                            : PTC_DEFAULT_FLOAT;
     }
     if ((m->op == PTC_OP_RAND || m->op == PTC_OP_RANDN) && !ptc_dtype_is_float(dtype))
         return ptc_meta_fail(m, "expected a floating dtype, got %s", ptc_dtype_name(dtype));
@@ -74,9 +75,10 @@ static int arange_static(ptc_meta *m, const ptc_arg *s, const ptc_arg *e, const 
     if (!isfinite(xs) || !isfinite(xe))
         return ptc_meta_fail(m, "unsupported range: %g -> %g", meta_scalar(s), meta_scalar(e));
     if (!((xst > 0 && xe >= xs) || (xst < 0 && xe <= xs)))
-        return ptc_meta_fail(m, "upper bound and lower bound inconsistent with step sign "
-                                "(%g to %g by %g)", meta_scalar(s), meta_scalar(e),
-                             meta_scalar(st));
+        return ptc_meta_fail(m,
+                             "upper bound and lower bound inconsistent with step sign "
+                             "(%g to %g by %g)",
+                             meta_scalar(s), meta_scalar(e), meta_scalar(st));
     double size;
     if (dt == PTC_I64) {
         int64_t a = (int64_t)xs, b = (int64_t)xe, c = (int64_t)xst, sgn = (c > 0) - (c < 0);
@@ -107,8 +109,10 @@ static int arange_symbolic(ptc_meta *m, const ptc_arg *s, const ptc_arg *e, cons
         return ptc_meta_fail(m, "cannot decide whether %s to %s is consistent with step %lld",
                              meta_dstr(m, s->i), meta_dstr(m, e->i), (long long)step);
     if (sign < 0)
-        return ptc_meta_fail(m, "upper bound and lower bound inconsistent with step sign (%s to %s "
-                                "by %lld)", meta_dstr(m, s->i), meta_dstr(m, e->i), (long long)step);
+        return ptc_meta_fail(m,
+                             "upper bound and lower bound inconsistent with step sign (%s to %s "
+                             "by %lld)",
+                             meta_dstr(m, s->i), meta_dstr(m, e->i), (long long)step);
     *len = meta_ceildiv(a, span, step > 0 ? step : -step);
     return 0;
 }

@@ -12,13 +12,17 @@
 
 #include <string.h>
 
-static bool int_index(ptc_dtype dt) { return dt == PTC_I64 || dt == PTC_I32; }
+static bool int_index(ptc_dtype dt)
+{
+    return dt == PTC_I64 || dt == PTC_I32;
+}
 
 static int check_index_dtype(ptc_meta *m, const ptc_ttype *idx)
 {
     if (idx->dtype == PTC_BOOL || idx->dtype == PTC_U8)
-        return ptc_meta_fail(m, "boolean mask index %s selects a data-dependent number of "
-                                "elements, which is not supported (use where or masked_fill)",
+        return ptc_meta_fail(m,
+                             "boolean mask index %s selects a data-dependent number of "
+                             "elements, which is not supported (use where or masked_fill)",
                              meta_tstr(m, idx));
     if (!int_index(idx->dtype))
         return ptc_meta_fail(m, "indices must be i64 or i32 tensors, got %s", meta_tstr(m, idx));
@@ -110,8 +114,10 @@ static int index_fits(ptc_meta *m, const ptc_ttype *idx, const ptc_ttype *x, int
             continue;
         int le = meta_le(m->arena, idx->shape[i], x->shape[i]);
         if (le != 1)
-            return ptc_meta_fail(m, "index %s must be no larger than %s apart from dim %d (dim %d: "
-                                    "%s vs %s)", meta_tstr(m, idx), meta_tstr(m, x), except, i,
+            return ptc_meta_fail(m,
+                                 "index %s must be no larger than %s apart from dim %d (dim %d: "
+                                 "%s vs %s)",
+                                 meta_tstr(m, idx), meta_tstr(m, x), except, i,
                                  meta_dstr(m, idx->shape[i]), meta_dstr(m, x->shape[i]));
     }
     return 0;
@@ -135,8 +141,14 @@ static int gather_common(ptc_meta *m, bool prim)
     return 0;
 }
 
-int meta_gather(ptc_meta *m) { return gather_common(m, false); }
-int meta_prim_gather(ptc_meta *m) { return gather_common(m, true); }
+int meta_gather(ptc_meta *m)
+{
+    return gather_common(m, false);
+}
+int meta_prim_gather(ptc_meta *m)
+{
+    return gather_common(m, true);
+}
 
 int meta_prim_scatter_add(ptc_meta *m)
 {
@@ -150,8 +162,8 @@ int meta_prim_scatter_add(ptc_meta *m)
         return ptc_meta_fail(m, "src %s must have the dtype of %s", meta_tstr(m, src),
                              meta_tstr(m, x));
     if (idx->ndim != x->ndim || src->ndim != x->ndim)
-        return ptc_meta_fail(m, "index %s, src %s and %s must have as many dims",
-                             meta_tstr(m, idx), meta_tstr(m, src), meta_tstr(m, x));
+        return ptc_meta_fail(m, "index %s, src %s and %s must have as many dims", meta_tstr(m, idx),
+                             meta_tstr(m, src), meta_tstr(m, x));
     if (index_fits(m, idx, x, d) || index_fits(m, idx, src, -1))
         return -1;
     meta_out_like(m, x);

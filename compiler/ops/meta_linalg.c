@@ -51,12 +51,13 @@ int meta_mm(ptc_meta *m)
 static int bmm_shape(ptc_meta *m, const ptc_ttype *a, const ptc_ttype *b, ptc_dim *shape)
 {
     if (a->ndim != 3 || b->ndim != 3)
-        return ptc_meta_fail(m, "expected 3-D batches of matrices, got %s and %s",
-                             meta_tstr(m, a), meta_tstr(m, b));
+        return ptc_meta_fail(m, "expected 3-D batches of matrices, got %s and %s", meta_tstr(m, a),
+                             meta_tstr(m, b));
     if (same_dtype(m, a, b) || no_bool(m, a))
         return -1;
     if (!ptc_dim_eq(a->shape[0], b->shape[0]))
-        return ptc_meta_fail(m, "batch sizes of %s and %s differ", meta_tstr(m, a), meta_tstr(m, b));
+        return ptc_meta_fail(m, "batch sizes of %s and %s differ", meta_tstr(m, a),
+                             meta_tstr(m, b));
     if (inner_match(m, a, b, a->shape[2], b->shape[1]))
         return -1;
     shape[0] = a->shape[0];
@@ -75,7 +76,8 @@ int meta_bmm(ptc_meta *m)
 }
 
 /* torch.matmul's shape: every case of operand ranks. */
-static int matmul_shape(ptc_meta *m, const ptc_ttype *a, const ptc_ttype *b, ptc_dim *out, int *nout)
+static int matmul_shape(ptc_meta *m, const ptc_ttype *a, const ptc_ttype *b, ptc_dim *out,
+                        int *nout)
 {
     int na = a->ndim, nb = b->ndim;
     if (na == 0 || nb == 0)
@@ -144,7 +146,8 @@ int meta_linear(ptc_meta *m)
         return ptc_meta_fail(m, "weight must be 1-D or 2-D, got %s", meta_tstr(m, w));
     /* torch takes addmm for a 2-D input with bias, which needs a 2-D weight. */
     if (bias && x->ndim == 2 && w->ndim != 2)
-        return ptc_meta_fail(m, "a 2-D input with bias needs a 2-D weight, got %s", meta_tstr(m, w));
+        return ptc_meta_fail(m, "a 2-D input with bias needs a 2-D weight, got %s",
+                             meta_tstr(m, w));
     if (same_dtype(m, x, w) || same_dtype(m, x, bias) || no_bool(m, x))
         return -1;
     ptc_dim k = w->shape[w->ndim - 1];
@@ -258,7 +261,8 @@ static int conv_read(ptc_meta *m, int k, conv_args *c)
         return -1;
     for (int j = 0; j < k; j++) {
         if (c->stride[j].value <= 0)
-            return ptc_meta_fail(m, "stride must be positive, got %lld", (long long)c->stride[j].value);
+            return ptc_meta_fail(m, "stride must be positive, got %lld",
+                                 (long long)c->stride[j].value);
         if (c->padding[j].value < 0)
             return ptc_meta_fail(m, "padding must not be negative, got %lld",
                                  (long long)c->padding[j].value);
@@ -269,8 +273,9 @@ static int conv_read(ptc_meta *m, int k, conv_args *c)
             return ptc_meta_fail(m, "output_padding must not be negative");
         if (c->transposed && c->output_padding[j].value >= c->stride[j].value &&
             c->output_padding[j].value >= c->dilation[j].value)
-            return ptc_meta_fail(m, "output_padding must be smaller than either stride or dilation, "
-                                    "got output_padding %lld, stride %lld, dilation %lld",
+            return ptc_meta_fail(m,
+                                 "output_padding must be smaller than either stride or dilation, "
+                                 "got output_padding %lld, stride %lld, dilation %lld",
                                  (long long)c->output_padding[j].value,
                                  (long long)c->stride[j].value, (long long)c->dilation[j].value);
     }
@@ -296,9 +301,11 @@ static int conv_size(ptc_meta *m, const conv_args *c, int j, ptc_dim in, ptc_dim
         ptc_dim padded = ptc_dim_add(a, in, ptc_dim_c(2 * p));
         int le = meta_le(a, eff, padded);
         if (le == 0)
-            return ptc_meta_fail(m, "kernel of %s is larger than the padded input %s (dim %d: %s "
-                                    "vs %s)", meta_tstr(m, w), meta_tstr(m, x), j,
-                                 meta_dstr(m, eff), meta_dstr(m, padded));
+            return ptc_meta_fail(m,
+                                 "kernel of %s is larger than the padded input %s (dim %d: %s "
+                                 "vs %s)",
+                                 meta_tstr(m, w), meta_tstr(m, x), j, meta_dstr(m, eff),
+                                 meta_dstr(m, padded));
         if (le < 0)
             return ptc_meta_fail(m, "cannot decide whether the kernel of %s fits the input %s",
                                  meta_tstr(m, w), meta_tstr(m, x));
@@ -307,9 +314,10 @@ static int conv_size(ptc_meta *m, const conv_args *c, int j, ptc_dim in, ptc_dim
     }
     int sign = meta_sign(*out);
     if (sign != 1)
-        return ptc_meta_fail(m, sign == 2 ? "cannot decide whether output size %s of input %s is "
-                                            "positive"
-                                          : "output size %s of input %s is too small",
+        return ptc_meta_fail(m,
+                             sign == 2 ? "cannot decide whether output size %s of input %s is "
+                                         "positive"
+                                       : "output size %s of input %s is too small",
                              meta_dstr(m, *out), meta_tstr(m, x));
     return 0;
 }
@@ -321,8 +329,10 @@ int meta_convolution(ptc_meta *m)
     int k = w->ndim - 2;
     if (k < 1 || k > 3)
         return ptc_meta_fail(m, "weight must have 3 to 5 dims, got %s", meta_tstr(m, w));
-    int expect = m->op == PTC_OP_CONV1D ? 1 : m->op == PTC_OP_CONV3D ? 3 :
-                 m->op == PTC_OP_CONVOLUTION ? k : 2;
+    int expect = m->op == PTC_OP_CONV1D        ? 1
+                 : m->op == PTC_OP_CONV3D      ? 3
+                 : m->op == PTC_OP_CONVOLUTION ? k
+                                               : 2;
     if (k != expect)
         return ptc_meta_fail(m, "expected a %d-D weight, got %s", expect + 2, meta_tstr(m, w));
     /* The functional forms take unbatched inputs too. */
@@ -336,7 +346,8 @@ int meta_convolution(ptc_meta *m)
     int cdim = batched ? 1 : 0;
     ptc_dim cin = x->shape[cdim];
     ptc_dim g = ptc_dim_c(c.groups);
-    ptc_dim wc = ptc_dim_mul(m->arena, w->shape[c.transposed ? 0 : 1], c.transposed ? ptc_dim_c(1) : g);
+    ptc_dim wc =
+        ptc_dim_mul(m->arena, w->shape[c.transposed ? 0 : 1], c.transposed ? ptc_dim_c(1) : g);
     ptc_dim cout = c.transposed ? ptc_dim_mul(m->arena, w->shape[1], g) : w->shape[0];
     if (!c.transposed && !meta_is(ptc_dim_mod(m->arena, w->shape[0], g), 0))
         return ptc_meta_fail(m, "weight %s: out channels not divisible by groups=%lld",
@@ -387,9 +398,10 @@ static int pool_size(ptc_meta *m, const ptc_ttype *x, ptc_dim in, int64_t k, int
     }
     int sign = meta_sign(o);
     if (sign != 1)
-        return ptc_meta_fail(m, sign == 2 ? "cannot decide whether output size %s of input %s is "
-                                            "positive"
-                                          : "output size %s of input %s is too small",
+        return ptc_meta_fail(m,
+                             sign == 2 ? "cannot decide whether output size %s of input %s is "
+                                         "positive"
+                                       : "output size %s of input %s is too small",
                              meta_dstr(m, o), meta_tstr(m, x));
     *out = o;
     return 0;
@@ -434,11 +446,15 @@ int meta_pool2d(ptc_meta *m)
             (di >= 0 && meta_const(m, m->args[di].is.d[j], "dilation", &d)))
             return -1;
         if (k <= 0 || s <= 0 || d <= 0)
-            return ptc_meta_fail(m, "kernel_size, stride and dilation must be positive, got %lld, "
-                                    "%lld and %lld", (long long)k, (long long)s, (long long)d);
+            return ptc_meta_fail(m,
+                                 "kernel_size, stride and dilation must be positive, got %lld, "
+                                 "%lld and %lld",
+                                 (long long)k, (long long)s, (long long)d);
         if (p < 0 || p > k / 2)
-            return ptc_meta_fail(m, "padding should be at most half of the kernel size, got "
-                                    "padding %lld and kernel_size %lld", (long long)p, (long long)k);
+            return ptc_meta_fail(m,
+                                 "padding should be at most half of the kernel size, got "
+                                 "padding %lld and kernel_size %lld",
+                                 (long long)p, (long long)k);
         if (pool_size(m, x, x->shape[x->ndim - 2 + j], k, s, p, d, ceil_mode, &shape[n + j]))
             return -1;
     }

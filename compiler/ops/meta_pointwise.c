@@ -48,8 +48,6 @@ static int pointwise(ptc_meta *m, const int *idx, int n, ptc_dtype dt)
     return 0;
 }
 
-static const char *dtname(ptc_dtype dt) { return ptc_dtype_name(dt); }
-
 /* ---- torch-level unary ----------------------------------------------------- */
 
 int meta_unary_same(ptc_meta *m)
@@ -57,8 +55,18 @@ int meta_unary_same(ptc_meta *m)
     const ptc_ttype *x = meta_t(m, 0);
     if (x->dtype == PTC_BOOL && m->op != PTC_OP_SIGN)
         return ptc_meta_fail(m, "not supported for bool tensors (%s)", meta_tstr(m, x));
+    /* torch casts the limits to the tensor's type first: only limits that
+     * truncate below zero are refused for u8. */
     if (m->op == PTC_OP_HARDTANH && x->dtype == PTC_U8)
-        return ptc_meta_fail(m, "not supported for u8 tensors (%s)", meta_tstr(m, x));
+        for (int i = 1; i <= 2; i++) {
+            const ptc_arg *lim = &m->args[i];
+            double v = lim->kind == PTC_ARG_FLOAT ? lim->f
+                       : lim->kind == PTC_ARG_INT ? (double)lim->i.value
+                                                  : 0;
+            if ((int64_t)v < 0)
+                return ptc_meta_fail(m,
+                                     "cannot do hardtanh on an unsigned type with negative limits");
+        }
     if (m->op == PTC_OP_ROUND && !meta_is(meta_arg(m, "decimals")->i, 0) &&
         !ptc_dtype_is_float(x->dtype))
         return ptc_meta_fail(m, "decimals needs a floating point tensor, got %s", meta_tstr(m, x));
@@ -116,9 +124,9 @@ static int check_alpha(ptc_meta *m, ptc_dtype dt)
         return 0;
     const ptc_arg *alpha = &m->args[i];
     if (alpha->kind == PTC_ARG_FLOAT && !ptc_dtype_is_float(dt))
-        return ptc_meta_fail(m, "alpha must not be a float for %s inputs", dtname(dt));
+        return ptc_meta_fail(m, "alpha must not be a float for %s inputs", ptc_dtype_name(dt));
     if (alpha->kind == PTC_ARG_BOOL && dt != PTC_BOOL)
-        return ptc_meta_fail(m, "a bool alpha needs a bool result, got %s", dtname(dt));
+        return ptc_meta_fail(m, "a bool alpha needs a bool result, got %s", ptc_dtype_name(dt));
     return 0;
 }
 
@@ -155,18 +163,43 @@ int meta_div(ptc_meta *m)
     return pointwise(m, idx, 2, dt);
 }
 
+/* The range of an integer dtype (for pow's exponent check). */
+static void int_range(ptc_dtype dt, int64_t *lo, int64_t *hi)
+{
+    int bits = (int)ptc_dtype_size(dt) * 8;
+    if (dt == PTC_U8) {
+        *lo = 0;
+        *hi = 255;
+    } else if (bits == 64) {
+        *lo = INT64_MIN;
+        *hi = INT64_MAX;
+    } else {
+        *lo = -((int64_t)1 << (bits - 1));
+        *hi = ((int64_t)1 << (bits - 1)) - 1;
+    }
+}
+
 int meta_pow(ptc_meta *m)
 {
     static const int idx[] = {0, 1};
     if (!meta_t(m, 0) && !meta_t(m, 1))
         return ptc_meta_fail(m, "needs a tensor base or exponent, got two numbers");
     ptc_dtype dt = meta_result_type(m, idx, 2);
-    if (dt == PTC_BOOL)
-        return ptc_meta_fail(m, "not supported for bool tensors");
     const ptc_arg *e = &m->args[1];
-    if (!ptc_dtype_is_float(dt) && e->kind == PTC_ARG_INT && !e->i.sym && e->i.value < 0)
-        return ptc_meta_fail(m, "integers to negative integer powers are not allowed (%s ** %lld)",
-                             meta_tstr(m, meta_t(m, 0)), (long long)e->i.value);
+    /* torch only computes bool ** True / False (a copy or ones). */
+    if (dt == PTC_BOOL && !(meta_t(m, 0) && e->kind == PTC_ARG_BOOL))
+        return ptc_meta_fail(m, "not supported for bool tensors");
+    if (ptc_dtype_is_int(dt) && e->kind == PTC_ARG_INT && !e->i.sym) {
+        int64_t lo, hi;
+        int_range(dt, &lo, &hi);
+        if (e->i.value < 0)
+            return ptc_meta_fail(m,
+                                 "integers to negative integer powers are not allowed (%s ** %lld)",
+                                 meta_tstr(m, meta_t(m, 0)), (long long)e->i.value);
+        if (e->i.value > hi)
+            return ptc_meta_fail(m, "exponent %lld does not fit the result dtype %s",
+                                 (long long)e->i.value, ptc_dtype_name(dt));
+    }
     return pointwise(m, idx, 2, dt);
 }
 
@@ -189,7 +222,7 @@ int meta_bitwise(ptc_meta *m)
     ptc_dtype dt = meta_result_type(m, idx, 2);
     if (ptc_dtype_is_float(dt))
         return ptc_meta_fail(m, "expected integer or bool operands, the result would be %s",
-                             dtname(dt));
+                             ptc_dtype_name(dt));
     return pointwise(m, idx, 2, dt);
 }
 
@@ -211,8 +244,10 @@ int meta_clamp(ptc_meta *m)
     if (m->args[1].kind == PTC_ARG_NONE && m->args[2].kind == PTC_ARG_NONE)
         return ptc_meta_fail(m, "at least one of min and max must not be none");
     ptc_dtype dt = meta_result_type(m, idx, 3);
-    if (dt == PTC_BOOL)
-        return ptc_meta_fail(m, "not supported for bool results");
+    /* torch has bool kernels for tensor bounds, not for Python-number ones. */
+    for (int i = 1; i <= 2 && dt == PTC_BOOL; i++)
+        if (m->args[i].kind != PTC_ARG_NONE && m->args[i].kind != PTC_ARG_VALUE)
+            return ptc_meta_fail(m, "not supported for bool results with a number bound");
     return pointwise(m, idx, 3, dt);
 }
 
@@ -256,10 +291,18 @@ int meta_to(ptc_meta *m)
 static bool prim_float_only(ptc_op op)
 {
     switch (op) {
-    case PTC_OP_PRIMS_EXP: case PTC_OP_PRIMS_LOG: case PTC_OP_PRIMS_LOG1P:
-    case PTC_OP_PRIMS_EXPM1: case PTC_OP_PRIMS_SQRT: case PTC_OP_PRIMS_RSQRT:
-    case PTC_OP_PRIMS_SIN: case PTC_OP_PRIMS_COS: case PTC_OP_PRIMS_TANH:
-    case PTC_OP_PRIMS_ERF: case PTC_OP_PRIMS_RECIPROCAL: case PTC_OP_PRIMS_ATAN2:
+    case PTC_OP_PRIMS_EXP:
+    case PTC_OP_PRIMS_LOG:
+    case PTC_OP_PRIMS_LOG1P:
+    case PTC_OP_PRIMS_EXPM1:
+    case PTC_OP_PRIMS_SQRT:
+    case PTC_OP_PRIMS_RSQRT:
+    case PTC_OP_PRIMS_SIN:
+    case PTC_OP_PRIMS_COS:
+    case PTC_OP_PRIMS_TANH:
+    case PTC_OP_PRIMS_ERF:
+    case PTC_OP_PRIMS_RECIPROCAL:
+    case PTC_OP_PRIMS_ATAN2:
         return true;
     default:
         return false;
@@ -296,11 +339,11 @@ static int same_operands(ptc_meta *m, const int *idx, int n)
         for (int d = 0; same && d < a->ndim; d++)
             same = ptc_dim_eq(a->shape[d], b->shape[d]);
         if (!same)
-            return ptc_meta_fail(m, "operands must have one shape, got %s and %s",
-                                 meta_tstr(m, a), meta_tstr(m, b));
+            return ptc_meta_fail(m, "operands must have one shape, got %s and %s", meta_tstr(m, a),
+                                 meta_tstr(m, b));
         if (a->dtype != b->dtype)
-            return ptc_meta_fail(m, "operands must have one dtype, got %s and %s",
-                                 meta_tstr(m, a), meta_tstr(m, b));
+            return ptc_meta_fail(m, "operands must have one dtype, got %s and %s", meta_tstr(m, a),
+                                 meta_tstr(m, b));
     }
     return 0;
 }
@@ -349,8 +392,8 @@ int meta_prim_where(ptc_meta *m)
     for (int d = 0; same && d < a->ndim; d++)
         same = ptc_dim_eq(a->shape[d], p->shape[d]);
     if (!same)
-        return ptc_meta_fail(m, "predicate %s and operands %s must have one shape",
-                             meta_tstr(m, p), meta_tstr(m, a));
+        return ptc_meta_fail(m, "predicate %s and operands %s must have one shape", meta_tstr(m, p),
+                             meta_tstr(m, a));
     meta_out_like(m, a);
     return 0;
 }

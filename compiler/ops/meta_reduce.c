@@ -18,15 +18,19 @@ typedef struct reduction {
     bool all;                /* every dim (also for 0-dim tensors) */
 } reduction;
 
-/* Reads a dim arg (NONE, INT or INTS) into r. An empty list means every dim
- * when empty_all, else it is an error. */
-static int reduce_dims(ptc_meta *m, const ptc_ttype *x, const ptc_arg *dim, bool empty_all,
-                       reduction *r)
+/* What an empty dim list means. */
+enum { EMPTY_ALL, EMPTY_NONE, EMPTY_ERROR };
+
+/* Reads a dim arg (NONE, INT or INTS) into r; `empty` says what [] means
+ * (torch: every dim for sum/mean/amax..., no dim for any/all). */
+static int reduce_dims(ptc_meta *m, const ptc_ttype *x, const ptc_arg *dim, int empty, reduction *r)
 {
     memset(r, 0, sizeof *r);
     int n = dim->kind == PTC_ARG_INTS ? dim->is.n : dim->kind == PTC_ARG_INT ? 1 : 0;
+    if (n == 0 && dim->kind == PTC_ARG_INTS && empty == EMPTY_NONE)
+        return 0;
     if (n == 0) {
-        if (dim->kind == PTC_ARG_INTS && !empty_all)
+        if (dim->kind == PTC_ARG_INTS && empty == EMPTY_ERROR)
             return ptc_meta_fail(m, "dim must not be empty");
         r->all = true;
         for (int i = 0; i < x->ndim; i++)
@@ -58,8 +62,10 @@ static int need_nonempty(ptc_meta *m, const ptc_ttype *x, const reduction *r, bo
     if (!dim_given && x->ndim > 0) {
         for (int i = 0; i < x->ndim; i++)
             if (meta_is(x->shape[i], 0))
-                return ptc_meta_fail(m, "cannot reduce %s, which has no elements, over all dims "
-                                        "(give dim)", meta_tstr(m, x));
+                return ptc_meta_fail(m,
+                                     "cannot reduce %s, which has no elements, over all dims "
+                                     "(give dim)",
+                                     meta_tstr(m, x));
         return 0;
     }
     for (int i = 0; i < x->ndim; i++)
@@ -96,7 +102,10 @@ int meta_reduce(ptc_meta *m)
     ptc_op op = m->op;
     const ptc_arg *dim = &m->args[1];
     reduction r;
-    if (reduce_dims(m, x, dim, op != PTC_OP_LOGSUMEXP, &r))
+    int empty = op == PTC_OP_LOGSUMEXP                 ? EMPTY_ERROR
+                : op == PTC_OP_ANY || op == PTC_OP_ALL ? EMPTY_NONE
+                                                       : EMPTY_ALL;
+    if (reduce_dims(m, x, dim, empty, &r))
         return -1;
     bool dim_given = dim->kind == PTC_ARG_INT || (dim->kind == PTC_ARG_INTS && dim->is.n > 0);
     ptc_dtype given = dtype_arg(m), dt = x->dtype;
@@ -125,7 +134,8 @@ int meta_reduce(ptc_meta *m)
     case PTC_OP_ALL:
         dt = dt == PTC_U8 ? PTC_U8 : PTC_BOOL;
         break;
-    default: PTC_ASSERT(!"meta_reduce: unexpected op");
+    default:
+        PTC_ASSERT(!"meta_reduce: unexpected op");
     }
     reduced_out(m, x, &r, meta_arg(m, "keepdim")->b, dt);
     return 0;
@@ -136,7 +146,7 @@ int meta_var(ptc_meta *m)
 {
     const ptc_ttype *x = meta_t(m, 0);
     reduction r;
-    if (reduce_dims(m, x, meta_arg(m, "dim"), true, &r) || meta_need_float(m, x, "tensor"))
+    if (reduce_dims(m, x, meta_arg(m, "dim"), EMPTY_ALL, &r) || meta_need_float(m, x, "tensor"))
         return -1;
     reduced_out(m, x, &r, meta_arg(m, "keepdim")->b, x->dtype);
     return 0;
@@ -149,8 +159,7 @@ int meta_argreduce(ptc_meta *m)
     const ptc_arg *dim = meta_arg(m, "dim");
     bool keepdim = meta_arg(m, "keepdim")->b;
     reduction r;
-    if (reduce_dims(m, x, dim, true, &r) ||
-        need_nonempty(m, x, &r, dim->kind != PTC_ARG_NONE))
+    if (reduce_dims(m, x, dim, EMPTY_ALL, &r) || need_nonempty(m, x, &r, dim->kind != PTC_ARG_NONE))
         return -1;
     if (x->dtype == PTC_BOOL)
         return ptc_meta_fail(m, "not supported for bool tensors (%s)", meta_tstr(m, x));
@@ -192,7 +201,8 @@ int meta_softmax(ptc_meta *m)
  * input's dtype, or f32 for f16/bf16 inputs (torch's mixed-type CPU path). */
 static int check_param_dtype(ptc_meta *m, const ptc_ttype *x, const ptc_ttype *p, const char *what)
 {
-    if (p->dtype == x->dtype || (p->dtype == PTC_F32 && (x->dtype == PTC_F16 || x->dtype == PTC_BF16)))
+    if (p->dtype == x->dtype ||
+        (p->dtype == PTC_F32 && (x->dtype == PTC_F16 || x->dtype == PTC_BF16)))
         return 0;
     return ptc_meta_fail(m, "%s %s does not match input %s in dtype", what, meta_tstr(m, p),
                          meta_tstr(m, x));
@@ -267,8 +277,10 @@ int meta_batch_norm(ptc_meta *m)
         for (int i = 2; i < x->ndim; i++)
             per_channel = ptc_dim_mul(m->arena, per_channel, x->shape[i]);
         if (meta_is(per_channel, 1))
-            return ptc_meta_fail(m, "expected more than 1 value per channel when training, got "
-                                    "input %s", meta_tstr(m, x));
+            return ptc_meta_fail(m,
+                                 "expected more than 1 value per channel when training, got "
+                                 "input %s",
+                                 meta_tstr(m, x));
     }
     meta_out_like(m, x);
     if (training && rm) {

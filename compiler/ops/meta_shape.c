@@ -88,19 +88,19 @@ static bool view_compatible(const ptc_ttype *x, const ptc_dim *shape, int n)
     return view_d == -1;
 }
 
-static int meta_flatten(ptc_meta *m, const ptc_ttype *x)
+static int flatten(ptc_meta *m, const ptc_ttype *x)
 {
-    if (x->ndim == 0) {
-        ptc_dim one = ptc_dim_c(1);
-        meta_out(m, x->dtype, &one, 1);
-        return 0;
-    }
     int s, e;
     if (meta_dim(m, meta_arg(m, "start_dim")->i, x->ndim, x, &s) ||
         meta_dim(m, meta_arg(m, "end_dim")->i, x->ndim, x, &e))
         return -1;
     if (s > e)
         return ptc_meta_fail(m, "start_dim %d comes after end_dim %d", s, e);
+    if (x->ndim == 0) {
+        ptc_dim one = ptc_dim_c(1);
+        meta_out(m, x->dtype, &one, 1);
+        return 0;
+    }
     ptc_dim shape[PTC_MAX_DIMS];
     int n = 0;
     for (int i = 0; i < s; i++)
@@ -117,7 +117,7 @@ int meta_view(ptc_meta *m)
 {
     const ptc_ttype *x = meta_t(m, 0);
     if (m->op == PTC_OP_FLATTEN)
-        return meta_flatten(m, x);
+        return flatten(m, x);
     const ptc_arg *size = &m->args[1];
     int n = size->is.n, infer = -1, nknown = 0;
     if (n > PTC_MAX_DIMS)
@@ -141,13 +141,10 @@ int meta_view(ptc_meta *m)
     }
     ptc_dim numel = numel_of(m, x->shape, x->ndim), prod = numel_of(m, known, nknown);
     if (infer >= 0) {
-        if (meta_is(prod, 0))
-            return ptc_meta_fail(m, meta_is(numel, 0)
-                                        ? "cannot reshape %s into %s: the -1 is ambiguous"
-                                        : "shape %s is invalid for input %s",
-                                 meta_is(numel, 0) ? meta_tstr(m, x) : meta_shapestr(m, size->is.d, n),
-                                 meta_is(numel, 0) ? meta_shapestr(m, size->is.d, n) : meta_tstr(m, x));
-        if (infer_minus_one(m, x, known, nknown, &shape[infer]))
+        if (meta_is(prod, 0) && meta_is(numel, 0))
+            return ptc_meta_fail(m, "cannot reshape %s into %s: the -1 is ambiguous",
+                                 meta_tstr(m, x), meta_shapestr(m, size->is.d, n));
+        if (meta_is(prod, 0) || infer_minus_one(m, x, known, nknown, &shape[infer]))
             return ptc_meta_fail(m, "shape %s is invalid for input %s (numel %s)",
                                  meta_shapestr(m, size->is.d, n), meta_tstr(m, x),
                                  meta_dstr(m, numel));
@@ -196,7 +193,8 @@ int meta_permute(ptc_meta *m)
         }
     } else {
         if (n > 2)
-            return ptc_meta_fail(m, "expects a tensor with at most 2 dims, got %s", meta_tstr(m, x));
+            return ptc_meta_fail(m, "expects a tensor with at most 2 dims, got %s",
+                                 meta_tstr(m, x));
         if (n == 2) {
             perm[0] = 1;
             perm[1] = 0;
@@ -218,7 +216,8 @@ int meta_expand(ptc_meta *m)
     int n = size->is.n;
     if (n < x->ndim || n > PTC_MAX_DIMS)
         return ptc_meta_fail(m, "size %s must have between %d and %d dims for %s",
-                             meta_shapestr(m, size->is.d, n), x->ndim, PTC_MAX_DIMS, meta_tstr(m, x));
+                             meta_shapestr(m, size->is.d, n), x->ndim, PTC_MAX_DIMS,
+                             meta_tstr(m, x));
     ptc_dim shape[PTC_MAX_DIMS];
     for (int i = 0; i < n; i++) {
         int j = i - (n - x->ndim);
@@ -323,7 +322,7 @@ static int clamp_dim(ptc_meta *m, ptc_dim v, ptc_dim lo, ptc_dim hi, const char 
     return 0;
 }
 
-static int meta_slice_dims(ptc_meta *m, const ptc_ttype *x, int d, ptc_dim *len)
+static int slice_len(ptc_meta *m, const ptc_ttype *x, int d, ptc_dim *len)
 {
     ptc_arena *a = m->arena;
     ptc_dim size = x->shape[d];
@@ -369,7 +368,7 @@ int meta_slice(ptc_meta *m)
     ptc_dim shape[PTC_MAX_DIMS];
     memcpy(shape, x->shape, sizeof(ptc_dim) * (size_t)x->ndim);
     if (m->op == PTC_OP_SLICE) {
-        if (meta_slice_dims(m, x, d, &len))
+        if (slice_len(m, x, d, &len))
             return -1;
         shape[d] = len;
         meta_out(m, x->dtype, shape, x->ndim);
@@ -380,9 +379,10 @@ int meta_slice(ptc_meta *m)
         int lo = meta_le(a, ptc_dim_mul(a, size, ptc_dim_c(-1)), index);
         int hi = meta_le(a, ptc_dim_add(a, index, ptc_dim_c(1)), size);
         if (lo != 1 || hi != 1)
-            return ptc_meta_fail(m, lo < 0 || hi < 0 ? "cannot decide whether index %s is in range "
-                                                       "for dim %d of %s"
-                                                     : "index %s is out of range for dim %d of %s",
+            return ptc_meta_fail(m,
+                                 lo < 0 || hi < 0 ? "cannot decide whether index %s is in range "
+                                                    "for dim %d of %s"
+                                                  : "index %s is out of range for dim %d of %s",
                                  meta_dstr(m, index), d, meta_tstr(m, x));
         memmove(shape + d, shape + d + 1, sizeof(ptc_dim) * (size_t)(x->ndim - d - 1));
         meta_out(m, x->dtype, shape, x->ndim - 1);
@@ -409,9 +409,12 @@ int meta_slice(ptc_meta *m)
 
 /* ---- cat, stack ------------------------------------------------------------------ */
 
-static bool legacy_empty(const ptc_ttype *t) { return t->ndim == 1 && meta_is(t->shape[0], 0); }
+static bool legacy_empty(const ptc_ttype *t)
+{
+    return t->ndim == 1 && meta_is(t->shape[0], 0);
+}
 
-static int meta_stack(ptc_meta *m, const ptc_arg *ts, ptc_dtype dt)
+static int stack(ptc_meta *m, const ptc_arg *ts, ptc_dtype dt)
 {
     const ptc_ttype *t0 = &ts->vs.v[0]->type;
     for (int i = 1; i < ts->vs.n; i++) {
@@ -420,8 +423,10 @@ static int meta_stack(ptc_meta *m, const ptc_arg *ts, ptc_dtype dt)
         for (int j = 0; same && j < t->ndim; j++)
             same = ptc_dim_eq(t->shape[j], t0->shape[j]);
         if (!same)
-            return ptc_meta_fail(m, "expects tensors of one size, got %s at entry 0 and %s at "
-                                    "entry %d", meta_tstr(m, t0), meta_tstr(m, t), i);
+            return ptc_meta_fail(m,
+                                 "expects tensors of one size, got %s at entry 0 and %s at "
+                                 "entry %d",
+                                 meta_tstr(m, t0), meta_tstr(m, t), i);
     }
     int d;
     if (t0->ndim >= PTC_MAX_DIMS)
@@ -449,7 +454,7 @@ int meta_cat(ptc_meta *m)
     static const int idx[] = {0};
     ptc_dtype dt = meta_result_type(m, idx, 1);
     if (m->op == PTC_OP_STACK)
-        return meta_stack(m, ts, dt);
+        return stack(m, ts, dt);
     const ptc_ttype *ref = NULL;
     for (int i = 0; i < ts->vs.n; i++) {
         const ptc_ttype *t = &ts->vs.v[i]->type;
@@ -482,8 +487,10 @@ int meta_cat(ptc_meta *m)
                                  meta_tstr(m, ref), meta_tstr(m, t));
         for (int j = 0; j < t->ndim; j++)
             if (j != d && !ptc_dim_eq(t->shape[j], ref->shape[j]))
-                return ptc_meta_fail(m, "sizes must match except in dim %d, got %s and %s "
-                                        "(tensor %d)", d, meta_tstr(m, ref), meta_tstr(m, t), i);
+                return ptc_meta_fail(m,
+                                     "sizes must match except in dim %d, got %s and %s "
+                                     "(tensor %d)",
+                                     d, meta_tstr(m, ref), meta_tstr(m, t), i);
         shape[d] = ptc_dim_add(m->arena, shape[d], t->shape[d]);
     }
     meta_out(m, dt, shape, ref->ndim);
@@ -507,7 +514,8 @@ static int split_even(ptc_meta *m, const ptc_ttype *x, int d, ptc_dim piece)
     ptc_dim size = x->shape[d];
     if (meta_is(piece, 0)) {
         if (!meta_is(size, 0))
-            return ptc_meta_fail(m, "split_size can only be 0 if the dim is empty, got dim %d of %s",
+            return ptc_meta_fail(m,
+                                 "split_size can only be 0 if the dim is empty, got dim %d of %s",
                                  d, meta_tstr(m, x));
         split_out(m, x, d, size);
         return 0;
@@ -517,8 +525,10 @@ static int split_even(ptc_meta *m, const ptc_ttype *x, int d, ptc_dim piece)
     if (!size.sym && !piece.sym) {
         count = ptc_dim_c(size.value == 0 ? 1 : (size.value + piece.value - 1) / piece.value);
     } else if (meta_exact_div(a, size, piece, &count) || count.sym) {
-        return ptc_meta_fail(m, "the number of pieces of dim %d of %s in pieces of %s depends on "
-                                "the symbolic size", d, meta_tstr(m, x), meta_dstr(m, piece));
+        return ptc_meta_fail(m,
+                             "the number of pieces of dim %d of %s in pieces of %s depends on "
+                             "the symbolic size",
+                             d, meta_tstr(m, x), meta_dstr(m, piece));
     }
     if (count.value > MAX_SPLITS)
         return ptc_meta_fail(m, "too many outputs (%lld)", (long long)count.value);
@@ -593,7 +603,8 @@ int meta_split(ptc_meta *m)
             meta_out(m, x->dtype, shape, n);
         return 0;
     }
-    default: PTC_ASSERT(!"meta_split: unexpected op");
+    default:
+        PTC_ASSERT(!"meta_split: unexpected op");
     }
     return -1;
 }
@@ -628,9 +639,10 @@ static int padded(ptc_meta *m, const ptc_ttype *x, int d, ptc_dim lo, ptc_dim hi
     *out = ptc_dim_add(m->arena, x->shape[d], ptc_dim_add(m->arena, lo, hi));
     int s = meta_sign(*out);
     if (s < 0 || s == 2)
-        return ptc_meta_fail(m, s < 0 ? "padding %s, %s of dim %d of %s gives a negative size"
-                                      : "cannot decide whether padding %s, %s of dim %d of %s gives "
-                                        "a negative size",
+        return ptc_meta_fail(m,
+                             s < 0 ? "padding %s, %s of dim %d of %s gives a negative size"
+                                   : "cannot decide whether padding %s, %s of dim %d of %s gives "
+                                     "a negative size",
                              meta_dstr(m, lo), meta_dstr(m, hi), d, meta_tstr(m, x));
     return 0;
 }
@@ -642,7 +654,8 @@ int meta_constant_pad_nd(ptc_meta *m)
     const ptc_arg *pad = meta_arg(m, "pad");
     int n = pad->is.n;
     if (n % 2 != 0)
-        return ptc_meta_fail(m, "the length of pad %s must be even", meta_shapestr(m, pad->is.d, n));
+        return ptc_meta_fail(m, "the length of pad %s must be even",
+                             meta_shapestr(m, pad->is.d, n));
     if (n > 2 * x->ndim)
         return ptc_meta_fail(m, "pad %s has more than two entries per dim of %s",
                              meta_shapestr(m, pad->is.d, n), meta_tstr(m, x));
@@ -664,12 +677,14 @@ int meta_repeat(ptc_meta *m)
     int n = rep->is.n;
     if (n < x->ndim || n > PTC_MAX_DIMS)
         return ptc_meta_fail(m, "repeats %s must have between %d and %d entries for %s",
-                             meta_shapestr(m, rep->is.d, n), x->ndim, PTC_MAX_DIMS, meta_tstr(m, x));
+                             meta_shapestr(m, rep->is.d, n), x->ndim, PTC_MAX_DIMS,
+                             meta_tstr(m, x));
     ptc_dim shape[PTC_MAX_DIMS];
     for (int i = 0; i < n; i++) {
         ptc_dim r = rep->is.d[i];
         if (meta_sign(r) < 0)
-            return ptc_meta_fail(m, "repeats %s must not be negative", meta_shapestr(m, rep->is.d, n));
+            return ptc_meta_fail(m, "repeats %s must not be negative",
+                                 meta_shapestr(m, rep->is.d, n));
         int j = i - (n - x->ndim);
         shape[i] = j < 0 ? r : ptc_dim_mul(m->arena, x->shape[j], r);
     }
@@ -789,9 +804,10 @@ int meta_prim_slice(ptc_meta *m)
             return ptc_meta_fail(m, "strides must be positive, got %lld", (long long)st);
         if (meta_sign(s) < 0 || meta_sign(s) == 2 || meta_le(a, s, l) != 1 ||
             meta_le(a, l, x->shape[i]) != 1)
-            return ptc_meta_fail(m, "dim %d: start %s and limit %s must satisfy 0 <= start <= "
-                                    "limit <= %s", i, meta_dstr(m, s), meta_dstr(m, l),
-                                 meta_dstr(m, x->shape[i]));
+            return ptc_meta_fail(m,
+                                 "dim %d: start %s and limit %s must satisfy 0 <= start <= "
+                                 "limit <= %s",
+                                 i, meta_dstr(m, s), meta_dstr(m, l), meta_dstr(m, x->shape[i]));
         shape[i] = ptc_dim_floordiv(a, ptc_dim_add(a, ptc_dim_sub(a, l, s), ptc_dim_c(st - 1)),
                                     ptc_dim_c(st));
     }
@@ -799,19 +815,37 @@ int meta_prim_slice(ptc_meta *m)
     return 0;
 }
 
-/* prims.pad: padding_config is [lo_0, hi_0, lo_1, hi_1, ...] in dim order;
- * negative entries crop. */
+/* prims.pad: padding_config holds (lo, hi, interior) per dim, in dim order,
+ * as torch._prims.pad: negative lo/hi crop, interior >= 0 inserts that many
+ * padding elements between neighbours. */
 int meta_prim_pad(ptc_meta *m)
 {
     const ptc_ttype *x = meta_t(m, 0);
+    ptc_arena *a = m->arena;
     const ptc_arg *cfg = meta_arg(m, "padding_config");
-    if (cfg->is.n != 2 * x->ndim)
-        return ptc_meta_fail(m, "padding_config %s needs 2 entries (lo, hi) per dim of %s",
+    if (cfg->is.n != 3 * x->ndim)
+        return ptc_meta_fail(m,
+                             "padding_config %s needs 3 entries (lo, hi, interior) per dim of %s",
                              meta_shapestr(m, cfg->is.d, cfg->is.n), meta_tstr(m, x));
     ptc_dim shape[PTC_MAX_DIMS];
-    for (int d = 0; d < x->ndim; d++)
-        if (padded(m, x, d, cfg->is.d[2 * d], cfg->is.d[2 * d + 1], &shape[d]))
+    for (int d = 0; d < x->ndim; d++) {
+        ptc_dim n = x->shape[d], interior = cfg->is.d[3 * d + 2];
+        if (meta_sign(interior) != 0 && meta_sign(interior) != 1)
+            return ptc_meta_fail(m, "interior padding %s of dim %d must not be negative",
+                                 meta_dstr(m, interior), d);
+        /* n + (n - 1) * interior, for a non-empty dim */
+        ptc_dim grown = n;
+        if (!meta_is(n, 0) && !meta_is(interior, 0)) {
+            if (meta_sign(n) != 1)
+                return ptc_meta_fail(m, "cannot decide whether dim %d of %s is empty", d,
+                                     meta_tstr(m, x));
+            grown = ptc_dim_add(a, n, ptc_dim_mul(a, ptc_dim_sub(a, n, ptc_dim_c(1)), interior));
+        }
+        ptc_ttype t = *x;
+        t.shape[d] = grown;
+        if (padded(m, &t, d, cfg->is.d[3 * d], cfg->is.d[3 * d + 1], &shape[d]))
             return -1;
+    }
     meta_out(m, x->dtype, shape, x->ndim);
     return 0;
 }
@@ -833,9 +867,10 @@ int meta_prim_cat(ptc_meta *m)
         for (int j = 0; ok && j < t->ndim; j++)
             ok = j == d || ptc_dim_eq(t->shape[j], t0->shape[j]);
         if (!ok)
-            return ptc_meta_fail(m, "tensors must have one dtype and equal sizes except in dim %d, "
-                                    "got %s and %s (tensor %d)", d, meta_tstr(m, t0),
-                                 meta_tstr(m, t), i);
+            return ptc_meta_fail(m,
+                                 "tensors must have one dtype and equal sizes except in dim %d, "
+                                 "got %s and %s (tensor %d)",
+                                 d, meta_tstr(m, t0), meta_tstr(m, t), i);
         shape[d] = ptc_dim_add(m->arena, shape[d], t->shape[d]);
     }
     meta_out(m, t0->dtype, shape, t0->ndim);

@@ -5,7 +5,7 @@
  * order with defaults filled and int[N] normalised, and only decide dtypes and
  * shapes. What is the same for every op happens here, around the call:
  * devices (outputs live on the inputs' device; 0-dim CPU tensors may join CUDA
- * ones, as in torch) and requires_grad (set iff a floating input requires grad
+ * ones in pointwise ops, as in torch) and requires_grad (set iff a floating input requires grad
  * and the output is floating). ptc_ops_verify recomputes every node's types
  * from its args, so a .ptir file cannot claim types its ops do not produce.
  */
@@ -83,17 +83,24 @@ ptc_dtype ptc_result_type(const ptc_arg *const *args, int n)
                     zero = promote_opt(zero, v->type.dtype);
             }
             break;
-        case PTC_ARG_INT: wrapped = promote_opt(wrapped, PTC_I64); break;
-        case PTC_ARG_FLOAT: wrapped = promote_opt(wrapped, PTC_DEFAULT_FLOAT); break;
-        case PTC_ARG_BOOL: wrapped = promote_opt(wrapped, PTC_BOOL); break;
-        default: break;
+        case PTC_ARG_INT:
+            wrapped = promote_opt(wrapped, PTC_I64);
+            break;
+        case PTC_ARG_FLOAT:
+            wrapped = promote_opt(wrapped, PTC_DEFAULT_FLOAT);
+            break;
+        case PTC_ARG_BOOL:
+            wrapped = promote_opt(wrapped, PTC_BOOL);
+            break;
+        default:
+            break;
         }
     }
     return combine(dim, combine(zero, wrapped));
 }
 
-int meta_broadcast_dims(const ptc_dim *x, int nx, const ptc_dim *y, int ny, ptc_dim *out,
-                        int *nout, int *bad)
+int meta_broadcast_dims(const ptc_dim *x, int nx, const ptc_dim *y, int ny, ptc_dim *out, int *nout,
+                        int *bad)
 {
     int n = nx > ny ? nx : ny;
     for (int i = 0; i < n; i++) {
@@ -201,16 +208,19 @@ static const char *devstr(ptc_meta *m, ptc_device d)
     return ptc_arena_strdup(m->arena, buf);
 }
 
-/* One tensor against the common device `dev`. Index lists (Tensor?[]) may
- * stay on the CPU whatever the indexed tensor's device, as in torch. */
+/* One tensor against the common device `dev`. As in torch (checked on a GPU
+ * with torch 2.11): pointwise ops take 0-dim CPU tensors along with CUDA ones
+ * (TensorIterator's CPU scalars; clamp's tensor bounds excepted), index lists
+ * (Tensor?[]) may stay on the CPU, every other mix is an error. */
 static int check_device(ptc_meta *m, const ptc_value *v, ptc_device dev, bool index)
 {
     ptc_device d = v->type.device;
     if (ptc_device_eq(d, dev))
         return 0;
-    if (d.kind == PTC_DEV_CPU && (index || v->type.ndim == 0))
+    bool cpu_scalar_ok = (ptc_op_flags(m->op) & PTC_F_POINTWISE) && m->op != PTC_OP_CLAMP;
+    if (d.kind == PTC_DEV_CPU && (index || (cpu_scalar_ok && v->type.ndim == 0)))
         return 0;
-    return ptc_meta_fail(m, "expected all tensors on one device, got %s and %s (%s %s)",
+    return ptc_meta_fail(m, "expected all tensors on one device, got %s and %s (%s on %s)",
                          devstr(m, dev), devstr(m, d), meta_tstr(m, &v->type), devstr(m, d));
 }
 
@@ -256,7 +266,13 @@ int ptc_meta_infer(ptc_arena *a, ptc_op op, const ptc_arg *args, int nargs, ptc_
     if (nargs != s->nparams)
         return ptc_errorf(err, PTC_ERR_META, "meta", "%s: expected %d arguments, got %d", s->name,
                           s->nparams, nargs);
-    ptc_meta m = {.arena = a, .op = op, .args = args, .nargs = nargs, .err = err};
+    /* Meta functions rely on arg kinds matching the schema, int[N] given as
+     * lists and floats as floats: check, and normalise a copy. */
+    if (ptc_args_check(op, args, nargs, err))
+        return -1;
+    ptc_arg *norm = ptc_arena_dup(a, args, sizeof *args * (size_t)(nargs > 0 ? nargs : 1));
+    ptc_args_normalize(a, op, norm);
+    ptc_meta m = {.arena = a, .op = op, .args = norm, .nargs = nargs, .err = err};
     if (check_devices(&m) || meta_fns[op](&m))
         return -1;
     PTC_ASSERT(m.nout >= 1 && (s->nreturns < 0 || m.nout == s->nreturns));
@@ -361,8 +377,8 @@ static bool same_shape(const ptc_ttype *x, const ptc_ttype *y)
 static int check_output(ptc_error *err, const ptc_node *n, int i, const ptc_ttype *got,
                         const ptc_ttype *want)
 {
-    bool dev_ok = ptc_device_eq(got->device, want->device) &&
-                  got->device.index == want->device.index;
+    bool dev_ok =
+        ptc_device_eq(got->device, want->device) && got->device.index == want->device.index;
     bool grad_ok = !got->requires_grad || want->requires_grad;
     if (got->dtype == want->dtype && same_shape(got, want) && dev_ok && grad_ok &&
         got->layout == PTC_LAYOUT_CONTIGUOUS)
@@ -386,13 +402,11 @@ static int check_output(ptc_error *err, const ptc_node *n, int i, const ptc_ttyp
 
 static int verify_node(ptc_arena *scratch, const ptc_node *n, ptc_error *err)
 {
-    ptc_arg *args = ptc_arena_dup(scratch, n->args, sizeof *args * (size_t)(n->nargs ? n->nargs : 1));
-    ptc_args_normalize(scratch, n->op, args);
     ptc_ttype *types;
     int nout;
     ptc_error merr;
     ptc_error_clear(&merr);
-    if (ptc_meta_infer(scratch, n->op, args, n->nargs, &types, &nout, &merr))
+    if (ptc_meta_infer(scratch, n->op, n->args, n->nargs, &types, &nout, &merr))
         return node_error(err, merr.cls, n, "%s", merr.msg);
     if (nout != n->nout)
         return node_error(err, PTC_ERR_VERIFY, n, "printed %d results, but %s infers %d", n->nout,

@@ -39,7 +39,8 @@ typedef struct ptc_meta {
 } ptc_meta;
 
 typedef int (*ptc_meta_fn)(ptc_meta *m);
-ptc_ttype *ptc_meta_add_output(ptc_meta *m); /* zeroed, contiguous, cpu */
+/* A zeroed, contiguous output on the tensor inputs' device (cpu when none). */
+ptc_ttype *ptc_meta_add_output(ptc_meta *m);
 /* Fails with "op: message" (MetaError, stage "meta"); returns -1. */
 int ptc_meta_fail(ptc_meta *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

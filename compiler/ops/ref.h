@@ -25,7 +25,7 @@ int ref_fail(const ptc_kctx *k, const char *fmt, ...) __attribute__((format(prin
 
 int ref_argi(const ptc_kctx *k, const char *param); /* asserts the param exists */
 const ptc_arg *ref_arg(const ptc_kctx *k, const char *param);
-bool ref_has(const ptc_kctx *k, const char *param); /* present and not None */
+bool ref_has(const ptc_kctx *k, const char *param);                 /* present and not None */
 const ptc_tensor *ref_tensor(const ptc_kctx *k, const char *param); /* NULL if None */
 int64_t ref_int(const ptc_kctx *k, const char *param);
 double ref_float(const ptc_kctx *k, const char *param); /* FLOAT/INT/BOOL as double */
@@ -45,7 +45,10 @@ ref_scalar ref_scalar_arg(const ptc_kctx *k, int argi);
 /* Compute domains: every kernel computes either in int64 (wrapped to the
  * dtype's width at the store, which is what the dtype's own two's-complement
  * arithmetic gives) or in floating point. */
-static inline bool ref_is_float(ptc_dtype dt) { return ptc_dtype_is_float(dt); }
+static inline bool ref_is_float(ptc_dtype dt)
+{
+    return ptc_dtype_is_float(dt);
+}
 /* Rounds v to the precision of float dtype dt (identity for f64). */
 double ref_round(double v, ptc_dtype dt);
 /* Wraps v to integer dtype dt's width (bool: v != 0). */
@@ -110,6 +113,11 @@ static inline int64_t ref_numel(int ndim, const int64_t *sizes)
     return n;
 }
 
+/* A contiguous f64 copy of t (values exact for floats, and for integers up
+ * to 2^53): the heavy kernels convert their operands once and then loop over
+ * plain doubles. Release with ptc_tensor_release. */
+int ref_as_f64(const ptc_kctx *k, const ptc_tensor *t, ptc_tensor *out);
+
 /* t viewed with numpy broadcasting as a tensor of the given sizes (stride 0 on
  * broadcast dims; t's dims align to the right). Asserts compatibility. */
 ptc_tensor ref_broadcast(const ptc_tensor *t, int ndim, const int64_t *sizes);
@@ -117,6 +125,14 @@ ptc_tensor ref_broadcast(const ptc_tensor *t, int ndim, const int64_t *sizes);
  * instead of asserting when t does not broadcast to sizes. */
 int ref_broadcast_arg(const ptc_kctx *k, const ptc_tensor *t, int ndim, const int64_t *sizes,
                       ptc_tensor *out);
+/* Checks that output i has the given sizes: kernels that walk their input
+ * and write the output in step rely on it (the graph's types promised it;
+ * this keeps an inconsistent graph from writing out of bounds). */
+int ref_out_sizes(const ptc_kctx *k, int i, int ndim, const int64_t *sizes);
+static inline int ref_out_like(const ptc_kctx *k, int i, const ptc_tensor *like)
+{
+    return ref_out_sizes(k, i, like->ndim, like->sizes);
+}
 /* Wraps dim into [0, ndim) (ndim 0 accepts -1 and 0); -1 if out of range. */
 int ref_wrap_dim(int64_t dim, int ndim);
 /* Wraps a dim argument, failing the kernel if out of range. */

@@ -12,18 +12,19 @@
 #include "ops/ref.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MAX_SPATIAL 3
 
 typedef struct conv {
-    int nsp;                    /* spatial dims */
+    int nsp; /* spatial dims */
     bool transposed;
     int64_t groups;
     int64_t stride[MAX_SPATIAL], padding[MAX_SPATIAL], dilation[MAX_SPATIAL];
-    int64_t N, IC, OC;          /* batch, input and output channels */
+    int64_t N, IC, OC; /* batch, input and output channels */
     int64_t isz[MAX_SPATIAL], osz[MAX_SPATIAL], ksz[MAX_SPATIAL];
-    ptc_tensor in, w;           /* in viewed as (N, IC, spatial...) */
+    ptc_tensor in, w; /* in viewed as (N, IC, spatial...) */
     const ptc_tensor *bias;
 } conv;
 
@@ -99,31 +100,45 @@ static int64_t tap_input(const conv *c, int d, int64_t o, int64_t t)
     return i < c->isz[d] ? i : -1;
 }
 
-/* One output element: batch n, output channel oc, spatial position opos. */
-static double conv_point(const conv *c, int64_t n, int64_t oc, const int64_t *opos)
+/* The taps of one output position that land inside the input: for each,
+ * the offset of the input element (channel 0, batch 0) and of the weight
+ * element (channel pair 0). Returns their count. */
+static int64_t inside_taps(const conv *c, const int64_t *opos, int64_t *xoff, int64_t *woff)
 {
+    int64_t tap[MAX_SPATIAL] = {0}, n = 0;
+    if (ref_numel(c->nsp, c->ksz) == 0)
+        return 0;
+    do {
+        int64_t xo = 0, wo = 0;
+        bool inside = true;
+        for (int d = 0; d < c->nsp && inside; d++) {
+            int64_t i = tap_input(c, d, opos[d], tap[d]);
+            inside = i >= 0;
+            xo += i * c->in.strides[2 + d];
+            wo += tap[d] * c->w.strides[2 + d];
+        }
+        if (inside)
+            xoff[n] = xo, woff[n++] = wo;
+    } while (ref_next(tap, c->ksz, c->nsp));
+    return n;
+}
+
+/* Output channel oc of batch n at one position: bias plus the sum over the
+ * group's input channels and the inside taps. in and w hold f64 copies. */
+static double conv_point(const conv *c, int64_t n, int64_t oc, const int64_t *xoff,
+                         const int64_t *woff, int64_t ntaps)
+{
+    const double *x = c->in.data, *w = c->w.data;
     int64_t icg = c->IC / c->groups, ocg = c->OC / c->groups, g = oc / ocg;
     double acc = c->bias ? ref_ldf(c->bias, oc * c->bias->strides[0]) : 0;
     for (int64_t ic = 0; ic < icg; ic++) {
         int64_t cin = g * icg + ic;
-        int64_t tap[MAX_SPATIAL] = {0};
-        do {
-            int64_t ioff = n * c->in.strides[0] + cin * c->in.strides[1];
-            bool inside = true;
-            for (int d = 0; d < c->nsp && inside; d++) {
-                int64_t i = tap_input(c, d, opos[d], tap[d]);
-                inside = i >= 0;
-                ioff += i * c->in.strides[2 + d];
-            }
-            if (!inside)
-                continue;
-            /* weight: (OC, IC/groups, k...) or, transposed, (IC, OC/groups, k...) */
-            int64_t woff = c->transposed ? cin * c->w.strides[0] + (oc % ocg) * c->w.strides[1]
-                                         : oc * c->w.strides[0] + ic * c->w.strides[1];
-            for (int d = 0; d < c->nsp; d++)
-                woff += tap[d] * c->w.strides[2 + d];
-            acc += ref_ldf(&c->in, ioff) * ref_ldf(&c->w, woff);
-        } while (ref_next(tap, c->ksz, c->nsp));
+        const double *xc = x + n * c->in.strides[0] + cin * c->in.strides[1];
+        /* weight: (OC, IC/groups, k...) or, transposed, (IC, OC/groups, k...) */
+        const double *wc = w + (c->transposed ? cin * c->w.strides[0] + (oc % ocg) * c->w.strides[1]
+                                              : oc * c->w.strides[0] + ic * c->w.strides[1]);
+        for (int64_t t = 0; t < ntaps; t++)
+            acc += xc[xoff[t]] * wc[woff[t]];
     }
     return acc;
 }
@@ -133,17 +148,40 @@ int ptc_ref_convolution(ptc_kctx *k)
     conv c;
     if (conv_setup(k, &c))
         return -1;
-    int64_t o = 0;
-    for (int64_t n = 0; n < c.N; n++)
-        for (int64_t oc = 0; oc < c.OC; oc++) {
-            if (ref_numel(c.nsp, c.osz) == 0)
-                continue;
-            int64_t opos[MAX_SPATIAL] = {0};
-            do
-                ref_stf(&k->out[0], o++, conv_point(&c, n, oc, opos));
-            while (ref_next(opos, c.osz, c.nsp));
-        }
-    return 0;
+    int64_t nsp_out = ref_numel(c.nsp, c.osz), ktaps = ref_numel(c.nsp, c.ksz);
+    if (c.N * c.OC * nsp_out == 0)
+        return 0;
+    ptc_tensor xd, wd;
+    if (ref_as_f64(k, &c.in, &xd))
+        return -1;
+    if (ref_as_f64(k, &c.w, &wd)) {
+        ptc_tensor_release(&xd);
+        return -1;
+    }
+    c.in = xd, c.w = wd;
+    int64_t *xoff = malloc(sizeof *xoff * (size_t)(ktaps ? ktaps : 1));
+    int64_t *woff = malloc(sizeof *woff * (size_t)(ktaps ? ktaps : 1));
+    int rc = -1;
+    if (!xoff || !woff) {
+        ref_fail(k, "out of memory");
+        goto done;
+    }
+    int64_t opos[MAX_SPATIAL] = {0}, p = 0;
+    do { /* output (n, oc, position) lives at (n * OC + oc) * nsp_out + p */
+        int64_t ntaps = inside_taps(&c, opos, xoff, woff);
+        for (int64_t n = 0; n < c.N; n++)
+            for (int64_t oc = 0; oc < c.OC; oc++)
+                ref_stf(&k->out[0], (n * c.OC + oc) * nsp_out + p,
+                        conv_point(&c, n, oc, xoff, woff, ntaps));
+        p++;
+    } while (ref_next(opos, c.osz, c.nsp));
+    rc = 0;
+done:
+    free(xoff);
+    free(woff);
+    ptc_tensor_release(&xd);
+    ptc_tensor_release(&wd);
+    return rc;
 }
 
 /* ---- pooling ------------------------------------------------------------------- */
@@ -277,8 +315,9 @@ int ptc_ref_avg_pool2d(ptc_kctx *k)
                         else
                             isum += ref_ldi(x, off);
                     }
-                int64_t div = divisor ? divisor
-                                      : include_pad ? pool_size : (ih1 - ih0) * (iw1 - iw0);
+                int64_t div = divisor       ? divisor
+                              : include_pad ? pool_size
+                                            : (ih1 - ih0) * (iw1 - iw0);
                 if (fl)
                     ref_stf(&k->out[0], o, fsum / (double)div);
                 else

@@ -77,6 +77,7 @@ int ptc_ref_rand(ptc_kctx *k)
     uint64_t key = ptc_rng_key((uint64_t)ref_int(k, "seed"), k->rng_offset);
     int64_t n = ptc_tensor_numel(out);
     for (int64_t o = 0; o < n; o++)
-        ref_stf(out, o, normal ? ptc_rng_normal(key, (uint64_t)o) : ptc_rng_uniform(key, (uint64_t)o));
+        ref_stf(out, o,
+                normal ? ptc_rng_normal(key, (uint64_t)o) : ptc_rng_uniform(key, (uint64_t)o));
     return 0;
 }

@@ -1,4 +1,4 @@
-/* Reference kernels of the indexing ops: advanced indexing (index), 
+/* Reference kernels of the indexing ops: advanced indexing (index),
  * index_select, gather, scatter_add and embedding.
  *
  * Indices are read as int64 whatever their integer dtype and checked one by
@@ -23,15 +23,18 @@ static int wrap_index(const ptc_kctx *k, int64_t i, int dim, int64_t size, int64
     return 0;
 }
 
-static bool is_mask(const ptc_tensor *t) { return t->dtype == PTC_BOOL || t->dtype == PTC_U8; }
+static bool is_mask(const ptc_tensor *t)
+{
+    return t->dtype == PTC_BOOL || t->dtype == PTC_U8;
+}
 
 /* ---- index --------------------------------------------------------------------- */
 
 typedef struct adv {
-    int n;                          /* index entries (dims indexed) */
-    int dim[PTC_MAX_DIMS];          /* the dim of self each indexes */
-    ptc_tensor idx[PTC_MAX_DIMS];   /* integer index tensors */
-    bool owned[PTC_MAX_DIMS];       /* allocated here (from a mask) */
+    int n;                        /* index entries (dims indexed) */
+    int dim[PTC_MAX_DIMS];        /* the dim of self each indexes */
+    ptc_tensor idx[PTC_MAX_DIMS]; /* integer index tensors */
+    bool owned[PTC_MAX_DIMS];     /* allocated here (from a mask) */
 } adv;
 
 static void adv_free(adv *a)
@@ -50,8 +53,9 @@ static int expand_mask(const ptc_kctx *k, const ptc_tensor *x, const ptc_tensor 
         return ref_fail(k, "too many indices for tensor of dimension %d", x->ndim);
     for (int j = 0; j < mask->ndim; j++)
         if (mask->sizes[j] != x->sizes[d + j])
-            return ref_fail(k, "The shape of the mask [%lld] at index %d does not match the shape "
-                               "of the indexed tensor [%lld] at index %d",
+            return ref_fail(k,
+                            "The shape of the mask [%lld] at index %d does not match the shape "
+                            "of the indexed tensor [%lld] at index %d",
                             (long long)mask->sizes[j], j, (long long)x->sizes[d + j], d + j);
     int64_t count = 0, mi[PTC_MAX_DIMS] = {0}, n = ptc_tensor_numel(mask);
     for (int64_t i = 0; i < n; i++, ref_next(mi, mask->sizes, mask->ndim))
@@ -149,10 +153,19 @@ int ptc_ref_index(ptc_kctx *k)
     for (int d = 0; d < x->ndim; d++)
         if (!indexed[d])
             rest[nrest++] = d;
-    if (out->ndim != nrest + nb) {
-        ref_fail(k, "internal: index output has the wrong rank");
+    int64_t want[PTC_MAX_DIMS];
+    int nlead = 0; /* rest dims before the broadcast block */
+    for (int r = 0; r < nrest; r++)
+        nlead += rest[r] < at;
+    if (nrest + nb > PTC_MAX_DIMS) {
+        ref_fail(k, "index: the result would have more than %d dims", PTC_MAX_DIMS);
         goto done;
     }
+    for (int r = 0; r < nrest; r++)
+        want[r < nlead ? r : r + nb] = x->sizes[rest[r]];
+    memcpy(want + nlead, bshape, sizeof(int64_t) * (size_t)nb);
+    if (ref_out_sizes(k, 0, nrest + nb, want))
+        goto done;
     ptc_tensor views[PTC_MAX_DIMS];
     for (int i = 0; i < a.n; i++)
         views[i] = ref_broadcast(&a.idx[i], nb, bshape);
@@ -160,9 +173,6 @@ int ptc_ref_index(ptc_kctx *k)
     if (ptc_tensor_numel(out) == 0)
         goto done;
     int64_t oi[PTC_MAX_DIMS] = {0}, src[PTC_MAX_DIMS], o = 0;
-    int nlead = 0; /* rest dims before the broadcast block */
-    for (int r = 0; r < nrest; r++)
-        nlead += rest[r] < at;
     do {
         const int64_t *bi = oi + nlead;
         for (int r = 0; r < nrest; r++)
@@ -191,6 +201,17 @@ int ptc_ref_index_select(ptc_kctx *k)
     if (index->ndim > 1)
         return ref_fail(k, "index_select(): Index is supposed to be a vector");
     int64_t n = ptc_tensor_numel(index), size = x->ndim ? x->sizes[d] : 1;
+    int64_t want[PTC_MAX_DIMS];
+    memcpy(want, x->sizes, sizeof want);
+    if (x->ndim == 0 && n != 1)
+        return ref_fail(k,
+                        "index_select(): Index to scalar can have only 1 value, got %lld "
+                        "value(s)",
+                        (long long)n);
+    if (x->ndim)
+        want[d] = n;
+    if (ref_out_sizes(k, 0, x->ndim, want))
+        return -1;
     int64_t *sel = malloc(sizeof *sel * (size_t)(n ? n : 1));
     if (!sel)
         return ref_fail(k, "out of memory");
@@ -225,6 +246,8 @@ int ptc_ref_gather(ptc_kctx *k)
         return -1;
     if (index->ndim != x->ndim && !(index->ndim <= 1 && x->ndim <= 1))
         return ref_fail(k, "Index tensor must have the same number of dimensions as input tensor");
+    if (ref_out_like(k, 0, index))
+        return -1;
     if (ptc_tensor_numel(index) == 0)
         return 0;
     int64_t size = x->ndim ? x->sizes[d] : 1;
@@ -238,8 +261,10 @@ int ptc_ref_gather(ptc_kctx *k)
         src[d] = i;
         for (int j = 0; j < x->ndim; j++)
             if (j != d && src[j] >= x->sizes[j])
-                return ref_fail(k, "Size does not match at dimension %d expected index [...] to "
-                                   "be no larger than self %lld", j, (long long)x->sizes[j]);
+                return ref_fail(k,
+                                "Size does not match at dimension %d expected index [...] to "
+                                "be no larger than self %lld",
+                                j, (long long)x->sizes[j]);
         ref_copy_elem(out, o++, x, x->ndim ? ref_offset(x, src) : 0);
     } while (ref_next(idx, index->sizes, index->ndim));
     return 0;
@@ -257,6 +282,8 @@ int ptc_ref_scatter_add(ptc_kctx *k)
         return -1;
     if (index->ndim != a->ndim || src->ndim != a->ndim)
         return ref_fail(k, "Index tensor must have the same number of dimensions as self tensor");
+    if (ref_out_like(k, 0, a))
+        return -1;
     int64_t n = ptc_tensor_numel(out);
     bool fl = ref_is_float(out->dtype);
     double *facc = malloc(sizeof *facc * (size_t)(n ? n : 1));
@@ -277,8 +304,10 @@ int ptc_ref_scatter_add(ptc_kctx *k)
         do {
             for (int j = 0; j < a->ndim; j++)
                 if (idx[j] >= src->sizes[j] || (j != d && idx[j] >= a->sizes[j])) {
-                    ref_fail(k, "Expected index [...] to be no larger than self apart from "
-                                "dimension %d and to be no larger than src", d);
+                    ref_fail(k,
+                             "Expected index [...] to be no larger than self apart from "
+                             "dimension %d and to be no larger than src",
+                             d);
                     goto done;
                 }
             int64_t i = ref_ldi(index, ref_offset(index, idx)), size = a->ndim ? a->sizes[d] : 1;
@@ -319,6 +348,13 @@ int ptc_ref_embedding(ptc_kctx *k)
     if (w->ndim != 2)
         return ref_fail(k, "'weight' must be 2-D");
     int64_t rows = w->sizes[0], dim = w->sizes[1], n = ptc_tensor_numel(ind);
+    int64_t want[PTC_MAX_DIMS + 1];
+    memcpy(want, ind->sizes, sizeof(int64_t) * (size_t)ind->ndim);
+    want[ind->ndim] = dim;
+    if (ind->ndim >= PTC_MAX_DIMS)
+        return ref_fail(k, "embedding: indices of %d dims are too many", ind->ndim);
+    if (ref_out_sizes(k, 0, ind->ndim + 1, want))
+        return -1;
     if (n == 0)
         return 0;
     int64_t idx[PTC_MAX_DIMS] = {0}, o = 0;

@@ -37,80 +37,101 @@ typedef struct gemm {
     ref_scalar alpha, beta;
 } gemm;
 
-/* Runs g into out (contiguous, batch... x n x m elements in that order). */
-static int run_gemm(const ptc_kctx *k, gemm *g, ptc_tensor *out)
+/* The batch dims of a and b (all but their last two) broadcast together. */
+static int gemm_batch(const ptc_kctx *k, const ptc_tensor *a, const ptc_tensor *b, int64_t *batch,
+                      int *nb)
 {
-    ptc_tensor *a = &g->a, *b = &g->b;
     int ra = a->ndim, rb = b->ndim;
-    if (ra < 2 || rb < 2)
-        return ref_fail(k, "matmul: both arguments need at least 1 dimension");
-    int64_t n = a->sizes[ra - 2], kk = a->sizes[ra - 1], m = b->sizes[rb - 1];
-    if (b->sizes[rb - 2] != kk)
-        return ref_fail(k, "mat1 and mat2 shapes cannot be multiplied (%lldx%lld and %lldx%lld)",
-                        (long long)n, (long long)kk, (long long)b->sizes[rb - 2], (long long)m);
-    int nb = (ra > rb ? ra : rb) - 2;
-    int64_t sa[PTC_MAX_DIMS], sb[PTC_MAX_DIMS], batch[PTC_MAX_DIMS];
-    for (int i = 0; i < nb; i++) {
-        int ia = i - (nb - (ra - 2)), ib = i - (nb - (rb - 2));
+    *nb = (ra > rb ? ra : rb) - 2;
+    for (int i = 0; i < *nb; i++) {
+        int ia = i - (*nb - (ra - 2)), ib = i - (*nb - (rb - 2));
         int64_t x = ia >= 0 ? a->sizes[ia] : 1, y = ib >= 0 ? b->sizes[ib] : 1;
         if (x != y && x != 1 && y != 1)
             return ref_fail(k, "matmul: batch dims %lld and %lld cannot broadcast", (long long)x,
                             (long long)y);
         batch[i] = x == 1 ? y : x;
     }
-    memcpy(sa, batch, sizeof(int64_t) * (size_t)nb);
-    memcpy(sb, batch, sizeof(int64_t) * (size_t)nb);
-    sa[nb] = n, sa[nb + 1] = kk, sb[nb] = kk, sb[nb + 1] = m;
-    ptc_tensor av = ref_broadcast(a, nb + 2, sa), bv = ref_broadcast(b, nb + 2, sb);
-    int64_t osz[PTC_MAX_DIMS];
-    memcpy(osz, batch, sizeof(int64_t) * (size_t)nb);
-    osz[nb] = n, osz[nb + 1] = m;
+    return 0;
+}
+
+/* One output element: the dot product of row pa (step sa) and column pb
+ * (step sb) over kk terms, scaled and added to c as g says. */
+static void gemm_point(const gemm *g, const ptc_tensor *av, const ptc_tensor *bv,
+                       const ptc_tensor *cv, bool use_c, int64_t pa, int64_t sa, int64_t pb,
+                       int64_t sb, int64_t kk, int64_t pc, ptc_tensor *out, int64_t o)
+{
+    if (ref_is_float(out->dtype)) { /* av, bv are f64 copies */
+        const double *A = av->data, *B = bv->data;
+        double acc = 0;
+        for (int64_t l = 0; l < kk; l++)
+            acc += A[pa + l * sa] * B[pb + l * sb];
+        double v = g->alpha.f * acc;
+        if (use_c)
+            v += g->beta.f * ref_ldf(cv, pc);
+        ref_stf(out, o, v);
+        return;
+    }
+    uint64_t acc = 0;
+    for (int64_t l = 0; l < kk; l++)
+        acc += (uint64_t)ref_ldi(av, pa + l * sa) * (uint64_t)ref_ldi(bv, pb + l * sb);
+    uint64_t v = (uint64_t)g->alpha.i * acc;
+    if (use_c)
+        v += (uint64_t)g->beta.i * (uint64_t)ref_ldi(cv, pc);
+    ref_sti(out, o, (int64_t)v);
+}
+
+/* Runs g into out (contiguous, batch... x n x m elements in that order). */
+static int run_gemm(const ptc_kctx *k, gemm *g, ptc_tensor *out)
+{
+    ptc_tensor *a = &g->a, *b = &g->b;
+    int ra = a->ndim, rb = b->ndim, nb;
+    int64_t n = a->sizes[ra - 2], kk = a->sizes[ra - 1], m = b->sizes[rb - 1];
+    if (b->sizes[rb - 2] != kk)
+        return ref_fail(k, "mat1 and mat2 shapes cannot be multiplied (%lldx%lld and %lldx%lld)",
+                        (long long)n, (long long)kk, (long long)b->sizes[rb - 2], (long long)m);
+    int64_t sa[PTC_MAX_DIMS], sb[PTC_MAX_DIMS], batch[PTC_MAX_DIMS], osz[PTC_MAX_DIMS];
+    if (gemm_batch(k, a, b, batch, &nb))
+        return -1;
+    memcpy(sa, batch, sizeof sa), memcpy(sb, batch, sizeof sb), memcpy(osz, batch, sizeof osz);
+    sa[nb] = n, sa[nb + 1] = kk, sb[nb] = kk, sb[nb + 1] = m, osz[nb] = n, osz[nb + 1] = m;
     if (ptc_tensor_numel(out) != ref_numel(nb + 2, osz))
         return ref_fail(k, "internal: output holds %lld elements, the product makes %lld",
                         (long long)ptc_tensor_numel(out), (long long)ref_numel(nb + 2, osz));
-    ptc_tensor cv = {0};
+    ptc_tensor cv = {0}, ad = {0}, bd = {0};
     bool use_c = g->c && (g->beta.is_float ? g->beta.f != 0 : g->beta.i != 0);
     if (use_c && ref_broadcast_arg(k, g->c, nb + 2, osz, &cv))
         return -1;
     bool fl = ref_is_float(out->dtype);
+    if (fl && (ref_as_f64(k, a, &ad) || ref_as_f64(k, b, &bd))) {
+        ptc_tensor_release(&ad);
+        return -1;
+    }
+    ptc_tensor av = ref_broadcast(fl ? &ad : a, nb + 2, sa);
+    ptc_tensor bv = ref_broadcast(fl ? &bd : b, nb + 2, sb);
     int64_t nbatch = ref_numel(nb, batch), bidx[PTC_MAX_DIMS] = {0}, o = 0;
     for (int64_t bi = 0; bi < nbatch; bi++) {
         int64_t idx[PTC_MAX_DIMS];
         memcpy(idx, bidx, sizeof idx);
+        idx[nb] = idx[nb + 1] = 0;
+        int64_t a0 = ref_offset(&av, idx), b0 = ref_offset(&bv, idx);
         for (int64_t i = 0; i < n; i++)
             for (int64_t j = 0; j < m; j++, o++) {
-                idx[nb] = i, idx[nb + 1] = 0;
-                int64_t pa = ref_offset(&av, idx);
-                idx[nb] = 0, idx[nb + 1] = j;
-                int64_t pb = ref_offset(&bv, idx);
-                int64_t step_a = av.strides[nb + 1], step_b = bv.strides[nb];
-                double facc = 0;
-                uint64_t iacc = 0;
-                for (int64_t l = 0; l < kk; l++, pa += step_a, pb += step_b) {
-                    if (fl)
-                        facc += ref_ldf(&av, pa) * ref_ldf(&bv, pb);
-                    else
-                        iacc += (uint64_t)ref_ldi(&av, pa) * (uint64_t)ref_ldi(&bv, pb);
-                }
                 idx[nb] = i, idx[nb + 1] = j;
-                if (fl) {
-                    double v = g->alpha.f * facc;
-                    if (use_c)
-                        v += g->beta.f * ref_ldf(&cv, ref_offset(&cv, idx));
-                    ref_stf(out, o, v);
-                } else {
-                    uint64_t v = (uint64_t)g->alpha.i * iacc;
-                    if (use_c)
-                        v += (uint64_t)g->beta.i * (uint64_t)ref_ldi(&cv, ref_offset(&cv, idx));
-                    ref_sti(out, o, (int64_t)v);
-                }
+                gemm_point(g, &av, &bv, &cv, use_c, a0 + i * av.strides[nb], av.strides[nb + 1],
+                           b0 + j * bv.strides[nb + 1], bv.strides[nb], kk,
+                           use_c ? ref_offset(&cv, idx) : 0, out, o);
             }
         ref_next(bidx, batch, nb);
     }
+    ptc_tensor_release(&ad);
+    ptc_tensor_release(&bd);
     return 0;
 }
 
-static ref_scalar one(void) { return (ref_scalar){.f = 1, .i = 1}; }
+static ref_scalar one(void)
+{
+    return (ref_scalar){.f = 1, .i = 1};
+}
 
 static int plain_product(ptc_kctx *k, const ptc_tensor *x, const ptc_tensor *y)
 {
@@ -138,8 +159,10 @@ int ptc_ref_matmul(ptc_kctx *k)
 {
     const ptc_tensor *a = ptc_k_tensor(k, 0), *b = ptc_k_tensor(k, 1);
     if (a->ndim == 0 || b->ndim == 0)
-        return ref_fail(k, "both arguments to matmul need to be at least 1D, but they are %dD and "
-                           "%dD", a->ndim, b->ndim);
+        return ref_fail(k,
+                        "both arguments to matmul need to be at least 1D, but they are %dD and "
+                        "%dD",
+                        a->ndim, b->ndim);
     return plain_product(k, a, b);
 }
 
@@ -157,8 +180,14 @@ static int scaled_product(ptc_kctx *k, const char *p1, const char *p2)
     return run_gemm(k, &g, &k->out[0]);
 }
 
-int ptc_ref_addmm(ptc_kctx *k) { return scaled_product(k, "mat1", "mat2"); }
-int ptc_ref_baddbmm(ptc_kctx *k) { return scaled_product(k, "batch1", "batch2"); }
+int ptc_ref_addmm(ptc_kctx *k)
+{
+    return scaled_product(k, "mat1", "mat2");
+}
+int ptc_ref_baddbmm(ptc_kctx *k)
+{
+    return scaled_product(k, "batch1", "batch2");
+}
 
 /* linear: input @ weight^T + bias; a 1-d weight is a vector (the last dim
  * disappears), as in torch. */
@@ -272,8 +301,7 @@ static int attn_batch(const ptc_kctx *k, const ptc_tensor *const *ts, int n, int
     return 0;
 }
 
-static ptc_tensor attn_view(const ptc_tensor *t, const int64_t *batch, int nb, int64_t r,
-                            int64_t c)
+static ptc_tensor attn_view(const ptc_tensor *t, const int64_t *batch, int nb, int64_t r, int64_t c)
 {
     int64_t sizes[PTC_MAX_DIMS];
     memcpy(sizes, batch, sizeof(int64_t) * (size_t)nb);

@@ -49,6 +49,8 @@ int ptc_ref_layer_norm(ptc_kctx *k)
     if (nnorm > x->ndim)
         return ref_fail(k, "layer_norm: normalized_shape has %d dims, input only %d", nnorm,
                         x->ndim);
+    if (ref_out_like(k, 0, x))
+        return -1;
     int lead = x->ndim - nnorm;
     int64_t count = 1, nrows = 1;
     for (int d = 0; d < x->ndim; d++) {
@@ -164,11 +166,16 @@ int ptc_ref_batch_norm(ptc_kctx *k)
     if (!training && (!rm || !rv))
         return ref_fail(k, "running_mean and running_var must be defined in evaluation mode");
     if (training && per <= 1 && C > 0)
-        return ref_fail(k, "Expected more than 1 value per channel when training, got input "
-                           "size [%lld, %lld, ...]", (long long)N, (long long)C);
+        return ref_fail(k,
+                        "Expected more than 1 value per channel when training, got input "
+                        "size [%lld, %lld, ...]",
+                        (long long)N, (long long)C);
     bool update = k->node->nout >= 3;
     if (update && (!rm || !rv))
         return ref_fail(k, "batch_norm: updated statistics need running_mean and running_var");
+    if (ref_out_like(k, 0, x) ||
+        (update && (ref_out_sizes(k, 1, 1, &C) || ref_out_sizes(k, 2, 1, &C))))
+        return -1;
     planes p;
     if (planes_alloc(k, &p, per))
         return -1;
@@ -207,16 +214,20 @@ int ptc_ref_group_norm(ptc_kctx *k)
         return ref_fail(k, "group_norm: expected an input of at least 2 dims, got %d", x->ndim);
     int64_t N = x->sizes[0], C = x->sizes[1];
     if (G <= 0 || C % G != 0)
-        return ref_fail(k, "Expected number of channels in input to be divisible by num_groups, "
-                           "but got input of shape [%lld, %lld, ...] and num_groups=%lld",
+        return ref_fail(k,
+                        "Expected number of channels in input to be divisible by num_groups, "
+                        "but got input of shape [%lld, %lld, ...] and num_groups=%lld",
                         (long long)N, (long long)C, (long long)G);
+    if (ref_out_like(k, 0, x))
+        return -1;
     int64_t cg = C / G, per = cg * ref_numel(x->ndim - 2, x->sizes + 2);
     planes p;
     if (planes_alloc(k, &p, per))
         return -1;
     for (int64_t n = 0; n < N && per > 0; n++)
         for (int64_t g = 0; g < G; g++) {
-            int64_t cnt = plane_offsets(x, n, n + 1, g * cg, (g + 1) * cg, p.xoffs, p.ooffs, p.chan);
+            int64_t cnt =
+                plane_offsets(x, n, n + 1, g * cg, (g + 1) * cg, p.xoffs, p.ooffs, p.chan);
             double mean, var;
             moments(x, p.xoffs, cnt, &mean, &var);
             normalize(&k->out[0], x, &p, cnt, mean, 1 / sqrt(var + eps), w, b);

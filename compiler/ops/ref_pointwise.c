@@ -17,13 +17,13 @@
 enum { ROUND_NONE, ROUND_TRUNC, ROUND_FLOOR };
 
 typedef struct uparams {
-    double min, max;              /* hardtanh */
-    int64_t decimals;             /* round */
-    double slope;                 /* leaky_relu */
+    double min, max;                  /* hardtanh */
+    int64_t decimals;                 /* round */
+    double slope;                     /* leaky_relu */
     double alpha, scale, input_scale; /* elu */
-    double beta, threshold;       /* softplus */
+    double beta, threshold;           /* softplus */
     bool gelu_tanh;
-    int64_t imin, imax;           /* hardtanh on integers */
+    int64_t imin, imax; /* hardtanh on integers */
 } uparams;
 
 typedef struct bparams {
@@ -94,21 +94,24 @@ static bool opnd_truth(const operand *o, const int64_t *idx)
                                        : ptc_load_i64(p, o->view.dtype) != 0;
 }
 
-/* Stores v (in compute precision) into the contiguous output at flat o. */
-static void store_f(ptc_tensor *out, int64_t o, double v) { ref_stf(out, o, v); }
-
 /* ---- unary ---------------------------------------------------------------------- */
 
-static uint64_t uabs(int64_t x) { return x < 0 ? 0 - (uint64_t)x : (uint64_t)x; }
+static uint64_t uabs(int64_t x)
+{
+    return x < 0 ? 0 - (uint64_t)x : (uint64_t)x;
+}
 
 static int64_t unary_int(ptc_op op, int64_t x, ptc_dtype dt, const uparams *p)
 {
     switch (op) {
     case PTC_OP_ABS:
-    case PTC_OP_PRIMS_ABS: return (int64_t)uabs(x);
+    case PTC_OP_PRIMS_ABS:
+        return (int64_t)uabs(x);
     case PTC_OP_NEG:
-    case PTC_OP_PRIMS_NEG: return (int64_t)(0 - (uint64_t)x);
-    case PTC_OP_RELU: return x > 0 ? x : 0;
+    case PTC_OP_PRIMS_NEG:
+        return (int64_t)(0 - (uint64_t)x);
+    case PTC_OP_RELU:
+        return x > 0 ? x : 0;
     case PTC_OP_FLOOR:
     case PTC_OP_CEIL:
     case PTC_OP_TRUNC:
@@ -116,13 +119,18 @@ static int64_t unary_int(ptc_op op, int64_t x, ptc_dtype dt, const uparams *p)
     case PTC_OP_PRIMS_FLOOR:
     case PTC_OP_PRIMS_CEIL:
     case PTC_OP_PRIMS_TRUNC:
-    case PTC_OP_PRIMS_ROUND: return x; /* integers are already integral */
+    case PTC_OP_PRIMS_ROUND:
+        return x; /* integers are already integral */
     case PTC_OP_SIGN:
-    case PTC_OP_PRIMS_SIGN: return (x > 0) - (x < 0);
-    case PTC_OP_HARDTANH: return x < p->imin ? p->imin : x > p->imax ? p->imax : x;
+    case PTC_OP_PRIMS_SIGN:
+        return (x > 0) - (x < 0);
+    case PTC_OP_HARDTANH:
+        return x < p->imin ? p->imin : x > p->imax ? p->imax : x;
     case PTC_OP_BITWISE_NOT:
-    case PTC_OP_PRIMS_BITWISE_NOT: return dt == PTC_BOOL ? !x : ~x;
-    default: PTC_ASSERT(!"not an integer unary op");
+    case PTC_OP_PRIMS_BITWISE_NOT:
+        return dt == PTC_BOOL ? !x : ~x;
+    default:
+        PTC_ASSERT(!"not an integer unary op");
     }
     return x;
 }
@@ -134,8 +142,7 @@ static int unary_params(ptc_kctx *k, ptc_dtype dt, uparams *p)
     if (op == PTC_OP_ROUND) {
         p->decimals = ref_int(k, "decimals");
         if (p->decimals != 0 && !ref_is_float(dt))
-            return ref_fail(k, "round with decimals is not implemented for %s",
-                            ptc_dtype_name(dt));
+            return ref_fail(k, "round with decimals is not implemented for %s", ptc_dtype_name(dt));
     } else if (op == PTC_OP_HARDTANH) {
         ref_scalar lo = ref_scalar_arg(k, ref_argi(k, "min_val"));
         ref_scalar hi = ref_scalar_arg(k, ref_argi(k, "max_val"));
@@ -167,7 +174,7 @@ int ptc_ref_unary(ptc_kctx *k)
     ptc_tensor *out = &k->out[0];
     ptc_dtype dt = out->dtype;
     uparams p;
-    if (unary_params(k, dt, &p))
+    if (ref_out_like(k, 0, x) || unary_params(k, dt, &p))
         return -1;
     if (ptc_tensor_numel(x) == 0)
         return 0;
@@ -181,9 +188,9 @@ int ptc_ref_unary(ptc_kctx *k)
         } else if (op == PTC_OP_ISNAN || op == PTC_OP_PRIMS_ISNAN) {
             ref_sti(out, o, ref_is_float(x->dtype) && isnan(ptc_load_f64(px, x->dtype)));
         } else if (dt == PTC_F64) {
-            store_f(out, o, unary_f64(op, ref_load_as_f(px, x->dtype, dt), &p));
+            ref_stf(out, o, unary_f64(op, ref_load_as_f(px, x->dtype, dt), &p));
         } else if (ref_is_float(dt)) {
-            store_f(out, o, unary_f32(op, (float)ref_load_as_f(px, x->dtype, dt), &p));
+            ref_stf(out, o, unary_f32(op, (float)ref_load_as_f(px, x->dtype, dt), &p));
         } else {
             ref_sti(out, o, unary_int(op, ref_load_as_i(px, x->dtype, dt), dt, &p));
         }
@@ -199,14 +206,29 @@ typedef enum { BIN_ARITH, BIN_COMPARE, BIN_LOGICAL, BIN_BITWISE } binkind;
 static binkind binary_kind(ptc_op op)
 {
     switch (op) {
-    case PTC_OP_EQ: case PTC_OP_NE: case PTC_OP_LT: case PTC_OP_LE: case PTC_OP_GT:
-    case PTC_OP_GE: case PTC_OP_PRIMS_EQ: case PTC_OP_PRIMS_NE: case PTC_OP_PRIMS_LT:
-    case PTC_OP_PRIMS_LE: case PTC_OP_PRIMS_GT: case PTC_OP_PRIMS_GE:
+    case PTC_OP_EQ:
+    case PTC_OP_NE:
+    case PTC_OP_LT:
+    case PTC_OP_LE:
+    case PTC_OP_GT:
+    case PTC_OP_GE:
+    case PTC_OP_PRIMS_EQ:
+    case PTC_OP_PRIMS_NE:
+    case PTC_OP_PRIMS_LT:
+    case PTC_OP_PRIMS_LE:
+    case PTC_OP_PRIMS_GT:
+    case PTC_OP_PRIMS_GE:
         return BIN_COMPARE;
-    case PTC_OP_LOGICAL_AND: case PTC_OP_LOGICAL_OR: case PTC_OP_LOGICAL_XOR:
+    case PTC_OP_LOGICAL_AND:
+    case PTC_OP_LOGICAL_OR:
+    case PTC_OP_LOGICAL_XOR:
         return BIN_LOGICAL;
-    case PTC_OP_BITWISE_AND: case PTC_OP_BITWISE_OR: case PTC_OP_BITWISE_XOR:
-    case PTC_OP_PRIMS_BITWISE_AND: case PTC_OP_PRIMS_BITWISE_OR: case PTC_OP_PRIMS_BITWISE_XOR:
+    case PTC_OP_BITWISE_AND:
+    case PTC_OP_BITWISE_OR:
+    case PTC_OP_BITWISE_XOR:
+    case PTC_OP_PRIMS_BITWISE_AND:
+    case PTC_OP_PRIMS_BITWISE_OR:
+    case PTC_OP_PRIMS_BITWISE_XOR:
         return BIN_BITWISE;
     default:
         return BIN_ARITH;
@@ -217,24 +239,46 @@ static binkind binary_kind(ptc_op op)
 static bool compare(ptc_op op, double a, double b)
 {
     switch (op) {
-    case PTC_OP_EQ: case PTC_OP_PRIMS_EQ: return a == b;
-    case PTC_OP_NE: case PTC_OP_PRIMS_NE: return a != b;
-    case PTC_OP_LT: case PTC_OP_PRIMS_LT: return a < b;
-    case PTC_OP_LE: case PTC_OP_PRIMS_LE: return a <= b;
-    case PTC_OP_GT: case PTC_OP_PRIMS_GT: return a > b;
-    default: return a >= b;
+    case PTC_OP_EQ:
+    case PTC_OP_PRIMS_EQ:
+        return a == b;
+    case PTC_OP_NE:
+    case PTC_OP_PRIMS_NE:
+        return a != b;
+    case PTC_OP_LT:
+    case PTC_OP_PRIMS_LT:
+        return a < b;
+    case PTC_OP_LE:
+    case PTC_OP_PRIMS_LE:
+        return a <= b;
+    case PTC_OP_GT:
+    case PTC_OP_PRIMS_GT:
+        return a > b;
+    default:
+        return a >= b;
     }
 }
 
 static bool compare_int(ptc_op op, int64_t a, int64_t b)
 {
     switch (op) {
-    case PTC_OP_EQ: case PTC_OP_PRIMS_EQ: return a == b;
-    case PTC_OP_NE: case PTC_OP_PRIMS_NE: return a != b;
-    case PTC_OP_LT: case PTC_OP_PRIMS_LT: return a < b;
-    case PTC_OP_LE: case PTC_OP_PRIMS_LE: return a <= b;
-    case PTC_OP_GT: case PTC_OP_PRIMS_GT: return a > b;
-    default: return a >= b;
+    case PTC_OP_EQ:
+    case PTC_OP_PRIMS_EQ:
+        return a == b;
+    case PTC_OP_NE:
+    case PTC_OP_PRIMS_NE:
+        return a != b;
+    case PTC_OP_LT:
+    case PTC_OP_PRIMS_LT:
+        return a < b;
+    case PTC_OP_LE:
+    case PTC_OP_PRIMS_LE:
+        return a <= b;
+    case PTC_OP_GT:
+    case PTC_OP_PRIMS_GT:
+        return a > b;
+    default:
+        return a >= b;
     }
 }
 
@@ -295,31 +339,48 @@ static int64_t binary_int(ptc_op op, int64_t a, int64_t b, const bparams *p)
 {
     uint64_t ua = (uint64_t)a, ub = (uint64_t)b, alpha = (uint64_t)p->alpha.i;
     switch (op) {
-    case PTC_OP_ADD: return (int64_t)(ua + alpha * ub);
-    case PTC_OP_SUB: return (int64_t)(ua - alpha * ub);
-    case PTC_OP_RSUB: return (int64_t)(ub - alpha * ua);
-    case PTC_OP_PRIMS_ADD: return (int64_t)(ua + ub);
-    case PTC_OP_PRIMS_SUB: return (int64_t)(ua - ub);
+    case PTC_OP_ADD:
+        return (int64_t)(ua + alpha * ub);
+    case PTC_OP_SUB:
+        return (int64_t)(ua - alpha * ub);
+    case PTC_OP_RSUB:
+        return (int64_t)(ub - alpha * ua);
+    case PTC_OP_PRIMS_ADD:
+        return (int64_t)(ua + ub);
+    case PTC_OP_PRIMS_SUB:
+        return (int64_t)(ua - ub);
     case PTC_OP_MUL:
-    case PTC_OP_PRIMS_MUL: return (int64_t)(ua * ub);
-    case PTC_OP_DIV: return p->rounding == ROUND_FLOOR ? floor_div(a, b) : trunc_div(a, b);
-    case PTC_OP_PRIMS_DIV: return trunc_div(a, b);
-    case PTC_OP_PRIMS_FLOOR_DIVIDE: return floor_div(a, b);
+    case PTC_OP_PRIMS_MUL:
+        return (int64_t)(ua * ub);
+    case PTC_OP_DIV:
+        return p->rounding == ROUND_FLOOR ? floor_div(a, b) : trunc_div(a, b);
+    case PTC_OP_PRIMS_DIV:
+        return trunc_div(a, b);
+    case PTC_OP_PRIMS_FLOOR_DIVIDE:
+        return floor_div(a, b);
     case PTC_OP_REMAINDER:
-    case PTC_OP_PRIMS_REMAINDER: return py_mod(a, b);
+    case PTC_OP_PRIMS_REMAINDER:
+        return py_mod(a, b);
     case PTC_OP_POW:
-    case PTC_OP_PRIMS_POW: return int_pow(a, b);
+    case PTC_OP_PRIMS_POW:
+        return int_pow(a, b);
     case PTC_OP_MAXIMUM:
-    case PTC_OP_PRIMS_MAXIMUM: return a > b ? a : b;
+    case PTC_OP_PRIMS_MAXIMUM:
+        return a > b ? a : b;
     case PTC_OP_MINIMUM:
-    case PTC_OP_PRIMS_MINIMUM: return a < b ? a : b;
+    case PTC_OP_PRIMS_MINIMUM:
+        return a < b ? a : b;
     case PTC_OP_BITWISE_AND:
-    case PTC_OP_PRIMS_BITWISE_AND: return a & b;
+    case PTC_OP_PRIMS_BITWISE_AND:
+        return a & b;
     case PTC_OP_BITWISE_OR:
-    case PTC_OP_PRIMS_BITWISE_OR: return a | b;
+    case PTC_OP_PRIMS_BITWISE_OR:
+        return a | b;
     case PTC_OP_BITWISE_XOR:
-    case PTC_OP_PRIMS_BITWISE_XOR: return a ^ b;
-    default: PTC_ASSERT(!"not an integer binary op");
+    case PTC_OP_PRIMS_BITWISE_XOR:
+        return a ^ b;
+    default:
+        PTC_ASSERT(!"not an integer binary op");
     }
     return 0;
 }
@@ -341,10 +402,12 @@ static int binary_params(ptc_kctx *k, ptc_dtype compute, bparams *p)
         else if (strcmp(m, "floor") == 0)
             p->rounding = ROUND_FLOOR;
         else
-            return ref_fail(k, "div expected rounding_mode to be one of None, 'trunc', or "
-                               "'floor' but found '%s'", m);
-    } else if (op == PTC_OP_POW && !ref_is_float(compute) &&
-               k->node->args[1].kind == PTC_ARG_INT && ptc_k_int(k, 1) < 0) {
+            return ref_fail(k,
+                            "div expected rounding_mode to be one of None, 'trunc', or "
+                            "'floor' but found '%s'",
+                            m);
+    } else if (op == PTC_OP_POW && !ref_is_float(compute) && k->node->args[1].kind == PTC_ARG_INT &&
+               ptc_k_int(k, 1) < 0) {
         return ref_fail(k, "Integers to negative integer powers are not allowed.");
     }
     return 0;
@@ -367,16 +430,19 @@ static int binary_elem(ptc_kctx *k, binkind kind, ptc_dtype compute, const opera
     ptc_tensor *out = &k->out[0];
     if (kind == BIN_LOGICAL) {
         bool x = opnd_truth(a, idx), y = opnd_truth(b, idx);
-        ref_sti(out, o, op == PTC_OP_LOGICAL_AND ? x && y : op == PTC_OP_LOGICAL_OR ? x || y : x != y);
+        ref_sti(out, o,
+                op == PTC_OP_LOGICAL_AND  ? x && y
+                : op == PTC_OP_LOGICAL_OR ? x || y
+                                          : x != y);
     } else if (kind == BIN_COMPARE && ref_is_float(compute)) {
         ref_sti(out, o, compare(op, opnd_f(a, idx, compute), opnd_f(b, idx, compute)));
     } else if (kind == BIN_COMPARE) {
         ref_sti(out, o, compare_int(op, opnd_i(a, idx, compute), opnd_i(b, idx, compute)));
     } else if (compute == PTC_F64) {
-        store_f(out, o, binary_f64(op, opnd_f(a, idx, compute), opnd_f(b, idx, compute), p));
+        ref_stf(out, o, binary_f64(op, opnd_f(a, idx, compute), opnd_f(b, idx, compute), p));
     } else if (ref_is_float(compute)) {
-        store_f(out, o, binary_f32(op, (float)opnd_f(a, idx, compute),
-                                   (float)opnd_f(b, idx, compute), p));
+        ref_stf(out, o,
+                binary_f32(op, (float)opnd_f(a, idx, compute), (float)opnd_f(b, idx, compute), p));
     } else {
         int64_t x = opnd_i(a, idx, compute), y = opnd_i(b, idx, compute);
         if (y == 0 && divides(op, p->rounding))
@@ -442,28 +508,29 @@ int ptc_ref_where(ptc_kctx *k)
     return 0;
 }
 
-/* torch.clamp: a Python-number bound ignores nan in the bound (std::min /
- * std::max); a tensor bound propagates it (minimum / maximum). min is
- * applied first, so min > max gives max. */
-static double clamp_f(double x, const operand *lo, const operand *hi, const int64_t *idx,
-                      ptc_dtype dt)
+/* torch.clamp. With Python-number bounds (clamp.Scalar) a nan bound is
+ * ignored when it is the only bound and fills the result with nan when both
+ * are given; once a bound is a tensor (clamp.Tensor, numbers wrapped as
+ * 0-dim tensors) a nan in any bound propagates. min applies first, so
+ * min > max gives max. */
+typedef struct bounds {
+    bool has_lo, has_hi, tensor; /* tensor: clamp.Tensor semantics */
+    operand lo, hi;
+} bounds;
+
+static double clamp_f(double x, const bounds *b, const int64_t *idx, ptc_dtype dt)
 {
+    double lo = b->has_lo ? opnd_f(&b->lo, idx, dt) : NAN;
+    double hi = b->has_hi ? opnd_f(&b->hi, idx, dt) : NAN;
     if (isnan(x))
         return x;
-    const operand *bounds[2] = {lo, hi};
-    for (int i = 0; i < 2; i++) {
-        const operand *bo = bounds[i];
-        if (!bo)
-            continue;
-        double v = opnd_f(bo, idx, dt);
-        if (isnan(v)) {
-            if (!bo->is_scalar)
-                return v;
-            continue;
-        }
-        if (i == 0 ? x < v : x > v)
-            x = v;
-    }
+    if ((b->tensor || (b->has_lo && b->has_hi)) &&
+        ((b->has_lo && isnan(lo)) || (b->has_hi && isnan(hi))))
+        return NAN;
+    if (b->has_lo && x < lo)
+        x = lo;
+    if (b->has_hi && x > hi)
+        x = hi;
     return x;
 }
 
@@ -471,25 +538,26 @@ int ptc_ref_clamp(ptc_kctx *k)
 {
     ptc_tensor *out = &k->out[0];
     ptc_dtype dt = out->dtype;
-    operand x, lo, hi;
-    bool has_lo = ref_has(k, "min"), has_hi = ref_has(k, "max");
+    operand x;
+    bounds b = {.has_lo = ref_has(k, "min"), .has_hi = ref_has(k, "max")};
+    b.tensor = (b.has_lo && ref_arg(k, "min")->kind == PTC_ARG_VALUE) ||
+               (b.has_hi && ref_arg(k, "max")->kind == PTC_ARG_VALUE);
     if (operand_init(k, 0, out, dt, dt, &x) ||
-        (has_lo && operand_init(k, ref_argi(k, "min"), out, dt, dt, &lo)) ||
-        (has_hi && operand_init(k, ref_argi(k, "max"), out, dt, dt, &hi)))
+        (b.has_lo && operand_init(k, ref_argi(k, "min"), out, dt, dt, &b.lo)) ||
+        (b.has_hi && operand_init(k, ref_argi(k, "max"), out, dt, dt, &b.hi)))
         return -1;
     if (ptc_tensor_numel(out) == 0)
         return 0;
     int64_t idx[PTC_MAX_DIMS] = {0}, o = 0;
     do {
         if (ref_is_float(dt)) {
-            ref_stf(out, o, clamp_f(opnd_f(&x, idx, dt), has_lo ? &lo : NULL, has_hi ? &hi : NULL,
-                                    idx, dt));
+            ref_stf(out, o, clamp_f(opnd_f(&x, idx, dt), &b, idx, dt));
         } else {
             int64_t v = opnd_i(&x, idx, dt);
-            if (has_lo && v < opnd_i(&lo, idx, dt))
-                v = opnd_i(&lo, idx, dt);
-            if (has_hi && v > opnd_i(&hi, idx, dt))
-                v = opnd_i(&hi, idx, dt);
+            if (b.has_lo && v < opnd_i(&b.lo, idx, dt))
+                v = opnd_i(&b.lo, idx, dt);
+            if (b.has_hi && v > opnd_i(&b.hi, idx, dt))
+                v = opnd_i(&b.hi, idx, dt);
             ref_sti(out, o, v);
         }
         o++;
@@ -508,8 +576,10 @@ int ptc_ref_masked_fill(ptc_kctx *k)
     if (k->node->args[vi].kind == PTC_ARG_VALUE) {
         const ptc_tensor *v = ptc_k_tensor(k, vi);
         if (v->ndim != 0)
-            return ref_fail(k, "masked_fill_ only supports a 0-dimensional value tensor, but got "
-                               "tensor with %d dimension(s).", v->ndim);
+            return ref_fail(k,
+                            "masked_fill_ only supports a 0-dimensional value tensor, but got "
+                            "tensor with %d dimension(s).",
+                            v->ndim);
     }
     if (operand_init(k, vi, out, dt, dt, &value))
         return -1;
@@ -531,6 +601,8 @@ int ptc_ref_to(ptc_kctx *k)
 {
     const ptc_tensor *x = ptc_k_tensor(k, 0);
     ptc_tensor *out = &k->out[0];
+    if (ref_out_like(k, 0, x))
+        return -1;
     if (ptc_tensor_numel(x) == 0)
         return 0;
     int64_t idx[PTC_MAX_DIMS] = {0}, o = 0;
@@ -549,6 +621,8 @@ int ptc_ref_tri(ptc_kctx *k)
     if (x->ndim < 2)
         return ref_fail(k, "%s: input tensor must have at least 2 dimensions",
                         upper ? "triu" : "tril");
+    if (ref_out_like(k, 0, x))
+        return -1;
     if (ptc_tensor_numel(x) == 0)
         return 0;
     int64_t idx[PTC_MAX_DIMS] = {0}, o = 0;
@@ -571,6 +645,8 @@ int ptc_ref_dropout(ptc_kctx *k)
     double p = ref_float(k, "p");
     if (p < 0 || p > 1)
         return ref_fail(k, "dropout probability has to be between 0 and 1, but got %g", p);
+    if (ref_out_like(k, 0, x))
+        return -1;
     bool active = ref_bool(k, "train") && p > 0;
     uint64_t key = ptc_rng_key((uint64_t)ref_int(k, "seed"), k->rng_offset);
     if (ptc_tensor_numel(x) == 0)

@@ -61,8 +61,9 @@ static void red_offsets(const red *r, int64_t o, int64_t *offs)
 }
 
 /* The reduced dims of a dims argument: None, or an empty list for the
- * torch-level ops, means all dims (but any/all with [] reduce nothing, as in
- * torch); a dim listed twice is an error. */
+ * torch-level ops, means all dims (but any/all with [] reduce nothing, as
+ * torch's any.dims); prims reduce exactly the dims listed, so [] reduces
+ * nothing. A dim listed twice is an error. */
 static int reduced_dims(const ptc_kctx *k, const char *param, const ptc_tensor *x, bool *reduced)
 {
     ptc_op op = k->node->op;
@@ -79,8 +80,8 @@ static int reduced_dims(const ptc_kctx *k, const char *param, const ptc_tensor *
             return ref_fail(k, "too many reduction dims (%d)", a->is.n);
         n = ref_ints(k, param, dims, PTC_MAX_DIMS);
     }
-    bool all = a->kind == PTC_ARG_NONE ||
-               (n == 0 && op != PTC_OP_ANY && op != PTC_OP_ALL);
+    bool prim = ptc_op_schema(op)->stage == PTC_STAGE_PRIM;
+    bool all = a->kind == PTC_ARG_NONE || (n == 0 && !prim && op != PTC_OP_ANY && op != PTC_OP_ALL);
     for (int d = 0; d < x->ndim; d++)
         reduced[d] = all;
     for (int i = 0; i < n; i++) {
@@ -106,7 +107,10 @@ static int check_nout(const ptc_kctx *k, const red *r, int which)
 
 /* ---- sum, mean, prod, amax, amin, logsumexp, any, all ---------------------------- */
 
-static bool is_max(ptc_op op) { return op == PTC_OP_AMAX || op == PTC_OP_PRIMS_AMAX; }
+static bool is_max(ptc_op op)
+{
+    return op == PTC_OP_AMAX || op == PTC_OP_PRIMS_AMAX;
+}
 static bool is_extremum(ptc_op op)
 {
     return is_max(op) || op == PTC_OP_AMIN || op == PTC_OP_PRIMS_AMIN;
@@ -312,8 +316,8 @@ int ptc_ref_argreduce(ptc_kctx *k)
         for (int d = 0; d < x->ndim; d++)
             reduced[d] = true;
         if (ptc_tensor_numel(x) == 0)
-            return ref_fail(k, "%s(): Expected reduction dim to be specified for input.numel() == 0.",
-                            name);
+            return ref_fail(
+                k, "%s(): Expected reduction dim to be specified for input.numel() == 0.", name);
     }
     red r;
     red_init(&r, x, reduced);
@@ -345,11 +349,10 @@ static int line_init(const ptc_kctx *k, const ptc_tensor *x, const ptc_tensor *o
     memset(l, 0, sizeof *l);
     bool reduced[PTC_MAX_DIMS] = {false};
     int d;
-    if (ref_dim(k, dim, x->ndim, &d))
+    if (ref_dim(k, dim, x->ndim, &d) || ref_out_like(k, 0, x))
         return -1;
     if (x->ndim > 0)
         reduced[d] = true;
-    PTC_ASSERT(out->ndim == x->ndim);
     red_init(&l->rx, x, reduced);
     red_init(&l->rout, out, reduced);
     size_t n = (size_t)(l->rx.count ? l->rx.count : 1);

@@ -128,8 +128,9 @@ static int torch_view(ptc_kctx *k, const ptc_tensor *x, ptc_tensor *v)
         for (int i = 0; i < x->ndim; i++) {
             int64_t s = x->sizes[i], t = out->sizes[out->ndim - x->ndim + i];
             if (s != t && s != 1)
-                return ref_fail(k, "The expanded size of the tensor (%lld) must match the existing "
-                                   "size (%lld) at non-singleton dimension %d",
+                return ref_fail(k,
+                                "The expanded size of the tensor (%lld) must match the existing "
+                                "size (%lld) at non-singleton dimension %d",
                                 (long long)t, (long long)s, out->ndim - x->ndim + i);
         }
         *v = ref_broadcast(x, out->ndim, out->sizes);
@@ -151,8 +152,7 @@ static int torch_view(ptc_kctx *k, const ptc_tensor *x, ptc_tensor *v)
             start += x->sizes[d];
         if (start < 0 || len < 0 || start > x->sizes[d] - len)
             return ref_fail(k, "start (%lld) + length (%lld) exceeds dimension size (%lld).",
-                            (long long)ref_int(k, "start"), (long long)len,
-                            (long long)x->sizes[d]);
+                            (long long)ref_int(k, "start"), (long long)len, (long long)x->sizes[d]);
         return sliced(k, x, d, start, start + len, 1, v);
     }
     case PTC_OP_SELECT: {
@@ -162,8 +162,10 @@ static int torch_view(ptc_kctx *k, const ptc_tensor *x, ptc_tensor *v)
             return ref_fail(k, "select() cannot be applied to a 0-dim tensor.");
         int64_t i = ref_int(k, "index"), size = x->sizes[d];
         if (i < -size || i >= size)
-            return ref_fail(k, "select(): index %lld out of range for tensor of size %lld at "
-                               "dimension %d", (long long)i, (long long)size, d);
+            return ref_fail(k,
+                            "select(): index %lld out of range for tensor of size %lld at "
+                            "dimension %d",
+                            (long long)i, (long long)size, d);
         *v = selected(x, d, i < 0 ? i + size : i);
         return 0;
     }
@@ -203,8 +205,8 @@ static int broadcast_in_dim(const ptc_kctx *k, const ptc_tensor *x, const ptc_te
             return ref_fail(k, "broadcast_in_dim: broadcast_dimensions must increase within the "
                                "output rank");
         if (x->sizes[i] != out->sizes[j] && x->sizes[i] != 1)
-            return ref_fail(k, "broadcast_in_dim: input dim %d of size %lld cannot become %lld",
-                            i, (long long)x->sizes[i], (long long)out->sizes[j]);
+            return ref_fail(k, "broadcast_in_dim: input dim %d of size %lld cannot become %lld", i,
+                            (long long)x->sizes[i], (long long)out->sizes[j]);
         v->strides[j] = x->sizes[i] == out->sizes[j] ? x->strides[i] : 0;
     }
     v->storage = NULL;
@@ -264,7 +266,7 @@ int ptc_ref_prim_shape(ptc_kctx *k)
 
 /* Shared by prims.pad and constant_pad_nd: per dim, low padding `lo` and
  * `interior` elements between neighbours; out-of-input positions get the
- * value. Negative low padding crops. */
+ * value. Negative low padding crops; the output's size sets the high side. */
 static int pad_generic(const ptc_kctx *k, const ptc_tensor *x, const int64_t *lo,
                        const int64_t *interior, ref_scalar value)
 {
@@ -294,6 +296,9 @@ static int pad_generic(const ptc_kctx *k, const ptc_tensor *x, const int64_t *lo
     return 0;
 }
 
+/* prims.pad: padding_config holds (lo, hi, interior) per dim, as
+ * torch._prims.pad and XLA: `interior` values between neighbours, negative
+ * lo/hi crop. */
 int ptc_ref_prim_pad(ptc_kctx *k)
 {
     const ptc_tensor *x = ptc_k_tensor(k, 0);
@@ -363,6 +368,8 @@ int ptc_ref_roll(ptc_kctx *k)
         return ref_fail(k, "roll: shifts and dims must align. shifts: %d, dims: %d", ns, nd);
     if (nd != 0 && ns != nd)
         return ref_fail(k, "shifts and dimensions must align. shifts: %d, dims: %d", ns, nd);
+    if (ref_out_like(k, 0, x))
+        return -1;
     for (int i = 0; i < nd; i++) {
         int d;
         if (ref_dim(k, dims[i], x->ndim, &d))
@@ -425,8 +432,9 @@ int ptc_ref_cat(ptc_kctx *k)
                             out->ndim, v.ndim);
         for (int j = 0; j < v.ndim; j++)
             if (j != d && v.sizes[j] != out->sizes[j])
-                return ref_fail(k, "Sizes of tensors must match except in dimension %d. Expected "
-                                   "size %lld but got size %lld for tensor number %d in the list.",
+                return ref_fail(k,
+                                "Sizes of tensors must match except in dimension %d. Expected "
+                                "size %lld but got size %lld for tensor number %d in the list.",
                                 d, (long long)out->sizes[j], (long long)v.sizes[j], i);
         if (start + v.sizes[d] > out->sizes[d])
             return ref_fail(k, "internal: cat output too small");

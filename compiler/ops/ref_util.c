@@ -45,7 +45,10 @@ const ptc_tensor *ref_tensor(const ptc_kctx *k, const char *param)
     return ptc_k_tensor(k, ref_argi(k, param));
 }
 
-int64_t ref_int(const ptc_kctx *k, const char *param) { return ptc_k_int(k, ref_argi(k, param)); }
+int64_t ref_int(const ptc_kctx *k, const char *param)
+{
+    return ptc_k_int(k, ref_argi(k, param));
+}
 
 double ref_float(const ptc_kctx *k, const char *param)
 {
@@ -90,7 +93,8 @@ ref_scalar ref_scalar_arg(const ptc_kctx *k, int argi)
         s.is_float = true;
         s.f = a->f;
         break;
-    default: PTC_ASSERT(!"scalar argument expected");
+    default:
+        PTC_ASSERT(!"scalar argument expected");
     }
     return s;
 }
@@ -100,11 +104,16 @@ ref_scalar ref_scalar_arg(const ptc_kctx *k, int argi)
 double ref_round(double v, ptc_dtype dt)
 {
     switch (dt) {
-    case PTC_F16: return ptc_f16_to_f32(ptc_f32_to_f16((float)v));
-    case PTC_BF16: return ptc_bf16_to_f32(ptc_f32_to_bf16((float)v));
-    case PTC_F32: return (float)v;
-    case PTC_F64: return v;
-    default: PTC_ASSERT(!"float dtype expected");
+    case PTC_F16:
+        return ptc_f16_to_f32(ptc_f32_to_f16((float)v));
+    case PTC_BF16:
+        return ptc_bf16_to_f32(ptc_f32_to_bf16((float)v));
+    case PTC_F32:
+        return (float)v;
+    case PTC_F64:
+        return v;
+    default:
+        PTC_ASSERT(!"float dtype expected");
     }
     return v;
 }
@@ -112,13 +121,20 @@ double ref_round(double v, ptc_dtype dt)
 int64_t ref_wrap(int64_t v, ptc_dtype dt)
 {
     switch (dt) {
-    case PTC_BOOL: return v != 0;
-    case PTC_U8: return (uint8_t)(uint64_t)v;
-    case PTC_I8: return (int8_t)(uint64_t)v;
-    case PTC_I16: return (int16_t)(uint64_t)v;
-    case PTC_I32: return (int32_t)(uint64_t)v;
-    case PTC_I64: return v;
-    default: PTC_ASSERT(!"integer dtype expected");
+    case PTC_BOOL:
+        return v != 0;
+    case PTC_U8:
+        return (uint8_t)(uint64_t)v;
+    case PTC_I8:
+        return (int8_t)(uint64_t)v;
+    case PTC_I16:
+        return (int16_t)(uint64_t)v;
+    case PTC_I32:
+        return (int32_t)(uint64_t)v;
+    case PTC_I64:
+        return v;
+    default:
+        PTC_ASSERT(!"integer dtype expected");
     }
     return v;
 }
@@ -187,6 +203,16 @@ void ref_convert_elem(ptc_tensor *dst, int64_t doff, const ptc_tensor *src, int6
                       ref_load_as_i(ref_at(src, soff), src->dtype, dst->dtype));
 }
 
+int ref_as_f64(const ptc_kctx *k, const ptc_tensor *t, ptc_tensor *out)
+{
+    if (ptc_tensor_alloc(out, PTC_F64, t->ndim, t->sizes, k->err))
+        return -1;
+    if (ptc_tensor_copy(out, t, k->err) == 0)
+        return 0;
+    ptc_tensor_release(out);
+    return -1;
+}
+
 /* ---- shapes ------------------------------------------------------------------- */
 
 ptc_tensor ref_broadcast(const ptc_tensor *t, int ndim, const int64_t *sizes)
@@ -217,12 +243,35 @@ int ref_broadcast_arg(const ptc_kctx *k, const ptc_tensor *t, int ndim, const in
     for (int d = 0; d < t->ndim; d++) {
         int64_t have = t->sizes[d], want = sizes[ndim - t->ndim + d];
         if (have != want && have != 1)
-            return ref_fail(k, "The size of tensor a (%lld) must match the size of tensor b (%lld) "
-                               "at non-singleton dimension %d",
+            return ref_fail(k,
+                            "The size of tensor a (%lld) must match the size of tensor b (%lld) "
+                            "at non-singleton dimension %d",
                             (long long)have, (long long)want, ndim - t->ndim + d);
     }
     *out = ref_broadcast(t, ndim, sizes);
     return 0;
+}
+
+int ref_out_sizes(const ptc_kctx *k, int i, int ndim, const int64_t *sizes)
+{
+    const ptc_tensor *o = &k->out[i];
+    bool same = o->ndim == ndim;
+    for (int d = 0; same && d < ndim; d++)
+        same = o->sizes[d] == sizes[d];
+    if (same)
+        return 0;
+    ptc_buf want = {0}, got = {0};
+    for (int d = 0; d < ndim; d++)
+        ptc_buf_printf(&want, "%s%lld", d ? "," : "", (long long)sizes[d]);
+    for (int d = 0; d < o->ndim; d++)
+        ptc_buf_printf(&got, "%s%lld", d ? "," : "", (long long)o->sizes[d]);
+    ref_fail(k,
+             "internal: output %d has sizes [%s], the kernel makes [%s] (the graph's types "
+             "disagree with the op)",
+             i, got.data ? got.data : "", want.data ? want.data : "");
+    ptc_buf_free(&want);
+    ptc_buf_free(&got);
+    return -1;
 }
 
 int ref_wrap_dim(int64_t dim, int ndim)
@@ -237,7 +286,8 @@ int ref_dim(const ptc_kctx *k, int64_t dim, int ndim, int *out)
 {
     *out = ref_wrap_dim(dim, ndim);
     if (*out < 0)
-        return ref_fail(k, "Dimension out of range (expected to be in range of [%d, %d], but got %lld)",
-                        ndim > 0 ? -ndim : -1, ndim > 0 ? ndim - 1 : 0, (long long)dim);
+        return ref_fail(
+            k, "Dimension out of range (expected to be in range of [%d, %d], but got %lld)",
+            ndim > 0 ? -ndim : -1, ndim > 0 ? ndim - 1 : 0, (long long)dim);
     return 0;
 }

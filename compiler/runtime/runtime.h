@@ -31,6 +31,7 @@ typedef struct ptc_compile_opts {
     ptc_trace_compile *trace; /* optional: every stage is written here */
     ptc_metrics *metrics;     /* optional: per-pass ms, node/kernel counts, cache hits */
     bool no_cache;            /* skip the on-disk kernel cache */
+    bool keep_text;           /* keep each stage's text (ptc_program_text) */
 } ptc_compile_opts;
 
 /* Compiles a stage-1 or stage-2 graph. The graph is not modified and may be
@@ -67,5 +68,8 @@ typedef struct ptc_program_info {
     size_t arena_bytes;
 } ptc_program_info;
 void ptc_program_get_info(const ptc_program *p, ptc_program_info *info);
+/* The printed form of a stage of the compile ("prims", "loops", "kernels",
+ * "llvm"), kept when opts->keep_text was set; NULL otherwise. */
+const char *ptc_program_text(const ptc_program *p, const char *stage);
 
 #endif /* PTC_RUNTIME_H */

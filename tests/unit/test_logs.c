@@ -256,10 +256,12 @@ START_TEST(json_writer_utf8)
     ptc_jw_init(&w, &b, false);
     ptc_jw_arr_begin(&w);
     ptc_jw_str(&w, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"); /* valid: kept */
-    ptc_jw_str(&w, "bad \xff \xc3 \xed\xa0\x80 \xc0\xaf end");   /* invalid: U+FFFD */
+    ptc_jw_str(&w, "bad \xff \xc3 \xed\xa0\x80 \xc0\xaf end");   /* invalid: U+FFFD each */
     ptc_jw_arr_end(&w);
+#define R "\xef\xbf\xbd" /* U+FFFD */
     ck_assert_str_eq(b.data, "[\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\","
-                             "\"bad \\ufffd \\ufffd \\ufffd\\ufffd\\ufffd \\ufffd\\ufffd end\"]");
+                             "\"bad " R " " R " " R R R " " R R " end\"]");
+#undef R
     ptc_arena *a = ptc_arena_new();
     ptc_error err;
     ptc_json *j = ptc_json_parse(a, b.data, b.len, "utf8", &err);
@@ -709,6 +711,119 @@ START_TEST(trace_env_and_errors)
 }
 END_TEST
 
+/* ---- repro dumps ------------------------------------------------------------ */
+
+START_TEST(repro_folder_contents)
+{
+    char *dir = make_tmpdir();
+    char target[512], got[512];
+    snprintf(target, sizeof target, "%s/r1", dir);
+    ptc_module *m = sample_module();
+    const ptc_graph *g = m->graphs[0];
+    ptc_error err;
+    int64_t sizes[2] = {3, 4};
+    ptc_tensor x;
+    ck_assert_int_eq(ptc_tensor_alloc(&x, PTC_F32, 2, sizes, &err), 0);
+    ptc_tensor_fill_random(&x, 11);
+    ptc_repro_info info = {"accuracy", "codegen", "CompileError", "max abs diff 0.5 > \"atol\"",
+                           "cpu", 1e-4, 1e-5};
+    ck_assert_msg(ptc_repro_write(target, g, &x, 1, &info, got, sizeof got, &err) == 0, "%s",
+                  err.msg);
+    ck_assert_str_eq(got, target);
+
+    char path[1024];
+    snprintf(path, sizeof path, "%s/graph.ptir", target);
+    ptc_module *back = ptc_parse_file(path, &err);
+    ck_assert_msg(back, "%s", err.msg);
+    ptc_buf b1 = {0}, b2 = {0};
+    ptc_print_graph(&b1, g);
+    ptc_print_graph(&b2, back->graphs[0]);
+    ck_assert_str_eq(b1.data, b2.data);
+    ptc_buf_free(&b1);
+    ptc_buf_free(&b2);
+    ptc_module_free(back);
+
+    snprintf(path, sizeof path, "%s/inputs.bin", target);
+    ptc_tensorfile tf;
+    ck_assert_msg(ptc_tensorfile_read(path, &tf, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(tf.n, 1);
+    ck_assert_str_eq(tf.names[0], "x");
+    ck_assert_int_eq(memcmp(tf.tensors[0].data, x.data, 12 * sizeof(float)), 0);
+    ptc_tensorfile_free(&tf);
+
+    ptc_arena *a = ptc_arena_new();
+    snprintf(path, sizeof path, "%s/repro.json", target);
+    ptc_json *j = read_json(a, path);
+    ck_assert(ptc_json_num(j, "version", 0) == 1);
+    ck_assert_str_eq(ptc_json_str(j, "ptc_version", ""), PTC_VERSION);
+    ck_assert_str_eq(ptc_json_str(j, "kind", ""), "accuracy");
+    ck_assert_str_eq(ptc_json_str(j, "stage", ""), "codegen");
+    ck_assert_str_eq(ptc_json_str(j, "error_class", ""), "CompileError");
+    ck_assert_str_eq(ptc_json_str(j, "message", ""), "max abs diff 0.5 > \"atol\"");
+    ck_assert_str_eq(ptc_json_str(j, "backend", ""), "cpu");
+    ck_assert(ptc_json_num(j, "rtol", 0) == 1e-4);
+    ck_assert(ptc_json_num(j, "atol", 0) == 1e-5);
+    ck_assert_str_eq(ptc_json_str(j, "graph", ""), "graph.ptir");
+    ck_assert_str_eq(ptc_json_str(j, "inputs", ""), "inputs.bin");
+    ck_assert(!file_exists(target, ".repro.json.tmp"));
+
+    /* No inputs (a crash before they were known): no inputs.bin, "inputs": null. */
+    snprintf(target, sizeof target, "%s/r2", dir);
+    ck_assert_int_eq(ptc_repro_write(target, g, NULL, 0, NULL, NULL, 0, &err), 0);
+    ck_assert(!file_exists(target, "inputs.bin"));
+    snprintf(path, sizeof path, "%s/repro.json", target);
+    j = read_json(a, path);
+    ck_assert_int_eq(ptc_json_get(j, "inputs")->kind, PTC_JNULL);
+    ck_assert_int_eq(ptc_json_get(j, "kind")->kind, PTC_JNULL);
+
+    /* Bad arguments are errors, and nothing is written. */
+    snprintf(target, sizeof target, "%s/r3", dir);
+    ck_assert_int_eq(ptc_repro_write(target, g, &x, 2, &info, NULL, 0, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "2 input tensors"));
+    ptc_repro_info bad = info;
+    bad.kind = "slow";
+    ck_assert_int_eq(ptc_repro_write(target, g, &x, 1, &bad, NULL, 0, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "'slow'"));
+    ck_assert(!file_exists(dir, "r3"));
+    char tiny[4];
+    ck_assert_int_eq(ptc_repro_write(target, g, &x, 1, &info, tiny, sizeof tiny, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "does not fit"));
+
+    ptc_arena_free(a);
+    ptc_tensor_release(&x);
+    ptc_module_free(m);
+    rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(repro_fresh_folders)
+{
+    char *dir = make_tmpdir();
+    char base[512], first[512], second[512], prefix[600];
+    snprintf(base, sizeof base, "%s/dumps", dir);
+    setenv("PTC_REPRO", base, 1);
+    ptc_module *m = sample_module();
+    ptc_error err;
+    ck_assert_int_eq(ptc_repro_write(NULL, m->graphs[0], NULL, 0, NULL, first, sizeof first, &err), 0);
+    ck_assert_int_eq(ptc_repro_write(NULL, m->graphs[0], NULL, 0, NULL, second, sizeof second, &err), 0);
+    snprintf(prefix, sizeof prefix, "%s/repro_%ld_", base, (long)getpid());
+    ck_assert_int_eq(strncmp(first, prefix, strlen(prefix)), 0);
+    ck_assert_str_ne(first, second);
+    ck_assert(file_exists(first, "repro.json"));
+    ck_assert(file_exists(second, "graph.ptir"));
+    /* Without PTC_REPRO: under $TMPDIR. */
+    unsetenv("PTC_REPRO");
+    setenv("TMPDIR", dir, 1);
+    ck_assert_int_eq(ptc_repro_write(NULL, m->graphs[0], NULL, 0, NULL, first, sizeof first, &err), 0);
+    snprintf(prefix, sizeof prefix, "%s/repro_", dir);
+    ck_assert_int_eq(strncmp(first, prefix, strlen(prefix)), 0);
+    ptc_module_free(m);
+    rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("logs");
@@ -739,6 +854,10 @@ int main(void)
     tcase_add_test(tc, trace_layout);
     tcase_add_test(tc, trace_extends_index);
     tcase_add_test(tc, trace_env_and_errors);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("repro");
+    tcase_add_test(tc, repro_folder_contents);
+    tcase_add_test(tc, repro_fresh_folders);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

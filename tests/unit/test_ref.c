@@ -184,11 +184,12 @@ START_TEST(test_int_division_by_zero_names_node)
         T(PTC_I32, 1, SIZES(2), VALS(1, 2)),
         T(PTC_I32, 1, SIZES(2), VALS(1, 0)),
     };
-    result r = run("graph g(%a: i32[2] cpu, %b: i32[2] cpu) {\n"
-                   "  %ok = neg(%a) : i32[2]\n"
-                   "  %q = div(%a, %b, rounding_mode=\"floor\") : i32[2]  @ \"m.py\":7:3 \"a // b\"\n"
-                   "  return (%q, %ok)\n}\n",
-                   in, 2);
+    result r =
+        run("graph g(%a: i32[2] cpu, %b: i32[2] cpu) {\n"
+            "  %ok = neg(%a) : i32[2]\n"
+            "  %q = div(%a, %b, rounding_mode=\"floor\") : i32[2]  @ \"m.py\":7:3 \"a // b\"\n"
+            "  return (%q, %ok)\n}\n",
+            in, 2);
     expect_error(&r, "ZeroDivisionError");
     ck_assert_msg(strstr(r.err.msg, "%q = div(%a, %b"), "%s", r.err.msg);
     ck_assert(r.err.has_node);
@@ -281,13 +282,16 @@ START_TEST(test_nan_semantics)
                    "  %ht = hardtanh(%a) : f32[4]\n"
                    "  %in = isnan(%a) : bool[4]\n"
                    "  %ln = logical_not(%a) : bool[4]\n"
-                   "  return (%mx, %mn, %c1, %c2, %lt, %ne, %sg, %rl, %ht, %in, %ln)\n}\n",
+                   "  %c3 = clamp(%a, nan) : f32[4]\n"
+                   "  return (%mx, %mn, %c1, %c2, %lt, %ne, %sg, %rl, %ht, %in, %ln, %c3)\n}\n",
                    in, 2);
     ok(&r);
     int64_t *s = (int64_t[]){4};
     EXPECT(&r.out[0], PTC_F32, 1, s, VALS(NAN, NAN, 5, 0));
     EXPECT(&r.out[1], PTC_F32, 1, s, VALS(NAN, NAN, 2, -3));
-    EXPECT(&r.out[2], PTC_F32, 1, s, VALS(NAN, 1, 2, -3)); /* a Python nan bound is ignored */
+    /* clamp.Scalar: a nan bound fills nan when both are given, else is ignored */
+    EXPECT(&r.out[2], PTC_F32, 1, s, VALS(NAN, NAN, NAN, NAN));
+    EXPECT(&r.out[11], PTC_F32, 1, s, VALS(NAN, 1, 5, -3));
     EXPECT(&r.out[3], PTC_F32, 1, s, VALS(NAN, NAN, 5, 0)); /* a tensor nan bound propagates */
     EXPECT(&r.out[4], PTC_BOOL, 1, s, VALS(0, 0, 0, 1));
     EXPECT(&r.out[5], PTC_BOOL, 1, s, VALS(1, 1, 1, 1));
@@ -452,8 +456,7 @@ START_TEST(test_unary_activations)
                      3 * 0.5 * (1 + erf(3 / sqrt(2.0)))),
                 1e-12);
     EXPECT_NEAR(&r.out[6], PTC_F64, 1, s,
-                VALS(-0.045402305912224938, -0.15428599017485606, 0, 2.9963626079182268),
-                1e-15);
+                VALS(-0.045402305912224938, -0.15428599017485606, 0, 2.9963626079182268), 1e-15);
     EXPECT_NEAR(&r.out[7], PTC_F64, 1, s,
                 VALS(1 / (1 + exp(2.0)), 1 / (1 + exp(0.5)), 0.5, 1 / (1 + exp(-3.0))), 1e-15);
     EXPECT_NEAR(&r.out[8], PTC_F64, 1, s, VALS(NAN, NAN, INFINITY, 1 / sqrt(3.0)), 1e-15);
@@ -503,7 +506,9 @@ START_TEST(test_integer_and_bool_reductions)
                    "  %any = any(%u, [1]) : u8[2]\n"
                    "  %all = all(%u) : u8[]\n"
                    "  %ps = prims.sum(%a, [1]) : i8[2]\n"
-                   "  return (%s, %p, %mn, %any, %all, %ps)\n}\n",
+                   "  %pn = prims.sum(%a, []) : i8[2,2]\n"
+                   "  %an = any(%u, []) : u8[2,3]\n"
+                   "  return (%s, %p, %mn, %any, %all, %ps, %pn, %an)\n}\n",
                    in, 2);
     ok(&r);
     EXPECT(&r.out[0], PTC_I64, 1, SIZES(2), VALS(200, -4));
@@ -512,6 +517,9 @@ START_TEST(test_integer_and_bool_reductions)
     EXPECT(&r.out[3], PTC_U8, 1, SIZES(2), VALS(0, 1));
     EXPECT(&r.out[4], PTC_U8, 0, SIZES(0), VALS(0));
     EXPECT(&r.out[5], PTC_I8, 1, SIZES(2), VALS(-56, -4)); /* 200 wraps in i8 */
+    /* prims reduce the dims listed: [] none; torch's any.dims with [] neither */
+    EXPECT(&r.out[6], PTC_I8, 2, SIZES(2, 2), VALS(100, 100, -7, 3));
+    EXPECT(&r.out[7], PTC_U8, 2, SIZES(2, 3), VALS(0, 0, 0, 0, 1, 0));
     release(&r);
 }
 END_TEST
@@ -597,10 +605,10 @@ START_TEST(test_cumsum_softmax)
     EXPECT(&r.out[2], PTC_F32, 2, SIZES(2, 2), VALS(0.5, 0.5, NAN, NAN));
     EXPECT_NEAR(&r.out[3], PTC_F32, 2, SIZES(2, 2), VALS(-log(2.0), -log(2.0), NAN, NAN), 1e-7);
     double z = exp(1.0) + exp(2.0) + exp(3.0);
-    EXPECT_NEAR(&r.out[4], PTC_F64, 2, SIZES(2, 3),
-                VALS(exp(1.0) / z, exp(2.0) / z, exp(3.0) / z, exp(1.0) / z, exp(2.0) / z,
-                     exp(3.0) / z),
-                1e-15);
+    EXPECT_NEAR(
+        &r.out[4], PTC_F64, 2, SIZES(2, 3),
+        VALS(exp(1.0) / z, exp(2.0) / z, exp(3.0) / z, exp(1.0) / z, exp(2.0) / z, exp(3.0) / z),
+        1e-15);
     release(&r);
 }
 END_TEST
@@ -637,8 +645,8 @@ START_TEST(test_norms)
      * channel 1: {5,7,2,6} mean 5, biased var 3.5, unbiased 14/3 */
     double a = sqrt(1.25), c = sqrt(3.5);
     EXPECT_NEAR(&r.out[2], PTC_F64, 3, SIZES(2, 2, 2),
-                VALS(2 * -0.5 / a, 2 * 1.5 / a, 0 / c + 10, 2 / c + 10, 2 * -1.5 / a,
-                     2 * 0.5 / a, -3 / c + 10, 1 / c + 10),
+                VALS(2 * -0.5 / a, 2 * 1.5 / a, 0 / c + 10, 2 / c + 10, 2 * -1.5 / a, 2 * 0.5 / a,
+                     -3 / c + 10, 1 / c + 10),
                 1e-12);
     EXPECT_NEAR(&r.out[3], PTC_F64, 1, SIZES(2), VALS(0.5 * 1 + 0.5 * 1.5, 0.5 * 1 + 0.5 * 5),
                 1e-15);
@@ -878,7 +886,8 @@ START_TEST(test_prim_shapes_and_pads)
     ok(&r);
     EXPECT(&r.out[0], PTC_F32, 3, SIZES(2, 2, 3), VALS(1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6));
     EXPECT(&r.out[1], PTC_F32, 2, SIZES(2, 1), VALS(2, 5));
-    /* rows: one low pad row; cols: drop the first column, interior 1, one high */
+    /* rows: one low pad row; cols: interior 1 gives (a, p, b, p, c), the low -1
+     * drops a, the high 1 appends a pad */
     EXPECT(&r.out[2], PTC_F32, 2, SIZES(3, 5),
            VALS(0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 2, 0.5, 3, 0.5, 0.5, 5, 0.5, 6, 0.5));
     EXPECT(&r.out[3], PTC_F32, 2, SIZES(2, 3), VALS(9, 1, 2, 9, 4, 5));
@@ -919,6 +928,30 @@ START_TEST(test_cat_stack_split)
 }
 END_TEST
 
+START_TEST(test_unbind_many_outputs)
+{
+    /* more outputs than any fixed array would hold */
+    ptc_buf b = {0};
+    ptc_buf_puts(&b, "graph g(%x: i64[40] cpu) {\n  ");
+    for (int i = 0; i < 40; i++)
+        ptc_buf_printf(&b, "%s%%u%d", i ? ", " : "", i);
+    ptc_buf_puts(&b, " = unbind(%x) : ");
+    for (int i = 0; i < 40; i++)
+        ptc_buf_printf(&b, "%si64[]", i ? ", " : "");
+    ptc_buf_puts(&b, "\n  return (%u39, %u7)\n}\n");
+    double vals[40];
+    for (int i = 0; i < 40; i++)
+        vals[i] = 100 + i;
+    ptc_tensor in[1] = {T(PTC_I64, 1, SIZES(40), vals)};
+    result r = run(b.data, in, 1);
+    ptc_buf_free(&b);
+    ok(&r);
+    EXPECT(&r.out[0], PTC_I64, 0, SIZES(0), VALS(139));
+    EXPECT(&r.out[1], PTC_I64, 0, SIZES(0), VALS(107));
+    release(&r);
+}
+END_TEST
+
 START_TEST(test_advanced_indexing)
 {
     ptc_tensor in[4] = {
@@ -939,8 +972,7 @@ START_TEST(test_advanced_indexing)
     /* x[:, [-1, 0]] */
     EXPECT(&r.out[0], PTC_I32, 3, SIZES(2, 2, 2), VALS(4, 5, 0, 1, 10, 11, 6, 7));
     /* non-adjacent: broadcast (2,2) dims first, then dim 1: x[j, :, i] */
-    EXPECT(&r.out[1], PTC_I32, 3, SIZES(2, 2, 3),
-           VALS(7, 9, 11, 6, 8, 10, 1, 3, 5, 0, 2, 4));
+    EXPECT(&r.out[1], PTC_I32, 3, SIZES(2, 2, 3), VALS(7, 9, 11, 6, 8, 10, 1, 3, 5, 0, 2, 4));
     /* adjacent dims 1 and 2 replaced in place: x[:, [-1,0], [-1,0]] */
     EXPECT(&r.out[2], PTC_I32, 2, SIZES(2, 2), VALS(5, 0, 11, 6));
     /* mask over dims 0,1: positions (0,0) and (1,2) */
@@ -1037,11 +1069,12 @@ static void moments(const ptc_tensor *t, double *mean, double *var)
 
 START_TEST(test_random_ops)
 {
-    const char *src = "graph g(%x: f32[100,100] cpu) {\n"
-                      "  %u = rand([100, 100], seed=3) : f32[100,100]\n"
-                      "  %n = prims.randn([100, 100], dtype=f64, device=cpu, seed=3) : f64[100,100]\n"
-                      "  %d = dropout(%x, 0.25, true, seed=9) : f32[100,100]\n"
-                      "  return (%u, %n, %d)\n}\n";
+    const char *src =
+        "graph g(%x: f32[100,100] cpu) {\n"
+        "  %u = rand([100, 100], seed=3) : f32[100,100]\n"
+        "  %n = prims.randn([100, 100], dtype=f64, device=cpu, seed=3) : f64[100,100]\n"
+        "  %d = dropout(%x, 0.25, true, seed=9) : f32[100,100]\n"
+        "  return (%u, %n, %d)\n}\n";
     double ones[1];
     (void)ones;
     ptc_tensor x;
@@ -1154,6 +1187,33 @@ START_TEST(test_symbols_strides_zero_size)
 }
 END_TEST
 
+START_TEST(test_inconsistent_types_fail_cleanly)
+{
+    /* types no meta function would infer: the kernels refuse, never overrun */
+    const char *srcs[] = {
+        "graph g(%x: f32[3] cpu) {\n  %0 = exp(%x) : f32[2]\n  return (%0)\n}\n",
+        "graph g(%x: f32[3] cpu) {\n  %0 = cumsum(%x, 0) : f32[5]\n  return (%0)\n}\n",
+        "graph g(%x: f32[3] cpu) {\n  %0 = sum(%x, [0]) : f32[2]\n  return (%0)\n}\n",
+        "graph g(%x: f32[2,3] cpu) {\n  %0 = mm(%x, %x) : f32[2,2]\n  return (%0)\n}\n",
+        "graph g(%x: f32[3] cpu, %i: i64[2] cpu) {\n  %0 = index(%x, [%i]) : f32[3]\n"
+        "  return (%0)\n}\n",
+    };
+    const char *want[] = {"internal: output 0 has sizes [2]", "internal: output 0 has sizes [5]",
+                          "internal: output 0 holds 2", "mat1 and mat2 shapes cannot be multiplied",
+                          "internal: output 0 has sizes [3], the kernel makes [2]"};
+    for (int i = 0; i < 5; i++) {
+        ptc_tensor in[2] = {
+            T(PTC_F32, i == 3 ? 2 : 1, i == 3 ? SIZES(2, 3) : SIZES(3), VALS(1, 2, 3, 4, 5, 6)),
+            T(PTC_I64, 1, SIZES(2), VALS(0, 1))};
+        result r = run(srcs[i], in, i == 4 ? 2 : 1);
+        if (i != 4)
+            ptc_tensor_release(&in[1]);
+        expect_error(&r, want[i]);
+        ck_assert(r.err.has_node);
+    }
+}
+END_TEST
+
 /* A storage whose release is counted: intermediates die, outputs survive. */
 static int released;
 static void count_release(ptc_storage *s)
@@ -1228,6 +1288,7 @@ static Suite *suite(void)
     tcase_add_test(v, test_views_are_copies);
     tcase_add_test(v, test_prim_shapes_and_pads);
     tcase_add_test(v, test_cat_stack_split);
+    tcase_add_test(v, test_unbind_many_outputs);
     tcase_add_test(v, test_advanced_indexing);
     tcase_add_test(v, test_gather_scatter_embedding);
     tcase_add_test(v, test_creation);
@@ -1236,6 +1297,7 @@ static Suite *suite(void)
     TCase *i = tcase_create("interp");
     tcase_add_test(i, test_symbols_strides_zero_size);
     tcase_add_test(i, test_inputs_keep_their_references);
+    tcase_add_test(i, test_inconsistent_types_fail_cleanly);
     suite_add_tcase(s, i);
     return s;
 }

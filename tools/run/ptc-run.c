@@ -1,16 +1,24 @@
-/* ptc-run: parse, verify and run a .ptir graph.
+/* ptc-run: parse, verify, compile and run a .ptir graph.
  *
- *   ptc-run [--emit=ptir] [--backend reference] [--seed N | --inputs FILE]
- *           [--save-outputs FILE] [--graph NAME] GRAPH.ptir
+ *   ptc-run [--emit=ptir|prims|loops|kernels|llvm] [--backend reference|cpu]
+ *           [--check] [--stats] [--trace DIR] [--no-cache]
+ *           [--seed N | --inputs FILE] [--sym NAME=VALUE]...
+ *           [--save-outputs FILE] [--graph NAME | --all] GRAPH.ptir
  *
  * Inputs come from a tensor file (matched to graph inputs by name, else by
  * position) or are generated deterministically from --seed; symbolic sizes of
  * generated inputs are 4 unless --sym NAME=VALUE says otherwise. Each output is
- * printed with its dtype, shape and summary statistics.
- * Exit status: 0 ok, 1 runtime or check failure, 2 bad input (one-line error).
+ * printed with its dtype, shape and summary statistics. --check runs the
+ * backend (cpu unless --backend says otherwise) and the reference interpreter
+ * on the same inputs and compares every output with dtype-aware tolerances;
+ * --stats prints the kernel counts and per-stage compile times; --emit prints
+ * one stage of the compile instead of running; --all runs every graph of the
+ * file (each with its own generated inputs) instead of the first.
+ * Exit status: 0 ok, 1 runtime, compile or check failure, 2 bad input.
  */
 #include "logs/logs.h"
 #include "ops/ops.h"
+#include "runtime/runtime.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -20,6 +28,8 @@ typedef struct options {
     const char *path;
     const char *emit;
     const char *backend;
+    const char *trace;
+    bool check, stats, no_cache, all;
     const char *inputs;
     const char *save_outputs;
     const char *graph;
@@ -30,8 +40,10 @@ typedef struct options {
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: ptc-run [--emit=ptir] [--backend reference] [--seed N | --inputs FILE]\n"
-            "               [--sym NAME=VALUE]... [--save-outputs FILE] [--graph NAME] GRAPH.ptir\n");
+            "usage: ptc-run [--emit=ptir|prims|loops|kernels|llvm] [--backend reference|cpu]\n"
+            "               [--check] [--stats] [--trace DIR] [--no-cache]\n"
+            "               [--seed N | --inputs FILE] [--sym NAME=VALUE]...\n"
+            "               [--save-outputs FILE] [--graph NAME | --all] GRAPH.ptir\n");
 }
 
 /* Prints one line for a bad command line or input and returns 2. */
@@ -77,6 +89,16 @@ static int parse_args(int argc, char **argv, options *o)
             o->emit = v;
         } else if ((v = opt_value(argc, argv, &i, "--backend"))) {
             o->backend = v;
+        } else if ((v = opt_value(argc, argv, &i, "--trace"))) {
+            o->trace = v;
+        } else if (strcmp(argv[i], "--check") == 0) {
+            o->check = true;
+        } else if (strcmp(argv[i], "--stats") == 0) {
+            o->stats = true;
+        } else if (strcmp(argv[i], "--no-cache") == 0) {
+            o->no_cache = true;
+        } else if (strcmp(argv[i], "--all") == 0) {
+            o->all = true;
         } else if ((v = opt_value(argc, argv, &i, "--inputs"))) {
             o->inputs = v;
         } else if ((v = opt_value(argc, argv, &i, "--save-outputs"))) {
@@ -86,7 +108,7 @@ static int parse_args(int argc, char **argv, options *o)
         } else if ((v = opt_value(argc, argv, &i, "--seed"))) {
             char *end;
             o->seed = strtoull(v, &end, 10);
-            if (*end || !*v)
+            if (*end || !*v || *v == '-') /* strtoull accepts "-3" and wraps it */
                 return bad_input("--seed expects a non-negative integer, got '%s'", v);
         } else if ((v = opt_value(argc, argv, &i, "--sym"))) {
             const char *eq = strchr(v, '=');
@@ -106,12 +128,22 @@ static int parse_args(int argc, char **argv, options *o)
     }
     if (!o->path)
         return bad_input("no graph file given (usage: ptc-run [OPTIONS] GRAPH.ptir)");
-    if (o->emit && strcmp(o->emit, "ptir") != 0)
-        return bad_input("--emit expects 'ptir', got '%s'", o->emit);
-    if (o->backend && strcmp(o->backend, "reference") != 0)
-        return bad_input("unknown backend '%s' (available: reference)", o->backend);
+    static const char *emits[] = {"ptir", "prims", "loops", "kernels", "llvm"};
+    bool emit_ok = !o->emit;
+    for (size_t k = 0; k < sizeof emits / sizeof *emits && !emit_ok; k++)
+        emit_ok = strcmp(o->emit, emits[k]) == 0;
+    if (!emit_ok)
+        return bad_input("--emit expects one of ptir, prims, loops, kernels, llvm, got '%s'",
+                         o->emit);
+    if (o->backend && strcmp(o->backend, "reference") != 0 && strcmp(o->backend, "cpu") != 0)
+        return bad_input("unknown backend '%s' (available: reference, cpu)", o->backend);
+    if (!o->backend)
+        o->backend = o->check || (o->emit && strcmp(o->emit, "ptir") != 0) ? "cpu" : "reference";
     if (o->inputs && o->seed)
         return bad_input("--seed and --inputs are exclusive");
+    if (o->all && (o->graph || o->inputs || o->save_outputs || o->emit))
+        return bad_input("--all runs every graph with generated inputs: it excludes --graph, "
+                         "--inputs, --save-outputs and --emit");
     return 0;
 }
 
@@ -205,6 +237,228 @@ static void print_output(int i, const ptc_value *v, const ptc_tensor *t)
     printf("\n");
 }
 
+/* ---- checking against the reference ------------------------------------------- */
+
+/* Tolerances per dtype: |got - want| <= atol * max(1, max|want|) + rtol * |want|.
+ * The scale lets large-magnitude reductions differ by their summation order. */
+static void tolerance(ptc_dtype dt, double *rtol, double *atol)
+{
+    switch (dt) {
+    case PTC_F64: *rtol = 1e-7, *atol = 1e-7; break;
+    case PTC_F32: *rtol = 1e-4, *atol = 1e-5; break;
+    case PTC_F16: *rtol = 2e-3, *atol = 1e-4; break;
+    case PTC_BF16: *rtol = 1.6e-2, *atol = 1e-3; break;
+    default: *rtol = 0, *atol = 0; break;
+    }
+}
+
+static void print_index(FILE *f, const int64_t *idx, int n)
+{
+    fputc('[', f);
+    for (int d = 0; d < n; d++)
+        fprintf(f, "%s%lld", d ? ", " : "", (long long)idx[d]);
+    fputc(']', f);
+}
+
+/* 0 when equal within tolerance; else prints the first mismatch and returns 1. */
+static int compare(int i, const ptc_value *v, const ptc_tensor *got, const ptc_tensor *want,
+                   const char *backend)
+{
+    if (got->dtype != want->dtype || got->ndim != want->ndim) {
+        fprintf(stderr, "ptc-run: output %d (%%%s): %s gives %s[%d dims], reference %s[%d dims]\n", i,
+                v->name, backend, ptc_dtype_name(got->dtype), got->ndim, ptc_dtype_name(want->dtype),
+                want->ndim);
+        return 1;
+    }
+    for (int d = 0; d < got->ndim; d++)
+        if (got->sizes[d] != want->sizes[d]) {
+            fprintf(stderr, "ptc-run: output %d (%%%s): %s gives size %lld in dim %d, reference %lld\n",
+                    i, v->name, backend, (long long)got->sizes[d], d, (long long)want->sizes[d]);
+            return 1;
+        }
+    int64_t n = ptc_tensor_numel(want), idx[PTC_MAX_DIMS] = {0};
+    bool fl = ptc_dtype_is_float(want->dtype);
+    double rtol, atol, scale = 1;
+    tolerance(want->dtype, &rtol, &atol);
+    for (int64_t k = 0; fl && k < n; k++) {
+        double w = fabs(ptc_tensor_get_f64(want, idx));
+        if (isfinite(w) && w > scale)
+            scale = w;
+        for (int d = want->ndim - 1; d >= 0; d--) {
+            if (++idx[d] < want->sizes[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    memset(idx, 0, sizeof idx);
+    for (int64_t k = 0; k < n; k++) {
+        bool ok;
+        double g = 0, w = 0;
+        if (fl) {
+            g = ptc_tensor_get_f64(got, idx);
+            w = ptc_tensor_get_f64(want, idx);
+            if (isnan(w) || isnan(g))
+                ok = isnan(w) && isnan(g);
+            else if (isinf(w) || isinf(g))
+                ok = g == w;
+            else
+                ok = fabs(g - w) <= atol * scale + rtol * fabs(w);
+        } else {
+            ok = ptc_tensor_get_i64(got, idx) == ptc_tensor_get_i64(want, idx);
+            g = (double)ptc_tensor_get_i64(got, idx);
+            w = (double)ptc_tensor_get_i64(want, idx);
+        }
+        if (!ok) {
+            fprintf(stderr, "ptc-run: output %d (%%%s) mismatch at ", i, v->name);
+            print_index(stderr, idx, want->ndim);
+            fprintf(stderr, ": %s %.9g, reference %.9g (%s", backend, g, w, ptc_dtype_name(want->dtype));
+            if (fl)
+                fprintf(stderr, ": rtol %g, atol %g", rtol, atol * scale);
+            fprintf(stderr, ")\n");
+            return 1;
+        }
+        for (int d = want->ndim - 1; d >= 0; d--) {
+            if (++idx[d] < want->sizes[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    return 0;
+}
+
+/* ---- compiling ---------------------------------------------------------------------- */
+
+static void print_stats(const ptc_program *p, const ptc_metrics *m)
+{
+    ptc_program_info info;
+    ptc_program_get_info(p, &info);
+    printf("kernels: %d compiled, %d cached\n", info.ncompiled, info.ncached);
+    printf("externs: %d, arena bytes: %zu\n", info.nexterns, info.arena_bytes);
+    printf("compile ms:");
+    for (int i = 0; i < m->n; i++)
+        if (m->items[i].is_time)
+            printf(" %s %.2f", m->items[i].name, m->items[i].value);
+    printf("\n");
+}
+
+typedef struct session {
+    ptc_trace *trace;
+    ptc_trace_compile *tc;
+    ptc_metrics metrics;
+} session;
+
+static ptc_program *compile(const options *o, const ptc_graph *g, session *ss, ptc_error *err)
+{
+    ptc_compile_opts co = {0};
+    co.backend = strcmp(o->backend, "cpu") == 0 ? PTC_BACKEND_CPU : PTC_BACKEND_REFERENCE;
+    co.no_cache = o->no_cache;
+    co.keep_text = o->emit != NULL;
+    co.metrics = &ss->metrics;
+    if (o->trace) {
+        ss->trace = ptc_trace_open(o->trace, err);
+        if (!ss->trace)
+            return NULL;
+        ss->tc = ptc_trace_begin(ss->trace, g->name, 0, g->name, o->path, 0, "ptc-run", err);
+        if (!ss->tc)
+            return NULL;
+        co.trace = ss->tc;
+    }
+    ptc_program *p = ptc_compile(g, &co, err);
+    if (ss->tc) {
+        ptc_error e2;
+        if (ptc_trace_end(ss->tc, p ? err : &e2) && p) {
+            ptc_program_release(p);
+            p = NULL;
+        }
+        ss->tc = NULL;
+    }
+    return p;
+}
+
+static int verify_all(const options *o, ptc_module *m)
+{
+    ptc_error err;
+    for (int i = 0; i < m->ngraphs; i++)
+        if (ptc_ops_verify(m->graphs[i], 0, &err)) {
+            if (err.has_node) {
+                ptc_node *bad = ptc_graph_find_node(m->graphs[i], err.node_id);
+                ptc_error_at(&err, o->path, bad ? bad->text_line : 0, 0);
+            } else {
+                ptc_error_at(&err, o->path, 0, 0);
+            }
+            return report(&err, 2);
+        }
+    return 0;
+}
+
+static int save(const options *o, const ptc_graph *g, const ptc_tensor *out)
+{
+    ptc_error err;
+    const char **names = calloc((size_t)g->noutputs + 1, sizeof *names);
+    for (int i = 0; i < g->noutputs; i++)
+        names[i] = g->outputs[i]->name;
+    int rc = ptc_tensorfile_write(o->save_outputs, out, names, g->noutputs, &err) ? report(&err, 1) : 0;
+    free(names);
+    return rc;
+}
+
+/* Compiles, runs, and (with --check) compares against the interpreter. */
+static int run_graph(const options *o, const ptc_graph *g, ptc_tensor *in, session *ss)
+{
+    ptc_error err;
+    ptc_program *p = compile(o, g, ss, &err);
+    if (!p)
+        return report(&err, 1);
+    if (o->emit) {
+        const char *t = ptc_program_text(p, o->emit);
+        if (t)
+            fputs(t, stdout);
+        ptc_program_release(p);
+        return 0;
+    }
+    int rc = 0;
+    ptc_tensor *out = calloc((size_t)g->noutputs + 1, sizeof *out);
+    ptc_tensor *ref = calloc((size_t)g->noutputs + 1, sizeof *ref);
+    bool have_ref = false;
+    if (o->check) {
+        /* the reference first: a graph it rejects at run time (an index out
+         * of range, an integer division by zero) has nothing to compare */
+        if (ptc_interp_run(g, in, g->ninputs, ref, NULL, &err)) {
+            char buf[2048];
+            ptc_error_format(&err, buf, sizeof buf);
+            printf("check: skipped, the reference fails: %s\n", buf);
+            goto done;
+        }
+        have_ref = true;
+    }
+    if (ptc_program_run(p, in, g->ninputs, out, NULL, 0, &err)) {
+        rc = report(&err, 1);
+        goto done;
+    }
+    for (int i = 0; i < g->noutputs; i++)
+        print_output(i, g->outputs[i], &out[i]);
+    if (o->save_outputs && (rc = save(o, g, out)))
+        goto release;
+    if (o->check) {
+        for (int i = 0; i < g->noutputs && rc == 0; i++)
+            rc = compare(i, g->outputs[i], &out[i], &ref[i], o->backend);
+        if (rc == 0)
+            printf("check: %d outputs match the reference\n", g->noutputs);
+    }
+release:
+    for (int i = 0; i < g->noutputs; i++)
+        ptc_tensor_release(&out[i]);
+done:
+    for (int i = 0; have_ref && i < g->noutputs; i++)
+        ptc_tensor_release(&ref[i]);
+    if (o->stats)
+        print_stats(p, &ss->metrics);
+    ptc_program_release(p);
+    free(out);
+    free(ref);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     options o = {0};
@@ -227,18 +481,11 @@ int main(int argc, char **argv)
             return bad_input("%s: no graph named '%s'", o.path, o.graph);
         }
     }
-    for (int i = 0; i < m->ngraphs; i++)
-        if (ptc_ops_verify(m->graphs[i], 0, &err)) {
-            if (err.has_node) {
-                ptc_node *bad = ptc_graph_find_node(m->graphs[i], err.node_id);
-                ptc_error_at(&err, o.path, bad ? bad->text_line : 0, 0);
-            } else {
-                ptc_error_at(&err, o.path, 0, 0);
-            }
-            ptc_module_free(m);
-            return report(&err, 2);
-        }
-    if (o.emit) {
+    if ((rc = verify_all(&o, m))) {
+        ptc_module_free(m);
+        return rc;
+    }
+    if (o.emit && strcmp(o.emit, "ptir") == 0) {
         ptc_buf b = {0};
         ptc_print_module(&b, m);
         fputs(b.data, stdout);
@@ -246,35 +493,30 @@ int main(int argc, char **argv)
         ptc_module_free(m);
         return 0;
     }
-    ptc_tensorfile tf = {0};
-    ptc_tensor *in = calloc((size_t)g->ninputs + 1, sizeof *in);
-    ptc_tensor *out = calloc((size_t)g->noutputs + 1, sizeof *out);
-    rc = o.inputs ? load_inputs(&o, g, &tf, in) : make_inputs(&o, g, in);
-    if (rc == 0) {
-        if (ptc_interp_run(g, in, g->ninputs, out, NULL, &err)) {
-            rc = report(&err, 1);
-        } else {
-            for (int i = 0; i < g->noutputs; i++)
-                print_output(i, g->outputs[i], &out[i]);
-            if (o.save_outputs) {
-                const char **names = calloc((size_t)g->noutputs + 1, sizeof *names);
-                for (int i = 0; i < g->noutputs; i++)
-                    names[i] = g->outputs[i]->name;
-                if (ptc_tensorfile_write(o.save_outputs, out, names, g->noutputs, &err))
-                    rc = report(&err, 1);
-                free(names);
-            }
-            for (int i = 0; i < g->noutputs; i++)
-                ptc_tensor_release(&out[i]);
-        }
+    session ss = {0};
+    for (int gi = 0; gi < m->ngraphs && rc == 0; gi++) {
+        if (o.all)
+            g = m->graphs[gi];
+        else if (gi > 0)
+            break;
+        if (o.all)
+            printf("graph %s:\n", g->name);
+        ptc_tensorfile tf = {0};
+        ptc_tensor *in = calloc((size_t)g->ninputs + 1, sizeof *in);
+        rc = o.inputs ? load_inputs(&o, g, &tf, in) : make_inputs(&o, g, in);
+        if (rc == 0)
+            rc = run_graph(&o, g, in, &ss);
+        if (rc && o.all)
+            fprintf(stderr, "ptc-run: in graph '%s' of %s\n", g->name, o.path);
+        if (o.inputs)
+            ptc_tensorfile_free(&tf);
+        else
+            for (int i = 0; i < g->ninputs; i++)
+                ptc_tensor_release(&in[i]);
+        free(in);
     }
-    if (o.inputs)
-        ptc_tensorfile_free(&tf);
-    else
-        for (int i = 0; i < g->ninputs; i++)
-            ptc_tensor_release(&in[i]);
-    free(in);
-    free(out);
+    if (ss.trace)
+        ptc_trace_close(ss.trace);
     ptc_module_free(m);
     return rc;
 }

@@ -1,0 +1,256 @@
+/* Vectorisable math for generated kernels.
+ *
+ * Calls to libm cannot be vectorised, so the f32 functions that dominate
+ * real models (exp, log, tanh, erf) are emitted inline as straight-line
+ * polynomial code that works on any vector width: Cephes' expf/logf/tanhf
+ * approximations (about 1 ulp) and, for erf, a Taylor series near zero and
+ * Numerical Recipes' erfc fit elsewhere (relative error ~1.2e-7). Special
+ * values (nan, +-inf, overflow, gradual underflow) are handled with selects,
+ * never branches. f64 goes to libm lane by lane. The RNG is the counter hash
+ * of ops.h in integer vector code, bit for bit.
+ */
+#include "codegen/cpu/cpu.h"
+
+#include <math.h>
+
+static int width_of(LLVMValueRef x)
+{
+    LLVMTypeRef t = LLVMTypeOf(x);
+    return LLVMGetTypeKind(t) == LLVMVectorTypeKind ? (int)LLVMGetVectorSize(t) : 1;
+}
+
+static LLVMValueRef fk(cg *c, double v, int w) { return cg_const_f(c, c->f32, v, w); }
+static LLVMValueRef ik(cg *c, int64_t v, int w) { return cg_const_i(c, c->i32, v, w); }
+
+static LLVMValueRef fmuladd(cg *c, LLVMValueRef a, LLVMValueRef b, LLVMValueRef d)
+{
+    LLVMTypeRef t = LLVMTypeOf(a);
+    LLVMValueRef args[3] = {a, b, d};
+    return cg_call_intrinsic(c, "llvm.fmuladd", &t, 1, args, 3);
+}
+
+/* Horner: coeffs[0]*x^(n-1) + ... + coeffs[n-1]. */
+static LLVMValueRef poly(cg *c, LLVMValueRef x, const double *coeffs, int n)
+{
+    int w = width_of(x);
+    LLVMValueRef y = fk(c, coeffs[0], w);
+    for (int i = 1; i < n; i++)
+        y = fmuladd(c, y, x, fk(c, coeffs[i], w));
+    return y;
+}
+
+static LLVMValueRef fabs_(cg *c, LLVMValueRef x)
+{
+    LLVMTypeRef t = LLVMTypeOf(x);
+    return cg_call_intrinsic(c, "llvm.fabs", &t, 1, &x, 1);
+}
+
+static LLVMValueRef select_(cg *c, LLVMValueRef cond, LLVMValueRef a, LLVMValueRef b)
+{
+    return LLVMBuildSelect(c->b, cond, a, b, "");
+}
+
+/* 2^n for integer n in [-126, 127] (i32 lanes) as float. */
+static LLVMValueRef pow2i(cg *c, LLVMValueRef n)
+{
+    int w = width_of(n);
+    LLVMValueRef e = LLVMBuildAdd(c->b, n, ik(c, 127, w), "");
+    e = LLVMBuildShl(c->b, e, ik(c, 23, w), "");
+    return LLVMBuildBitCast(c->b, e, cg_vec(c, c->f32, w), "");
+}
+
+static LLVMValueRef exp_f32(cg *c, LLVMValueRef x)
+{
+    int w = width_of(x);
+    LLVMBuilderRef b = c->b;
+    LLVMValueRef isnan = LLVMBuildFCmp(b, LLVMRealUNO, x, x, "");
+    /* clamp so that the exponent stays representable; nan handled at the end */
+    LLVMValueRef xc = select_(c, LLVMBuildFCmp(b, LLVMRealOGT, x, fk(c, 89.0, w), ""),
+                              fk(c, 89.0, w), x);
+    xc = select_(c, LLVMBuildFCmp(b, LLVMRealOLT, xc, fk(c, -104.0, w), ""), fk(c, -104.0, w),
+                 xc);
+    xc = select_(c, isnan, fk(c, 0.0, w), xc);
+    LLVMValueRef fx = LLVMBuildFMul(b, xc, fk(c, 1.44269504088896341, w), "");
+    LLVMTypeRef ft = LLVMTypeOf(fx);
+    fx = cg_call_intrinsic(c, "llvm.roundeven", &ft, 1, &fx, 1);
+    LLVMValueRef r = fmuladd(c, fx, fk(c, -0.693359375, w), xc);
+    r = fmuladd(c, fx, fk(c, 2.12194440e-4, w), r);
+    static const double P[] = {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3,
+                               4.1665795894E-2, 1.6666665459E-1, 5.0000001201E-1};
+    LLVMValueRef p = poly(c, r, P, 6);
+    LLVMValueRef r2 = LLVMBuildFMul(b, r, r, "");
+    LLVMValueRef y = fmuladd(c, p, r2, LLVMBuildFAdd(b, r, fk(c, 1.0, w), ""));
+    /* scale by 2^n in two halves so that results reach the subnormals */
+    LLVMValueRef n = LLVMBuildFPToSI(b, fx, cg_vec(c, c->i32, w), "");
+    LLVMValueRef n1 = LLVMBuildAShr(b, n, ik(c, 1, w), "");
+    LLVMValueRef n2 = LLVMBuildSub(b, n, n1, "");
+    y = LLVMBuildFMul(b, y, pow2i(c, n1), "");
+    y = LLVMBuildFMul(b, y, pow2i(c, n2), "");
+    LLVMValueRef big = LLVMBuildFCmp(b, LLVMRealOGT, x, fk(c, 88.7228391, w), "");
+    y = select_(c, big, fk(c, INFINITY, w), y);
+    return select_(c, isnan, x, y);
+}
+
+static LLVMValueRef log_f32(cg *c, LLVMValueRef x)
+{
+    int w = width_of(x);
+    LLVMBuilderRef b = c->b;
+    LLVMTypeRef it = cg_vec(c, c->i32, w), ft = cg_vec(c, c->f32, w);
+    /* subnormals: scale into the normal range first */
+    LLVMValueRef tiny = LLVMBuildFCmp(b, LLVMRealOLT, x, fk(c, 1.17549435e-38, w), "");
+    LLVMValueRef xs = select_(c, tiny, LLVMBuildFMul(b, x, fk(c, 8388608.0, w), ""), x);
+    LLVMValueRef ebias = select_(c, tiny, ik(c, 23, w), ik(c, 0, w));
+    LLVMValueRef bits = LLVMBuildBitCast(b, xs, it, "");
+    LLVMValueRef e = LLVMBuildLShr(b, bits, ik(c, 23, w), "");
+    e = LLVMBuildAnd(b, e, ik(c, 0xff, w), "");
+    e = LLVMBuildSub(b, e, ik(c, 126, w), "");
+    e = LLVMBuildSub(b, e, ebias, "");
+    LLVMValueRef mb = LLVMBuildAnd(b, bits, ik(c, 0x807fffff, w), "");
+    mb = LLVMBuildOr(b, mb, ik(c, 0x3f000000, w), "");
+    LLVMValueRef m = LLVMBuildBitCast(b, mb, ft, ""); /* [0.5, 1) */
+    LLVMValueRef small = LLVMBuildFCmp(b, LLVMRealOLT, m, fk(c, 0.707106781186547524, w), "");
+    e = select_(c, small, LLVMBuildSub(b, e, ik(c, 1, w), ""), e);
+    m = select_(c, small, LLVMBuildFAdd(b, m, m, ""), m);
+    m = LLVMBuildFSub(b, m, fk(c, 1.0, w), "");
+    LLVMValueRef ef = LLVMBuildSIToFP(b, e, ft, "");
+    static const double P[] = {7.0376836292E-2, -1.1514610310E-1, 1.1676998740E-1,
+                               -1.2420140846E-1, 1.4249322787E-1, -1.6668057665E-1,
+                               2.0000714765E-1, -2.4999993993E-1, 3.3333331174E-1};
+    LLVMValueRef z = LLVMBuildFMul(b, m, m, "");
+    LLVMValueRef y = LLVMBuildFMul(b, LLVMBuildFMul(b, poly(c, m, P, 9), m, ""), z, "");
+    y = fmuladd(c, ef, fk(c, -2.12194440e-4, w), y);
+    y = fmuladd(c, z, fk(c, -0.5, w), y);
+    LLVMValueRef r = LLVMBuildFAdd(b, m, y, "");
+    r = fmuladd(c, ef, fk(c, 0.693359375, w), r);
+    /* specials: x < 0 or nan -> nan, 0 -> -inf, inf -> inf */
+    LLVMValueRef neg = LLVMBuildFCmp(b, LLVMRealULT, x, fk(c, 0.0, w), "");
+    r = select_(c, LLVMBuildFCmp(b, LLVMRealOEQ, x, fk(c, INFINITY, w), ""), x, r);
+    r = select_(c, LLVMBuildFCmp(b, LLVMRealOEQ, x, fk(c, 0.0, w), ""), fk(c, -INFINITY, w), r);
+    return select_(c, neg, fk(c, NAN, w), r);
+}
+
+static LLVMValueRef tanh_f32(cg *c, LLVMValueRef x)
+{
+    int w = width_of(x);
+    LLVMBuilderRef b = c->b;
+    LLVMValueRef ax = fabs_(c, x);
+    /* |x| < 0.625: odd polynomial (Cephes tanhf) */
+    static const double P[] = {-5.70498872745E-3, 2.06390887954E-2, -5.37397155531E-2,
+                               1.33314422036E-1, -3.33332819422E-1};
+    LLVMValueRef z = LLVMBuildFMul(b, x, x, "");
+    LLVMValueRef ps = fmuladd(c, LLVMBuildFMul(b, poly(c, z, P, 5), z, ""), x, x);
+    /* else: 1 - 2/(exp(2|x|) + 1), with the sign of x */
+    LLVMValueRef e = exp_f32(c, LLVMBuildFAdd(b, ax, ax, ""));
+    LLVMValueRef t = LLVMBuildFSub(
+        b, fk(c, 1.0, w), LLVMBuildFDiv(b, fk(c, 2.0, w), LLVMBuildFAdd(b, e, fk(c, 1.0, w), ""), ""),
+        "");
+    LLVMTypeRef ft = LLVMTypeOf(x);
+    LLVMValueRef args[2] = {t, x};
+    LLVMValueRef big = cg_call_intrinsic(c, "llvm.copysign", &ft, 1, args, 2);
+    return select_(c, LLVMBuildFCmp(b, LLVMRealOLT, ax, fk(c, 0.625, w), ""), ps, big);
+}
+
+static LLVMValueRef erf_f32(cg *c, LLVMValueRef x)
+{
+    int w = width_of(x);
+    LLVMBuilderRef b = c->b;
+    LLVMValueRef ax = fabs_(c, x);
+    /* |x| < 0.5: x * 2/sqrt(pi) * (1 - x^2/3 + x^4/10 - x^6/42 + x^8/216 - x^10/1320) */
+    static const double T[] = {-1.0 / 1320, 1.0 / 216, -1.0 / 42, 1.0 / 10, -1.0 / 3, 1.0};
+    LLVMValueRef z = LLVMBuildFMul(b, x, x, "");
+    LLVMValueRef small =
+        LLVMBuildFMul(b, LLVMBuildFMul(b, poly(c, z, T, 6), x, ""), fk(c, 1.12837916709551257, w), "");
+    /* else: 1 - erfc(|x|), erfc = t*exp(-z*z + P(t)), t = 1/(1 + z/2) */
+    LLVMValueRef t = LLVMBuildFDiv(
+        b, fk(c, 1.0, w), fmuladd(c, ax, fk(c, 0.5, w), fk(c, 1.0, w)), "");
+    static const double P[] = {0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807,
+                               -0.18628806, 0.09678418, 0.37409196, 1.00002368, -1.26551223};
+    LLVMValueRef arg = LLVMBuildFSub(b, poly(c, t, P, 10), LLVMBuildFMul(b, ax, ax, ""), "");
+    LLVMValueRef erfc = LLVMBuildFMul(b, t, exp_f32(c, arg), "");
+    LLVMValueRef big = LLVMBuildFSub(b, fk(c, 1.0, w), erfc, "");
+    LLVMTypeRef ft = LLVMTypeOf(x);
+    LLVMValueRef args[2] = {big, x};
+    big = cg_call_intrinsic(c, "llvm.copysign", &ft, 1, args, 2);
+    LLVMValueRef r = select_(c, LLVMBuildFCmp(b, LLVMRealOLT, ax, fk(c, 0.5, w), ""), small, big);
+    return select_(c, LLVMBuildFCmp(b, LLVMRealUNO, x, x, ""), x, r);
+}
+
+LLVMValueRef cg_exp(cg *c, LLVMValueRef x, ptc_dtype dt)
+{
+    if (dt == PTC_F64)
+        return cg_libm(c, "exp", c->f64, &x, 1);
+    return exp_f32(c, x);
+}
+
+LLVMValueRef cg_log(cg *c, LLVMValueRef x, ptc_dtype dt)
+{
+    if (dt == PTC_F64)
+        return cg_libm(c, "log", c->f64, &x, 1);
+    return log_f32(c, x);
+}
+
+LLVMValueRef cg_tanh(cg *c, LLVMValueRef x, ptc_dtype dt)
+{
+    if (dt == PTC_F64)
+        return cg_libm(c, "tanh", c->f64, &x, 1);
+    return tanh_f32(c, x);
+}
+
+LLVMValueRef cg_erf(cg *c, LLVMValueRef x, ptc_dtype dt)
+{
+    if (dt == PTC_F64)
+        return cg_libm(c, "erf", c->f64, &x, 1);
+    return erf_f32(c, x);
+}
+
+/* ---- the counter RNG (ops.h), bit for bit -------------------------------------- */
+
+static LLVMValueRef rng_mix(cg *c, LLVMValueRef x)
+{
+    int w = width_of(x);
+    LLVMBuilderRef b = c->b;
+    LLVMTypeRef t = c->i64;
+    x = LLVMBuildXor(b, x, LLVMBuildLShr(b, x, cg_const_i(c, t, 30, w), ""), "");
+    x = LLVMBuildMul(b, x, cg_const_i(c, t, (int64_t)0xbf58476d1ce4e5b9ULL, w), "");
+    x = LLVMBuildXor(b, x, LLVMBuildLShr(b, x, cg_const_i(c, t, 27, w), ""), "");
+    x = LLVMBuildMul(b, x, cg_const_i(c, t, (int64_t)0x94d049bb133111ebULL, w), "");
+    return LLVMBuildXor(b, x, LLVMBuildLShr(b, x, cg_const_i(c, t, 31, w), ""), "");
+}
+
+LLVMValueRef cg_rng_key(cg *c, int64_t seed)
+{
+    LLVMValueRef s = LLVMConstInt(c->i64, (uint64_t)seed * 0x9e3779b97f4a7c15ULL, 0);
+    return rng_mix(c, LLVMBuildAdd(c->b, s, c->rng_offset, "rng.key"));
+}
+
+LLVMValueRef cg_rng_uniform(cg *c, LLVMValueRef key, LLVMValueRef idx)
+{
+    int w = width_of(idx);
+    LLVMBuilderRef b = c->b;
+    LLVMValueRef h = rng_mix(c, LLVMBuildAdd(b, cg_splat(c, key, w), idx, ""));
+    h = LLVMBuildLShr(b, h, cg_const_i(c, c->i64, 40, w), "");
+    LLVMValueRef f = LLVMBuildUIToFP(b, h, cg_vec(c, c->f32, w), "");
+    return LLVMBuildFMul(b, f, fk(c, 1.0 / 16777216.0, w), "");
+}
+
+/* ptc_rng_normal: sqrtf(-2 logf(1 - u0)) * cosf(2 pi u1), with libm's logf and
+ * cosf so that the draws equal the reference's exactly. */
+LLVMValueRef cg_randn(cg *c, LLVMValueRef key, LLVMValueRef idx, ptc_dtype dt)
+{
+    int w = width_of(idx);
+    LLVMBuilderRef b = c->b;
+    LLVMValueRef i2 = LLVMBuildShl(b, idx, cg_const_i(c, c->i64, 1, w), "");
+    LLVMValueRef u0 = cg_rng_uniform(c, key, i2);
+    LLVMValueRef u1 =
+        cg_rng_uniform(c, key, LLVMBuildAdd(b, i2, cg_const_i(c, c->i64, 1, w), ""));
+    LLVMValueRef one_minus = LLVMBuildFSub(b, fk(c, 1.0, w), u0, "");
+    LLVMValueRef lg = cg_libm(c, "logf", c->f32, &one_minus, 1);
+    LLVMValueRef r = LLVMBuildFMul(b, fk(c, -2.0, w), lg, "");
+    LLVMTypeRef ft = LLVMTypeOf(r);
+    r = cg_call_intrinsic(c, "llvm.sqrt", &ft, 1, &r, 1);
+    LLVMValueRef ang = LLVMBuildFMul(b, fk(c, 6.28318530717958648, w), u1, "");
+    LLVMValueRef cs = cg_libm(c, "cosf", c->f32, &ang, 1);
+    LLVMValueRef z = LLVMBuildFMul(b, r, cs, "");
+    (void)dt;
+    return z;
+}

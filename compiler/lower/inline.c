@@ -1,0 +1,277 @@
+/* Inlining: vertical fusion of pointwise producers into their consumers.
+ *
+ * A pointwise node whose buffer is read only by other loop nodes can be
+ * replaced, at each load, by a copy of its body with its variables bound to
+ * the load's index. Loads behind a mask (padding, concatenation) carry the
+ * mask into the copied body, so an inlined producer never reads where the
+ * original load would not have. Inlining is refused when it would recompute
+ * an expensive body: unless the body is cheap (about a load, an add and an
+ * rsqrt), the cost of the producer times the number of extra evaluations per
+ * element it computes (broadcast consumers, several consumers) must stay
+ * under a limit, and never more than 8x.
+ * Bodies are rebuilt with common-subexpression elimination, so two inlined
+ * producers that load the same element load it once.
+ */
+#include "lower/lower_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- hashed body building -------------------------------------------------- */
+
+static bool fbits_eq(double x, double y) { return memcmp(&x, &y, sizeof x) == 0; }
+
+static bool entry_eq(const ptc_lexpr *x, const ptc_lexpr *y)
+{
+    if (x->op != y->op || x->dtype != y->dtype || x->buf != y->buf || x->nidx != y->nidx ||
+        x->is_int != y->is_int || x->ival != y->ival || !fbits_eq(x->fval, y->fval) ||
+        x->seed != y->seed)
+        return false;
+    for (int k = 0; k < 3; k++)
+        if (x->arg[k] != y->arg[k])
+            return false;
+    for (int k = 0; k < x->nidx; k++)
+        if (!ptc_ix_eq(x->idx[k], y->idx[k]))
+            return false;
+    if ((x->ix == NULL) != (y->ix == NULL) || (x->ix && !ptc_ix_eq(x->ix, y->ix)))
+        return false;
+    return true;
+}
+
+int ptc_body_emit(ptc_arena *a, ptc_lbody *b, const ptc_lexpr *e)
+{
+    /* Random draws are deterministic in their index, so they are values too. */
+    for (int i = b->n - 1; i >= 0; i--)
+        if (entry_eq(&b->e[i], e))
+            return i;
+    return ptc_lbody_add(a, b, e);
+}
+
+static int emit_binary(ptc_arena *a, ptc_lbody *b, int op, ptc_dtype dt, int x, int y)
+{
+    ptc_lexpr e;
+    memset(&e, 0, sizeof e);
+    e.op = (uint8_t)op;
+    e.dtype = dt;
+    e.arg[0] = x;
+    e.arg[1] = y;
+    e.arg[2] = -1;
+    e.buf = -1;
+    return ptc_body_emit(a, b, &e);
+}
+
+/* Copies entry e (from another body) into dst: operands through map, loop
+ * variables through vars, and an extra mask ANDed into loads. */
+static int copy_entry(ptc_arena *a, ptc_lbody *dst, const ptc_lexpr *src, const int *map,
+                      int nmap, const ptc_ix *const *vars, int nvars, int mask)
+{
+    ptc_lexpr e = *src;
+    for (int k = 0; k < ptc_lop_arity(e.op); k++)
+        e.arg[k] = map[src->arg[k]];
+    if (e.op == PTC_L_LOAD) {
+        e.idx = PTC_NEWN(a, const ptc_ix *, e.nidx > 0 ? e.nidx : 1);
+        for (int k = 0; k < e.nidx; k++)
+            e.idx[k] = ptc_ix_subst(a, src->idx[k], vars, nvars, map, nmap);
+        int inner = src->arg[0] >= 0 ? map[src->arg[0]] : -1;
+        if (mask >= 0 && inner >= 0)
+            e.arg[0] = emit_binary(a, dst, PTC_L_BITWISE_AND, PTC_BOOL, mask, inner);
+        else
+            e.arg[0] = mask >= 0 ? mask : inner;
+        if (mask >= 0 && src->arg[0] < 0) {
+            /* masked-off lanes of an inlined load read zero */
+            e.is_int = !ptc_dtype_is_float(e.dtype);
+            e.ival = 0;
+            e.fval = 0;
+        }
+    } else if (e.ix) {
+        e.ix = ptc_ix_subst(a, src->ix, vars, nvars, map, nmap);
+    }
+    return ptc_body_emit(a, dst, &e);
+}
+
+/* Entries of b that `root` depends on. */
+static void live_set(const ptc_lbody *b, int root, bool *live)
+{
+    if (root < 0 || live[root])
+        return;
+    live[root] = true;
+    const ptc_lexpr *e = &b->e[root];
+    for (int k = 0; k < 3; k++)
+        live_set(b, e->arg[k], live);
+    int vals[64], n = 0;
+    for (int k = 0; k < e->nidx; k++)
+        n = ptc_ix_vals(e->idx[k], vals, n, 64);
+    if (e->ix)
+        n = ptc_ix_vals(e->ix, vals, n, 64);
+    for (int k = 0; k < n; k++)
+        live_set(b, vals[k], live);
+}
+
+int ptc_body_copy(ptc_arena *a, ptc_lbody *dst, const ptc_lbody *src, int root,
+                  const ptc_ix *const *vars, int nvars, int mask)
+{
+    bool *live = calloc((size_t)src->n + 1, 1);
+    int *map = malloc(sizeof(int) * ((size_t)src->n + 1));
+    live_set(src, root, live);
+    for (int i = 0; i <= root; i++)
+        map[i] = live[i] ? copy_entry(a, dst, &src->e[i], map, src->n, vars, nvars, mask) : -1;
+    int r = map[root];
+    free(live);
+    free(map);
+    return r;
+}
+
+/* ---- inlining -------------------------------------------------------------- */
+
+/* Rebuilds consumer c with every load of `prod`'s buffer replaced by the body. */
+static void inline_into(ptc_lprog *p, ptc_lnode *c, const ptc_lnode *prod)
+{
+    ptc_arena *a = p->arena;
+    int buf = prod->out[0];
+    ptc_lbody nb = {0};
+    int *map = malloc(sizeof(int) * ((size_t)c->body.n + 1));
+    for (int i = 0; i < c->body.n; i++) {
+        const ptc_lexpr *e = &c->body.e[i];
+        if (e->op != PTC_L_LOAD || e->buf != buf) {
+            map[i] = copy_entry(a, &nb, e, map, c->body.n, NULL, 0, -1);
+            continue;
+        }
+        const ptc_ix **vars = PTC_NEWN(a, const ptc_ix *, e->nidx > 0 ? e->nidx : 1);
+        for (int k = 0; k < e->nidx; k++)
+            vars[k] = ptc_ix_subst(a, e->idx[k], NULL, 0, map, c->body.n);
+        int mask = e->arg[0] >= 0 ? map[e->arg[0]] : -1;
+        int v = ptc_body_copy(a, &nb, &prod->body, prod->value, vars, e->nidx, mask);
+        if (mask >= 0) {
+            ptc_lexpr k;
+            memset(&k, 0, sizeof k);
+            k.op = PTC_L_CONST;
+            k.dtype = e->dtype;
+            k.is_int = e->is_int;
+            k.ival = e->ival;
+            k.fval = e->fval;
+            k.arg[0] = k.arg[1] = k.arg[2] = -1;
+            k.buf = -1;
+            int other = ptc_body_emit(a, &nb, &k);
+            ptc_lexpr w;
+            memset(&w, 0, sizeof w);
+            w.op = PTC_L_WHERE;
+            w.dtype = e->dtype;
+            w.arg[0] = mask;
+            w.arg[1] = v;
+            w.arg[2] = other;
+            w.buf = -1;
+            v = ptc_body_emit(a, &nb, &w);
+        }
+        map[i] = v;
+    }
+    c->value = map[c->value];
+    c->body = nb;
+    free(map);
+    const char *label = prod->label ? prod->label : "pw";
+    if (!c->label)
+        c->label = label;
+    else if (strlen(c->label) + strlen(label) < 48 && !strstr(c->label, label))
+        c->label = ptc_arena_printf(a, "%s_%s", label, c->label);
+    /* provenance: the union */
+    int n = c->nprov + prod->nprov;
+    const char **prov = PTC_NEWN(a, const char *, n > 0 ? n : 1);
+    int k = 0;
+    for (int i = 0; i < prod->nprov; i++)
+        prov[k++] = prod->prov[i];
+    for (int i = 0; i < c->nprov; i++) {
+        bool dup = false;
+        for (int j = 0; j < k; j++)
+            dup |= strcmp(prov[j], c->prov[i]) == 0;
+        if (!dup)
+            prov[k++] = c->prov[i];
+    }
+    c->prov = prov;
+    c->nprov = k;
+}
+
+static int count_loads(const ptc_lnode *c, int buf)
+{
+    int k = 0;
+    for (int i = 0; i < c->body.n; i++)
+        if (c->body.e[i].op == PTC_L_LOAD && c->body.e[i].buf == buf)
+            k++;
+    return k;
+}
+
+double ptc_dim_hint(ptc_dim d)
+{
+    if (ptc_dim_is_static(d))
+        return (double)d.value;
+    const char *names[32];
+    int n = ptc_dim_symbols(d, names, 0, 32);
+    ptc_bindings b = {0};
+    for (int i = 0; i < n; i++)
+        ptc_bindings_set(&b, names[i], PTC_SIZE_HINT);
+    int64_t v = 0;
+    if (ptc_dim_eval(d, &b, &v, NULL))
+        return PTC_SIZE_HINT;
+    return (double)v;
+}
+
+double ptc_node_iterations(const ptc_lnode *n)
+{
+    double it = 1;
+    for (int d = 0; d < n->ndim; d++)
+        it *= ptc_dim_hint(n->ranges[d]);
+    for (int d = 0; d < n->nred; d++)
+        it *= ptc_dim_hint(n->red[d]);
+    return it;
+}
+
+double ptc_buf_numel_hint(const ptc_lbuf *b)
+{
+    double n = 1;
+    for (int d = 0; d < b->ndim; d++)
+        n *= ptc_dim_hint(b->shape[d]);
+    return n;
+}
+
+enum { MAX_BODY = 4000, CHEAP = 8 };
+
+int ptc_inline_pass(ptc_lprog *p, int limit, int *ninlined, int *nrefused)
+{
+    int readers[256];
+    for (int i = 0; i < p->nnodes; i++) {
+        ptc_lnode *prod = p->nodes[i];
+        if (!prod || prod->kind != PTC_LN_POINTWISE)
+            continue;
+        int buf = prod->out[0];
+        ptc_lbuf *b = p->bufs[buf];
+        if (b->kind == PTC_LB_OUTPUT)
+            continue;
+        int nr = ptc_lprog_readers(p, buf, readers, 256);
+        if (nr == 0 || nr > 256)
+            continue;
+        bool ok = true;
+        double evals = 0;
+        for (int r = 0; r < nr && ok; r++) {
+            const ptc_lnode *c = p->nodes[readers[r]];
+            ok = c->kind != PTC_LN_EXTERN && c->body.n + prod->body.n <= MAX_BODY;
+            evals += count_loads(c, buf) * ptc_node_iterations(c);
+        }
+        if (!ok)
+            continue;
+        double numel = ptc_buf_numel_hint(b);
+        double factor = numel > 0 ? evals / numel : 1;
+        if (factor > 1.001) {
+            /* a cheap body (a load, an add and an rsqrt) is recomputed at any
+             * broadcast factor: it costs less per element than its load */
+            int cost = ptc_lbody_cost(&prod->body, prod->value);
+            if (cost > CHEAP && (factor > 8 || cost * (factor - 1) > limit)) {
+                (*nrefused)++;
+                continue;
+            }
+        }
+        for (int r = 0; r < nr; r++)
+            inline_into(p, p->nodes[readers[r]], prod);
+        p->nodes[i] = NULL;
+        b->removed = true;
+        (*ninlined)++;
+    }
+    return 0;
+}

@@ -1,0 +1,352 @@
+/* The `kernels` stage: printing, cache keys and the schedule checker.
+ *
+ * kernels.txt lists the steps in order. Each kernel starts with
+ * "kernel <n> <name>:" and lists its outer loop, its groups and their
+ * members; member lines end with the stage-1 provenance. Externs are
+ * "extern <n> <op>:" blocks. The memory plan closes the file.
+ *
+ * The cache key of a kernel is the same text with buffers named by argument
+ * position and without provenance: two kernels with equal keys compile to the
+ * same code whatever graph they came from.
+ */
+#include "lower/lower_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void print_prov(ptc_buf *b, int n, const char *const *prov)
+{
+    if (n <= 0)
+        return;
+    ptc_buf_puts(b, "  <-");
+    for (int i = 0; i < n; i++)
+        ptc_buf_printf(b, "%s %%%s", i ? "," : "", prov[i]);
+}
+
+static void print_ranges(ptc_buf *b, const ptc_dim *d, int n, const char *prefix)
+{
+    ptc_buf_putc(b, '[');
+    for (int i = 0; i < n; i++) {
+        ptc_buf_printf(b, "%s%s%d < ", i ? ", " : "", prefix, i);
+        ptc_dim_print(b, d[i]);
+    }
+    ptc_buf_putc(b, ']');
+}
+
+/* Kernel variable names for group g: o<i>, i<i>, r<i>. */
+static int var_names(ptc_arena *a, const ptc_kernel *k, const ptc_kgroup *g, const char **names)
+{
+    int n = 0;
+    for (int i = 0; i < k->nouter; i++)
+        names[n++] = ptc_arena_printf(a, "o%d", i);
+    for (int i = 0; i < g->ninner; i++)
+        names[n++] = ptc_arena_printf(a, "i%d", i);
+    for (int i = 0; i < g->nred; i++)
+        names[n++] = ptc_arena_printf(a, "r%d", i);
+    return n;
+}
+
+static void print_kernel_body(ptc_buf *b, const ptc_schedule *s, const ptc_kernel *k,
+                              const char *const *bufnames, bool with_prov)
+{
+    const ptc_lprog *p = s->prog;
+    ptc_arena *tmp = ptc_arena_new();
+    ptc_buf_puts(b, "  outer ");
+    print_ranges(b, k->outer, k->nouter, "o");
+    ptc_buf_printf(b, " parallel %d\n", k->npar);
+    if (k->nparams) {
+        ptc_buf_puts(b, "  params");
+        for (int i = 0; i < k->nparams; i++) {
+            ptc_buf_putc(b, ' ');
+            ptc_dim_print(b, k->params[i]);
+        }
+        ptc_buf_putc(b, '\n');
+    }
+    for (int i = 0; i < k->nlocal; i++) {
+        const ptc_lbuf *lb = p->bufs[k->locals[i]];
+        ptc_buf_printf(b, "  local %s: %s[", bufnames[lb->id], ptc_dtype_name(lb->dtype));
+        for (int d = 0; d < lb->ndim; d++) {
+            if (d)
+                ptc_buf_putc(b, ',');
+            if (d < k->nouter)
+                ptc_buf_putc(b, '_');
+            else
+                ptc_dim_print(b, lb->shape[d]);
+        }
+        ptc_buf_puts(b, "]\n");
+    }
+    for (int g = 0; g < k->ngroups; g++) {
+        const ptc_kgroup *G = &k->groups[g];
+        const char *names[3 * PTC_MAX_DIMS];
+        int nn = var_names(tmp, k, G, names);
+        ptc_buf_printf(b, "  group %d %s ", g, G->reduction ? "reduction" : "pointwise");
+        print_ranges(b, G->inner, G->ninner, "i");
+        if (G->reduction) {
+            ptc_buf_puts(b, " over ");
+            print_ranges(b, G->red, G->nred, "r");
+        }
+        ptc_buf_putc(b, '\n');
+        for (int m = 0; m < G->nmembers; m++) {
+            const ptc_kmember *mem = &G->members[m];
+            const ptc_lnode *n = p->nodes[mem->node];
+            if (with_prov)
+                ptc_buf_printf(b, "    member n%d", n->id);
+            else
+                ptc_buf_puts(b, "    member");
+            if (n->kind == PTC_LN_REDUCTION) {
+                ptc_buf_printf(b, " %s", ptc_reduce_name(n->reduce));
+                if (n->reduce == PTC_RED_WELFORD)
+                    ptc_buf_printf(b, " correction=%.17g", n->correction);
+            }
+            ptc_buf_printf(b, " of t%d ->", mem->value);
+            for (int o = 0; o < 2; o++) {
+                if (!mem->store[o])
+                    continue;
+                ptc_buf_printf(b, " %s[", bufnames[n->out[o]]);
+                ptc_ix_print(b, mem->store[o], names, nn);
+                ptc_buf_printf(b, "]:%s", ptc_dtype_name(p->bufs[n->out[o]]->dtype));
+            }
+            if (with_prov)
+                print_prov(b, n->nprov, n->prov);
+            ptc_buf_putc(b, '\n');
+            ptc_lbody_print(b, &mem->body, names, nn, bufnames, "      ");
+        }
+    }
+    ptc_arena_free(tmp);
+}
+
+void ptc_kernel_print(ptc_buf *b, const ptc_schedule *s, const ptc_kernel *k)
+{
+    const ptc_lprog *p = s->prog;
+    const char **names = malloc(sizeof(char *) * ((size_t)p->nbufs + 1));
+    for (int i = 0; i < p->nbufs; i++)
+        names[i] = p->bufs[i]->name;
+    ptc_buf_printf(b, "kernel %d %s:\n", k->id, k->name);
+    ptc_buf_puts(b, "  args");
+    for (int i = 0; i < k->nargs; i++)
+        ptc_buf_printf(b, " %s", names[k->args[i]]);
+    ptc_buf_putc(b, '\n');
+    print_kernel_body(b, s, k, names, true);
+    free(names);
+}
+
+void ptc_kernel_print_key(ptc_buf *b, const ptc_schedule *s, const ptc_kernel *k)
+{
+    const ptc_lprog *p = s->prog;
+    ptc_arena *tmp = ptc_arena_new();
+    const char **names = PTC_NEWN(tmp, const char *, p->nbufs + 1);
+    for (int i = 0; i < p->nbufs; i++)
+        names[i] = "?";
+    ptc_buf_puts(b, "args");
+    for (int i = 0; i < k->nargs; i++) {
+        names[k->args[i]] = ptc_arena_printf(tmp, "a%d", i);
+        ptc_buf_printf(b, " %s", ptc_dtype_name(p->bufs[k->args[i]]->dtype));
+    }
+    ptc_buf_putc(b, '\n');
+    for (int i = 0; i < k->nlocal; i++)
+        names[k->locals[i]] = ptc_arena_printf(tmp, "l%d", i);
+    print_kernel_body(b, s, k, names, false);
+    ptc_arena_free(tmp);
+}
+
+static void print_extern(ptc_buf *b, const ptc_schedule *s, const ptc_lnode *n, int index)
+{
+    const ptc_lprog *p = s->prog;
+    ptc_buf_printf(b, "extern %d %s:\n", index, ptc_op_name(n->xnode->op));
+    ptc_buf_printf(b, "  n%d %s%s(", n->id, ptc_op_name(n->xnode->op),
+                   n->xkind == PTC_XK_HOST ? "" : " [ptc]");
+    for (int i = 0; i < n->nxin; i++) {
+        const ptc_lview *v = &n->xin[i];
+        if (i)
+            ptc_buf_puts(b, ", ");
+        if (v->buf < 0) {
+            ptc_buf_puts(b, "None");
+            continue;
+        }
+        ptc_buf_printf(b, "%s[", p->bufs[v->buf]->name);
+        for (int d = 0; d < v->ndim; d++) {
+            if (d)
+                ptc_buf_putc(b, ',');
+            ptc_dim_print(b, v->sizes[d]);
+        }
+        ptc_buf_puts(b, "]{");
+        for (int d = 0; d < v->ndim; d++) {
+            if (d)
+                ptc_buf_putc(b, ',');
+            ptc_dim_print(b, v->strides[d]);
+        }
+        ptc_buf_putc(b, '}');
+    }
+    ptc_buf_puts(b, ") ->");
+    for (int o = 0; o < 2; o++)
+        if (n->out[o] >= 0)
+            ptc_buf_printf(b, " %s", p->bufs[n->out[o]]->name);
+    print_prov(b, n->nprov, n->prov);
+    ptc_buf_putc(b, '\n');
+}
+
+static void print_plan(ptc_buf *b, const ptc_schedule *s)
+{
+    const ptc_lprog *p = s->prog;
+    const ptc_mplan *mp = &s->plan;
+    int n = 0;
+    for (int i = 0; i < mp->nbufs; i++)
+        n += mp->in_arena[i];
+    if (mp->is_static)
+        ptc_buf_printf(b, "memory: arena %lld bytes, %d buffers\n", (long long)mp->arena_bytes, n);
+    else
+        ptc_buf_printf(b, "memory: arena planned at run time (symbolic sizes), %d buffers\n", n);
+    for (int i = 0; i < mp->nbufs; i++) {
+        if (!mp->in_arena[i])
+            continue;
+        const ptc_lbuf *buf = p->bufs[i];
+        ptc_buf_printf(b, "  %s: %s[", buf->name, ptc_dtype_name(buf->dtype));
+        for (int d = 0; d < buf->ndim; d++) {
+            if (d)
+                ptc_buf_putc(b, ',');
+            ptc_dim_print(b, buf->shape[d]);
+        }
+        ptc_buf_putc(b, ']');
+        if (mp->is_static)
+            ptc_buf_printf(b, " %lld bytes at %lld", (long long)mp->nbytes[i],
+                           (long long)mp->offset[i]);
+        ptc_buf_printf(b, ", live steps %d..%d", mp->first[i], mp->last[i]);
+        print_prov(b, buf->nprov, buf->prov);
+        ptc_buf_putc(b, '\n');
+    }
+}
+
+void ptc_schedule_print(ptc_buf *b, const ptc_schedule *s)
+{
+    ptc_buf_puts(b, "# ptc kernels v1\n");
+    ptc_buf_printf(b, "# %d kernels, %d steps; %d producers inlined, %d refused (recompute), %d "
+                      "refused (memory)\n",
+                   s->nkernels, s->nsteps, s->ninlined, s->nrefused_recompute, s->nrefused_memory);
+    int nx = 0;
+    for (int t = 0; t < s->nsteps; t++) {
+        if (s->steps[t].kind == PTC_STEP_KERNEL)
+            ptc_kernel_print(b, s, s->kernels[s->steps[t].index]);
+        else
+            print_extern(b, s, s->prog->nodes[s->steps[t].index], nx++);
+    }
+    print_plan(b, s);
+}
+
+/* ---- checker --------------------------------------------------------------- */
+
+static int kfail(ptc_error *err, const ptc_kernel *k, const char *what, int detail)
+{
+    return ptc_errorf(err, PTC_ERR_INTERNAL, "kernels", "kernel %d %s: %s (%d)", k->id, k->name,
+                      what, detail);
+}
+
+static bool ix_in_range(const ptc_ix *x, int nvars, int nentries)
+{
+    for (int i = 0; i < x->nterms; i++) {
+        const ptc_ixatom *at = x->terms[i].atom;
+        if (at->kind == PTC_IXA_VAR && at->id >= nvars)
+            return false;
+        if (at->kind == PTC_IXA_VAL && at->id >= nentries)
+            return false;
+        if ((at->kind == PTC_IXA_DIV || at->kind == PTC_IXA_MOD) &&
+            !ix_in_range(at->x, nvars, nentries))
+            return false;
+    }
+    return true;
+}
+
+static int verify_kernel(const ptc_schedule *s, const ptc_kernel *k, int step, const int *written,
+                         bool *done, ptc_error *err)
+{
+    const ptc_lprog *p = s->prog;
+    if (k->npar < 0 || k->npar > k->nouter)
+        return kfail(err, k, "parallel dims out of range", k->npar);
+    for (int g = 0; g < k->ngroups; g++) {
+        const ptc_kgroup *G = &k->groups[g];
+        int nvars = k->nouter + G->ninner + G->nred;
+        if (G->nmembers == 0)
+            return kfail(err, k, "empty group", g);
+        for (int m = 0; m < G->nmembers; m++) {
+            const ptc_kmember *mem = &G->members[m];
+            const ptc_lnode *n = p->nodes[mem->node];
+            if (!n || done[mem->node])
+                return kfail(err, k, "member node missing or scheduled twice", mem->node);
+            if ((n->kind == PTC_LN_REDUCTION) != G->reduction)
+                return kfail(err, k, "member kind differs from its group", mem->node);
+            for (int i = 0; i < mem->body.n; i++) {
+                const ptc_lexpr *e = &mem->body.e[i];
+                const ptc_ix *x = e->op == PTC_L_LOAD ? e->idx[0] : e->ix;
+                if (x && !ix_in_range(x, nvars, i))
+                    return kfail(err, k, "index uses a variable outside its group", mem->node);
+                if (e->op != PTC_L_LOAD)
+                    continue;
+                if (e->nidx != 1)
+                    return kfail(err, k, "load without a flat offset", mem->node);
+                const ptc_lbuf *src = p->bufs[e->buf];
+                bool ok = src->kind == PTC_LB_INPUT ||
+                          (written[e->buf] >= 0 && written[e->buf] < step) ||
+                          (written[e->buf] == step && done[src->def]);
+                if (!ok)
+                    return kfail(err, k, "reads a buffer before it is written", e->buf);
+            }
+            for (int o = 0; o < 2; o++)
+                if (mem->store[o] && !ix_in_range(mem->store[o], nvars, 0))
+                    return kfail(err, k, "store index out of its group", mem->node);
+            done[mem->node] = true;
+        }
+    }
+    return 0;
+}
+
+int ptc_schedule_verify(const ptc_schedule *s, ptc_error *err)
+{
+    const ptc_lprog *p = s->prog;
+    int *written = malloc(sizeof(int) * ((size_t)p->nbufs + 1));
+    bool *done = calloc((size_t)p->nnodes + 1, 1);
+    int rc = 0;
+    for (int b = 0; b < p->nbufs; b++)
+        written[b] = -1;
+    /* a buffer is written at the step of its writer */
+    for (int t = 0; t < s->nsteps; t++) {
+        if (s->steps[t].kind == PTC_STEP_EXTERN) {
+            const ptc_lnode *n = p->nodes[s->steps[t].index];
+            for (int o = 0; o < 2; o++)
+                if (n->out[o] >= 0)
+                    written[n->out[o]] = t;
+            continue;
+        }
+        const ptc_kernel *k = s->kernels[s->steps[t].index];
+        for (int g = 0; g < k->ngroups; g++)
+            for (int m = 0; m < k->groups[g].nmembers; m++) {
+                const ptc_lnode *n = p->nodes[k->groups[g].members[m].node];
+                for (int o = 0; n && o < 2; o++)
+                    if (n->out[o] >= 0)
+                        written[n->out[o]] = t;
+            }
+    }
+    for (int t = 0; t < s->nsteps && rc == 0; t++) {
+        if (s->steps[t].kind == PTC_STEP_KERNEL) {
+            rc = verify_kernel(s, s->kernels[s->steps[t].index], t, written, done, err);
+            continue;
+        }
+        const ptc_lnode *n = p->nodes[s->steps[t].index];
+        for (int i = 0; i < n->nxin && rc == 0; i++) {
+            int bi = n->xin[i].buf;
+            if (bi >= 0 && p->bufs[bi]->kind != PTC_LB_INPUT &&
+                (written[bi] < 0 || written[bi] >= t))
+                rc = ptc_errorf(err, PTC_ERR_INTERNAL, "kernels",
+                                "extern n%d reads %s before it is written", n->id,
+                                p->bufs[bi]->name);
+        }
+        done[n->id] = true;
+    }
+    for (int i = 0; i < p->nnodes && rc == 0; i++)
+        if (p->nodes[i] && !done[i])
+            rc = ptc_errorf(err, PTC_ERR_INTERNAL, "kernels", "node n%d is in no step", i);
+    if (rc == 0 && s->plan.is_static)
+        rc = ptc_mplan_check(s->plan.nbufs, s->plan.nbytes, s->plan.first, s->plan.last,
+                             s->plan.in_arena, s->plan.offset, s->plan.arena_bytes, err);
+    free(written);
+    free(done);
+    return rc;
+}

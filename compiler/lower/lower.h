@@ -1,0 +1,406 @@
+/* ptc lower: the loop-level IR, the scheduler that fuses it into kernels, and
+ * the memory plan.
+ *
+ * Owns: index expressions (affine sums of loop variables, floor divisions and
+ * modulos over symbolic sizes, simplified with variable ranges), scalar bodies
+ * (small SSA lists of loads, arithmetic, casts, index values and random draws),
+ * loop programs (buffers computed by Pointwise / Reduction / Extern nodes,
+ * views folded into load indices), lowering of a prims graph into a loop
+ * program, the scheduler (inlining of pointwise producers, grouping of nodes
+ * into kernels that share an outer loop nest), the memory planner (one arena,
+ * reuse by live range) and the checkers and printers of each stage.
+ * Nothing here knows LLVM: compiler/codegen turns kernels into code.
+ */
+#ifndef PTC_LOWER_H
+#define PTC_LOWER_H
+
+#include "logs/logs.h"
+#include "ops/ops.h"
+
+/* ------------------------------------------------------------------------------
+ * Index expressions
+ *
+ * constant + sum(coeff * atom) where coefficients and the constant are sizes
+ * (ptc_dim, possibly symbolic) and an atom is a loop variable, a floor division
+ * or modulo of another index expression by a positive size, or an integer value
+ * computed by the body (indirect indexing). Every atom knows its range
+ * [0, extent), which is what lets (s1*x0 + x1) // s1 simplify to x0.
+ * Expressions are immutable and arena-allocated.
+ * ---------------------------------------------------------------------------- */
+
+typedef enum { PTC_IXA_VAR, PTC_IXA_DIV, PTC_IXA_MOD, PTC_IXA_VAL } ptc_ixatom_kind;
+
+typedef struct ptc_ix ptc_ix;
+
+typedef struct ptc_ixatom {
+    uint8_t kind;    /* ptc_ixatom_kind */
+    int id;          /* VAR: variable number; VAL: body expression index */
+    const ptc_ix *x; /* DIV / MOD operand */
+    ptc_dim d;       /* DIV / MOD divisor (> 0); VAR / VAL: extent, values in [0, d) */
+} ptc_ixatom;
+
+typedef struct ptc_ixterm {
+    ptc_dim coeff; /* never statically 0 */
+    const ptc_ixatom *atom;
+} ptc_ixterm;
+
+struct ptc_ix {
+    ptc_dim constant;
+    int nterms;
+    const ptc_ixterm *terms;
+};
+
+const ptc_ix *ptc_ix_const(ptc_arena *a, ptc_dim c);
+const ptc_ix *ptc_ix_int(ptc_arena *a, int64_t c);
+const ptc_ix *ptc_ix_var(ptc_arena *a, int id, ptc_dim extent);
+const ptc_ix *ptc_ix_val(ptc_arena *a, int expr, ptc_dim extent);
+const ptc_ix *ptc_ix_add(ptc_arena *a, const ptc_ix *x, const ptc_ix *y);
+const ptc_ix *ptc_ix_scale(ptc_arena *a, const ptc_ix *x, ptc_dim c);
+/* x*c + y */
+const ptc_ix *ptc_ix_madd(ptc_arena *a, const ptc_ix *x, ptc_dim c, const ptc_ix *y);
+/* Floor division and modulo by a positive size, simplified with atom ranges. */
+const ptc_ix *ptc_ix_floordiv(ptc_arena *a, const ptc_ix *x, ptc_dim d);
+const ptc_ix *ptc_ix_mod(ptc_arena *a, const ptc_ix *x, ptc_dim d);
+/* Replaces VAR atom i by vars[i] when i < nvars and vars[i] != NULL, and renames
+ * VAL atom j to vals[j] when j < nvals (re-simplifying divisions). */
+const ptc_ix *ptc_ix_subst(ptc_arena *a, const ptc_ix *x, const ptc_ix *const *vars, int nvars,
+                           const int *vals, int nvals);
+bool ptc_ix_eq(const ptc_ix *x, const ptc_ix *y);
+bool ptc_ix_is_const(const ptc_ix *x, ptc_dim *c);
+/* The coefficient of variable v among the top-level terms (0 if absent);
+ * *nested is set when v also occurs inside a DIV / MOD atom. */
+ptc_dim ptc_ix_coeff(const ptc_ix *x, int v, bool *nested);
+bool ptc_ix_uses_var(const ptc_ix *x, int v);
+bool ptc_ix_uses_val(const ptc_ix *x);
+/* The body entries VAL atoms of x refer to, nested ones included (appended
+ * to vals[n..max)); returns the new count. */
+int ptc_ix_vals(const ptc_ix *x, int *vals, int n, int max);
+/* Upper bound (inclusive) when every term's sign is known and the minimum is
+ * >= 0; false otherwise. */
+bool ptc_ix_max(ptc_arena *a, const ptc_ix *x, ptc_dim *max);
+/* names[v] prints VAR v (NULL or short array: "v<id>"); VAL j prints "t<j>". */
+void ptc_ix_print(ptc_buf *b, const ptc_ix *x, const char *const *names, int nnames);
+
+/* ------------------------------------------------------------------------------
+ * Scalar bodies
+ *
+ * A body is an SSA list: entry i may use entries < i. Values have a dtype with
+ * storage meaning (f16 values are f16-rounded at casts; codegen computes them
+ * in f32). Bool values are 0/1.
+ * ---------------------------------------------------------------------------- */
+
+/* X(ID, name, arity, cost): cost is a rough per-element price used to refuse
+ * fusions that would recompute expensive bodies. */
+#define PTC_LOPS(X)                                                             \
+    X(LOAD, "load", 0, 1)      /* buf[idx], masked when arg[0] >= 0 */          \
+    X(CONST, "const", 0, 0)                                                     \
+    X(INDEX, "index", 0, 1)    /* the value of ix, as i64 */                    \
+    X(RAND, "rand", 0, 6)      /* uniform [0,1) at element ix (seed) */         \
+    X(RANDN, "randn", 0, 30)   /* normal at element ix (seed) */                \
+    X(CAST, "cast", 1, 1)                                                       \
+    X(ABS, "abs", 1, 1)                                                         \
+    X(NEG, "neg", 1, 1)                                                         \
+    X(EXP, "exp", 1, 10)                                                        \
+    X(LOG, "log", 1, 10)                                                        \
+    X(LOG1P, "log1p", 1, 20)                                                    \
+    X(EXPM1, "expm1", 1, 20)                                                    \
+    X(SQRT, "sqrt", 1, 4)                                                       \
+    X(RSQRT, "rsqrt", 1, 4)                                                     \
+    X(SIN, "sin", 1, 20)                                                        \
+    X(COS, "cos", 1, 20)                                                        \
+    X(TANH, "tanh", 1, 14)                                                      \
+    X(ERF, "erf", 1, 16)                                                        \
+    X(RECIPROCAL, "reciprocal", 1, 4)                                           \
+    X(FLOOR, "floor", 1, 1)                                                     \
+    X(CEIL, "ceil", 1, 1)                                                       \
+    X(ROUND, "round", 1, 1)                                                     \
+    X(TRUNC, "trunc", 1, 1)                                                     \
+    X(SIGN, "sign", 1, 2)                                                       \
+    X(BITWISE_NOT, "bitwise_not", 1, 1)                                         \
+    X(LOGICAL_NOT, "logical_not", 1, 1)                                         \
+    X(ISNAN, "isnan", 1, 1)                                                     \
+    X(ADD, "add", 2, 1)                                                         \
+    X(SUB, "sub", 2, 1)                                                         \
+    X(MUL, "mul", 2, 1)                                                         \
+    X(DIV, "div", 2, 4)                                                         \
+    X(FLOOR_DIVIDE, "floor_divide", 2, 6)                                       \
+    X(REMAINDER, "remainder", 2, 6)                                             \
+    X(POW, "pow", 2, 20)                                                        \
+    X(MAXIMUM, "maximum", 2, 2)                                                 \
+    X(MINIMUM, "minimum", 2, 2)                                                 \
+    X(ATAN2, "atan2", 2, 30)                                                    \
+    X(BITWISE_AND, "bitwise_and", 2, 1)                                         \
+    X(BITWISE_OR, "bitwise_or", 2, 1)                                           \
+    X(BITWISE_XOR, "bitwise_xor", 2, 1)                                         \
+    X(EQ, "eq", 2, 1)                                                           \
+    X(NE, "ne", 2, 1)                                                           \
+    X(LT, "lt", 2, 1)                                                           \
+    X(LE, "le", 2, 1)                                                           \
+    X(GT, "gt", 2, 1)                                                           \
+    X(GE, "ge", 2, 1)                                                           \
+    X(WHERE, "where", 3, 1)
+
+typedef enum {
+#define X(id, name, arity, cost) PTC_L_##id,
+    PTC_LOPS(X)
+#undef X
+        PTC_L_COUNT
+} ptc_lop;
+
+const char *ptc_lop_name(int op);
+int ptc_lop_arity(int op);
+int ptc_lop_cost(int op);
+
+typedef struct ptc_lexpr {
+    uint8_t op;        /* ptc_lop */
+    ptc_dtype dtype;   /* result dtype */
+    int arg[3];        /* operands (entry indices); LOAD: arg[0] = mask or -1 */
+    /* LOAD: buffer and index. In loop IR idx has one expression per buffer
+     * dimension (logical index); in kernels nidx == 1 and idx[0] is the flat
+     * element offset. */
+    int buf;
+    int nidx;
+    const ptc_ix **idx;
+    /* CONST, and a masked LOAD's value where the mask is false. */
+    bool is_int;
+    int64_t ival;
+    double fval;
+    /* INDEX: the expression; RAND/RANDN: the element number drawn. */
+    const ptc_ix *ix;
+    int64_t seed; /* RAND / RANDN */
+} ptc_lexpr;
+
+typedef struct ptc_lbody {
+    int n, cap;
+    ptc_lexpr *e;
+} ptc_lbody;
+
+int ptc_lbody_add(ptc_arena *a, ptc_lbody *b, const ptc_lexpr *e); /* returns its index */
+int ptc_lbody_const_f(ptc_arena *a, ptc_lbody *b, double v, ptc_dtype dt);
+int ptc_lbody_const_i(ptc_arena *a, ptc_lbody *b, int64_t v, ptc_dtype dt);
+int ptc_lbody_unary(ptc_arena *a, ptc_lbody *b, int op, ptc_dtype dt, int x);
+int ptc_lbody_binary(ptc_arena *a, ptc_lbody *b, int op, ptc_dtype dt, int x, int y);
+int ptc_lbody_where(ptc_arena *a, ptc_lbody *b, ptc_dtype dt, int c, int x, int y);
+int ptc_lbody_cast(ptc_arena *a, ptc_lbody *b, ptc_dtype dt, int x); /* no-op if same dtype */
+int ptc_lbody_load(ptc_arena *a, ptc_lbody *b, int buf, ptc_dtype dt, int nidx,
+                   const ptc_ix *const *idx);
+int ptc_lbody_index(ptc_arena *a, ptc_lbody *b, const ptc_ix *ix);
+/* Total cost of the entries `root` depends on. */
+int ptc_lbody_cost(const ptc_lbody *b, int root);
+
+/* ------------------------------------------------------------------------------
+ * Loop programs
+ * ---------------------------------------------------------------------------- */
+
+#define PTC_REDUCES(X)                                                          \
+    X(SUM, "sum")                                                               \
+    X(PROD, "prod")                                                             \
+    X(MAX, "max")                                                               \
+    X(MIN, "min")                                                               \
+    X(ARGMAX, "argmax")  /* out[0]: i64 index, out[1]: value (optional) */      \
+    X(ARGMIN, "argmin")                                                         \
+    X(WELFORD, "welford") /* out[0]: variance, out[1]: mean (either optional) */
+
+typedef enum {
+#define X(id, name) PTC_RED_##id,
+    PTC_REDUCES(X)
+#undef X
+        PTC_RED_COUNT
+} ptc_reduce;
+const char *ptc_reduce_name(int r);
+
+typedef enum { PTC_LB_INPUT, PTC_LB_TEMP, PTC_LB_OUTPUT } ptc_lbuf_kind;
+
+typedef struct ptc_lbuf {
+    int id;
+    const char *name; /* "buf3" */
+    ptc_dtype dtype;
+    int ndim;
+    ptc_dim shape[PTC_MAX_DIMS];
+    ptc_dim strides[PTC_MAX_DIMS]; /* in elements; contiguous unless an input says otherwise */
+    uint8_t kind;                  /* ptc_lbuf_kind */
+    int input;                     /* INPUT: graph input index */
+    int output;                    /* OUTPUT: first graph output it is */
+    int def;                       /* writing node id, -1 for inputs */
+    bool removed;                  /* inlined away by the scheduler */
+    int nprov;
+    const char **prov;
+} ptc_lbuf;
+
+/* An extern's tensor argument: a buffer seen through an affine view. */
+typedef struct ptc_lview {
+    int buf; /* -1: an absent optional */
+    int ndim;
+    ptc_dim sizes[PTC_MAX_DIMS];
+    ptc_dim strides[PTC_MAX_DIMS]; /* in elements of the buffer */
+    ptc_dim offset;
+} ptc_lview;
+
+/* Externs ptc runs itself (always C), besides the framework externs. */
+typedef enum { PTC_XK_HOST = 0, PTC_XK_CUMSUM, PTC_XK_SCATTER_ADD } ptc_xkind;
+
+typedef enum { PTC_LN_POINTWISE, PTC_LN_REDUCTION, PTC_LN_EXTERN } ptc_lnode_kind;
+
+typedef struct ptc_lnode {
+    int id;
+    uint8_t kind;       /* ptc_lnode_kind */
+    const char *label;  /* short op names for kernel names: "exp_sum" */
+    int ndim;           /* iteration ranges: variables 0..ndim-1 */
+    ptc_dim ranges[PTC_MAX_DIMS];
+    int nred;           /* reduction ranges: variables ndim..ndim+nred-1 */
+    ptc_dim red[PTC_MAX_DIMS];
+    uint8_t reduce;     /* ptc_reduce */
+    double correction;  /* WELFORD: variance divisor is n - correction */
+    ptc_lbody body;
+    int value;          /* the body entry computed per point */
+    int out[2];         /* buffers written (-1: none) */
+    /* EXTERN */
+    const ptc_node *xnode; /* the op and its non-tensor args (schema order) */
+    uint8_t xkind;         /* ptc_xkind */
+    int nxin;
+    ptc_lview *xin;        /* tensor args in schema order */
+    int nprov;
+    const char **prov;
+} ptc_lnode;
+
+typedef struct ptc_lprog {
+    ptc_arena *arena;
+    int nbufs, cap_bufs;
+    ptc_lbuf **bufs;
+    int nnodes, cap_nodes;
+    ptc_lnode **nodes; /* in execution order; removed nodes are NULL */
+    int ninputs;
+    int noutputs;
+    int *outputs; /* buffer per graph output */
+    /* Printable view records (views are folded into loads). */
+    int nviews, cap_views;
+    const char **views;
+} ptc_lprog;
+
+ptc_lprog *ptc_lprog_new(ptc_arena *a);
+ptc_lbuf *ptc_lprog_add_buf(ptc_lprog *p, ptc_dtype dt, int ndim, const ptc_dim *shape,
+                            int kind);
+ptc_lnode *ptc_lprog_add_node(ptc_lprog *p, int kind);
+/* Sets a node's provenance (copied). */
+void ptc_lnode_set_prov(ptc_lprog *p, ptc_lnode *n, int nprov, const char *const *prov);
+/* Nodes reading buffer `buf` (loads or extern inputs), counted per node. */
+int ptc_lprog_readers(const ptc_lprog *p, int buf, int *nodes, int max);
+bool ptc_lnode_reads(const ptc_lnode *n, int buf);
+
+/* Structural checks: operands before uses, dtypes of operands, load indices
+ * matching buffer ranks, variables within the node's ranges, every buffer
+ * written exactly once before it is read. */
+int ptc_lprog_verify(const ptc_lprog *p, ptc_error *err);
+/* The `loops` stage text. */
+void ptc_lprog_print(ptc_buf *b, const ptc_lprog *p);
+/* bufnames: indexed by buffer id (NULL: "buf<id>"). */
+void ptc_lbody_print(ptc_buf *b, const ptc_lbody *body, const char *const *names, int nnames,
+                     const char *const *bufnames, const char *indent);
+
+/* Lowers a verified prims graph. Fails with Unsupported naming the op for what
+ * cannot be lowered. */
+ptc_lprog *ptc_lower(ptc_arena *a, const ptc_graph *prims, ptc_error *err);
+
+/* ------------------------------------------------------------------------------
+ * Kernels: the scheduler's output
+ *
+ * A kernel is one loop nest over `outer` ranges (the first `npar` of them,
+ * flattened, are split across threads) running its groups in order inside each
+ * outer iteration. A group runs its members in one inner loop nest: pointwise
+ * members over `inner` ranges, or reduction members over `inner` kept ranges
+ * and then `red` reduction ranges. Member bodies are rewritten with flat
+ * element offsets over kernel variables: outer variables 0..nouter-1, then the
+ * group's inner variables, then its reduction variables.
+ * ---------------------------------------------------------------------------- */
+
+typedef struct ptc_kmember {
+    int node;          /* loop node id */
+    ptc_lbody body;    /* loads hold flat offsets */
+    int value;
+    const ptc_ix *store[2]; /* flat offset written per output (NULL: none) */
+} ptc_kmember;
+
+typedef struct ptc_kgroup {
+    bool reduction;
+    int ninner;
+    ptc_dim inner[PTC_MAX_DIMS];
+    int nred;
+    ptc_dim red[PTC_MAX_DIMS];
+    int nmembers;
+    ptc_kmember *members;
+} ptc_kgroup;
+
+typedef struct ptc_kernel {
+    int id;
+    const char *name;
+    int nouter;
+    ptc_dim outer[PTC_MAX_DIMS];
+    int npar;
+    int ngroups;
+    ptc_kgroup *groups;
+    int nargs;
+    int *args;          /* buffers the kernel touches, in argument order */
+    int nlocal;
+    int *locals;        /* buffers private to one outer iteration (stack) */
+    int nparams;
+    ptc_dim *params;    /* symbolic sizes the code reads at run time */
+    int nprov;
+    const char **prov;
+} ptc_kernel;
+
+typedef enum { PTC_STEP_KERNEL, PTC_STEP_EXTERN } ptc_step_kind;
+typedef struct ptc_step {
+    uint8_t kind;
+    int index; /* kernel id or loop node id */
+} ptc_step;
+
+/* The memory plan: every temp buffer that is not kernel-local gets an arena
+ * offset; lives [first, last] steps. Symbolic sizes are planned at run time. */
+typedef struct ptc_mplan {
+    int nbufs;          /* == program nbufs */
+    bool *in_arena;
+    int *first, *last;  /* live steps */
+    bool is_static;     /* sizes known: offsets below are final */
+    int64_t *offset;    /* bytes */
+    int64_t *nbytes;
+    int64_t arena_bytes;
+} ptc_mplan;
+
+typedef struct ptc_schedule {
+    const ptc_lprog *prog;
+    int nkernels;
+    ptc_kernel **kernels;
+    int nsteps;
+    ptc_step *steps;
+    ptc_mplan plan;
+    bool *is_local; /* per buffer */
+    /* decisions, for the kernels stage and tests */
+    int ninlined, nrefused_recompute, nrefused_memory;
+} ptc_schedule;
+
+typedef struct ptc_sched_opts {
+    int recompute_limit;   /* max extra cost per element when inlining (default 40) */
+    int nthreads;          /* for choosing npar (default: omp max threads) */
+} ptc_sched_opts;
+
+/* Fuses a loop program (modified: inlined producers are removed) into kernels
+ * and plans memory. */
+ptc_schedule *ptc_schedule_build(ptc_arena *a, ptc_lprog *p, const ptc_sched_opts *opts,
+                                 ptc_error *err);
+/* Checks kernels (variables in range, members legal in their group, every
+ * read after its write) and the memory plan. */
+int ptc_schedule_verify(const ptc_schedule *s, ptc_error *err);
+void ptc_schedule_print(ptc_buf *b, const ptc_schedule *s);
+/* One kernel as text that determines its code (no names): the cache key. */
+void ptc_kernel_print_key(ptc_buf *b, const ptc_schedule *s, const ptc_kernel *k);
+void ptc_kernel_print(ptc_buf *b, const ptc_schedule *s, const ptc_kernel *k);
+
+/* Plans the arena for concrete sizes (bytes per buffer; 0 = not in arena). */
+int64_t ptc_mplan_place(int nbufs, const int64_t *nbytes, const int *first, const int *last,
+                        const bool *in_arena, int64_t *offset);
+/* No two arena buffers live at the same step overlap. */
+int ptc_mplan_check(int nbufs, const int64_t *nbytes, const int *first, const int *last,
+                    const bool *in_arena, const int64_t *offset, int64_t arena_bytes,
+                    ptc_error *err);
+
+#endif /* PTC_LOWER_H */

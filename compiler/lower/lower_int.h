@@ -1,0 +1,26 @@
+/* Internal to compiler/lower: helpers shared by its files. */
+#ifndef PTC_LOWER_INT_H
+#define PTC_LOWER_INT_H
+
+#include "lower/lower.h"
+
+/* Symbolic sizes are assumed to be this large when a decision needs a number. */
+#define PTC_SIZE_HINT 128
+
+double ptc_dim_hint(ptc_dim d);
+double ptc_node_iterations(const ptc_lnode *n);
+double ptc_buf_numel_hint(const ptc_lbuf *b);
+
+/* Appends e unless an equal entry exists (returns that one). */
+int ptc_body_emit(ptc_arena *a, ptc_lbody *b, const ptc_lexpr *e);
+/* Copies what `root` of src depends on into dst, variables bound to vars,
+ * `mask` (or -1) ANDed into every load. Returns root's index in dst. */
+int ptc_body_copy(ptc_arena *a, ptc_lbody *dst, const ptc_lbody *src, int root,
+                  const ptc_ix *const *vars, int nvars, int mask);
+
+int ptc_inline_pass(ptc_lprog *p, int limit, int *ninlined, int *nrefused);
+
+/* Builds the memory plan of a schedule (steps and locals set). */
+void ptc_mplan_build(ptc_arena *a, ptc_schedule *s);
+
+#endif /* PTC_LOWER_INT_H */

@@ -1,0 +1,162 @@
+/* The memory plan: temporaries in one arena, reused by live range.
+ *
+ * A temporary lives from the step that writes it to the last step that reads
+ * it (both inclusive: a kernel reads its inputs while it writes its outputs,
+ * so the two must not share bytes). Placement is greedy, largest buffer
+ * first, each at the lowest 64-byte aligned offset that does not overlap a
+ * placed buffer whose live range intersects its own; the checker then proves
+ * the result pairwise. Sizes that are symbolic are planned the same way at
+ * run time, once the sizes are known.
+ */
+#include "lower/lower_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { ALIGN = 64 };
+
+static int64_t align_up(int64_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
+
+typedef struct span {
+    int64_t lo, hi;
+} span;
+
+static int span_cmp(const void *x, const void *y)
+{
+    const span *a = x, *b = y;
+    return a->lo < b->lo ? -1 : a->lo > b->lo;
+}
+
+int64_t ptc_mplan_place(int nbufs, const int64_t *nbytes, const int *first, const int *last,
+                        const bool *in_arena, int64_t *offset)
+{
+    int *order = malloc(sizeof(int) * ((size_t)nbufs + 1));
+    bool *placed = calloc((size_t)nbufs + 1, 1);
+    span *busy = malloc(sizeof(span) * ((size_t)nbufs + 1));
+    int n = 0;
+    for (int b = 0; b < nbufs; b++) {
+        offset[b] = -1;
+        if (in_arena[b])
+            order[n++] = b;
+    }
+    /* largest first; ties by id (insertion sort: stable, n is small) */
+    for (int i = 1; i < n; i++) {
+        int v = order[i], j = i - 1;
+        while (j >= 0 && nbytes[order[j]] < nbytes[v]) {
+            order[j + 1] = order[j];
+            j--;
+        }
+        order[j + 1] = v;
+    }
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        int b = order[i];
+        int nb = 0;
+        for (int o = 0; o < nbufs; o++)
+            if (placed[o] && first[o] <= last[b] && first[b] <= last[o] && nbytes[o] > 0)
+                busy[nb++] = (span){offset[o], offset[o] + nbytes[o]};
+        qsort(busy, (size_t)nb, sizeof *busy, span_cmp);
+        int64_t at = 0;
+        for (int k = 0; k < nb; k++) {
+            if (busy[k].lo >= at + nbytes[b])
+                break;
+            if (busy[k].hi > at)
+                at = align_up(busy[k].hi);
+        }
+        offset[b] = at;
+        placed[b] = true;
+        if (at + nbytes[b] > total)
+            total = at + nbytes[b];
+    }
+    free(order);
+    free(placed);
+    free(busy);
+    return align_up(total);
+}
+
+int ptc_mplan_check(int nbufs, const int64_t *nbytes, const int *first, const int *last,
+                    const bool *in_arena, const int64_t *offset, int64_t arena_bytes,
+                    ptc_error *err)
+{
+    for (int b = 0; b < nbufs; b++) {
+        if (!in_arena[b])
+            continue;
+        if (offset[b] < 0 || offset[b] % ALIGN || offset[b] + nbytes[b] > arena_bytes)
+            return ptc_errorf(err, PTC_ERR_INTERNAL, "memplan",
+                              "buf%d: offset %lld (+%lld bytes) outside an arena of %lld bytes "
+                              "or misaligned",
+                              b, (long long)offset[b], (long long)nbytes[b],
+                              (long long)arena_bytes);
+        if (first[b] > last[b])
+            return ptc_errorf(err, PTC_ERR_INTERNAL, "memplan", "buf%d: empty live range", b);
+        for (int o = b + 1; o < nbufs; o++) {
+            if (!in_arena[o] || nbytes[b] == 0 || nbytes[o] == 0)
+                continue;
+            bool time = first[o] <= last[b] && first[b] <= last[o];
+            bool space = offset[o] < offset[b] + nbytes[b] && offset[b] < offset[o] + nbytes[o];
+            if (time && space)
+                return ptc_errorf(err, PTC_ERR_INTERNAL, "memplan",
+                                  "buf%d [%lld,+%lld) and buf%d [%lld,+%lld) overlap while both "
+                                  "live (steps %d..%d and %d..%d)",
+                                  b, (long long)offset[b], (long long)nbytes[b], o,
+                                  (long long)offset[o], (long long)nbytes[o], first[b], last[b],
+                                  first[o], last[o]);
+        }
+    }
+    return 0;
+}
+
+/* Marks the steps at which each node runs. */
+static void node_steps(const ptc_schedule *s, int *step_of)
+{
+    for (int i = 0; i < s->prog->nnodes; i++)
+        step_of[i] = -1;
+    for (int t = 0; t < s->nsteps; t++) {
+        if (s->steps[t].kind == PTC_STEP_EXTERN) {
+            step_of[s->steps[t].index] = t;
+            continue;
+        }
+        const ptc_kernel *k = s->kernels[s->steps[t].index];
+        for (int g = 0; g < k->ngroups; g++)
+            for (int m = 0; m < k->groups[g].nmembers; m++)
+                step_of[k->groups[g].members[m].node] = t;
+    }
+}
+
+void ptc_mplan_build(ptc_arena *a, ptc_schedule *s)
+{
+    const ptc_lprog *p = s->prog;
+    ptc_mplan *mp = &s->plan;
+    int n = p->nbufs;
+    mp->nbufs = n;
+    mp->in_arena = PTC_NEWN(a, bool, n + 1);
+    mp->first = PTC_NEWN(a, int, n + 1);
+    mp->last = PTC_NEWN(a, int, n + 1);
+    mp->offset = PTC_NEWN(a, int64_t, n + 1);
+    mp->nbytes = PTC_NEWN(a, int64_t, n + 1);
+    int *step_of = malloc(sizeof(int) * ((size_t)p->nnodes + 1));
+    node_steps(s, step_of);
+    mp->is_static = true;
+    for (int b = 0; b < n; b++) {
+        const ptc_lbuf *buf = p->bufs[b];
+        mp->in_arena[b] = !buf->removed && buf->kind == PTC_LB_TEMP && !s->is_local[b];
+        if (!mp->in_arena[b])
+            continue;
+        mp->first[b] = mp->last[b] = step_of[buf->def];
+        for (int r = 0; r < p->nnodes; r++)
+            if (p->nodes[r] && ptc_lnode_reads(p->nodes[r], b) && step_of[r] > mp->last[b])
+                mp->last[b] = step_of[r];
+        int64_t bytes = (int64_t)ptc_dtype_size(buf->dtype);
+        for (int d = 0; d < buf->ndim; d++) {
+            if (!ptc_dim_is_static(buf->shape[d]))
+                mp->is_static = false;
+            else
+                bytes *= buf->shape[d].value;
+        }
+        mp->nbytes[b] = bytes;
+    }
+    free(step_of);
+    if (mp->is_static)
+        mp->arena_bytes =
+            ptc_mplan_place(n, mp->nbytes, mp->first, mp->last, mp->in_arena, mp->offset);
+}

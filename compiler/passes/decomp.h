@@ -1,0 +1,69 @@
+/* Internal to compiler/passes: the decomposition context and the prims
+ * builders every decomposition uses. */
+#ifndef PTC_DECOMP_H
+#define PTC_DECOMP_H
+
+#include "passes/passes.h"
+
+typedef struct dctx {
+    ptc_graph *g;            /* the prims graph being built */
+    const ptc_graph *src_g;  /* the graph being decomposed */
+    ptc_value **map;         /* src value id -> prims value */
+    const ptc_node *src;     /* the node being decomposed */
+    int nprov;
+    const char **prov;       /* provenance given to every node emitted for src */
+    ptc_srcloc loc;          /* src's location, copied into g's arena */
+    const char *module_path;
+    ptc_error *err;
+    bool failed;
+} dctx;
+
+/* A decomposition writes src->nout values into outs. */
+typedef int (*ptc_decomp_fn)(dctx *d, const ptc_node *n, ptc_value **outs);
+
+/* Fails the current decomposition (Unsupported unless cls says otherwise). */
+int dp_fail(dctx *d, ptc_errclass cls, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Builders: each returns NULL (with d->failed set) on error and passes NULL
+ * inputs through, so a chain of them needs one check at the end. */
+ptc_node *dp_buildn(dctx *d, ptc_op op, const ptc_arg *args, int nargs);
+ptc_value *dp_build(dctx *d, ptc_op op, const ptc_arg *args, int nargs);
+ptc_value *dp_unary(dctx *d, ptc_op op, ptc_value *x);
+ptc_value *dp_binary(dctx *d, ptc_op op, ptc_value *a, ptc_value *b); /* same shape */
+ptc_value *dp_bin(dctx *d, ptc_op op, ptc_value *a, ptc_value *b);    /* broadcasting */
+ptc_value *dp_convert(dctx *d, ptc_value *x, ptc_dtype dt);
+ptc_value *dp_broadcast(dctx *d, ptc_value *x, const ptc_dim *shape, int n);
+ptc_value *dp_broadcast_dims(dctx *d, ptc_value *x, const ptc_dim *shape, int n,
+                             const int *bdims);
+ptc_value *dp_full_arg(dctx *d, const ptc_dim *shape, int n, const ptc_arg *value, ptc_dtype dt);
+ptc_value *dp_full(dctx *d, const ptc_dim *shape, int n, double v, ptc_dtype dt);
+ptc_value *dp_reshape(dctx *d, ptc_value *x, const ptc_dim *shape, int n);
+ptc_value *dp_permute(dctx *d, ptc_value *x, const int *perm);
+ptc_value *dp_slice(dctx *d, ptc_value *x, int dim, ptc_dim start, ptc_dim limit, int64_t step);
+ptc_value *dp_reduce(dctx *d, ptc_op op, ptc_value *x, const bool *mask);
+/* Reinserts reduced dims as size 1 (keepdim). */
+ptc_value *dp_keepdim(dctx *d, ptc_value *r, const ptc_value *x, const bool *mask);
+ptc_value *dp_where(dctx *d, ptc_value *c, ptc_value *a, ptc_value *b);
+ptc_value *dp_truth(dctx *d, ptc_value *x);
+ptc_value *dp_iota(dctx *d, ptc_dim n, int64_t start, int64_t step, ptc_dtype dt);
+
+/* Helpers over src args. */
+ptc_value *dp_in(dctx *d, const ptc_node *n, const char *param); /* mapped tensor or NULL */
+const ptc_arg *dp_arg(const ptc_node *n, const char *param);
+ptc_dtype dp_out_dtype(const ptc_node *n, int i);
+ptc_dtype dp_compute(ptc_dtype dt); /* f16, bf16 compute in f32 */
+/* A Tensor|Scalar operand converted to dt and broadcast to shape. */
+ptc_value *dp_operand(dctx *d, const ptc_arg *a, ptc_dtype dt, const ptc_dim *shape, int n);
+/* Normalised dims of an int[]? / int? dim arg: mask of reduced dims (all when
+ * absent or empty). */
+int dp_dim_mask(dctx *d, const ptc_arg *a, int ndim, bool *mask);
+int dp_wrap(dctx *d, ptc_dim dim, int ndim, int *out);
+double dp_scalar_f(const ptc_arg *a);
+
+/* The per-family tables (decomp_*.c): fill fns[op] for their ops. */
+void ptc_decomp_pointwise(ptc_decomp_fn *fns);
+void ptc_decomp_reduce(ptc_decomp_fn *fns);
+void ptc_decomp_shape(ptc_decomp_fn *fns);
+void ptc_decomp_linalg(ptc_decomp_fn *fns);
+
+#endif /* PTC_DECOMP_H */

@@ -1,0 +1,196 @@
+/* Decompositions of the matrix products, convolutions and max pooling.
+ *
+ * Everything becomes mm or bmm (externs at the loop level) plus pointwise
+ * scaling and bias: matmul folds leading dims of a batched left operand into
+ * the rows of one mm when the right operand is a matrix (as torch does), and
+ * broadcasts batch dims into one bmm otherwise; linear is mm against the
+ * transposed weight plus the bias. conv1d/2d/3d and conv_transpose2d become
+ * the generic convolution extern; max_pool2d is the first output of
+ * max_pool2d_with_indices.
+ */
+#include "passes/decomp.h"
+
+#include <string.h>
+
+static ptc_value *mm(dctx *d, ptc_op op, ptc_value *a, ptc_value *b)
+{
+    return dp_binary(d, op, a, b);
+}
+
+static ptc_dim prod(ptc_arena *a, const ptc_dim *d, int n)
+{
+    ptc_dim p = ptc_dim_c(1);
+    for (int i = 0; i < n; i++)
+        p = ptc_dim_mul(a, p, d[i]);
+    return p;
+}
+
+/* a @ b with torch.matmul's rules; `shape` is the result's. */
+static ptc_value *matmul(dctx *d, ptc_value *a, ptc_value *b, const ptc_dim *shape, int nshape)
+{
+    if (!a || !b)
+        return NULL;
+    ptc_arena *ar = d->g->arena;
+    int na = a->type.ndim, nb = b->type.ndim;
+    if (na == 1 && nb == 1) {
+        ptc_value *p = dp_binary(d, PTC_OP_PRIMS_MUL, a, b);
+        bool mask[1] = {true};
+        return dp_reduce(d, PTC_OP_PRIMS_SUM, p, mask);
+    }
+    ptc_dim k = a->type.shape[na - 1];
+    if (nb <= 2) {
+        /* fold a's leading dims into rows */
+        ptc_dim rows = prod(ar, a->type.shape, na - 1);
+        ptc_dim s2[2] = {rows, k};
+        ptc_value *a2 = dp_reshape(d, a, s2, 2);
+        ptc_value *b2 = b;
+        if (nb == 1) {
+            ptc_dim sb[2] = {k, ptc_dim_c(1)};
+            b2 = dp_reshape(d, b, sb, 2);
+        }
+        return dp_reshape(d, mm(d, PTC_OP_MM, a2, b2), shape, nshape);
+    }
+    /* batched: broadcast batch dims, fold them into one */
+    ptc_value *a3 = a;
+    if (na == 1) {
+        ptc_dim s[2] = {ptc_dim_c(1), k};
+        a3 = dp_reshape(d, a, s, 2);
+        na = 2;
+    }
+    ptc_dim n = a3->type.shape[na - 2], m = b->type.shape[nb - 1];
+    ptc_dim batch[PTC_MAX_DIMS];
+    int nbatch;
+    ptc_error e;
+    if (ptc_broadcast_shapes(ar, a3->type.shape, na - 2, b->type.shape, nb - 2, batch, &nbatch, &e)) {
+        dp_fail(d, PTC_ERR_META, "matmul batch dims: %s", e.msg);
+        return NULL;
+    }
+    ptc_dim sa[PTC_MAX_DIMS], sb[PTC_MAX_DIMS];
+    memcpy(sa, batch, sizeof(ptc_dim) * (size_t)nbatch);
+    memcpy(sb, batch, sizeof(ptc_dim) * (size_t)nbatch);
+    sa[nbatch] = n;
+    sa[nbatch + 1] = k;
+    sb[nbatch] = k;
+    sb[nbatch + 1] = m;
+    ptc_dim B = prod(ar, batch, nbatch);
+    ptc_dim fa[3] = {B, n, k}, fb[3] = {B, k, m};
+    ptc_value *ab = dp_reshape(d, dp_broadcast(d, a3, sa, nbatch + 2), fa, 3);
+    ptc_value *bb = dp_reshape(d, dp_broadcast(d, b, sb, nbatch + 2), fb, 3);
+    return dp_reshape(d, mm(d, PTC_OP_BMM, ab, bb), shape, nshape);
+}
+
+static int d_matmul(dctx *d, const ptc_node *n, ptc_value **outs)
+{
+    const ptc_ttype *ot = &n->outs[0]->type;
+    outs[0] = matmul(d, dp_in(d, n, "self"), dp_in(d, n, "other"), ot->shape, ot->ndim);
+    return 0;
+}
+
+static bool scalar_is(const ptc_arg *a, double v) { return dp_scalar_f(a) == v; }
+
+/* beta * self + alpha * p */
+static ptc_value *scaled(dctx *d, const ptc_node *n, ptc_value *p)
+{
+    if (!p)
+        return NULL;
+    const ptc_arg *alpha = dp_arg(n, "alpha"), *beta = dp_arg(n, "beta");
+    const ptc_ttype *t = &p->type;
+    if (!scalar_is(alpha, 1))
+        p = dp_binary(d, PTC_OP_PRIMS_MUL, dp_full_arg(d, t->shape, t->ndim, alpha, t->dtype), p);
+    if (scalar_is(beta, 0))
+        return p;
+    ptc_value *self = dp_broadcast(d, dp_convert(d, dp_in(d, n, "self"), t->dtype), t->shape, t->ndim);
+    if (!scalar_is(beta, 1))
+        self = dp_binary(d, PTC_OP_PRIMS_MUL, dp_full_arg(d, t->shape, t->ndim, beta, t->dtype), self);
+    return dp_binary(d, PTC_OP_PRIMS_ADD, self, p);
+}
+
+static int d_addmm(dctx *d, const ptc_node *n, ptc_value **outs)
+{
+    ptc_value *p = n->op == PTC_OP_ADDMM
+                       ? mm(d, PTC_OP_MM, dp_in(d, n, "mat1"), dp_in(d, n, "mat2"))
+                       : mm(d, PTC_OP_BMM, dp_in(d, n, "batch1"), dp_in(d, n, "batch2"));
+    outs[0] = scaled(d, n, p);
+    return 0;
+}
+
+static int d_linear(dctx *d, const ptc_node *n, ptc_value **outs)
+{
+    ptc_value *x = dp_in(d, n, "input"), *w = dp_in(d, n, "weight"), *b = dp_in(d, n, "bias");
+    const ptc_ttype *ot = &n->outs[0]->type;
+    if (!x || !w)
+        return -1;
+    ptc_value *wt = w;
+    if (w->type.ndim == 2) {
+        int perm[2] = {1, 0};
+        wt = dp_permute(d, w, perm);
+    }
+    ptc_value *y = matmul(d, x, wt, ot->shape, ot->ndim);
+    if (b)
+        y = dp_bin(d, PTC_OP_PRIMS_ADD, y, dp_convert(d, b, ot->dtype));
+    outs[0] = y;
+    return 0;
+}
+
+/* conv1d/2d/3d and conv_transpose2d as the generic convolution. */
+static int d_conv(dctx *d, const ptc_node *n, ptc_value **outs)
+{
+    ptc_arena *a = d->g->arena;
+    ptc_value *x = dp_in(d, n, "input");
+    const ptc_arg *stride = dp_arg(n, "stride"), *padding = dp_arg(n, "padding");
+    const ptc_arg *dilation = dp_arg(n, "dilation");
+    int k = stride->is.n;
+    bool transposed = n->op == PTC_OP_CONV_TRANSPOSE2D;
+    ptc_arg outpad;
+    if (transposed) {
+        outpad = *dp_arg(n, "output_padding");
+    } else {
+        int64_t zeros[PTC_MAX_DIMS] = {0};
+        outpad = ptc_arg_ints(a, zeros, k);
+    }
+    bool unbatched = x && x->type.ndim == k + 1;
+    if (unbatched) {
+        ptc_dim s[PTC_MAX_DIMS];
+        s[0] = ptc_dim_c(1);
+        memcpy(s + 1, x->type.shape, sizeof(ptc_dim) * (size_t)(k + 1));
+        x = dp_reshape(d, x, s, k + 2);
+    }
+    ptc_value *bias = dp_in(d, n, "bias");
+    ptc_arg args[9] = {ptc_arg_value(x),
+                       ptc_arg_value(dp_in(d, n, "weight")),
+                       bias ? ptc_arg_value(bias) : ptc_arg_none(),
+                       *stride,
+                       *padding,
+                       *dilation,
+                       ptc_arg_bool(transposed),
+                       outpad,
+                       *dp_arg(n, "groups")};
+    ptc_value *y = x ? dp_build(d, PTC_OP_CONVOLUTION, args, 9) : NULL;
+    outs[0] = dp_reshape(d, y, n->outs[0]->type.shape, n->outs[0]->type.ndim);
+    return 0;
+}
+
+static int d_max_pool2d(dctx *d, const ptc_node *n, ptc_value **outs)
+{
+    ptc_arg args[6];
+    static const char *names[6] = {"self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"};
+    for (int i = 0; i < 6; i++)
+        args[i] = *dp_arg(n, names[i]);
+    args[0].v = d->map[args[0].v->id];
+    ptc_node *m = dp_buildn(d, PTC_OP_MAX_POOL2D_WITH_INDICES, args, 6);
+    outs[0] = m ? m->outs[0] : NULL;
+    return 0;
+}
+
+void ptc_decomp_linalg(ptc_decomp_fn *fns)
+{
+    fns[PTC_OP_MATMUL] = d_matmul;
+    fns[PTC_OP_ADDMM] = d_addmm;
+    fns[PTC_OP_BADDBMM] = d_addmm;
+    fns[PTC_OP_LINEAR] = d_linear;
+    fns[PTC_OP_CONV1D] = d_conv;
+    fns[PTC_OP_CONV2D] = d_conv;
+    fns[PTC_OP_CONV3D] = d_conv;
+    fns[PTC_OP_CONV_TRANSPOSE2D] = d_conv;
+    fns[PTC_OP_MAX_POOL2D] = d_max_pool2d;
+}

@@ -1,0 +1,381 @@
+/* Clean-ups on prims graphs: constant folding, CSE and dead-code elimination.
+ *
+ * Folding and CSE are one forward walk each that rewrites arguments through
+ * a replacement map (value id -> value), so a replaced node's users see the
+ * replacement at once and the pass stays linear; the replaced nodes are then
+ * left without users for DCE. CSE hashes (op, arguments) and confirms with
+ * ptc_arg_eq; random prims merge too, because a draw is a function of its
+ * seed, shape and the run's offset. Folding works on prims.full, the one
+ * constant the prims have: views and conversions of a full are a full of the
+ * new shape or dtype, arithmetic between fulls of f32/f64/integer dtypes is
+ * computed here in the dtype's own precision, and identity views and
+ * conversions disappear.
+ */
+#include "passes/passes.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const ptc_arg *find_arg(const ptc_node *n, const char *name)
+{
+    int i = ptc_param_index(n->op, name);
+    return i >= 0 && i < n->nargs ? &n->args[i] : NULL;
+}
+
+static void remap_args(ptc_node *n, ptc_value **map)
+{
+    for (int i = 0; i < n->nargs; i++) {
+        ptc_arg *a = &n->args[i];
+        if (a->kind == PTC_ARG_VALUE && map[a->v->id])
+            a->v = map[a->v->id];
+        else if (a->kind == PTC_ARG_VALUES)
+            for (int j = 0; j < a->vs.n; j++)
+                if (a->vs.v[j] && map[a->vs.v[j]->id])
+                    a->vs.v[j] = map[a->vs.v[j]->id];
+    }
+}
+
+static void remap_outputs(ptc_graph *g, ptc_value **map)
+{
+    for (int i = 0; i < g->noutputs; i++)
+        if (map[g->outputs[i]->id])
+            g->outputs[i] = map[g->outputs[i]->id];
+}
+
+/* ---- DCE ------------------------------------------------------------------------------------ */
+
+int ptc_pass_dce(ptc_graph *g)
+{
+    int *uses = calloc((size_t)g->nvalues + 1, sizeof(int));
+    bool *keep = calloc((size_t)g->next_node_id + 1, 1);
+    for (int i = 0; i < g->noutputs; i++)
+        uses[g->outputs[i]->id]++;
+    int removed = 0;
+    for (int i = g->nnodes - 1; i >= 0; i--) {
+        ptc_node *n = g->nodes[i];
+        bool live = false;
+        for (int k = 0; k < n->nout; k++)
+            live |= uses[n->outs[k]->id] > 0;
+        keep[n->id] = live;
+        if (!live) {
+            removed++;
+            continue;
+        }
+        for (int a = 0; a < n->nargs; a++) {
+            if (n->args[a].kind == PTC_ARG_VALUE)
+                uses[n->args[a].v->id]++;
+            else if (n->args[a].kind == PTC_ARG_VALUES)
+                for (int j = 0; j < n->args[a].vs.n; j++)
+                    if (n->args[a].vs.v[j])
+                        uses[n->args[a].vs.v[j]->id]++;
+        }
+    }
+    if (removed)
+        ptc_graph_remove_nodes(g, keep);
+    free(uses);
+    free(keep);
+    return removed;
+}
+
+/* ---- CSE ------------------------------------------------------------------------------------ */
+
+static uint64_t hash_dim(uint64_t h, ptc_dim d)
+{
+    ptc_buf b = {0};
+    if (d.sym) {
+        ptc_dim_print(&b, d);
+        h = ptc_hash_bytes(h, b.data, b.len);
+        ptc_buf_free(&b);
+    } else {
+        h = ptc_hash_bytes(h, &d.value, sizeof d.value);
+    }
+    return h;
+}
+
+static uint64_t hash_node(const ptc_node *n)
+{
+    uint64_t h = ptc_hash_bytes(PTC_HASH_INIT, &n->op, sizeof n->op);
+    for (int i = 0; i < n->nargs; i++) {
+        const ptc_arg *a = &n->args[i];
+        h = ptc_hash_bytes(h, &a->kind, sizeof a->kind);
+        switch (a->kind) {
+        case PTC_ARG_VALUE: h = ptc_hash_bytes(h, &a->v->id, sizeof a->v->id); break;
+        case PTC_ARG_VALUES:
+            for (int j = 0; j < a->vs.n; j++) {
+                int id = a->vs.v[j] ? a->vs.v[j]->id : -1;
+                h = ptc_hash_bytes(h, &id, sizeof id);
+            }
+            break;
+        case PTC_ARG_INT: h = hash_dim(h, a->i); break;
+        case PTC_ARG_INTS:
+            for (int j = 0; j < a->is.n; j++)
+                h = hash_dim(h, a->is.d[j]);
+            break;
+        case PTC_ARG_FLOAT: h = ptc_hash_bytes(h, &a->f, sizeof a->f); break;
+        case PTC_ARG_BOOL: h = ptc_hash_bytes(h, &a->b, sizeof a->b); break;
+        case PTC_ARG_STR: h = ptc_hash_bytes(h, a->s, strlen(a->s)); break;
+        case PTC_ARG_DTYPE: h = ptc_hash_bytes(h, &a->dt, sizeof a->dt); break;
+        default: break;
+        }
+    }
+    return h;
+}
+
+static bool same_node(const ptc_node *a, const ptc_node *b)
+{
+    if (a->op != b->op || a->nargs != b->nargs || a->nout != b->nout)
+        return false;
+    for (int i = 0; i < a->nargs; i++)
+        if (!ptc_arg_eq(&a->args[i], &b->args[i]))
+            return false;
+    for (int k = 0; k < a->nout; k++)
+        if (!ptc_device_eq(a->outs[k]->type.device, b->outs[k]->type.device))
+            return false;
+    return true;
+}
+
+int ptc_pass_cse(ptc_graph *g)
+{
+    ptc_value **map = calloc((size_t)g->nvalues + 1, sizeof *map);
+    int slots = 64;
+    while (slots < 2 * (g->nnodes + 1))
+        slots *= 2;
+    const ptc_node **table = calloc((size_t)slots, sizeof *table);
+    uint64_t *hashes = calloc((size_t)slots, sizeof *hashes);
+    int merged = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        ptc_node *n = g->nodes[i];
+        remap_args(n, map);
+        uint64_t h = hash_node(n);
+        int s = (int)(h & (uint64_t)(slots - 1));
+        const ptc_node *hit = NULL;
+        while (table[s]) {
+            if (hashes[s] == h && same_node(table[s], n)) {
+                hit = table[s];
+                break;
+            }
+            s = (s + 1) & (slots - 1);
+        }
+        if (hit) {
+            for (int k = 0; k < n->nout; k++)
+                map[n->outs[k]->id] = hit->outs[k];
+            merged++;
+        } else {
+            table[s] = n;
+            hashes[s] = h;
+        }
+    }
+    remap_outputs(g, map);
+    free(map);
+    free(table);
+    free(hashes);
+    return merged;
+}
+
+/* ---- folding -------------------------------------------------------------------------------- */
+
+static const ptc_node *full_def(const ptc_value *v)
+{
+    return v && v->def && v->def->op == PTC_OP_PRIMS_FULL ? v->def : NULL;
+}
+
+/* The fill value of a full as double / int64 in its dtype. */
+static bool full_value(const ptc_node *f, double *fv, int64_t *iv)
+{
+    const ptc_arg *v = find_arg(f, "fill_value");
+    ptc_dtype dt = f->outs[0]->type.dtype;
+    uint8_t tmp[8];
+    switch (v->kind) {
+    case PTC_ARG_FLOAT: ptc_store_f64(tmp, dt, v->f); break;
+    case PTC_ARG_BOOL: ptc_store_i64(tmp, dt, v->b); break;
+    case PTC_ARG_INT:
+        if (!ptc_dim_is_static(v->i))
+            return false;
+        if (ptc_dtype_is_float(dt))
+            ptc_store_f64(tmp, dt, (double)v->i.value);
+        else
+            ptc_store_i64(tmp, dt, v->i.value);
+        break;
+    default: return false;
+    }
+    *fv = ptc_load_f64(tmp, dt);
+    *iv = ptc_dtype_is_float(dt) ? 0 : ptc_load_i64(tmp, dt);
+    return true;
+}
+
+/* A new full like n's output with the given value. */
+static ptc_value *make_full(ptc_graph *g, const ptc_node *n, double fv, int64_t iv, ptc_error *err)
+{
+    const ptc_ttype *t = &n->outs[0]->type;
+    ptc_arg val = ptc_dtype_is_float(t->dtype) ? ptc_arg_float(fv)
+                  : t->dtype == PTC_BOOL       ? ptc_arg_bool(iv != 0)
+                                               : ptc_arg_int(iv);
+    ptc_arg args[4] = {ptc_arg_dims(g->arena, t->shape, t->ndim), val, ptc_arg_dtype(t->dtype),
+                       ptc_arg_device(t->device)};
+    ptc_node *m = ptc_build(g, PTC_OP_PRIMS_FULL, args, 4, err);
+    if (!m)
+        return NULL;
+    m->nprov = n->nprov;
+    m->prov = n->prov;
+    m->loc = n->loc;
+    m->module_path = n->module_path;
+    return m->outs[0];
+}
+
+static bool same_type_shape(const ptc_value *a, const ptc_value *b)
+{
+    if (a->type.ndim != b->type.ndim || a->type.dtype != b->type.dtype)
+        return false;
+    for (int i = 0; i < a->type.ndim; i++)
+        if (!ptc_dim_eq(a->type.shape[i], b->type.shape[i]))
+            return false;
+    return true;
+}
+
+/* Arithmetic between two fulls, in the dtype's precision. */
+static bool fold_arith(ptc_op op, ptc_dtype dt, double a, double b, int64_t ia, int64_t ib,
+                       double *r, int64_t *ir)
+{
+    if (dt == PTC_F32) {
+        float x = (float)a, y = (float)b, z;
+        switch (op) {
+        case PTC_OP_PRIMS_ADD: z = x + y; break;
+        case PTC_OP_PRIMS_SUB: z = x - y; break;
+        case PTC_OP_PRIMS_MUL: z = x * y; break;
+        case PTC_OP_PRIMS_DIV: z = x / y; break;
+        default: return false;
+        }
+        *r = z;
+        return true;
+    }
+    if (dt == PTC_F64) {
+        switch (op) {
+        case PTC_OP_PRIMS_ADD: *r = a + b; break;
+        case PTC_OP_PRIMS_SUB: *r = a - b; break;
+        case PTC_OP_PRIMS_MUL: *r = a * b; break;
+        case PTC_OP_PRIMS_DIV: *r = a / b; break;
+        default: return false;
+        }
+        return true;
+    }
+    if (ptc_dtype_is_int(dt)) {
+        uint64_t x = (uint64_t)ia, y = (uint64_t)ib;
+        switch (op) {
+        case PTC_OP_PRIMS_ADD: *ir = (int64_t)(x + y); break;
+        case PTC_OP_PRIMS_SUB: *ir = (int64_t)(x - y); break;
+        case PTC_OP_PRIMS_MUL: *ir = (int64_t)(x * y); break;
+        default: return false;
+        }
+        uint8_t tmp[8];
+        ptc_store_i64(tmp, dt, *ir); /* wrap to the width */
+        *ir = ptc_load_i64(tmp, dt);
+        return true;
+    }
+    return false;
+}
+
+/* The replacement of n's output, or NULL. */
+static ptc_value *fold_node(ptc_graph *g, ptc_node *n, ptc_error *err)
+{
+    if (n->nout != 1 || n->nargs == 0 || n->args[0].kind != PTC_ARG_VALUE)
+        return NULL;
+    ptc_value *x = n->args[0].v, *out = n->outs[0];
+    const ptc_node *f = full_def(x);
+    double fv;
+    int64_t iv;
+    switch (n->op) {
+    case PTC_OP_PRIMS_CONVERT_ELEMENT_TYPE:
+        if (x->type.dtype == out->type.dtype)
+            return x;
+        if (f && full_value(f, &fv, &iv)) {
+            uint8_t tmp[8];
+            if (ptc_dtype_is_float(x->type.dtype))
+                ptc_store_f64(tmp, out->type.dtype, fv);
+            else
+                ptc_store_i64(tmp, out->type.dtype, iv);
+            double r = ptc_load_f64(tmp, out->type.dtype);
+            int64_t ir = ptc_dtype_is_float(out->type.dtype) ? 0 : ptc_load_i64(tmp, out->type.dtype);
+            return make_full(g, n, r, ir, err);
+        }
+        return NULL;
+    case PTC_OP_PRIMS_BROADCAST_IN_DIM:
+    case PTC_OP_PRIMS_RESHAPE:
+    case PTC_OP_PRIMS_SLICE:
+    case PTC_OP_PRIMS_PERMUTE: {
+        bool identity = same_type_shape(x, out);
+        if (n->op == PTC_OP_PRIMS_PERMUTE) {
+            const ptc_arg *dims = find_arg(n, "dims");
+            for (int i = 0; i < dims->is.n; i++)
+                identity &= ptc_dim_is_static(dims->is.d[i]) && dims->is.d[i].value == i;
+        }
+        if (identity)
+            return x;
+        if (f && full_value(f, &fv, &iv))
+            return make_full(g, n, fv, iv, err);
+        return NULL;
+    }
+    case PTC_OP_PRIMS_ADD:
+    case PTC_OP_PRIMS_SUB:
+    case PTC_OP_PRIMS_MUL:
+    case PTC_OP_PRIMS_DIV: {
+        const ptc_node *f2 = full_def(n->args[1].v);
+        double fv2, r = 0;
+        int64_t iv2, ir = 0;
+        if (f && f2 && full_value(f, &fv, &iv) && full_value(f2, &fv2, &iv2) &&
+            fold_arith(n->op, out->type.dtype, fv, fv2, iv, iv2, &r, &ir))
+            return make_full(g, n, r, ir, err);
+        return NULL;
+    }
+    default: return NULL;
+    }
+}
+
+int ptc_pass_fold(ptc_graph *g, ptc_error *err)
+{
+    ptc_value **map = calloc((size_t)g->nvalues + 64, sizeof *map);
+    int cap = g->nvalues + 64;
+    int folded = 0, n0 = g->nnodes;
+    /* new fulls are appended: they must come before their users, so the
+     * graph is rebuilt in order at the end */
+    ptc_node **order = malloc(sizeof *order * ((size_t)2 * n0 + 1));
+    int norder = 0;
+    for (int i = 0; i < n0; i++) {
+        ptc_node *n = g->nodes[i];
+        remap_args(n, map);
+        int before = g->nnodes;
+        ptc_value *r = fold_node(g, n, err);
+        for (int k = before; k < g->nnodes; k++)
+            order[norder++] = g->nodes[k];
+        order[norder++] = n;
+        if (!r)
+            continue;
+        if (g->nvalues + 1 > cap) {
+            int ncap = 2 * (g->nvalues + 1);
+            map = realloc(map, sizeof *map * (size_t)ncap);
+            memset(map + cap, 0, sizeof *map * (size_t)(ncap - cap));
+            cap = ncap;
+        }
+        map[n->outs[0]->id] = r;
+        folded++;
+    }
+    for (int i = 0; i < norder; i++)
+        g->nodes[i] = order[i];
+    g->nnodes = norder;
+    remap_outputs(g, map);
+    free(order);
+    free(map);
+    return folded;
+}
+
+int ptc_simplify(ptc_graph *g, ptc_error *err)
+{
+    for (int iter = 0; iter < 8; iter++) {
+        int changed = ptc_pass_fold(g, err);
+        changed += ptc_pass_cse(g);
+        changed += ptc_pass_dce(g);
+        if (!changed)
+            break;
+    }
+    return 0;
+}

@@ -1,0 +1,445 @@
+/* C implementations of the externs, used when no framework runs them
+ * (ptc-run, ptminify, tests) and for the scans ptc always runs itself.
+ *
+ * Products and convolutions go through the blocked GEMM in f32 or f64: f16
+ * and bf16 operands are widened to f32 first, integers take a plain int64
+ * loop. Convolution is im2col + GEMM per (image, group), images in parallel,
+ * with 1x1 stride-1 convolutions reading the input directly; transposed
+ * convolution is GEMM + col2im. Attention follows the reference's math path
+ * row by row (in double, with the same dropout draws), rows in parallel.
+ */
+#include "runtime/rt.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int xfail(ptc_error *err, const ptc_node *n, const char *msg)
+{
+    return ptc_errorf(err, PTC_ERR_RUNTIME, "runtime", "%s: %s", ptc_op_name(n->op), msg);
+}
+
+static const ptc_arg *arg(const ptc_node *n, const char *name)
+{
+    int i = ptc_param_index(n->op, name);
+    return i >= 0 && i < n->nargs ? &n->args[i] : NULL;
+}
+
+static double ld(const ptc_tensor *t, int64_t off)
+{
+    return ptc_load_f64((const char *)t->data + off * (int64_t)ptc_dtype_size(t->dtype), t->dtype);
+}
+
+/* A contiguous copy of t in dtype dt (caller frees .data via the storage). */
+static int to_contig(const ptc_tensor *t, ptc_dtype dt, ptc_tensor *out, ptc_error *err)
+{
+    if (ptc_tensor_alloc(out, dt, t->ndim, t->sizes, err))
+        return -1;
+    return ptc_tensor_copy(out, t, err);
+}
+
+/* ---- products ----------------------------------------------------------------------- */
+
+/* out[M,N] = a[M,K] @ b[K,N] for 2-d views (any dtype, any strides). */
+static int matmul2(const ptc_tensor *a, const ptc_tensor *b, ptc_tensor *out, ptc_error *err)
+{
+    int64_t M = a->sizes[0], K = a->sizes[1], N = b->sizes[1];
+    ptc_dtype dt = out->dtype;
+    if (dt == PTC_F32 && a->dtype == PTC_F32 && b->dtype == PTC_F32) {
+        ptc_sgemm(M, N, K, a->data, a->strides[0], a->strides[1], b->data, b->strides[0],
+                  b->strides[1], out->data, out->strides[0], out->strides[1], false);
+        return 0;
+    }
+    if (dt == PTC_F64) {
+        ptc_dgemm(M, N, K, a->data, a->strides[0], a->strides[1], b->data, b->strides[0],
+                  b->strides[1], out->data, out->strides[0], out->strides[1], false);
+        return 0;
+    }
+    if (ptc_dtype_is_float(dt)) {
+        ptc_tensor af, bf, of;
+        int rc = -1;
+        if (to_contig(a, PTC_F32, &af, err))
+            return -1;
+        if (to_contig(b, PTC_F32, &bf, err))
+            goto free_a;
+        if (ptc_tensor_alloc(&of, PTC_F32, 2, out->sizes, err))
+            goto free_b;
+        ptc_sgemm(M, N, K, af.data, K, 1, bf.data, N, 1, of.data, N, 1, false);
+        rc = ptc_tensor_copy(out, &of, err);
+        ptc_tensor_release(&of);
+    free_b:
+        ptc_tensor_release(&bf);
+    free_a:
+        ptc_tensor_release(&af);
+        return rc;
+    }
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            uint64_t acc = 0;
+            for (int64_t k = 0; k < K; k++) {
+                int64_t ia[2] = {i, k}, ib[2] = {k, j};
+                acc += (uint64_t)ptc_tensor_get_i64(a, ia) * (uint64_t)ptc_tensor_get_i64(b, ib);
+            }
+            int64_t io[2] = {i, j};
+            ptc_tensor_set_i64(out, io, (int64_t)acc);
+        }
+    return 0;
+}
+
+/* The 2-d slice [i] of a 3-d tensor. */
+static ptc_tensor slice3(const ptc_tensor *t, int64_t i)
+{
+    ptc_tensor s = *t;
+    s.storage = NULL;
+    s.ndim = 2;
+    s.sizes[0] = t->sizes[1], s.sizes[1] = t->sizes[2];
+    s.strides[0] = t->strides[1], s.strides[1] = t->strides[2];
+    s.data = (char *)t->data + i * t->strides[0] * (int64_t)ptc_dtype_size(t->dtype);
+    return s;
+}
+
+static int run_bmm(const ptc_tensor *a, const ptc_tensor *b, ptc_tensor *out, ptc_error *err)
+{
+    for (int64_t i = 0; i < out->sizes[0]; i++) {
+        ptc_tensor as = slice3(a, i), bs = slice3(b, i), os = slice3(out, i);
+        if (matmul2(&as, &bs, &os, err))
+            return -1;
+    }
+    return 0;
+}
+
+/* out = beta * self (broadcast) + alpha * out */
+static void add_scaled(ptc_tensor *out, const ptc_tensor *self, double alpha, double beta)
+{
+    int64_t n = ptc_tensor_numel(out), idx[PTC_MAX_DIMS] = {0};
+    for (int64_t o = 0; o < n; o++) {
+        int64_t off = 0;
+        for (int d = 0; d < self->ndim; d++) {
+            int od = d + out->ndim - self->ndim;
+            off += self->sizes[d] == 1 ? 0 : idx[od] * self->strides[d];
+        }
+        double p = ptc_load_f64((char *)out->data + o * (int64_t)ptc_dtype_size(out->dtype), out->dtype);
+        double v = (beta == 0 ? 0 : beta * ld(self, off)) + alpha * p;
+        ptc_store_f64((char *)out->data + o * (int64_t)ptc_dtype_size(out->dtype), out->dtype, v);
+        for (int d = out->ndim - 1; d >= 0; d--) {
+            if (++idx[d] < out->sizes[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+}
+
+/* ---- convolution ---------------------------------------------------------------------- */
+
+typedef struct conv {
+    int k;                          /* spatial dims */
+    int64_t N, C, O, G, Cg, Og;
+    int64_t in[3], out[3], ker[3], stride[3], pad[3], dil[3];
+    int64_t kprod, iprod, oprod;
+    bool transposed;
+} conv;
+
+static int conv_ints(const ptc_node *n, const char *name, int k, int64_t *out)
+{
+    const ptc_arg *a = arg(n, name);
+    for (int i = 0; i < k; i++) {
+        ptc_dim d = a->is.n == 0 ? ptc_dim_c(0) : a->is.d[a->is.n == 1 ? 0 : i];
+        if (!ptc_dim_is_static(d))
+            return -1;
+        out[i] = d.value;
+    }
+    return 0;
+}
+
+/* Input position of output position `o`, kernel position `kp` along dim d. */
+static void unravel(int64_t i, const int64_t *sizes, int k, int64_t *out)
+{
+    for (int d = k - 1; d >= 0; d--) {
+        out[d] = i % sizes[d];
+        i /= sizes[d];
+    }
+}
+
+static bool pointwise_conv(const conv *c)
+{
+    for (int d = 0; d < c->k; d++)
+        if (c->ker[d] != 1 || c->stride[d] != 1 || c->pad[d] != 0)
+            return false;
+    return !c->transposed;
+}
+
+#define T float
+#define FN(name) name##_f32
+#define GEMM ptc_sgemm
+#include "runtime/cconv.inc"
+#undef T
+#undef FN
+#undef GEMM
+#define T double
+#define FN(name) name##_f64
+#define GEMM ptc_dgemm
+#include "runtime/cconv.inc"
+#undef T
+#undef FN
+#undef GEMM
+
+static int run_conv(const ptc_node *n, const ptc_tensor *const *in, ptc_tensor *out, ptc_error *err)
+{
+    const ptc_tensor *x = in[0], *w = in[1], *bias = in[2];
+    conv c = {0};
+    c.k = w->ndim - 2;
+    c.transposed = arg(n, "transposed")->b;
+    if (c.k < 1 || c.k > 3 || x->ndim != c.k + 2)
+        return xfail(err, n, "expected a batched 1-d, 2-d or 3-d convolution");
+    const ptc_arg *ga = arg(n, "groups");
+    if (!ptc_dim_is_static(ga->i) || conv_ints(n, "stride", c.k, c.stride) ||
+        conv_ints(n, "padding", c.k, c.pad) || conv_ints(n, "dilation", c.k, c.dil))
+        return xfail(err, n, "symbolic convolution parameters");
+    c.G = ga->i.value;
+    c.N = x->sizes[0];
+    c.C = x->sizes[1];
+    c.O = out->sizes[1];
+    c.Cg = c.C / c.G;
+    c.Og = c.O / c.G;
+    c.kprod = c.iprod = c.oprod = 1;
+    for (int d = 0; d < c.k; d++) {
+        c.in[d] = x->sizes[2 + d];
+        c.out[d] = out->sizes[2 + d];
+        c.ker[d] = w->sizes[2 + d];
+        c.kprod *= c.ker[d];
+        c.iprod *= c.in[d];
+        c.oprod *= c.out[d];
+    }
+    /* f64 in f64, everything else in f32 */
+    ptc_dtype ct = out->dtype == PTC_F64 ? PTC_F64 : PTC_F32;
+    ptc_tensor xf, wf, yf;
+    if (to_contig(x, ct, &xf, err))
+        return -1;
+    if (to_contig(w, ct, &wf, err)) {
+        ptc_tensor_release(&xf);
+        return -1;
+    }
+    int rc = ptc_tensor_alloc(&yf, ct, out->ndim, out->sizes, err);
+    if (rc == 0) {
+        if (ptc_tensor_numel(&yf) > 0 && ct == PTC_F64)
+            conv_f64(&c, xf.data, wf.data, yf.data);
+        else if (ptc_tensor_numel(&yf) > 0)
+            conv_f32(&c, xf.data, wf.data, yf.data);
+        for (int64_t i = 0; bias && i < c.N; i++)
+            for (int64_t o = 0; o < c.O; o++) {
+                int64_t bi[1] = {o}, base = (i * c.O + o) * c.oprod;
+                double bv = ptc_tensor_get_f64(bias, bi);
+                for (int64_t p = 0; p < c.oprod; p++) {
+                    if (ct == PTC_F64)
+                        ((double *)yf.data)[base + p] += bv;
+                    else
+                        ((float *)yf.data)[base + p] += (float)bv;
+                }
+            }
+        rc = ptc_tensor_copy(out, &yf, err);
+        ptc_tensor_release(&yf);
+    }
+    ptc_tensor_release(&xf);
+    ptc_tensor_release(&wf);
+    return rc;
+}
+
+/* ---- attention -------------------------------------------------------------------------- */
+
+typedef struct sdpa {
+    const ptc_tensor *q, *k, *v, *mask;
+    int nb;
+    int64_t batch[PTC_MAX_DIMS];
+    int64_t L, S, E, Ev;
+    double scale, p;
+    bool causal;
+    uint64_t key;
+} sdpa;
+
+/* Offset of (batch index b, row r, col c) in t broadcast over the batch dims. */
+static int64_t boff(const sdpa *a, const ptc_tensor *t, const int64_t *bidx, int64_t r, int64_t c)
+{
+    int64_t off = 0;
+    int tb = t->ndim - 2;
+    for (int d = 0; d < tb; d++) {
+        int bd = d + a->nb - tb;
+        off += t->sizes[d] == 1 ? 0 : bidx[bd] * t->strides[d];
+    }
+    off += (t->sizes[tb] == 1 ? 0 : r * t->strides[tb]) + (t->sizes[tb + 1] == 1 ? 0 : c * t->strides[tb + 1]);
+    return off;
+}
+
+static void attend(const sdpa *a, int64_t bflat, const int64_t *bidx, int64_t l, double *w, ptc_tensor *out)
+{
+    double m = -INFINITY;
+    for (int64_t s = 0; s < a->S; s++) {
+        double dot = 0;
+        for (int64_t e = 0; e < a->E; e++)
+            dot += ld(a->q, boff(a, a->q, bidx, l, e)) * ld(a->k, boff(a, a->k, bidx, s, e));
+        double sc = dot * a->scale;
+        if (a->causal && s > l)
+            sc = -INFINITY;
+        if (a->mask) {
+            int64_t off = boff(a, a->mask, bidx, l, s);
+            if (a->mask->dtype == PTC_BOOL)
+                sc = ld(a->mask, off) != 0 ? sc : -INFINITY;
+            else
+                sc += ld(a->mask, off);
+        }
+        w[s] = sc;
+        m = isnan(sc) || sc > m ? sc : m;
+    }
+    bool all_masked = true;
+    for (int64_t s = 0; s < a->S; s++)
+        all_masked &= w[s] == -INFINITY;
+    double sum = 0;
+    for (int64_t s = 0; s < a->S; s++)
+        sum += (w[s] = exp(w[s] - m));
+    for (int64_t s = 0; s < a->S; s++) {
+        w[s] = all_masked ? 0 : w[s] / sum;
+        if (a->p > 0) {
+            uint64_t i = (uint64_t)((bflat * a->L + l) * a->S + s);
+            bool keep = (double)ptc_rng_uniform(a->key, i) < 1.0 - a->p;
+            w[s] = keep ? w[s] / (1.0 - a->p) : 0;
+        }
+    }
+    size_t es = ptc_dtype_size(out->dtype);
+    char *o = (char *)out->data + (int64_t)es * ((bflat * a->L + l) * a->Ev);
+    for (int64_t e = 0; e < a->Ev; e++) {
+        double acc = 0;
+        for (int64_t s = 0; s < a->S; s++)
+            acc += w[s] * ld(a->v, boff(a, a->v, bidx, s, e));
+        ptc_store_f64(o + (int64_t)es * e, out->dtype, acc);
+    }
+}
+
+static int run_sdpa(const ptc_node *n, const ptc_tensor *const *in, ptc_tensor *out,
+                    uint64_t rng_offset, ptc_error *err)
+{
+    sdpa a = {.q = in[0], .k = in[1], .v = in[2], .mask = in[3]};
+    a.L = a.q->sizes[a.q->ndim - 2];
+    a.E = a.q->sizes[a.q->ndim - 1];
+    a.S = a.k->sizes[a.k->ndim - 2];
+    a.Ev = a.v->sizes[a.v->ndim - 1];
+    a.causal = arg(n, "is_causal")->b;
+    const ptc_arg *sc = arg(n, "scale");
+    a.scale = sc->kind == PTC_ARG_FLOAT ? sc->f : 1 / sqrt((double)a.E);
+    a.p = arg(n, "dropout_p")->f;
+    const ptc_arg *seed = arg(n, "seed");
+    a.key = ptc_rng_key((uint64_t)(seed && ptc_dim_is_static(seed->i) ? seed->i.value : 0), rng_offset);
+    a.nb = out->ndim - 2;
+    int64_t nbatch = 1;
+    for (int d = 0; d < a.nb; d++)
+        nbatch *= (a.batch[d] = out->sizes[d]);
+    if (a.causal && a.mask)
+        return xfail(err, n, "Explicit attn_mask should not be set when is_causal=True");
+    int64_t rows = nbatch * a.L;
+    bool par = rows > 1 && !omp_in_parallel();
+#pragma omp parallel if (par)
+    {
+        double *w = malloc(sizeof(double) * (size_t)(a.S > 0 ? a.S : 1));
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t b = r / (a.L > 0 ? a.L : 1), l = r % (a.L > 0 ? a.L : 1), bidx[PTC_MAX_DIMS];
+            unravel(b, a.batch, a.nb, bidx);
+            attend(&a, b, bidx, l, w, out);
+        }
+        free(w);
+    }
+    return 0;
+}
+
+/* ---- scans and scatters ------------------------------------------------------------------- */
+
+static int run_cumsum(const ptc_node *n, const ptc_tensor *x, ptc_tensor *out)
+{
+    int dim = (int)arg(n, "dim")->i.value;
+    if (x->ndim == 0)
+        dim = 0;
+    int64_t len = x->ndim ? x->sizes[dim] : 1, total = ptc_tensor_numel(out);
+    if (total == 0)
+        return 0;
+    int64_t lines = total / (len ? len : 1), idx[PTC_MAX_DIMS] = {0};
+    bool fl = ptc_dtype_is_float(out->dtype);
+    for (int64_t ln = 0; ln < lines; ln++) {
+        double facc = 0;
+        uint64_t iacc = 0;
+        for (int64_t i = 0; i < len; i++) {
+            if (x->ndim)
+                idx[dim] = i;
+            if (fl) {
+                facc += ptc_tensor_get_f64(x, idx);
+                ptc_tensor_set_f64(out, idx, facc);
+            } else {
+                iacc += (uint64_t)ptc_tensor_get_i64(x, idx);
+                ptc_tensor_set_i64(out, idx, (int64_t)iacc);
+            }
+        }
+        /* next line: every dim but `dim` */
+        for (int d = x->ndim - 1; d >= 0; d--) {
+            if (d == dim)
+                continue;
+            if (++idx[d] < x->sizes[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    return 0;
+}
+
+static int run_scatter_add(const ptc_node *n, const ptc_tensor *const *in, ptc_tensor *out,
+                           ptc_error *err)
+{
+    const ptc_tensor *a = in[0], *index = in[1], *src = in[2];
+    int dim = (int)arg(n, "dim")->i.value;
+    if (ptc_tensor_copy(out, a, err))
+        return -1;
+    int64_t total = ptc_tensor_numel(index), idx[PTC_MAX_DIMS] = {0};
+    bool fl = ptc_dtype_is_float(out->dtype);
+    for (int64_t i = 0; i < total; i++) {
+        int64_t t[PTC_MAX_DIMS];
+        memcpy(t, idx, sizeof t);
+        int64_t j = ptc_tensor_get_i64(index, idx);
+        if (j < 0)
+            j += out->sizes[dim];
+        if (j < 0 || j >= out->sizes[dim])
+            return xfail(err, n, "index out of bounds");
+        t[dim] = j;
+        if (fl)
+            ptc_tensor_set_f64(out, t, ptc_tensor_get_f64(out, t) + ptc_tensor_get_f64(src, idx));
+        else
+            ptc_tensor_set_i64(out, t, ptc_tensor_get_i64(out, t) + ptc_tensor_get_i64(src, idx));
+        for (int d = index->ndim - 1; d >= 0; d--) {
+            if (++idx[d] < index->sizes[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    return 0;
+}
+
+int ptc_cextern_run(const ptc_node *node, const ptc_tensor *const *in, int nin, ptc_tensor *outs,
+                    uint64_t rng_offset, ptc_error *err)
+{
+    (void)nin;
+    switch (node->op) {
+    case PTC_OP_MM: return matmul2(in[0], in[1], &outs[0], err);
+    case PTC_OP_BMM: return run_bmm(in[0], in[1], &outs[0], err);
+    case PTC_OP_ADDMM: {
+        if (matmul2(in[1], in[2], &outs[0], err))
+            return -1;
+        double alpha = 1, beta = 1;
+        const ptc_arg *al = arg(node, "alpha"), *be = arg(node, "beta");
+        alpha = al->kind == PTC_ARG_FLOAT ? al->f : al->kind == PTC_ARG_INT ? (double)al->i.value : al->b;
+        beta = be->kind == PTC_ARG_FLOAT ? be->f : be->kind == PTC_ARG_INT ? (double)be->i.value : be->b;
+        add_scaled(&outs[0], in[0], alpha, beta);
+        return 0;
+    }
+    case PTC_OP_CONVOLUTION: return run_conv(node, in, &outs[0], err);
+    case PTC_OP_SDPA: return run_sdpa(node, in, &outs[0], rng_offset, err);
+    case PTC_OP_PRIMS_CUMSUM: return run_cumsum(node, in[0], &outs[0]);
+    case PTC_OP_PRIMS_SCATTER_ADD: return run_scatter_add(node, in, &outs[0], err);
+    default: return xfail(err, node, "no C implementation for this extern");
+    }
+}

@@ -1,0 +1,354 @@
+/* Running a compiled CPU program.
+ *
+ * A run binds the symbols of the input sizes, makes every input match the
+ * layout its type promised (a copy only when the caller's strides differ),
+ * allocates the outputs (through the host when there is one, so they belong
+ * to the user) and the arena of temporaries (planned at compile time, or now
+ * when sizes are symbolic, and checked), then runs the steps in order.
+ * A kernel's parallel range is split into one contiguous chunk per OpenMP
+ * thread; small kernels run on the calling thread, because waking a team
+ * costs more than they do. Externs go to the host's kernels when it has them
+ * and to ptc's C ones otherwise.
+ */
+#include "runtime/rt.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Readable zeros for buffers without elements (masked loads may touch
+ * element 0 of any buffer they read). */
+static _Alignas(64) const uint8_t empty_buffer[64];
+
+enum { SERIAL_WORK = 32768 };
+
+typedef struct run {
+    ptc_program *p;
+    const ptc_host *host;
+    ptc_bindings b;
+    void **bufptr;        /* per loop buffer */
+    ptc_tensor *conformed; /* inputs copied to their typed layout */
+    ptc_tensor *outs;     /* per graph output */
+    void *mem;            /* the arena */
+    bool mem_owned;
+    uint64_t rng_offset;
+    ptc_error *err;
+} run;
+
+static int64_t eval(run *r, ptc_dim d)
+{
+    int64_t v = 0;
+    if (ptc_dim_is_static(d))
+        return d.value;
+    ptc_dim_eval(d, &r->b, &v, NULL);
+    return v;
+}
+
+/* ---- inputs ---------------------------------------------------------------------- */
+
+/* The strides the compiled code assumes for input i. */
+static void typed_strides(run *r, const ptc_ttype *t, int64_t *strides)
+{
+    if (t->layout == PTC_LAYOUT_STRIDED) {
+        for (int d = 0; d < t->ndim; d++)
+            strides[d] = eval(r, t->strides[d]);
+        return;
+    }
+    int64_t s = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        strides[d] = s;
+        s *= eval(r, t->shape[d]);
+    }
+}
+
+static int bind_inputs(run *r, const ptc_tensor *in)
+{
+    ptc_program *p = r->p;
+    for (int i = 0; i < p->ninputs; i++)
+        if (ptc_tensor_check_type(&in[i], &p->in_types[i], &r->b, p->in_names[i], r->err))
+            return -1;
+    for (int i = 0; i < p->ninputs; i++) {
+        const ptc_tensor *t = &in[i];
+        if (t->device.kind != PTC_DEV_CPU)
+            return ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime",
+                              "input '%s' is not on the cpu", p->in_names[i]);
+        int64_t want[PTC_MAX_DIMS];
+        typed_strides(r, &p->in_types[i], want);
+        bool same = true;
+        int64_t n = ptc_tensor_numel(t), extent = 1;
+        for (int d = 0; d < t->ndim; d++) {
+            same &= t->sizes[d] <= 1 || t->strides[d] == want[d];
+            extent += (t->sizes[d] - 1) * want[d];
+        }
+        if (same || n == 0)
+            continue;
+        /* copy into the typed layout */
+        ptc_tensor *c = &r->conformed[i];
+        int64_t one = extent > 0 ? extent : 1;
+        if (ptc_tensor_alloc(c, t->dtype, 1, &one, r->err))
+            return -1;
+        c->ndim = t->ndim;
+        for (int d = 0; d < t->ndim; d++) {
+            c->sizes[d] = t->sizes[d];
+            c->strides[d] = want[d];
+        }
+        if (ptc_tensor_copy(c, t, r->err))
+            return -1;
+    }
+    return 0;
+}
+
+/* ---- outputs and the arena --------------------------------------------------------- */
+
+static int alloc_outputs(run *r)
+{
+    ptc_program *p = r->p;
+    for (int i = 0; i < p->noutputs; i++) {
+        int b = p->prog->outputs[i], first = -1;
+        for (int j = 0; j < i; j++)
+            if (p->prog->outputs[j] == b)
+                first = j;
+        if (first >= 0) {
+            r->outs[i] = r->outs[first];
+            ptc_tensor_retain(&r->outs[i]);
+            continue;
+        }
+        const ptc_ttype *t = &p->out_types[i];
+        int64_t sizes[PTC_MAX_DIMS];
+        for (int d = 0; d < t->ndim; d++)
+            sizes[d] = eval(r, t->shape[d]);
+        ptc_tensor *o = &r->outs[i];
+        int rc = r->host && r->host->alloc
+                     ? r->host->alloc(r->host->ctx, o, t->dtype, t->ndim, sizes, PTC_CPU, r->err)
+                     : ptc_tensor_alloc(o, t->dtype, t->ndim, sizes, r->err);
+        if (rc)
+            return -1;
+        if (ptc_tensor_numel(o) > 0 && !ptc_tensor_is_contiguous(o))
+            return ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime",
+                              "the host allocated output %d non-contiguous", i);
+        r->bufptr[b] = ptc_tensor_numel(o) ? o->data : (void *)empty_buffer;
+    }
+    return 0;
+}
+
+static int plan_arena(run *r)
+{
+    ptc_program *p = r->p;
+    const ptc_mplan *mp = &p->sched->plan;
+    int n = mp->nbufs;
+    int64_t *offset = mp->offset, size = mp->arena_bytes;
+    int64_t *dyn_off = NULL, *dyn_bytes = NULL;
+    if (!mp->is_static) {
+        dyn_off = malloc(sizeof(int64_t) * (size_t)(n + 1));
+        dyn_bytes = malloc(sizeof(int64_t) * (size_t)(n + 1));
+        for (int b = 0; b < n; b++) {
+            dyn_bytes[b] = 0;
+            if (!mp->in_arena[b])
+                continue;
+            const ptc_lbuf *lb = p->prog->bufs[b];
+            int64_t bytes = (int64_t)ptc_dtype_size(lb->dtype);
+            for (int d = 0; d < lb->ndim; d++)
+                bytes *= eval(r, lb->shape[d]);
+            dyn_bytes[b] = bytes;
+        }
+        size = ptc_mplan_place(n, dyn_bytes, mp->first, mp->last, mp->in_arena, dyn_off);
+        if (ptc_mplan_check(n, dyn_bytes, mp->first, mp->last, mp->in_arena, dyn_off, size, r->err)) {
+            free(dyn_off);
+            free(dyn_bytes);
+            return -1;
+        }
+        offset = dyn_off;
+    }
+    /* the program's cached arena, unless another run holds it */
+    pthread_mutex_lock(&p->lock);
+    if (!p->mem_busy) {
+        if (p->mem_size < (size_t)size) {
+            free(p->mem);
+            p->mem = size ? aligned_alloc(64, (size_t)size) : NULL;
+            p->mem_size = p->mem ? (size_t)size : 0;
+        }
+        p->mem_busy = true;
+        r->mem = p->mem;
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (!r->mem && size) {
+        r->mem = aligned_alloc(64, (size_t)size);
+        r->mem_owned = true;
+    }
+    if (size && !r->mem) {
+        free(dyn_off);
+        free(dyn_bytes);
+        return ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime", "out of memory (arena of %lld bytes)",
+                          (long long)size);
+    }
+    for (int b = 0; b < n; b++) {
+        if (!mp->in_arena[b])
+            continue;
+        int64_t bytes = dyn_bytes ? dyn_bytes[b] : mp->nbytes[b];
+        r->bufptr[b] = bytes ? (char *)r->mem + offset[b] : (void *)empty_buffer;
+    }
+    free(dyn_off);
+    free(dyn_bytes);
+    return 0;
+}
+
+/* ---- steps ----------------------------------------------------------------------------- */
+
+static int run_kernel(run *r, const ptc_kernel *k, const ptc_cpu_kernel *ck)
+{
+    int64_t params[1 + 64];
+    int64_t *pp = k->nparams < 64 ? params : malloc(sizeof(int64_t) * (size_t)(k->nparams + 1));
+    pp[0] = (int64_t)r->rng_offset;
+    for (int i = 0; i < k->nparams; i++)
+        pp[1 + i] = eval(r, k->params[i]);
+    void *bufs_stack[32];
+    void **bufs = k->nargs <= 32 ? bufs_stack : malloc(sizeof(void *) * (size_t)k->nargs);
+    for (int i = 0; i < k->nargs; i++)
+        bufs[i] = r->bufptr[k->args[i]];
+    int64_t P = 1, work = 1;
+    for (int d = 0; d < k->nouter; d++) {
+        int64_t e = eval(r, k->outer[d]);
+        if (d < k->npar)
+            P *= e;
+        work *= e;
+    }
+    int64_t inner = 1;
+    for (int g = 0; g < k->ngroups; g++) {
+        int64_t w = 1;
+        for (int d = 0; d < k->groups[g].ninner; d++)
+            w *= eval(r, k->groups[g].inner[d]);
+        for (int d = 0; d < k->groups[g].nred; d++)
+            w *= eval(r, k->groups[g].red[d]);
+        inner = w > inner ? w : inner;
+    }
+    work *= inner;
+    int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+    if (P > 0 && (nt <= 1 || P == 1 || work < SERIAL_WORK)) {
+        ck->fn(0, P, bufs, pp);
+    } else if (P > 0) {
+        if (nt > P)
+            nt = (int)P;
+#pragma omp parallel num_threads(nt)
+        {
+            int t = omp_get_thread_num(), n = omp_get_num_threads();
+            int64_t lo = P * t / n, hi = P * (t + 1) / n;
+            if (lo < hi)
+                ck->fn(lo, hi, bufs, pp);
+        }
+    }
+    if (pp != params)
+        free(pp);
+    if (bufs != bufs_stack)
+        free(bufs);
+    return 0;
+}
+
+static ptc_tensor view_tensor(run *r, const ptc_lview *v)
+{
+    const ptc_lbuf *b = r->p->prog->bufs[v->buf];
+    ptc_tensor t = {0};
+    t.dtype = b->dtype;
+    t.ndim = v->ndim;
+    t.device = PTC_CPU;
+    for (int d = 0; d < v->ndim; d++) {
+        t.sizes[d] = eval(r, v->sizes[d]);
+        t.strides[d] = eval(r, v->strides[d]);
+    }
+    t.data = (char *)r->bufptr[v->buf] + eval(r, v->offset) * (int64_t)ptc_dtype_size(b->dtype);
+    return t;
+}
+
+static int run_extern(run *r, const ptc_lnode *n)
+{
+    ptc_tensor in[16];
+    const ptc_tensor *inp[16];
+    for (int i = 0; i < n->nxin && i < 16; i++) {
+        if (n->xin[i].buf < 0) {
+            inp[i] = NULL;
+            continue;
+        }
+        in[i] = view_tensor(r, &n->xin[i]);
+        inp[i] = &in[i];
+    }
+    ptc_tensor outs[2] = {{0}};
+    int nout = 0;
+    for (int o = 0; o < 2; o++) {
+        if (n->out[o] < 0)
+            continue;
+        const ptc_lbuf *b = r->p->prog->bufs[n->out[o]];
+        int64_t sizes[PTC_MAX_DIMS];
+        for (int d = 0; d < b->ndim; d++)
+            sizes[d] = eval(r, b->shape[d]);
+        int64_t s = 1;
+        ptc_tensor *t = &outs[nout++];
+        t->dtype = b->dtype;
+        t->ndim = b->ndim;
+        t->device = PTC_CPU;
+        for (int d = b->ndim - 1; d >= 0; d--) {
+            t->sizes[d] = sizes[d];
+            t->strides[d] = s;
+            s *= sizes[d];
+        }
+        t->data = r->bufptr[b->id];
+    }
+    if (n->xkind == PTC_XK_HOST && r->host && r->host->run_extern)
+        return r->host->run_extern(r->host->ctx, n->xnode, inp, n->nxin, outs, r->err);
+    return ptc_cextern_run(n->xnode, inp, n->nxin, outs, r->rng_offset, r->err);
+}
+
+static void finish(run *r, bool ok, ptc_tensor *outputs)
+{
+    ptc_program *p = r->p;
+    for (int i = 0; i < p->ninputs; i++)
+        if (r->conformed[i].storage)
+            ptc_tensor_release(&r->conformed[i]);
+    if (r->mem_owned) {
+        free(r->mem);
+    } else if (r->mem || p->mem_busy) {
+        pthread_mutex_lock(&p->lock);
+        if (r->mem == p->mem)
+            p->mem_busy = false;
+        pthread_mutex_unlock(&p->lock);
+    }
+    for (int i = 0; i < p->noutputs; i++) {
+        if (ok)
+            outputs[i] = r->outs[i];
+        else if (r->outs[i].data || r->outs[i].storage)
+            ptc_tensor_release(&r->outs[i]);
+    }
+    free(r->bufptr);
+    free(r->conformed);
+    free(r->outs);
+}
+
+int ptc_exec_cpu(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tensor *outputs,
+                 const ptc_host *host, uint64_t rng_offset, ptc_error *err)
+{
+    (void)ninputs;
+    run r = {.p = p, .host = host, .rng_offset = rng_offset, .err = err};
+    const ptc_lprog *lp = p->prog;
+    r.bufptr = calloc((size_t)lp->nbufs + 1, sizeof *r.bufptr);
+    r.conformed = calloc((size_t)p->ninputs + 1, sizeof *r.conformed);
+    r.outs = calloc((size_t)p->noutputs + 1, sizeof *r.outs);
+    int rc = bind_inputs(&r, inputs);
+    for (int b = 0; rc == 0 && b < lp->nbufs; b++) {
+        const ptc_lbuf *lb = lp->bufs[b];
+        if (lb->kind != PTC_LB_INPUT)
+            continue;
+        const ptc_tensor *t = r.conformed[lb->input].storage ? &r.conformed[lb->input] : &inputs[lb->input];
+        r.bufptr[b] = ptc_tensor_numel(t) && t->data ? t->data : (void *)empty_buffer;
+    }
+    if (rc == 0)
+        rc = alloc_outputs(&r);
+    if (rc == 0)
+        rc = plan_arena(&r);
+    const ptc_schedule *s = p->sched;
+    for (int t = 0; rc == 0 && t < s->nsteps; t++) {
+        if (s->steps[t].kind == PTC_STEP_KERNEL)
+            rc = run_kernel(&r, s->kernels[s->steps[t].index], &p->kernels[s->steps[t].index]);
+        else
+            rc = run_extern(&r, lp->nodes[s->steps[t].index]);
+    }
+    finish(&r, rc == 0, outputs);
+    return rc;
+}

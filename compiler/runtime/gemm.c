@@ -1,0 +1,233 @@
+/* Cache-blocked GEMM for the C externs.
+ *
+ * The classic three-level blocking: B is packed KC x NC into panels NR
+ * columns wide, A is packed MC x KC into panels MR rows tall, and a register
+ * micro-kernel multiplies one A panel by one B panel into an MR x NR tile of
+ * C held in vector registers. Packing reads any strides, so transposed and
+ * broadcast operands cost nothing extra. The micro-kernel is written with
+ * GCC vector extensions and compiled for AVX-512, AVX2+FMA and baseline x86
+ * (target_clones), picked at load time for the running CPU. Threads (OpenMP)
+ * take one slab of C each (rows or columns, whichever is longer).
+ */
+#include "runtime/rt.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define CLONES __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
+#else
+#define CLONES
+#endif
+
+enum { MC = 96, KC = 256, NC = 2048 };
+
+/* ---- f32: 6 x 16 tiles ------------------------------------------------------------ */
+
+enum { SMR = 6, SNR = 16 };
+typedef float v16f __attribute__((vector_size(64), aligned(4)));
+
+CLONES static void skernel(int64_t kc, const float *a, const float *b, float *c, int64_t ldc)
+{
+    v16f c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0}, c4 = {0}, c5 = {0};
+    for (int64_t k = 0; k < kc; k++) {
+        v16f bv;
+        memcpy(&bv, b + k * SNR, sizeof bv);
+        const float *ak = a + k * SMR;
+        c0 += ak[0] * bv;
+        c1 += ak[1] * bv;
+        c2 += ak[2] * bv;
+        c3 += ak[3] * bv;
+        c4 += ak[4] * bv;
+        c5 += ak[5] * bv;
+    }
+    v16f *rows[SMR] = {&c0, &c1, &c2, &c3, &c4, &c5};
+    for (int i = 0; i < SMR; i++) {
+        v16f cur;
+        memcpy(&cur, c + i * ldc, sizeof cur);
+        cur += *rows[i];
+        memcpy(c + i * ldc, &cur, sizeof cur);
+    }
+}
+
+static void spack_a(int64_t mc, int64_t kc, const float *A, int64_t sam, int64_t sak, float *out)
+{
+    for (int64_t i0 = 0; i0 < mc; i0 += SMR)
+        for (int64_t k = 0; k < kc; k++)
+            for (int64_t i = 0; i < SMR; i++)
+                *out++ = i0 + i < mc ? A[(i0 + i) * sam + k * sak] : 0.0f;
+}
+
+static void spack_b(int64_t kc, int64_t nc, const float *B, int64_t sbk, int64_t sbn, float *out)
+{
+    for (int64_t j0 = 0; j0 < nc; j0 += SNR) {
+        float *panel = out + j0 * kc;
+        for (int64_t k = 0; k < kc; k++)
+            for (int64_t j = 0; j < SNR; j++)
+                panel[k * SNR + j] = j0 + j < nc ? B[k * sbk + (j0 + j) * sbn] : 0.0f;
+    }
+}
+
+/* One MC x NC block of C from packed A (this thread's) and packed B. */
+static void sblock(int64_t mc, int64_t nc, int64_t kc, const float *pa, const float *pb, float *C,
+                   int64_t scm, int64_t scn)
+{
+    float tile[SMR * SNR];
+    for (int64_t j0 = 0; j0 < nc; j0 += SNR)
+        for (int64_t i0 = 0; i0 < mc; i0 += SMR) {
+            int64_t mr = mc - i0 < SMR ? mc - i0 : SMR, nr = nc - j0 < SNR ? nc - j0 : SNR;
+            memset(tile, 0, sizeof tile);
+            skernel(kc, pa + i0 * kc, pb + j0 * kc, tile, SNR);
+            for (int64_t i = 0; i < mr; i++)
+                for (int64_t j = 0; j < nr; j++)
+                    C[(i0 + i) * scm + (j0 + j) * scn] += tile[i * SNR + j];
+        }
+}
+
+static void sgemm_serial(int64_t M, int64_t N, int64_t K, const float *A, int64_t sam, int64_t sak,
+                         const float *B, int64_t sbk, int64_t sbn, float *C, int64_t scm,
+                         int64_t scn, bool accumulate)
+{
+    if (!accumulate)
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++)
+                C[i * scm + j * scn] = 0;
+    if (M == 0 || N == 0 || K == 0)
+        return;
+    float *pb = aligned_alloc(64, sizeof(float) * (size_t)(KC * (NC + SNR)));
+    int64_t nblocks = (M + MC - 1) / MC;
+    for (int64_t jc = 0; jc < N; jc += NC) {
+        int64_t nc = N - jc < NC ? N - jc : NC;
+        for (int64_t pc = 0; pc < K; pc += KC) {
+            int64_t kc = K - pc < KC ? K - pc : KC;
+            spack_b(kc, nc, B + pc * sbk + jc * sbn, sbk, sbn, pb);
+            {
+                float *pa = aligned_alloc(64, sizeof(float) * (size_t)((MC + SMR) * KC));
+                for (int64_t ib = 0; ib < nblocks; ib++) {
+                    int64_t ic = ib * MC, mc = M - ic < MC ? M - ic : MC;
+                    spack_a(mc, kc, A + ic * sam + pc * sak, sam, sak, pa);
+                    sblock(mc, nc, kc, pa, pb, C + ic * scm + jc * scn, scm, scn);
+                }
+                free(pa);
+            }
+        }
+    }
+    free(pb);
+}
+
+/* ---- f64: 6 x 8 tiles ---------------------------------------------------------------- */
+
+enum { DMR = 6, DNR = 8 };
+typedef double v8d __attribute__((vector_size(64), aligned(8)));
+
+CLONES static void dkernel(int64_t kc, const double *a, const double *b, double *c, int64_t ldc)
+{
+    v8d acc[DMR];
+    memset(acc, 0, sizeof acc);
+    for (int64_t k = 0; k < kc; k++) {
+        v8d bv;
+        memcpy(&bv, b + k * DNR, sizeof bv);
+        for (int i = 0; i < DMR; i++)
+            acc[i] += a[k * DMR + i] * bv;
+    }
+    for (int i = 0; i < DMR; i++) {
+        v8d cur;
+        memcpy(&cur, c + i * ldc, sizeof cur);
+        cur += acc[i];
+        memcpy(c + i * ldc, &cur, sizeof cur);
+    }
+}
+
+static void dgemm_serial(int64_t M, int64_t N, int64_t K, const double *A, int64_t sam, int64_t sak,
+                         const double *B, int64_t sbk, int64_t sbn, double *C, int64_t scm,
+                         int64_t scn, bool accumulate)
+{
+    if (!accumulate)
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++)
+                C[i * scm + j * scn] = 0;
+    if (M == 0 || N == 0 || K == 0)
+        return;
+    double *pb = aligned_alloc(64, sizeof(double) * (size_t)(KC * (NC + DNR)));
+    int64_t nblocks = (M + MC - 1) / MC;
+    for (int64_t jc = 0; jc < N; jc += NC) {
+        int64_t nc = N - jc < NC ? N - jc : NC;
+        for (int64_t pc = 0; pc < K; pc += KC) {
+            int64_t kc = K - pc < KC ? K - pc : KC;
+            for (int64_t j0 = 0; j0 < nc; j0 += DNR)
+                for (int64_t k = 0; k < kc; k++)
+                    for (int64_t j = 0; j < DNR; j++)
+                        pb[j0 * kc + k * DNR + j] =
+                            j0 + j < nc ? B[(pc + k) * sbk + (jc + j0 + j) * sbn] : 0.0;
+            {
+                double *pa = aligned_alloc(64, sizeof(double) * (size_t)((MC + DMR) * KC));
+                double tile[DMR * DNR];
+                for (int64_t ib = 0; ib < nblocks; ib++) {
+                    int64_t ic = ib * MC, mc = M - ic < MC ? M - ic : MC;
+                    double *o = pa;
+                    for (int64_t i0 = 0; i0 < mc; i0 += DMR)
+                        for (int64_t k = 0; k < kc; k++)
+                            for (int64_t i = 0; i < DMR; i++)
+                                *o++ = i0 + i < mc ? A[(ic + i0 + i) * sam + (pc + k) * sak] : 0.0;
+                    for (int64_t j0 = 0; j0 < nc; j0 += DNR)
+                        for (int64_t i0 = 0; i0 < mc; i0 += DMR) {
+                            int64_t mr = mc - i0 < DMR ? mc - i0 : DMR, nr = nc - j0 < DNR ? nc - j0 : DNR;
+                            memset(tile, 0, sizeof tile);
+                            dkernel(kc, pa + i0 * kc, pb + j0 * kc, tile, DNR);
+                            for (int64_t i = 0; i < mr; i++)
+                                for (int64_t j = 0; j < nr; j++)
+                                    C[(ic + i0 + i) * scm + (jc + j0 + j) * scn] += tile[i * DNR + j];
+                        }
+                }
+                free(pa);
+            }
+        }
+    }
+    free(pb);
+}
+
+/* ---- threads ---------------------------------------------------------------------- */
+
+/* Splits C into one slab per thread, along the longer of M and N, each slab a
+ * serial GEMM with its own packed panels. */
+#define PARALLEL_GEMM(T, serial)                                                          \
+    do {                                                                                  \
+        int nt = omp_in_parallel() ? 1 : omp_get_max_threads();                           \
+        if (nt <= 1 || M * N * K < ((int64_t)1 << 16)) {                                  \
+            serial(M, N, K, A, sam, sak, B, sbk, sbn, C, scm, scn, accumulate);           \
+            return;                                                                       \
+        }                                                                                 \
+        bool by_rows = M >= N;                                                            \
+        int64_t len = by_rows ? M : N;                                                    \
+        int64_t unit = by_rows ? SMR : SNR;                                               \
+        _Pragma("omp parallel num_threads(nt)")                                           \
+        {                                                                                 \
+            int t = omp_get_thread_num(), n = omp_get_num_threads();                      \
+            int64_t units = (len + unit - 1) / unit;                                      \
+            int64_t lo = units * t / n * unit, hi = units * (t + 1) / n * unit;           \
+            hi = hi < len ? hi : len;                                                     \
+            if (lo < hi) {                                                                \
+                if (by_rows)                                                              \
+                    serial(hi - lo, N, K, A + lo * sam, sam, sak, B, sbk, sbn,            \
+                           C + lo * scm, scm, scn, accumulate);                           \
+                else                                                                      \
+                    serial(M, hi - lo, K, A, sam, sak, B + lo * sbn, sbk, sbn,            \
+                           C + lo * scn, scm, scn, accumulate);                           \
+            }                                                                             \
+        }                                                                                 \
+    } while (0)
+
+void ptc_sgemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t sam, int64_t sak,
+               const float *B, int64_t sbk, int64_t sbn, float *C, int64_t scm, int64_t scn,
+               bool accumulate)
+{
+    PARALLEL_GEMM(float, sgemm_serial);
+}
+
+void ptc_dgemm(int64_t M, int64_t N, int64_t K, const double *A, int64_t sam, int64_t sak,
+               const double *B, int64_t sbk, int64_t sbn, double *C, int64_t scm, int64_t scn,
+               bool accumulate)
+{
+    PARALLEL_GEMM(double, dgemm_serial);
+}

@@ -1,0 +1,55 @@
+/* Internal to compiler/runtime: the C kernels behind externs when no framework
+ * runs them (GEMM, convolution, attention, cumsum, scatter_add). */
+#ifndef PTC_RT_H
+#define PTC_RT_H
+
+#include "runtime/runtime.h"
+
+/* C[M,N] = A[M,K] @ B[K,N] (+ C when accumulate), any element strides. */
+void ptc_sgemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t sam, int64_t sak,
+               const float *B, int64_t sbk, int64_t sbn, float *C, int64_t scm, int64_t scn,
+               bool accumulate);
+void ptc_dgemm(int64_t M, int64_t N, int64_t K, const double *A, int64_t sam, int64_t sak,
+               const double *B, int64_t sbk, int64_t sbn, double *C, int64_t scm, int64_t scn,
+               bool accumulate);
+
+/* Runs an extern node on C kernels: mm, bmm, addmm, convolution,
+ * scaled_dot_product_attention, prims.cumsum, prims.scatter_add. inputs are
+ * the node's tensor args in schema order (NULL: absent); outs are allocated
+ * (contiguous). */
+int ptc_cextern_run(const ptc_node *node, const ptc_tensor *const *inputs, int ninputs,
+                    ptc_tensor *outs, uint64_t rng_offset, ptc_error *err);
+
+
+
+/* ---- programs (runtime.c compiles them, exec.c runs them) ---------------------------- */
+
+#include "codegen/codegen.h"
+
+#include <pthread.h>
+
+enum { PTC_TEXT_PRIMS, PTC_TEXT_LOOPS, PTC_TEXT_KERNELS, PTC_TEXT_LLVM, PTC_TEXT_COUNT };
+
+struct ptc_program {
+    int refs;
+    ptc_backend backend;
+    ptc_graph *graph;        /* reference: the input graph; cpu: the prims graph */
+    ptc_arena *arena;        /* loop program, schedule, copied types */
+    int ninputs, noutputs;
+    ptc_ttype *in_types, *out_types;
+    const char **in_names;
+    ptc_lprog *prog;
+    ptc_schedule *sched;
+    ptc_cpu_kernel *kernels;
+    ptc_program_info info;
+    char *text[PTC_TEXT_COUNT];
+    /* a cached arena for runs (one run at a time uses it; others malloc) */
+    pthread_mutex_t lock;
+    void *mem;
+    size_t mem_size;
+    bool mem_busy;
+};
+
+int ptc_exec_cpu(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tensor *outputs,
+                 const ptc_host *host, uint64_t rng_offset, ptc_error *err);
+#endif /* PTC_RT_H */

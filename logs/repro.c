@@ -1,0 +1,152 @@
+/* Repro dumps (PTC_REPRO): a folder that lets ptminify replay a failure
+ * without the program that produced it: the failing graph as .ptir, its
+ * inputs as a tensor file, and repro.json saying what went wrong.
+ *
+ * repro.json is written last, through a temporary file and rename, so a
+ * folder whose repro.json exists is complete; a process that dies while
+ * dumping leaves a folder that tools ignore. Fresh folder names come from a
+ * per-process counter and mkdir's EEXIST, so concurrent dumps from several
+ * threads or processes never share a folder.
+ */
+#include "logs/logs.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static _Atomic unsigned repro_counter;
+
+/* Creates a new folder base/repro_<pid>_<n> and copies its path to out. */
+static int fresh_folder(char *out, size_t size, ptc_error *err)
+{
+    const char *base = getenv("PTC_REPRO");
+    if (!base || !*base)
+        base = getenv("TMPDIR");
+    if (!base || !*base)
+        base = "/tmp";
+    if (ptc_mkdirs(base, err))
+        return -1;
+    for (int tries = 0; tries < 10000; tries++) {
+        unsigned n = atomic_fetch_add(&repro_counter, 1);
+        if (snprintf(out, size, "%s/repro_%ld_%u", base, (long)getpid(), n) >= (int)size)
+            return ptc_errorf(err, PTC_ERR_IO, "repro", "repro path under '%s' is too long", base);
+        if (mkdir(out, 0777) == 0)
+            return 0;
+        if (errno != EEXIST)
+            return ptc_errorf(err, PTC_ERR_IO, "repro", "cannot create '%s': %s", out,
+                              strerror(errno));
+    }
+    return ptc_errorf(err, PTC_ERR_IO, "repro", "no free repro folder name under '%s'", base);
+}
+
+static void json_field(ptc_jw *w, const char *key, const char *value)
+{
+    ptc_jw_key(w, key);
+    ptc_jw_str(w, value);
+}
+
+static char *repro_json(const ptc_repro_info *info, bool has_inputs)
+{
+    ptc_repro_info none = {0};
+    if (!info)
+        info = &none;
+    ptc_buf b = {0};
+    ptc_jw w;
+    ptc_jw_init(&w, &b, true);
+    ptc_jw_obj_begin(&w);
+    ptc_jw_key(&w, "version");
+    ptc_jw_int(&w, 1);
+    json_field(&w, "ptc_version", PTC_VERSION);
+    json_field(&w, "kind", info->kind);
+    json_field(&w, "stage", info->stage);
+    json_field(&w, "error_class", info->error_class);
+    json_field(&w, "message", info->message);
+    json_field(&w, "backend", info->backend);
+    ptc_jw_key(&w, "rtol");
+    ptc_jw_num(&w, info->rtol);
+    ptc_jw_key(&w, "atol");
+    ptc_jw_num(&w, info->atol);
+    json_field(&w, "graph", "graph.ptir");
+    json_field(&w, "inputs", has_inputs ? "inputs.bin" : NULL);
+    ptc_jw_obj_end(&w);
+    ptc_buf_putc(&b, '\n');
+    return b.data;
+}
+
+static int check_args(const ptc_graph *g, const ptc_tensor *inputs, int ninputs,
+                      const ptc_repro_info *info, ptc_error *err)
+{
+    if (!g)
+        return ptc_errorf(err, PTC_ERR_INTERNAL, "repro", "no graph to dump");
+    if (info && info->kind && strcmp(info->kind, "crash") != 0 &&
+        strcmp(info->kind, "error") != 0 && strcmp(info->kind, "accuracy") != 0)
+        return ptc_errorf(err, PTC_ERR_INTERNAL, "repro",
+                          "repro kind '%s' is not crash, error or accuracy", info->kind);
+    if (!inputs)
+        return 0;
+    if (ninputs != g->ninputs)
+        return ptc_errorf(err, PTC_ERR_INTERNAL, "repro", "%d input tensors for graph '%s' of %d inputs",
+                          ninputs, g->name, g->ninputs);
+    for (int i = 0; i < ninputs; i++)
+        if (inputs[i].device.kind != PTC_DEV_CPU)
+            return ptc_errorf(err, PTC_ERR_UNSUPPORTED, "repro",
+                              "input %%%s is not on the cpu: copy it there before dumping",
+                              g->inputs[i]->name);
+    return 0;
+}
+
+int ptc_repro_write(const char *dir, const ptc_graph *g, const ptc_tensor *inputs, int ninputs,
+                    const ptc_repro_info *info, char *path_out, size_t path_size, ptc_error *err)
+{
+    if (check_args(g, inputs, ninputs, info, err))
+        return -1;
+    char folder[4096];
+    if (dir) {
+        if (snprintf(folder, sizeof folder, "%s", dir) >= (int)sizeof folder)
+            return ptc_errorf(err, PTC_ERR_IO, "repro", "repro path too long");
+        if (ptc_mkdirs(folder, err))
+            return -1;
+    } else if (fresh_folder(folder, sizeof folder, err)) {
+        return -1;
+    }
+    char path[4200], tmp[4200];
+    ptc_buf text = {0};
+    ptc_print_graph(&text, g);
+    snprintf(path, sizeof path, "%s/graph.ptir", folder);
+    int rc = ptc_write_file(path, text.data, text.len, err);
+    ptc_buf_free(&text);
+    if (rc)
+        return -1;
+    if (inputs) {
+        const char **names = calloc((size_t)ninputs + 1, sizeof *names);
+        PTC_ASSERT(names);
+        for (int i = 0; i < ninputs; i++)
+            names[i] = g->inputs[i]->name;
+        snprintf(path, sizeof path, "%s/inputs.bin", folder);
+        rc = ptc_tensorfile_write(path, inputs, names, ninputs, err);
+        free(names);
+        if (rc)
+            return -1;
+    }
+    char *json = repro_json(info, inputs != NULL);
+    snprintf(path, sizeof path, "%s/repro.json", folder);
+    snprintf(tmp, sizeof tmp, "%s/.repro.json.%ld.tmp", folder, (long)getpid());
+    rc = ptc_write_file(tmp, json, strlen(json), err);
+    free(json);
+    if (rc == 0 && rename(tmp, path) != 0) {
+        rc = ptc_errorf(err, PTC_ERR_IO, "repro", "cannot rename '%s' to '%s': %s", tmp, path,
+                        strerror(errno));
+        unlink(tmp);
+    }
+    if (rc)
+        return -1;
+    if (path_out && path_size) {
+        if (snprintf(path_out, path_size, "%s", folder) >= (int)path_size)
+            return ptc_errorf(err, PTC_ERR_IO, "repro", "repro folder path does not fit (%zu bytes)",
+                              path_size);
+    }
+    return 0;
+}

@@ -1,0 +1,14 @@
+; ptc kernel 2 extern_mm_2  <- %2
+define void @extern_mm_2(i64 %begin, i64 %end, ptr noalias %args) {
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [ %begin, %entry ], [ %i.next, %loop ]
+  ; buf3 = mm(...)
+  %v0 = call float @llvm.ptc.elem(ptr %args, i64 %i, i32 0)
+  %i.next = add nuw i64 %i, 1
+  %done = icmp eq i64 %i.next, %end
+  br i1 %done, label %exit, label %loop
+exit:
+  ret void
+}

@@ -1,0 +1,463 @@
+/* The CPU backend through runtime.h: compiled programs against the reference
+ * interpreter (random draws bit for bit), the kernel cache (warm starts
+ * compile nothing; corrupt, truncated or foreign files are recompiled, never
+ * loaded), host hooks (outputs allocated and externs run by the host),
+ * symbolic sizes, strided inputs, the trace directory and stage texts. */
+#include "codegen/codegen.h"
+#include "runtime/runtime.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char cache_dir[256];
+
+static void set_cache(void)
+{
+    snprintf(cache_dir, sizeof cache_dir, "/tmp/ptc_test_cache_%d", (int)getpid());
+    setenv("PTC_CACHE_DIR", cache_dir, 1);
+}
+
+static void clear_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
+            clear_dir(p);
+        else
+            unlink(p);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+static ptc_module *parse(const char *text)
+{
+    ptc_error err;
+    ptc_module *m = ptc_parse_module(text, strlen(text), "test", &err);
+    ck_assert_msg(m != NULL, "%s", err.msg);
+    return m;
+}
+
+static ptc_program *compile(const ptc_graph *g, ptc_backend b, bool no_cache)
+{
+    ptc_error err;
+    ptc_compile_opts o = {.backend = b, .no_cache = no_cache};
+    ptc_program *p = ptc_compile(g, &o, &err);
+    ck_assert_msg(p != NULL, "%s: %s: %s", err.stage, ptc_errclass_name(err.cls), err.msg);
+    return p;
+}
+
+static void make_inputs(const ptc_graph *g, ptc_tensor *in, const ptc_bindings *b, uint64_t seed)
+{
+    for (int i = 0; i < g->ninputs; i++) {
+        int64_t sizes[PTC_MAX_DIMS];
+        ptc_error err;
+        ck_assert_int_eq(ptc_eval_shape(&g->inputs[i]->type, b, sizes, &err), 0);
+        ck_assert_int_eq(ptc_tensor_alloc(&in[i], g->inputs[i]->type.dtype, g->inputs[i]->type.ndim,
+                                          sizes, &err), 0);
+        ptc_tensor_fill_random(&in[i], seed + (uint64_t)i);
+    }
+}
+
+/* Max |a - b| over two tensors of one shape (0 for exact equality). */
+static double max_diff(const ptc_tensor *a, const ptc_tensor *b)
+{
+    ck_assert_int_eq(a->ndim, b->ndim);
+    for (int d = 0; d < a->ndim; d++)
+        ck_assert_int_eq(a->sizes[d], b->sizes[d]);
+    int64_t n = ptc_tensor_numel(a), idx[PTC_MAX_DIMS] = {0};
+    double m = 0;
+    for (int64_t k = 0; k < n; k++) {
+        double x = ptc_tensor_get_f64(a, idx), y = ptc_tensor_get_f64(b, idx);
+        if (!(isnan(x) && isnan(y)))
+            m = fmax(m, fabs(x - y));
+        for (int d = a->ndim - 1; d >= 0; d--) {
+            if (++idx[d] < a->sizes[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    return m;
+}
+
+/* Runs p and the interpreter on the same inputs; returns the largest error. */
+static double run_vs_reference(ptc_program *p, const ptc_graph *g, const ptc_tensor *in,
+                               const ptc_host *host, uint64_t rng_offset)
+{
+    ptc_error err;
+    ptc_tensor out[8] = {{0}}, ref[8] = {{0}};
+    ck_assert_msg(ptc_program_run(p, in, g->ninputs, out, host, rng_offset, &err) == 0, "%s", err.msg);
+    ptc_run_opts ro = {.rng_offset = rng_offset};
+    ck_assert_msg(ptc_interp_run(g, in, g->ninputs, ref, &ro, &err) == 0, "%s", err.msg);
+    double m = 0;
+    for (int i = 0; i < g->noutputs; i++) {
+        m = fmax(m, max_diff(&out[i], &ref[i]));
+        ptc_tensor_release(&out[i]);
+        ptc_tensor_release(&ref[i]);
+    }
+    return m;
+}
+
+/* ---- random draws ------------------------------------------------------------------- */
+
+START_TEST(dropout_and_rand_bit_exact)
+{
+    set_cache();
+    ptc_module *m = parse("# ptc ir v1\n"
+                          "graph g(%x: f32[1003] cpu, %h: f16[257] cpu, %d: f64[100] cpu) {\n"
+                          "  %0 = dropout(%x, 0.3, true, seed=7) : f32[1003]\n"
+                          "  %1 = dropout(%h, 0.5, true, seed=3) : f16[257]\n"
+                          "  %2 = dropout(%d, 0.1, true) : f64[100]\n"
+                          "  %3 = rand([33, 5], seed=11) : f32[33,5]\n"
+                          "  %4 = randn([65], seed=2) : f32[65]\n"
+                          "  return (%0, %1, %2, %3, %4)\n}\n");
+    ptc_graph *g = m->graphs[0];
+    ptc_program *p = compile(g, PTC_BACKEND_CPU, true);
+    ptc_tensor in[3];
+    ptc_bindings b = {0};
+    make_inputs(g, in, &b, 5);
+    for (uint64_t off = 0; off < 3; off++)
+        ck_assert_msg(run_vs_reference(p, g, in, NULL, off * 977) == 0,
+                      "random draws differ from the reference (offset %llu)", (unsigned long long)off);
+    for (int i = 0; i < 3; i++)
+        ptc_tensor_release(&in[i]);
+    ptc_program_release(p);
+    ptc_module_free(m);
+    clear_dir(cache_dir);
+}
+END_TEST
+
+/* ---- the kernel cache ----------------------------------------------------------------- */
+
+static const char *cache_graph = "# ptc ir v1\n"
+                                 "graph g(%x: f32[37,129] cpu) {\n"
+                                 "  %0 = softmax(%x, 1) : f32[37,129]\n"
+                                 "  return (%0)\n}\n";
+
+/* The one cache file of the directory. */
+static void the_cache_file(char *path, size_t size)
+{
+    DIR *d = opendir(cache_dir);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(d)))
+        if (e->d_name[0] == 'k') {
+            snprintf(path, size, "%s/%s", cache_dir, e->d_name);
+            n++;
+        }
+    closedir(d);
+    ck_assert_int_eq(n, 1);
+}
+
+static void compile_expect(const ptc_graph *g, int compiled, int cached)
+{
+    ptc_program *p = compile(g, PTC_BACKEND_CPU, false);
+    ptc_program_info info;
+    ptc_program_get_info(p, &info);
+    ck_assert_int_eq(info.ncompiled, compiled);
+    ck_assert_int_eq(info.ncached, cached);
+    ptc_tensor in[1];
+    ptc_bindings b = {0};
+    make_inputs(g, in, &b, 1);
+    ck_assert(run_vs_reference(p, g, in, NULL, 0) < 1e-5);
+    ptc_tensor_release(&in[0]);
+    ptc_program_release(p); /* the last reference unloads the kernel */
+}
+
+START_TEST(cache_warm_and_corrupt)
+{
+    set_cache();
+    clear_dir(cache_dir);
+    ptc_module *m = parse(cache_graph);
+    ptc_graph *g = m->graphs[0];
+    compile_expect(g, 1, 0); /* cold */
+    compile_expect(g, 0, 1); /* warm: from disk */
+    char path[1024];
+    the_cache_file(path, sizeof path);
+    size_t len;
+    ptc_error err;
+    char *data = ptc_read_file(path, &len, &err);
+    ck_assert_ptr_nonnull(data);
+    /* a flipped byte in the object */
+    data[len / 2] ^= 0x5a;
+    ck_assert_int_eq(ptc_write_file(path, data, len, &err), 0);
+    compile_expect(g, 1, 0);
+    compile_expect(g, 0, 1); /* rewritten */
+    /* truncated */
+    ck_assert_int_eq(ptc_write_file(path, data, len / 3, &err), 0);
+    compile_expect(g, 1, 0);
+    /* a well-formed file for another key */
+    ptc_cache_store("some other kernel", 17, (const uint8_t *)"not an object", 13);
+    char other[1200];
+    ptc_cache_path("some other kernel", 17, other, sizeof other);
+    ck_assert_int_eq(rename(other, path), 0);
+    compile_expect(g, 1, 0);
+    /* garbage */
+    ck_assert_int_eq(ptc_write_file(path, "PTCK", 4, &err), 0);
+    compile_expect(g, 1, 0);
+    compile_expect(g, 0, 1);
+    free(data);
+    ptc_module_free(m);
+    clear_dir(cache_dir);
+}
+END_TEST
+
+START_TEST(in_process_sharing)
+{
+    set_cache();
+    ptc_module *m = parse(cache_graph);
+    ptc_program *p1 = compile(m->graphs[0], PTC_BACKEND_CPU, true);
+    ptc_program *p2 = compile(m->graphs[0], PTC_BACKEND_CPU, true);
+    ptc_program_info i1, i2;
+    ptc_program_get_info(p1, &i1);
+    ptc_program_get_info(p2, &i2);
+    ck_assert_int_eq(i1.ncompiled, 1);
+    ck_assert_int_eq(i2.ncached, 1); /* the loaded kernel is shared */
+    ptc_program_release(p1);
+    ptc_tensor in[1];
+    ptc_bindings b = {0};
+    make_inputs(m->graphs[0], in, &b, 3);
+    ck_assert(run_vs_reference(p2, m->graphs[0], in, NULL, 0) < 1e-5);
+    ptc_tensor_release(&in[0]);
+    ptc_program_release(p2);
+    ptc_module_free(m);
+    clear_dir(cache_dir);
+}
+END_TEST
+
+/* ---- host hooks ------------------------------------------------------------------------ */
+
+typedef struct fake_host {
+    int allocs, externs;
+    ptc_op last_op;
+} fake_host;
+
+static int host_alloc(void *ctx, ptc_tensor *t, ptc_dtype dt, int ndim, const int64_t *sizes,
+                      ptc_device dev, ptc_error *err)
+{
+    ((fake_host *)ctx)->allocs++;
+    ck_assert_int_eq(dev.kind, PTC_DEV_CPU);
+    return ptc_tensor_alloc(t, dt, ndim, sizes, err);
+}
+
+/* A naive mm / addmm in double. */
+static int host_extern(void *ctx, const ptc_node *node, const ptc_tensor *const *in, int nin,
+                       ptc_tensor *outs, ptc_error *err)
+{
+    fake_host *h = ctx;
+    h->externs++;
+    h->last_op = node->op;
+    const ptc_tensor *a = in[nin - 2], *b = in[nin - 1];
+    const ptc_tensor *bias = node->op == PTC_OP_ADDMM ? in[0] : NULL;
+    for (int64_t i = 0; i < outs[0].sizes[0]; i++)
+        for (int64_t j = 0; j < outs[0].sizes[1]; j++) {
+            double acc = 0;
+            for (int64_t k = 0; k < a->sizes[1]; k++) {
+                int64_t ia[2] = {i, k}, ib[2] = {k, j};
+                acc += ptc_tensor_get_f64(a, ia) * ptc_tensor_get_f64(b, ib);
+            }
+            int64_t jb[1] = {j}, io[2] = {i, j};
+            if (bias)
+                acc += ptc_tensor_get_f64(bias, jb);
+            ptc_tensor_set_f64(&outs[0], io, acc);
+        }
+    (void)err;
+    return 0;
+}
+
+START_TEST(host_hooks)
+{
+    set_cache();
+    ptc_module *m = parse("# ptc ir v1\n"
+                          "graph g(%x: f32[5,8] cpu, %w: f32[6,8] cpu, %b: f32[6] cpu) {\n"
+                          "  %0 = linear(%x, %w, %b) : f32[5,6]\n"
+                          "  %1 = relu(%0) : f32[5,6]\n"
+                          "  %2 = t(%x) : f32[8,5]\n"
+                          "  %3 = mm(%x, %2) : f32[5,5]\n"
+                          "  return (%1, %0)\n}\n");
+    ptc_graph *g = m->graphs[0];
+    ptc_program *p = compile(g, PTC_BACKEND_CPU, false);
+    fake_host fh = {0};
+    ptc_host host = {.ctx = &fh, .alloc = host_alloc, .run_extern = host_extern};
+    ptc_tensor in[3];
+    ptc_bindings b = {0};
+    make_inputs(g, in, &b, 9);
+    ck_assert(run_vs_reference(p, g, in, &host, 0) < 1e-5);
+    ck_assert_int_eq(fh.allocs, 2);          /* both outputs */
+    ck_assert_int_eq(fh.externs, 1);         /* the dead mm is gone */
+    ck_assert_int_eq(fh.last_op, PTC_OP_ADDMM); /* linear's bias folded in */
+    for (int i = 0; i < 3; i++)
+        ptc_tensor_release(&in[i]);
+    ptc_program_release(p);
+    ptc_module_free(m);
+    clear_dir(cache_dir);
+}
+END_TEST
+
+/* ---- shapes and layouts ------------------------------------------------------------------ */
+
+START_TEST(symbolic_sizes)
+{
+    set_cache();
+    ptc_module *m = parse("# ptc ir v1\n"
+                          "graph g(%x: f32[s0,s1] cpu, %w: f32[s1] cpu) {\n"
+                          "  %0 = mul(%x, %w) : f32[s0,s1]\n"
+                          "  %1 = layer_norm(%0, [s1]) : f32[s0,s1]\n"
+                          "  %2 = view(%1, [s0*s1]) : f32[s0*s1]\n"
+                          "  %3 = sum(%x, [0]) : f32[s1]\n"
+                          "  return (%2, %3)\n}\n");
+    ptc_graph *g = m->graphs[0];
+    ptc_program *p = compile(g, PTC_BACKEND_CPU, true);
+    int64_t sizes[][2] = {{3, 5}, {17, 100}, {1, 1}, {0, 7}, {64, 33}};
+    for (int t = 0; t < 5; t++) {
+        ptc_bindings b = {0};
+        ptc_bindings_set(&b, "s0", sizes[t][0]);
+        ptc_bindings_set(&b, "s1", sizes[t][1]);
+        ptc_tensor in[2];
+        make_inputs(g, in, &b, (uint64_t)t);
+        ck_assert_msg(run_vs_reference(p, g, in, NULL, 0) < 1e-4, "sizes %lld x %lld",
+                      (long long)sizes[t][0], (long long)sizes[t][1]);
+        ptc_tensor_release(&in[0]);
+        ptc_tensor_release(&in[1]);
+    }
+    ptc_program_release(p);
+    ptc_module_free(m);
+    clear_dir(cache_dir);
+}
+END_TEST
+
+START_TEST(strided_inputs)
+{
+    set_cache();
+    ptc_module *m = parse("# ptc ir v1\n"
+                          "graph g(%x: f32[6,10] cpu) {\n"
+                          "  %0 = exp(%x) : f32[6,10]\n"
+                          "  %1 = sum(%0, [1]) : f32[6]\n"
+                          "  return (%0, %1)\n}\n");
+    ptc_graph *g = m->graphs[0];
+    ptc_program *p = compile(g, PTC_BACKEND_CPU, true);
+    /* a transposed view: the runtime must not read it as contiguous */
+    float *data = malloc(sizeof(float) * 60);
+    for (int i = 0; i < 60; i++)
+        data[i] = (float)((i * 37) % 11) / 7.0f;
+    int64_t sizes[2] = {6, 10}, strides[2] = {1, 6};
+    ptc_tensor x = ptc_tensor_borrow(data, PTC_F32, 2, sizes, strides);
+    ck_assert(run_vs_reference(p, g, &x, NULL, 0) < 1e-5);
+    free(data);
+    ptc_program_release(p);
+    ptc_module_free(m);
+    clear_dir(cache_dir);
+}
+END_TEST
+
+/* ---- backends, stage texts, the trace ----------------------------------------------------- */
+
+START_TEST(backends)
+{
+    set_cache();
+    ptc_module *m = parse(cache_graph);
+    ptc_error err;
+    ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA};
+    ck_assert_ptr_null(ptc_compile(m->graphs[0], &o, &err));
+    ck_assert_int_eq(err.cls, PTC_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(err.msg, "CUDA"));
+    ptc_program *r = compile(m->graphs[0], PTC_BACKEND_REFERENCE, false);
+    ptc_tensor in[1];
+    ptc_bindings b = {0};
+    make_inputs(m->graphs[0], in, &b, 4);
+    ck_assert(run_vs_reference(r, m->graphs[0], in, NULL, 0) == 0);
+    ptc_tensor_release(&in[0]);
+    ptc_program_release(r);
+    /* an op the CPU backend cannot lower fails with Unsupported naming it */
+    ptc_module *s = parse("# ptc ir v1\n"
+                          "graph g(%x: f32[1,2,s0,s0] cpu) {\n"
+                          "  %0 = avg_pool2d(%x, [2, 2]) : f32[1,2,s0//2,s0//2]\n"
+                          "  return (%0)\n}\n");
+    ptc_compile_opts c = {.backend = PTC_BACKEND_CPU};
+    ck_assert_ptr_null(ptc_compile(s->graphs[0], &c, &err));
+    ck_assert_int_eq(err.cls, PTC_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(err.msg, "avg_pool2d"));
+    ptc_module_free(s);
+    ptc_module_free(m);
+    clear_dir(cache_dir);
+}
+END_TEST
+
+START_TEST(texts_and_trace)
+{
+    set_cache();
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s_trace", cache_dir);
+    ptc_module *m = parse(cache_graph);
+    ptc_error err;
+    ptc_trace *t = ptc_trace_open(dir, &err);
+    ck_assert_ptr_nonnull(t);
+    ptc_trace_compile *tc = ptc_trace_begin(t, "g", 0, "g", "test", 1, "test", &err);
+    ck_assert_ptr_nonnull(tc);
+    ptc_metrics metrics = {0};
+    ptc_compile_opts o = {.backend = PTC_BACKEND_CPU, .trace = tc, .keep_text = true, .metrics = &metrics};
+    ptc_program *p = ptc_compile(m->graphs[0], &o, &err);
+    ck_assert_msg(p != NULL, "%s", err.msg);
+    ck_assert_int_eq(ptc_trace_end(tc, &err), 0);
+    const char *folder = NULL;
+    (void)folder;
+    ck_assert_ptr_nonnull(strstr(ptc_program_text(p, "prims"), "prims.amax"));
+    ck_assert_ptr_nonnull(strstr(ptc_program_text(p, "loops"), "reduction max"));
+    ck_assert_ptr_nonnull(strstr(ptc_program_text(p, "kernels"), "kernel 0 "));
+    ck_assert_ptr_nonnull(strstr(ptc_program_text(p, "llvm"), "; ptc kernel 0 "));
+    ck_assert(ptc_metrics_get(&metrics, "codegen") >= 0);
+    ck_assert_int_eq((int)ptc_metrics_get(&metrics, "kernels"), 1);
+    static const char *files[] = {"captured.ptir", "prims.ptir", "loops.txt", "kernels.txt",
+                                  "kernel_0.ll", "metrics.json"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/g_0/%s", dir, files[i]);
+        size_t len;
+        char *data = ptc_read_file(path, &len, &err);
+        ck_assert_msg(data != NULL, "trace lacks %s", files[i]);
+        if (strcmp(files[i], "kernel_0.ll") == 0)
+            ck_assert_msg(strncmp(data, "; ptc kernel 0 ", 15) == 0, "kernel_0.ll header: %.60s", data);
+        free(data);
+    }
+    ptc_trace_close(t);
+    ptc_program_release(p);
+    ptc_module_free(m);
+    clear_dir(dir);
+    clear_dir(cache_dir);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("codegen_cpu");
+    TCase *tc = tcase_create("cpu");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, dropout_and_rand_bit_exact);
+    tcase_add_test(tc, cache_warm_and_corrupt);
+    tcase_add_test(tc, in_process_sharing);
+    tcase_add_test(tc, host_hooks);
+    tcase_add_test(tc, symbolic_sizes);
+    tcase_add_test(tc, strided_inputs);
+    tcase_add_test(tc, backends);
+    tcase_add_test(tc, texts_and_trace);
+    suite_add_tcase(s, tc);
+    SRunner *r = srunner_create(s);
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,309 @@
+/* Loop IR, scheduler and memory plan: index simplification (static and
+ * symbolic), the loop verifier, the fusion goldens of tests/lower/ (.ptir files)
+ * (each file says how many kernels its graph must become), and the memory
+ * planner and its checker. */
+#include "lower/lower.h"
+#include "passes/passes.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *ixs(const ptc_ix *x)
+{
+    static char out[512];
+    ptc_buf b = {0};
+    const char *names[] = {"x0", "x1", "x2", "x3"};
+    ptc_ix_print(&b, x, names, 4);
+    snprintf(out, sizeof out, "%s", b.data);
+    ptc_buf_free(&b);
+    return out;
+}
+
+/* ---- index expressions -------------------------------------------------------------- */
+
+START_TEST(ix_reshape_roundtrip_static)
+{
+    ptc_arena *a = ptc_arena_new();
+    /* [4, 16] viewed flat and back: (16*x0 + x1) // 16 == x0, % 16 == x1 */
+    const ptc_ix *x0 = ptc_ix_var(a, 0, ptc_dim_c(4)), *x1 = ptc_ix_var(a, 1, ptc_dim_c(16));
+    const ptc_ix *flat = ptc_ix_madd(a, x0, ptc_dim_c(16), x1);
+    ck_assert_str_eq(ixs(ptc_ix_floordiv(a, flat, ptc_dim_c(16))), "x0");
+    ck_assert_str_eq(ixs(ptc_ix_mod(a, flat, ptc_dim_c(16))), "x1");
+    /* 16*(f//16) + f%16 folds back to f */
+    const ptc_ix *f = ptc_ix_var(a, 2, ptc_dim_c(64));
+    const ptc_ix *back = ptc_ix_madd(a, ptc_ix_floordiv(a, f, ptc_dim_c(16)), ptc_dim_c(16),
+                                     ptc_ix_mod(a, f, ptc_dim_c(16)));
+    ck_assert(ptc_ix_eq(back, f));
+    /* a split dim: (196*x1 + 14*x2 + x3) // 784 == x1 // 4 when the rest < 196 */
+    const ptc_ix *y1 = ptc_ix_var(a, 1, ptc_dim_c(32)), *y2 = ptc_ix_var(a, 2, ptc_dim_c(14)),
+                 *y3 = ptc_ix_var(a, 3, ptc_dim_c(14));
+    const ptc_ix *e = ptc_ix_madd(a, y1, ptc_dim_c(196), ptc_ix_madd(a, y2, ptc_dim_c(14), y3));
+    ck_assert_str_eq(ixs(ptc_ix_floordiv(a, e, ptc_dim_c(784))), "(x1)//4");
+    ck_assert_str_eq(ixs(ptc_ix_mod(a, e, ptc_dim_c(196))), "14*x2 + x3");
+    /* no false simplification: x1 // 4 stays when x1 reaches 4 */
+    ck_assert_str_eq(ixs(ptc_ix_floordiv(a, x1, ptc_dim_c(4))), "(x1)//4");
+    ptc_arena_free(a);
+}
+END_TEST
+
+START_TEST(ix_symbolic)
+{
+    ptc_arena *a = ptc_arena_new();
+    ptc_dim s0 = ptc_dim_symbol(a, "s0"), s1 = ptc_dim_symbol(a, "s1");
+    const ptc_ix *x0 = ptc_ix_var(a, 0, s0), *x1 = ptc_ix_var(a, 1, s1);
+    const ptc_ix *flat = ptc_ix_madd(a, x0, s1, x1); /* s1*x0 + x1 */
+    ck_assert_str_eq(ixs(ptc_ix_floordiv(a, flat, s1)), "x0");
+    ck_assert_str_eq(ixs(ptc_ix_mod(a, flat, s1)), "x1");
+    /* [s0, s1, 4] flattened and divided by 4*s1 */
+    const ptc_ix *x2 = ptc_ix_var(a, 2, ptc_dim_c(4));
+    ptc_dim s1x4 = ptc_dim_mul(a, s1, ptc_dim_c(4));
+    const ptc_ix *f3 = ptc_ix_madd(a, x0, s1x4, ptc_ix_madd(a, x1, ptc_dim_c(4), x2));
+    ck_assert_str_eq(ixs(ptc_ix_floordiv(a, f3, s1x4)), "x0");
+    ck_assert_str_eq(ixs(ptc_ix_mod(a, ptc_ix_floordiv(a, f3, ptc_dim_c(4)), s1)), "x1");
+    /* a divisor the remainder can reach is kept */
+    ck_assert_str_eq(ixs(ptc_ix_floordiv(a, flat, s0)), "(s1*x0 + x1)//s0");
+    /* substitution re-simplifies */
+    const ptc_ix *vars[2] = {ptc_ix_int(a, 2), NULL};
+    ck_assert_str_eq(ixs(ptc_ix_subst(a, flat, vars, 2, NULL, 0)), "x1 + 2*s1");
+    ptc_arena_free(a);
+}
+END_TEST
+
+START_TEST(dim_div_exact)
+{
+    ptc_arena *a = ptc_arena_new();
+    ptc_dim s0 = ptc_dim_symbol(a, "s0"), s1 = ptc_dim_symbol(a, "s1"), q;
+    ptc_dim x = ptc_dim_add(a, ptc_dim_mul(a, ptc_dim_mul(a, s0, s1), ptc_dim_c(6)),
+                            ptc_dim_mul(a, s1, ptc_dim_c(4))); /* 6*s0*s1 + 4*s1 */
+    ck_assert(ptc_dim_div_exact(a, x, ptc_dim_mul(a, s1, ptc_dim_c(2)), &q));
+    ck_assert(ptc_dim_eq(q, ptc_dim_add(a, ptc_dim_mul(a, s0, ptc_dim_c(3)), ptc_dim_c(2))));
+    ck_assert(!ptc_dim_div_exact(a, x, s0, &q));
+    ck_assert(!ptc_dim_div_exact(a, ptc_dim_add(a, x, ptc_dim_c(1)), s1, &q));
+    ck_assert(ptc_dim_nonneg(x));
+    ck_assert(!ptc_dim_nonneg(ptc_dim_sub(a, s0, ptc_dim_c(1))));
+    ptc_arena_free(a);
+}
+END_TEST
+
+/* ---- loop verifier ----------------------------------------------------------------- */
+
+START_TEST(verifier_catches)
+{
+    ptc_arena *a = ptc_arena_new();
+    ptc_lprog *p = ptc_lprog_new(a);
+    ptc_dim shape[1] = {ptc_dim_c(8)};
+    ptc_lbuf *in = ptc_lprog_add_buf(p, PTC_F32, 1, shape, PTC_LB_INPUT);
+    in->input = 0;
+    ptc_lnode *n = ptc_lprog_add_node(p, PTC_LN_POINTWISE);
+    ptc_lbuf *out = ptc_lprog_add_buf(p, PTC_F32, 1, shape, PTC_LB_OUTPUT);
+    out->def = n->id;
+    out->output = 0;
+    n->out[0] = out->id;
+    n->ndim = 1;
+    n->ranges[0] = shape[0];
+    const ptc_ix *idx[1] = {ptc_ix_var(a, 1, shape[0])}; /* variable 1 does not exist */
+    n->value = ptc_lbody_load(a, &n->body, in->id, PTC_F32, 1, idx);
+    p->noutputs = 1;
+    p->outputs = &out->id;
+    ptc_error err;
+    ck_assert_int_eq(ptc_lprog_verify(p, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "out of the node's ranges"));
+    idx[0] = ptc_ix_var(a, 0, shape[0]);
+    n->body.n = 0;
+    n->value = ptc_lbody_load(a, &n->body, in->id, PTC_F32, 1, idx);
+    ck_assert_int_eq(ptc_lprog_verify(p, &err), 0);
+    /* a dtype mismatch inside the body */
+    int k = ptc_lbody_const_i(a, &n->body, 1, PTC_I32);
+    n->value = ptc_lbody_binary(a, &n->body, PTC_L_ADD, PTC_F32, n->value, k);
+    ck_assert_int_eq(ptc_lprog_verify(p, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "dtype"));
+    ptc_arena_free(a);
+}
+END_TEST
+
+/* ---- memory plan --------------------------------------------------------------------- */
+
+START_TEST(memplan_reuse_and_check)
+{
+    /* a chain: b0 (step 0..1), b1 (1..2), b2 (2..3), b3 (3..4): b2 can reuse b0 */
+    int64_t bytes[4] = {4096, 4096, 4096, 4096}, off[4];
+    int first[4] = {0, 1, 2, 3}, last[4] = {1, 2, 3, 4};
+    bool in[4] = {true, true, true, true};
+    ptc_error err;
+    int64_t total = ptc_mplan_place(4, bytes, first, last, in, off);
+    ck_assert_int_eq(total, 8192);
+    ck_assert_int_eq(ptc_mplan_check(4, bytes, first, last, in, off, total, &err), 0);
+    ck_assert_int_eq(off[0], off[2]);
+    /* the checker rejects two live buffers on the same bytes */
+    off[1] = off[0];
+    ck_assert_int_eq(ptc_mplan_check(4, bytes, first, last, in, off, total, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "overlap"));
+    /* and a buffer outside the arena */
+    ptc_mplan_place(4, bytes, first, last, in, off);
+    ck_assert_int_eq(ptc_mplan_check(4, bytes, first, last, in, off, 4096, &err), -1);
+}
+END_TEST
+
+/* ---- fusion goldens -------------------------------------------------------------------- */
+
+typedef struct expect {
+    int kernels, externs, refused_recompute;
+    int64_t arena;
+} expect;
+
+static void parse_expect(const char *text, expect *e)
+{
+    e->kernels = e->externs = e->refused_recompute = -1;
+    e->arena = -1;
+    const char *p = strstr(text, "# expect:");
+    ck_assert_msg(p != NULL, "golden without '# expect:'");
+    p += 9;
+    while (*p && *p != '\n') {
+        char key[32];
+        long long v;
+        int used;
+        if (sscanf(p, " %31[a-z_] %lld%n", key, &v, &used) != 2)
+            break;
+        if (!strcmp(key, "kernels"))
+            e->kernels = (int)v;
+        else if (!strcmp(key, "externs"))
+            e->externs = (int)v;
+        else if (!strcmp(key, "arena"))
+            e->arena = v;
+        else if (!strcmp(key, "refused_recompute"))
+            e->refused_recompute = (int)v;
+        else
+            ck_abort_msg("unknown expectation '%s'", key);
+        p += used;
+        while (*p == ',' || *p == ' ')
+            p++;
+    }
+}
+
+static void check_golden(const char *path)
+{
+    ptc_error err;
+    size_t len;
+    char *text = ptc_read_file(path, &len, &err);
+    ck_assert_msg(text != NULL, "%s: %s", path, err.msg);
+    expect e;
+    parse_expect(text, &e);
+    ptc_module *m = ptc_parse_module(text, len, path, &err);
+    ck_assert_msg(m != NULL, "%s: %s", path, err.msg);
+    ptc_graph *prims = ptc_decompose(m->graphs[0], &err);
+    ck_assert_msg(prims != NULL, "%s: %s", path, err.msg);
+    ck_assert_int_eq(ptc_simplify(prims, &err), 0);
+    ck_assert_msg(ptc_ops_verify(prims, PTC_STAGE_PRIM, &err) == 0, "%s: %s", path, err.msg);
+    ptc_arena *a = ptc_arena_new();
+    ptc_lprog *lp = ptc_lower(a, prims, &err);
+    ck_assert_msg(lp != NULL, "%s: %s", path, err.msg);
+    ptc_sched_opts so = {.nthreads = 2};
+    ptc_schedule *s = ptc_schedule_build(a, lp, &so, &err);
+    ck_assert_msg(s != NULL, "%s: %s", path, err.msg);
+    int nx = 0;
+    for (int i = 0; i < s->nsteps; i++)
+        nx += s->steps[i].kind == PTC_STEP_EXTERN;
+    if (e.kernels >= 0)
+        ck_assert_msg(s->nkernels == e.kernels, "%s: %d kernels, expected %d", path, s->nkernels,
+                      e.kernels);
+    if (e.externs >= 0)
+        ck_assert_msg(nx == e.externs, "%s: %d externs, expected %d", path, nx, e.externs);
+    if (e.arena >= 0)
+        ck_assert_msg(s->plan.arena_bytes == e.arena, "%s: arena %lld bytes, expected %lld", path,
+                      (long long)s->plan.arena_bytes, (long long)e.arena);
+    if (e.refused_recompute >= 0)
+        ck_assert_msg(s->nrefused_recompute == e.refused_recompute,
+                      "%s: %d fusions refused for recompute, expected %d", path,
+                      s->nrefused_recompute, e.refused_recompute);
+    /* every buffer line and member line of the printed stages has provenance */
+    ptc_buf b = {0};
+    ptc_schedule_print(&b, s);
+    ck_assert_ptr_nonnull(strstr(b.data, "kernel 0 "));
+    for (char *line = strtok(b.data, "\n"); line; line = strtok(NULL, "\n"))
+        if (strstr(line, "    member "))
+            ck_assert_msg(strstr(line, "  <- %") != NULL, "%s: member without provenance: %s",
+                          path, line);
+    ptc_buf_free(&b);
+    ptc_arena_free(a);
+    ptc_graph_free(prims);
+    ptc_module_free(m);
+    free(text);
+}
+
+START_TEST(fusion_goldens)
+{
+    const char *src = getenv("PTC_SOURCE_DIR");
+    ck_assert_msg(src != NULL, "PTC_SOURCE_DIR is not set");
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/tests/lower", src);
+    DIR *d = opendir(dir);
+    ck_assert_msg(d != NULL, "cannot open %s", dir);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        size_t l = strlen(de->d_name);
+        if (l < 6 || strcmp(de->d_name + l - 5, ".ptir") != 0)
+            continue;
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        check_golden(path);
+        n++;
+    }
+    closedir(d);
+    ck_assert_int_ge(n, 10);
+}
+END_TEST
+
+/* The memory plan of a graph with a chain of temporaries reuses bytes. */
+START_TEST(plan_of_a_chain)
+{
+    const char *text = "# ptc ir v1\n"
+                       "graph g(%x: f32[64,128] cpu) {\n"
+                       "  %0 = softmax(%x, 0) : f32[64,128]\n"
+                       "  %1 = softmax(%0, 1) : f32[64,128]\n"
+                       "  %2 = softmax(%1, 0) : f32[64,128]\n"
+                       "  %3 = softmax(%2, 1) : f32[64,128]\n"
+                       "  return (%3)\n}\n";
+    ptc_error err;
+    ptc_module *m = ptc_parse_module(text, strlen(text), "chain", &err);
+    ck_assert_ptr_nonnull(m);
+    ptc_graph *prims = ptc_decompose(m->graphs[0], &err);
+    ptc_simplify(prims, &err);
+    ptc_arena *a = ptc_arena_new();
+    ptc_schedule *s = ptc_schedule_build(a, ptc_lower(a, prims, &err), NULL, &err);
+    ck_assert_ptr_nonnull(s);
+    int64_t sum = 0;
+    for (int b = 0; b < s->plan.nbufs; b++)
+        if (s->plan.in_arena[b])
+            sum += s->plan.nbytes[b];
+    ck_assert_int_gt(sum, 0);
+    ck_assert_int_lt(s->plan.arena_bytes, sum); /* something was reused */
+    ck_assert_int_eq(ptc_mplan_check(s->plan.nbufs, s->plan.nbytes, s->plan.first, s->plan.last,
+                                     s->plan.in_arena, s->plan.offset, s->plan.arena_bytes, &err),
+                     0);
+    ptc_arena_free(a);
+    ptc_graph_free(prims);
+    ptc_module_free(m);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("lower");
+    TCase *tc = tcase_create("lower");
+    tcase_add_test(tc, ix_reshape_roundtrip_static);
+    tcase_add_test(tc, ix_symbolic);
+    tcase_add_test(tc, dim_div_exact);
+    tcase_add_test(tc, verifier_catches);
+    tcase_add_test(tc, memplan_reuse_and_check);
+    tcase_add_test(tc, fusion_goldens);
+    tcase_add_test(tc, plan_of_a_chain);
+    suite_add_tcase(s, tc);
+    SRunner *r = srunner_create(s);
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? 1 : 0;
+}
