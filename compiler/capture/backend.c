@@ -14,9 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef PTC_HAVE_RUNTIME
-#include "runtime/runtime.h"
-#endif
 
 /* ---- torch <-> ptc tensors -------------------------------------------------------------- */
 
@@ -119,9 +116,7 @@ struct cap_backend_state {
     estep *steps;
     int nvalues;
     PyObject *callable;          /* CAP_BACKEND_CALLABLE: what the backend returned */
-#ifdef PTC_HAVE_RUNTIME
-    ptc_program *program;
-#endif
+    void *program;               /* CAP_BACKEND_PTC: the runtime's ptc_program */
 };
 
 static PyObject *arg_obj(const ptc_arg *a)
@@ -518,12 +513,7 @@ int cap_backend_prepare(cap_entry *e, cap_compiled *cc, ptc_error *err)
     }
     if (e->backend == CAP_BACKEND_PTC) {
 #ifdef PTC_HAVE_RUNTIME
-        ptc_compile_opts opts = {.backend = PTC_BACKEND_CPU};
-        for (int i = 0; i < e->graph->ninputs; i++)
-            if (e->graph->inputs[i]->type.device.kind == PTC_DEV_CUDA)
-                opts.backend = PTC_BACKEND_CUDA;
-        st->program = ptc_compile(e->graph, &opts, err);
-        if (!st->program) {
+        if (cap_runtime_compile(e, &st->program, e->tc, err) < 0) {
             e->backend = CAP_BACKEND_EAGER;
             return -1;
         }
@@ -544,8 +534,7 @@ void cap_backend_free(cap_entry *e)
     cap_eager_free(st);
     Py_XDECREF(st->callable);
 #ifdef PTC_HAVE_RUNTIME
-    if (st->program)
-        ptc_program_release(st->program);
+    cap_runtime_release(st->program);
 #endif
     free(st);
     e->bstate = NULL;
@@ -641,6 +630,9 @@ void cap_backend_state_free(cap_backend_state *st)
 {
     if (!st)
         return;
+#ifdef PTC_HAVE_RUNTIME
+    cap_runtime_release(st->program);
+#endif
     cap_eager_free(st);
     Py_XDECREF(st->callable);
     free(st);

@@ -11,6 +11,7 @@
 #ifndef PTC_CAP_ENTRY_H
 #define PTC_CAP_ENTRY_H
 
+#include "logs/logs.h"
 #include "torch.h"
 
 typedef struct cap_backend_state cap_backend_state;
@@ -69,6 +70,7 @@ struct cap_entry {
     cap_break brk;           /* why the segment ended (END_BREAK) */
     /* Reporting. */
     double compile_ms;
+    ptc_trace_compile *tc;   /* its trace folder while compiling (PTC_TRACE_DIR) */
     char frame_name[160];
     PyObject *guard_strs;    /* list of str */
     PyObject *skipped;       /* list of skipped generator names */
@@ -105,6 +107,10 @@ int cap_entry_resume_frames(cap_entry *e, PyObject **rvals, cap_interp *I);
 int cap_backend_prepare(cap_entry *e, cap_compiled *cc, ptc_error *err);
 void cap_backend_free(cap_entry *e);
 int cap_backend_run(cap_entry *e, PyObject **inputs, PyObject **outputs);
+/* The runtime (backend "ptc"): compile, run with torch as the host, release. */
+int cap_runtime_compile(cap_entry *e, void **program, ptc_trace_compile *tc, ptc_error *err);
+int cap_runtime_run(cap_entry *e, void *program, PyObject **inputs, PyObject **outputs);
+void cap_runtime_release(void *program);
 /* Can the entry's graph run through torch ops (its eager steps are whole)? */
 bool cap_backend_ready(cap_entry *e);
 

@@ -403,12 +403,14 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
             if (!e->bstate || !cap_backend_ready(e)) {
                 /* Not even torch ops can run this graph. */
                 PyErr_Format(cap_InternalError, "ptc: cannot run the captured graph: %s", buf);
+                cap_report_compiled(e);
                 cap_entry_free(e);
                 return NULL;
             }
             cap_warn_fallback(c, e, "backend", buf);
         }
         e->compile_ms = ptc_now_ms() - t0;
+        cap_report_compiled(e);
     }
     return e;
 }

@@ -38,6 +38,8 @@ PyObject *cap_compiled_call_fn(cap_compiled *c, PyObject *fn, PyObject *const *a
 
 /* Reporting. */
 void cap_report_compile(cap_compiled *c, cap_entry *e, cap_trace *T, const char *reason);
+/* Closes the entry's trace folder once its backend compiled. */
+void cap_report_compiled(cap_entry *e);
 void cap_report_recompile(cap_compiled *c, const char *name, const char *guard);
 void cap_report_limit(cap_compiled *c, const char *name, const char *guard);
 /* A break whose resume state cannot be rebuilt in the outermost frame. */

@@ -110,11 +110,20 @@ static void trace_files(cap_compiled *c, cap_entry *e, const char *reason)
     ptc_jw_obj_end(&w);
     ptc_trace_write(tc, NULL, "breaks.json", jb.data, jb.len, &err);
     ptc_buf_free(&jb);
-    ptc_metrics *m = ptc_trace_metrics(tc);
+    e->tc = tc; /* the backend writes its stages here; cap_report_compiled ends it */
+}
+
+void cap_report_compiled(cap_entry *e)
+{
+    if (!e->tc)
+        return;
+    ptc_error err;
+    ptc_metrics *m = ptc_trace_metrics(e->tc);
     ptc_metrics_add(m, "capture", e->compile_ms, true);
     ptc_metrics_add(m, "captured_nodes", e->graph ? e->graph->nnodes : 0, false);
     ptc_metrics_add(m, "guards", e->nguards, false);
-    ptc_trace_end(tc, &err);
+    ptc_trace_end(e->tc, &err);
+    e->tc = NULL;
 }
 
 /* ---- events -------------------------------------------------------------------------------- */
