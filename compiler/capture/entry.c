@@ -231,6 +231,8 @@ static int recipe_uncached(builder *B, PyObject *o)
         Py_XDECREF(parts);
         return r;
     }
+    if (PyObject_TypeCheck(o, (PyTypeObject *)cap_T.Tensor))
+        return fail(B, "a tensor that is not part of the graph", o);
     if (PyTuple_Check(o)) { /* namedtuple, structseq */
         PyObject *items = PySequence_List(o);
         PyObject *info = Py_BuildValue("(Oi)", (PyObject *)t, 1);
@@ -338,9 +340,14 @@ static int frame_recipe(builder *B, cap_frame *f, cap_rframe *rf)
     rf->stack = malloc(sizeof(int) * (size_t)(f->sp + 1));
     if ((rf->func = recipe_of(B, f->func)) < 0)
         return -1;
-    for (int i = 0; i < f->code->nlp; i++)
-        if ((rf->lp[i] = recipe_of(B, f->lp[i])) < 0)
+    for (int i = 0; i < f->code->nlp; i++) {
+        /* A local of the starting state the trace never read is still the
+           same object: its source. */
+        if (f->lp[i] && f->slot_src[i] >= 0)
+            rf->lp[i] = add_recipe(B, (cap_recipe){CAP_R_SOURCE, 0, NULL, NULL, f->slot_src[i]});
+        else if ((rf->lp[i] = recipe_of(B, f->lp[i])) < 0)
             return -1;
+    }
     for (int i = 0; i < f->sp; i++)
         if ((rf->stack[i] = recipe_of(B, f->stack[i])) < 0)
             return -1;

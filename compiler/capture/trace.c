@@ -214,7 +214,17 @@ void cap_source_str(const cap_source *src, int nsrc, int id, char *buf, size_t s
     case CAP_S_MODPARAM:
     case CAP_S_MODBUF:
     case CAP_S_MODCHILD: snprintf(buf, size, "%s.%s", parent, key); break;
-    case CAP_S_ITEM: snprintf(buf, size, "%s[%s]", parent, key); break;
+    case CAP_S_ITEM: {
+        PyObject *kr = s->key ? PyObject_Repr(s->key) : NULL;
+        const char *ks = kr ? PyUnicode_AsUTF8(kr) : "?";
+        if (s->parent >= 0 && src[s->parent].kind == CAP_S_CONST && PyDict_Check(src[s->parent].key) &&
+            PyDict_GetItemString(src[s->parent].key, "__name__"))
+            snprintf(buf, size, "G[%s]", ks); /* a module's globals */
+        else
+            snprintf(buf, size, "%s[%s]", parent, ks);
+        Py_XDECREF(kr);
+        break;
+    }
     case CAP_S_INDEX: snprintf(buf, size, "%s[%d]", parent, s->index); break;
     case CAP_S_CELL: snprintf(buf, size, "%s.cell_contents", parent); break;
     case CAP_S_TYPE: snprintf(buf, size, "type(%s)", parent); break;

@@ -165,9 +165,11 @@ static int getattr_impl(cap_interp *I, PyObject *obj, PyObject *name, PyObject *
     /* Python's lookup order is emulated for objects using object's
        __getattribute__; super objects and other C types with their own run
        for real, one written in Python is inlined. */
-    PyObject *ga = PyType_Check(obj) ? NULL : cap_type_lookup(Py_TYPE(obj), cap_P.s_getattribute);
-    if (ga && ga != cap_P.object_getattribute && !generic) {
-        if (cap_is_function(ga)) {
+    bool custom = !PyType_Check(obj) && PyType_GetSlot(Py_TYPE(obj), Py_tp_getattro) !=
+                                             PyType_GetSlot(&PyBaseObject_Type, Py_tp_getattro);
+    PyObject *ga = custom ? cap_type_lookup(Py_TYPE(obj), cap_P.s_getattribute) : NULL;
+    if (custom && !generic) {
+        if (ga && cap_is_function(ga)) {
             PyObject *args[2] = {obj, name};
             int rc = cap_call_inline(I, ga, args, 2, NULL, RET_PUSH);
             if (rc != CAP_NEXT)
