@@ -201,6 +201,7 @@ static int eager_step(const ptc_node *n, bool grad, estep *s)
     s->pos = calloc((size_t)sch->nparams + 1, sizeof *s->pos);
     s->kw = calloc((size_t)sch->nparams + 1, sizeof *s->kw);
     PyObject *kwn = PyList_New(0);
+    int trailing_default = 0; /* positional args at the end that equal their default */
     bool kwonly_for_all = n->op == PTC_OP_FULL || n->op == PTC_OP_ZEROS || n->op == PTC_OP_ONES ||
                           n->op == PTC_OP_EMPTY || n->op == PTC_OP_RAND || n->op == PTC_OP_RANDN ||
                           n->op == PTC_OP_ARANGE;
@@ -216,6 +217,8 @@ static int eager_step(const ptc_node *n, bool grad, estep *s)
             kw = true;
         if (kw && p->has_default && ptc_arg_eq(a, &p->def))
             continue;
+        if (!kw)
+            trailing_default = p->has_default && ptc_arg_eq(a, &p->def) ? trailing_default + 1 : 0;
         earg *e = kw ? &s->kw[s->nkw++] : &s->pos[s->npos++];
         if (set_earg(e, a) < 0)
             return -1;
@@ -223,6 +226,13 @@ static int eager_step(const ptc_node *n, bool grad, estep *s)
             PyObject *nm = PyUnicode_FromString(p->name);
             PyList_Append(kwn, nm);
             Py_XDECREF(nm);
+        }
+    }
+    if (n->op == PTC_OP_SQUEEZE) {
+        /* torch.squeeze(x, None) is not accepted: trailing defaults go. */
+        for (; trailing_default > 0; trailing_default--) {
+            s->npos--;
+            Py_CLEAR(s->pos[s->npos].obj);
         }
     }
     if ((n->op == PTC_OP_SUM || n->op == PTC_OP_MEAN || n->op == PTC_OP_PROD || n->op == PTC_OP_ANY ||
@@ -589,6 +599,13 @@ int cap_entry_run_graph(cap_entry *e, PyObject **vals, PyObject **outputs)
     PyObject *stack[64], **inputs = g->ninputs <= 64 ? stack : malloc(sizeof(PyObject *) * (size_t)g->ninputs);
     for (int i = 0; i < g->ninputs; i++)
         inputs[i] = e->input_src[i] >= 0 ? vals[e->input_src[i]] : e->input_const[i];
+    /* The graph's autocast casts are explicit nodes: torch ops run with
+       autocast off, or matmuls would be cast a second time. */
+    cap_amp amp = cap_amp_unpack(e->amp_start), off = amp;
+    bool amp_on = amp.on[0] || amp.on[1];
+    off.on[0] = off.on[1] = false;
+    if (amp_on && cap_amp_write(&off) < 0)
+        return -1;
     int rc = cap_backend_run(e, inputs, outputs);
     if (rc < 0 && e->backend != CAP_BACKEND_EAGER && e->backend != CAP_BACKEND_CALLABLE &&
         PyErr_ExceptionMatches(cap_InternalError) && !cap_cfg.strict) {
@@ -605,6 +622,8 @@ int cap_entry_run_graph(cap_entry *e, PyObject **vals, PyObject **outputs)
         e->backend = CAP_BACKEND_EAGER;
         rc = cap_backend_run(e, inputs, outputs);
     }
+    if (amp_on && cap_amp_write(&amp) < 0)
+        rc = -1;
     if (inputs != stack)
         free(inputs);
     return rc;

@@ -28,8 +28,8 @@ static PyObject *func_builtins(PyObject *globals)
 
 /* A frame for func(args) with arguments bound, or NULL with *why set:
  * 0 the call must go to CPython (binding error, uninterpretable code). */
-cap_frame *cap_frame_for_call(PyObject *func, PyObject *const *args, int nargs,
-                              PyObject *kwnames, const char **why)
+static cap_frame *frame_for_call(PyObject *func, PyObject *const *args, int nargs,
+                                 PyObject *kwnames, const char **why, bool drain)
 {
     *why = NULL;
     PyObject *code = PyObject_GetAttr(func, cap_P.s_code);
@@ -38,11 +38,15 @@ cap_frame *cap_frame_for_call(PyObject *func, PyObject *const *args, int nargs,
     cap_frame *f = NULL;
     if (!c)
         goto done;
-    if (c->notrace) {
+    if (c->notrace && !(drain && c->drainable)) {
         *why = c->notrace;
         goto done;
     }
     f = cap_frame_new(c, func, globals, func_builtins(globals));
+    if (f && drain && !(f->yielded = PyList_New(0))) {
+        cap_frame_free(f);
+        f = NULL;
+    }
     if (!f)
         goto done;
     int nkw = kwnames ? (int)PyTuple_Size(kwnames) : 0;
@@ -59,8 +63,14 @@ done:
     return f;
 }
 
-int cap_call_inline(cap_interp *I, PyObject *func, PyObject *const *args, int nargs,
-                    PyObject *kwnames, int ret_kind)
+cap_frame *cap_frame_for_call(PyObject *func, PyObject *const *args, int nargs,
+                              PyObject *kwnames, const char **why)
+{
+    return frame_for_call(func, args, nargs, kwnames, why, false);
+}
+
+static int call_inline(cap_interp *I, PyObject *func, PyObject *const *args, int nargs,
+                       PyObject *kwnames, int ret_kind, bool drain)
 {
     int depth = I->frame ? I->frame->depth + 1 : 0;
     if (depth > I->max_depth) {
@@ -69,7 +79,7 @@ int cap_call_inline(cap_interp *I, PyObject *func, PyObject *const *args, int na
         return CAP_NEXT;
     }
     const char *why;
-    cap_frame *f = cap_frame_for_call(func, args, nargs, kwnames, &why);
+    cap_frame *f = frame_for_call(func, args, nargs, kwnames, &why, drain);
     if (!f)
         return why ? CAP_NEXT : CAP_ERR;
     f->ret_kind = (uint8_t)ret_kind;
@@ -77,6 +87,48 @@ int cap_call_inline(cap_interp *I, PyObject *func, PyObject *const *args, int na
     if (I->T)
         cap_t_enter_frame(I->T, f);
     return CAP_FRAME;
+}
+
+int cap_call_inline(cap_interp *I, PyObject *func, PyObject *const *args, int nargs,
+                    PyObject *kwnames, int ret_kind)
+{
+    return call_inline(I, func, args, nargs, kwnames, ret_kind, false);
+}
+
+/* A generator expression run to its end in a frame of its own, collecting
+ * what it yields (trace_call.c drains them; the frame's yielded list). */
+int cap_call_drain(cap_interp *I, PyObject *func, PyObject *const *args, int nargs, PyObject *kwnames)
+{
+    return call_inline(I, func, args, nargs, kwnames, RET_PUSH, true);
+}
+
+/* ( -- None) a drained generator starts: the value "sent" first is None */
+HANDLER(RETURN_GENERATOR)
+{
+    UNUSED_ARGS;
+    if (!f->yielded) {
+        PyErr_SetString(cap_InternalError, "ptc: RETURN_GENERATOR outside a drained generator");
+        return CAP_ERR;
+    }
+    cap_push(f, Py_NewRef(Py_None));
+    return CAP_NEXT;
+}
+
+/* (v -- None) a drained generator yields v: collected; the sent value is None */
+HANDLER(YIELD_VALUE)
+{
+    UNUSED_ARGS;
+    if (!f->yielded) {
+        PyErr_SetString(cap_InternalError, "ptc: YIELD_VALUE outside a drained generator");
+        return CAP_ERR;
+    }
+    PyObject *v = cap_pop(f);
+    int rc = PyList_Append(f->yielded, v);
+    Py_DECREF(v);
+    if (rc < 0)
+        return CAP_ERR;
+    cap_push(f, Py_NewRef(Py_None));
+    return CAP_NEXT;
 }
 
 /* ---- calls that need the current frame ------------------------------------- */
@@ -360,6 +412,20 @@ HANDLER(CALL_INTRINSIC_1)
     if (which == 1) {
         if (!(r = PyList_AsTuple(v)))
             return CAP_ERR;
+        cap_popn(f, 1);
+        cap_push(f, r);
+        return CAP_NEXT;
+    }
+    if (which == 2) {
+        /* StopIteration escaping a generator becomes RuntimeError (PEP 479). */
+        if (PyErr_GivenExceptionMatches(v, PyExc_StopIteration)) {
+            r = PyObject_CallFunction(PyExc_RuntimeError, "s", "generator raised StopIteration");
+            if (!r)
+                return CAP_ERR;
+            PyException_SetCause(r, Py_NewRef(v));
+        } else {
+            r = Py_NewRef(v);
+        }
         cap_popn(f, 1);
         cap_push(f, r);
         return CAP_NEXT;

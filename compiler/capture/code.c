@@ -34,7 +34,8 @@ static struct {
 
 static int end_for_raw = -1, extended_arg_raw = -1, cache_raw = 0;
 static int intrinsic1_count, intrinsic2_count;
-static const char *intrinsic1_ok[] = {"INTRINSIC_UNARY_POSITIVE", "INTRINSIC_LIST_TO_TUPLE"};
+static const char *intrinsic1_ok[] = {"INTRINSIC_UNARY_POSITIVE", "INTRINSIC_LIST_TO_TUPLE",
+                                      "INTRINSIC_STOPITERATION_ERROR"};
 
 const char *cap_opname(int raw)
 {
@@ -121,7 +122,7 @@ static void init_intrinsics(PyObject *dis)
             PyObject *s = PySequence_GetItem(d, i);
             const char *name = s ? PyUnicode_AsUTF8(s) : NULL;
             if (name && k == 0) {
-                for (int j = 0; j < 2; j++)
+                for (int j = 0; j < 3; j++)
                     if (strcmp(name, intrinsic1_ok[j]) == 0)
                         out[i] = j;
             }
@@ -442,8 +443,13 @@ static cap_code *decode(PyObject *code)
     if (!bytes || !exctab || decode_instructions(c, bytes) < 0 ||
         decode_exception_table(c, exctab) < 0 || decode_positions(c) < 0)
         goto fail;
-    if (c->flags & 0x20)
+    if (c->flags & 0x20) {
+        /* A generator expression made only of ordinary opcodes can be
+           drained by a trace (trace_call.c); other generators never run. */
+        size_t n = strlen(c->qualname_s);
+        c->drainable = !c->notrace && n >= 9 && strcmp(c->qualname_s + n - 9, "<genexpr>") == 0;
         c->notrace = "a generator";
+    }
     else if (c->flags & (0x80 | 0x100))
         c->notrace = "a coroutine";
     else if (c->flags & 0x200)

@@ -10,6 +10,7 @@
  * with that call not inlined.
  */
 #include "entry.h"
+#include "torch_map.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@ typedef struct builder {
     ptc_value **outs;
     int nouts, capouts;
     bool failed;           /* an unreconstructable value was met */
+    bool escape;           /* building values the user sees (not resume frames) */
     int depth;
     char why[160];
 } builder;
@@ -193,6 +195,22 @@ static int recipe_uncached(builder *B, PyObject *o)
         B->r[self].items[0] = inner; /* -2: an empty cell */
         return self;
     }
+    if (t == cap_iter_type && B->escape) {
+        /* An iterator the user gets: a real one (a generator for a drained
+           generator expression) over the items not consumed yet. */
+        cap_iter *it = (cap_iter *)o;
+        if (!it->seq) {
+            PyObject *params = Py_BuildValue("(LLnO)", it->start, it->step, it->n, Py_False);
+            return add_recipe(B, (cap_recipe){CAP_R_PYITER, 0, NULL, params, (int)it->i});
+        }
+        int *items = malloc(sizeof(int));
+        if ((items[0] = recipe_of(B, it->seq)) < 0) {
+            free(items);
+            return -1;
+        }
+        return add_recipe(B, (cap_recipe){CAP_R_PYITER, 1, items, Py_NewRef(it->gen ? Py_True : Py_False),
+                                          (int)it->i});
+    }
     if (t == cap_iter_type) {
         cap_iter *it = (cap_iter *)o;
         if (!it->seq) {
@@ -229,6 +247,17 @@ static int recipe_uncached(builder *B, PyObject *o)
                                         PyObject_GetAttr(o, cap_P.s_self));
         int r = parts ? items_recipe(B, CAP_R_METHOD, parts, NULL) : -1;
         Py_XDECREF(parts);
+        return r;
+    }
+    if (t == cap_method_type) {
+        /* A Tensor method bound to a graph value: getattr on the real one. */
+        const char *name = ((cap_method *)o)->map->name;
+        const char *dot = strrchr(name, '.');
+        PyObject *parts = PyTuple_Pack(1, ((cap_method *)o)->self);
+        PyObject *attr = PyUnicode_FromString(dot ? dot + 1 : name);
+        int r = parts && attr ? items_recipe(B, CAP_R_GETATTR, parts, attr) : -1;
+        Py_XDECREF(parts);
+        Py_XDECREF(attr);
         return r;
     }
     if (PyObject_TypeCheck(o, (PyTypeObject *)cap_T.Tensor))
@@ -394,10 +423,14 @@ cap_entry *cap_entry_build(cap_trace *T, cap_interp *I, int rc, int *unreconstru
         goto fail;
     e->grad_start = T->grad_at_start;
     e->grad_end = T->grad_enabled;
+    e->amp_start = cap_amp_pack(&T->amp_at_start);
+    e->amp_end = cap_amp_pack(&T->amp);
     if (rc == CAP_DONE) {
         e->end = CAP_END_RETURN;
+        B.escape = true;
         if ((e->ret = recipe_of(&B, I->result)) < 0)
             goto fail;
+        B.escape = false;
     } else {
         e->end = CAP_END_BREAK;
         e->brk = T->brk;
@@ -423,8 +456,10 @@ cap_entry *cap_entry_build(cap_trace *T, cap_interp *I, int rc, int *unreconstru
         x->value = -1;
         if ((x->obj = recipe_of(&B, PyTuple_GetItem(eff, 0))) < 0)
             goto fail;
+        B.escape = true;
         if (PyTuple_GetItem(eff, 3) == Py_False && (x->value = recipe_of(&B, PyTuple_GetItem(eff, 2))) < 0)
             goto fail;
+        B.escape = false;
     }
     ptc_value *none[1] = {NULL};
     ptc_graph_set_outputs(T->g, B.nouts ? B.outs : none, B.nouts);

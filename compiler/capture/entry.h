@@ -65,6 +65,7 @@ struct cap_entry {
     int nframes;
     cap_rframe *frames;
     bool grad_start, grad_end;
+    int64_t amp_start, amp_end; /* autocast state, packed */
     int neffects;
     cap_effect *effects;
     cap_break brk;           /* why the segment ended (END_BREAK) */

@@ -182,8 +182,14 @@ static int check_global(const cap_guard *g)
     }
     case CAP_G_GLOBAL_HOOKS:
         return cap_global_hooks() == (g->n != 0);
-    case CAP_G_AUTOCAST:
-        return 1;
+    case CAP_G_AUTOCAST: {
+        cap_amp a;
+        if (cap_amp_read(&a) < 0) {
+            PyErr_Clear();
+            return 0;
+        }
+        return cap_amp_pack(&a) == g->n;
+    }
     }
     return 0;
 }
@@ -288,6 +294,12 @@ void cap_guard_str(const cap_source *src, int nsrc, const cap_guard *g, char *bu
     case CAP_G_GLOBAL_HOOKS:
         snprintf(buf, size, "global module hooks %s", g->n ? "present" : "absent");
         return;
+    case CAP_G_AUTOCAST: {
+        char st[120];
+        cap_amp_str(g->n, st, sizeof st);
+        snprintf(buf, size, "autocast state == %s", st);
+        return;
+    }
     default:
         snprintf(buf, size, "%s %s", s, guard_names[g->kind]);
     }
@@ -307,6 +319,11 @@ void cap_guard_describe(const cap_entry *e, int gi, PyObject **vals, char *buf, 
         snprintf(now, sizeof now, "%s", why);
     } else if (g->kind == CAP_G_GRAD) {
         snprintf(now, sizeof now, "%s", g->n ? "False" : "True");
+    } else if (g->kind == CAP_G_AUTOCAST) {
+        cap_amp a;
+        if (cap_amp_read(&a) == 0)
+            cap_amp_str(cap_amp_pack(&a), now, sizeof now);
+        PyErr_Clear();
     } else if (g->kind == CAP_G_GLOBAL_HOOKS) {
         snprintf(now, sizeof now, "%s", g->n ? "absent" : "present");
     } else if (g->kind == CAP_G_TYPE) {
@@ -323,6 +340,41 @@ void cap_guard_describe(const cap_entry *e, int gi, PyObject **vals, char *buf, 
 }
 
 /* ---- recipes ------------------------------------------------------------------------------ */
+
+/* A real iterator over what a traced one has left (entry.c, escaping). */
+static PyObject *py_iter(const cap_recipe *r, PyObject **rv)
+{
+    if (!r->n) {
+        long long start, step;
+        Py_ssize_t n;
+        PyObject *gen;
+        if (!PyArg_ParseTuple(r->obj, "LLnO", &start, &step, &n, &gen))
+            return NULL;
+        PyObject *rg = PyObject_CallFunction((PyObject *)&PyRange_Type, "LLL", start + r->index * step,
+                                             start + (long long)n * step, step);
+        PyObject *it = rg ? PyObject_GetIter(rg) : NULL;
+        Py_XDECREF(rg);
+        return it;
+    }
+    PyObject *seq = rv[r->items[0]];
+    PyObject *rest = PySequence_GetSlice(seq, r->index, PY_SSIZE_T_MAX);
+    if (!rest)
+        return NULL;
+    PyObject *it;
+    if (r->obj == Py_True) {
+        /* ptc._drained_generator(items): a generator yielding the items. */
+        static PyObject *make;
+        if (!make && !(make = cap_import_path("ptc._drained_generator"))) {
+            Py_DECREF(rest);
+            return NULL;
+        }
+        it = PyObject_CallOneArg_compat(make, rest);
+    } else {
+        it = PyObject_GetIter(rest);
+    }
+    Py_DECREF(rest);
+    return it;
+}
 
 static PyObject *instance(const cap_recipe *r, PyObject **rv)
 {
@@ -447,6 +499,10 @@ static PyObject *one(const cap_recipe *r, PyObject **vals, PyObject **outs, PyOb
         return PyObject_CallFunctionObjArgs(cap_P.MethodType, rv[r->items[0]], rv[r->items[1]], NULL);
     case CAP_R_INSTANCE:
         return instance(r, rv);
+    case CAP_R_GETATTR:
+        return PyObject_GetAttr(rv[r->items[0]], r->obj);
+    case CAP_R_PYITER:
+        return py_iter(r, rv);
     }
     PyErr_SetString(cap_InternalError, "ptc: unknown recipe");
     return NULL;

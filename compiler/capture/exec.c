@@ -102,6 +102,11 @@ static segment_result run_entry(cap_compiled *c, cap_entry *e, cap_interp *S, Py
         goto done;
     if (e->grad_end != e->grad_start)
         set_grad(e->grad_end);
+    if (e->amp_end != e->amp_start) {
+        cap_amp a = cap_amp_unpack(e->amp_end);
+        if (cap_amp_write(&a) < 0)
+            goto done;
+    }
     if (cap_entry_run_recipes(e, vals, outs, rv) < 0 || cap_entry_run_effects(e, rv) < 0)
         goto done;
     if (e->end == CAP_END_RETURN) {
@@ -146,7 +151,9 @@ static cap_frame *clone_frame(cap_trace *T, cap_frame *f, int depth)
         return NULL;
     for (int i = 0; i < f->code->nlp; i++) {
         g->lp[i] = Py_XNewRef(f->lp[i]);
-        if (f->lp[i] && !(f->code->lpkind[i] & (CAP_LP_CELL | CAP_LP_FREE)))
+        /* At pc 0 an argument that becomes a cell is still the plain value
+           (MAKE_CELL has not run). */
+        if (f->lp[i] && (!(f->code->lpkind[i] & (CAP_LP_CELL | CAP_LP_FREE)) || f->pc == 0))
             g->slot_src[i] = cap_source_add(T, CAP_S_LOCAL, -1, depth, i, PyTuple_GetItem(f->code->lpnames, i));
         else if (f->lp[i] && f->pc > 0) {
             /* A cell of the state: outside, its contents reached through it. */
@@ -325,7 +332,8 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
             break;
         It.T = T;
         Py_SETREF(T->no_inline, Py_NewRef(no_inline));
-        int rc = cap_guard_add(T, CAP_G_GRAD, -1, NULL, T->grad_enabled) < 0 || trace_state(T, S, &It) < 0
+        int rc = cap_guard_add(T, CAP_G_GRAD, -1, NULL, T->grad_enabled) < 0 ||
+                 cap_guard_add(T, CAP_G_AUTOCAST, -1, NULL, cap_amp_pack(&T->amp)) < 0 || trace_state(T, S, &It) < 0
                      ? CAP_ERR
                      : cap_run(&It);
         if (rc == CAP_BREAK && c->opts.fullgraph) {

@@ -79,6 +79,7 @@ PyObject *cap_iter_seq(PyObject *seq, int src, cap_trace *T)
     it->n = -1;
     it->start = it->step = 0;
     it->src = src;
+    it->gen = false;
     it->T = T;
     return (PyObject *)it;
 }
@@ -94,6 +95,7 @@ PyObject *cap_iter_range(long long start, long long step, Py_ssize_t n)
     it->start = start;
     it->step = step;
     it->src = -1;
+    it->gen = false;
     it->T = NULL;
     return (PyObject *)it;
 }
@@ -120,6 +122,11 @@ static PyObject *gradexit_call(PyObject *self, PyObject *args, PyObject *kwargs)
     cap_gradexit *g = (cap_gradexit *)self;
     if (g->kind == CAP_EXIT_GRAD && cap_set_grad_enabled(g->prev) < 0)
         return NULL;
+    if (g->kind == CAP_EXIT_AMP) {
+        cap_amp a = cap_amp_unpack(g->amp_prev);
+        if (cap_amp_write(&a) < 0)
+            return NULL;
+    }
     Py_RETURN_FALSE;
 }
 
@@ -145,6 +152,7 @@ PyObject *cap_gradexit_new(int kind, bool prev)
     if (g) {
         g->kind = kind;
         g->prev = prev;
+        g->amp_prev = 0;
     }
     return (PyObject *)g;
 }

@@ -46,6 +46,19 @@ int cap_tmeta_check(PyObject *t, const cap_tmeta *m, char *why, size_t size);
 void cap_tmeta_str(const cap_tmeta *m, char *buf, size_t size);
 void cap_tmeta_type(const cap_tmeta *m, ptc_ttype *t);
 
+/* ---- autocast (autocast.c) ------------------------------------------------------------ */
+
+int cap_amp_read(cap_amp *a);          /* torch's state now */
+int cap_amp_write(const cap_amp *a);   /* makes it torch's state */
+int64_t cap_amp_pack(const cap_amp *a);
+cap_amp cap_amp_unpack(int64_t n);
+void cap_amp_str(int64_t n, char *buf, size_t size);
+/* Casts op's tensor arguments the way autocast would in the trace's state. */
+int cap_amp_cast(cap_trace *T, ptc_op op, ptc_arg *args, int nargs);
+bool cap_amp_is_manager(PyObject *mgr);
+int cap_amp_enter(cap_trace *T, PyObject *mgr, PyObject **exit);
+int cap_amp_query(cap_trace *T, PyObject *callable, PyObject *const *args, int nargs, PyObject **out);
+
 /* ---- symbolic tensors -------------------------------------------------------------- */
 
 /* A new symbolic tensor for graph value v. */
@@ -73,6 +86,9 @@ int cap_torch_unary(cap_trace *T, int h, PyObject *a, PyObject **out);
 int cap_torch_getattr(cap_trace *T, cap_tensor *t, PyObject *name, PyObject **out);
 int cap_torch_getitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject **out);
 int cap_torch_setitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v);
+/* In-place writes through views made by basic indexing (x[:, 1] += 1). */
+bool cap_view_writable(const cap_tensor *view);
+int cap_view_write_back(cap_trace *T, cap_tensor *view, ptc_value *nv);
 int cap_torch_unpack(cap_trace *T, PyObject *t, int before, int after, bool star,
                      PyObject **items);
 /* The tensor's items along dim 0 (a list of symbolic tensors). */

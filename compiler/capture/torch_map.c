@@ -408,6 +408,8 @@ static void node_location(cap_trace *T, ptc_node *n)
 ptc_value *cap_build1(cap_trace *T, ptc_op op, ptc_arg *args, int nargs)
 {
     ptc_error err;
+    if (cap_amp_cast(T, op, args, nargs) != CAP_NEXT)
+        return NULL;
     ptc_node *n = ptc_build(T->g, op, args, nargs, &err);
     if (!n) {
         cap_t_break(T, CAP_B_TRACE_ERROR, "%s", err.msg);
@@ -421,6 +423,8 @@ ptc_value *cap_build1(cap_trace *T, ptc_op op, ptc_arg *args, int nargs)
 int cap_build(cap_trace *T, ptc_op op, ptc_arg *args, int nargs, PyObject **out)
 {
     ptc_error err;
+    if (cap_amp_cast(T, op, args, nargs) != CAP_NEXT)
+        return CAP_BREAK;
     ptc_node *n = ptc_build(T->g, op, args, nargs, &err);
     if (!n)
         return cap_t_break(T, CAP_B_TRACE_ERROR, "%s", err.msg);
@@ -459,7 +463,8 @@ int cap_inplace(cap_trace *T, cap_tensor *self, PyObject *res, PyObject **out)
     if (self->input_v)
         return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a tensor from outside (%s)",
                            self->input_v->name);
-    if ((self->base && Py_REFCNT((PyObject *)self->base) > 1) || self->nviews > 0)
+    bool write_back = self->base && Py_REFCNT((PyObject *)self->base) > 1;
+    if ((write_back && !cap_view_writable(self)) || self->nviews > 0)
         return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a tensor that has views");
     const ptc_ttype *st = &self->v->type, *rt = &nv->type;
     bool same_shape = st->ndim == rt->ndim;
@@ -475,6 +480,13 @@ int cap_inplace(cap_trace *T, cap_tensor *self, PyObject *res, PyObject **out)
         nv = cap_build1(T, PTC_OP_TO, a, 2);
         if (!nv)
             return CAP_BREAK;
+    }
+    if (write_back) {
+        int rc = cap_view_write_back(T, self, nv);
+        if (rc != CAP_NEXT) {
+            Py_DECREF(res);
+            return rc;
+        }
     }
     self->v = nv;
     Py_DECREF(res);

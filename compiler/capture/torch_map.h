@@ -67,6 +67,9 @@ int cap_int_list(cap_trace *T, PyObject *v, ptc_arg *out, const char *what);
 /* Int list from varargs (x.view(2, 3)) or one sequence (x.view((2, 3))). */
 int cap_int_varargs(cap_trace *T, PyObject *const *pos, int n, ptc_arg *out, const char *what);
 
+/* The default dtype, and dtype=/device= keywords of factories (torch_shape.c). */
+ptc_dtype cap_default_dtype(void);
+
 /* In-place: replaces self's value with `res` (cast to self's dtype), or a
  * break when self belongs to the caller or is a view. */
 int cap_inplace(cap_trace *T, cap_tensor *self, PyObject *res, PyObject **out);
@@ -87,7 +90,11 @@ static inline ptc_value *cap_val(PyObject *o) { return ((cap_tensor *)o)->v; }
     X(sdpa) X(var) X(max_min) X(floor_divide) X(relu6) X(mish) X(logsigmoid)    \
     X(glu) X(normalize) X(norm) X(outer) X(einsum) X(square) X(clamp_one)       \
     X(item) X(autograd) X(requires_grad_) X(data_dependent) X(unsupported)      \
-    X(interpolate)
+    X(interpolate)                                                              \
+    X(eye) X(linspace) X(hypot) X(lerp) X(addcop) X(explog) X(logit) X(xlogy)   \
+    X(isinf) X(nan_to_num) X(isclose) X(dot) X(flip) X(repeat_interleave)       \
+    X(tile) X(broadcast_to) X(broadcast_tensors) X(diff) X(pointwise_loss)      \
+    X(bce) X(nll_loss) X(cross_entropy)
 
 #define X(n) int cap_th_##n(cap_tcall *c, PyObject **out);
 CAP_SPECIAL_HANDLERS(X)

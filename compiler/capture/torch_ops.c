@@ -453,6 +453,7 @@ int cap_torch_getitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject **out
         PyObject *r = cap_tensor_new(T, cur);
         if (r) {
             ((cap_tensor *)r)->base = (cap_tensor *)Py_NewRef((PyObject *)t);
+            ((cap_tensor *)r)->view_key = Py_NewRef(key);
             t->nviews++;
         }
         *out = r;
@@ -462,9 +463,35 @@ int cap_torch_getitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject **out
     if (r == CAP_NEXT && !nadv) {
         /* Basic indexing makes a view: in-place ops on it must see the base. */
         ((cap_tensor *)*out)->base = (cap_tensor *)Py_NewRef((PyObject *)t);
+        ((cap_tensor *)*out)->view_key = Py_NewRef(key);
         t->nviews++;
     }
     return r;
+}
+
+/* A view made by t[key] whose base has no other view and is itself not a
+ * live view: in-place ops on it can be written back into the base. */
+bool cap_view_writable(const cap_tensor *view)
+{
+    const cap_tensor *b = view->base;
+    return b && view->view_key && view->nviews == 0 && !b->input_v && b->nviews == 1 &&
+           (!b->base || Py_REFCNT((PyObject *)b->base) == 1);
+}
+
+static int setitem_core(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v);
+
+/* In-place op on a writable view: base[key] = new value, then the view
+ * takes the new value (the two stay in sync). */
+int cap_view_write_back(cap_trace *T, cap_tensor *view, ptc_value *nv)
+{
+    PyObject *tmp = cap_tensor_new(T, nv);
+    if (!tmp)
+        return CAP_ERR;
+    int rc = setitem_core(T, view->base, view->view_key, tmp);
+    Py_DECREF(tmp);
+    if (rc == CAP_NEXT)
+        view->v = nv;
+    return rc;
 }
 
 /* t[key] = v for a tensor created in the graph: the region becomes a mask,
@@ -473,8 +500,36 @@ int cap_torch_setitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v)
 {
     if (t->input_v)
         return cap_t_break(T, CAP_B_INPLACE_INPUT, "item assignment into a tensor from outside");
-    if ((t->base && Py_REFCNT((PyObject *)t->base) > 1) || t->nviews > 0)
+    if (cap_is_tensor(v) && ((cap_tensor *)v)->base == t && t->nviews == 1 &&
+        ((cap_tensor *)v)->view_key) {
+        /* t[k] = t[k] (x[k] += 1 stores its view back): the view is in
+           sync with t (in-place ops on it were written back), a no-op. */
+        int same = PyObject_RichCompareBool(key, ((cap_tensor *)v)->view_key, Py_EQ);
+        if (same < 0)
+            PyErr_Clear();
+        if (same > 0)
+            return CAP_NEXT;
+    }
+    if (t->base && Py_REFCNT((PyObject *)t->base) > 1) {
+        if (!cap_view_writable(t))
+            return cap_t_break(T, CAP_B_INPLACE_INPUT, "item assignment into a view of another tensor");
+        /* Assign into a copy of the view's value, then write it back. */
+        PyObject *copy = cap_tensor_new(T, t->v);
+        if (!copy)
+            return CAP_ERR;
+        int rc = setitem_core(T, (cap_tensor *)copy, key, v);
+        if (rc == CAP_NEXT)
+            rc = cap_view_write_back(T, t, ((cap_tensor *)copy)->v);
+        Py_DECREF(copy);
+        return rc;
+    }
+    if (t->nviews > 0)
         return cap_t_break(T, CAP_B_INPLACE_INPUT, "item assignment into a tensor that has views");
+    return setitem_core(T, t, key, v);
+}
+
+static int setitem_core(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v)
+{
     const ptc_ttype *tt = ty(t);
     if (!static_shape(tt))
         return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "item assignment with dynamic sizes");

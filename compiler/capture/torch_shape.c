@@ -413,7 +413,7 @@ static int dtype_device(cap_tcall *c, ptc_arg *dt, ptc_arg *dev, ptc_dtype ddt, 
     return CAP_NEXT;
 }
 
-static ptc_dtype default_dtype(void)
+ptc_dtype cap_default_dtype(void)
 {
     PyObject *f = PyObject_GetAttrString(cap_T.torch, "get_default_dtype");
     PyObject *d = f ? PyObject_CallNoArgs(f) : NULL;
@@ -431,7 +431,7 @@ int cap_th_factory(cap_tcall *c, PyObject **out)
                          : cap_int_list(c->T, ARG(-1, "size") ? ARG(-1, "size") : Py_None, &a[0], c->m->name);
     if (rc != CAP_NEXT)
         return rc;
-    if ((rc = dtype_device(c, &a[1], &a[2], default_dtype(), PTC_CPU)) != CAP_NEXT)
+    if ((rc = dtype_device(c, &a[1], &a[2], cap_default_dtype(), PTC_CPU)) != CAP_NEXT)
         return rc;
     return build(c->T, (ptc_op)c->m->op, a, 3, out);
 }
@@ -448,7 +448,7 @@ int cap_th_full(cap_tcall *c, PyObject **out)
     if (rc != CAP_NEXT)
         return rc;
     /* torch infers the dtype from the fill value when none is given. */
-    ptc_dtype dt = a[1].kind == PTC_ARG_FLOAT ? default_dtype()
+    ptc_dtype dt = a[1].kind == PTC_ARG_FLOAT ? cap_default_dtype()
                    : a[1].kind == PTC_ARG_BOOL ? PTC_BOOL : PTC_I64;
     if ((rc = dtype_device(c, &a[2], &a[3], dt, PTC_CPU)) != CAP_NEXT)
         return rc;
@@ -480,7 +480,7 @@ int cap_th_arange(cap_tcall *c, PyObject **out)
     if (rc != CAP_NEXT)
         return rc;
     bool flt = a[0].kind == PTC_ARG_FLOAT || a[1].kind == PTC_ARG_FLOAT || a[2].kind == PTC_ARG_FLOAT;
-    if ((rc = dtype_device(c, &a[3], &a[4], flt ? default_dtype() : PTC_I64, PTC_CPU)) != CAP_NEXT)
+    if ((rc = dtype_device(c, &a[3], &a[4], flt ? cap_default_dtype() : PTC_I64, PTC_CPU)) != CAP_NEXT)
         return rc;
     return build(c->T, PTC_OP_ARANGE, a, 5, out);
 }
@@ -492,7 +492,7 @@ int cap_th_random(cap_tcall *c, PyObject **out)
         return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "%s with a generator", c->m->name);
     int rc = c->npos > 0 ? cap_int_varargs(c->T, c->pos, c->npos, &a[0], c->m->name)
                          : cap_int_list(c->T, ARG(-1, "size") ? ARG(-1, "size") : Py_None, &a[0], c->m->name);
-    if (rc != CAP_NEXT || (rc = dtype_device(c, &a[1], &a[2], default_dtype(), PTC_CPU)) != CAP_NEXT)
+    if (rc != CAP_NEXT || (rc = dtype_device(c, &a[1], &a[2], cap_default_dtype(), PTC_CPU)) != CAP_NEXT)
         return rc;
     a[3] = ptc_arg_int((int64_t)cap_t_next_seed(c->T));
     return build(c->T, (ptc_op)c->m->op, a, 4, out);

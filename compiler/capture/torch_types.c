@@ -336,6 +336,7 @@ PyObject *cap_tensor_new(cap_trace *T, ptc_value *v)
     t->src = -1;
     t->fake_type = Py_NewRef(cap_T.Tensor);
     t->base = NULL;
+    t->view_key = NULL;
     t->nviews = 0;
     t->weakrefs = NULL;
     cap_t_track_tensor(T, (PyObject *)t);
@@ -351,6 +352,7 @@ static void tensor_dealloc(PyObject *self)
         t->base->nviews--;
         Py_DECREF(t->base);
     }
+    Py_XDECREF(t->view_key);
     Py_XDECREF(t->fake_type);
     PyTypeObject *tp = Py_TYPE(self);
     ((freefunc)PyType_GetSlot(tp, Py_tp_free))(self);

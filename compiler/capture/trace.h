@@ -113,6 +113,13 @@ typedef struct cap_guard {
     cap_tmeta *tm;    /* TENSOR */
 } cap_guard;
 
+/* Autocast state of cpu [0] and cuda [1]: on, and the dtype (a ptc dtype,
+ * 255 when torch's has none in ptc). */
+typedef struct cap_amp {
+    bool on[2];
+    uint8_t dt[2];
+} cap_amp;
+
 /* ---- symbolic tensors ------------------------------------------------------ */
 
 typedef struct cap_tensor {
@@ -123,6 +130,7 @@ typedef struct cap_tensor {
     int src;               /* source of that input, or -1 */
     PyObject *fake_type;   /* what type() reports: torch.Tensor or nn.Parameter */
     struct cap_tensor *base; /* a view's base (strong), for in-place checks */
+    PyObject *view_key;    /* base[view_key] made it (basic indexing), or NULL */
     int nviews;            /* views taken of it */
     PyObject *weakrefs;
 } cap_tensor;
@@ -134,7 +142,8 @@ static inline bool cap_is_tensor(PyObject *o) { return o && Py_TYPE(o) == cap_te
 
 #define CAP_RECIPE_KINDS(X)                                                     \
     X(NULLV) X(CONST) X(SOURCE) X(OUTPUT) X(TUPLE) X(LIST) X(DICT) X(SET)       \
-    X(CELL) X(SLICE) X(ITER) X(INSTANCE) X(FUNCTION) X(METHOD) X(GRADEXIT)
+    X(CELL) X(SLICE) X(ITER) X(INSTANCE) X(FUNCTION) X(METHOD) X(GRADEXIT)   \
+    X(GETATTR) X(PYITER)
 
 typedef enum {
 #define X(id) CAP_R_##id,
@@ -186,7 +195,7 @@ struct cap_trace {
     PyObject *input_const;    /* list aligned with graph inputs (None or tensor) */
     /* Trace-time torch state. */
     bool grad_enabled, grad_at_start;
-    int autocast, autocast_at_start; /* 0 off; else ptc dtype + 1 */
+    cap_amp amp, amp_at_start; /* autocast state (autocast.c) */
     uint8_t *node_grad;       /* per node id: grad mode it ran under */
     int cap_node_grad;
     uint64_t seeds;           /* random ops seen (seed counter) */
@@ -318,6 +327,7 @@ typedef struct cap_iter {
     Py_ssize_t n;           /* range length */
     long long start, step;  /* range */
     int src;                /* source of an outside seq (items get index sources), or -1 */
+    bool gen;               /* what a drained generator expression yielded */
     cap_trace *T;
 } cap_iter;
 extern PyTypeObject *cap_iter_type;
@@ -326,11 +336,12 @@ PyObject *cap_iter_range(long long start, long long step, Py_ssize_t n);
 PyObject *cap_iter_next_raw(cap_iter *it);
 int cap_iter_types_init(PyObject *module);
 
-enum { CAP_EXIT_NONE = 0, CAP_EXIT_GRAD = 1 };
+enum { CAP_EXIT_NONE = 0, CAP_EXIT_GRAD = 1, CAP_EXIT_AMP = 2 };
 typedef struct cap_gradexit {
     PyObject_HEAD
     int kind;
     char prev; /* the grad mode restored on exit */
+    int64_t amp_prev; /* CAP_EXIT_AMP: the autocast state restored (packed) */
 } cap_gradexit;
 extern PyTypeObject *cap_gradexit_type;
 PyObject *cap_gradexit_new(int kind, bool prev);

@@ -686,6 +686,15 @@ static int instantiate(cap_interp *I, PyObject *cls, PyObject *const *args, int 
                        PyObject *kwnames, PyObject **out)
 {
     cap_trace *T = I->T;
+    if (cap_T.autocast_cls && PyType_IsSubtype((PyTypeObject *)cls, (PyTypeObject *)cap_T.autocast_cls)) {
+        /* torch.autocast(...) only records its settings: made for real
+           (with constant arguments), entered symbolically. */
+        for (int i = 0; i < nargs; i++)
+            if (cap_is_tensor(args[i]))
+                return cap_t_break(T, CAP_B_CONTEXT_MANAGER, "autocast with a tensor argument");
+        *out = cap_call_real(cls, args, nargs, kwnames);
+        return *out ? CAP_NEXT : CAP_ERR;
+    }
     PyTypeObject *meta = Py_TYPE(cls);
     PyObject *mcall = cap_type_lookup(meta, cap_P.s_call);
     PyObject *type_call = cap_type_lookup(&PyType_Type, cap_P.s_call);
@@ -887,6 +896,55 @@ static int c_callable(cap_interp *I, PyObject *callable, PyObject *const *args, 
 
 /* ---- the dispatcher ------------------------------------------------------------------------ */
 
+/* A generator expression, (f(x) for x in xs), is run to its end at once in
+ * a nested run and becomes an iterator over what it yielded. Its body is
+ * traced like any code: a break, an exception or an opaque iteration in it
+ * makes the call a break instead (B015), so that the generator is made for
+ * real and consumed lazily, as in eager. Draining early is unobservable
+ * otherwise: the body had no side effects and raised nothing. */
+static int drain_genexpr(cap_interp *I, PyObject *fn, PyObject *const *args, int nargs,
+                         PyObject *kwnames, PyObject **out)
+{
+    cap_trace *T = I->T;
+    cap_frame *outer = I->frame;
+    /* Its iterator argument advances while draining; a break puts it back
+       where it was (the call reruns for real from there). */
+    Py_ssize_t pos[8];
+    for (int i = 0; i < nargs && i < 8; i++)
+        pos[i] = Py_TYPE(args[i]) == cap_iter_type ? ((cap_iter *)args[i])->i : -1;
+    int rc = cap_call_drain(I, fn, args, nargs, kwnames);
+    if (rc == CAP_NEXT)
+        return cap_t_break(T, CAP_B_GENERATOR, "generator expression (arguments)");
+    if (rc != CAP_FRAME)
+        return rc;
+    PyObject *items = Py_NewRef(I->frame->yielded), *none = NULL;
+    rc = cap_t_run_sync(I, outer, &none);
+    Py_XDECREF(none);
+    if (rc == CAP_ERR && !PyErr_ExceptionMatches(cap_InternalError)) {
+        PyErr_Clear();
+        rc = cap_t_break(T, CAP_B_GENERATOR, "generator expression that raises");
+    } else if (rc == CAP_BREAK) {
+        /* Keep the inner reason; say where it happened. */
+        const char *pre = "inside a callback: ";
+        char inner[sizeof T->brk.detail];
+        snprintf(inner, sizeof inner, "%s", strncmp(T->brk.detail, pre, strlen(pre)) == 0
+                                                ? T->brk.detail + strlen(pre) : T->brk.detail);
+        snprintf(T->brk.detail, sizeof T->brk.detail, "in a generator expression: %.440s", inner);
+    }
+    if (rc == CAP_NEXT) {
+        *out = cap_iter_seq(items, -1, T);
+        if (*out)
+            ((cap_iter *)*out)->gen = true;
+        rc = *out ? CAP_NEXT : CAP_ERR;
+    } else {
+        for (int i = 0; i < nargs && i < 8; i++)
+            if (pos[i] >= 0)
+                ((cap_iter *)args[i])->i = pos[i];
+    }
+    Py_DECREF(items);
+    return rc;
+}
+
 static int call_function(cap_interp *I, PyObject *fn, PyObject *const *args, int nargs,
                          PyObject *kwnames, PyObject **out)
 {
@@ -899,13 +957,10 @@ static int call_function(cap_interp *I, PyObject *fn, PyObject *const *args, int
     if (!c)
         return CAP_ERR;
     if (c->notrace) {
-        if (c->flags & 0x20) {
-            if (strcmp(c->qualname_s + strlen(c->qualname_s) - (strlen(c->qualname_s) >= 9 ? 9 : 0), "<genexpr>") == 0) {
-                /* A generator expression: run untouched when consumed. */
-                return real_call_flowed(T, fn, args, nargs, kwnames, out);
-            }
+        if (c->drainable)
+            return drain_genexpr(I, fn, args, nargs, kwnames, out);
+        if (c->flags & 0x20)
             return cap_t_break(T, CAP_B_GENERATOR, "call to generator function %s", c->qualname_s);
-        }
         return cap_t_break(T, (c->flags & 0x380) ? CAP_B_GENERATOR : CAP_B_UNINTERPRETABLE,
                            "%s is %s", c->qualname_s, c->notrace);
     }
@@ -949,6 +1004,8 @@ int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nar
         cap_gradexit *g = (cap_gradexit *)callable;
         if (g->kind == CAP_EXIT_GRAD)
             T->grad_enabled = g->prev;
+        if (g->kind == CAP_EXIT_AMP)
+            T->amp = cap_amp_unpack(g->amp_prev);
         *out = Py_NewRef(Py_False);
         return CAP_NEXT;
     }

@@ -39,7 +39,11 @@ cap_trace *cap_trace_new(cap_compiled *cc, cap_interp *I)
     PyObject *g = PyObject_CallNoArgs(cap_T.is_grad_enabled);
     T->grad_enabled = T->grad_at_start = g == Py_True;
     Py_XDECREF(g);
-    PyErr_Clear();
+    if (!g || cap_amp_read(&T->amp) < 0) {
+        cap_trace_free(T);
+        return NULL;
+    }
+    T->amp_at_start = T->amp;
     return T;
 }
 
@@ -372,8 +376,7 @@ static const char *pure_torch[] = {
     "torch.cuda.current_device", "torch.backends.cuda.is_built", "torch._C._get_backcompat_broadcast_warn",
     "torch.is_inference_mode_enabled", "torch._C._log_api_usage_once", "torch._C._is_tracing",
     "torch._C._get_cpu_capability", "torch.backends.cudnn.is_available", "torch.cuda.is_initialized",
-    "torch._C._jit_is_script_object", "torch.get_autocast_gpu_dtype", "torch.get_autocast_cpu_dtype",
-    "torch.get_autocast_dtype", "torch._C._get_mkldnn_enabled", "sys.getrecursionlimit",
+    "torch._C._jit_is_script_object", "torch.is_autocast_cache_enabled", "torch._C._get_mkldnn_enabled", "sys.getrecursionlimit",
     "sys.getdefaultencoding", "sys.intern", NULL,
 };
 
@@ -441,14 +444,13 @@ int cap_torch_special_call(cap_interp *I, PyObject *callable, PyObject *const *a
                            PyObject *kwnames, PyObject **out)
 {
     cap_trace *T = I->T;
-    static PyObject *has_tf[3], *is_autocast, *mha_fast, *get_tracing;
+    static PyObject *has_tf[3], *mha_fast, *get_tracing;
     static bool init;
     if (!init) {
         init = true;
         has_tf[0] = cap_import_path("torch._C._has_torch_function");
         has_tf[1] = cap_import_path("torch._C._has_torch_function_unary");
         has_tf[2] = cap_import_path("torch._C._has_torch_function_variadic");
-        is_autocast = cap_import_path("torch.is_autocast_enabled");
         mha_fast = cap_import_path("torch.backends.mha.get_fastpath_enabled");
         get_tracing = cap_import_path("torch._C._get_tracing_state");
     }
@@ -488,10 +490,12 @@ int cap_torch_special_call(cap_interp *I, PyObject *callable, PyObject *const *a
             *out = Py_NewRef(Py_False);
             return CAP_NEXT;
         }
-    if ((callable == is_autocast && is_autocast) || (callable == mha_fast && mha_fast) ||
-        (callable == get_tracing && get_tracing)) {
-        /* No autocast while tracing; the attention fast path is a fused op
-           ptc decomposes the long way; no TorchScript tracer. */
+    int amp = cap_amp_query(T, callable, args, nargs, out);
+    if (amp)
+        return amp > 0 ? CAP_NEXT : CAP_ERR;
+    if ((callable == mha_fast && mha_fast) || (callable == get_tracing && get_tracing)) {
+        /* The attention fast path is a fused op ptc decomposes the long
+           way; no TorchScript tracer. */
         *out = Py_NewRef(callable == get_tracing ? Py_None : Py_False);
         return CAP_NEXT;
     }

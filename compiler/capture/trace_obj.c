@@ -675,6 +675,8 @@ int cap_t_iter(cap_interp *I, PyObject *obj, PyObject **out)
             if (rc != CAP_NEXT)
                 return rc;
         }
+        if (src >= 0 && PyObject_TypeCheck(obj, (PyTypeObject *)cap_P.GeneratorType))
+            return cap_t_break(T, CAP_B_GENERATOR, "iteration over a generator");
         if (src >= 0 && !cap_is_constant(obj))
             return cap_t_break(T, CAP_B_OPAQUE_ITERATOR, "iteration over an outside %s",
                                cap_tpname(Py_TYPE(obj)));
@@ -917,6 +919,11 @@ int cap_t_before_with(cap_interp *I, cap_frame *f, PyObject *mgr)
     } else if (t == (PyObject *)cap_gradexit_type) {
         exit = Py_NewRef(mgr); /* set_grad_enabled(mode) already applied the mode */
         enter = Py_NewRef(Py_None);
+    } else if (cap_amp_is_manager(mgr)) {
+        int rc = cap_amp_enter(T, mgr, &exit);
+        if (rc != CAP_NEXT)
+            return rc;
+        enter = Py_NewRef(mgr);
     } else if (t == cap_T.nullcontext) {
         exit = cap_gradexit_new(CAP_EXIT_NONE, false);
         enter = PyObject_GetAttrString(mgr, "enter_result");

@@ -87,6 +87,12 @@ def disable(fn=None):
     return fn
 
 
+def _drained_generator(items):
+    """What a generator expression that ptc ran while tracing hands back: a
+    generator over the values it yielded (they had no side effects)."""
+    yield from items
+
+
 def break_codes():
     """The graph-break taxonomy: a list of dicts (code, name, reason, explanation, hint)."""
     return _C._break_table()

@@ -38,6 +38,10 @@ class ExplainOutput:
                 self.skipped.extend(ev.get("skipped") or [])
             elif kind == "recompile":
                 self.recompiles.append({"frame": ev["frame"], "guard": ev["guard"]})
+            elif kind == "untraceable":
+                if ev.get("break"):
+                    self.breaks.append(dict(ev["break"], frame=ev["frame"]))
+                self.skipped.append(ev["frame"])
             elif kind == "recompile_limit":
                 self.limits.append(ev)
             elif kind == "skipped":
