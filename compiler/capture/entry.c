@@ -151,6 +151,19 @@ static int recipe_uncached(builder *B, PyObject *o)
     int src = cap_t_source_of(T, o);
     if (src >= 0)
         return add_recipe(B, (cap_recipe){CAP_R_SOURCE, 0, NULL, NULL, src});
+    if (PyCFunction_Check(o)) {
+        /* A builtin bound to an object (l.append): getattr on the rebuilt
+           object; module functions and unbound builtins are constants. */
+        PyObject *self = PyCFunction_GetSelf(o);
+        if (self && !PyModule_Check(self) && !PyType_Check(self) && !cap_is_constant(self)) {
+            PyObject *parts = PyTuple_Pack(1, self);
+            PyObject *name = PyObject_GetAttr(o, cap_P.s_name);
+            int r = parts && name ? items_recipe(B, CAP_R_GETATTR, parts, name) : -1;
+            Py_XDECREF(parts);
+            Py_XDECREF(name);
+            return r;
+        }
+    }
     if (cap_is_constant(o) || Py_TYPE(o) == cap_gradexit_type || PyType_Check(o) ||
         PyModule_Check(o) || PyCFunction_Check(o) || shareable(o))
         return add_recipe(B, (cap_recipe){CAP_R_CONST, 0, NULL, Py_NewRef(o), 0});
@@ -270,7 +283,26 @@ static int recipe_uncached(builder *B, PyObject *o)
         Py_XDECREF(info);
         return r;
     }
-    if (is_python_instance(o) && PyType_GetFlags(t) & Py_TPFLAGS_HEAPTYPE) {
+    if (PyExceptionInstance_Check(o)) {
+        /* An exception made in the trace: its args, then its attributes. */
+        PyObject *args = PyObject_GetAttrString(o, "args");
+        PyObject *attrs = args ? PyObject_GenericGetDict(o, NULL) : NULL;
+        PyObject *flat = attrs ? PySequence_List(args) : NULL, *k, *v;
+        Py_ssize_t pos = 0, nargs = args ? PyTuple_Size(args) : 0;
+        while (flat && PyDict_Next(attrs, &pos, &k, &v)) {
+            PyList_Append(flat, k);
+            PyList_Append(flat, v);
+        }
+        PyObject *info = Py_BuildValue("(On)", (PyObject *)t, nargs);
+        int r = flat && info ? items_recipe(B, CAP_R_EXCEPTION, flat, info) : -1;
+        Py_XDECREF(args);
+        Py_XDECREF(attrs);
+        Py_XDECREF(flat);
+        Py_XDECREF(info);
+        return r;
+    }
+    if ((is_python_instance(o) && PyType_GetFlags(t) & Py_TPFLAGS_HEAPTYPE) ||
+        (PyObject *)t == cap_P.OrderedDict) {
         /* An object of a Python class built in the trace: its dict items
            (dict subclasses) and its attributes. */
         PyObject *attrs = PyObject_GenericGetDict(o, NULL);
@@ -377,9 +409,10 @@ static int frame_recipe(builder *B, cap_frame *f, cap_rframe *rf)
         else if ((rf->lp[i] = recipe_of(B, f->lp[i])) < 0)
             return -1;
     }
-    for (int i = 0; i < f->sp; i++)
+    for (int i = 0; i < f->sp; i++) {
         if ((rf->stack[i] = recipe_of(B, f->stack[i])) < 0)
             return -1;
+    }
     rf->ret_a = -1;
     if (f->ret_a && (rf->ret_a = recipe_of(B, f->ret_a)) < 0)
         return -1;

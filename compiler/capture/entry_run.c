@@ -48,6 +48,8 @@ static PyObject *eval_source(const cap_source *s, PyObject **vals, cap_frame **f
                                                                      : NULL;
     case CAP_S_FUNC:
         return s->frame < nframes ? frames[s->frame]->func : NULL;
+    case CAP_S_RETA:
+        return s->frame < nframes ? frames[s->frame]->ret_a : NULL;
     case CAP_S_CONST:
         return s->key;
     case CAP_S_INSTDICT:
@@ -81,6 +83,8 @@ static PyObject *eval_source(const cap_source *s, PyObject **vals, cap_frame **f
         if (PyTuple_Check(p))
             return s->index < PyTuple_Size(p) ? PyTuple_GetItem(p, s->index) : NULL;
         return NULL;
+    case CAP_S_ITERSEQ:
+        return Py_TYPE(p) == cap_iter_type ? ((cap_iter *)p)->seq : NULL;
     case CAP_S_CELL:
         v = cap_cell_get(p);
         PyErr_Clear();
@@ -152,6 +156,22 @@ static int check_guard(const cap_guard *g, PyObject *v)
     }
     case CAP_G_KEYS:
         return keys_equal(v, g->obj);
+    case CAP_G_ITERPOS: {
+        if (Py_TYPE(v) != cap_iter_type)
+            return 0;
+        cap_iter *it = (cap_iter *)v;
+        if (it->i != g->n || (it->seq == NULL) != (g->obj != Py_None))
+            return 0;
+        if (it->seq)
+            return 1;
+        long long start, step;
+        Py_ssize_t n;
+        if (!PyArg_ParseTuple(g->obj, "LLn", &start, &step, &n)) {
+            PyErr_Clear();
+            return 0;
+        }
+        return it->start == start && it->step == step && it->n == n;
+    }
     case CAP_G_TENSOR:
         return cap_tmeta_check(v, g->tm, NULL, 0);
     case CAP_G_HASATTR: {
@@ -274,6 +294,9 @@ void cap_guard_str(const cap_source *src, int nsrc, const cap_guard *g, char *bu
     case CAP_G_LEN:
         snprintf(buf, size, "len(%s) == %lld", s, (long long)g->n);
         return;
+    case CAP_G_ITERPOS:
+        snprintf(buf, size, "%s is a loop iterator at item %lld", s, (long long)g->n);
+        return;
     case CAP_G_KEYS:
         repr_into(g->obj, v, sizeof v);
         snprintf(buf, size, "list(%s.keys()) == %s", s, v);
@@ -319,6 +342,8 @@ void cap_guard_describe(const cap_entry *e, int gi, PyObject **vals, char *buf, 
         snprintf(now, sizeof now, "%s", why);
     } else if (g->kind == CAP_G_GRAD) {
         snprintf(now, sizeof now, "%s", g->n ? "False" : "True");
+    } else if (g->kind == CAP_G_ITERPOS && v && Py_TYPE(v) == cap_iter_type) {
+        snprintf(now, sizeof now, "at item %lld", (long long)((cap_iter *)v)->i);
     } else if (g->kind == CAP_G_AUTOCAST) {
         cap_amp a;
         if (cap_amp_read(&a) == 0)
@@ -340,6 +365,41 @@ void cap_guard_describe(const cap_entry *e, int gi, PyObject **vals, char *buf, 
 }
 
 /* ---- recipes ------------------------------------------------------------------------------ */
+
+/* An exception made in the trace: cls.__new__(cls, *args) (which sets
+ * .args), the C __init__ of built-in exceptions (OSError, StopIteration, ...
+ * set fields there; a Python __init__ already ran in the trace), then its
+ * attributes. */
+static PyObject *exception(const cap_recipe *r, PyObject **rv)
+{
+    PyObject *cls = PyTuple_GetItem(r->obj, 0);
+    Py_ssize_t nargs = PyLong_AsSsize_t(PyTuple_GetItem(r->obj, 1));
+    PyObject *args = PyTuple_New(nargs);
+    for (Py_ssize_t i = 0; args && i < nargs; i++)
+        PyTuple_SetItem(args, i, Py_NewRef(rv[r->items[i]]));
+    PyObject *newf = args ? PyObject_GetAttr(cls, cap_P.s_new) : NULL;
+    PyObject *full = newf ? PyTuple_New(nargs + 1) : NULL;
+    for (Py_ssize_t i = 0; full && i <= nargs; i++)
+        PyTuple_SetItem(full, i, Py_NewRef(i ? PyTuple_GetItem(args, i - 1) : cls));
+    PyObject *o = full ? PyObject_Call(newf, full, NULL) : NULL;
+    Py_XDECREF(newf);
+    Py_XDECREF(full);
+    PyObject *init = o ? PyObject_GetAttr(cls, cap_P.s_init) : NULL;
+    if (init && !cap_is_function(init)) {
+        PyObject *bound = PyObject_GetAttr(o, cap_P.s_init);
+        PyObject *res = bound ? PyObject_Call(bound, args, NULL) : NULL;
+        Py_XDECREF(bound);
+        if (!res)
+            Py_CLEAR(o);
+        Py_XDECREF(res);
+    }
+    Py_XDECREF(init);
+    Py_XDECREF(args);
+    for (int i = (int)nargs; o && i + 1 < r->n; i += 2)
+        if (PyObject_SetAttr(o, rv[r->items[i]], rv[r->items[i + 1]]) < 0)
+            Py_CLEAR(o);
+    return o;
+}
 
 /* A real iterator over what a traced one has left (entry.c, escaping). */
 static PyObject *py_iter(const cap_recipe *r, PyObject **rv)
@@ -503,6 +563,8 @@ static PyObject *one(const cap_recipe *r, PyObject **vals, PyObject **outs, PyOb
         return PyObject_GetAttr(rv[r->items[0]], r->obj);
     case CAP_R_PYITER:
         return py_iter(r, rv);
+    case CAP_R_EXCEPTION:
+        return exception(r, rv);
     }
     PyErr_SetString(cap_InternalError, "ptc: unknown recipe");
     return NULL;

@@ -250,6 +250,14 @@ static int trace_state(cap_trace *T, cap_interp *S, cap_interp *It)
         if (fs < 0 || cap_guard_add(T, CAP_G_ID, fs, g->func, 0) < 0)
             return -1;
         cap_t_map(T, g->func, fs);
+        if (g->ret_a) {
+            /* The instance an __init__ frame returns is the state's object
+               (also its `self`): rebuilt as itself, never copied. */
+            int rs = cap_source_add(T, CAP_S_RETA, -1, d, 0, NULL);
+            if (rs < 0)
+                return -1;
+            cap_t_map(T, g->ret_a, rs);
+        }
         for (int i = 0; i < g->sp; i++) {
             int s = cap_source_add(T, CAP_S_STACK, -1, d, i, NULL);
             PyObject *w = s >= 0 && g->stack[i] ? cap_t_wrap(T, g->stack[i], s) : NULL;

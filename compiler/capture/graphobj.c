@@ -173,10 +173,3 @@ PyObject *cap_graph_object(cap_entry *e)
         }
     return (PyObject *)h;
 }
-
-/* explain: the graph of a compile event's entry (a capsule). */
-PyObject *cap_entry_graph(PyObject *capsule)
-{
-    cap_entry *e = PyCapsule_GetPointer(capsule, "ptc.entry");
-    return e ? cap_graph_object(e) : NULL;
-}

@@ -54,8 +54,11 @@ static int init_types(void)
     cap_P.CodeType = PyObject_GetAttrString(types, "CodeType");
     cap_P.GeneratorType = PyObject_GetAttrString(types, "GeneratorType");
     Py_DECREF(types);
+    PyObject *coll = PyImport_ImportModule("collections");
+    cap_P.OrderedDict = coll ? PyObject_GetAttrString(coll, "OrderedDict") : NULL;
+    Py_XDECREF(coll);
     return cap_P.FunctionType && cap_P.MethodType && cap_P.CellType && cap_P.CodeType &&
-                   cap_P.GeneratorType
+                   cap_P.GeneratorType && cap_P.OrderedDict
                ? 0
                : -1;
 }

@@ -492,8 +492,32 @@ HANDLER(MATCH_KEYS)
 {
     UNUSED_ARGS;
     PyObject *subject = cap_peek(f, 2), *keys = cap_peek(f, 1);
-    if (I->T && cap_t_outside(I->T, subject))
-        return cap_t_break(I->T, CAP_B_UNSUPPORTED_CALL, "mapping pattern on an outside object");
+    if (I->T && cap_t_outside(I->T, subject)) {
+        if (!PyDict_CheckExact(subject))
+            return cap_t_break(I->T, CAP_B_UNSUPPORTED_CALL, "mapping pattern on an outside %s",
+                               cap_tpname(Py_TYPE(subject)));
+        /* An outside dict: each key's presence guarded, values by source. */
+        Py_ssize_t nk = PyTuple_Size(keys);
+        PyObject *vals = PyTuple_New(nk);
+        for (Py_ssize_t i = 0; vals && i < nk; i++) {
+            PyObject *v = NULL;
+            int rc = cap_t_dict_lookup(I, subject, PyTuple_GetItem(keys, i), &v);
+            if (rc != CAP_NEXT) {
+                Py_DECREF(vals);
+                return rc;
+            }
+            if (!v) {
+                Py_DECREF(vals);
+                cap_push(f, Py_NewRef(Py_None));
+                return CAP_NEXT;
+            }
+            PyTuple_SetItem(vals, i, v);
+        }
+        if (!vals)
+            return CAP_ERR;
+        cap_push(f, vals);
+        return CAP_NEXT;
+    }
     Py_ssize_t n = PyTuple_Size(keys);
     PyObject *values = PyTuple_New(n);
     if (!values)

@@ -133,14 +133,14 @@ void cap_report_compile(cap_compiled *c, cap_entry *e, cap_trace *T, const char 
     logs_init();
     e->id = c->next_id++;
     PyObject *brk = e->end == CAP_END_BREAK ? cap_break_dict(&e->brk) : Py_NewRef(Py_None);
-    PyObject *cap = PyCapsule_New(e, "ptc.entry", NULL);
+    PyObject *graph = cap_graph_object(e); /* a copy: events outlive entries */
     PyObject *ev = Py_BuildValue("{s:s,s:i,s:s,s:s,s:i,s:i,s:i,s:N,s:O,s:O,s:d,s:N,s:s}", "kind",
                                  "compile", "id", e->id, "frame", e->frame_name, "reason", reason,
                                  "recompile", e->recompile, "nodes", e->graph ? e->graph->nnodes : 0,
                                  "guard_count", e->nguards, "break", brk ? brk : Py_NewRef(Py_None),
                                  "guards", e->guard_strs ? e->guard_strs : Py_None, "skipped",
                                  e->skipped ? e->skipped : Py_None, "compile_ms", e->compile_ms,
-                                 "entry", cap ? cap : Py_NewRef(Py_None), "end",
+                                 "graph", graph ? graph : Py_NewRef(Py_None), "end",
                                  e->end == CAP_END_RETURN ? "return" : "break");
     add_event(c, ev);
     if (e->graph && ptc_log_on(PTC_LOG_CAPTURED, PTC_LOG_INFO)) {

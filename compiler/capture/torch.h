@@ -46,6 +46,15 @@ int cap_tmeta_check(PyObject *t, const cap_tmeta *m, char *why, size_t size);
 void cap_tmeta_str(const cap_tmeta *m, char *buf, size_t size);
 void cap_tmeta_type(const cap_tmeta *m, ptc_ttype *t);
 
+/* A torch call met a real tensor in the trace: B023 for subclasses, B026 for
+ * tensors no graph value can hold (torch_map.c). */
+int cap_t_real_tensor(cap_trace *T, PyObject *v, const char *what);
+
+/* nn.Module.parameters() and the other iteration methods (trace_module.c). */
+int cap_module_iter_kind(PyObject *fn);
+int cap_module_iter_call(cap_interp *I, int kind, PyObject *const *args, int nargs, PyObject *kwnames,
+                         PyObject **out);
+
 /* ---- autocast (autocast.c) ------------------------------------------------------------ */
 
 int cap_amp_read(cap_amp *a);          /* torch's state now */
@@ -86,9 +95,11 @@ int cap_torch_unary(cap_trace *T, int h, PyObject *a, PyObject **out);
 int cap_torch_getattr(cap_trace *T, cap_tensor *t, PyObject *name, PyObject **out);
 int cap_torch_getitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject **out);
 int cap_torch_setitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v);
-/* In-place writes through views made by basic indexing (x[:, 1] += 1). */
-bool cap_view_writable(const cap_tensor *view);
-int cap_view_write_back(cap_trace *T, cap_tensor *view, ptc_value *nv);
+/* Views and mutation through aliases (torch_ops.c): t's value becomes nv,
+ * as seen by its base and every live view; key is NULL for views that are
+ * not basic indexing (they cannot follow a mutation: a break). */
+int cap_t_add_view(cap_tensor *base, cap_tensor *view, PyObject *key);
+int cap_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv);
 int cap_torch_unpack(cap_trace *T, PyObject *t, int before, int after, bool star,
                      PyObject **items);
 /* The tensor's items along dim 0 (a list of symbolic tensors). */

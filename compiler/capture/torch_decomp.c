@@ -653,6 +653,215 @@ int cap_th_diff(cap_tcall *c, PyObject **out)
     return wrap(T, v, out);
 }
 
+/* ---- resampling ------------------------------------------------------------------------ */
+
+/* A constant tensor made now (indices, weights): a graph constant. */
+static V const_tensor(cap_trace *T, PyObject *list, ptc_dtype dt, ptc_device dev)
+{
+    PyObject *kw = Py_BuildValue("{s:O,s:N}", "dtype", cap_dtype_obj(dt), "device", cap_device_obj(dev));
+    PyObject *args = kw ? PyTuple_Pack(1, list) : NULL;
+    PyObject *real = args ? PyObject_Call(cap_T.tensor_fn, args, kw) : NULL;
+    PyObject *t = real ? cap_tensor_const(T, real) : NULL;
+    Py_XDECREF(kw);
+    Py_XDECREF(args);
+    Py_XDECREF(real);
+    V v = t ? cap_val(t) : NULL;
+    Py_XDECREF(t); /* the value lives in the graph */
+    return v;
+}
+
+/* Reshapes a [n] tensor so that it broadcasts along dim d of an ndim tensor. */
+static V along(cap_trace *T, V w, int d, int ndim)
+{
+    int64_t shape[PTC_MAX_DIMS];
+    for (int i = 0; i < ndim; i++)
+        shape[i] = 1;
+    shape[d] = -1;
+    ptc_arg a[2] = {ptc_arg_value(w), ptc_arg_ints(T->arena, shape, ndim)};
+    return w ? b1(T, PTC_OP_RESHAPE, a, 2) : NULL;
+}
+
+/* One spatial dim of nearest / nearest-exact / linear resampling, with the
+ * index (and weight) arithmetic of torch's CPU kernels (UpSample.h), in
+ * float for float inputs and double for double. */
+static V resample_dim(cap_trace *T, V x, int d, int64_t in, int64_t outn, double scale_arg, int mode,
+                      bool align)
+{
+    bool dbl = x->type.dtype == PTC_F64;
+    PyObject *i0 = PyList_New(outn), *i1 = PyList_New(outn), *w0 = PyList_New(outn), *w1 = PyList_New(outn);
+    for (int64_t o = 0; i0 && i1 && w0 && w1 && o < outn; o++) {
+        if (mode != 2) {
+            int64_t src;
+            if (outn == in)
+                src = o;
+            else if (outn == 2 * in && mode == 0)
+                src = o >> 1;
+            else {
+                float sc = scale_arg > 0 ? (float)(1.0 / scale_arg) : (float)in / (float)outn;
+                float pos = mode == 0 ? (float)o * sc : ((float)o + 0.5f) * sc;
+                src = (int64_t)floorf(pos);
+                if (src > in - 1)
+                    src = in - 1;
+            }
+            PyList_SetItem(i0, o, PyLong_FromLongLong(src));
+            continue;
+        }
+        double sc, pos;
+        if (align)
+            sc = outn > 1 ? (dbl ? (double)(in - 1) / (double)(outn - 1) : (double)((float)(in - 1) / (float)(outn - 1))) : 0;
+        else
+            sc = scale_arg > 0 ? (dbl ? 1.0 / scale_arg : (double)(float)(1.0 / scale_arg))
+                               : (dbl ? (double)in / (double)outn : (double)((float)in / (float)outn));
+        if (dbl) {
+            pos = align ? sc * (double)o : sc * ((double)o + 0.5) - 0.5;
+            if (!align && pos < 0)
+                pos = 0;
+        } else {
+            float p = align ? (float)sc * (float)o : (float)sc * ((float)o + 0.5f) - 0.5f;
+            if (!align && p < 0)
+                p = 0;
+            pos = p;
+        }
+        int64_t idx = (int64_t)floor(pos);
+        if (idx > in - 1)
+            idx = in - 1;
+        double lam = dbl ? pos - (double)idx : (double)((float)pos - (float)idx);
+        if (lam < 0)
+            lam = 0;
+        if (lam > 1)
+            lam = 1;
+        PyList_SetItem(i0, o, PyLong_FromLongLong(idx));
+        PyList_SetItem(i1, o, PyLong_FromLongLong(idx + (idx < in - 1 ? 1 : 0)));
+        PyList_SetItem(w0, o, PyFloat_FromDouble(dbl ? 1.0 - lam : (double)(1.0f - (float)lam)));
+        PyList_SetItem(w1, o, PyFloat_FromDouble(lam));
+    }
+    V r = NULL;
+    if (i0 && i1 && w0 && w1 && !PyErr_Occurred()) {
+        ptc_device dev = x->type.device;
+        V a = const_tensor(T, i0, PTC_I64, dev);
+        ptc_arg s0[3] = {ptc_arg_value(x), ptc_arg_int(d), ptc_arg_value(a)};
+        V x0 = a ? b1(T, PTC_OP_INDEX_SELECT, s0, 3) : NULL;
+        if (mode != 2) {
+            r = x0;
+        } else {
+            V b = const_tensor(T, i1, PTC_I64, dev);
+            ptc_arg s1[3] = {ptc_arg_value(x), ptc_arg_int(d), ptc_arg_value(b)};
+            V x1 = b ? b1(T, PTC_OP_INDEX_SELECT, s1, 3) : NULL;
+            V l0 = along(T, const_tensor(T, w0, x->type.dtype, dev), d, x->type.ndim);
+            V l1 = along(T, const_tensor(T, w1, x->type.dtype, dev), d, x->type.ndim);
+            r = bin(T, PTC_OP_ADD, bin(T, PTC_OP_MUL, x0, l0), bin(T, PTC_OP_MUL, x1, l1));
+        }
+    }
+    Py_XDECREF(i0);
+    Py_XDECREF(i1);
+    Py_XDECREF(w0);
+    Py_XDECREF(w1);
+    return r;
+}
+
+/* F.interpolate / F.upsample: nearest, nearest-exact and (bi/tri)linear as
+ * index_select with constant indices (and constant weights), one spatial
+ * dim at a time from the last, as torch's kernels nest them. */
+int cap_th_interpolate(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    cap_trace *T = c->T;
+    if (!x)
+        return cap_t_break(T, CAP_B_TRACE_ERROR, "%s needs a tensor", c->m->name);
+    PyObject *size = ARG(1, "size"), *sf = ARG(2, "scale_factor"), *mo = ARG(3, "mode"),
+             *ac = ARG(4, "align_corners"), *rsf = ARG(5, "recompute_scale_factor"), *aa = ARG(6, "antialias");
+    const char *mode = mo && PyUnicode_Check(mo) ? PyUnicode_AsUTF8(mo) : "nearest";
+    int m = strcmp(mode, "nearest") == 0 ? 0 : strcmp(mode, "nearest-exact") == 0 ? 1
+          : (strcmp(mode, "linear") == 0 || strcmp(mode, "bilinear") == 0 || strcmp(mode, "trilinear") == 0) ? 2 : -1;
+    if (m < 0 || (aa && PyObject_IsTrue(aa) == 1))
+        return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "interpolate(mode='%s'%s)", mode,
+                           aa && PyObject_IsTrue(aa) == 1 ? ", antialias=True" : "");
+    const ptc_ttype *tt = &x->v->type;
+    int nsp = tt->ndim - 2;
+    if (nsp < 1 || nsp > 3 || (m == 2 && nsp != (mode[0] == 'l' ? 1 : mode[0] == 'b' ? 2 : 3)))
+        return cap_t_break(T, CAP_B_TRACE_ERROR, "interpolate: %s on a %d-d input", mode, tt->ndim);
+    if (m == 2 && !ptc_dtype_is_float(tt->dtype))
+        return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "linear interpolation of an integer tensor");
+    for (int d = 0; d < tt->ndim; d++)
+        if (tt->shape[d].sym)
+            return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "interpolate with dynamic sizes");
+    bool align = ac && PyObject_IsTrue(ac) == 1;
+    int64_t outs[3];
+    double scales[3] = {-1, -1, -1};
+    if (size && size != Py_None) {
+        for (int i = 0; i < nsp; i++) {
+            PyObject *s = PyLong_Check(size) ? Py_NewRef(size) : PySequence_GetItem(size, i);
+            if (!s || !PyLong_Check(s)) {
+                Py_XDECREF(s);
+                PyErr_Clear();
+                return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "interpolate with a non-constant size");
+            }
+            outs[i] = PyLong_AsLongLong(s);
+            Py_DECREF(s);
+        }
+    } else if (sf && sf != Py_None) {
+        for (int i = 0; i < nsp; i++) {
+            PyObject *s = PyNumber_Check(sf) && !PySequence_Check(sf) ? Py_NewRef(sf) : PySequence_GetItem(sf, i);
+            if (!s || !(PyFloat_Check(s) || PyLong_Check(s))) {
+                Py_XDECREF(s);
+                PyErr_Clear();
+                return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "interpolate with a non-constant scale_factor");
+            }
+            double f = PyFloat_AsDouble(s);
+            Py_DECREF(s);
+            outs[i] = (int64_t)floor((double)tt->shape[2 + i].value * f);
+            if (!(rsf && PyObject_IsTrue(rsf) == 1))
+                scales[i] = f;
+        }
+    } else {
+        PyErr_SetString(PyExc_ValueError, "either size or scale_factor should be defined");
+        return CAP_ERR;
+    }
+    V v = x->v;
+    for (int i = nsp - 1; i >= 0 && v; i--)
+        v = resample_dim(T, v, 2 + i, tt->shape[2 + i].value, outs[i], scales[i], m, align);
+    return wrap(T, v, out);
+}
+
+/* hstack / vstack: cat after making tensors at least 1-d / 2-d. */
+int cap_th_stack_dims(cap_tcall *c, PyObject **out)
+{
+    PyObject *seq = ARG(0, "tensors");
+    cap_trace *T = c->T;
+    bool v = strstr(c->m->name, "vstack") != NULL || strstr(c->m->name, "row_stack") != NULL;
+    PyObject *items = seq ? PySequence_Tuple(seq) : NULL;
+    if (!items) {
+        PyErr_Clear();
+        return cap_t_break(T, CAP_B_TRACE_ERROR, "%s needs a sequence of tensors", c->m->name);
+    }
+    Py_ssize_t n = PyTuple_Size(items);
+    V parts[64];
+    int dim = 0;
+    for (Py_ssize_t i = 0; i < n && i < 64; i++) {
+        PyObject *t = PyTuple_GetItem(items, i);
+        if (!cap_is_tensor(t)) {
+            Py_DECREF(items);
+            return cap_t_break(T, CAP_B_TRACE_ERROR, "%s needs tensors", c->m->name);
+        }
+        V p = cap_val(t);
+        if (p->type.ndim == 0)
+            p = unsqueeze(T, p, 0);
+        if (v && p && p->type.ndim == 1)
+            p = unsqueeze(T, p, 0);
+        parts[i] = p;
+        if (!v && i == 0 && p)
+            dim = p->type.ndim == 1 ? 0 : 1;
+    }
+    Py_DECREF(items);
+    if (n > 64)
+        return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "%s of more than 64 tensors", c->m->name);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!parts[i])
+            return CAP_BREAK;
+    ptc_arg a[2] = {ptc_arg_values(T->arena, parts, (int)n), ptc_arg_int(dim)};
+    return wrap(T, b1(T, PTC_OP_CAT, a, 2), out);
+}
+
 /* ---- losses ----------------------------------------------------------------------------- */
 
 /* reduction=: 0 none, 1 mean, 2 sum; legacy size_average/reduce break. */

@@ -245,7 +245,7 @@ int cap_tconvert(cap_trace *T, PyObject *v, int kind, int list_len, ptc_arg *out
     case PTC_PK_TENSOR_OPT:
         if (!cap_is_tensor(v)) {
             if (PyObject_TypeCheck(v, (PyTypeObject *)cap_T.Tensor))
-                return cap_t_break(T, CAP_B_TENSOR_SUBCLASS, "%s: a %s", what, cap_tpname(Py_TYPE(v)));
+                return cap_t_real_tensor(T, v, what);
             return bad_arg(T, what, v, "a tensor");
         }
         *out = ptc_arg_value(cap_val(v));
@@ -435,20 +435,61 @@ int cap_build(cap_trace *T, ptc_op op, ptc_arg *args, int nargs, PyObject **out)
         *out = cap_tensor_new(T, n->outs[0]);
         return *out ? CAP_NEXT : CAP_ERR;
     }
-    PyObject *r = s->nreturns < 0 ? PyList_New(n->nout) : PyTuple_New(n->nout);
+    /* Several tensors, or a Tensor[]: torch returns a tuple either way. */
+    PyObject *r = PyTuple_New(n->nout);
     for (int i = 0; r && i < n->nout; i++) {
         PyObject *t = cap_tensor_new(T, n->outs[i]);
         if (!t) {
             Py_CLEAR(r);
             break;
         }
-        if (s->nreturns < 0)
-            PyList_SetItem(r, i, t);
-        else
-            PyTuple_SetItem(r, i, t);
+        PyTuple_SetItem(r, i, t);
     }
     *out = r;
     return r ? CAP_NEXT : CAP_ERR;
+}
+
+/* Results of ops that return views in torch alias their input: recorded
+ * (without a key, so mutating either while the other lives is a break). */
+static int mark_aliases(const cap_tmap *m, cap_tensor *base, PyObject *res)
+{
+    switch (m->op) {
+    case PTC_OP_VIEW: case PTC_OP_RESHAPE: case PTC_OP_PERMUTE: case PTC_OP_TRANSPOSE: case PTC_OP_T:
+    case PTC_OP_EXPAND: case PTC_OP_SQUEEZE: case PTC_OP_UNSQUEEZE: case PTC_OP_FLATTEN: case PTC_OP_SLICE:
+    case PTC_OP_SELECT: case PTC_OP_NARROW: case PTC_OP_SPLIT: case PTC_OP_SPLIT_WITH_SIZES:
+    case PTC_OP_CHUNK: case PTC_OP_UNBIND: case PTC_OP_CONTIGUOUS:
+        break;
+    default:
+        return 0;
+    }
+    PyObject *items = PyTuple_Check(res) ? Py_NewRef(res) : PyTuple_Pack(1, res);
+    for (Py_ssize_t i = 0; items && i < PyTuple_Size(items); i++) {
+        PyObject *x = PyTuple_GetItem(items, i);
+        if (cap_is_tensor(x) && !((cap_tensor *)x)->base && x != (PyObject *)base &&
+            cap_t_add_view(base, (cap_tensor *)x, NULL) < 0) {
+            Py_DECREF(items);
+            return -1;
+        }
+    }
+    Py_XDECREF(items);
+    return items ? 0 : -1;
+}
+
+/* A torch call met a real tensor in the trace: a subclass (B023) or a plain
+ * tensor no graph value can hold (B026). */
+int cap_t_real_tensor(cap_trace *T, PyObject *v, const char *what)
+{
+    PyTypeObject *tt = Py_TYPE(v);
+    if (tt != (PyTypeObject *)cap_T.Tensor && tt != (PyTypeObject *)cap_T.Parameter)
+        return cap_t_break(T, CAP_B_TENSOR_SUBCLASS, "%s: a %s", what, cap_tpname(tt));
+    PyObject *d = PyObject_GetAttr(v, cap_T.s_dtype);
+    PyObject *s = d ? PyObject_Str(d) : NULL;
+    int rc = cap_t_break(T, CAP_B_UNSUPPORTED_TENSOR, "%s: a %s tensor", what,
+                         s ? PyUnicode_AsUTF8(s) : "unsupported");
+    Py_XDECREF(d);
+    Py_XDECREF(s);
+    PyErr_Clear();
+    return rc;
 }
 
 /* ---- in-place ops ---------------------------------------------------------------------- */
@@ -463,9 +504,6 @@ int cap_inplace(cap_trace *T, cap_tensor *self, PyObject *res, PyObject **out)
     if (self->input_v)
         return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a tensor from outside (%s)",
                            self->input_v->name);
-    bool write_back = self->base && Py_REFCNT((PyObject *)self->base) > 1;
-    if ((write_back && !cap_view_writable(self)) || self->nviews > 0)
-        return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a tensor that has views");
     const ptc_ttype *st = &self->v->type, *rt = &nv->type;
     bool same_shape = st->ndim == rt->ndim;
     for (int i = 0; same_shape && i < st->ndim; i++)
@@ -481,14 +519,11 @@ int cap_inplace(cap_trace *T, cap_tensor *self, PyObject *res, PyObject **out)
         if (!nv)
             return CAP_BREAK;
     }
-    if (write_back) {
-        int rc = cap_view_write_back(T, self, nv);
-        if (rc != CAP_NEXT) {
-            Py_DECREF(res);
-            return rc;
-        }
+    int rc = cap_mutate(T, self, nv);
+    if (rc != CAP_NEXT) {
+        Py_DECREF(res);
+        return rc;
     }
-    self->v = nv;
     Py_DECREF(res);
     *out = Py_NewRef((PyObject *)self);
     return CAP_NEXT;
@@ -513,7 +548,7 @@ int cap_torch_call(cap_trace *T, const cap_tmap *m, PyObject *self, PyObject *co
     cap_tcall c = {T, m, args, npos, kwnames, args + npos, nkw};
     if ((m->flags & TM_METHOD) && (npos < 1 || !cap_is_tensor(args[0]))) {
         if (npos >= 1 && PyObject_TypeCheck(args[0], (PyTypeObject *)cap_T.Tensor))
-            return cap_t_break(T, CAP_B_TENSOR_SUBCLASS, "%s on a %s", m->name, cap_tpname(Py_TYPE(args[0])));
+            return cap_t_real_tensor(T, args[0], m->name);
         return cap_t_break(T, CAP_B_TRACE_ERROR, "%s needs a tensor", m->name);
     }
     PyObject *res = NULL;
@@ -530,6 +565,10 @@ int cap_torch_call(cap_trace *T, const cap_tmap *m, PyObject *self, PyObject *co
         return rc;
     if ((m->flags & TM_INPLACE) || (!m->fn && inplace_flag(&c)))
         return cap_inplace(T, (cap_tensor *)args[0], res, out);
+    if (npos >= 1 && cap_is_tensor(args[0]) && res != args[0] && mark_aliases(m, (cap_tensor *)args[0], res) < 0) {
+        Py_DECREF(res);
+        return CAP_ERR;
+    }
     *out = res;
     return CAP_NEXT;
 }

@@ -399,7 +399,7 @@ int cap_th_batch_norm(cap_tcall *c, PyObject **out)
     int rc = cap_build(c->T, PTC_OP_BATCH_NORM, a, 8, &outs);
     if (rc != CAP_NEXT)
         return rc;
-    *out = Py_NewRef(PyList_GetItem(outs, 0));
+    *out = Py_NewRef(PyTuple_GetItem(outs, 0));
     Py_DECREF(outs);
     return CAP_NEXT;
 }

@@ -451,46 +451,141 @@ int cap_torch_getitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject **out
     if (cur == t->v) {
         /* x[...] or x[:]: a new tensor object aliasing the same value. */
         PyObject *r = cap_tensor_new(T, cur);
-        if (r) {
-            ((cap_tensor *)r)->base = (cap_tensor *)Py_NewRef((PyObject *)t);
-            ((cap_tensor *)r)->view_key = Py_NewRef(key);
-            t->nviews++;
-        }
+        if (r && cap_t_add_view(t, (cap_tensor *)r, key) < 0)
+            Py_CLEAR(r);
         *out = r;
         return r ? CAP_NEXT : CAP_ERR;
     }
     int r = wrap_value(T, cur, out);
-    if (r == CAP_NEXT && !nadv) {
-        /* Basic indexing makes a view: in-place ops on it must see the base. */
-        ((cap_tensor *)*out)->base = (cap_tensor *)Py_NewRef((PyObject *)t);
-        ((cap_tensor *)*out)->view_key = Py_NewRef(key);
-        t->nviews++;
+    if (r == CAP_NEXT && !nadv && cap_t_add_view(t, (cap_tensor *)*out, key) < 0) {
+        /* Basic indexing makes a view: mutations of either are seen by both. */
+        Py_CLEAR(*out);
+        return CAP_ERR;
     }
     return r;
 }
 
-/* A view made by t[key] whose base has no other view and is itself not a
- * live view: in-place ops on it can be written back into the base. */
-bool cap_view_writable(const cap_tensor *view)
-{
-    const cap_tensor *b = view->base;
-    return b && view->view_key && view->nviews == 0 && !b->input_v && b->nviews == 1 &&
-           (!b->base || Py_REFCNT((PyObject *)b->base) == 1);
-}
-
 static int setitem_core(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v);
 
-/* In-place op on a writable view: base[key] = new value, then the view
- * takes the new value (the two stay in sync). */
-int cap_view_write_back(cap_trace *T, cap_tensor *view, ptc_value *nv)
+/* ---- mutation through aliases -------------------------------------------------------- */
+
+/* Views are recorded on their base (weak references); a view made by basic
+ * indexing also keeps its key, which is how a mutation travels between
+ * aliases: writing t makes its base base[key] = t's new value (and so on up
+ * to the root), and every other live view of the root is recomputed as
+ * root[key...]. Views made otherwise (reshape, transpose, ...) cannot be
+ * recomputed, so a mutation while one is alive is a break, as is one that
+ * reaches a tensor from outside. */
+int cap_t_add_view(cap_tensor *base, cap_tensor *view, PyObject *key)
 {
-    PyObject *tmp = cap_tensor_new(T, nv);
-    if (!tmp)
-        return CAP_ERR;
-    int rc = setitem_core(T, view->base, view->view_key, tmp);
-    Py_DECREF(tmp);
-    if (rc == CAP_NEXT)
-        view->v = nv;
+    if (!base->views && !(base->views = PyList_New(0)))
+        return -1;
+    PyObject *w = PyWeakref_NewRef((PyObject *)view, NULL);
+    if (!w || PyList_Append(base->views, w) < 0) {
+        Py_XDECREF(w);
+        return -1;
+    }
+    Py_DECREF(w);
+    view->base = (cap_tensor *)Py_NewRef((PyObject *)base);
+    view->view_key = Py_XNewRef(key);
+    base->nviews++;
+    return 0;
+}
+
+/* Is the base still observable through someone other than this view? */
+static bool base_alive(const cap_tensor *t)
+{
+    return t->base && (Py_REFCNT((PyObject *)t->base) > 1 || t->base->nviews > 1);
+}
+
+static cap_tensor *live_view(PyObject *weak)
+{
+    PyObject *o = NULL;
+#if PY_VERSION_HEX >= 0x030D0000
+    if (PyWeakref_GetRef(weak, &o) <= 0)
+        return NULL;
+    Py_DECREF(o); /* the base's views list keeps the weakref; the caller holds the base */
+#else
+    o = PyWeakref_GetObject(weak);
+#endif
+    return o && o != Py_None && cap_is_tensor(o) ? (cap_tensor *)o : NULL;
+}
+
+/* Every live view under t can be recomputed (made by basic indexing). */
+static int check_views(cap_trace *T, cap_tensor *t, const cap_tensor *skip, int depth)
+{
+    for (Py_ssize_t i = 0; t->views && i < PyList_Size(t->views); i++) {
+        cap_tensor *v = live_view(PyList_GetItem(t->views, i));
+        if (!v || v == skip)
+            continue;
+        if (!v->view_key || depth > 32)
+            return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a tensor that has views (reshape, transpose, ...)");
+        int rc = check_views(T, v, skip, depth + 1);
+        if (rc != CAP_NEXT)
+            return rc;
+    }
+    return CAP_NEXT;
+}
+
+/* Recomputes every live view under t from t's (new) value. */
+static int refresh_views(cap_trace *T, cap_tensor *t, const cap_tensor *skip)
+{
+    PyObject *views = t->views ? PyList_GetSlice(t->views, 0, PY_SSIZE_T_MAX) : NULL;
+    int rc = CAP_NEXT;
+    for (Py_ssize_t i = 0; views && rc == CAP_NEXT && i < PyList_Size(views); i++) {
+        cap_tensor *v = live_view(PyList_GetItem(views, i));
+        if (!v || v == skip)
+            continue;
+        PyObject *fresh = NULL;
+        rc = cap_torch_getitem(T, t, v->view_key, &fresh);
+        if (rc == CAP_NEXT) {
+            v->v = ((cap_tensor *)fresh)->v;
+            Py_DECREF(fresh);
+            rc = refresh_views(T, v, skip);
+        }
+    }
+    Py_XDECREF(views);
+    return rc;
+}
+
+/* t's value becomes nv, seen through every alias of t. */
+int cap_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv)
+{
+    cap_tensor *root = t;
+    if (t->input_v)
+        return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a tensor from outside (%s)", t->input_v->name);
+    while (base_alive(root)) {
+        if (!root->view_key)
+            return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a view other than basic indexing (reshape, transpose, chunk, ...)");
+        if (root->base->input_v)
+            return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a view of a tensor from outside (%s)",
+                               root->base->input_v->name);
+        root = root->base;
+    }
+    int rc = check_views(T, root, t, 0);
+    if (rc != CAP_NEXT)
+        return rc;
+    /* Up the chain: each base gets base[key] = its view's new value. */
+    ptc_value *val = nv;
+    for (cap_tensor *cur = t; cur != root; cur = cur->base) {
+        PyObject *tmp = cap_tensor_new(T, val);
+        if (!tmp)
+            return CAP_ERR;
+        cur->v = val;
+        rc = setitem_core(T, cur->base, cur->view_key, tmp);
+        Py_DECREF(tmp);
+        if (rc != CAP_NEXT)
+            return rc;
+        val = cur->base->v;
+    }
+    root->v = val;
+    t->v = nv;
+    /* Down again: the other views see the new values. */
+    for (cap_tensor *cur = t; rc == CAP_NEXT; cur = cur->base) {
+        rc = refresh_views(T, cur, t);
+        if (cur == root)
+            break;
+    }
     return rc;
 }
 
@@ -500,32 +595,24 @@ int cap_torch_setitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v)
 {
     if (t->input_v)
         return cap_t_break(T, CAP_B_INPLACE_INPUT, "item assignment into a tensor from outside");
-    if (cap_is_tensor(v) && ((cap_tensor *)v)->base == t && t->nviews == 1 &&
-        ((cap_tensor *)v)->view_key) {
-        /* t[k] = t[k] (x[k] += 1 stores its view back): the view is in
-           sync with t (in-place ops on it were written back), a no-op. */
+    if (cap_is_tensor(v) && ((cap_tensor *)v)->base == t && ((cap_tensor *)v)->view_key) {
+        /* t[k] = t[k] (x[k] += 1 stores its view back): views are kept in
+           sync with their base, so this is a no-op. */
         int same = PyObject_RichCompareBool(key, ((cap_tensor *)v)->view_key, Py_EQ);
         if (same < 0)
             PyErr_Clear();
         if (same > 0)
             return CAP_NEXT;
     }
-    if (t->base && Py_REFCNT((PyObject *)t->base) > 1) {
-        if (!cap_view_writable(t))
-            return cap_t_break(T, CAP_B_INPLACE_INPUT, "item assignment into a view of another tensor");
-        /* Assign into a copy of the view's value, then write it back. */
-        PyObject *copy = cap_tensor_new(T, t->v);
-        if (!copy)
-            return CAP_ERR;
-        int rc = setitem_core(T, (cap_tensor *)copy, key, v);
-        if (rc == CAP_NEXT)
-            rc = cap_view_write_back(T, t, ((cap_tensor *)copy)->v);
-        Py_DECREF(copy);
-        return rc;
-    }
-    if (t->nviews > 0)
-        return cap_t_break(T, CAP_B_INPLACE_INPUT, "item assignment into a tensor that has views");
-    return setitem_core(T, t, key, v);
+    /* The new value of t, then the mutation. */
+    PyObject *copy = cap_tensor_new(T, t->v);
+    if (!copy)
+        return CAP_ERR;
+    int rc = setitem_core(T, (cap_tensor *)copy, key, v);
+    if (rc == CAP_NEXT)
+        rc = cap_mutate(T, t, ((cap_tensor *)copy)->v);
+    Py_DECREF(copy);
+    return rc;
 }
 
 static int setitem_core(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v)
@@ -657,7 +744,7 @@ int cap_torch_unpack(cap_trace *T, PyObject *t, int before, int after, bool star
     PyObject *list = cap_torch_unbind(T, (cap_tensor *)t);
     if (!list)
         return PyErr_Occurred() ? CAP_ERR : CAP_BREAK;
-    Py_ssize_t n = PyList_Size(list);
+    Py_ssize_t n = PyTuple_Size(list);
     if ((!star && n != before) || (star && n < before + after)) {
         if (!star && n > before)
             PyErr_Format(PyExc_ValueError, "too many values to unpack (expected %d)", before);
@@ -668,11 +755,13 @@ int cap_torch_unpack(cap_trace *T, PyObject *t, int before, int after, bool star
         return CAP_ERR;
     }
     for (int i = 0; i < before; i++)
-        items[i] = Py_NewRef(PyList_GetItem(list, i));
+        items[i] = Py_NewRef(PyTuple_GetItem(list, i));
     if (star) {
-        items[before] = PyList_GetSlice(list, before, n - after);
+        PyObject *mid = PyTuple_GetSlice(list, before, n - after);
+        items[before] = mid ? PySequence_List(mid) : NULL;
+        Py_XDECREF(mid);
         for (int k = 0; k < after; k++)
-            items[before + 1 + k] = Py_NewRef(PyList_GetItem(list, n - after + k));
+            items[before + 1 + k] = Py_NewRef(PyTuple_GetItem(list, n - after + k));
     }
     Py_DECREF(list);
     return CAP_NEXT;
@@ -801,9 +890,4 @@ int cap_th_data_dependent(cap_tcall *c, PyObject **out)
 int cap_th_unsupported(cap_tcall *c, PyObject **out)
 {
     return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "%s", c->m->name);
-}
-
-int cap_th_interpolate(cap_tcall *c, PyObject **out)
-{
-    return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "%s (no resampling op in ptc)", c->m->name);
 }

@@ -28,19 +28,19 @@ static int build(cap_trace *T, ptc_op op, ptc_arg *args, int n, PyObject **out)
     return cap_build(T, op, full, s->nparams, out);
 }
 
-static void mark_view(PyObject *out, cap_tensor *base)
+static int mark_view(PyObject *out, cap_tensor *base)
 {
-    if (out && cap_is_tensor(out)) {
-        cap_tensor *t = (cap_tensor *)out;
-        t->base = (cap_tensor *)Py_NewRef((PyObject *)base);
-        base->nviews++;
-    }
+    if (out && cap_is_tensor(out) && !((cap_tensor *)out)->base)
+        return cap_t_add_view(base, (cap_tensor *)out, NULL);
+    return 0;
 }
 
 static int view_result(int rc, PyObject **out, cap_tensor *base)
 {
-    if (rc == CAP_NEXT)
-        mark_view(*out, base);
+    if (rc == CAP_NEXT && mark_view(*out, base) < 0) {
+        Py_CLEAR(*out);
+        return CAP_ERR;
+    }
     return rc;
 }
 
@@ -232,8 +232,12 @@ static int mark_views_list(int rc, PyObject **out, cap_tensor *base)
         return rc;
     for (Py_ssize_t i = 0; PySequence_Check(*out) && i < PySequence_Size(*out); i++) {
         PyObject *x = PySequence_GetItem(*out, i);
-        mark_view(x, base);
+        int r = x ? mark_view(x, base) : -1;
         Py_XDECREF(x);
+        if (r < 0) {
+            Py_CLEAR(*out);
+            return CAP_ERR;
+        }
     }
     return rc;
 }

@@ -242,5 +242,7 @@ cap_tmap cap_tmaps[] = {
     FX(F "smooth_l1_loss", pointwise_loss, -1, "") FX(F "huber_loss", pointwise_loss, -1, "")
     FX(F "binary_cross_entropy", bce, -1, "") FX(F "binary_cross_entropy_with_logits", bce, -1, "")
     FX(F "nll_loss", nll_loss, -1, "") FX(F "cross_entropy", cross_entropy, -1, "")
+    FX("torch.hstack", stack_dims, -1, "") FX("torch.vstack", stack_dims, -1, "")
+    FX("torch.row_stack", stack_dims, -1, "")
 };
 const int cap_ntmaps = sizeof cap_tmaps / sizeof *cap_tmaps;

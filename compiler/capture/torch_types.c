@@ -338,6 +338,7 @@ PyObject *cap_tensor_new(cap_trace *T, ptc_value *v)
     t->base = NULL;
     t->view_key = NULL;
     t->nviews = 0;
+    t->views = NULL;
     t->weakrefs = NULL;
     cap_t_track_tensor(T, (PyObject *)t);
     return (PyObject *)t;
@@ -353,6 +354,7 @@ static void tensor_dealloc(PyObject *self)
         Py_DECREF(t->base);
     }
     Py_XDECREF(t->view_key);
+    Py_XDECREF(t->views);
     Py_XDECREF(t->fake_type);
     PyTypeObject *tp = Py_TYPE(self);
     ((freefunc)PyType_GetSlot(tp, Py_tp_free))(self);

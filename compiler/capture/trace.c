@@ -196,6 +196,7 @@ void cap_source_str(const cap_source *src, int nsrc, int id, char *buf, size_t s
         break;
     case CAP_S_STACK: snprintf(buf, size, "S%d[%d]", s->frame, s->index); break;
     case CAP_S_FUNC: snprintf(buf, size, "F%d", s->frame); break;
+    case CAP_S_RETA: snprintf(buf, size, "R%d", s->frame); break;
     case CAP_S_CONST: {
         PyObject *n = PyObject_GetAttrString(s->key, "__qualname__");
         if (!n) {
@@ -228,6 +229,7 @@ void cap_source_str(const cap_source *src, int nsrc, int id, char *buf, size_t s
     case CAP_S_INDEX: snprintf(buf, size, "%s[%d]", parent, s->index); break;
     case CAP_S_CELL: snprintf(buf, size, "%s.cell_contents", parent); break;
     case CAP_S_TYPE: snprintf(buf, size, "type(%s)", parent); break;
+    case CAP_S_ITERSEQ: snprintf(buf, size, "%s.seq", parent); break;
     default: snprintf(buf, size, "%s?%s", parent, kind_names[s->kind]); break;
     }
     Py_XDECREF(r);
@@ -375,11 +377,25 @@ static PyObject *wrap_tensor(cap_trace *T, PyObject *obj, int src)
         cap_t_map(T, obj, src);
         return Py_NewRef(obj);
     }
-    if (cap_guard_add(T, CAP_G_TENSOR, src, obj, 0) < 0)
-        return NULL;
     cap_tmeta m;
-    if (cap_tmeta_read(obj, &m) < 0)
+    if (cap_tmeta_read(obj, &m) < 0 || (int)m.dt < 0 || (int)m.dt >= PTC_DTYPE_COUNT) {
+        /* No graph value can hold it (dtype, rank, device): the object is
+           kept, and torch calls on it are breaks (PTC-B026). */
+        if (PyErr_Occurred() && !PyErr_ExceptionMatches(cap_InternalError))
+            return NULL;
+        PyErr_Clear();
+        Py_XDECREF(m.type);
+        Py_XDECREF(m.dtype);
+        if (cap_guard_add(T, CAP_G_TYPE, src, (PyObject *)tt, 0) < 0)
+            return NULL;
+        cap_t_map(T, obj, src);
+        return Py_NewRef(obj);
+    }
+    if (cap_guard_add(T, CAP_G_TENSOR, src, obj, 0) < 0) {
+        Py_DECREF(m.type);
+        Py_DECREF(m.dtype);
         return NULL;
+    }
     ptc_ttype ty;
     cap_tmeta_type(&m, &ty);
     char name[128];
@@ -400,6 +416,38 @@ static PyObject *wrap_tensor(cap_trace *T, PyObject *obj, int src)
     return (PyObject *)ct;
 }
 
+/* A loop's iterator in the starting state (a resume after a break inside a
+ * for loop): guarded on its position, and copied, so that the trace advances
+ * its copy and the entry rebuilds a fresh iterator; the items of a sequence
+ * are reached through the original's .seq (with their own guards). */
+static PyObject *wrap_iter(cap_trace *T, cap_iter *it, int src)
+{
+    PyObject *range = it->seq ? Py_NewRef(Py_None) : Py_BuildValue("(LLn)", it->start, it->step, it->n);
+    if (!range || cap_guard_add(T, CAP_G_ITERPOS, src, range, it->i) < 0) {
+        Py_XDECREF(range);
+        return NULL;
+    }
+    Py_DECREF(range);
+    cap_iter *copy;
+    if (!it->seq) {
+        copy = (cap_iter *)cap_iter_range(it->start, it->step, it->n);
+    } else {
+        int ss = cap_source_add(T, CAP_S_ITERSEQ, src, 0, 0, NULL);
+        if (ss < 0 || cap_guard_add(T, CAP_G_TYPE, ss, (PyObject *)Py_TYPE(it->seq), 0) < 0 ||
+            cap_guard_add(T, CAP_G_LEN, ss, NULL, PyObject_Size(it->seq)) < 0)
+            return NULL;
+        cap_t_map(T, it->seq, ss);
+        copy = (cap_iter *)cap_iter_seq(it->seq, ss, T);
+        if (copy)
+            copy->gen = it->gen;
+    }
+    if (copy) {
+        copy->i = it->i;
+        copy->T = T;
+    }
+    return (PyObject *)copy;
+}
+
 PyObject *cap_t_wrap(cap_trace *T, PyObject *obj, int src)
 {
     if (src < 0)
@@ -407,7 +455,9 @@ PyObject *cap_t_wrap(cap_trace *T, PyObject *obj, int src)
     if (T->src_val[src])
         return Py_NewRef(T->src_val[src]);
     PyObject *w = NULL;
-    if (PyObject_TypeCheck(obj, (PyTypeObject *)cap_T.Tensor)) {
+    if (Py_TYPE(obj) == cap_iter_type) {
+        w = wrap_iter(T, (cap_iter *)obj, src);
+    } else if (PyObject_TypeCheck(obj, (PyTypeObject *)cap_T.Tensor)) {
         w = wrap_tensor(T, obj, src);
     } else if (T->src[src].kind == CAP_S_CONST) {
         cap_t_map(T, obj, src); /* assumed constant: no guard */

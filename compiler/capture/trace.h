@@ -46,6 +46,7 @@ typedef struct cap_break {
     X(LOCAL, "L")       /* frame `frame`'s localsplus slot `index` */            \
     X(STACK, "S")       /* frame `frame`'s stack slot `index` */                 \
     X(FUNC, "F")        /* frame `frame`'s function */                          \
+    X(RETA, "R")        /* frame `frame`'s pending result (an __init__'s self) */ \
     X(CONST, "C")       /* `key` itself: an object assumed constant */           \
     X(ATTR, ".")        /* getattr(parent, key) */                              \
     X(INSTDICT, ".")    /* parent.__dict__[key] */                              \
@@ -55,7 +56,8 @@ typedef struct cap_break {
     X(ITEM, "[]")       /* parent[key] of a dict */                             \
     X(INDEX, "[]")      /* parent[index] of a list or tuple */                  \
     X(CELL, "cell")     /* the contents of cell parent */                       \
-    X(TYPE, "type")     /* type(parent) */
+    X(TYPE, "type")     /* type(parent) */                                      \
+    X(ITERSEQ, "seq")   /* the sequence a ptc iterator (cap_iter) walks */
 
 typedef enum {
 #define X(id, s) CAP_S_##id,
@@ -86,6 +88,7 @@ typedef struct cap_source {
     X(NOHOOKS, "no hooks") /* module has no forward (pre-)hooks */              \
     X(GRAD, "grad mode")   /* torch.is_grad_enabled() == n (no source) */       \
     X(AUTOCAST, "autocast")/* autocast state == n (no source) */                \
+    X(ITERPOS, "iterator at") /* a cap_iter at position n (obj: range or None) */ \
     X(GLOBAL_HOOKS, "no global module hooks") /* (no source) */
 
 typedef enum {
@@ -132,6 +135,7 @@ typedef struct cap_tensor {
     struct cap_tensor *base; /* a view's base (strong), for in-place checks */
     PyObject *view_key;    /* base[view_key] made it (basic indexing), or NULL */
     int nviews;            /* views taken of it */
+    PyObject *views;       /* list of weakrefs to them (cap_t_add_view) */
     PyObject *weakrefs;
 } cap_tensor;
 
@@ -143,7 +147,7 @@ static inline bool cap_is_tensor(PyObject *o) { return o && Py_TYPE(o) == cap_te
 #define CAP_RECIPE_KINDS(X)                                                     \
     X(NULLV) X(CONST) X(SOURCE) X(OUTPUT) X(TUPLE) X(LIST) X(DICT) X(SET)       \
     X(CELL) X(SLICE) X(ITER) X(INSTANCE) X(FUNCTION) X(METHOD) X(GRADEXIT)   \
-    X(GETATTR) X(PYITER)
+    X(GETATTR) X(PYITER) X(EXCEPTION)
 
 typedef enum {
 #define X(id) CAP_R_##id,
@@ -297,6 +301,7 @@ int cap_t_setattr(cap_interp *I, PyObject *obj, PyObject *name, PyObject *v);
 int cap_t_getattr_generic(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out);
 int cap_t_setattr_generic(cap_interp *I, PyObject *obj, PyObject *name, PyObject *v);
 int cap_t_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out);
+int cap_t_dict_lookup(cap_interp *I, PyObject *d, PyObject *key, PyObject **out);
 int cap_t_setitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject *v);
 int cap_t_iter(cap_interp *I, PyObject *obj, PyObject **out);
 int cap_t_next(cap_interp *I, PyObject *it, PyObject **out);

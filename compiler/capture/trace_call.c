@@ -663,10 +663,10 @@ static int module_call(cap_interp *I, PyObject *mod, PyObject *const *args, int 
 {
     cap_trace *T = I->T;
     int src = cap_t_source_of(T, mod);
-    bool hooks = module_has_hooks(mod) || cap_global_hooks();
+    bool global = cap_global_hooks(), hooks = global || module_has_hooks(mod);
     if (src >= 0 && !hooks && cap_guard_add(T, CAP_G_NOHOOKS, src, NULL, 0) < 0)
         return CAP_ERR;
-    if (cap_guard_add(T, CAP_G_GLOBAL_HOOKS, -1, NULL, hooks) < 0)
+    if (cap_guard_add(T, CAP_G_GLOBAL_HOOKS, -1, NULL, global) < 0)
         return CAP_ERR;
     PyObject *fn = NULL;
     int rc = cap_t_getattr(I, mod, hooks ? cap_P.s_call : cap_T.s_forward, &fn);
@@ -719,8 +719,32 @@ static int instantiate(cap_interp *I, PyObject *cls, PyObject *const *args, int 
         py_new = false;
     bool py_init = initf && cap_is_function(initf);
     if (py_new && py_init) {
-        Py_XDECREF(newfn);
-        return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "a class with both __new__ and __init__ in Python");
+        /* __new__ traced in a nested run; __init__ inlined on its result
+           when that is an instance of cls (as type.__call__ does). */
+        PyObject *buf[64], *obj = NULL;
+        if (nargs > 62) {
+            Py_DECREF(newfn);
+            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "too many arguments");
+        }
+        buf[0] = cls;
+        memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
+        int rc = cap_t_call_sync(I, newfn, buf, nargs + 1, kwnames, &obj);
+        Py_DECREF(newfn);
+        if (rc != CAP_NEXT)
+            return rc;
+        int inst = PyObject_IsInstance(obj, cls);
+        if (inst <= 0) {
+            *out = obj;
+            return inst < 0 ? CAP_ERR : CAP_NEXT;
+        }
+        buf[0] = obj;
+        rc = cap_call_inline(I, initf, buf, nargs + 1, kwnames, RET_INIT);
+        if (rc == CAP_FRAME)
+            I->frame->ret_a = Py_NewRef(obj);
+        Py_DECREF(obj);
+        if (rc == CAP_NEXT)
+            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "__init__ that cannot be interpreted");
+        return rc;
     }
     if (py_new) {
         PyObject *buf[64];
@@ -781,6 +805,22 @@ static bool is_read_only(const char *name)
 }
 
 /* A method of an outside dict/list: reads go through the tracer. */
+/* d.get(key) on an outside dict: the key's presence is guarded; *out is
+ * the value (through its source) or NULL when the key is missing. */
+int cap_t_dict_lookup(cap_interp *I, PyObject *d, PyObject *key, PyObject **out)
+{
+    cap_trace *T = I->T;
+    *out = NULL;
+    if (!cap_is_key(key))
+        return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "dict lookup with a non-constant key");
+    int has = PyDict_Contains(d, key);
+    if (has < 0)
+        return CAP_ERR;
+    if (!has)
+        return cap_guard_add(T, CAP_G_DICT_HAS, cap_t_source_of(T, d), key, 0) < 0 ? CAP_ERR : CAP_NEXT;
+    return cap_t_getitem(I, d, key, out);
+}
+
 static int outside_container_method(cap_interp *I, PyObject *self, const char *name,
                                     PyObject *const *args, int nargs, PyObject *kwnames,
                                     PyObject **out)
@@ -790,19 +830,10 @@ static int outside_container_method(cap_interp *I, PyObject *self, const char *n
         return cap_t_break(T, CAP_B_MUTATE_OUTSIDE, "%s.%s() on an object from outside",
                            cap_tpname(Py_TYPE(self)), name);
     if (PyDict_Check(self) && strcmp(name, "get") == 0 && nargs >= 1 && !kwnames) {
-        int src = cap_t_source_of(T, self);
-        if (!cap_is_key(args[0]))
-            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "dict.get with a non-constant key");
-        int has = PyDict_Contains(self, args[0]);
-        if (has < 0)
-            return CAP_ERR;
-        if (!has) {
-            if (cap_guard_add(T, CAP_G_DICT_HAS, src, args[0], 0) < 0)
-                return CAP_ERR;
+        int rc = cap_t_dict_lookup(I, self, args[0], out);
+        if (rc == CAP_NEXT && !*out)
             *out = Py_NewRef(nargs > 1 ? args[1] : Py_None);
-            return CAP_NEXT;
-        }
-        return cap_t_getitem(I, self, args[0], out);
+        return rc;
     }
     PyObject *copy = cap_t_flow(T, self);
     if (!copy)
@@ -822,12 +853,24 @@ static int outside_container_method(cap_interp *I, PyObject *self, const char *n
     return rc;
 }
 
+/* Builtin types whose __new__ only allocates and fills. */
+static bool plain_new(PyObject *type)
+{
+    return type == (PyObject *)&PyBaseObject_Type || type == (PyObject *)&PyTuple_Type ||
+           type == (PyObject *)&PyList_Type || type == (PyObject *)&PyDict_Type ||
+           type == (PyObject *)&PySet_Type || type == (PyObject *)&PyFrozenSet_Type ||
+           type == (PyObject *)&PyLong_Type || type == (PyObject *)&PyFloat_Type ||
+           type == (PyObject *)&PyUnicode_Type;
+}
+
 static int c_callable(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                       PyObject *kwnames, PyObject **out)
 {
     cap_trace *T = I->T;
     PyObject *self = NULL;
     const char *name = "?";
+    if (PyDict_Check(cap_P.builtins) && callable == PyDict_GetItemString(cap_P.builtins, "__build_class__"))
+        return cap_t_break(T, CAP_B_UNINTERPRETABLE, "class definition");
     PyObject *nm = PyObject_GetAttr(callable, cap_P.s_name);
     if (nm && PyUnicode_Check(nm))
         name = PyUnicode_AsUTF8(nm);
@@ -864,9 +907,23 @@ static int c_callable(cap_interp *I, PyObject *callable, PyObject *const *args, 
         return rc;
     }
     Py_XDECREF(objclass);
+    if (self && PyType_Check(self) && strcmp(name, "__new__") == 0 && nargs >= 1 && PyType_Check(args[0]) &&
+        PyType_IsSubtype((PyTypeObject *)args[0], (PyTypeObject *)self) && plain_new(self) &&
+        tensor_in(args + 1, nargs - 1) < 0) {
+        /* object.__new__(cls), tuple.__new__(cls, items) (namedtuples) and
+           the like only allocate: made for real, with the trace's values. */
+        rc = real_call_flowed(T, callable, args, nargs, kwnames, out);
+        Py_XDECREF(nm);
+        Py_XDECREF(held);
+        return rc;
+    }
     if (self && !PyModule_Check(self) && !PyType_Check(self)) {
         if (cap_is_tensor(self)) {
             rc = cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "Tensor.%s", name);
+        } else if (PyObject_TypeCheck(self, (PyTypeObject *)cap_T.Tensor)) {
+            char what[80];
+            snprintf(what, sizeof what, "Tensor.%s", name);
+            rc = cap_t_real_tensor(T, self, what);
         } else if (cap_t_outside(T, self) && !cap_is_constant(self)) {
             if (PyDict_Check(self) || PyList_Check(self) || PyTuple_Check(self) || PyAnySet_Check(self))
                 rc = outside_container_method(I, self, name, args, nargs, kwnames, out);
@@ -895,6 +952,27 @@ static int c_callable(cap_interp *I, PyObject *callable, PyObject *const *args, 
 }
 
 /* ---- the dispatcher ------------------------------------------------------------------------ */
+
+/* Python functions run for real as one call rather than traced: copying
+ * walks arbitrary object graphs through __reduce_ex__ and a memo dict, which
+ * would break the trace at every step. */
+static const char *opaque_python(PyObject *fn)
+{
+    static const char *paths[] = {"copy.deepcopy", "copy.copy"};
+    static PyObject *fns[2];
+    static bool init;
+    if (!init) {
+        init = true;
+        for (int i = 0; i < 2; i++) {
+            fns[i] = cap_import_path(paths[i]);
+            PyErr_Clear();
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        if (fns[i] && fn == fns[i])
+            return paths[i];
+    return NULL;
+}
 
 /* A generator expression, (f(x) for x in xs), is run to its end at once in
  * a nested run and becomes an iterator over what it yielded. Its body is
@@ -951,6 +1029,12 @@ static int call_function(cap_interp *I, PyObject *fn, PyObject *const *args, int
     cap_trace *T = I->T;
     if (cap_is_disabled(fn))
         return cap_t_break(T, CAP_B_DISABLED, "%s is marked ptc.disable", cap_func_name(fn));
+    int mk = cap_module_iter_kind(fn);
+    if (mk >= 0)
+        return cap_module_iter_call(I, mk, args, nargs, kwnames, out);
+    const char *opaque = opaque_python(fn);
+    if (opaque)
+        return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "%s (runs for real as one call)", opaque);
     PyObject *code = PyObject_GetAttr(fn, cap_P.s_code);
     cap_code *c = code ? cap_code_get(code) : NULL;
     Py_XDECREF(code);

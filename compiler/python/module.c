@@ -13,7 +13,6 @@
 #include <string.h>
 
 /* Defined in compiler/capture (not part of capture.h's stable surface). */
-PyObject *cap_entry_graph(PyObject *capsule);
 int cap_graph_type_init(PyObject *module);
 
 typedef struct compiled_function {
@@ -241,13 +240,6 @@ static PyObject *m_set_logs(PyObject *mod, PyObject *spec)
     Py_RETURN_NONE;
 }
 
-static PyObject *m_entry_graph(PyObject *mod, PyObject *capsule)
-{
-    if (!PyCapsule_CheckExact(capsule))
-        return PyErr_Format(PyExc_TypeError, "expected an entry capsule");
-    return cap_entry_graph(capsule);
-}
-
 static PyMethodDef module_methods[] = {
     {"_compile", (PyCFunction)(void (*)(void))m_compile, METH_VARARGS | METH_KEYWORDS,
      "_compile(target, backend, fullgraph=False, dynamic=None, mode='default')"},
@@ -259,7 +251,6 @@ static PyMethodDef module_methods[] = {
     {"_get_config", m_get_config, METH_NOARGS, "The capture settings."},
     {"_set_config", (PyCFunction)(void (*)(void))m_set_config, METH_VARARGS | METH_KEYWORDS,
      "Changes capture settings."},
-    {"_entry_graph", m_entry_graph, METH_O, "The graph of a compile event."},
     {"_set_logs", m_set_logs, METH_O, "Sets the PTC_LOGS components."},
     {NULL, NULL, 0, NULL},
 };

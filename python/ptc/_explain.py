@@ -5,7 +5,6 @@ Returns an ExplainOutput: the graphs captured (ptc.Graph), the graph breaks
 their guards, the guards of every graph, compile times, skipped frames and
 fallbacks. str() of it is the report ptexplain prints; .as_dict() is the data.
 """
-from . import _C
 from ._graph import Graph
 
 
@@ -25,7 +24,7 @@ class ExplainOutput:
         for ev in events:
             kind = ev.get("kind")
             if kind == "compile":
-                handle = _C._entry_graph(ev["entry"]) if ev.get("entry") is not None else None
+                handle = ev.get("graph")
                 if handle is not None:
                     g = Graph(handle)
                     self.graphs.append(g)
@@ -71,7 +70,7 @@ class ExplainOutput:
             "guards": self.guards,
             "compile_times": self.compile_times,
             "skipped": self.skipped,
-            "fallbacks": [{k: v for k, v in f.items() if k != "entry"} for f in self.fallbacks],
+            "fallbacks": list(self.fallbacks),
         }
 
     def __str__(self):
