@@ -355,18 +355,6 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
             e = cap_entry_build(T, &It, rc, &unrec);
         if (!e && unrec > 0) {
             /* Not inlining the call that holds the unbuildable value. */
-            if (getenv("PTC_DEBUG_RETRACE")) {
-                PyObject *t, *v, *tb;
-                PyErr_Fetch(&t, &v, &tb);
-                PyObject *s = v ? PyObject_Str(v) : NULL;
-                fprintf(stderr, "ptc: retrace: break %d (%s) at %s:%d unrebuildable at depth %d: %s\n",
-                        T->brk.code, T->brk.detail, T->brk.file, T->brk.line, unrec,
-                        s ? PyUnicode_AsUTF8(s) : "");
-                Py_XDECREF(s);
-                Py_XDECREF(t);
-                Py_XDECREF(v);
-                Py_XDECREF(tb);
-            }
             PyErr_Clear();
             cap_frame *f = It.frame;
             for (int d = It.frame->depth; d > unrec - 1 && f; d--)
@@ -425,6 +413,8 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
             }
             cap_warn_fallback(c, e, "backend", buf);
         }
+        if (e->autograd_fallback)
+            cap_report_autograd(c, e);
         e->compile_ms = ptc_now_ms() - t0;
         cap_report_compiled(e);
     }

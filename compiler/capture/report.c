@@ -201,6 +201,15 @@ void cap_report_untraceable(cap_compiled *c, const char *name, const cap_break *
     PyErr_Clear();
 }
 
+void cap_report_autograd(cap_compiled *c, const cap_entry *e)
+{
+    add_event(c, Py_BuildValue("{s:s,s:s,s:i}", "kind", "autograd_fallback", "frame", e->frame_name, "id", e->id));
+    if (ptc_log_on(PTC_LOG_GRAPH_BREAKS, PTC_LOG_INFO))
+        ptc_log(PTC_LOG_GRAPH_BREAKS, PTC_LOG_INFO,
+                "graph %d of %s needs gradients: it runs through torch ops (autograd)", e->id, e->frame_name);
+    PyErr_Clear();
+}
+
 void cap_report_skipped(cap_compiled *c, PyObject *fn, const char *why)
 {
     add_event(c, Py_BuildValue("{s:s,s:s,s:s}", "kind", "skipped", "frame", cap_func_name(fn),

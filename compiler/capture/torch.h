@@ -49,6 +49,7 @@ void cap_tmeta_type(const cap_tmeta *m, ptc_ttype *t);
 /* A torch call met a real tensor in the trace: B023 for subclasses, B026 for
  * tensors no graph value can hold (torch_map.c). */
 int cap_t_real_tensor(cap_trace *T, PyObject *v, const char *what);
+bool cap_t_is_real_tensor(PyObject *o);
 
 /* nn.Module.parameters() and the other iteration methods (trace_module.c). */
 int cap_module_iter_kind(PyObject *fn);

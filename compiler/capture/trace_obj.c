@@ -147,6 +147,21 @@ static int getattr_impl(cap_interp *I, PyObject *obj, PyObject *name, PyObject *
     cap_trace *T = I->T;
     if (cap_is_tensor(obj))
         return cap_torch_getattr(T, (cap_tensor *)obj, name, out);
+    if (cap_t_is_real_tensor(obj)) {
+        /* Methods are fine (calling them is the break); data would be read
+           at trace time and baked in. */
+        PyObject *v = PyObject_GetAttr(obj, name);
+        if (!v)
+            return CAP_ERR;
+        if (PyCFunction_Check(v) || cap_is_method(v)) {
+            *out = v;
+            return CAP_NEXT;
+        }
+        Py_DECREF(v);
+        char what[96];
+        snprintf(what, sizeof what, "attribute '%s'", PyUnicode_AsUTF8(name));
+        return cap_t_real_tensor(T, obj, what);
+    }
     int src = cap_t_source_of(T, obj);
     if (src >= 0 && PyDict_Size(T->shadow) > 0) {
         int rc = shadowed(T, obj, name, out);
@@ -460,6 +475,8 @@ int cap_t_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out)
     cap_trace *T = I->T;
     if (cap_is_tensor(obj))
         return cap_torch_getitem(T, (cap_tensor *)obj, key, out);
+    if (cap_t_is_real_tensor(obj) || cap_t_is_real_tensor(key))
+        return cap_t_real_tensor(T, cap_t_is_real_tensor(obj) ? obj : key, "indexing");
     if (cap_is_tensor(key))
         return cap_t_break(T, CAP_B_TENSOR_ITEM, "a tensor used as an index of a %s",
                            cap_tpname(Py_TYPE(obj)));
@@ -521,6 +538,8 @@ int cap_t_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out)
 
 int cap_t_setitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject *v)
 {
+    if (cap_t_is_real_tensor(obj))
+        return cap_t_real_tensor(I->T, obj, "item assignment");
     cap_trace *T = I->T;
     if (cap_is_tensor(obj)) {
         if (!v)
@@ -637,6 +656,8 @@ int cap_t_iter(cap_interp *I, PyObject *obj, PyObject **out)
         *out = Py_NewRef(obj);
         return CAP_NEXT;
     }
+    if (cap_t_is_real_tensor(obj))
+        return cap_t_real_tensor(T, obj, "iteration");
     int src = cap_t_source_of(T, obj);
     PyObject *list = NULL;
     if (plain_seq(obj)) {
@@ -782,9 +803,19 @@ int cap_t_contains_guard(cap_trace *T, PyObject *container, PyObject *item)
                        cap_tpname(Py_TYPE(container)));
 }
 
+/* A real tensor met by an operator in the trace (a subclass, or a tensor of
+ * a dtype ptc lacks): the operation runs for real. */
+bool cap_t_is_real_tensor(PyObject *o)
+{
+    return o && !cap_is_tensor(o) && PyObject_TypeCheck(o, (PyTypeObject *)cap_T.Tensor);
+}
+
 int cap_t_check_operands(cap_trace *T, PyObject *a, PyObject *b)
 {
     PyObject *ops[2] = {a, b};
+    for (int i = 0; i < 2; i++)
+        if (cap_t_is_real_tensor(ops[i]))
+            return cap_t_real_tensor(T, ops[i], "an operator");
     for (int i = 0; i < 2; i++) {
         PyObject *o = ops[i];
         if (cap_t_outside(T, o) && !cap_is_constant(o) &&
@@ -797,7 +828,7 @@ int cap_t_check_operands(cap_trace *T, PyObject *a, PyObject *b)
 
 int cap_t_check_format(cap_trace *T, PyObject *v)
 {
-    if (cap_is_tensor(v))
+    if (cap_is_tensor(v) || cap_t_is_real_tensor(v))
         return cap_t_break(T, CAP_B_TENSOR_STR, "a tensor formatted as text");
     return CAP_NEXT;
 }

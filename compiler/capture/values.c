@@ -287,6 +287,8 @@ int cap_binop_resume(cap_interp *I, cap_frame *p, int arg, PyObject *a, PyObject
 int cap_op_binary(cap_interp *I, int op, PyObject *a, PyObject *b, PyObject **out)
 {
     if (I->T) {
+        if (cap_t_is_real_tensor(a) || cap_t_is_real_tensor(b))
+            return cap_t_real_tensor(I->T, cap_t_is_real_tensor(a) ? a : b, "an operator");
         if (cap_is_tensor(a) || cap_is_tensor(b))
             return cap_torch_binop(I->T, op, a, b, out);
         if (op_has_python_dunder(op, a, b))
@@ -305,6 +307,8 @@ int cap_op_binary(cap_interp *I, int op, PyObject *a, PyObject *b, PyObject **ou
 int cap_op_compare(cap_interp *I, int cmp, PyObject *a, PyObject *b, PyObject **out)
 {
     if (I->T) {
+        if (cap_t_is_real_tensor(a) || cap_t_is_real_tensor(b))
+            return cap_t_real_tensor(I->T, cap_t_is_real_tensor(a) ? a : b, "a comparison");
         if (cap_is_tensor(a) || cap_is_tensor(b))
             return cap_torch_compare(I->T, cmp, a, b, out);
         if (op_has_python_dunder(CMP_BASE + cmp, a, b))
@@ -320,6 +324,8 @@ int cap_op_compare(cap_interp *I, int cmp, PyObject *a, PyObject *b, PyObject **
 int cap_op_unary(cap_interp *I, int h, PyObject *a, PyObject **out)
 {
     if (I->T) {
+        if (cap_t_is_real_tensor(a))
+            return cap_t_real_tensor(I->T, a, "a unary operator");
         if (cap_is_tensor(a))
             return cap_torch_unary(I->T, h, a, out);
         const char *name = h == H_UNARY_NEGATIVE ? "__neg__"
@@ -340,6 +346,8 @@ int cap_op_truth(cap_interp *I, PyObject *v, int ret_arg, int *out)
     if (I->T) {
         if (cap_is_tensor(v))
             return cap_t_break(I->T, CAP_B_TENSOR_BOOL, "bool() of a tensor");
+        if (cap_t_is_real_tensor(v))
+            return cap_t_real_tensor(I->T, v, "bool()");
         PyObject *m = method_of(v, "__bool__");
         if (!m)
             m = method_of(v, "__len__");
@@ -365,7 +373,8 @@ int cap_op_truth(cap_interp *I, PyObject *v, int ret_arg, int *out)
 int cap_op_contains(cap_interp *I, PyObject *container, PyObject *item, PyObject **out)
 {
     if (I->T) {
-        if (cap_is_tensor(container) || cap_is_tensor(item))
+        if (cap_is_tensor(container) || cap_is_tensor(item) || cap_t_is_real_tensor(container) ||
+            cap_t_is_real_tensor(item))
             return cap_t_break(I->T, CAP_B_TENSOR_BOOL, "'in' with a tensor");
         PyObject *m = method_of(container, "__contains__");
         if (m && cap_is_function(m)) {

@@ -47,6 +47,10 @@ class ExplainOutput:
                 self.skipped.append(ev["frame"])
             elif kind in ("fallback", "backend_fallback"):
                 self.fallbacks.append(ev)
+            elif kind == "autograd_fallback":
+                self.autograd_fallback = True
+                self.fallbacks.append(dict(ev, error="graph %d of %s needs gradients: it ran through torch "
+                                                     "ops so that autograd works" % (ev["id"], ev["frame"])))
 
     @property
     def graph_count(self):
