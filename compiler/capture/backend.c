@@ -521,6 +521,10 @@ int cap_backend_prepare(cap_entry *e, cap_compiled *cc, ptc_error *err)
             return ptc_errorf(err, PTC_ERR_RUNTIME, "backend", "the backend callable did not return a callable");
         }
     }
+    if (cap_cfg.inject_failure == 2 && e->backend != CAP_BACKEND_EAGER) {
+        e->backend = CAP_BACKEND_EAGER;
+        return ptc_errorf(err, PTC_ERR_INTERNAL, "backend", "injected backend failure (ptc.config.inject_failure)");
+    }
     if (e->backend == CAP_BACKEND_PTC) {
 #ifdef PTC_HAVE_RUNTIME
         if (cap_runtime_compile(e, &st->program, e->tc, err) < 0) {

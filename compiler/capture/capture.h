@@ -60,6 +60,7 @@ typedef struct cap_config {
     bool strict;          /* PTC_STRICT: internal errors raise instead of falling back */
     int inline_depth;     /* deepest inlined call stack */
     char repro_dir[512];  /* PTC_REPRO ("" = a temp dir chosen on first use) */
+    int inject_failure;   /* tests of the fallback paths: 1 compile, 2 backend */
 } cap_config;
 extern cap_config cap_cfg;
 

@@ -333,6 +333,11 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
     PyObject *no_inline = PySet_New(NULL);
     cap_entry *e = NULL;
     double t0 = ptc_now_ms();
+    if (failed_graph) {
+        /* A repro shows this compile's graph, never an older one. */
+        ptc_graph_free(failed_graph);
+        failed_graph = NULL;
+    }
     for (int attempt = 0; no_inline && attempt < 16; attempt++) {
         cap_interp It = {.mode = CAP_TRACE, .max_depth = cap_cfg.inline_depth};
         cap_trace *T = cap_trace_new(c, &It);
@@ -351,6 +356,11 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
             break;
         }
         int unrec = -1;
+        if ((rc == CAP_DONE || rc == CAP_BREAK) && cap_cfg.inject_failure == 1) {
+            keep_failed(T);
+            PyErr_SetString(cap_InternalError, "ptc: injected internal error (ptc.config.inject_failure)");
+            rc = CAP_ERR;
+        }
         if (rc == CAP_DONE || rc == CAP_BREAK)
             e = cap_entry_build(T, &It, rc, &unrec);
         if (!e && unrec > 0) {

@@ -252,9 +252,12 @@ void cap_repro_dump(const ptc_graph *g, PyObject **inputs, int ninputs, const ch
     ptc_error err;
     if (cap_cfg.repro_dir[0])
         setenv("PTC_REPRO", cap_cfg.repro_dir, 0);
-    if (ptc_repro_write(NULL, g, n == ninputs ? ts : NULL, n == ninputs ? n : 0, &info, path, size,
-                        &err) < 0)
-        path[0] = 0;
+    bool with_inputs = inputs && n == ninputs && ninputs == g->ninputs;
+    if (ptc_repro_write(NULL, g, with_inputs ? ts : NULL, with_inputs ? n : 0, &info, path, size, &err) < 0) {
+        char eb[600];
+        ptc_error_format(&err, eb, sizeof eb);
+        snprintf(path, size, "(none: %s)", eb);
+    }
 #else
     (void)stage, (void)message, (void)backend;
     snprintf(path, size, "(no repro: this build lacks logs/repro.c)");
@@ -278,10 +281,11 @@ void cap_warn_error(cap_compiled *c, const char *where)
     if (warn_once(c, key)) {
         char path[1024] = "";
         cap_repro_dump(cap_last_graph(), NULL, 0, "capture", msg ? msg : "", "eager", path, sizeof path);
+        if (!path[0])
+            snprintf(path, sizeof path, "(none: no graph was captured)");
         if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
-                             "ptc: internal error while compiling %s; running it eagerly: %s%s%s%s",
-                             where, msg ? msg : "", path[0] ? " (repro written to " : "",
-                             path, path[0] ? ")" : "") < 0)
+                             "ptc: internal error while compiling %s; running it eagerly: %s (repro written to %s)",
+                             where, msg ? msg : "", path) < 0)
             PyErr_Clear();
     }
     Py_XDECREF(s);
@@ -300,9 +304,11 @@ void cap_warn_fallback(cap_compiled *c, cap_entry *e, const char *stage, const c
     if (warn_once(c, key)) {
         char path[1024] = "";
         cap_repro_dump(e->graph, NULL, 0, stage, msg, "ptc", path, sizeof path);
+        if (!path[0])
+            snprintf(path, sizeof path, "(none)");
         if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
-                             "ptc: backend failed on graph %d (%s: %s); running it through torch ops%s%s",
-                             e->id, stage, msg, path[0] ? "; repro: " : "", path) < 0)
+                             "ptc: backend failed on graph %d (%s: %s); running it through torch ops; repro: %s",
+                             e->id, stage, msg, path) < 0)
             PyErr_Clear();
     }
     PyErr_Clear();

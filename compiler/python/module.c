@@ -194,9 +194,10 @@ static PyObject *m_break_table(PyObject *mod, PyObject *unused)
 
 static PyObject *m_get_config(PyObject *mod, PyObject *unused)
 {
-    return Py_BuildValue("{s:i,s:O,s:i,s:s}", "recompile_limit", cap_cfg.recompile_limit, "strict",
+    static const char *inject[3] = {"", "compile", "backend"};
+    return Py_BuildValue("{s:i,s:O,s:i,s:s,s:s}", "recompile_limit", cap_cfg.recompile_limit, "strict",
                          cap_cfg.strict ? Py_True : Py_False, "inline_depth", cap_cfg.inline_depth,
-                         "repro_dir", cap_cfg.repro_dir);
+                         "repro_dir", cap_cfg.repro_dir, "inject_failure", inject[cap_cfg.inject_failure]);
 }
 
 static PyObject *m_set_config(PyObject *mod, PyObject *args, PyObject *kwargs)
@@ -222,6 +223,13 @@ static PyObject *m_set_config(PyObject *mod, PyObject *args, PyObject *kwargs)
             if (!s)
                 return NULL;
             snprintf(cap_cfg.repro_dir, sizeof cap_cfg.repro_dir, "%s", s);
+        } else if (strcmp(k, "inject_failure") == 0) {
+            const char *s = value == Py_None ? "" : PyUnicode_AsUTF8(value);
+            if (!s)
+                return NULL;
+            if (strcmp(s, "") && strcmp(s, "compile") && strcmp(s, "backend"))
+                return PyErr_Format(PyExc_ValueError, "inject_failure must be '', 'compile' or 'backend'");
+            cap_cfg.inject_failure = *s == 0 ? 0 : *s == 'c' ? 1 : 2;
         } else {
             return PyErr_Format(PyExc_AttributeError, "ptc.config has no setting '%s'", k);
         }

@@ -6,12 +6,15 @@ inline_depth     the deepest call stack ptc inlines (default 48)
 repro_dir        where fallback repros go (PTC_REPRO; default a temp dir)
 logs             PTC_LOGS components, e.g. "graph_breaks,+guards,recompiles"
 trace_dir        PTC_TRACE_DIR: captured.ptir, guards.txt, breaks.json per compile
+inject_failure   for testing the fallback paths: "compile" makes every compile
+                 fail with an internal error, "backend" makes compiling
+                 backends fail; "" (default) is off
 """
 import os
 
 from . import _C
 
-_C_SETTINGS = ("recompile_limit", "strict", "inline_depth", "repro_dir")
+_C_SETTINGS = ("recompile_limit", "strict", "inline_depth", "repro_dir", "inject_failure")
 
 
 class _Config:
