@@ -239,6 +239,8 @@ int cap_amp_query(cap_trace *T, PyObject *callable, PyObject *const *args, int n
     if (which < 0)
         return 0;
     int d = which == 2 || which == 3 ? 0 : 1;
+    if ((which == 0 || which == 1) && nargs == 1 && !amp_new_api)
+        return 0; /* torch 1.13 takes no device here: asked for real (it raises) */
     if ((which == 0 || which == 1) && nargs == 1) {
         const char *ds = PyUnicode_Check(args[0]) ? PyUnicode_AsUTF8(args[0]) : "";
         if (strcmp(ds, "cpu") != 0 && strcmp(ds, "cuda") != 0)

@@ -229,11 +229,28 @@ static int eager_step(const ptc_node *n, bool grad, estep *s)
         }
     }
     if (n->op == PTC_OP_SQUEEZE) {
-        /* torch.squeeze(x, None) is not accepted: trailing defaults go. */
+        /* torch.squeeze(x, None) is not accepted, nor a list of dims before
+           torch 2.0: the output shape is known, so a reshape does it. */
         for (; trailing_default > 0; trailing_default--) {
             s->npos--;
             Py_CLEAR(s->pos[s->npos].obj);
         }
+        const ptc_ttype *ot = &n->outs[0]->type;
+        bool fixed = true;
+        for (int d = 0; d < ot->ndim; d++)
+            fixed = fixed && !ot->shape[d].sym;
+        if (fixed && s->npos == 2) {
+            PyObject *shape = PyTuple_New(ot->ndim);
+            for (int d = 0; shape && d < ot->ndim; d++)
+                PyTuple_SetItem(shape, d, PyLong_FromLongLong(ot->shape[d].value));
+            Py_SETREF(s->pos[1].obj, shape);
+            Py_SETREF(s->fn, cap_import_path("torch.reshape"));
+        }
+    }
+    if ((n->op == PTC_OP_ANY || n->op == PTC_OP_ALL || n->op == PTC_OP_PROD) && s->npos >= 2 &&
+        n->args[1].kind == PTC_ARG_INTS && n->args[1].is.n == 1 && !n->args[1].is.d[0].sym) {
+        /* One dim as an int: torch before 2.2 takes no list here. */
+        Py_SETREF(s->pos[1].obj, PyLong_FromLongLong(n->args[1].is.d[0].value));
     }
     if ((n->op == PTC_OP_SUM || n->op == PTC_OP_MEAN || n->op == PTC_OP_PROD || n->op == PTC_OP_ANY ||
          n->op == PTC_OP_ALL) &&

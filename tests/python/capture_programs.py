@@ -50,8 +50,21 @@ def snapshot_state():
             "STATE": dict(STATE)}
 
 
+def _autocast_api():
+    try:
+        torch.is_autocast_enabled("cpu")
+        return True
+    except TypeError:
+        return False
+
+
+HAVE_SDPA = hasattr(F, "scaled_dot_product_attention")  # torch >= 2.0
+HAVE_AUTOCAST_DEVICE_API = _autocast_api()  # torch >= 2.4
+
+
 class Program:
-    def __init__(self, fn, args, graphs, breaks, codes, module=None, check=None, name=None, recompiles=0):
+    def __init__(self, fn, args, graphs, breaks, codes, module=None, check=None, name=None, recompiles=0,
+                 requires=None):
         self.fn = fn
         self.args = args
         self.graphs = graphs
@@ -60,17 +73,18 @@ class Program:
         self.module = module
         self.check = check
         self.recompiles = recompiles  # expected on the second call (state it changed)
+        self.requires = requires      # (flag, reason): skip unless flag
         self.name = name or (fn.__name__ if fn else module.__name__)
 
     def __repr__(self):
         return self.name
 
 
-def prog(args=None, graphs=1, breaks=0, codes=(), check=None, recompiles=0):
+def prog(args=None, graphs=1, breaks=0, codes=(), check=None, recompiles=0, requires=None):
     """Registers a function program. args: a callable returning a tuple."""
     def deco(fn):
         PROGRAMS.append(Program(fn, args or (lambda: ()), graphs, breaks, codes, check=check,
-                                recompiles=recompiles))
+                                recompiles=recompiles, requires=requires))
         return fn
     return deco
 
@@ -300,7 +314,7 @@ def linear_fn(x):
     return F.linear(x, torch.ones(5, 4), torch.ones(5)), F.linear(x, torch.eye(4)), torch.addmm(torch.ones(3), x[:, :3], torch.ones(3, 3))
 
 
-@prog(lambda: (T(2, 4, 6, 8),))
+@prog(lambda: (T(2, 4, 6, 8),), requires=(HAVE_SDPA, "torch < 2.0 has no scaled_dot_product_attention"))
 def attention(x):
     q, k, v = x, x * 0.5, x + 1
     return F.scaled_dot_product_attention(q, k, v), F.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -673,7 +687,8 @@ def inference_mode_block(x):
     return y
 
 
-@prog(lambda: (T(4, 8), T(8, 8, seed=1)))
+@prog(lambda: (T(4, 8), T(8, 8, seed=1)),
+      requires=(HAVE_AUTOCAST_DEVICE_API, "torch < 2.4: is_autocast_enabled takes no device"))
 def autocast_block(x, w):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         y = x @ w
