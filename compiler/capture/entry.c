@@ -433,6 +433,26 @@ static void free_rframes(cap_rframe *fr, int n)
     free(fr);
 }
 
+/* The sources a call must evaluate: those guards, recipes and graph inputs
+ * read, and their ancestors. The rest were only stepped through while
+ * tracing (a bound method whose function and self are guarded, ...). */
+static void mark_needed(cap_entry *e)
+{
+    e->src_needed = calloc((size_t)e->nsrc + 1, 1);
+    for (int i = 0; i < e->nguards; i++)
+        if (e->guards[i].src >= 0)
+            e->src_needed[e->guards[i].src] = 1;
+    for (int i = 0; i < e->nrecipes; i++)
+        if (e->recipes[i].kind == CAP_R_SOURCE && e->recipes[i].index >= 0)
+            e->src_needed[e->recipes[i].index] = 1;
+    for (int i = 0; e->graph && i < e->graph->ninputs; i++)
+        if (e->input_src[i] >= 0)
+            e->src_needed[e->input_src[i]] = 1;
+    for (int i = e->nsrc - 1; i >= 0; i--)
+        if (e->src_needed[i] && e->src[i].parent >= 0)
+            e->src_needed[e->src[i].parent] = 1;
+}
+
 static void guard_strings(cap_entry *e)
 {
     e->guard_strs = PyList_New(0);
@@ -531,6 +551,7 @@ cap_entry *cap_entry_build(cap_trace *T, cap_interp *I, int rc, int *unreconstru
     e->nrecipes = B.n;
     e->recipes = B.r;
     e->skipped = Py_NewRef(T->skipped);
+    mark_needed(e);
     guard_strings(e);
     free(B.outs);
     Py_DECREF(B.memo);
@@ -569,6 +590,12 @@ void cap_entry_free(cap_entry *e)
     }
     free(e->src);
     free(e->guards);
+    free(e->src_needed);
+    Py_XDECREF(e->tensor_guards);
+    free(e->tensor_gi);
+    for (int i = 0; e->param_seen && i < e->nguards; i++)
+        Py_XDECREF(e->param_seen[i]);
+    free(e->param_seen);
     for (int i = 0; i < e->nrecipes; i++) {
         free(e->recipes[i].items);
         Py_XDECREF(e->recipes[i].obj);

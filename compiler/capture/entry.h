@@ -49,6 +49,19 @@ struct cap_entry {
     cap_source *src;
     int nguards;
     cap_guard *guards;
+    uint8_t *src_needed;     /* [nsrc]: read by a guard, a recipe or an input (or an
+                                ancestor of one); the others are never evaluated */
+    /* Tensor guards checked in one call to torch's TensorGuards (C++), built
+       at the entry's first hit; NULL before, or where torch has none. */
+    PyObject *tensor_guards;
+    int *tensor_gi;          /* indices of the TENSOR guards, in order */
+    int ntensor;
+    bool tg_tried;
+    /* Parameters and buffers (module-held tensors): the object each guard
+       last passed with (strong), or NULL. The same object again skips the
+       metadata check, as torch.compile does for module tensors whose dict
+       is unchanged; replacing .data of a parameter is not noticed. */
+    PyObject **param_seen;   /* [nguards] */
     /* The graph (NULL when the segment has no tensor ops). */
     ptc_graph *graph;
     int *input_src;          /* per graph input: source, or -1 (constant) */

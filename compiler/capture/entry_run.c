@@ -9,24 +9,39 @@
  */
 #include "entry.h"
 
+#include <stdlib.h>
 #include <string.h>
 
-static PyObject *inst_get(PyObject *obj, PyObject *key, PyObject *sub)
+/* The instance dict of obj, borrowed (the object keeps it). Guards read
+ * several attributes of one module in a row: the last one is remembered for
+ * the duration of one check (no Python code runs in between). */
+static PyObject *last_obj, *last_dict;
+
+static PyObject *inst_dict_of(PyObject *obj)
 {
+    if (obj == last_obj && last_dict)
+        return last_dict;
     PyObject *d = PyObject_GenericGetDict(obj, NULL);
     if (!d) {
         PyErr_Clear();
         return NULL;
     }
-    PyObject *v = NULL;
+    Py_DECREF(d); /* the object keeps its dict */
+    last_obj = obj;
+    last_dict = d;
+    return d;
+}
+
+static PyObject *inst_get(PyObject *obj, PyObject *key, PyObject *sub)
+{
+    PyObject *d = inst_dict_of(obj);
+    if (!d)
+        return NULL;
     if (sub) {
         PyObject *s = PyDict_GetItem(d, sub);
-        v = s && PyDict_Check(s) ? PyDict_GetItem(s, key) : NULL;
-    } else {
-        v = PyDict_GetItem(d, key);
+        return s && PyDict_Check(s) ? PyDict_GetItem(s, key) : NULL;
     }
-    Py_DECREF(d); /* the object keeps its dict, and the dict its values */
-    return v;
+    return PyDict_GetItem(d, key); /* the dict keeps its values */
 }
 
 /* The value of source i; *owned when it is a new reference. NULL when it
@@ -58,6 +73,7 @@ static PyObject *eval_source(const cap_source *s, PyObject **vals, cap_frame **f
         /* Modules and other objects without a plain dict entry: getattr. */
         /* fallthrough */
     case CAP_S_ATTR:
+        last_obj = NULL; /* getattr may run Python code */
         v = PyObject_GetAttr(p, s->key);
         if (!v)
             PyErr_Clear();
@@ -72,6 +88,7 @@ static PyObject *eval_source(const cap_source *s, PyObject **vals, cap_frame **f
     case CAP_S_ITEM:
         if (PyDict_Check(p))
             return PyDict_GetItemWithError(p, s->key);
+        last_obj = NULL;
         v = PyObject_GetItem(p, s->key);
         if (!v)
             PyErr_Clear();
@@ -100,17 +117,14 @@ static bool hooks_empty(PyObject *mod)
 {
     PyObject *keys[4] = {cap_T.s_forward_hooks, cap_T.s_forward_pre_hooks, cap_T.s_backward_hooks,
                          cap_T.s_backward_pre_hooks};
-    PyObject *d = PyObject_GenericGetDict(mod, NULL);
-    if (!d) {
-        PyErr_Clear();
+    PyObject *d = inst_dict_of(mod);
+    if (!d)
         return false;
-    }
     bool empty = true;
     for (int i = 0; i < 4 && empty; i++) {
         PyObject *h = PyDict_GetItem(d, keys[i]);
         empty = !h || (PyDict_Check(h) ? PyDict_Size(h) == 0 : PyObject_Size(h) == 0);
     }
-    Py_DECREF(d);
     PyErr_Clear();
     return empty;
 }
@@ -131,8 +145,18 @@ static int keys_equal(PyObject *d, PyObject *keys)
     return 1;
 }
 
+static bool plain_value(PyObject *v)
+{
+    PyTypeObject *t = Py_TYPE(v);
+    return t == &PyLong_Type || t == &PyFloat_Type || t == &PyUnicode_Type || t == &PyBool_Type ||
+           v == Py_None || t == &PyTuple_Type;
+}
+
 static int check_guard(const cap_guard *g, PyObject *v)
 {
+    if (g->kind != CAP_G_ID && g->kind != CAP_G_TYPE && g->kind != CAP_G_NOHOOKS &&
+        g->kind != CAP_G_CLASSATTR && !(g->kind == CAP_G_EQ && plain_value(v)))
+        last_obj = NULL; /* the check may run Python code */
     switch (g->kind) {
     case CAP_G_ID:
         return v == g->obj;
@@ -186,6 +210,16 @@ static int check_guard(const cap_guard *g, PyObject *v)
     }
     case CAP_G_NOHOOKS:
         return hooks_empty(v);
+    case CAP_G_CLASSATTR: {
+        PyObject *name = PyTuple_GetItem(g->obj, 0);
+        PyObject *d = inst_dict_of(v);
+        bool shadowed = d && PyDict_GetItem(d, name);
+        PyObject *f = shadowed ? NULL : PyObject_GetAttr((PyObject *)Py_TYPE(v), name);
+        int same = f == PyTuple_GetItem(g->obj, 1);
+        Py_XDECREF(f);
+        PyErr_Clear();
+        return same;
+    }
     }
     return 0;
 }
@@ -214,20 +248,147 @@ static int check_global(const cap_guard *g)
     return 0;
 }
 
+/* ---- tensor guards in one call ----------------------------------------------------- */
+
+/* torch._C._dynamo.guards.TensorGuards checks type, dtype, device, sizes,
+ * strides, requires_grad and dispatch keys of many tensors in C++; ptc builds
+ * one per entry from the tensors of its first hit (sizes and strides static;
+ * strides of size-1 dims unchecked, as ptc's own guard). */
+static PyObject *tensor_guards_type(void)
+{
+    static PyObject *type;
+    static bool tried;
+    if (!tried) {
+        tried = true;
+        type = cap_import_path("torch._C._dynamo.guards.TensorGuards");
+        PyErr_Clear();
+    }
+    return type;
+}
+
+static bool module_tensor(const cap_entry *e, const cap_guard *g)
+{
+    return g->kind == CAP_G_TENSOR && (e->src[g->src].kind == CAP_S_MODPARAM || e->src[g->src].kind == CAP_S_MODBUF);
+}
+
+static void build_tensor_guards(cap_entry *e, PyObject **vals)
+{
+    e->tg_tried = true;
+    PyObject *type = tensor_guards_type();
+    int n = 0;
+    for (int i = 0; i < e->nguards; i++)
+        n += e->guards[i].kind == CAP_G_TENSOR && !module_tensor(e, &e->guards[i]);
+    if (!type || n == 0)
+        return;
+    PyObject *args = PyTuple_New(n), *sizes = PyList_New(n), *strides = PyList_New(n);
+    int *gi = malloc(sizeof(int) * (size_t)n);
+    for (int i = 0, k = 0; args && sizes && strides && gi && i < e->nguards; i++) {
+        const cap_guard *g = &e->guards[i];
+        if (g->kind != CAP_G_TENSOR || module_tensor(e, g))
+            continue;
+        if (!vals[g->src] || (PyObject *)Py_TYPE(vals[g->src]) != g->tm->type)
+            goto done; /* subclasses keep the per-tensor path */
+        gi[k] = i;
+        PyTuple_SetItem(args, k, Py_NewRef(vals[g->src]));
+        PyObject *sz = PyList_New(g->tm->ndim), *st = PyList_New(g->tm->ndim);
+        for (int d = 0; sz && st && d < g->tm->ndim; d++) {
+            PyList_SetItem(sz, d, PyLong_FromLongLong(g->tm->sizes[d]));
+            PyList_SetItem(st, d, g->tm->sizes[d] <= 1 ? Py_NewRef(Py_None) : PyLong_FromLongLong(g->tm->strides[d]));
+        }
+        PyList_SetItem(sizes, k, sz);
+        PyList_SetItem(strides, k, st);
+        k++;
+    }
+    PyObject *kw = args && sizes && strides
+                       ? Py_BuildValue("{s:O,s:O}", "dynamic_dims_sizes", sizes, "dynamic_dims_strides", strides)
+                       : NULL;
+    PyObject *tg = kw ? PyObject_Call(type, args, kw) : NULL;
+    Py_XDECREF(kw);
+    if (tg) {
+        /* It must accept the tensors it was made from. */
+        PyObject *chk = PyObject_GetAttrString(tg, "check");
+        PyObject *ok = chk ? PyObject_Call(chk, args, NULL) : NULL;
+        if (ok == Py_True) {
+            e->tensor_guards = chk;
+            chk = NULL;
+            e->tensor_gi = gi;
+            e->ntensor = n;
+            gi = NULL;
+        }
+        Py_XDECREF(chk);
+        Py_XDECREF(ok);
+        Py_DECREF(tg);
+    }
+done:
+    PyErr_Clear();
+    free(gi);
+    Py_XDECREF(args);
+    Py_XDECREF(sizes);
+    Py_XDECREF(strides);
+}
+
+/* All tensor guards at once; on a miss, the per-tensor path names the first
+ * failing one (for the recompile message). */
+static int check_tensors(cap_entry *e, PyObject **vals, int *failed)
+{
+    PyObject *args = PyTuple_New(e->ntensor);
+    for (int k = 0; args && k < e->ntensor; k++)
+        PyTuple_SetItem(args, k, Py_NewRef(vals[e->guards[e->tensor_gi[k]].src]));
+    PyObject *ok = args ? PyObject_Call(e->tensor_guards, args, NULL) : NULL;
+    Py_XDECREF(args);
+    int pass = ok == Py_True;
+    Py_XDECREF(ok);
+    PyErr_Clear();
+    if (pass)
+        return 1;
+    for (int k = 0; k < e->ntensor; k++) {
+        const cap_guard *g = &e->guards[e->tensor_gi[k]];
+        if (!check_guard(g, vals[g->src])) {
+            *failed = e->tensor_gi[k];
+            return 0;
+        }
+    }
+    return 1; /* stricter than ptc's own guards (e.g. dispatch keys): still a hit */
+}
+
 int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **vals, bool *owned,
                     int *failed)
 {
     int gi = 0;
+    last_obj = last_dict = NULL;
     /* Global-state guards (no source) are installed first by the tracer. */
     for (; gi < e->nguards && e->guards[gi].src < 0; gi++)
         if (!check_global(&e->guards[gi])) {
             *failed = gi;
             return 0;
         }
+    bool batch = e->tensor_guards != NULL;
+    if (!e->param_seen)
+        e->param_seen = calloc((size_t)e->nguards + 1, sizeof *e->param_seen);
     for (int i = 0; i < e->nsrc; i++) {
+        if (e->src_needed && !e->src_needed[i]) {
+            vals[i] = NULL;
+            owned[i] = false;
+            continue;
+        }
         vals[i] = eval_source(&e->src[i], vals, frames, nframes, &owned[i]);
         for (; gi < e->nguards && e->guards[gi].src <= i; gi++) {
             const cap_guard *g = &e->guards[gi];
+            if (g->kind == CAP_G_TENSOR && e->param_seen && module_tensor(e, g) && vals[g->src]) {
+                PyObject **seen = &e->param_seen[gi];
+                if (*seen == vals[g->src])
+                    continue;
+                if (!check_guard(g, vals[g->src])) {
+                    *failed = gi;
+                    for (int k = i + 1; k < e->nsrc; k++)
+                        vals[k] = NULL, owned[k] = false;
+                    return 0;
+                }
+                Py_XSETREF(*seen, Py_NewRef(vals[g->src]));
+                continue;
+            }
+            if (batch && g->kind == CAP_G_TENSOR && vals[g->src])
+                continue; /* checked below, all at once */
             if (g->src < 0 ? !check_global(g) : (!vals[g->src] || !check_guard(g, vals[g->src]))) {
                 *failed = gi;
                 for (int k = i + 1; k < e->nsrc; k++)
@@ -241,6 +402,10 @@ int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **va
             *failed = gi;
             return 0;
         }
+    if (batch)
+        return check_tensors(e, vals, failed);
+    if (!e->tg_tried)
+        build_tensor_guards(e, vals);
     return 1;
 }
 
@@ -310,6 +475,10 @@ void cap_guard_str(const cap_source *src, int nsrc, const cap_guard *g, char *bu
         return;
     case CAP_G_NOHOOKS:
         snprintf(buf, size, "%s has no hooks", s);
+        return;
+    case CAP_G_CLASSATTR:
+        repr_into(PyTuple_GetItem(g->obj, 1), v, sizeof v);
+        snprintf(buf, size, "%s.%s is the method %s", s, PyUnicode_AsUTF8(PyTuple_GetItem(g->obj, 0)), v);
         return;
     case CAP_G_GRAD:
         snprintf(buf, size, "torch.is_grad_enabled() == %s", g->n ? "True" : "False");

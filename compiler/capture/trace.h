@@ -86,6 +86,8 @@ typedef struct cap_source {
     X(HASATTR, "hasattr")  /* hasattr(value, key) == n */                       \
     X(DICT_HAS, "has key") /* (key in value) == n */                            \
     X(NOHOOKS, "no hooks") /* module has no forward (pre-)hooks */              \
+    X(CLASSATTR, "method") /* obj = (name, f): name not in value's __dict__ and  \
+                              type(value).name is f (a method, without binding) */ \
     X(GRAD, "grad mode")   /* torch.is_grad_enabled() == n (no source) */       \
     X(AUTOCAST, "autocast")/* autocast state == n (no source) */                \
     X(ITERPOS, "iterator at") /* a cap_iter at position n (obj: range or None) */ \

@@ -183,6 +183,8 @@ static int getattr_impl(cap_interp *I, PyObject *obj, PyObject *name, PyObject *
     bool custom = !PyType_Check(obj) && PyType_GetSlot(Py_TYPE(obj), Py_tp_getattro) !=
                                              PyType_GetSlot(&PyBaseObject_Type, Py_tp_getattro);
     PyObject *ga = custom ? cap_type_lookup(Py_TYPE(obj), cap_P.s_getattribute) : NULL;
+    if (custom && ga && ga == cap_type_lookup(&PyBaseObject_Type, cap_P.s_getattribute))
+        custom = false; /* only a Python __getattr__ (nn.Module): emulated below */
     if (custom && !generic) {
         if (ga && cap_is_function(ga)) {
             PyObject *args[2] = {obj, name};

@@ -477,3 +477,17 @@ def test_compile_arguments_are_checked():
     c = ptc.compile(f_add, dynamic=True, mode="max-autotune", backend="eager")
     x = torch.randn(2)
     assert torch.equal(c(x, x), f_add(x, x))
+
+
+def test_replacing_a_parameter_recompiles():
+    m = nn.Linear(4, 3)
+    c = ptc.compile(m, backend="eager")
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        c(x)
+        c(x)  # the same parameter objects: the fast path
+        m.weight = nn.Parameter(torch.randn(3, 4, dtype=torch.float64))
+        m.bias = nn.Parameter(torch.randn(3, dtype=torch.float64))
+        assert torch.equal(c(x.double()), m(x.double()))
+    guards = recompiles(c)
+    assert len(guards) == 1 and "f64" in guards[0], guards
