@@ -179,6 +179,10 @@ void ptc_jw_num(ptc_jw *w, double v)
         return;
     }
     before_value(w);
+    if (v == (double)(int64_t)v && fabs(v) < 9007199254740992.0) { /* counts read as counts */
+        ptc_buf_printf(w->b, "%lld", (long long)v);
+        return;
+    }
     char s[40];
     for (int prec = 1; prec <= 17; prec++) { /* shortest text that reads back */
         snprintf(s, sizeof s, "%.*g", prec, v);

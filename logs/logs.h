@@ -155,7 +155,7 @@ const char *ptc_trace_compile_dir(const ptc_trace_compile *c);
  * Repro dumps (PTC_REPRO): what ptminify reads.
  *   <dir>/graph.ptir   the failing graph (stage 1 or 2), with source locations
  *   <dir>/inputs.bin   tensor file: one tensor per graph input, named as the input
- *   <dir>/repro.json   {"version":1,"ptc_version":"0.1.0","kind":"crash|error|accuracy",
+ *   <dir>/repro.json   {"version":1,"ptc_version":"0.1.0","kind":"crash|error|accuracy|hang",
  *                       "stage":"codegen","error_class":"CompileError","message":"...",
  *                       "backend":"cpu","rtol":1e-4,"atol":1e-5,
  *                       "graph":"graph.ptir","inputs":"inputs.bin"}

@@ -6,7 +6,8 @@
  * folder whose repro.json exists is complete; a process that dies while
  * dumping leaves a folder that tools ignore. Fresh folder names come from a
  * per-process counter and mkdir's EEXIST, so concurrent dumps from several
- * threads or processes never share a folder.
+ * threads or processes never share a folder. A planted bug (PTC_INJECT) in
+ * effect is recorded too: without it the folder would not reproduce.
  */
 #include "logs/logs.h"
 
@@ -71,6 +72,8 @@ static char *repro_json(const ptc_repro_info *info, bool has_inputs)
     ptc_jw_num(&w, info->atol);
     json_field(&w, "graph", "graph.ptir");
     json_field(&w, "inputs", has_inputs ? "inputs.bin" : NULL);
+    if (*ptc_inject_spec())
+        json_field(&w, "inject", ptc_inject_spec());
     ptc_jw_obj_end(&w);
     ptc_buf_putc(&b, '\n');
     return b.data;
@@ -82,9 +85,10 @@ static int check_args(const ptc_graph *g, const ptc_tensor *inputs, int ninputs,
     if (!g)
         return ptc_errorf(err, PTC_ERR_INTERNAL, "repro", "no graph to dump");
     if (info && info->kind && strcmp(info->kind, "crash") != 0 &&
-        strcmp(info->kind, "error") != 0 && strcmp(info->kind, "accuracy") != 0)
+        strcmp(info->kind, "error") != 0 && strcmp(info->kind, "accuracy") != 0 &&
+        strcmp(info->kind, "hang") != 0)
         return ptc_errorf(err, PTC_ERR_INTERNAL, "repro",
-                          "repro kind '%s' is not crash, error or accuracy", info->kind);
+                          "repro kind '%s' is not crash, error, accuracy or hang", info->kind);
     if (!inputs)
         return 0;
     if (ninputs != g->ninputs)

@@ -5,8 +5,9 @@
  * linked into one process-wide ORC LLJIT), the kernel cache (compiled objects
  * keyed by the kernel's loop IR, the target and the ptc version), and the
  * description of the host target. LLVM types never leave this module: other
- * modules see kernels as plain C function pointers. A GPU backend
- * (compiler/codegen/cuda, NVPTX) sits beside cpu/ with the same shape.
+ * modules see kernels as plain C function pointers. The GPU backend
+ * (compiler/codegen/cuda) turns each kernel into PTX for NVPTX targets
+ * together with its launch plan; loading and launching are the runtime's.
  */
 #ifndef PTC_CODEGEN_H
 #define PTC_CODEGEN_H
@@ -43,6 +44,46 @@ void ptc_cpu_kernel_release(ptc_cpu_kernel *k);
 const char *ptc_cpu_target(void);
 /* SIMD lanes used for 4-byte elements (16 with AVX-512, 8 with AVX2, ...). */
 int ptc_cpu_lanes(void);
+
+/* ---- CUDA: PTX for each kernel (compiler/codegen/cuda) --------------------- */
+
+typedef struct ptc_cuda_target {
+    int sm;  /* compute capability x 10: 80, 86, 89, 90 (LLVM 16 knows up to 90) */
+    int sms; /* multiprocessors, for launch planning (0: 132, an H100) */
+} ptc_cuda_target;
+
+/* How a kernel is launched, fixed when its code is generated. The runtime
+ * runs ceil(outer iterations / vec / (block / team)) teams, capped, as a
+ * grid-stride loop; every thread of a block runs the same iterations. */
+typedef struct ptc_cuda_launch {
+    int team;             /* threads per outer iteration (a power of two) */
+    int block;            /* threads per block, a multiple of team */
+    int vec;              /* elements per thread of the vectorised entry (1: none) */
+    bool vec_rows;        /* the vectorised entry keeps one team per outer iteration
+                           * (row mode); otherwise a thread covers vec iterations */
+    int smem;             /* dynamic shared memory per block, bytes */
+    int64_t scratch_team; /* global scratch per resident team, bytes (0: none) */
+    uint8_t *valign;      /* per kernel arg: alignment in bytes the vectorised
+                           * entry needs (0: none); malloc'd */
+} ptc_cuda_launch;
+
+typedef struct ptc_cuda_code {
+    char entry[64];      /* the kernel's symbol in its PTX: ptc_<ops>_<hash> */
+    char ventry[72];     /* the vectorised entry ("" when launch.vec == 1) */
+    ptc_cuda_launch launch;
+    char *ptx;           /* NUL-terminated PTX of one module holding both entries */
+    char *key;           /* the cache key the PTX is stored under (cubins extend it) */
+    bool cached;         /* the PTX came from the disk cache */
+} ptc_cuda_code;
+
+/* "sm_90" for 90 (static string for the known targets). */
+const char *ptc_cuda_arch_name(int sm);
+/* Generates (or loads from the disk cache) the PTX of kernel k of s. Thread
+ * safe: kernels of one schedule may be compiled in parallel. With want_text,
+ * *text receives "; ptc kernel <n> <name>  <- %a\n" followed by the PTX. */
+int ptc_cuda_codegen(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_target *t,
+                     const ptc_codegen_opts *o, ptc_cuda_code *out, char **text, ptc_error *err);
+void ptc_cuda_code_free(ptc_cuda_code *c);
 
 /* ---- kernel cache ---------------------------------------------------------- */
 

@@ -577,4 +577,51 @@ int ptc_write_file(const char *path, const void *data, size_t len, ptc_error *er
 /* mkdir -p. */
 int ptc_mkdirs(const char *path, ptc_error *err);
 
+
+/* ------------------------------------------------------------------------------
+ * Fault injection: PTC_INJECT=<stage>:<op>:<kind>[@N][,...] plants a bug in a
+ * real pipeline so that ptminify and the failure paths can be tested on real
+ * graphs (SQLite's faultsim). Each stage asks once for every op it handles;
+ * the reference interpreter never asks (it is the oracle).
+ *   stage  prims    the decomposition of that (torch-level) op
+ *          lower    the loop IR of that op
+ *          codegen  the generated kernel containing that op
+ *          runtime  each run of the kernel containing that op
+ *   op     an ops.def name ("relu", "prims.add") or "*" for any op
+ *   kind   crash (SIGSEGV), error (an InjectedError), wrong (the caller makes
+ *          the op's result numerically wrong), hang (never returns)
+ *   @N     fire only on the N-th matching query of the process (1-based),
+ *          e.g. a failure that needs a graph of at least N such ops
+ * ---------------------------------------------------------------------------- */
+
+typedef enum {
+    PTC_INJECT_NONE = 0,
+    PTC_INJECT_CRASH,
+    PTC_INJECT_ERROR,
+    PTC_INJECT_WRONG,
+    PTC_INJECT_HANG,
+} ptc_inject_kind;
+
+/* Replaces the configuration with spec (NULL or "" clears it); from then on
+ * PTC_INJECT is ignored. Errors name the bad entry. Otherwise the environment
+ * is read on first use (a bad PTC_INJECT is reported once on stderr and
+ * ignored). Not thread-safe against concurrent queries: call it first. */
+int ptc_inject_configure(const char *spec, ptc_error *err);
+/* The spec in effect, "" when none (repro folders record it so that a
+ * planted bug reproduces). */
+const char *ptc_inject_spec(void);
+/* Asked by `stage` about `op`. crash and hang act here and never return;
+ * error fills err (InjectedError, with the stage) and returns
+ * PTC_INJECT_ERROR, and the caller fails with -1; wrong returns
+ * PTC_INJECT_WRONG and the caller perturbs that op's result (with
+ * ptc_inject_perturb for a tensor); else PTC_INJECT_NONE. Thread-safe. */
+ptc_inject_kind ptc_inject_hit(const char *stage, ptc_op op, ptc_error *err);
+/* Makes every element of t wrong beyond any tolerance: floats x -> x + 1 +
+ * |x|/4, integers x + 1, bools flipped. NaN and inf stay as they are. */
+void ptc_inject_perturb(ptc_tensor *t);
+/* Failure location for ptminify's children: every query copies its stage name
+ * into buf (NUL-terminated, truncated to size), so that a crash can be
+ * attributed to a stage. NULL stops it. */
+void ptc_inject_track(char *buf, size_t size);
+
 #endif /* PTC_IR_H */

@@ -172,6 +172,8 @@ static void inline_into(ptc_lprog *p, ptc_lnode *c, const ptc_lnode *prod)
         c->label = label;
     else if (strlen(c->label) + strlen(label) < 48 && !strstr(c->label, label))
         c->label = ptc_arena_printf(a, "%s_%s", label, c->label);
+    for (size_t i = 0; i < sizeof c->ops / sizeof *c->ops; i++)
+        c->ops[i] |= prod->ops[i];
     /* provenance: the union */
     int n = c->nprov + prod->nprov;
     const char **prov = PTC_NEWN(a, const char *, n > 0 ? n : 1);

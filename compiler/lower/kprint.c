@@ -271,7 +271,7 @@ static int verify_kernel(const ptc_schedule *s, const ptc_kernel *k, int step, c
             const ptc_lnode *n = p->nodes[mem->node];
             if (!n || done[mem->node])
                 return kfail(err, k, "member node missing or scheduled twice", mem->node);
-            if ((n->kind == PTC_LN_REDUCTION) != G->reduction)
+            if (n->kind == PTC_LN_REDUCTION ? !G->reduction : G->reduction && G->ninner)
                 return kfail(err, k, "member kind differs from its group", mem->node);
             for (int i = 0; i < mem->body.n; i++) {
                 const ptc_lexpr *e = &mem->body.e[i];

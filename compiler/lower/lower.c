@@ -1094,6 +1094,53 @@ static int lower_outputs(lowerer *L)
     return 0;
 }
 
+/* PTC_INJECT=lower:<op>:wrong: every loop body emitted for the node computes
+ * x*1.25+1 (integers x+1, bools !x) instead of x. */
+static int inject_wrong(lowerer *L, const ptc_node *n, int first)
+{
+    int bodies = 0;
+    for (int i = first; i < L->p->nnodes; i++) {
+        ptc_lnode *ln = L->p->nodes[i];
+        if (!ln || ln->kind == PTC_LN_EXTERN || ln->value < 0)
+            continue;
+        ptc_lbody *b = &ln->body;
+        ptc_dtype dt = b->e[ln->value].dtype;
+        if (dt == PTC_BOOL) {
+            ln->value = ptc_lbody_unary(L->a, b, PTC_L_LOGICAL_NOT, dt, ln->value);
+        } else if (ptc_dtype_is_float(dt)) {
+            int scaled = ptc_lbody_binary(L->a, b, PTC_L_MUL, dt, ln->value,
+                                          ptc_lbody_const_f(L->a, b, 1.25, dt));
+            ln->value = ptc_lbody_binary(L->a, b, PTC_L_ADD, dt, scaled,
+                                         ptc_lbody_const_f(L->a, b, 1.0, dt));
+        } else {
+            ln->value = ptc_lbody_binary(L->a, b, PTC_L_ADD, dt, ln->value,
+                                         ptc_lbody_const_i(L->a, b, 1, dt));
+        }
+        bodies++;
+    }
+    if (bodies == 0)
+        return ptc_errorf(L->err, PTC_ERR_INJECTED, "lower",
+                          "PTC_INJECT: lower:%s:wrong, but %%%s has no loop body to make wrong "
+                          "(a view or an extern)",
+                          ptc_op_name(n->op), n->nout ? n->outs[0]->name : "?");
+    return 0;
+}
+
+/* Lowers one node; its loop nodes remember its op (for PTC_INJECT). */
+static int lower_one(lowerer *L, const ptc_node *n)
+{
+    ptc_inject_kind ik = ptc_inject_hit("lower", n->op, L->err);
+    if (ik == PTC_INJECT_ERROR)
+        return -1;
+    int first = L->p->nnodes;
+    if (lower_node(L, n))
+        return -1;
+    for (int i = first; i < L->p->nnodes; i++)
+        if (L->p->nodes[i])
+            ptc_lnode_add_op(L->p->nodes[i], n->op);
+    return ik == PTC_INJECT_WRONG ? inject_wrong(L, n, first) : 0;
+}
+
 ptc_lprog *ptc_lower(ptc_arena *a, const ptc_graph *g, ptc_error *err)
 {
     lowerer L = {0};
@@ -1121,7 +1168,7 @@ ptc_lprog *ptc_lower(ptc_arena *a, const ptc_graph *g, ptc_error *err)
     }
     int rc = 0;
     for (int i = 0; i < g->nnodes && rc == 0; i++)
-        rc = lower_node(&L, g->nodes[i]);
+        rc = lower_one(&L, g->nodes[i]);
     if (rc == 0)
         rc = lower_outputs(&L);
     free(L.vals);

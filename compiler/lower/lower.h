@@ -253,6 +253,10 @@ typedef struct ptc_lnode {
     double correction;  /* WELFORD: variance divisor is n - correction */
     ptc_lbody body;
     int value;          /* the body entry computed per point */
+    /* The prims ops this node computes, its own and those inlined into it
+     * (bit per ptc_op): PTC_INJECT's lower/codegen/runtime stages ask about
+     * them. */
+    uint64_t ops[(PTC_OP_COUNT + 63) / 64];
     int out[2];         /* buffers written (-1: none) */
     /* EXTERN */
     const ptc_node *xnode; /* the op and its non-tensor args (schema order) */
@@ -281,6 +285,14 @@ ptc_lprog *ptc_lprog_new(ptc_arena *a);
 ptc_lbuf *ptc_lprog_add_buf(ptc_lprog *p, ptc_dtype dt, int ndim, const ptc_dim *shape,
                             int kind);
 ptc_lnode *ptc_lprog_add_node(ptc_lprog *p, int kind);
+static inline void ptc_lnode_add_op(ptc_lnode *n, ptc_op op)
+{
+    n->ops[op / 64] |= 1ull << (op % 64);
+}
+static inline bool ptc_lnode_has_op(const ptc_lnode *n, ptc_op op)
+{
+    return n->ops[op / 64] >> (op % 64) & 1;
+}
 /* Sets a node's provenance (copied). */
 void ptc_lnode_set_prov(ptc_lprog *p, ptc_lnode *n, int nprov, const char *const *prov);
 /* Nodes reading buffer `buf` (loads or extern inputs), counted per node. */
@@ -379,7 +391,7 @@ typedef struct ptc_schedule {
 } ptc_schedule;
 
 typedef struct ptc_sched_opts {
-    int recompute_limit;   /* max extra cost per element when inlining (default 40) */
+    int recompute_limit;   /* max extra cost per element when inlining (default 8) */
     int nthreads;          /* for choosing npar (default: omp max threads) */
 } ptc_sched_opts;
 
@@ -402,5 +414,12 @@ int64_t ptc_mplan_place(int nbufs, const int64_t *nbytes, const int *first, cons
 int ptc_mplan_check(int nbufs, const int64_t *nbytes, const int *first, const int *last,
                     const bool *in_arena, const int64_t *offset, int64_t arena_bytes,
                     ptc_error *err);
+
+/* PTC_INJECT (ir.h) at a later stage: asks `stage` about every op a kernel's
+ * loop nodes compute, or one loop node's (an extern); an error wins over a
+ * wrong result (faults.c). */
+ptc_inject_kind ptc_kernel_inject(const ptc_schedule *s, const ptc_kernel *k, const char *stage,
+                                  ptc_error *err);
+ptc_inject_kind ptc_lnode_inject(const ptc_lnode *n, const char *stage, ptc_error *err);
 
 #endif /* PTC_LOWER_H */

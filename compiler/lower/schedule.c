@@ -249,9 +249,10 @@ static void member_form(const kform *f, const ptc_kgroup *g, const ptc_lnode *n,
     ptc_arena *a = f->s->a;
     int nouter = f->k->nouter;
     const ptc_ix *vars[2 * PTC_MAX_DIMS];
+    /* a pointwise member of a reduction group runs over its reduction loop */
+    const ptc_dim *inner = g->reduction && n->kind == PTC_LN_POINTWISE ? g->red : g->inner;
     for (int i = 0; i < n->ndim; i++)
-        vars[i] = i < nouter ? ptc_ix_var(a, i, f->k->outer[i])
-                             : ptc_ix_var(a, i, g->inner[i - nouter]);
+        vars[i] = i < nouter ? ptc_ix_var(a, i, f->k->outer[i]) : ptc_ix_var(a, i, inner[i - nouter]);
     for (int r = 0; r < n->nred; r++)
         vars[n->ndim + r] = ptc_ix_var(a, nouter + g->ninner + r, n->red[r]);
     int nvars = n->ndim + n->nred;
@@ -283,18 +284,45 @@ static void member_form(const kform *f, const ptc_kgroup *g, const ptc_lnode *n,
 }
 
 /* Groups of a kernel, decided on node-level indices. */
+/* Ranges a member iterates inside the kernel: a pointwise member its inner
+ * ranges, a reduction its kept-inner then reduction ranges. */
+static bool same_dims(const ptc_dim *a, int na, const ptc_dim *b, int nb)
+{
+    if (na != nb)
+        return false;
+    for (int i = 0; i < na; i++)
+        if (!ptc_dim_eq(a[i], b[i]))
+            return false;
+    return true;
+}
+
+/* May n join group g (whose members are gnodes[0..ng))? Members of a group
+ * share one loop nest. Pointwise members share it with pointwise members of
+ * the same inner ranges, reductions with reductions of the same kept and
+ * reduction ranges; and pointwise members over exactly the reduction ranges
+ * of a reduction group without kept-inner ranges run inside its reduction
+ * loop (softmax's exp feeds its sum in the same loop). A member may read a
+ * pointwise member of its group only at the element being computed, and
+ * never a reduction member of its group (not final until the loop ends). */
 static bool fits_group(const sched *s, const ptc_kgroup *g, const int *gnodes, int ng,
                        const ptc_lnode *n, int nouter)
 {
     bool red = n->kind == PTC_LN_REDUCTION;
-    if (g->reduction != red || g->ninner != n->ndim - nouter || g->nred != n->nred)
+    int n_inner = n->ndim - nouter;
+    const ptc_dim *n_in = n->ranges + nouter;
+    if (red) {
+        if (g->reduction) {
+            if (!same_dims(g->inner, g->ninner, n_in, n_inner) || !same_dims(g->red, g->nred, n->red, n->nred))
+                return false;
+        } else if (n_inner != 0 || !same_dims(g->inner, g->ninner, n->red, n->nred)) {
+            return false;
+        }
+    } else if (g->reduction) {
+        if (g->ninner != 0 || !same_dims(g->red, g->nred, n_in, n_inner))
+            return false;
+    } else if (!same_dims(g->inner, g->ninner, n_in, n_inner)) {
         return false;
-    for (int d = 0; d < g->ninner; d++)
-        if (!ptc_dim_eq(g->inner[d], n->ranges[nouter + d]))
-            return false;
-    for (int d = 0; d < g->nred; d++)
-        if (!ptc_dim_eq(g->red[d], n->red[d]))
-            return false;
+    }
     for (int i = 0; i < n->body.n; i++) {
         const ptc_lexpr *e = &n->body.e[i];
         if (e->op != PTC_L_LOAD)
@@ -303,8 +331,8 @@ static bool fits_group(const sched *s, const ptc_kgroup *g, const int *gnodes, i
         for (int j = 0; j < ng; j++) {
             if (gnodes[j] != w)
                 continue;
-            if (red)
-                return false; /* a reduction's result is final only after its loop */
+            if (s->p->nodes[w]->kind == PTC_LN_REDUCTION)
+                return false;
             for (int d = 0; d < e->nidx; d++)
                 if (!is_var(e->idx[d], d))
                     return false;
@@ -321,7 +349,15 @@ static void form_groups(sched *s, const kb *K, ptc_kernel *k, int *group_of)
         const ptc_lnode *n = s->p->nodes[K->mem[i]];
         ptc_kgroup *g = k->ngroups ? &k->groups[k->ngroups - 1] : NULL;
         int gs = k->ngroups ? gstart[k->ngroups - 1] : 0;
-        if (!g || !fits_group(s, g, K->mem + gs, i - gs, n, K->nouter)) {
+        if (g && !g->reduction && n->kind == PTC_LN_REDUCTION &&
+            fits_group(s, g, K->mem + gs, i - gs, n, K->nouter)) {
+            /* the pointwise group becomes a reduction loop over its inner ranges */
+            g->reduction = true;
+            g->nred = g->ninner;
+            for (int d = 0; d < g->ninner; d++)
+                g->red[d] = g->inner[d];
+            g->ninner = 0;
+        } else if (!g || !fits_group(s, g, K->mem + gs, i - gs, n, K->nouter)) {
             g = &k->groups[k->ngroups];
             gstart[k->ngroups++] = i;
             g->reduction = n->kind == PTC_LN_REDUCTION;
@@ -663,7 +699,7 @@ ptc_schedule *ptc_schedule_build(ptc_arena *a, ptc_lprog *p, const ptc_sched_opt
 {
     ptc_schedule *out = PTC_NEW(a, ptc_schedule);
     out->prog = p;
-    int limit = opts && opts->recompute_limit > 0 ? opts->recompute_limit : 40;
+    int limit = opts && opts->recompute_limit > 0 ? opts->recompute_limit : 8;
     ptc_inline_pass(p, limit, &out->ninlined, &out->nrefused_recompute);
     sched s = {0};
     s.a = a;

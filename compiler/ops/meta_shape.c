@@ -251,7 +251,7 @@ int meta_squeeze(ptc_meta *m)
     ptc_dim shape[PTC_MAX_DIMS];
     int n = 0;
     if (m->op == PTC_OP_UNSQUEEZE) {
-        int d;
+        int d = 0;
         if (x->ndim >= PTC_MAX_DIMS)
             return ptc_meta_fail(m, "%s already has %d dims", meta_tstr(m, x), PTC_MAX_DIMS);
         if (meta_dim(m, meta_arg(m, "dim")->i, x->ndim + 1, x, &d))
@@ -337,7 +337,7 @@ static int slice_len(ptc_meta *m, const ptc_ttype *x, int d, ptc_dim *len)
     ptc_dim end = ea->kind == PTC_ARG_NONE ? size : ea->i;
     if (!end.sym && end.value > ((int64_t)1 << 60))
         end = size;
-    bool neg;
+    bool neg = false;
     if (is_negative(m, start, "start", x, &neg))
         return -1;
     if (neg)
@@ -361,7 +361,7 @@ int meta_slice(ptc_meta *m)
     ptc_arena *a = m->arena;
     if (x->ndim == 0)
         return ptc_meta_fail(m, "cannot be applied to a 0-dim tensor (%s)", meta_tstr(m, x));
-    int d;
+    int d = 0;
     if (meta_dim(m, meta_arg(m, "dim")->i, x->ndim, x, &d))
         return -1;
     ptc_dim size = x->shape[d], len = size;
@@ -394,7 +394,7 @@ int meta_slice(ptc_meta *m)
     if (lo != 1 || hi != 1)
         return ptc_meta_fail(m, "start %s is out of range for dim %d of %s", meta_dstr(m, start), d,
                              meta_tstr(m, x));
-    bool neg;
+    bool neg = false;
     if (is_negative(m, start, "start", x, &neg))
         return -1;
     if (neg)
@@ -428,7 +428,7 @@ static int stack(ptc_meta *m, const ptc_arg *ts, ptc_dtype dt)
                                  "entry %d",
                                  meta_tstr(m, t0), meta_tstr(m, t), i);
     }
-    int d;
+    int d = 0;
     if (t0->ndim >= PTC_MAX_DIMS)
         return ptc_meta_fail(m, "result would have more than %d dims", PTC_MAX_DIMS);
     if (meta_dim(m, meta_arg(m, "dim")->i, t0->ndim + 1, t0, &d))
@@ -466,13 +466,13 @@ int meta_cat(ptc_meta *m)
     }
     if (!ref) { /* only legacy empties */
         ptc_dim zero = ptc_dim_c(0);
-        int d;
+        int d = 0;
         if (meta_dim(m, meta_arg(m, "dim")->i, 1, NULL, &d))
             return -1;
         meta_out(m, dt, &zero, 1);
         return 0;
     }
-    int d;
+    int d = 0;
     if (meta_dim(m, meta_arg(m, "dim")->i, ref->ndim, ref, &d))
         return -1;
     ptc_dim shape[PTC_MAX_DIMS];
@@ -543,7 +543,7 @@ int meta_split(ptc_meta *m)
 {
     const ptc_ttype *x = meta_t(m, 0);
     ptc_arena *a = m->arena;
-    int d;
+    int d = 0;
     if (x->ndim == 0)
         return ptc_meta_fail(m, "cannot split a 0-dim tensor (%s)", meta_tstr(m, x));
     if (meta_dim(m, meta_arg(m, "dim")->i, x->ndim, x, &d))
@@ -729,7 +729,7 @@ int meta_prim_broadcast_in_dim(ptc_meta *m)
                              meta_shapestr(m, bd->is.d, bd->is.n), x->ndim, meta_tstr(m, x));
     int prev = -1;
     for (int i = 0; i < x->ndim; i++) {
-        int d;
+        int d = 0;
         if (prim_dim(m, bd->is.d[i], shape->is.n, x, &d))
             return -1;
         if (d <= prev)
@@ -770,7 +770,7 @@ int meta_prim_permute(ptc_meta *m)
     bool seen[PTC_MAX_DIMS] = {0};
     ptc_dim shape[PTC_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) {
-        int d;
+        int d = 0;
         if (prim_dim(m, dims->is.d[i], x->ndim, x, &d))
             return -1;
         if (seen[d])
@@ -856,7 +856,7 @@ int meta_prim_cat(ptc_meta *m)
     if (ts->vs.n == 0)
         return ptc_meta_fail(m, "expected a non-empty list of tensors");
     const ptc_ttype *t0 = &ts->vs.v[0]->type;
-    int d;
+    int d = 0;
     if (prim_dim(m, meta_arg(m, "dim")->i, t0->ndim, t0, &d))
         return -1;
     ptc_dim shape[PTC_MAX_DIMS];

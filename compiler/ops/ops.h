@@ -147,4 +147,54 @@ static inline float ptc_rng_normal(uint64_t key, uint64_t idx)
     return sqrtf(-2.0f * logf(1.0f - u0)) * cosf(6.28318530717958648f * u1);
 }
 
+
+/* ------------------------------------------------------------------------------
+ * Accuracy: a backend's outputs against the oracle. Used by the runtime under
+ * PTC_ACCURACY=1 (each new compile's first run), by ptminify and by ptc-run.
+ * ---------------------------------------------------------------------------- */
+
+/* Default tolerances of a dtype for compiled-vs-reference comparisons (looser
+ * than torch.testing's for f32: fused kernels reassociate sums):
+ * f64 1e-7/1e-7, f32 1e-4/1e-5, f16 2e-3/1e-4, bf16 1.6e-2/1e-3; 0/0 for
+ * integers and bools (exact). The same as ptc-run --check. */
+void ptc_tolerance_default(ptc_dtype dt, double *rtol, double *atol);
+
+/* What differs between two tensors (the worst element by |got - want| beyond
+ * tolerance, or a dtype / shape difference). */
+typedef struct ptc_mismatch {
+    int output;            /* output index, set by callers comparing lists */
+    char what[160];        /* "dtype f16 vs f32", "shape [2,3] vs [2,4]", or "" */
+    int64_t nbad, numel;   /* elements out of tolerance, elements compared */
+    int64_t index;         /* row-major index of the worst element */
+    double got, want;      /* its values */
+    double abs_err, rel_err;
+    double rtol, atol;     /* the tolerances applied */
+    double scale;          /* max(1, max finite |want|): atol is relative to it */
+} ptc_mismatch;
+
+/* Element-wise |got - want| <= atol * scale + rtol * |want|, scale being
+ * max(1, max finite |want|) (torch.allclose with equal_nan, but with atol
+ * relative to the output's magnitude, so that large reductions may differ by
+ * their summation order); NaNs equal NaNs, infinities must match; integers
+ * and bools compare exactly. rtol or atol < 0 takes want's dtype default.
+ * dtype and sizes must agree. True when close; otherwise *m (if non-NULL)
+ * describes the difference. */
+bool ptc_tensor_close(const ptc_tensor *got, const ptc_tensor *want, double rtol, double atol,
+                      ptc_mismatch *m);
+/* "output 1: 37 of 64 elements differ, worst at [5]: got 2.5, want 1.25
+ * (abs 1.25, rel 1; rtol 0.0001, atol 1e-05)". */
+void ptc_mismatch_format(const ptc_mismatch *m, char *buf, size_t size);
+
+/* PTC_ACCURACY=1 (read once). */
+bool ptc_accuracy_enabled(void);
+/* Runs g with the interpreter on inputs (random ops drawing with
+ * rng_offset, as the backend's run did) and compares with a backend's
+ * outputs (g->noutputs of them, dtype-default tolerances). On divergence
+ * writes a repro folder (kind "accuracy", see ptc_repro_write in logs.h) and
+ * fails with a RuntimeError (stage "accuracy") naming the output and the
+ * folder. An interpreter failure is returned as is. */
+int ptc_accuracy_check(const ptc_graph *g, const ptc_tensor *inputs, int ninputs,
+                       const ptc_tensor *outputs, uint64_t rng_offset, const char *backend,
+                       ptc_error *err);
+
 #endif /* PTC_OPS_H */

@@ -402,10 +402,29 @@ static void set_provenance(dctx *d, const ptc_node *n)
     d->module_path = ptc_arena_strdup(a, n->module_path);
 }
 
+/* PTC_INJECT=prims:<op>:wrong: the decomposition's result is x*1.25+1
+ * (integers x+1, bools !x). */
+static ptc_value *inject_wrong(dctx *d, ptc_value *x)
+{
+    ptc_dtype dt = x->type.dtype;
+    if (dt == PTC_BOOL)
+        return dp_unary(d, PTC_OP_PRIMS_LOGICAL_NOT, x);
+    if (!ptc_dtype_is_float(dt))
+        return dp_binary(d, PTC_OP_PRIMS_ADD, x, dp_full(d, x->type.shape, x->type.ndim, 1, dt));
+    ptc_value *scaled =
+        dp_binary(d, PTC_OP_PRIMS_MUL, x, dp_full(d, x->type.shape, x->type.ndim, 1.25, dt));
+    return dp_binary(d, PTC_OP_PRIMS_ADD, scaled, dp_full(d, x->type.shape, x->type.ndim, 1, dt));
+}
+
 static int decompose_node(dctx *d, const ptc_node *n)
 {
     d->src = n;
     set_provenance(d, n);
+    ptc_inject_kind ik = ptc_inject_hit("prims", n->op, d->err);
+    if (ik == PTC_INJECT_ERROR) {
+        d->failed = true;
+        return -1;
+    }
     ptc_value *outs[64] = {0};
     if (n->nout > 64)
         return dp_fail(d, PTC_ERR_UNSUPPORTED, "more than 64 outputs");
@@ -431,6 +450,8 @@ static int decompose_node(dctx *d, const ptc_node *n)
             if (!ptc_dim_eq(outs[i]->type.shape[k], n->outs[i]->type.shape[k]))
                 return dp_fail(d, PTC_ERR_INTERNAL, "decomposition changes the shape of output %d",
                                i);
+        if (ik == PTC_INJECT_WRONG && !(outs[i] = inject_wrong(d, outs[i])))
+            return -1;
         d->map[n->outs[i]->id] = outs[i];
     }
     return 0;

@@ -31,12 +31,24 @@ static double ld(const ptc_tensor *t, int64_t off)
     return ptc_load_f64((const char *)t->data + off * (int64_t)ptc_dtype_size(t->dtype), t->dtype);
 }
 
-/* A contiguous copy of t in dtype dt (caller frees .data via the storage). */
+/* t as a contiguous tensor of dtype dt: t itself (not owned, storage NULL)
+ * when it already is one, else a copy (released by the caller). */
 static int to_contig(const ptc_tensor *t, ptc_dtype dt, ptc_tensor *out, ptc_error *err)
 {
+    if (t->dtype == dt && ptc_tensor_is_contiguous(t)) {
+        *out = *t;
+        out->storage = NULL;
+        return 0;
+    }
     if (ptc_tensor_alloc(out, dt, t->ndim, t->sizes, err))
         return -1;
     return ptc_tensor_copy(out, t, err);
+}
+
+static void release_copy(ptc_tensor *t)
+{
+    if (t->storage)
+        ptc_tensor_release(t);
 }
 
 /* ---- products ----------------------------------------------------------------------- */
@@ -69,9 +81,9 @@ static int matmul2(const ptc_tensor *a, const ptc_tensor *b, ptc_tensor *out, pt
         rc = ptc_tensor_copy(out, &of, err);
         ptc_tensor_release(&of);
     free_b:
-        ptc_tensor_release(&bf);
+        release_copy(&bf);
     free_a:
-        ptc_tensor_release(&af);
+        release_copy(&af);
         return rc;
     }
     for (int64_t i = 0; i < M; i++)
@@ -128,6 +140,18 @@ static void add_scaled(ptc_tensor *out, const ptc_tensor *self, double alpha, do
             idx[d] = 0;
         }
     }
+}
+
+/* out (f32, contiguous 2-d) = self broadcast over it. */
+static void add_scaled_init(ptc_tensor *out, const ptc_tensor *self)
+{
+    int64_t M = out->sizes[0], N = out->sizes[1];
+    float *o = out->data;
+    int64_t s0 = self->ndim == 2 && self->sizes[0] != 1 ? self->strides[0] : 0;
+    int64_t s1 = self->ndim >= 1 && self->sizes[self->ndim - 1] != 1 ? self->strides[self->ndim - 1] : 0;
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++)
+            o[i * N + j] = (float)ld(self, i * s0 + j * s1);
 }
 
 /* ---- convolution ---------------------------------------------------------------------- */
@@ -217,10 +241,17 @@ static int run_conv(const ptc_node *n, const ptc_tensor *const *in, ptc_tensor *
     if (to_contig(x, ct, &xf, err))
         return -1;
     if (to_contig(w, ct, &wf, err)) {
-        ptc_tensor_release(&xf);
+        release_copy(&xf);
         return -1;
     }
-    int rc = ptc_tensor_alloc(&yf, ct, out->ndim, out->sizes, err);
+    bool direct_out = out->dtype == ct && ptc_tensor_is_contiguous(out);
+    int rc = 0;
+    if (direct_out) {
+        yf = *out;
+        yf.storage = NULL;
+    } else {
+        rc = ptc_tensor_alloc(&yf, ct, out->ndim, out->sizes, err);
+    }
     if (rc == 0) {
         if (ptc_tensor_numel(&yf) > 0 && ct == PTC_F64)
             conv_f64(&c, xf.data, wf.data, yf.data);
@@ -237,11 +268,13 @@ static int run_conv(const ptc_node *n, const ptc_tensor *const *in, ptc_tensor *
                         ((float *)yf.data)[base + p] += (float)bv;
                 }
             }
-        rc = ptc_tensor_copy(out, &yf, err);
-        ptc_tensor_release(&yf);
+        if (!direct_out) {
+            rc = ptc_tensor_copy(out, &yf, err);
+            ptc_tensor_release(&yf);
+        }
     }
-    ptc_tensor_release(&xf);
-    ptc_tensor_release(&wf);
+    release_copy(&xf);
+    release_copy(&wf);
     return rc;
 }
 
@@ -335,7 +368,7 @@ static int run_sdpa(const ptc_node *n, const ptc_tensor *const *in, ptc_tensor *
     if (a.causal && a.mask)
         return xfail(err, n, "Explicit attn_mask should not be set when is_causal=True");
     int64_t rows = nbatch * a.L;
-    bool par = rows > 1 && !omp_in_parallel();
+    bool par = rows > 1 && !omp_in_parallel() && rows * a.S * (a.E + a.Ev) >= ((int64_t)1 << 20);
 #pragma omp parallel if (par)
     {
         double *w = malloc(sizeof(double) * (size_t)(a.S > 0 ? a.S : 1));
@@ -427,13 +460,21 @@ int ptc_cextern_run(const ptc_node *node, const ptc_tensor *const *in, int nin, 
     case PTC_OP_MM: return matmul2(in[0], in[1], &outs[0], err);
     case PTC_OP_BMM: return run_bmm(in[0], in[1], &outs[0], err);
     case PTC_OP_ADDMM: {
-        if (matmul2(in[1], in[2], &outs[0], err))
-            return -1;
-        double alpha = 1, beta = 1;
         const ptc_arg *al = arg(node, "alpha"), *be = arg(node, "beta");
-        alpha = al->kind == PTC_ARG_FLOAT ? al->f : al->kind == PTC_ARG_INT ? (double)al->i.value : al->b;
-        beta = be->kind == PTC_ARG_FLOAT ? be->f : be->kind == PTC_ARG_INT ? (double)be->i.value : be->b;
-        add_scaled(&outs[0], in[0], alpha, beta);
+        double alpha = al->kind == PTC_ARG_FLOAT ? al->f : al->kind == PTC_ARG_INT ? (double)al->i.value : al->b;
+        double beta = be->kind == PTC_ARG_FLOAT ? be->f : be->kind == PTC_ARG_INT ? (double)be->i.value : be->b;
+        const ptc_tensor *a = in[1], *b = in[2], *bias = in[0];
+        ptc_tensor *o = &outs[0];
+        if (alpha == 1 && beta == 1 && o->dtype == PTC_F32 && a->dtype == PTC_F32 && b->dtype == PTC_F32) {
+            /* C = broadcast bias, then C += A B in the GEMM */
+            add_scaled_init(o, bias);
+            ptc_sgemm(a->sizes[0], b->sizes[1], a->sizes[1], a->data, a->strides[0], a->strides[1], b->data,
+                      b->strides[0], b->strides[1], o->data, o->strides[0], o->strides[1], true);
+            return 0;
+        }
+        if (matmul2(a, b, o, err))
+            return -1;
+        add_scaled(o, bias, alpha, beta);
         return 0;
     }
     case PTC_OP_CONVOLUTION: return run_conv(node, in, &outs[0], err);

@@ -12,6 +12,8 @@
  */
 #include "runtime/rt.h"
 
+#include "lower/lower.h"
+
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +22,10 @@
  * element 0 of any buffer they read). */
 static _Alignas(64) const uint8_t empty_buffer[64];
 
-enum { SERIAL_WORK = 32768 };
+/* Below this many element-iterations a kernel runs on the calling thread:
+ * waking a team costs tens of microseconds on an idle machine and a
+ * scheduling quantum on a busy one. */
+enum { SERIAL_WORK = 1 << 18, CHUNKS_PER_THREAD = 8 };
 
 typedef struct run {
     ptc_program *p;
@@ -194,7 +199,42 @@ static int plan_arena(run *r)
 
 /* ---- steps ----------------------------------------------------------------------------- */
 
+/* PTC_INJECT=runtime:<op>:wrong: the buffers a step wrote are made wrong. */
+static void perturb_buffer(run *r, int bufid)
+{
+    const ptc_lbuf *b = r->p->prog->bufs[bufid];
+    if (r->p->sched->is_local[bufid] || !r->bufptr[bufid])
+        return;
+    int64_t sizes[PTC_MAX_DIMS];
+    for (int d = 0; d < b->ndim; d++)
+        sizes[d] = eval(r, b->shape[d]);
+    ptc_tensor t = ptc_tensor_borrow(r->bufptr[bufid], b->dtype, b->ndim, sizes, NULL);
+    if (ptc_tensor_numel(&t) > 0)
+        ptc_inject_perturb(&t);
+}
+
+static void perturb_outputs(run *r, const ptc_lnode *n)
+{
+    for (int o = 0; o < 2; o++)
+        if (n->out[o] >= 0)
+            perturb_buffer(r, n->out[o]);
+}
+
+static int run_kernel_code(run *r, const ptc_kernel *k, const ptc_cpu_kernel *ck);
+
+/* A kernel, with PTC_INJECT's runtime stage around it. */
 static int run_kernel(run *r, const ptc_kernel *k, const ptc_cpu_kernel *ck)
+{
+    ptc_inject_kind ik = ptc_kernel_inject(r->p->sched, k, "runtime", r->err);
+    if (ik == PTC_INJECT_ERROR || run_kernel_code(r, k, ck))
+        return -1;
+    for (int g = 0; ik == PTC_INJECT_WRONG && g < k->ngroups; g++)
+        for (int m = 0; m < k->groups[g].nmembers; m++)
+            perturb_outputs(r, r->p->prog->nodes[k->groups[g].members[m].node]);
+    return 0;
+}
+
+static int run_kernel_code(run *r, const ptc_kernel *k, const ptc_cpu_kernel *ck)
 {
     int64_t params[1 + 64];
     int64_t *pp = k->nparams < 64 ? params : malloc(sizeof(int64_t) * (size_t)(k->nparams + 1));
@@ -228,10 +268,23 @@ static int run_kernel(run *r, const ptc_kernel *k, const ptc_cpu_kernel *ck)
     } else if (P > 0) {
         if (nt > P)
             nt = (int)P;
-#pragma omp parallel num_threads(nt)
-        {
-            int t = omp_get_thread_num(), n = omp_get_num_threads();
-            int64_t lo = P * t / n, hi = P * (t + 1) / n;
+        /* A few chunks per thread, handed out in order: on a shared machine a thread that
+         * loses its core for a while leaves its remaining chunks to the others instead of
+         * holding the whole kernel up. Chunks stay large enough to amortise the hand-out. */
+        int64_t nchunk = (int64_t)nt * CHUNKS_PER_THREAD, most = work / (SERIAL_WORK / 4);
+        if (nchunk > most)
+            nchunk = most > nt ? most : nt;
+        if (nchunk > P)
+            nchunk = P;
+        int64_t next = 0;
+#pragma omp parallel num_threads(nt) shared(next)
+        for (;;) {
+            int64_t c;
+#pragma omp atomic capture
+            c = next++;
+            if (c >= nchunk)
+                break;
+            int64_t lo = P * c / nchunk, hi = P * (c + 1) / nchunk;
             if (lo < hi)
                 ck->fn(lo, hi, bufs, pp);
         }
@@ -258,7 +311,19 @@ static ptc_tensor view_tensor(run *r, const ptc_lview *v)
     return t;
 }
 
+static int run_extern_code(run *r, const ptc_lnode *n);
+
 static int run_extern(run *r, const ptc_lnode *n)
+{
+    ptc_inject_kind ik = ptc_lnode_inject(n, "runtime", r->err);
+    if (ik == PTC_INJECT_ERROR || run_extern_code(r, n))
+        return -1;
+    if (ik == PTC_INJECT_WRONG)
+        perturb_outputs(r, n);
+    return 0;
+}
+
+static int run_extern_code(run *r, const ptc_lnode *n)
 {
     ptc_tensor in[16];
     const ptc_tensor *inp[16];

@@ -6,7 +6,8 @@
  * C held in vector registers. Packing reads any strides, so transposed and
  * broadcast operands cost nothing extra. The micro-kernel is written with
  * GCC vector extensions and compiled for AVX-512, AVX2+FMA and baseline x86
- * (target_clones), picked at load time for the running CPU. Threads (OpenMP)
+ * (target_clones on the x86-64-v4 and -v3 ISA levels), picked at load time
+ * for the running CPU. Threads (OpenMP)
  * take one slab of C each (rows or columns, whichever is longer).
  */
 #include "runtime/rt.h"
@@ -16,56 +17,84 @@
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define CLONES __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
+#define CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define CLONES
 #endif
 
 enum { MC = 96, KC = 256, NC = 2048 };
 
-/* ---- f32: 6 x 16 tiles ------------------------------------------------------------ */
+/* ---- f32: 6 x 32 tiles ------------------------------------------------------------ */
 
-enum { SMR = 6, SNR = 16 };
+/* Twelve 16-wide accumulators: enough independent FMA chains to cover the
+ * FMA latency on two ports (AVX-512); on AVX2 the compiler spills some. */
+enum { SMR = 6, SNR = 32 };
 typedef float v16f __attribute__((vector_size(64), aligned(4)));
 
 CLONES static void skernel(int64_t kc, const float *a, const float *b, float *c, int64_t ldc)
 {
-    v16f c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0}, c4 = {0}, c5 = {0};
+    v16f l0 = {0}, l1 = {0}, l2 = {0}, l3 = {0}, l4 = {0}, l5 = {0};
+    v16f h0 = {0}, h1 = {0}, h2 = {0}, h3 = {0}, h4 = {0}, h5 = {0};
     for (int64_t k = 0; k < kc; k++) {
-        v16f bv;
-        memcpy(&bv, b + k * SNR, sizeof bv);
+        v16f bl, bh;
+        memcpy(&bl, b + k * SNR, sizeof bl);
+        memcpy(&bh, b + k * SNR + 16, sizeof bh);
         const float *ak = a + k * SMR;
-        c0 += ak[0] * bv;
-        c1 += ak[1] * bv;
-        c2 += ak[2] * bv;
-        c3 += ak[3] * bv;
-        c4 += ak[4] * bv;
-        c5 += ak[5] * bv;
+        l0 += ak[0] * bl, h0 += ak[0] * bh;
+        l1 += ak[1] * bl, h1 += ak[1] * bh;
+        l2 += ak[2] * bl, h2 += ak[2] * bh;
+        l3 += ak[3] * bl, h3 += ak[3] * bh;
+        l4 += ak[4] * bl, h4 += ak[4] * bh;
+        l5 += ak[5] * bl, h5 += ak[5] * bh;
     }
-    v16f *rows[SMR] = {&c0, &c1, &c2, &c3, &c4, &c5};
+    v16f *lo[SMR] = {&l0, &l1, &l2, &l3, &l4, &l5}, *hi[SMR] = {&h0, &h1, &h2, &h3, &h4, &h5};
     for (int i = 0; i < SMR; i++) {
         v16f cur;
         memcpy(&cur, c + i * ldc, sizeof cur);
-        cur += *rows[i];
+        cur += *lo[i];
         memcpy(c + i * ldc, &cur, sizeof cur);
+        memcpy(&cur, c + i * ldc + 16, sizeof cur);
+        cur += *hi[i];
+        memcpy(c + i * ldc + 16, &cur, sizeof cur);
     }
 }
 
+/* Packing walks the operand along its smaller stride (a transposed weight
+ * is read row by row, not column by column). */
 static void spack_a(int64_t mc, int64_t kc, const float *A, int64_t sam, int64_t sak, float *out)
 {
-    for (int64_t i0 = 0; i0 < mc; i0 += SMR)
-        for (int64_t k = 0; k < kc; k++)
+    for (int64_t i0 = 0; i0 < mc; i0 += SMR) {
+        float *panel = out + i0 * kc;
+        int64_t mr = mc - i0 < SMR ? mc - i0 : SMR;
+        if (sak <= sam) {
             for (int64_t i = 0; i < SMR; i++)
-                *out++ = i0 + i < mc ? A[(i0 + i) * sam + k * sak] : 0.0f;
+                for (int64_t k = 0; k < kc; k++)
+                    panel[k * SMR + i] = i < mr ? A[(i0 + i) * sam + k * sak] : 0.0f;
+        } else {
+            for (int64_t k = 0; k < kc; k++)
+                for (int64_t i = 0; i < SMR; i++)
+                    panel[k * SMR + i] = i < mr ? A[(i0 + i) * sam + k * sak] : 0.0f;
+        }
+    }
 }
 
 static void spack_b(int64_t kc, int64_t nc, const float *B, int64_t sbk, int64_t sbn, float *out)
 {
     for (int64_t j0 = 0; j0 < nc; j0 += SNR) {
         float *panel = out + j0 * kc;
-        for (int64_t k = 0; k < kc; k++)
+        int64_t nr = nc - j0 < SNR ? nc - j0 : SNR;
+        if (sbn == 1 && nr == SNR) { /* rows of the panel are contiguous in B */
+            for (int64_t k = 0; k < kc; k++)
+                memcpy(panel + k * SNR, B + k * sbk + j0, sizeof(float) * SNR);
+        } else if (sbk < sbn) {
             for (int64_t j = 0; j < SNR; j++)
-                panel[k * SNR + j] = j0 + j < nc ? B[k * sbk + (j0 + j) * sbn] : 0.0f;
+                for (int64_t k = 0; k < kc; k++)
+                    panel[k * SNR + j] = j < nr ? B[k * sbk + (j0 + j) * sbn] : 0.0f;
+        } else {
+            for (int64_t k = 0; k < kc; k++)
+                for (int64_t j = 0; j < SNR; j++)
+                    panel[k * SNR + j] = j < nr ? B[k * sbk + (j0 + j) * sbn] : 0.0f;
+        }
     }
 }
 
@@ -77,6 +106,10 @@ static void sblock(int64_t mc, int64_t nc, int64_t kc, const float *pa, const fl
     for (int64_t j0 = 0; j0 < nc; j0 += SNR)
         for (int64_t i0 = 0; i0 < mc; i0 += SMR) {
             int64_t mr = mc - i0 < SMR ? mc - i0 : SMR, nr = nc - j0 < SNR ? nc - j0 : SNR;
+            if (mr == SMR && nr == SNR && scn == 1) { /* a whole tile: straight into C */
+                skernel(kc, pa + i0 * kc, pb + j0 * kc, C + i0 * scm + j0, scm);
+                continue;
+            }
             memset(tile, 0, sizeof tile);
             skernel(kc, pa + i0 * kc, pb + j0 * kc, tile, SNR);
             for (int64_t i = 0; i < mr; i++)
@@ -118,24 +151,31 @@ static void sgemm_serial(int64_t M, int64_t N, int64_t K, const float *A, int64_
 
 /* ---- f64: 6 x 8 tiles ---------------------------------------------------------------- */
 
-enum { DMR = 6, DNR = 8 };
+enum { DMR = 6, DNR = 16 };
 typedef double v8d __attribute__((vector_size(64), aligned(8)));
 
 CLONES static void dkernel(int64_t kc, const double *a, const double *b, double *c, int64_t ldc)
 {
-    v8d acc[DMR];
-    memset(acc, 0, sizeof acc);
+    v8d lo[DMR], hi[DMR];
+    memset(lo, 0, sizeof lo);
+    memset(hi, 0, sizeof hi);
     for (int64_t k = 0; k < kc; k++) {
-        v8d bv;
-        memcpy(&bv, b + k * DNR, sizeof bv);
-        for (int i = 0; i < DMR; i++)
-            acc[i] += a[k * DMR + i] * bv;
+        v8d bl, bh;
+        memcpy(&bl, b + k * DNR, sizeof bl);
+        memcpy(&bh, b + k * DNR + 8, sizeof bh);
+        for (int i = 0; i < DMR; i++) {
+            lo[i] += a[k * DMR + i] * bl;
+            hi[i] += a[k * DMR + i] * bh;
+        }
     }
     for (int i = 0; i < DMR; i++) {
         v8d cur;
         memcpy(&cur, c + i * ldc, sizeof cur);
-        cur += acc[i];
+        cur += lo[i];
         memcpy(c + i * ldc, &cur, sizeof cur);
+        memcpy(&cur, c + i * ldc + 8, sizeof cur);
+        cur += hi[i];
+        memcpy(c + i * ldc + 8, &cur, sizeof cur);
     }
 }
 
@@ -194,7 +234,7 @@ static void dgemm_serial(int64_t M, int64_t N, int64_t K, const double *A, int64
 #define PARALLEL_GEMM(T, serial)                                                          \
     do {                                                                                  \
         int nt = omp_in_parallel() ? 1 : omp_get_max_threads();                           \
-        if (nt <= 1 || M * N * K < ((int64_t)1 << 16)) {                                  \
+        if (nt <= 1 || M * N * K < ((int64_t)1 << 23)) {                                  \
             serial(M, N, K, A, sam, sak, B, sbk, sbn, C, scm, scn, accumulate);           \
             return;                                                                       \
         }                                                                                 \

@@ -28,7 +28,7 @@ int ptc_cextern_run(const ptc_node *node, const ptc_tensor *const *inputs, int n
 
 #include <pthread.h>
 
-enum { PTC_TEXT_PRIMS, PTC_TEXT_LOOPS, PTC_TEXT_KERNELS, PTC_TEXT_LLVM, PTC_TEXT_COUNT };
+enum { PTC_TEXT_PRIMS, PTC_TEXT_LOOPS, PTC_TEXT_KERNELS, PTC_TEXT_LLVM, PTC_TEXT_PTX, PTC_TEXT_COUNT };
 
 struct ptc_program {
     int refs;
@@ -41,6 +41,7 @@ struct ptc_program {
     ptc_lprog *prog;
     ptc_schedule *sched;
     ptc_cpu_kernel *kernels;
+    struct ptc_cuda_prog *cuda; /* CUDA: PTX, launch plans, loaded modules (cuda_exec.c) */
     ptc_program_info info;
     char *text[PTC_TEXT_COUNT];
     /* a cached arena for runs (one run at a time uses it; others malloc) */
@@ -48,6 +49,10 @@ struct ptc_program {
     void *mem;
     size_t mem_size;
     bool mem_busy;
+    /* PTC_ACCURACY: the input graph, which the interpreter runs on the first
+     * run's inputs to check its outputs */
+    ptc_graph *source;
+    int accuracy_checked;
 };
 
 int ptc_exec_cpu(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tensor *outputs,

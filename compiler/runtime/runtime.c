@@ -13,6 +13,9 @@
 #include "runtime/rt.h"
 
 #include "lower/lower.h"
+#ifdef PTC_HAVE_CUDA
+#include "runtime/cuda_rt.h"
+#endif
 #include "passes/passes.h"
 
 #include <stdlib.h>
@@ -141,6 +144,9 @@ static int stage_kernels(pipe_t *s)
     double t0 = ptc_now_ms();
     ptc_program *p = s->p;
     ptc_sched_opts so = {0};
+    /* a GPU wants thousands of outer iterations per kernel, not a few per core */
+    if (p->backend == PTC_BACKEND_CUDA)
+        so.nthreads = 1024;
     p->sched = ptc_schedule_build(p->arena, p->prog, &so, s->err);
     if (!p->sched)
         return -1;
@@ -172,7 +178,14 @@ static int stage_codegen(pipe_t *s)
     char **texts = text ? calloc((size_t)nk + 1, sizeof *texts) : NULL;
     p->kernels = calloc((size_t)nk + 1, sizeof *p->kernels);
     ptc_codegen_opts co = {.no_cache = s->o && s->o->no_cache, .want_text = text, .metrics = &s->m};
-    int rc = ptc_cpu_compile(p->sched, &co, p->kernels, texts, s->err);
+    bool cuda = p->backend == PTC_BACKEND_CUDA;
+    int rc;
+#ifdef PTC_HAVE_CUDA
+    if (cuda)
+        rc = ptc_cuda_prepare(p, s->o, &s->m, texts, s->err);
+    else
+#endif
+        rc = ptc_cpu_compile(p->sched, &co, p->kernels, texts, s->err);
     if (rc == 0) {
         stage_done(s, "codegen", t0);
         for (int k = 0; k < nk; k++)
@@ -187,8 +200,8 @@ static int stage_codegen(pipe_t *s)
     for (int k = 0; texts && k < nk; k++) {
         if (rc == 0 && s->o && s->o->trace) {
             char file[32];
-            snprintf(file, sizeof file, "kernel_%d.ll", k);
-            rc = ptc_trace_write(s->o->trace, k == 0 ? "llvm" : NULL, file, texts[k],
+            snprintf(file, sizeof file, "kernel_%d.%s", k, cuda ? "ptx" : "ll");
+            rc = ptc_trace_write(s->o->trace, k == 0 ? (cuda ? "ptx" : "llvm") : NULL, file, texts[k],
                                  strlen(texts[k]), s->err);
         }
         if (texts[k])
@@ -197,7 +210,8 @@ static int stage_codegen(pipe_t *s)
     }
     free(texts);
     if (rc == 0 && all.data)
-        rc = emit_text(s, PTC_TEXT_LLVM, PTC_LOG_OUTPUT_CODE, "output_code", NULL, all.data);
+        rc = emit_text(s, cuda ? PTC_TEXT_PTX : PTC_TEXT_LLVM, PTC_LOG_OUTPUT_CODE, "output_code",
+                       NULL, all.data);
     else
         ptc_buf_free(&all);
     return rc;
@@ -218,12 +232,15 @@ ptc_program *ptc_compile(const ptc_graph *g, const ptc_compile_opts *opts, ptc_e
     ptc_log_init();
     double t0 = ptc_now_ms();
     ptc_backend backend = opts ? opts->backend : PTC_BACKEND_CPU;
+#ifndef PTC_HAVE_CUDA
     if (backend == PTC_BACKEND_CUDA) {
         ptc_errorf(err, PTC_ERR_UNSUPPORTED, "codegen",
-                   "the CUDA backend is not implemented yet (use the cpu or reference backend)");
+                   "the CUDA backend is not part of this build (configured with PTC_CUDA=OFF)");
         return NULL;
     }
-    if (backend != PTC_BACKEND_CPU && backend != PTC_BACKEND_REFERENCE) {
+#endif
+    if (backend != PTC_BACKEND_CPU && backend != PTC_BACKEND_REFERENCE &&
+        backend != PTC_BACKEND_CUDA) {
         ptc_errorf(err, PTC_ERR_UNSUPPORTED, "codegen", "unknown backend %d", (int)backend);
         return NULL;
     }
@@ -246,6 +263,8 @@ ptc_program *ptc_compile(const ptc_graph *g, const ptc_compile_opts *opts, ptc_e
     if (rc == 0 && backend == PTC_BACKEND_REFERENCE) {
         p->graph = ptc_graph_clone(g, NULL);
     } else if (rc == 0) {
+        if (ptc_accuracy_enabled())
+            p->source = ptc_graph_clone(g, NULL);
         rc = stage_prims(&s, g);
         if (rc == 0)
             rc = stage_loops(&s);
@@ -274,11 +293,16 @@ void ptc_program_release(ptc_program *p)
         return;
     for (int k = 0; p->kernels && p->sched && k < p->sched->nkernels; k++)
         ptc_cpu_kernel_release(&p->kernels[k]);
+#ifdef PTC_HAVE_CUDA
+    ptc_cuda_prog_free(p->cuda);
+#endif
     free(p->kernels);
     for (int i = 0; i < PTC_TEXT_COUNT; i++)
         free(p->text[i]);
     if (p->graph)
         ptc_graph_free(p->graph);
+    if (p->source)
+        ptc_graph_free(p->source);
     ptc_arena_free(p->arena);
     free(p->mem);
     pthread_mutex_destroy(&p->lock);
@@ -289,11 +313,36 @@ void ptc_program_get_info(const ptc_program *p, ptc_program_info *info) { *info 
 
 const char *ptc_program_text(const ptc_program *p, const char *stage)
 {
-    static const char *names[PTC_TEXT_COUNT] = {"prims", "loops", "kernels", "llvm"};
+    static const char *names[PTC_TEXT_COUNT] = {"prims", "loops", "kernels", "llvm", "ptx"};
     for (int i = 0; i < PTC_TEXT_COUNT; i++)
         if (strcmp(stage, names[i]) == 0)
             return p->text[i];
     return NULL;
+}
+
+/* PTC_INJECT's runtime stage on the reference backend: asked after each
+ * node (the interpreter itself, the oracle, is never injected). */
+typedef struct ref_inject {
+    ptc_error err;
+    bool failed;
+} ref_inject;
+
+static int inject_node(void *ctx, const ptc_node *n, const ptc_tensor *outs)
+{
+    ref_inject *ri = ctx;
+    switch (ptc_inject_hit("runtime", n->op, &ri->err)) {
+    case PTC_INJECT_ERROR:
+        ri->failed = true;
+        return 1;
+    case PTC_INJECT_WRONG:
+        for (int i = 0; i < n->nout; i++) {
+            ptc_tensor t = outs[i]; /* the run's data; only the struct is const */
+            ptc_inject_perturb(&t);
+        }
+        return 0;
+    default:
+        return 0;
+    }
 }
 
 /* The reference backend, with outputs moved into host allocations. */
@@ -301,9 +350,17 @@ static int run_reference(ptc_program *p, const ptc_tensor *inputs, int ninputs,
                          ptc_tensor *outputs, const ptc_host *host, uint64_t rng_offset,
                          ptc_error *err)
 {
+    ref_inject ri = {0};
     ptc_run_opts ro = {.rng_offset = rng_offset};
-    if (ptc_interp_run(p->graph, inputs, ninputs, outputs, &ro, err))
+    if (*ptc_inject_spec()) {
+        ro.on_node = inject_node;
+        ro.ctx = &ri;
+    }
+    if (ptc_interp_run(p->graph, inputs, ninputs, outputs, &ro, err)) {
+        if (ri.failed && err)
+            *err = ri.err;
         return -1;
+    }
     if (!host || !host->alloc)
         return 0;
     for (int i = 0; i < p->noutputs; i++) {
@@ -320,6 +377,33 @@ static int run_reference(ptc_program *p, const ptc_tensor *inputs, int ninputs,
     return 0;
 }
 
+#ifdef PTC_HAVE_CUDA
+/* PTC_ACCURACY on the CUDA backend: the interpreter runs on host copies of
+ * the inputs and is compared with host copies of the outputs. */
+static int cuda_accuracy(ptc_program *p, const ptc_tensor *inputs, int ninputs,
+                         const ptc_tensor *outputs, uint64_t rng_offset, ptc_error *err)
+{
+    ptc_tensor *hin = calloc((size_t)ninputs + 1, sizeof *hin);
+    ptc_tensor *hout = calloc((size_t)p->noutputs + 1, sizeof *hout);
+    int rc = 0, nin = 0, nout = 0;
+    for (; rc == 0 && nin < ninputs; nin++)
+        rc = ptc_tensor_to_device(&inputs[nin], PTC_CPU, &hin[nin], err);
+    for (; rc == 0 && nout < p->noutputs; nout++)
+        rc = ptc_tensor_to_device(&outputs[nout], PTC_CPU, &hout[nout], err);
+    if (rc == 0)
+        rc = ptc_accuracy_check(p->source, hin, ninputs, hout, rng_offset, "cuda", err);
+    for (int i = 0; i < ninputs; i++)
+        if (hin[i].storage)
+            ptc_tensor_release(&hin[i]);
+    for (int i = 0; i < p->noutputs; i++)
+        if (hout[i].storage)
+            ptc_tensor_release(&hout[i]);
+    free(hin);
+    free(hout);
+    return rc;
+}
+#endif
+
 int ptc_program_run(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tensor *outputs,
                     const ptc_host *host, uint64_t rng_offset, ptc_error *err)
 {
@@ -328,5 +412,28 @@ int ptc_program_run(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_t
                           ninputs);
     if (p->backend == PTC_BACKEND_REFERENCE)
         return run_reference(p, inputs, ninputs, outputs, host, rng_offset, err);
-    return ptc_exec_cpu(p, inputs, ninputs, outputs, host, rng_offset, err);
+#ifdef PTC_HAVE_CUDA
+    if (p->backend == PTC_BACKEND_CUDA) {
+        if (ptc_exec_cuda(p, inputs, ninputs, outputs, host, rng_offset, err))
+            return -1;
+        if (p->source && __atomic_exchange_n(&p->accuracy_checked, 1, __ATOMIC_ACQ_REL) == 0 &&
+            cuda_accuracy(p, inputs, ninputs, outputs, rng_offset, err)) {
+            for (int i = 0; i < p->noutputs; i++)
+                ptc_tensor_release(&outputs[i]);
+            return -1;
+        }
+        return 0;
+    }
+#endif
+    if (ptc_exec_cpu(p, inputs, ninputs, outputs, host, rng_offset, err))
+        return -1;
+    /* PTC_ACCURACY=1: the first run of a new compile is checked against the
+     * interpreter; a divergence writes a repro folder and fails the run. */
+    if (p->source && __atomic_exchange_n(&p->accuracy_checked, 1, __ATOMIC_ACQ_REL) == 0 &&
+        ptc_accuracy_check(p->source, inputs, ninputs, outputs, rng_offset, "cpu", err)) {
+        for (int i = 0; i < p->noutputs; i++)
+            ptc_tensor_release(&outputs[i]);
+        return -1;
+    }
+    return 0;
 }

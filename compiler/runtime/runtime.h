@@ -32,6 +32,9 @@ typedef struct ptc_compile_opts {
     ptc_metrics *metrics;     /* optional: per-pass ms, node/kernel counts, cache hits */
     bool no_cache;            /* skip the on-disk kernel cache */
     bool keep_text;           /* keep each stage's text (ptc_program_text) */
+    int cuda_sm;              /* CUDA: target compute capability x 10 (80, 90); 0 = the
+                               * device's. With a target no GPU is needed to compile:
+                               * kernels load on the first run's device. */
 } ptc_compile_opts;
 
 /* Compiles a stage-1 or stage-2 graph. The graph is not modified and may be
@@ -52,6 +55,13 @@ typedef struct ptc_host {
                       int ninputs, ptc_tensor *outs, ptc_error *err);
     /* The stream to launch on for a CUDA device (CUstream), NULL = default. */
     void *(*cuda_stream)(void *ctx, ptc_device dev);
+    /* Optional, CUDA: runs an extern node like run_extern but returns its
+     * results as new tensors of the framework (outs[i] receive references)
+     * instead of writing ptc's buffers; the run keeps them until it ends and
+     * uses their memory as the node's outputs, which saves a copy per extern.
+     * A result that is not contiguous is copied into ptc's buffer. */
+    int (*run_extern_new)(void *ctx, const ptc_node *node, const ptc_tensor *const *inputs,
+                          int ninputs, ptc_tensor *outs, ptc_error *err);
 } ptc_host;
 
 /* Runs a program. outputs[noutputs] receive new references. host may be NULL.
@@ -69,7 +79,17 @@ typedef struct ptc_program_info {
 } ptc_program_info;
 void ptc_program_get_info(const ptc_program *p, ptc_program_info *info);
 /* The printed form of a stage of the compile ("prims", "loops", "kernels",
- * "llvm"), kept when opts->keep_text was set; NULL otherwise. */
+ * "llvm" (CPU), "ptx" (CUDA)), kept when opts->keep_text was set; NULL otherwise. */
 const char *ptc_program_text(const ptc_program *p, const char *stage);
+
+/* ---- CUDA for tools and tests ----------------------------------------------------- */
+
+/* 0 when the CUDA backend can run here (a driver and a device); otherwise -1
+ * with the reason in err ("no NVIDIA driver: ...", "built without CUDA"). */
+int ptc_cuda_available(ptc_error *err);
+/* A copy of t on dev with t's strides (the memory span t covers is copied):
+ * CPU -> CUDA, CUDA -> CPU or CUDA -> CUDA through the host, synchronously.
+ * The copy holds one reference. */
+int ptc_tensor_to_device(const ptc_tensor *t, ptc_device dev, ptc_tensor *out, ptc_error *err);
 
 #endif /* PTC_RUNTIME_H */

@@ -15,6 +15,9 @@ from ptcio import ptc_run, ptir_type, read_tensors, write_tensors
 
 G = torch.Generator().manual_seed(1234)
 
+# The backend under test; test_gpu_ops.py runs every case here with "cuda".
+BACKEND = "cpu"
+
 
 def rnd(shape, dtype=torch.float32, lo=-2.0, hi=2.0, positive=False):
     if dtype == torch.bool:
@@ -75,7 +78,7 @@ def run_case(workdir, name, expr, inputs, fn, nout=1, check_torch=True):
     with open(base + ".ptir", "w") as f:
         f.write(text)
     write_tensors(base + ".in.bin", inputs)
-    r = ptc_run("--backend", "cpu", "--check", "--inputs", base + ".in.bin",
+    r = ptc_run("--backend", BACKEND, "--check", "--inputs", base + ".in.bin",
                 "--save-outputs", base + ".out.bin", base + ".ptir")
     assert r.returncode == 0, "%s\n%s\n%s" % (text, r.stdout, r.stderr)
     if check_torch:
@@ -362,7 +365,7 @@ def test_creation(workdir):
         with open(path, "w") as f:
             f.write(g + "graph forward() {\n  %%0 = %s : %s\n  return (%%0)\n}\n" % (expr, ty))
         out = path + ".out.bin"
-        r = ptc_run("--backend", "cpu", "--check", "--save-outputs", out, path)
+        r = ptc_run("--backend", BACKEND, "--check", "--save-outputs", out, path)
         assert r.returncode == 0, r.stderr
         assert_matches(read_tensors(out)[0][1], want, name)
 

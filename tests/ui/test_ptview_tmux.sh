@@ -26,9 +26,9 @@ fail() {
     echo "------------------"
     exit 1
 }
-# expect TEXT: waits up to 5 s for TEXT (fixed string) on the screen.
+# expect TEXT: waits up to 30 s (CI machines are loaded) for TEXT (fixed string) on the screen.
 expect() {
-    for _ in $(seq 50); do
+    for _ in $(seq 300); do
         screen | grep -qF -- "$1" && return 0
         sleep 0.1
     done
@@ -161,7 +161,7 @@ screen -e | grep -q $'\e\\[3[1-6]m' || fail "no colours in colour mode"
 
 step="quit"
 keys q
-for _ in $(seq 50); do
+for _ in $(seq 300); do
     [ -s "$STATUS" ] && break
     sleep 0.1
 done

@@ -1,7 +1,7 @@
 /* ptc-run: parse, verify, compile and run a .ptir graph.
  *
- *   ptc-run [--emit=ptir|prims|loops|kernels|llvm] [--backend reference|cpu]
- *           [--check] [--stats] [--trace DIR] [--no-cache]
+ *   ptc-run [--emit=ptir|prims|loops|kernels|llvm|ptx] [--backend reference|cpu|cuda]
+ *           [--cuda-arch sm_NN] [--check] [--stats] [--trace DIR] [--no-cache]
  *           [--seed N | --inputs FILE] [--sym NAME=VALUE]...
  *           [--save-outputs FILE] [--graph NAME | --all] GRAPH.ptir
  *
@@ -13,7 +13,9 @@
  * on the same inputs and compares every output with dtype-aware tolerances;
  * --stats prints the kernel counts and per-stage compile times; --emit prints
  * one stage of the compile instead of running; --all runs every graph of the
- * file (each with its own generated inputs) instead of the first.
+ * file (each with its own generated inputs) instead of the first. The cuda
+ * backend copies the inputs to the GPU and the outputs back; --emit=ptx (or
+ * --cuda-arch) compiles for a named architecture without needing a GPU.
  * Exit status: 0 ok, 1 runtime, compile or check failure, 2 bad input.
  */
 #include "logs/logs.h"
@@ -33,6 +35,7 @@ typedef struct options {
     const char *inputs;
     const char *save_outputs;
     const char *graph;
+    int cuda_sm;
     uint64_t seed;
     ptc_bindings syms;
 } options;
@@ -40,8 +43,8 @@ typedef struct options {
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: ptc-run [--emit=ptir|prims|loops|kernels|llvm] [--backend reference|cpu]\n"
-            "               [--check] [--stats] [--trace DIR] [--no-cache]\n"
+            "usage: ptc-run [--emit=ptir|prims|loops|kernels|llvm|ptx] [--backend reference|cpu|cuda]\n"
+            "               [--cuda-arch sm_NN] [--check] [--stats] [--trace DIR] [--no-cache]\n"
             "               [--seed N | --inputs FILE] [--sym NAME=VALUE]...\n"
             "               [--save-outputs FILE] [--graph NAME | --all] GRAPH.ptir\n");
 }
@@ -89,6 +92,12 @@ static int parse_args(int argc, char **argv, options *o)
             o->emit = v;
         } else if ((v = opt_value(argc, argv, &i, "--backend"))) {
             o->backend = v;
+        } else if ((v = opt_value(argc, argv, &i, "--cuda-arch"))) {
+            char *end;
+            long sm = strncmp(v, "sm_", 3) == 0 ? strtol(v + 3, &end, 10) : 0;
+            if (sm < 70 || sm > 90 || *end)
+                return bad_input("--cuda-arch expects sm_70 .. sm_90, got '%s'", v);
+            o->cuda_sm = (int)sm;
         } else if ((v = opt_value(argc, argv, &i, "--trace"))) {
             o->trace = v;
         } else if (strcmp(argv[i], "--check") == 0) {
@@ -128,17 +137,30 @@ static int parse_args(int argc, char **argv, options *o)
     }
     if (!o->path)
         return bad_input("no graph file given (usage: ptc-run [OPTIONS] GRAPH.ptir)");
-    static const char *emits[] = {"ptir", "prims", "loops", "kernels", "llvm"};
+    static const char *emits[] = {"ptir", "prims", "loops", "kernels", "llvm", "ptx"};
     bool emit_ok = !o->emit;
     for (size_t k = 0; k < sizeof emits / sizeof *emits && !emit_ok; k++)
         emit_ok = strcmp(o->emit, emits[k]) == 0;
     if (!emit_ok)
-        return bad_input("--emit expects one of ptir, prims, loops, kernels, llvm, got '%s'",
+        return bad_input("--emit expects one of ptir, prims, loops, kernels, llvm, ptx, got '%s'",
                          o->emit);
-    if (o->backend && strcmp(o->backend, "reference") != 0 && strcmp(o->backend, "cpu") != 0)
-        return bad_input("unknown backend '%s' (available: reference, cpu)", o->backend);
+    if (o->backend && strcmp(o->backend, "reference") != 0 && strcmp(o->backend, "cpu") != 0 &&
+        strcmp(o->backend, "cuda") != 0)
+        return bad_input("unknown backend '%s' (available: reference, cpu, cuda)", o->backend);
+    if (!o->backend && o->emit && strcmp(o->emit, "ptx") == 0)
+        o->backend = "cuda";
     if (!o->backend)
         o->backend = o->check || (o->emit && strcmp(o->emit, "ptir") != 0) ? "cpu" : "reference";
+    bool cuda = strcmp(o->backend, "cuda") == 0;
+    if (o->emit && strcmp(o->emit, "ptx") == 0 && !cuda)
+        return bad_input("--emit=ptx needs the cuda backend");
+    if (o->emit && strcmp(o->emit, "llvm") == 0 && cuda)
+        return bad_input("--emit=llvm shows the cpu backend's code; the cuda backend's is --emit=ptx");
+    if (o->cuda_sm && !cuda)
+        return bad_input("--cuda-arch needs the cuda backend");
+    /* emitting code needs no GPU: without one, target sm_90 */
+    if (cuda && o->emit && !o->cuda_sm && ptc_cuda_available(NULL) != 0)
+        o->cuda_sm = 90;
     if (o->inputs && o->seed)
         return bad_input("--seed and --inputs are exclusive");
     if (o->all && (o->graph || o->inputs || o->save_outputs || o->emit))
@@ -350,7 +372,10 @@ typedef struct session {
 static ptc_program *compile(const options *o, const ptc_graph *g, session *ss, ptc_error *err)
 {
     ptc_compile_opts co = {0};
-    co.backend = strcmp(o->backend, "cpu") == 0 ? PTC_BACKEND_CPU : PTC_BACKEND_REFERENCE;
+    co.backend = strcmp(o->backend, "cpu") == 0    ? PTC_BACKEND_CPU
+                 : strcmp(o->backend, "cuda") == 0 ? PTC_BACKEND_CUDA
+                                                   : PTC_BACKEND_REFERENCE;
+    co.cuda_sm = o->cuda_sm;
     co.no_cache = o->no_cache;
     co.keep_text = o->emit != NULL;
     co.metrics = &ss->metrics;
@@ -402,13 +427,68 @@ static int save(const options *o, const ptc_graph *g, const ptc_tensor *out)
     return rc;
 }
 
+/* Runs p; on the cuda backend through device copies of the inputs, with the
+ * outputs copied back to the host. */
+static int run_program(const options *o, ptc_program *p, const ptc_graph *g, const ptc_tensor *in,
+                       ptc_tensor *out, ptc_error *err)
+{
+    if (strcmp(o->backend, "cuda") != 0)
+        return ptc_program_run(p, in, g->ninputs, out, NULL, 0, err);
+    ptc_device gpu = {PTC_DEV_CUDA, -1};
+    ptc_tensor *din = calloc((size_t)g->ninputs + 1, sizeof *din);
+    ptc_tensor *dout = calloc((size_t)g->noutputs + 1, sizeof *dout);
+    int rc = 0, nin = 0;
+    for (; rc == 0 && nin < g->ninputs; nin++)
+        if ((rc = ptc_tensor_to_device(&in[nin], gpu, &din[nin], err)))
+            break;
+    if (rc == 0)
+        rc = ptc_program_run(p, din, g->ninputs, dout, NULL, 0, err);
+    for (int i = 0; rc == 0 && i < g->noutputs; i++) {
+        rc = ptc_tensor_to_device(&dout[i], PTC_CPU, &out[i], err);
+        for (int j = 0; rc && j < i; j++)
+            ptc_tensor_release(&out[j]);
+    }
+    for (int i = 0; i < g->noutputs; i++)
+        if (dout[i].storage || dout[i].data)
+            ptc_tensor_release(&dout[i]);
+    for (int i = 0; i < nin; i++)
+        ptc_tensor_release(&din[i]);
+    free(din);
+    free(dout);
+    return rc;
+}
+
+/* With PTC_REPRO set, a failing compile, run or check leaves a repro folder
+ * (ptminify's input) and says where. */
+static void dump_repro(const options *o, const ptc_graph *g, const ptc_tensor *in,
+                       const char *kind, const ptc_error *err, const char *message)
+{
+    /* PTC_ACCURACY's own check wrote one already */
+    if (!getenv("PTC_REPRO") || (err && strcmp(err->stage, "accuracy") == 0))
+        return;
+    ptc_repro_info info = {.kind = kind,
+                           .stage = err ? err->stage : "accuracy",
+                           .error_class = ptc_errclass_name(err ? err->cls : PTC_ERR_NONE),
+                           .message = err ? err->msg : message,
+                           .backend = o->backend};
+    ptc_tolerance_default(PTC_F32, &info.rtol, &info.atol);
+    char dir[1024];
+    ptc_error werr;
+    if (ptc_repro_write(NULL, g, in, g->ninputs, &info, dir, sizeof dir, &werr) == 0)
+        fprintf(stderr, "ptc-run: repro written to %s\n", dir);
+    else
+        fprintf(stderr, "ptc-run: no repro written: %s\n", werr.msg);
+}
+
 /* Compiles, runs, and (with --check) compares against the interpreter. */
 static int run_graph(const options *o, const ptc_graph *g, ptc_tensor *in, session *ss)
 {
     ptc_error err;
     ptc_program *p = compile(o, g, ss, &err);
-    if (!p)
+    if (!p) {
+        dump_repro(o, g, in, "error", &err, NULL);
         return report(&err, 1);
+    }
     if (o->emit) {
         const char *t = ptc_program_text(p, o->emit);
         if (t)
@@ -431,7 +511,8 @@ static int run_graph(const options *o, const ptc_graph *g, ptc_tensor *in, sessi
         }
         have_ref = true;
     }
-    if (ptc_program_run(p, in, g->ninputs, out, NULL, 0, &err)) {
+    if (run_program(o, p, g, in, out, &err)) {
+        dump_repro(o, g, in, "error", &err, NULL);
         rc = report(&err, 1);
         goto done;
     }
@@ -442,6 +523,8 @@ static int run_graph(const options *o, const ptc_graph *g, ptc_tensor *in, sessi
     if (o->check) {
         for (int i = 0; i < g->noutputs && rc == 0; i++)
             rc = compare(i, g->outputs[i], &out[i], &ref[i], o->backend);
+        if (rc)
+            dump_repro(o, g, in, "accuracy", NULL, "outputs differ from the reference interpreter");
         if (rc == 0)
             printf("check: %d outputs match the reference\n", g->noutputs);
     }

@@ -22,8 +22,10 @@ typedef struct cg {
     int vec_var;              /* the variable of the current vector loop, -1 none */
     int W;                    /* lanes of values being emitted (1: scalar) */
     LLVMValueRef lane_mask;   /* <W x i1> active lanes of a masked tail, or NULL */
+    int acc_set;              /* which set of lane accumulators an unrolled step uses */
     LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, void_;
     LLVMBasicBlockRef entry;  /* allocas go here */
+    bool inject_wrong;        /* PTC_INJECT codegen:<op>:wrong: every stored value is off */
 } cg;
 
 /* Types and constants. */
@@ -44,6 +46,8 @@ LLVMValueRef cg_exp(cg *c, LLVMValueRef x, ptc_dtype dt);
 LLVMValueRef cg_log(cg *c, LLVMValueRef x, ptc_dtype dt);
 LLVMValueRef cg_tanh(cg *c, LLVMValueRef x, ptc_dtype dt);
 LLVMValueRef cg_erf(cg *c, LLVMValueRef x, ptc_dtype dt);
+LLVMValueRef cg_log1p(cg *c, LLVMValueRef x, ptc_dtype dt);
+LLVMValueRef cg_expm1(cg *c, LLVMValueRef x, ptc_dtype dt);
 /* uniform [0,1) and normal draws of the shared counter RNG (ops.h) */
 LLVMValueRef cg_rng_uniform(cg *c, LLVMValueRef key, LLVMValueRef idx);
 LLVMValueRef cg_rng_key(cg *c, int64_t seed);

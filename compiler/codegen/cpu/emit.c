@@ -410,6 +410,18 @@ static LLVMValueRef emit_load(cg *c, const ptc_lexpr *e, LLVMValueRef *vals, int
     return v;
 }
 
+/* PTC_INJECT=codegen:<op>:wrong: x*1.25+1 (integers x+1, bools !x). */
+static LLVMValueRef inject_wrong(cg *c, LLVMValueRef v, ptc_dtype dt, int w)
+{
+    LLVMTypeRef t = cg_compute_type(c, dt);
+    if (dt == PTC_BOOL)
+        return LLVMBuildXor(c->b, v, cg_const_i(c, t, 1, w), "");
+    if (!is_float(dt))
+        return LLVMBuildAdd(c->b, v, cg_const_i(c, t, 1, w), "");
+    LLVMValueRef s = LLVMBuildFMul(c->b, v, cg_const_f(c, t, 1.25, w), "");
+    return LLVMBuildFAdd(c->b, s, cg_const_f(c, t, 1.0, w), "");
+}
+
 static void emit_store(cg *c, int bufid, const ptc_ix *off, LLVMValueRef v, LLVMValueRef *vals,
                        int w)
 {
@@ -419,6 +431,8 @@ static void emit_store(cg *c, int bufid, const ptc_ix *off, LLVMValueRef v, LLVM
     unsigned align = (unsigned)ptc_dtype_size(buf->dtype);
     LLVMValueRef base = c->bufptr[bufid];
     PTC_ASSERT(base != NULL);
+    if (c->inject_wrong)
+        v = inject_wrong(c, v, buf->dtype, w);
     LLVMValueRef raw = to_storage(c, v, buf->dtype, w);
     int kind = w == 1 ? ACC_UNIFORM : access_kind(c, off, vals);
     LLVMValueRef lanes = w > 1 ? c->lane_mask : NULL;
@@ -524,8 +538,8 @@ static LLVMValueRef emit_unary(cg *c, int op, ptc_dtype dt, LLVMValueRef x, int 
     case PTC_L_LOG: return cg_log(c, x, dt);
     case PTC_L_TANH: return cg_tanh(c, x, dt);
     case PTC_L_ERF: return cg_erf(c, x, dt);
-    case PTC_L_LOG1P:
-    case PTC_L_EXPM1:
+    case PTC_L_LOG1P: return cg_log1p(c, x, dt);
+    case PTC_L_EXPM1: return cg_expm1(c, x, dt);
     case PTC_L_SIN:
     case PTC_L_COS: return cg_libm(c, libm_name(op, dt), st, &x, 1);
     case PTC_L_SQRT: return fcall1(c, "llvm.sqrt", x);
@@ -739,8 +753,11 @@ static LLVMValueRef emit_compare(cg *c, int op, ptc_dtype dt, LLVMValueRef x, LL
     return LLVMBuildICmp(b, is_unsigned(dt) ? up[op - PTC_L_EQ] : sp[op - PTC_L_EQ], x, y, "");
 }
 
+/* y_uniform: the divisor is the same in every lane (a row's sum): a vector
+ * division becomes one reciprocal, hoisted out of the loop, and a multiply
+ * (at most an ulp from the quotient; torch's CPU softmax does the same). */
 static LLVMValueRef emit_binary(cg *c, const ptc_lbody *body, const ptc_lexpr *e, LLVMValueRef x,
-                                LLVMValueRef y, int w)
+                                LLVMValueRef y, int w, bool y_uniform)
 {
     LLVMBuilderRef b = c->b;
     ptc_dtype dt = body->e[e->arg[0]].dtype; /* operand dtype */
@@ -756,7 +773,12 @@ static LLVMValueRef emit_binary(cg *c, const ptc_lbody *body, const ptc_lexpr *e
     case PTC_L_MUL:
         r = f ? LLVMBuildFMul(b, x, y, "") : dt == PTC_BOOL ? LLVMBuildAnd(b, x, y, "") : LLVMBuildMul(b, x, y, "");
         break;
-    case PTC_L_DIV: r = f ? LLVMBuildFDiv(b, x, y, "") : int_divmod(c, e->op, dt, x, y, w); break;
+    case PTC_L_DIV:
+        if (f && w > 1 && y_uniform)
+            r = LLVMBuildFMul(b, x, LLVMBuildFDiv(b, kconst(c, dt, 1, 1, w), y, ""), "");
+        else
+            r = f ? LLVMBuildFDiv(b, x, y, "") : int_divmod(c, e->op, dt, x, y, w);
+        break;
     case PTC_L_FLOOR_DIVIDE:
     case PTC_L_REMAINDER:
         r = f ? float_floordiv_rem(c, e->op, dt, x, y, w) : int_divmod(c, e->op, dt, x, y, w);
@@ -788,14 +810,36 @@ typedef struct fwd {
     LLVMValueRef val[64];
 } fwd;
 
+/* Is entry i the same in every lane of the vector loop? */
+static bool entry_uniform(cg *c, const ptc_lexpr *e, LLVMValueRef *v, const bool *uni, bool forwarded)
+{
+    if (c->W == 1)
+        return true;
+    switch (e->op) {
+    case PTC_L_CONST: return true;
+    case PTC_L_LOAD:
+        return !forwarded && !ix_varies(c, e->idx[0], v) && (e->arg[0] < 0 || uni[e->arg[0]]);
+    case PTC_L_INDEX:
+    case PTC_L_RAND:
+    case PTC_L_RANDN: return !ix_varies(c, e->ix, v);
+    default:
+        for (int k = 0; k < ptc_lop_arity(e->op); k++)
+            if (!uni[e->arg[k]])
+                return false;
+        return true;
+    }
+}
+
 static LLVMValueRef *emit_body(cg *c, const ptc_lbody *body, int w, const fwd *fw)
 {
     LLVMValueRef *v = calloc((size_t)body->n + 1, sizeof *v);
+    bool *uni = calloc((size_t)body->n + 1, sizeof *uni);
     LLVMBuilderRef b = c->b;
     for (int i = 0; i < body->n; i++) {
         const ptc_lexpr *e = &body->e[i];
         LLVMValueRef x = e->arg[0] >= 0 ? v[e->arg[0]] : NULL;
         LLVMValueRef y = e->arg[1] >= 0 ? v[e->arg[1]] : NULL;
+        bool forwarded = false;
         switch (e->op) {
         case PTC_L_LOAD: {
             LLVMValueRef hit = NULL;
@@ -806,6 +850,7 @@ static LLVMValueRef *emit_body(cg *c, const ptc_lbody *body, int w, const fwd *f
                 hit = LLVMBuildSelect(b, cg_splat(c, v[e->arg[0]], w), hit,
                                       kconst(c, e->dtype, e->fval, e->ival, w), "");
             v[i] = hit ? hit : emit_load(c, e, v, w);
+            forwarded = hit != NULL;
             break;
         }
         case PTC_L_CONST: v[i] = kconst(c, e->dtype, e->fval, e->ival, w); break;
@@ -828,14 +873,18 @@ static LLVMValueRef *emit_body(cg *c, const ptc_lbody *body, int w, const fwd *f
                     e->op != PTC_L_ISNAN)
                     v[i] = round_to(c, v[i], e->dtype, w);
             } else {
-                v[i] = emit_binary(c, body, e, x, y, w);
+                v[i] = emit_binary(c, body, e, x, y, w, uni[e->arg[1]]);
             }
             break;
         }
         v[i] = cg_splat(c, v[i], w);
+        uni[i] = entry_uniform(c, e, v, uni, forwarded);
     }
+    free(uni);
     return v;
 }
+
+enum { UNROLL_COST = 32 };
 
 /* ---- reductions ------------------------------------------------------------------ */
 
@@ -849,7 +898,7 @@ typedef struct red {
     const ptc_lnode *n;
     ptc_dtype dt;     /* the reduced value's dtype */
     LLVMTypeRef t;    /* its compute type */
-    rv vec, sc;       /* allocas: lane accumulators, tail accumulator */
+    rv vec, vec2, sc; /* allocas: lane accumulators (two sets when unrolled), tail */
 } red;
 
 static void red_identity(cg *c, const red *r, double *f, int64_t *i)
@@ -972,7 +1021,7 @@ static rv red_combine(cg *c, const red *r, rv a, rv x, int w)
 
 static void red_update(cg *c, red *r, LLVMValueRef x, LLVMValueRef idx, int w)
 {
-    rv *acc = w > 1 ? &r->vec : &r->sc;
+    rv *acc = w == 1 ? &r->sc : c->acc_set ? &r->vec2 : &r->vec;
     LLVMTypeRef vt = cg_vec(c, r->t, w);
     LLVMBuilderRef b = c->b;
     if (r->n->reduce == PTC_RED_WELFORD) {
@@ -1030,12 +1079,14 @@ static rv red_load(cg *c, const red *r, const rv *acc, int w)
     return o;
 }
 
-static rv red_final(cg *c, const red *r, bool had_vector, int lanes)
+static rv red_final(cg *c, const red *r, bool had_vector, bool unrolled, int lanes)
 {
     rv s = red_load(c, r, &r->sc, 1);
     if (!had_vector)
         return s;
     rv v = red_load(c, r, &r->vec, lanes);
+    if (unrolled)
+        v = red_combine(c, r, v, red_load(c, r, &r->vec2, lanes), lanes);
     for (int w = lanes; w > 1; w /= 2) {
         rv lo = {half_of(c, v.v, w, 0), half_of(c, v.i, w, 0), half_of(c, v.m, w, 0),
                  half_of(c, v.m2, w, 0), half_of(c, v.n, w, 0)};
@@ -1078,11 +1129,32 @@ typedef void (*emit_fn)(cg *c, void *ctx, int w);
 /* A vector main loop over [lo, hi) stepping lanes, then the remainder: one
  * masked vector step, or (scalar_tail) a scalar loop. */
 static void vector_loop(cg *c, int var, LLVMValueRef lo, LLVMValueRef hi, emit_fn fn, void *ctx,
-                        bool *had_vector, bool scalar_tail)
+                        bool *had_vector, bool scalar_tail, bool unroll2)
 {
     LLVMBuilderRef b = c->b;
     int lanes = c->lanes;
     LLVMValueRef vhi = lo;
+    if (lanes > 1 && unroll2) {
+        /* two independent accumulator sets: halves loop-carried latency */
+        LLVMValueRef n = LLVMBuildSub(b, hi, lo, "");
+        LLVMValueRef rem = LLVMBuildAnd(b, n, LLVMConstInt(c->i64, (unsigned)(2 * lanes - 1), 0), "");
+        LLVMValueRef v2 = LLVMBuildSub(b, hi, rem, "");
+        loop l;
+        loop_open(c, &l, lo, v2, 2 * lanes, "vec2");
+        c->vec_var = var;
+        c->W = lanes;
+        c->vars[var] = l.iv;
+        c->acc_set = 0;
+        fn(c, ctx, lanes);
+        c->vars[var] = LLVMBuildNSWAdd(b, l.iv, LLVMConstInt(c->i64, (unsigned)lanes, 0), "");
+        c->acc_set = 1;
+        fn(c, ctx, lanes);
+        c->acc_set = 0;
+        loop_close(c, &l);
+        lo = v2;
+        if (had_vector)
+            *had_vector = true;
+    }
     if (lanes > 1) {
         LLVMValueRef n = LLVMBuildSub(b, hi, lo, "");
         LLVMValueRef rem = LLVMBuildAnd(b, n, LLVMConstInt(c->i64, (unsigned)(lanes - 1), 0), "");
@@ -1171,7 +1243,7 @@ static void emit_pw_inner(cg *c, const ptc_kgroup *G, int g, int d)
     pwctx p = {G, g, g + 1};
     if (d == G->ninner - 1) {
         vector_loop(c, var, LLVMConstInt(c->i64, 0, 0), dim_value(c, G->inner[d]), emit_members, &p,
-                    NULL, false);
+                    NULL, false, false);
         return;
     }
     loop l;
@@ -1185,15 +1257,32 @@ typedef struct redctx {
     const ptc_kgroup *G;
     red *reds;
     bool scalar_tail; /* Welford's lanes must see equal counts: no masked tail */
+    bool unroll;      /* two accumulator sets (cheap bodies are latency-bound) */
     const ptc_ix *ridx; /* linear reduction index, for argmax/argmin */
 } redctx;
 
 static void emit_red_step(cg *c, void *ctx, int w)
 {
     redctx *r = ctx;
+    fwd fw;
+    fw.n = 0;
     for (int m = 0; m < r->G->nmembers; m++) {
         red *rd = &r->reds[m];
-        LLVMValueRef *v = emit_body(c, &rd->mem->body, w, NULL);
+        if (rd->n->kind == PTC_LN_POINTWISE) {
+            /* a pointwise member inside the reduction loop: computed, stored
+             * and handed to later members of this step */
+            LLVMValueRef *v = emit_body(c, &rd->mem->body, w, &fw);
+            int ob = rd->n->out[0];
+            emit_store(c, ob, rd->mem->store[0], v[rd->mem->value], v, w);
+            if (fw.n < 64) {
+                fw.buf[fw.n] = ob;
+                fw.off[fw.n] = rd->mem->store[0];
+                fw.val[fw.n++] = v[rd->mem->value];
+            }
+            free(v);
+            continue;
+        }
+        LLVMValueRef *v = emit_body(c, &rd->mem->body, w, &fw);
         LLVMValueRef idx = NULL;
         if (rd->n->reduce == PTC_RED_ARGMAX || rd->n->reduce == PTC_RED_ARGMIN)
             idx = ix_emit(c, r->ridx, v, w);
@@ -1212,7 +1301,7 @@ static void emit_red_loops(cg *c, redctx *r, int d, bool *had_vector)
     }
     if (d == G->nred - 1) {
         vector_loop(c, var, LLVMConstInt(c->i64, 0, 0), dim_value(c, G->red[d]), emit_red_step, r,
-                    had_vector, r->scalar_tail);
+                    had_vector, r->scalar_tail, r->unroll);
         return;
     }
     loop l;
@@ -1238,11 +1327,15 @@ static void emit_red_group(cg *c, const ptc_kgroup *G, int d, ptc_arena *tmp)
         red *r = &reds[m];
         r->mem = &G->members[m];
         r->n = c->s->prog->nodes[r->mem->node];
+        if (r->n->kind == PTC_LN_POINTWISE)
+            continue;
         r->dt = r->mem->body.e[r->mem->value].dtype;
         r->t = cg_compute_type(c, r->dt);
         red_alloc(c, r, &r->vec, c->lanes);
+        red_alloc(c, r, &r->vec2, c->lanes);
         red_alloc(c, r, &r->sc, 1);
         red_init(c, r, &r->vec, c->lanes);
+        red_init(c, r, &r->vec2, c->lanes);
         red_init(c, r, &r->sc, 1);
     }
     /* linear reduction index over the group's reduction variables */
@@ -1253,14 +1346,22 @@ static void emit_red_group(cg *c, const ptc_kgroup *G, int d, ptc_arena *tmp)
         stride = ptc_dim_mul(tmp, stride, G->red[j]);
     }
     redctx rc = {.G = G, .reds = reds, .ridx = ridx, .scalar_tail = false};
-    for (int m = 0; m < G->nmembers; m++)
-        rc.scalar_tail |= reds[m].n->reduce == PTC_RED_WELFORD;
+    int cost = 0;
+    for (int m = 0; m < G->nmembers; m++) {
+        rc.scalar_tail |= reds[m].n->kind == PTC_LN_REDUCTION && reds[m].n->reduce == PTC_RED_WELFORD;
+        cost += ptc_lbody_cost(&G->members[m].body, G->members[m].value);
+    }
+    /* a reduction's accumulator is a loop-carried chain (a compare and a
+     * blend for max, an add for sum, several for Welford): with cheap bodies
+     * it, not the body, bounds the loop, and two chains run twice as fast */
+    rc.unroll = rc.scalar_tail || cost <= UNROLL_COST;
     bool had_vector = false;
     emit_red_loops(c, &rc, 0, &had_vector);
     c->vec_var = -1;
     c->W = 1;
     for (int m = 0; m < G->nmembers; m++)
-        red_store(c, &reds[m], red_final(c, &reds[m], had_vector, c->lanes));
+        if (reds[m].n->kind == PTC_LN_REDUCTION)
+            red_store(c, &reds[m], red_final(c, &reds[m], had_vector, rc.unroll, c->lanes));
     free(reds);
 }
 
@@ -1293,7 +1394,7 @@ static void emit_outer(cg *c, int d, ptc_arena *tmp)
     if (kernel_is_flat(k) && d == k->nouter - 1) {
         pwctx p = {NULL, 0, k->ngroups};
         vector_loop(c, d, LLVMConstInt(c->i64, 0, 0), dim_value(c, k->outer[d]), emit_members, &p,
-                    NULL, false);
+                    NULL, false, false);
         return;
     }
     loop l;
@@ -1357,7 +1458,7 @@ static void emit_body_fn(cg *c, ptc_arena *tmp)
         emit_groups(c, tmp);
     } else if (flat && k->nouter == 1) {
         pwctx pc = {NULL, 0, k->ngroups};
-        vector_loop(c, 0, begin, end, emit_members, &pc, NULL, false);
+        vector_loop(c, 0, begin, end, emit_members, &pc, NULL, false, false);
     } else {
         loop l;
         loop_open(c, &l, begin, end, 1, "par");

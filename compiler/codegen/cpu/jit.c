@@ -8,8 +8,11 @@
  * object, stored in the disk cache and linked. A registry maps symbols to
  * loaded kernels with reference counts, so identical kernels of different
  * programs share one copy of the code, and the last release removes it from
- * the JIT through its resource tracker. One lock serialises all of it: the
- * target machine is not thread-safe, and compiles are rare.
+ * the JIT through its resource tracker. The kernels of a schedule that are
+ * neither loaded nor cached compile in parallel (OpenMP threads, each with
+ * its own target machine, each kernel its own LLVM context); one lock
+ * serialises everything else (the registry, the JIT, the shared target
+ * machine).
  */
 #include "codegen/cpu/cpu.h"
 
@@ -20,14 +23,13 @@
 #include <llvm-c/Target.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 
+#include <omp.h>
 #include <pthread.h>
 #include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef PTC_CODEGEN_HASH
-#define PTC_CODEGEN_HASH "dev"
-#endif
+#include "codegen_hash.h" /* PTC_CODEGEN_HASH, generated at configure time */
 /* Part of every cache key: the emitter's sources, hashed at configure time. */
 #define CODEGEN_VERSION "cpu-1-" PTC_CODEGEN_HASH
 
@@ -53,6 +55,7 @@ static struct {
     bool tried, ok;
     char why[512];
     LLVMTargetMachineRef tm;
+    LLVMTargetRef target;
     char *triple, *cpu, *features;
     char desc[4096];
     int lanes;
@@ -100,6 +103,7 @@ static bool init_locked(void)
         LLVMDisposeMessage(msg);
         return false;
     }
+    G.target = target;
     G.tm = LLVMCreateTargetMachine(target, G.triple, G.cpu, G.features, LLVMCodeGenLevelDefault,
                                    LLVMRelocPIC, LLVMCodeModelSmall);
     G.lanes = choose_lanes(G.features);
@@ -154,13 +158,14 @@ static double cpu_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-static int build_kernel(const ptc_schedule *s, const ptc_kernel *k, const char *sym, bool want_obj,
-                        bool want_text, built *out, ptc_error *err)
+static int build_kernel(LLVMTargetMachineRef tm, const ptc_schedule *s, const ptc_kernel *k,
+                        const char *sym, bool want_obj, bool want_text, bool wrong, built *out,
+                        ptc_error *err)
 {
     LLVMContextRef ctx = LLVMContextCreate();
     LLVMModuleRef mod = LLVMModuleCreateWithNameInContext(sym, ctx);
     LLVMSetTarget(mod, G.triple);
-    LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(G.tm);
+    LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(tm);
     LLVMSetModuleDataLayout(mod, dl);
     LLVMDisposeTargetData(dl);
     cg c;
@@ -171,6 +176,7 @@ static int build_kernel(const ptc_schedule *s, const ptc_kernel *k, const char *
     c.s = s;
     c.k = k;
     c.lanes = G.lanes;
+    c.inject_wrong = wrong;
     c.bufptr = calloc((size_t)s->prog->nbufs + 1, sizeof *c.bufptr);
     c.param = calloc((size_t)k->nparams + 1, sizeof *c.param);
     c.i1 = LLVMInt1TypeInContext(ctx);
@@ -198,7 +204,7 @@ static int build_kernel(const ptc_schedule *s, const ptc_kernel *k, const char *
         LLVMPassBuilderOptionsSetLoopVectorization(po, 0);
         LLVMPassBuilderOptionsSetSLPVectorization(po, 0);
         LLVMPassBuilderOptionsSetLoopUnrolling(po, 0);
-        LLVMErrorRef e = LLVMRunPasses(mod, PIPELINE, G.tm, po);
+        LLVMErrorRef e = LLVMRunPasses(mod, PIPELINE, tm, po);
         LLVMDisposePassBuilderOptions(po);
         t2 = cpu_ms();
         if (e) {
@@ -216,7 +222,7 @@ static int build_kernel(const ptc_schedule *s, const ptc_kernel *k, const char *
     if (rc == 0 && want_obj) {
         LLVMMemoryBufferRef mb;
         msg = NULL;
-        if (LLVMTargetMachineEmitToMemoryBuffer(G.tm, mod, LLVMObjectFile, &msg, &mb)) {
+        if (LLVMTargetMachineEmitToMemoryBuffer(tm, mod, LLVMObjectFile, &msg, &mb)) {
             rc = ptc_errorf(err, PTC_ERR_COMPILE, "codegen", "kernel %d %s: LLVM codegen: %s",
                             k->id, k->name, msg ? msg : "?");
             if (msg)
@@ -308,10 +314,11 @@ void ptc_cpu_kernel_release(ptc_cpu_kernel *k)
 
 /* ---- compiling a schedule --------------------------------------------------------- */
 
-static void make_key(const ptc_schedule *s, const ptc_kernel *k, ptc_buf *key, char *sym,
-                     size_t symsz)
+static void make_key(const ptc_schedule *s, const ptc_kernel *k, bool wrong, ptc_buf *key,
+                     char *sym, size_t symsz)
 {
-    ptc_buf_printf(key, "ptc %s codegen %s target %s\n", PTC_VERSION, CODEGEN_VERSION, G.desc);
+    ptc_buf_printf(key, "ptc %s codegen %s target %s%s\n", PTC_VERSION, CODEGEN_VERSION, G.desc,
+                   wrong ? " PTC_INJECT wrong" : "");
     ptc_kernel_print_key(key, s, k);
     uint64_t h1 = ptc_hash_bytes(PTC_HASH_INIT, key->data, key->len);
     uint64_t h2 = ptc_hash_bytes(0x84222325cbf29ce4ULL, key->data, key->len);
@@ -331,61 +338,85 @@ static char *with_header(const ptc_kernel *k, const char *text)
     return b.data;
 }
 
-static int compile_one(const ptc_schedule *s, const ptc_kernel *k, const ptc_codegen_opts *o,
-                       ptc_cpu_kernel *out, char **text, ptc_error *err)
-{
-    ptc_buf key = {0};
+/* One kernel's way through the compile. */
+typedef struct job {
+    const ptc_kernel *k;
+    ptc_buf key;
     char sym[48];
-    make_key(s, k, &key, sym, sizeof sym);
-    built bl = {0};
-    int rc = 0;
-    bool want_text = o && o->want_text && text;
-    if (want_text) {
-        rc = build_kernel(s, k, sym, false, true, &bl, err);
-        if (rc == 0)
-            *text = with_header(k, bl.text);
-        free(bl.text);
-        bl.text = NULL;
+    kentry *e;          /* already loaded in this process */
+    uint8_t *obj;       /* from the disk cache or just compiled */
+    size_t objlen;
+    bool from_disk, build, wrong;
+    char *text;
+    int rc;
+    ptc_error err;
+} job;
+
+static LLVMTargetMachineRef thread_tm(void)
+{
+    return LLVMCreateTargetMachine(G.target, G.triple, G.cpu, G.features, LLVMCodeGenLevelDefault,
+                                   LLVMRelocPIC, LLVMCodeModelSmall);
+}
+
+/* Builds the jobs that need an object or text, in parallel: each thread has
+ * its own target machine and every kernel its own LLVM context. */
+static void build_jobs(const ptc_schedule *s, job *jobs, int n, bool want_text)
+{
+    int todo = 0;
+    for (int i = 0; i < n; i++)
+        todo += jobs[i].build || want_text;
+    int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+    if (nt > todo)
+        nt = todo;
+#pragma omp parallel num_threads(nt > 0 ? nt : 1)
+    {
+        LLVMTargetMachineRef tm = thread_tm();
+#pragma omp for schedule(dynamic)
+        for (int i = 0; i < n; i++) {
+            job *j = &jobs[i];
+            if (!j->build && !want_text)
+                continue;
+            built bl = {0};
+            j->rc = build_kernel(tm, s, j->k, j->sym, j->build, want_text, j->wrong, &bl, &j->err);
+            if (j->rc == 0 && j->build) {
+                j->obj = bl.obj;
+                j->objlen = bl.objlen;
+            }
+            if (j->rc == 0 && want_text)
+                j->text = with_header(j->k, bl.text);
+            free(bl.text);
+        }
+        LLVMDisposeTargetMachine(tm);
     }
-    kentry *e = rc == 0 ? find_entry(sym) : NULL;
-    bool cached = e != NULL;
-    for (int attempt = 0; rc == 0 && !e && attempt < 2; attempt++) {
-        uint8_t *obj = NULL;
-        size_t len = 0;
-        bool from_disk = attempt == 0 && !(o && o->no_cache) && ptc_cache_load(key.data, key.len, &obj, &len);
-        if (!from_disk) {
-            double t0 = ptc_now_ms();
-            rc = build_kernel(s, k, sym, true, false, &bl, err);
-            if (o && o->metrics)
-                ptc_metrics_add(o->metrics, "llvm_compile_ms", ptc_now_ms() - t0, true);
-            if (rc)
-                break;
-            obj = bl.obj;
-            len = bl.objlen;
-            bl.obj = NULL;
+}
+
+/* Links a job's object; a cached object that fails to link is rebuilt. */
+static int link_job(const ptc_schedule *s, const ptc_codegen_opts *o, job *j, ptc_error *err)
+{
+    for (int attempt = 0; !j->e && attempt < 2; attempt++) {
+        if (!j->obj) {
+            built bl = {0};
+            if (build_kernel(G.tm, s, j->k, j->sym, true, false, j->wrong, &bl, err))
+                return -1;
+            j->obj = bl.obj;
+            j->objlen = bl.objlen;
+            j->from_disk = false;
             if (!(o && o->no_cache))
-                ptc_cache_store(key.data, key.len, obj, len);
+                ptc_cache_store(j->key.data, j->key.len, j->obj, j->objlen);
         }
         char why[512] = "";
-        e = link_object(sym, obj, len, why, sizeof why);
-        free(obj);
-        if (!e && !from_disk)
-            rc = ptc_errorf(err, PTC_ERR_COMPILE, "codegen", "kernel %d %s: JIT link: %s", k->id,
-                            k->name, why);
-        else if (!e)
-            ptc_log(PTC_LOG_CACHE, PTC_LOG_INFO, "cached object for %s failed to link (%s): recompiling",
-                    sym, why);
-        cached = from_disk;
-        ptc_log(PTC_LOG_CACHE, PTC_LOG_DEBUG, "%s kernel %d %s", from_disk ? "hit" : "miss", k->id,
-                sym);
+        j->e = link_object(j->sym, j->obj, j->objlen, why, sizeof why);
+        free(j->obj);
+        j->obj = NULL;
+        if (!j->e && !j->from_disk)
+            return ptc_errorf(err, PTC_ERR_COMPILE, "codegen", "kernel %d %s: JIT link: %s", j->k->id,
+                              j->k->name, why);
+        if (!j->e)
+            ptc_log(PTC_LOG_CACHE, PTC_LOG_INFO,
+                    "cached object for %s failed to link (%s): recompiling", j->sym, why);
     }
-    ptc_buf_free(&key);
-    if (rc)
-        return rc;
-    e->refs++;
-    out->fn = e->fn;
-    out->entry = e;
-    out->cached = cached;
+    ptc_log(PTC_LOG_CACHE, PTC_LOG_DEBUG, "%s kernel %d %s", j->from_disk ? "hit" : "miss",
+            j->k->id, j->sym);
     return 0;
 }
 
@@ -393,18 +424,74 @@ int ptc_cpu_compile(const ptc_schedule *s, const ptc_codegen_opts *o, ptc_cpu_ke
                     char **texts, ptc_error *err)
 {
     pthread_mutex_lock(&lock);
-    int rc = 0;
-    if (!init_locked())
-        rc = ptc_errorf(err, PTC_ERR_UNSUPPORTED, "codegen", "CPU backend unavailable: %s", G.why);
-    int k = 0;
-    for (; rc == 0 && k < s->nkernels; k++) {
-        out[k] = (ptc_cpu_kernel){0};
-        rc = compile_one(s, s->kernels[k], o, &out[k], texts ? &texts[k] : NULL, err);
+    int n = s->nkernels, rc = 0;
+    if (!init_locked()) {
+        pthread_mutex_unlock(&lock);
+        return ptc_errorf(err, PTC_ERR_UNSUPPORTED, "codegen", "CPU backend unavailable: %s", G.why);
+    }
+    job *jobs = calloc((size_t)n + 1, sizeof *jobs);
+    memset(out, 0, sizeof *out * (size_t)n);
+    bool want_text = o && o->want_text && texts;
+    bool use_cache = !(o && o->no_cache);
+    /* loaded in this process, or in the disk cache */
+    for (int i = 0; i < n; i++) {
+        job *j = &jobs[i];
+        j->k = s->kernels[i];
+        /* Asked before the cache: a planted crash or error happens on every
+         * compile, and a wrong kernel is cached apart from the right one. */
+        ptc_inject_kind ik = ptc_kernel_inject(s, j->k, "codegen", err);
+        if (ik == PTC_INJECT_ERROR) {
+            rc = -1;
+            n = i; /* only these jobs have anything to free */
+            break;
+        }
+        j->wrong = ik == PTC_INJECT_WRONG;
+        make_key(s, j->k, j->wrong, &j->key, j->sym, sizeof j->sym);
+        j->e = find_entry(j->sym);
+        if (!j->e && use_cache)
+            j->from_disk = ptc_cache_load(j->key.data, j->key.len, &j->obj, &j->objlen) == 1;
+        j->build = !j->e && !j->from_disk;
+        for (int q = 0; q < i && j->build; q++) /* identical kernels build once */
+            if (strcmp(jobs[q].sym, j->sym) == 0)
+                j->build = false;
+    }
+    double t0 = ptc_now_ms();
+    if (rc == 0)
+        build_jobs(s, jobs, n, want_text);
+    if (o && o->metrics)
+        ptc_metrics_add(o->metrics, "llvm", ptc_now_ms() - t0, true);
+    for (int i = 0; i < n && rc == 0; i++) {
+        job *j = &jobs[i];
+        if (j->rc) {
+            *err = j->err;
+            rc = -1;
+            break;
+        }
+        if (j->build && j->obj && use_cache)
+            ptc_cache_store(j->key.data, j->key.len, j->obj, j->objlen);
+        if (!j->e) /* an identical kernel earlier in this program */
+            j->e = find_entry(j->sym);
+        bool was_loaded = j->e != NULL;
+        rc = link_job(s, o, j, err);
+        if (rc)
+            break;
+        j->e->refs++;
+        out[i] = (ptc_cpu_kernel){.fn = j->e->fn, .entry = j->e, .cached = was_loaded || j->from_disk};
+        if (texts)
+            texts[i] = j->text, j->text = NULL;
     }
     if (rc)
-        for (int j = 0; j < k; j++)
-            if (out[j].entry)
-                release_locked(out[j].entry);
+        for (int i = 0; i < n; i++)
+            if (out[i].entry) {
+                release_locked(out[i].entry);
+                out[i] = (ptc_cpu_kernel){0}; /* the program releases them again */
+            }
+    for (int i = 0; i < n; i++) {
+        ptc_buf_free(&jobs[i].key);
+        free(jobs[i].obj);
+        free(jobs[i].text);
+    }
+    free(jobs);
     pthread_mutex_unlock(&lock);
     return rc;
 }

@@ -1,0 +1,967 @@
+/* The structure of a GPU kernel.
+ *
+ * Every kernel is a grid-stride loop over its outer iterations: team j of
+ * the grid runs iterations j, j + nteams, ... (plan.c chose the team size T
+ * and the block). Inside one iteration a team runs the kernel's groups in
+ * order, with a team barrier between groups (bar.warp.sync for teams within
+ * a warp, bar.sync for a block) and at the end of the iteration, so that
+ * kernel-local buffers and global buffers written by one group are complete
+ * before the next reads them.
+ *
+ *   pointwise group:  for (f = t; f < inner; f += T) members
+ *   reduction group:  the team is Tk x Tr; for (kk = t / Tr; kk < kept; kk += Tk):
+ *                     each lane folds elements rr = t % Tr, + Tr, ... into its
+ *                     own state, the Tr lanes combine states with butterfly
+ *                     shuffles (then through shared memory across the warps
+ *                     of a block), and lane 0 stores the results.
+ *
+ * Reduction states are (value), (value, index) for argmax/argmin with ties
+ * going to the first index as torch does, or Welford's (mean, M2, count)
+ * merged with Chan's formula. Flat kernels have no team work: one thread
+ * computes W consecutive elements (the vectorised form) or one, and values of
+ * kernel-local buffers are forwarded in registers.
+ *
+ * Row mode (plan.c) unrolls the loops of kernels whose groups all run over
+ * the same row: lane t handles chunks j*T + t of W elements, loads of
+ * read-only buffers are emitted once per chunk and reused by later groups
+ * (the row stays in registers between softmax's max, sum and division), and
+ * reduction states are W lanes wide until a final in-thread combine.
+ */
+#include "codegen/cuda/gpu.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- helpers ------------------------------------------------------------------------ */
+
+typedef struct loop {
+    LLVMBasicBlockRef head, body, exit;
+    LLVMValueRef iv, step;
+} loop;
+
+static void loop_open(gcg *c, loop *l, LLVMValueRef lo, LLVMValueRef hi, LLVMValueRef step,
+                      const char *name)
+{
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(c->b);
+    l->head = LLVMAppendBasicBlockInContext(c->ctx, c->fn, name);
+    l->body = LLVMAppendBasicBlockInContext(c->ctx, c->fn, name);
+    l->exit = LLVMAppendBasicBlockInContext(c->ctx, c->fn, name);
+    l->step = step;
+    LLVMBuildBr(c->b, l->head);
+    LLVMPositionBuilderAtEnd(c->b, l->head);
+    l->iv = LLVMBuildPhi(c->b, c->ix, name);
+    LLVMAddIncoming(l->iv, &lo, &pre, 1);
+    LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, l->iv, hi, ""), l->body, l->exit);
+    LLVMPositionBuilderAtEnd(c->b, l->body);
+}
+
+static void loop_close(gcg *c, loop *l)
+{
+    LLVMValueRef next = LLVMBuildNSWAdd(c->b, l->iv, l->step, "");
+    LLVMBasicBlockRef cur = LLVMGetInsertBlock(c->b);
+    LLVMAddIncoming(l->iv, &next, &cur, 1);
+    LLVMBuildBr(c->b, l->head);
+    LLVMPositionBuilderAtEnd(c->b, l->exit);
+}
+
+/* if (cond) { ... } : returns the join block; the builder is inside "then". */
+static LLVMBasicBlockRef if_open(gcg *c, LLVMValueRef cond, const char *name)
+{
+    LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(c->ctx, c->fn, name);
+    LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(c->ctx, c->fn, name);
+    LLVMBuildCondBr(c->b, cond, then, join);
+    LLVMPositionBuilderAtEnd(c->b, then);
+    return join;
+}
+
+static void if_close(gcg *c, LLVMBasicBlockRef join)
+{
+    LLVMBuildBr(c->b, join);
+    LLVMPositionBuilderAtEnd(c->b, join);
+}
+
+static LLVMValueRef ixc(gcg *c, int64_t v)
+{
+    return LLVMConstInt(c->ix, (unsigned long long)v, 1);
+}
+
+static LLVMValueRef call0(gcg *c, const char *name)
+{
+    return g_intrinsic(c, name, NULL, 0, NULL, 0);
+}
+
+static LLVMValueRef sreg(gcg *c, const char *name)
+{
+    LLVMValueRef v = call0(c, name);
+    return c->ix == c->i32 ? v : LLVMBuildZExt(c->b, v, c->ix, "");
+}
+
+static LLVMValueRef dims_product(gcg *c, const ptc_dim *d, int n)
+{
+    LLVMValueRef p = ixc(c, 1);
+    for (int i = 0; i < n; i++)
+        p = LLVMBuildNSWMul(c->b, p, g_dim(c, d[i]), "");
+    return p;
+}
+
+/* Splits flat index f (innermost fastest) into variables first..first+n-1. */
+static void decompose(gcg *c, LLVMValueRef f, const ptc_dim *d, int n, int first)
+{
+    LLVMValueRef rem = f;
+    for (int i = n - 1; i >= 1; i--) {
+        LLVMValueRef e = g_dim(c, d[i]);
+        c->vars[first + i] = LLVMBuildURem(c->b, rem, e, "");
+        rem = LLVMBuildUDiv(c->b, rem, e, "");
+    }
+    if (n > 0)
+        c->vars[first] = rem;
+}
+
+typedef struct kctx {
+    LLVMValueRef tid, t, team_local, lane; /* ix values */
+    int T;
+} kctx;
+
+/* The lanes of this thread's T-lane segment of its warp (T <= 32). */
+static LLVMValueRef segment_mask(gcg *c, const kctx *k, int T)
+{
+    if (T >= 32)
+        return LLVMConstInt(c->i32, 0xffffffffu, 0);
+    LLVMValueRef lane = k->lane;
+    if (c->ix != c->i32)
+        lane = LLVMBuildTrunc(c->b, lane, c->i32, "");
+    LLVMValueRef start = LLVMBuildAnd(c->b, lane, LLVMConstInt(c->i32, ~(unsigned)(T - 1), 0), "");
+    return LLVMBuildShl(c->b, LLVMConstInt(c->i32, (1u << T) - 1, 0), start, "");
+}
+
+static void team_barrier(gcg *c, const kctx *k)
+{
+    if (k->T == 1)
+        return;
+    if (k->T > 32) {
+        call0(c, "llvm.nvvm.barrier0");
+        return;
+    }
+    LLVMValueRef m = segment_mask(c, k, k->T);
+    g_intrinsic(c, "llvm.nvvm.bar.warp.sync", NULL, 0, &m, 1);
+}
+
+/* ---- pointwise members ------------------------------------------------------------------ */
+
+static bool is_local(gcg *c, int buf)
+{
+    return c->s->is_local[buf];
+}
+
+static void emit_pw_member(gcg *c, const ptc_kmember *mem, gfwd *fw, int w, bool skip_locals)
+{
+    const ptc_lnode *n = c->s->prog->nodes[mem->node];
+    LLVMValueRef *v = g_body(c, &mem->body, w, fw);
+    LLVMValueRef val = v[mem->value];
+    int ob = n->out[0];
+    if (!(skip_locals && is_local(c, ob)))
+        g_store(c, ob, mem->store[0], val, v, w);
+    g_fwd_add(fw, ob, mem->store[0], val);
+    free(v);
+}
+
+static void emit_flat(gcg *c)
+{
+    gfwd fw;
+    fw.n = 0;
+    for (int g = 0; g < c->k->ngroups; g++)
+        for (int m = 0; m < c->k->groups[g].nmembers; m++)
+            emit_pw_member(c, &c->k->groups[g].members[m], &fw, c->W, true);
+}
+
+static void emit_pw_group(gcg *c, const kctx *k, const ptc_kgroup *G)
+{
+    int nouter = c->k->nouter;
+    gfwd fw;
+    fw.n = 0;
+    if (G->ninner == 0) {
+        LLVMBasicBlockRef join = NULL;
+        if (k->T > 1)
+            join = if_open(c, LLVMBuildICmp(c->b, LLVMIntEQ, k->t, ixc(c, 0), ""), "lead");
+        for (int m = 0; m < G->nmembers; m++)
+            emit_pw_member(c, &G->members[m], &fw, 1, false);
+        if (join)
+            if_close(c, join);
+        return;
+    }
+    loop l;
+    loop_open(c, &l, k->t, dims_product(c, G->inner, G->ninner), ixc(c, k->T), "pw");
+    decompose(c, l.iv, G->inner, G->ninner, nouter);
+    for (int m = 0; m < G->nmembers; m++)
+        emit_pw_member(c, &G->members[m], &fw, 1, false);
+    loop_close(c, &l);
+}
+
+/* ---- reductions -------------------------------------------------------------------------- */
+
+/* One reduction member's state: value / index / Welford mean, M2, count. */
+typedef struct rv {
+    LLVMValueRef v, i, m, m2, n;
+} rv;
+
+typedef struct red {
+    const ptc_kmember *mem;
+    const ptc_lnode *n;
+    ptc_dtype dt;  /* the reduced value's dtype */
+    LLVMTypeRef t; /* its compute type */
+    rv acc;        /* allocas */
+    rv vacc;       /* row mode: W-lane allocas */
+} red;
+
+static bool is_float(ptc_dtype dt)
+{
+    return ptc_dtype_is_float(dt);
+}
+static bool is_unsigned(ptc_dtype dt)
+{
+    return dt == PTC_U8 || dt == PTC_BOOL;
+}
+static bool is_arg(const red *r)
+{
+    return r->n->reduce == PTC_RED_ARGMAX || r->n->reduce == PTC_RED_ARGMIN;
+}
+static bool is_welford(const red *r)
+{
+    return r->n->reduce == PTC_RED_WELFORD;
+}
+
+static void red_identity(const red *r, double *f, int64_t *i)
+{
+    bool fl = is_float(r->dt);
+    *f = 0;
+    *i = 0;
+    switch (r->n->reduce) {
+    case PTC_RED_PROD:
+        *f = 1;
+        *i = 1;
+        break;
+    case PTC_RED_MAX:
+    case PTC_RED_ARGMAX:
+        *f = -INFINITY;
+        if (!fl)
+            *i = is_unsigned(r->dt) ? 0
+                 : r->dt == PTC_I8  ? INT8_MIN
+                 : r->dt == PTC_I16 ? INT16_MIN
+                 : r->dt == PTC_I32 ? INT32_MIN
+                                    : INT64_MIN;
+        break;
+    case PTC_RED_MIN:
+    case PTC_RED_ARGMIN:
+        *f = INFINITY;
+        if (!fl)
+            *i = r->dt == PTC_BOOL  ? 1
+                 : r->dt == PTC_U8  ? 255
+                 : r->dt == PTC_I8  ? INT8_MAX
+                 : r->dt == PTC_I16 ? INT16_MAX
+                 : r->dt == PTC_I32 ? INT32_MAX
+                                    : INT64_MAX;
+        break;
+    default:
+        break;
+    }
+}
+
+static LLVMValueRef load_(gcg *c, LLVMTypeRef t, LLVMValueRef p)
+{
+    return LLVMBuildLoad2(c->b, t, p, "");
+}
+static void store_(gcg *c, LLVMValueRef p, LLVMValueRef v)
+{
+    LLVMBuildStore(c->b, v, p);
+}
+
+static void red_init(gcg *c, red *r)
+{
+    double f;
+    int64_t i;
+    red_identity(r, &f, &i);
+    store_(c, r->acc.v, g_kconst(c, r->dt, f, i, 1));
+    store_(c, r->acc.i, LLVMConstInt(c->i64, 0, 0));
+    if (is_welford(r)) {
+        store_(c, r->acc.m, LLVMConstNull(r->t));
+        store_(c, r->acc.m2, LLVMConstNull(r->t));
+        store_(c, r->acc.n, LLVMConstNull(r->t));
+    }
+}
+
+static rv acc_load(gcg *c, const red *r, const rv *acc, int w)
+{
+    LLVMTypeRef t = g_vec(c, r->t, w);
+    rv o = {load_(c, t, acc->v), load_(c, g_vec(c, c->i64, w), acc->i), NULL, NULL, NULL};
+    if (is_welford(r)) {
+        o.m = load_(c, t, acc->m);
+        o.m2 = load_(c, t, acc->m2);
+        o.n = load_(c, t, acc->n);
+    }
+    return o;
+}
+
+static void acc_save(gcg *c, const red *r, const rv *acc, rv s)
+{
+    store_(c, acc->v, s.v);
+    store_(c, acc->i, s.i);
+    if (is_welford(r)) {
+        store_(c, acc->m, s.m);
+        store_(c, acc->m2, s.m2);
+        store_(c, acc->n, s.n);
+    }
+}
+
+static rv red_load(gcg *c, const red *r)
+{
+    return acc_load(c, r, &r->acc, 1);
+}
+static void red_save(gcg *c, const red *r, rv s)
+{
+    acc_save(c, r, &r->acc, s);
+}
+
+/* Does b's (value, index) win over a's for argmax/argmin? Ties and NaNs go
+ * to the first index, as torch does. */
+static LLVMValueRef arg_better(gcg *c, const red *r, LLVMValueRef av, LLVMValueRef ai,
+                               LLVMValueRef bv, LLVMValueRef bi)
+{
+    LLVMBuilderRef b = c->b;
+    bool max = r->n->reduce == PTC_RED_ARGMAX;
+    LLVMValueRef earlier = LLVMBuildICmp(b, LLVMIntSLT, bi, ai, "");
+    if (!is_float(r->dt)) {
+        LLVMIntPredicate p =
+            is_unsigned(r->dt) ? (max ? LLVMIntUGT : LLVMIntULT) : (max ? LLVMIntSGT : LLVMIntSLT);
+        LLVMValueRef gt = LLVMBuildICmp(b, p, bv, av, "");
+        LLVMValueRef eq = LLVMBuildICmp(b, LLVMIntEQ, bv, av, "");
+        return LLVMBuildOr(b, gt, LLVMBuildAnd(b, eq, earlier, ""), "");
+    }
+    LLVMValueRef an = g_isnan(c, av), bn = g_isnan(c, bv);
+    LLVMValueRef gt = LLVMBuildFCmp(b, max ? LLVMRealOGT : LLVMRealOLT, bv, av, "");
+    LLVMValueRef eq = LLVMBuildFCmp(b, LLVMRealOEQ, bv, av, "");
+    LLVMValueRef num = LLVMBuildAnd(b, LLVMBuildNot(b, an, ""),
+                                    LLVMBuildOr(b, gt, LLVMBuildAnd(b, eq, earlier, ""), ""), "");
+    LLVMValueRef nan =
+        LLVMBuildAnd(b, bn, LLVMBuildOr(b, LLVMBuildNot(b, an, ""), earlier, ""), "");
+    return LLVMBuildSelect(b, bn, nan, num, "");
+}
+
+/* Combines two states (Chan's merge for Welford). */
+static rv red_combine(gcg *c, const red *r, rv a, rv x)
+{
+    LLVMBuilderRef b = c->b;
+    rv o = a;
+    switch (r->n->reduce) {
+    case PTC_RED_SUM:
+        o.v = is_float(r->dt)     ? LLVMBuildFAdd(b, a.v, x.v, "")
+              : r->dt == PTC_BOOL ? LLVMBuildOr(b, a.v, x.v, "")
+                                  : LLVMBuildAdd(b, a.v, x.v, "");
+        break;
+    case PTC_RED_PROD:
+        o.v = is_float(r->dt)     ? LLVMBuildFMul(b, a.v, x.v, "")
+              : r->dt == PTC_BOOL ? LLVMBuildAnd(b, a.v, x.v, "")
+                                  : LLVMBuildMul(b, a.v, x.v, "");
+        break;
+    case PTC_RED_MAX:
+        o.v = g_minmax(c, true, r->dt, x.v, a.v);
+        break;
+    case PTC_RED_MIN:
+        o.v = g_minmax(c, false, r->dt, x.v, a.v);
+        break;
+    case PTC_RED_ARGMAX:
+    case PTC_RED_ARGMIN: {
+        LLVMValueRef take = arg_better(c, r, a.v, a.i, x.v, x.i);
+        o.v = LLVMBuildSelect(b, take, x.v, a.v, "");
+        o.i = LLVMBuildSelect(b, take, x.i, a.i, "");
+        break;
+    }
+    case PTC_RED_WELFORD: {
+        LLVMValueRef zero = LLVMConstNull(r->t);
+        LLVMValueRef n = LLVMBuildFAdd(b, a.n, x.n, "");
+        LLVMValueRef pos = LLVMBuildFCmp(b, LLVMRealOGT, n, zero, "");
+        LLVMValueRef ns = LLVMBuildSelect(b, pos, n, LLVMConstReal(r->t, 1), "");
+        LLVMValueRef delta = LLVMBuildFSub(b, x.m, a.m, "");
+        LLVMValueRef fb = LLVMBuildFDiv(b, x.n, ns, "");
+        o.m = LLVMBuildFAdd(b, a.m, LLVMBuildFMul(b, delta, fb, ""), "");
+        LLVMValueRef t = LLVMBuildFMul(b, LLVMBuildFMul(b, delta, delta, ""), a.n, "");
+        o.m2 = LLVMBuildFAdd(b, LLVMBuildFAdd(b, a.m2, x.m2, ""), LLVMBuildFMul(b, t, fb, ""), "");
+        o.n = n;
+        break;
+    }
+    default:
+        PTC_ASSERT(!"unknown reduction");
+    }
+    return o;
+}
+
+/* Folds one element (value x, linear reduction index idx) into a state. */
+static void red_update(gcg *c, red *r, LLVMValueRef x, LLVMValueRef idx)
+{
+    LLVMBuilderRef b = c->b;
+    if (is_welford(r)) {
+        rv s = red_load(c, r);
+        LLVMValueRef n = LLVMBuildFAdd(b, s.n, LLVMConstReal(r->t, 1), "");
+        LLVMValueRef delta = LLVMBuildFSub(b, x, s.m, "");
+        LLVMValueRef nm = LLVMBuildFAdd(b, s.m, LLVMBuildFDiv(b, delta, n, ""), "");
+        s.m2 = LLVMBuildFAdd(b, s.m2, LLVMBuildFMul(b, delta, LLVMBuildFSub(b, x, nm, ""), ""), "");
+        s.m = nm;
+        s.n = n;
+        red_save(c, r, s);
+        return;
+    }
+    rv a = red_load(c, r);
+    rv e = {x, idx ? idx : a.i, NULL, NULL, NULL};
+    red_save(c, r, red_combine(c, r, a, e));
+}
+
+/* Butterfly shuffle of any scalar through 32-bit lanes. */
+static LLVMValueRef shfl(gcg *c, LLVMValueRef v, int offset, LLVMValueRef mask)
+{
+    LLVMBuilderRef b = c->b;
+    LLVMTypeRef t = LLVMTypeOf(v);
+    LLVMValueRef off = LLVMConstInt(c->i32, (unsigned)offset, 0);
+    LLVMValueRef clamp = LLVMConstInt(c->i32, 0x1f, 0);
+    LLVMTypeKind kind = LLVMGetTypeKind(t);
+    unsigned bits = kind == LLVMIntegerTypeKind  ? LLVMGetIntTypeWidth(t)
+                    : kind == LLVMDoubleTypeKind ? 64
+                                                 : 32;
+    if (bits == 64) {
+        LLVMValueRef x = kind == LLVMIntegerTypeKind ? v : LLVMBuildBitCast(b, v, c->i64, "");
+        LLVMValueRef lo = LLVMBuildTrunc(b, x, c->i32, "");
+        LLVMValueRef hi =
+            LLVMBuildTrunc(b, LLVMBuildLShr(b, x, LLVMConstInt(c->i64, 32, 0), ""), c->i32, "");
+        LLVMValueRef a1[4] = {mask, lo, off, clamp}, a2[4] = {mask, hi, off, clamp};
+        lo = g_intrinsic(c, "llvm.nvvm.shfl.sync.bfly.i32", NULL, 0, a1, 4);
+        hi = g_intrinsic(c, "llvm.nvvm.shfl.sync.bfly.i32", NULL, 0, a2, 4);
+        LLVMValueRef r = LLVMBuildOr(
+            b, LLVMBuildZExt(b, lo, c->i64, ""),
+            LLVMBuildShl(b, LLVMBuildZExt(b, hi, c->i64, ""), LLVMConstInt(c->i64, 32, 0), ""), "");
+        return kind == LLVMIntegerTypeKind ? r : LLVMBuildBitCast(b, r, t, "");
+    }
+    LLVMValueRef x;
+    if (kind == LLVMFloatTypeKind)
+        x = LLVMBuildBitCast(b, v, c->i32, "");
+    else if (bits < 32)
+        x = LLVMBuildZExt(b, v, c->i32, "");
+    else
+        x = v;
+    LLVMValueRef a[4] = {mask, x, off, clamp};
+    LLVMValueRef r = g_intrinsic(c, "llvm.nvvm.shfl.sync.bfly.i32", NULL, 0, a, 4);
+    if (kind == LLVMFloatTypeKind)
+        return LLVMBuildBitCast(b, r, t, "");
+    if (bits < 32)
+        return LLVMBuildTrunc(b, r, t, "");
+    return r;
+}
+
+static rv shfl_state(gcg *c, const red *r, rv s, int offset, LLVMValueRef mask)
+{
+    rv o = {shfl(c, s.v, offset, mask), NULL, NULL, NULL, NULL};
+    if (is_arg(r))
+        o.i = shfl(c, s.i, offset, mask);
+    else
+        o.i = s.i;
+    if (is_welford(r)) {
+        o.m = shfl(c, s.m, offset, mask);
+        o.m2 = shfl(c, s.m2, offset, mask);
+        o.n = shfl(c, s.n, offset, mask);
+    }
+    return o;
+}
+
+/* Shared-memory slot `field` of member m for warp w (8 bytes each). */
+static LLVMValueRef red_slot(gcg *c, int m, int field, LLVMValueRef warp)
+{
+    int64_t base = c->plan->smem_team + (int64_t)m * 32 * 40 + field * 32 * 8;
+    LLVMValueRef off =
+        LLVMBuildAdd(c->b, ixc(c, base), LLVMBuildMul(c->b, warp, ixc(c, 8), ""), "");
+    return LLVMBuildInBoundsGEP2(c->b, c->i8, c->smem, &off, 1, "");
+}
+
+static void state_to_smem(gcg *c, const red *r, int m, rv s, LLVMValueRef warp)
+{
+    LLVMValueRef f[5] = {s.v, s.i, s.m, s.m2, s.n};
+    for (int k = 0; k < 5; k++)
+        if (f[k] && (k != 1 || is_arg(r)) && (k < 2 || is_welford(r)))
+            store_(c, red_slot(c, m, k, warp), f[k]);
+}
+
+static rv state_from_smem(gcg *c, const red *r, int m, LLVMValueRef warp, rv like)
+{
+    rv o = like;
+    o.v = load_(c, r->t, red_slot(c, m, 0, warp));
+    if (is_arg(r))
+        o.i = load_(c, c->i64, red_slot(c, m, 1, warp));
+    if (is_welford(r)) {
+        o.m = load_(c, r->t, red_slot(c, m, 2, warp));
+        o.m2 = load_(c, r->t, red_slot(c, m, 3, warp));
+        o.n = load_(c, r->t, red_slot(c, m, 4, warp));
+    }
+    return o;
+}
+
+/* Combines the states of the Tr lanes sharing each reduction. */
+static void red_across(gcg *c, const kctx *k, red *reds, int nred, int Tr)
+{
+    int warp_lanes = Tr > 32 ? 32 : Tr;
+    LLVMValueRef mask = segment_mask(c, k, warp_lanes);
+    for (int m = 0; m < nred; m++) {
+        rv s = red_load(c, &reds[m]);
+        for (int off = warp_lanes / 2; off >= 1; off /= 2)
+            s = red_combine(c, &reds[m], s, shfl_state(c, &reds[m], s, off, mask));
+        red_save(c, &reds[m], s);
+    }
+    if (Tr <= 32)
+        return;
+    /* across the warps of the block, through shared memory, in warp order */
+    LLVMValueRef warp = LLVMBuildUDiv(c->b, k->tid, ixc(c, 32), "");
+    LLVMBasicBlockRef join =
+        if_open(c, LLVMBuildICmp(c->b, LLVMIntEQ, k->lane, ixc(c, 0), ""), "red.put");
+    for (int m = 0; m < nred; m++)
+        state_to_smem(c, &reds[m], m, red_load(c, &reds[m]), warp);
+    if_close(c, join);
+    call0(c, "llvm.nvvm.barrier0");
+    for (int m = 0; m < nred; m++) {
+        rv s = state_from_smem(c, &reds[m], m, ixc(c, 0), red_load(c, &reds[m]));
+        for (int w = 1; w < Tr / 32; w++)
+            s = red_combine(c, &reds[m], s, state_from_smem(c, &reds[m], m, ixc(c, w), s));
+        red_save(c, &reds[m], s);
+    }
+    call0(c, "llvm.nvvm.barrier0");
+}
+
+static void red_store(gcg *c, const red *r)
+{
+    rv f = red_load(c, r);
+    LLVMValueRef outs[2] = {f.v, NULL};
+    LLVMBuilderRef b = c->b;
+    if (is_arg(r)) {
+        outs[0] = f.i;
+        outs[1] = f.v;
+    } else if (is_welford(r)) {
+        LLVMValueRef dof = LLVMBuildFSub(b, f.n, LLVMConstReal(r->t, r->n->correction), "");
+        LLVMValueRef zero = LLVMConstReal(r->t, 0);
+        dof = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, dof, zero, ""), zero, dof, "");
+        outs[0] = LLVMBuildFDiv(b, f.m2, dof, "");
+        outs[1] = f.m;
+    }
+    for (int k = 0; k < 2; k++)
+        if (r->mem->store[k] && r->n->out[k] >= 0)
+            g_store(c, r->n->out[k], r->mem->store[k], outs[k], NULL, 1);
+}
+
+static void emit_red_group(gcg *c, const kctx *k, const ptc_kgroup *G, int g)
+{
+    int nouter = c->k->nouter;
+    int Tr = c->plan->red_lanes[g], Tk = k->T / Tr;
+    red *reds = calloc((size_t)G->nmembers + 1, sizeof *reds);
+    int nred = 0;
+    for (int m = 0; m < G->nmembers; m++) {
+        const ptc_lnode *n = c->s->prog->nodes[G->members[m].node];
+        if (n->kind != PTC_LN_REDUCTION)
+            continue;
+        red *r = &reds[nred++];
+        r->mem = &G->members[m];
+        r->n = n;
+        r->dt = r->mem->body.e[r->mem->value].dtype;
+        r->t = g_compute_type(c, r->dt);
+        r->acc.v = g_alloca(c, r->t, "acc");
+        r->acc.i = g_alloca(c, c->i64, "acc.i");
+        r->acc.m = g_alloca(c, r->t, "acc.mean");
+        r->acc.m2 = g_alloca(c, r->t, "acc.m2");
+        r->acc.n = g_alloca(c, r->t, "acc.n");
+    }
+    LLVMValueRef lr = Tr == k->T ? k->t : LLVMBuildURem(c->b, k->t, ixc(c, Tr), "");
+    LLVMValueRef kk0 = Tr == k->T ? ixc(c, 0) : LLVMBuildUDiv(c->b, k->t, ixc(c, Tr), "");
+    loop kl;
+    loop_open(c, &kl, kk0, dims_product(c, G->inner, G->ninner), ixc(c, Tk), "kept");
+    decompose(c, kl.iv, G->inner, G->ninner, nouter);
+    for (int r = 0; r < nred; r++)
+        red_init(c, &reds[r]);
+    loop rl;
+    loop_open(c, &rl, lr, dims_product(c, G->red, G->nred), ixc(c, Tr), "red");
+    decompose(c, rl.iv, G->red, G->nred, nouter + G->ninner);
+    gfwd fw;
+    fw.n = 0;
+    int ri = 0;
+    for (int m = 0; m < G->nmembers; m++) {
+        const ptc_kmember *mem = &G->members[m];
+        const ptc_lnode *n = c->s->prog->nodes[mem->node];
+        if (n->kind != PTC_LN_REDUCTION) {
+            emit_pw_member(c, mem, &fw, 1, false);
+            continue;
+        }
+        red *r = &reds[ri++];
+        LLVMValueRef *v = g_body(c, &mem->body, 1, &fw);
+        LLVMValueRef idx = NULL;
+        if (is_arg(r))
+            idx = c->ix == c->i64 ? rl.iv : LLVMBuildSExt(c->b, rl.iv, c->i64, "");
+        red_update(c, r, v[mem->value], idx);
+        free(v);
+    }
+    loop_close(c, &rl);
+    if (Tr > 1)
+        red_across(c, k, reds, nred, Tr);
+    LLVMBasicBlockRef join = NULL;
+    if (Tr > 1)
+        join = if_open(c, LLVMBuildICmp(c->b, LLVMIntEQ, lr, ixc(c, 0), ""), "red.store");
+    for (int r = 0; r < nred; r++)
+        red_store(c, &reds[r]);
+    if (join)
+        if_close(c, join);
+    loop_close(c, &kl);
+    free(reds);
+}
+
+/* ---- row mode ----------------------------------------------------------------------------------
+ */
+
+/* Chunk j of this lane: elements f = (j*T + t)*W .. +W-1 of the row, bound to
+ * the group variables from `first`. *valid is NULL when every lane's chunk
+ * exists, else an i1 (the index is clamped so that loads stay in bounds). */
+static void row_chunk(gcg *c, const kctx *k, int j, const ptc_dim *ranges, int first,
+                      LLVMValueRef *valid)
+{
+    const gplan *p = c->plan;
+    int64_t nc = p->row_n / c->W;
+    LLVMValueRef q = LLVMBuildAdd(c->b, ixc(c, (int64_t)j * k->T), k->t, "");
+    *valid = NULL;
+    if (nc % k->T && (int64_t)(j + 1) * k->T > nc) {
+        *valid = LLVMBuildICmp(c->b, LLVMIntSLT, q, ixc(c, nc), "");
+        q = LLVMBuildSelect(c->b, *valid, q, ixc(c, nc - 1), "");
+    }
+    LLVMValueRef f = c->W > 1 ? LLVMBuildNSWMul(c->b, q, ixc(c, c->W), "") : q;
+    decompose(c, f, ranges, p->row_ndim, first);
+    c->cache_j = j;
+}
+
+static void guarded_store(gcg *c, LLVMValueRef valid, int buf, const ptc_ix *off, LLVMValueRef v,
+                          LLVMValueRef *vals)
+{
+    LLVMBasicBlockRef join = valid ? if_open(c, valid, "row.store") : NULL;
+    g_store(c, buf, off, v, vals, c->W);
+    if (join)
+        if_close(c, join);
+}
+
+static void row_pw_member(gcg *c, const ptc_kmember *mem, gfwd *fw, LLVMValueRef valid)
+{
+    const ptc_lnode *n = c->s->prog->nodes[mem->node];
+    LLVMValueRef *v = g_body(c, &mem->body, c->W, fw);
+    guarded_store(c, valid, n->out[0], mem->store[0], v[mem->value], v);
+    g_fwd_add(fw, n->out[0], mem->store[0], v[mem->value]);
+    free(v);
+}
+
+static void emit_row_pw_group(gcg *c, const kctx *k, const ptc_kgroup *G)
+{
+    for (int j = 0; j < c->plan->row_j; j++) {
+        LLVMValueRef valid;
+        row_chunk(c, k, j, G->inner, c->k->nouter, &valid);
+        gfwd fw;
+        fw.n = 0;
+        for (int m = 0; m < G->nmembers; m++)
+            row_pw_member(c, &G->members[m], &fw, valid);
+    }
+}
+
+/* Folds W lanes of element values into a W-lane state (masked by valid). */
+static void row_update(gcg *c, red *r, LLVMValueRef x, LLVMValueRef idx, LLVMValueRef valid)
+{
+    LLVMBuilderRef b = c->b;
+    int w = c->W;
+    rv s = acc_load(c, r, &r->vacc, w), o;
+    if (is_welford(r)) {
+        /* every lane has seen the same count: one division per chunk */
+        o = s;
+        LLVMValueRef n0 =
+            w > 1 ? LLVMBuildExtractElement(b, s.n, LLVMConstInt(c->i32, 0, 0), "") : s.n;
+        LLVMValueRef n1 = LLVMBuildFAdd(b, n0, LLVMConstReal(r->t, 1), "");
+        LLVMValueRef inv = g_splat(c, LLVMBuildFDiv(b, LLVMConstReal(r->t, 1), n1, ""), w);
+        LLVMValueRef delta = LLVMBuildFSub(b, x, s.m, "");
+        o.m = LLVMBuildFAdd(b, s.m, LLVMBuildFMul(b, delta, inv, ""), "");
+        o.m2 =
+            LLVMBuildFAdd(b, s.m2, LLVMBuildFMul(b, delta, LLVMBuildFSub(b, x, o.m, ""), ""), "");
+        o.n = g_splat(c, n1, w);
+    } else {
+        rv e = {x, idx ? idx : s.i, NULL, NULL, NULL};
+        o = red_combine(c, r, s, e);
+    }
+    if (valid) {
+        o.v = LLVMBuildSelect(b, valid, o.v, s.v, "");
+        o.i = LLVMBuildSelect(b, valid, o.i, s.i, "");
+        if (is_welford(r)) {
+            o.m = LLVMBuildSelect(b, valid, o.m, s.m, "");
+            o.m2 = LLVMBuildSelect(b, valid, o.m2, s.m2, "");
+            o.n = LLVMBuildSelect(b, valid, o.n, s.n, "");
+        }
+    }
+    acc_save(c, r, &r->vacc, o);
+}
+
+static LLVMValueRef lane_of(gcg *c, LLVMValueRef v, int l)
+{
+    return v ? LLVMBuildExtractElement(c->b, v, LLVMConstInt(c->i32, (unsigned)l, 0), "") : NULL;
+}
+
+/* The W lanes of a state combined in lane order into the scalar state. */
+static void row_fold_lanes(gcg *c, red *r)
+{
+    int w = c->W;
+    if (w == 1) {
+        acc_save(c, r, &r->acc, acc_load(c, r, &r->vacc, 1));
+        return;
+    }
+    rv s = acc_load(c, r, &r->vacc, w);
+    rv o = {lane_of(c, s.v, 0), lane_of(c, s.i, 0), lane_of(c, s.m, 0), lane_of(c, s.m2, 0),
+            lane_of(c, s.n, 0)};
+    for (int l = 1; l < w; l++) {
+        rv x = {lane_of(c, s.v, l), lane_of(c, s.i, l), lane_of(c, s.m, l), lane_of(c, s.m2, l),
+                lane_of(c, s.n, l)};
+        o = red_combine(c, r, o, x);
+    }
+    red_save(c, r, o);
+}
+
+static void emit_row_red_group(gcg *c, const kctx *k, const ptc_kgroup *G, int g)
+{
+    int w = c->W, nouter = c->k->nouter;
+    red *reds = calloc((size_t)G->nmembers + 1, sizeof *reds);
+    int nred = 0;
+    for (int m = 0; m < G->nmembers; m++) {
+        const ptc_lnode *n = c->s->prog->nodes[G->members[m].node];
+        if (n->kind != PTC_LN_REDUCTION)
+            continue;
+        red *r = &reds[nred++];
+        r->mem = &G->members[m];
+        r->n = n;
+        r->dt = r->mem->body.e[r->mem->value].dtype;
+        r->t = g_compute_type(c, r->dt);
+        rv *a[2] = {&r->acc, &r->vacc};
+        for (int i = 0; i < 2; i++) {
+            int lanes = i ? w : 1;
+            a[i]->v = g_alloca(c, g_vec(c, r->t, lanes), "acc");
+            a[i]->i = g_alloca(c, g_vec(c, c->i64, lanes), "acc.i");
+            a[i]->m = g_alloca(c, g_vec(c, r->t, lanes), "acc.mean");
+            a[i]->m2 = g_alloca(c, g_vec(c, r->t, lanes), "acc.m2");
+            a[i]->n = g_alloca(c, g_vec(c, r->t, lanes), "acc.n");
+        }
+        double f;
+        int64_t iv;
+        red_identity(r, &f, &iv);
+        store_(c, r->vacc.v, g_kconst(c, r->dt, f, iv, w));
+        store_(c, r->vacc.i, g_const_i(c->i64, 0, w));
+        store_(c, r->vacc.m, LLVMConstNull(g_vec(c, r->t, w)));
+        store_(c, r->vacc.m2, LLVMConstNull(g_vec(c, r->t, w)));
+        store_(c, r->vacc.n, LLVMConstNull(g_vec(c, r->t, w)));
+    }
+    LLVMValueRef iota = NULL;
+    if (w > 1) {
+        LLVMValueRef ks[16];
+        for (int l = 0; l < w; l++)
+            ks[l] = LLVMConstInt(c->i64, (unsigned)l, 0);
+        iota = LLVMConstVector(ks, (unsigned)w);
+    }
+    for (int j = 0; j < c->plan->row_j; j++) {
+        LLVMValueRef valid;
+        row_chunk(c, k, j, G->red, nouter + G->ninner, &valid);
+        gfwd fw;
+        fw.n = 0;
+        int ri = 0;
+        for (int m = 0; m < G->nmembers; m++) {
+            const ptc_kmember *mem = &G->members[m];
+            const ptc_lnode *n = c->s->prog->nodes[mem->node];
+            if (n->kind != PTC_LN_REDUCTION) {
+                row_pw_member(c, mem, &fw, valid);
+                continue;
+            }
+            red *r = &reds[ri++];
+            LLVMValueRef *v = g_body(c, &mem->body, w, &fw);
+            LLVMValueRef idx = NULL;
+            if (is_arg(r)) {
+                /* the linear reduction index of each lane: chunk base + lane */
+                LLVMValueRef f = LLVMBuildNSWMul(
+                    c->b, LLVMBuildAdd(c->b, ixc(c, (int64_t)j * k->T), k->t, ""), ixc(c, w), "");
+                if (c->ix != c->i64)
+                    f = LLVMBuildSExt(c->b, f, c->i64, "");
+                idx = w > 1 ? LLVMBuildAdd(c->b, g_splat(c, f, w), iota, "") : f;
+            }
+            row_update(c, r, v[mem->value], idx, valid);
+            free(v);
+        }
+    }
+    for (int r = 0; r < nred; r++)
+        row_fold_lanes(c, &reds[r]);
+    if (k->T > 1)
+        red_across(c, k, reds, nred, k->T);
+    LLVMBasicBlockRef join = NULL;
+    if (k->T > 1)
+        join = if_open(c, LLVMBuildICmp(c->b, LLVMIntEQ, k->t, ixc(c, 0), ""), "red.store");
+    for (int r = 0; r < nred; r++)
+        red_store(c, &reds[r]);
+    if (join)
+        if_close(c, join);
+    free(reds);
+}
+
+/* ---- the kernel function --------------------------------------------------------------------- */
+
+static void annotate(gcg *c, LLVMValueRef fn, const char *key, int value)
+{
+    LLVMValueRef md[3] = {fn, LLVMMDStringInContext(c->ctx, key, (unsigned)strlen(key)),
+                          LLVMConstInt(c->i32, (unsigned)value, 0)};
+    LLVMAddNamedMetadataOperand(c->mod, "nvvm.annotations", LLVMMDNodeInContext(c->ctx, md, 3));
+}
+
+static void add_attr(gcg *c, LLVMValueRef fn, unsigned idx, const char *name)
+{
+    unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
+    LLVMAddAttributeAtIndex(fn, idx, LLVMCreateEnumAttribute(c->ctx, kind, 0));
+}
+
+/* Arguments that some member stores to (others are read-only: ld.global.nc). */
+static bool arg_written(gcg *c, int buf)
+{
+    const ptc_kernel *k = c->k;
+    for (int g = 0; g < k->ngroups; g++)
+        for (int m = 0; m < k->groups[g].nmembers; m++) {
+            const ptc_lnode *n = c->s->prog->nodes[k->groups[g].members[m].node];
+            if (n->out[0] == buf || n->out[1] == buf)
+                return true;
+        }
+    return false;
+}
+
+static void bind_locals(gcg *c, const kctx *k, LLVMValueRef scratch, LLVMValueRef slot)
+{
+    const gplan *p = c->plan;
+    for (int i = 0; i < c->k->nlocal; i++) {
+        int buf = c->k->locals[i];
+        const ptc_lbuf *lb = c->s->prog->bufs[buf];
+        switch (p->loc[i]) {
+        case LOC_PRIVATE: {
+            int64_t n = 1;
+            for (int d = c->k->nouter; d < lb->ndim; d++)
+                n *= lb->shape[d].value;
+            LLVMTypeRef at = LLVMArrayType(g_storage_type(c, lb->dtype), (unsigned)(n > 0 ? n : 1));
+            c->bufptr[buf] = g_alloca(c, at, "local");
+            c->bufspace[buf] = 0;
+            break;
+        }
+        case LOC_SHARED: {
+            LLVMValueRef off =
+                LLVMBuildAdd(c->b, LLVMBuildMul(c->b, k->team_local, ixc(c, p->smem_team), ""),
+                             ixc(c, p->loc_off[i]), "");
+            c->bufptr[buf] = LLVMBuildInBoundsGEP2(c->b, c->i8, c->smem, &off, 1, "");
+            c->bufspace[buf] = 3;
+            break;
+        }
+        case LOC_SCRATCH: {
+            LLVMValueRef off =
+                LLVMBuildAdd(c->b, LLVMBuildMul(c->b, slot, ixc(c, p->scratch_team), ""),
+                             ixc(c, p->loc_off[i]), "");
+            c->bufptr[buf] = LLVMBuildInBoundsGEP2(c->b, c->i8, scratch, &off, 1, "");
+            c->bufspace[buf] = 1;
+            break;
+        }
+        default:
+            break;
+        }
+    }
+}
+
+static void emit_iteration(gcg *c, const kctx *k, LLVMValueRef o)
+{
+    const ptc_kernel *kn = c->k;
+    if (c->plan->flat) {
+        LLVMValueRef e = c->W > 1 ? LLVMBuildNSWMul(c->b, o, ixc(c, c->W), "") : o;
+        decompose(c, e, kn->outer, kn->nouter, 0);
+        emit_flat(c);
+        return;
+    }
+    decompose(c, o, kn->outer, kn->nouter, 0);
+    gcache cache;
+    bool row = c->plan->row && (c->vector_form || c->plan->vec == 1);
+    if (row) {
+        cache.n = 0;
+        c->cache = &cache;
+    }
+    for (int g = 0; g < kn->ngroups; g++) {
+        if (row && kn->groups[g].reduction)
+            emit_row_red_group(c, k, &kn->groups[g], g);
+        else if (row)
+            emit_row_pw_group(c, k, &kn->groups[g]);
+        else if (kn->groups[g].reduction)
+            emit_red_group(c, k, &kn->groups[g], g);
+        else
+            emit_pw_group(c, k, &kn->groups[g]);
+        team_barrier(c, k);
+    }
+    c->cache = NULL;
+}
+
+void g_emit_kernel(gcg *c, const char *name, bool vector_form)
+{
+    const ptc_kernel *kn = c->k;
+    const gplan *p = c->plan;
+    int nargs = kn->nargs, np = nargs + 2 + kn->nparams;
+    LLVMTypeRef *pt = calloc((size_t)np + 1, sizeof *pt);
+    for (int i = 0; i < nargs + 1; i++)
+        pt[i] = c->gptr;
+    for (int i = nargs + 1; i < np; i++)
+        pt[i] = c->i64;
+    LLVMTypeRef ft = LLVMFunctionType(c->void_, pt, (unsigned)np, 0);
+    free(pt);
+    c->fn = LLVMAddFunction(c->mod, name, ft);
+    annotate(c, c->fn, "kernel", 1);
+    annotate(c, c->fn, "maxntidx", p->block);
+    add_attr(c, c->fn, LLVMAttributeFunctionIndex, "nounwind");
+    for (int i = 0; i < nargs; i++) {
+        add_attr(c, c->fn, 1 + (unsigned)i, "noalias");
+        if (!arg_written(c, kn->args[i]))
+            add_attr(c, c->fn, 1 + (unsigned)i, "readonly");
+    }
+    c->entry = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "entry");
+    LLVMBasicBlockRef start = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "start");
+    LLVMPositionBuilderAtEnd(c->b, start);
+    c->vector_form = vector_form;
+    c->W = vector_form ? p->vec : 1;
+    c->vec_var = c->W == 1 ? -1 : p->row ? kn->nouter + p->row_ndim - 1 : kn->nouter - 1;
+    for (int b = 0; b < c->s->prog->nbufs; b++)
+        c->written[b] = c->s->is_local[b];
+    for (int i = 0; i < nargs; i++)
+        c->written[kn->args[i]] = arg_written(c, kn->args[i]);
+    for (int i = 0; i < nargs; i++) {
+        c->bufptr[kn->args[i]] = LLVMGetParam(c->fn, (unsigned)i);
+        c->bufspace[kn->args[i]] = 1;
+    }
+    LLVMValueRef scratch = LLVMGetParam(c->fn, (unsigned)nargs);
+    c->rng_offset = LLVMGetParam(c->fn, (unsigned)nargs + 1);
+    for (int i = 0; i < kn->nparams; i++) {
+        LLVMValueRef v = LLVMGetParam(c->fn, (unsigned)(nargs + 2 + i));
+        c->param[i] = c->ix == c->i64 ? v : LLVMBuildTrunc(c->b, v, c->ix, "");
+    }
+    kctx k = {.T = p->team};
+    int tpb = p->block / p->team;
+    k.tid = sreg(c, "llvm.nvvm.read.ptx.sreg.tid.x");
+    k.lane = LLVMBuildURem(c->b, k.tid, ixc(c, 32), "");
+    k.t = k.T == 1 ? ixc(c, 0) : LLVMBuildURem(c->b, k.tid, ixc(c, k.T), "");
+    k.team_local = k.T == 1 ? k.tid : LLVMBuildUDiv(c->b, k.tid, ixc(c, k.T), "");
+    LLVMValueRef ctaid = sreg(c, "llvm.nvvm.read.ptx.sreg.ctaid.x");
+    LLVMValueRef nctaid = sreg(c, "llvm.nvvm.read.ptx.sreg.nctaid.x");
+    LLVMValueRef slot =
+        LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ctaid, ixc(c, tpb), ""), k.team_local, "");
+    LLVMValueRef nteams = LLVMBuildMul(c->b, nctaid, ixc(c, tpb), "");
+    bind_locals(c, &k, scratch, slot);
+    LLVMValueRef O = dims_product(c, kn->outer, kn->nouter);
+    if (c->W > 1 && p->flat)
+        O = LLVMBuildUDiv(c->b, O, ixc(c, c->W), "");
+    loop ol;
+    loop_open(c, &ol, slot, O, nteams, "outer");
+    emit_iteration(c, &k, ol.iv);
+    loop_close(c, &ol);
+    LLVMBuildRetVoid(c->b);
+    LLVMPositionBuilderAtEnd(c->b, c->entry);
+    LLVMBuildBr(c->b, start);
+}

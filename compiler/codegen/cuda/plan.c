@@ -1,0 +1,374 @@
+/* How a kernel runs on the GPU, chosen from its sizes.
+ *
+ * One outer iteration of a kernel is run by a team of T threads (a power of
+ * two). Flat kernels (only pointwise groups without inner loops) use T = 1
+ * and, when the innermost outer range allows, a vectorised form in which a
+ * thread handles W consecutive elements with 16-byte loads and stores.
+ * Kernels with inner loops or reductions pick T from the work of one outer
+ * iteration: a thread per iteration when that work is tiny or when the
+ * memory accesses are contiguous across outer iterations rather than inside
+ * them (a reduction over a strided dimension: threads then read consecutive
+ * addresses), a warp or part of one for ordinary rows (softmax, layer_norm:
+ * the reduction is warp shuffles only), and a whole block for long rows when
+ * there are too few rows to fill the GPU. A reduction group splits its team
+ * into Tk x Tr: Tr threads share one reduction, Tk kept elements run side by
+ * side.
+ *
+ * Kernel-local buffers live in registers / local memory for T = 1 (flat
+ * kernels forward them and never store them), in shared memory for teams
+ * when a block's share fits, and otherwise in a global scratch area (part of
+ * the run's arena), one slot per resident team. Index arithmetic is 32-bit
+ * when every size is static and below 2^30.
+ *
+ * For tests, PTC_CUDA_TEAM=N forces the team size of non-flat kernels and
+ * PTC_CUDA_SMEM_LIMIT=BYTES the shared memory a block may use for locals;
+ * both are part of the plan, hence of the cache key.
+ */
+#include "codegen/cuda/gpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { SMEM_LIMIT = 48 * 1024, LARGE = 1 << 30 };
+
+static int env_int(const char *name, int lo, int hi, int dflt)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return dflt;
+    char *end;
+    long x = strtol(v, &end, 10);
+    return *end || x < lo || x > hi ? dflt : (int)x;
+}
+
+static double hint(ptc_dim d)
+{
+    return ptc_dim_is_static(d) ? (double)d.value : 64.0;
+}
+
+static double prod(const ptc_dim *d, int n)
+{
+    double p = 1;
+    for (int i = 0; i < n; i++)
+        p *= hint(d[i]);
+    return p;
+}
+
+static int pow2_floor(double x)
+{
+    int p = 1;
+    while (p * 2 <= x && p < 1024)
+        p *= 2;
+    return p;
+}
+
+static bool is_local(const ptc_schedule *s, int buf)
+{
+    return s->is_local[buf];
+}
+
+/* Coefficient of variable v in x is exactly 1, outside of div / mod atoms. */
+static bool unit_in(const ptc_ix *x, int v)
+{
+    bool nested;
+    ptc_dim k = ptc_ix_coeff(x, v, &nested);
+    return !nested && ptc_dim_is_static(k) && k.value == 1;
+}
+
+typedef struct access_info {
+    bool outer_contig; /* some non-local access has stride 1 in the last outer var */
+    bool inner_contig; /* ... in the last inner or reduction var of its group */
+} access_info;
+
+static void scan_offset(const ptc_schedule *s, const ptc_kernel *k, const ptc_kgroup *G, int buf,
+                        const ptc_ix *off, access_info *ai)
+{
+    if (is_local(s, buf))
+        return;
+    if (k->nouter > 0 && unit_in(off, k->nouter - 1))
+        ai->outer_contig = true;
+    int last = -1;
+    if (G->reduction && G->nred > 0)
+        last = k->nouter + G->ninner + G->nred - 1;
+    else if (G->ninner > 0)
+        last = k->nouter + G->ninner - 1;
+    if (last >= 0 && unit_in(off, last))
+        ai->inner_contig = true;
+}
+
+static void scan_accesses(const ptc_schedule *s, const ptc_kernel *k, access_info *ai)
+{
+    memset(ai, 0, sizeof *ai);
+    for (int g = 0; g < k->ngroups; g++) {
+        const ptc_kgroup *G = &k->groups[g];
+        for (int m = 0; m < G->nmembers; m++) {
+            const ptc_kmember *mem = &G->members[m];
+            const ptc_lnode *n = s->prog->nodes[mem->node];
+            for (int i = 0; i < mem->body.n; i++)
+                if (mem->body.e[i].op == PTC_L_LOAD)
+                    scan_offset(s, k, G, mem->body.e[i].buf, mem->body.e[i].idx[0], ai);
+            for (int o = 0; o < 2; o++)
+                if (mem->store[o] && n->out[o] >= 0)
+                    scan_offset(s, k, G, n->out[o], mem->store[o], ai);
+        }
+    }
+}
+
+static bool kernel_flat(const ptc_kernel *k)
+{
+    for (int g = 0; g < k->ngroups; g++)
+        if (k->groups[g].reduction || k->groups[g].ninner || k->groups[g].nred)
+            return false;
+    return true;
+}
+
+/* Elements per thread of a flat kernel's vectorised form (1: none). */
+static int choose_vec(const ptc_schedule *s, const ptc_kernel *k)
+{
+    if (k->nouter == 0 || !ptc_dim_is_static(k->outer[k->nouter - 1]))
+        return 1;
+    int last = k->nouter - 1, maxsize = 0;
+    for (int g = 0; g < k->ngroups; g++)
+        for (int m = 0; m < k->groups[g].nmembers; m++) {
+            const ptc_kmember *mem = &k->groups[g].members[m];
+            const ptc_lnode *n = s->prog->nodes[mem->node];
+            for (int i = 0; i < mem->body.n; i++) {
+                const ptc_lexpr *e = &mem->body.e[i];
+                if (e->op == PTC_L_LOAD && !is_local(s, e->buf) && unit_in(e->idx[0], last)) {
+                    int sz = (int)ptc_dtype_size(s->prog->bufs[e->buf]->dtype);
+                    maxsize = sz > maxsize ? sz : maxsize;
+                }
+            }
+            if (mem->store[0] && !is_local(s, n->out[0]) && unit_in(mem->store[0], last)) {
+                int sz = (int)ptc_dtype_size(s->prog->bufs[n->out[0]]->dtype);
+                maxsize = sz > maxsize ? sz : maxsize;
+            }
+        }
+    if (maxsize == 0)
+        return 1;
+    int w = 16 / maxsize;
+    w = w > 8 ? 8 : w;
+    int64_t extent = k->outer[last].value;
+    while (w > 1 && extent % w)
+        w /= 2;
+    return w;
+}
+
+/* 32-bit indices: static sizes, every argument buffer below 2^30 elements. */
+static bool fits_i32(const ptc_schedule *s, const ptc_kernel *k)
+{
+    if (k->nparams)
+        return false;
+    if (prod(k->outer, k->nouter) >= LARGE)
+        return false;
+    for (int i = 0; i < k->nargs; i++) {
+        const ptc_lbuf *b = s->prog->bufs[k->args[i]];
+        double n = 1;
+        for (int d = 0; d < b->ndim; d++) {
+            if (!ptc_dim_is_static(b->shape[d]))
+                return false;
+            n *= (double)b->shape[d].value;
+        }
+        if (n >= LARGE)
+            return false;
+    }
+    return true;
+}
+
+static int64_t local_bytes(const ptc_schedule *s, const ptc_kernel *k, int i)
+{
+    const ptc_lbuf *lb = s->prog->bufs[k->locals[i]];
+    int64_t n = (int64_t)ptc_dtype_size(lb->dtype);
+    for (int d = k->nouter; d < lb->ndim; d++)
+        n *= lb->shape[d].value;
+    return n > 0 ? n : 1;
+}
+
+static int choose_team(const ptc_kernel *k, const access_info *ai, double outer, double work,
+                       int sms)
+{
+    if (work <= 16) /* pooling windows: a thread per output, the window in a loop */
+        return 1;
+    if (ai->outer_contig && !ai->inner_contig && outer >= 16384)
+        return 1;
+    if (outer >= 16.0 * sms || work < 2048)
+        return pow2_floor(work / 4 < 32 ? work / 4 : 32);
+    int t = pow2_floor(work / 8);
+    return t < 32 ? 32 : t;
+}
+
+/* The ranges one group iterates: a pointwise group its inner ranges, a
+ * reduction group without kept ranges its reduction ranges (NULL otherwise). */
+static const ptc_dim *group_ranges(const ptc_kgroup *G, int *n)
+{
+    if (G->reduction) {
+        *n = G->nred;
+        return G->ninner == 0 ? G->red : NULL;
+    }
+    *n = G->ninner;
+    return G->ninner > 0 ? G->inner : NULL;
+}
+
+/* Row mode: every group of the kernel runs over the same static ranges
+ * (softmax, layer_norm, log_softmax, RMS norm), read contiguously, so that a
+ * team can keep its share of the row in registers: each lane handles J
+ * chunks of W consecutive elements, loads of read-only buffers are issued
+ * once and reused by every group. Picks W (16-byte accesses where the
+ * innermost range allows) and T (J <= 8 where the team can grow). */
+static void plan_row(const ptc_schedule *s, const ptc_kernel *k, const access_info *ai, gplan *p)
+{
+    if (!ai->inner_contig || k->ngroups == 0)
+        return;
+    int nd = 0;
+    const ptc_dim *r0 = group_ranges(&k->groups[0], &nd);
+    if (!r0 || nd == 0)
+        return;
+    int64_t n = 1;
+    for (int g = 0; g < k->ngroups; g++) {
+        int ng;
+        const ptc_dim *r = group_ranges(&k->groups[g], &ng);
+        if (!r || ng != nd)
+            return;
+        for (int d = 0; d < nd; d++)
+            if (!ptc_dim_is_static(r[d]) || !ptc_dim_eq(r[d], r0[d]))
+                return;
+    }
+    for (int d = 0; d < nd; d++)
+        n *= r0[d].value;
+    if (n <= 1 || n > 1 << 20)
+        return;
+    /* W from the widest element accessed contiguously in the last group variable */
+    int last = k->nouter + nd - 1, maxsize = 0;
+    for (int g = 0; g < k->ngroups; g++)
+        for (int m = 0; m < k->groups[g].nmembers; m++) {
+            const ptc_kmember *mem = &k->groups[g].members[m];
+            for (int i = 0; i < mem->body.n; i++) {
+                const ptc_lexpr *e = &mem->body.e[i];
+                if (e->op == PTC_L_LOAD && !is_local(s, e->buf) && unit_in(e->idx[0], last)) {
+                    int sz = (int)ptc_dtype_size(s->prog->bufs[e->buf]->dtype);
+                    maxsize = sz > maxsize ? sz : maxsize;
+                }
+            }
+        }
+    int w = maxsize ? 16 / maxsize : 1;
+    w = w > 8 ? 8 : w;
+    while (w > 1 && r0[nd - 1].value % w)
+        w /= 2;
+    int64_t nc = n / w;
+    int t = 1;
+    while (t < 512 && (nc + t - 1) / t > 8)
+        t *= 2;
+    int64_t j = (nc + t - 1) / t;
+    if (j > 16)
+        return;
+    p->row = true;
+    p->row_n = (int)n;
+    p->row_ndim = nd;
+    p->row_j = (int)j;
+    p->vec = w;
+    p->team = t;
+}
+
+void g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_target *tgt,
+            gplan *p)
+{
+    memset(p, 0, sizeof *p);
+    int sms = tgt && tgt->sms > 0 ? tgt->sms : 132;
+    p->flat = kernel_flat(k);
+    p->i32 = fits_i32(s, k);
+    p->red_lanes = PTC_NEWN(a, int, k->ngroups + 1);
+    p->loc = PTC_NEWN(a, uint8_t, k->nlocal + 1);
+    p->loc_off = PTC_NEWN(a, int64_t, k->nlocal + 1);
+    p->valign = PTC_NEWN(a, uint8_t, k->nargs + 1);
+    p->vec = 1;
+    double outer = prod(k->outer, k->nouter);
+    if (p->flat) {
+        p->team = 1;
+        p->vec = choose_vec(s, k);
+        p->block = outer / p->vec >= 64.0 * 1024 ? 256 : 128;
+        for (int i = 0; i < k->nlocal; i++)
+            p->loc[i] = LOC_NONE;
+        for (int g = 0; g < k->ngroups; g++)
+            p->red_lanes[g] = 1;
+        return;
+    }
+    access_info ai;
+    scan_accesses(s, k, &ai);
+    double work = 1;
+    for (int g = 0; g < k->ngroups; g++) {
+        const ptc_kgroup *G = &k->groups[g];
+        double w = prod(G->inner, G->ninner) * (G->reduction ? prod(G->red, G->nred) : 1);
+        work = w > work ? w : work;
+    }
+    int T = choose_team(k, &ai, outer, work, sms);
+    int forced = env_int("PTC_CUDA_TEAM", 1, 1024, 0);
+    if (forced && (forced & (forced - 1)) == 0) {
+        T = forced;
+    } else if (T > 1 || !ai.outer_contig) {
+        plan_row(s, k, &ai, p);
+        if (p->row)
+            T = p->team;
+    }
+    p->team = T;
+    int64_t smem_limit = env_int("PTC_CUDA_SMEM_LIMIT", 0, SMEM_LIMIT, SMEM_LIMIT);
+    for (int g = 0; g < k->ngroups; g++) {
+        const ptc_kgroup *G = &k->groups[g];
+        if (!G->reduction) {
+            p->red_lanes[g] = 1;
+            continue;
+        }
+        double kept = prod(G->inner, G->ninner), red = prod(G->red, G->nred);
+        int tr;
+        if (G->ninner == 0)
+            tr = T;
+        else {
+            /* lanes of one reduction read consecutive elements only when the
+             * reduction variable is the contiguous one */
+            access_info gi = {0};
+            for (int m = 0; m < G->nmembers; m++)
+                for (int i = 0; i < G->members[m].body.n; i++) {
+                    const ptc_lexpr *e = &G->members[m].body.e[i];
+                    if (e->op == PTC_L_LOAD)
+                        scan_offset(s, k, G, e->buf, e->idx[0], &gi);
+                }
+            tr = gi.inner_contig ? pow2_floor(red < 32 ? red : 32) : 1;
+            if (tr > T)
+                tr = T;
+            (void)kept;
+        }
+        p->red_lanes[g] = tr;
+        if (tr > 32) {
+            int nmem = G->nmembers;
+            p->smem_red = p->smem_red > 32 * 40 * nmem ? p->smem_red : 32 * 40 * nmem;
+        }
+    }
+    /* locals */
+    int64_t team_bytes = 0;
+    for (int i = 0; i < k->nlocal; i++) {
+        team_bytes = (team_bytes + 15) & ~(int64_t)15;
+        p->loc_off[i] = team_bytes;
+        team_bytes += local_bytes(s, k, i);
+    }
+    team_bytes = (team_bytes + 15) & ~(int64_t)15;
+    int tpb = T > 32 ? 1 : 256 / T; /* bar.sync teams own their block */
+    if (T == 1) {
+        bool fits = team_bytes <= 4096 && smem_limit > 0;
+        for (int i = 0; i < k->nlocal; i++)
+            p->loc[i] = fits ? LOC_PRIVATE : LOC_SCRATCH;
+        if (!fits)
+            p->scratch_team = team_bytes;
+    } else {
+        while (tpb > 1 && tpb * team_bytes + p->smem_red > smem_limit)
+            tpb /= 2;
+        bool fits = tpb * team_bytes + p->smem_red <= smem_limit || team_bytes == 0;
+        for (int i = 0; i < k->nlocal; i++)
+            p->loc[i] = fits ? LOC_SHARED : LOC_SCRATCH;
+        if (fits) {
+            p->smem_team = team_bytes;
+        } else {
+            p->scratch_team = team_bytes;
+            tpb = T > 32 ? 1 : 256 / T;
+        }
+    }
+    p->block = T * tpb;
+}

@@ -1,0 +1,340 @@
+/* Kernels to PTX through LLVM's NVPTX backend.
+ *
+ * Each kernel becomes one LLVM module holding its entry and, for flat
+ * kernels that allow it, a vectorised second entry (plan.c). The module is
+ * verified, optimised with a short pipeline (the emitter writes the loop
+ * nests itself; what remains is promoting accumulators to registers,
+ * folding index arithmetic and hoisting invariants) and printed as PTX for
+ * the target (sm_80 ... sm_90, PTX ISA 7.8, the most LLVM 16 writes). The
+ * PTX goes to the disk cache under a key made of the kernel's loop IR, its
+ * launch plan, the target and the emitter's sources, so a warm start
+ * generates nothing. No GPU is needed here: loading is the runtime's.
+ *
+ * LLVM's global initialisation happens once; every compile has its own
+ * context and target machine, so kernels of a schedule compile in parallel.
+ */
+#include "codegen/cuda/gpu.h"
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Error.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef PTC_CUDA_CODEGEN_HASH
+#define PTC_CUDA_CODEGEN_HASH "dev"
+#endif
+#define CODEGEN_VERSION "cuda-1-" PTC_CUDA_CODEGEN_HASH
+
+#define PIPELINE                                                                                   \
+    "function(sroa,early-cse<memssa>,instcombine,simplifycfg,"                                     \
+    "loop-mssa(licm),gvn,instcombine,simplifycfg,adce)"
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static bool init_ok;
+
+static void init_llvm(void)
+{
+    LLVMInitializeNVPTXTargetInfo();
+    LLVMInitializeNVPTXTarget();
+    LLVMInitializeNVPTXTargetMC();
+    LLVMInitializeNVPTXAsmPrinter();
+    init_ok = true;
+}
+
+const char *ptc_cuda_arch_name(int sm)
+{
+    switch (sm) {
+    case 70:
+        return "sm_70";
+    case 75:
+        return "sm_75";
+    case 80:
+        return "sm_80";
+    case 86:
+        return "sm_86";
+    case 87:
+        return "sm_87";
+    case 89:
+        return "sm_89";
+    case 90:
+        return "sm_90";
+    default:
+        return NULL;
+    }
+}
+
+static LLVMTargetMachineRef target_machine(int sm, ptc_error *err)
+{
+    LLVMTargetRef target;
+    char *msg = NULL;
+    if (LLVMGetTargetFromTriple("nvptx64-nvidia-cuda", &target, &msg)) {
+        ptc_errorf(err, PTC_ERR_UNSUPPORTED, "codegen", "LLVM has no NVPTX target: %s",
+                   msg ? msg : "?");
+        LLVMDisposeMessage(msg);
+        return NULL;
+    }
+    return LLVMCreateTargetMachine(target, "nvptx64-nvidia-cuda", ptc_cuda_arch_name(sm), "+ptx78",
+                                   LLVMCodeGenLevelDefault, LLVMRelocDefault, LLVMCodeModelDefault);
+}
+
+/* ---- one module -------------------------------------------------------------------------- */
+
+static void init_types(gcg *c)
+{
+    LLVMContextRef ctx = c->ctx;
+    c->i1 = LLVMInt1TypeInContext(ctx);
+    c->i8 = LLVMInt8TypeInContext(ctx);
+    c->i16 = LLVMInt16TypeInContext(ctx);
+    c->i32 = LLVMInt32TypeInContext(ctx);
+    c->i64 = LLVMInt64TypeInContext(ctx);
+    c->f16 = LLVMHalfTypeInContext(ctx);
+    c->f32 = LLVMFloatTypeInContext(ctx);
+    c->f64 = LLVMDoubleTypeInContext(ctx);
+    c->ptr = LLVMPointerTypeInContext(ctx, 0);
+    c->gptr = LLVMPointerTypeInContext(ctx, 1);
+    c->sptr = LLVMPointerTypeInContext(ctx, 3);
+    c->void_ = LLVMVoidTypeInContext(ctx);
+    c->ix = c->plan->i32 ? c->i32 : c->i64;
+}
+
+static char *take_message(char *m)
+{
+    char *s = strdup(m ? m : "?");
+    if (m)
+        LLVMDisposeMessage(m);
+    return s;
+}
+
+/* Emits, verifies, optimises and prints the module; *ptx is malloc'd and
+ * starts with a comment line "// ptc valign A0 A1 ..." giving the alignment
+ * the vectorised entry assumes for each argument. */
+static int build_ptx(const ptc_schedule *s, const ptc_kernel *k, const gplan *plan,
+                     const ptc_cuda_target *t, const char *entry, const char *ventry, char **ptx,
+                     ptc_error *err)
+{
+    LLVMTargetMachineRef tm = target_machine(t->sm, err);
+    if (!tm)
+        return -1;
+    LLVMContextRef ctx = LLVMContextCreate();
+    LLVMModuleRef mod = LLVMModuleCreateWithNameInContext(entry, ctx);
+    LLVMSetTarget(mod, "nvptx64-nvidia-cuda");
+    LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(tm);
+    LLVMSetModuleDataLayout(mod, dl);
+    LLVMDisposeTargetData(dl);
+    gcg c;
+    memset(&c, 0, sizeof c);
+    c.ctx = ctx;
+    c.mod = mod;
+    c.b = LLVMCreateBuilderInContext(ctx);
+    c.s = s;
+    c.k = k;
+    c.plan = plan;
+    c.sm = t->sm;
+    init_types(&c);
+    c.bufptr = calloc((size_t)s->prog->nbufs + 1, sizeof *c.bufptr);
+    c.bufspace = calloc((size_t)s->prog->nbufs + 1, sizeof *c.bufspace);
+    c.bufalign = calloc((size_t)s->prog->nbufs + 1, 1);
+    c.written = calloc((size_t)s->prog->nbufs + 1, sizeof *c.written);
+    c.param = calloc((size_t)k->nparams + 1, sizeof *c.param);
+    c.smem = LLVMAddGlobalInAddressSpace(mod, LLVMArrayType(c.i8, 0), "ptc_smem", 3);
+    LLVMSetLinkage(c.smem, LLVMExternalLinkage);
+    LLVMSetAlignment(c.smem, 16);
+    g_emit_kernel(&c, entry, false);
+    if (plan->vec > 1) {
+        memset(c.bufptr, 0, sizeof *c.bufptr * (size_t)s->prog->nbufs);
+        memset(c.vars, 0, sizeof c.vars);
+        g_emit_kernel(&c, ventry, true);
+    }
+    int rc = 0;
+    char *msg = NULL;
+    if (LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg)) {
+        char *m = take_message(msg);
+        msg = NULL;
+        rc = ptc_errorf(err, PTC_ERR_INTERNAL, "codegen", "kernel %d %s: LLVM verifier: %.600s",
+                        k->id, k->name, m);
+        free(m);
+    }
+    if (msg)
+        LLVMDisposeMessage(msg);
+    if (rc == 0) {
+        LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
+        LLVMErrorRef e = LLVMRunPasses(mod, PIPELINE, tm, po);
+        LLVMDisposePassBuilderOptions(po);
+        if (e) {
+            char *m = LLVMGetErrorMessage(e);
+            rc = ptc_errorf(err, PTC_ERR_COMPILE, "codegen", "kernel %d %s: LLVM passes: %s", k->id,
+                            k->name, m);
+            LLVMDisposeErrorMessage(m);
+        }
+    }
+    if (rc == 0) {
+        LLVMMemoryBufferRef mb;
+        msg = NULL;
+        if (LLVMTargetMachineEmitToMemoryBuffer(tm, mod, LLVMAssemblyFile, &msg, &mb)) {
+            char *m = take_message(msg);
+            rc = ptc_errorf(err, PTC_ERR_COMPILE, "codegen", "kernel %d %s: NVPTX: %s", k->id,
+                            k->name, m);
+            free(m);
+        } else {
+            ptc_buf b = {0};
+            ptc_buf_puts(&b, "// ptc valign");
+            for (int i = 0; i < k->nargs; i++)
+                ptc_buf_printf(&b, " %d", c.bufalign[k->args[i]]);
+            ptc_buf_putc(&b, '\n');
+            ptc_buf_putn(&b, LLVMGetBufferStart(mb), LLVMGetBufferSize(mb));
+            *ptx = b.data;
+            LLVMDisposeMemoryBuffer(mb);
+        }
+    }
+    free(c.bufptr);
+    free(c.bufspace);
+    free(c.bufalign);
+    free(c.written);
+    free(c.param);
+    LLVMDisposeBuilder(c.b);
+    LLVMDisposeModule(mod);
+    LLVMContextDispose(ctx);
+    LLVMDisposeTargetMachine(tm);
+    return rc;
+}
+
+/* ---- the public entry --------------------------------------------------------------------- */
+
+static void plan_text(ptc_buf *b, const ptc_kernel *k, const gplan *p)
+{
+    ptc_buf_printf(
+        b, "plan team %d block %d vec %d i32 %d smem %lld+%lld scratch %lld row %d %d %d red",
+        p->team, p->block, p->vec, p->i32, (long long)p->smem_team, (long long)p->smem_red,
+        (long long)p->scratch_team, p->row, p->row_n, p->row_j);
+    for (int g = 0; g < k->ngroups; g++)
+        ptc_buf_printf(b, " %d", p->red_lanes[g]);
+    ptc_buf_puts(b, " loc");
+    for (int i = 0; i < k->nlocal; i++)
+        ptc_buf_printf(b, " %d@%lld", p->loc[i], (long long)p->loc_off[i]);
+    ptc_buf_putc(b, '\n');
+}
+
+static char *with_header(const ptc_kernel *k, const char *ptx)
+{
+    ptc_buf b = {0};
+    ptc_buf_printf(&b, "; ptc kernel %d %s", k->id, k->name);
+    if (k->nprov > 0) {
+        ptc_buf_puts(&b, "  <-");
+        for (int i = 0; i < k->nprov; i++)
+            ptc_buf_printf(&b, "%s %%%s", i ? "," : "", k->prov[i]);
+    }
+    ptc_buf_printf(&b, "\n%s", ptx);
+    return b.data;
+}
+
+/* Reads the "// ptc valign" line; false when it is missing or malformed
+ * (a foreign or truncated cache file). */
+static bool parse_valign(const char *ptx, int nargs, uint8_t *valign)
+{
+    const char *p = ptx;
+    if (strncmp(p, "// ptc valign", 13) != 0)
+        return false;
+    p += 13;
+    for (int i = 0; i < nargs; i++) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || v > 16)
+            return false;
+        valign[i] = (uint8_t)v;
+        p = end;
+    }
+    return *p == '\n';
+}
+
+int ptc_cuda_codegen(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_target *t,
+                     const ptc_codegen_opts *o, ptc_cuda_code *out, char **text, ptc_error *err)
+{
+    memset(out, 0, sizeof *out);
+    pthread_once(&init_once, init_llvm);
+    if (!init_ok || !ptc_cuda_arch_name(t->sm))
+        return ptc_errorf(err, PTC_ERR_UNSUPPORTED, "codegen",
+                          "CUDA target sm_%d is not supported (LLVM 16 NVPTX: sm_70 .. sm_90)",
+                          t->sm);
+    ptc_arena *a = ptc_arena_new();
+    gplan plan;
+    g_plan(a, s, k, t, &plan);
+    /* the symbol names the fused ops (for profilers) and is part of the key */
+    char label[28];
+    const char *nm = k->name;
+    if (nm[0] == 'k' && strchr(nm, '_'))
+        nm = strchr(nm, '_') + 1;
+    int nl = 0;
+    for (; nm[nl] && nl < (int)sizeof label - 1; nl++)
+        label[nl] =
+            (char)((nm[nl] >= 'a' && nm[nl] <= 'z') || (nm[nl] >= '0' && nm[nl] <= '9') ? nm[nl]
+                                                                                        : '_');
+    label[nl] = 0;
+    ptc_buf key = {0};
+    ptc_buf_printf(&key, "ptc %s codegen %s target %s ptx78 label %s\n", PTC_VERSION,
+                   CODEGEN_VERSION, ptc_cuda_arch_name(t->sm), label);
+    plan_text(&key, k, &plan);
+    ptc_kernel_print_key(&key, s, k);
+    uint64_t h1 = ptc_hash_bytes(PTC_HASH_INIT, key.data, key.len);
+    uint64_t h2 = ptc_hash_bytes(0x84222325cbf29ce4ULL, key.data, key.len);
+    snprintf(out->entry, sizeof out->entry, "ptc_%s_%016llx%08llx", label, (unsigned long long)h1,
+             (unsigned long long)(h2 & 0xffffffffu));
+    if (plan.vec > 1)
+        snprintf(out->ventry, sizeof out->ventry, "%s_v", out->entry);
+    out->launch.team = plan.team;
+    out->launch.block = plan.block;
+    out->launch.vec = plan.vec;
+    out->launch.vec_rows = plan.row;
+    out->launch.smem = (int)((plan.block / plan.team) * plan.smem_team + plan.smem_red);
+    out->launch.scratch_team = plan.scratch_team;
+    out->launch.valign = calloc((size_t)k->nargs + 1, 1);
+    uint8_t *cached = NULL;
+    size_t len = 0;
+    int rc = 0;
+    bool use_cache = !(o && o->no_cache);
+    if (use_cache && ptc_cache_load(key.data, key.len, &cached, &len) && len > 0 &&
+        memchr(cached, 0, len) == NULL) {
+        out->ptx = malloc(len + 1);
+        memcpy(out->ptx, cached, len);
+        out->ptx[len] = 0;
+        out->cached = parse_valign(out->ptx, k->nargs, out->launch.valign);
+        if (!out->cached) {
+            free(out->ptx);
+            out->ptx = NULL;
+        }
+    }
+    if (!out->ptx) {
+        double t0 = ptc_now_ms();
+        rc = build_ptx(s, k, &plan, t, out->entry, out->ventry, &out->ptx, err);
+        if (o && o->metrics)
+            ptc_metrics_add(o->metrics, "llvm_compile_ms", ptc_now_ms() - t0, true);
+        if (rc == 0 && !parse_valign(out->ptx, k->nargs, out->launch.valign))
+            rc = ptc_errorf(err, PTC_ERR_INTERNAL, "codegen",
+                            "kernel %d: PTX without its valign line", k->id);
+        if (rc == 0 && use_cache)
+            ptc_cache_store(key.data, key.len, (const uint8_t *)out->ptx, strlen(out->ptx));
+    }
+    free(cached);
+    ptc_arena_free(a);
+    if (rc) {
+        ptc_buf_free(&key);
+        ptc_cuda_code_free(out);
+        return -1;
+    }
+    out->key = key.data;
+    if (text)
+        *text = with_header(k, out->ptx);
+    return 0;
+}
+
+void ptc_cuda_code_free(ptc_cuda_code *c)
+{
+    free(c->ptx);
+    free(c->key);
+    free(c->launch.valign);
+    memset(c, 0, sizeof *c);
+}

@@ -1,0 +1,42 @@
+/* PTC_INJECT for kernels and loop nodes: the codegen and runtime stages ask
+ * about every op a kernel computes.
+ *
+ * A loop node knows the prims ops it came from (lower.c marks them, the
+ * inliner merges a producer's into its consumer), so a kernel's ops are the
+ * union over its members. Each op is asked once per kernel; an error wins
+ * over a wrong result, crashes and hangs happen inside ptc_inject_hit.
+ */
+#include "lower/lower.h"
+
+static ptc_inject_kind ask(const uint64_t *ops, const char *stage, ptc_error *err)
+{
+    ptc_inject_kind result = PTC_INJECT_NONE;
+    for (int op = 0; op < PTC_OP_COUNT; op++) {
+        if (!(ops[op / 64] >> (op % 64) & 1))
+            continue;
+        ptc_inject_kind k = ptc_inject_hit(stage, (ptc_op)op, err);
+        if (k == PTC_INJECT_ERROR)
+            return k;
+        if (k == PTC_INJECT_WRONG)
+            result = k;
+    }
+    return result;
+}
+
+ptc_inject_kind ptc_kernel_inject(const ptc_schedule *s, const ptc_kernel *k, const char *stage,
+                                  ptc_error *err)
+{
+    uint64_t ops[(PTC_OP_COUNT + 63) / 64] = {0};
+    for (int g = 0; g < k->ngroups; g++)
+        for (int m = 0; m < k->groups[g].nmembers; m++) {
+            const ptc_lnode *n = s->prog->nodes[k->groups[g].members[m].node];
+            for (size_t i = 0; n && i < sizeof ops / sizeof *ops; i++)
+                ops[i] |= n->ops[i];
+        }
+    return ask(ops, stage, err);
+}
+
+ptc_inject_kind ptc_lnode_inject(const ptc_lnode *n, const char *stage, ptc_error *err)
+{
+    return ask(n->ops, stage, err);
+}

@@ -1,0 +1,948 @@
+/* Compiling a program for a CUDA device and running it.
+ *
+ * Compile: identical kernels of the schedule (same cache key) are compiled
+ * once; the others are compiled on a few threads at once, each kernel
+ * through PTX generation (codegen/cuda, disk-cached), the driver's JIT to a
+ * cubin (cuLink*, also disk-cached under the PTX key plus the device's
+ * architecture and the driver version, so a warm start runs no JIT) and
+ * cuModuleLoadData. With an explicit target (opts->cuda_sm) no device is
+ * needed and modules load at the first run, on the run's device.
+ *
+ * Run: every input must be a CUDA tensor of one device laid out as its type
+ * says. The run makes that device's primary context current, allocates the
+ * outputs and one arena (temporaries, then the kernels' scratch) through
+ * the host when there is one (PyTorch's caching allocator, so memory is
+ * reused in stream order) and launches every kernel on the host's current
+ * stream. Externs run through the host on the same stream (when the host can
+ * return fresh result tensors, their memory becomes the extern's output
+ * buffer for the rest of the run instead of being copied); without a host
+ * (ptc-run, tests) they run on ptc's C kernels over host copies, after a
+ * synchronisation. Launch failures name the kernel, its launch parameters
+ * and the driver's error; PTC_CUDA_SYNC=1 synchronises after every launch
+ * so that faults are reported against the kernel that caused them. A
+ * kernel's vectorised entry runs when every pointer it assumes aligned is;
+ * PTC_CUDA_VECTOR=0 always takes the scalar entries (for tests).
+ */
+#include "runtime/cuda_rt.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { MAX_DEV = 16, MAX_PARAMS = 64 };
+
+typedef struct ckernel {
+    ptc_cuda_code code;
+    int same_as; /* an identical earlier kernel whose code this one uses, or -1 */
+} ckernel;
+
+typedef struct cloaded {
+    ptc_cuda_device *dev;
+    CUmodule *mods;
+    CUfunction *fn, *vfn;
+} cloaded;
+
+struct ptc_cuda_prog {
+    ptc_cuda_target target;
+    int nk;
+    ckernel *k;
+    pthread_mutex_t lock;
+    cloaded *loaded[MAX_DEV];
+    /* the arena of runs without a host */
+    CUdeviceptr mem;
+    size_t mem_size;
+    int mem_dev;
+};
+
+static const ptc_cuda_code *code_of(const ptc_cuda_prog *cp, int k)
+{
+    int j = cp->k[k].same_as >= 0 ? cp->k[k].same_as : k;
+    return &cp->k[j].code;
+}
+
+/* ---- cubins -------------------------------------------------------------------------------- */
+
+static int jit(const ptc_cuda_api *A, const ptc_cuda_code *code, const ptc_kernel *k,
+               uint8_t **cubin, size_t *len, ptc_error *err)
+{
+    char errlog[4096] = "", infolog[1024] = "";
+    int opts[5] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                   CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+                   CU_JIT_OPTIMIZATION_LEVEL};
+    void *vals[5] = {errlog, (void *)(uintptr_t)sizeof errlog, infolog,
+                     (void *)(uintptr_t)sizeof infolog, (void *)(uintptr_t)4};
+    CUlinkState st = NULL;
+    CUresult r = A->cuLinkCreate(5, opts, vals, &st);
+    if (r == CUDA_SUCCESS)
+        r = A->cuLinkAddData(st, CU_JIT_INPUT_PTX, code->ptx, strlen(code->ptx) + 1, code->entry, 0,
+                             NULL, NULL);
+    void *img = NULL;
+    size_t n = 0;
+    if (r == CUDA_SUCCESS)
+        r = A->cuLinkComplete(st, &img, &n);
+    if (r == CUDA_SUCCESS) {
+        *cubin = malloc(n ? n : 1);
+        memcpy(*cubin, img, n);
+        *len = n;
+    }
+    if (st)
+        A->cuLinkDestroy(st);
+    if (r != CUDA_SUCCESS) {
+        char *nl = strchr(errlog, '\n');
+        if (nl && nl[1] == 0)
+            *nl = 0;
+        return ptc_cuda_fail(err, r, "kernel %d %s: the driver's PTX JIT failed (%.300s)", k->id,
+                             k->name, errlog[0] ? errlog : "no log");
+    }
+    return 0;
+}
+
+static void cubin_key(const ptc_cuda_code *code, const ptc_cuda_device *d, ptc_buf *key)
+{
+    ptc_buf_printf(key, "%s\ncubin sm_%d driver %d O4\n", code->key, d->sm, d->driver);
+}
+
+/* Loads kernel k's module on d (the cubin from the cache or the JIT). */
+static int load_one(ptc_cuda_prog *cp, const ptc_schedule *s, int k, cloaded *L, bool no_cache,
+                    ptc_metrics *m, pthread_mutex_t *mlock, ptc_error *err)
+{
+    const ptc_cuda_api *A = ptc_cuda_api_get(NULL);
+    const ptc_cuda_code *code = &cp->k[k].code;
+    ptc_buf key = {0};
+    cubin_key(code, L->dev, &key);
+    uint8_t *cubin = NULL;
+    size_t len = 0;
+    int rc = 0;
+    if (no_cache || !ptc_cache_load(key.data, key.len, &cubin, &len)) {
+        double t0 = ptc_now_ms();
+        rc = jit(A, code, s->kernels[k], &cubin, &len, err);
+        if (rc == 0 && !no_cache)
+            ptc_cache_store(key.data, key.len, cubin, len);
+        if (m) {
+            pthread_mutex_lock(mlock);
+            ptc_metrics_add(m, "cuda_jit_ms", ptc_now_ms() - t0, true);
+            ptc_metrics_add(m, "cuda_jit_kernels", 1, false);
+            pthread_mutex_unlock(mlock);
+        }
+    }
+    ptc_buf_free(&key);
+    CUresult r = CUDA_SUCCESS;
+    if (rc == 0) {
+        r = A->cuModuleLoadData(&L->mods[k], cubin);
+        if (r == CUDA_SUCCESS)
+            r = A->cuModuleGetFunction(&L->fn[k], L->mods[k], code->entry);
+        if (r == CUDA_SUCCESS && code->launch.vec > 1)
+            r = A->cuModuleGetFunction(&L->vfn[k], L->mods[k], code->ventry);
+        if (r != CUDA_SUCCESS)
+            rc = ptc_cuda_fail(err, r, "kernel %d %s: loading its module on device %d", k,
+                               s->kernels[k]->name, L->dev->ordinal);
+    }
+    free(cubin);
+    return rc;
+}
+
+/* ---- parallel compilation ---------------------------------------------------------------------
+ */
+
+typedef struct work {
+    ptc_cuda_prog *cp;
+    const ptc_schedule *s;
+    const ptc_codegen_opts *co;
+    cloaded *L; /* NULL: generate PTX only */
+    bool gen;   /* generate PTX (else it exists: load only) */
+    int *todo;
+    int ntodo;
+    int next; /* atomic */
+    pthread_mutex_t mlock;
+    int failed; /* atomic */
+    ptc_error err;
+} work;
+
+static void *worker(void *arg)
+{
+    work *w = arg;
+    bool pushed = false;
+    ptc_error err;
+    if (w->L && ptc_cuda_enter(w->L->dev, &pushed, &err)) {
+        if (__atomic_fetch_add(&w->failed, 1, __ATOMIC_ACQ_REL) == 0)
+            w->err = err;
+        return NULL;
+    }
+    for (;;) {
+        int i = __atomic_fetch_add(&w->next, 1, __ATOMIC_ACQ_REL);
+        if (i >= w->ntodo || __atomic_load_n(&w->failed, __ATOMIC_ACQUIRE))
+            break;
+        int k = w->todo[i];
+        int rc = 0;
+        if (w->gen) {
+            ptc_codegen_opts co = *w->co;
+            co.metrics = NULL; /* not thread-safe: timed by the caller */
+            rc = ptc_cuda_codegen(w->s, w->s->kernels[k], &w->cp->target, &co, &w->cp->k[k].code,
+                                  NULL, &err);
+        }
+        if (rc == 0 && w->L)
+            rc = load_one(w->cp, w->s, k, w->L, w->co->no_cache, w->co->metrics, &w->mlock, &err);
+        if (rc && __atomic_fetch_add(&w->failed, 1, __ATOMIC_ACQ_REL) == 0)
+            w->err = err;
+    }
+    ptc_cuda_leave(pushed);
+    return NULL;
+}
+
+static int nthreads_for(int n)
+{
+    const char *env = getenv("PTC_COMPILE_THREADS");
+    long t = env && atoi(env) > 0 ? atoi(env) : sysconf(_SC_NPROCESSORS_ONLN);
+    if (t > 16)
+        t = 16;
+    if (t > n)
+        t = n;
+    return t < 1 ? 1 : (int)t;
+}
+
+static int run_workers(work *w, ptc_error *err)
+{
+    int nt = nthreads_for(w->ntodo);
+    pthread_mutex_init(&w->mlock, NULL);
+    if (nt <= 1) {
+        worker(w);
+    } else {
+        pthread_t th[16];
+        int started = 0;
+        for (int i = 0; i < nt; i++)
+            if (pthread_create(&th[i], NULL, worker, w) == 0)
+                started++;
+            else
+                break;
+        if (started == 0)
+            worker(w);
+        for (int i = 0; i < started; i++)
+            pthread_join(th[i], NULL);
+    }
+    pthread_mutex_destroy(&w->mlock);
+    if (w->failed) {
+        if (err)
+            *err = w->err;
+        return -1;
+    }
+    return 0;
+}
+
+static cloaded *loaded_new(const ptc_cuda_prog *cp, ptc_cuda_device *d)
+{
+    cloaded *L = calloc(1, sizeof *L);
+    L->dev = d;
+    L->mods = calloc((size_t)cp->nk + 1, sizeof *L->mods);
+    L->fn = calloc((size_t)cp->nk + 1, sizeof *L->fn);
+    L->vfn = calloc((size_t)cp->nk + 1, sizeof *L->vfn);
+    return L;
+}
+
+static void loaded_free(cloaded *L, int nk)
+{
+    if (!L)
+        return;
+    const ptc_cuda_api *A = ptc_cuda_api_get(NULL);
+    bool pushed = false;
+    ptc_error err;
+    if (A && ptc_cuda_enter(L->dev, &pushed, &err) == 0) {
+        for (int k = 0; k < nk; k++)
+            if (L->mods[k])
+                A->cuModuleUnload(L->mods[k]);
+        ptc_cuda_leave(pushed);
+    }
+    free(L->mods);
+    free(L->fn);
+    free(L->vfn);
+    free(L);
+}
+
+/* Unique kernels: indices of kernels whose key text has not been seen. */
+static int dedup(ptc_cuda_prog *cp, const ptc_schedule *s, int *todo)
+{
+    char **keys = calloc((size_t)cp->nk + 1, sizeof *keys);
+    int n = 0;
+    for (int k = 0; k < cp->nk; k++) {
+        ptc_buf b = {0};
+        ptc_kernel_print_key(&b, s, s->kernels[k]);
+        keys[k] = b.data ? b.data : strdup("");
+        cp->k[k].same_as = -1;
+        for (int j = 0; j < k && cp->k[k].same_as < 0; j++)
+            if (cp->k[j].same_as < 0 && strcmp(keys[j], keys[k]) == 0)
+                cp->k[k].same_as = j;
+        if (cp->k[k].same_as < 0)
+            todo[n++] = k;
+    }
+    for (int k = 0; k < cp->nk; k++)
+        free(keys[k]);
+    free(keys);
+    return n;
+}
+
+/* The device a program's inputs name (the first CUDA input's index; -1 =
+ * current). */
+static int graph_device(const ptc_program *p)
+{
+    for (int i = 0; i < p->ninputs; i++)
+        if (p->in_types[i].device.kind == PTC_DEV_CUDA)
+            return p->in_types[i].device.index;
+    return -1;
+}
+
+int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, char **texts,
+                     ptc_error *err)
+{
+    ptc_cuda_prog *cp = calloc(1, sizeof *cp);
+    p->cuda = cp;
+    pthread_mutex_init(&cp->lock, NULL);
+    cp->nk = p->sched->nkernels;
+    cp->k = calloc((size_t)cp->nk + 1, sizeof *cp->k);
+    cp->mem_dev = -1;
+    ptc_cuda_device *dev = NULL;
+    if (o && o->cuda_sm > 0) {
+        cp->target.sm = o->cuda_sm;
+        cp->target.sms = 132;
+    } else {
+        dev = ptc_cuda_device_get(graph_device(p), err);
+        if (!dev)
+            return -1;
+        /* LLVM 16 writes PTX up to sm_90; newer GPUs JIT it forward */
+        cp->target.sm = dev->sm > 90 ? 90 : dev->sm;
+        cp->target.sms = dev->sms;
+    }
+    if (!ptc_cuda_arch_name(cp->target.sm))
+        return ptc_errorf(
+            err, PTC_ERR_UNSUPPORTED, "codegen",
+            "CUDA compute capability %d.%d is not supported (sm_70 .. sm_90 and newer)",
+            cp->target.sm / 10, cp->target.sm % 10);
+    int *todo = calloc((size_t)cp->nk + 1, sizeof *todo);
+    ptc_codegen_opts co = {.no_cache = o && o->no_cache, .metrics = m};
+    work w = {.cp = cp, .s = p->sched, .co = &co, .gen = true, .todo = todo};
+    w.ntodo = dedup(cp, p->sched, todo);
+    if (dev) {
+        cp->loaded[dev->ordinal] = loaded_new(cp, dev);
+        w.L = cp->loaded[dev->ordinal];
+    }
+    double t0 = ptc_now_ms();
+    int rc = run_workers(&w, err);
+    if (m)
+        ptc_metrics_add(m, "cuda_compile_wall_ms", ptc_now_ms() - t0, true);
+    free(todo);
+    for (int k = 0; rc == 0 && k < cp->nk; k++) {
+        const ptc_kernel *kn = p->sched->kernels[k];
+        p->info.ncached += code_of(cp, k)->cached;
+        if (texts) {
+            ptc_buf b = {0};
+            ptc_buf_printf(&b, "; ptc kernel %d %s", kn->id, kn->name);
+            if (kn->nprov > 0) {
+                ptc_buf_puts(&b, "  <-");
+                for (int i = 0; i < kn->nprov; i++)
+                    ptc_buf_printf(&b, "%s %%%s", i ? "," : "", kn->prov[i]);
+            }
+            ptc_buf_printf(&b, "\n%s", code_of(cp, k)->ptx);
+            texts[k] = b.data;
+        }
+    }
+    return rc;
+}
+
+void ptc_cuda_prog_free(ptc_cuda_prog *cp)
+{
+    if (!cp)
+        return;
+    for (int d = 0; d < MAX_DEV; d++)
+        loaded_free(cp->loaded[d], cp->nk);
+    if (cp->mem) {
+        const ptc_cuda_api *A = ptc_cuda_api_get(NULL);
+        ptc_error err;
+        bool pushed = false;
+        ptc_cuda_device *d = ptc_cuda_device_get(cp->mem_dev, &err);
+        if (A && d && ptc_cuda_enter(d, &pushed, &err) == 0) {
+            A->cuMemFree(cp->mem);
+            ptc_cuda_leave(pushed);
+        }
+    }
+    for (int k = 0; k < cp->nk; k++)
+        ptc_cuda_code_free(&cp->k[k].code);
+    free(cp->k);
+    pthread_mutex_destroy(&cp->lock);
+    free(cp);
+}
+
+/* The program's functions on device d, loading them on first use. */
+static cloaded *loaded_on(ptc_program *p, ptc_cuda_device *d, ptc_error *err)
+{
+    ptc_cuda_prog *cp = p->cuda;
+    pthread_mutex_lock(&cp->lock);
+    cloaded *L = cp->loaded[d->ordinal];
+    int rc = 0;
+    if (!L) {
+        L = loaded_new(cp, d);
+        int *todo = calloc((size_t)cp->nk + 1, sizeof *todo);
+        int n = 0;
+        for (int k = 0; k < cp->nk; k++)
+            if (cp->k[k].same_as < 0)
+                todo[n++] = k;
+        ptc_codegen_opts co = {0};
+        work w = {
+            .cp = cp, .s = p->sched, .co = &co, .L = L, .gen = false, .todo = todo, .ntodo = n};
+        rc = run_workers(&w, err);
+        free(todo);
+        if (rc)
+            loaded_free(L, cp->nk);
+        else
+            cp->loaded[d->ordinal] = L;
+    }
+    pthread_mutex_unlock(&cp->lock);
+    return rc ? NULL : L;
+}
+
+/* ---- running ------------------------------------------------------------------------------------
+ */
+
+typedef struct crun {
+    ptc_program *p;
+    const ptc_host *host;
+    const ptc_cuda_api *A;
+    ptc_cuda_device *dev;
+    cloaded *L;
+    CUstream stream;
+    ptc_bindings b;
+    void **bufptr;
+    ptc_tensor *outs;
+    ptc_tensor arena;    /* host-allocated arena (storage set) */
+    ptc_tensor *adopted; /* extern results whose memory serves as buffers */
+    int nadopted, cap_adopted;
+    CUdeviceptr scratch; /* kernels' scratch area */
+    int64_t scratch_bytes;
+    uint64_t rng_offset;
+    bool sync_each;
+    bool no_vector; /* PTC_CUDA_VECTOR=0: scalar entries only (tests) */
+    ptc_error *err;
+} crun;
+
+static int64_t eval(crun *r, ptc_dim d)
+{
+    int64_t v = 0;
+    if (ptc_dim_is_static(d))
+        return d.value;
+    ptc_dim_eval(d, &r->b, &v, NULL);
+    return v;
+}
+
+static int bind_inputs(crun *r, const ptc_tensor *in, int *ordinal)
+{
+    ptc_program *p = r->p;
+    *ordinal = -2;
+    for (int i = 0; i < p->ninputs; i++) {
+        if (ptc_tensor_check_type(&in[i], &p->in_types[i], &r->b, p->in_names[i], r->err))
+            return -1;
+        if (in[i].device.kind != PTC_DEV_CUDA)
+            return ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime",
+                              "input '%s' is not a CUDA tensor (the program was compiled for CUDA)",
+                              p->in_names[i]);
+        int d = in[i].device.index;
+        if (*ordinal != -2 && d != *ordinal)
+            return ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime",
+                              "input '%s' is on cuda:%d, other inputs on cuda:%d", p->in_names[i],
+                              d, *ordinal);
+        *ordinal = d;
+    }
+    /* layouts: the kernels assume the strides of each input's type */
+    for (int i = 0; i < p->ninputs; i++) {
+        const ptc_ttype *t = &p->in_types[i];
+        int64_t s = 1;
+        for (int d = t->ndim - 1; d >= 0; d--) {
+            int64_t want = t->layout == PTC_LAYOUT_STRIDED ? eval(r, t->strides[d]) : s;
+            s *= eval(r, t->shape[d]);
+            if (in[i].sizes[d] > 1 && in[i].strides[d] != want && ptc_tensor_numel(&in[i]) > 0)
+                return ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime",
+                                  "input '%s' has stride %lld in dim %d where the program was "
+                                  "compiled for %lld (recompile for this layout)",
+                                  p->in_names[i], (long long)in[i].strides[d], d, (long long)want);
+        }
+    }
+    return 0;
+}
+
+static void release_dev(ptc_storage *s)
+{
+    const ptc_cuda_api *A = ptc_cuda_api_get(NULL);
+    if (A && s->data)
+        A->cuMemFree((CUdeviceptr)(uintptr_t)s->data);
+    free(s);
+}
+
+/* A contiguous device tensor of ptc's own (runs without a host). */
+static int dev_alloc(crun *r, ptc_tensor *t, ptc_dtype dt, int ndim, const int64_t *sizes)
+{
+    memset(t, 0, sizeof *t);
+    t->dtype = dt;
+    t->ndim = ndim;
+    t->device = (ptc_device){PTC_DEV_CUDA, (int16_t)r->dev->ordinal};
+    int64_t n = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        t->sizes[d] = sizes[d];
+        t->strides[d] = n;
+        n *= sizes[d];
+    }
+    size_t bytes = (size_t)n * ptc_dtype_size(dt);
+    CUdeviceptr ptr = 0;
+    if (bytes) {
+        CUresult cr = r->A->cuMemAlloc(&ptr, bytes);
+        if (cr != CUDA_SUCCESS)
+            return ptc_cuda_fail(r->err, cr, "allocating %zu bytes on cuda:%d", bytes,
+                                 r->dev->ordinal);
+    }
+    ptc_storage *s = calloc(1, sizeof *s);
+    s->refs = 1;
+    s->data = (void *)(uintptr_t)ptr;
+    s->nbytes = bytes;
+    s->release = release_dev;
+    t->storage = s;
+    t->data = s->data;
+    return 0;
+}
+
+static int alloc_outputs(crun *r)
+{
+    ptc_program *p = r->p;
+    ptc_device dev = {PTC_DEV_CUDA, (int16_t)r->dev->ordinal};
+    for (int i = 0; i < p->noutputs; i++) {
+        int b = p->prog->outputs[i], first = -1;
+        for (int j = 0; j < i; j++)
+            if (p->prog->outputs[j] == b)
+                first = j;
+        if (first >= 0) {
+            r->outs[i] = r->outs[first];
+            ptc_tensor_retain(&r->outs[i]);
+            continue;
+        }
+        const ptc_ttype *t = &p->out_types[i];
+        int64_t sizes[PTC_MAX_DIMS];
+        for (int d = 0; d < t->ndim; d++)
+            sizes[d] = eval(r, t->shape[d]);
+        ptc_tensor *o = &r->outs[i];
+        int rc = r->host && r->host->alloc
+                     ? r->host->alloc(r->host->ctx, o, t->dtype, t->ndim, sizes, dev, r->err)
+                     : dev_alloc(r, o, t->dtype, t->ndim, sizes);
+        if (rc)
+            return -1;
+        if (ptc_tensor_numel(o) > 0 && !ptc_tensor_is_contiguous(o))
+            return ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime",
+                              "the host allocated output %d non-contiguous", i);
+        r->bufptr[b] = ptc_tensor_numel(o) ? o->data : (void *)(uintptr_t)r->dev->zeros;
+    }
+    return 0;
+}
+
+/* Blocks of kernel k's launch for the current sizes (0: nothing to do). */
+static int64_t launch_blocks(crun *r, const ptc_kernel *k, const ptc_cuda_code *code, bool vec)
+{
+    int64_t O = 1;
+    for (int d = 0; d < k->nouter; d++)
+        O *= eval(r, k->outer[d]);
+    if (vec && !code->launch.vec_rows)
+        O /= code->launch.vec;
+    int tpb = code->launch.block / code->launch.team;
+    int64_t blocks = (O + tpb - 1) / tpb;
+    int64_t cap = (int64_t)r->dev->sms * (2048 / code->launch.block) * 4;
+    if (code->launch.scratch_team > 0)
+        cap = (int64_t)r->dev->sms * (2048 / code->launch.block);
+    return blocks < cap ? blocks : cap;
+}
+
+static int64_t scratch_need(crun *r)
+{
+    const ptc_schedule *s = r->p->sched;
+    int64_t need = 0;
+    for (int k = 0; k < s->nkernels; k++) {
+        const ptc_cuda_code *code = code_of(r->p->cuda, k);
+        if (code->launch.scratch_team <= 0)
+            continue;
+        int64_t blocks = launch_blocks(r, s->kernels[k], code, false);
+        int64_t n = blocks * (code->launch.block / code->launch.team) * code->launch.scratch_team;
+        need = n > need ? n : need;
+    }
+    return need;
+}
+
+static int plan_arena(crun *r)
+{
+    ptc_program *p = r->p;
+    const ptc_mplan *mp = &p->sched->plan;
+    int n = mp->nbufs;
+    int64_t *offset = mp->offset, size = mp->arena_bytes;
+    int64_t *dyn_off = NULL, *dyn_bytes = NULL;
+    if (!mp->is_static) {
+        dyn_off = calloc((size_t)n + 1, sizeof(int64_t));
+        dyn_bytes = calloc((size_t)n + 1, sizeof(int64_t));
+        for (int b = 0; b < n; b++) {
+            if (!mp->in_arena[b])
+                continue;
+            const ptc_lbuf *lb = p->prog->bufs[b];
+            int64_t bytes = (int64_t)ptc_dtype_size(lb->dtype);
+            for (int d = 0; d < lb->ndim; d++)
+                bytes *= eval(r, lb->shape[d]);
+            dyn_bytes[b] = bytes;
+        }
+        size = ptc_mplan_place(n, dyn_bytes, mp->first, mp->last, mp->in_arena, dyn_off);
+        if (ptc_mplan_check(n, dyn_bytes, mp->first, mp->last, mp->in_arena, dyn_off, size,
+                            r->err)) {
+            free(dyn_off);
+            free(dyn_bytes);
+            return -1;
+        }
+        offset = dyn_off;
+    }
+    int64_t temps = (size + 255) & ~(int64_t)255;
+    r->scratch_bytes = scratch_need(r);
+    int64_t total = temps + r->scratch_bytes;
+    CUdeviceptr base = 0;
+    int rc = 0;
+    if (total > 0 && r->host && r->host->alloc) {
+        ptc_device dev = {PTC_DEV_CUDA, (int16_t)r->dev->ordinal};
+        rc = r->host->alloc(r->host->ctx, &r->arena, PTC_U8, 1, &total, dev, r->err);
+        base = rc ? 0 : (CUdeviceptr)(uintptr_t)r->arena.data;
+    } else if (total > 0) {
+        ptc_cuda_prog *cp = p->cuda;
+        pthread_mutex_lock(&cp->lock);
+        if (cp->mem_size < (size_t)total || cp->mem_dev != r->dev->ordinal) {
+            if (cp->mem)
+                r->A->cuMemFree(cp->mem);
+            cp->mem = 0;
+            cp->mem_size = 0;
+            CUresult cr = r->A->cuMemAlloc(&cp->mem, (size_t)total);
+            if (cr != CUDA_SUCCESS)
+                rc = ptc_cuda_fail(r->err, cr, "allocating the arena (%lld bytes) on cuda:%d",
+                                   (long long)total, r->dev->ordinal);
+            else {
+                cp->mem_size = (size_t)total;
+                cp->mem_dev = r->dev->ordinal;
+            }
+        }
+        base = cp->mem;
+        pthread_mutex_unlock(&cp->lock);
+    }
+    for (int b = 0; rc == 0 && b < n; b++) {
+        if (!mp->in_arena[b])
+            continue;
+        int64_t bytes = dyn_bytes ? dyn_bytes[b] : mp->nbytes[b];
+        r->bufptr[b] = bytes ? (void *)(uintptr_t)(base + (CUdeviceptr)offset[b])
+                             : (void *)(uintptr_t)r->dev->zeros;
+    }
+    r->scratch = r->scratch_bytes ? base + (CUdeviceptr)temps : 0;
+    free(dyn_off);
+    free(dyn_bytes);
+    return rc;
+}
+
+static bool aligned_for(crun *r, const ptc_kernel *k, const ptc_cuda_code *code)
+{
+    for (int a = 0; a < k->nargs; a++) {
+        int al = code->launch.valign[a];
+        if (al > 1 && ((uintptr_t)r->bufptr[k->args[a]] % (uintptr_t)al) != 0)
+            return false;
+    }
+    return true;
+}
+
+static int check_sync(crun *r, const ptc_kernel *k, const char *what)
+{
+    CUresult cr = r->A->cuStreamSynchronize(r->stream);
+    if (cr != CUDA_SUCCESS)
+        return ptc_cuda_fail(r->err, cr, "kernel %d %s: %s", k ? k->id : -1, k ? k->name : "?",
+                             what);
+    return 0;
+}
+
+static int run_kernel(crun *r, int ki)
+{
+    const ptc_kernel *k = r->p->sched->kernels[ki];
+    ptc_cuda_prog *cp = r->p->cuda;
+    int src = cp->k[ki].same_as >= 0 ? cp->k[ki].same_as : ki;
+    const ptc_cuda_code *code = &cp->k[src].code;
+    bool vec = code->launch.vec > 1 && !r->no_vector && r->L->vfn[src] && aligned_for(r, k, code);
+    CUfunction fn = vec ? r->L->vfn[src] : r->L->fn[src];
+    int64_t blocks = launch_blocks(r, k, code, vec);
+    if (blocks <= 0)
+        return 0;
+    CUdeviceptr ptrs[MAX_PARAMS];
+    int64_t ints[MAX_PARAMS];
+    void *params[2 * MAX_PARAMS];
+    if (k->nargs + 1 > MAX_PARAMS || k->nparams + 1 > MAX_PARAMS)
+        return ptc_errorf(r->err, PTC_ERR_UNSUPPORTED, "runtime",
+                          "kernel %d %s has more than %d arguments", k->id, k->name,
+                          MAX_PARAMS - 1);
+    int np = 0;
+    for (int a = 0; a < k->nargs; a++) {
+        ptrs[a] = (CUdeviceptr)(uintptr_t)r->bufptr[k->args[a]];
+        params[np++] = &ptrs[a];
+    }
+    ptrs[k->nargs] = r->scratch;
+    params[np++] = &ptrs[k->nargs];
+    ints[0] = (int64_t)r->rng_offset;
+    params[np++] = &ints[0];
+    for (int i = 0; i < k->nparams; i++) {
+        ints[1 + i] = eval(r, k->params[i]);
+        params[np++] = &ints[1 + i];
+    }
+    CUresult cr = r->A->cuLaunchKernel(fn, (unsigned)blocks, 1, 1, (unsigned)code->launch.block, 1,
+                                       1, (unsigned)code->launch.smem, r->stream, params, NULL);
+    if (cr != CUDA_SUCCESS)
+        return ptc_cuda_fail(r->err, cr,
+                             "kernel %d %s (%s): launch of grid %lld x block %d, %d bytes "
+                             "of shared memory",
+                             k->id, k->name, vec ? code->ventry : code->entry, (long long)blocks,
+                             code->launch.block, code->launch.smem);
+    ptc_log(PTC_LOG_RUNTIME, PTC_LOG_DEBUG, "kernel %d %s: grid %lld block %d team %d%s", k->id,
+            k->name, (long long)blocks, code->launch.block, code->launch.team,
+            vec ? " vectorised" : "");
+    if (r->sync_each)
+        return check_sync(r, k, "failed while running");
+    return 0;
+}
+
+/* ---- externs -----------------------------------------------------------------------------------
+ */
+
+static ptc_tensor view_tensor(crun *r, const ptc_lview *v)
+{
+    const ptc_lbuf *b = r->p->prog->bufs[v->buf];
+    ptc_tensor t = {0};
+    t.dtype = b->dtype;
+    t.ndim = v->ndim;
+    t.device = (ptc_device){PTC_DEV_CUDA, (int16_t)r->dev->ordinal};
+    for (int d = 0; d < v->ndim; d++) {
+        t.sizes[d] = eval(r, v->sizes[d]);
+        t.strides[d] = eval(r, v->strides[d]);
+    }
+    t.data = (char *)r->bufptr[v->buf] + eval(r, v->offset) * (int64_t)ptc_dtype_size(b->dtype);
+    return t;
+}
+
+static int64_t buf_bytes(crun *r, const ptc_lbuf *b)
+{
+    int64_t n = (int64_t)ptc_dtype_size(b->dtype);
+    for (int d = 0; d < b->ndim; d++)
+        n *= eval(r, b->shape[d]);
+    return n;
+}
+
+/* A host copy of a whole device buffer; views keep their offsets into it. */
+static int stage_down(crun *r, int buf, void **host)
+{
+    int64_t n = buf_bytes(r, r->p->prog->bufs[buf]);
+    *host = malloc(n > 0 ? (size_t)n : 1);
+    if (n <= 0)
+        return 0;
+    CUresult cr = r->A->cuMemcpyDtoH(*host, (CUdeviceptr)(uintptr_t)r->bufptr[buf], (size_t)n);
+    return cr == CUDA_SUCCESS ? 0
+                              : ptc_cuda_fail(r->err, cr, "copying an extern's input to the host");
+}
+
+/* An extern without a host framework: ptc's C kernel over host copies. */
+static int run_extern_staged(crun *r, const ptc_lnode *n)
+{
+    if (check_sync(r, NULL, "before a host extern"))
+        return -1;
+    ptc_tensor in[16];
+    const ptc_tensor *inp[16];
+    void *hosts[16] = {0};
+    ptc_tensor outs[2] = {{0}};
+    int nout = 0, rc = 0;
+    for (int i = 0; i < n->nxin && i < 16 && rc == 0; i++) {
+        if (n->xin[i].buf < 0) {
+            inp[i] = NULL;
+            continue;
+        }
+        in[i] = view_tensor(r, &n->xin[i]);
+        rc = stage_down(r, n->xin[i].buf, &hosts[i]);
+        in[i].data = (char *)hosts[i] + ((char *)in[i].data - (char *)r->bufptr[n->xin[i].buf]);
+        in[i].device = PTC_CPU;
+        inp[i] = &in[i];
+    }
+    for (int o = 0; o < 2 && rc == 0; o++) {
+        if (n->out[o] < 0)
+            continue;
+        const ptc_lbuf *b = r->p->prog->bufs[n->out[o]];
+        int64_t sizes[PTC_MAX_DIMS];
+        for (int d = 0; d < b->ndim; d++)
+            sizes[d] = eval(r, b->shape[d]);
+        rc = ptc_tensor_alloc(&outs[nout++], b->dtype, b->ndim, sizes, r->err);
+    }
+    if (rc == 0)
+        rc = ptc_cextern_run(n->xnode, inp, n->nxin, outs, r->rng_offset, r->err);
+    nout = 0;
+    for (int o = 0; o < 2; o++) {
+        if (n->out[o] < 0)
+            continue;
+        ptc_tensor *t = &outs[nout++];
+        int64_t bytes = (int64_t)ptc_tensor_numel(t) * (int64_t)ptc_dtype_size(t->dtype);
+        if (rc == 0 && bytes > 0) {
+            CUresult cr = r->A->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)r->bufptr[n->out[o]], t->data,
+                                             (size_t)bytes);
+            if (cr != CUDA_SUCCESS)
+                rc = ptc_cuda_fail(r->err, cr, "copying an extern's output to the device");
+        }
+        if (t->storage)
+            ptc_tensor_release(t);
+    }
+    for (int i = 0; i < 16; i++)
+        free(hosts[i]);
+    return rc;
+}
+
+/* Keeps an extern's result tensor for the rest of the run as buffer b. */
+static int adopt(crun *r, int b, ptc_tensor *t)
+{
+    const ptc_lbuf *lb = r->p->prog->bufs[b];
+    bool ok = t->dtype == lb->dtype && t->ndim == lb->ndim && t->device.kind == PTC_DEV_CUDA &&
+              (ptc_tensor_numel(t) == 0 || ptc_tensor_is_contiguous(t));
+    for (int d = 0; ok && d < lb->ndim; d++)
+        ok = t->sizes[d] == eval(r, lb->shape[d]);
+    if (r->nadopted == r->cap_adopted) {
+        r->cap_adopted = r->cap_adopted ? 2 * r->cap_adopted : 16;
+        r->adopted = realloc(r->adopted, sizeof *r->adopted * (size_t)r->cap_adopted);
+    }
+    r->adopted[r->nadopted++] = *t;
+    if (!ok)
+        return ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime",
+                          "extern result for %s is not a contiguous CUDA tensor of its type",
+                          lb->name);
+    if (ptc_tensor_numel(t) > 0)
+        r->bufptr[b] = t->data;
+    return 0;
+}
+
+static int run_extern(crun *r, const ptc_lnode *n)
+{
+    if (!(n->xkind == PTC_XK_HOST && r->host && r->host->run_extern))
+        return run_extern_staged(r, n);
+    bool fresh = r->host->run_extern_new != NULL;
+    for (int o = 0; o < 2; o++)
+        if (n->out[o] >= 0 && r->p->prog->bufs[n->out[o]]->kind != PTC_LB_TEMP)
+            fresh = false;
+    ptc_tensor in[16];
+    const ptc_tensor *inp[16];
+    for (int i = 0; i < n->nxin && i < 16; i++) {
+        if (n->xin[i].buf < 0) {
+            inp[i] = NULL;
+            continue;
+        }
+        in[i] = view_tensor(r, &n->xin[i]);
+        inp[i] = &in[i];
+    }
+    ptc_tensor outs[2] = {{0}};
+    int nout = 0;
+    for (int o = 0; o < 2; o++) {
+        if (n->out[o] < 0)
+            continue;
+        const ptc_lbuf *b = r->p->prog->bufs[n->out[o]];
+        ptc_tensor *t = &outs[nout++];
+        t->dtype = b->dtype;
+        t->ndim = b->ndim;
+        t->device = (ptc_device){PTC_DEV_CUDA, (int16_t)r->dev->ordinal};
+        int64_t s = 1;
+        for (int d = b->ndim - 1; d >= 0; d--) {
+            t->sizes[d] = eval(r, b->shape[d]);
+            t->strides[d] = s;
+            s *= t->sizes[d];
+        }
+        t->data = r->bufptr[b->id];
+    }
+    if (!fresh)
+        return r->host->run_extern(r->host->ctx, n->xnode, inp, n->nxin, outs, r->err);
+    ptc_tensor res[2] = {{0}};
+    if (r->host->run_extern_new(r->host->ctx, n->xnode, inp, n->nxin, res, r->err))
+        return -1;
+    int rc = 0;
+    for (int o = 0, k = 0; o < 2; o++)
+        if (n->out[o] >= 0) {
+            if (rc == 0)
+                rc = adopt(r, n->out[o], &res[k]);
+            else if (res[k].storage || res[k].data)
+                ptc_tensor_release(&res[k]);
+            k++;
+        }
+    return rc;
+}
+
+/* ---- the run ------------------------------------------------------------------------------------
+ */
+
+static void finish(crun *r, bool ok, ptc_tensor *outputs)
+{
+    ptc_program *p = r->p;
+    if (r->arena.storage || r->arena.data)
+        ptc_tensor_release(&r->arena);
+    for (int i = 0; i < r->nadopted; i++)
+        ptc_tensor_release(&r->adopted[i]);
+    free(r->adopted);
+    for (int i = 0; i < p->noutputs; i++) {
+        if (ok)
+            outputs[i] = r->outs[i];
+        else if (r->outs[i].data || r->outs[i].storage)
+            ptc_tensor_release(&r->outs[i]);
+    }
+    free(r->bufptr);
+    free(r->outs);
+}
+
+int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tensor *outputs,
+                  const ptc_host *host, uint64_t rng_offset, ptc_error *err)
+{
+    (void)ninputs;
+    const char *why = NULL;
+    crun r = {.p = p, .host = host, .rng_offset = rng_offset, .err = err};
+    r.A = ptc_cuda_api_get(&why);
+    if (!r.A)
+        return ptc_errorf(err, PTC_ERR_UNSUPPORTED, "runtime",
+                          "the CUDA backend is unavailable: %s", why);
+    const char *sync = getenv("PTC_CUDA_SYNC");
+    r.sync_each = sync && *sync && strcmp(sync, "0") != 0;
+    const char *vec = getenv("PTC_CUDA_VECTOR");
+    r.no_vector = vec && strcmp(vec, "0") == 0;
+    int ordinal;
+    if (bind_inputs(&r, inputs, &ordinal))
+        return -1;
+    r.dev = ptc_cuda_device_get(ordinal == -2 ? -1 : ordinal, err);
+    if (!r.dev)
+        return -1;
+    bool pushed = false;
+    if (ptc_cuda_enter(r.dev, &pushed, err))
+        return -1;
+    r.L = loaded_on(p, r.dev, err);
+    if (!r.L) {
+        ptc_cuda_leave(pushed);
+        return -1;
+    }
+    ptc_device dev = {PTC_DEV_CUDA, (int16_t)r.dev->ordinal};
+    r.stream = host && host->cuda_stream ? (CUstream)host->cuda_stream(host->ctx, dev) : NULL;
+    const ptc_lprog *lp = p->prog;
+    r.bufptr = calloc((size_t)lp->nbufs + 1, sizeof *r.bufptr);
+    r.outs = calloc((size_t)p->noutputs + 1, sizeof *r.outs);
+    for (int b = 0; b < lp->nbufs; b++) {
+        const ptc_lbuf *lb = lp->bufs[b];
+        if (lb->kind != PTC_LB_INPUT)
+            continue;
+        const ptc_tensor *t = &inputs[lb->input];
+        r.bufptr[b] = ptc_tensor_numel(t) && t->data ? t->data : (void *)(uintptr_t)r.dev->zeros;
+    }
+    int rc = alloc_outputs(&r);
+    if (rc == 0)
+        rc = plan_arena(&r);
+    const ptc_schedule *s = p->sched;
+    for (int t = 0; rc == 0 && t < s->nsteps; t++) {
+        if (s->steps[t].kind == PTC_STEP_KERNEL)
+            rc = run_kernel(&r, s->steps[t].index);
+        else
+            rc = run_extern(&r, lp->nodes[s->steps[t].index]);
+    }
+    if (rc == 0 && !host)
+        rc = check_sync(&r, NULL, "the run failed on the device");
+    finish(&r, rc == 0, outputs);
+    ptc_cuda_leave(pushed);
+    return rc;
+}

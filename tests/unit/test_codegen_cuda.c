@@ -1,0 +1,326 @@
+/* The CUDA backend without a GPU: PTX generation for sm_80 and sm_90 (an
+ * explicit target needs no device), the shape of the generated kernels
+ * (vectorised 16-byte accesses, warp shuffles for rows, block barriers for
+ * long reductions, a thread per element for tiny ones), the PTX disk cache,
+ * trace files, and the CUDA path reporting itself unavailable, with the
+ * reason, when there is no driver while the CPU backend keeps working. When
+ * the CUDA toolkit's ptxas is installed (PTC_PTXAS or /usr/local/cuda/bin)
+ * every module is also assembled for its target. */
+#include "codegen/codegen.h"
+#include "runtime/runtime.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char cache_dir[256];
+
+static void clear_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
+            clear_dir(p);
+        else
+            unlink(p);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+static void setup(void)
+{
+    snprintf(cache_dir, sizeof cache_dir, "/tmp/ptc_test_cuda_cache_%d", (int)getpid());
+    setenv("PTC_CACHE_DIR", cache_dir, 1);
+}
+
+static void teardown(void)
+{
+    clear_dir(cache_dir);
+}
+
+static ptc_module *parse(const char *text)
+{
+    ptc_error err;
+    ptc_module *m = ptc_parse_module(text, strlen(text), "test", &err);
+    ck_assert_msg(m != NULL, "%s", err.msg);
+    return m;
+}
+
+static ptc_program *compile_ptx(const ptc_graph *g, int sm, bool no_cache, ptc_trace_compile *tc)
+{
+    ptc_error err;
+    ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA,
+                          .cuda_sm = sm,
+                          .keep_text = true,
+                          .no_cache = no_cache,
+                          .trace = tc};
+    ptc_program *p = ptc_compile(g, &o, &err);
+    ck_assert_msg(p != NULL, "%s: %s: %s", err.stage, ptc_errclass_name(err.cls), err.msg);
+    return p;
+}
+
+static int count(const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, what)); p += strlen(what))
+        n++;
+    return n;
+}
+
+/* The PTX of kernel k (between its "; ptc kernel k" line and the next). */
+static char *kernel_ptx(const char *all, int k)
+{
+    char head[32];
+    snprintf(head, sizeof head, "; ptc kernel %d ", k);
+    const char *p = strstr(all, head);
+    if (!p)
+        return NULL;
+    p = strchr(p, '\n') + 1;
+    const char *end = strstr(p, "\n; ptc kernel ");
+    size_t n = end ? (size_t)(end - p + 1) : strlen(p);
+    return strndup(p, n);
+}
+
+static const char *ptxas(void)
+{
+    static char path[512];
+    const char *env = getenv("PTC_PTXAS");
+    if (env && *env)
+        snprintf(path, sizeof path, "%s", env);
+    else
+        snprintf(path, sizeof path, "/usr/local/cuda/bin/ptxas");
+    return access(path, X_OK) == 0 ? path : NULL;
+}
+
+/* Assembles one module with ptxas when it is installed; 1 if it was. */
+static int assemble(const char *ptx, int sm)
+{
+    const char *as = ptxas();
+    if (!as)
+        return 0;
+    char file[300], cmd[1024];
+    snprintf(file, sizeof file, "%s/module.ptx", cache_dir);
+    mkdir(cache_dir, 0755);
+    FILE *f = fopen(file, "w");
+    ck_assert(f != NULL);
+    fputs(ptx, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "%s -arch=sm_%d %s -o /dev/null 2>&1", as, sm, file);
+    int rc = system(cmd);
+    ck_assert_msg(rc == 0, "ptxas rejected a module for sm_%d:\n%.2000s", sm, ptx);
+    return 1;
+}
+
+static const char *MODEL = "# ptc ir v1\n"
+                           "graph forward(%x: f32[4096,1024] cpu, %w: f32[1024] cpu, %b: f32[1024] "
+                           "cpu, %h: bf16[4096,1024] cpu) {\n"
+                           "  %s = softmax(%x, -1) : f32[4096,1024]\n"
+                           "  %l = layer_norm(%x, [1024], %w, %b) : f32[4096,1024]\n"
+                           "  %g = gelu(%l) : f32[4096,1024]\n"
+                           "  %hf = to(%h, f32) : f32[4096,1024]\n"
+                           "  %m = mul(%g, %hf) : f32[4096,1024]\n"
+                           "  %o = to(%m, bf16) : bf16[4096,1024]\n"
+                           "  %t = sum(%x) : f32[]\n"
+                           "  %c = sum(%x, [1]) : f32[4096]\n"
+                           "  %p = amax(%x, [0]) : f32[1024]\n"
+                           "  return (%s, %o, %t, %c, %p)\n"
+                           "}\n";
+
+START_TEST(ptx_for_sm80_and_sm90)
+{
+    ptc_module *m = parse(MODEL);
+    int sms[2] = {80, 90};
+    for (int i = 0; i < 2; i++) {
+        ptc_program *p = compile_ptx(m->graphs[0], sms[i], true, NULL);
+        const char *ptx = ptc_program_text(p, "ptx");
+        ck_assert(ptx != NULL);
+        ck_assert(ptc_program_text(p, "llvm") == NULL);
+        char target[32];
+        snprintf(target, sizeof target, ".target sm_%d", sms[i]);
+        ptc_program_info info;
+        ptc_program_get_info(p, &info);
+        ck_assert_int_ge(info.nkernels, 3);
+        ck_assert_int_eq(count(ptx, "; ptc kernel "), info.nkernels);
+        ck_assert_int_eq(count(ptx, target), info.nkernels);
+        ck_assert_int_eq(info.ncached, 0);
+        /* 16-byte loads and stores, warp shuffles, bf16 conversions in one instruction */
+        ck_assert_int_gt(count(ptx, "ld.global.nc.v4.f32"), 0);
+        ck_assert_int_gt(count(ptx, "shfl.sync.bfly"), 0);
+        ck_assert_int_gt(count(ptx, "cvt.rn.bf16.f32"), 0);
+        for (int k = 0; k < info.nkernels; k++) {
+            char *one = kernel_ptx(ptx, k);
+            ck_assert(one != NULL);
+            ck_assert_int_ge(count(one, ".visible .entry ptc_"), 1);
+            ck_assert_int_ge(count(one, ".maxntid"), 1);
+            assemble(one, sms[i]);
+            free(one);
+        }
+        ptc_program_release(p);
+    }
+    ptc_module_free(m);
+}
+END_TEST
+
+/* Row lengths pick the team: a thread per row for tiny rows (no shuffles),
+ * part of a warp or a warp for ordinary rows, a block (bar.sync through
+ * shared memory) for one long reduction. */
+START_TEST(teams_follow_sizes)
+{
+    static const struct {
+        const char *shape, *out;
+        int shfl, barsync;
+    } cases[] = {
+        {"f32[100000,5]", "f32[100000]", 0, 0},
+        {"f32[8192,768]", "f32[8192]", 1, 0},
+        {"f32[1,4194304]", "f32[1]", 1, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char text[512];
+        snprintf(
+            text, sizeof text,
+            "# ptc ir v1\ngraph f(%%x: %s cpu) {\n  %%y = sum(%%x, [1]) : %s\n  return (%%y)\n}\n",
+            cases[i].shape, cases[i].out);
+        ptc_module *m = parse(text);
+        ptc_program *p = compile_ptx(m->graphs[0], 90, true, NULL);
+        const char *ptx = ptc_program_text(p, "ptx");
+        ck_assert_msg((count(ptx, "shfl.sync") > 0) == cases[i].shfl, "%s: shuffles",
+                      cases[i].shape);
+        ck_assert_msg((count(ptx, "bar.sync") > 0) == cases[i].barsync, "%s: bar.sync",
+                      cases[i].shape);
+        assemble(strchr(ptx, '\n') + 1, 90);
+        ptc_program_release(p);
+        ptc_module_free(m);
+    }
+}
+END_TEST
+
+START_TEST(ptx_cache_warm_start)
+{
+    ptc_module *m = parse(MODEL);
+    ptc_program *p = compile_ptx(m->graphs[0], 90, false, NULL);
+    ptc_program_info a, b;
+    ptc_program_get_info(p, &a);
+    char *first = strdup(ptc_program_text(p, "ptx"));
+    ptc_program_release(p);
+    p = compile_ptx(m->graphs[0], 90, false, NULL);
+    ptc_program_get_info(p, &b);
+    ck_assert_int_eq(a.ncached, 0);
+    ck_assert_int_eq(b.ncached, b.nkernels);
+    ck_assert_str_eq(first, ptc_program_text(p, "ptx"));
+    free(first);
+    ptc_program_release(p);
+    ptc_module_free(m);
+}
+END_TEST
+
+START_TEST(trace_holds_ptx_files)
+{
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/trace", cache_dir);
+    mkdir(cache_dir, 0755);
+    ptc_error err;
+    ptc_trace *t = ptc_trace_open(dir, &err);
+    ck_assert_msg(t != NULL, "%s", err.msg);
+    ptc_trace_compile *tc = ptc_trace_begin(t, "forward", 0, "forward", "test", 0, "unit", &err);
+    ck_assert(tc != NULL);
+    ptc_module *m = parse(MODEL);
+    ptc_program *p = compile_ptx(m->graphs[0], 90, true, tc);
+    ck_assert_int_eq(ptc_trace_end(tc, &err), 0);
+    ptc_trace_close(t);
+    /* the compile folder holds kernel_0.ptx opening with its provenance line */
+    DIR *d = opendir(dir);
+    ck_assert(d != NULL);
+    struct dirent *e;
+    int found = 0;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[700];
+        snprintf(path, sizeof path, "%s/%s/kernel_0.ptx", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        char line[256] = "";
+        ck_assert(fgets(line, sizeof line, f) != NULL);
+        fclose(f);
+        ck_assert_msg(strncmp(line, "; ptc kernel 0 k0_", 18) == 0, "%s", line);
+        found = 1;
+    }
+    closedir(d);
+    ck_assert(found);
+    ptc_program_release(p);
+    ptc_module_free(m);
+}
+END_TEST
+
+/* No driver: the CUDA path says why, the CPU backend runs as before. Runs
+ * in a child so that the driver is looked for afresh. */
+START_TEST(unavailable_without_driver)
+{
+    setenv("PTC_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
+    ptc_error err;
+    ck_assert_int_eq(ptc_cuda_available(&err), -1);
+    ck_assert_msg(strstr(err.msg, "no NVIDIA driver") != NULL, "%s", err.msg);
+    ptc_module *m = parse(
+        "# ptc ir v1\ngraph f(%x: f32[8] cpu) {\n  %y = exp(%x) : f32[8]\n  return (%y)\n}\n");
+    ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA};
+    ck_assert(ptc_compile(m->graphs[0], &o, &err) == NULL);
+    ck_assert_msg(strstr(err.msg, "CUDA backend is unavailable") != NULL, "%s", err.msg);
+    /* compiled for a named target: generated, but it cannot run here */
+    ptc_program *p = compile_ptx(m->graphs[0], 90, true, NULL);
+    ptc_tensor in, out;
+    int64_t n = 8;
+    ck_assert_int_eq(ptc_tensor_alloc(&in, PTC_F32, 1, &n, &err), 0);
+    ck_assert_int_eq(ptc_program_run(p, &in, 1, &out, NULL, 0, &err), -1);
+    ck_assert_msg(strstr(err.msg, "unavailable") != NULL, "%s", err.msg);
+    ptc_tensor copy;
+    ck_assert_int_eq(ptc_tensor_to_device(&in, (ptc_device){PTC_DEV_CUDA, 0}, &copy, &err), -1);
+    ptc_program_release(p);
+    /* the CPU backend is unaffected */
+    ptc_compile_opts co = {.backend = PTC_BACKEND_CPU, .no_cache = true};
+    p = ptc_compile(m->graphs[0], &co, &err);
+    ck_assert_msg(p != NULL, "%s", err.msg);
+    ck_assert_int_eq(ptc_program_run(p, &in, 1, &out, NULL, 0, &err), 0);
+    ptc_tensor_release(&out);
+    ptc_tensor_release(&in);
+    ptc_program_release(p);
+    ptc_module_free(m);
+}
+END_TEST
+
+int main(void)
+{
+#ifndef PTC_HAVE_CUDA
+    printf("test_codegen_cuda: built with PTC_CUDA=OFF, nothing to test\n");
+    return 0;
+#endif
+    Suite *s = suite_create("codegen_cuda");
+    TCase *tc = tcase_create("ptx");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, ptx_for_sm80_and_sm90);
+    tcase_add_test(tc, teams_follow_sizes);
+    tcase_add_test(tc, ptx_cache_warm_start);
+    tcase_add_test(tc, trace_holds_ptx_files);
+    tcase_add_test(tc, unavailable_without_driver);
+    suite_add_tcase(s, tc);
+    SRunner *r = srunner_create(s);
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? 1 : 0;
+}
