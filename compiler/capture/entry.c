@@ -1,0 +1,619 @@
+/* Finishing a trace into an entry, and the parts of an entry that run on
+ * every call: guard evaluation and recipes.
+ *
+ * At the end of a trace every live value is described by a recipe: a source
+ * (an outside object: the same object next time), a constant, a graph output,
+ * or a container / instance / function / cell / iterator built from other
+ * recipes. The tensors recipes reach become the graph's outputs, so dead code
+ * is dropped and each needed value is computed once. A value no recipe can
+ * describe makes the resume state unreconstructable: the caller then retraces
+ * with that call not inlined.
+ */
+#include "entry.h"
+#include "torch_map.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct builder {
+    cap_trace *T;
+    cap_recipe *r;
+    int n, cap;
+    PyObject *memo;        /* id(obj) -> recipe index */
+    PyObject *keep;        /* objects referenced by memo keys */
+    ptc_value **outs;
+    int nouts, capouts;
+    bool failed;           /* an unreconstructable value was met */
+    bool escape;           /* building values the user sees (not resume frames) */
+    int depth;
+    char why[160];
+} builder;
+
+static int add_recipe(builder *B, cap_recipe r)
+{
+    if (B->n == B->cap) {
+        B->cap = B->cap ? 2 * B->cap : 32;
+        B->r = realloc(B->r, sizeof *B->r * (size_t)B->cap);
+    }
+    B->r[B->n] = r;
+    return B->n++;
+}
+
+static int output_index(builder *B, ptc_value *v)
+{
+    for (int i = 0; i < B->nouts; i++)
+        if (B->outs[i] == v)
+            return i;
+    if (B->nouts == B->capouts) {
+        B->capouts = B->capouts ? 2 * B->capouts : 16;
+        B->outs = realloc(B->outs, sizeof *B->outs * (size_t)B->capouts);
+    }
+    B->outs[B->nouts] = v;
+    return B->nouts++;
+}
+
+static int fail(builder *B, const char *why, PyObject *o)
+{
+    if (!B->failed)
+        snprintf(B->why, sizeof B->why, "%s (%s)", why, o ? cap_tpname(Py_TYPE(o)) : "NULL");
+    B->failed = true;
+    return -1;
+}
+
+static int recipe_of(builder *B, PyObject *o);
+
+static int items_recipe(builder *B, int kind, PyObject *seq, PyObject *obj)
+{
+    Py_ssize_t n = PySequence_Size(seq);
+    int *items = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PySequence_GetItem(seq, i);
+        items[i] = x ? recipe_of(B, x) : -1;
+        Py_XDECREF(x);
+        if (items[i] < 0) {
+            free(items);
+            return -1;
+        }
+    }
+    return add_recipe(B, (cap_recipe){(uint8_t)kind, (int)n, items, Py_XNewRef(obj), 0});
+}
+
+static int dict_recipe(builder *B, int kind, PyObject *d, PyObject *obj)
+{
+    PyObject *flat = PyList_New(0), *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(d, &pos, &k, &v)) {
+        PyList_Append(flat, k);
+        PyList_Append(flat, v);
+    }
+    int r = items_recipe(B, kind, flat, obj);
+    Py_DECREF(flat);
+    return r;
+}
+
+static bool is_python_instance(PyObject *o)
+{
+    PyObject *d = PyObject_GenericGetDict(o, NULL);
+    if (!d) {
+        PyErr_Clear();
+        return false;
+    }
+    Py_DECREF(d);
+    return !PyType_Check(o) && !PyModule_Check(o);
+}
+
+/* Immutable objects made while tracing that can be shared across calls. */
+static bool shareable(PyObject *o)
+{
+    static PyObject *types;
+    if (!types) {
+        static const char *paths[] = {"types.GenericAlias", "typing._GenericAlias",
+                                      "typing._SpecialForm", "typing._UnionGenericAlias",
+                                      "types.UnionType", "torch.finfo", "torch.iinfo",
+                                      "torch.layout", "torch.memory_format", "torch.qscheme",
+                                      "re.Pattern", "types.MappingProxyType", NULL};
+        types = PyList_New(0);
+        for (int i = 0; types && paths[i]; i++) {
+            PyObject *t = cap_import_path(paths[i]);
+            if (t && PyType_Check(t))
+                PyList_Append(types, t);
+            Py_XDECREF(t);
+        }
+    }
+    for (Py_ssize_t i = 0; types && i < PyList_Size(types); i++)
+        if (PyObject_TypeCheck(o, (PyTypeObject *)PyList_GetItem(types, i)))
+            return true;
+    return false;
+}
+
+static int recipe_uncached(builder *B, PyObject *o)
+{
+    cap_trace *T = B->T;
+    if (!o)
+        return add_recipe(B, (cap_recipe){CAP_R_NULLV, 0, NULL, NULL, 0});
+    if (cap_is_tensor(o)) {
+        cap_tensor *t = (cap_tensor *)o;
+        if (t->input_v && t->v == t->input_v && t->src >= 0)
+            return add_recipe(B, (cap_recipe){CAP_R_SOURCE, 0, NULL, NULL, t->src});
+        ptc_value *v = t->v;
+        if (!v->def) {
+            /* A constant or an input returned as is: a fresh copy per call. */
+            ptc_arg a[1] = {ptc_arg_value(v)};
+            ptc_error err;
+            ptc_node *n = ptc_build(T->g, PTC_OP_CLONE, a, 1, &err);
+            if (!n)
+                return fail(B, "clone of a graph input", o);
+            cap_t_note_node(T, n);
+            v = n->outs[0];
+        }
+        return add_recipe(B, (cap_recipe){CAP_R_OUTPUT, 0, NULL, NULL, output_index(B, v)});
+    }
+    int src = cap_t_source_of(T, o);
+    if (src >= 0)
+        return add_recipe(B, (cap_recipe){CAP_R_SOURCE, 0, NULL, NULL, src});
+    if (PyCFunction_Check(o)) {
+        /* A builtin bound to an object (l.append): getattr on the rebuilt
+           object; module functions and unbound builtins are constants. */
+        PyObject *self = PyCFunction_GetSelf(o);
+        if (self && !PyModule_Check(self) && !PyType_Check(self) && !cap_is_constant(self)) {
+            PyObject *parts = PyTuple_Pack(1, self);
+            PyObject *name = PyObject_GetAttr(o, cap_P.s_name);
+            int r = parts && name ? items_recipe(B, CAP_R_GETATTR, parts, name) : -1;
+            Py_XDECREF(parts);
+            Py_XDECREF(name);
+            return r;
+        }
+    }
+    if (cap_is_constant(o) || Py_TYPE(o) == cap_gradexit_type || PyType_Check(o) ||
+        PyModule_Check(o) || PyCFunction_Check(o) || shareable(o))
+        return add_recipe(B, (cap_recipe){CAP_R_CONST, 0, NULL, Py_NewRef(o), 0});
+    PyTypeObject *t = Py_TYPE(o);
+    if (t == &PyTuple_Type)
+        return items_recipe(B, CAP_R_TUPLE, o, NULL);
+    if (t == &PyList_Type)
+        return items_recipe(B, CAP_R_LIST, o, NULL);
+    if (t == &PyDict_Type)
+        return dict_recipe(B, CAP_R_DICT, o, NULL);
+    if (t == &PySet_Type) {
+        PyObject *l = PySequence_List(o);
+        int r = l ? items_recipe(B, CAP_R_SET, l, NULL) : -1;
+        Py_XDECREF(l);
+        return r;
+    }
+    if (t == &PySlice_Type) {
+        PyObject *parts = Py_BuildValue("(NNN)", PyObject_GetAttrString(o, "start"),
+                                        PyObject_GetAttrString(o, "stop"), PyObject_GetAttrString(o, "step"));
+        int r = parts ? items_recipe(B, CAP_R_SLICE, parts, NULL) : -1;
+        Py_XDECREF(parts);
+        return r;
+    }
+    if (t == (PyTypeObject *)cap_P.CellType) {
+        /* Cells are made empty and filled after every recipe ran, so that
+           closures may refer to themselves (recursive nested functions). */
+        int *items = malloc(sizeof(int));
+        items[0] = -1;
+        int self = add_recipe(B, (cap_recipe){CAP_R_CELL, 1, items, NULL, 0});
+        PyObject *key = PyLong_FromVoidPtr(o), *idx = PyLong_FromLong(self);
+        if (key && idx)
+            PyDict_SetItem(B->memo, key, idx);
+        Py_XDECREF(key);
+        Py_XDECREF(idx);
+        PyList_Append(B->keep, o);
+        PyObject *v = cap_cell_get(o);
+        PyErr_Clear();
+        int inner = v ? recipe_of(B, v) : -2;
+        Py_XDECREF(v);
+        if (inner == -1)
+            return -1;
+        B->r[self].items[0] = inner; /* -2: an empty cell */
+        return self;
+    }
+    if (t == cap_iter_type && B->escape) {
+        /* An iterator the user gets: a real one (a generator for a drained
+           generator expression) over the items not consumed yet. */
+        cap_iter *it = (cap_iter *)o;
+        if (!it->seq) {
+            PyObject *params = Py_BuildValue("(LLnO)", it->start, it->step, it->n, Py_False);
+            return add_recipe(B, (cap_recipe){CAP_R_PYITER, 0, NULL, params, (int)it->i});
+        }
+        int *items = malloc(sizeof(int));
+        if ((items[0] = recipe_of(B, it->seq)) < 0) {
+            free(items);
+            return -1;
+        }
+        return add_recipe(B, (cap_recipe){CAP_R_PYITER, 1, items, Py_NewRef(it->gen ? Py_True : Py_False),
+                                          (int)it->i});
+    }
+    if (t == cap_iter_type) {
+        cap_iter *it = (cap_iter *)o;
+        if (!it->seq) {
+            PyObject *params = Py_BuildValue("(LLn)", it->start, it->step, it->n);
+            return add_recipe(B, (cap_recipe){CAP_R_ITER, 0, NULL, params, (int)it->i});
+        }
+        int seq = recipe_of(B, it->seq);
+        if (seq < 0)
+            return -1;
+        if (it->src >= 0 && B->r[seq].kind != CAP_R_SOURCE)
+            return fail(B, "iterator over an outside sequence", o);
+        int *items = malloc(sizeof(int));
+        items[0] = seq;
+        return add_recipe(B, (cap_recipe){CAP_R_ITER, 1, items, NULL, (int)it->i});
+    }
+    if (cap_is_function(o)) {
+        /* A function made in the trace: code, globals (a module's dict, the
+           same object each time), defaults and closure cells. */
+        PyObject *parts = Py_BuildValue("(NNN)", PyObject_GetAttr(o, cap_P.s_defaults),
+                                        PyObject_GetAttr(o, cap_P.s_kwdefaults),
+                                        PyObject_GetAttr(o, cap_P.s_closure));
+        if (!parts)
+            return -1;
+        PyObject *code = PyObject_GetAttr(o, cap_P.s_code);
+        PyObject *qn = PyObject_GetAttr(o, cap_P.s_qualname);
+        PyObject *info = Py_BuildValue("(NNN)", code, qn, PyObject_GetAttr(o, cap_P.s_globals));
+        int r = items_recipe(B, CAP_R_FUNCTION, parts, info);
+        Py_XDECREF(info);
+        Py_DECREF(parts);
+        return r;
+    }
+    if (cap_is_method(o)) {
+        PyObject *parts = Py_BuildValue("(NN)", PyObject_GetAttr(o, cap_P.s_func),
+                                        PyObject_GetAttr(o, cap_P.s_self));
+        int r = parts ? items_recipe(B, CAP_R_METHOD, parts, NULL) : -1;
+        Py_XDECREF(parts);
+        return r;
+    }
+    if (t == cap_method_type) {
+        /* A Tensor method bound to a graph value: getattr on the real one. */
+        const char *name = ((cap_method *)o)->map->name;
+        const char *dot = strrchr(name, '.');
+        PyObject *parts = PyTuple_Pack(1, ((cap_method *)o)->self);
+        PyObject *attr = PyUnicode_FromString(dot ? dot + 1 : name);
+        int r = parts && attr ? items_recipe(B, CAP_R_GETATTR, parts, attr) : -1;
+        Py_XDECREF(parts);
+        Py_XDECREF(attr);
+        return r;
+    }
+    if (PyObject_TypeCheck(o, (PyTypeObject *)cap_T.Tensor))
+        return fail(B, "a tensor that is not part of the graph", o);
+    if (PyTuple_Check(o)) { /* namedtuple, structseq */
+        PyObject *items = PySequence_List(o);
+        PyObject *info = Py_BuildValue("(Oi)", (PyObject *)t, 1);
+        int r = items && info ? items_recipe(B, CAP_R_INSTANCE, items, info) : -1;
+        Py_XDECREF(items);
+        Py_XDECREF(info);
+        return r;
+    }
+    if (PyExceptionInstance_Check(o)) {
+        /* An exception made in the trace: its args, then its attributes. */
+        PyObject *args = PyObject_GetAttrString(o, "args");
+        PyObject *attrs = args ? PyObject_GenericGetDict(o, NULL) : NULL;
+        PyObject *flat = attrs ? PySequence_List(args) : NULL, *k, *v;
+        Py_ssize_t pos = 0, nargs = args ? PyTuple_Size(args) : 0;
+        while (flat && PyDict_Next(attrs, &pos, &k, &v)) {
+            PyList_Append(flat, k);
+            PyList_Append(flat, v);
+        }
+        PyObject *info = Py_BuildValue("(On)", (PyObject *)t, nargs);
+        int r = flat && info ? items_recipe(B, CAP_R_EXCEPTION, flat, info) : -1;
+        Py_XDECREF(args);
+        Py_XDECREF(attrs);
+        Py_XDECREF(flat);
+        Py_XDECREF(info);
+        return r;
+    }
+    if ((is_python_instance(o) && PyType_GetFlags(t) & Py_TPFLAGS_HEAPTYPE) ||
+        (PyObject *)t == cap_P.OrderedDict) {
+        /* An object of a Python class built in the trace: its dict items
+           (dict subclasses) and its attributes. */
+        PyObject *attrs = PyObject_GenericGetDict(o, NULL);
+        PyObject *items = PyDict_Check(o) ? PyDict_Items(o) : PyList_New(0);
+        PyObject *flat = PyList_New(0), *k, *v;
+        Py_ssize_t pos = 0;
+        for (Py_ssize_t i = 0; items && i < PyList_Size(items); i++) {
+            PyObject *kv = PyList_GetItem(items, i);
+            PyList_Append(flat, PyTuple_GetItem(kv, 0));
+            PyList_Append(flat, PyTuple_GetItem(kv, 1));
+        }
+        Py_ssize_t nitems = PyList_Size(flat);
+        while (attrs && PyDict_Next(attrs, &pos, &k, &v)) {
+            PyList_Append(flat, k);
+            PyList_Append(flat, v);
+        }
+        PyObject *info = Py_BuildValue("(Oin)", (PyObject *)t, 0, nitems);
+        int r = attrs && items && info ? items_recipe(B, CAP_R_INSTANCE, flat, info) : -1;
+        Py_XDECREF(attrs);
+        Py_XDECREF(items);
+        Py_XDECREF(flat);
+        Py_XDECREF(info);
+        return r;
+    }
+    return fail(B, "a value ptc cannot rebuild", o);
+}
+
+static int recipe_of(builder *B, PyObject *o)
+{
+    PyObject *key = PyLong_FromVoidPtr(o);
+    PyObject *hit = key ? PyDict_GetItem(B->memo, key) : NULL;
+    if (hit) {
+        Py_DECREF(key);
+        return (int)PyLong_AsLong(hit);
+    }
+    if (B->depth > 64) { /* a cycle, or nesting too deep to rebuild */
+        Py_XDECREF(key);
+        return fail(B, "a self-referencing or deeply nested value", o);
+    }
+    B->depth++;
+    int r = recipe_uncached(B, o);
+    B->depth--;
+    if (r >= 0 && o) {
+        PyObject *v = PyLong_FromLong(r);
+        PyDict_SetItem(B->memo, key, v);
+        PyList_Append(B->keep, o);
+        Py_XDECREF(v);
+    }
+    Py_XDECREF(key);
+    return r;
+}
+
+/* ---- building -------------------------------------------------------------------------- */
+
+static void dce(ptc_graph *g)
+{
+    bool *live_v = calloc((size_t)g->nvalues + 1, 1);
+    bool *keep = calloc((size_t)g->next_node_id + 1, 1);
+    for (int i = 0; i < g->noutputs; i++)
+        live_v[g->outputs[i]->id] = true;
+    for (int i = g->nnodes - 1; i >= 0; i--) {
+        ptc_node *n = g->nodes[i];
+        bool live = false;
+        for (int k = 0; k < n->nout; k++)
+            live = live || live_v[n->outs[k]->id];
+        if (!live)
+            continue;
+        keep[n->id] = true;
+        for (int a = 0; a < n->nargs; a++) {
+            const ptc_arg *arg = &n->args[a];
+            if (arg->kind == PTC_ARG_VALUE)
+                live_v[arg->v->id] = true;
+            else if (arg->kind == PTC_ARG_VALUES)
+                for (int j = 0; j < arg->vs.n; j++)
+                    if (arg->vs.v[j])
+                        live_v[arg->vs.v[j]->id] = true;
+        }
+    }
+    ptc_graph_remove_nodes(g, keep);
+    free(live_v);
+    free(keep);
+}
+
+static int frame_recipe(builder *B, cap_frame *f, cap_rframe *rf)
+{
+    if (f->exc_depth)
+        return fail(B, "a break inside an except block", NULL);
+    rf->code = f->code;
+    rf->pc = f->pc;
+    rf->sp = f->sp;
+    rf->kwnames = Py_XNewRef(f->kwnames);
+    rf->ret_kind = f->ret_kind;
+    rf->ret_arg = f->ret_arg;
+    rf->module_path = f->module_path ? strdup(f->module_path) : NULL;
+    rf->lp = malloc(sizeof(int) * (size_t)(f->code->nlp + 1));
+    rf->stack = malloc(sizeof(int) * (size_t)(f->sp + 1));
+    if ((rf->func = recipe_of(B, f->func)) < 0)
+        return -1;
+    for (int i = 0; i < f->code->nlp; i++) {
+        /* A local of the starting state the trace never read is still the
+           same object: its source. */
+        if (f->lp[i] && f->slot_src[i] >= 0)
+            rf->lp[i] = add_recipe(B, (cap_recipe){CAP_R_SOURCE, 0, NULL, NULL, f->slot_src[i]});
+        else if ((rf->lp[i] = recipe_of(B, f->lp[i])) < 0)
+            return -1;
+    }
+    for (int i = 0; i < f->sp; i++) {
+        if ((rf->stack[i] = recipe_of(B, f->stack[i])) < 0)
+            return -1;
+    }
+    rf->ret_a = -1;
+    if (f->ret_a && (rf->ret_a = recipe_of(B, f->ret_a)) < 0)
+        return -1;
+    if (f->ret_kind != RET_PUSH && f->ret_kind != RET_INIT && f->ret_kind != RET_DISCARD &&
+        f->ret_kind != RET_CONTAINS)
+        return fail(B, "a frame running a special method", NULL);
+    return 0;
+}
+
+static void free_rframes(cap_rframe *fr, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free(fr[i].lp);
+        free(fr[i].stack);
+        free(fr[i].module_path);
+        Py_XDECREF(fr[i].kwnames);
+    }
+    free(fr);
+}
+
+/* The sources a call must evaluate: those guards, recipes and graph inputs
+ * read, and their ancestors. The rest were only stepped through while
+ * tracing (a bound method whose function and self are guarded, ...). */
+static void mark_needed(cap_entry *e)
+{
+    e->src_needed = calloc((size_t)e->nsrc + 1, 1);
+    for (int i = 0; i < e->nguards; i++)
+        if (e->guards[i].src >= 0)
+            e->src_needed[e->guards[i].src] = 1;
+    for (int i = 0; i < e->nrecipes; i++)
+        if (e->recipes[i].kind == CAP_R_SOURCE && e->recipes[i].index >= 0)
+            e->src_needed[e->recipes[i].index] = 1;
+    for (int i = 0; e->graph && i < e->graph->ninputs; i++)
+        if (e->input_src[i] >= 0)
+            e->src_needed[e->input_src[i]] = 1;
+    for (int i = e->nsrc - 1; i >= 0; i--)
+        if (e->src_needed[i] && e->src[i].parent >= 0)
+            e->src_needed[e->src[i].parent] = 1;
+}
+
+static void guard_strings(cap_entry *e)
+{
+    e->guard_strs = PyList_New(0);
+    for (int i = 0; e->guard_strs && i < e->nguards; i++) {
+        char buf[600];
+        cap_guard_str(e->src, e->nsrc, &e->guards[i], buf, sizeof buf);
+        PyObject *s = PyUnicode_FromString(buf);
+        if (s)
+            PyList_Append(e->guard_strs, s);
+        Py_XDECREF(s);
+    }
+    PyErr_Clear();
+}
+
+cap_entry *cap_entry_build(cap_trace *T, cap_interp *I, int rc, int *unreconstructable)
+{
+    builder B = {.T = T, .memo = PyDict_New(), .keep = PyList_New(0)};
+    cap_entry *e = calloc(1, sizeof *e);
+    *unreconstructable = -1;
+    if (!e || !B.memo || !B.keep)
+        goto fail;
+    e->grad_start = T->grad_at_start;
+    e->grad_end = T->grad_enabled;
+    e->amp_start = cap_amp_pack(&T->amp_at_start);
+    e->amp_end = cap_amp_pack(&T->amp);
+    if (rc == CAP_DONE) {
+        e->end = CAP_END_RETURN;
+        B.escape = true;
+        if ((e->ret = recipe_of(&B, I->result)) < 0)
+            goto fail;
+        B.escape = false;
+    } else {
+        e->end = CAP_END_BREAK;
+        e->brk = T->brk;
+        cap_frame *chain[256];
+        int n = 0;
+        for (cap_frame *f = I->frame; f && n < 256; f = f->parent)
+            chain[n++] = f;
+        e->nframes = n;
+        e->frames = calloc((size_t)n, sizeof *e->frames);
+        for (int d = 0; d < n; d++)
+            if (frame_recipe(&B, chain[n - 1 - d], &e->frames[d]) < 0) {
+                if (B.failed)
+                    *unreconstructable = d;
+                goto fail;
+            }
+    }
+    Py_ssize_t neff = PyList_Size(T->effects);
+    e->effects = calloc((size_t)neff + 1, sizeof *e->effects);
+    for (Py_ssize_t i = 0; i < neff; i++) {
+        PyObject *eff = PyList_GetItem(T->effects, i);
+        cap_effect *x = &e->effects[e->neffects++];
+        x->name = Py_NewRef(PyTuple_GetItem(eff, 1));
+        x->value = -1;
+        if ((x->obj = recipe_of(&B, PyTuple_GetItem(eff, 0))) < 0)
+            goto fail;
+        B.escape = true;
+        if (PyTuple_GetItem(eff, 3) == Py_False && (x->value = recipe_of(&B, PyTuple_GetItem(eff, 2))) < 0)
+            goto fail;
+        B.escape = false;
+    }
+    ptc_value *none[1] = {NULL};
+    ptc_graph_set_outputs(T->g, B.nouts ? B.outs : none, B.nouts);
+    dce(T->g);
+    if (T->g->nnodes > 0) {
+        ptc_error err;
+        if (ptc_ops_verify(T->g, PTC_STAGE_TORCH, &err) < 0) {
+            char buf[1200];
+            ptc_error_format(&err, buf, sizeof buf);
+            PyErr_Format(cap_InternalError, "ptc: the captured graph does not verify: %s", buf);
+            goto fail;
+        }
+        e->graph = T->g;
+        T->g = NULL;
+        e->node_grad = T->node_grad;
+        T->node_grad = NULL;
+        e->input_src = T->input_src;
+        T->input_src = NULL;
+        int ni = e->graph->ninputs;
+        e->input_const = calloc((size_t)ni + 1, sizeof *e->input_const);
+        for (int i = 0; i < ni; i++) {
+            PyObject *c = PyList_GetItem(T->input_const, i);
+            e->input_const[i] = c != Py_None ? Py_NewRef(c) : NULL;
+        }
+    }
+    /* Sources and guards move from the trace to the entry. */
+    e->nsrc = T->nsrc;
+    e->src = T->src;
+    e->nguards = T->nguards;
+    e->guards = T->guards;
+    for (int i = 0; i < T->nsrc; i++)
+        Py_CLEAR(T->src_val[i]);
+    T->src = NULL;
+    T->guards = NULL;
+    T->nsrc = T->nguards = 0;
+    e->nrecipes = B.n;
+    e->recipes = B.r;
+    e->skipped = Py_NewRef(T->skipped);
+    mark_needed(e);
+    guard_strings(e);
+    free(B.outs);
+    Py_DECREF(B.memo);
+    Py_DECREF(B.keep);
+    return e;
+fail:
+    if (e) {
+        e->nrecipes = B.n;
+        e->recipes = B.r;
+        B.r = NULL;
+        cap_entry_free(e);
+    }
+    free(B.r);
+    free(B.outs);
+    Py_XDECREF(B.memo);
+    Py_XDECREF(B.keep);
+    if (B.failed && !PyErr_Occurred())
+        PyErr_Format(cap_InternalError, "ptc: cannot rebuild state: %s", B.why);
+    return NULL;
+}
+
+void cap_entry_free(cap_entry *e)
+{
+    if (!e)
+        return;
+    cap_backend_free(e);
+    for (int i = 0; i < e->nsrc; i++)
+        Py_XDECREF(e->src[i].key);
+    for (int i = 0; i < e->nguards; i++) {
+        Py_XDECREF(e->guards[i].obj);
+        if (e->guards[i].tm) {
+            Py_XDECREF(e->guards[i].tm->type);
+            Py_XDECREF(e->guards[i].tm->dtype);
+            free(e->guards[i].tm);
+        }
+    }
+    free(e->src);
+    free(e->guards);
+    free(e->src_needed);
+    Py_XDECREF(e->tensor_guards);
+    free(e->tensor_gi);
+    for (int i = 0; e->param_seen && i < e->nguards; i++)
+        Py_XDECREF(e->param_seen[i]);
+    free(e->param_seen);
+    for (int i = 0; i < e->nrecipes; i++) {
+        free(e->recipes[i].items);
+        Py_XDECREF(e->recipes[i].obj);
+    }
+    free(e->recipes);
+    if (e->graph) {
+        for (int i = 0; i < e->graph->ninputs; i++)
+            Py_XDECREF(e->input_const[i]);
+        ptc_graph_free(e->graph);
+    }
+    free(e->input_const);
+    free(e->input_src);
+    free(e->node_grad);
+    free_rframes(e->frames, e->nframes);
+    for (int i = 0; i < e->neffects; i++)
+        Py_XDECREF(e->effects[i].name);
+    free(e->effects);
+    Py_XDECREF(e->guard_strs);
+    Py_XDECREF(e->skipped);
+    free(e);
+}

@@ -1,0 +1,144 @@
+/* Compiled entries and the cache: what a finished trace leaves behind, and
+ * what runs on every later call.
+ *
+ * An entry is one segment of a function: guards on the state it starts from,
+ * at most one graph, and what follows the graph: either the return value
+ * (rebuilt by a recipe) or a resume state (frames rebuilt by recipes) at a
+ * break instruction, which then runs for real before the next segment is
+ * looked up by position. Entries are cached per compiled function, keyed by
+ * position (the code object and instruction of every frame), in order.
+ */
+#ifndef PTC_CAP_ENTRY_H
+#define PTC_CAP_ENTRY_H
+
+#include "logs/logs.h"
+#include "torch.h"
+
+typedef struct cap_backend_state cap_backend_state;
+
+enum { CAP_END_RETURN = 0, CAP_END_BREAK = 1 };
+
+typedef struct cap_rframe {
+    cap_code *code;
+    int pc, sp;
+    int func;            /* recipe */
+    int *lp;             /* [code->nlp] recipes */
+    int *stack;          /* [sp] */
+    PyObject *kwnames;   /* pending KW_NAMES (strong) or NULL */
+    uint8_t ret_kind;
+    int ret_arg;
+    int ret_a;           /* recipe or -1 */
+    char *module_path;
+} cap_rframe;
+
+/* An attribute write replayed after the graph: rvals[obj].name = rvals[value]
+ * (value -1: del). */
+typedef struct cap_effect {
+    int obj;
+    PyObject *name;
+    int value;
+} cap_effect;
+
+struct cap_entry {
+    struct cap_entry *next;  /* the next entry at the same position */
+    cap_compiled *owner;
+    int id;                  /* compile id (graph numbering) */
+    int recompile;           /* 0 for the first entry at its position */
+    /* Guards. */
+    int nsrc;
+    cap_source *src;
+    int nguards;
+    cap_guard *guards;
+    uint8_t *src_needed;     /* [nsrc]: read by a guard, a recipe or an input (or an
+                                ancestor of one); the others are never evaluated */
+    /* Tensor guards checked in one call to torch's TensorGuards (C++), built
+       at the entry's first hit; NULL before, or where torch has none. */
+    PyObject *tensor_guards;
+    int *tensor_gi;          /* indices of the TENSOR guards, in order */
+    int ntensor;
+    bool tg_tried;
+    /* Parameters and buffers (module-held tensors): the object each guard
+       last passed with (strong), or NULL. The same object again skips the
+       metadata check, as torch.compile does for module tensors whose dict
+       is unchanged; replacing .data of a parameter is not noticed. */
+    PyObject **param_seen;   /* [nguards] */
+    /* The graph (NULL when the segment has no tensor ops). */
+    ptc_graph *graph;
+    int *input_src;          /* per graph input: source, or -1 (constant) */
+    PyObject **input_const;  /* per graph input: the constant tensor or NULL */
+    uint8_t *node_grad;      /* per node id: grad mode */
+    cap_backend backend;     /* what runs the graph */
+    bool autograd_fallback;  /* gradients needed: ran through torch ops */
+    cap_backend_state *bstate;
+    /* After the graph. */
+    int nrecipes;
+    cap_recipe *recipes;
+    int end;                 /* CAP_END_RETURN / CAP_END_BREAK */
+    int ret;                 /* recipe of the return value */
+    int nframes;
+    cap_rframe *frames;
+    bool grad_start, grad_end;
+    int64_t amp_start, amp_end; /* autocast state, packed */
+    int neffects;
+    cap_effect *effects;
+    cap_break brk;           /* why the segment ended (END_BREAK) */
+    /* Reporting. */
+    double compile_ms;
+    ptc_trace_compile *tc;   /* its trace folder while compiling (PTC_TRACE_DIR) */
+    char frame_name[160];
+    PyObject *guard_strs;    /* list of str */
+    PyObject *skipped;       /* list of skipped generator names */
+    long hits;
+};
+typedef struct cap_entry cap_entry;
+
+/* Builds an entry from a trace that ended (rc: CAP_DONE or CAP_BREAK) in I.
+ * NULL with *unreconstructable set when a resume state holds a value that
+ * cannot be rebuilt (the frame index at fault), else NULL with an error. */
+cap_entry *cap_entry_build(cap_trace *T, cap_interp *I, int rc, int *unreconstructable);
+void cap_entry_free(cap_entry *e);
+
+/* Guard evaluation over a state (frames[0..nframes)). Returns 1 pass, 0 fail
+ * (with *failed = guard index), -1 error. vals receives source values (owned
+ * flags set for new references); cap_entry_release_vals frees them. */
+int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **vals, bool *owned,
+                    int *failed);
+void cap_entry_release_vals(cap_entry *e, PyObject **vals, bool *owned);
+/* A description of guard g with the value it saw now ("G['flag'] == True, now False"). */
+void cap_guard_describe(const cap_entry *e, int g, PyObject **vals, char *buf, size_t size);
+void cap_guard_str(const cap_source *src, int nsrc, const cap_guard *g, char *buf, size_t size);
+
+/* Runs the graph on the state's values; outputs[graph->noutputs] new refs. */
+int cap_entry_run_graph(cap_entry *e, PyObject **vals, PyObject **outputs);
+/* Evaluates the recipes after the graph (rvals[nrecipes], new refs). */
+int cap_entry_run_recipes(cap_entry *e, PyObject **vals, PyObject **outputs, PyObject **rvals);
+/* Replays the entry's attribute writes (after its recipes ran). */
+int cap_entry_run_effects(cap_entry *e, PyObject **rvals);
+/* Rebuilds the resume state's frames into I (real mode). */
+int cap_entry_resume_frames(cap_entry *e, PyObject **rvals, cap_interp *I);
+
+/* Backends (backend_*.c). */
+int cap_backend_prepare(cap_entry *e, cap_compiled *cc, ptc_error *err);
+void cap_backend_free(cap_entry *e);
+int cap_backend_run(cap_entry *e, PyObject **inputs, PyObject **outputs);
+/* The runtime (backend "ptc"): compile, run with torch as the host, release. */
+int cap_runtime_compile(cap_entry *e, void **program, ptc_trace_compile *tc, ptc_error *err);
+int cap_runtime_run(cap_entry *e, void *program, PyObject **inputs, PyObject **outputs);
+void cap_runtime_release(void *program);
+/* Can the entry's graph run through torch ops (its eager steps are whole)? */
+bool cap_backend_ready(cap_entry *e);
+
+/* The eager program of a graph (also what backends fall back to). */
+int cap_eager_prepare(const ptc_graph *g, const uint8_t *node_grad, cap_backend_state *st);
+int cap_eager_run(const ptc_graph *g, cap_backend_state *st, PyObject **inputs, PyObject **outputs);
+void cap_eager_free(cap_backend_state *st);
+cap_backend_state *cap_backend_state_new(void);
+void cap_backend_state_free(cap_backend_state *st);
+
+/* torch tensor -> borrowed ptc tensor (held: a reference keeping it alive). */
+int cap_torch_to_ptc(PyObject *t, ptc_tensor *out, PyObject **held);
+
+/* The Graph handle handed to callable backends and to ptc.explain. */
+PyObject *cap_graph_object(cap_entry *e);
+
+#endif /* PTC_CAP_ENTRY_H */

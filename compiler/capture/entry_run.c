@@ -1,0 +1,808 @@
+/* What an entry does on every call: evaluate its sources and guards over the
+ * current state, and after its graph ran, rebuild Python values from recipes
+ * (the return value, or the frames of a resume state).
+ *
+ * Sources are evaluated in id order (a parent always has a smaller id), each
+ * once, with its guards checked right after it, so a failing guard stops the
+ * walk early. nn.Module attributes are read from the instance dicts directly
+ * (no __getattr__), which is what keeps a cache hit cheap.
+ */
+#include "entry.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The instance dict of obj, borrowed (the object keeps it). Guards read
+ * several attributes of one module in a row: the last one is remembered for
+ * the duration of one check (no Python code runs in between). */
+static PyObject *last_obj, *last_dict;
+
+static PyObject *inst_dict_of(PyObject *obj)
+{
+    if (obj == last_obj && last_dict)
+        return last_dict;
+    PyObject *d = PyObject_GenericGetDict(obj, NULL);
+    if (!d) {
+        PyErr_Clear();
+        return NULL;
+    }
+    Py_DECREF(d); /* the object keeps its dict */
+    last_obj = obj;
+    last_dict = d;
+    return d;
+}
+
+static PyObject *inst_get(PyObject *obj, PyObject *key, PyObject *sub)
+{
+    PyObject *d = inst_dict_of(obj);
+    if (!d)
+        return NULL;
+    if (sub) {
+        PyObject *s = PyDict_GetItem(d, sub);
+        return s && PyDict_Check(s) ? PyDict_GetItem(s, key) : NULL;
+    }
+    return PyDict_GetItem(d, key); /* the dict keeps its values */
+}
+
+/* The value of source i; *owned when it is a new reference. NULL when it
+ * cannot be reached (a missing attribute or key): the guards fail. */
+static PyObject *eval_source(const cap_source *s, PyObject **vals, cap_frame **frames, int nframes,
+                             bool *owned)
+{
+    *owned = false;
+    PyObject *p = s->parent >= 0 ? vals[s->parent] : NULL;
+    if (s->parent >= 0 && !p)
+        return NULL;
+    PyObject *v = NULL;
+    switch (s->kind) {
+    case CAP_S_LOCAL:
+        return s->frame < nframes && s->index < frames[s->frame]->code->nlp
+                   ? frames[s->frame]->lp[s->index] : NULL;
+    case CAP_S_STACK:
+        return s->frame < nframes && s->index < frames[s->frame]->sp ? frames[s->frame]->stack[s->index]
+                                                                     : NULL;
+    case CAP_S_FUNC:
+        return s->frame < nframes ? frames[s->frame]->func : NULL;
+    case CAP_S_RETA:
+        return s->frame < nframes ? frames[s->frame]->ret_a : NULL;
+    case CAP_S_CONST:
+        return s->key;
+    case CAP_S_INSTDICT:
+        if ((v = inst_get(p, s->key, NULL)))
+            return v;
+        /* Modules and other objects without a plain dict entry: getattr. */
+        /* fallthrough */
+    case CAP_S_ATTR:
+        last_obj = NULL; /* getattr may run Python code */
+        v = PyObject_GetAttr(p, s->key);
+        if (!v)
+            PyErr_Clear();
+        *owned = v != NULL;
+        return v;
+    case CAP_S_MODPARAM:
+        return inst_get(p, s->key, cap_T.s_parameters);
+    case CAP_S_MODBUF:
+        return inst_get(p, s->key, cap_T.s_buffers);
+    case CAP_S_MODCHILD:
+        return inst_get(p, s->key, cap_T.s_modules);
+    case CAP_S_ITEM:
+        if (PyDict_Check(p))
+            return PyDict_GetItemWithError(p, s->key);
+        last_obj = NULL;
+        v = PyObject_GetItem(p, s->key);
+        if (!v)
+            PyErr_Clear();
+        *owned = v != NULL;
+        return v;
+    case CAP_S_INDEX:
+        if (PyList_Check(p))
+            return s->index < PyList_Size(p) ? PyList_GetItem(p, s->index) : NULL;
+        if (PyTuple_Check(p))
+            return s->index < PyTuple_Size(p) ? PyTuple_GetItem(p, s->index) : NULL;
+        return NULL;
+    case CAP_S_ITERSEQ:
+        return Py_TYPE(p) == cap_iter_type ? ((cap_iter *)p)->seq : NULL;
+    case CAP_S_CELL:
+        v = cap_cell_get(p);
+        PyErr_Clear();
+        *owned = v != NULL;
+        return v;
+    case CAP_S_TYPE:
+        return (PyObject *)Py_TYPE(p);
+    }
+    return NULL;
+}
+
+static bool hooks_empty(PyObject *mod)
+{
+    PyObject *keys[4] = {cap_T.s_forward_hooks, cap_T.s_forward_pre_hooks, cap_T.s_backward_hooks,
+                         cap_T.s_backward_pre_hooks};
+    PyObject *d = inst_dict_of(mod);
+    if (!d)
+        return false;
+    bool empty = true;
+    for (int i = 0; i < 4 && empty; i++) {
+        PyObject *h = PyDict_GetItem(d, keys[i]);
+        empty = !h || (PyDict_Check(h) ? PyDict_Size(h) == 0 : PyObject_Size(h) == 0);
+    }
+    PyErr_Clear();
+    return empty;
+}
+
+static int keys_equal(PyObject *d, PyObject *keys)
+{
+    if (!PyDict_Check(d) || PyDict_Size(d) != PyTuple_Size(keys))
+        return 0;
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(d, &pos, &k, &v)) {
+        PyObject *e = PyTuple_GetItem(keys, i++);
+        if (k != e && PyObject_RichCompareBool(k, e, Py_EQ) != 1) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static bool plain_value(PyObject *v)
+{
+    PyTypeObject *t = Py_TYPE(v);
+    return t == &PyLong_Type || t == &PyFloat_Type || t == &PyUnicode_Type || t == &PyBool_Type ||
+           v == Py_None || t == &PyTuple_Type;
+}
+
+static int check_guard(const cap_guard *g, PyObject *v)
+{
+    if (g->kind != CAP_G_ID && g->kind != CAP_G_TYPE && g->kind != CAP_G_NOHOOKS &&
+        g->kind != CAP_G_CLASSATTR && !(g->kind == CAP_G_EQ && plain_value(v)))
+        last_obj = NULL; /* the check may run Python code */
+    switch (g->kind) {
+    case CAP_G_ID:
+        return v == g->obj;
+    case CAP_G_TYPE:
+        return (PyObject *)Py_TYPE(v) == g->obj;
+    case CAP_G_EQ: {
+        if (v == g->obj)
+            return 1;
+        if (Py_TYPE(v) != Py_TYPE(g->obj))
+            return 0;
+        int r = PyObject_RichCompareBool(v, g->obj, Py_EQ);
+        if (r < 0)
+            PyErr_Clear();
+        return r == 1;
+    }
+    case CAP_G_LEN: {
+        Py_ssize_t n = PyObject_Size(v);
+        if (n < 0)
+            PyErr_Clear();
+        return n == g->n;
+    }
+    case CAP_G_KEYS:
+        return keys_equal(v, g->obj);
+    case CAP_G_ITERPOS: {
+        if (Py_TYPE(v) != cap_iter_type)
+            return 0;
+        cap_iter *it = (cap_iter *)v;
+        if (it->i != g->n || (it->seq == NULL) != (g->obj != Py_None))
+            return 0;
+        if (it->seq)
+            return 1;
+        long long start, step;
+        Py_ssize_t n;
+        if (!PyArg_ParseTuple(g->obj, "LLn", &start, &step, &n)) {
+            PyErr_Clear();
+            return 0;
+        }
+        return it->start == start && it->step == step && it->n == n;
+    }
+    case CAP_G_TENSOR:
+        return cap_tmeta_check(v, g->tm, NULL, 0);
+    case CAP_G_HASATTR: {
+        int r = PyObject_HasAttr(v, g->obj);
+        return r == (int)g->n;
+    }
+    case CAP_G_DICT_HAS: {
+        int r = PyDict_Check(v) ? PyDict_Contains(v, g->obj) : PySequence_Contains(v, g->obj);
+        if (r < 0)
+            PyErr_Clear();
+        return r == (int)g->n;
+    }
+    case CAP_G_NOHOOKS:
+        return hooks_empty(v);
+    case CAP_G_CLASSATTR: {
+        PyObject *name = PyTuple_GetItem(g->obj, 0);
+        PyObject *d = inst_dict_of(v);
+        bool shadowed = d && PyDict_GetItem(d, name);
+        PyObject *f = shadowed ? NULL : PyObject_GetAttr((PyObject *)Py_TYPE(v), name);
+        int same = f == PyTuple_GetItem(g->obj, 1);
+        Py_XDECREF(f);
+        PyErr_Clear();
+        return same;
+    }
+    }
+    return 0;
+}
+
+static int check_global(const cap_guard *g)
+{
+    switch (g->kind) {
+    case CAP_G_GRAD: {
+        PyObject *r = PyObject_CallNoArgs(cap_T.is_grad_enabled);
+        int on = r == Py_True;
+        Py_XDECREF(r);
+        PyErr_Clear();
+        return on == (int)g->n;
+    }
+    case CAP_G_GLOBAL_HOOKS:
+        return cap_global_hooks() == (g->n != 0);
+    case CAP_G_AUTOCAST: {
+        cap_amp a;
+        if (cap_amp_read(&a) < 0) {
+            PyErr_Clear();
+            return 0;
+        }
+        return cap_amp_pack(&a) == g->n;
+    }
+    }
+    return 0;
+}
+
+/* ---- tensor guards in one call ----------------------------------------------------- */
+
+/* torch._C._dynamo.guards.TensorGuards checks type, dtype, device, sizes,
+ * strides, requires_grad and dispatch keys of many tensors in C++; ptc builds
+ * one per entry from the tensors of its first hit (sizes and strides static;
+ * strides of size-1 dims unchecked, as ptc's own guard). */
+static PyObject *tensor_guards_type(void)
+{
+    static PyObject *type;
+    static bool tried;
+    if (!tried) {
+        tried = true;
+        type = cap_import_path("torch._C._dynamo.guards.TensorGuards");
+        PyErr_Clear();
+    }
+    return type;
+}
+
+static bool module_tensor(const cap_entry *e, const cap_guard *g)
+{
+    return g->kind == CAP_G_TENSOR && (e->src[g->src].kind == CAP_S_MODPARAM || e->src[g->src].kind == CAP_S_MODBUF);
+}
+
+static void build_tensor_guards(cap_entry *e, PyObject **vals)
+{
+    e->tg_tried = true;
+    PyObject *type = tensor_guards_type();
+    int n = 0;
+    for (int i = 0; i < e->nguards; i++)
+        n += e->guards[i].kind == CAP_G_TENSOR && !module_tensor(e, &e->guards[i]);
+    if (!type || n == 0)
+        return;
+    PyObject *args = PyTuple_New(n), *sizes = PyList_New(n), *strides = PyList_New(n);
+    int *gi = malloc(sizeof(int) * (size_t)n);
+    for (int i = 0, k = 0; args && sizes && strides && gi && i < e->nguards; i++) {
+        const cap_guard *g = &e->guards[i];
+        if (g->kind != CAP_G_TENSOR || module_tensor(e, g))
+            continue;
+        if (!vals[g->src] || (PyObject *)Py_TYPE(vals[g->src]) != g->tm->type)
+            goto done; /* subclasses keep the per-tensor path */
+        gi[k] = i;
+        PyTuple_SetItem(args, k, Py_NewRef(vals[g->src]));
+        PyObject *sz = PyList_New(g->tm->ndim), *st = PyList_New(g->tm->ndim);
+        for (int d = 0; sz && st && d < g->tm->ndim; d++) {
+            PyList_SetItem(sz, d, PyLong_FromLongLong(g->tm->sizes[d]));
+            PyList_SetItem(st, d, g->tm->sizes[d] <= 1 ? Py_NewRef(Py_None) : PyLong_FromLongLong(g->tm->strides[d]));
+        }
+        PyList_SetItem(sizes, k, sz);
+        PyList_SetItem(strides, k, st);
+        k++;
+    }
+    PyObject *kw = args && sizes && strides
+                       ? Py_BuildValue("{s:O,s:O}", "dynamic_dims_sizes", sizes, "dynamic_dims_strides", strides)
+                       : NULL;
+    PyObject *tg = kw ? PyObject_Call(type, args, kw) : NULL;
+    Py_XDECREF(kw);
+    if (tg) {
+        /* It must accept the tensors it was made from. */
+        PyObject *chk = PyObject_GetAttrString(tg, "check");
+        PyObject *ok = chk ? PyObject_Call(chk, args, NULL) : NULL;
+        if (ok == Py_True) {
+            e->tensor_guards = chk;
+            chk = NULL;
+            e->tensor_gi = gi;
+            e->ntensor = n;
+            gi = NULL;
+        }
+        Py_XDECREF(chk);
+        Py_XDECREF(ok);
+        Py_DECREF(tg);
+    }
+done:
+    PyErr_Clear();
+    free(gi);
+    Py_XDECREF(args);
+    Py_XDECREF(sizes);
+    Py_XDECREF(strides);
+}
+
+/* All tensor guards at once; on a miss, the per-tensor path names the first
+ * failing one (for the recompile message). */
+static int check_tensors(cap_entry *e, PyObject **vals, int *failed)
+{
+    PyObject *args = PyTuple_New(e->ntensor);
+    for (int k = 0; args && k < e->ntensor; k++)
+        PyTuple_SetItem(args, k, Py_NewRef(vals[e->guards[e->tensor_gi[k]].src]));
+    PyObject *ok = args ? PyObject_Call(e->tensor_guards, args, NULL) : NULL;
+    Py_XDECREF(args);
+    int pass = ok == Py_True;
+    Py_XDECREF(ok);
+    PyErr_Clear();
+    if (pass)
+        return 1;
+    for (int k = 0; k < e->ntensor; k++) {
+        const cap_guard *g = &e->guards[e->tensor_gi[k]];
+        if (!check_guard(g, vals[g->src])) {
+            *failed = e->tensor_gi[k];
+            return 0;
+        }
+    }
+    return 1; /* stricter than ptc's own guards (e.g. dispatch keys): still a hit */
+}
+
+int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **vals, bool *owned,
+                    int *failed)
+{
+    int gi = 0;
+    last_obj = last_dict = NULL;
+    /* Global-state guards (no source) are installed first by the tracer. */
+    for (; gi < e->nguards && e->guards[gi].src < 0; gi++)
+        if (!check_global(&e->guards[gi])) {
+            *failed = gi;
+            return 0;
+        }
+    bool batch = e->tensor_guards != NULL;
+    if (!e->param_seen)
+        e->param_seen = calloc((size_t)e->nguards + 1, sizeof *e->param_seen);
+    for (int i = 0; i < e->nsrc; i++) {
+        if (e->src_needed && !e->src_needed[i]) {
+            vals[i] = NULL;
+            owned[i] = false;
+            continue;
+        }
+        vals[i] = eval_source(&e->src[i], vals, frames, nframes, &owned[i]);
+        for (; gi < e->nguards && e->guards[gi].src <= i; gi++) {
+            const cap_guard *g = &e->guards[gi];
+            if (g->kind == CAP_G_TENSOR && e->param_seen && module_tensor(e, g) && vals[g->src]) {
+                PyObject **seen = &e->param_seen[gi];
+                if (*seen == vals[g->src])
+                    continue;
+                if (!check_guard(g, vals[g->src])) {
+                    *failed = gi;
+                    for (int k = i + 1; k < e->nsrc; k++)
+                        vals[k] = NULL, owned[k] = false;
+                    return 0;
+                }
+                Py_XSETREF(*seen, Py_NewRef(vals[g->src]));
+                continue;
+            }
+            if (batch && g->kind == CAP_G_TENSOR && vals[g->src])
+                continue; /* checked below, all at once */
+            if (g->src < 0 ? !check_global(g) : (!vals[g->src] || !check_guard(g, vals[g->src]))) {
+                *failed = gi;
+                for (int k = i + 1; k < e->nsrc; k++)
+                    vals[k] = NULL, owned[k] = false;
+                return 0;
+            }
+        }
+    }
+    for (; gi < e->nguards; gi++)
+        if (!check_global(&e->guards[gi])) {
+            *failed = gi;
+            return 0;
+        }
+    if (batch)
+        return check_tensors(e, vals, failed);
+    if (!e->tg_tried)
+        build_tensor_guards(e, vals);
+    return 1;
+}
+
+void cap_entry_release_vals(cap_entry *e, PyObject **vals, bool *owned)
+{
+    for (int i = 0; i < e->nsrc; i++)
+        if (owned[i])
+            Py_CLEAR(vals[i]);
+}
+
+/* ---- describing guards ------------------------------------------------------------------ */
+
+static const char *guard_names[] = {
+#define X(id, s) s,
+    CAP_GUARD_KINDS(X)
+#undef X
+};
+
+static void repr_into(PyObject *o, char *buf, size_t size)
+{
+    PyObject *r = o ? PyObject_Repr(o) : NULL;
+    const char *s = r ? PyUnicode_AsUTF8(r) : NULL;
+    snprintf(buf, size, "%s", s ? s : "<missing>");
+    if (strlen(buf) > 80)
+        strcpy(buf + 77, "...");
+    Py_XDECREF(r);
+    PyErr_Clear();
+}
+
+void cap_guard_str(const cap_source *src, int nsrc, const cap_guard *g, char *buf, size_t size)
+{
+    char s[400] = "", v[200] = "";
+    if (g->src >= 0)
+        cap_source_str(src, nsrc, g->src, s, sizeof s);
+    switch (g->kind) {
+    case CAP_G_TENSOR:
+        cap_tmeta_str(g->tm, v, sizeof v);
+        snprintf(buf, size, "%s: tensor %s", s, v);
+        return;
+    case CAP_G_TYPE:
+        snprintf(buf, size, "type(%s) is %s", s, cap_tpname((PyTypeObject *)g->obj));
+        return;
+    case CAP_G_ID:
+        repr_into(g->obj, v, sizeof v);
+        snprintf(buf, size, "%s is %s", s, v);
+        return;
+    case CAP_G_EQ:
+        repr_into(g->obj, v, sizeof v);
+        snprintf(buf, size, "%s == %s", s, v);
+        return;
+    case CAP_G_LEN:
+        snprintf(buf, size, "len(%s) == %lld", s, (long long)g->n);
+        return;
+    case CAP_G_ITERPOS:
+        snprintf(buf, size, "%s is a loop iterator at item %lld", s, (long long)g->n);
+        return;
+    case CAP_G_KEYS:
+        repr_into(g->obj, v, sizeof v);
+        snprintf(buf, size, "list(%s.keys()) == %s", s, v);
+        return;
+    case CAP_G_HASATTR:
+        snprintf(buf, size, "hasattr(%s, '%s') == %s", s, PyUnicode_AsUTF8(g->obj), g->n ? "True" : "False");
+        return;
+    case CAP_G_DICT_HAS:
+        repr_into(g->obj, v, sizeof v);
+        snprintf(buf, size, "(%s in %s) == %s", v, s, g->n ? "True" : "False");
+        return;
+    case CAP_G_NOHOOKS:
+        snprintf(buf, size, "%s has no hooks", s);
+        return;
+    case CAP_G_CLASSATTR:
+        repr_into(PyTuple_GetItem(g->obj, 1), v, sizeof v);
+        snprintf(buf, size, "%s.%s is the method %s", s, PyUnicode_AsUTF8(PyTuple_GetItem(g->obj, 0)), v);
+        return;
+    case CAP_G_GRAD:
+        snprintf(buf, size, "torch.is_grad_enabled() == %s", g->n ? "True" : "False");
+        return;
+    case CAP_G_GLOBAL_HOOKS:
+        snprintf(buf, size, "global module hooks %s", g->n ? "present" : "absent");
+        return;
+    case CAP_G_AUTOCAST: {
+        char st[120];
+        cap_amp_str(g->n, st, sizeof st);
+        snprintf(buf, size, "autocast state == %s", st);
+        return;
+    }
+    default:
+        snprintf(buf, size, "%s %s", s, guard_names[g->kind]);
+    }
+}
+
+void cap_guard_describe(const cap_entry *e, int gi, PyObject **vals, char *buf, size_t size)
+{
+    const cap_guard *g = &e->guards[gi];
+    char what[600], now[300] = "";
+    cap_guard_str(e->src, e->nsrc, g, what, sizeof what);
+    PyObject *v = g->src >= 0 ? vals[g->src] : NULL;
+    if (g->src >= 0 && !v) {
+        snprintf(now, sizeof now, "missing");
+    } else if (g->kind == CAP_G_TENSOR && v) {
+        char why[300] = "unchanged";
+        cap_tmeta_check(v, g->tm, why, sizeof why);
+        snprintf(now, sizeof now, "%s", why);
+    } else if (g->kind == CAP_G_GRAD) {
+        snprintf(now, sizeof now, "%s", g->n ? "False" : "True");
+    } else if (g->kind == CAP_G_ITERPOS && v && Py_TYPE(v) == cap_iter_type) {
+        snprintf(now, sizeof now, "at item %lld", (long long)((cap_iter *)v)->i);
+    } else if (g->kind == CAP_G_AUTOCAST) {
+        cap_amp a;
+        if (cap_amp_read(&a) == 0)
+            cap_amp_str(cap_amp_pack(&a), now, sizeof now);
+        PyErr_Clear();
+    } else if (g->kind == CAP_G_GLOBAL_HOOKS) {
+        snprintf(now, sizeof now, "%s", g->n ? "absent" : "present");
+    } else if (g->kind == CAP_G_TYPE) {
+        snprintf(now, sizeof now, "%s", cap_tpname(Py_TYPE(v)));
+    } else if (g->kind == CAP_G_LEN) {
+        snprintf(now, sizeof now, "%zd", PyObject_Size(v));
+        PyErr_Clear();
+    } else if (g->kind == CAP_G_NOHOOKS) {
+        snprintf(now, sizeof now, "hooks registered");
+    } else if (v) {
+        repr_into(v, now, sizeof now);
+    }
+    snprintf(buf, size, "%s (now %s)", what, now);
+}
+
+/* ---- recipes ------------------------------------------------------------------------------ */
+
+/* An exception made in the trace: cls.__new__(cls, *args) (which sets
+ * .args), the C __init__ of built-in exceptions (OSError, StopIteration, ...
+ * set fields there; a Python __init__ already ran in the trace), then its
+ * attributes. */
+static PyObject *exception(const cap_recipe *r, PyObject **rv)
+{
+    PyObject *cls = PyTuple_GetItem(r->obj, 0);
+    Py_ssize_t nargs = PyLong_AsSsize_t(PyTuple_GetItem(r->obj, 1));
+    PyObject *args = PyTuple_New(nargs);
+    for (Py_ssize_t i = 0; args && i < nargs; i++)
+        PyTuple_SetItem(args, i, Py_NewRef(rv[r->items[i]]));
+    PyObject *newf = args ? PyObject_GetAttr(cls, cap_P.s_new) : NULL;
+    PyObject *full = newf ? PyTuple_New(nargs + 1) : NULL;
+    for (Py_ssize_t i = 0; full && i <= nargs; i++)
+        PyTuple_SetItem(full, i, Py_NewRef(i ? PyTuple_GetItem(args, i - 1) : cls));
+    PyObject *o = full ? PyObject_Call(newf, full, NULL) : NULL;
+    Py_XDECREF(newf);
+    Py_XDECREF(full);
+    PyObject *init = o ? PyObject_GetAttr(cls, cap_P.s_init) : NULL;
+    if (init && !cap_is_function(init)) {
+        PyObject *bound = PyObject_GetAttr(o, cap_P.s_init);
+        PyObject *res = bound ? PyObject_Call(bound, args, NULL) : NULL;
+        Py_XDECREF(bound);
+        if (!res)
+            Py_CLEAR(o);
+        Py_XDECREF(res);
+    }
+    Py_XDECREF(init);
+    Py_XDECREF(args);
+    for (int i = (int)nargs; o && i + 1 < r->n; i += 2)
+        if (PyObject_SetAttr(o, rv[r->items[i]], rv[r->items[i + 1]]) < 0)
+            Py_CLEAR(o);
+    return o;
+}
+
+/* A real iterator over what a traced one has left (entry.c, escaping). */
+static PyObject *py_iter(const cap_recipe *r, PyObject **rv)
+{
+    if (!r->n) {
+        long long start, step;
+        Py_ssize_t n;
+        PyObject *gen;
+        if (!PyArg_ParseTuple(r->obj, "LLnO", &start, &step, &n, &gen))
+            return NULL;
+        PyObject *rg = PyObject_CallFunction((PyObject *)&PyRange_Type, "LLL", start + r->index * step,
+                                             start + (long long)n * step, step);
+        PyObject *it = rg ? PyObject_GetIter(rg) : NULL;
+        Py_XDECREF(rg);
+        return it;
+    }
+    PyObject *seq = rv[r->items[0]];
+    PyObject *rest = PySequence_GetSlice(seq, r->index, PY_SSIZE_T_MAX);
+    if (!rest)
+        return NULL;
+    PyObject *it;
+    if (r->obj == Py_True) {
+        /* ptc._drained_generator(items): a generator yielding the items. */
+        static PyObject *make;
+        if (!make && !(make = cap_import_path("ptc._drained_generator"))) {
+            Py_DECREF(rest);
+            return NULL;
+        }
+        it = PyObject_CallOneArg_compat(make, rest);
+    } else {
+        it = PyObject_GetIter(rest);
+    }
+    Py_DECREF(rest);
+    return it;
+}
+
+static PyObject *instance(const cap_recipe *r, PyObject **rv)
+{
+    PyObject *cls = PyTuple_GetItem(r->obj, 0);
+    int tuple_sub = (int)PyLong_AsLong(PyTuple_GetItem(r->obj, 1));
+    if (tuple_sub) {
+        PyObject *items = PyTuple_New(r->n);
+        for (int i = 0; items && i < r->n; i++)
+            PyTuple_SetItem(items, i, Py_NewRef(rv[r->items[i]]));
+        PyObject *make = PyObject_GetAttrString(cls, "_make");
+        PyErr_Clear();
+        PyObject *o = items ? PyObject_CallOneArg_compat(make ? make : cls, items) : NULL;
+        Py_XDECREF(make);
+        Py_XDECREF(items);
+        return o;
+    }
+    Py_ssize_t nitems = PyLong_AsSsize_t(PyTuple_GetItem(r->obj, 2));
+    PyObject *newf = PyObject_GetAttr(cls, cap_P.s_new);
+    PyObject *o = newf ? PyObject_CallOneArg_compat(newf, cls) : NULL;
+    Py_XDECREF(newf);
+    if (!o)
+        return NULL;
+    /* Dict items through the C base's __setitem__ (bypassing overrides). */
+    PyObject *setitem = NULL;
+    if (nitems > 0) {
+        PyObject *mro = PyObject_GetAttr(cls, cap_P.s_mro);
+        for (Py_ssize_t i = 0; mro && i < PyTuple_Size(mro) && !setitem; i++) {
+            PyTypeObject *b = (PyTypeObject *)PyTuple_GetItem(mro, i);
+            if (!(PyType_GetFlags(b) & Py_TPFLAGS_HEAPTYPE) && PyType_IsSubtype(b, &PyDict_Type))
+                setitem = PyObject_GetAttrString((PyObject *)b, "__setitem__");
+        }
+        Py_XDECREF(mro);
+    }
+    for (Py_ssize_t i = 0; i < nitems && o; i += 2) {
+        PyObject *res = setitem ? PyObject_CallFunctionObjArgs(setitem, o, rv[r->items[i]],
+                                                               rv[r->items[i + 1]], NULL)
+                                : NULL;
+        if (!res)
+            Py_CLEAR(o);
+        Py_XDECREF(res);
+    }
+    Py_XDECREF(setitem);
+    PyObject *d = o ? PyObject_GenericGetDict(o, NULL) : NULL;
+    for (int i = (int)nitems; d && i + 1 < r->n; i += 2)
+        if (PyDict_SetItem(d, rv[r->items[i]], rv[r->items[i + 1]]) < 0)
+            Py_CLEAR(o);
+    Py_XDECREF(d);
+    return o;
+}
+
+static PyObject *function(const cap_recipe *r, PyObject **rv)
+{
+    PyObject *code = PyTuple_GetItem(r->obj, 0), *qn = PyTuple_GetItem(r->obj, 1);
+    PyObject *globals = PyTuple_GetItem(r->obj, 2);
+    PyObject *defaults = rv[r->items[0]], *kwdefaults = rv[r->items[1]];
+    PyObject *closure = rv[r->items[2]];
+    PyObject *fn = PyObject_CallFunctionObjArgs(cap_P.FunctionType, code, globals, Py_None, defaults,
+                                                closure, NULL);
+    if (fn && (PyObject_SetAttr(fn, cap_P.s_qualname, qn) < 0 ||
+               PyObject_SetAttr(fn, cap_P.s_kwdefaults, kwdefaults) < 0))
+        Py_CLEAR(fn);
+    return fn;
+}
+
+static PyObject *one(const cap_recipe *r, PyObject **vals, PyObject **outs, PyObject **rv)
+{
+    PyObject *o = NULL;
+    switch (r->kind) {
+    case CAP_R_NULLV:
+        return NULL;
+    case CAP_R_CONST:
+        return Py_NewRef(r->obj);
+    case CAP_R_SOURCE:
+        return Py_XNewRef(vals[r->index]);
+    case CAP_R_OUTPUT:
+        return Py_NewRef(outs[r->index]);
+    case CAP_R_TUPLE:
+    case CAP_R_SLICE:
+        o = PyTuple_New(r->n);
+        for (int i = 0; o && i < r->n; i++)
+            PyTuple_SetItem(o, i, Py_XNewRef(rv[r->items[i]]));
+        if (r->kind == CAP_R_SLICE && o) {
+            PyObject *s = PySlice_New(PyTuple_GetItem(o, 0), PyTuple_GetItem(o, 1), PyTuple_GetItem(o, 2));
+            Py_SETREF(o, s);
+        }
+        return o;
+    case CAP_R_LIST:
+        o = PyList_New(r->n);
+        for (int i = 0; o && i < r->n; i++)
+            PyList_SetItem(o, i, Py_XNewRef(rv[r->items[i]]));
+        return o;
+    case CAP_R_SET:
+        o = PySet_New(NULL);
+        for (int i = 0; o && i < r->n; i++)
+            if (PySet_Add(o, rv[r->items[i]]) < 0)
+                Py_CLEAR(o);
+        return o;
+    case CAP_R_DICT:
+        o = PyDict_New();
+        for (int i = 0; o && i + 1 < r->n; i += 2)
+            if (PyDict_SetItem(o, rv[r->items[i]], rv[r->items[i + 1]]) < 0)
+                Py_CLEAR(o);
+        return o;
+    case CAP_R_CELL:
+        return cap_cell_new(NULL); /* filled once every recipe ran */
+    case CAP_R_ITER:
+        if (!r->n) {
+            long long start, step;
+            Py_ssize_t n;
+            if (!PyArg_ParseTuple(r->obj, "LLn", &start, &step, &n))
+                return NULL;
+            o = cap_iter_range(start, step, n);
+        } else {
+            o = cap_iter_seq(rv[r->items[0]], -1, NULL);
+        }
+        if (o)
+            ((cap_iter *)o)->i = r->index;
+        return o;
+    case CAP_R_FUNCTION:
+        return function(r, rv);
+    case CAP_R_METHOD:
+        return PyObject_CallFunctionObjArgs(cap_P.MethodType, rv[r->items[0]], rv[r->items[1]], NULL);
+    case CAP_R_INSTANCE:
+        return instance(r, rv);
+    case CAP_R_GETATTR:
+        return PyObject_GetAttr(rv[r->items[0]], r->obj);
+    case CAP_R_PYITER:
+        return py_iter(r, rv);
+    case CAP_R_EXCEPTION:
+        return exception(r, rv);
+    }
+    PyErr_SetString(cap_InternalError, "ptc: unknown recipe");
+    return NULL;
+}
+
+int cap_entry_run_recipes(cap_entry *e, PyObject **vals, PyObject **outputs, PyObject **rvals)
+{
+    bool cells = false;
+    for (int i = 0; i < e->nrecipes; i++) {
+        cells = cells || e->recipes[i].kind == CAP_R_CELL;
+        rvals[i] = one(&e->recipes[i], vals, outputs, rvals);
+        if (!rvals[i] && e->recipes[i].kind != CAP_R_NULLV) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(cap_InternalError, "ptc: a recipe produced nothing");
+            for (int k = 0; k < i; k++)
+                Py_CLEAR(rvals[k]);
+            return -1;
+        }
+    }
+    for (int i = 0; cells && i < e->nrecipes; i++) {
+        const cap_recipe *r = &e->recipes[i];
+        if (r->kind == CAP_R_CELL && r->items[0] >= 0 && cap_cell_set(rvals[i], rvals[r->items[0]]) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int cap_entry_run_effects(cap_entry *e, PyObject **rv)
+{
+    for (int i = 0; i < e->neffects; i++) {
+        const cap_effect *x = &e->effects[i];
+        if (PyObject_SetAttr(rv[x->obj], x->name, x->value >= 0 ? rv[x->value] : NULL) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static PyObject *func_builtins(PyObject *globals)
+{
+    PyObject *b = PyDict_GetItemString(globals, "__builtins__");
+    if (!b)
+        return cap_P.builtins;
+    return PyModule_Check(b) ? PyModule_GetDict(b) : b;
+}
+
+int cap_entry_resume_frames(cap_entry *e, PyObject **rv, cap_interp *I)
+{
+    for (int d = 0; d < e->nframes; d++) {
+        const cap_rframe *rf = &e->frames[d];
+        PyObject *func = rv[rf->func];
+        PyObject *globals = func ? PyObject_GetAttr(func, cap_P.s_globals) : NULL;
+        if (!globals)
+            return -1;
+        cap_frame *f = cap_frame_new(rf->code, func, globals, func_builtins(globals));
+        Py_DECREF(globals);
+        if (!f)
+            return -1;
+        for (int i = 0; i < rf->code->nlp; i++)
+            f->lp[i] = Py_XNewRef(rv[rf->lp[i]]);
+        for (int i = 0; i < rf->sp; i++)
+            f->stack[i] = Py_XNewRef(rv[rf->stack[i]]);
+        f->sp = rf->sp;
+        f->pc = rf->pc;
+        f->kwnames = rf->kwnames;
+        f->ret_kind = rf->ret_kind;
+        f->ret_arg = rf->ret_arg;
+        f->ret_a = rf->ret_a >= 0 ? Py_XNewRef(rv[rf->ret_a]) : NULL;
+        f->module_path = rf->module_path;
+        cap_push_frame(I, f);
+    }
+    return 0;
+}

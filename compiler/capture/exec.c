@@ -1,0 +1,622 @@
+/* Running a compiled function: the cache, guards, segments, breaks and the
+ * fallbacks.
+ *
+ * A call binds its arguments into a frame (the starting state) and looks up
+ * the entries at the function's first position. The first entry whose guards
+ * pass runs its graph and then either builds the return value or rebuilds the
+ * resume state, whose break instruction runs for real in ptc's interpreter up
+ * to the next safe point; the next segment is looked up there, and so on.
+ * A miss traces from the state in hand (tracing has no side effects, so the
+ * state is still the real one) and caches the new entry; the failed guard of
+ * the most recent entry is the recompile's reason. A position that needs more
+ * than the recompile limit runs eagerly from then on, with one warning.
+ *
+ * Internal errors never reach the user as a wrong answer: the first segment
+ * falls back to calling the function eagerly, later segments continue in real
+ * mode from the state in hand; both warn once and dump a repro. PTC_STRICT=1
+ * and fullgraph=True raise instead.
+ */
+#include "exec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- positions ----------------------------------------------------------------------- */
+
+static PyObject *position_key(cap_frame *base, cap_frame *top)
+{
+    cap_frame *chain[256];
+    int n = 0;
+    for (cap_frame *f = top; f && n < 256; f = f->parent)
+        chain[n++] = f;
+    uintptr_t buf[512];
+    for (int i = 0; i < n; i++) {
+        buf[2 * i] = (uintptr_t)chain[n - 1 - i]->code->code;
+        buf[2 * i + 1] = (uintptr_t)chain[n - 1 - i]->pc;
+    }
+    (void)base;
+    return PyBytes_FromStringAndSize((const char *)buf, (Py_ssize_t)(sizeof(uintptr_t) * 2 * n));
+}
+
+static void pos_free(PyObject *cap)
+{
+    cap_pos *p = PyCapsule_GetPointer(cap, "ptc.pos");
+    while (p && p->head) {
+        cap_entry *e = p->head;
+        p->head = e->next;
+        cap_entry_free(e);
+    }
+    free(p);
+}
+
+static cap_pos *position(cap_compiled *c, PyObject *key)
+{
+    PyObject *cap = PyDict_GetItem(c->positions, key);
+    if (cap)
+        return PyCapsule_GetPointer(cap, "ptc.pos");
+    cap_pos *p = calloc(1, sizeof *p);
+    cap = p ? PyCapsule_New(p, "ptc.pos", pos_free) : NULL;
+    if (!cap || PyDict_SetItem(c->positions, key, cap) < 0) {
+        Py_XDECREF(cap);
+        return NULL;
+    }
+    Py_DECREF(cap);
+    return p;
+}
+
+static int state_frames(cap_interp *S, cap_frame **frames, int max)
+{
+    int n = 0;
+    for (cap_frame *f = S->frame; f && n < max; f = f->parent)
+        n++;
+    int i = n;
+    for (cap_frame *f = S->frame; f && i > 0; f = f->parent)
+        frames[--i] = f;
+    return n;
+}
+
+/* ---- one segment ----------------------------------------------------------------------- */
+
+typedef struct segment_result {
+    int rc;          /* CAP_DONE (result), CAP_STOP (new state in S), CAP_ERR */
+    PyObject *result;
+} segment_result;
+
+static void set_grad(bool on)
+{
+    if (cap_set_grad_enabled(on) < 0)
+        PyErr_Clear();
+}
+
+/* Runs entry e on the state in S (its guards passed with vals). On a break,
+ * S gets the resume state and steps to the next safe point. */
+static segment_result run_entry(cap_compiled *c, cap_entry *e, cap_interp *S, PyObject **vals)
+{
+    segment_result r = {CAP_ERR, NULL};
+    PyObject **outs = NULL, **rv = NULL;
+    int nout = e->graph ? e->graph->noutputs : 0;
+    outs = calloc((size_t)nout + 1, sizeof *outs);
+    rv = calloc((size_t)e->nrecipes + 1, sizeof *rv);
+    e->hits++;
+    if (e->graph && cap_entry_run_graph(e, vals, outs) < 0)
+        goto done;
+    if (e->grad_end != e->grad_start)
+        set_grad(e->grad_end);
+    if (e->amp_end != e->amp_start) {
+        cap_amp a = cap_amp_unpack(e->amp_end);
+        if (cap_amp_write(&a) < 0)
+            goto done;
+    }
+    if (cap_entry_run_recipes(e, vals, outs, rv) < 0 || cap_entry_run_effects(e, rv) < 0)
+        goto done;
+    if (e->end == CAP_END_RETURN) {
+        r.rc = CAP_DONE;
+        r.result = Py_XNewRef(rv[e->ret]);
+        goto done;
+    }
+    /* The resume state replaces the old one, then its break instruction
+       (and whatever follows up to a safe point) runs for real. */
+    cap_interp_clear(S);
+    if (cap_entry_resume_frames(e, rv, S) < 0)
+        goto done;
+    S->stepping = true;
+    S->steps = 0;
+    S->min_steps = 1;
+    S->compile_cc = e->brk.code == CAP_B_UNSUPPORTED_OBJECT ? c : NULL;
+    int rc = cap_run(S);
+    S->compile_cc = NULL;
+    if (rc == CAP_DONE) {
+        r.rc = CAP_DONE;
+        r.result = S->result;
+        S->result = NULL;
+    } else if (rc == CAP_STOP) {
+        r.rc = CAP_STOP;
+    }
+done:
+    for (int i = 0; i < nout; i++)
+        Py_XDECREF(outs[i]);
+    for (int i = 0; i < e->nrecipes; i++)
+        Py_XDECREF(rv[i]);
+    free(outs);
+    free(rv);
+    return r;
+}
+
+/* ---- compiling on a miss ---------------------------------------------------------------- */
+
+static cap_frame *clone_frame(cap_trace *T, cap_frame *f, int depth)
+{
+    cap_frame *g = cap_frame_new(f->code, f->func, f->globals, f->builtins);
+    if (!g)
+        return NULL;
+    for (int i = 0; i < f->code->nlp; i++) {
+        g->lp[i] = Py_XNewRef(f->lp[i]);
+        /* At pc 0 an argument that becomes a cell is still the plain value
+           (MAKE_CELL has not run). */
+        if (f->lp[i] && (!(f->code->lpkind[i] & (CAP_LP_CELL | CAP_LP_FREE)) || f->pc == 0))
+            g->slot_src[i] = cap_source_add(T, CAP_S_LOCAL, -1, depth, i, PyTuple_GetItem(f->code->lpnames, i));
+        else if (f->lp[i] && f->pc > 0) {
+            /* A cell of the state: outside, its contents reached through it. */
+            int s = cap_source_add(T, CAP_S_LOCAL, -1, depth, i, PyTuple_GetItem(f->code->lpnames, i));
+            if (cap_t_outside(T, f->lp[i]) == false && s >= 0)
+                cap_t_map(T, f->lp[i], s);
+        }
+    }
+    for (int i = 0; i < f->sp; i++)
+        g->stack[i] = Py_XNewRef(f->stack[i]);
+    g->sp = f->sp;
+    g->pc = f->pc;
+    g->kwnames = f->kwnames;
+    g->ret_kind = f->ret_kind;
+    g->ret_a = Py_XNewRef(f->ret_a);
+    g->ret_b = Py_XNewRef(f->ret_b);
+    g->ret_arg = f->ret_arg;
+    g->module_path = f->module_path;
+    return g;
+}
+
+/* At a call's start the *args tuple and **kwargs dict are new objects made
+ * by binding: their items keep sources, the containers themselves are the
+ * trace's (mutable, rebuilt at run time). */
+static int fresh_varargs(cap_trace *T, cap_frame *g)
+{
+    cap_code *c = g->code;
+    int i = c->argcount + c->kwonly;
+    for (int k = 0; k < 2; k++) {
+        bool has = k == 0 ? (c->flags & 0x04) : (c->flags & 0x08);
+        if (!has)
+            continue;
+        int slot = i++;
+        PyObject *v = g->lp[slot];
+        int s = g->slot_src[slot];
+        if (!v || s < 0)
+            continue;
+        PyObject *copy = NULL;
+        if (PyTuple_CheckExact(v)) {
+            if (cap_guard_add(T, CAP_G_LEN, s, NULL, PyTuple_Size(v)) < 0)
+                return -1;
+            copy = PyTuple_New(PyTuple_Size(v));
+            for (Py_ssize_t j = 0; copy && j < PyTuple_Size(v); j++) {
+                int is = cap_source_add(T, CAP_S_INDEX, s, 0, (int)j, NULL);
+                PyObject *w = is >= 0 ? cap_t_wrap(T, PyTuple_GetItem(v, j), is) : NULL;
+                if (!w)
+                    Py_CLEAR(copy);
+                else
+                    PyTuple_SetItem(copy, j, w);
+            }
+        } else if (PyDict_CheckExact(v)) {
+            PyObject *keys = PyDict_Keys(v), *kt = keys ? PyList_AsTuple(keys) : NULL;
+            Py_XDECREF(keys);
+            if (!kt || cap_guard_add(T, CAP_G_KEYS, s, kt, 0) < 0) {
+                Py_XDECREF(kt);
+                return -1;
+            }
+            copy = PyDict_New();
+            for (Py_ssize_t j = 0; copy && j < PyTuple_Size(kt); j++) {
+                PyObject *key = PyTuple_GetItem(kt, j);
+                int is = cap_source_add(T, CAP_S_ITEM, s, 0, 0, key);
+                PyObject *w = is >= 0 ? cap_t_wrap(T, PyDict_GetItem(v, key), is) : NULL;
+                if (!w || PyDict_SetItem(copy, key, w) < 0)
+                    Py_CLEAR(copy);
+                Py_XDECREF(w);
+            }
+            Py_DECREF(kt);
+        } else {
+            continue;
+        }
+        if (!copy)
+            return -1;
+        Py_SETREF(g->lp[slot], copy);
+        g->slot_src[slot] = -1;
+    }
+    return 0;
+}
+
+/* The tracing interpreter's copy of the state in S, with sources. */
+static int trace_state(cap_trace *T, cap_interp *S, cap_interp *It)
+{
+    cap_frame *frames[256];
+    int n = state_frames(S, frames, 256);
+    for (int d = 0; d < n; d++) {
+        cap_frame *g = clone_frame(T, frames[d], d);
+        if (!g)
+            return -1;
+        g->ret_kind = frames[d]->ret_kind;
+        cap_push_frame(It, g);
+        g->depth = d;
+        if (d == 0 && n == 1 && g->pc == 0 && fresh_varargs(T, g) < 0)
+            return -1;
+        int fs = cap_source_add(T, CAP_S_FUNC, -1, d, 0, NULL);
+        if (fs < 0 || cap_guard_add(T, CAP_G_ID, fs, g->func, 0) < 0)
+            return -1;
+        cap_t_map(T, g->func, fs);
+        if (g->ret_a) {
+            /* The instance an __init__ frame returns is the state's object
+               (also its `self`): rebuilt as itself, never copied. */
+            int rs = cap_source_add(T, CAP_S_RETA, -1, d, 0, NULL);
+            if (rs < 0)
+                return -1;
+            cap_t_map(T, g->ret_a, rs);
+        }
+        for (int i = 0; i < g->sp; i++) {
+            int s = cap_source_add(T, CAP_S_STACK, -1, d, i, NULL);
+            PyObject *w = s >= 0 && g->stack[i] ? cap_t_wrap(T, g->stack[i], s) : NULL;
+            if (g->stack[i] && !w)
+                return -1;
+            if (w)
+                Py_SETREF(g->stack[i], w);
+        }
+    }
+    return 0;
+}
+
+static int add_no_inline(PyObject *set, cap_frame *f)
+{
+    PyObject *key = Py_BuildValue("(ni)", (Py_ssize_t)(uintptr_t)f->code->code, f->pc);
+    int rc = key ? PySet_Add(set, key) : -1;
+    Py_XDECREF(key);
+    return rc;
+}
+
+/* Raises GraphBreakError for fullgraph=True: the break, the line, a caret. */
+static void raise_fullgraph(const cap_break *b)
+{
+    const cap_break_info *info = cap_break_lookup(b->code);
+    char caret[600] = "";
+    int col = b->col > 0 ? b->col - 1 : 0;
+    int width = b->endcol > b->col ? b->endcol - b->col : 1;
+    if (col < 500) {
+        memset(caret, ' ', (size_t)col);
+        for (int i = 0; i < width && col + i < 590; i++)
+            caret[col + i] = '^';
+        caret[col + (width < 90 ? width : 90)] = 0;
+    }
+    PyObject *msg = PyUnicode_FromFormat(
+        "PTC-B%03d %s: %s\n  File \"%s\", line %d, column %d\n    %s\n    %s\n  %s\n  hint: %s",
+        b->code, info->reason, b->detail, b->file, b->line, b->col, b->text, caret,
+        info->explanation, info->hint);
+    PyObject *exc = msg ? PyObject_CallOneArg_compat(cap_GraphBreakError, msg) : NULL;
+    if (exc) {
+        PyObject *code = PyUnicode_FromFormat("PTC-B%03d", b->code);
+        PyObject_SetAttrString(exc, "code", code);
+        PyObject_SetAttrString(exc, "reason", PyUnicode_FromString(info->reason));
+        PyObject_SetAttrString(exc, "filename", PyUnicode_FromString(b->file));
+        PyObject_SetAttrString(exc, "lineno", PyLong_FromLong(b->line));
+        Py_XDECREF(code);
+        PyErr_SetObject(cap_GraphBreakError, exc);
+    }
+    Py_XDECREF(exc);
+    Py_XDECREF(msg);
+}
+
+static ptc_graph *failed_graph;
+
+const ptc_graph *cap_last_graph(void)
+{
+    return failed_graph;
+}
+
+/* Keeps a copy of a failing trace's graph for the repro dump. */
+static void keep_failed(cap_trace *T)
+{
+    if (failed_graph)
+        ptc_graph_free(failed_graph);
+    failed_graph = T->g && T->g->nnodes ? ptc_graph_clone(T->g, NULL) : NULL;
+}
+
+/* Traces from the state in S. NULL with an error on failure; *eager set when
+ * this position cannot be compiled (run it for real). */
+static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason, int recompile,
+                             bool *eager)
+{
+    *eager = false;
+    PyObject *no_inline = PySet_New(NULL);
+    cap_entry *e = NULL;
+    double t0 = ptc_now_ms();
+    if (failed_graph) {
+        /* A repro shows this compile's graph, never an older one. */
+        ptc_graph_free(failed_graph);
+        failed_graph = NULL;
+    }
+    for (int attempt = 0; no_inline && attempt < 16; attempt++) {
+        cap_interp It = {.mode = CAP_TRACE, .max_depth = cap_cfg.inline_depth};
+        cap_trace *T = cap_trace_new(c, &It);
+        if (!T)
+            break;
+        It.T = T;
+        Py_SETREF(T->no_inline, Py_NewRef(no_inline));
+        int rc = cap_guard_add(T, CAP_G_GRAD, -1, NULL, T->grad_enabled) < 0 ||
+                 cap_guard_add(T, CAP_G_AUTOCAST, -1, NULL, cap_amp_pack(&T->amp)) < 0 || trace_state(T, S, &It) < 0
+                     ? CAP_ERR
+                     : cap_run(&It);
+        if (rc == CAP_BREAK && c->opts.fullgraph) {
+            raise_fullgraph(&T->brk);
+            cap_interp_clear(&It);
+            cap_trace_free(T);
+            break;
+        }
+        int unrec = -1;
+        if ((rc == CAP_DONE || rc == CAP_BREAK) && cap_cfg.inject_failure == 1) {
+            keep_failed(T);
+            PyErr_SetString(cap_InternalError, "ptc: injected internal error (ptc.config.inject_failure)");
+            rc = CAP_ERR;
+        }
+        if (rc == CAP_DONE || rc == CAP_BREAK)
+            e = cap_entry_build(T, &It, rc, &unrec);
+        if (!e && unrec > 0) {
+            /* Not inlining the call that holds the unbuildable value. */
+            PyErr_Clear();
+            cap_frame *f = It.frame;
+            for (int d = It.frame->depth; d > unrec - 1 && f; d--)
+                f = f->parent;
+            if (f && add_no_inline(no_inline, f) == 0) {
+                cap_interp_clear(&It);
+                cap_trace_free(T);
+                continue;
+            }
+        }
+        if (!e && unrec == 0) {
+            /* The outermost frame itself holds a value ptc cannot rebuild at
+               the break: this position runs for real. */
+            PyObject *t, *v, *tb;
+            PyErr_Fetch(&t, &v, &tb);
+            PyObject *s = v ? PyObject_Str(v) : NULL;
+            cap_report_untraceable(c, S->base->code->qualname_s, &T->brk, s ? PyUnicode_AsUTF8(s) : "");
+            Py_XDECREF(s);
+            Py_XDECREF(t);
+            Py_XDECREF(v);
+            Py_XDECREF(tb);
+            PyErr_Clear();
+            *eager = true;
+        } else if (!e) {
+            keep_failed(T);
+        }
+        if (e) {
+            e->owner = c;
+            e->recompile = recompile;
+            e->compile_ms = ptc_now_ms() - t0;
+            snprintf(e->frame_name, sizeof e->frame_name, "%s", S->base->code->qualname_s);
+            cap_report_compile(c, e, T, reason);
+        }
+        cap_interp_clear(&It);
+        cap_trace_free(T);
+        break;
+    }
+    Py_XDECREF(no_inline);
+    if (!e && !*eager && !PyErr_Occurred()) {
+        /* Every retry without inlining still left unbuildable state. */
+        cap_break none = {0};
+        cap_report_untraceable(c, S->base->code->qualname_s, &none, "state cannot be rebuilt at any break");
+        *eager = true;
+    }
+    if (e) {
+        ptc_error err;
+        if (cap_backend_prepare(e, c, &err) < 0) {
+            char buf[1200];
+            ptc_error_format(&err, buf, sizeof buf);
+            if (!e->bstate || !cap_backend_ready(e)) {
+                /* Not even torch ops can run this graph. */
+                PyErr_Format(cap_InternalError, "ptc: cannot run the captured graph: %s", buf);
+                cap_report_compiled(e);
+                cap_entry_free(e);
+                return NULL;
+            }
+            cap_warn_fallback(c, e, "backend", buf);
+        }
+        if (e->autograd_fallback)
+            cap_report_autograd(c, e);
+        e->compile_ms = ptc_now_ms() - t0;
+        cap_report_compiled(e);
+    }
+    return e;
+}
+
+/* ---- the drive loop --------------------------------------------------------------------- */
+
+static void warn_limit(cap_compiled *c, cap_pos *p, const char *name)
+{
+    if (p->warned)
+        return;
+    p->warned = true;
+    char msg[1200];
+    snprintf(msg, sizeof msg,
+             "ptc: %s hit the recompile limit (%d); it now runs eagerly. The guard that kept "
+             "failing: %s",
+             name, cap_cfg.recompile_limit, p->last_fail);
+    if (PyErr_WarnEx(PyExc_UserWarning, msg, 1) < 0)
+        PyErr_Clear();
+    cap_report_limit(c, name, p->last_fail);
+}
+
+/* Source values of one guard walk: a buffer grown to the entry's needs. */
+typedef struct valbuf {
+    PyObject **vals;
+    bool *owned;
+    int cap;
+    PyObject *inl_vals[64];
+    bool inl_owned[64];
+} valbuf;
+
+static int valbuf_fit(valbuf *b, int n)
+{
+    if (!b->vals) {
+        b->vals = b->inl_vals;
+        b->owned = b->inl_owned;
+        b->cap = 64;
+    }
+    if (n <= b->cap)
+        return 0;
+    PyObject **v = calloc((size_t)n, sizeof *v);
+    bool *o = calloc((size_t)n, sizeof *o);
+    if (!v || !o) {
+        free(v);
+        free(o);
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (b->vals != b->inl_vals) {
+        free(b->vals);
+        free(b->owned);
+    }
+    b->vals = v;
+    b->owned = o;
+    b->cap = n;
+    return 0;
+}
+
+static void valbuf_free(valbuf *b)
+{
+    if (b->vals && b->vals != b->inl_vals) {
+        free(b->vals);
+        free(b->owned);
+    }
+    b->vals = NULL;
+}
+
+static int check(cap_entry *e, cap_frame **frames, int nf, valbuf *b, int *failed)
+{
+    if (valbuf_fit(b, e->nsrc + 1) < 0)
+        return -1;
+    return cap_entry_check(e, frames, nf, b->vals, b->owned, failed);
+}
+
+/* Finds (or compiles) the entry for the state in S: NULL with *eager when
+ * the state must run for real; NULL without eager on an error. On success
+ * b holds the entry's source values. */
+static cap_entry *lookup(cap_compiled *c, cap_interp *S, valbuf *b, bool *eager)
+{
+    *eager = false;
+    PyObject *key = position_key(S->base, S->frame);
+    cap_pos *p = key ? position(c, key) : NULL;
+    Py_XDECREF(key);
+    if (!p)
+        return NULL;
+    if (p->eager) {
+        *eager = true;
+        return NULL;
+    }
+    cap_frame *frames[256];
+    int nf = state_frames(S, frames, 256);
+    cap_entry *last = NULL;
+    int failed = -1;
+    for (cap_entry *e = p->head; e; e = e->next) {
+        int ok = check(e, frames, nf, b, &failed);
+        if (ok < 0)
+            return NULL;
+        if (ok)
+            return e;
+        if (e == p->head) /* most recent: its failure is the recompile reason */
+            cap_guard_describe(e, failed, b->vals, p->last_fail, sizeof p->last_fail);
+        cap_entry_release_vals(e, b->vals, b->owned);
+        last = e;
+    }
+    if (p->count >= cap_cfg.recompile_limit) {
+        p->eager = true;
+        warn_limit(c, p, S->base->code->qualname_s);
+        *eager = true;
+        return NULL;
+    }
+    char reason[760];
+    if (last)
+        snprintf(reason, sizeof reason, "guard failed: %s", p->last_fail);
+    else
+        snprintf(reason, sizeof reason, "%s",
+                 S->frame == S->base && S->base->pc == 0 ? "first call" : "resume after a graph break");
+    if (last)
+        cap_report_recompile(c, S->base->code->qualname_s, p->last_fail);
+    bool untraceable;
+    cap_entry *e = compile_at(c, S, reason, p->count, &untraceable);
+    if (!e) {
+        if (untraceable) {
+            p->eager = true;
+            *eager = true;
+        }
+        return NULL;
+    }
+    p->count++;
+    e->next = p->head;
+    p->head = e;
+    int ok = check(e, frames, nf, b, &failed);
+    if (ok != 1) {
+        char buf[700] = "";
+        if (ok == 0)
+            cap_guard_describe(e, failed, b->vals, buf, sizeof buf);
+        cap_entry_release_vals(e, b->vals, b->owned);
+        if (ok == 0)
+            PyErr_Format(cap_InternalError, "ptc: a fresh entry rejects its own state: %s", buf);
+        return NULL;
+    }
+    return e;
+}
+
+/* Internal errors: warn once and dump a repro (unless strict mode). */
+static bool recoverable(cap_compiled *c, const char *where)
+{
+    if (!PyErr_Occurred())
+        PyErr_SetString(cap_InternalError, "ptc: internal error");
+    if (PyErr_ExceptionMatches(cap_GraphBreakError) || cap_cfg.strict || c->opts.fullgraph ||
+        !PyErr_ExceptionMatches(cap_InternalError))
+        return false;
+    cap_warn_error(c, where);
+    return true;
+}
+
+/* Runs the state in S to the end; S's outermost frame is the compiled
+ * function's. Until the first segment finished, nothing of this call ran
+ * for real, so an internal error may still restart it eagerly. */
+PyObject *cap_drive(cap_compiled *c, cap_interp *S, PyObject *fn, PyObject *args, PyObject *kwargs)
+{
+    bool first = true;
+    valbuf b = {0};
+    for (;;) {
+        bool eager;
+        cap_entry *e = lookup(c, S, &b, &eager);
+        if (!e) {
+            if (!eager && !recoverable(c, S->base->code->qualname_s)) {
+                valbuf_free(&b);
+                return NULL;
+            }
+            valbuf_free(&b);
+            if (first)
+                return PyObject_Call(fn, args, kwargs);
+            S->stepping = false; /* the rest of this call runs for real */
+            if (cap_run(S) != CAP_DONE)
+                return NULL;
+            PyObject *r = S->result;
+            S->result = NULL;
+            return r;
+        }
+        segment_result r = run_entry(c, e, S, b.vals);
+        cap_entry_release_vals(e, b.vals, b.owned);
+        if (r.rc == CAP_DONE) {
+            valbuf_free(&b);
+            return r.result;
+        }
+        if (r.rc != CAP_STOP) {
+            bool redo = first && recoverable(c, S->base->code->qualname_s);
+            valbuf_free(&b);
+            return redo ? PyObject_Call(fn, args, kwargs) : NULL;
+        }
+        first = false;
+    }
+}

@@ -1,0 +1,315 @@
+/* Reporting: the events ptc.explain reads, PTC_LOGS output (graph_breaks,
+ * guards, recompiles, captured), the trace directory (captured.ptir,
+ * guards.txt, breaks.json per compile), and the warnings and repro dumps of
+ * fallbacks.
+ */
+#include "exec.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void add_event(cap_compiled *c, PyObject *ev)
+{
+    if (ev && PyList_Append(c->events, ev) < 0)
+        PyErr_Clear();
+    Py_XDECREF(ev);
+}
+
+static bool logs_ready;
+
+static void logs_init(void)
+{
+    if (!logs_ready) {
+        ptc_log_init();
+        logs_ready = true;
+    }
+}
+
+/* ---- breaks as data -------------------------------------------------------------------- */
+
+PyObject *cap_break_dict(const cap_break *b)
+{
+    const cap_break_info *info = cap_break_lookup(b->code);
+    char code[16];
+    snprintf(code, sizeof code, "PTC-B%03d", b->code);
+    return Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:s,s:s,s:s}", "code", code, "name",
+                         info->name, "reason", info->reason, "explanation", info->explanation,
+                         "hint", info->hint, "file", b->file, "line", b->line, "col", b->col,
+                         "endcol", b->endcol, "text", b->text, "detail", b->detail, "stack",
+                         b->stack);
+}
+
+static void json_break(ptc_jw *w, const cap_break *b)
+{
+    const cap_break_info *info = cap_break_lookup(b->code);
+    char code[16];
+    snprintf(code, sizeof code, "PTC-B%03d", b->code);
+    ptc_jw_obj_begin(w);
+    ptc_jw_key(w, "code");
+    ptc_jw_str(w, code);
+    ptc_jw_key(w, "reason");
+    ptc_jw_str(w, info->reason);
+    ptc_jw_key(w, "detail");
+    ptc_jw_str(w, b->detail);
+    ptc_jw_key(w, "file");
+    ptc_jw_str(w, b->file);
+    ptc_jw_key(w, "line");
+    ptc_jw_int(w, b->line);
+    ptc_jw_key(w, "col");
+    ptc_jw_int(w, b->col);
+    ptc_jw_key(w, "text");
+    ptc_jw_str(w, b->text);
+    ptc_jw_key(w, "stack");
+    ptc_jw_str(w, b->stack);
+    ptc_jw_key(w, "explanation");
+    ptc_jw_str(w, info->explanation);
+    ptc_jw_key(w, "hint");
+    ptc_jw_str(w, info->hint);
+    ptc_jw_obj_end(w);
+}
+
+/* ---- trace directory --------------------------------------------------------------------- */
+
+static void trace_files(cap_compiled *c, cap_entry *e, const char *reason)
+{
+    if (!c->trace_checked) {
+        ptc_error err;
+        c->trace_checked = true;
+        c->trace = ptc_trace_open(NULL, &err);
+        if (!c->trace && err.cls != PTC_ERR_NONE) {
+            char buf[1200];
+            ptc_error_format(&err, buf, sizeof buf);
+            if (PyErr_WarnFormat(PyExc_UserWarning, 1, "ptc: trace directory: %s", buf) < 0)
+                PyErr_Clear();
+        }
+    }
+    if (!c->trace)
+        return;
+    ptc_error err;
+    ptc_trace_compile *tc = ptc_trace_begin(c->trace, e->frame_name, e->recompile, e->frame_name,
+                                            e->brk.file[0] ? e->brk.file : "", e->brk.line, reason, &err);
+    if (!tc)
+        return;
+    if (e->graph)
+        ptc_trace_graph(tc, "captured", e->graph, &err);
+    ptc_buf b = {0};
+    for (Py_ssize_t i = 0; e->guard_strs && i < PyList_Size(e->guard_strs); i++)
+        ptc_buf_printf(&b, "%s\n", PyUnicode_AsUTF8(PyList_GetItem(e->guard_strs, i)));
+    ptc_trace_write(tc, NULL, "guards.txt", b.data ? b.data : "", b.len, &err);
+    ptc_buf_free(&b);
+    ptc_jw w;
+    ptc_buf jb = {0};
+    ptc_jw_init(&w, &jb, true);
+    ptc_jw_obj_begin(&w);
+    ptc_jw_key(&w, "breaks");
+    ptc_jw_arr_begin(&w);
+    if (e->end == CAP_END_BREAK)
+        json_break(&w, &e->brk);
+    ptc_jw_arr_end(&w);
+    ptc_jw_obj_end(&w);
+    ptc_trace_write(tc, NULL, "breaks.json", jb.data, jb.len, &err);
+    ptc_buf_free(&jb);
+    e->tc = tc; /* the backend writes its stages here; cap_report_compiled ends it */
+}
+
+void cap_report_compiled(cap_entry *e)
+{
+    if (!e->tc)
+        return;
+    ptc_error err;
+    ptc_metrics *m = ptc_trace_metrics(e->tc);
+    ptc_metrics_add(m, "capture", e->compile_ms, true);
+    ptc_metrics_add(m, "captured_nodes", e->graph ? e->graph->nnodes : 0, false);
+    ptc_metrics_add(m, "guards", e->nguards, false);
+    ptc_trace_end(e->tc, &err);
+    e->tc = NULL;
+}
+
+/* ---- events -------------------------------------------------------------------------------- */
+
+void cap_report_compile(cap_compiled *c, cap_entry *e, cap_trace *T, const char *reason)
+{
+    logs_init();
+    e->id = c->next_id++;
+    PyObject *brk = e->end == CAP_END_BREAK ? cap_break_dict(&e->brk) : Py_NewRef(Py_None);
+    PyObject *graph = cap_graph_object(e); /* a copy: events outlive entries */
+    PyObject *ev = Py_BuildValue("{s:s,s:i,s:s,s:s,s:i,s:i,s:i,s:N,s:O,s:O,s:d,s:N,s:s}", "kind",
+                                 "compile", "id", e->id, "frame", e->frame_name, "reason", reason,
+                                 "recompile", e->recompile, "nodes", e->graph ? e->graph->nnodes : 0,
+                                 "guard_count", e->nguards, "break", brk ? brk : Py_NewRef(Py_None),
+                                 "guards", e->guard_strs ? e->guard_strs : Py_None, "skipped",
+                                 e->skipped ? e->skipped : Py_None, "compile_ms", e->compile_ms,
+                                 "graph", graph ? graph : Py_NewRef(Py_None), "end",
+                                 e->end == CAP_END_RETURN ? "return" : "break");
+    add_event(c, ev);
+    if (e->graph && ptc_log_on(PTC_LOG_CAPTURED, PTC_LOG_INFO)) {
+        ptc_buf b = {0};
+        ptc_print_graph(&b, e->graph);
+        char title[256];
+        snprintf(title, sizeof title, "graph %d of %s (%s)", e->id, e->frame_name, reason);
+        ptc_log_block(PTC_LOG_CAPTURED, PTC_LOG_INFO, title, b.data);
+        ptc_buf_free(&b);
+    }
+    if (ptc_log_on(PTC_LOG_GUARDS, PTC_LOG_INFO)) {
+        ptc_log(PTC_LOG_GUARDS, PTC_LOG_INFO, "%d guards for %s (compile %d):", e->nguards,
+                e->frame_name, e->id);
+        for (Py_ssize_t i = 0; e->guard_strs && i < PyList_Size(e->guard_strs); i++)
+            ptc_log(PTC_LOG_GUARDS, PTC_LOG_INFO, "  %s", PyUnicode_AsUTF8(PyList_GetItem(e->guard_strs, i)));
+    }
+    if (e->end == CAP_END_BREAK && ptc_log_on(PTC_LOG_GRAPH_BREAKS, PTC_LOG_INFO)) {
+        const cap_break_info *info = cap_break_lookup(e->brk.code);
+        ptc_log(PTC_LOG_GRAPH_BREAKS, PTC_LOG_INFO, "PTC-B%03d %s: %s at %s:%d:%d", e->brk.code,
+                info->reason, e->brk.detail, e->brk.file, e->brk.line, e->brk.col);
+        ptc_log(PTC_LOG_GRAPH_BREAKS, PTC_LOG_INFO, "    %s", e->brk.text);
+        if (ptc_log_on(PTC_LOG_GRAPH_BREAKS, PTC_LOG_DEBUG))
+            ptc_log(PTC_LOG_GRAPH_BREAKS, PTC_LOG_DEBUG, "    stack: %s", e->brk.stack);
+    }
+    trace_files(c, e, reason);
+    (void)T;
+    PyErr_Clear();
+}
+
+void cap_report_recompile(cap_compiled *c, const char *name, const char *guard)
+{
+    logs_init();
+    add_event(c, Py_BuildValue("{s:s,s:s,s:s}", "kind", "recompile", "frame", name, "guard", guard));
+    if (ptc_log_on(PTC_LOG_RECOMPILES, PTC_LOG_INFO))
+        ptc_log(PTC_LOG_RECOMPILES, PTC_LOG_INFO, "recompiling %s: guard failed: %s", name, guard);
+    PyErr_Clear();
+}
+
+void cap_report_limit(cap_compiled *c, const char *name, const char *guard)
+{
+    logs_init();
+    add_event(c, Py_BuildValue("{s:s,s:s,s:s,s:i}", "kind", "recompile_limit", "frame", name,
+                               "guard", guard, "limit", cap_cfg.recompile_limit));
+    if (ptc_log_on(PTC_LOG_RECOMPILES, PTC_LOG_INFO))
+        ptc_log(PTC_LOG_RECOMPILES, PTC_LOG_INFO, "%s hit the recompile limit (%d); running eagerly",
+                name, cap_cfg.recompile_limit);
+    PyErr_Clear();
+}
+
+void cap_report_untraceable(cap_compiled *c, const char *name, const cap_break *b, const char *why)
+{
+    PyObject *brk = cap_break_dict(b);
+    add_event(c, Py_BuildValue("{s:s,s:s,s:N,s:s}", "kind", "untraceable", "frame", name, "break",
+                               brk ? brk : Py_NewRef(Py_None), "why", why));
+    if (ptc_log_on(PTC_LOG_GRAPH_BREAKS, PTC_LOG_INFO))
+        ptc_log(PTC_LOG_GRAPH_BREAKS, PTC_LOG_INFO, "%s runs eagerly: a break at %s:%d left state ptc cannot rebuild (%s)",
+                name, b->file, b->line, why);
+    PyErr_Clear();
+}
+
+void cap_report_autograd(cap_compiled *c, const cap_entry *e)
+{
+    add_event(c, Py_BuildValue("{s:s,s:s,s:i}", "kind", "autograd_fallback", "frame", e->frame_name, "id", e->id));
+    if (ptc_log_on(PTC_LOG_GRAPH_BREAKS, PTC_LOG_INFO))
+        ptc_log(PTC_LOG_GRAPH_BREAKS, PTC_LOG_INFO,
+                "graph %d of %s needs gradients: it runs through torch ops (autograd)", e->id, e->frame_name);
+    PyErr_Clear();
+}
+
+void cap_report_skipped(cap_compiled *c, PyObject *fn, const char *why)
+{
+    add_event(c, Py_BuildValue("{s:s,s:s,s:s}", "kind", "skipped", "frame", cap_func_name(fn),
+                               "why", why));
+    PyErr_Clear();
+}
+
+/* ---- warnings and repros ---------------------------------------------------------------------- */
+
+static bool warn_once(cap_compiled *c, const char *key)
+{
+    PyObject *k = PyUnicode_FromString(key);
+    int seen = k ? PySet_Contains(c->warned, k) : 1;
+    if (seen == 0)
+        PySet_Add(c->warned, k);
+    Py_XDECREF(k);
+    PyErr_Clear();
+    return seen == 0;
+}
+
+void cap_repro_dump(const ptc_graph *g, PyObject **inputs, int ninputs, const char *stage,
+                    const char *message, const char *backend, char *path, size_t size)
+{
+    path[0] = 0;
+    if (!g)
+        return;
+    ptc_tensor *ts = calloc((size_t)ninputs + 1, sizeof *ts);
+    PyObject **held = calloc((size_t)ninputs + 1, sizeof *held);
+    int n = 0;
+    for (int i = 0; inputs && i < ninputs; i++) {
+        if (cap_torch_to_ptc(inputs[i], &ts[i], &held[i]) < 0) {
+            PyErr_Clear();
+            break;
+        }
+        n++;
+    }
+#ifdef PTC_HAVE_REPRO
+    ptc_repro_info info = {.kind = "error", .stage = stage, .error_class = "InternalError",
+                           .message = message, .backend = backend, .rtol = 1e-4, .atol = 1e-5};
+    ptc_error err;
+    if (cap_cfg.repro_dir[0])
+        setenv("PTC_REPRO", cap_cfg.repro_dir, 0);
+    bool with_inputs = inputs && n == ninputs && ninputs == g->ninputs;
+    if (ptc_repro_write(NULL, g, with_inputs ? ts : NULL, with_inputs ? n : 0, &info, path, size, &err) < 0) {
+        char eb[600];
+        ptc_error_format(&err, eb, sizeof eb);
+        snprintf(path, size, "(none: %s)", eb);
+    }
+#else
+    (void)stage, (void)message, (void)backend;
+    snprintf(path, size, "(no repro: this build lacks logs/repro.c)");
+#endif
+    for (int i = 0; i < ninputs; i++)
+        Py_XDECREF(held[i]);
+    free(ts);
+    free(held);
+}
+
+void cap_warn_error(cap_compiled *c, const char *where)
+{
+    PyObject *type, *val, *tb;
+    PyErr_Fetch(&type, &val, &tb);
+    PyObject *s = val ? PyObject_Str(val) : NULL;
+    const char *msg = s ? PyUnicode_AsUTF8(s) : "internal error";
+    char key[700];
+    snprintf(key, sizeof key, "error:%s:%s", where, msg ? msg : "");
+    add_event(c, Py_BuildValue("{s:s,s:s,s:s}", "kind", "fallback", "frame", where, "error",
+                               msg ? msg : ""));
+    if (warn_once(c, key)) {
+        char path[1024] = "";
+        cap_repro_dump(cap_last_graph(), NULL, 0, "capture", msg ? msg : "", "eager", path, sizeof path);
+        if (!path[0])
+            snprintf(path, sizeof path, "(none: no graph was captured)");
+        if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                             "ptc: internal error while compiling %s; running it eagerly: %s (repro written to %s)",
+                             where, msg ? msg : "", path) < 0)
+            PyErr_Clear();
+    }
+    Py_XDECREF(s);
+    Py_XDECREF(type);
+    Py_XDECREF(val);
+    Py_XDECREF(tb);
+    PyErr_Clear();
+}
+
+void cap_warn_fallback(cap_compiled *c, cap_entry *e, const char *stage, const char *msg)
+{
+    char key[700];
+    snprintf(key, sizeof key, "fallback:%d:%s", e->id, stage);
+    add_event(c, Py_BuildValue("{s:s,s:i,s:s,s:s}", "kind", "backend_fallback", "id", e->id,
+                               "stage", stage, "error", msg));
+    if (warn_once(c, key)) {
+        char path[1024] = "";
+        cap_repro_dump(e->graph, NULL, 0, stage, msg, "ptc", path, sizeof path);
+        if (!path[0])
+            snprintf(path, sizeof path, "(none)");
+        if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                             "ptc: backend failed on graph %d (%s: %s); running it through torch ops; repro: %s",
+                             e->id, stage, msg, path) < 0)
+            PyErr_Clear();
+    }
+    PyErr_Clear();
+}

@@ -1,0 +1,103 @@
+/* Internal to the torch mapping (torch_map.c, torch_table.c, torch_ops.c):
+ * entries of the mapping table, the bound call handed to special handlers, and
+ * argument conversion helpers.
+ *
+ * A table entry names a Python callable (a torch function, an F.* function or
+ * a Tensor method) and either an op of ops.def with a signature string the
+ * generic binder follows, or a special handler in C. Signature strings list the
+ * Python parameters in order: "input:self" binds Python's `input` to the
+ * schema's `self`; "*" starts keyword-only parameters; "!inplace" is F.*'s
+ * in-place flag; "~name" is accepted and ignored; "^name" must be None/False
+ * (otherwise the call runs for real).
+ */
+#ifndef PTC_CAP_TORCH_MAP_H
+#define PTC_CAP_TORCH_MAP_H
+
+#include "torch.h"
+
+#define TM_METHOD 0x1   /* a Tensor method: `self` is bound */
+#define TM_INPLACE 0x2  /* the method's in-place form (add_): writes self */
+#define TM_UNBOUND 0x4  /* torch.Tensor.add used as a function */
+
+enum { TP_SCHEMA, TP_INPLACE, TP_IGNORE, TP_MUSTNONE };
+
+typedef struct cap_tparam {
+    char pyname[32];
+    int schema;   /* schema param index (TP_SCHEMA) */
+    uint8_t kind;
+    bool kwonly;
+} cap_tparam;
+
+/* A call being mapped: positional args (self first for methods), keywords. */
+typedef struct cap_tcall {
+    cap_trace *T;
+    const cap_tmap *m;
+    PyObject *const *pos;
+    int npos;
+    PyObject *kwnames;
+    PyObject *const *kwv;
+    int nkw;
+} cap_tcall;
+
+typedef int (*cap_thandler)(cap_tcall *c, PyObject **out);
+
+struct cap_tmap {
+    const char *name;  /* "torch.add", "Tensor.add_", "torch.nn.functional.relu" */
+    int op;            /* PTC_OP_* or -1 */
+    cap_thandler fn;   /* special handler, or NULL for the generic binder */
+    const char *sig;
+    uint32_t flags;
+    int np;
+    cap_tparam p[20];
+};
+
+extern cap_tmap cap_tmaps[];
+extern const int cap_ntmaps;
+
+/* Argument access for handlers: positional index `i` or keyword `name`
+ * (NULL when absent). */
+PyObject *cap_targ(cap_tcall *c, int i, const char *name);
+/* The generic binder: fills args[schema nparams] for op from the call. */
+int cap_tbind(cap_tcall *c, int op, ptc_arg *args);
+/* Converts one Python value to an arg of the given schema param kind.
+ * Returns CAP_NEXT, CAP_BREAK (unsupported value) or CAP_ERR. */
+int cap_tconvert(cap_trace *T, PyObject *v, int kind, int list_len, ptc_arg *out,
+                 const char *what);
+int cap_int_list(cap_trace *T, PyObject *v, ptc_arg *out, const char *what);
+/* Int list from varargs (x.view(2, 3)) or one sequence (x.view((2, 3))). */
+int cap_int_varargs(cap_trace *T, PyObject *const *pos, int n, ptc_arg *out, const char *what);
+
+/* The default dtype, and dtype=/device= keywords of factories (torch_shape.c). */
+ptc_dtype cap_default_dtype(void);
+
+/* In-place: replaces self's value with `res` (cast to self's dtype), or a
+ * break when self belongs to the caller or is a view. */
+int cap_inplace(cap_trace *T, cap_tensor *self, PyObject *res, PyObject **out);
+
+static inline cap_tensor *cap_as_tensor(PyObject *o) { return cap_is_tensor(o) ? (cap_tensor *)o : NULL; }
+static inline ptc_value *cap_val(PyObject *o) { return ((cap_tensor *)o)->v; }
+
+/* Special handlers (torch_ops.c, torch_shape.c). */
+#define CAP_SPECIAL_HANDLERS(X)                                                 \
+    X(view) X(reshape) X(permute) X(expand) X(expand_as) X(repeat) X(transpose) \
+    X(unflatten) X(split) X(chunk) X(size) X(dim) X(numel) X(stride)            \
+    X(is_contiguous) X(is_floating_point) X(is_complex) X(element_size)         \
+    X(to) X(type_as) X(cast) X(cpu) X(detach) X(contiguous) X(view_as)          \
+    X(new_full) X(like) X(factory) X(full) X(arange) X(random) X(tensor_const)  \
+    X(new_tensor) X(fill) X(copy) X(zero) X(movedim) X(squeeze)                 \
+    X(softmax) X(dropout) X(dropout_nd) X(batch_norm) X(max_pool2d) X(avg_pool2d) \
+    X(adaptive_avg_pool2d) X(adaptive_avg_pool1d) X(conv) X(pad) X(embedding)   \
+    X(sdpa) X(var) X(max_min) X(floor_divide) X(relu6) X(mish) X(logsigmoid)    \
+    X(glu) X(normalize) X(norm) X(outer) X(einsum) X(square) X(clamp_one)       \
+    X(item) X(autograd) X(requires_grad_) X(data_dependent) X(unsupported)      \
+    X(interpolate)                                                              \
+    X(eye) X(linspace) X(hypot) X(lerp) X(addcop) X(explog) X(logit) X(xlogy)   \
+    X(isinf) X(nan_to_num) X(isclose) X(dot) X(flip) X(repeat_interleave)       \
+    X(tile) X(broadcast_to) X(broadcast_tensors) X(diff) X(pointwise_loss)      \
+    X(bce) X(nll_loss) X(cross_entropy) X(stack_dims) X(native_mha)
+
+#define X(n) int cap_th_##n(cap_tcall *c, PyObject **out);
+CAP_SPECIAL_HANDLERS(X)
+#undef X
+
+#endif /* PTC_CAP_TORCH_MAP_H */

@@ -1,0 +1,367 @@
+/* Tracing: what the interpreter records while it runs a segment of user code
+ * symbolically.
+ *
+ * Sources say how a value is reached from a segment's starting state (a local
+ * of frame 0, an attribute of it, a global, ...); guards check those values on
+ * later calls. Values that came from outside the trace are "outside" objects:
+ * they have a source, and mutating them is a graph break. Everything else was
+ * created while tracing and is rebuilt by a recipe at run time. Tensors are
+ * symbolic (cap_tensor): operations on them append nodes to the graph.
+ */
+#ifndef PTC_CAP_TRACE_H
+#define PTC_CAP_TRACE_H
+
+#include "cap.h"
+#include "ops/ops.h"
+
+/* ---- breaks ---------------------------------------------------------------- */
+
+typedef enum {
+    CAP_B_NONE = 0,
+#define BREAK(id, num, reason, expl, hint) CAP_B_##id = num,
+#include "breaks.def"
+#undef BREAK
+    CAP_B_END
+} cap_break_code;
+
+typedef struct cap_break_info {
+    int code;
+    const char *name, *reason, *explanation, *hint;
+} cap_break_info;
+const cap_break_info *cap_break_lookup(int code);
+
+/* A recorded break: where and why. */
+typedef struct cap_break {
+    int code;             /* cap_break_code */
+    char detail[512];     /* what exactly ("call to os.getpid") */
+    char file[512];
+    int line, col, endcol;
+    char text[512];       /* the source line */
+    char stack[1024];     /* inlined call stack, innermost last: "f (file:line) > g ..." */
+} cap_break;
+
+/* ---- sources --------------------------------------------------------------- */
+
+#define CAP_SOURCE_KINDS(X)                                                     \
+    X(LOCAL, "L")       /* frame `frame`'s localsplus slot `index` */            \
+    X(STACK, "S")       /* frame `frame`'s stack slot `index` */                 \
+    X(FUNC, "F")        /* frame `frame`'s function */                          \
+    X(RETA, "R")        /* frame `frame`'s pending result (an __init__'s self) */ \
+    X(CONST, "C")       /* `key` itself: an object assumed constant */           \
+    X(ATTR, ".")        /* getattr(parent, key) */                              \
+    X(INSTDICT, ".")    /* parent.__dict__[key] */                              \
+    X(MODPARAM, ".")    /* parent._parameters[key] */                           \
+    X(MODBUF, ".")      /* parent._buffers[key] */                              \
+    X(MODCHILD, ".")    /* parent._modules[key] */                              \
+    X(ITEM, "[]")       /* parent[key] of a dict */                             \
+    X(INDEX, "[]")      /* parent[index] of a list or tuple */                  \
+    X(CELL, "cell")     /* the contents of cell parent */                       \
+    X(TYPE, "type")     /* type(parent) */                                      \
+    X(ITERSEQ, "seq")   /* the sequence a ptc iterator (cap_iter) walks */
+
+typedef enum {
+#define X(id, s) CAP_S_##id,
+    CAP_SOURCE_KINDS(X)
+#undef X
+    CAP_S_COUNT
+} cap_source_kind;
+
+typedef struct cap_source {
+    uint8_t kind;
+    int parent;   /* source id, -1 for roots */
+    int frame;    /* LOCAL/STACK/FUNC */
+    int index;    /* LOCAL/STACK slot, INDEX item */
+    PyObject *key;/* name, dict key, or the CONST object (strong) */
+} cap_source;
+
+/* ---- guards ---------------------------------------------------------------- */
+
+#define CAP_GUARD_KINDS(X)                                                      \
+    X(ID, "is")            /* value is obj */                                   \
+    X(TYPE, "type is")     /* type(value) is obj */                             \
+    X(EQ, "==")            /* type(value) is type(obj) and value == obj */      \
+    X(LEN, "len ==")       /* len(value) == n */                                \
+    X(KEYS, "keys ==")     /* list(value) == obj (dict keys, in order) */       \
+    X(TENSOR, "tensor")    /* tensor type, dtype, device, sizes, strides, grad */\
+    X(HASATTR, "hasattr")  /* hasattr(value, key) == n */                       \
+    X(DICT_HAS, "has key") /* (key in value) == n */                            \
+    X(NOHOOKS, "no hooks") /* module has no forward (pre-)hooks */              \
+    X(CLASSATTR, "method") /* obj = (name, f): name not in value's __dict__ and  \
+                              type(value).name is f (a method, without binding) */ \
+    X(GRAD, "grad mode")   /* torch.is_grad_enabled() == n (no source) */       \
+    X(AUTOCAST, "autocast")/* autocast state == n (no source) */                \
+    X(ITERPOS, "iterator at") /* a cap_iter at position n (obj: range or None) */ \
+    X(GLOBAL_HOOKS, "no global module hooks") /* (no source) */
+
+typedef enum {
+#define X(id, s) CAP_G_##id,
+    CAP_GUARD_KINDS(X)
+#undef X
+    CAP_G_COUNT
+} cap_guard_kind;
+
+typedef struct cap_tmeta {
+    PyObject *type;    /* exact tensor type (strong) */
+    PyObject *dtype;   /* torch.dtype (strong) */
+    ptc_dtype dt;
+    ptc_device dev;
+    int ndim;
+    int64_t sizes[PTC_MAX_DIMS], strides[PTC_MAX_DIMS];
+    bool requires_grad;
+} cap_tmeta;
+
+typedef struct cap_guard {
+    uint8_t kind;
+    int src;          /* -1 for global-state guards */
+    PyObject *obj;    /* expected object / value / key (strong) */
+    int64_t n;
+    cap_tmeta *tm;    /* TENSOR */
+} cap_guard;
+
+/* Autocast state of cpu [0] and cuda [1]: on, and the dtype (a ptc dtype,
+ * 255 when torch's has none in ptc). */
+typedef struct cap_amp {
+    bool on[2];
+    uint8_t dt[2];
+} cap_amp;
+
+/* ---- symbolic tensors ------------------------------------------------------ */
+
+typedef struct cap_tensor {
+    PyObject_HEAD
+    cap_trace *T;          /* the trace it belongs to (NULL once finished) */
+    ptc_value *v;          /* its current graph value (in-place ops replace it) */
+    ptc_value *input_v;    /* the graph input it started as, or NULL */
+    int src;               /* source of that input, or -1 */
+    PyObject *fake_type;   /* what type() reports: torch.Tensor or nn.Parameter */
+    struct cap_tensor *base; /* a view's base (strong), for in-place checks */
+    PyObject *view_key;    /* base[view_key] made it (basic indexing), or NULL */
+    int nviews;            /* views taken of it */
+    PyObject *views;       /* list of weakrefs to them (cap_t_add_view) */
+    PyObject *weakrefs;
+} cap_tensor;
+
+extern PyTypeObject *cap_tensor_type;
+static inline bool cap_is_tensor(PyObject *o) { return o && Py_TYPE(o) == cap_tensor_type; }
+
+/* ---- recipes: rebuilding Python values at run time -------------------------- */
+
+#define CAP_RECIPE_KINDS(X)                                                     \
+    X(NULLV) X(CONST) X(SOURCE) X(OUTPUT) X(TUPLE) X(LIST) X(DICT) X(SET)       \
+    X(CELL) X(SLICE) X(ITER) X(INSTANCE) X(FUNCTION) X(METHOD) X(GRADEXIT)   \
+    X(GETATTR) X(PYITER) X(EXCEPTION)
+
+typedef enum {
+#define X(id) CAP_R_##id,
+    CAP_RECIPE_KINDS(X)
+#undef X
+} cap_recipe_kind;
+
+typedef struct cap_recipe {
+    uint8_t kind;
+    int n;          /* number of items */
+    int *items;     /* recipe indices (children first in the array) */
+    PyObject *obj;  /* CONST value, INSTANCE class, FUNCTION code... (strong) */
+    int index;      /* SOURCE id, OUTPUT index, ITER position, GRADEXIT mode */
+} cap_recipe;
+
+/* A frame of a resume state. */
+typedef struct cap_frame_recipe {
+    cap_code *code;
+    int pc, sp, exc_depth;
+    int func;        /* recipe index */
+    int *lp;         /* [code->nlp] recipe indices */
+    int *stack;      /* [sp] */
+    uint8_t ret_kind;
+    int ret_a;       /* recipe index or -1 */
+    const char *module_path;
+} cap_frame_recipe;
+
+/* ---- the trace ----------------------------------------------------------------- */
+
+typedef struct cap_entry cap_entry;
+
+struct cap_trace {
+    cap_compiled *cc;
+    cap_interp *I;
+    ptc_graph *g;
+    ptc_arena *arena;         /* the graph's arena */
+    /* Sources and guards. */
+    cap_source *src;
+    int nsrc, capsrc;
+    PyObject *src_index;      /* dict: source key tuple -> id */
+    PyObject **src_val;       /* [capsrc]: wrapped value per source (strong) */
+    cap_guard *guards;
+    int nguards, capguards;
+    PyObject *guard_index;    /* dict: (kind, src, ...) -> index */
+    PyObject *obj_src;        /* dict: id(obj) -> source id, for outside objects */
+    PyObject *keep;           /* list: keeps every mapped object alive */
+    /* Graph inputs: a source each, or a constant tensor (src -1). */
+    int *input_src;
+    PyObject *input_const;    /* list aligned with graph inputs (None or tensor) */
+    /* Trace-time torch state. */
+    bool grad_enabled, grad_at_start;
+    cap_amp amp, amp_at_start; /* autocast state (autocast.c) */
+    uint8_t *node_grad;       /* per node id: grad mode it ran under */
+    int cap_node_grad;
+    uint64_t seeds;           /* random ops seen (seed counter) */
+    /* The break that ended the trace, if any. */
+    cap_break brk;
+    bool has_break;
+    /* Inlining decisions. */
+    PyObject *no_inline;      /* set of (id(code), pc) that must not be inlined */
+    PyObject *tensors;        /* weakrefs to every symbolic tensor made */
+    /* Attribute writes to outside objects, replayed after the graph: the
+       values the trace sees (id(obj) -> {name: value}) and the writes in
+       order, (obj, name, value or None, deleted). */
+    PyObject *shadow;
+    PyObject *effects;
+    PyObject *exc_stack;      /* handled exceptions of traced except blocks */
+    PyObject *strings;
+    PyObject *skipped;        /* generators run untouched while tracing */
+};
+
+/* Starts tracing the state held by I (frames with slot sources set). */
+cap_trace *cap_trace_new(cap_compiled *cc, cap_interp *I);
+void cap_trace_free(cap_trace *T);
+
+/* Sources: interned; the key is borrowed (a new reference is kept). */
+int cap_source_add(cap_trace *T, int kind, int parent, int frame, int index, PyObject *key);
+void cap_source_str(const cap_source *src, int nsrc, int id, char *buf, size_t size);
+/* Installs a guard (deduplicated). */
+int cap_guard_add(cap_trace *T, int kind, int src, PyObject *obj, int64_t n);
+/* The source an outside object was reached by, or -1. */
+int cap_t_source_of(cap_trace *T, PyObject *obj);
+/* Records that obj is reached by src (no guard). */
+int cap_t_map(cap_trace *T, PyObject *obj, int src);
+/* An object reached from outside: installs the guards its type calls for and
+ * returns what the interpreter should hold instead (a cap_tensor for tensors).
+ * New reference. */
+PyObject *cap_t_wrap(cap_trace *T, PyObject *obj, int src);
+
+/* Records a break at the current instruction; returns CAP_BREAK. */
+int cap_t_break(cap_trace *T, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A pending Python exception while tracing becomes a break (GraphBreak
+ * exceptions carry their code). Returns CAP_BREAK, or CAP_ERR for internal
+ * errors that must not be retried. */
+int cap_trace_error(cap_interp *I);
+/* Raises the GraphBreak signal exception with a code (for code running for
+ * real inside a trace, e.g. a symbolic tensor's __bool__). Returns NULL. */
+PyObject *cap_signal_break(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+extern PyObject *cap_GraphBreak;      /* internal signal */
+extern PyObject *cap_GraphBreakError; /* public: fullgraph=True */
+
+/* Interpreter hooks (see ops_flow.c). */
+int cap_t_load_state(cap_interp *I, cap_frame *f, int slot);
+void cap_t_closure_cell(cap_trace *T, cap_frame *f, int i, PyObject *cell);
+int cap_t_load_cell(cap_trace *T, PyObject *cell, PyObject **v);
+int cap_t_check_cell_write(cap_trace *T, PyObject *cell);
+
+/* Is obj a value that can be used as a compile-time constant (immutable and
+ * made of constants)? */
+bool cap_is_constant(PyObject *obj);
+/* A dict key whose lookups are stable under guards: a constant, a class, a
+ * module or a function. */
+bool cap_is_key(PyObject *o);
+/* Is obj outside (has a source)? */
+static inline bool cap_t_outside(cap_trace *T, PyObject *obj) { return cap_t_source_of(T, obj) >= 0; }
+
+/* ---- more of the trace (trace_misc.c, trace_obj.c, trace_call.c) ----------------- */
+
+extern PyObject *cap_InternalError;
+PyObject *cap_import_path(const char *path);
+void cap_source_line(const char *file, int line, char *buf, size_t size);
+bool cap_is_enum_member(PyObject *o);
+void cap_input_name(cap_trace *T, int src, char *buf, size_t size);
+int cap_t_add_input(cap_trace *T, int src, PyObject *const_tensor);
+void cap_t_track_tensor(cap_trace *T, PyObject *t);
+const char *cap_t_intern_str(cap_trace *T, const char *s);
+void cap_t_note_node(cap_trace *T, ptc_node *n);
+bool cap_t_value_grad(cap_trace *T, ptc_value *v);
+uint64_t cap_t_next_seed(cap_trace *T);
+const char *cap_module_path(cap_trace *T, PyObject *mod);
+bool cap_t_no_inline(cap_trace *T, cap_frame *f);
+void cap_t_note_skipped(cap_trace *T, PyObject *obj);
+bool cap_is_disabled(PyObject *fn);
+const char *cap_func_name(PyObject *fn);
+bool cap_is_partial(PyObject *o);
+int cap_partial_unpack(PyObject *p, PyObject **fn, PyObject **args, PyObject **kw);
+int cap_t_call_partial(cap_interp *I, PyObject *fn, PyObject *pargs, PyObject *pkw,
+                       PyObject *const *args, int nargs, PyObject *kwnames, PyObject **out);
+bool cap_is_pure_fn(PyObject *fn);
+int cap_torch_special_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
+                           PyObject *kwnames, PyObject **out);
+bool cap_global_hooks(void);
+bool cap_frozen_globals(PyObject *globals);
+void cap_report_skipped(cap_compiled *c, PyObject *fn, const char *why);
+struct cap_entry;
+void cap_report_autograd(cap_compiled *c, const struct cap_entry *e);
+PyObject *cap_compiled_module_names(cap_compiled *c);
+PyObject *cap_break_dict(const cap_break *b);
+
+int cap_t_getattr(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out);
+int cap_t_setattr(cap_interp *I, PyObject *obj, PyObject *name, PyObject *v);
+/* object.__getattribute__ / object.__setattr__ called explicitly (super()). */
+int cap_t_getattr_generic(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out);
+int cap_t_setattr_generic(cap_interp *I, PyObject *obj, PyObject *name, PyObject *v);
+int cap_t_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out);
+int cap_t_dict_lookup(cap_interp *I, PyObject *d, PyObject *key, PyObject **out);
+int cap_t_setitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject *v);
+int cap_t_iter(cap_interp *I, PyObject *obj, PyObject **out);
+int cap_t_next(cap_interp *I, PyObject *it, PyObject **out);
+PyObject *cap_t_materialize(cap_interp *I, PyObject *obj, int *rc);
+int cap_t_load_global(cap_trace *T, cap_frame *f, PyObject *name, PyObject *v, bool builtin,
+                      PyObject **out);
+int cap_t_truth_guard(cap_trace *T, PyObject *v);
+int cap_t_contains_guard(cap_trace *T, PyObject *container, PyObject *item);
+int cap_t_check_operands(cap_trace *T, PyObject *a, PyObject *b);
+int cap_t_check_format(cap_trace *T, PyObject *v);
+int cap_t_before_with(cap_interp *I, cap_frame *f, PyObject *mgr);
+PyObject *cap_t_flow(cap_trace *T, PyObject *obj);
+int cap_t_expand_call_args(cap_trace *T, PyObject *func, PyObject *args, PyObject *kw,
+                           PyObject **t, PyObject **d);
+int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
+               PyObject *kwnames, PyObject **out);
+int cap_t_run_sync(cap_interp *I, cap_frame *outer, PyObject **out);
+int cap_t_call_sync(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
+                    PyObject *kwnames, PyObject **out);
+static inline void cap_t_enter_frame(cap_trace *T, cap_frame *f) { (void)T; (void)f; }
+
+/* ---- Python types of the interpreter's own values (iter.c, torch_types.c) ----------- */
+
+typedef struct cap_iter {
+    PyObject_HEAD
+    PyObject *seq;          /* list or tuple; NULL for a range */
+    Py_ssize_t i;           /* next index */
+    Py_ssize_t n;           /* range length */
+    long long start, step;  /* range */
+    int src;                /* source of an outside seq (items get index sources), or -1 */
+    bool gen;               /* what a drained generator expression yielded */
+    cap_trace *T;
+} cap_iter;
+extern PyTypeObject *cap_iter_type;
+PyObject *cap_iter_seq(PyObject *seq, int src, cap_trace *T);
+PyObject *cap_iter_range(long long start, long long step, Py_ssize_t n);
+PyObject *cap_iter_next_raw(cap_iter *it);
+int cap_iter_types_init(PyObject *module);
+
+enum { CAP_EXIT_NONE = 0, CAP_EXIT_GRAD = 1, CAP_EXIT_AMP = 2 };
+typedef struct cap_gradexit {
+    PyObject_HEAD
+    int kind;
+    char prev; /* the grad mode restored on exit */
+    int64_t amp_prev; /* CAP_EXIT_AMP: the autocast state restored (packed) */
+} cap_gradexit;
+extern PyTypeObject *cap_gradexit_type;
+PyObject *cap_gradexit_new(int kind, bool prev);
+int cap_set_grad_enabled(bool on);
+
+typedef struct cap_method {
+    PyObject_HEAD
+    PyObject *self;         /* the symbolic tensor */
+    const struct cap_tmap *map;
+} cap_method;
+extern PyTypeObject *cap_method_type;
+PyObject *cap_method_new(PyObject *self, const struct cap_tmap *map);
+
+#endif /* PTC_CAP_TRACE_H */

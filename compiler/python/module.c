@@ -1,0 +1,285 @@
+/* ptc._C: the extension module behind the `ptc` package.
+ *
+ * It exposes the capture front end to Python: CompiledFunction (what
+ * ptc.compile returns for a function, and what the module wrapper calls), the
+ * global reset, ptc.disable, configuration, the break taxonomy, and the
+ * interpreter's test entry. The Python side (python/ptc) builds the user API on
+ * these: decorators, the nn.Module wrapper, explain, ptc.Graph.
+ */
+#include "capture/capture.h"
+#include "logs/logs.h"
+
+#include <structmember.h>
+#include <string.h>
+
+/* Defined in compiler/capture (not part of capture.h's stable surface). */
+int cap_graph_type_init(PyObject *module);
+
+typedef struct compiled_function {
+    PyObject_HEAD
+    cap_compiled *c;
+    PyObject *target;
+    PyObject *dict;
+    PyObject *weakrefs;
+} compiled_function;
+
+static PyTypeObject *compiled_type;
+static PyObject *registry; /* list of weakrefs to every CompiledFunction */
+
+static void cf_dealloc(PyObject *self)
+{
+    compiled_function *f = (compiled_function *)self;
+    if (f->weakrefs)
+        PyObject_ClearWeakRefs(self);
+    cap_compiled_free(f->c);
+    Py_XDECREF(f->target);
+    Py_XDECREF(f->dict);
+    PyTypeObject *t = Py_TYPE(self);
+    ((freefunc)PyType_GetSlot(t, Py_tp_free))(self);
+    Py_DECREF(t);
+}
+
+static PyObject *cf_call(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    return cap_compiled_call(((compiled_function *)self)->c, args, kwargs);
+}
+
+/* A compiled function used as a method binds like a function. */
+static PyObject *cf_get(PyObject *self, PyObject *obj, PyObject *type)
+{
+    if (!obj || obj == Py_None)
+        return Py_NewRef(self);
+    PyObject *types = PyImport_ImportModule("types");
+    PyObject *mt = types ? PyObject_GetAttrString(types, "MethodType") : NULL;
+    PyObject *r = mt ? PyObject_CallFunctionObjArgs(mt, self, obj, NULL) : NULL;
+    Py_XDECREF(types);
+    Py_XDECREF(mt);
+    return r;
+}
+
+static PyObject *cf_reset(PyObject *self, PyObject *unused)
+{
+    cap_compiled_reset(((compiled_function *)self)->c);
+    Py_RETURN_NONE;
+}
+
+static PyObject *cf_events(PyObject *self, PyObject *unused)
+{
+    return cap_compiled_report(((compiled_function *)self)->c);
+}
+
+static PyMethodDef cf_methods[] = {
+    {"_reset", cf_reset, METH_NOARGS, "Drops this function's compiled entries."},
+    {"_events", cf_events, METH_NOARGS, "Compiles, breaks, recompiles and fallbacks so far."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef cf_members[] = {
+    {"__wrapped__", T_OBJECT, offsetof(compiled_function, target), READONLY, "the original"},
+    {"__dictoffset__", T_PYSSIZET, offsetof(compiled_function, dict), READONLY, NULL},
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(compiled_function, weakrefs), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot cf_slots[] = {
+    {Py_tp_dealloc, cf_dealloc},
+    {Py_tp_call, cf_call},
+    {Py_tp_descr_get, cf_get},
+    {Py_tp_methods, cf_methods},
+    {Py_tp_members, cf_members},
+    {Py_tp_doc, "A function compiled by ptc: calls check guards and run captured graphs."},
+    {0, NULL},
+};
+
+static PyType_Spec cf_spec = {"ptc._C.CompiledFunction", sizeof(compiled_function), 0,
+                              Py_TPFLAGS_DEFAULT, cf_slots};
+
+static const char *backend_names[] = {
+#define X(id, name) name,
+    CAP_BACKENDS(X)
+#undef X
+};
+
+/* _compile(target, backend, fullgraph, dynamic, mode) */
+static PyObject *m_compile(PyObject *mod, PyObject *args, PyObject *kwargs)
+{
+    static char *kw[] = {"target", "backend", "fullgraph", "dynamic", "mode", NULL};
+    PyObject *target, *backend, *dynamic = Py_None;
+    int fullgraph = 0;
+    const char *mode = "default";
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|pOs", kw, &target, &backend, &fullgraph,
+                                     &dynamic, &mode))
+        return NULL;
+    cap_options o = {.fullgraph = fullgraph != 0, .dynamic = dynamic == Py_None ? -1 : PyObject_IsTrue(dynamic)};
+    snprintf(o.mode, sizeof o.mode, "%s", mode);
+    if (PyUnicode_Check(backend)) {
+        const char *name = PyUnicode_AsUTF8(backend);
+        o.backend = CAP_BACKEND_COUNT;
+        for (int i = 0; i < CAP_BACKEND_CALLABLE; i++)
+            if (strcmp(name, backend_names[i]) == 0)
+                o.backend = (cap_backend)i;
+        if (o.backend == CAP_BACKEND_COUNT)
+            return PyErr_Format(PyExc_ValueError,
+                                "ptc.compile: unknown backend '%s' (expected 'eager', 'reference', "
+                                "'ptc' or a callable)",
+                                name);
+    } else if (PyCallable_Check(backend)) {
+        o.backend = CAP_BACKEND_CALLABLE;
+        o.backend_fn = backend;
+    } else {
+        return PyErr_Format(PyExc_TypeError, "ptc.compile: backend must be a name or a callable");
+    }
+    compiled_function *f = PyObject_New(compiled_function, compiled_type);
+    if (!f)
+        return NULL;
+    f->dict = PyDict_New();
+    f->weakrefs = NULL;
+    f->target = Py_NewRef(target);
+    f->c = cap_compiled_new(target, &o);
+    if (!f->c || !f->dict) {
+        Py_DECREF(f);
+        return NULL;
+    }
+    PyObject *w = PyWeakref_NewRef((PyObject *)f, NULL);
+    if (w) {
+        PyList_Append(registry, w);
+        Py_DECREF(w);
+    }
+    return (PyObject *)f;
+}
+
+static PyObject *m_reset(PyObject *mod, PyObject *unused)
+{
+    for (Py_ssize_t i = 0; i < PyList_Size(registry); i++) {
+        PyObject *f = PyWeakref_GetObject(PyList_GetItem(registry, i));
+        if (f && f != Py_None)
+            cap_compiled_reset(((compiled_function *)f)->c);
+    }
+    /* Drop dead weakrefs. */
+    PyObject *live = PyList_New(0);
+    for (Py_ssize_t i = 0; live && i < PyList_Size(registry); i++) {
+        PyObject *w = PyList_GetItem(registry, i);
+        PyObject *f = PyWeakref_GetObject(w);
+        if (f && f != Py_None)
+            PyList_Append(live, w);
+    }
+    if (live) {
+        PyList_SetSlice(registry, 0, PyList_Size(registry), live);
+        Py_DECREF(live);
+    }
+    cap_reset_all();
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_disable(PyObject *mod, PyObject *fn)
+{
+    if (cap_disable(fn) < 0)
+        return NULL;
+    return Py_NewRef(fn);
+}
+
+static PyObject *m_interpret(PyObject *mod, PyObject *args)
+{
+    PyObject *fn, *fargs, *fkwargs = Py_None;
+    int inline_all = 0;
+    if (!PyArg_ParseTuple(args, "OO!|Op", &fn, &PyTuple_Type, &fargs, &fkwargs, &inline_all))
+        return NULL;
+    return cap_interpret(fn, fargs, fkwargs == Py_None ? NULL : fkwargs, inline_all != 0);
+}
+
+static PyObject *m_break_table(PyObject *mod, PyObject *unused)
+{
+    return cap_break_table();
+}
+
+static PyObject *m_get_config(PyObject *mod, PyObject *unused)
+{
+    static const char *inject[3] = {"", "compile", "backend"};
+    return Py_BuildValue("{s:i,s:O,s:i,s:s,s:s}", "recompile_limit", cap_cfg.recompile_limit, "strict",
+                         cap_cfg.strict ? Py_True : Py_False, "inline_depth", cap_cfg.inline_depth,
+                         "repro_dir", cap_cfg.repro_dir, "inject_failure", inject[cap_cfg.inject_failure]);
+}
+
+static PyObject *m_set_config(PyObject *mod, PyObject *args, PyObject *kwargs)
+{
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (kwargs && PyDict_Next(kwargs, &pos, &key, &value)) {
+        const char *k = PyUnicode_AsUTF8(key);
+        if (strcmp(k, "recompile_limit") == 0) {
+            long n = PyLong_AsLong(value);
+            if (n < 0 || PyErr_Occurred())
+                return PyErr_Format(PyExc_ValueError, "recompile_limit must be a non-negative int");
+            cap_cfg.recompile_limit = (int)n;
+        } else if (strcmp(k, "strict") == 0) {
+            cap_cfg.strict = PyObject_IsTrue(value) == 1;
+        } else if (strcmp(k, "inline_depth") == 0) {
+            long n = PyLong_AsLong(value);
+            if (n < 1 || n > 200 || PyErr_Occurred())
+                return PyErr_Format(PyExc_ValueError, "inline_depth must be in 1..200");
+            cap_cfg.inline_depth = (int)n;
+        } else if (strcmp(k, "repro_dir") == 0) {
+            const char *s = value == Py_None ? "" : PyUnicode_AsUTF8(value);
+            if (!s)
+                return NULL;
+            snprintf(cap_cfg.repro_dir, sizeof cap_cfg.repro_dir, "%s", s);
+        } else if (strcmp(k, "inject_failure") == 0) {
+            const char *s = value == Py_None ? "" : PyUnicode_AsUTF8(value);
+            if (!s)
+                return NULL;
+            if (strcmp(s, "") && strcmp(s, "compile") && strcmp(s, "backend"))
+                return PyErr_Format(PyExc_ValueError, "inject_failure must be '', 'compile' or 'backend'");
+            cap_cfg.inject_failure = *s == 0 ? 0 : *s == 'c' ? 1 : 2;
+        } else {
+            return PyErr_Format(PyExc_AttributeError, "ptc.config has no setting '%s'", k);
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_set_logs(PyObject *mod, PyObject *spec)
+{
+    const char *s = PyUnicode_AsUTF8(spec);
+    ptc_error err;
+    if (!s)
+        return NULL;
+    if (ptc_log_configure(s, &err) < 0)
+        return PyErr_Format(PyExc_ValueError, "ptc.config.logs: %s", err.msg);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"_compile", (PyCFunction)(void (*)(void))m_compile, METH_VARARGS | METH_KEYWORDS,
+     "_compile(target, backend, fullgraph=False, dynamic=None, mode='default')"},
+    {"_reset", m_reset, METH_NOARGS, "Drops every compiled entry."},
+    {"_disable", m_disable, METH_O, "Marks a function as never traced into."},
+    {"_interpret", m_interpret, METH_VARARGS,
+     "_interpret(fn, args, kwargs=None, inline_all=False): run fn in ptc's interpreter."},
+    {"_break_table", m_break_table, METH_NOARGS, "The graph-break taxonomy."},
+    {"_get_config", m_get_config, METH_NOARGS, "The capture settings."},
+    {"_set_config", (PyCFunction)(void (*)(void))m_set_config, METH_VARARGS | METH_KEYWORDS,
+     "Changes capture settings."},
+    {"_set_logs", m_set_logs, METH_O, "Sets the PTC_LOGS components."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "ptc._C", "ptc's C front end (see the ptc package).", -1, module_methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__C(void)
+{
+    PyObject *m = PyModule_Create(&module_def);
+    if (!m)
+        return NULL;
+    registry = PyList_New(0);
+    compiled_type = (PyTypeObject *)PyType_FromSpec(&cf_spec);
+    if (!registry || !compiled_type || PyModule_AddObjectRef(m, "CompiledFunction", (PyObject *)compiled_type) < 0 ||
+        cap_init(m) < 0 || cap_graph_type_init(m) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyModule_AddStringConstant(m, "PTC_VERSION", PTC_VERSION);
+    return m;
+}
