@@ -68,7 +68,8 @@ static const dl_dtype dl_dtypes[PTC_DTYPE_COUNT] = {
 static PyObject *torch_view(const ptc_tensor *t)
 {
     static PyObject *from_dlpack;
-    if (!from_dlpack && !(from_dlpack = cap_import_path("torch.utils.dlpack.from_dlpack")))
+    if (!from_dlpack && !(from_dlpack = cap_import_path("torch._C._from_dlpack")) &&
+        !(PyErr_Clear(), from_dlpack = cap_import_path("torch.utils.dlpack.from_dlpack")))
         return PyErr_Format(cap_InternalError, "ptc: torch.utils.dlpack is missing");
     dl_managed *m = calloc(1, sizeof *m);
     if (!m)
@@ -138,6 +139,56 @@ static int host_alloc(void *ctx, ptc_tensor *t, ptc_dtype dt, int ndim, const in
     return 0;
 }
 
+/* Torch views of ptc memory, cached by (address, dtype, sizes, strides,
+ * device): a program's arena and weights sit at the same addresses run after
+ * run, so externs find their operands here instead of building a DLPack view
+ * per call. A view owns nothing, so a stale entry is still a correct view of
+ * the memory it names. */
+typedef struct vkey {
+    void *data;
+    int32_t dtype, ndim, kind, index;
+    int64_t sizes[PTC_MAX_DIMS], strides[PTC_MAX_DIMS];
+} vkey;
+enum { VCACHE = 2048, VPROBE = 8 };
+static struct {
+    vkey k;
+    PyObject *t;
+} vcache[VCACHE];
+
+static PyObject *cached_view(const ptc_tensor *t)
+{
+    vkey k;
+    memset(&k, 0, sizeof k);
+    k.data = t->data;
+    k.dtype = t->dtype;
+    k.ndim = t->ndim;
+    k.kind = t->device.kind;
+    k.index = t->device.index;
+    for (int d = 0; d < t->ndim; d++) {
+        k.sizes[d] = t->sizes[d];
+        k.strides[d] = t->strides[d];
+    }
+    uint64_t h = ptc_hash_bytes(PTC_HASH_INIT, &k, sizeof k);
+    int slot = -1;
+    for (int i = 0; i < VPROBE; i++) {
+        int j = (int)((h + (uint64_t)i) % VCACHE);
+        if (vcache[j].t && memcmp(&vcache[j].k, &k, sizeof k) == 0)
+            return Py_NewRef(vcache[j].t);
+        if (!vcache[j].t && slot < 0)
+            slot = j;
+    }
+    PyObject *v = torch_view(t);
+    if (!v)
+        return NULL;
+    if (slot < 0) {
+        slot = (int)(h % VCACHE);
+        Py_CLEAR(vcache[slot].t);
+    }
+    vcache[slot].k = k;
+    vcache[slot].t = Py_NewRef(v);
+    return v;
+}
+
 static PyObject *arg_value(const ptc_arg *a)
 {
     switch (a->kind) {
@@ -168,68 +219,126 @@ static const char *extern_fn(ptc_op op)
     }
 }
 
-/* node(inputs) through torch, the result copied into outs. */
-static int host_extern(void *ctx, const ptc_node *node, const ptc_tensor *const *inputs,
-                       int ninputs, ptc_tensor *outs, ptc_error *err)
+/* mm, bmm and addmm write straight into ptc's buffer (out=). */
+static bool has_out(ptc_op op) { return op == PTC_OP_MM || op == PTC_OP_BMM || op == PTC_OP_ADDMM; }
+
+static void extern_error(ptc_error *err, const ptc_schema *s)
 {
-    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *et, *ev, *etb;
+    PyErr_Fetch(&et, &ev, &etb);
+    PyObject *str = ev ? PyObject_Str(ev) : NULL;
+    ptc_errorf(err, PTC_ERR_RUNTIME, "runtime", "extern %s through torch: %s", s->name,
+               str ? PyUnicode_AsUTF8(str) : "error");
+    Py_XDECREF(str);
+    Py_XDECREF(et);
+    Py_XDECREF(ev);
+    Py_XDECREF(etb);
+}
+
+/* node(inputs) through torch: the result (a new reference), written into
+ * `into` directly when the op has an out= form and into is given. */
+static PyObject *call_extern(const ptc_node *node, const ptc_tensor *const *inputs, int ninputs,
+                             PyObject *into)
+{
+    static PyObject *fns[PTC_OP_COUNT];
     const ptc_schema *s = ptc_op_schema(node->op);
     const char *path = extern_fn(node->op);
-    PyObject *fn = path ? cap_import_path(path) : NULL;
-    PyObject *args = PyList_New(0), *kw = PyDict_New(), *res = NULL;
-    int rc = -1, ti = 0;
-    if (!fn) {
-        ptc_errorf(err, PTC_ERR_RUNTIME, "runtime", "no torch kernel for extern %s", s->name);
-        goto done;
-    }
-    for (int i = 0; i < s->nparams; i++) {
+    if (!path)
+        return PyErr_Format(cap_InternalError, "no torch kernel for extern %s", s->name);
+    if (!fns[node->op] && !(fns[node->op] = cap_import_path(path)))
+        return NULL;
+    int npos = 0;
+    for (int i = 0; i < s->nparams; i++)
+        npos += !s->params[i].kwarg_only && strcmp(s->params[i].name, "seed") != 0;
+    PyObject *args = PyTuple_New(npos), *kw = NULL, *res = NULL;
+    int na = 0, ti = 0;
+    for (int i = 0; args && i < s->nparams; i++) {
         const ptc_param *p = &s->params[i];
-        PyObject *v;
         bool tensor = p->kind == PTC_PK_TENSOR || p->kind == PTC_PK_TENSOR_OPT;
         if (strcmp(p->name, "seed") == 0)
             continue;
+        PyObject *v;
         if (tensor) {
             const ptc_tensor *t = ti < ninputs ? inputs[ti] : NULL;
             ti++;
-            v = t ? torch_view(t) : Py_NewRef(Py_None);
+            v = t ? cached_view(t) : Py_NewRef(Py_None);
         } else {
             v = arg_value(&node->args[i]);
         }
         if (!v)
             goto done;
-        if (p->kwarg_only)
+        if (p->kwarg_only) {
+            if (!kw && !(kw = PyDict_New()))
+                goto done;
             PyDict_SetItemString(kw, p->name, v);
-        else
-            PyList_Append(args, v);
-        Py_DECREF(v);
+            Py_DECREF(v);
+        } else {
+            PyTuple_SetItem(args, na++, v);
+        }
     }
-    PyObject *t = PyList_AsTuple(args);
-    res = t ? PyObject_Call(fn, t, kw) : NULL;
-    Py_XDECREF(t);
-    if (!res)
-        goto done;
-    PyObject *dst = torch_view(&outs[0]);
-    PyObject *r = dst ? PyObject_CallMethod(dst, "copy_", "O", res) : NULL;
-    Py_XDECREF(dst);
-    if (!r)
-        goto done;
-    Py_DECREF(r);
-    rc = 0;
+    if (into && has_out(node->op)) {
+        if (!kw && !(kw = PyDict_New()))
+            goto done;
+        PyDict_SetItemString(kw, "out", into);
+    }
+    res = PyObject_Call(fns[node->op], args, kw);
 done:
-    if (rc < 0 && PyErr_Occurred()) {
-        PyObject *et, *ev, *etb;
-        PyErr_Fetch(&et, &ev, &etb);
-        PyObject *str = ev ? PyObject_Str(ev) : NULL;
-        ptc_errorf(err, PTC_ERR_RUNTIME, "runtime", "extern %s through torch: %s", s->name,
-                   str ? PyUnicode_AsUTF8(str) : "error");
-        Py_XDECREF(str);
-        Py_XDECREF(et);
-        Py_XDECREF(ev);
-        Py_XDECREF(etb);
-    }
-    Py_XDECREF(fn);
     Py_XDECREF(args);
     Py_XDECREF(kw);
+    return res;
+}
+
+/* node(inputs) through torch, the result written into outs. */
+static int host_extern(void *ctx, const ptc_node *node, const ptc_tensor *const *inputs,
+                       int ninputs, ptc_tensor *outs, ptc_error *err)
+{
+    PyGILState_STATE g = PyGILState_Ensure();
+    int rc = -1;
+    PyObject *dst = cached_view(&outs[0]);
+    PyObject *res = dst ? call_extern(node, inputs, ninputs, dst) : NULL;
+    if (res && res != dst && !has_out(node->op)) {
+        PyObject *r = PyObject_CallMethod(dst, "copy_", "O", res);
+        Py_XDECREF(r);
+        if (r)
+            rc = 0;
+    } else if (res) {
+        rc = 0;
+    }
+    if (rc < 0)
+        extern_error(err, ptc_op_schema(node->op));
+    Py_XDECREF(dst);
+    Py_XDECREF(res);
+    PyGILState_Release(g);
+    (void)ctx;
+    return rc;
+}
+
+/* node(inputs) through torch, the (contiguous) result handed to the runtime. */
+static int host_extern_new(void *ctx, const ptc_node *node, const ptc_tensor *const *inputs,
+                           int ninputs, ptc_tensor *outs, ptc_error *err)
+{
+    PyGILState_STATE g = PyGILState_Ensure();
+    int rc = -1;
+    PyObject *res = call_extern(node, inputs, ninputs, NULL);
+    if (res && !PyObject_TypeCheck(res, (PyTypeObject *)cap_T.Tensor)) {
+        Py_CLEAR(res);
+        PyErr_SetString(cap_InternalError, "ptc: an extern returned a non-tensor");
+    }
+    PyObject *c = res ? PyObject_CallMethod(res, "contiguous", NULL) : NULL;
+    PyObject *held = NULL;
+    if (c && cap_torch_to_ptc(c, &outs[0], &held) == 0) {
+        Py_DECREF(held);
+        ptc_storage *st = calloc(1, sizeof *st);
+        st->refs = 1;
+        st->data = outs[0].data;
+        st->release = release_owned;
+        st->owner = Py_NewRef(c);
+        outs[0].storage = st;
+        rc = 0;
+    }
+    if (rc < 0)
+        extern_error(err, ptc_op_schema(node->op));
+    Py_XDECREF(c);
     Py_XDECREF(res);
     PyGILState_Release(g);
     (void)ctx;
@@ -255,7 +364,7 @@ static void *host_stream(void *ctx, ptc_device dev)
     return ptr;
 }
 
-static const ptc_host torch_host = {NULL, host_alloc, host_extern, host_stream};
+static const ptc_host torch_host = {NULL, host_alloc, host_extern, host_stream, host_extern_new};
 
 int cap_runtime_compile(cap_entry *e, void **program, ptc_trace_compile *tc, ptc_error *err)
 {

@@ -511,7 +511,11 @@ static bool already_imported(PyObject *name, PyObject *globals, PyObject *level)
         if (!pkg || !PyUnicode_Check(pkg))
             return false;
         PyObject *util = PyImport_ImportModule("importlib.util");
-        PyObject *dots = PyUnicode_FromFormat("%.*s%U", (int)(lv < 16 ? lv : 16), "................", name);
+        char lead[17];
+        int nd = lv < 16 ? (int)lv : 16;
+        memset(lead, '.', (size_t)nd);
+        lead[nd] = 0; /* no "%.*s" in PyUnicode_FromFormat before 3.12 */
+        PyObject *dots = PyUnicode_FromFormat("%s%U", lead, name);
         full = util && dots ? PyObject_CallMethod(util, "resolve_name", "OO", dots, pkg) : NULL;
         Py_XDECREF(util);
         Py_XDECREF(dots);

@@ -862,6 +862,132 @@ int cap_th_stack_dims(cap_tcall *c, PyObject **out)
     return wrap(T, b1(T, PTC_OP_CAT, a, 2), out);
 }
 
+/* ---- the multi-head attention fast path --------------------------------------------- */
+
+static V reshape_to(cap_trace *T, V v, const int64_t *shape, int n)
+{
+    if (!v)
+        return NULL;
+    ptc_arg a[2] = {ptc_arg_value(v), ptc_arg_ints(T->arena, shape, n)};
+    return b1(T, PTC_OP_RESHAPE, a, 2);
+}
+
+static V transpose(cap_trace *T, V v, int d0, int d1)
+{
+    if (!v)
+        return NULL;
+    ptc_arg a[3] = {ptc_arg_value(v), ptc_arg_int(d0), ptc_arg_int(d1)};
+    return b1(T, PTC_OP_TRANSPOSE, a, 3);
+}
+
+static V narrow(cap_trace *T, V v, int dim, int64_t start, int64_t len)
+{
+    if (!v)
+        return NULL;
+    ptc_arg a[4] = {ptc_arg_value(v), ptc_arg_int(dim), ptc_arg_int(start), ptc_arg_int(len)};
+    return b1(T, PTC_OP_NARROW, a, 4);
+}
+
+static V linear(cap_trace *T, V x, V w, V b)
+{
+    if (!x || !w)
+        return NULL;
+    ptc_arg a[3] = {ptc_arg_value(x), ptc_arg_value(w), b ? ptc_arg_value(b) : ptc_arg_none()};
+    return b1(T, PTC_OP_LINEAR, a, 3);
+}
+
+/* [B, N, E] -> [B, H, N, D] */
+static V heads(cap_trace *T, V x, int64_t b, int64_t n, int64_t h, int64_t d)
+{
+    int64_t shape[4] = {b, n, h, d};
+    return transpose(T, reshape_to(T, x, shape, 4), 1, 2);
+}
+
+/* torch._native_multi_head_attention (nn.MultiheadAttention's inference fast
+ * path in torch 1.13+): projections, q scaled by 1/sqrt(head dim), masked
+ * softmax of q k^T, weights times v, the output projection; the weights
+ * averaged over heads when asked for. As ATen computes it. */
+int cap_th_native_mha(cap_tcall *c, PyObject **out)
+{
+    cap_trace *T = c->T;
+    PyObject *q = ARG(0, "query"), *k = ARG(1, "key"), *v = ARG(2, "value"), *nh = ARG(4, "num_head");
+    PyObject *w = ARG(5, "qkv_weight"), *bias = ARG(6, "qkv_bias"), *pw = ARG(7, "proj_weight"),
+             *pb = ARG(8, "proj_bias"), *mask = ARG(9, "mask"), *need = ARG(10, "need_weights"),
+             *avg = ARG(11, "average_attn_weights"), *mtype = ARG(12, "mask_type");
+    if (!q || !k || !v || !cap_is_tensor(q) || !cap_is_tensor(k) || !cap_is_tensor(v) || !w || !cap_is_tensor(w) ||
+        !pw || !cap_is_tensor(pw) || !nh || !PyLong_Check(nh))
+        return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "_native_multi_head_attention with these arguments");
+    const ptc_ttype *qt = &cap_val(q)->type, *kt = &cap_val(k)->type;
+    if (qt->ndim != 3 || kt->ndim != 3)
+        return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "_native_multi_head_attention on %d-d inputs", qt->ndim);
+    for (int i = 0; i < 3; i++)
+        if (qt->shape[i].sym || kt->shape[i].sym)
+            return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "_native_multi_head_attention with dynamic sizes");
+    const ptc_ttype *vt = &cap_val(v)->type;
+    for (int i = 0; i < 3; i++)
+        if (qt->shape[i].value != kt->shape[i].value || kt->shape[i].value != vt->shape[i].value)
+            return cap_t_break(T, CAP_B_TRACE_ERROR, "_native_multi_head_attention: query/key/value shapes differ");
+    int64_t B = qt->shape[0].value, L = qt->shape[1].value, E = qt->shape[2].value, S = kt->shape[1].value;
+    int64_t H = PyLong_AsLongLong(nh), D = H > 0 ? E / H : 0;
+    if (H <= 0 || D * H != E)
+        return cap_t_break(T, CAP_B_TRACE_ERROR, "embed_dim %lld not divisible by num_head %lld", (long long)E,
+                           (long long)H);
+    V W = cap_val(w), Bv = bias && cap_is_tensor(bias) ? cap_val(bias) : NULL;
+    V qp, kp, vp;
+    if (q == k && k == v) {
+        V qkv = linear(T, cap_val(q), W, Bv);
+        qp = narrow(T, qkv, 2, 0, E), kp = narrow(T, qkv, 2, E, E), vp = narrow(T, qkv, 2, 2 * E, E);
+    } else {
+        qp = linear(T, cap_val(q), narrow(T, W, 0, 0, E), Bv ? narrow(T, Bv, 0, 0, E) : NULL);
+        kp = linear(T, cap_val(k), narrow(T, W, 0, E, E), Bv ? narrow(T, Bv, 0, E, E) : NULL);
+        vp = linear(T, cap_val(v), narrow(T, W, 0, 2 * E, E), Bv ? narrow(T, Bv, 0, 2 * E, E) : NULL);
+    }
+    V qh = bins(T, PTC_OP_DIV, heads(T, qp, B, L, H, D), sqrt((double)D));
+    V kh = heads(T, kp, B, S, H, D), vh = heads(T, vp, B, S, H, D);
+    ptc_arg mm[2] = {ptc_arg_value(qh), ptc_arg_value(transpose(T, kh, 2, 3))};
+    V scores = qh && mm[1].v ? b1(T, PTC_OP_MATMUL, mm, 2) : NULL; /* [B, H, L, S] */
+    if (mask && mask != Py_None) {
+        if (!cap_is_tensor(mask))
+            return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "_native_multi_head_attention with a non-tensor mask");
+        V m = cap_val(mask);
+        long mt = mtype && PyLong_Check(mtype) ? PyLong_AsLong(mtype) : (m->type.ndim == 2 && m->type.shape[0].value == B ? 1 : 0);
+        if (mt == 1) { /* key padding [B, S] -> [B, 1, 1, S] */
+            int64_t shape[4] = {B, 1, 1, S};
+            m = reshape_to(T, m, shape, 4);
+        }
+        if (m && m->type.dtype != PTC_BOOL)
+            return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "_native_multi_head_attention with a float mask");
+        ptc_arg mf[3] = {ptc_arg_value(scores), ptc_arg_value(m), ptc_arg_float(-INFINITY)};
+        scores = scores && m ? b1(T, PTC_OP_MASKED_FILL, mf, 3) : NULL;
+    }
+    ptc_arg sm[3] = {ptc_arg_value(scores), ptc_arg_int(-1), ptc_arg_none()};
+    V attn = scores ? b1(T, PTC_OP_SOFTMAX, sm, 3) : NULL;
+    ptc_arg av[2] = {ptc_arg_value(attn), ptc_arg_value(vh)};
+    V ctx = attn && vh ? b1(T, PTC_OP_MATMUL, av, 2) : NULL; /* [B, H, L, D] */
+    int64_t merged[3] = {B, L, E};
+    V o = linear(T, reshape_to(T, transpose(T, ctx, 1, 2), merged, 3), cap_val(pw),
+                 pb && cap_is_tensor(pb) ? cap_val(pb) : NULL);
+    if (!o)
+        return CAP_BREAK;
+    PyObject *weights = NULL;
+    if (need && PyObject_IsTrue(need) == 1) {
+        V wts = attn;
+        if (!avg || PyObject_IsTrue(avg) == 1)
+            wts = bins(T, PTC_OP_DIV, reduce(T, PTC_OP_SUM, attn, 1, false, false), (double)H);
+        if (wrap(T, wts, &weights) != CAP_NEXT)
+            return CAP_BREAK;
+    }
+    PyObject *ot = NULL;
+    if (wrap(T, o, &ot) != CAP_NEXT) {
+        Py_XDECREF(weights);
+        return CAP_BREAK;
+    }
+    *out = PyTuple_Pack(2, ot, weights ? weights : Py_None);
+    Py_DECREF(ot);
+    Py_XDECREF(weights);
+    return *out ? CAP_NEXT : CAP_ERR;
+}
+
 /* ---- losses ----------------------------------------------------------------------------- */
 
 /* reduction=: 0 none, 1 mean, 2 sum; legacy size_average/reduce break. */

@@ -94,7 +94,7 @@ static inline ptc_value *cap_val(PyObject *o) { return ((cap_tensor *)o)->v; }
     X(eye) X(linspace) X(hypot) X(lerp) X(addcop) X(explog) X(logit) X(xlogy)   \
     X(isinf) X(nan_to_num) X(isclose) X(dot) X(flip) X(repeat_interleave)       \
     X(tile) X(broadcast_to) X(broadcast_tensors) X(diff) X(pointwise_loss)      \
-    X(bce) X(nll_loss) X(cross_entropy) X(stack_dims)
+    X(bce) X(nll_loss) X(cross_entropy) X(stack_dims) X(native_mha)
 
 #define X(n) int cap_th_##n(cap_tcall *c, PyObject **out);
 CAP_SPECIAL_HANDLERS(X)

@@ -244,5 +244,6 @@ cap_tmap cap_tmaps[] = {
     FX(F "nll_loss", nll_loss, -1, "") FX(F "cross_entropy", cross_entropy, -1, "")
     FX("torch.hstack", stack_dims, -1, "") FX("torch.vstack", stack_dims, -1, "")
     FX("torch.row_stack", stack_dims, -1, "")
+    FX("torch._native_multi_head_attention", native_mha, -1, "")
 };
 const int cap_ntmaps = sizeof cap_tmaps / sizeof *cap_tmaps;

@@ -320,6 +320,15 @@ def attention(x):
     return F.scaled_dot_product_attention(q, k, v), F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 
+@prog(lambda: (T(2, 5, 8), T(24, 8, seed=1), T(24, seed=2), T(8, 8, seed=3), T(8, seed=4)),
+      requires=(hasattr(torch, "_native_multi_head_attention"), "torch has no _native_multi_head_attention"))
+def native_mha(x, w, b, pw, pb):
+    mask = torch.tensor([[False] * 5, [False, False, False, True, True]])
+    out, weights = torch._native_multi_head_attention(x, x, x, 8, 2, w, b, pw, pb, mask, True, True, 1)
+    out2, none = torch._native_multi_head_attention(x, x, x, 8, 4, w, b, pw, pb, None, False)
+    return out, weights, out2, none
+
+
 @prog(x34)
 def padding(x):
     return F.pad(x, (1, 2)), F.pad(x, (1, 1, 2, 0), value=3.0), F.pad(x[None], (0, 0, 1, 1))

@@ -110,6 +110,7 @@ def record(row):
     build = os.environ.get("PTC_BUILD_DIR")
     if not build:
         return
+    os.makedirs(build, exist_ok=True)
     path = os.path.join(build, "models_report.json")
     rows = {}
     if os.path.exists(path):

@@ -520,7 +520,15 @@ static void draw_help(ui *u)
 
 static void draw(ui *u)
 {
-    getmaxyx(stdscr, u->rows, u->cols);
+    int rows, cols;
+    getmaxyx(stdscr, rows, cols);
+    /* After a resize the terminal may have reflowed what it showed (tmux
+     * does), so ncurses' idea of the screen is stale: repaint it all rather
+     * than sending only the differences. */
+    if (rows != u->rows || cols != u->cols)
+        clearok(curscr, TRUE);
+    u->rows = rows;
+    u->cols = cols;
     erase();
     if (u->rows < 6 || u->cols < 30) {
         mvaddstr(0, 0, "ptview: terminal too small");
