@@ -178,7 +178,7 @@ static void kernel_line(ptc_arena *a, xp_kernel *k, const char *line, const char
 
 static void parse_kernels(ptc_arena *a, const char *text, xp_kernels *kn)
 {
-    int cap = 0;
+    int cap = 1; /* the first line may be a kernel: no newline before it */
     for (const char *p = text; (p = strstr(p, "\nkernel ")); p++)
         cap++;
     for (const char *p = text; (p = strstr(p, "\nextern ")); p++)
