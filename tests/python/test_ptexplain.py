@@ -55,6 +55,7 @@ CASES = {
     "every_break": (["examples/explain/every_break.py"], 0),
     "recompile_storm": (["examples/explain/recompile_storm.py"], 0),
     "no_breaks": (["examples/explain/no_breaks.py"], 0),
+    "perf_hints": (["examples/explain/perf_hints.py"], 0),
     "raises": (["examples/explain/raises.py"], 1),
 }
 
