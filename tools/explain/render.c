@@ -95,12 +95,18 @@ static void wrap(out *o, int col, int indent, const char *text)
     ptc_buf_putc(o->b, '\n');
 }
 
-/* "   label    text..." with text wrapped under itself. */
+/* "   label    text..." with text wrapped under itself; labels in a
+ * column `width` wide. */
+static void field_w(out *o, int indent, int width, const char *label, const char *text)
+{
+    int col = indent + width + 1;
+    ptc_buf_printf(o->b, "%*s%s%-*s%s ", indent, "", DIM(o), width, label, RESET(o));
+    wrap(o, col, col, text);
+}
+
 static void field(out *o, int indent, const char *label, const char *text)
 {
-    int col = indent + 9;
-    ptc_buf_printf(o->b, "%*s%s%-8s%s ", indent, "", DIM(o), label, RESET(o));
-    wrap(o, col, col, text);
+    field_w(o, indent, 8, label, text);
 }
 
 /* The source line with a caret under the expression. */
@@ -390,9 +396,9 @@ static void outside(out *o, const xp_report *r)
             const xp_outside *x = &r->outside[i];
             if ((int)x->kind != k)
                 continue;
-            field(o, 2, outside_label[k], outside_text(o, x));
+            field_w(o, 2, 11, outside_label[k], outside_text(o, x));
             if (x->loc.file && *x->loc.file)
-                ptc_buf_printf(o->b, "%*sat %s\n", 11, "", place(o, &x->loc));
+                ptc_buf_printf(o->b, "%*sat %s\n", 14, "", place(o, &x->loc));
         }
     }
 }
