@@ -108,6 +108,18 @@ def test_script_that_raises_prints_report_then_traceback():
     assert "<ptexplain>" not in p.stderr
 
 
+def test_sys_exit_status(tmp_path):
+    script = tmp_path / "exits.py"
+    script.write_text("import sys\nprint('bye')\nsys.exit(3)\n")
+    p = run("--no-color", str(script))
+    assert p.returncode == 1, p.stderr
+    assert p.stdout.startswith("bye\nptexplain ")
+    assert "the script exited with status 3" in p.stdout
+    ok = tmp_path / "ok.py"
+    ok.write_text("import sys\nsys.exit(0)\n")
+    assert run(str(ok)).returncode == 0
+
+
 def test_json_to_file(tmp_path):
     out = tmp_path / "report.json"
     p = run("--json", "-o", str(out), "examples/explain/model_with_breaks.py")
@@ -127,6 +139,9 @@ def test_json_to_file(tmp_path):
     (["--runs", "0", "x.py"], "--runs 0: expected a number"),
     (["-o"], "-o needs a value"),
     (["--entry", "examples/explain/no_breaks.py:main"], "has no example_inputs()"),
+    (["--entry", "examples/explain/model_with_breaks.py:Nope"], "model_with_breaks.py has no Nope"),
+    (["examples/explain"], "examples/explain: not a file"),
+    (["-o", "no/such/dir/report.txt", "examples/explain/no_breaks.py"], "no/such/dir/report.txt: No such file"),
 ])
 def test_command_line_errors(args, message):
     p = run(*args)

@@ -436,11 +436,16 @@ void xp_render_text(ptc_buf *b, const xp_report *r, bool color)
         o.cwd[0] = 0;
     ptc_buf_printf(b, "%sptexplain%s %s\n", BOLD(&o), RESET(&o), r->target);
     if (r->status) {
+        const char *e = r->error ? r->error : "an exception";
         ptc_buf_printf(b, "  %s", RED(&o));
-        wrap(&o, 2, 2,
-             ptc_arena_printf(o.a, "the script raised %s: the report covers what ran before it; the traceback "
-                                   "follows on stderr%s",
-                              r->error ? r->error : "an exception", RESET(&o)));
+        if (!strncmp(e, "SystemExit: ", 12)) /* sys.exit(n): no traceback to show */
+            wrap(&o, 2, 2,
+                 ptc_arena_printf(o.a, "the script exited with status %s: the report covers what ran before "
+                                       "it%s", e + 12, RESET(&o)));
+        else
+            wrap(&o, 2, 2,
+                 ptc_arena_printf(o.a, "the script raised %s: the report covers what ran before it; the "
+                                       "traceback follows on stderr%s", e, RESET(&o)));
     }
     summary(&o, r);
     breaks(&o, r);
