@@ -318,9 +318,8 @@ int xp_py_exec(const xp_run *run, double *wall_ms, char *msg, size_t size)
     return keep_error(msg, size);
 }
 
-char *xp_py_collect(const char *error_summary, char *msg, size_t size)
+char *xp_py_collect(char *msg, size_t size)
 {
-    (void)error_summary;
     PyObject *r = PyObject_CallNoArgs(boot_fn("collect"));
     if (!r) {
         error_text(msg, size);
@@ -351,11 +350,6 @@ void xp_py_print_error(void)
         PyErr_Print();
     Py_XDECREF(r);
     xp_py_flush();
-}
-
-int xp_py_exit_code(void)
-{
-    return exit_code;
 }
 
 void xp_py_flush(void)

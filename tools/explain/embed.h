@@ -27,13 +27,11 @@ int xp_py_start(const xp_run *run, char *msg, size_t size);
  * file, e.g. no example_inputs). *wall_ms: the time it ran. */
 int xp_py_exec(const xp_run *run, double *wall_ms, char *msg, size_t size);
 /* The measurements as JSON (malloc'd), or NULL with msg. */
-char *xp_py_collect(const char *error_summary, char *msg, size_t size);
+char *xp_py_collect(char *msg, size_t size);
 /* The kept exception's one-line summary ("ValueError: bad"), or "". */
 const char *xp_py_error_summary(void);
 /* Prints the kept exception's traceback to stderr. */
 void xp_py_print_error(void);
-/* The exit status a SystemExit asked for (-1: none). */
-int xp_py_exit_code(void);
 /* Flushes sys.stdout and sys.stderr, so the report follows the script's output. */
 void xp_py_flush(void);
 int xp_py_finish(void);

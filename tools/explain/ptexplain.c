@@ -193,7 +193,7 @@ static const char *target_text(const args *a, ptc_buf *b)
 static int write_report(const args *a, int status, double wall_ms)
 {
     char msg[2048] = "";
-    char *json = xp_py_collect(NULL, msg, sizeof msg);
+    char *json = xp_py_collect(msg, sizeof msg);
     if (!json) {
         fprintf(stderr, "ptexplain: cannot read ptc's measurements: %s\n", msg);
         return 1;
