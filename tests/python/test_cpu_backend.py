@@ -114,6 +114,16 @@ def test_unary(workdir, op, fn, positive):
         run_case(workdir, "%s_%d" % (op, i), "%s(%%x)" % op, [("x", x)], fn)
 
 
+def has_cpu_kernel(fn, x):
+    try:
+        fn(x)
+        return True
+    except RuntimeError as e:
+        if "not implemented for" in str(e):
+            return False
+        raise
+
+
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16, torch.int32])
 def test_unary_dtypes(workdir, dtype):
     ops = [("abs", torch.abs), ("neg", torch.neg), ("relu", torch.relu), ("sign", torch.sign)]
@@ -125,6 +135,8 @@ def test_unary_dtypes(workdir, dtype):
         if op == "sqrt":
             x = x.abs()
             fn = torch.sqrt
+        if dtype == torch.float16 and not has_cpu_kernel(fn, x):
+            continue  # torch < 2 has no f16 CPU kernel for some ops (e.g. clamp_min)
         run_case(workdir, "%s_%s" % (op, str(dtype)[6:]), expr, [("x", x)], fn)
 
 

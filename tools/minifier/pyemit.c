@@ -112,7 +112,7 @@ static const pyop pyops[PTC_OP_COUNT] = {
     [PTC_OP_ADDMM] = {"torch.addmm", CALL},
     [PTC_OP_LINEAR] = {"F.linear", CALL},
     [PTC_OP_BADDBMM] = {"torch.baddbmm", CALL},
-    [PTC_OP_SDPA] = {"F.scaled_dot_product_attention", KWCALL},
+    [PTC_OP_SDPA] = {"_sdpa", KWCALL},
     [PTC_OP_CONVOLUTION] = {"torch.convolution", HELPER},
     [PTC_OP_CONV1D] = {"torch.conv1d", CALL},
     [PTC_OP_CONV2D] = {"torch.conv2d", CALL},
@@ -323,7 +323,30 @@ static const char prelude[] =
     "    return torch.amin(a, dims) if len(dims) else a.clone()\n"
     "\n"
     "def _var_mean(a, dims, correction):\n"
-    "    return torch.var_mean(a, dims, correction=correction)\n"
+    "    # torch < 2 takes only an integer correction and a tuple of dims\n"
+    "    if float(correction).is_integer():\n"
+    "        correction = int(correction)\n"
+    "    return torch.var_mean(a, tuple(dims), correction=correction)\n"
+    "\n"
+    "def _sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):\n"
+    "    # torch < 2.0 has no F.scaled_dot_product_attention (< 2.1: no scale=)\n"
+    "    if hasattr(F, 'scaled_dot_product_attention'):\n"
+    "        kw = {} if scale is None else {'scale': scale}\n"
+    "        try:\n"
+    "            return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,\n"
+    "                                                  dropout_p=dropout_p, is_causal=is_causal, **kw)\n"
+    "        except TypeError:\n"
+    "            pass\n"
+    "    s = q @ k.transpose(-2, -1) * (q.shape[-1] ** -0.5 if scale is None else scale)\n"
+    "    if is_causal:\n"
+    "        keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()\n"
+    "        s = s.masked_fill(~keep, float('-inf'))\n"
+    "    if attn_mask is not None:\n"
+    "        s = s.masked_fill(~attn_mask, float('-inf')) if attn_mask.dtype == torch.bool else s + attn_mask\n"
+    "    p = torch.softmax(s, dim=-1)\n"
+    "    if dropout_p > 0:\n"
+    "        p = F.dropout(p, dropout_p)\n"
+    "    return p @ v\n"
     "\n"
     "def _prim_cumsum(a, dim):\n"
     "    return torch.cumsum(a, dim).to(a.dtype)\n"
