@@ -45,6 +45,8 @@ cap_compiled *cap_compiled_new(PyObject *target, const cap_options *opts)
     c->is_module = PyObject_TypeCheck(target, (PyTypeObject *)cap_T.Module);
     c->positions = PyDict_New();
     c->events = PyList_New(0);
+    static int serials;
+    c->serial = ++serials;
     c->warned = PySet_New(NULL);
     c->module_names = c->is_module ? module_names(target) : PyDict_New();
     if (!c->positions || !c->events || !c->warned || !c->module_names) {
@@ -124,7 +126,24 @@ static PyObject *run_from_start(cap_compiled *c, PyObject *fn, PyObject *const *
     return r;
 }
 
+static PyObject *compiled_call(cap_compiled *c, PyObject *args, PyObject *kwargs);
+
 PyObject *cap_compiled_call(cap_compiled *c, PyObject *args, PyObject *kwargs)
+{
+    if (!cap_meas.on)
+        return compiled_call(c, args, kwargs);
+    /* ptexplain: the time of top-level compiled calls. */
+    double t0 = ptc_now_ms();
+    cap_meas.depth++;
+    PyObject *r = compiled_call(c, args, kwargs);
+    if (--cap_meas.depth == 0) {
+        cap_meas.calls++;
+        cap_meas.call_ms += ptc_now_ms() - t0;
+    }
+    return r;
+}
+
+static PyObject *compiled_call(cap_compiled *c, PyObject *args, PyObject *kwargs)
 {
     Py_ssize_t n = PyTuple_Size(args), nkw = kwargs ? PyDict_Size(kwargs) : 0;
     PyObject *stack[32], **buf = n + nkw + 1 <= 32 ? stack : PyMem_Malloc(sizeof(PyObject *) * (size_t)(n + nkw + 1));

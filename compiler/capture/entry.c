@@ -592,6 +592,7 @@ void cap_entry_free(cap_entry *e)
     free(e->guards);
     free(e->src_needed);
     Py_XDECREF(e->tensor_guards);
+    Py_XDECREF(e->stats);
     free(e->tensor_gi);
     for (int i = 0; e->param_seen && i < e->nguards; i++)
         Py_XDECREF(e->param_seen[i]);

@@ -15,6 +15,7 @@
 #include "torch.h"
 
 typedef struct cap_backend_state cap_backend_state;
+typedef struct cap_stats cap_stats;
 
 enum { CAP_END_RETURN = 0, CAP_END_BREAK = 1 };
 
@@ -89,6 +90,8 @@ struct cap_entry {
     PyObject *guard_strs;    /* list of str */
     PyObject *skipped;       /* list of skipped generator names */
     long hits;
+    PyObject *stats;         /* measure.c's capsule (strong), or NULL */
+    cap_stats *st;           /* its record */
 };
 typedef struct cap_entry cap_entry;
 
@@ -107,6 +110,9 @@ void cap_entry_release_vals(cap_entry *e, PyObject **vals, bool *owned);
 /* A description of guard g with the value it saw now ("G['flag'] == True, now False"). */
 void cap_guard_describe(const cap_entry *e, int g, PyObject **vals, char *buf, size_t size);
 void cap_guard_str(const cap_source *src, int nsrc, const cap_guard *g, char *buf, size_t size);
+/* Guard g as a dict for reports: kind, source, guard, old, new, and where the
+ * trace made it (file, line, col, endcol, text; file "" when unknown). */
+PyObject *cap_guard_info(const cap_entry *e, int g, PyObject **vals);
 
 /* Runs the graph on the state's values; outputs[graph->noutputs] new refs. */
 int cap_entry_run_graph(cap_entry *e, PyObject **vals, PyObject **outputs);

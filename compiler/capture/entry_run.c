@@ -497,40 +497,93 @@ void cap_guard_str(const cap_source *src, int nsrc, const cap_guard *g, char *bu
     }
 }
 
-void cap_guard_describe(const cap_entry *e, int gi, PyObject **vals, char *buf, size_t size)
+/* What guard gi's value is now, in the guard's own terms. */
+static void guard_now(const cap_entry *e, int gi, PyObject **vals, char *now, size_t size)
 {
     const cap_guard *g = &e->guards[gi];
-    char what[600], now[300] = "";
-    cap_guard_str(e->src, e->nsrc, g, what, sizeof what);
     PyObject *v = g->src >= 0 ? vals[g->src] : NULL;
+    now[0] = 0;
     if (g->src >= 0 && !v) {
-        snprintf(now, sizeof now, "missing");
+        snprintf(now, size, "missing");
     } else if (g->kind == CAP_G_TENSOR && v) {
         char why[300] = "unchanged";
         cap_tmeta_check(v, g->tm, why, sizeof why);
-        snprintf(now, sizeof now, "%s", why);
+        snprintf(now, size, "%s", why);
     } else if (g->kind == CAP_G_GRAD) {
-        snprintf(now, sizeof now, "%s", g->n ? "False" : "True");
+        snprintf(now, size, "%s", g->n ? "False" : "True");
     } else if (g->kind == CAP_G_ITERPOS && v && Py_TYPE(v) == cap_iter_type) {
-        snprintf(now, sizeof now, "at item %lld", (long long)((cap_iter *)v)->i);
+        snprintf(now, size, "at item %lld", (long long)((cap_iter *)v)->i);
     } else if (g->kind == CAP_G_AUTOCAST) {
         cap_amp a;
         if (cap_amp_read(&a) == 0)
-            cap_amp_str(cap_amp_pack(&a), now, sizeof now);
+            cap_amp_str(cap_amp_pack(&a), now, size);
         PyErr_Clear();
     } else if (g->kind == CAP_G_GLOBAL_HOOKS) {
-        snprintf(now, sizeof now, "%s", g->n ? "absent" : "present");
+        snprintf(now, size, "%s", g->n ? "absent" : "present");
     } else if (g->kind == CAP_G_TYPE) {
-        snprintf(now, sizeof now, "%s", cap_tpname(Py_TYPE(v)));
+        snprintf(now, size, "%s", cap_tpname(Py_TYPE(v)));
     } else if (g->kind == CAP_G_LEN) {
-        snprintf(now, sizeof now, "%zd", PyObject_Size(v));
+        snprintf(now, size, "%zd", PyObject_Size(v));
         PyErr_Clear();
     } else if (g->kind == CAP_G_NOHOOKS) {
-        snprintf(now, sizeof now, "hooks registered");
+        snprintf(now, size, "hooks registered");
     } else if (v) {
-        repr_into(v, now, sizeof now);
+        repr_into(v, now, size);
     }
+}
+
+void cap_guard_describe(const cap_entry *e, int gi, PyObject **vals, char *buf, size_t size)
+{
+    char what[600], now[300];
+    cap_guard_str(e->src, e->nsrc, &e->guards[gi], what, sizeof what);
+    guard_now(e, gi, vals, now, sizeof now);
     snprintf(buf, size, "%s (now %s)", what, now);
+}
+
+/* The value guard g expects, in the terms guard_now uses for the new one. */
+static void guard_old(const cap_guard *g, char *old, size_t size)
+{
+    switch (g->kind) {
+    case CAP_G_TENSOR: cap_tmeta_str(g->tm, old, size); return;
+    case CAP_G_TYPE: snprintf(old, size, "%s", cap_tpname((PyTypeObject *)g->obj)); return;
+    case CAP_G_LEN: snprintf(old, size, "%lld", (long long)g->n); return;
+    case CAP_G_GRAD: snprintf(old, size, "%s", g->n ? "True" : "False"); return;
+    case CAP_G_GLOBAL_HOOKS: snprintf(old, size, "%s", g->n ? "present" : "absent"); return;
+    case CAP_G_NOHOOKS: snprintf(old, size, "no hooks"); return;
+    case CAP_G_ITERPOS: snprintf(old, size, "at item %lld", (long long)g->n); return;
+    case CAP_G_AUTOCAST: cap_amp_str(g->n, old, size); return;
+    case CAP_G_HASATTR:
+    case CAP_G_DICT_HAS: snprintf(old, size, "%s", g->n ? "True" : "False"); return;
+    default: repr_into(g->obj, old, size);
+    }
+}
+
+PyObject *cap_guard_info(const cap_entry *e, int gi, PyObject **vals)
+{
+    const cap_guard *g = &e->guards[gi];
+    char what[600], src[400] = "", old[300], now[300], text[512] = "";
+    const char *file = "";
+    int line = 0, col = -1, endline = 0, endcol = -1;
+    cap_guard_str(e->src, e->nsrc, g, what, sizeof what);
+    if (g->src >= 0)
+        cap_source_str(e->src, e->nsrc, g->src, src, sizeof src);
+    guard_old(g, old, sizeof old);
+    guard_now(e, gi, vals, now, sizeof now);
+    if (g->kind == CAP_G_TENSOR) {
+        /* cap_tmeta_check says "<now>, expected <old>": keep <now>. */
+        char *cut = strstr(now, ", expected ");
+        if (cut)
+            *cut = 0;
+    }
+    if (g->code) {
+        file = g->code->file;
+        cap_code_pos(g->code, g->pc, &line, &col, &endline, &endcol);
+        cap_source_line(file, line, text, sizeof text);
+    }
+    return Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:s}", "guard_kind", guard_names[g->kind],
+                         "source", src, "expected", what, "old", old, "new", now, "file", file, "line",
+                         line, "col", col + 1, "endcol", endline == line && endcol >= 0 ? endcol + 1 : 0,
+                         "text", text);
 }
 
 /* ---- recipes ------------------------------------------------------------------------------ */

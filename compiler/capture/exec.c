@@ -41,6 +41,8 @@ static PyObject *position_key(cap_frame *base, cap_frame *top)
 static void pos_free(PyObject *cap)
 {
     cap_pos *p = PyCapsule_GetPointer(cap, "ptc.pos");
+    if (p)
+        Py_CLEAR(p->last_info);
     while (p && p->head) {
         cap_entry *e = p->head;
         p->head = e->next;
@@ -89,8 +91,10 @@ static void set_grad(bool on)
 }
 
 /* Runs entry e on the state in S (its guards passed with vals). On a break,
- * S gets the resume state and steps to the next safe point. */
-static segment_result run_entry(cap_compiled *c, cap_entry *e, cap_interp *S, PyObject **vals)
+ * S gets the resume state and steps to the next safe point. k: the call's
+ * clock while measuring (measure.c), else NULL. */
+static segment_result run_entry(cap_compiled *c, cap_entry *e, cap_interp *S, PyObject **vals,
+                                cap_clock *k)
 {
     segment_result r = {CAP_ERR, NULL};
     PyObject **outs = NULL, **rv = NULL;
@@ -98,8 +102,12 @@ static segment_result run_entry(cap_compiled *c, cap_entry *e, cap_interp *S, Py
     outs = calloc((size_t)nout + 1, sizeof *outs);
     rv = calloc((size_t)e->nrecipes + 1, sizeof *rv);
     e->hits++;
+    if (k)
+        cap_clock_graph_begin(k, e, vals);
     if (e->graph && cap_entry_run_graph(e, vals, outs) < 0)
         goto done;
+    if (k)
+        cap_clock_graph_end(k, e, outs, nout);
     if (e->grad_end != e->grad_start)
         set_grad(e->grad_end);
     if (e->amp_end != e->amp_start) {
@@ -396,6 +404,7 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
             e->recompile = recompile;
             e->compile_ms = ptc_now_ms() - t0;
             snprintf(e->frame_name, sizeof e->frame_name, "%s", S->base->code->qualname_s);
+            cap_stats_attach(e);
             cap_report_compile(c, e, T, reason);
         }
         cap_interp_clear(&It);
@@ -411,7 +420,13 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
     }
     if (e) {
         ptc_error err;
-        if (cap_backend_prepare(e, c, &err) < 0) {
+        double tb = ptc_now_ms();
+        int prepared = cap_backend_prepare(e, c, &err);
+        if (e->st) {
+            e->st->backend_ms = ptc_now_ms() - tb;
+            e->st->backend = e->backend;
+        }
+        if (prepared < 0) {
             char buf[1200];
             ptc_error_format(&err, buf, sizeof buf);
             if (!e->bstate || !cap_backend_ready(e)) {
@@ -445,7 +460,7 @@ static void warn_limit(cap_compiled *c, cap_pos *p, const char *name)
              name, cap_cfg.recompile_limit, p->last_fail);
     if (PyErr_WarnEx(PyExc_UserWarning, msg, 1) < 0)
         PyErr_Clear();
-    cap_report_limit(c, name, p->last_fail);
+    cap_report_limit(c, name, p->last_fail, p->last_info);
 }
 
 /* Source values of one guard walk: a buffer grown to the entry's needs. */
@@ -525,8 +540,13 @@ static cap_entry *lookup(cap_compiled *c, cap_interp *S, valbuf *b, bool *eager)
             return NULL;
         if (ok)
             return e;
-        if (e == p->head) /* most recent: its failure is the recompile reason */
+        if (e == p->head) { /* most recent: its failure is the recompile reason */
             cap_guard_describe(e, failed, b->vals, p->last_fail, sizeof p->last_fail);
+            if (cap_meas.on) {
+                Py_XSETREF(p->last_info, cap_guard_info(e, failed, b->vals));
+                PyErr_Clear();
+            }
+        }
         cap_entry_release_vals(e, b->vals, b->owned);
         last = e;
     }
@@ -543,9 +563,11 @@ static cap_entry *lookup(cap_compiled *c, cap_interp *S, valbuf *b, bool *eager)
         snprintf(reason, sizeof reason, "%s",
                  S->frame == S->base && S->base->pc == 0 ? "first call" : "resume after a graph break");
     if (last)
-        cap_report_recompile(c, S->base->code->qualname_s, p->last_fail);
+        cap_report_recompile(c, S->base->code->qualname_s, p->last_fail, p->last_info);
     bool untraceable;
+    double tc = ptc_now_ms();
     cap_entry *e = compile_at(c, S, reason, p->count, &untraceable);
+    cap_meas.compile_ms += ptc_now_ms() - tc;
     if (!e) {
         if (untraceable) {
             p->eager = true;
@@ -581,10 +603,33 @@ static bool recoverable(cap_compiled *c, const char *where)
     return true;
 }
 
+/* Runs the rest of the call for real after a lookup gave up on the state in
+ * S (first: nothing of the call ran yet, so it restarts from its arguments). */
+static PyObject *run_eagerly(cap_interp *S, bool first, PyObject *fn, PyObject *args,
+                             PyObject *kwargs, bool measure)
+{
+    double t0 = measure ? ptc_now_ms() : 0;
+    PyObject *r = NULL;
+    if (first) {
+        r = PyObject_Call(fn, args, kwargs);
+    } else {
+        S->stepping = false; /* the rest of this call runs for real */
+        if (cap_run(S) == CAP_DONE) {
+            r = S->result;
+            S->result = NULL;
+        }
+    }
+    if (measure)
+        cap_measure_eager(S->base->code->qualname_s, ptc_now_ms() - t0);
+    return r;
+}
+
 /* Runs the state in S to the end; S's outermost frame is the compiled
  * function's. Until the first segment finished, nothing of this call ran
- * for real, so an internal error may still restart it eagerly. */
-PyObject *cap_drive(cap_compiled *c, cap_interp *S, PyObject *fn, PyObject *args, PyObject *kwargs)
+ * for real, so an internal error may still restart it eagerly. k: the
+ * call's clock while measuring, else NULL. */
+static PyObject *drive(cap_compiled *c, cap_interp *S, PyObject *fn, PyObject *args,
+                       PyObject *kwargs, cap_clock *k)
 {
     bool first = true;
     valbuf b = {0};
@@ -597,16 +642,9 @@ PyObject *cap_drive(cap_compiled *c, cap_interp *S, PyObject *fn, PyObject *args
                 return NULL;
             }
             valbuf_free(&b);
-            if (first)
-                return PyObject_Call(fn, args, kwargs);
-            S->stepping = false; /* the rest of this call runs for real */
-            if (cap_run(S) != CAP_DONE)
-                return NULL;
-            PyObject *r = S->result;
-            S->result = NULL;
-            return r;
+            return run_eagerly(S, first, fn, args, kwargs, k != NULL);
         }
-        segment_result r = run_entry(c, e, S, b.vals);
+        segment_result r = run_entry(c, e, S, b.vals, k);
         cap_entry_release_vals(e, b.vals, b.owned);
         if (r.rc == CAP_DONE) {
             valbuf_free(&b);
@@ -615,8 +653,18 @@ PyObject *cap_drive(cap_compiled *c, cap_interp *S, PyObject *fn, PyObject *args
         if (r.rc != CAP_STOP) {
             bool redo = first && recoverable(c, S->base->code->qualname_s);
             valbuf_free(&b);
-            return redo ? PyObject_Call(fn, args, kwargs) : NULL;
+            return redo ? run_eagerly(S, true, fn, args, kwargs, k != NULL) : NULL;
         }
         first = false;
     }
+}
+
+PyObject *cap_drive(cap_compiled *c, cap_interp *S, PyObject *fn, PyObject *args, PyObject *kwargs)
+{
+    if (!cap_meas.on)
+        return drive(c, S, fn, args, kwargs, NULL);
+    cap_clock k = {0};
+    PyObject *r = drive(c, S, fn, args, kwargs, &k);
+    cap_clock_done(&k);
+    return r;
 }

@@ -14,6 +14,7 @@ typedef struct cap_pos {
     bool eager;            /* over the recompile limit, or untraceable */
     bool warned;
     char last_fail[700];   /* the most recent entry's failing guard */
+    PyObject *last_info;   /* the same as a dict (cap_guard_info), or NULL */
 } cap_pos;
 
 struct cap_compiled {
@@ -28,6 +29,7 @@ struct cap_compiled {
     ptc_trace *trace;      /* PTC_TRACE_DIR, opened on the first compile */
     bool trace_checked;
     uint64_t rng_offset;   /* per graph run */
+    int serial;            /* numbers compiled functions (measure.c's "cf") */
 };
 
 PyObject *cap_drive(cap_compiled *c, cap_interp *S, PyObject *fn, PyObject *args, PyObject *kwargs);
@@ -40,8 +42,9 @@ PyObject *cap_compiled_call_fn(cap_compiled *c, PyObject *fn, PyObject *const *a
 void cap_report_compile(cap_compiled *c, cap_entry *e, cap_trace *T, const char *reason);
 /* Closes the entry's trace folder once its backend compiled. */
 void cap_report_compiled(cap_entry *e);
-void cap_report_recompile(cap_compiled *c, const char *name, const char *guard);
-void cap_report_limit(cap_compiled *c, const char *name, const char *guard);
+/* info: cap_guard_info's dict for the failing guard (merged into the event), or NULL. */
+void cap_report_recompile(cap_compiled *c, const char *name, const char *guard, PyObject *info);
+void cap_report_limit(cap_compiled *c, const char *name, const char *guard, PyObject *info);
 /* A break whose resume state cannot be rebuilt in the outermost frame. */
 void cap_report_untraceable(cap_compiled *c, const char *name, const cap_break *b, const char *why);
 /* Internal error with the pending exception: warns once, dumps a repro,
@@ -54,5 +57,58 @@ const ptc_graph *cap_last_graph(void);
 /* Writes a repro folder for graph g with the given torch inputs (may be NULL). */
 void cap_repro_dump(const ptc_graph *g, PyObject **inputs, int ninputs, const char *stage,
                     const char *message, const char *backend, char *path, size_t size);
+
+/* ---- measurements for ptexplain (measure.c) ------------------------------------------- */
+
+#define CAP_STATS_SAMPLES 64
+#define CAP_STATS_CROSS 32
+#define CAP_CLOCK_OUTS 64
+
+/* One entry's numbers; shared with its compile event through a capsule. */
+struct cap_stats {
+    long runs;              /* graph runs */
+    double graph_ms;        /* inside the graph */
+    double backend_ms;      /* compiling the graph for its backend */
+    long breaks;            /* END_BREAK: times its break ran */
+    double break_ms;        /* outside graphs from its graph to the next (see measure.c) */
+    double tail_ms;         /* END_RETURN: from its graph to the return */
+    int nsamples;
+    float samples[CAP_STATS_SAMPLES]; /* break_ms of the first runs, one each */
+    int ncross;             /* outputs of its graph that the next graph read */
+    struct cap_cross { int next, out, in; } cross[CAP_STATS_CROSS];
+    int backend;            /* cap_backend that ran the graph last */
+    bool end_break;
+};
+
+typedef struct cap_measure {
+    bool on;
+    int depth;              /* nested compiled calls */
+    long calls;             /* top-level compiled calls */
+    double call_ms, compile_ms, graph_ms;
+    PyObject *events;       /* every compiled function's events (dicts with "cf") */
+    PyObject *eager;        /* frame name -> (calls, ms) run eagerly by a fallback */
+} cap_measure;
+extern cap_measure cap_meas;
+
+/* The accounting of one call (cap_drive). */
+typedef struct cap_clock {
+    cap_stats *pending;     /* the entry whose break is running */
+    cap_stats *last;        /* the entry that ran last */
+    double since, compile0, graph0, graph_start;
+    int nouts;
+    PyObject *outs[CAP_CLOCK_OUTS]; /* the pending entry's graph outputs (strong) */
+} cap_clock;
+
+void cap_measure_set(bool on);
+/* Appends a copy of the event to the global list (when measuring). */
+void cap_measure_event(cap_compiled *c, PyObject *ev);
+/* Creates e's stats record (when measuring); borrowed capsule or NULL. */
+PyObject *cap_stats_attach(cap_entry *e);
+PyObject *cap_stats_dict(PyObject *capsule);
+PyObject *cap_measured(void);
+void cap_clock_graph_begin(cap_clock *k, cap_entry *e, PyObject **vals);
+void cap_clock_graph_end(cap_clock *k, cap_entry *e, PyObject **outs, int nout);
+void cap_clock_done(cap_clock *k);
+void cap_measure_eager(const char *frame, double ms);
 
 #endif /* PTC_CAP_EXEC_H */

@@ -13,7 +13,16 @@ static void add_event(cap_compiled *c, PyObject *ev)
 {
     if (ev && PyList_Append(c->events, ev) < 0)
         PyErr_Clear();
+    cap_measure_event(c, ev);
     Py_XDECREF(ev);
+}
+
+/* Adds the entries of `more` (a dict or NULL) to the event ev. */
+static PyObject *with(PyObject *ev, PyObject *more)
+{
+    if (ev && more && PyDict_Update(ev, more) < 0)
+        PyErr_Clear();
+    return ev;
 }
 
 static bool logs_ready;
@@ -71,7 +80,7 @@ static void json_break(ptc_jw *w, const cap_break *b)
 
 /* ---- trace directory --------------------------------------------------------------------- */
 
-static void trace_files(cap_compiled *c, cap_entry *e, const char *reason)
+static void trace_files(cap_compiled *c, cap_entry *e, const char *reason, PyObject *ev)
 {
     if (!c->trace_checked) {
         ptc_error err;
@@ -111,6 +120,10 @@ static void trace_files(cap_compiled *c, cap_entry *e, const char *reason)
     ptc_trace_write(tc, NULL, "breaks.json", jb.data, jb.len, &err);
     ptc_buf_free(&jb);
     e->tc = tc; /* the backend writes its stages here; cap_report_compiled ends it */
+    PyObject *dir = ev ? PyUnicode_FromString(ptc_trace_compile_dir(tc)) : NULL;
+    if (dir && PyDict_SetItemString(ev, "trace", dir) < 0)
+        PyErr_Clear();
+    Py_XDECREF(dir);
 }
 
 void cap_report_compiled(cap_entry *e)
@@ -142,6 +155,9 @@ void cap_report_compile(cap_compiled *c, cap_entry *e, cap_trace *T, const char 
                                  e->skipped ? e->skipped : Py_None, "compile_ms", e->compile_ms,
                                  "graph", graph ? graph : Py_NewRef(Py_None), "end",
                                  e->end == CAP_END_RETURN ? "return" : "break");
+    if (ev && e->stats && PyDict_SetItemString(ev, "stats", e->stats) < 0)
+        PyErr_Clear();
+    trace_files(c, e, reason, ev);
     add_event(c, ev);
     if (e->graph && ptc_log_on(PTC_LOG_CAPTURED, PTC_LOG_INFO)) {
         ptc_buf b = {0};
@@ -165,25 +181,25 @@ void cap_report_compile(cap_compiled *c, cap_entry *e, cap_trace *T, const char 
         if (ptc_log_on(PTC_LOG_GRAPH_BREAKS, PTC_LOG_DEBUG))
             ptc_log(PTC_LOG_GRAPH_BREAKS, PTC_LOG_DEBUG, "    stack: %s", e->brk.stack);
     }
-    trace_files(c, e, reason);
     (void)T;
     PyErr_Clear();
 }
 
-void cap_report_recompile(cap_compiled *c, const char *name, const char *guard)
+void cap_report_recompile(cap_compiled *c, const char *name, const char *guard, PyObject *info)
 {
     logs_init();
-    add_event(c, Py_BuildValue("{s:s,s:s,s:s}", "kind", "recompile", "frame", name, "guard", guard));
+    add_event(c, with(Py_BuildValue("{s:s,s:s,s:s}", "kind", "recompile", "frame", name, "guard", guard), info));
     if (ptc_log_on(PTC_LOG_RECOMPILES, PTC_LOG_INFO))
         ptc_log(PTC_LOG_RECOMPILES, PTC_LOG_INFO, "recompiling %s: guard failed: %s", name, guard);
     PyErr_Clear();
 }
 
-void cap_report_limit(cap_compiled *c, const char *name, const char *guard)
+void cap_report_limit(cap_compiled *c, const char *name, const char *guard, PyObject *info)
 {
     logs_init();
-    add_event(c, Py_BuildValue("{s:s,s:s,s:s,s:i}", "kind", "recompile_limit", "frame", name,
-                               "guard", guard, "limit", cap_cfg.recompile_limit));
+    add_event(c, with(Py_BuildValue("{s:s,s:s,s:s,s:i}", "kind", "recompile_limit", "frame", name,
+                                    "guard", guard, "limit", cap_cfg.recompile_limit),
+                      info));
     if (ptc_log_on(PTC_LOG_RECOMPILES, PTC_LOG_INFO))
         ptc_log(PTC_LOG_RECOMPILES, PTC_LOG_INFO, "%s hit the recompile limit (%d); running eagerly",
                 name, cap_cfg.recompile_limit);

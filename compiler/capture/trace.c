@@ -266,7 +266,11 @@ int cap_guard_add(cap_trace *T, int kind, int src, PyObject *obj, int64_t n)
         T->guards = realloc(T->guards, sizeof *T->guards * (size_t)T->capguards);
     }
     cap_guard *g = &T->guards[T->nguards];
-    *g = (cap_guard){(uint8_t)kind, src, Py_XNewRef(obj), n, NULL};
+    *g = (cap_guard){(uint8_t)kind, src, Py_XNewRef(obj), n, NULL, NULL, 0};
+    if (T->I && T->I->frame) {
+        g->code = T->I->frame->code;
+        g->pc = T->I->frame->pc;
+    }
     if (kind == CAP_G_TENSOR) {
         g->tm = calloc(1, sizeof *g->tm);
         if (cap_tmeta_read(obj, g->tm) < 0) {

@@ -116,6 +116,8 @@ typedef struct cap_guard {
     PyObject *obj;    /* expected object / value / key (strong) */
     int64_t n;
     cap_tmeta *tm;    /* TENSOR */
+    cap_code *code;   /* the instruction the trace was at when it made the guard */
+    int pc;           /*   (code NULL: made before the first instruction) */
 } cap_guard;
 
 /* Autocast state of cpu [0] and cuda [1]: on, and the dtype (a ptc dtype,

@@ -14,6 +14,9 @@
 
 /* Defined in compiler/capture (not part of capture.h's stable surface). */
 int cap_graph_type_init(PyObject *module);
+void cap_measure_set(bool on);
+PyObject *cap_measured(void);
+PyObject *cap_stats_dict(PyObject *capsule);
 
 typedef struct compiled_function {
     PyObject_HEAD
@@ -248,7 +251,31 @@ static PyObject *m_set_logs(PyObject *mod, PyObject *spec)
     Py_RETURN_NONE;
 }
 
+static PyObject *m_measure(PyObject *mod, PyObject *on)
+{
+    int v = PyObject_IsTrue(on);
+    if (v < 0)
+        return NULL;
+    cap_measure_set(v == 1);
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_measured(PyObject *mod, PyObject *unused)
+{
+    return cap_measured();
+}
+
+static PyObject *m_entry_stats(PyObject *mod, PyObject *capsule)
+{
+    return cap_stats_dict(capsule);
+}
+
 static PyMethodDef module_methods[] = {
+    {"_measure", m_measure, METH_O,
+     "_measure(on): ptexplain's measurements (times around graphs and breaks, every event)."},
+    {"_measured", m_measured, METH_NOARGS,
+     "Totals of the measurements and every compiled function's events since _measure(True)."},
+    {"_entry_stats", m_entry_stats, METH_O, "The measurements of one entry (a compile event's 'stats')."},
     {"_compile", (PyCFunction)(void (*)(void))m_compile, METH_VARARGS | METH_KEYWORDS,
      "_compile(target, backend, fullgraph=False, dynamic=None, mode='default')"},
     {"_reset", m_reset, METH_NOARGS, "Drops every compiled entry."},

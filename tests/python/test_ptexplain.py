@@ -1,0 +1,151 @@
+"""ptexplain, the built executable, on the scripts of examples/explain/.
+
+Golden reports: each case runs `ptexplain --no-color ...` from the source
+root and compares its standard output, with timings masked, to
+tests/explain/<case>.txt. Timing figures are the only thing that may change
+between runs: every number followed by "ms" or "%" becomes N, and line
+numbers inside torch's own files (which move between torch releases) become
+L:C. PTC_UPDATE_GOLDEN=1 rewrites the goldens from this run.
+
+Also: two runs give the same masked report; --json and -o; the exit status
+and traceback of a script that raises; one-line errors with status 2 for a
+bad command line or a missing file.
+"""
+import json
+import os
+import re
+import subprocess
+
+import pytest
+
+torch = pytest.importorskip("torch")
+# Reports quote torch's own code (module paths, what an op was called):
+# the goldens are made with torch 2.x. Older torch runs the other tests.
+old_torch = pytest.mark.skipif(int(torch.__version__.split(".")[0]) < 2,
+                               reason="ptexplain's goldens are made with torch 2.x, this is %s"
+                               % torch.__version__)
+
+SRC = os.environ.get("PTC_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("PTC_BUILD_DIR", os.path.join(SRC, "build"))
+EXE = os.path.join(BUILD, "tools", "explain", "ptexplain")
+GOLDEN = os.path.join(SRC, "tests", "explain")
+UPDATE = os.environ.get("PTC_UPDATE_GOLDEN") == "1"
+
+if not os.access(EXE, os.X_OK):
+    pytest.skip("ptexplain is not built (%s)" % EXE, allow_module_level=True)
+
+
+def run(*args, cwd=SRC):
+    env = dict(os.environ)
+    for k in ("PTC_TRACE_DIR", "PTC_LOGS", "PTC_STRICT", "PTC_REPRO"):
+        env.pop(k, None)
+    env["NO_COLOR"] = "1"
+    return subprocess.run([EXE, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def mask(text):
+    text = re.sub(r"\d+(\.\d+)?(?= ms\b|%)", "N", text)
+    return re.sub(r"((?:^|[ (])torch/[\w/.]+\.py):\d+:\d+", r"\1:L:C", text, flags=re.M)
+
+
+# case -> (command line, exit status)
+CASES = {
+    "model_with_breaks": (["examples/explain/model_with_breaks.py"], 0),
+    "model_entry": (["--entry", "examples/explain/model_with_breaks.py:Model", "--no-grad"], 0),
+    "every_break": (["examples/explain/every_break.py"], 0),
+    "recompile_storm": (["examples/explain/recompile_storm.py"], 0),
+    "no_breaks": (["examples/explain/no_breaks.py"], 0),
+    "perf_hints": (["examples/explain/perf_hints.py"], 0),
+    "raises": (["examples/explain/raises.py"], 1),
+}
+
+_runs = {}
+
+
+def report(case):
+    if case not in _runs:
+        args, _ = CASES[case]
+        _runs[case] = run("--no-color", *args)
+    return _runs[case]
+
+
+@old_torch
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_golden(case):
+    p = report(case)
+    assert p.returncode == CASES[case][1], p.stderr
+    got = mask(p.stdout)
+    path = os.path.join(GOLDEN, case + ".txt")
+    if UPDATE:
+        with open(path, "w") as f:
+            f.write(got)
+    with open(path) as f:
+        want = f.read()
+    assert got == want, "masked report differs from %s (PTC_UPDATE_GOLDEN=1 regenerates it)" % path
+
+
+@old_torch
+def test_every_break_code_is_reported():
+    import ptc
+    text = report("every_break").stdout
+    for b in ptc.break_codes():
+        assert re.search(r"^#\d+ %s " % b["code"], text, re.M), b["code"]
+
+
+def test_two_runs_give_the_same_report():
+    first = report("model_with_breaks")
+    again = run("--no-color", *CASES["model_with_breaks"][0])
+    assert first.returncode == again.returncode == 0
+    assert mask(first.stdout) == mask(again.stdout)
+
+
+def test_script_that_raises_prints_report_then_traceback():
+    p = report("raises")
+    assert p.returncode == 1
+    assert "the script raised ValueError: expected 2 rows, got 3" in p.stdout
+    assert p.stderr.lstrip().startswith("Traceback (most recent call last):"), p.stderr
+    assert 'raises.py", line' in p.stderr and p.stderr.rstrip().endswith("ValueError: expected 2 rows, got 3")
+    assert "<ptexplain>" not in p.stderr
+
+
+def test_sys_exit_status(tmp_path):
+    script = tmp_path / "exits.py"
+    script.write_text("import sys\nprint('bye')\nsys.exit(3)\n")
+    p = run("--no-color", str(script))
+    assert p.returncode == 1, p.stderr
+    assert p.stdout.startswith("bye\nptexplain ")
+    assert "the script exited with status 3" in p.stdout
+    ok = tmp_path / "ok.py"
+    ok.write_text("import sys\nsys.exit(0)\n")
+    assert run(str(ok)).returncode == 0
+
+
+def test_json_to_file(tmp_path):
+    out = tmp_path / "report.json"
+    p = run("--json", "-o", str(out), "examples/explain/model_with_breaks.py")
+    assert p.returncode == 0, p.stderr
+    assert "Summary" not in p.stdout
+    r = json.loads(out.read_text())
+    assert [b["code"] for b in r["breaks"]] == ["PTC-B001", "PTC-B005", "PTC-B002", "PTC-B007"]
+    assert r["breaks"][0]["where"]["line"] == 16 and r["summary"]["graphs"] == 5
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--bogus", "x.py"], "unknown option --bogus"),
+    ([], "no script given"),
+    (["no/such/script.py"], "no/such/script.py: No such file or directory"),
+    (["--entry", "examples/explain/model_with_breaks.py"], "expected FILE.py:FUNCTION"),
+    (["--entry", "missing.py:f"], "missing.py: No such file or directory"),
+    (["--runs", "0", "x.py"], "--runs 0: expected a number"),
+    (["-o"], "-o needs a value"),
+    (["--entry", "examples/explain/no_breaks.py:main"], "has no example_inputs()"),
+    (["--entry", "examples/explain/model_with_breaks.py:Nope"], "model_with_breaks.py has no Nope"),
+    (["examples/explain"], "examples/explain: not a file"),
+    (["-o", "no/such/dir/report.txt", "examples/explain/no_breaks.py"], "no/such/dir/report.txt: No such file"),
+])
+def test_command_line_errors(args, message):
+    p = run(*args)
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ptexplain: ") and message in lines[0], p.stderr
+    assert p.stdout == ""

@@ -1,0 +1,215 @@
+/* Tests for ptexplain's report core (tools/explain), without Python: the
+ * cost bands, ranking of break sites (band first, then source position, so
+ * noise inside a band cannot reorder them), grouping of entries into sites,
+ * recompiles, deduplicated hints, the kernels.txt reader, and the text and
+ * JSON forms. The input is the measurement JSON that ptexplain's embedded
+ * bootstrap writes.
+ */
+#include "logs/logs.h"
+#include "tools/explain/explain.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A compile event of function cf, entry id, ending in a break of `code` at
+ * `line`, whose break ran `runs` times for `ms` each. */
+static void compile_event(ptc_buf *b, int cf, int id, const char *code, int line, int runs, double ms)
+{
+    ptc_buf_printf(b,
+                   "{\"kind\":\"compile\",\"cf\":%d,\"id\":%d,\"recompile\":0,\"frame\":\"f\",\"reason\":\"first call\","
+                   "\"end\":\"break\",\"trace\":\"\",\"nodes\":0,\"guard_count\":1,\"compile_ms\":1.0,\"ptir\":null,"
+                   "\"stats\":{\"backend\":\"ptc\",\"runs\":%d,\"graph_ms\":0.5,\"breaks\":%d,\"break_ms\":%g,"
+                   "\"samples\":[",
+                   cf, id, runs, runs, runs * ms);
+    for (int i = 0; i < runs; i++)
+        ptc_buf_printf(b, "%s%g", i ? "," : "", ms);
+    ptc_buf_printf(b,
+                   "],\"cross\":[]},\"break\":{\"code\":\"%s\",\"name\":\"X\",\"reason\":\"reason %s\","
+                   "\"explanation\":\"why\",\"hint\":\"general hint\",\"detail\":\"call to g\",\"stack\":\"\","
+                   "\"file\":\"m.py\",\"line\":%d,\"col\":5,\"endcol\":9,\"text\":\"    g(x)\"}}",
+                   code, code, line);
+}
+
+static const char *build(xp_report *r, ptc_buf *events)
+{
+    ptc_buf j = {0};
+    ptc_buf_printf(&j, "{\"calls\":3,\"call_ms\":100,\"compile_ms\":20,\"graph_ms\":10,\"eager\":[],"
+                       "\"notes\":[],\"versions\":\"test\",\"events\":[%s]}",
+                   events->data ? events->data : "");
+    ptc_error err;
+    memset(r, 0, sizeof *r);
+    r->target = "m.py";
+    int rc = xp_report_build(r, j.data, j.len, &err);
+    ck_assert_int_eq(rc, 0);
+    ptc_buf_free(&j);
+    ptc_buf out = {0};
+    xp_render_text(&out, r, false);
+    const char *s = ptc_arena_strdup(r->arena, out.data);
+    ptc_buf_free(&out);
+    return s;
+}
+
+START_TEST(bands)
+{
+    ck_assert_int_eq(xp_band(0), 0);
+    ck_assert_int_eq(xp_band(0.9), 0);
+    ck_assert_int_eq(xp_band(9.99), 0);
+    ck_assert_int_eq(xp_band(10), 1);
+    ck_assert_int_eq(xp_band(99), 1);
+    ck_assert_int_eq(xp_band(100), 2);
+    ck_assert_int_eq(xp_band(2500), 3);
+    double v[] = {5, 1, 100, 2};
+    ck_assert(xp_median(v, 4) == 3.5);
+    ck_assert(xp_median(v, 3) == 1 + 4);
+}
+END_TEST
+
+/* Cheap sites keep source order whatever their small costs; a site ten
+ * times costlier comes first. */
+START_TEST(ranking_is_band_then_position)
+{
+    ptc_buf ev = {0};
+    compile_event(&ev, 1, 0, "PTC-B005", 30, 3, 0.9); /* 2.7 ms */
+    ptc_buf_puts(&ev, ",");
+    compile_event(&ev, 1, 1, "PTC-B002", 20, 3, 0.1); /* 0.3 ms: still before line 30 */
+    ptc_buf_puts(&ev, ",");
+    compile_event(&ev, 1, 2, "PTC-B006", 40, 3, 20); /* 60 ms: band 1, first */
+    xp_report r;
+    const char *text = build(&r, &ev);
+    ck_assert_int_eq(r.nsites, 3);
+    ck_assert_str_eq(r.sites[0].code, "PTC-B006");
+    ck_assert_str_eq(r.sites[1].code, "PTC-B002");
+    ck_assert_str_eq(r.sites[2].code, "PTC-B005");
+    ck_assert_int_eq(r.sites[0].runs, 3);
+    ck_assert(r.sites[0].median_ms == 20);
+    const char *a = strstr(text, "#1 PTC-B006"), *b = strstr(text, "#2 PTC-B002"), *c = strstr(text, "#3 PTC-B005");
+    ck_assert(a && b && c && a < b && b < c);
+    ck_assert_ptr_nonnull(strstr(text, "    g(x)\n"));
+    ck_assert_ptr_nonnull(strstr(text, " |     ^^^^\n"));
+    /* the concrete hint names the expression under the caret */
+    ck_assert_ptr_nonnull(strstr(text, "`g(x)` calls g"));
+    xp_report_free(&r);
+    ptc_buf_free(&ev);
+}
+END_TEST
+
+/* Entries that end at the same place are one site; its cost sums them. */
+START_TEST(entries_group_into_sites)
+{
+    ptc_buf ev = {0};
+    compile_event(&ev, 1, 0, "PTC-B001", 12, 2, 1.0);
+    ptc_buf_puts(&ev, ",");
+    compile_event(&ev, 1, 3, "PTC-B001", 12, 4, 1.0);
+    xp_report r;
+    const char *text = build(&r, &ev);
+    ck_assert_int_eq(r.nsites, 1);
+    ck_assert_int_eq(r.sites[0].runs, 6);
+    ck_assert(r.sites[0].rank_ms == 6.0);
+    ck_assert_ptr_nonnull(strstr(text, "1 site, 6 breaks run"));
+    xp_report_free(&r);
+    ptc_buf_free(&ev);
+}
+END_TEST
+
+START_TEST(recompiles_with_old_and_new)
+{
+    ptc_buf ev = {0};
+    for (int i = 1; i <= 3; i++)
+        ptc_buf_printf(&ev,
+                       "%s{\"kind\":\"%s\",\"cf\":1,\"frame\":\"f\",\"guard\":\"L['x']\",\"guard_kind\":\"tensor\","
+                       "\"source\":\"L['x']\",\"expected\":\"L['x']: tensor f32[%d]\",\"old\":\"f32[%d]\",\"new\":\"f32[%d]\","
+                       "\"file\":\"m.py\",\"line\":3,\"col\":12,\"endcol\":13,\"text\":\"    return x * 2\",\"limit\":2}",
+                       i > 1 ? "," : "", i == 3 ? "recompile_limit" : "recompile", i, i, i + 1);
+    xp_report r;
+    const char *text = build(&r, &ev);
+    ck_assert_int_eq(r.nrecompiles, 3);
+    ck_assert_ptr_nonnull(strstr(text, "the guard on L['x'] (tensor) failed 2 times"));
+    ck_assert_ptr_nonnull(strstr(text, "f32[1] -> f32[2]\n"));
+    ck_assert_ptr_nonnull(strstr(text, "f32[3] -> f32[4]: the recompile limit (2) was hit"));
+    ck_assert_ptr_nonnull(strstr(text, "Pad or bucket inputs"));
+    ck_assert_ptr_nonnull(strstr(text, "recompiles            2 (1 position hit the recompile limit)"));
+    xp_report_free(&r);
+    ptc_buf_free(&ev);
+}
+END_TEST
+
+static const char loops_txt[] = "buf0: f32[4,8] input 0\n"
+                                "buf1: f32[4,8] temp  <- %1\n"
+                                "buf2: f32[] output 0  <- %3\n";
+static const char kernels_txt[] = "kernel 0 k0_exp:\n"
+                                  "  group 0 pointwise [4, 8]\n"
+                                  "    member n1 of t1 -> buf1[i0, i1]:f32  <- %1\n"
+                                  "      t0 = load buf0[i0, i1] : f32\n"
+                                  "kernel 1 k1_abs_sum:\n"
+                                  "  group 0 reduction [] over [r0 < 32]\n"
+                                  "    member n3 sum of t1 -> buf2[0]:f32  <- %2, %3\n"
+                                  "      t0 = load buf1[r0] : f32\n";
+
+START_TEST(kernels_reader)
+{
+    ptc_arena *a = ptc_arena_new();
+    xp_kernels kn = {0};
+    ck_assert_int_eq(xp_kernels_parse(a, loops_txt, kernels_txt, &kn), 0);
+    ck_assert(kn.present);
+    ck_assert_int_eq(kn.nkernels, 2);
+    ck_assert_str_eq(kn.kernels[1].name, "k1_abs_sum");
+    ck_assert_int_eq(kn.kernels[1].nreduce, 1);
+    ck_assert_str_eq(kn.kernels[1].reduce_prov[0], "%3"); /* the reduction, not its fused producer */
+    const xp_kernel *w = xp_kernel_writing(&kn, 1);
+    ck_assert_ptr_nonnull(w);
+    ck_assert_str_eq(w->name, "k0_exp");
+    const xp_buf *out = xp_buf_find(&kn, XP_BUF_OUTPUT, 0);
+    ck_assert_ptr_nonnull(out);
+    ck_assert_int_eq(out->num, 2);
+    ptc_arena_free(a);
+}
+END_TEST
+
+START_TEST(json_form_and_bad_input)
+{
+    ptc_buf ev = {0};
+    compile_event(&ev, 1, 0, "PTC-B004", 7, 1, 0.5);
+    xp_report r;
+    build(&r, &ev);
+    ptc_buf j = {0};
+    xp_render_json(&j, &r);
+    ptc_arena *a = ptc_arena_new();
+    ptc_error err;
+    ptc_json *root = ptc_json_parse(a, j.data, j.len, "report", &err);
+    ck_assert_ptr_nonnull(root);
+    const ptc_json *breaks = ptc_json_get(root, "breaks");
+    ck_assert(breaks && breaks->kind == PTC_JARR && breaks->n == 1);
+    ck_assert_str_eq(ptc_json_str(breaks->items[0], "code", ""), "PTC-B004");
+    ck_assert_str_eq(ptc_json_str(root, "status", ""), "ran");
+    ptc_arena_free(a);
+    ptc_buf_free(&j);
+    xp_report_free(&r);
+    ptc_buf_free(&ev);
+
+    xp_report bad = {0};
+    ck_assert_int_eq(xp_report_build(&bad, "[1,2]", 5, &err), -1);
+    xp_report_free(&bad);
+    xp_report bad2 = {0};
+    ck_assert_int_eq(xp_report_build(&bad2, "{\"events\":", 10, &err), -1);
+    xp_report_free(&bad2);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("explain");
+    TCase *tc = tcase_create("report");
+    tcase_add_test(tc, bands);
+    tcase_add_test(tc, ranking_is_band_then_position);
+    tcase_add_test(tc, entries_group_into_sites);
+    tcase_add_test(tc, recompiles_with_old_and_new);
+    tcase_add_test(tc, kernels_reader);
+    tcase_add_test(tc, json_form_and_bad_input);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

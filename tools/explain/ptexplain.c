@@ -1,0 +1,271 @@
+/* ptexplain: run a PyTorch script with ptc and explain why it is slow.
+ *
+ *   ptexplain [OPTIONS] SCRIPT.py [ARGS...]
+ *   ptexplain [OPTIONS] --entry FILE.py:FUNCTION
+ *
+ * The driver: parse the command line, give the run a trace directory (the
+ * user's PTC_TRACE_DIR, else a temporary one removed at the end), run the
+ * script in the embedded interpreter with ptc measuring (embed.c), build and
+ * analyse the report from what ptc measured (explain.h), print it as text or
+ * JSON, then the script's traceback if it raised.
+ *
+ * Exit status: 0 the script ran (the report is complete); 1 the script raised
+ * or exited with a non-zero status (the report so far is printed, then the
+ * traceback), or ptexplain failed after the script ran; 2 bad command line, a
+ * missing file, or ptc could not be started (a one-line error).
+ */
+#include "embed.h"
+#include "explain.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct args {
+    xp_run run;
+    const char *out;
+    bool json, no_color;
+} args;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ptexplain [OPTIONS] SCRIPT.py [ARGS...]\n"
+            "       ptexplain [OPTIONS] --entry FILE.py:FUNCTION\n"
+            "Runs the script with ptc (torch.compile is routed to ptc.compile) and reports\n"
+            "graphs, graph breaks ranked by measured cost, recompiles, ops that ran outside\n"
+            "ptc's kernels and performance hints.\n"
+            "  --entry FILE.py:FUNCTION  call FUNCTION (a function or nn.Module class) of FILE\n"
+            "                  with FILE's example_inputs(), compiled with ptc\n"
+            "  --runs N        calls of the entry (default 3)\n"
+            "  --backend NAME  the entry's backend: ptc (default), eager or reference\n"
+            "  --no-grad       call the entry under torch.no_grad()\n"
+            "  --json          write the report as JSON\n"
+            "  --no-color      no colors (also when NO_COLOR is set or the output is not a terminal)\n"
+            "  -o FILE         write the report to FILE instead of standard output\n"
+            "  -h, --help      this help; --version: ptc's version\n");
+}
+
+__attribute__((format(printf, 1, 2))) static int bad(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "ptexplain: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 2;
+}
+
+static int check_file(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return bad("%s: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return bad("%s: not a file", path);
+    if (access(path, R_OK) < 0)
+        return bad("%s: %s", path, strerror(errno));
+    return 0;
+}
+
+/* 0, or an exit status (-1: --help / --version printed). */
+static int parse_args(int argc, char **argv, args *a)
+{
+    *a = (args){.run = {.runs = 3, .backend = "ptc"}};
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-' && argv[i][1]; i++) {
+        const char *o = argv[i];
+        bool has_value = i + 1 < argc;
+        if (strcmp(o, "--") == 0) {
+            i++;
+            break;
+        } else if (strcmp(o, "-h") == 0 || strcmp(o, "--help") == 0) {
+            usage(stdout);
+            return -1;
+        } else if (strcmp(o, "--version") == 0) {
+            printf("ptexplain (ptc) %s\n", PTC_VERSION);
+            return -1;
+        } else if (strcmp(o, "--json") == 0) {
+            a->json = true;
+        } else if (strcmp(o, "--no-color") == 0) {
+            a->no_color = true;
+        } else if (strcmp(o, "--no-grad") == 0) {
+            a->run.no_grad = true;
+        } else if (strcmp(o, "-o") == 0 || strcmp(o, "--entry") == 0 || strcmp(o, "--runs") == 0 ||
+                   strcmp(o, "--backend") == 0) {
+            if (!has_value)
+                return bad("%s needs a value (see ptexplain --help)", o);
+            const char *v = argv[++i];
+            if (strcmp(o, "-o") == 0) {
+                a->out = v;
+            } else if (strcmp(o, "--entry") == 0) {
+                const char *colon = strrchr(v, ':');
+                if (!colon || colon == v || !colon[1])
+                    return bad("--entry %s: expected FILE.py:FUNCTION", v);
+                a->run.entry_file = strndup(v, (size_t)(colon - v));
+                a->run.entry_fn = colon + 1;
+            } else if (strcmp(o, "--runs") == 0) {
+                char *end;
+                long n = strtol(v, &end, 10);
+                if (*end || n < 1 || n > 1000000)
+                    return bad("--runs %s: expected a number of calls from 1 to 1000000", v);
+                a->run.runs = (int)n;
+            } else {
+                if (strcmp(v, "ptc") && strcmp(v, "eager") && strcmp(v, "reference"))
+                    return bad("--backend %s: expected ptc, eager or reference", v);
+                a->run.backend = v;
+            }
+        } else {
+            return bad("unknown option %s (see ptexplain --help)", o);
+        }
+    }
+    if (a->run.entry_file) {
+        if (i < argc)
+            return bad("--entry takes no script (got %s)", argv[i]);
+        return check_file(a->run.entry_file);
+    }
+    if (i >= argc)
+        return bad("no script given (usage: ptexplain [OPTIONS] SCRIPT.py [ARGS...])");
+    a->run.argc = argc - i;
+    a->run.argv = argv + i;
+    return check_file(argv[i]);
+}
+
+/* ---- the temporary trace directory ---------------------------------------------------- */
+
+static void remove_tree(const char *path)
+{
+    DIR *d = opendir(path);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                continue;
+            char sub[4096];
+            snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+            struct stat st;
+            if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode))
+                remove_tree(sub);
+            else
+                unlink(sub);
+        }
+        closedir(d);
+    }
+    rmdir(path);
+}
+
+static char temp_trace[4096];
+
+static int trace_dir(void)
+{
+    const char *user = getenv("PTC_TRACE_DIR");
+    if (user && *user)
+        return 0;
+    const char *tmp = getenv("TMPDIR");
+    snprintf(temp_trace, sizeof temp_trace, "%s/ptexplain.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(temp_trace))
+        return bad("cannot create a trace directory under %s: %s", tmp && *tmp ? tmp : "/tmp",
+                   strerror(errno));
+    setenv("PTC_TRACE_DIR", temp_trace, 1);
+    return 0;
+}
+
+/* ---- report --------------------------------------------------------------------------- */
+
+static const char *target_text(const args *a, ptc_buf *b)
+{
+    if (a->run.entry_file) {
+        ptc_buf_printf(b, "%s:%s (%d call%s)", a->run.entry_file, a->run.entry_fn, a->run.runs,
+                       a->run.runs == 1 ? "" : "s");
+    } else {
+        for (int i = 0; i < a->run.argc; i++)
+            ptc_buf_printf(b, "%s%s", i ? " " : "", a->run.argv[i]);
+    }
+    return b->data;
+}
+
+static int write_report(const args *a, int status, double wall_ms)
+{
+    char msg[2048] = "";
+    char *json = xp_py_collect(msg, sizeof msg);
+    if (!json) {
+        fprintf(stderr, "ptexplain: cannot read ptc's measurements: %s\n", msg);
+        return 1;
+    }
+    xp_report r = {0};
+    ptc_buf target = {0};
+    r.target = target_text(a, &target);
+    r.status = status == XP_RAN ? 0 : 1;
+    r.error = status == XP_RAN ? NULL : xp_py_error_summary();
+    r.wall_ms = wall_ms;
+    ptc_error err;
+    int rc = 0;
+    if (xp_report_build(&r, json, strlen(json), &err) < 0) {
+        char buf[1400];
+        ptc_error_format(&err, buf, sizeof buf);
+        fprintf(stderr, "ptexplain: cannot build the report: %s\n", buf);
+        rc = 1;
+    } else {
+        ptc_buf out = {0};
+        FILE *f = a->out ? fopen(a->out, "w") : stdout;
+        bool color = !a->no_color && !a->json && !a->out && !getenv("NO_COLOR") && isatty(1);
+        if (a->json)
+            xp_render_json(&out, &r);
+        else
+            xp_render_text(&out, &r, color);
+        if (!f || fwrite(out.data, 1, out.len, f) != out.len || (f != stdout && fclose(f) != 0)) {
+            fprintf(stderr, "ptexplain: %s: %s\n", a->out ? a->out : "stdout", strerror(errno));
+            rc = 1;
+        }
+        fflush(stdout);
+        ptc_buf_free(&out);
+    }
+    xp_report_free(&r);
+    ptc_buf_free(&target);
+    free(json);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (a.out) {
+        FILE *f = fopen(a.out, "w"); /* fail before the script runs, not after */
+        if (!f)
+            return bad("%s: %s", a.out, strerror(errno));
+        fclose(f);
+    }
+    if ((rc = trace_dir()))
+        return rc;
+    char msg[2048] = "";
+    int status = xp_py_start(&a.run, msg, sizeof msg);
+    double wall_ms = 0;
+    if (status == XP_RAN)
+        status = xp_py_exec(&a.run, &wall_ms, msg, sizeof msg);
+    if (status == XP_SETUP) {
+        xp_py_flush();
+        rc = bad("%s", msg);
+    } else {
+        xp_py_flush();
+        rc = write_report(&a, status, wall_ms);
+        if (status == XP_RAISED) {
+            xp_py_print_error();
+            rc = 1;
+        }
+    }
+    xp_py_flush();
+    if (xp_py_finish() < 0 && rc == 0)
+        rc = 1;
+    if (temp_trace[0])
+        remove_tree(temp_trace);
+    return rc;
+}
