@@ -240,6 +240,37 @@ static int fresh_varargs(cap_trace *T, cap_frame *g)
     return 0;
 }
 
+/* Guards what a frame still needs of its function. A frame that has not
+ * started reads the function itself (defaults, closure): identity. A resumed
+ * frame reads only its code and globals (its cells are locals by then), and
+ * the previous segment rebuilds an inlined method's function and bound method
+ * on every call, so identity would fail every time: guard the code and the
+ * globals of the function, and the object a bound method is bound to. */
+static int guard_func(cap_trace *T, PyObject *func, int fs, bool at_start)
+{
+    if (cap_is_method(func) && !at_start) {
+        PyObject *self = PyObject_GetAttr(func, cap_P.s_self), *fn = PyObject_GetAttr(func, cap_P.s_func);
+        int ss = self && fn ? cap_source_add(T, CAP_S_ATTR, fs, 0, 0, cap_P.s_self) : -1;
+        int ff = ss >= 0 ? cap_source_add(T, CAP_S_ATTR, fs, 0, 0, cap_P.s_func) : -1;
+        int rc = ff >= 0 && cap_guard_add(T, CAP_G_ID, ss, self, 0) == 0 ? guard_func(T, fn, ff, false) : -1;
+        Py_XDECREF(self);
+        Py_XDECREF(fn);
+        return rc;
+    }
+    if (!cap_is_function(func) || at_start)
+        return cap_guard_add(T, CAP_G_ID, fs, func, 0);
+    PyObject *attrs[2] = {cap_P.s_code, cap_P.s_globals};
+    for (int i = 0; i < 2; i++) {
+        PyObject *v = PyObject_GetAttr(func, attrs[i]);
+        int s = v ? cap_source_add(T, CAP_S_ATTR, fs, 0, 0, attrs[i]) : -1;
+        int rc = s >= 0 ? cap_guard_add(T, CAP_G_ID, s, v, 0) : -1;
+        Py_XDECREF(v);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* The tracing interpreter's copy of the state in S, with sources. */
 static int trace_state(cap_trace *T, cap_interp *S, cap_interp *It)
 {
@@ -255,7 +286,7 @@ static int trace_state(cap_trace *T, cap_interp *S, cap_interp *It)
         if (d == 0 && n == 1 && g->pc == 0 && fresh_varargs(T, g) < 0)
             return -1;
         int fs = cap_source_add(T, CAP_S_FUNC, -1, d, 0, NULL);
-        if (fs < 0 || cap_guard_add(T, CAP_G_ID, fs, g->func, 0) < 0)
+        if (fs < 0 || guard_func(T, g->func, fs, g->pc == 0) < 0)
             return -1;
         cap_t_map(T, g->func, fs);
         if (g->ret_a) {

@@ -235,8 +235,17 @@ static int getattr_impl(cap_interp *I, PyObject *obj, PyObject *name, PyObject *
     }
     if (descr) {
         if (cap_is_function(descr)) {
-            *out = bound_method(descr, obj);
-            return *out ? CAP_NEXT : CAP_ERR;
+            /* A method of an outside object's class: guarded (the class
+               still has it, the instance does not shadow it), so that
+               replacing it recompiles. */
+            PyObject *m = bound_method(descr, obj);
+            if (!m || src < 0) {
+                *out = m;
+                return m ? CAP_NEXT : CAP_ERR;
+            }
+            int rc = derived(T, m, CAP_S_ATTR, src, 0, name, out);
+            Py_DECREF(m);
+            return rc;
         }
         descrgetfunc get = (descrgetfunc)PyType_GetSlot(Py_TYPE(descr), Py_tp_descr_get);
         if (get) {

@@ -1,0 +1,223 @@
+"""Graph breaks inside inlined methods: the resumed segments hit the cache.
+
+A break inside a method ptc inlined (a module's forward called as
+`self.block(x)`, each block of a ModuleList loop, a method of a plain object)
+resumes in a frame whose function the previous segment rebuilds on every call.
+The resumed frame's guards check what the frame still uses of it (its code and
+globals, and the object a bound method is bound to), so identical calls after
+the first compile nothing, while swapping the method still recompiles. Results
+and printed text agree with eager on every call.
+"""
+import contextlib
+import io
+
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+import ptc  # noqa: E402
+
+
+def events(compiled):
+    return getattr(compiled, "_ptc_compiled", compiled)._events()
+
+
+def kinds(compiled, kind):
+    return [e for e in events(compiled) if e["kind"] == kind]
+
+
+class Block(nn.Module):
+    def __init__(self, dim, tag):
+        super().__init__()
+        self.fc = nn.Linear(dim, dim)
+        self.tag = tag
+
+    def forward(self, x):
+        h = self.fc(x)
+        if h.abs().mean() > 10:  # a break on a tensor value, inside the inlined forward
+            h = h * 0.1
+        print("block", self.tag)  # a side effect after the break
+        return x + torch.relu(h)
+
+
+class Model(nn.Module):
+    def __init__(self, dim=8):
+        super().__init__()
+        self.block = Block(dim, "a")
+        self.head = nn.Linear(dim, 3)
+
+    def forward(self, x):
+        return self.head(self.block(x) * 2)
+
+
+class Stack(nn.Module):
+    def __init__(self, dim=8, n=3):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block(dim, str(i)) for i in range(n)])
+
+    def forward(self, x):
+        for block in self.blocks:  # each block breaks: resumes mid-loop
+            x = block(x)
+        return x.sum(-1)
+
+
+class Scaler:
+    """Not a module: its method is inlined like any other."""
+
+    def __init__(self, factor):
+        self.factor = factor
+        self.seen = None
+
+    def apply(self, h):
+        if h.sum() > 0:
+            h = h * self.factor
+        self.seen = tuple(h.shape)  # a write to an outside object, after the break
+        return h - 1
+
+
+SCALER = Scaler(3.0)
+
+
+def uses_scaler(x):
+    return SCALER.apply(x * 2) + 1
+
+
+def run(fn, x, calls=4):
+    """Results and printed text of `calls` calls."""
+    out = []
+    for _ in range(calls):
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf), torch.no_grad():
+            y = fn(x)
+        out.append((y, buf.getvalue()))
+    return out
+
+
+def check_like_eager(model_or_fn, x, calls=4):
+    compiled = ptc.compile(model_or_fn, backend="eager")
+    got, want = run(compiled, x, calls), run(model_or_fn, x, calls)
+    for i, ((y, text), (ey, etext)) in enumerate(zip(got, want)):
+        assert torch.allclose(y, ey, atol=1e-6), "call %d: result differs" % (i + 1)
+        assert text == etext, "call %d: printed %r, eager %r" % (i + 1, text, etext)
+    return compiled
+
+
+def test_break_in_inlined_forward_hits_the_cache():
+    torch.manual_seed(0)
+    model = Model().eval()
+    x = torch.randn(4, 8)
+    compiled = ptc.compile(model, backend="eager")
+    run(compiled, x, 1)
+    first = len(kinds(compiled, "compile"))
+    assert first == 3, "the start and the resume points after the branch and the print: %d" % first
+    check = check_like_eager(model, x)
+    assert not kinds(check, "recompile"), [e["guard"] for e in kinds(check, "recompile")]
+    run(compiled, x, 3)
+    assert len(kinds(compiled, "compile")) == first, "later calls compiled again"
+    assert not kinds(compiled, "recompile"), [e["guard"] for e in kinds(compiled, "recompile")]
+
+
+def test_break_in_inlined_forward_both_branches():
+    torch.manual_seed(0)
+    model = Model().eval()
+    small, big = torch.randn(4, 8), torch.randn(4, 8) * 1000
+    compiled = ptc.compile(model, backend="eager")
+    for x in (small, big, small, big, small):
+        with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
+            assert torch.allclose(compiled(x), model(x), rtol=1e-5, atol=1e-4)
+    n = len(kinds(compiled, "compile"))
+    for x in (small, big):
+        with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
+            compiled(x)
+    assert len(kinds(compiled, "compile")) == n
+    assert not kinds(compiled, "recompile"), [e["guard"] for e in kinds(compiled, "recompile")]
+
+
+def test_break_in_module_list_loop_resumes_mid_loop():
+    torch.manual_seed(0)
+    model = Stack().eval()
+    x = torch.randn(4, 8)
+    compiled = check_like_eager(model, x, calls=1)
+    # The first call compiles each resume point once per block: the loop's
+    # iterator position is guarded (each block is a different module).
+    n = len(kinds(compiled, "compile"))
+    assert n == 1 + 2 * 3, n
+    before = len(events(compiled))
+    got, want = run(compiled, x, 4), run(model, x, 4)
+    for (y, text), (ey, etext) in zip(got, want):
+        assert torch.allclose(y, ey, atol=1e-6) and text == etext == "block 0\nblock 1\nblock 2\n"
+    later = [e for e in events(compiled)[before:] if e["kind"] in ("compile", "recompile")]
+    assert not later, later
+
+
+def test_break_in_method_of_plain_object():
+    x = torch.randn(4, 8)
+    compiled = check_like_eager(uses_scaler, x)
+    assert not kinds(compiled, "recompile"), [e["guard"] for e in kinds(compiled, "recompile")]
+    SCALER.seen = None
+    run(compiled, x, 2)
+    assert SCALER.seen == (4, 8)  # the write after the resume happened
+    assert len(kinds(compiled, "compile")) == 2
+    assert not kinds(compiled, "recompile"), [e["guard"] for e in kinds(compiled, "recompile")]
+
+
+def nested_function(x):
+    def inner(h):  # made on every call: the resumed frame's function is new each time
+        if h.sum() > 0:
+            h = h * 2
+        print("inner")
+        return h + 1
+
+    return inner(x) * 3
+
+
+def object_made_in_the_call(x):
+    return Scaler(0.5).apply(x + 1)
+
+
+@pytest.mark.parametrize("fn", [nested_function, object_made_in_the_call], ids=lambda f: f.__name__)
+def test_break_in_function_made_in_the_call(fn):
+    x = torch.randn(4, 8)
+    compiled = check_like_eager(fn, x)
+    assert not kinds(compiled, "recompile"), [e["guard"] for e in kinds(compiled, "recompile")]
+
+
+def test_resumed_frame_guards_its_function():
+    """The resumed frame's function is still guarded (its code), never dropped."""
+    torch.manual_seed(0)
+    model = Model().eval()
+    compiled = ptc.compile(model, backend="eager")
+    run(compiled, torch.randn(4, 8), 1)
+    guards = [g for e in kinds(compiled, "compile") for g in (e.get("guards") or [])]
+    text = "\n".join(str(g) for g in guards)
+    assert "F1.__code__ is" in text, text
+
+
+def test_swapping_the_method_recompiles():
+    torch.manual_seed(0)
+    model = Model().eval()
+    x = torch.randn(4, 8)
+    compiled = ptc.compile(model, backend="eager")
+    run(compiled, x, 2)
+    assert not kinds(compiled, "recompile")
+
+    def other_forward(self, x):
+        h = self.fc(x)
+        if h.abs().mean() > 10:
+            h = h * 0.1
+        print("other", self.tag)
+        return x - h
+
+    saved = Block.forward
+    try:
+        Block.forward = other_forward
+        got, want = run(compiled, x, 3), run(model, x, 3)
+        for (y, text), (ey, etext) in zip(got, want):
+            assert torch.allclose(y, ey, atol=1e-6) and text == etext == "other a\n"
+        assert len(kinds(compiled, "recompile")) == 1, [e["guard"] for e in kinds(compiled, "recompile")]
+    finally:
+        Block.forward = saved
+    got = run(compiled, x, 1)[0]
+    with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
+        assert torch.allclose(got[0], model(x), atol=1e-6) and got[1] == "block a\n"
