@@ -25,31 +25,48 @@ static PyObject *old_get_on[2], *old_get_dt[2], *old_set_on[2], *old_set_dt[2]; 
 static PyObject *dev_str[2];
 static bool amp_ready, amp_new_api;
 
+/* Imports one of torch's autocast functions into *slot; an error naming it
+ * when torch has none (cap_import_path clears its error). */
+static int amp_import(PyObject **slot, const char *path)
+{
+    if (*slot)
+        return 0;
+    *slot = cap_import_path(path);
+    if (!*slot)
+        PyErr_Format(cap_InternalError, "ptc: cannot model autocast: %s is missing or cannot be imported",
+                     path);
+    return *slot ? 0 : -1;
+}
+
 static int amp_init(void)
 {
     if (amp_ready)
         return 0;
-    dev_str[0] = PyUnicode_FromString("cpu");
-    dev_str[1] = PyUnicode_FromString("cuda");
-    get_dt = cap_import_path("torch.get_autocast_dtype");
-    PyErr_Clear();
-    if (get_dt) {
-        amp_new_api = true;
-        get_on = cap_import_path("torch.is_autocast_enabled");
-        set_on = cap_import_path("torch.set_autocast_enabled");
-        set_dt = cap_import_path("torch.set_autocast_dtype");
-    } else {
-        old_get_on[0] = cap_import_path("torch.is_autocast_cpu_enabled");
-        old_get_on[1] = cap_import_path("torch.is_autocast_enabled");
-        old_get_dt[0] = cap_import_path("torch.get_autocast_cpu_dtype");
-        old_get_dt[1] = cap_import_path("torch.get_autocast_gpu_dtype");
-        old_set_on[0] = cap_import_path("torch.set_autocast_cpu_enabled");
-        old_set_on[1] = cap_import_path("torch.set_autocast_enabled");
-        old_set_dt[0] = cap_import_path("torch.set_autocast_cpu_dtype");
-        old_set_dt[1] = cap_import_path("torch.set_autocast_gpu_dtype");
-    }
-    if (PyErr_Occurred())
+    if ((!dev_str[0] && !(dev_str[0] = PyUnicode_FromString("cpu"))) ||
+        (!dev_str[1] && !(dev_str[1] = PyUnicode_FromString("cuda"))))
         return -1;
+    /* torch 2.4+ takes the device as an argument; older ones name it. */
+    PyObject *probe = cap_import_path("torch.get_autocast_dtype");
+    amp_new_api = probe != NULL;
+    Py_XDECREF(probe);
+    int rc = 0;
+    if (amp_new_api) {
+        rc = amp_import(&get_dt, "torch.get_autocast_dtype") < 0 ||
+             amp_import(&get_on, "torch.is_autocast_enabled") < 0 ||
+             amp_import(&set_on, "torch.set_autocast_enabled") < 0 ||
+             amp_import(&set_dt, "torch.set_autocast_dtype") < 0;
+    } else {
+        rc = amp_import(&old_get_on[0], "torch.is_autocast_cpu_enabled") < 0 ||
+             amp_import(&old_get_on[1], "torch.is_autocast_enabled") < 0 ||
+             amp_import(&old_get_dt[0], "torch.get_autocast_cpu_dtype") < 0 ||
+             amp_import(&old_get_dt[1], "torch.get_autocast_gpu_dtype") < 0 ||
+             amp_import(&old_set_on[0], "torch.set_autocast_cpu_enabled") < 0 ||
+             amp_import(&old_set_on[1], "torch.set_autocast_enabled") < 0 ||
+             amp_import(&old_set_dt[0], "torch.set_autocast_cpu_dtype") < 0 ||
+             amp_import(&old_set_dt[1], "torch.set_autocast_gpu_dtype") < 0;
+    }
+    if (rc)
+        return -1; /* what was imported stays; the next call retries the rest */
     amp_ready = true;
     return 0;
 }
