@@ -54,8 +54,11 @@ static int output_index(builder *B, ptc_value *v)
 
 static int fail(builder *B, const char *why, PyObject *o)
 {
-    if (!B->failed)
-        snprintf(B->why, sizeof B->why, "%s (%s)", why, o ? cap_tpname(Py_TYPE(o)) : "NULL");
+    /* The value's type says which value; a frame's reasons stand alone. */
+    if (!B->failed && o)
+        snprintf(B->why, sizeof B->why, "%s (%s)", why, cap_tpname(Py_TYPE(o)));
+    else if (!B->failed)
+        snprintf(B->why, sizeof B->why, "%s", why);
     B->failed = true;
     return -1;
 }

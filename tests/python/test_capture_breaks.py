@@ -275,6 +275,15 @@ def test_fullgraph_raises_at_the_break(code):
         assert msg.startswith(first), msg
 
 
+def test_untraceable_frame_names_its_reason(capsys):
+    """The frame PTC-B025 runs on its own says why, with no placeholder detail."""
+    compiled = ptc.compile(b025, backend="eager")
+    compiled(T(3, 4))
+    assert capsys.readouterr().out == "in the handler\n"
+    why = [e["why"] for e in compiled._events() if e["kind"] == "untraceable"]
+    assert why == ["ptc: cannot rebuild state: a break inside an except block"], why
+
+
 def test_import_break(tmp_path, capsys):
     """PTC-B020: an import that loads a module runs for real, once."""
     name = "ptc_break_import_%d" % os.getpid()
