@@ -477,6 +477,8 @@ HANDLER(MAKE_FUNCTION)
         Py_XDECREF(ann);
     }
     Py_XDECREF(qualname);
+    if (fn && I->T && cap_t_note_function(I->T, fn) < 0)
+        Py_CLEAR(fn);
     if (!fn)
         return CAP_ERR;
     cap_popn(f, k);

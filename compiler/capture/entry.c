@@ -242,6 +242,11 @@ static int recipe_uncached(builder *B, PyObject *o)
         items[0] = seq;
         return add_recipe(B, (cap_recipe){CAP_R_ITER, 1, items, NULL, (int)it->i});
     }
+    if (cap_is_function(o) && !cap_t_made_function(T, o)) {
+        /* An existing function reached without a source (a method of a
+           class, an __init__ the trace ran): itself, not a copy. */
+        return add_recipe(B, (cap_recipe){CAP_R_CONST, 0, NULL, Py_NewRef(o), 0});
+    }
     if (cap_is_function(o)) {
         /* A function made in the trace: code, globals (a module's dict, the
            same object each time), defaults and closure cells. */

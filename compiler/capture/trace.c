@@ -299,6 +299,23 @@ int cap_t_source_of(cap_trace *T, PyObject *obj)
     return v ? (int)PyLong_AsLong(v) : -1;
 }
 
+int cap_t_note_function(cap_trace *T, PyObject *fn)
+{
+    PyObject *k = PyLong_FromVoidPtr(fn);
+    int rc = k ? PyDict_SetItem(T->made_funcs, k, fn) : -1;
+    Py_XDECREF(k);
+    return rc;
+}
+
+bool cap_t_made_function(cap_trace *T, PyObject *fn)
+{
+    PyObject *k = PyLong_FromVoidPtr(fn);
+    bool made = k && PyDict_GetItem(T->made_funcs, k) == fn;
+    Py_XDECREF(k);
+    PyErr_Clear();
+    return made;
+}
+
 int cap_t_map(cap_trace *T, PyObject *obj, int src)
 {
     if (src < 0 || cap_t_source_of(T, obj) >= 0)
@@ -364,11 +381,50 @@ static bool plain_builtin(PyObject *o)
     return !self || PyModule_Check(self) || PyType_Check(self);
 }
 
+/* Cells are not among these: a resumed state's cells are made afresh on
+ * every call, and what a trace reads of one, its contents, has its own
+ * source and guards. */
 static bool identity_guarded(PyObject *o)
 {
     return PyType_Check(o) || PyModule_Check(o) || cap_is_function(o) || plain_builtin(o) ||
-           PyObject_TypeCheck(o, (PyTypeObject *)cap_T.Module) || cap_is_enum_member(o) ||
-           Py_TYPE(o) == (PyTypeObject *)cap_P.CellType;
+           PyObject_TypeCheck(o, (PyTypeObject *)cap_T.Module) || cap_is_enum_member(o);
+}
+
+/* A function defined inside another one (no defaults) is made anew by every
+ * call of its maker, and rebuilt by the recipes of a resumed state: it is
+ * guarded by what calling it reads, its code, globals and the absence of
+ * defaults, instead of by identity; its closure cells are reached through it
+ * (cap_t_closure_cell). */
+static bool nested_function(PyObject *o)
+{
+    if (!cap_is_function(o))
+        return false;
+    PyObject *qn = PyObject_GetAttr(o, cap_P.s_qualname);
+    PyObject *d = qn ? PyObject_GetAttr(o, cap_P.s_defaults) : NULL;
+    PyObject *kd = d ? PyObject_GetAttr(o, cap_P.s_kwdefaults) : NULL;
+    const char *name = kd && PyUnicode_Check(qn) ? PyUnicode_AsUTF8(qn) : NULL;
+    bool nested = name && strstr(name, "<locals>") && d == Py_None && kd == Py_None;
+    Py_XDECREF(qn);
+    Py_XDECREF(d);
+    Py_XDECREF(kd);
+    PyErr_Clear();
+    return nested;
+}
+
+static int guard_nested_function(cap_trace *T, PyObject *fn, int src)
+{
+    if (cap_guard_add(T, CAP_G_TYPE, src, (PyObject *)Py_TYPE(fn), 0) < 0)
+        return -1;
+    PyObject *attrs[4] = {cap_P.s_code, cap_P.s_globals, cap_P.s_defaults, cap_P.s_kwdefaults};
+    for (int i = 0; i < 4; i++) {
+        PyObject *v = PyObject_GetAttr(fn, attrs[i]);
+        int s = v ? cap_source_add(T, CAP_S_ATTR, src, 0, 0, attrs[i]) : -1;
+        int rc = s >= 0 ? cap_guard_add(T, CAP_G_ID, s, v, 0) : -1;
+        Py_XDECREF(v);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
 }
 
 static PyObject *wrap_tensor(cap_trace *T, PyObject *obj, int src)
@@ -517,6 +573,11 @@ PyObject *cap_t_wrap(cap_trace *T, PyObject *obj, int src)
             Py_DECREF(pw);
         }
         w = Py_NewRef(obj);
+    } else if (nested_function(obj)) {
+        if (guard_nested_function(T, obj, src) < 0)
+            return NULL;
+        cap_t_map(T, obj, src);
+        w = Py_NewRef(obj);
     } else if (obj == Py_None || obj == Py_True || obj == Py_False || identity_guarded(obj)) {
         if (cap_guard_add(T, CAP_G_ID, src, obj, 0) < 0)
             return NULL;
@@ -560,10 +621,16 @@ void cap_t_closure_cell(cap_trace *T, cap_frame *f, int i, PyObject *cell)
     int fsrc = cap_t_source_of(T, f->func);
     if (fsrc < 0 || cap_t_source_of(T, cell) >= 0)
         return;
-    int s = cap_source_add(T, CAP_S_CONST, -1, 0, 0, cell);
+    int s;
+    if (nested_function(f->func)) {
+        /* Guarded by its code, not its identity: this call's cells. */
+        int cs = cap_source_add(T, CAP_S_ATTR, fsrc, 0, 0, cap_P.s_closure);
+        s = cs >= 0 ? cap_source_add(T, CAP_S_INDEX, cs, 0, i, NULL) : -1;
+    } else {
+        s = cap_source_add(T, CAP_S_CONST, -1, 0, 0, cell);
+    }
     if (s >= 0)
         cap_t_map(T, cell, s);
-    (void)i;
     PyErr_Clear();
 }
 

@@ -221,6 +221,7 @@ struct cap_trace {
     PyObject *exc_stack;      /* handled exceptions of traced except blocks */
     PyObject *strings;
     PyObject *skipped;        /* generators run untouched while tracing */
+    PyObject *made_funcs;     /* dict: id(fn) -> fn, the functions MAKE_FUNCTION made */
 };
 
 /* Starts tracing the state held by I (frames with slot sources set). */
@@ -234,6 +235,10 @@ void cap_source_str(const cap_source *src, int nsrc, int id, char *buf, size_t s
 int cap_guard_add(cap_trace *T, int kind, int src, PyObject *obj, int64_t n);
 /* The source an outside object was reached by, or -1. */
 int cap_t_source_of(cap_trace *T, PyObject *obj);
+/* Functions made while tracing (recipes rebuild them; any other function is
+ * an existing object, used as itself). */
+int cap_t_note_function(cap_trace *T, PyObject *fn);
+bool cap_t_made_function(cap_trace *T, PyObject *fn);
 /* Records that obj is reached by src (no guard). */
 int cap_t_map(cap_trace *T, PyObject *obj, int src);
 /* An object reached from outside: installs the guards its type calls for and

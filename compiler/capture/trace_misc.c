@@ -31,7 +31,8 @@ cap_trace *cap_trace_new(cap_compiled *cc, cap_interp *I)
     T->shadow = PyDict_New();
     T->effects = PyList_New(0);
     T->exc_stack = PyList_New(0);
-    if (!T->exc_stack || !T->shadow || !T->effects || !T->src_index || !T->guard_index || !T->obj_src || !T->keep || !T->input_const ||
+    T->made_funcs = PyDict_New();
+    if (!T->made_funcs || !T->exc_stack || !T->shadow || !T->effects || !T->src_index || !T->guard_index || !T->obj_src || !T->keep || !T->input_const ||
         !T->tensors || !T->strings || !T->no_inline || !T->skipped) {
         cap_trace_free(T);
         return NULL;
@@ -87,6 +88,7 @@ void cap_trace_free(cap_trace *T)
     Py_XDECREF(T->shadow);
     Py_XDECREF(T->effects);
     Py_XDECREF(T->exc_stack);
+    Py_XDECREF(T->made_funcs);
     if (T->g)
         ptc_graph_free(T->g);
     free(T);

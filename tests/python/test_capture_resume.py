@@ -221,3 +221,88 @@ def test_swapping_the_method_recompiles():
     got = run(compiled, x, 1)[0]
     with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
         assert torch.allclose(got[0], model(x), atol=1e-6) and got[1] == "block a\n"
+
+
+# ---- values of a resumed state that the previous segment rebuilds ------------------------
+
+
+def brk(y):
+    if y.sum() > 0:  # a break in a helper: the caller's locals are a resumed state
+        y = y - 1
+    return y
+
+
+def local_nested_function(x):
+    def inner(h):
+        return h * 2
+
+    y = brk(x + 1)
+    return inner(y)
+
+
+def local_lambda_list(x):
+    fs = [lambda h: h + 1, lambda h: h * 2]
+    y = brk(x + 1)
+    for f in fs:
+        y = f(y)
+    return y
+
+
+def local_closure_cell(x):
+    k = 3
+    t = x * 0.5
+
+    def inner(h):
+        return h * k + t  # cells of the resumed frame, read through the function
+
+    y = brk(x + 1)
+    return inner(y) + k
+
+
+def local_bound_method(x):
+    m = Scaler(2.0).apply  # a method of an object made in the call
+    y = brk(x + 1)
+    return m(y)
+
+
+@pytest.mark.parametrize("fn", [local_nested_function, local_lambda_list, local_closure_cell, local_bound_method],
+                         ids=lambda f: f.__name__)
+def test_rebuilt_values_of_a_resumed_state_hit_the_cache(fn):
+    x = torch.randn(4, 8).abs()  # the branch is taken: the break's outcome is the same every call
+    compiled = check_like_eager(fn, x, calls=1)
+    n = len(kinds(compiled, "compile"))
+    got, want = run(compiled, x, 3), run(fn, x, 3)
+    assert all(torch.allclose(y, ey) for (y, _), (ey, _) in zip(got, want))
+    assert len(kinds(compiled, "compile")) == n, "later calls compiled again"
+    assert not kinds(compiled, "recompile"), [e["guard"] for e in kinds(compiled, "recompile")]
+
+
+def make_affine(k, t):
+    def affine(h):
+        return h * k + t
+
+    return affine
+
+
+AFFINE = make_affine(2.0, torch.ones(8))
+
+
+def uses_global_closure(x):
+    y = brk(x + 1)
+    return AFFINE(y)
+
+
+def test_closure_made_elsewhere_is_guarded_by_its_cells():
+    """Guarded by code, not identity: another closure of the same code with
+    other cell contents recompiles (a number) or reads the new tensor."""
+    global AFFINE
+    x = torch.randn(4, 8).abs()
+    compiled = ptc.compile(uses_global_closure, backend="eager")
+    saved = AFFINE
+    try:
+        for k, t in [(2.0, torch.ones(8)), (2.0, torch.zeros(8)), (3.0, torch.full((8,), 5.0)), (2.0, torch.ones(8))]:
+            AFFINE = make_affine(k, t)
+            assert torch.allclose(compiled(x), uses_global_closure(x)), (k, t[0])
+    finally:
+        AFFINE = saved
+    assert len(kinds(compiled, "recompile")) == 1, [e["guard"] for e in kinds(compiled, "recompile")]
