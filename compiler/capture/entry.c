@@ -105,6 +105,33 @@ static bool is_python_instance(PyObject *o)
     return !PyType_Check(o) && !PyModule_Check(o);
 }
 
+/* Can an instance of t be rebuilt as t.__new__(t), its dict items and its
+ * attributes? Every class of its MRO is written in Python (its instances are
+ * freed by the generic subtype dealloc), without __slots__, or is object,
+ * dict or OrderedDict. A type written in C (functools.partial, a list
+ * subclass's items) or slots keep state elsewhere. */
+static bool plain_layout(PyTypeObject *t)
+{
+    static void *python_dealloc;
+    if (!python_dealloc)
+        python_dealloc = PyType_GetSlot((PyTypeObject *)cap_T.Module, Py_tp_dealloc);
+    PyObject *mro = PyObject_GetAttr((PyObject *)t, cap_P.s_mro);
+    bool plain = mro && PyTuple_Check(mro);
+    for (Py_ssize_t i = 0; plain && i < PyTuple_Size(mro); i++) {
+        PyTypeObject *b = (PyTypeObject *)PyTuple_GetItem(mro, i);
+        plain = b == &PyBaseObject_Type || b == &PyDict_Type || (PyObject *)b == cap_P.OrderedDict ||
+                (PyType_GetFlags(b) & Py_TPFLAGS_HEAPTYPE && PyType_GetSlot(b, Py_tp_dealloc) == python_dealloc);
+        if (plain && PyType_GetFlags(b) & Py_TPFLAGS_HEAPTYPE) { /* __slots__ live outside the dict */
+            PyObject *d = PyObject_GetAttr((PyObject *)b, cap_P.s_dict);
+            plain = d && !PyMapping_HasKeyString(d, "__slots__");
+            Py_XDECREF(d);
+        }
+    }
+    Py_XDECREF(mro);
+    PyErr_Clear();
+    return plain;
+}
+
 /* Immutable objects made while tracing that can be shared across calls. */
 static bool shareable(PyObject *o)
 {
@@ -309,6 +336,8 @@ static int recipe_uncached(builder *B, PyObject *o)
         Py_XDECREF(info);
         return r;
     }
+    if (is_python_instance(o) && PyType_GetFlags(t) & Py_TPFLAGS_HEAPTYPE && !plain_layout(t))
+        return fail(B, "an object whose state is not in its __dict__", o);
     if ((is_python_instance(o) && PyType_GetFlags(t) & Py_TPFLAGS_HEAPTYPE) ||
         (PyObject *)t == cap_P.OrderedDict) {
         /* An object of a Python class built in the trace: its dict items

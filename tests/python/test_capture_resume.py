@@ -9,7 +9,9 @@ the first compile nothing, while swapping the method still recompiles. Results
 and printed text agree with eager on every call.
 """
 import contextlib
+import functools
 import io
+import warnings
 
 import pytest
 
@@ -306,3 +308,48 @@ def test_closure_made_elsewhere_is_guarded_by_its_cells():
     finally:
         AFFINE = saved
     assert len(kinds(compiled, "recompile")) == 1, [e["guard"] for e in kinds(compiled, "recompile")]
+
+
+# ---- objects whose state a recipe cannot rebuild ---------------------------------------
+
+
+class Slotted:
+    __slots__ = ("a", "__dict__")
+
+    def __init__(self):
+        self.a = 2.0  # in a slot, not in __dict__
+        self.b = 3.0
+
+
+class ListSub(list):
+    pass
+
+
+def local_partial(x):
+    p = functools.partial(torch.mul, 2)  # a C type: its state is not in __dict__
+    y = brk(x + 1)
+    return p(y)
+
+
+def local_slotted(x):
+    s = Slotted()
+    y = brk(x + 1)
+    return y * s.a + s.b
+
+
+def local_list_subclass(x):
+    items = ListSub([1.0, 2.0])
+    y = brk(x + 1)
+    return y * items[1]
+
+
+@pytest.mark.parametrize("fn", [local_partial, local_slotted, local_list_subclass], ids=lambda f: f.__name__)
+def test_unrebuildable_object_runs_the_frame_eagerly(fn):
+    """Before: the rebuilt object was wrong (TypeError, AttributeError,
+    IndexError raised to the caller). Now the frame runs eagerly and says why."""
+    x = torch.randn(4, 8).abs()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compiled = check_like_eager(fn, x, calls=2)
+    why = [e["why"] for e in events(compiled) if e["kind"] == "untraceable"]
+    assert why and "state is not in its __dict__" in why[0], why
