@@ -178,4 +178,17 @@ typedef struct ptc_repro_info {
 int ptc_repro_write(const char *dir, const ptc_graph *g, const ptc_tensor *inputs, int ninputs,
                     const ptc_repro_info *info, char *path_out, size_t path_size, ptc_error *err);
 
+/* ------------------------------------------------------------------------------
+ * Command-line tools (cli.c): options and one-line errors.
+ * ---------------------------------------------------------------------------- */
+
+/* The value of option NAME at argv[*i], written "NAME=V" or "NAME V" (then
+ * *i moves past V). NULL when argv[*i] is another option, or when NAME has
+ * no value (then *missing is set, where missing is not NULL). */
+const char *ptc_cli_opt(int argc, char **argv, int *i, const char *name, bool *missing);
+/* Prints "TOOL: message" on stderr; returns 2, the exit status of bad input. */
+int ptc_cli_fail(const char *tool, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints "TOOL: file:line:col: message" for err; returns status. */
+int ptc_cli_report(const char *tool, const ptc_error *err, int status);
+
 #endif /* PTC_LOGS_H */
