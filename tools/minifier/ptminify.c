@@ -151,7 +151,8 @@ static int parse_args(int argc, char **argv, args *a)
         }
     }
     if (!a->path)
-        return ptc_cli_fail(TOOL, "no input given (usage: ptminify [OPTIONS] REPRO_DIR | GRAPH.ptir)");
+        return ptc_cli_fail(TOOL,
+                            "no input given (usage: ptminify [OPTIONS] REPRO_DIR | GRAPH.ptir)");
     return 0;
 }
 
@@ -214,8 +215,8 @@ static int load_inputs(const char *path, const ptc_graph *g, ptc_tensor *in)
     }
     if (!by_name && tf.n != g->ninputs) {
         ptc_tensorfile_free(&tf);
-        return ptc_cli_fail(TOOL, "%s: holds %d tensors, graph '%s' takes %d inputs", path, tf.n, g->name,
-                         g->ninputs);
+        return ptc_cli_fail(TOOL, "%s: holds %d tensors, graph '%s' takes %d inputs", path, tf.n,
+                            g->name, g->ninputs);
     }
     ptc_bindings b = {0};
     int rc = 0;
@@ -291,7 +292,8 @@ static int parse_backend(const char *name, ptc_backend *b, mf_exec_fn *exec)
     else if (strcmp(name, "harness") == 0)
         *b = PTC_BACKEND_REFERENCE, *exec = mf_exec_harness;
     else
-        return ptc_cli_fail(TOOL, "unknown backend '%s' (expected reference, cpu, cuda or harness)", name);
+        return ptc_cli_fail(TOOL, "unknown backend '%s' (expected reference, cpu, cuda or harness)",
+                            name);
     return 0;
 }
 
@@ -368,14 +370,16 @@ static int pin(mf *m, const mf_check *check, const mf_case *orig, const char *na
     mf_result_format(r0, what, sizeof what);
     if (r0->kind == MF_PASS)
         return ptc_cli_fail(TOOL, "%s does not fail (backend %s: it compiles, runs%s)", name,
-                         mf_backend_name(m->xo.backend),
-                         m->xo.compare ? " and matches the reference interpreter" : "");
+                            mf_backend_name(m->xo.backend),
+                            m->xo.compare ? " and matches the reference interpreter" : "");
     if (r0->kind == MF_INVALID)
-        return ptc_cli_fail(TOOL, "%s: the reference interpreter rejects it: %s", name, r0->message);
+        return ptc_cli_fail(TOOL, "%s: the reference interpreter rejects it: %s", name,
+                            r0->message);
     if (!mf_check_accepts(check, r0))
         return ptc_cli_fail(TOOL, "%s does not fail as checked: it shows %s", name, what);
     if (m->opt.stage && strcmp(m->opt.stage, r0->stage) != 0)
-        return ptc_cli_fail(TOOL, "%s does not fail in stage %s: it shows %s", name, m->opt.stage, what);
+        return ptc_cli_fail(TOOL, "%s does not fail in stage %s: it shows %s", name, m->opt.stage,
+                            what);
     ptc_error err;
     if (mf_signature_pin(&m->sig, r0, check, &err))
         return ptc_cli_report(TOOL, &err, 2);
@@ -383,8 +387,8 @@ static int pin(mf *m, const mf_check *check, const mf_case *orig, const char *na
     run_once(m, orig, &r1);
     if (!mf_signature_match(&m->sig, &r1)) {
         mf_result_format(&r1, what2, sizeof what2);
-        return ptc_cli_fail(TOOL, "%s does not fail the same way twice: first %s, then %s", name, what,
-                         what2);
+        return ptc_cli_fail(TOOL, "%s does not fail the same way twice: first %s, then %s", name,
+                            what, what2);
     }
     return 0;
 }
@@ -469,7 +473,9 @@ static int choose_check(run *R)
         R->check.rtol = R->check.atol = -1;
         return 0;
     }
-    return mf_check_parse(R->a.check ? R->a.check : spec, &R->check, &err) ? ptc_cli_report(TOOL, &err, 2) : 0;
+    return mf_check_parse(R->a.check ? R->a.check : spec, &R->check, &err)
+               ? ptc_cli_report(TOOL, &err, 2)
+               : 0;
 }
 
 static int setup(run *R)
@@ -492,7 +498,8 @@ static int setup(run *R)
     char real_in[4096], real_out[4096];
     if (R->rp.is_dir && realpath(a->path, real_in) && realpath(R->out_dir, real_out) &&
         strcmp(real_in, real_out) == 0)
-        return ptc_cli_fail(TOOL, "-o %s is the input folder; the original stays untouched", R->out_dir);
+        return ptc_cli_fail(TOOL, "-o %s is the input folder; the original stays untouched",
+                            R->out_dir);
     return 0;
 }
 

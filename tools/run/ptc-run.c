@@ -100,7 +100,8 @@ static int parse_args(int argc, char **argv, options *o)
         } else if (argv[i][0] == '-' && argv[i][1]) {
             return ptc_cli_fail(TOOL, "unknown option '%s' (try --help)", argv[i]);
         } else if (o->path) {
-            return ptc_cli_fail(TOOL, "more than one graph file given ('%s' and '%s')", o->path, argv[i]);
+            return ptc_cli_fail(TOOL, "more than one graph file given ('%s' and '%s')", o->path,
+                                argv[i]);
         } else {
             o->path = argv[i];
         }
@@ -112,11 +113,13 @@ static int parse_args(int argc, char **argv, options *o)
     for (size_t k = 0; k < sizeof emits / sizeof *emits && !emit_ok; k++)
         emit_ok = strcmp(o->emit, emits[k]) == 0;
     if (!emit_ok)
-        return ptc_cli_fail(TOOL, "--emit expects one of ptir, prims, loops, kernels, llvm, ptx, got '%s'",
-                         o->emit);
+        return ptc_cli_fail(
+            TOOL, "--emit expects one of ptir, prims, loops, kernels, llvm, ptx, got '%s'",
+            o->emit);
     if (o->backend && strcmp(o->backend, "reference") != 0 && strcmp(o->backend, "cpu") != 0 &&
         strcmp(o->backend, "cuda") != 0)
-        return ptc_cli_fail(TOOL, "unknown backend '%s' (available: reference, cpu, cuda)", o->backend);
+        return ptc_cli_fail(TOOL, "unknown backend '%s' (available: reference, cpu, cuda)",
+                            o->backend);
     if (!o->backend && o->emit && strcmp(o->emit, "ptx") == 0)
         o->backend = "cuda";
     if (!o->backend)
@@ -125,7 +128,8 @@ static int parse_args(int argc, char **argv, options *o)
     if (o->emit && strcmp(o->emit, "ptx") == 0 && !cuda)
         return ptc_cli_fail(TOOL, "--emit=ptx needs the cuda backend");
     if (o->emit && strcmp(o->emit, "llvm") == 0 && cuda)
-        return ptc_cli_fail(TOOL, "--emit=llvm shows the cpu backend's code; the cuda backend's is --emit=ptx");
+        return ptc_cli_fail(
+            TOOL, "--emit=llvm shows the cpu backend's code; the cuda backend's is --emit=ptx");
     if (o->cuda_sm && !cuda)
         return ptc_cli_fail(TOOL, "--cuda-arch needs the cuda backend");
     /* emitting code needs no GPU: without one, target sm_90 */
@@ -134,8 +138,9 @@ static int parse_args(int argc, char **argv, options *o)
     if (o->inputs && o->seed)
         return ptc_cli_fail(TOOL, "--seed and --inputs are exclusive");
     if (o->all && (o->graph || o->inputs || o->save_outputs || o->emit))
-        return ptc_cli_fail(TOOL, "--all runs every graph with generated inputs: it excludes --graph, "
-                         "--inputs, --save-outputs and --emit");
+        return ptc_cli_fail(TOOL,
+                            "--all runs every graph with generated inputs: it excludes --graph, "
+                            "--inputs, --save-outputs and --emit");
     return 0;
 }
 
@@ -154,8 +159,8 @@ static int load_inputs(const options *o, const ptc_graph *g, ptc_tensorfile *tf,
         by_name &= found;
     }
     if (!by_name && tf->n != g->ninputs)
-        return ptc_cli_fail(TOOL, "%s: holds %d tensors, graph '%s' takes %d inputs", o->inputs, tf->n,
-                         g->name, g->ninputs);
+        return ptc_cli_fail(TOOL, "%s: holds %d tensors, graph '%s' takes %d inputs", o->inputs,
+                            tf->n, g->name, g->ninputs);
     for (int i = 0; i < g->ninputs; i++) {
         int j = i;
         if (by_name)
@@ -392,7 +397,9 @@ static int save(const options *o, const ptc_graph *g, const ptc_tensor *out)
     const char **names = calloc((size_t)g->noutputs + 1, sizeof *names);
     for (int i = 0; i < g->noutputs; i++)
         names[i] = g->outputs[i]->name;
-    int rc = ptc_tensorfile_write(o->save_outputs, out, names, g->noutputs, &err) ? ptc_cli_report(TOOL, &err, 1) : 0;
+    int rc = ptc_tensorfile_write(o->save_outputs, out, names, g->noutputs, &err)
+                 ? ptc_cli_report(TOOL, &err, 1)
+                 : 0;
     free(names);
     return rc;
 }

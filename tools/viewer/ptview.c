@@ -90,7 +90,8 @@ static int parse_args(int argc, char **argv, options *o)
         } else if (argv[i][0] == '-' && argv[i][1]) {
             return ptc_cli_fail(TOOL, "unknown option '%s' or missing value (try --help)", argv[i]);
         } else if (o->path) {
-            return ptc_cli_fail(TOOL, "more than one trace given ('%s' and '%s')", o->path, argv[i]);
+            return ptc_cli_fail(TOOL, "more than one trace given ('%s' and '%s')", o->path,
+                                argv[i]);
         } else {
             o->path = argv[i];
         }
