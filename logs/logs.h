@@ -102,6 +102,9 @@ ptc_json *ptc_json_parse(ptc_arena *a, const char *text, size_t len, const char 
 const ptc_json *ptc_json_get(const ptc_json *obj, const char *key); /* NULL if absent */
 const char *ptc_json_str(const ptc_json *obj, const char *key, const char *dflt);
 double ptc_json_num(const ptc_json *obj, const char *key, double dflt);
+/* Writes a parsed value back out; what nests max_depth levels deep or more
+ * (counting the writer's open levels) is written as null. */
+void ptc_jw_value(ptc_jw *w, const ptc_json *j, int max_depth);
 
 /* ------------------------------------------------------------------------------
  * Timers and metrics: per-pass compile times, node counts, cache hits.
