@@ -105,6 +105,29 @@ static bool is_python_instance(PyObject *o)
     return !PyType_Check(o) && !PyModule_Check(o);
 }
 
+/* Does class b declare slots that hold values (not only __dict__ and
+ * __weakref__; abc.ABC's empty __slots__ holds nothing)? */
+static bool has_slots(PyTypeObject *b)
+{
+    PyObject *d = PyObject_GetAttr((PyObject *)b, cap_P.s_dict);
+    PyObject *slots = d ? PyMapping_GetItemString(d, "__slots__") : NULL;
+    PyErr_Clear();
+    Py_XDECREF(d);
+    if (!slots)
+        return false;
+    PyObject *names = PyUnicode_Check(slots) ? PyTuple_Pack(1, slots) : PySequence_Tuple(slots);
+    bool any = !names;
+    for (Py_ssize_t i = 0; names && i < PyTuple_Size(names) && !any; i++) {
+        PyObject *n = PyTuple_GetItem(names, i);
+        any = !PyUnicode_Check(n) || (PyUnicode_CompareWithASCIIString(n, "__dict__") != 0 &&
+                                      PyUnicode_CompareWithASCIIString(n, "__weakref__") != 0);
+    }
+    Py_XDECREF(names);
+    Py_DECREF(slots);
+    PyErr_Clear();
+    return any;
+}
+
 /* Can an instance of t be rebuilt as t.__new__(t), its dict items and its
  * attributes? Every class of its MRO is written in Python (its instances are
  * freed by the generic subtype dealloc), without __slots__, or is object,
@@ -121,11 +144,8 @@ static bool plain_layout(PyTypeObject *t)
         PyTypeObject *b = (PyTypeObject *)PyTuple_GetItem(mro, i);
         plain = b == &PyBaseObject_Type || b == &PyDict_Type || (PyObject *)b == cap_P.OrderedDict ||
                 (PyType_GetFlags(b) & Py_TPFLAGS_HEAPTYPE && PyType_GetSlot(b, Py_tp_dealloc) == python_dealloc);
-        if (plain && PyType_GetFlags(b) & Py_TPFLAGS_HEAPTYPE) { /* __slots__ live outside the dict */
-            PyObject *d = PyObject_GetAttr((PyObject *)b, cap_P.s_dict);
-            plain = d && !PyMapping_HasKeyString(d, "__slots__");
-            Py_XDECREF(d);
-        }
+        if (plain && PyType_GetFlags(b) & Py_TPFLAGS_HEAPTYPE)
+            plain = !has_slots(b);
     }
     Py_XDECREF(mro);
     PyErr_Clear();
