@@ -597,6 +597,7 @@ void cap_entry_free(cap_entry *e)
     for (int i = 0; e->param_seen && i < e->nguards; i++)
         Py_XDECREF(e->param_seen[i]);
     free(e->param_seen);
+    free(e->hints);
     for (int i = 0; i < e->nrecipes; i++) {
         free(e->recipes[i].items);
         Py_XDECREF(e->recipes[i].obj);

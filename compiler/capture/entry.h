@@ -40,6 +40,13 @@ typedef struct cap_effect {
     int value;
 } cap_effect;
 
+/* Where a dict read found its key last time (entry_run.c): an entry index,
+ * or -1 while unknown; given up after a few misses. */
+typedef struct cap_hint {
+    int32_t pos;
+    int32_t misses;
+} cap_hint;
+
 struct cap_entry {
     struct cap_entry *next;  /* the next entry at the same position */
     cap_compiled *owner;
@@ -63,6 +70,10 @@ struct cap_entry {
        metadata check, as torch.compile does for module tensors whose dict
        is unchanged; replacing .data of a parameter is not noticed. */
     PyObject **param_seen;   /* [nguards] */
+    /* Dict-read positions (entry_run.c), allocated at the first check:
+       2 per source (the key, and the sub-dict of a parameter, buffer or
+       child module), then 4 per guard (hook dicts). */
+    cap_hint *hints;
     /* The graph (NULL when the segment has no tensor ops). */
     ptc_graph *graph;
     int *input_src;          /* per graph input: source, or -1 (constant) */

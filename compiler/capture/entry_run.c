@@ -32,22 +32,72 @@ static PyObject *inst_dict_of(PyObject *obj)
     return d;
 }
 
-static PyObject *inst_get(PyObject *obj, PyObject *key, PyObject *sub)
+/* ---- dict reads at a remembered position ----------------------------------------------
+ *
+ * Most of a hit is dict reads: module attributes, parameters, hook dicts. A
+ * hint remembers the entry index where the key was found last time; at that
+ * index PyDict_Next yields the first live entry, and if that entry holds the
+ * very key object we look up (the source keeps it alive, so its address
+ * cannot be reused), it is the dict's one entry for that key: its value is
+ * exactly what a lookup returns, whatever was written since. Anything else
+ * (a resize, a deletion before it, an equal but distinct key) falls back to
+ * the lookup, which re-learns the position; a hint that keeps missing is
+ * given up so that a dict rebuilt on every call costs one lookup, not a scan.
+ */
+enum { HINT_MAX_MISSES = 4 };
+
+/* The index of the entry holding exactly key, or -1. */
+static Py_ssize_t dict_pos(PyObject *d, PyObject *key)
+{
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(d, &pos, &k, &v))
+        if (k == key)
+            return pos - 1;
+    return -1;
+}
+
+static PyObject *dict_get(PyObject *d, PyObject *key, cap_hint *h)
+{
+    if (h && h->pos >= 0) {
+        Py_ssize_t pos = h->pos;
+        PyObject *k, *v;
+        if (PyDict_Next(d, &pos, &k, &v) && k == key)
+            return v;
+        h->pos = -1;
+        h->misses++;
+    }
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    if (!v) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (h && h->pos < 0 && h->misses < HINT_MAX_MISSES) {
+        Py_ssize_t p = dict_pos(d, key);
+        if (p >= 0 && p < INT32_MAX)
+            h->pos = (int32_t)p;
+        else
+            h->misses++;
+    }
+    return v;
+}
+
+static PyObject *inst_get(PyObject *obj, PyObject *key, PyObject *sub, cap_hint *hints)
 {
     PyObject *d = inst_dict_of(obj);
     if (!d)
         return NULL;
     if (sub) {
-        PyObject *s = PyDict_GetItem(d, sub);
-        return s && PyDict_Check(s) ? PyDict_GetItem(s, key) : NULL;
+        PyObject *s = dict_get(d, sub, hints ? &hints[1] : NULL);
+        return s && PyDict_Check(s) ? dict_get(s, key, hints) : NULL;
     }
-    return PyDict_GetItem(d, key); /* the dict keeps its values */
+    return dict_get(d, key, hints); /* the dict keeps its values */
 }
 
 /* The value of source i; *owned when it is a new reference. NULL when it
  * cannot be reached (a missing attribute or key): the guards fail. */
 static PyObject *eval_source(const cap_source *s, PyObject **vals, cap_frame **frames, int nframes,
-                             bool *owned)
+                             bool *owned, cap_hint *hints)
 {
     *owned = false;
     PyObject *p = s->parent >= 0 ? vals[s->parent] : NULL;
@@ -68,7 +118,7 @@ static PyObject *eval_source(const cap_source *s, PyObject **vals, cap_frame **f
     case CAP_S_CONST:
         return s->key;
     case CAP_S_INSTDICT:
-        if ((v = inst_get(p, s->key, NULL)))
+        if ((v = inst_get(p, s->key, NULL, hints)))
             return v;
         /* Modules and other objects without a plain dict entry: getattr. */
         /* fallthrough */
@@ -80,14 +130,14 @@ static PyObject *eval_source(const cap_source *s, PyObject **vals, cap_frame **f
         *owned = v != NULL;
         return v;
     case CAP_S_MODPARAM:
-        return inst_get(p, s->key, cap_T.s_parameters);
+        return inst_get(p, s->key, cap_T.s_parameters, hints);
     case CAP_S_MODBUF:
-        return inst_get(p, s->key, cap_T.s_buffers);
+        return inst_get(p, s->key, cap_T.s_buffers, hints);
     case CAP_S_MODCHILD:
-        return inst_get(p, s->key, cap_T.s_modules);
+        return inst_get(p, s->key, cap_T.s_modules, hints);
     case CAP_S_ITEM:
         if (PyDict_Check(p))
-            return PyDict_GetItemWithError(p, s->key);
+            return dict_get(p, s->key, hints);
         last_obj = NULL;
         v = PyObject_GetItem(p, s->key);
         if (!v)
@@ -113,7 +163,7 @@ static PyObject *eval_source(const cap_source *s, PyObject **vals, cap_frame **f
     return NULL;
 }
 
-static bool hooks_empty(PyObject *mod)
+static bool hooks_empty(PyObject *mod, cap_hint *hints)
 {
     PyObject *keys[4] = {cap_T.s_forward_hooks, cap_T.s_forward_pre_hooks, cap_T.s_backward_hooks,
                          cap_T.s_backward_pre_hooks};
@@ -122,7 +172,7 @@ static bool hooks_empty(PyObject *mod)
         return false;
     bool empty = true;
     for (int i = 0; i < 4 && empty; i++) {
-        PyObject *h = PyDict_GetItem(d, keys[i]);
+        PyObject *h = dict_get(d, keys[i], hints ? &hints[i] : NULL);
         empty = !h || (PyDict_Check(h) ? PyDict_Size(h) == 0 : PyObject_Size(h) == 0);
     }
     PyErr_Clear();
@@ -152,7 +202,7 @@ static bool plain_value(PyObject *v)
            v == Py_None || t == &PyTuple_Type;
 }
 
-static int check_guard(const cap_guard *g, PyObject *v)
+static int check_guard(const cap_guard *g, PyObject *v, cap_hint *hints)
 {
     if (g->kind != CAP_G_ID && g->kind != CAP_G_TYPE && g->kind != CAP_G_NOHOOKS &&
         g->kind != CAP_G_CLASSATTR && !(g->kind == CAP_G_EQ && plain_value(v)))
@@ -209,11 +259,11 @@ static int check_guard(const cap_guard *g, PyObject *v)
         return r == (int)g->n;
     }
     case CAP_G_NOHOOKS:
-        return hooks_empty(v);
+        return hooks_empty(v, hints);
     case CAP_G_CLASSATTR: {
         PyObject *name = PyTuple_GetItem(g->obj, 0);
         PyObject *d = inst_dict_of(v);
-        bool shadowed = d && PyDict_GetItem(d, name);
+        bool shadowed = d && dict_get(d, name, NULL);
         PyObject *f = shadowed ? NULL : PyObject_GetAttr((PyObject *)Py_TYPE(v), name);
         int same = f == PyTuple_GetItem(g->obj, 1);
         Py_XDECREF(f);
@@ -343,7 +393,7 @@ static int check_tensors(cap_entry *e, PyObject **vals, int *failed)
         return 1;
     for (int k = 0; k < e->ntensor; k++) {
         const cap_guard *g = &e->guards[e->tensor_gi[k]];
-        if (!check_guard(g, vals[g->src])) {
+        if (!check_guard(g, vals[g->src], NULL)) {
             *failed = e->tensor_gi[k];
             return 0;
         }
@@ -365,20 +415,25 @@ int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **va
     bool batch = e->tensor_guards != NULL;
     if (!e->param_seen)
         e->param_seen = calloc((size_t)e->nguards + 1, sizeof *e->param_seen);
+    if (!e->hints && (e->hints = malloc(sizeof *e->hints * (2 * (size_t)e->nsrc + 4 * (size_t)e->nguards + 1))))
+        for (int i = 0; i < 2 * e->nsrc + 4 * e->nguards; i++)
+            e->hints[i] = (cap_hint){-1, 0};
+    cap_hint *src_hints = e->hints, *guard_hints = e->hints ? e->hints + 2 * e->nsrc : NULL;
     for (int i = 0; i < e->nsrc; i++) {
         if (e->src_needed && !e->src_needed[i]) {
             vals[i] = NULL;
             owned[i] = false;
             continue;
         }
-        vals[i] = eval_source(&e->src[i], vals, frames, nframes, &owned[i]);
+        vals[i] = eval_source(&e->src[i], vals, frames, nframes, &owned[i],
+                              src_hints ? &src_hints[2 * i] : NULL);
         for (; gi < e->nguards && e->guards[gi].src <= i; gi++) {
             const cap_guard *g = &e->guards[gi];
             if (g->kind == CAP_G_TENSOR && e->param_seen && module_tensor(e, g) && vals[g->src]) {
                 PyObject **seen = &e->param_seen[gi];
                 if (*seen == vals[g->src])
                     continue;
-                if (!check_guard(g, vals[g->src])) {
+                if (!check_guard(g, vals[g->src], NULL)) {
                     *failed = gi;
                     for (int k = i + 1; k < e->nsrc; k++)
                         vals[k] = NULL, owned[k] = false;
@@ -389,7 +444,9 @@ int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **va
             }
             if (batch && g->kind == CAP_G_TENSOR && vals[g->src])
                 continue; /* checked below, all at once */
-            if (g->src < 0 ? !check_global(g) : (!vals[g->src] || !check_guard(g, vals[g->src]))) {
+            if (g->src < 0 ? !check_global(g)
+                           : (!vals[g->src] ||
+                              !check_guard(g, vals[g->src], guard_hints ? &guard_hints[4 * gi] : NULL))) {
                 *failed = gi;
                 for (int k = i + 1; k < e->nsrc; k++)
                     vals[k] = NULL, owned[k] = false;
