@@ -598,6 +598,7 @@ void cap_entry_free(cap_entry *e)
         Py_XDECREF(e->param_seen[i]);
     free(e->param_seen);
     free(e->hints);
+    free(e->dcache);
     for (int i = 0; i < e->nrecipes; i++) {
         free(e->recipes[i].items);
         Py_XDECREF(e->recipes[i].obj);

@@ -16,6 +16,7 @@
 
 typedef struct cap_backend_state cap_backend_state;
 typedef struct cap_stats cap_stats;
+typedef struct cap_dcache cap_dcache;
 
 enum { CAP_END_RETURN = 0, CAP_END_BREAK = 1 };
 
@@ -74,6 +75,7 @@ struct cap_entry {
        2 per source (the key, and the sub-dict of a parameter, buffer or
        child module), then 4 per guard (hook dicts). */
     cap_hint *hints;
+    cap_dcache *dcache;      /* [nsrc]: per check, the dicts of a module (entry_run.c) */
     /* The graph (NULL when the segment has no tensor ops). */
     ptc_graph *graph;
     int *input_src;          /* per graph input: source, or -1 (constant) */

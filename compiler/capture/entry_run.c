@@ -12,23 +12,36 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The instance dict of obj, borrowed (the object keeps it). Guards read
- * several attributes of one module in a row: the last one is remembered for
- * the duration of one check (no Python code runs in between). */
-static PyObject *last_obj, *last_dict;
+/* The instance dict of an object, and its _parameters, _buffers and
+ * _modules dicts, all borrowed (the object keeps them): several sources and
+ * guards read from one module, so each is looked up once per check and kept
+ * in the slot of the module's source. A slot is valid while its generation
+ * is the current one; anything that may run Python code (getattr, __eq__)
+ * starts a new generation. */
+struct cap_dcache {
+    uint64_t gen;
+    PyObject *dict;
+    PyObject *sub[3];
+    uint64_t sub_gen[3];
+};
 
-static PyObject *inst_dict_of(PyObject *obj)
+enum { SUB_PARAMS, SUB_BUFFERS, SUB_MODULES };
+
+static uint64_t check_gen = 1;
+
+static PyObject *inst_dict_of(PyObject *obj, cap_dcache *c)
 {
-    if (obj == last_obj && last_dict)
-        return last_dict;
+    if (c && c->gen == check_gen)
+        return c->dict;
     PyObject *d = PyObject_GenericGetDict(obj, NULL);
-    if (!d) {
+    if (!d)
         PyErr_Clear();
-        return NULL;
+    else
+        Py_DECREF(d); /* the object keeps its dict */
+    if (c) {
+        c->gen = check_gen;
+        c->dict = d;
     }
-    Py_DECREF(d); /* the object keeps its dict */
-    last_obj = obj;
-    last_dict = d;
     return d;
 }
 
@@ -82,25 +95,37 @@ static PyObject *dict_get(PyObject *d, PyObject *key, cap_hint *h)
     return v;
 }
 
-static PyObject *inst_get(PyObject *obj, PyObject *key, PyObject *sub, cap_hint *hints)
+static PyObject *inst_get(PyObject *obj, PyObject *key, int sub, cap_hint *hints, cap_dcache *c)
 {
-    PyObject *d = inst_dict_of(obj);
+    static PyObject **sub_keys[3] = {&cap_T.s_parameters, &cap_T.s_buffers, &cap_T.s_modules};
+    PyObject *d = inst_dict_of(obj, c);
     if (!d)
         return NULL;
-    if (sub) {
-        PyObject *s = dict_get(d, sub, hints ? &hints[1] : NULL);
-        return s && PyDict_Check(s) ? dict_get(s, key, hints) : NULL;
+    if (sub < 0)
+        return dict_get(d, key, hints); /* the dict keeps its values */
+    PyObject *s;
+    if (c && c->sub_gen[sub] == check_gen) {
+        s = c->sub[sub];
+    } else {
+        s = dict_get(d, *sub_keys[sub], hints ? &hints[1] : NULL);
+        if (s && !PyDict_Check(s))
+            s = NULL;
+        if (c) {
+            c->sub[sub] = s;
+            c->sub_gen[sub] = check_gen;
+        }
     }
-    return dict_get(d, key, hints); /* the dict keeps its values */
+    return s ? dict_get(s, key, hints) : NULL;
 }
 
 /* The value of source i; *owned when it is a new reference. NULL when it
  * cannot be reached (a missing attribute or key): the guards fail. */
 static PyObject *eval_source(const cap_source *s, PyObject **vals, cap_frame **frames, int nframes,
-                             bool *owned, cap_hint *hints)
+                             bool *owned, cap_hint *hints, cap_dcache *dc)
 {
     *owned = false;
     PyObject *p = s->parent >= 0 ? vals[s->parent] : NULL;
+    cap_dcache *c = s->parent >= 0 && dc ? &dc[s->parent] : NULL;
     if (s->parent >= 0 && !p)
         return NULL;
     PyObject *v = NULL;
@@ -118,27 +143,27 @@ static PyObject *eval_source(const cap_source *s, PyObject **vals, cap_frame **f
     case CAP_S_CONST:
         return s->key;
     case CAP_S_INSTDICT:
-        if ((v = inst_get(p, s->key, NULL, hints)))
+        if ((v = inst_get(p, s->key, -1, hints, c)))
             return v;
         /* Modules and other objects without a plain dict entry: getattr. */
         /* fallthrough */
     case CAP_S_ATTR:
-        last_obj = NULL; /* getattr may run Python code */
+        check_gen++; /* getattr may run Python code */
         v = PyObject_GetAttr(p, s->key);
         if (!v)
             PyErr_Clear();
         *owned = v != NULL;
         return v;
     case CAP_S_MODPARAM:
-        return inst_get(p, s->key, cap_T.s_parameters, hints);
+        return inst_get(p, s->key, SUB_PARAMS, hints, c);
     case CAP_S_MODBUF:
-        return inst_get(p, s->key, cap_T.s_buffers, hints);
+        return inst_get(p, s->key, SUB_BUFFERS, hints, c);
     case CAP_S_MODCHILD:
-        return inst_get(p, s->key, cap_T.s_modules, hints);
+        return inst_get(p, s->key, SUB_MODULES, hints, c);
     case CAP_S_ITEM:
         if (PyDict_Check(p))
             return dict_get(p, s->key, hints);
-        last_obj = NULL;
+        check_gen++;
         v = PyObject_GetItem(p, s->key);
         if (!v)
             PyErr_Clear();
@@ -163,11 +188,11 @@ static PyObject *eval_source(const cap_source *s, PyObject **vals, cap_frame **f
     return NULL;
 }
 
-static bool hooks_empty(PyObject *mod, cap_hint *hints)
+static bool hooks_empty(PyObject *mod, cap_hint *hints, cap_dcache *c)
 {
     PyObject *keys[4] = {cap_T.s_forward_hooks, cap_T.s_forward_pre_hooks, cap_T.s_backward_hooks,
                          cap_T.s_backward_pre_hooks};
-    PyObject *d = inst_dict_of(mod);
+    PyObject *d = inst_dict_of(mod, c);
     if (!d)
         return false;
     bool empty = true;
@@ -202,11 +227,11 @@ static bool plain_value(PyObject *v)
            v == Py_None || t == &PyTuple_Type;
 }
 
-static int check_guard(const cap_guard *g, PyObject *v, cap_hint *hints)
+static int check_guard(const cap_guard *g, PyObject *v, cap_hint *hints, cap_dcache *c)
 {
     if (g->kind != CAP_G_ID && g->kind != CAP_G_TYPE && g->kind != CAP_G_NOHOOKS &&
         g->kind != CAP_G_CLASSATTR && !(g->kind == CAP_G_EQ && plain_value(v)))
-        last_obj = NULL; /* the check may run Python code */
+        check_gen++; /* the check may run Python code */
     switch (g->kind) {
     case CAP_G_ID:
         return v == g->obj;
@@ -259,10 +284,10 @@ static int check_guard(const cap_guard *g, PyObject *v, cap_hint *hints)
         return r == (int)g->n;
     }
     case CAP_G_NOHOOKS:
-        return hooks_empty(v, hints);
+        return hooks_empty(v, hints, c);
     case CAP_G_CLASSATTR: {
         PyObject *name = PyTuple_GetItem(g->obj, 0);
-        PyObject *d = inst_dict_of(v);
+        PyObject *d = inst_dict_of(v, c);
         bool shadowed = d && dict_get(d, name, NULL);
         PyObject *f = shadowed ? NULL : PyObject_GetAttr((PyObject *)Py_TYPE(v), name);
         int same = f == PyTuple_GetItem(g->obj, 1);
@@ -393,7 +418,7 @@ static int check_tensors(cap_entry *e, PyObject **vals, int *failed)
         return 1;
     for (int k = 0; k < e->ntensor; k++) {
         const cap_guard *g = &e->guards[e->tensor_gi[k]];
-        if (!check_guard(g, vals[g->src], NULL)) {
+        if (!check_guard(g, vals[g->src], NULL, NULL)) {
             *failed = e->tensor_gi[k];
             return 0;
         }
@@ -405,7 +430,7 @@ int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **va
                     int *failed)
 {
     int gi = 0;
-    last_obj = last_dict = NULL;
+    check_gen++;
     /* Global-state guards (no source) are installed first by the tracer. */
     for (; gi < e->nguards && e->guards[gi].src < 0; gi++)
         if (!check_global(&e->guards[gi])) {
@@ -415,6 +440,8 @@ int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **va
     bool batch = e->tensor_guards != NULL;
     if (!e->param_seen)
         e->param_seen = calloc((size_t)e->nguards + 1, sizeof *e->param_seen);
+    if (!e->dcache)
+        e->dcache = calloc((size_t)e->nsrc + 1, sizeof *e->dcache);
     if (!e->hints && (e->hints = malloc(sizeof *e->hints * (2 * (size_t)e->nsrc + 4 * (size_t)e->nguards + 1))))
         for (int i = 0; i < 2 * e->nsrc + 4 * e->nguards; i++)
             e->hints[i] = (cap_hint){-1, 0};
@@ -426,14 +453,14 @@ int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **va
             continue;
         }
         vals[i] = eval_source(&e->src[i], vals, frames, nframes, &owned[i],
-                              src_hints ? &src_hints[2 * i] : NULL);
+                              src_hints ? &src_hints[2 * i] : NULL, e->dcache);
         for (; gi < e->nguards && e->guards[gi].src <= i; gi++) {
             const cap_guard *g = &e->guards[gi];
             if (g->kind == CAP_G_TENSOR && e->param_seen && module_tensor(e, g) && vals[g->src]) {
                 PyObject **seen = &e->param_seen[gi];
                 if (*seen == vals[g->src])
                     continue;
-                if (!check_guard(g, vals[g->src], NULL)) {
+                if (!check_guard(g, vals[g->src], NULL, NULL)) {
                     *failed = gi;
                     for (int k = i + 1; k < e->nsrc; k++)
                         vals[k] = NULL, owned[k] = false;
@@ -444,9 +471,12 @@ int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **va
             }
             if (batch && g->kind == CAP_G_TENSOR && vals[g->src])
                 continue; /* checked below, all at once */
+            if (g->src >= 0 && vals[g->src] == g->obj && (g->kind == CAP_G_ID || g->kind == CAP_G_EQ))
+                continue; /* the common case, without a call */
             if (g->src < 0 ? !check_global(g)
                            : (!vals[g->src] ||
-                              !check_guard(g, vals[g->src], guard_hints ? &guard_hints[4 * gi] : NULL))) {
+                              !check_guard(g, vals[g->src], guard_hints ? &guard_hints[4 * gi] : NULL,
+                                           e->dcache ? &e->dcache[g->src] : NULL))) {
                 *failed = gi;
                 for (int k = i + 1; k < e->nsrc; k++)
                     vals[k] = NULL, owned[k] = false;
