@@ -179,7 +179,9 @@ void ptc_jw_num(ptc_jw *w, double v)
         return;
     }
     before_value(w);
-    if (v == (double)(int64_t)v && fabs(v) < 9007199254740992.0) { /* counts read as counts */
+    /* Counts read as counts; the range test comes first, as converting an
+     * out-of-range double to an integer is undefined. */
+    if (fabs(v) < 9007199254740992.0 && v == (double)(int64_t)v) {
         ptc_buf_printf(w->b, "%lld", (long long)v);
         return;
     }
