@@ -5,7 +5,11 @@
  * Sources are evaluated in id order (a parent always has a smaller id), each
  * once, with its guards checked right after it, so a failing guard stops the
  * walk early. nn.Module attributes are read from the instance dicts directly
- * (no __getattr__), which is what keeps a cache hit cheap.
+ * (no __getattr__), which is what keeps a cache hit cheap: a module's dicts
+ * are fetched once per check, and each read starts at the dict position
+ * where its key was found last time (a few ns, where a lookup with its
+ * error save/restore is several times that). Guards stay exactly as strict:
+ * every read yields what a lookup would.
  */
 #include "entry.h"
 
@@ -80,6 +84,8 @@ static PyObject *dict_get(PyObject *d, PyObject *key, cap_hint *h)
         h->pos = -1;
         h->misses++;
     }
+    if (!PyUnicode_CheckExact(key))
+        check_gen++; /* comparing other keys may run Python code */
     PyObject *v = PyDict_GetItemWithError(d, key);
     if (!v) {
         PyErr_Clear();
@@ -198,6 +204,8 @@ static bool hooks_empty(PyObject *mod, cap_hint *hints, cap_dcache *c)
     bool empty = true;
     for (int i = 0; i < 4 && empty; i++) {
         PyObject *h = dict_get(d, keys[i], hints ? &hints[i] : NULL);
+        if (h && !PyDict_Check(h))
+            check_gen++; /* len() may run Python code */
         empty = !h || (PyDict_Check(h) ? PyDict_Size(h) == 0 : PyObject_Size(h) == 0);
     }
     PyErr_Clear();
