@@ -599,6 +599,10 @@ void cap_entry_free(cap_entry *e)
     free(e->param_seen);
     free(e->hints);
     free(e->dcache);
+    for (int i = 0; e->kept && i < e->nsrc; i++)
+        Py_XDECREF(e->kept[i]);
+    free(e->kept);
+    free(e->trust);
     for (int i = 0; i < e->nrecipes; i++) {
         free(e->recipes[i].items);
         Py_XDECREF(e->recipes[i].obj);

@@ -76,6 +76,12 @@ struct cap_entry {
        child module), then 4 per guard (hook dicts). */
     cap_hint *hints;
     cap_dcache *dcache;      /* [nsrc]: per check, the dicts of a module (entry_run.c) */
+    /* Trusted module state (ptc.config.trust_module_state, entry_run.c):
+       flags per source then per guard, the kept module-held values (strong),
+       and the module epoch they were kept at (0: none). */
+    uint8_t *trust;
+    PyObject **kept;
+    uint64_t trusted_epoch;
     /* The graph (NULL when the segment has no tensor ops). */
     ptc_graph *graph;
     int *input_src;          /* per graph input: source, or -1 (constant) */

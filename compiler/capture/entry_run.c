@@ -434,6 +434,115 @@ static int check_tensors(cap_entry *e, PyObject **vals, int *failed)
     return 1; /* stricter than ptc's own guards (e.g. dispatch keys): still a hit */
 }
 
+/* ---- trusted module state ---------------------------------------------------------------
+ *
+ * With ptc.config.trust_module_state, nn.Module's attribute writes, hook
+ * registrations and container edits bump cap_module_epoch (python/ptc/
+ * _module_state.py wraps them). After a full check passes, the entry keeps
+ * the values of its module-held sources (attributes found in a module's
+ * instance dict, parameters, buffers, submodules, under a module whose
+ * identity a guard checks) and marks the guards those values imply: is,
+ * == on immutable values, module tensors (same object, as param_seen) and
+ * "no hooks". While the epoch stays, a hit takes the kept values and skips
+ * the marked guards; any other guard still runs on them. Only at the start
+ * of a call: after a graph break, code of the call ran for real (traces
+ * follow the wrapped methods, so a break inside one bumps nothing) and the
+ * next segment is checked in full. Writes that go around nn.Module (its
+ * __dict__, its _parameters dict, object.__setattr__) are not seen: man
+ * ptc(7) lists them.
+ */
+enum { TRUST_KEPT = 1, TRUST_ANCHOR = 2 };
+
+uint64_t cap_module_epoch = 1;
+
+/* A module whose writes go through nn.Module's (wrapped) methods. */
+static bool tracked_module(PyObject *obj)
+{
+    static PyObject *s_setattr, *s_delattr;
+    if (!s_setattr && !(s_setattr = PyUnicode_InternFromString("__setattr__")))
+        return PyErr_Clear(), false;
+    if (!s_delattr && !(s_delattr = PyUnicode_InternFromString("__delattr__")))
+        return PyErr_Clear(), false;
+    PyTypeObject *m = (PyTypeObject *)cap_T.Module;
+    return obj && PyObject_TypeCheck(obj, m) &&
+           cap_type_lookup(Py_TYPE(obj), s_setattr) == cap_type_lookup(m, s_setattr) &&
+           cap_type_lookup(Py_TYPE(obj), s_delattr) == cap_type_lookup(m, s_delattr);
+}
+
+static bool immutable_value(PyObject *v, int depth)
+{
+    PyTypeObject *t = Py_TYPE(v);
+    if (v == Py_None || t == &PyBool_Type || t == &PyLong_Type || t == &PyFloat_Type ||
+        t == &PyUnicode_Type || t == &PyBytes_Type)
+        return true;
+    if (t != &PyTuple_Type || depth > 4)
+        return false;
+    for (Py_ssize_t i = 0; i < PyTuple_Size(v); i++)
+        if (!immutable_value(PyTuple_GetItem(v, i), depth + 1))
+            return false;
+    return true;
+}
+
+static bool module_held(const cap_entry *e, int i, PyObject **vals, const uint8_t *trust)
+{
+    const cap_source *s = &e->src[i];
+    if (s->parent < 0 || !vals[i] || !(trust[s->parent] & (TRUST_KEPT | TRUST_ANCHOR)) ||
+        !tracked_module(vals[s->parent]))
+        return false;
+    switch (s->kind) {
+    case CAP_S_INSTDICT: { /* found in the instance dict, not through getattr */
+        PyObject *d = inst_dict_of(vals[s->parent], NULL);
+        return d && dict_get(d, s->key, NULL) == vals[i];
+    }
+    case CAP_S_MODPARAM:
+    case CAP_S_MODBUF:
+    case CAP_S_MODCHILD:
+        return true;
+    }
+    return false;
+}
+
+static void trust_learn(cap_entry *e, PyObject **vals)
+{
+    size_t n = (size_t)e->nsrc + (size_t)e->nguards;
+    if (!e->trust) {
+        e->trust = calloc(n + 1, 1);
+        e->kept = calloc((size_t)e->nsrc + 1, sizeof *e->kept);
+        if (!e->trust || !e->kept) {
+            free(e->trust);
+            free(e->kept);
+            e->trust = NULL;
+            e->kept = NULL;
+            return;
+        }
+    }
+    uint8_t *trust = e->trust;
+    memset(trust, 0, n);
+    check_gen++;
+    for (int gi = 0; gi < e->nguards; gi++)
+        if (e->guards[gi].kind == CAP_G_ID && e->guards[gi].src >= 0)
+            trust[e->guards[gi].src] |= TRUST_ANCHOR;
+    for (int i = 0; i < e->nsrc; i++) {
+        bool kept = module_held(e, i, vals, trust);
+        if (kept)
+            trust[i] |= TRUST_KEPT;
+        Py_XSETREF(e->kept[i], kept ? Py_NewRef(vals[i]) : NULL);
+    }
+    for (int gi = 0; gi < e->nguards; gi++) {
+        const cap_guard *g = &e->guards[gi];
+        if (g->src < 0)
+            continue;
+        bool kept = trust[g->src] & TRUST_KEPT;
+        trust[e->nsrc + gi] =
+            (kept && (g->kind == CAP_G_ID || (g->kind == CAP_G_EQ && immutable_value(g->obj, 0)) ||
+                      (g->kind == CAP_G_TENSOR && module_tensor(e, g)))) ||
+            (g->kind == CAP_G_NOHOOKS && (trust[g->src] & (TRUST_KEPT | TRUST_ANCHOR)) &&
+             tracked_module(vals[g->src]));
+    }
+    PyErr_Clear();
+    e->trusted_epoch = cap_module_epoch;
+}
+
 int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **vals, bool *owned,
                     int *failed)
 {
@@ -454,16 +563,30 @@ int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **va
         for (int i = 0; i < 2 * e->nsrc + 4 * e->nguards; i++)
             e->hints[i] = (cap_hint){-1, 0};
     cap_hint *src_hints = e->hints, *guard_hints = e->hints ? e->hints + 2 * e->nsrc : NULL;
+    /* Trusted module state: nothing was written to a module since the last
+       full check passed, so module-held values are the ones kept then. */
+    bool call_start = nframes == 1 && frames[0]->pc == 0;
+    const uint8_t *trust = cap_cfg.trust_module_state && call_start && e->trust &&
+                                   e->trusted_epoch == cap_module_epoch
+                               ? e->trust
+                               : NULL;
     for (int i = 0; i < e->nsrc; i++) {
         if (e->src_needed && !e->src_needed[i]) {
             vals[i] = NULL;
             owned[i] = false;
             continue;
         }
-        vals[i] = eval_source(&e->src[i], vals, frames, nframes, &owned[i],
-                              src_hints ? &src_hints[2 * i] : NULL, e->dcache);
+        if (trust && (trust[i] & TRUST_KEPT)) {
+            vals[i] = e->kept[i];
+            owned[i] = false;
+        } else {
+            vals[i] = eval_source(&e->src[i], vals, frames, nframes, &owned[i],
+                                  src_hints ? &src_hints[2 * i] : NULL, e->dcache);
+        }
         for (; gi < e->nguards && e->guards[gi].src <= i; gi++) {
             const cap_guard *g = &e->guards[gi];
+            if (trust && trust[e->nsrc + gi])
+                continue; /* implied by the kept value and the epoch */
             if (g->kind == CAP_G_TENSOR && e->param_seen && module_tensor(e, g) && vals[g->src]) {
                 PyObject **seen = &e->param_seen[gi];
                 if (*seen == vals[g->src])
@@ -497,11 +620,14 @@ int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **va
             *failed = gi;
             return 0;
         }
+    int ok = 1;
     if (batch)
-        return check_tensors(e, vals, failed);
-    if (!e->tg_tried)
+        ok = check_tensors(e, vals, failed);
+    else if (!e->tg_tried)
         build_tensor_guards(e, vals);
-    return 1;
+    if (ok == 1 && cap_cfg.trust_module_state && call_start && !trust)
+        trust_learn(e, vals);
+    return ok;
 }
 
 void cap_entry_release_vals(cap_entry *e, PyObject **vals, bool *owned)

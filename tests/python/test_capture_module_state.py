@@ -3,7 +3,10 @@ under ptc too, with the guard that failed as the reason, however the cache
 hit reads module attributes (dict reads at remembered positions): attribute
 writes, deletions that move the instance dict's entries, train/eval,
 replaced parameters and buffers, replaced submodules, forward hooks added
-and removed, global module hooks, grad mode, input dtype and shape.
+and removed, global module hooks, grad mode, input dtype and shape. Each
+runs twice: with full guards, and with ptc.config.trust_module_state (hits
+skip module guards while no nn.Module method changed a module); writes
+around nn.Module are noticed only with full guards.
 """
 import pytest
 
@@ -36,8 +39,15 @@ def hit_twice(c, m, x):
         assert torch.allclose(c(x), m(x), atol=1e-5)
 
 
+@pytest.fixture(params=[False, True], ids=["guards", "trusted"])
+def trusted(request):
+    ptc.config.trust_module_state = request.param
+    yield request.param
+    ptc.config.trust_module_state = False
+
+
 @pytest.fixture
-def compiled():
+def compiled(trusted):
     torch.manual_seed(0)
     m = Block().eval()
     c = ptc.compile(m, backend="eager")
@@ -89,8 +99,10 @@ def test_instance_dict_grows_and_resizes(compiled):
     assert "conv.padding" in guard, guard
 
 
-def test_attribute_written_straight_into_the_dict(compiled):
+def test_attribute_written_straight_into_the_dict(compiled, trusted):
     m, c, x = compiled
+    if trusted:
+        pytest.skip("documented: writes around nn.Module are not seen when trusted")
     m.conv.__dict__["dilation"] = (2, 2)
     hit_twice(c, m, x)
     (guard,) = recompiles(c)
@@ -120,8 +132,10 @@ def test_parameter_replaced(compiled):
     assert "conv.weight" in guard and "f64" in guard, guard
 
 
-def test_parameter_written_into_parameters_dict(compiled):
+def test_parameter_written_into_parameters_dict(compiled, trusted):
     m, c, x = compiled
+    if trusted:
+        pytest.skip("documented: writes around nn.Module are not seen when trusted")
     m.conv._parameters["bias"] = None
     hit_twice(c, m, x)
     (guard,) = recompiles(c)
@@ -201,3 +215,51 @@ def test_input_dtype_and_shape(compiled):
     hit_twice(c, m, x.double())
     guards = recompiles(c)
     assert len(guards) == 2 and "L['x']" in guards[0] and "f64" in guards[1], guards
+
+
+def test_trusted_hits_take_kept_values_until_a_module_changes():
+    """The trusted fast path is taken (no guard of the module runs), and
+    still notices a change made through nn.Module."""
+    ptc.config.trust_module_state = True
+    try:
+        m = Block().eval()
+        c = ptc.compile(m, backend="eager")
+        x = torch.randn(2, 3, 8, 8)
+        with torch.no_grad():
+            hit_twice(c, m, x)
+            m.conv.__dict__["stride"] = (2, 2)  # around nn.Module: the kept value stays
+            assert c(x).shape == (2, 4, 8, 8)
+            m.bn.momentum = 0.5  # through nn.Module: a full check, which sees both
+            assert c(x).shape == (2, 4, 4, 4)
+        (guard,) = recompiles(c)
+        assert "conv.stride == (1, 1)" in guard, guard
+    finally:
+        ptc.config.trust_module_state = False
+
+
+def test_trusted_module_list_edits_and_setting_off():
+    ptc.config.trust_module_state = True
+    try:
+        class Stack(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+
+            def forward(self, x):
+                for layer in self.layers:
+                    x = layer(x)
+                return x
+
+        m = Stack()
+        c = ptc.compile(m, backend="eager")
+        x = torch.randn(2, 4)
+        with torch.no_grad():
+            hit_twice(c, m, x)
+            m.layers.insert(0, nn.Linear(4, 4))  # writes _modules directly, inside a wrapped method
+            hit_twice(c, m, x)
+            m.layers[0].weight.requires_grad_(False)
+        guards = recompiles(c)
+        assert len(guards) == 1 and "layers" in guards[0], guards
+    finally:
+        ptc.config.trust_module_state = False
+    assert ptc.config.trust_module_state is False
