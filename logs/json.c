@@ -608,3 +608,31 @@ double ptc_json_num(const ptc_json *obj, const char *key, double dflt)
     const ptc_json *j = ptc_json_get(obj, key);
     return j && j->kind == PTC_JNUM ? j->num : dflt;
 }
+
+void ptc_jw_value(ptc_jw *w, const ptc_json *j, int max_depth)
+{
+    if (w->depth >= max_depth) {
+        ptc_jw_null(w);
+        return;
+    }
+    switch (j->kind) {
+    case PTC_JNULL: ptc_jw_null(w); break;
+    case PTC_JBOOL: ptc_jw_bool(w, j->b); break;
+    case PTC_JNUM: ptc_jw_num(w, j->num); break;
+    case PTC_JSTR: ptc_jw_str(w, j->str); break;
+    case PTC_JARR:
+        ptc_jw_arr_begin(w);
+        for (int i = 0; i < j->n; i++)
+            ptc_jw_value(w, j->items[i], max_depth);
+        ptc_jw_arr_end(w);
+        break;
+    case PTC_JOBJ:
+        ptc_jw_obj_begin(w);
+        for (int i = 0; i < j->n; i++) {
+            ptc_jw_key(w, j->keys[i]);
+            ptc_jw_value(w, j->items[i], max_depth);
+        }
+        ptc_jw_obj_end(w);
+        break;
+    }
+}

@@ -102,6 +102,9 @@ ptc_json *ptc_json_parse(ptc_arena *a, const char *text, size_t len, const char 
 const ptc_json *ptc_json_get(const ptc_json *obj, const char *key); /* NULL if absent */
 const char *ptc_json_str(const ptc_json *obj, const char *key, const char *dflt);
 double ptc_json_num(const ptc_json *obj, const char *key, double dflt);
+/* Writes a parsed value back out; what nests max_depth levels deep or more
+ * (counting the writer's open levels) is written as null. */
+void ptc_jw_value(ptc_jw *w, const ptc_json *j, int max_depth);
 
 /* ------------------------------------------------------------------------------
  * Timers and metrics: per-pass compile times, node counts, cache hits.
@@ -177,5 +180,18 @@ typedef struct ptc_repro_info {
  * path is copied to path_out. */
 int ptc_repro_write(const char *dir, const ptc_graph *g, const ptc_tensor *inputs, int ninputs,
                     const ptc_repro_info *info, char *path_out, size_t path_size, ptc_error *err);
+
+/* ------------------------------------------------------------------------------
+ * Command-line tools (cli.c): options and one-line errors.
+ * ---------------------------------------------------------------------------- */
+
+/* The value of option NAME at argv[*i], written "NAME=V" or "NAME V" (then
+ * *i moves past V). NULL when argv[*i] is another option, or when NAME has
+ * no value (then *missing is set, where missing is not NULL). */
+const char *ptc_cli_opt(int argc, char **argv, int *i, const char *name, bool *missing);
+/* Prints "TOOL: message" on stderr; returns 2, the exit status of bad input. */
+int ptc_cli_fail(const char *tool, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints "TOOL: file:line:col: message" for err; returns status. */
+int ptc_cli_report(const char *tool, const ptc_error *err, int status);
 
 #endif /* PTC_LOGS_H */

@@ -112,34 +112,6 @@ const char *ptc_trace_dir(const ptc_trace *t) { return t->dir; }
 /* ---- index.json ------------------------------------------------------------ */
 
 /* Re-emits a parsed value (an earlier run's entry) through the writer. */
-static void emit_json(ptc_jw *w, const ptc_json *j)
-{
-    if (w->depth > 48) { /* deeper than any index we write: not worth keeping */
-        ptc_jw_null(w);
-        return;
-    }
-    switch (j->kind) {
-    case PTC_JNULL: ptc_jw_null(w); break;
-    case PTC_JBOOL: ptc_jw_bool(w, j->b); break;
-    case PTC_JNUM: ptc_jw_num(w, j->num); break;
-    case PTC_JSTR: ptc_jw_str(w, j->str); break;
-    case PTC_JARR:
-        ptc_jw_arr_begin(w);
-        for (int i = 0; i < j->n; i++)
-            emit_json(w, j->items[i]);
-        ptc_jw_arr_end(w);
-        break;
-    case PTC_JOBJ:
-        ptc_jw_obj_begin(w);
-        for (int i = 0; i < j->n; i++) {
-            ptc_jw_key(w, j->keys[i]);
-            emit_json(w, j->items[i]);
-        }
-        ptc_jw_obj_end(w);
-        break;
-    }
-}
-
 static void emit_list(ptc_jw *w, const char *key, const char **items, int n)
 {
     ptc_jw_key(w, key);
@@ -187,7 +159,7 @@ static int write_index(ptc_trace *t, ptc_error *err)
     ptc_jw_key(&w, "compiles");
     ptc_jw_arr_begin(&w);
     for (int i = 0; t->old && i < t->old->n; i++)
-        emit_json(&w, t->old->items[i]);
+        ptc_jw_value(&w, t->old->items[i], 49); /* deeper than any index we write: null */
     for (int i = 0; i < t->ncompiles; i++)
         emit_compile(&w, t->compiles[i]);
     ptc_jw_arr_end(&w);

@@ -1158,7 +1158,7 @@ static int class_args(cap_tcall *c, V *weight, int64_t *ignore)
 
 int cap_th_nll_loss(cap_tcall *c, PyObject **out)
 {
-    V in, tg, w;
+    V in = NULL, tg = NULL, w = NULL; /* set by pair() and class_args() when they return CAP_NEXT */
     int64_t ignore;
     int red, rc;
     if ((rc = pair(c, &in, &tg)) != CAP_NEXT || (rc = reduction_of(c, 6, &red)) != CAP_NEXT ||
@@ -1173,7 +1173,7 @@ int cap_th_nll_loss(cap_tcall *c, PyObject **out)
  * -sum(target * log_softmax) over classes for probability targets. */
 int cap_th_cross_entropy(cap_tcall *c, PyObject **out)
 {
-    V in, tg, w;
+    V in = NULL, tg = NULL, w = NULL; /* set by pair() and class_args() when they return CAP_NEXT */
     int64_t ignore;
     int red, rc;
     double ls;

@@ -123,7 +123,7 @@ static char *make_tmpdir(void)
 static void write_text(const char *dir, const char *name, const char *text)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    ck_assert_int_lt(snprintf(path, sizeof path, "%s/%s", dir, name), (int)sizeof path);
     ck_assert_int_eq(ptc_write_file(path, text, strlen(text), NULL), 0);
 }
 

@@ -24,6 +24,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+static const char TOOL[] = "ptminify";
+
 typedef struct args {
     const char *path; /* REPRO_DIR or GRAPH.ptir */
     const char *inputs;
@@ -69,47 +71,13 @@ static void usage(FILE *f)
            "  -v, --verbose     one line per test;  -q, --quiet  no progress\n");
 }
 
-__attribute__((format(printf, 1, 2))) static int bad_input(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "ptminify: ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return 2;
-}
-
-static int report(const ptc_error *err, int status)
-{
-    char buf[2048];
-    ptc_error_format(err, buf, sizeof buf);
-    fprintf(stderr, "ptminify: %s\n", buf);
-    return status;
-}
-
-static const char *opt_value(int argc, char **argv, int *i, const char *name, bool *missing)
-{
-    size_t n = strlen(name);
-    if (strncmp(argv[*i], name, n) != 0)
-        return NULL;
-    if (argv[*i][n] == '=')
-        return argv[*i] + n + 1;
-    if (argv[*i][n] != 0)
-        return NULL;
-    if (*i + 1 < argc)
-        return argv[++*i];
-    *missing = true;
-    return NULL;
-}
-
 static int parse_number(const char *flag, const char *v, double lo, double *out)
 {
     char *end;
     errno = 0;
     *out = strtod(v, &end);
     if (!*v || *end || errno || !(*out >= lo))
-        return bad_input("%s expects a number >= %g, got '%s'", flag, lo, v);
+        return ptc_cli_fail(TOOL, "%s expects a number >= %g, got '%s'", flag, lo, v);
     return 0;
 }
 
@@ -134,56 +102,57 @@ static int parse_args(int argc, char **argv, args *a)
             a->reproduce = true;
         } else if (strcmp(flag, "--emit-only") == 0) {
             a->emit_only = true;
-        } else if ((v = opt_value(argc, argv, &i, "--inputs", &missing))) {
+        } else if ((v = ptc_cli_opt(argc, argv, &i, "--inputs", &missing))) {
             a->inputs = v;
-        } else if ((v = opt_value(argc, argv, &i, "--check", &missing))) {
+        } else if ((v = ptc_cli_opt(argc, argv, &i, "--check", &missing))) {
             a->check = v;
-        } else if ((v = opt_value(argc, argv, &i, "--backend", &missing))) {
+        } else if ((v = ptc_cli_opt(argc, argv, &i, "--backend", &missing))) {
             a->backend = v;
-        } else if ((v = opt_value(argc, argv, &i, "--stage", &missing))) {
+        } else if ((v = ptc_cli_opt(argc, argv, &i, "--stage", &missing))) {
             a->stage = v;
-        } else if ((v = opt_value(argc, argv, &i, "-o", &missing)) ||
-                   (v = opt_value(argc, argv, &i, "--output", &missing))) {
+        } else if ((v = ptc_cli_opt(argc, argv, &i, "-o", &missing)) ||
+                   (v = ptc_cli_opt(argc, argv, &i, "--output", &missing))) {
             a->out = v;
-        } else if ((v = opt_value(argc, argv, &i, "--timeout", &missing))) {
+        } else if ((v = ptc_cli_opt(argc, argv, &i, "--timeout", &missing))) {
             if (parse_number("--timeout", v, 0.001, &a->timeout_s))
                 return 2;
-        } else if ((v = opt_value(argc, argv, &i, "--mem", &missing))) {
+        } else if ((v = ptc_cli_opt(argc, argv, &i, "--mem", &missing))) {
             if (parse_number("--mem", v, 0, &num))
                 return 2;
             a->mem_mb = (long)num;
-        } else if ((v = opt_value(argc, argv, &i, "--jobs", &missing)) ||
-                   (v = opt_value(argc, argv, &i, "-j", &missing))) {
+        } else if ((v = ptc_cli_opt(argc, argv, &i, "--jobs", &missing)) ||
+                   (v = ptc_cli_opt(argc, argv, &i, "-j", &missing))) {
             if (parse_number("--jobs", v, 1, &num) || num > 256)
-                return num > 256 ? bad_input("--jobs: at most 256") : 2;
+                return num > 256 ? ptc_cli_fail(TOOL, "--jobs: at most 256") : 2;
             a->jobs = (int)num;
-        } else if ((v = opt_value(argc, argv, &i, "--max-tests", &missing))) {
+        } else if ((v = ptc_cli_opt(argc, argv, &i, "--max-tests", &missing))) {
             if (parse_number("--max-tests", v, 1, &num))
                 return 2;
             a->max_tests = (int)num;
-        } else if ((v = opt_value(argc, argv, &i, "--seed", &missing))) {
+        } else if ((v = ptc_cli_opt(argc, argv, &i, "--seed", &missing))) {
             if (parse_number("--seed", v, 0, &num))
                 return 2;
             a->seed = (uint64_t)num;
-        } else if ((v = opt_value(argc, argv, &i, "--sym", &missing))) {
+        } else if ((v = ptc_cli_opt(argc, argv, &i, "--sym", &missing))) {
             const char *eq = strchr(v, '=');
             char *end;
             long long val = eq ? strtoll(eq + 1, &end, 10) : 0;
             if (!eq || eq == v || *end || val < 0 ||
                 ptc_bindings_set(&a->syms, strndup(v, (size_t)(eq - v)), val))
-                return bad_input("--sym expects NAME=VALUE with VALUE >= 0, got '%s'", v);
+                return ptc_cli_fail(TOOL, "--sym expects NAME=VALUE with VALUE >= 0, got '%s'", v);
         } else if (missing) {
-            return bad_input("%s expects a value", flag);
+            return ptc_cli_fail(TOOL, "%s expects a value", flag);
         } else if (flag[0] == '-' && flag[1]) {
-            return bad_input("unknown option '%s' (try --help)", flag);
+            return ptc_cli_fail(TOOL, "unknown option '%s' (try --help)", flag);
         } else if (a->path) {
-            return bad_input("more than one input given ('%s' and '%s')", a->path, flag);
+            return ptc_cli_fail(TOOL, "more than one input given ('%s' and '%s')", a->path, flag);
         } else {
             a->path = flag;
         }
     }
     if (!a->path)
-        return bad_input("no input given (usage: ptminify [OPTIONS] REPRO_DIR | GRAPH.ptir)");
+        return ptc_cli_fail(TOOL,
+                            "no input given (usage: ptminify [OPTIONS] REPRO_DIR | GRAPH.ptir)");
     return 0;
 }
 
@@ -236,7 +205,7 @@ static int load_inputs(const char *path, const ptc_graph *g, ptc_tensor *in)
     ptc_tensorfile tf;
     ptc_error err;
     if (ptc_tensorfile_read(path, &tf, &err))
-        return report(&err, 2);
+        return ptc_cli_report(TOOL, &err, 2);
     bool by_name = true;
     for (int i = 0; i < g->ninputs; i++) {
         bool found = false;
@@ -246,8 +215,8 @@ static int load_inputs(const char *path, const ptc_graph *g, ptc_tensor *in)
     }
     if (!by_name && tf.n != g->ninputs) {
         ptc_tensorfile_free(&tf);
-        return bad_input("%s: holds %d tensors, graph '%s' takes %d inputs", path, tf.n, g->name,
-                         g->ninputs);
+        return ptc_cli_fail(TOOL, "%s: holds %d tensors, graph '%s' takes %d inputs", path, tf.n,
+                            g->name, g->ninputs);
     }
     ptc_bindings b = {0};
     int rc = 0;
@@ -262,7 +231,7 @@ static int load_inputs(const char *path, const ptc_graph *g, ptc_tensor *in)
         snprintf(what, sizeof what, "%.120s: tensor '%.60s' for input %%%.60s", path, tf.names[j],
                  g->inputs[i]->name);
         if (ptc_tensor_check_type(&in[i], &g->inputs[i]->type, &b, what, &err))
-            rc = report(&err, 2);
+            rc = ptc_cli_report(TOOL, &err, 2);
     }
     ptc_tensorfile_free(&tf);
     return rc;
@@ -290,7 +259,7 @@ static int make_inputs(const args *a, const ptc_graph *g, ptc_tensor *in)
         if (ptc_eval_shape(&g->inputs[i]->type, &b, sizes, &err) ||
             ptc_tensor_alloc(&in[i], g->inputs[i]->type.dtype, g->inputs[i]->type.ndim, sizes,
                              &err))
-            return report(&err, 2);
+            return ptc_cli_report(TOOL, &err, 2);
         ptc_tensor_fill_random(&in[i], a->seed * 1000003u + (uint64_t)i);
     }
     return 0;
@@ -323,7 +292,8 @@ static int parse_backend(const char *name, ptc_backend *b, mf_exec_fn *exec)
     else if (strcmp(name, "harness") == 0)
         *b = PTC_BACKEND_REFERENCE, *exec = mf_exec_harness;
     else
-        return bad_input("unknown backend '%s' (expected reference, cpu, cuda or harness)", name);
+        return ptc_cli_fail(TOOL, "unknown backend '%s' (expected reference, cpu, cuda or harness)",
+                            name);
     return 0;
 }
 
@@ -399,24 +369,26 @@ static int pin(mf *m, const mf_check *check, const mf_case *orig, const char *na
     run_once(m, orig, r0);
     mf_result_format(r0, what, sizeof what);
     if (r0->kind == MF_PASS)
-        return bad_input("%s does not fail (backend %s: it compiles, runs%s)", name,
-                         mf_backend_name(m->xo.backend),
-                         m->xo.compare ? " and matches the reference interpreter" : "");
+        return ptc_cli_fail(TOOL, "%s does not fail (backend %s: it compiles, runs%s)", name,
+                            mf_backend_name(m->xo.backend),
+                            m->xo.compare ? " and matches the reference interpreter" : "");
     if (r0->kind == MF_INVALID)
-        return bad_input("%s: the reference interpreter rejects it: %s", name, r0->message);
+        return ptc_cli_fail(TOOL, "%s: the reference interpreter rejects it: %s", name,
+                            r0->message);
     if (!mf_check_accepts(check, r0))
-        return bad_input("%s does not fail as checked: it shows %s", name, what);
+        return ptc_cli_fail(TOOL, "%s does not fail as checked: it shows %s", name, what);
     if (m->opt.stage && strcmp(m->opt.stage, r0->stage) != 0)
-        return bad_input("%s does not fail in stage %s: it shows %s", name, m->opt.stage, what);
+        return ptc_cli_fail(TOOL, "%s does not fail in stage %s: it shows %s", name, m->opt.stage,
+                            what);
     ptc_error err;
     if (mf_signature_pin(&m->sig, r0, check, &err))
-        return report(&err, 2);
+        return ptc_cli_report(TOOL, &err, 2);
     mf_result r1;
     run_once(m, orig, &r1);
     if (!mf_signature_match(&m->sig, &r1)) {
         mf_result_format(&r1, what2, sizeof what2);
-        return bad_input("%s does not fail the same way twice: first %s, then %s", name, what,
-                         what2);
+        return ptc_cli_fail(TOOL, "%s does not fail the same way twice: first %s, then %s", name,
+                            what, what2);
     }
     return 0;
 }
@@ -437,19 +409,19 @@ static int load_input(run *R)
     args *a = &R->a;
     struct stat st;
     if (stat(a->path, &st) != 0)
-        return bad_input("%s: %s", a->path, strerror(errno));
+        return ptc_cli_fail(TOOL, "%s: %s", a->path, strerror(errno));
     ptc_error err;
     R->rp.is_dir = S_ISDIR(st.st_mode);
     const char *graph_path = a->path, *inputs_path = a->inputs;
     if (R->rp.is_dir) {
         if (load_repro_json(a->path, &R->rp, &err))
-            return report(&err, 2);
+            return ptc_cli_report(TOOL, &err, 2);
         graph_path = R->rp.graph;
         if (!inputs_path && R->rp.inputs[0])
             inputs_path = R->rp.inputs;
     }
     if (!(R->mod = load_graph(graph_path, &err)))
-        return report(&err, 2);
+        return ptc_cli_report(TOOL, &err, 2);
     const ptc_graph *g = R->mod->graphs[0];
     if (R->mod->ngraphs > 1 && !a->quiet)
         fprintf(stderr, "ptminify: %s holds %d graphs; minimising the first, '%s'\n", graph_path,
@@ -466,7 +438,7 @@ static int configure_environment(run *R)
     const char *env = getenv("PTC_INJECT");
     const char *spec = env && *env ? env : R->rp.inject;
     if (spec && ptc_inject_configure(spec, &err))
-        return report(&err, 2);
+        return ptc_cli_report(TOOL, &err, 2);
     if (env && *env && R->rp.inject && strcmp(env, R->rp.inject) != 0 && !R->a.quiet)
         fprintf(stderr, "ptminify: note: PTC_INJECT=%s overrides the repro's %s\n", env,
                 R->rp.inject);
@@ -501,7 +473,9 @@ static int choose_check(run *R)
         R->check.rtol = R->check.atol = -1;
         return 0;
     }
-    return mf_check_parse(R->a.check ? R->a.check : spec, &R->check, &err) ? report(&err, 2) : 0;
+    return mf_check_parse(R->a.check ? R->a.check : spec, &R->check, &err)
+               ? ptc_cli_report(TOOL, &err, 2)
+               : 0;
 }
 
 static int setup(run *R)
@@ -524,7 +498,8 @@ static int setup(run *R)
     char real_in[4096], real_out[4096];
     if (R->rp.is_dir && realpath(a->path, real_in) && realpath(R->out_dir, real_out) &&
         strcmp(real_in, real_out) == 0)
-        return bad_input("-o %s is the input folder; the original stays untouched", R->out_dir);
+        return ptc_cli_fail(TOOL, "-o %s is the input folder; the original stays untouched",
+                            R->out_dir);
     return 0;
 }
 
@@ -611,7 +586,7 @@ static int finish(run *R, const mf_result *r0)
     ptc_error err;
     mf_case final;
     if (mf_cand_build(m, &m->best, &final, &err))
-        return report(&err, 1);
+        return ptc_cli_report(TOOL, &err, 1);
     mf_result rf = *r0;
     if (m->stats.accepted)
         run_once(m, &final, &rf);
@@ -638,14 +613,14 @@ static int finish(run *R, const mf_result *r0)
                 what);
         rc = 1;
     } else if (mf_emit(m, &final, &rf, &s, R->out_dir, &err)) {
-        rc = report(&err, 1);
+        rc = ptc_cli_report(TOOL, &err, 1);
     }
     mf_case_free(&final);
     if (rc)
         return rc;
     mf_result rv;
     if (verify_output(m, R->out_dir, &rv, &err))
-        return report(&err, 1);
+        return ptc_cli_report(TOOL, &err, 1);
     bool reproduces = mf_signature_match(&m->sig, &rv);
     if (!reproduces) {
         mf_result_format(&rv, what, sizeof what);
@@ -667,7 +642,7 @@ static int emit_only(run *R)
     ptc_error err;
     mf_case c;
     if (mf_cand_build(m, &m->best, &c, &err))
-        return report(&err, 1);
+        return ptc_cli_report(TOOL, &err, 1);
     mf_result r = {.kind = MF_PASS};
     m->sig.kind = MF_PASS;
     mf_summary s = {.input = R->a.path,
@@ -679,7 +654,7 @@ static int emit_only(run *R)
                     .outputs_after = c.g->noutputs,
                     .stop_reason = "--emit-only",
                     .backend = mf_backend_name(m->xo.backend)};
-    int rc = mf_emit(m, &c, &r, &s, R->out_dir, &err) ? report(&err, 1) : 0;
+    int rc = mf_emit(m, &c, &r, &s, R->out_dir, &err) ? ptc_cli_report(TOOL, &err, 1) : 0;
     mf_case_free(&c);
     if (rc == 0)
         printf("ptminify: %s: the graph as it is, with repro.py and reference.bin\n", R->out_dir);
@@ -725,14 +700,14 @@ static int minimise(run *R)
     mf *m = &R->m;
     ptc_error err;
     if (!(m->pool = mf_pool_new(&m->opt.limits, &err)))
-        return report(&err, 1);
+        return ptc_cli_report(TOOL, &err, 1);
     if (R->a.emit_only)
         return emit_only(R);
     /* Recording first: the oracle's outputs then come with every candidate. */
     int nrec = R->a.reproduce ? 0 : mf_record(m->pool, m->g, m->inputs, m->recorded, &err);
     mf_case orig;
     if (mf_cand_build(m, &m->best, &orig, &err))
-        return report(&err, 1);
+        return ptc_cli_report(TOOL, &err, 1);
     mf_result r0;
     int rc = pin(m, &R->check, &orig, R->a.path, &r0);
     mf_case_free(&orig);

@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static const char TOOL[] = "ptc-run";
+
 typedef struct options {
     const char *path;
     const char *emit;
@@ -49,38 +51,6 @@ static void usage(FILE *f)
             "               [--save-outputs FILE] [--graph NAME | --all] GRAPH.ptir\n");
 }
 
-/* Prints one line for a bad command line or input and returns 2. */
-__attribute__((format(printf, 1, 2))) static int bad_input(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "ptc-run: ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return 2;
-}
-
-static int report(const ptc_error *err, int status)
-{
-    char buf[2048];
-    ptc_error_format(err, buf, sizeof buf);
-    fprintf(stderr, "ptc-run: %s\n", buf);
-    return status;
-}
-
-static const char *opt_value(int argc, char **argv, int *i, const char *name)
-{
-    size_t n = strlen(name);
-    if (strncmp(argv[*i], name, n) != 0)
-        return NULL;
-    if (argv[*i][n] == '=')
-        return argv[*i] + n + 1;
-    if (argv[*i][n] == 0 && *i + 1 < argc)
-        return argv[++*i];
-    return NULL;
-}
-
 static int parse_args(int argc, char **argv, options *o)
 {
     for (int i = 1; i < argc; i++) {
@@ -88,17 +58,17 @@ static int parse_args(int argc, char **argv, options *o)
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(stdout);
             exit(0);
-        } else if ((v = opt_value(argc, argv, &i, "--emit"))) {
+        } else if ((v = ptc_cli_opt(argc, argv, &i, "--emit", NULL))) {
             o->emit = v;
-        } else if ((v = opt_value(argc, argv, &i, "--backend"))) {
+        } else if ((v = ptc_cli_opt(argc, argv, &i, "--backend", NULL))) {
             o->backend = v;
-        } else if ((v = opt_value(argc, argv, &i, "--cuda-arch"))) {
+        } else if ((v = ptc_cli_opt(argc, argv, &i, "--cuda-arch", NULL))) {
             char *end;
             long sm = strncmp(v, "sm_", 3) == 0 ? strtol(v + 3, &end, 10) : 0;
             if (sm < 70 || sm > 90 || *end)
-                return bad_input("--cuda-arch expects sm_70 .. sm_90, got '%s'", v);
+                return ptc_cli_fail(TOOL, "--cuda-arch expects sm_70 .. sm_90, got '%s'", v);
             o->cuda_sm = (int)sm;
-        } else if ((v = opt_value(argc, argv, &i, "--trace"))) {
+        } else if ((v = ptc_cli_opt(argc, argv, &i, "--trace", NULL))) {
             o->trace = v;
         } else if (strcmp(argv[i], "--check") == 0) {
             o->check = true;
@@ -108,64 +78,69 @@ static int parse_args(int argc, char **argv, options *o)
             o->no_cache = true;
         } else if (strcmp(argv[i], "--all") == 0) {
             o->all = true;
-        } else if ((v = opt_value(argc, argv, &i, "--inputs"))) {
+        } else if ((v = ptc_cli_opt(argc, argv, &i, "--inputs", NULL))) {
             o->inputs = v;
-        } else if ((v = opt_value(argc, argv, &i, "--save-outputs"))) {
+        } else if ((v = ptc_cli_opt(argc, argv, &i, "--save-outputs", NULL))) {
             o->save_outputs = v;
-        } else if ((v = opt_value(argc, argv, &i, "--graph"))) {
+        } else if ((v = ptc_cli_opt(argc, argv, &i, "--graph", NULL))) {
             o->graph = v;
-        } else if ((v = opt_value(argc, argv, &i, "--seed"))) {
+        } else if ((v = ptc_cli_opt(argc, argv, &i, "--seed", NULL))) {
             char *end;
             o->seed = strtoull(v, &end, 10);
             if (*end || !*v || *v == '-') /* strtoull accepts "-3" and wraps it */
-                return bad_input("--seed expects a non-negative integer, got '%s'", v);
-        } else if ((v = opt_value(argc, argv, &i, "--sym"))) {
+                return ptc_cli_fail(TOOL, "--seed expects a non-negative integer, got '%s'", v);
+        } else if ((v = ptc_cli_opt(argc, argv, &i, "--sym", NULL))) {
             const char *eq = strchr(v, '=');
             char *end;
             long long val = eq ? strtoll(eq + 1, &end, 10) : 0;
             if (!eq || eq == v || *end || val < 0)
-                return bad_input("--sym expects NAME=VALUE with VALUE >= 0, got '%s'", v);
+                return ptc_cli_fail(TOOL, "--sym expects NAME=VALUE with VALUE >= 0, got '%s'", v);
             if (ptc_bindings_set(&o->syms, strndup(v, (size_t)(eq - v)), val))
-                return bad_input("too many --sym bindings");
+                return ptc_cli_fail(TOOL, "too many --sym bindings");
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            return bad_input("unknown option '%s' (try --help)", argv[i]);
+            return ptc_cli_fail(TOOL, "unknown option '%s' (try --help)", argv[i]);
         } else if (o->path) {
-            return bad_input("more than one graph file given ('%s' and '%s')", o->path, argv[i]);
+            return ptc_cli_fail(TOOL, "more than one graph file given ('%s' and '%s')", o->path,
+                                argv[i]);
         } else {
             o->path = argv[i];
         }
     }
     if (!o->path)
-        return bad_input("no graph file given (usage: ptc-run [OPTIONS] GRAPH.ptir)");
+        return ptc_cli_fail(TOOL, "no graph file given (usage: ptc-run [OPTIONS] GRAPH.ptir)");
     static const char *emits[] = {"ptir", "prims", "loops", "kernels", "llvm", "ptx"};
     bool emit_ok = !o->emit;
     for (size_t k = 0; k < sizeof emits / sizeof *emits && !emit_ok; k++)
         emit_ok = strcmp(o->emit, emits[k]) == 0;
     if (!emit_ok)
-        return bad_input("--emit expects one of ptir, prims, loops, kernels, llvm, ptx, got '%s'",
-                         o->emit);
+        return ptc_cli_fail(
+            TOOL, "--emit expects one of ptir, prims, loops, kernels, llvm, ptx, got '%s'",
+            o->emit);
     if (o->backend && strcmp(o->backend, "reference") != 0 && strcmp(o->backend, "cpu") != 0 &&
         strcmp(o->backend, "cuda") != 0)
-        return bad_input("unknown backend '%s' (available: reference, cpu, cuda)", o->backend);
+        return ptc_cli_fail(TOOL, "unknown backend '%s' (available: reference, cpu, cuda)",
+                            o->backend);
     if (!o->backend && o->emit && strcmp(o->emit, "ptx") == 0)
         o->backend = "cuda";
     if (!o->backend)
         o->backend = o->check || (o->emit && strcmp(o->emit, "ptir") != 0) ? "cpu" : "reference";
     bool cuda = strcmp(o->backend, "cuda") == 0;
     if (o->emit && strcmp(o->emit, "ptx") == 0 && !cuda)
-        return bad_input("--emit=ptx needs the cuda backend");
+        return ptc_cli_fail(TOOL, "--emit=ptx needs the cuda backend");
     if (o->emit && strcmp(o->emit, "llvm") == 0 && cuda)
-        return bad_input("--emit=llvm shows the cpu backend's code; the cuda backend's is --emit=ptx");
+        return ptc_cli_fail(
+            TOOL, "--emit=llvm shows the cpu backend's code; the cuda backend's is --emit=ptx");
     if (o->cuda_sm && !cuda)
-        return bad_input("--cuda-arch needs the cuda backend");
+        return ptc_cli_fail(TOOL, "--cuda-arch needs the cuda backend");
     /* emitting code needs no GPU: without one, target sm_90 */
     if (cuda && o->emit && !o->cuda_sm && ptc_cuda_available(NULL) != 0)
         o->cuda_sm = 90;
     if (o->inputs && o->seed)
-        return bad_input("--seed and --inputs are exclusive");
+        return ptc_cli_fail(TOOL, "--seed and --inputs are exclusive");
     if (o->all && (o->graph || o->inputs || o->save_outputs || o->emit))
-        return bad_input("--all runs every graph with generated inputs: it excludes --graph, "
-                         "--inputs, --save-outputs and --emit");
+        return ptc_cli_fail(TOOL,
+                            "--all runs every graph with generated inputs: it excludes --graph, "
+                            "--inputs, --save-outputs and --emit");
     return 0;
 }
 
@@ -175,7 +150,7 @@ static int load_inputs(const options *o, const ptc_graph *g, ptc_tensorfile *tf,
 {
     ptc_error err;
     if (ptc_tensorfile_read(o->inputs, tf, &err))
-        return report(&err, 2);
+        return ptc_cli_report(TOOL, &err, 2);
     bool by_name = true;
     for (int i = 0; i < g->ninputs; i++) {
         bool found = false;
@@ -184,8 +159,8 @@ static int load_inputs(const options *o, const ptc_graph *g, ptc_tensorfile *tf,
         by_name &= found;
     }
     if (!by_name && tf->n != g->ninputs)
-        return bad_input("%s: holds %d tensors, graph '%s' takes %d inputs", o->inputs, tf->n,
-                         g->name, g->ninputs);
+        return ptc_cli_fail(TOOL, "%s: holds %d tensors, graph '%s' takes %d inputs", o->inputs,
+                            tf->n, g->name, g->ninputs);
     for (int i = 0; i < g->ninputs; i++) {
         int j = i;
         if (by_name)
@@ -217,7 +192,7 @@ static int make_inputs(const options *o, const ptc_graph *g, ptc_tensor *in)
         ptc_error err;
         if (ptc_eval_shape(&g->inputs[i]->type, &b, sizes, &err) ||
             ptc_tensor_alloc(&in[i], g->inputs[i]->type.dtype, g->inputs[i]->type.ndim, sizes, &err))
-            return report(&err, 2);
+            return ptc_cli_report(TOOL, &err, 2);
         ptc_tensor_fill_random(&in[i], o->seed * 1000003u + (uint64_t)i);
     }
     return 0;
@@ -411,7 +386,7 @@ static int verify_all(const options *o, ptc_module *m)
             } else {
                 ptc_error_at(&err, o->path, 0, 0);
             }
-            return report(&err, 2);
+            return ptc_cli_report(TOOL, &err, 2);
         }
     return 0;
 }
@@ -422,7 +397,9 @@ static int save(const options *o, const ptc_graph *g, const ptc_tensor *out)
     const char **names = calloc((size_t)g->noutputs + 1, sizeof *names);
     for (int i = 0; i < g->noutputs; i++)
         names[i] = g->outputs[i]->name;
-    int rc = ptc_tensorfile_write(o->save_outputs, out, names, g->noutputs, &err) ? report(&err, 1) : 0;
+    int rc = ptc_tensorfile_write(o->save_outputs, out, names, g->noutputs, &err)
+                 ? ptc_cli_report(TOOL, &err, 1)
+                 : 0;
     free(names);
     return rc;
 }
@@ -487,7 +464,7 @@ static int run_graph(const options *o, const ptc_graph *g, ptc_tensor *in, sessi
     ptc_program *p = compile(o, g, ss, &err);
     if (!p) {
         dump_repro(o, g, in, "error", &err, NULL);
-        return report(&err, 1);
+        return ptc_cli_report(TOOL, &err, 1);
     }
     if (o->emit) {
         const char *t = ptc_program_text(p, o->emit);
@@ -513,7 +490,7 @@ static int run_graph(const options *o, const ptc_graph *g, ptc_tensor *in, sessi
     }
     if (run_program(o, p, g, in, out, &err)) {
         dump_repro(o, g, in, "error", &err, NULL);
-        rc = report(&err, 1);
+        rc = ptc_cli_report(TOOL, &err, 1);
         goto done;
     }
     for (int i = 0; i < g->noutputs; i++)
@@ -552,7 +529,7 @@ int main(int argc, char **argv)
     ptc_error err;
     ptc_module *m = ptc_parse_file(o.path, &err);
     if (!m)
-        return report(&err, 2);
+        return ptc_cli_report(TOOL, &err, 2);
     ptc_graph *g = m->graphs[0];
     if (o.graph) {
         g = NULL;
@@ -561,7 +538,7 @@ int main(int argc, char **argv)
                 g = m->graphs[i];
         if (!g) {
             ptc_module_free(m);
-            return bad_input("%s: no graph named '%s'", o.path, o.graph);
+            return ptc_cli_fail(TOOL, "%s: no graph named '%s'", o.path, o.graph);
         }
     }
     if ((rc = verify_all(&o, m))) {

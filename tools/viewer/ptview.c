@@ -18,6 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 
+static const char TOOL[] = "ptview";
+
 typedef struct options {
     const char *path, *render, *compile, *stage, *focus;
     int depth, max_nodes;
@@ -34,17 +36,6 @@ static void usage(FILE *f)
             "NODE is [STAGE:]%%name (a value), or [STAGE:]N for kernel N. See man ptview.\n");
 }
 
-__attribute__((format(printf, 1, 2))) static int bad_input(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "ptview: ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return 2;
-}
-
 static int report(const ptc_error *err, int status)
 {
     char buf[2048];
@@ -52,20 +43,8 @@ static int report(const ptc_error *err, int status)
         snprintf(buf, sizeof buf, "%s:%d:%d: %s", err->file, err->line, err->col, err->msg);
     else
         snprintf(buf, sizeof buf, "%s", err->msg);
-    fprintf(stderr, "ptview: %s\n", buf);
+    fprintf(stderr, "%s: %s\n", TOOL, buf);
     return status;
-}
-
-static const char *opt_value(int argc, char **argv, int *i, const char *name)
-{
-    size_t n = strlen(name);
-    if (strncmp(argv[*i], name, n) != 0)
-        return NULL;
-    if (argv[*i][n] == '=')
-        return argv[*i] + n + 1;
-    if (argv[*i][n] == 0 && *i + 1 < argc)
-        return argv[++*i];
-    return NULL;
 }
 
 static int parse_int(const char *opt, const char *v, int *out)
@@ -73,7 +52,7 @@ static int parse_int(const char *opt, const char *v, int *out)
     char *end;
     long n = strtol(v, &end, 10);
     if (!*v || *end || n < 0 || n > 1000000)
-        return bad_input("%s expects a non-negative integer, got '%s'", opt, v);
+        return ptc_cli_fail(TOOL, "%s expects a non-negative integer, got '%s'", opt, v);
     *out = (int)n;
     return 0;
 }
@@ -94,34 +73,35 @@ static int parse_args(int argc, char **argv, options *o)
             o->check = true;
         } else if (!strcmp(argv[i], "--mono")) {
             o->mono = true;
-        } else if ((v = opt_value(argc, argv, &i, "--render"))) {
+        } else if ((v = ptc_cli_opt(argc, argv, &i, "--render", NULL))) {
             o->render = v;
-        } else if ((v = opt_value(argc, argv, &i, "--compile"))) {
+        } else if ((v = ptc_cli_opt(argc, argv, &i, "--compile", NULL))) {
             o->compile = v;
-        } else if ((v = opt_value(argc, argv, &i, "--stage"))) {
+        } else if ((v = ptc_cli_opt(argc, argv, &i, "--stage", NULL))) {
             o->stage = v;
-        } else if ((v = opt_value(argc, argv, &i, "--focus"))) {
+        } else if ((v = ptc_cli_opt(argc, argv, &i, "--focus", NULL))) {
             o->focus = v;
-        } else if ((v = opt_value(argc, argv, &i, "--depth"))) {
+        } else if ((v = ptc_cli_opt(argc, argv, &i, "--depth", NULL))) {
             if (parse_int("--depth", v, &o->depth))
                 return 2;
-        } else if ((v = opt_value(argc, argv, &i, "--max-nodes"))) {
+        } else if ((v = ptc_cli_opt(argc, argv, &i, "--max-nodes", NULL))) {
             if (parse_int("--max-nodes", v, &o->max_nodes))
                 return 2;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            return bad_input("unknown option '%s' or missing value (try --help)", argv[i]);
+            return ptc_cli_fail(TOOL, "unknown option '%s' or missing value (try --help)", argv[i]);
         } else if (o->path) {
-            return bad_input("more than one trace given ('%s' and '%s')", o->path, argv[i]);
+            return ptc_cli_fail(TOOL, "more than one trace given ('%s' and '%s')", o->path,
+                                argv[i]);
         } else {
             o->path = argv[i];
         }
     }
     if (!o->path)
-        return bad_input("no trace directory or .ptir file given (try --help)");
+        return ptc_cli_fail(TOOL, "no trace directory or .ptir file given (try --help)");
     if (o->check && o->render)
-        return bad_input("--check and --render are exclusive");
+        return ptc_cli_fail(TOOL, "--check and --render are exclusive");
     if (!o->render && (o->focus || o->depth >= 0 || o->max_nodes))
-        return bad_input("--focus, --depth and --max-nodes go with --render");
+        return ptc_cli_fail(TOOL, "--focus, --depth and --max-nodes go with --render");
     return 0;
 }
 
@@ -149,20 +129,20 @@ static int do_render(ptv_trace *t, const options *o)
     ptv_compile *c = pick_compile(t, o->compile);
     if (!c) {
         list_ids(t, ids, sizeof ids);
-        return bad_input("%s: no compile '%s' (there are: %s)", t->path, o->compile, ids);
+        return ptc_cli_fail(TOOL, "%s: no compile '%s' (there are: %s)", t->path, o->compile, ids);
     }
     ptv_stage *s = o->stage ? ptv_compile_stage(c, o->stage) : ptv_compile_stage(c, "captured");
     if (!s && o->stage) {
         size_t n = 0;
         for (int i = 0; i < c->nstages; i++)
             ptv_appendf(ids, sizeof ids, &n, "%s%s", i ? ", " : "", c->stages[i]->name);
-        return bad_input("%s: no stage '%s' (there are: %s)", c->id, o->stage, ids);
+        return ptc_cli_fail(TOOL, "%s: no stage '%s' (there are: %s)", c->id, o->stage, ids);
     }
     if (!s)
         s = c->stages[0];
     ptc_error err;
     if (ptv_stage_load(s) != 0)
-        return bad_input("%s", s->error);
+        return ptc_cli_fail(TOOL, "%s", s->error);
     ptv_render_opts ro = {.out = o->render, .focus_item = -1, .depth = o->depth,
                           .max_nodes = o->max_nodes};
     if (o->focus && ptv_resolve_focus(c, s, o->focus, &ro.focus_stage, &ro.focus_item, &err))
@@ -229,14 +209,14 @@ int main(int argc, char **argv)
     } else if (o.check) {
         rc = do_check(t, started, getenv("PTVIEW_TIMINGS") != NULL);
     } else if (!isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO)) {
-        rc = bad_input("the browser needs a terminal; use --render or --check otherwise");
+        rc = ptc_cli_fail(TOOL, "the browser needs a terminal; use --render or --check otherwise");
     } else {
         ptv_tui_opts to = {.mono = o.mono, .compile = o.compile, .stage = o.stage,
                            .started_ms = started};
         if (o.compile && !pick_compile(t, o.compile)) {
             char ids[512];
             list_ids(t, ids, sizeof ids);
-            rc = bad_input("%s: no compile '%s' (there are: %s)", t->path, o.compile, ids);
+            rc = ptc_cli_fail(TOOL, "%s: no compile '%s' (there are: %s)", t->path, o.compile, ids);
         } else if (ptv_tui_run(t, &to, &err) != 0) {
             rc = report(&err, 2);
         }
