@@ -82,6 +82,9 @@ struct cap_entry {
     uint8_t *trust;
     PyObject **kept;
     uint64_t trusted_epoch;
+    uint32_t trust_wait;     /* full checks to go before learning again */
+    uint8_t trust_wasted;    /* learnings in a row that no hit used */
+    bool trust_used;
     /* The graph (NULL when the segment has no tensor ops). */
     ptc_graph *graph;
     int *input_src;          /* per graph input: source, or -1 (constant) */

@@ -455,18 +455,39 @@ enum { TRUST_KEPT = 1, TRUST_ANCHOR = 2 };
 
 uint64_t cap_module_epoch = 1;
 
-/* A module whose writes go through nn.Module's (wrapped) methods. */
-static bool tracked_module(PyObject *obj)
+/* A module whose writes go through nn.Module's (wrapped) methods. Types are
+ * remembered for one learning pass (looking up __setattr__ walks the MRO). */
+typedef struct type_memo {
+    PyTypeObject *types[32];
+    bool tracked[32];
+    int n;
+    PyObject *setattr, *delattr; /* nn.Module's */
+} type_memo;
+
+static bool tracked_module(PyObject *obj, type_memo *tm)
 {
     static PyObject *s_setattr, *s_delattr;
+    PyTypeObject *m = (PyTypeObject *)cap_T.Module, *t = obj ? Py_TYPE(obj) : NULL;
+    if (!t || !PyObject_TypeCheck(obj, m))
+        return false;
+    for (int i = 0; i < tm->n; i++)
+        if (tm->types[i] == t)
+            return tm->tracked[i];
     if (!s_setattr && !(s_setattr = PyUnicode_InternFromString("__setattr__")))
         return PyErr_Clear(), false;
     if (!s_delattr && !(s_delattr = PyUnicode_InternFromString("__delattr__")))
         return PyErr_Clear(), false;
-    PyTypeObject *m = (PyTypeObject *)cap_T.Module;
-    return obj && PyObject_TypeCheck(obj, m) &&
-           cap_type_lookup(Py_TYPE(obj), s_setattr) == cap_type_lookup(m, s_setattr) &&
-           cap_type_lookup(Py_TYPE(obj), s_delattr) == cap_type_lookup(m, s_delattr);
+    if (!tm->setattr) {
+        tm->setattr = cap_type_lookup(m, s_setattr);
+        tm->delattr = cap_type_lookup(m, s_delattr);
+    }
+    bool tracked = tm->setattr && cap_type_lookup(t, s_setattr) == tm->setattr &&
+                   cap_type_lookup(t, s_delattr) == tm->delattr;
+    if (tm->n < 32) {
+        tm->types[tm->n] = t;
+        tm->tracked[tm->n++] = tracked;
+    }
+    return tracked;
 }
 
 static bool immutable_value(PyObject *v, int depth)
@@ -483,11 +504,11 @@ static bool immutable_value(PyObject *v, int depth)
     return true;
 }
 
-static bool module_held(const cap_entry *e, int i, PyObject **vals, const uint8_t *trust)
+static bool module_held(const cap_entry *e, int i, PyObject **vals, const uint8_t *trust, type_memo *tm)
 {
     const cap_source *s = &e->src[i];
     if (s->parent < 0 || !vals[i] || !(trust[s->parent] & (TRUST_KEPT | TRUST_ANCHOR)) ||
-        !tracked_module(vals[s->parent]))
+        !tracked_module(vals[s->parent], tm))
         return false;
     switch (s->kind) {
     case CAP_S_INSTDICT: { /* found in the instance dict, not through getattr */
@@ -517,13 +538,14 @@ static void trust_learn(cap_entry *e, PyObject **vals)
         }
     }
     uint8_t *trust = e->trust;
+    type_memo tm = {.n = 0};
     memset(trust, 0, n);
     check_gen++;
     for (int gi = 0; gi < e->nguards; gi++)
         if (e->guards[gi].kind == CAP_G_ID && e->guards[gi].src >= 0)
             trust[e->guards[gi].src] |= TRUST_ANCHOR;
     for (int i = 0; i < e->nsrc; i++) {
-        bool kept = module_held(e, i, vals, trust);
+        bool kept = module_held(e, i, vals, trust, &tm);
         if (kept)
             trust[i] |= TRUST_KEPT;
         Py_XSETREF(e->kept[i], kept ? Py_NewRef(vals[i]) : NULL);
@@ -537,7 +559,7 @@ static void trust_learn(cap_entry *e, PyObject **vals)
             (kept && (g->kind == CAP_G_ID || (g->kind == CAP_G_EQ && immutable_value(g->obj, 0)) ||
                       (g->kind == CAP_G_TENSOR && module_tensor(e, g)))) ||
             (g->kind == CAP_G_NOHOOKS && (trust[g->src] & (TRUST_KEPT | TRUST_ANCHOR)) &&
-             tracked_module(vals[g->src]));
+             tracked_module(vals[g->src], &tm));
     }
     PyErr_Clear();
     e->trusted_epoch = cap_module_epoch;
@@ -577,6 +599,7 @@ int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **va
             continue;
         }
         if (trust && (trust[i] & TRUST_KEPT)) {
+            e->trust_used = true;
             vals[i] = e->kept[i];
             owned[i] = false;
         } else {
@@ -625,8 +648,22 @@ int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **va
         ok = check_tensors(e, vals, failed);
     else if (!e->tg_tried)
         build_tensor_guards(e, vals);
-    if (ok == 1 && cap_cfg.trust_module_state && call_start && !trust)
-        trust_learn(e, vals);
+    if (ok == 1 && cap_cfg.trust_module_state && call_start && !trust) {
+        /* Learning costs a few full checks: where the epoch moves on every
+           call (a forward that writes a module attribute), learn ever more
+           rarely. */
+        if (e->trust_wait > 0) {
+            e->trust_wait--;
+        } else {
+            if (e->trust && !e->trust_used && e->trust_wasted < 10)
+                e->trust_wasted++;
+            else if (e->trust_used)
+                e->trust_wasted = 0;
+            e->trust_wait = (1u << e->trust_wasted) - 1;
+            e->trust_used = false;
+            trust_learn(e, vals);
+        }
+    }
     return ok;
 }
 

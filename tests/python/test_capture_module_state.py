@@ -263,3 +263,32 @@ def test_trusted_module_list_edits_and_setting_off():
     finally:
         ptc.config.trust_module_state = False
     assert ptc.config.trust_module_state is False
+
+
+def test_trusted_forward_that_writes_its_module():
+    """The epoch moves on every call: full checks, still exact."""
+    class Noting(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x):
+            self.seen = tuple(x.shape)  # replayed after the graph, through __setattr__
+            return self.lin(x)
+
+    ptc.config.trust_module_state = True
+    try:
+        m = Noting()
+        c = ptc.compile(m, backend="eager")
+        x = torch.randn(2, 4)
+        with torch.no_grad():
+            for _ in range(20):
+                assert torch.allclose(c(x), m(x))
+            del m.seen
+            c(x)
+            assert m.seen == (2, 4)
+            m.lin.weight = nn.Parameter(torch.randn(4, 4))
+            assert torch.allclose(c(x), m(x))  # the new weight, not a kept one
+        assert recompiles(c) == []  # same shape and dtype: the entry fits
+    finally:
+        ptc.config.trust_module_state = False
