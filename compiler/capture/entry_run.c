@@ -504,7 +504,8 @@ static bool immutable_value(PyObject *v, int depth)
     return true;
 }
 
-static bool module_held(const cap_entry *e, int i, PyObject **vals, const uint8_t *trust, type_memo *tm)
+static bool module_held(const cap_entry *e, int i, PyObject **vals, const uint8_t *trust,
+                        type_memo *tm)
 {
     const cap_source *s = &e->src[i];
     if (s->parent < 0 || !vals[i] || !(trust[s->parent] & (TRUST_KEPT | TRUST_ANCHOR)) ||
@@ -581,17 +582,18 @@ int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **va
         e->param_seen = calloc((size_t)e->nguards + 1, sizeof *e->param_seen);
     if (!e->dcache)
         e->dcache = calloc((size_t)e->nsrc + 1, sizeof *e->dcache);
-    if (!e->hints && (e->hints = malloc(sizeof *e->hints * (2 * (size_t)e->nsrc + 4 * (size_t)e->nguards + 1))))
+    if (!e->hints &&
+        (e->hints = malloc(sizeof *e->hints * (2 * (size_t)e->nsrc + 4 * (size_t)e->nguards + 1))))
         for (int i = 0; i < 2 * e->nsrc + 4 * e->nguards; i++)
             e->hints[i] = (cap_hint){-1, 0};
     cap_hint *src_hints = e->hints, *guard_hints = e->hints ? e->hints + 2 * e->nsrc : NULL;
     /* Trusted module state: nothing was written to a module since the last
        full check passed, so module-held values are the ones kept then. */
     bool call_start = nframes == 1 && frames[0]->pc == 0;
-    const uint8_t *trust = cap_cfg.trust_module_state && call_start && e->trust &&
-                                   e->trusted_epoch == cap_module_epoch
-                               ? e->trust
-                               : NULL;
+    const uint8_t *trust =
+        cap_cfg.trust_module_state && call_start && e->trust && e->trusted_epoch == cap_module_epoch
+            ? e->trust
+            : NULL;
     for (int i = 0; i < e->nsrc; i++) {
         if (e->src_needed && !e->src_needed[i]) {
             vals[i] = NULL;
@@ -625,12 +627,14 @@ int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **va
             }
             if (batch && g->kind == CAP_G_TENSOR && vals[g->src])
                 continue; /* checked below, all at once */
-            if (g->src >= 0 && vals[g->src] == g->obj && (g->kind == CAP_G_ID || g->kind == CAP_G_EQ))
+            if (g->src >= 0 && vals[g->src] == g->obj &&
+                (g->kind == CAP_G_ID || g->kind == CAP_G_EQ))
                 continue; /* the common case, without a call */
-            if (g->src < 0 ? !check_global(g)
-                           : (!vals[g->src] ||
-                              !check_guard(g, vals[g->src], guard_hints ? &guard_hints[4 * gi] : NULL,
-                                           e->dcache ? &e->dcache[g->src] : NULL))) {
+            if (g->src < 0
+                    ? !check_global(g)
+                    : (!vals[g->src] ||
+                       !check_guard(g, vals[g->src], guard_hints ? &guard_hints[4 * gi] : NULL,
+                                    e->dcache ? &e->dcache[g->src] : NULL))) {
                 *failed = gi;
                 for (int k = i + 1; k < e->nsrc; k++)
                     vals[k] = NULL, owned[k] = false;
