@@ -69,9 +69,29 @@ cap_frame *cap_frame_for_call(PyObject *func, PyObject *const *args, int nargs,
     return frame_for_call(func, args, nargs, kwnames, why, false);
 }
 
+/* ptc.config.trust_module_state wraps nn.Module's state-changing methods
+ * (python/ptc/_module_state.py). A trace follows the method they wrap: the
+ * epoch bump is for real calls, and writes to modules from outside the
+ * trace are replayed (or run at a break) through the wrapper. */
+static PyObject *unwrap_epoch(PyObject *func)
+{
+    static PyObject *name;
+    if (!cap_is_function(func) || (!name && !(name = PyUnicode_InternFromString("__ptc_wrapped__"))))
+        return func;
+    PyObject *orig = PyObject_GetAttr(func, name);
+    if (!orig) {
+        PyErr_Clear();
+        return func;
+    }
+    Py_DECREF(orig); /* the wrapper keeps it */
+    return orig;
+}
+
 static int call_inline(cap_interp *I, PyObject *func, PyObject *const *args, int nargs,
                        PyObject *kwnames, int ret_kind, bool drain)
 {
+    if (I->T)
+        func = unwrap_epoch(func);
     int depth = I->frame ? I->frame->depth + 1 : 0;
     if (depth > I->max_depth) {
         if (I->T)

@@ -61,8 +61,12 @@ typedef struct cap_config {
     int inline_depth;     /* deepest inlined call stack */
     char repro_dir[512];  /* PTC_REPRO ("" = a temp dir chosen on first use) */
     int inject_failure;   /* tests of the fallback paths: 1 compile, 2 backend */
+    bool trust_module_state; /* hits skip module guards while cap_module_epoch stays */
 } cap_config;
 extern cap_config cap_cfg;
+/* Bumped (from Python) by every nn.Module write, hook registration and
+ * container edit while trust_module_state is on (python/ptc/_module_state.py). */
+extern uint64_t cap_module_epoch;
 
 /* Sets everything up (opcode numbers from `dis`, torch objects, types). Adds
  * the module's types and constants to `module`. 0 / -1 with a Python error. */

@@ -16,6 +16,7 @@
 
 typedef struct cap_backend_state cap_backend_state;
 typedef struct cap_stats cap_stats;
+typedef struct cap_dcache cap_dcache;
 
 enum { CAP_END_RETURN = 0, CAP_END_BREAK = 1 };
 
@@ -40,6 +41,13 @@ typedef struct cap_effect {
     int value;
 } cap_effect;
 
+/* Where a dict read found its key last time (entry_run.c): an entry index,
+ * or -1 while unknown; given up after a few misses. */
+typedef struct cap_hint {
+    int32_t pos;
+    int32_t misses;
+} cap_hint;
+
 struct cap_entry {
     struct cap_entry *next;  /* the next entry at the same position */
     cap_compiled *owner;
@@ -63,6 +71,20 @@ struct cap_entry {
        metadata check, as torch.compile does for module tensors whose dict
        is unchanged; replacing .data of a parameter is not noticed. */
     PyObject **param_seen;   /* [nguards] */
+    /* Dict-read positions (entry_run.c), allocated at the first check:
+       2 per source (the key, and the sub-dict of a parameter, buffer or
+       child module), then 4 per guard (hook dicts). */
+    cap_hint *hints;
+    cap_dcache *dcache;      /* [nsrc]: per check, the dicts of a module (entry_run.c) */
+    /* Trusted module state (ptc.config.trust_module_state, entry_run.c):
+       flags per source then per guard, the kept module-held values (strong),
+       and the module epoch they were kept at (0: none). */
+    uint8_t *trust;
+    PyObject **kept;
+    uint64_t trusted_epoch;
+    uint32_t trust_wait;     /* full checks to go before learning again */
+    uint8_t trust_wasted;    /* learnings in a row that no hit used */
+    bool trust_used;
     /* The graph (NULL when the segment has no tensor ops). */
     ptc_graph *graph;
     int *input_src;          /* per graph input: source, or -1 (constant) */

@@ -5,52 +5,133 @@
  * Sources are evaluated in id order (a parent always has a smaller id), each
  * once, with its guards checked right after it, so a failing guard stops the
  * walk early. nn.Module attributes are read from the instance dicts directly
- * (no __getattr__), which is what keeps a cache hit cheap.
+ * (no __getattr__), which is what keeps a cache hit cheap: a module's dicts
+ * are fetched once per check, and each read starts at the dict position
+ * where its key was found last time (a few ns, where a lookup with its
+ * error save/restore is several times that). Guards stay exactly as strict:
+ * every read yields what a lookup would.
  */
 #include "entry.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* The instance dict of obj, borrowed (the object keeps it). Guards read
- * several attributes of one module in a row: the last one is remembered for
- * the duration of one check (no Python code runs in between). */
-static PyObject *last_obj, *last_dict;
+/* The instance dict of an object, and its _parameters, _buffers and
+ * _modules dicts, all borrowed (the object keeps them): several sources and
+ * guards read from one module, so each is looked up once per check and kept
+ * in the slot of the module's source. A slot is valid while its generation
+ * is the current one; anything that may run Python code (getattr, __eq__)
+ * starts a new generation. */
+struct cap_dcache {
+    uint64_t gen;
+    PyObject *dict;
+    PyObject *sub[3];
+    uint64_t sub_gen[3];
+};
 
-static PyObject *inst_dict_of(PyObject *obj)
+enum { SUB_PARAMS, SUB_BUFFERS, SUB_MODULES };
+
+static uint64_t check_gen = 1;
+
+static PyObject *inst_dict_of(PyObject *obj, cap_dcache *c)
 {
-    if (obj == last_obj && last_dict)
-        return last_dict;
+    if (c && c->gen == check_gen)
+        return c->dict;
     PyObject *d = PyObject_GenericGetDict(obj, NULL);
-    if (!d) {
+    if (!d)
         PyErr_Clear();
-        return NULL;
+    else
+        Py_DECREF(d); /* the object keeps its dict */
+    if (c) {
+        c->gen = check_gen;
+        c->dict = d;
     }
-    Py_DECREF(d); /* the object keeps its dict */
-    last_obj = obj;
-    last_dict = d;
     return d;
 }
 
-static PyObject *inst_get(PyObject *obj, PyObject *key, PyObject *sub)
+/* ---- dict reads at a remembered position ----------------------------------------------
+ *
+ * Most of a hit is dict reads: module attributes, parameters, hook dicts. A
+ * hint remembers the entry index where the key was found last time; at that
+ * index PyDict_Next yields the first live entry, and if that entry holds the
+ * very key object we look up (the source keeps it alive, so its address
+ * cannot be reused), it is the dict's one entry for that key: its value is
+ * exactly what a lookup returns, whatever was written since. Anything else
+ * (a resize, a deletion before it, an equal but distinct key) falls back to
+ * the lookup, which re-learns the position; a hint that keeps missing is
+ * given up so that a dict rebuilt on every call costs one lookup, not a scan.
+ */
+enum { HINT_MAX_MISSES = 4 };
+
+/* The index of the entry holding exactly key, or -1. */
+static Py_ssize_t dict_pos(PyObject *d, PyObject *key)
 {
-    PyObject *d = inst_dict_of(obj);
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(d, &pos, &k, &v))
+        if (k == key)
+            return pos - 1;
+    return -1;
+}
+
+static PyObject *dict_get(PyObject *d, PyObject *key, cap_hint *h)
+{
+    if (h && h->pos >= 0) {
+        Py_ssize_t pos = h->pos;
+        PyObject *k, *v;
+        if (PyDict_Next(d, &pos, &k, &v) && k == key)
+            return v;
+        h->pos = -1;
+        h->misses++;
+    }
+    if (!PyUnicode_CheckExact(key))
+        check_gen++; /* comparing other keys may run Python code */
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    if (!v) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (h && h->pos < 0 && h->misses < HINT_MAX_MISSES) {
+        Py_ssize_t p = dict_pos(d, key);
+        if (p >= 0 && p < INT32_MAX)
+            h->pos = (int32_t)p;
+        else
+            h->misses++;
+    }
+    return v;
+}
+
+static PyObject *inst_get(PyObject *obj, PyObject *key, int sub, cap_hint *hints, cap_dcache *c)
+{
+    static PyObject **sub_keys[3] = {&cap_T.s_parameters, &cap_T.s_buffers, &cap_T.s_modules};
+    PyObject *d = inst_dict_of(obj, c);
     if (!d)
         return NULL;
-    if (sub) {
-        PyObject *s = PyDict_GetItem(d, sub);
-        return s && PyDict_Check(s) ? PyDict_GetItem(s, key) : NULL;
+    if (sub < 0)
+        return dict_get(d, key, hints); /* the dict keeps its values */
+    PyObject *s;
+    if (c && c->sub_gen[sub] == check_gen) {
+        s = c->sub[sub];
+    } else {
+        s = dict_get(d, *sub_keys[sub], hints ? &hints[1] : NULL);
+        if (s && !PyDict_Check(s))
+            s = NULL;
+        if (c) {
+            c->sub[sub] = s;
+            c->sub_gen[sub] = check_gen;
+        }
     }
-    return PyDict_GetItem(d, key); /* the dict keeps its values */
+    return s ? dict_get(s, key, hints) : NULL;
 }
 
 /* The value of source i; *owned when it is a new reference. NULL when it
  * cannot be reached (a missing attribute or key): the guards fail. */
 static PyObject *eval_source(const cap_source *s, PyObject **vals, cap_frame **frames, int nframes,
-                             bool *owned)
+                             bool *owned, cap_hint *hints, cap_dcache *dc)
 {
     *owned = false;
     PyObject *p = s->parent >= 0 ? vals[s->parent] : NULL;
+    cap_dcache *c = s->parent >= 0 && dc ? &dc[s->parent] : NULL;
     if (s->parent >= 0 && !p)
         return NULL;
     PyObject *v = NULL;
@@ -68,27 +149,27 @@ static PyObject *eval_source(const cap_source *s, PyObject **vals, cap_frame **f
     case CAP_S_CONST:
         return s->key;
     case CAP_S_INSTDICT:
-        if ((v = inst_get(p, s->key, NULL)))
+        if ((v = inst_get(p, s->key, -1, hints, c)))
             return v;
         /* Modules and other objects without a plain dict entry: getattr. */
         /* fallthrough */
     case CAP_S_ATTR:
-        last_obj = NULL; /* getattr may run Python code */
+        check_gen++; /* getattr may run Python code */
         v = PyObject_GetAttr(p, s->key);
         if (!v)
             PyErr_Clear();
         *owned = v != NULL;
         return v;
     case CAP_S_MODPARAM:
-        return inst_get(p, s->key, cap_T.s_parameters);
+        return inst_get(p, s->key, SUB_PARAMS, hints, c);
     case CAP_S_MODBUF:
-        return inst_get(p, s->key, cap_T.s_buffers);
+        return inst_get(p, s->key, SUB_BUFFERS, hints, c);
     case CAP_S_MODCHILD:
-        return inst_get(p, s->key, cap_T.s_modules);
+        return inst_get(p, s->key, SUB_MODULES, hints, c);
     case CAP_S_ITEM:
         if (PyDict_Check(p))
-            return PyDict_GetItemWithError(p, s->key);
-        last_obj = NULL;
+            return dict_get(p, s->key, hints);
+        check_gen++;
         v = PyObject_GetItem(p, s->key);
         if (!v)
             PyErr_Clear();
@@ -113,16 +194,18 @@ static PyObject *eval_source(const cap_source *s, PyObject **vals, cap_frame **f
     return NULL;
 }
 
-static bool hooks_empty(PyObject *mod)
+static bool hooks_empty(PyObject *mod, cap_hint *hints, cap_dcache *c)
 {
     PyObject *keys[4] = {cap_T.s_forward_hooks, cap_T.s_forward_pre_hooks, cap_T.s_backward_hooks,
                          cap_T.s_backward_pre_hooks};
-    PyObject *d = inst_dict_of(mod);
+    PyObject *d = inst_dict_of(mod, c);
     if (!d)
         return false;
     bool empty = true;
     for (int i = 0; i < 4 && empty; i++) {
-        PyObject *h = PyDict_GetItem(d, keys[i]);
+        PyObject *h = dict_get(d, keys[i], hints ? &hints[i] : NULL);
+        if (h && !PyDict_Check(h))
+            check_gen++; /* len() may run Python code */
         empty = !h || (PyDict_Check(h) ? PyDict_Size(h) == 0 : PyObject_Size(h) == 0);
     }
     PyErr_Clear();
@@ -152,11 +235,11 @@ static bool plain_value(PyObject *v)
            v == Py_None || t == &PyTuple_Type;
 }
 
-static int check_guard(const cap_guard *g, PyObject *v)
+static int check_guard(const cap_guard *g, PyObject *v, cap_hint *hints, cap_dcache *c)
 {
     if (g->kind != CAP_G_ID && g->kind != CAP_G_TYPE && g->kind != CAP_G_NOHOOKS &&
         g->kind != CAP_G_CLASSATTR && !(g->kind == CAP_G_EQ && plain_value(v)))
-        last_obj = NULL; /* the check may run Python code */
+        check_gen++; /* the check may run Python code */
     switch (g->kind) {
     case CAP_G_ID:
         return v == g->obj;
@@ -209,11 +292,11 @@ static int check_guard(const cap_guard *g, PyObject *v)
         return r == (int)g->n;
     }
     case CAP_G_NOHOOKS:
-        return hooks_empty(v);
+        return hooks_empty(v, hints, c);
     case CAP_G_CLASSATTR: {
         PyObject *name = PyTuple_GetItem(g->obj, 0);
-        PyObject *d = inst_dict_of(v);
-        bool shadowed = d && PyDict_GetItem(d, name);
+        PyObject *d = inst_dict_of(v, c);
+        bool shadowed = d && dict_get(d, name, NULL);
         PyObject *f = shadowed ? NULL : PyObject_GetAttr((PyObject *)Py_TYPE(v), name);
         int same = f == PyTuple_GetItem(g->obj, 1);
         Py_XDECREF(f);
@@ -343,7 +426,7 @@ static int check_tensors(cap_entry *e, PyObject **vals, int *failed)
         return 1;
     for (int k = 0; k < e->ntensor; k++) {
         const cap_guard *g = &e->guards[e->tensor_gi[k]];
-        if (!check_guard(g, vals[g->src])) {
+        if (!check_guard(g, vals[g->src], NULL, NULL)) {
             *failed = e->tensor_gi[k];
             return 0;
         }
@@ -351,11 +434,143 @@ static int check_tensors(cap_entry *e, PyObject **vals, int *failed)
     return 1; /* stricter than ptc's own guards (e.g. dispatch keys): still a hit */
 }
 
+/* ---- trusted module state ---------------------------------------------------------------
+ *
+ * With ptc.config.trust_module_state, nn.Module's attribute writes, hook
+ * registrations and container edits bump cap_module_epoch (python/ptc/
+ * _module_state.py wraps them). After a full check passes, the entry keeps
+ * the values of its module-held sources (attributes found in a module's
+ * instance dict, parameters, buffers, submodules, under a module whose
+ * identity a guard checks) and marks the guards those values imply: is,
+ * == on immutable values, module tensors (same object, as param_seen) and
+ * "no hooks". While the epoch stays, a hit takes the kept values and skips
+ * the marked guards; any other guard still runs on them. Only at the start
+ * of a call: after a graph break, code of the call ran for real (traces
+ * follow the wrapped methods, so a break inside one bumps nothing) and the
+ * next segment is checked in full. Writes that go around nn.Module (its
+ * __dict__, its _parameters dict, object.__setattr__) are not seen: man
+ * ptc(7) lists them.
+ */
+enum { TRUST_KEPT = 1, TRUST_ANCHOR = 2 };
+
+uint64_t cap_module_epoch = 1;
+
+/* A module whose writes go through nn.Module's (wrapped) methods. Types are
+ * remembered for one learning pass (looking up __setattr__ walks the MRO). */
+typedef struct type_memo {
+    PyTypeObject *types[32];
+    bool tracked[32];
+    int n;
+    PyObject *setattr, *delattr; /* nn.Module's */
+} type_memo;
+
+static bool tracked_module(PyObject *obj, type_memo *tm)
+{
+    static PyObject *s_setattr, *s_delattr;
+    PyTypeObject *m = (PyTypeObject *)cap_T.Module, *t = obj ? Py_TYPE(obj) : NULL;
+    if (!t || !PyObject_TypeCheck(obj, m))
+        return false;
+    for (int i = 0; i < tm->n; i++)
+        if (tm->types[i] == t)
+            return tm->tracked[i];
+    if (!s_setattr && !(s_setattr = PyUnicode_InternFromString("__setattr__")))
+        return PyErr_Clear(), false;
+    if (!s_delattr && !(s_delattr = PyUnicode_InternFromString("__delattr__")))
+        return PyErr_Clear(), false;
+    if (!tm->setattr) {
+        tm->setattr = cap_type_lookup(m, s_setattr);
+        tm->delattr = cap_type_lookup(m, s_delattr);
+    }
+    bool tracked = tm->setattr && cap_type_lookup(t, s_setattr) == tm->setattr &&
+                   cap_type_lookup(t, s_delattr) == tm->delattr;
+    if (tm->n < 32) {
+        tm->types[tm->n] = t;
+        tm->tracked[tm->n++] = tracked;
+    }
+    return tracked;
+}
+
+static bool immutable_value(PyObject *v, int depth)
+{
+    PyTypeObject *t = Py_TYPE(v);
+    if (v == Py_None || t == &PyBool_Type || t == &PyLong_Type || t == &PyFloat_Type ||
+        t == &PyUnicode_Type || t == &PyBytes_Type)
+        return true;
+    if (t != &PyTuple_Type || depth > 4)
+        return false;
+    for (Py_ssize_t i = 0; i < PyTuple_Size(v); i++)
+        if (!immutable_value(PyTuple_GetItem(v, i), depth + 1))
+            return false;
+    return true;
+}
+
+static bool module_held(const cap_entry *e, int i, PyObject **vals, const uint8_t *trust,
+                        type_memo *tm)
+{
+    const cap_source *s = &e->src[i];
+    if (s->parent < 0 || !vals[i] || !(trust[s->parent] & (TRUST_KEPT | TRUST_ANCHOR)) ||
+        !tracked_module(vals[s->parent], tm))
+        return false;
+    switch (s->kind) {
+    case CAP_S_INSTDICT: { /* found in the instance dict, not through getattr */
+        PyObject *d = inst_dict_of(vals[s->parent], NULL);
+        return d && dict_get(d, s->key, NULL) == vals[i];
+    }
+    case CAP_S_MODPARAM:
+    case CAP_S_MODBUF:
+    case CAP_S_MODCHILD:
+        return true;
+    }
+    return false;
+}
+
+static void trust_learn(cap_entry *e, PyObject **vals)
+{
+    size_t n = (size_t)e->nsrc + (size_t)e->nguards;
+    if (!e->trust) {
+        e->trust = calloc(n + 1, 1);
+        e->kept = calloc((size_t)e->nsrc + 1, sizeof *e->kept);
+        if (!e->trust || !e->kept) {
+            free(e->trust);
+            free(e->kept);
+            e->trust = NULL;
+            e->kept = NULL;
+            return;
+        }
+    }
+    uint8_t *trust = e->trust;
+    type_memo tm = {.n = 0};
+    memset(trust, 0, n);
+    check_gen++;
+    for (int gi = 0; gi < e->nguards; gi++)
+        if (e->guards[gi].kind == CAP_G_ID && e->guards[gi].src >= 0)
+            trust[e->guards[gi].src] |= TRUST_ANCHOR;
+    for (int i = 0; i < e->nsrc; i++) {
+        bool kept = module_held(e, i, vals, trust, &tm);
+        if (kept)
+            trust[i] |= TRUST_KEPT;
+        Py_XSETREF(e->kept[i], kept ? Py_NewRef(vals[i]) : NULL);
+    }
+    for (int gi = 0; gi < e->nguards; gi++) {
+        const cap_guard *g = &e->guards[gi];
+        if (g->src < 0)
+            continue;
+        bool kept = trust[g->src] & TRUST_KEPT;
+        trust[e->nsrc + gi] =
+            (kept && (g->kind == CAP_G_ID || (g->kind == CAP_G_EQ && immutable_value(g->obj, 0)) ||
+                      (g->kind == CAP_G_TENSOR && module_tensor(e, g)))) ||
+            (g->kind == CAP_G_NOHOOKS && (trust[g->src] & (TRUST_KEPT | TRUST_ANCHOR)) &&
+             tracked_module(vals[g->src], &tm));
+    }
+    PyErr_Clear();
+    e->trusted_epoch = cap_module_epoch;
+}
+
 int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **vals, bool *owned,
                     int *failed)
 {
     int gi = 0;
-    last_obj = last_dict = NULL;
+    check_gen++;
     /* Global-state guards (no source) are installed first by the tracer. */
     for (; gi < e->nguards && e->guards[gi].src < 0; gi++)
         if (!check_global(&e->guards[gi])) {
@@ -365,20 +580,43 @@ int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **va
     bool batch = e->tensor_guards != NULL;
     if (!e->param_seen)
         e->param_seen = calloc((size_t)e->nguards + 1, sizeof *e->param_seen);
+    if (!e->dcache)
+        e->dcache = calloc((size_t)e->nsrc + 1, sizeof *e->dcache);
+    if (!e->hints &&
+        (e->hints = malloc(sizeof *e->hints * (2 * (size_t)e->nsrc + 4 * (size_t)e->nguards + 1))))
+        for (int i = 0; i < 2 * e->nsrc + 4 * e->nguards; i++)
+            e->hints[i] = (cap_hint){-1, 0};
+    cap_hint *src_hints = e->hints, *guard_hints = e->hints ? e->hints + 2 * e->nsrc : NULL;
+    /* Trusted module state: nothing was written to a module since the last
+       full check passed, so module-held values are the ones kept then. */
+    bool call_start = nframes == 1 && frames[0]->pc == 0;
+    const uint8_t *trust =
+        cap_cfg.trust_module_state && call_start && e->trust && e->trusted_epoch == cap_module_epoch
+            ? e->trust
+            : NULL;
     for (int i = 0; i < e->nsrc; i++) {
         if (e->src_needed && !e->src_needed[i]) {
             vals[i] = NULL;
             owned[i] = false;
             continue;
         }
-        vals[i] = eval_source(&e->src[i], vals, frames, nframes, &owned[i]);
+        if (trust && (trust[i] & TRUST_KEPT)) {
+            e->trust_used = true;
+            vals[i] = e->kept[i];
+            owned[i] = false;
+        } else {
+            vals[i] = eval_source(&e->src[i], vals, frames, nframes, &owned[i],
+                                  src_hints ? &src_hints[2 * i] : NULL, e->dcache);
+        }
         for (; gi < e->nguards && e->guards[gi].src <= i; gi++) {
             const cap_guard *g = &e->guards[gi];
+            if (trust && trust[e->nsrc + gi])
+                continue; /* implied by the kept value and the epoch */
             if (g->kind == CAP_G_TENSOR && e->param_seen && module_tensor(e, g) && vals[g->src]) {
                 PyObject **seen = &e->param_seen[gi];
                 if (*seen == vals[g->src])
                     continue;
-                if (!check_guard(g, vals[g->src])) {
+                if (!check_guard(g, vals[g->src], NULL, NULL)) {
                     *failed = gi;
                     for (int k = i + 1; k < e->nsrc; k++)
                         vals[k] = NULL, owned[k] = false;
@@ -389,7 +627,14 @@ int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **va
             }
             if (batch && g->kind == CAP_G_TENSOR && vals[g->src])
                 continue; /* checked below, all at once */
-            if (g->src < 0 ? !check_global(g) : (!vals[g->src] || !check_guard(g, vals[g->src]))) {
+            if (g->src >= 0 && vals[g->src] == g->obj &&
+                (g->kind == CAP_G_ID || g->kind == CAP_G_EQ))
+                continue; /* the common case, without a call */
+            if (g->src < 0
+                    ? !check_global(g)
+                    : (!vals[g->src] ||
+                       !check_guard(g, vals[g->src], guard_hints ? &guard_hints[4 * gi] : NULL,
+                                    e->dcache ? &e->dcache[g->src] : NULL))) {
                 *failed = gi;
                 for (int k = i + 1; k < e->nsrc; k++)
                     vals[k] = NULL, owned[k] = false;
@@ -402,11 +647,28 @@ int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **va
             *failed = gi;
             return 0;
         }
+    int ok = 1;
     if (batch)
-        return check_tensors(e, vals, failed);
-    if (!e->tg_tried)
+        ok = check_tensors(e, vals, failed);
+    else if (!e->tg_tried)
         build_tensor_guards(e, vals);
-    return 1;
+    if (ok == 1 && cap_cfg.trust_module_state && call_start && !trust) {
+        /* Learning costs a few full checks: where the epoch moves on every
+           call (a forward that writes a module attribute), learn ever more
+           rarely. */
+        if (e->trust_wait > 0) {
+            e->trust_wait--;
+        } else {
+            if (e->trust && !e->trust_used && e->trust_wasted < 10)
+                e->trust_wasted++;
+            else if (e->trust_used)
+                e->trust_wasted = 0;
+            e->trust_wait = (1u << e->trust_wasted) - 1;
+            e->trust_used = false;
+            trust_learn(e, vals);
+        }
+    }
+    return ok;
 }
 
 void cap_entry_release_vals(cap_entry *e, PyObject **vals, bool *owned)

@@ -198,9 +198,10 @@ static PyObject *m_break_table(PyObject *mod, PyObject *unused)
 static PyObject *m_get_config(PyObject *mod, PyObject *unused)
 {
     static const char *inject[3] = {"", "compile", "backend"};
-    return Py_BuildValue("{s:i,s:O,s:i,s:s,s:s}", "recompile_limit", cap_cfg.recompile_limit, "strict",
+    return Py_BuildValue("{s:i,s:O,s:i,s:s,s:s,s:O}", "recompile_limit", cap_cfg.recompile_limit, "strict",
                          cap_cfg.strict ? Py_True : Py_False, "inline_depth", cap_cfg.inline_depth,
-                         "repro_dir", cap_cfg.repro_dir, "inject_failure", inject[cap_cfg.inject_failure]);
+                         "repro_dir", cap_cfg.repro_dir, "inject_failure", inject[cap_cfg.inject_failure],
+                         "trust_module_state", cap_cfg.trust_module_state ? Py_True : Py_False);
 }
 
 static PyObject *m_set_config(PyObject *mod, PyObject *args, PyObject *kwargs)
@@ -216,6 +217,9 @@ static PyObject *m_set_config(PyObject *mod, PyObject *args, PyObject *kwargs)
             cap_cfg.recompile_limit = (int)n;
         } else if (strcmp(k, "strict") == 0) {
             cap_cfg.strict = PyObject_IsTrue(value) == 1;
+        } else if (strcmp(k, "trust_module_state") == 0) {
+            cap_cfg.trust_module_state = PyObject_IsTrue(value) == 1;
+            cap_module_epoch++;
         } else if (strcmp(k, "inline_depth") == 0) {
             long n = PyLong_AsLong(value);
             if (n < 1 || n > 200 || PyErr_Occurred())
@@ -237,6 +241,12 @@ static PyObject *m_set_config(PyObject *mod, PyObject *args, PyObject *kwargs)
             return PyErr_Format(PyExc_AttributeError, "ptc.config has no setting '%s'", k);
         }
     }
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_module_state_changed(PyObject *mod, PyObject *unused)
+{
+    cap_module_epoch++;
     Py_RETURN_NONE;
 }
 
@@ -287,6 +297,8 @@ static PyMethodDef module_methods[] = {
     {"_set_config", (PyCFunction)(void (*)(void))m_set_config, METH_VARARGS | METH_KEYWORDS,
      "Changes capture settings."},
     {"_set_logs", m_set_logs, METH_O, "Sets the PTC_LOGS components."},
+    {"_module_state_changed", m_module_state_changed, METH_NOARGS,
+     "Bumps the module epoch (ptc.config.trust_module_state)."},
     {NULL, NULL, 0, NULL},
 };
 

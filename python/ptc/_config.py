@@ -9,12 +9,17 @@ trace_dir        PTC_TRACE_DIR: captured.ptir, guards.txt, breaks.json per compi
 inject_failure   for testing the fallback paths: "compile" makes every compile
                  fail with an internal error, "backend" makes compiling
                  backends fail; "" (default) is off
+trust_module_state  cache hits skip the guards on module attributes,
+                 parameters, buffers, submodules and hooks while no
+                 nn.Module method changed a module (default False; writes
+                 around nn.Module, e.g. to m.__dict__, are then not seen)
 """
 import os
 
 from . import _C
 
-_C_SETTINGS = ("recompile_limit", "strict", "inline_depth", "repro_dir", "inject_failure")
+_C_SETTINGS = ("recompile_limit", "strict", "inline_depth", "repro_dir", "inject_failure",
+               "trust_module_state")
 
 
 class _Config:
@@ -28,6 +33,10 @@ class _Config:
         raise AttributeError("ptc.config has no setting %r" % name)
 
     def __setattr__(self, name, value):
+        if name == "trust_module_state" and value:
+            from . import _module_state
+
+            _module_state.install()
         if name in _C_SETTINGS:
             _C._set_config(**{name: value})
         elif name == "logs":
