@@ -821,10 +821,7 @@ static int lower_max_pool(lowerer *L, const ptc_node *n)
     ptc_lnode *ix = new_node(L, PTC_LN_POINTWISE, io, PTC_I64);
     ptc_lbody *b = &ix->body;
     const ptc_ix **y = identity_vars(L->a, &io->type);
-    int r = load_at(L, b, io, y); /* placeholder replaced below */
-    (void)r;
-    b->n = 0;
-    ptc_lexpr e;
+    ptc_lexpr e; /* the argmax position the reduction stored, at this output position */
     memset(&e, 0, sizeof e);
     e.op = PTC_L_LOAD;
     e.dtype = PTC_I64;
