@@ -33,6 +33,7 @@ LLVMTypeRef cg_compute_type(cg *c, ptc_dtype dt);      /* scalar: f16 -> float, 
 LLVMTypeRef cg_storage_type(cg *c, ptc_dtype dt);      /* scalar: f16 -> half, bool -> i8 */
 LLVMTypeRef cg_vec(cg *c, LLVMTypeRef t, int w);       /* t itself when w == 1 */
 LLVMValueRef cg_splat(cg *c, LLVMValueRef v, int w);   /* scalar -> vector (no-op for w 1) */
+int cg_width(LLVMValueRef x);                          /* lanes of a value (1: scalar) */
 LLVMValueRef cg_const_f(cg *c, LLVMTypeRef t, double v, int w);
 LLVMValueRef cg_const_i(cg *c, LLVMTypeRef t, int64_t v, int w);
 LLVMValueRef cg_call_intrinsic(cg *c, const char *name, LLVMTypeRef *over, int nover,

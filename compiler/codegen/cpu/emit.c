@@ -23,121 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- types and constants ------------------------------------------------------ */
-
-LLVMTypeRef cg_compute_type(cg *c, ptc_dtype dt)
-{
-    switch (dt) {
-    case PTC_BOOL: return c->i1;
-    case PTC_U8:
-    case PTC_I8: return c->i8;
-    case PTC_I16: return c->i16;
-    case PTC_I32: return c->i32;
-    case PTC_I64: return c->i64;
-    case PTC_F64: return c->f64;
-    default: return c->f32;
-    }
-}
-
-LLVMTypeRef cg_storage_type(cg *c, ptc_dtype dt)
-{
-    switch (dt) {
-    case PTC_BOOL: return c->i8;
-    case PTC_F16: return c->f16;
-    case PTC_BF16: return c->i16;
-    default: return cg_compute_type(c, dt);
-    }
-}
-
-LLVMTypeRef cg_vec(cg *c, LLVMTypeRef t, int w)
-{
-    (void)c;
-    return w == 1 ? t : LLVMVectorType(t, (unsigned)w);
-}
-
-LLVMValueRef cg_splat(cg *c, LLVMValueRef v, int w)
-{
-    if (w == 1 || LLVMGetTypeKind(LLVMTypeOf(v)) == LLVMVectorTypeKind)
-        return v;
-    LLVMTypeRef vt = LLVMVectorType(LLVMTypeOf(v), (unsigned)w);
-    LLVMValueRef ins =
-        LLVMBuildInsertElement(c->b, LLVMGetPoison(vt), v, LLVMConstInt(c->i32, 0, 0), "");
-    return LLVMBuildShuffleVector(c->b, ins, LLVMGetPoison(vt),
-                                  LLVMConstNull(LLVMVectorType(c->i32, (unsigned)w)), "");
-}
-
-static LLVMValueRef splat_const(LLVMValueRef k, int w)
-{
-    if (w == 1)
-        return k;
-    LLVMValueRef ks[64];
-    for (int i = 0; i < w; i++)
-        ks[i] = k;
-    return LLVMConstVector(ks, (unsigned)w);
-}
-
-LLVMValueRef cg_const_f(cg *c, LLVMTypeRef t, double v, int w)
-{
-    (void)c;
-    return splat_const(LLVMConstReal(t, v), w);
-}
-
-LLVMValueRef cg_const_i(cg *c, LLVMTypeRef t, int64_t v, int w)
-{
-    (void)c;
-    return splat_const(LLVMConstInt(t, (unsigned long long)v, 1), w);
-}
-
-static int width_of(LLVMValueRef x)
-{
-    LLVMTypeRef t = LLVMTypeOf(x);
-    return LLVMGetTypeKind(t) == LLVMVectorTypeKind ? (int)LLVMGetVectorSize(t) : 1;
-}
-
-LLVMValueRef cg_call_intrinsic(cg *c, const char *name, LLVMTypeRef *over, int nover,
-                               LLVMValueRef *args, int nargs)
-{
-    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
-    PTC_ASSERT(id != 0);
-    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(c->mod, id, over, (size_t)nover);
-    LLVMTypeRef ft = LLVMIntrinsicGetType(c->ctx, id, over, (size_t)nover);
-    return LLVMBuildCall2(c->b, ft, fn, args, (unsigned)nargs, "");
-}
-
-LLVMValueRef cg_libm(cg *c, const char *name, LLVMTypeRef scalar, LLVMValueRef *args, int nargs)
-{
-    LLVMTypeRef params[3] = {scalar, scalar, scalar};
-    LLVMTypeRef ft = LLVMFunctionType(scalar, params, (unsigned)nargs, 0);
-    LLVMValueRef fn = LLVMGetNamedFunction(c->mod, name);
-    if (!fn)
-        fn = LLVMAddFunction(c->mod, name, ft);
-    int w = width_of(args[0]);
-    if (w == 1)
-        return LLVMBuildCall2(c->b, ft, fn, args, (unsigned)nargs, "");
-    LLVMValueRef out = LLVMGetPoison(LLVMTypeOf(args[0]));
-    for (int i = 0; i < w; i++) {
-        LLVMValueRef lane = LLVMConstInt(c->i32, (unsigned)i, 0);
-        LLVMValueRef a[3];
-        for (int k = 0; k < nargs; k++)
-            a[k] = LLVMBuildExtractElement(c->b, args[k], lane, "");
-        LLVMValueRef r = LLVMBuildCall2(c->b, ft, fn, a, (unsigned)nargs, "");
-        out = LLVMBuildInsertElement(c->b, out, r, lane, "");
-    }
-    return out;
-}
-
-LLVMValueRef cg_alloca(cg *c, LLVMTypeRef t, const char *name)
-{
-    LLVMBasicBlockRef cur = LLVMGetInsertBlock(c->b);
-    LLVMValueRef first = LLVMGetFirstInstruction(c->entry);
-    if (first)
-        LLVMPositionBuilderBefore(c->b, first);
-    else
-        LLVMPositionBuilderAtEnd(c->b, c->entry);
-    LLVMValueRef a = LLVMBuildAlloca(c->b, t, name);
-    LLVMPositionBuilderAtEnd(c->b, cur);
-    return a;
-}
 
 static bool is_float(ptc_dtype dt) { return ptc_dtype_is_float(dt); }
 static bool is_unsigned(ptc_dtype dt) { return dt == PTC_U8 || dt == PTC_BOOL; }
@@ -204,7 +89,7 @@ static bool ix_varies(cg *c, const ptc_ix *x, LLVMValueRef *vals)
         const ptc_ixatom *at = x->terms[i].atom;
         if (at->kind == PTC_IXA_VAR && at->id == c->vec_var)
             return true;
-        if (at->kind == PTC_IXA_VAL && width_of(vals[at->id]) > 1)
+        if (at->kind == PTC_IXA_VAL && cg_width(vals[at->id]) > 1)
             return true;
         if ((at->kind == PTC_IXA_DIV || at->kind == PTC_IXA_MOD) && ix_varies(c, at->x, vals))
             return true;
@@ -236,9 +121,9 @@ static LLVMValueRef atom_emit(cg *c, const ptc_ixatom *at, LLVMValueRef *vals, i
     case PTC_IXA_VAL: {
         LLVMValueRef v = vals[at->id];
         LLVMTypeRef t = LLVMTypeOf(v);
-        LLVMTypeRef et = width_of(v) > 1 ? LLVMGetElementType(t) : t;
+        LLVMTypeRef et = cg_width(v) > 1 ? LLVMGetElementType(t) : t;
         if (et != c->i64) {
-            LLVMTypeRef to = cg_vec(c, c->i64, width_of(v));
+            LLVMTypeRef to = cg_vec(c, c->i64, cg_width(v));
             v = LLVMGetIntTypeWidth(et) == 1 ? LLVMBuildZExt(b, v, to, "") : LLVMBuildSExt(b, v, to, "");
         }
         return cg_splat(c, v, w);
@@ -341,7 +226,7 @@ static int access_kind(cg *c, const ptc_ix *off, LLVMValueRef *vals)
     ptc_dim k = ptc_ix_coeff(off, c->vec_var, &nested);
     bool vals_vary = false;
     for (int i = 0; i < off->nterms; i++)
-        if (off->terms[i].atom->kind == PTC_IXA_VAL && width_of(vals[off->terms[i].atom->id]) > 1)
+        if (off->terms[i].atom->kind == PTC_IXA_VAL && cg_width(vals[off->terms[i].atom->id]) > 1)
             vals_vary = true;
     if (!nested && !vals_vary && dim_is(k, 1))
         return ACC_CONTIG;
@@ -622,7 +507,7 @@ static LLVMValueRef ipow(cg *c, LLVMValueRef x, LLVMValueRef y, ptc_dtype dt)
         LLVMBuildRet(b, res);
         LLVMDisposeBuilder(b);
     }
-    int w = width_of(x);
+    int w = cg_width(x);
     if (w == 1) {
         LLVMValueRef a[2] = {x, y};
         return LLVMBuildCall2(c->b, ft, fn, a, 2, "");
