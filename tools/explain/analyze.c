@@ -2,8 +2,9 @@
  *
  * A site's cost is what its entries measured: the time outside graphs from
  * the end of the graph before the break to the start of the next graph, on
- * every run (compiles excluded). Ranking uses a robust total, the median run
- * times the runs, so that one descheduled run does not move a site, and then
+ * every run (compiles excluded). Ranking uses a robust total, the fastest run
+ * times the runs: a loaded machine only ever adds time, and on 2 busy cores
+ * even the median of a few runs moved by a factor of ten; then
  * only its band (below 10 ms, 10-100 ms, 100 ms-1 s, ...): sites in one band are
  * ordered by source position, so the order is the same from run to run
  * unless a cost moves by about a factor of ten. Below 10 ms a single run is
@@ -144,8 +145,11 @@ static void site_cost(xp_report *r, xp_site *s)
             }
         }
     }
+    double fastest = k ? all[0] : 0;
+    for (int i = 1; i < k; i++)
+        fastest = all[i] < fastest ? all[i] : fastest;
     s->median_ms = k ? xp_median(all, k) : s->runs ? s->total_ms / (double)s->runs : 0;
-    s->rank_ms = k ? s->median_ms * (double)s->runs : s->total_ms;
+    s->rank_ms = k ? fastest * (double)s->runs : s->total_ms;
     s->band = xp_band(s->rank_ms);
 }
 
