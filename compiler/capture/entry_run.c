@@ -789,6 +789,15 @@ static void guard_now(const cap_entry *e, int gi, PyObject **vals, char *now, si
         PyErr_Clear();
     } else if (g->kind == CAP_G_NOHOOKS) {
         snprintf(now, size, "hooks registered");
+    } else if (g->kind == CAP_G_CLASSATTR && v) {
+        /* The method the class has now, not the instance the guard reads. */
+        PyObject *f = PyObject_GetAttr((PyObject *)Py_TYPE(v), PyTuple_GetItem(g->obj, 0));
+        if (f && f == PyTuple_GetItem(g->obj, 1))
+            snprintf(now, size, "shadowed by an instance attribute");
+        else
+            repr_into(f, now, size);
+        Py_XDECREF(f);
+        PyErr_Clear();
     } else if (v) {
         repr_into(v, now, size);
     }
@@ -816,6 +825,7 @@ static void guard_old(const cap_guard *g, char *old, size_t size)
     case CAP_G_AUTOCAST: cap_amp_str(g->n, old, size); return;
     case CAP_G_HASATTR:
     case CAP_G_DICT_HAS: snprintf(old, size, "%s", g->n ? "True" : "False"); return;
+    case CAP_G_CLASSATTR: repr_into(PyTuple_GetItem(g->obj, 1), old, size); return;
     default: repr_into(g->obj, old, size);
     }
 }
