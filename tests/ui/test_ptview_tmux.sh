@@ -39,12 +39,17 @@ absent() { screen | grep -qF -- "$1" && fail "did not expect '$1' on the screen"
 keys() { "${TMUX_CMD[@]}" send-keys -t ui "$@"; }
 
 # start COLS ROWS ENV [TRACE]: ptview in a new session; its exit status goes
-# to $STATUS.
+# to $STATUS. Killing the last session makes the tmux server exit, and a
+# new-session that reaches the server while it exits fails: so try again.
 start() {
     : > "$STATUS"
-    "${TMUX_CMD[@]}" new-session -d -s ui -x "$1" -y "$2" \
-        "env TERM=screen LC_ALL=C.UTF-8 $3 $PTVIEW ${4:-$TRACE}; echo \$? > $STATUS; sleep 60" ||
-        fail "cannot start tmux"
+    for _ in $(seq 50); do
+        "${TMUX_CMD[@]}" new-session -d -s ui -x "$1" -y "$2" \
+            "env TERM=screen LC_ALL=C.UTF-8 $3 $PTVIEW ${4:-$TRACE}; echo \$? > $STATUS; sleep 60" \
+            2>/dev/null && return 0
+        sleep 0.2
+    done
+    fail "cannot start tmux"
 }
 
 step="open"
