@@ -920,6 +920,8 @@ static void collapse_all(ui *u, bool fold)
 
 static void key(ui *u, int ch)
 {
+    if (ch == KEY_RESIZE)
+        return; /* the caller redraws at the new size; help stays open */
     if (u->help) {
         u->help = false;
         return;
@@ -955,7 +957,6 @@ static void key(ui *u, int ch)
     }
     case 'n': search(u, 1); return;
     case 'N': search(u, -1); return;
-    case KEY_RESIZE: return;
     }
     if (u->focus == SIDEBAR)
         sidebar_key(u, ch, page);
