@@ -109,6 +109,8 @@ PyObject *cap_torch_unbind(cap_trace *T, cap_tensor *t);
 /* Builds op(args) in the trace's graph: outputs as symbolic tensors (one, or a
  * tuple/list). Meta errors become a TRACE_ERROR break. */
 int cap_build(cap_trace *T, ptc_op op, ptc_arg *args, int nargs, PyObject **out);
-ptc_value *cap_build1(cap_trace *T, ptc_op op, ptc_arg *args, int nargs);
+ptc_value *cap_build1(cap_trace *T, ptc_op op, ptc_arg *args, int nargs); /* NULL after a break */
+/* A built value as a symbolic tensor (*out); CAP_BREAK when v is NULL. */
+int cap_wrap_value(cap_trace *T, ptc_value *v, PyObject **out);
 
 #endif /* PTC_CAP_TORCH_H */

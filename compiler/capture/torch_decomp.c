@@ -17,22 +17,12 @@
 
 typedef ptc_value *V;
 
-static V b1(cap_trace *T, ptc_op op, ptc_arg *args, int n)
-{
-    ptc_arg full[16];
-    const ptc_schema *s = ptc_op_schema(op);
-    ptc_args_defaults(op, full);
-    for (int i = 0; i < n && i < s->nparams; i++)
-        full[i] = args[i];
-    return cap_build1(T, op, full, s->nparams);
-}
-
 static V un(cap_trace *T, ptc_op op, V a)
 {
     if (!a)
         return NULL;
     ptc_arg x[1] = {ptc_arg_value(a)};
-    return b1(T, op, x, 1);
+    return cap_build1(T, op, x, 1);
 }
 
 static V bin(cap_trace *T, ptc_op op, V a, V b)
@@ -40,7 +30,7 @@ static V bin(cap_trace *T, ptc_op op, V a, V b)
     if (!a || !b)
         return NULL;
     ptc_arg x[2] = {ptc_arg_value(a), ptc_arg_value(b)};
-    return b1(T, op, x, 2);
+    return cap_build1(T, op, x, 2);
 }
 
 static V bins(cap_trace *T, ptc_op op, V a, double s)
@@ -48,7 +38,7 @@ static V bins(cap_trace *T, ptc_op op, V a, double s)
     if (!a)
         return NULL;
     ptc_arg x[2] = {ptc_arg_value(a), ptc_arg_float(s)};
-    return b1(T, op, x, 2);
+    return cap_build1(T, op, x, 2);
 }
 
 /* s - a (a scalar on the left). */
@@ -62,7 +52,7 @@ static V where(cap_trace *T, V cond, ptc_arg a, ptc_arg b)
     if (!cond || (a.kind == PTC_ARG_VALUE && !a.v) || (b.kind == PTC_ARG_VALUE && !b.v))
         return NULL;
     ptc_arg x[3] = {ptc_arg_value(cond), a, b};
-    return b1(T, PTC_OP_WHERE, x, 3);
+    return cap_build1(T, PTC_OP_WHERE, x, 3);
 }
 
 static V to_dtype(cap_trace *T, V a, ptc_dtype dt)
@@ -70,7 +60,7 @@ static V to_dtype(cap_trace *T, V a, ptc_dtype dt)
     if (!a || a->type.dtype == dt)
         return a;
     ptc_arg x[2] = {ptc_arg_value(a), ptc_arg_dtype(dt)};
-    return b1(T, PTC_OP_TO, x, 2);
+    return cap_build1(T, PTC_OP_TO, x, 2);
 }
 
 static V reduce(cap_trace *T, ptc_op op, V a, int64_t dim, bool keepdim, bool all)
@@ -78,7 +68,7 @@ static V reduce(cap_trace *T, ptc_op op, V a, int64_t dim, bool keepdim, bool al
     if (!a)
         return NULL;
     ptc_arg x[3] = {ptc_arg_value(a), all ? ptc_arg_none() : ptc_arg_ints(T->arena, &dim, 1), ptc_arg_bool(keepdim)};
-    return b1(T, op, x, 3);
+    return cap_build1(T, op, x, 3);
 }
 
 static V unsqueeze(cap_trace *T, V a, int64_t dim)
@@ -86,7 +76,7 @@ static V unsqueeze(cap_trace *T, V a, int64_t dim)
     if (!a)
         return NULL;
     ptc_arg x[2] = {ptc_arg_value(a), ptc_arg_int(dim)};
-    return b1(T, PTC_OP_UNSQUEEZE, x, 2);
+    return cap_build1(T, PTC_OP_UNSQUEEZE, x, 2);
 }
 
 static V arange(cap_trace *T, double start, double end, double step, ptc_dtype dt, ptc_device dev)
@@ -95,15 +85,7 @@ static V arange(cap_trace *T, double start, double end, double step, ptc_dtype d
                     ptc_arg_device(dev)};
     if (!ptc_dtype_is_float(dt))
         x[0] = ptc_arg_int((int64_t)start), x[1] = ptc_arg_int((int64_t)end), x[2] = ptc_arg_int((int64_t)step);
-    return b1(T, PTC_OP_ARANGE, x, 5);
-}
-
-static int wrap(cap_trace *T, V v, PyObject **out)
-{
-    if (!v)
-        return CAP_BREAK;
-    *out = cap_tensor_new(T, v);
-    return *out ? CAP_NEXT : CAP_ERR;
+    return cap_build1(T, PTC_OP_ARANGE, x, 5);
 }
 
 static cap_tensor *input_of(cap_tcall *c, const char *name)
@@ -168,7 +150,7 @@ int cap_th_eye(cap_tcall *c, PyObject **out)
     long long rows = PyLong_AsLongLong(n), cols = m && m != Py_None ? PyLong_AsLongLong(m) : rows;
     V r = unsqueeze(c->T, arange(c->T, 0, (double)rows, 1, PTC_I64, dev), 1);
     V k = unsqueeze(c->T, arange(c->T, 0, (double)cols, 1, PTC_I64, dev), 0);
-    return wrap(c->T, to_dtype(c->T, bin(c->T, PTC_OP_EQ, r, k), dt), out);
+    return cap_wrap_value(c->T, to_dtype(c->T, bin(c->T, PTC_OP_EQ, r, k), dt), out);
 }
 
 /* linspace(start, end, steps): torch's two-sided formula (exact endpoints). */
@@ -195,7 +177,7 @@ int cap_th_linspace(cap_tcall *c, PyObject **out)
     V lo = bins(c->T, PTC_OP_ADD, bins(c->T, PTC_OP_MUL, i, step), start);
     V hi = rsubs(c->T, end, bins(c->T, PTC_OP_MUL, rsubs(c->T, (double)(n - 1), i), step));
     V first = bins(c->T, PTC_OP_LT, i, (double)(n / 2));
-    return wrap(c->T, where(c->T, first, ptc_arg_value(lo), ptc_arg_value(hi)), out);
+    return cap_wrap_value(c->T, where(c->T, first, ptc_arg_value(lo), ptc_arg_value(hi)), out);
 }
 
 /* ---- pointwise ------------------------------------------------------------------------ */
@@ -207,7 +189,7 @@ int cap_th_hypot(cap_tcall *c, PyObject **out)
     if (!a || !b || !cap_is_tensor(b))
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "hypot needs two tensors");
     V s = bin(c->T, PTC_OP_ADD, bin(c->T, PTC_OP_MUL, a->v, a->v), bin(c->T, PTC_OP_MUL, cap_val(b), cap_val(b)));
-    return wrap(c->T, un(c->T, PTC_OP_SQRT, s), out);
+    return cap_wrap_value(c->T, un(c->T, PTC_OP_SQRT, s), out);
 }
 
 /* lerp(start, end, weight): start + w (end - start) for w < 0.5, else
@@ -226,13 +208,13 @@ int cap_th_lerp(cap_tcall *c, PyObject **out)
             return CAP_BREAK;
         V r = wv < 0.5 ? bin(T, PTC_OP_ADD, s->v, bins(T, PTC_OP_MUL, d, wv))
                        : bin(T, PTC_OP_SUB, cap_val(e), bins(T, PTC_OP_MUL, d, 1.0 - wv));
-        return wrap(T, r, out);
+        return cap_wrap_value(T, r, out);
     }
     V wt = cap_val(w);
     V lo = bin(T, PTC_OP_ADD, s->v, bin(T, PTC_OP_MUL, wt, d));
     V hi = bin(T, PTC_OP_SUB, cap_val(e), bin(T, PTC_OP_MUL, d, rsubs(T, 1.0, wt)));
     V small = un(T, PTC_OP_ABS, wt) ? bins(T, PTC_OP_LT, un(T, PTC_OP_ABS, wt), 0.5) : NULL;
-    return wrap(T, where(T, small, ptc_arg_value(lo), ptc_arg_value(hi)), out);
+    return cap_wrap_value(T, where(T, small, ptc_arg_value(lo), ptc_arg_value(hi)), out);
 }
 
 /* addcmul / addcdiv: input + value * t1 (* or /) t2. */
@@ -251,7 +233,7 @@ int cap_th_addcop(cap_tcall *c, PyObject **out)
     V p = bin(c->T, div ? PTC_OP_DIV : PTC_OP_MUL, cap_val(t1), cap_val(t2));
     if (value != 1.0)
         p = bins(c->T, PTC_OP_MUL, p, value);
-    return wrap(c->T, bin(c->T, PTC_OP_ADD, x->v, p), out);
+    return cap_wrap_value(c->T, bin(c->T, PTC_OP_ADD, x->v, p), out);
 }
 
 /* exp2, log2, log10 and friends as exp/log with constants. */
@@ -267,10 +249,10 @@ int cap_th_explog(cap_tcall *c, PyObject **out)
         v = to_dtype(T, v, cap_default_dtype());
     if (strncmp(n, "exp2", 4) == 0) {
         ptc_arg a[2] = {ptc_arg_float(2.0), ptc_arg_value(v)};
-        return wrap(T, b1(T, PTC_OP_POW, a, 2), out);
+        return cap_wrap_value(T, cap_build1(T, PTC_OP_POW, a, 2), out);
     }
     double k = strncmp(n, "log2", 4) == 0 ? 1.0 / log(2.0) : 1.0 / log(10.0);
-    return wrap(T, bins(T, PTC_OP_MUL, un(T, PTC_OP_LOG, v), k), out);
+    return cap_wrap_value(T, bins(T, PTC_OP_MUL, un(T, PTC_OP_LOG, v), k), out);
 }
 
 /* logit(x, eps=None) = log(x / (1 - x)), x clamped to [eps, 1 - eps]. */
@@ -286,9 +268,10 @@ int cap_th_logit(cap_tcall *c, PyObject **out)
     V v = x->v;
     if (e && e != Py_None) {
         ptc_arg a[3] = {ptc_arg_value(v), ptc_arg_float(eps), ptc_arg_float(1.0 - eps)};
-        v = b1(c->T, PTC_OP_CLAMP, a, 3);
+        v = cap_build1(c->T, PTC_OP_CLAMP, a, 3);
     }
-    return wrap(c->T, un(c->T, PTC_OP_LOG, bin(c->T, PTC_OP_DIV, v, rsubs(c->T, 1.0, v))), out);
+    return cap_wrap_value(c->T, un(c->T, PTC_OP_LOG, bin(c->T, PTC_OP_DIV, v, rsubs(c->T, 1.0, v))),
+                          out);
 }
 
 /* xlogy(x, y): 0 where x == 0 (unless y is nan), else x * log(y). */
@@ -304,7 +287,8 @@ int cap_th_xlogy(cap_tcall *c, PyObject **out)
         xv = to_dtype(T, xv, cap_default_dtype());
     V prod = bin(T, PTC_OP_MUL, xv, un(T, PTC_OP_LOG, yv));
     V zero = where(T, bins(T, PTC_OP_EQ, xv, 0), ptc_arg_float(0), ptc_arg_value(prod));
-    return wrap(T, where(T, un(T, PTC_OP_ISNAN, yv), ptc_arg_float(NAN), ptc_arg_value(zero)), out);
+    return cap_wrap_value(
+        T, where(T, un(T, PTC_OP_ISNAN, yv), ptc_arg_float(NAN), ptc_arg_value(zero)), out);
 }
 
 static V is_inf(cap_trace *T, V v, int sign)
@@ -334,11 +318,16 @@ int cap_th_isinf(cap_tcall *c, PyObject **out)
         ptc_arg a[4] = {ptc_arg_dims(c->T->arena, v->type.shape, v->type.ndim),
                         ptc_arg_bool(strcmp(n, "isfinite") == 0), ptc_arg_dtype(PTC_BOOL),
                         ptc_arg_device(v->type.device)};
-        return wrap(c->T, b1(c->T, PTC_OP_FULL, a, 4), out);
+        return cap_wrap_value(c->T, cap_build1(c->T, PTC_OP_FULL, a, 4), out);
     }
     if (strcmp(n, "isfinite") == 0)
-        return wrap(c->T, is_finite(c->T, v), out);
-    return wrap(c->T, is_inf(c->T, v, strcmp(n, "isposinf") == 0 ? 1 : strcmp(n, "isneginf") == 0 ? -1 : 0), out);
+        return cap_wrap_value(c->T, is_finite(c->T, v), out);
+    return cap_wrap_value(c->T,
+                          is_inf(c->T, v,
+                                 strcmp(n, "isposinf") == 0   ? 1
+                                 : strcmp(n, "isneginf") == 0 ? -1
+                                                              : 0),
+                          out);
 }
 
 static double finfo(ptc_dtype dt, const char *field)
@@ -364,7 +353,7 @@ int cap_th_nan_to_num(cap_tcall *c, PyObject **out)
     V v = x->v;
     if (!ptc_dtype_is_float(v->type.dtype)) {
         ptc_arg a[1] = {ptc_arg_value(v)};
-        return wrap(T, b1(T, PTC_OP_CLONE, a, 1), out);
+        return cap_wrap_value(T, cap_build1(T, PTC_OP_CLONE, a, 1), out);
     }
     double nan, pinf, ninf;
     if (number(c, ARG(1, "nan"), 0.0, &nan) != CAP_NEXT ||
@@ -374,7 +363,7 @@ int cap_th_nan_to_num(cap_tcall *c, PyObject **out)
     v = where(T, un(T, PTC_OP_ISNAN, v), ptc_arg_float(nan), ptc_arg_value(v));
     v = where(T, is_inf(T, v, 1), ptc_arg_float(pinf), ptc_arg_value(v));
     v = where(T, is_inf(T, v, -1), ptc_arg_float(ninf), ptc_arg_value(v));
-    return wrap(T, v, out);
+    return cap_wrap_value(T, v, out);
 }
 
 /* isclose(a, b, rtol, atol, equal_nan) for floating tensors, as torch:
@@ -400,7 +389,7 @@ int cap_th_isclose(cap_tcall *c, PyObject **out)
     V diff = un(T, PTC_OP_ABS, bin(T, PTC_OP_SUB, av, bv));
     V allowed = bins(T, PTC_OP_ADD, bins(T, PTC_OP_MUL, un(T, PTC_OP_ABS, bv), rtol), atol);
     V ok = bin(T, PTC_OP_LOGICAL_AND, is_finite(T, diff), bin(T, PTC_OP_LE, diff, allowed));
-    return wrap(T, bin(T, PTC_OP_LOGICAL_OR, close, ok), out);
+    return cap_wrap_value(T, bin(T, PTC_OP_LOGICAL_OR, close, ok), out);
 }
 
 /* dot(a, b) = sum(a * b) for 1-d tensors. */
@@ -415,7 +404,9 @@ int cap_th_dot(cap_tcall *c, PyObject **out)
                      ptc_dtype_name(a->v->type.dtype), ptc_dtype_name(cap_val(b)->type.dtype));
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "dot with mixed dtypes");
     }
-    return wrap(c->T, reduce(c->T, PTC_OP_SUM, bin(c->T, PTC_OP_MUL, a->v, cap_val(b)), 0, false, true), out);
+    return cap_wrap_value(
+        c->T, reduce(c->T, PTC_OP_SUM, bin(c->T, PTC_OP_MUL, a->v, cap_val(b)), 0, false, true),
+        out);
 }
 
 /* ---- shapes ----------------------------------------------------------------------------- */
@@ -436,7 +427,7 @@ static V flip_dim(cap_trace *T, V v, int d)
     }
     V idx = arange(T, (double)(n.value - 1), -1, -1, PTC_I64, v->type.device);
     ptc_arg a[3] = {ptc_arg_value(v), ptc_arg_int(d), ptc_arg_value(idx)};
-    return idx ? b1(T, PTC_OP_INDEX_SELECT, a, 3) : NULL;
+    return idx ? cap_build1(T, PTC_OP_INDEX_SELECT, a, 3) : NULL;
 }
 
 /* flip(dims), fliplr, flipud: index_select with reversed aranges. */
@@ -479,9 +470,9 @@ int cap_th_flip(cap_tcall *c, PyObject **out)
     }
     if (nd == 0 && v) {
         ptc_arg a[1] = {ptc_arg_value(v)};
-        v = b1(c->T, PTC_OP_CLONE, a, 1);
+        v = cap_build1(c->T, PTC_OP_CLONE, a, 1);
     }
-    return wrap(c->T, v, out);
+    return cap_wrap_value(c->T, v, out);
 }
 
 /* repeat_interleave(repeats: int, dim=None): unsqueeze, expand, flatten. */
@@ -496,7 +487,7 @@ int cap_th_repeat_interleave(cap_tcall *c, PyObject **out)
     int64_t d = 0;
     if (!dim || dim == Py_None) {
         ptc_arg f[3] = {ptc_arg_value(v), ptc_arg_int(0), ptc_arg_int(-1)};
-        v = b1(T, PTC_OP_FLATTEN, f, 3);
+        v = cap_build1(T, PTC_OP_FLATTEN, f, 3);
     } else if (PyLong_Check(dim)) {
         d = norm_dim(PyLong_AsLongLong(dim), v->type.ndim);
     } else {
@@ -513,9 +504,9 @@ int cap_th_repeat_interleave(cap_tcall *c, PyObject **out)
     }
     V u = unsqueeze(T, v, d + 1);
     ptc_arg e[2] = {ptc_arg_value(u), ptc_arg_dims(T->arena, shape, nd + 1)};
-    V ex = u ? b1(T, PTC_OP_EXPAND, e, 2) : NULL;
+    V ex = u ? cap_build1(T, PTC_OP_EXPAND, e, 2) : NULL;
     ptc_arg f[3] = {ptc_arg_value(ex), ptc_arg_int(d), ptc_arg_int(d + 1)};
-    return wrap(T, ex ? b1(T, PTC_OP_FLATTEN, f, 3) : NULL, out);
+    return cap_wrap_value(T, ex ? cap_build1(T, PTC_OP_FLATTEN, f, 3) : NULL, out);
 }
 
 /* tile(dims): repeat with dims padded by leading ones. */
@@ -536,7 +527,7 @@ int cap_th_tile(cap_tcall *c, PyObject **out)
     for (int i = 0; i < n; i++)
         reps[i] = i < n - da.is.n ? ptc_dim_c(1) : da.is.d[i - (n - da.is.n)];
     ptc_arg a[2] = {ptc_arg_value(x->v), ptc_arg_dims(c->T->arena, reps, n)};
-    return wrap(c->T, b1(c->T, PTC_OP_REPEAT, a, 2), out);
+    return cap_wrap_value(c->T, cap_build1(c->T, PTC_OP_REPEAT, a, 2), out);
 }
 
 /* broadcast_to(x, shape) is expand. */
@@ -550,7 +541,7 @@ int cap_th_broadcast_to(cap_tcall *c, PyObject **out)
     if (rc != CAP_NEXT)
         return rc;
     ptc_arg a[2] = {ptc_arg_value(x->v), sz};
-    return wrap(c->T, b1(c->T, PTC_OP_EXPAND, a, 2), out);
+    return cap_wrap_value(c->T, cap_build1(c->T, PTC_OP_EXPAND, a, 2), out);
 }
 
 /* broadcast_tensors(*tensors): each expanded to the common shape. */
@@ -594,7 +585,7 @@ int cap_th_broadcast_tensors(cap_tcall *c, PyObject **out)
     PyObject *r = PyTuple_New(n);
     for (int i = 0; r && i < n; i++) {
         ptc_arg a[2] = {ptc_arg_value(cap_val(ts[i])), ptc_arg_dims(T->arena, shape, nd)};
-        V e = b1(T, PTC_OP_EXPAND, a, 2);
+        V e = cap_build1(T, PTC_OP_EXPAND, a, 2);
         PyObject *t = e ? cap_tensor_new(T, e) : NULL;
         if (!t) {
             Py_DECREF(r);
@@ -635,7 +626,7 @@ int cap_th_diff(cap_tcall *c, PyObject **out)
     }
     if (np_ > 1) {
         ptc_arg a[2] = {ptc_arg_values(T->arena, parts, np_), ptc_arg_int(d)};
-        v = b1(T, PTC_OP_CAT, a, 2);
+        v = cap_build1(T, PTC_OP_CAT, a, 2);
     }
     long long n = np ? PyLong_AsLongLong(np) : 1;
     bool is_bool = v && v->type.dtype == PTC_BOOL;
@@ -647,10 +638,10 @@ int cap_th_diff(cap_tcall *c, PyObject **out)
             break;
         ptc_arg hi[4] = {ptc_arg_value(v), ptc_arg_int(d), ptc_arg_int(1), ptc_arg_int(len.value - 1)};
         ptc_arg lo[4] = {ptc_arg_value(v), ptc_arg_int(d), ptc_arg_int(0), ptc_arg_int(len.value - 1)};
-        V h = b1(T, PTC_OP_NARROW, hi, 4), l = b1(T, PTC_OP_NARROW, lo, 4);
+        V h = cap_build1(T, PTC_OP_NARROW, hi, 4), l = cap_build1(T, PTC_OP_NARROW, lo, 4);
         v = bin(T, is_bool ? PTC_OP_LOGICAL_XOR : PTC_OP_SUB, h, l);
     }
-    return wrap(T, v, out);
+    return cap_wrap_value(T, v, out);
 }
 
 /* ---- resampling ------------------------------------------------------------------------ */
@@ -678,7 +669,7 @@ static V along(cap_trace *T, V w, int d, int ndim)
         shape[i] = 1;
     shape[d] = -1;
     ptc_arg a[2] = {ptc_arg_value(w), ptc_arg_ints(T->arena, shape, ndim)};
-    return w ? b1(T, PTC_OP_RESHAPE, a, 2) : NULL;
+    return w ? cap_build1(T, PTC_OP_RESHAPE, a, 2) : NULL;
 }
 
 /* One spatial dim of nearest / nearest-exact / linear resampling, with the
@@ -740,13 +731,13 @@ static V resample_dim(cap_trace *T, V x, int d, int64_t in, int64_t outn, double
         ptc_device dev = x->type.device;
         V a = const_tensor(T, i0, PTC_I64, dev);
         ptc_arg s0[3] = {ptc_arg_value(x), ptc_arg_int(d), ptc_arg_value(a)};
-        V x0 = a ? b1(T, PTC_OP_INDEX_SELECT, s0, 3) : NULL;
+        V x0 = a ? cap_build1(T, PTC_OP_INDEX_SELECT, s0, 3) : NULL;
         if (mode != 2) {
             r = x0;
         } else {
             V b = const_tensor(T, i1, PTC_I64, dev);
             ptc_arg s1[3] = {ptc_arg_value(x), ptc_arg_int(d), ptc_arg_value(b)};
-            V x1 = b ? b1(T, PTC_OP_INDEX_SELECT, s1, 3) : NULL;
+            V x1 = b ? cap_build1(T, PTC_OP_INDEX_SELECT, s1, 3) : NULL;
             V l0 = along(T, const_tensor(T, w0, x->type.dtype, dev), d, x->type.ndim);
             V l1 = along(T, const_tensor(T, w1, x->type.dtype, dev), d, x->type.ndim);
             r = bin(T, PTC_OP_ADD, bin(T, PTC_OP_MUL, x0, l0), bin(T, PTC_OP_MUL, x1, l1));
@@ -820,7 +811,7 @@ int cap_th_interpolate(cap_tcall *c, PyObject **out)
     V v = x->v;
     for (int i = nsp - 1; i >= 0 && v; i--)
         v = resample_dim(T, v, 2 + i, tt->shape[2 + i].value, outs[i], scales[i], m, align);
-    return wrap(T, v, out);
+    return cap_wrap_value(T, v, out);
 }
 
 /* hstack / vstack: cat after making tensors at least 1-d / 2-d. */
@@ -859,7 +850,7 @@ int cap_th_stack_dims(cap_tcall *c, PyObject **out)
         if (!parts[i])
             return CAP_BREAK;
     ptc_arg a[2] = {ptc_arg_values(T->arena, parts, (int)n), ptc_arg_int(dim)};
-    return wrap(T, b1(T, PTC_OP_CAT, a, 2), out);
+    return cap_wrap_value(T, cap_build1(T, PTC_OP_CAT, a, 2), out);
 }
 
 /* ---- the multi-head attention fast path --------------------------------------------- */
@@ -869,7 +860,7 @@ static V reshape_to(cap_trace *T, V v, const int64_t *shape, int n)
     if (!v)
         return NULL;
     ptc_arg a[2] = {ptc_arg_value(v), ptc_arg_ints(T->arena, shape, n)};
-    return b1(T, PTC_OP_RESHAPE, a, 2);
+    return cap_build1(T, PTC_OP_RESHAPE, a, 2);
 }
 
 static V transpose(cap_trace *T, V v, int d0, int d1)
@@ -877,7 +868,7 @@ static V transpose(cap_trace *T, V v, int d0, int d1)
     if (!v)
         return NULL;
     ptc_arg a[3] = {ptc_arg_value(v), ptc_arg_int(d0), ptc_arg_int(d1)};
-    return b1(T, PTC_OP_TRANSPOSE, a, 3);
+    return cap_build1(T, PTC_OP_TRANSPOSE, a, 3);
 }
 
 static V narrow(cap_trace *T, V v, int dim, int64_t start, int64_t len)
@@ -885,7 +876,7 @@ static V narrow(cap_trace *T, V v, int dim, int64_t start, int64_t len)
     if (!v)
         return NULL;
     ptc_arg a[4] = {ptc_arg_value(v), ptc_arg_int(dim), ptc_arg_int(start), ptc_arg_int(len)};
-    return b1(T, PTC_OP_NARROW, a, 4);
+    return cap_build1(T, PTC_OP_NARROW, a, 4);
 }
 
 static V linear(cap_trace *T, V x, V w, V b)
@@ -893,7 +884,7 @@ static V linear(cap_trace *T, V x, V w, V b)
     if (!x || !w)
         return NULL;
     ptc_arg a[3] = {ptc_arg_value(x), ptc_arg_value(w), b ? ptc_arg_value(b) : ptc_arg_none()};
-    return b1(T, PTC_OP_LINEAR, a, 3);
+    return cap_build1(T, PTC_OP_LINEAR, a, 3);
 }
 
 /* [B, N, E] -> [B, H, N, D] */
@@ -945,7 +936,7 @@ int cap_th_native_mha(cap_tcall *c, PyObject **out)
     V qh = bins(T, PTC_OP_DIV, heads(T, qp, B, L, H, D), sqrt((double)D));
     V kh = heads(T, kp, B, S, H, D), vh = heads(T, vp, B, S, H, D);
     ptc_arg mm[2] = {ptc_arg_value(qh), ptc_arg_value(transpose(T, kh, 2, 3))};
-    V scores = qh && mm[1].v ? b1(T, PTC_OP_MATMUL, mm, 2) : NULL; /* [B, H, L, S] */
+    V scores = qh && mm[1].v ? cap_build1(T, PTC_OP_MATMUL, mm, 2) : NULL; /* [B, H, L, S] */
     if (mask && mask != Py_None) {
         if (!cap_is_tensor(mask))
             return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "_native_multi_head_attention with a non-tensor mask");
@@ -958,12 +949,12 @@ int cap_th_native_mha(cap_tcall *c, PyObject **out)
         if (m && m->type.dtype != PTC_BOOL)
             return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "_native_multi_head_attention with a float mask");
         ptc_arg mf[3] = {ptc_arg_value(scores), ptc_arg_value(m), ptc_arg_float(-INFINITY)};
-        scores = scores && m ? b1(T, PTC_OP_MASKED_FILL, mf, 3) : NULL;
+        scores = scores && m ? cap_build1(T, PTC_OP_MASKED_FILL, mf, 3) : NULL;
     }
     ptc_arg sm[3] = {ptc_arg_value(scores), ptc_arg_int(-1), ptc_arg_none()};
-    V attn = scores ? b1(T, PTC_OP_SOFTMAX, sm, 3) : NULL;
+    V attn = scores ? cap_build1(T, PTC_OP_SOFTMAX, sm, 3) : NULL;
     ptc_arg av[2] = {ptc_arg_value(attn), ptc_arg_value(vh)};
-    V ctx = attn && vh ? b1(T, PTC_OP_MATMUL, av, 2) : NULL; /* [B, H, L, D] */
+    V ctx = attn && vh ? cap_build1(T, PTC_OP_MATMUL, av, 2) : NULL; /* [B, H, L, D] */
     int64_t merged[3] = {B, L, E};
     V o = linear(T, reshape_to(T, transpose(T, ctx, 1, 2), merged, 3), cap_val(pw),
                  pb && cap_is_tensor(pb) ? cap_val(pb) : NULL);
@@ -974,11 +965,11 @@ int cap_th_native_mha(cap_tcall *c, PyObject **out)
         V wts = attn;
         if (!avg || PyObject_IsTrue(avg) == 1)
             wts = bins(T, PTC_OP_DIV, reduce(T, PTC_OP_SUM, attn, 1, false, false), (double)H);
-        if (wrap(T, wts, &weights) != CAP_NEXT)
+        if (cap_wrap_value(T, wts, &weights) != CAP_NEXT)
             return CAP_BREAK;
     }
     PyObject *ot = NULL;
-    if (wrap(T, o, &ot) != CAP_NEXT) {
+    if (cap_wrap_value(T, o, &ot) != CAP_NEXT) {
         Py_XDECREF(weights);
         return CAP_BREAK;
     }
@@ -1011,7 +1002,7 @@ static int reduced(cap_trace *T, V loss, int red, PyObject **out)
         loss = reduce(T, PTC_OP_MEAN, loss, 0, false, true);
     else if (red == 2)
         loss = reduce(T, PTC_OP_SUM, loss, 0, false, true);
-    return wrap(T, loss, out);
+    return cap_wrap_value(T, loss, out);
 }
 
 /* Two tensors (input, target) of floating dtype. */
@@ -1071,7 +1062,7 @@ int cap_th_bce(cap_tcall *c, PyObject **out)
     if (logits) {
         /* (1 - y) x + lw (log1p(exp(-|x|)) + max(-x, 0)), lw = 1 + (pw - 1) y */
         ptc_arg cl[3] = {ptc_arg_value(un(T, PTC_OP_NEG, x)), ptc_arg_float(0.0), ptc_arg_none()};
-        V relu_neg = cl[0].v ? b1(T, PTC_OP_CLAMP, cl, 3) : NULL;
+        V relu_neg = cl[0].v ? cap_build1(T, PTC_OP_CLAMP, cl, 3) : NULL;
         V sp = bin(T, PTC_OP_ADD, un(T, PTC_OP_LOG1P, un(T, PTC_OP_EXP, un(T, PTC_OP_NEG, un(T, PTC_OP_ABS, x)))),
                    relu_neg);
         if (pw && pw != Py_None) {
@@ -1085,7 +1076,8 @@ int cap_th_bce(cap_tcall *c, PyObject **out)
         /* -(y log(x) + (1 - y) log(1 - x)), logs clamped at -100 */
         ptc_arg l1[3] = {ptc_arg_value(un(T, PTC_OP_LOG, x)), ptc_arg_float(-100.0), ptc_arg_none()};
         ptc_arg l2[3] = {ptc_arg_value(un(T, PTC_OP_LOG, rsubs(T, 1.0, x))), ptc_arg_float(-100.0), ptc_arg_none()};
-        V lx = l1[0].v ? b1(T, PTC_OP_CLAMP, l1, 3) : NULL, l1x = l2[0].v ? b1(T, PTC_OP_CLAMP, l2, 3) : NULL;
+        V lx = l1[0].v ? cap_build1(T, PTC_OP_CLAMP, l1, 3) : NULL,
+          l1x = l2[0].v ? cap_build1(T, PTC_OP_CLAMP, l2, 3) : NULL;
         loss = un(T, PTC_OP_NEG, bin(T, PTC_OP_ADD, bin(T, PTC_OP_MUL, y, lx), bin(T, PTC_OP_MUL, rsubs(T, 1.0, y), l1x)));
     }
     if (w && w != Py_None) {
@@ -1113,29 +1105,29 @@ static int nll(cap_trace *T, V logp, V target, V weight, int64_t ignore, int red
     V keep = bins(T, PTC_OP_NE, target, (double)ignore);
     V safe = where(T, keep, ptc_arg_value(target), ptc_arg_int(0));
     ptc_arg g[3] = {ptc_arg_value(logp), ptc_arg_int(1), ptc_arg_value(unsqueeze(T, safe, 1))};
-    V picked = g[2].v ? b1(T, PTC_OP_GATHER, g, 3) : NULL;
+    V picked = g[2].v ? cap_build1(T, PTC_OP_GATHER, g, 3) : NULL;
     ptc_arg sq[2] = {ptc_arg_value(picked), ptc_arg_ints(T->arena, (int64_t[]){1}, 1)};
-    picked = picked ? b1(T, PTC_OP_SQUEEZE, sq, 2) : NULL;
+    picked = picked ? cap_build1(T, PTC_OP_SQUEEZE, sq, 2) : NULL;
     V w = to_dtype(T, keep, logp->type.dtype);
     if (weight) {
         /* weight[target]: an embedding lookup in a [C, 1] table. */
         V table = unsqueeze(T, weight, 1);
         ptc_arg e[2] = {ptc_arg_value(table), ptc_arg_value(safe)};
-        V ws = table && safe ? b1(T, PTC_OP_EMBEDDING, e, 2) : NULL;
+        V ws = table && safe ? cap_build1(T, PTC_OP_EMBEDDING, e, 2) : NULL;
         ptc_arg sq1[2] = {ptc_arg_value(ws), ptc_arg_ints(T->arena, (int64_t[]){-1}, 1)};
-        ws = ws ? b1(T, PTC_OP_SQUEEZE, sq1, 2) : NULL;
+        ws = ws ? cap_build1(T, PTC_OP_SQUEEZE, sq1, 2) : NULL;
         w = bin(T, PTC_OP_MUL, w, ws);
     }
     V loss = un(T, PTC_OP_NEG, bin(T, PTC_OP_MUL, picked, w));
     if (red == 0 && flat) {
         ptc_arg s0[2] = {ptc_arg_value(loss), ptc_arg_ints(T->arena, (int64_t[]){0}, 1)};
-        loss = loss ? b1(T, PTC_OP_SQUEEZE, s0, 2) : NULL;
+        loss = loss ? cap_build1(T, PTC_OP_SQUEEZE, s0, 2) : NULL;
     }
     if (red == 1)
         loss = bin(T, PTC_OP_DIV, reduce(T, PTC_OP_SUM, loss, 0, false, true), reduce(T, PTC_OP_SUM, w, 0, false, true));
     else if (red == 2)
         loss = reduce(T, PTC_OP_SUM, loss, 0, false, true);
-    return wrap(T, loss, out);
+    return cap_wrap_value(T, loss, out);
 }
 
 static int class_args(cap_tcall *c, V *weight, int64_t *ignore)
@@ -1185,7 +1177,7 @@ int cap_th_cross_entropy(cap_tcall *c, PyObject **out)
     cap_trace *T = c->T;
     int cdim = in->type.ndim == 1 ? 0 : 1;
     ptc_arg a[3] = {ptc_arg_value(in), ptc_arg_int(cdim), ptc_arg_none()};
-    V logp = b1(T, PTC_OP_LOG_SOFTMAX, a, 3);
+    V logp = cap_build1(T, PTC_OP_LOG_SOFTMAX, a, 3);
     if (!ptc_dtype_is_float(tg->type.dtype))
         return nll(T, logp, tg, w, ignore, red, out);
     /* probabilities */
@@ -1205,7 +1197,10 @@ int cap_th_cross_entropy(cap_tcall *c, PyObject **out)
                 return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "cross_entropy mean over dynamic sizes");
             n *= in->type.shape[d].value;
         }
-        return wrap(T, bins(T, PTC_OP_DIV, reduce(T, PTC_OP_SUM, loss, 0, false, true), (double)(n / nc.value)), out);
+        return cap_wrap_value(T,
+                              bins(T, PTC_OP_DIV, reduce(T, PTC_OP_SUM, loss, 0, false, true),
+                                   (double)(n / nc.value)),
+                              out);
     }
     return reduced(T, loss, red, out);
 }

@@ -26,16 +26,6 @@ typedef struct term {
     char letters[PTC_MAX_DIMS + 1];
 } term;
 
-static ptc_value *b1(cap_trace *T, ptc_op op, ptc_arg *args, int n)
-{
-    ptc_arg full[16];
-    const ptc_schema *s = ptc_op_schema(op);
-    ptc_args_defaults(op, full);
-    for (int i = 0; i < n && i < s->nparams; i++)
-        full[i] = args[i];
-    return cap_build1(T, op, full, s->nparams);
-}
-
 static int64_t size_of(const term *t, char l)
 {
     const char *p = strchr(t->letters, l);
@@ -59,7 +49,7 @@ static bool reduce_to(cap_trace *T, term *t, const char *keep)
     if (!n)
         return true;
     ptc_arg a[3] = {ptc_arg_value(t->v), ptc_arg_ints(T->arena, dims, n), ptc_arg_bool(false)};
-    t->v = b1(T, PTC_OP_SUM, a, 3);
+    t->v = cap_build1(T, PTC_OP_SUM, a, 3);
     strcpy(t->letters, rest);
     return t->v != NULL;
 }
@@ -75,7 +65,7 @@ static bool permute_to(cap_trace *T, term *t, const char *order)
     }
     if (!identity) {
         ptc_arg a[2] = {ptc_arg_value(t->v), ptc_arg_ints(T->arena, perm, n)};
-        t->v = b1(T, PTC_OP_PERMUTE, a, 2);
+        t->v = cap_build1(T, PTC_OP_PERMUTE, a, 2);
     }
     strcpy(t->letters, order);
     return t->v != NULL;
@@ -84,7 +74,7 @@ static bool permute_to(cap_trace *T, term *t, const char *order)
 static bool reshape(cap_trace *T, ptc_value **v, const int64_t *shape, int n)
 {
     ptc_arg a[2] = {ptc_arg_value(*v), ptc_arg_ints(T->arena, shape, n)};
-    *v = b1(T, PTC_OP_RESHAPE, a, 2);
+    *v = cap_build1(T, PTC_OP_RESHAPE, a, 2);
     return *v != NULL;
 }
 
@@ -128,7 +118,7 @@ static bool contract(cap_trace *T, term *a, term *b, const char *out, term *res)
         !reshape(T, &a->v, (int64_t[]){B, M, K}, 3) || !reshape(T, &b->v, (int64_t[]){B, K, N}, 3))
         return false;
     ptc_arg mm[2] = {ptc_arg_value(a->v), ptc_arg_value(b->v)};
-    res->v = b1(T, PTC_OP_BMM, mm, 2);
+    res->v = cap_build1(T, PTC_OP_BMM, mm, 2);
     if (!res->v || !reshape(T, &res->v, shape, n))
         return false;
     strcpy(res->letters, orr);

@@ -420,6 +420,14 @@ ptc_value *cap_build1(cap_trace *T, ptc_op op, ptc_arg *args, int nargs)
     return n->outs[0];
 }
 
+int cap_wrap_value(cap_trace *T, ptc_value *v, PyObject **out)
+{
+    if (!v)
+        return CAP_BREAK;
+    *out = cap_tensor_new(T, v);
+    return *out ? CAP_NEXT : CAP_ERR;
+}
+
 int cap_build(cap_trace *T, ptc_op op, ptc_arg *args, int nargs, PyObject **out)
 {
     ptc_error err;

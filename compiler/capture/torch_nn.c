@@ -16,34 +16,6 @@ static bool functional(cap_tcall *c)
     return strncmp(c->m->name, "torch.nn.functional.", 20) == 0;
 }
 
-static int build(cap_trace *T, ptc_op op, ptc_arg *args, int n, PyObject **out)
-{
-    ptc_arg full[16];
-    const ptc_schema *s = ptc_op_schema(op);
-    ptc_args_defaults(op, full);
-    for (int i = 0; i < n && i < s->nparams; i++)
-        full[i] = args[i];
-    return cap_build(T, op, full, s->nparams, out);
-}
-
-static ptc_value *b1(cap_trace *T, ptc_op op, ptc_arg *args, int n)
-{
-    ptc_arg full[16];
-    const ptc_schema *s = ptc_op_schema(op);
-    ptc_args_defaults(op, full);
-    for (int i = 0; i < n && i < s->nparams; i++)
-        full[i] = args[i];
-    return cap_build1(T, op, full, s->nparams);
-}
-
-static int wrap(cap_trace *T, ptc_value *v, PyObject **out)
-{
-    if (!v)
-        return CAP_BREAK;
-    *out = cap_tensor_new(T, v);
-    return *out ? CAP_NEXT : CAP_ERR;
-}
-
 static cap_tensor *input_of(cap_tcall *c, const char *name)
 {
     PyObject *v = ARG(0, name);
@@ -95,7 +67,7 @@ int cap_th_softmax(cap_tcall *c, PyObject **out)
     if (dtype && dtype != Py_None &&
         cap_tconvert(c->T, dtype, PTC_PK_DTYPE, 0, &a[2], c->m->name) != CAP_NEXT)
         return CAP_BREAK;
-    return build(c->T, (ptc_op)c->m->op, a, 3, out);
+    return cap_build(c->T, (ptc_op)c->m->op, a, 3, out);
 }
 
 int cap_th_var(cap_tcall *c, PyObject **out)
@@ -124,7 +96,7 @@ int cap_th_var(cap_tcall *c, PyObject **out)
     } else if (unbiased) {
         a[2] = ptc_arg_int(truthy(unbiased, true) ? 1 : 0);
     }
-    return build(c->T, (ptc_op)c->m->op, a, 4, out);
+    return cap_build(c->T, (ptc_op)c->m->op, a, 4, out);
 }
 
 int cap_th_max_min(cap_tcall *c, PyObject **out)
@@ -138,11 +110,11 @@ int cap_th_max_min(cap_tcall *c, PyObject **out)
         other = d, d = NULL;
     if (other) {
         ptc_arg a[2] = {ptc_arg_value(x->v), ptc_arg_value(cap_val(other))};
-        return build(c->T, is_max ? PTC_OP_MAXIMUM : PTC_OP_MINIMUM, a, 2, out);
+        return cap_build(c->T, is_max ? PTC_OP_MAXIMUM : PTC_OP_MINIMUM, a, 2, out);
     }
     if (!d || d == Py_None) {
         ptc_arg a[2] = {ptc_arg_value(x->v), ptc_arg_ints(c->T->arena, NULL, 0)};
-        return build(c->T, is_max ? PTC_OP_AMAX : PTC_OP_AMIN, a, 2, out);
+        return cap_build(c->T, is_max ? PTC_OP_AMAX : PTC_OP_AMIN, a, 2, out);
     }
     if (!PyLong_Check(d))
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s: dim must be an int", c->m->name);
@@ -150,8 +122,8 @@ int cap_th_max_min(cap_tcall *c, PyObject **out)
     int64_t dim = PyLong_AsLongLong(d);
     ptc_arg va[3] = {ptc_arg_value(x->v), ptc_arg_ints(c->T->arena, &dim, 1), ptc_arg_bool(kd)};
     ptc_arg ia[3] = {ptc_arg_value(x->v), ptc_arg_int(dim), ptc_arg_bool(kd)};
-    ptc_value *v = b1(c->T, is_max ? PTC_OP_AMAX : PTC_OP_AMIN, va, 3);
-    ptc_value *i = v ? b1(c->T, is_max ? PTC_OP_ARGMAX : PTC_OP_ARGMIN, ia, 3) : NULL;
+    ptc_value *v = cap_build1(c->T, is_max ? PTC_OP_AMAX : PTC_OP_AMIN, va, 3);
+    ptc_value *i = v ? cap_build1(c->T, is_max ? PTC_OP_ARGMAX : PTC_OP_ARGMIN, ia, 3) : NULL;
     if (!i)
         return CAP_BREAK;
     PyObject *cls = cap_import_path(is_max ? "torch.return_types.max" : "torch.return_types.min");
@@ -171,7 +143,7 @@ int cap_th_floor_divide(cap_tcall *c, PyObject **out)
     ptc_arg a[3] = {ptc_arg_value(x->v), ptc_arg_none(), ptc_arg_str(c->T->arena, "floor")};
     if (cap_tconvert(c->T, o, PTC_PK_TENSOR_SCALAR, 0, &a[1], "floor_divide") != CAP_NEXT)
         return CAP_BREAK;
-    return build(c->T, PTC_OP_DIV, a, 3, out);
+    return cap_build(c->T, PTC_OP_DIV, a, 3, out);
 }
 
 int cap_th_square(cap_tcall *c, PyObject **out)
@@ -180,7 +152,7 @@ int cap_th_square(cap_tcall *c, PyObject **out)
     if (!x)
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "square needs a tensor");
     ptc_arg a[2] = {ptc_arg_value(x->v), ptc_arg_value(x->v)};
-    return build(c->T, PTC_OP_MUL, a, 2, out);
+    return cap_build(c->T, PTC_OP_MUL, a, 2, out);
 }
 
 int cap_th_clamp_one(cap_tcall *c, PyObject **out)
@@ -192,7 +164,7 @@ int cap_th_clamp_one(cap_tcall *c, PyObject **out)
     ptc_arg a[3] = {ptc_arg_value(x->v), ptc_arg_none(), ptc_arg_none()};
     if (cap_tconvert(c->T, v, PTC_PK_TENSOR_SCALAR_OPT, 0, &a[1 + c->m->op], c->m->name) != CAP_NEXT)
         return CAP_BREAK;
-    return build(c->T, PTC_OP_CLAMP, a, 3, out);
+    return cap_build(c->T, PTC_OP_CLAMP, a, 3, out);
 }
 
 /* ||x||_p over dims: sqrt(sum(x*x)), sum(|x|), amax(|x|), or the general form. */
@@ -201,30 +173,30 @@ static ptc_value *pnorm(cap_trace *T, ptc_value *x, double p, ptc_arg dims, bool
     ptc_arg one[1] = {ptc_arg_value(x)};
     if (p == 2) {
         ptc_arg m[2] = {ptc_arg_value(x), ptc_arg_value(x)};
-        ptc_value *sq = b1(T, PTC_OP_MUL, m, 2);
+        ptc_value *sq = cap_build1(T, PTC_OP_MUL, m, 2);
         ptc_arg s[3] = {ptc_arg_value(sq), dims, ptc_arg_bool(keepdim)};
-        ptc_value *sum = sq ? b1(T, PTC_OP_SUM, s, 3) : NULL;
+        ptc_value *sum = sq ? cap_build1(T, PTC_OP_SUM, s, 3) : NULL;
         ptc_arg r[1] = {ptc_arg_value(sum)};
-        return sum ? b1(T, PTC_OP_SQRT, r, 1) : NULL;
+        return sum ? cap_build1(T, PTC_OP_SQRT, r, 1) : NULL;
     }
-    ptc_value *ax = b1(T, PTC_OP_ABS, one, 1);
+    ptc_value *ax = cap_build1(T, PTC_OP_ABS, one, 1);
     if (!ax)
         return NULL;
     if (isinf(p) && p > 0) {
         ptc_arg s[3] = {ptc_arg_value(ax), dims.kind == PTC_ARG_NONE ? ptc_arg_ints(T->arena, NULL, 0) : dims,
                         ptc_arg_bool(keepdim)};
-        return b1(T, PTC_OP_AMAX, s, 3);
+        return cap_build1(T, PTC_OP_AMAX, s, 3);
     }
     if (p == 1) {
         ptc_arg s[3] = {ptc_arg_value(ax), dims, ptc_arg_bool(keepdim)};
-        return b1(T, PTC_OP_SUM, s, 3);
+        return cap_build1(T, PTC_OP_SUM, s, 3);
     }
     ptc_arg pw[2] = {ptc_arg_value(ax), ptc_arg_float(p)};
-    ptc_value *powed = b1(T, PTC_OP_POW, pw, 2);
+    ptc_value *powed = cap_build1(T, PTC_OP_POW, pw, 2);
     ptc_arg s[3] = {ptc_arg_value(powed), dims, ptc_arg_bool(keepdim)};
-    ptc_value *sum = powed ? b1(T, PTC_OP_SUM, s, 3) : NULL;
+    ptc_value *sum = powed ? cap_build1(T, PTC_OP_SUM, s, 3) : NULL;
     ptc_arg r[2] = {ptc_arg_value(sum), ptc_arg_float(1.0 / p)};
-    return sum ? b1(T, PTC_OP_POW, r, 2) : NULL;
+    return sum ? cap_build1(T, PTC_OP_POW, r, 2) : NULL;
 }
 
 static int norm_p(cap_tcall *c, PyObject *p, double *out)
@@ -257,7 +229,7 @@ int cap_th_norm(cap_tcall *c, PyObject **out)
     ptc_arg dims = ptc_arg_none();
     if (dim && dim != Py_None && cap_int_list(c->T, dim, &dims, c->m->name) != CAP_NEXT)
         return CAP_BREAK;
-    return wrap(c->T, pnorm(c->T, x->v, pv, dims, truthy(keepdim, false)), out);
+    return cap_wrap_value(c->T, pnorm(c->T, x->v, pv, dims, truthy(keepdim, false)), out);
 }
 
 int cap_th_normalize(cap_tcall *c, PyObject **out)
@@ -272,9 +244,9 @@ int cap_th_normalize(cap_tcall *c, PyObject **out)
     int64_t d = dim && PyLong_Check(dim) ? PyLong_AsLongLong(dim) : 1;
     ptc_value *n = pnorm(c->T, x->v, p, ptc_arg_ints(c->T->arena, &d, 1), true);
     ptc_arg cl[3] = {ptc_arg_value(n), ptc_arg_float(eps), ptc_arg_none()};
-    ptc_value *den = n ? b1(c->T, PTC_OP_CLAMP, cl, 3) : NULL;
+    ptc_value *den = n ? cap_build1(c->T, PTC_OP_CLAMP, cl, 3) : NULL;
     ptc_arg dv[2] = {ptc_arg_value(x->v), ptc_arg_value(den)};
-    return wrap(c->T, den ? b1(c->T, PTC_OP_DIV, dv, 2) : NULL, out);
+    return cap_wrap_value(c->T, den ? cap_build1(c->T, PTC_OP_DIV, dv, 2) : NULL, out);
 }
 
 /* ---- activations ------------------------------------------------------------------------ */
@@ -285,7 +257,7 @@ int cap_th_relu6(cap_tcall *c, PyObject **out)
     if (!x)
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "relu6 needs a tensor");
     ptc_arg a[3] = {ptc_arg_value(x->v), ptc_arg_int(0), ptc_arg_int(6)};
-    return maybe_inplace(c, x, ARG(1, "inplace"), build(c->T, PTC_OP_HARDTANH, a, 3, out), out);
+    return maybe_inplace(c, x, ARG(1, "inplace"), cap_build(c->T, PTC_OP_HARDTANH, a, 3, out), out);
 }
 
 int cap_th_mish(cap_tcall *c, PyObject **out)
@@ -294,11 +266,11 @@ int cap_th_mish(cap_tcall *c, PyObject **out)
     if (!x)
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "mish needs a tensor");
     ptc_arg a[1] = {ptc_arg_value(x->v)};
-    ptc_value *sp = b1(c->T, PTC_OP_SOFTPLUS, a, 1);
+    ptc_value *sp = cap_build1(c->T, PTC_OP_SOFTPLUS, a, 1);
     ptc_arg t[1] = {ptc_arg_value(sp)};
-    ptc_value *th = sp ? b1(c->T, PTC_OP_TANH, t, 1) : NULL;
+    ptc_value *th = sp ? cap_build1(c->T, PTC_OP_TANH, t, 1) : NULL;
     ptc_arg m[2] = {ptc_arg_value(x->v), ptc_arg_value(th)};
-    int rc = wrap(c->T, th ? b1(c->T, PTC_OP_MUL, m, 2) : NULL, out);
+    int rc = cap_wrap_value(c->T, th ? cap_build1(c->T, PTC_OP_MUL, m, 2) : NULL, out);
     return maybe_inplace(c, x, ARG(1, "inplace"), rc, out);
 }
 
@@ -308,11 +280,11 @@ int cap_th_logsigmoid(cap_tcall *c, PyObject **out)
     if (!x)
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "logsigmoid needs a tensor");
     ptc_arg a[1] = {ptc_arg_value(x->v)};
-    ptc_value *n = b1(c->T, PTC_OP_NEG, a, 1);
+    ptc_value *n = cap_build1(c->T, PTC_OP_NEG, a, 1);
     ptc_arg s[1] = {ptc_arg_value(n)};
-    ptc_value *sp = n ? b1(c->T, PTC_OP_SOFTPLUS, s, 1) : NULL;
+    ptc_value *sp = n ? cap_build1(c->T, PTC_OP_SOFTPLUS, s, 1) : NULL;
     ptc_arg r[1] = {ptc_arg_value(sp)};
-    return wrap(c->T, sp ? b1(c->T, PTC_OP_NEG, r, 1) : NULL, out);
+    return cap_wrap_value(c->T, sp ? cap_build1(c->T, PTC_OP_NEG, r, 1) : NULL, out);
 }
 
 int cap_th_glu(cap_tcall *c, PyObject **out)
@@ -329,9 +301,9 @@ int cap_th_glu(cap_tcall *c, PyObject **out)
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s", err.msg);
     cap_t_note_node(c->T, n);
     ptc_arg s[1] = {ptc_arg_value(n->outs[1])};
-    ptc_value *sg = b1(c->T, PTC_OP_SIGMOID, s, 1);
+    ptc_value *sg = cap_build1(c->T, PTC_OP_SIGMOID, s, 1);
     ptc_arg m[2] = {ptc_arg_value(n->outs[0]), ptc_arg_value(sg)};
-    return wrap(c->T, sg ? b1(c->T, PTC_OP_MUL, m, 2) : NULL, out);
+    return cap_wrap_value(c->T, sg ? cap_build1(c->T, PTC_OP_MUL, m, 2) : NULL, out);
 }
 
 /* ---- dropout and batch norm ----------------------------------------------------------- */
@@ -355,7 +327,7 @@ int cap_th_dropout(cap_tcall *c, PyObject **out)
     }
     ptc_arg a[4] = {ptc_arg_value(x->v), ptc_arg_float(p), ptc_arg_bool(true),
                     ptc_arg_int((int64_t)cap_t_next_seed(c->T))};
-    return maybe_inplace(c, x, inplace, build(c->T, PTC_OP_DROPOUT, a, 4, out), out);
+    return maybe_inplace(c, x, inplace, cap_build(c->T, PTC_OP_DROPOUT, a, 4, out), out);
 }
 
 int cap_th_dropout_nd(cap_tcall *c, PyObject **out)
@@ -438,7 +410,7 @@ int cap_th_max_pool2d(cap_tcall *c, PyObject **out)
     if (rc != CAP_NEXT)
         return rc;
     a[5] = ptc_arg_bool(truthy(cm, false));
-    return build(c->T, indices ? PTC_OP_MAX_POOL2D_WITH_INDICES : PTC_OP_MAX_POOL2D, a, 6, out);
+    return cap_build(c->T, indices ? PTC_OP_MAX_POOL2D_WITH_INDICES : PTC_OP_MAX_POOL2D, a, 6, out);
 }
 
 int cap_th_avg_pool2d(cap_tcall *c, PyObject **out)
@@ -464,7 +436,7 @@ int cap_th_avg_pool2d(cap_tcall *c, PyObject **out)
     a[4] = ptc_arg_bool(truthy(cm, false));
     a[5] = ptc_arg_bool(truthy(cip, true));
     a[6] = div && div != Py_None ? ptc_arg_int(PyLong_AsLongLong(div)) : ptc_arg_none();
-    return build(c->T, PTC_OP_AVG_POOL2D, a, 7, out);
+    return cap_build(c->T, PTC_OP_AVG_POOL2D, a, 7, out);
 }
 
 int cap_th_adaptive_avg_pool2d(cap_tcall *c, PyObject **out)
@@ -486,7 +458,7 @@ int cap_th_adaptive_avg_pool2d(cap_tcall *c, PyObject **out)
         Py_DECREF(v);
     }
     ptc_arg a[2] = {ptc_arg_value(x->v), ptc_arg_ints(c->T->arena, size, 2)};
-    return build(c->T, PTC_OP_ADAPTIVE_AVG_POOL2D, a, 2, out);
+    return cap_build(c->T, PTC_OP_ADAPTIVE_AVG_POOL2D, a, 2, out);
 }
 
 int cap_th_adaptive_avg_pool1d(cap_tcall *c, PyObject **out)
@@ -499,12 +471,12 @@ int cap_th_adaptive_avg_pool1d(cap_tcall *c, PyObject **out)
     int64_t n = v ? PyLong_AsLongLong(v) : -1;
     Py_XDECREF(v);
     ptc_arg u[2] = {ptc_arg_value(x->v), ptc_arg_int(-2)};
-    ptc_value *x4 = b1(c->T, PTC_OP_UNSQUEEZE, u, 2);
+    ptc_value *x4 = cap_build1(c->T, PTC_OP_UNSQUEEZE, u, 2);
     ptc_arg p[2] = {ptc_arg_value(x4), ptc_arg_ints(c->T->arena, (int64_t[]){1, n}, 2)};
-    ptc_value *pooled = x4 ? b1(c->T, PTC_OP_ADAPTIVE_AVG_POOL2D, p, 2) : NULL;
+    ptc_value *pooled = x4 ? cap_build1(c->T, PTC_OP_ADAPTIVE_AVG_POOL2D, p, 2) : NULL;
     int64_t d = -2;
     ptc_arg s[2] = {ptc_arg_value(pooled), ptc_arg_ints(c->T->arena, &d, 1)};
-    return wrap(c->T, pooled ? b1(c->T, PTC_OP_SQUEEZE, s, 2) : NULL, out);
+    return cap_wrap_value(c->T, pooled ? cap_build1(c->T, PTC_OP_SQUEEZE, s, 2) : NULL, out);
 }
 
 /* ---- convolution, padding, embedding, attention ---------------------------------------------- */
@@ -544,7 +516,7 @@ int cap_th_conv(cap_tcall *c, PyObject **out)
         if (rc == CAP_NEXT && !symmetric) {
             /* torch pads the extra element on the right: pad explicitly. */
             ptc_arg pa[3] = {ptc_arg_value(in), ptc_arg_ints(c->T->arena, pads, 2 * nsp), ptc_arg_int(0)};
-            in = b1(c->T, PTC_OP_CONSTANT_PAD_ND, pa, 3);
+            in = cap_build1(c->T, PTC_OP_CONSTANT_PAD_ND, pa, 3);
             if (!in)
                 rc = CAP_BREAK;
             for (int i = 0; i < nsp; i++)
@@ -560,7 +532,7 @@ int cap_th_conv(cap_tcall *c, PyObject **out)
     if (rc != CAP_NEXT)
         return rc;
     a[6] = ptc_arg_int(g && PyLong_Check(g) ? PyLong_AsLongLong(g) : 1);
-    return build(c->T, op, a, 7, out);
+    return cap_build(c->T, op, a, 7, out);
 }
 
 int cap_th_pad(cap_tcall *c, PyObject **out)
@@ -576,7 +548,7 @@ int cap_th_pad(cap_tcall *c, PyObject **out)
         return CAP_BREAK;
     if (value && value != Py_None && cap_tconvert(c->T, value, PTC_PK_SCALAR, 0, &a[2], "pad") != CAP_NEXT)
         return CAP_BREAK;
-    return build(c->T, PTC_OP_CONSTANT_PAD_ND, a, 3, out);
+    return cap_build(c->T, PTC_OP_CONSTANT_PAD_ND, a, 3, out);
 }
 
 int cap_th_embedding(cap_tcall *c, PyObject **out)
@@ -596,7 +568,7 @@ int cap_th_embedding(cap_tcall *c, PyObject **out)
     ptc_arg a[5] = {ptc_arg_value(cap_val(w)), ptc_arg_value(cap_val(idx)), ptc_arg_int(pad),
                     ptc_arg_bool(truthy(ARG(5, "scale_grad_by_freq"), false)),
                     ptc_arg_bool(truthy(ARG(6, "sparse"), false))};
-    return build(c->T, PTC_OP_EMBEDDING, a, 5, out);
+    return cap_build(c->T, PTC_OP_EMBEDDING, a, 5, out);
 }
 
 int cap_th_sdpa(cap_tcall *c, PyObject **out)
@@ -620,7 +592,7 @@ int cap_th_sdpa(cap_tcall *c, PyObject **out)
         a[6] = ptc_arg_float(PyFloat_AsDouble(scale));
     if (a[4].f > 0)
         a[7] = ptc_arg_int((int64_t)cap_t_next_seed(c->T));
-    return build(c->T, PTC_OP_SDPA, a, 8, out);
+    return cap_build(c->T, PTC_OP_SDPA, a, 8, out);
 }
 
 int cap_th_outer(cap_tcall *c, PyObject **out)
@@ -630,7 +602,8 @@ int cap_th_outer(cap_tcall *c, PyObject **out)
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "outer(a, b)");
     ptc_arg ua[2] = {ptc_arg_value(cap_val(a0)), ptc_arg_int(1)};
     ptc_arg ub[2] = {ptc_arg_value(cap_val(b0)), ptc_arg_int(0)};
-    ptc_value *x = b1(c->T, PTC_OP_UNSQUEEZE, ua, 2), *y = x ? b1(c->T, PTC_OP_UNSQUEEZE, ub, 2) : NULL;
+    ptc_value *x = cap_build1(c->T, PTC_OP_UNSQUEEZE, ua, 2),
+              *y = x ? cap_build1(c->T, PTC_OP_UNSQUEEZE, ub, 2) : NULL;
     ptc_arg m[2] = {ptc_arg_value(x), ptc_arg_value(y)};
-    return wrap(c->T, y ? b1(c->T, PTC_OP_MUL, m, 2) : NULL, out);
+    return cap_wrap_value(c->T, y ? cap_build1(c->T, PTC_OP_MUL, m, 2) : NULL, out);
 }

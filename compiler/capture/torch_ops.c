@@ -32,35 +32,6 @@ static const ptc_ttype *ty(cap_tensor *t)
     return &t->v->type;
 }
 
-/* Builds op with the leading args given; the rest take schema defaults. */
-static int build(cap_trace *T, ptc_op op, ptc_arg *args, int n, PyObject **out)
-{
-    ptc_arg full[16];
-    const ptc_schema *s = ptc_op_schema(op);
-    ptc_args_defaults(op, full);
-    for (int i = 0; i < n && i < s->nparams; i++)
-        full[i] = args[i];
-    return cap_build(T, op, full, s->nparams, out);
-}
-
-static ptc_value *build1(cap_trace *T, ptc_op op, ptc_arg *args, int n)
-{
-    ptc_arg full[16];
-    const ptc_schema *s = ptc_op_schema(op);
-    ptc_args_defaults(op, full);
-    for (int i = 0; i < n && i < s->nparams; i++)
-        full[i] = args[i];
-    return cap_build1(T, op, full, s->nparams);
-}
-
-static int wrap_value(cap_trace *T, ptc_value *v, PyObject **out)
-{
-    if (!v)
-        return CAP_BREAK;
-    *out = cap_tensor_new(T, v);
-    return *out ? CAP_NEXT : CAP_ERR;
-}
-
 static bool static_shape(const ptc_ttype *t)
 {
     for (int i = 0; i < t->ndim; i++)
@@ -105,7 +76,7 @@ static ptc_value *scalar_tensor(cap_trace *T, PyObject *scalar, cap_tensor *like
     ptc_dtype dt = ptc_result_type(pair, 2);
     ptc_arg a[4] = {ptc_arg_ints(T->arena, NULL, 0), sa, ptc_arg_dtype(dt),
                     ptc_arg_device(ty(like)->device)};
-    return build1(T, PTC_OP_FULL, a, 4);
+    return cap_build1(T, PTC_OP_FULL, a, 4);
 }
 
 /* ---- operators ---------------------------------------------------------------------- */
@@ -171,7 +142,7 @@ int cap_torch_binop(cap_trace *T, int op, PyObject *a, PyObject *b, PyObject **o
         return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "shift operator on a tensor");
     }
     PyObject *res = NULL;
-    int rc = build(T, pop, args, n, &res);
+    int rc = cap_build(T, pop, args, n, &res);
     if (rc != CAP_NEXT)
         return rc;
     if (inplace)
@@ -198,7 +169,7 @@ int cap_torch_compare(cap_trace *T, int cmp, PyObject *a, PyObject *b, PyObject 
     ptc_arg args[2] = {ptc_arg_value(self->v)};
     if (cap_tconvert(T, other, PTC_PK_TENSOR_SCALAR, 0, &args[1], "operand") != CAP_NEXT)
         return CAP_BREAK;
-    return build(T, ops[cmp], args, 2, out);
+    return cap_build(T, ops[cmp], args, 2, out);
 }
 
 int cap_torch_unary(cap_trace *T, int h, PyObject *a, PyObject **out)
@@ -210,11 +181,12 @@ int cap_torch_unary(cap_trace *T, int h, PyObject *a, PyObject **out)
         *out = Py_NewRef(a);
         return CAP_NEXT;
     case H_UNARY_NEGATIVE:
-        return build(T, PTC_OP_NEG, args, 1, out);
+        return cap_build(T, PTC_OP_NEG, args, 1, out);
     case H_UNARY_INVERT:
-        return build(T, ty(t)->dtype == PTC_BOOL ? PTC_OP_LOGICAL_NOT : PTC_OP_BITWISE_NOT, args, 1, out);
+        return cap_build(T, ty(t)->dtype == PTC_BOOL ? PTC_OP_LOGICAL_NOT : PTC_OP_BITWISE_NOT,
+                         args, 1, out);
     default:
-        return build(T, PTC_OP_ABS, args, 1, out);
+        return cap_build(T, PTC_OP_ABS, args, 1, out);
     }
 }
 
@@ -278,13 +250,13 @@ int cap_torch_getattr(cap_trace *T, cap_tensor *t, PyObject *name, PyObject **ou
     } else if (strcmp(s, "T") == 0 || strcmp(s, "mT") == 0 || strcmp(s, "mH") == 0 || strcmp(s, "H") == 0) {
         if (s[0] == 'm' || tt->ndim == 2) {
             ptc_arg a[3] = {ptc_arg_value(t->v), ptc_arg_int(-2), ptc_arg_int(-1)};
-            return build(T, PTC_OP_TRANSPOSE, a, 3, out);
+            return cap_build(T, PTC_OP_TRANSPOSE, a, 3, out);
         }
         int64_t perm[PTC_MAX_DIMS];
         for (int i = 0; i < tt->ndim; i++)
             perm[i] = tt->ndim - 1 - i;
         ptc_arg a[2] = {ptc_arg_value(t->v), ptc_arg_ints(T->arena, perm, tt->ndim)};
-        return build(T, PTC_OP_PERMUTE, a, 2, out);
+        return cap_build(T, PTC_OP_PERMUTE, a, 2, out);
     } else if (strcmp(s, "data") == 0) {
         PyObject *d = cap_tensor_new(T, t->v);
         if (d) {
@@ -456,7 +428,7 @@ int cap_torch_getitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject **out
         *out = r;
         return r ? CAP_NEXT : CAP_ERR;
     }
-    int r = wrap_value(T, cur, out);
+    int r = cap_wrap_value(T, cur, out);
     if (r == CAP_NEXT && !nadv && cap_t_add_view(t, (cap_tensor *)*out, key) < 0) {
         /* Basic indexing makes a view: mutations of either are seen by both. */
         Py_CLEAR(*out);
@@ -682,11 +654,11 @@ static int setitem_core(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v)
     }
     ptc_arg ones[3] = {ptc_arg_ints(T->arena, region, tt->ndim), ptc_arg_dtype(PTC_BOOL),
                        ptc_arg_device(tt->device)};
-    ptc_value *mask = build1(T, PTC_OP_ONES, ones, 3);
+    ptc_value *mask = cap_build1(T, PTC_OP_ONES, ones, 3);
     if (!mask)
         return CAP_BREAK;
     ptc_arg pm[3] = {ptc_arg_value(mask), ptc_arg_ints(T->arena, pads, 2 * tt->ndim), ptc_arg_bool(false)};
-    mask = build1(T, PTC_OP_CONSTANT_PAD_ND, pm, 3);
+    mask = cap_build1(T, PTC_OP_CONSTANT_PAD_ND, pm, 3);
     if (!mask)
         return CAP_BREAK;
     ptc_arg value;
@@ -694,14 +666,14 @@ static int setitem_core(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v)
         ptc_value *val = cap_val(v);
         if (val->type.dtype != tt->dtype) {
             ptc_arg ca[2] = {ptc_arg_value(val), ptc_arg_dtype(tt->dtype)};
-            val = build1(T, PTC_OP_TO, ca, 2);
+            val = cap_build1(T, PTC_OP_TO, ca, 2);
         }
         ptc_arg ea[2] = {ptc_arg_value(val), ptc_arg_ints(T->arena, kept, nk)};
-        val = val ? build1(T, PTC_OP_EXPAND, ea, 2) : NULL;
+        val = val ? cap_build1(T, PTC_OP_EXPAND, ea, 2) : NULL;
         ptc_arg ra[2] = {ptc_arg_value(val), ptc_arg_ints(T->arena, region, tt->ndim)};
-        val = val ? build1(T, PTC_OP_RESHAPE, ra, 2) : NULL;
+        val = val ? cap_build1(T, PTC_OP_RESHAPE, ra, 2) : NULL;
         ptc_arg pa[3] = {ptc_arg_value(val), ptc_arg_ints(T->arena, pads, 2 * tt->ndim), ptc_arg_int(0)};
-        val = val ? build1(T, PTC_OP_CONSTANT_PAD_ND, pa, 3) : NULL;
+        val = val ? cap_build1(T, PTC_OP_CONSTANT_PAD_ND, pa, 3) : NULL;
         if (!val)
             return CAP_BREAK;
         value = ptc_arg_value(val);
@@ -709,12 +681,12 @@ static int setitem_core(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v)
         return CAP_BREAK;
     }
     ptc_arg w[3] = {ptc_arg_value(mask), value, ptc_arg_value(t->v)};
-    ptc_value *res = build1(T, PTC_OP_WHERE, w, 3);
+    ptc_value *res = cap_build1(T, PTC_OP_WHERE, w, 3);
     if (!res)
         return CAP_BREAK;
     if (res->type.dtype != tt->dtype) {
         ptc_arg ca[2] = {ptc_arg_value(res), ptc_arg_dtype(tt->dtype)};
-        res = build1(T, PTC_OP_TO, ca, 2);
+        res = cap_build1(T, PTC_OP_TO, ca, 2);
         if (!res)
             return CAP_BREAK;
     }
@@ -734,7 +706,7 @@ PyObject *cap_torch_unbind(cap_trace *T, cap_tensor *t)
     }
     ptc_arg a[2] = {ptc_arg_value(t->v), ptc_arg_int(0)};
     PyObject *out = NULL;
-    if (build(T, PTC_OP_UNBIND, a, 2, &out) != CAP_NEXT)
+    if (cap_build(T, PTC_OP_UNBIND, a, 2, &out) != CAP_NEXT)
         return NULL;
     return out;
 }

@@ -18,16 +18,6 @@ static const ptc_ttype *ty(cap_tensor *t)
     return &t->v->type;
 }
 
-static int build(cap_trace *T, ptc_op op, ptc_arg *args, int n, PyObject **out)
-{
-    ptc_arg full[16];
-    const ptc_schema *s = ptc_op_schema(op);
-    ptc_args_defaults(op, full);
-    for (int i = 0; i < n && i < s->nparams; i++)
-        full[i] = args[i];
-    return cap_build(T, op, full, s->nparams, out);
-}
-
 static int mark_view(PyObject *out, cap_tensor *base)
 {
     if (out && cap_is_tensor(out) && !((cap_tensor *)out)->base)
@@ -71,7 +61,7 @@ int cap_th_view(cap_tcall *c, PyObject **out)
     int rc = sizes_arg(c, "size", &a[1]);
     if (rc != CAP_NEXT)
         return rc;
-    return view_result(build(c->T, PTC_OP_VIEW, a, 2, out), out, t);
+    return view_result(cap_build(c->T, PTC_OP_VIEW, a, 2, out), out, t);
 }
 
 int cap_th_reshape(cap_tcall *c, PyObject **out)
@@ -85,7 +75,7 @@ int cap_th_reshape(cap_tcall *c, PyObject **out)
                     : cap_int_list(c->T, ARG(1, "shape") ? ARG(1, "shape") : Py_None, &a[1], "reshape");
     if (rc != CAP_NEXT)
         return rc;
-    return view_result(build(c->T, PTC_OP_RESHAPE, a, 2, out), out, t);
+    return view_result(cap_build(c->T, PTC_OP_RESHAPE, a, 2, out), out, t);
 }
 
 int cap_th_view_as(cap_tcall *c, PyObject **out)
@@ -96,7 +86,7 @@ int cap_th_view_as(cap_tcall *c, PyObject **out)
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s needs a tensor", c->m->name);
     const ptc_ttype *ot = &cap_val(o)->type;
     ptc_arg a[2] = {ptc_arg_value(t->v), ptc_arg_dims(c->T->arena, ot->shape, ot->ndim)};
-    return view_result(build(c->T, PTC_OP_RESHAPE, a, 2, out), out, t);
+    return view_result(cap_build(c->T, PTC_OP_RESHAPE, a, 2, out), out, t);
 }
 
 int cap_th_permute(cap_tcall *c, PyObject **out)
@@ -109,7 +99,7 @@ int cap_th_permute(cap_tcall *c, PyObject **out)
     int rc = method ? sizes_arg(c, "dims", &a[1]) : cap_int_list(c->T, ARG(1, "dims"), &a[1], "permute");
     if (rc != CAP_NEXT)
         return rc;
-    return view_result(build(c->T, PTC_OP_PERMUTE, a, 2, out), out, t);
+    return view_result(cap_build(c->T, PTC_OP_PERMUTE, a, 2, out), out, t);
 }
 
 int cap_th_transpose(cap_tcall *c, PyObject **out)
@@ -120,7 +110,7 @@ int cap_th_transpose(cap_tcall *c, PyObject **out)
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "transpose(tensor, int, int) expected");
     ptc_arg a[3] = {ptc_arg_value(t->v), ptc_arg_int(PyLong_AsLongLong(d0)),
                     ptc_arg_int(PyLong_AsLongLong(d1))};
-    return view_result(build(c->T, PTC_OP_TRANSPOSE, a, 3, out), out, t);
+    return view_result(cap_build(c->T, PTC_OP_TRANSPOSE, a, 3, out), out, t);
 }
 
 int cap_th_movedim(cap_tcall *c, PyObject **out)
@@ -155,7 +145,7 @@ int cap_th_movedim(cap_tcall *c, PyObject **out)
         perm[i] = next++;
     }
     ptc_arg a[2] = {ptc_arg_value(t->v), ptc_arg_ints(c->T->arena, perm, nd)};
-    return view_result(build(c->T, PTC_OP_PERMUTE, a, 2, out), out, t);
+    return view_result(cap_build(c->T, PTC_OP_PERMUTE, a, 2, out), out, t);
 }
 
 int cap_th_expand(cap_tcall *c, PyObject **out)
@@ -165,7 +155,7 @@ int cap_th_expand(cap_tcall *c, PyObject **out)
     int rc = sizes_arg(c, "size", &a[1]);
     if (rc != CAP_NEXT)
         return rc;
-    return view_result(build(c->T, PTC_OP_EXPAND, a, 2, out), out, t);
+    return view_result(cap_build(c->T, PTC_OP_EXPAND, a, 2, out), out, t);
 }
 
 int cap_th_expand_as(cap_tcall *c, PyObject **out)
@@ -176,7 +166,7 @@ int cap_th_expand_as(cap_tcall *c, PyObject **out)
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "expand_as needs a tensor");
     const ptc_ttype *ot = &cap_val(o)->type;
     ptc_arg a[2] = {ptc_arg_value(t->v), ptc_arg_dims(c->T->arena, ot->shape, ot->ndim)};
-    return view_result(build(c->T, PTC_OP_EXPAND, a, 2, out), out, t);
+    return view_result(cap_build(c->T, PTC_OP_EXPAND, a, 2, out), out, t);
 }
 
 int cap_th_repeat(cap_tcall *c, PyObject **out)
@@ -184,7 +174,7 @@ int cap_th_repeat(cap_tcall *c, PyObject **out)
     cap_tensor *t = self_of(c);
     ptc_arg a[2] = {ptc_arg_value(t->v)};
     int rc = sizes_arg(c, "repeats", &a[1]);
-    return rc != CAP_NEXT ? rc : build(c->T, PTC_OP_REPEAT, a, 2, out);
+    return rc != CAP_NEXT ? rc : cap_build(c->T, PTC_OP_REPEAT, a, 2, out);
 }
 
 int cap_th_squeeze(cap_tcall *c, PyObject **out)
@@ -196,7 +186,7 @@ int cap_th_squeeze(cap_tcall *c, PyObject **out)
     ptc_arg a[2] = {ptc_arg_value(t->v), ptc_arg_none()};
     if (d && d != Py_None && cap_int_list(c->T, d, &a[1], "squeeze") != CAP_NEXT)
         return CAP_BREAK;
-    return view_result(build(c->T, PTC_OP_SQUEEZE, a, 2, out), out, t);
+    return view_result(cap_build(c->T, PTC_OP_SQUEEZE, a, 2, out), out, t);
 }
 
 int cap_th_unflatten(cap_tcall *c, PyObject **out)
@@ -223,7 +213,7 @@ int cap_th_unflatten(cap_tcall *c, PyObject **out)
     if (n > PTC_MAX_DIMS)
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "unflatten: too many dims");
     ptc_arg a[2] = {ptc_arg_value(t->v), ptc_arg_dims(c->T->arena, shape, n)};
-    return view_result(build(c->T, PTC_OP_VIEW, a, 2, out), out, t);
+    return view_result(cap_build(c->T, PTC_OP_VIEW, a, 2, out), out, t);
 }
 
 static int mark_views_list(int rc, PyObject **out, cap_tensor *base)
@@ -261,7 +251,7 @@ int cap_th_split(cap_tcall *c, PyObject **out)
         if (cap_int_list(c->T, s, &a[1], "split") != CAP_NEXT)
             return CAP_BREAK;
     }
-    int rc = build(c->T, op, a, 3, out);
+    int rc = cap_build(c->T, op, a, 3, out);
     if (rc == CAP_NEXT) {
         PyObject *tup = PySequence_Tuple(*out); /* torch returns a tuple */
         Py_SETREF(*out, tup);
@@ -279,7 +269,7 @@ int cap_th_chunk(cap_tcall *c, PyObject **out)
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "chunk(tensor, chunks, dim)");
     ptc_arg a[3] = {ptc_arg_value(t->v), ptc_arg_int(PyLong_AsLongLong(n)),
                     ptc_arg_int(d && PyLong_Check(d) ? PyLong_AsLongLong(d) : 0)};
-    int rc = build(c->T, PTC_OP_CHUNK, a, 3, out);
+    int rc = cap_build(c->T, PTC_OP_CHUNK, a, 3, out);
     if (rc == CAP_NEXT) {
         PyObject *tup = PySequence_Tuple(*out);
         Py_SETREF(*out, tup);
@@ -297,7 +287,7 @@ int cap_th_contiguous(cap_tcall *c, PyObject **out)
         return CAP_NEXT;
     }
     ptc_arg a[1] = {ptc_arg_value(t->v)};
-    return build(c->T, PTC_OP_CONTIGUOUS, a, 1, out);
+    return cap_build(c->T, PTC_OP_CONTIGUOUS, a, 1, out);
 }
 
 int cap_th_detach(cap_tcall *c, PyObject **out)
@@ -334,7 +324,7 @@ static int to_dtype_device(cap_tcall *c, cap_tensor *t, int dt, ptc_device *dev,
     }
     ptc_arg a[3] = {ptc_arg_value(t->v), same_dt ? ptc_arg_none() : ptc_arg_dtype((ptc_dtype)dt),
                     same_dev ? ptc_arg_none() : ptc_arg_device(*dev)};
-    return build(c->T, PTC_OP_TO, a, 3, out);
+    return cap_build(c->T, PTC_OP_TO, a, 3, out);
 }
 
 int cap_th_to(cap_tcall *c, PyObject **out)
@@ -437,7 +427,7 @@ int cap_th_factory(cap_tcall *c, PyObject **out)
         return rc;
     if ((rc = dtype_device(c, &a[1], &a[2], cap_default_dtype(), PTC_CPU)) != CAP_NEXT)
         return rc;
-    return build(c->T, (ptc_op)c->m->op, a, 3, out);
+    return cap_build(c->T, (ptc_op)c->m->op, a, 3, out);
 }
 
 int cap_th_full(cap_tcall *c, PyObject **out)
@@ -456,7 +446,7 @@ int cap_th_full(cap_tcall *c, PyObject **out)
                    : a[1].kind == PTC_ARG_BOOL ? PTC_BOOL : PTC_I64;
     if ((rc = dtype_device(c, &a[2], &a[3], dt, PTC_CPU)) != CAP_NEXT)
         return rc;
-    return build(c->T, PTC_OP_FULL, a, 4, out);
+    return cap_build(c->T, PTC_OP_FULL, a, 4, out);
 }
 
 int cap_th_arange(cap_tcall *c, PyObject **out)
@@ -486,7 +476,7 @@ int cap_th_arange(cap_tcall *c, PyObject **out)
     bool flt = a[0].kind == PTC_ARG_FLOAT || a[1].kind == PTC_ARG_FLOAT || a[2].kind == PTC_ARG_FLOAT;
     if ((rc = dtype_device(c, &a[3], &a[4], flt ? cap_default_dtype() : PTC_I64, PTC_CPU)) != CAP_NEXT)
         return rc;
-    return build(c->T, PTC_OP_ARANGE, a, 5, out);
+    return cap_build(c->T, PTC_OP_ARANGE, a, 5, out);
 }
 
 int cap_th_random(cap_tcall *c, PyObject **out)
@@ -499,7 +489,7 @@ int cap_th_random(cap_tcall *c, PyObject **out)
     if (rc != CAP_NEXT || (rc = dtype_device(c, &a[1], &a[2], cap_default_dtype(), PTC_CPU)) != CAP_NEXT)
         return rc;
     a[3] = ptc_arg_int((int64_t)cap_t_next_seed(c->T));
-    return build(c->T, (ptc_op)c->m->op, a, 4, out);
+    return cap_build(c->T, (ptc_op)c->m->op, a, 4, out);
 }
 
 /* zeros_like(x, dtype=, device=) and friends. */
@@ -520,14 +510,14 @@ int cap_th_like(cap_tcall *c, PyObject **out)
         if (!fill || cap_tconvert(c->T, fill, PTC_PK_SCALAR, 0, &a[1], "full_like") != CAP_NEXT)
             return CAP_BREAK;
         a[2] = dt, a[3] = dev;
-        return build(c->T, op, a, 4, out);
+        return cap_build(c->T, op, a, 4, out);
     }
     a[1] = dt, a[2] = dev;
     if (op == PTC_OP_RAND || op == PTC_OP_RANDN) {
         a[3] = ptc_arg_int((int64_t)cap_t_next_seed(c->T));
-        return build(c->T, op, a, 4, out);
+        return cap_build(c->T, op, a, 4, out);
     }
-    return build(c->T, op, a, 3, out);
+    return cap_build(c->T, op, a, 3, out);
 }
 
 /* x.new_zeros(size, dtype=, device=): creation with x's dtype and device. */
@@ -547,13 +537,13 @@ int cap_th_new_full(cap_tcall *c, PyObject **out)
             rc = cap_tconvert(c->T, fill, PTC_PK_SCALAR, 0, &a[1], "new_full");
         if (rc == CAP_NEXT)
             rc = dtype_device(c, &a[2], &a[3], tt->dtype, tt->device);
-        return rc != CAP_NEXT ? rc : build(c->T, op, a, 4, out);
+        return rc != CAP_NEXT ? rc : cap_build(c->T, op, a, 4, out);
     }
     rc = c->npos > 1 ? cap_int_varargs(c->T, c->pos + 1, c->npos - 1, &a[0], c->m->name)
                      : cap_int_list(c->T, ARG(-1, "size") ? ARG(-1, "size") : Py_None, &a[0], c->m->name);
     if (rc == CAP_NEXT)
         rc = dtype_device(c, &a[1], &a[2], tt->dtype, tt->device);
-    return rc != CAP_NEXT ? rc : build(c->T, op, a, 3, out);
+    return rc != CAP_NEXT ? rc : cap_build(c->T, op, a, 3, out);
 }
 
 /* torch.tensor(data) and friends: evaluated now, a constant of the graph. */
@@ -591,7 +581,7 @@ int cap_th_fill(cap_tcall *c, PyObject **out)
                     ptc_arg_dtype(tt->dtype), ptc_arg_device(tt->device)};
     if (!v || cap_tconvert(c->T, v, PTC_PK_SCALAR, 0, &a[1], "fill_") != CAP_NEXT)
         return v && cap_is_tensor(v) ? cap_t_break(c->T, CAP_B_TENSOR_ITEM, "fill_ with a tensor") : CAP_BREAK;
-    return build(c->T, PTC_OP_FULL, a, 4, out);
+    return cap_build(c->T, PTC_OP_FULL, a, 4, out);
 }
 
 int cap_th_zero(cap_tcall *c, PyObject **out)
@@ -600,7 +590,7 @@ int cap_th_zero(cap_tcall *c, PyObject **out)
     const ptc_ttype *tt = ty(t);
     ptc_arg a[3] = {ptc_arg_dims(c->T->arena, tt->shape, tt->ndim), ptc_arg_dtype(tt->dtype),
                     ptc_arg_device(tt->device)};
-    return build(c->T, PTC_OP_ZEROS, a, 3, out);
+    return cap_build(c->T, PTC_OP_ZEROS, a, 3, out);
 }
 
 /* x.copy_(src): src broadcast to x's shape (cast by cap_inplace). */
@@ -616,5 +606,5 @@ int cap_th_copy(cap_tcall *c, PyObject **out)
     if (!v)
         return CAP_BREAK;
     ptc_arg cl[1] = {ptc_arg_value(v)};
-    return build(c->T, PTC_OP_CLONE, cl, 1, out);
+    return cap_build(c->T, PTC_OP_CLONE, cl, 1, out);
 }
