@@ -162,6 +162,11 @@ sleep 0.2
 absent "ptview keys"
 
 step="colours"
+# the screen may be mid-repaint (a late resize clears it first): wait for it
+for _ in $(seq 300); do
+    screen -e | grep -q $'\e\\[3[1-6]m' && break
+    sleep 0.1
+done
 screen -e | grep -q $'\e\\[3[1-6]m' || fail "no colours in colour mode"
 
 step="quit"
