@@ -2,7 +2,8 @@
 # UI test: drives ptview in a detached tmux session (send-keys) and checks
 # what is on the screen (capture-pane) after each step: open, search, fold a
 # module, switch stage, jump through provenance (to prims, to the generated
-# code, back), split view with linked selection, render, resize, help,
+# code, back), split view with linked selection, render, resize (also two
+# coalesced while ptview is stopped), help,
 # colours, quit; then a partial trace (broken and missing stages marked).
 #
 #   test_ptview_tmux.sh PTVIEW TRACE_DIR
@@ -63,6 +64,22 @@ expect "%0 = linear"
 expect "+ inputs  (15 inputs, collapsed)"
 expect "source    small_model.py:15:20  self.fc1(x)"
 expect ">   15 |         h = F.gelu(self.fc1(x))"   # the user's line, with context
+
+# Two resizes while ptview is busy reach it as one KEY_RESIZE, back at the
+# size it knew; tmux has reflowed the screen meanwhile, so ptview must
+# repaint all of it (a stopped ptview makes the race certain).
+step="resize while busy"
+pane=$("${TMUX_CMD[@]}" display-message -p -t ui '#{pane_pid}')
+pid=$(pgrep -P "$pane" | head -1)
+[ -n "$pid" ] || fail "cannot find ptview's process under the pane's shell $pane"
+kill -STOP "$pid"
+"${TMUX_CMD[@]}" resize-window -t ui -x 90 -y 30
+sleep 0.3
+"${TMUX_CMD[@]}" resize-window -t ui -x 160 -y 50
+sleep 0.3
+kill -CONT "$pid"
+expect "forward_1  forward()"
+expect "guard failed: x.size(0) == 2"
 
 step="search"
 keys / l a y e r _ n o r m Enter
@@ -206,4 +223,4 @@ expect "(cannot open"
 expect "kernel_5.ll': No such file or directory)"
 keys q
 
-echo "ok: ptview UI (open, search, collapse, stage switch, provenance jumps, split, render, resize, help, colours, quit, partial trace)"
+echo "ok: ptview UI (open, search, collapse, stage switch, provenance jumps, split, render, resize, resize while busy, help, colours, quit, partial trace)"

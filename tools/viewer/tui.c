@@ -524,7 +524,9 @@ static void draw(ui *u)
     getmaxyx(stdscr, rows, cols);
     /* After a resize the terminal may have reflowed what it showed (tmux
      * does), so ncurses' idea of the screen is stale: repaint it all rather
-     * than sending only the differences. */
+     * than sending only the differences. (Resizes that arrive while ptview
+     * is busy coalesce into one KEY_RESIZE, possibly back to the old size,
+     * so key() and prompt() force the repaint too.) */
     if (rows != u->rows || cols != u->cols)
         clearok(curscr, TRUE);
     u->rows = rows;
@@ -763,8 +765,10 @@ static bool prompt(ui *u, const char *label, char *buf, size_t size)
             buf[--len] = 0;
         else if (ch >= 32 && ch < 256 && ch != 127 && len + 1 < size)
             buf[len++] = (char)ch, buf[len] = 0;
-        else if (ch == KEY_RESIZE)
+        else if (ch == KEY_RESIZE) {
+            clearok(curscr, TRUE);
             draw(u);
+        }
     }
     curs_set(0);
     return true;
@@ -920,8 +924,11 @@ static void collapse_all(ui *u, bool fold)
 
 static void key(ui *u, int ch)
 {
-    if (ch == KEY_RESIZE)
-        return; /* the caller redraws at the new size; help stays open */
+    if (ch == KEY_RESIZE) {
+        /* The caller redraws at the new size, all of it (see draw()); help stays open. */
+        clearok(curscr, TRUE);
+        return;
+    }
     if (u->help) {
         u->help = false;
         return;
