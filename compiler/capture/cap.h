@@ -52,6 +52,21 @@ typedef enum {
 /* BINARY_OP's operand: the operator plus whether it is the in-place form. */
 #define CAP_NB_INPLACE 0x100
 
+/* Version tags (typever.c), 0 where none is known: while t's stays the
+ * same, so does every attribute found on t; while a (held) dict's stays the
+ * same, so do its entries. cap_versions_known: this runtime has both. */
+bool cap_versions_known(void);
+unsigned int cap_type_version(PyTypeObject *t);
+uint64_t cap_dict_version(PyObject *d);
+/* A dict (strong) with its version then, and the object (strong) whose
+ * instance dict it was, or NULL. cap_snap_valid: every dict still has its
+ * version and is still its owner's (false where versions are unknown). */
+typedef struct cap_snap {
+    PyObject *owner, *dict;
+    uint64_t ver;
+} cap_snap;
+bool cap_snap_valid(const cap_snap *s, int n);
+
 /* ------------------------------------------------------------------------------
  * Decoded code objects (code.c)
  * ---------------------------------------------------------------------------- */

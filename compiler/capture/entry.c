@@ -654,11 +654,13 @@ void cap_entry_free(cap_entry *e)
     for (int i = 0; e->param_seen && i < e->nguards; i++)
         Py_XDECREF(e->param_seen[i]);
     free(e->param_seen);
+    free(e->clsmemo);
     free(e->hints);
     free(e->dcache);
     for (int i = 0; e->kept && i < e->nsrc; i++)
         Py_XDECREF(e->kept[i]);
     free(e->kept);
+    cap_entry_snap_clear(e);
     free(e->trust);
     for (int i = 0; i < e->nrecipes; i++) {
         free(e->recipes[i].items);

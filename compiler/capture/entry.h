@@ -48,6 +48,11 @@ typedef struct cap_hint {
     int32_t misses;
 } cap_hint;
 
+typedef struct cap_clsmemo {
+    PyTypeObject *type;
+    unsigned int tag;
+} cap_clsmemo;
+
 struct cap_entry {
     struct cap_entry *next;  /* the next entry at the same position */
     cap_compiled *owner;
@@ -71,6 +76,10 @@ struct cap_entry {
        metadata check, as torch.compile does for module tensors whose dict
        is unchanged; replacing .data of a parameter is not noticed. */
     PyObject **param_seen;   /* [nguards] */
+    /* Method guards (CLASSATTR): the class each last passed with and its
+       version tag (typever.c), not owned. The same class at the same tag
+       passes without looking the method up again. */
+    cap_clsmemo *clsmemo; /* [nguards] */
     /* Dict-read positions (entry_run.c), allocated at the first check:
        2 per source (the key, and the sub-dict of a parameter, buffer or
        child module), then 4 per guard (hook dicts). */
@@ -82,6 +91,13 @@ struct cap_entry {
     uint8_t *trust;
     PyObject **kept;
     uint64_t trusted_epoch;
+    /* ... and, where the runtime has dict versions (typever.c), the dicts
+       the kept values and the skipped "no hooks" guards were read from,
+       strong, with their versions then (owner: the object whose instance
+       dict it is, strong, or NULL). A hit where every one still matches
+       takes the kept values too, whatever the epoch or the setting. */
+    cap_snap *snap;
+    int nsnap;
     uint32_t trust_wait;     /* full checks to go before learning again */
     uint8_t trust_wasted;    /* learnings in a row that no hit used */
     bool trust_used;
@@ -129,6 +145,8 @@ void cap_entry_free(cap_entry *e);
 int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **vals, bool *owned,
                     int *failed);
 void cap_entry_release_vals(cap_entry *e, PyObject **vals, bool *owned);
+/* Drops the dict versions of trusted module state (entry_run.c). */
+void cap_entry_snap_clear(cap_entry *e);
 /* A description of guard g with the value it saw now ("G['flag'] == True, now False"). */
 void cap_guard_describe(const cap_entry *e, int g, PyObject **vals, char *buf, size_t size);
 void cap_guard_str(const cap_source *src, int nsrc, const cap_guard *g, char *buf, size_t size);

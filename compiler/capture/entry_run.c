@@ -235,6 +235,35 @@ static bool plain_value(PyObject *v)
            v == Py_None || t == &PyTuple_Type;
 }
 
+/* A method guard: v's class has g's function under g's name, and v's
+ * instance dict does not shadow it (unless the caller knows, see trusted
+ * module state). With a memo, a class seen before at the same version tag
+ * passes without a lookup; a lookup may run Python code (a descriptor's
+ * __get__), so it starts a new dict-cache generation. */
+static int class_attr_ok(const cap_guard *g, PyObject *v, cap_clsmemo *m, bool unshadowed,
+                         cap_dcache *c)
+{
+    PyObject *name = PyTuple_GetItem(g->obj, 0);
+    if (!unshadowed) {
+        PyObject *d = inst_dict_of(v, c);
+        if (d && dict_get(d, name, NULL))
+            return 0;
+    }
+    PyTypeObject *t = Py_TYPE(v);
+    if (m && m->type == t && m->tag && cap_type_version(t) == m->tag)
+        return 1;
+    check_gen++;
+    PyObject *f = PyObject_GetAttr((PyObject *)t, name);
+    int same = f && f == PyTuple_GetItem(g->obj, 1);
+    Py_XDECREF(f);
+    PyErr_Clear();
+    /* Only a plain metaclass's lookup is the class's MRO alone. */
+    if (m)
+        *m = (cap_clsmemo){same && Py_TYPE((PyObject *)t) == &PyType_Type ? t : NULL,
+                           cap_type_version(t)};
+    return same;
+}
+
 static int check_guard(const cap_guard *g, PyObject *v, cap_hint *hints, cap_dcache *c)
 {
     if (g->kind != CAP_G_ID && g->kind != CAP_G_TYPE && g->kind != CAP_G_NOHOOKS &&
@@ -293,16 +322,8 @@ static int check_guard(const cap_guard *g, PyObject *v, cap_hint *hints, cap_dca
     }
     case CAP_G_NOHOOKS:
         return hooks_empty(v, hints, c);
-    case CAP_G_CLASSATTR: {
-        PyObject *name = PyTuple_GetItem(g->obj, 0);
-        PyObject *d = inst_dict_of(v, c);
-        bool shadowed = d && dict_get(d, name, NULL);
-        PyObject *f = shadowed ? NULL : PyObject_GetAttr((PyObject *)Py_TYPE(v), name);
-        int same = f == PyTuple_GetItem(g->obj, 1);
-        Py_XDECREF(f);
-        PyErr_Clear();
-        return same;
-    }
+    case CAP_G_CLASSATTR:
+        return class_attr_ok(g, v, NULL, false, c);
     }
     return 0;
 }
@@ -444,14 +465,21 @@ static int check_tensors(cap_entry *e, PyObject **vals, int *failed)
  * identity a guard checks) and marks the guards those values imply: is,
  * == on immutable values, module tensors (same object, as param_seen) and
  * "no hooks". While the epoch stays, a hit takes the kept values and skips
- * the marked guards; any other guard still runs on them. Only at the start
+ * the marked guards; any other guard still runs on them. A method guard
+ * skips only its half about the instance dict (no attribute shadows the
+ * method): a class is not a module, so its half still runs. Only at the start
  * of a call: after a graph break, code of the call ran for real (traces
  * follow the wrapped methods, so a break inside one bumps nothing) and the
  * next segment is checked in full. Writes that go around nn.Module (its
  * __dict__, its _parameters dict, object.__setattr__) are not seen: man
  * ptc(7) lists them.
+ *
+ * Without the setting (or once the epoch moved), the same kept values serve
+ * a hit when the dicts they were read from still have the versions they had
+ * (snap_learn, typever.c): that sees every write, around nn.Module too.
  */
-enum { TRUST_KEPT = 1, TRUST_ANCHOR = 2 };
+enum { TRUST_KEPT = 1, TRUST_ANCHOR = 2 };     /* per source */
+enum { TRUST_SKIP = 1, TRUST_UNSHADOWED = 2 }; /* per guard */
 
 uint64_t cap_module_epoch = 1;
 
@@ -524,6 +552,101 @@ static bool module_held(const cap_entry *e, int i, PyObject **vals, const uint8_
     return false;
 }
 
+/* ---- the dicts behind kept values, by version ---- */
+
+void cap_entry_snap_clear(cap_entry *e)
+{
+    for (int k = 0; k < e->nsnap; k++) {
+        Py_XDECREF(e->snap[k].owner);
+        Py_DECREF(e->snap[k].dict);
+    }
+    free(e->snap);
+    e->snap = NULL;
+    e->nsnap = 0;
+}
+
+static bool snap_add(cap_entry *e, int *cap, PyObject *owner, PyObject *dict)
+{
+    if (!dict || !PyDict_Check(dict))
+        return false;
+    if (e->nsnap == *cap) {
+        *cap = *cap ? 2 * *cap : 64;
+        cap_snap *n = realloc(e->snap, sizeof *n * (size_t)*cap);
+        if (!n)
+            return false;
+        e->snap = n;
+    }
+    e->snap[e->nsnap++] = (cap_snap){Py_XNewRef(owner), Py_NewRef(dict), cap_dict_version(dict)};
+    return true;
+}
+
+/* What snap_learn recorded per source: its instance dict, the sub-dicts,
+ * the hook dicts. */
+enum { SNAP_DICT = 1, SNAP_SUB = 2 /* << sub */, SNAP_HOOKS = 16 };
+
+static bool snap_module(cap_entry *e, int *cap, uint8_t *done, int i, PyObject *obj, int what)
+{
+    PyObject *d = inst_dict_of(obj, NULL);
+    if (!d)
+        return false;
+    if (!(done[i] & SNAP_DICT)) {
+        if (!snap_add(e, cap, obj, d))
+            return false;
+        done[i] |= SNAP_DICT;
+    }
+    if (what == SNAP_HOOKS && !(done[i] & SNAP_HOOKS)) {
+        PyObject *keys[4] = {cap_T.s_forward_hooks, cap_T.s_forward_pre_hooks,
+                             cap_T.s_backward_hooks, cap_T.s_backward_pre_hooks};
+        for (int k = 0; k < 4; k++) {
+            PyObject *h = dict_get(d, keys[k], NULL);
+            if (h && !snap_add(e, cap, NULL, h))
+                return false; /* not a dict: its emptiness has no version */
+        }
+        done[i] |= SNAP_HOOKS;
+    } else if (what >= 0 && what < 3 && !(done[i] & (SNAP_SUB << what))) {
+        static PyObject **sub_keys[3] = {&cap_T.s_parameters, &cap_T.s_buffers, &cap_T.s_modules};
+        if (!snap_add(e, cap, NULL, dict_get(d, *sub_keys[what], NULL)))
+            return false;
+        done[i] |= (uint8_t)(SNAP_SUB << what);
+    }
+    return true;
+}
+
+/* Records the dicts that every kept value, every skipped "no hooks" guard
+ * and every method guard's skipped shadow check read, with their versions
+ * now (right after the full check that the kept values come from). Where
+ * one cannot be recorded, there is no snapshot and only the epoch trusts. */
+static void snap_learn(cap_entry *e, PyObject **vals)
+{
+    cap_entry_snap_clear(e);
+    if (!cap_versions_known())
+        return;
+    uint8_t *done = calloc((size_t)e->nsrc + 1, 1);
+    int cap = 0;
+    bool ok = done != NULL;
+    for (int i = 0; ok && i < e->nsrc; i++) {
+        const cap_source *s = &e->src[i];
+        if (!(e->trust[i] & TRUST_KEPT))
+            continue;
+        int what = s->kind == CAP_S_MODPARAM   ? SUB_PARAMS
+                   : s->kind == CAP_S_MODBUF   ? SUB_BUFFERS
+                   : s->kind == CAP_S_MODCHILD ? SUB_MODULES
+                                               : -1;
+        ok = snap_module(e, &cap, done, s->parent, vals[s->parent], what);
+    }
+    for (int gi = 0; ok && gi < e->nguards; gi++) {
+        const cap_guard *g = &e->guards[gi];
+        if (g->kind == CAP_G_NOHOOKS && e->trust[e->nsrc + gi] == TRUST_SKIP)
+            ok = snap_module(e, &cap, done, g->src, vals[g->src], SNAP_HOOKS);
+        else if (g->kind == CAP_G_CLASSATTR && e->trust[e->nsrc + gi] == TRUST_UNSHADOWED)
+            ok = snap_module(e, &cap, done, g->src, vals[g->src], -1); /* no attribute shadows it */
+    }
+    free(done);
+    PyErr_Clear();
+    if (!ok || e->nsnap == 0)
+        cap_entry_snap_clear(e);
+}
+
 static void trust_learn(cap_entry *e, PyObject **vals)
 {
     size_t n = (size_t)e->nsrc + (size_t)e->nguards;
@@ -556,14 +679,18 @@ static void trust_learn(cap_entry *e, PyObject **vals)
         if (g->src < 0)
             continue;
         bool kept = trust[g->src] & TRUST_KEPT;
-        trust[e->nsrc + gi] =
-            (kept && (g->kind == CAP_G_ID || (g->kind == CAP_G_EQ && immutable_value(g->obj, 0)) ||
+        bool module =
+            (trust[g->src] & (TRUST_KEPT | TRUST_ANCHOR)) && tracked_module(vals[g->src], &tm);
+        if ((kept && (g->kind == CAP_G_ID || (g->kind == CAP_G_EQ && immutable_value(g->obj, 0)) ||
                       (g->kind == CAP_G_TENSOR && module_tensor(e, g)))) ||
-            (g->kind == CAP_G_NOHOOKS && (trust[g->src] & (TRUST_KEPT | TRUST_ANCHOR)) &&
-             tracked_module(vals[g->src], &tm));
+            (g->kind == CAP_G_NOHOOKS && module))
+            trust[e->nsrc + gi] = TRUST_SKIP;
+        else if (g->kind == CAP_G_CLASSATTR && module)
+            trust[e->nsrc + gi] = TRUST_UNSHADOWED; /* the class may still change */
     }
     PyErr_Clear();
     e->trusted_epoch = cap_module_epoch;
+    snap_learn(e, vals);
 }
 
 int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **vals, bool *owned,
@@ -580,6 +707,8 @@ int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **va
     bool batch = e->tensor_guards != NULL;
     if (!e->param_seen)
         e->param_seen = calloc((size_t)e->nguards + 1, sizeof *e->param_seen);
+    if (!e->clsmemo)
+        e->clsmemo = calloc((size_t)e->nguards + 1, sizeof *e->clsmemo);
     if (!e->dcache)
         e->dcache = calloc((size_t)e->nsrc + 1, sizeof *e->dcache);
     if (!e->hints &&
@@ -591,7 +720,9 @@ int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **va
        full check passed, so module-held values are the ones kept then. */
     bool call_start = nframes == 1 && frames[0]->pc == 0;
     const uint8_t *trust =
-        cap_cfg.trust_module_state && call_start && e->trust && e->trusted_epoch == cap_module_epoch
+        call_start && e->trust &&
+                ((cap_cfg.trust_module_state && e->trusted_epoch == cap_module_epoch) ||
+                 (e->nsnap > 0 && cap_snap_valid(e->snap, e->nsnap)))
             ? e->trust
             : NULL;
     for (int i = 0; i < e->nsrc; i++) {
@@ -610,8 +741,18 @@ int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **va
         }
         for (; gi < e->nguards && e->guards[gi].src <= i; gi++) {
             const cap_guard *g = &e->guards[gi];
-            if (trust && trust[e->nsrc + gi])
+            if (trust && trust[e->nsrc + gi] == TRUST_SKIP)
                 continue; /* implied by the kept value and the epoch */
+            if (g->kind == CAP_G_CLASSATTR && e->clsmemo && vals[g->src]) {
+                if (class_attr_ok(g, vals[g->src], &e->clsmemo[gi],
+                                  trust && trust[e->nsrc + gi] == TRUST_UNSHADOWED,
+                                  e->dcache ? &e->dcache[g->src] : NULL))
+                    continue;
+                *failed = gi;
+                for (int k = i + 1; k < e->nsrc; k++)
+                    vals[k] = NULL, owned[k] = false;
+                return 0;
+            }
             if (g->kind == CAP_G_TENSOR && e->param_seen && module_tensor(e, g) && vals[g->src]) {
                 PyObject **seen = &e->param_seen[gi];
                 if (*seen == vals[g->src])
@@ -652,7 +793,7 @@ int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **va
         ok = check_tensors(e, vals, failed);
     else if (!e->tg_tried)
         build_tensor_guards(e, vals);
-    if (ok == 1 && cap_cfg.trust_module_state && call_start && !trust) {
+    if (ok == 1 && (cap_cfg.trust_module_state || cap_versions_known()) && call_start && !trust) {
         /* Learning costs a few full checks: where the epoch moves on every
            call (a forward that writes a module attribute), learn ever more
            rarely. */

@@ -11,8 +11,10 @@ inject_failure   for testing the fallback paths: "compile" makes every compile
                  backends fail; "" (default) is off
 trust_module_state  cache hits skip the guards on module attributes,
                  parameters, buffers, submodules and hooks while no
-                 nn.Module method changed a module (default False; writes
-                 around nn.Module, e.g. to m.__dict__, are then not seen)
+                 nn.Module method changed a module, without comparing the
+                 versions of the modules' dicts as they do by default
+                 (default False; writes around nn.Module, e.g. to
+                 m.__dict__, are then not seen)
 """
 import os
 

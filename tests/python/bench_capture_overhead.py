@@ -14,7 +14,9 @@ skips the guards on module state while no nn.Module method changed a module.
 Measured on the 2-core shared dev machine (median of 3 runs, busy): 3-op
 2.5 us; resnet50 66 us before dict reads at remembered positions, 45 us
 after (evaluating its ~1100 sources alone, without a guard, took ~28 us),
-12.5 us trusted.
+12.5 us trusted. Method guards (257 more guards, 1351) then took it to
+56 us (17 trusted); with the classes' version tags and kept module values
+checked by dict versions: 18.7-20.4 us, 17.6-18.6 trusted (3 runs).
 """
 import argparse
 import statistics
