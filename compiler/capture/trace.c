@@ -245,9 +245,12 @@ int cap_guard_add(cap_trace *T, int kind, int src, PyObject *obj, int64_t n)
         return -1;
     if (kind == CAP_G_EQ || kind == CAP_G_KEYS || kind == CAP_G_HASATTR ||
         kind == CAP_G_DICT_HAS) {
-        /* Value guards: identical values dedupe even when the objects differ. */
+        /* Value guards: identical values dedupe even when the objects differ
+           (unhashable values, a dict or a slice, by identity). */
         Py_DECREF(key);
         key = Py_BuildValue("(iiOL)", kind, src, obj ? obj : Py_None, (long long)n);
+        if (key && PyObject_Hash(key) == -1)
+            Py_CLEAR(key);
         if (!key) {
             PyErr_Clear();
             key = Py_BuildValue("(iinL)", kind, src, (Py_ssize_t)(uintptr_t)obj, (long long)n);
@@ -255,11 +258,10 @@ int cap_guard_add(cap_trace *T, int kind, int src, PyObject *obj, int64_t n)
         if (!key)
             return -1;
     }
-    PyObject *hit = PyDict_GetItemWithError(key ? T->guard_index : NULL, key);
+    PyObject *hit = PyDict_GetItemWithError(T->guard_index, key);
     if (hit || PyErr_Occurred()) {
-        PyErr_Clear();
         Py_DECREF(key);
-        return hit ? 0 : 0;
+        return hit ? 0 : -1; /* a guard is never dropped */
     }
     if (T->nguards == T->capguards) {
         T->capguards = T->capguards ? 2 * T->capguards : 64;
@@ -390,11 +392,29 @@ static bool identity_guarded(PyObject *o)
            PyObject_TypeCheck(o, (PyTypeObject *)cap_T.Module) || cap_is_enum_member(o);
 }
 
-/* A function defined inside another one (no defaults) is made anew by every
- * call of its maker, and rebuilt by the recipes of a resumed state: it is
- * guarded by what calling it reads, its code, globals and the absence of
- * defaults, instead of by identity; its closure cells are reached through it
- * (cap_t_closure_cell). */
+/* Defaults a nested function can be guarded by value: none, or constants
+ * (a tuple of them; keyword-only ones, a dict of them by name). */
+static bool constant_defaults(PyObject *d, bool kw)
+{
+    if (d == Py_None)
+        return true;
+    if (!kw)
+        return PyTuple_Check(d) && cap_is_constant(d);
+    if (!PyDict_Check(d))
+        return false;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(d, &pos, &k, &v))
+        if (!PyUnicode_CheckExact(k) || !cap_is_constant(v))
+            return false;
+    return true;
+}
+
+/* A function defined inside another one is made anew by every call of its
+ * maker, and rebuilt by the recipes of a resumed state: it is guarded by
+ * what calling it reads, its code, globals and defaults (by value, where
+ * they are constants), instead of by identity; its closure cells are
+ * reached through it (cap_t_closure_cell). */
 static bool nested_function(PyObject *o)
 {
     if (!cap_is_function(o))
@@ -403,7 +423,8 @@ static bool nested_function(PyObject *o)
     PyObject *d = qn ? PyObject_GetAttr(o, cap_P.s_defaults) : NULL;
     PyObject *kd = d ? PyObject_GetAttr(o, cap_P.s_kwdefaults) : NULL;
     const char *name = kd && PyUnicode_Check(qn) ? PyUnicode_AsUTF8(qn) : NULL;
-    bool nested = name && strstr(name, "<locals>") && d == Py_None && kd == Py_None;
+    bool nested = name && strstr(name, "<locals>") && constant_defaults(d, false) &&
+                  constant_defaults(kd, true);
     Py_XDECREF(qn);
     Py_XDECREF(d);
     Py_XDECREF(kd);
@@ -419,7 +440,10 @@ static int guard_nested_function(cap_trace *T, PyObject *fn, int src)
     for (int i = 0; i < 4; i++) {
         PyObject *v = PyObject_GetAttr(fn, attrs[i]);
         int s = v ? cap_source_add(T, CAP_S_ATTR, src, 0, 0, attrs[i]) : -1;
-        int rc = s >= 0 ? cap_guard_add(T, CAP_G_ID, s, v, 0) : -1;
+        /* code and globals by identity; defaults (made per call when there
+           are any) by value */
+        int kind = i < 2 || v == Py_None ? CAP_G_ID : CAP_G_EQ;
+        int rc = s >= 0 ? cap_guard_add(T, kind, s, v, 0) : -1;
         Py_XDECREF(v);
         if (rc < 0)
             return -1;

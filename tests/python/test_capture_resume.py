@@ -246,6 +246,14 @@ def local_nested_function(x):
     return inner(y)
 
 
+def local_function_with_defaults(x):
+    def inner(h, k=2.0, *, t=(1, 2)):  # defaults made on every call, equal every time
+        return h * k + t[1]
+
+    y = brk(x + 1)
+    return inner(y) + inner(y, 3.0)
+
+
 def local_lambda_list(x):
     fs = [lambda h: h + 1, lambda h: h * 2]
     y = brk(x + 1)
@@ -271,7 +279,8 @@ def local_bound_method(x):
     return m(y)
 
 
-@pytest.mark.parametrize("fn", [local_nested_function, local_lambda_list, local_closure_cell, local_bound_method],
+@pytest.mark.parametrize("fn", [local_nested_function, local_function_with_defaults, local_lambda_list,
+                                local_closure_cell, local_bound_method],
                          ids=lambda f: f.__name__)
 def test_rebuilt_values_of_a_resumed_state_hit_the_cache(fn):
     x = torch.randn(4, 8).abs()  # the branch is taken: the break's outcome is the same every call
@@ -281,6 +290,24 @@ def test_rebuilt_values_of_a_resumed_state_hit_the_cache(fn):
     assert all(torch.allclose(y, ey) for (y, _), (ey, _) in zip(got, want))
     assert len(kinds(compiled, "compile")) == n, "later calls compiled again"
     assert not kinds(compiled, "recompile"), [e["guard"] for e in kinds(compiled, "recompile")]
+
+
+def scaled_by_default(x, k):
+    def inner(h, s=k):  # a default from an argument: equal defaults, equal guards
+        return h * s
+
+    y = brk(x + 1)
+    return inner(y)
+
+
+def test_a_changed_default_recompiles():
+    x = torch.randn(4, 8).abs()
+    compiled = ptc.compile(scaled_by_default)
+    for k in (2.0, 2.0, 3.0, 3.0):
+        assert torch.allclose(compiled(x, k), scaled_by_default(x, k))
+    reasons = [e["guard"] for e in kinds(compiled, "recompile")]
+    assert len(reasons) == 2, reasons  # the entry segment (k) and the resumed one (inner's default)
+    assert any("__defaults__ == (2.0,)" in r and "now (3.0,)" in r for r in reasons), reasons
 
 
 def make_affine(k, t):
