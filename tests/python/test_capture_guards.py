@@ -1,6 +1,6 @@
 """ptc.compile's guards, cache, recompiles, fallbacks and Python API.
 
-Guards: a dtype, shape, stride, requires_grad, global, closure cell, module
+Guards: a dtype, shape, stride, requires_grad, global, closure cell, slice, module
 attribute, train/eval, grad mode or autocast change recompiles, and the
 recompile event names the guard with its old and new values; an identical
 call compiles nothing; past the recompile limit the code runs eagerly after
@@ -150,6 +150,20 @@ class Scaled(nn.Module):
 
     def forward(self, x):
         return self.drop(self.fc(x)) * self.scale
+
+
+def sliced(x, s):
+    return x[s] * 2
+
+
+def test_unhashable_argument_change_recompiles():
+    """A slice argument (unhashable on 3.11) is guarded by value like any constant."""
+    c = ptc.compile(sliced)
+    x = torch.arange(10.0)
+    for s in (slice(0, 3), slice(0, 3), slice(2, 6)):
+        assert torch.equal(c(x, s), sliced(x, s))
+    (guard,) = recompiles(c)
+    assert "slice(0, 3, None)" in guard and "now slice(2, 6, None)" in guard, guard
 
 
 def test_module_attribute_change_recompiles():
