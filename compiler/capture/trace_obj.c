@@ -509,10 +509,8 @@ int cap_t_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out)
                                cap_tpname(Py_TYPE(key)));
         PyObject *v = PyDict_GetItemWithError(obj, key);
         if (!v) {
-            if (!PyErr_Occurred()) {
-                cap_guard_add(T, CAP_G_DICT_HAS, src, key, 0);
+            if (!PyErr_Occurred() && cap_guard_add(T, CAP_G_DICT_HAS, src, key, 0) == 0)
                 PyErr_SetObject(PyExc_KeyError, key);
-            }
             return CAP_ERR;
         }
         return derived(T, v, CAP_S_ITEM, src, 0, key, out);
