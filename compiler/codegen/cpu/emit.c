@@ -18,6 +18,7 @@
  * memory plan checks it), which is what lets LLVM keep values in registers.
  */
 #include "codegen/cpu/cpu.h"
+#include "codegen/llmath.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -386,11 +387,6 @@ static LLVMValueRef fcall1(cg *c, const char *intr, LLVMValueRef x)
     return cg_call_intrinsic(c, intr, &t, 1, &x, 1);
 }
 
-static LLVMValueRef isnan_(cg *c, LLVMValueRef x)
-{
-    return LLVMBuildFCmp(c->b, LLVMRealUNO, x, x, "");
-}
-
 static const char *libm_name(int op, ptc_dtype dt)
 {
     bool d = dt == PTC_F64;
@@ -445,11 +441,12 @@ static LLVMValueRef emit_unary(cg *c, int op, ptc_dtype dt, LLVMValueRef x, int 
                              : LLVMBuildICmp(b, LLVMIntSLT, x, zero, "");
         LLVMValueRef r = LLVMBuildSelect(b, neg, kconst(c, dt, -1, -1, w), zero, "");
         r = LLVMBuildSelect(b, pos, kconst(c, dt, 1, 1, w), r, "");
-        return f ? LLVMBuildSelect(b, isnan_(c, x), x, r, "") : r;
+        return f ? LLVMBuildSelect(b, ptc_ll_isnan(c->b, x), x, r, "") : r;
     }
     case PTC_L_BITWISE_NOT: return LLVMBuildNot(b, x, "");
     case PTC_L_LOGICAL_NOT: return LLVMBuildNot(b, emit_cast(c, x, dt, PTC_BOOL, w), "");
-    case PTC_L_ISNAN: return f ? isnan_(c, x) : cg_const_i(c, c->i1, 0, w);
+    case PTC_L_ISNAN:
+        return f ? ptc_ll_isnan(c->b, x) : cg_const_i(c, c->i1, 0, w);
     default: PTC_ASSERT(!"not a unary op");
     }
 }
@@ -522,120 +519,17 @@ static LLVMValueRef ipow(cg *c, LLVMValueRef x, LLVMValueRef y, ptc_dtype dt)
     return out;
 }
 
-/* Integer division and remainder: a zero divisor gives 0 instead of a trap. */
-static LLVMValueRef int_divmod(cg *c, int op, ptc_dtype dt, LLVMValueRef x, LLVMValueRef y, int w)
-{
-    LLVMBuilderRef b = c->b;
-    LLVMValueRef zero = kconst(c, dt, 0, 0, w), one = kconst(c, dt, 1, 1, w);
-    LLVMValueRef yz = LLVMBuildICmp(b, LLVMIntEQ, y, zero, "");
-    LLVMValueRef ys = LLVMBuildSelect(b, yz, one, y, "");
-    LLVMValueRef r;
-    if (is_unsigned(dt)) {
-        r = op == PTC_L_REMAINDER ? LLVMBuildURem(b, x, ys, "") : LLVMBuildUDiv(b, x, ys, "");
-    } else {
-        /* INT_MIN / -1 overflows: x * -1 wraps the same way */
-        LLVMValueRef m1 = LLVMBuildICmp(b, LLVMIntEQ, ys, kconst(c, dt, -1, -1, w), "");
-        LLVMValueRef ys2 = LLVMBuildSelect(b, m1, one, ys, "");
-        LLVMValueRef q = LLVMBuildSDiv(b, x, ys2, ""), rm = LLVMBuildSRem(b, x, ys2, "");
-        q = LLVMBuildSelect(b, m1, LLVMBuildNeg(b, x, ""), q, "");
-        rm = LLVMBuildSelect(b, m1, zero, rm, "");
-        /* floor adjustments when signs differ and the remainder is non-zero */
-        LLVMValueRef nz = LLVMBuildICmp(b, LLVMIntNE, rm, zero, "");
-        LLVMValueRef diff = LLVMBuildICmp(b, LLVMIntSLT, LLVMBuildXor(b, rm, ys, ""), zero, "");
-        LLVMValueRef adj = LLVMBuildAnd(b, nz, diff, "");
-        if (op == PTC_L_DIV)
-            r = q; /* prims.div on integers truncates */
-        else if (op == PTC_L_FLOOR_DIVIDE)
-            r = LLVMBuildSub(b, q, LLVMBuildZExt(b, adj, LLVMTypeOf(q), ""), "");
-        else
-            r = LLVMBuildSelect(b, adj, LLVMBuildAdd(b, rm, ys, ""), rm, "");
-    }
-    return LLVMBuildSelect(b, yz, zero, r, "");
-}
-
-static LLVMValueRef float_floordiv_rem(cg *c, int op, ptc_dtype dt, LLVMValueRef x, LLVMValueRef y,
-                                       int w)
-{
-    /* torch: mod = fmod(a, b); if mod != 0 and (b < 0) != (mod < 0): mod += b;
-     * floor_divide: div = (a - mod) / b, floored and nudged like torch's
-     * div_floor_floating */
-    LLVMBuilderRef b = c->b;
-    LLVMValueRef zero = kconst(c, dt, 0, 0, w);
-    LLVMValueRef mod = LLVMBuildFRem(b, x, y, "");
-    LLVMValueRef nz = LLVMBuildFCmp(b, LLVMRealUNE, mod, zero, "");
-    LLVMValueRef diff = LLVMBuildXor(b, LLVMBuildFCmp(b, LLVMRealOLT, y, zero, ""),
-                                     LLVMBuildFCmp(b, LLVMRealOLT, mod, zero, ""), "");
-    LLVMValueRef adj = LLVMBuildAnd(b, LLVMBuildFCmp(b, LLVMRealONE, mod, zero, ""), diff, "");
-    if (op == PTC_L_REMAINDER)
-        return LLVMBuildSelect(b, adj, LLVMBuildFAdd(b, mod, y, ""), mod, "");
-    LLVMValueRef div = LLVMBuildFDiv(b, LLVMBuildFSub(b, x, mod, ""), y, "");
-    div = LLVMBuildSelect(b, adj, LLVMBuildFSub(b, div, kconst(c, dt, 1, 1, w), ""), div, "");
-    LLVMValueRef fl = fcall1(c, "llvm.floor", div);
-    LLVMValueRef half = kconst(c, dt, 0.5, 0, w);
-    LLVMValueRef up = LLVMBuildFCmp(b, LLVMRealOGT, LLVMBuildFSub(b, div, fl, ""), half, "");
-    fl = LLVMBuildSelect(b, up, LLVMBuildFAdd(b, fl, kconst(c, dt, 1, 1, w), ""), fl, "");
-    /* div == 0: copysign(0, a / b) */
-    LLVMValueRef q = LLVMBuildFDiv(b, x, y, "");
-    LLVMTypeRef t = LLVMTypeOf(q);
-    LLVMValueRef cs[2] = {zero, q};
-    LLVMValueRef z = cg_call_intrinsic(c, "llvm.copysign", &t, 1, cs, 2);
-    LLVMValueRef divz = LLVMBuildFCmp(b, LLVMRealOEQ, div, zero, "");
-    LLVMValueRef r = LLVMBuildSelect(b, divz, z, fl, "");
-    /* b == 0: a / b (inf or nan) */
-    LLVMValueRef y0 = LLVMBuildFCmp(b, LLVMRealOEQ, y, zero, "");
-    (void)nz;
-    return LLVMBuildSelect(b, y0, q, r, "");
-}
-
 static LLVMValueRef emit_pow(cg *c, ptc_dtype dt, LLVMValueRef x, LLVMValueRef y,
-                             const ptc_lexpr *ye, int w)
+                             const ptc_lexpr *ye)
 {
     if (!is_float(dt))
         return ipow(c, x, y, dt);
-    if (ye && ye->op == PTC_L_CONST) {
-        double e = ye->fval;
-        LLVMBuilderRef b = c->b;
-        if (e == 1)
-            return x;
-        if (e == 2)
-            return LLVMBuildFMul(b, x, x, "");
-        if (e == 3)
-            return LLVMBuildFMul(b, LLVMBuildFMul(b, x, x, ""), x, "");
-        if (e == 0.5)
-            return fcall1(c, "llvm.sqrt", x);
-        if (e == -1)
-            return LLVMBuildFDiv(b, kconst(c, dt, 1, 1, w), x, "");
-    }
+    LLVMValueRef short_form =
+        ye && ye->op == PTC_L_CONST ? ptc_ll_pow_const(c->mod, c->b, x, ye->fval) : NULL;
+    if (short_form)
+        return short_form;
     LLVMValueRef a[2] = {x, y};
     return cg_libm(c, libm_name(PTC_L_POW, dt), cg_compute_type(c, dt), a, 2);
-}
-
-static LLVMValueRef emit_minmax(cg *c, bool max, ptc_dtype dt, LLVMValueRef x, LLVMValueRef y)
-{
-    LLVMBuilderRef b = c->b;
-    if (is_float(dt)) {
-        LLVMValueRef better = LLVMBuildFCmp(b, max ? LLVMRealOGT : LLVMRealOLT, x, y, "");
-        LLVMValueRef r = LLVMBuildSelect(b, better, x, y, "");
-        return LLVMBuildSelect(b, isnan_(c, x), x, r, "");
-    }
-    LLVMIntPredicate p = is_unsigned(dt) ? (max ? LLVMIntUGT : LLVMIntULT)
-                                         : (max ? LLVMIntSGT : LLVMIntSLT);
-    return LLVMBuildSelect(b, LLVMBuildICmp(b, p, x, y, ""), x, y, "");
-}
-
-static LLVMValueRef emit_compare(cg *c, int op, ptc_dtype dt, LLVMValueRef x, LLVMValueRef y)
-{
-    LLVMBuilderRef b = c->b;
-    if (is_float(dt)) {
-        static const LLVMRealPredicate fp[] = {LLVMRealOEQ, LLVMRealUNE, LLVMRealOLT,
-                                               LLVMRealOLE, LLVMRealOGT, LLVMRealOGE};
-        return LLVMBuildFCmp(b, fp[op - PTC_L_EQ], x, y, "");
-    }
-    static const LLVMIntPredicate sp[] = {LLVMIntEQ, LLVMIntNE, LLVMIntSLT,
-                                          LLVMIntSLE, LLVMIntSGT, LLVMIntSGE};
-    static const LLVMIntPredicate up[] = {LLVMIntEQ, LLVMIntNE, LLVMIntULT,
-                                          LLVMIntULE, LLVMIntUGT, LLVMIntUGE};
-    return LLVMBuildICmp(b, is_unsigned(dt) ? up[op - PTC_L_EQ] : sp[op - PTC_L_EQ], x, y, "");
 }
 
 /* y_uniform: the divisor is the same in every lane (a row's sum): a vector
@@ -662,15 +556,22 @@ static LLVMValueRef emit_binary(cg *c, const ptc_lbody *body, const ptc_lexpr *e
         if (f && w > 1 && y_uniform)
             r = LLVMBuildFMul(b, x, LLVMBuildFDiv(b, kconst(c, dt, 1, 1, w), y, ""), "");
         else
-            r = f ? LLVMBuildFDiv(b, x, y, "") : int_divmod(c, e->op, dt, x, y, w);
+            r = f ? LLVMBuildFDiv(b, x, y, "") : ptc_ll_int_divmod(b, e->op, is_unsigned(dt), x, y);
         break;
     case PTC_L_FLOOR_DIVIDE:
     case PTC_L_REMAINDER:
-        r = f ? float_floordiv_rem(c, e->op, dt, x, y, w) : int_divmod(c, e->op, dt, x, y, w);
+        r = f ? ptc_ll_float_floordiv_rem(c->mod, b, e->op, x, y, LLVMBuildFRem(b, x, y, ""))
+              : ptc_ll_int_divmod(b, e->op, is_unsigned(dt), x, y);
         break;
-    case PTC_L_POW: r = emit_pow(c, dt, x, y, &body->e[e->arg[1]], w); break;
-    case PTC_L_MAXIMUM: r = emit_minmax(c, true, dt, x, y); break;
-    case PTC_L_MINIMUM: r = emit_minmax(c, false, dt, x, y); break;
+    case PTC_L_POW:
+        r = emit_pow(c, dt, x, y, &body->e[e->arg[1]]);
+        break;
+    case PTC_L_MAXIMUM:
+        r = ptc_ll_minmax(c->b, true, dt, x, y);
+        break;
+    case PTC_L_MINIMUM:
+        r = ptc_ll_minmax(c->b, false, dt, x, y);
+        break;
     case PTC_L_ATAN2: {
         LLVMValueRef a[2] = {x, y};
         r = cg_libm(c, libm_name(PTC_L_ATAN2, dt), cg_compute_type(c, dt), a, 2);
@@ -679,7 +580,8 @@ static LLVMValueRef emit_binary(cg *c, const ptc_lbody *body, const ptc_lexpr *e
     case PTC_L_BITWISE_AND: r = LLVMBuildAnd(b, x, y, ""); break;
     case PTC_L_BITWISE_OR: r = LLVMBuildOr(b, x, y, ""); break;
     case PTC_L_BITWISE_XOR: r = LLVMBuildXor(b, x, y, ""); break;
-    default: return emit_compare(c, e->op, dt, x, y);
+    default:
+        return ptc_ll_compare(b, e->op, dt, x, y);
     }
     if (f && dt != PTC_F32 && dt != PTC_F64)
         r = round_to(c, r, dt, w); /* torch rounds f16/bf16 results per op */
@@ -853,7 +755,7 @@ static LLVMValueRef arg_better(cg *c, const red *r, LLVMValueRef av, LLVMValueRe
         LLVMValueRef eq = LLVMBuildICmp(b, LLVMIntEQ, bv, av, "");
         return LLVMBuildOr(b, gt, LLVMBuildAnd(b, eq, earlier, ""), "");
     }
-    LLVMValueRef an = isnan_(c, av), bn = isnan_(c, bv);
+    LLVMValueRef an = ptc_ll_isnan(c->b, av), bn = ptc_ll_isnan(c->b, bv);
     LLVMValueRef gt = LLVMBuildFCmp(b, max ? LLVMRealOGT : LLVMRealOLT, bv, av, "");
     LLVMValueRef eq = LLVMBuildFCmp(b, LLVMRealOEQ, bv, av, "");
     LLVMValueRef num = LLVMBuildAnd(b, LLVMBuildNot(b, an, ""),
@@ -876,8 +778,12 @@ static rv red_combine(cg *c, const red *r, rv a, rv x, int w)
         o.v = is_float(r->dt) ? LLVMBuildFMul(b, a.v, x.v, "")
               : r->dt == PTC_BOOL ? LLVMBuildAnd(b, a.v, x.v, "") : LLVMBuildMul(b, a.v, x.v, "");
         break;
-    case PTC_RED_MAX: o.v = emit_minmax(c, true, r->dt, x.v, a.v); break;
-    case PTC_RED_MIN: o.v = emit_minmax(c, false, r->dt, x.v, a.v); break;
+    case PTC_RED_MAX:
+        o.v = ptc_ll_minmax(c->b, true, r->dt, x.v, a.v);
+        break;
+    case PTC_RED_MIN:
+        o.v = ptc_ll_minmax(c->b, false, r->dt, x.v, a.v);
+        break;
     case PTC_RED_ARGMAX:
     case PTC_RED_ARGMIN: {
         LLVMValueRef take = arg_better(c, r, a.v, a.i, x.v, x.i);

@@ -5,6 +5,7 @@
  * placed in the entry block where LLVM's mem2reg finds them.
  */
 #include "codegen/cpu/cpu.h"
+#include "codegen/llmath.h"
 
 #include <string.h>
 
@@ -82,11 +83,7 @@ int cg_width(LLVMValueRef x)
 LLVMValueRef cg_call_intrinsic(cg *c, const char *name, LLVMTypeRef *over, int nover,
                                LLVMValueRef *args, int nargs)
 {
-    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
-    PTC_ASSERT(id != 0);
-    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(c->mod, id, over, (size_t)nover);
-    LLVMTypeRef ft = LLVMIntrinsicGetType(c->ctx, id, over, (size_t)nover);
-    return LLVMBuildCall2(c->b, ft, fn, args, (unsigned)nargs, "");
+    return ptc_ll_intrinsic(c->mod, c->b, name, over, nover, args, nargs);
 }
 
 LLVMValueRef cg_libm(cg *c, const char *name, LLVMTypeRef scalar, LLVMValueRef *args, int nargs)

@@ -18,6 +18,7 @@
  * reference interpreter.
  */
 #include "codegen/cuda/gpu.h"
+#include "codegen/llmath.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -121,11 +122,7 @@ LLVMValueRef g_kconst(gcg *c, ptc_dtype dt, double f, int64_t i, int w)
 LLVMValueRef g_intrinsic(gcg *c, const char *name, LLVMTypeRef *over, int nover, LLVMValueRef *args,
                          int nargs)
 {
-    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
-    PTC_ASSERT(id != 0);
-    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(c->mod, id, over, (size_t)nover);
-    LLVMTypeRef ft = LLVMIntrinsicGetType(c->ctx, id, over, (size_t)nover);
-    return LLVMBuildCall2(c->b, ft, fn, args, (unsigned)nargs, "");
+    return ptc_ll_intrinsic(c->mod, c->b, name, over, nover, args, nargs);
 }
 
 LLVMValueRef g_alloca(gcg *c, LLVMTypeRef t, const char *name)
@@ -560,7 +557,7 @@ static LLVMValueRef fcall1(gcg *c, const char *intr, LLVMValueRef x)
 
 LLVMValueRef g_isnan(gcg *c, LLVMValueRef x)
 {
-    return LLVMBuildFCmp(c->b, LLVMRealUNO, x, x, "");
+    return ptc_ll_isnan(c->b, x);
 }
 
 static LLVMValueRef emit_unary(gcg *c, int op, ptc_dtype dt, LLVMValueRef x, int w)
@@ -688,36 +685,6 @@ static LLVMValueRef ipow(gcg *c, LLVMValueRef x, LLVMValueRef y, ptc_dtype dt)
     return out;
 }
 
-/* Integer division and remainder: a zero divisor gives 0 instead of a trap. */
-static LLVMValueRef int_divmod(gcg *c, int op, ptc_dtype dt, LLVMValueRef x, LLVMValueRef y, int w)
-{
-    LLVMBuilderRef b = c->b;
-    LLVMValueRef zero = g_kconst(c, dt, 0, 0, w), one = g_kconst(c, dt, 1, 1, w);
-    LLVMValueRef yz = LLVMBuildICmp(b, LLVMIntEQ, y, zero, "");
-    LLVMValueRef ys = LLVMBuildSelect(b, yz, one, y, "");
-    LLVMValueRef r;
-    if (is_unsigned(dt)) {
-        r = op == PTC_L_REMAINDER ? LLVMBuildURem(b, x, ys, "") : LLVMBuildUDiv(b, x, ys, "");
-    } else {
-        /* INT_MIN / -1 overflows: x * -1 wraps the same way */
-        LLVMValueRef m1 = LLVMBuildICmp(b, LLVMIntEQ, ys, g_kconst(c, dt, -1, -1, w), "");
-        LLVMValueRef ys2 = LLVMBuildSelect(b, m1, one, ys, "");
-        LLVMValueRef q = LLVMBuildSDiv(b, x, ys2, ""), rm = LLVMBuildSRem(b, x, ys2, "");
-        q = LLVMBuildSelect(b, m1, LLVMBuildNeg(b, x, ""), q, "");
-        rm = LLVMBuildSelect(b, m1, zero, rm, "");
-        LLVMValueRef nz = LLVMBuildICmp(b, LLVMIntNE, rm, zero, "");
-        LLVMValueRef diff = LLVMBuildICmp(b, LLVMIntSLT, LLVMBuildXor(b, rm, ys, ""), zero, "");
-        LLVMValueRef adj = LLVMBuildAnd(b, nz, diff, "");
-        if (op == PTC_L_DIV)
-            r = q; /* prims.div on integers truncates */
-        else if (op == PTC_L_FLOOR_DIVIDE)
-            r = LLVMBuildSub(b, q, LLVMBuildZExt(b, adj, LLVMTypeOf(q), ""), "");
-        else
-            r = LLVMBuildSelect(b, adj, LLVMBuildAdd(b, rm, ys, ""), rm, "");
-    }
-    return LLVMBuildSelect(b, yz, zero, r, "");
-}
-
 /* fmod(x, y), exact: the quotient is truncated, x - q*y is formed with one
  * rounding (exact when q is right: fmod results are representable) and q is
  * nudged by one when the rounded division landed on the wrong integer. f32
@@ -762,84 +729,19 @@ static LLVMValueRef fmod_(gcg *c, LLVMValueRef x, LLVMValueRef y)
     return f32 ? LLVMBuildFPTrunc(b, r, t, "") : r;
 }
 
-static LLVMValueRef float_floordiv_rem(gcg *c, int op, ptc_dtype dt, LLVMValueRef x, LLVMValueRef y,
-                                       int w)
-{
-    /* torch: mod = fmod(a, b); if mod != 0 and (b < 0) != (mod < 0): mod += b;
-     * floor_divide: div = (a - mod) / b, floored and nudged like torch's
-     * div_floor_floating */
-    LLVMBuilderRef b = c->b;
-    LLVMValueRef zero = g_kconst(c, dt, 0, 0, w);
-    LLVMValueRef mod = fmod_(c, x, y);
-    LLVMValueRef diff = LLVMBuildXor(b, LLVMBuildFCmp(b, LLVMRealOLT, y, zero, ""),
-                                     LLVMBuildFCmp(b, LLVMRealOLT, mod, zero, ""), "");
-    LLVMValueRef adj = LLVMBuildAnd(b, LLVMBuildFCmp(b, LLVMRealONE, mod, zero, ""), diff, "");
-    if (op == PTC_L_REMAINDER)
-        return LLVMBuildSelect(b, adj, LLVMBuildFAdd(b, mod, y, ""), mod, "");
-    LLVMValueRef div = LLVMBuildFDiv(b, LLVMBuildFSub(b, x, mod, ""), y, "");
-    div = LLVMBuildSelect(b, adj, LLVMBuildFSub(b, div, g_kconst(c, dt, 1, 1, w), ""), div, "");
-    LLVMValueRef fl = fcall1(c, "llvm.floor", div);
-    LLVMValueRef half = g_kconst(c, dt, 0.5, 0, w);
-    LLVMValueRef up = LLVMBuildFCmp(b, LLVMRealOGT, LLVMBuildFSub(b, div, fl, ""), half, "");
-    fl = LLVMBuildSelect(b, up, LLVMBuildFAdd(b, fl, g_kconst(c, dt, 1, 1, w), ""), fl, "");
-    LLVMValueRef q = LLVMBuildFDiv(b, x, y, "");
-    LLVMTypeRef t = LLVMTypeOf(q);
-    LLVMValueRef cs[2] = {zero, q};
-    LLVMValueRef z = g_intrinsic(c, "llvm.copysign", &t, 1, cs, 2);
-    LLVMValueRef divz = LLVMBuildFCmp(b, LLVMRealOEQ, div, zero, "");
-    LLVMValueRef r = LLVMBuildSelect(b, divz, z, fl, "");
-    LLVMValueRef y0 = LLVMBuildFCmp(b, LLVMRealOEQ, y, zero, "");
-    return LLVMBuildSelect(b, y0, q, r, "");
-}
-
 static LLVMValueRef emit_pow(gcg *c, ptc_dtype dt, LLVMValueRef x, LLVMValueRef y,
-                             const ptc_lexpr *ye, int w)
+                             const ptc_lexpr *ye)
 {
     if (!is_float(dt))
         return ipow(c, x, y, dt);
-    if (ye && ye->op == PTC_L_CONST) {
-        double e = ye->fval;
-        LLVMBuilderRef b = c->b;
-        if (e == 1)
-            return x;
-        if (e == 2)
-            return LLVMBuildFMul(b, x, x, "");
-        if (e == 3)
-            return LLVMBuildFMul(b, LLVMBuildFMul(b, x, x, ""), x, "");
-        if (e == 0.5)
-            return fcall1(c, "llvm.sqrt", x);
-        if (e == -1)
-            return LLVMBuildFDiv(b, g_kconst(c, dt, 1, 1, w), x, "");
-    }
-    return g_pow(c, x, y);
+    LLVMValueRef short_form =
+        ye && ye->op == PTC_L_CONST ? ptc_ll_pow_const(c->mod, c->b, x, ye->fval) : NULL;
+    return short_form ? short_form : g_pow(c, x, y);
 }
 
 LLVMValueRef g_minmax(gcg *c, bool max, ptc_dtype dt, LLVMValueRef x, LLVMValueRef y)
 {
-    LLVMBuilderRef b = c->b;
-    if (is_float(dt)) {
-        LLVMValueRef better = LLVMBuildFCmp(b, max ? LLVMRealOGT : LLVMRealOLT, x, y, "");
-        LLVMValueRef r = LLVMBuildSelect(b, better, x, y, "");
-        return LLVMBuildSelect(b, g_isnan(c, x), x, r, "");
-    }
-    LLVMIntPredicate p =
-        is_unsigned(dt) ? (max ? LLVMIntUGT : LLVMIntULT) : (max ? LLVMIntSGT : LLVMIntSLT);
-    return LLVMBuildSelect(b, LLVMBuildICmp(b, p, x, y, ""), x, y, "");
-}
-
-static LLVMValueRef emit_compare(gcg *c, int op, ptc_dtype dt, LLVMValueRef x, LLVMValueRef y)
-{
-    LLVMBuilderRef b = c->b;
-    if (is_float(dt)) {
-        static const LLVMRealPredicate fp[] = {LLVMRealOEQ, LLVMRealUNE, LLVMRealOLT,
-                                               LLVMRealOLE, LLVMRealOGT, LLVMRealOGE};
-        return LLVMBuildFCmp(b, fp[op - PTC_L_EQ], x, y, "");
-    }
-    static const LLVMIntPredicate sp[] = {LLVMIntEQ,  LLVMIntNE,  LLVMIntSLT,
-                                          LLVMIntSLE, LLVMIntSGT, LLVMIntSGE};
-    static const LLVMIntPredicate up[] = {LLVMIntEQ,  LLVMIntNE,  LLVMIntULT,
-                                          LLVMIntULE, LLVMIntUGT, LLVMIntUGE};
-    return LLVMBuildICmp(b, is_unsigned(dt) ? up[op - PTC_L_EQ] : sp[op - PTC_L_EQ], x, y, "");
+    return ptc_ll_minmax(c->b, max, dt, x, y);
 }
 
 static LLVMValueRef emit_binary(gcg *c, const ptc_lbody *body, const ptc_lexpr *e, LLVMValueRef x,
@@ -866,14 +768,15 @@ static LLVMValueRef emit_binary(gcg *c, const ptc_lbody *body, const ptc_lexpr *
                              : LLVMBuildMul(b, x, y, "");
         break;
     case PTC_L_DIV:
-        r = f ? LLVMBuildFDiv(b, x, y, "") : int_divmod(c, e->op, dt, x, y, w);
+        r = f ? LLVMBuildFDiv(b, x, y, "") : ptc_ll_int_divmod(b, e->op, is_unsigned(dt), x, y);
         break;
     case PTC_L_FLOOR_DIVIDE:
     case PTC_L_REMAINDER:
-        r = f ? float_floordiv_rem(c, e->op, dt, x, y, w) : int_divmod(c, e->op, dt, x, y, w);
+        r = f ? ptc_ll_float_floordiv_rem(c->mod, b, e->op, x, y, fmod_(c, x, y))
+              : ptc_ll_int_divmod(b, e->op, is_unsigned(dt), x, y);
         break;
     case PTC_L_POW:
-        r = emit_pow(c, dt, x, y, &body->e[e->arg[1]], w);
+        r = emit_pow(c, dt, x, y, &body->e[e->arg[1]]);
         break;
     case PTC_L_MAXIMUM:
         r = g_minmax(c, true, dt, x, y);
@@ -894,7 +797,7 @@ static LLVMValueRef emit_binary(gcg *c, const ptc_lbody *body, const ptc_lexpr *
         r = LLVMBuildXor(b, x, y, "");
         break;
     default:
-        return emit_compare(c, e->op, dt, x, y);
+        return ptc_ll_compare(b, e->op, dt, x, y);
     }
     if (f && dt != PTC_F32 && dt != PTC_F64)
         r = round_to(c, r, dt, w); /* torch rounds f16/bf16 results per op */

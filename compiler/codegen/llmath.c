@@ -1,0 +1,149 @@
+/* LLVM IR for the arithmetic both code generators share: see llmath.h. */
+#include "codegen/llmath.h"
+
+#include <string.h>
+
+static bool is_unsigned(ptc_dtype dt)
+{
+    return dt == PTC_U8 || dt == PTC_BOOL;
+}
+
+LLVMValueRef ptc_ll_const(LLVMTypeRef t, double f, int64_t i)
+{
+    bool vec = LLVMGetTypeKind(t) == LLVMVectorTypeKind;
+    LLVMTypeRef e = vec ? LLVMGetElementType(t) : t;
+    LLVMValueRef k = LLVMGetTypeKind(e) == LLVMIntegerTypeKind
+                         ? LLVMConstInt(e, (unsigned long long)i, 1)
+                         : LLVMConstReal(e, f);
+    if (!vec)
+        return k;
+    unsigned n = LLVMGetVectorSize(t);
+    LLVMValueRef ks[64];
+    PTC_ASSERT(n <= 64);
+    for (unsigned j = 0; j < n; j++)
+        ks[j] = k;
+    return LLVMConstVector(ks, n);
+}
+
+LLVMValueRef ptc_ll_intrinsic(LLVMModuleRef m, LLVMBuilderRef b, const char *name,
+                              LLVMTypeRef *over, int nover, LLVMValueRef *args, int nargs)
+{
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    PTC_ASSERT(id != 0);
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(m, id, over, (size_t)nover);
+    LLVMTypeRef ft = LLVMIntrinsicGetType(LLVMGetModuleContext(m), id, over, (size_t)nover);
+    return LLVMBuildCall2(b, ft, fn, args, (unsigned)nargs, "");
+}
+
+LLVMValueRef ptc_ll_isnan(LLVMBuilderRef b, LLVMValueRef x)
+{
+    return LLVMBuildFCmp(b, LLVMRealUNO, x, x, "");
+}
+
+static LLVMValueRef call1(LLVMModuleRef m, LLVMBuilderRef b, const char *intr, LLVMValueRef x)
+{
+    LLVMTypeRef t = LLVMTypeOf(x);
+    return ptc_ll_intrinsic(m, b, intr, &t, 1, &x, 1);
+}
+
+LLVMValueRef ptc_ll_int_divmod(LLVMBuilderRef b, int op, bool is_unsigned, LLVMValueRef x,
+                               LLVMValueRef y)
+{
+    LLVMTypeRef t = LLVMTypeOf(x);
+    LLVMValueRef zero = ptc_ll_const(t, 0, 0), one = ptc_ll_const(t, 1, 1);
+    LLVMValueRef yz = LLVMBuildICmp(b, LLVMIntEQ, y, zero, "");
+    LLVMValueRef ys = LLVMBuildSelect(b, yz, one, y, "");
+    LLVMValueRef r;
+    if (is_unsigned) {
+        r = op == PTC_L_REMAINDER ? LLVMBuildURem(b, x, ys, "") : LLVMBuildUDiv(b, x, ys, "");
+    } else {
+        /* INT_MIN / -1 overflows: x * -1 wraps the same way */
+        LLVMValueRef m1 = LLVMBuildICmp(b, LLVMIntEQ, ys, ptc_ll_const(t, -1, -1), "");
+        LLVMValueRef ys2 = LLVMBuildSelect(b, m1, one, ys, "");
+        LLVMValueRef q = LLVMBuildSDiv(b, x, ys2, ""), rm = LLVMBuildSRem(b, x, ys2, "");
+        q = LLVMBuildSelect(b, m1, LLVMBuildNeg(b, x, ""), q, "");
+        rm = LLVMBuildSelect(b, m1, zero, rm, "");
+        /* floor adjustments when signs differ and the remainder is non-zero */
+        LLVMValueRef nz = LLVMBuildICmp(b, LLVMIntNE, rm, zero, "");
+        LLVMValueRef diff = LLVMBuildICmp(b, LLVMIntSLT, LLVMBuildXor(b, rm, ys, ""), zero, "");
+        LLVMValueRef adj = LLVMBuildAnd(b, nz, diff, "");
+        if (op == PTC_L_DIV)
+            r = q; /* prims.div on integers truncates */
+        else if (op == PTC_L_FLOOR_DIVIDE)
+            r = LLVMBuildSub(b, q, LLVMBuildZExt(b, adj, LLVMTypeOf(q), ""), "");
+        else
+            r = LLVMBuildSelect(b, adj, LLVMBuildAdd(b, rm, ys, ""), rm, "");
+    }
+    return LLVMBuildSelect(b, yz, zero, r, "");
+}
+
+LLVMValueRef ptc_ll_float_floordiv_rem(LLVMModuleRef m, LLVMBuilderRef b, int op, LLVMValueRef x,
+                                       LLVMValueRef y, LLVMValueRef mod)
+{
+    /* torch: mod = fmod(a, b); if mod != 0 and (b < 0) != (mod < 0): mod += b;
+     * floor_divide: div = (a - mod) / b, floored and nudged like torch's
+     * div_floor_floating */
+    LLVMTypeRef t = LLVMTypeOf(x);
+    LLVMValueRef zero = ptc_ll_const(t, 0, 0), one = ptc_ll_const(t, 1, 1);
+    LLVMValueRef diff = LLVMBuildXor(b, LLVMBuildFCmp(b, LLVMRealOLT, y, zero, ""),
+                                     LLVMBuildFCmp(b, LLVMRealOLT, mod, zero, ""), "");
+    LLVMValueRef adj = LLVMBuildAnd(b, LLVMBuildFCmp(b, LLVMRealONE, mod, zero, ""), diff, "");
+    if (op == PTC_L_REMAINDER)
+        return LLVMBuildSelect(b, adj, LLVMBuildFAdd(b, mod, y, ""), mod, "");
+    LLVMValueRef div = LLVMBuildFDiv(b, LLVMBuildFSub(b, x, mod, ""), y, "");
+    div = LLVMBuildSelect(b, adj, LLVMBuildFSub(b, div, one, ""), div, "");
+    LLVMValueRef fl = call1(m, b, "llvm.floor", div);
+    LLVMValueRef half = ptc_ll_const(t, 0.5, 0);
+    LLVMValueRef up = LLVMBuildFCmp(b, LLVMRealOGT, LLVMBuildFSub(b, div, fl, ""), half, "");
+    fl = LLVMBuildSelect(b, up, LLVMBuildFAdd(b, fl, one, ""), fl, "");
+    /* div == 0: copysign(0, a / b) */
+    LLVMValueRef q = LLVMBuildFDiv(b, x, y, "");
+    LLVMValueRef cs[2] = {zero, q};
+    LLVMValueRef z = ptc_ll_intrinsic(m, b, "llvm.copysign", &t, 1, cs, 2);
+    LLVMValueRef divz = LLVMBuildFCmp(b, LLVMRealOEQ, div, zero, "");
+    LLVMValueRef r = LLVMBuildSelect(b, divz, z, fl, "");
+    /* b == 0: a / b (inf or nan) */
+    LLVMValueRef y0 = LLVMBuildFCmp(b, LLVMRealOEQ, y, zero, "");
+    return LLVMBuildSelect(b, y0, q, r, "");
+}
+
+LLVMValueRef ptc_ll_compare(LLVMBuilderRef b, int op, ptc_dtype dt, LLVMValueRef x, LLVMValueRef y)
+{
+    if (ptc_dtype_is_float(dt)) {
+        static const LLVMRealPredicate fp[] = {LLVMRealOEQ, LLVMRealUNE, LLVMRealOLT,
+                                               LLVMRealOLE, LLVMRealOGT, LLVMRealOGE};
+        return LLVMBuildFCmp(b, fp[op - PTC_L_EQ], x, y, "");
+    }
+    static const LLVMIntPredicate sp[] = {LLVMIntEQ,  LLVMIntNE,  LLVMIntSLT,
+                                          LLVMIntSLE, LLVMIntSGT, LLVMIntSGE};
+    static const LLVMIntPredicate up[] = {LLVMIntEQ,  LLVMIntNE,  LLVMIntULT,
+                                          LLVMIntULE, LLVMIntUGT, LLVMIntUGE};
+    return LLVMBuildICmp(b, is_unsigned(dt) ? up[op - PTC_L_EQ] : sp[op - PTC_L_EQ], x, y, "");
+}
+
+LLVMValueRef ptc_ll_minmax(LLVMBuilderRef b, bool max, ptc_dtype dt, LLVMValueRef x, LLVMValueRef y)
+{
+    if (ptc_dtype_is_float(dt)) {
+        LLVMValueRef better = LLVMBuildFCmp(b, max ? LLVMRealOGT : LLVMRealOLT, x, y, "");
+        LLVMValueRef r = LLVMBuildSelect(b, better, x, y, "");
+        return LLVMBuildSelect(b, ptc_ll_isnan(b, x), x, r, "");
+    }
+    LLVMIntPredicate p =
+        is_unsigned(dt) ? (max ? LLVMIntUGT : LLVMIntULT) : (max ? LLVMIntSGT : LLVMIntSLT);
+    return LLVMBuildSelect(b, LLVMBuildICmp(b, p, x, y, ""), x, y, "");
+}
+
+LLVMValueRef ptc_ll_pow_const(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x, double e)
+{
+    if (e == 1)
+        return x;
+    if (e == 2)
+        return LLVMBuildFMul(b, x, x, "");
+    if (e == 3)
+        return LLVMBuildFMul(b, LLVMBuildFMul(b, x, x, ""), x, "");
+    if (e == 0.5)
+        return call1(m, b, "llvm.sqrt", x);
+    if (e == -1)
+        return LLVMBuildFDiv(b, ptc_ll_const(LLVMTypeOf(x), 1, 1), x, "");
+    return NULL;
+}

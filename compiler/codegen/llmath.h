@@ -1,0 +1,40 @@
+/* LLVM IR for the arithmetic the CPU and CUDA code generators share
+ * (llmath.c): integer division and remainder without traps, torch's
+ * floating floor division and remainder, comparisons, NaN-propagating
+ * min/max, small constant powers, intrinsic calls. Everything works on
+ * scalars and vectors alike: types come from the operands and constants are
+ * splatted to their width. What differs between the targets stays with
+ * each generator (fmod, general pow, loads and stores, loops).
+ */
+#ifndef PTC_CODEGEN_LLMATH_H
+#define PTC_CODEGEN_LLMATH_H
+
+#include "lower/lower.h"
+
+#include <llvm-c/Core.h>
+#include <stdbool.h>
+
+/* A constant of type t (scalar or vector): f for floats, i for integers. */
+LLVMValueRef ptc_ll_const(LLVMTypeRef t, double f, int64_t i);
+/* A call of the intrinsic `name` overloaded on over[0..nover). */
+LLVMValueRef ptc_ll_intrinsic(LLVMModuleRef m, LLVMBuilderRef b, const char *name,
+                              LLVMTypeRef *over, int nover, LLVMValueRef *args, int nargs);
+LLVMValueRef ptc_ll_isnan(LLVMBuilderRef b, LLVMValueRef x);
+/* PTC_L_DIV (truncating), PTC_L_FLOOR_DIVIDE or PTC_L_REMAINDER on integers;
+ * a zero divisor gives 0. */
+LLVMValueRef ptc_ll_int_divmod(LLVMBuilderRef b, int op, bool is_unsigned, LLVMValueRef x,
+                               LLVMValueRef y);
+/* PTC_L_FLOOR_DIVIDE or PTC_L_REMAINDER on floats as torch computes them,
+ * given mod = fmod(x, y) (the target's own). */
+LLVMValueRef ptc_ll_float_floordiv_rem(LLVMModuleRef m, LLVMBuilderRef b, int op, LLVMValueRef x,
+                                       LLVMValueRef y, LLVMValueRef mod);
+/* PTC_L_EQ .. PTC_L_GE in dtype dt (i1 results). */
+LLVMValueRef ptc_ll_compare(LLVMBuilderRef b, int op, ptc_dtype dt, LLVMValueRef x, LLVMValueRef y);
+/* maximum / minimum: a NaN in x propagates (as torch's). */
+LLVMValueRef ptc_ll_minmax(LLVMBuilderRef b, bool max, ptc_dtype dt, LLVMValueRef x,
+                           LLVMValueRef y);
+/* x ** e for the exponents with an exact short form (1, 2, 3, 0.5, -1) on
+ * floats, or NULL. */
+LLVMValueRef ptc_ll_pow_const(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x, double e);
+
+#endif
