@@ -8,6 +8,34 @@ static bool is_unsigned(ptc_dtype dt)
     return dt == PTC_U8 || dt == PTC_BOOL;
 }
 
+int ptc_ll_width(LLVMValueRef x)
+{
+    LLVMTypeRef t = LLVMTypeOf(x);
+    return LLVMGetTypeKind(t) == LLVMVectorTypeKind ? (int)LLVMGetVectorSize(t) : 1;
+}
+
+LLVMValueRef ptc_ll_splat(LLVMBuilderRef b, LLVMValueRef v, int w)
+{
+    if (w == 1 || ptc_ll_width(v) > 1)
+        return v;
+    LLVMTypeRef vt = LLVMVectorType(LLVMTypeOf(v), (unsigned)w);
+    LLVMTypeRef i32 = LLVMInt32TypeInContext(LLVMGetTypeContext(vt));
+    LLVMValueRef ins = LLVMBuildInsertElement(b, LLVMGetPoison(vt), v, LLVMConstInt(i32, 0, 0), "");
+    return LLVMBuildShuffleVector(b, ins, LLVMGetPoison(vt),
+                                  LLVMConstNull(LLVMVectorType(i32, (unsigned)w)), "");
+}
+
+LLVMValueRef ptc_ll_splat_const(LLVMValueRef k, int w)
+{
+    if (w == 1)
+        return k;
+    LLVMValueRef ks[64];
+    PTC_ASSERT(w <= 64);
+    for (int i = 0; i < w; i++)
+        ks[i] = k;
+    return LLVMConstVector(ks, (unsigned)w);
+}
+
 LLVMValueRef ptc_ll_const(LLVMTypeRef t, double f, int64_t i)
 {
     bool vec = LLVMGetTypeKind(t) == LLVMVectorTypeKind;
@@ -15,14 +43,7 @@ LLVMValueRef ptc_ll_const(LLVMTypeRef t, double f, int64_t i)
     LLVMValueRef k = LLVMGetTypeKind(e) == LLVMIntegerTypeKind
                          ? LLVMConstInt(e, (unsigned long long)i, 1)
                          : LLVMConstReal(e, f);
-    if (!vec)
-        return k;
-    unsigned n = LLVMGetVectorSize(t);
-    LLVMValueRef ks[64];
-    PTC_ASSERT(n <= 64);
-    for (unsigned j = 0; j < n; j++)
-        ks[j] = k;
-    return LLVMConstVector(ks, n);
+    return ptc_ll_splat_const(k, vec ? (int)LLVMGetVectorSize(t) : 1);
 }
 
 LLVMValueRef ptc_ll_intrinsic(LLVMModuleRef m, LLVMBuilderRef b, const char *name,

@@ -14,6 +14,12 @@
 #include <llvm-c/Core.h>
 #include <stdbool.h>
 
+/* Lanes of a value (1: scalar). */
+int ptc_ll_width(LLVMValueRef x);
+/* A scalar broadcast to w lanes (a vector or w == 1: itself). */
+LLVMValueRef ptc_ll_splat(LLVMBuilderRef b, LLVMValueRef v, int w);
+/* A scalar constant as a w-lane constant vector (w == 1: itself; w <= 64). */
+LLVMValueRef ptc_ll_splat_const(LLVMValueRef k, int w);
 /* A constant of type t (scalar or vector): f for floats, i for integers. */
 LLVMValueRef ptc_ll_const(LLVMTypeRef t, double f, int64_t i);
 /* A call of the intrinsic `name` overloaded on over[0..nover). */

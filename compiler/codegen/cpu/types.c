@@ -43,41 +43,24 @@ LLVMTypeRef cg_vec(cg *c, LLVMTypeRef t, int w)
 
 LLVMValueRef cg_splat(cg *c, LLVMValueRef v, int w)
 {
-    if (w == 1 || LLVMGetTypeKind(LLVMTypeOf(v)) == LLVMVectorTypeKind)
-        return v;
-    LLVMTypeRef vt = LLVMVectorType(LLVMTypeOf(v), (unsigned)w);
-    LLVMValueRef ins =
-        LLVMBuildInsertElement(c->b, LLVMGetPoison(vt), v, LLVMConstInt(c->i32, 0, 0), "");
-    return LLVMBuildShuffleVector(c->b, ins, LLVMGetPoison(vt),
-                                  LLVMConstNull(LLVMVectorType(c->i32, (unsigned)w)), "");
-}
-
-static LLVMValueRef splat_const(LLVMValueRef k, int w)
-{
-    if (w == 1)
-        return k;
-    LLVMValueRef ks[64];
-    for (int i = 0; i < w; i++)
-        ks[i] = k;
-    return LLVMConstVector(ks, (unsigned)w);
+    return ptc_ll_splat(c->b, v, w);
 }
 
 LLVMValueRef cg_const_f(cg *c, LLVMTypeRef t, double v, int w)
 {
     (void)c;
-    return splat_const(LLVMConstReal(t, v), w);
+    return ptc_ll_splat_const(LLVMConstReal(t, v), w);
 }
 
 LLVMValueRef cg_const_i(cg *c, LLVMTypeRef t, int64_t v, int w)
 {
     (void)c;
-    return splat_const(LLVMConstInt(t, (unsigned long long)v, 1), w);
+    return ptc_ll_splat_const(LLVMConstInt(t, (unsigned long long)v, 1), w);
 }
 
 int cg_width(LLVMValueRef x)
 {
-    LLVMTypeRef t = LLVMTypeOf(x);
-    return LLVMGetTypeKind(t) == LLVMVectorTypeKind ? (int)LLVMGetVectorSize(t) : 1;
+    return ptc_ll_width(x);
 }
 
 LLVMValueRef cg_call_intrinsic(cg *c, const char *name, LLVMTypeRef *over, int nover,

@@ -68,40 +68,22 @@ LLVMTypeRef g_vec(gcg *c, LLVMTypeRef t, int w)
 
 int g_width(LLVMValueRef x)
 {
-    LLVMTypeRef t = LLVMTypeOf(x);
-    return LLVMGetTypeKind(t) == LLVMVectorTypeKind ? (int)LLVMGetVectorSize(t) : 1;
+    return ptc_ll_width(x);
 }
 
 LLVMValueRef g_splat(gcg *c, LLVMValueRef v, int w)
 {
-    if (w == 1 || g_width(v) > 1)
-        return v;
-    LLVMTypeRef vt = LLVMVectorType(LLVMTypeOf(v), (unsigned)w);
-    LLVMValueRef ins =
-        LLVMBuildInsertElement(c->b, LLVMGetPoison(vt), v, LLVMConstInt(c->i32, 0, 0), "");
-    return LLVMBuildShuffleVector(c->b, ins, LLVMGetPoison(vt),
-                                  LLVMConstNull(LLVMVectorType(c->i32, (unsigned)w)), "");
-}
-
-static LLVMValueRef splat_const(LLVMValueRef k, int w)
-{
-    if (w == 1)
-        return k;
-    LLVMValueRef ks[16];
-    PTC_ASSERT(w <= 16);
-    for (int i = 0; i < w; i++)
-        ks[i] = k;
-    return LLVMConstVector(ks, (unsigned)w);
+    return ptc_ll_splat(c->b, v, w);
 }
 
 LLVMValueRef g_const_f(LLVMTypeRef t, double v, int w)
 {
-    return splat_const(LLVMConstReal(t, v), w);
+    return ptc_ll_splat_const(LLVMConstReal(t, v), w);
 }
 
 LLVMValueRef g_const_i(LLVMTypeRef t, int64_t v, int w)
 {
-    return splat_const(LLVMConstInt(t, (unsigned long long)v, 1), w);
+    return ptc_ll_splat_const(LLVMConstInt(t, (unsigned long long)v, 1), w);
 }
 
 static bool is_float(ptc_dtype dt)
