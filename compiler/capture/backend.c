@@ -119,26 +119,6 @@ struct cap_backend_state {
     void *program;               /* CAP_BACKEND_PTC: the runtime's ptc_program */
 };
 
-static PyObject *arg_obj(const ptc_arg *a)
-{
-    switch (a->kind) {
-    case PTC_ARG_NONE: return Py_NewRef(Py_None);
-    case PTC_ARG_INT: return PyLong_FromLongLong(a->i.value);
-    case PTC_ARG_INTS: {
-        PyObject *l = PyList_New(a->is.n);
-        for (int i = 0; l && i < a->is.n; i++)
-            PyList_SetItem(l, i, PyLong_FromLongLong(a->is.d[i].value));
-        return l;
-    }
-    case PTC_ARG_FLOAT: return PyFloat_FromDouble(a->f);
-    case PTC_ARG_BOOL: return Py_NewRef(a->b ? Py_True : Py_False);
-    case PTC_ARG_STR: return PyUnicode_FromString(a->s);
-    case PTC_ARG_DTYPE: return Py_NewRef(cap_dtype_obj(a->dt));
-    case PTC_ARG_DEVICE: return cap_device_obj(a->dev);
-    }
-    return NULL;
-}
-
 static int set_earg(earg *e, const ptc_arg *a)
 {
     memset(e, 0, sizeof *e);
@@ -153,7 +133,7 @@ static int set_earg(earg *e, const ptc_arg *a)
             e->ids[i] = a->vs.v[i] ? a->vs.v[i]->id : -1;
     } else {
         e->kind = EA_CONST;
-        if (!(e->obj = arg_obj(a)))
+        if (!(e->obj = cap_arg_obj(a)))
             return -1;
     }
     return 0;

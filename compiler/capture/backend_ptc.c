@@ -189,24 +189,6 @@ static PyObject *cached_view(const ptc_tensor *t)
     return v;
 }
 
-static PyObject *arg_value(const ptc_arg *a)
-{
-    switch (a->kind) {
-    case PTC_ARG_NONE: return Py_NewRef(Py_None);
-    case PTC_ARG_INT: return PyLong_FromLongLong(a->i.value);
-    case PTC_ARG_INTS: {
-        PyObject *l = PyList_New(a->is.n);
-        for (int i = 0; l && i < a->is.n; i++)
-            PyList_SetItem(l, i, PyLong_FromLongLong(a->is.d[i].value));
-        return l;
-    }
-    case PTC_ARG_FLOAT: return PyFloat_FromDouble(a->f);
-    case PTC_ARG_BOOL: return Py_NewRef(a->b ? Py_True : Py_False);
-    case PTC_ARG_STR: return PyUnicode_FromString(a->s);
-    default: return Py_NewRef(Py_None);
-    }
-}
-
 static const char *extern_fn(ptc_op op)
 {
     switch (op) {
@@ -263,7 +245,7 @@ static PyObject *call_extern(const ptc_node *node, const ptc_tensor *const *inpu
             ti++;
             v = t ? cached_view(t) : Py_NewRef(Py_None);
         } else {
-            v = arg_value(&node->args[i]);
+            v = cap_arg_obj(&node->args[i]);
         }
         if (!v)
             goto done;

@@ -39,6 +39,8 @@ PyObject *cap_dtype_obj(ptc_dtype dt);            /* borrowed torch.dtype */
 int cap_dtype_from_obj(PyObject *o);              /* ptc dtype or -1 */
 PyObject *cap_device_obj(ptc_device d);           /* new torch.device */
 int cap_device_from_obj(PyObject *o, ptc_device *out); /* torch.device / str / int */
+/* A graph attribute as the Python value torch's op takes (new reference). */
+PyObject *cap_arg_obj(const ptc_arg *a);
 /* Reads a real tensor's metadata (Python attribute access). */
 int cap_tmeta_read(PyObject *t, cap_tmeta *m);
 /* Does t match m? (*why gets the first difference when not.) */

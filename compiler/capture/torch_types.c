@@ -164,6 +164,33 @@ PyObject *cap_device_obj(ptc_device d)
     return PyObject_CallFunction(cap_T.device_type, "si", "cuda", (int)d.index);
 }
 
+PyObject *cap_arg_obj(const ptc_arg *a)
+{
+    switch (a->kind) {
+    case PTC_ARG_NONE:
+        return Py_NewRef(Py_None);
+    case PTC_ARG_INT:
+        return PyLong_FromLongLong(a->i.value);
+    case PTC_ARG_INTS: {
+        PyObject *l = PyList_New(a->is.n);
+        for (int i = 0; l && i < a->is.n; i++)
+            PyList_SetItem(l, i, PyLong_FromLongLong(a->is.d[i].value));
+        return l;
+    }
+    case PTC_ARG_FLOAT:
+        return PyFloat_FromDouble(a->f);
+    case PTC_ARG_BOOL:
+        return Py_NewRef(a->b ? Py_True : Py_False);
+    case PTC_ARG_STR:
+        return PyUnicode_FromString(a->s);
+    case PTC_ARG_DTYPE:
+        return Py_NewRef(cap_dtype_obj(a->dt));
+    case PTC_ARG_DEVICE:
+        return cap_device_obj(a->dev);
+    }
+    return NULL;
+}
+
 int cap_device_from_obj(PyObject *o, ptc_device *out)
 {
     if (PyUnicode_Check(o))
