@@ -108,6 +108,7 @@ struct cap_entry {
     uint8_t *node_grad;      /* per node id: grad mode */
     cap_backend backend;     /* what runs the graph */
     bool autograd_fallback;  /* gradients needed: ran through torch ops */
+    bool broken;             /* its recipes failed once: its position runs eagerly */
     cap_backend_state *bstate;
     /* After the graph. */
     int nrecipes;

@@ -82,12 +82,48 @@ static int state_frames(cap_interp *S, cap_frame **frames, int max)
 typedef struct segment_result {
     int rc;          /* CAP_DONE (result), CAP_STOP (new state in S), CAP_ERR */
     PyObject *result;
+    bool intact; /* CAP_ERR before anything of the segment took effect: S can run for real */
 } segment_result;
 
 static void set_grad(bool on)
 {
     if (cap_set_grad_enabled(on) < 0)
         PyErr_Clear();
+}
+
+/* Rebuilding the values after the graph failed (an object whose __new__
+ * wants arguments, say). Nothing of the segment took effect yet (effects
+ * come after the recipes): the grad and autocast modes go back, the error
+ * becomes an internal one naming the cause, and the entry is marked so
+ * that its position runs eagerly from now on. */
+static void recipes_failed(cap_entry *e)
+{
+    PyObject *type, *val, *tb;
+    PyErr_Fetch(&type, &val, &tb);
+    if (e->grad_end != e->grad_start)
+        set_grad(e->grad_start);
+    if (e->amp_end != e->amp_start) {
+        cap_amp a = cap_amp_unpack(e->amp_start);
+        if (cap_amp_write(&a) < 0)
+            PyErr_Clear();
+    }
+    bool internal = type && PyErr_GivenExceptionMatches(type, cap_InternalError);
+    PyObject *msg = val ? PyObject_Str(val) : NULL;
+    const char *m = msg ? PyUnicode_AsUTF8(msg) : NULL;
+    PyErr_Clear();
+    if (internal && val) {
+        PyErr_Restore(type, val, tb);
+        type = val = tb = NULL;
+    } else {
+        PyErr_Format(cap_InternalError,
+                     "ptc: cannot rebuild the values live after the graph: %s: %s",
+                     type ? cap_tpname((PyTypeObject *)type) : "error", m ? m : "");
+    }
+    Py_XDECREF(msg);
+    Py_XDECREF(type);
+    Py_XDECREF(val);
+    Py_XDECREF(tb);
+    e->broken = true;
 }
 
 /* Runs entry e on the state in S (its guards passed with vals). On a break,
@@ -115,7 +151,12 @@ static segment_result run_entry(cap_compiled *c, cap_entry *e, cap_interp *S, Py
         if (cap_amp_write(&a) < 0)
             goto done;
     }
-    if (cap_entry_run_recipes(e, vals, outs, rv) < 0 || cap_entry_run_effects(e, rv) < 0)
+    if (cap_entry_run_recipes(e, vals, outs, rv) < 0) {
+        recipes_failed(e);
+        r.intact = true;
+        goto done;
+    }
+    if (cap_entry_run_effects(e, rv) < 0)
         goto done;
     if (e->end == CAP_END_RETURN) {
         r.rc = CAP_DONE;
@@ -569,6 +610,12 @@ static cap_entry *lookup(cap_compiled *c, cap_interp *S, valbuf *b, bool *eager)
         int ok = check(e, frames, nf, b, &failed);
         if (ok < 0)
             return NULL;
+        if (ok && e->broken) { /* its recipes failed: this position runs for real */
+            cap_entry_release_vals(e, b->vals, b->owned);
+            p->eager = true;
+            *eager = true;
+            return NULL;
+        }
         if (ok)
             return e;
         if (e == p->head) { /* most recent: its failure is the recompile reason */
@@ -682,9 +729,12 @@ static PyObject *drive(cap_compiled *c, cap_interp *S, PyObject *fn, PyObject *a
             return r.result;
         }
         if (r.rc != CAP_STOP) {
-            bool redo = first && recoverable(c, S->base->code->qualname_s);
+            /* Until the first segment finished nothing of the call ran for
+               real; a segment that failed before taking effect leaves S as
+               it was: either way the call can go on eagerly. */
+            bool redo = (first || r.intact) && recoverable(c, S->base->code->qualname_s);
             valbuf_free(&b);
-            return redo ? run_eagerly(S, true, fn, args, kwargs, k != NULL) : NULL;
+            return redo ? run_eagerly(S, first, fn, args, kwargs, k != NULL) : NULL;
         }
         first = false;
     }

@@ -384,3 +384,47 @@ def test_unrebuildable_object_runs_the_frame_eagerly(fn):
         compiled = check_like_eager(fn, x, calls=2)
     why = [e["why"] for e in events(compiled) if e["kind"] == "untraceable"]
     assert why and "state is not in its __dict__" in why[0], why
+
+
+class NeedsArgs:
+    """A recipe rebuilds objects through cls.__new__(cls): this one refuses."""
+
+    def __new__(cls, v):
+        return super().__new__(cls)
+
+    def __init__(self, v):
+        self.v = v
+
+
+def rebuild_fails_in_the_first_segment(x):
+    s = NeedsArgs(2.0)
+    y = brk(x + 1)
+    return y * s.v
+
+
+def rebuild_fails_after_a_break(x):
+    print("before")  # ran for real: the call cannot restart from its arguments
+    s = NeedsArgs(3.0)
+    y = brk(x + 1)
+    print("after")
+    return y * s.v
+
+
+@pytest.mark.parametrize("fn", [rebuild_fails_in_the_first_segment, rebuild_fails_after_a_break],
+                         ids=lambda f: f.__name__)
+def test_a_failed_rebuild_runs_the_rest_eagerly(fn):
+    """Before: the TypeError from __new__ reached the caller on every call.
+    Now the call goes on eagerly from the state at the segment's start (side
+    effects once each, in order), with one warning, and the position runs
+    eagerly from then on."""
+    x = torch.randn(4, 8).abs()
+    compiled = ptc.compile(fn, backend="eager")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got, want = run(compiled, x, 3), run(fn, x, 3)
+    for (y, text), (ey, etext) in zip(got, want):
+        assert torch.allclose(y, ey) and text == etext, (text, etext)
+    msgs = [str(w.message) for w in caught if "ptc" in str(w.message)]
+    assert len(msgs) == 1 and "cannot rebuild" in msgs[0] and "NeedsArgs.__new__" in msgs[0], msgs
+    fallbacks = [e for e in events(compiled) if e["kind"] == "fallback"]
+    assert len(fallbacks) == 1, fallbacks
