@@ -36,6 +36,20 @@ LLVMValueRef ptc_ll_splat_const(LLVMValueRef k, int w)
     return LLVMConstVector(ks, (unsigned)w);
 }
 
+LLVMValueRef ptc_ll_alloca(LLVMBuilderRef b, LLVMBasicBlockRef entry, LLVMTypeRef t,
+                           const char *name)
+{
+    LLVMBasicBlockRef cur = LLVMGetInsertBlock(b);
+    LLVMValueRef first = LLVMGetFirstInstruction(entry);
+    if (first)
+        LLVMPositionBuilderBefore(b, first);
+    else
+        LLVMPositionBuilderAtEnd(b, entry);
+    LLVMValueRef a = LLVMBuildAlloca(b, t, name);
+    LLVMPositionBuilderAtEnd(b, cur);
+    return a;
+}
+
 LLVMValueRef ptc_ll_const(LLVMTypeRef t, double f, int64_t i)
 {
     bool vec = LLVMGetTypeKind(t) == LLVMVectorTypeKind;

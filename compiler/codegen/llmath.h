@@ -20,6 +20,10 @@ int ptc_ll_width(LLVMValueRef x);
 LLVMValueRef ptc_ll_splat(LLVMBuilderRef b, LLVMValueRef v, int w);
 /* A scalar constant as a w-lane constant vector (w == 1: itself; w <= 64). */
 LLVMValueRef ptc_ll_splat_const(LLVMValueRef k, int w);
+/* An alloca of t at the top of block entry (where LLVM promotes it to a
+ * register); the builder goes back to where it was. */
+LLVMValueRef ptc_ll_alloca(LLVMBuilderRef b, LLVMBasicBlockRef entry, LLVMTypeRef t,
+                           const char *name);
 /* A constant of type t (scalar or vector): f for floats, i for integers. */
 LLVMValueRef ptc_ll_const(LLVMTypeRef t, double f, int64_t i);
 /* A call of the intrinsic `name` overloaded on over[0..nover). */

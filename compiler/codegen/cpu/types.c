@@ -93,13 +93,5 @@ LLVMValueRef cg_libm(cg *c, const char *name, LLVMTypeRef scalar, LLVMValueRef *
 
 LLVMValueRef cg_alloca(cg *c, LLVMTypeRef t, const char *name)
 {
-    LLVMBasicBlockRef cur = LLVMGetInsertBlock(c->b);
-    LLVMValueRef first = LLVMGetFirstInstruction(c->entry);
-    if (first)
-        LLVMPositionBuilderBefore(c->b, first);
-    else
-        LLVMPositionBuilderAtEnd(c->b, c->entry);
-    LLVMValueRef a = LLVMBuildAlloca(c->b, t, name);
-    LLVMPositionBuilderAtEnd(c->b, cur);
-    return a;
+    return ptc_ll_alloca(c->b, c->entry, t, name);
 }

@@ -109,15 +109,7 @@ LLVMValueRef g_intrinsic(gcg *c, const char *name, LLVMTypeRef *over, int nover,
 
 LLVMValueRef g_alloca(gcg *c, LLVMTypeRef t, const char *name)
 {
-    LLVMBasicBlockRef cur = LLVMGetInsertBlock(c->b);
-    LLVMValueRef first = LLVMGetFirstInstruction(c->entry);
-    if (first)
-        LLVMPositionBuilderBefore(c->b, first);
-    else
-        LLVMPositionBuilderAtEnd(c->b, c->entry);
-    LLVMValueRef a = LLVMBuildAlloca(c->b, t, name);
-    LLVMPositionBuilderAtEnd(c->b, cur);
-    return a;
+    return ptc_ll_alloca(c->b, c->entry, t, name);
 }
 
 /* ---- sizes and index expressions ---------------------------------------------- */
