@@ -741,41 +741,29 @@ int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **va
         }
         for (; gi < e->nguards && e->guards[gi].src <= i; gi++) {
             const cap_guard *g = &e->guards[gi];
+            PyObject *v = g->src >= 0 ? vals[g->src] : NULL;
+            bool pass;
             if (trust && trust[e->nsrc + gi] == TRUST_SKIP)
                 continue; /* implied by the kept value and the epoch */
-            if (g->kind == CAP_G_CLASSATTR && e->clsmemo && vals[g->src]) {
-                if (class_attr_ok(g, vals[g->src], &e->clsmemo[gi],
-                                  trust && trust[e->nsrc + gi] == TRUST_UNSHADOWED,
-                                  e->dcache ? &e->dcache[g->src] : NULL))
-                    continue;
-                *failed = gi;
-                for (int k = i + 1; k < e->nsrc; k++)
-                    vals[k] = NULL, owned[k] = false;
-                return 0;
-            }
-            if (g->kind == CAP_G_TENSOR && e->param_seen && module_tensor(e, g) && vals[g->src]) {
+            if (g->kind == CAP_G_CLASSATTR && e->clsmemo && v) {
+                pass = class_attr_ok(g, v, &e->clsmemo[gi],
+                                     trust && trust[e->nsrc + gi] == TRUST_UNSHADOWED,
+                                     e->dcache ? &e->dcache[g->src] : NULL);
+            } else if (g->kind == CAP_G_TENSOR && e->param_seen && module_tensor(e, g) && v) {
                 PyObject **seen = &e->param_seen[gi];
-                if (*seen == vals[g->src])
-                    continue;
-                if (!check_guard(g, vals[g->src], NULL, NULL)) {
-                    *failed = gi;
-                    for (int k = i + 1; k < e->nsrc; k++)
-                        vals[k] = NULL, owned[k] = false;
-                    return 0;
-                }
-                Py_XSETREF(*seen, Py_NewRef(vals[g->src]));
-                continue;
-            }
-            if (batch && g->kind == CAP_G_TENSOR && vals[g->src])
+                pass = *seen == v || check_guard(g, v, NULL, NULL);
+                if (pass && *seen != v)
+                    Py_XSETREF(*seen, Py_NewRef(v));
+            } else if (batch && g->kind == CAP_G_TENSOR && v) {
                 continue; /* checked below, all at once */
-            if (g->src >= 0 && vals[g->src] == g->obj &&
-                (g->kind == CAP_G_ID || g->kind == CAP_G_EQ))
+            } else if (v && v == g->obj && (g->kind == CAP_G_ID || g->kind == CAP_G_EQ)) {
                 continue; /* the common case, without a call */
-            if (g->src < 0
-                    ? !check_global(g)
-                    : (!vals[g->src] ||
-                       !check_guard(g, vals[g->src], guard_hints ? &guard_hints[4 * gi] : NULL,
-                                    e->dcache ? &e->dcache[g->src] : NULL))) {
+            } else {
+                pass = g->src < 0 ? check_global(g)
+                                  : v && check_guard(g, v, guard_hints ? &guard_hints[4 * gi] : NULL,
+                                                     e->dcache ? &e->dcache[g->src] : NULL);
+            }
+            if (!pass) {
                 *failed = gi;
                 for (int k = i + 1; k < e->nsrc; k++)
                     vals[k] = NULL, owned[k] = false;
