@@ -623,8 +623,20 @@ int cap_entry_run_graph(cap_entry *e, PyObject **vals, PyObject **outputs)
         e->backend = CAP_BACKEND_EAGER;
         rc = cap_backend_run(e, inputs, outputs);
     }
-    if (amp_on && cap_amp_write(&amp) < 0)
-        rc = -1;
+    if (amp_on) {
+        /* the modes go back also when the graph failed, its error kept */
+        PyObject *t = NULL, *v = NULL, *tb = NULL;
+        if (rc < 0)
+            PyErr_Fetch(&t, &v, &tb);
+        if (cap_amp_write(&amp) < 0) {
+            rc = -1;
+            Py_XDECREF(t);
+            Py_XDECREF(v);
+            Py_XDECREF(tb);
+        } else if (t) {
+            PyErr_Restore(t, v, tb);
+        }
+    }
     if (inputs != stack)
         free(inputs);
     return rc;

@@ -501,8 +501,9 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
         if (prepared < 0) {
             char buf[1200];
             ptc_error_format(&err, buf, sizeof buf);
-            if (!e->bstate || !cap_backend_ready(e)) {
-                /* Not even torch ops can run this graph. */
+            if (!e->bstate || !cap_backend_ready(e) || cap_cfg.strict) {
+                /* Not even torch ops can run this graph, or strict mode
+                   wants the failure rather than torch ops. */
                 PyErr_Format(cap_InternalError, "ptc: cannot run the captured graph: %s", buf);
                 cap_report_compiled(e);
                 cap_entry_free(e);

@@ -314,6 +314,44 @@ def test_backend_failure_runs_torch_ops_with_a_warning(tmp_path):
     assert len(msgs) == 1 and "backend failed" in msgs[0] and "repro:" in msgs[0], msgs
 
 
+AUTOCAST_FAILURE = """
+import torch, ptc
+def f(x, w):
+    return torch.relu(x @ w) + 1
+c = ptc.compile(f)
+with torch.autocast("cpu", dtype=torch.bfloat16):
+    try:
+        c(torch.randn(4, 8), torch.randn(8, 3))
+        print("no error")
+    except Exception as e:
+        print("raised", type(e).__name__, str(e)[:300])
+    print("autocast on", torch.is_autocast_cpu_enabled())
+"""
+
+
+def test_strict_run_failure_under_autocast_raises_its_own_error():
+    """A graph that fails while running inside an autocast region raises its
+    own error, with the region's state back; restoring autocast with the
+    error pending once turned it into a SystemError."""
+    env = dict(os.environ, PTC_STRICT="1", PTC_INJECT="runtime:mm:error")
+    r = subprocess.run([sys.executable, "-c", AUTOCAST_FAILURE], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.splitlines()
+    assert out[0].startswith("raised InternalError") and "injected error in runtime of mm" in out[0], out
+    assert out[1] == "autocast on True", out
+
+
+def test_strict_backend_failure_raises():
+    """Under strict mode a backend that fails to compile a graph raises
+    instead of running the graph through torch ops."""
+    ptc.config.inject_failure = "backend"
+    ptc.config.strict = True
+    c = ptc.compile(f_add, backend="reference")
+    with pytest.raises(Exception, match="injected backend failure"):
+        c(torch.randn(2), torch.randn(2))
+
+
 # ---- the Python API ----------------------------------------------------------------------
 
 
