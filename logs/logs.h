@@ -39,7 +39,7 @@
     X(OUTPUT_CODE, "output_code", "generated LLVM IR / PTX")                    \
     X(PERF, "perf", "compile-time metrics per pass")                            \
     X(CACHE, "cache", "kernel cache hits, misses and rejects")                  \
-    X(RUNTIME, "runtime", "kernel launches and buffer plans")
+    X(RUNTIME, "runtime", "kernel launches, buffer plans and calls into torch")
 
 typedef enum {
 #define X(id, name, help) PTC_LOG_##id,

@@ -8,6 +8,7 @@
  */
 #include "exec.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -217,6 +218,92 @@ static void extern_error(ptc_error *err, const ptc_schema *s)
     Py_XDECREF(etb);
 }
 
+/* The layout torch's fast CUDA kernels want for input ti of node, given in
+ * t: 1 a contiguous copy, 2 a channels-last copy, 0 t as it is.
+ *   - scaled_dot_product_attention: the fused kernels (flash, memory
+ *     efficient, cudnn) refuse a mask whose last dimension has a stride other
+ *     than 1, a broadcast mask from an expand for one, and torch then takes
+ *     the math path: a dozen kernels in float32 instead of one.
+ *   - convolution: cudnn runs a depthwise convolution in 16-bit floats only
+ *     for channels-last input; for contiguous input torch uses its own
+ *     depthwise kernel, 3x slower on convnext's 7x7. Eager models get
+ *     channels-last input there from their permutes; ptc's buffers are
+ *     contiguous. */
+static int extern_layout(const ptc_node *node, int ti, const ptc_tensor *t)
+{
+    if (t->device.kind != PTC_DEV_CUDA || t->ndim < 1)
+        return 0;
+    if (node->op == PTC_OP_SDPA && ti == 3)
+        return t->strides[t->ndim - 1] != 1 && t->sizes[t->ndim - 1] > 1;
+    if (node->op == PTC_OP_CONVOLUTION && ti == 0 && t->ndim == 4 &&
+        (t->dtype == PTC_BF16 || t->dtype == PTC_F16)) {
+        const ptc_arg *groups = ptc_node_arg(node, "groups");
+        const ptc_arg *tr = ptc_node_arg(node, "transposed");
+        int64_t g = ptc_dim_is_static(groups->i) ? groups->i.value : 1, c = t->sizes[1];
+        bool depthwise = !tr->b && g > 1 && g == c;
+        bool channels_last = t->strides[1] == 1 && t->strides[3] == c;
+        return depthwise && !channels_last ? 2 : 0;
+    }
+    return 0;
+}
+
+/* t as a torch tensor, in the layout extern_layout asks for. */
+static PyObject *extern_input(const ptc_node *node, int ti, const ptc_tensor *t)
+{
+    static PyObject *channels_last;
+    PyObject *v = cached_view(t);
+    int layout = v ? extern_layout(node, ti, t) : 0;
+    if (!layout)
+        return v;
+    if (layout == 2 && !channels_last &&
+        !(channels_last = cap_import_path("torch.channels_last"))) {
+        Py_DECREF(v);
+        return NULL;
+    }
+    PyObject *r;
+    if (layout == 1) {
+        r = PyObject_CallMethod(v, "contiguous", NULL);
+    } else {
+        PyObject *meth = PyObject_GetAttrString(v, "contiguous"),
+                 *kw = Py_BuildValue("{s:O}", "memory_format", channels_last);
+        PyObject *noargs = PyTuple_New(0);
+        r = meth && kw && noargs ? PyObject_Call(meth, noargs, kw) : NULL;
+        Py_XDECREF(meth);
+        Py_XDECREF(kw);
+        Py_XDECREF(noargs);
+    }
+    Py_DECREF(v);
+    return r;
+}
+
+/* One debug line per extern call: the op and each input's dtype, sizes,
+ * strides and the alignment of its data (what decides torch's kernel). */
+static void log_extern(const ptc_schema *s, const ptc_tensor *const *inputs, int ninputs)
+{
+    char line[1024];
+    size_t n = (size_t)snprintf(line, sizeof line, "extern %s:", s->name);
+    for (int i = 0; i < ninputs && n < sizeof line; i++) {
+        const ptc_tensor *t = inputs[i];
+        if (!t) {
+            n += (size_t)snprintf(line + n, sizeof line - n, " None");
+            continue;
+        }
+        n += (size_t)snprintf(line + n, sizeof line - n, " %s[", ptc_dtype_name(t->dtype));
+        for (int d = 0; d < t->ndim && n < sizeof line; d++)
+            n += (size_t)snprintf(line + n, sizeof line - n, "%s%lld", d ? "," : "",
+                                  (long long)t->sizes[d]);
+        n += n < sizeof line ? (size_t)snprintf(line + n, sizeof line - n, "] strides (") : 0;
+        for (int d = 0; d < t->ndim && n < sizeof line; d++)
+            n += (size_t)snprintf(line + n, sizeof line - n, "%s%lld", d ? "," : "",
+                                  (long long)t->strides[d]);
+        uintptr_t p = (uintptr_t)t->data, al = p & -p;
+        if (n < sizeof line)
+            n += (size_t)snprintf(line + n, sizeof line - n, ") align %d",
+                                  al && al < 256 ? (int)al : 256);
+    }
+    ptc_log(PTC_LOG_RUNTIME, PTC_LOG_DEBUG, "%s", line);
+}
+
 /* node(inputs) through torch: the result (a new reference), written into
  * `into` directly when the op has an out= form and into is given. */
 static PyObject *call_extern(const ptc_node *node, const ptc_tensor *const *inputs, int ninputs,
@@ -243,7 +330,7 @@ static PyObject *call_extern(const ptc_node *node, const ptc_tensor *const *inpu
         if (tensor) {
             const ptc_tensor *t = ti < ninputs ? inputs[ti] : NULL;
             ti++;
-            v = t ? cached_view(t) : Py_NewRef(Py_None);
+            v = t ? extern_input(node, ti - 1, t) : Py_NewRef(Py_None);
         } else {
             v = cap_arg_obj(&node->args[i]);
         }
@@ -263,6 +350,8 @@ static PyObject *call_extern(const ptc_node *node, const ptc_tensor *const *inpu
             goto done;
         PyDict_SetItemString(kw, "out", into);
     }
+    if (ptc_log_on(PTC_LOG_RUNTIME, PTC_LOG_DEBUG))
+        log_extern(s, inputs, ninputs);
     res = PyObject_Call(fns[node->op], args, kw);
 done:
     Py_XDECREF(args);

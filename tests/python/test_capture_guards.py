@@ -352,6 +352,20 @@ def test_strict_backend_failure_raises():
         c(torch.randn(2), torch.randn(2))
 
 
+def test_runtime_log_names_each_extern_call():
+    """PTC_LOGS=+runtime writes one line per call into torch (an extern): its
+    inputs' dtypes, sizes, strides and alignment, what decides which of
+    torch's kernels runs."""
+    code = ("import torch, ptc\n"
+            "f = ptc.compile(lambda x, w: torch.relu(x @ w.t()))\n"
+            "f(torch.randn(8, 16), torch.randn(4, 16))\n")
+    env = dict(os.environ, PTC_LOGS="+runtime")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if "extern mm:" in ln]
+    assert lines and "f32[8,16] strides (16,1)" in lines[0] and "f32[16,4] strides (1,16)" in lines[0], r.stderr
+
+
 # ---- the Python API ----------------------------------------------------------------------
 
 

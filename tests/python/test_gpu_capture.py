@@ -61,7 +61,11 @@ def test_resnet18_cuda():
     torch.manual_seed(0)
     m = torchvision.models.resnet18().to(DEV)
     x = torch.randn(2, 3, 64, 64, device=DEV)
-    run_model("cuda.torchvision.resnet18", m, (x,))
+    # cudnn runs float32 convolutions in TF32 by default
+    # (torch.backends.cudnn.allow_tf32) and eager and ptc need not get the
+    # same algorithm (2.8e-4 apart on an H100): the fp32 GPU tolerance of
+    # test_gpu_models, 1e-3.
+    run_model("cuda.torchvision.resnet18", m, (x,), rtol=1e-3)
 
 
 def test_bert_cuda():
@@ -72,3 +76,56 @@ def test_bert_cuda():
     m = transformers.BertModel(cfg).to(DEV)
     ids = torch.randint(0, 1000, (2, 16), device=DEV)
     run_model("cuda.transformers.bert", m, (), {"input_ids": ids})
+
+
+def attend_expanded_mask(q, k, v, keep):
+    # a padding mask broadcast with expand, as Hugging Face builds it under
+    # compilation: its last dimension has stride 0
+    mask = (keep[None, None, :, None] >= 0).expand(q.shape[0], 1, q.shape[2], k.shape[2])
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, mask)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_attention_mask_takes_a_fused_kernel(dtype):
+    """torch's fused attention kernels refuse a mask whose last stride is
+    not 1 and fall back to the math path (a dozen kernels in float32); ptc
+    hands them a dense mask. With the math path disabled the call must still
+    run, where before it failed with "No available kernel"."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    g = torch.Generator(device=DEV).manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 64, 32, device=DEV, generator=g, dtype=dtype) for _ in range(3))
+    keep = torch.arange(64, device=DEV)
+    c = ptc.compile(attend_expanded_mask, backend="ptc")
+    ptc.config.strict = True
+    try:
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
+                          SDPBackend.CUDNN_ATTENTION]):
+            got = c(q, k, v, keep)
+    finally:
+        ptc.config.strict = False
+    want = attend_expanded_mask(q, k, v, keep)
+    tol = 1e-4 if dtype == torch.float32 else 2e-2
+    assert torch.allclose(got.float(), want.float(), rtol=tol, atol=tol)
+
+
+def test_depthwise_convolution_in_bf16_runs_on_cudnn():
+    """A 16-bit depthwise convolution gets channels-last input, so torch runs
+    cudnn's kernel rather than its own generic depthwise one (3x slower on
+    convnext's 7x7)."""
+    from torch.profiler import ProfilerActivity, profile
+    conv = torch.nn.Conv2d(64, 64, 7, padding=3, groups=64).to(DEV)
+    x = torch.randn(4, 64, 28, 28, device=DEV)
+
+    def block(x):
+        return conv(x * 2 + 1).relu()
+
+    c = ptc.compile(block, backend="ptc")
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        want = block(x)
+        got = c(x)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            c(x)
+            torch.cuda.synchronize()
+    names = [e.key for e in prof.key_averages()]
+    assert not [n for n in names if "conv_depthwise2d" in n], names
+    assert got.dtype == want.dtype and torch.allclose(got.float(), want.float(), rtol=2e-2, atol=2e-2)
