@@ -9,7 +9,12 @@
  * constant the prims have: views and conversions of a full are a full of the
  * new shape or dtype, arithmetic between fulls of f32/f64/integer dtypes is
  * computed here in the dtype's own precision, and identity views and
- * conversions disappear.
+ * conversions disappear. Integer and bool values also carry the range of
+ * their elements (iota, fulls, views, widening conversions, add and sub):
+ * a comparison that every element answers the same way is a full, and an
+ * attention mask that is a full True is no mask at all (Hugging Face builds
+ * `arange(L) >= 0` masks under compilation; torch's fused attention kernels
+ * run faster without one).
  */
 #include "passes/passes.h"
 
@@ -275,9 +280,153 @@ static bool fold_arith(ptc_op op, ptc_dtype dt, double a, double b, int64_t ia, 
     return false;
 }
 
-/* The replacement of n's output, or NULL. */
-static ptc_value *fold_node(ptc_graph *g, ptc_node *n, ptc_error *err)
+/* ---- element ranges of integer and bool values ---------------------------------------------- */
+
+typedef struct range {
+    bool known;
+    int64_t lo, hi;
+} range;
+
+static const int64_t RANGE_LIMIT = INT64_C(1) << 62; /* add and sub stay exact inside */
+
+static bool int_like(ptc_dtype dt)
 {
+    return dt == PTC_BOOL || ptc_dtype_is_int(dt);
+}
+
+static range range_of(const range *r, const ptc_value *v)
+{
+    range none = {false, 0, 0};
+    return v && int_like(v->type.dtype) ? r[v->id] : none;
+}
+
+static bool dtype_holds(ptc_dtype dt, int64_t lo, int64_t hi)
+{
+    uint8_t tmp[8];
+    ptc_store_i64(tmp, dt, lo);
+    if (ptc_load_i64(tmp, dt) != lo)
+        return false;
+    ptc_store_i64(tmp, dt, hi);
+    return ptc_load_i64(tmp, dt) == hi;
+}
+
+/* The range of n's output from its arguments' (known = false: unknown). */
+static range node_range(const range *r, const ptc_node *n)
+{
+    range out = {false, 0, 0};
+    if (n->nout != 1 || !int_like(n->outs[0]->type.dtype))
+        return out;
+    ptc_dtype dt = n->outs[0]->type.dtype;
+    const ptc_value *a = n->nargs > 0 && n->args[0].kind == PTC_ARG_VALUE ? n->args[0].v : NULL;
+    const ptc_value *b = n->nargs > 1 && n->args[1].kind == PTC_ARG_VALUE ? n->args[1].v : NULL;
+    range x = range_of(r, a), y = range_of(r, b);
+    switch (n->op) {
+    case PTC_OP_PRIMS_FULL: {
+        double fv;
+        int64_t iv;
+        if (ptc_dtype_is_float(dt) || !full_value(n, &fv, &iv))
+            return out;
+        return (range){true, iv, iv};
+    }
+    case PTC_OP_PRIMS_IOTA: {
+        const ptc_arg *len = find_arg(n, "length"), *st = find_arg(n, "start"),
+                      *sp = find_arg(n, "step");
+        if (!ptc_dim_is_static(len->i) || !ptc_dim_is_static(st->i) || !ptc_dim_is_static(sp->i) ||
+            len->i.value < 1)
+            return out;
+        int64_t first = st->i.value, step = sp->i.value, n1 = len->i.value - 1;
+        if (first <= -RANGE_LIMIT || first >= RANGE_LIMIT || step <= -RANGE_LIMIT / 4 ||
+            step >= RANGE_LIMIT / 4 || n1 >= RANGE_LIMIT / 4)
+            return out;
+        double last = (double)first + (double)step * (double)n1;
+        if (last <= -(double)RANGE_LIMIT || last >= (double)RANGE_LIMIT)
+            return out;
+        int64_t l = first + step * n1;
+        out = (range){true, first < l ? first : l, first < l ? l : first};
+        break;
+    }
+    case PTC_OP_PRIMS_BROADCAST_IN_DIM:
+    case PTC_OP_PRIMS_RESHAPE:
+    case PTC_OP_PRIMS_SLICE:
+    case PTC_OP_PRIMS_PERMUTE:
+    case PTC_OP_PRIMS_CONVERT_ELEMENT_TYPE:
+        out = x;
+        break;
+    case PTC_OP_PRIMS_ADD:
+    case PTC_OP_PRIMS_SUB:
+        if (!x.known || !y.known || x.lo <= -RANGE_LIMIT || x.hi >= RANGE_LIMIT ||
+            y.lo <= -RANGE_LIMIT || y.hi >= RANGE_LIMIT || dt == PTC_BOOL)
+            return out;
+        out = n->op == PTC_OP_PRIMS_ADD ? (range){true, x.lo + y.lo, x.hi + y.hi}
+                                        : (range){true, x.lo - y.hi, x.hi - y.lo};
+        break;
+    default:
+        return out;
+    }
+    /* a value that does not fit the output dtype wraps: unknown */
+    if (out.known && !dtype_holds(dt, out.lo, out.hi))
+        out.known = false;
+    return out;
+}
+
+/* 1 / 0 when every element of the comparison n is true / false, else -1. */
+static int decided_compare(const range *r, const ptc_node *n)
+{
+    if (n->nargs < 2 || n->args[0].kind != PTC_ARG_VALUE || n->args[1].kind != PTC_ARG_VALUE)
+        return -1;
+    range x = range_of(r, n->args[0].v), y = range_of(r, n->args[1].v);
+    if (!x.known || !y.known)
+        return -1;
+    switch (n->op) {
+    case PTC_OP_PRIMS_GE:
+        return x.lo >= y.hi ? 1 : x.hi < y.lo ? 0 : -1;
+    case PTC_OP_PRIMS_GT:
+        return x.lo > y.hi ? 1 : x.hi <= y.lo ? 0 : -1;
+    case PTC_OP_PRIMS_LE:
+        return x.hi <= y.lo ? 1 : x.lo > y.hi ? 0 : -1;
+    case PTC_OP_PRIMS_LT:
+        return x.hi < y.lo ? 1 : x.lo >= y.hi ? 0 : -1;
+    case PTC_OP_PRIMS_EQ:
+        return x.lo == x.hi && y.lo == y.hi && x.lo == y.lo ? 1
+               : x.hi < y.lo || y.hi < x.lo                 ? 0
+                                                            : -1;
+    case PTC_OP_PRIMS_NE:
+        return x.lo == x.hi && y.lo == y.hi && x.lo == y.lo ? 0
+               : x.hi < y.lo || y.hi < x.lo                 ? 1
+                                                            : -1;
+    default:
+        return -1;
+    }
+}
+
+/* An attention mask that is a full True (bool) or 0 (added to the scores)
+ * changes nothing: the node loses it. */
+static bool drop_neutral_mask(ptc_node *n)
+{
+    if (n->op != PTC_OP_SDPA)
+        return false;
+    int i = ptc_param_index(n->op, "attn_mask");
+    if (i < 0 || i >= n->nargs || n->args[i].kind != PTC_ARG_VALUE)
+        return false;
+    const ptc_node *f = full_def(n->args[i].v);
+    double fv;
+    int64_t iv;
+    if (!f || !full_value(f, &fv, &iv))
+        return false;
+    bool neutral = f->outs[0]->type.dtype == PTC_BOOL
+                       ? iv != 0
+                       : ptc_dtype_is_float(f->outs[0]->type.dtype) && fv == 0;
+    if (neutral)
+        n->args[i] = ptc_arg_none();
+    return neutral;
+}
+
+/* The replacement of n's output, or NULL. */
+static ptc_value *fold_node(ptc_graph *g, ptc_node *n, const range *r, ptc_error *err)
+{
+    int decided = decided_compare(r, n);
+    if (decided >= 0)
+        return make_full(g, n, decided, decided, err);
     if (n->nout != 1 || n->nargs == 0 || n->args[0].kind != PTC_ARG_VALUE)
         return NULL;
     ptc_value *x = n->args[0].v, *out = n->outs[0];
@@ -334,6 +483,7 @@ static ptc_value *fold_node(ptc_graph *g, ptc_node *n, ptc_error *err)
 int ptc_pass_fold(ptc_graph *g, ptc_error *err)
 {
     ptc_value **map = calloc((size_t)g->nvalues + 64, sizeof *map);
+    range *ranges = calloc((size_t)g->nvalues + 64, sizeof *ranges);
     int cap = g->nvalues + 64;
     int folded = 0, n0 = g->nnodes;
     /* new fulls are appended: they must come before their users, so the
@@ -343,18 +493,26 @@ int ptc_pass_fold(ptc_graph *g, ptc_error *err)
     for (int i = 0; i < n0; i++) {
         ptc_node *n = g->nodes[i];
         remap_args(n, map);
+        folded += drop_neutral_mask(n);
         int before = g->nnodes;
-        ptc_value *r = fold_node(g, n, err);
-        for (int k = before; k < g->nnodes; k++)
-            order[norder++] = g->nodes[k];
-        order[norder++] = n;
-        if (!r)
-            continue;
+        ptc_value *r = fold_node(g, n, ranges, err);
         if (g->nvalues + 1 > cap) {
             int ncap = 2 * (g->nvalues + 1);
             map = realloc(map, sizeof *map * (size_t)ncap);
+            ranges = realloc(ranges, sizeof *ranges * (size_t)ncap);
             memset(map + cap, 0, sizeof *map * (size_t)(ncap - cap));
+            memset(ranges + cap, 0, sizeof *ranges * (size_t)(ncap - cap));
             cap = ncap;
+        }
+        for (int k = before; k < g->nnodes; k++) {
+            order[norder++] = g->nodes[k];
+            ranges[g->nodes[k]->outs[0]->id] = node_range(ranges, g->nodes[k]);
+        }
+        order[norder++] = n;
+        if (!r) {
+            for (int k = 0; k < n->nout; k++)
+                ranges[n->outs[k]->id] = k == 0 ? node_range(ranges, n) : (range){false, 0, 0};
+            continue;
         }
         map[n->outs[0]->id] = r;
         folded++;
@@ -365,6 +523,7 @@ int ptc_pass_fold(ptc_graph *g, ptc_error *err)
     remap_outputs(g, map);
     free(order);
     free(map);
+    free(ranges);
     return folded;
 }
 

@@ -4,6 +4,7 @@
 #include "passes/passes.h"
 
 #include <check.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -128,6 +129,104 @@ START_TEST(dce_cse_fold)
 }
 END_TEST
 
+static int count_mask_args(const ptc_graph *g)
+{
+    int n = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        if (g->nodes[i]->op == PTC_OP_SDPA &&
+            ptc_node_arg(g->nodes[i], "attn_mask")->kind == PTC_ARG_VALUE)
+            n++;
+    return n;
+}
+
+/* Integer ranges: comparisons that every element answers alike fold, and an
+ * attention mask that folds to True (arange(L) >= 0, as Hugging Face builds
+ * it under compilation) or to 0.0 is dropped; a False mask, undecided
+ * comparisons and values that wrap in their dtype stay. */
+static const char RANGES[] =
+    "# ptc ir v1\n"
+    "graph g(%q: f32[2,4,16,8] cpu, %k: f32[2,4,16,8] cpu, %v: f32[2,4,16,8] cpu) {\n"
+    "  %0 = prims.iota(length=16, start=0, step=1, dtype=i64, device=cpu) : i64[16]\n"
+    "  %1 = prims.full(shape=[16], fill_value=0, dtype=i64, device=cpu) : i64[16]\n"
+    "  %2 = prims.add(%0, %1) : i64[16]\n"
+    "  %3 = prims.reshape(%2, shape=[1, 1, 16, 1]) : i64[1,1,16,1]\n"
+    "  %4 = prims.full(shape=[1, 1, 16, 1], fill_value=0, dtype=i64, device=cpu) : i64[1,1,16,1]\n"
+    "  %5 = prims.ge(%3, %4) : bool[1,1,16,1]\n" /* all True: the mask goes */
+    "  %6 = prims.broadcast_in_dim(%5, shape=[2, 1, 16, 16], broadcast_dimensions=[0, 1, 2, 3]) "
+    ": bool[2,1,16,16]\n"
+    "  %7 = scaled_dot_product_attention(%q, %k, %v, %6, scale=0.125) : f32[2,4,16,8]\n"
+    "  %8 = prims.full(shape=[16], fill_value=5, dtype=i64, device=cpu) : i64[16]\n"
+    "  %9 = prims.ge(%0, %8) : bool[16]\n"   /* undecided */
+    "  %10 = prims.lt(%0, %1) : bool[16]\n"  /* all False */
+    "  %11 = prims.sub(%0, %8) : i64[16]\n"  /* [-5, 10] */
+    "  %12 = prims.gt(%11, %8) : bool[16]\n" /* undecided */
+    "  %13 = prims.ne(%11, %1) : bool[16]\n" /* undecided */
+    "  %14 = prims.iota(length=100, start=100, step=1, dtype=i8, device=cpu) : i8[100]\n"
+    "  %15 = prims.full(shape=[100], fill_value=0, dtype=i8, device=cpu) : i8[100]\n"
+    "  %16 = prims.ge(%14, %15) : bool[100]\n" /* i8 wraps past 127: stays */
+    "  %17 = prims.full(shape=[2, 1, 16, 16], fill_value=false, dtype=bool, device=cpu) "
+    ": bool[2,1,16,16]\n"
+    "  %18 = scaled_dot_product_attention(%q, %k, %v, %17) : f32[2,4,16,8]\n" /* a real mask */
+    "  %19 = prims.full(shape=[16, 16], fill_value=0.0, dtype=f32, device=cpu) : f32[16,16]\n"
+    "  %20 = scaled_dot_product_attention(%q, %k, %v, %19) : f32[2,4,16,8]\n" /* adds 0: goes */
+    "  return (%7, %9, %10, %12, %13, %16, %18, %20)\n}\n";
+
+static bool same_values(const ptc_tensor *a, const ptc_tensor *b)
+{
+    if (a->ndim != b->ndim || a->dtype != b->dtype)
+        return false;
+    int64_t n = ptc_tensor_numel(a), idx[PTC_MAX_DIMS];
+    for (int64_t f = 0; f < n; f++) {
+        int64_t r = f;
+        for (int d = a->ndim - 1; d >= 0; d--) {
+            idx[d] = r % a->sizes[d];
+            r /= a->sizes[d];
+        }
+        double x = ptc_tensor_get_f64(a, idx), y = ptc_tensor_get_f64(b, idx);
+        if (!(x == y || (isnan(x) && isnan(y)) || fabs(x - y) <= 1e-6 * fabs(y)))
+            return false;
+    }
+    return true;
+}
+
+START_TEST(range_fold)
+{
+    ptc_module *m = parse(RANGES), *orig = parse(RANGES);
+    ptc_graph *g = m->graphs[0];
+    ptc_error err;
+    ck_assert_int_eq(count_mask_args(g), 3);
+    ck_assert_int_eq(ptc_simplify(g, &err), 0);
+    ck_assert_int_eq(ptc_ops_verify(g, PTC_STAGE_PRIM, &err), 0);
+    ck_assert_int_eq(count_mask_args(g), 1); /* the False one */
+    ck_assert_int_eq(g->outputs[0]->def->op, PTC_OP_SDPA);
+    ck_assert_int_eq(g->outputs[1]->def->op, PTC_OP_PRIMS_GE);
+    ck_assert_int_eq(g->outputs[2]->def->op, PTC_OP_PRIMS_FULL);
+    ck_assert(!ptc_node_arg(g->outputs[2]->def, "fill_value")->b);
+    ck_assert_int_eq(g->outputs[3]->def->op, PTC_OP_PRIMS_GT);
+    ck_assert_int_eq(g->outputs[4]->def->op, PTC_OP_PRIMS_NE);
+    ck_assert_int_eq(g->outputs[5]->def->op, PTC_OP_PRIMS_GE);
+    ck_assert_int_eq(count_op(g, PTC_OP_PRIMS_IOTA), 2);
+    /* the same results as the graph before folding */
+    ptc_tensor in[3], out[8], ref[8];
+    int64_t shape[4] = {2, 4, 16, 8};
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(ptc_tensor_alloc(&in[i], PTC_F32, 4, shape, &err), 0);
+        ptc_tensor_fill_random(&in[i], 11 + (uint64_t)i);
+    }
+    ck_assert_msg(ptc_interp_run(g, in, 3, out, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_msg(ptc_interp_run(orig->graphs[0], in, 3, ref, NULL, &err) == 0, "%s", err.msg);
+    for (int i = 0; i < 8; i++) {
+        ck_assert_msg(same_values(&out[i], &ref[i]), "output %d", i);
+        ptc_tensor_release(&out[i]);
+        ptc_tensor_release(&ref[i]);
+    }
+    for (int i = 0; i < 3; i++)
+        ptc_tensor_release(&in[i]);
+    ptc_module_free(orig);
+    ptc_module_free(m);
+}
+END_TEST
+
 START_TEST(decompose_symbolic_and_errors)
 {
     ptc_module *m = parse("# ptc ir v1\n"
@@ -153,6 +252,7 @@ int main(void)
     TCase *tc = tcase_create("passes");
     tcase_add_test(tc, decompose_to_prims);
     tcase_add_test(tc, dce_cse_fold);
+    tcase_add_test(tc, range_fold);
     tcase_add_test(tc, decompose_symbolic_and_errors);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
