@@ -13,11 +13,12 @@ configs) at batch 16 x 128 tokens; each in fp32 and under bf16 autocast.
 Per model and dtype: the forward time of each (median of several timed
 loops, CUDA events), ptc's speedup over eager and over Inductor, the cold
 compile time of both compilers (the first call in a fresh process with empty
-caches: capture, compile and one run) and the warm compile time (the first
-call in a second process that finds the disk caches), their graph and break
-counts, and ptc's relative error against eager. Then the bandwidth of ptc's
-fused pointwise, softmax and layer_norm kernels (and Inductor's) against a
-device-to-device copy measured in the same run.
+caches, the driver's PTX cache included: capture, compile and one run) and
+the warm compile time (the first call in a second process that finds the
+disk caches), their graph and break counts, and ptc's relative error against
+eager. Then the bandwidth of ptc's fused pointwise, softmax and layer_norm
+kernels (and Inductor's) against a device-to-device copy measured in the
+same run.
 
 Each (model, dtype) runs in two worker processes (cold, then warm) so that
 compile times are honest; the parent writes DIR/bench.json, DIR/bench.md (the
@@ -425,7 +426,10 @@ def parent(a):
                    TORCHINDUCTOR_CACHE_DIR=os.path.join(cache, "inductor"),
                    TRITON_CACHE_DIR=os.path.join(cache, "triton"))
         extra = ["--model", m, "--dtype", d]
-        r = run_worker("cold", a, extra, env, 400)
+        # the NVIDIA driver keeps its own cache of PTX compiled to machine
+        # code (~/.nv/ComputeCache): off for the cold worker, or a model
+        # measured before on the same machine would compile partly warm
+        r = run_worker("cold", a, extra, dict(env, CUDA_CACHE_DISABLE="1"), 400)
         w = run_worker("warm", a, extra, env, 300) if "error" not in r else {}
         r.update({k: v for k, v in w.items() if k not in ("model", "dtype", "worker_s")})
         r["model"], r["dtype"] = m, d
