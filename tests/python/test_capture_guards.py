@@ -272,11 +272,16 @@ def test_internal_error_falls_back_with_one_warning_and_a_repro(tmp_path):
     assert info["kind"] == "error" and "injected" in info["message"]
 
 
-def test_strict_mode_raises():
-    ptc.config.inject_failure = "compile"
+@pytest.mark.parametrize("stage,backend,message", [
+    ("compile", "eager", "injected internal error"),
+    # a backend that cannot compile the graph raises rather than running it
+    # through torch ops
+    ("backend", "reference", "injected backend failure")])
+def test_strict_mode_raises(stage, backend, message):
+    ptc.config.inject_failure = stage
     ptc.config.strict = True
-    c = ptc.compile(f_add, backend="eager")
-    with pytest.raises(Exception, match="injected internal error"):
+    c = ptc.compile(f_add, backend=backend)
+    with pytest.raises(Exception, match=message):
         c(torch.randn(2), torch.randn(2))
 
 
@@ -340,16 +345,6 @@ def test_strict_run_failure_under_autocast_raises_its_own_error():
     out = r.stdout.splitlines()
     assert out[0].startswith("raised InternalError") and "injected error in runtime of mm" in out[0], out
     assert out[1] == "autocast on True", out
-
-
-def test_strict_backend_failure_raises():
-    """Under strict mode a backend that fails to compile a graph raises
-    instead of running the graph through torch ops."""
-    ptc.config.inject_failure = "backend"
-    ptc.config.strict = True
-    c = ptc.compile(f_add, backend="reference")
-    with pytest.raises(Exception, match="injected backend failure"):
-        c(torch.randn(2), torch.randn(2))
 
 
 def test_runtime_log_names_each_extern_call():
