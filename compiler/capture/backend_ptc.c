@@ -250,30 +250,34 @@ static int extern_layout(const ptc_node *node, int ti, const ptc_tensor *t)
 /* t as a torch tensor, in the layout extern_layout asks for. */
 static PyObject *extern_input(const ptc_node *node, int ti, const ptc_tensor *t)
 {
-    static PyObject *channels_last;
+    static PyObject *no_args, *channels_last; /* () and {"memory_format": torch.channels_last} */
     PyObject *v = cached_view(t);
     int layout = v ? extern_layout(node, ti, t) : 0;
     if (!layout)
         return v;
-    if (layout == 2 && !channels_last &&
-        !(channels_last = cap_import_path("torch.channels_last"))) {
-        Py_DECREF(v);
-        return NULL;
+    if (!no_args) {
+        PyObject *fmt = cap_import_path("torch.channels_last");
+        channels_last = fmt ? Py_BuildValue("{s:O}", "memory_format", fmt) : NULL;
+        no_args = channels_last ? PyTuple_New(0) : NULL;
+        Py_XDECREF(fmt);
+        if (!no_args) {
+            Py_CLEAR(channels_last);
+            Py_DECREF(v);
+            return NULL;
+        }
     }
-    PyObject *r;
-    if (layout == 1) {
-        r = PyObject_CallMethod(v, "contiguous", NULL);
-    } else {
-        PyObject *meth = PyObject_GetAttrString(v, "contiguous"),
-                 *kw = Py_BuildValue("{s:O}", "memory_format", channels_last);
-        PyObject *noargs = PyTuple_New(0);
-        r = meth && kw && noargs ? PyObject_Call(meth, noargs, kw) : NULL;
-        Py_XDECREF(meth);
-        Py_XDECREF(kw);
-        Py_XDECREF(noargs);
-    }
+    PyObject *meth = PyObject_GetAttrString(v, "contiguous");
+    PyObject *r = meth ? PyObject_Call(meth, no_args, layout == 2 ? channels_last : NULL) : NULL;
+    Py_XDECREF(meth);
     Py_DECREF(v);
     return r;
+}
+
+/* Appends "v0,v1,..." to line at *n. */
+static void put_dims(char *line, size_t size, size_t *n, const int64_t *v, int nd)
+{
+    for (int d = 0; d < nd && *n < size; d++)
+        *n += (size_t)snprintf(line + *n, size - *n, "%s%lld", d ? "," : "", (long long)v[d]);
 }
 
 /* One debug line per extern call: the op and each input's dtype, sizes,
@@ -289,13 +293,10 @@ static void log_extern(const ptc_schema *s, const ptc_tensor *const *inputs, int
             continue;
         }
         n += (size_t)snprintf(line + n, sizeof line - n, " %s[", ptc_dtype_name(t->dtype));
-        for (int d = 0; d < t->ndim && n < sizeof line; d++)
-            n += (size_t)snprintf(line + n, sizeof line - n, "%s%lld", d ? "," : "",
-                                  (long long)t->sizes[d]);
-        n += n < sizeof line ? (size_t)snprintf(line + n, sizeof line - n, "] strides (") : 0;
-        for (int d = 0; d < t->ndim && n < sizeof line; d++)
-            n += (size_t)snprintf(line + n, sizeof line - n, "%s%lld", d ? "," : "",
-                                  (long long)t->strides[d]);
+        put_dims(line, sizeof line, &n, t->sizes, t->ndim);
+        if (n < sizeof line)
+            n += (size_t)snprintf(line + n, sizeof line - n, "] strides (");
+        put_dims(line, sizeof line, &n, t->strides, t->ndim);
         uintptr_t p = (uintptr_t)t->data, al = p & -p;
         if (n < sizeof line)
             n += (size_t)snprintf(line + n, sizeof line - n, ") align %d",

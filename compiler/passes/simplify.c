@@ -287,8 +287,6 @@ typedef struct range {
     int64_t lo, hi;
 } range;
 
-static const int64_t RANGE_LIMIT = INT64_C(1) << 62; /* add and sub stay exact inside */
-
 static bool int_like(ptc_dtype dt)
 {
     return dt == PTC_BOOL || ptc_dtype_is_int(dt);
@@ -331,18 +329,13 @@ static range node_range(const range *r, const ptc_node *n)
     case PTC_OP_PRIMS_IOTA: {
         const ptc_arg *len = find_arg(n, "length"), *st = find_arg(n, "start"),
                       *sp = find_arg(n, "step");
+        int64_t span, last;
         if (!ptc_dim_is_static(len->i) || !ptc_dim_is_static(st->i) || !ptc_dim_is_static(sp->i) ||
-            len->i.value < 1)
+            len->i.value < 1 || __builtin_mul_overflow(sp->i.value, len->i.value - 1, &span) ||
+            __builtin_add_overflow(st->i.value, span, &last))
             return out;
-        int64_t first = st->i.value, step = sp->i.value, n1 = len->i.value - 1;
-        if (first <= -RANGE_LIMIT || first >= RANGE_LIMIT || step <= -RANGE_LIMIT / 4 ||
-            step >= RANGE_LIMIT / 4 || n1 >= RANGE_LIMIT / 4)
-            return out;
-        double last = (double)first + (double)step * (double)n1;
-        if (last <= -(double)RANGE_LIMIT || last >= (double)RANGE_LIMIT)
-            return out;
-        int64_t l = first + step * n1;
-        out = (range){true, first < l ? first : l, first < l ? l : first};
+        int64_t first = st->i.value;
+        out = (range){true, first < last ? first : last, first < last ? last : first};
         break;
     }
     case PTC_OP_PRIMS_BROADCAST_IN_DIM:
@@ -353,12 +346,16 @@ static range node_range(const range *r, const ptc_node *n)
         out = x;
         break;
     case PTC_OP_PRIMS_ADD:
+        if (!x.known || !y.known || dt == PTC_BOOL || __builtin_add_overflow(x.lo, y.lo, &out.lo) ||
+            __builtin_add_overflow(x.hi, y.hi, &out.hi))
+            return (range){false, 0, 0};
+        out.known = true;
+        break;
     case PTC_OP_PRIMS_SUB:
-        if (!x.known || !y.known || x.lo <= -RANGE_LIMIT || x.hi >= RANGE_LIMIT ||
-            y.lo <= -RANGE_LIMIT || y.hi >= RANGE_LIMIT || dt == PTC_BOOL)
-            return out;
-        out = n->op == PTC_OP_PRIMS_ADD ? (range){true, x.lo + y.lo, x.hi + y.hi}
-                                        : (range){true, x.lo - y.hi, x.hi - y.lo};
+        if (!x.known || !y.known || dt == PTC_BOOL || __builtin_sub_overflow(x.lo, y.hi, &out.lo) ||
+            __builtin_sub_overflow(x.hi, y.lo, &out.hi))
+            return (range){false, 0, 0};
+        out.known = true;
         break;
     default:
         return out;
