@@ -60,15 +60,19 @@ def compile(model_or_fn=None, *, mode="default", dynamic=None, fullgraph=False, 
     if isinstance(model_or_fn, torch.nn.Module):
         return wrap_module(model_or_fn, be, bool(fullgraph), dynamic, mode or "default")
     if isinstance(model_or_fn, _types.MethodType):
-        fn = model_or_fn.__func__
-        compiled = _C._compile(fn, be, bool(fullgraph), dynamic, mode or "default")
+        compiled = _compile_function(model_or_fn.__func__, be, fullgraph, dynamic, mode)
         return _types.MethodType(compiled, model_or_fn.__self__)
     if not callable(model_or_fn):
         raise TypeError("ptc.compile expects a function or an nn.Module, got %r" % (model_or_fn,))
-    compiled = _C._compile(model_or_fn, be, bool(fullgraph), dynamic, mode or "default")
+    return _compile_function(model_or_fn, be, fullgraph, dynamic, mode)
+
+
+def _compile_function(fn, be, fullgraph, dynamic, mode):
+    """The compiled function, named as fn (a bound method of it reads its __name__)."""
+    compiled = _C._compile(fn, be, bool(fullgraph), dynamic, mode or "default")
     for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
         try:
-            setattr(compiled, attr, getattr(model_or_fn, attr))
+            setattr(compiled, attr, getattr(fn, attr))
         except (AttributeError, TypeError):
             pass
     return compiled

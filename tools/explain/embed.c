@@ -168,20 +168,26 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* The built ptc package: build/python beside this executable
- * (build/tools/explain/ptexplain), else the folder baked in at configure. */
+/* The ptc package this ptexplain belongs to: in a build tree, build/python
+ * beside build/tools/explain/ptexplain; installed (cmake --install, pip),
+ * <prefix>/lib/python3.X/site-packages beside <prefix>/bin/ptexplain; else
+ * the build folder baked in at configure. */
 static void ptc_dir(char *out, size_t size)
 {
+    static const char *const beside_exe[] = {"../../python", "../" PTC_EXPLAIN_PYSITE};
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n > 0) {
         exe[n] = 0;
-        char probe[PATH_MAX + 64];
-        snprintf(probe, sizeof probe, "%s/../../python/ptc/__init__.py", dirname(exe));
-        char real[PATH_MAX];
-        if (realpath(probe, real)) {
-            snprintf(out, size, "%s", dirname(dirname(real)));
-            return;
+        const char *bindir = dirname(exe);
+        for (size_t i = 0; i < sizeof beside_exe / sizeof *beside_exe; i++) {
+            char probe[2 * PATH_MAX];
+            snprintf(probe, sizeof probe, "%s/%s/ptc/__init__.py", bindir, beside_exe[i]);
+            char real[PATH_MAX];
+            if (realpath(probe, real)) {
+                snprintf(out, size, "%s", dirname(dirname(real)));
+                return;
+            }
         }
     }
     snprintf(out, size, "%s", PTC_EXPLAIN_PYDIR);
