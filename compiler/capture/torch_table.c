@@ -53,6 +53,13 @@ cap_tmap cap_tmaps[] = {
     BINARY("logical_and", LOGICAL_AND, "") BINARY("logical_or", LOGICAL_OR, "")
     BINARY("logical_xor", LOGICAL_XOR, "") BINARY("bitwise_and", BITWISE_AND, "")
     BINARY("bitwise_or", BITWISE_OR, "") BINARY("bitwise_xor", BITWISE_XOR, "")
+    /* The operators' methods called by name (Dynamo's FX code writes a.__eq__(b)). */
+    MT("__eq__", EQ, "self,other") MT("__ne__", NE, "self,other") MT("__lt__", LT, "self,other")
+    MT("__le__", LE, "self,other") MT("__gt__", GT, "self,other") MT("__ge__", GE, "self,other")
+    MT("__add__", ADD, "self,other") MT("__sub__", SUB, "self,other")
+    MT("__mul__", MUL, "self,other") MT("__truediv__", DIV, "self,other")
+    MT("__and__", BITWISE_AND, "self,other") MT("__or__", BITWISE_OR, "self,other")
+    MT("__xor__", BITWISE_XOR, "self,other") MT("__neg__", NEG, "self") MT("__abs__", ABS, "self")
     FN("torch.pow", POW, "input:self,exponent,*,^out") MT("pow", POW, "self,exponent")
     MI("pow_", POW, "self,exponent")
     FN("torch.float_power", POW, "input:self,exponent")

@@ -1,0 +1,90 @@
+"""torch.compile(model, backend="ptc"): Dynamo's front end feeding ptc's
+compiler, on the models the capture tests use (torchvision, timm, Hugging
+Face, built from configs). Each of Dynamo's graphs must reach ptc (compiled
+by ptc.compile, captured as one ptc graph with no ptc break: the FX code is
+straight-line torch calls) and the results must equal eager's.
+"""
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch._dynamo", reason="torch.compile needs torch 2")
+
+import ptc  # noqa: E402
+import ptc._dynamo  # noqa: E402
+from models_common import randomize_zero_params, rel_error  # noqa: E402
+
+
+def build(name):
+    torch.manual_seed(0)
+    if name.startswith("torchvision."):
+        tv = pytest.importorskip("torchvision")
+        m = getattr(tv.models, name.split(".", 1)[1])(num_classes=10)
+        return m, (torch.randn(2, 3, 64, 64),), {}
+    if name == "timm.vit_tiny":
+        timm = pytest.importorskip("timm")
+        m = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=32, patch_size=8,
+                              num_classes=10)
+        return m, (torch.randn(2, 3, 32, 32),), {}
+    T = pytest.importorskip("transformers")
+    ids = torch.randint(0, 1000, (2, 16), generator=torch.Generator().manual_seed(0))
+    if name == "transformers.bert":
+        cfg = T.BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                           intermediate_size=128, vocab_size=1000)
+        return T.BertModel(cfg), (), {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    if name == "transformers.gpt2":
+        cfg = T.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=1000, n_positions=64,
+                           bos_token_id=0, eos_token_id=0)
+        return T.GPT2LMHeadModel(cfg), (), {"input_ids": ids, "use_cache": False}
+    raise KeyError(name)
+
+
+MODELS = ["torchvision.resnet18", "torchvision.mobilenet_v3_small", "timm.vit_tiny",
+          "transformers.bert", "transformers.gpt2"]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_torch_compile_backend_ptc(name):
+    model, args, kwargs = build(name)
+    model = randomize_zero_params(model.eval())
+    compiled = []
+
+    def backend(gm, example_inputs):
+        fn = ptc._dynamo.ptc_backend(gm, example_inputs)
+        compiled.append(fn)
+        return fn
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        ref = model(*args, **kwargs)
+        got = torch.compile(model, backend=backend)(*args, **kwargs)
+        again = torch.compile(model, backend=backend)(*args, **kwargs)
+    assert compiled, "Dynamo handed ptc no graph"
+    assert rel_error(got, ref) <= 1e-4 and rel_error(again, ref) <= 1e-4
+    # Every graph Dynamo made ran as one ptc graph, no ptc break inside it.
+    for fn in compiled:
+        events = ptc.ExplainOutput(fn.__func__._events(), None)
+        assert events.graph_count == 1 and events.break_count == 0, str(events)
+    torch._dynamo.reset()
+
+
+def test_register_from_build_tree():
+    ptc._dynamo.register()
+    ptc._dynamo.register()  # twice is harmless
+    assert "ptc" in torch._dynamo.list_backends()
+    f = torch.compile(lambda x: torch.relu(x) * 2, backend="ptc")
+    x = torch.randn(8)
+    assert torch.equal(f(x), torch.relu(x) * 2)
+
+
+def test_operator_methods_called_by_name():
+    """FX code calls operators by their method names (a.__eq__(b)): one graph, no break."""
+    def f(a, b):
+        return (a.__eq__(b), a.__ne__(b), a.__add__(b), a.__sub__(b), a.__mul__(2.0),
+                a.__truediv__(b), a.__gt__(0), a.__ge__(b), a.__lt__(b), a.__le__(0), a.__neg__(),
+                a.__abs__(), (a > 0).__and__(b > 0), (a > 0).__or__(b > 0), (a > 0).__xor__(b > 0))
+    a, b = torch.randn(5), torch.randn(5)
+    a[1] = b[1]
+    ex = ptc.explain(f, backend="ptc")(a, b)
+    assert ex.graph_count == 1 and ex.break_count == 0, str(ex)
+    for got, want in zip(ex.result, f(a, b)):
+        assert torch.equal(got, want)
