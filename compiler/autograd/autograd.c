@@ -1,0 +1,355 @@
+/* The joint graph: forward, then backward, in one prims graph.
+ *
+ * The forward is cloned as it is. A forward sweep marks the values a
+ * gradient must reach (floating values that depend on a wanted input); each
+ * such output gets a tangent input. The reverse sweep visits the forward's
+ * nodes last to first and, where an output has a gradient and an input needs
+ * one, asks the op's rule (derivs.def) to add the inputs' gradients as prims
+ * (ag_accum sums the contributions of values used more than once). The
+ * wanted inputs' gradients become outputs after the forward's, and the usual
+ * simplification (fold, cse, dce) tidies the result.
+ */
+#include "ag.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- builders -------------------------------------------------------------------- */
+
+int ag_fail(ag *a, const char *fmt, ...)
+{
+    if (!a->failed) {
+        va_list ap;
+        va_start(ap, fmt);
+        ptc_verrorf(a->err, PTC_ERR_UNSUPPORTED, "autograd", fmt, ap);
+        va_end(ap);
+        if (a->err && a->node) {
+            a->err->has_node = true;
+            a->err->node_id = a->node->id;
+        }
+    }
+    a->failed = true;
+    return -1;
+}
+
+bool ag_needs(const ag *a, const ptc_value *x)
+{
+    return x && x->id < a->nvalues && a->needs[x->id];
+}
+
+ptc_value *ag_in(const ptc_node *n, int argi)
+{
+    return argi < n->nargs && n->args[argi].kind == PTC_ARG_VALUE ? n->args[argi].v : NULL;
+}
+
+static ptc_arg arg_value(ptc_value *v)
+{
+    return (ptc_arg){.kind = PTC_ARG_VALUE, .v = v};
+}
+
+static ptc_arg arg_ints(ag *a, const ptc_dim *d, int n)
+{
+    ptc_dim *copy = PTC_NEWN(a->g->arena, ptc_dim, n > 0 ? n : 1);
+    for (int i = 0; i < n; i++)
+        copy[i] = d[i];
+    return (ptc_arg){.kind = PTC_ARG_INTS, .is = {n, copy}};
+}
+
+static ptc_arg arg_int_list(ag *a, const int *v, int n)
+{
+    ptc_dim d[PTC_MAX_DIMS];
+    for (int i = 0; i < n; i++)
+        d[i] = ptc_dim_c(v[i]);
+    return arg_ints(a, d, n);
+}
+
+ptc_value *ag_build(ag *a, ptc_op op, const ptc_arg *args, int nargs)
+{
+    if (a->failed)
+        return NULL;
+    for (int i = 0; i < nargs; i++)
+        if (args[i].kind == PTC_ARG_VALUE && !args[i].v)
+            return NULL;
+    ptc_node *n = ptc_build(a->g, op, args, nargs, a->err);
+    if (!n) {
+        a->failed = true;
+        return NULL;
+    }
+    if (a->node) {
+        n->loc = a->node->loc;
+        n->module_path = a->node->module_path;
+        n->nprov = a->node->nprov;
+        n->prov = a->node->prov;
+    }
+    return n->outs[0];
+}
+
+ptc_value *ag_unary(ag *a, ptc_op op, ptc_value *x)
+{
+    ptc_arg args[1] = {arg_value(x)};
+    return ag_build(a, op, args, 1);
+}
+
+ptc_value *ag_binary(ag *a, ptc_op op, ptc_value *x, ptc_value *y)
+{
+    ptc_arg args[2] = {arg_value(x), arg_value(y)};
+    return ag_build(a, op, args, 2);
+}
+
+static ptc_value *full(ag *a, const ptc_value *like, ptc_arg value)
+{
+    if (!like)
+        return NULL;
+    ptc_arg args[4] = {arg_ints(a, like->type.shape, like->type.ndim),
+                       value,
+                       {.kind = PTC_ARG_DTYPE, .dt = like->type.dtype},
+                       {.kind = PTC_ARG_DEVICE, .dev = like->type.device}};
+    return ag_build(a, PTC_OP_PRIMS_FULL, args, 4);
+}
+
+ptc_value *ag_full_like(ag *a, const ptc_value *like, double v)
+{
+    return full(a, like, (ptc_arg){.kind = PTC_ARG_FLOAT, .f = v});
+}
+
+ptc_value *ag_full_dim(ag *a, const ptc_value *like, ptc_dim n)
+{
+    return full(a, like, (ptc_arg){.kind = PTC_ARG_INT, .i = n});
+}
+
+ptc_value *ag_scale(ag *a, ptc_value *x, double v)
+{
+    return ag_binary(a, PTC_OP_PRIMS_MUL, x, ag_full_like(a, x, v));
+}
+
+ptc_value *ag_convert(ag *a, ptc_value *x, ptc_dtype dt)
+{
+    if (x && x->type.dtype == dt)
+        return x;
+    ptc_arg args[2] = {arg_value(x), {.kind = PTC_ARG_DTYPE, .dt = dt}};
+    return ag_build(a, PTC_OP_PRIMS_CONVERT_ELEMENT_TYPE, args, 2);
+}
+
+ptc_value *ag_where(ag *a, ptc_value *pred, ptc_value *x, ptc_value *y)
+{
+    ptc_arg args[3] = {arg_value(pred), arg_value(x), arg_value(y)};
+    return ag_build(a, PTC_OP_PRIMS_WHERE, args, 3);
+}
+
+ptc_value *ag_broadcast(ag *a, ptc_value *x, const ptc_dim *shape, int n, const int *bdims)
+{
+    if (!x)
+        return NULL;
+    ptc_arg args[3] = {arg_value(x), arg_ints(a, shape, n), arg_int_list(a, bdims, x->type.ndim)};
+    return ag_build(a, PTC_OP_PRIMS_BROADCAST_IN_DIM, args, 3);
+}
+
+ptc_value *ag_sum(ag *a, ptc_value *x, const bool *mask)
+{
+    if (!x)
+        return NULL;
+    int dims[PTC_MAX_DIMS], n = 0;
+    for (int d = 0; d < x->type.ndim; d++)
+        if (mask[d])
+            dims[n++] = d;
+    if (n == 0)
+        return x;
+    ptc_arg args[2] = {arg_value(x), arg_int_list(a, dims, n)};
+    return ag_build(a, PTC_OP_PRIMS_SUM, args, 2);
+}
+
+ptc_value *ag_unreduce(ag *a, ptc_value *r, const ptc_value *x, const bool *mask)
+{
+    int bdims[PTC_MAX_DIMS], n = 0;
+    for (int d = 0; d < x->type.ndim; d++)
+        if (!mask[d])
+            bdims[n++] = d;
+    return ag_broadcast(a, r, x->type.shape, x->type.ndim, bdims);
+}
+
+ptc_value *ag_reshape(ag *a, ptc_value *x, const ptc_dim *shape, int n)
+{
+    if (!x)
+        return NULL;
+    ptc_arg args[2] = {arg_value(x), arg_ints(a, shape, n)};
+    return ag_build(a, PTC_OP_PRIMS_RESHAPE, args, 2);
+}
+
+ptc_value *ag_permute(ag *a, ptc_value *x, const int *perm)
+{
+    if (!x)
+        return NULL;
+    ptc_arg args[2] = {arg_value(x), arg_int_list(a, perm, x->type.ndim)};
+    return ag_build(a, PTC_OP_PRIMS_PERMUTE, args, 2);
+}
+
+/* ---- accumulation ---------------------------------------------------------------- */
+
+static bool same_type(const ptc_ttype *x, const ptc_ttype *y)
+{
+    if (x->dtype != y->dtype || x->ndim != y->ndim || !ptc_device_eq(x->device, y->device))
+        return false;
+    for (int d = 0; d < x->ndim; d++)
+        if (!ptc_dim_eq(x->shape[d], y->shape[d]))
+            return false;
+    return true;
+}
+
+void ag_accum(ag *a, const ptc_value *x, ptc_value *grad)
+{
+    if (a->failed || !ag_needs(a, x))
+        return;
+    if (!grad) {
+        a->failed = true; /* a builder failed and said why */
+        return;
+    }
+    if (!same_type(&grad->type, &x->type)) {
+        ptc_buf want = {0}, got = {0};
+        ptc_ttype_print(&want, &x->type, false);
+        ptc_ttype_print(&got, &grad->type, false);
+        ptc_errorf(a->err, PTC_ERR_INTERNAL, "autograd",
+                   "the derivative of %s gave %%%s a gradient of type %s, expected %s",
+                   ptc_op_name(a->node->op), x->name, got.data, want.data);
+        ptc_buf_free(&want);
+        ptc_buf_free(&got);
+        a->failed = true;
+        return;
+    }
+    ptc_value **slot = &a->grad[x->id];
+    *slot = *slot ? ag_binary(a, PTC_OP_PRIMS_ADD, *slot, grad) : grad;
+}
+
+/* ---- the joint graph ------------------------------------------------------------- */
+
+static bool node_reads_needed(const ag *a, const ptc_node *n)
+{
+    for (int i = 0; i < n->nargs; i++) {
+        const ptc_arg *arg = &n->args[i];
+        if (arg->kind == PTC_ARG_VALUE && ag_needs(a, arg->v))
+            return true;
+        if (arg->kind == PTC_ARG_VALUES)
+            for (int j = 0; j < arg->vs.n; j++)
+                if (ag_needs(a, arg->vs.v[j]))
+                    return true;
+    }
+    return false;
+}
+
+/* Floating values that depend on a wanted input. */
+static int mark_needs(ag *a, const bool *wants_grad)
+{
+    ptc_graph *g = a->g;
+    for (int i = 0; i < g->ninputs; i++) {
+        if (!wants_grad[i])
+            continue;
+        if (!ptc_dtype_is_float(g->inputs[i]->type.dtype))
+            return ptc_errorf(a->err, PTC_ERR_UNSUPPORTED, "autograd",
+                              "input %%%s (%s) cannot require gradients: only floating tensors can",
+                              g->inputs[i]->name, ptc_dtype_name(g->inputs[i]->type.dtype));
+        a->needs[g->inputs[i]->id] = true;
+    }
+    for (int i = 0; i < g->nnodes; i++) {
+        const ptc_node *n = g->nodes[i];
+        if (!node_reads_needed(a, n))
+            continue;
+        for (int j = 0; j < n->nout; j++)
+            a->needs[n->outs[j]->id] = ptc_dtype_is_float(n->outs[j]->type.dtype);
+    }
+    return 0;
+}
+
+static int add_tangents(ag *a, ptc_joint *j)
+{
+    ptc_graph *g = a->g;
+    for (int k = 0; k < j->nprimal_outputs; k++) {
+        ptc_value *out = g->outputs[k];
+        j->tangent_of[k] = -1;
+        if (!ag_needs(a, out))
+            continue;
+        ptc_ttype t = out->type;
+        t.layout = PTC_LAYOUT_CONTIGUOUS;
+        t.requires_grad = false;
+        char name[32];
+        snprintf(name, sizeof name, "tangent_%d", k);
+        ptc_value *tangent = ptc_graph_add_input(g, name, &t);
+        j->tangent_of[k] = tangent->input_index;
+        j->ntangents++;
+        a->node = NULL;
+        ag_accum(a, out, tangent);
+    }
+    return a->failed ? -1 : 0;
+}
+
+static int backward_node(ag *a, ptc_node *n)
+{
+    ptc_value *gout[16] = {0};
+    bool any = false;
+    for (int j = 0; j < n->nout && j < 16; j++)
+        any |= (gout[j] = a->grad[n->outs[j]->id]) != NULL;
+    if (!any || !node_reads_needed(a, n))
+        return 0;
+    a->node = n;
+    const char *why = NULL;
+    if (!ptc_autograd_has_rule(n->op, &why)) {
+        if (!why) /* piecewise constant or nothing floating flows back */
+            return 0;
+        return ag_fail(a, "%s (node %d) has no derivative: %s", ptc_op_name(n->op), n->id, why);
+    }
+    if (ag_rule_of(n->op)(a, n, gout) || a->failed) {
+        if (!a->failed)
+            ag_fail(a, "the derivative of %s (node %d) failed", ptc_op_name(n->op), n->id);
+        return -1;
+    }
+    return 0;
+}
+
+static int set_joint_outputs(ag *a, const bool *wants_grad, ptc_joint *j)
+{
+    ptc_graph *g = a->g;
+    int nout = j->nprimal_outputs;
+    ptc_value **outs = PTC_NEWN(g->arena, ptc_value *, nout + j->nprimal_inputs + 1);
+    for (int k = 0; k < nout; k++)
+        outs[k] = g->outputs[k];
+    a->node = NULL;
+    for (int i = 0; i < j->nprimal_inputs; i++) {
+        if (!wants_grad[i])
+            continue;
+        ptc_value *x = g->inputs[i], *grad = a->grad[x->id];
+        outs[nout + j->ngrads] = grad ? grad : ag_full_like(a, x, 0.0);
+        j->grad_of[j->ngrads++] = i;
+    }
+    if (a->failed)
+        return -1;
+    ptc_graph_set_outputs(g, outs, nout + j->ngrads);
+    return 0;
+}
+
+int ptc_autograd_joint(const ptc_graph *g, const bool *wants_grad, ptc_joint *out, ptc_error *err)
+{
+    memset(out, 0, sizeof *out);
+    ptc_graph *jg = ptc_graph_clone(g, NULL);
+    jg->name = "joint";
+    int nforward = jg->nnodes;
+    ag a = {.g = jg, .err = err, .nvalues = jg->nvalues + g->noutputs};
+    a.needs = PTC_NEWN(jg->arena, bool, a.nvalues);
+    a.grad = PTC_NEWN(jg->arena, ptc_value *, a.nvalues);
+    out->graph = jg;
+    out->nprimal_inputs = g->ninputs;
+    out->nprimal_outputs = g->noutputs;
+    out->tangent_of = PTC_NEWN(jg->arena, int, g->noutputs + 1);
+    out->grad_of = PTC_NEWN(jg->arena, int, g->ninputs + 1);
+    if (mark_needs(&a, wants_grad) || add_tangents(&a, out))
+        goto fail;
+    for (int i = nforward - 1; i >= 0; i--)
+        if (backward_node(&a, jg->nodes[i]))
+            goto fail;
+    if (set_joint_outputs(&a, wants_grad, out) || ptc_simplify(jg, err) ||
+        ptc_ops_verify(jg, PTC_STAGE_PRIM, err))
+        goto fail;
+    return 0;
+fail:
+    ptc_graph_free(jg);
+    memset(out, 0, sizeof *out);
+    return -1;
+}

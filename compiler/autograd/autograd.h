@@ -1,0 +1,42 @@
+/* ptc autograd: reverse-mode derivatives of prims graphs (stage 2b).
+ *
+ * Owns the derivative table (derivs.def: one row per op, naming the rule that
+ * writes its vector-Jacobian product as prims, or saying why the op has none)
+ * and the joint graph: a prims graph extended with one tangent input per
+ * differentiable output and the gradients of the chosen inputs as outputs.
+ * Derivatives are built from the same prims as the forward, so the backward
+ * goes through the same loops -> kernels pipeline.
+ */
+#ifndef PTC_AUTOGRAD_H
+#define PTC_AUTOGRAD_H
+
+#include "passes/passes.h"
+
+/* The joint graph of a prims graph g.
+ *
+ *   inputs:  g's inputs, then tangent_<k> for each output k of g that has a
+ *            floating dtype and depends on an input in wants_grad (in output
+ *            order; tangent_of[k] names its input index, -1 for none);
+ *   outputs: g's outputs, then one gradient per input i with wants_grad[i]
+ *            (zeros where the outputs do not depend on it), in input order.
+ *
+ * Nodes of the backward carry the provenance, location and module path of
+ * the forward node they differentiate. Fails with Unsupported (stage
+ * "autograd") naming the op and node when a node on a path from a wanted
+ * input to an output has no derivative. */
+typedef struct ptc_joint {
+    ptc_graph *graph;    /* owns its arena (ptc_graph_free) */
+    int nprimal_inputs;  /* == g->ninputs */
+    int nprimal_outputs; /* == g->noutputs */
+    int ntangents;
+    int *tangent_of; /* [nprimal_outputs]: joint input index or -1 */
+    int ngrads;      /* gradients, after the primal outputs */
+    int *grad_of;    /* [ngrads]: primal input index of each gradient */
+} ptc_joint;
+
+int ptc_autograd_joint(const ptc_graph *g, const bool *wants_grad, ptc_joint *out, ptc_error *err);
+
+/* Whether op has a derivative rule; if not, why (a static string). */
+bool ptc_autograd_has_rule(ptc_op op, const char **why);
+
+#endif /* PTC_AUTOGRAD_H */

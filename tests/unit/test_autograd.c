@@ -1,0 +1,288 @@
+/* Autograd: the joint graph's gradients against central finite differences.
+ *
+ * Each case is a torch-level graph in f64. It is decomposed into prims, the
+ * joint graph is built for every floating input, and the joint graph runs in
+ * the reference interpreter on random inputs and tangents t. The oracle is
+ * the original torch-level graph, also run by the reference interpreter:
+ * d/dx_i of sum_k <out_k, t_k>, by central differences. So each torch op is
+ * checked through its decomposition and the prims' derivative rules alike.
+ */
+#include "autograd/autograd.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct grad_case {
+    const char *name;
+    const char *ptir; /* one graph, f64 floating inputs, i64 index inputs */
+    double lo, hi;    /* floating inputs are drawn from [lo, hi) */
+    int64_t index_hi; /* integer inputs are drawn from [0, index_hi) */
+} grad_case;
+
+static const grad_case cases[] = {
+    {"unary",
+     "graph g(%x: f64[3,4] cpu) {\n"
+     "  %a = exp(%x) : f64[3,4]\n  %b = log(%x) : f64[3,4]\n"
+     "  %c = log1p(%x) : f64[3,4]\n  %d = expm1(%x) : f64[3,4]\n"
+     "  %e = sqrt(%x) : f64[3,4]\n  %f = rsqrt(%x) : f64[3,4]\n"
+     "  %g = sin(%x) : f64[3,4]\n  %h = cos(%x) : f64[3,4]\n"
+     "  %i = tanh(%x) : f64[3,4]\n  %j = erf(%x) : f64[3,4]\n"
+     "  %k = reciprocal(%x) : f64[3,4]\n  %l = sigmoid(%x) : f64[3,4]\n"
+     "  %m = neg(%x) : f64[3,4]\n"
+     "  return (%a, %b, %c, %d, %e, %f, %g, %h, %i, %j, %k, %l, %m)\n}\n",
+     0.3, 2.0, 0},
+    {"activations",
+     "graph g(%x: f64[2,5] cpu) {\n"
+     "  %a = gelu(%x) : f64[2,5]\n  %b = gelu(%x, approximate=\"tanh\") : f64[2,5]\n"
+     "  %c = silu(%x) : f64[2,5]\n  %d = softplus(%x) : f64[2,5]\n"
+     "  %e = elu(%x) : f64[2,5]\n  %f = leaky_relu(%x) : f64[2,5]\n"
+     "  %g = relu(%x) : f64[2,5]\n  %h = abs(%x) : f64[2,5]\n"
+     "  %i = hardtanh(%x, -0.5, 0.5) : f64[2,5]\n  %j = floor(%x) : f64[2,5]\n"
+     "  return (%a, %b, %c, %d, %e, %f, %g, %h, %i, %j)\n}\n",
+     -2.0, 2.0, 0},
+    {"binary_broadcast",
+     "graph g(%x: f64[4,1] cpu, %y: f64[1,5] cpu) {\n"
+     "  %a = add(%x, %y, alpha=2) : f64[4,5]\n  %b = sub(%x, %y) : f64[4,5]\n"
+     "  %c = mul(%x, %y) : f64[4,5]\n  %d = div(%x, %y) : f64[4,5]\n"
+     "  %e = pow(%x, %y) : f64[4,5]\n  %f = atan2(%x, %y) : f64[4,5]\n"
+     "  %h = mul(%x, 3.0) : f64[4,1]\n"
+     "  return (%a, %b, %c, %d, %e, %f, %h)\n}\n",
+     0.5, 2.0, 0},
+    {"extrema",
+     "graph g(%x: f64[3,4] cpu, %y: f64[3,4] cpu) {\n"
+     "  %a = maximum(%x, %y) : f64[3,4]\n  %b = minimum(%x, %y) : f64[3,4]\n"
+     "  %c = gt(%x, %y) : bool[3,4]\n  %d = where(%c, %x, %y) : f64[3,4]\n"
+     "  %e = clamp(%x, -0.5, 0.5) : f64[3,4]\n"
+     "  return (%a, %b, %d, %e)\n}\n",
+     -1.0, 1.0, 0},
+    {"reductions",
+     "graph g(%x: f64[3,4,5] cpu) {\n"
+     "  %a = sum(%x, [1]) : f64[3,5]\n  %b = mean(%x, [0, 2], true) : f64[1,4,1]\n"
+     "  %c = amax(%x, [2]) : f64[3,4]\n  %d = amin(%x, [0]) : f64[4,5]\n"
+     "  %e = var(%x, [2]) : f64[3,4]\n  %f = std(%x, [1], correction=0) : f64[3,5]\n"
+     "  %h = logsumexp(%x, [1]) : f64[3,5]\n  %i = cumsum(%x, 1) : f64[3,4,5]\n"
+     "  %j = sum(%x) : f64[]\n"
+     "  return (%a, %b, %c, %d, %e, %f, %h, %i, %j)\n}\n",
+     -1.0, 1.0, 0},
+    {"normalization",
+     "graph g(%x: f64[2,3,6] cpu, %w: f64[6] cpu, %b: f64[6] cpu) {\n"
+     "  %a = softmax(%x, 2) : f64[2,3,6]\n  %l = log_softmax(%x, 1) : f64[2,3,6]\n"
+     "  %n = layer_norm(%x, [6], %w, %b) : f64[2,3,6]\n"
+     "  return (%a, %l, %n)\n}\n",
+     -1.0, 1.0, 0},
+    {"shapes",
+     "graph g(%x: f64[4,6] cpu, %y: f64[2,6] cpu) {\n"
+     "  %a = view(%x, [2, 12]) : f64[2,12]\n  %b = transpose(%x, 0, 1) : f64[6,4]\n"
+     "  %c = slice(%x, 1, 1, 6, 2) : f64[4,3]\n  %d = cat([%x, %y], 0) : f64[6,6]\n"
+     "  %e = expand(%y, [3, 2, 6]) : f64[3,2,6]\n  %f = select(%x, 0, 2) : f64[6]\n"
+     "  %h = constant_pad_nd(%y, [1, 2]) : f64[2,9]\n"
+     "  return (%a, %b, %c, %d, %e, %f, %h)\n}\n",
+     -1.0, 1.0, 0},
+    {"linalg",
+     "graph g(%x: f64[3,4] cpu, %w: f64[5,4] cpu, %bias: f64[5] cpu, "
+     "%p: f64[2,3,4] cpu, %q: f64[2,4,2] cpu) {\n"
+     "  %a = linear(%x, %w, %bias) : f64[3,5]\n  %b = bmm(%p, %q) : f64[2,3,2]\n"
+     "  %c = matmul(%p, %q) : f64[2,3,2]\n"
+     "  return (%a, %b, %c)\n}\n",
+     -1.0, 1.0, 0},
+    {"indexing",
+     "graph g(%x: f64[4,5] cpu, %i: i64[4,2] cpu, %j: i64[3] cpu) {\n"
+     "  %a = gather(%x, 1, %i) : f64[4,2]\n  %b = index_select(%x, 0, %j) : f64[3,5]\n"
+     "  %c = embedding(%x, %j) : f64[3,5]\n"
+     "  return (%a, %b, %c)\n}\n",
+     -1.0, 1.0, 4},
+};
+
+static ptc_module *parse(const char *text)
+{
+    ptc_error err;
+    ptc_module *m = ptc_parse_module(text, strlen(text), "test", &err);
+    ck_assert_msg(m != NULL, "%s at %d:%d", err.msg, err.line, err.col);
+    return m;
+}
+
+static void fill(ptc_tensor *t, const grad_case *c, unsigned *seed)
+{
+    int64_t n = ptc_tensor_numel(t);
+    for (int64_t e = 0; e < n; e++) {
+        double u = (double)rand_r(seed) / ((double)RAND_MAX + 1.0);
+        if (t->dtype == PTC_F64)
+            ((double *)t->data)[e] = c->lo + (c->hi - c->lo) * u;
+        else
+            ((int64_t *)t->data)[e] = (int64_t)(u * (double)c->index_hi);
+    }
+}
+
+static void alloc_like(ptc_tensor *t, const ptc_ttype *ty)
+{
+    int64_t sizes[PTC_MAX_DIMS];
+    ptc_error err;
+    for (int d = 0; d < ty->ndim; d++)
+        sizes[d] = ty->shape[d].value;
+    ck_assert_int_eq(ptc_tensor_alloc(t, ty->dtype, ty->ndim, sizes, &err), 0);
+}
+
+/* sum_k <outputs_k, tangents_k> of the torch-level graph at inputs. */
+static double objective(const ptc_graph *g, const ptc_tensor *inputs, ptc_tensor *tangents)
+{
+    ptc_tensor outs[32];
+    ptc_error err;
+    ck_assert_msg(ptc_interp_run(g, inputs, g->ninputs, outs, NULL, &err) == 0, "%s", err.msg);
+    double total = 0;
+    for (int k = 0; k < g->noutputs; k++) {
+        if (tangents[k].data)
+            for (int64_t e = 0; e < ptc_tensor_numel(&outs[k]); e++)
+                total += ((double *)outs[k].data)[e] * ((double *)tangents[k].data)[e];
+        ptc_tensor_release(&outs[k]);
+    }
+    return total;
+}
+
+static void check_case(const grad_case *c)
+{
+    char text[4096];
+    snprintf(text, sizeof text, "# ptc ir v1\n%s", c->ptir);
+    ptc_module *m = parse(text);
+    const ptc_graph *g = m->graphs[0];
+    ptc_error err;
+    ptc_graph *prims = ptc_decompose(g, &err);
+    ck_assert_msg(prims != NULL, "%s: %s", c->name, err.msg);
+    ck_assert_int_eq(ptc_simplify(prims, &err), 0);
+    bool wants[16] = {0};
+    for (int i = 0; i < g->ninputs; i++)
+        wants[i] = g->inputs[i]->type.dtype == PTC_F64;
+    ptc_joint j;
+    ck_assert_msg(ptc_autograd_joint(prims, wants, &j, &err) == 0, "%s: %s", c->name, err.msg);
+
+    unsigned seed = 7;
+    ptc_tensor inputs[16] = {0}, tangents[32] = {0}, joint_in[48] = {0}, joint_out[64];
+    for (int i = 0; i < g->ninputs; i++) {
+        alloc_like(&inputs[i], &g->inputs[i]->type);
+        fill(&inputs[i], c, &seed);
+        joint_in[i] = inputs[i];
+    }
+    for (int k = 0; k < j.nprimal_outputs; k++) {
+        if (j.tangent_of[k] < 0)
+            continue;
+        const ptc_value *tin = j.graph->inputs[j.tangent_of[k]];
+        alloc_like(&tangents[k], &tin->type);
+        grad_case unit = {.lo = -1.0, .hi = 1.0};
+        fill(&tangents[k], &unit, &seed);
+        joint_in[j.tangent_of[k]] = tangents[k];
+    }
+    ck_assert_msg(ptc_interp_run(j.graph, joint_in, j.graph->ninputs, joint_out, NULL, &err) == 0,
+                  "%s: %s", c->name, err.msg);
+    const double h = 1e-6;
+    for (int r = 0; r < j.ngrads; r++) {
+        ptc_tensor *x = &inputs[j.grad_of[r]];
+        const double *grad = joint_out[j.nprimal_outputs + r].data;
+        for (int64_t e = 0; e < ptc_tensor_numel(x); e++) {
+            double *xe = &((double *)x->data)[e], saved = *xe;
+            *xe = saved + h;
+            double up = objective(g, inputs, tangents);
+            *xe = saved - h;
+            double down = objective(g, inputs, tangents);
+            *xe = saved;
+            double fd = (up - down) / (2 * h);
+            ck_assert_msg(fabs(fd - grad[e]) <= 1e-5 * fmax(1.0, fabs(fd)),
+                          "%s: d/d%%%s[%lld]: finite difference %.9g, joint graph %.9g", c->name,
+                          g->inputs[j.grad_of[r]]->name, (long long)e, fd, grad[e]);
+        }
+    }
+    for (int i = 0; i < j.graph->noutputs; i++)
+        ptc_tensor_release(&joint_out[i]);
+    for (int i = 0; i < g->ninputs; i++)
+        ptc_tensor_release(&inputs[i]);
+    for (int k = 0; k < j.nprimal_outputs; k++)
+        ptc_tensor_release(&tangents[k]);
+    ptc_graph_free(j.graph);
+    ptc_graph_free(prims);
+    ptc_module_free(m);
+}
+
+START_TEST(gradients_match_finite_differences)
+{
+    check_case(&cases[_i]);
+}
+END_TEST
+
+/* Every prims-stage op has a row in derivs.def: a rule, zero, nothing
+ * floating, or the reason it has no derivative yet. */
+START_TEST(every_prim_has_a_row)
+{
+    for (int op = 0; op < PTC_OP_COUNT; op++) {
+        if (ptc_op_schema(op)->stage == PTC_STAGE_TORCH)
+            continue;
+        const char *why = NULL;
+        bool rule = ptc_autograd_has_rule(op, &why);
+        ck_assert_msg(rule || !why || !strstr(why, "torch-level"), "%s has no row in derivs.def",
+                      ptc_op_name(op));
+    }
+}
+END_TEST
+
+START_TEST(missing_derivative_is_a_clear_error)
+{
+    ptc_module *m = parse("# ptc ir v1\n"
+                          "graph g(%x: f32[1,2,5,5] cpu, %w: f32[3,2,3,3] cpu) {\n"
+                          "  %y = conv2d(%x, %w) : f32[1,3,3,3]\n  return (%y)\n}\n");
+    ptc_error err;
+    ptc_graph *prims = ptc_decompose(m->graphs[0], &err);
+    ck_assert_ptr_nonnull(prims);
+    bool wants[2] = {true, true};
+    ptc_joint j;
+    ck_assert_int_eq(ptc_autograd_joint(prims, wants, &j, &err), -1);
+    ck_assert_int_eq(err.cls, PTC_ERR_UNSUPPORTED);
+    ck_assert_str_eq(err.stage, "autograd");
+    ck_assert_msg(strstr(err.msg, "convolution") && strstr(err.msg, "no derivative"), "%s",
+                  err.msg);
+    ck_assert_ptr_null(j.graph);
+    /* Only the inputs that want a gradient matter: none wanted, nothing to differentiate. */
+    bool none[2] = {false, false};
+    ck_assert_int_eq(ptc_autograd_joint(prims, none, &j, &err), 0);
+    ck_assert_int_eq(j.ngrads, 0);
+    ck_assert_int_eq(j.ntangents, 0);
+    ptc_graph_free(j.graph);
+    ptc_graph_free(prims);
+    ptc_module_free(m);
+}
+END_TEST
+
+START_TEST(integer_input_cannot_want_a_gradient)
+{
+    ptc_module *m = parse("# ptc ir v1\ngraph g(%i: i64[4] cpu) {\n"
+                          "  %y = mul(%i, 2) : i64[4]\n  return (%y)\n}\n");
+    ptc_error err;
+    ptc_graph *prims = ptc_decompose(m->graphs[0], &err);
+    bool wants[1] = {true};
+    ptc_joint j;
+    ck_assert_int_eq(ptc_autograd_joint(prims, wants, &j, &err), -1);
+    ck_assert_msg(strstr(err.msg, "only floating tensors"), "%s", err.msg);
+    ptc_graph_free(prims);
+    ptc_module_free(m);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("autograd");
+    TCase *t = tcase_create("core");
+    tcase_add_loop_test(t, gradients_match_finite_differences, 0,
+                        (int)(sizeof cases / sizeof *cases));
+    tcase_add_test(t, every_prim_has_a_row);
+    tcase_add_test(t, missing_derivative_is_a_clear_error);
+    tcase_add_test(t, integer_input_cannot_want_a_gradient);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *r = srunner_create(suite());
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
