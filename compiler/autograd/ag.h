@@ -29,6 +29,8 @@ bool ag_needs(const ag *a, const ptc_value *x);
 ptc_value *ag_build(ag *a, ptc_op op, const ptc_arg *args, int nargs);
 ptc_value *ag_unary(ag *a, ptc_op op, ptc_value *x);
 ptc_value *ag_binary(ag *a, ptc_op op, ptc_value *x, ptc_value *y); /* same type */
+/* A tensor of shape[n] filled with v, in like's dtype and device. */
+ptc_value *ag_full(ag *a, const ptc_dim *shape, int n, double v, const ptc_value *like);
 ptc_value *ag_full_like(ag *a, const ptc_value *like, double v);
 /* A tensor like `like` filled with the (possibly symbolic) integer n. */
 ptc_value *ag_full_dim(ag *a, const ptc_value *like, ptc_dim n);
@@ -44,9 +46,20 @@ ptc_value *ag_unreduce(ag *a, ptc_value *r, const ptc_value *x, const bool *mask
 ptc_value *ag_reshape(ag *a, ptc_value *x, const ptc_dim *shape, int n);
 ptc_value *ag_permute(ag *a, ptc_value *x, const int *perm);
 
+/* Int-list arguments (copied into the joint graph's arena). */
+ptc_arg ag_arg_ints(ag *a, const ptc_dim *d, int n);
+ptc_arg ag_arg_int_list(ag *a, const int *v, int n);
+
 /* Argument access on the forward node. */
 ptc_value *ag_in(const ptc_node *n, int argi); /* the VALUE arg argi, or NULL */
 int ag_fail(ag *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The rules of the externs and pools (derivs_nn.c). */
+int ag_d_convolution(ag *a, const ptc_node *n, ptc_value *const *gout);
+int ag_d_max_pool(ag *a, const ptc_node *n, ptc_value *const *gout);
+int ag_d_avg_pool(ag *a, const ptc_node *n, ptc_value *const *gout);
+int ag_d_adaptive_avg_pool(ag *a, const ptc_node *n, ptc_value *const *gout);
+int ag_d_sdpa(ag *a, const ptc_node *n, ptc_value *const *gout);
 
 /* The rules (derivs.c), by op. */
 ag_rule ag_rule_of(ptc_op op);

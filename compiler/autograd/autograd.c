@@ -48,7 +48,7 @@ static ptc_arg arg_value(ptc_value *v)
     return (ptc_arg){.kind = PTC_ARG_VALUE, .v = v};
 }
 
-static ptc_arg arg_ints(ag *a, const ptc_dim *d, int n)
+ptc_arg ag_arg_ints(ag *a, const ptc_dim *d, int n)
 {
     ptc_dim *copy = PTC_NEWN(a->g->arena, ptc_dim, n > 0 ? n : 1);
     for (int i = 0; i < n; i++)
@@ -56,12 +56,12 @@ static ptc_arg arg_ints(ag *a, const ptc_dim *d, int n)
     return (ptc_arg){.kind = PTC_ARG_INTS, .is = {n, copy}};
 }
 
-static ptc_arg arg_int_list(ag *a, const int *v, int n)
+ptc_arg ag_arg_int_list(ag *a, const int *v, int n)
 {
     ptc_dim d[PTC_MAX_DIMS];
     for (int i = 0; i < n; i++)
         d[i] = ptc_dim_c(v[i]);
-    return arg_ints(a, d, n);
+    return ag_arg_ints(a, d, n);
 }
 
 ptc_value *ag_build(ag *a, ptc_op op, const ptc_arg *args, int nargs)
@@ -97,25 +97,35 @@ ptc_value *ag_binary(ag *a, ptc_op op, ptc_value *x, ptc_value *y)
     return ag_build(a, op, args, 2);
 }
 
-static ptc_value *full(ag *a, const ptc_value *like, ptc_arg value)
+static ptc_value *full(ag *a, const ptc_dim *shape, int n, ptc_arg value, ptc_dtype dt,
+                       ptc_device dev)
+{
+    ptc_arg args[4] = {ag_arg_ints(a, shape, n),
+                       value,
+                       {.kind = PTC_ARG_DTYPE, .dt = dt},
+                       {.kind = PTC_ARG_DEVICE, .dev = dev}};
+    return ag_build(a, PTC_OP_PRIMS_FULL, args, 4);
+}
+
+ptc_value *ag_full(ag *a, const ptc_dim *shape, int n, double v, const ptc_value *like)
 {
     if (!like)
         return NULL;
-    ptc_arg args[4] = {arg_ints(a, like->type.shape, like->type.ndim),
-                       value,
-                       {.kind = PTC_ARG_DTYPE, .dt = like->type.dtype},
-                       {.kind = PTC_ARG_DEVICE, .dev = like->type.device}};
-    return ag_build(a, PTC_OP_PRIMS_FULL, args, 4);
+    return full(a, shape, n, (ptc_arg){.kind = PTC_ARG_FLOAT, .f = v}, like->type.dtype,
+                like->type.device);
 }
 
 ptc_value *ag_full_like(ag *a, const ptc_value *like, double v)
 {
-    return full(a, like, (ptc_arg){.kind = PTC_ARG_FLOAT, .f = v});
+    return like ? ag_full(a, like->type.shape, like->type.ndim, v, like) : NULL;
 }
 
 ptc_value *ag_full_dim(ag *a, const ptc_value *like, ptc_dim n)
 {
-    return full(a, like, (ptc_arg){.kind = PTC_ARG_INT, .i = n});
+    if (!like)
+        return NULL;
+    return full(a, like->type.shape, like->type.ndim, (ptc_arg){.kind = PTC_ARG_INT, .i = n},
+                like->type.dtype, like->type.device);
 }
 
 ptc_value *ag_scale(ag *a, ptc_value *x, double v)
@@ -141,7 +151,8 @@ ptc_value *ag_broadcast(ag *a, ptc_value *x, const ptc_dim *shape, int n, const 
 {
     if (!x)
         return NULL;
-    ptc_arg args[3] = {arg_value(x), arg_ints(a, shape, n), arg_int_list(a, bdims, x->type.ndim)};
+    ptc_arg args[3] = {arg_value(x), ag_arg_ints(a, shape, n),
+                       ag_arg_int_list(a, bdims, x->type.ndim)};
     return ag_build(a, PTC_OP_PRIMS_BROADCAST_IN_DIM, args, 3);
 }
 
@@ -155,7 +166,7 @@ ptc_value *ag_sum(ag *a, ptc_value *x, const bool *mask)
             dims[n++] = d;
     if (n == 0)
         return x;
-    ptc_arg args[2] = {arg_value(x), arg_int_list(a, dims, n)};
+    ptc_arg args[2] = {arg_value(x), ag_arg_int_list(a, dims, n)};
     return ag_build(a, PTC_OP_PRIMS_SUM, args, 2);
 }
 
@@ -172,7 +183,7 @@ ptc_value *ag_reshape(ag *a, ptc_value *x, const ptc_dim *shape, int n)
 {
     if (!x)
         return NULL;
-    ptc_arg args[2] = {arg_value(x), arg_ints(a, shape, n)};
+    ptc_arg args[2] = {arg_value(x), ag_arg_ints(a, shape, n)};
     return ag_build(a, PTC_OP_PRIMS_RESHAPE, args, 2);
 }
 
@@ -180,7 +191,7 @@ ptc_value *ag_permute(ag *a, ptc_value *x, const int *perm)
 {
     if (!x)
         return NULL;
-    ptc_arg args[2] = {arg_value(x), arg_int_list(a, perm, x->type.ndim)};
+    ptc_arg args[2] = {arg_value(x), ag_arg_int_list(a, perm, x->type.ndim)};
     return ag_build(a, PTC_OP_PRIMS_PERMUTE, args, 2);
 }
 

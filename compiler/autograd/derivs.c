@@ -502,7 +502,7 @@ typedef struct rule_row {
 } rule_row;
 
 static const rule_row rows[PTC_OP_COUNT] = {
-#define RULE(id, fn) [PTC_OP_##id] = {true, d_##fn, NULL},
+#define RULE(id, fn) [PTC_OP_##id] = {true, fn, NULL},
 #define ZERO(id) [PTC_OP_##id] = {true, NULL, NULL},
 #define NODIFF(id) [PTC_OP_##id] = {true, NULL, NULL},
 #define NONE(id, reason) [PTC_OP_##id] = {true, NULL, reason},

@@ -95,6 +95,42 @@ static const grad_case cases[] = {
      -1.0, 1.0, 4},
 };
 
+static const grad_case nn_cases[] = {
+    {"conv",
+     "graph g(%x: f64[2,4,7,6] cpu, %w: f64[6,4,3,3] cpu, %b: f64[6] cpu, "
+     "%v: f64[4,2,2,3] cpu, %d: f64[4,1,3,3] cpu) {\n"
+     "  %a = conv2d(%x, %w, %b, 2, 1) : f64[2,6,4,3]\n"
+     "  %c = conv2d(%x, %v, none, [1, 2], [0, 1], 1, 2) : f64[2,4,6,3]\n"
+     "  %e = conv2d(%x, %d, none, 1, 2, 2, 4) : f64[2,4,7,6]\n"
+     "  return (%a, %c, %e)\n}\n",
+     -1.0, 1.0, 0},
+    {"conv1d",
+     "graph g(%x: f64[2,3,9] cpu, %w: f64[5,3,4] cpu) {\n"
+     "  %a = conv1d(%x, %w, none, 3, 2, 1) : f64[2,5,4]\n"
+     "  return (%a)\n}\n",
+     -1.0, 1.0, 0},
+    {"pools",
+     "graph g(%x: f64[2,3,6,5] cpu, %u: f64[3,8,8] cpu) {\n"
+     "  %a = max_pool2d(%x, 3, 2, 1) : f64[2,3,3,3]\n"
+     "  %b = avg_pool2d(%x, 2, 2) : f64[2,3,3,2]\n"
+     "  %c = avg_pool2d(%x, 3, 2, 1, count_include_pad=false) : f64[2,3,3,3]\n"
+     "  %d = avg_pool2d(%x, 3, 1, 1, divisor_override=4) : f64[2,3,6,5]\n"
+     "  %e = adaptive_avg_pool2d(%u, [1, 1]) : f64[3,1,1]\n"
+     "  %f = adaptive_avg_pool2d(%u, [2, 4]) : f64[3,2,4]\n"
+     "  %h = max_pool2d(%u, 2) : f64[3,4,4]\n"
+     "  return (%a, %b, %c, %d, %e, %f, %h)\n}\n",
+     -1.0, 1.0, 0},
+    {"attention",
+     "graph g(%q: f64[2,2,3,4] cpu, %k: f64[2,2,5,4] cpu, %v: f64[2,2,5,3] cpu, "
+     "%c: f64[2,4,4] cpu, %m: bool[3,5] cpu, %f: f64[2,1,3,5] cpu) {\n"
+     "  %a = scaled_dot_product_attention(%q, %k, %v) : f64[2,2,3,3]\n"
+     "  %b = scaled_dot_product_attention(%c, %c, %c, is_causal=true) : f64[2,4,4]\n"
+     "  %d = scaled_dot_product_attention(%q, %k, %v, %m, scale=0.7) : f64[2,2,3,3]\n"
+     "  %e = scaled_dot_product_attention(%q, %k, %v, %f) : f64[2,2,3,3]\n"
+     "  return (%a, %b, %d, %e)\n}\n",
+     -1.0, 1.0, 2},
+};
+
 static ptc_module *parse(const char *text)
 {
     ptc_error err;
@@ -110,6 +146,8 @@ static void fill(ptc_tensor *t, const grad_case *c, unsigned *seed)
         double u = (double)rand_r(seed) / ((double)RAND_MAX + 1.0);
         if (t->dtype == PTC_F64)
             ((double *)t->data)[e] = c->lo + (c->hi - c->lo) * u;
+        else if (t->dtype == PTC_BOOL) /* masks: keep the first column, the rest at random */
+            ((uint8_t *)t->data)[e] = e % t->sizes[t->ndim - 1] == 0 || u < 0.6;
         else
             ((int64_t *)t->data)[e] = (int64_t)(u * (double)c->index_hi);
     }
@@ -151,8 +189,8 @@ static void check_case(const grad_case *c)
     ck_assert_msg(prims != NULL, "%s: %s", c->name, err.msg);
     ck_assert_int_eq(ptc_simplify(prims, &err), 0);
     bool wants[16] = {0};
-    for (int i = 0; i < g->ninputs; i++)
-        wants[i] = g->inputs[i]->type.dtype == PTC_F64;
+    for (int i = 0; i < g->ninputs; i++) /* masks (%f) are inputs, not parameters */
+        wants[i] = g->inputs[i]->type.dtype == PTC_F64 && strcmp(g->inputs[i]->name, "f");
     ptc_joint j;
     ck_assert_msg(ptc_autograd_joint(prims, wants, &j, &err) == 0, "%s: %s", c->name, err.msg);
 
@@ -208,6 +246,12 @@ START_TEST(gradients_match_finite_differences)
 }
 END_TEST
 
+START_TEST(nn_gradients_match_finite_differences)
+{
+    check_case(&nn_cases[_i]);
+}
+END_TEST
+
 /* Every prims-stage op has a row in derivs.def: a rule, zero, nothing
  * floating, or the reason it has no derivative yet. */
 START_TEST(every_prim_has_a_row)
@@ -226,8 +270,8 @@ END_TEST
 START_TEST(missing_derivative_is_a_clear_error)
 {
     ptc_module *m = parse("# ptc ir v1\n"
-                          "graph g(%x: f32[1,2,5,5] cpu, %w: f32[3,2,3,3] cpu) {\n"
-                          "  %y = conv2d(%x, %w) : f32[1,3,3,3]\n  return (%y)\n}\n");
+                          "graph g(%x: f32[1,2,5,5] cpu, %w: f32[2,3,3,3] cpu) {\n"
+                          "  %y = conv_transpose2d(%x, %w) : f32[1,3,7,7]\n  return (%y)\n}\n");
     ptc_error err;
     ptc_graph *prims = ptc_decompose(m->graphs[0], &err);
     ck_assert_ptr_nonnull(prims);
@@ -236,8 +280,7 @@ START_TEST(missing_derivative_is_a_clear_error)
     ck_assert_int_eq(ptc_autograd_joint(prims, wants, &j, &err), -1);
     ck_assert_int_eq(err.cls, PTC_ERR_UNSUPPORTED);
     ck_assert_str_eq(err.stage, "autograd");
-    ck_assert_msg(strstr(err.msg, "convolution") && strstr(err.msg, "no derivative"), "%s",
-                  err.msg);
+    ck_assert_msg(strstr(err.msg, "convolution") && strstr(err.msg, "transposed"), "%s", err.msg);
     ck_assert_ptr_null(j.graph);
     /* Only the inputs that want a gradient matter: none wanted, nothing to differentiate. */
     bool none[2] = {false, false};
@@ -271,6 +314,8 @@ static Suite *suite(void)
     TCase *t = tcase_create("core");
     tcase_add_loop_test(t, gradients_match_finite_differences, 0,
                         (int)(sizeof cases / sizeof *cases));
+    tcase_add_loop_test(t, nn_gradients_match_finite_differences, 0,
+                        (int)(sizeof nn_cases / sizeof *nn_cases));
     tcase_add_test(t, every_prim_has_a_row);
     tcase_add_test(t, missing_derivative_is_a_clear_error);
     tcase_add_test(t, integer_input_cannot_want_a_gradient);
