@@ -36,6 +36,19 @@ typedef struct ptc_joint {
 
 int ptc_autograd_joint(const ptc_graph *g, const bool *wants_grad, ptc_joint *out, ptc_error *err);
 
+/* The forward and the backward of a joint graph, to run at different times:
+ *   forward:  the primal inputs -> the primal outputs, then nsaved values;
+ *   backward: those nsaved values, then the tangents (joint order) -> the
+ *             gradients (joint order).
+ * What the backward reads is saved, except cheap pointwise and view results
+ * it can recompute from values saved anyway at no more bytes (partition.c). */
+typedef struct ptc_partition {
+    ptc_graph *forward, *backward; /* each owns its arena */
+    int nsaved;
+} ptc_partition;
+
+int ptc_autograd_partition(const ptc_joint *j, ptc_partition *out, ptc_error *err);
+
 /* Whether op has a derivative rule; if not, why (a static string). */
 bool ptc_autograd_has_rule(ptc_op op, const char **why);
 

@@ -231,6 +231,40 @@ void ptc_graph_use_counts(const ptc_graph *g, int *counts)
         counts[g->outputs[i]->id]++;
 }
 
+ptc_node *ptc_graph_copy_node(ptc_graph *dst, const ptc_node *n, ptc_value **map)
+{
+    ptc_ttype types[1];
+    ptc_ttype *tys = n->nout <= 1 ? types : malloc(sizeof(ptc_ttype) * (size_t)n->nout);
+    const char **names = malloc(sizeof(char *) * (size_t)(n->nout + 1));
+    PTC_ASSERT(tys && names);
+    for (int j = 0; j < n->nout; j++) {
+        tys[j] = n->outs[j]->type;
+        names[j] = n->outs[j]->name;
+    }
+    ptc_arg *args = PTC_NEWN(dst->arena, ptc_arg, n->nargs > 0 ? n->nargs : 1);
+    for (int j = 0; j < n->nargs; j++)
+        args[j] = copy_arg(dst->arena, &n->args[j], map);
+    ptc_node *m = ptc_graph_add_node(dst, n->op, args, n->nargs, n->nout, tys, names);
+    m->id = n->id;
+    if (dst->next_node_id <= n->id)
+        dst->next_node_id = n->id + 1;
+    m->loc.file = ptc_arena_strdup(dst->arena, n->loc.file);
+    m->loc.line = n->loc.line;
+    m->loc.col = n->loc.col;
+    m->loc.text = ptc_arena_strdup(dst->arena, n->loc.text);
+    m->module_path = ptc_arena_strdup(dst->arena, n->module_path);
+    m->nprov = n->nprov;
+    m->prov = PTC_NEWN(dst->arena, const char *, n->nprov > 0 ? n->nprov : 1);
+    for (int j = 0; j < n->nprov; j++)
+        m->prov[j] = ptc_arena_strdup(dst->arena, n->prov[j]);
+    for (int j = 0; j < n->nout; j++)
+        map[n->outs[j]->id] = m->outs[j];
+    if (tys != types)
+        free(tys);
+    free(names);
+    return m;
+}
+
 ptc_graph *ptc_graph_clone(const ptc_graph *g, ptc_value **map_out)
 {
     ptc_graph *c = ptc_graph_new(NULL, g->name);
@@ -238,36 +272,8 @@ ptc_graph *ptc_graph_clone(const ptc_graph *g, ptc_value **map_out)
     PTC_ASSERT(map);
     for (int i = 0; i < g->ninputs; i++)
         map[g->inputs[i]->id] = ptc_graph_add_input(c, g->inputs[i]->name, &g->inputs[i]->type);
-    for (int i = 0; i < g->nnodes; i++) {
-        const ptc_node *n = g->nodes[i];
-        ptc_ttype types[1];
-        ptc_ttype *tys = n->nout <= 1 ? types : malloc(sizeof(ptc_ttype) * (size_t)n->nout);
-        const char **names = malloc(sizeof(char *) * (size_t)(n->nout + 1));
-        PTC_ASSERT(tys && names);
-        for (int j = 0; j < n->nout; j++) {
-            tys[j] = n->outs[j]->type;
-            names[j] = n->outs[j]->name;
-        }
-        ptc_arg *args = PTC_NEWN(c->arena, ptc_arg, n->nargs > 0 ? n->nargs : 1);
-        for (int j = 0; j < n->nargs; j++)
-            args[j] = copy_arg(c->arena, &n->args[j], map);
-        ptc_node *m = ptc_graph_add_node(c, n->op, args, n->nargs, n->nout, tys, names);
-        m->id = n->id;
-        m->loc.file = ptc_arena_strdup(c->arena, n->loc.file);
-        m->loc.line = n->loc.line;
-        m->loc.col = n->loc.col;
-        m->loc.text = ptc_arena_strdup(c->arena, n->loc.text);
-        m->module_path = ptc_arena_strdup(c->arena, n->module_path);
-        m->nprov = n->nprov;
-        m->prov = PTC_NEWN(c->arena, const char *, n->nprov > 0 ? n->nprov : 1);
-        for (int j = 0; j < n->nprov; j++)
-            m->prov[j] = ptc_arena_strdup(c->arena, n->prov[j]);
-        for (int j = 0; j < n->nout; j++)
-            map[n->outs[j]->id] = m->outs[j];
-        if (tys != types)
-            free(tys);
-        free(names);
-    }
+    for (int i = 0; i < g->nnodes; i++)
+        ptc_graph_copy_node(c, g->nodes[i], map);
     c->next_node_id = g->next_node_id;
     ptc_value **outs = malloc(sizeof(ptc_value *) * (size_t)(g->noutputs + 1));
     PTC_ASSERT(outs);

@@ -434,6 +434,10 @@ ptc_value *ptc_graph_find_value(const ptc_graph *g, const char *name); /* name w
 ptc_node *ptc_graph_find_node(const ptc_graph *g, int id);
 /* Users of each value: counts[value id] (caller-sized nvalues). */
 void ptc_graph_use_counts(const ptc_graph *g, int *counts);
+/* Appends a copy of node n (of another graph) to dst: its args' values
+ * through map[old value id], its outputs (names, types), id, location, module
+ * path and provenance kept; map gets n's outputs -> the copy's. */
+ptc_node *ptc_graph_copy_node(ptc_graph *dst, const ptc_node *n, ptc_value **map);
 /* Deep copy into a new graph (own arena); map (optional, size g->nvalues) gets
  * old value id -> new value. */
 ptc_graph *ptc_graph_clone(const ptc_graph *g, ptc_value **map);

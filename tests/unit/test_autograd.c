@@ -178,6 +178,48 @@ static double objective(const ptc_graph *g, const ptc_tensor *inputs, ptc_tensor
     return total;
 }
 
+static void expect_equal(const grad_case *c, const char *what, const ptc_tensor *got,
+                         const ptc_tensor *want)
+{
+    for (int64_t e = 0; e < ptc_tensor_numel(want); e++)
+        ck_assert_msg(((double *)got->data)[e] == ((double *)want->data)[e],
+                      "%s: %s[%lld]: %.17g, the joint graph gives %.17g", c->name, what,
+                      (long long)e, ((double *)got->data)[e], ((double *)want->data)[e]);
+}
+
+/* The forward then the backward give the joint graph's outputs and gradients. */
+static void check_partition(const grad_case *c, const ptc_joint *j, const ptc_tensor *joint_in,
+                            const ptc_tensor *joint_out)
+{
+    ptc_partition p;
+    ptc_error err;
+    ck_assert_msg(ptc_autograd_partition(j, &p, &err) == 0, "%s: %s", c->name, err.msg);
+    ptc_tensor fwd_out[64], bwd_in[64], bwd_out[32];
+    ck_assert_msg(ptc_interp_run(p.forward, joint_in, j->nprimal_inputs, fwd_out, NULL, &err) == 0,
+                  "%s: forward: %s", c->name, err.msg);
+    for (int k = 0; k < j->nprimal_outputs; k++)
+        expect_equal(c, "forward output", &fwd_out[k], &joint_out[k]);
+    int n = 0;
+    for (int k = 0; k < p.nsaved; k++)
+        bwd_in[n++] = fwd_out[j->nprimal_outputs + k];
+    for (int i = j->nprimal_inputs; i < j->graph->ninputs; i++)
+        bwd_in[n++] = joint_in[i];
+    ck_assert_int_eq(p.backward->ninputs, n);
+    ck_assert_msg(ptc_interp_run(p.backward, bwd_in, n, bwd_out, NULL, &err) == 0,
+                  "%s: backward: %s", c->name, err.msg);
+    for (int r = 0; r < j->ngrads; r++) {
+        expect_equal(c, "gradient", &bwd_out[r], &joint_out[j->nprimal_outputs + r]);
+        ptc_tensor_release(&bwd_out[r]);
+    }
+    /* nothing tangent-dependent is left in the forward */
+    for (int i = 0; i < p.forward->ninputs; i++)
+        ck_assert(strncmp(p.forward->inputs[i]->name, "tangent_", 8) != 0);
+    for (int i = 0; i < p.forward->noutputs; i++)
+        ptc_tensor_release(&fwd_out[i]);
+    ptc_graph_free(p.forward);
+    ptc_graph_free(p.backward);
+}
+
 static void check_case(const grad_case *c)
 {
     char text[4096];
@@ -229,6 +271,7 @@ static void check_case(const grad_case *c)
                           g->inputs[j.grad_of[r]]->name, (long long)e, fd, grad[e]);
         }
     }
+    check_partition(c, &j, joint_in, joint_out);
     for (int i = 0; i < j.graph->noutputs; i++)
         ptc_tensor_release(&joint_out[i]);
     for (int i = 0; i < g->ninputs; i++)
@@ -293,6 +336,41 @@ START_TEST(missing_derivative_is_a_clear_error)
 }
 END_TEST
 
+/* exp's gradient reads exp's result: the backward recomputes it from the
+ * saved input (same bytes) rather than keeping both alive; a broadcast bias
+ * is saved small, not broadcast. */
+START_TEST(partition_recomputes_cheap_ops)
+{
+    ptc_module *m = parse("# ptc ir v1\ngraph g(%x: f32[64,32] cpu, %b: f32[32] cpu) {\n"
+                          "  %e = exp(%x) : f32[64,32]\n  %y = mul(%e, %b) : f32[64,32]\n"
+                          "  %s = sum(%y) : f32[]\n  return (%s)\n}\n");
+    ptc_error err;
+    ptc_graph *prims = ptc_decompose(m->graphs[0], &err);
+    ck_assert_ptr_nonnull(prims);
+    ck_assert_int_eq(ptc_simplify(prims, &err), 0);
+    bool wants[2] = {true, true};
+    ptc_joint j;
+    ck_assert_msg(ptc_autograd_joint(prims, wants, &j, &err) == 0, "%s", err.msg);
+    ptc_partition p;
+    ck_assert_msg(ptc_autograd_partition(&j, &p, &err) == 0, "%s", err.msg);
+    /* saved: x and b only (64*32 + 32 floats), not exp(x) nor the broadcast b */
+    ck_assert_int_eq(p.nsaved, 2);
+    int exps = 0;
+    for (int i = 0; i < p.backward->nnodes; i++)
+        exps += p.backward->nodes[i]->op == PTC_OP_PRIMS_EXP;
+    ck_assert_int_eq(exps, 1);
+    for (int i = 0; i < p.backward->ninputs - 1; i++) {
+        const ptc_ttype *t = &p.backward->inputs[i]->type;
+        ck_assert(t->ndim == 1 || (t->ndim == 2 && t->shape[0].value == 64));
+    }
+    ptc_graph_free(p.forward);
+    ptc_graph_free(p.backward);
+    ptc_graph_free(j.graph);
+    ptc_graph_free(prims);
+    ptc_module_free(m);
+}
+END_TEST
+
 START_TEST(integer_input_cannot_want_a_gradient)
 {
     ptc_module *m = parse("# ptc ir v1\ngraph g(%i: i64[4] cpu) {\n"
@@ -319,6 +397,7 @@ static Suite *suite(void)
     tcase_add_test(t, every_prim_has_a_row);
     tcase_add_test(t, missing_derivative_is_a_clear_error);
     tcase_add_test(t, integer_input_cannot_want_a_gradient);
+    tcase_add_test(t, partition_recomputes_cheap_ops);
     suite_add_tcase(s, t);
     return s;
 }

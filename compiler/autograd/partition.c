@@ -1,0 +1,254 @@
+/* Splitting a joint graph into the forward and the backward that run at
+ * different times: the forward returns, after its outputs, the values the
+ * backward reads (saved), the backward starts from them and the tangents.
+ *
+ * A node belongs to the backward when it reads a tangent, directly or not;
+ * the rest is forward. Nodes with no tensor input (fulls, iotas) are copied
+ * into whichever side uses them. Then a greedy pass trades memory for work
+ * as Inductor's partitioner does for cheap ops: a saved value made by a
+ * pointwise or view node is recomputed in the backward instead when the
+ * inputs that node would need saved take no more bytes than the value
+ * itself (an exp of a saved input, a broadcast of a small tensor); chains
+ * follow from repeating it until nothing moves.
+ */
+#include "ag.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { SIDE_FORWARD, SIDE_BACKWARD, SIDE_FREE } side;
+
+typedef struct split {
+    const ptc_graph *j;
+    side *node_side; /* by node index */
+    ptc_node **def;  /* by value id: the node defining it, NULL for inputs */
+    bool *saved;     /* by value id */
+    bool *recompute; /* by node index: a forward node copied into the backward */
+    int *index;      /* by node id: node index */
+} split;
+
+static bool is_tangent(const ptc_joint *jt, const ptc_value *v)
+{
+    return v->input_index >= jt->nprimal_inputs;
+}
+
+/* The tensor inputs of n one at a time (arg and elem start at 0). */
+static ptc_value *next_input(const ptc_node *n, int *arg, int *elem)
+{
+    for (; *arg < n->nargs; (*arg)++, *elem = 0) {
+        const ptc_arg *a = &n->args[*arg];
+        if (a->kind == PTC_ARG_VALUE && *elem == 0) {
+            (*elem)++;
+            return a->v;
+        }
+        if (a->kind == PTC_ARG_VALUES)
+            while (*elem < a->vs.n)
+                if (a->vs.v[(*elem)++])
+                    return a->vs.v[*elem - 1];
+    }
+    return NULL;
+}
+
+#define FOR_INPUTS(n, v) for (int arg_ = 0, elem_ = 0; ((v) = next_input((n), &arg_, &elem_));)
+
+static void classify(split *s, const ptc_joint *jt, bool *tangent_dep)
+{
+    const ptc_graph *j = s->j;
+    for (int i = 0; i < j->ninputs; i++)
+        tangent_dep[j->inputs[i]->id] = is_tangent(jt, j->inputs[i]);
+    for (int i = 0; i < j->nnodes; i++) {
+        ptc_node *n = j->nodes[i];
+        bool any_input = false, dep = false;
+        ptc_value *v;
+        FOR_INPUTS(n, v)
+        {
+            any_input = true;
+            dep |= tangent_dep[v->id];
+        }
+        s->node_side[i] = dep ? SIDE_BACKWARD : any_input ? SIDE_FORWARD : SIDE_FREE;
+        for (int k = 0; k < n->nout; k++) {
+            tangent_dep[n->outs[k]->id] = dep;
+            s->def[n->outs[k]->id] = n;
+        }
+    }
+}
+
+/* Computed by the forward (inputs included) and not recomputed. */
+static bool on_forward(const split *s, const ptc_value *v)
+{
+    const ptc_node *d = s->def[v->id];
+    if (!d)
+        return true;
+    int i = s->index[d->id];
+    return s->node_side[i] == SIDE_FORWARD && !s->recompute[i];
+}
+
+/* Forward values the backward reads, and gradients that are forward values. */
+static void mark_saved(split *s, const ptc_joint *jt)
+{
+    const ptc_graph *j = s->j;
+    memset(s->saved, 0, sizeof(bool) * (size_t)j->nvalues);
+    for (int i = 0; i < j->nnodes; i++) {
+        if (s->node_side[i] != SIDE_BACKWARD && !s->recompute[i])
+            continue;
+        ptc_value *v;
+        FOR_INPUTS(j->nodes[i], v)
+        {
+            if (on_forward(s, v) && !is_tangent(jt, v))
+                s->saved[v->id] = true;
+        }
+    }
+    for (int r = 0; r < jt->ngrads; r++) {
+        ptc_value *g = j->outputs[jt->nprimal_outputs + r];
+        if (on_forward(s, g) && !is_tangent(jt, g))
+            s->saved[g->id] = true;
+    }
+}
+
+static double bytes(const ptc_value *v)
+{
+    double n = (double)ptc_dtype_size(v->type.dtype);
+    for (int d = 0; d < v->type.ndim; d++)
+        n *= ptc_dim_is_static(v->type.shape[d]) ? (double)v->type.shape[d].value : 1024.0;
+    return n;
+}
+
+static bool cheap(const ptc_node *n)
+{
+    unsigned f = ptc_op_flags(n->op);
+    return (f & (PTC_F_POINTWISE | PTC_F_VIEW)) && !(f & PTC_F_RANDOM) && n->nout == 1;
+}
+
+/* One round of recomputation; whether anything moved. */
+static bool recompute_round(split *s, const ptc_joint *jt)
+{
+    const ptc_graph *j = s->j;
+    bool moved = false;
+    for (int id = 0; id < j->nvalues; id++) {
+        if (!s->saved[id] || !s->def[id])
+            continue;
+        ptc_node *n = s->def[id];
+        int ni = s->index[n->id];
+        if (s->recompute[ni] || s->node_side[ni] != SIDE_FORWARD || !cheap(n))
+            continue;
+        double extra = 0;
+        ptc_value *v;
+        FOR_INPUTS(n, v)
+        {
+            if (!s->saved[v->id] && on_forward(s, v))
+                extra += bytes(v);
+        }
+        if (extra > bytes(j->values[id]))
+            continue;
+        s->recompute[ni] = true;
+        mark_saved(s, jt);
+        moved = true;
+    }
+    return moved;
+}
+
+/* Copies the forward's (or the backward's) nodes in order, inputs through map. */
+static void copy_nodes(ptc_graph *dst, const split *s, ptc_value **map, bool backward)
+{
+    const ptc_graph *j = s->j;
+    for (int i = 0; i < j->nnodes; i++) {
+        side sd = s->node_side[i];
+        bool take = backward ? sd != SIDE_FORWARD || s->recompute[i] : sd != SIDE_BACKWARD;
+        if (!take)
+            continue;
+        ptc_value *v;
+        FOR_INPUTS(j->nodes[i], v)
+        {
+            PTC_ASSERT(map[v->id]); /* saved, or computed on this side before */
+        }
+        ptc_graph_copy_node(dst, j->nodes[i], map);
+    }
+}
+
+static ptc_graph *build_forward(const split *s, const ptc_joint *jt, int *nsaved)
+{
+    const ptc_graph *j = s->j;
+    ptc_graph *f = ptc_graph_new(NULL, "forward");
+    ptc_value **map = calloc((size_t)j->nvalues + 1, sizeof *map);
+    ptc_value **outs = malloc(sizeof *outs * (size_t)(jt->nprimal_outputs + j->nvalues + 1));
+    PTC_ASSERT(map && outs);
+    for (int i = 0; i < jt->nprimal_inputs; i++)
+        map[j->inputs[i]->id] = ptc_graph_add_input(f, j->inputs[i]->name, &j->inputs[i]->type);
+    copy_nodes(f, s, map, false);
+    int n = jt->nprimal_outputs;
+    for (int k = 0; k < n; k++)
+        outs[k] = map[j->outputs[k]->id];
+    *nsaved = 0;
+    for (int id = 0; id < j->nvalues; id++)
+        if (s->saved[id])
+            outs[n + (*nsaved)++] = map[id];
+    ptc_graph_set_outputs(f, outs, n + *nsaved);
+    free(outs);
+    free(map);
+    ptc_pass_dce(f);
+    return f;
+}
+
+static ptc_graph *build_backward(const split *s, const ptc_joint *jt)
+{
+    const ptc_graph *j = s->j;
+    ptc_graph *b = ptc_graph_new(NULL, "backward");
+    ptc_value **map = calloc((size_t)j->nvalues + 1, sizeof *map);
+    ptc_value **outs = malloc(sizeof *outs * (size_t)(jt->ngrads + 1));
+    PTC_ASSERT(map && outs);
+    for (int id = 0; id < j->nvalues; id++)
+        if (s->saved[id]) {
+            ptc_ttype t = j->values[id]->type;
+            t.requires_grad = false;
+            map[id] = ptc_graph_add_input(b, j->values[id]->name, &t);
+        }
+    for (int i = jt->nprimal_inputs; i < j->ninputs; i++)
+        map[j->inputs[i]->id] = ptc_graph_add_input(b, j->inputs[i]->name, &j->inputs[i]->type);
+    copy_nodes(b, s, map, true);
+    for (int r = 0; r < jt->ngrads; r++)
+        outs[r] = map[j->outputs[jt->nprimal_outputs + r]->id];
+    ptc_graph_set_outputs(b, outs, jt->ngrads);
+    free(outs);
+    free(map);
+    ptc_pass_dce(b);
+    return b;
+}
+
+int ptc_autograd_partition(const ptc_joint *jt, ptc_partition *out, ptc_error *err)
+{
+    const ptc_graph *j = jt->graph;
+    memset(out, 0, sizeof *out);
+    split s = {.j = j};
+    int max_id = 0;
+    for (int i = 0; i < j->nnodes; i++)
+        max_id = j->nodes[i]->id > max_id ? j->nodes[i]->id : max_id;
+    s.node_side = calloc((size_t)j->nnodes + 1, sizeof *s.node_side);
+    s.recompute = calloc((size_t)j->nnodes + 1, sizeof *s.recompute);
+    s.index = calloc((size_t)max_id + 1, sizeof *s.index);
+    s.def = calloc((size_t)j->nvalues + 1, sizeof *s.def);
+    s.saved = calloc((size_t)j->nvalues + 1, sizeof *s.saved);
+    bool *tangent_dep = calloc((size_t)j->nvalues + 1, sizeof *tangent_dep);
+    PTC_ASSERT(s.node_side && s.recompute && s.index && s.def && s.saved && tangent_dep);
+    for (int i = 0; i < j->nnodes; i++)
+        s.index[j->nodes[i]->id] = i;
+    classify(&s, jt, tangent_dep);
+    mark_saved(&s, jt);
+    while (recompute_round(&s, jt))
+        ;
+    out->forward = build_forward(&s, jt, &out->nsaved);
+    out->backward = build_backward(&s, jt);
+    free(s.node_side);
+    free(s.recompute);
+    free(s.index);
+    free(s.def);
+    free(s.saved);
+    free(tangent_dep);
+    if (ptc_ops_verify(out->forward, PTC_STAGE_PRIM, err) ||
+        ptc_ops_verify(out->backward, PTC_STAGE_PRIM, err)) {
+        ptc_graph_free(out->forward);
+        ptc_graph_free(out->backward);
+        memset(out, 0, sizeof *out);
+        return -1;
+    }
+    return 0;
+}
