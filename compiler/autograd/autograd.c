@@ -341,6 +341,10 @@ int ptc_autograd_joint(const ptc_graph *g, const bool *wants_grad, ptc_joint *ou
     memset(out, 0, sizeof *out);
     ptc_graph *jg = ptc_graph_clone(g, NULL);
     jg->name = "joint";
+    /* The joint graph is functional: which values need gradients is its own
+     * business (ag.needs), not the types' requires_grad. */
+    for (int i = 0; i < jg->nvalues; i++)
+        jg->values[i]->type.requires_grad = false;
     int nforward = jg->nnodes;
     ag a = {.g = jg, .err = err, .nvalues = jg->nvalues + g->noutputs};
     a.needs = PTC_NEWN(jg->arena, bool, a.nvalues);

@@ -117,6 +117,7 @@ struct cap_backend_state {
     int nvalues;
     PyObject *callable;          /* CAP_BACKEND_CALLABLE: what the backend returned */
     void *program;               /* CAP_BACKEND_PTC: the runtime's ptc_program */
+    PyObject *train;             /* CAP_BACKEND_PTC needing gradients: a TrainProgram */
 };
 
 static int set_earg(earg *e, const ptc_arg *a)
@@ -484,6 +485,25 @@ static bool needs_autograd(cap_entry *e)
     return false;
 }
 
+/* A graph that needs gradients: compiled forward and backward for backend
+ * "ptc"; otherwise, or when that fails (an op without a derivative), torch
+ * ops under autograd, with the reason kept for the report. */
+static void prepare_training(cap_entry *e, cap_backend_state *st)
+{
+    ptc_error terr;
+    ptc_error_clear(&terr);
+#ifdef PTC_HAVE_RUNTIME
+    if (e->backend == CAP_BACKEND_PTC && cap_train_prepare(e, &st->train, &terr) == 0)
+        return;
+#endif
+    if (e->backend != CAP_BACKEND_PTC)
+        ptc_errorf(&terr, PTC_ERR_UNSUPPORTED, "autograd", "backend %s has no autograd",
+                   e->backend == CAP_BACKEND_REFERENCE ? "reference" : "ptc");
+    e->backend = CAP_BACKEND_EAGER;
+    e->autograd_fallback = true;
+    snprintf(e->autograd_why, sizeof e->autograd_why, "%.255s", terr.msg);
+}
+
 int cap_backend_prepare(cap_entry *e, cap_compiled *cc, ptc_error *err)
 {
     if (!e->graph)
@@ -491,10 +511,8 @@ int cap_backend_prepare(cap_entry *e, cap_compiled *cc, ptc_error *err)
     cap_backend_state *st = calloc(1, sizeof *st);
     e->bstate = st;
     e->backend = cc->opts.backend;
-    if (e->backend != CAP_BACKEND_EAGER && e->backend != CAP_BACKEND_CALLABLE && needs_autograd(e)) {
-        e->backend = CAP_BACKEND_EAGER;
-        e->autograd_fallback = true;
-    }
+    if (e->backend != CAP_BACKEND_EAGER && e->backend != CAP_BACKEND_CALLABLE && needs_autograd(e))
+        prepare_training(e, st);
     if (cap_eager_prepare(e->graph, e->node_grad, st) < 0) {
         char msg[512] = "eager mapping failed";
         PyObject *t, *v, *tb;
@@ -522,7 +540,7 @@ int cap_backend_prepare(cap_entry *e, cap_compiled *cc, ptc_error *err)
         e->backend = CAP_BACKEND_EAGER;
         return ptc_errorf(err, PTC_ERR_INTERNAL, "backend", "injected backend failure (ptc.config.inject_failure)");
     }
-    if (e->backend == CAP_BACKEND_PTC) {
+    if (e->backend == CAP_BACKEND_PTC && !st->train) {
 #ifdef PTC_HAVE_RUNTIME
         if (cap_runtime_compile(e, &st->program, e->tc, err) < 0) {
             e->backend = CAP_BACKEND_EAGER;
@@ -544,6 +562,7 @@ void cap_backend_free(cap_entry *e)
         return;
     cap_eager_free(st);
     Py_XDECREF(st->callable);
+    Py_XDECREF(st->train);
 #ifdef PTC_HAVE_RUNTIME
     cap_runtime_release(st->program);
 #endif
@@ -584,6 +603,8 @@ int cap_backend_run(cap_entry *e, PyObject **inputs, PyObject **outputs)
         return callable_run(e, st, inputs, outputs);
     case CAP_BACKEND_PTC:
 #ifdef PTC_HAVE_RUNTIME
+        if (st->train)
+            return cap_train_run(e, st->train, inputs, outputs);
         return cap_runtime_run(e, st->program, inputs, outputs);
 #endif
     case CAP_BACKEND_EAGER:

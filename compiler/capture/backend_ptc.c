@@ -438,15 +438,21 @@ static void *host_stream(void *ctx, ptc_device dev)
 
 static const ptc_host torch_host = {NULL, host_alloc, host_extern, host_stream, host_extern_new};
 
-int cap_runtime_compile(cap_entry *e, void **program, ptc_trace_compile *tc, ptc_error *err)
+int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_compile *tc,
+                              ptc_error *err)
 {
     ptc_compile_opts opts = {.backend = PTC_BACKEND_CPU, .trace = tc};
-    for (int i = 0; i < e->graph->ninputs; i++)
-        if (e->graph->inputs[i]->type.device.kind == PTC_DEV_CUDA)
+    for (int i = 0; i < g->ninputs; i++)
+        if (g->inputs[i]->type.device.kind == PTC_DEV_CUDA)
             opts.backend = PTC_BACKEND_CUDA;
-    ptc_program *p = ptc_compile(e->graph, &opts, err);
+    ptc_program *p = ptc_compile(g, &opts, err);
     *program = p;
     return p ? 0 : -1;
+}
+
+int cap_runtime_compile(cap_entry *e, void **program, ptc_trace_compile *tc, ptc_error *err)
+{
+    return cap_runtime_compile_graph(e->graph, program, tc, err);
 }
 
 void cap_runtime_release(void *program)
@@ -455,25 +461,25 @@ void cap_runtime_release(void *program)
         ptc_program_release(program);
 }
 
-int cap_runtime_run(cap_entry *e, void *program, PyObject **inputs, PyObject **outputs)
+int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, PyObject **outputs,
+                            int noutputs)
 {
     static uint64_t rng_offset;
-    ptc_graph *g = e->graph;
-    ptc_tensor *ins = calloc((size_t)g->ninputs + 1, sizeof *ins);
-    ptc_tensor *outs = calloc((size_t)g->noutputs + 1, sizeof *outs);
-    PyObject **held = calloc((size_t)g->ninputs + 1, sizeof *held);
+    ptc_tensor *ins = calloc((size_t)ninputs + 1, sizeof *ins);
+    ptc_tensor *outs = calloc((size_t)noutputs + 1, sizeof *outs);
+    PyObject **held = calloc((size_t)ninputs + 1, sizeof *held);
     int rc = -1;
-    for (int i = 0; i < g->ninputs; i++)
+    for (int i = 0; i < ninputs; i++)
         if (cap_torch_to_ptc(inputs[i], &ins[i], &held[i]) < 0)
             goto done;
     ptc_error err;
-    if (ptc_program_run(program, ins, g->ninputs, outs, &torch_host, ++rng_offset, &err) < 0) {
+    if (ptc_program_run(program, ins, ninputs, outs, &torch_host, ++rng_offset, &err) < 0) {
         char buf[1200];
         ptc_error_format(&err, buf, sizeof buf);
         PyErr_Format(cap_InternalError, "ptc: running the compiled graph: %s", buf);
         goto done;
     }
-    for (int i = 0; i < g->noutputs; i++) {
+    for (int i = 0; i < noutputs; i++) {
         ptc_storage *s = outs[i].storage;
         if (!s || s->release != release_owned || !s->owner) {
             PyErr_SetString(cap_InternalError, "ptc: a compiled output was not allocated by torch");
@@ -483,17 +489,23 @@ int cap_runtime_run(cap_entry *e, void *program, PyObject **inputs, PyObject **o
     }
     rc = 0;
 done:
-    for (int i = 0; i < g->noutputs; i++) {
+    for (int i = 0; i < noutputs; i++) {
         if (rc < 0)
             Py_CLEAR(outputs[i]);
         ptc_tensor_release(&outs[i]);
     }
-    for (int i = 0; i < g->ninputs; i++)
+    for (int i = 0; i < ninputs; i++)
         Py_XDECREF(held[i]);
     free(ins);
     free(outs);
     free(held);
     return rc;
+}
+
+int cap_runtime_run(cap_entry *e, void *program, PyObject **inputs, PyObject **outputs)
+{
+    return cap_runtime_run_program(program, inputs, e->graph->ninputs, outputs,
+                                   e->graph->noutputs);
 }
 
 #endif /* PTC_HAVE_RUNTIME */

@@ -108,6 +108,7 @@ struct cap_entry {
     uint8_t *node_grad;      /* per node id: grad mode */
     cap_backend backend;     /* what runs the graph */
     bool autograd_fallback;  /* gradients needed: ran through torch ops */
+    char autograd_why[256];  /*   why (an op without a derivative, ...) */
     bool broken;             /* its recipes failed once: its position runs eagerly */
     cap_backend_state *bstate;
     /* After the graph. */
@@ -171,6 +172,15 @@ int cap_backend_run(cap_entry *e, PyObject **inputs, PyObject **outputs);
 /* The runtime (backend "ptc"): compile, run with torch as the host, release. */
 int cap_runtime_compile(cap_entry *e, void **program, ptc_trace_compile *tc, ptc_error *err);
 int cap_runtime_run(cap_entry *e, void *program, PyObject **inputs, PyObject **outputs);
+/* Compiled forward and backward of a graph that needs gradients
+ * (backend_train.c): a ptc._C.TrainProgram, run as one autograd node. */
+int cap_train_prepare(cap_entry *e, PyObject **program, ptc_error *err);
+int cap_train_run(cap_entry *e, PyObject *program, PyObject **inputs, PyObject **outputs);
+/* The same for any graph / program (the training backend's two halves). */
+int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_compile *tc,
+                              ptc_error *err);
+int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, PyObject **outputs,
+                            int noutputs);
 void cap_runtime_release(void *program);
 /* Can the entry's graph run through torch ops (its eager steps are whole)? */
 bool cap_backend_ready(cap_entry *e);

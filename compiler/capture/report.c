@@ -219,10 +219,12 @@ void cap_report_untraceable(cap_compiled *c, const char *name, const cap_break *
 
 void cap_report_autograd(cap_compiled *c, const cap_entry *e)
 {
-    add_event(c, Py_BuildValue("{s:s,s:s,s:i}", "kind", "autograd_fallback", "frame", e->frame_name, "id", e->id));
+    add_event(c, Py_BuildValue("{s:s,s:s,s:i,s:s}", "kind", "autograd_fallback", "frame", e->frame_name,
+                               "id", e->id, "why", e->autograd_why));
     if (ptc_log_on(PTC_LOG_GRAPH_BREAKS, PTC_LOG_INFO))
         ptc_log(PTC_LOG_GRAPH_BREAKS, PTC_LOG_INFO,
-                "graph %d of %s needs gradients: it runs through torch ops (autograd)", e->id, e->frame_name);
+                "graph %d of %s needs gradients: it runs through torch ops (autograd): %s", e->id,
+                e->frame_name, e->autograd_why);
     PyErr_Clear();
 }
 

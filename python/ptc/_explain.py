@@ -50,7 +50,8 @@ class ExplainOutput:
             elif kind == "autograd_fallback":
                 self.autograd_fallback = True
                 self.fallbacks.append(dict(ev, error="graph %d of %s needs gradients: it ran through torch "
-                                                     "ops so that autograd works" % (ev["id"], ev["frame"])))
+                                                     "ops so that autograd works (%s)"
+                                                     % (ev["id"], ev["frame"], ev.get("why", ""))))
 
     @property
     def graph_count(self):

@@ -484,7 +484,8 @@ static void other_hints(xp_report *r)
         hint(r, XP_HINT_GRAD, (xp_loc){"", 0, 0, 0, ""}, NULL,
              ptc_arena_printf(r->arena,
                               "%d graph%s needed gradients (parameters or inputs require grad while grad mode "
-                              "is on), so %s through torch ops, not ptc's fused kernels. For inference, call the "
+                              "is on) and could not be compiled for training (the reason is on its line above), "
+                              "so %s through torch ops, not ptc's fused kernels. For inference, call the "
                               "model under torch.no_grad() or torch.inference_mode().",
                               grad, grad == 1 ? "" : "s", grad == 1 ? "it ran" : "they ran"));
     for (int i = 0; i < r->nrecompiles; i++)

@@ -183,7 +183,8 @@ static void read_event(xp_report *r, const ptc_json *ev)
         add_outside(r, XP_OUT_BACKEND, jstr(a, ev, "stage"), jstr(a, ev, "error"),
                     graph_num(r, cf, jint(ev, "id")));
     } else if (!strcmp(kind, "autograd_fallback")) {
-        add_outside(r, XP_OUT_AUTOGRAD, jstr(a, ev, "frame"), "", graph_num(r, cf, jint(ev, "id")));
+        add_outside(r, XP_OUT_AUTOGRAD, jstr(a, ev, "frame"), jstr(a, ev, "why"),
+                    graph_num(r, cf, jint(ev, "id")));
     }
 }
 

@@ -358,8 +358,8 @@ static const char *outside_text(out *o, const xp_outside *x)
     case XP_OUT_EAGER_OP:
         return ptc_arena_printf(o->a, "%s ran eagerly between graphs (%s)", no_addr(o, x->what), x->detail);
     case XP_OUT_AUTOGRAD:
-        return ptc_arena_printf(o->a, "graph %d of %s needs gradients: it ran through torch ops", x->graph,
-                                x->what);
+        return ptc_arena_printf(o->a, "graph %d of %s needs gradients: it ran through torch ops%s%s",
+                                x->graph, x->what, x->detail[0] ? ": " : "", x->detail);
     case XP_OUT_BACKEND:
         return ptc_arena_printf(o->a, "graph %d: the compiled backend failed (%s: %s); it ran through torch ops",
                                 x->graph, x->what, x->detail);
