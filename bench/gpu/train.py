@@ -1,0 +1,136 @@
+"""Training-step benchmark on the GPU: forward + loss + backward + fused
+AdamW under bf16 autocast, eager vs torch.compile (Inductor) vs ptc.compile,
+each in its own process (so compile caches and allocator state do not leak
+between them), on the same machine in one run.
+
+    python3 bench/gpu/train.py [--models resnet50,bert,gpt2] [--steps 10] [--out DIR]
+
+Per model and compiler: the median step time over --steps timed steps after
+three warm-up steps, the first step's time (compile included, cold: a fresh
+PTC_CACHE_DIR / Inductor cache dir per process), the peak memory, and the
+loss after the timed steps (the three start from the same weights and
+batches, so their losses agree up to rounding). Writes train.json and
+train.md to --out.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+MODELS = {"resnet50": "torchvision resnet50, batch 32, 224x224",
+          "bert": "HF BertForMaskedLM (base), 16x128",
+          "gpt2": "HF GPT2LMHeadModel, 16x128"}
+
+
+def build(name):
+    import torch
+    torch.manual_seed(0)
+    if name == "resnet50":
+        import torchvision
+        m = torchvision.models.resnet50()
+        x = torch.randn(32, 3, 224, 224, device="cuda")
+        y = torch.randint(0, 1000, (32,), device="cuda")
+        return m, lambda: ((x,), {}), lambda out: torch.nn.functional.cross_entropy(out, y)
+    import transformers as T
+    ids = torch.randint(0, 30000, (16, 128), device="cuda")
+    if name == "bert":
+        m = T.BertForMaskedLM(T.BertConfig())
+        return m, lambda: ((), {"input_ids": ids, "labels": ids}), lambda out: out.loss
+    m = T.GPT2LMHeadModel(T.GPT2Config())
+    return m, lambda: ((), {"input_ids": ids, "labels": ids}), lambda out: out.loss
+
+
+def worker(name, compiler, steps):
+    import torch
+    model, batch, lossf = build(name)
+    model = model.cuda().train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    if compiler == "inductor":
+        model = torch.compile(model)
+    elif compiler == "ptc":
+        import ptc
+        model = ptc.compile(model)
+
+    def step():
+        args, kwargs = batch()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = lossf(model(*args, **kwargs))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss
+
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    step()
+    torch.cuda.synchronize()
+    first = time.perf_counter() - t0
+    for _ in range(2):
+        step()
+    torch.cuda.reset_peak_memory_stats()
+    times = []
+    for _ in range(steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        loss = step()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - t0) * 1e3)
+    row = {"model": name, "compiler": compiler, "median_ms": statistics.median(times),
+           "first_step_s": first, "peak_gib": torch.cuda.max_memory_allocated() / 2**30,
+           "loss": loss.item()}
+    if compiler == "ptc":
+        import ptc
+        args, kwargs = batch()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            ex = ptc.explain(model, backend="ptc")(*args, **kwargs)
+        row.update(graphs=ex.graph_count, breaks=ex.break_count,
+                   autograd_fallbacks=[f.get("why", "") for f in ex.fallbacks
+                                       if "needs gradients" in f.get("error", "")])
+    print(json.dumps(row))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", default="resnet50,bert,gpt2")
+    ap.add_argument("--compilers", default="eager,inductor,ptc")
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--worker", nargs=2)
+    a = ap.parse_args()
+    if a.worker:
+        return worker(a.worker[0], a.worker[1], a.steps)
+    rows = []
+    for name in a.models.split(","):
+        for compiler in a.compilers.split(","):
+            env = dict(os.environ, PTC_CACHE_DIR=tempfile.mkdtemp(),
+                       TORCHINDUCTOR_CACHE_DIR=tempfile.mkdtemp())
+            r = subprocess.run([sys.executable, __file__, "--worker", name, compiler,
+                                "--steps", str(a.steps)], capture_output=True, text=True, env=env)
+            lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+            if r.returncode or not lines:
+                row = {"model": name, "compiler": compiler, "error": r.stderr.strip()[-600:]}
+            else:
+                row = json.loads(lines[-1])
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "train.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+    with open(os.path.join(a.out, "train.md"), "w") as f:
+        f.write("| model | compiler | step ms | first step s | peak GiB | loss |\n|---|---|---|---|---|---|\n")
+        for r in rows:
+            if "error" in r:
+                f.write("| %s | %s | error: %s | | | |\n" % (r["model"], r["compiler"],
+                                                            r["error"].splitlines()[-1][:80]))
+            else:
+                f.write("| %s | %s | %.2f | %.2f | %.2f | %.4f |\n" % (
+                    r["model"], r["compiler"], r["median_ms"], r["first_step_s"], r["peak_gib"],
+                    r["loss"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""Training on CUDA: compiled forward and backward (compiler/autograd) against
+eager PyTorch, in fp32 and under bf16 autocast. Gradients must match eager's
+within the GPU tolerances of test_gpu_models (relative to the largest
+gradient), and the graphs must really be compiled for training (no autograd
+fallback). Skips without a GPU."""
+import copy
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+TOL = {"fp32": 2e-3, "bf16": 3e-2}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _env(tmp_path_factory):
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device visible to torch")
+    pytest.importorskip("ptc", reason="the ptc Python module is not part of this build")
+    os.environ["PTC_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+
+
+def models():
+    torch.manual_seed(0)
+    cnn = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16).eval(), torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2), torch.nn.Conv2d(16, 16, 3, groups=4), torch.nn.GELU(),
+        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(16, 10))
+    yield "cnn", cnn, lambda: ((torch.randn(8, 3, 32, 32, device="cuda"),), {})
+    mlp = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.SiLU(), torch.nn.LayerNorm(256),
+                              torch.nn.Linear(256, 64))
+    yield "mlp", mlp, lambda: ((torch.randn(32, 64, device="cuda"),), {})
+    try:
+        import transformers as T
+    except ImportError:
+        return
+    cfg = T.GPT2Config(n_layer=2, n_embd=128, n_head=4, vocab_size=1000, n_positions=64,
+                       resid_pdrop=0, embd_pdrop=0, attn_pdrop=0, bos_token_id=0, eos_token_id=0)
+    gpt = T.GPT2LMHeadModel(cfg)
+    ids = torch.randint(0, 1000, (4, 32), device="cuda")
+    yield "gpt2", gpt, lambda: ((), {"input_ids": ids, "use_cache": False})
+
+
+def first_tensor(o):
+    return o.logits if hasattr(o, "logits") else o
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("name", ["cnn", "mlp", "gpt2"])
+def test_gpu_training_gradients(name, dtype):
+    import ptc
+    found = {n: (m, f) for n, m, f in models()}
+    if name not in found:
+        pytest.skip("transformers is not installed")
+    model, inputs = found[name]
+    eager = model.cuda()
+    comp = copy.deepcopy(eager)
+    compiled = ptc.compile(comp)
+    args, kwargs = inputs()
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=dtype == "bf16")
+    for m in (eager, compiled):
+        with autocast:
+            out = first_tensor(m(*args, **kwargs))
+        out.float().pow(2).mean().backward()
+    worst = 0.0
+    for (pname, p), q in zip(eager.named_parameters(), comp.parameters()):
+        scale = max(p.grad.abs().max().item(), 1e-6)
+        err = (q.grad - p.grad).abs().max().item() / scale
+        worst = max(worst, err)
+        assert err <= TOL[dtype], (name, dtype, pname, err)
+    with autocast:
+        ex = ptc.explain(comp, backend="ptc")(*args, **kwargs)
+    assert not ex.autograd_fallback, [f.get("why") for f in ex.fallbacks]
