@@ -90,11 +90,30 @@ void ptc_cuda_code_free(ptc_cuda_code *c);
 /* $PTC_CACHE_DIR, else ~/.cache/ptc (static string). */
 const char *ptc_cache_dir(void);
 /* Looks up an object by key. 1: hit (*obj malloc'd); 0: miss. A corrupt,
- * truncated or mismatching file counts as a miss and is removed. */
+ * truncated or mismatching file, or one whose object does not match the
+ * SHA-256 stored beside it, counts as a miss and is removed; so is anything
+ * but a regular file (never opened in a way that blocks or follows a link).
+ * A cache directory others can write to, or owned by another user, is not
+ * used at all (one warning on stderr per process). */
 int ptc_cache_load(const char *key, size_t keylen, uint8_t **obj, size_t *objlen);
 /* Stores atomically (write + rename). Failures are logged, not fatal. */
 void ptc_cache_store(const char *key, size_t keylen, const uint8_t *obj, size_t objlen);
 /* The file a key maps to (for tests that corrupt it). */
 void ptc_cache_path(const char *key, size_t keylen, char *path, size_t size);
+
+/* ---- SHA-256 (FIPS 180-4; sha256.c) ------------------------------------------ */
+
+enum { PTC_SHA256_LEN = 32 };
+typedef struct ptc_sha256 {
+    uint32_t h[8];
+    uint64_t len; /* bytes so far */
+    uint8_t buf[64];
+    size_t nbuf;
+} ptc_sha256;
+
+void ptc_sha256_init(ptc_sha256 *s);
+void ptc_sha256_update(ptc_sha256 *s, const void *data, size_t n);
+void ptc_sha256_final(ptc_sha256 *s, uint8_t out[PTC_SHA256_LEN]);
+void ptc_sha256_bytes(const void *data, size_t n, uint8_t out[PTC_SHA256_LEN]);
 
 #endif /* PTC_CODEGEN_H */
