@@ -101,6 +101,31 @@ void ptc_cache_store(const char *key, size_t keylen, const uint8_t *obj, size_t 
 /* The file a key maps to (for tests that corrupt it). */
 void ptc_cache_path(const char *key, size_t keylen, char *path, size_t size);
 
+/* ---- compile workers (worker.c) ------------------------------------------- */
+
+/* Work done for item i in a compile worker, a forked child: its result goes
+ * into out as bytes the caller decodes; an ordinary failure returns -1 with
+ * err. It may use LLVM and plain C, never Python, CUDA or OpenMP. */
+typedef int (*ptc_worker_fn)(void *ctx, int item, ptc_buf *out, ptc_error *err);
+
+typedef struct ptc_worker_result {
+    int rc;        /* 0: out holds the item's result; -1: err says why */
+    bool died;     /* the error is the worker's death, not the item's own */
+    ptc_buf out;
+    ptc_error err;
+} ptc_worker_result;
+
+/* False when PTC_COMPILE_WORKER=0: LLVM then runs in this process. */
+bool ptc_worker_enabled(void);
+/* Runs fn over items [0, n) in at most nprocs forked children, fed one item
+ * at a time, and waits for them (PTC_COMPILE_TIMEOUT seconds at most,
+ * default 600, 0 = no limit). 0: res[i] holds every item's outcome; an item
+ * whose child crashed, exited or was killed at the time limit has rc -1
+ * and a CompileError saying which. 1: no child could be forked; nothing
+ * ran (the caller compiles in process). Call with the caller's locks held:
+ * the child inherits them, and no other thread of this process. */
+int ptc_worker_run(int n, int nprocs, ptc_worker_fn fn, void *ctx, ptc_worker_result *res);
+
 /* ---- SHA-256 (FIPS 180-4; sha256.c) ------------------------------------------ */
 
 enum { PTC_SHA256_LEN = 32 };
