@@ -109,8 +109,8 @@ void ptc_cache_path(const char *key, size_t keylen, char *path, size_t size);
 typedef int (*ptc_worker_fn)(void *ctx, int item, ptc_buf *out, ptc_error *err);
 
 typedef struct ptc_worker_result {
-    int rc;        /* 0: out holds the item's result; -1: err says why */
-    bool died;     /* the error is the worker's death, not the item's own */
+    int rc;    /* 0: out holds the item's result; -1: err says why */
+    bool died; /* the error is the worker's death, not the item's own */
     ptc_buf out;
     ptc_error err;
 } ptc_worker_result;

@@ -177,7 +177,10 @@ _Noreturn static void crash(void)
 
 static _Thread_local bool deferred;
 
-void ptc_inject_defer(bool on) { deferred = on; }
+void ptc_inject_defer(bool on)
+{
+    deferred = on;
+}
 
 _Noreturn void ptc_inject_act(ptc_inject_kind kind)
 {

@@ -378,7 +378,10 @@ static void build_one(LLVMTargetMachineRef tm, const ptc_schedule *s, job *j, bo
     free(bl.text);
 }
 
-static bool wants_llvm(const job *j, bool want_text) { return j->build || want_text; }
+static bool wants_llvm(const job *j, bool want_text)
+{
+    return j->build || want_text;
+}
 
 /* In process: OpenMP threads, each with its own target machine. */
 static void build_in_process(const ptc_schedule *s, job *jobs, int n, bool want_text, int nt)
