@@ -181,13 +181,13 @@ static void reap(child *c)
 
 static void how_it_died(const child *c, bool timed_out, char *buf, size_t size)
 {
-    if (timed_out)
+    int sig = c->reaped && WIFSIGNALED(c->status) ? WTERMSIG(c->status) : 0;
+    if (timed_out && (sig == SIGKILL || !c->reaped))
         snprintf(buf, size,
                  "ran past the compile time limit (PTC_COMPILE_TIMEOUT=%g s) and was killed",
                  timeout_ms() / 1e3);
-    else if (c->reaped && WIFSIGNALED(c->status))
-        snprintf(buf, size, "crashed (signal %d, %s)", WTERMSIG(c->status),
-                 strsignal(WTERMSIG(c->status)));
+    else if (sig)
+        snprintf(buf, size, "crashed (signal %d, %s)", sig, strsignal(sig));
     else if (c->reaped && WIFEXITED(c->status) && WEXITSTATUS(c->status) != 0)
         snprintf(buf, size, "exited with status %d (an LLVM fatal error?)", WEXITSTATUS(c->status));
     else

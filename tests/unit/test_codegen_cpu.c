@@ -10,6 +10,7 @@
 #include <check.h>
 #include <dirent.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -322,6 +323,71 @@ START_TEST(cache_refuses_what_others_could_write)
 }
 END_TEST
 
+/* ---- compile workers ------------------------------------------------------------------ */
+
+/* Item i: 0 and 5.. succeed, 1 fails, 2 segfaults, 3 aborts (what LLVM ERROR
+ * does), 4 exits 1, 5 hangs when ctx says so. A dead child takes no more
+ * items, so there are as many children as items. */
+static int worker_item(void *ctx, int item, ptc_buf *out, ptc_error *err)
+{
+    switch (item) {
+    case 1:
+        return ptc_errorf(err, PTC_ERR_COMPILE, "codegen", "item 1 failed on its own");
+    case 2:
+        raise(SIGSEGV);
+        break;
+    case 3:
+        abort();
+    case 4:
+        exit(1);
+    case 5:
+        if (*(const bool *)ctx)
+            for (;;)
+                pause();
+        break;
+    }
+    ptc_buf_printf(out, "result %d", item);
+    return 0;
+}
+
+START_TEST(worker_failures_stay_in_the_worker)
+{
+    enum { N = 8 };
+    ptc_worker_result res[N];
+    bool hang = false;
+    ck_assert_int_eq(ptc_worker_run(N, N, worker_item, &hang, res), 0);
+    for (int i = 0; i < N; i++) {
+        if (i == 0 || i >= 5) {
+            ck_assert_int_eq(res[i].rc, 0);
+            char want[32];
+            snprintf(want, sizeof want, "result %d", i);
+            ck_assert_uint_eq(res[i].out.len, strlen(want));
+            ck_assert_int_eq(memcmp(res[i].out.data, want, res[i].out.len), 0);
+        } else {
+            ck_assert_int_eq(res[i].rc, -1);
+            ck_assert_int_eq(res[i].err.cls, PTC_ERR_COMPILE);
+        }
+        ptc_buf_free(&res[i].out);
+    }
+    ck_assert(!res[1].died);
+    ck_assert_str_eq(res[1].err.msg, "item 1 failed on its own");
+    ck_assert(res[2].died && strstr(res[2].err.msg, "crashed (signal 11, "));
+    ck_assert(res[3].died && strstr(res[3].err.msg, "crashed (signal 6, "));
+    ck_assert(res[4].died && strstr(res[4].err.msg, "exited with status 1"));
+    /* a hang is cut off at PTC_COMPILE_TIMEOUT */
+    hang = true;
+    setenv("PTC_COMPILE_TIMEOUT", "1", 1);
+    double t0 = ptc_now_ms();
+    ck_assert_int_eq(ptc_worker_run(N, N, worker_item, &hang, res), 0);
+    unsetenv("PTC_COMPILE_TIMEOUT");
+    ck_assert(ptc_now_ms() - t0 < 10e3);
+    ck_assert(res[5].died && strstr(res[5].err.msg, "ran past the compile time limit"));
+    ck_assert(res[2].died && strstr(res[2].err.msg, "crashed (signal 11, "));
+    for (int i = 0; i < N; i++)
+        ptc_buf_free(&res[i].out);
+}
+END_TEST
+
 /* FIPS 180-4 (and its examples' companion vectors), plus the padding edges. */
 START_TEST(sha256_vectors)
 {
@@ -611,6 +677,7 @@ int main(void)
     tcase_add_test(cache, cache_altered_objects_recompile);
     tcase_add_test(cache, cache_refuses_what_others_could_write);
     tcase_add_test(cache, sha256_vectors);
+    tcase_add_test(cache, worker_failures_stay_in_the_worker);
     suite_add_tcase(s, cache);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
