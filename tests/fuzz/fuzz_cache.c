@@ -71,7 +71,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 int main(void)
 {
     setup();
-    static const char object[] = "\x7f" "ELF not really an object, but bytes the linker would take";
+    static const char object[] = "\x7f"
+                                 "ELF not really an object, but bytes the linker would take";
     ptc_cache_store(KEY, sizeof KEY - 1, (const uint8_t *)object, sizeof object - 1);
     char path[1200];
     ptc_cache_path(KEY, sizeof KEY - 1, path, sizeof path);
