@@ -418,7 +418,8 @@ static int build_in_child(void *arg, int item, ptc_buf *out, ptc_error *err)
     }
     uint64_t len = j->objlen;
     ptc_buf_putn(out, (const char *)&len, sizeof len);
-    ptc_buf_putn(out, (const char *)j->obj, j->objlen);
+    if (j->obj) /* none when only the text was asked for */
+        ptc_buf_putn(out, (const char *)j->obj, j->objlen);
     if (j->text)
         ptc_buf_puts(out, j->text);
     return 0;
