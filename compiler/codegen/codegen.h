@@ -90,11 +90,55 @@ void ptc_cuda_code_free(ptc_cuda_code *c);
 /* $PTC_CACHE_DIR, else ~/.cache/ptc (static string). */
 const char *ptc_cache_dir(void);
 /* Looks up an object by key. 1: hit (*obj malloc'd); 0: miss. A corrupt,
- * truncated or mismatching file counts as a miss and is removed. */
+ * truncated or mismatching file, or one whose object does not match the
+ * SHA-256 stored beside it, counts as a miss and is removed; so is anything
+ * but a regular file (never opened in a way that blocks or follows a link).
+ * A cache directory others can write to, or owned by another user, is not
+ * used at all (one warning on stderr per process). */
 int ptc_cache_load(const char *key, size_t keylen, uint8_t **obj, size_t *objlen);
 /* Stores atomically (write + rename). Failures are logged, not fatal. */
 void ptc_cache_store(const char *key, size_t keylen, const uint8_t *obj, size_t objlen);
 /* The file a key maps to (for tests that corrupt it). */
 void ptc_cache_path(const char *key, size_t keylen, char *path, size_t size);
+
+/* ---- compile workers (worker.c) ------------------------------------------- */
+
+/* Work done for item i in a compile worker, a forked child: its result goes
+ * into out as bytes the caller decodes; an ordinary failure returns -1 with
+ * err. It may use LLVM and plain C, never Python, CUDA or OpenMP. */
+typedef int (*ptc_worker_fn)(void *ctx, int item, ptc_buf *out, ptc_error *err);
+
+typedef struct ptc_worker_result {
+    int rc;    /* 0: out holds the item's result; -1: err says why */
+    bool died; /* the error is the worker's death, not the item's own */
+    ptc_buf out;
+    ptc_error err;
+} ptc_worker_result;
+
+/* False when PTC_COMPILE_WORKER=0: LLVM then runs in this process. */
+bool ptc_worker_enabled(void);
+/* Runs fn over items [0, n) in at most nprocs forked children, fed one item
+ * at a time, and waits for them (PTC_COMPILE_TIMEOUT seconds at most,
+ * default 600, 0 = no limit). 0: res[i] holds every item's outcome; an item
+ * whose child crashed, exited or was killed at the time limit has rc -1
+ * and a CompileError saying which. 1: no child could be forked; nothing
+ * ran (the caller compiles in process). Call with the caller's locks held:
+ * the child inherits them, and no other thread of this process. */
+int ptc_worker_run(int n, int nprocs, ptc_worker_fn fn, void *ctx, ptc_worker_result *res);
+
+/* ---- SHA-256 (FIPS 180-4; sha256.c) ------------------------------------------ */
+
+enum { PTC_SHA256_LEN = 32 };
+typedef struct ptc_sha256 {
+    uint32_t h[8];
+    uint64_t len; /* bytes so far */
+    uint8_t buf[64];
+    size_t nbuf;
+} ptc_sha256;
+
+void ptc_sha256_init(ptc_sha256 *s);
+void ptc_sha256_update(ptc_sha256 *s, const void *data, size_t n);
+void ptc_sha256_final(ptc_sha256 *s, uint8_t out[PTC_SHA256_LEN]);
+void ptc_sha256_bytes(const void *data, size_t n, uint8_t out[PTC_SHA256_LEN]);
 
 #endif /* PTC_CODEGEN_H */

@@ -175,6 +175,21 @@ _Noreturn static void crash(void)
     abort();
 }
 
+static _Thread_local bool deferred;
+
+void ptc_inject_defer(bool on)
+{
+    deferred = on;
+}
+
+_Noreturn void ptc_inject_act(ptc_inject_kind kind)
+{
+    if (kind == PTC_INJECT_HANG)
+        for (;;)
+            pause();
+    crash();
+}
+
 ptc_inject_kind ptc_inject_hit(const char *stage, ptc_op op, ptc_error *err)
 {
     char *buf = track_buf;
@@ -194,10 +209,10 @@ ptc_inject_kind ptc_inject_hit(const char *stage, ptc_op op, ptc_error *err)
             continue;
         switch (r->kind) {
         case PTC_INJECT_CRASH:
-            crash();
         case PTC_INJECT_HANG:
-            for (;;)
-                pause();
+            if (deferred)
+                return r->kind;
+            ptc_inject_act(r->kind);
         case PTC_INJECT_ERROR:
             ptc_errorf(err, PTC_ERR_INJECTED, stage, "injected error in %s of %s (PTC_INJECT=%s)",
                        stage, ptc_op_name(op), inj.spec);

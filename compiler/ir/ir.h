@@ -620,6 +620,13 @@ const char *ptc_inject_spec(void);
  * PTC_INJECT_WRONG and the caller perturbs that op's result (with
  * ptc_inject_perturb for a tensor); else PTC_INJECT_NONE. Thread-safe. */
 ptc_inject_kind ptc_inject_hit(const char *stage, ptc_op op, ptc_error *err);
+/* With on, this thread's crash and hang rules are returned from
+ * ptc_inject_hit (PTC_INJECT_CRASH, PTC_INJECT_HANG) instead of carried out,
+ * for a caller that carries them out with ptc_inject_act where the stage's
+ * work really happens (codegen: in its forked compile worker). The queries
+ * still count in this process, so @N means the same either way. */
+void ptc_inject_defer(bool on);
+_Noreturn void ptc_inject_act(ptc_inject_kind kind); /* crash or hang */
 /* Makes every element of t wrong beyond any tolerance: floats x -> x + 1 +
  * |x|/4, integers x + 1, bools flipped. NaN and inf stay as they are. */
 void ptc_inject_perturb(ptc_tensor *t);

@@ -4,7 +4,8 @@
  * A loop node knows the prims ops it came from (lower.c marks them, the
  * inliner merges a producer's into its consumer), so a kernel's ops are the
  * union over its members. Each op is asked once per kernel; an error wins
- * over a wrong result, crashes and hangs happen inside ptc_inject_hit.
+ * over a wrong result, crashes and hangs happen inside ptc_inject_hit (or,
+ * deferred, come back to a caller that plants them in its compile worker).
  */
 #include "lower/lower.h"
 
@@ -15,8 +16,8 @@ static ptc_inject_kind ask(const uint64_t *ops, const char *stage, ptc_error *er
         if (!(ops[op / 64] >> (op % 64) & 1))
             continue;
         ptc_inject_kind k = ptc_inject_hit(stage, (ptc_op)op, err);
-        if (k == PTC_INJECT_ERROR)
-            return k;
+        if (k == PTC_INJECT_ERROR || k == PTC_INJECT_CRASH || k == PTC_INJECT_HANG)
+            return k; /* a crash or hang comes back only when deferred */
         if (k == PTC_INJECT_WRONG)
             result = k;
     }

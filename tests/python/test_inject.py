@@ -52,8 +52,9 @@ def test_wrong_fails_the_check(stage, op):
     assert clean.returncode == 0, clean.stderr
 
 
-@pytest.mark.parametrize("stage,op", [("prims", "batch_norm"), ("codegen", "prims.maximum"),
-                                      ("runtime", "convolution")])
+# A crash in codegen happens in the compile worker and is an error (see
+# test_compile_worker.py); in process it is this one.
+@pytest.mark.parametrize("stage,op", [("prims", "batch_norm"), ("runtime", "convolution")])
 def test_crash(stage, op):
     r = ptc_run("--backend", "cpu", *RESNET, env={"PTC_INJECT": "%s:%s:crash" % (stage, op)})
     assert r.returncode == -signal.SIGSEGV

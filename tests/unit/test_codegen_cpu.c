@@ -1,14 +1,16 @@
 /* The CPU backend through runtime.h: compiled programs against the reference
  * interpreter (random draws bit for bit), the kernel cache (warm starts
- * compile nothing; corrupt, truncated or foreign files are recompiled, never
- * loaded), host hooks (outputs allocated and externs run by the host),
- * symbolic sizes, strided inputs, the trace directory and stage texts. */
+ * compile nothing; corrupt, truncated, altered or foreign files are
+ * recompiled, never loaded; nothing others could write is trusted), host
+ * hooks (outputs allocated and externs run by the host), symbolic sizes,
+ * strided inputs, the trace directory and stage texts. */
 #include "codegen/codegen.h"
 #include "runtime/runtime.h"
 
 #include <check.h>
 #include <dirent.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -213,6 +215,220 @@ START_TEST(cache_warm_and_corrupt)
     free(data);
     ptc_module_free(m);
     clear_dir(cache_dir);
+}
+END_TEST
+
+/* The file's object region: "PTCK" v, key length, key, object length, object. */
+static void object_region(const uint8_t *data, size_t len, size_t *at, size_t *n)
+{
+    uint32_t kl;
+    uint64_t ol;
+    memcpy(&kl, data + 8, 4);
+    ck_assert_uint_lt(12 + kl + 8, len);
+    memcpy(&ol, data + 12 + kl, 8);
+    *at = 12 + kl + 8;
+    *n = (size_t)ol;
+    ck_assert_uint_le(*at + *n, len);
+}
+
+/* Objects altered behind a valid CRC (what a CRC collision, or a tool that
+ * rewrites the file, leaves): each once crashed the process (SIGILL,
+ * SIGSEGV, SIGFPE, an LLVM abort) or loaded wrong code. Every one must be a
+ * miss: recompiled, right, and the file rewritten. */
+START_TEST(cache_altered_objects_recompile)
+{
+    set_cache();
+    clear_dir(cache_dir);
+    ptc_module *m = parse(cache_graph);
+    ptc_graph *g = m->graphs[0];
+    compile_expect(g, 1, 0);
+    char path[1024];
+    the_cache_file(path, sizeof path);
+    size_t len;
+    ptc_error err;
+    uint8_t *good = (uint8_t *)ptc_read_file(path, &len, &err);
+    ck_assert_ptr_nonnull(good);
+    uint8_t *bad = malloc(len);
+    size_t at, n;
+    object_region(good, len, &at, &n);
+    uint64_t seed = 0x9e3779b97f4a7c15ULL;
+    for (int mutant = 0; mutant < 48; mutant++) {
+        memcpy(bad, good, len);
+        int flips = 1 + mutant % 4;
+        for (int f = 0; f < flips; f++) {
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            size_t i = at + (size_t)(seed >> 33) % n;
+            bad[i] ^= (uint8_t)(1 + (seed >> 20) % 255);
+        }
+        uint32_t crc = ptc_crc32(0, bad, len - 4);
+        memcpy(bad + len - 4, &crc, 4);
+        ck_assert_int_eq(ptc_write_file(path, bad, len, &err), 0);
+        compile_expect(g, 1, 0);
+    }
+    compile_expect(g, 0, 1); /* the last miss rewrote a good file */
+    free(bad);
+    free(good);
+    ptc_module_free(m);
+    clear_dir(cache_dir);
+}
+END_TEST
+
+/* Things that are not a cache file of ours, in place of one: never a hang
+ * (a FIFO blocked open() before), never followed, never trusted. */
+START_TEST(cache_refuses_what_others_could_write)
+{
+    set_cache();
+    clear_dir(cache_dir);
+    ptc_module *m = parse(cache_graph);
+    ptc_graph *g = m->graphs[0];
+    compile_expect(g, 1, 0);
+    struct stat st;
+    ck_assert_int_eq(stat(cache_dir, &st), 0);
+    ck_assert_int_eq(st.st_mode & 0777, 0700); /* made for its owner alone */
+    char path[1024], elsewhere[1100];
+    the_cache_file(path, sizeof path);
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_int_eq(st.st_mode & 077, 0);
+    /* a FIFO */
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    compile_expect(g, 1, 0);
+    compile_expect(g, 0, 1);
+    /* a symbolic link to a good copy of the file */
+    snprintf(elsewhere, sizeof elsewhere, "%s.copy", cache_dir);
+    ck_assert_int_eq(rename(path, elsewhere), 0);
+    ck_assert_int_eq(symlink(elsewhere, path), 0);
+    compile_expect(g, 1, 0);
+    ck_assert_int_eq(lstat(path, &st), 0);
+    ck_assert(S_ISREG(st.st_mode)); /* replaced by a file of its own */
+    unlink(elsewhere);
+    /* a file others can write */
+    ck_assert_int_eq(chmod(path, 0666), 0);
+    compile_expect(g, 1, 0);
+    compile_expect(g, 0, 1);
+    /* a file of another user (only root can make one) */
+    if (geteuid() == 0) {
+        ck_assert_int_eq(chown(path, 65534, 65534), 0);
+        compile_expect(g, 1, 0);
+        compile_expect(g, 0, 1);
+    }
+    /* a directory others can write: not used, nothing written */
+    ck_assert_int_eq(chmod(cache_dir, 0777), 0);
+    compile_expect(g, 1, 0);
+    compile_expect(g, 1, 0);
+    ck_assert_int_eq(chmod(cache_dir, 0700), 0);
+    compile_expect(g, 0, 1);
+    ptc_module_free(m);
+    clear_dir(cache_dir);
+}
+END_TEST
+
+/* ---- compile workers ------------------------------------------------------------------ */
+
+/* Item i: 0 and 5.. succeed, 1 fails, 2 segfaults, 3 aborts (what LLVM ERROR
+ * does), 4 exits 1, 5 hangs when ctx says so. A dead child takes no more
+ * items, so there are as many children as items. */
+static int worker_item(void *ctx, int item, ptc_buf *out, ptc_error *err)
+{
+    switch (item) {
+    case 1:
+        return ptc_errorf(err, PTC_ERR_COMPILE, "codegen", "item 1 failed on its own");
+    case 2:
+        raise(SIGSEGV);
+        break;
+    case 3:
+        abort();
+    case 4:
+        exit(1);
+    case 5:
+        if (*(const bool *)ctx)
+            for (;;)
+                pause();
+        break;
+    }
+    ptc_buf_printf(out, "result %d", item);
+    return 0;
+}
+
+START_TEST(worker_failures_stay_in_the_worker)
+{
+    enum { N = 8 };
+    ptc_worker_result res[N];
+    bool hang = false;
+    ck_assert_int_eq(ptc_worker_run(N, N, worker_item, &hang, res), 0);
+    for (int i = 0; i < N; i++) {
+        if (i == 0 || i >= 5) {
+            ck_assert_int_eq(res[i].rc, 0);
+            char want[32];
+            snprintf(want, sizeof want, "result %d", i);
+            ck_assert_uint_eq(res[i].out.len, strlen(want));
+            ck_assert_int_eq(memcmp(res[i].out.data, want, res[i].out.len), 0);
+        } else {
+            ck_assert_int_eq(res[i].rc, -1);
+            ck_assert_int_eq(res[i].err.cls, PTC_ERR_COMPILE);
+        }
+        ptc_buf_free(&res[i].out);
+    }
+    ck_assert(!res[1].died);
+    ck_assert_str_eq(res[1].err.msg, "item 1 failed on its own");
+    ck_assert(res[2].died && strstr(res[2].err.msg, "crashed (signal 11, "));
+    ck_assert(res[3].died && strstr(res[3].err.msg, "crashed (signal 6, "));
+    ck_assert(res[4].died && strstr(res[4].err.msg, "exited with status 1"));
+    /* a hang is cut off at PTC_COMPILE_TIMEOUT */
+    hang = true;
+    setenv("PTC_COMPILE_TIMEOUT", "1", 1);
+    double t0 = ptc_now_ms();
+    ck_assert_int_eq(ptc_worker_run(N, N, worker_item, &hang, res), 0);
+    unsetenv("PTC_COMPILE_TIMEOUT");
+    ck_assert(ptc_now_ms() - t0 < 10e3);
+    ck_assert(res[5].died && strstr(res[5].err.msg, "ran past the compile time limit"));
+    ck_assert(res[2].died && strstr(res[2].err.msg, "crashed (signal 11, "));
+    for (int i = 0; i < N; i++)
+        ptc_buf_free(&res[i].out);
+}
+END_TEST
+
+/* FIPS 180-4 (and its examples' companion vectors), plus the padding edges. */
+START_TEST(sha256_vectors)
+{
+    static const struct {
+        const char *msg;
+        size_t repeat;
+        const char *hex;
+    } v[] = {
+        {"", 1, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+        {"abc", 1, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+        {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 1,
+         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+        {"abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmno"
+         "ijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu",
+         1, "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1"},
+        {"a", 1000000, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"},
+        {"x", 55, "d5e285683cd4efc02d021a5c62014694958901005d6f71e89e0989fac77e4072"},
+        {"x", 56, "04c26261370ee7541549d16dee320c723e3fd14671e66a099afe0a377c16888e"},
+        {"x", 64, "7ce100971f64e7001e8fe5a51973ecdfe1ced42befe7ee8d5fd6219506b5393c"},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+        ptc_sha256 s;
+        ptc_sha256_init(&s);
+        for (size_t r = 0; r < v[i].repeat; r++)
+            ptc_sha256_update(&s, v[i].msg, strlen(v[i].msg));
+        uint8_t d[PTC_SHA256_LEN];
+        ptc_sha256_final(&s, d);
+        char hex[2 * PTC_SHA256_LEN + 1];
+        for (int j = 0; j < PTC_SHA256_LEN; j++)
+            snprintf(hex + 2 * j, 3, "%02x", d[j]);
+        ck_assert_str_eq(hex, v[i].hex);
+    }
+    /* one call over the whole message equals the piecewise one */
+    uint8_t a[PTC_SHA256_LEN], b[PTC_SHA256_LEN];
+    ptc_sha256_bytes("abc", 3, a);
+    ptc_sha256 s;
+    ptc_sha256_init(&s);
+    ptc_sha256_update(&s, "a", 1);
+    ptc_sha256_update(&s, "bc", 2);
+    ptc_sha256_final(&s, b);
+    ck_assert_mem_eq(a, b, PTC_SHA256_LEN);
 }
 END_TEST
 
@@ -455,6 +671,17 @@ int main(void)
     tcase_add_test(tc, backends);
     tcase_add_test(tc, texts_and_trace);
     suite_add_tcase(s, tc);
+    /* short timeouts: a cache file that blocks must fail, not stall the suite */
+    TCase *mutants = tcase_create("mutants"); /* 48 compiles: slow under ASan */
+    tcase_set_timeout(mutants, 400);
+    tcase_add_test(mutants, cache_altered_objects_recompile);
+    suite_add_tcase(s, mutants);
+    TCase *cache = tcase_create("cache");
+    tcase_set_timeout(cache, 60);
+    tcase_add_test(cache, cache_refuses_what_others_could_write);
+    tcase_add_test(cache, sha256_vectors);
+    tcase_add_test(cache, worker_failures_stay_in_the_worker);
+    suite_add_tcase(s, cache);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
     int failed = srunner_ntests_failed(r);

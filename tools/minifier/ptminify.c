@@ -445,6 +445,10 @@ static int configure_environment(run *R)
     unsetenv("PTC_ACCURACY");
     unsetenv("PTC_REPRO");
     unsetenv("PTC_TRACE_DIR");
+    /* Every test already runs in a child of its own: LLVM runs there too, so
+     * that a crash in code generation shows as the crash it is (with its
+     * stage), not as a compile worker's error message. */
+    setenv("PTC_COMPILE_WORKER", "0", 1);
     /* N tests at a time share the cores (the children read it when their
      * OpenMP starts; ptminify itself never runs a kernel). */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);

@@ -9,10 +9,13 @@
  * loaded kernels with reference counts, so identical kernels of different
  * programs share one copy of the code, and the last release removes it from
  * the JIT through its resource tracker. The kernels of a schedule that are
- * neither loaded nor cached compile in parallel (OpenMP threads, each with
- * its own target machine, each kernel its own LLVM context); one lock
- * serialises everything else (the registry, the JIT, the shared target
- * machine).
+ * neither loaded nor cached compile in parallel in forked compile workers
+ * (worker.c: a crash inside LLVM fails the compile, not the process), each
+ * kernel its own LLVM context; the objects come back through pipes and are
+ * linked here. With PTC_COMPILE_WORKER=0, or where fork fails, they compile
+ * in this process on OpenMP threads instead, each with its own target
+ * machine. One lock serialises everything else (the registry, the JIT, the
+ * shared target machine).
  */
 #include "codegen/cpu/cpu.h"
 
@@ -347,6 +350,7 @@ typedef struct job {
     uint8_t *obj;       /* from the disk cache or just compiled */
     size_t objlen;
     bool from_disk, build, wrong;
+    ptc_inject_kind plant; /* a PTC_INJECT crash or hang, carried out where LLVM runs */
     char *text;
     int rc;
     ptc_error err;
@@ -358,36 +362,135 @@ static LLVMTargetMachineRef thread_tm(void)
                                    LLVMRelocPIC, LLVMCodeModelSmall);
 }
 
-/* Builds the jobs that need an object or text, in parallel: each thread has
- * its own target machine and every kernel its own LLVM context. */
-static void build_jobs(const ptc_schedule *s, job *jobs, int n, bool want_text)
+/* One job's LLVM work, in a compile worker or in process. */
+static void build_one(LLVMTargetMachineRef tm, const ptc_schedule *s, job *j, bool want_text)
 {
-    int todo = 0;
-    for (int i = 0; i < n; i++)
-        todo += jobs[i].build || want_text;
-    int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
-    if (nt > todo)
-        nt = todo;
+    if (j->plant)
+        ptc_inject_act(j->plant); /* the planted crash or hang is LLVM's */
+    built bl = {0};
+    j->rc = build_kernel(tm, s, j->k, j->sym, j->build, want_text, j->wrong, &bl, &j->err);
+    if (j->rc == 0 && j->build) {
+        j->obj = bl.obj;
+        j->objlen = bl.objlen;
+    }
+    if (j->rc == 0 && want_text)
+        j->text = with_header(j->k, bl.text);
+    free(bl.text);
+}
+
+static bool wants_llvm(const job *j, bool want_text)
+{
+    return j->build || want_text;
+}
+
+/* In process: OpenMP threads, each with its own target machine. */
+static void build_in_process(const ptc_schedule *s, job *jobs, int n, bool want_text, int nt)
+{
 #pragma omp parallel num_threads(nt > 0 ? nt : 1)
     {
         LLVMTargetMachineRef tm = thread_tm();
 #pragma omp for schedule(dynamic)
-        for (int i = 0; i < n; i++) {
-            job *j = &jobs[i];
-            if (!j->build && !want_text)
-                continue;
-            built bl = {0};
-            j->rc = build_kernel(tm, s, j->k, j->sym, j->build, want_text, j->wrong, &bl, &j->err);
-            if (j->rc == 0 && j->build) {
-                j->obj = bl.obj;
-                j->objlen = bl.objlen;
-            }
-            if (j->rc == 0 && want_text)
-                j->text = with_header(j->k, bl.text);
-            free(bl.text);
-        }
+        for (int i = 0; i < n; i++)
+            if (wants_llvm(&jobs[i], want_text))
+                build_one(tm, s, &jobs[i], want_text);
         LLVMDisposeTargetMachine(tm);
     }
+}
+
+typedef struct worker_ctx {
+    const ptc_schedule *s;
+    job **todo;
+    bool want_text;
+    LLVMTargetMachineRef tm; /* the child's own, made on its first item */
+} worker_ctx;
+
+/* In a compile worker: item -> u64 object length, object, text. */
+static int build_in_child(void *arg, int item, ptc_buf *out, ptc_error *err)
+{
+    worker_ctx *w = arg;
+    job *j = w->todo[item];
+    if (!w->tm)
+        w->tm = thread_tm();
+    build_one(w->tm, w->s, j, w->want_text);
+    if (j->rc) {
+        *err = j->err;
+        return -1;
+    }
+    uint64_t len = j->objlen;
+    ptc_buf_putn(out, (const char *)&len, sizeof len);
+    if (j->obj) /* none when only the text was asked for */
+        ptc_buf_putn(out, (const char *)j->obj, j->objlen);
+    if (j->text)
+        ptc_buf_puts(out, j->text);
+    return 0;
+}
+
+/* Takes a worker's result for job j. */
+static void take_result(job *j, ptc_worker_result *r)
+{
+    uint64_t len = 0;
+    if (r->rc == 0 && (r->out.len < sizeof len ||
+                       (memcpy(&len, r->out.data, sizeof len), len > r->out.len - sizeof len)))
+        r->rc = ptc_errorf(&r->err, PTC_ERR_INTERNAL, "codegen",
+                           "a compile worker's result is malformed");
+    if (r->rc) {
+        j->rc = -1;
+        j->err = r->err;
+        if (r->died) /* the worker's own words: say which kernel it was building */
+            ptc_errorf(&j->err, PTC_ERR_COMPILE, "codegen", "kernel %d %s: %s", j->k->id,
+                       j->k->name, r->err.msg);
+        return;
+    }
+    const char *p = r->out.data + sizeof len;
+    if (j->build) {
+        j->obj = malloc(len ? len : 1);
+        memcpy(j->obj, p, len);
+        j->objlen = len;
+    }
+    size_t tlen = r->out.len - sizeof len - len;
+    if (tlen) {
+        j->text = malloc(tlen + 1);
+        memcpy(j->text, p + len, tlen);
+        j->text[tlen] = 0;
+    }
+}
+
+/* Builds the jobs that need an object or text, in parallel. 0 when the
+ * compile workers ran (each job's rc says how it went); -1 when none
+ * could be forked. */
+static int build_in_workers(const ptc_schedule *s, job *jobs, int n, bool want_text, int nt)
+{
+    job **todo = calloc((size_t)n + 1, sizeof *todo);
+    int ntodo = 0;
+    for (int i = 0; i < n; i++)
+        if (wants_llvm(&jobs[i], want_text))
+            todo[ntodo++] = &jobs[i];
+    worker_ctx w = {.s = s, .todo = todo, .want_text = want_text};
+    ptc_worker_result *res = calloc((size_t)ntodo + 1, sizeof *res);
+    int rc = ptc_worker_run(ntodo, nt, build_in_child, &w, res) == 0 ? 0 : -1;
+    for (int i = 0; i < ntodo; i++) {
+        if (rc == 0)
+            take_result(todo[i], &res[i]);
+        ptc_buf_free(&res[i].out);
+    }
+    free(res);
+    free(todo);
+    return rc;
+}
+
+static void build_jobs(const ptc_schedule *s, job *jobs, int n, bool want_text)
+{
+    int todo = 0;
+    for (int i = 0; i < n; i++)
+        todo += wants_llvm(&jobs[i], want_text);
+    int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+    if (nt > todo)
+        nt = todo;
+    if (todo == 0)
+        return;
+    if (ptc_worker_enabled() && build_in_workers(s, jobs, n, want_text, nt) == 0)
+        return;
+    build_in_process(s, jobs, n, want_text, nt);
 }
 
 /* Links a job's object; a cached object that fails to link is rebuilt. */
@@ -395,12 +498,13 @@ static int link_job(const ptc_schedule *s, const ptc_codegen_opts *o, job *j, pt
 {
     for (int attempt = 0; !j->e && attempt < 2; attempt++) {
         if (!j->obj) {
-            built bl = {0};
-            if (build_kernel(G.tm, s, j->k, j->sym, true, false, j->wrong, &bl, err))
-                return -1;
-            j->obj = bl.obj;
-            j->objlen = bl.objlen;
+            j->build = true;
             j->from_disk = false;
+            build_jobs(s, j, 1, false);
+            if (j->rc) {
+                *err = j->err;
+                return -1;
+            }
             if (!(o && o->no_cache))
                 ptc_cache_store(j->key.data, j->key.len, j->obj, j->objlen);
         }
@@ -433,25 +537,30 @@ int ptc_cpu_compile(const ptc_schedule *s, const ptc_codegen_opts *o, ptc_cpu_ke
     memset(out, 0, sizeof *out * (size_t)n);
     bool want_text = o && o->want_text && texts;
     bool use_cache = !(o && o->no_cache);
+    bool worker = ptc_worker_enabled();
     /* loaded in this process, or in the disk cache */
     for (int i = 0; i < n; i++) {
         job *j = &jobs[i];
         j->k = s->kernels[i];
         /* Asked before the cache: a planted crash or error happens on every
          * compile, and a wrong kernel is cached apart from the right one. */
+        ptc_inject_defer(worker);
         ptc_inject_kind ik = ptc_kernel_inject(s, j->k, "codegen", err);
+        ptc_inject_defer(false);
         if (ik == PTC_INJECT_ERROR) {
             rc = -1;
             n = i; /* only these jobs have anything to free */
             break;
         }
         j->wrong = ik == PTC_INJECT_WRONG;
+        if (ik == PTC_INJECT_CRASH || ik == PTC_INJECT_HANG)
+            j->plant = ik; /* built, never loaded, so that it happens every compile */
         make_key(s, j->k, j->wrong, &j->key, j->sym, sizeof j->sym);
-        j->e = find_entry(j->sym);
-        if (!j->e && use_cache)
+        j->e = j->plant ? NULL : find_entry(j->sym);
+        if (!j->e && use_cache && !j->plant)
             j->from_disk = ptc_cache_load(j->key.data, j->key.len, &j->obj, &j->objlen) == 1;
         j->build = !j->e && !j->from_disk;
-        for (int q = 0; q < i && j->build; q++) /* identical kernels build once */
+        for (int q = 0; q < i && j->build && !j->plant; q++) /* identical kernels build once */
             if (strcmp(jobs[q].sym, j->sym) == 0)
                 j->build = false;
     }

@@ -12,6 +12,9 @@
  *
  * LLVM's global initialisation happens once; every compile has its own
  * context and target machine, so kernels of a schedule compile in parallel.
+ * The PTX is printed in a forked compile worker (worker.c), one per kernel
+ * that misses the cache, so that a crash inside LLVM fails the compile and
+ * not the program (PTC_COMPILE_WORKER=0: in this thread).
  */
 #include "codegen/cuda/gpu.h"
 
@@ -203,6 +206,51 @@ static int build_ptx(const ptc_schedule *s, const ptc_kernel *k, const gplan *pl
     return rc;
 }
 
+/* ---- in a compile worker ---------------------------------------------------------------- */
+
+typedef struct ptx_job {
+    const ptc_schedule *s;
+    const ptc_kernel *k;
+    const gplan *plan;
+    const ptc_cuda_target *t;
+    const char *entry, *ventry;
+} ptx_job;
+
+static int build_in_child(void *arg, int item, ptc_buf *out, ptc_error *err)
+{
+    (void)item;
+    const ptx_job *j = arg;
+    char *ptx = NULL;
+    if (build_ptx(j->s, j->k, j->plan, j->t, j->entry, j->ventry, &ptx, err))
+        return -1;
+    ptc_buf_puts(out, ptx);
+    free(ptx);
+    return 0;
+}
+
+/* build_ptx in a compile worker where there is one. The child only runs
+ * LLVM: it never touches the CUDA context this thread may have current. */
+static int build_isolated(const ptx_job *j, char **ptx, ptc_error *err)
+{
+    if (ptc_worker_enabled()) {
+        ptc_worker_result r;
+        if (ptc_worker_run(1, 1, build_in_child, (void *)j, &r) == 0) {
+            if (r.rc == 0) {
+                ptc_buf_putc(&r.out, 0);
+                *ptx = r.out.data;
+                return 0;
+            }
+            ptc_buf_free(&r.out);
+            *err = r.err;
+            if (r.died)
+                ptc_errorf(err, PTC_ERR_COMPILE, "codegen", "kernel %d %s: %s", j->k->id,
+                           j->k->name, r.err.msg);
+            return -1;
+        }
+    }
+    return build_ptx(j->s, j->k, j->plan, j->t, j->entry, j->ventry, ptx, err);
+}
+
 /* ---- the public entry --------------------------------------------------------------------- */
 
 static void plan_text(ptc_buf *b, const ptc_kernel *k, const gplan *p)
@@ -309,7 +357,8 @@ int ptc_cuda_codegen(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_
     }
     if (!out->ptx) {
         double t0 = ptc_now_ms();
-        rc = build_ptx(s, k, &plan, t, out->entry, out->ventry, &out->ptx, err);
+        ptx_job job = {s, k, &plan, t, out->entry, out->ventry};
+        rc = build_isolated(&job, &out->ptx, err);
         if (o && o->metrics)
             ptc_metrics_add(o->metrics, "llvm_compile_ms", ptc_now_ms() - t0, true);
         if (rc == 0 && !parse_valign(out->ptx, k->nargs, out->launch.valign))
