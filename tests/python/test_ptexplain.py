@@ -149,3 +149,51 @@ def test_command_line_errors(args, message):
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("ptexplain: ") and message in lines[0], p.stderr
     assert p.stdout == ""
+
+
+SLOW_FIRST = '''
+import time
+import torch
+import ptc
+
+CALLS = []
+
+
+@ptc.disable
+def slow_first_call(v):
+    if not CALLS:  # one-time work: a library's start-up, a lazy import
+        time.sleep(0.3)
+    CALLS.append(1)
+    return v
+
+
+def a(x):
+    y = x * 2
+    print("a ran")
+    return y + 1
+
+
+def b(x):
+    y = x * 2
+    y = slow_first_call(y)
+    return y + 1
+
+
+for f in (torch.compile(a), torch.compile(b)):
+    for _ in range(RUNS):
+        f(torch.ones(4))
+'''
+
+
+@pytest.mark.parametrize("runs", [1, 5])
+def test_slow_first_call_does_not_move_the_ranking(tmp_path, runs):
+    """b's break pays 300 ms once (its first call); a's break is cheap. The
+    ranking ignores first runs, so a's break, earlier in the file, stays first."""
+    script = tmp_path / "slow_first.py"
+    script.write_text(SLOW_FIRST.replace("RUNS", str(runs)))
+    p = run("--json", str(script))
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout[p.stdout.index("{"):])
+    assert [b["code"] for b in r["breaks"]] == ["PTC-B005", "PTC-B014"]
+    slow = r["breaks"][1]
+    assert slow["cost_ms"] >= 300 and slow["rank_ms"] < 30, slow

@@ -134,7 +134,7 @@ static const char bootstrap[] =
     "    torch = sys.modules.get('torch')\n"
     "    versions = 'python %s, torch %s, ptc %s' % (platform.python_version(),\n"
     "                                              getattr(torch, '__version__', 'not loaded'), ptc.__version__)\n"
-    "    eager = sorted((k, v[0], v[1]) for k, v in (m['eager'] or {}).items())\n"
+    "    eager = sorted((k, v[0], v[1], v[2]) for k, v in (m['eager'] or {}).items())\n"
     "    return json.dumps({'calls': m['calls'], 'call_ms': m['call_ms'], 'compile_ms': m['compile_ms'],\n"
     "                       'graph_ms': m['graph_ms'], 'eager': eager, 'events': events,\n"
     "                       'notes': _notes, 'versions': versions}, default=repr)\n"

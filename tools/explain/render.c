@@ -284,8 +284,10 @@ static void breaks(out *o, const xp_report *r)
         return;
     }
     ptc_buf_printf(o->b, "  Most costly first. Cost: time outside graphs from the end of the graph before the\n"
-                         "  break to the start of the next, measured on every run (compiles excluded); ranked\n"
-                         "  in bands (below 10 ms, then one per factor of 10), then by source position.\n");
+                         "  break to the start of the next, measured on every run (compiles excluded). Ranked\n"
+                         "  by the fastest run after the first (which pays one-time costs) times the runs, in\n"
+                         "  bands (sites within a factor of 10 share one; below 1 ms is noise), then by source\n"
+                         "  position.\n");
     for (int i = 0; i < r->nsites; i++)
         site(o, r, i + 1, &r->sites[i]);
 }
