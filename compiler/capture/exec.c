@@ -412,6 +412,7 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
     *eager = false;
     PyObject *no_inline = PySet_New(NULL);
     cap_entry *e = NULL;
+    cap_break unbuildable = {0};
     double t0 = ptc_now_ms();
     if (failed_graph) {
         /* A repro shows this compile's graph, never an older one. */
@@ -445,6 +446,7 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
             e = cap_entry_build(T, &It, rc, &unrec);
         if (!e && unrec > 0) {
             /* Not inlining the call that holds the unbuildable value. */
+            unbuildable = T->brk; /* reported if every retry fails */
             PyErr_Clear();
             cap_frame *f = It.frame;
             for (int d = It.frame->depth; d > unrec - 1 && f; d--)
@@ -486,8 +488,8 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
     Py_XDECREF(no_inline);
     if (!e && !*eager && !PyErr_Occurred()) {
         /* Every retry without inlining still left unbuildable state. */
-        cap_break none = {0};
-        cap_report_untraceable(c, S->base->code->qualname_s, &none, "state cannot be rebuilt at any break");
+        cap_report_untraceable(c, S->base->code->qualname_s, &unbuildable,
+                               "state cannot be rebuilt at any break");
         *eager = true;
     }
     if (e) {

@@ -197,3 +197,48 @@ def test_slow_first_call_does_not_move_the_ranking(tmp_path, runs):
     assert [b["code"] for b in r["breaks"]] == ["PTC-B005", "PTC-B014"]
     slow = r["breaks"][1]
     assert slow["cost_ms"] >= 300 and slow["rank_ms"] < 30, slow
+
+
+TRAIN_STEP = '''
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                      nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10))
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+
+def step(x, y):
+    opt.zero_grad()
+    loss = nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+compiled = torch.compile(step)
+x, y = torch.randn(4, 3, 16, 16), torch.randint(0, 10, (4,))
+for _ in range(3):
+    compiled(x, y)
+'''
+
+
+@old_torch
+def test_training_step_breaks_have_a_code_a_place_and_a_hint(tmp_path):
+    """A whole training step (forward, loss, backward, AdamW) under
+    torch.compile: every break entry names its code, place and hint, also
+    the one that made step run eagerly (once an empty PTC-B000 at :0)."""
+    script = tmp_path / "train_step.py"
+    script.write_text(TRAIN_STEP)
+    env = dict(os.environ, PTC_LOGS="graph_breaks", NO_COLOR="1")
+    env.pop("PTC_TRACE_DIR", None)
+    p = subprocess.run([EXE, "--json", str(script)], cwd=SRC, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert " at :0 " not in p.stderr, p.stderr
+    r = json.loads(p.stdout[p.stdout.index("{"):])
+    assert r["breaks"]
+    for b in r["breaks"]:
+        assert b["code"] != "PTC-B000" and b["reason"] and b["hint"], b
+        assert b["where"]["file"] and b["where"]["line"] > 0, b
