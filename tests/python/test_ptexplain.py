@@ -242,3 +242,25 @@ def test_training_step_breaks_have_a_code_a_place_and_a_hint(tmp_path):
     for b in r["breaks"]:
         assert b["code"] != "PTC-B000" and b["reason"] and b["hint"], b
         assert b["where"]["file"] and b["where"]["line"] > 0, b
+
+
+def test_entry_checks_before_running_the_file(tmp_path):
+    """--entry names a function the file lacks, or the file has no
+    example_inputs(): a one-line error before any of the file runs (its top
+    level may be a whole training run)."""
+    f = tmp_path / "train.py"
+    f.write_text("print('TOP LEVEL RAN')\n\nclass Model:\n    pass\n")
+    for entry, message in (("Model", "has no example_inputs()"), ("Nope", "has no Nope")):
+        p = run("--entry", "%s:%s" % (f, entry))
+        assert p.returncode == 2 and message in p.stderr, p.stderr
+        assert "TOP LEVEL RAN" not in p.stdout
+
+
+def test_script_that_compiles_nothing_says_so(tmp_path):
+    script = tmp_path / "plain.py"
+    script.write_text("import torch\nprint((torch.ones(3) * 2).sum().item())\n")
+    p = run("--no-color", str(script))
+    assert p.returncode == 0, p.stderr
+    assert "nothing was compiled" in p.stdout
+    assert "every captured op ran in ptc's generated kernels" not in p.stdout
+    assert "every compiled function ran as whole graphs" not in p.stdout
