@@ -404,6 +404,19 @@ static void keep_failed(cap_trace *T)
     failed_graph = T->g && T->g->nnodes ? ptc_graph_clone(T->g, NULL) : NULL;
 }
 
+/* A graph traced wholly with grad mode off computes nothing autograd sees:
+ * its values carry no requires_grad (the printed stages and ptview marked
+ * every value of a no_grad run `grad`). */
+static void drop_grad_marks(cap_entry *e)
+{
+    ptc_graph *g = e->graph;
+    for (int i = 0; g && i < g->nnodes; i++)
+        if (e->node_grad && e->node_grad[g->nodes[i]->id])
+            return;
+    for (int i = 0; g && i < g->nvalues; i++)
+        g->values[i]->type.requires_grad = false;
+}
+
 /* Traces from the state in S. NULL with an error on failure; *eager set when
  * this position cannot be compiled (run it for real). */
 static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason, int recompile,
@@ -479,6 +492,7 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
             e->compile_ms = ptc_now_ms() - t0;
             snprintf(e->frame_name, sizeof e->frame_name, "%s", S->base->code->qualname_s);
             cap_stats_attach(e);
+            drop_grad_marks(e);
             cap_report_compile(c, e, T, reason);
         }
         cap_interp_clear(&It);

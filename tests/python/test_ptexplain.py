@@ -15,6 +15,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 
 import pytest
 
@@ -264,3 +265,31 @@ def test_script_that_compiles_nothing_says_so(tmp_path):
     assert "nothing was compiled" in p.stdout
     assert "every captured op ran in ptc's generated kernels" not in p.stdout
     assert "every compiled function ran as whole graphs" not in p.stdout
+
+
+NO_GRAD_MODEL = '''
+import sys
+import torch
+import ptc
+
+model = ptc.compile(torch.nn.Linear(8, 4))
+with torch.no_grad() if sys.argv[1] == "no_grad" else torch.enable_grad():
+    model(torch.randn(2, 8))
+'''
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "grad"])
+def test_trace_of_a_no_grad_run_marks_nothing_grad(tmp_path, mode):
+    """The stages in the trace folder (what ptview shows) mark values
+    `grad` only when the graph ran with grad mode on."""
+    script = tmp_path / "m.py"
+    script.write_text(NO_GRAD_MODEL)
+    trace = tmp_path / "trace"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PTC_")}
+    env.update(PYTHONPATH=os.path.join(BUILD, "python"), PTC_TRACE_DIR=str(trace))
+    p = subprocess.run([sys.executable, str(script), mode], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    (folder,) = [d for d in trace.iterdir() if d.is_dir()]
+    captured = (folder / "captured.ptir").read_text()
+    assert (" grad" in captured) == (mode == "grad"), captured
