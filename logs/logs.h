@@ -176,8 +176,10 @@ typedef struct ptc_repro_info {
 } ptc_repro_info;
 
 /* Writes a repro folder. dir NULL: a new folder under $PTC_REPRO (default: a
- * fresh directory under $TMPDIR or /tmp), named repro_<pid>_<n>. The folder's
- * path is copied to path_out. */
+ * fresh directory under $TMPDIR or /tmp), named repro_<pid>_<n>, unless this
+ * process wrote one for the same failure (the same graph, provenance aside,
+ * kind, stage, error class, backend and PTC_INJECT): then that folder. The
+ * folder's path is copied to path_out. */
 int ptc_repro_write(const char *dir, const ptc_graph *g, const ptc_tensor *inputs, int ninputs,
                     const ptc_repro_info *info, char *path_out, size_t path_size, ptc_error *err);
 

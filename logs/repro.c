@@ -8,10 +8,16 @@
  * per-process counter and mkdir's EEXIST, so concurrent dumps from several
  * threads or processes never share a folder. A planted bug (PTC_INJECT) in
  * effect is recorded too: without it the folder would not reproduce.
+ *
+ * One folder per distinct failure: a process that fails the same way on the
+ * same graph again (a model's identical blocks, one graph run by several
+ * compiles) gets the folder it wrote first. "The same graph" ignores source
+ * locations and module paths, which differ between identical blocks.
  */
 #include "logs/logs.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,13 +27,18 @@
 static _Atomic unsigned repro_counter;
 
 /* Creates a new folder base/repro_<pid>_<n> and copies its path to out. */
-static int fresh_folder(char *out, size_t size, ptc_error *err)
+/* Where fresh folders go: $PTC_REPRO, else $TMPDIR, else /tmp. */
+static const char *repro_base(void)
 {
     const char *base = getenv("PTC_REPRO");
     if (!base || !*base)
         base = getenv("TMPDIR");
-    if (!base || !*base)
-        base = "/tmp";
+    return base && *base ? base : "/tmp";
+}
+
+static int fresh_folder(char *out, size_t size, ptc_error *err)
+{
+    const char *base = repro_base();
     if (ptc_mkdirs(base, err))
         return -1;
     for (int tries = 0; tries < 10000; tries++) {
@@ -41,6 +52,84 @@ static int fresh_folder(char *out, size_t size, ptc_error *err)
                               strerror(errno));
     }
     return ptc_errorf(err, PTC_ERR_IO, "repro", "no free repro folder name under '%s'", base);
+}
+
+/* ---- one folder per distinct failure ------------------------------------------- */
+
+static pthread_mutex_t written_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct written {
+    uint64_t key;
+    char *folder;
+} *written;
+static int nwritten, written_cap;
+
+static uint64_t hash_str(uint64_t h, const char *s)
+{
+    return ptc_hash_bytes(h, s ? s : "", s ? strlen(s) + 1 : 1);
+}
+
+/* What makes two failures the same: the graph's text with values renamed by
+ * position and without provenance (each line up to its ` @ "file"` or
+ * ` <- %id` tail), the kind, stage, error class, backend, base directory and
+ * planted bug. */
+static uint64_t failure_key(const ptc_graph *g, const ptc_repro_info *info)
+{
+    ptc_graph *canon = ptc_graph_clone(g, NULL);
+    for (int i = 0; i < canon->nvalues; i++)
+        canon->values[i]->name = ptc_arena_printf(canon->arena, "v%d", i);
+    ptc_buf text = {0};
+    ptc_print_graph(&text, canon);
+    ptc_graph_free(canon);
+    uint64_t h = 14695981039346656037ull;
+    for (const char *line = text.data ? text.data : ""; *line;) {
+        const char *end = strchr(line, '\n'), *at = strstr(line, " @ \""),
+                   *from = strstr(line, " <- %");
+        if (!end)
+            end = line + strlen(line);
+        const char *cut = at && at < end ? at : end;
+        if (from && from < cut)
+            cut = from;
+        h = ptc_hash_bytes(h, line, (size_t)(cut - line));
+        line = *end ? end + 1 : end;
+    }
+    ptc_buf_free(&text);
+    h = hash_str(h, info ? info->kind : "");
+    h = hash_str(h, info ? info->stage : "");
+    h = hash_str(h, info ? info->error_class : "");
+    h = hash_str(h, info ? info->backend : "");
+    h = hash_str(h, repro_base()); /* a new base directory gets its own folders */
+    return hash_str(h, ptc_inject_spec());
+}
+
+/* The folder written for key, copied to out, if it is still complete. */
+static bool written_before(uint64_t key, char *out, size_t size)
+{
+    bool found = false;
+    pthread_mutex_lock(&written_lock);
+    for (int i = 0; i < nwritten && !found; i++)
+        if (written[i].key == key) {
+            char json[4200];
+            struct stat st;
+            snprintf(json, sizeof json, "%s/repro.json", written[i].folder);
+            found = stat(json, &st) == 0 && snprintf(out, size, "%s", written[i].folder) < (int)size;
+        }
+    pthread_mutex_unlock(&written_lock);
+    return found;
+}
+
+static void remember(uint64_t key, const char *folder)
+{
+    pthread_mutex_lock(&written_lock);
+    if (nwritten == written_cap) {
+        int cap = written_cap ? 2 * written_cap : 16;
+        struct written *w = realloc(written, sizeof *w * (size_t)cap);
+        if (w)
+            written = w, written_cap = cap;
+    }
+    char *copy = nwritten < written_cap ? strdup(folder) : NULL;
+    if (copy)
+        written[nwritten++] = (struct written){key, copy};
+    pthread_mutex_unlock(&written_lock);
 }
 
 static void json_field(ptc_jw *w, const char *key, const char *value)
@@ -102,20 +191,10 @@ static int check_args(const ptc_graph *g, const ptc_tensor *inputs, int ninputs,
     return 0;
 }
 
-int ptc_repro_write(const char *dir, const ptc_graph *g, const ptc_tensor *inputs, int ninputs,
-                    const ptc_repro_info *info, char *path_out, size_t path_size, ptc_error *err)
+/* Writes graph.ptir, inputs.bin (with inputs) and, last, repro.json into folder. */
+static int write_files(const char *folder, const ptc_graph *g, const ptc_tensor *inputs,
+                       int ninputs, const ptc_repro_info *info, ptc_error *err)
 {
-    if (check_args(g, inputs, ninputs, info, err))
-        return -1;
-    char folder[4096];
-    if (dir) {
-        if (snprintf(folder, sizeof folder, "%s", dir) >= (int)sizeof folder)
-            return ptc_errorf(err, PTC_ERR_IO, "repro", "repro path too long");
-        if (ptc_mkdirs(folder, err))
-            return -1;
-    } else if (fresh_folder(folder, sizeof folder, err)) {
-        return -1;
-    }
     char path[4200], tmp[4200];
     ptc_buf text = {0};
     ptc_print_graph(&text, g);
@@ -145,8 +224,27 @@ int ptc_repro_write(const char *dir, const ptc_graph *g, const ptc_tensor *input
                         strerror(errno));
         unlink(tmp);
     }
-    if (rc)
+    return rc ? -1 : 0;
+}
+
+int ptc_repro_write(const char *dir, const ptc_graph *g, const ptc_tensor *inputs, int ninputs,
+                    const ptc_repro_info *info, char *path_out, size_t path_size, ptc_error *err)
+{
+    if (check_args(g, inputs, ninputs, info, err))
         return -1;
+    char folder[4096];
+    uint64_t key = dir ? 0 : failure_key(g, info);
+    if (dir) {
+        if (snprintf(folder, sizeof folder, "%s", dir) >= (int)sizeof folder)
+            return ptc_errorf(err, PTC_ERR_IO, "repro", "repro path too long");
+        if (ptc_mkdirs(folder, err) || write_files(folder, g, inputs, ninputs, info, err))
+            return -1;
+    } else if (!written_before(key, folder, sizeof folder)) {
+        if (fresh_folder(folder, sizeof folder, err) ||
+            write_files(folder, g, inputs, ninputs, info, err))
+            return -1;
+        remember(key, folder);
+    }
     if (path_out && path_size) {
         if (snprintf(path_out, path_size, "%s", folder) >= (int)path_size)
             return ptc_errorf(err, PTC_ERR_IO, "repro", "repro folder path does not fit (%zu bytes)",

@@ -404,6 +404,19 @@ static void keep_failed(cap_trace *T)
     failed_graph = T->g && T->g->nnodes ? ptc_graph_clone(T->g, NULL) : NULL;
 }
 
+/* A graph traced wholly with grad mode off computes nothing autograd sees:
+ * its values carry no requires_grad (the printed stages and ptview marked
+ * every value of a no_grad run `grad`). */
+static void drop_grad_marks(cap_entry *e)
+{
+    ptc_graph *g = e->graph;
+    for (int i = 0; g && i < g->nnodes; i++)
+        if (e->node_grad && e->node_grad[g->nodes[i]->id])
+            return;
+    for (int i = 0; g && i < g->nvalues; i++)
+        g->values[i]->type.requires_grad = false;
+}
+
 /* Traces from the state in S. NULL with an error on failure; *eager set when
  * this position cannot be compiled (run it for real). */
 static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason, int recompile,
@@ -412,6 +425,7 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
     *eager = false;
     PyObject *no_inline = PySet_New(NULL);
     cap_entry *e = NULL;
+    cap_break unbuildable = {0};
     double t0 = ptc_now_ms();
     if (failed_graph) {
         /* A repro shows this compile's graph, never an older one. */
@@ -445,6 +459,7 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
             e = cap_entry_build(T, &It, rc, &unrec);
         if (!e && unrec > 0) {
             /* Not inlining the call that holds the unbuildable value. */
+            unbuildable = T->brk; /* reported if every retry fails */
             PyErr_Clear();
             cap_frame *f = It.frame;
             for (int d = It.frame->depth; d > unrec - 1 && f; d--)
@@ -477,6 +492,7 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
             e->compile_ms = ptc_now_ms() - t0;
             snprintf(e->frame_name, sizeof e->frame_name, "%s", S->base->code->qualname_s);
             cap_stats_attach(e);
+            drop_grad_marks(e);
             cap_report_compile(c, e, T, reason);
         }
         cap_interp_clear(&It);
@@ -486,8 +502,8 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
     Py_XDECREF(no_inline);
     if (!e && !*eager && !PyErr_Occurred()) {
         /* Every retry without inlining still left unbuildable state. */
-        cap_break none = {0};
-        cap_report_untraceable(c, S->base->code->qualname_s, &none, "state cannot be rebuilt at any break");
+        cap_report_untraceable(c, S->base->code->qualname_s, &unbuildable,
+                               "state cannot be rebuilt at any break");
         *eager = true;
     }
     if (e) {

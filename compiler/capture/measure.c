@@ -11,7 +11,8 @@
  * nested compiled calls subtracted. A clock per call (cap_drive) does the
  * accounting. Tensors that cross a break are found by identity: an output of
  * the graph before the break that is an input of the next graph. Top-level
- * compiled calls and positions that ran eagerly are totalled, and every
+ * compiled calls and positions that ran eagerly are totalled (with the fastest
+ * call after the first, a cost one-time work cannot move), and every
  * compiled function's events also go to one list, tagged with "cf".
  */
 #include "exec.h"
@@ -189,15 +190,18 @@ void cap_clock_done(cap_clock *k)
     clock_drop_outs(k);
 }
 
+/* Per frame: (calls, total ms, fastest call after the first). */
 void cap_measure_eager(const char *frame, double ms)
 {
     PyObject *key = PyUnicode_FromString(frame);
     PyObject *old = key ? PyDict_GetItem(cap_meas.eager, key) : NULL;
     long calls = 0;
-    double total = 0;
-    if (old && !PyArg_ParseTuple(old, "ld", &calls, &total))
+    double total = 0, steady = 0;
+    if (old && !PyArg_ParseTuple(old, "ldd", &calls, &total, &steady))
         PyErr_Clear();
-    PyObject *v = Py_BuildValue("(ld)", calls + 1, total + ms);
+    if (calls >= 1 && (calls == 1 || ms < steady))
+        steady = ms; /* the first call pays one-time costs: never the fastest */
+    PyObject *v = Py_BuildValue("(ldd)", calls + 1, total + ms, steady);
     if (!v || PyDict_SetItem(cap_meas.eager, key, v) < 0)
         PyErr_Clear();
     Py_XDECREF(v);

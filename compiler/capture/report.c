@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static void add_event(cap_compiled *c, PyObject *ev)
 {
@@ -313,18 +314,50 @@ void cap_warn_error(cap_compiled *c, const char *where)
     PyErr_Clear();
 }
 
+/* The repro folder a failing layer already wrote and named at the end of its
+ * message ("...; repro: DIR", a PTC_ACCURACY divergence): copied to path. */
+static bool repro_named(const char *msg, char *path, size_t size)
+{
+    const char *tag = "; repro: ", *p = NULL;
+    for (const char *q = msg; (q = strstr(q, tag)); q++)
+        p = q + strlen(tag);
+    if (!p)
+        return false;
+    char json[1200];
+    snprintf(json, sizeof json, "%s/repro.json", p);
+    struct stat st;
+    if (stat(json, &st) < 0 || !S_ISREG(st.st_mode))
+        return false;
+    snprintf(path, size, "%s", p);
+    return true;
+}
+
+/* The backend ptminify replays a compiled graph's failure with. */
+static const char *graph_target(const ptc_graph *g)
+{
+    for (int i = 0; g && i < g->ninputs; i++)
+        if (g->inputs[i]->type.device.kind == PTC_DEV_CUDA)
+            return "cuda";
+    return "cpu";
+}
+
+/* One warning per failure: a graph whose failure has a repro folder that an
+ * earlier warning named (the same divergence in identical blocks) adds none. */
 void cap_warn_fallback(cap_compiled *c, cap_entry *e, const char *stage, const char *msg)
 {
-    char key[700];
+    char key[1200];
     snprintf(key, sizeof key, "fallback:%d:%s", e->id, stage);
     add_event(c, Py_BuildValue("{s:s,s:i,s:s,s:s}", "kind", "backend_fallback", "id", e->id,
                                "stage", stage, "error", msg));
     if (warn_once(c, key)) {
         char path[1024] = "";
-        cap_repro_dump(e->graph, NULL, 0, stage, msg, "ptc", path, sizeof path);
+        if (!repro_named(msg, path, sizeof path))
+            cap_repro_dump(e->graph, NULL, 0, stage, msg, graph_target(e->graph), path, sizeof path);
+        snprintf(key, sizeof key, "repro:%s", path);
         if (!path[0])
             snprintf(path, sizeof path, "(none)");
-        if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+        if ((!strcmp(path, "(none)") || warn_once(c, key)) &&
+            PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
                              "ptc: backend failed on graph %d (%s: %s); running it through torch ops; repro: %s",
                              e->id, stage, msg, path) < 0)
             PyErr_Clear();

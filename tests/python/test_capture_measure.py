@@ -96,8 +96,8 @@ def test_limit_and_eager_time():
         evs = [dict(e) for e in _C._measured()["events"][before:]]
         lim = [e for e in evs if e["kind"] == "recompile_limit"]
         assert len(lim) == 1 and lim[0]["old"].startswith("f32[2]") and lim[0]["new"].startswith("f32[3]")
-        calls, ms = _C._measured()["eager"]["test_limit_and_eager_time.<locals>.h"]
-        assert calls == 3 and ms >= 0
+        calls, ms, steady = _C._measured()["eager"]["test_limit_and_eager_time.<locals>.h"]
+        assert calls == 3 and ms >= steady * 2 >= 0
     finally:
         ptc.config.recompile_limit = old
 

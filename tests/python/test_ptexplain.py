@@ -15,6 +15,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 
 import pytest
 
@@ -149,3 +150,146 @@ def test_command_line_errors(args, message):
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("ptexplain: ") and message in lines[0], p.stderr
     assert p.stdout == ""
+
+
+SLOW_FIRST = '''
+import time
+import torch
+import ptc
+
+CALLS = []
+
+
+@ptc.disable
+def slow_first_call(v):
+    if not CALLS:  # one-time work: a library's start-up, a lazy import
+        time.sleep(0.3)
+    CALLS.append(1)
+    return v
+
+
+def a(x):
+    y = x * 2
+    print("a ran")
+    return y + 1
+
+
+def b(x):
+    y = x * 2
+    y = slow_first_call(y)
+    return y + 1
+
+
+for f in (torch.compile(a), torch.compile(b)):
+    for _ in range(RUNS):
+        f(torch.ones(4))
+'''
+
+
+@pytest.mark.parametrize("runs", [1, 5])
+def test_slow_first_call_does_not_move_the_ranking(tmp_path, runs):
+    """b's break pays 300 ms once (its first call); a's break is cheap. The
+    ranking ignores first runs, so a's break, earlier in the file, stays first."""
+    script = tmp_path / "slow_first.py"
+    script.write_text(SLOW_FIRST.replace("RUNS", str(runs)))
+    p = run("--json", str(script))
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout[p.stdout.index("{"):])
+    assert [b["code"] for b in r["breaks"]] == ["PTC-B005", "PTC-B014"]
+    slow = r["breaks"][1]
+    assert slow["cost_ms"] >= 300 and slow["rank_ms"] < 30, slow
+
+
+TRAIN_STEP = '''
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                      nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10))
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+
+def step(x, y):
+    opt.zero_grad()
+    loss = nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+compiled = torch.compile(step)
+x, y = torch.randn(4, 3, 16, 16), torch.randint(0, 10, (4,))
+for _ in range(3):
+    compiled(x, y)
+'''
+
+
+@old_torch
+def test_training_step_breaks_have_a_code_a_place_and_a_hint(tmp_path):
+    """A whole training step (forward, loss, backward, AdamW) under
+    torch.compile: every break entry names its code, place and hint, also
+    the one that made step run eagerly (once an empty PTC-B000 at :0)."""
+    script = tmp_path / "train_step.py"
+    script.write_text(TRAIN_STEP)
+    env = dict(os.environ, PTC_LOGS="graph_breaks", NO_COLOR="1")
+    env.pop("PTC_TRACE_DIR", None)
+    p = subprocess.run([EXE, "--json", str(script)], cwd=SRC, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert " at :0 " not in p.stderr, p.stderr
+    r = json.loads(p.stdout[p.stdout.index("{"):])
+    assert r["breaks"]
+    for b in r["breaks"]:
+        assert b["code"] != "PTC-B000" and b["reason"] and b["hint"], b
+        assert b["where"]["file"] and b["where"]["line"] > 0, b
+
+
+def test_entry_checks_before_running_the_file(tmp_path):
+    """--entry names a function the file lacks, or the file has no
+    example_inputs(): a one-line error before any of the file runs (its top
+    level may be a whole training run)."""
+    f = tmp_path / "train.py"
+    f.write_text("print('TOP LEVEL RAN')\n\nclass Model:\n    pass\n")
+    for entry, message in (("Model", "has no example_inputs()"), ("Nope", "has no Nope")):
+        p = run("--entry", "%s:%s" % (f, entry))
+        assert p.returncode == 2 and message in p.stderr, p.stderr
+        assert "TOP LEVEL RAN" not in p.stdout
+
+
+def test_script_that_compiles_nothing_says_so(tmp_path):
+    script = tmp_path / "plain.py"
+    script.write_text("import torch\nprint((torch.ones(3) * 2).sum().item())\n")
+    p = run("--no-color", str(script))
+    assert p.returncode == 0, p.stderr
+    assert "nothing was compiled" in p.stdout
+    assert "every captured op ran in ptc's generated kernels" not in p.stdout
+    assert "every compiled function ran as whole graphs" not in p.stdout
+
+
+NO_GRAD_MODEL = '''
+import sys
+import torch
+import ptc
+
+model = ptc.compile(torch.nn.Linear(8, 4))
+with torch.no_grad() if sys.argv[1] == "no_grad" else torch.enable_grad():
+    model(torch.randn(2, 8))
+'''
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "grad"])
+def test_trace_of_a_no_grad_run_marks_nothing_grad(tmp_path, mode):
+    """The stages in the trace folder (what ptview shows) mark values
+    `grad` only when the graph ran with grad mode on."""
+    script = tmp_path / "m.py"
+    script.write_text(NO_GRAD_MODEL)
+    trace = tmp_path / "trace"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PTC_")}
+    env.update(PYTHONPATH=os.path.join(BUILD, "python"), PTC_TRACE_DIR=str(trace))
+    p = subprocess.run([sys.executable, str(script), mode], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    (folder,) = [d for d in trace.iterdir() if d.is_dir()]
+    captured = (folder / "captured.ptir").read_text()
+    assert (" grad" in captured) == (mode == "grad"), captured

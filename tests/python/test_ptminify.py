@@ -262,3 +262,66 @@ def test_repro_py_reproduces_through_ptc_compile(tmp_path, inject, status):
     if status == 1:
         assert "reproduced" in r.stdout
 
+
+
+ACCURACY_MODEL = '''
+import sys
+import torch
+import ptc
+
+torch.manual_seed(0)
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        print("block", file=sys.stderr)  # a break: each block is its own graph
+        return torch.tanh(self.fc(x)) * 2
+
+
+model = torch.nn.Sequential(*[Block() for _ in range(4)])
+x = torch.randn(4, 8)
+with torch.no_grad():
+    want = model(x)
+    compiled = ptc.compile(model)
+    for _ in range(3):
+        got = compiled(x)
+assert torch.equal(got, want), (got - want).abs().max()
+print("same as eager")
+'''
+
+
+@pytest.mark.skipif(not os.path.exists(os.path.join(BUILD, "python", "ptc")),
+                    reason="the ptc module is not built")
+def test_accuracy_divergence_in_a_program(tmp_path):
+    """PTC_ACCURACY in a compiled program, one planted bug in four identical
+    blocks: one folder, named by the one warning, that ptminify shrinks; the
+    program keeps eager's results and exits 0 (man ptc.7); PTC_STRICT=1
+    makes the divergence an error."""
+    pytest.importorskip("torch")
+    script = tmp_path / "model.py"
+    script.write_text(ACCURACY_MODEL)
+    repro = tmp_path / "repro"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PTC_")}
+    env.update(PYTHONPATH=os.path.join(BUILD, "python"), PTC_ACCURACY="1", PTC_REPRO=str(repro),
+               PTC_INJECT="codegen:prims.tanh:wrong")
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "same as eager\n"
+    warnings = [ln for ln in p.stderr.splitlines() if "RuntimeWarning" in ln]
+    assert len(warnings) == 1 and "diverges from the reference interpreter" in warnings[0], p.stderr
+    (folder,) = repro.iterdir()
+    assert warnings[0].endswith("repro: %s" % folder)
+    meta = json.loads((folder / "repro.json").read_text())
+    assert meta["kind"] == "accuracy" and meta["backend"] == "cpu"
+    m = ptminify("-q", "--jobs", "2", "-o", tmp_path / "min", folder, inject=meta["inject"])
+    assert m.returncode == 0, m.stderr
+    assert "tanh(" in (tmp_path / "min" / "graph.ptir").read_text()
+    env["PTC_STRICT"] = "1"
+    strict = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                            timeout=300)
+    assert strict.returncode == 1 and "diverges from the reference interpreter" in strict.stderr

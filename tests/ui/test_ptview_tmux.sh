@@ -222,5 +222,30 @@ keys End                               # the missing kernel file is the last lin
 expect "(cannot open"
 expect "kernel_5.ll': No such file or directory)"
 keys q
+"${TMUX_CMD[@]}" kill-session -t ui
 
-echo "ok: ptview UI (open, search, collapse, stage switch, provenance jumps, split, render, resize, resize while busy, help, colours, quit, partial trace)"
+# Eight compiles of one nested function, whose ids all start alike, and an
+# input of a ModuleList child, which capture names through its _modules dict.
+step="long names"
+LONG=$(mktemp -d /tmp/ptview-test-long.XXXXXX)
+trap 'cleanup; rm -rf "$LONG"' EXIT
+fn="can_return_tuple.<locals>.wrapper"
+entries=""
+for n in 0 1 2 3 4 5 6 7; do
+    id="can_return_tuple._locals_.wrapper_$n"
+    mkdir "$LONG/$id"
+    printf '%s\n' '# ptc ir v1' \
+        'graph forward(%self.h._modules_0.ln_1.weight: f32[8] cpu, %x: f32[2,8] cpu) {' \
+        '  %0 = mul(%x, %self.h._modules_0.ln_1.weight) : f32[2,8]  @ "m.py":3:9 "x * w" [h.0.ln_1]' \
+        '  return (%0)' '}' > "$LONG/$id/captured.ptir"
+    entries="$entries${entries:+,}{\"id\":\"$id\",\"frame\":\"$fn\",\"recompile\":$n,\"function\":\"$fn\",\"file\":\"m.py\",\"line\":3,\"reason\":\"first call\",\"stages\":[\"captured\"],\"files\":[\"captured.ptir\"]}"
+done
+echo "{\"version\":1,\"ptc_version\":\"0.1.0\",\"compiles\":[$entries]}" > "$LONG/index.json"
+start 130 50 "" "$LONG"                # a 32-column sidebar
+expect "opened in"
+for n in 0 1 2 3 4 5 6 7; do expect "can_return_t..locals_.wrapper_$n"; done
+expect "%self.h.0.ln_1.weight : input"
+keys q
+"${TMUX_CMD[@]}" kill-session -t ui
+
+echo "ok: ptview UI (open, search, collapse, stage switch, provenance jumps, split, render, resize, resize while busy, help, colours, quit, partial trace, long names)"

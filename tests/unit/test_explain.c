@@ -1,6 +1,7 @@
 /* Tests for ptexplain's report core (tools/explain), without Python: the
  * cost bands, ranking of break sites (band first, then source position, so
- * noise inside a band cannot reorder them), grouping of entries into sites,
+ * noise inside a band cannot reorder them; a slow first run moves nothing),
+ * grouping of entries into sites,
  * recompiles, deduplicated hints, the kernels.txt reader, and the text and
  * JSON forms. The input is the measurement JSON that ptexplain's embedded
  * bootstrap writes.
@@ -9,26 +10,40 @@
 #include "tools/explain/explain.h"
 
 #include <check.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* A compile event of function cf, entry id, ending in a break of `code` at
- * `line`, whose break ran `runs` times for `ms` each. */
-static void compile_event(ptc_buf *b, int cf, int id, const char *code, int line, int runs, double ms)
+ * `line`, whose break ran `runs` times, taking samples[i] ms on run i. */
+static void compile_event_samples(ptc_buf *b, int cf, int id, const char *code, int line, int runs,
+                                  const double *samples)
 {
+    double total = 0;
+    for (int i = 0; i < runs; i++)
+        total += samples[i];
     ptc_buf_printf(b,
                    "{\"kind\":\"compile\",\"cf\":%d,\"id\":%d,\"recompile\":0,\"frame\":\"f\",\"reason\":\"first call\","
                    "\"end\":\"break\",\"trace\":\"\",\"nodes\":0,\"guard_count\":1,\"compile_ms\":1.0,\"ptir\":null,"
                    "\"stats\":{\"backend\":\"ptc\",\"runs\":%d,\"graph_ms\":0.5,\"breaks\":%d,\"break_ms\":%g,"
                    "\"samples\":[",
-                   cf, id, runs, runs, runs * ms);
+                   cf, id, runs, runs, total);
     for (int i = 0; i < runs; i++)
-        ptc_buf_printf(b, "%s%g", i ? "," : "", ms);
+        ptc_buf_printf(b, "%s%g", i ? "," : "", samples[i]);
     ptc_buf_printf(b,
                    "],\"cross\":[]},\"break\":{\"code\":\"%s\",\"name\":\"X\",\"reason\":\"reason %s\","
                    "\"explanation\":\"why\",\"hint\":\"general hint\",\"detail\":\"call to g\",\"stack\":\"\","
                    "\"file\":\"m.py\",\"line\":%d,\"col\":5,\"endcol\":9,\"text\":\"    g(x)\"}}",
                    code, code, line);
+}
+
+/* The same with every run taking ms. */
+static void compile_event(ptc_buf *b, int cf, int id, const char *code, int line, int runs, double ms)
+{
+    double samples[64];
+    for (int i = 0; i < runs && i < 64; i++)
+        samples[i] = ms;
+    compile_event_samples(b, cf, id, code, line, runs, samples);
 }
 
 static const char *build(xp_report *r, ptc_buf *events)
@@ -50,18 +65,65 @@ static const char *build(xp_report *r, ptc_buf *events)
     return s;
 }
 
-START_TEST(bands)
+START_TEST(median)
 {
-    ck_assert_int_eq(xp_band(0), 0);
-    ck_assert_int_eq(xp_band(0.9), 0);
-    ck_assert_int_eq(xp_band(9.99), 0);
-    ck_assert_int_eq(xp_band(10), 1);
-    ck_assert_int_eq(xp_band(99), 1);
-    ck_assert_int_eq(xp_band(100), 2);
-    ck_assert_int_eq(xp_band(2500), 3);
     double v[] = {5, 1, 100, 2};
     ck_assert(xp_median(v, 4) == 3.5);
     ck_assert(xp_median(v, 3) == 1 + 4);
+}
+END_TEST
+
+/* The codes of the ranked sites, space-separated. */
+static const char *ranked(xp_report *r)
+{
+    ptc_buf b = {0};
+    for (int i = 0; i < r->nsites; i++)
+        ptc_buf_printf(&b, "%s%s", i ? " " : "", r->sites[i].code);
+    const char *s = ptc_arena_strdup(r->arena, b.data ? b.data : "");
+    ptc_buf_free(&b);
+    return s;
+}
+
+/* A slow first run (an rfft's first call once took 12 ms) moves no site:
+ * the fastest run after the first ranks, and a site that ran once is
+ * noise, whatever its one run cost. */
+START_TEST(first_run_outlier_moves_nothing)
+{
+    ptc_buf ev = {0};
+    double once[] = {12.0}, warm[] = {250.0, 0.01, 0.02, 0.01};
+    compile_event(&ev, 1, 0, "PTC-B001", 10, 4, 0.2);
+    ptc_buf_puts(&ev, ",");
+    compile_event_samples(&ev, 1, 1, "PTC-B026", 20, 1, once);
+    ptc_buf_puts(&ev, ",");
+    compile_event_samples(&ev, 1, 2, "PTC-B007", 30, 4, warm);
+    xp_report r;
+    build(&r, &ev);
+    ck_assert_str_eq(ranked(&r), "PTC-B001 PTC-B026 PTC-B007");
+    ck_assert(r.sites[1].steady_ms == 0 && r.sites[1].total_ms == 12.0);
+    ck_assert(r.sites[2].steady_ms == 0.01 && fabs(r.sites[2].rank_ms - 0.04) < 1e-12);
+    xp_report_free(&r);
+    ptc_buf_free(&ev);
+}
+END_TEST
+
+/* Near-equal costs share a band wherever they fall (9.9 and 10.1 ms
+ * straddle a fixed decade); ten times less starts a new band. */
+START_TEST(near_equal_costs_share_a_band)
+{
+    ptc_buf ev = {0};
+    compile_event(&ev, 1, 0, "PTC-B005", 30, 3, 3.3); /* 9.9 ms */
+    ptc_buf_puts(&ev, ",");
+    compile_event(&ev, 1, 1, "PTC-B002", 20, 3, 3.4); /* 10.2 ms */
+    ptc_buf_puts(&ev, ",");
+    compile_event(&ev, 1, 3, "PTC-B003", 40, 3, 100); /* 300 ms */
+    xp_report r;
+    build(&r, &ev);
+    ck_assert_str_eq(ranked(&r), "PTC-B003 PTC-B002 PTC-B005");
+    ck_assert_int_eq(r.sites[0].band, 1);
+    ck_assert_int_eq(r.sites[1].band, 2);
+    ck_assert_int_eq(r.sites[2].band, 2);
+    xp_report_free(&r);
+    ptc_buf_free(&ev);
 }
 END_TEST
 
@@ -200,7 +262,9 @@ int main(void)
 {
     Suite *s = suite_create("explain");
     TCase *tc = tcase_create("report");
-    tcase_add_test(tc, bands);
+    tcase_add_test(tc, median);
+    tcase_add_test(tc, first_run_outlier_moves_nothing);
+    tcase_add_test(tc, near_equal_costs_share_a_band);
     tcase_add_test(tc, ranking_is_band_then_position);
     tcase_add_test(tc, entries_group_into_sites);
     tcase_add_test(tc, recompiles_with_old_and_new);

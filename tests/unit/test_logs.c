@@ -805,13 +805,18 @@ START_TEST(repro_fresh_folders)
     setenv("PTC_REPRO", base, 1);
     ptc_module *m = sample_module();
     ptc_error err;
+    ptc_repro_info accuracy = {.kind = "accuracy", .stage = "accuracy", .backend = "cpu"};
     ck_assert_int_eq(ptc_repro_write(NULL, m->graphs[0], NULL, 0, NULL, first, sizeof first, &err), 0);
-    ck_assert_int_eq(ptc_repro_write(NULL, m->graphs[0], NULL, 0, NULL, second, sizeof second, &err), 0);
+    ck_assert_int_eq(ptc_repro_write(NULL, m->graphs[0], NULL, 0, &accuracy, second, sizeof second, &err), 0);
     snprintf(prefix, sizeof prefix, "%s/repro_%ld_", base, (long)getpid());
     ck_assert_int_eq(strncmp(first, prefix, strlen(prefix)), 0);
     ck_assert_str_ne(first, second);
     ck_assert(file_exists(first, "repro.json"));
     ck_assert(file_exists(second, "graph.ptir"));
+    /* The same failure again: the folder it already has (one per failure). */
+    char again[512];
+    ck_assert_int_eq(ptc_repro_write(NULL, m->graphs[0], NULL, 0, &accuracy, again, sizeof again, &err), 0);
+    ck_assert_str_eq(again, second);
     /* Without PTC_REPRO: under $TMPDIR. */
     unsetenv("PTC_REPRO");
     setenv("TMPDIR", dir, 1);

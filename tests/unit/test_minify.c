@@ -210,8 +210,13 @@ START_TEST(test_repro_write)
     snprintf(file, sizeof file, "%s/graph.ptir", path);
     ptc_module *back = ptc_parse_file(file, &err);
     ck_assert_ptr_nonnull(back);
-    /* A second dump gets a folder of its own; a bad kind is refused. */
+    /* The same failure again gets the folder it has; another failure a
+     * folder of its own; a bad kind is refused. */
     char path2[1024];
+    ck_assert_int_eq(
+        ptc_repro_write(NULL, mod->graphs[0], NULL, 0, &info, path2, sizeof path2, &err), 0);
+    ck_assert_str_eq(path, path2);
+    info.stage = "lower";
     ck_assert_int_eq(
         ptc_repro_write(NULL, mod->graphs[0], NULL, 0, &info, path2, sizeof path2, &err), 0);
     ck_assert_str_ne(path, path2);

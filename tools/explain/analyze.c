@@ -3,12 +3,16 @@
  * A site's cost is what its entries measured: the time outside graphs from
  * the end of the graph before the break to the start of the next graph, on
  * every run (compiles excluded). Ranking uses a robust total, the fastest run
- * times the runs: a loaded machine only ever adds time, and on 2 busy cores
- * even the median of a few runs moved by a factor of ten; then
- * only its band (below 10 ms, 10-100 ms, 100 ms-1 s, ...): sites in one band are
- * ordered by source position, so the order is the same from run to run
- * unless a cost moves by about a factor of ten. Below 10 ms a single run is
- * mostly scheduler and allocator noise, so that is one band. Tensors that crossed a break
+ * after each entry's first, times the runs: load only ever adds time, and a
+ * first run pays one-time costs (a library's start-up, lazy imports, caches
+ * filling; an rfft's first call once cost 12 ms), so a site that ran once
+ * ranks as noise. Sites are then grouped into bands, costliest first: a band
+ * holds every site within a factor of ten of its costliest one, and never
+ * splits two sites within a factor of two of each other (a fixed grid would
+ * split 9.9 ms from 10.1 ms); costs below 1 ms count as 1 ms, scheduler and
+ * allocator noise. Sites in one band are ordered by source position, so the
+ * order is the same from run to run unless a cost moves by several times.
+ * Tensors that crossed a break
  * (an output of one graph read by the next, found by identity at run time)
  * are tied to the kernels that wrote and read them through the trace
  * folders' buffer tables. The rest collects what ran outside ptc's kernels
@@ -17,16 +21,8 @@
  */
 #include "explain.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-int xp_band(double ms)
-{
-    if (!(ms >= 10.0))
-        return 0;
-    return (int)floor(log10(ms));
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -123,6 +119,12 @@ static const xp_graph *graph_by_id(const xp_report *r, int cf, int id)
     return NULL;
 }
 
+/* The smaller of the fastest so far (negative: none yet) and ms. */
+static double fastest(double so_far, double ms)
+{
+    return so_far < 0 || ms < so_far ? ms : so_far;
+}
+
 static void site_cost(xp_report *r, xp_site *s)
 {
     int nsamples = 0;
@@ -130,27 +132,29 @@ static void site_cost(xp_report *r, xp_site *s)
         nsamples += r->graphs[s->graphs[i]].nsamples;
     double *all = PTC_NEWN(r->arena, double, nsamples + 1);
     int k = 0;
+    double steady = -1;
     for (int i = 0; i < s->ngraphs; i++) {
         const xp_graph *g = &r->graphs[s->graphs[i]];
         s->runs += g->breaks;
         s->total_ms += g->break_ms;
         for (int j = 0; j < g->nsamples; j++)
             all[k++] = g->samples[j];
+        for (int j = 1; j < g->nsamples; j++) /* an entry's first run pays one-time costs */
+            steady = fastest(steady, g->samples[j]);
     }
     if (s->untraceable) {
         for (int i = 0; i < r->neager; i++) {
             if (!strcmp(r->eager[i].frame, s->frame)) {
                 s->runs += r->eager[i].calls;
                 s->total_ms += r->eager[i].ms;
+                if (r->eager[i].calls > 1)
+                    steady = fastest(steady, r->eager[i].steady_ms);
             }
         }
     }
-    double fastest = k ? all[0] : 0;
-    for (int i = 1; i < k; i++)
-        fastest = all[i] < fastest ? all[i] : fastest;
+    s->steady_ms = steady > 0 ? steady : 0;
     s->median_ms = k ? xp_median(all, k) : s->runs ? s->total_ms / (double)s->runs : 0;
-    s->rank_ms = k ? fastest * (double)s->runs : s->total_ms;
-    s->band = xp_band(s->rank_ms);
+    s->rank_ms = s->steady_ms * (double)s->runs;
 }
 
 /* Joins the names of the kernels of kn that read buffer buf. */
@@ -223,7 +227,7 @@ static int cmp_site(const void *pa, const void *pb)
 {
     const xp_site *a = pa, *b = pb;
     if (a->band != b->band)
-        return a->band > b->band ? -1 : 1;
+        return a->band < b->band ? -1 : 1;
     int c = cmp_loc(&a->loc, &b->loc);
     if (c)
         return c;
@@ -231,9 +235,44 @@ static int cmp_site(const void *pa, const void *pb)
     return c ? c : strcmp(a->stack, b->stack);
 }
 
+static int cmp_cost_desc(const void *pa, const void *pb)
+{
+    const xp_site *a = *(xp_site *const *)pa, *b = *(xp_site *const *)pb;
+    return (a->rank_ms < b->rank_ms) - (a->rank_ms > b->rank_ms);
+}
+
+#define NOISE_MS 1.0   /* a ranked cost below this is noise */
+#define BAND_SPAN 10.0 /* a band reaches this factor below its costliest site */
+#define BAND_GAP 2.0   /* sites closer than this factor share a band */
+
+/* Bands by cost, 1 the costliest (see the top of the file). A site starts a
+ * new band only when it is both far below the band's costliest site and
+ * well below the site before it, so near-equal costs are never split. */
+static void assign_bands(xp_report *r)
+{
+    xp_site **by_cost = PTC_NEWN(r->arena, xp_site *, r->nsites + 1);
+    for (int i = 0; i < r->nsites; i++)
+        by_cost[i] = &r->sites[i];
+    qsort(by_cost, (size_t)r->nsites, sizeof *by_cost, cmp_cost_desc);
+    int band = 1;
+    double leader = 0, prev = 0;
+    for (int i = 0; i < r->nsites; i++) {
+        double c = by_cost[i]->rank_ms > NOISE_MS ? by_cost[i]->rank_ms : NOISE_MS;
+        if (i == 0) {
+            leader = c;
+        } else if (c * BAND_SPAN < leader && c * BAND_GAP <= prev) {
+            band++;
+            leader = c;
+        }
+        by_cost[i]->band = band;
+        prev = c;
+    }
+}
+
 /* Sorting moves sites: graphs point at them by index. */
 static void rank_sites(xp_report *r)
 {
+    assign_bands(r);
     qsort(r->sites, (size_t)r->nsites, sizeof *r->sites, cmp_site);
     for (int i = 0; i < r->ngraphs; i++)
         r->graphs[i].site = -1;

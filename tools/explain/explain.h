@@ -98,8 +98,10 @@ typedef struct xp_site {
     int ngraphs;
     int *graphs;        /* indices into xp_report.graphs */
     long runs;
-    double total_ms, median_ms, rank_ms;
-    int band;           /* cost band: 0 below 10 ms, then one per factor of 10 */
+    double total_ms, median_ms;
+    double steady_ms;   /* fastest run after each entry's first (0: none) */
+    double rank_ms;     /* steady_ms times the runs: what ranking uses */
+    int band;           /* cost band, 1 the costliest (analyze.c says how bands form) */
     int ncross;
     xp_crossing *cross;
     const char *advice; /* the concrete hint */
@@ -153,6 +155,7 @@ typedef struct xp_eager {
     const char *frame;
     long calls;
     double ms;
+    double steady_ms;   /* fastest call after the first (0 with one call) */
 } xp_eager;
 
 typedef struct xp_report {
@@ -200,8 +203,6 @@ void xp_metrics_load(const char *dir, ptc_metrics *m);
 /* Analysis (analyze.c): sites, costs, bands and ranking, crossings,
  * outside ops, hints. Called by xp_report_build. */
 void xp_analyze(xp_report *r);
-/* The band of a cost: 0 below 10 ms, then floor(log10(ms)). */
-int xp_band(double ms);
 double xp_median(const double *v, int n);
 /* Concrete advice for a break site (hints.c). */
 const char *xp_advice(ptc_arena *a, const xp_site *s);

@@ -228,8 +228,9 @@ static void read_top(xp_report *r, const ptc_json *root)
         r->eager = PTC_NEWN(a, xp_eager, e->n + 1);
         for (int i = 0; i < e->n; i++) {
             const ptc_json *t = e->items[i];
-            if (t->kind == PTC_JARR && t->n == 3 && t->items[0]->kind == PTC_JSTR)
-                r->eager[r->neager++] = (xp_eager){t->items[0]->str, (long)t->items[1]->num, t->items[2]->num};
+            if (t->kind == PTC_JARR && t->n == 4 && t->items[0]->kind == PTC_JSTR)
+                r->eager[r->neager++] = (xp_eager){t->items[0]->str, (long)t->items[1]->num,
+                                                   t->items[2]->num, t->items[3]->num};
         }
     }
     const ptc_json *n = ptc_json_get(root, "notes");

@@ -279,13 +279,19 @@ static void site(out *o, const xp_report *r, int rank, const xp_site *s)
 static void breaks(out *o, const xp_report *r)
 {
     heading(o, "Graph breaks");
+    if (!r->nsites && !r->calls) {
+        ptc_buf_printf(o->b, "  none: nothing was compiled\n");
+        return;
+    }
     if (!r->nsites) {
         ptc_buf_printf(o->b, "  none: every compiled function ran as whole graphs\n");
         return;
     }
     ptc_buf_printf(o->b, "  Most costly first. Cost: time outside graphs from the end of the graph before the\n"
-                         "  break to the start of the next, measured on every run (compiles excluded); ranked\n"
-                         "  in bands (below 10 ms, then one per factor of 10), then by source position.\n");
+                         "  break to the start of the next, measured on every run (compiles excluded). Ranked\n"
+                         "  by the fastest run after the first (which pays one-time costs) times the runs, in\n"
+                         "  bands (sites within a factor of 10 share one; below 1 ms is noise), then by source\n"
+                         "  position.\n");
     for (int i = 0; i < r->nsites; i++)
         site(o, r, i + 1, &r->sites[i]);
 }
@@ -387,6 +393,11 @@ static const char *outside_text(out *o, const xp_outside *x)
 static void outside(out *o, const xp_report *r)
 {
     heading(o, "Ops that ran outside ptc's kernels");
+    if (!r->noutside && !r->ops_captured) {
+        ptc_buf_printf(o->b, "  none: %s\n",
+                       r->calls ? "no compiled call captured an op" : "nothing was compiled");
+        return;
+    }
     if (!r->noutside) {
         ptc_buf_printf(o->b, "  none: every captured op ran in ptc's generated kernels\n");
         return;
@@ -446,6 +457,12 @@ void xp_render_text(ptc_buf *b, const xp_report *r, bool color)
             wrap(&o, 2, 2,
                  ptc_arena_printf(o.a, "the script raised %s: the report covers what ran before it; the "
                                        "traceback follows on stderr%s", e, RESET(&o)));
+    }
+    if (!r->calls) {
+        ptc_buf_puts(b, "  ");
+        wrap(&o, 2, 2,
+             "nothing was compiled: the script called no function compiled with torch.compile or "
+             "ptc.compile, so every op ran eagerly in PyTorch");
     }
     summary(&o, r);
     breaks(&o, r);

@@ -95,6 +95,8 @@ static void site(ptc_jw *w, const xp_report *r, int rank, const xp_site *s)
     kint(w, "runs", s->runs);
     knum(w, "cost_ms", s->total_ms);
     knum(w, "median_ms", s->median_ms);
+    knum(w, "steady_ms", s->steady_ms);
+    knum(w, "rank_ms", s->rank_ms);
     kint(w, "band", s->band);
     ptc_jw_key(w, "after_graphs");
     ptc_jw_arr_begin(w);

@@ -114,7 +114,10 @@ typedef struct rect {
     int y, x, h, w;
 } rect;
 
-static int sidebar_width(const ui *u) { return u->cols >= 120 ? 32 : u->cols >= 60 ? 24 : 0; }
+static int sidebar_width(const ui *u)
+{
+    return u->cols >= 160 ? 40 : u->cols >= 120 ? 32 : u->cols >= 60 ? 24 : 0;
+}
 
 static rect main_box(const ui *u)
 {
@@ -333,6 +336,26 @@ static void sidebar_move(ui *u, int delta)
     u->sb_sel = at;
 }
 
+/* A compile's row in width columns: its id in the user's names, then its
+ * function when both fit; else the id alone, elided in the middle when long
+ * (the recompile number at its end tells compiles of one function apart). */
+static void compile_row(const ptv_compile *c, int width, char *buf, size_t size)
+{
+    char id[512], fn[512] = "", row[1100];
+    ptv_user_name(c->id, id, sizeof id);
+    if (c->function) {
+        ptv_user_name(c->function, fn, sizeof fn - 2);
+        strcat(fn, "()");
+    }
+    const char *tail = c->incomplete ? " (unfinished)" : "";
+    int room = width - (int)strlen(tail);
+    if (fn[0] && (int)(strlen(id) + 2 + strlen(fn)) > room)
+        fn[0] = 0; /* the id first: it is what tells compiles apart */
+    snprintf(row, sizeof row, "%s%s%s", id, fn[0] ? "  " : "", fn);
+    ptv_elide_middle(row, room, buf, size);
+    snprintf(buf + strlen(buf), size - strlen(buf), "%s", tail);
+}
+
 static void sidebar_text(const ui *u, const sbrow *r, char *buf, size_t size, attr_t *a)
 {
     ptv_compile *c = u->t->compiles[r->compile];
@@ -343,8 +366,7 @@ static void sidebar_text(const ui *u, const sbrow *r, char *buf, size_t size, at
         return;
     }
     if (!r->stage) {
-        snprintf(buf, size, "%s  %s%s%s", c->id, c->function ? c->function : "",
-                 c->function ? "()" : "", c->incomplete ? " (unfinished)" : "");
+        compile_row(c, u->sb_width - 1, buf, size);
         *a = A_BOLD | (c->error[0] ? attr(u, C_ERROR) : 0);
         return;
     }

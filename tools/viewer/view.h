@@ -304,4 +304,13 @@ int ptv_source(ptv_trace *t, const char *file, int line, int context, int *first
 void ptv_appendf(char *buf, size_t size, size_t *len, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* A name as the user wrote it: capture spells a child of a ModuleList or
+ * Sequential through its _modules dict (`h._modules_0.ln_1`), shown as the
+ * module path `h.0.ln_1`. */
+void ptv_user_name(const char *name, char *out, size_t size);
+
+/* s elided in the middle ("head..tail") to at most width columns: long
+ * qualified names all start alike, so their ends must stay visible. */
+void ptv_elide_middle(const char *s, int width, char *out, size_t size);
+
 #endif /* PTC_VIEW_H */

@@ -489,7 +489,8 @@ static void format_node(lay *l, const ptv_item *it)
     size_t type_w = l->width >= 100 ? 20 : l->width >= 70 ? 12 : 0;
     size_t at = l->len;
     char buf[256];
-    snprintf(buf, sizeof buf, "%%%s", it->name ? it->name : "?");
+    buf[0] = '%';
+    ptv_user_name(it->name ? it->name : "?", buf + 1, sizeof buf - 1);
     puts_(l, buf);
     span(l, PTV_COL_NAME, at);
     puts_(l, it->kind == PTV_ITEM_INPUT ? " : " : " = ");

@@ -346,7 +346,9 @@ static void add_graph(ptv_stage *s, const ptc_graph *g, const ptv_stage *cap, co
         it->op = "input";
         it->name = g->inputs[i]->name;
         it->type = types_text(a, &g->inputs[i], 1, true);
-        it->text = ptc_arena_printf(a, "%%%s: %s", it->name, it->type);
+        char shown[400];
+        ptv_user_name(it->name, shown, sizeof shown);
+        it->text = ptc_arena_printf(a, "%%%s: %s", shown, it->type);
     }
     ptc_buf b = {0};
     for (int i = 0; i < g->nnodes; i++) {

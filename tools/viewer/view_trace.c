@@ -34,6 +34,32 @@ const char *ptv_stage_name(ptv_stageid id)
     return (unsigned)id < PTV_STAGE_COUNT ? stage_table[id].name : "other";
 }
 
+void ptv_user_name(const char *name, char *out, size_t size)
+{
+    static const char internal[] = "_modules_";
+    size_t n = 0;
+    for (const char *p = name; *p && n + 1 < size;) {
+        bool segment = p == name || p[-1] == '.';
+        if (segment && strncmp(p, internal, sizeof internal - 1) == 0) {
+            p += sizeof internal - 1;
+            continue;
+        }
+        out[n++] = *p++;
+    }
+    out[n] = 0;
+}
+
+void ptv_elide_middle(const char *s, int width, char *out, size_t size)
+{
+    int len = (int)strlen(s);
+    if (len <= width || width < 6) {
+        snprintf(out, size, "%.*s", width > 0 ? width : 0, s);
+        return;
+    }
+    int tail = (width - 2) * 3 / 5, head = width - 2 - tail;
+    snprintf(out, size, "%.*s..%s", head, s, s + len - tail);
+}
+
 void ptv_appendf(char *buf, size_t size, size_t *len, const char *fmt, ...)
 {
     if (*len >= size)
