@@ -394,7 +394,7 @@ static bool identity_guarded(PyObject *o)
 
 /* Defaults a nested function can be guarded by value: none, or constants
  * (a tuple of them; keyword-only ones, a dict of them by name). */
-static bool constant_defaults(PyObject *d, bool kw)
+bool cap_constant_defaults(PyObject *d, bool kw)
 {
     if (d == Py_None)
         return true;
@@ -423,8 +423,8 @@ static bool nested_function(PyObject *o)
     PyObject *d = qn ? PyObject_GetAttr(o, cap_P.s_defaults) : NULL;
     PyObject *kd = d ? PyObject_GetAttr(o, cap_P.s_kwdefaults) : NULL;
     const char *name = kd && PyUnicode_Check(qn) ? PyUnicode_AsUTF8(qn) : NULL;
-    bool nested = name && strstr(name, "<locals>") && constant_defaults(d, false) &&
-                  constant_defaults(kd, true);
+    bool nested = name && strstr(name, "<locals>") && cap_constant_defaults(d, false) &&
+                  cap_constant_defaults(kd, true);
     Py_XDECREF(qn);
     Py_XDECREF(d);
     Py_XDECREF(kd);

@@ -267,6 +267,8 @@ int cap_t_check_cell_write(cap_trace *T, PyObject *cell);
 /* Is obj a value that can be used as a compile-time constant (immutable and
  * made of constants)? */
 bool cap_is_constant(PyObject *obj);
+/* __defaults__ (kw false) or __kwdefaults__ (kw true) made of constants only. */
+bool cap_constant_defaults(PyObject *d, bool kw);
 /* A dict key whose lookups are stable under guards: a constant, a class, a
  * module or a function. */
 bool cap_is_key(PyObject *o);
@@ -332,7 +334,9 @@ int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nar
 int cap_t_run_sync(cap_interp *I, cap_frame *outer, PyObject **out);
 int cap_t_call_sync(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                     PyObject *kwnames, PyObject **out);
-static inline void cap_t_enter_frame(cap_trace *T, cap_frame *f) { (void)T; (void)f; }
+/* An outside function is about to be inlined in frame f (not yet pushed):
+ * guards what the trace will run of it. 0 or -1 with an exception. */
+int cap_t_enter_frame(cap_trace *T, cap_frame *f);
 
 /* ---- Python types of the interpreter's own values (iter.c, torch_types.c) ----------- */
 

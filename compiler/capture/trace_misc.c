@@ -249,6 +249,30 @@ bool cap_t_no_inline(cap_trace *T, cap_frame *f)
     return r == 1;
 }
 
+/* An outside function keeps its identity when its __code__, __defaults__ or
+ * __kwdefaults__ is replaced (helper.__code__ = other.__code__), so its
+ * identity guard alone would keep running what the trace inlined. Code by
+ * identity; defaults by value where they are constants (a nested function's
+ * are made anew by each call of its maker), else by identity. */
+int cap_t_enter_frame(cap_trace *T, cap_frame *f)
+{
+    int fsrc = f->func ? cap_t_source_of(T, f->func) : -1;
+    if (fsrc < 0)
+        return 0; /* made in the trace: its code is a constant of the trace */
+    PyObject *attrs[3] = {cap_P.s_code, cap_P.s_defaults, cap_P.s_kwdefaults};
+    for (int i = 0; i < 3; i++) {
+        PyObject *v = PyObject_GetAttr(f->func, attrs[i]);
+        int s = v ? cap_source_add(T, CAP_S_ATTR, fsrc, 0, 0, attrs[i]) : -1;
+        int kind =
+            i > 0 && v && v != Py_None && cap_constant_defaults(v, i == 2) ? CAP_G_EQ : CAP_G_ID;
+        int rc = s >= 0 ? cap_guard_add(T, kind, s, v, 0) : -1;
+        Py_XDECREF(v);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
 void cap_t_note_skipped(cap_trace *T, PyObject *obj)
 {
     PyObject *code = PyObject_GetAttrString(obj, "gi_code");

@@ -66,3 +66,74 @@ def test_builtin_that_breaks_sees_the_whole_iterator(fn):
     # The builtin compares tensors (a break); the iterator it had drained
     # while tracing must be whole again when the call reruns for real.
     check_like_eager(fn, torch.ones(2))
+
+
+# ---- inlined functions whose code or defaults are replaced ---------------------------------
+
+
+def helper(x):
+    return x + 1
+
+
+def scaled(x, k=2):
+    return x * k
+
+
+def calls_helpers(x):
+    return helper(x) + scaled(x)
+
+
+def recompiles(compiled):
+    handle = getattr(compiled, "_ptc_compiled", compiled)
+    return [e["guard"] for e in handle._events() if e["kind"] == "recompile"]
+
+
+def test_replaced_code_of_an_inlined_function_recompiles(monkeypatch):
+    def times_ten(x):
+        return x * 10
+
+    x = torch.ones(2)
+    compiled = check_like_eager(calls_helpers, x)
+    monkeypatch.setattr(helper, "__code__", times_ten.__code__)
+    check_like_eager(calls_helpers, x)  # a fresh compile agrees...
+    assert torch.equal(compiled(x), calls_helpers(x))  # ...and so does the cached one
+    (guard,) = recompiles(compiled)
+    assert "__code__" in guard, guard
+    monkeypatch.setattr(scaled, "__defaults__", (5,))
+    assert torch.equal(compiled(x), calls_helpers(x))
+    assert "__defaults__" in recompiles(compiled)[-1]
+    for _ in range(2):  # nothing changed since: no more recompiles
+        compiled(x)
+    assert len(recompiles(compiled)) == 2
+
+
+class WithMethod(torch.nn.Module):
+    def forward(self, x):
+        return self.step(x)
+
+    def step(self, x):
+        return x + 1
+
+
+def test_replaced_code_of_an_inlined_method_recompiles(monkeypatch):
+    def step_times_100(self, x):
+        return x * 100
+
+    model, x = WithMethod(), torch.ones(2)
+    compiled = ptc.compile(model, backend="eager")
+    assert torch.equal(compiled(x), model(x))
+    monkeypatch.setattr(WithMethod.step, "__code__", step_times_100.__code__)
+    assert torch.equal(compiled(x), model(x))
+
+
+def test_nested_function_made_per_call_compiles_once():
+    # A nested function's defaults are new objects on each call: guarded by
+    # value, so its inlining guards do not recompile every call.
+    def f(x):
+        def inner(y, k=3, *, m=2):
+            return y * k + m
+
+        return inner(x)
+
+    compiled = check_like_eager(f, torch.ones(2), calls=3)
+    assert not recompiles(compiled)
