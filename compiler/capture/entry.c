@@ -285,9 +285,15 @@ static int recipe_uncached(builder *B, PyObject *o)
             return -1;
         if (it->src >= 0 && B->r[seq].kind != CAP_R_SOURCE)
             return fail(B, "iterator over an outside sequence", o);
-        int *items = malloc(sizeof(int));
+        /* items: the sequence, and the container whose size it checks */
+        int owner = it->owner ? recipe_of(B, it->owner) : -1;
+        if (it->owner && owner < 0)
+            return -1;
+        int *items = malloc(2 * sizeof(int));
         items[0] = seq;
-        return add_recipe(B, (cap_recipe){CAP_R_ITER, 1, items, NULL, (int)it->i});
+        items[1] = owner;
+        PyObject *len = it->owner ? PyLong_FromSsize_t(it->owner_len) : NULL;
+        return add_recipe(B, (cap_recipe){CAP_R_ITER, it->owner ? 2 : 1, items, len, (int)it->i});
     }
     if (cap_is_function(o) && !cap_t_made_function(T, o)) {
         /* An existing function reached without a source (a method of a

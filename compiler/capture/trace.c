@@ -524,6 +524,18 @@ static PyObject *wrap_iter(cap_trace *T, cap_iter *it, int src)
         copy = (cap_iter *)cap_iter_seq(it->seq, ss, T);
         if (copy)
             copy->gen = it->gen;
+        if (copy && it->owner) { /* the container it walks, whose size each step reads */
+            static PyObject *name;
+            int os = cap_t_source_of(T, it->owner);
+            if (os < 0 && (name || (name = PyUnicode_InternFromString("owner"))))
+                os = cap_source_add(T, CAP_S_ATTR, src, 0, 0, name);
+            cap_iter_set_owner(copy, it->owner);
+            copy->owner_len = it->owner_len;
+            if (os >= 0)
+                cap_t_map(T, it->owner, os);
+            if (os < 0 || cap_guard_add(T, CAP_G_LEN, os, NULL, PyObject_Size(it->owner)) < 0)
+                Py_CLEAR(copy);
+        }
     }
     if (copy) {
         copy->i = it->i;

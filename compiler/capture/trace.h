@@ -349,11 +349,14 @@ typedef struct cap_iter {
     int src;                /* source of an outside seq (items get index sources), or -1 */
     bool gen;               /* what a drained generator expression yielded */
     cap_trace *T;
+    PyObject *owner;      /* a dict, dict view or set whose items seq holds (strong), or NULL */
+    Py_ssize_t owner_len; /*   its size then: a change raises, as CPython's iterators do */
 } cap_iter;
 extern PyTypeObject *cap_iter_type;
 PyObject *cap_iter_seq(PyObject *seq, int src, cap_trace *T);
 PyObject *cap_iter_range(long long start, long long step, Py_ssize_t n);
 PyObject *cap_iter_next_raw(cap_iter *it);
+void cap_iter_set_owner(cap_iter *it, PyObject *owner);
 int cap_iter_types_init(PyObject *module);
 
 enum { CAP_EXIT_NONE = 0, CAP_EXIT_GRAD = 1, CAP_EXIT_AMP = 2 };

@@ -137,3 +137,77 @@ def test_nested_function_made_per_call_compiles_once():
 
     compiled = check_like_eager(f, torch.ones(2), calls=3)
     assert not recompiles(compiled)
+
+
+# ---- containers changed while they are iterated --------------------------------------------
+
+
+def dict_grows_in_loop(x):
+    d = {"a": 1}
+    for k in d:
+        d["b"] = 2
+    return x + 1
+
+
+def set_grows_in_loop(x):
+    s = {1}
+    for v in s:
+        s.add(2)
+    return x + 1
+
+
+def dict_shrinks_in_items_loop(x):
+    d = {"a": 1, "b": 2}
+    for k, v in d.items():
+        if k == "b":
+            del d["a"]
+    return x + v
+
+
+def dict_grows_after_a_break(x):
+    d = {"a": 1, "b": 2}
+    seen = []
+    for k in d:
+        print(k)  # a break inside the loop: the iterator is rebuilt after it
+        seen.append(k)
+        if k == "a":
+            d["c"] = 3
+    return x + 1, seen
+
+
+def outside_dict_grows_in_loop(x, d):
+    for k in d:
+        d[k + "x"] = 1
+    return x + 1
+
+
+def dict_values_replaced_in_loop(x):
+    d = {"a": x, "b": x}
+    for k in d:
+        d[k] = d[k] * 2  # same size: allowed
+    return d["a"] + d["b"]
+
+
+def list_changed_in_loop(x):
+    items, seen = [1, 2, 3], []
+    for v in items:
+        seen.append(v)
+        if v == 1:
+            items.append(4)
+        if v == 2:
+            items.pop(0)
+    return x + 1, seen, items
+
+
+@pytest.mark.parametrize("fn", [dict_grows_in_loop, set_grows_in_loop, dict_shrinks_in_items_loop,
+                                dict_grows_after_a_break, dict_values_replaced_in_loop, list_changed_in_loop])
+def test_container_changed_while_iterated(fn, capsys):
+    check_like_eager(fn, torch.ones(2))
+    out = capsys.readouterr().out
+    assert out == "a\n" * 4 or fn is not dict_grows_after_a_break, out  # 2 eager + 2 ptc calls
+
+
+def test_outside_dict_changed_while_iterated():
+    want = outcome(outside_dict_grows_in_loop, torch.ones(2), {"a": 1})
+    got = outcome(ptc.compile(outside_dict_grows_in_loop, backend="eager"), torch.ones(2), {"a": 1})
+    assert want == got == ("raise", RuntimeError, "dictionary changed size during iteration")
