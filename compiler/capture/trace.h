@@ -288,10 +288,14 @@ const char *cap_t_intern_str(cap_trace *T, const char *s);
 void cap_t_note_node(cap_trace *T, ptc_node *n);
 bool cap_t_value_grad(cap_trace *T, ptc_value *v);
 uint64_t cap_t_next_seed(cap_trace *T);
+/* The traced function seeds torch's generator (torch.manual_seed): its random
+ * ops must give torch's values. */
+bool cap_t_seeds_torch(cap_trace *T);
 const char *cap_module_path(cap_trace *T, PyObject *mod);
 bool cap_t_no_inline(cap_trace *T, cap_frame *f);
 void cap_t_note_skipped(cap_trace *T, PyObject *obj);
-bool cap_is_disabled(PyObject *fn);
+/* What marks fn never to be traced ("ptc.disable", "torch.compiler.disable"), or NULL. */
+const char *cap_disabled_by(PyObject *fn);
 const char *cap_func_name(PyObject *fn);
 bool cap_is_partial(PyObject *o);
 int cap_partial_unpack(PyObject *p, PyObject **fn, PyObject **args, PyObject **kw);

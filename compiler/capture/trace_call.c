@@ -1037,8 +1037,9 @@ static int call_function(cap_interp *I, PyObject *fn, PyObject *const *args, int
                          PyObject *kwnames, PyObject **out)
 {
     cap_trace *T = I->T;
-    if (cap_is_disabled(fn))
-        return cap_t_break(T, CAP_B_DISABLED, "%s is marked ptc.disable", cap_func_name(fn));
+    const char *disabled = cap_disabled_by(fn);
+    if (disabled)
+        return cap_t_break(T, CAP_B_DISABLED, "%s is marked %s", cap_func_name(fn), disabled);
     int mk = cap_module_iter_kind(fn);
     if (mk >= 0)
         return cap_module_iter_call(I, mk, args, nargs, kwnames, out);

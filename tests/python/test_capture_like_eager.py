@@ -211,3 +211,77 @@ def test_outside_dict_changed_while_iterated():
     want = outcome(outside_dict_grows_in_loop, torch.ones(2), {"a": 1})
     got = outcome(ptc.compile(outside_dict_grows_in_loop, backend="eager"), torch.ones(2), {"a": 1})
     assert want == got == ("raise", RuntimeError, "dictionary changed size during iteration")
+
+
+# ---- functions marked torch.compiler.disable / torch._dynamo.disable ------------------------
+
+
+@torch.compiler.disable
+def disabled_by_decorator(x):
+    print("eager", x.sum().item())  # would be breaks if it were traced
+    return x.tolist()
+
+
+def _scaled_eagerly(x):
+    return x * float(x.sum())
+
+
+disabled_by_call = torch._dynamo.disable(_scaled_eagerly)
+
+
+@torch._dynamo.disable(recursive=False)
+def disabled_not_recursively(x):
+    return _scaled_eagerly(x) - 1
+
+
+def calls_disabled(x):
+    y = x + 1
+    a = disabled_by_decorator(y)
+    b = disabled_by_call(y)
+    return y * 2 + b, a
+
+
+def calls_disabled_not_recursively(x):
+    y = x + 1
+    return disabled_not_recursively(y) * 2
+
+
+@pytest.mark.parametrize("fn", [calls_disabled, calls_disabled_not_recursively])
+def test_torch_disabled_function_runs_as_one_eager_call(fn, capsys):
+    check_like_eager(fn, torch.ones(2))
+    out = capsys.readouterr().out
+    assert out.count("eager 4.0") == (4 if fn is calls_disabled else 0), out
+    report = ptc.explain(fn)(torch.ones(2))
+    # One break per disabled call, none from inside the wrappers or the functions.
+    codes = [b["code"] for b in report.breaks]
+    assert codes == ["PTC-B014"] * (2 if fn is calls_disabled else 1), report.breaks
+    assert "is marked torch.compiler.disable" in report.breaks[0]["detail"], report.breaks[0]
+
+
+def test_torch_disabled_graph_count_matches_torch_compile():
+    dynamo = pytest.importorskip("torch._dynamo")
+    torch._dynamo.reset()
+    theirs = dynamo.explain(calls_disabled)(torch.ones(2))
+    ours = ptc.explain(calls_disabled)(torch.ones(2))
+    assert ours.graph_count == theirs.graph_count == 2
+
+
+# ---- torch.manual_seed inside the compiled function -----------------------------------------
+
+
+def seeded_rand(x):
+    torch.manual_seed(123)
+    return x + torch.rand(3)
+
+
+def seeded_dropout_and_randn_like(x):
+    torch.manual_seed(7)
+    y = torch.nn.functional.dropout(x, 0.5, training=True)
+    return y + torch.randn_like(y)
+
+
+@pytest.mark.parametrize("backend", ["ptc", "eager"])
+@pytest.mark.parametrize("fn", [seeded_rand, seeded_dropout_and_randn_like])
+def test_manual_seed_gives_eager_values_on_every_call(fn, backend):
+    # Equal bit for bit: after the seed, random ops run in torch.
+    check_like_eager(fn, torch.zeros(3), backend=backend, calls=3)
