@@ -354,6 +354,19 @@ static int recipe_uncached(builder *B, PyObject *o)
             PyList_Append(flat, k);
             PyList_Append(flat, v);
         }
+        /* Its chaining too (not in __dict__): setting __cause__ sets
+           __suppress_context__, so that one goes last. */
+        static const char *chain[] = {"__cause__", "__context__", "__suppress_context__"};
+        for (int i = 0; flat && i < 3; i++) {
+            PyObject *cv = PyObject_GetAttrString(o, chain[i]);
+            if (cv && cv != Py_None && cv != Py_False) {
+                PyObject *name = PyUnicode_FromString(chain[i]);
+                PyList_Append(flat, name);
+                PyList_Append(flat, cv);
+                Py_XDECREF(name);
+            }
+            Py_XDECREF(cv);
+        }
         PyObject *info = Py_BuildValue("(On)", (PyObject *)t, nargs);
         int r = flat && info ? items_recipe(B, CAP_R_EXCEPTION, flat, info) : -1;
         Py_XDECREF(args);

@@ -285,3 +285,61 @@ def seeded_dropout_and_randn_like(x):
 def test_manual_seed_gives_eager_values_on_every_call(fn, backend):
     # Equal bit for bit: after the seed, random ops run in torch.
     check_like_eager(fn, torch.zeros(3), backend=backend, calls=3)
+
+
+# ---- exceptions raised inside the compiled function: chaining ------------------------------
+
+
+def raise_from(x):
+    try:
+        raise ValueError("inner")
+    except ValueError as e:
+        raise KeyError("outer") from e
+
+
+def raise_from_none(x):
+    try:
+        raise ValueError("inner")
+    except ValueError:
+        raise KeyError("outer") from None
+
+
+def raise_in_except(x):
+    y = x + 1
+    try:
+        {}["missing"]
+    except KeyError:
+        raise RuntimeError("while handling %d" % y.numel())
+
+
+def chain_of(exc):
+    """The chain as eager shows it: (type, message, cause?, context?, suppress) per link."""
+    links = []
+    while exc is not None:
+        links.append((type(exc), str(exc), exc.__cause__ is not None, exc.__context__ is not None,
+                      exc.__suppress_context__, exc.__cause__ is exc.__context__))
+        exc = exc.__cause__ or exc.__context__
+    return links
+
+
+@pytest.mark.parametrize("fn", [raise_from, raise_from_none, raise_in_except])
+def test_exception_chaining_matches_eager(fn):
+    compiled = ptc.compile(fn, backend="eager")
+    for _ in range(2):
+        with pytest.raises(Exception) as want:
+            fn(torch.ones(2))
+        with pytest.raises(Exception) as got:
+            compiled(torch.ones(2))
+        assert chain_of(got.value) == chain_of(want.value)
+
+
+def test_exception_chaining_inside_a_caller_handler():
+    # Raised with no traced handler active: the caller's handled exception
+    # is the context, as in eager.
+    compiled = ptc.compile(lambda x: x.view(-1)[10], backend="eager")
+    try:
+        raise LookupError("caller's")
+    except LookupError:
+        with pytest.raises(IndexError) as got:
+            compiled(torch.ones(2))
+    assert isinstance(got.value.__context__, LookupError)
