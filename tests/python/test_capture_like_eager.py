@@ -343,3 +343,38 @@ def test_exception_chaining_inside_a_caller_handler():
         with pytest.raises(IndexError) as got:
             compiled(torch.ones(2))
     assert isinstance(got.value.__context__, LookupError)
+
+
+# ---- a user's TorchFunctionMode around a compiled call --------------------------------------
+
+
+class RecordingMode(torch.overrides.TorchFunctionMode):
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.seen.append(getattr(func, "__name__", str(func)))
+        return func(*args, **(kwargs or {}))
+
+
+def sin_plus_one(x):
+    return torch.sin(x) + 1
+
+
+@pytest.mark.parametrize("backend", ["ptc", "eager"])
+def test_torch_function_mode_sees_what_eager_shows(backend):
+    compiled = ptc.compile(sin_plus_one, backend=backend)
+    x = torch.ones(3)
+    compiled(x)  # compiled and cached before the mode is entered
+    want, got = RecordingMode(), RecordingMode()
+    with want:
+        expected = sin_plus_one(x)
+    with pytest.warns(RuntimeWarning, match="TorchFunctionMode is active"):
+        with got:
+            result = compiled(x)
+    assert torch.equal(result, expected)
+    assert got.seen == want.seen == ["sin", "add"]
+    with got:  # one warning per compiled function
+        compiled(x)
+    assert torch.equal(compiled(x), expected)  # compiled again once the mode is gone
