@@ -103,9 +103,11 @@ static int call_inline(cap_interp *I, PyObject *func, PyObject *const *args, int
     if (!f)
         return why ? CAP_NEXT : CAP_ERR;
     f->ret_kind = (uint8_t)ret_kind;
+    if (I->T && cap_t_enter_frame(I->T, f) < 0) {
+        cap_frame_free(f);
+        return CAP_ERR;
+    }
     cap_push_frame(I, f);
-    if (I->T)
-        cap_t_enter_frame(I->T, f);
     return CAP_FRAME;
 }
 

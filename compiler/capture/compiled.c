@@ -109,6 +109,10 @@ static PyObject *run_from_start(cap_compiled *c, PyObject *fn, PyObject *const *
                                 PyObject *kwnames, PyObject *eager, PyObject *eargs,
                                 PyObject *ekwargs)
 {
+    if (cap_torch_function_mode_active()) {
+        cap_warn_mode(c, fn);
+        return PyObject_Call(eager, eargs, ekwargs);
+    }
     const char *why = NULL;
     cap_frame *f = cap_frame_for_call(fn, args, nargs, kwnames, &why);
     if (!f) {

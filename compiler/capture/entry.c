@@ -285,9 +285,15 @@ static int recipe_uncached(builder *B, PyObject *o)
             return -1;
         if (it->src >= 0 && B->r[seq].kind != CAP_R_SOURCE)
             return fail(B, "iterator over an outside sequence", o);
-        int *items = malloc(sizeof(int));
+        /* items: the sequence, and the container whose size it checks */
+        int owner = it->owner ? recipe_of(B, it->owner) : -1;
+        if (it->owner && owner < 0)
+            return -1;
+        int *items = malloc(2 * sizeof(int));
         items[0] = seq;
-        return add_recipe(B, (cap_recipe){CAP_R_ITER, 1, items, NULL, (int)it->i});
+        items[1] = owner;
+        PyObject *len = it->owner ? PyLong_FromSsize_t(it->owner_len) : NULL;
+        return add_recipe(B, (cap_recipe){CAP_R_ITER, it->owner ? 2 : 1, items, len, (int)it->i});
     }
     if (cap_is_function(o) && !cap_t_made_function(T, o)) {
         /* An existing function reached without a source (a method of a
@@ -347,6 +353,19 @@ static int recipe_uncached(builder *B, PyObject *o)
         while (flat && PyDict_Next(attrs, &pos, &k, &v)) {
             PyList_Append(flat, k);
             PyList_Append(flat, v);
+        }
+        /* Its chaining too (not in __dict__): setting __cause__ sets
+           __suppress_context__, so that one goes last. */
+        static const char *chain[] = {"__cause__", "__context__", "__suppress_context__"};
+        for (int i = 0; flat && i < 3; i++) {
+            PyObject *cv = PyObject_GetAttrString(o, chain[i]);
+            if (cv && cv != Py_None && cv != Py_False) {
+                PyObject *name = PyUnicode_FromString(chain[i]);
+                PyList_Append(flat, name);
+                PyList_Append(flat, cv);
+                Py_XDECREF(name);
+            }
+            Py_XDECREF(cv);
         }
         PyObject *info = Py_BuildValue("(On)", (PyObject *)t, nargs);
         int r = flat && info ? items_recipe(B, CAP_R_EXCEPTION, flat, info) : -1;

@@ -1172,6 +1172,10 @@ static PyObject *one(const cap_recipe *r, PyObject **vals, PyObject **outs, PyOb
             o = cap_iter_range(start, step, n);
         } else {
             o = cap_iter_seq(rv[r->items[0]], -1, NULL);
+            if (o && r->n > 1) {
+                cap_iter_set_owner((cap_iter *)o, rv[r->items[1]]);
+                ((cap_iter *)o)->owner_len = PyLong_AsSsize_t(r->obj);
+            }
         }
         if (o)
             ((cap_iter *)o)->i = r->index;

@@ -50,6 +50,9 @@ void cap_report_untraceable(cap_compiled *c, const char *name, const cap_break *
 /* Internal error with the pending exception: warns once, dumps a repro,
  * clears the exception. */
 void cap_warn_error(cap_compiled *c, const char *where);
+/* A call made while a user's TorchFunctionMode is active runs eagerly:
+ * records it and warns once. */
+void cap_warn_mode(cap_compiled *c, PyObject *fn);
 /* A backend failed for entry e: warns once, dumps a repro, records it. */
 void cap_warn_fallback(cap_compiled *c, cap_entry *e, const char *stage, const char *msg);
 /* The partial graph of the last trace that failed internally (or NULL). */

@@ -16,13 +16,37 @@ static void iter_dealloc(PyObject *self)
 {
     cap_iter *it = (cap_iter *)self;
     Py_XDECREF(it->seq);
+    Py_XDECREF(it->owner);
     PyTypeObject *t = Py_TYPE(self);
     ((freefunc)PyType_GetSlot(t, Py_tp_free))(self);
     Py_DECREF(t);
 }
 
+/* A snapshot of a dict's keys or a set's items is walked, so a change of
+ * the container's size while walking raises what CPython's own iterator
+ * raises (and goes on raising). */
+void cap_iter_set_owner(cap_iter *it, PyObject *owner)
+{
+    Py_XSETREF(it->owner, Py_NewRef(owner));
+    it->owner_len = PyObject_Size(owner);
+}
+
+static bool owner_changed(cap_iter *it)
+{
+    if (!it->owner || PyObject_Size(it->owner) == it->owner_len)
+        return false;
+    PyErr_Clear();
+    PyErr_SetString(PyExc_RuntimeError, PyAnySet_Check(it->owner)
+                                            ? "Set changed size during iteration"
+                                            : "dictionary changed size during iteration");
+    it->owner_len = -1;
+    return true;
+}
+
 PyObject *cap_iter_next_raw(cap_iter *it)
 {
+    if (owner_changed(it))
+        return NULL;
     if (!it->seq) {
         if (it->i >= it->n)
             return NULL;
@@ -58,8 +82,14 @@ static PyMethodDef iter_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyMemberDef iter_members[] = {
+    {"owner", T_OBJECT, offsetof(cap_iter, owner), READONLY, "the container whose size is checked"},
+    {NULL, 0, 0, 0, NULL},
+};
+
 static PyType_Slot iter_slots[] = {
     {Py_tp_dealloc, iter_dealloc},
+    {Py_tp_members, iter_members},
     {Py_tp_iter, iter_iter},
     {Py_tp_iternext, iter_next},
     {Py_tp_methods, iter_methods},
@@ -81,6 +111,8 @@ PyObject *cap_iter_seq(PyObject *seq, int src, cap_trace *T)
     it->src = src;
     it->gen = false;
     it->T = T;
+    it->owner = NULL;
+    it->owner_len = 0;
     return (PyObject *)it;
 }
 
@@ -97,6 +129,8 @@ PyObject *cap_iter_range(long long start, long long step, Py_ssize_t n)
     it->src = -1;
     it->gen = false;
     it->T = NULL;
+    it->owner = NULL;
+    it->owner_len = 0;
     return (PyObject *)it;
 }
 

@@ -681,6 +681,37 @@ static PyObject *make_exception(PyObject *v, const char *what)
     return NULL;
 }
 
+/* Raises exc with the handled exception as its __context__, as raise does.
+ * PyErr_SetObject chains the thread's; while tracing, the handled exception
+ * is the trace's own (the thread's only outside every traced handler). */
+static void raise_chained(cap_interp *I, PyObject *exc)
+{
+    if (!I->T) {
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+        return;
+    }
+    PyObject *ctx = handled_get(I);
+    if (!ctx)
+        ctx = PyErr_GetHandledException();
+    if (ctx && ctx != Py_None && ctx != exc) {
+        /* A context chain that leads back to exc is cut there (no cycle). */
+        PyObject *o = ctx, *c;
+        while ((c = PyException_GetContext(o))) {
+            Py_DECREF(c); /* still held by o */
+            if (c == exc) {
+                PyException_SetContext(o, NULL);
+                break;
+            }
+            o = c;
+        }
+        PyException_SetContext(exc, ctx); /* steals ctx */
+    } else {
+        Py_XDECREF(ctx);
+    }
+    PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(exc)), Py_NewRef(exc),
+                  PyException_GetTraceback(exc));
+}
+
 /* (exc?, cause? -- ) raise [exc [from cause]] */
 HANDLER(RAISE_VARARGS)
 {
@@ -706,8 +737,7 @@ HANDLER(RAISE_VARARGS)
         }
         PyException_SetCause(exc, cause); /* also sets __suppress_context__ */
     }
-    /* PyErr_SetObject chains the handled exception as __context__, like raise. */
-    PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+    raise_chained(I, exc);
     Py_DECREF(exc);
     return CAP_ERR;
 }

@@ -287,6 +287,20 @@ void cap_repro_dump(const ptc_graph *g, PyObject **inputs, int ninputs, const ch
     free(held);
 }
 
+void cap_warn_mode(cap_compiled *c, PyObject *fn)
+{
+    const char *name = cap_func_name(fn);
+    add_event(c, Py_BuildValue("{s:s,s:s,s:s}", "kind", "fallback", "frame", name, "error",
+                               "a TorchFunctionMode is active: the call runs eagerly"));
+    if (warn_once(c, "torch function mode") &&
+        PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                         "ptc: a TorchFunctionMode is active, so %s runs eagerly (compiled code "
+                         "would hide its torch calls from the mode and show ptc's own)",
+                         name) < 0)
+        PyErr_Clear();
+    PyErr_Clear();
+}
+
 void cap_warn_error(cap_compiled *c, const char *where)
 {
     PyObject *type, *val, *tb;

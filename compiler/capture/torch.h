@@ -32,6 +32,8 @@ extern cap_torch cap_T;
 int cap_types_init(PyObject *module);
 /* Imports torch and builds the mapping tables (on the first compile). */
 int cap_torch_init(void);
+/* A user's torch function mode is active (torch._C._is_torch_function_mode_enabled). */
+bool cap_torch_function_mode_active(void);
 
 /* ---- conversions -------------------------------------------------------------- */
 

@@ -539,6 +539,15 @@ int cap_inplace(cap_trace *T, cap_tensor *self, PyObject *res, PyObject **out)
 
 /* ---- calls ----------------------------------------------------------------------------- */
 
+/* Ops that draw from ptc's random generator (dropout, attention dropout and
+ * rand/randn(_like); the ones without a ptc op run in torch anyway). */
+static bool draws_random(const cap_tmap *m)
+{
+    return m->fn == cap_th_random || m->fn == cap_th_dropout || m->fn == cap_th_dropout_nd ||
+           m->fn == cap_th_sdpa ||
+           (m->fn == cap_th_like && (m->op == PTC_OP_RAND || m->op == PTC_OP_RANDN));
+}
+
 int cap_torch_call(cap_trace *T, const cap_tmap *m, PyObject *self, PyObject *const *args,
                    int nargs, PyObject *kwnames, PyObject **out)
 {
@@ -554,6 +563,11 @@ int cap_torch_call(cap_trace *T, const cap_tmap *m, PyObject *self, PyObject *co
         npos++;
     }
     cap_tcall c = {T, m, args, npos, kwnames, args + npos, nkw};
+    if (draws_random(m) && cap_t_seeds_torch(T))
+        return cap_t_break(
+            T, CAP_B_UNSUPPORTED_TORCH,
+            "%s after torch.manual_seed in this function runs in torch, for eager's values",
+            m->name);
     if ((m->flags & TM_METHOD) && (npos < 1 || !cap_is_tensor(args[0]))) {
         if (npos >= 1 && PyObject_TypeCheck(args[0], (PyTypeObject *)cap_T.Tensor))
             return cap_t_real_tensor(T, args[0], m->name);

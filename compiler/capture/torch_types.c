@@ -643,6 +643,21 @@ static PyObject *new_exception(PyObject *module, const char *name, PyObject *bas
     return e;
 }
 
+/* A TorchFunctionMode the user entered (with MyMode(): compiled(x)) sees
+ * every torch call made under it: ptc's own (guards, allocations) would show,
+ * and the graph's ops would not. */
+bool cap_torch_function_mode_active(void)
+{
+    static PyObject *enabled;
+    if (!enabled && !(enabled = cap_import_path("torch._C._is_torch_function_mode_enabled")))
+        return PyErr_Clear(), false;
+    PyObject *r = PyObject_CallNoArgs(enabled);
+    bool on = r == Py_True;
+    Py_XDECREF(r);
+    PyErr_Clear();
+    return on;
+}
+
 int cap_torch_init(void)
 {
     static bool done;

@@ -394,7 +394,7 @@ static bool identity_guarded(PyObject *o)
 
 /* Defaults a nested function can be guarded by value: none, or constants
  * (a tuple of them; keyword-only ones, a dict of them by name). */
-static bool constant_defaults(PyObject *d, bool kw)
+bool cap_constant_defaults(PyObject *d, bool kw)
 {
     if (d == Py_None)
         return true;
@@ -423,8 +423,8 @@ static bool nested_function(PyObject *o)
     PyObject *d = qn ? PyObject_GetAttr(o, cap_P.s_defaults) : NULL;
     PyObject *kd = d ? PyObject_GetAttr(o, cap_P.s_kwdefaults) : NULL;
     const char *name = kd && PyUnicode_Check(qn) ? PyUnicode_AsUTF8(qn) : NULL;
-    bool nested = name && strstr(name, "<locals>") && constant_defaults(d, false) &&
-                  constant_defaults(kd, true);
+    bool nested = name && strstr(name, "<locals>") && cap_constant_defaults(d, false) &&
+                  cap_constant_defaults(kd, true);
     Py_XDECREF(qn);
     Py_XDECREF(d);
     Py_XDECREF(kd);
@@ -524,6 +524,18 @@ static PyObject *wrap_iter(cap_trace *T, cap_iter *it, int src)
         copy = (cap_iter *)cap_iter_seq(it->seq, ss, T);
         if (copy)
             copy->gen = it->gen;
+        if (copy && it->owner) { /* the container it walks, whose size each step reads */
+            static PyObject *name;
+            int os = cap_t_source_of(T, it->owner);
+            if (os < 0 && (name || (name = PyUnicode_InternFromString("owner"))))
+                os = cap_source_add(T, CAP_S_ATTR, src, 0, 0, name);
+            cap_iter_set_owner(copy, it->owner);
+            copy->owner_len = it->owner_len;
+            if (os >= 0)
+                cap_t_map(T, it->owner, os);
+            if (os < 0 || cap_guard_add(T, CAP_G_LEN, os, NULL, PyObject_Size(it->owner)) < 0)
+                Py_CLEAR(copy);
+        }
     }
     if (copy) {
         copy->i = it->i;

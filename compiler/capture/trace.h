@@ -267,6 +267,8 @@ int cap_t_check_cell_write(cap_trace *T, PyObject *cell);
 /* Is obj a value that can be used as a compile-time constant (immutable and
  * made of constants)? */
 bool cap_is_constant(PyObject *obj);
+/* __defaults__ (kw false) or __kwdefaults__ (kw true) made of constants only. */
+bool cap_constant_defaults(PyObject *d, bool kw);
 /* A dict key whose lookups are stable under guards: a constant, a class, a
  * module or a function. */
 bool cap_is_key(PyObject *o);
@@ -286,10 +288,14 @@ const char *cap_t_intern_str(cap_trace *T, const char *s);
 void cap_t_note_node(cap_trace *T, ptc_node *n);
 bool cap_t_value_grad(cap_trace *T, ptc_value *v);
 uint64_t cap_t_next_seed(cap_trace *T);
+/* The traced function seeds torch's generator (torch.manual_seed): its random
+ * ops must give torch's values. */
+bool cap_t_seeds_torch(cap_trace *T);
 const char *cap_module_path(cap_trace *T, PyObject *mod);
 bool cap_t_no_inline(cap_trace *T, cap_frame *f);
 void cap_t_note_skipped(cap_trace *T, PyObject *obj);
-bool cap_is_disabled(PyObject *fn);
+/* What marks fn never to be traced ("ptc.disable", "torch.compiler.disable"), or NULL. */
+const char *cap_disabled_by(PyObject *fn);
 const char *cap_func_name(PyObject *fn);
 bool cap_is_partial(PyObject *o);
 int cap_partial_unpack(PyObject *p, PyObject **fn, PyObject **args, PyObject **kw);
@@ -332,7 +338,9 @@ int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nar
 int cap_t_run_sync(cap_interp *I, cap_frame *outer, PyObject **out);
 int cap_t_call_sync(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                     PyObject *kwnames, PyObject **out);
-static inline void cap_t_enter_frame(cap_trace *T, cap_frame *f) { (void)T; (void)f; }
+/* An outside function is about to be inlined in frame f (not yet pushed):
+ * guards what the trace will run of it. 0 or -1 with an exception. */
+int cap_t_enter_frame(cap_trace *T, cap_frame *f);
 
 /* ---- Python types of the interpreter's own values (iter.c, torch_types.c) ----------- */
 
@@ -345,11 +353,14 @@ typedef struct cap_iter {
     int src;                /* source of an outside seq (items get index sources), or -1 */
     bool gen;               /* what a drained generator expression yielded */
     cap_trace *T;
+    PyObject *owner;      /* a dict, dict view or set whose items seq holds (strong), or NULL */
+    Py_ssize_t owner_len; /*   its size then: a change raises, as CPython's iterators do */
 } cap_iter;
 extern PyTypeObject *cap_iter_type;
 PyObject *cap_iter_seq(PyObject *seq, int src, cap_trace *T);
 PyObject *cap_iter_range(long long start, long long step, Py_ssize_t n);
 PyObject *cap_iter_next_raw(cap_iter *it);
+void cap_iter_set_owner(cap_iter *it, PyObject *owner);
 int cap_iter_types_init(PyObject *module);
 
 enum { CAP_EXIT_NONE = 0, CAP_EXIT_GRAD = 1, CAP_EXIT_AMP = 2 };

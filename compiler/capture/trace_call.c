@@ -259,6 +259,12 @@ static int do_iterables(cap_interp *I, int id, PyObject *const *args, int nargs,
     if (nl > 8)
         return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "zip of more than 8 iterables");
     int first = id == B_map || id == B_filter ? 1 : 0;
+    /* Materializing advances ptc's own iterators (iter(), a drained generator
+       expression); a break after it reruns the call for real from where
+       they were, so their positions go back then. */
+    Py_ssize_t pos[8];
+    for (int k = 0; k < nl; k++)
+        pos[k] = Py_TYPE(args[first + k]) == cap_iter_type ? ((cap_iter *)args[first + k])->i : -1;
     if (id == B_min || id == B_max) {
         if (npos > 1) /* min(a, b, ...) */
             return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "unreachable");
@@ -501,6 +507,10 @@ static int do_iterables(cap_interp *I, int id, PyObject *const *args, int nargs,
 done:
     for (int k = 0; k < 8; k++)
         Py_XDECREF(lists[k]);
+    bool breaks = rc == CAP_BREAK || (rc == CAP_ERR && PyErr_ExceptionMatches(cap_GraphBreak));
+    for (int k = 0; breaks && k < nl; k++)
+        if (pos[k] >= 0)
+            ((cap_iter *)args[first + k])->i = pos[k];
     return rc;
 }
 
@@ -1027,8 +1037,9 @@ static int call_function(cap_interp *I, PyObject *fn, PyObject *const *args, int
                          PyObject *kwnames, PyObject **out)
 {
     cap_trace *T = I->T;
-    if (cap_is_disabled(fn))
-        return cap_t_break(T, CAP_B_DISABLED, "%s is marked ptc.disable", cap_func_name(fn));
+    const char *disabled = cap_disabled_by(fn);
+    if (disabled)
+        return cap_t_break(T, CAP_B_DISABLED, "%s is marked %s", cap_func_name(fn), disabled);
     int mk = cap_module_iter_kind(fn);
     if (mk >= 0)
         return cap_module_iter_call(I, mk, args, nargs, kwnames, out);

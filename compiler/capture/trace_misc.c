@@ -197,6 +197,66 @@ uint64_t cap_t_next_seed(cap_trace *T)
     return ++T->seeds;
 }
 
+/* Functions (by their outermost code) that seed torch's generator. ptc's
+ * random ops draw from its own counter-based generator, whose values are not
+ * torch's; after torch.manual_seed eager's values are reproducible, so in
+ * such a function random ops run in torch from then on (cap_torch_call). */
+static PyObject *seeding; /* dict: id(code) -> code */
+
+static PyObject *root_code_key(cap_trace *T)
+{
+    return T->I && T->I->base ? PyLong_FromVoidPtr(T->I->base->code->code) : NULL;
+}
+
+static int note_seeding(cap_trace *T)
+{
+    PyObject *key = root_code_key(T);
+    if (!key)
+        return PyErr_Occurred() ? -1 : 0;
+    if (!seeding && !(seeding = PyDict_New())) {
+        Py_DECREF(key);
+        return -1;
+    }
+    int rc = PyDict_SetItem(seeding, key, T->I->base->code->code);
+    Py_DECREF(key);
+    return rc;
+}
+
+bool cap_t_seeds_torch(cap_trace *T)
+{
+    if (!seeding || PyDict_Size(seeding) == 0)
+        return false;
+    PyObject *key = root_code_key(T);
+    bool hit = key && PyDict_GetItem(seeding, key);
+    Py_XDECREF(key);
+    PyErr_Clear();
+    return hit;
+}
+
+/* torch.manual_seed and the other calls that set torch's generator. */
+static const char *seeding_call(PyObject *callable)
+{
+    static const char *paths[] = {
+        "torch.manual_seed",           "torch.random.manual_seed",   "torch.seed",
+        "torch.random.seed",           "torch.set_rng_state",        "torch.random.set_rng_state",
+        "torch.cuda.manual_seed",      "torch.cuda.manual_seed_all", "torch.cuda.set_rng_state",
+        "torch.cuda.set_rng_state_all"};
+    enum { N = sizeof paths / sizeof *paths };
+    static PyObject *fns[N];
+    static bool init;
+    if (!init) {
+        init = true;
+        for (int i = 0; i < N; i++) {
+            fns[i] = cap_import_path(paths[i]);
+            PyErr_Clear();
+        }
+    }
+    for (int i = 0; i < N; i++)
+        if (fns[i] && callable == fns[i])
+            return paths[i];
+    return NULL;
+}
+
 /* ---- module paths ------------------------------------------------------------------- */
 
 const char *cap_module_path(cap_trace *T, PyObject *mod)
@@ -249,6 +309,30 @@ bool cap_t_no_inline(cap_trace *T, cap_frame *f)
     return r == 1;
 }
 
+/* An outside function keeps its identity when its __code__, __defaults__ or
+ * __kwdefaults__ is replaced (helper.__code__ = other.__code__), so its
+ * identity guard alone would keep running what the trace inlined. Code by
+ * identity; defaults by value where they are constants (a nested function's
+ * are made anew by each call of its maker), else by identity. */
+int cap_t_enter_frame(cap_trace *T, cap_frame *f)
+{
+    int fsrc = f->func ? cap_t_source_of(T, f->func) : -1;
+    if (fsrc < 0)
+        return 0; /* made in the trace: its code is a constant of the trace */
+    PyObject *attrs[3] = {cap_P.s_code, cap_P.s_defaults, cap_P.s_kwdefaults};
+    for (int i = 0; i < 3; i++) {
+        PyObject *v = PyObject_GetAttr(f->func, attrs[i]);
+        int s = v ? cap_source_add(T, CAP_S_ATTR, fsrc, 0, 0, attrs[i]) : -1;
+        int kind =
+            i > 0 && v && v != Py_None && cap_constant_defaults(v, i == 2) ? CAP_G_EQ : CAP_G_ID;
+        int rc = s >= 0 ? cap_guard_add(T, kind, s, v, 0) : -1;
+        Py_XDECREF(v);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
 void cap_t_note_skipped(cap_trace *T, PyObject *obj)
 {
     PyObject *code = PyObject_GetAttrString(obj, "gi_code");
@@ -286,17 +370,35 @@ int cap_disable(PyObject *fn)
     return rc;
 }
 
-bool cap_is_disabled(PyObject *fn)
+/* torch.compiler.disable and torch._dynamo.disable (decorator or call, and
+ * recursive=False) return a wrapper that carries _torchdynamo_disable; like
+ * torch.compile, ptc calls it as it is, eagerly, instead of tracing the
+ * wrapper's own eval-frame switching. */
+static bool torch_disabled(PyObject *fn)
 {
+    static PyObject *name;
+    if (!name && !(name = PyUnicode_InternFromString("_torchdynamo_disable")))
+        return PyErr_Clear(), false;
+    PyObject *v = PyObject_GetAttr(fn, name);
+    bool on = v && PyObject_IsTrue(v) == 1;
+    Py_XDECREF(v);
+    PyErr_Clear();
+    return on;
+}
+
+const char *cap_disabled_by(PyObject *fn)
+{
+    if (torch_disabled(fn))
+        return "torch.compiler.disable";
     if (!disabled || PySet_Size(disabled) == 0)
-        return false;
+        return NULL;
     PyObject *code = PyObject_GetAttr(fn, cap_P.s_code);
     PyObject *key = code ? PyLong_FromVoidPtr(code) : NULL;
     int r = key ? PySet_Contains(disabled, key) : 0;
     Py_XDECREF(code);
     Py_XDECREF(key);
     PyErr_Clear();
-    return r == 1;
+    return r == 1 ? "ptc.disable" : NULL;
 }
 
 const char *cap_func_name(PyObject *fn)
@@ -463,6 +565,13 @@ int cap_torch_special_call(cap_interp *I, PyObject *callable, PyObject *const *a
     if (is_compiling_fn(callable)) {
         *out = Py_NewRef(Py_True);
         return CAP_NEXT;
+    }
+    const char *seed = seeding_call(callable);
+    if (seed) {
+        if (note_seeding(T) < 0)
+            return CAP_ERR;
+        return cap_t_break(T, CAP_B_UNSUPPORTED_CALL,
+                           "%s (runs for real; the function's random ops then run in torch)", seed);
     }
     for (int i = 0; i < 3; i++)
         if (callable == has_tf[i] && has_tf[i]) {

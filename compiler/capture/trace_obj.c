@@ -683,6 +683,8 @@ int cap_t_iter(cap_interp *I, PyObject *obj, PyObject **out)
                        : CAP_ERR;
         *out = cap_iter_seq(keys, -1, T);
         Py_DECREF(keys);
+        if (*out)
+            cap_iter_set_owner((cap_iter *)*out, obj);
         return *out ? CAP_NEXT : CAP_ERR;
     }
     if (PyObject_TypeCheck(obj, &PyRange_Type)) {
@@ -718,6 +720,9 @@ int cap_t_iter(cap_interp *I, PyObject *obj, PyObject **out)
         return CAP_ERR;
     *out = cap_iter_seq(list, -1, T);
     Py_DECREF(list);
+    if (*out && (PyAnySet_Check(obj) || PyDictKeys_Check(obj) || PyDictValues_Check(obj) ||
+                 PyDictItems_Check(obj)))
+        cap_iter_set_owner((cap_iter *)*out, obj);
     return *out ? CAP_NEXT : CAP_ERR;
 }
 
@@ -860,6 +865,8 @@ PyObject *cap_t_flow(cap_trace *T, PyObject *obj)
                 PyList_Append(list, w);
             Py_XDECREF(w);
         }
+        if (PyErr_Occurred()) /* its container changed size */
+            Py_CLEAR(list);
         /* Still an iterator (a generator expression's .0 is iterated as is). */
         PyObject *it = list ? PyObject_GetIter(list) : NULL;
         Py_XDECREF(list);

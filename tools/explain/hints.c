@@ -36,59 +36,80 @@ typedef struct advice {
 } advice;
 
 static const advice table[] = {
-    {"PTC-B001", "`%1$s` decides a Python branch from a tensor value inside %2$s. Compute both sides and "
-                 "select with torch.where(cond, a, b) (or multiply by a mask), or compute the condition "
-                 "before calling %2$s and pass it in as a Python bool."},
-    {"PTC-B002", "`%1$s` turns a tensor into a Python number on every call of %2$s. Keep it a 0-dim tensor "
-                 "and use it in tensor ops; if it must steer Python code, compute it before calling %2$s "
-                 "and pass the number in."},
-    {"PTC-B003", "`%1$s` hands tensor data to Python (%3$s). Do that work with tensor ops, or return the "
-                 "tensor and convert it after %2$s returns."},
-    {"PTC-B004", "`%1$s` formats tensor values as text. Log shapes or dtypes instead (they are constants), "
-                 "or format after %2$s returns."},
-    {"PTC-B005", "Remove `%1$s` from %2$s, or put it under `if DEBUG:` with a module-level flag that is "
-                 "False in production: ptc guards the flag and the branch disappears from the graph."},
-    {"PTC-B006", "`%1$s` calls %4$s, which ptc cannot trace, between two graphs of %2$s. Call it before or "
-                 "after %2$s, or, if it is your own code, write it in Python so that ptc inlines it."},
-    {"PTC-B007", "`%1$s` (%3$s) has no ptc op: it runs eagerly and splits %2$s into two graphs. Rewrite "
-                 "it with supported ops, or move it to the start or end of %2$s so it does not cut a graph "
-                 "in two."},
-    {"PTC-B008", "`%1$s` makes a tensor whose shape depends on the data (%3$s). Keep shapes fixed: mask "
-                 "instead of selecting (torch.where(mask, x, 0), x * mask), and reduce over the masked "
-                 "tensor."},
-    {"PTC-B009", "`%1$s` mutates a container that existed before the call. Build a new one inside %2$s and "
-                 "return it."},
-    {"PTC-B010", "`%1$s` stores state on an object on every call of %2$s. Return the value instead, or keep "
-                 "the bookkeeping outside %2$s."},
-    {"PTC-B011", "`%1$s` writes a global variable. Pass the state in and out of %2$s through arguments and "
-                 "return values."},
-    {"PTC-B012", "`%1$s` modifies a tensor that belongs to the caller in place (%3$s). Use the out-of-place "
-                 "form (x = x + y instead of x += y), or clone the tensor first."},
-    {"PTC-B013", "`%1$s` raises (%3$s). On an error path nothing needs to change; if it runs on ordinary "
-                 "calls, do not use exceptions for control flow in %2$s."},
-    {"PTC-B014", "%4$s is marked ptc.disable, so `%1$s` always runs eagerly. Remove the decorator if it "
-                 "should be compiled."},
-    {"PTC-B015", "`%1$s` runs a generator, which ptc does not trace. Return a list instead of yielding, or "
-                 "build the list before %2$s."},
-    {"PTC-B016", "The with-statement at `%1$s` uses a context manager ptc does not model (%3$s). Move the "
-                 "block out of %2$s if it need not be inside."},
-    {"PTC-B017", "`%1$s` runs code ptc's interpreter does not execute (%3$s). Move it out of %2$s."},
-    {"PTC-B018", "The call stack at `%1$s` is deeper than ptc.config.inline_depth. Raise the limit or "
-                 "flatten the recursion."},
-    {"PTC-B019", "`%1$s` needs autograd state (%3$s). Call backward outside the compiled function and "
-                 "compile only the forward."},
+    {"PTC-B001",
+     "`%1$s` decides a Python branch from a tensor value inside %2$s. Compute both sides and "
+     "select with torch.where(cond, a, b) (or multiply by a mask), or compute the condition "
+     "before calling %2$s and pass it in as a Python bool."},
+    {"PTC-B002",
+     "`%1$s` turns a tensor into a Python number on every call of %2$s. Keep it a 0-dim tensor "
+     "and use it in tensor ops; if it must steer Python code, compute it before calling %2$s "
+     "and pass the number in."},
+    {"PTC-B003",
+     "`%1$s` hands tensor data to Python (%3$s). Do that work with tensor ops, or return the "
+     "tensor and convert it after %2$s returns."},
+    {"PTC-B004",
+     "`%1$s` formats tensor values as text. Log shapes or dtypes instead (they are constants), "
+     "or format after %2$s returns."},
+    {"PTC-B005",
+     "Remove `%1$s` from %2$s, or put it under `if DEBUG:` with a module-level flag that is "
+     "False in production: ptc guards the flag and the branch disappears from the graph."},
+    {"PTC-B006",
+     "`%1$s` calls %4$s, which ptc cannot trace, between two graphs of %2$s. Call it before or "
+     "after %2$s, or, if it is your own code, write it in Python so that ptc inlines it."},
+    {"PTC-B007",
+     "`%1$s` (%3$s) has no ptc op: it runs eagerly and splits %2$s into two graphs. Rewrite "
+     "it with supported ops, or move it to the start or end of %2$s so it does not cut a graph "
+     "in two."},
+    {"PTC-B008",
+     "`%1$s` makes a tensor whose shape depends on the data (%3$s). Keep shapes fixed: mask "
+     "instead of selecting (torch.where(mask, x, 0), x * mask), and reduce over the masked "
+     "tensor."},
+    {"PTC-B009",
+     "`%1$s` mutates a container that existed before the call. Build a new one inside %2$s and "
+     "return it."},
+    {"PTC-B010",
+     "`%1$s` stores state on an object on every call of %2$s. Return the value instead, or keep "
+     "the bookkeeping outside %2$s."},
+    {"PTC-B011",
+     "`%1$s` writes a global variable. Pass the state in and out of %2$s through arguments and "
+     "return values."},
+    {"PTC-B012",
+     "`%1$s` modifies a tensor that belongs to the caller in place (%3$s). Use the out-of-place "
+     "form (x = x + y instead of x += y), or clone the tensor first."},
+    {"PTC-B013",
+     "`%1$s` raises (%3$s). On an error path nothing needs to change; if it runs on ordinary "
+     "calls, do not use exceptions for control flow in %2$s."},
+    {"PTC-B014",
+     "%3$s, so `%1$s` always runs eagerly. Remove the decorator if it should be compiled."},
+    {"PTC-B015",
+     "`%1$s` runs a generator, which ptc does not trace. Return a list instead of yielding, or "
+     "build the list before %2$s."},
+    {"PTC-B016",
+     "The with-statement at `%1$s` uses a context manager ptc does not model (%3$s). Move the "
+     "block out of %2$s if it need not be inside."},
+    {"PTC-B017",
+     "`%1$s` runs code ptc's interpreter does not execute (%3$s). Move it out of %2$s."},
+    {"PTC-B018",
+     "The call stack at `%1$s` is deeper than ptc.config.inline_depth. Raise the limit or "
+     "flatten the recursion."},
+    {"PTC-B019",
+     "`%1$s` needs autograd state (%3$s). Call backward outside the compiled function and "
+     "compile only the forward."},
     {"PTC-B020", "Move `%1$s` to the top of its module: an import inside %2$s runs for real."},
-    {"PTC-B021", "`%1$s` iterates over an object ptc cannot enumerate (%3$s). Iterate over a list, tuple, "
-                 "range or nn.ModuleList instead."},
+    {"PTC-B021",
+     "`%1$s` iterates over an object ptc cannot enumerate (%3$s). Iterate over a list, tuple, "
+     "range or nn.ModuleList instead."},
     {"PTC-B022", "`%1$s` failed while tracing (%3$s). If eager PyTorch runs this line, it is a ptc "
                  "limitation: report it with the repro PTC_REPRO writes."},
     {"PTC-B023", "`%1$s` works on a tensor subclass (%3$s). Convert it to a plain tensor "
                  "(t.as_subclass(torch.Tensor)) before calling %2$s."},
     {"PTC-B024", "`%1$s` sets a tensor attribute (%3$s). Set it outside %2$s."},
-    {"PTC-B025", "A generator or iterator made inside %2$s is alive across the break at `%1$s`, so the "
-                 "surrounding call runs as its own frame. Build a list before the code that breaks."},
-    {"PTC-B026", "`%1$s` makes a tensor ptc cannot hold (%3$s). Keep such tensors outside %2$s, or convert "
-                 "them first (torch.view_as_real for complex tensors)."},
+    {"PTC-B025",
+     "A generator or iterator made inside %2$s is alive across the break at `%1$s`, so the "
+     "surrounding call runs as its own frame. Build a list before the code that breaks."},
+    {"PTC-B026",
+     "`%1$s` makes a tensor ptc cannot hold (%3$s). Keep such tensors outside %2$s, or convert "
+     "them first (torch.view_as_real for complex tensors)."},
 };
 
 /* The function the break is in: the innermost frame of the inlined stack

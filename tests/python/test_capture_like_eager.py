@@ -1,0 +1,380 @@
+"""Capture where a guard or a shortcut used to miss, each compared with eager.
+
+Every case here ran silently differently from eager once: a replaced
+__code__, a container resized while iterated, a generator expression consumed
+by a builtin that breaks, torch.manual_seed inside the function, a user's
+TorchFunctionMode, exception chaining and tracebacks, and functions marked
+torch.compiler.disable. Each test compares results, exceptions and state with
+the same program run eagerly.
+"""
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import ptc  # noqa: E402
+
+
+def outcome(fn, *args):
+    """What a call did: ("ok", result) or ("raise", type, message)."""
+    try:
+        return ("ok", fn(*args))
+    except Exception as e:  # noqa: BLE001 - any exception is an outcome to compare
+        return ("raise", type(e), str(e))
+
+
+def same(a, b):
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def check_like_eager(fn, *args, backend="eager", calls=2):
+    compiled = ptc.compile(fn, backend=backend)
+    for i in range(calls):
+        want, got = outcome(fn, *args), outcome(compiled, *args)
+        assert want[0] == got[0] and same(want[1:], got[1:]), "call %d: eager %r, ptc %r" % (i + 1, want, got)
+    return compiled
+
+
+# ---- generator expressions and iterators consumed by builtins that break ------------------
+
+
+def max_of_genexpr(x):
+    return max(t.sum() for t in [x, x * 2])
+
+
+def min_of_genexpr(x):
+    return min(t.sum() for t in [x, x * 2])
+
+
+def sorted_of_genexpr(x):
+    return sorted(t.sum() for t in [x, x * 3, x * 2])
+
+
+def max_of_iter(x):
+    return max(iter([x.sum(), x.sum() * 2]))
+
+
+def any_of_genexpr(x):
+    return any(t.sum() > 3 for t in [x, x * 2])
+
+
+@pytest.mark.parametrize("fn", [max_of_genexpr, min_of_genexpr, sorted_of_genexpr, max_of_iter, any_of_genexpr])
+def test_builtin_that_breaks_sees_the_whole_iterator(fn):
+    # The builtin compares tensors (a break); the iterator it had drained
+    # while tracing must be whole again when the call reruns for real.
+    check_like_eager(fn, torch.ones(2))
+
+
+# ---- inlined functions whose code or defaults are replaced ---------------------------------
+
+
+def helper(x):
+    return x + 1
+
+
+def scaled(x, k=2):
+    return x * k
+
+
+def calls_helpers(x):
+    return helper(x) + scaled(x)
+
+
+def recompiles(compiled):
+    handle = getattr(compiled, "_ptc_compiled", compiled)
+    return [e["guard"] for e in handle._events() if e["kind"] == "recompile"]
+
+
+def test_replaced_code_of_an_inlined_function_recompiles(monkeypatch):
+    def times_ten(x):
+        return x * 10
+
+    x = torch.ones(2)
+    compiled = check_like_eager(calls_helpers, x)
+    monkeypatch.setattr(helper, "__code__", times_ten.__code__)
+    check_like_eager(calls_helpers, x)  # a fresh compile agrees...
+    assert torch.equal(compiled(x), calls_helpers(x))  # ...and so does the cached one
+    (guard,) = recompiles(compiled)
+    assert "__code__" in guard, guard
+    monkeypatch.setattr(scaled, "__defaults__", (5,))
+    assert torch.equal(compiled(x), calls_helpers(x))
+    assert "__defaults__" in recompiles(compiled)[-1]
+    for _ in range(2):  # nothing changed since: no more recompiles
+        compiled(x)
+    assert len(recompiles(compiled)) == 2
+
+
+class WithMethod(torch.nn.Module):
+    def forward(self, x):
+        return self.step(x)
+
+    def step(self, x):
+        return x + 1
+
+
+def test_replaced_code_of_an_inlined_method_recompiles(monkeypatch):
+    def step_times_100(self, x):
+        return x * 100
+
+    model, x = WithMethod(), torch.ones(2)
+    compiled = ptc.compile(model, backend="eager")
+    assert torch.equal(compiled(x), model(x))
+    monkeypatch.setattr(WithMethod.step, "__code__", step_times_100.__code__)
+    assert torch.equal(compiled(x), model(x))
+
+
+def test_nested_function_made_per_call_compiles_once():
+    # A nested function's defaults are new objects on each call: guarded by
+    # value, so its inlining guards do not recompile every call.
+    def f(x):
+        def inner(y, k=3, *, m=2):
+            return y * k + m
+
+        return inner(x)
+
+    compiled = check_like_eager(f, torch.ones(2), calls=3)
+    assert not recompiles(compiled)
+
+
+# ---- containers changed while they are iterated --------------------------------------------
+
+
+def dict_grows_in_loop(x):
+    d = {"a": 1}
+    for k in d:
+        d["b"] = 2
+    return x + 1
+
+
+def set_grows_in_loop(x):
+    s = {1}
+    for v in s:
+        s.add(2)
+    return x + 1
+
+
+def dict_shrinks_in_items_loop(x):
+    d = {"a": 1, "b": 2}
+    for k, v in d.items():
+        if k == "b":
+            del d["a"]
+    return x + v
+
+
+def dict_grows_after_a_break(x):
+    d = {"a": 1, "b": 2}
+    seen = []
+    for k in d:
+        print(k)  # a break inside the loop: the iterator is rebuilt after it
+        seen.append(k)
+        if k == "a":
+            d["c"] = 3
+    return x + 1, seen
+
+
+def outside_dict_grows_in_loop(x, d):
+    for k in d:
+        d[k + "x"] = 1
+    return x + 1
+
+
+def dict_values_replaced_in_loop(x):
+    d = {"a": x, "b": x}
+    for k in d:
+        d[k] = d[k] * 2  # same size: allowed
+    return d["a"] + d["b"]
+
+
+def list_changed_in_loop(x):
+    items, seen = [1, 2, 3], []
+    for v in items:
+        seen.append(v)
+        if v == 1:
+            items.append(4)
+        if v == 2:
+            items.pop(0)
+    return x + 1, seen, items
+
+
+@pytest.mark.parametrize("fn", [dict_grows_in_loop, set_grows_in_loop, dict_shrinks_in_items_loop,
+                                dict_grows_after_a_break, dict_values_replaced_in_loop, list_changed_in_loop])
+def test_container_changed_while_iterated(fn, capsys):
+    check_like_eager(fn, torch.ones(2))
+    out = capsys.readouterr().out
+    assert out == "a\n" * 4 or fn is not dict_grows_after_a_break, out  # 2 eager + 2 ptc calls
+
+
+def test_outside_dict_changed_while_iterated():
+    want = outcome(outside_dict_grows_in_loop, torch.ones(2), {"a": 1})
+    got = outcome(ptc.compile(outside_dict_grows_in_loop, backend="eager"), torch.ones(2), {"a": 1})
+    assert want == got == ("raise", RuntimeError, "dictionary changed size during iteration")
+
+
+# ---- functions marked torch.compiler.disable / torch._dynamo.disable ------------------------
+
+
+@torch.compiler.disable
+def disabled_by_decorator(x):
+    print("eager", x.sum().item())  # would be breaks if it were traced
+    return x.tolist()
+
+
+def _scaled_eagerly(x):
+    return x * float(x.sum())
+
+
+disabled_by_call = torch._dynamo.disable(_scaled_eagerly)
+
+
+@torch._dynamo.disable(recursive=False)
+def disabled_not_recursively(x):
+    return _scaled_eagerly(x) - 1
+
+
+def calls_disabled(x):
+    y = x + 1
+    a = disabled_by_decorator(y)
+    b = disabled_by_call(y)
+    return y * 2 + b, a
+
+
+def calls_disabled_not_recursively(x):
+    y = x + 1
+    return disabled_not_recursively(y) * 2
+
+
+@pytest.mark.parametrize("fn", [calls_disabled, calls_disabled_not_recursively])
+def test_torch_disabled_function_runs_as_one_eager_call(fn, capsys):
+    check_like_eager(fn, torch.ones(2))
+    out = capsys.readouterr().out
+    assert out.count("eager 4.0") == (4 if fn is calls_disabled else 0), out
+    report = ptc.explain(fn)(torch.ones(2))
+    # One break per disabled call, none from inside the wrappers or the functions.
+    codes = [b["code"] for b in report.breaks]
+    assert codes == ["PTC-B014"] * (2 if fn is calls_disabled else 1), report.breaks
+    assert "is marked torch.compiler.disable" in report.breaks[0]["detail"], report.breaks[0]
+
+
+def test_torch_disabled_graph_count_matches_torch_compile():
+    dynamo = pytest.importorskip("torch._dynamo")
+    torch._dynamo.reset()
+    theirs = dynamo.explain(calls_disabled)(torch.ones(2))
+    ours = ptc.explain(calls_disabled)(torch.ones(2))
+    assert ours.graph_count == theirs.graph_count == 2
+
+
+# ---- torch.manual_seed inside the compiled function -----------------------------------------
+
+
+def seeded_rand(x):
+    torch.manual_seed(123)
+    return x + torch.rand(3)
+
+
+def seeded_dropout_and_randn_like(x):
+    torch.manual_seed(7)
+    y = torch.nn.functional.dropout(x, 0.5, training=True)
+    return y + torch.randn_like(y)
+
+
+@pytest.mark.parametrize("backend", ["ptc", "eager"])
+@pytest.mark.parametrize("fn", [seeded_rand, seeded_dropout_and_randn_like])
+def test_manual_seed_gives_eager_values_on_every_call(fn, backend):
+    # Equal bit for bit: after the seed, random ops run in torch.
+    check_like_eager(fn, torch.zeros(3), backend=backend, calls=3)
+
+
+# ---- exceptions raised inside the compiled function: chaining ------------------------------
+
+
+def raise_from(x):
+    try:
+        raise ValueError("inner")
+    except ValueError as e:
+        raise KeyError("outer") from e
+
+
+def raise_from_none(x):
+    try:
+        raise ValueError("inner")
+    except ValueError:
+        raise KeyError("outer") from None
+
+
+def raise_in_except(x):
+    y = x + 1
+    try:
+        {}["missing"]
+    except KeyError:
+        raise RuntimeError("while handling %d" % y.numel())
+
+
+def chain_of(exc):
+    """The chain as eager shows it: (type, message, cause?, context?, suppress) per link."""
+    links = []
+    while exc is not None:
+        links.append((type(exc), str(exc), exc.__cause__ is not None, exc.__context__ is not None,
+                      exc.__suppress_context__, exc.__cause__ is exc.__context__))
+        exc = exc.__cause__ or exc.__context__
+    return links
+
+
+@pytest.mark.parametrize("fn", [raise_from, raise_from_none, raise_in_except])
+def test_exception_chaining_matches_eager(fn):
+    compiled = ptc.compile(fn, backend="eager")
+    for _ in range(2):
+        with pytest.raises(Exception) as want:
+            fn(torch.ones(2))
+        with pytest.raises(Exception) as got:
+            compiled(torch.ones(2))
+        assert chain_of(got.value) == chain_of(want.value)
+
+
+def test_exception_chaining_inside_a_caller_handler():
+    # Raised with no traced handler active: the caller's handled exception
+    # is the context, as in eager.
+    compiled = ptc.compile(lambda x: x.view(-1)[10], backend="eager")
+    try:
+        raise LookupError("caller's")
+    except LookupError:
+        with pytest.raises(IndexError) as got:
+            compiled(torch.ones(2))
+    assert isinstance(got.value.__context__, LookupError)
+
+
+# ---- a user's TorchFunctionMode around a compiled call --------------------------------------
+
+
+class RecordingMode(torch.overrides.TorchFunctionMode):
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.seen.append(getattr(func, "__name__", str(func)))
+        return func(*args, **(kwargs or {}))
+
+
+def sin_plus_one(x):
+    return torch.sin(x) + 1
+
+
+@pytest.mark.parametrize("backend", ["ptc", "eager"])
+def test_torch_function_mode_sees_what_eager_shows(backend):
+    compiled = ptc.compile(sin_plus_one, backend=backend)
+    x = torch.ones(3)
+    compiled(x)  # compiled and cached before the mode is entered
+    want, got = RecordingMode(), RecordingMode()
+    with want:
+        expected = sin_plus_one(x)
+    with pytest.warns(RuntimeWarning, match="TorchFunctionMode is active"):
+        with got:
+            result = compiled(x)
+    assert torch.equal(result, expected)
+    assert got.seen == want.seen == ["sin", "add"]
+    with got:  # one warning per compiled function
+        compiled(x)
+    assert torch.equal(compiled(x), expected)  # compiled again once the mode is gone
