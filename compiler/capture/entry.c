@@ -94,6 +94,16 @@ static int dict_recipe(builder *B, int kind, PyObject *d, PyObject *obj)
     return r;
 }
 
+/* Does o hold attributes in an instance dict? */
+static bool has_attrs(PyObject *o)
+{
+    PyObject *d = PyObject_GenericGetDict(o, NULL);
+    bool any = d && PyDict_Size(d) > 0;
+    Py_XDECREF(d);
+    PyErr_Clear();
+    return any;
+}
+
 static bool is_python_instance(PyObject *o)
 {
     PyObject *d = PyObject_GenericGetDict(o, NULL);
@@ -174,6 +184,67 @@ static bool shareable(PyObject *o)
         if (PyObject_TypeCheck(o, (PyTypeObject *)PyList_GetItem(types, i)))
             return true;
     return false;
+}
+
+/* Values rebuilt the way pickle would (obj.__reduce_ex__(2)): ptc's own
+ * iterators as their real builtins, the builtin iterators and itertools
+ * objects made in the trace, defaultdict and deque, and instances of Python
+ * subclasses of list, set and tuple. Their parts (the function, the
+ * iterators under them, their items) are recipes themselves. */
+static bool reducible(PyObject *o)
+{
+    static PyObject *types;
+    if (!types) {
+        static const char *paths[] = {"collections.defaultdict", "collections.deque", NULL};
+        types = PyList_New(0);
+        for (int i = 0; types && paths[i]; i++) {
+            PyObject *t = cap_import_path(paths[i]);
+            if (t && PyType_Check(t))
+                PyList_Append(types, t);
+            Py_XDECREF(t);
+        }
+        PyErr_Clear();
+    }
+    PyTypeObject *t = Py_TYPE(o);
+    if (cap_is_ptc_iter(o))
+        return true;
+    for (Py_ssize_t i = 0; types && i < PyList_Size(types); i++)
+        if ((PyObject *)t == PyList_GetItem(types, i))
+            return true;
+    PyObject *mod = PyObject_GetAttr((PyObject *)t, cap_P.s_module);
+    bool itertools = mod && PyUnicode_Check(mod) && PyUnicode_CompareWithASCIIString(mod, "itertools") == 0;
+    bool builtin_iter = mod && PyUnicode_Check(mod) && PyUnicode_CompareWithASCIIString(mod, "builtins") == 0 &&
+                        PyType_GetSlot(t, Py_tp_iternext) != NULL;
+    Py_XDECREF(mod);
+    PyErr_Clear();
+    if (itertools || builtin_iter)
+        return true;
+    return PyType_GetFlags(t) & Py_TPFLAGS_HEAPTYPE &&
+           (PyList_Check(o) || PyAnySet_Check(o) || PyTuple_Check(o)) && !PyObject_TypeCheck(o, (PyTypeObject *)cap_T.Tensor);
+}
+
+static int reduce_recipe(builder *B, PyObject *o)
+{
+    PyObject *r = PyObject_CallMethod(o, "__reduce_ex__", "i", 2), *parts = NULL;
+    if (!r || !PyTuple_Check(r) || PyTuple_Size(r) < 2) {
+        Py_XDECREF(r);
+        PyErr_Clear();
+        return fail(B, "a value whose pickled form ptc cannot read", o);
+    }
+    /* (callable, args, state, list items, dict items); the items as lists. */
+    parts = PyList_New(5);
+    for (Py_ssize_t i = 0; parts && i < 5; i++) {
+        PyObject *p = i < PyTuple_Size(r) ? PyTuple_GetItem(r, i) : Py_None;
+        p = i >= 3 && p != Py_None ? PySequence_List(p) : Py_NewRef(p);
+        if (!p)
+            Py_CLEAR(parts);
+        else
+            PyList_SetItem(parts, i, p);
+    }
+    Py_DECREF(r);
+    int rr = parts ? items_recipe(B, CAP_R_REDUCE, parts, NULL) : -1;
+    Py_XDECREF(parts);
+    return rr;
 }
 
 static int recipe_uncached(builder *B, PyObject *o)
@@ -258,9 +329,12 @@ static int recipe_uncached(builder *B, PyObject *o)
         B->r[self].items[0] = inner; /* -2: an empty cell */
         return self;
     }
+    if (t == cap_lazy_type || (t == cap_iter_type && !((cap_iter *)o)->gen &&
+                               (B->escape || ((cap_iter *)o)->rev)))
+        return reduce_recipe(B, o); /* the real builtin iterator */
     if (t == cap_iter_type && B->escape) {
-        /* An iterator the user gets: a real one (a generator for a drained
-           generator expression) over the items not consumed yet. */
+        /* A drained generator expression the user gets: a generator over
+           the items not consumed yet. */
         cap_iter *it = (cap_iter *)o;
         if (!it->seq) {
             PyObject *params = Py_BuildValue("(LLnO)", it->start, it->step, it->n, Py_False);
@@ -330,6 +404,8 @@ static int recipe_uncached(builder *B, PyObject *o)
     }
     if (PyObject_TypeCheck(o, (PyTypeObject *)cap_T.Tensor))
         return fail(B, "a tensor that is not part of the graph", o);
+    if (reducible(o) && (!PyTuple_Check(o) || has_attrs(o)))
+        return reduce_recipe(B, o);
     if (PyTuple_Check(o)) { /* namedtuple, structseq */
         PyObject *items = PySequence_List(o);
         PyObject *info = Py_BuildValue("(Oi)", (PyObject *)t, 1);
