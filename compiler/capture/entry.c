@@ -614,8 +614,11 @@ cap_entry *cap_entry_build(cap_trace *T, cap_interp *I, int rc, int *unreconstru
     if (rc == CAP_DONE) {
         e->end = CAP_END_RETURN;
         B.escape = true;
-        if ((e->ret = recipe_of(&B, I->result)) < 0)
+        if ((e->ret = recipe_of(&B, I->result)) < 0) {
+            if (B.failed) /* the outermost frame returns it: runs for real */
+                *unreconstructable = 0;
             goto fail;
+        }
         B.escape = false;
     } else {
         e->end = CAP_END_BREAK;

@@ -274,3 +274,23 @@ def test_like_eager(fn, graphs, breaks):
 def test_fullgraph_like_eager(fn, graphs, breaks):
     """No break: fullgraph=True gives eager's answer, never an internal error."""
     assert observe(ptc.compile(fn, backend="eager", fullgraph=True)) == observe(fn)
+
+
+def returns_a_partial(x):
+    import functools
+    return x + 1, functools.partial(torch.mul, 2)  # a C object ptc cannot rebuild
+
+
+def test_unrebuildable_return_runs_eagerly_or_breaks_under_fullgraph():
+    """Before: a warning and an internal error (InternalError under
+    fullgraph=True). Now the function runs for real without a warning, and
+    fullgraph=True raises the PTC-B025 break with its hint."""
+    compiled = ptc.compile(returns_a_partial, backend="eager")
+    got = observe(compiled)
+    assert not got["warnings"], got["warnings"]
+    assert got["result"][1][1][1][0] is type(returns_a_partial(torch.ones(1))[1])
+    with pytest.raises(ptc.GraphBreakError) as info:
+        ptc.compile(returns_a_partial, backend="eager", fullgraph=True)(torch.ones(2))
+    assert info.value.code == "PTC-B025"
+    assert "returns an object whose state is not in its __dict__ (partial)" in str(info.value)
+    assert "hint:" in str(info.value)
