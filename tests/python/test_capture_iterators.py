@@ -132,6 +132,20 @@ def consumers_stop_early(x):
 
 
 @case(1, 0)
+def in_stops_at_the_first_equal_item(x):
+    log = []
+
+    def f(v):
+        log.append(v)
+        return v + 1
+
+    m = map(f, [0, 1, 2, 3])
+    found = 2 in m
+    seen = list(log)  # eager: [0, 1]
+    return x + 1, found, seen, list(m), 9 in zip([1], [2])
+
+
+@case(1, 0)
 def unpack_and_next(x):
     a, b = map(lambda t: t * 2, (x, x + 1))
     e = enumerate([a, b], start=3)
