@@ -25,6 +25,8 @@ typedef struct builder {
     int nouts, capouts;
     bool failed;           /* an unreconstructable value was met */
     bool escape;           /* building values the user sees (not resume frames) */
+    PyObject *cells;       /* (cell recipe, contents, frame) to fill in last (fill_cells) */
+    int frame;             /* the resume frame being described, or -1 */
     int depth;
     char why[160];
 } builder;
@@ -322,12 +324,17 @@ static int recipe_uncached(builder *B, PyObject *o)
         PyList_Append(B->keep, o);
         PyObject *v = cap_cell_get(o);
         PyErr_Clear();
-        int inner = v ? recipe_of(B, v) : -2;
-        Py_XDECREF(v);
-        if (inner == -1)
-            return -1;
-        B->r[self].items[0] = inner; /* -2: an empty cell */
-        return self;
+        if (!v) {
+            B->r[self].items[0] = -2; /* an empty cell */
+            return self;
+        }
+        /* Its contents' recipe comes last (fill_cells): a function that
+           holds its own cell is then the one recipe every reference to it
+           shares (g() is g), not a second copy made while building it. */
+        PyObject *pair = Py_BuildValue("(iNi)", self, v, B->frame);
+        int r = pair ? PyList_Append(B->cells, pair) : -1;
+        Py_XDECREF(pair);
+        return r < 0 ? -1 : self;
     }
     if (t == cap_lazy_type || (t == cap_iter_type && !((cap_iter *)o)->gen &&
                                (B->escape || ((cap_iter *)o)->rev)))
@@ -461,6 +468,21 @@ static int recipe_uncached(builder *B, PyObject *o)
         return r;
     }
     return fail(B, "a value ptc cannot rebuild", o);
+}
+
+/* The contents of the cells met while building (in order; filling one may
+ * meet more cells). */
+static int fill_cells(builder *B, int *frame)
+{
+    for (Py_ssize_t i = 0; i < PyList_Size(B->cells); i++) {
+        PyObject *pair = PyList_GetItem(B->cells, i);
+        int inner = recipe_of(B, PyTuple_GetItem(pair, 1));
+        *frame = (int)PyLong_AsLong(PyTuple_GetItem(pair, 2));
+        if (inner < 0)
+            return -1;
+        B->r[PyLong_AsLong(PyTuple_GetItem(pair, 0))].items[0] = inner;
+    }
+    return 0;
 }
 
 static int recipe_of(builder *B, PyObject *o)
@@ -602,10 +624,10 @@ static void guard_strings(cap_entry *e)
 
 cap_entry *cap_entry_build(cap_trace *T, cap_interp *I, int rc, int *unreconstructable)
 {
-    builder B = {.T = T, .memo = PyDict_New(), .keep = PyList_New(0)};
+    builder B = {.T = T, .memo = PyDict_New(), .keep = PyList_New(0), .cells = PyList_New(0), .frame = -1};
     cap_entry *e = calloc(1, sizeof *e);
     *unreconstructable = -1;
-    if (!e || !B.memo || !B.keep)
+    if (!e || !B.memo || !B.keep || !B.cells)
         goto fail;
     e->grad_start = T->grad_at_start;
     e->grad_end = T->grad_enabled;
@@ -629,12 +651,15 @@ cap_entry *cap_entry_build(cap_trace *T, cap_interp *I, int rc, int *unreconstru
             chain[n++] = f;
         e->nframes = n;
         e->frames = calloc((size_t)n, sizeof *e->frames);
-        for (int d = 0; d < n; d++)
+        for (int d = 0; d < n; d++) {
+            B.frame = d;
             if (frame_recipe(&B, chain[n - 1 - d], &e->frames[d]) < 0) {
                 if (B.failed)
                     *unreconstructable = d;
                 goto fail;
             }
+        }
+        B.frame = -1;
     }
     Py_ssize_t neff = PyList_Size(T->effects);
     e->effects = calloc((size_t)neff + 1, sizeof *e->effects);
@@ -650,6 +675,14 @@ cap_entry *cap_entry_build(cap_trace *T, cap_interp *I, int rc, int *unreconstru
             goto fail;
         B.escape = false;
     }
+    B.escape = rc == CAP_DONE; /* what a returned closure holds is the user's too */
+    int cell_frame = -1;
+    if (fill_cells(&B, &cell_frame) < 0) {
+        if (B.failed)
+            *unreconstructable = rc == CAP_DONE ? 0 : cell_frame;
+        goto fail;
+    }
+    B.escape = false;
     ptc_value *none[1] = {NULL};
     ptc_graph_set_outputs(T->g, B.nouts ? B.outs : none, B.nouts);
     dce(T->g);
@@ -692,6 +725,7 @@ cap_entry *cap_entry_build(cap_trace *T, cap_interp *I, int rc, int *unreconstru
     free(B.outs);
     Py_DECREF(B.memo);
     Py_DECREF(B.keep);
+    Py_DECREF(B.cells);
     return e;
 fail:
     if (e) {
@@ -704,6 +738,7 @@ fail:
     free(B.outs);
     Py_XDECREF(B.memo);
     Py_XDECREF(B.keep);
+    Py_XDECREF(B.cells);
     if (B.failed && !PyErr_Occurred())
         PyErr_Format(cap_InternalError, "ptc: cannot rebuild state: %s", B.why);
     return NULL;

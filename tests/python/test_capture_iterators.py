@@ -212,6 +212,16 @@ def nested_function_identity(x):
     return x + 1, g() is g
 
 
+@case(1, 1)
+def nested_function_identity_across_a_break(x):
+    def g():
+        return g
+
+    r = g()
+    print("break")
+    return x + 1, r is g, g() is g
+
+
 @case(1, 0)
 def returned_defaultdict(x):
     d = collections.defaultdict(list)
