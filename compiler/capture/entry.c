@@ -25,6 +25,8 @@ typedef struct builder {
     int nouts, capouts;
     bool failed;           /* an unreconstructable value was met */
     bool escape;           /* building values the user sees (not resume frames) */
+    PyObject *cells;       /* (cell recipe, contents, frame) to fill in last (fill_cells) */
+    int frame;             /* the resume frame being described, or -1 */
     int depth;
     char why[160];
 } builder;
@@ -92,6 +94,16 @@ static int dict_recipe(builder *B, int kind, PyObject *d, PyObject *obj)
     int r = items_recipe(B, kind, flat, obj);
     Py_DECREF(flat);
     return r;
+}
+
+/* Does o hold attributes in an instance dict? */
+static bool has_attrs(PyObject *o)
+{
+    PyObject *d = PyObject_GenericGetDict(o, NULL);
+    bool any = d && PyDict_Size(d) > 0;
+    Py_XDECREF(d);
+    PyErr_Clear();
+    return any;
 }
 
 static bool is_python_instance(PyObject *o)
@@ -176,6 +188,67 @@ static bool shareable(PyObject *o)
     return false;
 }
 
+/* Values rebuilt the way pickle would (obj.__reduce_ex__(2)): ptc's own
+ * iterators as their real builtins, the builtin iterators and itertools
+ * objects made in the trace, defaultdict and deque, and instances of Python
+ * subclasses of list, set and tuple. Their parts (the function, the
+ * iterators under them, their items) are recipes themselves. */
+static bool reducible(PyObject *o)
+{
+    static PyObject *types;
+    if (!types) {
+        static const char *paths[] = {"collections.defaultdict", "collections.deque", NULL};
+        types = PyList_New(0);
+        for (int i = 0; types && paths[i]; i++) {
+            PyObject *t = cap_import_path(paths[i]);
+            if (t && PyType_Check(t))
+                PyList_Append(types, t);
+            Py_XDECREF(t);
+        }
+        PyErr_Clear();
+    }
+    PyTypeObject *t = Py_TYPE(o);
+    if (cap_is_ptc_iter(o))
+        return true;
+    for (Py_ssize_t i = 0; types && i < PyList_Size(types); i++)
+        if ((PyObject *)t == PyList_GetItem(types, i))
+            return true;
+    PyObject *mod = PyObject_GetAttr((PyObject *)t, cap_P.s_module);
+    bool itertools = mod && PyUnicode_Check(mod) && PyUnicode_CompareWithASCIIString(mod, "itertools") == 0;
+    bool builtin_iter = mod && PyUnicode_Check(mod) && PyUnicode_CompareWithASCIIString(mod, "builtins") == 0 &&
+                        PyType_GetSlot(t, Py_tp_iternext) != NULL;
+    Py_XDECREF(mod);
+    PyErr_Clear();
+    if (itertools || builtin_iter)
+        return true;
+    return PyType_GetFlags(t) & Py_TPFLAGS_HEAPTYPE &&
+           (PyList_Check(o) || PyAnySet_Check(o) || PyTuple_Check(o)) && !PyObject_TypeCheck(o, (PyTypeObject *)cap_T.Tensor);
+}
+
+static int reduce_recipe(builder *B, PyObject *o)
+{
+    PyObject *r = PyObject_CallMethod(o, "__reduce_ex__", "i", 2), *parts = NULL;
+    if (!r || !PyTuple_Check(r) || PyTuple_Size(r) < 2) {
+        Py_XDECREF(r);
+        PyErr_Clear();
+        return fail(B, "a value whose pickled form ptc cannot read", o);
+    }
+    /* (callable, args, state, list items, dict items); the items as lists. */
+    parts = PyList_New(5);
+    for (Py_ssize_t i = 0; parts && i < 5; i++) {
+        PyObject *p = i < PyTuple_Size(r) ? PyTuple_GetItem(r, i) : Py_None;
+        p = i >= 3 && p != Py_None ? PySequence_List(p) : Py_NewRef(p);
+        if (!p)
+            Py_CLEAR(parts);
+        else
+            PyList_SetItem(parts, i, p);
+    }
+    Py_DECREF(r);
+    int rr = parts ? items_recipe(B, CAP_R_REDUCE, parts, NULL) : -1;
+    Py_XDECREF(parts);
+    return rr;
+}
+
 static int recipe_uncached(builder *B, PyObject *o)
 {
     cap_trace *T = B->T;
@@ -251,16 +324,24 @@ static int recipe_uncached(builder *B, PyObject *o)
         PyList_Append(B->keep, o);
         PyObject *v = cap_cell_get(o);
         PyErr_Clear();
-        int inner = v ? recipe_of(B, v) : -2;
-        Py_XDECREF(v);
-        if (inner == -1)
-            return -1;
-        B->r[self].items[0] = inner; /* -2: an empty cell */
-        return self;
+        if (!v) {
+            B->r[self].items[0] = -2; /* an empty cell */
+            return self;
+        }
+        /* Its contents' recipe comes last (fill_cells): a function that
+           holds its own cell is then the one recipe every reference to it
+           shares (g() is g), not a second copy made while building it. */
+        PyObject *pair = Py_BuildValue("(iNi)", self, v, B->frame);
+        int r = pair ? PyList_Append(B->cells, pair) : -1;
+        Py_XDECREF(pair);
+        return r < 0 ? -1 : self;
     }
+    if (t == cap_lazy_type || (t == cap_iter_type && !((cap_iter *)o)->gen &&
+                               (B->escape || ((cap_iter *)o)->rev)))
+        return reduce_recipe(B, o); /* the real builtin iterator */
     if (t == cap_iter_type && B->escape) {
-        /* An iterator the user gets: a real one (a generator for a drained
-           generator expression) over the items not consumed yet. */
+        /* A drained generator expression the user gets: a generator over
+           the items not consumed yet. */
         cap_iter *it = (cap_iter *)o;
         if (!it->seq) {
             PyObject *params = Py_BuildValue("(LLnO)", it->start, it->step, it->n, Py_False);
@@ -336,6 +417,8 @@ static int recipe_uncached(builder *B, PyObject *o)
     }
     if (PyObject_TypeCheck(o, (PyTypeObject *)cap_T.Tensor))
         return fail(B, "a tensor that is not part of the graph", o);
+    if (reducible(o) && (!PyTuple_Check(o) || has_attrs(o)))
+        return reduce_recipe(B, o);
     if (PyTuple_Check(o)) { /* namedtuple, structseq */
         PyObject *items = PySequence_List(o);
         PyObject *info = Py_BuildValue("(Oi)", (PyObject *)t, 1);
@@ -404,6 +487,21 @@ static int recipe_uncached(builder *B, PyObject *o)
         return r;
     }
     return fail(B, "a value ptc cannot rebuild", o);
+}
+
+/* The contents of the cells met while building (in order; filling one may
+ * meet more cells). */
+static int fill_cells(builder *B, int *frame)
+{
+    for (Py_ssize_t i = 0; i < PyList_Size(B->cells); i++) {
+        PyObject *pair = PyList_GetItem(B->cells, i);
+        int inner = recipe_of(B, PyTuple_GetItem(pair, 1));
+        *frame = (int)PyLong_AsLong(PyTuple_GetItem(pair, 2));
+        if (inner < 0)
+            return -1;
+        B->r[PyLong_AsLong(PyTuple_GetItem(pair, 0))].items[0] = inner;
+    }
+    return 0;
 }
 
 static int recipe_of(builder *B, PyObject *o)
@@ -545,10 +643,10 @@ static void guard_strings(cap_entry *e)
 
 cap_entry *cap_entry_build(cap_trace *T, cap_interp *I, int rc, int *unreconstructable)
 {
-    builder B = {.T = T, .memo = PyDict_New(), .keep = PyList_New(0)};
+    builder B = {.T = T, .memo = PyDict_New(), .keep = PyList_New(0), .cells = PyList_New(0), .frame = -1};
     cap_entry *e = calloc(1, sizeof *e);
     *unreconstructable = -1;
-    if (!e || !B.memo || !B.keep)
+    if (!e || !B.memo || !B.keep || !B.cells)
         goto fail;
     e->grad_start = T->grad_at_start;
     e->grad_end = T->grad_enabled;
@@ -557,8 +655,11 @@ cap_entry *cap_entry_build(cap_trace *T, cap_interp *I, int rc, int *unreconstru
     if (rc == CAP_DONE) {
         e->end = CAP_END_RETURN;
         B.escape = true;
-        if ((e->ret = recipe_of(&B, I->result)) < 0)
+        if ((e->ret = recipe_of(&B, I->result)) < 0) {
+            if (B.failed) /* the outermost frame returns it: runs for real */
+                *unreconstructable = 0;
             goto fail;
+        }
         B.escape = false;
     } else {
         e->end = CAP_END_BREAK;
@@ -569,12 +670,15 @@ cap_entry *cap_entry_build(cap_trace *T, cap_interp *I, int rc, int *unreconstru
             chain[n++] = f;
         e->nframes = n;
         e->frames = calloc((size_t)n, sizeof *e->frames);
-        for (int d = 0; d < n; d++)
+        for (int d = 0; d < n; d++) {
+            B.frame = d;
             if (frame_recipe(&B, chain[n - 1 - d], &e->frames[d]) < 0) {
                 if (B.failed)
                     *unreconstructable = d;
                 goto fail;
             }
+        }
+        B.frame = -1;
     }
     Py_ssize_t neff = PyList_Size(T->effects);
     e->effects = calloc((size_t)neff + 1, sizeof *e->effects);
@@ -590,6 +694,14 @@ cap_entry *cap_entry_build(cap_trace *T, cap_interp *I, int rc, int *unreconstru
             goto fail;
         B.escape = false;
     }
+    B.escape = rc == CAP_DONE; /* what a returned closure holds is the user's too */
+    int cell_frame = -1;
+    if (fill_cells(&B, &cell_frame) < 0) {
+        if (B.failed)
+            *unreconstructable = rc == CAP_DONE ? 0 : cell_frame;
+        goto fail;
+    }
+    B.escape = false;
     ptc_value *none[1] = {NULL};
     ptc_graph_set_outputs(T->g, B.nouts ? B.outs : none, B.nouts);
     dce(T->g);
@@ -632,6 +744,7 @@ cap_entry *cap_entry_build(cap_trace *T, cap_interp *I, int rc, int *unreconstru
     free(B.outs);
     Py_DECREF(B.memo);
     Py_DECREF(B.keep);
+    Py_DECREF(B.cells);
     return e;
 fail:
     if (e) {
@@ -644,6 +757,7 @@ fail:
     free(B.outs);
     Py_XDECREF(B.memo);
     Py_XDECREF(B.keep);
+    Py_XDECREF(B.cells);
     if (B.failed && !PyErr_Occurred())
         PyErr_Format(cap_InternalError, "ptc: cannot rebuild state: %s", B.why);
     return NULL;

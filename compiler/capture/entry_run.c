@@ -1059,6 +1059,41 @@ static PyObject *py_iter(const cap_recipe *r, PyObject **rv)
     return it;
 }
 
+/* callable(*args), then the state (__setstate__, or the instance dict),
+ * the list items and the dict items: what pickle does with __reduce_ex__. */
+static PyObject *reduced(const cap_recipe *r, PyObject **rv)
+{
+    PyObject *state = rv[r->items[2]], *litems = rv[r->items[3]], *ditems = rv[r->items[4]];
+    PyObject *o = PyObject_CallObject(rv[r->items[0]], rv[r->items[1]]);
+    if (o && state != Py_None) {
+        PyObject *set = PyObject_GetAttrString(o, "__setstate__"), *res = NULL;
+        if (set) {
+            res = PyObject_CallOneArg_compat(set, state);
+        } else if (PyDict_Check(state)) {
+            PyErr_Clear();
+            PyObject *d = PyObject_GenericGetDict(o, NULL);
+            res = d && PyDict_Update(d, state) == 0 ? Py_NewRef(Py_None) : NULL;
+            Py_XDECREF(d);
+        }
+        if (!res)
+            Py_CLEAR(o);
+        Py_XDECREF(set);
+        Py_XDECREF(res);
+    }
+    for (Py_ssize_t i = 0; o && litems != Py_None && i < PyList_Size(litems); i++) {
+        PyObject *res = PyObject_CallMethod(o, "append", "O", PyList_GetItem(litems, i));
+        if (!res)
+            Py_CLEAR(o);
+        Py_XDECREF(res);
+    }
+    for (Py_ssize_t i = 0; o && ditems != Py_None && i < PyList_Size(ditems); i++) {
+        PyObject *kv = PyList_GetItem(ditems, i);
+        if (PyObject_SetItem(o, PyTuple_GetItem(kv, 0), PyTuple_GetItem(kv, 1)) < 0)
+            Py_CLEAR(o);
+    }
+    return o;
+}
+
 static PyObject *instance(const cap_recipe *r, PyObject **rv)
 {
     PyObject *cls = PyTuple_GetItem(r->obj, 0);
@@ -1192,6 +1227,8 @@ static PyObject *one(const cap_recipe *r, PyObject **vals, PyObject **outs, PyOb
         return py_iter(r, rv);
     case CAP_R_EXCEPTION:
         return exception(r, rv);
+    case CAP_R_REDUCE:
+        return reduced(r, rv);
     }
     PyErr_SetString(cap_InternalError, "ptc: unknown recipe");
     return NULL;

@@ -389,6 +389,20 @@ static void raise_fullgraph(const cap_break *b)
     Py_XDECREF(msg);
 }
 
+/* fullgraph=True and the function returns a value ptc cannot rebuild: a
+ * PTC-B025 break at the function's first line rather than an internal error. */
+static void fullgraph_unrebuildable(const cap_code *code, const char *why)
+{
+    cap_break b = {.code = CAP_B_UNSUPPORTED_OBJECT, .line = code->firstlineno, .col = 1};
+    const char *pre = "ptc: cannot rebuild state: ";
+    if (strncmp(why, pre, strlen(pre)) == 0)
+        why += strlen(pre);
+    snprintf(b.detail, sizeof b.detail, "%s returns %s", code->qualname_s, why);
+    snprintf(b.file, sizeof b.file, "%s", code->file);
+    cap_source_line(code->file, code->firstlineno, b.text, sizeof b.text);
+    raise_fullgraph(&b);
+}
+
 static ptc_graph *failed_graph;
 
 const ptc_graph *cap_last_graph(void)
@@ -472,17 +486,24 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
         }
         if (!e && unrec == 0) {
             /* The outermost frame itself holds a value ptc cannot rebuild at
-               the break: this position runs for real. */
+               the break (or returns one): this position runs for real, or
+               under fullgraph=True that is the break the user hears of. */
             PyObject *t, *v, *tb;
             PyErr_Fetch(&t, &v, &tb);
             PyObject *s = v ? PyObject_Str(v) : NULL;
-            cap_report_untraceable(c, S->base->code->qualname_s, &T->brk, s ? PyUnicode_AsUTF8(s) : "");
+            const char *why = s ? PyUnicode_AsUTF8(s) : "";
+            if (c->opts.fullgraph && rc == CAP_DONE)
+                fullgraph_unrebuildable(S->base->code, why ? why : "");
+            else
+                cap_report_untraceable(c, S->base->code->qualname_s, &T->brk, why ? why : "");
             Py_XDECREF(s);
             Py_XDECREF(t);
             Py_XDECREF(v);
             Py_XDECREF(tb);
-            PyErr_Clear();
-            *eager = true;
+            if (!(c->opts.fullgraph && rc == CAP_DONE)) {
+                PyErr_Clear();
+                *eager = true;
+            }
         } else if (!e) {
             keep_failed(T);
         }

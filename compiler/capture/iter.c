@@ -1,8 +1,17 @@
 /* Small Python types the interpreter puts on its stack: an iterator whose
- * position ptc can read and rebuild (over a list, tuple or range), and the
- * __exit__ object of a with-block whose grad mode or autocast state is
- * modelled symbolically. Both work as ordinary Python objects too, so a
- * resume state that holds them runs for real after a graph break.
+ * position ptc can read and rebuild (over a list, tuple or range, forwards
+ * or reversed), the lazy iterators map/filter/zip/enumerate made while
+ * tracing, and the __exit__ object of a with-block whose grad mode or
+ * autocast state is modelled symbolically.
+ *
+ * Iterators stay lazy as in eager: a lazy iterator holds its function and
+ * the iterators under it and advances them only when the program advances
+ * it, so callbacks see the state of the moment. Both iterator types know
+ * their eager equivalent (__reduce__, cap_eager_type): values the user gets
+ * back, or that are live at a break, are rebuilt as the real builtin over
+ * the rebuilt iterators under it. A consumer that breaks midway puts the
+ * positions back (cap_iter_mark / cap_iter_rewind), because the instruction
+ * then reruns for real from its start.
  */
 #include "torch.h"
 
@@ -53,6 +62,16 @@ PyObject *cap_iter_next_raw(cap_iter *it)
         return PyLong_FromLongLong(it->start + it->step * (long long)it->i++);
     }
     Py_ssize_t n = PyList_Check(it->seq) ? PyList_Size(it->seq) : PyTuple_Size(it->seq);
+    if (it->rev) {
+        /* As list_reverseiterator: an index past a shrunk list ends it. */
+        if (it->i < 0 || it->i >= n) {
+            it->i = -1;
+            return NULL;
+        }
+        PyObject *v = PyList_Check(it->seq) ? PyList_GetItem(it->seq, it->i) : PyTuple_GetItem(it->seq, it->i);
+        it->i--;
+        return Py_NewRef(v);
+    }
     if (it->i >= n)
         return NULL;
     PyObject *v = PyList_Check(it->seq) ? PyList_GetItem(it->seq, it->i) : PyTuple_GetItem(it->seq, it->i);
@@ -74,11 +93,26 @@ static PyObject *iter_length_hint(PyObject *self, PyObject *unused)
 {
     cap_iter *it = (cap_iter *)self;
     Py_ssize_t n = !it->seq ? it->n : PyList_Check(it->seq) ? PyList_Size(it->seq) : PyTuple_Size(it->seq);
+    if (it->rev)
+        return PyLong_FromSsize_t(it->i >= 0 && it->i < n ? it->i + 1 : 0);
     return PyLong_FromSsize_t(n > it->i ? n - it->i : 0);
+}
+
+/* The real iterator this one stands for: (iter or reversed, (seq,), position). */
+static PyObject *iter_reduce(PyObject *self, PyObject *unused)
+{
+    cap_iter *it = (cap_iter *)self;
+    PyObject *fn = PyDict_GetItemString(cap_P.builtins, it->rev ? "reversed" : "iter");
+    if (it->seq)
+        return Py_BuildValue("O(O)n", fn, it->seq, it->i);
+    PyObject *r = PyObject_CallFunction((PyObject *)&PyRange_Type, "LLL", it->start,
+                                       it->start + (long long)it->n * it->step, it->step);
+    return r ? Py_BuildValue("O(N)n", fn, r, it->i) : NULL;
 }
 
 static PyMethodDef iter_methods[] = {
     {"__length_hint__", iter_length_hint, METH_NOARGS, NULL},
+    {"__reduce__", iter_reduce, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 
@@ -110,6 +144,7 @@ PyObject *cap_iter_seq(PyObject *seq, int src, cap_trace *T)
     it->start = it->step = 0;
     it->src = src;
     it->gen = false;
+    it->rev = false;
     it->T = T;
     it->owner = NULL;
     it->owner_len = 0;
@@ -128,10 +163,325 @@ PyObject *cap_iter_range(long long start, long long step, Py_ssize_t n)
     it->step = step;
     it->src = -1;
     it->gen = false;
+    it->rev = false;
     it->T = NULL;
     it->owner = NULL;
     it->owner_len = 0;
     return (PyObject *)it;
+}
+
+/* ---- lazy iterators --------------------------------------------------------------- */
+
+PyTypeObject *cap_lazy_type;
+
+static const char *lazy_names[] = {"map", "filter", "zip", "enumerate"};
+
+static void lazy_dealloc(PyObject *self)
+{
+    cap_lazy *lz = (cap_lazy *)self;
+    Py_XDECREF(lz->fn);
+    Py_XDECREF(lz->its);
+    Py_XDECREF(lz->count);
+    PyTypeObject *t = Py_TYPE(self);
+    ((freefunc)PyType_GetSlot(t, Py_tp_free))(self);
+    Py_DECREF(t);
+}
+
+/* Only reached when code ptc runs for real (a C function) consumes a lazy
+ * iterator while tracing: its callbacks must be traced, so that call
+ * breaks and reruns for real on the rebuilt builtin. */
+static PyObject *lazy_next_real(PyObject *self)
+{
+    return cap_signal_break(CAP_B_OPAQUE_ITERATOR, "%s() consumed by a call ptc runs for real",
+                            lazy_names[((cap_lazy *)self)->kind]);
+}
+
+/* The real builtin this one stands for, as pickle describes it. */
+static PyObject *lazy_reduce(PyObject *self, PyObject *unused)
+{
+    cap_lazy *lz = (cap_lazy *)self;
+    PyObject *cls = PyDict_GetItemString(cap_P.builtins, lazy_names[lz->kind]);
+    switch (lz->kind) {
+    case CAP_LAZY_MAP:
+    case CAP_LAZY_FILTER: {
+        PyObject *head = PyTuple_Pack(1, lz->fn);
+        PyObject *args = head ? PySequence_Concat(head, lz->its) : NULL;
+        Py_XDECREF(head);
+        return args ? Py_BuildValue("ON", cls, args) : NULL;
+    }
+    case CAP_LAZY_ZIP:
+        return lz->strict ? Py_BuildValue("OOO", cls, lz->its, Py_True) : Py_BuildValue("OO", cls, lz->its);
+    default:
+        return Py_BuildValue("O(OO)", cls, PyTuple_GetItem(lz->its, 0), lz->count);
+    }
+}
+
+static PyMethodDef lazy_methods[] = {
+    {"__reduce__", lazy_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot lazy_slots[] = {
+    {Py_tp_dealloc, lazy_dealloc},
+    {Py_tp_iter, iter_iter},
+    {Py_tp_iternext, lazy_next_real},
+    {Py_tp_methods, lazy_methods},
+    {Py_tp_doc, "ptc: a map, filter, zip or enumerate made while tracing, advanced by the trace"},
+    {0, NULL},
+};
+
+static PyType_Spec lazy_spec = {"ptc._C.LazyIter", sizeof(cap_lazy), 0, Py_TPFLAGS_DEFAULT, lazy_slots};
+
+PyObject *cap_lazy_new(int kind, PyObject *fn, PyObject *its, PyObject *count, bool strict)
+{
+    cap_lazy *lz = PyObject_New(cap_lazy, cap_lazy_type);
+    if (!lz)
+        return NULL;
+    lz->kind = kind;
+    lz->fn = Py_XNewRef(fn);
+    lz->its = Py_NewRef(its);
+    lz->count = Py_XNewRef(count);
+    lz->strict = strict;
+    return (PyObject *)lz;
+}
+
+PyObject *cap_eager_type(PyObject *o)
+{
+    static PyObject *types[5]; /* iterators of list, tuple, range; reversed list, tuple */
+    if (!types[0]) {
+        PyObject *seqs[3] = {PyList_New(0), PyTuple_New(0), PyObject_CallFunction((PyObject *)&PyRange_Type, "i", 0)};
+        PyObject *reversed = PyDict_GetItemString(cap_P.builtins, "reversed");
+        for (int i = 0; i < 5; i++) {
+            PyObject *s = seqs[i % 3];
+            PyObject *v = !s ? NULL : i < 3 ? PyObject_GetIter(s) : PyObject_CallOneArg_compat(reversed, s);
+            types[i] = v ? Py_NewRef((PyObject *)Py_TYPE(v)) : NULL;
+            Py_XDECREF(v);
+        }
+        for (int i = 0; i < 3; i++)
+            Py_XDECREF(seqs[i]);
+        PyErr_Clear();
+    }
+    if (cap_is_tensor(o))
+        return ((cap_tensor *)o)->fake_type;
+    if (Py_TYPE(o) == cap_lazy_type)
+        return PyDict_GetItemString(cap_P.builtins, lazy_names[((cap_lazy *)o)->kind]);
+    if (Py_TYPE(o) == cap_iter_type && !((cap_iter *)o)->gen) {
+        cap_iter *it = (cap_iter *)o;
+        int k = !it->seq ? 2 : (PyTuple_Check(it->seq) ? 1 : 0) + (it->rev ? 3 : 0);
+        if (types[k])
+            return types[k];
+    }
+    return (PyObject *)Py_TYPE(o);
+}
+
+/* ---- trace-time stepping ---------------------------------------------------------------- */
+
+static void mark_one(cap_iter_marks *k, PyObject *o)
+{
+    if (!cap_is_ptc_iter(o))
+        return;
+    for (int j = 0; j < k->n; j++)
+        if (k->m[j].it == o)
+            return;
+    if (k->n == (int)(sizeof k->m / sizeof *k->m)) {
+        k->overflow = true;
+        return;
+    }
+    int j = k->n++;
+    k->m[j].it = Py_NewRef(o);
+    k->m[j].i = Py_TYPE(o) == cap_iter_type ? ((cap_iter *)o)->i : 0;
+    k->m[j].count = Py_TYPE(o) == cap_lazy_type ? Py_XNewRef(((cap_lazy *)o)->count) : NULL;
+    if (Py_TYPE(o) == cap_lazy_type)
+        for (Py_ssize_t i = 0; i < PyTuple_Size(((cap_lazy *)o)->its); i++)
+            mark_one(k, PyTuple_GetItem(((cap_lazy *)o)->its, i));
+}
+
+void cap_iter_mark(cap_iter_marks *k, PyObject *const *objs, int n)
+{
+    k->n = 0;
+    k->overflow = false;
+    for (int i = 0; i < n; i++)
+        mark_one(k, objs[i]);
+}
+
+/* Does a handler in the traced frames catch the pending exception (as
+ * trace_unwind decides)? One that nothing catches becomes a break, and the
+ * raising instruction reruns for real. */
+static bool error_caught(cap_interp *I)
+{
+    if (PyErr_ExceptionMatches(cap_GraphBreak) || PyErr_ExceptionMatches(cap_InternalError))
+        return false;
+    for (cap_frame *f = I->frame; f; f = f->parent) {
+        if (cap_code_handler(f->code, f->pc))
+            return true;
+        if (f->ret_kind == RET_SYNC || f == I->base)
+            return false;
+    }
+    return false;
+}
+
+bool cap_t_reruns(cap_interp *I, int rc)
+{
+    return rc == CAP_BREAK || (rc == CAP_ERR && !error_caught(I));
+}
+
+int cap_iter_rewind(cap_interp *I, cap_iter_marks *k, int rc)
+{
+    bool back = cap_t_reruns(I, rc);
+    for (int j = 0; j < k->n; j++) {
+        PyObject *o = k->m[j].it;
+        if (back && Py_TYPE(o) == cap_iter_type)
+            ((cap_iter *)o)->i = k->m[j].i;
+        if (back && Py_TYPE(o) == cap_lazy_type)
+            Py_XSETREF(((cap_lazy *)o)->count, Py_XNewRef(k->m[j].count));
+        Py_XDECREF(k->m[j].count);
+        Py_DECREF(o);
+    }
+    k->n = 0;
+    if (back && k->overflow) {
+        PyErr_Clear();
+        PyErr_SetString(cap_InternalError, "ptc: a break inside a chain of more than 32 iterators");
+        return CAP_ERR;
+    }
+    return rc;
+}
+
+/* next(it) that finishes here: a Python __next__ runs in a nested run, and
+ * its StopIteration is the end. */
+int cap_t_next_sync(cap_interp *I, PyObject *it, PyObject **out)
+{
+    cap_frame *outer = I->frame;
+    *out = NULL;
+    int rc = cap_t_next(I, it, out);
+    if (rc == CAP_FRAME)
+        rc = cap_t_run_sync(I, outer, out);
+    if (rc == CAP_ERR && PyErr_ExceptionMatches(PyExc_StopIteration)) {
+        PyErr_Clear();
+        *out = NULL;
+        return CAP_NEXT;
+    }
+    return rc;
+}
+
+/* zip(strict=True) found argument k exhausted: as CPython, the others must
+ * be exhausted too (k == 0 checks the rest; else the error names k). */
+static int zip_strict_end(cap_interp *I, cap_lazy *lz, Py_ssize_t k)
+{
+    if (k > 0) {
+        PyErr_Format(PyExc_ValueError, "zip() argument %zd is shorter than argument%s%zd", k + 1,
+                     k == 1 ? " " : "s 1-", k);
+        return CAP_ERR;
+    }
+    for (Py_ssize_t j = 1; j < PyTuple_Size(lz->its); j++) {
+        PyObject *v = NULL;
+        int rc = cap_t_next_sync(I, PyTuple_GetItem(lz->its, j), &v);
+        if (rc != CAP_NEXT)
+            return rc;
+        if (v) {
+            Py_DECREF(v);
+            PyErr_Format(PyExc_ValueError, "zip() argument %zd is longer than argument%s%zd", j + 1,
+                         j == 1 ? " " : "s 1-", j);
+            return CAP_ERR;
+        }
+    }
+    return CAP_NEXT;
+}
+
+/* One item from each iterator under lz, in order, as a tuple; NULL when
+ * one of them is exhausted. */
+static int next_items(cap_interp *I, cap_lazy *lz, PyObject **items)
+{
+    Py_ssize_t n = PyTuple_Size(lz->its);
+    PyObject *t = PyTuple_New(n);
+    *items = NULL;
+    if (!t)
+        return CAP_ERR;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *v = NULL;
+        int rc = cap_t_next_sync(I, PyTuple_GetItem(lz->its, k), &v);
+        if (rc == CAP_NEXT && !v && lz->strict)
+            rc = zip_strict_end(I, lz, k);
+        if (rc != CAP_NEXT || !v) {
+            Py_DECREF(t);
+            return rc;
+        }
+        PyTuple_SetItem(t, k, v);
+    }
+    *items = t;
+    return CAP_NEXT;
+}
+
+/* filter's test of one item: fn(v) (or v itself) must not be a tensor. */
+static int filter_keeps(cap_interp *I, cap_lazy *lz, PyObject *v, int *keep)
+{
+    PyObject *r = NULL;
+    int rc = lz->fn == Py_None ? (r = Py_NewRef(v), CAP_NEXT) : cap_t_call_sync(I, lz->fn, &v, 1, NULL, &r);
+    if (rc != CAP_NEXT)
+        return rc;
+    if (cap_is_tensor(r)) {
+        Py_DECREF(r);
+        return cap_t_break(I->T, CAP_B_TENSOR_BOOL, "filter() on tensor values");
+    }
+    *keep = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return *keep < 0 ? CAP_ERR : CAP_NEXT;
+}
+
+static int lazy_step(cap_interp *I, cap_lazy *lz, PyObject **out)
+{
+    PyObject *items = NULL;
+    int rc, keep = 0;
+    do {
+        Py_CLEAR(items);
+        if ((rc = next_items(I, lz, &items)) != CAP_NEXT || !items)
+            return rc;
+    } while (lz->kind == CAP_LAZY_FILTER &&
+             (rc = filter_keeps(I, lz, PyTuple_GetItem(items, 0), &keep)) == CAP_NEXT && !keep);
+    if (rc != CAP_NEXT) {
+        Py_DECREF(items);
+        return rc;
+    }
+    switch (lz->kind) {
+    case CAP_LAZY_MAP: {
+        int n = (int)PyTuple_Size(items);
+        PyObject **args = PyMem_Malloc(sizeof *args * (size_t)n);
+        for (int k = 0; args && k < n; k++)
+            args[k] = PyTuple_GetItem(items, k);
+        rc = args ? cap_t_call_sync(I, lz->fn, args, n, NULL, out) : (PyErr_NoMemory(), CAP_ERR);
+        PyMem_Free(args);
+        break;
+    }
+    case CAP_LAZY_FILTER:
+        *out = Py_NewRef(PyTuple_GetItem(items, 0));
+        break;
+    case CAP_LAZY_ZIP:
+        *out = Py_NewRef(items);
+        break;
+    case CAP_LAZY_ENUMERATE: {
+        static PyObject *one;
+        if (!one)
+            one = PyLong_FromLong(1);
+        PyObject *next = one ? PyNumber_Add(lz->count, one) : NULL;
+        *out = next ? PyTuple_Pack(2, lz->count, PyTuple_GetItem(items, 0)) : NULL;
+        if (next)
+            Py_SETREF(lz->count, next);
+        rc = *out ? CAP_NEXT : CAP_ERR;
+        break;
+    }
+    }
+    Py_DECREF(items);
+    return rc;
+}
+
+int cap_t_lazy_next(cap_interp *I, cap_lazy *lz, PyObject **out)
+{
+    PyObject *self = (PyObject *)lz;
+    cap_iter_marks marks;
+    *out = NULL;
+    if (PyTuple_Size(lz->its) == 0)
+        return CAP_NEXT; /* zip() */
+    cap_iter_mark(&marks, &self, 1);
+    return cap_iter_rewind(I, &marks, lazy_step(I, lz, out));
 }
 
 /* ---- with-block exits -------------------------------------------------------------- */
@@ -195,10 +545,12 @@ int cap_iter_types_init(PyObject *module)
 {
     cap_iter_type = (PyTypeObject *)PyType_FromSpec(&iter_spec);
     cap_gradexit_type = (PyTypeObject *)PyType_FromSpec(&gradexit_spec);
-    if (!cap_iter_type || !cap_gradexit_type)
+    cap_lazy_type = (PyTypeObject *)PyType_FromSpec(&lazy_spec);
+    if (!cap_iter_type || !cap_gradexit_type || !cap_lazy_type)
         return -1;
     if (PyModule_AddObjectRef(module, "Iter", (PyObject *)cap_iter_type) < 0 ||
-        PyModule_AddObjectRef(module, "GradModeExit", (PyObject *)cap_gradexit_type) < 0)
+        PyModule_AddObjectRef(module, "GradModeExit", (PyObject *)cap_gradexit_type) < 0 ||
+        PyModule_AddObjectRef(module, "LazyIter", (PyObject *)cap_lazy_type) < 0)
         return -1;
     return 0;
 }

@@ -151,7 +151,7 @@ static inline bool cap_is_tensor(PyObject *o) { return o && Py_TYPE(o) == cap_te
 #define CAP_RECIPE_KINDS(X)                                                     \
     X(NULLV) X(CONST) X(SOURCE) X(OUTPUT) X(TUPLE) X(LIST) X(DICT) X(SET)       \
     X(CELL) X(SLICE) X(ITER) X(INSTANCE) X(FUNCTION) X(METHOD) X(GRADEXIT)   \
-    X(GETATTR) X(PYITER) X(EXCEPTION)
+    X(GETATTR) X(PYITER) X(EXCEPTION) X(REDUCE)
 
 typedef enum {
 #define X(id) CAP_R_##id,
@@ -347,11 +347,12 @@ int cap_t_enter_frame(cap_trace *T, cap_frame *f);
 typedef struct cap_iter {
     PyObject_HEAD
     PyObject *seq;          /* list or tuple; NULL for a range */
-    Py_ssize_t i;           /* next index */
+    Py_ssize_t i;           /* next index (reversed: the index CPython's would read next) */
     Py_ssize_t n;           /* range length */
     long long start, step;  /* range */
     int src;                /* source of an outside seq (items get index sources), or -1 */
     bool gen;               /* what a drained generator expression yielded */
+    bool rev;               /* reversed(seq): walks down from len - 1 */
     cap_trace *T;
     PyObject *owner;      /* a dict, dict view or set whose items seq holds (strong), or NULL */
     Py_ssize_t owner_len; /*   its size then: a change raises, as CPython's iterators do */
@@ -362,6 +363,57 @@ PyObject *cap_iter_range(long long start, long long step, Py_ssize_t n);
 PyObject *cap_iter_next_raw(cap_iter *it);
 void cap_iter_set_owner(cap_iter *it, PyObject *owner);
 int cap_iter_types_init(PyObject *module);
+
+/* A lazy iterator made while tracing (map, filter, zip, enumerate): it holds
+ * its function and the iterators under it, and advances them only when the
+ * program advances it. At a break or a return it is rebuilt as the real
+ * builtin over the rebuilt iterators (its __reduce__). */
+typedef enum { CAP_LAZY_MAP, CAP_LAZY_FILTER, CAP_LAZY_ZIP, CAP_LAZY_ENUMERATE } cap_lazy_kind;
+typedef struct cap_lazy {
+    PyObject_HEAD
+    int kind;               /* cap_lazy_kind */
+    PyObject *fn;           /* map/filter: the function (filter: maybe None); else NULL */
+    PyObject *its;          /* tuple of the iterators under it */
+    PyObject *count;        /* enumerate: the next index (an int) */
+    bool strict;            /* zip(strict=True) */
+} cap_lazy;
+extern PyTypeObject *cap_lazy_type;
+PyObject *cap_lazy_new(int kind, PyObject *fn, PyObject *its, PyObject *count, bool strict);
+static inline bool cap_is_ptc_iter(PyObject *o)
+{
+    return o && (Py_TYPE(o) == cap_iter_type || Py_TYPE(o) == cap_lazy_type);
+}
+/* The type eager code would see for one of ptc's stand-in values (a
+ * symbolic tensor's fake type, list_iterator for a cap_iter over a list,
+ * map for a lazy map...); Py_TYPE(o) for anything else. Borrowed. */
+PyObject *cap_eager_type(PyObject *o);
+/* The next item of a lazy iterator, traced (callbacks run in nested runs);
+ * *out NULL when exhausted. A break inside puts every iterator under it
+ * back where it was. */
+int cap_t_lazy_next(cap_interp *I, cap_lazy *lz, PyObject **out);
+/* next(it) run to its end here: a Python __next__ in a nested run, whose
+ * StopIteration is the end (*out NULL). */
+int cap_t_next_sync(cap_interp *I, PyObject *it, PyObject **out);
+/* Positions of the ptc iterators reachable from some values, taken before a
+ * builtin consumes them and put back when it breaks: the instruction then
+ * reruns for real from where eager would start. */
+typedef struct cap_iter_marks {
+    int n;
+    bool overflow;
+    struct {
+        PyObject *it;
+        Py_ssize_t i;
+        PyObject *count;
+    } m[32];
+} cap_iter_marks;
+void cap_iter_mark(cap_iter_marks *k, PyObject *const *objs, int n);
+/* Puts the positions back when rc is a break or an error nothing in the
+ * trace catches (both rerun the instruction for real); drops the marks.
+ * Returns rc, or an internal error when some position was not kept. */
+int cap_iter_rewind(cap_interp *I, cap_iter_marks *k, int rc);
+/* Will the current instruction rerun for real after rc (a break, or an
+ * error no handler in the trace catches)? */
+bool cap_t_reruns(cap_interp *I, int rc);
 
 enum { CAP_EXIT_NONE = 0, CAP_EXIT_GRAD = 1, CAP_EXIT_AMP = 2 };
 typedef struct cap_gradexit {

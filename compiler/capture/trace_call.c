@@ -164,8 +164,8 @@ static int tensor_in(PyObject *const *args, int n)
 static int do_isinstance(cap_trace *T, PyObject *obj, PyObject *cls, PyObject **out)
 {
     int r;
-    if (cap_is_tensor(obj))
-        r = PyObject_IsSubclass(((cap_tensor *)obj)->fake_type, cls);
+    if (cap_is_tensor(obj) || cap_is_ptc_iter(obj))
+        r = PyObject_IsSubclass(cap_eager_type(obj), cls);
     else
         r = PyObject_IsInstance(obj, cls);
     if (r < 0)
@@ -195,8 +195,9 @@ static int do_len(cap_interp *I, PyObject *x, PyObject **out)
         if (rc != CAP_NEXT)
             return rc;
     }
-    if (Py_TYPE(x) == cap_iter_type) {
-        PyErr_SetString(PyExc_TypeError, "object of type 'iterator' has no len()");
+    if (cap_is_ptc_iter(x)) {
+        PyErr_Format(PyExc_TypeError, "object of type '%s' has no len()",
+                     cap_tpname((PyTypeObject *)cap_eager_type(x)));
         return CAP_ERR;
     }
     int src = cap_t_source_of(T, x);
@@ -248,270 +249,290 @@ static int do_getattr(cap_interp *I, PyObject *const *args, int nargs, PyObject 
     return CAP_NEXT;
 }
 
-/* Builtins over iterables: the items are materialized through the tracer. */
-static int do_iterables(cap_interp *I, int id, PyObject *const *args, int nargs,
-                        PyObject *kwnames, PyObject **out)
+/* ---- builtins over iterables ----------------------------------------------------------- */
+
+/* CPython's own argument checks for a builtin that takes iterables: the
+ * call made for real with empty tuples in the iterables' places (nothing is
+ * consumed, no callback runs). Its TypeError is the user's error; other
+ * outcomes (max() of nothing) say nothing about the arguments. */
+static int check_iterable_args(PyObject *callable, PyObject *const *args, int nargs, PyObject *kwnames,
+                               int first, int nits)
 {
-    cap_trace *T = I->T;
+    PyObject **probe = PyMem_Malloc(sizeof *probe * (size_t)(nargs + 1));
+    if (!probe)
+        return (PyErr_NoMemory(), CAP_ERR);
+    for (int i = 0; i < nargs; i++)
+        probe[i] = i >= first && i < first + nits ? cap_P.empty_tuple : args[i];
+    PyObject *r = cap_call_real(callable, probe, nargs, kwnames);
+    PyMem_Free(probe);
+    Py_XDECREF(r);
+    if (!r && !PyErr_ExceptionMatches(PyExc_TypeError))
+        PyErr_Clear();
+    return PyErr_Occurred() ? CAP_ERR : CAP_NEXT;
+}
+
+/* iter(obj) that finishes here (a Python __iter__ runs in a nested run). */
+static int iter_sync(cap_interp *I, PyObject *obj, PyObject **out)
+{
+    cap_frame *outer = I->frame;
+    int rc = cap_t_iter(I, obj, out);
+    return rc == CAP_FRAME ? cap_t_run_sync(I, outer, out) : rc;
+}
+
+/* map, filter, zip and enumerate: as in CPython, the arguments are checked
+ * and iter() is called on each iterable now; the items come when the
+ * program asks for them (cap_t_lazy_next). */
+static int make_lazy(cap_interp *I, int id, PyObject *callable, PyObject *const *args, int nargs,
+                     PyObject *kwnames, PyObject **out)
+{
+    int npos = nargs - kw_count(kwnames), first = id == B_map || id == B_filter;
+    int nits = id == B_enumerate ? npos > 0 : npos - first;
+    if (check_iterable_args(callable, args, nargs, kwnames, first, nits) != CAP_NEXT)
+        return CAP_ERR;
+    PyObject *its = PyTuple_New(nits), *count = NULL;
+    int rc = its ? CAP_NEXT : CAP_ERR;
+    for (int k = 0; rc == CAP_NEXT && k < nits; k++) {
+        PyObject *it = NULL;
+        if ((rc = iter_sync(I, args[first + k], &it)) == CAP_NEXT)
+            PyTuple_SetItem(its, k, it);
+    }
+    if (rc == CAP_NEXT && id == B_enumerate) {
+        PyObject *start = npos > 1 ? args[1] : kw_get(args, nargs, kwnames, "start");
+        count = start ? PyNumber_Index(start) : PyLong_FromLong(0);
+        rc = count ? CAP_NEXT : CAP_ERR;
+    }
+    if (rc == CAP_NEXT) {
+        PyObject *strict = id == B_zip ? kw_get(args, nargs, kwnames, "strict") : NULL;
+        int on = strict ? PyObject_IsTrue(strict) : 0;
+        int kind = id == B_map ? CAP_LAZY_MAP : id == B_filter ? CAP_LAZY_FILTER
+                   : id == B_zip ? CAP_LAZY_ZIP : CAP_LAZY_ENUMERATE;
+        *out = on < 0 ? NULL : cap_lazy_new(kind, first ? args[0] : NULL, its, count, on > 0);
+        rc = *out ? CAP_NEXT : CAP_ERR;
+    }
+    Py_XDECREF(its);
+    Py_XDECREF(count);
+    return rc;
+}
+
+/* reversed(seq): a list or tuple is walked down by index as CPython does (a
+ * write to it before the walk reaches an item is seen), a range becomes the
+ * reversed range; anything else is reversed as a whole now. */
+static int make_reversed(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
+                         PyObject *kwnames, PyObject **out)
+{
+    if (check_iterable_args(callable, args, nargs, kwnames, 0, 1) != CAP_NEXT)
+        return CAP_ERR;
+    PyObject *seq = args[0];
+    int rc;
+    if (PyList_CheckExact(seq) || PyTuple_CheckExact(seq) || PyRange_Check(seq)) {
+        if ((rc = cap_t_iter(I, seq, out)) != CAP_NEXT)
+            return rc;
+        cap_iter *it = (cap_iter *)*out;
+        if (!it->seq) {
+            it->start += (long long)(it->n - 1) * it->step;
+            it->step = -it->step;
+        } else {
+            it->rev = true;
+            it->i = PyObject_Size(seq) - 1;
+        }
+        return CAP_NEXT;
+    }
+    PyObject *items = cap_t_materialize(I, seq, &rc);
+    if (!items)
+        return rc;
+    PyList_Reverse(items);
+    *out = cap_iter_seq(items, -1, I->T);
+    Py_DECREF(items);
+    return *out ? CAP_NEXT : CAP_ERR;
+}
+
+/* The index of the item in items that min/max/sorted picks by its key;
+ * sorted gives the order instead (a list of (key, index)). */
+static PyObject *sort_by_key(cap_interp *I, PyObject *items, PyObject *key, PyObject *rev, int *rc)
+{
+    PyObject *idx = PyList_New(0);
+    for (Py_ssize_t i = 0; idx && i < PyList_Size(items); i++) {
+        PyObject *a[1] = {PyList_GetItem(items, i)}, *kv = NULL;
+        if ((*rc = cap_t_call_sync(I, key, a, 1, NULL, &kv)) != CAP_NEXT) {
+            Py_DECREF(idx);
+            return NULL;
+        }
+        PyObject *pair = Py_BuildValue("(Nn)", kv, i);
+        if (!pair || PyList_Append(idx, pair) < 0)
+            Py_CLEAR(idx);
+        Py_XDECREF(pair);
+    }
+    PyObject *kw = PyDict_New();
+    if (idx && kw && (!rev || PyDict_SetItemString(kw, "reverse", rev) == 0)) {
+        PyObject *sortargs = PyTuple_Pack(1, idx);
+        PyObject *s = sortargs ? PyObject_Call(PyDict_GetItemString(cap_P.builtins, "sorted"), sortargs, kw) : NULL;
+        Py_XDECREF(sortargs);
+        Py_SETREF(idx, s);
+    } else {
+        Py_CLEAR(idx);
+    }
+    Py_XDECREF(kw);
+    *rc = idx ? CAP_NEXT : CAP_ERR;
+    return idx;
+}
+
+static int sort_keyed(cap_interp *I, int id, PyObject *items, PyObject *key, PyObject *const *args,
+                      int nargs, PyObject *kwnames, PyObject **res)
+{
+    int rc;
+    PyObject *s = sort_by_key(I, items, key, kw_get(args, nargs, kwnames, "reverse"), &rc);
+    if (!s)
+        return rc;
+    Py_ssize_t n = PyList_Size(s);
+    if (id != B_sorted && n == 0) {
+        PyObject *dflt = kw_get(args, nargs, kwnames, "default");
+        if (dflt)
+            *res = Py_NewRef(dflt);
+        else
+            PyErr_Format(PyExc_ValueError, "%s() iterable argument is empty", id == B_min ? "min" : "max");
+    } else if (id == B_sorted) {
+        *res = PyList_New(n);
+        for (Py_ssize_t i = 0; *res && i < n; i++) {
+            Py_ssize_t j = PyLong_AsSsize_t(PyTuple_GetItem(PyList_GetItem(s, i), 1));
+            PyList_SetItem(*res, i, Py_NewRef(PyList_GetItem(items, j)));
+        }
+    } else {
+        /* min: first smallest; max: first largest (stable). */
+        Py_ssize_t pick = 0;
+        if (id == B_max) {
+            pick = n - 1;
+            PyObject *kmax = PyTuple_GetItem(PyList_GetItem(s, n - 1), 0);
+            while (pick > 0 && PyObject_RichCompareBool(PyTuple_GetItem(PyList_GetItem(s, pick - 1), 0), kmax,
+                                                        Py_EQ) == 1)
+                pick--;
+        }
+        Py_ssize_t j = PyLong_AsSsize_t(PyTuple_GetItem(PyList_GetItem(s, pick), 1));
+        *res = Py_NewRef(PyList_GetItem(items, j));
+    }
+    Py_DECREF(s);
+    return *res ? CAP_NEXT : CAP_ERR;
+}
+
+/* sorted, min and max over the items: key functions are traced calls;
+ * without one, the builtin itself runs on the items. */
+static int sort_items(cap_interp *I, int id, PyObject *items, PyObject *const *args, int nargs,
+                      PyObject *kwnames, PyObject **res)
+{
+    PyObject *key = kw_get(args, nargs, kwnames, "key");
+    if (key && key != Py_None)
+        return sort_keyed(I, id, items, key, args, nargs, kwnames, res);
+    const char *name = id == B_sorted ? "sorted" : id == B_min ? "min" : "max";
+    for (Py_ssize_t i = 0; PyList_Size(items) > 1 && i < PyList_Size(items); i++)
+        if (cap_is_tensor(PyList_GetItem(items, i)))
+            return cap_t_break(I->T, CAP_B_TENSOR_BOOL, "%s() comparing tensors", name);
+    PyObject *fn = PyDict_GetItemString(cap_P.builtins, name);
+    PyObject *kwn = NULL, *all[3] = {items, NULL, NULL};
+    PyObject *rev = kw_get(args, nargs, kwnames, "reverse"), *dflt = kw_get(args, nargs, kwnames, "default");
+    int nk = 0;
+    if (rev || dflt) {
+        kwn = PyTuple_New((rev ? 1 : 0) + (dflt ? 1 : 0));
+        if (!kwn)
+            return CAP_ERR;
+        if (rev) {
+            PyTuple_SetItem(kwn, nk, PyUnicode_FromString("reverse"));
+            all[1 + nk++] = rev;
+        }
+        if (dflt) {
+            PyTuple_SetItem(kwn, nk, PyUnicode_FromString("default"));
+            all[1 + nk++] = dflt;
+        }
+    }
+    *res = cap_call_real(fn, all, 1 + nk, kwn);
+    Py_XDECREF(kwn);
+    return *res ? CAP_NEXT : CAP_ERR;
+}
+
+static int sum_items(cap_interp *I, PyObject *items, PyObject *start, PyObject **res)
+{
+    PyObject *acc = start ? Py_NewRef(start) : PyLong_FromLong(0);
+    for (Py_ssize_t i = 0; acc && i < PyList_Size(items); i++) {
+        PyObject *r = NULL;
+        int rc = cap_op_binary(I, CAP_NB_ADD, acc, PyList_GetItem(items, i), &r);
+        Py_CLEAR(acc);
+        if (rc == CAP_FRAME)
+            return cap_t_break(I->T, CAP_B_UNSUPPORTED_CALL, "sum() over objects with Python __add__");
+        if (rc != CAP_NEXT)
+            return rc;
+        acc = r;
+    }
+    *res = acc;
+    return acc ? CAP_NEXT : CAP_ERR;
+}
+
+/* any() and all() stop at the first item that decides, as in eager: the
+ * items after it are never asked for. */
+static int any_all(cap_interp *I, bool want, PyObject *iterable, PyObject **res)
+{
+    PyObject *it = NULL, *v = NULL;
+    int rc = iter_sync(I, iterable, &it);
+    bool decided = false;
+    while (rc == CAP_NEXT && !decided && (rc = cap_t_next_sync(I, it, &v)) == CAP_NEXT && v) {
+        int t = 0;
+        if (cap_is_tensor(v))
+            rc = cap_t_break(I->T, CAP_B_TENSOR_BOOL, "%s() over tensors", want ? "any" : "all");
+        else if ((t = PyObject_IsTrue(v)) < 0)
+            rc = CAP_ERR;
+        decided = rc == CAP_NEXT && (bool)t == want;
+        Py_CLEAR(v);
+    }
+    Py_XDECREF(it);
+    if (rc == CAP_NEXT)
+        *res = Py_NewRef(decided == want ? Py_True : Py_False);
+    return rc;
+}
+
+/* Builtins that consume an iterable (list, tuple, set, frozenset, sorted,
+ * min, max, sum, any, all), through the tracer. A break midway puts the
+ * iterators it advanced back: the call then reruns for real. */
+static int consume_items(cap_interp *I, int id, PyObject *const *args, int nargs, PyObject *kwnames,
+                         PyObject **out)
+{
     int npos = nargs - kw_count(kwnames), rc = CAP_NEXT;
-    PyObject *lists[8] = {0}, *res = NULL;
-    int nl = id == B_zip || id == B_map ? npos - (id == B_map) : (npos > 0 ? 1 : 0);
-    if (nl > 8)
-        return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "zip of more than 8 iterables");
-    int first = id == B_map || id == B_filter ? 1 : 0;
-    /* Materializing advances ptc's own iterators (iter(), a drained generator
-       expression); a break after it reruns the call for real from where
-       they were, so their positions go back then. */
-    Py_ssize_t pos[8];
-    for (int k = 0; k < nl; k++)
-        pos[k] = Py_TYPE(args[first + k]) == cap_iter_type ? ((cap_iter *)args[first + k])->i : -1;
-    if (id == B_min || id == B_max) {
-        if (npos > 1) /* min(a, b, ...) */
-            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "unreachable");
-    }
-    for (int k = 0; k < nl; k++) {
-        lists[k] = cap_t_materialize(I, args[first + k], &rc);
-        if (!lists[k])
-            goto done;
-    }
+    if (id == B_any || id == B_all)
+        return npos == 1 ? any_all(I, id == B_any, args[0], out) : CAP_ERR;
+    PyObject *items = npos > 0 ? cap_t_materialize(I, args[0], &rc) : PyList_New(0);
+    if (!items)
+        return npos > 0 ? rc : CAP_ERR;
     switch (id) {
     case B_list:
-        res = nl ? Py_NewRef(lists[0]) : PyList_New(0);
+        *out = Py_NewRef(items);
         break;
     case B_tuple:
-        res = nl ? PyList_AsTuple(lists[0]) : PyTuple_New(0);
+        *out = PyList_AsTuple(items);
         break;
     case B_set:
-        res = PySet_New(nl ? lists[0] : NULL);
+        *out = PySet_New(items);
         break;
     case B_frozenset:
-        res = PyFrozenSet_New(nl ? lists[0] : NULL);
+        *out = PyFrozenSet_New(items);
         break;
-    case B_enumerate: {
-        PyObject *start = npos > 1 ? args[1] : kw_get(args, nargs, kwnames, "start");
-        long long s0 = start ? PyLong_AsLongLong(start) : 0;
-        res = PyList_New(PyList_Size(lists[0]));
-        for (Py_ssize_t i = 0; res && i < PyList_Size(lists[0]); i++)
-            PyList_SetItem(res, i, Py_BuildValue("(LO)", s0 + (long long)i, PyList_GetItem(lists[0], i)));
-        break;
-    }
-    case B_zip: {
-        Py_ssize_t n = nl ? PyList_Size(lists[0]) : 0;
-        for (int k = 1; k < nl; k++)
-            if (PyList_Size(lists[k]) < n)
-                n = PyList_Size(lists[k]);
-        PyObject *strict = kw_get(args, nargs, kwnames, "strict");
-        if (strict && PyObject_IsTrue(strict) == 1)
-            for (int k = 1; k < nl; k++)
-                if (PyList_Size(lists[k]) != PyList_Size(lists[0])) {
-                    PyErr_SetString(PyExc_ValueError, "zip() arguments have different lengths");
-                    rc = CAP_ERR;
-                    goto done;
-                }
-        res = PyList_New(n);
-        for (Py_ssize_t i = 0; res && i < n; i++) {
-            PyObject *t = PyTuple_New(nl);
-            for (int k = 0; k < nl; k++)
-                PyTuple_SetItem(t, k, Py_NewRef(PyList_GetItem(lists[k], i)));
-            PyList_SetItem(res, i, t);
-        }
-        break;
-    }
-    case B_reversed:
-        res = Py_NewRef(lists[0]);
-        PyList_Reverse(res);
-        break;
-    case B_map:
-    case B_filter: {
-        Py_ssize_t n = PyList_Size(lists[0]);
-        for (int k = 1; k < nl; k++)
-            if (PyList_Size(lists[k]) < n)
-                n = PyList_Size(lists[k]);
-        res = PyList_New(0);
-        for (Py_ssize_t i = 0; res && i < n; i++) {
-            PyObject *a[8], *r = NULL;
-            for (int k = 0; k < nl; k++)
-                a[k] = PyList_GetItem(lists[k], i);
-            if (id == B_filter && args[0] == Py_None) {
-                r = Py_NewRef(a[0]);
-            } else if ((rc = cap_t_call_sync(I, args[0], a, nl, NULL, &r)) != CAP_NEXT) {
-                Py_CLEAR(res);
-                goto done;
-            }
-            if (id == B_map) {
-                PyList_Append(res, r);
-            } else {
-                if (cap_is_tensor(r)) {
-                    Py_DECREF(r);
-                    rc = cap_t_break(T, CAP_B_TENSOR_BOOL, "filter() on tensor values");
-                    Py_CLEAR(res);
-                    goto done;
-                }
-                int t = PyObject_IsTrue(r);
-                if (t > 0)
-                    PyList_Append(res, a[0]);
-            }
-            Py_DECREF(r);
-        }
-        break;
-    }
-    case B_sorted:
-    case B_min:
-    case B_max: {
-        PyObject *key = kw_get(args, nargs, kwnames, "key");
-        PyObject *items = lists[0];
-        if (key && key != Py_None) {
-            /* Decorate with keys computed by traced calls. */
-            PyObject *keys = PyList_New(0);
-            for (Py_ssize_t i = 0; i < PyList_Size(items); i++) {
-                PyObject *a[1] = {PyList_GetItem(items, i)}, *kv = NULL;
-                if ((rc = cap_t_call_sync(I, key, a, 1, NULL, &kv)) != CAP_NEXT) {
-                    Py_DECREF(keys);
-                    goto done;
-                }
-                PyList_Append(keys, kv);
-                Py_DECREF(kv);
-            }
-            /* Sort indices by key; pick the best index for min/max. */
-            PyObject *idx = PyList_New(0);
-            for (Py_ssize_t i = 0; i < PyList_Size(items); i++) {
-                PyObject *pair = Py_BuildValue("(On)", PyList_GetItem(keys, i), i);
-                PyList_Append(idx, pair);
-                Py_DECREF(pair);
-            }
-            Py_DECREF(keys);
-            PyObject *kw0 = PyDict_New();
-            PyObject *rev = kw_get(args, nargs, kwnames, "reverse");
-            if (rev)
-                PyDict_SetItemString(kw0, "reverse", rev);
-            PyObject *sortargs = PyTuple_Pack(1, idx);
-            PyObject *sorted_fn = PyDict_GetItemString(cap_P.builtins, "sorted");
-            PyObject *s = PyObject_Call(sorted_fn, sortargs, kw0);
-            Py_DECREF(sortargs);
-            Py_DECREF(kw0);
-            Py_DECREF(idx);
-            if (!s) {
-                rc = CAP_ERR;
-                goto done;
-            }
-            Py_ssize_t n = PyList_Size(s);
-            if (id != B_sorted && n == 0) {
-                PyObject *dflt = kw_get(args, nargs, kwnames, "default");
-                if (dflt)
-                    res = Py_NewRef(dflt);
-                else
-                    PyErr_Format(PyExc_ValueError, "%s() iterable argument is empty",
-                                 id == B_min ? "min" : "max");
-            } else if (id == B_sorted) {
-                res = PyList_New(n);
-                for (Py_ssize_t i = 0; i < n; i++) {
-                    Py_ssize_t j = PyLong_AsSsize_t(PyTuple_GetItem(PyList_GetItem(s, i), 1));
-                    PyList_SetItem(res, i, Py_NewRef(PyList_GetItem(items, j)));
-                }
-            } else {
-                /* min: first smallest; max: first largest (stable). */
-                Py_ssize_t pick = 0;
-                if (id == B_max) {
-                    pick = n - 1;
-                    PyObject *kmax = PyTuple_GetItem(PyList_GetItem(s, n - 1), 0);
-                    while (pick > 0 && PyObject_RichCompareBool(
-                                           PyTuple_GetItem(PyList_GetItem(s, pick - 1), 0), kmax, Py_EQ) == 1)
-                        pick--;
-                }
-                Py_ssize_t j = PyLong_AsSsize_t(PyTuple_GetItem(PyList_GetItem(s, pick), 1));
-                res = Py_NewRef(PyList_GetItem(items, j));
-            }
-            Py_DECREF(s);
-            break;
-        }
-        PyObject *fn = PyDict_GetItemString(cap_P.builtins, id == B_sorted ? "sorted" : id == B_min ? "min" : "max");
-        PyObject *a0[1] = {items};
-        PyObject *kwn = NULL;
-        PyObject *kwv[2];
-        int nk = 0;
-        PyObject *rev = kw_get(args, nargs, kwnames, "reverse"), *dflt = kw_get(args, nargs, kwnames, "default");
-        if (rev || dflt) {
-            kwn = PyTuple_New((rev ? 1 : 0) + (dflt ? 1 : 0));
-            if (rev) {
-                PyTuple_SetItem(kwn, nk, PyUnicode_FromString("reverse"));
-                kwv[nk++] = rev;
-            }
-            if (dflt) {
-                PyTuple_SetItem(kwn, nk, PyUnicode_FromString("default"));
-                kwv[nk++] = dflt;
-            }
-        }
-        PyObject *all[3] = {a0[0], nk > 0 ? kwv[0] : NULL, nk > 1 ? kwv[1] : NULL};
-        res = cap_call_real(fn, all, 1 + nk, kwn);
-        Py_XDECREF(kwn);
-        break;
-    }
     case B_sum: {
-        PyObject *acc = npos > 1 ? Py_NewRef(args[1]) : PyLong_FromLong(0);
-        PyObject *start = kw_get(args, nargs, kwnames, "start");
-        if (start)
-            Py_SETREF(acc, Py_NewRef(start));
-        for (Py_ssize_t i = 0; acc && i < PyList_Size(lists[0]); i++) {
-            PyObject *r = NULL;
-            rc = cap_op_binary(I, CAP_NB_ADD, acc, PyList_GetItem(lists[0], i), &r);
-            if (rc == CAP_FRAME) {
-                rc = cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "sum() over objects with Python __add__");
-                Py_CLEAR(acc);
-                goto done;
-            }
-            Py_SETREF(acc, r);
-            if (rc != CAP_NEXT) {
-                Py_CLEAR(acc);
-                goto done;
-            }
-        }
-        res = acc;
+        PyObject *start = npos > 1 ? args[1] : kw_get(args, nargs, kwnames, "start");
+        rc = sum_items(I, items, start, out);
         break;
     }
-    case B_any:
-    case B_all: {
-        bool want = id == B_any;
-        res = Py_NewRef(want ? Py_False : Py_True);
-        for (Py_ssize_t i = 0; i < PyList_Size(lists[0]); i++) {
-            PyObject *v = PyList_GetItem(lists[0], i);
-            if (cap_is_tensor(v)) {
-                Py_CLEAR(res);
-                rc = cap_t_break(T, CAP_B_TENSOR_BOOL, "%s() over tensors", want ? "any" : "all");
-                goto done;
-            }
-            int t = PyObject_IsTrue(v);
-            if (t < 0) {
-                Py_CLEAR(res);
-                rc = CAP_ERR;
-                goto done;
-            }
-            if ((bool)t == want) {
-                Py_SETREF(res, Py_NewRef(want ? Py_True : Py_False));
-                break;
-            }
-        }
+    default:
+        rc = sort_items(I, id, items, args, nargs, kwnames, out);
         break;
     }
-    }
-    if (!res && rc == CAP_NEXT)
-        rc = CAP_ERR;
-    if (res && (id == B_enumerate || id == B_zip || id == B_reversed || id == B_map || id == B_filter)) {
-        *out = cap_iter_seq(res, -1, T);
-        Py_DECREF(res);
-        res = NULL;
-        if (!*out)
-            rc = CAP_ERR;
-    } else {
-        *out = res;
-    }
-done:
-    for (int k = 0; k < 8; k++)
-        Py_XDECREF(lists[k]);
-    bool breaks = rc == CAP_BREAK || (rc == CAP_ERR && PyErr_ExceptionMatches(cap_GraphBreak));
-    for (int k = 0; breaks && k < nl; k++)
-        if (pos[k] >= 0)
-            ((cap_iter *)args[first + k])->i = pos[k];
-    return rc;
+    Py_DECREF(items);
+    return rc == CAP_NEXT && !*out ? CAP_ERR : rc;
+}
+
+static int do_iterables(cap_interp *I, int id, PyObject *callable, PyObject *const *args, int nargs,
+                        PyObject *kwnames, PyObject **out)
+{
+    int npos = nargs - kw_count(kwnames);
+    if (check_iterable_args(callable, args, nargs, kwnames, 0, npos > 0) != CAP_NEXT)
+        return CAP_ERR;
+    cap_iter_marks marks;
+    cap_iter_mark(&marks, args, nargs);
+    return cap_iter_rewind(I, &marks, consume_items(I, id, args, nargs, kwnames, out));
 }
 
 static int do_builtin(cap_interp *I, int id, PyObject *callable, PyObject *const *args,
@@ -531,8 +552,7 @@ static int do_builtin(cap_interp *I, int id, PyObject *callable, PyObject *const
         break;
     case B_type:
         if (npos == 1 && !kwnames) {
-            *out = Py_NewRef(cap_is_tensor(args[0]) ? ((cap_tensor *)args[0])->fake_type
-                                                   : (PyObject *)Py_TYPE(args[0]));
+            *out = Py_NewRef(cap_eager_type(args[0]));
             return CAP_NEXT;
         }
         return cap_t_break(T, CAP_B_UNINTERPRETABLE, "type() creating a class");
@@ -574,15 +594,17 @@ static int do_builtin(cap_interp *I, int id, PyObject *callable, PyObject *const
     case B_open:
     case B_breakpoint:
         return cap_t_break(T, CAP_B_PRINT, "%s()", id == B_open ? "open" : id == B_input ? "input" : "breakpoint");
-    case B_enumerate: case B_zip: case B_reversed: case B_map: case B_filter: case B_sorted:
-    case B_sum: case B_any: case B_all: case B_list: case B_tuple: case B_set: case B_frozenset:
-        if ((id == B_min || id == B_max) && npos != 1)
-            break;
-        return do_iterables(I, id, args, nargs, kwnames, out);
+    case B_enumerate: case B_zip: case B_map: case B_filter:
+        return make_lazy(I, id, callable, args, nargs, kwnames, out);
+    case B_reversed:
+        return make_reversed(I, callable, args, nargs, kwnames, out);
+    case B_sorted: case B_sum: case B_any: case B_all: case B_list: case B_tuple: case B_set:
+    case B_frozenset:
+        return do_iterables(I, id, callable, args, nargs, kwnames, out);
     case B_min:
     case B_max:
         if (npos == 1)
-            return do_iterables(I, id, args, nargs, kwnames, out);
+            return do_iterables(I, id, callable, args, nargs, kwnames, out);
         if (ti >= 0)
             return cap_t_break(T, CAP_B_TENSOR_BOOL, "%s() comparing tensors", id == B_min ? "min" : "max");
         break;
@@ -873,6 +895,32 @@ static bool plain_new(PyObject *type)
            type == (PyObject *)&PyUnicode_Type;
 }
 
+/* l.extend(it) on a list made in the trace: item by item, as CPython does
+ * for an iterator, so callbacks under it see the items added so far. A
+ * break or an uncaught error takes the list and the iterators back. */
+static int extend_lazily(cap_interp *I, PyObject *list, PyObject *it, PyObject **out)
+{
+    Py_ssize_t n0 = PyList_Size(list);
+    cap_iter_marks marks;
+    cap_iter_mark(&marks, &it, 1);
+    PyObject *v = NULL;
+    int rc;
+    while ((rc = cap_t_next_sync(I, it, &v)) == CAP_NEXT && v) {
+        int r = PyList_Append(list, v);
+        Py_DECREF(v);
+        if (r < 0) {
+            rc = CAP_ERR;
+            break;
+        }
+    }
+    if (cap_t_reruns(I, rc))
+        PyList_SetSlice(list, n0, PyList_Size(list), NULL);
+    rc = cap_iter_rewind(I, &marks, rc);
+    if (rc == CAP_NEXT)
+        *out = Py_NewRef(Py_None);
+    return rc;
+}
+
 static int c_callable(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                       PyObject *kwnames, PyObject **out)
 {
@@ -940,6 +988,9 @@ static int c_callable(cap_interp *I, PyObject *callable, PyObject *const *args, 
             else
                 rc = cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "%s.%s() on an object from outside",
                                  cap_tpname(Py_TYPE(self)), name);
+        } else if (PyList_CheckExact(self) && strcmp(name, "extend") == 0 && nargs == 1 && !kwnames &&
+                   cap_is_ptc_iter(args[0])) {
+            rc = extend_lazily(I, self, args[0], out);
         } else {
             PyObject *m = PyCFunction_Check(callable) || held ? Py_NewRef(callable)
                                                              : PyObject_GetAttrString(self, name);

@@ -638,12 +638,10 @@ PyObject *cap_t_materialize(cap_interp *I, PyObject *obj, int *rc)
         Py_XDECREF(list);
         return NULL;
     }
-    while ((*rc = cap_t_next(I, it, &v)) == CAP_NEXT && v) {
+    while ((*rc = cap_t_next_sync(I, it, &v)) == CAP_NEXT && v) {
         PyList_Append(list, v);
         Py_DECREF(v);
     }
-    if (*rc == CAP_FRAME)
-        *rc = cap_t_break(I->T, CAP_B_OPAQUE_ITERATOR, "a Python __next__ inside a builtin");
     Py_DECREF(it);
     if (*rc != CAP_NEXT)
         Py_CLEAR(list);
@@ -661,7 +659,7 @@ int cap_t_iter(cap_interp *I, PyObject *obj, PyObject **out)
         Py_DECREF(items);
         return *out ? CAP_NEXT : CAP_ERR;
     }
-    if (Py_TYPE(obj) == cap_iter_type) {
+    if (cap_is_ptc_iter(obj)) {
         *out = Py_NewRef(obj);
         return CAP_NEXT;
     }
@@ -714,6 +712,12 @@ int cap_t_iter(cap_interp *I, PyObject *obj, PyObject **out)
                                cap_tpname(Py_TYPE(obj)));
         if (PyObject_TypeCheck(obj, (PyTypeObject *)cap_P.GeneratorType))
             cap_t_note_skipped(T, obj);
+        else if (PyIter_Check(obj)) {
+            /* An iterator of a C type made in the trace (itertools.count()):
+               advanced for real, one item at a time, as eager does. */
+            *out = PyObject_GetIter(obj);
+            return *out ? CAP_NEXT : CAP_ERR;
+        }
         list = PySequence_List(obj);
     }
     if (!list)
@@ -736,10 +740,12 @@ int cap_t_next(cap_interp *I, PyObject *it, PyObject **out)
             *out = v;
             return v || !PyErr_Occurred() ? CAP_NEXT : CAP_ERR;
         }
-        int rc = derived(T, v, CAP_S_INDEX, ci->src, (int)(ci->i - 1), NULL, out);
+        int rc = derived(T, v, CAP_S_INDEX, ci->src, (int)(ci->rev ? ci->i + 1 : ci->i - 1), NULL, out);
         Py_DECREF(v);
         return rc;
     }
+    if (Py_TYPE(it) == cap_lazy_type)
+        return cap_t_lazy_next(I, (cap_lazy *)it, out);
     PyObject *m = python_method(it, "__next__", NULL);
     if (m) {
         PyObject *args[1] = {it};
@@ -851,13 +857,23 @@ int cap_t_check_format(cap_trace *T, PyObject *v)
 
 PyObject *cap_t_flow(cap_trace *T, PyObject *obj)
 {
+    if (Py_TYPE(obj) == cap_lazy_type) {
+        /* A call ptc runs for real consumes it: its items, traced, now. */
+        int rc;
+        PyObject *items = cap_t_materialize(T->I, obj, &rc), *it;
+        if (!items && rc == CAP_BREAK)
+            return cap_signal_break(T->brk.code, "%s", T->brk.detail);
+        it = items ? PyObject_GetIter(items) : NULL;
+        Py_XDECREF(items);
+        return it;
+    }
     if (Py_TYPE(obj) == cap_iter_type) {
         cap_iter *ci = (cap_iter *)obj;
         PyObject *list = PyList_New(0), *v;
         while (list && (v = cap_iter_next_raw(ci))) {
             PyObject *w = v;
             if (ci->src >= 0) {
-                if (derived(T, v, CAP_S_INDEX, ci->src, (int)(ci->i - 1), NULL, &w) != CAP_NEXT)
+                if (derived(T, v, CAP_S_INDEX, ci->src, (int)(ci->rev ? ci->i + 1 : ci->i - 1), NULL, &w) != CAP_NEXT)
                     Py_CLEAR(list);
                 Py_DECREF(v);
             }

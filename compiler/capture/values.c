@@ -370,8 +370,33 @@ int cap_op_truth(cap_interp *I, PyObject *v, int ret_arg, int *out)
     return CAP_NEXT;
 }
 
+/* item in it, for one of ptc's iterators: advanced through the tracer up
+ * to the first equal item, as CPython's search does. */
+static int contains_in_iter(cap_interp *I, PyObject *it, PyObject *item, PyObject **out)
+{
+    cap_iter_marks marks;
+    cap_iter_mark(&marks, &it, 1);
+    PyObject *v = NULL;
+    int rc, found = 0;
+    while (!found && (rc = cap_t_next_sync(I, it, &v)) == CAP_NEXT && v) {
+        if (cap_is_tensor(v))
+            rc = cap_t_break(I->T, CAP_B_TENSOR_BOOL, "'in' over tensors");
+        else if ((found = PyObject_RichCompareBool(v, item, Py_EQ)) < 0)
+            rc = CAP_ERR;
+        Py_CLEAR(v);
+        if (rc != CAP_NEXT)
+            break;
+    }
+    rc = cap_iter_rewind(I, &marks, rc);
+    if (rc == CAP_NEXT)
+        *out = Py_NewRef(found ? Py_True : Py_False);
+    return rc;
+}
+
 int cap_op_contains(cap_interp *I, PyObject *container, PyObject *item, PyObject **out)
 {
+    if (I->T && cap_is_ptc_iter(container) && !cap_is_tensor(item))
+        return contains_in_iter(I, container, item, out);
     if (I->T) {
         if (cap_is_tensor(container) || cap_is_tensor(item) || cap_t_is_real_tensor(container) ||
             cap_t_is_real_tensor(item))

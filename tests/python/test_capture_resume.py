@@ -374,7 +374,17 @@ def local_list_subclass(x):
     return y * items[1]
 
 
-@pytest.mark.parametrize("fn", [local_partial, local_slotted, local_list_subclass], ids=lambda f: f.__name__)
+def test_list_subclass_is_rebuilt_across_a_break():
+    """A list subclass made in the function is rebuilt as pickle would (its
+    class, its items, its attributes): the frame no longer runs eagerly."""
+    x = torch.randn(4, 8).abs()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compiled = check_like_eager(local_list_subclass, x, calls=2)
+    assert not [e for e in events(compiled) if e["kind"] == "untraceable"]
+
+
+@pytest.mark.parametrize("fn", [local_partial, local_slotted], ids=lambda f: f.__name__)
 def test_unrebuildable_object_runs_the_frame_eagerly(fn):
     """Before: the rebuilt object was wrong (TypeError, AttributeError,
     IndexError raised to the caller). Now the frame runs eagerly and says why."""

@@ -1,0 +1,320 @@
+"""Lazy iterators, identity and rejected calls under ptc.compile, against eager.
+
+map, filter, zip, enumerate, reversed and iter(...) stay lazy while tracing:
+each item is computed when the program asks for it, so callbacks see the
+state of that moment, consumers that stop early (any, all, a for-loop's
+break) call nothing more, and an iterator the function returns (or that is
+live at a break) comes back as eager's own type, at eager's position. Calls
+CPython rejects raise CPython's error; values made in the function that ptc
+used to fail on (defaultdict, itertools.compress, list subclasses, tuple
+subclasses with attributes) are rebuilt. Each program runs eagerly and under
+ptc.compile(backend="eager") twice; results (iterators: type and remaining
+items), exceptions, printed text and the argument must agree, with no ptc
+warning, and the first call must report the pinned graph and break counts.
+"""
+import collections
+import contextlib
+import io
+import itertools
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import ptc  # noqa: E402
+
+CASES = []
+
+
+def case(graphs, breaks):
+    def add(fn):
+        CASES.append(pytest.param(fn, graphs, breaks, id=fn.__name__))
+        return fn
+    return add
+
+
+@case(1, 0)
+def extend_sees_items_added_so_far(x):
+    y = [1]
+    y.extend(map(lambda z: z + y[-1], range(3)))  # eager: [1, 1, 2, 4]
+    return x + 1, y
+
+
+@case(1, 1)
+def max_over_mapped_tensors(x):
+    return max(map(lambda t: t.sum(), [x, x * 2]))
+
+
+@case(1, 0)
+def returned_map_is_a_map(x):
+    return x + 1, map(lambda v: v * 2, [1, 2, 3])
+
+
+@case(1, 0)
+def returned_started_map(x):
+    m = map(lambda v: v + 1, [1, 2, 3])
+    next(m)
+    return x + 1, m
+
+
+@case(1, 0)
+def returned_zip_enumerate_reversed_filter(x):
+    z = zip([1, 2, 3], "abc")
+    next(z)
+    return x + 1, z, enumerate([5, 6], 1), reversed([1, 2, 3]), filter(None, [0, 1, 2])
+
+
+@case(1, 0)
+def returned_range_and_tuple_iterators(x):
+    it = iter(range(3))
+    next(it)
+    return x + 1, it, iter((1, 2)), reversed(range(4))
+
+
+@case(1, 0)
+def map_with_endless_count(x):
+    return x + 1, list(map(lambda a, b: a + b, [1, 2, 3], itertools.count()))
+
+
+@case(1, 0)
+def filter_reads_state_when_consumed(x):
+    y = [0]
+    it = filter(lambda v: v > y[0], [1, 2, 3])
+    y[0] = 1
+    return x + 1, list(it)
+
+
+@case(1, 0)
+def iterators_see_later_writes(x):
+    a = [1, 2]
+    z = zip(a, a)
+    a.append(3)
+    l = [1, 2, 3]
+    r = reversed(l)
+    l[0] = 9
+    return x + 1, list(z), list(r)
+
+
+@case(1, 0)
+def callbacks_run_in_program_order(x):
+    log = []
+
+    def f(v):
+        log.append(("f", v))
+        return v
+
+    def g(v):
+        log.append(("g", v))
+        return v
+
+    m = map(f, [1, 2, 3])
+    log.append("made")
+    for a, b in zip(m, map(g, [3, 4])):
+        log.append((a, b))
+    return x + 1, log
+
+
+@case(1, 0)
+def consumers_stop_early(x):
+    log = []
+
+    def f(v):
+        log.append(v)
+        return v
+
+    first = any(map(lambda v: f(v) > 1, [1, 2, 3, 4]))
+    for v in map(f, [5, 6, 7]):
+        if v == 6:
+            break
+    short = list(map(lambda a, b: f(a) + b, [8, 9, 10], [1]))
+    return x + 1, first, short, log
+
+
+@case(1, 0)
+def in_stops_at_the_first_equal_item(x):
+    log = []
+
+    def f(v):
+        log.append(v)
+        return v + 1
+
+    m = map(f, [0, 1, 2, 3])
+    found = 2 in m
+    seen = list(log)  # eager: [0, 1]
+    return x + 1, found, seen, list(m), 9 in zip([1], [2])
+
+
+@case(1, 0)
+def unpack_and_next(x):
+    a, b = map(lambda t: t * 2, (x, x + 1))
+    e = enumerate([a, b], start=3)
+    i, p = next(e)
+    j, q = next(e)
+    return p + q, i + j
+
+
+@case(1, 0)
+def dict_of_zip_and_sorted_map(x):
+    d = dict(zip(["a", "b"], [x, x + 1]))
+    return d, sorted(map(lambda v: -v, [3, 1, 2]), reverse=True)
+
+
+@case(1, 2)
+def map_live_across_print(x):
+    m = map(lambda t: t + 1, [x, x * 2, x * 3])
+    a = next(m)
+    print("between")
+    return a, list(m)
+
+
+@case(1, 1)
+def zip_strict_raises_like_eager(x):
+    return x + 1, list(zip([1, 2], [1], strict=True))
+
+
+@case(1, 1)
+def map_rejects_keywords(x):
+    return x + 1, list(map(lambda a, b: a + b, [1], [2], strict=True))
+
+
+@case(1, 1)
+def enumerate_rejects_unknown_keyword(x):
+    return x + 1, enumerate([1], bad=1)
+
+
+@case(1, 1)
+def filter_rejects_three_arguments(x):
+    return x + 1, filter(None, [1], [2])
+
+
+@case(1, 1)
+def map_needs_an_iterable(x):
+    return x + 1, map(lambda v: v)
+
+
+@case(1, 1)
+def len_of_a_map(x):
+    return x + 1, len(map(lambda v: v, [1]))
+
+
+@case(1, 0)
+def type_and_isinstance_of_iterators(x):
+    m = map(abs, [1])
+    return x + 1, type(m) is map, isinstance(zip(), zip), type(iter([])).__name__, type(reversed(())).__name__
+
+
+@case(1, 0)
+def nested_function_identity(x):
+    def g():
+        return g
+
+    return x + 1, g() is g
+
+
+@case(1, 1)
+def nested_function_identity_across_a_break(x):
+    def g():
+        return g
+
+    r = g()
+    print("break")
+    return x + 1, r is g, g() is g
+
+
+@case(1, 0)
+def returned_defaultdict(x):
+    d = collections.defaultdict(list)
+    d["a"].append(1)
+    return x + 1, d
+
+
+@case(1, 0)
+def returned_itertools_compress(x):
+    return x + 1, itertools.compress([1, 2, 3], [1, 0, 1])
+
+
+class Items(list):
+    pass
+
+
+class Pair(tuple):
+    pass
+
+
+@case(1, 0)
+def returned_list_and_tuple_subclasses(x):
+    items = Items([1, 2])
+    items.tag = "list"
+    p = Pair((1, 2))
+    p.tag = "tuple"
+    return x + 1, items, p
+
+
+def norm(v, depth=0):
+    """A comparable form: iterators as their type and remaining items."""
+    if isinstance(v, torch.Tensor):
+        return ("tensor", v.dtype, v.tolist())
+    if hasattr(v, "__next__") and iter(v) is v:
+        return ("iterator", type(v), [norm(i, depth + 1) for i in itertools.islice(v, 20)])
+    if isinstance(v, (list, tuple)):
+        return (type(v), [norm(i) for i in v], dict(getattr(v, "__dict__", {})))
+    if isinstance(v, dict):
+        return (type(v), [(k, norm(i)) for k, i in v.items()], getattr(v, "default_factory", None))
+    return (type(v), v)
+
+
+def observe(fn):
+    x = torch.ones(2)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result = ("ok", norm(fn(x)))
+        except Exception as e:  # the exception is the observable result
+            result = ("raised", type(e), str(e))
+    ptc_warnings = [str(w.message) for w in caught if str(w.message).startswith("ptc")]
+    return {"result": result, "stdout": out.getvalue(), "x": x.tolist(), "warnings": ptc_warnings}
+
+
+def counts(compiled):
+    handle = getattr(compiled, "_ptc_compiled", compiled)
+    ex = ptc.ExplainOutput(list(handle._events()), None)
+    return ex.graph_count, ex.break_count
+
+
+@pytest.mark.parametrize("fn,graphs,breaks", CASES)
+def test_like_eager(fn, graphs, breaks):
+    compiled = ptc.compile(fn, backend="eager")
+    for call in range(2):
+        want, got = observe(fn), observe(compiled)
+        assert not got["warnings"], got["warnings"]
+        assert got == want, "call %d" % (call + 1)
+        if call == 0:
+            assert counts(compiled) == (graphs, breaks)
+
+
+@pytest.mark.parametrize("fn,graphs,breaks", [c for c in CASES if c.values[2] == 0])
+def test_fullgraph_like_eager(fn, graphs, breaks):
+    """No break: fullgraph=True gives eager's answer, never an internal error."""
+    assert observe(ptc.compile(fn, backend="eager", fullgraph=True)) == observe(fn)
+
+
+def returns_a_partial(x):
+    import functools
+    return x + 1, functools.partial(torch.mul, 2)  # a C object ptc cannot rebuild
+
+
+def test_unrebuildable_return_runs_eagerly_or_breaks_under_fullgraph():
+    """Before: a warning and an internal error (InternalError under
+    fullgraph=True). Now the function runs for real without a warning, and
+    fullgraph=True raises the PTC-B025 break with its hint."""
+    compiled = ptc.compile(returns_a_partial, backend="eager")
+    got = observe(compiled)
+    assert not got["warnings"], got["warnings"]
+    assert got["result"][1][1][1][0] is type(returns_a_partial(torch.ones(1))[1])
+    with pytest.raises(ptc.GraphBreakError) as info:
+        ptc.compile(returns_a_partial, backend="eager", fullgraph=True)(torch.ones(2))
+    assert info.value.code == "PTC-B025"
+    assert "returns an object whose state is not in its __dict__ (partial)" in str(info.value)
+    assert "hint:" in str(info.value)
