@@ -304,3 +304,41 @@ def test_identity_guards_are_printed():
     a, b = torch.ones(2), torch.ones(2)
     guards = [g for gs in ptc.explain(f)(a, a, b).guards for g in gs]
     assert "L['b'] is L['a']" in guards and "distinct objects: L['a'], L['c']" in guards, guards
+
+
+# ---- eager's strides (TensorIterator's layout rules) ----
+
+A = lambda: torch.arange(12.0).reshape(4, 3)
+B = lambda: torch.arange(24.0).reshape(2, 3, 4)
+CL = lambda: torch.arange(120.0).reshape(2, 3, 4, 5).to(memory_format=torch.channels_last)
+LAYOUTS = [
+    ("transposed", lambda x: x.t() + 1, A),
+    ("transposed_twice", lambda x: x.t() * x.t(), A),
+    ("contiguous_first", lambda x: x.t().contiguous() + x.t(), A),
+    ("transposed_first", lambda x: x.t() + x.t().contiguous(), A),
+    ("broadcast_row", lambda x: x.t() + torch.ones(4), A),
+    ("permute3", lambda x: x.permute(2, 0, 1) * 2, B),
+    ("transpose12", lambda x: x.transpose(1, 2) - 1, B),
+    ("channels_last", lambda x: torch.relu(x) + 1, CL),
+    ("channels_last_and_contiguous", lambda x: x + x.contiguous(), CL),
+    ("sliced", lambda x: x.t()[1:] + 1, A),
+    ("strided_slice", lambda x: x[:, ::2] + 1, A),
+    ("where", lambda x: torch.where(x.t() > 3, x.t(), 0.0), A),
+    ("cast", lambda x: x.t().double(), A),
+    ("size_one_dim", lambda x: x[:1].t() + 1, A),
+    ("unsqueezed", lambda x: x.t().unsqueeze(0) + 1, A),
+    ("made_contiguous", lambda x: (x.t() + 1).contiguous(), A),
+    ("clone", lambda x: x.t().clone(), A),
+    ("after_matmul", lambda x: (x @ x.t()).t() + 1, A),
+    ("view_of_an_intermediate", lambda x: (x * 2).t(), A),
+]
+
+
+@pytest.mark.parametrize("backend", ["ptc", "eager"])
+@pytest.mark.parametrize("name,fn,make", LAYOUTS, ids=[c[0] for c in LAYOUTS])
+def test_outputs_keep_eager_strides(name, fn, make, backend):
+    expected, got = fn(make()), ptc.compile(fn, backend=backend)(make())
+    assert torch.equal(expected, got)
+    assert got.stride() == expected.stride() and got.storage_offset() == expected.storage_offset()
+    if expected._base is None:  # a view of an intermediate keeps a base ptc does not return
+        assert got._base is None
