@@ -538,8 +538,10 @@ static int output_of(const ptc_graph *g, const ptc_value *v)
     return -1;
 }
 
-/* Output i's view chain down to an input or to an output no view op made. */
-static int plan_alias(const ptc_graph *g, const uint8_t *node_grad, int i, alias_out *a)
+/* Output i's view chain down to an input or to an output no view op made.
+ * Constant tensors (input_src -1) are ptc's own: their views stay copies. */
+static int plan_alias(const ptc_graph *g, const uint8_t *node_grad, const int *input_src, int i,
+                      alias_out *a)
 {
     const ptc_node *chain[64];
     int n = 0;
@@ -547,7 +549,8 @@ static int plan_alias(const ptc_graph *g, const uint8_t *node_grad, int i, alias
     for (const ptc_node *d; n < 64 && (d = view_node(v)); v = d->args[0].v)
         chain[n++] = d;
     int out = v->input_index < 0 ? output_of(g, v) : -1;
-    if (n == 0 || n == 64 || (v->input_index < 0 && out < 0))
+    if (n == 0 || n == 64 || (v->input_index < 0 && out < 0) ||
+        (v->input_index >= 0 && input_src[v->input_index] < 0))
         return 0; /* not a view, or of an intermediate nobody returns: a copy */
     *a = (alias_out){i, v->input_index >= 0 ? v->input_index : -1 - out, v->id, n,
                      calloc((size_t)n, sizeof(estep))};
@@ -589,11 +592,12 @@ static void free_aliases(cap_backend_state *st)
     st->naliases = 0;
 }
 
-static int plan_aliases(const ptc_graph *g, const uint8_t *node_grad, cap_backend_state *st)
+static int plan_aliases(const cap_entry *e, cap_backend_state *st)
 {
+    const ptc_graph *g = e->graph;
     st->aliases = calloc((size_t)g->noutputs + 1, sizeof *st->aliases);
     for (int i = 0; i < g->noutputs; i++) {
-        int rc = plan_alias(g, node_grad, i, &st->aliases[st->naliases]);
+        int rc = plan_alias(g, e->node_grad, e->input_src, i, &st->aliases[st->naliases]);
         if (rc != 0)
             st->naliases++; /* kept on failure too, so that its steps are freed */
         if (rc < 0)
@@ -662,7 +666,7 @@ int cap_backend_prepare(cap_entry *e, cap_compiled *cc, ptc_error *err)
         Py_XDECREF(tb);
         return ptc_errorf(err, PTC_ERR_INTERNAL, "capture", "%s", msg);
     }
-    if (plan_aliases(e->graph, e->node_grad, st) < 0) {
+    if (plan_aliases(e, st) < 0) {
         PyErr_Clear();
         free_aliases(st); /* they come back as copies: the warning says so */
         return ptc_errorf(

@@ -342,3 +342,17 @@ def test_outputs_keep_eager_strides(name, fn, make, backend):
     assert got.stride() == expected.stride() and got.storage_offset() == expected.storage_offset()
     if expected._base is None:  # a view of an intermediate keeps a base ptc does not return
         assert got._base is None
+
+
+def test_views_of_constants_made_while_tracing_stay_copies():
+    # torch.tensor(...) in the function is a constant ptc keeps: a view of it
+    # handed to the user would let the next call see the user's writes.
+    def f(x):
+        c = torch.tensor([1.0, 2.0])
+        return c[0], x + 1
+
+    compiled = ptc.compile(f, backend="ptc")
+    first, _ = compiled(torch.ones(2))
+    first.fill_(100.0)
+    second, _ = compiled(torch.ones(2))
+    assert second.item() == 1.0
