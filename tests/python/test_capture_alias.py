@@ -201,6 +201,25 @@ def inner_two_views(x):
     return y, b, a
 
 
+@prog(graphs=1, breaks=2)
+def inner_view_written_after_a_break(x):
+    y = x * 2
+    v = y[0]
+    print("a break")
+    v.add_(1)
+    return y, v
+
+
+@prog(graphs=3, breaks=4)
+def views_kept_in_a_list_across_breaks(x):
+    rows = []
+    for i in range(2):
+        rows.append(x[i])
+        print(i)
+    rows[0].add_(5)
+    return x.sum(), rows[0], rows[1]
+
+
 # ---- outputs that alias ----
 
 @prog(graphs=1, breaks=0)
