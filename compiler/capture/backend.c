@@ -619,10 +619,16 @@ static int remake_aliases(const ptc_graph *g, const cap_backend_state *st, PyObj
         env[a->base_id] = Py_NewRef(a->base >= 0 ? inputs[a->base] : outputs[-1 - a->base]);
         rc = run_steps(a->steps, a->nsteps, env);
         PyObject *view = env[g->outputs[a->out]->id];
-        if (rc == 0 && view)
+        if (rc == 0 && !view) {
+            PyErr_SetString(cap_InternalError, "ptc: a view among the outputs could not be remade");
+            rc = -1;
+        }
+        if (rc == 0)
             Py_SETREF(outputs[a->out], Py_NewRef(view));
-        for (int v = 0; v < g->nvalues; v++)
-            Py_CLEAR(env[v]);
+        Py_CLEAR(env[a->base_id]); /* only the chain's values were set */
+        for (int k = 0; k < a->nsteps; k++)
+            for (int o = 0; o < a->steps[k].nout; o++)
+                Py_CLEAR(env[a->steps[k].outs[o]]);
     }
     free(env);
     return rc;
