@@ -118,7 +118,23 @@ struct cap_backend_state {
     PyObject *callable;          /* CAP_BACKEND_CALLABLE: what the backend returned */
     void *program;               /* CAP_BACKEND_PTC: the runtime's ptc_program */
     PyObject *train;             /* CAP_BACKEND_PTC needing gradients: a TrainProgram */
+    int naliases;                /* outputs that are views of an input or another output */
+    struct alias_out *aliases;
 };
+
+/* An output that eager returns as a view: it is remade after the graph from
+ * its base (an input, or an output no view op made) by replaying the view
+ * ops in between through torch, so that it shares the base's storage. */
+typedef struct alias_out {
+    int out;     /* output index */
+    int base;    /* input index, or -1 - output index */
+    int base_id; /* the base's value id */
+    int nsteps;
+    estep *steps; /* the view ops, base first */
+} alias_out;
+
+static void free_steps(estep *steps, int n);
+static void free_aliases(cap_backend_state *st);
 
 static int set_earg(earg *e, const ptc_arg *a)
 {
@@ -270,26 +286,10 @@ static int eager_step(const ptc_node *n, bool grad, estep *s)
 
 void cap_eager_free(cap_backend_state *st)
 {
-    for (int i = 0; i < st->nsteps; i++) {
-        estep *s = &st->steps[i];
-        for (int k = 0; k < s->npos; k++) {
-            Py_XDECREF(s->pos[k].obj);
-            free(s->pos[k].ids);
-        }
-        for (int k = 0; k < s->nkw; k++) {
-            Py_XDECREF(s->kw[k].obj);
-            free(s->kw[k].ids);
-        }
-        free(s->pos);
-        free(s->kw);
-        free(s->outs);
-        free(s->release);
-        Py_XDECREF(s->fn);
-        Py_XDECREF(s->kwnames);
-    }
-    free(st->steps);
+    free_steps(st->steps, st->nsteps);
     st->steps = NULL;
     st->nsteps = 0;
+    free_aliases(st);
 }
 
 int cap_eager_prepare(const ptc_graph *g, const uint8_t *node_grad, cap_backend_state *st)
@@ -344,69 +344,99 @@ static PyObject *earg_obj(const earg *a, PyObject **env)
     return l;
 }
 
+/* Calls step i on env (value id -> torch object) and stores its results. */
+static int call_step(const estep *s, int i, PyObject **env)
+{
+    PyObject *args = PyTuple_New(s->npos), *kw = s->nkw ? PyDict_New() : NULL, *r = NULL;
+    for (int k = 0; args && k < s->npos; k++) {
+        PyObject *a = earg_obj(&s->pos[k], env);
+        if (!a) {
+            PyErr_Format(cap_InternalError, "ptc: eager backend: node %d (%s) lost an argument", i,
+                         PyUnicode_Check(s->fn) ? PyUnicode_AsUTF8(s->fn) : "?");
+            Py_DECREF(args);
+            Py_XDECREF(kw);
+            return -1;
+        }
+        PyTuple_SetItem(args, k, a);
+    }
+    for (int k = 0; kw && k < s->nkw; k++) {
+        PyObject *v = earg_obj(&s->kw[k], env);
+        PyDict_SetItem(kw, PyTuple_GetItem(s->kwnames, k), v);
+        Py_XDECREF(v);
+    }
+    if (args && s->method) {
+        PyObject *self = PyTuple_GetItem(args, 0);
+        PyObject *m = PyObject_GetAttr(self, s->fn);
+        PyObject *rest = PyTuple_GetSlice(args, 1, s->npos);
+        r = m && rest ? PyObject_Call(m, rest, kw) : NULL;
+        Py_XDECREF(m);
+        Py_XDECREF(rest);
+    } else if (args) {
+        r = PyObject_Call(s->fn, args, kw);
+    }
+    Py_XDECREF(args);
+    Py_XDECREF(kw);
+    if (!r)
+        return -1;
+    if (s->nout == 1 && !s->wrap_list) {
+        if (PyTuple_Check(r) || PyList_Check(r)) {
+            PyObject *x = PySequence_GetItem(r, 0);
+            Py_SETREF(r, x);
+        }
+        Py_XSETREF(env[s->outs[0]], r);
+    } else if (s->wrap_list) {
+        Py_XSETREF(env[s->outs[0]], r);
+    } else {
+        for (int k = 0; k < s->nout; k++)
+            Py_XSETREF(env[s->outs[k]], PySequence_GetItem(r, k));
+        Py_DECREF(r);
+    }
+    for (int k = 0; k < s->nrelease; k++)
+        Py_CLEAR(env[s->release[k]]);
+    return 0;
+}
+
+/* Runs steps in order, each under the grad mode it was traced in; the
+ * caller's mode comes back after. */
+static int run_steps(const estep *steps, int nsteps, PyObject **env)
+{
+    PyObject *g0 = PyObject_CallNoArgs(cap_T.is_grad_enabled);
+    bool grad_now = g0 == Py_True, grad_start = grad_now;
+    Py_XDECREF(g0);
+    int rc = 0;
+    for (int i = 0; i < nsteps && rc == 0; i++) {
+        if (steps[i].grad != grad_now) {
+            if (cap_set_grad_enabled(steps[i].grad) < 0) {
+                rc = -1;
+                break;
+            }
+            grad_now = steps[i].grad;
+        }
+        rc = call_step(&steps[i], i, env);
+    }
+    if (grad_now != grad_start) {
+        PyObject *t, *v, *tb;
+        PyErr_Fetch(&t, &v, &tb);
+        if (cap_set_grad_enabled(grad_start) < 0) {
+            rc = -1;
+            Py_XDECREF(t);
+            Py_XDECREF(v);
+            Py_XDECREF(tb);
+        } else {
+            PyErr_Restore(t, v, tb);
+        }
+    }
+    return rc;
+}
+
 int cap_eager_run(const ptc_graph *g, cap_backend_state *st, PyObject **inputs, PyObject **outputs)
 {
     PyObject **env = calloc((size_t)st->nvalues + 1, sizeof *env);
     int rc = -1;
-    PyObject *g0 = PyObject_CallNoArgs(cap_T.is_grad_enabled);
-    bool grad_now = g0 == Py_True, grad_start = grad_now;
-    Py_XDECREF(g0);
     for (int i = 0; i < g->ninputs; i++)
         env[g->inputs[i]->id] = Py_NewRef(inputs[i]);
-    for (int i = 0; i < st->nsteps; i++) {
-        estep *s = &st->steps[i];
-        if (s->grad != grad_now) {
-            if (cap_set_grad_enabled(s->grad) < 0)
-                goto done;
-            grad_now = s->grad;
-        }
-        PyObject *args = PyTuple_New(s->npos), *kw = s->nkw ? PyDict_New() : NULL, *r = NULL;
-        for (int k = 0; args && k < s->npos; k++) {
-            PyObject *a = earg_obj(&s->pos[k], env);
-            if (!a) {
-                PyErr_Format(cap_InternalError, "ptc: eager backend: node %d (%s) lost an argument",
-                             i, PyUnicode_Check(s->fn) ? PyUnicode_AsUTF8(s->fn) : "?");
-                Py_DECREF(args);
-                Py_XDECREF(kw);
-                goto done;
-            }
-            PyTuple_SetItem(args, k, a);
-        }
-        for (int k = 0; kw && k < s->nkw; k++) {
-            PyObject *v = earg_obj(&s->kw[k], env);
-            PyDict_SetItem(kw, PyTuple_GetItem(s->kwnames, k), v);
-            Py_XDECREF(v);
-        }
-        if (args && s->method) {
-            PyObject *self = PyTuple_GetItem(args, 0);
-            PyObject *m = PyObject_GetAttr(self, s->fn);
-            PyObject *rest = PyTuple_GetSlice(args, 1, s->npos);
-            r = m && rest ? PyObject_Call(m, rest, kw) : NULL;
-            Py_XDECREF(m);
-            Py_XDECREF(rest);
-        } else if (args) {
-            r = PyObject_Call(s->fn, args, kw);
-        }
-        Py_XDECREF(args);
-        Py_XDECREF(kw);
-        if (!r)
-            goto done;
-        if (s->nout == 1 && !s->wrap_list) {
-            if (PyTuple_Check(r) || PyList_Check(r)) {
-                PyObject *x = PySequence_GetItem(r, 0);
-                Py_SETREF(r, x);
-            }
-            env[s->outs[0]] = r;
-        } else if (s->wrap_list) {
-            env[s->outs[0]] = r;
-        } else {
-            for (int k = 0; k < s->nout; k++)
-                env[s->outs[k]] = PySequence_GetItem(r, k);
-            Py_DECREF(r);
-        }
-        for (int k = 0; k < s->nrelease; k++)
-            Py_CLEAR(env[s->release[k]]);
-    }
+    if (run_steps(st->steps, st->nsteps, env) < 0)
+        goto done;
     for (int i = 0; i < g->noutputs; i++) {
         outputs[i] = Py_XNewRef(env[g->outputs[i]->id]);
         if (!outputs[i]) {
@@ -416,8 +446,6 @@ int cap_eager_run(const ptc_graph *g, cap_backend_state *st, PyObject **inputs, 
     }
     rc = 0;
 done:
-    if (grad_now != grad_start)
-        cap_set_grad_enabled(grad_start);
     for (int i = 0; i < st->nvalues; i++)
         Py_XDECREF(env[i]);
     free(env);
@@ -468,6 +496,142 @@ done:
     if (rc < 0)
         for (int i = 0; i < g->noutputs; i++)
             Py_CLEAR(outputs[i]);
+    return rc;
+}
+
+/* ---- outputs that alias ------------------------------------------------------------ */
+
+static bool static_arg(const ptc_arg *a)
+{
+    if (a->kind == PTC_ARG_INT)
+        return !a->i.sym;
+    for (int i = 0; a->kind == PTC_ARG_INTS && i < a->is.n; i++)
+        if (a->is.d[i].sym)
+            return false;
+    return true;
+}
+
+/* The node that made v as a view of its first argument in torch, or NULL.
+ * to() that changes nothing returns its argument itself. Views with
+ * symbolic arguments are not replayed (their sizes are not known here). */
+static const ptc_node *view_node(const ptc_value *v)
+{
+    const ptc_node *n = v->def;
+    if (!n || n->nargs < 1 || n->args[0].kind != PTC_ARG_VALUE)
+        return NULL;
+    const ptc_ttype *from = &n->args[0].v->type;
+    bool same_to = n->op == PTC_OP_TO && from->dtype == v->type.dtype &&
+                   ptc_device_eq(from->device, v->type.device) &&
+                   from->requires_grad == v->type.requires_grad;
+    if (!cap_op_returns_view(n->op) && !same_to)
+        return NULL;
+    for (int i = 1; i < n->nargs; i++)
+        if (!static_arg(&n->args[i]))
+            return NULL;
+    return n;
+}
+
+static int output_of(const ptc_graph *g, const ptc_value *v)
+{
+    for (int i = 0; i < g->noutputs; i++)
+        if (g->outputs[i] == v)
+            return i;
+    return -1;
+}
+
+/* Output i's view chain down to an input or to an output no view op made.
+ * Constant tensors (input_src -1) are ptc's own: their views stay copies. */
+static int plan_alias(const ptc_graph *g, const uint8_t *node_grad, const int *input_src, int i,
+                      alias_out *a)
+{
+    const ptc_node *chain[64];
+    int n = 0;
+    const ptc_value *v = g->outputs[i];
+    for (const ptc_node *d; n < 64 && (d = view_node(v)); v = d->args[0].v)
+        chain[n++] = d;
+    int out = v->input_index < 0 ? output_of(g, v) : -1;
+    if (n == 0 || n == 64 || (v->input_index < 0 && out < 0) ||
+        (v->input_index >= 0 && input_src[v->input_index] < 0))
+        return 0; /* not a view, or of an intermediate nobody returns: a copy */
+    *a = (alias_out){i, v->input_index >= 0 ? v->input_index : -1 - out, v->id, n,
+                     calloc((size_t)n, sizeof(estep))};
+    for (int k = 0; k < n; k++)
+        if (eager_step(chain[n - 1 - k], node_grad ? node_grad[chain[n - 1 - k]->id] : true,
+                       &a->steps[k]) < 0)
+            return -1;
+    return 1;
+}
+
+static void free_steps(estep *steps, int n)
+{
+    for (int i = 0; i < n; i++) {
+        estep *s = &steps[i];
+        for (int k = 0; k < s->npos; k++) {
+            Py_XDECREF(s->pos[k].obj);
+            free(s->pos[k].ids);
+        }
+        for (int k = 0; k < s->nkw; k++) {
+            Py_XDECREF(s->kw[k].obj);
+            free(s->kw[k].ids);
+        }
+        free(s->pos);
+        free(s->kw);
+        free(s->outs);
+        free(s->release);
+        Py_XDECREF(s->fn);
+        Py_XDECREF(s->kwnames);
+    }
+    free(steps);
+}
+
+static void free_aliases(cap_backend_state *st)
+{
+    for (int i = 0; i < st->naliases; i++)
+        free_steps(st->aliases[i].steps, st->aliases[i].nsteps);
+    free(st->aliases);
+    st->aliases = NULL;
+    st->naliases = 0;
+}
+
+static int plan_aliases(const cap_entry *e, cap_backend_state *st)
+{
+    const ptc_graph *g = e->graph;
+    st->aliases = calloc((size_t)g->noutputs + 1, sizeof *st->aliases);
+    for (int i = 0; i < g->noutputs; i++) {
+        int rc = plan_alias(g, e->node_grad, e->input_src, i, &st->aliases[st->naliases]);
+        if (rc != 0)
+            st->naliases++; /* kept on failure too, so that its steps are freed */
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Replaces the outputs eager returns as views by views of their bases. */
+static int remake_aliases(const ptc_graph *g, const cap_backend_state *st, PyObject **inputs,
+                          PyObject **outputs)
+{
+    if (!st || !st->naliases)
+        return 0;
+    PyObject **env = calloc((size_t)g->nvalues + 1, sizeof *env);
+    int rc = 0;
+    for (int i = 0; i < st->naliases && rc == 0; i++) {
+        const alias_out *a = &st->aliases[i];
+        env[a->base_id] = Py_NewRef(a->base >= 0 ? inputs[a->base] : outputs[-1 - a->base]);
+        rc = run_steps(a->steps, a->nsteps, env);
+        PyObject *view = env[g->outputs[a->out]->id];
+        if (rc == 0 && !view) {
+            PyErr_SetString(cap_InternalError, "ptc: a view among the outputs could not be remade");
+            rc = -1;
+        }
+        if (rc == 0)
+            Py_SETREF(outputs[a->out], Py_NewRef(view));
+        Py_CLEAR(env[a->base_id]); /* only the chain's values were set */
+        for (int k = 0; k < a->nsteps; k++)
+            for (int o = 0; o < a->steps[k].nout; o++)
+                Py_CLEAR(env[a->steps[k].outs[o]]);
+    }
+    free(env);
     return rc;
 }
 
@@ -525,6 +689,13 @@ int cap_backend_prepare(cap_entry *e, cap_compiled *cc, ptc_error *err)
         Py_XDECREF(v);
         Py_XDECREF(tb);
         return ptc_errorf(err, PTC_ERR_INTERNAL, "capture", "%s", msg);
+    }
+    if (plan_aliases(e, st) < 0) {
+        PyErr_Clear();
+        free_aliases(st); /* they come back as copies: the warning says so */
+        return ptc_errorf(
+            err, PTC_ERR_INTERNAL, "capture",
+            "outputs that are views come back as copies: their view ops have no torch calls");
     }
     if (e->backend == CAP_BACKEND_CALLABLE) {
         PyObject *graph = cap_graph_object(e);
@@ -644,6 +815,9 @@ int cap_entry_run_graph(cap_entry *e, PyObject **vals, PyObject **outputs)
         e->backend = CAP_BACKEND_EAGER;
         rc = cap_backend_run(e, inputs, outputs);
     }
+    if (rc == 0 && (rc = remake_aliases(g, e->bstate, inputs, outputs)) < 0)
+        for (int i = 0; i < g->noutputs; i++)
+            Py_CLEAR(outputs[i]);
     if (amp_on) {
         /* the modes go back also when the graph failed, its error kept */
         PyObject *t = NULL, *v = NULL, *tb = NULL;

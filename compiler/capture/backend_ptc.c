@@ -438,33 +438,346 @@ static void *host_stream(void *ctx, ptc_device dev)
 
 static const ptc_host torch_host = {NULL, host_alloc, host_extern, host_stream, host_extern_new};
 
-int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_compile *tc,
-                              ptc_error *err)
+/* ---- eager's output strides ------------------------------------------------------ */
+
+/* Kernels write outputs contiguous; eager gives a pointwise result the
+ * layout of its operands (TensorIterator: x.t() + 1 is transposed too). So
+ * the compiled graph returns such an output permuted to be contiguous, and
+ * the user gets a tensor over the same memory with eager's sizes and
+ * strides (set_, so that it has no _base, as eager's). Strides are followed
+ * through pointwise ops and the views that reorder or drop dims; any other
+ * op's result is contiguous, as in eager. Static shapes only. */
+typedef struct out_layout {
+    int8_t perm[PTC_MAX_DIMS];     /* its dims outermost first, or [0] = -1 */
+    int64_t strides[PTC_MAX_DIMS]; /* eager's (size-1 dims included) */
+} out_layout;
+
+typedef struct cap_program {
+    ptc_program *p;
+    int noutputs;
+    out_layout *layout; /* per output */
+} cap_program;
+
+typedef int64_t stride_row[PTC_MAX_DIMS]; /* a value's strides */
+
+static void contiguous_strides(const ptc_ttype *t, int64_t *st)
+{
+    int64_t step = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        st[d] = step;
+        step *= t->shape[d].value > 1 ? t->shape[d].value : 1;
+    }
+}
+
+/* Are strides st a dense layout of t (a permutation of contiguous)? Puts
+ * the dims outermost first in perm. */
+static bool dense_order(const ptc_ttype *t, const int64_t *st, int8_t *perm)
+{
+    int nd = t->ndim;
+    for (int d = 0; d < nd; d++)
+        perm[d] = (int8_t)d;
+    for (int i = 1; i < nd; i++) /* stable: outermost (largest stride) first */
+        for (int j = i; j > 0 && st[perm[j - 1]] < st[perm[j]]; j--) {
+            int8_t x = perm[j];
+            perm[j] = perm[j - 1];
+            perm[j - 1] = x;
+        }
+    int64_t step = 1;
+    for (int k = nd - 1; k >= 0; k--) {
+        int64_t size = t->shape[perm[k]].value;
+        if (size > 1 && st[perm[k]] != step)
+            return false; /* a size-1 dim's stride is never used */
+        step *= size > 1 ? size : 1;
+    }
+    return true;
+}
+
+/* TensorIterator's fast path: operands of the output's shape with one and
+ * the same dense layout give it that layout exactly (size-1 dims too). */
+static bool same_dense_operands(const ptc_node *n, stride_row *strides, int64_t *out)
+{
+    const ptc_ttype *ot = &n->outs[0]->type;
+    const int64_t *first = NULL;
+    for (int a = 0; a < n->nargs; a++) {
+        const ptc_value *v = n->args[a].kind == PTC_ARG_VALUE ? n->args[a].v : NULL;
+        if (!v || v->type.ndim == 0)
+            continue;
+        if (v->type.ndim != ot->ndim)
+            return false;
+        for (int d = 0; d < ot->ndim; d++)
+            if (v->type.shape[d].value != ot->shape[d].value ||
+                (first && strides[v->id][d] != first[d]))
+                return false;
+        first = strides[v->id];
+    }
+    int8_t perm[PTC_MAX_DIMS];
+    if (!first || !dense_order(ot, first, perm))
+        return false;
+    memcpy(out, first, sizeof(int64_t) * (size_t)ot->ndim);
+    return true;
+}
+
+/* TensorIterator's reorder_dimensions: dims innermost first, ordered by the
+ * operands' strides (broadcast dims ignored, the first operand that tells
+ * two dims apart decides); the result is contiguous in that order. */
+static void pointwise_strides(const ptc_node *n, stride_row *strides, int64_t *out)
+{
+    const ptc_ttype *ot = &n->outs[0]->type;
+    int nd = ot->ndim, perm[PTC_MAX_DIMS];
+    if (same_dense_operands(n, strides, out))
+        return;
+    for (int k = 0; k < nd; k++)
+        perm[k] = nd - 1 - k;
+    /* operand strides aligned to the output's dims; 0 where broadcast */
+    int64_t ops[8][PTC_MAX_DIMS];
+    int nops = 0;
+    for (int a = 0; a < n->nargs && nops < 8; a++) {
+        const ptc_value *v = n->args[a].kind == PTC_ARG_VALUE ? n->args[a].v : NULL;
+        if (!v || v->type.ndim == 0)
+            continue;
+        for (int d = 0; d < nd; d++) {
+            int vd = d - (nd - v->type.ndim);
+            bool real = vd >= 0 && v->type.shape[vd].value == ot->shape[d].value;
+            ops[nops][d] = real && ot->shape[d].value > 1 ? strides[v->id][vd] : 0;
+        }
+        nops++;
+    }
+    for (int i = 1; i < nd; i++)
+        for (int d1 = i, d0 = i - 1; d0 >= 0; d0--) {
+            int cmp = 0;
+            for (int o = 0; o < nops && !cmp; o++) {
+                int64_t s0 = ops[o][perm[d0]], s1 = ops[o][perm[d1]];
+                if (s0 == 0 || s1 == 0)
+                    continue;
+                if (s0 != s1)
+                    cmp = s0 < s1 ? -1 : 1;
+                else
+                    cmp = ot->shape[perm[d0]].value > ot->shape[perm[d1]].value;
+            }
+            if (cmp <= 0)
+                break;
+            int t = perm[d0];
+            perm[d0] = perm[d1];
+            perm[d1] = t;
+            d1 = d0;
+        }
+    int64_t step = 1;
+    for (int k = 0; k < nd; k++) {
+        out[perm[k]] = step;
+        step *= ot->shape[perm[k]].value > 1 ? ot->shape[perm[k]].value : 1;
+    }
+}
+
+/* The strides eager gives node n's (single) output, from its operands'. */
+static void node_strides(const ptc_node *n, stride_row *strides, int64_t *out)
+{
+    const ptc_ttype *ot = &n->outs[0]->type;
+    const ptc_value *in = n->nargs && n->args[0].kind == PTC_ARG_VALUE ? n->args[0].v : NULL;
+    const int64_t *is = in ? strides[in->id] : NULL;
+    int nd = in ? in->type.ndim : 0;
+    contiguous_strides(ot, out);
+    if (n->nout != 1)
+        return;
+    if (ptc_op_flags(n->op) & PTC_F_POINTWISE) {
+        pointwise_strides(n, strides, out);
+    } else if (n->op == PTC_OP_T || n->op == PTC_OP_TRANSPOSE) {
+        bool t = n->op == PTC_OP_T;
+        int d0 = t ? 0 : (int)n->args[1].i.value, d1 = t ? 1 : (int)n->args[2].i.value;
+        d0 = d0 < 0 ? d0 + nd : d0, d1 = d1 < 0 ? d1 + nd : d1;
+        for (int d = 0; d < nd; d++)
+            out[d] = is[d == d0 ? d1 : d == d1 ? d0 : d];
+    } else if (n->op == PTC_OP_PERMUTE) {
+        for (int d = 0; d < nd; d++) {
+            int64_t src = n->args[1].is.d[d].value;
+            out[d] = is[src < 0 ? src + nd : src];
+        }
+    } else if (n->op == PTC_OP_SELECT) {
+        int64_t dim = n->args[1].i.value < 0 ? n->args[1].i.value + nd : n->args[1].i.value;
+        for (int d = 0, k = 0; d < nd; d++)
+            if (d != dim)
+                out[k++] = is[d];
+    } else if (n->op == PTC_OP_SLICE && n->args[4].kind == PTC_ARG_INT) {
+        int64_t dim = n->args[1].i.value < 0 ? n->args[1].i.value + nd : n->args[1].i.value;
+        for (int d = 0; d < nd; d++)
+            out[d] = is[d] * (d == dim ? n->args[4].i.value : 1);
+    } else if (n->op == PTC_OP_NARROW) {
+        memcpy(out, is, sizeof(int64_t) * (size_t)nd);
+    } else if (n->op == PTC_OP_UNSQUEEZE) {
+        int64_t dim = n->args[1].i.value < 0 ? n->args[1].i.value + nd + 1 : n->args[1].i.value;
+        for (int d = 0, k = 0; d <= nd; d++)
+            out[d] = d == dim ? (d < nd ? in->type.shape[d].value * is[d] : 1) : is[k++];
+    } else if (n->op == PTC_OP_CONTIGUOUS || n->op == PTC_OP_CLONE || n->op == PTC_OP_EXPAND) {
+        /* clone keeps a dense layout (preserve_format); expand's new dims are
+           broadcast (skipped by pointwise_strides) */
+        for (int d = 0; d < nd && n->op != PTC_OP_CONTIGUOUS; d++)
+            out[d + ot->ndim - nd] = is[d];
+    }
+}
+
+/* The order of dims that makes strides st contiguous: false when they are
+ * contiguous already, or not a dense layout (a view eager returns of an
+ * intermediate: it comes back contiguous). */
+static bool output_perm(const ptc_ttype *t, const int64_t *st, int8_t *perm)
+{
+    int64_t want[PTC_MAX_DIMS];
+    contiguous_strides(t, want);
+    return memcmp(want, st, sizeof(int64_t) * (size_t)t->ndim) != 0 && dense_order(t, st, perm);
+}
+
+/* A copy of g that returns the outputs cp permutes permuted. */
+static ptc_graph *permute_outputs(const ptc_graph *g, const cap_program *cp, ptc_error *err)
+{
+    ptc_graph *c = ptc_graph_clone(g, NULL);
+    if (!c) {
+        ptc_errorf(err, PTC_ERR_INTERNAL, "capture", "the graph could not be copied");
+        return NULL;
+    }
+    ptc_value **outs = malloc(sizeof *outs * (size_t)(g->noutputs + 1));
+    for (int i = 0; c && i < g->noutputs; i++) {
+        outs[i] = c->outputs[i];
+        if (cp->layout[i].perm[0] < 0)
+            continue;
+        int64_t dims[PTC_MAX_DIMS];
+        for (int d = 0; d < outs[i]->type.ndim; d++)
+            dims[d] = cp->layout[i].perm[d];
+        ptc_arg a[2] = {ptc_arg_value(outs[i]), ptc_arg_ints(c->arena, dims, outs[i]->type.ndim)};
+        ptc_node *n = ptc_build(c, PTC_OP_PERMUTE, a, 2, err);
+        if (!n) {
+            ptc_graph_free(c);
+            c = NULL;
+            break;
+        }
+        n->loc = outs[i]->def->loc;
+        outs[i] = n->outs[0];
+    }
+    if (c)
+        ptc_graph_set_outputs(c, outs, g->noutputs);
+    free(outs);
+    return c;
+}
+
+/* Which outputs need eager's strides, and a graph that returns those
+ * permuted (*permuted stays NULL when none does). */
+static int plan_layouts(const ptc_graph *g, cap_program *cp, ptc_graph **permuted, ptc_error *err)
+{
+    *permuted = NULL;
+    for (int i = 0; i < g->nvalues; i++)
+        if (!ptc_ttype_is_static(&g->values[i]->type))
+            return 0;
+    stride_row *strides = calloc((size_t)g->nvalues + 1, sizeof *strides);
+    cp->layout = calloc((size_t)g->noutputs + 1, sizeof *cp->layout);
+    for (int i = 0; i < g->ninputs; i++) {
+        const ptc_ttype *t = &g->inputs[i]->type;
+        for (int d = 0; d < t->ndim; d++)
+            strides[g->inputs[i]->id][d] = t->strides[d].value;
+        if (t->layout == PTC_LAYOUT_CONTIGUOUS)
+            contiguous_strides(t, strides[g->inputs[i]->id]);
+    }
+    for (int i = 0; i < g->nnodes; i++) {
+        const ptc_node *n = g->nodes[i];
+        node_strides(n, strides, strides[n->outs[0]->id]);
+        for (int k = 1; k < n->nout; k++)
+            contiguous_strides(&n->outs[k]->type, strides[n->outs[k]->id]);
+    }
+    bool any = false;
+    for (int i = 0; i < g->noutputs; i++) {
+        const ptc_value *v = g->outputs[i];
+        bool p = v->def && output_perm(&v->type, strides[v->id], cp->layout[i].perm);
+        memcpy(cp->layout[i].strides, strides[v->id], sizeof strides[v->id]);
+        cp->layout[i].perm[0] = p ? cp->layout[i].perm[0] : -1;
+        any = any || p;
+    }
+    free(strides);
+    if (!any)
+        return 0;
+    *permuted = permute_outputs(g, cp, err);
+    return *permuted ? 0 : -1;
+}
+
+/* Compiles g into a cap_program; with eager_strides, the outputs eager makes
+ * non-contiguous come back with eager's strides (plan_layouts). */
+static int compile_program(const ptc_graph *g, bool eager_strides, void **program,
+                           ptc_trace_compile *tc, ptc_error *err)
 {
     ptc_compile_opts opts = {.backend = PTC_BACKEND_CPU, .trace = tc};
     for (int i = 0; i < g->ninputs; i++)
         if (g->inputs[i]->type.device.kind == PTC_DEV_CUDA)
             opts.backend = PTC_BACKEND_CUDA;
-    ptc_program *p = ptc_compile(g, &opts, err);
-    *program = p;
-    return p ? 0 : -1;
+    cap_program *cp = calloc(1, sizeof *cp);
+    if (!cp)
+        return ptc_errorf(err, PTC_ERR_INTERNAL, "runtime", "out of memory");
+    cp->noutputs = g->noutputs;
+    ptc_graph *permuted = NULL;
+    if (eager_strides && plan_layouts(g, cp, &permuted, err) < 0) {
+        cap_runtime_release(cp);
+        return -1;
+    }
+    cp->p = ptc_compile(permuted ? permuted : g, &opts, err);
+    if (permuted)
+        ptc_graph_free(permuted);
+    if (!cp->p) {
+        cap_runtime_release(cp);
+        return -1;
+    }
+    *program = cp;
+    return 0;
+}
+
+int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_compile *tc,
+                              ptc_error *err)
+{
+    return compile_program(g, false, program, tc, err);
 }
 
 int cap_runtime_compile(cap_entry *e, void **program, ptc_trace_compile *tc, ptc_error *err)
 {
-    return cap_runtime_compile_graph(e->graph, program, tc, err);
+    return compile_program(e->graph, true, program, tc, err);
 }
 
 void cap_runtime_release(void *program)
 {
-    if (program)
-        ptc_program_release(program);
+    cap_program *cp = program;
+    if (!cp)
+        return;
+    if (cp->p)
+        ptc_program_release(cp->p);
+    free(cp->layout);
+    free(cp);
+}
+
+/* r (contiguous, dims in the layout's order) as a tensor with the output's
+ * own dims and eager's strides over the same memory. */
+static PyObject *unpermute(PyObject *r, const out_layout *l)
+{
+    cap_tmeta m;
+    if (cap_tmeta_read(r, &m) < 0)
+        return NULL;
+    Py_DECREF(m.type);
+    Py_DECREF(m.dtype);
+    PyObject *size = PyTuple_New(m.ndim), *stride = PyTuple_New(m.ndim);
+    for (int k = 0; size && stride && k < m.ndim; k++) {
+        PyTuple_SetItem(size, l->perm[k], PyLong_FromLongLong(m.sizes[k]));
+        PyTuple_SetItem(stride, k, PyLong_FromLongLong(l->strides[k]));
+    }
+    PyObject *storage = PyObject_HasAttrString(r, "untyped_storage")
+                            ? PyObject_CallMethod(r, "untyped_storage", NULL)
+                            : PyObject_CallMethod(r, "storage", NULL);
+    PyObject *empty = PyObject_CallMethod(r, "new_empty", "((i))", 0);
+    PyObject *out = storage && empty && size && stride
+                        ? PyObject_CallMethod(empty, "set_", "OiOO", storage, 0, size, stride)
+                        : NULL;
+    Py_XDECREF(storage);
+    Py_XDECREF(empty);
+    Py_XDECREF(size);
+    Py_XDECREF(stride);
+    return out;
 }
 
 int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, PyObject **outputs,
                             int noutputs)
 {
     static uint64_t rng_offset;
+    cap_program *cp = program;
     ptc_tensor *ins = calloc((size_t)ninputs + 1, sizeof *ins);
     ptc_tensor *outs = calloc((size_t)noutputs + 1, sizeof *outs);
     PyObject **held = calloc((size_t)ninputs + 1, sizeof *held);
@@ -473,7 +786,7 @@ int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, PyObj
         if (cap_torch_to_ptc(inputs[i], &ins[i], &held[i]) < 0)
             goto done;
     ptc_error err;
-    if (ptc_program_run(program, ins, ninputs, outs, &torch_host, ++rng_offset, &err) < 0) {
+    if (ptc_program_run(cp->p, ins, ninputs, outs, &torch_host, ++rng_offset, &err) < 0) {
         char buf[1200];
         ptc_error_format(&err, buf, sizeof buf);
         PyErr_Format(cap_InternalError, "ptc: running the compiled graph: %s", buf);
@@ -485,7 +798,17 @@ int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, PyObj
             PyErr_SetString(cap_InternalError, "ptc: a compiled output was not allocated by torch");
             goto done;
         }
-        outputs[i] = Py_NewRef((PyObject *)s->owner);
+        int same = -1; /* an output listed twice is one tensor */
+        for (int j = 0; j < i && same < 0; j++)
+            same = outs[j].storage == s ? j : -1;
+        if (same >= 0)
+            outputs[i] = Py_NewRef(outputs[same]);
+        else if (cp->layout && cp->layout[i].perm[0] >= 0)
+            outputs[i] = unpermute((PyObject *)s->owner, &cp->layout[i]);
+        else
+            outputs[i] = Py_NewRef((PyObject *)s->owner);
+        if (!outputs[i])
+            goto done;
     }
     rc = 0;
 done:

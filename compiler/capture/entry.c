@@ -702,6 +702,8 @@ cap_entry *cap_entry_build(cap_trace *T, cap_interp *I, int rc, int *unreconstru
         goto fail;
     }
     B.escape = false;
+    if (cap_t_identity_guards(T) < 0)
+        goto fail;
     ptc_value *none[1] = {NULL};
     ptc_graph_set_outputs(T->g, B.nouts ? B.outs : none, B.nouts);
     dce(T->g);

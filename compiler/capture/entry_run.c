@@ -758,6 +758,8 @@ int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **va
                 continue; /* checked below, all at once */
             } else if (v && v == g->obj && (g->kind == CAP_G_ID || g->kind == CAP_G_EQ)) {
                 continue; /* the common case, without a call */
+            } else if (g->kind == CAP_G_SAME || g->kind == CAP_G_DISTINCT) {
+                continue; /* after the tensors' own guards, which say more */
             } else {
                 pass = g->src < 0 ? check_global(g)
                                   : v && check_guard(g, v, guard_hints ? &guard_hints[4 * gi] : NULL,
@@ -781,6 +783,12 @@ int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **va
         ok = check_tensors(e, vals, failed);
     else if (!e->tg_tried)
         build_tensor_guards(e, vals);
+    for (gi = 0; ok == 1 && gi < e->nguards; gi++)
+        if ((e->guards[gi].kind == CAP_G_SAME || e->guards[gi].kind == CAP_G_DISTINCT) &&
+            !cap_identity_guard_ok(&e->guards[gi], vals)) {
+            *failed = gi;
+            ok = 0;
+        }
     if (ok == 1 && (cap_cfg.trust_module_state || cap_versions_known()) && call_start && !trust) {
         /* Learning costs a few full checks: where the epoch moves on every
            call (a forward that writes a module attribute), learn ever more
@@ -874,6 +882,18 @@ void cap_guard_str(const cap_source *src, int nsrc, const cap_guard *g, char *bu
     case CAP_G_GRAD:
         snprintf(buf, size, "torch.is_grad_enabled() == %s", g->n ? "True" : "False");
         return;
+    case CAP_G_SAME:
+        cap_source_str(src, nsrc, (int)g->n, v, sizeof v);
+        snprintf(buf, size, "%s is %s", s, v);
+        return;
+    case CAP_G_DISTINCT: {
+        size_t k = (size_t)snprintf(buf, size, "distinct objects:");
+        for (Py_ssize_t i = 0; i < PyTuple_Size(g->obj) && k < size; i++) {
+            cap_source_str(src, nsrc, (int)PyLong_AsLong(PyTuple_GetItem(g->obj, i)), v, sizeof v);
+            k += (size_t)snprintf(buf + k, size - k, "%s %s", i ? "," : "", v);
+        }
+        return;
+    }
     case CAP_G_GLOBAL_HOOKS:
         snprintf(buf, size, "global module hooks %s", g->n ? "present" : "absent");
         return;
@@ -902,6 +922,9 @@ static void guard_now(const cap_entry *e, int gi, PyObject **vals, char *now, si
         snprintf(now, size, "%s", why);
     } else if (g->kind == CAP_G_GRAD) {
         snprintf(now, size, "%s", g->n ? "False" : "True");
+    } else if (g->kind == CAP_G_SAME || g->kind == CAP_G_DISTINCT) {
+        snprintf(now, size, "%s",
+                 g->kind == CAP_G_SAME ? "a different object" : "some the same object");
     } else if (g->kind == CAP_G_ITERPOS && v && Py_TYPE(v) == cap_iter_type) {
         snprintf(now, size, "at item %lld", (long long)((cap_iter *)v)->i);
     } else if (g->kind == CAP_G_AUTOCAST) {
@@ -955,6 +978,8 @@ static void guard_old(const cap_guard *g, char *old, size_t size)
     case CAP_G_HASATTR:
     case CAP_G_DICT_HAS: snprintf(old, size, "%s", g->n ? "True" : "False"); return;
     case CAP_G_CLASSATTR: repr_into(PyTuple_GetItem(g->obj, 1), old, size); return;
+    case CAP_G_SAME: snprintf(old, size, "the same object"); return;
+    case CAP_G_DISTINCT: snprintf(old, size, "distinct objects"); return;
     default: repr_into(g->obj, old, size);
     }
 }

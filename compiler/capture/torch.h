@@ -104,6 +104,9 @@ int cap_torch_setitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v);
  * as seen by its base and every live view; key is NULL for views that are
  * not basic indexing (they cannot follow a mutation: a break). */
 int cap_t_add_view(cap_tensor *base, cap_tensor *view, PyObject *key);
+/* Does torch return op's results as views of its first argument (or, for
+ * reshape, flatten and contiguous, when it can)? */
+bool cap_op_returns_view(int op);
 int cap_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv);
 int cap_torch_unpack(cap_trace *T, PyObject *t, int before, int after, bool star,
                      PyObject **items);

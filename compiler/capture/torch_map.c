@@ -461,15 +461,8 @@ int cap_build(cap_trace *T, ptc_op op, ptc_arg *args, int nargs, PyObject **out)
  * (without a key, so mutating either while the other lives is a break). */
 static int mark_aliases(const cap_tmap *m, cap_tensor *base, PyObject *res)
 {
-    switch (m->op) {
-    case PTC_OP_VIEW: case PTC_OP_RESHAPE: case PTC_OP_PERMUTE: case PTC_OP_TRANSPOSE: case PTC_OP_T:
-    case PTC_OP_EXPAND: case PTC_OP_SQUEEZE: case PTC_OP_UNSQUEEZE: case PTC_OP_FLATTEN: case PTC_OP_SLICE:
-    case PTC_OP_SELECT: case PTC_OP_NARROW: case PTC_OP_SPLIT: case PTC_OP_SPLIT_WITH_SIZES:
-    case PTC_OP_CHUNK: case PTC_OP_UNBIND: case PTC_OP_CONTIGUOUS:
-        break;
-    default:
+    if (!cap_op_returns_view(m->op))
         return 0;
-    }
     PyObject *items = PyTuple_Check(res) ? Py_NewRef(res) : PyTuple_Pack(1, res);
     for (Py_ssize_t i = 0; items && i < PyTuple_Size(items); i++) {
         PyObject *x = PyTuple_GetItem(items, i);
@@ -585,8 +578,16 @@ int cap_torch_call(cap_trace *T, const cap_tmap *m, PyObject *self, PyObject *co
     }
     if (rc != CAP_NEXT)
         return rc;
-    if ((m->flags & TM_INPLACE) || (!m->fn && inplace_flag(&c)))
-        return cap_inplace(T, (cap_tensor *)args[0], res, out);
+    if ((m->flags & TM_INPLACE) || (!m->fn && inplace_flag(&c))) {
+        /* the tensor written: self of a method, the first parameter of a
+           function (F.relu_(x), F.relu(input=x, inplace=True)) */
+        PyObject *self_t = cap_targ(&c, 0, m->np ? m->p[0].pyname : "input");
+        if (!cap_is_tensor(self_t)) {
+            Py_DECREF(res);
+            return cap_t_break(T, CAP_B_TRACE_ERROR, "%s writes no traced tensor", m->name);
+        }
+        return cap_inplace(T, (cap_tensor *)self_t, res, out);
+    }
     if (npos >= 1 && cap_is_tensor(args[0]) && res != args[0] && mark_aliases(m, (cap_tensor *)args[0], res) < 0) {
         Py_DECREF(res);
         return CAP_ERR;

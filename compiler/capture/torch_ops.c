@@ -441,6 +441,19 @@ static int setitem_core(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v)
 
 /* ---- mutation through aliases -------------------------------------------------------- */
 
+bool cap_op_returns_view(int op)
+{
+    switch (op) {
+    case PTC_OP_VIEW: case PTC_OP_RESHAPE: case PTC_OP_PERMUTE: case PTC_OP_TRANSPOSE: case PTC_OP_T:
+    case PTC_OP_EXPAND: case PTC_OP_SQUEEZE: case PTC_OP_UNSQUEEZE: case PTC_OP_FLATTEN: case PTC_OP_SLICE:
+    case PTC_OP_SELECT: case PTC_OP_NARROW: case PTC_OP_SPLIT: case PTC_OP_SPLIT_WITH_SIZES:
+    case PTC_OP_CHUNK: case PTC_OP_UNBIND: case PTC_OP_CONTIGUOUS:
+        return true;
+    default:
+        return false;
+    }
+}
+
 /* Views are recorded on their base (weak references); a view made by basic
  * indexing also keeps its key, which is how a mutation travels between
  * aliases: writing t makes its base base[key] = t's new value (and so on up
@@ -484,15 +497,15 @@ static cap_tensor *live_view(PyObject *weak)
 }
 
 /* Every live view under t can be recomputed (made by basic indexing). */
-static int check_views(cap_trace *T, cap_tensor *t, const cap_tensor *skip, int depth)
+static int check_views(cap_trace *T, cap_tensor *t, int depth)
 {
     for (Py_ssize_t i = 0; t->views && i < PyList_Size(t->views); i++) {
         cap_tensor *v = live_view(PyList_GetItem(t->views, i));
-        if (!v || v == skip)
+        if (!v)
             continue;
         if (!v->view_key || depth > 32)
             return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a tensor that has views (reshape, transpose, ...)");
-        int rc = check_views(T, v, skip, depth + 1);
+        int rc = check_views(T, v, depth + 1);
         if (rc != CAP_NEXT)
             return rc;
     }
@@ -500,41 +513,52 @@ static int check_views(cap_trace *T, cap_tensor *t, const cap_tensor *skip, int 
 }
 
 /* Recomputes every live view under t from t's (new) value. */
-static int refresh_views(cap_trace *T, cap_tensor *t, const cap_tensor *skip)
+static int refresh_views(cap_trace *T, cap_tensor *t)
 {
     PyObject *views = t->views ? PyList_GetSlice(t->views, 0, PY_SSIZE_T_MAX) : NULL;
     int rc = CAP_NEXT;
     for (Py_ssize_t i = 0; views && rc == CAP_NEXT && i < PyList_Size(views); i++) {
         cap_tensor *v = live_view(PyList_GetItem(views, i));
-        if (!v || v == skip)
+        if (!v)
             continue;
         PyObject *fresh = NULL;
         rc = cap_torch_getitem(T, t, v->view_key, &fresh);
         if (rc == CAP_NEXT) {
             v->v = ((cap_tensor *)fresh)->v;
             Py_DECREF(fresh);
-            rc = refresh_views(T, v, skip);
+            rc = refresh_views(T, v);
         }
     }
     Py_XDECREF(views);
     return rc;
 }
 
+/* The highest ancestor of t that is observable other than through the chain
+ * below it (t when none is): a dead temporary in between (x.view(-1)[:3])
+ * does not hide a live tensor above it. */
+static cap_tensor *alias_root(cap_tensor *t)
+{
+    cap_tensor *root = t;
+    for (cap_tensor *cur = t; cur->base; cur = cur->base)
+        if (base_alive(cur))
+            root = cur->base;
+    return root;
+}
+
 /* t's value becomes nv, seen through every alias of t. */
 int cap_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv)
 {
-    cap_tensor *root = t;
-    if (t->input_v)
-        return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a tensor from outside (%s)", t->input_v->name);
-    while (base_alive(root)) {
-        if (!root->view_key)
+    for (cap_tensor *cur = t; cur; cur = cur->base)
+        if (cur->input_v)
+            return cap_t_break(T, CAP_B_INPLACE_INPUT,
+                               cur == t ? "in-place op on a tensor from outside (%s)"
+                                        : "in-place op on a view of a tensor from outside (%s)",
+                               cur->input_v->name);
+    cap_tensor *root = alias_root(t);
+    for (cap_tensor *cur = t; cur != root; cur = cur->base)
+        if (!cur->view_key)
             return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a view other than basic indexing (reshape, transpose, chunk, ...)");
-        if (root->base->input_v)
-            return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a view of a tensor from outside (%s)",
-                               root->base->input_v->name);
-        root = root->base;
-    }
-    int rc = check_views(T, root, t, 0);
+    int rc = check_views(T, root, 0);
     if (rc != CAP_NEXT)
         return rc;
     /* Up the chain: each base gets base[key] = its view's new value. */
@@ -552,13 +576,10 @@ int cap_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv)
     }
     root->v = val;
     t->v = nv;
-    /* Down again: the other views see the new values. */
-    for (cap_tensor *cur = t; rc == CAP_NEXT; cur = cur->base) {
-        rc = refresh_views(T, cur, t);
-        if (cur == root)
-            break;
-    }
-    return rc;
+    /* Down again: every view under the root, t included, is recomputed from
+       the root, so a view's value stays a view of its base's (the backends
+       return it as a real view when both leave the graph). */
+    return refresh_views(T, root);
 }
 
 /* t[key] = v for a tensor created in the graph: the region becomes a mask,

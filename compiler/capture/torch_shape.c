@@ -282,7 +282,10 @@ int cap_th_chunk(cap_tcall *c, PyObject **out)
 int cap_th_contiguous(cap_tcall *c, PyObject **out)
 {
     cap_tensor *t = self_of(c);
-    if (ty(t)->layout == PTC_LAYOUT_CONTIGUOUS) {
+    /* Only an input's layout is known while tracing: on any other value
+       contiguous() is a node (free: an alias in the loops), so that the
+       result's strides follow eager's (x.t() + 1 is not contiguous). */
+    if (!t->v->def && ty(t)->layout == PTC_LAYOUT_CONTIGUOUS) {
         *out = Py_NewRef((PyObject *)t);
         return CAP_NEXT;
     }

@@ -6,6 +6,7 @@
 #include "torch_map.h"
 
 #define FN(path, op, sig) {path, PTC_OP_##op, NULL, sig, 0, 0, {{{0}}}},
+#define FNI(path, op, sig) {path, PTC_OP_##op, NULL, sig, TM_INPLACE, 0, {{{0}}}},
 #define FX(path, h, op, sig) {path, op, cap_th_##h, sig, 0, 0, {{{0}}}},
 #define MT(name, op, sig) {"Tensor." name, PTC_OP_##op, NULL, sig, TM_METHOD, 0, {{{0}}}},
 #define MI(name, op, sig) {"Tensor." name, PTC_OP_##op, NULL, sig, TM_METHOD | TM_INPLACE, 0, {{{0}}}},
@@ -76,9 +77,9 @@ cap_tmap cap_tmaps[] = {
     FN("torch.masked_fill", MASKED_FILL, "input:self,mask,value") MT("masked_fill", MASKED_FILL, "self,mask,value")
     MI("masked_fill_", MASKED_FILL, "self,mask,value")
     /* activations */
-    FN(F "relu", RELU, "input:self,!inplace") FN(F "relu_", RELU, "input:self")
+    FN(F "relu", RELU, "input:self,!inplace") FNI(F "relu_", RELU, "input:self")
     FX(F "relu6", relu6, -1, "") FN(F "hardtanh", HARDTANH, "input:self,min_val,max_val,!inplace")
-    FN("torch.nn.functional.hardtanh_", HARDTANH, "input:self,min_val,max_val")
+    FNI("torch.nn.functional.hardtanh_", HARDTANH, "input:self,min_val,max_val")
     FN(F "gelu", GELU, "input:self,approximate") MT("gelu", GELU, "self,*,approximate")
     FN(F "silu", SILU, "input:self,!inplace") FN(F "hardswish", HARDSWISH, "input:self,!inplace")
     FN(F "hardsigmoid", HARDSIGMOID, "input:self,!inplace")

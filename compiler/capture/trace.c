@@ -461,6 +461,14 @@ static PyObject *wrap_tensor(cap_trace *T, PyObject *obj, int src)
         cap_t_map(T, obj, src);
         return Py_NewRef(obj);
     }
+    int prev = cap_t_source_of(T, obj);
+    if (prev >= 0 && prev != src && T->src_val[prev] && cap_is_tensor(T->src_val[prev])) {
+        /* The tensor of another source (f(a, a)): the same graph input, so
+           that `is` and writes through one are seen through the other. */
+        if (cap_guard_add(T, CAP_G_SAME, src, NULL, prev) < 0)
+            return NULL;
+        return Py_NewRef(T->src_val[prev]);
+    }
     cap_tmeta m;
     if (cap_tmeta_read(obj, &m) < 0 || (int)m.dt < 0 || (int)m.dt >= PTC_DTYPE_COUNT) {
         /* No graph value can hold it (dtype, rank, device): the object is
@@ -498,6 +506,54 @@ static PyObject *wrap_tensor(cap_trace *T, PyObject *obj, int src)
     Py_XSETREF(ct->fake_type, Py_NewRef((PyObject *)tt));
     cap_t_map(T, obj, src);
     return (PyObject *)ct;
+}
+
+int cap_t_identity_guards(cap_trace *T)
+{
+    int n = T->g ? T->g->ninputs : 0, last = -1;
+    PyObject *ids = PyList_New(0);
+    for (int i = 0; ids && i < n; i++) {
+        int s = T->input_src[i];
+        if (s < 0 || T->src[s].kind == CAP_S_MODPARAM || T->src[s].kind == CAP_S_MODBUF ||
+            T->src[s].kind == CAP_S_CONST)
+            continue;
+        PyObject *id = PyLong_FromLong(s);
+        if (!id || PyList_Append(ids, id) < 0)
+            Py_CLEAR(ids);
+        Py_XDECREF(id);
+        last = s > last ? s : last;
+    }
+    if (!ids)
+        return -1;
+    PyObject *t = PyList_AsTuple(ids);
+    Py_DECREF(ids);
+    int rc = !t ? -1 : PyTuple_Size(t) < 2 ? 0 : cap_guard_add(T, CAP_G_DISTINCT, last, t, 0);
+    Py_XDECREF(t);
+    return rc;
+}
+
+static int ptr_order(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t) * (PyObject *const *)a, y = (uintptr_t) * (PyObject *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+bool cap_identity_guard_ok(const cap_guard *g, PyObject *const *vals)
+{
+    if (g->kind == CAP_G_SAME)
+        return vals[g->src] && vals[g->src] == vals[g->n];
+    Py_ssize_t n = PyTuple_Size(g->obj);
+    PyObject *stack[16], **objs = n <= 16 ? stack : malloc(sizeof(PyObject *) * (size_t)n);
+    bool ok = objs != NULL;
+    for (Py_ssize_t i = 0; ok && i < n; i++)
+        ok = (objs[i] = vals[PyLong_AsLong(PyTuple_GetItem(g->obj, i))]) != NULL;
+    if (ok)
+        qsort(objs, (size_t)n, sizeof *objs, ptr_order);
+    for (Py_ssize_t i = 1; ok && i < n; i++)
+        ok = objs[i] != objs[i - 1];
+    if (objs != stack)
+        free(objs);
+    return ok;
 }
 
 /* A loop's iterator in the starting state (a resume after a break inside a

@@ -91,7 +91,10 @@ typedef struct cap_source {
     X(GRAD, "grad mode")   /* torch.is_grad_enabled() == n (no source) */       \
     X(AUTOCAST, "autocast")/* autocast state == n (no source) */                \
     X(ITERPOS, "iterator at") /* a cap_iter at position n (obj: range or None) */ \
-    X(GLOBAL_HOOKS, "no global module hooks") /* (no source) */
+    X(GLOBAL_HOOKS, "no global module hooks") /* (no source) */                 \
+    X(SAME, "is the object of") /* value is the object source n reached */      \
+    X(DISTINCT, "distinct")  /* obj: tuple of source ids (src the largest), all \
+                                distinct objects: tensors that were not aliases */
 
 typedef enum {
 #define X(id, s) CAP_G_##id,
@@ -233,6 +236,12 @@ int cap_source_add(cap_trace *T, int kind, int parent, int frame, int index, PyO
 void cap_source_str(const cap_source *src, int nsrc, int id, char *buf, size_t size);
 /* Installs a guard (deduplicated). */
 int cap_guard_add(cap_trace *T, int kind, int src, PyObject *obj, int64_t n);
+/* Argument identity: tensors reached by two sources that were one object
+ * are one graph input under a SAME guard; the others get one DISTINCT guard
+ * (added when the trace ends), so that f(a, a) and f(a, b) never share a
+ * graph. Parameters and buffers of modules are left out of it (cost). */
+int cap_t_identity_guards(cap_trace *T);
+bool cap_identity_guard_ok(const cap_guard *g, PyObject *const *vals);
 /* The source an outside object was reached by, or -1. */
 int cap_t_source_of(cap_trace *T, PyObject *obj);
 /* Functions made while tracing (recipes rebuild them; any other function is
