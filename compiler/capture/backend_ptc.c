@@ -455,6 +455,22 @@ void cap_runtime_release(void *program)
         ptc_program_release(program);
 }
 
+/* A kernel's failed check (stage "check", lower.h) is the user's error, not
+ * ptc's: eager's exception, IndexError where the message says so. */
+static void raise_run_error(const ptc_error *err)
+{
+    static const char index_error[] = "IndexError: ";
+    if (strcmp(err->stage, "check") == 0) {
+        bool index = strncmp(err->msg, index_error, strlen(index_error)) == 0;
+        PyErr_SetString(index ? PyExc_IndexError : PyExc_RuntimeError,
+                        err->msg + (index ? strlen(index_error) : 0));
+        return;
+    }
+    char buf[1200];
+    ptc_error_format(err, buf, sizeof buf);
+    PyErr_Format(cap_InternalError, "ptc: running the compiled graph: %s", buf);
+}
+
 int cap_runtime_run(cap_entry *e, void *program, PyObject **inputs, PyObject **outputs)
 {
     static uint64_t rng_offset;
@@ -468,9 +484,7 @@ int cap_runtime_run(cap_entry *e, void *program, PyObject **inputs, PyObject **o
             goto done;
     ptc_error err;
     if (ptc_program_run(program, ins, g->ninputs, outs, &torch_host, ++rng_offset, &err) < 0) {
-        char buf[1200];
-        ptc_error_format(&err, buf, sizeof buf);
-        PyErr_Format(cap_InternalError, "ptc: running the compiled graph: %s", buf);
+        raise_run_error(&err);
         goto done;
     }
     for (int i = 0; i < g->noutputs; i++) {

@@ -588,6 +588,24 @@ static LLVMValueRef emit_binary(cg *c, const ptc_lbody *body, const ptc_lexpr *e
     return r;
 }
 
+/* The call's status record: its address follows the params in the block. */
+static LLVMValueRef status_ptr(void *ctx)
+{
+    cg *c = ctx;
+    LLVMValueRef at = LLVMConstInt(c->i64, 1 + (unsigned)c->k->nparams, 0);
+    LLVMValueRef p = LLVMBuildInBoundsGEP2(c->b, c->i64, c->params, &at, 1, "");
+    return LLVMBuildLoad2(c->b, c->ptr, p, "status");
+}
+
+/* Lanes past the end of a masked tail computed on zeros: their checks pass. */
+static LLVMValueRef emit_check(cg *c, const ptc_lexpr *e, LLVMValueRef *v, int w)
+{
+    LLVMValueRef ok = v[e->arg[0]];
+    if (w > 1 && c->lane_mask)
+        ok = LLVMBuildOr(c->b, ok, LLVMBuildNot(c->b, c->lane_mask, ""), "");
+    return ptc_ll_check(c->mod, c->b, e->ival, ok, v[e->arg[1]], v[e->arg[2]], status_ptr, c);
+}
+
 /* Values of the entries of a member body; loads of buffers written earlier in
  * the same group at the same offset take the written value. */
 typedef struct fwd {
@@ -653,6 +671,9 @@ static LLVMValueRef *emit_body(cg *c, const ptc_lbody *body, int w, const fwd *f
         }
         case PTC_L_CAST: v[i] = emit_cast(c, x, body->e[e->arg[0]].dtype, e->dtype, w); break;
         case PTC_L_WHERE: v[i] = LLVMBuildSelect(b, x, y, v[e->arg[2]], ""); break;
+        case PTC_L_CHECK:
+            v[i] = emit_check(c, e, v, w);
+            break;
         default:
             if (ptc_lop_arity(e->op) == 1) {
                 v[i] = emit_unary(c, e->op, body->e[e->arg[0]].dtype, x, w);
@@ -1225,7 +1246,7 @@ static void emit_body_fn(cg *c, ptc_arena *tmp)
     const ptc_kernel *k = c->k;
     const ptc_lprog *p = c->s->prog;
     LLVMValueRef begin = LLVMGetParam(c->fn, 0), end = LLVMGetParam(c->fn, 1);
-    LLVMValueRef params = LLVMGetParam(c->fn, 2 + (unsigned)k->nargs);
+    LLVMValueRef params = c->params = LLVMGetParam(c->fn, 2 + (unsigned)k->nargs);
     for (int i = 0; i < k->nargs; i++)
         c->bufptr[k->args[i]] = LLVMGetParam(c->fn, 2 + (unsigned)i);
     bool flat = kernel_is_flat(k);

@@ -789,6 +789,13 @@ void g_fwd_add(gfwd *fw, int buf, const ptc_ix *off, LLVMValueRef v)
     fw->val[fw->n++] = v;
 }
 
+static LLVMValueRef status_ptr(void *ctx)
+{
+    gcg *c = ctx;
+    PTC_ASSERT(c->status != NULL);
+    return LLVMBuildIntToPtr(c->b, c->status, c->gptr, "status");
+}
+
 LLVMValueRef *g_body(gcg *c, const ptc_lbody *body, int w, const gfwd *fw)
 {
     LLVMValueRef *v = calloc((size_t)body->n + 1, sizeof *v);
@@ -834,6 +841,10 @@ LLVMValueRef *g_body(gcg *c, const ptc_lbody *body, int w, const gfwd *fw)
             break;
         case PTC_L_WHERE:
             v[i] = LLVMBuildSelect(b, x, y, v[e->arg[2]], "");
+            break;
+        case PTC_L_CHECK:
+            v[i] = ptc_ll_check(c->mod, b, e->ival, v[e->arg[0]], v[e->arg[1]], v[e->arg[2]],
+                                status_ptr, c);
             break;
         default:
             if (ptc_lop_arity(e->op) == 1) {

@@ -63,6 +63,7 @@ typedef struct gcg {
     uint8_t *bufalign;       /* per buffer id: alignment its aligned vector accesses assume */
     LLVMValueRef *param;     /* per kernel param: index-typed value */
     LLVMValueRef rng_offset; /* i64 */
+    LLVMValueRef status;     /* i64 address of the checks' status record (NULL: no checks) */
     LLVMValueRef vars[3 * PTC_MAX_DIMS];
     LLVMValueRef smem; /* the dynamic shared memory (addrspace 3) */
     LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, gptr, sptr, void_;

@@ -905,7 +905,9 @@ void g_emit_kernel(gcg *c, const char *name, bool vector_form)
 {
     const ptc_kernel *kn = c->k;
     const gplan *p = c->plan;
-    int nargs = kn->nargs, np = nargs + 2 + kn->nparams;
+    /* (bufs..., scratch, rng offset, params..., [status record address]) */
+    bool checks = ptc_kernel_has_checks(kn);
+    int nargs = kn->nargs, np = nargs + 2 + kn->nparams + checks;
     LLVMTypeRef *pt = calloc((size_t)np + 1, sizeof *pt);
     for (int i = 0; i < nargs + 1; i++)
         pt[i] = c->gptr;
@@ -942,6 +944,7 @@ void g_emit_kernel(gcg *c, const char *name, bool vector_form)
         LLVMValueRef v = LLVMGetParam(c->fn, (unsigned)(nargs + 2 + i));
         c->param[i] = c->ix == c->i64 ? v : LLVMBuildTrunc(c->b, v, c->ix, "");
     }
+    c->status = checks ? LLVMGetParam(c->fn, (unsigned)(np - 1)) : NULL;
     kctx k = {.T = p->team};
     int tpb = p->block / p->team;
     k.tid = sreg(c, "llvm.nvvm.read.ptx.sreg.tid.x");
