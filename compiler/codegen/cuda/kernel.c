@@ -473,7 +473,7 @@ static rv shfl_state(gcg *c, const red *r, rv s, int offset, LLVMValueRef mask)
 /* Shared-memory slot `field` of member m for warp w (8 bytes each). */
 static LLVMValueRef red_slot(gcg *c, int m, int field, LLVMValueRef warp)
 {
-    int64_t base = c->plan->smem_team + (int64_t)m * 32 * 40 + field * 32 * 8;
+    int64_t base = c->plan->smem_team + (int64_t)m * RED_MEMBER_BYTES + field * RED_FIELD_BYTES;
     LLVMValueRef off =
         LLVMBuildAdd(c->b, ixc(c, base), LLVMBuildMul(c->b, warp, ixc(c, 8), ""), "");
     return LLVMBuildInBoundsGEP2(c->b, c->i8, c->smem, &off, 1, "");
