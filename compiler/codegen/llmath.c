@@ -239,3 +239,35 @@ LLVMValueRef ptc_ll_check(LLVMModuleRef m, LLVMBuilderRef b, int64_t code, LLVMV
     LLVMPositionBuilderAtEnd(b, cont);
     return LLVMBuildSelect(b, ok, v, ptc_ll_const(LLVMTypeOf(v), 0, 0), "");
 }
+
+/* An integer or float type of the width of x's lanes. */
+static LLVMTypeRef lanes_of(LLVMValueRef x, LLVMTypeRef scalar)
+{
+    int w = ptc_ll_width(x);
+    return w > 1 ? LLVMVectorType(scalar, (unsigned)w) : scalar;
+}
+
+LLVMValueRef ptc_ll_f32_to_bf16_bits(LLVMBuilderRef b, LLVMValueRef v)
+{
+    LLVMContextRef cx = LLVMGetTypeContext(LLVMTypeOf(v));
+    LLVMTypeRef it = lanes_of(v, LLVMInt32TypeInContext(cx));
+    LLVMValueRef x = LLVMBuildBitCast(b, v, it, "");
+    LLVMValueRef absx = LLVMBuildAnd(b, x, ptc_ll_const(it, 0, 0x7fffffff), "");
+    LLVMValueRef isnan = LLVMBuildICmp(b, LLVMIntUGT, absx, ptc_ll_const(it, 0, 0x7f800000), "");
+    LLVMValueRef lsb =
+        LLVMBuildAnd(b, LLVMBuildLShr(b, x, ptc_ll_const(it, 0, 16), ""), ptc_ll_const(it, 0, 1), "");
+    LLVMValueRef r = LLVMBuildAdd(b, x, LLVMBuildAdd(b, lsb, ptc_ll_const(it, 0, 0x7fff), ""), "");
+    LLVMValueRef q = LLVMBuildOr(b, x, ptc_ll_const(it, 0, 0x400000), "");
+    r = LLVMBuildSelect(b, isnan, q, r, "");
+    r = LLVMBuildLShr(b, r, ptc_ll_const(it, 0, 16), "");
+    return LLVMBuildTrunc(b, r, lanes_of(v, LLVMInt16TypeInContext(cx)), "");
+}
+
+LLVMValueRef ptc_ll_bf16_bits_to_f32(LLVMBuilderRef b, LLVMValueRef v)
+{
+    LLVMContextRef cx = LLVMGetTypeContext(LLVMTypeOf(v));
+    LLVMTypeRef it = lanes_of(v, LLVMInt32TypeInContext(cx));
+    LLVMValueRef x = LLVMBuildZExt(b, v, it, "");
+    x = LLVMBuildShl(b, x, ptc_ll_const(it, 0, 16), "");
+    return LLVMBuildBitCast(b, x, lanes_of(v, LLVMFloatTypeInContext(cx)), "");
+}

@@ -169,31 +169,9 @@ static LLVMValueRef from_storage(cg *c, LLVMValueRef v, ptc_dtype dt, int w)
     switch (dt) {
     case PTC_BOOL: return LLVMBuildICmp(b, LLVMIntNE, v, cg_const_i(c, c->i8, 0, w), "");
     case PTC_F16: return LLVMBuildFPExt(b, v, cg_vec(c, c->f32, w), "");
-    case PTC_BF16: {
-        LLVMValueRef x = LLVMBuildZExt(b, v, cg_vec(c, c->i32, w), "");
-        x = LLVMBuildShl(b, x, cg_const_i(c, c->i32, 16, w), "");
-        return LLVMBuildBitCast(b, x, cg_vec(c, c->f32, w), "");
-    }
+    case PTC_BF16: return ptc_ll_bf16_bits_to_f32(b, v);
     default: return v;
     }
-}
-
-/* f32 -> bf16 bits, round to nearest even, nan quieted (ptc_f32_to_bf16). */
-static LLVMValueRef to_bf16(cg *c, LLVMValueRef v, int w)
-{
-    LLVMBuilderRef b = c->b;
-    LLVMTypeRef it = cg_vec(c, c->i32, w);
-    LLVMValueRef x = LLVMBuildBitCast(b, v, it, "");
-    LLVMValueRef absx = LLVMBuildAnd(b, x, cg_const_i(c, c->i32, 0x7fffffff, w), "");
-    LLVMValueRef isnan = LLVMBuildICmp(b, LLVMIntUGT, absx, cg_const_i(c, c->i32, 0x7f800000, w), "");
-    LLVMValueRef lsb = LLVMBuildAnd(b, LLVMBuildLShr(b, x, cg_const_i(c, c->i32, 16, w), ""),
-                                    cg_const_i(c, c->i32, 1, w), "");
-    LLVMValueRef r = LLVMBuildAdd(
-        b, x, LLVMBuildAdd(b, lsb, cg_const_i(c, c->i32, 0x7fff, w), ""), "");
-    LLVMValueRef q = LLVMBuildOr(b, x, cg_const_i(c, c->i32, 0x400000, w), "");
-    r = LLVMBuildSelect(b, isnan, q, r, "");
-    r = LLVMBuildLShr(b, r, cg_const_i(c, c->i32, 16, w), "");
-    return LLVMBuildTrunc(b, r, cg_vec(c, c->i16, w), "");
 }
 
 static LLVMValueRef to_storage(cg *c, LLVMValueRef v, ptc_dtype dt, int w)
@@ -202,7 +180,7 @@ static LLVMValueRef to_storage(cg *c, LLVMValueRef v, ptc_dtype dt, int w)
     switch (dt) {
     case PTC_BOOL: return LLVMBuildZExt(b, v, cg_vec(c, c->i8, w), "");
     case PTC_F16: return LLVMBuildFPTrunc(b, v, cg_vec(c, c->f16, w), "");
-    case PTC_BF16: return to_bf16(c, v, w);
+    case PTC_BF16: return ptc_ll_f32_to_bf16_bits(b, v);
     default: return v;
     }
 }
