@@ -745,6 +745,22 @@ void cap_runtime_release(void *program)
     free(cp);
 }
 
+/* A kernel's failed check (stage "check", lower.h) is the user's error, not
+ * ptc's: eager's exception, IndexError where the message says so. */
+static void raise_run_error(const ptc_error *err)
+{
+    static const char index_error[] = "IndexError: ";
+    if (strcmp(err->stage, "check") == 0) {
+        bool index = strncmp(err->msg, index_error, strlen(index_error)) == 0;
+        PyErr_SetString(index ? PyExc_IndexError : PyExc_RuntimeError,
+                        err->msg + (index ? strlen(index_error) : 0));
+        return;
+    }
+    char buf[1200];
+    ptc_error_format(err, buf, sizeof buf);
+    PyErr_Format(cap_InternalError, "ptc: running the compiled graph: %s", buf);
+}
+
 /* r (contiguous, dims in the layout's order) as a tensor with the output's
  * own dims and eager's strides over the same memory. */
 static PyObject *unpermute(PyObject *r, const out_layout *l)
@@ -787,9 +803,7 @@ int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, PyObj
             goto done;
     ptc_error err;
     if (ptc_program_run(cp->p, ins, ninputs, outs, &torch_host, ++rng_offset, &err) < 0) {
-        char buf[1200];
-        ptc_error_format(&err, buf, sizeof buf);
-        PyErr_Format(cap_InternalError, "ptc: running the compiled graph: %s", buf);
+        raise_run_error(&err);
         goto done;
     }
     for (int i = 0; i < noutputs; i++) {

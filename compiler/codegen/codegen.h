@@ -49,8 +49,13 @@ int ptc_cpu_lanes(void);
 
 typedef struct ptc_cuda_target {
     int sm;  /* compute capability x 10: 80, 86, 89, 90 (LLVM 16 knows up to 90) */
-    int sms; /* multiprocessors, for launch planning (0: 132, an H100) */
+    int sms; /* multiprocessors, for launch planning (0: PTC_CUDA_DEFAULT_SMS) */
 } ptc_cuda_target;
+
+/* The multiprocessors planned for when no device is asked (PTX emitted for an
+ * --cuda-arch): an H100 SXM's 132. With a device, the runtime plans for its own
+ * count (cuDeviceGetAttribute, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT). */
+enum { PTC_CUDA_DEFAULT_SMS = 132 };
 
 /* How a kernel is launched, fixed when its code is generated. The runtime
  * runs ceil(outer iterations / vec / (block / team)) teams, capped, as a

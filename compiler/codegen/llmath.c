@@ -182,3 +182,92 @@ LLVMValueRef ptc_ll_pow_const(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x,
         return LLVMBuildFDiv(b, ptc_ll_const(LLVMTypeOf(x), 1, 1), x, "");
     return NULL;
 }
+
+/* Lane `lane` of x (x itself when scalar), widened to i64: bools are 0/1. */
+static LLVMValueRef lane_i64(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef lane)
+{
+    if (lane)
+        x = LLVMBuildExtractElement(b, x, lane, "");
+    LLVMTypeRef i64 = LLVMInt64TypeInContext(LLVMGetTypeContext(LLVMTypeOf(x)));
+    unsigned bits = LLVMGetIntTypeWidth(LLVMTypeOf(x));
+    if (bits == 64)
+        return x;
+    return bits == 1 ? LLVMBuildZExt(b, x, i64, "") : LLVMBuildSExt(b, x, i64, "");
+}
+
+LLVMValueRef ptc_ll_check(LLVMModuleRef m, LLVMBuilderRef b, int64_t code, LLVMValueRef ok,
+                          LLVMValueRef v, LLVMValueRef bound, LLVMValueRef (*status_ptr)(void *ctx),
+                          void *ctx)
+{
+    LLVMContextRef cx = LLVMGetModuleContext(m);
+    LLVMTypeRef i1 = LLVMInt1TypeInContext(cx), i64 = LLVMInt64TypeInContext(cx);
+    LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
+    int w = ptc_ll_width(ok);
+    LLVMValueRef bad = LLVMBuildNot(b, ok, "check.bad"), any = bad;
+    if (w > 1) {
+        LLVMTypeRef vt = LLVMTypeOf(bad);
+        any = ptc_ll_intrinsic(m, b, "llvm.vector.reduce.or", &vt, 1, &bad, 1);
+    }
+    LLVMValueRef expect[2] = {any, LLVMConstInt(i1, 0, 0)};
+    any = ptc_ll_intrinsic(m, b, "llvm.expect", &i1, 1, expect, 2);
+    LLVMBasicBlockRef cold = LLVMAppendBasicBlockInContext(cx, fn, "check.fail");
+    LLVMBasicBlockRef won = LLVMAppendBasicBlockInContext(cx, fn, "check.report");
+    LLVMBasicBlockRef cont = LLVMAppendBasicBlockInContext(cx, fn, "check.ok");
+    LLVMBuildCondBr(b, any, cold, cont);
+
+    LLVMPositionBuilderAtEnd(b, cold);
+    LLVMValueRef lane = NULL;
+    if (w > 1) { /* the first failing lane */
+        LLVMTypeRef iw = LLVMIntTypeInContext(cx, (unsigned)w);
+        LLVMValueRef args[2] = {LLVMBuildBitCast(b, bad, iw, ""), LLVMConstInt(i1, 1, 0)};
+        lane = ptc_ll_intrinsic(m, b, "llvm.cttz", &iw, 1, args, 2);
+    }
+    LLVMValueRef value = lane_i64(b, v, lane), limit = lane_i64(b, bound, lane);
+    LLVMValueRef st = status_ptr(ctx);
+    LLVMValueRef xchg = LLVMBuildAtomicCmpXchg(
+        b, st, LLVMConstInt(i64, 0, 0), LLVMConstInt(i64, (unsigned long long)code, 1),
+        LLVMAtomicOrderingMonotonic, LLVMAtomicOrderingMonotonic, 0);
+    LLVMBuildCondBr(b, LLVMBuildExtractValue(b, xchg, 1, ""), won, cont);
+
+    LLVMPositionBuilderAtEnd(b, won);
+    for (unsigned k = 1; k <= 2; k++) {
+        LLVMValueRef at = LLVMConstInt(i64, k, 0);
+        LLVMBuildStore(b, k == 1 ? value : limit, LLVMBuildInBoundsGEP2(b, i64, st, &at, 1, ""));
+    }
+    LLVMBuildBr(b, cont);
+
+    LLVMPositionBuilderAtEnd(b, cont);
+    return LLVMBuildSelect(b, ok, v, ptc_ll_const(LLVMTypeOf(v), 0, 0), "");
+}
+
+/* An integer or float type of the width of x's lanes. */
+static LLVMTypeRef lanes_of(LLVMValueRef x, LLVMTypeRef scalar)
+{
+    int w = ptc_ll_width(x);
+    return w > 1 ? LLVMVectorType(scalar, (unsigned)w) : scalar;
+}
+
+LLVMValueRef ptc_ll_f32_to_bf16_bits(LLVMBuilderRef b, LLVMValueRef v)
+{
+    LLVMContextRef cx = LLVMGetTypeContext(LLVMTypeOf(v));
+    LLVMTypeRef it = lanes_of(v, LLVMInt32TypeInContext(cx));
+    LLVMValueRef x = LLVMBuildBitCast(b, v, it, "");
+    LLVMValueRef absx = LLVMBuildAnd(b, x, ptc_ll_const(it, 0, 0x7fffffff), "");
+    LLVMValueRef isnan = LLVMBuildICmp(b, LLVMIntUGT, absx, ptc_ll_const(it, 0, 0x7f800000), "");
+    LLVMValueRef lsb =
+        LLVMBuildAnd(b, LLVMBuildLShr(b, x, ptc_ll_const(it, 0, 16), ""), ptc_ll_const(it, 0, 1), "");
+    LLVMValueRef r = LLVMBuildAdd(b, x, LLVMBuildAdd(b, lsb, ptc_ll_const(it, 0, 0x7fff), ""), "");
+    LLVMValueRef q = LLVMBuildOr(b, x, ptc_ll_const(it, 0, 0x400000), "");
+    r = LLVMBuildSelect(b, isnan, q, r, "");
+    r = LLVMBuildLShr(b, r, ptc_ll_const(it, 0, 16), "");
+    return LLVMBuildTrunc(b, r, lanes_of(v, LLVMInt16TypeInContext(cx)), "");
+}
+
+LLVMValueRef ptc_ll_bf16_bits_to_f32(LLVMBuilderRef b, LLVMValueRef v)
+{
+    LLVMContextRef cx = LLVMGetTypeContext(LLVMTypeOf(v));
+    LLVMTypeRef it = lanes_of(v, LLVMInt32TypeInContext(cx));
+    LLVMValueRef x = LLVMBuildZExt(b, v, it, "");
+    x = LLVMBuildShl(b, x, ptc_ll_const(it, 0, 16), "");
+    return LLVMBuildBitCast(b, x, lanes_of(v, LLVMFloatTypeInContext(cx)), "");
+}

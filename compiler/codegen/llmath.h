@@ -47,4 +47,20 @@ LLVMValueRef ptc_ll_minmax(LLVMBuilderRef b, bool max, ptc_dtype dt, LLVMValueRe
  * floats, or NULL. */
 LLVMValueRef ptc_ll_pow_const(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x, double e);
 
+/* bf16 as integer arithmetic on its bits (i16 lanes), for targets without a
+ * conversion instruction: f32 -> bf16 rounds to nearest even and quiets a
+ * nan (as ptc_f32_to_bf16), bf16 -> f32 is exact. */
+LLVMValueRef ptc_ll_f32_to_bf16_bits(LLVMBuilderRef b, LLVMValueRef v);
+LLVMValueRef ptc_ll_bf16_bits_to_f32(LLVMBuilderRef b, LLVMValueRef v);
+
+/* A CHECK entry (lower.h): ok ? v : 0, and where ok is false in some lane,
+ * the first such lane's (code, v, bound) written to the status record
+ * (ptc_check_status, i64 words) unless an earlier failure holds it. The hot
+ * path is the select and one branch that is never taken; the report is in a
+ * cold block, where status_ptr(ctx) is called to get the record's address
+ * (so a kernel without a failing check never reads it). */
+LLVMValueRef ptc_ll_check(LLVMModuleRef m, LLVMBuilderRef b, int64_t code, LLVMValueRef ok,
+                          LLVMValueRef v, LLVMValueRef bound, LLVMValueRef (*status_ptr)(void *ctx),
+                          void *ctx);
+
 #endif

@@ -83,6 +83,17 @@ static int copy_entry(ptc_arena *a, ptc_lbody *dst, const ptc_lexpr *src, const 
             e.ival = 0;
             e.fval = 0;
         }
+    } else if (e.op == PTC_L_CHECK && mask >= 0) {
+        /* masked-off lanes computed on loads that read zero: they pass */
+        ptc_lexpr off;
+        memset(&off, 0, sizeof off);
+        off.op = PTC_L_LOGICAL_NOT;
+        off.dtype = PTC_BOOL;
+        off.arg[0] = mask;
+        off.arg[1] = off.arg[2] = -1;
+        off.buf = -1;
+        e.arg[0] =
+            emit_binary(a, dst, PTC_L_BITWISE_OR, PTC_BOOL, e.arg[0], ptc_body_emit(a, dst, &off));
     } else if (e.ix) {
         e.ix = ptc_ix_subst(a, src->ix, vars, nvars, map, nmap);
     }

@@ -109,6 +109,72 @@ int ptc_lbody_where(ptc_arena *a, ptc_lbody *b, ptc_dtype dt, int c, int x, int 
     return ptc_lbody_add(a, b, &e);
 }
 
+int ptc_lbody_check(ptc_arena *a, ptc_lbody *b, int kind, int dim, int ok, int value, int bound)
+{
+    ptc_lexpr e = blank(PTC_L_CHECK, b->e[value].dtype);
+    e.arg[0] = ok;
+    e.arg[1] = value;
+    e.arg[2] = bound;
+    e.is_int = true;
+    e.ival = ptc_check_code(kind, dim);
+    return ptc_lbody_add(a, b, &e);
+}
+
+/* clang-format off */
+static const struct {
+    const char *name, *exc, *msg;
+} checks[] = {
+    {"none", NULL, NULL},
+#define X(id, exc, msg) {#id, exc, msg},
+    PTC_CHECKS(X)
+#undef X
+};
+/* clang-format on */
+_Static_assert(sizeof checks / sizeof *checks == PTC_CHECK_COUNT, "one row per check kind");
+
+int ptc_check_fail(const ptc_check_status *st, ptc_error *err)
+{
+    int kind = (int)(st->code & 0xff), dim = (int)(st->code >> 8);
+    if (kind <= PTC_CHECK_NONE || kind >= PTC_CHECK_COUNT)
+        return ptc_errorf(err, PTC_ERR_INTERNAL, "check", "unknown check code %lld",
+                          (long long)st->code);
+    ptc_buf b = {0};
+    if (strcmp(checks[kind].exc, "RuntimeError") != 0)
+        ptc_buf_printf(&b, "%s: ", checks[kind].exc);
+    for (const char *m = checks[kind].msg; *m; m++) {
+        if (m[0] != '%' || !m[1]) {
+            ptc_buf_putc(&b, *m);
+            continue;
+        }
+        switch (*++m) {
+        case 'V':
+            ptc_buf_printf(&b, "%lld", (long long)st->value);
+            break;
+        case 'D':
+            ptc_buf_printf(&b, "%d", dim);
+            break;
+        default:
+            ptc_buf_printf(&b, "%lld", (long long)st->bound);
+            break;
+        }
+    }
+    ptc_errorf(err, PTC_ERR_RUNTIME, "check", "%s", b.data ? b.data : "");
+    ptc_buf_free(&b);
+    return -1;
+}
+
+bool ptc_kernel_has_checks(const ptc_kernel *k)
+{
+    for (int g = 0; g < k->ngroups; g++)
+        for (int m = 0; m < k->groups[g].nmembers; m++) {
+            const ptc_lbody *body = &k->groups[g].members[m].body;
+            for (int i = 0; i < body->n; i++)
+                if (body->e[i].op == PTC_L_CHECK)
+                    return true;
+        }
+    return false;
+}
+
 int ptc_lbody_cast(ptc_arena *a, ptc_lbody *b, ptc_dtype dt, int x)
 {
     if (b->e[x].dtype == dt)
@@ -320,6 +386,13 @@ void ptc_lbody_print(ptc_buf *b, const ptc_lbody *body, const char *const *names
             ptc_buf_putc(b, ' ');
             ptc_ix_print(b, e->ix, names, nnames);
             break;
+        case PTC_L_CHECK: {
+            int kind = (int)(e->ival & 0xff);
+            ptc_buf_printf(b, " %s@%d t%d, t%d, t%d",
+                           kind > 0 && kind < PTC_CHECK_COUNT ? checks[kind].name : "?",
+                           (int)(e->ival >> 8), e->arg[0], e->arg[1], e->arg[2]);
+            break;
+        }
         case PTC_L_RAND:
         case PTC_L_RANDN:
             ptc_buf_printf(b, " seed=%lld at ", (long long)e->seed);
@@ -556,6 +629,12 @@ static const char *check_entry(const ptc_lprog *p, const ptc_lbody *b, int i, in
             return "where condition is not bool";
         if (b->e[e->arg[1]].dtype != e->dtype || b->e[e->arg[2]].dtype != e->dtype)
             return "where operands differ from its dtype";
+        return NULL;
+    case PTC_L_CHECK:
+        if (x->dtype != PTC_BOOL)
+            return "check condition is not bool";
+        if (y->dtype != e->dtype || ptc_dtype_is_float(e->dtype))
+            return "checked value is not an integer of the check's dtype";
         return NULL;
     case PTC_L_EQ: case PTC_L_NE: case PTC_L_LT: case PTC_L_LE: case PTC_L_GT: case PTC_L_GE:
         if (x->dtype != y->dtype)

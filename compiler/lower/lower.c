@@ -166,6 +166,19 @@ static int lop_of(ptc_op op)
     }
 }
 
+/* An integer divisor of //, % or a truncating division, checked to be non-zero:
+ * eager raises ZeroDivisionError where float division gives inf or nan. */
+static int check_divisor(lowerer *L, ptc_lbody *b, int lop, int y)
+{
+    const ptc_lexpr *d = &b->e[y];
+    if ((lop != PTC_L_DIV && lop != PTC_L_FLOOR_DIVIDE && lop != PTC_L_REMAINDER) ||
+        ptc_dtype_is_float(d->dtype) || (d->op == PTC_L_CONST && d->ival != 0))
+        return y;
+    int zero = ptc_lbody_const_i(L->a, b, 0, d->dtype);
+    int ok = ptc_lbody_binary(L->a, b, PTC_L_NE, PTC_BOOL, y, zero);
+    return ptc_lbody_check(L->a, b, PTC_CHECK_ZERO_DIV, 0, ok, y, y);
+}
+
 static int lower_pointwise(lowerer *L, const ptc_node *n)
 {
     const ptc_value *out = n->outs[0];
@@ -184,6 +197,7 @@ static int lower_pointwise(lowerer *L, const ptc_node *n)
     } else if (ptc_lop_arity(lop) == 1) {
         ln->value = ptc_lbody_unary(L->a, &ln->body, lop, out->type.dtype, ops[0]);
     } else {
+        ops[1] = check_divisor(L, &ln->body, lop, ops[1]);
         ln->value = ptc_lbody_binary(L->a, &ln->body, lop, out->type.dtype, ops[0], ops[1]);
     }
     return 0;
@@ -355,11 +369,16 @@ static int lower_creation(lowerer *L, const ptc_node *n)
 
 /* ---- pad and cat ----------------------------------------------------------------------------- */
 
+/* A size as an i64 body entry. */
+static int dim_entry(lowerer *L, ptc_lbody *b, ptc_dim d)
+{
+    return ptc_dim_is_static(d) ? ptc_lbody_const_i(L->a, b, d.value, PTC_I64)
+                                : ptc_lbody_index(L->a, b, ptc_ix_const(L->a, d));
+}
+
 static int idx_cmp(lowerer *L, ptc_lbody *b, int op, int var_entry, ptc_dim bound)
 {
-    int k = ptc_dim_is_static(bound) ? ptc_lbody_const_i(L->a, b, bound.value, PTC_I64)
-                                     : ptc_lbody_index(L->a, b, ptc_ix_const(L->a, bound));
-    return ptc_lbody_binary(L->a, b, op, PTC_BOOL, var_entry, k);
+    return ptc_lbody_binary(L->a, b, op, PTC_BOOL, var_entry, dim_entry(L, b, bound));
 }
 
 static int and_mask(lowerer *L, ptc_lbody *b, int m, int c)
@@ -528,18 +547,44 @@ static int lower_reduce(lowerer *L, const ptc_node *n)
 
 /* ---- gathers ------------------------------------------------------------------------------------ */
 
-/* An index value loaded from idx at `at`, as a VAL atom in [0, size) (masked
- * to 0 when out of range, so that a load never leaves its buffer). */
-static const ptc_ix *index_atom(lowerer *L, ptc_lbody *b, const ptc_value *idx, const ptc_ix *const *at,
-                                ptc_dim size, int *mask)
+/* An index value loaded from idx at `at`, checked to lie in [0, size) (the
+ * check fails the call with eager's error `check` and gives 0 instead, so
+ * that a load never leaves its buffer), as a VAL atom. Where size may be 0 the
+ * load is masked too: index 0 is outside an empty buffer. */
+static const ptc_ix *index_atom(lowerer *L, ptc_lbody *b, const ptc_value *idx,
+                                const ptc_ix *const *at, ptc_dim size, int check, int dim,
+                                int *mask)
 {
     ptc_arena *a = L->a;
     int v = ptc_lbody_cast(a, b, PTC_I64, load_at(L, b, idx, at));
-    int ok = and_mask(L, b, idx_cmp(L, b, PTC_L_GE, v, ptc_dim_c(0)), idx_cmp(L, b, PTC_L_LT, v, size));
-    int zero = ptc_lbody_const_i(a, b, 0, PTC_I64);
-    int safe = ptc_lbody_where(a, b, PTC_I64, ok, v, zero);
-    *mask = and_mask(L, b, *mask, ok);
+    int bound = dim_entry(L, b, size);
+    int ok = and_mask(L, b, idx_cmp(L, b, PTC_L_GE, v, ptc_dim_c(0)),
+                      ptc_lbody_binary(a, b, PTC_L_LT, PTC_BOOL, v, bound));
+    int safe = ptc_lbody_check(a, b, check, dim, ok, v, bound);
+    if (!ptc_dim_is_static(size) || size.value == 0)
+        *mask = and_mask(L, b, *mask, ok);
     return ptc_ix_val(a, safe, size);
+}
+
+/* prims.check_index: i where -size <= i < size (else the call fails with
+ * eager's IndexError), counted from the end when negative. */
+static int lower_check_index(lowerer *L, const ptc_node *n)
+{
+    const ptc_value *idx = ptc_node_arg(n, "index")->v, *out = n->outs[0];
+    int dim = (int)ptc_node_arg(n, "dim")->i.value;
+    ptc_arena *a = L->a;
+    ptc_lnode *ln = new_node(L, PTC_LN_POINTWISE, out, PTC_I64);
+    ptc_lbody *b = &ln->body;
+    int v = load_at(L, b, idx, identity_vars(a, &out->type));
+    int size = dim_entry(L, b, ptc_node_arg(n, "size")->i);
+    int low = ptc_lbody_unary(a, b, PTC_L_NEG, PTC_I64, size);
+    int ok = and_mask(L, b, ptc_lbody_binary(a, b, PTC_L_GE, PTC_BOOL, v, low),
+                      ptc_lbody_binary(a, b, PTC_L_LT, PTC_BOOL, v, size));
+    int c = ptc_lbody_check(a, b, PTC_CHECK_INDEX_ADV, dim, ok, v, size);
+    int neg = ptc_lbody_binary(a, b, PTC_L_LT, PTC_BOOL, c, ptc_lbody_const_i(a, b, 0, PTC_I64));
+    ln->value =
+        ptc_lbody_where(a, b, PTC_I64, neg, ptc_lbody_binary(a, b, PTC_L_ADD, PTC_I64, c, size), c);
+    return 0;
 }
 
 static int lower_gather(lowerer *L, const ptc_node *n)
@@ -557,12 +602,14 @@ static int lower_gather(lowerer *L, const ptc_node *n)
     if (n->op == PTC_OP_PRIMS_GATHER) {
         for (int i = 0; i < x->type.ndim; i++)
             at[i] = y[i];
-        at[dim] = index_atom(L, &ln->body, idx, y, x->type.shape[dim], &mask);
-    } else { /* index_select */
+        at[dim] = index_atom(L, &ln->body, idx, y, x->type.shape[dim], PTC_CHECK_INDEX, dim, &mask);
+    } else { /* index_select (and embedding) */
         for (int i = 0; i < x->type.ndim; i++)
             at[i] = y[i];
         const ptc_ix *iy[1] = {y[dim]};
-        at[dim] = index_atom(L, &ln->body, idx, iy, x->type.shape[dim], &mask);
+        /* eager's CPU kernel for dim 1 of a matrix or more has its own message */
+        int check = dim == 1 && x->type.ndim >= 2 ? PTC_CHECK_INDEX_DIM1 : PTC_CHECK_INDEX_RANGE;
+        at[dim] = index_atom(L, &ln->body, idx, iy, x->type.shape[dim], check, dim, &mask);
     }
     ln->value = masked_load_at(L, &ln->body, x, at, mask, 0);
     return 0;
@@ -1001,6 +1048,8 @@ static int lower_node(lowerer *L, const ptc_node *n)
     case PTC_OP_PRIMS_VAR_MEAN: return lower_reduce(L, n);
     case PTC_OP_PRIMS_GATHER:
     case PTC_OP_PRIMS_INDEX_SELECT: return lower_gather(L, n);
+    case PTC_OP_PRIMS_CHECK_INDEX:
+        return lower_check_index(L, n);
     case PTC_OP_PRIMS_CUMSUM: new_extern(L, n, PTC_XK_CUMSUM); return 0;
     case PTC_OP_PRIMS_SCATTER_ADD: new_extern(L, n, PTC_XK_SCATTER_ADD); return 0;
     case PTC_OP_MM:

@@ -138,7 +138,8 @@ void ptc_ix_print(ptc_buf *b, const ptc_ix *x, const char *const *names, int nna
     X(LE, "le", 2, 1)                                                           \
     X(GT, "gt", 2, 1)                                                           \
     X(GE, "ge", 2, 1)                                                           \
-    X(WHERE, "where", 3, 1)
+    X(WHERE, "where", 3, 1)                                                     \
+    X(CHECK, "check", 3, 1)    /* arg[0] ? arg[1] : 0, else fails (ival) */
 
 typedef enum {
 #define X(id, name, arity, cost) PTC_L_##id,
@@ -163,7 +164,7 @@ typedef struct ptc_lexpr {
     const ptc_ix **idx;
     /* CONST, and a masked LOAD's value where the mask is false. */
     bool is_int;
-    int64_t ival;
+    int64_t ival; /* CHECK: ptc_check_code(kind, dim) */
     double fval;
     /* INDEX: the expression; RAND/RANDN: the element number drawn. */
     const ptc_ix *ix;
@@ -185,8 +186,51 @@ int ptc_lbody_cast(ptc_arena *a, ptc_lbody *b, ptc_dtype dt, int x); /* no-op if
 int ptc_lbody_load(ptc_arena *a, ptc_lbody *b, int buf, ptc_dtype dt, int nidx,
                    const ptc_ix *const *idx);
 int ptc_lbody_index(ptc_arena *a, ptc_lbody *b, const ptc_ix *ix);
+/* A CHECK (see Checks below): `ok` a bool entry, `value` and `bound` i64
+ * entries reported on failure (a divisor check passes its divisor for both). */
+int ptc_lbody_check(ptc_arena *a, ptc_lbody *b, int kind, int dim, int ok, int value, int bound);
 /* Total cost of the entries `root` depends on. */
 int ptc_lbody_cost(const ptc_lbody *b, int root);
+
+/* ------------------------------------------------------------------------------
+ * Checks
+ *
+ * Errors eager torch raises from inside its kernels (a bad index, an integer
+ * division by zero) are CHECK entries in the body, as torch's device-side
+ * asserts: a failing one records (code, value, bound) in the call's status
+ * record, the first failure winning, and the runtime reads the record after
+ * the kernel and fails with eager's exception and message.
+ * X(ID, exception, message): %V is the value, %D the dim, %S the bound.
+ * ---------------------------------------------------------------------------- */
+
+#define PTC_CHECKS(X)                                                                              \
+    X(INDEX, "RuntimeError", "index %V is out of bounds for dimension %D with size %S")            \
+    X(INDEX_ADV, "IndexError", "index %V is out of bounds for dimension %D with size %S")          \
+    X(INDEX_RANGE, "IndexError", "index out of range in self")                                     \
+    X(INDEX_DIM1, "RuntimeError", "INDICES element is out of DATA bounds, id=%V axis_dim=%S")      \
+    X(ZERO_DIV, "RuntimeError", "ZeroDivisionError")
+
+typedef enum {
+    PTC_CHECK_NONE,
+#define X(id, exc, msg) PTC_CHECK_##id,
+    PTC_CHECKS(X)
+#undef X
+        PTC_CHECK_COUNT
+} ptc_check_kind;
+
+/* The status record kernels write: code 0 while every check passed. */
+typedef struct ptc_check_status {
+    int64_t code, value, bound;
+} ptc_check_status;
+
+static inline int64_t ptc_check_code(int kind, int dim)
+{
+    return kind | (int64_t)dim << 8;
+}
+/* Fills err from a failed status: class RuntimeError, stage "check", eager's
+ * message, led by "<exception>: " where eager's is not a RuntimeError
+ * ("IndexError: index out of range in self"). Returns -1. */
+int ptc_check_fail(const ptc_check_status *st, ptc_error *err);
 
 /* ------------------------------------------------------------------------------
  * Loop programs
@@ -406,6 +450,8 @@ void ptc_schedule_print(ptc_buf *b, const ptc_schedule *s);
 /* One kernel as text that determines its code (no names): the cache key. */
 void ptc_kernel_print_key(ptc_buf *b, const ptc_schedule *s, const ptc_kernel *k);
 void ptc_kernel_print(ptc_buf *b, const ptc_schedule *s, const ptc_kernel *k);
+/* Does a member body hold a CHECK (the kernel then reports to a status record)? */
+bool ptc_kernel_has_checks(const ptc_kernel *k);
 
 /* Plans the arena for concrete sizes (bytes per buffer; 0 = not in arena). */
 int64_t ptc_mplan_place(int nbufs, const int64_t *nbytes, const int *first, const int *last,

@@ -150,6 +150,17 @@ int meta_prim_gather(ptc_meta *m)
     return gather_common(m, true);
 }
 
+/* prims.check_index: i64 indices into a dim of `size`, negative ones
+ * counted from the end (advanced indexing's rule). */
+int meta_prim_check_index(ptc_meta *m)
+{
+    const ptc_ttype *idx = meta_t(m, 0);
+    if (idx->dtype != PTC_I64)
+        return ptc_meta_fail(m, "index must be i64, got %s", meta_tstr(m, idx));
+    meta_out_like(m, idx);
+    return 0;
+}
+
 int meta_prim_scatter_add(ptc_meta *m)
 {
     const ptc_ttype *x = meta_t(m, 0), *idx = meta_t(m, 2), *src = meta_t(m, 3);

@@ -189,6 +189,23 @@ done:
     return rc;
 }
 
+/* prims.check_index: advanced indexing's indices, wrapped and checked. */
+int ptc_ref_prim_check_index(ptc_kctx *k)
+{
+    const ptc_tensor *index = ref_tensor(k, "index");
+    int64_t size = ref_int(k, "size"), idx[PTC_MAX_DIMS] = {0}, o = 0;
+    int dim = (int)ref_int(k, "dim");
+    if (ptc_tensor_numel(index) == 0)
+        return 0;
+    do {
+        int64_t w = 0;
+        if (wrap_index(k, ref_ldi(index, ref_offset(index, idx)), dim, size, &w))
+            return -1;
+        ref_sti(&k->out[0], o++, w);
+    } while (ref_next(idx, index->sizes, index->ndim));
+    return 0;
+}
+
 /* ---- index_select, gather, scatter_add, embedding ---------------------------------- */
 
 int ptc_ref_index_select(ptc_kctx *k)
@@ -219,6 +236,9 @@ int ptc_ref_index_select(ptc_kctx *k)
         sel[i] = ref_ldi(index, index->ndim ? i * index->strides[0] : 0);
         if (sel[i] < 0 || sel[i] >= size) {
             free(sel);
+            if (d == 1 && x->ndim >= 2) /* torch's kernel for dim 1 words it so */
+                return ref_fail(k, "INDICES element is out of DATA bounds, id=%lld axis_dim=%lld",
+                                (long long)sel[i], (long long)size);
             return ref_fail(k, "index out of range in self");
         }
     }

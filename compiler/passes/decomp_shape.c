@@ -274,17 +274,17 @@ static int d_tri(dctx *d, const ptc_node *n, ptc_value **outs)
 
 /* ---- indexing ------------------------------------------------------------------------ */
 
-/* idx < 0 ? idx + size : idx, in i64. */
-static ptc_value *wrap_index(dctx *d, ptc_value *idx, ptc_dim size)
+/* Advanced indexing's indices in i64, negative ones counted from the end,
+ * checked against the size of the dim they index (eager raises IndexError for
+ * one outside [-size, size), naming the index tensor's place `nth` among the
+ * index tensors as its "dimension"). */
+static ptc_value *wrap_index(dctx *d, ptc_value *idx, ptc_dim size, int nth)
 {
     ptc_value *i64 = dp_convert(d, idx, PTC_I64);
     if (!i64)
         return NULL;
-    const ptc_ttype *t = &i64->type;
-    ptc_value *neg = dp_binary(d, PTC_OP_PRIMS_LT, i64, dp_full(d, t->shape, t->ndim, 0, PTC_I64));
-    ptc_arg sz = ptc_arg_dim(size);
-    ptc_value *plus = dp_binary(d, PTC_OP_PRIMS_ADD, i64, dp_full_arg(d, t->shape, t->ndim, &sz, PTC_I64));
-    return dp_where(d, neg, plus, i64);
+    ptc_arg args[3] = {ptc_arg_value(i64), ptc_arg_dim(size), ptc_arg_int(nth)};
+    return dp_build(d, PTC_OP_PRIMS_CHECK_INDEX, args, 3);
 }
 
 static int d_index(dctx *d, const ptc_node *n, ptc_value **outs)
@@ -334,7 +334,8 @@ static int d_index(dctx *d, const ptc_node *n, ptc_value **outs)
     ptc_dim merged = ptc_dim_c(1);
     for (int i = 0; i < k; i++) {
         ptc_dim size = xs->type.shape[first + i];
-        ptc_value *w = dp_broadcast(d, wrap_index(d, d->map[ix->vs.v[pos[i]]->id], size), bs, nb);
+        ptc_value *w =
+            dp_broadcast(d, wrap_index(d, d->map[ix->vs.v[pos[i]]->id], size, i), bs, nb);
         if (lin)
             lin = dp_binary(d, PTC_OP_PRIMS_ADD,
                             dp_binary(d, PTC_OP_PRIMS_MUL, lin, dp_full_arg(d, bs, nb, &(ptc_arg){.kind = PTC_ARG_INT, .i = size}, PTC_I64)),

@@ -302,7 +302,7 @@ int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, 
     ptc_cuda_device *dev = NULL;
     if (o && o->cuda_sm > 0) {
         cp->target.sm = o->cuda_sm;
-        cp->target.sms = 132;
+        cp->target.sms = PTC_CUDA_DEFAULT_SMS;
     } else {
         dev = ptc_cuda_device_get(graph_device(p), err);
         if (!dev)
@@ -416,6 +416,7 @@ typedef struct crun {
     int nadopted, cap_adopted;
     CUdeviceptr scratch; /* kernels' scratch area */
     int64_t scratch_bytes;
+    CUdeviceptr status; /* the checks' status record (lower.h), 0: no kernel checks */
     uint64_t rng_offset;
     bool sync_each;
     bool no_vector; /* PTC_CUDA_VECTOR=0: scalar entries only (tests) */
@@ -598,7 +599,12 @@ static int plan_arena(crun *r)
     }
     int64_t temps = (size + 255) & ~(int64_t)255;
     r->scratch_bytes = scratch_need(r);
-    int64_t total = temps + r->scratch_bytes;
+    bool checks = false;
+    for (int k = 0; k < p->sched->nkernels && !checks; k++)
+        checks = ptc_kernel_has_checks(p->sched->kernels[k]);
+    int64_t scratch_end = (temps + r->scratch_bytes + 255) & ~(int64_t)255;
+    int64_t total =
+        checks ? scratch_end + (int64_t)sizeof(ptc_check_status) : temps + r->scratch_bytes;
     CUdeviceptr base = 0;
     int rc = 0;
     if (total > 0 && r->host && r->host->alloc) {
@@ -633,6 +639,12 @@ static int plan_arena(crun *r)
                              : (void *)(uintptr_t)r->dev->zeros;
     }
     r->scratch = r->scratch_bytes ? base + (CUdeviceptr)temps : 0;
+    r->status = checks && rc == 0 ? base + (CUdeviceptr)scratch_end : 0;
+    if (r->status) {
+        CUresult cr = r->A->cuMemsetD8Async(r->status, 0, sizeof(ptc_check_status), r->stream);
+        if (cr != CUDA_SUCCESS)
+            rc = ptc_cuda_fail(r->err, cr, "clearing the checks' status record");
+    }
     free(dyn_off);
     free(dyn_bytes);
     return rc;
@@ -657,6 +669,20 @@ static int check_sync(crun *r, const ptc_kernel *k, const char *what)
     return 0;
 }
 
+/* The checks' status record, read once at the end of the launch sequence:
+ * it costs the call one stream synchronisation, paid only by programs whose
+ * kernels check (indexing, integer division), as eager's .item() would. */
+static int read_checks(crun *r)
+{
+    ptc_check_status st;
+    CUresult cr = r->A->cuMemcpyDtoHAsync(&st, r->status, sizeof st, r->stream);
+    if (cr == CUDA_SUCCESS)
+        cr = r->A->cuStreamSynchronize(r->stream);
+    if (cr != CUDA_SUCCESS)
+        return ptc_cuda_fail(r->err, cr, "reading the checks' status record");
+    return st.code ? ptc_check_fail(&st, r->err) : 0;
+}
+
 static int run_kernel(crun *r, int ki)
 {
     const ptc_kernel *k = r->p->sched->kernels[ki];
@@ -671,7 +697,7 @@ static int run_kernel(crun *r, int ki)
     CUdeviceptr ptrs[MAX_PARAMS];
     int64_t ints[MAX_PARAMS];
     void *params[2 * MAX_PARAMS];
-    if (k->nargs + 1 > MAX_PARAMS || k->nparams + 1 > MAX_PARAMS)
+    if (k->nargs + 1 > MAX_PARAMS || k->nparams + 2 > MAX_PARAMS)
         return ptc_errorf(r->err, PTC_ERR_UNSUPPORTED, "runtime",
                           "kernel %d %s has more than %d arguments", k->id, k->name,
                           MAX_PARAMS - 1);
@@ -687,6 +713,10 @@ static int run_kernel(crun *r, int ki)
     for (int i = 0; i < k->nparams; i++) {
         ints[1 + i] = eval(r, k->params[i]);
         params[np++] = &ints[1 + i];
+    }
+    if (ptc_kernel_has_checks(k)) {
+        ints[1 + k->nparams] = (int64_t)r->status;
+        params[np++] = &ints[1 + k->nparams];
     }
     CUresult cr = r->A->cuLaunchKernel(fn, (unsigned)blocks, 1, 1, (unsigned)code->launch.block, 1,
                                        1, (unsigned)code->launch.smem, r->stream, params, NULL);
@@ -942,6 +972,8 @@ int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_ten
     }
     if (rc == 0 && !host)
         rc = check_sync(&r, NULL, "the run failed on the device");
+    if (rc == 0 && r.status)
+        rc = read_checks(&r);
     finish(&r, rc == 0, outputs);
     ptc_cuda_leave(pushed);
     return rc;

@@ -55,6 +55,8 @@ enum {
     X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", (CUdeviceptr d, const void *s, size_t n))                   \
     X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", (void *d, CUdeviceptr s, size_t n))                         \
     X(cuMemsetD8, "cuMemsetD8_v2", (CUdeviceptr d, unsigned char v, size_t n))                     \
+    X(cuMemsetD8Async, "cuMemsetD8Async", (CUdeviceptr d, unsigned char v, size_t n, CUstream s))  \
+    X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", (void *d, CUdeviceptr s, size_t n, CUstream st))  \
     X(cuStreamSynchronize, "cuStreamSynchronize", (CUstream s))                                    \
     X(cuModuleLoadData, "cuModuleLoadData", (CUmodule * m, const void *image))                     \
     X(cuModuleUnload, "cuModuleUnload", (CUmodule m))                                              \

@@ -37,6 +37,7 @@ typedef struct run {
     void *mem;            /* the arena */
     bool mem_owned;
     uint64_t rng_offset;
+    ptc_check_status status; /* what the kernels' checks report (lower.h) */
     ptc_error *err;
 } run;
 
@@ -236,11 +237,12 @@ static int run_kernel(run *r, const ptc_kernel *k, const ptc_cpu_kernel *ck)
 
 static int run_kernel_code(run *r, const ptc_kernel *k, const ptc_cpu_kernel *ck)
 {
-    int64_t params[1 + 64];
-    int64_t *pp = k->nparams < 64 ? params : malloc(sizeof(int64_t) * (size_t)(k->nparams + 1));
+    int64_t params[2 + 64];
+    int64_t *pp = k->nparams < 64 ? params : malloc(sizeof(int64_t) * (size_t)(k->nparams + 2));
     pp[0] = (int64_t)r->rng_offset;
     for (int i = 0; i < k->nparams; i++)
         pp[1 + i] = eval(r, k->params[i]);
+    pp[1 + k->nparams] = (int64_t)(intptr_t)&r->status;
     void *bufs_stack[32];
     void **bufs = k->nargs <= 32 ? bufs_stack : malloc(sizeof(void *) * (size_t)k->nargs);
     for (int i = 0; i < k->nargs; i++)
@@ -293,7 +295,7 @@ static int run_kernel_code(run *r, const ptc_kernel *k, const ptc_cpu_kernel *ck
         free(pp);
     if (bufs != bufs_stack)
         free(bufs);
-    return 0;
+    return r->status.code ? ptc_check_fail(&r->status, r->err) : 0;
 }
 
 static ptc_tensor view_tensor(run *r, const ptc_lview *v)

@@ -246,6 +246,12 @@ def prim_gather(a, dim, index):
     return torch.gather(a, dim, index)
 
 
+def prim_check_index(index, size, nth):
+    if index.dtype != torch.int64:
+        raise PrimError("i64 index")
+    return torch.where(index < 0, index + size, index)
+
+
 def prim_scatter_add(a, dim, index, src):
     if index.dtype != torch.int64 or src.dtype != a.dtype:
         raise PrimError("dtypes")
@@ -949,6 +955,10 @@ def prim_cases():
     for a, d, i in [([2, 3], 0, I("i64", [4])), ([2, 3], 1, I("i32", [])), ([2, 3], 1, I("i64", [2, 2])),
                     ([2, 3], 2, I("i64", [1])), ([2, 3], -1, I("i64", [0]))]:
         C("prims.index_select", "%%a, %d, %%i" % d, "torch.index_select(a, %d, i)" % d, a=T("f32", a), i=i)
+    # sizes of 8 and more: the corpus test runs the graphs on indices in [-8, 8)
+    for i, size, nth in [(I("i64", [3]), 8, 0), (I("i64", [2, 3]), 9, 1), (I("i64", []), 8, 0),
+                         (I("i64", [0]), 8, 0), (I("i64", [4, 1]), 16, 2), (I("i32", [3]), 8, 0)]:
+        C("prims.check_index", "%%i, %d, %d" % (size, nth), "prim_check_index(i, %d, %d)" % (size, nth), i=i)
     for a, i, s, d in [([5, 3], I("i64", [2, 3]), T("f32", [2, 3]), 0), ([5, 3], I("i64", [2, 3]), T("f16", [2, 3]), 0),
                        ([5, 3], I("i64", [2, 4]), T("f32", [2, 4]), 0), ([5, 3], I("i64", [3, 3]), T("f32", [2, 3]), 0),
                        ([5, 3], I("i32", [2, 3]), T("f32", [2, 3]), 0), ([5, 3], I("i64", [5, 2]), T("f32", [5, 3]), 1),

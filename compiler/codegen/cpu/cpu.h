@@ -17,6 +17,7 @@ typedef struct cg {
     int lanes;                /* vector width of the kernel's vector loops */
     LLVMValueRef *bufptr;     /* per buffer id: base address (NULL: unused) */
     LLVMValueRef *param;      /* per kernel param: i64 */
+    LLVMValueRef params;      /* the i64 block: rng offset, params, status record address */
     LLVMValueRef rng_offset;  /* i64 */
     LLVMValueRef vars[3 * PTC_MAX_DIMS]; /* i64 value of each kernel variable */
     int vec_var;              /* the variable of the current vector loop, -1 none */

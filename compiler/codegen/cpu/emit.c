@@ -169,31 +169,9 @@ static LLVMValueRef from_storage(cg *c, LLVMValueRef v, ptc_dtype dt, int w)
     switch (dt) {
     case PTC_BOOL: return LLVMBuildICmp(b, LLVMIntNE, v, cg_const_i(c, c->i8, 0, w), "");
     case PTC_F16: return LLVMBuildFPExt(b, v, cg_vec(c, c->f32, w), "");
-    case PTC_BF16: {
-        LLVMValueRef x = LLVMBuildZExt(b, v, cg_vec(c, c->i32, w), "");
-        x = LLVMBuildShl(b, x, cg_const_i(c, c->i32, 16, w), "");
-        return LLVMBuildBitCast(b, x, cg_vec(c, c->f32, w), "");
-    }
+    case PTC_BF16: return ptc_ll_bf16_bits_to_f32(b, v);
     default: return v;
     }
-}
-
-/* f32 -> bf16 bits, round to nearest even, nan quieted (ptc_f32_to_bf16). */
-static LLVMValueRef to_bf16(cg *c, LLVMValueRef v, int w)
-{
-    LLVMBuilderRef b = c->b;
-    LLVMTypeRef it = cg_vec(c, c->i32, w);
-    LLVMValueRef x = LLVMBuildBitCast(b, v, it, "");
-    LLVMValueRef absx = LLVMBuildAnd(b, x, cg_const_i(c, c->i32, 0x7fffffff, w), "");
-    LLVMValueRef isnan = LLVMBuildICmp(b, LLVMIntUGT, absx, cg_const_i(c, c->i32, 0x7f800000, w), "");
-    LLVMValueRef lsb = LLVMBuildAnd(b, LLVMBuildLShr(b, x, cg_const_i(c, c->i32, 16, w), ""),
-                                    cg_const_i(c, c->i32, 1, w), "");
-    LLVMValueRef r = LLVMBuildAdd(
-        b, x, LLVMBuildAdd(b, lsb, cg_const_i(c, c->i32, 0x7fff, w), ""), "");
-    LLVMValueRef q = LLVMBuildOr(b, x, cg_const_i(c, c->i32, 0x400000, w), "");
-    r = LLVMBuildSelect(b, isnan, q, r, "");
-    r = LLVMBuildLShr(b, r, cg_const_i(c, c->i32, 16, w), "");
-    return LLVMBuildTrunc(b, r, cg_vec(c, c->i16, w), "");
 }
 
 static LLVMValueRef to_storage(cg *c, LLVMValueRef v, ptc_dtype dt, int w)
@@ -202,7 +180,7 @@ static LLVMValueRef to_storage(cg *c, LLVMValueRef v, ptc_dtype dt, int w)
     switch (dt) {
     case PTC_BOOL: return LLVMBuildZExt(b, v, cg_vec(c, c->i8, w), "");
     case PTC_F16: return LLVMBuildFPTrunc(b, v, cg_vec(c, c->f16, w), "");
-    case PTC_BF16: return to_bf16(c, v, w);
+    case PTC_BF16: return ptc_ll_f32_to_bf16_bits(b, v);
     default: return v;
     }
 }
@@ -588,6 +566,24 @@ static LLVMValueRef emit_binary(cg *c, const ptc_lbody *body, const ptc_lexpr *e
     return r;
 }
 
+/* The call's status record: its address follows the params in the block. */
+static LLVMValueRef status_ptr(void *ctx)
+{
+    cg *c = ctx;
+    LLVMValueRef at = LLVMConstInt(c->i64, 1 + (unsigned)c->k->nparams, 0);
+    LLVMValueRef p = LLVMBuildInBoundsGEP2(c->b, c->i64, c->params, &at, 1, "");
+    return LLVMBuildLoad2(c->b, c->ptr, p, "status");
+}
+
+/* Lanes past the end of a masked tail computed on zeros: their checks pass. */
+static LLVMValueRef emit_check(cg *c, const ptc_lexpr *e, LLVMValueRef *v, int w)
+{
+    LLVMValueRef ok = v[e->arg[0]];
+    if (w > 1 && c->lane_mask)
+        ok = LLVMBuildOr(c->b, ok, LLVMBuildNot(c->b, c->lane_mask, ""), "");
+    return ptc_ll_check(c->mod, c->b, e->ival, ok, v[e->arg[1]], v[e->arg[2]], status_ptr, c);
+}
+
 /* Values of the entries of a member body; loads of buffers written earlier in
  * the same group at the same offset take the written value. */
 typedef struct fwd {
@@ -653,6 +649,9 @@ static LLVMValueRef *emit_body(cg *c, const ptc_lbody *body, int w, const fwd *f
         }
         case PTC_L_CAST: v[i] = emit_cast(c, x, body->e[e->arg[0]].dtype, e->dtype, w); break;
         case PTC_L_WHERE: v[i] = LLVMBuildSelect(b, x, y, v[e->arg[2]], ""); break;
+        case PTC_L_CHECK:
+            v[i] = emit_check(c, e, v, w);
+            break;
         default:
             if (ptc_lop_arity(e->op) == 1) {
                 v[i] = emit_unary(c, e->op, body->e[e->arg[0]].dtype, x, w);
@@ -1225,7 +1224,7 @@ static void emit_body_fn(cg *c, ptc_arena *tmp)
     const ptc_kernel *k = c->k;
     const ptc_lprog *p = c->s->prog;
     LLVMValueRef begin = LLVMGetParam(c->fn, 0), end = LLVMGetParam(c->fn, 1);
-    LLVMValueRef params = LLVMGetParam(c->fn, 2 + (unsigned)k->nargs);
+    LLVMValueRef params = c->params = LLVMGetParam(c->fn, 2 + (unsigned)k->nargs);
     for (int i = 0; i < k->nargs; i++)
         c->bufptr[k->args[i]] = LLVMGetParam(c->fn, 2 + (unsigned)i);
     bool flat = kernel_is_flat(k);

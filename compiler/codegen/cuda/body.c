@@ -263,9 +263,7 @@ LLVMValueRef g_from_storage(gcg *c, LLVMValueRef v, ptc_dtype dt, int w)
     case PTC_BF16: {
         if (c->sm >= 90)
             return asm_lanes(c, "cvt.f32.bf16 $0, $1;", "=f,h", c->f32, v, NULL);
-        LLVMValueRef x = LLVMBuildZExt(b, v, g_vec(c, c->i32, w), "");
-        x = LLVMBuildShl(b, x, g_const_i(c->i32, 16, w), "");
-        return LLVMBuildBitCast(b, x, g_vec(c, c->f32, w), "");
+        return ptc_ll_bf16_bits_to_f32(b, v);
     }
     default:
         return v;
@@ -276,21 +274,11 @@ LLVMValueRef g_from_storage(gcg *c, LLVMValueRef v, ptc_dtype dt, int w)
  * instruction (cvt.rn.bf16.f32, as inline PTX: LLVM 16's NVPTX has no bfloat
  * conversions); older targets use integer arithmetic, nan quieted as
  * ptc_f32_to_bf16 does. */
-static LLVMValueRef to_bf16(gcg *c, LLVMValueRef v, int w)
+static LLVMValueRef to_bf16(gcg *c, LLVMValueRef v)
 {
-    LLVMBuilderRef b = c->b;
     if (c->sm >= 80)
         return asm_lanes(c, "cvt.rn.bf16.f32 $0, $1;", "=h,f", c->i16, v, NULL);
-    LLVMValueRef x = LLVMBuildBitCast(b, v, g_vec(c, c->i32, w), "");
-    LLVMValueRef absx = LLVMBuildAnd(b, x, g_const_i(c->i32, 0x7fffffff, w), "");
-    LLVMValueRef isnan = LLVMBuildICmp(b, LLVMIntUGT, absx, g_const_i(c->i32, 0x7f800000, w), "");
-    LLVMValueRef lsb = LLVMBuildAnd(b, LLVMBuildLShr(b, x, g_const_i(c->i32, 16, w), ""),
-                                    g_const_i(c->i32, 1, w), "");
-    LLVMValueRef r = LLVMBuildAdd(b, x, LLVMBuildAdd(b, lsb, g_const_i(c->i32, 0x7fff, w), ""), "");
-    LLVMValueRef q = LLVMBuildOr(b, x, g_const_i(c->i32, 0x400000, w), "");
-    r = LLVMBuildSelect(b, isnan, q, r, "");
-    r = LLVMBuildLShr(b, r, g_const_i(c->i32, 16, w), "");
-    return LLVMBuildTrunc(b, r, g_vec(c, c->i16, w), "");
+    return ptc_ll_f32_to_bf16_bits(c->b, v);
 }
 
 LLVMValueRef g_to_storage(gcg *c, LLVMValueRef v, ptc_dtype dt, int w)
@@ -302,7 +290,7 @@ LLVMValueRef g_to_storage(gcg *c, LLVMValueRef v, ptc_dtype dt, int w)
     case PTC_F16:
         return asm_lanes(c, "cvt.rn.f16.f32 $0, $1;", "=h,f", c->i16, v, NULL);
     case PTC_BF16:
-        return to_bf16(c, v, w);
+        return to_bf16(c, v);
     default:
         return v;
     }
@@ -789,6 +777,13 @@ void g_fwd_add(gfwd *fw, int buf, const ptc_ix *off, LLVMValueRef v)
     fw->val[fw->n++] = v;
 }
 
+static LLVMValueRef status_ptr(void *ctx)
+{
+    gcg *c = ctx;
+    PTC_ASSERT(c->status != NULL);
+    return LLVMBuildIntToPtr(c->b, c->status, c->gptr, "status");
+}
+
 LLVMValueRef *g_body(gcg *c, const ptc_lbody *body, int w, const gfwd *fw)
 {
     LLVMValueRef *v = calloc((size_t)body->n + 1, sizeof *v);
@@ -834,6 +829,10 @@ LLVMValueRef *g_body(gcg *c, const ptc_lbody *body, int w, const gfwd *fw)
             break;
         case PTC_L_WHERE:
             v[i] = LLVMBuildSelect(b, x, y, v[e->arg[2]], "");
+            break;
+        case PTC_L_CHECK:
+            v[i] = ptc_ll_check(c->mod, b, e->ival, v[e->arg[0]], v[e->arg[1]], v[e->arg[2]],
+                                status_ptr, c);
             break;
         default:
             if (ptc_lop_arity(e->op) == 1) {

@@ -13,6 +13,12 @@
 
 #include <llvm-c/Core.h>
 
+/* Cross-warp reductions meet in shared memory: per reduction member, RED_FIELDS
+ * 8-byte fields (value, index, Welford mean, M2, count) for each of the at most
+ * MAX_WARPS warps of a block (1024 threads, the CUDA limit, / 32 lanes). */
+enum { WARP = 32, MAX_BLOCK = 1024, MAX_WARPS = MAX_BLOCK / WARP, RED_FIELDS = 5 };
+enum { RED_FIELD_BYTES = MAX_WARPS * 8, RED_MEMBER_BYTES = RED_FIELDS * RED_FIELD_BYTES };
+
 /* Where a kernel-local buffer lives. */
 enum { LOC_NONE, LOC_PRIVATE, LOC_SHARED, LOC_SCRATCH };
 
@@ -63,6 +69,7 @@ typedef struct gcg {
     uint8_t *bufalign;       /* per buffer id: alignment its aligned vector accesses assume */
     LLVMValueRef *param;     /* per kernel param: index-typed value */
     LLVMValueRef rng_offset; /* i64 */
+    LLVMValueRef status;     /* i64 address of the checks' status record (NULL: no checks) */
     LLVMValueRef vars[3 * PTC_MAX_DIMS];
     LLVMValueRef smem; /* the dynamic shared memory (addrspace 3) */
     LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, gptr, sptr, void_;

@@ -473,7 +473,7 @@ static rv shfl_state(gcg *c, const red *r, rv s, int offset, LLVMValueRef mask)
 /* Shared-memory slot `field` of member m for warp w (8 bytes each). */
 static LLVMValueRef red_slot(gcg *c, int m, int field, LLVMValueRef warp)
 {
-    int64_t base = c->plan->smem_team + (int64_t)m * 32 * 40 + field * 32 * 8;
+    int64_t base = c->plan->smem_team + (int64_t)m * RED_MEMBER_BYTES + field * RED_FIELD_BYTES;
     LLVMValueRef off =
         LLVMBuildAdd(c->b, ixc(c, base), LLVMBuildMul(c->b, warp, ixc(c, 8), ""), "");
     return LLVMBuildInBoundsGEP2(c->b, c->i8, c->smem, &off, 1, "");
@@ -905,7 +905,9 @@ void g_emit_kernel(gcg *c, const char *name, bool vector_form)
 {
     const ptc_kernel *kn = c->k;
     const gplan *p = c->plan;
-    int nargs = kn->nargs, np = nargs + 2 + kn->nparams;
+    /* (bufs..., scratch, rng offset, params..., [status record address]) */
+    bool checks = ptc_kernel_has_checks(kn);
+    int nargs = kn->nargs, np = nargs + 2 + kn->nparams + checks;
     LLVMTypeRef *pt = calloc((size_t)np + 1, sizeof *pt);
     for (int i = 0; i < nargs + 1; i++)
         pt[i] = c->gptr;
@@ -942,6 +944,7 @@ void g_emit_kernel(gcg *c, const char *name, bool vector_form)
         LLVMValueRef v = LLVMGetParam(c->fn, (unsigned)(nargs + 2 + i));
         c->param[i] = c->ix == c->i64 ? v : LLVMBuildTrunc(c->b, v, c->ix, "");
     }
+    c->status = checks ? LLVMGetParam(c->fn, (unsigned)(np - 1)) : NULL;
     kctx k = {.T = p->team};
     int tpb = p->block / p->team;
     k.tid = sreg(c, "llvm.nvvm.read.ptx.sreg.tid.x");

@@ -29,7 +29,47 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { SMEM_LIMIT = 48 * 1024, LARGE = 1 << 30 };
+/* The numbers of the plan. Hardware limits say so; the rest are thresholds
+ * chosen by hand when the backend was written (on an H100), not derived.
+ *
+ * SMEM_LIMIT: shared memory a block may use without opting in with
+ *   cuFuncSetAttribute (48 KiB on every GPU since Kepler).
+ * LARGE: sizes at or above 2^30 elements get 64-bit index arithmetic; below,
+ *   32-bit offsets keep a factor of 2 of headroom for sums of terms.
+ * SYM_HINT: the size a symbolic dimension is assumed to have when choosing.
+ * FLAT_BIG_BLOCK: flat kernels take 256-thread blocks from 64 Ki threads' work
+ *   on (about two blocks per SM of an H100), 128-thread blocks below.
+ * TINY_WORK: a thread per outer iteration when one iteration's work is at most
+ *   this (pooling windows).
+ * MANY_OUTER: contiguous-across-outer access with at least this many outer
+ *   iterations (128 blocks of 128 threads: about one per SM) runs a thread each.
+ * OUTER_PER_SM: at least this many outer iterations per SM fill the GPU with
+ *   warp-sized teams; fewer, and BLOCK_WORK of work per iteration, get a team
+ *   of a block to share the row.
+ * PRIVATE_BYTES: locals of a thread-per-iteration kernel stay in registers /
+ *   local memory up to this size, else go to global scratch.
+ * TEAM_BLOCK: threads per block for teams of up to a warp.
+ * ROW_MAX, ROW_TEAM, ROW_CHUNKS, ROW_MAX_CHUNKS: row mode takes rows of at most
+ *   ROW_MAX elements, grows the team (to ROW_TEAM) until a thread has at most
+ *   ROW_CHUNKS vector chunks, and gives up above ROW_MAX_CHUNKS (registers). */
+enum {
+    SMEM_LIMIT = 48 * 1024,
+    LARGE = 1 << 30,
+    SYM_HINT = 64,
+    FLAT_BIG_BLOCK = 64 * 1024,
+    TINY_WORK = 16,
+    MANY_OUTER = 16384,
+    OUTER_PER_SM = 16,
+    BLOCK_WORK = 2048,
+    PRIVATE_BYTES = 4096,
+    TEAM_BLOCK = 256,
+    ROW_MAX = 1 << 20,
+    ROW_TEAM = 512,
+    ROW_CHUNKS = 8,
+    ROW_MAX_CHUNKS = 16,
+};
+/* Vectorised accesses move 16 bytes (ld.global.v4.f32), at most 8 elements. */
+enum { VEC_BYTES = 16, MAX_VEC = 8 };
 
 static int env_int(const char *name, int lo, int hi, int dflt)
 {
@@ -43,7 +83,7 @@ static int env_int(const char *name, int lo, int hi, int dflt)
 
 static double hint(ptc_dim d)
 {
-    return ptc_dim_is_static(d) ? (double)d.value : 64.0;
+    return ptc_dim_is_static(d) ? (double)d.value : SYM_HINT;
 }
 
 static double prod(const ptc_dim *d, int n)
@@ -57,7 +97,7 @@ static double prod(const ptc_dim *d, int n)
 static int pow2_floor(double x)
 {
     int p = 1;
-    while (p * 2 <= x && p < 1024)
+    while (p * 2 <= x && p < MAX_BLOCK)
         p *= 2;
     return p;
 }
@@ -146,8 +186,8 @@ static int choose_vec(const ptc_schedule *s, const ptc_kernel *k)
         }
     if (maxsize == 0)
         return 1;
-    int w = 16 / maxsize;
-    w = w > 8 ? 8 : w;
+    int w = VEC_BYTES / maxsize;
+    w = w > MAX_VEC ? MAX_VEC : w;
     int64_t extent = k->outer[last].value;
     while (w > 1 && extent % w)
         w /= 2;
@@ -187,14 +227,15 @@ static int64_t local_bytes(const ptc_schedule *s, const ptc_kernel *k, int i)
 static int choose_team(const ptc_kernel *k, const access_info *ai, double outer, double work,
                        int sms)
 {
-    if (work <= 16) /* pooling windows: a thread per output, the window in a loop */
+    if (work <= TINY_WORK) /* pooling windows: a thread per output, the window in a loop */
         return 1;
-    if (ai->outer_contig && !ai->inner_contig && outer >= 16384)
+    if (ai->outer_contig && !ai->inner_contig && outer >= MANY_OUTER)
         return 1;
-    if (outer >= 16.0 * sms || work < 2048)
-        return pow2_floor(work / 4 < 32 ? work / 4 : 32);
+    /* up to a warp, each thread with 4 or more elements of the iteration */
+    if (outer >= (double)OUTER_PER_SM * sms || work < BLOCK_WORK)
+        return pow2_floor(work / 4 < WARP ? work / 4 : WARP);
     int t = pow2_floor(work / 8);
-    return t < 32 ? 32 : t;
+    return t < WARP ? WARP : t;
 }
 
 /* The ranges one group iterates: a pointwise group its inner ranges, a
@@ -235,7 +276,7 @@ static void plan_row(const ptc_schedule *s, const ptc_kernel *k, const access_in
     }
     for (int d = 0; d < nd; d++)
         n *= r0[d].value;
-    if (n <= 1 || n > 1 << 20)
+    if (n <= 1 || n > ROW_MAX)
         return;
     /* W from the widest element accessed contiguously in the last group variable */
     int last = k->nouter + nd - 1, maxsize = 0;
@@ -250,16 +291,16 @@ static void plan_row(const ptc_schedule *s, const ptc_kernel *k, const access_in
                 }
             }
         }
-    int w = maxsize ? 16 / maxsize : 1;
-    w = w > 8 ? 8 : w;
+    int w = maxsize ? VEC_BYTES / maxsize : 1;
+    w = w > MAX_VEC ? MAX_VEC : w;
     while (w > 1 && r0[nd - 1].value % w)
         w /= 2;
     int64_t nc = n / w;
     int t = 1;
-    while (t < 512 && (nc + t - 1) / t > 8)
+    while (t < ROW_TEAM && (nc + t - 1) / t > ROW_CHUNKS)
         t *= 2;
     int64_t j = (nc + t - 1) / t;
-    if (j > 16)
+    if (j > ROW_MAX_CHUNKS)
         return;
     p->row = true;
     p->row_n = (int)n;
@@ -273,7 +314,7 @@ void g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_
             gplan *p)
 {
     memset(p, 0, sizeof *p);
-    int sms = tgt && tgt->sms > 0 ? tgt->sms : 132;
+    int sms = tgt && tgt->sms > 0 ? tgt->sms : PTC_CUDA_DEFAULT_SMS;
     p->flat = kernel_flat(k);
     p->i32 = fits_i32(s, k);
     p->red_lanes = PTC_NEWN(a, int, k->ngroups + 1);
@@ -285,7 +326,7 @@ void g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_
     if (p->flat) {
         p->team = 1;
         p->vec = choose_vec(s, k);
-        p->block = outer / p->vec >= 64.0 * 1024 ? 256 : 128;
+        p->block = outer / p->vec >= FLAT_BIG_BLOCK ? 256 : 128;
         for (int i = 0; i < k->nlocal; i++)
             p->loc[i] = LOC_NONE;
         for (int g = 0; g < k->ngroups; g++)
@@ -301,7 +342,7 @@ void g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_
         work = w > work ? w : work;
     }
     int T = choose_team(k, &ai, outer, work, sms);
-    int forced = env_int("PTC_CUDA_TEAM", 1, 1024, 0);
+    int forced = env_int("PTC_CUDA_TEAM", 1, MAX_BLOCK, 0);
     if (forced && (forced & (forced - 1)) == 0) {
         T = forced;
     } else if (T > 1 || !ai.outer_contig) {
@@ -331,15 +372,15 @@ void g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_
                     if (e->op == PTC_L_LOAD)
                         scan_offset(s, k, G, e->buf, e->idx[0], &gi);
                 }
-            tr = gi.inner_contig ? pow2_floor(red < 32 ? red : 32) : 1;
+            tr = gi.inner_contig ? pow2_floor(red < WARP ? red : WARP) : 1;
             if (tr > T)
                 tr = T;
             (void)kept;
         }
         p->red_lanes[g] = tr;
-        if (tr > 32) {
-            int nmem = G->nmembers;
-            p->smem_red = p->smem_red > 32 * 40 * nmem ? p->smem_red : 32 * 40 * nmem;
+        if (tr > WARP) { /* the warps of one reduction meet in shared memory */
+            int64_t need = (int64_t)RED_MEMBER_BYTES * G->nmembers;
+            p->smem_red = p->smem_red > need ? p->smem_red : need;
         }
     }
     /* locals */
@@ -350,9 +391,9 @@ void g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_
         team_bytes += local_bytes(s, k, i);
     }
     team_bytes = (team_bytes + 15) & ~(int64_t)15;
-    int tpb = T > 32 ? 1 : 256 / T; /* bar.sync teams own their block */
+    int tpb = T > WARP ? 1 : TEAM_BLOCK / T; /* bar.sync teams own their block */
     if (T == 1) {
-        bool fits = team_bytes <= 4096 && smem_limit > 0;
+        bool fits = team_bytes <= PRIVATE_BYTES && smem_limit > 0;
         for (int i = 0; i < k->nlocal; i++)
             p->loc[i] = fits ? LOC_PRIVATE : LOC_SCRATCH;
         if (!fits)
@@ -367,7 +408,7 @@ void g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_
             p->smem_team = team_bytes;
         } else {
             p->scratch_team = team_bytes;
-            tpb = T > 32 ? 1 : 256 / T;
+            tpb = T > WARP ? 1 : TEAM_BLOCK / T;
         }
     }
     p->block = T * tpb;
