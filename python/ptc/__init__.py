@@ -75,7 +75,11 @@ def compile(model_or_fn=None, *, mode="default", dynamic=None, fullgraph=False, 
 
 
 def reset():
-    """Drops every compiled entry of every compiled function (like torch._dynamo.reset)."""
+    """Drops every compiled entry of every compiled function (like torch._dynamo.reset).
+
+    Safe while compiled calls are in flight (other threads, or the function
+    that calls it): they finish with the entries they started with.
+    """
     _C._reset()
 
 
