@@ -108,10 +108,15 @@ typedef struct cap_code {
     int32_t *pos;                  /* [4 * nunits]: line, endline, col, endcol (-1) */
     const char *notrace;           /* why this code is never interpreted, or NULL */
     bool drainable;                /* a generator expression that a trace may drain */
+    int refs;                      /* the cache's, frames', guards' and entries' (GIL-held) */
 } cap_code;
 
-/* The decoded form of a code object, cached until cap_reset_all. Borrowed. */
+/* The decoded form of a code object, cached until cap_reset_all. Borrowed:
+ * whatever keeps it past the next Python call takes a reference, because a
+ * reset (another thread, or the user's code) may drop the cache's. */
 cap_code *cap_code_get(PyObject *code);
+cap_code *cap_code_ref(cap_code *c); /* NULL-safe; returns c */
+void cap_code_unref(cap_code *c);    /* NULL-safe; frees at zero */
 void cap_code_cache_clear(void);
 int cap_opcodes_init(void);
 const char *cap_opname(int raw);

@@ -197,8 +197,6 @@ static PyObject *code_cache; /* dict: id(code) -> capsule(cap_code) */
 
 static void code_free(cap_code *c)
 {
-    if (!c)
-        return;
     Py_XDECREF(c->code);
     Py_XDECREF(c->consts);
     Py_XDECREF(c->names);
@@ -212,9 +210,22 @@ static void code_free(cap_code *c)
     free(c);
 }
 
+cap_code *cap_code_ref(cap_code *c)
+{
+    if (c)
+        c->refs++;
+    return c;
+}
+
+void cap_code_unref(cap_code *c)
+{
+    if (c && --c->refs == 0)
+        code_free(c);
+}
+
 static void capsule_free(PyObject *cap)
 {
-    code_free(PyCapsule_GetPointer(cap, "ptc.code"));
+    cap_code_unref(PyCapsule_GetPointer(cap, "ptc.code"));
 }
 
 static int get_int(PyObject *code, const char *attr, int *out)
@@ -480,6 +491,14 @@ cap_code *cap_code_get(PyObject *code)
     if (!c) {
         Py_DECREF(key);
         return NULL;
+    }
+    c->refs = 1; /* the cache's */
+    /* Decoding ran Python code: another thread may have cached the same code
+       meanwhile. The first stays, so frames of one code share one decoding. */
+    if ((cap = PyDict_GetItem(code_cache, key))) {
+        code_free(c);
+        Py_DECREF(key);
+        return PyCapsule_GetPointer(cap, "ptc.code");
     }
     cap = PyCapsule_New(c, "ptc.code", capsule_free);
     if (!cap || PyDict_SetItem(code_cache, key, cap) < 0) {

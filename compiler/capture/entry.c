@@ -564,7 +564,7 @@ static int frame_recipe(builder *B, cap_frame *f, cap_rframe *rf)
 {
     if (f->exc_depth)
         return fail(B, "a break inside an except block", NULL);
-    rf->code = f->code;
+    rf->code = cap_code_ref(f->code);
     rf->pc = f->pc;
     rf->sp = f->sp;
     rf->kwnames = Py_XNewRef(f->kwnames);
@@ -603,6 +603,7 @@ static void free_rframes(cap_rframe *fr, int n)
         free(fr[i].stack);
         free(fr[i].module_path);
         Py_XDECREF(fr[i].kwnames);
+        cap_code_unref(fr[i].code);
     }
     free(fr);
 }
@@ -648,6 +649,7 @@ cap_entry *cap_entry_build(cap_trace *T, cap_interp *I, int rc, int *unreconstru
     *unreconstructable = -1;
     if (!e || !B.memo || !B.keep || !B.cells)
         goto fail;
+    e->refs = 1;
     e->grad_start = T->grad_at_start;
     e->grad_end = T->grad_enabled;
     e->amp_start = cap_amp_pack(&T->amp_at_start);
@@ -753,7 +755,7 @@ fail:
         e->nrecipes = B.n;
         e->recipes = B.r;
         B.r = NULL;
-        cap_entry_free(e);
+        cap_entry_unref(e);
     }
     free(B.r);
     free(B.outs);
@@ -765,15 +767,20 @@ fail:
     return NULL;
 }
 
-void cap_entry_free(cap_entry *e)
+cap_entry *cap_entry_ref(cap_entry *e)
 {
-    if (!e)
-        return;
+    e->refs++;
+    return e;
+}
+
+static void entry_free(cap_entry *e)
+{
     cap_backend_free(e);
     for (int i = 0; i < e->nsrc; i++)
         Py_XDECREF(e->src[i].key);
     for (int i = 0; i < e->nguards; i++) {
         Py_XDECREF(e->guards[i].obj);
+        cap_code_unref(e->guards[i].code);
         if (e->guards[i].tm) {
             Py_XDECREF(e->guards[i].tm->type);
             Py_XDECREF(e->guards[i].tm->dtype);
@@ -817,4 +824,10 @@ void cap_entry_free(cap_entry *e)
     Py_XDECREF(e->guard_strs);
     Py_XDECREF(e->skipped);
     free(e);
+}
+
+void cap_entry_unref(cap_entry *e)
+{
+    if (e && --e->refs == 0)
+        entry_free(e);
 }

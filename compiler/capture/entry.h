@@ -55,6 +55,7 @@ typedef struct cap_clsmemo {
 
 struct cap_entry {
     struct cap_entry *next;  /* the next entry at the same position */
+    int refs;                /* its position's, and each call running it (GIL-held) */
     cap_compiled *owner;
     int id;                  /* compile id (graph numbering) */
     int recompile;           /* 0 for the first entry at its position */
@@ -139,7 +140,12 @@ typedef struct cap_entry cap_entry;
  * NULL with *unreconstructable set when a resume state holds a value that
  * cannot be rebuilt (the frame index at fault), else NULL with an error. */
 cap_entry *cap_entry_build(cap_trace *T, cap_interp *I, int rc, int *unreconstructable);
-void cap_entry_free(cap_entry *e);
+/* Entries are reference-counted: a reset only unlinks them from their
+ * position, and a call in flight (this thread's or another's: the GIL is
+ * released in torch calls and whenever Python code runs) keeps the entry
+ * it runs alive. A new entry holds one reference. */
+cap_entry *cap_entry_ref(cap_entry *e);
+void cap_entry_unref(cap_entry *e); /* NULL-safe; frees at zero */
 
 /* Guard evaluation over a state (frames[0..nframes)). Returns 1 pass, 0 fail
  * (with *failed = guard index), -1 error. vals receives source values (owned

@@ -38,6 +38,9 @@ static PyObject *position_key(cap_frame *base, cap_frame *top)
     return PyBytes_FromStringAndSize((const char *)buf, (Py_ssize_t)(sizeof(uintptr_t) * 2 * n));
 }
 
+/* A position's capsule is freed when a reset drops it from the dict and the
+ * last lookup holding it lets go; its entries live on in the calls running
+ * them (cap_entry_ref). */
 static void pos_free(PyObject *cap)
 {
     cap_pos *p = PyCapsule_GetPointer(cap, "ptc.pos");
@@ -46,24 +49,27 @@ static void pos_free(PyObject *cap)
     while (p && p->head) {
         cap_entry *e = p->head;
         p->head = e->next;
-        cap_entry_free(e);
+        cap_entry_unref(e);
     }
     free(p);
 }
 
-static cap_pos *position(cap_compiled *c, PyObject *key)
+/* The capsule of the position (a new reference: a lookup holds it while
+ * guards and tracing run Python code, during which a reset may drop it). */
+static PyObject *position(cap_compiled *c, PyObject *key)
 {
     PyObject *cap = PyDict_GetItem(c->positions, key);
     if (cap)
-        return PyCapsule_GetPointer(cap, "ptc.pos");
+        return Py_NewRef(cap);
     cap_pos *p = calloc(1, sizeof *p);
     cap = p ? PyCapsule_New(p, "ptc.pos", pos_free) : NULL;
-    if (!cap || PyDict_SetItem(c->positions, key, cap) < 0) {
-        Py_XDECREF(cap);
+    if (!cap) {
+        free(p);
         return NULL;
     }
-    Py_DECREF(cap);
-    return p;
+    if (PyDict_SetItem(c->positions, key, cap) < 0)
+        Py_CLEAR(cap);
+    return cap;
 }
 
 static int state_frames(cap_interp *S, cap_frame **frames, int max)
@@ -220,7 +226,9 @@ static cap_frame *clone_frame(cap_trace *T, cap_frame *f, int depth)
     g->ret_a = Py_XNewRef(f->ret_a);
     g->ret_b = Py_XNewRef(f->ret_b);
     g->ret_arg = f->ret_arg;
-    g->module_path = f->module_path;
+    /* The trace's own copy: a resumed frame's path belongs to the entry that
+       built it, which a reset may free before the new entry. */
+    g->module_path = f->module_path ? ptc_arena_strdup(T->arena, f->module_path) : NULL;
     return g;
 }
 
@@ -543,7 +551,7 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
                    wants the failure rather than torch ops. */
                 PyErr_Format(cap_InternalError, "ptc: cannot run the captured graph: %s", buf);
                 cap_report_compiled(e);
-                cap_entry_free(e);
+                cap_entry_unref(e);
                 return NULL;
             }
             cap_warn_fallback(c, e, "backend", buf);
@@ -625,17 +633,12 @@ static int check(cap_entry *e, cap_frame **frames, int nf, valbuf *b, int *faile
     return cap_entry_check(e, frames, nf, b->vals, b->owned, failed);
 }
 
-/* Finds (or compiles) the entry for the state in S: NULL with *eager when
- * the state must run for real; NULL without eager on an error. On success
- * b holds the entry's source values. */
-static cap_entry *lookup(cap_compiled *c, cap_interp *S, valbuf *b, bool *eager)
+/* Finds (or compiles) the entry for the state in S among position p's:
+ * NULL with *eager when the state must run for real; NULL without eager on
+ * an error. On success (a new reference to the entry) b holds the entry's
+ * source values. */
+static cap_entry *lookup_at(cap_compiled *c, cap_pos *p, cap_interp *S, valbuf *b, bool *eager)
 {
-    *eager = false;
-    PyObject *key = position_key(S->base, S->frame);
-    cap_pos *p = key ? position(c, key) : NULL;
-    Py_XDECREF(key);
-    if (!p)
-        return NULL;
     if (p->eager) {
         *eager = true;
         return NULL;
@@ -655,7 +658,7 @@ static cap_entry *lookup(cap_compiled *c, cap_interp *S, valbuf *b, bool *eager)
             return NULL;
         }
         if (ok)
-            return e;
+            return cap_entry_ref(e);
         if (e == p->head) { /* most recent: its failure is the recompile reason */
             cap_guard_describe(e, failed, b->vals, p->last_fail, sizeof p->last_fail);
             if (cap_meas.on) {
@@ -704,6 +707,19 @@ static cap_entry *lookup(cap_compiled *c, cap_interp *S, valbuf *b, bool *eager)
             PyErr_Format(cap_InternalError, "ptc: a fresh entry rejects its own state: %s", buf);
         return NULL;
     }
+    return cap_entry_ref(e);
+}
+
+static cap_entry *lookup(cap_compiled *c, cap_interp *S, valbuf *b, bool *eager)
+{
+    *eager = false;
+    PyObject *key = position_key(S->base, S->frame);
+    PyObject *cap = key ? position(c, key) : NULL;
+    Py_XDECREF(key);
+    if (!cap)
+        return NULL;
+    cap_entry *e = lookup_at(c, PyCapsule_GetPointer(cap, "ptc.pos"), S, b, eager);
+    Py_DECREF(cap);
     return e;
 }
 
@@ -740,12 +756,32 @@ static PyObject *run_eagerly(cap_interp *S, bool first, PyObject *fn, PyObject *
     return r;
 }
 
+/* The entries a call ran stay alive until it returns, whatever a reset
+ * does meanwhile: the frames a resume state rebuilt in S borrow from the
+ * entry that built them, and the clock keeps its stats. The two most recent
+ * suffice: once a segment resumed, S and the clock refer to it alone; one
+ * that failed may leave them with the one before. */
+typedef struct held {
+    cap_entry *e[2];
+} held;
+
+static void hold(held *h, cap_entry *e) /* takes the reference */
+{
+    if (h->e[0] == e) {
+        cap_entry_unref(e);
+        return;
+    }
+    cap_entry_unref(h->e[1]);
+    h->e[1] = h->e[0];
+    h->e[0] = e;
+}
+
 /* Runs the state in S to the end; S's outermost frame is the compiled
  * function's. Until the first segment finished, nothing of this call ran
  * for real, so an internal error may still restart it eagerly. k: the
  * call's clock while measuring, else NULL. */
 static PyObject *drive(cap_compiled *c, cap_interp *S, PyObject *fn, PyObject *args,
-                       PyObject *kwargs, cap_clock *k)
+                       PyObject *kwargs, cap_clock *k, held *h)
 {
     bool first = true;
     valbuf b = {0};
@@ -760,6 +796,7 @@ static PyObject *drive(cap_compiled *c, cap_interp *S, PyObject *fn, PyObject *a
             valbuf_free(&b);
             return run_eagerly(S, first, fn, args, kwargs, k != NULL);
         }
+        hold(h, e);
         segment_result r = run_entry(c, e, S, b.vals, k);
         cap_entry_release_vals(e, b.vals, b.owned);
         if (r.rc == CAP_DONE) {
@@ -780,10 +817,13 @@ static PyObject *drive(cap_compiled *c, cap_interp *S, PyObject *fn, PyObject *a
 
 PyObject *cap_drive(cap_compiled *c, cap_interp *S, PyObject *fn, PyObject *args, PyObject *kwargs)
 {
-    if (!cap_meas.on)
-        return drive(c, S, fn, args, kwargs, NULL);
+    held h = {{NULL, NULL}};
+    bool measure = cap_meas.on;
     cap_clock k = {0};
-    PyObject *r = drive(c, S, fn, args, kwargs, &k);
-    cap_clock_done(&k);
+    PyObject *r = drive(c, S, fn, args, kwargs, measure ? &k : NULL, &h);
+    if (measure)
+        cap_clock_done(&k);
+    cap_entry_unref(h.e[0]);
+    cap_entry_unref(h.e[1]);
     return r;
 }

@@ -24,7 +24,7 @@ cap_frame *cap_frame_new(cap_code *code, PyObject *func, PyObject *globals, PyOb
         PyErr_NoMemory();
         return NULL;
     }
-    f->code = code;
+    f->code = cap_code_ref(code);
     f->func = Py_XNewRef(func);
     f->globals = Py_XNewRef(globals);
     f->builtins = Py_XNewRef(builtins);
@@ -51,6 +51,7 @@ void cap_frame_free(cap_frame *f)
     Py_XDECREF(f->ret_a);
     Py_XDECREF(f->ret_b);
     Py_XDECREF(f->yielded);
+    cap_code_unref(f->code);
     free(f);
 }
 

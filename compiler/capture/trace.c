@@ -269,10 +269,6 @@ int cap_guard_add(cap_trace *T, int kind, int src, PyObject *obj, int64_t n)
     }
     cap_guard *g = &T->guards[T->nguards];
     *g = (cap_guard){(uint8_t)kind, src, Py_XNewRef(obj), n, NULL, NULL, 0};
-    if (T->I && T->I->frame) {
-        g->code = T->I->frame->code;
-        g->pc = T->I->frame->pc;
-    }
     if (kind == CAP_G_TENSOR) {
         g->tm = calloc(1, sizeof *g->tm);
         if (cap_tmeta_read(obj, g->tm) < 0) {
@@ -280,6 +276,10 @@ int cap_guard_add(cap_trace *T, int kind, int src, PyObject *obj, int64_t n)
             return -1;
         }
         Py_CLEAR(g->obj);
+    }
+    if (T->I && T->I->frame) {
+        g->code = cap_code_ref(T->I->frame->code); /* outlives the frame (reports) */
+        g->pc = T->I->frame->pc;
     }
     T->nguards++;
     PyObject *v = PyLong_FromLong(T->nguards - 1);

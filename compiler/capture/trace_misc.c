@@ -65,6 +65,7 @@ void cap_trace_free(cap_trace *T)
     }
     for (int i = 0; i < T->nguards; i++) {
         Py_XDECREF(T->guards[i].obj);
+        cap_code_unref(T->guards[i].code);
         if (T->guards[i].tm) {
             Py_XDECREF(T->guards[i].tm->type);
             Py_XDECREF(T->guards[i].tm->dtype);

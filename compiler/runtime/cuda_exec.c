@@ -425,11 +425,7 @@ typedef struct crun {
 
 static int64_t eval(crun *r, ptc_dim d)
 {
-    int64_t v = 0;
-    if (ptc_dim_is_static(d))
-        return d.value;
-    ptc_dim_eval(d, &r->b, &v, NULL);
-    return v;
+    return ptc_exec_dim(&r->b, d);
 }
 
 static int bind_inputs(crun *r, const ptc_tensor *in, int *ordinal)
@@ -506,36 +502,22 @@ static int dev_alloc(crun *r, ptc_tensor *t, ptc_dtype dt, int ndim, const int64
     return 0;
 }
 
+static int own_alloc(void *ctx, ptc_tensor *t, ptc_dtype dt, int ndim, const int64_t *sizes,
+                     ptc_error *err)
+{
+    (void)err; /* dev_alloc reports into the run's, the same one */
+    return dev_alloc(ctx, t, dt, ndim, sizes);
+}
+
 static int alloc_outputs(crun *r)
 {
-    ptc_program *p = r->p;
-    ptc_device dev = {PTC_DEV_CUDA, (int16_t)r->dev->ordinal};
-    for (int i = 0; i < p->noutputs; i++) {
-        int b = p->prog->outputs[i], first = -1;
-        for (int j = 0; j < i; j++)
-            if (p->prog->outputs[j] == b)
-                first = j;
-        if (first >= 0) {
-            r->outs[i] = r->outs[first];
-            ptc_tensor_retain(&r->outs[i]);
-            continue;
-        }
-        const ptc_ttype *t = &p->out_types[i];
-        int64_t sizes[PTC_MAX_DIMS];
-        for (int d = 0; d < t->ndim; d++)
-            sizes[d] = eval(r, t->shape[d]);
-        ptc_tensor *o = &r->outs[i];
-        int rc = r->host && r->host->alloc
-                     ? r->host->alloc(r->host->ctx, o, t->dtype, t->ndim, sizes, dev, r->err)
-                     : dev_alloc(r, o, t->dtype, t->ndim, sizes);
-        if (rc)
-            return -1;
-        if (ptc_tensor_numel(o) > 0 && !ptc_tensor_is_contiguous(o))
-            return ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime",
-                              "the host allocated output %d non-contiguous", i);
-        r->bufptr[b] = ptc_tensor_numel(o) ? o->data : (void *)(uintptr_t)r->dev->zeros;
-    }
-    return 0;
+    ptc_exec_alloc a = {.b = &r->b,
+                        .host = r->host,
+                        .device = {PTC_DEV_CUDA, (int16_t)r->dev->ordinal},
+                        .own = own_alloc,
+                        .ctx = r,
+                        .empty = (void *)(uintptr_t)r->dev->zeros};
+    return ptc_exec_alloc_outputs(r->p, &a, r->outs, r->bufptr, r->err);
 }
 
 /* Blocks of kernel k's launch for the current sizes (0: nothing to do). */

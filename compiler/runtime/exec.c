@@ -43,11 +43,7 @@ typedef struct run {
 
 static int64_t eval(run *r, ptc_dim d)
 {
-    int64_t v = 0;
-    if (ptc_dim_is_static(d))
-        return d.value;
-    ptc_dim_eval(d, &r->b, &v, NULL);
-    return v;
+    return ptc_exec_dim(&r->b, d);
 }
 
 /* ---- inputs ---------------------------------------------------------------------- */
@@ -106,35 +102,21 @@ static int bind_inputs(run *r, const ptc_tensor *in)
 
 /* ---- outputs and the arena --------------------------------------------------------- */
 
+static int own_alloc(void *ctx, ptc_tensor *t, ptc_dtype dt, int ndim, const int64_t *sizes,
+                     ptc_error *err)
+{
+    (void)ctx;
+    return ptc_tensor_alloc(t, dt, ndim, sizes, err);
+}
+
 static int alloc_outputs(run *r)
 {
-    ptc_program *p = r->p;
-    for (int i = 0; i < p->noutputs; i++) {
-        int b = p->prog->outputs[i], first = -1;
-        for (int j = 0; j < i; j++)
-            if (p->prog->outputs[j] == b)
-                first = j;
-        if (first >= 0) {
-            r->outs[i] = r->outs[first];
-            ptc_tensor_retain(&r->outs[i]);
-            continue;
-        }
-        const ptc_ttype *t = &p->out_types[i];
-        int64_t sizes[PTC_MAX_DIMS];
-        for (int d = 0; d < t->ndim; d++)
-            sizes[d] = eval(r, t->shape[d]);
-        ptc_tensor *o = &r->outs[i];
-        int rc = r->host && r->host->alloc
-                     ? r->host->alloc(r->host->ctx, o, t->dtype, t->ndim, sizes, PTC_CPU, r->err)
-                     : ptc_tensor_alloc(o, t->dtype, t->ndim, sizes, r->err);
-        if (rc)
-            return -1;
-        if (ptc_tensor_numel(o) > 0 && !ptc_tensor_is_contiguous(o))
-            return ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime",
-                              "the host allocated output %d non-contiguous", i);
-        r->bufptr[b] = ptc_tensor_numel(o) ? o->data : (void *)empty_buffer;
-    }
-    return 0;
+    ptc_exec_alloc a = {.b = &r->b,
+                        .host = r->host,
+                        .device = PTC_CPU,
+                        .own = own_alloc,
+                        .empty = (void *)empty_buffer};
+    return ptc_exec_alloc_outputs(r->p, &a, r->outs, r->bufptr, r->err);
 }
 
 static int plan_arena(run *r)

@@ -57,4 +57,26 @@ struct ptc_program {
 
 int ptc_exec_cpu(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tensor *outputs,
                  const ptc_host *host, uint64_t rng_offset, ptc_error *err);
+
+/* ---- shared by the executors (runtime.c; used by exec.c and cuda_exec.c) ------------ */
+
+/* A dimension's size under a run's bindings. */
+int64_t ptc_exec_dim(const ptc_bindings *b, ptc_dim d);
+
+/* How a run allocates the graph's outputs. */
+typedef struct ptc_exec_alloc {
+    const ptc_bindings *b; /* the run's sizes */
+    const ptc_host *host;  /* its allocator wins when it has one: the outputs are the user's */
+    ptc_device device;
+    /* else the executor's own, a contiguous tensor on device */
+    int (*own)(void *ctx, ptc_tensor *t, ptc_dtype dt, int ndim, const int64_t *sizes,
+               ptc_error *err);
+    void *ctx;
+    void *empty; /* what an output without elements points its buffer at */
+} ptc_exec_alloc;
+
+/* Allocates outs[p->noutputs] (an output that is the same buffer as an
+ * earlier one shares its tensor) and points bufptr[buffer] at each. */
+int ptc_exec_alloc_outputs(const ptc_program *p, const ptc_exec_alloc *a, ptc_tensor *outs,
+                           void **bufptr, ptc_error *err);
 #endif /* PTC_RT_H */

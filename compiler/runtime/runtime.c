@@ -437,3 +437,45 @@ int ptc_program_run(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_t
     }
     return 0;
 }
+
+/* ---- shared by the executors ---------------------------------------------------------- */
+
+int64_t ptc_exec_dim(const ptc_bindings *b, ptc_dim d)
+{
+    int64_t v = 0;
+    if (ptc_dim_is_static(d))
+        return d.value;
+    ptc_dim_eval(d, b, &v, NULL);
+    return v;
+}
+
+int ptc_exec_alloc_outputs(const ptc_program *p, const ptc_exec_alloc *a, ptc_tensor *outs,
+                           void **bufptr, ptc_error *err)
+{
+    for (int i = 0; i < p->noutputs; i++) {
+        int b = p->prog->outputs[i], first = -1;
+        for (int j = 0; j < i; j++)
+            if (p->prog->outputs[j] == b)
+                first = j;
+        if (first >= 0) {
+            outs[i] = outs[first];
+            ptc_tensor_retain(&outs[i]);
+            continue;
+        }
+        const ptc_ttype *t = &p->out_types[i];
+        int64_t sizes[PTC_MAX_DIMS];
+        for (int d = 0; d < t->ndim; d++)
+            sizes[d] = ptc_exec_dim(a->b, t->shape[d]);
+        ptc_tensor *o = &outs[i];
+        int rc = a->host && a->host->alloc
+                     ? a->host->alloc(a->host->ctx, o, t->dtype, t->ndim, sizes, a->device, err)
+                     : a->own(a->ctx, o, t->dtype, t->ndim, sizes, err);
+        if (rc)
+            return -1;
+        if (ptc_tensor_numel(o) > 0 && !ptc_tensor_is_contiguous(o))
+            return ptc_errorf(err, PTC_ERR_RUNTIME, "runtime",
+                              "the host allocated output %d non-contiguous", i);
+        bufptr[b] = ptc_tensor_numel(o) ? o->data : a->empty;
+    }
+    return 0;
+}

@@ -79,7 +79,11 @@ def _compile_function(fn, be, fullgraph, dynamic, mode):
 
 
 def reset():
-    """Drops every compiled entry of every compiled function (like torch._dynamo.reset)."""
+    """Drops every compiled entry of every compiled function (like torch._dynamo.reset).
+
+    Safe while compiled calls are in flight (other threads, or the function
+    that calls it): they finish with the entries they started with.
+    """
     _C._reset()
 
 
