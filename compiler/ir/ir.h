@@ -333,6 +333,7 @@ typedef struct ptc_param {
     bool kwarg_only;    /* after `*` in the schema */
     bool has_default;
     ptc_arg def;        /* default value when has_default */
+    const char *const *words; /* str params: the words it accepts, NULL-terminated */
 } ptc_param;
 
 typedef struct ptc_schema {
@@ -540,6 +541,17 @@ int64_t ptc_load_i64(const void *p, ptc_dtype dt);
 void ptc_store_i64(void *p, ptc_dtype dt, int64_t v);
 /* Copies src into dst (same sizes; any strides; dtype converted). */
 int ptc_tensor_copy(ptc_tensor *dst, const ptc_tensor *src, ptc_error *err);
+/* A zero-filled CPU tensor with the given strides (in elements, >= 0) over
+ * just the storage they span; dims may share elements (a stride 0). */
+int ptc_tensor_alloc_strided(ptc_tensor *t, ptc_dtype dt, int ndim, const int64_t *sizes,
+                             const int64_t *strides, ptc_error *err);
+/* t laid out with `strides`: *out is zeroed when t has them already (dims of
+ * size 1 aside), else holds a copy. A layout whose dims share elements (a
+ * stride 0, overlapping strides) can hold only values that agree wherever it
+ * shares: for any other tensor a copy would lose values, so that is an error
+ * (naming `what`), as is a negative stride. */
+int ptc_tensor_conform(const ptc_tensor *t, const int64_t *strides, ptc_tensor *out,
+                       const char *what, ptc_error *err);
 /* Does t fit type ty under bindings (dtype, rank, sizes; binds unbound symbols)? */
 int ptc_tensor_check_type(const ptc_tensor *t, const ptc_ttype *ty, ptc_bindings *b,
                           const char *what, ptc_error *err);

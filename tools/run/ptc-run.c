@@ -90,12 +90,12 @@ static int parse_args(int argc, char **argv, options *o)
             if (*end || !*v || *v == '-') /* strtoull accepts "-3" and wraps it */
                 return ptc_cli_fail(TOOL, "--seed expects a non-negative integer, got '%s'", v);
         } else if ((v = ptc_cli_opt(argc, argv, &i, "--sym", NULL))) {
-            const char *eq = strchr(v, '=');
-            char *end;
+            char *eq = strchr(v, '='), *end;
             long long val = eq ? strtoll(eq + 1, &end, 10) : 0;
             if (!eq || eq == v || *end || val < 0)
                 return ptc_cli_fail(TOOL, "--sym expects NAME=VALUE with VALUE >= 0, got '%s'", v);
-            if (ptc_bindings_set(&o->syms, strndup(v, (size_t)(eq - v)), val))
+            *eq = 0; /* the name stays in argv, which outlives the bindings */
+            if (ptc_bindings_set(&o->syms, v, val))
                 return ptc_cli_fail(TOOL, "too many --sym bindings");
         } else if (argv[i][0] == '-' && argv[i][1]) {
             return ptc_cli_fail(TOOL, "unknown option '%s' (try --help)", argv[i]);
@@ -144,6 +144,36 @@ static int parse_args(int argc, char **argv, options *o)
     return 0;
 }
 
+/* A tensor file's tensors must fit the graph's input types (dtype, rank,
+ * sizes), and a declared layout whose dims share elements (an expand's stride
+ * 0) only values that agree where it shares: checked on load, as bad input. */
+static int fit_inputs(const options *o, const ptc_graph *g, const ptc_tensor *in)
+{
+    ptc_bindings b = {0};
+    ptc_error err;
+    if (ptc_bind_inputs(g, in, &b, &err))
+        goto fail;
+    for (int i = 0; i < g->ninputs; i++) {
+        const ptc_ttype *t = &g->inputs[i]->type;
+        int64_t strides[PTC_MAX_DIMS];
+        char what[96];
+        ptc_tensor copy;
+        if (t->layout != PTC_LAYOUT_STRIDED)
+            continue;
+        for (int d = 0; d < t->ndim; d++)
+            if (ptc_dim_eval(t->strides[d], &b, &strides[d], &err))
+                goto fail;
+        snprintf(what, sizeof what, "input %%%s", g->inputs[i]->name);
+        if (ptc_tensor_conform(&in[i], strides, &copy, what, &err))
+            goto fail;
+        ptc_tensor_release(&copy); /* the run makes its own */
+    }
+    return 0;
+fail:
+    ptc_error_at(&err, o->inputs, 0, 0);
+    return ptc_cli_report(TOOL, &err, 2);
+}
+
 /* Inputs from a tensor file: by name when every graph input is named in the
  * file, else by position. */
 static int load_inputs(const options *o, const ptc_graph *g, ptc_tensorfile *tf, ptc_tensor *in)
@@ -168,7 +198,22 @@ static int load_inputs(const options *o, const ptc_graph *g, ptc_tensorfile *tf,
                 ;
         in[i] = tf->tensors[j];
     }
-    return 0;
+    return fit_inputs(o, g, in);
+}
+
+/* An input in the layout its type declares, so that one whose strides share
+ * elements (an expand's 0) runs as it would in torch. */
+static int make_input(const ptc_ttype *t, const ptc_bindings *b, ptc_tensor *in, ptc_error *err)
+{
+    int64_t sizes[PTC_MAX_DIMS], strides[PTC_MAX_DIMS];
+    if (ptc_eval_shape(t, b, sizes, err))
+        return -1;
+    if (t->layout != PTC_LAYOUT_STRIDED)
+        return ptc_tensor_alloc(in, t->dtype, t->ndim, sizes, err);
+    for (int d = 0; d < t->ndim; d++)
+        if (ptc_dim_eval(t->strides[d], b, &strides[d], err))
+            return -1;
+    return ptc_tensor_alloc_strided(in, t->dtype, t->ndim, sizes, strides, err);
 }
 
 /* Deterministic random inputs: symbols default to 4. */
@@ -188,11 +233,11 @@ static int make_inputs(const options *o, const ptc_graph *g, ptc_tensor *in)
         }
     }
     for (int i = 0; i < g->ninputs; i++) {
-        int64_t sizes[PTC_MAX_DIMS];
         ptc_error err;
-        if (ptc_eval_shape(&g->inputs[i]->type, &b, sizes, &err) ||
-            ptc_tensor_alloc(&in[i], g->inputs[i]->type.dtype, g->inputs[i]->type.ndim, sizes, &err))
+        if (make_input(&g->inputs[i]->type, &b, &in[i], &err)) {
+            ptc_error_at(&err, o->path, 0, 0);
             return ptc_cli_report(TOOL, &err, 2);
+        }
         ptc_tensor_fill_random(&in[i], o->seed * 1000003u + (uint64_t)i);
     }
     return 0;
