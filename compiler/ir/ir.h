@@ -589,7 +589,6 @@ int ptc_write_file(const char *path, const void *data, size_t len, ptc_error *er
 /* mkdir -p. */
 int ptc_mkdirs(const char *path, ptc_error *err);
 
-
 /* ------------------------------------------------------------------------------
  * Fault injection: PTC_INJECT=<stage>:<op>:<kind>[@N][,...] plants a bug in a
  * real pipeline so that ptminify and the failure paths can be tested on real
@@ -601,7 +600,8 @@ int ptc_mkdirs(const char *path, ptc_error *err);
  *          runtime  each run of the kernel containing that op
  *   op     an ops.def name ("relu", "prims.add") or "*" for any op
  *   kind   crash (SIGSEGV), error (an InjectedError), wrong (the caller makes
- *          the op's result numerically wrong), hang (never returns)
+ *          the op's result numerically wrong), hang (returns only when
+ *          interrupted: ptc_inject_on_hang)
  *   @N     fire only on the N-th matching query of the process (1-based),
  *          e.g. a failure that needs a graph of at least N such ops
  * ---------------------------------------------------------------------------- */
@@ -622,12 +622,18 @@ int ptc_inject_configure(const char *spec, ptc_error *err);
 /* The spec in effect, "" when none (repro folders record it so that a
  * planted bug reproduces). */
 const char *ptc_inject_spec(void);
-/* Asked by `stage` about `op`. crash and hang act here and never return;
+/* Asked by `stage` about `op`. crash and hang act here and never return
+ * (an interrupted hang returns as error does);
  * error fills err (InjectedError, with the stage) and returns
  * PTC_INJECT_ERROR, and the caller fails with -1; wrong returns
  * PTC_INJECT_WRONG and the caller perturbs that op's result (with
  * ptc_inject_perturb for a tensor); else PTC_INJECT_NONE. Thread-safe. */
 ptc_inject_kind ptc_inject_hit(const char *stage, ptc_op op, ptc_error *err);
+/* A planted hang asks interrupted() every 20 ms from the hanging thread; when
+ * it says yes, the hang ends as an InjectedError (PTC_INJECT_ERROR). Python
+ * sets it so that Ctrl-C reaches the user as a KeyboardInterrupt; without it,
+ * SIGINT's default action ends the process. */
+void ptc_inject_on_hang(bool (*interrupted)(void));
 /* Makes every element of t wrong beyond any tolerance: floats x -> x + 1 +
  * |x|/4, integers x + 1, bools flipped. NaN and inf stay as they are. */
 void ptc_inject_perturb(ptc_tensor *t);
