@@ -356,7 +356,30 @@ def test_index_out_of_range_fails_at_run_time(tmp_path):
                                                "i": torch.tensor([0, 9, 1])})
     r = run("--inputs", tmp_path / "in.bin", g)
     assert r.returncode == 1
-    assert "index out of range" in one_line_error(r)
+    err = one_line_error(r)
+    assert err.startswith("ptc-run: %s: " % g), err
+    assert "index out of range" in err
+
+
+def test_every_failure_names_the_graph_file(tmp_path, monkeypatch):
+    """Compile errors, run errors and check mismatches are one line naming
+    the graph file; with --all also the graph."""
+    g = tmp_path / "g.ptir"
+    g.write_text("# ptc ir v1\n"
+                 "graph first(%x: f32[2,3] cpu) {\n  %0 = tanh(%x) : f32[2,3]\n  return (%0)\n}\n"
+                 "graph second(%x: f32[4] cpu) {\n  %0 = tanh(%x) : f32[4]\n  return (%0)\n}\n")
+    cases = [("lower:prims.tanh:error", [], "injected error in lower of prims.tanh"),
+             ("runtime:prims.tanh:error", [], "injected error in runtime of prims.tanh"),
+             ("codegen:prims.tanh:wrong", ["--check"], "output 0 (%0) mismatch at [0, 0]")]
+    for inject, args, message in cases:
+        monkeypatch.setenv("PTC_INJECT", inject)
+        for all_graphs in ([], ["--all"]):
+            r = run("--backend", "cpu", "--no-cache", *args, *all_graphs, g)
+            assert r.returncode == 1, r.stderr
+            err = one_line_error(r)
+            assert err.startswith("ptc-run: %s: " % g), err
+            assert message in err
+            assert err.endswith(" (in graph 'first')") == bool(all_graphs), err
 
 
 def test_bad_tensor_files(tmp_path):
