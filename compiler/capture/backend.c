@@ -804,16 +804,20 @@ int cap_entry_run_graph(cap_entry *e, PyObject **vals, PyObject **outputs)
         PyErr_ExceptionMatches(cap_InternalError) && !cap_cfg.strict) {
         PyObject *t, *v, *tb;
         PyErr_Fetch(&t, &v, &tb);
-        PyObject *s = v ? PyObject_Str(v) : NULL;
+        /* Ctrl-C ended the run (a planted hang): the user's KeyboardInterrupt */
+        bool interrupted = PyErr_CheckSignals() < 0;
+        PyObject *s = v && !interrupted ? PyObject_Str(v) : NULL;
         cap_compiled *owner = e->owner;
-        if (owner)
+        if (owner && !interrupted)
             cap_warn_fallback(owner, e, "run", s ? PyUnicode_AsUTF8(s) : "error");
         Py_XDECREF(s);
         Py_XDECREF(t);
         Py_XDECREF(v);
         Py_XDECREF(tb);
-        e->backend = CAP_BACKEND_EAGER;
-        rc = cap_backend_run(e, inputs, outputs);
+        if (!interrupted) {
+            e->backend = CAP_BACKEND_EAGER;
+            rc = cap_backend_run(e, inputs, outputs);
+        }
     }
     if (rc == 0 && (rc = remake_aliases(g, e->bstate, inputs, outputs)) < 0)
         for (int i = 0; i < g->noutputs; i++)

@@ -546,6 +546,13 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
         if (prepared < 0) {
             char buf[1200];
             ptc_error_format(&err, buf, sizeof buf);
+            /* Ctrl-C ended the compile (a planted hang): the user's
+               KeyboardInterrupt, not a fallback */
+            if (PyErr_CheckSignals() < 0) {
+                cap_report_compiled(e);
+                cap_entry_free(e);
+                return NULL;
+            }
             if (!e->bstate || !cap_backend_ready(e) || cap_cfg.strict) {
                 /* Not even torch ops can run this graph, or strict mode
                    wants the failure rather than torch ops. */

@@ -3,8 +3,9 @@
  * The spec is parsed once into a small table of (stage, op, kind, nth) rules.
  * A stage asks ptc_inject_hit for every op it handles; the first matching rule
  * decides. Crashes and hangs happen right here, so the failure really is in
- * the asking stage; errors and wrong results are the caller's to produce,
- * because only the caller can fail its pass or perturb what it computes. The
+ * the asking stage (a hang the host reports interrupted ends as an error);
+ * errors and wrong results are the caller's to produce, because only the
+ * caller can fail its pass or perturb what it computes. The
  * N-th-query counters are per rule and atomic, so OpenMP threads asking from a
  * running kernel count each query once.
  */
@@ -16,6 +17,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_RULES 16
@@ -42,6 +44,7 @@ static struct {
 } inj;
 
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+static bool (*_Atomic hang_interrupted)(void);
 static char *volatile track_buf;
 static volatile size_t track_size;
 
@@ -190,6 +193,28 @@ _Noreturn void ptc_inject_act(ptc_inject_kind kind)
     crash();
 }
 
+void ptc_inject_on_hang(bool (*interrupted)(void))
+{
+    hang_interrupted = interrupted;
+}
+
+/* Sleeps for ever, unless the host's hook says the user interrupted: Python's
+ * SIGINT handler only sets a flag, which a plain pause() sleeps through, and
+ * the thread hanging may not be the one the signal wakes. */
+static void hang(const char *stage, ptc_op op, ptc_error *err)
+{
+    for (;;) {
+        bool (*interrupted)(void) = hang_interrupted;
+        if (interrupted && interrupted()) {
+            ptc_errorf(err, PTC_ERR_INJECTED, stage,
+                       "planted hang in %s of %s interrupted (PTC_INJECT=%s)", stage,
+                       ptc_op_name(op), inj.spec);
+            return;
+        }
+        nanosleep(&(struct timespec){.tv_nsec = 20 * 1000 * 1000}, NULL);
+    }
+}
+
 ptc_inject_kind ptc_inject_hit(const char *stage, ptc_op op, ptc_error *err)
 {
     char *buf = track_buf;
@@ -212,7 +237,10 @@ ptc_inject_kind ptc_inject_hit(const char *stage, ptc_op op, ptc_error *err)
         case PTC_INJECT_HANG:
             if (deferred)
                 return r->kind;
-            ptc_inject_act(r->kind);
+            if (r->kind == PTC_INJECT_CRASH)
+                crash();
+            hang(stage, op, err);
+            return PTC_INJECT_ERROR;
         case PTC_INJECT_ERROR:
             ptc_errorf(err, PTC_ERR_INJECTED, stage, "injected error in %s of %s (PTC_INJECT=%s)",
                        stage, ptc_op_name(op), inj.spec);

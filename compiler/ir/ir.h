@@ -333,6 +333,7 @@ typedef struct ptc_param {
     bool kwarg_only;    /* after `*` in the schema */
     bool has_default;
     ptc_arg def;        /* default value when has_default */
+    const char *const *words; /* str params: the words it accepts, NULL-terminated */
 } ptc_param;
 
 typedef struct ptc_schema {
@@ -544,6 +545,17 @@ int64_t ptc_load_i64(const void *p, ptc_dtype dt);
 void ptc_store_i64(void *p, ptc_dtype dt, int64_t v);
 /* Copies src into dst (same sizes; any strides; dtype converted). */
 int ptc_tensor_copy(ptc_tensor *dst, const ptc_tensor *src, ptc_error *err);
+/* A zero-filled CPU tensor with the given strides (in elements, >= 0) over
+ * just the storage they span; dims may share elements (a stride 0). */
+int ptc_tensor_alloc_strided(ptc_tensor *t, ptc_dtype dt, int ndim, const int64_t *sizes,
+                             const int64_t *strides, ptc_error *err);
+/* t laid out with `strides`: *out is zeroed when t has them already (dims of
+ * size 1 aside), else holds a copy. A layout whose dims share elements (a
+ * stride 0, overlapping strides) can hold only values that agree wherever it
+ * shares: for any other tensor a copy would lose values, so that is an error
+ * (naming `what`), as is a negative stride. */
+int ptc_tensor_conform(const ptc_tensor *t, const int64_t *strides, ptc_tensor *out,
+                       const char *what, ptc_error *err);
 /* Does t fit type ty under bindings (dtype, rank, sizes; binds unbound symbols)? */
 int ptc_tensor_check_type(const ptc_tensor *t, const ptc_ttype *ty, ptc_bindings *b,
                           const char *what, ptc_error *err);
@@ -581,7 +593,6 @@ int ptc_write_file(const char *path, const void *data, size_t len, ptc_error *er
 /* mkdir -p. */
 int ptc_mkdirs(const char *path, ptc_error *err);
 
-
 /* ------------------------------------------------------------------------------
  * Fault injection: PTC_INJECT=<stage>:<op>:<kind>[@N][,...] plants a bug in a
  * real pipeline so that ptminify and the failure paths can be tested on real
@@ -593,7 +604,8 @@ int ptc_mkdirs(const char *path, ptc_error *err);
  *          runtime  each run of the kernel containing that op
  *   op     an ops.def name ("relu", "prims.add") or "*" for any op
  *   kind   crash (SIGSEGV), error (an InjectedError), wrong (the caller makes
- *          the op's result numerically wrong), hang (never returns)
+ *          the op's result numerically wrong), hang (returns only when
+ *          interrupted: ptc_inject_on_hang)
  *   @N     fire only on the N-th matching query of the process (1-based),
  *          e.g. a failure that needs a graph of at least N such ops
  * ---------------------------------------------------------------------------- */
@@ -614,7 +626,8 @@ int ptc_inject_configure(const char *spec, ptc_error *err);
 /* The spec in effect, "" when none (repro folders record it so that a
  * planted bug reproduces). */
 const char *ptc_inject_spec(void);
-/* Asked by `stage` about `op`. crash and hang act here and never return;
+/* Asked by `stage` about `op`. crash and hang act here and never return
+ * (an interrupted hang returns as error does);
  * error fills err (InjectedError, with the stage) and returns
  * PTC_INJECT_ERROR, and the caller fails with -1; wrong returns
  * PTC_INJECT_WRONG and the caller perturbs that op's result (with
@@ -627,6 +640,11 @@ ptc_inject_kind ptc_inject_hit(const char *stage, ptc_op op, ptc_error *err);
  * still count in this process, so @N means the same either way. */
 void ptc_inject_defer(bool on);
 _Noreturn void ptc_inject_act(ptc_inject_kind kind); /* crash or hang */
+/* A planted hang asks interrupted() every 20 ms from the hanging thread; when
+ * it says yes, the hang ends as an InjectedError (PTC_INJECT_ERROR). Python
+ * sets it so that Ctrl-C reaches the user as a KeyboardInterrupt; without it,
+ * SIGINT's default action ends the process. */
+void ptc_inject_on_hang(bool (*interrupted)(void));
 /* Makes every element of t wrong beyond any tolerance: floats x -> x + 1 +
  * |x|/4, integers x + 1, bools flipped. NaN and inf stay as they are. */
 void ptc_inject_perturb(ptc_tensor *t);

@@ -234,8 +234,10 @@ static int dim_list(parser *ps, char close, ptc_dim *dims, int *n, int max, cons
         const char *at = (ws(ps), ps->p);
         if (dim_expr(ps, &dims[*n]))
             return -1;
-        if (close == ']' && !dims[*n].sym && dims[*n].value < 0)
-            return fail_at(ps, at, "negative size %lld", (long long)dims[*n].value);
+        /* torch has neither negative sizes nor negative strides */
+        if (!dims[*n].sym && dims[*n].value < 0)
+            return fail_at(ps, at, "negative %s %lld", close == ']' ? "size" : "stride",
+                           (long long)dims[*n].value);
         (*n)++;
     } while (accept(ps, ','));
     char want[32];

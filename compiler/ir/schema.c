@@ -178,6 +178,25 @@ static ptc_arg parse_default(int op, const char **p)
     return ptc_arg_int(v);
 }
 
+/* The words each str parameter accepts (torch checks them when called; ptc's
+ * meta inference, for every op alike). Every str parameter of ops.def must
+ * have its row here. */
+static const struct {
+    const char *op, *param;
+    const char *const words[4];
+} str_words[] = {
+    {"gelu", "approximate", {"none", "tanh"}},
+    {"div", "rounding_mode", {"trunc", "floor"}},
+};
+
+static const char *const *words_of(int op, const ptc_param *prm)
+{
+    for (size_t i = 0; i < sizeof str_words / sizeof *str_words; i++)
+        if (strcmp(str_words[i].op, names[op]) == 0 && strcmp(str_words[i].param, prm->name) == 0)
+            return str_words[i].words;
+    schema_bug(op, "a str parameter without its words in schema.c");
+}
+
 static bool is_tensorish(int kind)
 {
     return kind == PTC_PK_TENSOR || kind == PTC_PK_TENSOR_OPT || kind == PTC_PK_TENSOR_LIST ||
@@ -217,6 +236,8 @@ static void parse_schema(int op)
             schema_bug(op, "param name");
         prm->name = ptc_arena_strndup(schema_arena, n0, (size_t)(p - n0));
         prm->kwarg_only = kwonly;
+        if (prm->kind == PTC_PK_STR || prm->kind == PTC_PK_STR_OPT)
+            prm->words = words_of(op, prm);
         if (eat(&p, "=")) {
             prm->has_default = true;
             prm->def = parse_default(op, &p);

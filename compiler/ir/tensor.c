@@ -325,6 +325,95 @@ int ptc_tensor_copy(ptc_tensor *dst, const ptc_tensor *src, ptc_error *err)
     return 0;
 }
 
+int ptc_tensor_alloc_strided(ptc_tensor *t, ptc_dtype dt, int ndim, const int64_t *sizes,
+                             const int64_t *strides, ptc_error *err)
+{
+    memset(t, 0, sizeof *t);
+    int64_t extent = 1; /* elements the layout spans */
+    for (int d = 0; d < ndim; d++) {
+        int64_t span;
+        if (strides[d] < 0)
+            return ptc_errorf(err, PTC_ERR_RUNTIME, "tensor", "negative stride %lld in dim %d",
+                              (long long)strides[d], d);
+        if (sizes[d] == 0)
+            extent = 0;
+        if (extent && (__builtin_mul_overflow(sizes[d] - 1, strides[d], &span) ||
+                       __builtin_add_overflow(extent, span, &extent)))
+            return ptc_errorf(err, PTC_ERR_RUNTIME, "tensor", "tensor too large");
+    }
+    if (ptc_tensor_alloc(t, dt, 1, &extent, err))
+        return -1;
+    t->ndim = ndim;
+    for (int d = 0; d < ndim; d++) {
+        t->sizes[d] = sizes[d];
+        t->strides[d] = strides[d];
+    }
+    return 0;
+}
+
+/* Did the copy into an aliasing layout keep every element of src? */
+static bool copy_kept_all(const ptc_tensor *copy, const ptc_tensor *src)
+{
+    int64_t idx[PTC_MAX_DIMS] = {0};
+    size_t es = ptc_dtype_size(src->dtype);
+    do
+        if (memcmp(elem_ptr(copy, idx), elem_ptr(src, idx), es) != 0)
+            return false;
+    while (next_index(idx, src->sizes, src->ndim));
+    return true;
+}
+
+/* Sorted by stride, does each dim start past the span of the smaller ones?
+ * (Sufficient, not necessary, for no two indices to share an element.) */
+static bool surely_distinct(int ndim, const int64_t *sizes, const int64_t *strides)
+{
+    int order[PTC_MAX_DIMS], n = 0;
+    for (int d = 0; d < ndim; d++)
+        if (sizes[d] > 1)
+            order[n++] = d;
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && strides[order[j - 1]] > strides[order[j]]; j--) {
+            int tmp = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = tmp;
+        }
+    int64_t span = 0; /* largest offset of the dims so far */
+    for (int i = 0; i < n; i++) {
+        int64_t s = strides[order[i]];
+        if (s <= span)
+            return false;
+        span += (sizes[order[i]] - 1) * s; /* bounded: alloc_strided checked the extent */
+    }
+    return true;
+}
+
+int ptc_tensor_conform(const ptc_tensor *t, const int64_t *strides, ptc_tensor *out,
+                       const char *what, ptc_error *err)
+{
+    memset(out, 0, sizeof *out);
+    bool same = true;
+    for (int d = 0; d < t->ndim; d++)
+        same &= t->sizes[d] <= 1 || t->strides[d] == strides[d];
+    if (same || ptc_tensor_numel(t) == 0)
+        return 0;
+    ptc_error why;
+    if (ptc_tensor_alloc_strided(out, t->dtype, t->ndim, t->sizes, strides, &why) ||
+        ptc_tensor_copy(out, t, &why)) {
+        ptc_tensor_release(out);
+        return ptc_errorf(err, PTC_ERR_RUNTIME, "inputs", "%s: cannot take its declared layout: %s",
+                          what, why.msg);
+    }
+    if (!surely_distinct(t->ndim, t->sizes, strides) && !copy_kept_all(out, t)) {
+        ptc_tensor_release(out);
+        return ptc_errorf(err, PTC_ERR_RUNTIME, "inputs",
+                          "%s: its declared strides make elements share memory (as an expand "
+                          "does), and its values differ where they do: pass a tensor with those "
+                          "strides",
+                          what);
+    }
+    return 0;
+}
+
 int ptc_tensor_check_type(const ptc_tensor *t, const ptc_ttype *ty, ptc_bindings *b,
                           const char *what, ptc_error *err)
 {

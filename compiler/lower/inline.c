@@ -38,13 +38,68 @@ static bool entry_eq(const ptc_lexpr *x, const ptc_lexpr *y)
     return true;
 }
 
+/* A hash of a body's entries, so that emitting into a body of n entries costs
+ * O(1), not O(n) (a chain of 10,000 inlined pointwise ops took minutes). It
+ * indexes the entry array it was built for: a body whose array grew (or was
+ * copied) is indexed again, entries added with ptc_lbody_add are indexed
+ * when next asked, and a hit is compared in full, so it can never be wrong. */
+struct ptc_lbody_cse {
+    const ptc_lexpr *e; /* the array indexed */
+    int n;              /* entries indexed */
+    int mask;           /* slots - 1; slots > 2 * the array's capacity */
+    int *slots;         /* entry index + 1; 0 empty */
+};
+
+static uint64_t entry_hash(const ptc_lexpr *x)
+{
+    /* idx and ix are left to entry_eq: loads of one buffer share a chain */
+    int64_t f[] = {x->op,   x->dtype, x->buf,    x->nidx,   x->is_int,
+                   x->ival, x->seed,  x->arg[0], x->arg[1], x->arg[2]};
+    uint64_t h = ptc_hash_bytes(PTC_HASH_INIT, f, sizeof f);
+    return ptc_hash_bytes(h, &x->fval, sizeof x->fval);
+}
+
+/* The slot of an entry equal to e, else the empty slot where e would go. */
+static int *cse_slot(const ptc_lbody *b, const ptc_lexpr *e)
+{
+    const struct ptc_lbody_cse *c = b->cse;
+    int s = (int)(entry_hash(e) & (uint64_t)c->mask);
+    while (c->slots[s] && !entry_eq(&b->e[c->slots[s] - 1], e))
+        s = (s + 1) & c->mask;
+    return &c->slots[s];
+}
+
+static void cse_update(ptc_arena *a, ptc_lbody *b)
+{
+    struct ptc_lbody_cse *c = b->cse;
+    if (!c || c->e != b->e || c->n > b->n) {
+        int slots = 64;
+        while (slots <= 2 * (b->cap > b->n ? b->cap : b->n))
+            slots *= 2;
+        c = b->cse = PTC_NEW(a, struct ptc_lbody_cse);
+        c->e = b->e;
+        c->mask = slots - 1;
+        c->slots = PTC_NEWN(a, int, slots);
+    }
+    /* a later equal entry replaces an earlier one, as the backward scan
+     * this replaced found the last */
+    for (; c->n < b->n; c->n++)
+        *cse_slot(b, &b->e[c->n]) = c->n + 1;
+}
+
 int ptc_body_emit(ptc_arena *a, ptc_lbody *b, const ptc_lexpr *e)
 {
     /* Random draws are deterministic in their index, so they are values too. */
-    for (int i = b->n - 1; i >= 0; i--)
-        if (entry_eq(&b->e[i], e))
-            return i;
-    return ptc_lbody_add(a, b, e);
+    cse_update(a, b);
+    int *slot = cse_slot(b, e);
+    if (*slot)
+        return *slot - 1;
+    int i = ptc_lbody_add(a, b, e);
+    if (b->e == b->cse->e) { /* else the array grew: indexed anew next time */
+        *slot = i + 1;
+        b->cse->n = i + 1;
+    }
+    return i;
 }
 
 static int emit_binary(ptc_arena *a, ptc_lbody *b, int op, ptc_dtype dt, int x, int y)

@@ -174,6 +174,7 @@ typedef struct ptc_lexpr {
 typedef struct ptc_lbody {
     int n, cap;
     ptc_lexpr *e;
+    struct ptc_lbody_cse *cse; /* ptc_body_emit's hash of the entries; NULL until used */
 } ptc_lbody;
 
 int ptc_lbody_add(ptc_arena *a, ptc_lbody *b, const ptc_lexpr *e); /* returns its index */

@@ -81,8 +81,7 @@ int ptc_eval_shape(const ptc_ttype *t, const ptc_bindings *b, int64_t *sizes, pt
 /* Binds symbols from the inputs' sizes. check_type binds bare symbols (s0) and
  * checks every dim it can evaluate; the second pass checks the expressions
  * (2*s0) whose symbols a later input bound. Then every dim must evaluate. */
-static int bind_inputs(const ptc_graph *g, const ptc_tensor *inputs, ptc_bindings *b,
-                       ptc_error *err)
+int ptc_bind_inputs(const ptc_graph *g, const ptc_tensor *inputs, ptc_bindings *b, ptc_error *err)
 {
     char what[96];
     for (int pass = 0; pass < 2; pass++)
@@ -253,7 +252,7 @@ int ptc_interp_run(const ptc_graph *g, const ptc_tensor *inputs, int ninputs, pt
                           g->name, g->ninputs, ninputs);
     run r = {.g = g};
     memset(outputs, 0, sizeof *outputs * (size_t)g->noutputs);
-    if (bind_inputs(g, inputs, &r.b, err))
+    if (ptc_bind_inputs(g, inputs, &r.b, err))
         return -1;
     size_t nv = (size_t)g->nvalues + 1;
     r.env = calloc(nv, sizeof *r.env);

@@ -154,9 +154,6 @@ int meta_div(ptc_meta *m)
     if (mode->kind == PTC_ARG_NONE) {
         if (!ptc_dtype_is_float(dt))
             dt = PTC_DEFAULT_FLOAT;
-    } else if (strcmp(mode->s, "trunc") != 0 && strcmp(mode->s, "floor") != 0) {
-        return ptc_meta_fail(m, "rounding_mode must be none, \"trunc\" or \"floor\", got \"%s\"",
-                             mode->s);
     } else if (dt == PTC_BOOL) {
         return ptc_meta_fail(m, "rounding_mode=\"%s\" is not supported for bool tensors", mode->s);
     }

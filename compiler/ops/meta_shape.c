@@ -61,22 +61,27 @@ static bool view_compatible(const ptc_ttype *x, const ptc_dim *shape, int n)
             return true;
         os[i] = x->shape[i].value;
         st[i] = x->strides[i].value;
-        numel *= os[i];
+        if (os[i] == 0)
+            return true;
+        if (__builtin_mul_overflow(numel, os[i], &numel))
+            return false; /* no tensor has that many elements */
     }
     for (int i = 0; i < n; i++) {
         if (shape[i].sym)
             return true;
         ns[i] = shape[i].value;
     }
-    if (numel == 0)
-        return true;
     int view_d = n - 1;
     int64_t chunk_base = st[x->ndim - 1], tensor_numel = 1, view_numel = 1;
     for (int d = x->ndim - 1; d >= 0; d--) {
         tensor_numel *= os[d];
-        if (d == 0 || (os[d - 1] != 1 && st[d - 1] != tensor_numel * chunk_base)) {
+        /* a product past int64 is a stride no dim can have: a chunk ends */
+        int64_t contiguous_stride;
+        bool beyond = __builtin_mul_overflow(tensor_numel, chunk_base, &contiguous_stride);
+        if (d == 0 || (os[d - 1] != 1 && (beyond || st[d - 1] != contiguous_stride))) {
             while (view_d >= 0 && (view_numel < tensor_numel || ns[view_d] == 1))
-                view_numel *= ns[view_d--];
+                if (__builtin_mul_overflow(view_numel, ns[view_d--], &view_numel))
+                    return false;
             if (view_numel != tensor_numel)
                 return false;
             if (d > 0) {

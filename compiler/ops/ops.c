@@ -258,6 +258,33 @@ static bool float_input_requires_grad(const ptc_meta *m)
     return false;
 }
 
+static bool is_word(const ptc_param *p, const char *s)
+{
+    for (int w = 0; p->words[w]; w++)
+        if (strcmp(p->words[w], s) == 0)
+            return true;
+    return false;
+}
+
+/* A str argument must be one of its parameter's words (schema.c lists them). */
+static int check_words(ptc_meta *m)
+{
+    const ptc_schema *s = ptc_op_schema(m->op);
+    for (int i = 0; i < s->nparams; i++) {
+        const ptc_param *p = &s->params[i];
+        if (!p->words || m->args[i].kind != PTC_ARG_STR || is_word(p, m->args[i].s))
+            continue;
+        ptc_buf b = {0};
+        for (int w = 0; p->words[w]; w++)
+            ptc_buf_printf(&b, "%s'%s'", w ? ", " : "", p->words[w]);
+        ptc_meta_fail(m, "%s must be %sone of %s, got '%s'", p->name,
+                      p->kind == PTC_PK_STR_OPT ? "None or " : "", b.data, m->args[i].s);
+        ptc_buf_free(&b);
+        return -1;
+    }
+    return 0;
+}
+
 int ptc_meta_infer(ptc_arena *a, ptc_op op, const ptc_arg *args, int nargs, ptc_ttype **types,
                    int *nout, ptc_error *err)
 {
@@ -273,7 +300,7 @@ int ptc_meta_infer(ptc_arena *a, ptc_op op, const ptc_arg *args, int nargs, ptc_
     ptc_arg *norm = ptc_arena_dup(a, args, sizeof *args * (size_t)(nargs > 0 ? nargs : 1));
     ptc_args_normalize(a, op, norm);
     ptc_meta m = {.arena = a, .op = op, .args = norm, .nargs = nargs, .err = err};
-    if (check_devices(&m) || meta_fns[op](&m))
+    if (check_devices(&m) || check_words(&m) || meta_fns[op](&m))
         return -1;
     PTC_ASSERT(m.nout >= 1 && (s->nreturns < 0 || m.nout == s->nreturns));
     /* Gradients flow to floating outputs of ops with a floating input that

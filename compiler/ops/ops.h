@@ -109,6 +109,10 @@ typedef struct ptc_run_opts {
 int ptc_interp_run(const ptc_graph *g, const ptc_tensor *inputs, int ninputs,
                    ptc_tensor *outputs, const ptc_run_opts *opts, ptc_error *err);
 
+/* Do inputs (on the cpu) fit g's input types? Binds the symbols of their sizes
+ * into b; an error names the input that does not fit. */
+int ptc_bind_inputs(const ptc_graph *g, const ptc_tensor *inputs, ptc_bindings *b, ptc_error *err);
+
 /* The output tensor sizes of every node are the graph's types evaluated under
  * the bindings; this evaluates one type into sizes. */
 int ptc_eval_shape(const ptc_ttype *t, const ptc_bindings *b, int64_t *sizes, ptc_error *err);

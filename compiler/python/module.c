@@ -307,6 +307,19 @@ static struct PyModuleDef module_def = {
     NULL, NULL, NULL, NULL,
 };
 
+/* Ctrl-C during a planted hang (PTC_INJECT=...:hang): Python's handler only
+ * sets a flag, so the hang asks here, and the interrupt is left pending for the
+ * caller's KeyboardInterrupt. Only the main thread sees SIGINT in Python. */
+static bool hang_interrupted(void)
+{
+    PyGILState_STATE gil = PyGILState_Ensure();
+    bool hit = PyOS_InterruptOccurred() != 0;
+    if (hit)
+        PyErr_SetInterrupt();
+    PyGILState_Release(gil);
+    return hit;
+}
+
 PyMODINIT_FUNC PyInit__C(void)
 {
     PyObject *m = PyModule_Create(&module_def);
@@ -319,6 +332,7 @@ PyMODINIT_FUNC PyInit__C(void)
         Py_DECREF(m);
         return NULL;
     }
+    ptc_inject_on_hang(hang_interrupted);
     PyModule_AddStringConstant(m, "PTC_VERSION", PTC_VERSION);
     return m;
 }

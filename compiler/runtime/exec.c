@@ -76,25 +76,7 @@ static int bind_inputs(run *r, const ptc_tensor *in)
                               "input '%s' is not on the cpu", p->in_names[i]);
         int64_t want[PTC_MAX_DIMS];
         typed_strides(r, &p->in_types[i], want);
-        bool same = true;
-        int64_t n = ptc_tensor_numel(t), extent = 1;
-        for (int d = 0; d < t->ndim; d++) {
-            same &= t->sizes[d] <= 1 || t->strides[d] == want[d];
-            extent += (t->sizes[d] - 1) * want[d];
-        }
-        if (same || n == 0)
-            continue;
-        /* copy into the typed layout */
-        ptc_tensor *c = &r->conformed[i];
-        int64_t one = extent > 0 ? extent : 1;
-        if (ptc_tensor_alloc(c, t->dtype, 1, &one, r->err))
-            return -1;
-        c->ndim = t->ndim;
-        for (int d = 0; d < t->ndim; d++) {
-            c->sizes[d] = t->sizes[d];
-            c->strides[d] = want[d];
-        }
-        if (ptc_tensor_copy(c, t, r->err))
+        if (ptc_tensor_conform(&in[i], want, &r->conformed[i], p->in_names[i], r->err))
             return -1;
     }
     return 0;

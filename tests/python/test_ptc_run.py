@@ -117,6 +117,29 @@ def test_meta_error_names_file_and_line(tmp_path):
     assert "add" in err
 
 
+@pytest.mark.parametrize("call,message", [
+    ('gelu(%x, approximate="bogus")', "gelu: approximate must be one of 'none', 'tanh', got 'bogus'"),
+    ('div(%x, %x, rounding_mode="round")',
+     "div: rounding_mode must be None or one of 'trunc', 'floor', got 'round'"),
+])
+def test_bad_enum_attribute_names_file_and_line(tmp_path, call, message):
+    """Every str attribute with a closed set of words (torch raises for any
+    other) is checked by the verifier: one line naming file and line, exit 2
+    (gelu's used to fail at compile time without a file)."""
+    bad = tmp_path / "bad_enum.ptir"
+    bad.write_text("# ptc ir v1\n"
+                   "graph f(%%x: f32[2,3] cpu) {\n"
+                   "  %%0 = %s : f32[2,3]\n"
+                   "  return (%%0)\n"
+                   "}\n" % call)
+    for check in ([], ["--check"]):
+        r = run(*check, bad)
+        assert r.returncode == 2
+        err = one_line_error(r)
+        assert err.startswith("ptc-run: %s:3: " % bad), err
+        assert message in err
+
+
 # ---- --seed ------------------------------------------------------------------
 
 def test_seed_is_deterministic():
@@ -245,20 +268,81 @@ def test_inputs_by_position_and_outputs_reread(tmp_path):
     assert torch.equal(got["a"], x)
 
 
-def test_inputs_with_wrong_dtype_fail_at_run_time(tmp_path):
-    """Inputs that parse but do not fit the graph: exit status 1."""
-    ptcio.write_tensors(tmp_path / "in.bin", {"x": torch.zeros(4, 8, dtype=torch.float64),
-                                               "w": torch.zeros(8, 8)})
-    r = run("--inputs", tmp_path / "in.bin", example("symbolic_batch.ptir"))
-    assert r.returncode == 1
-    assert "input %tokens: expected dtype f32, got f64" in one_line_error(r)
+@pytest.mark.parametrize("check", [[], ["--check"]], ids=["run", "check"])
+@pytest.mark.parametrize("case,message", [
+    ("dtype", "input %tokens: expected dtype f32, got f64"),
+    ("rank", "input %tokens: expected 3 dims, got 2"),
+    ("shape", "input %w: dim 0 is 7, expected 8"),
+])
+def test_inputs_that_do_not_fit_fail_on_load(tmp_path, check, case, message):
+    """A tensor file whose tensors do not fit the graph's inputs is bad input
+    (exit 2, one line naming the file and the input), with or without
+    --check (which used to report "check: skipped" and exit 0)."""
+    tensors = {"dtype": {"tokens": torch.zeros(4, 3, 8, dtype=torch.float64), "w": torch.zeros(8, 8)},
+               "rank": {"tokens": torch.zeros(4, 8), "w": torch.zeros(8, 8)},
+               "shape": {"tokens": torch.zeros(4, 3, 8), "w": torch.zeros(7, 8)}}[case]
+    path = tmp_path / "in.bin"
+    ptcio.write_tensors(path, tensors)
+    r = run(*check, "--inputs", path, example("symbolic_batch.ptir"))
+    assert r.returncode == 2, r.stdout + r.stderr
+    err = one_line_error(r)
+    assert err.startswith("ptc-run: %s: " % path), err
+    assert message in err
+    assert r.stdout == ""
 
 
-def test_inputs_with_wrong_rank_fail_at_run_time(tmp_path):
-    ptcio.write_tensors(tmp_path / "in.bin", {"tokens": torch.zeros(4, 8), "w": torch.zeros(8, 8)})
-    r = run("--inputs", tmp_path / "in.bin", example("symbolic_batch.ptir"))
-    assert r.returncode == 1
-    assert "dims" in one_line_error(r)
+OVERLAPPING = ("# ptc ir v1\n"
+               "graph f(%x: f32[4,3]{0,1} cpu) {\n"
+               "  %0 = mul(%x, 2.0) : f32[4,3]\n"
+               "  return (%0)\n"
+               "}\n")
+
+
+def test_overlapping_strides_take_an_expanded_input(tmp_path):
+    """Strides that share elements are legal torch inputs (expand): a tensor
+    with those values runs and checks, and gives eager's result."""
+    g = tmp_path / "g.ptir"
+    g.write_text(OVERLAPPING)
+    x = torch.randn(3).expand(4, 3)
+    ptcio.write_tensors(tmp_path / "in.bin", {"x": x})
+    r = run("--check", "--inputs", tmp_path / "in.bin", "--save-outputs", tmp_path / "out.bin", g)
+    assert r.returncode == 0, r.stderr
+    assert "check: 1 outputs match the reference" in r.stdout
+    torch.testing.assert_close(dict(ptcio.read_tensors(tmp_path / "out.bin"))["0"], x * 2)
+    r = run("--check", "--seed", 3, g)
+    assert r.returncode == 0, r.stderr
+    assert "check: 1 outputs match the reference" in r.stdout
+
+
+def test_overlapping_strides_reject_values_they_cannot_hold(tmp_path):
+    """Values that differ where the declared layout shares elements cannot be
+    given that layout: a one-line error naming the file and the input, not a
+    lossy copy and a false mismatch."""
+    g = tmp_path / "g.ptir"
+    g.write_text(OVERLAPPING)
+    ptcio.write_tensors(tmp_path / "in.bin", {"x": torch.arange(12.0).reshape(4, 3)})
+    for check in ([], ["--check"]):
+        r = run(*check, "--inputs", tmp_path / "in.bin", g)
+        assert r.returncode == 2, r.stdout + r.stderr
+        err = one_line_error(r)
+        assert err.startswith("ptc-run: %s: " % (tmp_path / "in.bin")), err
+        assert "input %x" in err and "share memory" in err
+
+
+def test_view_of_huge_strides_is_a_meta_error(tmp_path):
+    """A stride whose products pass int64 (signed overflow in view's
+    stride check before) is a located error."""
+    g = tmp_path / "g.ptir"
+    g.write_text("# ptc ir v1\n"
+                 "graph f(%x: f32[4,3]{4611686018427387904,1} cpu) {\n"
+                 "  %0 = view(%x, [12]) : f32[12]\n"
+                 "  return (%0)\n"
+                 "}\n")
+    r = run(g)
+    assert r.returncode == 2
+    err = one_line_error(r)
+    assert err.startswith("ptc-run: %s:3: " % g), err
+    assert "not compatible with the strides" in err
 
 
 def test_index_out_of_range_fails_at_run_time(tmp_path):
@@ -272,7 +356,30 @@ def test_index_out_of_range_fails_at_run_time(tmp_path):
                                                "i": torch.tensor([0, 9, 1])})
     r = run("--inputs", tmp_path / "in.bin", g)
     assert r.returncode == 1
-    assert "index out of range" in one_line_error(r)
+    err = one_line_error(r)
+    assert err.startswith("ptc-run: %s: " % g), err
+    assert "index out of range" in err
+
+
+def test_every_failure_names_the_graph_file(tmp_path, monkeypatch):
+    """Compile errors, run errors and check mismatches are one line naming
+    the graph file; with --all also the graph."""
+    g = tmp_path / "g.ptir"
+    g.write_text("# ptc ir v1\n"
+                 "graph first(%x: f32[2,3] cpu) {\n  %0 = tanh(%x) : f32[2,3]\n  return (%0)\n}\n"
+                 "graph second(%x: f32[4] cpu) {\n  %0 = tanh(%x) : f32[4]\n  return (%0)\n}\n")
+    cases = [("lower:prims.tanh:error", [], "injected error in lower of prims.tanh"),
+             ("runtime:prims.tanh:error", [], "injected error in runtime of prims.tanh"),
+             ("codegen:prims.tanh:wrong", ["--check"], "output 0 (%0) mismatch at [0, 0]")]
+    for inject, args, message in cases:
+        monkeypatch.setenv("PTC_INJECT", inject)
+        for all_graphs in ([], ["--all"]):
+            r = run("--backend", "cpu", "--no-cache", *args, *all_graphs, g)
+            assert r.returncode == 1, r.stderr
+            err = one_line_error(r)
+            assert err.startswith("ptc-run: %s: " % g), err
+            assert message in err
+            assert err.endswith(" (in graph 'first')") == bool(all_graphs), err
 
 
 def test_bad_tensor_files(tmp_path):

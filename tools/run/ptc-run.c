@@ -23,6 +23,7 @@
 #include "runtime/runtime.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,12 +91,12 @@ static int parse_args(int argc, char **argv, options *o)
             if (*end || !*v || *v == '-') /* strtoull accepts "-3" and wraps it */
                 return ptc_cli_fail(TOOL, "--seed expects a non-negative integer, got '%s'", v);
         } else if ((v = ptc_cli_opt(argc, argv, &i, "--sym", NULL))) {
-            const char *eq = strchr(v, '=');
-            char *end;
+            char *eq = strchr(v, '='), *end;
             long long val = eq ? strtoll(eq + 1, &end, 10) : 0;
             if (!eq || eq == v || *end || val < 0)
                 return ptc_cli_fail(TOOL, "--sym expects NAME=VALUE with VALUE >= 0, got '%s'", v);
-            if (ptc_bindings_set(&o->syms, strndup(v, (size_t)(eq - v)), val))
+            *eq = 0; /* the name stays in argv, which outlives the bindings */
+            if (ptc_bindings_set(&o->syms, v, val))
                 return ptc_cli_fail(TOOL, "too many --sym bindings");
         } else if (argv[i][0] == '-' && argv[i][1]) {
             return ptc_cli_fail(TOOL, "unknown option '%s' (try --help)", argv[i]);
@@ -144,13 +145,80 @@ static int parse_args(int argc, char **argv, options *o)
     return 0;
 }
 
+/* ---- errors ------------------------------------------------------------------- */
+
+/* Every failure of a compile, run or check is one line on stderr naming the
+ * graph file (and, with --all, the graph), whatever else the message says. */
+static int fail_line(const options *o, const ptc_graph *g, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail_line(const options *o, const ptc_graph *g, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: %s: ", TOOL, o->path);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    if (o->all)
+        fprintf(stderr, " (in graph '%s')", g->name);
+    fputc('\n', stderr);
+    return status;
+}
+
+/* An error located in the graph file already names it; any other (no place,
+ * or the user's source line of a captured node) gets the file in front. */
+static int report(const options *o, const ptc_graph *g, const ptc_error *err, int status)
+{
+    char buf[2048];
+    ptc_error_format(err, buf, sizeof buf);
+    if (strcmp(err->file, o->path) != 0)
+        return fail_line(o, g, status, "%s", buf);
+    fprintf(stderr, "%s: %s", TOOL, buf);
+    if (o->all)
+        fprintf(stderr, " (in graph '%s')", g->name);
+    fputc('\n', stderr);
+    return status;
+}
+
+/* A tensor file's tensors must fit the graph's input types (dtype, rank,
+ * sizes), and a declared layout whose dims share elements (an expand's stride
+ * 0) only values that agree where it shares: checked on load, as bad input. */
+static int fit_inputs(const options *o, const ptc_graph *g, const ptc_tensor *in)
+{
+    ptc_bindings b = {0};
+    ptc_error err;
+    if (ptc_bind_inputs(g, in, &b, &err))
+        goto fail;
+    for (int i = 0; i < g->ninputs; i++) {
+        const ptc_ttype *t = &g->inputs[i]->type;
+        int64_t strides[PTC_MAX_DIMS];
+        char what[96];
+        ptc_tensor copy;
+        if (t->layout != PTC_LAYOUT_STRIDED)
+            continue;
+        for (int d = 0; d < t->ndim; d++)
+            if (ptc_dim_eval(t->strides[d], &b, &strides[d], &err))
+                goto fail;
+        snprintf(what, sizeof what, "input %%%s", g->inputs[i]->name);
+        if (ptc_tensor_conform(&in[i], strides, &copy, what, &err))
+            goto fail;
+        ptc_tensor_release(&copy); /* the run makes its own */
+    }
+    return 0;
+fail:
+    ptc_error_at(&err, o->inputs, 0, 0);
+    return ptc_cli_report(TOOL, &err, 2);
+}
+
 /* Inputs from a tensor file: by name when every graph input is named in the
  * file, else by position. */
 static int load_inputs(const options *o, const ptc_graph *g, ptc_tensorfile *tf, ptc_tensor *in)
 {
     ptc_error err;
-    if (ptc_tensorfile_read(o->inputs, tf, &err))
+    if (ptc_tensorfile_read(o->inputs, tf, &err)) {
+        if (!err.file[0])
+            ptc_error_at(&err, o->inputs, 0, 0);
         return ptc_cli_report(TOOL, &err, 2);
+    }
     bool by_name = true;
     for (int i = 0; i < g->ninputs; i++) {
         bool found = false;
@@ -168,7 +236,22 @@ static int load_inputs(const options *o, const ptc_graph *g, ptc_tensorfile *tf,
                 ;
         in[i] = tf->tensors[j];
     }
-    return 0;
+    return fit_inputs(o, g, in);
+}
+
+/* An input in the layout its type declares, so that one whose strides share
+ * elements (an expand's 0) runs as it would in torch. */
+static int make_input(const ptc_ttype *t, const ptc_bindings *b, ptc_tensor *in, ptc_error *err)
+{
+    int64_t sizes[PTC_MAX_DIMS], strides[PTC_MAX_DIMS];
+    if (ptc_eval_shape(t, b, sizes, err))
+        return -1;
+    if (t->layout != PTC_LAYOUT_STRIDED)
+        return ptc_tensor_alloc(in, t->dtype, t->ndim, sizes, err);
+    for (int d = 0; d < t->ndim; d++)
+        if (ptc_dim_eval(t->strides[d], b, &strides[d], err))
+            return -1;
+    return ptc_tensor_alloc_strided(in, t->dtype, t->ndim, sizes, strides, err);
 }
 
 /* Deterministic random inputs: symbols default to 4. */
@@ -188,11 +271,11 @@ static int make_inputs(const options *o, const ptc_graph *g, ptc_tensor *in)
         }
     }
     for (int i = 0; i < g->ninputs; i++) {
-        int64_t sizes[PTC_MAX_DIMS];
         ptc_error err;
-        if (ptc_eval_shape(&g->inputs[i]->type, &b, sizes, &err) ||
-            ptc_tensor_alloc(&in[i], g->inputs[i]->type.dtype, g->inputs[i]->type.ndim, sizes, &err))
-            return ptc_cli_report(TOOL, &err, 2);
+        if (make_input(&g->inputs[i]->type, &b, &in[i], &err)) {
+            ptc_error_at(&err, o->path, 0, 0);
+            return report(o, g, &err, 2);
+        }
         ptc_tensor_fill_random(&in[i], o->seed * 1000003u + (uint64_t)i);
     }
     return 0;
@@ -249,30 +332,29 @@ static void tolerance(ptc_dtype dt, double *rtol, double *atol)
     }
 }
 
-static void print_index(FILE *f, const int64_t *idx, int n)
+static void print_index(ptc_buf *b, const int64_t *idx, int n)
 {
-    fputc('[', f);
+    ptc_buf_putc(b, '[');
     for (int d = 0; d < n; d++)
-        fprintf(f, "%s%lld", d ? ", " : "", (long long)idx[d]);
-    fputc(']', f);
+        ptc_buf_printf(b, "%s%lld", d ? ", " : "", (long long)idx[d]);
+    ptc_buf_putc(b, ']');
 }
 
-/* 0 when equal within tolerance; else prints the first mismatch and returns 1. */
-static int compare(int i, const ptc_value *v, const ptc_tensor *got, const ptc_tensor *want,
-                   const char *backend)
+/* 0 when output i equals the reference's within tolerance; else reports the
+ * first mismatch and returns 1. */
+static int compare(const options *o, const ptc_graph *g, int i, const ptc_tensor *got,
+                   const ptc_tensor *want)
 {
-    if (got->dtype != want->dtype || got->ndim != want->ndim) {
-        fprintf(stderr, "ptc-run: output %d (%%%s): %s gives %s[%d dims], reference %s[%d dims]\n", i,
-                v->name, backend, ptc_dtype_name(got->dtype), got->ndim, ptc_dtype_name(want->dtype),
-                want->ndim);
-        return 1;
-    }
+    const ptc_value *v = g->outputs[i];
+    if (got->dtype != want->dtype || got->ndim != want->ndim)
+        return fail_line(o, g, 1, "output %d (%%%s): %s gives %s[%d dims], reference %s[%d dims]",
+                         i, v->name, o->backend, ptc_dtype_name(got->dtype), got->ndim,
+                         ptc_dtype_name(want->dtype), want->ndim);
     for (int d = 0; d < got->ndim; d++)
-        if (got->sizes[d] != want->sizes[d]) {
-            fprintf(stderr, "ptc-run: output %d (%%%s): %s gives size %lld in dim %d, reference %lld\n",
-                    i, v->name, backend, (long long)got->sizes[d], d, (long long)want->sizes[d]);
-            return 1;
-        }
+        if (got->sizes[d] != want->sizes[d])
+            return fail_line(
+                o, g, 1, "output %d (%%%s): %s gives size %lld in dim %d, reference %lld", i,
+                v->name, o->backend, (long long)got->sizes[d], d, (long long)want->sizes[d]);
     int64_t n = ptc_tensor_numel(want), idx[PTC_MAX_DIMS] = {0};
     bool fl = ptc_dtype_is_float(want->dtype);
     double rtol, atol, scale = 1;
@@ -290,28 +372,31 @@ static int compare(int i, const ptc_value *v, const ptc_tensor *got, const ptc_t
     memset(idx, 0, sizeof idx);
     for (int64_t k = 0; k < n; k++) {
         bool ok;
-        double g = 0, w = 0;
+        double gv = 0, w = 0; /* got, want */
         if (fl) {
-            g = ptc_tensor_get_f64(got, idx);
+            gv = ptc_tensor_get_f64(got, idx);
             w = ptc_tensor_get_f64(want, idx);
-            if (isnan(w) || isnan(g))
-                ok = isnan(w) && isnan(g);
-            else if (isinf(w) || isinf(g))
-                ok = g == w;
+            if (isnan(w) || isnan(gv))
+                ok = isnan(w) && isnan(gv);
+            else if (isinf(w) || isinf(gv))
+                ok = gv == w;
             else
-                ok = fabs(g - w) <= atol * scale + rtol * fabs(w);
+                ok = fabs(gv - w) <= atol * scale + rtol * fabs(w);
         } else {
             ok = ptc_tensor_get_i64(got, idx) == ptc_tensor_get_i64(want, idx);
-            g = (double)ptc_tensor_get_i64(got, idx);
+            gv = (double)ptc_tensor_get_i64(got, idx);
             w = (double)ptc_tensor_get_i64(want, idx);
         }
         if (!ok) {
-            fprintf(stderr, "ptc-run: output %d (%%%s) mismatch at ", i, v->name);
-            print_index(stderr, idx, want->ndim);
-            fprintf(stderr, ": %s %.9g, reference %.9g (%s", backend, g, w, ptc_dtype_name(want->dtype));
+            ptc_buf at = {0}, tol = {0};
+            print_index(&at, idx, want->ndim);
             if (fl)
-                fprintf(stderr, ": rtol %g, atol %g", rtol, atol * scale);
-            fprintf(stderr, ")\n");
+                ptc_buf_printf(&tol, ": rtol %g, atol %g", rtol, atol * scale);
+            fail_line(o, g, 1, "output %d (%%%s) mismatch at %s: %s %.9g, reference %.9g (%s%s)", i,
+                      v->name, at.data, o->backend, gv, w, ptc_dtype_name(want->dtype),
+                      tol.data ? tol.data : "");
+            ptc_buf_free(&at);
+            ptc_buf_free(&tol);
             return 1;
         }
         for (int d = want->ndim - 1; d >= 0; d--) {
@@ -398,7 +483,7 @@ static int save(const options *o, const ptc_graph *g, const ptc_tensor *out)
     for (int i = 0; i < g->noutputs; i++)
         names[i] = g->outputs[i]->name;
     int rc = ptc_tensorfile_write(o->save_outputs, out, names, g->noutputs, &err)
-                 ? ptc_cli_report(TOOL, &err, 1)
+                 ? report(o, g, &err, 1)
                  : 0;
     free(names);
     return rc;
@@ -452,9 +537,9 @@ static void dump_repro(const options *o, const ptc_graph *g, const ptc_tensor *i
     char dir[1024];
     ptc_error werr;
     if (ptc_repro_write(NULL, g, in, g->ninputs, &info, dir, sizeof dir, &werr) == 0)
-        fprintf(stderr, "ptc-run: repro written to %s\n", dir);
+        fprintf(stderr, "%s: %s: repro written to %s\n", TOOL, o->path, dir);
     else
-        fprintf(stderr, "ptc-run: no repro written: %s\n", werr.msg);
+        fprintf(stderr, "%s: %s: no repro written: %s\n", TOOL, o->path, werr.msg);
 }
 
 /* Compiles, runs, and (with --check) compares against the interpreter. */
@@ -464,7 +549,7 @@ static int run_graph(const options *o, const ptc_graph *g, ptc_tensor *in, sessi
     ptc_program *p = compile(o, g, ss, &err);
     if (!p) {
         dump_repro(o, g, in, "error", &err, NULL);
-        return ptc_cli_report(TOOL, &err, 1);
+        return report(o, g, &err, 1);
     }
     if (o->emit) {
         const char *t = ptc_program_text(p, o->emit);
@@ -490,7 +575,7 @@ static int run_graph(const options *o, const ptc_graph *g, ptc_tensor *in, sessi
     }
     if (run_program(o, p, g, in, out, &err)) {
         dump_repro(o, g, in, "error", &err, NULL);
-        rc = ptc_cli_report(TOOL, &err, 1);
+        rc = report(o, g, &err, 1);
         goto done;
     }
     for (int i = 0; i < g->noutputs; i++)
@@ -499,7 +584,7 @@ static int run_graph(const options *o, const ptc_graph *g, ptc_tensor *in, sessi
         goto release;
     if (o->check) {
         for (int i = 0; i < g->noutputs && rc == 0; i++)
-            rc = compare(i, g->outputs[i], &out[i], &ref[i], o->backend);
+            rc = compare(o, g, i, &out[i], &ref[i]);
         if (rc)
             dump_repro(o, g, in, "accuracy", NULL, "outputs differ from the reference interpreter");
         if (rc == 0)
@@ -566,8 +651,6 @@ int main(int argc, char **argv)
         rc = o.inputs ? load_inputs(&o, g, &tf, in) : make_inputs(&o, g, in);
         if (rc == 0)
             rc = run_graph(&o, g, in, &ss);
-        if (rc && o.all)
-            fprintf(stderr, "ptc-run: in graph '%s' of %s\n", g->name, o.path);
         if (o.inputs)
             ptc_tensorfile_free(&tf);
         else
