@@ -550,7 +550,7 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
                KeyboardInterrupt, not a fallback */
             if (PyErr_CheckSignals() < 0) {
                 cap_report_compiled(e);
-                cap_entry_free(e);
+                cap_entry_unref(e);
                 return NULL;
             }
             if (!e->bstate || !cap_backend_ready(e) || cap_cfg.strict) {
