@@ -177,4 +177,4 @@ def test_ptc_run_fails_like_eager(tmp_path, backend, stage, bad, message):
     err = r.stderr.strip()
     if backend == "reference":  # its messages name the node; it has no IndexError class
         message = message.replace("IndexError: ", "")
-    assert err.startswith(f"ptc-run: {stage}: {message}"), err
+    assert err.startswith(f"ptc-run: {g}: {stage}: {message}"), err
