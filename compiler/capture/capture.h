@@ -62,6 +62,8 @@ typedef struct cap_config {
     char repro_dir[512];  /* PTC_REPRO ("" = a temp dir chosen on first use) */
     int inject_failure;   /* tests of the fallback paths: 1 compile, 2 backend */
     bool trust_module_state; /* hits skip module guards while cap_module_epoch stays */
+    bool compiled_autograd;  /* PTC_COMPILED_AUTOGRAD: graphs needing gradients compile
+                              * forward and backward (off: they run through torch ops) */
 } cap_config;
 extern cap_config cap_cfg;
 /* Bumped (from Python) by every nn.Module write, hook registration and

@@ -198,10 +198,12 @@ static PyObject *m_break_table(PyObject *mod, PyObject *unused)
 static PyObject *m_get_config(PyObject *mod, PyObject *unused)
 {
     static const char *inject[3] = {"", "compile", "backend"};
-    return Py_BuildValue("{s:i,s:O,s:i,s:s,s:s,s:O}", "recompile_limit", cap_cfg.recompile_limit, "strict",
-                         cap_cfg.strict ? Py_True : Py_False, "inline_depth", cap_cfg.inline_depth,
-                         "repro_dir", cap_cfg.repro_dir, "inject_failure", inject[cap_cfg.inject_failure],
-                         "trust_module_state", cap_cfg.trust_module_state ? Py_True : Py_False);
+    return Py_BuildValue("{s:i,s:O,s:i,s:s,s:s,s:O,s:O}", "recompile_limit", cap_cfg.recompile_limit,
+                         "strict", cap_cfg.strict ? Py_True : Py_False, "inline_depth",
+                         cap_cfg.inline_depth, "repro_dir", cap_cfg.repro_dir, "inject_failure",
+                         inject[cap_cfg.inject_failure], "trust_module_state",
+                         cap_cfg.trust_module_state ? Py_True : Py_False, "compiled_autograd",
+                         cap_cfg.compiled_autograd ? Py_True : Py_False);
 }
 
 static PyObject *m_set_config(PyObject *mod, PyObject *args, PyObject *kwargs)
@@ -217,6 +219,8 @@ static PyObject *m_set_config(PyObject *mod, PyObject *args, PyObject *kwargs)
             cap_cfg.recompile_limit = (int)n;
         } else if (strcmp(k, "strict") == 0) {
             cap_cfg.strict = PyObject_IsTrue(value) == 1;
+        } else if (strcmp(k, "compiled_autograd") == 0) {
+            cap_cfg.compiled_autograd = PyObject_IsTrue(value) == 1;
         } else if (strcmp(k, "trust_module_state") == 0) {
             cap_cfg.trust_module_state = PyObject_IsTrue(value) == 1;
             cap_module_epoch++;

@@ -9,6 +9,9 @@ trace_dir        PTC_TRACE_DIR: captured.ptir, guards.txt, breaks.json per compi
 inject_failure   for testing the fallback paths: "compile" makes every compile
                  fail with an internal error, "backend" makes compiling
                  backends fail; "" (default) is off
+compiled_autograd  graphs that need gradients compile their forward and
+                 backward (PTC_COMPILED_AUTOGRAD=1; default False: they run
+                 through torch ops under autograd, as the report says)
 trust_module_state  cache hits skip the guards on module attributes,
                  parameters, buffers, submodules and hooks while no
                  nn.Module method changed a module, without comparing the
@@ -21,7 +24,7 @@ import os
 from . import _C
 
 _C_SETTINGS = ("recompile_limit", "strict", "inline_depth", "repro_dir", "inject_failure",
-               "trust_module_state")
+               "trust_module_state", "compiled_autograd")
 
 
 class _Config:

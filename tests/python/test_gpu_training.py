@@ -19,6 +19,10 @@ def _env(tmp_path_factory):
         pytest.skip("no CUDA device visible to torch")
     pytest.importorskip("ptc", reason="the ptc Python module is not part of this build")
     os.environ["PTC_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    import ptc
+    ptc.config.compiled_autograd = True  # opt-in
+    yield
+    ptc.config.compiled_autograd = False
 
 
 def models():

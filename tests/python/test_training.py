@@ -12,6 +12,14 @@ torch = pytest.importorskip("torch")
 import ptc  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def compiled_autograd():
+    """Compiled training is opt-in (ptc.config.compiled_autograd); these tests turn it on."""
+    ptc.config.compiled_autograd = True
+    yield
+    ptc.config.compiled_autograd = False
+
+
 def close(a, b, tol):
     scale = max(b.abs().max().item(), 1e-6)
     return (a - b).abs().max().item() <= tol * scale
@@ -157,6 +165,14 @@ def test_double_backward_is_a_clear_error():
         torch.autograd.grad(f(w), w, create_graph=True)
     (g,) = torch.autograd.grad(f(w), w)  # first order still works
     assert close(g, 3 * w.detach() ** 2, 1e-6)
+
+
+def test_off_by_default_says_so():
+    ptc.config.compiled_autograd = False
+    lin = torch.nn.Linear(3, 2)
+    ex = explain(lin, torch.randn(4, 3))
+    assert ex.autograd_fallback
+    assert any("compiled autograd is off" in f.get("why", "") for f in ex.fallbacks)
 
 
 def test_op_without_derivative_falls_back_with_its_reason():
