@@ -41,7 +41,7 @@ def test_a_crash_in_codegen_is_a_one_line_error():
     assert r.returncode == 1, (r.returncode, r.stderr[-500:])
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, lines
-    assert lines[0].startswith("ptc-run: codegen: CompileError: kernel ")
+    assert lines[0].startswith("ptc-run: %s: codegen: CompileError: kernel " % RESNET), lines[0]
     assert "the compile worker crashed (signal %d, " % signal.SIGSEGV in lines[0], lines[0]
 
 

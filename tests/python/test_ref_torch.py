@@ -1115,6 +1115,10 @@ def test_indexing():
         cases.append(make_case("index_select", (x, -1, sel % 3)))
         cases.append(make_case("index_select", (x, 0, gen.tensor((), torch.int32, low=0, high=4))))
         cases.append(make_case("prims.index_select", (x, 0, sel % 4), ref=torch.index_select))
+        # advanced indexing's check: negative indices wrap, as eager's do
+        cases.append(make_case("prims.check_index",
+                               (gen.tensor((2, 3), torch.int64, low=-4, high=4), 4, 0),
+                               ref=lambda i, size, dim: torch.where(i < 0, i + size, i)))
         s0 = gen.tensor((), d)
         cases.append(make_case("index_select", (s0, 0, torch.tensor([0]))))
         cases.append(make_case("gather", (s0, 0, torch.tensor([0, 0])), ref=torch.gather))
