@@ -120,7 +120,8 @@ typedef struct ptc_worker_result {
     ptc_error err;
 } ptc_worker_result;
 
-/* False when PTC_COMPILE_WORKER=0: LLVM then runs in this process. */
+/* True when PTC_COMPILE_WORKER=1 (off by default): LLVM then runs in forked
+ * compile workers; otherwise in this process. */
 bool ptc_worker_enabled(void);
 /* Runs fn over items [0, n) in at most nprocs forked children, fed one item
  * at a time, and waits for them (PTC_COMPILE_TIMEOUT seconds at most,

@@ -27,6 +27,7 @@ def env_with(**kv):
     e = {k: v for k, v in os.environ.items()
          if k not in ("PTC_INJECT", "PTC_ACCURACY", "PTC_REPRO", "PTC_COMPILE_WORKER",
                       "PTC_COMPILE_TIMEOUT", "PTC_STRICT")}
+    e["PTC_COMPILE_WORKER"] = "1"  # opt-in; tests that want it off say "0"
     e.update(kv)
     return e
 
