@@ -235,10 +235,11 @@ int ptc_ref_index_select(ptc_kctx *k)
     for (int64_t i = 0; i < n; i++) {
         sel[i] = ref_ldi(index, index->ndim ? i * index->strides[0] : 0);
         if (sel[i] < 0 || sel[i] >= size) {
+            long long bad = (long long)sel[i];
             free(sel);
             if (d == 1 && x->ndim >= 2) /* torch's kernel for dim 1 words it so */
                 return ref_fail(k, "INDICES element is out of DATA bounds, id=%lld axis_dim=%lld",
-                                (long long)sel[i], (long long)size);
+                                bad, (long long)size);
             return ref_fail(k, "index out of range in self");
         }
     }

@@ -7,6 +7,7 @@ fullgraph. Valid programs that only look like failing ones (zeros in masked-off
 lanes, negative indices of advanced indexing) must not raise. The CUDA cases
 skip without a GPU.
 """
+import os
 import warnings
 
 import pytest
@@ -15,6 +16,10 @@ import torch.nn.functional as F
 
 import ptc
 import ptcio
+
+# On CUDA the runtime reads the kernels' check record only when asked (it
+# costs a stream synchronisation per call; man ptc.7).
+os.environ.setdefault("PTC_CUDA_CHECKS", "1")
 
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
