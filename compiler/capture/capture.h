@@ -64,7 +64,16 @@ typedef struct cap_config {
     bool trust_module_state; /* hits skip module guards while cap_module_epoch stays */
     bool compiled_autograd;  /* PTC_COMPILED_AUTOGRAD: graphs needing gradients compile
                               * forward and backward (off: they run through torch ops) */
+    int stance;              /* a cap_stance: ptc.set_stance, as torch.compiler.set_stance */
 } cap_config;
+/* What compiled calls do about compiling (ptc.set_stance; torch's names). */
+typedef enum cap_stance {
+    CAP_STANCE_DEFAULT,            /* compile, recompile when a guard fails */
+    CAP_STANCE_FORCE_EAGER,        /* run every compiled function eagerly */
+    CAP_STANCE_EAGER_ON_RECOMPILE, /* use cached entries; run eagerly instead of recompiling */
+    CAP_STANCE_FAIL_ON_RECOMPILE,  /* use cached entries; raise instead of recompiling */
+    CAP_STANCE_EAGER_THEN_COMPILE, /* each position's first call runs eagerly, then compile */
+} cap_stance;
 extern cap_config cap_cfg;
 /* Bumped (from Python) by every nn.Module write, hook registration and
  * container edit while trust_module_state is on (python/ptc/_module_state.py). */

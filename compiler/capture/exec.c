@@ -640,13 +640,40 @@ static int check(cap_entry *e, cap_frame **frames, int nf, valbuf *b, int *faile
     return cap_entry_check(e, frames, nf, b->vals, b->owned, failed);
 }
 
+/* What the stance (ptc.set_stance) says when no entry of position p fits:
+ * 1 run eagerly, 0 compile, -1 raise (a Python error is set). A recompile is
+ * a miss at a position that has entries. */
+static int stance_on_miss(cap_pos *p, const char *name)
+{
+    bool recompile = p->head != NULL;
+    switch (cap_cfg.stance) {
+    case CAP_STANCE_EAGER_ON_RECOMPILE:
+        return recompile;
+    case CAP_STANCE_FAIL_ON_RECOMPILE:
+        if (!recompile)
+            return 0;
+        PyErr_Format(PyExc_RuntimeError,
+                     "Detected recompile when ptc's stance is 'fail_on_recompile'. function name: "
+                     "'%s', triggered by the guard failure: %s",
+                     name, p->last_fail);
+        return -1;
+    case CAP_STANCE_EAGER_THEN_COMPILE:
+        if (recompile || p->ran_eagerly)
+            return 0;
+        p->ran_eagerly = true;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 /* Finds (or compiles) the entry for the state in S among position p's:
  * NULL with *eager when the state must run for real; NULL without eager on
  * an error. On success (a new reference to the entry) b holds the entry's
  * source values. */
 static cap_entry *lookup_at(cap_compiled *c, cap_pos *p, cap_interp *S, valbuf *b, bool *eager)
 {
-    if (p->eager) {
+    if (p->eager || cap_cfg.stance == CAP_STANCE_FORCE_EAGER) {
         *eager = true;
         return NULL;
     }
@@ -675,6 +702,11 @@ static cap_entry *lookup_at(cap_compiled *c, cap_pos *p, cap_interp *S, valbuf *
         }
         cap_entry_release_vals(e, b->vals, b->owned);
         last = e;
+    }
+    int stance = stance_on_miss(p, S->base->code->qualname_s);
+    if (stance != 0) {
+        *eager = stance > 0;
+        return NULL;
     }
     if (p->count >= cap_cfg.recompile_limit) {
         p->eager = true;

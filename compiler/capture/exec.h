@@ -13,6 +13,7 @@ typedef struct cap_pos {
     int count;             /* entries compiled here */
     bool eager;            /* over the recompile limit, or untraceable */
     bool warned;
+    bool ran_eagerly;      /* its first call ran eagerly (stance eager_then_compile) */
     char last_fail[700];   /* the most recent entry's failing guard */
     PyObject *last_info;   /* the same as a dict (cap_guard_info), or NULL */
 } cap_pos;

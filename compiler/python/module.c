@@ -195,15 +195,28 @@ static PyObject *m_break_table(PyObject *mod, PyObject *unused)
     return cap_break_table();
 }
 
+/* ptc.set_stance's names, indexed by cap_stance. */
+static const char *const stance_names[] = {"default", "force_eager", "eager_on_recompile",
+                                           "fail_on_recompile", "eager_then_compile"};
+
+static int stance_of(const char *name)
+{
+    for (int i = 0; i < (int)(sizeof stance_names / sizeof *stance_names); i++)
+        if (strcmp(name, stance_names[i]) == 0)
+            return i;
+    return -1;
+}
+
 static PyObject *m_get_config(PyObject *mod, PyObject *unused)
 {
     static const char *inject[3] = {"", "compile", "backend"};
-    return Py_BuildValue("{s:i,s:O,s:i,s:s,s:s,s:O,s:O}", "recompile_limit", cap_cfg.recompile_limit,
+    return Py_BuildValue("{s:i,s:O,s:i,s:s,s:s,s:O,s:O,s:s}", "recompile_limit", cap_cfg.recompile_limit,
                          "strict", cap_cfg.strict ? Py_True : Py_False, "inline_depth",
                          cap_cfg.inline_depth, "repro_dir", cap_cfg.repro_dir, "inject_failure",
                          inject[cap_cfg.inject_failure], "trust_module_state",
                          cap_cfg.trust_module_state ? Py_True : Py_False, "compiled_autograd",
-                         cap_cfg.compiled_autograd ? Py_True : Py_False);
+                         cap_cfg.compiled_autograd ? Py_True : Py_False, "stance",
+                         stance_names[cap_cfg.stance]);
 }
 
 static PyObject *m_set_config(PyObject *mod, PyObject *args, PyObject *kwargs)
@@ -234,6 +247,16 @@ static PyObject *m_set_config(PyObject *mod, PyObject *args, PyObject *kwargs)
             if (!s)
                 return NULL;
             snprintf(cap_cfg.repro_dir, sizeof cap_cfg.repro_dir, "%s", s);
+        } else if (strcmp(k, "stance") == 0) {
+            const char *s = PyUnicode_AsUTF8(value);
+            if (!s)
+                return NULL;
+            if (stance_of(s) < 0)
+                return PyErr_Format(PyExc_ValueError,
+                                    "unknown stance '%s' (expected default, force_eager, "
+                                    "eager_on_recompile, fail_on_recompile or eager_then_compile)",
+                                    s);
+            cap_cfg.stance = stance_of(s);
         } else if (strcmp(k, "inject_failure") == 0) {
             const char *s = value == Py_None ? "" : PyUnicode_AsUTF8(value);
             if (!s)

@@ -13,52 +13,101 @@ See ``man ptc`` (ptc.7) for the break codes, environment variables and files.
 """
 import types as _types
 
-from . import _C
+from . import _C, _notices
 from ._config import config
 from ._explain import ExplainOutput, explain
 from ._graph import Graph
 from ._module import OptimizedModule, wrap_module
 
-__all__ = ["compile", "reset", "disable", "config", "explain", "Graph", "GraphBreakError",
+__all__ = ["compile", "reset", "disable", "set_stance", "config", "explain", "Graph", "GraphBreakError",
            "ExplainOutput", "break_codes"]
 __version__ = _C.PTC_VERSION
 
 GraphBreakError = _C.GraphBreakError
 
 _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+_MODE_GAPS = {
+    "reduce-overhead": "ptc does not record CUDA graphs yet",
+    "max-autotune": "ptc does not autotune kernel configurations or record CUDA graphs yet",
+    "max-autotune-no-cudagraphs": "ptc does not autotune kernel configurations yet",
+}
+_BACKEND_ALIASES = {  # torch.compile's backend names -> (ptc backend, what differs)
+    "inductor": ("ptc", None),
+    "aot_eager": ("eager", "ptc runs the captured graph through torch ops (its 'eager' "
+                           "backend); there is no AOT autograd trace"),
+    "cudagraphs": ("eager", "ptc runs the captured graph through torch ops (its 'eager' "
+                            "backend) and records no CUDA graphs"),
+}
 
 
 def _backend_arg(backend):
     if callable(backend) and not isinstance(backend, str):
         return lambda handle: backend(Graph(handle))
-    if backend in ("inductor", "aot_eager", "cudagraphs"):  # torch.compile spellings
-        return "ptc" if backend == "inductor" else "eager"
+    if backend in _BACKEND_ALIASES:
+        ptc_backend, gap = _BACKEND_ALIASES[backend]
+        if gap:
+            _notices.not_acted_on("backend=%r: %s." % (backend, gap))
+        return ptc_backend
     return backend
 
 
+def _mode_arg(mode):
+    if mode is None:
+        return "default"
+    if mode not in _MODES:
+        raise ValueError("ptc.compile: unknown mode %r (expected one of %s)" % (mode, ", ".join(_MODES)))
+    if mode in _MODE_GAPS:
+        _notices.not_acted_on("mode=%r has no effect: %s, so it compiles as mode='default'."
+                              % (mode, _MODE_GAPS[mode]))
+    return mode
+
+
+def _options_arg(options):
+    """ptc's own settings apply (globally, as ptc.config); other keys, such
+    as Inductor's, are named in one warning."""
+    ours = {k: v for k, v in dict(options).items() if k.replace(".", "_") in dir(config)}
+    others = sorted(str(k) for k in options if k not in ours)
+    if others:
+        _notices.not_acted_on("options %s are not ptc settings (ptc's are %s): ptc does not act "
+                              "on them." % (", ".join(others), ", ".join(sorted(dir(config)))))
+    config.apply_options(ours)
+
+
+def _dynamic_arg(dynamic):
+    if dynamic:  # False asks for what ptc does anyway: specialise every size
+        _notices.not_acted_on("dynamic=True has no effect: ptc specialises every size and "
+                              "recompiles when one changes.")
+    return dynamic
+
+
 def compile(model_or_fn=None, *, mode="default", dynamic=None, fullgraph=False, backend="ptc",
-            options=None):
+            options=None, disable=False):
     """Compiles a function or an nn.Module; usable as a call or a decorator.
 
     backend: "ptc" (the compiled pipeline), "eager" (the captured graph run
     through torch ops), "reference" (ptc's reference interpreter) or a callable
-    that receives a ptc.Graph and returns the function to run.
-    fullgraph: raise GraphBreakError at the first graph break instead of
-    splitting the graph. dynamic: sizes are specialised either way (True is
-    accepted and treated as None). options: {"recompile_limit": n} or
-    {"trace_dir": path} apply globally.
+    that receives a ptc.Graph and returns the function to run; torch.compile's
+    "inductor" means "ptc", "aot_eager" and "cudagraphs" mean "eager" (with a
+    warning). fullgraph: raise GraphBreakError at the first graph break
+    instead of splitting the graph. disable=True returns model_or_fn as it is.
+    options: ptc.config settings ({"recompile_limit": n}, {"trace_dir": path})
+    apply globally. What ptc does not act on -- mode="reduce-overhead" and the
+    max-autotune modes, dynamic=True, options that are not ptc settings
+    -- gives one warning per process and a line in ptexplain's Notes.
     """
     if model_or_fn is None:
         return lambda f: compile(f, mode=mode, dynamic=dynamic, fullgraph=fullgraph,
-                                 backend=backend, options=options)
-    if mode not in _MODES and mode is not None:
-        raise ValueError("ptc.compile: unknown mode %r (expected one of %s)" % (mode, ", ".join(_MODES)))
+                                 backend=backend, options=options, disable=disable)
+    if disable:
+        return model_or_fn
+    mode = _mode_arg(mode)
+    dynamic = _dynamic_arg(dynamic)
     if options:
-        config.apply_options(options)
+        _options_arg(options)
     be = _backend_arg(backend)
     import torch
     if isinstance(model_or_fn, torch.nn.Module):
-        return wrap_module(model_or_fn, be, bool(fullgraph), dynamic, mode or "default")
+        return wrap_module(model_or_fn, be, bool(fullgraph), dynamic, mode)
     if isinstance(model_or_fn, _types.MethodType):
         compiled = _compile_function(model_or_fn.__func__, be, fullgraph, dynamic, mode)
         return _types.MethodType(compiled, model_or_fn.__self__)
@@ -69,7 +118,7 @@ def compile(model_or_fn=None, *, mode="default", dynamic=None, fullgraph=False, 
 
 def _compile_function(fn, be, fullgraph, dynamic, mode):
     """The compiled function, named as fn (a bound method of it reads its __name__)."""
-    compiled = _C._compile(fn, be, bool(fullgraph), dynamic, mode or "default")
+    compiled = _C._compile(fn, be, bool(fullgraph), dynamic, mode)
     for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
         try:
             setattr(compiled, attr, getattr(fn, attr))
@@ -93,6 +142,56 @@ def disable(fn=None):
         return disable
     _C._disable(fn)
     return fn
+
+
+class set_stance:
+    """Sets what compiled functions do about compiling, as torch.compiler.set_stance:
+    a call (lasts until the next), a context manager or a decorator.
+
+    "default": compile, and recompile when a guard fails. "force_eager": run
+    every compiled function eagerly. "eager_on_recompile": use what is
+    compiled, run eagerly where a recompile would be needed.
+    "fail_on_recompile": the same, but raise RuntimeError instead.
+    "eager_then_compile" (and "aot_eager_then_compile", which ptc runs the
+    same way, with a warning): each function's first call runs eagerly.
+    skip_guard_eval_unsafe and force_backend are not acted on (a warning).
+    """
+
+    def __init__(self, stance="default", *, skip_guard_eval_unsafe=False, force_backend=None):
+        if stance == "aot_eager_then_compile":
+            _notices.not_acted_on("stance 'aot_eager_then_compile' runs first calls plainly eagerly "
+                                  "(ptc has no AOT eager): it is 'eager_then_compile'.")
+            stance = "eager_then_compile"
+        if skip_guard_eval_unsafe:
+            _notices.not_acted_on("set_stance(skip_guard_eval_unsafe=True) has no effect: ptc "
+                                  "checks every guard (see ptc.config.trust_module_state).")
+        if force_backend is not None:
+            _notices.not_acted_on("set_stance(force_backend=...) has no effect: each compiled "
+                                  "function keeps the backend it was compiled with.")
+        self.stance = stance
+        self.prior = _C._get_config()["stance"]
+        _C._set_config(stance=stance)
+
+    def __enter__(self):
+        _C._set_config(stance=self.stance)
+
+    def __exit__(self, *exc):
+        _C._set_config(stance=self.prior)
+
+    def __call__(self, fn):
+        import functools
+
+        _C._set_config(stance=self.prior)  # as a decorator it applies only inside fn
+
+        @functools.wraps(fn)
+        def with_stance(*args, **kwargs):
+            prior = _C._get_config()["stance"]
+            _C._set_config(stance=self.stance)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _C._set_config(stance=prior)
+        return with_stance
 
 
 def _drained_generator(items):

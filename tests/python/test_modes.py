@@ -1,0 +1,176 @@
+"""Options ptc does not act on warn once and reach ptexplain's Notes; ptc.set_stance
+behaves as torch.compiler.set_stance (issue 19 item 3)."""
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+
+import ptc
+from ptc import _notices
+
+
+def f_add(x):
+    return x + 1
+
+
+@pytest.fixture(autouse=True)
+def fresh():
+    _notices._recorded.clear()
+    ptc.reset()
+    yield
+    ptc.set_stance("default")
+    _notices._recorded.clear()
+
+
+def compile_warnings(**kwargs):
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        c = ptc.compile(f_add, **kwargs)
+    return c, [str(w.message) for w in seen if str(w.message).startswith("ptc:")]
+
+
+@pytest.mark.parametrize("mode,gap", [("reduce-overhead", "CUDA graphs"),
+                                      ("max-autotune", "autotune"),
+                                      ("max-autotune-no-cudagraphs", "autotune")])
+def test_an_unimplemented_mode_warns_once(mode, gap):
+    c, seen = compile_warnings(mode=mode)
+    assert len(seen) == 1 and mode in seen[0] and gap in seen[0], seen
+    assert compile_warnings(mode=mode)[1] == []  # once per process
+    x = torch.randn(3)
+    assert torch.equal(c(x), x + 1)
+    assert any(mode in n for n in _notices.recorded())
+
+
+def test_default_mode_and_none_are_quiet():
+    assert compile_warnings(mode="default")[1] == []
+    assert compile_warnings(mode=None)[1] == []
+
+
+def test_dynamic_that_is_not_acted_on_warns():
+    _, seen = compile_warnings(dynamic=True)
+    assert len(seen) == 1 and "dynamic=True" in seen[0]
+    assert compile_warnings(dynamic=None)[1] == []
+    assert compile_warnings(dynamic=False)[1] == []  # what ptc does anyway
+
+
+def test_options_apply_ptc_settings_and_name_the_rest():
+    prior = ptc.config.recompile_limit
+    try:
+        _, seen = compile_warnings(options={"recompile_limit": 5, "triton.cudagraphs": True,
+                                            "epilogue_fusion": False})
+        assert ptc.config.recompile_limit == 5
+        assert len(seen) == 1
+        assert "epilogue_fusion, triton.cudagraphs" in seen[0] and "recompile_limit" in seen[0]
+    finally:
+        ptc.config.recompile_limit = prior
+
+
+@pytest.mark.parametrize("backend,what", [("aot_eager", "AOT"), ("cudagraphs", "CUDA graphs")])
+def test_torch_backend_names_that_ptc_maps_warn(backend, what):
+    c, seen = compile_warnings(backend=backend)
+    assert len(seen) == 1 and what in seen[0]
+    x = torch.randn(3)
+    assert torch.equal(c(x), x + 1)
+    assert compile_warnings(backend="inductor")[1] == []
+
+
+def test_disable_keyword_returns_the_function():
+    assert ptc.compile(f_add, disable=True) is f_add
+    assert ptc.compile(disable=True)(f_add) is f_add
+
+
+def counting_backend(seen):
+    """A backend that records each compile and runs the captured graph as it is."""
+    def backend(graph):
+        seen.append(graph)
+        return graph.run
+    return backend
+
+
+def test_force_eager_runs_without_compiling():
+    seen = []
+    c = ptc.compile(f_add, backend=counting_backend(seen))
+    x = torch.randn(3)
+    with ptc.set_stance("force_eager"):
+        assert torch.equal(c(x), x + 1)
+        assert torch.equal(c(x), x + 1)
+    assert seen == []
+    assert torch.equal(c(x), x + 1)
+    assert len(seen) == 1
+
+
+def test_fail_on_recompile_raises_on_a_recompile_only():
+    c = ptc.compile(f_add, backend="eager")
+    c(torch.randn(3))
+    with ptc.set_stance("fail_on_recompile"):
+        c(torch.randn(3))  # a cache hit is fine
+        with pytest.raises(RuntimeError, match=r"fail_on_recompile.*f_add.*now f32\[5\]"):
+            c(torch.randn(5))
+        g = ptc.compile(lambda x: x - 1, backend="eager")
+        assert torch.equal(g(torch.ones(2)), torch.zeros(2))  # a first compile is fine
+    assert ptc._C._get_config()["stance"] == "default"
+    assert torch.equal(c(torch.zeros(5)), torch.ones(5))
+
+
+def test_eager_on_recompile_uses_the_cache_and_runs_misses_eagerly():
+    seen = []
+    c = ptc.compile(f_add, backend=counting_backend(seen))
+    c(torch.randn(3))
+    with ptc.set_stance("eager_on_recompile"):
+        x3, x5 = torch.randn(3), torch.randn(5)
+        assert torch.equal(c(x3), x3 + 1)
+        assert torch.equal(c(x5), x5 + 1)
+        assert torch.equal(c(x5), x5 + 1)
+    assert len(seen) == 1
+    c(x5)  # the stance is over: size 5 compiles now
+    assert len(seen) == 2
+
+
+def test_eager_then_compile_and_the_decorator_form():
+    seen = []
+    c = ptc.compile(f_add, backend=counting_backend(seen))
+
+    @ptc.set_stance("eager_then_compile")
+    def run(x):
+        return c(x)
+    assert ptc._C._get_config()["stance"] == "default"  # a decorator sets it only inside
+    x = torch.randn(3)
+    assert torch.equal(run(x), x + 1)
+    assert seen == []  # the first call ran eagerly
+    assert torch.equal(run(x), x + 1)
+    assert len(seen) == 1
+
+
+def test_unknown_stance_is_an_error():
+    with pytest.raises(ValueError, match="unknown stance 'fastest'"):
+        ptc.set_stance("fastest")
+    assert ptc._C._get_config()["stance"] == "default"
+
+
+def test_unsupported_set_stance_arguments_warn():
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with ptc.set_stance("default", skip_guard_eval_unsafe=True, force_backend="eager"):
+            pass
+    texts = [str(w.message) for w in seen]
+    assert any("skip_guard_eval_unsafe" in t for t in texts)
+    assert any("force_backend" in t for t in texts)
+
+
+def test_ptexplain_lists_what_was_not_acted_on(tmp_path):
+    import os
+    build = os.environ.get("PTC_BUILD_DIR", "build")
+    script = tmp_path / "modes.py"
+    script.write_text(
+        "import torch\n"
+        "f = torch.compile(lambda x: x * 2, mode='reduce-overhead', options={'epilogue_fusion': 1})\n"
+        "f(torch.ones(3))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PTC_") or k == "PTC_BUILD_DIR"}
+    r = subprocess.run([os.path.join(build, "tools", "explain", "ptexplain"), "--no-color",
+                        str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    notes = r.stdout[r.stdout.index("Notes"):]
+    assert "mode='reduce-overhead' has no effect" in notes
+    assert "options epilogue_fusion are not ptc settings" in notes
