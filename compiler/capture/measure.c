@@ -41,6 +41,75 @@ void cap_measure_set(bool on)
     }
 }
 
+/* ---- a measuring scope (ptc.explain) ------------------------------------------------------ */
+
+static cap_measure outer; /* what was measured before the open scope */
+static bool scoped;
+
+int cap_measure_scope_begin(void)
+{
+    if (scoped) {
+        PyErr_SetString(PyExc_RuntimeError, "ptc.explain: another explain is measuring");
+        return -1;
+    }
+    PyObject *events = PyList_New(0), *eager = PyDict_New();
+    if (!events || !eager) {
+        Py_XDECREF(events);
+        Py_XDECREF(eager);
+        return -1;
+    }
+    outer = cap_meas;
+    scoped = true;
+    cap_meas = (cap_measure){.on = true, .depth = outer.depth, .events = events, .eager = eager};
+    return 0;
+}
+
+/* Adds the scope's eager frames to the outer's: calls and time add up, the
+ * steady time is the faster of the two (0 means none). */
+static void merge_eager(PyObject *into, PyObject *from)
+{
+    PyObject *key, *v;
+    Py_ssize_t pos = 0;
+    while (into && PyDict_Next(from, &pos, &key, &v)) {
+        long c1 = 0, c2 = 0;
+        double t1 = 0, t2 = 0, s1 = 0, s2 = 0;
+        PyObject *old = PyDict_GetItem(into, key);
+        if ((old && !PyArg_ParseTuple(old, "ldd", &c1, &t1, &s1)) || !PyArg_ParseTuple(v, "ldd", &c2, &t2, &s2)) {
+            PyErr_Clear();
+            continue;
+        }
+        double steady = s1 > 0 && (s2 <= 0 || s1 < s2) ? s1 : s2;
+        PyObject *sum = Py_BuildValue("(ldd)", c1 + c2, t1 + t2, steady);
+        if (!sum || PyDict_SetItem(into, key, sum) < 0)
+            PyErr_Clear();
+        Py_XDECREF(sum);
+    }
+}
+
+PyObject *cap_measure_scope_end(void)
+{
+    if (!scoped) {
+        PyErr_SetString(PyExc_RuntimeError, "ptc.explain: no measuring scope is open");
+        return NULL;
+    }
+    PyObject *measured = cap_measured();
+    cap_measure inner = cap_meas;
+    cap_meas = outer;
+    scoped = false;
+    cap_meas.calls += inner.calls;
+    cap_meas.call_ms += inner.call_ms;
+    cap_meas.compile_ms += inner.compile_ms;
+    cap_meas.graph_ms += inner.graph_ms;
+    if (cap_meas.on && cap_meas.events) {
+        if (PyList_SetSlice(cap_meas.events, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, inner.events) < 0)
+            PyErr_Clear();
+        merge_eager(cap_meas.eager, inner.eager);
+    }
+    Py_DECREF(inner.events);
+    Py_DECREF(inner.eager);
+    return measured;
+}
+
 void cap_measure_event(cap_compiled *c, PyObject *ev)
 {
     if (!cap_meas.on || !ev)

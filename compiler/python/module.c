@@ -8,6 +8,7 @@
  */
 #include "capture/capture.h"
 #include "logs/logs.h"
+#include "tools/explain/explain.h"
 
 #include <structmember.h>
 #include <string.h>
@@ -17,6 +18,8 @@ int cap_graph_type_init(PyObject *module);
 void cap_measure_set(bool on);
 PyObject *cap_measured(void);
 PyObject *cap_stats_dict(PyObject *capsule);
+int cap_measure_scope_begin(void);
+PyObject *cap_measure_scope_end(void);
 
 typedef struct compiled_function {
     PyObject_HEAD
@@ -302,6 +305,42 @@ static PyObject *m_measured(PyObject *mod, PyObject *unused)
     return cap_measured();
 }
 
+static PyObject *m_measure_scope(PyObject *mod, PyObject *on)
+{
+    int v = PyObject_IsTrue(on);
+    if (v < 0)
+        return NULL;
+    if (v == 0)
+        return cap_measure_scope_end();
+    if (cap_measure_scope_begin() < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* ptexplain's text report (tools/explain) from measurements as JSON. */
+static PyObject *m_explain_report(PyObject *mod, PyObject *args)
+{
+    const char *json, *target;
+    double wall_ms;
+    if (!PyArg_ParseTuple(args, "ssd", &json, &target, &wall_ms))
+        return NULL;
+    xp_report r = {.target = target, .wall_ms = wall_ms};
+    ptc_error err;
+    PyObject *text = NULL;
+    if (xp_report_build(&r, json, strlen(json), &err) < 0) {
+        char buf[1400];
+        ptc_error_format(&err, buf, sizeof buf);
+        PyErr_Format(PyExc_RuntimeError, "ptc.explain: cannot build the report: %s", buf);
+    } else {
+        ptc_buf out = {0};
+        xp_render_text(&out, &r, false);
+        text = PyUnicode_DecodeUTF8(out.data ? out.data : "", (Py_ssize_t)out.len, "replace");
+        ptc_buf_free(&out);
+    }
+    xp_report_free(&r);
+    return text;
+}
+
 static PyObject *m_entry_stats(PyObject *mod, PyObject *capsule)
 {
     return cap_stats_dict(capsule);
@@ -310,6 +349,11 @@ static PyObject *m_entry_stats(PyObject *mod, PyObject *capsule)
 static PyMethodDef module_methods[] = {
     {"_measure", m_measure, METH_O,
      "_measure(on): ptexplain's measurements (times around graphs and breaks, every event)."},
+    {"_measure_scope", m_measure_scope, METH_O,
+     "_measure_scope(True) starts measuring from nothing (ptc.explain); _measure_scope(False) "
+     "returns what it measured and adds it to what was measured before."},
+    {"_explain_report", m_explain_report, METH_VARARGS,
+     "_explain_report(json, target, wall_ms): ptexplain's text report of the measurements."},
     {"_measured", m_measured, METH_NOARGS,
      "Totals of the measurements and every compiled function's events since _measure(True)."},
     {"_entry_stats", m_entry_stats, METH_O, "The measurements of one entry (a compile event's 'stats')."},

@@ -3,14 +3,52 @@
 Returns an ExplainOutput: the graphs captured (ptc.Graph), the graph breaks
 (code, reason, source line, inlined stack, explanation, hint), recompiles and
 their guards, the guards of every graph, compile times, skipped frames and
-fallbacks. str() of it is the report ptexplain prints; .as_dict() is the data.
+fallbacks. str() of it is the report ptexplain prints for the same call (the
+same C code writes both, from the same measurements: measured_json);
+.as_dict() is the data.
 """
+import contextlib
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+
+from . import _C, _notices
 from ._graph import Graph
 
 
+def measured_json(measured, notes=()):
+    """The JSON ptexplain's report is built from: what ptc measured
+    (ptc._C._measured() or a scope of ptc.explain), with every event's graph
+    as .ptir text and its stats, and the notes (what was not acted on)."""
+    events = []
+    for ev in measured["events"] or []:
+        d = dict(ev)
+        st = d.get("stats")
+        d["stats"] = _C._entry_stats(st) if st is not None else None
+        g = d.pop("graph", None)
+        d["ptir"] = g.ptir() if g is not None else None
+        d["guards"] = len(d.get("guards") or [])
+        events.append(d)
+    torch = sys.modules.get("torch")
+    versions = "python %s, torch %s, ptc %s" % (platform.python_version(),
+                                                getattr(torch, "__version__", "not loaded"),
+                                                _C.PTC_VERSION)
+    eager = sorted((k, v[0], v[1], v[2]) for k, v in (measured["eager"] or {}).items())
+    notes = list(notes) + [n for n in _notices.recorded() if n not in notes]
+    return json.dumps({"calls": measured["calls"], "call_ms": measured["call_ms"],
+                       "compile_ms": measured["compile_ms"], "graph_ms": measured["graph_ms"],
+                       "eager": eager, "events": events, "notes": notes, "versions": versions},
+                      default=repr)
+
+
 class ExplainOutput:
-    def __init__(self, events, result):
+    def __init__(self, events, result, report=""):
         self.result = result
+        self.report = report
         self.graphs = []
         self.breaks = []
         self.recompiles = []
@@ -79,41 +117,51 @@ class ExplainOutput:
         }
 
     def __str__(self):
-        lines = ["Graph count: %d" % self.graph_count, "Graph break count: %d" % self.break_count,
-                 "Op count: %d" % sum(len(o) for o in self.ops_per_graph)]
-        for i, b in enumerate(self.breaks):
-            lines.append("Break %d: %s %s: %s" % (i + 1, b["code"], b["reason"], b["detail"]))
-            lines.append('  File "%s", line %d, column %d' % (b["file"], b["line"], b["col"]))
-            if b["text"]:
-                lines.append("    " + b["text"])
-                width = max(1, b["endcol"] - b["col"]) if b["endcol"] > b["col"] else 1
-                lines.append("    " + " " * max(0, b["col"] - 1) + "^" * width)
-            if b.get("stack"):
-                lines.append("  stack: " + b["stack"])
-            lines.append("  hint: " + b["hint"])
-        for r in self.recompiles:
-            lines.append("Recompile of %s: %s" % (r["frame"], r["guard"]))
-        for f in self.fallbacks:
-            lines.append("Fallback: %s" % f.get("error", ""))
-        if self.skipped:
-            lines.append("Skipped frames: " + ", ".join(map(str, self.skipped)))
-        lines.append("Guards: %d" % sum(len(g) for g in self.guards))
-        return "\n".join(lines)
+        return self.report
 
 
-def explain(fn, *, backend="eager"):
-    """explain(fn)(*args, **kwargs) runs fn once under a fresh ptc compile and
-    reports graphs, breaks, recompiles, guards and timings."""
+@contextlib.contextmanager
+def _trace_dir():
+    """The user's PTC_TRACE_DIR, else a temporary one for the call (the
+    report reads each compile's kernels.txt and metrics.json from it)."""
+    if os.environ.get("PTC_TRACE_DIR"):
+        yield
+        return
+    tmp = tempfile.mkdtemp(prefix="ptc-explain.")
+    os.environ["PTC_TRACE_DIR"] = tmp
+    try:
+        yield
+    finally:
+        os.environ.pop("PTC_TRACE_DIR", None)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def explain(fn, *, backend="ptc"):
+    """explain(fn)(*args, **kwargs) runs fn once under a fresh ptc compile
+    (ptc.compile's default backend unless told otherwise) and reports graphs,
+    breaks, recompiles, guards and timings; str() of the result is the report
+    ptexplain prints."""
     from . import compile
     from ._module import OptimizedModule
 
     if isinstance(fn, OptimizedModule):
         fn = fn._orig_mod
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
 
     def run(*args, **kwargs):
         compiled = compile(fn, backend=backend)
         target = getattr(compiled, "_ptc_compiled", compiled)
-        result = compiled(*args, **kwargs)
-        return ExplainOutput(target._events(), result)
+        with _trace_dir():
+            _C._measure_scope(True)
+            t0 = time.perf_counter()
+            try:
+                result = compiled(*args, **kwargs)
+            finally:
+                wall_ms = (time.perf_counter() - t0) * 1000
+                measured = _C._measure_scope(False)
+            report = _C._explain_report(measured_json(measured), "ptc.explain(%s)" % name, wall_ms)
+            events = target._events()
+            del compiled, target  # it writes the trace's index when freed: before the folder goes
+        return ExplainOutput(events, result, report)
 
     return run

@@ -12,6 +12,7 @@ disable, decorators and methods.
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -425,9 +426,26 @@ def test_explain_result_fields():
     d = ex.as_dict()
     assert d["graph_count"] == 2 and d["breaks"][0]["code"] == "PTC-B005"
     json.dumps({k: v for k, v in d.items() if k != "graphs"})
-    text = str(ex)
-    assert "Graph count: 2" in text and "PTC-B005" in text and "^" in text
+    text = str(ex)  # ptexplain's report of this one call
+    assert text.startswith("ptexplain ptc.explain(")
+    assert re.search(r"graphs +2\n", text) and "#1 PTC-B005 print or other I/O" in text
+    assert "Graph breaks" in text and "Recompiles" in text and "Performance hints" in text
     assert torch.is_tensor(ex.result)
+
+
+def test_explain_measures_only_its_call_and_keeps_the_outer_measurements():
+    ptc._C._measure(True)
+    try:
+        before = ptc._C._measured()["calls"]
+        c = ptc.compile(lambda x: x * 3)
+        c(torch.randn(2))
+        ex = ptc.explain(lambda x: x - 1)(torch.randn(2))
+        assert re.search(r"graphs +1\n", str(ex)) and "1 compiled call" in str(ex)
+        assert ptc._C._measured()["calls"] == before + 2  # its call was added to the outer count
+        with pytest.raises(RuntimeError, match="no measuring scope"):
+            ptc._C._measure_scope(False)
+    finally:
+        ptc._C._measure(False)
 
 
 def test_nodes_record_source_and_module_path():
