@@ -2,7 +2,8 @@
 # Prepares a Debian 12 machine to build and test ptc. Idempotent: a second run
 # installs nothing and takes a second or two.
 #
-#  1. Debian packages (compilers, LLVM 16, Check, Graphviz, ncurses, ...):
+#  1. Debian packages (compilers, LLVM 16, Check, Graphviz, ncurses, headless
+#     Chromium for the HTML report's test, ...):
 #     apt-get runs only when one of them is missing.
 #  2. Python packages from requirements.txt with pip, for the machine's python3
 #     (or $PTC_PYTHON); a Debian system python gets a virtual environment in
@@ -20,6 +21,7 @@ say() { printf 'setup: %s\n' "$*"; }
 DEBS=(build-essential cmake pkg-config git check
       llvm-16-dev libomp-16-dev clang-16 libclang-rt-16-dev libzstd-dev zlib1g-dev
       libncurses-dev libgraphviz-dev graphviz tmux groff-base
+      chromium fonts-liberation
       python3 python3-dev python3-venv)
 
 as_root() {

@@ -16,6 +16,7 @@
  */
 #include "embed.h"
 #include "explain.h"
+#include "tools/viewer/html.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -28,7 +29,7 @@
 
 typedef struct args {
     xp_run run;
-    const char *out;
+    const char *out, *html;
     bool json, no_color;
 } args;
 
@@ -48,6 +49,8 @@ static void usage(FILE *f)
             "  --json          write the report as JSON\n"
             "  --no-color      no colors (also when NO_COLOR is set or the output is not a terminal)\n"
             "  -o FILE         write the report to FILE instead of standard output\n"
+            "  --html FILE     also write one self-contained HTML page: the report, then every\n"
+            "                  compile's stages drawn and linked by provenance (see man ptview)\n"
             "  -h, --help      this help; --version: ptc's version\n");
 }
 
@@ -98,12 +101,14 @@ static int parse_args(int argc, char **argv, args *a)
         } else if (strcmp(o, "--no-grad") == 0) {
             a->run.no_grad = true;
         } else if (strcmp(o, "-o") == 0 || strcmp(o, "--entry") == 0 || strcmp(o, "--runs") == 0 ||
-                   strcmp(o, "--backend") == 0) {
+                   strcmp(o, "--backend") == 0 || strcmp(o, "--html") == 0) {
             if (!has_value)
                 return bad("%s needs a value (see ptexplain --help)", o);
             const char *v = argv[++i];
             if (strcmp(o, "-o") == 0) {
                 a->out = v;
+            } else if (strcmp(o, "--html") == 0) {
+                a->html = v;
             } else if (strcmp(o, "--entry") == 0) {
                 const char *colon = strrchr(v, ':');
                 if (!colon || colon == v || !colon[1])
@@ -190,6 +195,26 @@ static const char *target_text(const args *a, ptc_buf *b)
     return b->data;
 }
 
+/* The HTML page: the text report, then the run's trace directory. */
+static int write_html(const args *a, const xp_report *r)
+{
+    ptc_buf text = {0};
+    xp_render_text(&text, r, false);
+    ptc_error err;
+    int rc = 0;
+    ptv_trace *t = ptv_open(getenv("PTC_TRACE_DIR"), &err);
+    if (!t || ptv_write_html(t, r->target, text.data ? text.data : "", a->html, &err) < 0) {
+        char buf[1400];
+        ptc_error_format(&err, buf, sizeof buf);
+        fprintf(stderr, "ptexplain: --html %s: %s\n", a->html, buf);
+        rc = 1;
+    }
+    if (t)
+        ptv_close(t);
+    ptc_buf_free(&text);
+    return rc;
+}
+
 static int write_report(const args *a, int status, double wall_ms)
 {
     char msg[2048] = "";
@@ -225,6 +250,8 @@ static int write_report(const args *a, int status, double wall_ms)
         }
         fflush(stdout);
         ptc_buf_free(&out);
+        if (a->html && write_html(a, &r) != 0)
+            rc = 1;
     }
     xp_report_free(&r);
     ptc_buf_free(&target);
@@ -238,10 +265,13 @@ int main(int argc, char **argv)
     int rc = parse_args(argc, argv, &a);
     if (rc)
         return rc < 0 ? 0 : rc;
-    if (a.out) {
-        FILE *f = fopen(a.out, "w"); /* fail before the script runs, not after */
+    const char *outputs[] = {a.out, a.html};
+    for (int i = 0; i < 2; i++) {
+        if (!outputs[i])
+            continue;
+        FILE *f = fopen(outputs[i], "w"); /* fail before the script runs, not after */
         if (!f)
-            return bad("%s: %s", a.out, strerror(errno));
+            return bad("%s: %s", outputs[i], strerror(errno));
         fclose(f);
     }
     if ((rc = trace_dir()))

@@ -5,11 +5,13 @@
  *   ptview --render OUT.{svg,png,dot} [--compile ID] [--stage S] [--focus NODE]
  *          [--depth N] [--max-nodes N] TRACE_DIR|GRAPH.ptir
  *   ptview --check TRACE_DIR|GRAPH.ptir
+ *   ptview --html OUT.html TRACE_DIR|GRAPH.ptir
  *
  * Exit status: 0 ok; 1 --check found unreadable parts or rendering failed;
  * 2 bad command line or input (one line on stderr naming the file).
  */
 #include "logs/logs.h"
+#include "tools/viewer/html.h"
 #include "tools/viewer/render.h"
 #include "tools/viewer/tui.h"
 
@@ -21,7 +23,7 @@
 static const char TOOL[] = "ptview";
 
 typedef struct options {
-    const char *path, *render, *compile, *stage, *focus;
+    const char *path, *render, *html, *compile, *stage, *focus;
     int depth, max_nodes;
     bool check, mono;
 } options;
@@ -33,6 +35,7 @@ static void usage(FILE *f)
             "       ptview --render OUT.{svg,png,dot} [--compile ID] [--stage S] [--focus NODE]\n"
             "              [--depth N] [--max-nodes N] TRACE_DIR|GRAPH.ptir\n"
             "       ptview --check TRACE_DIR|GRAPH.ptir\n"
+            "       ptview --html OUT.html TRACE_DIR|GRAPH.ptir   (one self-contained page)\n"
             "NODE is [STAGE:]%%name (a value), or [STAGE:]N for kernel N. See man ptview.\n");
 }
 
@@ -77,6 +80,8 @@ static int parse_args(int argc, char **argv, options *o)
             o->render = v;
         } else if ((v = ptc_cli_opt(argc, argv, &i, "--compile", NULL))) {
             o->compile = v;
+        } else if ((v = ptc_cli_opt(argc, argv, &i, "--html", NULL))) {
+            o->html = v;
         } else if ((v = ptc_cli_opt(argc, argv, &i, "--stage", NULL))) {
             o->stage = v;
         } else if ((v = ptc_cli_opt(argc, argv, &i, "--focus", NULL))) {
@@ -98,8 +103,8 @@ static int parse_args(int argc, char **argv, options *o)
     }
     if (!o->path)
         return ptc_cli_fail(TOOL, "no trace directory or .ptir file given (try --help)");
-    if (o->check && o->render)
-        return ptc_cli_fail(TOOL, "--check and --render are exclusive");
+    if ((o->check != 0) + (o->render != NULL) + (o->html != NULL) > 1)
+        return ptc_cli_fail(TOOL, "--check, --render and --html are exclusive");
     if (!o->render && (o->focus || o->depth >= 0 || o->max_nodes))
         return ptc_cli_fail(TOOL, "--focus, --depth and --max-nodes go with --render");
     return 0;
@@ -206,6 +211,11 @@ int main(int argc, char **argv)
         return report(&err, 2);
     if (o.render) {
         rc = do_render(t, &o);
+    } else if (o.html) {
+        rc = ptv_write_html(t, NULL, NULL, o.html, &err) == 0 ? 0 : report(&err, 1);
+        if (rc == 0)
+            printf("ptview: wrote %s (%d compile%s)\n", o.html, t->ncompiles,
+                   t->ncompiles == 1 ? "" : "s");
     } else if (o.check) {
         rc = do_check(t, started, getenv("PTVIEW_TIMINGS") != NULL);
     } else if (!isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO)) {
