@@ -65,6 +65,21 @@ static const char *build(xp_report *r, ptc_buf *events)
     return s;
 }
 
+/* The hint names the innermost function of the inlined stack, also when a
+ * frame's file is "<string>" (a '>' that is not a separator). */
+START_TEST(advice_names_the_innermost_function)
+{
+    ptc_arena *a = ptc_arena_new();
+    xp_site s = {.code = "PTC-B005", .frame = "g", .detail = "print()",
+                 .loc = {.file = "<string>", .line = 5, .col = 5, .endcol = 12, .text = "    print(x)"}};
+    s.stack = "g (<string>:5)";
+    ck_assert_ptr_nonnull(strstr(xp_advice(a, &s), "from g,"));
+    s.stack = "Model.forward (<stdin>:40) > stabilize (<string>:16)";
+    ck_assert_ptr_nonnull(strstr(xp_advice(a, &s), "from stabilize,"));
+    ptc_arena_free(a);
+}
+END_TEST
+
 START_TEST(median)
 {
     double v[] = {5, 1, 100, 2};
@@ -262,6 +277,7 @@ int main(void)
 {
     Suite *s = suite_create("explain");
     TCase *tc = tcase_create("report");
+    tcase_add_test(tc, advice_names_the_innermost_function);
     tcase_add_test(tc, median);
     tcase_add_test(tc, first_run_outlier_moves_nothing);
     tcase_add_test(tc, near_equal_costs_share_a_band);

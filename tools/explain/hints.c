@@ -117,11 +117,11 @@ static const advice table[] = {
  * the compiled frame. */
 static const char *innermost(ptc_arena *a, const xp_site *s)
 {
-    const char *last = s->stack ? strrchr(s->stack, '>') : NULL;
+    /* Frames are joined by " > "; a file name may hold a '>' ("<string>"). */
+    const char *last = s->stack;
+    for (const char *p = last ? strstr(last, " > ") : NULL; p; p = strstr(p + 3, " > "))
+        last = p + 3;
     if (last) {
-        last++;
-        while (*last == ' ')
-            last++;
         size_t n = strcspn(last, " (");
         if (n)
             return ptc_arena_strndup(a, last, n);
