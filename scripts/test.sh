@@ -41,7 +41,7 @@ cmake --build build-fuzz -j"$JOBS" --target fuzz_parse fuzz_json
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/ptir" "$work/json" build-fuzz/crashes
-for f in tests/golden/*.ptir tests/malformed/*.ptir examples/*.ptir; do
+for f in tests/golden/*.ptir tests/malformed/*.ptir examples/*.ptir tests/fuzz/ptir_corpus/*.ptir; do
     cp "$f" "$work/ptir/$(basename "$(dirname "$f")")_$(basename "$f")"
 done
 cp tests/fuzz/json_corpus/*.json "$work/json/"
