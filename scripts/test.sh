@@ -3,7 +3,8 @@
 #   1. scripts/setup.sh (Debian packages, Python packages, the interpreter);
 #   2. build/ with -DPTC_WERROR=ON, then ctest over every label (gpu tests
 #      skip themselves without a GPU);
-#   3. build-asan/ with -DPTC_SANITIZE=address,undefined, ctest -L unit;
+#   3. build-asan/ with -DPTC_SANITIZE=address,undefined, ctest -L unit and
+#      the 30 s thread stress test (python.test_capture_threads);
 #   4. the .ptir parser fuzzer (clang, libFuzzer) for $PTC_FUZZ_SECONDS
 #      (default 60) seconds, seeded with tests/golden, tests/malformed and
 #      examples, then the JSON reader's for a third of that: any crash, leak or
@@ -34,6 +35,7 @@ cmake -S . -B build-asan -DPTC_WERROR=ON -DPTC_SANITIZE=address,undefined \
 cmake --build build-asan -j"$JOBS"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build-asan -L unit --output-on-failure -j"$JOBS"
+ctest --test-dir build-asan -R python.test_capture_threads --output-on-failure
 
 step "fuzz: the .ptir parser for ${FUZZ_SECONDS}s, the JSON reader for $((FUZZ_SECONDS / 3))s (build-fuzz/, clang-16)"
 CC=clang-16 cmake -S . -B build-fuzz -DPTC_FUZZ=ON -DPTC_PYTHON="$PY" >/dev/null
@@ -41,7 +43,7 @@ cmake --build build-fuzz -j"$JOBS" --target fuzz_parse fuzz_json
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/ptir" "$work/json" build-fuzz/crashes
-for f in tests/golden/*.ptir tests/malformed/*.ptir examples/*.ptir; do
+for f in tests/golden/*.ptir tests/malformed/*.ptir examples/*.ptir tests/fuzz/ptir_corpus/*.ptir; do
     cp "$f" "$work/ptir/$(basename "$(dirname "$f")")_$(basename "$f")"
 done
 cp tests/fuzz/json_corpus/*.json "$work/json/"

@@ -89,7 +89,11 @@ void ptc_error_clear(ptc_error *err);
 typedef struct ptc_arena ptc_arena;
 ptc_arena *ptc_arena_new(void);
 void ptc_arena_free(ptc_arena *a);
-void *ptc_arena_alloc(ptc_arena *a, size_t size); /* zeroed, 16-byte aligned; aborts on OOM */
+/* Zeroed, 16-byte aligned. When malloc fails the arena is marked failed and
+ * the process's reserve serves the request (an abort only when that is gone
+ * too): callers check ptc_arena_failed where they can stop. */
+void *ptc_arena_alloc(ptc_arena *a, size_t size);
+bool ptc_arena_failed(const ptc_arena *a); /* ran out of memory; sticky */
 void *ptc_arena_dup(ptc_arena *a, const void *p, size_t size);
 char *ptc_arena_strdup(ptc_arena *a, const char *s);  /* NULL -> NULL */
 char *ptc_arena_strndup(ptc_arena *a, const char *s, size_t n);

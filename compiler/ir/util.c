@@ -3,10 +3,17 @@
  *
  * Arenas are a chain of blocks; big requests get a block of their own, so the
  * waste is bounded by one block's tail. Nothing is freed until the arena is.
+ * Running out of memory must not abort the user's process, yet arena memory
+ * is never checked by its callers: the process keeps a reserve, and the
+ * first block malloc cannot give releases it, marks the arena failed (for
+ * good) and carries on. Compiles check ptc_arena_failed at their stage
+ * boundaries (and long passes in their loops) and fail with an error; the
+ * reserve is taken again by the next arena made.
  */
 #include "ir/ir.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -104,18 +111,67 @@ typedef struct block {
 struct ptc_arena {
     block *head;
     size_t total;
+    bool failed; /* a block was had only by releasing the reserve */
 };
 
-enum { BLOCK_SIZE = 64 * 1024 };
+/* The reserve is the room a failed compile has to reach its next check: a
+ * long pass allocates at most a few block-sized bodies per step. */
+enum { BLOCK_SIZE = 64 * 1024, RESERVE_SIZE = 64 << 20 };
+
+static void *reserve; /* malloc'd, never touched: address space, not memory */
+static pthread_mutex_t reserve_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void take_reserve(void)
+{
+    if (__atomic_load_n(&reserve, __ATOMIC_ACQUIRE))
+        return;
+    pthread_mutex_lock(&reserve_lock);
+    if (!reserve)
+        __atomic_store_n(&reserve, malloc(RESERVE_SIZE), __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&reserve_lock);
+}
+
+/* true if there was a reserve to give back to malloc */
+static bool release_reserve(void)
+{
+    pthread_mutex_lock(&reserve_lock);
+    void *r = reserve;
+    __atomic_store_n(&reserve, NULL, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&reserve_lock);
+    free(r);
+    return r != NULL;
+}
 
 ptc_arena *ptc_arena_new(void)
 {
+    take_reserve();
     ptc_arena *a = calloc(1, sizeof *a);
     if (!a) {
         fprintf(stderr, "ptc: out of memory\n");
         abort();
     }
     return a;
+}
+
+bool ptc_arena_failed(const ptc_arena *a)
+{
+    return a && a->failed;
+}
+
+static block *new_block(ptc_arena *a, size_t bsize)
+{
+    block *b = malloc(sizeof *b + bsize);
+    if (!b && release_reserve()) {
+        a->failed = true;
+        b = malloc(sizeof *b + bsize);
+    }
+    if (!b) {
+        fprintf(stderr, "ptc: out of memory (arena block of %zu bytes)\n", bsize);
+        abort();
+    }
+    b->size = bsize;
+    b->used = 0;
+    return b;
 }
 
 void ptc_arena_free(ptc_arena *a)
@@ -137,13 +193,7 @@ void *ptc_arena_alloc(ptc_arena *a, size_t size)
     block *b = a->head;
     if (!b || b->size - b->used < size) {
         size_t bsize = size > BLOCK_SIZE / 4 ? size : BLOCK_SIZE;
-        block *nb = malloc(sizeof *nb + bsize);
-        if (!nb) {
-            fprintf(stderr, "ptc: out of memory (arena block of %zu bytes)\n", bsize);
-            abort();
-        }
-        nb->size = bsize;
-        nb->used = 0;
+        block *nb = new_block(a, bsize);
         /* A dedicated big block goes behind the current one so the current
          * block's free tail stays usable. */
         if (b && bsize == size) {

@@ -304,7 +304,7 @@ enum { MAX_BODY = 4000, CHEAP = 8 };
 int ptc_inline_pass(ptc_lprog *p, int limit, int *ninlined, int *nrefused)
 {
     int readers[256];
-    for (int i = 0; i < p->nnodes; i++) {
+    for (int i = 0; i < p->nnodes && !ptc_arena_failed(p->arena); i++) {
         ptc_lnode *prod = p->nodes[i];
         if (!prod || prod->kind != PTC_LN_POINTWISE)
             continue;

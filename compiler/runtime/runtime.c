@@ -217,6 +217,20 @@ static int stage_codegen(pipe_t *s)
     return rc;
 }
 
+/* Between stages: a stage whose arenas ran out of memory (ir.h) fails the
+ * compile here, before its result is used. */
+static int memory_left(pipe_t *s, const ptc_graph *g, const char *stage)
+{
+    ptc_program *p = s->p;
+    if (!ptc_arena_failed(g->arena) && !ptc_arena_failed(p->arena) &&
+        !(p->graph && ptc_arena_failed(p->graph->arena)))
+        return 0;
+    return ptc_errorf(s->err, PTC_ERR_COMPILE, stage,
+                      "out of memory: compiling this graph of %d nodes needs more memory than "
+                      "the process may use",
+                      g->nnodes);
+}
+
 static void merge_metrics(pipe_t *s, double t0)
 {
     ptc_metrics_add(&s->m, "total", ptc_now_ms() - t0, true);
@@ -265,13 +279,9 @@ ptc_program *ptc_compile(const ptc_graph *g, const ptc_compile_opts *opts, ptc_e
     } else if (rc == 0) {
         if (ptc_accuracy_enabled())
             p->source = ptc_graph_clone(g, NULL);
-        rc = stage_prims(&s, g);
-        if (rc == 0)
-            rc = stage_loops(&s);
-        if (rc == 0)
-            rc = stage_kernels(&s);
-        if (rc == 0)
-            rc = stage_codegen(&s);
+        rc = memory_left(&s, g, "capture") || stage_prims(&s, g) || memory_left(&s, g, "prims") ||
+             stage_loops(&s) || memory_left(&s, g, "loops") || stage_kernels(&s) ||
+             memory_left(&s, g, "kernels") || stage_codegen(&s);
     }
     merge_metrics(&s, t0);
     if (rc) {

@@ -2,7 +2,9 @@
  *
  * Any input must either parse or fail with a located ParseError; a module
  * that parses must print to text that parses again to the same print
- * (print(parse(print(m))) == print(m)) and pass the structural verifier.
+ * (print(parse(print(m))) == print(m)) and pass the structural verifier;
+ * the op-level checks (meta: shapes, strides, str attributes' words) either
+ * pass or fail with an error naming the node's line, as ptc-run reports it.
  * Anything else is a bug, reported by abort() so that libFuzzer keeps the
  * input. Built with -DPTC_FUZZ=ON (clang, -fsanitize=fuzzer,address);
  * without it the same checks run over files named on the command line, which
@@ -10,6 +12,7 @@
  * every build, the sanitizer leg included.
  */
 #include "ir/ir.h"
+#include "ops/ops.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +21,15 @@ static void fail(const char *what, const char *detail)
 {
     fprintf(stderr, "fuzz_parse: %s\n%s\n", what, detail ? detail : "");
     abort();
+}
+
+/* ptc-run locates an op check's failure by its node's line in the file. */
+static bool names_its_line(const ptc_graph *g, const ptc_error *err)
+{
+    if (!err->msg[0] || !err->has_node)
+        return false;
+    const ptc_node *n = ptc_graph_find_node(g, err->node_id);
+    return n && n->text_line >= 1;
 }
 
 static void check_input(const char *data, size_t size)
@@ -29,9 +41,12 @@ static void check_input(const char *data, size_t size)
             fail("a failed parse must give a located ParseError", err.msg);
         return;
     }
-    for (int i = 0; i < m->ngraphs; i++)
+    for (int i = 0; i < m->ngraphs; i++) {
         if (ptc_ir_verify(m->graphs[i], 0, &err))
             fail("a parsed graph fails the verifier", err.msg);
+        if (ptc_ops_verify(m->graphs[i], 0, &err) && !names_its_line(m->graphs[i], &err))
+            fail("an op check failed without naming its node's line", err.msg);
+    }
     ptc_buf first = {0}, second = {0};
     ptc_print_module(&first, m);
     ptc_module *again = ptc_parse_module(first.data, first.len, "reprint", &err);

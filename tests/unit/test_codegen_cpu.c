@@ -2,7 +2,8 @@
  * interpreter (random draws bit for bit), the kernel cache (warm starts
  * compile nothing; corrupt, truncated, altered or foreign files are
  * recompiled, never loaded; nothing others could write is trusted), host
- * hooks (outputs allocated and externs run by the host), symbolic sizes,
+ * hooks (outputs allocated and externs run by the host), a kernel's sections
+ * kept within reach of each other, symbolic sizes,
  * strided inputs, the trace directory and stage texts. */
 #include "codegen/codegen.h"
 #include "runtime/runtime.h"
@@ -13,6 +14,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -524,6 +526,55 @@ START_TEST(host_hooks)
 }
 END_TEST
 
+/* ---- the JIT's memory ------------------------------------------------------------------- */
+
+/* One free page above a 4 GiB wall, every other gap above the wall filled:
+ * a linker that maps an object's sections one at a time puts the first in
+ * that page and the next below the wall, out of reach of the code's 32-bit
+ * RIP-relative offsets (a SIGSEGV on the first constant-pool load, as a
+ * 10,000-op Python loop had in a process full of torch's libraries). */
+START_TEST(sections_stay_within_reach)
+{
+    set_cache();
+    ptc_module *m = parse("# ptc ir v1\n"
+                          "graph g(%x: f32[19,64] cpu) {\n"
+                          "  %0 = tanh(%x) : f32[19,64]\n"
+                          "  %1 = softmax(%0, 1) : f32[19,64]\n"
+                          "  return (%1)\n}\n");
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), wall_size = ((size_t)4 << 30) + page;
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+    uint8_t *wall = mmap(NULL, wall_size, PROT_NONE, flags, -1, 0);
+    ck_assert(wall != MAP_FAILED);
+    size_t nfill = 0, cap = 1024;
+    void **fill = malloc(cap * sizeof *fill);
+    for (;;) {
+        void *p = mmap(NULL, page, PROT_NONE, flags, -1, 0);
+        ck_assert(p != MAP_FAILED);
+        if ((uint8_t *)p < wall) { /* no gap left above the wall */
+            munmap(p, page);
+            break;
+        }
+        if (nfill == cap)
+            fill = realloc(fill, (cap *= 2) * sizeof *fill);
+        fill[nfill++] = p;
+    }
+    munmap(wall + wall_size - page, page); /* the one free page */
+    ptc_program *p = compile(m->graphs[0], PTC_BACKEND_CPU, true);
+    ptc_tensor in[1];
+    ptc_bindings b = {0};
+    make_inputs(m->graphs[0], in, &b, 5);
+    ck_assert(run_vs_reference(p, m->graphs[0], in, NULL, 0) < 1e-5);
+    ptc_tensor_release(&in[0]);
+    ptc_program_release(p);
+    for (size_t i = 0; i < nfill; i++)
+        munmap(fill[i], page);
+    free(fill);
+    munmap(wall, wall_size - page);
+    ptc_module_free(m);
+    clear_dir(cache_dir);
+}
+END_TEST
+
 /* ---- shapes and layouts ------------------------------------------------------------------ */
 
 START_TEST(symbolic_sizes)
@@ -665,6 +716,7 @@ int main(void)
     tcase_add_test(tc, dropout_and_rand_bit_exact);
     tcase_add_test(tc, cache_warm_and_corrupt);
     tcase_add_test(tc, in_process_sharing);
+    tcase_add_test(tc, sections_stay_within_reach);
     tcase_add_test(tc, host_hooks);
     tcase_add_test(tc, symbolic_sizes);
     tcase_add_test(tc, strided_inputs);

@@ -16,6 +16,11 @@
  * in this process on OpenMP threads instead, each with its own target
  * machine. One lock serialises everything else (the registry, the JIT, the
  * shared target machine).
+ *
+ * Each linked object gets its memory from one mapping reserved for it before
+ * it is linked (objmem below): the small code model reaches constant pools
+ * with 32-bit RIP-relative offsets, which RuntimeDyld does not check, so the
+ * sections of one object must never be placed far apart.
  */
 #include "codegen/cpu/cpu.h"
 
@@ -23,14 +28,19 @@
 #include <llvm-c/Error.h>
 #include <llvm-c/LLJIT.h>
 #include <llvm-c/Orc.h>
+#include <llvm-c/OrcEE.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 
+#include <elf.h>
+#include <errno.h>
 #include <omp.h>
 #include <pthread.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "codegen_hash.h" /* PTC_CODEGEN_HASH, generated at configure time */
 /* Part of every cache key: the emitter's sources, hashed at configure time. */
@@ -65,6 +75,7 @@ static struct {
     LLVMOrcLLJITRef jit;
     LLVMOrcJITDylibRef jd;
     kentry *entries;
+    struct objmem *pending; /* the mapping reserved for the object being linked */
 } G;
 
 static void take_error(LLVMErrorRef e, char *buf, size_t size)
@@ -84,6 +95,210 @@ static int choose_lanes(const char *features)
     if (strstr(features, "+avx2") || strstr(features, "+avx,"))
         return 8;
     return 4;
+}
+
+/* ---- memory for linked objects ------------------------------------------------------
+ *
+ * LLJIT links x86-64 ELF objects with RuntimeDyld, which asks its memory
+ * manager for one section at a time. LLVM's SectionMemoryManager maps each
+ * permission group on its own, wherever the kernel finds room: in a process
+ * holding torch's libraries and a big compile's heap, a kernel's code and its
+ * constant pool landed 4 GiB apart, and the code's 32-bit RIP-relative loads
+ * (whose overflow RuntimeDyld only asserts on) read an unmapped address. So
+ * each object gets one mapping, sized from its section headers before it is
+ * linked, with a page-aligned part each for code, read-only and writable
+ * sections. A section that does not fit (the size is an upper bound, so it
+ * should not happen) is mapped on its own and fails the link when the object
+ * is finalised, instead of running with a truncated offset. */
+
+enum { PART_CODE, PART_RODATA, PART_RWDATA, NPARTS };
+
+typedef struct spill {
+    void *p;
+    size_t n;
+    struct spill *next;
+} spill;
+
+typedef struct objmem {
+    uint8_t *base; /* the object's mapping */
+    size_t size;
+    size_t start[NPARTS], end[NPARTS], used[NPARTS]; /* offsets into it */
+    spill *spills;                                   /* sections mapped outside it */
+} objmem;
+
+/* RuntimeDyld's stub for a call on x86-64 (a jmp through the GOT) and a GOT entry. */
+enum { STUB_BYTES = 6, GOT_ENTRY_BYTES = 8, MAX_OBJECT_BYTES = 1 << 30 };
+
+static int section_part(const Elf64_Shdr *sh)
+{
+    if (!(sh->sh_flags & SHF_ALLOC))
+        return -1;
+    if (sh->sh_flags & SHF_EXECINSTR)
+        return PART_CODE;
+    return sh->sh_flags & SHF_WRITE ? PART_RWDATA : PART_RODATA;
+}
+
+static bool read_section(const uint8_t *obj, const Elf64_Ehdr *eh, unsigned i, Elf64_Shdr *sh)
+{
+    if (i >= eh->e_shnum)
+        return false;
+    memcpy(sh, obj + eh->e_shoff + (size_t)i * sizeof *sh, sizeof *sh);
+    return sh->sh_size <= MAX_OBJECT_BYTES && sh->sh_addralign <= 4096;
+}
+
+/* The most each part can be asked for: every allocated section with its
+ * alignment and RuntimeDyld's minimum and padding, a stub in its part per
+ * relocation applied to it, a GOT entry per relocation. false unless obj is
+ * an ELF64 object whose headers lie inside it. */
+static bool object_parts(const uint8_t *obj, size_t len, size_t need[NPARTS])
+{
+    Elf64_Ehdr eh;
+    if (len < sizeof eh)
+        return false;
+    memcpy(&eh, obj, sizeof eh);
+    if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+        eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shoff > len ||
+        (len - eh.e_shoff) / sizeof(Elf64_Shdr) < eh.e_shnum)
+        return false;
+    memset(need, 0, NPARTS * sizeof *need);
+    for (unsigned i = 0; i < eh.e_shnum; i++) {
+        Elf64_Shdr sh, target;
+        if (!read_section(obj, &eh, i, &sh))
+            return false;
+        int part = section_part(&sh);
+        if (part >= 0)
+            need[part] += sh.sh_size + sh.sh_addralign + 16;
+        if (sh.sh_type != SHT_RELA && sh.sh_type != SHT_REL)
+            continue;
+        size_t nrel = sh.sh_size / (sh.sh_entsize ? sh.sh_entsize : sizeof(Elf64_Rel));
+        if (!read_section(obj, &eh, sh.sh_info, &target))
+            return false;
+        if (section_part(&target) >= 0)
+            need[section_part(&target)] += nrel * STUB_BYTES;
+        need[PART_RWDATA] += nrel * GOT_ENTRY_BYTES + 16;
+    }
+    return true;
+}
+
+static size_t page_round(size_t n)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    return (n + page - 1) / page * page;
+}
+
+/* The mapping for one object, before LLVM links it; NULL with why. */
+static objmem *objmem_reserve(const uint8_t *obj, size_t len, char *why, size_t wsz)
+{
+    size_t need[NPARTS];
+    if (!object_parts(obj, len, need)) {
+        snprintf(why, wsz, "not an ELF64 object of this host");
+        return NULL;
+    }
+    objmem *m = calloc(1, sizeof *m);
+    for (int p = 0; p < NPARTS; p++) {
+        m->start[p] = m->used[p] = m->size;
+        m->size += page_round(need[p]);
+        m->end[p] = m->size;
+    }
+    m->base = mmap(NULL, m->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m->base == MAP_FAILED) {
+        snprintf(why, wsz, "cannot map %zu bytes for the kernel's code: %s", m->size,
+                 strerror(errno));
+        free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static void objmem_destroy(void *opaque)
+{
+    objmem *m = opaque;
+    if (m->base)
+        munmap(m->base, m->size);
+    for (spill *s = m->spills, *next; s; s = next) {
+        next = s->next;
+        munmap(s->p, s->n);
+        free(s);
+    }
+    free(m);
+}
+
+/* Called by the JIT per object it links: takes the mapping link_object reserved. */
+static void *objmem_create(void *unused)
+{
+    (void)unused;
+    objmem *m = G.pending ? G.pending : calloc(1, sizeof *m);
+    G.pending = NULL;
+    return m;
+}
+
+static void objmem_terminating(void *unused)
+{
+    (void)unused;
+}
+
+static uint8_t *objmem_take(objmem *m, int part, uintptr_t size, unsigned align)
+{
+    uintptr_t a = align ? align : 16;
+    if (m->base) {
+        uintptr_t at = ((uintptr_t)m->base + m->used[part] + a - 1) & ~(a - 1);
+        size_t off = at - (uintptr_t)m->base;
+        if (off <= m->end[part] && size <= m->end[part] - off) {
+            m->used[part] = off + size;
+            return (uint8_t *)at;
+        }
+    }
+    spill *s = calloc(1, sizeof *s);
+    s->n = size + a;
+    s->p = mmap(NULL, s->n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (s->p == MAP_FAILED) {
+        free(s);
+        return NULL; /* RuntimeDyld gives up on the object */
+    }
+    s->next = m->spills;
+    m->spills = s;
+    return (uint8_t *)(((uintptr_t)s->p + a - 1) & ~(a - 1));
+}
+
+static uint8_t *objmem_code(void *opaque, uintptr_t size, unsigned align, unsigned id,
+                            const char *name)
+{
+    (void)id, (void)name;
+    return objmem_take(opaque, PART_CODE, size, align);
+}
+
+static uint8_t *objmem_data(void *opaque, uintptr_t size, unsigned align, unsigned id,
+                            const char *name, LLVMBool readonly)
+{
+    (void)id, (void)name;
+    return objmem_take(opaque, readonly ? PART_RODATA : PART_RWDATA, size, align);
+}
+
+/* After relocation: code executable, constants read-only. */
+static LLVMBool objmem_finalize(void *opaque, char **errmsg)
+{
+    objmem *m = opaque;
+    if (m->spills) {
+        *errmsg = strdup("the kernel's sections did not fit the memory reserved for them");
+        return 1;
+    }
+    static const int prot[NPARTS] = {PROT_READ | PROT_EXEC, PROT_READ, PROT_READ | PROT_WRITE};
+    for (int p = 0; p < NPARTS; p++)
+        if (m->end[p] > m->start[p] &&
+            mprotect(m->base + m->start[p], m->end[p] - m->start[p], prot[p])) {
+            *errmsg = strdup(strerror(errno));
+            return 1;
+        }
+    return 0;
+}
+
+static LLVMOrcObjectLayerRef make_object_layer(void *unused, LLVMOrcExecutionSessionRef es,
+                                               const char *triple)
+{
+    (void)unused, (void)triple;
+    return LLVMOrcCreateRTDyldObjectLinkingLayerWithMCJITMemoryManagerLikeCallbacks(
+        es, NULL, objmem_create, objmem_terminating, objmem_code, objmem_data, objmem_finalize,
+        objmem_destroy);
 }
 
 /* Sets up LLVM once; false (with G.why) if the host cannot be targeted. */
@@ -112,6 +327,7 @@ static bool init_locked(void)
     G.lanes = choose_lanes(G.features);
     snprintf(G.desc, sizeof G.desc, "%s %s lanes=%d %s", G.triple, G.cpu, G.lanes, G.features);
     LLVMOrcLLJITBuilderRef builder = LLVMOrcCreateLLJITBuilder();
+    LLVMOrcLLJITBuilderSetObjectLinkingLayerCreator(builder, make_object_layer, NULL);
     LLVMErrorRef e = LLVMOrcCreateLLJIT(&G.jit, builder);
     if (e) {
         take_error(e, G.why, sizeof G.why);
@@ -262,12 +478,19 @@ static kentry *find_entry(const char *sym)
 /* Links an object; NULL with err when LLVM refuses it. */
 static kentry *link_object(const char *sym, const uint8_t *obj, size_t len, char *why, size_t wsz)
 {
+    G.pending = objmem_reserve(obj, len, why, wsz);
+    if (!G.pending)
+        return NULL;
     LLVMOrcResourceTrackerRef rt = LLVMOrcJITDylibCreateResourceTracker(G.jd);
     LLVMMemoryBufferRef mb = LLVMCreateMemoryBufferWithMemoryRangeCopy((const char *)obj, len, sym);
     LLVMErrorRef e = LLVMOrcLLJITAddObjectFileWithRT(G.jit, rt, mb);
     LLVMOrcExecutorAddress addr = 0;
-    if (!e)
+    if (!e) /* links the object here, on this thread: objmem_create takes G.pending */
         e = LLVMOrcLLJITLookup(G.jit, &addr, sym);
+    if (G.pending) { /* never linked */
+        objmem_destroy(G.pending);
+        G.pending = NULL;
+    }
     if (e || !addr) {
         if (e)
             take_error(e, why, wsz);
