@@ -340,8 +340,8 @@ static int recipe_uncached(builder *B, PyObject *o)
                                (B->escape || ((cap_iter *)o)->rev)))
         return reduce_recipe(B, o); /* the real builtin iterator */
     if (t == cap_iter_type && B->escape) {
-        /* A drained generator expression the user gets: a generator over
-           the items not consumed yet. */
+        /* An iterator the user gets (a module's parameters(), say): over
+           the items not consumed yet, a generator where eager has one. */
         cap_iter *it = (cap_iter *)o;
         if (!it->seq) {
             PyObject *params = Py_BuildValue("(LLnO)", it->start, it->step, it->n, Py_False);

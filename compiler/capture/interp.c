@@ -50,7 +50,6 @@ void cap_frame_free(cap_frame *f)
     Py_XDECREF(f->locals_dict);
     Py_XDECREF(f->ret_a);
     Py_XDECREF(f->ret_b);
-    Py_XDECREF(f->yielded);
     cap_code_unref(f->code);
     free(f);
 }

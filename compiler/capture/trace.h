@@ -360,7 +360,7 @@ typedef struct cap_iter {
     Py_ssize_t n;           /* range length */
     long long start, step;  /* range */
     int src;                /* source of an outside seq (items get index sources), or -1 */
-    bool gen;               /* what a drained generator expression yielded */
+    bool gen;               /* what a module iterator (parameters()...) yields: eager has a generator */
     bool rev;               /* reversed(seq): walks down from len - 1 */
     cap_trace *T;
     PyObject *owner;      /* a dict, dict view or set whose items seq holds (strong), or NULL */
@@ -373,21 +373,33 @@ PyObject *cap_iter_next_raw(cap_iter *it);
 void cap_iter_set_owner(cap_iter *it, PyObject *owner);
 int cap_iter_types_init(PyObject *module);
 
-/* A lazy iterator made while tracing (map, filter, zip, enumerate): it holds
- * its function and the iterators under it, and advances them only when the
- * program advances it. At a break or a return it is rebuilt as the real
- * builtin over the rebuilt iterators (its __reduce__). */
-typedef enum { CAP_LAZY_MAP, CAP_LAZY_FILTER, CAP_LAZY_ZIP, CAP_LAZY_ENUMERATE } cap_lazy_kind;
+/* A lazy iterator made while tracing (map, filter, zip, enumerate, or a
+ * generator expression): it holds its function and the iterators under it,
+ * and advances them only when the program advances it. At a break or a
+ * return it is rebuilt as the real builtin over the rebuilt iterators (its
+ * __reduce__); a generator expression as a fresh generator over its
+ * iterator, which is where a suspended one of a single for-loop stands. */
+typedef enum { CAP_LAZY_MAP, CAP_LAZY_FILTER, CAP_LAZY_ZIP, CAP_LAZY_ENUMERATE, CAP_LAZY_GEN } cap_lazy_kind;
+/* States of a generator expression. */
+typedef enum { CAP_GEN_READY, CAP_GEN_SUSPENDED, CAP_GEN_RUNNING, CAP_GEN_DONE, CAP_GEN_LOST } cap_gen_state;
 typedef struct cap_lazy {
     PyObject_HEAD
     int kind;               /* cap_lazy_kind */
-    PyObject *fn;           /* map/filter: the function (filter: maybe None); else NULL */
+    PyObject *fn;           /* map/filter: the function (filter: maybe None); generator:
+                               the genexpr function; else NULL */
     PyObject *its;          /* tuple of the iterators under it */
     PyObject *count;        /* enumerate: the next index (an int) */
     bool strict;            /* zip(strict=True) */
+    /* A generator expression: its frame while suspended (owned), its state,
+       and how many times it was advanced (cap_iter_mark). */
+    cap_frame *frame;
+    uint8_t state;          /* cap_gen_state */
+    long steps;
 } cap_lazy;
 extern PyTypeObject *cap_lazy_type;
 PyObject *cap_lazy_new(int kind, PyObject *fn, PyObject *its, PyObject *count, bool strict);
+/* YIELD_VALUE: generator expression gen's frame f is suspended (gen owns it). */
+void cap_gen_suspend(PyObject *gen, cap_frame *f);
 static inline bool cap_is_ptc_iter(PyObject *o)
 {
     return o && (Py_TYPE(o) == cap_iter_type || Py_TYPE(o) == cap_lazy_type);
@@ -413,6 +425,7 @@ typedef struct cap_iter_marks {
         PyObject *it;
         Py_ssize_t i;
         PyObject *count;
+        long steps; /* a generator expression's */
     } m[32];
 } cap_iter_marks;
 void cap_iter_mark(cap_iter_marks *k, PyObject *const *objs, int n);

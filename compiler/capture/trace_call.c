@@ -1035,53 +1035,18 @@ static const char *opaque_python(PyObject *fn)
     return NULL;
 }
 
-/* A generator expression, (f(x) for x in xs), is run to its end at once in
- * a nested run and becomes an iterator over what it yielded. Its body is
- * traced like any code: a break, an exception or an opaque iteration in it
- * makes the call a break instead (B015), so that the generator is made for
- * real and consumed lazily, as in eager. Draining early is unobservable
- * otherwise: the body had no side effects and raised nothing. */
-static int drain_genexpr(cap_interp *I, PyObject *fn, PyObject *const *args, int nargs,
-                         PyObject *kwnames, PyObject **out)
+/* A generator expression, (f(x) for x in xs), is a lazy generator (iter.c):
+ * its body runs traced when the program advances it, one item at a time,
+ * as in eager. */
+static int make_genexpr(cap_interp *I, PyObject *fn, PyObject *const *args, int nargs,
+                        PyObject *kwnames, PyObject **out)
 {
-    cap_trace *T = I->T;
-    cap_frame *outer = I->frame;
-    /* Its iterator argument advances while draining; a break puts it back
-       where it was (the call reruns for real from there). */
-    Py_ssize_t pos[8];
-    for (int i = 0; i < nargs && i < 8; i++)
-        pos[i] = Py_TYPE(args[i]) == cap_iter_type ? ((cap_iter *)args[i])->i : -1;
-    int rc = cap_call_drain(I, fn, args, nargs, kwnames);
-    if (rc == CAP_NEXT)
-        return cap_t_break(T, CAP_B_GENERATOR, "generator expression (arguments)");
-    if (rc != CAP_FRAME)
-        return rc;
-    PyObject *items = Py_NewRef(I->frame->yielded), *none = NULL;
-    rc = cap_t_run_sync(I, outer, &none);
-    Py_XDECREF(none);
-    if (rc == CAP_ERR && !PyErr_ExceptionMatches(cap_InternalError)) {
-        PyErr_Clear();
-        rc = cap_t_break(T, CAP_B_GENERATOR, "generator expression that raises");
-    } else if (rc == CAP_BREAK) {
-        /* Keep the inner reason; say where it happened. */
-        const char *pre = "inside a callback: ";
-        char inner[sizeof T->brk.detail];
-        snprintf(inner, sizeof inner, "%s", strncmp(T->brk.detail, pre, strlen(pre)) == 0
-                                                ? T->brk.detail + strlen(pre) : T->brk.detail);
-        snprintf(T->brk.detail, sizeof T->brk.detail, "in a generator expression: %.440s", inner);
-    }
-    if (rc == CAP_NEXT) {
-        *out = cap_iter_seq(items, -1, T);
-        if (*out)
-            ((cap_iter *)*out)->gen = true;
-        rc = *out ? CAP_NEXT : CAP_ERR;
-    } else {
-        for (int i = 0; i < nargs && i < 8; i++)
-            if (pos[i] >= 0)
-                ((cap_iter *)args[i])->i = pos[i];
-    }
-    Py_DECREF(items);
-    return rc;
+    if (nargs != 1 || kwnames)
+        return cap_t_break(I->T, CAP_B_GENERATOR, "generator expression (arguments)");
+    PyObject *its = PyTuple_Pack(1, args[0]);
+    *out = its ? cap_lazy_new(CAP_LAZY_GEN, fn, its, NULL, false) : NULL;
+    Py_XDECREF(its);
+    return *out ? CAP_NEXT : CAP_ERR;
 }
 
 static int call_function(cap_interp *I, PyObject *fn, PyObject *const *args, int nargs,
@@ -1103,8 +1068,8 @@ static int call_function(cap_interp *I, PyObject *fn, PyObject *const *args, int
     if (!c)
         return CAP_ERR;
     if (c->notrace) {
-        if (c->drainable)
-            return drain_genexpr(I, fn, args, nargs, kwnames, out);
+        if (c->genexpr)
+            return make_genexpr(I, fn, args, nargs, kwnames, out);
         if (c->flags & 0x20)
             return cap_t_break(T, CAP_B_GENERATOR, "call to generator function %s", c->qualname_s);
         return cap_t_break(T, (c->flags & 0x380) ? CAP_B_GENERATOR : CAP_B_UNINTERPRETABLE,

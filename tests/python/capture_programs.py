@@ -1284,7 +1284,7 @@ def break_in_loop(x):
     return x * 2
 
 
-@prog(x34, graphs=1, breaks=2, codes=["PTC-B005", "PTC-B015"])
+@prog(x34, graphs=1, breaks=1, codes=["PTC-B005"])
 def break_in_generator_expression(x):
     return sum(print("item", i) or x * i for i in range(3)) + 1
 
