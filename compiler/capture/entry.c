@@ -417,6 +417,16 @@ static int recipe_uncached(builder *B, PyObject *o)
     }
     if (PyObject_TypeCheck(o, (PyTypeObject *)cap_T.Tensor))
         return fail(B, "a tensor that is not part of the graph", o);
+    if (PyDictKeys_Check(o) || PyDictValues_Check(o) || PyDictItems_Check(o)) {
+        /* A view of a dict: the rebuilt dict's keys(), values() or items(). */
+        PyObject *d = cap_view_dict(o);
+        const char *name = PyDictKeys_Check(o) ? "keys" : PyDictValues_Check(o) ? "values" : "items";
+        PyObject *m = d ? PyObject_GetAttrString(d, name) : NULL;
+        PyObject *parts = m ? Py_BuildValue("[N()OOO]", m, Py_None, Py_None, Py_None) : NULL;
+        int r = parts ? items_recipe(B, CAP_R_REDUCE, parts, NULL) : fail(B, "a dict view", o);
+        Py_XDECREF(parts);
+        return r;
+    }
     if (reducible(o) && (!PyTuple_Check(o) || has_attrs(o)))
         return reduce_recipe(B, o);
     if (PyTuple_Check(o)) { /* namedtuple, structseq */

@@ -101,10 +101,71 @@ static PyObject *iter_length_hint(PyObject *self, PyObject *unused)
     return PyLong_FromSsize_t(n > it->i ? n - it->i : 0);
 }
 
-/* The real iterator this one stands for: (iter or reversed, (seq,), position). */
+/* An iterator over a dict (its keys, values or items) or a set: eager's is
+ * that container's own iterator, which ptc walks a snapshot of. */
+static bool walks_owner(const cap_iter *it)
+{
+    PyObject *o = it->owner;
+    return o && (PyDict_Check(o) || PyAnySet_Check(o) || PyDictKeys_Check(o) || PyDictValues_Check(o) ||
+                 PyDictItems_Check(o));
+}
+
+/* _iter_at(container, n[, view]): iter(container) advanced n items, the
+ * real iterator a walking one stands for; with view ("keys", "values",
+ * "items"), over that view of the dict container. */
+static PyObject *iter_at(PyObject *unused, PyObject *args)
+{
+    PyObject *container;
+    Py_ssize_t n;
+    const char *view = NULL;
+    if (!PyArg_ParseTuple(args, "On|s", &container, &n, &view))
+        return NULL;
+    PyObject *walked = view ? PyObject_CallMethod(container, view, NULL) : Py_NewRef(container);
+    PyObject *it = walked ? PyObject_GetIter(walked) : NULL;
+    Py_XDECREF(walked);
+    for (Py_ssize_t i = 0; it && i < n; i++) {
+        PyObject *v = PyIter_Next(it);
+        if (!v) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(cap_InternalError, "ptc: a dict or set iterator past its container's end");
+            Py_CLEAR(it);
+        }
+        Py_XDECREF(v);
+    }
+    return it;
+}
+
+PyObject *cap_view_dict(PyObject *view)
+{
+    static PyObject *referents;
+    if (!referents && !(referents = cap_import_path("gc.get_referents")))
+        return NULL;
+    PyObject *r = PyObject_CallOneArg_compat(referents, view);
+    PyObject *d = r && PyList_Check(r) && PyList_Size(r) == 1 ? PyList_GetItem(r, 0) : NULL;
+    Py_XDECREF(r);
+    PyErr_Clear();
+    return d && PyDict_Check(d) ? d : NULL; /* the view keeps it alive */
+}
+
+static PyMethodDef iter_at_def = {"_iter_at", iter_at, METH_VARARGS, NULL};
+
+/* The real iterator this one stands for: (iter or reversed, (seq,), position),
+ * or the container's own iterator at that position. */
 static PyObject *iter_reduce(PyObject *self, PyObject *unused)
 {
     cap_iter *it = (cap_iter *)self;
+    if (walks_owner(it) && PyObject_Size(it->owner) == it->owner_len) {
+        static PyObject *fn;
+        if (!fn && !(fn = PyCFunction_New(&iter_at_def, NULL)))
+            return NULL;
+        PyObject *o = it->owner;
+        if (PyDict_Check(o) || PyAnySet_Check(o))
+            return Py_BuildValue("O(On)", fn, o, it->i);
+        PyObject *d = cap_view_dict(o);
+        const char *view = PyDictKeys_Check(o) ? "keys" : PyDictValues_Check(o) ? "values" : "items";
+        if (d)
+            return Py_BuildValue("O(Ons)", fn, d, it->i, view);
+    }
     PyObject *fn = PyDict_GetItemString(cap_P.builtins, it->rev ? "reversed" : "iter");
     if (it->seq)
         return Py_BuildValue("O(O)n", fn, it->seq, it->i);
@@ -307,6 +368,14 @@ PyObject *cap_eager_type(PyObject *o)
         return ((cap_lazy *)o)->kind == CAP_LAZY_GEN
                    ? cap_P.GeneratorType
                    : PyDict_GetItemString(cap_P.builtins, lazy_names[((cap_lazy *)o)->kind]);
+    if (Py_TYPE(o) == cap_iter_type && walks_owner((cap_iter *)o)) {
+        PyObject *real = PyObject_GetIter(((cap_iter *)o)->owner);
+        PyObject *t = real ? (PyObject *)Py_TYPE(real) : NULL;
+        Py_XDECREF(real); /* the type outlives it: a static builtin */
+        PyErr_Clear();
+        if (t)
+            return t;
+    }
     if (Py_TYPE(o) == cap_iter_type && !((cap_iter *)o)->gen) {
         cap_iter *it = (cap_iter *)o;
         int k = !it->seq ? 2 : (PyTuple_Check(it->seq) ? 1 : 0) + (it->rev ? 3 : 0);

@@ -370,6 +370,9 @@ extern PyTypeObject *cap_iter_type;
 PyObject *cap_iter_seq(PyObject *seq, int src, cap_trace *T);
 PyObject *cap_iter_range(long long start, long long step, Py_ssize_t n);
 PyObject *cap_iter_next_raw(cap_iter *it);
+/* The dict behind a keys/values/items view (its one referent: the limited
+ * API has no accessor), borrowed from the view; NULL if not found. */
+PyObject *cap_view_dict(PyObject *view);
 void cap_iter_set_owner(cap_iter *it, PyObject *owner);
 int cap_iter_types_init(PyObject *module);
 

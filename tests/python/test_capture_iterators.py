@@ -252,6 +252,27 @@ def returned_list_and_tuple_subclasses(x):
     return x + 1, items, p
 
 
+@case(1, 0)
+def returned_dict_and_set_iterators(x):
+    d = {"a": 1, "b": 2, "c": 3}
+    keys = iter(d)
+    next(keys)
+    items = iter(d.items())
+    values = iter(d.values())
+    next(values)
+    return x + 1, keys, items, values, iter(d.keys()), iter({1, 2}), type(keys).__name__
+
+
+@case(1, 1)
+def dict_iterators_live_across_print(x):
+    d = {"a": 1, "b": 2}
+    it = iter(d.items())
+    next(it)
+    keys = iter(d)
+    print("between")
+    return x + 1, type(it).__name__, type(keys).__name__, list(it), keys
+
+
 # Generator expressions are lazy too: each item is computed when the
 # consumer asks for it (main drained them when made, so callbacks ran before
 # the consumer's own work, and consumers that stop early ran them all).
