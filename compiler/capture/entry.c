@@ -695,14 +695,17 @@ cap_entry *cap_entry_build(cap_trace *T, cap_interp *I, int rc, int *unreconstru
     Py_ssize_t neff = PyList_Size(T->effects);
     e->effects = calloc((size_t)neff + 1, sizeof *e->effects);
     for (Py_ssize_t i = 0; i < neff; i++) {
-        PyObject *eff = PyList_GetItem(T->effects, i);
+        PyObject *eff = PyList_GetItem(T->effects, i); /* (kind, obj, key, value) */
         cap_effect *x = &e->effects[e->neffects++];
-        x->name = Py_NewRef(PyTuple_GetItem(eff, 1));
-        x->value = -1;
-        if ((x->obj = recipe_of(&B, PyTuple_GetItem(eff, 0))) < 0)
+        x->kind = (uint8_t)PyLong_AsLong(PyTuple_GetItem(eff, 0));
+        x->key = x->value = -1;
+        if ((x->obj = recipe_of(&B, PyTuple_GetItem(eff, 1))) < 0)
             goto fail;
-        B.escape = true;
-        if (PyTuple_GetItem(eff, 3) == Py_False && (x->value = recipe_of(&B, PyTuple_GetItem(eff, 2))) < 0)
+        if (cap_effect_has_key(x->kind) && (x->key = recipe_of(&B, PyTuple_GetItem(eff, 2))) < 0)
+            goto fail;
+        B.escape = true; /* the values stored become the user's */
+        if (cap_effect_has_value(x->kind) &&
+            (x->value = recipe_of(&B, PyTuple_GetItem(eff, 3))) < 0)
             goto fail;
         B.escape = false;
     }
@@ -828,8 +831,6 @@ static void entry_free(cap_entry *e)
     free(e->input_src);
     free(e->node_grad);
     free_rframes(e->frames, e->nframes);
-    for (int i = 0; i < e->neffects; i++)
-        Py_XDECREF(e->effects[i].name);
     free(e->effects);
     Py_XDECREF(e->guard_strs);
     Py_XDECREF(e->skipped);

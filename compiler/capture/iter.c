@@ -43,9 +43,21 @@ void cap_iter_set_owner(cap_iter *it, PyObject *owner)
     it->owner_len = PyObject_Size(owner);
 }
 
+/* The owner's size as the program sees it: a trace's writes to an outside
+ * dict are pending until the graph ran (trace_effects.c). */
+static Py_ssize_t owner_size(cap_iter *it)
+{
+    PyObject *o = it->owner;
+    if (it->T && it->T->I && cap_t_current(it->T->I, &o) != CAP_NEXT) {
+        PyErr_Clear();
+        o = it->owner;
+    }
+    return PyObject_Size(o);
+}
+
 static bool owner_changed(cap_iter *it)
 {
-    if (!it->owner || PyObject_Size(it->owner) == it->owner_len)
+    if (!it->owner || owner_size(it) == it->owner_len)
         return false;
     PyErr_Clear();
     PyErr_SetString(PyExc_RuntimeError, PyAnySet_Check(it->owner)

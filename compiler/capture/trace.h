@@ -216,10 +216,13 @@ struct cap_trace {
     /* Inlining decisions. */
     PyObject *no_inline;      /* set of (id(code), pc) that must not be inlined */
     PyObject *tensors;        /* weakrefs to every symbolic tensor made */
-    /* Attribute writes to outside objects, replayed after the graph: the
-       values the trace sees (id(obj) -> {name: value}) and the writes in
-       order, (obj, name, value or None, deleted). */
+    /* Side effects on outside objects, replayed after the graph
+       (trace_effects.c): the attribute values the trace wrote (id(obj) ->
+       {name: [value] or () when deleted}), the shadows of written lists,
+       dicts and cells (id(obj) -> record), and the log in program order,
+       (kind, obj, key, value). */
     PyObject *shadow;
+    PyObject *mut;
     PyObject *effects;
     PyObject *exc_stack;      /* handled exceptions of traced except blocks */
     PyObject *strings;
@@ -271,7 +274,6 @@ extern PyObject *cap_GraphBreakError; /* public: fullgraph=True */
 int cap_t_load_state(cap_interp *I, cap_frame *f, int slot);
 void cap_t_closure_cell(cap_trace *T, cap_frame *f, int i, PyObject *cell);
 int cap_t_load_cell(cap_trace *T, PyObject *cell, PyObject **v);
-int cap_t_check_cell_write(cap_trace *T, PyObject *cell);
 
 /* Is obj a value that can be used as a compile-time constant (immutable and
  * made of constants)? */
@@ -283,6 +285,62 @@ bool cap_constant_defaults(PyObject *d, bool kw);
 bool cap_is_key(PyObject *o);
 /* Is obj outside (has a source)? */
 static inline bool cap_t_outside(cap_trace *T, PyObject *obj) { return cap_t_source_of(T, obj) >= 0; }
+
+/* ---- side effects on outside objects (trace_effects.c) ------------------------------ */
+
+/* The kinds of logged mutation, each replayed after the graph by one
+ * routine (entry_run.c): X(id, uses key, uses value). */
+#define CAP_EFFECT_KINDS(X)                                                                        \
+    X(ATTR_SET, 1, 1) /* setattr(obj, key, value) */                                               \
+    X(ATTR_DEL, 1, 0) /* delattr(obj, key) */                                                      \
+    X(ITEM_SET, 1, 1) /* obj[key] = value: a list, dict or a module's globals */                   \
+    X(ITEM_DEL, 1, 0) /* del obj[key] */                                                           \
+    X(APPEND, 0, 1)   /* obj.append(value) */                                                      \
+    X(EXTEND, 0, 1)   /* obj.extend(value), value the list of items */                             \
+    X(INSERT, 1, 1)   /* obj.insert(key, value) */                                                 \
+    X(POP, 1, 0)      /* obj.pop(key), key a list index */                                         \
+    X(CLEAR, 0, 0)    /* obj.clear(): a list or dict */                                            \
+    X(CELL_SET, 0, 1) /* obj.cell_contents = value */                                              \
+    X(CELL_DEL, 0, 0) /* del obj.cell_contents */
+
+typedef enum {
+#define X(id, k, v) CAP_E_##id,
+    CAP_EFFECT_KINDS(X)
+#undef X
+        CAP_E_COUNT
+} cap_effect_kind;
+bool cap_effect_has_key(int kind);
+bool cap_effect_has_value(int kind);
+
+/* Logs a mutation (key, value NULL where the kind has none). A break when
+ * the trace is inside a nested run: a break there reruns the builtin that
+ * started it for real, which would make the mutation twice. */
+int cap_t_effect(cap_interp *I, int kind, PyObject *obj, PyObject *key, PyObject *value);
+/* What operations on *obj should read: an outside list or dict written in
+ * this trace is replaced by its shadow (made on first need: the object's
+ * items through their sources, then the writes so far). */
+int cap_t_current(cap_interp *I, PyObject **obj);
+/* A key of an outside dict as this trace left it: 1 written (*v borrowed),
+ * 0 deleted or cleared, -1 not written (read the dict itself). */
+int cap_t_dict_written(cap_trace *T, PyObject *d, PyObject *key, PyObject **v);
+/* obj[key] = v (v NULL: del) on an outside list or dict; CAP_NONE for
+ * other objects. */
+int cap_t_outside_item_write(cap_interp *I, PyObject *obj, PyObject *key, PyObject *v);
+/* A mutating method of an outside list or dict (append, extend, insert,
+ * pop, remove, clear; update, pop, setdefault, clear); CAP_NONE for others. */
+int cap_t_outside_mutator(cap_interp *I, PyObject *self, const char *name, PyObject *const *args,
+                          int nargs, PyObject *kwnames, PyObject **out);
+/* STORE_GLOBAL / DELETE_GLOBAL (v NULL) and LOAD_GLOBAL of a written name
+ * (CAP_NONE: not written). */
+int cap_t_global_write(cap_interp *I, cap_frame *f, PyObject *name, PyObject *v);
+int cap_t_global_written(cap_interp *I, cap_frame *f, PyObject *name, PyObject **out);
+/* Attribute name of module mod as written in this trace (CAP_NONE: not written). */
+int cap_t_module_attr_written(cap_trace *T, PyObject *mod, PyObject *name, PyObject **out);
+/* STORE_DEREF / DELETE_DEREF (v NULL): *done when the write was logged
+ * (the cell is an outside function's) instead of made. */
+int cap_t_write_cell(cap_interp *I, PyObject *cell, PyObject *v, bool *done);
+/* An object's source kept as a constant (a module's globals dict). */
+int cap_t_const_source(cap_trace *T, PyObject *obj);
 
 /* ---- more of the trace (trace_misc.c, trace_obj.c, trace_call.c) ----------------- */
 

@@ -200,6 +200,9 @@ static int do_len(cap_interp *I, PyObject *x, PyObject **out)
                      cap_tpname((PyTypeObject *)cap_eager_type(x)));
         return CAP_ERR;
     }
+    int rc = cap_t_current(I, &x);
+    if (rc != CAP_NEXT)
+        return rc;
     int src = cap_t_source_of(T, x);
     Py_ssize_t n = PyObject_Size(x);
     if (n < 0)
@@ -845,6 +848,12 @@ int cap_t_dict_lookup(cap_interp *I, PyObject *d, PyObject *key, PyObject **out)
     *out = NULL;
     if (!cap_is_key(key))
         return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "dict lookup with a non-constant key");
+    PyObject *written = NULL;
+    int w = cap_t_dict_written(T, d, key, &written);
+    if (w >= 0) {
+        *out = w ? Py_NewRef(written) : NULL;
+        return CAP_NEXT;
+    }
     int has = PyDict_Contains(d, key);
     if (has < 0)
         return CAP_ERR;
@@ -858,9 +867,13 @@ static int outside_container_method(cap_interp *I, PyObject *self, const char *n
                                     PyObject **out)
 {
     cap_trace *T = I->T;
-    if (!is_read_only(name))
+    if (!is_read_only(name)) {
+        int rc = cap_t_outside_mutator(I, self, name, args, nargs, kwnames, out);
+        if (rc != CAP_NONE)
+            return rc;
         return cap_t_break(T, CAP_B_MUTATE_OUTSIDE, "%s.%s() on an object from outside",
                            cap_tpname(Py_TYPE(self)), name);
+    }
     if (PyDict_Check(self) && strcmp(name, "get") == 0 && nargs >= 1 && !kwnames) {
         int rc = cap_t_dict_lookup(I, self, args[0], out);
         if (rc == CAP_NEXT && !*out)
@@ -1084,17 +1097,37 @@ static int call_function(cap_interp *I, PyObject *fn, PyObject *const *args, int
     return rc;
 }
 
+/* A torch function's arguments as it should read them: the outside lists
+ * and dicts this trace wrote replaced by their shadows (buf: 64 entries). */
+static int current_args(cap_interp *I, PyObject *const **args, int nargs, PyObject **buf)
+{
+    if (PyDict_Size(I->T->mut) == 0 || nargs > 64)
+        return CAP_NEXT;
+    for (int i = 0; i < nargs; i++) {
+        buf[i] = (*args)[i];
+        int rc = cap_t_current(I, &buf[i]);
+        if (rc != CAP_NEXT)
+            return rc;
+    }
+    *args = buf;
+    return CAP_NEXT;
+}
+
 int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                PyObject *kwnames, PyObject **out)
 {
     cap_trace *T = I->T;
+    PyObject *current[64];
     if (Py_TYPE(callable) == cap_method_type) {
         cap_method *m = (cap_method *)callable;
-        return cap_torch_call(T, m->map, m->self, args, nargs, kwnames, out);
+        int rc = current_args(I, &args, nargs, current);
+        return rc != CAP_NEXT ? rc : cap_torch_call(T, m->map, m->self, args, nargs, kwnames, out);
     }
     const cap_tmap *tm = cap_torch_lookup_fn(callable);
-    if (tm)
-        return cap_torch_call(T, tm, NULL, args, nargs, kwnames, out);
+    if (tm) {
+        int rc = current_args(I, &args, nargs, current);
+        return rc != CAP_NEXT ? rc : cap_torch_call(T, tm, NULL, args, nargs, kwnames, out);
+    }
     if (cap_is_method(callable)) {
         PyObject *fn = PyObject_GetAttr(callable, cap_P.s_func);
         PyObject *self = PyObject_GetAttr(callable, cap_P.s_self);
