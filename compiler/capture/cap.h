@@ -196,6 +196,11 @@ typedef struct cap_interp {
     /* After a break at a call ptc would not inline: that call goes through
        the compiled function's caches (its own frame), not plain CPython. */
     cap_compiled *compile_cc;
+    /* A retrace (exec.c): break before the instruction run as step
+       break_at - 1 (0: none), where the first trace broke inside a nested
+       run that instruction started. */
+    long break_at;
+    long instr_step; /* I->steps when the running instruction began */
 } cap_interp;
 
 /* Frames. */

@@ -101,6 +101,11 @@ int cap_t_break(cap_trace *T, int code, const char *fmt, ...)
     return CAP_BREAK;
 }
 
+int cap_t_break_again(cap_trace *T)
+{
+    return cap_t_break(T, T->redo.code, "%s", T->redo.detail);
+}
+
 int cap_trace_error(cap_interp *I)
 {
     cap_trace *T = I->T;

@@ -213,6 +213,14 @@ struct cap_trace {
     /* The break that ended the trace, if any. */
     cap_break brk;
     bool has_break;
+    /* A break out of a nested run (a callback of a builtin) reruns the
+       builtin for real from its start, so what the callbacks did before it
+       must not have happened: the trace is made again, breaking before that
+       instruction (exec.c). sync_step: the step of the instruction that
+       began the outermost nested run; sync_exit: I->steps when one left
+       with a break or error. */
+    long sync_step, sync_exit, redo_step;
+    cap_break redo;
     /* Inlining decisions. */
     PyObject *no_inline;      /* set of (id(code), pc) that must not be inlined */
     PyObject *tensors;        /* weakrefs to every symbolic tensor made */
@@ -260,6 +268,9 @@ PyObject *cap_t_wrap(cap_trace *T, PyObject *obj, int src);
 
 /* Records a break at the current instruction; returns CAP_BREAK. */
 int cap_t_break(cap_trace *T, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The break of the trace this one repeats (T->redo), at the current
+ * instruction. */
+int cap_t_break_again(cap_trace *T);
 /* A pending Python exception while tracing becomes a break (GraphBreak
  * exceptions carry their code). Returns CAP_BREAK, or CAP_ERR for internal
  * errors that must not be retried. */
@@ -312,9 +323,7 @@ typedef enum {
 bool cap_effect_has_key(int kind);
 bool cap_effect_has_value(int kind);
 
-/* Logs a mutation (key, value NULL where the kind has none). A break when
- * the trace is inside a nested run: a break there reruns the builtin that
- * started it for real, which would make the mutation twice. */
+/* Logs a mutation (key, value NULL where the kind has none). */
 int cap_t_effect(cap_interp *I, int kind, PyObject *obj, PyObject *key, PyObject *value);
 /* What operations on *obj should read: an outside list or dict written in
  * this trace is replaced by its shadow (made on first need: the object's

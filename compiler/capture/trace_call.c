@@ -67,12 +67,21 @@ static int builtin_of(PyObject *callable)
  * becomes a break at outer's instruction. */
 int cap_t_run_sync(cap_interp *I, cap_frame *outer, PyObject **out)
 {
+    bool outermost = true;
+    for (cap_frame *f = outer; f && outermost; f = f->parent)
+        outermost = f->ret_kind != RET_SYNC;
+    long start = I->instr_step; /* of the instruction that runs it */
     I->frame->ret_kind = RET_SYNC;
     int rc = cap_run(I);
+    I->instr_step = start;
     if (rc == CAP_SYNC) {
         *out = I->sync_result;
         I->sync_result = NULL;
         return CAP_NEXT;
+    }
+    if (outermost) {
+        I->T->sync_step = start;
+        I->T->sync_exit = I->steps;
     }
     cap_break inner = I->T->brk;
     while (I->frame != outer) {

@@ -20,8 +20,9 @@
  * A single key of a written dict is answered from the pending writes.
  *
  * Mutations inside a nested run (a callback of a builtin, a generator
- * expression's body) stay breaks: a break there reruns the builtin for real
- * from its start, which would make them twice.
+ * expression's body) are logged too: a break there reruns the builtin for
+ * real from its start, and the trace is then made again up to that builtin
+ * (exec.c), so that what the callbacks did before the break never happened.
  */
 #include "trace.h"
 
@@ -56,19 +57,8 @@ static PyObject *deleted(void)
     return marker;
 }
 
-static bool in_nested_run(cap_interp *I)
-{
-    for (cap_frame *f = I->frame; f; f = f->parent)
-        if (f->ret_kind == RET_SYNC)
-            return true;
-    return false;
-}
-
 int cap_t_effect(cap_interp *I, int kind, PyObject *obj, PyObject *key, PyObject *value)
 {
-    if (in_nested_run(I))
-        return cap_t_break(I->T, CAP_B_MUTATE_OUTSIDE,
-                           "a %s from outside written inside a callback", cap_tpname(Py_TYPE(obj)));
     PyObject *e = Py_BuildValue("(iOOO)", kind, obj, key ? key : Py_None, value ? value : Py_None);
     int rc = e ? PyList_Append(I->T->effects, e) : -1;
     Py_XDECREF(e);

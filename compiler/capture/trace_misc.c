@@ -28,6 +28,7 @@ cap_trace *cap_trace_new(cap_compiled *cc, cap_interp *I)
     T->strings = PyDict_New();
     T->no_inline = PySet_New(NULL);
     T->skipped = PyList_New(0);
+    T->sync_step = T->sync_exit = -1;
     T->shadow = PyDict_New();
     T->mut = PyDict_New();
     T->effects = PyList_New(0);

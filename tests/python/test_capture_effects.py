@@ -201,10 +201,25 @@ def writes_before_and_after_a_break(x, log):
     return x
 
 
-@case(0, 1, with_list)
-def write_inside_a_callback_breaks(x, log):
-    # A break inside map would rerun it for real: the write stays a break.
-    return list(map(lambda t: log.append(t) or t, [x, x]))
+@case(1, 0, with_list)
+def write_inside_a_callback(x, log):
+    return list(map(lambda t: log.append(t * 2) or t, [x, x]))
+
+
+@case(0, 2, with_list)
+def callback_writes_then_breaks(x, log):
+    # map reruns for real from its start at the break: the trace is made
+    # again up to it, so the first item's writes happen once (main: twice).
+    inner = []
+
+    def f(i):
+        log.append(i)
+        inner.append(i)
+        if i == 1:
+            print("one")
+        return x * i
+
+    return sum(map(f, range(3))), inner, sum(f(i) for i in range(2))
 
 
 def norm(v):
