@@ -9,7 +9,7 @@
  * or cell has a record in T->mut (keyed by the object's id; the interpreter
  * keeps holding the object itself, so identity and aliasing are eager's):
  *
- *   [obj, shadow or None, pending, cleared]
+ *   [obj, shadow or None, pending writes]
  *
  * Appends to a list and item writes to a dict are only pending: logging them
  * reads nothing of the object, so a log list or cache dict that grows on
@@ -28,7 +28,7 @@
 
 #include <string.h>
 
-enum { REC_OBJ, REC_SHADOW, REC_PENDING, REC_CLEARED, REC_SIZE };
+enum { REC_OBJ, REC_SHADOW, REC_PENDING };
 
 static const struct {
     bool key, value;
@@ -94,7 +94,7 @@ static PyObject *record_get(cap_trace *T, PyObject *obj)
     if (rec)
         return rec;
     PyObject *key = PyLong_FromVoidPtr(obj);
-    rec = key ? Py_BuildValue("[OO[]O]", obj, Py_None, Py_False) : NULL;
+    rec = key ? Py_BuildValue("[OO[]]", obj, Py_None) : NULL;
     int rc = rec ? PyDict_SetItem(T->mut, key, rec) : -1;
     Py_XDECREF(key);
     Py_XDECREF(rec); /* T->mut holds it */
@@ -117,9 +117,8 @@ static PyObject *materialize(cap_interp *I, PyObject *rec)
     if (s)
         return s;
     PyObject *obj = PyList_GetItem(rec, REC_OBJ), *pending = PyList_GetItem(rec, REC_PENDING);
-    bool cleared = PyList_GetItem(rec, REC_CLEARED) == Py_True;
     PyList_SetItem(rec, REC_SHADOW, Py_NewRef(Py_Ellipsis));
-    s = cleared ? (PyList_Check(obj) ? PyList_New(0) : PyDict_New()) : cap_t_flow(I->T, obj);
+    s = cap_t_flow(I->T, obj);
     if (!s) {
         PyList_SetItem(rec, REC_SHADOW, Py_NewRef(Py_None));
         if (PyErr_ExceptionMatches(PyExc_TypeError)) {
@@ -183,7 +182,7 @@ int cap_t_dict_written(cap_trace *T, PyObject *d, PyObject *key, PyObject **v)
             return *v == deleted() ? 0 : 1;
         }
     }
-    return PyList_GetItem(rec, REC_CLEARED) == Py_True ? 0 : -1;
+    return -1;
 }
 
 /* ---- dicts ---------------------------------------------------------------------------- */
@@ -231,7 +230,7 @@ static int dict_write(cap_interp *I, PyObject *d, PyObject *key, PyObject *v)
     return rc < 0 ? CAP_ERR : CAP_NEXT;
 }
 
-/* Makes rec's object empty: a shadow known without reading it. */
+/* Makes obj empty: a shadow known without reading it. */
 static int clear(cap_interp *I, PyObject *obj)
 {
     int rc = cap_t_effect(I, CAP_E_CLEAR, obj, NULL, NULL);
