@@ -27,9 +27,9 @@ static PyObject *func_builtins(PyObject *globals)
 }
 
 /* A frame for func(args) with arguments bound, or NULL with *why set:
- * 0 the call must go to CPython (binding error, uninterpretable code). */
+ * NULL the call must go to CPython (binding error, uninterpretable code). */
 static cap_frame *frame_for_call(PyObject *func, PyObject *const *args, int nargs,
-                                 PyObject *kwnames, const char **why, bool drain)
+                                 PyObject *kwnames, const char **why, PyObject *gen)
 {
     *why = NULL;
     PyObject *code = PyObject_GetAttr(func, cap_P.s_code);
@@ -38,17 +38,14 @@ static cap_frame *frame_for_call(PyObject *func, PyObject *const *args, int narg
     cap_frame *f = NULL;
     if (!c)
         goto done;
-    if (c->notrace && !(drain && c->drainable)) {
+    if (c->notrace && !(gen && c->genexpr)) {
         *why = c->notrace;
         goto done;
     }
     f = cap_frame_new(c, func, globals, func_builtins(globals));
-    if (f && drain && !(f->yielded = PyList_New(0))) {
-        cap_frame_free(f);
-        f = NULL;
-    }
     if (!f)
         goto done;
+    f->gen = gen;
     int nkw = kwnames ? (int)PyTuple_Size(kwnames) : 0;
     int b = cap_bind_args(f, args, nargs - nkw, kwnames, args + nargs - nkw);
     if (b <= 0) {
@@ -66,7 +63,13 @@ done:
 cap_frame *cap_frame_for_call(PyObject *func, PyObject *const *args, int nargs,
                               PyObject *kwnames, const char **why)
 {
-    return frame_for_call(func, args, nargs, kwnames, why, false);
+    return frame_for_call(func, args, nargs, kwnames, why, NULL);
+}
+
+cap_frame *cap_genexpr_frame(PyObject *func, PyObject *arg, PyObject *gen)
+{
+    const char *why;
+    return frame_for_call(func, &arg, 1, NULL, &why, gen);
 }
 
 /* ptc.config.trust_module_state wraps nn.Module's state-changing methods
@@ -87,8 +90,8 @@ static PyObject *unwrap_epoch(PyObject *func)
     return orig;
 }
 
-static int call_inline(cap_interp *I, PyObject *func, PyObject *const *args, int nargs,
-                       PyObject *kwnames, int ret_kind, bool drain)
+int cap_call_inline(cap_interp *I, PyObject *func, PyObject *const *args, int nargs,
+                    PyObject *kwnames, int ret_kind)
 {
     if (I->T)
         func = unwrap_epoch(func);
@@ -99,7 +102,7 @@ static int call_inline(cap_interp *I, PyObject *func, PyObject *const *args, int
         return CAP_NEXT;
     }
     const char *why;
-    cap_frame *f = frame_for_call(func, args, nargs, kwnames, &why, drain);
+    cap_frame *f = frame_for_call(func, args, nargs, kwnames, &why, NULL);
     if (!f)
         return why ? CAP_NEXT : CAP_ERR;
     f->ret_kind = (uint8_t)ret_kind;
@@ -111,46 +114,35 @@ static int call_inline(cap_interp *I, PyObject *func, PyObject *const *args, int
     return CAP_FRAME;
 }
 
-int cap_call_inline(cap_interp *I, PyObject *func, PyObject *const *args, int nargs,
-                    PyObject *kwnames, int ret_kind)
-{
-    return call_inline(I, func, args, nargs, kwnames, ret_kind, false);
-}
-
-/* A generator expression run to its end in a frame of its own, collecting
- * what it yields (trace_call.c drains them; the frame's yielded list). */
-int cap_call_drain(cap_interp *I, PyObject *func, PyObject *const *args, int nargs, PyObject *kwnames)
-{
-    return call_inline(I, func, args, nargs, kwnames, RET_PUSH, true);
-}
-
-/* ( -- None) a drained generator starts: the value "sent" first is None */
+/* ( -- None) a generator expression starts: the value "sent" first is None */
 HANDLER(RETURN_GENERATOR)
 {
     UNUSED_ARGS;
-    if (!f->yielded) {
-        PyErr_SetString(cap_InternalError, "ptc: RETURN_GENERATOR outside a drained generator");
+    if (!f->gen) {
+        PyErr_SetString(cap_InternalError, "ptc: RETURN_GENERATOR outside a generator expression");
         return CAP_ERR;
     }
     cap_push(f, Py_NewRef(Py_None));
     return CAP_NEXT;
 }
 
-/* (v -- None) a drained generator yields v: collected; the sent value is None */
+/* (v -- None) a generator expression yields v: its frame leaves the stack,
+   suspended back into its generator, and the nested run that advanced it
+   ends with v; the frame resumes later with None "sent" */
 HANDLER(YIELD_VALUE)
 {
-    UNUSED_ARGS;
-    if (!f->yielded) {
-        PyErr_SetString(cap_InternalError, "ptc: YIELD_VALUE outside a drained generator");
+    if (!f->gen || f == I->base) {
+        PyErr_SetString(cap_InternalError, "ptc: YIELD_VALUE outside a generator expression");
         return CAP_ERR;
     }
     PyObject *v = cap_pop(f);
-    int rc = PyList_Append(f->yielded, v);
-    Py_DECREF(v);
-    if (rc < 0)
-        return CAP_ERR;
     cap_push(f, Py_NewRef(Py_None));
-    return CAP_NEXT;
+    f->pc = in->next;
+    I->frame = f->parent;
+    f->parent = NULL;
+    cap_gen_suspend(f->gen, f);
+    Py_XSETREF(I->sync_result, v);
+    return CAP_SYNC;
 }
 
 /* ---- calls that need the current frame ------------------------------------- */

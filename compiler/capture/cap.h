@@ -107,7 +107,7 @@ typedef struct cap_code {
     cap_exc_entry *exc;
     int32_t *pos;                  /* [4 * nunits]: line, endline, col, endcol (-1) */
     const char *notrace;           /* why this code is never interpreted, or NULL */
-    bool drainable;                /* a generator expression that a trace may drain */
+    bool genexpr;                  /* a generator expression a trace runs lazily (iter.c) */
     int refs;                      /* the cache's, frames', guards' and entries' (GIL-held) */
 } cap_code;
 
@@ -161,7 +161,7 @@ typedef struct cap_frame {
     int *slot_src;         /* [nlp + stacksize]: source id of a value that is still
                               the one of the segment's starting state, else -1 */
     const char *module_path; /* nn.Module path of the forward this frame is in */
-    PyObject *yielded;     /* a drained generator expression: values yielded (strong) */
+    PyObject *gen;         /* a generator expression's frame: its ptc generator (borrowed) */
     struct cap_frame *parent;
 } cap_frame;
 
@@ -196,6 +196,11 @@ typedef struct cap_interp {
     /* After a break at a call ptc would not inline: that call goes through
        the compiled function's caches (its own frame), not plain CPython. */
     cap_compiled *compile_cc;
+    /* A retrace (exec.c): break before the instruction run as step
+       break_at - 1 (0: none), where the first trace broke inside a nested
+       run that instruction started. */
+    long break_at;
+    long instr_step; /* I->steps when the running instruction began */
 } cap_interp;
 
 /* Frames. */
@@ -284,7 +289,10 @@ PyObject *PyObject_CallOneArg_compat(PyObject *fn, PyObject *arg);
  * the call must go to CPython instead (binding error, uninterpretable code). */
 int cap_call_inline(cap_interp *I, PyObject *func, PyObject *const *args, int nargs,
                     PyObject *kwnames, int ret_kind);
-int cap_call_drain(cap_interp *I, PyObject *func, PyObject *const *args, int nargs, PyObject *kwnames);
+/* The frame of generator expression func over the iterator arg, owned by
+ * gen (a cap_lazy): YIELD_VALUE suspends it back into gen. NULL with an
+ * error, or with none when the call must go to CPython. */
+cap_frame *cap_genexpr_frame(PyObject *func, PyObject *arg, PyObject *gen);
 cap_frame *cap_frame_for_call(PyObject *func, PyObject *const *args, int nargs,
                               PyObject *kwnames, const char **why);
 PyObject *cap_call_real(PyObject *callable, PyObject *const *args, int nargs, PyObject *kwnames);

@@ -455,10 +455,10 @@ static cap_code *decode(PyObject *code)
         decode_exception_table(c, exctab) < 0 || decode_positions(c) < 0)
         goto fail;
     if (c->flags & 0x20) {
-        /* A generator expression made only of ordinary opcodes can be
-           drained by a trace (trace_call.c); other generators never run. */
+        /* A generator expression made only of ordinary opcodes runs lazily
+           in a trace (iter.c); other generators never run. */
         size_t n = strlen(c->qualname_s);
-        c->drainable = !c->notrace && n >= 9 && strcmp(c->qualname_s + n - 9, "<genexpr>") == 0;
+        c->genexpr = !c->notrace && n >= 9 && strcmp(c->qualname_s + n - 9, "<genexpr>") == 0;
         c->notrace = "a generator";
     }
     else if (c->flags & (0x80 | 0x100))

@@ -340,8 +340,8 @@ static int recipe_uncached(builder *B, PyObject *o)
                                (B->escape || ((cap_iter *)o)->rev)))
         return reduce_recipe(B, o); /* the real builtin iterator */
     if (t == cap_iter_type && B->escape) {
-        /* A drained generator expression the user gets: a generator over
-           the items not consumed yet. */
+        /* An iterator the user gets (a module's parameters(), say): over
+           the items not consumed yet, a generator where eager has one. */
         cap_iter *it = (cap_iter *)o;
         if (!it->seq) {
             PyObject *params = Py_BuildValue("(LLnO)", it->start, it->step, it->n, Py_False);
@@ -417,6 +417,16 @@ static int recipe_uncached(builder *B, PyObject *o)
     }
     if (PyObject_TypeCheck(o, (PyTypeObject *)cap_T.Tensor))
         return fail(B, "a tensor that is not part of the graph", o);
+    if (PyDictKeys_Check(o) || PyDictValues_Check(o) || PyDictItems_Check(o)) {
+        /* A view of a dict: the rebuilt dict's keys(), values() or items(). */
+        PyObject *d = cap_view_dict(o);
+        const char *name = PyDictKeys_Check(o) ? "keys" : PyDictValues_Check(o) ? "values" : "items";
+        PyObject *m = d ? PyObject_GetAttrString(d, name) : NULL;
+        PyObject *parts = m ? Py_BuildValue("[N()OOO]", m, Py_None, Py_None, Py_None) : NULL;
+        int r = parts ? items_recipe(B, CAP_R_REDUCE, parts, NULL) : fail(B, "a dict view", o);
+        Py_XDECREF(parts);
+        return r;
+    }
     if (reducible(o) && (!PyTuple_Check(o) || has_attrs(o)))
         return reduce_recipe(B, o);
     if (PyTuple_Check(o)) { /* namedtuple, structseq */
@@ -685,14 +695,17 @@ cap_entry *cap_entry_build(cap_trace *T, cap_interp *I, int rc, int *unreconstru
     Py_ssize_t neff = PyList_Size(T->effects);
     e->effects = calloc((size_t)neff + 1, sizeof *e->effects);
     for (Py_ssize_t i = 0; i < neff; i++) {
-        PyObject *eff = PyList_GetItem(T->effects, i);
+        PyObject *eff = PyList_GetItem(T->effects, i); /* (kind, obj, key, value) */
         cap_effect *x = &e->effects[e->neffects++];
-        x->name = Py_NewRef(PyTuple_GetItem(eff, 1));
-        x->value = -1;
-        if ((x->obj = recipe_of(&B, PyTuple_GetItem(eff, 0))) < 0)
+        x->kind = (uint8_t)PyLong_AsLong(PyTuple_GetItem(eff, 0));
+        x->key = x->value = -1;
+        if ((x->obj = recipe_of(&B, PyTuple_GetItem(eff, 1))) < 0)
             goto fail;
-        B.escape = true;
-        if (PyTuple_GetItem(eff, 3) == Py_False && (x->value = recipe_of(&B, PyTuple_GetItem(eff, 2))) < 0)
+        if (cap_effect_has_key(x->kind) && (x->key = recipe_of(&B, PyTuple_GetItem(eff, 2))) < 0)
+            goto fail;
+        B.escape = true; /* the values stored become the user's */
+        if (cap_effect_has_value(x->kind) &&
+            (x->value = recipe_of(&B, PyTuple_GetItem(eff, 3))) < 0)
             goto fail;
         B.escape = false;
     }
@@ -818,8 +831,6 @@ static void entry_free(cap_entry *e)
     free(e->input_src);
     free(e->node_grad);
     free_rframes(e->frames, e->nframes);
-    for (int i = 0; i < e->neffects; i++)
-        Py_XDECREF(e->effects[i].name);
     free(e->effects);
     Py_XDECREF(e->guard_strs);
     Py_XDECREF(e->skipped);

@@ -33,11 +33,13 @@ typedef struct cap_rframe {
     char *module_path;
 } cap_rframe;
 
-/* An attribute write replayed after the graph: rvals[obj].name = rvals[value]
- * (value -1: del). */
+/* A mutation of an outside object replayed after the graph, in program
+ * order (entry_run.c has one routine per kind): its object, key and value
+ * are recipes. */
 typedef struct cap_effect {
-    int obj;
-    PyObject *name;
+    uint8_t kind; /* cap_effect_kind */
+    int obj;      /* recipe indices; -1 where the kind has none */
+    int key;
     int value;
 } cap_effect;
 

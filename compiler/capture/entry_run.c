@@ -1281,11 +1281,95 @@ int cap_entry_run_recipes(cap_entry *e, PyObject **vals, PyObject **outputs, PyO
     return 0;
 }
 
+/* ---- replaying side effects: one routine per kind (trace_effects.c logs them) ---- */
+
+static int set_attr(PyObject *obj, PyObject *key, PyObject *value)
+{
+    return PyObject_SetAttr(obj, key, value);
+}
+
+static int del_attr(PyObject *obj, PyObject *key, PyObject *value)
+{
+    (void)value;
+    return PyObject_SetAttr(obj, key, NULL);
+}
+
+static int set_item(PyObject *obj, PyObject *key, PyObject *value)
+{
+    return PyObject_SetItem(obj, key, value);
+}
+
+static int del_item(PyObject *obj, PyObject *key, PyObject *value)
+{
+    (void)value;
+    return PyObject_DelItem(obj, key);
+}
+
+static int append(PyObject *obj, PyObject *key, PyObject *value)
+{
+    (void)key;
+    return PyList_Append(obj, value);
+}
+
+static int extend(PyObject *obj, PyObject *key, PyObject *value)
+{
+    (void)key;
+    Py_ssize_t n = PyList_Size(obj);
+    return PyList_SetSlice(obj, n, n, value);
+}
+
+static int insert(PyObject *obj, PyObject *key, PyObject *value)
+{
+    Py_ssize_t i = PyLong_AsSsize_t(key);
+    return i == -1 && PyErr_Occurred() ? -1 : PyList_Insert(obj, i, value);
+}
+
+static int pop(PyObject *obj, PyObject *key, PyObject *value)
+{
+    (void)value;
+    Py_ssize_t i = PyLong_AsSsize_t(key), n = PyList_Size(obj);
+    if (i == -1 && PyErr_Occurred())
+        return -1;
+    return PySequence_DelItem(obj, i < 0 ? i + n : i);
+}
+
+static int clear(PyObject *obj, PyObject *key, PyObject *value)
+{
+    (void)key, (void)value;
+    if (PyDict_Check(obj)) {
+        PyDict_Clear(obj);
+        return 0;
+    }
+    return PyList_SetSlice(obj, 0, PyList_Size(obj), NULL);
+}
+
+static int set_cell(PyObject *obj, PyObject *key, PyObject *value)
+{
+    (void)key;
+    return cap_cell_set(obj, value);
+}
+
+static int del_cell(PyObject *obj, PyObject *key, PyObject *value)
+{
+    (void)key, (void)value;
+    return cap_cell_set(obj, NULL);
+}
+
+typedef int (*effect_fn)(PyObject *obj, PyObject *key, PyObject *value);
+static const effect_fn replay[CAP_E_COUNT] = {
+    [CAP_E_ATTR_SET] = set_attr, [CAP_E_ATTR_DEL] = del_attr, [CAP_E_ITEM_SET] = set_item,
+    [CAP_E_ITEM_DEL] = del_item, [CAP_E_APPEND] = append,     [CAP_E_EXTEND] = extend,
+    [CAP_E_INSERT] = insert,     [CAP_E_POP] = pop,           [CAP_E_CLEAR] = clear,
+    [CAP_E_CELL_SET] = set_cell, [CAP_E_CELL_DEL] = del_cell,
+};
+
 int cap_entry_run_effects(cap_entry *e, PyObject **rv)
 {
     for (int i = 0; i < e->neffects; i++) {
         const cap_effect *x = &e->effects[i];
-        if (PyObject_SetAttr(rv[x->obj], x->name, x->value >= 0 ? rv[x->value] : NULL) < 0)
+        PyObject *key = x->key >= 0 ? rv[x->key] : NULL,
+                 *value = x->value >= 0 ? rv[x->value] : NULL;
+        if (replay[x->kind](rv[x->obj], key, value) < 0)
             return -1;
     }
     return 0;

@@ -454,12 +454,15 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
         ptc_graph_free(failed_graph);
         failed_graph = NULL;
     }
+    long redo_at = 0; /* see cap_trace.sync_step */
+    cap_break redo = {0};
     for (int attempt = 0; no_inline && attempt < 16; attempt++) {
-        cap_interp It = {.mode = CAP_TRACE, .max_depth = cap_cfg.inline_depth};
+        cap_interp It = {.mode = CAP_TRACE, .max_depth = cap_cfg.inline_depth, .break_at = redo_at};
         cap_trace *T = cap_trace_new(c, &It);
         if (!T)
             break;
         It.T = T;
+        T->redo = redo;
         Py_SETREF(T->no_inline, Py_NewRef(no_inline));
         int rc = cap_guard_add(T, CAP_G_GRAD, -1, NULL, T->grad_enabled) < 0 ||
                  cap_guard_add(T, CAP_G_AUTOCAST, -1, NULL, cap_amp_pack(&T->amp)) < 0 || trace_state(T, S, &It) < 0
@@ -470,6 +473,16 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
             cap_interp_clear(&It);
             cap_trace_free(T);
             break;
+        }
+        if (rc == CAP_BREAK && !redo_at && T->sync_exit >= 0 && It.steps == T->sync_exit + 1) {
+            /* The break came out of a nested run, whose builtin reruns for
+               real from its start: trace again, breaking before it, so that
+               nothing its callbacks did in the trace happened. */
+            redo_at = T->sync_step + 1;
+            redo = T->brk;
+            cap_interp_clear(&It);
+            cap_trace_free(T);
+            continue;
         }
         int unrec = -1;
         if ((rc == CAP_DONE || rc == CAP_BREAK) && cap_cfg.inject_failure == 1) {
@@ -489,6 +502,7 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
             if (f && add_no_inline(no_inline, f) == 0) {
                 cap_interp_clear(&It);
                 cap_trace_free(T);
+                redo_at = 0; /* another trace: its steps differ */
                 continue;
             }
         }

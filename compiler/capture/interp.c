@@ -50,7 +50,6 @@ void cap_frame_free(cap_frame *f)
     Py_XDECREF(f->locals_dict);
     Py_XDECREF(f->ret_a);
     Py_XDECREF(f->ret_b);
-    Py_XDECREF(f->yielded);
     cap_code_unref(f->code);
     free(f);
 }
@@ -357,7 +356,10 @@ int cap_run(cap_interp *I)
         cap_frame *f = I->frame;
         if (I->stepping && I->steps >= I->min_steps && at_safe_point(I))
             return CAP_STOP;
+        if (I->break_at && I->steps == I->break_at - 1 && I->T)
+            return cap_t_break_again(I->T);
         const cap_instr *in = &f->code->ins[f->pc];
+        I->instr_step = I->steps;
         int rc = cap_handlers[in->h](I, f, in);
         I->steps++;
         switch (rc) {

@@ -6,7 +6,9 @@
  *
  * Iterators stay lazy as in eager: a lazy iterator holds its function and
  * the iterators under it and advances them only when the program advances
- * it, so callbacks see the state of the moment. Both iterator types know
+ * it, so callbacks see the state of the moment. A generator expression is
+ * one too: its frame runs traced in a nested run up to its next yield, and
+ * is kept suspended in between. Both iterator types know
  * their eager equivalent (__reduce__, cap_eager_type): values the user gets
  * back, or that are live at a break, are rebuilt as the real builtin over
  * the rebuilt iterators under it. A consumer that breaks midway puts the
@@ -15,6 +17,7 @@
  */
 #include "torch.h"
 
+#include <string.h>
 #include <structmember.h>
 
 PyTypeObject *cap_iter_type, *cap_gradexit_type;
@@ -40,9 +43,21 @@ void cap_iter_set_owner(cap_iter *it, PyObject *owner)
     it->owner_len = PyObject_Size(owner);
 }
 
+/* The owner's size as the program sees it: a trace's writes to an outside
+ * dict are pending until the graph ran (trace_effects.c). */
+static Py_ssize_t owner_size(cap_iter *it)
+{
+    PyObject *o = it->owner;
+    if (it->T && it->T->I && cap_t_current(it->T->I, &o) != CAP_NEXT) {
+        PyErr_Clear();
+        o = it->owner;
+    }
+    return PyObject_Size(o);
+}
+
 static bool owner_changed(cap_iter *it)
 {
-    if (!it->owner || PyObject_Size(it->owner) == it->owner_len)
+    if (!it->owner || owner_size(it) == it->owner_len)
         return false;
     PyErr_Clear();
     PyErr_SetString(PyExc_RuntimeError, PyAnySet_Check(it->owner)
@@ -98,10 +113,71 @@ static PyObject *iter_length_hint(PyObject *self, PyObject *unused)
     return PyLong_FromSsize_t(n > it->i ? n - it->i : 0);
 }
 
-/* The real iterator this one stands for: (iter or reversed, (seq,), position). */
+/* An iterator over a dict (its keys, values or items) or a set: eager's is
+ * that container's own iterator, which ptc walks a snapshot of. */
+static bool walks_owner(const cap_iter *it)
+{
+    PyObject *o = it->owner;
+    return o && (PyDict_Check(o) || PyAnySet_Check(o) || PyDictKeys_Check(o) || PyDictValues_Check(o) ||
+                 PyDictItems_Check(o));
+}
+
+/* _iter_at(container, n[, view]): iter(container) advanced n items, the
+ * real iterator a walking one stands for; with view ("keys", "values",
+ * "items"), over that view of the dict container. */
+static PyObject *iter_at(PyObject *unused, PyObject *args)
+{
+    PyObject *container;
+    Py_ssize_t n;
+    const char *view = NULL;
+    if (!PyArg_ParseTuple(args, "On|s", &container, &n, &view))
+        return NULL;
+    PyObject *walked = view ? PyObject_CallMethod(container, view, NULL) : Py_NewRef(container);
+    PyObject *it = walked ? PyObject_GetIter(walked) : NULL;
+    Py_XDECREF(walked);
+    for (Py_ssize_t i = 0; it && i < n; i++) {
+        PyObject *v = PyIter_Next(it);
+        if (!v) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(cap_InternalError, "ptc: a dict or set iterator past its container's end");
+            Py_CLEAR(it);
+        }
+        Py_XDECREF(v);
+    }
+    return it;
+}
+
+PyObject *cap_view_dict(PyObject *view)
+{
+    static PyObject *referents;
+    if (!referents && !(referents = cap_import_path("gc.get_referents")))
+        return NULL;
+    PyObject *r = PyObject_CallOneArg_compat(referents, view);
+    PyObject *d = r && PyList_Check(r) && PyList_Size(r) == 1 ? PyList_GetItem(r, 0) : NULL;
+    Py_XDECREF(r);
+    PyErr_Clear();
+    return d && PyDict_Check(d) ? d : NULL; /* the view keeps it alive */
+}
+
+static PyMethodDef iter_at_def = {"_iter_at", iter_at, METH_VARARGS, NULL};
+
+/* The real iterator this one stands for: (iter or reversed, (seq,), position),
+ * or the container's own iterator at that position. */
 static PyObject *iter_reduce(PyObject *self, PyObject *unused)
 {
     cap_iter *it = (cap_iter *)self;
+    if (walks_owner(it) && PyObject_Size(it->owner) == it->owner_len) {
+        static PyObject *fn;
+        if (!fn && !(fn = PyCFunction_New(&iter_at_def, NULL)))
+            return NULL;
+        PyObject *o = it->owner;
+        if (PyDict_Check(o) || PyAnySet_Check(o))
+            return Py_BuildValue("O(On)", fn, o, it->i);
+        PyObject *d = cap_view_dict(o);
+        const char *view = PyDictKeys_Check(o) ? "keys" : PyDictValues_Check(o) ? "values" : "items";
+        if (d)
+            return Py_BuildValue("O(Ons)", fn, d, it->i, view);
+    }
     PyObject *fn = PyDict_GetItemString(cap_P.builtins, it->rev ? "reversed" : "iter");
     if (it->seq)
         return Py_BuildValue("O(O)n", fn, it->seq, it->i);
@@ -174,7 +250,7 @@ PyObject *cap_iter_range(long long start, long long step, Py_ssize_t n)
 
 PyTypeObject *cap_lazy_type;
 
-static const char *lazy_names[] = {"map", "filter", "zip", "enumerate"};
+static const char *lazy_names[] = {"map", "filter", "zip", "enumerate", "generator"};
 
 static void lazy_dealloc(PyObject *self)
 {
@@ -182,6 +258,7 @@ static void lazy_dealloc(PyObject *self)
     Py_XDECREF(lz->fn);
     Py_XDECREF(lz->its);
     Py_XDECREF(lz->count);
+    cap_frame_free(lz->frame);
     PyTypeObject *t = Py_TYPE(self);
     ((freefunc)PyType_GetSlot(t, Py_tp_free))(self);
     Py_DECREF(t);
@@ -196,10 +273,38 @@ static PyObject *lazy_next_real(PyObject *self)
                             lazy_names[((cap_lazy *)self)->kind]);
 }
 
+/* A suspended generator expression of one for-loop holds only its
+ * iterator (which is also its argument .0) and the None sent at the yield:
+ * resuming it is running it afresh over that iterator. */
+static bool gen_rebuildable(const cap_lazy *g)
+{
+    const cap_frame *f = g->frame;
+    return g->state == CAP_GEN_READY || g->state == CAP_GEN_DONE ||
+           (g->state == CAP_GEN_SUSPENDED && f && f->sp == 2 && f->stack[0] == f->lp[0]);
+}
+
+/* A generator expression as (its function, (its iterator,)): a fresh
+ * generator, where it stands (gen_rebuildable); a finished one over an
+ * empty iterator. */
+static PyObject *gen_reduce(cap_lazy *g)
+{
+    if (!gen_rebuildable(g)) {
+        PyErr_SetString(PyExc_TypeError, "ptc: a generator expression suspended inside a nested loop");
+        return NULL;
+    }
+    if (g->state == CAP_GEN_DONE) {
+        PyObject *empty = PyObject_GetIter(cap_P.empty_tuple);
+        return empty ? Py_BuildValue("O(N)", g->fn, empty) : NULL;
+    }
+    return Py_BuildValue("O(O)", g->fn, PyTuple_GetItem(g->its, 0));
+}
+
 /* The real builtin this one stands for, as pickle describes it. */
 static PyObject *lazy_reduce(PyObject *self, PyObject *unused)
 {
     cap_lazy *lz = (cap_lazy *)self;
+    if (lz->kind == CAP_LAZY_GEN)
+        return gen_reduce(lz);
     PyObject *cls = PyDict_GetItemString(cap_P.builtins, lazy_names[lz->kind]);
     switch (lz->kind) {
     case CAP_LAZY_MAP:
@@ -242,7 +347,15 @@ PyObject *cap_lazy_new(int kind, PyObject *fn, PyObject *its, PyObject *count, b
     lz->its = Py_NewRef(its);
     lz->count = Py_XNewRef(count);
     lz->strict = strict;
+    lz->frame = NULL;
+    lz->state = CAP_GEN_READY;
+    lz->steps = 0;
     return (PyObject *)lz;
+}
+
+void cap_gen_suspend(PyObject *gen, cap_frame *f)
+{
+    ((cap_lazy *)gen)->frame = f;
 }
 
 PyObject *cap_eager_type(PyObject *o)
@@ -264,7 +377,17 @@ PyObject *cap_eager_type(PyObject *o)
     if (cap_is_tensor(o))
         return ((cap_tensor *)o)->fake_type;
     if (Py_TYPE(o) == cap_lazy_type)
-        return PyDict_GetItemString(cap_P.builtins, lazy_names[((cap_lazy *)o)->kind]);
+        return ((cap_lazy *)o)->kind == CAP_LAZY_GEN
+                   ? cap_P.GeneratorType
+                   : PyDict_GetItemString(cap_P.builtins, lazy_names[((cap_lazy *)o)->kind]);
+    if (Py_TYPE(o) == cap_iter_type && walks_owner((cap_iter *)o)) {
+        PyObject *real = PyObject_GetIter(((cap_iter *)o)->owner);
+        PyObject *t = real ? (PyObject *)Py_TYPE(real) : NULL;
+        Py_XDECREF(real); /* the type outlives it: a static builtin */
+        PyErr_Clear();
+        if (t)
+            return t;
+    }
     if (Py_TYPE(o) == cap_iter_type && !((cap_iter *)o)->gen) {
         cap_iter *it = (cap_iter *)o;
         int k = !it->seq ? 2 : (PyTuple_Check(it->seq) ? 1 : 0) + (it->rev ? 3 : 0);
@@ -291,6 +414,13 @@ static void mark_one(cap_iter_marks *k, PyObject *o)
     k->m[j].it = Py_NewRef(o);
     k->m[j].i = Py_TYPE(o) == cap_iter_type ? ((cap_iter *)o)->i : 0;
     k->m[j].count = Py_TYPE(o) == cap_lazy_type ? Py_XNewRef(((cap_lazy *)o)->count) : NULL;
+    if (Py_TYPE(o) == cap_lazy_type && ((cap_lazy *)o)->kind == CAP_LAZY_GEN) {
+        /* Put back as a fresh generator over its iterator (whose position
+           is marked too), finished, or lost when neither describes it. */
+        cap_lazy *g = (cap_lazy *)o;
+        k->m[j].steps = g->steps;
+        k->m[j].i = !gen_rebuildable(g) ? CAP_GEN_LOST : g->state == CAP_GEN_DONE ? CAP_GEN_DONE : CAP_GEN_READY;
+    }
     if (Py_TYPE(o) == cap_lazy_type)
         for (Py_ssize_t i = 0; i < PyTuple_Size(((cap_lazy *)o)->its); i++)
             mark_one(k, PyTuple_GetItem(((cap_lazy *)o)->its, i));
@@ -334,6 +464,13 @@ int cap_iter_rewind(cap_interp *I, cap_iter_marks *k, int rc)
             ((cap_iter *)o)->i = k->m[j].i;
         if (back && Py_TYPE(o) == cap_lazy_type)
             Py_XSETREF(((cap_lazy *)o)->count, Py_XNewRef(k->m[j].count));
+        if (back && Py_TYPE(o) == cap_lazy_type && ((cap_lazy *)o)->kind == CAP_LAZY_GEN &&
+            ((cap_lazy *)o)->steps != k->m[j].steps) {
+            cap_lazy *g = (cap_lazy *)o;
+            cap_frame_free(g->frame);
+            g->frame = NULL;
+            g->state = (uint8_t)k->m[j].i;
+        }
         Py_XDECREF(k->m[j].count);
         Py_DECREF(o);
     }
@@ -427,8 +564,68 @@ static int filter_keeps(cap_interp *I, cap_lazy *lz, PyObject *v, int *keep)
     return *keep < 0 ? CAP_ERR : CAP_NEXT;
 }
 
+/* Runs generator expression g's frame in a nested run up to its next yield
+ * (*out) or its end (*out NULL). An exception it raises ends it, and the
+ * instruction advancing it reruns for real (a break). */
+static int gen_step(cap_interp *I, cap_lazy *g, PyObject **out)
+{
+    cap_trace *T = I->T;
+    cap_frame *outer = I->frame;
+    switch (g->state) {
+    case CAP_GEN_DONE:
+        return CAP_NEXT;
+    case CAP_GEN_RUNNING:
+        PyErr_SetString(PyExc_ValueError, "generator already executing");
+        return CAP_ERR;
+    case CAP_GEN_LOST:
+        PyErr_SetString(cap_InternalError, "ptc: a generator expression advanced after its state was lost");
+        return CAP_ERR;
+    }
+    if (outer->depth + 1 > I->max_depth)
+        return cap_t_break(T, CAP_B_INLINE_DEPTH, "inlining deeper than %d", I->max_depth);
+    cap_frame *f = g->frame;
+    if (!f) {
+        f = cap_genexpr_frame(g->fn, PyTuple_GetItem(g->its, 0), (PyObject *)g);
+        if (!f)
+            return PyErr_Occurred() ? CAP_ERR : cap_t_break(T, CAP_B_GENERATOR, "generator expression (arguments)");
+        if (cap_t_enter_frame(T, f) < 0) {
+            cap_frame_free(f);
+            return CAP_ERR;
+        }
+    }
+    g->frame = NULL;
+    g->state = CAP_GEN_RUNNING;
+    g->steps++;
+    cap_push_frame(I, f);
+    PyObject *v = NULL;
+    int rc = cap_t_run_sync(I, outer, &v);
+    if (rc == CAP_NEXT && g->frame) { /* it yielded */
+        g->state = CAP_GEN_SUSPENDED;
+        *out = v;
+        return CAP_NEXT;
+    }
+    g->state = CAP_GEN_DONE;
+    Py_XDECREF(v); /* what it returned: None */
+    if (rc == CAP_ERR && PyErr_ExceptionMatches(PyExc_StopIteration)) {
+        PyErr_Clear(); /* PEP 479 */
+        PyErr_SetString(PyExc_RuntimeError, "generator raised StopIteration");
+    }
+    if (rc == CAP_ERR && !PyErr_ExceptionMatches(cap_InternalError))
+        return cap_trace_error(I);
+    if (rc == CAP_BREAK) {
+        const char *pre = "inside a callback: ";
+        char inner[sizeof T->brk.detail];
+        snprintf(inner, sizeof inner, "%s", strncmp(T->brk.detail, pre, strlen(pre)) == 0
+                                                ? T->brk.detail + strlen(pre) : T->brk.detail);
+        snprintf(T->brk.detail, sizeof T->brk.detail, "in a generator expression: %.440s", inner);
+    }
+    return rc;
+}
+
 static int lazy_step(cap_interp *I, cap_lazy *lz, PyObject **out)
 {
+    if (lz->kind == CAP_LAZY_GEN)
+        return gen_step(I, lz, out);
     PyObject *items = NULL;
     int rc, keep = 0;
     do {

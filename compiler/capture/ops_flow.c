@@ -228,12 +228,13 @@ HANDLER(LOAD_DEREF)
 /* (v -- ) cell_contents(lp[i]) = v */
 HANDLER(STORE_DEREF)
 {
+    bool logged = false;
     if (I->T) {
-        int rc = cap_t_check_cell_write(I->T, f->lp[in->arg]);
+        int rc = cap_t_write_cell(I, f->lp[in->arg], cap_peek(f, 1), &logged);
         if (rc != CAP_NEXT)
             return rc;
     }
-    if (cap_cell_set(f->lp[in->arg], cap_peek(f, 1)) < 0)
+    if (!logged && cap_cell_set(f->lp[in->arg], cap_peek(f, 1)) < 0)
         return CAP_ERR;
     cap_popn(f, 1);
     return CAP_NEXT;
@@ -246,9 +247,10 @@ HANDLER(DELETE_DEREF)
     if (!v)
         return PyErr_Occurred() ? CAP_ERR : unbound_deref(f, in->arg);
     Py_DECREF(v);
+    bool logged = false;
     if (I->T) {
-        int rc = cap_t_check_cell_write(I->T, f->lp[in->arg]);
-        if (rc != CAP_NEXT)
+        int rc = cap_t_write_cell(I, f->lp[in->arg], NULL, &logged);
+        if (rc != CAP_NEXT || logged)
             return rc;
     }
     return cap_cell_set(f->lp[in->arg], NULL) < 0 ? CAP_ERR : CAP_NEXT;
@@ -293,11 +295,13 @@ HANDLER(LOAD_GLOBAL)
 HANDLER(STORE_GLOBAL)
 {
     PyObject *name = PyTuple_GetItem(f->code->names, in->arg);
-    if (I->T)
-        return cap_t_break(I->T, CAP_B_GLOBAL_WRITE, "global '%s' written",
-                           PyUnicode_AsUTF8(name));
-    if (PyDict_SetItem(f->globals, name, cap_peek(f, 1)) < 0)
+    if (I->T) {
+        int rc = cap_t_global_write(I, f, name, cap_peek(f, 1));
+        if (rc != CAP_NEXT)
+            return rc;
+    } else if (PyDict_SetItem(f->globals, name, cap_peek(f, 1)) < 0) {
         return CAP_ERR;
+    }
     cap_popn(f, 1);
     return CAP_NEXT;
 }
@@ -307,8 +311,7 @@ HANDLER(DELETE_GLOBAL)
 {
     PyObject *name = PyTuple_GetItem(f->code->names, in->arg);
     if (I->T)
-        return cap_t_break(I->T, CAP_B_GLOBAL_WRITE, "global '%s' deleted",
-                           PyUnicode_AsUTF8(name));
+        return cap_t_global_write(I, f, name, NULL);
     if (PyDict_DelItem(f->globals, name) < 0) {
         if (PyErr_ExceptionMatches(PyExc_KeyError)) {
             PyErr_Clear();

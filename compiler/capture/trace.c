@@ -101,6 +101,11 @@ int cap_t_break(cap_trace *T, int code, const char *fmt, ...)
     return CAP_BREAK;
 }
 
+int cap_t_break_again(cap_trace *T)
+{
+    return cap_t_break(T, T->redo.code, "%s", T->redo.detail);
+}
+
 int cap_trace_error(cap_interp *I)
 {
     cap_trace *T = I->T;
@@ -708,8 +713,8 @@ int cap_t_load_state(cap_interp *I, cap_frame *f, int slot)
 
 void cap_t_closure_cell(cap_trace *T, cap_frame *f, int i, PyObject *cell)
 {
-    /* The cells of an outside function are outside: mutations of them are
-       breaks, and their contents are reached through the function. */
+    /* The cells of an outside function are outside: writes to them are
+       logged effects, and their contents are reached through the function. */
     int fsrc = cap_t_source_of(T, f->func);
     if (fsrc < 0 || cap_t_source_of(T, cell) >= 0)
         return;
@@ -724,24 +729,4 @@ void cap_t_closure_cell(cap_trace *T, cap_frame *f, int i, PyObject *cell)
     if (s >= 0)
         cap_t_map(T, cell, s);
     PyErr_Clear();
-}
-
-int cap_t_load_cell(cap_trace *T, PyObject *cell, PyObject **v)
-{
-    int csrc = cap_t_source_of(T, cell);
-    if (csrc < 0)
-        return CAP_NEXT;
-    int s = cap_source_add(T, CAP_S_CELL, csrc, 0, 0, NULL);
-    PyObject *w = s >= 0 ? cap_t_wrap(T, *v, s) : NULL;
-    if (!w)
-        return CAP_ERR;
-    Py_SETREF(*v, w);
-    return CAP_NEXT;
-}
-
-int cap_t_check_cell_write(cap_trace *T, PyObject *cell)
-{
-    if (cap_t_source_of(T, cell) >= 0)
-        return cap_t_break(T, CAP_B_MUTATE_OUTSIDE, "write to a closure variable of an outside function");
-    return CAP_NEXT;
 }

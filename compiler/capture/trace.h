@@ -213,13 +213,24 @@ struct cap_trace {
     /* The break that ended the trace, if any. */
     cap_break brk;
     bool has_break;
+    /* A break out of a nested run (a callback of a builtin) reruns the
+       builtin for real from its start, so what the callbacks did before it
+       must not have happened: the trace is made again, breaking before that
+       instruction (exec.c). sync_step: the step of the instruction that
+       began the outermost nested run; sync_exit: I->steps when one left
+       with a break or error. */
+    long sync_step, sync_exit, redo_step;
+    cap_break redo;
     /* Inlining decisions. */
     PyObject *no_inline;      /* set of (id(code), pc) that must not be inlined */
     PyObject *tensors;        /* weakrefs to every symbolic tensor made */
-    /* Attribute writes to outside objects, replayed after the graph: the
-       values the trace sees (id(obj) -> {name: value}) and the writes in
-       order, (obj, name, value or None, deleted). */
+    /* Side effects on outside objects, replayed after the graph
+       (trace_effects.c): the attribute values the trace wrote (id(obj) ->
+       {name: [value] or () when deleted}), the shadows of written lists,
+       dicts and cells (id(obj) -> record), and the log in program order,
+       (kind, obj, key, value). */
     PyObject *shadow;
+    PyObject *mut;
     PyObject *effects;
     PyObject *exc_stack;      /* handled exceptions of traced except blocks */
     PyObject *strings;
@@ -257,6 +268,9 @@ PyObject *cap_t_wrap(cap_trace *T, PyObject *obj, int src);
 
 /* Records a break at the current instruction; returns CAP_BREAK. */
 int cap_t_break(cap_trace *T, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The break of the trace this one repeats (T->redo), at the current
+ * instruction. */
+int cap_t_break_again(cap_trace *T);
 /* A pending Python exception while tracing becomes a break (GraphBreak
  * exceptions carry their code). Returns CAP_BREAK, or CAP_ERR for internal
  * errors that must not be retried. */
@@ -271,7 +285,6 @@ extern PyObject *cap_GraphBreakError; /* public: fullgraph=True */
 int cap_t_load_state(cap_interp *I, cap_frame *f, int slot);
 void cap_t_closure_cell(cap_trace *T, cap_frame *f, int i, PyObject *cell);
 int cap_t_load_cell(cap_trace *T, PyObject *cell, PyObject **v);
-int cap_t_check_cell_write(cap_trace *T, PyObject *cell);
 
 /* Is obj a value that can be used as a compile-time constant (immutable and
  * made of constants)? */
@@ -283,6 +296,60 @@ bool cap_constant_defaults(PyObject *d, bool kw);
 bool cap_is_key(PyObject *o);
 /* Is obj outside (has a source)? */
 static inline bool cap_t_outside(cap_trace *T, PyObject *obj) { return cap_t_source_of(T, obj) >= 0; }
+
+/* ---- side effects on outside objects (trace_effects.c) ------------------------------ */
+
+/* The kinds of logged mutation, each replayed after the graph by one
+ * routine (entry_run.c): X(id, uses key, uses value). */
+#define CAP_EFFECT_KINDS(X)                                                                        \
+    X(ATTR_SET, 1, 1) /* setattr(obj, key, value) */                                               \
+    X(ATTR_DEL, 1, 0) /* delattr(obj, key) */                                                      \
+    X(ITEM_SET, 1, 1) /* obj[key] = value: a list, dict or a module's globals */                   \
+    X(ITEM_DEL, 1, 0) /* del obj[key] */                                                           \
+    X(APPEND, 0, 1)   /* obj.append(value) */                                                      \
+    X(EXTEND, 0, 1)   /* obj.extend(value), value the list of items */                             \
+    X(INSERT, 1, 1)   /* obj.insert(key, value) */                                                 \
+    X(POP, 1, 0)      /* obj.pop(key), key a list index */                                         \
+    X(CLEAR, 0, 0)    /* obj.clear(): a list or dict */                                            \
+    X(CELL_SET, 0, 1) /* obj.cell_contents = value */                                              \
+    X(CELL_DEL, 0, 0) /* del obj.cell_contents */
+
+typedef enum {
+#define X(id, k, v) CAP_E_##id,
+    CAP_EFFECT_KINDS(X)
+#undef X
+        CAP_E_COUNT
+} cap_effect_kind;
+bool cap_effect_has_key(int kind);
+bool cap_effect_has_value(int kind);
+
+/* Logs a mutation (key, value NULL where the kind has none). */
+int cap_t_effect(cap_interp *I, int kind, PyObject *obj, PyObject *key, PyObject *value);
+/* What operations on *obj should read: an outside list or dict written in
+ * this trace is replaced by its shadow (made on first need: the object's
+ * items through their sources, then the writes so far). */
+int cap_t_current(cap_interp *I, PyObject **obj);
+/* A key of an outside dict as this trace left it: 1 written (*v borrowed),
+ * 0 deleted or cleared, -1 not written (read the dict itself). */
+int cap_t_dict_written(cap_trace *T, PyObject *d, PyObject *key, PyObject **v);
+/* obj[key] = v (v NULL: del) on an outside list or dict; CAP_NONE for
+ * other objects. */
+int cap_t_outside_item_write(cap_interp *I, PyObject *obj, PyObject *key, PyObject *v);
+/* A mutating method of an outside list or dict (append, extend, insert,
+ * pop, remove, clear; update, pop, setdefault, clear); CAP_NONE for others. */
+int cap_t_outside_mutator(cap_interp *I, PyObject *self, const char *name, PyObject *const *args,
+                          int nargs, PyObject *kwnames, PyObject **out);
+/* STORE_GLOBAL / DELETE_GLOBAL (v NULL) and LOAD_GLOBAL of a written name
+ * (CAP_NONE: not written). */
+int cap_t_global_write(cap_interp *I, cap_frame *f, PyObject *name, PyObject *v);
+int cap_t_global_written(cap_interp *I, cap_frame *f, PyObject *name, PyObject **out);
+/* Attribute name of module mod as written in this trace (CAP_NONE: not written). */
+int cap_t_module_attr_written(cap_trace *T, PyObject *mod, PyObject *name, PyObject **out);
+/* STORE_DEREF / DELETE_DEREF (v NULL): *done when the write was logged
+ * (the cell is an outside function's) instead of made. */
+int cap_t_write_cell(cap_interp *I, PyObject *cell, PyObject *v, bool *done);
+/* An object's source kept as a constant (a module's globals dict). */
+int cap_t_const_source(cap_trace *T, PyObject *obj);
 
 /* ---- more of the trace (trace_misc.c, trace_obj.c, trace_call.c) ----------------- */
 
@@ -360,7 +427,7 @@ typedef struct cap_iter {
     Py_ssize_t n;           /* range length */
     long long start, step;  /* range */
     int src;                /* source of an outside seq (items get index sources), or -1 */
-    bool gen;               /* what a drained generator expression yielded */
+    bool gen;               /* what a module iterator (parameters()...) yields: eager has a generator */
     bool rev;               /* reversed(seq): walks down from len - 1 */
     cap_trace *T;
     PyObject *owner;      /* a dict, dict view or set whose items seq holds (strong), or NULL */
@@ -370,24 +437,39 @@ extern PyTypeObject *cap_iter_type;
 PyObject *cap_iter_seq(PyObject *seq, int src, cap_trace *T);
 PyObject *cap_iter_range(long long start, long long step, Py_ssize_t n);
 PyObject *cap_iter_next_raw(cap_iter *it);
+/* The dict behind a keys/values/items view (its one referent: the limited
+ * API has no accessor), borrowed from the view; NULL if not found. */
+PyObject *cap_view_dict(PyObject *view);
 void cap_iter_set_owner(cap_iter *it, PyObject *owner);
 int cap_iter_types_init(PyObject *module);
 
-/* A lazy iterator made while tracing (map, filter, zip, enumerate): it holds
- * its function and the iterators under it, and advances them only when the
- * program advances it. At a break or a return it is rebuilt as the real
- * builtin over the rebuilt iterators (its __reduce__). */
-typedef enum { CAP_LAZY_MAP, CAP_LAZY_FILTER, CAP_LAZY_ZIP, CAP_LAZY_ENUMERATE } cap_lazy_kind;
+/* A lazy iterator made while tracing (map, filter, zip, enumerate, or a
+ * generator expression): it holds its function and the iterators under it,
+ * and advances them only when the program advances it. At a break or a
+ * return it is rebuilt as the real builtin over the rebuilt iterators (its
+ * __reduce__); a generator expression as a fresh generator over its
+ * iterator, which is where a suspended one of a single for-loop stands. */
+typedef enum { CAP_LAZY_MAP, CAP_LAZY_FILTER, CAP_LAZY_ZIP, CAP_LAZY_ENUMERATE, CAP_LAZY_GEN } cap_lazy_kind;
+/* States of a generator expression. */
+typedef enum { CAP_GEN_READY, CAP_GEN_SUSPENDED, CAP_GEN_RUNNING, CAP_GEN_DONE, CAP_GEN_LOST } cap_gen_state;
 typedef struct cap_lazy {
     PyObject_HEAD
     int kind;               /* cap_lazy_kind */
-    PyObject *fn;           /* map/filter: the function (filter: maybe None); else NULL */
+    PyObject *fn;           /* map/filter: the function (filter: maybe None); generator:
+                               the genexpr function; else NULL */
     PyObject *its;          /* tuple of the iterators under it */
     PyObject *count;        /* enumerate: the next index (an int) */
     bool strict;            /* zip(strict=True) */
+    /* A generator expression: its frame while suspended (owned), its state,
+       and how many times it was advanced (cap_iter_mark). */
+    cap_frame *frame;
+    uint8_t state;          /* cap_gen_state */
+    long steps;
 } cap_lazy;
 extern PyTypeObject *cap_lazy_type;
 PyObject *cap_lazy_new(int kind, PyObject *fn, PyObject *its, PyObject *count, bool strict);
+/* YIELD_VALUE: generator expression gen's frame f is suspended (gen owns it). */
+void cap_gen_suspend(PyObject *gen, cap_frame *f);
 static inline bool cap_is_ptc_iter(PyObject *o)
 {
     return o && (Py_TYPE(o) == cap_iter_type || Py_TYPE(o) == cap_lazy_type);
@@ -413,6 +495,7 @@ typedef struct cap_iter_marks {
         PyObject *it;
         Py_ssize_t i;
         PyObject *count;
+        long steps; /* a generator expression's */
     } m[32];
 } cap_iter_marks;
 void cap_iter_mark(cap_iter_marks *k, PyObject *const *objs, int n);

@@ -67,12 +67,21 @@ static int builtin_of(PyObject *callable)
  * becomes a break at outer's instruction. */
 int cap_t_run_sync(cap_interp *I, cap_frame *outer, PyObject **out)
 {
+    bool outermost = true;
+    for (cap_frame *f = outer; f && outermost; f = f->parent)
+        outermost = f->ret_kind != RET_SYNC;
+    long start = I->instr_step; /* of the instruction that runs it */
     I->frame->ret_kind = RET_SYNC;
     int rc = cap_run(I);
+    I->instr_step = start;
     if (rc == CAP_SYNC) {
         *out = I->sync_result;
         I->sync_result = NULL;
         return CAP_NEXT;
+    }
+    if (outermost) {
+        I->T->sync_step = start;
+        I->T->sync_exit = I->steps;
     }
     cap_break inner = I->T->brk;
     while (I->frame != outer) {
@@ -200,6 +209,9 @@ static int do_len(cap_interp *I, PyObject *x, PyObject **out)
                      cap_tpname((PyTypeObject *)cap_eager_type(x)));
         return CAP_ERR;
     }
+    int rc = cap_t_current(I, &x);
+    if (rc != CAP_NEXT)
+        return rc;
     int src = cap_t_source_of(T, x);
     Py_ssize_t n = PyObject_Size(x);
     if (n < 0)
@@ -845,6 +857,12 @@ int cap_t_dict_lookup(cap_interp *I, PyObject *d, PyObject *key, PyObject **out)
     *out = NULL;
     if (!cap_is_key(key))
         return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "dict lookup with a non-constant key");
+    PyObject *written = NULL;
+    int w = cap_t_dict_written(T, d, key, &written);
+    if (w >= 0) {
+        *out = w ? Py_NewRef(written) : NULL;
+        return CAP_NEXT;
+    }
     int has = PyDict_Contains(d, key);
     if (has < 0)
         return CAP_ERR;
@@ -858,9 +876,13 @@ static int outside_container_method(cap_interp *I, PyObject *self, const char *n
                                     PyObject **out)
 {
     cap_trace *T = I->T;
-    if (!is_read_only(name))
+    if (!is_read_only(name)) {
+        int rc = cap_t_outside_mutator(I, self, name, args, nargs, kwnames, out);
+        if (rc != CAP_NONE)
+            return rc;
         return cap_t_break(T, CAP_B_MUTATE_OUTSIDE, "%s.%s() on an object from outside",
                            cap_tpname(Py_TYPE(self)), name);
+    }
     if (PyDict_Check(self) && strcmp(name, "get") == 0 && nargs >= 1 && !kwnames) {
         int rc = cap_t_dict_lookup(I, self, args[0], out);
         if (rc == CAP_NEXT && !*out)
@@ -1035,53 +1057,18 @@ static const char *opaque_python(PyObject *fn)
     return NULL;
 }
 
-/* A generator expression, (f(x) for x in xs), is run to its end at once in
- * a nested run and becomes an iterator over what it yielded. Its body is
- * traced like any code: a break, an exception or an opaque iteration in it
- * makes the call a break instead (B015), so that the generator is made for
- * real and consumed lazily, as in eager. Draining early is unobservable
- * otherwise: the body had no side effects and raised nothing. */
-static int drain_genexpr(cap_interp *I, PyObject *fn, PyObject *const *args, int nargs,
-                         PyObject *kwnames, PyObject **out)
+/* A generator expression, (f(x) for x in xs), is a lazy generator (iter.c):
+ * its body runs traced when the program advances it, one item at a time,
+ * as in eager. */
+static int make_genexpr(cap_interp *I, PyObject *fn, PyObject *const *args, int nargs,
+                        PyObject *kwnames, PyObject **out)
 {
-    cap_trace *T = I->T;
-    cap_frame *outer = I->frame;
-    /* Its iterator argument advances while draining; a break puts it back
-       where it was (the call reruns for real from there). */
-    Py_ssize_t pos[8];
-    for (int i = 0; i < nargs && i < 8; i++)
-        pos[i] = Py_TYPE(args[i]) == cap_iter_type ? ((cap_iter *)args[i])->i : -1;
-    int rc = cap_call_drain(I, fn, args, nargs, kwnames);
-    if (rc == CAP_NEXT)
-        return cap_t_break(T, CAP_B_GENERATOR, "generator expression (arguments)");
-    if (rc != CAP_FRAME)
-        return rc;
-    PyObject *items = Py_NewRef(I->frame->yielded), *none = NULL;
-    rc = cap_t_run_sync(I, outer, &none);
-    Py_XDECREF(none);
-    if (rc == CAP_ERR && !PyErr_ExceptionMatches(cap_InternalError)) {
-        PyErr_Clear();
-        rc = cap_t_break(T, CAP_B_GENERATOR, "generator expression that raises");
-    } else if (rc == CAP_BREAK) {
-        /* Keep the inner reason; say where it happened. */
-        const char *pre = "inside a callback: ";
-        char inner[sizeof T->brk.detail];
-        snprintf(inner, sizeof inner, "%s", strncmp(T->brk.detail, pre, strlen(pre)) == 0
-                                                ? T->brk.detail + strlen(pre) : T->brk.detail);
-        snprintf(T->brk.detail, sizeof T->brk.detail, "in a generator expression: %.440s", inner);
-    }
-    if (rc == CAP_NEXT) {
-        *out = cap_iter_seq(items, -1, T);
-        if (*out)
-            ((cap_iter *)*out)->gen = true;
-        rc = *out ? CAP_NEXT : CAP_ERR;
-    } else {
-        for (int i = 0; i < nargs && i < 8; i++)
-            if (pos[i] >= 0)
-                ((cap_iter *)args[i])->i = pos[i];
-    }
-    Py_DECREF(items);
-    return rc;
+    if (nargs != 1 || kwnames)
+        return cap_t_break(I->T, CAP_B_GENERATOR, "generator expression (arguments)");
+    PyObject *its = PyTuple_Pack(1, args[0]);
+    *out = its ? cap_lazy_new(CAP_LAZY_GEN, fn, its, NULL, false) : NULL;
+    Py_XDECREF(its);
+    return *out ? CAP_NEXT : CAP_ERR;
 }
 
 static int call_function(cap_interp *I, PyObject *fn, PyObject *const *args, int nargs,
@@ -1103,8 +1090,8 @@ static int call_function(cap_interp *I, PyObject *fn, PyObject *const *args, int
     if (!c)
         return CAP_ERR;
     if (c->notrace) {
-        if (c->drainable)
-            return drain_genexpr(I, fn, args, nargs, kwnames, out);
+        if (c->genexpr)
+            return make_genexpr(I, fn, args, nargs, kwnames, out);
         if (c->flags & 0x20)
             return cap_t_break(T, CAP_B_GENERATOR, "call to generator function %s", c->qualname_s);
         return cap_t_break(T, (c->flags & 0x380) ? CAP_B_GENERATOR : CAP_B_UNINTERPRETABLE,
@@ -1119,17 +1106,37 @@ static int call_function(cap_interp *I, PyObject *fn, PyObject *const *args, int
     return rc;
 }
 
+/* A torch function's arguments as it should read them: the outside lists
+ * and dicts this trace wrote replaced by their shadows (buf: 64 entries). */
+static int current_args(cap_interp *I, PyObject *const **args, int nargs, PyObject **buf)
+{
+    if (PyDict_Size(I->T->mut) == 0 || nargs > 64)
+        return CAP_NEXT;
+    for (int i = 0; i < nargs; i++) {
+        buf[i] = (*args)[i];
+        int rc = cap_t_current(I, &buf[i]);
+        if (rc != CAP_NEXT)
+            return rc;
+    }
+    *args = buf;
+    return CAP_NEXT;
+}
+
 int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                PyObject *kwnames, PyObject **out)
 {
     cap_trace *T = I->T;
+    PyObject *current[64];
     if (Py_TYPE(callable) == cap_method_type) {
         cap_method *m = (cap_method *)callable;
-        return cap_torch_call(T, m->map, m->self, args, nargs, kwnames, out);
+        int rc = current_args(I, &args, nargs, current);
+        return rc != CAP_NEXT ? rc : cap_torch_call(T, m->map, m->self, args, nargs, kwnames, out);
     }
     const cap_tmap *tm = cap_torch_lookup_fn(callable);
-    if (tm)
-        return cap_torch_call(T, tm, NULL, args, nargs, kwnames, out);
+    if (tm) {
+        int rc = current_args(I, &args, nargs, current);
+        return rc != CAP_NEXT ? rc : cap_torch_call(T, tm, NULL, args, nargs, kwnames, out);
+    }
     if (cap_is_method(callable)) {
         PyObject *fn = PyObject_GetAttr(callable, cap_P.s_func);
         PyObject *self = PyObject_GetAttr(callable, cap_P.s_self);

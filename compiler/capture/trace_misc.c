@@ -28,12 +28,15 @@ cap_trace *cap_trace_new(cap_compiled *cc, cap_interp *I)
     T->strings = PyDict_New();
     T->no_inline = PySet_New(NULL);
     T->skipped = PyList_New(0);
+    T->sync_step = T->sync_exit = -1;
     T->shadow = PyDict_New();
+    T->mut = PyDict_New();
     T->effects = PyList_New(0);
     T->exc_stack = PyList_New(0);
     T->made_funcs = PyDict_New();
-    if (!T->made_funcs || !T->exc_stack || !T->shadow || !T->effects || !T->src_index || !T->guard_index || !T->obj_src || !T->keep || !T->input_const ||
-        !T->tensors || !T->strings || !T->no_inline || !T->skipped) {
+    if (!T->made_funcs || !T->exc_stack || !T->shadow || !T->mut || !T->effects || !T->src_index ||
+        !T->guard_index || !T->obj_src || !T->keep || !T->input_const || !T->tensors ||
+        !T->strings || !T->no_inline || !T->skipped) {
         cap_trace_free(T);
         return NULL;
     }
@@ -87,6 +90,7 @@ void cap_trace_free(cap_trace *T)
     Py_XDECREF(T->no_inline);
     Py_XDECREF(T->skipped);
     Py_XDECREF(T->shadow);
+    Py_XDECREF(T->mut);
     Py_XDECREF(T->effects);
     Py_XDECREF(T->exc_stack);
     Py_XDECREF(T->made_funcs);

@@ -169,11 +169,16 @@ static int getattr_impl(cap_interp *I, PyObject *obj, PyObject *name, PyObject *
             return rc;
     }
     if (PyModule_Check(obj)) {
+        int rc = cap_t_module_attr_written(T, obj, name, out);
+        if (rc != CAP_NONE)
+            return rc;
         PyObject *v = PyObject_GetAttr(obj, name);
         if (!v)
             return CAP_ERR;
-        int rc = src < 0 || frozen_module(obj) ? const_value(T, v, out)
-                                              : derived(T, v, CAP_S_INSTDICT, src, 0, name, out);
+        if (src < 0 && !frozen_module(obj)) /* imported in the trace: still guarded */
+            src = cap_t_const_source(T, obj);
+        rc = src < 0 || frozen_module(obj) ? const_value(T, v, out)
+                                           : derived(T, v, CAP_S_INSTDICT, src, 0, name, out);
         Py_DECREF(v);
         return rc;
     }
@@ -342,9 +347,13 @@ static bool plain_dict_attr(PyObject *obj, PyObject *name)
     return true;
 }
 
-/* Records obj.name = v (v NULL: del) for replay after the graph. */
-static int record_write(cap_trace *T, PyObject *obj, PyObject *name, PyObject *v)
+/* Logs obj.name = v (v NULL: del); later reads in the trace see it. */
+static int record_write(cap_interp *I, PyObject *obj, PyObject *name, PyObject *v)
 {
+    cap_trace *T = I->T;
+    int rc = cap_t_effect(I, v ? CAP_E_ATTR_SET : CAP_E_ATTR_DEL, obj, name, v);
+    if (rc != CAP_NEXT)
+        return rc;
     PyObject *key = PyLong_FromVoidPtr(obj);
     PyObject *attrs = key ? PyDict_GetItem(T->shadow, key) : NULL;
     if (key && !attrs) {
@@ -363,11 +372,8 @@ static int record_write(cap_trace *T, PyObject *obj, PyObject *name, PyObject *v
         return CAP_ERR;
     if (v)
         PyList_SetItem(holder, 0, Py_NewRef(v));
-    PyObject *eff = Py_BuildValue("(OOOO)", obj, name, v ? v : Py_None, v ? Py_False : Py_True);
-    int rc = attrs && eff && PyDict_SetItem(attrs, name, holder) == 0 && PyList_Append(T->effects, eff) == 0
-                 ? CAP_NEXT : CAP_ERR;
+    rc = attrs && PyDict_SetItem(attrs, name, holder) == 0 ? CAP_NEXT : CAP_ERR;
     Py_DECREF(holder);
-    Py_XDECREF(eff);
     return rc;
 }
 
@@ -389,10 +395,17 @@ static int setattr_impl(cap_interp *I, PyObject *obj, PyObject *name, PyObject *
     if (cap_is_tensor(obj))
         return cap_t_break(T, CAP_B_TENSOR_ATTR_WRITE, "tensor attribute '%s' written",
                            PyUnicode_AsUTF8(name));
+    if (PyModule_Check(obj) && PyDict_CheckExact(PyModule_GetDict(obj))) {
+        /* A write to the module's dict (even of a module imported in the
+           trace: it outlives the call), which its functions' globals see. */
+        if (cap_t_const_source(T, PyModule_GetDict(obj)) < 0)
+            return CAP_ERR;
+        return cap_t_outside_item_write(I, PyModule_GetDict(obj), name, v);
+    }
     if (cap_t_outside(T, obj)) {
-        if (!cap_is_constant(obj) && !PyModule_Check(obj) && !PyType_Check(obj) &&
+        if (!cap_is_constant(obj) && !PyType_Check(obj) &&
             (generic ? plain_dict_attr(obj, name) : replayable_write(obj, name, v)))
-            return record_write(T, obj, name, v);
+            return record_write(I, obj, name, v);
         return cap_t_break(T, CAP_B_ATTR_WRITE, "attribute '%s' of a %s from outside %s",
                            PyUnicode_AsUTF8(name), cap_tpname(Py_TYPE(obj)),
                            v ? "written" : "deleted");
@@ -491,6 +504,18 @@ int cap_t_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out)
     if (cap_is_tensor(key))
         return cap_t_break(T, CAP_B_TENSOR_ITEM, "a tensor used as an index of a %s",
                            cap_tpname(Py_TYPE(obj)));
+    PyObject *written = NULL;
+    switch (PyDict_CheckExact(obj) ? cap_t_dict_written(T, obj, key, &written) : -1) {
+    case 1:
+        *out = Py_NewRef(written);
+        return CAP_NEXT;
+    case 0:
+        PyErr_SetObject(PyExc_KeyError, key);
+        return CAP_ERR;
+    }
+    int rc = cap_t_current(I, &obj);
+    if (rc != CAP_NEXT)
+        return rc;
     int src = cap_t_source_of(T, obj);
     PyObject *m = python_method(obj, "__getitem__", NULL);
     if (m) {
@@ -555,9 +580,13 @@ int cap_t_setitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject *v)
             return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "del of a tensor item");
         return cap_torch_setitem(T, (cap_tensor *)obj, key, v);
     }
-    if (cap_t_outside(T, obj))
+    if (cap_t_outside(T, obj)) {
+        int rc = cap_is_constant(obj) ? CAP_NONE : cap_t_outside_item_write(I, obj, key, v);
+        if (rc != CAP_NONE)
+            return rc;
         return cap_t_break(T, CAP_B_MUTATE_OUTSIDE, "item of a %s from outside %s",
                            cap_tpname(Py_TYPE(obj)), v ? "assigned" : "deleted");
+    }
     PyObject *m = python_method(obj, v ? "__setitem__" : "__delitem__", NULL);
     if (m) {
         PyObject *args[3] = {obj, key, v};
@@ -665,6 +694,9 @@ int cap_t_iter(cap_interp *I, PyObject *obj, PyObject **out)
     }
     if (cap_t_is_real_tensor(obj))
         return cap_t_real_tensor(T, obj, "iteration");
+    int rc = cap_t_current(I, &obj);
+    if (rc != CAP_NEXT)
+        return rc;
     int src = cap_t_source_of(T, obj);
     PyObject *list = NULL;
     if (plain_seq(obj)) {
@@ -888,6 +920,8 @@ PyObject *cap_t_flow(cap_trace *T, PyObject *obj)
         Py_XDECREF(list);
         return it;
     }
+    if (cap_t_current(T->I, &obj) != CAP_NEXT)
+        return NULL;
     int src = cap_t_source_of(T, obj);
     if (src < 0 || cap_is_constant(obj))
         return Py_NewRef(obj);

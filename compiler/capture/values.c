@@ -284,6 +284,21 @@ int cap_binop_resume(cap_interp *I, cap_frame *p, int arg, PyObject *a, PyObject
     return rc;
 }
 
+/* l += items on an outside list is l.extend(items), logged (trace_effects.c);
+ * other in-place operators on outside containers are breaks. */
+static int inplace_outside(cap_interp *I, int op, PyObject *a, PyObject *b, PyObject **out)
+{
+    int rc = (op & 0xff) == CAP_NB_ADD && PyList_CheckExact(a)
+                 ? cap_t_outside_mutator(I, a, "extend", &b, 1, NULL, out)
+                 : CAP_NONE;
+    if (rc == CAP_NONE)
+        return cap_t_break(I->T, CAP_B_MUTATE_OUTSIDE, "in-place %s= on a %s from outside",
+                           nb_sym[op & 0xff], cap_tpname(Py_TYPE(a)));
+    if (rc == CAP_NEXT)
+        Py_SETREF(*out, Py_NewRef(a));
+    return rc;
+}
+
 int cap_op_binary(cap_interp *I, int op, PyObject *a, PyObject *b, PyObject **out)
 {
     if (I->T) {
@@ -294,9 +309,12 @@ int cap_op_binary(cap_interp *I, int op, PyObject *a, PyObject *b, PyObject **ou
         if (op_has_python_dunder(op, a, b))
             return binop_from(I, op, a, b, ST_INPLACE, out);
         if ((op & CAP_NB_INPLACE) && cap_t_outside(I->T, a) && !cap_is_constant(a))
-            return cap_t_break(I->T, CAP_B_MUTATE_OUTSIDE, "in-place %s= on a %s from outside",
-                               nb_sym[op & 0xff], cap_tpname(Py_TYPE(a)));
-        int rc = cap_t_check_operands(I->T, a, b);
+            return inplace_outside(I, op, a, b, out);
+        int rc = cap_t_current(I, &a);
+        if (rc == CAP_NEXT)
+            rc = cap_t_current(I, &b);
+        if (rc == CAP_NEXT)
+            rc = cap_t_check_operands(I->T, a, b);
         if (rc != CAP_NEXT)
             return rc;
     }
@@ -313,7 +331,11 @@ int cap_op_compare(cap_interp *I, int cmp, PyObject *a, PyObject *b, PyObject **
             return cap_torch_compare(I->T, cmp, a, b, out);
         if (op_has_python_dunder(CMP_BASE + cmp, a, b))
             return binop_from(I, CMP_BASE + cmp, a, b, ST_REFLECTED_FIRST, out);
-        int rc = cap_t_check_operands(I->T, a, b);
+        int rc = cap_t_current(I, &a);
+        if (rc == CAP_NEXT)
+            rc = cap_t_current(I, &b);
+        if (rc == CAP_NEXT)
+            rc = cap_t_check_operands(I->T, a, b);
         if (rc != CAP_NEXT)
             return rc;
     }
@@ -359,7 +381,9 @@ int cap_op_truth(cap_interp *I, PyObject *v, int ret_arg, int *out)
             if (rc != CAP_NEXT)
                 return rc;
         }
-        int rc = cap_t_truth_guard(I->T, v);
+        int rc = cap_t_current(I, &v);
+        if (rc == CAP_NEXT)
+            rc = cap_t_truth_guard(I->T, v);
         if (rc != CAP_NEXT)
             return rc;
     }
@@ -406,7 +430,9 @@ int cap_op_contains(cap_interp *I, PyObject *container, PyObject *item, PyObject
             PyObject *args[2] = {container, item};
             return cap_call_inline(I, m, args, 2, NULL, RET_CONTAINS);
         }
-        int rc = cap_t_contains_guard(I->T, container, item);
+        int rc = cap_t_current(I, &container);
+        if (rc == CAP_NEXT)
+            rc = cap_t_contains_guard(I->T, container, item);
         if (rc != CAP_NEXT)
             return rc;
     }
@@ -466,7 +492,9 @@ int cap_op_delitem(cap_interp *I, PyObject *obj, PyObject *key)
 int cap_op_format(cap_interp *I, PyObject *v, int conv, PyObject *spec, PyObject **out)
 {
     if (I->T) {
-        int rc = cap_t_check_format(I->T, v);
+        int rc = cap_t_current(I, &v);
+        if (rc == CAP_NEXT)
+            rc = cap_t_check_format(I->T, v);
         if (rc != CAP_NEXT)
             return rc;
     }
@@ -487,6 +515,11 @@ int cap_op_format(cap_interp *I, PyObject *v, int conv, PyObject *spec, PyObject
 
 int cap_op_load_global(cap_interp *I, cap_frame *f, PyObject *name, PyObject **out)
 {
+    if (I->T) { /* a global this trace wrote */
+        int rc = cap_t_global_written(I, f, name, out);
+        if (rc != CAP_NONE)
+            return rc;
+    }
     PyObject *v = PyDict_GetItemWithError(f->globals, name);
     bool builtin = false;
     if (!v) {

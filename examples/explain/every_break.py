@@ -69,7 +69,8 @@ def b008(x):
 
 def b009(x):
     y = x + 1
-    STEPS.append(tuple(y.shape))
+    STEPS.append(tuple(y.shape))  # replayed after the graph: no break
+    STEPS.sort()  # not logged: runs for real
     return y * 2
 
 
@@ -87,7 +88,13 @@ class B010(nn.Module):
 def b011(x):
     global COUNT
     y = x * 2
-    COUNT = COUNT + 1
+    COUNT = COUNT + 1  # replayed after the graph: no break
+    saved = COUNT
+    del COUNT
+    try:
+        COUNT  # read after the delete: runs for real
+    except NameError:
+        COUNT = saved
     return y + 1
 
 

@@ -1138,21 +1138,21 @@ def tensor_branch(x):
     return y - 1
 
 
-@prog(lambda: (T(3, 4), []), graphs=2, breaks=1, codes=["PTC-B009"])
+@prog(lambda: (T(3, 4), []), graphs=1, breaks=0, codes=[])
 def append_to_input_list(x, out):
     y = x + 1
     out.append(y.shape[0])
     return y * 2, out
 
 
-@prog(x34, graphs=2, breaks=1, codes=["PTC-B009"])
+@prog(x34, graphs=1, breaks=0, codes=[], recompiles=1)
 def append_to_global_list(x):
     y = x.relu()
     LOG.append("called")
     return y + len(LOG)
 
 
-@prog(x34, graphs=2, breaks=1, codes=["PTC-B011"])
+@prog(x34, graphs=1, breaks=0, codes=[], recompiles=1)
 def global_write(x):
     global COUNTER
     y = x * 2
@@ -1160,7 +1160,7 @@ def global_write(x):
     return y + COUNTER
 
 
-@prog(x34, graphs=2, breaks=1, codes=["PTC-B009"])
+@prog(x34, graphs=1, breaks=0, codes=[])
 def dict_write_outside(x):
     y = x.sum(0)
     STATE["last"] = tuple(y.shape)
@@ -1238,7 +1238,7 @@ class _Recorder:
 RECORDER = _Recorder()
 
 
-@prog(x34, graphs=3, breaks=2, codes=["PTC-B009", "PTC-B016"])
+@prog(x34, graphs=2, breaks=1, codes=["PTC-B016"])
 def custom_context_manager(x):
     y = x * 2
     with RECORDER:
@@ -1284,7 +1284,7 @@ def break_in_loop(x):
     return x * 2
 
 
-@prog(x34, graphs=1, breaks=2, codes=["PTC-B005", "PTC-B015"])
+@prog(x34, graphs=1, breaks=1, codes=["PTC-B005"])
 def break_in_generator_expression(x):
     return sum(print("item", i) or x * i for i in range(3)) + 1
 
@@ -1307,7 +1307,7 @@ def break_inside_no_grad(x):
     return z, torch.is_grad_enabled()
 
 
-@prog(lambda: (T(3, 4), []), graphs=2, breaks=3, codes=["PTC-B009"])
+@prog(lambda: (T(3, 4), []), graphs=1, breaks=0, codes=[])
 def side_effect_order(x, log):
     log.append("a")
     y = x * 2

@@ -210,7 +210,7 @@ def inner_view_written_after_a_break(x):
     return y, v
 
 
-@prog(graphs=3, breaks=4)
+@prog(graphs=3, breaks=3)
 def views_kept_in_a_list_across_breaks(x):
     rows = []
     for i in range(2):

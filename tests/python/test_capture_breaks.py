@@ -70,8 +70,24 @@ def b008(x):
 
 def b009(x, out):
     y = x + 1
-    out.append(tuple(y.shape))
+    out.append(tuple(y.shape))  # logged and replayed after the graph: no break
+    out.sort()  # a mutation ptc does not log
     return y * 2
+
+
+TEMP = 0
+
+
+def b011(x):
+    global TEMP
+    y = x * 2
+    TEMP = 1  # logged and replayed after the graph: no break
+    del TEMP
+    try:
+        y = y + TEMP  # read after the delete: the read runs for real
+    except NameError:
+        TEMP = 0
+    return y + 1
 
 
 class B010(nn.Module):
@@ -205,7 +221,7 @@ CASES = {
     "PTC-B008": _prog(b008, x34, 2, 1, ["PTC-B008"]),
     "PTC-B009": _prog(b009, lambda: (T(3, 4), []), 2, 1, ["PTC-B009"]),
     "PTC-B010": _prog(None, x34, 2, 1, ["PTC-B010"], module=B010),
-    "PTC-B011": _prog(P.global_write, x34, 2, 1, ["PTC-B011"]),
+    "PTC-B011": _prog(b011, x34, 2, 1, ["PTC-B011"]),
     "PTC-B012": _prog(b012, x34, 2, 1, ["PTC-B012"]),
     "PTC-B013": _prog(b013, x34, 1, 1, ["PTC-B013"]),
     "PTC-B014": _prog(b014, x34, 2, 1, ["PTC-B014"]),

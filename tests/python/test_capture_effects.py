@@ -1,0 +1,306 @@
+"""Side effects on objects that existed before the call, inside the graph.
+
+As torch.compile does, ptc logs writes to outside lists and dicts (items,
+append/extend/insert/pop/remove/clear, update/pop/setdefault/clear, +=),
+attributes of outside objects and modules, globals and closure cells, and
+replays them after the graph in program order, with the values the graph
+computed; reads later in the same graph see the written values. main broke
+the graph at each of them (PTC-B009, B010, B011).
+
+Each program runs eagerly and under ptc.compile(backend="eager") for two
+calls from the same starting state: results, exceptions, printed text, the
+arguments and the global, module and closure state after each call must
+agree (values and identity), with no ptc warning, and the first call must
+report the pinned graph and break counts.
+"""
+import contextlib
+import io
+import sys
+import types
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import ptc  # noqa: E402
+
+LOG = []
+STATE = {}
+COUNTER = 0
+TEMP = None
+
+
+class Box:
+    pass
+
+
+OBJ = Box()
+mod = types.ModuleType("ptc_effects_mod")
+exec("CNT = 0\n\ndef read():\n    return CNT * 10\n", mod.__dict__)
+sys.modules["ptc_effects_mod"] = mod
+
+
+def make_counter():
+    n = 0
+
+    def bump(x):
+        nonlocal n
+        n += 1
+        return x * n
+
+    return bump
+
+
+bump = make_counter()
+
+
+def reset():
+    global COUNTER, TEMP
+    LOG.clear()
+    STATE.clear()
+    COUNTER = 0
+    TEMP = None
+    OBJ.__dict__.clear()
+    OBJ.n = 0
+    mod.CNT = 0
+    mod.__dict__.pop("VAL", None)
+    bump.__closure__[0].cell_contents = 0
+
+
+CASES = []
+
+
+def case(graphs, breaks, args=lambda: (torch.ones(2, 3),)):
+    def add(fn):
+        CASES.append(pytest.param(fn, args, graphs, breaks, id=fn.__name__))
+        return fn
+    return add
+
+
+with_list = lambda: (torch.ones(2, 3), [])
+
+
+@case(1, 0, with_list)
+def append_to_an_argument(x, out):
+    y = x + 1
+    out.append(y.shape[0])
+    out.append(y * 2)  # a graph output, stored after the graph ran
+    return y * 2
+
+
+@case(1, 0)
+def append_to_a_global_list_and_read_it(x):
+    LOG.append("called")
+    LOG.append(x.relu())
+    return x + len(LOG), LOG[-1] * 2
+
+
+@case(1, 0)
+def global_counter(x):
+    global COUNTER
+    COUNTER += 1
+    return x * 2 + COUNTER
+
+
+@case(1, 0)
+def global_created_and_deleted(x):
+    global TEMP
+    TEMP = x + 1
+    y = TEMP * 2
+    del TEMP
+    return y, "TEMP" in globals()
+
+
+@case(1, 0)
+def dict_items_written_in_order(x):
+    STATE["b"] = 1
+    STATE["a"] = x.sum(0)
+    del STATE["b"]
+    STATE["b"] = 3  # eager's key order: a, b
+    return STATE["a"] * 2, len(STATE), list(STATE)
+
+
+@case(1, 0)
+def dict_methods(x):
+    STATE.update({"a": 1}, b=x)
+    STATE.setdefault("c", 3)
+    kept = STATE.setdefault("a", 5)
+    popped = STATE.pop("b")
+    missing = STATE.pop("zz", None)
+    try:
+        STATE.pop("zz")
+    except KeyError:
+        pass
+    return popped * 2, kept, missing, sorted(STATE), STATE.get("c")
+
+
+@case(1, 0, with_list)
+def list_methods(x, log):
+    log.append(x)
+    log.insert(0, "first")
+    last = log.pop()
+    log.extend([1, 2, 3])
+    log.remove(2)
+    log[0] = "FIRST"
+    del log[-1]
+    log += [9]
+    return last + 1, list(log)
+
+
+@case(1, 0, with_list)
+def pop_clear_append(x, log):
+    log.append(1)
+    log.append(2)
+    top = log.pop()
+    log.clear()
+    log.append(x * 3)
+    return top, len(log)
+
+
+@case(1, 0, with_list)
+def two_names_for_one_list(x, log):
+    other = log
+    log.append(1)
+    other.append(x + 1)
+    return len(other), log[-1] * 2, other is log
+
+
+@case(1, 0, with_list)
+def appends_in_a_loop_then_reads(x, log):
+    for i in range(3):
+        log.append(x * i)
+    return sum(log[-3:]) + len(log)
+
+
+@case(1, 0)
+def attributes_of_an_outside_object(x):
+    OBJ.n += 1
+    OBJ.t = x * 2
+    return OBJ.t + OBJ.n
+
+
+@case(1, 0)
+def module_attributes_seen_by_its_functions(x):
+    import ptc_effects_mod as m
+    m.VAL = x * 3
+    m.CNT += 1
+    return m.VAL + m.CNT, m.read()
+
+
+@case(1, 0)
+def closure_cell_of_an_outside_function(x):
+    return bump(x) + bump(x)
+
+
+@case(2, 1, with_list)
+def writes_before_and_after_a_break(x, log):
+    log.append(x + 1)
+    print("between", len(log))
+    log.append(x + 2)
+    return x
+
+
+@case(1, 0, with_list)
+def write_inside_a_callback(x, log):
+    return list(map(lambda t: log.append(t * 2) or t, [x, x]))
+
+
+@case(0, 2, with_list)
+def callback_writes_then_breaks(x, log):
+    # map reruns for real from its start at the break: the trace is made
+    # again up to it, so the first item's writes happen once (main: twice).
+    inner = []
+
+    def f(i):
+        log.append(i)
+        inner.append(i)
+        if i == 1:
+            print("one")
+        return x * i
+
+    return sum(map(f, range(3))), inner, sum(f(i) for i in range(2))
+
+
+def norm(v):
+    if isinstance(v, torch.Tensor):
+        return ("tensor", v.dtype, v.tolist())
+    if isinstance(v, (list, tuple)):
+        return (type(v), [norm(i) for i in v])
+    if isinstance(v, dict):
+        return (type(v), [(k, norm(i)) for k, i in v.items()])
+    return (type(v), v)
+
+
+def snapshot():
+    return norm([LOG, STATE, COUNTER, globals().get("TEMP", "deleted"), dict(OBJ.__dict__), mod.CNT, mod.__dict__.get("VAL"),
+                 bump.__closure__[0].cell_contents])
+
+
+def observe(fn, args):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result = ("ok", norm(fn(*args)))
+        except Exception as e:  # the exception is the observable result
+            result = ("raised", type(e), str(e))
+    ptc_warnings = [str(w.message) for w in caught if str(w.message).startswith("ptc")]
+    return {"result": result, "stdout": out.getvalue(), "args": norm(list(args)), "state": snapshot(),
+            "warnings": ptc_warnings}
+
+
+def run_twice(fn, make_args):
+    reset()
+    return [observe(fn, make_args()) for _ in range(2)]
+
+
+def counts(compiled):
+    ex = ptc.ExplainOutput(list(compiled._events()), None)
+    return ex.graph_count, ex.break_count
+
+
+@pytest.mark.parametrize("fn,args,graphs,breaks", CASES)
+def test_like_eager(fn, args, graphs, breaks):
+    want = run_twice(fn, args)
+    compiled = ptc.compile(fn, backend="eager")
+    reset()
+    first = observe(compiled, args())
+    assert counts(compiled) == (graphs, breaks)
+    second = observe(compiled, args())
+    assert not first["warnings"] and not second["warnings"], first["warnings"] + second["warnings"]
+    assert [first, second] == want
+
+
+@pytest.mark.parametrize("fn,args,graphs,breaks", [c for c in CASES if c.values[3] == 0])
+def test_fullgraph_like_eager(fn, args, graphs, breaks):
+    """No break: fullgraph=True gives eager's answer and state."""
+    assert run_twice(ptc.compile(fn, backend="eager", fullgraph=True), args) == run_twice(fn, args)
+
+
+def test_a_growing_log_list_does_not_recompile():
+    """Appends read nothing of the list: no guard on its length."""
+    def f(x, log):
+        log.append(x * 2)
+        return x + 1
+
+    compiled = ptc.compile(f, backend="eager")
+    log, want = [], []
+    for i in range(5):
+        x = torch.full((2,), float(i))
+        compiled(x, log)
+        f(x, want)
+    assert norm(log) == norm(want)
+    assert [e for e in compiled._events() if e["kind"] == "compile"][1:] == []
+
+
+def test_outputs_stored_are_the_graphs_values():
+    """A tensor stored in an outside dict is the graph's output itself."""
+    def f(x, d):
+        y = x * 2
+        d["y"] = y
+        return y
+
+    d = {}
+    r = ptc.compile(f, backend="eager")(torch.ones(2), d)
+    assert d["y"] is r
