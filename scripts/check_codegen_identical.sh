@@ -7,10 +7,11 @@
 # byte for byte the same. Refactors of compiler/codegen run it before each
 # commit.
 #
-#   scripts/check_codegen_identical.sh [--quick] [--jobs N] REF_BUILD NEW_BUILD
+#   scripts/check_codegen_identical.sh [--quick | --medium] [--jobs N] REF_BUILD NEW_BUILD
 #
 # REF_BUILD and NEW_BUILD are build folders (holding tools/run/ptc-run).
-# --quick emits only the first graph of each file. Given the same build
+# --quick emits only the first graph of each file; --medium every graph for
+# llvm and sm_90, the first only for sm_80 and sm_70. Given the same build
 # twice, it only fills ref/ (to prime it while the new build compiles). Dumps go to
 # $PTC_CHECK_DIR (default /tmp/ptc-codegen-check-$USER): ref/ is reused
 # across runs while REF_BUILD's ptc-run is unchanged, new/ is made afresh.
@@ -23,6 +24,7 @@ jobs=4
 while [ $# -gt 2 ]; do
     case "$1" in
     --quick) quick=1; shift ;;
+    --medium) quick=2; shift ;;
     --jobs) jobs="$2"; shift 2 ;;
     *) break ;;
     esac
@@ -52,9 +54,14 @@ list="$dir/jobs$quick.txt"
         graphs=$(sed -n 's/^graph \([A-Za-z0-9_]*\)(.*/\1/p' "$f")
         [ -n "$graphs" ] || graphs="-"
         [ $quick -eq 1 ] && graphs=$(echo "$graphs" | head -1)
+        first=1
         for g in $graphs; do
             echo "$f $g llvm"
-            for a in $archs; do echo "$f $g ptx:$a"; done
+            for a in $archs; do
+                [ $quick -eq 2 ] && [ $first -eq 0 ] && [ $a != sm_90 ] && continue
+                echo "$f $g ptx:$a"
+            done
+            first=0
         done
     done
 ) >"$list"
@@ -88,12 +95,14 @@ mkdir -p "$dir/new"
 
 n=$(wc -l <"$list")
 echo "check_codegen_identical: $n emits per build ($(cut -d' ' -f1 "$list" | sort -u | wc -l) files)"
-xargs -P "$jobs" -L 1 bash -c 'dump "$0" "$1" "$2" "$3" "$4"' "$ref_run" "$dir/ref" <"$list"
 if [ "$ref_run" -ef "$new_run" ]; then
+    xargs -P "$jobs" -L 1 bash -c 'dump "$0" "$1" "$2" "$3" "$4"' "$ref_run" "$dir/ref" <"$list"
     echo "check_codegen_identical: one build given: ref/ primed"
     exit 0
 fi
-xargs -P "$jobs" -L 1 bash -c 'dump "$0" "$1" "$2" "$3" "$4"' "$new_run" "$dir/new" <"$list"
+# both sides of a job together: a difference shows in new/ as soon as it is made
+xargs -P "$jobs" -L 1 bash -c 'dump "$0" "$2" "$4" "$5" "$6"; dump "$1" "$3" "$4" "$5" "$6"' \
+    "$ref_run" "$new_run" "$dir/ref" "$dir/new" <"$list"
 
 # Compare only this run's jobs (ref/ may hold more from a full run).
 : >"$dir/diff.txt"
