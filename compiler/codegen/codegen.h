@@ -8,6 +8,9 @@
  * modules see kernels as plain C function pointers. The GPU backend
  * (compiler/codegen/cuda) turns each kernel into PTX for NVPTX targets
  * together with its launch plan; loading and launching are the runtime's.
+ * Both backends emit kernel bodies with one scalar-body emitter (body.c,
+ * with a table of what each target does its own way) and share the LLVM IR
+ * helpers of llmath.c; each keeps its loops, memory accesses and reductions.
  */
 #ifndef PTC_CODEGEN_H
 #define PTC_CODEGEN_H

@@ -448,17 +448,15 @@ static int bind_inputs(crun *r, const ptc_tensor *in, int *ordinal)
     }
     /* layouts: the kernels assume the strides of each input's type */
     for (int i = 0; i < p->ninputs; i++) {
-        const ptc_ttype *t = &p->in_types[i];
-        int64_t s = 1;
-        for (int d = t->ndim - 1; d >= 0; d--) {
-            int64_t want = t->layout == PTC_LAYOUT_STRIDED ? eval(r, t->strides[d]) : s;
-            s *= eval(r, t->shape[d]);
-            if (in[i].sizes[d] > 1 && in[i].strides[d] != want && ptc_tensor_numel(&in[i]) > 0)
+        int64_t want[PTC_MAX_DIMS];
+        ptc_exec_typed_strides(&r->b, &p->in_types[i], want);
+        for (int d = p->in_types[i].ndim - 1; d >= 0; d--)
+            if (in[i].sizes[d] > 1 && in[i].strides[d] != want[d] && ptc_tensor_numel(&in[i]) > 0)
                 return ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime",
                                   "input '%s' has stride %lld in dim %d where the program was "
                                   "compiled for %lld (recompile for this layout)",
-                                  p->in_names[i], (long long)in[i].strides[d], d, (long long)want);
-        }
+                                  p->in_names[i], (long long)in[i].strides[d], d,
+                                  (long long)want[d]);
     }
     return 0;
 }
@@ -556,30 +554,10 @@ static int plan_arena(crun *r)
     ptc_program *p = r->p;
     const ptc_mplan *mp = &p->sched->plan;
     int n = mp->nbufs;
-    int64_t *offset = mp->offset, size = mp->arena_bytes;
-    int64_t *dyn_off = NULL, *dyn_bytes = NULL;
-    if (!mp->is_static) {
-        dyn_off = calloc((size_t)n + 1, sizeof(int64_t));
-        dyn_bytes = calloc((size_t)n + 1, sizeof(int64_t));
-        for (int b = 0; b < n; b++) {
-            if (!mp->in_arena[b])
-                continue;
-            const ptc_lbuf *lb = p->prog->bufs[b];
-            int64_t bytes = (int64_t)ptc_dtype_size(lb->dtype);
-            for (int d = 0; d < lb->ndim; d++)
-                bytes *= eval(r, lb->shape[d]);
-            dyn_bytes[b] = bytes;
-        }
-        size = ptc_mplan_place(n, dyn_bytes, mp->first, mp->last, mp->in_arena, dyn_off);
-        if (ptc_mplan_check(n, dyn_bytes, mp->first, mp->last, mp->in_arena, dyn_off, size,
-                            r->err)) {
-            free(dyn_off);
-            free(dyn_bytes);
-            return -1;
-        }
-        offset = dyn_off;
-    }
-    int64_t temps = (size + 255) & ~(int64_t)255;
+    ptc_exec_arena a;
+    if (ptc_exec_arena_place(p, &r->b, &a, r->err))
+        return -1;
+    int64_t temps = (a.size + 255) & ~(int64_t)255;
     r->scratch_bytes = scratch_need(r);
     bool checks = false;
     for (int k = 0; k < p->sched->nkernels && !checks; k++)
@@ -616,9 +594,8 @@ static int plan_arena(crun *r)
     for (int b = 0; rc == 0 && b < n; b++) {
         if (!mp->in_arena[b])
             continue;
-        int64_t bytes = dyn_bytes ? dyn_bytes[b] : mp->nbytes[b];
-        r->bufptr[b] = bytes ? (void *)(uintptr_t)(base + (CUdeviceptr)offset[b])
-                             : (void *)(uintptr_t)r->dev->zeros;
+        r->bufptr[b] = a.bytes[b] ? (void *)(uintptr_t)(base + (CUdeviceptr)a.offset[b])
+                                  : (void *)(uintptr_t)r->dev->zeros;
     }
     r->scratch = r->scratch_bytes ? base + (CUdeviceptr)temps : 0;
     r->status = checks && rc == 0 ? base + (CUdeviceptr)scratch_end : 0;
@@ -627,8 +604,7 @@ static int plan_arena(crun *r)
         if (cr != CUDA_SUCCESS)
             rc = ptc_cuda_fail(r->err, cr, "clearing the checks' status record");
     }
-    free(dyn_off);
-    free(dyn_bytes);
+    ptc_exec_arena_free(&a);
     return rc;
 }
 
@@ -736,17 +712,8 @@ static int run_kernel(crun *r, int ki)
 
 static ptc_tensor view_tensor(crun *r, const ptc_lview *v)
 {
-    const ptc_lbuf *b = r->p->prog->bufs[v->buf];
-    ptc_tensor t = {0};
-    t.dtype = b->dtype;
-    t.ndim = v->ndim;
-    t.device = (ptc_device){PTC_DEV_CUDA, (int16_t)r->dev->ordinal};
-    for (int d = 0; d < v->ndim; d++) {
-        t.sizes[d] = eval(r, v->sizes[d]);
-        t.strides[d] = eval(r, v->strides[d]);
-    }
-    t.data = (char *)r->bufptr[v->buf] + eval(r, v->offset) * (int64_t)ptc_dtype_size(b->dtype);
-    return t;
+    ptc_device dev = {PTC_DEV_CUDA, (int16_t)r->dev->ordinal};
+    return ptc_exec_view(r->p, &r->b, r->bufptr, v, dev);
 }
 
 static int64_t buf_bytes(crun *r, const ptc_lbuf *b)
@@ -851,34 +818,10 @@ static int run_extern(crun *r, const ptc_lnode *n)
     for (int o = 0; o < 2; o++)
         if (n->out[o] >= 0 && r->p->prog->bufs[n->out[o]]->kind != PTC_LB_TEMP)
             fresh = false;
-    ptc_tensor in[16];
+    ptc_tensor in[16], outs[2] = {{0}};
     const ptc_tensor *inp[16];
-    for (int i = 0; i < n->nxin && i < 16; i++) {
-        if (n->xin[i].buf < 0) {
-            inp[i] = NULL;
-            continue;
-        }
-        in[i] = view_tensor(r, &n->xin[i]);
-        inp[i] = &in[i];
-    }
-    ptc_tensor outs[2] = {{0}};
-    int nout = 0;
-    for (int o = 0; o < 2; o++) {
-        if (n->out[o] < 0)
-            continue;
-        const ptc_lbuf *b = r->p->prog->bufs[n->out[o]];
-        ptc_tensor *t = &outs[nout++];
-        t->dtype = b->dtype;
-        t->ndim = b->ndim;
-        t->device = (ptc_device){PTC_DEV_CUDA, (int16_t)r->dev->ordinal};
-        int64_t s = 1;
-        for (int d = b->ndim - 1; d >= 0; d--) {
-            t->sizes[d] = eval(r, b->shape[d]);
-            t->strides[d] = s;
-            s *= t->sizes[d];
-        }
-        t->data = r->bufptr[b->id];
-    }
+    ptc_device dev = {PTC_DEV_CUDA, (int16_t)r->dev->ordinal};
+    ptc_exec_extern_args(r->p, &r->b, r->bufptr, n, dev, in, inp, outs);
     if (!fresh)
         return r->host->run_extern(r->host->ctx, n->xnode, inp, n->nxin, outs, r->err);
     ptc_tensor res[2] = {{0}};

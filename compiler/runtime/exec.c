@@ -48,21 +48,6 @@ static int64_t eval(run *r, ptc_dim d)
 
 /* ---- inputs ---------------------------------------------------------------------- */
 
-/* The strides the compiled code assumes for input i. */
-static void typed_strides(run *r, const ptc_ttype *t, int64_t *strides)
-{
-    if (t->layout == PTC_LAYOUT_STRIDED) {
-        for (int d = 0; d < t->ndim; d++)
-            strides[d] = eval(r, t->strides[d]);
-        return;
-    }
-    int64_t s = 1;
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        strides[d] = s;
-        s *= eval(r, t->shape[d]);
-    }
-}
-
 static int bind_inputs(run *r, const ptc_tensor *in)
 {
     ptc_program *p = r->p;
@@ -75,7 +60,7 @@ static int bind_inputs(run *r, const ptc_tensor *in)
             return ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime",
                               "input '%s' is not on the cpu", p->in_names[i]);
         int64_t want[PTC_MAX_DIMS];
-        typed_strides(r, &p->in_types[i], want);
+        ptc_exec_typed_strides(&r->b, &p->in_types[i], want);
         if (ptc_tensor_conform(&in[i], want, &r->conformed[i], p->in_names[i], r->err))
             return -1;
     }
@@ -105,60 +90,34 @@ static int plan_arena(run *r)
 {
     ptc_program *p = r->p;
     const ptc_mplan *mp = &p->sched->plan;
-    int n = mp->nbufs;
-    int64_t *offset = mp->offset, size = mp->arena_bytes;
-    int64_t *dyn_off = NULL, *dyn_bytes = NULL;
-    if (!mp->is_static) {
-        dyn_off = malloc(sizeof(int64_t) * (size_t)(n + 1));
-        dyn_bytes = malloc(sizeof(int64_t) * (size_t)(n + 1));
-        for (int b = 0; b < n; b++) {
-            dyn_bytes[b] = 0;
-            if (!mp->in_arena[b])
-                continue;
-            const ptc_lbuf *lb = p->prog->bufs[b];
-            int64_t bytes = (int64_t)ptc_dtype_size(lb->dtype);
-            for (int d = 0; d < lb->ndim; d++)
-                bytes *= eval(r, lb->shape[d]);
-            dyn_bytes[b] = bytes;
-        }
-        size = ptc_mplan_place(n, dyn_bytes, mp->first, mp->last, mp->in_arena, dyn_off);
-        if (ptc_mplan_check(n, dyn_bytes, mp->first, mp->last, mp->in_arena, dyn_off, size, r->err)) {
-            free(dyn_off);
-            free(dyn_bytes);
-            return -1;
-        }
-        offset = dyn_off;
-    }
+    ptc_exec_arena a;
+    if (ptc_exec_arena_place(p, &r->b, &a, r->err))
+        return -1;
     /* the program's cached arena, unless another run holds it */
     pthread_mutex_lock(&p->lock);
     if (!p->mem_busy) {
-        if (p->mem_size < (size_t)size) {
+        if (p->mem_size < (size_t)a.size) {
             free(p->mem);
-            p->mem = size ? aligned_alloc(64, (size_t)size) : NULL;
-            p->mem_size = p->mem ? (size_t)size : 0;
+            p->mem = a.size ? aligned_alloc(64, (size_t)a.size) : NULL;
+            p->mem_size = p->mem ? (size_t)a.size : 0;
         }
         p->mem_busy = true;
         r->mem = p->mem;
     }
     pthread_mutex_unlock(&p->lock);
-    if (!r->mem && size) {
-        r->mem = aligned_alloc(64, (size_t)size);
+    if (!r->mem && a.size) {
+        r->mem = aligned_alloc(64, (size_t)a.size);
         r->mem_owned = true;
     }
-    if (size && !r->mem) {
-        free(dyn_off);
-        free(dyn_bytes);
+    if (a.size && !r->mem) {
+        ptc_exec_arena_free(&a);
         return ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime", "out of memory (arena of %lld bytes)",
-                          (long long)size);
+                          (long long)a.size);
     }
-    for (int b = 0; b < n; b++) {
-        if (!mp->in_arena[b])
-            continue;
-        int64_t bytes = dyn_bytes ? dyn_bytes[b] : mp->nbytes[b];
-        r->bufptr[b] = bytes ? (char *)r->mem + offset[b] : (void *)empty_buffer;
-    }
-    free(dyn_off);
-    free(dyn_bytes);
+    for (int b = 0; b < mp->nbufs; b++)
+        if (mp->in_arena[b])
+            r->bufptr[b] = a.bytes[b] ? (char *)r->mem + a.offset[b] : (void *)empty_buffer;
+    ptc_exec_arena_free(&a);
     return 0;
 }
 
@@ -262,21 +221,6 @@ static int run_kernel_code(run *r, const ptc_kernel *k, const ptc_cpu_kernel *ck
     return r->status.code ? ptc_check_fail(&r->status, r->err) : 0;
 }
 
-static ptc_tensor view_tensor(run *r, const ptc_lview *v)
-{
-    const ptc_lbuf *b = r->p->prog->bufs[v->buf];
-    ptc_tensor t = {0};
-    t.dtype = b->dtype;
-    t.ndim = v->ndim;
-    t.device = PTC_CPU;
-    for (int d = 0; d < v->ndim; d++) {
-        t.sizes[d] = eval(r, v->sizes[d]);
-        t.strides[d] = eval(r, v->strides[d]);
-    }
-    t.data = (char *)r->bufptr[v->buf] + eval(r, v->offset) * (int64_t)ptc_dtype_size(b->dtype);
-    return t;
-}
-
 static int run_extern_code(run *r, const ptc_lnode *n);
 
 static int run_extern(run *r, const ptc_lnode *n)
@@ -291,37 +235,9 @@ static int run_extern(run *r, const ptc_lnode *n)
 
 static int run_extern_code(run *r, const ptc_lnode *n)
 {
-    ptc_tensor in[16];
+    ptc_tensor in[16], outs[2] = {{0}};
     const ptc_tensor *inp[16];
-    for (int i = 0; i < n->nxin && i < 16; i++) {
-        if (n->xin[i].buf < 0) {
-            inp[i] = NULL;
-            continue;
-        }
-        in[i] = view_tensor(r, &n->xin[i]);
-        inp[i] = &in[i];
-    }
-    ptc_tensor outs[2] = {{0}};
-    int nout = 0;
-    for (int o = 0; o < 2; o++) {
-        if (n->out[o] < 0)
-            continue;
-        const ptc_lbuf *b = r->p->prog->bufs[n->out[o]];
-        int64_t sizes[PTC_MAX_DIMS];
-        for (int d = 0; d < b->ndim; d++)
-            sizes[d] = eval(r, b->shape[d]);
-        int64_t s = 1;
-        ptc_tensor *t = &outs[nout++];
-        t->dtype = b->dtype;
-        t->ndim = b->ndim;
-        t->device = PTC_CPU;
-        for (int d = b->ndim - 1; d >= 0; d--) {
-            t->sizes[d] = sizes[d];
-            t->strides[d] = s;
-            s *= sizes[d];
-        }
-        t->data = r->bufptr[b->id];
-    }
+    ptc_exec_extern_args(r->p, &r->b, r->bufptr, n, PTC_CPU, in, inp, outs);
     if (n->xkind == PTC_XK_HOST && r->host && r->host->run_extern)
         return r->host->run_extern(r->host->ctx, n->xnode, inp, n->nxin, outs, r->err);
     return ptc_cextern_run(n->xnode, inp, n->nxin, outs, r->rng_offset, r->err);

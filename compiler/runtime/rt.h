@@ -79,4 +79,31 @@ typedef struct ptc_exec_alloc {
  * earlier one shares its tensor) and points bufptr[buffer] at each. */
 int ptc_exec_alloc_outputs(const ptc_program *p, const ptc_exec_alloc *a, ptc_tensor *outs,
                            void **bufptr, ptc_error *err);
+
+/* The strides the compiled code assumes for a tensor of type t (its own for
+ * a strided type, else contiguous) under a run's sizes. */
+void ptc_exec_typed_strides(const ptc_bindings *b, const ptc_ttype *t, int64_t *strides);
+
+/* Where the arena's buffers lie for a run's sizes: a static plan's offsets,
+ * or (symbolic sizes) offsets placed for the bound sizes, in owned (malloc'd;
+ * ptc_exec_arena_free). bytes[b]: buffer b's size (0: it points at an empty
+ * buffer). */
+typedef struct ptc_exec_arena {
+    const int64_t *offset, *bytes;
+    int64_t size; /* bytes the arena spans */
+    int64_t *owned;
+} ptc_exec_arena;
+int ptc_exec_arena_place(const ptc_program *p, const ptc_bindings *b, ptc_exec_arena *a,
+                         ptc_error *err);
+void ptc_exec_arena_free(ptc_exec_arena *a);
+
+/* An extern's arguments as tensors on dev: each input a view of its buffer
+ * (NULL where it has none; at most 16), each output (at most 2) its whole
+ * buffer, contiguous. Returns the number of outputs. */
+int ptc_exec_extern_args(const ptc_program *p, const ptc_bindings *b, void *const *bufptr,
+                         const ptc_lnode *n, ptc_device dev, ptc_tensor in[16],
+                         const ptc_tensor *inp[16], ptc_tensor outs[2]);
+/* The tensor of view v over bufptr[v->buf] on dev. */
+ptc_tensor ptc_exec_view(const ptc_program *p, const ptc_bindings *b, void *const *bufptr,
+                         const ptc_lview *v, ptc_device dev);
 #endif /* PTC_RT_H */

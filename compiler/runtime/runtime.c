@@ -489,3 +489,101 @@ int ptc_exec_alloc_outputs(const ptc_program *p, const ptc_exec_alloc *a, ptc_te
     }
     return 0;
 }
+
+void ptc_exec_typed_strides(const ptc_bindings *b, const ptc_ttype *t, int64_t *strides)
+{
+    if (t->layout == PTC_LAYOUT_STRIDED) {
+        for (int d = 0; d < t->ndim; d++)
+            strides[d] = ptc_exec_dim(b, t->strides[d]);
+        return;
+    }
+    int64_t s = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        strides[d] = s;
+        s *= ptc_exec_dim(b, t->shape[d]);
+    }
+}
+
+int ptc_exec_arena_place(const ptc_program *p, const ptc_bindings *b, ptc_exec_arena *a,
+                         ptc_error *err)
+{
+    const ptc_mplan *mp = &p->sched->plan;
+    int n = mp->nbufs;
+    *a = (ptc_exec_arena){mp->offset, mp->nbytes, mp->arena_bytes, NULL};
+    if (mp->is_static)
+        return 0;
+    int64_t *dyn_off = a->owned = calloc(2 * ((size_t)n + 1), sizeof(int64_t));
+    int64_t *dyn_bytes = dyn_off + n + 1;
+    for (int i = 0; i < n; i++) {
+        if (!mp->in_arena[i])
+            continue;
+        const ptc_lbuf *lb = p->prog->bufs[i];
+        int64_t bytes = (int64_t)ptc_dtype_size(lb->dtype);
+        for (int d = 0; d < lb->ndim; d++)
+            bytes *= ptc_exec_dim(b, lb->shape[d]);
+        dyn_bytes[i] = bytes;
+    }
+    a->size = ptc_mplan_place(n, dyn_bytes, mp->first, mp->last, mp->in_arena, dyn_off);
+    a->offset = dyn_off;
+    a->bytes = dyn_bytes;
+    if (ptc_mplan_check(n, dyn_bytes, mp->first, mp->last, mp->in_arena, dyn_off, a->size, err)) {
+        ptc_exec_arena_free(a);
+        return -1;
+    }
+    return 0;
+}
+
+void ptc_exec_arena_free(ptc_exec_arena *a)
+{
+    free(a->owned);
+    a->owned = NULL;
+}
+
+ptc_tensor ptc_exec_view(const ptc_program *p, const ptc_bindings *b, void *const *bufptr,
+                         const ptc_lview *v, ptc_device dev)
+{
+    const ptc_lbuf *lb = p->prog->bufs[v->buf];
+    ptc_tensor t = {0};
+    t.dtype = lb->dtype;
+    t.ndim = v->ndim;
+    t.device = dev;
+    for (int d = 0; d < v->ndim; d++) {
+        t.sizes[d] = ptc_exec_dim(b, v->sizes[d]);
+        t.strides[d] = ptc_exec_dim(b, v->strides[d]);
+    }
+    t.data =
+        (char *)bufptr[v->buf] + ptc_exec_dim(b, v->offset) * (int64_t)ptc_dtype_size(lb->dtype);
+    return t;
+}
+
+int ptc_exec_extern_args(const ptc_program *p, const ptc_bindings *b, void *const *bufptr,
+                         const ptc_lnode *n, ptc_device dev, ptc_tensor in[16],
+                         const ptc_tensor *inp[16], ptc_tensor outs[2])
+{
+    for (int i = 0; i < n->nxin && i < 16; i++) {
+        inp[i] = NULL;
+        if (n->xin[i].buf < 0)
+            continue;
+        in[i] = ptc_exec_view(p, b, bufptr, &n->xin[i], dev);
+        inp[i] = &in[i];
+    }
+    int nout = 0;
+    for (int o = 0; o < 2; o++) {
+        if (n->out[o] < 0)
+            continue;
+        const ptc_lbuf *lb = p->prog->bufs[n->out[o]];
+        ptc_tensor *t = &outs[nout++];
+        *t = (ptc_tensor){0};
+        t->dtype = lb->dtype;
+        t->ndim = lb->ndim;
+        t->device = dev;
+        int64_t s = 1;
+        for (int d = lb->ndim - 1; d >= 0; d--) {
+            t->sizes[d] = ptc_exec_dim(b, lb->shape[d]);
+            t->strides[d] = s;
+            s *= t->sizes[d];
+        }
+        t->data = bufptr[lb->id];
+    }
+    return nout;
+}

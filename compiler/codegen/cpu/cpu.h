@@ -2,36 +2,21 @@
 #ifndef PTC_CPU_H
 #define PTC_CPU_H
 
+#include "codegen/body.h"
 #include "codegen/codegen.h"
 
 #include <llvm-c/Core.h>
 #include <llvm-c/TargetMachine.h>
 
 typedef struct cg {
-    LLVMContextRef ctx;
-    LLVMModuleRef mod;
-    LLVMBuilderRef b;
-    LLVMValueRef fn; /* the kernel body function */
-    const ptc_schedule *s;
-    const ptc_kernel *k;
+    PTC_EMITTER_UNION;        /* ctx, mod, b, fn, entry, s, k, W, vec_var, ... (body.h) */
     int lanes;                /* vector width of the kernel's vector loops */
-    LLVMValueRef *bufptr;     /* per buffer id: base address (NULL: unused) */
-    LLVMValueRef *param;      /* per kernel param: i64 */
     LLVMValueRef params;      /* the i64 block: rng offset, params, status record address */
-    LLVMValueRef rng_offset;  /* i64 */
-    LLVMValueRef vars[3 * PTC_MAX_DIMS]; /* i64 value of each kernel variable */
-    int vec_var;              /* the variable of the current vector loop, -1 none */
-    int W;                    /* lanes of values being emitted (1: scalar) */
-    LLVMValueRef lane_mask;   /* <W x i1> active lanes of a masked tail, or NULL */
     int acc_set;              /* which set of lane accumulators an unrolled step uses */
-    LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, void_;
-    LLVMBasicBlockRef entry;  /* allocas go here */
     bool inject_wrong;        /* PTC_INJECT codegen:<op>:wrong: every stored value is off */
 } cg;
 
 /* Types and constants. */
-LLVMTypeRef cg_compute_type(cg *c, ptc_dtype dt);      /* scalar: f16 -> float, bool -> i1 */
-LLVMTypeRef cg_storage_type(cg *c, ptc_dtype dt);      /* scalar: f16 -> half, bool -> i8 */
 LLVMTypeRef cg_vec(cg *c, LLVMTypeRef t, int w);       /* t itself when w == 1 */
 LLVMValueRef cg_splat(cg *c, LLVMValueRef v, int w);   /* scalar -> vector (no-op for w 1) */
 int cg_width(LLVMValueRef x);                          /* lanes of a value (1: scalar) */
@@ -50,10 +35,8 @@ LLVMValueRef cg_tanh(cg *c, LLVMValueRef x, ptc_dtype dt);
 LLVMValueRef cg_erf(cg *c, LLVMValueRef x, ptc_dtype dt);
 LLVMValueRef cg_log1p(cg *c, LLVMValueRef x, ptc_dtype dt);
 LLVMValueRef cg_expm1(cg *c, LLVMValueRef x, ptc_dtype dt);
-/* uniform [0,1) and normal draws of the shared counter RNG (ops.h) */
-LLVMValueRef cg_rng_uniform(cg *c, LLVMValueRef key, LLVMValueRef idx);
-LLVMValueRef cg_rng_key(cg *c, int64_t seed);
-LLVMValueRef cg_randn(cg *c, LLVMValueRef key, LLVMValueRef idx, ptc_dtype dt);
+/* a normal draw of the shared counter RNG (ops.h) */
+LLVMValueRef cg_randn(cg *c, LLVMValueRef key, LLVMValueRef idx);
 
 /* Emits the kernel function `name` into c->mod (emit.c). */
 int cg_emit_kernel(cg *c, const char *name, ptc_error *err);

@@ -1,4 +1,6 @@
-/* LLVM IR for one kernel.
+/* LLVM IR for one kernel on the CPU: its loops, loads and stores, and
+ * reductions; the scalar bodies inside are codegen/body.c's, which asks this
+ * file's cpu_target for loads, f16 conversions and math calls.
  *
  * The kernel is a function over a range of its parallel outer iterations;
  * inside, the remaining outer loops and then each group's inner loops. The
@@ -24,14 +26,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-
-static bool is_float(ptc_dtype dt) { return ptc_dtype_is_float(dt); }
-static bool is_unsigned(ptc_dtype dt) { return dt == PTC_U8 || dt == PTC_BOOL; }
-
-static LLVMValueRef kconst(cg *c, ptc_dtype dt, double f, int64_t i, int w)
+static bool is_float(ptc_dtype dt)
 {
-    LLVMTypeRef t = cg_compute_type(c, dt);
-    return is_float(dt) ? cg_const_f(c, t, f, w) : cg_const_i(c, t, i, w);
+    return ptc_dtype_is_float(dt);
+}
+
+static cg *cpu_of(ptc_emitter *em)
+{
+    return (cg *)em;
 }
 
 /* ---- loops ------------------------------------------------------------------ */
@@ -67,150 +69,25 @@ static void loop_close(cg *c, loop *l)
     LLVMPositionBuilderAtEnd(c->b, l->exit);
 }
 
-/* ---- sizes and index expressions ----------------------------------------------- */
+/* ---- f16 / bf16 in memory: LLVM's half conversions, bf16 as bits ----------------------- */
 
-static LLVMValueRef dim_value(cg *c, ptc_dim d)
+static LLVMValueRef half_from_storage(ptc_emitter *em, LLVMValueRef v, ptc_dtype dt, int w)
 {
-    if (ptc_dim_is_static(d))
-        return LLVMConstInt(c->i64, (unsigned long long)d.value, 1);
-    for (int i = 0; i < c->k->nparams; i++)
-        if (ptc_dim_eq(c->k->params[i], d))
-            return c->param[i];
-    PTC_ASSERT(!"symbolic size missing from the kernel's params");
+    cg *c = cpu_of(em);
+    if (dt == PTC_F16)
+        return LLVMBuildFPExt(c->b, v, cg_vec(c, c->f32, w), "");
+    return ptc_ll_bf16_bits_to_f32(c->b, v);
 }
 
-static bool dim_is(ptc_dim d, int64_t v) { return ptc_dim_is_static(d) && d.value == v; }
-
-/* Does x vary across the lanes of the current vector loop? */
-static bool ix_varies(cg *c, const ptc_ix *x, LLVMValueRef *vals)
+static LLVMValueRef half_to_storage(ptc_emitter *em, LLVMValueRef v, ptc_dtype dt, int w)
 {
-    if (c->W == 1)
-        return false;
-    for (int i = 0; i < x->nterms; i++) {
-        const ptc_ixatom *at = x->terms[i].atom;
-        if (at->kind == PTC_IXA_VAR && at->id == c->vec_var)
-            return true;
-        if (at->kind == PTC_IXA_VAL && cg_width(vals[at->id]) > 1)
-            return true;
-        if ((at->kind == PTC_IXA_DIV || at->kind == PTC_IXA_MOD) && ix_varies(c, at->x, vals))
-            return true;
-    }
-    return false;
-}
-
-static LLVMValueRef lane_iota(cg *c, int w)
-{
-    LLVMValueRef ks[64];
-    for (int i = 0; i < w; i++)
-        ks[i] = LLVMConstInt(c->i64, (unsigned)i, 0);
-    return LLVMConstVector(ks, (unsigned)w);
-}
-
-static LLVMValueRef ix_emit(cg *c, const ptc_ix *x, LLVMValueRef *vals, int w);
-
-static LLVMValueRef atom_emit(cg *c, const ptc_ixatom *at, LLVMValueRef *vals, int w)
-{
-    LLVMBuilderRef b = c->b;
-    switch (at->kind) {
-    case PTC_IXA_VAR: {
-        LLVMValueRef v = c->vars[at->id];
-        PTC_ASSERT(v != NULL);
-        if (w > 1 && at->id == c->vec_var)
-            return LLVMBuildNSWAdd(b, cg_splat(c, v, w), lane_iota(c, w), "");
-        return cg_splat(c, v, w);
-    }
-    case PTC_IXA_VAL: {
-        LLVMValueRef v = vals[at->id];
-        LLVMTypeRef t = LLVMTypeOf(v);
-        LLVMTypeRef et = cg_width(v) > 1 ? LLVMGetElementType(t) : t;
-        if (et != c->i64) {
-            LLVMTypeRef to = cg_vec(c, c->i64, cg_width(v));
-            v = LLVMGetIntTypeWidth(et) == 1 ? LLVMBuildZExt(b, v, to, "") : LLVMBuildSExt(b, v, to, "");
-        }
-        return cg_splat(c, v, w);
-    }
-    default: {
-        LLVMValueRef x = ix_emit(c, at->x, vals, w);
-        LLVMValueRef d = cg_splat(c, dim_value(c, at->d), w);
-        ptc_arena *tmp = ptc_arena_new();
-        ptc_dim mx;
-        bool nonneg = ptc_ix_max(tmp, at->x, &mx);
-        ptc_arena_free(tmp);
-        if (nonneg)
-            return at->kind == PTC_IXA_DIV ? LLVMBuildUDiv(b, x, d, "") : LLVMBuildURem(b, x, d, "");
-        /* floor semantics for possibly negative operands (divisor > 0) */
-        LLVMValueRef q = LLVMBuildSDiv(b, x, d, ""), r = LLVMBuildSRem(b, x, d, "");
-        LLVMValueRef zero = cg_const_i(c, c->i64, 0, w);
-        LLVMValueRef adj = LLVMBuildICmp(b, LLVMIntSLT, r, zero, "");
-        if (at->kind == PTC_IXA_DIV)
-            return LLVMBuildSub(b, q, LLVMBuildZExt(b, adj, cg_vec(c, c->i64, w), ""), "");
-        return LLVMBuildSelect(b, adj, LLVMBuildAdd(b, r, d, ""), r, "");
-    }
-    }
-}
-
-static LLVMValueRef ix_emit(cg *c, const ptc_ix *x, LLVMValueRef *vals, int w)
-{
-    LLVMValueRef acc = cg_splat(c, dim_value(c, x->constant), w);
-    for (int i = 0; i < x->nterms; i++) {
-        LLVMValueRef a = atom_emit(c, x->terms[i].atom, vals, w);
-        if (!dim_is(x->terms[i].coeff, 1))
-            a = LLVMBuildNSWMul(c->b, a, cg_splat(c, dim_value(c, x->terms[i].coeff), w), "");
-        acc = LLVMBuildNSWAdd(c->b, acc, a, "");
-    }
-    return acc;
-}
-
-/* ---- storage conversions -------------------------------------------------------- */
-
-static LLVMValueRef from_storage(cg *c, LLVMValueRef v, ptc_dtype dt, int w)
-{
-    LLVMBuilderRef b = c->b;
-    switch (dt) {
-    case PTC_BOOL: return LLVMBuildICmp(b, LLVMIntNE, v, cg_const_i(c, c->i8, 0, w), "");
-    case PTC_F16: return LLVMBuildFPExt(b, v, cg_vec(c, c->f32, w), "");
-    case PTC_BF16: return ptc_ll_bf16_bits_to_f32(b, v);
-    default: return v;
-    }
-}
-
-static LLVMValueRef to_storage(cg *c, LLVMValueRef v, ptc_dtype dt, int w)
-{
-    LLVMBuilderRef b = c->b;
-    switch (dt) {
-    case PTC_BOOL: return LLVMBuildZExt(b, v, cg_vec(c, c->i8, w), "");
-    case PTC_F16: return LLVMBuildFPTrunc(b, v, cg_vec(c, c->f16, w), "");
-    case PTC_BF16: return ptc_ll_f32_to_bf16_bits(b, v);
-    default: return v;
-    }
-}
-
-/* Rounds an f32 value to f16 / bf16 precision (a cast in the body). */
-static LLVMValueRef round_to(cg *c, LLVMValueRef v, ptc_dtype dt, int w)
-{
-    if (dt != PTC_F16 && dt != PTC_BF16)
-        return v;
-    return from_storage(c, to_storage(c, v, dt, w), dt, w);
+    cg *c = cpu_of(em);
+    if (dt == PTC_F16)
+        return LLVMBuildFPTrunc(c->b, v, cg_vec(c, c->f16, w), "");
+    return ptc_ll_f32_to_bf16_bits(c->b, v);
 }
 
 /* ---- loads and stores ------------------------------------------------------------ */
-
-enum { ACC_CONTIG, ACC_UNIFORM, ACC_GATHER };
-
-static int access_kind(cg *c, const ptc_ix *off, LLVMValueRef *vals)
-{
-    if (!ix_varies(c, off, vals))
-        return ACC_UNIFORM;
-    bool nested;
-    ptc_dim k = ptc_ix_coeff(off, c->vec_var, &nested);
-    bool vals_vary = false;
-    for (int i = 0; i < off->nterms; i++)
-        if (off->terms[i].atom->kind == PTC_IXA_VAL && cg_width(vals[off->terms[i].atom->id]) > 1)
-            vals_vary = true;
-    if (!nested && !vals_vary && dim_is(k, 1))
-        return ACC_CONTIG;
-    return ACC_GATHER;
-}
 
 static LLVMValueRef all_true(cg *c, int w) { return cg_const_i(c, c->i1, 1, w); }
 
@@ -223,30 +100,34 @@ static LLVMValueRef and_masks(cg *c, LLVMValueRef a, LLVMValueRef b)
     return LLVMBuildAnd(c->b, a, b, "");
 }
 
-static LLVMValueRef emit_load(cg *c, const ptc_lexpr *e, LLVMValueRef *vals, int w)
+/* A load (the body emitter's): contiguous lanes are one vector load, lanes at one
+ * offset one scalar load and a splat, anything else a gather; masked-off lanes
+ * and lanes past a masked tail's end are never read. */
+static LLVMValueRef load(ptc_emitter *em, const ptc_lexpr *e, LLVMValueRef *vals, int w)
 {
+    cg *c = cpu_of(em);
     LLVMBuilderRef b = c->b;
     const ptc_lbuf *buf = c->s->prog->bufs[e->buf];
-    LLVMTypeRef st = cg_storage_type(c, buf->dtype);
+    LLVMTypeRef st = ptc_emit_storage_type(&c->em, buf->dtype);
     unsigned align = (unsigned)ptc_dtype_size(buf->dtype);
     LLVMValueRef base = c->bufptr[e->buf];
     PTC_ASSERT(base != NULL);
     LLVMValueRef mask = e->arg[0] >= 0 ? cg_splat(c, vals[e->arg[0]], w) : NULL;
     LLVMValueRef raw;
-    int kind = w == 1 ? ACC_UNIFORM : access_kind(c, e->idx[0], vals);
+    int kind = w == 1 ? PTC_ACC_UNIFORM : ptc_emit_access_kind(&c->em, e->idx[0], vals);
     /* lanes past the end of a masked tail must not be read either */
-    LLVMValueRef lanes = w > 1 && kind != ACC_UNIFORM ? c->lane_mask : NULL;
+    LLVMValueRef lanes = w > 1 && kind != PTC_ACC_UNIFORM ? c->lane_mask : NULL;
     LLVMValueRef vmask = and_masks(c, mask, lanes);
-    if (kind == ACC_UNIFORM && (!mask || w == 1)) {
-        LLVMValueRef off = ix_emit(c, e->idx[0], vals, 1);
+    if (kind == PTC_ACC_UNIFORM && (!mask || w == 1)) {
+        LLVMValueRef off = ptc_emit_ix(&c->em, e->idx[0], vals, 1);
         if (mask)
             off = LLVMBuildSelect(b, mask, off, LLVMConstInt(c->i64, 0, 0), "");
         LLVMValueRef p = LLVMBuildInBoundsGEP2(b, st, base, &off, 1, "");
         raw = LLVMBuildLoad2(b, st, p, "");
         LLVMSetAlignment(raw, align);
         raw = cg_splat(c, raw, w);
-    } else if (kind == ACC_CONTIG) {
-        LLVMValueRef off = ix_emit(c, e->idx[0], vals, 1);
+    } else if (kind == PTC_ACC_CONTIG) {
+        LLVMValueRef off = ptc_emit_ix(&c->em, e->idx[0], vals, 1);
         LLVMValueRef p = LLVMBuildInBoundsGEP2(b, st, base, &off, 1, "");
         LLVMTypeRef vt = cg_vec(c, st, w);
         if (vmask) {
@@ -258,7 +139,7 @@ static LLVMValueRef emit_load(cg *c, const ptc_lexpr *e, LLVMValueRef *vals, int
             LLVMSetAlignment(raw, align);
         }
     } else {
-        LLVMValueRef off = ix_emit(c, e->idx[0], vals, w);
+        LLVMValueRef off = ptc_emit_ix(&c->em, e->idx[0], vals, w);
         if (vmask)
             off = LLVMBuildSelect(b, vmask, off, cg_const_i(c, c->i64, 0, w), "");
         LLVMValueRef ptrs = LLVMBuildInBoundsGEP2(b, st, base, &off, 1, "");
@@ -268,16 +149,16 @@ static LLVMValueRef emit_load(cg *c, const ptc_lexpr *e, LLVMValueRef *vals, int
                                 LLVMConstNull(vt)};
         raw = cg_call_intrinsic(c, "llvm.masked.gather", over, 2, args, 4);
     }
-    LLVMValueRef v = from_storage(c, raw, buf->dtype, w);
+    LLVMValueRef v = ptc_emit_from_storage(&c->em, raw, buf->dtype, w);
     if (mask)
-        v = LLVMBuildSelect(b, mask, v, kconst(c, e->dtype, e->fval, e->ival, w), "");
+        v = LLVMBuildSelect(b, mask, v, ptc_emit_kconst(&c->em, e->dtype, e->fval, e->ival, w), "");
     return v;
 }
 
 /* PTC_INJECT=codegen:<op>:wrong: x*1.25+1 (integers x+1, bools !x). */
 static LLVMValueRef inject_wrong(cg *c, LLVMValueRef v, ptc_dtype dt, int w)
 {
-    LLVMTypeRef t = cg_compute_type(c, dt);
+    LLVMTypeRef t = ptc_emit_compute_type(&c->em, dt);
     if (dt == PTC_BOOL)
         return LLVMBuildXor(c->b, v, cg_const_i(c, t, 1, w), "");
     if (!is_float(dt))
@@ -291,17 +172,17 @@ static void emit_store(cg *c, int bufid, const ptc_ix *off, LLVMValueRef v, LLVM
 {
     LLVMBuilderRef b = c->b;
     const ptc_lbuf *buf = c->s->prog->bufs[bufid];
-    LLVMTypeRef st = cg_storage_type(c, buf->dtype);
+    LLVMTypeRef st = ptc_emit_storage_type(&c->em, buf->dtype);
     unsigned align = (unsigned)ptc_dtype_size(buf->dtype);
     LLVMValueRef base = c->bufptr[bufid];
     PTC_ASSERT(base != NULL);
     if (c->inject_wrong)
         v = inject_wrong(c, v, buf->dtype, w);
-    LLVMValueRef raw = to_storage(c, v, buf->dtype, w);
-    int kind = w == 1 ? ACC_UNIFORM : access_kind(c, off, vals);
+    LLVMValueRef raw = ptc_emit_to_storage(&c->em, v, buf->dtype, w);
+    int kind = w == 1 ? PTC_ACC_UNIFORM : ptc_emit_access_kind(&c->em, off, vals);
     LLVMValueRef lanes = w > 1 ? c->lane_mask : NULL;
-    if (kind == ACC_CONTIG || w == 1) {
-        LLVMValueRef o = ix_emit(c, off, vals, 1);
+    if (kind == PTC_ACC_CONTIG || w == 1) {
+        LLVMValueRef o = ptc_emit_ix(&c->em, off, vals, 1);
         LLVMValueRef p = LLVMBuildInBoundsGEP2(b, st, base, &o, 1, "");
         if (lanes) {
             LLVMTypeRef over[2] = {LLVMTypeOf(raw), c->ptr};
@@ -314,63 +195,19 @@ static void emit_store(cg *c, int bufid, const ptc_ix *off, LLVMValueRef v, LLVM
         return;
     }
     /* scatter (also for lanes that all store to one place: the last one wins) */
-    LLVMValueRef o = ix_emit(c, off, vals, w);
+    LLVMValueRef o = ptc_emit_ix(&c->em, off, vals, w);
     LLVMValueRef ptrs = LLVMBuildInBoundsGEP2(b, st, base, &o, 1, "");
     LLVMTypeRef over[2] = {LLVMTypeOf(raw), LLVMTypeOf(ptrs)};
     LLVMValueRef args[4] = {raw, ptrs, LLVMConstInt(c->i32, align, 0), lanes ? lanes : all_true(c, w)};
     cg_call_intrinsic(c, "llvm.masked.scatter", over, 2, args, 4);
 }
 
-/* ---- body entries ------------------------------------------------------------------ */
-
-static LLVMValueRef emit_cast(cg *c, LLVMValueRef v, ptc_dtype from, ptc_dtype to, int w)
-{
-    LLVMBuilderRef b = c->b;
-    LLVMTypeRef tt = cg_vec(c, cg_compute_type(c, to), w);
-    if (to == PTC_BOOL) {
-        if (is_float(from))
-            return LLVMBuildFCmp(b, LLVMRealUNE, v, kconst(c, from, 0, 0, w), "");
-        return LLVMBuildICmp(b, LLVMIntNE, v, kconst(c, from, 0, 0, w), "");
-    }
-    if (is_float(from) && is_float(to)) {
-        LLVMValueRef r = v;
-        if (from == PTC_F64 && to != PTC_F64)
-            r = LLVMBuildFPTrunc(b, v, tt, ""); /* via f32, like ptc_store_f64 */
-        else if (from != PTC_F64 && to == PTC_F64)
-            r = LLVMBuildFPExt(b, v, tt, "");
-        return round_to(c, r, to, w);
-    }
-    if (is_float(from)) {
-        /* float -> int truncates; out-of-range is undefined in torch too, but
-         * must not be poison here: freeze it */
-        LLVMValueRef r = is_unsigned(to) ? LLVMBuildFPToUI(b, v, tt, "") : LLVMBuildFPToSI(b, v, tt, "");
-        return LLVMBuildFreeze(b, r, "");
-    }
-    if (is_float(to)) {
-        LLVMValueRef r = is_unsigned(from) ? LLVMBuildUIToFP(b, v, tt, "") : LLVMBuildSIToFP(b, v, tt, "");
-        return round_to(c, r, to, w);
-    }
-    unsigned fb = LLVMGetIntTypeWidth(cg_compute_type(c, from)),
-             tb = LLVMGetIntTypeWidth(cg_compute_type(c, to));
-    if (fb == tb)
-        return v;
-    if (fb > tb)
-        return LLVMBuildTrunc(b, v, tt, "");
-    return is_unsigned(from) ? LLVMBuildZExt(b, v, tt, "") : LLVMBuildSExt(b, v, tt, "");
-}
-
-static LLVMValueRef fcall1(cg *c, const char *intr, LLVMValueRef x)
-{
-    LLVMTypeRef t = LLVMTypeOf(x);
-    return cg_call_intrinsic(c, intr, &t, 1, &x, 1);
-}
+/* ---- what the scalar-body emitter asks of the CPU ------------------------------------- */
 
 static const char *libm_name(int op, ptc_dtype dt)
 {
     bool d = dt == PTC_F64;
     switch (op) {
-    case PTC_L_LOG1P: return d ? "log1p" : "log1pf";
-    case PTC_L_EXPM1: return d ? "expm1" : "expm1f";
     case PTC_L_SIN: return d ? "sin" : "sinf";
     case PTC_L_COS: return d ? "cos" : "cosf";
     case PTC_L_ATAN2: return d ? "atan2" : "atan2f";
@@ -379,191 +216,35 @@ static const char *libm_name(int op, ptc_dtype dt)
     }
 }
 
-static LLVMValueRef emit_unary(cg *c, int op, ptc_dtype dt, LLVMValueRef x, int w)
+/* exp, log, tanh, erf, log1p and expm1 are mathfn.c's (vectorisable); the
+ * rest libm's, lane by lane. */
+static LLVMValueRef math(ptc_emitter *em, int op, ptc_dtype dt, LLVMValueRef x, LLVMValueRef y)
 {
-    LLVMBuilderRef b = c->b;
-    bool f = is_float(dt);
-    LLVMTypeRef st = cg_compute_type(c, dt);
+    cg *c = cpu_of(em);
     switch (op) {
-    case PTC_L_ABS:
-        if (f)
-            return fcall1(c, "llvm.fabs", x);
-        if (is_unsigned(dt))
-            return x;
-        return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, x, kconst(c, dt, 0, 0, w), ""),
-                               LLVMBuildNeg(b, x, ""), x, "");
-    case PTC_L_NEG: return f ? LLVMBuildFNeg(b, x, "") : LLVMBuildNeg(b, x, "");
     case PTC_L_EXP: return cg_exp(c, x, dt);
     case PTC_L_LOG: return cg_log(c, x, dt);
     case PTC_L_TANH: return cg_tanh(c, x, dt);
     case PTC_L_ERF: return cg_erf(c, x, dt);
     case PTC_L_LOG1P: return cg_log1p(c, x, dt);
     case PTC_L_EXPM1: return cg_expm1(c, x, dt);
-    case PTC_L_SIN:
-    case PTC_L_COS: return cg_libm(c, libm_name(op, dt), st, &x, 1);
-    case PTC_L_SQRT: return fcall1(c, "llvm.sqrt", x);
-    case PTC_L_RSQRT:
-        return LLVMBuildFDiv(b, kconst(c, dt, 1, 1, w), fcall1(c, "llvm.sqrt", x), "");
-    case PTC_L_RECIPROCAL: return LLVMBuildFDiv(b, kconst(c, dt, 1, 1, w), x, "");
-    case PTC_L_FLOOR: return f ? fcall1(c, "llvm.floor", x) : x;
-    case PTC_L_CEIL: return f ? fcall1(c, "llvm.ceil", x) : x;
-    case PTC_L_ROUND: return f ? fcall1(c, "llvm.roundeven", x) : x;
-    case PTC_L_TRUNC: return f ? fcall1(c, "llvm.trunc", x) : x;
-    case PTC_L_SIGN: {
-        LLVMValueRef zero = kconst(c, dt, 0, 0, w);
-        if (dt == PTC_BOOL)
-            return x;
-        LLVMValueRef pos = f ? LLVMBuildFCmp(b, LLVMRealOGT, x, zero, "")
-                             : LLVMBuildICmp(b, is_unsigned(dt) ? LLVMIntUGT : LLVMIntSGT, x, zero, "");
-        LLVMValueRef neg = f ? LLVMBuildFCmp(b, LLVMRealOLT, x, zero, "")
-                             : LLVMBuildICmp(b, LLVMIntSLT, x, zero, "");
-        LLVMValueRef r = LLVMBuildSelect(b, neg, kconst(c, dt, -1, -1, w), zero, "");
-        r = LLVMBuildSelect(b, pos, kconst(c, dt, 1, 1, w), r, "");
-        return f ? LLVMBuildSelect(b, ptc_ll_isnan(c->b, x), x, r, "") : r;
-    }
-    case PTC_L_BITWISE_NOT: return LLVMBuildNot(b, x, "");
-    case PTC_L_LOGICAL_NOT: return LLVMBuildNot(b, emit_cast(c, x, dt, PTC_BOOL, w), "");
-    case PTC_L_ISNAN:
-        return f ? ptc_ll_isnan(c->b, x) : cg_const_i(c, c->i1, 0, w);
-    default: PTC_ASSERT(!"not a unary op");
-    }
-}
-
-/* Integer power by squaring, in a helper function per type. */
-static LLVMValueRef ipow(cg *c, LLVMValueRef x, LLVMValueRef y, ptc_dtype dt)
-{
-    LLVMTypeRef t = cg_compute_type(c, dt);
-    char name[32];
-    snprintf(name, sizeof name, "ptc.ipow.%s", ptc_dtype_name(dt));
-    LLVMTypeRef params[2] = {t, t};
-    LLVMTypeRef ft = LLVMFunctionType(t, params, 2, 0);
-    LLVMValueRef fn = LLVMGetNamedFunction(c->mod, name);
-    if (!fn) {
-        fn = LLVMAddFunction(c->mod, name, ft);
-        LLVMSetLinkage(fn, LLVMInternalLinkage);
-        LLVMBuilderRef b = LLVMCreateBuilderInContext(c->ctx);
-        LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(c->ctx, fn, "entry");
-        LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(c->ctx, fn, "head");
-        LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(c->ctx, fn, "body");
-        LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->ctx, fn, "done");
-        LLVMPositionBuilderAtEnd(b, entry);
-        LLVMValueRef base0 = LLVMGetParam(fn, 0), e0 = LLVMGetParam(fn, 1);
-        LLVMValueRef one = LLVMConstInt(t, 1, 0), zero = LLVMConstInt(t, 0, 0);
-        LLVMBuildBr(b, head);
-        LLVMPositionBuilderAtEnd(b, head);
-        LLVMValueRef r = LLVMBuildPhi(b, t, "r"), bs = LLVMBuildPhi(b, t, "b"), e = LLVMBuildPhi(b, t, "e");
-        LLVMAddIncoming(r, &one, &entry, 1);
-        LLVMAddIncoming(bs, &base0, &entry, 1);
-        LLVMAddIncoming(e, &e0, &entry, 1);
-        LLVMValueRef more = LLVMBuildICmp(b, is_unsigned(dt) ? LLVMIntUGT : LLVMIntSGT, e, zero, "");
-        LLVMBuildCondBr(b, more, body, done);
-        LLVMPositionBuilderAtEnd(b, body);
-        LLVMValueRef odd = LLVMBuildTrunc(b, e, c->i1, "");
-        LLVMValueRef r2 = LLVMBuildSelect(b, odd, LLVMBuildMul(b, r, bs, ""), r, "");
-        LLVMValueRef b2 = LLVMBuildMul(b, bs, bs, "");
-        LLVMValueRef e2 = LLVMBuildLShr(b, e, one, "");
-        LLVMAddIncoming(r, &r2, &body, 1);
-        LLVMAddIncoming(bs, &b2, &body, 1);
-        LLVMAddIncoming(e, &e2, &body, 1);
-        LLVMBuildBr(b, head);
-        LLVMPositionBuilderAtEnd(b, done);
-        /* a negative exponent: 1 and -1 stay finite, anything else is 0 */
-        LLVMValueRef res = r;
-        if (!is_unsigned(dt)) {
-            LLVMValueRef neg = LLVMBuildICmp(b, LLVMIntSLT, e0, zero, "");
-            LLVMValueRef one_b = LLVMBuildICmp(b, LLVMIntEQ, base0, one, "");
-            LLVMValueRef m1 = LLVMBuildICmp(b, LLVMIntEQ, base0, LLVMConstAllOnes(t), "");
-            LLVMValueRef odd = LLVMBuildTrunc(b, e0, c->i1, "");
-            LLVMValueRef negv = LLVMBuildSelect(b, one_b, one,
-                                                LLVMBuildSelect(b, m1, LLVMBuildSelect(b, odd, base0, one, ""),
-                                                                zero, ""), "");
-            res = LLVMBuildSelect(b, neg, negv, r, "");
-        }
-        LLVMBuildRet(b, res);
-        LLVMDisposeBuilder(b);
-    }
-    int w = cg_width(x);
-    if (w == 1) {
+    default: {
+        const char *name = libm_name(op, dt);
+        PTC_ASSERT(name != NULL && "not a math function");
         LLVMValueRef a[2] = {x, y};
-        return LLVMBuildCall2(c->b, ft, fn, a, 2, "");
+        return cg_libm(c, name, ptc_emit_compute_type(em, dt), a, y ? 2 : 1);
     }
-    LLVMValueRef out = LLVMGetPoison(LLVMTypeOf(x));
-    for (int i = 0; i < w; i++) {
-        LLVMValueRef lane = LLVMConstInt(c->i32, (unsigned)i, 0);
-        LLVMValueRef a[2] = {LLVMBuildExtractElement(c->b, x, lane, ""),
-                             LLVMBuildExtractElement(c->b, y, lane, "")};
-        out = LLVMBuildInsertElement(c->b, out, LLVMBuildCall2(c->b, ft, fn, a, 2, ""), lane, "");
     }
-    return out;
 }
 
-static LLVMValueRef emit_pow(cg *c, ptc_dtype dt, LLVMValueRef x, LLVMValueRef y,
-                             const ptc_lexpr *ye)
+static LLVMValueRef fmod_(ptc_emitter *em, LLVMValueRef x, LLVMValueRef y)
 {
-    if (!is_float(dt))
-        return ipow(c, x, y, dt);
-    LLVMValueRef short_form =
-        ye && ye->op == PTC_L_CONST ? ptc_ll_pow_const(c->mod, c->b, x, ye->fval) : NULL;
-    if (short_form)
-        return short_form;
-    LLVMValueRef a[2] = {x, y};
-    return cg_libm(c, libm_name(PTC_L_POW, dt), cg_compute_type(c, dt), a, 2);
+    return LLVMBuildFRem(em->b, x, y, "");
 }
 
-/* y_uniform: the divisor is the same in every lane (a row's sum): a vector
- * division becomes one reciprocal, hoisted out of the loop, and a multiply
- * (at most an ulp from the quotient; torch's CPU softmax does the same). */
-static LLVMValueRef emit_binary(cg *c, const ptc_lbody *body, const ptc_lexpr *e, LLVMValueRef x,
-                                LLVMValueRef y, int w, bool y_uniform)
+static LLVMValueRef randn(ptc_emitter *em, LLVMValueRef key, LLVMValueRef idx)
 {
-    LLVMBuilderRef b = c->b;
-    ptc_dtype dt = body->e[e->arg[0]].dtype; /* operand dtype */
-    bool f = is_float(dt);
-    LLVMValueRef r;
-    switch (e->op) {
-    case PTC_L_ADD:
-        r = f ? LLVMBuildFAdd(b, x, y, "") : dt == PTC_BOOL ? LLVMBuildOr(b, x, y, "") : LLVMBuildAdd(b, x, y, "");
-        break;
-    case PTC_L_SUB:
-        r = f ? LLVMBuildFSub(b, x, y, "") : dt == PTC_BOOL ? LLVMBuildXor(b, x, y, "") : LLVMBuildSub(b, x, y, "");
-        break;
-    case PTC_L_MUL:
-        r = f ? LLVMBuildFMul(b, x, y, "") : dt == PTC_BOOL ? LLVMBuildAnd(b, x, y, "") : LLVMBuildMul(b, x, y, "");
-        break;
-    case PTC_L_DIV:
-        if (f && w > 1 && y_uniform)
-            r = LLVMBuildFMul(b, x, LLVMBuildFDiv(b, kconst(c, dt, 1, 1, w), y, ""), "");
-        else
-            r = f ? LLVMBuildFDiv(b, x, y, "") : ptc_ll_int_divmod(b, e->op, is_unsigned(dt), x, y);
-        break;
-    case PTC_L_FLOOR_DIVIDE:
-    case PTC_L_REMAINDER:
-        r = f ? ptc_ll_float_floordiv_rem(c->mod, b, e->op, x, y, LLVMBuildFRem(b, x, y, ""))
-              : ptc_ll_int_divmod(b, e->op, is_unsigned(dt), x, y);
-        break;
-    case PTC_L_POW:
-        r = emit_pow(c, dt, x, y, &body->e[e->arg[1]]);
-        break;
-    case PTC_L_MAXIMUM:
-        r = ptc_ll_minmax(c->b, true, dt, x, y);
-        break;
-    case PTC_L_MINIMUM:
-        r = ptc_ll_minmax(c->b, false, dt, x, y);
-        break;
-    case PTC_L_ATAN2: {
-        LLVMValueRef a[2] = {x, y};
-        r = cg_libm(c, libm_name(PTC_L_ATAN2, dt), cg_compute_type(c, dt), a, 2);
-        break;
-    }
-    case PTC_L_BITWISE_AND: r = LLVMBuildAnd(b, x, y, ""); break;
-    case PTC_L_BITWISE_OR: r = LLVMBuildOr(b, x, y, ""); break;
-    case PTC_L_BITWISE_XOR: r = LLVMBuildXor(b, x, y, ""); break;
-    default:
-        return ptc_ll_compare(b, e->op, dt, x, y);
-    }
-    if (f && dt != PTC_F32 && dt != PTC_F64)
-        r = round_to(c, r, dt, w); /* torch rounds f16/bf16 results per op */
-    return r;
+    return cg_randn(cpu_of(em), key, idx);
 }
 
 /* The call's status record: its address follows the params in the block. */
@@ -575,145 +256,33 @@ static LLVMValueRef status_ptr(void *ctx)
     return LLVMBuildLoad2(c->b, c->ptr, p, "status");
 }
 
-/* Lanes past the end of a masked tail computed on zeros: their checks pass. */
-static LLVMValueRef emit_check(cg *c, const ptc_lexpr *e, LLVMValueRef *v, int w)
-{
-    LLVMValueRef ok = v[e->arg[0]];
-    if (w > 1 && c->lane_mask)
-        ok = LLVMBuildOr(c->b, ok, LLVMBuildNot(c->b, c->lane_mask, ""), "");
-    return ptc_ll_check(c->mod, c->b, e->ival, ok, v[e->arg[1]], v[e->arg[2]], status_ptr, c);
-}
-
-/* Values of the entries of a member body; loads of buffers written earlier in
- * the same group at the same offset take the written value. */
-typedef struct fwd {
-    int n;
-    int buf[64];
-    const ptc_ix *off[64];
-    LLVMValueRef val[64];
-} fwd;
-
-/* Is entry i the same in every lane of the vector loop? */
-static bool entry_uniform(cg *c, const ptc_lexpr *e, LLVMValueRef *v, const bool *uni, bool forwarded)
-{
-    if (c->W == 1)
-        return true;
-    switch (e->op) {
-    case PTC_L_CONST: return true;
-    case PTC_L_LOAD:
-        return !forwarded && !ix_varies(c, e->idx[0], v) && (e->arg[0] < 0 || uni[e->arg[0]]);
-    case PTC_L_INDEX:
-    case PTC_L_RAND:
-    case PTC_L_RANDN: return !ix_varies(c, e->ix, v);
-    default:
-        for (int k = 0; k < ptc_lop_arity(e->op); k++)
-            if (!uni[e->arg[k]])
-                return false;
-        return true;
-    }
-}
-
-static LLVMValueRef *emit_body(cg *c, const ptc_lbody *body, int w, const fwd *fw)
-{
-    LLVMValueRef *v = calloc((size_t)body->n + 1, sizeof *v);
-    bool *uni = calloc((size_t)body->n + 1, sizeof *uni);
-    LLVMBuilderRef b = c->b;
-    for (int i = 0; i < body->n; i++) {
-        const ptc_lexpr *e = &body->e[i];
-        LLVMValueRef x = e->arg[0] >= 0 ? v[e->arg[0]] : NULL;
-        LLVMValueRef y = e->arg[1] >= 0 ? v[e->arg[1]] : NULL;
-        bool forwarded = false;
-        switch (e->op) {
-        case PTC_L_LOAD: {
-            LLVMValueRef hit = NULL;
-            for (int k = 0; fw && k < fw->n && !hit; k++)
-                if (fw->buf[k] == e->buf && ptc_ix_eq(fw->off[k], e->idx[0]))
-                    hit = fw->val[k];
-            if (hit && e->arg[0] >= 0)
-                hit = LLVMBuildSelect(b, cg_splat(c, v[e->arg[0]], w), hit,
-                                      kconst(c, e->dtype, e->fval, e->ival, w), "");
-            v[i] = hit ? hit : emit_load(c, e, v, w);
-            forwarded = hit != NULL;
-            break;
-        }
-        case PTC_L_CONST: v[i] = kconst(c, e->dtype, e->fval, e->ival, w); break;
-        case PTC_L_INDEX: v[i] = ix_emit(c, e->ix, v, w); break;
-        case PTC_L_RAND:
-        case PTC_L_RANDN: {
-            LLVMValueRef key = cg_rng_key(c, e->seed);
-            LLVMValueRef idx = ix_emit(c, e->ix, v, w);
-            LLVMValueRef u = e->op == PTC_L_RAND ? cg_rng_uniform(c, key, idx)
-                                                 : cg_randn(c, key, idx, e->dtype);
-            v[i] = emit_cast(c, u, PTC_F32, e->dtype, w);
-            break;
-        }
-        case PTC_L_CAST: v[i] = emit_cast(c, x, body->e[e->arg[0]].dtype, e->dtype, w); break;
-        case PTC_L_WHERE: v[i] = LLVMBuildSelect(b, x, y, v[e->arg[2]], ""); break;
-        case PTC_L_CHECK:
-            v[i] = emit_check(c, e, v, w);
-            break;
-        default:
-            if (ptc_lop_arity(e->op) == 1) {
-                v[i] = emit_unary(c, e->op, body->e[e->arg[0]].dtype, x, w);
-                if (is_float(e->dtype) && e->dtype != PTC_F32 && e->dtype != PTC_F64 &&
-                    e->op != PTC_L_ISNAN)
-                    v[i] = round_to(c, v[i], e->dtype, w);
-            } else {
-                v[i] = emit_binary(c, body, e, x, y, w, uni[e->arg[1]]);
-            }
-            break;
-        }
-        v[i] = cg_splat(c, v[i], w);
-        uni[i] = entry_uniform(c, e, v, uni, forwarded);
-    }
-    free(uni);
-    return v;
-}
+static const ptc_emit_target cpu_target = {
+    .f16_as_bits = false,
+    .uniform_div_as_mul = true,
+    .ipow_as_call = true,
+    .load = load,
+    .half_to_storage = half_to_storage,
+    .half_from_storage = half_from_storage,
+    .half_round = NULL,
+    .math = math,
+    .fmod = fmod_,
+    .randn = randn,
+    .status_ptr = status_ptr,
+};
 
 enum { UNROLL_COST = 32 };
 
 /* ---- reductions ------------------------------------------------------------------ */
-
-/* One member's reduction state: value / index / Welford mean and M2 / count. */
-typedef struct rv {
-    LLVMValueRef v, i, m, m2, n;
-} rv;
 
 typedef struct red {
     const ptc_kmember *mem;
     const ptc_lnode *n;
     ptc_dtype dt;     /* the reduced value's dtype */
     LLVMTypeRef t;    /* its compute type */
-    rv vec, vec2, sc; /* allocas: lane accumulators (two sets when unrolled), tail */
+    ptc_red_state vec, vec2, sc; /* allocas: lane accumulators (two sets when unrolled), tail */
 } red;
 
-static void red_identity(cg *c, const red *r, double *f, int64_t *i)
-{
-    bool fl = is_float(r->dt);
-    *f = 0;
-    *i = 0;
-    switch (r->n->reduce) {
-    case PTC_RED_PROD: *f = 1; *i = 1; break;
-    case PTC_RED_MAX:
-    case PTC_RED_ARGMAX:
-        *f = -INFINITY;
-        if (!fl)
-            *i = is_unsigned(r->dt) ? 0 : r->dt == PTC_I8 ? INT8_MIN : r->dt == PTC_I16 ? INT16_MIN
-                 : r->dt == PTC_I32 ? INT32_MIN : INT64_MIN;
-        break;
-    case PTC_RED_MIN:
-    case PTC_RED_ARGMIN:
-        *f = INFINITY;
-        if (!fl)
-            *i = r->dt == PTC_BOOL ? 1 : r->dt == PTC_U8 ? 255 : r->dt == PTC_I8 ? INT8_MAX
-                 : r->dt == PTC_I16 ? INT16_MAX : r->dt == PTC_I32 ? INT32_MAX : INT64_MAX;
-        break;
-    default: break;
-    }
-    (void)c;
-}
-
-static void red_alloc(cg *c, red *r, rv *acc, int w)
+static void red_alloc(cg *c, red *r, ptc_red_state *acc, int w)
 {
     acc->v = cg_alloca(c, cg_vec(c, r->t, w), "acc");
     acc->i = cg_alloca(c, cg_vec(c, c->i64, w), "acc.i");
@@ -725,93 +294,28 @@ static void red_alloc(cg *c, red *r, rv *acc, int w)
 static void store_(cg *c, LLVMValueRef p, LLVMValueRef v) { LLVMBuildStore(c->b, v, p); }
 static LLVMValueRef load_(cg *c, LLVMTypeRef t, LLVMValueRef p) { return LLVMBuildLoad2(c->b, t, p, ""); }
 
-static void red_init(cg *c, red *r, rv *acc, int w)
+static void red_init(cg *c, red *r, ptc_red_state *acc, int w)
 {
     double f;
     int64_t i;
-    red_identity(c, r, &f, &i);
-    store_(c, acc->v, kconst(c, r->dt, f, i, w));
+    ptc_emit_red_identity(r->n->reduce, r->dt, &f, &i);
+    store_(c, acc->v, ptc_emit_kconst(&c->em, r->dt, f, i, w));
     store_(c, acc->i, cg_const_i(c, c->i64, 0, w));
     if (r->n->reduce == PTC_RED_WELFORD) {
-        store_(c, acc->m, kconst(c, r->dt, 0, 0, w));
-        store_(c, acc->m2, kconst(c, r->dt, 0, 0, w));
+        store_(c, acc->m, ptc_emit_kconst(&c->em, r->dt, 0, 0, w));
+        store_(c, acc->m2, ptc_emit_kconst(&c->em, r->dt, 0, 0, w));
     }
     store_(c, acc->n, LLVMConstInt(c->i64, 0, 0));
 }
 
-/* Does b's (value, index) win over a's for argmax/argmin? Ties and NaNs go
- * to the first index, as torch does. */
-static LLVMValueRef arg_better(cg *c, const red *r, LLVMValueRef av, LLVMValueRef ai,
-                               LLVMValueRef bv, LLVMValueRef bi)
+static ptc_red_state red_combine(cg *c, const red *r, ptc_red_state a, ptc_red_state x, int w)
 {
-    LLVMBuilderRef b = c->b;
-    bool max = r->n->reduce == PTC_RED_ARGMAX;
-    LLVMValueRef earlier = LLVMBuildICmp(b, LLVMIntSLT, bi, ai, "");
-    if (!is_float(r->dt)) {
-        LLVMIntPredicate p = is_unsigned(r->dt) ? (max ? LLVMIntUGT : LLVMIntULT)
-                                                : (max ? LLVMIntSGT : LLVMIntSLT);
-        LLVMValueRef gt = LLVMBuildICmp(b, p, bv, av, "");
-        LLVMValueRef eq = LLVMBuildICmp(b, LLVMIntEQ, bv, av, "");
-        return LLVMBuildOr(b, gt, LLVMBuildAnd(b, eq, earlier, ""), "");
-    }
-    LLVMValueRef an = ptc_ll_isnan(c->b, av), bn = ptc_ll_isnan(c->b, bv);
-    LLVMValueRef gt = LLVMBuildFCmp(b, max ? LLVMRealOGT : LLVMRealOLT, bv, av, "");
-    LLVMValueRef eq = LLVMBuildFCmp(b, LLVMRealOEQ, bv, av, "");
-    LLVMValueRef num = LLVMBuildAnd(b, LLVMBuildNot(b, an, ""),
-                                    LLVMBuildOr(b, gt, LLVMBuildAnd(b, eq, earlier, ""), ""), "");
-    LLVMValueRef nan = LLVMBuildAnd(b, bn, LLVMBuildOr(b, LLVMBuildNot(b, an, ""), earlier, ""), "");
-    return LLVMBuildSelect(b, bn, nan, num, "");
-}
-
-/* Combines two states of width w (Welford counts as float in .n). */
-static rv red_combine(cg *c, const red *r, rv a, rv x, int w)
-{
-    LLVMBuilderRef b = c->b;
-    rv o = a;
-    switch (r->n->reduce) {
-    case PTC_RED_SUM:
-        o.v = is_float(r->dt) ? LLVMBuildFAdd(b, a.v, x.v, "")
-              : r->dt == PTC_BOOL ? LLVMBuildOr(b, a.v, x.v, "") : LLVMBuildAdd(b, a.v, x.v, "");
-        break;
-    case PTC_RED_PROD:
-        o.v = is_float(r->dt) ? LLVMBuildFMul(b, a.v, x.v, "")
-              : r->dt == PTC_BOOL ? LLVMBuildAnd(b, a.v, x.v, "") : LLVMBuildMul(b, a.v, x.v, "");
-        break;
-    case PTC_RED_MAX:
-        o.v = ptc_ll_minmax(c->b, true, r->dt, x.v, a.v);
-        break;
-    case PTC_RED_MIN:
-        o.v = ptc_ll_minmax(c->b, false, r->dt, x.v, a.v);
-        break;
-    case PTC_RED_ARGMAX:
-    case PTC_RED_ARGMIN: {
-        LLVMValueRef take = arg_better(c, r, a.v, a.i, x.v, x.i);
-        o.v = LLVMBuildSelect(b, take, x.v, a.v, "");
-        o.i = LLVMBuildSelect(b, take, x.i, a.i, "");
-        break;
-    }
-    case PTC_RED_WELFORD: {
-        LLVMValueRef zero = kconst(c, r->dt, 0, 0, w);
-        LLVMValueRef n = LLVMBuildFAdd(b, a.n, x.n, "");
-        LLVMValueRef pos = LLVMBuildFCmp(b, LLVMRealOGT, n, zero, "");
-        LLVMValueRef ns = LLVMBuildSelect(b, pos, n, kconst(c, r->dt, 1, 1, w), "");
-        LLVMValueRef delta = LLVMBuildFSub(b, x.m, a.m, "");
-        LLVMValueRef fb = LLVMBuildFDiv(b, x.n, ns, "");
-        o.m = LLVMBuildFAdd(b, a.m, LLVMBuildFMul(b, delta, fb, ""), "");
-        LLVMValueRef t = LLVMBuildFMul(b, LLVMBuildFMul(b, delta, delta, ""), a.n, "");
-        t = LLVMBuildFMul(b, t, fb, "");
-        o.m2 = LLVMBuildFAdd(b, LLVMBuildFAdd(b, a.m2, x.m2, ""), t, "");
-        o.n = n;
-        break;
-    }
-    default: PTC_ASSERT(!"unknown reduction");
-    }
-    return o;
+    return ptc_emit_red_combine(&c->em, r->n->reduce, r->dt, a, x, w);
 }
 
 static void red_update(cg *c, red *r, LLVMValueRef x, LLVMValueRef idx, int w)
 {
-    rv *acc = w == 1 ? &r->sc : c->acc_set ? &r->vec2 : &r->vec;
+    ptc_red_state *acc = w == 1 ? &r->sc : c->acc_set ? &r->vec2 : &r->vec;
     LLVMTypeRef vt = cg_vec(c, r->t, w);
     LLVMBuilderRef b = c->b;
     if (r->n->reduce == PTC_RED_WELFORD) {
@@ -826,12 +330,12 @@ static void red_update(cg *c, red *r, LLVMValueRef x, LLVMValueRef idx, int w)
         store_(c, acc->m2, m2);
         return;
     }
-    rv a = {load_(c, vt, acc->v), NULL, NULL, NULL, NULL};
-    rv e = {x, idx, NULL, NULL, NULL};
+    ptc_red_state a = {load_(c, vt, acc->v), NULL, NULL, NULL, NULL};
+    ptc_red_state e = {x, idx, NULL, NULL, NULL};
     bool arg = r->n->reduce == PTC_RED_ARGMAX || r->n->reduce == PTC_RED_ARGMIN;
     if (arg)
         a.i = load_(c, cg_vec(c, c->i64, w), acc->i);
-    rv o = red_combine(c, r, a, e, w);
+    ptc_red_state o = red_combine(c, r, a, e, w);
     if (w > 1 && c->lane_mask) {
         o.v = LLVMBuildSelect(b, c->lane_mask, o.v, a.v, "");
         if (arg)
@@ -856,10 +360,11 @@ static LLVMValueRef half_of(cg *c, LLVMValueRef v, int w, int part)
 }
 
 /* Loads an accumulator set as values (Welford count as float of the type). */
-static rv red_load(cg *c, const red *r, const rv *acc, int w)
+static ptc_red_state red_load(cg *c, const red *r, const ptc_red_state *acc, int w)
 {
     LLVMTypeRef vt = cg_vec(c, r->t, w);
-    rv o = {load_(c, vt, acc->v), load_(c, cg_vec(c, c->i64, w), acc->i), NULL, NULL, NULL};
+    ptc_red_state o = {load_(c, vt, acc->v), load_(c, cg_vec(c, c->i64, w), acc->i), NULL, NULL,
+                       NULL};
     if (r->n->reduce == PTC_RED_WELFORD) {
         o.m = load_(c, vt, acc->m);
         o.m2 = load_(c, vt, acc->m2);
@@ -869,25 +374,25 @@ static rv red_load(cg *c, const red *r, const rv *acc, int w)
     return o;
 }
 
-static rv red_final(cg *c, const red *r, bool had_vector, bool unrolled, int lanes)
+static ptc_red_state red_final(cg *c, const red *r, bool had_vector, bool unrolled, int lanes)
 {
-    rv s = red_load(c, r, &r->sc, 1);
+    ptc_red_state s = red_load(c, r, &r->sc, 1);
     if (!had_vector)
         return s;
-    rv v = red_load(c, r, &r->vec, lanes);
+    ptc_red_state v = red_load(c, r, &r->vec, lanes);
     if (unrolled)
         v = red_combine(c, r, v, red_load(c, r, &r->vec2, lanes), lanes);
     for (int w = lanes; w > 1; w /= 2) {
-        rv lo = {half_of(c, v.v, w, 0), half_of(c, v.i, w, 0), half_of(c, v.m, w, 0),
-                 half_of(c, v.m2, w, 0), half_of(c, v.n, w, 0)};
-        rv hi = {half_of(c, v.v, w, 1), half_of(c, v.i, w, 1), half_of(c, v.m, w, 1),
-                 half_of(c, v.m2, w, 1), half_of(c, v.n, w, 1)};
+        ptc_red_state lo = {half_of(c, v.v, w, 0), half_of(c, v.i, w, 0), half_of(c, v.m, w, 0),
+                            half_of(c, v.m2, w, 0), half_of(c, v.n, w, 0)};
+        ptc_red_state hi = {half_of(c, v.v, w, 1), half_of(c, v.i, w, 1), half_of(c, v.m, w, 1),
+                            half_of(c, v.m2, w, 1), half_of(c, v.n, w, 1)};
         v = red_combine(c, r, lo, hi, w / 2);
     }
     return red_combine(c, r, v, s, 1);
 }
 
-static void red_store(cg *c, const red *r, rv f)
+static void red_store(cg *c, const red *r, ptc_red_state f)
 {
     LLVMValueRef outs[2] = {f.v, NULL};
     switch (r->n->reduce) {
@@ -967,7 +472,8 @@ static void vector_loop(cg *c, int var, LLVMValueRef lo, LLVMValueRef hi, emit_f
         c->vars[var] = vhi;
         c->vec_var = var;
         c->W = lanes;
-        LLVMValueRef pos = LLVMBuildNSWAdd(b, cg_splat(c, vhi, lanes), lane_iota(c, lanes), "");
+        LLVMValueRef pos =
+            LLVMBuildNSWAdd(b, cg_splat(c, vhi, lanes), ptc_emit_lane_iota(&c->em, lanes), "");
         c->lane_mask = LLVMBuildICmp(b, LLVMIntSLT, pos, cg_splat(c, hi, lanes), "lanes");
         fn(c, ctx, lanes);
         c->lane_mask = NULL;
@@ -1004,7 +510,7 @@ static bool kernel_is_flat(const ptc_kernel *k)
 static void emit_members(cg *c, void *ctx, int w)
 {
     pwctx *p = ctx;
-    fwd fw;
+    ptc_emit_fwd fw;
     fw.n = 0;
     bool flat = kernel_is_flat(c->k);
     for (int g = p->g0; g < p->g1; g++) {
@@ -1012,16 +518,12 @@ static void emit_members(cg *c, void *ctx, int w)
         for (int m = 0; m < G->nmembers; m++) {
             const ptc_kmember *mem = &G->members[m];
             const ptc_lnode *n = c->s->prog->nodes[mem->node];
-            LLVMValueRef *v = emit_body(c, &mem->body, w, &fw);
+            LLVMValueRef *v = ptc_emit_body(&c->em, &mem->body, w, &fw);
             LLVMValueRef val = v[mem->value];
             int ob = n->out[0];
             if (!(flat && is_local_buf(c, ob)))
                 emit_store(c, ob, mem->store[0], val, v, w);
-            if (fw.n < 64) {
-                fw.buf[fw.n] = ob;
-                fw.off[fw.n] = mem->store[0];
-                fw.val[fw.n++] = val;
-            }
+            ptc_emit_fwd_add(&fw, ob, mem->store[0], val);
             free(v);
         }
     }
@@ -1032,12 +534,12 @@ static void emit_pw_inner(cg *c, const ptc_kgroup *G, int g, int d)
     int var = c->k->nouter + d;
     pwctx p = {G, g, g + 1};
     if (d == G->ninner - 1) {
-        vector_loop(c, var, LLVMConstInt(c->i64, 0, 0), dim_value(c, G->inner[d]), emit_members, &p,
-                    NULL, false, false);
+        vector_loop(c, var, LLVMConstInt(c->i64, 0, 0), ptc_emit_dim(&c->em, G->inner[d]),
+                    emit_members, &p, NULL, false, false);
         return;
     }
     loop l;
-    loop_open(c, &l, LLVMConstInt(c->i64, 0, 0), dim_value(c, G->inner[d]), 1, "inner");
+    loop_open(c, &l, LLVMConstInt(c->i64, 0, 0), ptc_emit_dim(&c->em, G->inner[d]), 1, "inner");
     c->vars[var] = l.iv;
     emit_pw_inner(c, G, g, d + 1);
     loop_close(c, &l);
@@ -1054,28 +556,24 @@ typedef struct redctx {
 static void emit_red_step(cg *c, void *ctx, int w)
 {
     redctx *r = ctx;
-    fwd fw;
+    ptc_emit_fwd fw;
     fw.n = 0;
     for (int m = 0; m < r->G->nmembers; m++) {
         red *rd = &r->reds[m];
         if (rd->n->kind == PTC_LN_POINTWISE) {
             /* a pointwise member inside the reduction loop: computed, stored
              * and handed to later members of this step */
-            LLVMValueRef *v = emit_body(c, &rd->mem->body, w, &fw);
+            LLVMValueRef *v = ptc_emit_body(&c->em, &rd->mem->body, w, &fw);
             int ob = rd->n->out[0];
             emit_store(c, ob, rd->mem->store[0], v[rd->mem->value], v, w);
-            if (fw.n < 64) {
-                fw.buf[fw.n] = ob;
-                fw.off[fw.n] = rd->mem->store[0];
-                fw.val[fw.n++] = v[rd->mem->value];
-            }
+            ptc_emit_fwd_add(&fw, ob, rd->mem->store[0], v[rd->mem->value]);
             free(v);
             continue;
         }
-        LLVMValueRef *v = emit_body(c, &rd->mem->body, w, &fw);
+        LLVMValueRef *v = ptc_emit_body(&c->em, &rd->mem->body, w, &fw);
         LLVMValueRef idx = NULL;
         if (rd->n->reduce == PTC_RED_ARGMAX || rd->n->reduce == PTC_RED_ARGMIN)
-            idx = ix_emit(c, r->ridx, v, w);
+            idx = ptc_emit_ix(&c->em, r->ridx, v, w);
         red_update(c, rd, v[rd->mem->value], idx, w);
         free(v);
     }
@@ -1090,12 +588,12 @@ static void emit_red_loops(cg *c, redctx *r, int d, bool *had_vector)
         return;
     }
     if (d == G->nred - 1) {
-        vector_loop(c, var, LLVMConstInt(c->i64, 0, 0), dim_value(c, G->red[d]), emit_red_step, r,
-                    had_vector, r->scalar_tail, r->unroll);
+        vector_loop(c, var, LLVMConstInt(c->i64, 0, 0), ptc_emit_dim(&c->em, G->red[d]),
+                    emit_red_step, r, had_vector, r->scalar_tail, r->unroll);
         return;
     }
     loop l;
-    loop_open(c, &l, LLVMConstInt(c->i64, 0, 0), dim_value(c, G->red[d]), 1, "red");
+    loop_open(c, &l, LLVMConstInt(c->i64, 0, 0), ptc_emit_dim(&c->em, G->red[d]), 1, "red");
     c->vars[var] = l.iv;
     emit_red_loops(c, r, d + 1, had_vector);
     loop_close(c, &l);
@@ -1106,7 +604,7 @@ static void emit_red_group(cg *c, const ptc_kgroup *G, int d, ptc_arena *tmp)
     int nouter = c->k->nouter;
     if (d < G->ninner) {
         loop l;
-        loop_open(c, &l, LLVMConstInt(c->i64, 0, 0), dim_value(c, G->inner[d]), 1, "kept");
+        loop_open(c, &l, LLVMConstInt(c->i64, 0, 0), ptc_emit_dim(&c->em, G->inner[d]), 1, "kept");
         c->vars[nouter + d] = l.iv;
         emit_red_group(c, G, d + 1, tmp);
         loop_close(c, &l);
@@ -1120,7 +618,7 @@ static void emit_red_group(cg *c, const ptc_kgroup *G, int d, ptc_arena *tmp)
         if (r->n->kind == PTC_LN_POINTWISE)
             continue;
         r->dt = r->mem->body.e[r->mem->value].dtype;
-        r->t = cg_compute_type(c, r->dt);
+        r->t = ptc_emit_compute_type(&c->em, r->dt);
         red_alloc(c, r, &r->vec, c->lanes);
         red_alloc(c, r, &r->vec2, c->lanes);
         red_alloc(c, r, &r->sc, 1);
@@ -1183,12 +681,12 @@ static void emit_outer(cg *c, int d, ptc_arena *tmp)
     }
     if (kernel_is_flat(k) && d == k->nouter - 1) {
         pwctx p = {NULL, 0, k->ngroups};
-        vector_loop(c, d, LLVMConstInt(c->i64, 0, 0), dim_value(c, k->outer[d]), emit_members, &p,
-                    NULL, false, false);
+        vector_loop(c, d, LLVMConstInt(c->i64, 0, 0), ptc_emit_dim(&c->em, k->outer[d]),
+                    emit_members, &p, NULL, false, false);
         return;
     }
     loop l;
-    loop_open(c, &l, LLVMConstInt(c->i64, 0, 0), dim_value(c, k->outer[d]), 1, "outer");
+    loop_open(c, &l, LLVMConstInt(c->i64, 0, 0), ptc_emit_dim(&c->em, k->outer[d]), 1, "outer");
     c->vars[d] = l.iv;
     emit_outer(c, d + 1, tmp);
     loop_close(c, &l);
@@ -1233,7 +731,8 @@ static void emit_body_fn(cg *c, ptc_arena *tmp)
         int64_t n = 1;
         for (int d = k->nouter; d < lb->ndim; d++)
             n *= lb->shape[d].value;
-        LLVMTypeRef at = LLVMArrayType(cg_storage_type(c, lb->dtype), (unsigned)(n > 0 ? n : 1));
+        LLVMTypeRef at =
+            LLVMArrayType(ptc_emit_storage_type(&c->em, lb->dtype), (unsigned)(n > 0 ? n : 1));
         c->bufptr[lb->id] = cg_alloca(c, at, "local");
     }
     c->rng_offset = LLVMBuildLoad2(c->b, c->i64, params, "rng.offset");
@@ -1254,7 +753,7 @@ static void emit_body_fn(cg *c, ptc_arena *tmp)
         loop_open(c, &l, begin, end, 1, "par");
         LLVMValueRef rem = l.iv;
         for (int d = k->npar - 1; d >= 1; d--) {
-            LLVMValueRef e = dim_value(c, k->outer[d]);
+            LLVMValueRef e = ptc_emit_dim(&c->em, k->outer[d]);
             c->vars[d] = LLVMBuildURem(c->b, rem, e, "");
             rem = LLVMBuildUDiv(c->b, rem, e, "");
         }
@@ -1268,6 +767,8 @@ static void emit_body_fn(cg *c, ptc_arena *tmp)
 int cg_emit_kernel(cg *c, const char *name, ptc_error *err)
 {
     const ptc_kernel *k = c->k;
+    c->target = &cpu_target;
+    c->ix = c->i64;
     int nargs = k->nargs;
     LLVMTypeRef *pt = calloc((size_t)nargs + 3, sizeof *pt);
     pt[0] = pt[1] = c->i64;

@@ -7,8 +7,8 @@
  * cancellation, and Eigen's odd rational approximations of tanh and erf
  * (relative error below 5e-7, one division, no branches). Special
  * values (nan, +-inf, overflow, gradual underflow) are handled with selects,
- * never branches. f64 goes to libm lane by lane. The RNG is the counter hash
- * of ops.h in integer vector code, bit for bit.
+ * never branches. f64 goes to libm lane by lane. Normal draws of the counter
+ * RNG use libm's logf and cosf, bit for bit with the reference.
  */
 #include "codegen/cpu/cpu.h"
 
@@ -245,46 +245,18 @@ LLVMValueRef cg_erf(cg *c, LLVMValueRef x, ptc_dtype dt)
     return erf_f32(c, x);
 }
 
-/* ---- the counter RNG (ops.h), bit for bit -------------------------------------- */
-
-static LLVMValueRef rng_mix(cg *c, LLVMValueRef x)
-{
-    int w = width_of(x);
-    LLVMBuilderRef b = c->b;
-    LLVMTypeRef t = c->i64;
-    x = LLVMBuildXor(b, x, LLVMBuildLShr(b, x, cg_const_i(c, t, 30, w), ""), "");
-    x = LLVMBuildMul(b, x, cg_const_i(c, t, (int64_t)0xbf58476d1ce4e5b9ULL, w), "");
-    x = LLVMBuildXor(b, x, LLVMBuildLShr(b, x, cg_const_i(c, t, 27, w), ""), "");
-    x = LLVMBuildMul(b, x, cg_const_i(c, t, (int64_t)0x94d049bb133111ebULL, w), "");
-    return LLVMBuildXor(b, x, LLVMBuildLShr(b, x, cg_const_i(c, t, 31, w), ""), "");
-}
-
-LLVMValueRef cg_rng_key(cg *c, int64_t seed)
-{
-    LLVMValueRef s = LLVMConstInt(c->i64, (uint64_t)seed * 0x9e3779b97f4a7c15ULL, 0);
-    return rng_mix(c, LLVMBuildAdd(c->b, s, c->rng_offset, "rng.key"));
-}
-
-LLVMValueRef cg_rng_uniform(cg *c, LLVMValueRef key, LLVMValueRef idx)
-{
-    int w = width_of(idx);
-    LLVMBuilderRef b = c->b;
-    LLVMValueRef h = rng_mix(c, LLVMBuildAdd(b, cg_splat(c, key, w), idx, ""));
-    h = LLVMBuildLShr(b, h, cg_const_i(c, c->i64, 40, w), "");
-    LLVMValueRef f = LLVMBuildUIToFP(b, h, cg_vec(c, c->f32, w), "");
-    return LLVMBuildFMul(b, f, fk(c, 1.0 / 16777216.0, w), "");
-}
+/* ---- normal draws of the counter RNG (ops.h; uniform draws are body.c's) -------- */
 
 /* ptc_rng_normal: sqrtf(-2 logf(1 - u0)) * cosf(2 pi u1), with libm's logf and
  * cosf so that the draws equal the reference's exactly. */
-LLVMValueRef cg_randn(cg *c, LLVMValueRef key, LLVMValueRef idx, ptc_dtype dt)
+LLVMValueRef cg_randn(cg *c, LLVMValueRef key, LLVMValueRef idx)
 {
     int w = width_of(idx);
     LLVMBuilderRef b = c->b;
     LLVMValueRef i2 = LLVMBuildShl(b, idx, cg_const_i(c, c->i64, 1, w), "");
-    LLVMValueRef u0 = cg_rng_uniform(c, key, i2);
+    LLVMValueRef u0 = ptc_emit_rng_uniform(&c->em, key, i2);
     LLVMValueRef u1 =
-        cg_rng_uniform(c, key, LLVMBuildAdd(b, i2, cg_const_i(c, c->i64, 1, w), ""));
+        ptc_emit_rng_uniform(&c->em, key, LLVMBuildAdd(b, i2, cg_const_i(c, c->i64, 1, w), ""));
     LLVMValueRef one_minus = LLVMBuildFSub(b, fk(c, 1.0, w), u0, "");
     LLVMValueRef lg = cg_libm(c, "logf", c->f32, &one_minus, 1);
     LLVMValueRef r = LLVMBuildFMul(b, fk(c, -2.0, w), lg, "");
@@ -292,7 +264,5 @@ LLVMValueRef cg_randn(cg *c, LLVMValueRef key, LLVMValueRef idx, ptc_dtype dt)
     r = cg_call_intrinsic(c, "llvm.sqrt", &ft, 1, &r, 1);
     LLVMValueRef ang = LLVMBuildFMul(b, fk(c, 6.28318530717958648, w), u1, "");
     LLVMValueRef cs = cg_libm(c, "cosf", c->f32, &ang, 1);
-    LLVMValueRef z = LLVMBuildFMul(b, r, cs, "");
-    (void)dt;
-    return z;
+    return LLVMBuildFMul(b, r, cs, "");
 }

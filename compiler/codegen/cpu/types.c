@@ -1,8 +1,8 @@
-/* Types, constants and calls for the CPU code generator: compute and storage
- * types of each dtype (f16/bf16 computed in f32, bools i1 in registers and
- * bytes in memory), constants splatted to a vector width, intrinsic and libm
- * calls (libm lane by lane, as it has no vector entry points), and allocas
- * placed in the entry block where LLVM's mem2reg finds them.
+/* Constants and calls for the CPU code generator (the dtypes' compute and
+ * storage types are body.c's): constants splatted to a vector width,
+ * intrinsic and libm calls (libm lane by lane, as it has no vector entry
+ * points), and allocas placed in the entry block where LLVM's mem2reg finds
+ * them.
  */
 #include "codegen/cpu/cpu.h"
 #include "codegen/llmath.h"
@@ -10,30 +10,6 @@
 #include <string.h>
 
 /* ---- types and constants ------------------------------------------------------ */
-
-LLVMTypeRef cg_compute_type(cg *c, ptc_dtype dt)
-{
-    switch (dt) {
-    case PTC_BOOL: return c->i1;
-    case PTC_U8:
-    case PTC_I8: return c->i8;
-    case PTC_I16: return c->i16;
-    case PTC_I32: return c->i32;
-    case PTC_I64: return c->i64;
-    case PTC_F64: return c->f64;
-    default: return c->f32;
-    }
-}
-
-LLVMTypeRef cg_storage_type(cg *c, ptc_dtype dt)
-{
-    switch (dt) {
-    case PTC_BOOL: return c->i8;
-    case PTC_F16: return c->f16;
-    case PTC_BF16: return c->i16;
-    default: return cg_compute_type(c, dt);
-    }
-}
 
 LLVMTypeRef cg_vec(cg *c, LLVMTypeRef t, int w)
 {

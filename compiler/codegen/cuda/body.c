@@ -1,4 +1,6 @@
-/* Scalar bodies for NVPTX.
+/* What the scalar-body emitter (codegen/body.c) asks of NVPTX: loads,
+ * stores and f16/bf16 conversions, fmod, the math functions, and the checks'
+ * status record.
  *
  * One thread evaluates a member body for W consecutive elements of its
  * vector variable (W-lane LLVM vectors, which NVPTX splits into scalar
@@ -9,13 +11,10 @@
  * a gather, which LLVM scalarises; masked loads branch around the memory
  * access, so masked-off lanes never touch memory.
  *
- * Index arithmetic uses the kernel's index type (i32 when every offset and
- * range of the kernel fits, i64 otherwise): 64-bit division is a long
- * software sequence on the GPU. Values of f16/bf16 are computed in f32 and
- * rounded at every op as the reference does; bools are i1 in registers and
- * bytes in memory. The semantics of every op follow the CPU emitter
- * (compiler/codegen/cpu/emit.c) exactly, so both backends agree with the
- * reference interpreter.
+ * f16/bf16 values are kept in memory as i16 bits and converted with PTX cvt
+ * instructions (inline assembly: LLVM 16's NVPTX has no bfloat conversions
+ * and miscompiles wide half vectors); their rounding after each op is one
+ * instruction where the target has it.
  */
 #include "codegen/cuda/gpu.h"
 #include "codegen/llmath.h"
@@ -24,41 +23,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+static gcg *gpu_of(ptc_emitter *em)
+{
+    return (gcg *)em;
+}
+
 /* ---- types and constants ----------------------------------------------------- */
-
-LLVMTypeRef g_compute_type(gcg *c, ptc_dtype dt)
-{
-    switch (dt) {
-    case PTC_BOOL:
-        return c->i1;
-    case PTC_U8:
-    case PTC_I8:
-        return c->i8;
-    case PTC_I16:
-        return c->i16;
-    case PTC_I32:
-        return c->i32;
-    case PTC_I64:
-        return c->i64;
-    case PTC_F64:
-        return c->f64;
-    default:
-        return c->f32;
-    }
-}
-
-LLVMTypeRef g_storage_type(gcg *c, ptc_dtype dt)
-{
-    switch (dt) {
-    case PTC_BOOL:
-        return c->i8;
-    case PTC_F16: /* as bits: LLVM 16's NVPTX miscompiles wide half vectors */
-    case PTC_BF16:
-        return c->i16;
-    default:
-        return g_compute_type(c, dt);
-    }
-}
 
 LLVMTypeRef g_vec(gcg *c, LLVMTypeRef t, int w)
 {
@@ -86,21 +56,6 @@ LLVMValueRef g_const_i(LLVMTypeRef t, int64_t v, int w)
     return ptc_ll_splat_const(LLVMConstInt(t, (unsigned long long)v, 1), w);
 }
 
-static bool is_float(ptc_dtype dt)
-{
-    return ptc_dtype_is_float(dt);
-}
-static bool is_unsigned(ptc_dtype dt)
-{
-    return dt == PTC_U8 || dt == PTC_BOOL;
-}
-
-LLVMValueRef g_kconst(gcg *c, ptc_dtype dt, double f, int64_t i, int w)
-{
-    LLVMTypeRef t = g_compute_type(c, dt);
-    return is_float(dt) ? g_const_f(t, f, w) : g_const_i(t, i, w);
-}
-
 LLVMValueRef g_intrinsic(gcg *c, const char *name, LLVMTypeRef *over, int nover, LLVMValueRef *args,
                          int nargs)
 {
@@ -110,110 +65,6 @@ LLVMValueRef g_intrinsic(gcg *c, const char *name, LLVMTypeRef *over, int nover,
 LLVMValueRef g_alloca(gcg *c, LLVMTypeRef t, const char *name)
 {
     return ptc_ll_alloca(c->b, c->entry, t, name);
-}
-
-/* ---- sizes and index expressions ---------------------------------------------- */
-
-LLVMValueRef g_dim(gcg *c, ptc_dim d)
-{
-    if (ptc_dim_is_static(d))
-        return LLVMConstInt(c->ix, (unsigned long long)d.value, 1);
-    for (int i = 0; i < c->k->nparams; i++)
-        if (ptc_dim_eq(c->k->params[i], d))
-            return c->param[i];
-    PTC_ASSERT(!"symbolic size missing from the kernel's params");
-}
-
-static bool dim_is(ptc_dim d, int64_t v)
-{
-    return ptc_dim_is_static(d) && d.value == v;
-}
-
-/* Does x vary across the lanes being emitted? */
-static bool ix_varies(gcg *c, const ptc_ix *x, LLVMValueRef *vals)
-{
-    if (c->W == 1)
-        return false;
-    for (int i = 0; i < x->nterms; i++) {
-        const ptc_ixatom *at = x->terms[i].atom;
-        if (at->kind == PTC_IXA_VAR && at->id == c->vec_var)
-            return true;
-        if (at->kind == PTC_IXA_VAL && g_width(vals[at->id]) > 1)
-            return true;
-        if ((at->kind == PTC_IXA_DIV || at->kind == PTC_IXA_MOD) && ix_varies(c, at->x, vals))
-            return true;
-    }
-    return false;
-}
-
-static LLVMValueRef lane_iota(gcg *c, int w)
-{
-    LLVMValueRef ks[16];
-    for (int i = 0; i < w; i++)
-        ks[i] = LLVMConstInt(c->ix, (unsigned)i, 0);
-    return LLVMConstVector(ks, (unsigned)w);
-}
-
-static LLVMValueRef to_index(gcg *c, LLVMValueRef v)
-{
-    LLVMTypeRef t = LLVMTypeOf(v);
-    int w = g_width(v);
-    LLVMTypeRef et = w > 1 ? LLVMGetElementType(t) : t;
-    if (et == c->ix)
-        return v;
-    LLVMTypeRef to = g_vec(c, c->ix, w);
-    unsigned bits = LLVMGetIntTypeWidth(et), ib = LLVMGetIntTypeWidth(c->ix);
-    if (bits == 1)
-        return LLVMBuildZExt(c->b, v, to, "");
-    if (bits > ib)
-        return LLVMBuildTrunc(c->b, v, to, "");
-    return LLVMBuildSExt(c->b, v, to, "");
-}
-
-static LLVMValueRef atom_emit(gcg *c, const ptc_ixatom *at, LLVMValueRef *vals, int w)
-{
-    LLVMBuilderRef b = c->b;
-    switch (at->kind) {
-    case PTC_IXA_VAR: {
-        LLVMValueRef v = c->vars[at->id];
-        PTC_ASSERT(v != NULL);
-        if (w > 1 && at->id == c->vec_var)
-            return LLVMBuildNSWAdd(b, g_splat(c, v, w), lane_iota(c, w), "");
-        return g_splat(c, v, w);
-    }
-    case PTC_IXA_VAL:
-        return g_splat(c, to_index(c, vals[at->id]), w);
-    default: {
-        LLVMValueRef x = g_ix(c, at->x, vals, w);
-        LLVMValueRef d = g_splat(c, g_dim(c, at->d), w);
-        ptc_arena *tmp = ptc_arena_new();
-        ptc_dim mx;
-        bool nonneg = ptc_ix_max(tmp, at->x, &mx);
-        ptc_arena_free(tmp);
-        if (nonneg)
-            return at->kind == PTC_IXA_DIV ? LLVMBuildUDiv(b, x, d, "")
-                                           : LLVMBuildURem(b, x, d, "");
-        /* floor semantics for possibly negative operands (divisor > 0) */
-        LLVMValueRef q = LLVMBuildSDiv(b, x, d, ""), r = LLVMBuildSRem(b, x, d, "");
-        LLVMValueRef zero = g_const_i(c->ix, 0, w);
-        LLVMValueRef adj = LLVMBuildICmp(b, LLVMIntSLT, r, zero, "");
-        if (at->kind == PTC_IXA_DIV)
-            return LLVMBuildSub(b, q, LLVMBuildZExt(b, adj, g_vec(c, c->ix, w), ""), "");
-        return LLVMBuildSelect(b, adj, LLVMBuildAdd(b, r, d, ""), r, "");
-    }
-    }
-}
-
-LLVMValueRef g_ix(gcg *c, const ptc_ix *x, LLVMValueRef *vals, int w)
-{
-    LLVMValueRef acc = g_splat(c, g_dim(c, x->constant), w);
-    for (int i = 0; i < x->nterms; i++) {
-        LLVMValueRef a = atom_emit(c, x->terms[i].atom, vals, w);
-        if (!dim_is(x->terms[i].coeff, 1))
-            a = LLVMBuildNSWMul(c->b, a, g_splat(c, g_dim(c, x->terms[i].coeff), w), "");
-        acc = LLVMBuildNSWAdd(c->b, acc, a, "");
-    }
-    return acc;
 }
 
 /* Inline PTX `code` applied lane by lane to x (and y when given). */
@@ -250,59 +101,39 @@ static LLVMValueRef asm_lanes(gcg *c, const char *code, const char *cons, LLVMTy
     return out;
 }
 
-/* ---- storage conversions -------------------------------------------------------- */
+/* ---- f16 / bf16 conversions -------------------------------------------------------- */
 
-LLVMValueRef g_from_storage(gcg *c, LLVMValueRef v, ptc_dtype dt, int w)
+static LLVMValueRef half_from_storage(ptc_emitter *em, LLVMValueRef v, ptc_dtype dt, int w)
 {
-    LLVMBuilderRef b = c->b;
-    switch (dt) {
-    case PTC_BOOL:
-        return LLVMBuildICmp(b, LLVMIntNE, v, g_const_i(c->i8, 0, w), "");
-    case PTC_F16:
+    gcg *c = gpu_of(em);
+    (void)w;
+    if (dt == PTC_F16)
         return asm_lanes(c, "cvt.f32.f16 $0, $1;", "=f,h", c->f32, v, NULL);
-    case PTC_BF16: {
-        if (c->sm >= 90)
-            return asm_lanes(c, "cvt.f32.bf16 $0, $1;", "=f,h", c->f32, v, NULL);
-        return ptc_ll_bf16_bits_to_f32(b, v);
-    }
-    default:
-        return v;
-    }
+    if (c->sm >= 90)
+        return asm_lanes(c, "cvt.f32.bf16 $0, $1;", "=f,h", c->f32, v, NULL);
+    return ptc_ll_bf16_bits_to_f32(c->b, v);
 }
 
-/* f32 -> bf16 bits, round to nearest even. sm_80 and later convert in one
- * instruction (cvt.rn.bf16.f32, as inline PTX: LLVM 16's NVPTX has no bfloat
- * conversions); older targets use integer arithmetic, nan quieted as
- * ptc_f32_to_bf16 does. */
-static LLVMValueRef to_bf16(gcg *c, LLVMValueRef v)
+/* f32 -> f16 / bf16 bits, round to nearest even. For bf16, sm_80 and later
+ * convert in one instruction (cvt.rn.bf16.f32); older targets use integer
+ * arithmetic, nan quieted as ptc_f32_to_bf16 does. */
+static LLVMValueRef half_to_storage(ptc_emitter *em, LLVMValueRef v, ptc_dtype dt, int w)
 {
+    gcg *c = gpu_of(em);
+    (void)w;
+    if (dt == PTC_F16)
+        return asm_lanes(c, "cvt.rn.f16.f32 $0, $1;", "=h,f", c->i16, v, NULL);
     if (c->sm >= 80)
         return asm_lanes(c, "cvt.rn.bf16.f32 $0, $1;", "=h,f", c->i16, v, NULL);
     return ptc_ll_f32_to_bf16_bits(c->b, v);
 }
 
-LLVMValueRef g_to_storage(gcg *c, LLVMValueRef v, ptc_dtype dt, int w)
+/* Rounds an f32 value to f16 / bf16 precision in one instruction where there
+ * is one (NULL: through the storage conversions). For bf16 on sm_80+, the
+ * upper half of cvt.rn.bf16x2 of (v, 0) is the rounded value's f32 bits. */
+static LLVMValueRef half_round(ptc_emitter *em, LLVMValueRef v, ptc_dtype dt, int w)
 {
-    LLVMBuilderRef b = c->b;
-    switch (dt) {
-    case PTC_BOOL:
-        return LLVMBuildZExt(b, v, g_vec(c, c->i8, w), "");
-    case PTC_F16:
-        return asm_lanes(c, "cvt.rn.f16.f32 $0, $1;", "=h,f", c->i16, v, NULL);
-    case PTC_BF16:
-        return to_bf16(c, v);
-    default:
-        return v;
-    }
-}
-
-/* Rounds an f32 value to f16 / bf16 precision (a cast in the body); for
- * bf16 on sm_80+ one instruction: the upper half of cvt.rn.bf16x2 of (v, 0)
- * is the rounded value's f32 bit pattern. */
-static LLVMValueRef round_to(gcg *c, LLVMValueRef v, ptc_dtype dt, int w)
-{
-    if (dt != PTC_F16 && dt != PTC_BF16)
-        return v;
+    gcg *c = gpu_of(em);
     if (dt == PTC_BF16 && c->sm >= 80) {
         LLVMValueRef r = asm_lanes(c, "cvt.rn.bf16x2.f32 $0, $1, $2;", "=r,f,f", c->i32, v,
                                    g_const_f(c->f32, 0, w));
@@ -311,29 +142,11 @@ static LLVMValueRef round_to(gcg *c, LLVMValueRef v, ptc_dtype dt, int w)
     if (dt == PTC_F16)
         return asm_lanes(c, "{ .reg .b16 t; cvt.rn.f16.f32 t, $1; cvt.f32.f16 $0, t; }", "=f,f",
                          c->f32, v, NULL);
-    return g_from_storage(c, g_to_storage(c, v, dt, w), dt, w);
+    return NULL;
 }
 
 /* ---- loads and stores ------------------------------------------------------------- */
 
-enum { ACC_UNIFORM, ACC_CONTIG, ACC_GATHER };
-
-static int access_kind(gcg *c, const ptc_ix *off, LLVMValueRef *vals)
-{
-    if (!ix_varies(c, off, vals))
-        return ACC_UNIFORM;
-    bool nested;
-    ptc_dim k = ptc_ix_coeff(off, c->vec_var, &nested);
-    for (int i = 0; i < off->nterms; i++)
-        if (off->terms[i].atom->kind == PTC_IXA_VAL && g_width(vals[off->terms[i].atom->id]) > 1)
-            return ACC_GATHER;
-    return !nested && dim_is(k, 1) ? ACC_CONTIG : ACC_GATHER;
-}
-
-/* Is a contiguous access at `off` aligned to W elements? The vector variable
- * starts every thread's lanes at a multiple of W, so every other term and the
- * constant must be multiples of W (the base pointer's alignment is checked
- * at launch). */
 static bool aligned_w(const ptc_ix *off, int vec_var, int w)
 {
     if (!ptc_dim_is_static(off->constant) || off->constant.value % w)
@@ -394,15 +207,16 @@ static LLVMValueRef emit_load(gcg *c, const ptc_lexpr *e, LLVMValueRef *vals, in
 {
     LLVMBuilderRef b = c->b;
     const ptc_lbuf *buf = c->s->prog->bufs[e->buf];
-    LLVMTypeRef st = g_storage_type(c, buf->dtype);
+    LLVMTypeRef st = ptc_emit_storage_type(&c->em, buf->dtype);
     unsigned esize = (unsigned)ptc_dtype_size(buf->dtype);
     LLVMValueRef mask = e->arg[0] >= 0 ? vals[e->arg[0]] : NULL;
-    int kind = w == 1 ? ACC_UNIFORM : access_kind(c, e->idx[0], vals);
+    int kind = w == 1 ? PTC_ACC_UNIFORM : ptc_emit_access_kind(&c->em, e->idx[0], vals);
     LLVMValueRef raw;
-    if (kind == ACC_UNIFORM && (!mask || g_width(mask) == 1)) {
-        raw = g_splat(c, scalar_load(c, e->buf, st, esize, g_ix(c, e->idx[0], vals, 1), mask), w);
-    } else if (kind == ACC_CONTIG && !mask) {
-        LLVMValueRef p = gep(c, st, e->buf, g_ix(c, e->idx[0], vals, 1));
+    if (kind == PTC_ACC_UNIFORM && (!mask || g_width(mask) == 1)) {
+        raw = g_splat(
+            c, scalar_load(c, e->buf, st, esize, ptc_emit_ix(&c->em, e->idx[0], vals, 1), mask), w);
+    } else if (kind == PTC_ACC_CONTIG && !mask) {
+        LLVMValueRef p = gep(c, st, e->buf, ptc_emit_ix(&c->em, e->idx[0], vals, 1));
         raw = LLVMBuildLoad2(b, g_vec(c, st, w), p, "");
         bool al = c->vector_form && aligned_w(e->idx[0], c->vec_var, w);
         LLVMSetAlignment(raw, al ? esize * (unsigned)w : esize);
@@ -410,7 +224,7 @@ static LLVMValueRef emit_load(gcg *c, const ptc_lexpr *e, LLVMValueRef *vals, in
             note_alignment(c, e->buf, esize * (unsigned)w);
     } else {
         /* lane by lane (LLVM scalarises the gather into branches per lane) */
-        LLVMValueRef off = g_ix(c, e->idx[0], vals, w);
+        LLVMValueRef off = ptc_emit_ix(&c->em, e->idx[0], vals, w);
         LLVMValueRef ptrs = LLVMBuildInBoundsGEP2(b, st, c->bufptr[e->buf], &off, 1, "");
         LLVMTypeRef vt = g_vec(c, st, w);
         LLVMTypeRef over[2] = {vt, LLVMTypeOf(ptrs)};
@@ -418,17 +232,18 @@ static LLVMValueRef emit_load(gcg *c, const ptc_lexpr *e, LLVMValueRef *vals, in
         LLVMValueRef args[4] = {ptrs, LLVMConstInt(c->i32, esize, 0), m, LLVMConstNull(vt)};
         raw = g_intrinsic(c, "llvm.masked.gather", over, 2, args, 4);
     }
-    LLVMValueRef v = g_from_storage(c, raw, buf->dtype, w);
+    LLVMValueRef v = ptc_emit_from_storage(&c->em, raw, buf->dtype, w);
     if (mask)
-        v = LLVMBuildSelect(b, g_splat(c, mask, w), v, g_kconst(c, e->dtype, e->fval, e->ival, w),
-                            "");
+        v = LLVMBuildSelect(b, g_splat(c, mask, w), v,
+                            ptc_emit_kconst(&c->em, e->dtype, e->fval, e->ival, w), "");
     return v;
 }
 
-/* A load through the row cache when one is active: read-only buffers only
+/* A load (the body emitter's), through the row cache when one is active: read-only buffers only
  * (nothing in the kernel writes them), unmasked loads only. */
-static LLVMValueRef cached_load(gcg *c, const ptc_lexpr *e, LLVMValueRef *vals, int w)
+static LLVMValueRef load(ptc_emitter *em, const ptc_lexpr *e, LLVMValueRef *vals, int w)
 {
+    gcg *c = gpu_of(em);
     gcache *ca = c->cache;
     bool ok = ca && e->arg[0] < 0 && !c->written[e->buf] && !ptc_ix_uses_val(e->idx[0]);
     for (int k = 0; ok && k < ca->n; k++)
@@ -450,12 +265,12 @@ void g_store(gcg *c, int bufid, const ptc_ix *off, LLVMValueRef v, LLVMValueRef 
 {
     LLVMBuilderRef b = c->b;
     const ptc_lbuf *buf = c->s->prog->bufs[bufid];
-    LLVMTypeRef st = g_storage_type(c, buf->dtype);
+    LLVMTypeRef st = ptc_emit_storage_type(&c->em, buf->dtype);
     unsigned esize = (unsigned)ptc_dtype_size(buf->dtype);
-    LLVMValueRef raw = g_to_storage(c, g_splat(c, v, w), buf->dtype, w);
-    int kind = w == 1 ? ACC_CONTIG : access_kind(c, off, vals);
-    if (kind == ACC_CONTIG) {
-        LLVMValueRef p = gep(c, st, bufid, g_ix(c, off, vals, 1));
+    LLVMValueRef raw = ptc_emit_to_storage(&c->em, g_splat(c, v, w), buf->dtype, w);
+    int kind = w == 1 ? PTC_ACC_CONTIG : ptc_emit_access_kind(&c->em, off, vals);
+    if (kind == PTC_ACC_CONTIG) {
+        LLVMValueRef p = gep(c, st, bufid, ptc_emit_ix(&c->em, off, vals, 1));
         LLVMValueRef s = LLVMBuildStore(b, raw, p);
         bool al = w > 1 && c->vector_form && aligned_w(off, c->vec_var, w);
         LLVMSetAlignment(s, al ? esize * (unsigned)w : esize);
@@ -464,187 +279,19 @@ void g_store(gcg *c, int bufid, const ptc_ix *off, LLVMValueRef v, LLVMValueRef 
         return;
     }
     /* scatter (lanes storing to one place: the last one wins) */
-    LLVMValueRef o = g_ix(c, off, vals, w);
+    LLVMValueRef o = ptc_emit_ix(&c->em, off, vals, w);
     LLVMValueRef ptrs = LLVMBuildInBoundsGEP2(b, st, c->bufptr[bufid], &o, 1, "");
     LLVMTypeRef over[2] = {LLVMTypeOf(raw), LLVMTypeOf(ptrs)};
     LLVMValueRef args[4] = {raw, ptrs, LLVMConstInt(c->i32, esize, 0), g_const_i(c->i1, 1, w)};
     g_intrinsic(c, "llvm.masked.scatter", over, 2, args, 4);
 }
 
-/* ---- arithmetic ------------------------------------------------------------------------ */
-
-static LLVMValueRef emit_cast(gcg *c, LLVMValueRef v, ptc_dtype from, ptc_dtype to, int w)
-{
-    LLVMBuilderRef b = c->b;
-    LLVMTypeRef tt = g_vec(c, g_compute_type(c, to), w);
-    if (to == PTC_BOOL) {
-        if (is_float(from))
-            return LLVMBuildFCmp(b, LLVMRealUNE, v, g_kconst(c, from, 0, 0, w), "");
-        return LLVMBuildICmp(b, LLVMIntNE, v, g_kconst(c, from, 0, 0, w), "");
-    }
-    if (is_float(from) && is_float(to)) {
-        LLVMValueRef r = v;
-        if (from == PTC_F64 && to != PTC_F64)
-            r = LLVMBuildFPTrunc(b, v, tt, ""); /* via f32, like ptc_store_f64 */
-        else if (from != PTC_F64 && to == PTC_F64)
-            r = LLVMBuildFPExt(b, v, tt, "");
-        return round_to(c, r, to, w);
-    }
-    if (is_float(from)) {
-        /* float -> int truncates; out-of-range is undefined in torch too, but
-         * must not be poison here: freeze it */
-        LLVMValueRef r =
-            is_unsigned(to) ? LLVMBuildFPToUI(b, v, tt, "") : LLVMBuildFPToSI(b, v, tt, "");
-        return LLVMBuildFreeze(b, r, "");
-    }
-    if (is_float(to)) {
-        LLVMValueRef r =
-            is_unsigned(from) ? LLVMBuildUIToFP(b, v, tt, "") : LLVMBuildSIToFP(b, v, tt, "");
-        return round_to(c, r, to, w);
-    }
-    unsigned fb = LLVMGetIntTypeWidth(g_compute_type(c, from)),
-             tb = LLVMGetIntTypeWidth(g_compute_type(c, to));
-    if (fb == tb)
-        return v;
-    if (fb > tb)
-        return LLVMBuildTrunc(b, v, tt, "");
-    return is_unsigned(from) ? LLVMBuildZExt(b, v, tt, "") : LLVMBuildSExt(b, v, tt, "");
-}
+/* ---- math ---------------------------------------------------------------------------- */
 
 static LLVMValueRef fcall1(gcg *c, const char *intr, LLVMValueRef x)
 {
     LLVMTypeRef t = LLVMTypeOf(x);
     return g_intrinsic(c, intr, &t, 1, &x, 1);
-}
-
-LLVMValueRef g_isnan(gcg *c, LLVMValueRef x)
-{
-    return ptc_ll_isnan(c->b, x);
-}
-
-static LLVMValueRef emit_unary(gcg *c, int op, ptc_dtype dt, LLVMValueRef x, int w)
-{
-    LLVMBuilderRef b = c->b;
-    bool f = is_float(dt);
-    switch (op) {
-    case PTC_L_ABS:
-        if (f)
-            return fcall1(c, "llvm.fabs", x);
-        if (is_unsigned(dt))
-            return x;
-        return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, x, g_kconst(c, dt, 0, 0, w), ""),
-                               LLVMBuildNeg(b, x, ""), x, "");
-    case PTC_L_NEG:
-        return f ? LLVMBuildFNeg(b, x, "") : LLVMBuildNeg(b, x, "");
-    case PTC_L_EXP:
-        return g_exp(c, x);
-    case PTC_L_LOG:
-        return g_log(c, x);
-    case PTC_L_TANH:
-        return g_tanh(c, x);
-    case PTC_L_ERF:
-        return g_erf(c, x);
-    case PTC_L_LOG1P:
-        return g_log1p(c, x);
-    case PTC_L_EXPM1:
-        return g_expm1(c, x);
-    case PTC_L_SIN:
-        return g_sin(c, x);
-    case PTC_L_COS:
-        return g_cos(c, x);
-    case PTC_L_SQRT:
-        return fcall1(c, "llvm.sqrt", x);
-    case PTC_L_RSQRT:
-        return LLVMBuildFDiv(b, g_kconst(c, dt, 1, 1, w), fcall1(c, "llvm.sqrt", x), "");
-    case PTC_L_RECIPROCAL:
-        return LLVMBuildFDiv(b, g_kconst(c, dt, 1, 1, w), x, "");
-    case PTC_L_FLOOR:
-        return f ? fcall1(c, "llvm.floor", x) : x;
-    case PTC_L_CEIL:
-        return f ? fcall1(c, "llvm.ceil", x) : x;
-    case PTC_L_ROUND:
-        return f ? fcall1(c, "llvm.roundeven", x) : x;
-    case PTC_L_TRUNC:
-        return f ? fcall1(c, "llvm.trunc", x) : x;
-    case PTC_L_SIGN: {
-        LLVMValueRef zero = g_kconst(c, dt, 0, 0, w);
-        if (dt == PTC_BOOL)
-            return x;
-        LLVMValueRef pos =
-            f ? LLVMBuildFCmp(b, LLVMRealOGT, x, zero, "")
-              : LLVMBuildICmp(b, is_unsigned(dt) ? LLVMIntUGT : LLVMIntSGT, x, zero, "");
-        LLVMValueRef neg = f ? LLVMBuildFCmp(b, LLVMRealOLT, x, zero, "")
-                             : LLVMBuildICmp(b, LLVMIntSLT, x, zero, "");
-        LLVMValueRef r = LLVMBuildSelect(b, neg, g_kconst(c, dt, -1, -1, w), zero, "");
-        r = LLVMBuildSelect(b, pos, g_kconst(c, dt, 1, 1, w), r, "");
-        return f ? LLVMBuildSelect(b, g_isnan(c, x), x, r, "") : r;
-    }
-    case PTC_L_BITWISE_NOT:
-        return LLVMBuildNot(b, x, "");
-    case PTC_L_LOGICAL_NOT:
-        return LLVMBuildNot(b, emit_cast(c, x, dt, PTC_BOOL, w), "");
-    case PTC_L_ISNAN:
-        return f ? g_isnan(c, x) : g_const_i(c->i1, 0, w);
-    default:
-        PTC_ASSERT(!"not a unary op");
-    }
-}
-
-/* Integer power by squaring (a loop; exponents are small in practice). */
-static LLVMValueRef ipow_scalar(gcg *c, LLVMValueRef base0, LLVMValueRef e0, ptc_dtype dt)
-{
-    LLVMBuilderRef b = c->b;
-    LLVMTypeRef t = g_compute_type(c, dt);
-    LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
-    LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "ipow");
-    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "ipow.body");
-    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "ipow.done");
-    LLVMValueRef one = LLVMConstInt(t, 1, 0), zero = LLVMConstInt(t, 0, 0);
-    LLVMBuildBr(b, head);
-    LLVMPositionBuilderAtEnd(b, head);
-    LLVMValueRef r = LLVMBuildPhi(b, t, ""), bs = LLVMBuildPhi(b, t, ""),
-                 e = LLVMBuildPhi(b, t, "");
-    LLVMAddIncoming(r, &one, &pre, 1);
-    LLVMAddIncoming(bs, &base0, &pre, 1);
-    LLVMAddIncoming(e, &e0, &pre, 1);
-    LLVMValueRef more = LLVMBuildICmp(b, is_unsigned(dt) ? LLVMIntUGT : LLVMIntSGT, e, zero, "");
-    LLVMBuildCondBr(b, more, body, done);
-    LLVMPositionBuilderAtEnd(b, body);
-    LLVMValueRef odd = LLVMBuildTrunc(b, e, c->i1, "");
-    LLVMValueRef r2 = LLVMBuildSelect(b, odd, LLVMBuildMul(b, r, bs, ""), r, "");
-    LLVMValueRef b2 = LLVMBuildMul(b, bs, bs, "");
-    LLVMValueRef e2 = LLVMBuildLShr(b, e, one, "");
-    LLVMAddIncoming(r, &r2, &body, 1);
-    LLVMAddIncoming(bs, &b2, &body, 1);
-    LLVMAddIncoming(e, &e2, &body, 1);
-    LLVMBuildBr(b, head);
-    LLVMPositionBuilderAtEnd(b, done);
-    if (is_unsigned(dt))
-        return r;
-    /* a negative exponent: 1 and -1 stay finite, anything else is 0 */
-    LLVMValueRef neg = LLVMBuildICmp(b, LLVMIntSLT, e0, zero, "");
-    LLVMValueRef one_b = LLVMBuildICmp(b, LLVMIntEQ, base0, one, "");
-    LLVMValueRef m1 = LLVMBuildICmp(b, LLVMIntEQ, base0, LLVMConstAllOnes(t), "");
-    LLVMValueRef oddx = LLVMBuildTrunc(b, e0, c->i1, "");
-    LLVMValueRef negv = LLVMBuildSelect(
-        b, one_b, one, LLVMBuildSelect(b, m1, LLVMBuildSelect(b, oddx, base0, one, ""), zero, ""),
-        "");
-    return LLVMBuildSelect(b, neg, negv, r, "");
-}
-
-static LLVMValueRef ipow(gcg *c, LLVMValueRef x, LLVMValueRef y, ptc_dtype dt)
-{
-    int w = g_width(x);
-    if (w == 1)
-        return ipow_scalar(c, x, y, dt);
-    LLVMValueRef out = LLVMGetPoison(LLVMTypeOf(x));
-    for (int i = 0; i < w; i++) {
-        LLVMValueRef lane = LLVMConstInt(c->i32, (unsigned)i, 0);
-        LLVMValueRef r = ipow_scalar(c, LLVMBuildExtractElement(c->b, x, lane, ""),
-                                     LLVMBuildExtractElement(c->b, y, lane, ""), dt);
-        out = LLVMBuildInsertElement(c->b, out, r, lane, "");
-    }
-    return out;
 }
 
 /* fmod(x, y), exact: the quotient is truncated, x - q*y is formed with one
@@ -691,90 +338,45 @@ static LLVMValueRef fmod_(gcg *c, LLVMValueRef x, LLVMValueRef y)
     return f32 ? LLVMBuildFPTrunc(b, r, t, "") : r;
 }
 
-static LLVMValueRef emit_pow(gcg *c, ptc_dtype dt, LLVMValueRef x, LLVMValueRef y,
-                             const ptc_lexpr *ye)
+static LLVMValueRef fmod_hook(ptc_emitter *em, LLVMValueRef x, LLVMValueRef y)
 {
-    if (!is_float(dt))
-        return ipow(c, x, y, dt);
-    LLVMValueRef short_form =
-        ye && ye->op == PTC_L_CONST ? ptc_ll_pow_const(c->mod, c->b, x, ye->fval) : NULL;
-    return short_form ? short_form : g_pow(c, x, y);
+    return fmod_(gpu_of(em), x, y);
 }
 
-LLVMValueRef g_minmax(gcg *c, bool max, ptc_dtype dt, LLVMValueRef x, LLVMValueRef y)
+/* Every function inline (gmath.c): the GPU has no libm. */
+static LLVMValueRef math(ptc_emitter *em, int op, ptc_dtype dt, LLVMValueRef x, LLVMValueRef y)
 {
-    return ptc_ll_minmax(c->b, max, dt, x, y);
-}
-
-static LLVMValueRef emit_binary(gcg *c, const ptc_lbody *body, const ptc_lexpr *e, LLVMValueRef x,
-                                LLVMValueRef y, int w)
-{
-    LLVMBuilderRef b = c->b;
-    ptc_dtype dt = body->e[e->arg[0]].dtype; /* operand dtype */
-    bool f = is_float(dt);
-    LLVMValueRef r;
-    switch (e->op) {
-    case PTC_L_ADD:
-        r = f                ? LLVMBuildFAdd(b, x, y, "")
-            : dt == PTC_BOOL ? LLVMBuildOr(b, x, y, "")
-                             : LLVMBuildAdd(b, x, y, "");
-        break;
-    case PTC_L_SUB:
-        r = f                ? LLVMBuildFSub(b, x, y, "")
-            : dt == PTC_BOOL ? LLVMBuildXor(b, x, y, "")
-                             : LLVMBuildSub(b, x, y, "");
-        break;
-    case PTC_L_MUL:
-        r = f                ? LLVMBuildFMul(b, x, y, "")
-            : dt == PTC_BOOL ? LLVMBuildAnd(b, x, y, "")
-                             : LLVMBuildMul(b, x, y, "");
-        break;
-    case PTC_L_DIV:
-        r = f ? LLVMBuildFDiv(b, x, y, "") : ptc_ll_int_divmod(b, e->op, is_unsigned(dt), x, y);
-        break;
-    case PTC_L_FLOOR_DIVIDE:
-    case PTC_L_REMAINDER:
-        r = f ? ptc_ll_float_floordiv_rem(c->mod, b, e->op, x, y, fmod_(c, x, y))
-              : ptc_ll_int_divmod(b, e->op, is_unsigned(dt), x, y);
-        break;
-    case PTC_L_POW:
-        r = emit_pow(c, dt, x, y, &body->e[e->arg[1]]);
-        break;
-    case PTC_L_MAXIMUM:
-        r = g_minmax(c, true, dt, x, y);
-        break;
-    case PTC_L_MINIMUM:
-        r = g_minmax(c, false, dt, x, y);
-        break;
+    gcg *c = gpu_of(em);
+    (void)dt;
+    switch (op) {
+    case PTC_L_EXP:
+        return g_exp(c, x);
+    case PTC_L_LOG:
+        return g_log(c, x);
+    case PTC_L_TANH:
+        return g_tanh(c, x);
+    case PTC_L_ERF:
+        return g_erf(c, x);
+    case PTC_L_LOG1P:
+        return g_log1p(c, x);
+    case PTC_L_EXPM1:
+        return g_expm1(c, x);
+    case PTC_L_SIN:
+        return g_sin(c, x);
+    case PTC_L_COS:
+        return g_cos(c, x);
     case PTC_L_ATAN2:
-        r = g_atan2(c, x, y);
-        break;
-    case PTC_L_BITWISE_AND:
-        r = LLVMBuildAnd(b, x, y, "");
-        break;
-    case PTC_L_BITWISE_OR:
-        r = LLVMBuildOr(b, x, y, "");
-        break;
-    case PTC_L_BITWISE_XOR:
-        r = LLVMBuildXor(b, x, y, "");
-        break;
+        return g_atan2(c, x, y);
+    case PTC_L_POW:
+        return g_pow(c, x, y);
     default:
-        return ptc_ll_compare(b, e->op, dt, x, y);
+        PTC_ASSERT(!"not a math function");
     }
-    if (f && dt != PTC_F32 && dt != PTC_F64)
-        r = round_to(c, r, dt, w); /* torch rounds f16/bf16 results per op */
-    return r;
 }
 
-/* ---- bodies ------------------------------------------------------------------------------ */
-
-void g_fwd_add(gfwd *fw, int buf, const ptc_ix *off, LLVMValueRef v)
+static LLVMValueRef randn(ptc_emitter *em, LLVMValueRef key, LLVMValueRef idx)
 {
-    if (fw->n >= 64)
-        return;
-    fw->buf[fw->n] = buf;
-    fw->off[fw->n] = off;
-    fw->val[fw->n++] = v;
+    return g_randn(gpu_of(em), key, idx);
 }
 
 static LLVMValueRef status_ptr(void *ctx)
@@ -784,68 +386,16 @@ static LLVMValueRef status_ptr(void *ctx)
     return LLVMBuildIntToPtr(c->b, c->status, c->gptr, "status");
 }
 
-LLVMValueRef *g_body(gcg *c, const ptc_lbody *body, int w, const gfwd *fw)
-{
-    LLVMValueRef *v = calloc((size_t)body->n + 1, sizeof *v);
-    LLVMBuilderRef b = c->b;
-    for (int i = 0; i < body->n; i++) {
-        const ptc_lexpr *e = &body->e[i];
-        LLVMValueRef x = e->arg[0] >= 0 ? v[e->arg[0]] : NULL;
-        LLVMValueRef y = e->arg[1] >= 0 ? v[e->arg[1]] : NULL;
-        switch (e->op) {
-        case PTC_L_LOAD: {
-            LLVMValueRef hit = NULL;
-            for (int k = 0; fw && k < fw->n && !hit; k++)
-                if (fw->buf[k] == e->buf && ptc_ix_eq(fw->off[k], e->idx[0]))
-                    hit = g_splat(c, fw->val[k], w);
-            if (hit && e->arg[0] >= 0)
-                hit = LLVMBuildSelect(b, g_splat(c, v[e->arg[0]], w), hit,
-                                      g_kconst(c, e->dtype, e->fval, e->ival, w), "");
-            v[i] = hit ? hit : cached_load(c, e, v, w);
-            break;
-        }
-        case PTC_L_CONST:
-            v[i] = g_kconst(c, e->dtype, e->fval, e->ival, w);
-            break;
-        case PTC_L_INDEX: {
-            LLVMValueRef ix = g_ix(c, e->ix, v, w);
-            LLVMTypeRef t = g_vec(c, c->i64, w);
-            v[i] = c->ix == c->i64 ? ix : LLVMBuildSExt(b, ix, t, "");
-            break;
-        }
-        case PTC_L_RAND:
-        case PTC_L_RANDN: {
-            LLVMValueRef key = g_rng_key(c, e->seed);
-            LLVMValueRef idx = g_ix(c, e->ix, v, w);
-            if (c->ix != c->i64)
-                idx = LLVMBuildSExt(b, idx, g_vec(c, c->i64, w), "");
-            LLVMValueRef u =
-                e->op == PTC_L_RAND ? g_rng_uniform(c, key, idx) : g_randn(c, key, idx);
-            v[i] = emit_cast(c, u, PTC_F32, e->dtype, w);
-            break;
-        }
-        case PTC_L_CAST:
-            v[i] = emit_cast(c, x, body->e[e->arg[0]].dtype, e->dtype, w);
-            break;
-        case PTC_L_WHERE:
-            v[i] = LLVMBuildSelect(b, x, y, v[e->arg[2]], "");
-            break;
-        case PTC_L_CHECK:
-            v[i] = ptc_ll_check(c->mod, b, e->ival, v[e->arg[0]], v[e->arg[1]], v[e->arg[2]],
-                                status_ptr, c);
-            break;
-        default:
-            if (ptc_lop_arity(e->op) == 1) {
-                v[i] = emit_unary(c, e->op, body->e[e->arg[0]].dtype, x, w);
-                if (is_float(e->dtype) && e->dtype != PTC_F32 && e->dtype != PTC_F64 &&
-                    e->op != PTC_L_ISNAN)
-                    v[i] = round_to(c, v[i], e->dtype, w);
-            } else {
-                v[i] = emit_binary(c, body, e, x, y, w);
-            }
-            break;
-        }
-        v[i] = g_splat(c, v[i], w);
-    }
-    return v;
-}
+const ptc_emit_target g_target = {
+    .f16_as_bits = true,
+    .uniform_div_as_mul = false,
+    .ipow_as_call = false,
+    .load = load,
+    .half_to_storage = half_to_storage,
+    .half_from_storage = half_from_storage,
+    .half_round = half_round,
+    .math = math,
+    .fmod = fmod_hook,
+    .randn = randn,
+    .status_ptr = status_ptr,
+};

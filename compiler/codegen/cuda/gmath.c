@@ -12,9 +12,10 @@
  * [-pi/4, pi/4], atan from two argument reductions and its series, pow as
  * exp(y log|x|) (in f64 for f32) with C99's special cases, f64 erf from the
  * positive series of erf(x) exp(x^2) and a continued fraction for erfc in
- * the tail. The counter RNG is ops.h's hash, bit for bit.
+ * the tail. Normal draws of the counter RNG are ops.h's, bit for bit.
  */
 #include "codegen/cuda/gpu.h"
+#include "codegen/llmath.h"
 
 #include <math.h>
 
@@ -208,7 +209,7 @@ static LLVMValueRef erf_f32(gcg *c, LLVMValueRef x)
     LLVMValueRef arg = fsub(c, poly(c, t, P, 10), fmul(c, ax, ax));
     LLVMValueRef big = copysign_(c, fsub(c, K(x, 1.0), fmul(c, t, exp_f32(c, arg))), x);
     LLVMValueRef r = sel(c, fcmp(c, LLVMRealOLT, ax, K(x, 0.5)), small, big);
-    return sel(c, g_isnan(c, x), x, r);
+    return sel(c, ptc_ll_isnan(c->b, x), x, r);
 }
 
 /* ---- f64 exp and log ----------------------------------------------------------------- */
@@ -227,7 +228,7 @@ static LLVMValueRef pow2i_f64(gcg *c, LLVMValueRef nf)
 
 static LLVMValueRef exp_f64(gcg *c, LLVMValueRef x)
 {
-    LLVMValueRef isnan = g_isnan(c, x);
+    LLVMValueRef isnan = ptc_ll_isnan(c->b, x);
     LLVMValueRef xc = sel(c, fcmp(c, LLVMRealOGT, x, K(x, 709.8)), K(x, 709.8), x);
     xc = sel(c, fcmp(c, LLVMRealOLT, xc, K(x, -745.2)), K(x, -745.2), xc);
     xc = sel(c, isnan, K(x, 0.0), xc);
@@ -316,7 +317,7 @@ LLVMValueRef g_expm1(gcg *c, LLVMValueRef x)
     LLVMValueRef r = fdiv(c, fmul(c, um1, x), g_log(c, u));
     r = sel(c, fcmp(c, LLVMRealOEQ, u, K(x, 1.0)), x, r);
     r = sel(c, fcmp(c, LLVMRealOLT, f1(c, "llvm.fabs", x), K(x, 0.5)), r, um1);
-    return sel(c, g_isnan(c, x), x, r);
+    return sel(c, ptc_ll_isnan(c->b, x), x, r);
 }
 
 LLVMValueRef g_tanh(gcg *c, LLVMValueRef x)
@@ -328,7 +329,7 @@ LLVMValueRef g_tanh(gcg *c, LLVMValueRef x)
     LLVMValueRef r = fdiv(c, e, fadd(c, e, K(x, 2.0)));
     LLVMValueRef big = fcmp(c, LLVMRealOGT, f1(c, "llvm.fabs", x), K(x, 22.0));
     r = sel(c, big, copysign_(c, K(x, 1.0), x), r);
-    return sel(c, g_isnan(c, x), x, r);
+    return sel(c, ptc_ll_isnan(c->b, x), x, r);
 }
 
 /* f64 erf for one scalar: 2/sqrt(pi) x exp(-x^2) sum (2x^2)^n / (2n+1)!!
@@ -378,7 +379,7 @@ static LLVMValueRef erf_f64_fn(gcg *c)
     LLVMBuildCondBr(b, more, ser, ser_done);
     LLVMPositionBuilderAtEnd(b, ser_done);
     LLVMValueRef rs = fmul(c, fmul(c, sum2, ex), K(x, 1.12837916709551257390));
-    LLVMBuildRet(b, copysign_(c, sel(c, g_isnan(c, x), x, rs), x));
+    LLVMBuildRet(b, copysign_(c, sel(c, ptc_ll_isnan(c->b, x), x, rs), x));
     /* erfc(a) = exp(-a^2)/sqrt(pi) / (a + 1/2 / (a + 1 / (a + 3/2 / (a + ...)))),
      * evaluated bottom-up from 60 levels */
     LLVMPositionBuilderAtEnd(b, cf);
@@ -530,7 +531,7 @@ LLVMValueRef g_atan2(gcg *c, LLVMValueRef y, LLVMValueRef x)
     LLVMValueRef xneg = LLVMBuildICmp(b, LLVMIntSLT, xi, LLVMConstNull(LLVMTypeOf(xi)), "");
     a = sel(c, xneg, fsub(c, K(y, 3.14159265358979323846), a), a);
     LLVMValueRef r = copysign_(c, a, y);
-    LLVMValueRef nan = LLVMBuildOr(b, g_isnan(c, x), g_isnan(c, y), "");
+    LLVMValueRef nan = LLVMBuildOr(b, ptc_ll_isnan(c->b, x), ptc_ll_isnan(c->b, y), "");
     return sel(c, nan, K(y, NAN), r);
 }
 
@@ -562,35 +563,7 @@ LLVMValueRef g_pow(gcg *c, LLVMValueRef x, LLVMValueRef y)
     return d ? r : narrow(c, r);
 }
 
-/* ---- the counter RNG (ops.h), bit for bit ------------------------------------------------ */
-
-static LLVMValueRef rng_mix(gcg *c, LLVMValueRef x)
-{
-    int w = g_width(x);
-    LLVMBuilderRef b = c->b;
-    LLVMTypeRef t = c->i64;
-    x = LLVMBuildXor(b, x, LLVMBuildLShr(b, x, g_const_i(t, 30, w), ""), "");
-    x = LLVMBuildMul(b, x, g_const_i(t, (int64_t)0xbf58476d1ce4e5b9ULL, w), "");
-    x = LLVMBuildXor(b, x, LLVMBuildLShr(b, x, g_const_i(t, 27, w), ""), "");
-    x = LLVMBuildMul(b, x, g_const_i(t, (int64_t)0x94d049bb133111ebULL, w), "");
-    return LLVMBuildXor(b, x, LLVMBuildLShr(b, x, g_const_i(t, 31, w), ""), "");
-}
-
-LLVMValueRef g_rng_key(gcg *c, int64_t seed)
-{
-    LLVMValueRef s = LLVMConstInt(c->i64, (uint64_t)seed * 0x9e3779b97f4a7c15ULL, 0);
-    return rng_mix(c, LLVMBuildAdd(c->b, s, c->rng_offset, "rng.key"));
-}
-
-LLVMValueRef g_rng_uniform(gcg *c, LLVMValueRef key, LLVMValueRef idx)
-{
-    int w = g_width(idx);
-    LLVMBuilderRef b = c->b;
-    LLVMValueRef h = rng_mix(c, LLVMBuildAdd(b, g_splat(c, key, w), idx, ""));
-    h = LLVMBuildLShr(b, h, g_const_i(c->i64, 40, w), "");
-    LLVMValueRef f = LLVMBuildUIToFP(b, h, g_vec(c, c->f32, w), "");
-    return fmul(c, f, g_const_f(c->f32, 1.0 / 16777216.0, w));
-}
+/* ---- normal draws of the counter RNG (ops.h; uniform ones are body.c's) ---------------- */
 
 /* ptc_rng_normal: sqrtf(-2 logf(1 - u0)) * cosf(2 pi u1). */
 LLVMValueRef g_randn(gcg *c, LLVMValueRef key, LLVMValueRef idx)
@@ -598,8 +571,9 @@ LLVMValueRef g_randn(gcg *c, LLVMValueRef key, LLVMValueRef idx)
     int w = g_width(idx);
     LLVMBuilderRef b = c->b;
     LLVMValueRef i2 = LLVMBuildShl(b, idx, g_const_i(c->i64, 1, w), "");
-    LLVMValueRef u0 = g_rng_uniform(c, key, i2);
-    LLVMValueRef u1 = g_rng_uniform(c, key, LLVMBuildAdd(b, i2, g_const_i(c->i64, 1, w), ""));
+    LLVMValueRef u0 = ptc_emit_rng_uniform(&c->em, key, i2);
+    LLVMValueRef u1 =
+        ptc_emit_rng_uniform(&c->em, key, LLVMBuildAdd(b, i2, g_const_i(c->i64, 1, w), ""));
     LLVMValueRef lg = log_f32(c, fsub(c, g_const_f(c->f32, 1.0, w), u0));
     LLVMValueRef r = f1(c, "llvm.sqrt", fmul(c, g_const_f(c->f32, -2.0, w), lg));
     LLVMValueRef ang = fmul(c, g_const_f(c->f32, 6.28318530717958648, w), u1);

@@ -1,14 +1,16 @@
 /* Internal to compiler/codegen/cuda: the NVPTX emitter's state and helpers.
  *
- * body.c emits scalar bodies (loads, stores, arithmetic, casts) for one
- * thread working on W consecutive elements (W-lane LLVM vectors; W is 1
- * except in vectorised pointwise kernels), gmath.c the math functions the GPU
- * has no library for, kernel.c the kernel's structure (teams, loops,
+ * The scalar bodies (arithmetic, casts, index math) are codegen/body.c's, for
+ * one thread working on W consecutive elements (W-lane LLVM vectors; W is 1
+ * except in vectorised pointwise kernels); body.c here gives it loads, stores
+ * and f16/bf16 conversions, gmath.c the math functions the GPU has no
+ * library for, kernel.c the kernel's structure (teams, loops,
  * reductions, shuffles, barriers) and plan.c how a kernel is launched.
  */
 #ifndef PTC_GPU_H
 #define PTC_GPU_H
 
+#include "codegen/body.h"
 #include "codegen/codegen.h"
 
 #include <llvm-c/Core.h>
@@ -53,27 +55,14 @@ typedef struct gcache {
 } gcache;
 
 typedef struct gcg {
-    LLVMContextRef ctx;
-    LLVMModuleRef mod;
-    LLVMBuilderRef b;
-    LLVMValueRef fn;
-    LLVMBasicBlockRef entry; /* allocas go here */
-    const ptc_schedule *s;
-    const ptc_kernel *k;
+    PTC_EMITTER_UNION; /* ctx, mod, b, fn, entry, s, k, W, vec_var, ix, ... (body.h) */
     const gplan *plan;
-    int W;                   /* lanes of the values being emitted */
-    int vec_var;             /* kernel variable that varies across lanes (-1 none) */
     bool vector_form;        /* emitting the vectorised entry */
-    LLVMValueRef *bufptr;    /* per buffer id: base pointer (NULL: unused) */
     unsigned *bufspace;      /* per buffer id: address space of bufptr */
     uint8_t *bufalign;       /* per buffer id: alignment its aligned vector accesses assume */
-    LLVMValueRef *param;     /* per kernel param: index-typed value */
-    LLVMValueRef rng_offset; /* i64 */
     LLVMValueRef status;     /* i64 address of the checks' status record (NULL: no checks) */
-    LLVMValueRef vars[3 * PTC_MAX_DIMS];
     LLVMValueRef smem; /* the dynamic shared memory (addrspace 3) */
-    LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, gptr, sptr, void_;
-    LLVMTypeRef ix; /* index type: i32 or i64 */
+    LLVMTypeRef gptr, sptr; /* global and shared pointers */
     int sm;         /* target compute capability x 10 */
     bool *written;  /* per buffer id: stored to by this kernel */
     gcache *cache;  /* row mode: loads of read-only buffers, or NULL */
@@ -81,37 +70,17 @@ typedef struct gcg {
 } gcg;
 
 /* ---- body.c ---- */
-LLVMTypeRef g_compute_type(gcg *c, ptc_dtype dt);
-LLVMTypeRef g_storage_type(gcg *c, ptc_dtype dt);
+/* What the scalar-body emitter (codegen/body.h) asks of NVPTX. */
+extern const ptc_emit_target g_target;
 LLVMTypeRef g_vec(gcg *c, LLVMTypeRef t, int w);
 LLVMValueRef g_splat(gcg *c, LLVMValueRef v, int w);
 LLVMValueRef g_const_f(LLVMTypeRef t, double v, int w);
 LLVMValueRef g_const_i(LLVMTypeRef t, int64_t v, int w);
-LLVMValueRef g_kconst(gcg *c, ptc_dtype dt, double f, int64_t i, int w);
 int g_width(LLVMValueRef x);
 LLVMValueRef g_intrinsic(gcg *c, const char *name, LLVMTypeRef *over, int nover, LLVMValueRef *args,
                          int nargs);
 LLVMValueRef g_alloca(gcg *c, LLVMTypeRef t, const char *name);
-/* A size as an index-typed value (symbolic sizes come from the params). */
-LLVMValueRef g_dim(gcg *c, ptc_dim d);
-/* An index expression for the current lanes (w lanes, or a scalar when w == 1). */
-LLVMValueRef g_ix(gcg *c, const ptc_ix *x, LLVMValueRef *vals, int w);
-LLVMValueRef g_minmax(gcg *c, bool max, ptc_dtype dt, LLVMValueRef x, LLVMValueRef y);
-LLVMValueRef g_isnan(gcg *c, LLVMValueRef x);
-LLVMValueRef g_to_storage(gcg *c, LLVMValueRef v, ptc_dtype dt, int w);
-LLVMValueRef g_from_storage(gcg *c, LLVMValueRef v, ptc_dtype dt, int w);
 void g_store(gcg *c, int bufid, const ptc_ix *off, LLVMValueRef v, LLVMValueRef *vals, int w);
-
-/* Values of a member body at the current lanes. Loads of (buffer, offset)
- * pairs already in fw take the forwarded value. The result is malloc'd. */
-typedef struct gfwd {
-    int n;
-    int buf[64];
-    const ptc_ix *off[64];
-    LLVMValueRef val[64];
-} gfwd;
-LLVMValueRef *g_body(gcg *c, const ptc_lbody *body, int w, const gfwd *fw);
-void g_fwd_add(gfwd *fw, int buf, const ptc_ix *off, LLVMValueRef v);
 
 /* ---- gmath.c: f32 / f64 math of any vector width ---- */
 LLVMValueRef g_exp(gcg *c, LLVMValueRef x);
@@ -124,8 +93,6 @@ LLVMValueRef g_sin(gcg *c, LLVMValueRef x);
 LLVMValueRef g_cos(gcg *c, LLVMValueRef x);
 LLVMValueRef g_atan2(gcg *c, LLVMValueRef y, LLVMValueRef x);
 LLVMValueRef g_pow(gcg *c, LLVMValueRef x, LLVMValueRef y);
-LLVMValueRef g_rng_key(gcg *c, int64_t seed);
-LLVMValueRef g_rng_uniform(gcg *c, LLVMValueRef key, LLVMValueRef idx);
 LLVMValueRef g_randn(gcg *c, LLVMValueRef key, LLVMValueRef idx);
 
 /* ---- plan.c ---- */

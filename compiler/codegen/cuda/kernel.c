@@ -101,7 +101,7 @@ static LLVMValueRef dims_product(gcg *c, const ptc_dim *d, int n)
 {
     LLVMValueRef p = ixc(c, 1);
     for (int i = 0; i < n; i++)
-        p = LLVMBuildNSWMul(c->b, p, g_dim(c, d[i]), "");
+        p = LLVMBuildNSWMul(c->b, p, ptc_emit_dim(&c->em, d[i]), "");
     return p;
 }
 
@@ -110,7 +110,7 @@ static void decompose(gcg *c, LLVMValueRef f, const ptc_dim *d, int n, int first
 {
     LLVMValueRef rem = f;
     for (int i = n - 1; i >= 1; i--) {
-        LLVMValueRef e = g_dim(c, d[i]);
+        LLVMValueRef e = ptc_emit_dim(&c->em, d[i]);
         c->vars[first + i] = LLVMBuildURem(c->b, rem, e, "");
         rem = LLVMBuildUDiv(c->b, rem, e, "");
     }
@@ -154,21 +154,22 @@ static bool is_local(gcg *c, int buf)
     return c->s->is_local[buf];
 }
 
-static void emit_pw_member(gcg *c, const ptc_kmember *mem, gfwd *fw, int w, bool skip_locals)
+static void emit_pw_member(gcg *c, const ptc_kmember *mem, ptc_emit_fwd *fw, int w,
+                           bool skip_locals)
 {
     const ptc_lnode *n = c->s->prog->nodes[mem->node];
-    LLVMValueRef *v = g_body(c, &mem->body, w, fw);
+    LLVMValueRef *v = ptc_emit_body(&c->em, &mem->body, w, fw);
     LLVMValueRef val = v[mem->value];
     int ob = n->out[0];
     if (!(skip_locals && is_local(c, ob)))
         g_store(c, ob, mem->store[0], val, v, w);
-    g_fwd_add(fw, ob, mem->store[0], val);
+    ptc_emit_fwd_add(fw, ob, mem->store[0], val);
     free(v);
 }
 
 static void emit_flat(gcg *c)
 {
-    gfwd fw;
+    ptc_emit_fwd fw;
     fw.n = 0;
     for (int g = 0; g < c->k->ngroups; g++)
         for (int m = 0; m < c->k->groups[g].nmembers; m++)
@@ -178,7 +179,7 @@ static void emit_flat(gcg *c)
 static void emit_pw_group(gcg *c, const kctx *k, const ptc_kgroup *G)
 {
     int nouter = c->k->nouter;
-    gfwd fw;
+    ptc_emit_fwd fw;
     fw.n = 0;
     if (G->ninner == 0) {
         LLVMBasicBlockRef join = NULL;
@@ -200,28 +201,15 @@ static void emit_pw_group(gcg *c, const kctx *k, const ptc_kgroup *G)
 
 /* ---- reductions -------------------------------------------------------------------------- */
 
-/* One reduction member's state: value / index / Welford mean, M2, count. */
-typedef struct rv {
-    LLVMValueRef v, i, m, m2, n;
-} rv;
-
 typedef struct red {
     const ptc_kmember *mem;
     const ptc_lnode *n;
     ptc_dtype dt;  /* the reduced value's dtype */
     LLVMTypeRef t; /* its compute type */
-    rv acc;        /* allocas */
-    rv vacc;       /* row mode: W-lane allocas */
+    ptc_red_state acc;  /* allocas */
+    ptc_red_state vacc; /* row mode: W-lane allocas */
 } red;
 
-static bool is_float(ptc_dtype dt)
-{
-    return ptc_dtype_is_float(dt);
-}
-static bool is_unsigned(ptc_dtype dt)
-{
-    return dt == PTC_U8 || dt == PTC_BOOL;
-}
 static bool is_arg(const red *r)
 {
     return r->n->reduce == PTC_RED_ARGMAX || r->n->reduce == PTC_RED_ARGMIN;
@@ -229,42 +217,6 @@ static bool is_arg(const red *r)
 static bool is_welford(const red *r)
 {
     return r->n->reduce == PTC_RED_WELFORD;
-}
-
-static void red_identity(const red *r, double *f, int64_t *i)
-{
-    bool fl = is_float(r->dt);
-    *f = 0;
-    *i = 0;
-    switch (r->n->reduce) {
-    case PTC_RED_PROD:
-        *f = 1;
-        *i = 1;
-        break;
-    case PTC_RED_MAX:
-    case PTC_RED_ARGMAX:
-        *f = -INFINITY;
-        if (!fl)
-            *i = is_unsigned(r->dt) ? 0
-                 : r->dt == PTC_I8  ? INT8_MIN
-                 : r->dt == PTC_I16 ? INT16_MIN
-                 : r->dt == PTC_I32 ? INT32_MIN
-                                    : INT64_MIN;
-        break;
-    case PTC_RED_MIN:
-    case PTC_RED_ARGMIN:
-        *f = INFINITY;
-        if (!fl)
-            *i = r->dt == PTC_BOOL  ? 1
-                 : r->dt == PTC_U8  ? 255
-                 : r->dt == PTC_I8  ? INT8_MAX
-                 : r->dt == PTC_I16 ? INT16_MAX
-                 : r->dt == PTC_I32 ? INT32_MAX
-                                    : INT64_MAX;
-        break;
-    default:
-        break;
-    }
 }
 
 static LLVMValueRef load_(gcg *c, LLVMTypeRef t, LLVMValueRef p)
@@ -280,8 +232,8 @@ static void red_init(gcg *c, red *r)
 {
     double f;
     int64_t i;
-    red_identity(r, &f, &i);
-    store_(c, r->acc.v, g_kconst(c, r->dt, f, i, 1));
+    ptc_emit_red_identity(r->n->reduce, r->dt, &f, &i);
+    store_(c, r->acc.v, ptc_emit_kconst(&c->em, r->dt, f, i, 1));
     store_(c, r->acc.i, LLVMConstInt(c->i64, 0, 0));
     if (is_welford(r)) {
         store_(c, r->acc.m, LLVMConstNull(r->t));
@@ -290,10 +242,11 @@ static void red_init(gcg *c, red *r)
     }
 }
 
-static rv acc_load(gcg *c, const red *r, const rv *acc, int w)
+static ptc_red_state acc_load(gcg *c, const red *r, const ptc_red_state *acc, int w)
 {
     LLVMTypeRef t = g_vec(c, r->t, w);
-    rv o = {load_(c, t, acc->v), load_(c, g_vec(c, c->i64, w), acc->i), NULL, NULL, NULL};
+    ptc_red_state o = {load_(c, t, acc->v), load_(c, g_vec(c, c->i64, w), acc->i), NULL, NULL,
+                       NULL};
     if (is_welford(r)) {
         o.m = load_(c, t, acc->m);
         o.m2 = load_(c, t, acc->m2);
@@ -302,7 +255,7 @@ static rv acc_load(gcg *c, const red *r, const rv *acc, int w)
     return o;
 }
 
-static void acc_save(gcg *c, const red *r, const rv *acc, rv s)
+static void acc_save(gcg *c, const red *r, const ptc_red_state *acc, ptc_red_state s)
 {
     store_(c, acc->v, s.v);
     store_(c, acc->i, s.i);
@@ -313,86 +266,19 @@ static void acc_save(gcg *c, const red *r, const rv *acc, rv s)
     }
 }
 
-static rv red_load(gcg *c, const red *r)
+static ptc_red_state red_load(gcg *c, const red *r)
 {
     return acc_load(c, r, &r->acc, 1);
 }
-static void red_save(gcg *c, const red *r, rv s)
+static void red_save(gcg *c, const red *r, ptc_red_state s)
 {
     acc_save(c, r, &r->acc, s);
 }
 
-/* Does b's (value, index) win over a's for argmax/argmin? Ties and NaNs go
- * to the first index, as torch does. */
-static LLVMValueRef arg_better(gcg *c, const red *r, LLVMValueRef av, LLVMValueRef ai,
-                               LLVMValueRef bv, LLVMValueRef bi)
-{
-    LLVMBuilderRef b = c->b;
-    bool max = r->n->reduce == PTC_RED_ARGMAX;
-    LLVMValueRef earlier = LLVMBuildICmp(b, LLVMIntSLT, bi, ai, "");
-    if (!is_float(r->dt)) {
-        LLVMIntPredicate p =
-            is_unsigned(r->dt) ? (max ? LLVMIntUGT : LLVMIntULT) : (max ? LLVMIntSGT : LLVMIntSLT);
-        LLVMValueRef gt = LLVMBuildICmp(b, p, bv, av, "");
-        LLVMValueRef eq = LLVMBuildICmp(b, LLVMIntEQ, bv, av, "");
-        return LLVMBuildOr(b, gt, LLVMBuildAnd(b, eq, earlier, ""), "");
-    }
-    LLVMValueRef an = g_isnan(c, av), bn = g_isnan(c, bv);
-    LLVMValueRef gt = LLVMBuildFCmp(b, max ? LLVMRealOGT : LLVMRealOLT, bv, av, "");
-    LLVMValueRef eq = LLVMBuildFCmp(b, LLVMRealOEQ, bv, av, "");
-    LLVMValueRef num = LLVMBuildAnd(b, LLVMBuildNot(b, an, ""),
-                                    LLVMBuildOr(b, gt, LLVMBuildAnd(b, eq, earlier, ""), ""), "");
-    LLVMValueRef nan =
-        LLVMBuildAnd(b, bn, LLVMBuildOr(b, LLVMBuildNot(b, an, ""), earlier, ""), "");
-    return LLVMBuildSelect(b, bn, nan, num, "");
-}
-
 /* Combines two states (Chan's merge for Welford). */
-static rv red_combine(gcg *c, const red *r, rv a, rv x)
+static ptc_red_state red_combine(gcg *c, const red *r, ptc_red_state a, ptc_red_state x)
 {
-    LLVMBuilderRef b = c->b;
-    rv o = a;
-    switch (r->n->reduce) {
-    case PTC_RED_SUM:
-        o.v = is_float(r->dt)     ? LLVMBuildFAdd(b, a.v, x.v, "")
-              : r->dt == PTC_BOOL ? LLVMBuildOr(b, a.v, x.v, "")
-                                  : LLVMBuildAdd(b, a.v, x.v, "");
-        break;
-    case PTC_RED_PROD:
-        o.v = is_float(r->dt)     ? LLVMBuildFMul(b, a.v, x.v, "")
-              : r->dt == PTC_BOOL ? LLVMBuildAnd(b, a.v, x.v, "")
-                                  : LLVMBuildMul(b, a.v, x.v, "");
-        break;
-    case PTC_RED_MAX:
-        o.v = g_minmax(c, true, r->dt, x.v, a.v);
-        break;
-    case PTC_RED_MIN:
-        o.v = g_minmax(c, false, r->dt, x.v, a.v);
-        break;
-    case PTC_RED_ARGMAX:
-    case PTC_RED_ARGMIN: {
-        LLVMValueRef take = arg_better(c, r, a.v, a.i, x.v, x.i);
-        o.v = LLVMBuildSelect(b, take, x.v, a.v, "");
-        o.i = LLVMBuildSelect(b, take, x.i, a.i, "");
-        break;
-    }
-    case PTC_RED_WELFORD: {
-        LLVMValueRef zero = LLVMConstNull(r->t);
-        LLVMValueRef n = LLVMBuildFAdd(b, a.n, x.n, "");
-        LLVMValueRef pos = LLVMBuildFCmp(b, LLVMRealOGT, n, zero, "");
-        LLVMValueRef ns = LLVMBuildSelect(b, pos, n, LLVMConstReal(r->t, 1), "");
-        LLVMValueRef delta = LLVMBuildFSub(b, x.m, a.m, "");
-        LLVMValueRef fb = LLVMBuildFDiv(b, x.n, ns, "");
-        o.m = LLVMBuildFAdd(b, a.m, LLVMBuildFMul(b, delta, fb, ""), "");
-        LLVMValueRef t = LLVMBuildFMul(b, LLVMBuildFMul(b, delta, delta, ""), a.n, "");
-        o.m2 = LLVMBuildFAdd(b, LLVMBuildFAdd(b, a.m2, x.m2, ""), LLVMBuildFMul(b, t, fb, ""), "");
-        o.n = n;
-        break;
-    }
-    default:
-        PTC_ASSERT(!"unknown reduction");
-    }
-    return o;
+    return ptc_emit_red_combine(&c->em, r->n->reduce, r->dt, a, x, 1);
 }
 
 /* Folds one element (value x, linear reduction index idx) into a state. */
@@ -400,7 +286,7 @@ static void red_update(gcg *c, red *r, LLVMValueRef x, LLVMValueRef idx)
 {
     LLVMBuilderRef b = c->b;
     if (is_welford(r)) {
-        rv s = red_load(c, r);
+        ptc_red_state s = red_load(c, r);
         LLVMValueRef n = LLVMBuildFAdd(b, s.n, LLVMConstReal(r->t, 1), "");
         LLVMValueRef delta = LLVMBuildFSub(b, x, s.m, "");
         LLVMValueRef nm = LLVMBuildFAdd(b, s.m, LLVMBuildFDiv(b, delta, n, ""), "");
@@ -410,8 +296,8 @@ static void red_update(gcg *c, red *r, LLVMValueRef x, LLVMValueRef idx)
         red_save(c, r, s);
         return;
     }
-    rv a = red_load(c, r);
-    rv e = {x, idx ? idx : a.i, NULL, NULL, NULL};
+    ptc_red_state a = red_load(c, r);
+    ptc_red_state e = {x, idx ? idx : a.i, NULL, NULL, NULL};
     red_save(c, r, red_combine(c, r, a, e));
 }
 
@@ -455,9 +341,10 @@ static LLVMValueRef shfl(gcg *c, LLVMValueRef v, int offset, LLVMValueRef mask)
     return r;
 }
 
-static rv shfl_state(gcg *c, const red *r, rv s, int offset, LLVMValueRef mask)
+static ptc_red_state shfl_state(gcg *c, const red *r, ptc_red_state s, int offset,
+                                LLVMValueRef mask)
 {
-    rv o = {shfl(c, s.v, offset, mask), NULL, NULL, NULL, NULL};
+    ptc_red_state o = {shfl(c, s.v, offset, mask), NULL, NULL, NULL, NULL};
     if (is_arg(r))
         o.i = shfl(c, s.i, offset, mask);
     else
@@ -479,7 +366,7 @@ static LLVMValueRef red_slot(gcg *c, int m, int field, LLVMValueRef warp)
     return LLVMBuildInBoundsGEP2(c->b, c->i8, c->smem, &off, 1, "");
 }
 
-static void state_to_smem(gcg *c, const red *r, int m, rv s, LLVMValueRef warp)
+static void state_to_smem(gcg *c, const red *r, int m, ptc_red_state s, LLVMValueRef warp)
 {
     LLVMValueRef f[5] = {s.v, s.i, s.m, s.m2, s.n};
     for (int k = 0; k < 5; k++)
@@ -487,9 +374,10 @@ static void state_to_smem(gcg *c, const red *r, int m, rv s, LLVMValueRef warp)
             store_(c, red_slot(c, m, k, warp), f[k]);
 }
 
-static rv state_from_smem(gcg *c, const red *r, int m, LLVMValueRef warp, rv like)
+static ptc_red_state state_from_smem(gcg *c, const red *r, int m, LLVMValueRef warp,
+                                     ptc_red_state like)
 {
-    rv o = like;
+    ptc_red_state o = like;
     o.v = load_(c, r->t, red_slot(c, m, 0, warp));
     if (is_arg(r))
         o.i = load_(c, c->i64, red_slot(c, m, 1, warp));
@@ -507,7 +395,7 @@ static void red_across(gcg *c, const kctx *k, red *reds, int nred, int Tr)
     int warp_lanes = Tr > 32 ? 32 : Tr;
     LLVMValueRef mask = segment_mask(c, k, warp_lanes);
     for (int m = 0; m < nred; m++) {
-        rv s = red_load(c, &reds[m]);
+        ptc_red_state s = red_load(c, &reds[m]);
         for (int off = warp_lanes / 2; off >= 1; off /= 2)
             s = red_combine(c, &reds[m], s, shfl_state(c, &reds[m], s, off, mask));
         red_save(c, &reds[m], s);
@@ -523,7 +411,7 @@ static void red_across(gcg *c, const kctx *k, red *reds, int nred, int Tr)
     if_close(c, join);
     call0(c, "llvm.nvvm.barrier0");
     for (int m = 0; m < nred; m++) {
-        rv s = state_from_smem(c, &reds[m], m, ixc(c, 0), red_load(c, &reds[m]));
+        ptc_red_state s = state_from_smem(c, &reds[m], m, ixc(c, 0), red_load(c, &reds[m]));
         for (int w = 1; w < Tr / 32; w++)
             s = red_combine(c, &reds[m], s, state_from_smem(c, &reds[m], m, ixc(c, w), s));
         red_save(c, &reds[m], s);
@@ -533,7 +421,7 @@ static void red_across(gcg *c, const kctx *k, red *reds, int nred, int Tr)
 
 static void red_store(gcg *c, const red *r)
 {
-    rv f = red_load(c, r);
+    ptc_red_state f = red_load(c, r);
     LLVMValueRef outs[2] = {f.v, NULL};
     LLVMBuilderRef b = c->b;
     if (is_arg(r)) {
@@ -565,7 +453,7 @@ static void emit_red_group(gcg *c, const kctx *k, const ptc_kgroup *G, int g)
         r->mem = &G->members[m];
         r->n = n;
         r->dt = r->mem->body.e[r->mem->value].dtype;
-        r->t = g_compute_type(c, r->dt);
+        r->t = ptc_emit_compute_type(&c->em, r->dt);
         r->acc.v = g_alloca(c, r->t, "acc");
         r->acc.i = g_alloca(c, c->i64, "acc.i");
         r->acc.m = g_alloca(c, r->t, "acc.mean");
@@ -582,7 +470,7 @@ static void emit_red_group(gcg *c, const kctx *k, const ptc_kgroup *G, int g)
     loop rl;
     loop_open(c, &rl, lr, dims_product(c, G->red, G->nred), ixc(c, Tr), "red");
     decompose(c, rl.iv, G->red, G->nred, nouter + G->ninner);
-    gfwd fw;
+    ptc_emit_fwd fw;
     fw.n = 0;
     int ri = 0;
     for (int m = 0; m < G->nmembers; m++) {
@@ -593,7 +481,7 @@ static void emit_red_group(gcg *c, const kctx *k, const ptc_kgroup *G, int g)
             continue;
         }
         red *r = &reds[ri++];
-        LLVMValueRef *v = g_body(c, &mem->body, 1, &fw);
+        LLVMValueRef *v = ptc_emit_body(&c->em, &mem->body, 1, &fw);
         LLVMValueRef idx = NULL;
         if (is_arg(r))
             idx = c->ix == c->i64 ? rl.iv : LLVMBuildSExt(c->b, rl.iv, c->i64, "");
@@ -645,12 +533,12 @@ static void guarded_store(gcg *c, LLVMValueRef valid, int buf, const ptc_ix *off
         if_close(c, join);
 }
 
-static void row_pw_member(gcg *c, const ptc_kmember *mem, gfwd *fw, LLVMValueRef valid)
+static void row_pw_member(gcg *c, const ptc_kmember *mem, ptc_emit_fwd *fw, LLVMValueRef valid)
 {
     const ptc_lnode *n = c->s->prog->nodes[mem->node];
-    LLVMValueRef *v = g_body(c, &mem->body, c->W, fw);
+    LLVMValueRef *v = ptc_emit_body(&c->em, &mem->body, c->W, fw);
     guarded_store(c, valid, n->out[0], mem->store[0], v[mem->value], v);
-    g_fwd_add(fw, n->out[0], mem->store[0], v[mem->value]);
+    ptc_emit_fwd_add(fw, n->out[0], mem->store[0], v[mem->value]);
     free(v);
 }
 
@@ -659,7 +547,7 @@ static void emit_row_pw_group(gcg *c, const kctx *k, const ptc_kgroup *G)
     for (int j = 0; j < c->plan->row_j; j++) {
         LLVMValueRef valid;
         row_chunk(c, k, j, G->inner, c->k->nouter, &valid);
-        gfwd fw;
+        ptc_emit_fwd fw;
         fw.n = 0;
         for (int m = 0; m < G->nmembers; m++)
             row_pw_member(c, &G->members[m], &fw, valid);
@@ -671,7 +559,7 @@ static void row_update(gcg *c, red *r, LLVMValueRef x, LLVMValueRef idx, LLVMVal
 {
     LLVMBuilderRef b = c->b;
     int w = c->W;
-    rv s = acc_load(c, r, &r->vacc, w), o;
+    ptc_red_state s = acc_load(c, r, &r->vacc, w), o;
     if (is_welford(r)) {
         /* every lane has seen the same count: one division per chunk */
         o = s;
@@ -685,7 +573,7 @@ static void row_update(gcg *c, red *r, LLVMValueRef x, LLVMValueRef idx, LLVMVal
             LLVMBuildFAdd(b, s.m2, LLVMBuildFMul(b, delta, LLVMBuildFSub(b, x, o.m, ""), ""), "");
         o.n = g_splat(c, n1, w);
     } else {
-        rv e = {x, idx ? idx : s.i, NULL, NULL, NULL};
+        ptc_red_state e = {x, idx ? idx : s.i, NULL, NULL, NULL};
         o = red_combine(c, r, s, e);
     }
     if (valid) {
@@ -713,12 +601,12 @@ static void row_fold_lanes(gcg *c, red *r)
         acc_save(c, r, &r->acc, acc_load(c, r, &r->vacc, 1));
         return;
     }
-    rv s = acc_load(c, r, &r->vacc, w);
-    rv o = {lane_of(c, s.v, 0), lane_of(c, s.i, 0), lane_of(c, s.m, 0), lane_of(c, s.m2, 0),
-            lane_of(c, s.n, 0)};
+    ptc_red_state s = acc_load(c, r, &r->vacc, w);
+    ptc_red_state o = {lane_of(c, s.v, 0), lane_of(c, s.i, 0), lane_of(c, s.m, 0),
+                       lane_of(c, s.m2, 0), lane_of(c, s.n, 0)};
     for (int l = 1; l < w; l++) {
-        rv x = {lane_of(c, s.v, l), lane_of(c, s.i, l), lane_of(c, s.m, l), lane_of(c, s.m2, l),
-                lane_of(c, s.n, l)};
+        ptc_red_state x = {lane_of(c, s.v, l), lane_of(c, s.i, l), lane_of(c, s.m, l),
+                           lane_of(c, s.m2, l), lane_of(c, s.n, l)};
         o = red_combine(c, r, o, x);
     }
     red_save(c, r, o);
@@ -737,8 +625,8 @@ static void emit_row_red_group(gcg *c, const kctx *k, const ptc_kgroup *G, int g
         r->mem = &G->members[m];
         r->n = n;
         r->dt = r->mem->body.e[r->mem->value].dtype;
-        r->t = g_compute_type(c, r->dt);
-        rv *a[2] = {&r->acc, &r->vacc};
+        r->t = ptc_emit_compute_type(&c->em, r->dt);
+        ptc_red_state *a[2] = {&r->acc, &r->vacc};
         for (int i = 0; i < 2; i++) {
             int lanes = i ? w : 1;
             a[i]->v = g_alloca(c, g_vec(c, r->t, lanes), "acc");
@@ -749,8 +637,8 @@ static void emit_row_red_group(gcg *c, const kctx *k, const ptc_kgroup *G, int g
         }
         double f;
         int64_t iv;
-        red_identity(r, &f, &iv);
-        store_(c, r->vacc.v, g_kconst(c, r->dt, f, iv, w));
+        ptc_emit_red_identity(r->n->reduce, r->dt, &f, &iv);
+        store_(c, r->vacc.v, ptc_emit_kconst(&c->em, r->dt, f, iv, w));
         store_(c, r->vacc.i, g_const_i(c->i64, 0, w));
         store_(c, r->vacc.m, LLVMConstNull(g_vec(c, r->t, w)));
         store_(c, r->vacc.m2, LLVMConstNull(g_vec(c, r->t, w)));
@@ -766,7 +654,7 @@ static void emit_row_red_group(gcg *c, const kctx *k, const ptc_kgroup *G, int g
     for (int j = 0; j < c->plan->row_j; j++) {
         LLVMValueRef valid;
         row_chunk(c, k, j, G->red, nouter + G->ninner, &valid);
-        gfwd fw;
+        ptc_emit_fwd fw;
         fw.n = 0;
         int ri = 0;
         for (int m = 0; m < G->nmembers; m++) {
@@ -777,7 +665,7 @@ static void emit_row_red_group(gcg *c, const kctx *k, const ptc_kgroup *G, int g
                 continue;
             }
             red *r = &reds[ri++];
-            LLVMValueRef *v = g_body(c, &mem->body, w, &fw);
+            LLVMValueRef *v = ptc_emit_body(&c->em, &mem->body, w, &fw);
             LLVMValueRef idx = NULL;
             if (is_arg(r)) {
                 /* the linear reduction index of each lane: chunk base + lane */
@@ -844,7 +732,8 @@ static void bind_locals(gcg *c, const kctx *k, LLVMValueRef scratch, LLVMValueRe
             int64_t n = 1;
             for (int d = c->k->nouter; d < lb->ndim; d++)
                 n *= lb->shape[d].value;
-            LLVMTypeRef at = LLVMArrayType(g_storage_type(c, lb->dtype), (unsigned)(n > 0 ? n : 1));
+            LLVMTypeRef at =
+                LLVMArrayType(ptc_emit_storage_type(&c->em, lb->dtype), (unsigned)(n > 0 ? n : 1));
             c->bufptr[buf] = g_alloca(c, at, "local");
             c->bufspace[buf] = 0;
             break;
@@ -903,6 +792,7 @@ static void emit_iteration(gcg *c, const kctx *k, LLVMValueRef o)
 
 void g_emit_kernel(gcg *c, const char *name, bool vector_form)
 {
+    c->target = &g_target;
     const ptc_kernel *kn = c->k;
     const gplan *p = c->plan;
     /* (bufs..., scratch, rng offset, params..., [status record address]) */
