@@ -67,6 +67,8 @@ const ptc_ix *ptc_ix_subst(ptc_arena *a, const ptc_ix *x, const ptc_ix *const *v
                            const int *vals, int nvals);
 bool ptc_ix_eq(const ptc_ix *x, const ptc_ix *y);
 bool ptc_ix_is_const(const ptc_ix *x, ptc_dim *c);
+/* x is exactly variable v (coefficient 1, no constant). */
+bool ptc_ix_is_var(const ptc_ix *x, int v);
 /* The coefficient of variable v among the top-level terms (0 if absent);
  * *nested is set when v also occurs inside a DIV / MOD atom. */
 ptc_dim ptc_ix_coeff(const ptc_ix *x, int v, bool *nested);
