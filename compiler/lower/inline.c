@@ -19,10 +19,7 @@
 
 /* ---- hashed body building -------------------------------------------------- */
 
-static bool fbits_eq(double x, double y)
-{
-    return memcmp(&x, &y, sizeof x) == 0;
-}
+static bool fbits_eq(double x, double y) { return memcmp(&x, &y, sizeof x) == 0; }
 
 static bool entry_eq(const ptc_lexpr *x, const ptc_lexpr *y)
 {
@@ -120,8 +117,8 @@ static int emit_binary(ptc_arena *a, ptc_lbody *b, int op, ptc_dtype dt, int x, 
 
 /* Copies entry e (from another body) into dst: operands through map, loop
  * variables through vars, and an extra mask ANDed into loads. */
-static int copy_entry(ptc_arena *a, ptc_lbody *dst, const ptc_lexpr *src, const int *map, int nmap,
-                      const ptc_ix *const *vars, int nvars, int mask)
+static int copy_entry(ptc_arena *a, ptc_lbody *dst, const ptc_lexpr *src, const int *map,
+                      int nmap, const ptc_ix *const *vars, int nvars, int mask)
 {
     ptc_lexpr e = *src;
     for (int k = 0; k < ptc_lop_arity(e.op); k++)

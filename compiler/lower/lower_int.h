@@ -7,14 +7,6 @@
 /* Symbolic sizes are assumed to be this large when a decision needs a number. */
 #define PTC_SIZE_HINT 128
 
-/* The most body entries one kernel holds: inlining and the scheduler's joins
- * stop there. LLVM's register allocation and instruction scheduling grow
- * faster than the function they compile (a chain of 2,000 pointwise ops in
- * one kernel took 7.8 ms of LLVM per op, against 1.1 ms up to 250 ops), so a
- * long chain is compiled as several kernels of bounded size, each reading
- * the previous one's output. */
-#define PTC_KERNEL_MAX_ENTRIES 256
-
 double ptc_dim_hint(ptc_dim d);
 double ptc_node_iterations(const ptc_lnode *n);
 double ptc_buf_numel_hint(const ptc_lbuf *b);

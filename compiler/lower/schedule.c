@@ -249,8 +249,7 @@ static void member_form(const kform *f, const ptc_kgroup *g, const ptc_lnode *n,
     /* a pointwise member of a reduction group runs over its reduction loop */
     const ptc_dim *inner = g->reduction && n->kind == PTC_LN_POINTWISE ? g->red : g->inner;
     for (int i = 0; i < n->ndim; i++)
-        vars[i] =
-            i < nouter ? ptc_ix_var(a, i, f->k->outer[i]) : ptc_ix_var(a, i, inner[i - nouter]);
+        vars[i] = i < nouter ? ptc_ix_var(a, i, f->k->outer[i]) : ptc_ix_var(a, i, inner[i - nouter]);
     for (int r = 0; r < n->nred; r++)
         vars[n->ndim + r] = ptc_ix_var(a, nouter + g->ninner + r, n->red[r]);
     int nvars = n->ndim + n->nred;
@@ -310,8 +309,7 @@ static bool fits_group(const sched *s, const ptc_kgroup *g, const int *gnodes, i
     const ptc_dim *n_in = n->ranges + nouter;
     if (red) {
         if (g->reduction) {
-            if (!same_dims(g->inner, g->ninner, n_in, n_inner) ||
-                !same_dims(g->red, g->nred, n->red, n->nred))
+            if (!same_dims(g->inner, g->ninner, n_in, n_inner) || !same_dims(g->red, g->nred, n->red, n->nred))
                 return false;
         } else if (n_inner != 0 || !same_dims(g->inner, g->ninner, n->red, n->nred)) {
             return false;
@@ -443,7 +441,7 @@ static void visit_member(ptc_kmember *m, ix_visit fn, void *ctx)
 
 typedef struct mergectx {
     ptc_arena *a;
-    int v, w; /* merge candidates: w == v+1 */
+    int v, w;      /* merge candidates: w == v+1 */
     ptc_dim ext_w;
     bool ok;
     const ptc_ix **vars;
@@ -599,10 +597,7 @@ static void params_of_ix(paramctx *c, const ptc_ix *x)
     }
 }
 
-static void params_visit(const ptc_ix **x, void *ctx)
-{
-    params_of_ix(ctx, *x);
-}
+static void params_visit(const ptc_ix **x, void *ctx) { params_of_ix(ctx, *x); }
 
 static void collect_params(ptc_arena *a, ptc_kernel *k)
 {
