@@ -389,7 +389,8 @@ static int rlist_readers(const ptc_lprog *p, rlist *r, int *nodes, int max)
     for (int i = 0; i < r->n; i++)
         if (p->nodes[r->node[i]])
             r->node[k++] = r->node[i];
-    qsort(r->node, (size_t)k, sizeof(int), cmp_int);
+    if (k > 1) /* an unread buffer has no list at all (qsort wants one) */
+        qsort(r->node, (size_t)k, sizeof(int), cmp_int);
     int n = 0;
     for (int i = 0; i < k; i++)
         if (n == 0 || r->node[n - 1] != r->node[i])
