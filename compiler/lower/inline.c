@@ -189,14 +189,59 @@ int ptc_body_copy(ptc_arena *a, ptc_lbody *dst, const ptc_lbody *src, int root,
 
 /* ---- inlining -------------------------------------------------------------- */
 
-/* Rebuilds consumer c with every load of `prod`'s buffer replaced by the body. */
-static void inline_into(ptc_lprog *p, ptc_lnode *c, const ptc_lnode *prod)
+/* Whether a copy of n's body (ptc_body_copy from its value) is the body
+ * itself: every entry live, no two equal. */
+static bool body_is_canonical(ptc_arena *a, ptc_lnode *n)
+{
+    ptc_lbody *b = &n->body;
+    bool *live = calloc((size_t)b->n + 1, 1);
+    live_set(b, n->value, live);
+    cse_update(a, b);
+    bool ok = b->n > 0;
+    for (int i = 0; i < b->n && ok; i++)
+        ok = live[i] && *cse_slot(b, &b->e[i]) == i + 1;
+    free(live);
+    return ok;
+}
+
+/* May c take prod's body over instead of copying it? When prod's only reader
+ * loads it once, unmasked, at prod's own variables, as its first entry, the
+ * rebuilt body begins with an exact copy of a canonical prod body; taking it
+ * over gives the same body in O(size of c), where the copy made a chain of
+ * n single-reader ops cost O(n^2) time and memory. */
+static bool can_take_over(const ptc_lnode *c, const ptc_lnode *prod, int nreaders,
+                          bool prod_canonical)
+{
+    if (nreaders != 1 || !prod_canonical || c->body.n == 0 || prod->nred)
+        return false;
+    const ptc_lexpr *e = &c->body.e[0];
+    if (e->op != PTC_L_LOAD || e->buf != prod->out[0] || e->arg[0] >= 0 || e->nidx != prod->ndim)
+        return false;
+    for (int k = 0; k < e->nidx; k++)
+        if (!ptc_ix_is_var(e->idx[k], k) ||
+            !ptc_dim_eq(e->idx[k]->terms[0].atom->d, prod->ranges[k]))
+            return false;
+    for (int i = 1; i < c->body.n; i++)
+        if (c->body.e[i].op == PTC_L_LOAD && c->body.e[i].buf == e->buf)
+            return false;
+    return true;
+}
+
+/* Rebuilds consumer c with every load of `prod`'s buffer replaced by the body
+ * (or, with take_over, c's body is prod's followed by the rest of c's). */
+static void inline_into(ptc_lprog *p, ptc_lnode *c, const ptc_lnode *prod, bool take_over)
 {
     ptc_arena *a = p->arena;
     int buf = prod->out[0];
     ptc_lbody nb = {0};
     int *map = malloc(sizeof(int) * ((size_t)c->body.n + 1));
-    for (int i = 0; i < c->body.n; i++) {
+    int first = 0;
+    if (take_over) {
+        nb = prod->body; /* prod is removed: its entries become c's */
+        map[0] = prod->value;
+        first = 1;
+    }
+    for (int i = first; i < c->body.n; i++) {
         const ptc_lexpr *e = &c->body.e[i];
         if (e->op != PTC_L_LOAD || e->buf != buf) {
             map[i] = copy_entry(a, &nb, e, map, c->body.n, NULL, 0, -1);
@@ -299,11 +344,101 @@ double ptc_buf_numel_hint(const ptc_lbuf *b)
     return n;
 }
 
-enum { MAX_BODY = 4000, CHEAP = 8 };
+enum { CHEAP = 8, MAX_READERS = 256 };
+
+/* Which nodes read each buffer, kept as producers are inlined (asking
+ * ptc_lprog_readers, a scan of every node, made the pass quadratic). A list
+ * may hold removed nodes and repeats; they are dropped when it is read. */
+typedef struct rlist {
+    int n, cap;
+    int *node;
+} rlist;
+
+static void rlist_add(rlist *r, int node)
+{
+    if (r->n == r->cap) {
+        r->cap = r->cap ? 2 * r->cap : 4;
+        r->node = realloc(r->node, sizeof(int) * (size_t)r->cap);
+    }
+    r->node[r->n++] = node;
+}
+
+static void rlist_add_reads(rlist *idx, const ptc_lnode *n, int node)
+{
+    if (n->kind == PTC_LN_EXTERN) {
+        for (int i = 0; i < n->nxin; i++)
+            if (n->xin[i].buf >= 0) /* an absent optional tensor */
+                rlist_add(&idx[n->xin[i].buf], node);
+        return;
+    }
+    for (int i = 0; i < n->body.n; i++)
+        if (n->body.e[i].op == PTC_L_LOAD)
+            rlist_add(&idx[n->body.e[i].buf], node);
+}
+
+static int cmp_int(const void *x, const void *y)
+{
+    int a = *(const int *)x, b = *(const int *)y;
+    return (a > b) - (a < b);
+}
+
+/* The live readers of buf in program order, as ptc_lprog_readers finds them. */
+static int rlist_readers(const ptc_lprog *p, rlist *r, int *nodes, int max)
+{
+    int k = 0;
+    for (int i = 0; i < r->n; i++)
+        if (p->nodes[r->node[i]])
+            r->node[k++] = r->node[i];
+    if (k > 1) /* an unread buffer has no list at all (qsort wants one) */
+        qsort(r->node, (size_t)k, sizeof(int), cmp_int);
+    int n = 0;
+    for (int i = 0; i < k; i++)
+        if (n == 0 || r->node[n - 1] != r->node[i])
+            r->node[n++] = r->node[i];
+    r->n = n;
+    for (int i = 0; i < n && i < max; i++)
+        nodes[i] = r->node[i];
+    return n;
+}
+
+/* May prod be inlined into its readers? Refused past the kernel size cap,
+ * into an extern, and where it would recompute an expensive body. */
+static bool worth_inlining(const ptc_lprog *p, const ptc_lnode *prod, const int *readers, int nr,
+                           int limit, int *nrefused)
+{
+    int buf = prod->out[0];
+    double evals = 0;
+    for (int r = 0; r < nr; r++) {
+        const ptc_lnode *c = p->nodes[readers[r]];
+        if (c->kind == PTC_LN_EXTERN || c->body.n + prod->body.n > PTC_KERNEL_MAX_ENTRIES)
+            return false;
+        evals += count_loads(c, buf) * ptc_node_iterations(c);
+    }
+    double numel = ptc_buf_numel_hint(p->bufs[buf]);
+    double factor = numel > 0 ? evals / numel : 1;
+    if (factor > 1.001) {
+        /* a cheap body (a load, an add and an rsqrt) is recomputed at any
+         * broadcast factor: it costs less per element than its load */
+        int cost = ptc_lbody_cost(&prod->body, prod->value);
+        if (cost > CHEAP && (factor > 8 || cost * (factor - 1) > limit)) {
+            (*nrefused)++;
+            return false;
+        }
+    }
+    return true;
+}
 
 int ptc_inline_pass(ptc_lprog *p, int limit, int *ninlined, int *nrefused)
 {
-    int readers[256];
+    int readers[MAX_READERS];
+    rlist *idx = calloc((size_t)p->nbufs + 1, sizeof *idx);
+    /* per node: 1 its body is canonical (see body_is_canonical), 0 not, -1 unknown */
+    signed char *canonical = malloc((size_t)p->nnodes + 1);
+    for (int i = 0; i < p->nnodes; i++) {
+        canonical[i] = -1;
+        if (p->nodes[i])
+            rlist_add_reads(idx, p->nodes[i], i);
+    }
     for (int i = 0; i < p->nnodes && !ptc_arena_failed(p->arena); i++) {
         ptc_lnode *prod = p->nodes[i];
         if (!prod || prod->kind != PTC_LN_POINTWISE)
@@ -312,34 +447,28 @@ int ptc_inline_pass(ptc_lprog *p, int limit, int *ninlined, int *nrefused)
         ptc_lbuf *b = p->bufs[buf];
         if (b->kind == PTC_LB_OUTPUT)
             continue;
-        int nr = ptc_lprog_readers(p, buf, readers, 256);
-        if (nr == 0 || nr > 256)
+        int nr = rlist_readers(p, &idx[buf], readers, MAX_READERS);
+        if (nr == 0 || nr > MAX_READERS || !worth_inlining(p, prod, readers, nr, limit, nrefused))
             continue;
-        bool ok = true;
-        double evals = 0;
-        for (int r = 0; r < nr && ok; r++) {
-            const ptc_lnode *c = p->nodes[readers[r]];
-            ok = c->kind != PTC_LN_EXTERN && c->body.n + prod->body.n <= MAX_BODY;
-            evals += count_loads(c, buf) * ptc_node_iterations(c);
+        for (int r = 0; r < nr; r++) {
+            ptc_lnode *c = p->nodes[readers[r]];
+            if (nr == 1 && canonical[i] < 0)
+                canonical[i] = body_is_canonical(p->arena, prod);
+            bool take_over = can_take_over(c, prod, nr, canonical[i] == 1);
+            /* a taken-over body stays canonical when the rest of c's was */
+            if (take_over && canonical[c->id] < 0)
+                canonical[c->id] = body_is_canonical(p->arena, c);
+            canonical[c->id] = take_over ? canonical[c->id] : -1;
+            inline_into(p, c, prod, take_over);
+            rlist_add_reads(idx, prod, c->id);
         }
-        if (!ok)
-            continue;
-        double numel = ptc_buf_numel_hint(b);
-        double factor = numel > 0 ? evals / numel : 1;
-        if (factor > 1.001) {
-            /* a cheap body (a load, an add and an rsqrt) is recomputed at any
-             * broadcast factor: it costs less per element than its load */
-            int cost = ptc_lbody_cost(&prod->body, prod->value);
-            if (cost > CHEAP && (factor > 8 || cost * (factor - 1) > limit)) {
-                (*nrefused)++;
-                continue;
-            }
-        }
-        for (int r = 0; r < nr; r++)
-            inline_into(p, p->nodes[readers[r]], prod);
         p->nodes[i] = NULL;
         b->removed = true;
         (*ninlined)++;
     }
+    for (int i = 0; i < p->nbufs; i++)
+        free(idx[i].node);
+    free(idx);
+    free(canonical);
     return 0;
 }

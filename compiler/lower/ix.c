@@ -196,6 +196,13 @@ const ptc_ix *ptc_ix_scale(ptc_arena *a, const ptc_ix *x, ptc_dim c)
     return tl_finish(a, &l);
 }
 
+bool ptc_ix_is_var(const ptc_ix *x, int v)
+{
+    return x->nterms == 1 && ptc_dim_is_static(x->constant) && x->constant.value == 0 &&
+           x->terms[0].atom->kind == PTC_IXA_VAR && x->terms[0].atom->id == v &&
+           ptc_dim_is_static(x->terms[0].coeff) && x->terms[0].coeff.value == 1;
+}
+
 bool ptc_ix_is_const(const ptc_ix *x, ptc_dim *c)
 {
     if (x->nterms)

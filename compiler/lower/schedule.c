@@ -30,6 +30,7 @@ typedef struct kb {
     int nmem, cap;
     int *mem;
     int step;
+    int nentries; /* body entries of its members, at most PTC_KERNEL_MAX_ENTRIES */
 } kb;
 
 typedef struct sched {
@@ -45,13 +46,6 @@ typedef struct sched {
     int nrefused_memory;
 } sched;
 
-static bool is_var(const ptc_ix *x, int v)
-{
-    return x->nterms == 1 && ptc_dim_is_static(x->constant) && x->constant.value == 0 &&
-           x->terms[0].atom->kind == PTC_IXA_VAR && x->terms[0].atom->id == v &&
-           ptc_dim_is_static(x->terms[0].coeff) && x->terms[0].coeff.value == 1;
-}
-
 static int add_step(sched *s, int kind, int index)
 {
     if (s->nsteps == s->caps) {
@@ -62,13 +56,14 @@ static int add_step(sched *s, int kind, int index)
     return s->nsteps++;
 }
 
-static void kb_add(kb *k, int node)
+static void kb_add(kb *k, int node, const ptc_lnode *n)
 {
     if (k->nmem == k->cap) {
         k->cap = k->cap ? k->cap * 2 : 8;
         k->mem = realloc(k->mem, sizeof(int) * (size_t)k->cap);
     }
     k->mem[k->nmem++] = node;
+    k->nentries += n->body.n;
 }
 
 static double outer_product(const ptc_dim *d, int n)
@@ -164,7 +159,7 @@ static int join_outer(sched *s, int k, const ptc_lnode *n)
             continue;
         if (s->node_kernel[w] == k) {
             for (int d = 0; d < j; d++)
-                if (!is_var(e->idx[d], d))
+                if (!ptc_ix_is_var(e->idx[d], d))
                     return -1;
         } else if (s->node_step[w] < 0 || s->node_step[w] > K->step) {
             return -1;
@@ -182,6 +177,8 @@ static void schedule_node(sched *s, int ni)
     }
     int lo = s->nk > 8 ? s->nk - 8 : 0;
     for (int k = s->nk - 1; k >= lo; k--) {
+        if (s->ks[k].nentries + n->body.n > PTC_KERNEL_MAX_ENTRIES)
+            continue;
         bool vertical = reads_from_kernel(s, n, k);
         if (!vertical && !shares_loads(s, n, &s->ks[k]))
             continue;
@@ -193,7 +190,7 @@ static void schedule_node(sched *s, int ni)
             continue;
         }
         s->ks[k].nouter = j;
-        kb_add(&s->ks[k], ni);
+        kb_add(&s->ks[k], ni, n);
         s->node_step[ni] = s->ks[k].step;
         s->node_kernel[ni] = k;
         return;
@@ -207,7 +204,7 @@ static void schedule_node(sched *s, int ni)
     K->nouter = n->ndim;
     for (int d = 0; d < n->ndim; d++)
         K->outer[d] = n->ranges[d];
-    kb_add(K, ni);
+    kb_add(K, ni, n);
     K->step = add_step(s, PTC_STEP_KERNEL, s->nk);
     s->node_step[ni] = K->step;
     s->node_kernel[ni] = s->nk++;
@@ -334,7 +331,7 @@ static bool fits_group(const sched *s, const ptc_kgroup *g, const int *gnodes, i
             if (s->p->nodes[w]->kind == PTC_LN_REDUCTION)
                 return false;
             for (int d = 0; d < e->nidx; d++)
-                if (!is_var(e->idx[d], d))
+                if (!ptc_ix_is_var(e->idx[d], d))
                     return false;
         }
     }
@@ -379,9 +376,32 @@ static void form_groups(sched *s, const kb *K, ptc_kernel *k, int *group_of)
 
 enum { MAX_LOCAL_ELEMS = 4096 };
 
+/* Marks each buffer some node outside its writer's kernel reads (one pass
+ * over the loads: asking every node about every buffer was quadratic). */
+static void find_read_outside(const sched *s, bool *outside)
+{
+    const ptc_lprog *p = s->p;
+    for (int r = 0; r < p->nnodes; r++) {
+        const ptc_lnode *n = p->nodes[r];
+        if (!n)
+            continue;
+        int nb = n->kind == PTC_LN_EXTERN ? n->nxin : n->body.n;
+        for (int i = 0; i < nb; i++) {
+            int b = n->kind == PTC_LN_EXTERN        ? n->xin[i].buf
+                    : n->body.e[i].op == PTC_L_LOAD ? n->body.e[i].buf
+                                                    : -1;
+            int w = b >= 0 ? p->bufs[b]->def : -1;
+            if (w >= 0 && s->node_kernel[w] != s->node_kernel[r])
+                outside[b] = true;
+        }
+    }
+}
+
 static void find_locals(sched *s, bool *local)
 {
     const ptc_lprog *p = s->p;
+    bool *outside = calloc((size_t)p->nbufs + 1, 1);
+    find_read_outside(s, outside);
     for (int b = 0; b < p->nbufs; b++) {
         const ptc_lbuf *buf = p->bufs[b];
         local[b] = false;
@@ -390,10 +410,7 @@ static void find_locals(sched *s, bool *local)
         int k = s->node_kernel[buf->def];
         if (k < 0)
             continue;
-        bool ok = true;
-        for (int r = 0; r < p->nnodes && ok; r++)
-            if (p->nodes[r] && ptc_lnode_reads(p->nodes[r], b) && s->node_kernel[r] != k)
-                ok = false;
+        bool ok = !outside[b];
         int64_t elems = 1;
         for (int d = s->ks[k].nouter; d < buf->ndim && ok; d++) {
             ok = ptc_dim_is_static(buf->shape[d]);
@@ -401,6 +418,7 @@ static void find_locals(sched *s, bool *local)
         }
         local[b] = ok && elems <= MAX_LOCAL_ELEMS;
     }
+    free(outside);
 }
 
 /* ---- variable rewriting and collapsing -------------------------------------- */

@@ -6,6 +6,7 @@ first mismatch) on random shapes, dtypes, strides, broadcasts, size-1 and
 zero-size dims, and its saved outputs are compared with torch's own result.
 """
 import os
+import re
 import tempfile
 
 import pytest
@@ -438,3 +439,33 @@ def test_attention(workdir):
              F.scaled_dot_product_attention)
     run_case(workdir, "sdpa_causal", "scaled_dot_product_attention(%q, %k, %v, is_causal=true)",
              [("q", q), ("k", k), ("v", v)], lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=True))
+
+
+# ---- kernel size ----------------------------------------------------------------------------
+
+def test_long_chain_splits_into_bounded_kernels(workdir):
+    """A chain of 700 pointwise ops is compiled as several kernels (each at most
+    PTC_KERNEL_MAX_ENTRIES body entries, so LLVM's time stays linear in the chain),
+    each reading the one before: the result still matches torch."""
+    steps = [("sin(%s)", lambda y, x, c: torch.sin(y)), ("mul(%s, %%x)", lambda y, x, c: y * x),
+             ("add(%s, %r)", lambda y, x, c: y + c), ("tanh(%s)", lambda y, x, c: torch.tanh(y)),
+             ("abs(%s)", lambda y, x, c: torch.abs(y)), ("sub(%s, %%x)", lambda y, x, c: y - x)]
+    x = rnd([3, 37], lo=-1, hi=1)
+    lines, y, prev = [], x, "%x"
+    for i in range(700):
+        form, fn = steps[i % len(steps)]
+        c = 0.5 + i / 65536
+        expr = form % ((prev, c) if "%r" in form else (prev,))
+        lines.append("  %%%d = %s : f32[3,37]" % (i, expr))
+        y, prev = fn(y, x, c), "%%%d" % i
+    base = os.path.join(workdir, "long_chain")
+    with open(base + ".ptir", "w") as f:
+        f.write("# ptc ir v1\ngraph forward(%%x: f32[3,37] cpu) {\n%s\n  return (%s)\n}\n"
+                % ("\n".join(lines), prev))
+    write_tensors(base + ".in.bin", [("x", x)])
+    r = ptc_run("--backend", BACKEND, "--check", "--stats", "--inputs", base + ".in.bin",
+                "--save-outputs", base + ".out.bin", base + ".ptir")
+    assert r.returncode == 0, r.stdout + r.stderr
+    m = re.search(r"kernels: (\d+) compiled, (\d+) cached", r.stdout)
+    assert m and int(m.group(1)) + int(m.group(2)) >= 3, r.stdout
+    assert_matches(read_tensors(base + ".out.bin")[0][1], y, "long_chain")

@@ -289,6 +289,76 @@ START_TEST(plan_of_a_chain)
 }
 END_TEST
 
+/* A chain of n mixed pointwise ops (the mix of bench/compile_scaling.py),
+ * each add with its own constant. */
+static char *chain_text(int n)
+{
+    static const char *const ops[] = {"sin(%s)",  "mul(%s, %%x)", "add(%s, %g)",
+                                      "tanh(%s)", "abs(%s)",      "sub(%s, %%x)"};
+    ptc_buf b = {0};
+    ptc_buf_puts(&b, "# ptc ir v1\ngraph chain(%x: f32[16] cpu) {\n");
+    char prev[16] = "%x", op[64];
+    for (int i = 0; i < n; i++) {
+        snprintf(op, sizeof op, ops[i % 6], prev, 0.5 + i / 65536.0);
+        ptc_buf_printf(&b, "  %%%d = %s : f32[16]\n", i, op);
+        snprintf(prev, sizeof prev, "%%%d", i);
+    }
+    ptc_buf_printf(&b, "  return (%s)\n}\n", prev);
+    return b.data;
+}
+
+/* Bytes the kernels stage allocates for a chain of n ops; checks that no
+ * kernel holds more than PTC_KERNEL_MAX_ENTRIES body entries. */
+static size_t chain_schedule_bytes(int n)
+{
+    char *text = chain_text(n);
+    ptc_error err;
+    ptc_module *m = ptc_parse_module(text, strlen(text), "chain", &err);
+    ck_assert_msg(m != NULL, "%s", err.msg);
+    ptc_graph *prims = ptc_decompose(m->graphs[0], &err);
+    ck_assert_int_eq(ptc_simplify(prims, &err), 0);
+    ptc_arena *a = ptc_arena_new();
+    ptc_lprog *lp = ptc_lower(a, prims, &err);
+    ck_assert_ptr_nonnull(lp);
+    size_t before = ptc_arena_bytes(a);
+    ptc_sched_opts so = {.nthreads = 2};
+    ptc_schedule *s = ptc_schedule_build(a, lp, &so, &err);
+    ck_assert_msg(s != NULL, "%s", err.msg);
+    size_t bytes = ptc_arena_bytes(a) - before;
+    int entries = 0;
+    for (int k = 0; k < s->nkernels; k++) {
+        int in_kernel = 0;
+        for (int g = 0; g < s->kernels[k]->ngroups; g++)
+            for (int i = 0; i < s->kernels[k]->groups[g].nmembers; i++)
+                in_kernel += s->kernels[k]->groups[g].members[i].body.n;
+        ck_assert_msg(in_kernel <= PTC_KERNEL_MAX_ENTRIES, "%d ops: kernel %d holds %d entries", n,
+                      k, in_kernel);
+        entries += in_kernel;
+    }
+    ck_assert_int_ge(entries, n); /* every op is in some kernel */
+    ptc_arena_free(a);
+    ptc_graph_free(prims);
+    ptc_module_free(m);
+    free(text);
+    return bytes;
+}
+
+/* Fusing a long pointwise chain costs work linear in its length: the kernels
+ * stage's allocations (which count every body copied while inlining, and
+ * grew with the square of the chain) double when the chain doubles, and no
+ * kernel outgrows the cap. Counted in bytes, not timed, so a loaded machine
+ * cannot make it flaky. */
+START_TEST(long_chain_schedules_in_linear_work)
+{
+    size_t small = chain_schedule_bytes(1000), large = chain_schedule_bytes(2000);
+    ck_assert_msg(large < small * 5 / 2, "kernels stage: %zu bytes for 1,000 ops, %zu for 2,000",
+                  small, large);
+    /* about 7 KB an op when a consumer takes its only producer's body over;
+     * copying it instead costs 39 KB an op at the kernel size cap */
+    ck_assert_msg(large / 2000 < 16384, "kernels stage: %zu bytes an op", large / 2000);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("lower");
@@ -300,6 +370,8 @@ int main(void)
     tcase_add_test(tc, memplan_reuse_and_check);
     tcase_add_test(tc, fusion_goldens);
     tcase_add_test(tc, plan_of_a_chain);
+    tcase_add_test(tc, long_chain_schedules_in_linear_work);
+    tcase_set_timeout(tc, 60); /* the sanitizer build on a loaded machine */
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
