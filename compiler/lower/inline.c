@@ -359,6 +359,7 @@ static void rlist_add(rlist *r, int node)
     if (r->n == r->cap) {
         r->cap = r->cap ? 2 * r->cap : 4;
         r->node = realloc(r->node, sizeof(int) * (size_t)r->cap);
+        PTC_ASSERT(r->node);
     }
     r->node[r->n++] = node;
 }
@@ -434,6 +435,7 @@ int ptc_inline_pass(ptc_lprog *p, int limit, int *ninlined, int *nrefused)
     rlist *idx = calloc((size_t)p->nbufs + 1, sizeof *idx);
     /* per node: 1 its body is canonical (see body_is_canonical), 0 not, -1 unknown */
     signed char *canonical = malloc((size_t)p->nnodes + 1);
+    PTC_ASSERT(idx && canonical);
     for (int i = 0; i < p->nnodes; i++) {
         canonical[i] = -1;
         if (p->nodes[i])
