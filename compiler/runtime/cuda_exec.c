@@ -556,28 +556,13 @@ static int plan_arena(crun *r)
     ptc_program *p = r->p;
     const ptc_mplan *mp = &p->sched->plan;
     int n = mp->nbufs;
-    int64_t *offset = mp->offset, size = mp->arena_bytes;
-    int64_t *dyn_off = NULL, *dyn_bytes = NULL;
-    if (!mp->is_static) {
-        dyn_off = calloc((size_t)n + 1, sizeof(int64_t));
-        dyn_bytes = calloc((size_t)n + 1, sizeof(int64_t));
-        for (int b = 0; b < n; b++) {
-            if (!mp->in_arena[b])
-                continue;
-            const ptc_lbuf *lb = p->prog->bufs[b];
-            int64_t bytes = (int64_t)ptc_dtype_size(lb->dtype);
-            for (int d = 0; d < lb->ndim; d++)
-                bytes *= eval(r, lb->shape[d]);
-            dyn_bytes[b] = bytes;
-        }
-        size = ptc_mplan_place(n, dyn_bytes, mp->first, mp->last, mp->in_arena, dyn_off);
-        if (ptc_mplan_check(n, dyn_bytes, mp->first, mp->last, mp->in_arena, dyn_off, size,
-                            r->err)) {
-            free(dyn_off);
-            free(dyn_bytes);
-            return -1;
-        }
-        offset = dyn_off;
+    int64_t *offset = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    int64_t *nbytes = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    int64_t size = 0;
+    if (ptc_exec_arena_layout(p, &r->b, offset, nbytes, &size, r->err)) {
+        free(offset);
+        free(nbytes);
+        return -1;
     }
     int64_t temps = (size + 255) & ~(int64_t)255;
     r->scratch_bytes = scratch_need(r);
@@ -616,9 +601,8 @@ static int plan_arena(crun *r)
     for (int b = 0; rc == 0 && b < n; b++) {
         if (!mp->in_arena[b])
             continue;
-        int64_t bytes = dyn_bytes ? dyn_bytes[b] : mp->nbytes[b];
-        r->bufptr[b] = bytes ? (void *)(uintptr_t)(base + (CUdeviceptr)offset[b])
-                             : (void *)(uintptr_t)r->dev->zeros;
+        r->bufptr[b] = nbytes[b] ? (void *)(uintptr_t)(base + (CUdeviceptr)offset[b])
+                                 : (void *)(uintptr_t)r->dev->zeros;
     }
     r->scratch = r->scratch_bytes ? base + (CUdeviceptr)temps : 0;
     r->status = checks && rc == 0 ? base + (CUdeviceptr)scratch_end : 0;
@@ -627,8 +611,8 @@ static int plan_arena(crun *r)
         if (cr != CUDA_SUCCESS)
             rc = ptc_cuda_fail(r->err, cr, "clearing the checks' status record");
     }
-    free(dyn_off);
-    free(dyn_bytes);
+    free(offset);
+    free(nbytes);
     return rc;
 }
 

@@ -3,8 +3,9 @@
  * A run binds the symbols of the input sizes, makes every input match the
  * layout its type promised (a copy only when the caller's strides differ),
  * allocates the outputs (through the host when there is one, so they belong
- * to the user) and the arena of temporaries (planned at compile time, or now
- * when sizes are symbolic, and checked), then runs the steps in order.
+ * to the user) and the arena of temporaries (planned at compile time, or for
+ * the run's sizes when they are symbolic: ptc_exec_arena_layout), then runs
+ * the steps in order. Kernels get the run's sizes as parameters.
  * A kernel's parallel range is split into one contiguous chunk per OpenMP
  * thread; small kernels run on the calling thread, because waking a team
  * costs more than they do. Externs go to the host's kernels when it has them
@@ -106,32 +107,13 @@ static int plan_arena(run *r)
     ptc_program *p = r->p;
     const ptc_mplan *mp = &p->sched->plan;
     int n = mp->nbufs;
-    int64_t *offset = mp->offset, size = mp->arena_bytes;
-    int64_t *dyn_off = NULL, *dyn_bytes = NULL;
-    if (!mp->is_static) {
-        dyn_off = malloc(sizeof(int64_t) * (size_t)(n + 1));
-        dyn_bytes = malloc(sizeof(int64_t) * (size_t)(n + 1));
-        for (int b = 0; b < n; b++) {
-            dyn_bytes[b] = 0;
-            if (!mp->in_arena[b])
-                continue;
-            const ptc_lbuf *lb = p->prog->bufs[b];
-            int64_t bytes = (int64_t)ptc_dtype_size(lb->dtype);
-            for (int d = 0; d < lb->ndim; d++)
-                bytes *= eval(r, lb->shape[d]);
-            dyn_bytes[b] = bytes;
-        }
-        size = ptc_mplan_place(n, dyn_bytes, mp->first, mp->last, mp->in_arena, dyn_off);
-        if (ptc_mplan_check(n, dyn_bytes, mp->first, mp->last, mp->in_arena, dyn_off, size, r->err)) {
-            free(dyn_off);
-            free(dyn_bytes);
-            return -1;
-        }
-        offset = dyn_off;
-    }
+    int64_t *offset = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    int64_t *nbytes = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    int64_t size = 0;
+    int rc = ptc_exec_arena_layout(p, &r->b, offset, nbytes, &size, r->err);
     /* the program's cached arena, unless another run holds it */
     pthread_mutex_lock(&p->lock);
-    if (!p->mem_busy) {
+    if (rc == 0 && !p->mem_busy) {
         if (p->mem_size < (size_t)size) {
             free(p->mem);
             p->mem = size ? aligned_alloc(64, (size_t)size) : NULL;
@@ -141,25 +123,19 @@ static int plan_arena(run *r)
         r->mem = p->mem;
     }
     pthread_mutex_unlock(&p->lock);
-    if (!r->mem && size) {
+    if (rc == 0 && !r->mem && size) {
         r->mem = aligned_alloc(64, (size_t)size);
         r->mem_owned = true;
     }
-    if (size && !r->mem) {
-        free(dyn_off);
-        free(dyn_bytes);
-        return ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime", "out of memory (arena of %lld bytes)",
-                          (long long)size);
-    }
-    for (int b = 0; b < n; b++) {
-        if (!mp->in_arena[b])
-            continue;
-        int64_t bytes = dyn_bytes ? dyn_bytes[b] : mp->nbytes[b];
-        r->bufptr[b] = bytes ? (char *)r->mem + offset[b] : (void *)empty_buffer;
-    }
-    free(dyn_off);
-    free(dyn_bytes);
-    return 0;
+    if (rc == 0 && size && !r->mem)
+        rc = ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime", "out of memory (arena of %lld bytes)",
+                        (long long)size);
+    for (int b = 0; rc == 0 && b < n; b++)
+        if (mp->in_arena[b])
+            r->bufptr[b] = nbytes[b] ? (char *)r->mem + offset[b] : (void *)empty_buffer;
+    free(offset);
+    free(nbytes);
+    return rc;
 }
 
 /* ---- steps ----------------------------------------------------------------------------- */

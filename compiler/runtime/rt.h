@@ -49,6 +49,10 @@ struct ptc_program {
     void *mem;
     size_t mem_size;
     bool mem_busy;
+    /* symbolic sizes: the arena layout placed for the last sizes seen (under
+     * lock), which a loop of same-sized calls reuses */
+    ptc_bindings layout_sizes;
+    int64_t *layout_offset, *layout_nbytes, layout_size;
     /* PTC_ACCURACY: the input graph, which the interpreter runs on the first
      * run's inputs to check its outputs */
     ptc_graph *source;
@@ -62,6 +66,14 @@ int ptc_exec_cpu(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tens
 
 /* A dimension's size under a run's bindings. */
 int64_t ptc_exec_dim(const ptc_bindings *b, ptc_dim d);
+
+/* The arena of a run: each temporary's byte offset and size (offset[n],
+ * nbytes[n] for the schedule's n buffers; 0 bytes outside the arena) and the
+ * arena's total in *size. A static plan gives the compile's layout; a
+ * symbolic one is placed for the run's sizes and checked, once per new set
+ * of sizes: the program keeps the last layout for calls of the same sizes. */
+int ptc_exec_arena_layout(ptc_program *p, const ptc_bindings *b, int64_t *offset, int64_t *nbytes,
+                          int64_t *size, ptc_error *err);
 
 /* How a run allocates the graph's outputs. */
 typedef struct ptc_exec_alloc {
