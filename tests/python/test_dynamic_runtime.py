@@ -100,3 +100,47 @@ def test_bad_size_lists(args, message):
     r = ptcio.ptc_run(*args, path)
     assert r.returncode == 2, r.stdout + r.stderr
     assert message in r.stderr, r.stderr
+
+
+# ---- the Python backend: one compiled graph called with tensors of many sizes ----
+
+ATTENTION = open(os.path.join(SRC, "tests", "data", "dynamic", "attention.ptir")).read()
+
+
+def eager_attention(x, w_qkv, w_o, b_o, g, bt):
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    B, L, C = x.shape
+    qkv = F.linear(x, w_qkv).reshape(B, L, 3, 2, 8).permute(2, 0, 3, 1, 4)
+    q, k, v = qkv.unbind(0)
+    a = torch.softmax(q @ k.transpose(-2, -1) * 0.3535533905932738, -1)
+    o = (a @ v).transpose(1, 2).reshape(B, L, C)
+    return F.layer_norm(F.linear(o, w_o, b_o) + x, [16], g, bt)
+
+
+def test_python_backend_binds_sizes_each_call():
+    torch = pytest.importorskip("torch")
+    from ptc import _C
+    compiled = _C._compile_ptir(ATTENTION)
+    gen = torch.Generator().manual_seed(0)
+    weights = [torch.randn(48, 16, generator=gen), torch.randn(16, 16, generator=gen),
+               torch.randn(16, generator=gen), torch.randn(16, generator=gen),
+               torch.randn(16, generator=gen)]
+    for L in (1, 7, 64, 3, 130):
+        x = torch.randn(2, L, 16, generator=gen)
+        (got,) = _C._run_compiled(compiled, (x, *weights))
+        want = eager_attention(x, *weights)
+        assert got.shape == (2, L, 16)
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_python_backend_rejects_inconsistent_sizes():
+    """s0 bound by the first input, contradicted by the second: a clear error."""
+    torch = pytest.importorskip("torch")
+    from ptc import _C
+    compiled = _C._compile_ptir(open(os.path.join(SRC, "tests", "data", "dynamic",
+                                                  "pointwise_chain.ptir")).read())
+    with pytest.raises(Exception, match="s0|size"):
+        _C._run_compiled(compiled, (torch.randn(3, 4), torch.randn(5, 4), torch.randn(4)))
+    (out, _) = _C._run_compiled(compiled, (torch.randn(5, 4), torch.randn(5, 4), torch.randn(4)))
+    assert out.shape == (5, 4)
