@@ -403,29 +403,6 @@ static void print_output(int i, const ptc_value *v, const ptc_tensor *t)
 
 /* ---- checking against the reference ------------------------------------------- */
 
-/* Tolerances per dtype: |got - want| <= atol * max(1, max|want|) + rtol * |want|.
- * The scale lets large-magnitude reductions differ by their summation order. */
-static void tolerance(ptc_dtype dt, double *rtol, double *atol)
-{
-    switch (dt) {
-    case PTC_F64:
-        *rtol = 1e-7, *atol = 1e-7;
-        break;
-    case PTC_F32:
-        *rtol = 1e-4, *atol = 1e-5;
-        break;
-    case PTC_F16:
-        *rtol = 2e-3, *atol = 1e-4;
-        break;
-    case PTC_BF16:
-        *rtol = 1.6e-2, *atol = 1e-3;
-        break;
-    default:
-        *rtol = 0, *atol = 0;
-        break;
-    }
-}
-
 static void print_index(ptc_buf *b, const int64_t *idx, int n)
 {
     ptc_buf_putc(b, '[');
@@ -452,7 +429,9 @@ static int compare(const options *o, const ptc_graph *g, int i, const ptc_tensor
     int64_t n = ptc_tensor_numel(want), idx[PTC_MAX_DIMS] = {0};
     bool fl = ptc_dtype_is_float(want->dtype);
     double rtol, atol, scale = 1;
-    tolerance(want->dtype, &rtol, &atol);
+    /* |got - want| <= atol * max(1, max|want|) + rtol * |want|: the scale lets
+     * large-magnitude reductions differ by their summation order */
+    ptc_tolerance_default(want->dtype, &rtol, &atol);
     for (int64_t k = 0; fl && k < n; k++) {
         double w = fabs(ptc_tensor_get_f64(want, idx));
         if (isfinite(w) && w > scale)
