@@ -47,8 +47,9 @@ def test_one_compile_every_size(path, tmp_path, monkeypatch):
         if i > 0:
             assert m.group(1) == "0", b
             assert "reused (one program for every size)" in b, b
-    first = re.search(r"^kernels: (\d+) compiled, (\d+) cached", blocks[0], flags=re.M)
-    assert int(first.group(1)) > 0 and first.group(2) == "0", blocks[0]
+    # a fresh cache: the first size compiles (identical kernels of the graph count as cached)
+    first = re.search(r"^kernels: (\d+) compiled", blocks[0], flags=re.M)
+    assert int(first.group(1)) > 0, blocks[0]
 
 
 @pytest.mark.parametrize("name", ["softmax_row.ptir", "attention.ptir", "concat.ptir"])
