@@ -845,4 +845,94 @@ int cap_runtime_run(cap_entry *e, void *program, PyObject **inputs, PyObject **o
                                    e->graph->noutputs);
 }
 
+/* ---- a .ptir graph compiled from Python (ptc._C._compile_ptir) ------------------- */
+
+/* What a compiled .ptir graph's capsule holds: one program for every size of
+ * the graph's symbols, bound from the tensors' shapes on each call. */
+typedef struct ptir_compiled {
+    void *program;
+    int ninputs, noutputs;
+} ptir_compiled;
+
+static const char PTIR_CAPSULE[] = "ptc.compiled_ptir";
+
+static void ptir_capsule_free(PyObject *capsule)
+{
+    ptir_compiled *c = PyCapsule_GetPointer(capsule, PTIR_CAPSULE);
+    if (c)
+        cap_runtime_release(c->program);
+    free(c);
+}
+
+PyObject *cap_compile_ptir(PyObject *text)
+{
+    Py_ssize_t len;
+    const char *src = PyUnicode_AsUTF8AndSize(text, &len);
+    if (!src || cap_torch_init() < 0) /* the runs read torch tensors */
+        return NULL;
+    ptc_error err;
+    char msg[1200];
+    ptc_module *m = ptc_parse_module(src, (size_t)len, "<ptir>", &err);
+    ptir_compiled *c = calloc(1, sizeof *c);
+    int rc = m && c ? 0 : -1;
+    if (rc == 0 && m->ngraphs < 1)
+        rc = ptc_errorf(&err, PTC_ERR_PARSE, "parse", "the text holds no graph");
+    if (rc == 0 && (rc = ptc_ops_verify(m->graphs[0], 0, &err)) == 0) {
+        c->ninputs = m->graphs[0]->ninputs;
+        c->noutputs = m->graphs[0]->noutputs;
+        rc = cap_runtime_compile_graph(m->graphs[0], &c->program, NULL, &err);
+    }
+    if (m)
+        ptc_module_free(m);
+    if (rc) {
+        free(c);
+        ptc_error_format(&err, msg, sizeof msg);
+        PyErr_Format(PyExc_ValueError, "ptc: %s", msg);
+        return NULL;
+    }
+    PyObject *cap = PyCapsule_New(c, PTIR_CAPSULE, ptir_capsule_free);
+    if (!cap) {
+        cap_runtime_release(c->program);
+        free(c);
+    }
+    return cap;
+}
+
+PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors)
+{
+    ptir_compiled *c = PyCapsule_GetPointer(capsule, PTIR_CAPSULE);
+    if (!c)
+        return NULL;
+    if (!PyTuple_Check(tensors) || PyTuple_Size(tensors) != c->ninputs)
+        return PyErr_Format(PyExc_TypeError, "the graph takes a tuple of %d tensors", c->ninputs);
+    PyObject **ins = calloc((size_t)c->ninputs + 1, sizeof *ins);
+    PyObject **outs = calloc((size_t)c->noutputs + 1, sizeof *outs);
+    for (int i = 0; i < c->ninputs; i++)
+        ins[i] = PyTuple_GetItem(tensors, i);
+    PyObject *r = NULL;
+    if (cap_runtime_run_program(c->program, ins, c->ninputs, outs, c->noutputs) == 0) {
+        r = PyTuple_New(c->noutputs);
+        for (int i = 0; i < c->noutputs; i++)
+            if (r)
+                PyTuple_SetItem(r, i, outs[i]); /* steals the reference */
+            else
+                Py_DECREF(outs[i]);
+    }
+    free(ins);
+    free(outs);
+    return r;
+}
+
+#else
+PyObject *cap_compile_ptir(PyObject *text)
+{
+    (void)text;
+    return PyErr_Format(PyExc_NotImplementedError, "ptc was built without its runtime");
+}
+
+PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors)
+{
+    (void)capsule, (void)tensors;
+    return PyErr_Format(PyExc_NotImplementedError, "ptc was built without its runtime");
+}
 #endif /* PTC_HAVE_RUNTIME */

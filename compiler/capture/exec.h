@@ -109,6 +109,12 @@ void cap_measure_event(cap_compiled *c, PyObject *ev);
 /* Creates e's stats record (when measuring); borrowed capsule or NULL. */
 PyObject *cap_stats_attach(cap_entry *e);
 PyObject *cap_stats_dict(PyObject *capsule);
+/* ptc._C._compile_ptir(text): the first graph of a .ptir text compiled with
+ * the ptc backend, as a capsule; _run_compiled(capsule, tensors) runs it,
+ * binding the graph's symbolic sizes from the tensors' shapes on every call
+ * (one compile for every size). */
+PyObject *cap_compile_ptir(PyObject *text);
+PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors);
 PyObject *cap_measured(void);
 void cap_clock_graph_begin(cap_clock *k, cap_entry *e, PyObject **vals);
 void cap_clock_graph_end(cap_clock *k, cap_entry *e, PyObject **outs, int nout);

@@ -75,10 +75,24 @@ typedef struct ptc_cuda_launch {
                            * entry needs (0: none); malloc'd */
 } ptc_cuda_launch;
 
+/* A kernel whose team size depends on symbolic sizes (a reduction over a row
+ * of run-time length: a warp per short row, a block per long one) is
+ * compiled in a few forms, each an entry of its module with its own team;
+ * form 0 is the default (entry, launch), and ptc_cuda_pick chooses per call. */
+enum { PTC_CUDA_MAX_FORMS = 4 };
+typedef struct ptc_cuda_form {
+    char entry[72]; /* form 0: the kernel's entry; others: entry + "_t<team>" */
+    int team, block, smem;
+    int64_t scratch_team;
+} ptc_cuda_form;
+
 typedef struct ptc_cuda_code {
     char entry[64];      /* the kernel's symbol in its PTX: ptc_<ops>_<hash> */
     char ventry[72];     /* the vectorised entry ("" when launch.vec == 1) */
     ptc_cuda_launch launch;
+    int nforms; /* >= 1 */
+    ptc_cuda_form forms[PTC_CUDA_MAX_FORMS];
+    bool outer_contig, inner_contig; /* what the team choice weighs (plan.c) */
     char *ptx;           /* NUL-terminated PTX of one module holding both entries */
     char *key;           /* the cache key the PTX is stored under (cubins extend it) */
     bool cached;         /* the PTX came from the disk cache */
@@ -92,6 +106,10 @@ const char *ptc_cuda_arch_name(int sm);
 int ptc_cuda_codegen(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_target *t,
                      const ptc_codegen_opts *o, ptc_cuda_code *out, char **text, ptc_error *err);
 void ptc_cuda_code_free(ptc_cuda_code *c);
+/* The form of c for a call whose kernel runs `outer` outer iterations of at
+ * most `work` elements each, on a device of `sms` multiprocessors: the one
+ * whose team is nearest the team the plan would choose for these sizes. */
+int ptc_cuda_pick(const ptc_cuda_code *c, double outer, double work, int sms);
 
 /* ---- kernel cache ---------------------------------------------------------- */
 

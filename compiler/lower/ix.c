@@ -93,19 +93,34 @@ static void tl_add_ix(ptc_arena *a, tlist *l, const ptc_ix *x, ptc_dim scale)
         tl_push(a, l, ptc_dim_mul(a, x->terms[i].coeff, scale), x->terms[i].atom);
 }
 
-/* Folds c*d*(x//d) + c*(x%d) into c*x; true if something changed. */
+/* The atom x // d is, when its normal form is a lone atom (NULL otherwise). */
+static const ptc_ixatom *div_atom(ptc_arena *a, const ptc_ix *x, ptc_dim d)
+{
+    const ptc_ix *q = ptc_ix_floordiv(a, x, d);
+    return q->nterms == 1 && dim_is(q->constant, 0) && dim_is(q->terms[0].coeff, 1)
+               ? q->terms[0].atom
+               : NULL;
+}
+
+/* Folds c*d*(x//d) + c*(x%d) into c*x; true if something changed. x//d is
+ * compared in normal form, so a flatten's (y//6)%4*6 + (y//24)*24 + y%6
+ * folds twice back into y. */
 static bool fold_divmod(ptc_arena *a, tlist *l)
 {
     for (int i = 0; i < l->n; i++) {
-        const ptc_ixatom *m = l->t[i].atom;
+        const ptc_ixatom *m = l->t[i].atom, *div = NULL;
         if (m->kind != PTC_IXA_MOD || dim_is(l->t[i].coeff, 0))
             continue;
         ptc_dim want = ptc_dim_mul(a, l->t[i].coeff, m->d);
         for (int j = 0; j < l->n; j++) {
             const ptc_ixatom *q = l->t[j].atom;
-            if (q->kind != PTC_IXA_DIV || !ptc_dim_eq(q->d, m->d) || !ptc_ix_eq(q->x, m->x) ||
-                !ptc_dim_eq(l->t[j].coeff, want))
+            if (q->kind != PTC_IXA_DIV || !ptc_dim_eq(l->t[j].coeff, want))
                 continue;
+            if (!ptc_dim_eq(q->d, m->d) || !ptc_ix_eq(q->x, m->x)) {
+                div = div ? div : div_atom(a, m->x, m->d);
+                if (!div || !atom_eq(div, q))
+                    continue;
+            }
             ptc_dim c = l->t[i].coeff;
             l->t[i].coeff = zero;
             l->t[j].coeff = zero;
@@ -360,6 +375,10 @@ const ptc_ix *ptc_ix_floordiv(ptc_arena *a, const ptc_ix *x, ptc_dim d)
         return ptc_ix_int(a, 0);
     if (x->nterms == 0 && !d.sym && !x->constant.sym)
         return ptc_ix_const(a, ptc_dim_floordiv(a, x->constant, d));
+    /* (y // e) // d == y // (e*d) for positive divisors: one normal form */
+    if (x->nterms == 1 && dim_is(x->constant, 0) && dim_is(x->terms[0].coeff, 1) &&
+        x->terms[0].atom->kind == PTC_IXA_DIV)
+        return ptc_ix_floordiv(a, x->terms[0].atom->x, ptc_dim_mul(a, x->terms[0].atom->d, d));
     tlist q, r;
     split(a, x, d, &q, &r);
     const ptc_ix *rem = tl_finish(a, &r), *hi, *lo;

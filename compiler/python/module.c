@@ -20,6 +20,8 @@ PyObject *cap_measured(void);
 PyObject *cap_stats_dict(PyObject *capsule);
 int cap_measure_scope_begin(void);
 PyObject *cap_measure_scope_end(void);
+PyObject *cap_compile_ptir(PyObject *text);
+PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors);
 
 typedef struct compiled_function {
     PyObject_HEAD
@@ -346,6 +348,21 @@ static PyObject *m_entry_stats(PyObject *mod, PyObject *capsule)
     return cap_stats_dict(capsule);
 }
 
+static PyObject *m_compile_ptir(PyObject *mod, PyObject *text)
+{
+    (void)mod;
+    return cap_compile_ptir(text);
+}
+
+static PyObject *m_run_compiled(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    PyObject *capsule, *tensors;
+    if (!PyArg_ParseTuple(args, "OO!", &capsule, &PyTuple_Type, &tensors))
+        return NULL;
+    return cap_run_compiled(capsule, tensors);
+}
+
 static PyMethodDef module_methods[] = {
     {"_measure", m_measure, METH_O,
      "_measure(on): ptexplain's measurements (times around graphs and breaks, every event)."},
@@ -356,9 +373,15 @@ static PyMethodDef module_methods[] = {
      "_explain_report(json, target, wall_ms): ptexplain's text report of the measurements."},
     {"_measured", m_measured, METH_NOARGS,
      "Totals of the measurements and every compiled function's events since _measure(True)."},
-    {"_entry_stats", m_entry_stats, METH_O, "The measurements of one entry (a compile event's 'stats')."},
+    {"_entry_stats", m_entry_stats, METH_O,
+     "The measurements of one entry (a compile event's 'stats')."},
     {"_compile", (PyCFunction)(void (*)(void))m_compile, METH_VARARGS | METH_KEYWORDS,
      "_compile(target, backend, fullgraph=False, dynamic=None, mode='default')"},
+    {"_compile_ptir", m_compile_ptir, METH_O,
+     "_compile_ptir(text): the first graph of a .ptir text compiled by the ptc backend (a "
+     "capsule for _run_compiled); symbolic sizes stay symbolic."},
+    {"_run_compiled", m_run_compiled, METH_VARARGS,
+     "_run_compiled(compiled, tensors): runs it, its symbols bound from the tensors' shapes."},
     {"_reset", m_reset, METH_NOARGS, "Drops every compiled entry."},
     {"_disable", m_disable, METH_O, "Marks a function as never traced into."},
     {"_interpret", m_interpret, METH_VARARGS,

@@ -19,7 +19,10 @@
  * (ptc-run, tests) they run on ptc's C kernels over host copies, after a
  * synchronisation. Launch failures name the kernel, its launch parameters
  * and the driver's error; PTC_CUDA_SYNC=1 synchronises after every launch
- * so that faults are reported against the kernel that caused them. A
+ * so that faults are reported against the kernel that caused them. With
+ * symbolic sizes, the arena is planned and every grid computed for the
+ * call's sizes, and a kernel compiled in several forms (plan.c) runs the
+ * form whose team suits them (ptc_cuda_pick). A
  * kernel's vectorised entry runs when every pointer it assumes aligned is;
  * PTC_CUDA_VECTOR=0 always takes the scalar entries (for tests).
  */
@@ -41,6 +44,7 @@ typedef struct cloaded {
     ptc_cuda_device *dev;
     CUmodule *mods;
     CUfunction *fn, *vfn;
+    CUfunction *ffn; /* [kernel * PTC_CUDA_MAX_FORMS + form]: the forms after the first */
 } cloaded;
 
 struct ptc_cuda_prog {
@@ -134,6 +138,9 @@ static int load_one(ptc_cuda_prog *cp, const ptc_schedule *s, int k, cloaded *L,
             r = A->cuModuleGetFunction(&L->fn[k], L->mods[k], code->entry);
         if (r == CUDA_SUCCESS && code->launch.vec > 1)
             r = A->cuModuleGetFunction(&L->vfn[k], L->mods[k], code->ventry);
+        for (int f = 1; r == CUDA_SUCCESS && f < code->nforms; f++)
+            r = A->cuModuleGetFunction(&L->ffn[k * PTC_CUDA_MAX_FORMS + f], L->mods[k],
+                                       code->forms[f].entry);
         if (r != CUDA_SUCCESS)
             rc = ptc_cuda_fail(err, r, "kernel %d %s: loading its module on device %d", k,
                                s->kernels[k]->name, L->dev->ordinal);
@@ -236,6 +243,7 @@ static cloaded *loaded_new(const ptc_cuda_prog *cp, ptc_cuda_device *d)
     L->mods = calloc((size_t)cp->nk + 1, sizeof *L->mods);
     L->fn = calloc((size_t)cp->nk + 1, sizeof *L->fn);
     L->vfn = calloc((size_t)cp->nk + 1, sizeof *L->vfn);
+    L->ffn = calloc((size_t)(cp->nk + 1) * PTC_CUDA_MAX_FORMS, sizeof *L->ffn);
     return L;
 }
 
@@ -255,6 +263,7 @@ static void loaded_free(cloaded *L, int nk)
     free(L->mods);
     free(L->fn);
     free(L->vfn);
+    free(L->ffn);
     free(L);
 }
 
@@ -417,6 +426,7 @@ typedef struct crun {
     CUdeviceptr scratch; /* kernels' scratch area */
     int64_t scratch_bytes;
     CUdeviceptr status; /* the checks' status record (lower.h), 0: no kernel checks */
+    int *form;          /* per kernel: the form this call's sizes run (ptc_cuda_pick) */
     uint64_t rng_offset;
     bool sync_each;
     bool no_vector; /* PTC_CUDA_VECTOR=0: scalar entries only (tests) */
@@ -518,19 +528,48 @@ static int alloc_outputs(crun *r)
     return ptc_exec_alloc_outputs(r->p, &a, r->outs, r->bufptr, r->err);
 }
 
-/* Blocks of kernel k's launch for the current sizes (0: nothing to do). */
-static int64_t launch_blocks(crun *r, const ptc_kernel *k, const ptc_cuda_code *code, bool vec)
+/* The form each kernel runs for this call's sizes: for a kernel planned in
+ * several, the one whose team suits its outer iterations and row length. */
+static void pick_forms(crun *r)
 {
+    const ptc_schedule *s = r->p->sched;
+    for (int ki = 0; ki < s->nkernels; ki++) {
+        const ptc_cuda_code *code = code_of(r->p->cuda, ki);
+        const ptc_kernel *k = s->kernels[ki];
+        r->form[ki] = 0;
+        if (code->nforms <= 1)
+            continue;
+        double outer = 1, work = 1;
+        for (int d = 0; d < k->nouter; d++)
+            outer *= (double)eval(r, k->outer[d]);
+        for (int g = 0; g < k->ngroups; g++) {
+            const ptc_kgroup *G = &k->groups[g];
+            double w = 1;
+            for (int d = 0; d < G->ninner; d++)
+                w *= (double)eval(r, G->inner[d]);
+            for (int d = 0; G->reduction && d < G->nred; d++)
+                w *= (double)eval(r, G->red[d]);
+            work = w > work ? w : work;
+        }
+        r->form[ki] = ptc_cuda_pick(code, outer, work, r->dev->sms);
+    }
+}
+
+/* Blocks of kernel k's launch in form f for the current sizes (0: nothing to do). */
+static int64_t launch_blocks(crun *r, const ptc_kernel *k, const ptc_cuda_code *code, int f,
+                             bool vec)
+{
+    const ptc_cuda_form *fm = &code->forms[f];
     int64_t O = 1;
     for (int d = 0; d < k->nouter; d++)
         O *= eval(r, k->outer[d]);
     if (vec && !code->launch.vec_rows)
         O /= code->launch.vec;
-    int tpb = code->launch.block / code->launch.team;
+    int tpb = fm->block / fm->team;
     int64_t blocks = (O + tpb - 1) / tpb;
-    int64_t cap = (int64_t)r->dev->sms * (2048 / code->launch.block) * 4;
-    if (code->launch.scratch_team > 0)
-        cap = (int64_t)r->dev->sms * (2048 / code->launch.block);
+    int64_t cap = (int64_t)r->dev->sms * (2048 / fm->block) * 4;
+    if (fm->scratch_team > 0)
+        cap = (int64_t)r->dev->sms * (2048 / fm->block);
     return blocks < cap ? blocks : cap;
 }
 
@@ -540,10 +579,11 @@ static int64_t scratch_need(crun *r)
     int64_t need = 0;
     for (int k = 0; k < s->nkernels; k++) {
         const ptc_cuda_code *code = code_of(r->p->cuda, k);
-        if (code->launch.scratch_team <= 0)
+        const ptc_cuda_form *fm = &code->forms[r->form[k]];
+        if (fm->scratch_team <= 0)
             continue;
-        int64_t blocks = launch_blocks(r, s->kernels[k], code, false);
-        int64_t n = blocks * (code->launch.block / code->launch.team) * code->launch.scratch_team;
+        int64_t blocks = launch_blocks(r, s->kernels[k], code, r->form[k], false);
+        int64_t n = blocks * (fm->block / fm->team) * fm->scratch_team;
         need = n > need ? n : need;
     }
     return need;
@@ -554,10 +594,16 @@ static int plan_arena(crun *r)
     ptc_program *p = r->p;
     const ptc_mplan *mp = &p->sched->plan;
     int n = mp->nbufs;
-    ptc_exec_arena a;
-    if (ptc_exec_arena_place(p, &r->b, &a, r->err))
+    int64_t *offset = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    int64_t *nbytes = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    PTC_ASSERT(offset && nbytes);
+    int64_t size = 0;
+    if (ptc_exec_arena_layout(p, &r->b, offset, nbytes, &size, r->err)) {
+        free(offset);
+        free(nbytes);
         return -1;
-    int64_t temps = (a.size + 255) & ~(int64_t)255;
+    }
+    int64_t temps = (size + 255) & ~(int64_t)255;
     r->scratch_bytes = scratch_need(r);
     bool checks = false;
     for (int k = 0; k < p->sched->nkernels && !checks; k++)
@@ -594,8 +640,8 @@ static int plan_arena(crun *r)
     for (int b = 0; rc == 0 && b < n; b++) {
         if (!mp->in_arena[b])
             continue;
-        r->bufptr[b] = a.bytes[b] ? (void *)(uintptr_t)(base + (CUdeviceptr)a.offset[b])
-                                  : (void *)(uintptr_t)r->dev->zeros;
+        r->bufptr[b] = nbytes[b] ? (void *)(uintptr_t)(base + (CUdeviceptr)offset[b])
+                                 : (void *)(uintptr_t)r->dev->zeros;
     }
     r->scratch = r->scratch_bytes ? base + (CUdeviceptr)temps : 0;
     r->status = checks && rc == 0 ? base + (CUdeviceptr)scratch_end : 0;
@@ -604,7 +650,8 @@ static int plan_arena(crun *r)
         if (cr != CUDA_SUCCESS)
             rc = ptc_cuda_fail(r->err, cr, "clearing the checks' status record");
     }
-    ptc_exec_arena_free(&a);
+    free(offset);
+    free(nbytes);
     return rc;
 }
 
@@ -662,9 +709,14 @@ static int run_kernel(crun *r, int ki)
     ptc_cuda_prog *cp = r->p->cuda;
     int src = cp->k[ki].same_as >= 0 ? cp->k[ki].same_as : ki;
     const ptc_cuda_code *code = &cp->k[src].code;
-    bool vec = code->launch.vec > 1 && !r->no_vector && r->L->vfn[src] && aligned_for(r, k, code);
-    CUfunction fn = vec ? r->L->vfn[src] : r->L->fn[src];
-    int64_t blocks = launch_blocks(r, k, code, vec);
+    int f = r->form[ki];
+    const ptc_cuda_form *fm = &code->forms[f];
+    bool vec = f == 0 && code->launch.vec > 1 && !r->no_vector && r->L->vfn[src] &&
+               aligned_for(r, k, code);
+    CUfunction fn = f > 0 ? r->L->ffn[src * PTC_CUDA_MAX_FORMS + f]
+                    : vec ? r->L->vfn[src]
+                          : r->L->fn[src];
+    int64_t blocks = launch_blocks(r, k, code, f, vec);
     if (blocks <= 0)
         return 0;
     CUdeviceptr ptrs[MAX_PARAMS];
@@ -691,17 +743,17 @@ static int run_kernel(crun *r, int ki)
         ints[1 + k->nparams] = (int64_t)r->status;
         params[np++] = &ints[1 + k->nparams];
     }
-    CUresult cr = r->A->cuLaunchKernel(fn, (unsigned)blocks, 1, 1, (unsigned)code->launch.block, 1,
-                                       1, (unsigned)code->launch.smem, r->stream, params, NULL);
+    CUresult cr = r->A->cuLaunchKernel(fn, (unsigned)blocks, 1, 1, (unsigned)fm->block, 1, 1,
+                                       (unsigned)fm->smem, r->stream, params, NULL);
     if (cr != CUDA_SUCCESS)
         return ptc_cuda_fail(r->err, cr,
                              "kernel %d %s (%s): launch of grid %lld x block %d, %d bytes "
                              "of shared memory",
-                             k->id, k->name, vec ? code->ventry : code->entry, (long long)blocks,
-                             code->launch.block, code->launch.smem);
-    ptc_log(PTC_LOG_RUNTIME, PTC_LOG_DEBUG, "kernel %d %s: grid %lld block %d team %d%s", k->id,
-            k->name, (long long)blocks, code->launch.block, code->launch.team,
-            vec ? " vectorised" : "");
+                             k->id, k->name, vec ? code->ventry : fm->entry, (long long)blocks,
+                             fm->block, fm->smem);
+    ptc_log(PTC_LOG_RUNTIME, PTC_LOG_DEBUG, "kernel %d %s: grid %lld block %d team %d%s%s", k->id,
+            k->name, (long long)blocks, fm->block, fm->team, vec ? " vectorised" : "",
+            code->nforms > 1 ? " (form for these sizes)" : "");
     if (r->sync_each)
         return check_sync(r, k, "failed while running");
     return 0;
@@ -858,6 +910,7 @@ static void finish(crun *r, bool ok, ptc_tensor *outputs)
     }
     free(r->bufptr);
     free(r->outs);
+    free(r->form);
 }
 
 int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tensor *outputs,
@@ -891,8 +944,11 @@ int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_ten
     ptc_device dev = {PTC_DEV_CUDA, (int16_t)r.dev->ordinal};
     r.stream = host && host->cuda_stream ? (CUstream)host->cuda_stream(host->ctx, dev) : NULL;
     const ptc_lprog *lp = p->prog;
+    const ptc_schedule *s = p->sched;
     r.bufptr = calloc((size_t)lp->nbufs + 1, sizeof *r.bufptr);
     r.outs = calloc((size_t)p->noutputs + 1, sizeof *r.outs);
+    r.form = calloc((size_t)s->nkernels + 1, sizeof *r.form);
+    pick_forms(&r);
     for (int b = 0; b < lp->nbufs; b++) {
         const ptc_lbuf *lb = lp->bufs[b];
         if (lb->kind != PTC_LB_INPUT)
@@ -903,7 +959,6 @@ int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_ten
     int rc = alloc_outputs(&r);
     if (rc == 0)
         rc = plan_arena(&r);
-    const ptc_schedule *s = p->sched;
     for (int t = 0; rc == 0 && t < s->nsteps; t++) {
         if (s->steps[t].kind == PTC_STEP_KERNEL)
             rc = run_kernel(&r, s->steps[t].index);

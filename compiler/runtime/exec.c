@@ -3,8 +3,9 @@
  * A run binds the symbols of the input sizes, makes every input match the
  * layout its type promised (a copy only when the caller's strides differ),
  * allocates the outputs (through the host when there is one, so they belong
- * to the user) and the arena of temporaries (planned at compile time, or now
- * when sizes are symbolic, and checked), then runs the steps in order.
+ * to the user) and the arena of temporaries (planned at compile time, or for
+ * the run's sizes when they are symbolic: ptc_exec_arena_layout), then runs
+ * the steps in order. Kernels get the run's sizes as parameters.
  * A kernel's parallel range is split into one contiguous chunk per OpenMP
  * thread; small kernels run on the calling thread, because waking a team
  * costs more than they do. Externs go to the host's kernels when it has them
@@ -90,35 +91,37 @@ static int plan_arena(run *r)
 {
     ptc_program *p = r->p;
     const ptc_mplan *mp = &p->sched->plan;
-    ptc_exec_arena a;
-    if (ptc_exec_arena_place(p, &r->b, &a, r->err))
-        return -1;
+    int n = mp->nbufs;
+    int64_t *offset = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    int64_t *nbytes = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    PTC_ASSERT(offset && nbytes);
+    int64_t size = 0;
+    int rc = ptc_exec_arena_layout(p, &r->b, offset, nbytes, &size, r->err);
     /* the program's cached arena, unless another run holds it */
     pthread_mutex_lock(&p->lock);
-    if (!p->mem_busy) {
-        if (p->mem_size < (size_t)a.size) {
+    if (rc == 0 && !p->mem_busy) {
+        if (p->mem_size < (size_t)size) {
             free(p->mem);
-            p->mem = a.size ? aligned_alloc(64, (size_t)a.size) : NULL;
-            p->mem_size = p->mem ? (size_t)a.size : 0;
+            p->mem = size ? aligned_alloc(64, (size_t)size) : NULL;
+            p->mem_size = p->mem ? (size_t)size : 0;
         }
         p->mem_busy = true;
         r->mem = p->mem;
     }
     pthread_mutex_unlock(&p->lock);
-    if (!r->mem && a.size) {
-        r->mem = aligned_alloc(64, (size_t)a.size);
+    if (rc == 0 && !r->mem && size) {
+        r->mem = aligned_alloc(64, (size_t)size);
         r->mem_owned = true;
     }
-    if (a.size && !r->mem) {
-        ptc_exec_arena_free(&a);
-        return ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime", "out of memory (arena of %lld bytes)",
-                          (long long)a.size);
-    }
-    for (int b = 0; b < mp->nbufs; b++)
+    if (rc == 0 && size && !r->mem)
+        rc = ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime", "out of memory (arena of %lld bytes)",
+                        (long long)size);
+    for (int b = 0; rc == 0 && b < n; b++)
         if (mp->in_arena[b])
-            r->bufptr[b] = a.bytes[b] ? (char *)r->mem + a.offset[b] : (void *)empty_buffer;
-    ptc_exec_arena_free(&a);
-    return 0;
+            r->bufptr[b] = nbytes[b] ? (char *)r->mem + offset[b] : (void *)empty_buffer;
+    free(offset);
+    free(nbytes);
+    return rc;
 }
 
 /* ---- steps ----------------------------------------------------------------------------- */

@@ -49,6 +49,10 @@ struct ptc_program {
     void *mem;
     size_t mem_size;
     bool mem_busy;
+    /* symbolic sizes: the arena layout placed for the last sizes seen (under
+     * lock), which a loop of same-sized calls reuses */
+    ptc_bindings layout_sizes;
+    int64_t *layout_offset, *layout_nbytes, layout_size;
     /* PTC_ACCURACY: the input graph, which the interpreter runs on the first
      * run's inputs to check its outputs */
     ptc_graph *source;
@@ -62,6 +66,14 @@ int ptc_exec_cpu(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tens
 
 /* A dimension's size under a run's bindings. */
 int64_t ptc_exec_dim(const ptc_bindings *b, ptc_dim d);
+
+/* The arena of a run: each temporary's byte offset and size (offset[n],
+ * nbytes[n] for the schedule's n buffers; 0 bytes outside the arena) and the
+ * arena's total in *size. A static plan gives the compile's layout; a
+ * symbolic one is placed for the run's sizes and checked, once per new set
+ * of sizes: the program keeps the last layout for calls of the same sizes. */
+int ptc_exec_arena_layout(ptc_program *p, const ptc_bindings *b, int64_t *offset, int64_t *nbytes,
+                          int64_t *size, ptc_error *err);
 
 /* How a run allocates the graph's outputs. */
 typedef struct ptc_exec_alloc {
@@ -84,18 +96,6 @@ int ptc_exec_alloc_outputs(const ptc_program *p, const ptc_exec_alloc *a, ptc_te
  * a strided type, else contiguous) under a run's sizes. */
 void ptc_exec_typed_strides(const ptc_bindings *b, const ptc_ttype *t, int64_t *strides);
 
-/* Where the arena's buffers lie for a run's sizes: a static plan's offsets,
- * or (symbolic sizes) offsets placed for the bound sizes, in owned (malloc'd;
- * ptc_exec_arena_free). bytes[b]: buffer b's size (0: it points at an empty
- * buffer). */
-typedef struct ptc_exec_arena {
-    const int64_t *offset, *bytes;
-    int64_t size; /* bytes the arena spans */
-    int64_t *owned;
-} ptc_exec_arena;
-int ptc_exec_arena_place(const ptc_program *p, const ptc_bindings *b, ptc_exec_arena *a,
-                         ptc_error *err);
-void ptc_exec_arena_free(ptc_exec_arena *a);
 
 /* An extern's arguments as tensors on dev: each input a view of its buffer
  * (NULL where it has none; at most 16), each output (at most 2) its whole

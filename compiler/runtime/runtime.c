@@ -315,11 +315,17 @@ void ptc_program_release(ptc_program *p)
         ptc_graph_free(p->source);
     ptc_arena_free(p->arena);
     free(p->mem);
+    free(p->layout_offset);
+    free(p->layout_nbytes);
     pthread_mutex_destroy(&p->lock);
     free(p);
 }
 
-void ptc_program_get_info(const ptc_program *p, ptc_program_info *info) { *info = p->info; }
+void ptc_program_get_info(const ptc_program *p, ptc_program_info *info)
+{
+    *info = p->info;
+    info->arena_bytes = __atomic_load_n(&p->info.arena_bytes, __ATOMIC_RELAXED);
+}
 
 const char *ptc_program_text(const ptc_program *p, const char *stage)
 {
@@ -459,6 +465,75 @@ int64_t ptc_exec_dim(const ptc_bindings *b, ptc_dim d)
     return v;
 }
 
+static bool same_sizes(const ptc_bindings *x, const ptc_bindings *y)
+{
+    if (x->n != y->n)
+        return false;
+    for (int i = 0; i < x->n; i++)
+        if (x->values[i] != y->values[i] || strcmp(x->names[i], y->names[i]) != 0)
+            return false;
+    return true;
+}
+
+/* Places a symbolic plan's buffers for the sizes in b. */
+static int place_layout(const ptc_program *p, const ptc_bindings *b, int64_t *offset,
+                        int64_t *nbytes, int64_t *size, ptc_error *err)
+{
+    const ptc_mplan *mp = &p->sched->plan;
+    for (int i = 0; i < mp->nbufs; i++) {
+        nbytes[i] = 0;
+        if (!mp->in_arena[i])
+            continue;
+        const ptc_lbuf *lb = p->prog->bufs[i];
+        nbytes[i] = (int64_t)ptc_dtype_size(lb->dtype);
+        for (int d = 0; d < lb->ndim; d++)
+            nbytes[i] *= ptc_exec_dim(b, lb->shape[d]);
+    }
+    *size = ptc_mplan_place(mp->nbufs, nbytes, mp->first, mp->last, mp->in_arena, offset);
+    return ptc_mplan_check(mp->nbufs, nbytes, mp->first, mp->last, mp->in_arena, offset, *size,
+                           err);
+}
+
+int ptc_exec_arena_layout(ptc_program *p, const ptc_bindings *b, int64_t *offset, int64_t *nbytes,
+                          int64_t *size, ptc_error *err)
+{
+    const ptc_mplan *mp = &p->sched->plan;
+    size_t n = (size_t)mp->nbufs * sizeof(int64_t);
+    if (mp->is_static) {
+        memcpy(offset, mp->offset, n);
+        memcpy(nbytes, mp->nbytes, n);
+        *size = mp->arena_bytes;
+        return 0;
+    }
+    bool hit = false;
+    pthread_mutex_lock(&p->lock);
+    if (p->layout_offset && same_sizes(&p->layout_sizes, b)) {
+        memcpy(offset, p->layout_offset, n);
+        memcpy(nbytes, p->layout_nbytes, n);
+        *size = p->layout_size;
+        hit = true;
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (hit)
+        return 0;
+    if (place_layout(p, b, offset, nbytes, size, err))
+        return -1;
+    pthread_mutex_lock(&p->lock);
+    if (!p->layout_offset) {
+        p->layout_offset = malloc(n + sizeof(int64_t));
+        p->layout_nbytes = malloc(n + sizeof(int64_t));
+    }
+    if (p->layout_offset && p->layout_nbytes) {
+        memcpy(p->layout_offset, offset, n);
+        memcpy(p->layout_nbytes, nbytes, n);
+        p->layout_size = *size;
+        p->layout_sizes = *b;
+    }
+    __atomic_store_n(&p->info.arena_bytes, (size_t)*size, __ATOMIC_RELAXED); /* for tools */
+    pthread_mutex_unlock(&p->lock);
+    return 0;
+}
+
 int ptc_exec_alloc_outputs(const ptc_program *p, const ptc_exec_alloc *a, ptc_tensor *outs,
                            void **bufptr, ptc_error *err)
 {
@@ -502,41 +577,6 @@ void ptc_exec_typed_strides(const ptc_bindings *b, const ptc_ttype *t, int64_t *
         strides[d] = s;
         s *= ptc_exec_dim(b, t->shape[d]);
     }
-}
-
-int ptc_exec_arena_place(const ptc_program *p, const ptc_bindings *b, ptc_exec_arena *a,
-                         ptc_error *err)
-{
-    const ptc_mplan *mp = &p->sched->plan;
-    int n = mp->nbufs;
-    *a = (ptc_exec_arena){mp->offset, mp->nbytes, mp->arena_bytes, NULL};
-    if (mp->is_static)
-        return 0;
-    int64_t *dyn_off = a->owned = calloc(2 * ((size_t)n + 1), sizeof(int64_t));
-    int64_t *dyn_bytes = dyn_off + n + 1;
-    for (int i = 0; i < n; i++) {
-        if (!mp->in_arena[i])
-            continue;
-        const ptc_lbuf *lb = p->prog->bufs[i];
-        int64_t bytes = (int64_t)ptc_dtype_size(lb->dtype);
-        for (int d = 0; d < lb->ndim; d++)
-            bytes *= ptc_exec_dim(b, lb->shape[d]);
-        dyn_bytes[i] = bytes;
-    }
-    a->size = ptc_mplan_place(n, dyn_bytes, mp->first, mp->last, mp->in_arena, dyn_off);
-    a->offset = dyn_off;
-    a->bytes = dyn_bytes;
-    if (ptc_mplan_check(n, dyn_bytes, mp->first, mp->last, mp->in_arena, dyn_off, a->size, err)) {
-        ptc_exec_arena_free(a);
-        return -1;
-    }
-    return 0;
-}
-
-void ptc_exec_arena_free(ptc_exec_arena *a)
-{
-    free(a->owned);
-    a->owned = NULL;
 }
 
 ptc_tensor ptc_exec_view(const ptc_program *p, const ptc_bindings *b, void *const *bufptr,

@@ -75,7 +75,7 @@ typedef struct ptc_program_info {
     int ncompiled;
     int ncached;
     int nexterns;
-    size_t arena_bytes;
+    size_t arena_bytes; /* symbolic sizes: the last run's arena (0 before one) */
 } ptc_program_info;
 void ptc_program_get_info(const ptc_program *p, ptc_program_info *info);
 /* The printed form of a stage of the compile ("prims", "loops", "kernels",

@@ -5,8 +5,10 @@
  * trace files, and the CUDA path reporting itself unavailable, with the
  * reason, when there is no driver while the CPU backend keeps working. When
  * the CUDA toolkit's ptxas is installed (PTC_PTXAS or /usr/local/cuda/bin)
- * every module is also assembled for its target. */
+ * every module is also assembled for its target. Kernels over symbolic sizes
+ * are planned in forms (one team size each) that the run picks from. */
 #include "codegen/codegen.h"
+#include "passes/passes.h"
 #include "runtime/runtime.h"
 
 #include <check.h>
@@ -208,6 +210,88 @@ START_TEST(teams_follow_sizes)
 }
 END_TEST
 
+/* Kernel 0 of a graph's schedule as the CUDA code generator makes it. */
+static void codegen_kernel0(const char *text, ptc_cuda_code *code)
+{
+    ptc_module *m = parse(text);
+    ptc_error err;
+    ptc_arena *a = ptc_arena_new();
+    ptc_graph *prims = ptc_decompose(m->graphs[0], &err);
+    ck_assert_msg(prims && ptc_simplify(prims, &err) == 0, "%s", err.msg);
+    ptc_lprog *lp = ptc_lower(a, prims, &err);
+    ck_assert_msg(lp != NULL, "%s", err.msg);
+    ptc_sched_opts so = {.nthreads = 1024};
+    ptc_schedule *s = ptc_schedule_build(a, lp, &so, &err);
+    ck_assert_msg(s != NULL, "%s", err.msg);
+    ptc_cuda_target t = {90, 132};
+    ptc_codegen_opts co = {.no_cache = true};
+    ck_assert_msg(ptc_cuda_codegen(s, s->kernels[0], &t, &co, code, NULL, &err) == 0, "%s",
+                  err.msg);
+    ck_assert_int_eq(count(code->ptx, ".visible .entry"), code->nforms + (code->launch.vec > 1));
+    assemble(code->ptx, 90);
+    ptc_graph_free(prims);
+    ptc_arena_free(a);
+    ptc_module_free(m);
+}
+
+static int picked_team(const ptc_cuda_code *c, double outer, double work)
+{
+    return c->forms[ptc_cuda_pick(c, outer, work, 132)].team;
+}
+
+/* A reduction over a row of s0 elements is planned for tiny, short and long
+ * rows, and each call takes the form its row length wants: a thread per row
+ * of 8, a warp per row of 300, a block per row of 3000 or 20000. Columns
+ * summed over many rows take a thread each. */
+START_TEST(symbolic_rows_get_forms)
+{
+    ptc_cuda_code c;
+    codegen_kernel0("# ptc ir v1\ngraph f(%x: f32[6,s0] cpu) {\n"
+                    "  %y = softmax(%x, -1) : f32[6,s0]\n  return (%y)\n}\n",
+                    &c);
+    ck_assert_int_eq(c.nforms, 3);
+    ck_assert_int_eq(picked_team(&c, 6, 8), 1);
+    ck_assert_int_eq(picked_team(&c, 6, 300), 32);
+    ck_assert_int_eq(picked_team(&c, 6, 3000), 1024);
+    ck_assert_int_eq(picked_team(&c, 6, 20000), 1024);
+    ck_assert_int_eq(picked_team(&c, 100000, 300), 32);
+    for (int f = 1; f < c.nforms; f++)
+        ck_assert_msg(strstr(c.ptx, c.forms[f].entry) != NULL, "%s", c.forms[f].entry);
+    ptc_cuda_code_free(&c);
+    codegen_kernel0("# ptc ir v1\ngraph f(%x: f32[s0,s1] cpu) {\n"
+                    "  %y = sum(%x, [0]) : f32[s1]\n  return (%y)\n}\n",
+                    &c);
+    ck_assert_int_gt(c.nforms, 1);
+    ck_assert_int_eq(picked_team(&c, 100000, 64), 1);
+    ptc_cuda_code_free(&c);
+    /* static sizes: one form */
+    codegen_kernel0("# ptc ir v1\ngraph f(%x: f32[6,300] cpu) {\n"
+                    "  %y = softmax(%x, -1) : f32[6,300]\n  return (%y)\n}\n",
+                    &c);
+    ck_assert_int_eq(c.nforms, 1);
+    ptc_cuda_code_free(&c);
+}
+END_TEST
+
+/* A pointwise kernel over [s0, 768] keeps 16-byte accesses: 4 divides
+ * 768*s0 whatever s0 is. Over [s0, s1] it cannot know, and stays scalar. */
+START_TEST(symbolic_pointwise_vectorised)
+{
+    ptc_cuda_code c;
+    codegen_kernel0("# ptc ir v1\ngraph f(%x: f32[s0,768] cpu) {\n"
+                    "  %y = exp(%x) : f32[s0,768]\n  return (%y)\n}\n",
+                    &c);
+    ck_assert_int_eq(c.launch.vec, 4);
+    ck_assert_int_gt(count(c.ptx, "ld.global.nc.v4.f32"), 0);
+    ptc_cuda_code_free(&c);
+    codegen_kernel0("# ptc ir v1\ngraph f(%x: f32[s0,s1] cpu) {\n"
+                    "  %y = exp(%x) : f32[s0,s1]\n  return (%y)\n}\n",
+                    &c);
+    ck_assert_int_eq(c.launch.vec, 1);
+    ptc_cuda_code_free(&c);
+}
+END_TEST
+
 START_TEST(ptx_cache_warm_start)
 {
     ptc_module *m = parse(MODEL);
@@ -314,6 +398,8 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, ptx_for_sm80_and_sm90);
     tcase_add_test(tc, teams_follow_sizes);
+    tcase_add_test(tc, symbolic_rows_get_forms);
+    tcase_add_test(tc, symbolic_pointwise_vectorised);
     tcase_add_test(tc, ptx_cache_warm_start);
     tcase_add_test(tc, trace_holds_ptx_files);
     tcase_add_test(tc, unavailable_without_driver);

@@ -71,6 +71,35 @@ START_TEST(ix_symbolic)
 }
 END_TEST
 
+/* A flatten of [n, 4, 6] unflattens its element y as y%6, (y//6)%4, y//24:
+ * the load of the same layout folds back to y, for a static and a symbolic
+ * n, and (y//e)//d has one normal form, y//(e*d). */
+START_TEST(ix_flatten_folds_back)
+{
+    ptc_arena *a = ptc_arena_new();
+    ptc_dim sizes[2] = {ptc_dim_c(120), ptc_dim_mul(a, ptc_dim_symbol(a, "s0"), ptc_dim_c(24))};
+    for (int i = 0; i < 2; i++) {
+        const ptc_ix *y = ptc_ix_var(a, 0, sizes[i]);
+        const ptc_ix *by6 = ptc_ix_floordiv(a, y, ptc_dim_c(6));
+        ck_assert(
+            ptc_ix_eq(ptc_ix_floordiv(a, by6, ptc_dim_c(4)), ptc_ix_floordiv(a, y, ptc_dim_c(24))));
+        const ptc_ix *back = ptc_ix_madd(a, ptc_ix_floordiv(a, y, ptc_dim_c(24)), ptc_dim_c(24),
+                                         ptc_ix_madd(a, ptc_ix_mod(a, by6, ptc_dim_c(4)),
+                                                     ptc_dim_c(6), ptc_ix_mod(a, y, ptc_dim_c(6))));
+        ck_assert_str_eq(ixs(back), "x0");
+    }
+    /* a symbolic inner size: (y//s1)//s2 == y//(s1*s2), and the fold */
+    ptc_dim s1 = ptc_dim_symbol(a, "s1"), s2 = ptc_dim_symbol(a, "s2");
+    const ptc_ix *y = ptc_ix_var(a, 0, ptc_dim_mul(a, s1, ptc_dim_mul(a, s2, ptc_dim_c(3))));
+    const ptc_ix *by1 = ptc_ix_floordiv(a, y, s1);
+    const ptc_ix *back =
+        ptc_ix_madd(a, ptc_ix_floordiv(a, by1, s2), ptc_dim_mul(a, s1, s2),
+                    ptc_ix_madd(a, ptc_ix_mod(a, by1, s2), s1, ptc_ix_mod(a, y, s1)));
+    ck_assert_str_eq(ixs(back), "x0");
+    ptc_arena_free(a);
+}
+END_TEST
+
 START_TEST(dim_div_exact)
 {
     ptc_arena *a = ptc_arena_new();
@@ -365,6 +394,7 @@ int main(void)
     TCase *tc = tcase_create("lower");
     tcase_add_test(tc, ix_reshape_roundtrip_static);
     tcase_add_test(tc, ix_symbolic);
+    tcase_add_test(tc, ix_flatten_folds_back);
     tcase_add_test(tc, dim_div_exact);
     tcase_add_test(tc, verifier_catches);
     tcase_add_test(tc, memplan_reuse_and_check);

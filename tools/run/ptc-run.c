@@ -2,16 +2,20 @@
  *
  *   ptc-run [--emit=ptir|prims|loops|kernels|llvm|ptx] [--backend reference|cpu|cuda]
  *           [--cuda-arch sm_NN] [--check] [--stats] [--trace DIR] [--no-cache]
- *           [--seed N | --inputs FILE] [--sym NAME=VALUE]...
+ *           [--seed N | --inputs FILE] [--sym NAME=VALUE[,VALUE...]]... [--repeat N]
  *           [--save-outputs FILE] [--graph NAME | --all] GRAPH.ptir
  *
  * Inputs come from a tensor file (matched to graph inputs by name, else by
  * position) or are generated deterministically from --seed; symbolic sizes of
- * generated inputs are 4 unless --sym NAME=VALUE says otherwise. Each output is
+ * generated inputs are 4 unless --sym NAME=VALUE says otherwise. A --sym with
+ * a list of values (s0=1,5,33) runs the graph once per value with one compile:
+ * the program compiled for symbolic sizes serves them all (lists of several
+ * --sym are taken in step; a single value holds for every run). Each output is
  * printed with its dtype, shape and summary statistics. --check runs the
  * backend (cpu unless --backend says otherwise) and the reference interpreter
  * on the same inputs and compares every output with dtype-aware tolerances;
- * --stats prints the kernel counts and per-stage compile times; --emit prints
+ * --stats prints the kernel counts, per-stage compile times and the run's
+ * time (with --repeat N, the mean of N more runs); --emit prints
  * one stage of the compile instead of running; --all runs every graph of the
  * file (each with its own generated inputs) instead of the first. The cuda
  * backend copies the inputs to the GPU and the outputs back; --emit=ptx (or
@@ -29,6 +33,8 @@
 
 static const char TOOL[] = "ptc-run";
 
+enum { MAX_SIZES = 64 }; /* values of one --sym list */
+
 typedef struct options {
     const char *path;
     const char *emit;
@@ -40,16 +46,87 @@ typedef struct options {
     const char *graph;
     int cuda_sm;
     uint64_t seed;
-    ptc_bindings syms;
+    /* --sym: each symbol's values, one per run (a single value: every run) */
+    int nsyms;
+    struct symvals {
+        const char *name;
+        int n;
+        int64_t v[MAX_SIZES];
+    } syms[32];
+    int nsizes; /* runs per compiled graph */
+    int repeat; /* --repeat: timed runs per size after the first */
 } options;
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: ptc-run [--emit=ptir|prims|loops|kernels|llvm|ptx] [--backend reference|cpu|cuda]\n"
-            "               [--cuda-arch sm_NN] [--check] [--stats] [--trace DIR] [--no-cache]\n"
-            "               [--seed N | --inputs FILE] [--sym NAME=VALUE]...\n"
-            "               [--save-outputs FILE] [--graph NAME | --all] GRAPH.ptir\n");
+    fprintf(
+        f,
+        "usage: ptc-run [--emit=ptir|prims|loops|kernels|llvm|ptx] [--backend reference|cpu|cuda]\n"
+        "               [--cuda-arch sm_NN] [--check] [--stats] [--trace DIR] [--no-cache]\n"
+        "               [--seed N | --inputs FILE] [--sym NAME=VALUE[,VALUE...]]... [--repeat N]\n"
+        "               [--save-outputs FILE] [--graph NAME | --all] GRAPH.ptir\n");
+}
+
+/* --sym NAME=V[,V...]: the values of one symbol, one per run. The name stays
+ * in argv, which outlives the options. */
+static int parse_sym(options *o, const char *v)
+{
+    char *eq = strchr(v, '=');
+    if (!eq || eq == v || !eq[1])
+        return ptc_cli_fail(TOOL, "--sym expects NAME=VALUE[,VALUE...] with VALUE >= 0, got '%s'",
+                            v);
+    *eq = 0;
+    struct symvals *sv = NULL;
+    for (int k = 0; k < o->nsyms; k++)
+        if (strcmp(o->syms[k].name, v) == 0)
+            sv = &o->syms[k];
+    if (!sv && o->nsyms == (int)(sizeof o->syms / sizeof *o->syms))
+        return ptc_cli_fail(TOOL, "too many --sym bindings");
+    if (!sv)
+        sv = &o->syms[o->nsyms++];
+    sv->name = v;
+    sv->n = 0;
+    for (char *p = eq + 1;;) {
+        char *end;
+        long long val = strtoll(p, &end, 10);
+        if (end == p || val < 0 || (*end && *end != ','))
+            return ptc_cli_fail(TOOL,
+                                "--sym expects NAME=VALUE[,VALUE...] with VALUE >= 0, got '%s=%s'",
+                                v, eq + 1);
+        if (sv->n == MAX_SIZES)
+            return ptc_cli_fail(TOOL, "--sym %s: more than %d values", v, MAX_SIZES);
+        sv->v[sv->n++] = val;
+        if (!*end)
+            break;
+        p = end + 1;
+    }
+    return 0;
+}
+
+/* Runs per compile: the longest --sym list; the others hold one value or as
+ * many. */
+static int count_sizes(options *o)
+{
+    o->nsizes = 1;
+    for (int k = 0; k < o->nsyms; k++)
+        if (o->syms[k].n > 1) {
+            if (o->nsizes > 1 && o->syms[k].n != o->nsizes)
+                return ptc_cli_fail(TOOL,
+                                    "--sym lists of different lengths (%d values, %d for %s): "
+                                    "lists are taken in step",
+                                    o->nsizes, o->syms[k].n, o->syms[k].name);
+            o->nsizes = o->syms[k].n;
+        }
+    return 0;
+}
+
+/* The bindings of run r (symbols without --sym are bound later, to 4). */
+static ptc_bindings sizes_of(const options *o, int r)
+{
+    ptc_bindings b = {0};
+    for (int k = 0; k < o->nsyms; k++)
+        ptc_bindings_set(&b, o->syms[k].name, o->syms[k].v[o->syms[k].n > 1 ? r : 0]);
+    return b;
 }
 
 static int parse_args(int argc, char **argv, options *o)
@@ -90,14 +167,16 @@ static int parse_args(int argc, char **argv, options *o)
             o->seed = strtoull(v, &end, 10);
             if (*end || !*v || *v == '-') /* strtoull accepts "-3" and wraps it */
                 return ptc_cli_fail(TOOL, "--seed expects a non-negative integer, got '%s'", v);
+        } else if ((v = ptc_cli_opt(argc, argv, &i, "--repeat", NULL))) {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (*end || n < 1 || n > 1000000)
+                return ptc_cli_fail(TOOL, "--repeat expects a count from 1 to 1000000, got '%s'",
+                                    v);
+            o->repeat = (int)n;
         } else if ((v = ptc_cli_opt(argc, argv, &i, "--sym", NULL))) {
-            char *eq = strchr(v, '='), *end;
-            long long val = eq ? strtoll(eq + 1, &end, 10) : 0;
-            if (!eq || eq == v || *end || val < 0)
-                return ptc_cli_fail(TOOL, "--sym expects NAME=VALUE with VALUE >= 0, got '%s'", v);
-            *eq = 0; /* the name stays in argv, which outlives the bindings */
-            if (ptc_bindings_set(&o->syms, v, val))
-                return ptc_cli_fail(TOOL, "too many --sym bindings");
+            if (parse_sym(o, v))
+                return 2;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             return ptc_cli_fail(TOOL, "unknown option '%s' (try --help)", argv[i]);
         } else if (o->path) {
@@ -138,6 +217,11 @@ static int parse_args(int argc, char **argv, options *o)
         o->cuda_sm = 90;
     if (o->inputs && o->seed)
         return ptc_cli_fail(TOOL, "--seed and --inputs are exclusive");
+    if (count_sizes(o))
+        return 2;
+    if (o->nsizes > 1 && (o->inputs || o->save_outputs || o->emit))
+        return ptc_cli_fail(TOOL, "a --sym list runs several sizes: it excludes --inputs, "
+                                  "--save-outputs and --emit");
     if (o->all && (o->graph || o->inputs || o->save_outputs || o->emit))
         return ptc_cli_fail(TOOL,
                             "--all runs every graph with generated inputs: it excludes --graph, "
@@ -254,10 +338,10 @@ static int make_input(const ptc_ttype *t, const ptc_bindings *b, ptc_tensor *in,
     return ptc_tensor_alloc_strided(in, t->dtype, t->ndim, sizes, strides, err);
 }
 
-/* Deterministic random inputs: symbols default to 4. */
-static int make_inputs(const options *o, const ptc_graph *g, ptc_tensor *in)
+/* Deterministic random inputs of size set r: symbols default to 4. */
+static int make_inputs(const options *o, const ptc_graph *g, int r, ptc_tensor *in)
 {
-    ptc_bindings b = o->syms;
+    ptc_bindings b = sizes_of(o, r);
     for (int i = 0; i < g->ninputs; i++) {
         const ptc_ttype *t = &g->inputs[i]->type;
         for (int d = 0; d < t->ndim; d++) {
@@ -319,19 +403,6 @@ static void print_output(int i, const ptc_value *v, const ptc_tensor *t)
 
 /* ---- checking against the reference ------------------------------------------- */
 
-/* Tolerances per dtype: |got - want| <= atol * max(1, max|want|) + rtol * |want|.
- * The scale lets large-magnitude reductions differ by their summation order. */
-static void tolerance(ptc_dtype dt, double *rtol, double *atol)
-{
-    switch (dt) {
-    case PTC_F64: *rtol = 1e-7, *atol = 1e-7; break;
-    case PTC_F32: *rtol = 1e-4, *atol = 1e-5; break;
-    case PTC_F16: *rtol = 2e-3, *atol = 1e-4; break;
-    case PTC_BF16: *rtol = 1.6e-2, *atol = 1e-3; break;
-    default: *rtol = 0, *atol = 0; break;
-    }
-}
-
 static void print_index(ptc_buf *b, const int64_t *idx, int n)
 {
     ptc_buf_putc(b, '[');
@@ -358,7 +429,9 @@ static int compare(const options *o, const ptc_graph *g, int i, const ptc_tensor
     int64_t n = ptc_tensor_numel(want), idx[PTC_MAX_DIMS] = {0};
     bool fl = ptc_dtype_is_float(want->dtype);
     double rtol, atol, scale = 1;
-    tolerance(want->dtype, &rtol, &atol);
+    /* |got - want| <= atol * max(1, max|want|) + rtol * |want|: the scale lets
+     * large-magnitude reductions differ by their summation order */
+    ptc_tolerance_default(want->dtype, &rtol, &atol);
     for (int64_t k = 0; fl && k < n; k++) {
         double w = fabs(ptc_tensor_get_f64(want, idx));
         if (isfinite(w) && w > scale)
@@ -410,17 +483,29 @@ static int compare(const options *o, const ptc_graph *g, int i, const ptc_tensor
 
 /* ---- compiling ---------------------------------------------------------------------- */
 
-static void print_stats(const ptc_program *p, const ptc_metrics *m)
+/* The compile's statistics after the first run; later runs of other sizes
+ * reuse the program, so they compiled nothing. */
+static void print_stats(const options *o, const ptc_program *p, const ptc_metrics *m, int r,
+                        double run_ms)
 {
     ptc_program_info info;
     ptc_program_get_info(p, &info);
-    printf("kernels: %d compiled, %d cached\n", info.ncompiled, info.ncached);
+    if (r == 0)
+        printf("kernels: %d compiled, %d cached\n", info.ncompiled, info.ncached);
+    else
+        printf("kernels: 0 compiled, %d reused (one program for every size)\n", info.nkernels);
     printf("externs: %d, arena bytes: %zu\n", info.nexterns, info.arena_bytes);
-    printf("compile ms:");
-    for (int i = 0; i < m->n; i++)
-        if (m->items[i].is_time)
-            printf(" %s %.2f", m->items[i].name, m->items[i].value);
-    printf("\n");
+    if (r == 0) {
+        printf("compile ms:");
+        for (int i = 0; i < m->n; i++)
+            if (m->items[i].is_time)
+                printf(" %s %.2f", m->items[i].name, m->items[i].value);
+        printf("\n");
+    }
+    if (o->repeat)
+        printf("run ms: %.4f (mean of %d runs after the first)\n", run_ms, o->repeat);
+    else
+        printf("run ms: %.3f\n", run_ms);
 }
 
 typedef struct session {
@@ -522,8 +607,8 @@ static int run_program(const options *o, ptc_program *p, const ptc_graph *g, con
 
 /* With PTC_REPRO set, a failing compile, run or check leaves a repro folder
  * (ptminify's input) and says where. */
-static void dump_repro(const options *o, const ptc_graph *g, const ptc_tensor *in,
-                       const char *kind, const ptc_error *err, const char *message)
+static void dump_repro(const options *o, const ptc_graph *g, const ptc_tensor *in, const char *kind,
+                       const ptc_error *err, const char *message)
 {
     /* PTC_ACCURACY's own check wrote one already */
     if (!getenv("PTC_REPRO") || (err && strcmp(err->stage, "accuracy") == 0))
@@ -542,26 +627,37 @@ static void dump_repro(const options *o, const ptc_graph *g, const ptc_tensor *i
         fprintf(stderr, "%s: %s: no repro written: %s\n", TOOL, o->path, werr.msg);
 }
 
-/* Compiles, runs, and (with --check) compares against the interpreter. */
-static int run_graph(const options *o, const ptc_graph *g, ptc_tensor *in, session *ss)
+/* --repeat N: the mean time of N more runs, the first (warm-up) left out. */
+static int time_runs(const options *o, ptc_program *p, const ptc_graph *g, const ptc_tensor *in,
+                     double *mean_ms)
+{
+    ptc_tensor *out = calloc((size_t)g->noutputs + 1, sizeof *out);
+    ptc_error err;
+    int rc = 0;
+    double t0 = ptc_now_ms();
+    for (int k = 0; k < o->repeat && rc == 0; k++) {
+        if (run_program(o, p, g, in, out, &err)) {
+            rc = report(o, g, &err, 1);
+            break;
+        }
+        for (int i = 0; i < g->noutputs; i++)
+            ptc_tensor_release(&out[i]);
+    }
+    *mean_ms = (ptc_now_ms() - t0) / o->repeat;
+    free(out);
+    return rc;
+}
+
+/* Runs p on inputs `in` and (with --check) compares against the interpreter. */
+static int run_once(const options *o, ptc_program *p, const ptc_graph *g, ptc_tensor *in,
+                    session *ss, int r)
 {
     ptc_error err;
-    ptc_program *p = compile(o, g, ss, &err);
-    if (!p) {
-        dump_repro(o, g, in, "error", &err, NULL);
-        return report(o, g, &err, 1);
-    }
-    if (o->emit) {
-        const char *t = ptc_program_text(p, o->emit);
-        if (t)
-            fputs(t, stdout);
-        ptc_program_release(p);
-        return 0;
-    }
     int rc = 0;
     ptc_tensor *out = calloc((size_t)g->noutputs + 1, sizeof *out);
     ptc_tensor *ref = calloc((size_t)g->noutputs + 1, sizeof *ref);
     bool have_ref = false;
+    double run_ms = 0;
     if (o->check) {
         /* the reference first: a graph it rejects at run time (an index out
          * of range, an integer division by zero) has nothing to compare */
@@ -573,11 +669,15 @@ static int run_graph(const options *o, const ptc_graph *g, ptc_tensor *in, sessi
         }
         have_ref = true;
     }
+    double t0 = ptc_now_ms();
     if (run_program(o, p, g, in, out, &err)) {
         dump_repro(o, g, in, "error", &err, NULL);
         rc = report(o, g, &err, 1);
         goto done;
     }
+    run_ms = ptc_now_ms() - t0;
+    if (o->repeat && (rc = time_runs(o, p, g, in, &run_ms)))
+        goto release;
     for (int i = 0; i < g->noutputs; i++)
         print_output(i, g->outputs[i], &out[i]);
     if (o->save_outputs && (rc = save(o, g, out)))
@@ -597,10 +697,61 @@ done:
     for (int i = 0; have_ref && i < g->noutputs; i++)
         ptc_tensor_release(&ref[i]);
     if (o->stats)
-        print_stats(p, &ss->metrics);
-    ptc_program_release(p);
+        print_stats(o, p, &ss->metrics, r, run_ms);
     free(out);
     free(ref);
+    return rc;
+}
+
+static void print_sizes(const options *o, int r)
+{
+    printf("sizes:");
+    for (int k = 0; k < o->nsyms; k++)
+        printf(" %s=%lld", o->syms[k].name, (long long)o->syms[k].v[o->syms[k].n > 1 ? r : 0]);
+    printf("\n");
+}
+
+/* Compiles g once and runs it for every size set (inputs from a file: once). */
+static int run_graph(const options *o, const ptc_graph *g, session *ss)
+{
+    ptc_tensorfile tf = {0};
+    ptc_tensor *in = calloc((size_t)g->ninputs + 1, sizeof *in);
+    int rc = o->inputs ? load_inputs(o, g, &tf, in) : make_inputs(o, g, 0, in);
+    ptc_program *p = NULL;
+    if (rc == 0) {
+        ptc_error err;
+        p = compile(o, g, ss, &err);
+        if (!p) {
+            dump_repro(o, g, in, "error", &err, NULL);
+            rc = report(o, g, &err, 1);
+        }
+    }
+    if (rc == 0 && o->emit) {
+        const char *t = ptc_program_text(p, o->emit);
+        if (t)
+            fputs(t, stdout);
+    }
+    for (int r = 0; rc == 0 && !o->emit && r < o->nsizes; r++) {
+        if (r > 0) {
+            for (int i = 0; i < g->ninputs; i++)
+                ptc_tensor_release(&in[i]);
+            memset(in, 0, sizeof *in * (size_t)g->ninputs);
+            if ((rc = make_inputs(o, g, r, in)))
+                break;
+        }
+        if (o->nsizes > 1)
+            print_sizes(o, r);
+        rc = run_once(o, p, g, in, ss, r);
+    }
+    if (p)
+        ptc_program_release(p);
+    if (o->inputs)
+        ptc_tensorfile_free(&tf);
+    else
+        for (int i = 0; i < g->ninputs; i++)
+            if (in[i].storage || in[i].data)
+                ptc_tensor_release(&in[i]);
+    free(in);
     return rc;
 }
 
@@ -646,17 +797,7 @@ int main(int argc, char **argv)
             break;
         if (o.all)
             printf("graph %s:\n", g->name);
-        ptc_tensorfile tf = {0};
-        ptc_tensor *in = calloc((size_t)g->ninputs + 1, sizeof *in);
-        rc = o.inputs ? load_inputs(&o, g, &tf, in) : make_inputs(&o, g, in);
-        if (rc == 0)
-            rc = run_graph(&o, g, in, &ss);
-        if (o.inputs)
-            ptc_tensorfile_free(&tf);
-        else
-            for (int i = 0; i < g->ninputs; i++)
-                ptc_tensor_release(&in[i]);
-        free(in);
+        rc = run_graph(&o, g, &ss);
     }
     if (ss.trace)
         ptc_trace_close(ss.trace);

@@ -407,7 +407,9 @@ static void red_store(cg *c, const red *r, ptc_red_state f)
         LLVMValueRef zero = LLVMConstReal(r->t, 0);
         dof = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, dof, zero, ""), zero, dof, "");
         outs[0] = LLVMBuildFDiv(b, f.m2, dof, "");
-        outs[1] = f.m;
+        /* the mean of no elements is 0/0, as eager's (a symbolic length may be 0) */
+        LLVMValueRef none = LLVMBuildFCmp(b, LLVMRealOLE, f.n, zero, "");
+        outs[1] = LLVMBuildSelect(b, none, LLVMConstReal(r->t, NAN), f.m, "");
         break;
     }
     default: break;

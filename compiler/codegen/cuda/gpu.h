@@ -41,6 +41,7 @@ typedef struct gplan {
     int64_t smem_red;     /* shared bytes per block for cross-warp reductions */
     int64_t scratch_team; /* global scratch bytes per team (static) */
     uint8_t *valign;      /* per kernel arg: alignment the vector form needs (0: none) */
+    bool outer_contig, inner_contig; /* the accesses the team choice weighs */
 } gplan;
 
 /* Loads already emitted in this outer iteration (row mode): the row is read
@@ -96,9 +97,11 @@ LLVMValueRef g_pow(gcg *c, LLVMValueRef x, LLVMValueRef y);
 LLVMValueRef g_randn(gcg *c, LLVMValueRef key, LLVMValueRef idx);
 
 /* ---- plan.c ---- */
-/* Chooses how kernel k is launched (allocated in a). */
-void g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_target *t,
-            gplan *p);
+/* Chooses how kernel k is launched (allocated in a): forms[0] for the
+ * default sizes, and where the team depends on symbolic sizes, further forms
+ * with other teams (forms[PTC_CUDA_MAX_FORMS]); returns their count. */
+int g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_target *t,
+           gplan *forms);
 
 /* ---- kernel.c ---- */
 /* Emits the kernel's entry `name` (vector_form: the vectorised one). */

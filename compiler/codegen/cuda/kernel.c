@@ -432,7 +432,9 @@ static void red_store(gcg *c, const red *r)
         LLVMValueRef zero = LLVMConstReal(r->t, 0);
         dof = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, dof, zero, ""), zero, dof, "");
         outs[0] = LLVMBuildFDiv(b, f.m2, dof, "");
-        outs[1] = f.m;
+        /* the mean of no elements is 0/0, as eager's (a symbolic length may be 0) */
+        LLVMValueRef none = LLVMBuildFCmp(b, LLVMRealOLE, f.n, zero, "");
+        outs[1] = LLVMBuildSelect(b, none, LLVMConstReal(r->t, NAN), f.m, "");
     }
     for (int k = 0; k < 2; k++)
         if (r->mem->store[k] && r->n->out[k] >= 0)

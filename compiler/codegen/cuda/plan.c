@@ -20,6 +20,16 @@
  * the run's arena), one slot per resident team. Index arithmetic is 32-bit
  * when every size is static and below 2^30.
  *
+ * Sizes that are symbolic are only known at run time. Where the team size
+ * depends on them (a softmax over a row of s0 elements: a warp for short
+ * rows, a block for long ones), the kernel is planned in a few forms, one
+ * team size each, found by planning with every symbol short, medium and
+ * long (SYM_SCALES); each form is an entry of the kernel's module and the
+ * runtime picks the one nearest to the team the call's sizes want
+ * (ptc_cuda_pick). A flat kernel's vectorised form needs its innermost outer
+ * range divisible by W, which a symbolic range shows when W divides every
+ * term (768*s0).
+ *
  * For tests, PTC_CUDA_TEAM=N forces the team size of non-flat kernels and
  * PTC_CUDA_SMEM_LIMIT=BYTES the shared memory a block may use for locals;
  * both are part of the plan, hence of the cache key.
@@ -36,7 +46,9 @@
  *   cuFuncSetAttribute (48 KiB on every GPU since Kepler).
  * LARGE: sizes at or above 2^30 elements get 64-bit index arithmetic; below,
  *   32-bit offsets keep a factor of 2 of headroom for sums of terms.
- * SYM_HINT: the size a symbolic dimension is assumed to have when choosing.
+ * SYM_HINT: the size a symbolic dimension is assumed to have when choosing
+ *   the default form; SYM_SCALES: the sizes that find the other forms (a
+ *   tiny, a short and a long row).
  * FLAT_BIG_BLOCK: flat kernels take 256-thread blocks from 64 Ki threads' work
  *   on (about two blocks per SM of an H100), 128-thread blocks below.
  * TINY_WORK: a thread per outer iteration when one iteration's work is at most
@@ -68,6 +80,7 @@ enum {
     ROW_CHUNKS = 8,
     ROW_MAX_CHUNKS = 16,
 };
+static const double SYM_SCALES[] = {256, 4, 8192}; /* the first gives form 0 */
 /* Vectorised accesses move 16 bytes (ld.global.v4.f32), at most 8 elements. */
 enum { VEC_BYTES = 16, MAX_VEC = 8 };
 
@@ -81,17 +94,23 @@ static int env_int(const char *name, int lo, int hi, int dflt)
     return *end || x < lo || x > hi ? dflt : (int)x;
 }
 
-static double hint(ptc_dim d)
+/* A size for planning: symbolic ones are assumed to be `scale`. */
+static double hint(ptc_dim d, double scale)
 {
-    return ptc_dim_is_static(d) ? (double)d.value : SYM_HINT;
+    return ptc_dim_is_static(d) ? (double)d.value : scale;
+}
+
+static double prod_at(const ptc_dim *d, int n, double scale)
+{
+    double p = 1;
+    for (int i = 0; i < n; i++)
+        p *= hint(d[i], scale);
+    return p;
 }
 
 static double prod(const ptc_dim *d, int n)
 {
-    double p = 1;
-    for (int i = 0; i < n; i++)
-        p *= hint(d[i]);
-    return p;
+    return prod_at(d, n, SYM_HINT);
 }
 
 static int pow2_floor(double x)
@@ -163,9 +182,21 @@ static bool kernel_flat(const ptc_kernel *k)
 }
 
 /* Elements per thread of a flat kernel's vectorised form (1: none). */
+/* Does w divide the range for every value of its symbols? */
+static bool divides(ptc_dim range, int w)
+{
+    if (ptc_dim_is_static(range))
+        return range.value % w == 0;
+    ptc_arena *tmp = ptc_arena_new();
+    ptc_dim q;
+    bool ok = ptc_dim_div_exact(tmp, range, ptc_dim_c(w), &q);
+    ptc_arena_free(tmp);
+    return ok;
+}
+
 static int choose_vec(const ptc_schedule *s, const ptc_kernel *k)
 {
-    if (k->nouter == 0 || !ptc_dim_is_static(k->outer[k->nouter - 1]))
+    if (k->nouter == 0)
         return 1;
     int last = k->nouter - 1, maxsize = 0;
     for (int g = 0; g < k->ngroups; g++)
@@ -188,8 +219,7 @@ static int choose_vec(const ptc_schedule *s, const ptc_kernel *k)
         return 1;
     int w = VEC_BYTES / maxsize;
     w = w > MAX_VEC ? MAX_VEC : w;
-    int64_t extent = k->outer[last].value;
-    while (w > 1 && extent % w)
+    while (w > 1 && !divides(k->outer[last], w))
         w /= 2;
     return w;
 }
@@ -224,8 +254,7 @@ static int64_t local_bytes(const ptc_schedule *s, const ptc_kernel *k, int i)
     return n > 0 ? n : 1;
 }
 
-static int choose_team(const ptc_kernel *k, const access_info *ai, double outer, double work,
-                       int sms)
+static int choose_team(const access_info *ai, double outer, double work, int sms)
 {
     if (work <= TINY_WORK) /* pooling windows: a thread per output, the window in a loop */
         return 1;
@@ -310,46 +339,23 @@ static void plan_row(const ptc_schedule *s, const ptc_kernel *k, const access_in
     p->team = t;
 }
 
-void g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_target *tgt,
-            gplan *p)
+/* The work of one outer iteration: the largest group's. */
+static double work_at(const ptc_kernel *k, double scale)
 {
-    memset(p, 0, sizeof *p);
-    int sms = tgt && tgt->sms > 0 ? tgt->sms : PTC_CUDA_DEFAULT_SMS;
-    p->flat = kernel_flat(k);
-    p->i32 = fits_i32(s, k);
-    p->red_lanes = PTC_NEWN(a, int, k->ngroups + 1);
-    p->loc = PTC_NEWN(a, uint8_t, k->nlocal + 1);
-    p->loc_off = PTC_NEWN(a, int64_t, k->nlocal + 1);
-    p->valign = PTC_NEWN(a, uint8_t, k->nargs + 1);
-    p->vec = 1;
-    double outer = prod(k->outer, k->nouter);
-    if (p->flat) {
-        p->team = 1;
-        p->vec = choose_vec(s, k);
-        p->block = outer / p->vec >= FLAT_BIG_BLOCK ? 256 : 128;
-        for (int i = 0; i < k->nlocal; i++)
-            p->loc[i] = LOC_NONE;
-        for (int g = 0; g < k->ngroups; g++)
-            p->red_lanes[g] = 1;
-        return;
-    }
-    access_info ai;
-    scan_accesses(s, k, &ai);
     double work = 1;
     for (int g = 0; g < k->ngroups; g++) {
         const ptc_kgroup *G = &k->groups[g];
-        double w = prod(G->inner, G->ninner) * (G->reduction ? prod(G->red, G->nred) : 1);
+        double w = prod_at(G->inner, G->ninner, scale) *
+                   (G->reduction ? prod_at(G->red, G->nred, scale) : 1);
         work = w > work ? w : work;
     }
-    int T = choose_team(k, &ai, outer, work, sms);
-    int forced = env_int("PTC_CUDA_TEAM", 1, MAX_BLOCK, 0);
-    if (forced && (forced & (forced - 1)) == 0) {
-        T = forced;
-    } else if (T > 1 || !ai.outer_contig) {
-        plan_row(s, k, &ai, p);
-        if (p->row)
-            T = p->team;
-    }
+    return work;
+}
+
+/* The rest of a team plan once T is chosen: reduction lanes per group,
+ * where locals live, threads per block. */
+static void plan_team(const ptc_schedule *s, const ptc_kernel *k, int T, gplan *p)
+{
     p->team = T;
     int64_t smem_limit = env_int("PTC_CUDA_SMEM_LIMIT", 0, SMEM_LIMIT, SMEM_LIMIT);
     for (int g = 0; g < k->ngroups; g++) {
@@ -358,7 +364,7 @@ void g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_
             p->red_lanes[g] = 1;
             continue;
         }
-        double kept = prod(G->inner, G->ninner), red = prod(G->red, G->nred);
+        double red = prod(G->red, G->nred);
         int tr;
         if (G->ninner == 0)
             tr = T;
@@ -375,7 +381,6 @@ void g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_
             tr = gi.inner_contig ? pow2_floor(red < WARP ? red : WARP) : 1;
             if (tr > T)
                 tr = T;
-            (void)kept;
         }
         p->red_lanes[g] = tr;
         if (tr > WARP) { /* the warps of one reduction meet in shared memory */
@@ -412,4 +417,95 @@ void g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_
         }
     }
     p->block = T * tpb;
+}
+
+static void plan_init(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, gplan *p)
+{
+    memset(p, 0, sizeof *p);
+    p->flat = kernel_flat(k);
+    p->i32 = fits_i32(s, k);
+    p->red_lanes = PTC_NEWN(a, int, k->ngroups + 1);
+    p->loc = PTC_NEWN(a, uint8_t, k->nlocal + 1);
+    p->loc_off = PTC_NEWN(a, int64_t, k->nlocal + 1);
+    p->valign = PTC_NEWN(a, uint8_t, k->nargs + 1);
+    p->vec = 1;
+}
+
+/* The distinct teams the kernel gets with its symbols short, tiny and long;
+ * returns how many. */
+static int team_choices(const ptc_kernel *k, const access_info *ai, int sms, int *teams)
+{
+    int n = 0;
+    for (size_t i = 0; i < sizeof SYM_SCALES / sizeof *SYM_SCALES; i++) {
+        double scale = SYM_SCALES[i];
+        int t = choose_team(ai, prod_at(k->outer, k->nouter, scale), work_at(k, scale), sms);
+        bool seen = false;
+        for (int j = 0; j < n; j++)
+            seen |= teams[j] == t;
+        if (!seen && n < PTC_CUDA_MAX_FORMS)
+            teams[n++] = t;
+    }
+    return n;
+}
+
+int g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_target *tgt,
+           gplan *forms)
+{
+    gplan *p = &forms[0];
+    plan_init(a, s, k, p);
+    int sms = tgt && tgt->sms > 0 ? tgt->sms : PTC_CUDA_DEFAULT_SMS;
+    double outer = prod(k->outer, k->nouter);
+    if (p->flat) {
+        p->team = 1;
+        p->vec = choose_vec(s, k);
+        p->block = outer / p->vec >= FLAT_BIG_BLOCK ? 256 : 128;
+        for (int i = 0; i < k->nlocal; i++)
+            p->loc[i] = LOC_NONE;
+        for (int g = 0; g < k->ngroups; g++)
+            p->red_lanes[g] = 1;
+        return 1;
+    }
+    access_info ai;
+    scan_accesses(s, k, &ai);
+    p->outer_contig = ai.outer_contig;
+    p->inner_contig = ai.inner_contig;
+    int T = choose_team(&ai, outer, work_at(k, SYM_HINT), sms);
+    int forced = env_int("PTC_CUDA_TEAM", 1, MAX_BLOCK, 0);
+    int teams[PTC_CUDA_MAX_FORMS], nforms = 1;
+    if (forced && (forced & (forced - 1)) == 0) {
+        T = forced;
+    } else if (T > 1 || !ai.outer_contig) {
+        plan_row(s, k, &ai, p);
+        if (p->row)
+            T = p->team;
+    }
+    if (!p->row && !forced && k->nparams) {
+        nforms = team_choices(k, &ai, sms, teams);
+        T = teams[0];
+    }
+    plan_team(s, k, T, p);
+    for (int f = 1; f < nforms; f++) {
+        plan_init(a, s, k, &forms[f]);
+        forms[f].outer_contig = ai.outer_contig;
+        forms[f].inner_contig = ai.inner_contig;
+        plan_team(s, k, teams[f], &forms[f]);
+    }
+    return nforms;
+}
+
+int ptc_cuda_pick(const ptc_cuda_code *code, double outer, double work, int sms)
+{
+    access_info ai = {code->outer_contig, code->inner_contig};
+    int want = choose_team(&ai, outer, work, sms), best = 0;
+    /* nearest in log2, the larger team on a tie */
+    double best_d = 1e30;
+    for (int f = 0; f < code->nforms; f++) {
+        int t = code->forms[f].team;
+        double d = t > want ? (double)t / want : (double)want / t;
+        if (d < best_d || (d == best_d && t > code->forms[best].team)) {
+            best = f;
+            best_d = d;
+        }
+    }
+    return best;
 }

@@ -1,7 +1,8 @@
 /* Kernels to PTX through LLVM's NVPTX backend.
  *
  * Each kernel becomes one LLVM module holding its entry and, for flat
- * kernels that allow it, a vectorised second entry (plan.c). The module is
+ * kernels that allow it, a vectorised second entry, or, where its team
+ * depends on symbolic sizes, one entry per planned form (plan.c). The module is
  * verified, optimised with a short pipeline (the emitter writes the loop
  * nests itself; what remains is promoting accumulators to registers,
  * folding index arithmetic and hoisting invariants) and printed as PTX for
@@ -116,10 +117,24 @@ static char *take_message(char *m)
 /* Emits, verifies, optimises and prints the module; *ptx is malloc'd and
  * starts with a comment line "// ptc valign A0 A1 ..." giving the alignment
  * the vectorised entry assumes for each argument. */
-static int build_ptx(const ptc_schedule *s, const ptc_kernel *k, const gplan *plan,
-                     const ptc_cuda_target *t, const char *entry, const char *ventry, char **ptx,
-                     ptc_error *err)
+/* The module's entries: form 0's (and its vectorised one), then the others. */
+typedef struct ptx_job {
+    const ptc_schedule *s;
+    const ptc_kernel *k;
+    const gplan *plans; /* [nforms] */
+    int nforms;
+    const ptc_cuda_target *t;
+    const char *ventry;
+    const ptc_cuda_form *forms; /* [nforms]: entry names */
+} ptx_job;
+
+static int build_ptx(const ptx_job *j, char **ptx, ptc_error *err)
 {
+    const ptc_schedule *s = j->s;
+    const ptc_kernel *k = j->k;
+    const gplan *plan = &j->plans[0];
+    const ptc_cuda_target *t = j->t;
+    const char *entry = j->forms[0].entry, *ventry = j->ventry;
     LLVMTargetMachineRef tm = target_machine(t->sm, err);
     if (!tm)
         return -1;
@@ -152,6 +167,12 @@ static int build_ptx(const ptc_schedule *s, const ptc_kernel *k, const gplan *pl
         memset(c.bufptr, 0, sizeof *c.bufptr * (size_t)s->prog->nbufs);
         memset(c.vars, 0, sizeof c.vars);
         g_emit_kernel(&c, ventry, true);
+    }
+    for (int f = 1; f < j->nforms; f++) {
+        memset(c.bufptr, 0, sizeof *c.bufptr * (size_t)s->prog->nbufs);
+        memset(c.vars, 0, sizeof c.vars);
+        c.plan = &j->plans[f];
+        g_emit_kernel(&c, j->forms[f].entry, false);
     }
     int rc = 0;
     char *msg = NULL;
@@ -208,20 +229,12 @@ static int build_ptx(const ptc_schedule *s, const ptc_kernel *k, const gplan *pl
 
 /* ---- in a compile worker ---------------------------------------------------------------- */
 
-typedef struct ptx_job {
-    const ptc_schedule *s;
-    const ptc_kernel *k;
-    const gplan *plan;
-    const ptc_cuda_target *t;
-    const char *entry, *ventry;
-} ptx_job;
-
 static int build_in_child(void *arg, int item, ptc_buf *out, ptc_error *err)
 {
     (void)item;
     const ptx_job *j = arg;
     char *ptx = NULL;
-    if (build_ptx(j->s, j->k, j->plan, j->t, j->entry, j->ventry, &ptx, err))
+    if (build_ptx(j, &ptx, err))
         return -1;
     ptc_buf_puts(out, ptx);
     free(ptx);
@@ -248,7 +261,7 @@ static int build_isolated(const ptx_job *j, char **ptx, ptc_error *err)
             return -1;
         }
     }
-    return build_ptx(j->s, j->k, j->plan, j->t, j->entry, j->ventry, ptx, err);
+    return build_ptx(j, ptx, err);
 }
 
 /* ---- the public entry --------------------------------------------------------------------- */
@@ -309,8 +322,9 @@ int ptc_cuda_codegen(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_
                           "CUDA target sm_%d is not supported (LLVM 16 NVPTX: sm_70 .. sm_90)",
                           t->sm);
     ptc_arena *a = ptc_arena_new();
-    gplan plan;
-    g_plan(a, s, k, t, &plan);
+    gplan plans[PTC_CUDA_MAX_FORMS];
+    int nforms = g_plan(a, s, k, t, plans);
+    const gplan plan = plans[0];
     /* the symbol names the fused ops (for profilers) and is part of the key */
     char label[28];
     const char *nm = k->name;
@@ -325,7 +339,8 @@ int ptc_cuda_codegen(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_
     ptc_buf key = {0};
     ptc_buf_printf(&key, "ptc %s codegen %s target %s ptx78 label %s\n", PTC_VERSION,
                    CODEGEN_VERSION, ptc_cuda_arch_name(t->sm), label);
-    plan_text(&key, k, &plan);
+    for (int f = 0; f < nforms; f++)
+        plan_text(&key, k, &plans[f]);
     ptc_kernel_print_key(&key, s, k);
     uint64_t h1 = ptc_hash_bytes(PTC_HASH_INIT, key.data, key.len);
     uint64_t h2 = ptc_hash_bytes(0x84222325cbf29ce4ULL, key.data, key.len);
@@ -340,6 +355,20 @@ int ptc_cuda_codegen(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_
     out->launch.smem = (int)((plan.block / plan.team) * plan.smem_team + plan.smem_red);
     out->launch.scratch_team = plan.scratch_team;
     out->launch.valign = calloc((size_t)k->nargs + 1, 1);
+    out->nforms = nforms;
+    out->outer_contig = plan.outer_contig;
+    out->inner_contig = plan.inner_contig;
+    for (int f = 0; f < nforms; f++) {
+        ptc_cuda_form *fm = &out->forms[f];
+        if (f == 0)
+            snprintf(fm->entry, sizeof fm->entry, "%s", out->entry);
+        else
+            snprintf(fm->entry, sizeof fm->entry, "%s_t%d", out->entry, plans[f].team);
+        fm->team = plans[f].team;
+        fm->block = plans[f].block;
+        fm->smem = (int)((plans[f].block / plans[f].team) * plans[f].smem_team + plans[f].smem_red);
+        fm->scratch_team = plans[f].scratch_team;
+    }
     uint8_t *cached = NULL;
     size_t len = 0;
     int rc = 0;
@@ -357,7 +386,7 @@ int ptc_cuda_codegen(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_
     }
     if (!out->ptx) {
         double t0 = ptc_now_ms();
-        ptx_job job = {s, k, &plan, t, out->entry, out->ventry};
+        ptx_job job = {s, k, plans, nforms, t, out->ventry, out->forms};
         rc = build_isolated(&job, &out->ptx, err);
         if (o && o->metrics)
             ptc_metrics_add(o->metrics, "llvm_compile_ms", ptc_now_ms() - t0, true);
