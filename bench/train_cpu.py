@@ -11,6 +11,10 @@ with a cold compile cache.
 a shared, loaded machine two OpenMP threads that spin-wait for each other
 made eager's step 3-20x slower and its times spread over 1.2-7 s.
 
+With --paired, eager and ptc instead train two copies of the model in one
+process, a step of each in turn, so that a load that comes and goes on the
+machine weighs on both alike; it prints both medians and their ratio.
+
 Per compiler: the median step time over --steps timed steps after three
 warm-up steps, the first step's time (the cold compile included), the loss
 after the timed steps (all start from the same weights and batch) and, for
@@ -27,7 +31,7 @@ import tempfile
 import time
 
 
-def worker(a, compiler):
+def setup(a):
     import torch
     import torchvision
     torch.set_num_threads(a.threads)
@@ -39,20 +43,50 @@ def worker(a, compiler):
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     else:
         opt = torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9)
+    return model, x, y, opt
+
+
+def training_step(run, x, y, opt):
+    import torch
+    loss = torch.nn.functional.cross_entropy(run(x), y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def paired(a):
+    import copy
+    import ptc
+    ptc.config.compiled_autograd = bool(a.compiled_autograd)
+    model, x, y, opt = setup(a)
+    model2 = copy.deepcopy(model)
+    opt2 = type(opt)(model2.parameters(), **opt.defaults)
+    compiled = ptc.compile(model2)
+    times = {"eager": [], "ptc": []}
+    for i in range(3 + a.steps):
+        for name, run, o in (("eager", model, opt), ("ptc", compiled, opt2)):
+            t0 = time.perf_counter()
+            training_step(run, x, y, o)
+            if i >= 3:
+                times[name].append((time.perf_counter() - t0) * 1e3)
+    e, p = statistics.median(times["eager"]), statistics.median(times["ptc"])
+    print(json.dumps({"eager_ms": e, "ptc_ms": p, "eager_over_ptc": e / p}))
+
+
+def worker(a, compiler):
+    import torch
+    model, x, y, opt = setup(a)
     run = model
     if compiler == "inductor":
         run = torch.compile(model)
     elif compiler == "ptc":
         import ptc
-        ptc.config.compiled_autograd = a.compiled_autograd
+        ptc.config.compiled_autograd = bool(a.compiled_autograd)
         run = ptc.compile(model)
 
     def step():
-        loss = torch.nn.functional.cross_entropy(run(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        return loss
+        return training_step(run, x, y, opt)
 
     t0 = time.perf_counter()
     step()
@@ -70,8 +104,8 @@ def worker(a, compiler):
         import ptc
         ex = ptc.explain(model, backend="ptc")(x)
         row.update(graphs=ex.graph_count, breaks=ex.break_count,
-                   autograd_fallbacks=[f.get("why", "") for f in ex.fallbacks
-                                       if "needs gradients" in f.get("error", "")])
+                   autograd_fallbacks=len([f for f in ex.fallbacks
+                                           if "needs gradients" in f.get("error", "")]))
     print(json.dumps(row))
 
 
@@ -85,9 +119,13 @@ def main():
     ap.add_argument("--compilers", default="eager,inductor,ptc")
     ap.add_argument("--compiled-autograd", type=int, default=1,
                     help="ptc.config.compiled_autograd for the ptc run (1 on, 0 off)")
+    ap.add_argument("--paired", action="store_true")
     ap.add_argument("--out")
     ap.add_argument("--worker")
     a = ap.parse_args()
+    if a.paired:
+        os.environ["OMP_NUM_THREADS"] = str(a.threads)  # before torch and ptc load OpenMP
+        return paired(a)
     if a.worker:
         return worker(a, a.worker)
     rows = []
