@@ -270,13 +270,13 @@ static int mark_needs(ag *a, const bool *wants_grad)
     return 0;
 }
 
-static int add_tangents(ag *a, ptc_joint *j)
+static int add_tangents(ag *a, const bool *no_tangent, ptc_joint *j)
 {
     ptc_graph *g = a->g;
     for (int k = 0; k < j->nprimal_outputs; k++) {
         ptc_value *out = g->outputs[k];
         j->tangent_of[k] = -1;
-        if (!ag_needs(a, out))
+        if (!ag_needs(a, out) || (no_tangent && no_tangent[k]))
             continue;
         ptc_ttype t = out->type;
         t.layout = PTC_LAYOUT_CONTIGUOUS;
@@ -336,7 +336,8 @@ static int set_joint_outputs(ag *a, const bool *wants_grad, ptc_joint *j)
     return 0;
 }
 
-int ptc_autograd_joint(const ptc_graph *g, const bool *wants_grad, ptc_joint *out, ptc_error *err)
+int ptc_autograd_joint(const ptc_graph *g, const bool *wants_grad, const bool *no_tangent,
+                       ptc_joint *out, ptc_error *err)
 {
     memset(out, 0, sizeof *out);
     ptc_graph *jg = ptc_graph_clone(g, NULL);
@@ -354,7 +355,7 @@ int ptc_autograd_joint(const ptc_graph *g, const bool *wants_grad, ptc_joint *ou
     out->nprimal_outputs = g->noutputs;
     out->tangent_of = PTC_NEWN(jg->arena, int, g->noutputs + 1);
     out->grad_of = PTC_NEWN(jg->arena, int, g->ninputs + 1);
-    if (mark_needs(&a, wants_grad) || add_tangents(&a, out))
+    if (mark_needs(&a, wants_grad) || add_tangents(&a, no_tangent, out))
         goto fail;
     for (int i = nforward - 1; i >= 0; i--)
         if (backward_node(&a, jg->nodes[i]))

@@ -15,8 +15,11 @@
 /* The joint graph of a prims graph g.
  *
  *   inputs:  g's inputs, then tangent_<k> for each output k of g that has a
- *            floating dtype and depends on an input in wants_grad (in output
- *            order; tangent_of[k] names its input index, -1 for none);
+ *            floating dtype and depends on an input in wants_grad, unless
+ *            no_tangent[k] (NULL: none is excluded) marks it forward-only
+ *            (the new value of a buffer written in place, as BatchNorm's
+ *            running statistics); in output order; tangent_of[k] names
+ *            its input index, -1 for none;
  *   outputs: g's outputs, then one gradient per input i with wants_grad[i]
  *            (zeros where the outputs do not depend on it), in input order.
  *
@@ -34,7 +37,8 @@ typedef struct ptc_joint {
     int *grad_of;    /* [ngrads]: primal input index of each gradient */
 } ptc_joint;
 
-int ptc_autograd_joint(const ptc_graph *g, const bool *wants_grad, ptc_joint *out, ptc_error *err);
+int ptc_autograd_joint(const ptc_graph *g, const bool *wants_grad, const bool *no_tangent,
+                       ptc_joint *out, ptc_error *err);
 
 /* The forward and the backward of a joint graph, to run at different times:
  *   forward:  the primal inputs -> the primal outputs, then nsaved values;

@@ -269,11 +269,16 @@ static int eager_step(const ptc_node *n, bool grad, estep *s)
         s->method = true;
     }
     if (n->op == PTC_OP_BATCH_NORM) {
-        /* torch.batch_norm(..., cudnn_enabled) returns the output alone. */
-        Py_SETREF(s->fn, cap_import_path("torch.batch_norm"));
+        /* torch.batch_norm(..., cudnn_enabled) returns the output alone and
+           updates the running statistics in place; the node returns the
+           updated ones (written back after the graph, capture's rule for
+           every in-place write of an input), so they are updated in copies. */
+        bool update = n->nout == 3;
+        Py_SETREF(s->fn,
+                  cap_import_path(update ? "ptc._eager.batch_norm_update" : "torch.batch_norm"));
         s->pos[s->npos].kind = EA_CONST;
         s->pos[s->npos++].obj = Py_NewRef(Py_True);
-        s->wrap_list = true;
+        s->wrap_list = !update;
     }
     s->kwnames = PyList_AsTuple(kwn);
     Py_DECREF(kwn);
@@ -635,6 +640,22 @@ static int remake_aliases(const ptc_graph *g, const cap_backend_state *st, PyObj
     return rc;
 }
 
+/* Inputs the graph wrote in place get their new values, in write order. */
+static int write_back(const cap_entry *e, PyObject **inputs, PyObject **outputs)
+{
+    static PyObject *copy_;
+    if (!copy_ && !(copy_ = PyUnicode_InternFromString("copy_")))
+        return -1;
+    for (int k = 0; k < e->nwriteback; k++) {
+        PyObject *r = PyObject_CallMethodObjArgs(inputs[e->writeback[k].input], copy_,
+                                                 outputs[e->writeback[k].output], NULL);
+        if (!r)
+            return -1;
+        Py_DECREF(r);
+    }
+    return 0;
+}
+
 /* ---- preparing and running ------------------------------------------------------------------- */
 
 static bool needs_autograd(cap_entry *e)
@@ -826,7 +847,8 @@ int cap_entry_run_graph(cap_entry *e, PyObject **vals, PyObject **outputs)
             rc = cap_backend_run(e, inputs, outputs);
         }
     }
-    if (rc == 0 && (rc = remake_aliases(g, e->bstate, inputs, outputs)) < 0)
+    if (rc == 0 && ((rc = remake_aliases(g, e->bstate, inputs, outputs)) < 0 ||
+                    (rc = write_back(e, inputs, outputs)) < 0))
         for (int i = 0; i < g->noutputs; i++)
             Py_CLEAR(outputs[i]);
     if (amp_on) {

@@ -197,6 +197,8 @@ static const char *extern_fn(ptc_op op)
     case PTC_OP_BMM: return "torch.bmm";
     case PTC_OP_ADDMM: return "torch.addmm";
     case PTC_OP_CONVOLUTION: return "torch.convolution";
+    case PTC_OP_CONVOLUTION_BACKWARD_WEIGHT:
+        return "ptc._eager.convolution_backward_weight";
     case PTC_OP_SDPA: return "torch.nn.functional.scaled_dot_product_attention";
     default: return NULL;
     }

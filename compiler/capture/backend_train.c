@@ -146,13 +146,20 @@ static int build(cap_entry *e, ptc_graph **prims, ptc_joint *j, ptc_partition *p
 {
     const ptc_graph *g = e->graph;
     bool *wants = calloc((size_t)g->ninputs + 1, sizeof *wants);
-    if (!wants)
-        return ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "out of memory");
+    bool *written = calloc((size_t)g->noutputs + 1, sizeof *written);
+    int rc = -1;
+    if (!wants || !written) {
+        ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "out of memory");
+        goto done;
+    }
     for (int i = 0; i < g->ninputs; i++)
         wants[i] = g->inputs[i]->type.requires_grad;
-    int rc = -1;
+    /* the new values of inputs written in place are forward-only, as eager
+       updates buffers (BatchNorm's running statistics) outside autograd */
+    for (int k = 0; k < e->nwriteback; k++)
+        written[e->writeback[k].output] = true;
     if (!(*prims = ptc_decompose(g, err)) || ptc_simplify(*prims, err) ||
-        ptc_autograd_joint(*prims, wants, j, err) || ptc_autograd_partition(j, p, err))
+        ptc_autograd_joint(*prims, wants, written, j, err) || ptc_autograd_partition(j, p, err))
         goto done;
     if (e->tc && (ptc_trace_graph(e->tc, "joint", j->graph, err) ||
                   ptc_trace_graph(e->tc, "forward", p->forward, err) ||
@@ -165,6 +172,7 @@ static int build(cap_entry *e, ptc_graph **prims, ptc_joint *j, ptc_partition *p
     rc = 0;
 done:
     free(wants);
+    free(written);
     return rc;
 }
 

@@ -54,6 +54,45 @@ static int output_index(builder *B, ptc_value *v)
     return B->nouts++;
 }
 
+/* The output that returns v: v itself, or a fresh copy per call when v is
+ * a constant or an input (outputs belong to the caller). -1 on failure. */
+static int value_output(builder *B, ptc_value *v)
+{
+    if (!v->def) {
+        ptc_arg a[1] = {ptc_arg_value(v)};
+        ptc_error err;
+        ptc_node *n = ptc_build(B->T->g, PTC_OP_CLONE, a, 1, &err);
+        if (!n)
+            return -1;
+        cap_t_note_node(B->T, n);
+        v = n->outs[0];
+    }
+    return output_index(B, v);
+}
+
+/* Inputs written in place: their last values become outputs, copied into
+ * the caller's tensors after the graph (cap_entry.writeback). */
+static int writeback_outputs(builder *B, cap_entry *e)
+{
+    Py_ssize_t n = PyList_Size(B->T->written);
+    e->writeback = calloc((size_t)n + 1, sizeof *e->writeback);
+    if (!e->writeback)
+        return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        cap_tensor *t = (cap_tensor *)PyList_GetItem(B->T->written, i);
+        if (t->v == t->input_v)
+            continue;
+        int out = value_output(B, t->v);
+        if (out < 0) {
+            PyErr_SetString(cap_InternalError,
+                            "ptc: cannot return the new value of a written input");
+            return -1;
+        }
+        e->writeback[e->nwriteback++] = (cap_writeback){t->input_v->input_index, out};
+    }
+    return 0;
+}
+
 static int fail(builder *B, const char *why, PyObject *o)
 {
     /* The value's type says which value; a frame's reasons stand alone. */
@@ -256,20 +295,13 @@ static int recipe_uncached(builder *B, PyObject *o)
         return add_recipe(B, (cap_recipe){CAP_R_NULLV, 0, NULL, NULL, 0});
     if (cap_is_tensor(o)) {
         cap_tensor *t = (cap_tensor *)o;
-        if (t->input_v && t->v == t->input_v && t->src >= 0)
+        /* an input, maybe written in place (it gets its new value before the recipes run) */
+        if (t->input_v && t->src >= 0 && (t->v == t->input_v || cap_t_is_written(T, t)))
             return add_recipe(B, (cap_recipe){CAP_R_SOURCE, 0, NULL, NULL, t->src});
-        ptc_value *v = t->v;
-        if (!v->def) {
-            /* A constant or an input returned as is: a fresh copy per call. */
-            ptc_arg a[1] = {ptc_arg_value(v)};
-            ptc_error err;
-            ptc_node *n = ptc_build(T->g, PTC_OP_CLONE, a, 1, &err);
-            if (!n)
-                return fail(B, "clone of a graph input", o);
-            cap_t_note_node(T, n);
-            v = n->outs[0];
-        }
-        return add_recipe(B, (cap_recipe){CAP_R_OUTPUT, 0, NULL, NULL, output_index(B, v)});
+        int out = value_output(B, t->v);
+        if (out < 0)
+            return fail(B, "clone of a graph input", o);
+        return add_recipe(B, (cap_recipe){CAP_R_OUTPUT, 0, NULL, NULL, out});
     }
     int src = cap_t_source_of(T, o);
     if (src >= 0)
@@ -717,7 +749,7 @@ cap_entry *cap_entry_build(cap_trace *T, cap_interp *I, int rc, int *unreconstru
         goto fail;
     }
     B.escape = false;
-    if (cap_t_identity_guards(T) < 0)
+    if (cap_t_identity_guards(T) < 0 || writeback_outputs(&B, e) < 0)
         goto fail;
     ptc_value *none[1] = {NULL};
     ptc_graph_set_outputs(T->g, B.nouts ? B.outs : none, B.nouts);
@@ -802,6 +834,7 @@ static void entry_free(cap_entry *e)
     }
     free(e->src);
     free(e->guards);
+    free(e->writeback);
     free(e->src_needed);
     Py_XDECREF(e->tensor_guards);
     Py_XDECREF(e->stats);

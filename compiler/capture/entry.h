@@ -113,6 +113,13 @@ struct cap_entry {
     bool autograd_fallback;  /* gradients needed: ran through torch ops */
     char autograd_why[256];  /*   why (an op without a derivative, ...) */
     bool broken;             /* its recipes failed once: its position runs eagerly */
+    /* Graph inputs the segment writes in place (functionalised: the graph
+       returns their new values): after the graph, in write order, input
+       writeback[k].input takes output writeback[k].output (copy_). */
+    int nwriteback;
+    struct cap_writeback {
+        int input, output;
+    } * writeback;
     cap_backend_state *bstate;
     /* After the graph. */
     int nrecipes;
@@ -137,6 +144,7 @@ struct cap_entry {
     cap_stats *st;           /* its record */
 };
 typedef struct cap_entry cap_entry;
+typedef struct cap_writeback cap_writeback;
 
 /* Builds an entry from a trace that ended (rc: CAP_DONE or CAP_BREAK) in I.
  * NULL with *unreconstructable set when a resume state holds a value that

@@ -108,6 +108,9 @@ int cap_t_add_view(cap_tensor *base, cap_tensor *view, PyObject *key);
  * reshape, flatten and contiguous, when it can)? */
 bool cap_op_returns_view(int op);
 int cap_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv);
+/* Whether cap_mutate(T, t, nv) may go ahead: CAP_NEXT, or the break it
+ * would take (for ops that write several tensors, checked before any). */
+int cap_check_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv);
 int cap_torch_unpack(cap_trace *T, PyObject *t, int before, int after, bool star,
                      PyObject **items);
 /* The tensor's items along dim 0 (a list of symbolic tensors). */

@@ -502,9 +502,6 @@ int cap_inplace(cap_trace *T, cap_tensor *self, PyObject *res, PyObject **out)
         return CAP_NEXT;
     }
     ptc_value *nv = cap_val(res);
-    if (self->input_v)
-        return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a tensor from outside (%s)",
-                           self->input_v->name);
     const ptc_ttype *st = &self->v->type, *rt = &nv->type;
     bool same_shape = st->ndim == rt->ndim;
     for (int i = 0; same_shape && i < st->ndim; i++)

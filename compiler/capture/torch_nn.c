@@ -357,8 +357,10 @@ int cap_th_batch_norm(cap_tcall *c, PyObject **out)
     PyObject *b = fn ? ARG(4, "bias") : ARG(2, "bias");
     bool training = truthy(ARG(5, "training"), false);
     double momentum = number(ARG(6, "momentum"), 0.1), eps = number(ARG(7, "eps"), 1e-5);
-    if (training && rm && rm != Py_None)
-        return cap_t_break(c->T, CAP_B_INPLACE_INPUT, "batch_norm updating running statistics");
+    bool update = training && rm && rm != Py_None;
+    if (update && (!cap_is_tensor(rm) || !cap_is_tensor(rv)))
+        return cap_t_break(c->T, CAP_B_INPLACE_INPUT,
+                           "batch_norm updating running statistics that are not tensors");
     ptc_arg a[8] = {ptc_arg_value(x->v)};
     PyObject *t[4] = {w, b, rm, rv};
     for (int i = 0; i < 4; i++)
@@ -371,9 +373,18 @@ int cap_th_batch_norm(cap_tcall *c, PyObject **out)
     int rc = cap_build(c->T, PTC_OP_BATCH_NORM, a, 8, &outs);
     if (rc != CAP_NEXT)
         return rc;
-    *out = Py_NewRef(PyTuple_GetItem(outs, 0));
+    if (update) {
+        /* the running statistics move in place: functional outputs 1 and 2 */
+        cap_tensor *stats[2] = {(cap_tensor *)rm, (cap_tensor *)rv};
+        for (int i = 0; i < 2 && rc == CAP_NEXT; i++)
+            rc = cap_check_mutate(c->T, stats[i], cap_val(PyTuple_GetItem(outs, 1 + i)));
+        for (int i = 0; i < 2 && rc == CAP_NEXT; i++)
+            rc = cap_mutate(c->T, stats[i], cap_val(PyTuple_GetItem(outs, 1 + i)));
+    }
+    if (rc == CAP_NEXT)
+        *out = Py_NewRef(PyTuple_GetItem(outs, 0));
     Py_DECREF(outs);
-    return CAP_NEXT;
+    return rc;
 }
 
 /* ---- pooling ------------------------------------------------------------------------------- */

@@ -545,9 +545,12 @@ static cap_tensor *alias_root(cap_tensor *t)
     return root;
 }
 
-/* t's value becomes nv, seen through every alias of t. */
-int cap_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv)
+int cap_check_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv)
 {
+    if (t->input_v && !t->base) { /* a graph input itself: written back after the call */
+        int rc = cap_t_check_writable(T, t, nv);
+        return rc != CAP_NEXT ? rc : check_views(T, t, 0);
+    }
     for (cap_tensor *cur = t; cur; cur = cur->base)
         if (cur->input_v)
             return cap_t_break(T, CAP_B_INPLACE_INPUT,
@@ -558,9 +561,19 @@ int cap_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv)
     for (cap_tensor *cur = t; cur != root; cur = cur->base)
         if (!cur->view_key)
             return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a view other than basic indexing (reshape, transpose, chunk, ...)");
-    int rc = check_views(T, root, 0);
+    return check_views(T, root, 0);
+}
+
+/* t's value becomes nv, seen through every alias of t. A graph input keeps
+ * the new value in the trace and gets it for real after the call. */
+int cap_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv)
+{
+    int rc = cap_check_mutate(T, t, nv);
+    if (rc == CAP_NEXT && t->input_v)
+        rc = cap_t_note_written(T, t);
     if (rc != CAP_NEXT)
         return rc;
+    cap_tensor *root = alias_root(t);
     /* Up the chain: each base gets base[key] = its view's new value. */
     ptc_value *val = nv;
     for (cap_tensor *cur = t; cur != root; cur = cur->base) {

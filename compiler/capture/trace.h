@@ -232,6 +232,11 @@ struct cap_trace {
     PyObject *shadow;
     PyObject *mut;
     PyObject *effects;
+    /* Graph inputs written in place (a buffer's add_, BatchNorm's running
+       statistics): their symbolic tensors, in the order of first write. The
+       graph returns their last values and the caller's tensors get them
+       after the call (cap_entry.writeback). */
+    PyObject *written;
     PyObject *exc_stack;      /* handled exceptions of traced except blocks */
     PyObject *strings;
     PyObject *skipped;        /* generators run untouched while tracing */
@@ -363,6 +368,12 @@ void cap_t_track_tensor(cap_trace *T, PyObject *t);
 const char *cap_t_intern_str(cap_trace *T, const char *s);
 void cap_t_note_node(cap_trace *T, ptc_node *n);
 bool cap_t_value_grad(cap_trace *T, ptc_value *v);
+/* May t, a graph input, take the value nv in place? CAP_NEXT when it may
+ * (then cap_t_note_written records it), else a PTC-B012 break: constants,
+ * aliases of another input, inputs or values that require gradients. */
+int cap_t_check_writable(cap_trace *T, cap_tensor *t, ptc_value *nv);
+int cap_t_note_written(cap_trace *T, cap_tensor *t);
+bool cap_t_is_written(cap_trace *T, cap_tensor *t);
 uint64_t cap_t_next_seed(cap_trace *T);
 /* The traced function seeds torch's generator (torch.manual_seed): its random
  * ops must give torch's values. */

@@ -32,11 +32,12 @@ cap_trace *cap_trace_new(cap_compiled *cc, cap_interp *I)
     T->shadow = PyDict_New();
     T->mut = PyDict_New();
     T->effects = PyList_New(0);
+    T->written = PyList_New(0);
     T->exc_stack = PyList_New(0);
     T->made_funcs = PyDict_New();
-    if (!T->made_funcs || !T->exc_stack || !T->shadow || !T->mut || !T->effects || !T->src_index ||
-        !T->guard_index || !T->obj_src || !T->keep || !T->input_const || !T->tensors ||
-        !T->strings || !T->no_inline || !T->skipped) {
+    if (!T->made_funcs || !T->exc_stack || !T->shadow || !T->mut || !T->effects || !T->written ||
+        !T->src_index || !T->guard_index || !T->obj_src || !T->keep || !T->input_const ||
+        !T->tensors || !T->strings || !T->no_inline || !T->skipped) {
         cap_trace_free(T);
         return NULL;
     }
@@ -92,6 +93,7 @@ void cap_trace_free(cap_trace *T)
     Py_XDECREF(T->shadow);
     Py_XDECREF(T->mut);
     Py_XDECREF(T->effects);
+    Py_XDECREF(T->written);
     Py_XDECREF(T->exc_stack);
     Py_XDECREF(T->made_funcs);
     if (T->g)
@@ -195,6 +197,43 @@ void cap_t_note_node(cap_trace *T, ptc_node *n)
 bool cap_t_value_grad(cap_trace *T, ptc_value *v)
 {
     return !v->def || (v->def->id < T->cap_node_grad && T->node_grad[v->def->id]);
+}
+
+int cap_t_check_writable(cap_trace *T, cap_tensor *t, ptc_value *nv)
+{
+    const char *name = t->input_v->name;
+    /* Module buffers only: an argument may be a view of another input (x
+       and x[0]), which the graph would go on reading unchanged. */
+    if (t->src < 0 || T->src[t->src].kind != CAP_S_MODBUF)
+        return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a tensor from outside (%s)",
+                           name);
+    if (T->src_val[t->src] != (PyObject *)t)
+        return cap_t_break(T, CAP_B_INPLACE_INPUT,
+                           "in-place op on an alias of a tensor from outside (%s)", name);
+    if (t->input_v->type.requires_grad)
+        return cap_t_break(T, CAP_B_INPLACE_INPUT,
+                           "in-place op on a tensor from outside that requires grad (%s)", name);
+    if (nv->type.requires_grad && cap_t_value_grad(T, nv))
+        return cap_t_break(
+            T, CAP_B_INPLACE_INPUT,
+            "in-place op writing a value that requires grad into a tensor from outside (%s)", name);
+    return CAP_NEXT;
+}
+
+bool cap_t_is_written(cap_trace *T, cap_tensor *t)
+{
+    /* by identity: == on symbolic tensors would trace a comparison */
+    for (Py_ssize_t i = 0; i < PyList_Size(T->written); i++)
+        if (PyList_GetItem(T->written, i) == (PyObject *)t)
+            return true;
+    return false;
+}
+
+int cap_t_note_written(cap_trace *T, cap_tensor *t)
+{
+    if (cap_t_is_written(T, t))
+        return CAP_NEXT;
+    return PyList_Append(T->written, (PyObject *)t) < 0 ? CAP_ERR : CAP_NEXT;
 }
 
 uint64_t cap_t_next_seed(cap_trace *T)

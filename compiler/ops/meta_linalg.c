@@ -322,6 +322,42 @@ static int conv_size(ptc_meta *m, const conv_args *c, int j, ptc_dim in, ptc_dim
     return 0;
 }
 
+/* convolution_backward_weight: the gradient of a (not transposed) batched
+ * convolution's weight, the weight's type; grad_output has the shape of the
+ * convolution of input by weight. */
+int meta_conv_backward_weight(ptc_meta *m)
+{
+    const ptc_ttype *g = meta_t(m, 0), *x = meta_t(m, 1), *w = meta_t(m, 2);
+    int k = w->ndim - 2;
+    if (k < 1 || k > 3)
+        return ptc_meta_fail(m, "weight must have 3 to 5 dims, got %s", meta_tstr(m, w));
+    if (x->ndim != k + 2 || g->ndim != k + 2)
+        return ptc_meta_fail(
+            m, "expected a batched %d-D input and grad_output for weight %s, got %s and %s", k + 2,
+            meta_tstr(m, w), meta_tstr(m, x), meta_tstr(m, g));
+    conv_args c;
+    if (conv_read(m, k, &c) || same_dtype(m, x, w) || same_dtype(m, g, w) || no_bool(m, x))
+        return -1;
+    ptc_dim wc = ptc_dim_mul(m->arena, w->shape[1], ptc_dim_c(c.groups));
+    if (!ptc_dim_eq(x->shape[1], wc) || !ptc_dim_eq(g->shape[1], w->shape[0]) ||
+        !ptc_dim_eq(g->shape[0], x->shape[0]) ||
+        !meta_is(ptc_dim_mod(m->arena, w->shape[0], ptc_dim_c(c.groups)), 0))
+        return ptc_meta_fail(m, "input %s, weight %s, grad_output %s and groups=%lld disagree",
+                             meta_tstr(m, x), meta_tstr(m, w), meta_tstr(m, g),
+                             (long long)c.groups);
+    for (int j = 0; j < k; j++) {
+        ptc_dim o;
+        if (conv_size(m, &c, j, x->shape[2 + j], w->shape[2 + j], x, w, &o))
+            return -1;
+        if (!ptc_dim_eq(o, g->shape[2 + j]))
+            return ptc_meta_fail(m,
+                                 "grad_output %s is not the shape of the convolution of %s by %s",
+                                 meta_tstr(m, g), meta_tstr(m, x), meta_tstr(m, w));
+    }
+    meta_out(m, w->dtype, w->shape, w->ndim);
+    return 0;
+}
+
 /* convolution, conv1d/2d/3d, conv_transpose2d. */
 int meta_convolution(ptc_meta *m)
 {

@@ -40,12 +40,15 @@ static int spatial_list(const ptc_kctx *k, const char *param, int nsp, int64_t *
     return 0;
 }
 
-static int conv_setup(ptc_kctx *k, conv *c)
+/* The convolution of node k (convolution_backward_weight: the one whose
+ * gradient it is), with output out. */
+static int conv_setup(ptc_kctx *k, conv *c, const ptc_tensor *out)
 {
     const ptc_tensor *x = ref_tensor(k, "input");
+    bool weight_grad = k->node->op == PTC_OP_CONVOLUTION_BACKWARD_WEIGHT;
     memset(c, 0, sizeof *c);
     c->w = *ref_tensor(k, "weight");
-    c->bias = ref_tensor(k, "bias");
+    c->bias = weight_grad ? NULL : ref_tensor(k, "bias");
     c->nsp = c->w.ndim - 2;
     if (c->nsp < 1 || c->nsp > MAX_SPATIAL)
         return ref_fail(k, "convolution: weight must have 3 to 5 dims, got %d", c->w.ndim);
@@ -71,7 +74,6 @@ static int conv_setup(ptc_kctx *k, conv *c)
     if (c->groups <= 0 || c->IC % c->groups || c->OC % c->groups || wic != c->IC)
         return ref_fail(k, "convolution: %lld input channels, weight of %lld, groups=%lld disagree",
                         (long long)c->IC, (long long)wic, (long long)c->groups);
-    const ptc_tensor *out = &k->out[0];
     int off = out->ndim - c->nsp;
     for (int d = 0; d < c->nsp; d++) {
         c->isz[d] = c->in.sizes[2 + d];
@@ -146,7 +148,7 @@ static double conv_point(const conv *c, int64_t n, int64_t oc, const int64_t *xo
 int ptc_ref_convolution(ptc_kctx *k)
 {
     conv c;
-    if (conv_setup(k, &c))
+    if (conv_setup(k, &c, &k->out[0]))
         return -1;
     int64_t nsp_out = ref_numel(c.nsp, c.osz), ktaps = ref_numel(c.nsp, c.ksz);
     if (c.N * c.OC * nsp_out == 0)
@@ -180,6 +182,70 @@ done:
     free(xoff);
     free(woff);
     ptc_tensor_release(&xd);
+    ptc_tensor_release(&wd);
+    return rc;
+}
+
+/* dW[oc, ic, taps] = the sum over images n and output positions o of
+ * g[n, oc, o] * x[n, group's ic, the input position of o under the tap], in
+ * double, over f64 copies; dW has the weight's (contiguous) layout. */
+int ptc_ref_conv_backward_weight(ptc_kctx *k)
+{
+    const ptc_tensor *grad = ref_tensor(k, "grad_output");
+    conv c;
+    if (conv_setup(k, &c, grad))
+        return -1;
+    int64_t nsp_out = ref_numel(c.nsp, c.osz), ktaps = ref_numel(c.nsp, c.ksz);
+    int64_t icg = c.IC / c.groups, ocg = c.OC / c.groups, nw = c.OC * icg * ktaps;
+    ptc_tensor xd, gd, wd;
+    if (ref_as_f64(k, &c.in, &xd))
+        return -1;
+    if (ref_as_f64(k, grad, &gd)) {
+        ptc_tensor_release(&xd);
+        return -1;
+    }
+    /* woff from inside_taps indexes a contiguous weight: an f64 copy of it */
+    if (ref_as_f64(k, &c.w, &wd)) {
+        ptc_tensor_release(&xd);
+        ptc_tensor_release(&gd);
+        return -1;
+    }
+    c.in = xd, c.w = wd;
+    double *acc = calloc((size_t)(nw ? nw : 1), sizeof *acc);
+    int64_t *xoff = malloc(sizeof *xoff * (size_t)(ktaps ? ktaps : 1));
+    int64_t *woff = malloc(sizeof *woff * (size_t)(ktaps ? ktaps : 1));
+    int rc = -1;
+    if (!acc || !xoff || !woff) {
+        ref_fail(k, "out of memory");
+        goto done;
+    }
+    const double *x = xd.data, *g = gd.data;
+    int64_t opos[MAX_SPATIAL] = {0}, p = 0;
+    if (nsp_out > 0 && c.N > 0)
+        do {
+            int64_t ntaps = inside_taps(&c, opos, xoff, woff);
+            for (int64_t n = 0; n < c.N; n++)
+                for (int64_t oc = 0; oc < c.OC; oc++) {
+                    double gv = g[(n * c.OC + oc) * nsp_out + p];
+                    int64_t cin0 = oc / ocg * icg;
+                    for (int64_t ic = 0; ic < icg; ic++) {
+                        const double *xc = x + n * xd.strides[0] + (cin0 + ic) * xd.strides[1];
+                        double *wc = acc + oc * wd.strides[0] + ic * wd.strides[1];
+                        for (int64_t t = 0; t < ntaps; t++)
+                            wc[woff[t]] += gv * xc[xoff[t]];
+                    }
+                }
+            p++;
+        } while (ref_next(opos, c.osz, c.nsp));
+    for (int64_t i = 0; i < nw; i++)
+        ref_stf(&k->out[0], i, acc[i]);
+    rc = 0;
+done:
+    free(acc);
+    free(xoff);
+    free(woff);
+    ptc_tensor_release(&xd);
+    ptc_tensor_release(&gd);
     ptc_tensor_release(&wd);
     return rc;
 }

@@ -5,7 +5,8 @@
  * and bf16 operands are widened to f32 first, integers take a plain int64
  * loop. Convolution is im2col + GEMM per (image, group), images in parallel,
  * with 1x1 stride-1 convolutions reading the input directly; transposed
- * convolution is GEMM + col2im. Attention follows the reference's math path
+ * convolution is GEMM + col2im, a weight gradient the GEMM of the output
+ * gradient with im2col's columns, transposed. Attention follows the reference's math path
  * row by row (in double, with the same dropout draws), rows in parallel.
  */
 #include "runtime/rt.h"
@@ -208,33 +209,45 @@ static bool pointwise_conv(const conv *c)
 #undef FN
 #undef GEMM
 
+/* The geometry of node n's convolution of x by w whose result has y's
+ * sizes (for the weight gradient: the gradient of that result). */
+static int conv_geometry(const ptc_node *n, const ptc_tensor *x, const ptc_tensor *w,
+                         const ptc_tensor *y, conv *c, ptc_error *err)
+{
+    memset(c, 0, sizeof *c);
+    c->k = w->ndim - 2;
+    const ptc_arg *tr = arg(n, "transposed");
+    c->transposed = tr && tr->b;
+    if (c->k < 1 || c->k > 3 || x->ndim != c->k + 2 || y->ndim != c->k + 2)
+        return xfail(err, n, "expected a batched 1-d, 2-d or 3-d convolution");
+    const ptc_arg *ga = arg(n, "groups");
+    if (!ptc_dim_is_static(ga->i) || conv_ints(n, "stride", c->k, c->stride) ||
+        conv_ints(n, "padding", c->k, c->pad) || conv_ints(n, "dilation", c->k, c->dil))
+        return xfail(err, n, "symbolic convolution parameters");
+    c->G = ga->i.value;
+    c->N = x->sizes[0];
+    c->C = x->sizes[1];
+    c->O = y->sizes[1];
+    c->Cg = c->C / c->G;
+    c->Og = c->O / c->G;
+    c->kprod = c->iprod = c->oprod = 1;
+    for (int d = 0; d < c->k; d++) {
+        c->in[d] = x->sizes[2 + d];
+        c->out[d] = y->sizes[2 + d];
+        c->ker[d] = w->sizes[2 + d];
+        c->kprod *= c->ker[d];
+        c->iprod *= c->in[d];
+        c->oprod *= c->out[d];
+    }
+    return 0;
+}
+
 static int run_conv(const ptc_node *n, const ptc_tensor *const *in, ptc_tensor *out, ptc_error *err)
 {
     const ptc_tensor *x = in[0], *w = in[1], *bias = in[2];
-    conv c = {0};
-    c.k = w->ndim - 2;
-    c.transposed = arg(n, "transposed")->b;
-    if (c.k < 1 || c.k > 3 || x->ndim != c.k + 2)
-        return xfail(err, n, "expected a batched 1-d, 2-d or 3-d convolution");
-    const ptc_arg *ga = arg(n, "groups");
-    if (!ptc_dim_is_static(ga->i) || conv_ints(n, "stride", c.k, c.stride) ||
-        conv_ints(n, "padding", c.k, c.pad) || conv_ints(n, "dilation", c.k, c.dil))
-        return xfail(err, n, "symbolic convolution parameters");
-    c.G = ga->i.value;
-    c.N = x->sizes[0];
-    c.C = x->sizes[1];
-    c.O = out->sizes[1];
-    c.Cg = c.C / c.G;
-    c.Og = c.O / c.G;
-    c.kprod = c.iprod = c.oprod = 1;
-    for (int d = 0; d < c.k; d++) {
-        c.in[d] = x->sizes[2 + d];
-        c.out[d] = out->sizes[2 + d];
-        c.ker[d] = w->sizes[2 + d];
-        c.kprod *= c.ker[d];
-        c.iprod *= c.in[d];
-        c.oprod *= c.out[d];
-    }
+    conv c;
+    if (conv_geometry(n, x, w, out, &c, err))
+        return -1;
     /* f64 in f64, everything else in f32 */
     ptc_dtype ct = out->dtype == PTC_F64 ? PTC_F64 : PTC_F32;
     ptc_tensor xf, wf, yf;
@@ -275,6 +288,44 @@ static int run_conv(const ptc_node *n, const ptc_tensor *const *in, ptc_tensor *
     }
     release_copy(&xf);
     release_copy(&wf);
+    return rc;
+}
+
+/* The weight gradient in f64 for f64, else in f32, written into out. */
+static int run_conv_weight_grad(const ptc_node *n, const ptc_tensor *const *in, ptc_tensor *out,
+                                ptc_error *err)
+{
+    const ptc_tensor *g = in[0], *x = in[1], *w = in[2];
+    conv c;
+    if (conv_geometry(n, x, w, g, &c, err))
+        return -1;
+    ptc_dtype ct = out->dtype == PTC_F64 ? PTC_F64 : PTC_F32;
+    ptc_tensor xf, gf, dwf;
+    int rc = -1;
+    if (to_contig(x, ct, &xf, err))
+        return -1;
+    if (to_contig(g, ct, &gf, err))
+        goto free_x;
+    bool direct_out = out->dtype == ct && ptc_tensor_is_contiguous(out);
+    if (direct_out) {
+        dwf = *out;
+        dwf.storage = NULL;
+    } else if (ptc_tensor_alloc(&dwf, ct, out->ndim, out->sizes, err)) {
+        goto free_g;
+    }
+    if (ct == PTC_F64)
+        conv_weight_grad_f64(&c, xf.data, gf.data, dwf.data);
+    else
+        conv_weight_grad_f32(&c, xf.data, gf.data, dwf.data);
+    rc = 0;
+    if (!direct_out) {
+        rc = ptc_tensor_copy(out, &dwf, err);
+        ptc_tensor_release(&dwf);
+    }
+free_g:
+    release_copy(&gf);
+free_x:
+    release_copy(&xf);
     return rc;
 }
 
@@ -478,6 +529,8 @@ int ptc_cextern_run(const ptc_node *node, const ptc_tensor *const *in, int nin, 
         return 0;
     }
     case PTC_OP_CONVOLUTION: return run_conv(node, in, &outs[0], err);
+    case PTC_OP_CONVOLUTION_BACKWARD_WEIGHT:
+        return run_conv_weight_grad(node, in, &outs[0], err);
     case PTC_OP_SDPA: return run_sdpa(node, in, &outs[0], rng_offset, err);
     case PTC_OP_PRIMS_CUMSUM: return run_cumsum(node, in[0], &outs[0]);
     case PTC_OP_PRIMS_SCATTER_ADD: return run_scatter_add(node, in, &outs[0], err);

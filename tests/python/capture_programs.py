@@ -1330,7 +1330,7 @@ class ModuleAttrWrite(nn.Module):
         return y * self.calls
 
 
-@module_prog(lambda: (T(2, 8),), graphs=2, breaks=1, codes=["PTC-B012"])
+@module_prog(lambda: (T(2, 8),), graphs=1, breaks=0)
 class BufferUpdate(nn.Module):
     def __init__(self):
         super().__init__()

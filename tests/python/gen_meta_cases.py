@@ -644,6 +644,20 @@ def conv_cases():
             ([1, 2, 3, 4, 5], [2, 1, 1, 2, 2], [1, 1, 1], [0, 0, 0], [1, 1, 1], False, [0, 0, 0], 2)]:
         args = "%%x, %%w, none, %s, %s, %s, %s, %s, %d" % (st, pad, dil, "true" if tr else "false", op, g)
         C("convolution", args, cv % (st, pad, dil, tr, op, g), x=T("f32", x), w=T("f32", w))
+    bw = "aten.convolution_backward(g, x, w, None, %s, %s, %s, False, %s, %d, [False, True, False])[1]"
+    for gs, x, w, st, pad, dil, g in [
+            ([1, 4, 6, 6], [1, 3, 8, 8], [4, 3, 3, 3], [1, 1], [0, 0], [1, 1], 1),
+            ([2, 4, 4, 4], [2, 3, 8, 8], [4, 3, 3, 3], [2, 2], [1, 1], [1, 1], 1),
+            ([1, 4, 8, 8], [1, 4, 8, 8], [4, 2, 3, 3], [1, 1], [2, 2], [2, 2], 2),
+            ([1, 6, 3], [1, 3, 8], [6, 1, 3], [2], [0], [1], 3),
+            ([1, 2, 4, 4, 4], [1, 3, 4, 4, 4], [2, 3, 1, 1, 1], [1, 1, 1], [0, 0, 0], [1, 1, 1], 1),
+            ([3, 5, 2, 3], [3, 3, 7, 9], [5, 3, 2, 4], [3, 2], [1, 2], [2, 1], 1)]:
+        args = "%%g, %%x, %%w, %s, %s, %s, %d" % (st, pad, dil, g)
+        C("convolution_backward_weight", args, bw % (st, pad, dil, [0] * len(st), g),
+          g=T("f32", gs), x=T("f32", x), w=T("f32", w, grad=True))
+    C("convolution_backward_weight", "%g, %x, %w, [1, 1], [0, 0], [1, 1], 1",
+      bw % ([1, 1], [0, 0], [1, 1], [0, 0], 1), g=T("f64", [1, 4, 6, 6]), x=T("f64", [1, 3, 8, 8]),
+      w=T("f64", [4, 3, 3, 3]))
 
 
 def pool_cases():

@@ -926,6 +926,11 @@ CONV_TOL = {torch.float32: (1e-4, 1e-4)}
 CONV = {"tol": CONV_TOL, "exact_math": True}
 
 
+def conv_weight_grad(g, x, w, stride, padding, dilation, groups):
+    return aten.convolution_backward(g, x, w, None, stride, padding, dilation, False,
+                                     [0] * len(stride), groups, [False, True, False])[1]
+
+
 def test_convolution():
     gen, cases = gen_for("convolution"), []
     for d in FLOATS:
@@ -941,6 +946,11 @@ def test_convolution():
                 cases.append(make_case("convolution", args + (False, [0] * nsp, groups),
                                        **CONV))
                 cases.append(make_case("conv%dd" % nsp, args + (groups,), **CONV))
+                y = aten.convolution(x.double(), w.double(), None, *args[3:], False,
+                                     [0] * nsp, groups)
+                cases.append(make_case("convolution_backward_weight",
+                                       (t(*y.shape), x, w) + args[3:] + (groups,),
+                                       ref=conv_weight_grad, **CONV))
                 # transposed: weight (in, out/groups, k...)
                 wt = t(4, 6 // groups if groups != 4 else 1, *([2] * nsp))
                 op = min(stride, dil) - 1

@@ -234,7 +234,8 @@ static void check_case(const grad_case *c)
     for (int i = 0; i < g->ninputs; i++) /* masks (%f) are inputs, not parameters */
         wants[i] = g->inputs[i]->type.dtype == PTC_F64 && strcmp(g->inputs[i]->name, "f");
     ptc_joint j;
-    ck_assert_msg(ptc_autograd_joint(prims, wants, &j, &err) == 0, "%s: %s", c->name, err.msg);
+    ck_assert_msg(ptc_autograd_joint(prims, wants, NULL, &j, &err) == 0, "%s: %s", c->name,
+                  err.msg);
 
     unsigned seed = 7;
     ptc_tensor inputs[16] = {0}, tangents[32] = {0}, joint_in[48] = {0}, joint_out[64];
@@ -320,14 +321,14 @@ START_TEST(missing_derivative_is_a_clear_error)
     ck_assert_ptr_nonnull(prims);
     bool wants[2] = {true, true};
     ptc_joint j;
-    ck_assert_int_eq(ptc_autograd_joint(prims, wants, &j, &err), -1);
+    ck_assert_int_eq(ptc_autograd_joint(prims, wants, NULL, &j, &err), -1);
     ck_assert_int_eq(err.cls, PTC_ERR_UNSUPPORTED);
     ck_assert_str_eq(err.stage, "autograd");
     ck_assert_msg(strstr(err.msg, "convolution") && strstr(err.msg, "transposed"), "%s", err.msg);
     ck_assert_ptr_null(j.graph);
     /* Only the inputs that want a gradient matter: none wanted, nothing to differentiate. */
     bool none[2] = {false, false};
-    ck_assert_int_eq(ptc_autograd_joint(prims, none, &j, &err), 0);
+    ck_assert_int_eq(ptc_autograd_joint(prims, none, NULL, &j, &err), 0);
     ck_assert_int_eq(j.ngrads, 0);
     ck_assert_int_eq(j.ntangents, 0);
     ptc_graph_free(j.graph);
@@ -350,7 +351,7 @@ START_TEST(partition_recomputes_cheap_ops)
     ck_assert_int_eq(ptc_simplify(prims, &err), 0);
     bool wants[2] = {true, true};
     ptc_joint j;
-    ck_assert_msg(ptc_autograd_joint(prims, wants, &j, &err) == 0, "%s", err.msg);
+    ck_assert_msg(ptc_autograd_joint(prims, wants, NULL, &j, &err) == 0, "%s", err.msg);
     ptc_partition p;
     ck_assert_msg(ptc_autograd_partition(&j, &p, &err) == 0, "%s", err.msg);
     /* saved: x and b only (64*32 + 32 floats), not exp(x) nor the broadcast b */
@@ -379,7 +380,7 @@ START_TEST(integer_input_cannot_want_a_gradient)
     ptc_graph *prims = ptc_decompose(m->graphs[0], &err);
     bool wants[1] = {true};
     ptc_joint j;
-    ck_assert_int_eq(ptc_autograd_joint(prims, wants, &j, &err), -1);
+    ck_assert_int_eq(ptc_autograd_joint(prims, wants, NULL, &j, &err), -1);
     ck_assert_msg(strstr(err.msg, "only floating tensors"), "%s", err.msg);
     ptc_graph_free(prims);
     ptc_module_free(m);

@@ -114,6 +114,7 @@ static const pyop pyops[PTC_OP_COUNT] = {
     [PTC_OP_BADDBMM] = {"torch.baddbmm", CALL},
     [PTC_OP_SDPA] = {"_sdpa", KWCALL},
     [PTC_OP_CONVOLUTION] = {"torch.convolution", HELPER},
+    [PTC_OP_CONVOLUTION_BACKWARD_WEIGHT] = {"_convolution_backward_weight", HELPER},
     [PTC_OP_CONV1D] = {"torch.conv1d", CALL},
     [PTC_OP_CONV2D] = {"torch.conv2d", CALL},
     [PTC_OP_CONV3D] = {"torch.conv3d", CALL},
@@ -251,6 +252,12 @@ static const char prelude[] =
     "def _all(x, dim, keepdim):\n"
     "    return _reduce_dims(torch.all, x, dim, keepdim)\n"
     "\n"
+    "def _convolution_backward_weight(grad, x, weight, stride, padding, dilation, groups):\n"
+    "    return torch.ops.aten.convolution_backward(grad, x, weight, None, stride, padding, "
+    "dilation,\n"
+    "                                               False, [0] * len(stride), groups,\n"
+    "                                               [False, True, False])[1]\n"
+    "\n"
     "def _batch_norm(x, weight, bias, mean, var, training, momentum, eps):\n"
     "    if not training:\n"
     "        return (F.batch_norm(x, mean, var, weight, bias, False, momentum, eps),)\n"
@@ -334,15 +341,18 @@ static const char prelude[] =
     "        kw = {} if scale is None else {'scale': scale}\n"
     "        try:\n"
     "            return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,\n"
-    "                                                  dropout_p=dropout_p, is_causal=is_causal, **kw)\n"
+    "                                                  dropout_p=dropout_p, is_causal=is_causal, "
+    "**kw)\n"
     "        except TypeError:\n"
     "            pass\n"
     "    s = q @ k.transpose(-2, -1) * (q.shape[-1] ** -0.5 if scale is None else scale)\n"
     "    if is_causal:\n"
-    "        keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()\n"
+    "        keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, "
+    "device=q.device).tril()\n"
     "        s = s.masked_fill(~keep, float('-inf'))\n"
     "    if attn_mask is not None:\n"
-    "        s = s.masked_fill(~attn_mask, float('-inf')) if attn_mask.dtype == torch.bool else s + attn_mask\n"
+    "        s = s.masked_fill(~attn_mask, float('-inf')) if attn_mask.dtype == torch.bool else s "
+    "+ attn_mask\n"
     "    p = torch.softmax(s, dim=-1)\n"
     "    if dropout_p > 0:\n"
     "        p = F.dropout(p, dropout_p)\n"

@@ -1,0 +1,164 @@
+"""Training-step benchmark on the CPU: forward + cross-entropy + backward +
+SGD (or AdamW) step in float32 for torchvision resnet18 in train mode
+(BatchNorm updating its running statistics), eager vs torch.compile
+(Inductor) vs ptc.compile with compiled autograd, each in its own process
+with a cold compile cache.
+
+    python3 bench/train_cpu.py [--batch 8] [--size 64] [--steps 10] [--opt sgd]
+                               [--threads 1] [--compilers eager,inductor,ptc] [--out DIR]
+
+--threads sets OMP_NUM_THREADS and torch's thread count in every worker: on
+a shared, loaded machine two OpenMP threads that spin-wait for each other
+made eager's step 3-20x slower and its times spread over 1.2-7 s.
+
+With --paired, eager and ptc instead train two copies of the model in one
+process, a step of each in turn, so that a load that comes and goes on the
+machine weighs on both alike; it prints both medians and their ratio.
+
+Per compiler: the median step time over --steps timed steps after three
+warm-up steps, the first step's time (the cold compile included), the loss
+after the timed steps (all start from the same weights and batch) and, for
+ptc, the graph and break counts of ptc.explain. Writes train_cpu.json and
+train_cpu.md to --out when given.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def setup(a):
+    import torch
+    import torchvision
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(num_classes=10).train()
+    x = torch.randn(a.batch, 3, a.size, a.size)
+    y = torch.randint(0, 10, (a.batch,))
+    if a.opt == "adamw":
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9)
+    return model, x, y, opt
+
+
+def training_step(run, x, y, opt):
+    import torch
+    loss = torch.nn.functional.cross_entropy(run(x), y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def paired(a):
+    import copy
+    import ptc
+    ptc.config.compiled_autograd = bool(a.compiled_autograd)
+    model, x, y, opt = setup(a)
+    model2 = copy.deepcopy(model)
+    opt2 = type(opt)(model2.parameters(), **opt.defaults)
+    compiled = ptc.compile(model2)
+    times = {"eager": [], "ptc": []}
+    for i in range(3 + a.steps):
+        for name, run, o in (("eager", model, opt), ("ptc", compiled, opt2)):
+            t0 = time.perf_counter()
+            training_step(run, x, y, o)
+            if i >= 3:
+                times[name].append((time.perf_counter() - t0) * 1e3)
+    e, p = statistics.median(times["eager"]), statistics.median(times["ptc"])
+    print(json.dumps({"eager_ms": e, "ptc_ms": p, "eager_over_ptc": e / p}))
+
+
+def worker(a, compiler):
+    import torch
+    model, x, y, opt = setup(a)
+    run = model
+    if compiler == "inductor":
+        run = torch.compile(model)
+    elif compiler == "ptc":
+        import ptc
+        ptc.config.compiled_autograd = bool(a.compiled_autograd)
+        run = ptc.compile(model)
+
+    def step():
+        return training_step(run, x, y, opt)
+
+    t0 = time.perf_counter()
+    step()
+    first = time.perf_counter() - t0
+    for _ in range(2):
+        step()
+    times = []
+    for _ in range(a.steps):
+        t0 = time.perf_counter()
+        loss = step()
+        times.append((time.perf_counter() - t0) * 1e3)
+    row = {"compiler": compiler, "median_ms": statistics.median(times),
+           "first_step_s": first, "loss": loss.item()}
+    if compiler == "ptc":
+        import ptc
+        ex = ptc.explain(model, backend="ptc")(x)
+        row.update(graphs=ex.graph_count, breaks=ex.break_count,
+                   autograd_fallbacks=len([f for f in ex.fallbacks
+                                           if "needs gradients" in f.get("error", "")]))
+    print(json.dumps(row))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--size", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--opt", choices=["sgd", "adamw"], default="sgd")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--compilers", default="eager,inductor,ptc")
+    ap.add_argument("--compiled-autograd", type=int, default=1,
+                    help="ptc.config.compiled_autograd for the ptc run (1 on, 0 off)")
+    ap.add_argument("--paired", action="store_true")
+    ap.add_argument("--out")
+    ap.add_argument("--worker")
+    a = ap.parse_args()
+    if a.paired:
+        os.environ["OMP_NUM_THREADS"] = str(a.threads)  # before torch and ptc load OpenMP
+        return paired(a)
+    if a.worker:
+        return worker(a, a.worker)
+    rows = []
+    for compiler in a.compilers.split(","):
+        env = dict(os.environ, PTC_CACHE_DIR=tempfile.mkdtemp(),
+                   TORCHINDUCTOR_CACHE_DIR=tempfile.mkdtemp(), OMP_NUM_THREADS=str(a.threads))
+        argv = [sys.executable, __file__, "--worker", compiler] + sys.argv[1:]
+        r = subprocess.run(argv, capture_output=True, text=True, env=env)
+        lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+        if r.returncode or not lines:
+            row = {"compiler": compiler, "error": r.stderr.strip()[-600:]}
+        else:
+            row = json.loads(lines[-1])
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    if not a.out:
+        return
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "train_cpu.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+    with open(os.path.join(a.out, "train_cpu.md"), "w") as f:
+        f.write("resnet18 batch %d at %dx%d, f32, %s, %d thread(s), median of %d steps\n\n"
+                % (a.batch, a.size, a.size, a.opt, a.threads, a.steps))
+        f.write("| compiler | step ms | first step s | loss | graphs | breaks |\n"
+                "|---|---|---|---|---|---|\n")
+        for r in rows:
+            if "error" in r:
+                f.write("| %s | error: %s | | | | |\n" % (r["compiler"], r["error"].splitlines()[-1][:80]))
+            else:
+                f.write("| %s | %.1f | %.2f | %.4f | %s | %s |\n" % (
+                    r["compiler"], r["median_ms"], r["first_step_s"], r["loss"],
+                    r.get("graphs", ""), r.get("breaks", "")))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+"""Torch calls for ops of ptc's graphs that have no torch function of the
+same form (compiler/capture/backend.c's eager steps, backend_ptc.c's
+externs):
+
+- ops whose torch form writes its inputs in place: ptc's graphs are
+  functional (an input written in place is an output, copied into the
+  caller's tensor after the graph), so these return the new values instead;
+- ops that are one output of a torch op with several (the weight gradient of
+  a convolution, from aten.convolution_backward: cuDNN / oneDNN).
+"""
+import torch
+
+
+def batch_norm_update(input, weight, bias, running_mean, running_var, training, momentum,
+                      eps, cudnn_enabled):
+    """torch.batch_norm in training mode: [output, new running_mean, new running_var],
+    the caller's running statistics untouched."""
+    mean, var = running_mean.clone(), running_var.clone()
+    out = torch.batch_norm(input, weight, bias, mean, var, training, momentum, eps,
+                           cudnn_enabled)
+    return [out, mean, var]
+
+
+def convolution_backward_weight(grad_output, input, weight, stride, padding, dilation, groups):
+    """The weight's gradient of torch.convolution(input, weight, None, stride, padding,
+    dilation, False, 0, groups) given the gradient of its output."""
+    k = weight.dim() - 2
+    stride, padding, dilation = ([v[0]] * k if len(v) == 1 else list(v)
+                                 for v in (stride, padding, dilation))
+    return torch.ops.aten.convolution_backward(
+        grad_output, input, weight, None, stride, padding, dilation, False, [0] * k, groups,
+        [False, True, False])[1]
