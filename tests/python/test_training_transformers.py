@@ -15,11 +15,8 @@ torch = pytest.importorskip("torch")
 import ptc  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def compiled_autograd():
-    ptc.config.compiled_autograd = True
-    yield
-    ptc.config.compiled_autograd = False
+# compiled training is opt-in: on for every test here
+from test_training import compiled_autograd  # noqa: E402,F401
 
 
 def gpt2(drop):
