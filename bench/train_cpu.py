@@ -1,11 +1,15 @@
-"""Training-step benchmark on the CPU: forward + cross-entropy + backward +
-SGD (or AdamW) step in float32 for torchvision resnet18 in train mode
-(BatchNorm updating its running statistics), eager vs torch.compile
-(Inductor) vs ptc.compile with compiled autograd, each in its own process
-with a cold compile cache.
+"""Training-step benchmark on the CPU: forward + loss + backward + SGD (or
+AdamW) step in float32, eager vs torch.compile (Inductor) vs ptc.compile
+with compiled autograd, each in its own process with a cold compile cache.
+Models (--model): torchvision resnet18 in train mode (cross-entropy,
+BatchNorm updating its running statistics), or 2-layer Hugging Face
+BertForMaskedLM / GPT2LMHeadModel from small configs (hidden 256, 4 heads,
+vocabulary 2000; --batch sequences of --size tokens, the model's own loss
+from labels, dropout 0.1 as in the default configs).
 
-    python3 bench/train_cpu.py [--batch 8] [--size 64] [--steps 10] [--opt sgd]
-                               [--threads 1] [--compilers eager,inductor,ptc] [--out DIR]
+    python3 bench/train_cpu.py [--model resnet18] [--batch 8] [--size 64] [--steps 10]
+                               [--opt sgd] [--threads 1] [--compilers eager,inductor,ptc]
+                               [--out DIR]
 
 --threads sets OMP_NUM_THREADS and torch's thread count in every worker: on
 a shared, loaded machine two OpenMP threads that spin-wait for each other
@@ -31,24 +35,41 @@ import tempfile
 import time
 
 
-def setup(a):
+def build(a):
+    """The model in train mode, its inputs (args, kwargs) and loss(output)."""
     import torch
-    import torchvision
-    torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    model = torchvision.models.resnet18(num_classes=10).train()
-    x = torch.randn(a.batch, 3, a.size, a.size)
-    y = torch.randint(0, 10, (a.batch,))
-    if a.opt == "adamw":
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    if a.model == "resnet18":
+        import torchvision
+        model = torchvision.models.resnet18(num_classes=10).train()
+        x = torch.randn(a.batch, 3, a.size, a.size)
+        y = torch.randint(0, 10, (a.batch,))
+        return model, ((x,), {}), lambda out: torch.nn.functional.cross_entropy(out, y)
+    import transformers as T
+    ids = torch.randint(0, 2000, (a.batch, a.size))
+    labels = ids.clone()
+    if a.model == "bert":
+        labels[torch.rand(ids.shape) > 0.15] = -100  # MLM: 15% of the positions count
+        model = T.BertForMaskedLM(T.BertConfig(
+            num_hidden_layers=2, hidden_size=256, num_attention_heads=4, intermediate_size=1024,
+            vocab_size=2000, max_position_embeddings=max(512, a.size)))
     else:
-        opt = torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9)
-    return model, x, y, opt
+        model = T.GPT2LMHeadModel(T.GPT2Config(
+            n_layer=2, n_embd=256, n_head=4, vocab_size=2000, n_positions=max(1024, a.size),
+            bos_token_id=0, eos_token_id=0))
+    return model.train(), ((), {"input_ids": ids, "labels": labels}), lambda out: out.loss
 
 
-def training_step(run, x, y, opt):
+def make_opt(a, model):
     import torch
-    loss = torch.nn.functional.cross_entropy(run(x), y)
+    if a.opt == "adamw":
+        return torch.optim.AdamW(model.parameters(), lr=1e-3)
+    return torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9)
+
+
+def training_step(run, inputs, lossf, opt):
+    args, kwargs = inputs
+    loss = lossf(run(*args, **kwargs))
     opt.zero_grad(set_to_none=True)
     loss.backward()
     opt.step()
@@ -57,17 +78,19 @@ def training_step(run, x, y, opt):
 
 def paired(a):
     import copy
+    import torch
     import ptc
+    torch.set_num_threads(a.threads)
     ptc.config.compiled_autograd = bool(a.compiled_autograd)
-    model, x, y, opt = setup(a)
+    model, inputs, lossf = build(a)
     model2 = copy.deepcopy(model)
-    opt2 = type(opt)(model2.parameters(), **opt.defaults)
+    opt, opt2 = make_opt(a, model), make_opt(a, model2)
     compiled = ptc.compile(model2)
     times = {"eager": [], "ptc": []}
     for i in range(3 + a.steps):
         for name, run, o in (("eager", model, opt), ("ptc", compiled, opt2)):
             t0 = time.perf_counter()
-            training_step(run, x, y, o)
+            training_step(run, inputs, lossf, o)
             if i >= 3:
                 times[name].append((time.perf_counter() - t0) * 1e3)
     e, p = statistics.median(times["eager"]), statistics.median(times["ptc"])
@@ -76,7 +99,9 @@ def paired(a):
 
 def worker(a, compiler):
     import torch
-    model, x, y, opt = setup(a)
+    torch.set_num_threads(a.threads)
+    model, inputs, lossf = build(a)
+    opt = make_opt(a, model)
     run = model
     if compiler == "inductor":
         run = torch.compile(model)
@@ -86,7 +111,7 @@ def worker(a, compiler):
         run = ptc.compile(model)
 
     def step():
-        return training_step(run, x, y, opt)
+        return training_step(run, inputs, lossf, opt)
 
     t0 = time.perf_counter()
     step()
@@ -102,15 +127,17 @@ def worker(a, compiler):
            "first_step_s": first, "loss": loss.item()}
     if compiler == "ptc":
         import ptc
-        ex = ptc.explain(model, backend="ptc")(x)
+        args, kwargs = inputs
+        ex = ptc.explain(model, backend="ptc")(*args, **kwargs)
         row.update(graphs=ex.graph_count, breaks=ex.break_count,
-                   autograd_fallbacks=len([f for f in ex.fallbacks
-                                           if "needs gradients" in f.get("error", "")]))
+                   autograd_fallbacks=[f.get("why", "") for f in ex.fallbacks
+                                       if "needs gradients" in f.get("error", "")])
     print(json.dumps(row))
 
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--model", choices=["resnet18", "bert", "gpt2"], default="resnet18")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--size", type=int, default=64)
     ap.add_argument("--steps", type=int, default=10)
@@ -119,15 +146,15 @@ def main():
     ap.add_argument("--compilers", default="eager,inductor,ptc")
     ap.add_argument("--compiled-autograd", type=int, default=1,
                     help="ptc.config.compiled_autograd for the ptc run (1 on, 0 off)")
-    ap.add_argument("--paired", action="store_true")
     ap.add_argument("--out")
     ap.add_argument("--worker")
+    ap.add_argument("--paired", action="store_true")
     a = ap.parse_args()
+    if a.worker:
+        return worker(a, a.worker)
     if a.paired:
         os.environ["OMP_NUM_THREADS"] = str(a.threads)  # before torch and ptc load OpenMP
         return paired(a)
-    if a.worker:
-        return worker(a, a.worker)
     rows = []
     for compiler in a.compilers.split(","):
         env = dict(os.environ, PTC_CACHE_DIR=tempfile.mkdtemp(),
@@ -147,8 +174,9 @@ def main():
     with open(os.path.join(a.out, "train_cpu.json"), "w") as f:
         json.dump(rows, f, indent=1)
     with open(os.path.join(a.out, "train_cpu.md"), "w") as f:
-        f.write("resnet18 batch %d at %dx%d, f32, %s, %d thread(s), median of %d steps\n\n"
-                % (a.batch, a.size, a.size, a.opt, a.threads, a.steps))
+        shape = "%dx%d" % (a.size, a.size) if a.model == "resnet18" else "%d tokens" % a.size
+        f.write("%s batch %d at %s, f32, %s, %d thread(s), median of %d steps\n\n"
+                % (a.model, a.batch, shape, a.opt, a.threads, a.steps))
         f.write("| compiler | step ms | first step s | loss | graphs | breaks |\n"
                 "|---|---|---|---|---|---|\n")
         for r in rows:

@@ -347,10 +347,10 @@ int ag_d_sdpa(ag *a, const ptc_node *n, ptc_value *const *gout)
 {
     ptc_value *q = ag_in(n, 0), *k = ag_in(n, 1), *v = ag_in(n, 2), *mask = ag_in(n, 3);
     int nd = q->type.ndim;
-    if (n->args[4].f != 0.0)
+    if (n->args[4].f != 0.0) /* decomposition writes it out in prims (d_sdpa) */
         return ag_fail(a,
-                       "scaled_dot_product_attention (node %d) with dropout: its derivative "
-                       "is not written yet",
+                       "scaled_dot_product_attention (node %d) with dropout reached autograd "
+                       "as one op: differentiate its decomposition into prims",
                        n->id);
     if (ag_needs(a, mask))
         return ag_fail(a,

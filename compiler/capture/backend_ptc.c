@@ -458,6 +458,7 @@ typedef struct cap_program {
     ptc_program *p;
     int noutputs;
     out_layout *layout; /* per output */
+    bool draws;         /* has random ops: each run needs an RNG offset */
 } cap_program;
 
 typedef int64_t stride_row[PTC_MAX_DIMS]; /* a value's strides */
@@ -696,6 +697,15 @@ static int plan_layouts(const ptc_graph *g, cap_program *cp, ptc_graph **permute
     return *permuted ? 0 : -1;
 }
 
+/* Random ops (dropout, rand, attention with dropout) draw from ptc's
+ * counter-based generator (ops.h). */
+static bool draws_random(const ptc_node *n)
+{
+    if (ptc_op_flags(n->op) & PTC_F_RANDOM)
+        return true;
+    return n->op == PTC_OP_SDPA && ptc_node_arg(n, "dropout_p")->f > 0;
+}
+
 /* Compiles g into a cap_program; with eager_strides, the outputs eager makes
  * non-contiguous come back with eager's strides (plan_layouts). */
 static int compile_program(const ptc_graph *g, bool eager_strides, void **program,
@@ -709,6 +719,8 @@ static int compile_program(const ptc_graph *g, bool eager_strides, void **progra
     if (!cp)
         return ptc_errorf(err, PTC_ERR_INTERNAL, "runtime", "out of memory");
     cp->noutputs = g->noutputs;
+    for (int i = 0; i < g->nnodes; i++)
+        cp->draws |= draws_random(g->nodes[i]);
     ptc_graph *permuted = NULL;
     if (eager_strides && plan_layouts(g, cp, &permuted, err) < 0) {
         cap_runtime_release(cp);
@@ -791,10 +803,51 @@ static PyObject *unpermute(PyObject *r, const out_layout *l)
     return out;
 }
 
-int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, PyObject **outputs,
-                            int noutputs)
+/* ---- the RNG offset of a run -------------------------------------------------------------- */
+
+/* A random op with seed s (fixed at capture) draws ptc_rng_uniform(
+ * ptc_rng_key(s, offset), i) for element i. The offset is drawn from torch's
+ * default generator for each run of a program that has random ops, so
+ * torch.manual_seed makes ptc's dropout masks repeat run to run (they are not
+ * eager's: ptc's generator is its own), and a program without random ops
+ * leaves torch's generator as eager would. The CPU generator serves every
+ * device: reading a CUDA draw back would synchronise the stream. */
+bool cap_runtime_draws(void *program)
 {
-    static uint64_t rng_offset;
+    return ((cap_program *)program)->draws;
+}
+
+PyObject *cap_runtime_rng_draw(void)
+{
+    static PyObject *randint, *args;
+    if (!randint) {
+        /* below 2^62: any offset, well inside int64 */
+        args = Py_BuildValue("(L())", (long long)1 << 62);
+        randint = args ? cap_import_path("torch.randint") : NULL;
+        if (!randint) {
+            Py_CLEAR(args);
+            return NULL;
+        }
+    }
+    return PyObject_Call(randint, args, NULL);
+}
+
+int cap_runtime_rng_value(PyObject *draw, uint64_t *offset)
+{
+    *offset = 0;
+    if (draw == Py_None)
+        return 0;
+    PyObject *v = PyNumber_Index(draw);
+    if (!v)
+        return -1;
+    *offset = (uint64_t)PyLong_AsUnsignedLongLong(v);
+    Py_DECREF(v);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, PyObject **outputs,
+                            int noutputs, uint64_t rng_offset)
+{
     cap_program *cp = program;
     ptc_tensor *ins = calloc((size_t)ninputs + 1, sizeof *ins);
     ptc_tensor *outs = calloc((size_t)noutputs + 1, sizeof *outs);
@@ -804,7 +857,7 @@ int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, PyObj
         if (cap_torch_to_ptc(inputs[i], &ins[i], &held[i]) < 0)
             goto done;
     ptc_error err;
-    if (ptc_program_run(cp->p, ins, ninputs, outs, &torch_host, ++rng_offset, &err) < 0) {
+    if (ptc_program_run(cp->p, ins, ninputs, outs, &torch_host, rng_offset, &err) < 0) {
         raise_run_error(&err);
         goto done;
     }
@@ -843,8 +896,13 @@ done:
 
 int cap_runtime_run(cap_entry *e, void *program, PyObject **inputs, PyObject **outputs)
 {
-    return cap_runtime_run_program(program, inputs, e->graph->ninputs, outputs,
-                                   e->graph->noutputs);
+    uint64_t offset = 0;
+    PyObject *draw = cap_runtime_draws(program) ? cap_runtime_rng_draw() : Py_NewRef(Py_None);
+    int rc = draw ? cap_runtime_rng_value(draw, &offset) : -1;
+    Py_XDECREF(draw);
+    return rc ? rc
+              : cap_runtime_run_program(program, inputs, e->graph->ninputs, outputs,
+                                        e->graph->noutputs, offset);
 }
 
 /* ---- a .ptir graph compiled from Python (ptc._C._compile_ptir) ------------------- */

@@ -27,6 +27,7 @@
 typedef struct train_program {
     PyObject_HEAD void *forward, *backward; /* ptc_program */
     int ninputs, noutputs, nsaved, ntangents, ngrads;
+    bool draws;           /* random ops: the RNG offset is saved after the values */
     PyObject *tangent_of; /* tuple: per output, its position among tangents or -1 */
     PyObject *grad_of;    /* tuple: per gradient, the input it belongs to */
 } train_program;
@@ -46,12 +47,10 @@ static void tp_dealloc(PyObject *self)
     Py_DECREF(type);
 }
 
-/* program(args[n]) -> a tuple of nout tensors. */
-static PyObject *run_tuple(void *program, PyObject *args, int nin, int nout)
+/* program(args[nin]) -> a tuple of nout tensors, and `extra` last when given. */
+static PyObject *run_tuple(void *program, PyObject *args, int nin, int nout, uint64_t rng_offset,
+                           PyObject *extra)
 {
-    if (PyTuple_Size(args) != nin)
-        return PyErr_Format(PyExc_TypeError, "ptc: the compiled program takes %d tensors, got %zd",
-                            nin, PyTuple_Size(args));
     PyObject *stack_in[64], *stack_out[64];
     PyObject **ins = nin <= 64 ? stack_in : PyMem_Malloc(sizeof(PyObject *) * (size_t)nin);
     PyObject **outs = nout <= 64 ? stack_out : PyMem_Calloc((size_t)nout, sizeof(PyObject *));
@@ -62,10 +61,12 @@ static PyObject *run_tuple(void *program, PyObject *args, int nin, int nout)
         ins[i] = PyTuple_GetItem(args, i);
     for (int i = 0; i < nout; i++)
         outs[i] = NULL;
-    if (cap_runtime_run_program(program, ins, nin, outs, nout) == 0) {
-        r = PyTuple_New(nout);
+    if (cap_runtime_run_program(program, ins, nin, outs, nout, rng_offset) == 0) {
+        r = PyTuple_New(nout + (extra != NULL));
         for (int i = 0; r && i < nout; i++)
             PyTuple_SetItem(r, i, outs[i]);
+        if (r && extra)
+            PyTuple_SetItem(r, nout, Py_NewRef(extra));
         if (!r)
             for (int i = 0; i < nout; i++)
                 Py_XDECREF(outs[i]);
@@ -78,16 +79,49 @@ done:
     return r ? r : (PyErr_Occurred() ? NULL : PyErr_NoMemory());
 }
 
+static PyObject *wrong_count(int want, Py_ssize_t got)
+{
+    return PyErr_Format(PyExc_TypeError, "ptc: the compiled program takes %d tensors, got %zd",
+                        want, got);
+}
+
+/* A graph with random ops: the forward draws the run's RNG offset and saves
+ * it (a 0-dim tensor after the saved values), and the backward runs with it,
+ * so a mask the backward recomputes is the forward's. */
 static PyObject *tp_forward(PyObject *self, PyObject *args)
 {
     train_program *t = (train_program *)self;
-    return run_tuple(t->forward, args, t->ninputs, t->noutputs + t->nsaved);
+    if (PyTuple_Size(args) != t->ninputs)
+        return wrong_count(t->ninputs, PyTuple_Size(args));
+    uint64_t offset = 0;
+    PyObject *draw = t->draws ? cap_runtime_rng_draw() : NULL;
+    if (t->draws && (!draw || cap_runtime_rng_value(draw, &offset) < 0)) {
+        Py_XDECREF(draw);
+        return NULL;
+    }
+    PyObject *r = run_tuple(t->forward, args, t->ninputs, t->noutputs + t->nsaved, offset, draw);
+    Py_XDECREF(draw);
+    return r;
 }
 
 static PyObject *tp_backward(PyObject *self, PyObject *args)
 {
     train_program *t = (train_program *)self;
-    return run_tuple(t->backward, args, t->nsaved + t->ntangents, t->ngrads);
+    int nin = t->nsaved + t->draws + t->ntangents;
+    if (PyTuple_Size(args) != nin)
+        return wrong_count(nin, PyTuple_Size(args));
+    uint64_t offset = 0;
+    if (t->draws && cap_runtime_rng_value(PyTuple_GetItem(args, t->nsaved), &offset) < 0)
+        return NULL;
+    /* the saved values and the tangents, around the offset */
+    PyObject *ins = PyTuple_New(t->nsaved + t->ntangents);
+    for (int i = 0, k = 0; ins && i < nin; i++)
+        if (!t->draws || i != t->nsaved)
+            PyTuple_SetItem(ins, k++, Py_NewRef(PyTuple_GetItem(args, i)));
+    PyObject *r =
+        ins ? run_tuple(t->backward, ins, t->nsaved + t->ntangents, t->ngrads, offset, NULL) : NULL;
+    Py_XDECREF(ins);
+    return r;
 }
 
 static PyObject *tp_get(PyObject *self, void *which)
@@ -99,7 +133,7 @@ static PyObject *tp_get(PyObject *self, void *which)
     case 1:
         return PyLong_FromLong(t->noutputs);
     case 2:
-        return PyLong_FromLong(t->nsaved);
+        return PyLong_FromLong(t->nsaved + t->draws);
     case 3:
         return Py_NewRef(t->tangent_of);
     default:
@@ -108,7 +142,8 @@ static PyObject *tp_get(PyObject *self, void *which)
 }
 
 static PyMethodDef tp_methods[] = {
-    {"forward", tp_forward, METH_VARARGS, "forward(*inputs) -> outputs + saved tensors"},
+    {"forward", tp_forward, METH_VARARGS,
+     "forward(*inputs) -> outputs + saved tensors (the RNG offset last, with random ops)"},
     {"backward", tp_backward, METH_VARARGS,
      "backward(*saved, *output_grads) -> gradients of the inputs that require them"},
     {NULL, NULL, 0, NULL}};
@@ -201,6 +236,7 @@ int cap_train_prepare(cap_entry *e, PyObject **program, ptc_error *err)
     if (!t)
         return ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "out of memory");
     t->forward = t->backward = NULL;
+    t->draws = false;
     t->tangent_of = t->grad_of = NULL;
     Py_INCREF(train_type); /* instances of heap types hold their type */
     ptc_graph *prims = NULL;
@@ -213,6 +249,7 @@ int cap_train_prepare(cap_entry *e, PyObject **program, ptc_error *err)
         t->nsaved = p.nsaved;
         t->ntangents = j.ntangents;
         t->ngrads = j.ngrads;
+        t->draws = cap_runtime_draws(t->forward) || cap_runtime_draws(t->backward);
         int *tangent_pos = calloc((size_t)j.nprimal_outputs + 1, sizeof *tangent_pos);
         for (int k = 0, n = 0; tangent_pos && k < j.nprimal_outputs; k++)
             tangent_pos[k] = j.tangent_of[k] < 0 ? -1 : n++;

@@ -288,6 +288,26 @@ static int reduce_recipe(builder *B, PyObject *o)
     return rr;
 }
 
+/* A functools.lru_cache wrapper of a function that existed before the trace
+ * (a decorated method such as transformers' logger.warning_once, bound at a
+ * break): like the function, it is the same object on every call, and a copy
+ * would lose its cache. */
+static bool existing_lru_cache(cap_trace *T, PyObject *o)
+{
+    static PyObject *lru_type;
+    if (!lru_type && !(lru_type = cap_import_path("functools._lru_cache_wrapper"))) {
+        PyErr_Clear();
+        return false;
+    }
+    if ((PyObject *)Py_TYPE(o) != lru_type)
+        return false;
+    PyObject *wrapped = PyObject_GetAttrString(o, "__wrapped__");
+    bool existing = wrapped && cap_is_function(wrapped) && !cap_t_made_function(T, wrapped);
+    Py_XDECREF(wrapped);
+    PyErr_Clear();
+    return existing;
+}
+
 static int recipe_uncached(builder *B, PyObject *o)
 {
     cap_trace *T = B->T;
@@ -408,7 +428,7 @@ static int recipe_uncached(builder *B, PyObject *o)
         PyObject *len = it->owner ? PyLong_FromSsize_t(it->owner_len) : NULL;
         return add_recipe(B, (cap_recipe){CAP_R_ITER, it->owner ? 2 : 1, items, len, (int)it->i});
     }
-    if (cap_is_function(o) && !cap_t_made_function(T, o)) {
+    if ((cap_is_function(o) && !cap_t_made_function(T, o)) || existing_lru_cache(T, o)) {
         /* An existing function reached without a source (a method of a
            class, an __init__ the trace ran): itself, not a copy. */
         return add_recipe(B, (cap_recipe){CAP_R_CONST, 0, NULL, Py_NewRef(o), 0});

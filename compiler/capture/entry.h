@@ -196,7 +196,13 @@ int cap_train_run(cap_entry *e, PyObject *program, PyObject **inputs, PyObject *
 int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_compile *tc,
                               ptc_error *err);
 int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, PyObject **outputs,
-                            int noutputs);
+                            int noutputs, uint64_t rng_offset);
+/* Whether program has random ops; if so each run takes an RNG offset, drawn
+ * from torch's generator by cap_runtime_rng_draw (a 0-dim int64 tensor) and
+ * read by cap_runtime_rng_value (None reads as 0). */
+bool cap_runtime_draws(void *program);
+PyObject *cap_runtime_rng_draw(void);
+int cap_runtime_rng_value(PyObject *draw, uint64_t *offset);
 void cap_runtime_release(void *program);
 /* Can the entry's graph run through torch ops (its eager steps are whole)? */
 bool cap_backend_ready(cap_entry *e);

@@ -1057,6 +1057,30 @@ static const char *opaque_python(PyObject *fn)
     return NULL;
 }
 
+/* A method of a torch.optim optimizer (step, with its profiling and grad-mode
+ * wrappers): it reads every parameter's .grad, which a compiled backward
+ * has just written, and updates parameters and its state in place, so it
+ * runs for real as one call, as loss.backward() does, instead of breaking
+ * at each .grad read and state write inside it. */
+static bool optimizer_method(PyObject *fn, PyObject *const *args, int nargs)
+{
+    static PyObject *optimizer;
+    if (!optimizer && !(optimizer = cap_import_path("torch.optim.Optimizer"))) {
+        PyErr_Clear();
+        return false;
+    }
+    if (nargs < 1 || PyObject_IsInstance(args[0], optimizer) != 1) {
+        PyErr_Clear();
+        return false;
+    }
+    PyObject *module = PyObject_GetAttrString(fn, "__module__");
+    const char *name = module && PyUnicode_Check(module) ? PyUnicode_AsUTF8(module) : NULL;
+    bool torch_optim = name && strncmp(name, "torch.optim", strlen("torch.optim")) == 0;
+    Py_XDECREF(module);
+    PyErr_Clear();
+    return torch_optim;
+}
+
 /* A generator expression, (f(x) for x in xs), is a lazy generator (iter.c):
  * its body runs traced when the program advances it, one item at a time,
  * as in eager. */
@@ -1081,6 +1105,9 @@ static int call_function(cap_interp *I, PyObject *fn, PyObject *const *args, int
     int mk = cap_module_iter_kind(fn);
     if (mk >= 0)
         return cap_module_iter_call(I, mk, args, nargs, kwnames, out);
+    if (optimizer_method(fn, args, nargs))
+        return cap_t_break(T, CAP_B_AUTOGRAD, "optimizer %s (runs for real as one call)",
+                           cap_func_name(fn));
     const char *opaque = opaque_python(fn);
     if (opaque)
         return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "%s (runs for real as one call)", opaque);

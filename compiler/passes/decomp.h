@@ -18,7 +18,8 @@ typedef struct dctx {
     bool failed;
 } dctx;
 
-/* A decomposition writes src->nout values into outs. */
+/* A decomposition writes src->nout values into outs. Ops of stage BOTH are
+ * copied unless they have one (which may still copy them: dp_copy). */
 typedef int (*ptc_decomp_fn)(dctx *d, const ptc_node *n, ptc_value **outs);
 
 /* Fails the current decomposition (Unsupported unless cls says otherwise). */
@@ -46,6 +47,14 @@ ptc_value *dp_keepdim(dctx *d, ptc_value *r, const ptc_value *x, const bool *mas
 ptc_value *dp_where(dctx *d, ptc_value *c, ptc_value *a, ptc_value *b);
 ptc_value *dp_truth(dctx *d, ptc_value *x);
 ptc_value *dp_iota(dctx *d, ptc_dim n, int64_t start, int64_t step, ptc_dtype dt);
+/* softmax (log: log_softmax) of x over dim, in x's dtype; with masked_rows a
+ * row of -inf gives zeros (attention's fully masked rows, as torch's math
+ * path), where plain softmax gives nan. */
+ptc_value *dp_softmax(dctx *d, ptc_value *x, int dim, bool log, bool masked_rows);
+/* Dropout of x with probability p, drawing prims.rand with seed. */
+ptc_value *dp_dropout(dctx *d, ptc_value *x, double p, ptc_dim seed);
+/* n copied as it is (prims and externs). */
+int dp_copy(dctx *d, const ptc_node *n, ptc_value **outs);
 
 /* Helpers over src args. */
 ptc_value *dp_in(dctx *d, const ptc_node *n, const char *param); /* mapped tensor or NULL */

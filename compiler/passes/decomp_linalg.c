@@ -6,10 +6,12 @@
  * broadcasts batch dims into one bmm otherwise; linear is mm against the
  * transposed weight plus the bias. conv1d/2d/3d and conv_transpose2d become
  * the generic convolution extern; max_pool2d is the first output of
- * max_pool2d_with_indices.
+ * max_pool2d_with_indices. Attention stays an extern except with dropout,
+ * which is written out in prims (d_sdpa).
  */
 #include "passes/decomp.h"
 
+#include <math.h>
 #include <string.h>
 
 static ptc_value *mm(dctx *d, ptc_op op, ptc_value *a, ptc_value *b)
@@ -132,6 +134,68 @@ static int d_linear(dctx *d, const ptc_node *n, ptc_value **outs)
     return 0;
 }
 
+/* The attention scores' mask (is_causal, or attn_mask), applied to scores
+ * of shape[n] (batch..., L, S). */
+static ptc_value *attention_mask(dctx *d, const ptc_node *n, ptc_value *scores, const ptc_dim *shape,
+                                 int ns)
+{
+    ptc_value *mask = dp_in(d, n, "attn_mask"), *keep = NULL;
+    ptc_value *ninf = dp_full(d, shape, ns, -INFINITY, scores ? scores->type.dtype : PTC_F32);
+    if (dp_arg(n, "is_causal")->b) {
+        /* row l sees columns s <= l (top-left aligned, as torch) */
+        static const int row_dim[1] = {0}, col_dim[1] = {1};
+        ptc_dim ls[2] = {shape[ns - 2], shape[ns - 1]};
+        ptc_value *rows = dp_broadcast_dims(d, dp_iota(d, ls[0], 0, 1, PTC_I64), ls, 2, row_dim);
+        ptc_value *cols = dp_broadcast_dims(d, dp_iota(d, ls[1], 0, 1, PTC_I64), ls, 2, col_dim);
+        keep = dp_broadcast(d, dp_binary(d, PTC_OP_PRIMS_GE, rows, cols), shape, ns);
+    } else if (mask && mask->type.dtype == PTC_BOOL) {
+        keep = dp_broadcast(d, mask, shape, ns);
+    } else if (mask) {
+        ptc_value *bias = dp_broadcast(d, dp_convert(d, mask, scores->type.dtype), shape, ns);
+        return dp_binary(d, PTC_OP_PRIMS_ADD, scores, bias);
+    }
+    return keep ? dp_where(d, keep, scores, ninf) : scores;
+}
+
+/* scaled_dot_product_attention with dropout, written out as torch's math
+ * path: weights softmax(scale q k^T + mask) (a fully masked row gives
+ * zeros), dropped out, times v. The dropout draws prims.rand over the
+ * (batch..., L, S) weights with the node's seed, the draws of the extern's
+ * reference kernel (ops.h), and training differentiates these prims, so the
+ * backward applies the forward's mask. Without dropout the node stays the
+ * extern (torch's fused kernels). */
+static int d_sdpa(dctx *d, const ptc_node *n, ptc_value **outs)
+{
+    double p = dp_arg(n, "dropout_p")->f;
+    if (p == 0)
+        return dp_copy(d, n, outs);
+    ptc_value *q = dp_in(d, n, "query"), *k = dp_in(d, n, "key"), *v = dp_in(d, n, "value");
+    const ptc_ttype *ot = &n->outs[0]->type;
+    int nq = q->type.ndim, nk = k->type.ndim, ns;
+    ptc_dim shape[PTC_MAX_DIMS], e = q->type.shape[nq - 1];
+    ptc_error err;
+    if (ptc_broadcast_shapes(d->g->arena, q->type.shape, nq - 2, k->type.shape, nk - 2, shape, &ns,
+                             &err))
+        return dp_fail(d, PTC_ERR_META, "attention batch dims: %s", err.msg);
+    shape[ns++] = q->type.shape[nq - 2];
+    shape[ns++] = k->type.shape[nk - 2];
+    const ptc_arg *scale_arg = dp_arg(n, "scale");
+    if (scale_arg->kind != PTC_ARG_FLOAT && !ptc_dim_is_static(e))
+        return dp_fail(d, PTC_ERR_UNSUPPORTED, "attention with dropout and a symbolic head size "
+                                               "needs an explicit scale");
+    double scale = scale_arg->kind == PTC_ARG_FLOAT ? scale_arg->f : 1.0 / sqrt((double)e.value);
+    int perm[PTC_MAX_DIMS];
+    for (int i = 0; i < nk; i++)
+        perm[i] = i < nk - 2 ? i : 2 * nk - 3 - i; /* the last two swapped */
+    ptc_dtype c = dp_compute(ot->dtype);
+    ptc_value *scores = dp_convert(d, matmul(d, q, dp_permute(d, k, perm), shape, ns), c);
+    scores = dp_binary(d, PTC_OP_PRIMS_MUL, scores, dp_full(d, shape, ns, scale, c));
+    ptc_value *w = dp_softmax(d, attention_mask(d, n, scores, shape, ns), ns - 1, false, true);
+    w = dp_dropout(d, w, p, dp_arg(n, "seed")->i);
+    outs[0] = matmul(d, dp_convert(d, w, ot->dtype), v, ot->shape, ot->ndim);
+    return 0;
+}
+
 /* conv1d/2d/3d and conv_transpose2d as the generic convolution. */
 static int d_conv(dctx *d, const ptc_node *n, ptc_value **outs)
 {
@@ -193,4 +257,5 @@ void ptc_decomp_linalg(ptc_decomp_fn *fns)
     fns[PTC_OP_CONV3D] = d_conv;
     fns[PTC_OP_CONV_TRANSPOSE2D] = d_conv;
     fns[PTC_OP_MAX_POOL2D] = d_max_pool2d;
+    fns[PTC_OP_SDPA] = d_sdpa;
 }

@@ -326,8 +326,27 @@ static int d_clamp(dctx *d, const ptc_node *n, ptc_value **outs)
     return 0;
 }
 
-/* Element i keeps iff (double)u_i < 1 - p with u the shared uniform draw,
- * scaled by 1/(1-p) computed exactly as the reference does. */
+/* Element i keeps iff (double)u_i < 1 - p with u the shared uniform draw
+ * (prims.rand with `seed`, element i in x's row-major order), scaled by
+ * 1/(1-p) computed exactly as the reference does. */
+ptc_value *dp_dropout(dctx *d, ptc_value *x, double p, ptc_dim seed)
+{
+    if (!x)
+        return NULL;
+    const ptc_ttype *t = &x->type;
+    ptc_arena *a = d->g->arena;
+    ptc_arg rargs[4] = {ptc_arg_dims(a, t->shape, t->ndim), ptc_arg_dtype(PTC_F32),
+                        ptc_arg_device(t->device), ptc_arg_dim(seed)};
+    ptc_value *u = dp_build(d, PTC_OP_PRIMS_RAND, rargs, 4);
+    ptc_value *u64 = dp_convert(d, u, PTC_F64);
+    ptc_value *keep = B(d, PTC_OP_PRIMS_LT, u64, dp_full(d, t->shape, t->ndim, 1.0 - p, PTC_F64));
+    ptc_dtype c = t->dtype == PTC_F64 ? PTC_F64 : PTC_F32;
+    double s = c == PTC_F64 ? 1.0 / (1.0 - p) : (double)(1.0f / (float)(1.0 - p));
+    ptc_value *scale = dp_where(d, keep, dp_full(d, t->shape, t->ndim, s, c),
+                                dp_full(d, t->shape, t->ndim, 0, c));
+    return dp_convert(d, B(d, PTC_OP_PRIMS_MUL, dp_convert(d, x, c), scale), t->dtype);
+}
+
 static int d_dropout(dctx *d, const ptc_node *n, ptc_value **outs)
 {
     ptc_value *x = dp_in(d, n, "input");
@@ -338,18 +357,7 @@ static int d_dropout(dctx *d, const ptc_node *n, ptc_value **outs)
         outs[0] = x;
         return 0;
     }
-    const ptc_ttype *t = &x->type;
-    ptc_arena *a = d->g->arena;
-    ptc_arg rargs[4] = {ptc_arg_dims(a, t->shape, t->ndim), ptc_arg_dtype(PTC_F32),
-                        ptc_arg_device(t->device), ptc_arg_dim(dp_arg(n, "seed")->i)};
-    ptc_value *u = dp_build(d, PTC_OP_PRIMS_RAND, rargs, 4);
-    ptc_value *u64 = dp_convert(d, u, PTC_F64);
-    ptc_value *keep = B(d, PTC_OP_PRIMS_LT, u64, dp_full(d, t->shape, t->ndim, 1.0 - p, PTC_F64));
-    ptc_dtype c = t->dtype == PTC_F64 ? PTC_F64 : PTC_F32;
-    double s = c == PTC_F64 ? 1.0 / (1.0 - p) : (double)(1.0f / (float)(1.0 - p));
-    ptc_value *scale = dp_where(d, keep, dp_full(d, t->shape, t->ndim, s, c),
-                                dp_full(d, t->shape, t->ndim, 0, c));
-    outs[0] = dp_convert(d, B(d, PTC_OP_PRIMS_MUL, dp_convert(d, x, c), scale), t->dtype);
+    outs[0] = dp_dropout(d, x, p, dp_arg(n, "seed")->i);
     return 0;
 }
 

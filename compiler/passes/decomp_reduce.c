@@ -204,6 +204,26 @@ static int d_cumsum(dctx *d, const ptc_node *n, ptc_value **outs)
     return 0;
 }
 
+ptc_value *dp_softmax(dctx *d, ptc_value *x, int dim, bool log, bool masked_rows)
+{
+    if (!x)
+        return NULL;
+    bool mask[PTC_MAX_DIMS] = {0};
+    if (x->type.ndim > 0)
+        mask[dim] = true;
+    ptc_value *m = dp_reduce(d, PTC_OP_PRIMS_AMAX, x, mask);
+    if (masked_rows) /* subtract 0 from a row of -inf, not -inf (nan) */
+        m = dp_where(d, B(d, PTC_OP_PRIMS_EQ, m, K(d, -INFINITY, m)), K(d, 0, m), m);
+    ptc_value *sh = B(d, PTC_OP_PRIMS_SUB, x, back(d, m, x, mask));
+    ptc_value *e = dp_unary(d, PTC_OP_PRIMS_EXP, sh);
+    ptc_value *s = dp_reduce(d, PTC_OP_PRIMS_SUM, e, mask);
+    if (masked_rows) /* 0 / 1 for that row */
+        s = dp_where(d, B(d, PTC_OP_PRIMS_EQ, s, K(d, 0, s)), K(d, 1, s), s);
+    s = back(d, s, x, mask);
+    return log ? B(d, PTC_OP_PRIMS_SUB, sh, dp_unary(d, PTC_OP_PRIMS_LOG, s))
+               : B(d, PTC_OP_PRIMS_DIV, e, s);
+}
+
 static int d_softmax(dctx *d, const ptc_node *n, ptc_value **outs)
 {
     ptc_value *x = dp_in(d, n, "self");
@@ -220,13 +240,7 @@ static int d_softmax(dctx *d, const ptc_node *n, ptc_value **outs)
         outs[0] = dp_convert(d, xc, out);
         return 0;
     }
-    ptc_value *m = back(d, dp_reduce(d, PTC_OP_PRIMS_AMAX, xc, mask), x, mask);
-    ptc_value *sh = B(d, PTC_OP_PRIMS_SUB, xc, m);
-    ptc_value *e = dp_unary(d, PTC_OP_PRIMS_EXP, sh);
-    ptc_value *s = back(d, dp_reduce(d, PTC_OP_PRIMS_SUM, e, mask), x, mask);
-    ptc_value *r = n->op == PTC_OP_SOFTMAX ? B(d, PTC_OP_PRIMS_DIV, e, s)
-                                           : B(d, PTC_OP_PRIMS_SUB, sh, dp_unary(d, PTC_OP_PRIMS_LOG, s));
-    outs[0] = dp_convert(d, r, out);
+    outs[0] = dp_convert(d, dp_softmax(d, xc, w, n->op == PTC_OP_LOG_SOFTMAX, false), out);
     return 0;
 }
 

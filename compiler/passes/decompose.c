@@ -350,7 +350,7 @@ int dp_dim_mask(dctx *d, const ptc_arg *a, int ndim, bool *mask)
 
 /* ---- copying prims and externs ---------------------------------------------------------- */
 
-static int copy_node(dctx *d, const ptc_node *n, ptc_value **outs)
+int dp_copy(dctx *d, const ptc_node *n, ptc_value **outs)
 {
     ptc_arena *a = d->g->arena;
     ptc_arg *args = PTC_NEWN(a, ptc_arg, n->nargs > 0 ? n->nargs : 1);
@@ -429,8 +429,9 @@ static int decompose_node(dctx *d, const ptc_node *n)
     if (n->nout > 64)
         return dp_fail(d, PTC_ERR_UNSUPPORTED, "more than 64 outputs");
     int rc;
-    if (ptc_op_schema(n->op)->stage != PTC_STAGE_TORCH)
-        rc = copy_node(d, n, outs);
+    ptc_opstage stage = ptc_op_schema(n->op)->stage;
+    if (stage == PTC_STAGE_PRIM || (stage == PTC_STAGE_BOTH && !table[n->op]))
+        rc = dp_copy(d, n, outs);
     else if (table[n->op])
         rc = table[n->op](d, n, outs);
     else

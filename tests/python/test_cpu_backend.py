@@ -439,6 +439,14 @@ def test_attention(workdir):
              F.scaled_dot_product_attention)
     run_case(workdir, "sdpa_causal", "scaled_dot_product_attention(%q, %k, %v, is_causal=true)",
              [("q", q), ("k", k), ("v", v)], lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=True))
+    # with dropout it is written out in prims, drawing what the reference draws
+    # (against the reference only: torch's RNG differs)
+    m = rnd([5, 7], torch.bool)
+    run_case(workdir, "sdpa_dropout", "scaled_dot_product_attention(%q, %k, %v, %m, dropout_p=0.3, seed=5)",
+             [("q", q), ("k", k), ("v", v), ("m", m)], lambda *a: a[0][..., :4], check_torch=False)
+    run_case(workdir, "sdpa_dropout_causal",
+             "scaled_dot_product_attention(%q, %k, %v, dropout_p=0.5, is_causal=true, scale=0.3, seed=9)",
+             [("q", q), ("k", k), ("v", v)], lambda *a: a[0][..., :4], check_torch=False)
 
 
 # ---- kernel size ----------------------------------------------------------------------------
