@@ -894,15 +894,20 @@ done:
     return rc;
 }
 
-int cap_runtime_run(cap_entry *e, void *program, PyObject **inputs, PyObject **outputs)
+/* Runs a program with a fresh RNG offset from torch's generator when it draws. */
+static int run_drawing(void *program, PyObject **inputs, int ninputs, PyObject **outputs,
+                       int noutputs)
 {
     uint64_t offset = 0;
     PyObject *draw = cap_runtime_draws(program) ? cap_runtime_rng_draw() : Py_NewRef(Py_None);
     int rc = draw ? cap_runtime_rng_value(draw, &offset) : -1;
     Py_XDECREF(draw);
-    return rc ? rc
-              : cap_runtime_run_program(program, inputs, e->graph->ninputs, outputs,
-                                        e->graph->noutputs, offset);
+    return rc ? rc : cap_runtime_run_program(program, inputs, ninputs, outputs, noutputs, offset);
+}
+
+int cap_runtime_run(cap_entry *e, void *program, PyObject **inputs, PyObject **outputs)
+{
+    return run_drawing(program, inputs, e->graph->ninputs, outputs, e->graph->noutputs);
 }
 
 /* ---- a .ptir graph compiled from Python (ptc._C._compile_ptir) ------------------- */
@@ -970,7 +975,7 @@ PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors)
     for (int i = 0; i < c->ninputs; i++)
         ins[i] = PyTuple_GetItem(tensors, i);
     PyObject *r = NULL;
-    if (cap_runtime_run_program(c->program, ins, c->ninputs, outs, c->noutputs) == 0) {
+    if (run_drawing(c->program, ins, c->ninputs, outs, c->noutputs) == 0) {
         r = PyTuple_New(c->noutputs);
         for (int i = 0; i < c->noutputs; i++)
             if (r)
