@@ -15,12 +15,13 @@ import types as _types
 
 from . import _C
 from ._config import config
+from ._dynamic import mark_dynamic, mark_static, maybe_mark_dynamic
 from ._explain import ExplainOutput, explain
 from ._graph import Graph
 from ._module import OptimizedModule, wrap_module
 
 __all__ = ["compile", "reset", "disable", "config", "explain", "Graph", "GraphBreakError",
-           "ExplainOutput", "break_codes"]
+           "ExplainOutput", "break_codes", "mark_dynamic", "mark_static", "maybe_mark_dynamic"]
 __version__ = _C.PTC_VERSION
 
 GraphBreakError = _C.GraphBreakError
@@ -44,13 +45,19 @@ def compile(model_or_fn=None, *, mode="default", dynamic=None, fullgraph=False, 
     through torch ops), "reference" (ptc's reference interpreter) or a callable
     that receives a ptc.Graph and returns the function to run.
     fullgraph: raise GraphBreakError at the first graph break instead of
-    splitting the graph. dynamic: sizes are specialised either way (True is
-    accepted and treated as None). options: {"recompile_limit": n} or
+    splitting the graph. dynamic: None (the default) compiles static sizes
+    first and makes a dimension symbolic when a guard fails only because its
+    size changed; True makes every size symbolic from the first call (sizes 0
+    and 1 stay specialised); False specialises every size. Tensors marked with
+    ptc.mark_dynamic / mark_static (or torch._dynamo's) override the default
+    per dimension. options: {"recompile_limit": n} or
     {"trace_dir": path} apply globally.
     """
     if model_or_fn is None:
         return lambda f: compile(f, mode=mode, dynamic=dynamic, fullgraph=fullgraph,
                                  backend=backend, options=options)
+    if dynamic not in (None, True, False):
+        raise ValueError("ptc.compile: dynamic must be None, True or False, got %r" % (dynamic,))
     if mode not in _MODES and mode is not None:
         raise ValueError("ptc.compile: unknown mode %r (expected one of %s)" % (mode, ", ".join(_MODES)))
     if options:
