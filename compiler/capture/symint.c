@@ -133,17 +133,11 @@ int cap_t_dynamic_dims(cap_trace *T, PyObject *obj, int src, const cap_tmeta *m)
     }
     int want = marked | (T->dynamic == 1 ? all : auto_dims(T, src, m));
     want &= ~(fixed & ~marked); /* mark_dynamic wins over mark_static, as in torch */
-    bool dense = true;
-    int64_t expect = 1;
-    for (int i = m->ndim - 1; i >= 0; i--) {
+    for (int i = 0; i < m->ndim; i++)
         if (m->sizes[i] < 2)
             want &= ~(1 << i); /* 0 and 1 are specialised */
-        if (m->sizes[i] != 1 && m->strides[i] != expect)
-            dense = false;
-        expect *= m->sizes[i];
-    }
     /* A strided input keeps static sizes: its strides are part of the graph. */
-    return dense ? want : 0;
+    return cap_tmeta_dense(m) ? want : 0;
 }
 
 /* ---- symbols and guards ---------------------------------------------------------------- */
@@ -358,9 +352,15 @@ static int operand(cap_trace *T, PyObject *o, ptc_dim *out)
     return cap_dim_from_obj(T, o, out);
 }
 
-static cap_trace *trace_of(PyObject *a, PyObject *b)
+/* The two operands of a binary slot (one of them a symint) as dims of its
+ * trace: 1, 0 when one is not an int (NotImplemented), -1 on error. */
+static int operands(PyObject *a, PyObject *b, cap_trace **T, ptc_dim *x, ptc_dim *y)
 {
-    return live((cap_symint *)(cap_is_symint(a) ? a : b));
+    *T = live((cap_symint *)(cap_is_symint(a) ? a : b));
+    if (!*T)
+        return -1;
+    int ra = operand(*T, a, x), rb = ra > 0 ? operand(*T, b, y) : 0;
+    return ra < 0 || rb < 0 ? -1 : ra && rb;
 }
 
 /* a op b on the operands' values, each symint specialised (true division,
@@ -382,14 +382,12 @@ typedef ptc_dim (*dim_op)(ptc_arena *, ptc_dim, ptc_dim);
 static PyObject *arith(PyObject *a, PyObject *b, dim_op op, bool divides,
                        PyObject *(*fallback)(PyObject *, PyObject *))
 {
-    cap_trace *T = trace_of(a, b);
-    if (!T)
-        return NULL;
+    cap_trace *T;
     ptc_dim x, y;
-    int ra = operand(T, a, &x), rb = ra > 0 ? operand(T, b, &y) : 0;
-    if (ra < 0 || rb < 0)
+    int r = operands(a, b, &T, &x, &y);
+    if (r < 0)
         return NULL;
-    if (!ra || !rb) {
+    if (r == 0) {
         if (PyFloat_Check(a) || PyFloat_Check(b))
             return concrete(a, b, fallback);
         Py_RETURN_NOTIMPLEMENTED;
@@ -477,14 +475,12 @@ static PyObject *nb_abs(PyObject *a)
 /* a op b answered from the hints, the answer kept as a guard. */
 static PyObject *richcompare(PyObject *a, PyObject *b, int op)
 {
-    cap_trace *T = trace_of(a, b);
-    if (!T)
-        return NULL;
+    cap_trace *T;
     ptc_dim x, y;
-    int ra = operand(T, a, &x), rb = ra > 0 ? operand(T, b, &y) : 0;
-    if (ra < 0 || rb < 0)
+    int r = operands(a, b, &T, &x, &y);
+    if (r < 0)
         return NULL;
-    if (!ra || !rb) {
+    if (r == 0) {
         if (!PyFloat_Check(a) && !PyFloat_Check(b))
             Py_RETURN_NOTIMPLEMENTED;
         PyObject *v = value_of(cap_is_symint(a) ? a : b, "a comparison with a float");

@@ -47,6 +47,8 @@ PyObject *cap_arg_obj(const ptc_arg *a);
 int cap_tmeta_read(PyObject *t, cap_tmeta *m);
 /* Does t match m? (*why gets the first difference when not.) */
 int cap_tmeta_check(PyObject *t, const cap_tmeta *m, char *why, size_t size);
+/* Are m's strides those of a contiguous tensor of its sizes (size-1 dims aside)? */
+bool cap_tmeta_dense(const cap_tmeta *m);
 /* Size-only change of a tensor guard: the dims whose sizes differ now, when
  * nothing else does (dtype, device, rank, contiguity); 0 otherwise. */
 int cap_tmeta_size_change(PyObject *t, const cap_tmeta *m);

@@ -282,8 +282,7 @@ void cap_tmeta_str(const cap_tmeta *m, char *buf, size_t size)
         snprintf(buf + n, size - n, "} %s%s", dev, m->requires_grad ? " grad" : "");
 }
 
-/* Are strides those of a contiguous tensor of these sizes (size-1 dims aside)? */
-static bool dense(const cap_tmeta *m)
+bool cap_tmeta_dense(const cap_tmeta *m)
 {
     int64_t expect = 1;
     for (int i = m->ndim - 1; i >= 0; i--) {
@@ -301,7 +300,7 @@ static bool tmeta_same(const cap_tmeta *now, const cap_tmeta *m)
     bool same = now->dtype == m->dtype && now->ndim == m->ndim &&
                 now->requires_grad == m->requires_grad && ptc_device_eq(now->dev, m->dev);
     if (same && m->dyn)
-        same = dense(now);
+        same = cap_tmeta_dense(now);
     for (int i = 0; same && i < m->ndim; i++) {
         if (m->dyn >> i & 1)
             continue;
@@ -345,7 +344,7 @@ int cap_tmeta_size_change(PyObject *t, const cap_tmeta *m)
     }
     int changed = 0;
     if (now.dtype == m->dtype && now.ndim == m->ndim && now.requires_grad == m->requires_grad &&
-        ptc_device_eq(now.dev, m->dev) && dense(&now) == dense(m))
+        ptc_device_eq(now.dev, m->dev) && cap_tmeta_dense(&now) == cap_tmeta_dense(m))
         for (int i = 0; i < m->ndim; i++)
             changed |= (now.sizes[i] != m->sizes[i]) << i;
     Py_DECREF(now.type);
