@@ -41,8 +41,9 @@ PyObject *cap_dtype_obj(ptc_dtype dt);            /* borrowed torch.dtype */
 int cap_dtype_from_obj(PyObject *o);              /* ptc dtype or -1 */
 PyObject *cap_device_obj(ptc_device d);           /* new torch.device */
 int cap_device_from_obj(PyObject *o, ptc_device *out); /* torch.device / str / int */
-/* A graph attribute as the Python value torch's op takes (new reference). */
-PyObject *cap_arg_obj(const ptc_arg *a);
+/* A graph attribute as the Python value torch's op takes (new reference);
+ * symbolic sizes take their values from b (NULL: none may be symbolic). */
+PyObject *cap_arg_obj(const ptc_arg *a, const ptc_bindings *b);
 /* Reads a real tensor's metadata (Python attribute access). */
 int cap_tmeta_read(PyObject *t, cap_tmeta *m);
 /* Does t match m? (*why gets the first difference when not.) */

@@ -164,17 +164,35 @@ PyObject *cap_device_obj(ptc_device d)
     return PyObject_CallFunction(cap_T.device_type, "si", "cuda", (int)d.index);
 }
 
-PyObject *cap_arg_obj(const ptc_arg *a)
+/* A size under the run's bindings; a symbolic one without them is an
+ * internal error (never a silent 0). */
+static PyObject *dim_obj(ptc_dim d, const ptc_bindings *b)
+{
+    int64_t v = d.value;
+    ptc_error err;
+    if (d.sym && (!b || ptc_dim_eval(d, b, &v, &err) < 0))
+        return PyErr_Format(cap_InternalError, "ptc: a symbolic size without its value (%s)",
+                            b ? err.msg : "no bindings");
+    return PyLong_FromLongLong(v);
+}
+
+PyObject *cap_arg_obj(const ptc_arg *a, const ptc_bindings *b)
 {
     switch (a->kind) {
     case PTC_ARG_NONE:
         return Py_NewRef(Py_None);
     case PTC_ARG_INT:
-        return PyLong_FromLongLong(a->i.value);
+        return dim_obj(a->i, b);
     case PTC_ARG_INTS: {
         PyObject *l = PyList_New(a->is.n);
-        for (int i = 0; l && i < a->is.n; i++)
-            PyList_SetItem(l, i, PyLong_FromLongLong(a->is.d[i].value));
+        for (int i = 0; l && i < a->is.n; i++) {
+            PyObject *x = dim_obj(a->is.d[i], b);
+            if (!x) {
+                Py_CLEAR(l);
+                break;
+            }
+            PyList_SetItem(l, i, x);
+        }
         return l;
     }
     case PTC_ARG_FLOAT:
