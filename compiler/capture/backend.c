@@ -88,11 +88,13 @@ static const eop eager_ops[] = {
     {PTC_OP_SPLIT_WITH_SIZES, "torch.split"}, {PTC_OP_ABS, NULL},
 };
 
-/* A step's argument: a constant, a value, or a list of values. */
-enum { EA_CONST, EA_VALUE, EA_VALUES };
+/* A step's argument: a constant, a value, a list of values, or sizes that
+ * are symbolic (evaluated per run from the inputs' sizes). */
+enum { EA_CONST, EA_VALUE, EA_VALUES, EA_SIZES };
 typedef struct earg {
     uint8_t kind;
     PyObject *obj;   /* EA_CONST */
+    const ptc_arg *arg; /* EA_SIZES: the graph's (it outlives the steps) */
     int id;          /* EA_VALUE */
     int n, *ids;     /* EA_VALUES (-1 entries are None) */
 } earg;
@@ -136,6 +138,16 @@ typedef struct alias_out {
 static void free_steps(estep *steps, int n);
 static void free_aliases(cap_backend_state *st);
 
+static bool static_arg(const ptc_arg *a)
+{
+    if (a->kind == PTC_ARG_INT)
+        return !a->i.sym;
+    for (int i = 0; a->kind == PTC_ARG_INTS && i < a->is.n; i++)
+        if (a->is.d[i].sym)
+            return false;
+    return true;
+}
+
 static int set_earg(earg *e, const ptc_arg *a)
 {
     memset(e, 0, sizeof *e);
@@ -148,9 +160,12 @@ static int set_earg(earg *e, const ptc_arg *a)
         e->ids = malloc(sizeof(int) * (size_t)(a->vs.n + 1));
         for (int i = 0; i < a->vs.n; i++)
             e->ids[i] = a->vs.v[i] ? a->vs.v[i]->id : -1;
+    } else if (!static_arg(a)) {
+        e->kind = EA_SIZES;
+        e->arg = a;
     } else {
         e->kind = EA_CONST;
-        if (!(e->obj = cap_arg_obj(a)))
+        if (!(e->obj = cap_arg_obj(a, NULL)))
             return -1;
     }
     return 0;
@@ -337,10 +352,12 @@ int cap_eager_prepare(const ptc_graph *g, const uint8_t *node_grad, cap_backend_
     return 0;
 }
 
-static PyObject *earg_obj(const earg *a, PyObject **env)
+static PyObject *earg_obj(const earg *a, PyObject **env, const ptc_bindings *b)
 {
     if (a->kind == EA_CONST)
         return Py_NewRef(a->obj);
+    if (a->kind == EA_SIZES)
+        return cap_arg_obj(a->arg, b);
     if (a->kind == EA_VALUE)
         return Py_XNewRef(env[a->id]);
     PyObject *l = PyList_New(a->n);
@@ -350,14 +367,15 @@ static PyObject *earg_obj(const earg *a, PyObject **env)
 }
 
 /* Calls step i on env (value id -> torch object) and stores its results. */
-static int call_step(const estep *s, int i, PyObject **env)
+static int call_step(const estep *s, int i, PyObject **env, const ptc_bindings *b)
 {
     PyObject *args = PyTuple_New(s->npos), *kw = s->nkw ? PyDict_New() : NULL, *r = NULL;
     for (int k = 0; args && k < s->npos; k++) {
-        PyObject *a = earg_obj(&s->pos[k], env);
+        PyObject *a = earg_obj(&s->pos[k], env, b);
         if (!a) {
-            PyErr_Format(cap_InternalError, "ptc: eager backend: node %d (%s) lost an argument", i,
-                         PyUnicode_Check(s->fn) ? PyUnicode_AsUTF8(s->fn) : "?");
+            if (!PyErr_Occurred())
+                PyErr_Format(cap_InternalError, "ptc: eager backend: node %d (%s) lost an argument",
+                             i, PyUnicode_Check(s->fn) ? PyUnicode_AsUTF8(s->fn) : "?");
             Py_DECREF(args);
             Py_XDECREF(kw);
             return -1;
@@ -365,9 +383,14 @@ static int call_step(const estep *s, int i, PyObject **env)
         PyTuple_SetItem(args, k, a);
     }
     for (int k = 0; kw && k < s->nkw; k++) {
-        PyObject *v = earg_obj(&s->kw[k], env);
+        PyObject *v = earg_obj(&s->kw[k], env, b);
+        if (!v) {
+            Py_XDECREF(args);
+            Py_DECREF(kw);
+            return -1;
+        }
         PyDict_SetItem(kw, PyTuple_GetItem(s->kwnames, k), v);
-        Py_XDECREF(v);
+        Py_DECREF(v);
     }
     if (args && s->method) {
         PyObject *self = PyTuple_GetItem(args, 0);
@@ -403,7 +426,7 @@ static int call_step(const estep *s, int i, PyObject **env)
 
 /* Runs steps in order, each under the grad mode it was traced in; the
  * caller's mode comes back after. */
-static int run_steps(const estep *steps, int nsteps, PyObject **env)
+static int run_steps(const estep *steps, int nsteps, PyObject **env, const ptc_bindings *b)
 {
     PyObject *g0 = PyObject_CallNoArgs(cap_T.is_grad_enabled);
     bool grad_now = g0 == Py_True, grad_start = grad_now;
@@ -417,7 +440,7 @@ static int run_steps(const estep *steps, int nsteps, PyObject **env)
             }
             grad_now = steps[i].grad;
         }
-        rc = call_step(&steps[i], i, env);
+        rc = call_step(&steps[i], i, env, b);
     }
     if (grad_now != grad_start) {
         PyObject *t, *v, *tb;
@@ -434,13 +457,44 @@ static int run_steps(const estep *steps, int nsteps, PyObject **env)
     return rc;
 }
 
+/* The symbols of g's input types bound to the inputs' sizes (a dimension
+ * that is one symbol binds it). */
+static int bind_inputs(const ptc_graph *g, PyObject **inputs, ptc_bindings *b)
+{
+    b->n = 0;
+    for (int i = 0; i < g->ninputs; i++) {
+        const ptc_ttype *t = &g->inputs[i]->type;
+        PyObject *shape = NULL;
+        for (int d = 0; d < t->ndim; d++) {
+            const char *name[2];
+            int64_t have;
+            if (!t->shape[d].sym || ptc_dim_symbols(t->shape[d], name, 0, 2) != 1 ||
+                ptc_bindings_get(b, name[0], &have))
+                continue;
+            if (!shape && !(shape = PyObject_GetAttr(inputs[i], cap_T.s_shape)))
+                return -1;
+            PyObject *n = PySequence_GetItem(shape, d);
+            int64_t v = n ? PyLong_AsLongLong(n) : -1;
+            Py_XDECREF(n);
+            if (v < 0 || ptc_bindings_set(b, name[0], v) < 0) {
+                Py_DECREF(shape);
+                PyErr_Format(cap_InternalError, "ptc: cannot bind size %s of input %d", name[0], i);
+                return -1;
+            }
+        }
+        Py_XDECREF(shape);
+    }
+    return 0;
+}
+
 int cap_eager_run(const ptc_graph *g, cap_backend_state *st, PyObject **inputs, PyObject **outputs)
 {
     PyObject **env = calloc((size_t)st->nvalues + 1, sizeof *env);
     int rc = -1;
     for (int i = 0; i < g->ninputs; i++)
         env[g->inputs[i]->id] = Py_NewRef(inputs[i]);
-    if (run_steps(st->steps, st->nsteps, env) < 0)
+    ptc_bindings b;
+    if (bind_inputs(g, inputs, &b) < 0 || run_steps(st->steps, st->nsteps, env, &b) < 0)
         goto done;
     for (int i = 0; i < g->noutputs; i++) {
         outputs[i] = Py_XNewRef(env[g->outputs[i]->id]);
@@ -505,16 +559,6 @@ done:
 }
 
 /* ---- outputs that alias ------------------------------------------------------------ */
-
-static bool static_arg(const ptc_arg *a)
-{
-    if (a->kind == PTC_ARG_INT)
-        return !a->i.sym;
-    for (int i = 0; a->kind == PTC_ARG_INTS && i < a->is.n; i++)
-        if (a->is.d[i].sym)
-            return false;
-    return true;
-}
 
 /* The node that made v as a view of its first argument in torch, or NULL.
  * to() that changes nothing returns its argument itself. Views with
@@ -623,7 +667,7 @@ static int remake_aliases(const ptc_graph *g, const cap_backend_state *st, PyObj
     for (int i = 0; i < st->naliases && rc == 0; i++) {
         const alias_out *a = &st->aliases[i];
         env[a->base_id] = Py_NewRef(a->base >= 0 ? inputs[a->base] : outputs[-1 - a->base]);
-        rc = run_steps(a->steps, a->nsteps, env);
+        rc = run_steps(a->steps, a->nsteps, env, NULL); /* static views only (view_node) */
         PyObject *view = env[g->outputs[a->out]->id];
         if (rc == 0 && !view) {
             PyErr_SetString(cap_InternalError, "ptc: a view among the outputs could not be remade");

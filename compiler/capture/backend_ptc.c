@@ -335,7 +335,7 @@ static PyObject *call_extern(const ptc_node *node, const ptc_tensor *const *inpu
             ti++;
             v = t ? extern_input(node, ti - 1, t) : Py_NewRef(Py_None);
         } else {
-            v = cap_arg_obj(&node->args[i]);
+            v = cap_arg_obj(&node->args[i], NULL);
         }
         if (!v)
             goto done;

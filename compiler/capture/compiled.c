@@ -48,8 +48,9 @@ cap_compiled *cap_compiled_new(PyObject *target, const cap_options *opts)
     static int serials;
     c->serial = ++serials;
     c->warned = PySet_New(NULL);
+    c->auto_dyn = PyDict_New();
     c->module_names = c->is_module ? module_names(target) : PyDict_New();
-    if (!c->positions || !c->events || !c->warned || !c->module_names) {
+    if (!c->positions || !c->events || !c->warned || !c->auto_dyn || !c->module_names) {
         cap_compiled_free(c);
         return NULL;
     }
@@ -61,6 +62,8 @@ void cap_compiled_reset(cap_compiled *c)
     PyDict_Clear(c->positions);
     PyList_SetSlice(c->events, 0, PyList_Size(c->events), NULL);
     PySet_Clear(c->warned);
+    PyDict_Clear(c->auto_dyn);
+    c->all_dynamic_failed = false;
     if (c->is_module) {
         Py_XSETREF(c->module_names, module_names(c->target));
     }
@@ -73,6 +76,7 @@ void cap_compiled_free(cap_compiled *c)
     Py_XDECREF(c->positions);
     Py_XDECREF(c->events);
     Py_XDECREF(c->warned);
+    Py_XDECREF(c->auto_dyn);
     Py_XDECREF(c->module_names);
     Py_XDECREF(c->target);
     Py_XDECREF(c->opts.backend_fn);

@@ -323,6 +323,13 @@ static int recipe_uncached(builder *B, PyObject *o)
             return fail(B, "clone of a graph input", o);
         return add_recipe(B, (cap_recipe){CAP_R_OUTPUT, 0, NULL, NULL, out});
     }
+    if (cap_is_symint(o)) {
+        /* A size kept past the graph: its value, under a guard. */
+        int64_t v;
+        if (cap_symint_specialise((cap_symint *)o, "a value kept past the graph", &v) < 0)
+            return -1;
+        return add_recipe(B, (cap_recipe){CAP_R_CONST, 0, NULL, PyLong_FromLongLong(v), 0});
+    }
     int src = cap_t_source_of(T, o);
     if (src >= 0)
         return add_recipe(B, (cap_recipe){CAP_R_SOURCE, 0, NULL, NULL, src});
@@ -690,6 +697,18 @@ static void mark_needed(cap_entry *e)
             e->src_needed[e->src[i].parent] = 1;
 }
 
+/* The size relations outlive the trace's arena (its graph may be dropped). */
+static void keep_symbols(cap_entry *e, cap_trace *T)
+{
+    e->syms = T->syms;
+    for (int i = 0; i < e->nguards; i++)
+        if (e->guards[i].kind == CAP_G_SYM) {
+            if (!e->sym_arena)
+                e->sym_arena = ptc_arena_new();
+            e->guards[i].expr = ptc_dim_copy(e->sym_arena, e->guards[i].expr);
+        }
+}
+
 static void guard_strings(cap_entry *e)
 {
     e->guard_strs = PyList_New(0);
@@ -805,6 +824,7 @@ cap_entry *cap_entry_build(cap_trace *T, cap_interp *I, int rc, int *unreconstru
     T->src = NULL;
     T->guards = NULL;
     T->nsrc = T->nguards = 0;
+    keep_symbols(e, T);
     e->nrecipes = B.n;
     e->recipes = B.r;
     e->skipped = Py_NewRef(T->skipped);
@@ -855,6 +875,8 @@ static void entry_free(cap_entry *e)
     free(e->src);
     free(e->guards);
     free(e->writeback);
+    if (e->sym_arena)
+        ptc_arena_free(e->sym_arena);
     free(e->src_needed);
     Py_XDECREF(e->tensor_guards);
     Py_XDECREF(e->stats);

@@ -66,6 +66,8 @@ struct cap_entry {
     cap_source *src;
     int nguards;
     cap_guard *guards;
+    cap_symtab syms;         /* where each size symbol of the guards is read */
+    ptc_arena *sym_arena;    /* the guards' size expressions, or NULL */
     uint8_t *src_needed;     /* [nsrc]: read by a guard, a recipe or an input (or an
                                 ancestor of one); the others are never evaluated */
     /* Tensor guards checked in one call to torch's TensorGuards (C++), built

@@ -352,6 +352,75 @@ static int check_global(const cap_guard *g)
     return 0;
 }
 
+/* ---- size relations ------------------------------------------------------------------ */
+
+/* Size d of the tensor v, or -1. */
+static int64_t size_of(PyObject *v, int d)
+{
+    PyObject *shape = v ? PyObject_GetAttr(v, cap_T.s_shape) : NULL;
+    PyObject *n =
+        shape && PyTuple_Check(shape) && d < PyTuple_Size(shape) ? PyTuple_GetItem(shape, d) : NULL;
+    int64_t r = n ? PyLong_AsLongLong(n) : -1;
+    Py_XDECREF(shape);
+    PyErr_Clear();
+    return r;
+}
+
+/* The symbols' sizes in this call (their tensors passed their guards). */
+static bool bind_symbols(const cap_entry *e, PyObject **vals, ptc_bindings *b)
+{
+    b->n = 0;
+    for (int i = 0; i < e->syms.n; i++) {
+        int64_t v = size_of(vals[e->syms.src[i]], e->syms.dim[i]);
+        if (v < 0 || ptc_bindings_set(b, cap_sym_name(i), v) < 0)
+            return false;
+    }
+    return true;
+}
+
+static bool relation_holds(int64_t v, int rel)
+{
+    switch (rel) {
+    case Py_LT:
+        return v < 0;
+    case Py_LE:
+        return v <= 0;
+    case Py_EQ:
+        return v == 0;
+    case Py_NE:
+        return v != 0;
+    case Py_GT:
+        return v > 0;
+    default:
+        return v >= 0;
+    }
+}
+
+static bool size_guard_ok(const cap_guard *g, PyObject **vals, const ptc_bindings *b)
+{
+    int64_t v;
+    ptc_error err;
+    if (g->kind == CAP_G_SYMSIZE)
+        return size_of(vals[g->src], (int)(g->n & 255)) == b->values[g->n >> 8];
+    return ptc_dim_eval(g->expr, b, &v, &err) == 0 && relation_holds(v, (int)g->n);
+}
+
+/* SYM and SYMSIZE guards, checked in C over the symbols' sizes. */
+static int check_sizes(cap_entry *e, PyObject **vals, int *failed)
+{
+    ptc_bindings b;
+    bool bound = bind_symbols(e, vals, &b);
+    for (int gi = 0; gi < e->nguards; gi++) {
+        const cap_guard *g = &e->guards[gi];
+        if ((g->kind == CAP_G_SYM || g->kind == CAP_G_SYMSIZE) &&
+            (!bound || !size_guard_ok(g, vals, &b))) {
+            *failed = gi;
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* ---- tensor guards in one call ----------------------------------------------------- */
 
 /* torch._C._dynamo.guards.TensorGuards checks type, dtype, device, sizes,
@@ -375,20 +444,27 @@ static bool module_tensor(const cap_entry *e, const cap_guard *g)
     return g->kind == CAP_G_TENSOR && (e->src[g->src].kind == CAP_S_MODPARAM || e->src[g->src].kind == CAP_S_MODBUF);
 }
 
+/* Tensor guards TensorGuards checks: not those of module tensors (see
+ * param_seen), nor those with symbolic sizes (contiguity instead of strides). */
+static bool batched(const cap_entry *e, const cap_guard *g)
+{
+    return g->kind == CAP_G_TENSOR && !module_tensor(e, g) && !g->tm->dyn;
+}
+
 static void build_tensor_guards(cap_entry *e, PyObject **vals)
 {
     e->tg_tried = true;
     PyObject *type = tensor_guards_type();
     int n = 0;
     for (int i = 0; i < e->nguards; i++)
-        n += e->guards[i].kind == CAP_G_TENSOR && !module_tensor(e, &e->guards[i]);
+        n += batched(e, &e->guards[i]);
     if (!type || n == 0)
         return;
     PyObject *args = PyTuple_New(n), *sizes = PyList_New(n), *strides = PyList_New(n);
     int *gi = malloc(sizeof(int) * (size_t)n);
     for (int i = 0, k = 0; args && sizes && strides && gi && i < e->nguards; i++) {
         const cap_guard *g = &e->guards[i];
-        if (g->kind != CAP_G_TENSOR || module_tensor(e, g))
+        if (!batched(e, g))
             continue;
         if (!vals[g->src] || (PyObject *)Py_TYPE(vals[g->src]) != g->tm->type)
             goto done; /* subclasses keep the per-tensor path */
@@ -754,11 +830,12 @@ int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **va
                 pass = *seen == v || check_guard(g, v, NULL, NULL);
                 if (pass && *seen != v)
                     Py_XSETREF(*seen, Py_NewRef(v));
-            } else if (batch && g->kind == CAP_G_TENSOR && v) {
+            } else if (batch && batched(e, g) && v) {
                 continue; /* checked below, all at once */
             } else if (v && v == g->obj && (g->kind == CAP_G_ID || g->kind == CAP_G_EQ)) {
                 continue; /* the common case, without a call */
-            } else if (g->kind == CAP_G_SAME || g->kind == CAP_G_DISTINCT) {
+            } else if (g->kind == CAP_G_SAME || g->kind == CAP_G_DISTINCT || g->kind == CAP_G_SYM ||
+                       g->kind == CAP_G_SYMSIZE) {
                 continue; /* after the tensors' own guards, which say more */
             } else {
                 pass = g->src < 0 ? check_global(g)
@@ -789,6 +866,8 @@ int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **va
             *failed = gi;
             ok = 0;
         }
+    if (ok == 1 && e->syms.n > 0)
+        ok = check_sizes(e, vals, failed);
     if (ok == 1 && (cap_cfg.trust_module_state || cap_versions_known()) && call_start && !trust) {
         /* Learning costs a few full checks: where the epoch moves on every
            call (a forward that writes a module attribute), learn ever more
@@ -897,6 +976,10 @@ void cap_guard_str(const cap_source *src, int nsrc, const cap_guard *g, char *bu
     case CAP_G_GLOBAL_HOOKS:
         snprintf(buf, size, "global module hooks %s", g->n ? "present" : "absent");
         return;
+    case CAP_G_SYM:
+    case CAP_G_SYMSIZE:
+        snprintf(buf, size, "%s", PyUnicode_AsUTF8(g->obj));
+        return;
     case CAP_G_AUTOCAST: {
         char st[120];
         cap_amp_str(g->n, st, sizeof st);
@@ -906,6 +989,32 @@ void cap_guard_str(const cap_source *src, int nsrc, const cap_guard *g, char *bu
     default:
         snprintf(buf, size, "%s %s", s, guard_names[g->kind]);
     }
+}
+
+/* "s0 = 1" for the symbols a size guard reads, and the size it compares. */
+static void sizes_now(const cap_entry *e, const cap_guard *g, PyObject **vals, char *now,
+                      size_t size)
+{
+    ptc_bindings b;
+    if (!bind_symbols(e, vals, &b)) {
+        snprintf(now, size, "sizes unreadable");
+        return;
+    }
+    const char *names[CAP_MAX_SYMS];
+    int n = g->kind == CAP_G_SYM ? ptc_dim_symbols(g->expr, names, 0, CAP_MAX_SYMS) : 0;
+    if (g->kind == CAP_G_SYMSIZE)
+        names[n++] = cap_sym_name((int)(g->n >> 8));
+    size_t k = 0;
+    now[0] = 0;
+    for (int j = 0; j < n && k < size; j++) {
+        int64_t v = 0;
+        ptc_bindings_get(&b, names[j], &v);
+        k += (size_t)snprintf(now + k, size - k, "%s%s = %lld", j ? ", " : "", names[j],
+                              (long long)v);
+    }
+    if (g->kind == CAP_G_SYMSIZE && k < size)
+        snprintf(now + k, size - k, ", size %lld",
+                 (long long)size_of(vals[g->src], (int)(g->n & 255)));
 }
 
 /* What guard gi's value is now, in the guard's own terms. */
@@ -920,6 +1029,8 @@ static void guard_now(const cap_entry *e, int gi, PyObject **vals, char *now, si
         char why[300] = "unchanged";
         cap_tmeta_check(v, g->tm, why, sizeof why);
         snprintf(now, size, "%s", why);
+    } else if (g->kind == CAP_G_SYM || g->kind == CAP_G_SYMSIZE) {
+        sizes_now(e, g, vals, now, size);
     } else if (g->kind == CAP_G_GRAD) {
         snprintf(now, size, "%s", g->n ? "False" : "True");
     } else if (g->kind == CAP_G_SAME || g->kind == CAP_G_DISTINCT) {
@@ -980,6 +1091,8 @@ static void guard_old(const cap_guard *g, char *old, size_t size)
     case CAP_G_CLASSATTR: repr_into(PyTuple_GetItem(g->obj, 1), old, size); return;
     case CAP_G_SAME: snprintf(old, size, "the same object"); return;
     case CAP_G_DISTINCT: snprintf(old, size, "distinct objects"); return;
+    case CAP_G_SYM:
+    case CAP_G_SYMSIZE: snprintf(old, size, "%s", PyUnicode_AsUTF8(g->obj)); return;
     default: repr_into(g->obj, old, size);
     }
 }

@@ -439,10 +439,14 @@ static void drop_grad_marks(cap_entry *e)
         g->values[i]->type.requires_grad = false;
 }
 
+static bool symbolic_failed(cap_trace *T, int rc, char *why, size_t size);
+
 /* Traces from the state in S. NULL with an error on failure; *eager set when
- * this position cannot be compiled (run it for real). */
-static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason, int recompile,
-                             bool *eager)
+ * this position cannot be compiled (run it for real). NULL without an error
+ * and with why[0] set: symbolic sizes failed (retry with less dynamic: the
+ * dynamic= setting, -1 None, 0 False, 1 True). */
+static cap_entry *compile_once(cap_compiled *c, cap_interp *S, const char *reason, int recompile,
+                               bool *eager, int dynamic, char *why, size_t whysize)
 {
     *eager = false;
     PyObject *no_inline = PySet_New(NULL);
@@ -464,10 +468,19 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
         It.T = T;
         T->redo = redo;
         Py_SETREF(T->no_inline, Py_NewRef(no_inline));
+        T->dynamic = dynamic;
+        T->auto_dyn = c->auto_dyn;
+        T->prev_sizes = c->prev_sizes;
+        T->static_only = dynamic == 0 && c->opts.dynamic != 0;
         int rc = cap_guard_add(T, CAP_G_GRAD, -1, NULL, T->grad_enabled) < 0 ||
                  cap_guard_add(T, CAP_G_AUTOCAST, -1, NULL, cap_amp_pack(&T->amp)) < 0 || trace_state(T, S, &It) < 0
                      ? CAP_ERR
                      : cap_run(&It);
+        if (symbolic_failed(T, rc, why, whysize)) {
+            cap_interp_clear(&It);
+            cap_trace_free(T);
+            break;
+        }
         if (rc == CAP_BREAK && c->opts.fullgraph) {
             raise_fullgraph(&T->brk);
             cap_interp_clear(&It);
@@ -543,6 +556,8 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
         break;
     }
     Py_XDECREF(no_inline);
+    if (why[0])
+        return NULL;
     if (!e && !*eager && !PyErr_Occurred()) {
         /* Every retry without inlining still left unbuildable state. */
         cap_report_untraceable(c, S->base->code->qualname_s, &unbuildable,
@@ -560,6 +575,14 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
         if (prepared < 0) {
             char buf[1200];
             ptc_error_format(&err, buf, sizeof buf);
+            if (e->syms.n > 0 && PyErr_CheckSignals() == 0) {
+                /* The backend cannot run this graph with symbolic sizes (yet). */
+                PyErr_Clear();
+                snprintf(why, whysize, "backend: %s", buf);
+                cap_report_compiled(e);
+                cap_entry_unref(e);
+                return NULL;
+            }
             /* Ctrl-C ended the compile (a planted hang): the user's
                KeyboardInterrupt, not a fallback */
             if (PyErr_CheckSignals() < 0) {
@@ -583,6 +606,57 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
         cap_report_compiled(e);
     }
     return e;
+}
+
+/* Did a trace with symbolic sizes fail where static sizes may not (something
+ * needed a concrete size, or an internal error)? Sets why. */
+static bool symbolic_failed(cap_trace *T, int rc, char *why, size_t size)
+{
+    if (T->static_only || !cap_t_symbolic(T))
+        return false;
+    if (T->static_why[0]) {
+        snprintf(why, size, "%s at %s:%d", T->static_why, T->brk.file, T->brk.line);
+        return true;
+    }
+    if (rc != CAP_ERR || !PyErr_ExceptionMatches(cap_InternalError))
+        return false;
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    PyObject *s = v ? PyObject_Str(v) : NULL;
+    snprintf(why, size, "%s", s && PyUnicode_AsUTF8(s) ? PyUnicode_AsUTF8(s) : "internal error");
+    PyErr_Clear();
+    Py_XDECREF(s);
+    Py_XDECREF(t);
+    Py_XDECREF(v);
+    Py_XDECREF(tb);
+    return true;
+}
+
+/* Traces with symbolic sizes where the options and marks ask for them, and
+ * again with static sizes where those fail (the reason in the log and
+ * ptc.explain). */
+static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason, int recompile,
+                             bool *eager, PyObject *prev_sizes)
+{
+    char why[1400] = "";
+    c->prev_sizes = prev_sizes;
+    int dynamic = c->opts.dynamic == 1 && c->all_dynamic_failed ? -1 : c->opts.dynamic;
+    cap_entry *e = compile_once(c, S, reason, recompile, eager, dynamic, why, sizeof why);
+    if (!e && why[0] && dynamic == 1) {
+        /* dynamic=True: every size symbolic failed; the sizes that changed
+           and the marked ones may still be (and are all later compiles try). */
+        cap_report_static_fallback(c, S->base->code->qualname_s, why, false);
+        c->all_dynamic_failed = true;
+        why[0] = 0;
+        e = compile_once(c, S, reason, recompile, eager, -1, why, sizeof why);
+    }
+    if (e || !why[0])
+        return e;
+    cap_report_static_fallback(c, S->base->code->qualname_s, why, true);
+    char again[900];
+    snprintf(again, sizeof again, "%s (static sizes: %s)", reason, why);
+    why[0] = 0;
+    return compile_once(c, S, again, recompile, eager, 0, why, sizeof why);
 }
 
 /* ---- the drive loop --------------------------------------------------------------------- */
@@ -681,6 +755,60 @@ static int stance_on_miss(cap_pos *p, const char *name)
     }
 }
 
+/* dynamic=None (or True, after a fallback): a tensor guard that failed only
+ * because sizes changed makes
+ * those dims symbolic from the next trace on (said in the recompile reason). */
+static void note_size_change(cap_compiled *c, cap_entry *e, int failed, PyObject **vals,
+                             char *reason, size_t size)
+{
+    const cap_guard *g = &e->guards[failed];
+    if (c->opts.dynamic == 0 || g->kind != CAP_G_TENSOR || !vals[g->src])
+        return;
+    int k = e->src[g->src].kind;
+    if (k == CAP_S_MODPARAM || k == CAP_S_MODBUF || k == CAP_S_CONST)
+        return;
+    int dims = cap_tmeta_size_change(vals[g->src], g->tm);
+    if (!dims)
+        return;
+    char name[400];
+    cap_source_str(e->src, e->nsrc, g->src, name, sizeof name);
+    PyObject *old = PyDict_GetItemString(c->auto_dyn, name);
+    PyObject *mask = PyLong_FromLong((old ? PyLong_AsLong(old) : 0) | dims);
+    if (!mask || PyDict_SetItemString(c->auto_dyn, name, mask) < 0)
+        PyErr_Clear();
+    Py_XDECREF(mask);
+    size_t n = strlen(reason);
+    n += (size_t)snprintf(reason + n, n < size ? size - n : 0, "; size change: %s dims", name);
+    for (int d = 0; d < g->tm->ndim && n < size; d++)
+        if (dims >> d & 1)
+            n += (size_t)snprintf(reason + n, size - n, " %d", d);
+    if (n < size)
+        snprintf(reason + n, size - n, " become dynamic");
+}
+
+/* The sizes each input tensor of e had ({source text: sizes}): a recompile
+ * under dynamic=None makes the dims whose sizes changed since symbolic. */
+static PyObject *tensor_sizes(cap_entry *e)
+{
+    PyObject *d = PyDict_New();
+    for (int i = 0; d && i < e->nguards; i++) {
+        const cap_guard *g = &e->guards[i];
+        if (g->kind != CAP_G_TENSOR)
+            continue;
+        char name[400];
+        cap_source_str(e->src, e->nsrc, g->src, name, sizeof name);
+        PyObject *t = PyTuple_New(g->tm->ndim);
+        for (int k = 0; t && k < g->tm->ndim; k++)
+            PyTuple_SetItem(t, k,
+                            PyLong_FromLongLong((g->tm->dyn >> k & 1) ? -1 : g->tm->sizes[k]));
+        if (!t || PyDict_SetItemString(d, name, t) < 0)
+            Py_CLEAR(d);
+        Py_XDECREF(t);
+    }
+    PyErr_Clear();
+    return d;
+}
+
 /* Finds (or compiles) the entry for the state in S among position p's:
  * NULL with *eager when the state must run for real; NULL without eager on
  * an error. On success (a new reference to the entry) b holds the entry's
@@ -709,6 +837,7 @@ static cap_entry *lookup_at(cap_compiled *c, cap_pos *p, cap_interp *S, valbuf *
             return cap_entry_ref(e);
         if (e == p->head) { /* most recent: its failure is the recompile reason */
             cap_guard_describe(e, failed, b->vals, p->last_fail, sizeof p->last_fail);
+            note_size_change(c, e, failed, b->vals, p->last_fail, sizeof p->last_fail);
             if (cap_meas.on) {
                 Py_XSETREF(p->last_info, cap_guard_info(e, failed, b->vals));
                 PyErr_Clear();
@@ -738,7 +867,10 @@ static cap_entry *lookup_at(cap_compiled *c, cap_pos *p, cap_interp *S, valbuf *
         cap_report_recompile(c, S->base->code->qualname_s, p->last_fail, p->last_info);
     bool untraceable;
     double tc = ptc_now_ms();
-    cap_entry *e = compile_at(c, S, reason, p->count, &untraceable);
+    PyObject *prev = last ? tensor_sizes(p->head) : NULL;
+    cap_entry *e = compile_at(c, S, reason, p->count, &untraceable, prev);
+    c->prev_sizes = NULL;
+    Py_XDECREF(prev);
     cap_meas.compile_ms += ptc_now_ms() - tc;
     if (!e) {
         if (untraceable) {

@@ -27,6 +27,10 @@ struct cap_compiled {
     int next_id;           /* compile ids, for graph numbering */
     PyObject *events;      /* list of dicts: compiles, recompiles, limits, fallbacks */
     PyObject *warned;      /* set of warning keys already shown */
+    PyObject *auto_dyn;    /* dynamic=None: source text -> dims (a mask) whose size
+                              alone made a guard fail; later traces make them symbolic */
+    bool all_dynamic_failed; /* dynamic=True could not trace with every size symbolic */
+    PyObject *prev_sizes;    /* while recompiling: the previous entry's tensor sizes (borrowed) */
     ptc_trace *trace;      /* PTC_TRACE_DIR, opened on the first compile */
     bool trace_checked;
     uint64_t rng_offset;   /* per graph run */
@@ -46,6 +50,9 @@ void cap_report_compiled(cap_entry *e);
 /* info: cap_guard_info's dict for the failing guard (merged into the event), or NULL. */
 void cap_report_recompile(cap_compiled *c, const char *name, const char *guard, PyObject *info);
 void cap_report_limit(cap_compiled *c, const char *name, const char *guard, PyObject *info);
+/* A trace with symbolic sizes failed (why): the position retraces with fewer
+ * symbols (all: none at all). */
+void cap_report_static_fallback(cap_compiled *c, const char *name, const char *why, bool all);
 /* A break whose resume state cannot be rebuilt in the outermost frame. */
 void cap_report_untraceable(cap_compiled *c, const char *name, const cap_break *b, const char *why);
 /* Internal error with the pending exception: warns once, dumps a repro,

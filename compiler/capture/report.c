@@ -158,6 +158,13 @@ void cap_report_compile(cap_compiled *c, cap_entry *e, cap_trace *T, const char 
                                  e->end == CAP_END_RETURN ? "return" : "break");
     if (ev && e->stats && PyDict_SetItemString(ev, "stats", e->stats) < 0)
         PyErr_Clear();
+    /* Symbols a use pinned to a value, and the lines that did it. */
+    PyObject *spec = T && T->specialised
+                         ? PyList_GetSlice(T->specialised, 0, PyList_Size(T->specialised))
+                         : NULL;
+    if (ev && spec && PyDict_SetItemString(ev, "specialized", spec) < 0)
+        PyErr_Clear();
+    Py_XDECREF(spec);
     trace_files(c, e, reason, ev);
     add_event(c, ev);
     if (e->graph && ptc_log_on(PTC_LOG_CAPTURED, PTC_LOG_INFO)) {
@@ -182,7 +189,6 @@ void cap_report_compile(cap_compiled *c, cap_entry *e, cap_trace *T, const char 
         if (ptc_log_on(PTC_LOG_GRAPH_BREAKS, PTC_LOG_DEBUG))
             ptc_log(PTC_LOG_GRAPH_BREAKS, PTC_LOG_DEBUG, "    stack: %s", e->brk.stack);
     }
-    (void)T;
     PyErr_Clear();
 }
 
@@ -204,6 +210,19 @@ void cap_report_limit(cap_compiled *c, const char *name, const char *guard, PyOb
     if (ptc_log_on(PTC_LOG_RECOMPILES, PTC_LOG_INFO))
         ptc_log(PTC_LOG_RECOMPILES, PTC_LOG_INFO, "%s hit the recompile limit (%d); running eagerly",
                 name, cap_cfg.recompile_limit);
+    PyErr_Clear();
+}
+
+void cap_report_static_fallback(cap_compiled *c, const char *name, const char *why, bool all)
+{
+    logs_init();
+    const char *then =
+        all ? "static sizes" : "symbolic sizes only where sizes changed or are marked";
+    add_event(c, Py_BuildValue("{s:s,s:s,s:s,s:s}", "kind", "static_fallback", "frame", name, "why",
+                               why, "then", then));
+    if (ptc_log_on(PTC_LOG_RECOMPILES, PTC_LOG_INFO))
+        ptc_log(PTC_LOG_RECOMPILES, PTC_LOG_INFO,
+                "%s: symbolic sizes failed (%s); compiling with %s", name, why, then);
     PyErr_Clear();
 }
 

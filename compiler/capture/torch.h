@@ -41,12 +41,18 @@ PyObject *cap_dtype_obj(ptc_dtype dt);            /* borrowed torch.dtype */
 int cap_dtype_from_obj(PyObject *o);              /* ptc dtype or -1 */
 PyObject *cap_device_obj(ptc_device d);           /* new torch.device */
 int cap_device_from_obj(PyObject *o, ptc_device *out); /* torch.device / str / int */
-/* A graph attribute as the Python value torch's op takes (new reference). */
-PyObject *cap_arg_obj(const ptc_arg *a);
+/* A graph attribute as the Python value torch's op takes (new reference);
+ * symbolic sizes take their values from b (NULL: none may be symbolic). */
+PyObject *cap_arg_obj(const ptc_arg *a, const ptc_bindings *b);
 /* Reads a real tensor's metadata (Python attribute access). */
 int cap_tmeta_read(PyObject *t, cap_tmeta *m);
 /* Does t match m? (*why gets the first difference when not.) */
 int cap_tmeta_check(PyObject *t, const cap_tmeta *m, char *why, size_t size);
+/* Are m's strides those of a contiguous tensor of its sizes (size-1 dims aside)? */
+bool cap_tmeta_dense(const cap_tmeta *m);
+/* Size-only change of a tensor guard: the dims whose sizes differ now, when
+ * nothing else does (dtype, device, rank, contiguity); 0 otherwise. */
+int cap_tmeta_size_change(PyObject *t, const cap_tmeta *m);
 void cap_tmeta_str(const cap_tmeta *m, char *buf, size_t size);
 void cap_tmeta_type(const cap_tmeta *m, ptc_ttype *t);
 

@@ -422,7 +422,7 @@ static V flip_dim(cap_trace *T, V v, int d)
         return NULL;
     ptc_dim n = v->type.shape[d];
     if (n.sym) {
-        cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "flip of a dynamic dimension");
+        cap_t_need_static(T, "flip of a dynamic dimension");
         return NULL;
     }
     V idx = arange(T, (double)(n.value - 1), -1, -1, PTC_I64, v->type.device);
@@ -569,7 +569,7 @@ int cap_th_broadcast_tensors(cap_tcall *c, PyObject **out)
             ptc_dim *s = &shape[nd - t->ndim + k], d = t->shape[k];
             if (s->sym || d.sym) {
                 if (!ptc_dim_eq(*s, d) && !(!d.sym && d.value == 1))
-                    return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "broadcast_tensors with dynamic sizes");
+                    return cap_t_need_static(T, "broadcast_tensors with dynamic sizes");
                 continue;
             }
             if (s->value == 1)
@@ -632,12 +632,11 @@ int cap_th_diff(cap_tcall *c, PyObject **out)
     bool is_bool = v && v->type.dtype == PTC_BOOL;
     for (long long k = 0; k < n && v; k++) {
         ptc_dim len = v->type.shape[d];
-        if (len.sym)
-            return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "diff along a dynamic dimension");
-        if (len.value == 0)
+        if (!len.sym && len.value == 0)
             break;
-        ptc_arg hi[4] = {ptc_arg_value(v), ptc_arg_int(d), ptc_arg_int(1), ptc_arg_int(len.value - 1)};
-        ptc_arg lo[4] = {ptc_arg_value(v), ptc_arg_int(d), ptc_arg_int(0), ptc_arg_int(len.value - 1)};
+        ptc_dim n1 = ptc_dim_sub(T->arena, len, ptc_dim_c(1)); /* a symbolic size is >= 2 */
+        ptc_arg hi[4] = {ptc_arg_value(v), ptc_arg_int(d), ptc_arg_int(1), ptc_arg_dim(n1)};
+        ptc_arg lo[4] = {ptc_arg_value(v), ptc_arg_int(d), ptc_arg_int(0), ptc_arg_dim(n1)};
         V h = cap_build1(T, PTC_OP_NARROW, hi, 4), l = cap_build1(T, PTC_OP_NARROW, lo, 4);
         v = bin(T, is_bool ? PTC_OP_LOGICAL_XOR : PTC_OP_SUB, h, l);
     }
@@ -775,7 +774,7 @@ int cap_th_interpolate(cap_tcall *c, PyObject **out)
         return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "linear interpolation of an integer tensor");
     for (int d = 0; d < tt->ndim; d++)
         if (tt->shape[d].sym)
-            return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "interpolate with dynamic sizes");
+            return cap_t_need_static(T, "interpolate with dynamic sizes");
     bool align = ac && PyObject_IsTrue(ac) == 1;
     int64_t outs[3];
     double scales[3] = {-1, -1, -1};
@@ -913,7 +912,7 @@ int cap_th_native_mha(cap_tcall *c, PyObject **out)
         return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "_native_multi_head_attention on %d-d inputs", qt->ndim);
     for (int i = 0; i < 3; i++)
         if (qt->shape[i].sym || kt->shape[i].sym)
-            return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "_native_multi_head_attention with dynamic sizes");
+            return cap_t_need_static(T, "_native_multi_head_attention with dynamic sizes");
     const ptc_ttype *vt = &cap_val(v)->type;
     for (int i = 0; i < 3; i++)
         if (qt->shape[i].value != kt->shape[i].value || kt->shape[i].value != vt->shape[i].value)
@@ -1194,7 +1193,7 @@ int cap_th_cross_entropy(cap_tcall *c, PyObject **out)
         int64_t n = 1;
         for (int d = 0; d < in->type.ndim; d++) {
             if (in->type.shape[d].sym)
-                return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "cross_entropy mean over dynamic sizes");
+                return cap_t_need_static(T, "cross_entropy mean over dynamic sizes");
             n *= in->type.shape[d].value;
         }
         return cap_wrap_value(T,

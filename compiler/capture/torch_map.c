@@ -152,27 +152,40 @@ static int to_int(cap_trace *T, PyObject *v, int64_t *out, const char *what)
     return PyErr_Occurred() ? CAP_ERR : CAP_NEXT;
 }
 
+/* An int of a size list: symbolic sizes stay symbolic. */
+static int to_dim(cap_trace *T, PyObject *v, ptc_dim *out, const char *what)
+{
+    if (cap_is_symint(v))
+        return cap_dim_from_obj(T, v, out) < 0 ? CAP_ERR : CAP_NEXT;
+    int64_t i;
+    int rc = to_int(T, v, &i, what);
+    *out = ptc_dim_c(i);
+    return rc;
+}
+
 int cap_int_list(cap_trace *T, PyObject *v, ptc_arg *out, const char *what)
 {
-    if (PyLong_Check(v)) {
-        *out = ptc_arg_ints(T->arena, (int64_t[]){PyLong_AsLongLong(v)}, 1);
-        return CAP_NEXT;
+    if (PyLong_Check(v) || cap_is_symint(v)) {
+        ptc_dim d;
+        int rc = to_dim(T, v, &d, what);
+        *out = ptc_arg_dims(T->arena, &d, 1);
+        return rc;
     }
     if (!PyList_Check(v) && !PyTuple_Check(v))
         return cap_is_tensor(v) ? cap_t_break(T, CAP_B_TENSOR_DATA, "%s: a tensor used as sizes", what)
                                 : bad_arg(T, what, v, "a list of ints");
     Py_ssize_t n = PySequence_Size(v);
-    int64_t vals[PTC_MAX_DIMS * 4];
+    ptc_dim vals[PTC_MAX_DIMS * 4];
     if (n > (Py_ssize_t)(sizeof vals / sizeof *vals))
         return bad_arg(T, what, v, "a short list of ints");
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *x = PySequence_GetItem(v, i);
-        int rc = x ? to_int(T, x, &vals[i], what) : CAP_ERR;
+        int rc = x ? to_dim(T, x, &vals[i], what) : CAP_ERR;
         Py_XDECREF(x);
         if (rc != CAP_NEXT)
             return rc;
     }
-    *out = ptc_arg_ints(T->arena, vals, (int)n);
+    *out = ptc_arg_dims(T->arena, vals, (int)n);
     return CAP_NEXT;
 }
 
@@ -196,7 +209,13 @@ static int scalar(cap_trace *T, PyObject *v, ptc_arg *out, const char *what)
         *out = ptc_arg_int(PyLong_AsLongLong(v));
     else if (PyFloat_Check(v))
         *out = ptc_arg_float(PyFloat_AsDouble(v));
-    else if (cap_is_tensor(v))
+    else if (cap_is_symint(v)) {
+        /* A size used as a number in tensor arithmetic: its value. */
+        int64_t i;
+        if (cap_symint_specialise((cap_symint *)v, "a number in a tensor op", &i) < 0)
+            return CAP_ERR;
+        *out = ptc_arg_int(i);
+    } else if (cap_is_tensor(v))
         return cap_t_break(T, CAP_B_TENSOR_ITEM, "%s: a tensor used as a Python number", what);
     else
         return bad_arg(T, what, v, "a number");
@@ -405,6 +424,15 @@ static void node_location(cap_trace *T, ptc_node *n)
     n->module_path = f->module_path;
 }
 
+/* An op's meta rejected its arguments: with symbolic sizes, perhaps only
+ * because it cannot decide a relation between them, which static sizes can. */
+static int build_failed(cap_trace *T, const ptc_error *err)
+{
+    if (cap_t_symbolic(T))
+        return cap_t_need_static(T, "%s", err->msg);
+    return cap_t_break(T, CAP_B_TRACE_ERROR, "%s", err->msg);
+}
+
 ptc_value *cap_build1(cap_trace *T, ptc_op op, ptc_arg *args, int nargs)
 {
     ptc_error err;
@@ -412,7 +440,7 @@ ptc_value *cap_build1(cap_trace *T, ptc_op op, ptc_arg *args, int nargs)
         return NULL;
     ptc_node *n = ptc_build(T->g, op, args, nargs, &err);
     if (!n) {
-        cap_t_break(T, CAP_B_TRACE_ERROR, "%s", err.msg);
+        build_failed(T, &err);
         return NULL;
     }
     node_location(T, n);
@@ -435,7 +463,7 @@ int cap_build(cap_trace *T, ptc_op op, ptc_arg *args, int nargs, PyObject **out)
         return CAP_BREAK;
     ptc_node *n = ptc_build(T->g, op, args, nargs, &err);
     if (!n)
-        return cap_t_break(T, CAP_B_TRACE_ERROR, "%s", err.msg);
+        return build_failed(T, &err);
     node_location(T, n);
     cap_t_note_node(T, n);
     const ptc_schema *s = ptc_op_schema(op);

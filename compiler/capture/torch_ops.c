@@ -40,13 +40,23 @@ static bool static_shape(const ptc_ttype *t)
     return true;
 }
 
+/* A torch.Size, or with symbolic sizes a tuple holding symints (torch.Size
+ * takes ints only; what code does with a shape, a tuple does too). */
 static PyObject *shape_obj(cap_trace *T, const ptc_ttype *t)
 {
     PyObject *tup = PyTuple_New(t->ndim);
-    for (int i = 0; tup && i < t->ndim; i++)
-        PyTuple_SetItem(tup, i, PyLong_FromLongLong(t->shape[i].value));
-    PyObject *size = tup ? PyObject_CallOneArg_compat(cap_T.Size, tup) : NULL;
-    Py_XDECREF(tup);
+    for (int i = 0; tup && i < t->ndim; i++) {
+        PyObject *d = cap_dim_obj(T, t->shape[i]);
+        if (!d) {
+            Py_CLEAR(tup);
+            break;
+        }
+        PyTuple_SetItem(tup, i, d);
+    }
+    if (!tup || !static_shape(t))
+        return tup;
+    PyObject *size = PyObject_CallOneArg_compat(cap_T.Size, tup);
+    Py_DECREF(tup);
     return size;
 }
 
@@ -221,8 +231,6 @@ int cap_torch_getattr(cap_trace *T, cap_tensor *t, PyObject *name, PyObject **ou
     if (!s)
         return CAP_ERR;
     if (strcmp(s, "shape") == 0) {
-        if (!static_shape(tt))
-            return cap_t_break(T, CAP_B_TENSOR_ITEM, "shape with dynamic sizes");
         *out = shape_obj(T, tt);
     } else if (strcmp(s, "dtype") == 0) {
         *out = Py_NewRef(cap_dtype_obj(tt->dtype));
@@ -294,16 +302,114 @@ int cap_torch_getattr(cap_trace *T, cap_tensor *t, PyObject *name, PyObject **ou
 /* ---- indexing -------------------------------------------------------------------------- */
 
 /* One step of basic indexing applied to dim `dim` of cur. */
+/* A slice bound as a dim: None gives `open`; an int or a symint itself
+ * (the slice meta decides signs and clamps, symbols being sizes >= 2). */
+static int slice_bound(cap_trace *T, PyObject *s, const char *name, ptc_dim open, ptc_dim *out)
+{
+    PyObject *v = PyObject_GetAttrString(s, name);
+    int rc = !v ? -1 : v == Py_None ? 1 : cap_dim_from_obj(T, v, out);
+    if (v == Py_None)
+        *out = open;
+    if (rc == 0)
+        PyErr_SetString(PyExc_TypeError, "slice indices must be integers or None");
+    Py_XDECREF(v);
+    return rc;
+}
+
+/* A slice bound made a valid index into [0, size] as Python does it,
+ * deciding each step on the trace's sizes under a guard. */
+static int guarded_bound(cap_trace *T, ptc_dim b, ptc_dim size, ptc_dim *out)
+{
+    ptc_arena *a = T->arena;
+    if (!b.sym && b.value == INT64_MAX)
+        b = size;
+    bool neg = cap_t_dim_hint(T, b) < 0;
+    if (cap_t_sym_guard(T, b, neg ? Py_LT : Py_GE) < 0)
+        return -1;
+    if (neg)
+        b = ptc_dim_add(a, b, size);
+    int64_t lo = cap_t_dim_hint(T, b), hi = cap_t_dim_hint(T, ptc_dim_sub(a, b, size));
+    if (cap_t_sym_guard(T, b, lo < 0 ? Py_LT : Py_GE) < 0 ||
+        cap_t_sym_guard(T, ptc_dim_sub(a, b, size), hi > 0 ? Py_GT : Py_LE) < 0)
+        return -1;
+    *out = lo < 0 ? ptc_dim_c(0) : hi > 0 ? size : b;
+    return 0;
+}
+
+/* cur[start:stop:step] along dim as index_select(cur, dim, arange(...)):
+ * a gather whose bounds the guards proved, where the slice's meta cannot. */
+static ptc_value *slice_gather(cap_trace *T, ptc_value *cur, int dim, ptc_dim size, ptc_dim start,
+                               ptc_dim stop, int64_t step)
+{
+    if (guarded_bound(T, start, size, &start) < 0 || guarded_bound(T, stop, size, &stop) < 0)
+        return NULL;
+    ptc_dim len = ptc_dim_sub(T->arena, stop, start);
+    if (cap_t_dim_hint(T, len) <= 0) {
+        cap_t_need_static(T, "an empty slice of a symbolic size");
+        return NULL;
+    }
+    if (cap_t_sym_guard(T, len, Py_GT) < 0)
+        return NULL;
+    ptc_arg r[5] = {ptc_arg_dim(start), ptc_arg_dim(stop), ptc_arg_int(step),
+                    ptc_arg_dtype(PTC_I64), ptc_arg_device(cur->type.device)};
+    ptc_value *idx = cap_build1(T, PTC_OP_ARANGE, r, 5);
+    ptc_arg a[3] = {ptc_arg_value(cur), ptc_arg_int(dim), ptc_arg_value(idx)};
+    return idx ? cap_build1(T, PTC_OP_INDEX_SELECT, a, 3) : NULL;
+}
+
+/* Slicing where the size or a bound is symbolic: the meta computes the
+ * length symbolically (or fails, and the trace retraces with static sizes). */
+static ptc_value *slice_symbolic(cap_trace *T, ptc_value *cur, int dim, PyObject *s, bool *full)
+{
+    ptc_dim size = cur->type.shape[dim], start, stop, step;
+    if (slice_bound(T, s, "step", ptc_dim_c(1), &step) < 0 ||
+        slice_bound(T, s, "start", ptc_dim_c(0), &start) < 0 ||
+        slice_bound(T, s, "stop", ptc_dim_c(INT64_MAX), &stop) < 0)
+        return NULL;
+    if (step.sym) {
+        cap_t_need_static(T, "a slice step of symbolic size");
+        return NULL;
+    }
+    if (step.value <= 0) {
+        cap_t_break(T, CAP_B_TRACE_ERROR, "slice step must be positive");
+        return NULL;
+    }
+    *full = !start.sym && start.value == 0 && step.value == 1 &&
+            ((!stop.sym && stop.value == INT64_MAX) || ptc_dim_eq(stop, size));
+    if (*full)
+        return cur;
+    ptc_arg a[5] = {ptc_arg_value(cur), ptc_arg_int(dim), ptc_arg_dim(start), ptc_arg_dim(stop),
+                    ptc_arg_dim(step)};
+    cap_break saved = T->brk;
+    bool had = T->has_break;
+    ptc_value *v = cap_build1(T, PTC_OP_SLICE, a, 5);
+    if (v || !T->static_why[0])
+        return v;
+    /* The slice's meta could not decide a bound against the size (s0 <= 512
+       holds only for some s0): decide it here, under guards, and gather. */
+    T->static_why[0] = 0;
+    T->brk = saved;
+    T->has_break = had;
+    return slice_gather(T, cur, dim, size, start, stop, step.value);
+}
+
+static bool symbolic_bound(PyObject *s, const char *name)
+{
+    PyObject *v = PyObject_GetAttrString(s, name);
+    bool sym = cap_is_symint(v);
+    Py_XDECREF(v);
+    PyErr_Clear();
+    return sym;
+}
+
 static ptc_value *slice_dim(cap_trace *T, ptc_value *cur, int dim, PyObject *s, bool *full)
 {
+    ptc_dim size = cur->type.shape[dim];
+    if (size.sym || symbolic_bound(s, "start") || symbolic_bound(s, "stop"))
+        return slice_symbolic(T, cur, dim, s, full);
     Py_ssize_t start, stop, step;
     if (PySlice_Unpack(s, &start, &stop, &step) < 0)
         return NULL;
-    ptc_dim size = cur->type.shape[dim];
-    if (size.sym) {
-        cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "slicing a dynamic dimension");
-        return NULL;
-    }
     if (step <= 0) {
         cap_t_break(T, CAP_B_TRACE_ERROR, "slice step must be positive");
         return NULL;
@@ -317,6 +423,37 @@ static ptc_value *slice_dim(cap_trace *T, ptc_value *cur, int dim, PyObject *s, 
     ptc_arg a[5] = {ptc_arg_value(cur), ptc_arg_int(dim), ptc_arg_int(start), ptc_arg_int(stop),
                     ptc_arg_int(step)};
     return cap_build1(T, PTC_OP_SLICE, a, 5);
+}
+
+/* cur[k] along dim where the size or k is symbolic: a select, or where its
+ * meta cannot decide that k is in range, a guarded gather of that row. */
+static ptc_value *select_symbolic(cap_trace *T, ptc_value *cur, int dim, PyObject *k)
+{
+    ptc_dim idx, size = cur->type.shape[dim];
+    if (cap_dim_from_obj(T, k, &idx) < 0)
+        return NULL;
+    ptc_arg a[3] = {ptc_arg_value(cur), ptc_arg_int(dim), ptc_arg_dim(idx)};
+    cap_break saved = T->brk;
+    bool had = T->has_break;
+    ptc_value *v = cap_build1(T, PTC_OP_SELECT, a, 3);
+    if (v || !T->static_why[0])
+        return v;
+    T->static_why[0] = 0;
+    T->brk = saved;
+    T->has_break = had;
+    int64_t h = cap_t_dim_hint(T, idx), n = cap_t_dim_hint(T, size);
+    if (h >= n || h < -n) {
+        PyErr_Format(PyExc_IndexError,
+                     "index %lld is out of bounds for dimension %d with size %lld", (long long)h,
+                     dim, (long long)n);
+        return NULL;
+    }
+    ptc_dim stop = ptc_dim_add(T->arena, idx, ptc_dim_c(1));
+    if (h == -1)
+        stop = ptc_dim_c(INT64_MAX); /* x[-1] is x[-1:] */
+    v = slice_gather(T, cur, dim, size, idx, stop, 1);
+    ptc_arg sq[2] = {ptc_arg_value(v), ptc_arg_ints(T->arena, (int64_t[]){dim}, 1)};
+    return v ? cap_build1(T, PTC_OP_SQUEEZE, sq, 2) : NULL;
 }
 
 /* A list of Python ints used as an index: a constant index tensor. */
@@ -373,6 +510,10 @@ int cap_torch_getitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject **out
             dim++;
         } else if (PyBool_Check(k)) {
             rc = cap_t_break(T, CAP_B_DATA_DEPENDENT_SHAPE, "indexing with a Python bool");
+        } else if (cap_is_symint(k) || (cur->type.shape[dim].sym && PyLong_Check(k))) {
+            cur = select_symbolic(T, cur, dim, k);
+            if (!cur && PyErr_Occurred())
+                rc = CAP_ERR;
         } else if (PyLong_Check(k) || (PyIndex_Check(k) && !cap_is_tensor(k))) {
             Py_ssize_t idx = PyNumber_AsSsize_t(k, PyExc_IndexError);
             ptc_dim size = cur->type.shape[dim];
@@ -625,7 +766,7 @@ static int setitem_core(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v)
 {
     const ptc_ttype *tt = ty(t);
     if (!static_shape(tt))
-        return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "item assignment with dynamic sizes");
+        return cap_t_need_static(T, "item assignment with dynamic sizes");
     PyObject *items = index_items(key);
     if (!items)
         return CAP_ERR;
@@ -735,7 +876,7 @@ PyObject *cap_torch_unbind(cap_trace *T, cap_tensor *t)
         return NULL;
     }
     if (ty(t)->shape[0].sym) {
-        cap_t_break(T, CAP_B_TENSOR_ITEM, "iteration over a dynamic dimension");
+        cap_t_need_static(T, "iteration over a dynamic dimension");
         return NULL;
     }
     ptc_arg a[2] = {ptc_arg_value(t->v), ptc_arg_int(0)};
@@ -779,8 +920,6 @@ int cap_th_size(cap_tcall *c, PyObject **out)
 {
     cap_tensor *t = tens(c, 0, "self");
     PyObject *d = ARG(1, "dim");
-    if (!static_shape(ty(t)))
-        return cap_t_break(c->T, CAP_B_TENSOR_ITEM, "size() of dynamic sizes");
     if (!d || d == Py_None) {
         *out = shape_obj(c->T, ty(t));
         return *out ? CAP_NEXT : CAP_ERR;
@@ -788,8 +927,8 @@ int cap_th_size(cap_tcall *c, PyObject **out)
     int w, rc = dim_of(c, d, ty(t)->ndim, &w);
     if (rc != CAP_NEXT)
         return rc;
-    *out = PyLong_FromLongLong(ty(t)->shape[w].value);
-    return CAP_NEXT;
+    *out = cap_dim_obj(c->T, ty(t)->shape[w]);
+    return *out ? CAP_NEXT : CAP_ERR;
 }
 
 int cap_th_dim(cap_tcall *c, PyObject **out)
@@ -803,43 +942,42 @@ int cap_th_numel(cap_tcall *c, PyObject **out)
     cap_tensor *t = tens(c, 0, "input");
     if (need_tensor(c, t, "input") != CAP_NEXT)
         return CAP_BREAK;
-    if (!static_shape(ty(t)))
-        return cap_t_break(c->T, CAP_B_TENSOR_ITEM, "numel() of dynamic sizes");
-    int64_t n = 1;
-    for (int i = 0; i < ty(t)->ndim; i++)
-        n *= ty(t)->shape[i].value;
-    *out = PyLong_FromLongLong(n);
-    return CAP_NEXT;
+    *out = cap_dim_obj(c->T, ptc_ttype_numel(c->T->arena, ty(t)));
+    return *out ? CAP_NEXT : CAP_ERR;
 }
 
 /* Strides of a traced value: its layout if explicit, else contiguous. */
-static void strides_of(const ptc_ttype *t, int64_t *st)
+static void strides_of(ptc_arena *a, const ptc_ttype *t, ptc_dim *st)
 {
-    int64_t s = 1;
+    ptc_dim s = ptc_dim_c(1);
     for (int i = t->ndim - 1; i >= 0; i--) {
-        st[i] = t->layout == PTC_LAYOUT_STRIDED ? t->strides[i].value : s;
-        s *= t->shape[i].value;
+        st[i] = t->layout == PTC_LAYOUT_STRIDED ? t->strides[i] : s;
+        s = ptc_dim_mul(a, s, t->shape[i]);
     }
 }
 
 int cap_th_stride(cap_tcall *c, PyObject **out)
 {
     cap_tensor *t = tens(c, 0, "self");
-    if (!static_shape(ty(t)))
-        return cap_t_break(c->T, CAP_B_TENSOR_ITEM, "stride() of dynamic sizes");
-    int64_t st[PTC_MAX_DIMS];
-    strides_of(ty(t), st);
+    ptc_dim st[PTC_MAX_DIMS];
+    strides_of(c->T->arena, ty(t), st);
     PyObject *d = ARG(1, "dim");
     if (d && d != Py_None) {
         int w, rc = dim_of(c, d, ty(t)->ndim, &w);
         if (rc != CAP_NEXT)
             return rc;
-        *out = PyLong_FromLongLong(st[w]);
-        return CAP_NEXT;
+        *out = cap_dim_obj(c->T, st[w]);
+        return *out ? CAP_NEXT : CAP_ERR;
     }
     *out = PyTuple_New(ty(t)->ndim);
-    for (int i = 0; *out && i < ty(t)->ndim; i++)
-        PyTuple_SetItem(*out, i, PyLong_FromLongLong(st[i]));
+    for (int i = 0; *out && i < ty(t)->ndim; i++) {
+        PyObject *x = cap_dim_obj(c->T, st[i]);
+        if (!x) {
+            Py_CLEAR(*out);
+            break;
+        }
+        PyTuple_SetItem(*out, i, x);
+    }
     return *out ? CAP_NEXT : CAP_ERR;
 }
 

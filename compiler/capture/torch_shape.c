@@ -452,6 +452,19 @@ int cap_th_full(cap_tcall *c, PyObject **out)
     return cap_build(c->T, PTC_OP_FULL, a, 4, out);
 }
 
+/* arange's bounds: a symbolic size stays symbolic (its meta takes them). */
+static int arange_arg(cap_trace *T, PyObject *v, ptc_arg *out, const char *what)
+{
+    ptc_dim d;
+    if (cap_is_symint(v)) {
+        if (cap_dim_from_obj(T, v, &d) < 0)
+            return CAP_ERR;
+        *out = ptc_arg_dim(d);
+        return CAP_NEXT;
+    }
+    return cap_tconvert(T, v, PTC_PK_SCALAR, 0, out, what);
+}
+
 int cap_th_arange(cap_tcall *c, PyObject **out)
 {
     ptc_arg a[5];
@@ -467,11 +480,11 @@ int cap_th_arange(cap_tcall *c, PyObject **out)
     if (!end)
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "arange needs an end");
     PyObject *zero = PyLong_FromLong(0), *one = PyLong_FromLong(1);
-    int rc = cap_tconvert(c->T, start ? start : zero, PTC_PK_SCALAR, 0, &a[0], "arange(start)");
+    int rc = arange_arg(c->T, start ? start : zero, &a[0], "arange(start)");
     if (rc == CAP_NEXT)
-        rc = cap_tconvert(c->T, end, PTC_PK_SCALAR, 0, &a[1], "arange(end)");
+        rc = arange_arg(c->T, end, &a[1], "arange(end)");
     if (rc == CAP_NEXT)
-        rc = cap_tconvert(c->T, step ? step : one, PTC_PK_SCALAR, 0, &a[2], "arange(step)");
+        rc = arange_arg(c->T, step ? step : one, &a[2], "arange(step)");
     Py_DECREF(zero);
     Py_DECREF(one);
     if (rc != CAP_NEXT)

@@ -164,17 +164,35 @@ PyObject *cap_device_obj(ptc_device d)
     return PyObject_CallFunction(cap_T.device_type, "si", "cuda", (int)d.index);
 }
 
-PyObject *cap_arg_obj(const ptc_arg *a)
+/* A size under the run's bindings; a symbolic one without them is an
+ * internal error (never a silent 0). */
+static PyObject *dim_obj(ptc_dim d, const ptc_bindings *b)
+{
+    int64_t v = d.value;
+    ptc_error err;
+    if (d.sym && (!b || ptc_dim_eval(d, b, &v, &err) < 0))
+        return PyErr_Format(cap_InternalError, "ptc: a symbolic size without its value (%s)",
+                            b ? err.msg : "no bindings");
+    return PyLong_FromLongLong(v);
+}
+
+PyObject *cap_arg_obj(const ptc_arg *a, const ptc_bindings *b)
 {
     switch (a->kind) {
     case PTC_ARG_NONE:
         return Py_NewRef(Py_None);
     case PTC_ARG_INT:
-        return PyLong_FromLongLong(a->i.value);
+        return dim_obj(a->i, b);
     case PTC_ARG_INTS: {
         PyObject *l = PyList_New(a->is.n);
-        for (int i = 0; l && i < a->is.n; i++)
-            PyList_SetItem(l, i, PyLong_FromLongLong(a->is.d[i].value));
+        for (int i = 0; l && i < a->is.n; i++) {
+            PyObject *x = dim_obj(a->is.d[i], b);
+            if (!x) {
+                Py_CLEAR(l);
+                break;
+            }
+            PyList_SetItem(l, i, x);
+        }
         return l;
     }
     case PTC_ARG_FLOAT:
@@ -269,15 +287,45 @@ void cap_tmeta_str(const cap_tmeta *m, char *buf, size_t size)
 {
     size_t n = (size_t)snprintf(buf, size, "%s[", ptc_dtype_name(m->dt));
     for (int i = 0; i < m->ndim && n < size; i++)
-        n += (size_t)snprintf(buf + n, size - n, "%s%lld", i ? "," : "", (long long)m->sizes[i]);
+        n += (m->dyn >> i & 1) ? (size_t)snprintf(buf + n, size - n, "%s*", i ? "," : "")
+                               : (size_t)snprintf(buf + n, size - n, "%s%lld", i ? "," : "",
+                                                  (long long)m->sizes[i]);
     if (n < size)
-        n += (size_t)snprintf(buf + n, size - n, "]{");
-    for (int i = 0; i < m->ndim && n < size; i++)
+        n += (size_t)snprintf(buf + n, size - n, m->dyn ? "]{contiguous" : "]{");
+    for (int i = 0; !m->dyn && i < m->ndim && n < size; i++)
         n += (size_t)snprintf(buf + n, size - n, "%s%lld", i ? "," : "", (long long)m->strides[i]);
     char dev[32];
     ptc_device_str(m->dev, dev, sizeof dev);
     if (n < size)
         snprintf(buf + n, size - n, "} %s%s", dev, m->requires_grad ? " grad" : "");
+}
+
+bool cap_tmeta_dense(const cap_tmeta *m)
+{
+    int64_t expect = 1;
+    for (int i = m->ndim - 1; i >= 0; i--) {
+        if (m->sizes[i] != 1 && m->strides[i] != expect)
+            return false;
+        expect *= m->sizes[i];
+    }
+    return true;
+}
+
+/* Does now match m in everything but the sizes of m's symbolic dims? A tensor
+ * with symbolic dims must be contiguous, as it was when traced. */
+static bool tmeta_same(const cap_tmeta *now, const cap_tmeta *m)
+{
+    bool same = now->dtype == m->dtype && now->ndim == m->ndim &&
+                now->requires_grad == m->requires_grad && ptc_device_eq(now->dev, m->dev);
+    if (same && m->dyn)
+        same = cap_tmeta_dense(now);
+    for (int i = 0; same && i < m->ndim; i++) {
+        if (m->dyn >> i & 1)
+            continue;
+        same = now->sizes[i] == m->sizes[i] &&
+               (m->dyn || now->strides[i] == m->strides[i] || now->sizes[i] <= 1);
+    }
+    return same;
 }
 
 int cap_tmeta_check(PyObject *t, const cap_tmeta *m, char *why, size_t size)
@@ -293,10 +341,7 @@ int cap_tmeta_check(PyObject *t, const cap_tmeta *m, char *why, size_t size)
         snprintf(why, size, "unreadable tensor");
         return 0;
     }
-    bool same = now.dtype == m->dtype && now.ndim == m->ndim &&
-                now.requires_grad == m->requires_grad && ptc_device_eq(now.dev, m->dev);
-    for (int i = 0; same && i < m->ndim; i++)
-        same = now.sizes[i] == m->sizes[i] && (now.strides[i] == m->strides[i] || now.sizes[i] <= 1);
+    bool same = tmeta_same(&now, m);
     if (!same && why) {
         char a[256], b[256];
         cap_tmeta_str(m, a, sizeof a);
@@ -306,6 +351,23 @@ int cap_tmeta_check(PyObject *t, const cap_tmeta *m, char *why, size_t size)
     Py_DECREF(now.type);
     Py_DECREF(now.dtype);
     return same;
+}
+
+int cap_tmeta_size_change(PyObject *t, const cap_tmeta *m)
+{
+    cap_tmeta now;
+    if ((PyObject *)Py_TYPE(t) != m->type || cap_tmeta_read(t, &now) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    int changed = 0;
+    if (now.dtype == m->dtype && now.ndim == m->ndim && now.requires_grad == m->requires_grad &&
+        ptc_device_eq(now.dev, m->dev) && cap_tmeta_dense(&now) == cap_tmeta_dense(m))
+        for (int i = 0; i < m->ndim; i++)
+            changed |= (now.sizes[i] != m->sizes[i]) << i;
+    Py_DECREF(now.type);
+    Py_DECREF(now.dtype);
+    return changed;
 }
 
 void cap_tmeta_type(const cap_tmeta *m, ptc_ttype *t)
@@ -488,8 +550,13 @@ static Py_ssize_t mp_length(PyObject *a)
         return -1;
     }
     if (t->v->type.shape[0].sym) {
-        cap_signal_break(CAP_B_TENSOR_ITEM, "len() of a dynamic dimension");
-        return -1;
+        /* CPython's len() wants a number: the size's value, under a guard. */
+        PyObject *n = live(a) ? cap_dim_obj(t->T, t->v->type.shape[0]) : NULL;
+        int64_t v = -1;
+        if (n && cap_symint_specialise((cap_symint *)n, "len()", &v) < 0)
+            v = -1;
+        Py_XDECREF(n);
+        return (Py_ssize_t)v;
     }
     return (Py_ssize_t)t->v->type.shape[0].value;
 }
@@ -683,7 +750,7 @@ int cap_types_init(PyObject *module)
     cap_method_type = (PyTypeObject *)PyType_FromSpec(&method_spec);
     if (!cap_tensor_type || !cap_method_type ||
         PyModule_AddObjectRef(module, "SymTensor", (PyObject *)cap_tensor_type) < 0 ||
-        cap_iter_types_init(module) < 0)
+        cap_iter_types_init(module) < 0 || cap_symint_types_init(module) < 0)
         return -1;
     return 0;
 }

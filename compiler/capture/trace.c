@@ -248,8 +248,8 @@ int cap_guard_add(cap_trace *T, int kind, int src, PyObject *obj, int64_t n)
     PyObject *key = Py_BuildValue("(iinL)", kind, src, (Py_ssize_t)(uintptr_t)obj, (long long)n);
     if (!key)
         return -1;
-    if (kind == CAP_G_EQ || kind == CAP_G_KEYS || kind == CAP_G_HASATTR ||
-        kind == CAP_G_DICT_HAS) {
+    if (kind == CAP_G_EQ || kind == CAP_G_KEYS || kind == CAP_G_HASATTR || kind == CAP_G_DICT_HAS ||
+        kind == CAP_G_SYM || kind == CAP_G_SYMSIZE) {
         /* Value guards: identical values dedupe even when the objects differ
            (unhashable values, a dict or a slice, by identity). */
         Py_DECREF(key);
@@ -273,7 +273,7 @@ int cap_guard_add(cap_trace *T, int kind, int src, PyObject *obj, int64_t n)
         T->guards = realloc(T->guards, sizeof *T->guards * (size_t)T->capguards);
     }
     cap_guard *g = &T->guards[T->nguards];
-    *g = (cap_guard){(uint8_t)kind, src, Py_XNewRef(obj), n, NULL, NULL, 0};
+    *g = (cap_guard){(uint8_t)kind, src, Py_XNewRef(obj), n, NULL, {0, NULL}, NULL, 0};
     if (kind == CAP_G_TENSOR) {
         g->tm = calloc(1, sizeof *g->tm);
         if (cap_tmeta_read(obj, g->tm) < 0) {
@@ -292,6 +292,30 @@ int cap_guard_add(cap_trace *T, int kind, int src, PyObject *obj, int64_t n)
     Py_XDECREF(v);
     Py_DECREF(key);
     return rc;
+}
+
+/* Gives dims `dyn` of the input at src their symbols, in its graph type ty
+ * and in its tensor guard (which then leaves their sizes to the symbols'). */
+static int symbolic_dims(cap_trace *T, int src, PyObject *obj, const cap_tmeta *m, int dyn,
+                         ptc_ttype *ty)
+{
+    cap_guard *g = NULL;
+    for (int i = T->nguards - 1; i >= 0 && !g; i--)
+        if (T->guards[i].kind == CAP_G_TENSOR && T->guards[i].src == src)
+            g = &T->guards[i];
+    for (int d = 0; g && d < m->ndim; d++) {
+        if (!(dyn >> d & 1))
+            continue;
+        ptc_dim s = cap_t_input_dim(T, src, d, m->sizes[d], obj);
+        if (!s.sym && s.value < 0)
+            return -1;
+        ty->shape[d] = s;
+        if (s.sym)
+            g->tm->dyn |= (uint8_t)(1 << d);
+    }
+    if (g && g->tm->dyn)
+        ty->layout = PTC_LAYOUT_CONTIGUOUS;
+    return 0;
 }
 
 /* ---- outside objects -------------------------------------------------------------- */
@@ -488,13 +512,17 @@ static PyObject *wrap_tensor(cap_trace *T, PyObject *obj, int src)
         cap_t_map(T, obj, src);
         return Py_NewRef(obj);
     }
-    if (cap_guard_add(T, CAP_G_TENSOR, src, obj, 0) < 0) {
+    int dyn =
+        cap_guard_add(T, CAP_G_TENSOR, src, obj, 0) < 0 ? -1 : cap_t_dynamic_dims(T, obj, src, &m);
+    ptc_ttype ty;
+    cap_tmeta_type(&m, &ty);
+    if (dyn > 0 && symbolic_dims(T, src, obj, &m, dyn, &ty) < 0)
+        dyn = -1;
+    if (dyn < 0) {
         Py_DECREF(m.type);
         Py_DECREF(m.dtype);
         return NULL;
     }
-    ptc_ttype ty;
-    cap_tmeta_type(&m, &ty);
     char name[128];
     cap_input_name(T, src, name, sizeof name);
     ptc_value *v = ptc_graph_add_input(T->g, name, &ty);

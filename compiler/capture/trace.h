@@ -94,7 +94,9 @@ typedef struct cap_source {
     X(GLOBAL_HOOKS, "no global module hooks") /* (no source) */                 \
     X(SAME, "is the object of") /* value is the object source n reached */      \
     X(DISTINCT, "distinct")  /* obj: tuple of source ids (src the largest), all \
-                                distinct objects: tensors that were not aliases */
+                                distinct objects: tensors that were not aliases */ \
+    X(SYM, "size relation")  /* expr n 0, n a Py_LT.. relation; obj: expr's text */ \
+    X(SYMSIZE, "size is")    /* value.size(n & 255) == symbol n >> 8 */
 
 typedef enum {
 #define X(id, s) CAP_G_##id,
@@ -111,6 +113,8 @@ typedef struct cap_tmeta {
     int ndim;
     int64_t sizes[PTC_MAX_DIMS], strides[PTC_MAX_DIMS];
     bool requires_grad;
+    uint8_t dyn;       /* dims with symbolic sizes (bit d): not compared; the
+                          tensor must then be contiguous, as it was */
 } cap_tmeta;
 
 typedef struct cap_guard {
@@ -119,6 +123,7 @@ typedef struct cap_guard {
     PyObject *obj;    /* expected object / value / key (strong) */
     int64_t n;
     cap_tmeta *tm;    /* TENSOR */
+    ptc_dim expr;     /* SYM: over the symbols (the trace's, then the entry's arena) */
     cap_code *code;   /* the instruction the trace was at when it made the guard */
     int pc;           /*   (code NULL: made before the first instruction) */
 } cap_guard;
@@ -130,7 +135,31 @@ typedef struct cap_amp {
     uint8_t dt[2];
 } cap_amp;
 
-/* ---- symbolic tensors ------------------------------------------------------ */
+/* ---- symbolic sizes (symint.c) ---------------------------------------------- */
+
+/* Symbols s0, s1, ... name the sizes of graph inputs' dimensions; each is
+ * read from the dimension it was first seen in. */
+#define CAP_MAX_SYMS 32
+typedef struct cap_symtab {
+    int n;
+    int src[CAP_MAX_SYMS], dim[CAP_MAX_SYMS];
+} cap_symtab;
+const char *cap_sym_name(int i); /* "s0", "s1", ... (static strings) */
+
+/* A Python int the trace computed from symbolic sizes: arithmetic keeps it
+ * symbolic, comparisons guard the relation they answered, and any use that
+ * needs a value (__index__, hash, a loop bound) specialises it with a guard. */
+typedef struct cap_symint {
+    PyObject_HEAD
+    cap_trace *T;          /* NULL once the trace ended */
+    ptc_dim d;
+    int64_t hint;          /* its value in this trace */
+} cap_symint;
+extern PyTypeObject *cap_symint_type;
+static inline bool cap_is_symint(PyObject *o) { return o && Py_TYPE(o) == cap_symint_type; }
+int cap_symint_types_init(PyObject *module);
+
+/* The symbolic tensor ... ------------------------------------------------------ */
 
 typedef struct cap_tensor {
     PyObject_HEAD
@@ -241,6 +270,18 @@ struct cap_trace {
     PyObject *strings;
     PyObject *skipped;        /* generators run untouched while tracing */
     PyObject *made_funcs;     /* dict: id(fn) -> fn, the functions MAKE_FUNCTION made */
+    /* Symbolic sizes (symint.c). */
+    int dynamic;              /* the dynamic= option: -1 None, 0 False, 1 True */
+    PyObject *auto_dyn;       /* dict: source text -> dims made symbolic by a size-only
+                                 recompile (dynamic=None; borrowed, or NULL) */
+    PyObject *prev_sizes;     /* recompiling: source text -> sizes tuple of the entry
+                                 before (-1 for a symbolic dim; borrowed, or NULL) */
+    cap_symtab syms;
+    ptc_bindings hints;       /* each symbol's size in this trace */
+    bool static_only;         /* a retrace after symbolic sizes failed */
+    char static_why[300];     /*   what made the trace need static sizes ("" none) */
+    PyObject *symints;        /* list: every cap_symint made (detached at the end) */
+    PyObject *specialised;    /* list of dicts: symbols a use pinned to a value, and where */
 };
 
 /* Starts tracing the state held by I (frames with slot sources set). */
@@ -355,6 +396,30 @@ int cap_t_module_attr_written(cap_trace *T, PyObject *mod, PyObject *name, PyObj
 int cap_t_write_cell(cap_interp *I, PyObject *cell, PyObject *v, bool *done);
 /* An object's source kept as a constant (a module's globals dict). */
 int cap_t_const_source(cap_trace *T, PyObject *obj);
+
+/* Symbolic sizes while tracing (symint.c). */
+/* Which dims of tensor obj (reached by src, metadata m) get symbols: marks
+ * (mark_dynamic / mark_static), the dynamic= option and the dims a size-only
+ * recompile made automatic. Returns the mask; -1 with an exception. */
+int cap_t_dynamic_dims(cap_trace *T, PyObject *obj, int src, const cap_tmeta *m);
+/* The symbol for dim `dim` of the tensor at src (size `size`): an existing
+ * symbol of the same size (guarded equal), else a new one, guarded >= 2. */
+ptc_dim cap_t_input_dim(cap_trace *T, int src, int dim, int64_t size, PyObject *obj);
+/* Guards "d rel 0" (rel: Py_LT..Py_GE) unless d is static. 0 / -1. */
+int cap_t_sym_guard(cap_trace *T, ptc_dim d, int rel);
+/* The value of d in this trace (its symbols' sizes). */
+int64_t cap_t_dim_hint(cap_trace *T, ptc_dim d);
+/* A Python int for d: an int when static, else a cap_symint. New reference. */
+PyObject *cap_dim_obj(cap_trace *T, ptc_dim d);
+/* An int or a cap_symint as a dim: 1 done, 0 not an int, -1 error. */
+int cap_dim_from_obj(cap_trace *T, PyObject *o, ptc_dim *out);
+/* The value of a symint, which a use needs: guards d == value and notes
+ * where (for ptexplain). 0 / -1. */
+int cap_symint_specialise(cap_symint *s, const char *why, int64_t *out);
+/* A trace that used symbols met something only static sizes can do: records
+ * why (the caller retraces with static sizes) and returns CAP_BREAK. */
+int cap_t_need_static(cap_trace *T, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline bool cap_t_symbolic(cap_trace *T) { return T->syms.n > 0; }
 
 /* ---- more of the trace (trace_misc.c, trace_obj.c, trace_call.c) ----------------- */
 

@@ -192,10 +192,8 @@ static int do_len(cap_interp *I, PyObject *x, PyObject **out)
             PyErr_SetString(PyExc_TypeError, "len() of a 0-d tensor");
             return CAP_ERR;
         }
-        if (t->v->type.shape[0].sym)
-            return cap_t_break(T, CAP_B_TENSOR_ITEM, "len() of a dynamic dimension");
-        *out = PyLong_FromLongLong(t->v->type.shape[0].value);
-        return CAP_NEXT;
+        *out = cap_dim_obj(T, t->v->type.shape[0]);
+        return *out ? CAP_NEXT : CAP_ERR;
     }
     PyObject *m = cap_type_lookup(Py_TYPE(x), PyUnicode_InternFromString("__len__"));
     if (m && cap_is_function(m)) {

@@ -35,9 +35,13 @@ cap_trace *cap_trace_new(cap_compiled *cc, cap_interp *I)
     T->written = PyList_New(0);
     T->exc_stack = PyList_New(0);
     T->made_funcs = PyDict_New();
-    if (!T->made_funcs || !T->exc_stack || !T->shadow || !T->mut || !T->effects || !T->written ||
-        !T->src_index || !T->guard_index || !T->obj_src || !T->keep || !T->input_const ||
-        !T->tensors || !T->strings || !T->no_inline || !T->skipped) {
+    T->symints = PyList_New(0);
+    T->specialised = PyList_New(0);
+    T->dynamic = -1;
+    if (!T->symints || !T->specialised || !T->made_funcs || !T->exc_stack || !T->shadow ||
+        !T->mut || !T->effects || !T->written || !T->src_index || !T->guard_index ||
+        !T->obj_src || !T->keep || !T->input_const || !T->tensors || !T->strings ||
+        !T->no_inline || !T->skipped) {
         cap_trace_free(T);
         return NULL;
     }
@@ -63,6 +67,8 @@ void cap_trace_free(cap_trace *T)
         if (t && t != Py_None)
             ((cap_tensor *)t)->T = NULL;
     }
+    for (Py_ssize_t i = 0; T->symints && i < PyList_Size(T->symints); i++)
+        ((cap_symint *)PyList_GetItem(T->symints, i))->T = NULL;
     for (int i = 0; i < T->nsrc; i++) {
         Py_XDECREF(T->src[i].key);
         Py_XDECREF(T->src_val[i]);
@@ -96,6 +102,8 @@ void cap_trace_free(cap_trace *T)
     Py_XDECREF(T->written);
     Py_XDECREF(T->exc_stack);
     Py_XDECREF(T->made_funcs);
+    Py_XDECREF(T->symints);
+    Py_XDECREF(T->specialised);
     if (T->g)
         ptc_graph_free(T->g);
     free(T);

@@ -15,12 +15,13 @@ import types as _types
 
 from . import _C, _notices
 from ._config import config
+from ._dynamic import mark_dynamic, mark_static, maybe_mark_dynamic
 from ._explain import ExplainOutput, explain
 from ._graph import Graph
 from ._module import OptimizedModule, wrap_module
 
 __all__ = ["compile", "reset", "disable", "set_stance", "config", "explain", "Graph", "GraphBreakError",
-           "ExplainOutput", "break_codes"]
+           "ExplainOutput", "break_codes", "mark_dynamic", "mark_static", "maybe_mark_dynamic"]
 __version__ = _C.PTC_VERSION
 
 GraphBreakError = _C.GraphBreakError
@@ -73,13 +74,6 @@ def _options_arg(options):
     config.apply_options(ours)
 
 
-def _dynamic_arg(dynamic):
-    if dynamic:  # False asks for what ptc does anyway: specialise every size
-        _notices.not_acted_on("dynamic=True has no effect: ptc specialises every size and "
-                              "recompiles when one changes.")
-    return dynamic
-
-
 def compile(model_or_fn=None, *, mode="default", dynamic=None, fullgraph=False, backend="ptc",
             options=None, disable=False):
     """Compiles a function or an nn.Module; usable as a call or a decorator.
@@ -90,18 +84,25 @@ def compile(model_or_fn=None, *, mode="default", dynamic=None, fullgraph=False, 
     "inductor" means "ptc", "aot_eager" and "cudagraphs" mean "eager" (with a
     warning). fullgraph: raise GraphBreakError at the first graph break
     instead of splitting the graph. disable=True returns model_or_fn as it is.
-    options: ptc.config settings ({"recompile_limit": n}, {"trace_dir": path})
-    apply globally. What ptc does not act on -- mode="reduce-overhead" and the
-    max-autotune modes, dynamic=True, options that are not ptc settings
-    -- gives one warning per process and a line in ptexplain's Notes.
+    dynamic: None (the default) compiles static sizes first and makes a
+    dimension symbolic when a guard fails only because its size changed; True
+    makes every size symbolic from the first call (sizes 0 and 1 stay
+    specialised); False specialises every size. Tensors marked with
+    ptc.mark_dynamic / mark_static (or torch._dynamo's) override the default
+    per dimension. options: ptc.config settings ({"recompile_limit": n},
+    {"trace_dir": path}) apply globally. What ptc does not act on --
+    mode="reduce-overhead" and the max-autotune modes, options that are not
+    ptc settings -- gives one warning per process and a line in ptexplain's
+    Notes.
     """
     if model_or_fn is None:
         return lambda f: compile(f, mode=mode, dynamic=dynamic, fullgraph=fullgraph,
                                  backend=backend, options=options, disable=disable)
     if disable:
         return model_or_fn
+    if dynamic not in (None, True, False):
+        raise ValueError("ptc.compile: dynamic must be None, True or False, got %r" % (dynamic,))
     mode = _mode_arg(mode)
-    dynamic = _dynamic_arg(dynamic)
     if options:
         _options_arg(options)
     be = _backend_arg(backend)

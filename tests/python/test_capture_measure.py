@@ -88,7 +88,7 @@ def test_limit_and_eager_time():
         def h(x):
             return x + 1
 
-        f = ptc.compile(h, backend="eager")
+        f = ptc.compile(h, backend="eager", dynamic=False)  # every new size recompiles
         before = len(_C._measured()["events"])
         with pytest.warns(UserWarning, match="recompile limit"):
             for n in range(1, 6):

@@ -48,13 +48,6 @@ def test_default_mode_and_none_are_quiet():
     assert compile_warnings(mode=None)[1] == []
 
 
-def test_dynamic_that_is_not_acted_on_warns():
-    _, seen = compile_warnings(dynamic=True)
-    assert len(seen) == 1 and "dynamic=True" in seen[0]
-    assert compile_warnings(dynamic=None)[1] == []
-    assert compile_warnings(dynamic=False)[1] == []  # what ptc does anyway
-
-
 def test_options_apply_ptc_settings_and_name_the_rest():
     prior = ptc.config.recompile_limit
     try:

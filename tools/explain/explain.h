@@ -183,6 +183,8 @@ typedef struct xp_report {
     xp_eager *eager;
     int nnotes;
     const char **notes;   /* from the driver ("torch.compile(backend=...) ran with ptc") */
+    int ndynamic;
+    const char **dynamic; /* symbols a use specialised (and where), symbolic sizes that failed */
     ptc_metrics stages;   /* compile time per stage, summed */
     int ops_captured, ops_no_lowering, nextern;
     const char *versions; /* "python 3.11.7, torch 2.11.0, ptc 0.1.0" (JSON only) */

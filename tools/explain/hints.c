@@ -172,6 +172,13 @@ const char *xp_recompile_advice(const xp_recompile *rc)
     if (!strcmp(k, "len =="))
         return "A list or tuple changes length between calls. Stack it into one tensor, or keep its length "
                "fixed.";
+    if (!strcmp(k, "size relation") && strstr(rc->expected, " == "))
+        return "A use of a symbolic size needs its value (the line above: a loop bound, an index, a hash), so "
+               "every size compiles a new graph. Keep that value out of Python control flow (tensor ops "
+               "take symbolic sizes), or mark the dimension static.";
+    if (!strcmp(k, "size relation") || !strcmp(k, "size is"))
+        return "The code relied on a relation of sizes (a branch on a size, or two sizes being equal) that "
+               "this call breaks: each side of it compiles once.";
     if (!strcmp(k, "grad mode"))
         return "Grad mode changes between calls. Compile separate functions for training and inference, or "
                "keep the mode fixed.";

@@ -67,6 +67,19 @@ static void read_stats(ptc_arena *a, const ptc_json *st, xp_graph *g)
     }
 }
 
+/* Dynamic shapes: each symbol a use pinned to a value, with its line. */
+static void read_specialized(xp_report *r, const ptc_json *ev)
+{
+    const ptc_json *sp = ptc_json_get(ev, "specialized");
+    for (int i = 0; sp && sp->kind == PTC_JARR && i < sp->n; i++) {
+        const ptc_json *x = sp->items[i];
+        r->dynamic[r->ndynamic++] = ptc_arena_printf(
+            r->arena, "%s: %s specialised to %lld by %s at %s:%d\n      %s", jstr(r->arena, ev, "frame"),
+            ptc_json_str(x, "expr", "?"), (long long)ptc_json_num(x, "value", 0), ptc_json_str(x, "why", ""),
+            ptc_json_str(x, "file", ""), (int)ptc_json_num(x, "line", 0), ptc_json_str(x, "text", ""));
+    }
+}
+
 static void read_graph(xp_report *r, const ptc_json *ev, xp_graph *g)
 {
     ptc_arena *a = r->arena;
@@ -182,6 +195,9 @@ static void read_event(xp_report *r, const ptc_json *ev)
     } else if (!strcmp(kind, "backend_fallback")) {
         add_outside(r, XP_OUT_BACKEND, jstr(a, ev, "stage"), jstr(a, ev, "error"),
                     graph_num(r, cf, jint(ev, "id")));
+    } else if (!strcmp(kind, "static_fallback")) {
+        r->dynamic[r->ndynamic++] = ptc_arena_printf(a, "%s: symbolic sizes failed (%s); compiled with %s",
+                                                     jstr(a, ev, "frame"), jstr(a, ev, "why"), jstr(a, ev, "then"));
     } else if (!strcmp(kind, "autograd_fallback")) {
         add_outside(r, XP_OUT_AUTOGRAD, jstr(a, ev, "frame"), jstr(a, ev, "why"),
                     graph_num(r, cf, jint(ev, "id")));
@@ -258,6 +274,12 @@ int xp_report_build(xp_report *r, const char *json, size_t len, ptc_error *err)
     r->graphs = PTC_NEWN(a, xp_graph, ncompile + 1);
     r->sites = PTC_NEWN(a, xp_site, ncompile + nother + 1);
     r->recompiles = PTC_NEWN(a, xp_recompile, nother + 1);
+    int ndyn = 0;
+    for (int i = 0; i < evs->n; i++) {
+        const ptc_json *sp = ptc_json_get(evs->items[i], "specialized");
+        ndyn += sp && sp->kind == PTC_JARR ? sp->n : 0;
+    }
+    r->dynamic = PTC_NEWN(a, const char *, ndyn + nother + 1);
     int room = 2 * (ncompile + nother) + 1; /* outside: events, externs, eager ops */
     for (int i = 0; i < evs->n; i++) {
         const ptc_json *ev = evs->items[i];
@@ -265,6 +287,7 @@ int xp_report_build(xp_report *r, const char *json, size_t len, ptc_error *err)
             continue;
         xp_graph *g = &r->graphs[r->ngraphs++];
         read_graph(r, ev, g);
+        read_specialized(r, ev);
         room += g->kn.nkernels;
         const ptc_json *b = ptc_json_get(ev, "break");
         if (!is_null(b)) {

@@ -469,6 +469,11 @@ void xp_render_text(ptc_buf *b, const xp_report *r, bool color)
     recompiles(&o, r);
     outside(&o, r);
     hints(&o, r);
+    if (r->ndynamic) {
+        heading(&o, "Dynamic shapes");
+        for (int i = 0; i < r->ndynamic; i++)
+            ptc_buf_printf(b, "  %s\n", r->dynamic[i]);
+    }
     if (r->nnotes) {
         heading(&o, "Notes");
         for (int i = 0; i < r->nnotes; i++)
