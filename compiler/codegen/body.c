@@ -432,8 +432,14 @@ static LLVMValueRef ipow(ptc_emitter *c, LLVMValueRef x, LLVMValueRef y, ptc_dty
     LLVMValueRef out = LLVMGetPoison(LLVMTypeOf(x));
     for (int i = 0; i < w; i++) {
         LLVMValueRef lane = LLVMConstInt(c->i32, (unsigned)i, 0);
-        LLVMValueRef xl = LLVMBuildExtractElement(c->b, x, lane, "");
-        LLVMValueRef yl = LLVMBuildExtractElement(c->b, y, lane, "");
+        /* each target's own order of the two extracts (the GPU's PTX
+         * register numbers follow it) */
+        LLVMValueRef xl = NULL, yl = NULL;
+        if (!c->target->ipow_as_call)
+            yl = LLVMBuildExtractElement(c->b, y, lane, "");
+        xl = LLVMBuildExtractElement(c->b, x, lane, "");
+        if (!yl)
+            yl = LLVMBuildExtractElement(c->b, y, lane, "");
         out = LLVMBuildInsertElement(c->b, out, ipow_lane(c, xl, yl, dt), lane, "");
     }
     return out;
