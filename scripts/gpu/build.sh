@@ -39,6 +39,7 @@ if [ -d "$build/python" ]; then
   find "$stage/build/python" -name '*.so' -exec strip {} \;
 fi
 cp -r "$src/tests/python" "$stage/tests/python"
+cp -r "$src/tests/data" "$stage/tests/data"   # .ptir corpora the GPU tests run (tests/data/dynamic)
 cp -r "$src/examples" "$stage/examples"
 [ -d "$src/bench" ] && cp -r "$src/bench" "$stage/bench"
 cp "$src/scripts/gpu/device.sh" "$stage/"
