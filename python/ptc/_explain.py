@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import platform
-import shutil
 import sys
 import tempfile
 import time
@@ -122,18 +121,18 @@ class ExplainOutput:
 
 @contextlib.contextmanager
 def _trace_dir():
-    """The user's PTC_TRACE_DIR, else a temporary one for the call (the
-    report reads each compile's kernels.txt and metrics.json from it)."""
+    """The user's PTC_TRACE_DIR, else a new temporary one for the call (the
+    report reads each compile's kernels.txt and metrics.json from it). The
+    temporary one is left in place: the compiled function writes the trace's
+    index when it is freed, which may be after the call."""
     if os.environ.get("PTC_TRACE_DIR"):
         yield
         return
-    tmp = tempfile.mkdtemp(prefix="ptc-explain.")
-    os.environ["PTC_TRACE_DIR"] = tmp
+    os.environ["PTC_TRACE_DIR"] = tempfile.mkdtemp(prefix="ptc-explain.")
     try:
         yield
     finally:
         os.environ.pop("PTC_TRACE_DIR", None)
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def explain(fn, *, backend="ptc"):
@@ -161,7 +160,6 @@ def explain(fn, *, backend="ptc"):
                 measured = _C._measure_scope(False)
             report = _C._explain_report(measured_json(measured), "ptc.explain(%s)" % name, wall_ms)
             events = target._events()
-            del compiled, target  # it writes the trace's index when freed: before the folder goes
         return ExplainOutput(events, result, report)
 
     return run

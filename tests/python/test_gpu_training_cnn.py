@@ -70,7 +70,11 @@ def test_gpu_resnet18_train_mode_is_one_graph(dtype):
     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=dtype == "bf16"):
         ex = ptc.explain(m2, backend="ptc")(x)
     assert (ex.graph_count, ex.break_count) == (1, 0), ex.breaks
-    assert not ex.autograd_fallback
+    # Its compiled backward came out about 8% off eager's on an H100 (while the
+    # CPU's matches): until the cause is found the graph runs through torch
+    # ops, and says so (capture/backend.c, cuda_batch_norm_training).
+    assert ex.autograd_fallback
+    assert any("BatchNorm in train mode on CUDA" in f.get("why", "") for f in ex.fallbacks)
 
 
 def test_gpu_resnet18_adamw_steps_match_eager():
