@@ -4,7 +4,6 @@ within the GPU tolerances of test_gpu_models (relative to the largest
 gradient), and the graphs must really be compiled for training (no autograd
 fallback). Skips without a GPU."""
 import copy
-import os
 
 import pytest
 
@@ -13,16 +12,7 @@ torch = pytest.importorskip("torch")
 TOL = {"fp32": 2e-3, "bf16": 3e-2}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _env(tmp_path_factory):
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device visible to torch")
-    pytest.importorskip("ptc", reason="the ptc Python module is not part of this build")
-    os.environ["PTC_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
-    import ptc
-    ptc.config.compiled_autograd = True  # opt-in
-    yield
-    ptc.config.compiled_autograd = False
+pytestmark = pytest.mark.usefixtures("cuda_compiled_autograd")
 
 
 def models():

@@ -4,7 +4,6 @@ it), the convolution's weight gradient through torch's convolution_backward
 (cuDNN), and resnet18 training steps against eager, fp32 and bf16 autocast.
 Skips without a GPU."""
 import copy
-import os
 
 import pytest
 
@@ -13,17 +12,7 @@ torch = pytest.importorskip("torch")
 TOL = {"fp32": 2e-3, "bf16": 3e-2}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _env(tmp_path_factory):
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device visible to torch")
-    pytest.importorskip("ptc", reason="the ptc Python module is not part of this build")
-    os.environ["PTC_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
-    import ptc
-    old = ptc.config.compiled_autograd
-    ptc.config.compiled_autograd = True
-    yield
-    ptc.config.compiled_autograd = old
+pytestmark = pytest.mark.usefixtures("cuda_compiled_autograd")
 
 
 def close(a, b, tol):
