@@ -191,6 +191,8 @@ int ptc_repro_write(const char *dir, const ptc_graph *g, const ptc_tensor *input
  * *i moves past V). NULL when argv[*i] is another option, or when NAME has
  * no value (then *missing is set, where missing is not NULL). */
 const char *ptc_cli_opt(int argc, char **argv, int *i, const char *name, bool *missing);
+/* Where temporary files and folders go: $TMPDIR, else /tmp. */
+const char *ptc_temp_dir(void);
 /* Prints "TOOL: message" on stderr; returns 2, the exit status of bad input. */
 int ptc_cli_fail(const char *tool, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prints "TOOL: file:line:col: message" for err; returns status. */

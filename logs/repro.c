@@ -31,9 +31,13 @@ static _Atomic unsigned repro_counter;
 static const char *repro_base(void)
 {
     const char *base = getenv("PTC_REPRO");
-    if (!base || !*base)
-        base = getenv("TMPDIR");
-    return base && *base ? base : "/tmp";
+    return base && *base ? base : ptc_temp_dir();
+}
+
+const char *ptc_temp_dir(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    return tmp && *tmp ? tmp : "/tmp";
 }
 
 static int fresh_folder(char *out, size_t size, ptc_error *err)

@@ -172,10 +172,9 @@ static int trace_dir(void)
     const char *user = getenv("PTC_TRACE_DIR");
     if (user && *user)
         return 0;
-    const char *tmp = getenv("TMPDIR");
-    snprintf(temp_trace, sizeof temp_trace, "%s/ptexplain.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    snprintf(temp_trace, sizeof temp_trace, "%s/ptexplain.XXXXXX", ptc_temp_dir());
     if (!mkdtemp(temp_trace))
-        return bad("cannot create a trace directory under %s: %s", tmp && *tmp ? tmp : "/tmp",
+        return bad("cannot create a trace directory under %s: %s", ptc_temp_dir(),
                    strerror(errno));
     setenv("PTC_TRACE_DIR", temp_trace, 1);
     return 0;

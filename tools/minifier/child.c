@@ -54,9 +54,8 @@ static double now_ms(void)
 
 static int temp_fd(ptc_error *err)
 {
-    const char *tmp = getenv("TMPDIR");
     char path[512];
-    snprintf(path, sizeof path, "%s/ptminify_err_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    snprintf(path, sizeof path, "%s/ptminify_err_XXXXXX", ptc_temp_dir());
     int fd = mkstemp(path);
     if (fd < 0)
         return ptc_errorf(err, PTC_ERR_IO, "minify", "cannot create %s: %s", path, strerror(errno));
@@ -367,9 +366,8 @@ static void record_child(const ptc_graph *g, const ptc_tensor *inputs, const cha
 int mf_record(mf_pool *p, const ptc_graph *g, const ptc_tensor *inputs, ptc_tensor *recorded,
               ptc_error *err)
 {
-    const char *tmp = getenv("TMPDIR");
     char path[512];
-    snprintf(path, sizeof path, "%s/ptminify_rec_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    snprintf(path, sizeof path, "%s/ptminify_rec_XXXXXX", ptc_temp_dir());
     int fd = mkstemp(path);
     if (fd < 0)
         return ptc_errorf(err, PTC_ERR_IO, "minify", "cannot create %s: %s", path, strerror(errno));

@@ -11,6 +11,8 @@
  */
 #include "tools/viewer/html.h"
 
+#include "logs/logs.h"
+
 #include "tools/viewer/render.h"
 
 #include <stdlib.h>
@@ -68,7 +70,8 @@ static void anchor(char *buf, size_t size, int ci, const ptv_stage *s, int item)
  * element into the page; a failure is a line in the page, not an error. */
 static void inline_svg(FILE *f, ptv_stage *s)
 {
-    char path[] = "/tmp/ptview-html.XXXXXX.svg";
+    char path[4096];
+    snprintf(path, sizeof path, "%s/ptview-html.XXXXXX.svg", ptc_temp_dir());
     int fd = mkstemps(path, 4);
     if (fd < 0) {
         fputs("<p class=err>no drawing: cannot create a temporary file</p>\n", f);

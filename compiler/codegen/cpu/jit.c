@@ -195,6 +195,10 @@ static objmem *objmem_reserve(const uint8_t *obj, size_t len, char *why, size_t 
         return NULL;
     }
     objmem *m = calloc(1, sizeof *m);
+    if (!m) {
+        snprintf(why, wsz, "out of memory");
+        return NULL;
+    }
     for (int p = 0; p < NPARTS; p++) {
         m->start[p] = m->used[p] = m->size;
         m->size += page_round(need[p]);
