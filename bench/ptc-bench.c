@@ -11,7 +11,7 @@
  * nothing loaded), warm compile ms (every kernel from the disk cache) and
  * the kernel counts.
  */
-#include "runtime/runtime.h"
+#include "pipeline/pipeline.h"
 
 #include <omp.h>
 #include <stdlib.h>

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #ifdef PTC_HAVE_RUNTIME
-#include "runtime/runtime.h"
+#include "pipeline/pipeline.h"
 
 /* ---- DLPack (the stable C ABI of dlpack.h, v0.8) ------------------------------------------- */
 

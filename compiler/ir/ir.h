@@ -255,7 +255,7 @@ void ptc_ttype_print(ptc_buf *b, const ptc_ttype *t, bool full);
 /* ------------------------------------------------------------------------------
  * Op vocabulary
  *
- * compiler/ops/ops.def is the single table of ops. The IR uses its first three
+ * compiler/ir/ops.def is the single table of ops. The IR uses its first three
  * columns (id, stage, schema); compiler/ops expands the rest (meta, reference
  * kernel, flags), later stages add theirs.
  * ---------------------------------------------------------------------------- */
@@ -268,7 +268,7 @@ typedef enum {
 
 typedef enum {
 #define OP(id, stage, schema, meta, ref, flags) PTC_OP_##id,
-#include "ops/ops.def"
+#include "ir/ops.def"
 #undef OP
     PTC_OP_COUNT
 } ptc_op;

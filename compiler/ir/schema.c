@@ -22,7 +22,7 @@ static const struct {
 #define PRIM PTC_STAGE_PRIM
 #define BOTH PTC_STAGE_BOTH
 #define OP(id, stage, schema, meta, ref, flags) {stage, schema},
-#include "ops/ops.def"
+#include "ir/ops.def"
 #undef OP
 #undef TORCH
 #undef PRIM

@@ -14,7 +14,7 @@
 
 static const ptc_ref_fn ref_fns[] = {
 #define OP(id, stage, schema, meta, ref, flags) ptc_##ref,
-#include "ops/ops.def"
+#include "ir/ops.def"
 #undef OP
 };
 _Static_assert(sizeof ref_fns / sizeof *ref_fns == PTC_OP_COUNT, "ref table out of step");

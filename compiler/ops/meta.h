@@ -12,7 +12,7 @@
 #include "ops/ops.h"
 
 #define OP(id, stage, schema, meta, ref, flags) int meta(ptc_meta *m);
-#include "ops/ops.def"
+#include "ir/ops.def"
 #undef OP
 
 /* ---- args ------------------------------------------------------------------ */

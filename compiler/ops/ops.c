@@ -20,14 +20,14 @@ _Static_assert(PTC_OP_COUNT == 194, "ops.def changed: review the tables expanded
 
 static const unsigned op_flags[] = {
 #define OP(id, stage, schema, meta, ref, flags) flags,
-#include "ops/ops.def"
+#include "ir/ops.def"
 #undef OP
 };
 _Static_assert(sizeof op_flags / sizeof *op_flags == PTC_OP_COUNT, "flag table out of step");
 
 static const ptc_meta_fn meta_fns[] = {
 #define OP(id, stage, schema, meta, ref, flags) meta,
-#include "ops/ops.def"
+#include "ir/ops.def"
 #undef OP
 };
 _Static_assert(sizeof meta_fns / sizeof *meta_fns == PTC_OP_COUNT, "meta table out of step");

@@ -14,7 +14,7 @@
 
 /* Every name of ops.def's ref column, exported with the ptc_ prefix. */
 #define OP(id, stage, schema, meta, ref, flags) int ptc_##ref(ptc_kctx *k);
-#include "ops/ops.def"
+#include "ir/ops.def"
 #undef OP
 
 /* Fails the kernel with a RuntimeError message (torch's wording where torch

@@ -1,9 +1,8 @@
-/* ptc runtime: compile a graph into a program and execute it.
+/* ptc runtime: execute a compiled program.
  *
- * Owns: the whole-pipeline driver (decompose -> lower -> schedule -> codegen,
- * with a verifier between stages and each stage dumped to the trace), compiled
- * programs (kernels + memory plan, reference counted because they outlive a
- * compile), and execution on CPU (OpenMP) or CUDA (driver API via dlopen).
+ * Owns: compiled programs (kernels + memory plan, reference counted because
+ * they outlive a compile; built by compiler/pipeline's ptc_compile), and
+ * execution on CPU (OpenMP) or CUDA (driver API via dlopen).
  *
  * A host framework (the Python module) plugs in through ptc_host: it allocates
  * outputs so that they belong to the user, runs extern ops (mm, bmm, addmm,
@@ -37,9 +36,6 @@ typedef struct ptc_compile_opts {
                                * kernels load on the first run's device. */
 } ptc_compile_opts;
 
-/* Compiles a stage-1 or stage-2 graph. The graph is not modified and may be
- * freed afterwards. NULL with err (stage set to the failing pass) on error. */
-ptc_program *ptc_compile(const ptc_graph *g, const ptc_compile_opts *opts, ptc_error *err);
 void ptc_program_retain(ptc_program *p);
 void ptc_program_release(ptc_program *p);
 

@@ -148,7 +148,8 @@ def test_cmake_install(tmp_path):
     assert (prefix / "share" / "man" / "man7" / "ptc.7").is_file()
     assert (prefix / "lib" / "libptc.a").is_file()
     assert (prefix / "include" / "ptc" / "ir" / "ir.h").is_file()
-    assert (prefix / "include" / "ptc" / "ops" / "ops.def").is_file()
+    assert (prefix / "include" / "ptc" / "ir" / "ops.def").is_file()
+    assert (prefix / "include" / "ptc" / "pipeline" / "pipeline.h").is_file()
     site = list(prefix.glob("lib/python3*/site-packages/ptc/_C.abi3.so"))
     assert len(site) == 1, site
     # The installed ptexplain finds the installed package beside its bin/.

@@ -6,7 +6,7 @@
  * kept within reach of each other, symbolic sizes,
  * strided inputs, the trace directory and stage texts. */
 #include "codegen/codegen.h"
-#include "runtime/runtime.h"
+#include "pipeline/pipeline.h"
 
 #include <check.h>
 #include <dirent.h>

@@ -9,7 +9,7 @@
  * are planned in forms (one team size each) that the run picks from. */
 #include "codegen/codegen.h"
 #include "passes/passes.h"
-#include "runtime/runtime.h"
+#include "pipeline/pipeline.h"
 
 #include <check.h>
 #include <dirent.h>

@@ -10,7 +10,7 @@
 #ifndef PTC_MINIFY_H
 #define PTC_MINIFY_H
 
-#include "runtime/runtime.h"
+#include "pipeline/pipeline.h"
 
 #include <regex.h>
 

@@ -24,7 +24,7 @@
  */
 #include "logs/logs.h"
 #include "ops/ops.h"
-#include "runtime/runtime.h"
+#include "pipeline/pipeline.h"
 
 #include <math.h>
 #include <stdarg.h>

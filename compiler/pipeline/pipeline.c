@@ -1,0 +1,297 @@
+/* The pipeline driver: a graph in, a compiled program out.
+ *
+ * ptc_compile runs one flat list of stages with a checker after each:
+ *   verify -> decompose + simplify -> ptc_ops_verify (prims)
+ *   -> lower -> loop verifier -> schedule -> kernel and memory-plan checker
+ *   -> codegen (LLVM verifier inside)
+ * Every stage is timed into the metrics, printed to its log component when
+ * that is on, and written to the trace directory when there is one
+ * (captured.ptir, prims.ptir, loops.txt, kernels.txt, kernel_<n>.ll). A
+ * failing stage leaves its name in err->stage. The reference backend keeps a
+ * copy of the input graph and runs the interpreter on it.
+ *
+ * The driver sits above every stage and fills the program that runtime/
+ * executes, so it is the one module outside runtime/ that sees a program's
+ * fields (runtime/rt.h).
+ */
+#include "pipeline/pipeline.h"
+
+#include "lower/lower.h"
+#include "passes/passes.h"
+#include "runtime/rt.h"
+#ifdef PTC_HAVE_CUDA
+#include "runtime/cuda_rt.h"
+#endif
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct pipe {
+    const ptc_compile_opts *o;
+    ptc_metrics m;
+    ptc_error *err;
+    bool want_text;
+    ptc_program *p;
+} pipe_t;
+
+static void stage_done(pipe_t *s, const char *stage, double t0)
+{
+    double ms = ptc_now_ms() - t0;
+    ptc_metrics_add(&s->m, stage, ms, true);
+    ptc_log(PTC_LOG_PERF, PTC_LOG_INFO, "%s: %.2f ms", stage, ms);
+}
+
+/* Keeps a stage's text, logs it and writes it to the trace. */
+static int emit_text(pipe_t *s, int slot, ptc_logc log, const char *stage, const char *file,
+                     char *text)
+{
+    int rc = 0;
+    if (ptc_log_on(log, PTC_LOG_INFO))
+        ptc_log_block(log, PTC_LOG_INFO, stage, text);
+    if (s->o && s->o->trace && file)
+        rc = ptc_trace_write(s->o->trace, stage, file, text, strlen(text), s->err);
+    if (slot >= 0 && s->o && s->o->keep_text)
+        s->p->text[slot] = text;
+    else
+        free(text);
+    return rc;
+}
+
+static bool want_log(ptc_logc c) { return ptc_log_on(c, PTC_LOG_INFO); }
+
+static void copy_types(ptc_program *p, const ptc_graph *g)
+{
+    ptc_arena *a = p->arena;
+    p->ninputs = g->ninputs;
+    p->noutputs = g->noutputs;
+    p->in_types = PTC_NEWN(a, ptc_ttype, g->ninputs + 1);
+    p->in_names = PTC_NEWN(a, const char *, g->ninputs + 1);
+    p->out_types = PTC_NEWN(a, ptc_ttype, g->noutputs + 1);
+    for (int i = 0; i < g->ninputs; i++) {
+        ptc_ttype t = g->inputs[i]->type;
+        for (int d = 0; d < t.ndim; d++) {
+            t.shape[d] = ptc_dim_copy(a, t.shape[d]);
+            t.strides[d] = ptc_dim_copy(a, t.strides[d]);
+        }
+        p->in_types[i] = t;
+        p->in_names[i] = ptc_arena_strdup(a, g->inputs[i]->name);
+    }
+    for (int i = 0; i < g->noutputs; i++) {
+        ptc_ttype t = g->outputs[i]->type;
+        for (int d = 0; d < t.ndim; d++) {
+            t.shape[d] = ptc_dim_copy(a, t.shape[d]);
+            t.strides[d] = ptc_dim_copy(a, t.strides[d]);
+        }
+        p->out_types[i] = t;
+    }
+}
+
+static ptc_program *program_new(ptc_backend b)
+{
+    ptc_program *p = calloc(1, sizeof *p);
+    p->refs = 1;
+    p->backend = b;
+    p->arena = ptc_arena_new();
+    pthread_mutex_init(&p->lock, NULL);
+    return p;
+}
+
+static char *graph_text(const ptc_graph *g)
+{
+    ptc_buf b = {0};
+    ptc_print_graph(&b, g);
+    return b.data;
+}
+
+/* decompose -> simplify -> verify */
+static int stage_prims(pipe_t *s, const ptc_graph *g)
+{
+    double t0 = ptc_now_ms();
+    ptc_graph *prims = ptc_decompose(g, s->err);
+    if (!prims)
+        return -1;
+    s->p->graph = prims;
+    if (ptc_simplify(prims, s->err) || ptc_ops_verify(prims, PTC_STAGE_PRIM, s->err)) {
+        if (s->err && !s->err->stage[0])
+            snprintf(s->err->stage, sizeof s->err->stage, "prims");
+        return -1;
+    }
+    stage_done(s, "prims", t0);
+    ptc_metrics_add(&s->m, "prims_nodes", prims->nnodes, false);
+    if (s->o && s->o->trace && ptc_trace_graph(s->o->trace, "prims", prims, s->err))
+        return -1;
+    if (want_log(PTC_LOG_PRIMS) || (s->o && s->o->keep_text))
+        return emit_text(s, PTC_TEXT_PRIMS, PTC_LOG_PRIMS, "prims", NULL, graph_text(prims));
+    return 0;
+}
+
+static int stage_loops(pipe_t *s)
+{
+    double t0 = ptc_now_ms();
+    ptc_program *p = s->p;
+    p->prog = ptc_lower(p->arena, p->graph, s->err);
+    if (!p->prog)
+        return -1;
+    stage_done(s, "loops", t0);
+    int n = 0;
+    for (int i = 0; i < p->prog->nnodes; i++)
+        n += p->prog->nodes[i] != NULL;
+    ptc_metrics_add(&s->m, "loop_nodes", n, false);
+    if (!s->want_text && !want_log(PTC_LOG_LOOPS))
+        return 0;
+    ptc_buf b = {0};
+    ptc_lprog_print(&b, p->prog);
+    return emit_text(s, PTC_TEXT_LOOPS, PTC_LOG_LOOPS, "loops", "loops.txt", b.data);
+}
+
+static int stage_kernels(pipe_t *s)
+{
+    double t0 = ptc_now_ms();
+    ptc_program *p = s->p;
+    ptc_sched_opts so = {0};
+    /* a GPU wants thousands of outer iterations per kernel, not a few per core */
+    if (p->backend == PTC_BACKEND_CUDA)
+        so.nthreads = 1024;
+    p->sched = ptc_schedule_build(p->arena, p->prog, &so, s->err);
+    if (!p->sched)
+        return -1;
+    stage_done(s, "kernels", t0);
+    int nx = 0;
+    for (int i = 0; i < p->sched->nsteps; i++)
+        nx += p->sched->steps[i].kind == PTC_STEP_EXTERN;
+    p->info.nkernels = p->sched->nkernels;
+    p->info.nexterns = nx;
+    p->info.arena_bytes = p->sched->plan.is_static ? (size_t)p->sched->plan.arena_bytes : 0;
+    ptc_metrics_add(&s->m, "kernels", p->sched->nkernels, false);
+    ptc_metrics_add(&s->m, "externs", nx, false);
+    ptc_metrics_add(&s->m, "inlined", p->sched->ninlined, false);
+    ptc_metrics_add(&s->m, "fusions_refused",
+                    p->sched->nrefused_recompute + p->sched->nrefused_memory, false);
+    if (!s->want_text && !want_log(PTC_LOG_KERNELS))
+        return 0;
+    ptc_buf b = {0};
+    ptc_schedule_print(&b, p->sched);
+    return emit_text(s, PTC_TEXT_KERNELS, PTC_LOG_KERNELS, "kernels", "kernels.txt", b.data);
+}
+
+static int stage_codegen(pipe_t *s)
+{
+    double t0 = ptc_now_ms();
+    ptc_program *p = s->p;
+    int nk = p->sched->nkernels;
+    bool text = s->want_text || want_log(PTC_LOG_OUTPUT_CODE);
+    char **texts = text ? calloc((size_t)nk + 1, sizeof *texts) : NULL;
+    p->kernels = calloc((size_t)nk + 1, sizeof *p->kernels);
+    ptc_codegen_opts co = {.no_cache = s->o && s->o->no_cache, .want_text = text, .metrics = &s->m};
+    bool cuda = p->backend == PTC_BACKEND_CUDA;
+    int rc;
+#ifdef PTC_HAVE_CUDA
+    if (cuda)
+        rc = ptc_cuda_prepare(p, s->o, &s->m, texts, s->err);
+    else
+#endif
+        rc = ptc_cpu_compile(p->sched, &co, p->kernels, texts, s->err);
+    if (rc == 0) {
+        stage_done(s, "codegen", t0);
+        for (int k = 0; k < nk; k++)
+            p->info.ncached += p->kernels[k].cached;
+        p->info.ncompiled = nk - p->info.ncached;
+        ptc_metrics_add(&s->m, "kernels_compiled", p->info.ncompiled, false);
+        ptc_metrics_add(&s->m, "kernels_cached", p->info.ncached, false);
+        ptc_log(PTC_LOG_CACHE, PTC_LOG_INFO, "kernels: %d compiled, %d cached (%s)",
+                p->info.ncompiled, p->info.ncached, ptc_cache_dir());
+    }
+    ptc_buf all = {0};
+    for (int k = 0; texts && k < nk; k++) {
+        if (rc == 0 && s->o && s->o->trace) {
+            char file[32];
+            snprintf(file, sizeof file, "kernel_%d.%s", k, cuda ? "ptx" : "ll");
+            rc = ptc_trace_write(s->o->trace, k == 0 ? (cuda ? "ptx" : "llvm") : NULL, file, texts[k],
+                                 strlen(texts[k]), s->err);
+        }
+        if (texts[k])
+            ptc_buf_puts(&all, texts[k]);
+        free(texts[k]);
+    }
+    free(texts);
+    if (rc == 0 && all.data)
+        rc = emit_text(s, cuda ? PTC_TEXT_PTX : PTC_TEXT_LLVM, PTC_LOG_OUTPUT_CODE, "output_code",
+                       NULL, all.data);
+    else
+        ptc_buf_free(&all);
+    return rc;
+}
+
+/* Between stages: a stage whose arenas ran out of memory (ir.h) fails the
+ * compile here, before its result is used. */
+static int memory_left(pipe_t *s, const ptc_graph *g, const char *stage)
+{
+    ptc_program *p = s->p;
+    if (!ptc_arena_failed(g->arena) && !ptc_arena_failed(p->arena) &&
+        !(p->graph && ptc_arena_failed(p->graph->arena)))
+        return 0;
+    return ptc_errorf(s->err, PTC_ERR_COMPILE, stage,
+                      "out of memory: compiling this graph of %d nodes needs more memory than "
+                      "the process may use",
+                      g->nnodes);
+}
+
+static void merge_metrics(pipe_t *s, double t0)
+{
+    ptc_metrics_add(&s->m, "total", ptc_now_ms() - t0, true);
+    ptc_metrics *dst[2] = {s->o ? s->o->metrics : NULL,
+                           s->o && s->o->trace ? ptc_trace_metrics(s->o->trace) : NULL};
+    for (int d = 0; d < 2; d++)
+        for (int i = 0; dst[d] && i < s->m.n; i++)
+            ptc_metrics_add(dst[d], s->m.items[i].name, s->m.items[i].value, s->m.items[i].is_time);
+}
+
+ptc_program *ptc_compile(const ptc_graph *g, const ptc_compile_opts *opts, ptc_error *err)
+{
+    ptc_log_init();
+    double t0 = ptc_now_ms();
+    ptc_backend backend = opts ? opts->backend : PTC_BACKEND_CPU;
+#ifndef PTC_HAVE_CUDA
+    if (backend == PTC_BACKEND_CUDA) {
+        ptc_errorf(err, PTC_ERR_UNSUPPORTED, "codegen",
+                   "the CUDA backend is not part of this build (configured with PTC_CUDA=OFF)");
+        return NULL;
+    }
+#endif
+    if (backend != PTC_BACKEND_CPU && backend != PTC_BACKEND_REFERENCE &&
+        backend != PTC_BACKEND_CUDA) {
+        ptc_errorf(err, PTC_ERR_UNSUPPORTED, "codegen", "unknown backend %d", (int)backend);
+        return NULL;
+    }
+    if (ptc_ops_verify(g, 0, err))
+        return NULL;
+    pipe_t s = {.o = opts, .err = err};
+    s.want_text = opts && (opts->keep_text || opts->trace);
+    ptc_program *p = program_new(backend);
+    s.p = p;
+    copy_types(p, g);
+    ptc_metrics_add(&s.m, "captured_nodes", g->nnodes, false);
+    int rc = 0;
+    if (opts && opts->trace)
+        rc = ptc_trace_graph(opts->trace, "captured", g, err);
+    if (want_log(PTC_LOG_CAPTURED)) {
+        char *t = graph_text(g);
+        ptc_log_block(PTC_LOG_CAPTURED, PTC_LOG_INFO, "captured", t);
+        free(t);
+    }
+    if (rc == 0 && backend == PTC_BACKEND_REFERENCE) {
+        p->graph = ptc_graph_clone(g, NULL);
+    } else if (rc == 0) {
+        if (ptc_accuracy_enabled())
+            p->source = ptc_graph_clone(g, NULL);
+        rc = memory_left(&s, g, "capture") || stage_prims(&s, g) || memory_left(&s, g, "prims") ||
+             stage_loops(&s) || memory_left(&s, g, "loops") || stage_kernels(&s) ||
+             memory_left(&s, g, "kernels") || stage_codegen(&s);
+    }
+    merge_metrics(&s, t0);
+    if (rc) {
+        ptc_program_release(p);
+        return NULL;
+    }
+    return p;
+}
