@@ -878,8 +878,9 @@ int cap_backend_run(cap_entry *e, PyObject **inputs, PyObject **outputs)
 }
 
 /* The graph's inputs from the state, then the backend; on an internal
- * failure of a compiling backend, the graph runs through torch ops instead. */
-int cap_entry_run_graph(cap_entry *e, PyObject **vals, PyObject **outputs)
+ * failure of a compiling backend, the graph runs through torch ops instead
+ * and *fell_back holds the failure (malloc'd) for the caller to report. */
+int cap_entry_run_graph(cap_entry *e, PyObject **vals, PyObject **outputs, char **fell_back)
 {
     ptc_graph *g = e->graph;
     PyObject *stack[64], **inputs = g->ninputs <= 64 ? stack : malloc(sizeof(PyObject *) * (size_t)g->ninputs);
@@ -900,9 +901,9 @@ int cap_entry_run_graph(cap_entry *e, PyObject **vals, PyObject **outputs)
         /* Ctrl-C ended the run (a planted hang): the user's KeyboardInterrupt */
         bool interrupted = PyErr_CheckSignals() < 0;
         PyObject *s = v && !interrupted ? PyObject_Str(v) : NULL;
-        cap_compiled *owner = e->owner;
-        if (owner && !interrupted)
-            cap_warn_fallback(owner, e, "run", s ? PyUnicode_AsUTF8(s) : "error");
+        const char *msg = s ? PyUnicode_AsUTF8(s) : NULL;
+        if (!interrupted)
+            *fell_back = strdup(msg ? msg : "error");
         Py_XDECREF(s);
         Py_XDECREF(t);
         Py_XDECREF(v);

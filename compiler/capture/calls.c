@@ -91,7 +91,7 @@ static PyObject *unwrap_epoch(PyObject *func)
 }
 
 int cap_call_inline(cap_interp *I, PyObject *func, PyObject *const *args, int nargs,
-                    PyObject *kwnames, int ret_kind)
+                    PyObject *kwnames, cap_cont ret)
 {
     if (I->T)
         func = unwrap_epoch(func);
@@ -105,7 +105,7 @@ int cap_call_inline(cap_interp *I, PyObject *func, PyObject *const *args, int na
     cap_frame *f = frame_for_call(func, args, nargs, kwnames, &why, NULL);
     if (!f)
         return why ? CAP_NEXT : CAP_ERR;
-    f->ret_kind = (uint8_t)ret_kind;
+    f->ret = ret;
     if (I->T && cap_t_enter_frame(I->T, f) < 0) {
         cap_frame_free(f);
         return CAP_ERR;
@@ -285,14 +285,14 @@ int cap_op_call(cap_interp *I, PyObject *callable, PyObject *const *args, int na
             buf[0] = self;
             memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
             int rc = cap_is_function(fn)
-                         ? cap_call_inline(I, fn, buf, nargs + 1, kwnames, RET_PUSH)
+                         ? cap_call_inline(I, fn, buf, nargs + 1, kwnames, cap_ret_push)
                          : CAP_NEXT;
             Py_DECREF(fn);
             Py_DECREF(self);
             if (rc != CAP_NEXT)
                 return rc;
         } else if (cap_is_function(fn)) {
-            int rc = cap_call_inline(I, fn, args, nargs, kwnames, RET_PUSH);
+            int rc = cap_call_inline(I, fn, args, nargs, kwnames, cap_ret_push);
             if (rc != CAP_NEXT)
                 return rc;
         }

@@ -129,19 +129,41 @@ void cap_code_pos(const cap_code *c, int pc, int *line, int *col, int *endline, 
  * Frames and the interpreter (interp.c)
  * ---------------------------------------------------------------------------- */
 
-/* What a returning frame hands to its parent (the instruction that pushed it). */
-typedef enum {
-    RET_PUSH = 0,  /* push the result; the parent continues after its instruction */
-    RET_INIT,      /* __init__: result must be None; push ret_a (the instance) */
-    RET_BINOP,     /* a dunder binary op: NotImplemented tries the reflected one */
-    RET_TRUTH,     /* __bool__/__len__ for a conditional jump or UNARY_NOT */
-    RET_FOR_ITER,  /* __next__: StopIteration ends the loop */
-    RET_DISCARD,   /* result dropped (e.g. __setitem__); parent continues */
-    RET_SYNC,      /* a nested run waits for this result (cap_t_call_sync) */
-    RET_CONTAINS,  /* __contains__: push bool(result), negated when ret_arg */
-} cap_ret;
+typedef struct cap_frame cap_frame;
+typedef struct cap_interp cap_interp;
 
-typedef struct cap_frame {
+/* A frame's continuation: how the instruction that pushed it (waiting at `in`
+ * in the parent p) finishes once the frame returns v (stolen). arg, a and b
+ * are what that instruction left in the child's ret_arg, ret_a, ret_b
+ * (borrowed). Returns CAP_NEXT (the parent goes on after `in`), CAP_JUMPED,
+ * CAP_ERR or CAP_SYNC. Each lives beside the instruction it finishes; the
+ * loop calls it without knowing which it is. */
+typedef int (*cap_cont)(cap_interp *I, cap_frame *p, const cap_instr *in, int arg, PyObject *a,
+                        PyObject *b, PyObject *v);
+/* The interpreter's own (interp.c). */
+int cap_ret_push(cap_interp *I, cap_frame *p, const cap_instr *in, int arg, PyObject *a,
+                 PyObject *b, PyObject *v); /* push the result (the default) */
+int cap_ret_discard(cap_interp *I, cap_frame *p, const cap_instr *in, int arg, PyObject *a,
+                    PyObject *b, PyObject *v); /* result dropped (__setitem__) */
+int cap_ret_init(cap_interp *I, cap_frame *p, const cap_instr *in, int arg, PyObject *a,
+                 PyObject *b, PyObject *v); /* __init__: None, push a (the instance) */
+int cap_ret_next_item(cap_interp *I, cap_frame *p, const cap_instr *in, int arg, PyObject *a,
+                      PyObject *b, PyObject *v); /* __next__: StopIteration ends the loop */
+int cap_ret_sync(cap_interp *I, cap_frame *p, const cap_instr *in, int arg, PyObject *a,
+                 PyObject *b, PyObject *v); /* a nested run waits for it: CAP_SYNC */
+/* A continuation that failed while tracing: the parent's instruction will
+ * rerun for real, and cannot without its operands, so the failure becomes an
+ * internal one. Returns CAP_ERR. */
+int cap_ret_failed(cap_interp *I);
+/* Those of particular instructions (values.c, ops_flow.c). */
+int cap_ret_binop(cap_interp *I, cap_frame *p, const cap_instr *in, int arg, PyObject *a,
+                  PyObject *b, PyObject *v); /* NotImplemented tries the reflected one */
+int cap_ret_truth(cap_interp *I, cap_frame *p, const cap_instr *in, int arg, PyObject *a,
+                  PyObject *b, PyObject *v); /* __bool__/__len__ for a jump or UNARY_NOT */
+int cap_ret_contains(cap_interp *I, cap_frame *p, const cap_instr *in, int arg, PyObject *a,
+                     PyObject *b, PyObject *v); /* bool(result), negated when arg */
+
+struct cap_frame {
     cap_code *code;
     PyObject *func;        /* the function object (strong) */
     PyObject *globals;     /* strong */
@@ -154,8 +176,8 @@ typedef struct cap_frame {
     PyObject *kwnames;     /* pending KW_NAMES (borrowed from consts) */
     int exc_depth;         /* handlers entered (PUSH_EXC_INFO) and not left */
     int depth;             /* 0 for the outermost frame */
-    uint8_t ret_kind;      /* cap_ret */
-    int ret_arg;           /* RET_BINOP: operator; RET_TRUTH/RET_FOR_ITER: jump info */
+    cap_cont ret;          /* how the parent finishes (cap_ret_push if unset) */
+    int ret_arg;           /* for ret: the binary operator, `not in`, ... */
     PyObject *ret_a, *ret_b; /* strong */
     /* Tracing annotations. */
     int *slot_src;         /* [nlp + stacksize]: source id of a value that is still
@@ -163,7 +185,7 @@ typedef struct cap_frame {
     const char *module_path; /* nn.Module path of the forward this frame is in */
     PyObject *gen;         /* a generator expression's frame: its ptc generator (borrowed) */
     struct cap_frame *parent;
-} cap_frame;
+};
 
 /* Handler results. */
 enum {
@@ -174,13 +196,13 @@ enum {
     CAP_BREAK = 3,  /* tracing cannot continue here (I->T->brk says why) */
     CAP_DONE = 4,   /* the outermost frame returned (I->result) */
     CAP_STOP = 5,   /* stepping reached its stop point */
-    CAP_SYNC = 6,   /* a RET_SYNC frame returned (I->sync_result) */
+    CAP_SYNC = 6,   /* a cap_ret_sync frame returned (I->sync_result) */
     CAP_NONE = 7,   /* "not mine": a dispatcher declined the call */
 };
 
 typedef enum { CAP_REAL = 0, CAP_TRACE = 1 } cap_mode;
 
-typedef struct cap_interp {
+struct cap_interp {
     cap_mode mode;
     bool inline_all;      /* test mode: interpret every Python call */
     cap_frame *frame;     /* innermost */
@@ -201,7 +223,7 @@ typedef struct cap_interp {
        run that instruction started. */
     long break_at;
     long instr_step; /* I->steps when the running instruction began */
-} cap_interp;
+};
 
 /* Frames. */
 cap_frame *cap_frame_new(cap_code *code, PyObject *func, PyObject *globals, PyObject *builtins);
@@ -219,9 +241,6 @@ int cap_run(cap_interp *I);
 void cap_interp_clear(cap_interp *I); /* frees every frame */
 /* RETURN_VALUE: hands v (stolen) to the parent frame, or ends the run. */
 int cap_return(cap_interp *I, cap_frame *f, PyObject *v);
-/* Finishing instructions whose dunder method ran in a child frame. */
-int cap_binop_resume(cap_interp *I, cap_frame *p, int arg, PyObject *a, PyObject *b, PyObject *v);
-int cap_truth_resume(cap_interp *I, cap_frame *p, const cap_instr *in, PyObject *v);
 
 /* Stack helpers. */
 static inline void cap_push(cap_frame *f, PyObject *v) { f->stack[f->sp++] = v; }
@@ -250,7 +269,7 @@ int cap_op_unary(cap_interp *I, int h, PyObject *a, PyObject **out);
 int cap_op_compare(cap_interp *I, int cmp, PyObject *a, PyObject *b, PyObject **out);
 int cap_op_contains(cap_interp *I, PyObject *container, PyObject *item, PyObject **out);
 /* Truth value: *out = 0/1. CAP_FRAME when a Python __bool__/__len__ was
- * pushed (with RET_TRUTH carrying `ret_arg`). */
+ * pushed (with cap_ret_truth carrying `ret_arg`). */
 int cap_op_truth(cap_interp *I, PyObject *v, int ret_arg, int *out);
 int cap_op_getattr(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out);
 int cap_op_setattr(cap_interp *I, PyObject *obj, PyObject *name, PyObject *v);
@@ -285,10 +304,11 @@ PyObject *cap_tuple_from_array(PyObject *const *items, int n);
 PyObject *PyObject_CallOneArg_compat(PyObject *fn, PyObject *arg);
 
 /* Calls (calls.c). */
-/* Pushes a frame running func(args) with `ret_kind`: CAP_FRAME; CAP_NEXT when
- * the call must go to CPython instead (binding error, uninterpretable code). */
+/* Pushes a frame running func(args) that finishes with `ret`: CAP_FRAME;
+ * CAP_NEXT when the call must go to CPython instead (binding error,
+ * uninterpretable code). */
 int cap_call_inline(cap_interp *I, PyObject *func, PyObject *const *args, int nargs,
-                    PyObject *kwnames, int ret_kind);
+                    PyObject *kwnames, cap_cont ret);
 /* The frame of generator expression func over the iterator arg, owned by
  * gen (a cap_lazy): YIELD_VALUE suspends it back into gen. NULL with an
  * error, or with none when the call must go to CPython. */

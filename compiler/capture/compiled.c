@@ -85,11 +85,6 @@ void cap_compiled_free(cap_compiled *c)
     free(c);
 }
 
-PyObject *cap_compiled_module_names(cap_compiled *c)
-{
-    return c->module_names;
-}
-
 /* ---- calls ------------------------------------------------------------------------------- */
 
 static bool module_hooks(PyObject *mod)

@@ -637,7 +637,7 @@ static int frame_recipe(builder *B, cap_frame *f, cap_rframe *rf)
     rf->pc = f->pc;
     rf->sp = f->sp;
     rf->kwnames = Py_XNewRef(f->kwnames);
-    rf->ret_kind = f->ret_kind;
+    rf->ret = f->ret;
     rf->ret_arg = f->ret_arg;
     rf->module_path = f->module_path ? strdup(f->module_path) : NULL;
     rf->lp = malloc(sizeof(int) * (size_t)(f->code->nlp + 1));
@@ -659,8 +659,9 @@ static int frame_recipe(builder *B, cap_frame *f, cap_rframe *rf)
     rf->ret_a = -1;
     if (f->ret_a && (rf->ret_a = recipe_of(B, f->ret_a)) < 0)
         return -1;
-    if (f->ret_kind != RET_PUSH && f->ret_kind != RET_INIT && f->ret_kind != RET_DISCARD &&
-        f->ret_kind != RET_CONTAINS)
+    /* only continuations that need nothing but ret_a and ret_arg can resume */
+    if (f->ret && f->ret != cap_ret_push && f->ret != cap_ret_init && f->ret != cap_ret_discard &&
+        f->ret != cap_ret_contains)
         return fail(B, "a frame running a special method", NULL);
     return 0;
 }

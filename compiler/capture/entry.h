@@ -27,7 +27,7 @@ typedef struct cap_rframe {
     int *lp;             /* [code->nlp] recipes */
     int *stack;          /* [sp] */
     PyObject *kwnames;   /* pending KW_NAMES (strong) or NULL */
-    uint8_t ret_kind;
+    cap_cont ret;        /* the frame's continuation */
     int ret_arg;
     int ret_a;           /* recipe or -1 */
     char *module_path;
@@ -174,8 +174,10 @@ void cap_guard_str(const cap_source *src, int nsrc, const cap_guard *g, char *bu
  * trace made it (file, line, col, endcol, text; file "" when unknown). */
 PyObject *cap_guard_info(const cap_entry *e, int g, PyObject **vals);
 
-/* Runs the graph on the state's values; outputs[graph->noutputs] new refs. */
-int cap_entry_run_graph(cap_entry *e, PyObject **vals, PyObject **outputs);
+/* Runs the graph on the state's values; outputs[graph->noutputs] new refs.
+ * *fell_back (malloc'd, NULL if none): the failure of a compiling backend
+ * after which the graph ran through torch ops instead; the caller reports it. */
+int cap_entry_run_graph(cap_entry *e, PyObject **vals, PyObject **outputs, char **fell_back);
 /* Evaluates the recipes after the graph (rvals[nrecipes], new refs). */
 int cap_entry_run_recipes(cap_entry *e, PyObject **vals, PyObject **outputs, PyObject **rvals);
 /* Replays the entry's attribute writes (after its recipes ran). */

@@ -1515,7 +1515,7 @@ int cap_entry_resume_frames(cap_entry *e, PyObject **rv, cap_interp *I)
         f->sp = rf->sp;
         f->pc = rf->pc;
         f->kwnames = rf->kwnames;
-        f->ret_kind = rf->ret_kind;
+        f->ret = rf->ret;
         f->ret_arg = rf->ret_arg;
         f->ret_a = rf->ret_a >= 0 ? Py_XNewRef(rv[rf->ret_a]) : NULL;
         f->module_path = rf->module_path;

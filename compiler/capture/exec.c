@@ -132,6 +132,22 @@ static void recipes_failed(cap_entry *e)
     e->broken = true;
 }
 
+/* Runs e's graph; a backend that failed and fell back to torch ops is
+ * reported here, above the backends, with the run's own error kept. */
+static int run_graph(cap_entry *e, PyObject **vals, PyObject **outs)
+{
+    char *fell_back = NULL;
+    int rc = cap_entry_run_graph(e, vals, outs, &fell_back);
+    if (fell_back && e->owner) {
+        PyObject *t, *v, *tb;
+        PyErr_Fetch(&t, &v, &tb);
+        cap_warn_fallback(e->owner, e, "run", fell_back);
+        PyErr_Restore(t, v, tb);
+    }
+    free(fell_back);
+    return rc;
+}
+
 /* Runs entry e on the state in S (its guards passed with vals). On a break,
  * S gets the resume state and steps to the next safe point. k: the call's
  * clock while measuring (measure.c), else NULL. */
@@ -146,7 +162,7 @@ static segment_result run_entry(cap_compiled *c, cap_entry *e, cap_interp *S, Py
     e->hits++;
     if (k)
         cap_clock_graph_begin(k, e, vals);
-    if (e->graph && cap_entry_run_graph(e, vals, outs) < 0)
+    if (e->graph && run_graph(e, vals, outs) < 0)
         goto done;
     if (k)
         cap_clock_graph_end(k, e, outs, nout);
@@ -222,7 +238,7 @@ static cap_frame *clone_frame(cap_trace *T, cap_frame *f, int depth)
     g->sp = f->sp;
     g->pc = f->pc;
     g->kwnames = f->kwnames;
-    g->ret_kind = f->ret_kind;
+    g->ret = f->ret;
     g->ret_a = Py_XNewRef(f->ret_a);
     g->ret_b = Py_XNewRef(f->ret_b);
     g->ret_arg = f->ret_arg;
@@ -329,7 +345,7 @@ static int trace_state(cap_trace *T, cap_interp *S, cap_interp *It)
         cap_frame *g = clone_frame(T, frames[d], d);
         if (!g)
             return -1;
-        g->ret_kind = frames[d]->ret_kind;
+        g->ret = frames[d]->ret;
         cap_push_frame(It, g);
         g->depth = d;
         if (d == 0 && n == 1 && g->pc == 0 && fresh_varargs(T, g) < 0)
@@ -462,7 +478,7 @@ static cap_entry *compile_once(cap_compiled *c, cap_interp *S, const char *reaso
     cap_break redo = {0};
     for (int attempt = 0; no_inline && attempt < 16; attempt++) {
         cap_interp It = {.mode = CAP_TRACE, .max_depth = cap_cfg.inline_depth, .break_at = redo_at};
-        cap_trace *T = cap_trace_new(c, &It);
+        cap_trace *T = cap_trace_new(c->module_names, &It);
         if (!T)
             break;
         It.T = T;

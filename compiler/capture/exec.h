@@ -38,7 +38,6 @@ struct cap_compiled {
 };
 
 PyObject *cap_drive(cap_compiled *c, cap_interp *S, PyObject *fn, PyObject *args, PyObject *kwargs);
-PyObject *cap_compiled_module_names(cap_compiled *c);
 /* Calls fn(args) through c's caches (a callee the tracer would not inline). */
 PyObject *cap_compiled_call_fn(cap_compiled *c, PyObject *fn, PyObject *const *args, int nargs,
                                PyObject *kwnames);

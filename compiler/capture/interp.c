@@ -4,8 +4,8 @@
  * ptc runs user bytecode on its own frames (never CPython's): each frame owns
  * its localsplus array and value stack, and a parent frame waits at the
  * instruction that pushed its child (a CALL, or a LOAD_ATTR that runs a
- * property, ...) until the child returns; the child's ret_kind says how the
- * parent finishes that instruction. Exceptions unwind through the exception
+ * property, ...) until the child returns; the child's continuation (a
+ * function pointer set by that instruction, cap_cont) finishes it. Exceptions unwind through the exception
  * tables of 3.11+ exactly as CPython does. The same loop serves tracing (values
  * may be symbolic; an error becomes a graph break at the instruction that
  * raised it, so the instruction reruns for real) and real execution.
@@ -178,81 +178,89 @@ done:
 
 /* ---- returning ---------------------------------------------------------- */
 
-/* Pops the innermost frame and lets its parent finish the instruction that
- * pushed it. v is the return value (stolen). */
+int cap_ret_push(cap_interp *I, cap_frame *p, const cap_instr *in, int arg, PyObject *a,
+                 PyObject *b, PyObject *v)
+{
+    (void)I, (void)in, (void)arg, (void)a, (void)b;
+    cap_push(p, v);
+    return CAP_NEXT;
+}
+
+/* Pushes like cap_ret_push; unwinding knows it: a StopIteration leaving the
+ * frame is FOR_ITER's exhaustion, not an error. */
+int cap_ret_next_item(cap_interp *I, cap_frame *p, const cap_instr *in, int arg, PyObject *a,
+                      PyObject *b, PyObject *v)
+{
+    return cap_ret_push(I, p, in, arg, a, b, v);
+}
+
+int cap_ret_discard(cap_interp *I, cap_frame *p, const cap_instr *in, int arg, PyObject *a,
+                    PyObject *b, PyObject *v)
+{
+    (void)I, (void)p, (void)in, (void)arg, (void)a, (void)b;
+    Py_DECREF(v);
+    return CAP_NEXT;
+}
+
+int cap_ret_init(cap_interp *I, cap_frame *p, const cap_instr *in, int arg, PyObject *a,
+                 PyObject *b, PyObject *v)
+{
+    (void)in, (void)arg, (void)b;
+    if (v != Py_None) {
+        PyErr_Format(PyExc_TypeError, "__init__() should return None, not '%s'",
+                     cap_tpname(Py_TYPE(v)));
+        Py_DECREF(v);
+        return cap_ret_failed(I);
+    }
+    Py_DECREF(v);
+    cap_push(p, Py_NewRef(a));
+    return CAP_NEXT;
+}
+
+/* A nested run (a callback traced from inside a builtin) is done; an
+ * __init__ run this way delivers its instance. */
+int cap_ret_sync(cap_interp *I, cap_frame *p, const cap_instr *in, int arg, PyObject *a,
+                 PyObject *b, PyObject *v)
+{
+    (void)p, (void)in, (void)arg, (void)b;
+    if (a) {
+        Py_DECREF(v);
+        v = Py_NewRef(a);
+    }
+    Py_XSETREF(I->sync_result, v);
+    return CAP_SYNC;
+}
+
+int cap_ret_failed(cap_interp *I)
+{
+    if (I->T) {
+        PyObject *t, *val, *tb;
+        PyErr_Fetch(&t, &val, &tb);
+        PyErr_Format(cap_InternalError, "ptc: a special method failed while tracing");
+        Py_XDECREF(t);
+        Py_XDECREF(val);
+        Py_XDECREF(tb);
+    }
+    return CAP_ERR;
+}
+
+/* Pops the innermost frame and lets its continuation finish the parent's
+ * instruction that pushed it. v is the return value (stolen). */
 static int frame_return(cap_interp *I, PyObject *v)
 {
     cap_frame *f = I->frame, *p = f->parent;
-    int kind = f->ret_kind, rc = CAP_NEXT;
+    cap_cont ret = f->ret ? f->ret : cap_ret_push;
     PyObject *a = f->ret_a, *b = f->ret_b;
     int arg = f->ret_arg;
     f->ret_a = f->ret_b = NULL;
     I->frame = p;
     cap_frame_free(f);
     const cap_instr *in = &p->code->ins[p->pc];
-    switch (kind) {
-    case RET_PUSH:
-    case RET_FOR_ITER:
-        cap_push(p, v);
-        break;
-    case RET_DISCARD:
-        Py_DECREF(v);
-        break;
-    case RET_INIT:
-        if (v != Py_None) {
-            PyErr_Format(PyExc_TypeError, "__init__() should return None, not '%s'",
-                         cap_tpname(Py_TYPE(v)));
-            Py_DECREF(v);
-            rc = CAP_ERR;
-            break;
-        }
-        Py_DECREF(v);
-        cap_push(p, Py_NewRef(a));
-        break;
-    case RET_BINOP:
-        rc = cap_binop_resume(I, p, arg, a, b, v);
-        break;
-    case RET_TRUTH:
-        rc = cap_truth_resume(I, p, in, v);
-        break;
-    case RET_CONTAINS: {
-        int t = PyObject_IsTrue(v);
-        Py_DECREF(v);
-        if (t < 0)
-            rc = CAP_ERR;
-        else
-            cap_push(p, Py_NewRef((t != 0) != (arg != 0) ? Py_True : Py_False));
-        break;
-    }
-    case RET_SYNC:
-        /* A nested run (a callback traced from inside a builtin) is done;
-           an __init__ run this way delivers its instance. */
-        if (a) {
-            Py_DECREF(v);
-            v = Py_NewRef(a);
-        }
-        Py_XSETREF(I->sync_result, v);
-        Py_XDECREF(a);
-        Py_XDECREF(b);
-        return CAP_SYNC;
-    }
-    if (rc == CAP_ERR && I->T) {
-        /* Tracing reruns the parent's instruction for real: give it back its
-           operands, or make the failure an internal one. */
-        if (kind == RET_BINOP) {
-            cap_push(p, Py_NewRef(a));
-            cap_push(p, Py_NewRef(b));
-        } else {
-            PyObject *t, *val, *tb;
-            PyErr_Fetch(&t, &val, &tb);
-            PyErr_Format(cap_InternalError, "ptc: a special method failed while tracing");
-            Py_XDECREF(t);
-            Py_XDECREF(val);
-            Py_XDECREF(tb);
-        }
-    }
+    int rc = ret(I, p, in, arg, a, b, v);
     Py_XDECREF(a);
     Py_XDECREF(b);
+    if (rc == CAP_SYNC)
+        return rc;
     if (rc == CAP_NEXT)
         p->pc = in->next;
     else if (rc == CAP_JUMPED)
@@ -304,7 +312,7 @@ static int unwind(cap_interp *I)
         if (f == I->base)
             return -1;
         cap_frame *p = f->parent;
-        bool for_iter = f->ret_kind == RET_FOR_ITER;
+        bool for_iter = f->ret == cap_ret_next_item;
         I->frame = p;
         cap_frame_free(f);
         if (for_iter && stop_iteration_pending()) {
@@ -329,9 +337,9 @@ static int trace_unwind(cap_interp *I)
         for (cap_frame *f = I->frame; f; f = f->parent) {
             if (cap_code_handler(f->code, f->pc))
                 return unwind(I) < 0 ? cap_trace_error(I) : CAP_NEXT;
-            if (f->ret_kind == RET_FOR_ITER && f->parent && stop_iteration_pending())
+            if (f->ret == cap_ret_next_item && f->parent && stop_iteration_pending())
                 return unwind(I) < 0 ? cap_trace_error(I) : CAP_NEXT;
-            if (f->ret_kind == RET_SYNC)
+            if (f->ret == cap_ret_sync)
                 return CAP_ERR; /* the nested run's caller decides */
             if (f == I->base)
                 break;

@@ -444,7 +444,7 @@ static bool error_caught(cap_interp *I)
     for (cap_frame *f = I->frame; f; f = f->parent) {
         if (cap_code_handler(f->code, f->pc))
             return true;
-        if (f->ret_kind == RET_SYNC || f == I->base)
+        if (f->ret == cap_ret_sync || f == I->base)
             return false;
     }
     return false;

@@ -513,7 +513,7 @@ HANDLER(POP_JUMP_IF_NOT_NONE)
     return CAP_JUMPED;
 }
 
-int cap_truth_resume(cap_interp *I, cap_frame *p, const cap_instr *in, PyObject *v)
+static int truth_resume(cap_frame *p, const cap_instr *in, PyObject *v)
 {
     /* v is what __bool__ (bool) or __len__ (int >= 0) returned. */
     int t;
@@ -558,6 +558,14 @@ int cap_truth_resume(cap_interp *I, cap_frame *p, const cap_instr *in, PyObject 
         cap_push(p, Py_NewRef(t ? Py_True : Py_False));
         return CAP_NEXT;
     }
+}
+
+int cap_ret_truth(cap_interp *I, cap_frame *p, const cap_instr *in, int arg, PyObject *a,
+                  PyObject *b, PyObject *v)
+{
+    (void)arg, (void)a, (void)b;
+    int rc = truth_resume(p, in, v);
+    return rc == CAP_ERR ? cap_ret_failed(I) : rc;
 }
 
 /* ---- exceptions ------------------------------------------------------------ */

@@ -206,7 +206,7 @@ typedef struct cap_frame_recipe {
     int func;        /* recipe index */
     int *lp;         /* [code->nlp] recipe indices */
     int *stack;      /* [sp] */
-    uint8_t ret_kind;
+    cap_cont ret;    /* the frame's continuation */
     int ret_a;       /* recipe index or -1 */
     const char *module_path;
 } cap_frame_recipe;
@@ -216,7 +216,7 @@ typedef struct cap_frame_recipe {
 typedef struct cap_entry cap_entry;
 
 struct cap_trace {
-    cap_compiled *cc;
+    PyObject *module_names;   /* id(module) -> its path, from the compiled function (strong) */
     cap_interp *I;
     ptc_graph *g;
     ptc_arena *arena;         /* the graph's arena */
@@ -285,7 +285,7 @@ struct cap_trace {
 };
 
 /* Starts tracing the state held by I (frames with slot sources set). */
-cap_trace *cap_trace_new(cap_compiled *cc, cap_interp *I);
+cap_trace *cap_trace_new(PyObject *module_names, cap_interp *I);
 void cap_trace_free(cap_trace *T);
 
 /* Sources: interned; the key is borrowed (a new reference is kept). */
@@ -461,7 +461,6 @@ bool cap_frozen_globals(PyObject *globals);
 void cap_report_skipped(cap_compiled *c, PyObject *fn, const char *why);
 struct cap_entry;
 void cap_report_autograd(cap_compiled *c, const struct cap_entry *e);
-PyObject *cap_compiled_module_names(cap_compiled *c);
 PyObject *cap_break_dict(const cap_break *b);
 
 int cap_t_getattr(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out);

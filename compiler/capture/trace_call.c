@@ -69,9 +69,9 @@ int cap_t_run_sync(cap_interp *I, cap_frame *outer, PyObject **out)
 {
     bool outermost = true;
     for (cap_frame *f = outer; f && outermost; f = f->parent)
-        outermost = f->ret_kind != RET_SYNC;
+        outermost = f->ret != cap_ret_sync;
     long start = I->instr_step; /* of the instruction that runs it */
-    I->frame->ret_kind = RET_SYNC;
+    I->frame->ret = cap_ret_sync;
     int rc = cap_run(I);
     I->instr_step = start;
     if (rc == CAP_SYNC) {
@@ -198,7 +198,7 @@ static int do_len(cap_interp *I, PyObject *x, PyObject **out)
     PyObject *m = cap_type_lookup(Py_TYPE(x), PyUnicode_InternFromString("__len__"));
     if (m && cap_is_function(m)) {
         PyObject *args[1] = {x};
-        int rc = cap_call_inline(I, m, args, 1, NULL, RET_PUSH);
+        int rc = cap_call_inline(I, m, args, 1, NULL, cap_ret_push);
         if (rc != CAP_NEXT)
             return rc;
     }
@@ -747,7 +747,7 @@ static int instantiate(cap_interp *I, PyObject *cls, PyObject *const *args, int 
                 return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "too many arguments");
             buf[0] = cls;
             memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
-            int rc = cap_call_inline(I, mcall, buf, nargs + 1, kwnames, RET_PUSH);
+            int rc = cap_call_inline(I, mcall, buf, nargs + 1, kwnames, cap_ret_push);
             if (rc != CAP_NEXT)
                 return rc;
         }
@@ -780,7 +780,7 @@ static int instantiate(cap_interp *I, PyObject *cls, PyObject *const *args, int 
             return inst < 0 ? CAP_ERR : CAP_NEXT;
         }
         buf[0] = obj;
-        rc = cap_call_inline(I, initf, buf, nargs + 1, kwnames, RET_INIT);
+        rc = cap_call_inline(I, initf, buf, nargs + 1, kwnames, cap_ret_init);
         if (rc == CAP_FRAME)
             I->frame->ret_a = Py_NewRef(obj);
         Py_DECREF(obj);
@@ -796,7 +796,7 @@ static int instantiate(cap_interp *I, PyObject *cls, PyObject *const *args, int 
         }
         buf[0] = cls;
         memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
-        int rc = cap_call_inline(I, newfn, buf, nargs + 1, kwnames, RET_PUSH);
+        int rc = cap_call_inline(I, newfn, buf, nargs + 1, kwnames, cap_ret_push);
         Py_DECREF(newfn);
         if (rc != CAP_NEXT)
             return rc;
@@ -822,7 +822,7 @@ static int instantiate(cap_interp *I, PyObject *cls, PyObject *const *args, int 
     }
     buf[0] = obj;
     memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
-    int rc = cap_call_inline(I, initf, buf, nargs + 1, kwnames, RET_INIT);
+    int rc = cap_call_inline(I, initf, buf, nargs + 1, kwnames, cap_ret_init);
     if (rc == CAP_FRAME)
         I->frame->ret_a = Py_NewRef(obj);
     Py_DECREF(obj);
@@ -1125,7 +1125,7 @@ static int call_function(cap_interp *I, PyObject *fn, PyObject *const *args, int
     if (cap_t_no_inline(T, I->frame))
         return cap_t_break(T, CAP_B_UNSUPPORTED_OBJECT, "call to %s runs as its own frame",
                            c->qualname_s);
-    int rc = cap_call_inline(I, fn, args, nargs, kwnames, RET_PUSH);
+    int rc = cap_call_inline(I, fn, args, nargs, kwnames, cap_ret_push);
     if (rc == CAP_NEXT) /* binding failed: CPython raises the TypeError */
         return cap_t_break(T, CAP_B_RAISE, "arguments do not match %s", c->qualname_s);
     return rc;

@@ -10,12 +10,12 @@
 
 /* ---- lifecycle ------------------------------------------------------------------- */
 
-cap_trace *cap_trace_new(cap_compiled *cc, cap_interp *I)
+cap_trace *cap_trace_new(PyObject *module_names, cap_interp *I)
 {
     cap_trace *T = calloc(1, sizeof *T);
     if (!T)
         return (cap_trace *)PyErr_NoMemory();
-    T->cc = cc;
+    T->module_names = Py_XNewRef(module_names);
     T->I = I;
     T->g = ptc_graph_new(NULL, "forward");
     T->arena = T->g->arena;
@@ -60,6 +60,7 @@ void cap_trace_free(cap_trace *T)
 {
     if (!T)
         return;
+    Py_XDECREF(T->module_names);
     /* Symbolic tensors outlive nothing: detach them from this trace. */
     for (Py_ssize_t i = 0; T->tensors && i < PyList_Size(T->tensors); i++) {
         PyObject *w = PyList_GetItem(T->tensors, i);
@@ -313,7 +314,7 @@ static const char *seeding_call(PyObject *callable)
 
 const char *cap_module_path(cap_trace *T, PyObject *mod)
 {
-    PyObject *names = cap_compiled_module_names(T->cc);
+    PyObject *names = T->module_names;
     PyObject *key = PyLong_FromVoidPtr(mod);
     PyObject *name = names && key ? PyDict_GetItem(names, key) : NULL;
     Py_XDECREF(key);

@@ -193,7 +193,7 @@ static int getattr_impl(cap_interp *I, PyObject *obj, PyObject *name, PyObject *
     if (custom && !generic) {
         if (ga && cap_is_function(ga)) {
             PyObject *args[2] = {obj, name};
-            int rc = cap_call_inline(I, ga, args, 2, NULL, RET_PUSH);
+            int rc = cap_call_inline(I, ga, args, 2, NULL, cap_ret_push);
             if (rc != CAP_NEXT)
                 return rc;
         }
@@ -209,7 +209,7 @@ static int getattr_impl(cap_interp *I, PyObject *obj, PyObject *name, PyObject *
         PyObject *fget = PyObject_GetAttrString(descr, "fget");
         if (fget && cap_is_function(fget)) {
             PyObject *args[1] = {obj};
-            int rc = cap_call_inline(I, fget, args, 1, NULL, RET_PUSH);
+            int rc = cap_call_inline(I, fget, args, 1, NULL, cap_ret_push);
             Py_DECREF(fget);
             if (rc != CAP_NEXT)
                 return rc;
@@ -268,7 +268,7 @@ static int getattr_impl(cap_interp *I, PyObject *obj, PyObject *name, PyObject *
     PyObject *gattr = PyType_Check(obj) ? NULL : python_method(obj, "__getattr__", cap_T.module_getattr);
     if (gattr) {
         PyObject *args[2] = {obj, name};
-        int rc = cap_call_inline(I, gattr, args, 2, NULL, RET_PUSH);
+        int rc = cap_call_inline(I, gattr, args, 2, NULL, cap_ret_push);
         if (rc != CAP_NEXT)
             return rc;
     }
@@ -413,7 +413,7 @@ static int setattr_impl(cap_interp *I, PyObject *obj, PyObject *name, PyObject *
     PyObject *m = generic ? NULL : python_method(obj, v ? "__setattr__" : "__delattr__", NULL);
     if (m) {
         PyObject *args[3] = {obj, name, v};
-        int rc = cap_call_inline(I, m, args, v ? 3 : 2, NULL, RET_DISCARD);
+        int rc = cap_call_inline(I, m, args, v ? 3 : 2, NULL, cap_ret_discard);
         if (rc != CAP_NEXT)
             return rc;
     }
@@ -520,7 +520,7 @@ int cap_t_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out)
     PyObject *m = python_method(obj, "__getitem__", NULL);
     if (m) {
         PyObject *args[2] = {obj, key};
-        int rc = cap_call_inline(I, m, args, 2, NULL, RET_PUSH);
+        int rc = cap_call_inline(I, m, args, 2, NULL, cap_ret_push);
         if (rc != CAP_NEXT)
             return rc;
     }
@@ -590,7 +590,7 @@ int cap_t_setitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject *v)
     PyObject *m = python_method(obj, v ? "__setitem__" : "__delitem__", NULL);
     if (m) {
         PyObject *args[3] = {obj, key, v};
-        int rc = cap_call_inline(I, m, args, v ? 3 : 2, NULL, RET_DISCARD);
+        int rc = cap_call_inline(I, m, args, v ? 3 : 2, NULL, cap_ret_discard);
         if (rc != CAP_NEXT)
             return rc;
     }
@@ -733,7 +733,7 @@ int cap_t_iter(cap_interp *I, PyObject *obj, PyObject **out)
         PyObject *m = python_method(obj, "__iter__", NULL);
         if (m) {
             PyObject *args[1] = {obj};
-            int rc = cap_call_inline(I, m, args, 1, NULL, RET_PUSH);
+            int rc = cap_call_inline(I, m, args, 1, NULL, cap_ret_push);
             if (rc != CAP_NEXT)
                 return rc;
         }
@@ -781,7 +781,7 @@ int cap_t_next(cap_interp *I, PyObject *it, PyObject **out)
     PyObject *m = python_method(it, "__next__", NULL);
     if (m) {
         PyObject *args[1] = {it};
-        int rc = cap_call_inline(I, m, args, 1, NULL, RET_FOR_ITER);
+        int rc = cap_call_inline(I, m, args, 1, NULL, cap_ret_next_item);
         if (rc != CAP_NEXT)
             return rc;
     }

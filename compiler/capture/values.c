@@ -3,8 +3,8 @@
  * In real mode each is CPython's abstract-object operation. While tracing,
  * symbolic tensors go to the torch mapping (torch_*.c), objects that came from
  * outside the trace go through trace.c (sources and guards), and dunder methods
- * written in Python are inlined: the operation pushes a frame whose ret_kind
- * finishes it (RET_BINOP tries the reflected method on NotImplemented, exactly
+ * written in Python are inlined: the operation pushes a frame whose continuation
+ * finishes it (cap_ret_binop tries the reflected method on NotImplemented, exactly
  * in CPython's order).
  */
 #include "cap.h"
@@ -240,7 +240,7 @@ static int binop_from(cap_interp *I, int op, PyObject *a, PyObject *b, int stage
             continue;
         if (cap_is_function(m)) {
             PyObject *args[2] = {self, other};
-            int rc = cap_call_inline(I, m, args, 2, NULL, RET_BINOP);
+            int rc = cap_call_inline(I, m, args, 2, NULL, cap_ret_binop);
             if (rc == CAP_FRAME) {
                 cap_frame *child = I->frame;
                 child->ret_arg = op | ((stage + 1) << 16);
@@ -269,8 +269,10 @@ static int binop_from(cap_interp *I, int op, PyObject *a, PyObject *b, int stage
     return CAP_NEXT;
 }
 
-int cap_binop_resume(cap_interp *I, cap_frame *p, int arg, PyObject *a, PyObject *b, PyObject *v)
+int cap_ret_binop(cap_interp *I, cap_frame *p, const cap_instr *in, int arg, PyObject *a,
+                  PyObject *b, PyObject *v)
 {
+    (void)in;
     if (v != Py_NotImplemented) {
         cap_push(p, v);
         return CAP_NEXT;
@@ -281,7 +283,24 @@ int cap_binop_resume(cap_interp *I, cap_frame *p, int arg, PyObject *a, PyObject
     int rc = binop_from(I, op, a, b, stage, &r);
     if (rc == CAP_NEXT)
         cap_push(p, r);
+    if (rc == CAP_ERR && I->T) {
+        /* Tracing reruns BINARY_OP for real: give it back its operands. */
+        cap_push(p, Py_NewRef(a));
+        cap_push(p, Py_NewRef(b));
+    }
     return rc;
+}
+
+int cap_ret_contains(cap_interp *I, cap_frame *p, const cap_instr *in, int arg, PyObject *a,
+                     PyObject *b, PyObject *v)
+{
+    (void)in, (void)a, (void)b;
+    int t = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    if (t < 0)
+        return cap_ret_failed(I);
+    cap_push(p, Py_NewRef((t != 0) != (arg != 0) ? Py_True : Py_False));
+    return CAP_NEXT;
 }
 
 /* l += items on an outside list is l.extend(items), logged (trace_effects.c);
@@ -355,7 +374,7 @@ int cap_op_unary(cap_interp *I, int h, PyObject *a, PyObject **out)
         PyObject *m = method_of(a, name);
         if (m && cap_is_function(m)) {
             PyObject *args[1] = {a};
-            return cap_call_inline(I, m, args, 1, NULL, RET_PUSH);
+            return cap_call_inline(I, m, args, 1, NULL, cap_ret_push);
         }
     }
     *out = h == H_UNARY_NEGATIVE ? PyNumber_Negative(a)
@@ -375,7 +394,7 @@ int cap_op_truth(cap_interp *I, PyObject *v, int ret_arg, int *out)
             m = method_of(v, "__len__");
         if (m && cap_is_function(m)) {
             PyObject *args[1] = {v};
-            int rc = cap_call_inline(I, m, args, 1, NULL, RET_TRUTH);
+            int rc = cap_call_inline(I, m, args, 1, NULL, cap_ret_truth);
             if (rc == CAP_FRAME)
                 I->frame->ret_arg = ret_arg;
             if (rc != CAP_NEXT)
@@ -428,7 +447,7 @@ int cap_op_contains(cap_interp *I, PyObject *container, PyObject *item, PyObject
         PyObject *m = method_of(container, "__contains__");
         if (m && cap_is_function(m)) {
             PyObject *args[2] = {container, item};
-            return cap_call_inline(I, m, args, 2, NULL, RET_CONTAINS);
+            return cap_call_inline(I, m, args, 2, NULL, cap_ret_contains);
         }
         int rc = cap_t_current(I, &container);
         if (rc == CAP_NEXT)
