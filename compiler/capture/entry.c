@@ -308,47 +308,51 @@ static bool existing_lru_cache(cap_trace *T, PyObject *o)
     return existing;
 }
 
-static int recipe_uncached(builder *B, PyObject *o)
+/* ---- recipes by kind: each returns a recipe index, or -1 --------------------- */
+
+/* container_recipe's answer for an object of another kind */
+enum { NOT_MINE = -2 };
+
+/* A graph value: its input, or the graph output that holds it. */
+static int tensor_recipe(builder *B, PyObject *o)
 {
     cap_trace *T = B->T;
-    if (!o)
-        return add_recipe(B, (cap_recipe){CAP_R_NULLV, 0, NULL, NULL, 0});
-    if (cap_is_tensor(o)) {
-        cap_tensor *t = (cap_tensor *)o;
-        /* an input, maybe written in place (it gets its new value before the recipes run) */
-        if (t->input_v && t->src >= 0 && (t->v == t->input_v || cap_t_is_written(T, t)))
-            return add_recipe(B, (cap_recipe){CAP_R_SOURCE, 0, NULL, NULL, t->src});
-        int out = value_output(B, t->v);
-        if (out < 0)
-            return fail(B, "clone of a graph input", o);
-        return add_recipe(B, (cap_recipe){CAP_R_OUTPUT, 0, NULL, NULL, out});
-    }
-    if (cap_is_symint(o)) {
-        /* A size kept past the graph: its value, under a guard. */
-        int64_t v;
-        if (cap_symint_specialise((cap_symint *)o, "a value kept past the graph", &v) < 0)
-            return -1;
-        return add_recipe(B, (cap_recipe){CAP_R_CONST, 0, NULL, PyLong_FromLongLong(v), 0});
-    }
-    int src = cap_t_source_of(T, o);
-    if (src >= 0)
-        return add_recipe(B, (cap_recipe){CAP_R_SOURCE, 0, NULL, NULL, src});
-    if (PyCFunction_Check(o)) {
-        /* A builtin bound to an object (l.append): getattr on the rebuilt
-           object; module functions and unbound builtins are constants. */
-        PyObject *self = PyCFunction_GetSelf(o);
-        if (self && !PyModule_Check(self) && !PyType_Check(self) && !cap_is_constant(self)) {
-            PyObject *parts = PyTuple_Pack(1, self);
-            PyObject *name = PyObject_GetAttr(o, cap_P.s_name);
-            int r = parts && name ? items_recipe(B, CAP_R_GETATTR, parts, name) : -1;
-            Py_XDECREF(parts);
-            Py_XDECREF(name);
-            return r;
-        }
-    }
-    if (cap_is_constant(o) || Py_TYPE(o) == cap_gradexit_type || PyType_Check(o) ||
-        PyModule_Check(o) || PyCFunction_Check(o) || shareable(o))
-        return add_recipe(B, (cap_recipe){CAP_R_CONST, 0, NULL, Py_NewRef(o), 0});
+    cap_tensor *t = (cap_tensor *)o;
+    /* an input, maybe written in place (it gets its new value before the recipes run) */
+    if (t->input_v && t->src >= 0 && (t->v == t->input_v || cap_t_is_written(T, t)))
+        return add_recipe(B, (cap_recipe){CAP_R_SOURCE, 0, NULL, NULL, t->src});
+    int out = value_output(B, t->v);
+    if (out < 0)
+        return fail(B, "clone of a graph input", o);
+    return add_recipe(B, (cap_recipe){CAP_R_OUTPUT, 0, NULL, NULL, out});
+}
+
+/* A size kept past the graph: its value, under a guard. */
+static int symint_recipe(builder *B, PyObject *o)
+{
+    int64_t v;
+    if (cap_symint_specialise((cap_symint *)o, "a value kept past the graph", &v) < 0)
+        return -1;
+    return add_recipe(B, (cap_recipe){CAP_R_CONST, 0, NULL, PyLong_FromLongLong(v), 0});
+}
+
+/* A builtin bound to an object (l.append): getattr on the rebuilt object;
+ * module functions and unbound builtins are constants. */
+static int bound_builtin_recipe(builder *B, PyObject *o)
+{
+    PyObject *self = PyCFunction_GetSelf(o);
+    PyObject *parts = PyTuple_Pack(1, self);
+    PyObject *name = PyObject_GetAttr(o, cap_P.s_name);
+    int r = parts && name ? items_recipe(B, CAP_R_GETATTR, parts, name) : -1;
+    Py_XDECREF(parts);
+    Py_XDECREF(name);
+    return r;
+}
+
+/* A tuple, list, dict, set or slice: its items' recipes; NOT_MINE for
+ * another kind. */
+static int container_recipe(builder *B, PyObject *o)
+{
     PyTypeObject *t = Py_TYPE(o);
     if (t == &PyTuple_Type)
         return items_recipe(B, CAP_R_TUPLE, o, NULL);
@@ -363,198 +367,272 @@ static int recipe_uncached(builder *B, PyObject *o)
         return r;
     }
     if (t == &PySlice_Type) {
-        PyObject *parts = Py_BuildValue("(NNN)", PyObject_GetAttrString(o, "start"),
-                                        PyObject_GetAttrString(o, "stop"), PyObject_GetAttrString(o, "step"));
+        PyObject *parts =
+            Py_BuildValue("(NNN)", PyObject_GetAttrString(o, "start"),
+                          PyObject_GetAttrString(o, "stop"), PyObject_GetAttrString(o, "step"));
         int r = parts ? items_recipe(B, CAP_R_SLICE, parts, NULL) : -1;
         Py_XDECREF(parts);
         return r;
     }
-    if (t == (PyTypeObject *)cap_P.CellType) {
-        /* Cells are made empty and filled after every recipe ran, so that
-           closures may refer to themselves (recursive nested functions). */
-        int *items = malloc(sizeof(int));
-        items[0] = -1;
-        int self = add_recipe(B, (cap_recipe){CAP_R_CELL, 1, items, NULL, 0});
-        PyObject *key = PyLong_FromVoidPtr(o), *idx = PyLong_FromLong(self);
-        if (key && idx)
-            PyDict_SetItem(B->memo, key, idx);
-        Py_XDECREF(key);
-        Py_XDECREF(idx);
-        PyList_Append(B->keep, o);
-        PyObject *v = cap_cell_get(o);
-        PyErr_Clear();
-        if (!v) {
-            B->r[self].items[0] = -2; /* an empty cell */
-            return self;
-        }
-        /* Its contents' recipe comes last (fill_cells): a function that
-           holds its own cell is then the one recipe every reference to it
-           shares (g() is g), not a second copy made while building it. */
-        PyObject *pair = Py_BuildValue("(iNi)", self, v, B->frame);
-        int r = pair ? PyList_Append(B->cells, pair) : -1;
-        Py_XDECREF(pair);
-        return r < 0 ? -1 : self;
+    return NOT_MINE;
+}
+
+/* Cells are made empty and filled after every recipe ran, so that closures
+ * may refer to themselves (recursive nested functions). */
+static int cell_recipe(builder *B, PyObject *o)
+{
+    int *items = malloc(sizeof(int));
+    items[0] = -1;
+    int self = add_recipe(B, (cap_recipe){CAP_R_CELL, 1, items, NULL, 0});
+    PyObject *key = PyLong_FromVoidPtr(o), *idx = PyLong_FromLong(self);
+    if (key && idx)
+        PyDict_SetItem(B->memo, key, idx);
+    Py_XDECREF(key);
+    Py_XDECREF(idx);
+    PyList_Append(B->keep, o);
+    PyObject *v = cap_cell_get(o);
+    PyErr_Clear();
+    if (!v) {
+        B->r[self].items[0] = -2; /* an empty cell */
+        return self;
     }
-    if (t == cap_lazy_type || (t == cap_iter_type && !((cap_iter *)o)->gen &&
-                               (B->escape || ((cap_iter *)o)->rev)))
+    /* Its contents' recipe comes last (fill_cells): a function that
+       holds its own cell is then the one recipe every reference to it
+       shares (g() is g), not a second copy made while building it. */
+    PyObject *pair = Py_BuildValue("(iNi)", self, v, B->frame);
+    int r = pair ? PyList_Append(B->cells, pair) : -1;
+    Py_XDECREF(pair);
+    return r < 0 ? -1 : self;
+}
+
+/* An iterator the user gets (a module's parameters(), say): over the items
+ * not consumed yet, a generator where eager has one. */
+static int escaping_iter_recipe(builder *B, PyObject *o)
+{
+    cap_iter *it = (cap_iter *)o;
+    if (!it->seq) {
+        PyObject *params = Py_BuildValue("(LLnO)", it->start, it->step, it->n, Py_False);
+        return add_recipe(B, (cap_recipe){CAP_R_PYITER, 0, NULL, params, (int)it->i});
+    }
+    int *items = malloc(sizeof(int));
+    if ((items[0] = recipe_of(B, it->seq)) < 0) {
+        free(items);
+        return -1;
+    }
+    return add_recipe(B, (cap_recipe){CAP_R_PYITER, 1, items,
+                                      Py_NewRef(it->gen ? Py_True : Py_False), (int)it->i});
+}
+
+/* An iterator the code after the graph goes on with. */
+static int iter_recipe(builder *B, PyObject *o)
+{
+    cap_iter *it = (cap_iter *)o;
+    if (!it->seq) {
+        PyObject *params = Py_BuildValue("(LLn)", it->start, it->step, it->n);
+        return add_recipe(B, (cap_recipe){CAP_R_ITER, 0, NULL, params, (int)it->i});
+    }
+    int seq = recipe_of(B, it->seq);
+    if (seq < 0)
+        return -1;
+    if (it->src >= 0 && B->r[seq].kind != CAP_R_SOURCE)
+        return fail(B, "iterator over an outside sequence", o);
+    /* items: the sequence, and the container whose size it checks */
+    int owner = it->owner ? recipe_of(B, it->owner) : -1;
+    if (it->owner && owner < 0)
+        return -1;
+    int *items = malloc(2 * sizeof(int));
+    items[0] = seq;
+    items[1] = owner;
+    PyObject *len = it->owner ? PyLong_FromSsize_t(it->owner_len) : NULL;
+    return add_recipe(B, (cap_recipe){CAP_R_ITER, it->owner ? 2 : 1, items, len, (int)it->i});
+}
+
+/* A function made in the trace: code, globals (a module's dict, the same
+ * object each time), defaults and closure cells. */
+static int function_recipe(builder *B, PyObject *o)
+{
+    PyObject *parts = Py_BuildValue("(NNN)", PyObject_GetAttr(o, cap_P.s_defaults),
+                                    PyObject_GetAttr(o, cap_P.s_kwdefaults),
+                                    PyObject_GetAttr(o, cap_P.s_closure));
+    if (!parts)
+        return -1;
+    PyObject *code = PyObject_GetAttr(o, cap_P.s_code);
+    PyObject *qn = PyObject_GetAttr(o, cap_P.s_qualname);
+    PyObject *info = Py_BuildValue("(NNN)", code, qn, PyObject_GetAttr(o, cap_P.s_globals));
+    int r = items_recipe(B, CAP_R_FUNCTION, parts, info);
+    Py_XDECREF(info);
+    Py_DECREF(parts);
+    return r;
+}
+
+/* A bound method: its function and self. */
+static int method_recipe(builder *B, PyObject *o)
+{
+    PyObject *parts =
+        Py_BuildValue("(NN)", PyObject_GetAttr(o, cap_P.s_func), PyObject_GetAttr(o, cap_P.s_self));
+    int r = parts ? items_recipe(B, CAP_R_METHOD, parts, NULL) : -1;
+    Py_XDECREF(parts);
+    return r;
+}
+
+/* A Tensor method bound to a graph value: getattr on the real one. */
+static int tensor_method_recipe(builder *B, PyObject *o)
+{
+    const char *name = ((cap_method *)o)->map->name;
+    const char *dot = strrchr(name, '.');
+    PyObject *parts = PyTuple_Pack(1, ((cap_method *)o)->self);
+    PyObject *attr = PyUnicode_FromString(dot ? dot + 1 : name);
+    int r = parts && attr ? items_recipe(B, CAP_R_GETATTR, parts, attr) : -1;
+    Py_XDECREF(parts);
+    Py_XDECREF(attr);
+    return r;
+}
+
+/* A view of a dict: the rebuilt dict's keys(), values() or items(). */
+static int dict_view_recipe(builder *B, PyObject *o)
+{
+    PyObject *d = cap_view_dict(o);
+    const char *name = PyDictKeys_Check(o) ? "keys" : PyDictValues_Check(o) ? "values" : "items";
+    PyObject *m = d ? PyObject_GetAttrString(d, name) : NULL;
+    PyObject *parts = m ? Py_BuildValue("[N()OOO]", m, Py_None, Py_None, Py_None) : NULL;
+    int r = parts ? items_recipe(B, CAP_R_REDUCE, parts, NULL) : fail(B, "a dict view", o);
+    Py_XDECREF(parts);
+    return r;
+}
+
+/* A namedtuple or structseq: its type and items. */
+static int named_tuple_recipe(builder *B, PyObject *o)
+{
+    PyTypeObject *t = Py_TYPE(o);
+    PyObject *items = PySequence_List(o);
+    PyObject *info = Py_BuildValue("(Oi)", (PyObject *)t, 1);
+    int r = items && info ? items_recipe(B, CAP_R_INSTANCE, items, info) : -1;
+    Py_XDECREF(items);
+    Py_XDECREF(info);
+    return r;
+}
+
+/* An exception made in the trace: its args, then its attributes. */
+static int exception_recipe(builder *B, PyObject *o)
+{
+    PyTypeObject *t = Py_TYPE(o);
+    PyObject *args = PyObject_GetAttrString(o, "args");
+    PyObject *attrs = args ? PyObject_GenericGetDict(o, NULL) : NULL;
+    PyObject *flat = attrs ? PySequence_List(args) : NULL, *k, *v;
+    Py_ssize_t pos = 0, nargs = args ? PyTuple_Size(args) : 0;
+    while (flat && PyDict_Next(attrs, &pos, &k, &v)) {
+        PyList_Append(flat, k);
+        PyList_Append(flat, v);
+    }
+    /* Its chaining too (not in __dict__): setting __cause__ sets
+       __suppress_context__, so that one goes last. */
+    static const char *chain[] = {"__cause__", "__context__", "__suppress_context__"};
+    for (int i = 0; flat && i < 3; i++) {
+        PyObject *cv = PyObject_GetAttrString(o, chain[i]);
+        if (cv && cv != Py_None && cv != Py_False) {
+            PyObject *name = PyUnicode_FromString(chain[i]);
+            PyList_Append(flat, name);
+            PyList_Append(flat, cv);
+            Py_XDECREF(name);
+        }
+        Py_XDECREF(cv);
+    }
+    PyObject *info = Py_BuildValue("(On)", (PyObject *)t, nargs);
+    int r = flat && info ? items_recipe(B, CAP_R_EXCEPTION, flat, info) : -1;
+    Py_XDECREF(args);
+    Py_XDECREF(attrs);
+    Py_XDECREF(flat);
+    Py_XDECREF(info);
+    return r;
+}
+
+/* An object of a Python class built in the trace: its dict items (dict
+ * subclasses) and its attributes. */
+static int instance_recipe(builder *B, PyObject *o)
+{
+    PyTypeObject *t = Py_TYPE(o);
+    PyObject *attrs = PyObject_GenericGetDict(o, NULL);
+    PyObject *items = PyDict_Check(o) ? PyDict_Items(o) : PyList_New(0);
+    PyObject *flat = PyList_New(0), *k, *v;
+    Py_ssize_t pos = 0;
+    for (Py_ssize_t i = 0; items && i < PyList_Size(items); i++) {
+        PyObject *kv = PyList_GetItem(items, i);
+        PyList_Append(flat, PyTuple_GetItem(kv, 0));
+        PyList_Append(flat, PyTuple_GetItem(kv, 1));
+    }
+    Py_ssize_t nitems = PyList_Size(flat);
+    while (attrs && PyDict_Next(attrs, &pos, &k, &v)) {
+        PyList_Append(flat, k);
+        PyList_Append(flat, v);
+    }
+    PyObject *info = Py_BuildValue("(Oin)", (PyObject *)t, 0, nitems);
+    int r = attrs && items && info ? items_recipe(B, CAP_R_INSTANCE, flat, info) : -1;
+    Py_XDECREF(attrs);
+    Py_XDECREF(items);
+    Py_XDECREF(flat);
+    Py_XDECREF(info);
+    return r;
+}
+/* The recipe of o, by its kind. The order matters: a graph value before its
+ * source, a source before a rebuilt copy, exact builtin types before what
+ * pickling could rebuild. */
+static int recipe_uncached(builder *B, PyObject *o)
+{
+    cap_trace *T = B->T;
+    if (!o)
+        return add_recipe(B, (cap_recipe){CAP_R_NULLV, 0, NULL, NULL, 0});
+    if (cap_is_tensor(o))
+        return tensor_recipe(B, o);
+    if (cap_is_symint(o))
+        return symint_recipe(B, o);
+    int src = cap_t_source_of(T, o);
+    if (src >= 0)
+        return add_recipe(B, (cap_recipe){CAP_R_SOURCE, 0, NULL, NULL, src});
+    if (PyCFunction_Check(o)) {
+        PyObject *self = PyCFunction_GetSelf(o);
+        if (self && !PyModule_Check(self) && !PyType_Check(self) && !cap_is_constant(self))
+            return bound_builtin_recipe(B, o);
+    }
+    if (cap_is_constant(o) || Py_TYPE(o) == cap_gradexit_type || PyType_Check(o) ||
+        PyModule_Check(o) || PyCFunction_Check(o) || shareable(o))
+        return add_recipe(B, (cap_recipe){CAP_R_CONST, 0, NULL, Py_NewRef(o), 0});
+    int r = container_recipe(B, o);
+    if (r != NOT_MINE)
+        return r;
+    PyTypeObject *t = Py_TYPE(o);
+    if (t == (PyTypeObject *)cap_P.CellType)
+        return cell_recipe(B, o);
+    if (t == cap_lazy_type ||
+        (t == cap_iter_type && !((cap_iter *)o)->gen && (B->escape || ((cap_iter *)o)->rev)))
         return reduce_recipe(B, o); /* the real builtin iterator */
-    if (t == cap_iter_type && B->escape) {
-        /* An iterator the user gets (a module's parameters(), say): over
-           the items not consumed yet, a generator where eager has one. */
-        cap_iter *it = (cap_iter *)o;
-        if (!it->seq) {
-            PyObject *params = Py_BuildValue("(LLnO)", it->start, it->step, it->n, Py_False);
-            return add_recipe(B, (cap_recipe){CAP_R_PYITER, 0, NULL, params, (int)it->i});
-        }
-        int *items = malloc(sizeof(int));
-        if ((items[0] = recipe_of(B, it->seq)) < 0) {
-            free(items);
-            return -1;
-        }
-        return add_recipe(B, (cap_recipe){CAP_R_PYITER, 1, items, Py_NewRef(it->gen ? Py_True : Py_False),
-                                          (int)it->i});
-    }
-    if (t == cap_iter_type) {
-        cap_iter *it = (cap_iter *)o;
-        if (!it->seq) {
-            PyObject *params = Py_BuildValue("(LLn)", it->start, it->step, it->n);
-            return add_recipe(B, (cap_recipe){CAP_R_ITER, 0, NULL, params, (int)it->i});
-        }
-        int seq = recipe_of(B, it->seq);
-        if (seq < 0)
-            return -1;
-        if (it->src >= 0 && B->r[seq].kind != CAP_R_SOURCE)
-            return fail(B, "iterator over an outside sequence", o);
-        /* items: the sequence, and the container whose size it checks */
-        int owner = it->owner ? recipe_of(B, it->owner) : -1;
-        if (it->owner && owner < 0)
-            return -1;
-        int *items = malloc(2 * sizeof(int));
-        items[0] = seq;
-        items[1] = owner;
-        PyObject *len = it->owner ? PyLong_FromSsize_t(it->owner_len) : NULL;
-        return add_recipe(B, (cap_recipe){CAP_R_ITER, it->owner ? 2 : 1, items, len, (int)it->i});
-    }
+    if (t == cap_iter_type)
+        return B->escape ? escaping_iter_recipe(B, o) : iter_recipe(B, o);
     if ((cap_is_function(o) && !cap_t_made_function(T, o)) || existing_lru_cache(T, o)) {
         /* An existing function reached without a source (a method of a
            class, an __init__ the trace ran): itself, not a copy. */
         return add_recipe(B, (cap_recipe){CAP_R_CONST, 0, NULL, Py_NewRef(o), 0});
     }
-    if (cap_is_function(o)) {
-        /* A function made in the trace: code, globals (a module's dict, the
-           same object each time), defaults and closure cells. */
-        PyObject *parts = Py_BuildValue("(NNN)", PyObject_GetAttr(o, cap_P.s_defaults),
-                                        PyObject_GetAttr(o, cap_P.s_kwdefaults),
-                                        PyObject_GetAttr(o, cap_P.s_closure));
-        if (!parts)
-            return -1;
-        PyObject *code = PyObject_GetAttr(o, cap_P.s_code);
-        PyObject *qn = PyObject_GetAttr(o, cap_P.s_qualname);
-        PyObject *info = Py_BuildValue("(NNN)", code, qn, PyObject_GetAttr(o, cap_P.s_globals));
-        int r = items_recipe(B, CAP_R_FUNCTION, parts, info);
-        Py_XDECREF(info);
-        Py_DECREF(parts);
-        return r;
-    }
-    if (cap_is_method(o)) {
-        PyObject *parts = Py_BuildValue("(NN)", PyObject_GetAttr(o, cap_P.s_func),
-                                        PyObject_GetAttr(o, cap_P.s_self));
-        int r = parts ? items_recipe(B, CAP_R_METHOD, parts, NULL) : -1;
-        Py_XDECREF(parts);
-        return r;
-    }
-    if (t == cap_method_type) {
-        /* A Tensor method bound to a graph value: getattr on the real one. */
-        const char *name = ((cap_method *)o)->map->name;
-        const char *dot = strrchr(name, '.');
-        PyObject *parts = PyTuple_Pack(1, ((cap_method *)o)->self);
-        PyObject *attr = PyUnicode_FromString(dot ? dot + 1 : name);
-        int r = parts && attr ? items_recipe(B, CAP_R_GETATTR, parts, attr) : -1;
-        Py_XDECREF(parts);
-        Py_XDECREF(attr);
-        return r;
-    }
+    if (cap_is_function(o))
+        return function_recipe(B, o);
+    if (cap_is_method(o))
+        return method_recipe(B, o);
+    if (t == cap_method_type)
+        return tensor_method_recipe(B, o);
     if (PyObject_TypeCheck(o, (PyTypeObject *)cap_T.Tensor))
         return fail(B, "a tensor that is not part of the graph", o);
-    if (PyDictKeys_Check(o) || PyDictValues_Check(o) || PyDictItems_Check(o)) {
-        /* A view of a dict: the rebuilt dict's keys(), values() or items(). */
-        PyObject *d = cap_view_dict(o);
-        const char *name = PyDictKeys_Check(o) ? "keys" : PyDictValues_Check(o) ? "values" : "items";
-        PyObject *m = d ? PyObject_GetAttrString(d, name) : NULL;
-        PyObject *parts = m ? Py_BuildValue("[N()OOO]", m, Py_None, Py_None, Py_None) : NULL;
-        int r = parts ? items_recipe(B, CAP_R_REDUCE, parts, NULL) : fail(B, "a dict view", o);
-        Py_XDECREF(parts);
-        return r;
-    }
+    if (PyDictKeys_Check(o) || PyDictValues_Check(o) || PyDictItems_Check(o))
+        return dict_view_recipe(B, o);
     if (reducible(o) && (!PyTuple_Check(o) || has_attrs(o)))
         return reduce_recipe(B, o);
-    if (PyTuple_Check(o)) { /* namedtuple, structseq */
-        PyObject *items = PySequence_List(o);
-        PyObject *info = Py_BuildValue("(Oi)", (PyObject *)t, 1);
-        int r = items && info ? items_recipe(B, CAP_R_INSTANCE, items, info) : -1;
-        Py_XDECREF(items);
-        Py_XDECREF(info);
-        return r;
-    }
-    if (PyExceptionInstance_Check(o)) {
-        /* An exception made in the trace: its args, then its attributes. */
-        PyObject *args = PyObject_GetAttrString(o, "args");
-        PyObject *attrs = args ? PyObject_GenericGetDict(o, NULL) : NULL;
-        PyObject *flat = attrs ? PySequence_List(args) : NULL, *k, *v;
-        Py_ssize_t pos = 0, nargs = args ? PyTuple_Size(args) : 0;
-        while (flat && PyDict_Next(attrs, &pos, &k, &v)) {
-            PyList_Append(flat, k);
-            PyList_Append(flat, v);
-        }
-        /* Its chaining too (not in __dict__): setting __cause__ sets
-           __suppress_context__, so that one goes last. */
-        static const char *chain[] = {"__cause__", "__context__", "__suppress_context__"};
-        for (int i = 0; flat && i < 3; i++) {
-            PyObject *cv = PyObject_GetAttrString(o, chain[i]);
-            if (cv && cv != Py_None && cv != Py_False) {
-                PyObject *name = PyUnicode_FromString(chain[i]);
-                PyList_Append(flat, name);
-                PyList_Append(flat, cv);
-                Py_XDECREF(name);
-            }
-            Py_XDECREF(cv);
-        }
-        PyObject *info = Py_BuildValue("(On)", (PyObject *)t, nargs);
-        int r = flat && info ? items_recipe(B, CAP_R_EXCEPTION, flat, info) : -1;
-        Py_XDECREF(args);
-        Py_XDECREF(attrs);
-        Py_XDECREF(flat);
-        Py_XDECREF(info);
-        return r;
-    }
-    if (is_python_instance(o) && PyType_GetFlags(t) & Py_TPFLAGS_HEAPTYPE && !plain_layout(t))
+    if (PyTuple_Check(o))
+        return named_tuple_recipe(B, o);
+    if (PyExceptionInstance_Check(o))
+        return exception_recipe(B, o);
+    bool python_class = is_python_instance(o) && PyType_GetFlags(t) & Py_TPFLAGS_HEAPTYPE;
+    if (python_class && !plain_layout(t))
         return fail(B, "an object whose state is not in its __dict__", o);
-    if ((is_python_instance(o) && PyType_GetFlags(t) & Py_TPFLAGS_HEAPTYPE) ||
-        (PyObject *)t == cap_P.OrderedDict) {
-        /* An object of a Python class built in the trace: its dict items
-           (dict subclasses) and its attributes. */
-        PyObject *attrs = PyObject_GenericGetDict(o, NULL);
-        PyObject *items = PyDict_Check(o) ? PyDict_Items(o) : PyList_New(0);
-        PyObject *flat = PyList_New(0), *k, *v;
-        Py_ssize_t pos = 0;
-        for (Py_ssize_t i = 0; items && i < PyList_Size(items); i++) {
-            PyObject *kv = PyList_GetItem(items, i);
-            PyList_Append(flat, PyTuple_GetItem(kv, 0));
-            PyList_Append(flat, PyTuple_GetItem(kv, 1));
-        }
-        Py_ssize_t nitems = PyList_Size(flat);
-        while (attrs && PyDict_Next(attrs, &pos, &k, &v)) {
-            PyList_Append(flat, k);
-            PyList_Append(flat, v);
-        }
-        PyObject *info = Py_BuildValue("(Oin)", (PyObject *)t, 0, nitems);
-        int r = attrs && items && info ? items_recipe(B, CAP_R_INSTANCE, flat, info) : -1;
-        Py_XDECREF(attrs);
-        Py_XDECREF(items);
-        Py_XDECREF(flat);
-        Py_XDECREF(info);
-        return r;
-    }
+    if (python_class || (PyObject *)t == cap_P.OrderedDict)
+        return instance_recipe(B, o);
     return fail(B, "a value ptc cannot rebuild", o);
 }
 

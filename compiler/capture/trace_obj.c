@@ -142,68 +142,74 @@ static int shadowed(cap_trace *T, PyObject *obj, PyObject *name, PyObject **out)
     return CAP_NEXT;
 }
 
-static int getattr_impl(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out, bool generic)
+/* A real tensor's attribute: methods are fine (calling them is the break);
+ * data would be read at trace time and baked in. */
+static int real_tensor_attr(cap_trace *T, PyObject *obj, PyObject *name, PyObject **out)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (!v)
+        return CAP_ERR;
+    if (PyCFunction_Check(v) || cap_is_method(v)) {
+        *out = v;
+        return CAP_NEXT;
+    }
+    Py_DECREF(v);
+    char what[96];
+    snprintf(what, sizeof what, "attribute '%s'", PyUnicode_AsUTF8(name));
+    return cap_t_real_tensor(T, obj, what);
+}
+
+/* A module's attribute: what the trace wrote, else the value, guarded unless
+ * the module is one whose globals never change. */
+static int module_object_attr(cap_trace *T, PyObject *obj, PyObject *name, int src, PyObject **out)
+{
+    int rc = cap_t_module_attr_written(T, obj, name, out);
+    if (rc != CAP_NONE)
+        return rc;
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (!v)
+        return CAP_ERR;
+    if (src < 0 && !frozen_module(obj)) /* imported in the trace: still guarded */
+        src = cap_t_const_source(T, obj);
+    rc = src < 0 || frozen_module(obj) ? const_value(T, v, out)
+                                       : derived(T, v, CAP_S_INSTDICT, src, 0, name, out);
+    Py_DECREF(v);
+    return rc;
+}
+
+/* Python's lookup order is emulated for objects using object's
+ * __getattribute__; super objects and other C types with their own run for
+ * real, one written in Python is inlined. CAP_NONE: obj's type has none. */
+static int custom_getattribute(cap_interp *I, PyObject *obj, PyObject *name, int src, bool generic,
+                               PyObject **out)
 {
     cap_trace *T = I->T;
-    if (cap_is_tensor(obj))
-        return cap_torch_getattr(T, (cap_tensor *)obj, name, out);
-    if (cap_t_is_real_tensor(obj)) {
-        /* Methods are fine (calling them is the break); data would be read
-           at trace time and baked in. */
-        PyObject *v = PyObject_GetAttr(obj, name);
-        if (!v)
-            return CAP_ERR;
-        if (PyCFunction_Check(v) || cap_is_method(v)) {
-            *out = v;
-            return CAP_NEXT;
-        }
-        Py_DECREF(v);
-        char what[96];
-        snprintf(what, sizeof what, "attribute '%s'", PyUnicode_AsUTF8(name));
-        return cap_t_real_tensor(T, obj, what);
-    }
-    int src = cap_t_source_of(T, obj);
-    if (src >= 0 && PyDict_Size(T->shadow) > 0) {
-        int rc = shadowed(T, obj, name, out);
-        if (rc != CAP_NONE)
-            return rc;
-    }
-    if (PyModule_Check(obj)) {
-        int rc = cap_t_module_attr_written(T, obj, name, out);
-        if (rc != CAP_NONE)
-            return rc;
-        PyObject *v = PyObject_GetAttr(obj, name);
-        if (!v)
-            return CAP_ERR;
-        if (src < 0 && !frozen_module(obj)) /* imported in the trace: still guarded */
-            src = cap_t_const_source(T, obj);
-        rc = src < 0 || frozen_module(obj) ? const_value(T, v, out)
-                                           : derived(T, v, CAP_S_INSTDICT, src, 0, name, out);
-        Py_DECREF(v);
-        return rc;
-    }
-    /* Python's lookup order is emulated for objects using object's
-       __getattribute__; super objects and other C types with their own run
-       for real, one written in Python is inlined. */
     bool custom = !PyType_Check(obj) && PyType_GetSlot(Py_TYPE(obj), Py_tp_getattro) !=
-                                             PyType_GetSlot(&PyBaseObject_Type, Py_tp_getattro);
+                                            PyType_GetSlot(&PyBaseObject_Type, Py_tp_getattro);
     PyObject *ga = custom ? cap_type_lookup(Py_TYPE(obj), cap_P.s_getattribute) : NULL;
     if (custom && ga && ga == cap_type_lookup(&PyBaseObject_Type, cap_P.s_getattribute))
         custom = false; /* only a Python __getattr__ (nn.Module): emulated below */
-    if (custom && !generic) {
-        if (ga && cap_is_function(ga)) {
-            PyObject *args[2] = {obj, name};
-            int rc = cap_call_inline(I, ga, args, 2, NULL, cap_ret_push);
-            if (rc != CAP_NEXT)
-                return rc;
-        }
-        PyObject *v = PyObject_GetAttr(obj, name);
-        if (!v)
-            return CAP_ERR;
-        int rc = derived(T, v, CAP_S_ATTR, src, 0, name, out);
-        Py_DECREF(v);
-        return rc;
+    if (!custom || generic)
+        return CAP_NONE;
+    if (ga && cap_is_function(ga)) {
+        PyObject *args[2] = {obj, name};
+        int rc = cap_call_inline(I, ga, args, 2, NULL, cap_ret_push);
+        if (rc != CAP_NEXT)
+            return rc;
     }
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (!v)
+        return CAP_ERR;
+    int rc = derived(T, v, CAP_S_ATTR, src, 0, name, out);
+    Py_DECREF(v);
+    return rc;
+}
+
+/* Properties, data descriptors, the instance dict, then the class's other
+ * attributes, in Python's order. CAP_NONE: none of them has `name`. */
+static int class_lookup(cap_interp *I, PyObject *obj, PyObject *name, int src, PyObject **out)
+{
+    cap_trace *T = I->T;
     PyObject *descr = PyType_Check(obj) ? NULL : cap_type_lookup(Py_TYPE(obj), name);
     if (descr && PyObject_TypeCheck(descr, &PyProperty_Type)) {
         PyObject *fget = PyObject_GetAttrString(descr, "fget");
@@ -259,13 +265,22 @@ static int getattr_impl(cap_interp *I, PyObject *obj, PyObject *name, PyObject *
         }
         return derived(T, descr, CAP_S_ATTR, src, 0, name, out);
     }
+    return CAP_NONE;
+}
+
+/* Nothing on the class or the instance: nn.Module's parameters, buffers and
+ * submodules, a Python __getattr__, else the real getattr (which raises). */
+static int missing_attr(cap_interp *I, PyObject *obj, PyObject *name, int src, PyObject **out)
+{
+    cap_trace *T = I->T;
     if (PyObject_TypeCheck(obj, (PyTypeObject *)cap_T.Module)) {
         bool found;
         int rc = module_attr(T, obj, src, name, out, &found);
         if (rc != CAP_NEXT || found)
             return rc;
     }
-    PyObject *gattr = PyType_Check(obj) ? NULL : python_method(obj, "__getattr__", cap_T.module_getattr);
+    PyObject *gattr =
+        PyType_Check(obj) ? NULL : python_method(obj, "__getattr__", cap_T.module_getattr);
     if (gattr) {
         PyObject *args[2] = {obj, name};
         int rc = cap_call_inline(I, gattr, args, 2, NULL, cap_ret_push);
@@ -276,10 +291,31 @@ static int getattr_impl(cap_interp *I, PyObject *obj, PyObject *name, PyObject *
     if (!v)
         return CAP_ERR;
     int rc = PyType_Check(obj) && src >= 0 ? derived(T, v, CAP_S_ATTR, src, 0, name, out)
-             : src >= 0 ? derived(T, v, CAP_S_ATTR, src, 0, name, out)
-                        : outside_value(T, v, -1, out);
+             : src >= 0                    ? derived(T, v, CAP_S_ATTR, src, 0, name, out)
+                                           : outside_value(T, v, -1, out);
     Py_DECREF(v);
     return rc;
+}
+
+static int getattr_impl(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out, bool generic)
+{
+    cap_trace *T = I->T;
+    if (cap_is_tensor(obj))
+        return cap_torch_getattr(T, (cap_tensor *)obj, name, out);
+    if (cap_t_is_real_tensor(obj))
+        return real_tensor_attr(T, obj, name, out);
+    int src = cap_t_source_of(T, obj);
+    if (src >= 0 && PyDict_Size(T->shadow) > 0) {
+        int rc = shadowed(T, obj, name, out);
+        if (rc != CAP_NONE)
+            return rc;
+    }
+    if (PyModule_Check(obj))
+        return module_object_attr(T, obj, name, src, out);
+    int rc = custom_getattribute(I, obj, name, src, generic, out);
+    if (rc == CAP_NONE)
+        rc = class_lookup(I, obj, name, src, out);
+    return rc != CAP_NONE ? rc : missing_attr(I, obj, name, src, out);
 }
 
 int cap_t_getattr(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out)
