@@ -8,7 +8,7 @@
  * added later. Code ptc never interprets (generators, coroutines) is simply
  * called.
  */
-#include "exec.h"
+#include "capture/exec.h"
 
 #include <stdlib.h>
 #include <string.h>

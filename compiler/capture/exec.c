@@ -16,7 +16,7 @@
  * mode from the state in hand; both warn once and dump a repro. PTC_STRICT=1
  * and fullgraph=True raise instead.
  */
-#include "exec.h"
+#include "capture/exec.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -583,7 +583,7 @@ static cap_entry *compile_once(cap_compiled *c, cap_interp *S, const char *reaso
     if (e) {
         ptc_error err;
         double tb = ptc_now_ms();
-        int prepared = cap_backend_prepare(e, c, &err);
+        int prepared = cap_backend_prepare(e, &c->opts, &err);
         if (e->st) {
             e->st->backend_ms = ptc_now_ms() - tb;
             e->st->backend = e->backend;

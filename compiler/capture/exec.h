@@ -1,10 +1,12 @@
-/* Internal: compiled functions, their caches, and reporting (exec.c,
- * compiled.c, report.c).
+/* Internal header of compiler/capture's top: compiled functions, their
+ * caches, reporting and measurements (compiled.c, exec.c, report.c,
+ * measure.c, init.c). The layers below, each a folder with one header, depend
+ * one way: interp <- trace <- torch <- entry <- backend <- this.
  */
 #ifndef PTC_CAP_EXEC_H
 #define PTC_CAP_EXEC_H
 
-#include "entry.h"
+#include "capture/backend/backend.h"
 #include "logs/logs.h"
 
 /* The entries at one position, most recent first. */

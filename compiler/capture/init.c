@@ -4,9 +4,9 @@
  * symbolic-tensor types and the torch tables; plus the test entry that runs a
  * function through the interpreter without tracing.
  */
-#include "cap.h"
-#include "torch.h"
-#include "trace.h"
+#include "capture/interp/interp.h"
+#include "capture/torch/torch.h"
+#include "capture/trace/trace.h"
 
 #include <stdlib.h>
 #include <string.h>

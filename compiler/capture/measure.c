@@ -15,7 +15,7 @@
  * call after the first, a cost one-time work cannot move), and every
  * compiled function's events also go to one list, tagged with "cf".
  */
-#include "exec.h"
+#include "capture/exec.h"
 
 #include <stdlib.h>
 #include <string.h>

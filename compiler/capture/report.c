@@ -3,7 +3,7 @@
  * guards.txt, breaks.json per compile), and the warnings and repro dumps of
  * fallbacks.
  */
-#include "exec.h"
+#include "capture/exec.h"
 
 #include <stdarg.h>
 #include <stdlib.h>

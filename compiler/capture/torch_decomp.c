@@ -8,7 +8,7 @@
  * outside what is written here (legacy size_average/reduce, label smoothing
  * with class weights, ...) stay graph breaks with the reason named.
  */
-#include "torch_map.h"
+#include "capture/torch/torch.h"
 
 #include <math.h>
 #include <string.h>

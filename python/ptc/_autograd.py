@@ -1,6 +1,6 @@
 """One compiled call, one autograd node: the Function that runs a graph's
 compiled forward and, when torch's backward reaches it, its compiled
-backward (compiler/capture/backend_train.c builds both).
+backward (compiler/capture/backend/backend_train.c builds both).
 
 The forward returns the outputs and the tensors the backward needs
 (``program.forward``); they are kept with ``save_for_backward``, so torch's

@@ -1,5 +1,5 @@
 """Torch calls for ops of ptc's graphs that have no torch function of the
-same form (compiler/capture/backend.c's eager steps, backend_ptc.c's
+same form (compiler/capture/backend/backend.c's eager steps, backend_ptc.c's
 externs):
 
 - ops whose torch form writes its inputs in place: ptc's graphs are

@@ -40,7 +40,7 @@ def _wrap(owner, name):
         return orig(*args, **kwargs)
 
     wrapper._ptc_bumps_epoch = True
-    wrapper.__ptc_wrapped__ = orig  # what a trace follows (compiler/capture/calls.c)
+    wrapper.__ptc_wrapped__ = orig  # what a trace follows (compiler/capture/interp/calls.c)
     setattr(owner, name, wrapper)
 
 

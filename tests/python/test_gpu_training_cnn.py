@@ -61,7 +61,7 @@ def test_gpu_resnet18_train_mode_is_one_graph(dtype):
     assert (ex.graph_count, ex.break_count) == (1, 0), ex.breaks
     # Its compiled backward came out about 8% off eager's on an H100 (while the
     # CPU's matches): until the cause is found the graph runs through torch
-    # ops, and says so (capture/backend.c, cuda_batch_norm_training).
+    # ops, and says so (capture/backend/backend.c, cuda_batch_norm_training).
     assert ex.autograd_fallback
     assert any("BatchNorm in train mode on CUDA" in f.get("why", "") for f in ex.fallbacks)
 

@@ -1,6 +1,6 @@
 """Training under ptc.compile: a graph whose inputs require gradients runs as
 one autograd node with a compiled forward and a compiled backward
-(compiler/autograd, capture/backend_train.c). Losses, gradients, parameters
+(compiler/autograd, capture/backend/backend_train.c). Losses, gradients, parameters
 after optimizer steps and BatchNorm statistics are compared with eager."""
 import copy
 import os

@@ -1,0 +1,58 @@
+/* Backends: running an entry's graph (compiler/capture/backend).
+ *
+ * An entry's graph runs on one backend: "eager" (torch ops, node by node),
+ * "ptc" (compiler/pipeline and compiler/runtime, with torch as the host),
+ * the training program (compiled forward and backward as one autograd
+ * node), a user's callable, or the reference interpreter. Backends know
+ * entries and nothing above them: a failure is a return value (and, for a
+ * fallback to torch ops, a message) that the caller reports.
+ */
+#ifndef PTC_CAP_BACKEND_H
+#define PTC_CAP_BACKEND_H
+
+#include "capture/entry/entry.h"
+
+/* Runs the graph on the state's values; outputs[graph->noutputs] new refs.
+ * *fell_back (malloc'd, NULL if none): the failure of a compiling backend
+ * after which the graph ran through torch ops instead; the caller reports it. */
+int cap_entry_run_graph(cap_entry *e, PyObject **vals, PyObject **outputs, char **fell_back);
+/* Preparing, running and freeing an entry's backend. */
+int cap_backend_prepare(cap_entry *e, const cap_options *opts, ptc_error *err);
+void cap_backend_free(cap_entry *e);
+int cap_backend_run(cap_entry *e, PyObject **inputs, PyObject **outputs);
+/* The runtime (backend "ptc"): compile, run with torch as the host, release. */
+int cap_runtime_compile(cap_entry *e, void **program, ptc_trace_compile *tc, ptc_error *err);
+int cap_runtime_run(cap_entry *e, void *program, PyObject **inputs, PyObject **outputs);
+/* Compiled forward and backward of a graph that needs gradients
+ * (backend_train.c): a ptc._C.TrainProgram, run as one autograd node. */
+int cap_train_prepare(cap_entry *e, PyObject **program, ptc_error *err);
+int cap_train_run(cap_entry *e, PyObject *program, PyObject **inputs, PyObject **outputs);
+/* The same for any graph / program (the training backend's two halves). */
+int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_compile *tc,
+                              ptc_error *err);
+int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, PyObject **outputs,
+                            int noutputs, uint64_t rng_offset);
+/* Whether program has random ops; if so each run takes an RNG offset, drawn
+ * from torch's generator by cap_runtime_rng_draw (a 0-dim int64 tensor) and
+ * read by cap_runtime_rng_value (None reads as 0). */
+bool cap_runtime_draws(void *program);
+PyObject *cap_runtime_rng_draw(void);
+int cap_runtime_rng_value(PyObject *draw, uint64_t *offset);
+void cap_runtime_release(void *program);
+/* Can the entry's graph run through torch ops (its eager steps are whole)? */
+bool cap_backend_ready(cap_entry *e);
+
+/* The eager program of a graph (also what backends fall back to). */
+int cap_eager_prepare(const ptc_graph *g, const uint8_t *node_grad, cap_backend_state *st);
+int cap_eager_run(const ptc_graph *g, cap_backend_state *st, PyObject **inputs, PyObject **outputs);
+void cap_eager_free(cap_backend_state *st);
+cap_backend_state *cap_backend_state_new(void);
+void cap_backend_state_free(cap_backend_state *st);
+
+/* torch tensor -> borrowed ptc tensor (held: a reference keeping it alive). */
+int cap_torch_to_ptc(PyObject *t, ptc_tensor *out, PyObject **held);
+
+/* The Graph handle handed to callable backends and to ptc.explain. */
+PyObject *cap_graph_object(cap_entry *e);
+
+#endif /* PTC_CAP_BACKEND_H */

@@ -1,0 +1,1003 @@
+/* The "ptc" backend's host: how the runtime (runtime.h) sees torch.
+ *
+ * Outputs are torch tensors allocated by torch (their ptc storage keeps the
+ * PyObject as owner), so the user gets ordinary tensors. Extern ops (mm, bmm,
+ * convolution, attention) run torch's kernels: their operands, views into
+ * ptc's buffers, are handed to torch without copies through DLPack, and the
+ * results are written into the buffers ptc allocated.
+ */
+#include "capture/backend/backend.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef PTC_HAVE_RUNTIME
+#include "pipeline/pipeline.h"
+
+/* ---- DLPack (the stable C ABI of dlpack.h, v0.8) ------------------------------------------- */
+
+typedef struct {
+    int32_t device_type; /* kDLCPU 1, kDLCUDA 2 */
+    int32_t device_id;
+} dl_device;
+typedef struct {
+    uint8_t code; /* kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4, kDLBool 6 */
+    uint8_t bits;
+    uint16_t lanes;
+} dl_dtype;
+typedef struct {
+    void *data;
+    dl_device device;
+    int32_t ndim;
+    dl_dtype dtype;
+    int64_t *shape;
+    int64_t *strides;
+    uint64_t byte_offset;
+} dl_tensor;
+typedef struct dl_managed {
+    dl_tensor t;
+    void *manager_ctx;
+    void (*deleter)(struct dl_managed *self);
+    int64_t shape[PTC_MAX_DIMS], strides[PTC_MAX_DIMS];
+} dl_managed;
+
+static void dl_delete(dl_managed *m)
+{
+    free(m);
+}
+
+static void capsule_destructor(PyObject *cap)
+{
+    /* An unconsumed capsule still owns its tensor description. */
+    if (PyCapsule_IsValid(cap, "dltensor")) {
+        dl_managed *m = PyCapsule_GetPointer(cap, "dltensor");
+        if (m && m->deleter)
+            m->deleter(m);
+    }
+    PyErr_Clear();
+}
+
+static const dl_dtype dl_dtypes[PTC_DTYPE_COUNT] = {
+    [PTC_BOOL] = {6, 8, 1}, [PTC_U8] = {1, 8, 1},   [PTC_I8] = {0, 8, 1},
+    [PTC_I16] = {0, 16, 1}, [PTC_I32] = {0, 32, 1}, [PTC_I64] = {0, 64, 1},
+    [PTC_F16] = {2, 16, 1}, [PTC_BF16] = {4, 16, 1}, [PTC_F32] = {2, 32, 1},
+    [PTC_F64] = {2, 64, 1},
+};
+
+/* A torch tensor viewing t's memory (no copy). */
+static PyObject *torch_view(const ptc_tensor *t)
+{
+    static PyObject *from_dlpack;
+    if (!from_dlpack && !(from_dlpack = cap_import_path("torch._C._from_dlpack")) &&
+        !(PyErr_Clear(), from_dlpack = cap_import_path("torch.utils.dlpack.from_dlpack")))
+        return PyErr_Format(cap_InternalError, "ptc: torch.utils.dlpack is missing");
+    dl_managed *m = calloc(1, sizeof *m);
+    if (!m)
+        return PyErr_NoMemory();
+    m->t.data = t->data;
+    m->t.device.device_type = t->device.kind == PTC_DEV_CUDA ? 2 : 1;
+    m->t.device.device_id = t->device.kind == PTC_DEV_CUDA && t->device.index > 0 ? t->device.index : 0;
+    m->t.ndim = t->ndim;
+    m->t.dtype = dl_dtypes[t->dtype];
+    for (int i = 0; i < t->ndim; i++) {
+        m->shape[i] = t->sizes[i];
+        m->strides[i] = t->strides[i];
+    }
+    m->t.shape = m->shape;
+    m->t.strides = m->strides;
+    m->deleter = dl_delete;
+    PyObject *cap = PyCapsule_New(m, "dltensor", capsule_destructor);
+    if (!cap) {
+        free(m);
+        return NULL;
+    }
+    PyObject *r = PyObject_CallOneArg_compat(from_dlpack, cap);
+    Py_DECREF(cap);
+    return r;
+}
+
+/* ---- host hooks ---------------------------------------------------------------------------------- */
+
+static void release_owned(ptc_storage *s)
+{
+    PyGILState_STATE g = PyGILState_Ensure();
+    Py_XDECREF((PyObject *)s->owner);
+    PyGILState_Release(g);
+    free(s);
+}
+
+static int host_alloc(void *ctx, ptc_tensor *t, ptc_dtype dt, int ndim, const int64_t *sizes,
+                      ptc_device dev, ptc_error *err)
+{
+    PyObject *shape = PyTuple_New(ndim);
+    for (int i = 0; shape && i < ndim; i++)
+        PyTuple_SetItem(shape, i, PyLong_FromLongLong(sizes[i]));
+    PyObject *device = cap_device_obj(dev);
+    PyObject *kw = device ? Py_BuildValue("{s:O,s:N}", "dtype", cap_dtype_obj(dt), "device", device) : NULL;
+    PyObject *args = shape ? PyTuple_Pack(1, shape) : NULL;
+    PyObject *tensor = args && kw ? PyObject_Call(cap_T.empty, args, kw) : NULL;
+    Py_XDECREF(shape);
+    Py_XDECREF(args);
+    Py_XDECREF(kw);
+    PyObject *held = NULL;
+    if (!tensor || cap_torch_to_ptc(tensor, t, &held) < 0) {
+        Py_XDECREF(tensor);
+        PyErr_Clear();
+        return ptc_errorf(err, PTC_ERR_RUNTIME, "runtime", "torch could not allocate an output");
+    }
+    Py_DECREF(held);
+    ptc_storage *s = calloc(1, sizeof *s);
+    s->refs = 1;
+    s->data = t->data;
+    s->nbytes = ptc_dtype_size(dt);
+    for (int i = 0; i < ndim; i++)
+        s->nbytes *= (size_t)sizes[i];
+    s->release = release_owned;
+    s->owner = tensor; /* the reference from torch.empty */
+    t->storage = s;
+    (void)ctx;
+    return 0;
+}
+
+/* Torch views of ptc memory, cached by (address, dtype, sizes, strides,
+ * device): a program's arena and weights sit at the same addresses run after
+ * run, so externs find their operands here instead of building a DLPack view
+ * per call. A view owns nothing, so a stale entry is still a correct view of
+ * the memory it names. */
+typedef struct vkey {
+    void *data;
+    int32_t dtype, ndim, kind, index;
+    int64_t sizes[PTC_MAX_DIMS], strides[PTC_MAX_DIMS];
+} vkey;
+enum { VCACHE = 2048, VPROBE = 8 };
+static struct {
+    vkey k;
+    PyObject *t;
+} vcache[VCACHE];
+
+static PyObject *cached_view(const ptc_tensor *t)
+{
+    vkey k;
+    memset(&k, 0, sizeof k);
+    k.data = t->data;
+    k.dtype = t->dtype;
+    k.ndim = t->ndim;
+    k.kind = t->device.kind;
+    k.index = t->device.index;
+    for (int d = 0; d < t->ndim; d++) {
+        k.sizes[d] = t->sizes[d];
+        k.strides[d] = t->strides[d];
+    }
+    uint64_t h = ptc_hash_bytes(PTC_HASH_INIT, &k, sizeof k);
+    int slot = -1;
+    for (int i = 0; i < VPROBE; i++) {
+        int j = (int)((h + (uint64_t)i) % VCACHE);
+        if (vcache[j].t && memcmp(&vcache[j].k, &k, sizeof k) == 0)
+            return Py_NewRef(vcache[j].t);
+        if (!vcache[j].t && slot < 0)
+            slot = j;
+    }
+    PyObject *v = torch_view(t);
+    if (!v)
+        return NULL;
+    if (slot < 0) {
+        slot = (int)(h % VCACHE);
+        Py_CLEAR(vcache[slot].t);
+    }
+    vcache[slot].k = k;
+    vcache[slot].t = Py_NewRef(v);
+    return v;
+}
+
+static const char *extern_fn(ptc_op op)
+{
+    switch (op) {
+    case PTC_OP_MM: return "torch.mm";
+    case PTC_OP_BMM: return "torch.bmm";
+    case PTC_OP_ADDMM: return "torch.addmm";
+    case PTC_OP_CONVOLUTION: return "torch.convolution";
+    case PTC_OP_CONVOLUTION_BACKWARD_WEIGHT:
+        return "ptc._eager.convolution_backward_weight";
+    case PTC_OP_SDPA: return "torch.nn.functional.scaled_dot_product_attention";
+    default: return NULL;
+    }
+}
+
+/* mm, bmm and addmm write straight into ptc's buffer (out=). */
+static bool has_out(ptc_op op) { return op == PTC_OP_MM || op == PTC_OP_BMM || op == PTC_OP_ADDMM; }
+
+static void extern_error(ptc_error *err, const ptc_schema *s)
+{
+    PyObject *et, *ev, *etb;
+    PyErr_Fetch(&et, &ev, &etb);
+    PyObject *str = ev ? PyObject_Str(ev) : NULL;
+    ptc_errorf(err, PTC_ERR_RUNTIME, "runtime", "extern %s through torch: %s", s->name,
+               str ? PyUnicode_AsUTF8(str) : "error");
+    Py_XDECREF(str);
+    Py_XDECREF(et);
+    Py_XDECREF(ev);
+    Py_XDECREF(etb);
+}
+
+/* The layout torch's fast CUDA kernels want for input ti of node, given in
+ * t: 1 a contiguous copy, 2 a channels-last copy, 0 t as it is.
+ *   - scaled_dot_product_attention: the fused kernels (flash, memory
+ *     efficient, cudnn) refuse a mask whose last dimension has a stride other
+ *     than 1, a broadcast mask from an expand for one, and torch then takes
+ *     the math path: a dozen kernels in float32 instead of one.
+ *   - convolution: cudnn runs a depthwise convolution in 16-bit floats only
+ *     for channels-last input; for contiguous input torch uses its own
+ *     depthwise kernel, 3x slower on convnext's 7x7. Eager models get
+ *     channels-last input there from their permutes; ptc's buffers are
+ *     contiguous. */
+static int extern_layout(const ptc_node *node, int ti, const ptc_tensor *t)
+{
+    if (t->device.kind != PTC_DEV_CUDA || t->ndim < 1)
+        return 0;
+    if (node->op == PTC_OP_SDPA && ti == 3)
+        return t->strides[t->ndim - 1] != 1 && t->sizes[t->ndim - 1] > 1;
+    if (node->op == PTC_OP_CONVOLUTION && ti == 0 && t->ndim == 4 &&
+        (t->dtype == PTC_BF16 || t->dtype == PTC_F16)) {
+        const ptc_arg *groups = ptc_node_arg(node, "groups");
+        const ptc_arg *tr = ptc_node_arg(node, "transposed");
+        int64_t g = ptc_dim_is_static(groups->i) ? groups->i.value : 1, c = t->sizes[1];
+        bool depthwise = !tr->b && g > 1 && g == c;
+        bool channels_last = t->strides[1] == 1 && t->strides[3] == c;
+        return depthwise && !channels_last ? 2 : 0;
+    }
+    return 0;
+}
+
+/* t as a torch tensor, in the layout extern_layout asks for. */
+static PyObject *extern_input(const ptc_node *node, int ti, const ptc_tensor *t)
+{
+    static PyObject *no_args, *channels_last; /* () and {"memory_format": torch.channels_last} */
+    PyObject *v = cached_view(t);
+    int layout = v ? extern_layout(node, ti, t) : 0;
+    if (!layout)
+        return v;
+    if (!no_args) {
+        PyObject *fmt = cap_import_path("torch.channels_last");
+        channels_last = fmt ? Py_BuildValue("{s:O}", "memory_format", fmt) : NULL;
+        no_args = channels_last ? PyTuple_New(0) : NULL;
+        Py_XDECREF(fmt);
+        if (!no_args) {
+            Py_CLEAR(channels_last);
+            Py_DECREF(v);
+            return NULL;
+        }
+    }
+    PyObject *meth = PyObject_GetAttrString(v, "contiguous");
+    PyObject *r = meth ? PyObject_Call(meth, no_args, layout == 2 ? channels_last : NULL) : NULL;
+    Py_XDECREF(meth);
+    Py_DECREF(v);
+    return r;
+}
+
+/* Appends "v0,v1,..." to line at *n. */
+static void put_dims(char *line, size_t size, size_t *n, const int64_t *v, int nd)
+{
+    for (int d = 0; d < nd && *n < size; d++)
+        *n += (size_t)snprintf(line + *n, size - *n, "%s%lld", d ? "," : "", (long long)v[d]);
+}
+
+/* One debug line per extern call: the op and each input's dtype, sizes,
+ * strides and the alignment of its data (what decides torch's kernel). */
+static void log_extern(const ptc_schema *s, const ptc_tensor *const *inputs, int ninputs)
+{
+    char line[1024];
+    size_t n = (size_t)snprintf(line, sizeof line, "extern %s:", s->name);
+    for (int i = 0; i < ninputs && n < sizeof line; i++) {
+        const ptc_tensor *t = inputs[i];
+        if (!t) {
+            n += (size_t)snprintf(line + n, sizeof line - n, " None");
+            continue;
+        }
+        n += (size_t)snprintf(line + n, sizeof line - n, " %s[", ptc_dtype_name(t->dtype));
+        put_dims(line, sizeof line, &n, t->sizes, t->ndim);
+        if (n < sizeof line)
+            n += (size_t)snprintf(line + n, sizeof line - n, "] strides (");
+        put_dims(line, sizeof line, &n, t->strides, t->ndim);
+        uintptr_t p = (uintptr_t)t->data, al = p & -p;
+        if (n < sizeof line)
+            n += (size_t)snprintf(line + n, sizeof line - n, ") align %d",
+                                  al && al < 256 ? (int)al : 256);
+    }
+    ptc_log(PTC_LOG_RUNTIME, PTC_LOG_DEBUG, "%s", line);
+}
+
+/* node(inputs) through torch: the result (a new reference), written into
+ * `into` directly when the op has an out= form and into is given. */
+static PyObject *call_extern(const ptc_node *node, const ptc_tensor *const *inputs, int ninputs,
+                             PyObject *into)
+{
+    static PyObject *fns[PTC_OP_COUNT];
+    const ptc_schema *s = ptc_op_schema(node->op);
+    const char *path = extern_fn(node->op);
+    if (!path)
+        return PyErr_Format(cap_InternalError, "no torch kernel for extern %s", s->name);
+    if (!fns[node->op] && !(fns[node->op] = cap_import_path(path)))
+        return NULL;
+    int npos = 0;
+    for (int i = 0; i < s->nparams; i++)
+        npos += !s->params[i].kwarg_only && strcmp(s->params[i].name, "seed") != 0;
+    PyObject *args = PyTuple_New(npos), *kw = NULL, *res = NULL;
+    int na = 0, ti = 0;
+    for (int i = 0; args && i < s->nparams; i++) {
+        const ptc_param *p = &s->params[i];
+        bool tensor = p->kind == PTC_PK_TENSOR || p->kind == PTC_PK_TENSOR_OPT;
+        if (strcmp(p->name, "seed") == 0)
+            continue;
+        PyObject *v;
+        if (tensor) {
+            const ptc_tensor *t = ti < ninputs ? inputs[ti] : NULL;
+            ti++;
+            v = t ? extern_input(node, ti - 1, t) : Py_NewRef(Py_None);
+        } else {
+            v = cap_arg_obj(&node->args[i], NULL);
+        }
+        if (!v)
+            goto done;
+        if (p->kwarg_only) {
+            if (!kw && !(kw = PyDict_New()))
+                goto done;
+            PyDict_SetItemString(kw, p->name, v);
+            Py_DECREF(v);
+        } else {
+            PyTuple_SetItem(args, na++, v);
+        }
+    }
+    if (into && has_out(node->op)) {
+        if (!kw && !(kw = PyDict_New()))
+            goto done;
+        PyDict_SetItemString(kw, "out", into);
+    }
+    if (ptc_log_on(PTC_LOG_RUNTIME, PTC_LOG_DEBUG))
+        log_extern(s, inputs, ninputs);
+    res = PyObject_Call(fns[node->op], args, kw);
+done:
+    Py_XDECREF(args);
+    Py_XDECREF(kw);
+    return res;
+}
+
+/* node(inputs) through torch, the result written into outs. */
+static int host_extern(void *ctx, const ptc_node *node, const ptc_tensor *const *inputs,
+                       int ninputs, ptc_tensor *outs, ptc_error *err)
+{
+    PyGILState_STATE g = PyGILState_Ensure();
+    int rc = -1;
+    PyObject *dst = cached_view(&outs[0]);
+    PyObject *res = dst ? call_extern(node, inputs, ninputs, dst) : NULL;
+    if (res && res != dst && !has_out(node->op)) {
+        PyObject *r = PyObject_CallMethod(dst, "copy_", "O", res);
+        Py_XDECREF(r);
+        if (r)
+            rc = 0;
+    } else if (res) {
+        rc = 0;
+    }
+    if (rc < 0)
+        extern_error(err, ptc_op_schema(node->op));
+    Py_XDECREF(dst);
+    Py_XDECREF(res);
+    PyGILState_Release(g);
+    (void)ctx;
+    return rc;
+}
+
+/* node(inputs) through torch, the (contiguous) result handed to the runtime. */
+static int host_extern_new(void *ctx, const ptc_node *node, const ptc_tensor *const *inputs,
+                           int ninputs, ptc_tensor *outs, ptc_error *err)
+{
+    PyGILState_STATE g = PyGILState_Ensure();
+    int rc = -1;
+    PyObject *res = call_extern(node, inputs, ninputs, NULL);
+    if (res && !PyObject_TypeCheck(res, (PyTypeObject *)cap_T.Tensor)) {
+        Py_CLEAR(res);
+        PyErr_SetString(cap_InternalError, "ptc: an extern returned a non-tensor");
+    }
+    PyObject *c = res ? PyObject_CallMethod(res, "contiguous", NULL) : NULL;
+    PyObject *held = NULL;
+    if (c && cap_torch_to_ptc(c, &outs[0], &held) == 0) {
+        Py_DECREF(held);
+        ptc_storage *st = calloc(1, sizeof *st);
+        st->refs = 1;
+        st->data = outs[0].data;
+        st->release = release_owned;
+        st->owner = Py_NewRef(c);
+        outs[0].storage = st;
+        rc = 0;
+    }
+    if (rc < 0)
+        extern_error(err, ptc_op_schema(node->op));
+    Py_XDECREF(c);
+    Py_XDECREF(res);
+    PyGILState_Release(g);
+    (void)ctx;
+    return rc;
+}
+
+static void *host_stream(void *ctx, ptc_device dev)
+{
+    PyGILState_STATE g = PyGILState_Ensure();
+    static PyObject *current;
+    if (!current)
+        current = cap_import_path("torch.cuda.current_stream");
+    PyObject *d = PyLong_FromLong(dev.index < 0 ? 0 : dev.index);
+    PyObject *st = current && d ? PyObject_CallOneArg_compat(current, d) : NULL;
+    PyObject *h = st ? PyObject_GetAttrString(st, "cuda_stream") : NULL;
+    void *ptr = h ? PyLong_AsVoidPtr(h) : NULL;
+    Py_XDECREF(d);
+    Py_XDECREF(st);
+    Py_XDECREF(h);
+    PyErr_Clear();
+    PyGILState_Release(g);
+    (void)ctx;
+    return ptr;
+}
+
+static const ptc_host torch_host = {NULL, host_alloc, host_extern, host_stream, host_extern_new};
+
+/* ---- eager's output strides ------------------------------------------------------ */
+
+/* Kernels write outputs contiguous; eager gives a pointwise result the
+ * layout of its operands (TensorIterator: x.t() + 1 is transposed too). So
+ * the compiled graph returns such an output permuted to be contiguous, and
+ * the user gets a tensor over the same memory with eager's sizes and
+ * strides (set_, so that it has no _base, as eager's). Strides are followed
+ * through pointwise ops and the views that reorder or drop dims; any other
+ * op's result is contiguous, as in eager. Static shapes only. */
+typedef struct out_layout {
+    int8_t perm[PTC_MAX_DIMS];     /* its dims outermost first, or [0] = -1 */
+    int64_t strides[PTC_MAX_DIMS]; /* eager's (size-1 dims included) */
+} out_layout;
+
+typedef struct cap_program {
+    ptc_program *p;
+    int noutputs;
+    out_layout *layout; /* per output */
+    bool draws;         /* has random ops: each run needs an RNG offset */
+} cap_program;
+
+typedef int64_t stride_row[PTC_MAX_DIMS]; /* a value's strides */
+
+static void contiguous_strides(const ptc_ttype *t, int64_t *st)
+{
+    int64_t step = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        st[d] = step;
+        step *= t->shape[d].value > 1 ? t->shape[d].value : 1;
+    }
+}
+
+/* Are strides st a dense layout of t (a permutation of contiguous)? Puts
+ * the dims outermost first in perm. */
+static bool dense_order(const ptc_ttype *t, const int64_t *st, int8_t *perm)
+{
+    int nd = t->ndim;
+    for (int d = 0; d < nd; d++)
+        perm[d] = (int8_t)d;
+    for (int i = 1; i < nd; i++) /* stable: outermost (largest stride) first */
+        for (int j = i; j > 0 && st[perm[j - 1]] < st[perm[j]]; j--) {
+            int8_t x = perm[j];
+            perm[j] = perm[j - 1];
+            perm[j - 1] = x;
+        }
+    int64_t step = 1;
+    for (int k = nd - 1; k >= 0; k--) {
+        int64_t size = t->shape[perm[k]].value;
+        if (size > 1 && st[perm[k]] != step)
+            return false; /* a size-1 dim's stride is never used */
+        step *= size > 1 ? size : 1;
+    }
+    return true;
+}
+
+/* TensorIterator's fast path: operands of the output's shape with one and
+ * the same dense layout give it that layout exactly (size-1 dims too). */
+static bool same_dense_operands(const ptc_node *n, stride_row *strides, int64_t *out)
+{
+    const ptc_ttype *ot = &n->outs[0]->type;
+    const int64_t *first = NULL;
+    for (int a = 0; a < n->nargs; a++) {
+        const ptc_value *v = n->args[a].kind == PTC_ARG_VALUE ? n->args[a].v : NULL;
+        if (!v || v->type.ndim == 0)
+            continue;
+        if (v->type.ndim != ot->ndim)
+            return false;
+        for (int d = 0; d < ot->ndim; d++)
+            if (v->type.shape[d].value != ot->shape[d].value ||
+                (first && strides[v->id][d] != first[d]))
+                return false;
+        first = strides[v->id];
+    }
+    int8_t perm[PTC_MAX_DIMS];
+    if (!first || !dense_order(ot, first, perm))
+        return false;
+    memcpy(out, first, sizeof(int64_t) * (size_t)ot->ndim);
+    return true;
+}
+
+/* TensorIterator's reorder_dimensions: dims innermost first, ordered by the
+ * operands' strides (broadcast dims ignored, the first operand that tells
+ * two dims apart decides); the result is contiguous in that order. */
+static void pointwise_strides(const ptc_node *n, stride_row *strides, int64_t *out)
+{
+    const ptc_ttype *ot = &n->outs[0]->type;
+    int nd = ot->ndim, perm[PTC_MAX_DIMS];
+    if (same_dense_operands(n, strides, out))
+        return;
+    for (int k = 0; k < nd; k++)
+        perm[k] = nd - 1 - k;
+    /* operand strides aligned to the output's dims; 0 where broadcast */
+    int64_t ops[8][PTC_MAX_DIMS];
+    int nops = 0;
+    for (int a = 0; a < n->nargs && nops < 8; a++) {
+        const ptc_value *v = n->args[a].kind == PTC_ARG_VALUE ? n->args[a].v : NULL;
+        if (!v || v->type.ndim == 0)
+            continue;
+        for (int d = 0; d < nd; d++) {
+            int vd = d - (nd - v->type.ndim);
+            bool real = vd >= 0 && v->type.shape[vd].value == ot->shape[d].value;
+            ops[nops][d] = real && ot->shape[d].value > 1 ? strides[v->id][vd] : 0;
+        }
+        nops++;
+    }
+    for (int i = 1; i < nd; i++)
+        for (int d1 = i, d0 = i - 1; d0 >= 0; d0--) {
+            int cmp = 0;
+            for (int o = 0; o < nops && !cmp; o++) {
+                int64_t s0 = ops[o][perm[d0]], s1 = ops[o][perm[d1]];
+                if (s0 == 0 || s1 == 0)
+                    continue;
+                if (s0 != s1)
+                    cmp = s0 < s1 ? -1 : 1;
+                else
+                    cmp = ot->shape[perm[d0]].value > ot->shape[perm[d1]].value;
+            }
+            if (cmp <= 0)
+                break;
+            int t = perm[d0];
+            perm[d0] = perm[d1];
+            perm[d1] = t;
+            d1 = d0;
+        }
+    int64_t step = 1;
+    for (int k = 0; k < nd; k++) {
+        out[perm[k]] = step;
+        step *= ot->shape[perm[k]].value > 1 ? ot->shape[perm[k]].value : 1;
+    }
+}
+
+/* The strides eager gives node n's (single) output, from its operands'. */
+static void node_strides(const ptc_node *n, stride_row *strides, int64_t *out)
+{
+    const ptc_ttype *ot = &n->outs[0]->type;
+    const ptc_value *in = n->nargs && n->args[0].kind == PTC_ARG_VALUE ? n->args[0].v : NULL;
+    const int64_t *is = in ? strides[in->id] : NULL;
+    int nd = in ? in->type.ndim : 0;
+    contiguous_strides(ot, out);
+    if (n->nout != 1)
+        return;
+    if (ptc_op_flags(n->op) & PTC_F_POINTWISE) {
+        pointwise_strides(n, strides, out);
+    } else if (n->op == PTC_OP_T || n->op == PTC_OP_TRANSPOSE) {
+        bool t = n->op == PTC_OP_T;
+        int d0 = t ? 0 : (int)n->args[1].i.value, d1 = t ? 1 : (int)n->args[2].i.value;
+        d0 = d0 < 0 ? d0 + nd : d0, d1 = d1 < 0 ? d1 + nd : d1;
+        for (int d = 0; d < nd; d++)
+            out[d] = is[d == d0 ? d1 : d == d1 ? d0 : d];
+    } else if (n->op == PTC_OP_PERMUTE) {
+        for (int d = 0; d < nd; d++) {
+            int64_t src = n->args[1].is.d[d].value;
+            out[d] = is[src < 0 ? src + nd : src];
+        }
+    } else if (n->op == PTC_OP_SELECT) {
+        int64_t dim = n->args[1].i.value < 0 ? n->args[1].i.value + nd : n->args[1].i.value;
+        for (int d = 0, k = 0; d < nd; d++)
+            if (d != dim)
+                out[k++] = is[d];
+    } else if (n->op == PTC_OP_SLICE && n->args[4].kind == PTC_ARG_INT) {
+        int64_t dim = n->args[1].i.value < 0 ? n->args[1].i.value + nd : n->args[1].i.value;
+        for (int d = 0; d < nd; d++)
+            out[d] = is[d] * (d == dim ? n->args[4].i.value : 1);
+    } else if (n->op == PTC_OP_NARROW) {
+        memcpy(out, is, sizeof(int64_t) * (size_t)nd);
+    } else if (n->op == PTC_OP_UNSQUEEZE) {
+        int64_t dim = n->args[1].i.value < 0 ? n->args[1].i.value + nd + 1 : n->args[1].i.value;
+        for (int d = 0, k = 0; d <= nd; d++)
+            out[d] = d == dim ? (d < nd ? in->type.shape[d].value * is[d] : 1) : is[k++];
+    } else if (n->op == PTC_OP_CONTIGUOUS || n->op == PTC_OP_CLONE || n->op == PTC_OP_EXPAND) {
+        /* clone keeps a dense layout (preserve_format); expand's new dims are
+           broadcast (skipped by pointwise_strides) */
+        for (int d = 0; d < nd && n->op != PTC_OP_CONTIGUOUS; d++)
+            out[d + ot->ndim - nd] = is[d];
+    }
+}
+
+/* The order of dims that makes strides st contiguous: false when they are
+ * contiguous already, or not a dense layout (a view eager returns of an
+ * intermediate: it comes back contiguous). */
+static bool output_perm(const ptc_ttype *t, const int64_t *st, int8_t *perm)
+{
+    int64_t want[PTC_MAX_DIMS];
+    contiguous_strides(t, want);
+    return memcmp(want, st, sizeof(int64_t) * (size_t)t->ndim) != 0 && dense_order(t, st, perm);
+}
+
+/* A copy of g that returns the outputs cp permutes permuted. */
+static ptc_graph *permute_outputs(const ptc_graph *g, const cap_program *cp, ptc_error *err)
+{
+    ptc_graph *c = ptc_graph_clone(g, NULL);
+    if (!c) {
+        ptc_errorf(err, PTC_ERR_INTERNAL, "capture", "the graph could not be copied");
+        return NULL;
+    }
+    ptc_value **outs = malloc(sizeof *outs * (size_t)(g->noutputs + 1));
+    for (int i = 0; c && i < g->noutputs; i++) {
+        outs[i] = c->outputs[i];
+        if (cp->layout[i].perm[0] < 0)
+            continue;
+        int64_t dims[PTC_MAX_DIMS];
+        for (int d = 0; d < outs[i]->type.ndim; d++)
+            dims[d] = cp->layout[i].perm[d];
+        ptc_arg a[2] = {ptc_arg_value(outs[i]), ptc_arg_ints(c->arena, dims, outs[i]->type.ndim)};
+        ptc_node *n = ptc_build(c, PTC_OP_PERMUTE, a, 2, err);
+        if (!n) {
+            ptc_graph_free(c);
+            c = NULL;
+            break;
+        }
+        n->loc = outs[i]->def->loc;
+        outs[i] = n->outs[0];
+    }
+    if (c)
+        ptc_graph_set_outputs(c, outs, g->noutputs);
+    free(outs);
+    return c;
+}
+
+/* Which outputs need eager's strides, and a graph that returns those
+ * permuted (*permuted stays NULL when none does). */
+static int plan_layouts(const ptc_graph *g, cap_program *cp, ptc_graph **permuted, ptc_error *err)
+{
+    *permuted = NULL;
+    for (int i = 0; i < g->nvalues; i++)
+        if (!ptc_ttype_is_static(&g->values[i]->type))
+            return 0;
+    stride_row *strides = calloc((size_t)g->nvalues + 1, sizeof *strides);
+    cp->layout = calloc((size_t)g->noutputs + 1, sizeof *cp->layout);
+    for (int i = 0; i < g->ninputs; i++) {
+        const ptc_ttype *t = &g->inputs[i]->type;
+        for (int d = 0; d < t->ndim; d++)
+            strides[g->inputs[i]->id][d] = t->strides[d].value;
+        if (t->layout == PTC_LAYOUT_CONTIGUOUS)
+            contiguous_strides(t, strides[g->inputs[i]->id]);
+    }
+    for (int i = 0; i < g->nnodes; i++) {
+        const ptc_node *n = g->nodes[i];
+        node_strides(n, strides, strides[n->outs[0]->id]);
+        for (int k = 1; k < n->nout; k++)
+            contiguous_strides(&n->outs[k]->type, strides[n->outs[k]->id]);
+    }
+    bool any = false;
+    for (int i = 0; i < g->noutputs; i++) {
+        const ptc_value *v = g->outputs[i];
+        bool p = v->def && output_perm(&v->type, strides[v->id], cp->layout[i].perm);
+        memcpy(cp->layout[i].strides, strides[v->id], sizeof strides[v->id]);
+        cp->layout[i].perm[0] = p ? cp->layout[i].perm[0] : -1;
+        any = any || p;
+    }
+    free(strides);
+    if (!any)
+        return 0;
+    *permuted = permute_outputs(g, cp, err);
+    return *permuted ? 0 : -1;
+}
+
+/* Random ops (dropout, rand, attention with dropout) draw from ptc's
+ * counter-based generator (ops.h). */
+static bool draws_random(const ptc_node *n)
+{
+    if (ptc_op_flags(n->op) & PTC_F_RANDOM)
+        return true;
+    return n->op == PTC_OP_SDPA && ptc_node_arg(n, "dropout_p")->f > 0;
+}
+
+/* Compiles g into a cap_program; with eager_strides, the outputs eager makes
+ * non-contiguous come back with eager's strides (plan_layouts). */
+static int compile_program(const ptc_graph *g, bool eager_strides, void **program,
+                           ptc_trace_compile *tc, ptc_error *err)
+{
+    ptc_compile_opts opts = {.backend = PTC_BACKEND_CPU, .trace = tc};
+    for (int i = 0; i < g->ninputs; i++)
+        if (g->inputs[i]->type.device.kind == PTC_DEV_CUDA)
+            opts.backend = PTC_BACKEND_CUDA;
+    cap_program *cp = calloc(1, sizeof *cp);
+    if (!cp)
+        return ptc_errorf(err, PTC_ERR_INTERNAL, "runtime", "out of memory");
+    cp->noutputs = g->noutputs;
+    for (int i = 0; i < g->nnodes; i++)
+        cp->draws |= draws_random(g->nodes[i]);
+    ptc_graph *permuted = NULL;
+    if (eager_strides && plan_layouts(g, cp, &permuted, err) < 0) {
+        cap_runtime_release(cp);
+        return -1;
+    }
+    cp->p = ptc_compile(permuted ? permuted : g, &opts, err);
+    if (permuted)
+        ptc_graph_free(permuted);
+    if (!cp->p) {
+        cap_runtime_release(cp);
+        return -1;
+    }
+    *program = cp;
+    return 0;
+}
+
+int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_compile *tc,
+                              ptc_error *err)
+{
+    return compile_program(g, false, program, tc, err);
+}
+
+int cap_runtime_compile(cap_entry *e, void **program, ptc_trace_compile *tc, ptc_error *err)
+{
+    return compile_program(e->graph, true, program, tc, err);
+}
+
+void cap_runtime_release(void *program)
+{
+    cap_program *cp = program;
+    if (!cp)
+        return;
+    if (cp->p)
+        ptc_program_release(cp->p);
+    free(cp->layout);
+    free(cp);
+}
+
+/* A kernel's failed check (stage "check", lower.h) is the user's error, not
+ * ptc's: eager's exception, IndexError where the message says so. */
+static void raise_run_error(const ptc_error *err)
+{
+    static const char index_error[] = "IndexError: ";
+    if (strcmp(err->stage, "check") == 0) {
+        bool index = strncmp(err->msg, index_error, strlen(index_error)) == 0;
+        PyErr_SetString(index ? PyExc_IndexError : PyExc_RuntimeError,
+                        err->msg + (index ? strlen(index_error) : 0));
+        return;
+    }
+    char buf[1200];
+    ptc_error_format(err, buf, sizeof buf);
+    PyErr_Format(cap_InternalError, "ptc: running the compiled graph: %s", buf);
+}
+
+/* r (contiguous, dims in the layout's order) as a tensor with the output's
+ * own dims and eager's strides over the same memory. */
+static PyObject *unpermute(PyObject *r, const out_layout *l)
+{
+    cap_tmeta m;
+    if (cap_tmeta_read(r, &m) < 0)
+        return NULL;
+    Py_DECREF(m.type);
+    Py_DECREF(m.dtype);
+    PyObject *size = PyTuple_New(m.ndim), *stride = PyTuple_New(m.ndim);
+    for (int k = 0; size && stride && k < m.ndim; k++) {
+        PyTuple_SetItem(size, l->perm[k], PyLong_FromLongLong(m.sizes[k]));
+        PyTuple_SetItem(stride, k, PyLong_FromLongLong(l->strides[k]));
+    }
+    PyObject *storage = PyObject_HasAttrString(r, "untyped_storage")
+                            ? PyObject_CallMethod(r, "untyped_storage", NULL)
+                            : PyObject_CallMethod(r, "storage", NULL);
+    PyObject *empty = PyObject_CallMethod(r, "new_empty", "((i))", 0);
+    PyObject *out = storage && empty && size && stride
+                        ? PyObject_CallMethod(empty, "set_", "OiOO", storage, 0, size, stride)
+                        : NULL;
+    Py_XDECREF(storage);
+    Py_XDECREF(empty);
+    Py_XDECREF(size);
+    Py_XDECREF(stride);
+    return out;
+}
+
+/* ---- the RNG offset of a run -------------------------------------------------------------- */
+
+/* A random op with seed s (fixed at capture) draws ptc_rng_uniform(
+ * ptc_rng_key(s, offset), i) for element i. The offset is drawn from torch's
+ * default generator for each run of a program that has random ops, so
+ * torch.manual_seed makes ptc's dropout masks repeat run to run (they are not
+ * eager's: ptc's generator is its own), and a program without random ops
+ * leaves torch's generator as eager would. The CPU generator serves every
+ * device: reading a CUDA draw back would synchronise the stream. */
+bool cap_runtime_draws(void *program)
+{
+    return ((cap_program *)program)->draws;
+}
+
+PyObject *cap_runtime_rng_draw(void)
+{
+    static PyObject *randint, *args;
+    if (!randint) {
+        /* below 2^62: any offset, well inside int64 */
+        args = Py_BuildValue("(L())", (long long)1 << 62);
+        randint = args ? cap_import_path("torch.randint") : NULL;
+        if (!randint) {
+            Py_CLEAR(args);
+            return NULL;
+        }
+    }
+    return PyObject_Call(randint, args, NULL);
+}
+
+int cap_runtime_rng_value(PyObject *draw, uint64_t *offset)
+{
+    *offset = 0;
+    if (draw == Py_None)
+        return 0;
+    PyObject *v = PyNumber_Index(draw);
+    if (!v)
+        return -1;
+    *offset = (uint64_t)PyLong_AsUnsignedLongLong(v);
+    Py_DECREF(v);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, PyObject **outputs,
+                            int noutputs, uint64_t rng_offset)
+{
+    cap_program *cp = program;
+    ptc_tensor *ins = calloc((size_t)ninputs + 1, sizeof *ins);
+    ptc_tensor *outs = calloc((size_t)noutputs + 1, sizeof *outs);
+    PyObject **held = calloc((size_t)ninputs + 1, sizeof *held);
+    int rc = -1;
+    for (int i = 0; i < ninputs; i++)
+        if (cap_torch_to_ptc(inputs[i], &ins[i], &held[i]) < 0)
+            goto done;
+    ptc_error err;
+    if (ptc_program_run(cp->p, ins, ninputs, outs, &torch_host, rng_offset, &err) < 0) {
+        raise_run_error(&err);
+        goto done;
+    }
+    for (int i = 0; i < noutputs; i++) {
+        ptc_storage *s = outs[i].storage;
+        if (!s || s->release != release_owned || !s->owner) {
+            PyErr_SetString(cap_InternalError, "ptc: a compiled output was not allocated by torch");
+            goto done;
+        }
+        int same = -1; /* an output listed twice is one tensor */
+        for (int j = 0; j < i && same < 0; j++)
+            same = outs[j].storage == s ? j : -1;
+        if (same >= 0)
+            outputs[i] = Py_NewRef(outputs[same]);
+        else if (cp->layout && cp->layout[i].perm[0] >= 0)
+            outputs[i] = unpermute((PyObject *)s->owner, &cp->layout[i]);
+        else
+            outputs[i] = Py_NewRef((PyObject *)s->owner);
+        if (!outputs[i])
+            goto done;
+    }
+    rc = 0;
+done:
+    for (int i = 0; i < noutputs; i++) {
+        if (rc < 0)
+            Py_CLEAR(outputs[i]);
+        ptc_tensor_release(&outs[i]);
+    }
+    for (int i = 0; i < ninputs; i++)
+        Py_XDECREF(held[i]);
+    free(ins);
+    free(outs);
+    free(held);
+    return rc;
+}
+
+/* Runs a program with a fresh RNG offset from torch's generator when it draws. */
+static int run_drawing(void *program, PyObject **inputs, int ninputs, PyObject **outputs,
+                       int noutputs)
+{
+    uint64_t offset = 0;
+    PyObject *draw = cap_runtime_draws(program) ? cap_runtime_rng_draw() : Py_NewRef(Py_None);
+    int rc = draw ? cap_runtime_rng_value(draw, &offset) : -1;
+    Py_XDECREF(draw);
+    return rc ? rc : cap_runtime_run_program(program, inputs, ninputs, outputs, noutputs, offset);
+}
+
+int cap_runtime_run(cap_entry *e, void *program, PyObject **inputs, PyObject **outputs)
+{
+    return run_drawing(program, inputs, e->graph->ninputs, outputs, e->graph->noutputs);
+}
+
+/* ---- a .ptir graph compiled from Python (ptc._C._compile_ptir) ------------------- */
+
+/* What a compiled .ptir graph's capsule holds: one program for every size of
+ * the graph's symbols, bound from the tensors' shapes on each call. */
+typedef struct ptir_compiled {
+    void *program;
+    int ninputs, noutputs;
+} ptir_compiled;
+
+static const char PTIR_CAPSULE[] = "ptc.compiled_ptir";
+
+static void ptir_capsule_free(PyObject *capsule)
+{
+    ptir_compiled *c = PyCapsule_GetPointer(capsule, PTIR_CAPSULE);
+    if (c)
+        cap_runtime_release(c->program);
+    free(c);
+}
+
+PyObject *cap_compile_ptir(PyObject *text)
+{
+    Py_ssize_t len;
+    const char *src = PyUnicode_AsUTF8AndSize(text, &len);
+    if (!src || cap_torch_init() < 0) /* the runs read torch tensors */
+        return NULL;
+    ptc_error err;
+    char msg[1200];
+    ptc_module *m = ptc_parse_module(src, (size_t)len, "<ptir>", &err);
+    ptir_compiled *c = calloc(1, sizeof *c);
+    int rc = m && c ? 0 : -1;
+    if (rc == 0 && m->ngraphs < 1)
+        rc = ptc_errorf(&err, PTC_ERR_PARSE, "parse", "the text holds no graph");
+    if (rc == 0 && (rc = ptc_ops_verify(m->graphs[0], 0, &err)) == 0) {
+        c->ninputs = m->graphs[0]->ninputs;
+        c->noutputs = m->graphs[0]->noutputs;
+        rc = cap_runtime_compile_graph(m->graphs[0], &c->program, NULL, &err);
+    }
+    if (m)
+        ptc_module_free(m);
+    if (rc) {
+        free(c);
+        ptc_error_format(&err, msg, sizeof msg);
+        PyErr_Format(PyExc_ValueError, "ptc: %s", msg);
+        return NULL;
+    }
+    PyObject *cap = PyCapsule_New(c, PTIR_CAPSULE, ptir_capsule_free);
+    if (!cap) {
+        cap_runtime_release(c->program);
+        free(c);
+    }
+    return cap;
+}
+
+PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors)
+{
+    ptir_compiled *c = PyCapsule_GetPointer(capsule, PTIR_CAPSULE);
+    if (!c)
+        return NULL;
+    if (!PyTuple_Check(tensors) || PyTuple_Size(tensors) != c->ninputs)
+        return PyErr_Format(PyExc_TypeError, "the graph takes a tuple of %d tensors", c->ninputs);
+    PyObject **ins = calloc((size_t)c->ninputs + 1, sizeof *ins);
+    PyObject **outs = calloc((size_t)c->noutputs + 1, sizeof *outs);
+    for (int i = 0; i < c->ninputs; i++)
+        ins[i] = PyTuple_GetItem(tensors, i);
+    PyObject *r = NULL;
+    if (run_drawing(c->program, ins, c->ninputs, outs, c->noutputs) == 0) {
+        r = PyTuple_New(c->noutputs);
+        for (int i = 0; i < c->noutputs; i++)
+            if (r)
+                PyTuple_SetItem(r, i, outs[i]); /* steals the reference */
+            else
+                Py_DECREF(outs[i]);
+    }
+    free(ins);
+    free(outs);
+    return r;
+}
+
+#else
+PyObject *cap_compile_ptir(PyObject *text)
+{
+    (void)text;
+    return PyErr_Format(PyExc_NotImplementedError, "ptc was built without its runtime");
+}
+
+PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors)
+{
+    (void)capsule, (void)tensors;
+    return PyErr_Format(PyExc_NotImplementedError, "ptc was built without its runtime");
+}
+#endif /* PTC_HAVE_RUNTIME */

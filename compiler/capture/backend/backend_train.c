@@ -1,0 +1,304 @@
+/* Training: a graph whose inputs require gradients, compiled forward and
+ * backward (AOT autograd).
+ *
+ * At prepare time the captured graph is decomposed into prims, its joint
+ * graph built for the inputs that require gradients and split into a
+ * forward and a backward (compiler/autograd); both are compiled. The result
+ * is a ptc._C.TrainProgram: forward(*inputs) returns the outputs followed by
+ * the tensors the backward needs, backward(*saved, *output_grads) returns
+ * the inputs' gradients. At run time ptc._autograd's torch.autograd.Function
+ * calls them, so one compiled call is one autograd node whose backward runs
+ * ptc's kernels on the same device (and, on CUDA, torch's current stream).
+ *
+ * Graphs that mix grad modes (a no_grad block inside a graph that needs
+ * gradients) or use an op without a derivative are not compiled this way:
+ * the caller runs them through torch ops and reports why.
+ */
+#include "capture/backend/backend.h"
+
+#ifdef PTC_HAVE_RUNTIME
+
+#include "autograd/autograd.h"
+#include "runtime/runtime.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct train_program {
+    PyObject_HEAD void *forward, *backward; /* ptc_program */
+    int ninputs, noutputs, nsaved, ntangents, ngrads;
+    bool draws;           /* random ops: the RNG offset is saved after the values */
+    PyObject *tangent_of; /* tuple: per output, its position among tangents or -1 */
+    PyObject *grad_of;    /* tuple: per gradient, the input it belongs to */
+} train_program;
+
+static PyObject *train_type;
+
+static void tp_dealloc(PyObject *self)
+{
+    train_program *t = (train_program *)self;
+    cap_runtime_release(t->forward);
+    cap_runtime_release(t->backward);
+    Py_XDECREF(t->tangent_of);
+    Py_XDECREF(t->grad_of);
+    PyTypeObject *type = Py_TYPE(self);
+    freefunc free_fn = (freefunc)PyType_GetSlot(type, Py_tp_free);
+    free_fn(self);
+    Py_DECREF(type);
+}
+
+/* program(args[nin]) -> a tuple of nout tensors, and `extra` last when given. */
+static PyObject *run_tuple(void *program, PyObject *args, int nin, int nout, uint64_t rng_offset,
+                           PyObject *extra)
+{
+    PyObject *stack_in[64], *stack_out[64];
+    PyObject **ins = nin <= 64 ? stack_in : PyMem_Malloc(sizeof(PyObject *) * (size_t)nin);
+    PyObject **outs = nout <= 64 ? stack_out : PyMem_Calloc((size_t)nout, sizeof(PyObject *));
+    PyObject *r = NULL;
+    if (!ins || !outs)
+        goto done;
+    for (int i = 0; i < nin; i++)
+        ins[i] = PyTuple_GetItem(args, i);
+    for (int i = 0; i < nout; i++)
+        outs[i] = NULL;
+    if (cap_runtime_run_program(program, ins, nin, outs, nout, rng_offset) == 0) {
+        r = PyTuple_New(nout + (extra != NULL));
+        for (int i = 0; r && i < nout; i++)
+            PyTuple_SetItem(r, i, outs[i]);
+        if (r && extra)
+            PyTuple_SetItem(r, nout, Py_NewRef(extra));
+        if (!r)
+            for (int i = 0; i < nout; i++)
+                Py_XDECREF(outs[i]);
+    }
+done:
+    if (ins != stack_in)
+        PyMem_Free(ins);
+    if (outs != stack_out)
+        PyMem_Free(outs);
+    return r ? r : (PyErr_Occurred() ? NULL : PyErr_NoMemory());
+}
+
+static PyObject *wrong_count(int want, Py_ssize_t got)
+{
+    return PyErr_Format(PyExc_TypeError, "ptc: the compiled program takes %d tensors, got %zd",
+                        want, got);
+}
+
+/* A graph with random ops: the forward draws the run's RNG offset and saves
+ * it (a 0-dim tensor after the saved values), and the backward runs with it,
+ * so a mask the backward recomputes is the forward's. */
+static PyObject *tp_forward(PyObject *self, PyObject *args)
+{
+    train_program *t = (train_program *)self;
+    if (PyTuple_Size(args) != t->ninputs)
+        return wrong_count(t->ninputs, PyTuple_Size(args));
+    uint64_t offset = 0;
+    PyObject *draw = t->draws ? cap_runtime_rng_draw() : NULL;
+    if (t->draws && (!draw || cap_runtime_rng_value(draw, &offset) < 0)) {
+        Py_XDECREF(draw);
+        return NULL;
+    }
+    PyObject *r = run_tuple(t->forward, args, t->ninputs, t->noutputs + t->nsaved, offset, draw);
+    Py_XDECREF(draw);
+    return r;
+}
+
+static PyObject *tp_backward(PyObject *self, PyObject *args)
+{
+    train_program *t = (train_program *)self;
+    int nin = t->nsaved + t->draws + t->ntangents;
+    if (PyTuple_Size(args) != nin)
+        return wrong_count(nin, PyTuple_Size(args));
+    uint64_t offset = 0;
+    if (t->draws && cap_runtime_rng_value(PyTuple_GetItem(args, t->nsaved), &offset) < 0)
+        return NULL;
+    /* the saved values and the tangents, around the offset */
+    PyObject *ins = PyTuple_New(t->nsaved + t->ntangents);
+    for (int i = 0, k = 0; ins && i < nin; i++)
+        if (!t->draws || i != t->nsaved)
+            PyTuple_SetItem(ins, k++, Py_NewRef(PyTuple_GetItem(args, i)));
+    PyObject *r =
+        ins ? run_tuple(t->backward, ins, t->nsaved + t->ntangents, t->ngrads, offset, NULL) : NULL;
+    Py_XDECREF(ins);
+    return r;
+}
+
+static PyObject *tp_get(PyObject *self, void *which)
+{
+    train_program *t = (train_program *)self;
+    switch ((int)(intptr_t)which) {
+    case 0:
+        return PyLong_FromLong(t->ninputs);
+    case 1:
+        return PyLong_FromLong(t->noutputs);
+    case 2:
+        return PyLong_FromLong(t->nsaved + t->draws);
+    case 3:
+        return Py_NewRef(t->tangent_of);
+    default:
+        return Py_NewRef(t->grad_of);
+    }
+}
+
+static PyMethodDef tp_methods[] = {
+    {"forward", tp_forward, METH_VARARGS,
+     "forward(*inputs) -> outputs + saved tensors (the RNG offset last, with random ops)"},
+    {"backward", tp_backward, METH_VARARGS,
+     "backward(*saved, *output_grads) -> gradients of the inputs that require them"},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef tp_getset[] = {
+    {"ninputs", tp_get, NULL, NULL, (void *)0},
+    {"noutputs", tp_get, NULL, NULL, (void *)1},
+    {"nsaved", tp_get, NULL, NULL, (void *)2},
+    {"tangent_of", tp_get, NULL, "per output: its gradient's position, or -1", (void *)3},
+    {"grad_of", tp_get, NULL, "per gradient: the input it belongs to", (void *)4},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyType_Slot tp_slots[] = {{Py_tp_dealloc, tp_dealloc},
+                                 {Py_tp_methods, tp_methods},
+                                 {Py_tp_getset, tp_getset},
+                                 {Py_tp_doc, "A compiled forward and backward (ptc autograd)."},
+                                 {0, NULL}};
+
+static PyType_Spec tp_spec = {"ptc._C.TrainProgram", sizeof(train_program), 0, Py_TPFLAGS_DEFAULT,
+                              tp_slots};
+
+/* ---- compiling ------------------------------------------------------------------- */
+
+static PyObject *int_tuple(const int *v, int n)
+{
+    PyObject *t = PyTuple_New(n);
+    for (int i = 0; t && i < n; i++)
+        PyTuple_SetItem(t, i, PyLong_FromLong(v[i]));
+    return t;
+}
+
+/* Joint, partition and both compiles; err says why not. */
+static int build(cap_entry *e, ptc_graph **prims, ptc_joint *j, ptc_partition *p, train_program *t,
+                 ptc_error *err)
+{
+    const ptc_graph *g = e->graph;
+    bool *wants = calloc((size_t)g->ninputs + 1, sizeof *wants);
+    bool *written = calloc((size_t)g->noutputs + 1, sizeof *written);
+    int rc = -1;
+    if (!wants || !written) {
+        ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < g->ninputs; i++)
+        wants[i] = g->inputs[i]->type.requires_grad;
+    /* the new values of inputs written in place are forward-only, as eager
+       updates buffers (BatchNorm's running statistics) outside autograd */
+    for (int k = 0; k < e->nwriteback; k++)
+        written[e->writeback[k].output] = true;
+    if (!(*prims = ptc_decompose(g, err)) || ptc_simplify(*prims, err) ||
+        ptc_autograd_joint(*prims, wants, written, j, err) || ptc_autograd_partition(j, p, err))
+        goto done;
+    if (e->tc && (ptc_trace_graph(e->tc, "joint", j->graph, err) ||
+                  ptc_trace_graph(e->tc, "forward", p->forward, err) ||
+                  ptc_trace_graph(e->tc, "backward", p->backward, err)))
+        goto done;
+    /* The forward's stages go to the trace; the backward's would overwrite them. */
+    if (cap_runtime_compile_graph(p->forward, &t->forward, e->tc, err) ||
+        cap_runtime_compile_graph(p->backward, &t->backward, NULL, err))
+        goto done;
+    rc = 0;
+done:
+    free(wants);
+    free(written);
+    return rc;
+}
+
+/* A mixed graph (no_grad nodes among grad ones) would differentiate through
+ * what eager treats as constants. */
+static bool mixed_grad_modes(const cap_entry *e)
+{
+    bool on = false, off = false;
+    for (int i = 0; e->node_grad && i < e->graph->nnodes; i++) {
+        bool g = e->node_grad[e->graph->nodes[i]->id];
+        on |= g;
+        off |= !g;
+    }
+    return on && off;
+}
+
+int cap_train_prepare(cap_entry *e, PyObject **program, ptc_error *err)
+{
+    *program = NULL;
+    if (mixed_grad_modes(e))
+        return ptc_errorf(err, PTC_ERR_UNSUPPORTED, "autograd",
+                          "the graph mixes grad modes (a no_grad block inside it)");
+    if (!train_type && !(train_type = PyType_FromSpec(&tp_spec)))
+        return ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "cannot create TrainProgram");
+    train_program *t = PyObject_New(train_program, (PyTypeObject *)train_type);
+    if (!t)
+        return ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "out of memory");
+    t->forward = t->backward = NULL;
+    t->draws = false;
+    t->tangent_of = t->grad_of = NULL;
+    Py_INCREF(train_type); /* instances of heap types hold their type */
+    ptc_graph *prims = NULL;
+    ptc_joint j = {0};
+    ptc_partition p = {0};
+    int rc = build(e, &prims, &j, &p, t, err);
+    if (rc == 0) {
+        t->ninputs = j.nprimal_inputs;
+        t->noutputs = j.nprimal_outputs;
+        t->nsaved = p.nsaved;
+        t->ntangents = j.ntangents;
+        t->ngrads = j.ngrads;
+        t->draws = cap_runtime_draws(t->forward) || cap_runtime_draws(t->backward);
+        int *tangent_pos = calloc((size_t)j.nprimal_outputs + 1, sizeof *tangent_pos);
+        for (int k = 0, n = 0; tangent_pos && k < j.nprimal_outputs; k++)
+            tangent_pos[k] = j.tangent_of[k] < 0 ? -1 : n++;
+        t->tangent_of = tangent_pos ? int_tuple(tangent_pos, j.nprimal_outputs) : NULL;
+        t->grad_of = int_tuple(j.grad_of, j.ngrads);
+        free(tangent_pos);
+        if (!t->tangent_of || !t->grad_of)
+            rc = ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "out of memory");
+    }
+    ptc_graph_free(p.forward);
+    ptc_graph_free(p.backward);
+    ptc_graph_free(j.graph);
+    ptc_graph_free(prims);
+    if (rc) {
+        Py_DECREF(t);
+        PyErr_Clear();
+        return -1;
+    }
+    *program = (PyObject *)t;
+    return 0;
+}
+
+/* ptc._autograd.apply(program, *inputs) -> the outputs, as one autograd node. */
+int cap_train_run(cap_entry *e, PyObject *program, PyObject **inputs, PyObject **outputs)
+{
+    static PyObject *apply;
+    if (!apply && !(apply = cap_import_path("ptc._autograd.apply")))
+        return -1;
+    int n = e->graph->ninputs;
+    PyObject *args = PyTuple_New(n + 1);
+    if (!args)
+        return -1;
+    PyTuple_SetItem(args, 0, Py_NewRef(program));
+    for (int i = 0; i < n; i++)
+        PyTuple_SetItem(args, i + 1, Py_NewRef(inputs[i]));
+    PyObject *r = PyObject_Call(apply, args, NULL);
+    Py_DECREF(args);
+    if (!r)
+        return -1;
+    if (!PyTuple_Check(r) || PyTuple_Size(r) != e->graph->noutputs) {
+        Py_DECREF(r);
+        PyErr_SetString(cap_InternalError,
+                        "ptc: the compiled training step returned the wrong outputs");
+        return -1;
+    }
+    for (int i = 0; i < e->graph->noutputs; i++)
+        outputs[i] = Py_NewRef(PyTuple_GetItem(r, i));
+    Py_DECREF(r);
+    return 0;
+}
+
+#endif /* PTC_HAVE_RUNTIME */

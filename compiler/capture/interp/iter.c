@@ -1,0 +1,753 @@
+/* Small Python types the interpreter puts on its stack: an iterator whose
+ * position ptc can read and rebuild (over a list, tuple or range, forwards
+ * or reversed), the lazy iterators map/filter/zip/enumerate made while
+ * tracing, and the __exit__ object of a with-block whose grad mode or
+ * autocast state is modelled symbolically.
+ *
+ * Iterators stay lazy as in eager: a lazy iterator holds its function and
+ * the iterators under it and advances them only when the program advances
+ * it, so callbacks see the state of the moment. A generator expression is
+ * one too: its frame runs traced in a nested run up to its next yield, and
+ * is kept suspended in between. Both iterator types know
+ * their eager equivalent (__reduce__, cap_eager_type): values the user gets
+ * back, or that are live at a break, are rebuilt as the real builtin over
+ * the rebuilt iterators under it. A consumer that breaks midway puts the
+ * positions back (cap_iter_mark / cap_iter_rewind), because the instruction
+ * then reruns for real from its start.
+ */
+#include "capture/torch/torch.h"
+
+#include <string.h>
+#include <structmember.h>
+
+PyTypeObject *cap_iter_type, *cap_gradexit_type;
+
+/* ---- iterator -------------------------------------------------------------------- */
+
+static void iter_dealloc(PyObject *self)
+{
+    cap_iter *it = (cap_iter *)self;
+    Py_XDECREF(it->seq);
+    Py_XDECREF(it->owner);
+    PyTypeObject *t = Py_TYPE(self);
+    ((freefunc)PyType_GetSlot(t, Py_tp_free))(self);
+    Py_DECREF(t);
+}
+
+/* A snapshot of a dict's keys or a set's items is walked, so a change of
+ * the container's size while walking raises what CPython's own iterator
+ * raises (and goes on raising). */
+void cap_iter_set_owner(cap_iter *it, PyObject *owner)
+{
+    Py_XSETREF(it->owner, Py_NewRef(owner));
+    it->owner_len = PyObject_Size(owner);
+}
+
+/* The owner's size as the program sees it: a trace's writes to an outside
+ * dict are pending until the graph ran (trace_effects.c). */
+static Py_ssize_t owner_size(cap_iter *it)
+{
+    PyObject *o = it->owner;
+    if (it->T && it->T->I && cap_t_current(it->T->I, &o) != CAP_NEXT) {
+        PyErr_Clear();
+        o = it->owner;
+    }
+    return PyObject_Size(o);
+}
+
+static bool owner_changed(cap_iter *it)
+{
+    if (!it->owner || owner_size(it) == it->owner_len)
+        return false;
+    PyErr_Clear();
+    PyErr_SetString(PyExc_RuntimeError, PyAnySet_Check(it->owner)
+                                            ? "Set changed size during iteration"
+                                            : "dictionary changed size during iteration");
+    it->owner_len = -1;
+    return true;
+}
+
+PyObject *cap_iter_next_raw(cap_iter *it)
+{
+    if (owner_changed(it))
+        return NULL;
+    if (!it->seq) {
+        if (it->i >= it->n)
+            return NULL;
+        return PyLong_FromLongLong(it->start + it->step * (long long)it->i++);
+    }
+    Py_ssize_t n = PyList_Check(it->seq) ? PyList_Size(it->seq) : PyTuple_Size(it->seq);
+    if (it->rev) {
+        /* As list_reverseiterator: an index past a shrunk list ends it. */
+        if (it->i < 0 || it->i >= n) {
+            it->i = -1;
+            return NULL;
+        }
+        PyObject *v = PyList_Check(it->seq) ? PyList_GetItem(it->seq, it->i) : PyTuple_GetItem(it->seq, it->i);
+        it->i--;
+        return Py_NewRef(v);
+    }
+    if (it->i >= n)
+        return NULL;
+    PyObject *v = PyList_Check(it->seq) ? PyList_GetItem(it->seq, it->i) : PyTuple_GetItem(it->seq, it->i);
+    it->i++;
+    return Py_NewRef(v);
+}
+
+static PyObject *iter_next(PyObject *self)
+{
+    return cap_iter_next_raw((cap_iter *)self);
+}
+
+static PyObject *iter_iter(PyObject *self)
+{
+    return Py_NewRef(self);
+}
+
+static PyObject *iter_length_hint(PyObject *self, PyObject *unused)
+{
+    cap_iter *it = (cap_iter *)self;
+    Py_ssize_t n = !it->seq ? it->n : PyList_Check(it->seq) ? PyList_Size(it->seq) : PyTuple_Size(it->seq);
+    if (it->rev)
+        return PyLong_FromSsize_t(it->i >= 0 && it->i < n ? it->i + 1 : 0);
+    return PyLong_FromSsize_t(n > it->i ? n - it->i : 0);
+}
+
+/* An iterator over a dict (its keys, values or items) or a set: eager's is
+ * that container's own iterator, which ptc walks a snapshot of. */
+static bool walks_owner(const cap_iter *it)
+{
+    PyObject *o = it->owner;
+    return o && (PyDict_Check(o) || PyAnySet_Check(o) || PyDictKeys_Check(o) || PyDictValues_Check(o) ||
+                 PyDictItems_Check(o));
+}
+
+/* _iter_at(container, n[, view]): iter(container) advanced n items, the
+ * real iterator a walking one stands for; with view ("keys", "values",
+ * "items"), over that view of the dict container. */
+static PyObject *iter_at(PyObject *unused, PyObject *args)
+{
+    PyObject *container;
+    Py_ssize_t n;
+    const char *view = NULL;
+    if (!PyArg_ParseTuple(args, "On|s", &container, &n, &view))
+        return NULL;
+    PyObject *walked = view ? PyObject_CallMethod(container, view, NULL) : Py_NewRef(container);
+    PyObject *it = walked ? PyObject_GetIter(walked) : NULL;
+    Py_XDECREF(walked);
+    for (Py_ssize_t i = 0; it && i < n; i++) {
+        PyObject *v = PyIter_Next(it);
+        if (!v) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(cap_InternalError, "ptc: a dict or set iterator past its container's end");
+            Py_CLEAR(it);
+        }
+        Py_XDECREF(v);
+    }
+    return it;
+}
+
+PyObject *cap_view_dict(PyObject *view)
+{
+    static PyObject *referents;
+    if (!referents && !(referents = cap_import_path("gc.get_referents")))
+        return NULL;
+    PyObject *r = PyObject_CallOneArg_compat(referents, view);
+    PyObject *d = r && PyList_Check(r) && PyList_Size(r) == 1 ? PyList_GetItem(r, 0) : NULL;
+    Py_XDECREF(r);
+    PyErr_Clear();
+    return d && PyDict_Check(d) ? d : NULL; /* the view keeps it alive */
+}
+
+static PyMethodDef iter_at_def = {"_iter_at", iter_at, METH_VARARGS, NULL};
+
+/* The real iterator this one stands for: (iter or reversed, (seq,), position),
+ * or the container's own iterator at that position. */
+static PyObject *iter_reduce(PyObject *self, PyObject *unused)
+{
+    cap_iter *it = (cap_iter *)self;
+    if (walks_owner(it) && PyObject_Size(it->owner) == it->owner_len) {
+        static PyObject *fn;
+        if (!fn && !(fn = PyCFunction_New(&iter_at_def, NULL)))
+            return NULL;
+        PyObject *o = it->owner;
+        if (PyDict_Check(o) || PyAnySet_Check(o))
+            return Py_BuildValue("O(On)", fn, o, it->i);
+        PyObject *d = cap_view_dict(o);
+        const char *view = PyDictKeys_Check(o) ? "keys" : PyDictValues_Check(o) ? "values" : "items";
+        if (d)
+            return Py_BuildValue("O(Ons)", fn, d, it->i, view);
+    }
+    PyObject *fn = PyDict_GetItemString(cap_P.builtins, it->rev ? "reversed" : "iter");
+    if (it->seq)
+        return Py_BuildValue("O(O)n", fn, it->seq, it->i);
+    PyObject *r = PyObject_CallFunction((PyObject *)&PyRange_Type, "LLL", it->start,
+                                       it->start + (long long)it->n * it->step, it->step);
+    return r ? Py_BuildValue("O(N)n", fn, r, it->i) : NULL;
+}
+
+static PyMethodDef iter_methods[] = {
+    {"__length_hint__", iter_length_hint, METH_NOARGS, NULL},
+    {"__reduce__", iter_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef iter_members[] = {
+    {"owner", T_OBJECT, offsetof(cap_iter, owner), READONLY, "the container whose size is checked"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot iter_slots[] = {
+    {Py_tp_dealloc, iter_dealloc},
+    {Py_tp_members, iter_members},
+    {Py_tp_iter, iter_iter},
+    {Py_tp_iternext, iter_next},
+    {Py_tp_methods, iter_methods},
+    {Py_tp_doc, "ptc: an iterator over a list, tuple or range whose position ptc tracks"},
+    {0, NULL},
+};
+
+static PyType_Spec iter_spec = {"ptc._C.Iter", sizeof(cap_iter), 0, Py_TPFLAGS_DEFAULT, iter_slots};
+
+PyObject *cap_iter_seq(PyObject *seq, int src, cap_trace *T)
+{
+    cap_iter *it = PyObject_New(cap_iter, cap_iter_type);
+    if (!it)
+        return NULL;
+    it->seq = Py_NewRef(seq);
+    it->i = 0;
+    it->n = -1;
+    it->start = it->step = 0;
+    it->src = src;
+    it->gen = false;
+    it->rev = false;
+    it->T = T;
+    it->owner = NULL;
+    it->owner_len = 0;
+    return (PyObject *)it;
+}
+
+PyObject *cap_iter_range(long long start, long long step, Py_ssize_t n)
+{
+    cap_iter *it = PyObject_New(cap_iter, cap_iter_type);
+    if (!it)
+        return NULL;
+    it->seq = NULL;
+    it->i = 0;
+    it->n = n;
+    it->start = start;
+    it->step = step;
+    it->src = -1;
+    it->gen = false;
+    it->rev = false;
+    it->T = NULL;
+    it->owner = NULL;
+    it->owner_len = 0;
+    return (PyObject *)it;
+}
+
+/* ---- lazy iterators --------------------------------------------------------------- */
+
+PyTypeObject *cap_lazy_type;
+
+static const char *lazy_names[] = {"map", "filter", "zip", "enumerate", "generator"};
+
+static void lazy_dealloc(PyObject *self)
+{
+    cap_lazy *lz = (cap_lazy *)self;
+    Py_XDECREF(lz->fn);
+    Py_XDECREF(lz->its);
+    Py_XDECREF(lz->count);
+    cap_frame_free(lz->frame);
+    PyTypeObject *t = Py_TYPE(self);
+    ((freefunc)PyType_GetSlot(t, Py_tp_free))(self);
+    Py_DECREF(t);
+}
+
+/* Only reached when code ptc runs for real (a C function) consumes a lazy
+ * iterator while tracing: its callbacks must be traced, so that call
+ * breaks and reruns for real on the rebuilt builtin. */
+static PyObject *lazy_next_real(PyObject *self)
+{
+    return cap_signal_break(CAP_B_OPAQUE_ITERATOR, "%s() consumed by a call ptc runs for real",
+                            lazy_names[((cap_lazy *)self)->kind]);
+}
+
+/* A suspended generator expression of one for-loop holds only its
+ * iterator (which is also its argument .0) and the None sent at the yield:
+ * resuming it is running it afresh over that iterator. */
+static bool gen_rebuildable(const cap_lazy *g)
+{
+    const cap_frame *f = g->frame;
+    return g->state == CAP_GEN_READY || g->state == CAP_GEN_DONE ||
+           (g->state == CAP_GEN_SUSPENDED && f && f->sp == 2 && f->stack[0] == f->lp[0]);
+}
+
+/* A generator expression as (its function, (its iterator,)): a fresh
+ * generator, where it stands (gen_rebuildable); a finished one over an
+ * empty iterator. */
+static PyObject *gen_reduce(cap_lazy *g)
+{
+    if (!gen_rebuildable(g)) {
+        PyErr_SetString(PyExc_TypeError, "ptc: a generator expression suspended inside a nested loop");
+        return NULL;
+    }
+    if (g->state == CAP_GEN_DONE) {
+        PyObject *empty = PyObject_GetIter(cap_P.empty_tuple);
+        return empty ? Py_BuildValue("O(N)", g->fn, empty) : NULL;
+    }
+    return Py_BuildValue("O(O)", g->fn, PyTuple_GetItem(g->its, 0));
+}
+
+/* The real builtin this one stands for, as pickle describes it. */
+static PyObject *lazy_reduce(PyObject *self, PyObject *unused)
+{
+    cap_lazy *lz = (cap_lazy *)self;
+    if (lz->kind == CAP_LAZY_GEN)
+        return gen_reduce(lz);
+    PyObject *cls = PyDict_GetItemString(cap_P.builtins, lazy_names[lz->kind]);
+    switch (lz->kind) {
+    case CAP_LAZY_MAP:
+    case CAP_LAZY_FILTER: {
+        PyObject *head = PyTuple_Pack(1, lz->fn);
+        PyObject *args = head ? PySequence_Concat(head, lz->its) : NULL;
+        Py_XDECREF(head);
+        return args ? Py_BuildValue("ON", cls, args) : NULL;
+    }
+    case CAP_LAZY_ZIP:
+        return lz->strict ? Py_BuildValue("OOO", cls, lz->its, Py_True) : Py_BuildValue("OO", cls, lz->its);
+    default:
+        return Py_BuildValue("O(OO)", cls, PyTuple_GetItem(lz->its, 0), lz->count);
+    }
+}
+
+static PyMethodDef lazy_methods[] = {
+    {"__reduce__", lazy_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot lazy_slots[] = {
+    {Py_tp_dealloc, lazy_dealloc},
+    {Py_tp_iter, iter_iter},
+    {Py_tp_iternext, lazy_next_real},
+    {Py_tp_methods, lazy_methods},
+    {Py_tp_doc, "ptc: a map, filter, zip or enumerate made while tracing, advanced by the trace"},
+    {0, NULL},
+};
+
+static PyType_Spec lazy_spec = {"ptc._C.LazyIter", sizeof(cap_lazy), 0, Py_TPFLAGS_DEFAULT, lazy_slots};
+
+PyObject *cap_lazy_new(int kind, PyObject *fn, PyObject *its, PyObject *count, bool strict)
+{
+    cap_lazy *lz = PyObject_New(cap_lazy, cap_lazy_type);
+    if (!lz)
+        return NULL;
+    lz->kind = kind;
+    lz->fn = Py_XNewRef(fn);
+    lz->its = Py_NewRef(its);
+    lz->count = Py_XNewRef(count);
+    lz->strict = strict;
+    lz->frame = NULL;
+    lz->state = CAP_GEN_READY;
+    lz->steps = 0;
+    return (PyObject *)lz;
+}
+
+void cap_gen_suspend(PyObject *gen, cap_frame *f)
+{
+    ((cap_lazy *)gen)->frame = f;
+}
+
+PyObject *cap_eager_type(PyObject *o)
+{
+    static PyObject *types[5]; /* iterators of list, tuple, range; reversed list, tuple */
+    if (!types[0]) {
+        PyObject *seqs[3] = {PyList_New(0), PyTuple_New(0), PyObject_CallFunction((PyObject *)&PyRange_Type, "i", 0)};
+        PyObject *reversed = PyDict_GetItemString(cap_P.builtins, "reversed");
+        for (int i = 0; i < 5; i++) {
+            PyObject *s = seqs[i % 3];
+            PyObject *v = !s ? NULL : i < 3 ? PyObject_GetIter(s) : PyObject_CallOneArg_compat(reversed, s);
+            types[i] = v ? Py_NewRef((PyObject *)Py_TYPE(v)) : NULL;
+            Py_XDECREF(v);
+        }
+        for (int i = 0; i < 3; i++)
+            Py_XDECREF(seqs[i]);
+        PyErr_Clear();
+    }
+    if (cap_is_tensor(o))
+        return ((cap_tensor *)o)->fake_type;
+    if (Py_TYPE(o) == cap_lazy_type)
+        return ((cap_lazy *)o)->kind == CAP_LAZY_GEN
+                   ? cap_P.GeneratorType
+                   : PyDict_GetItemString(cap_P.builtins, lazy_names[((cap_lazy *)o)->kind]);
+    if (Py_TYPE(o) == cap_iter_type && walks_owner((cap_iter *)o)) {
+        PyObject *real = PyObject_GetIter(((cap_iter *)o)->owner);
+        PyObject *t = real ? (PyObject *)Py_TYPE(real) : NULL;
+        Py_XDECREF(real); /* the type outlives it: a static builtin */
+        PyErr_Clear();
+        if (t)
+            return t;
+    }
+    if (Py_TYPE(o) == cap_iter_type && !((cap_iter *)o)->gen) {
+        cap_iter *it = (cap_iter *)o;
+        int k = !it->seq ? 2 : (PyTuple_Check(it->seq) ? 1 : 0) + (it->rev ? 3 : 0);
+        if (types[k])
+            return types[k];
+    }
+    return (PyObject *)Py_TYPE(o);
+}
+
+/* ---- trace-time stepping ---------------------------------------------------------------- */
+
+static void mark_one(cap_iter_marks *k, PyObject *o)
+{
+    if (!cap_is_ptc_iter(o))
+        return;
+    for (int j = 0; j < k->n; j++)
+        if (k->m[j].it == o)
+            return;
+    if (k->n == (int)(sizeof k->m / sizeof *k->m)) {
+        k->overflow = true;
+        return;
+    }
+    int j = k->n++;
+    k->m[j].it = Py_NewRef(o);
+    k->m[j].i = Py_TYPE(o) == cap_iter_type ? ((cap_iter *)o)->i : 0;
+    k->m[j].count = Py_TYPE(o) == cap_lazy_type ? Py_XNewRef(((cap_lazy *)o)->count) : NULL;
+    if (Py_TYPE(o) == cap_lazy_type && ((cap_lazy *)o)->kind == CAP_LAZY_GEN) {
+        /* Put back as a fresh generator over its iterator (whose position
+           is marked too), finished, or lost when neither describes it. */
+        cap_lazy *g = (cap_lazy *)o;
+        k->m[j].steps = g->steps;
+        k->m[j].i = !gen_rebuildable(g) ? CAP_GEN_LOST : g->state == CAP_GEN_DONE ? CAP_GEN_DONE : CAP_GEN_READY;
+    }
+    if (Py_TYPE(o) == cap_lazy_type)
+        for (Py_ssize_t i = 0; i < PyTuple_Size(((cap_lazy *)o)->its); i++)
+            mark_one(k, PyTuple_GetItem(((cap_lazy *)o)->its, i));
+}
+
+void cap_iter_mark(cap_iter_marks *k, PyObject *const *objs, int n)
+{
+    k->n = 0;
+    k->overflow = false;
+    for (int i = 0; i < n; i++)
+        mark_one(k, objs[i]);
+}
+
+/* Does a handler in the traced frames catch the pending exception (as
+ * trace_unwind decides)? One that nothing catches becomes a break, and the
+ * raising instruction reruns for real. */
+static bool error_caught(cap_interp *I)
+{
+    if (PyErr_ExceptionMatches(cap_GraphBreak) || PyErr_ExceptionMatches(cap_InternalError))
+        return false;
+    for (cap_frame *f = I->frame; f; f = f->parent) {
+        if (cap_code_handler(f->code, f->pc))
+            return true;
+        if (f->ret == cap_ret_sync || f == I->base)
+            return false;
+    }
+    return false;
+}
+
+bool cap_t_reruns(cap_interp *I, int rc)
+{
+    return rc == CAP_BREAK || (rc == CAP_ERR && !error_caught(I));
+}
+
+int cap_iter_rewind(cap_interp *I, cap_iter_marks *k, int rc)
+{
+    bool back = cap_t_reruns(I, rc);
+    for (int j = 0; j < k->n; j++) {
+        PyObject *o = k->m[j].it;
+        if (back && Py_TYPE(o) == cap_iter_type)
+            ((cap_iter *)o)->i = k->m[j].i;
+        if (back && Py_TYPE(o) == cap_lazy_type)
+            Py_XSETREF(((cap_lazy *)o)->count, Py_XNewRef(k->m[j].count));
+        if (back && Py_TYPE(o) == cap_lazy_type && ((cap_lazy *)o)->kind == CAP_LAZY_GEN &&
+            ((cap_lazy *)o)->steps != k->m[j].steps) {
+            cap_lazy *g = (cap_lazy *)o;
+            cap_frame_free(g->frame);
+            g->frame = NULL;
+            g->state = (uint8_t)k->m[j].i;
+        }
+        Py_XDECREF(k->m[j].count);
+        Py_DECREF(o);
+    }
+    k->n = 0;
+    if (back && k->overflow) {
+        PyErr_Clear();
+        PyErr_SetString(cap_InternalError, "ptc: a break inside a chain of more than 32 iterators");
+        return CAP_ERR;
+    }
+    return rc;
+}
+
+/* next(it) that finishes here: a Python __next__ runs in a nested run, and
+ * its StopIteration is the end. */
+int cap_t_next_sync(cap_interp *I, PyObject *it, PyObject **out)
+{
+    cap_frame *outer = I->frame;
+    *out = NULL;
+    int rc = cap_t_next(I, it, out);
+    if (rc == CAP_FRAME)
+        rc = cap_t_run_sync(I, outer, out);
+    if (rc == CAP_ERR && PyErr_ExceptionMatches(PyExc_StopIteration)) {
+        PyErr_Clear();
+        *out = NULL;
+        return CAP_NEXT;
+    }
+    return rc;
+}
+
+/* zip(strict=True) found argument k exhausted: as CPython, the others must
+ * be exhausted too (k == 0 checks the rest; else the error names k). */
+static int zip_strict_end(cap_interp *I, cap_lazy *lz, Py_ssize_t k)
+{
+    if (k > 0) {
+        PyErr_Format(PyExc_ValueError, "zip() argument %zd is shorter than argument%s%zd", k + 1,
+                     k == 1 ? " " : "s 1-", k);
+        return CAP_ERR;
+    }
+    for (Py_ssize_t j = 1; j < PyTuple_Size(lz->its); j++) {
+        PyObject *v = NULL;
+        int rc = cap_t_next_sync(I, PyTuple_GetItem(lz->its, j), &v);
+        if (rc != CAP_NEXT)
+            return rc;
+        if (v) {
+            Py_DECREF(v);
+            PyErr_Format(PyExc_ValueError, "zip() argument %zd is longer than argument%s%zd", j + 1,
+                         j == 1 ? " " : "s 1-", j);
+            return CAP_ERR;
+        }
+    }
+    return CAP_NEXT;
+}
+
+/* One item from each iterator under lz, in order, as a tuple; NULL when
+ * one of them is exhausted. */
+static int next_items(cap_interp *I, cap_lazy *lz, PyObject **items)
+{
+    Py_ssize_t n = PyTuple_Size(lz->its);
+    PyObject *t = PyTuple_New(n);
+    *items = NULL;
+    if (!t)
+        return CAP_ERR;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *v = NULL;
+        int rc = cap_t_next_sync(I, PyTuple_GetItem(lz->its, k), &v);
+        if (rc == CAP_NEXT && !v && lz->strict)
+            rc = zip_strict_end(I, lz, k);
+        if (rc != CAP_NEXT || !v) {
+            Py_DECREF(t);
+            return rc;
+        }
+        PyTuple_SetItem(t, k, v);
+    }
+    *items = t;
+    return CAP_NEXT;
+}
+
+/* filter's test of one item: fn(v) (or v itself) must not be a tensor. */
+static int filter_keeps(cap_interp *I, cap_lazy *lz, PyObject *v, int *keep)
+{
+    PyObject *r = NULL;
+    int rc = lz->fn == Py_None ? (r = Py_NewRef(v), CAP_NEXT) : cap_t_call_sync(I, lz->fn, &v, 1, NULL, &r);
+    if (rc != CAP_NEXT)
+        return rc;
+    if (cap_is_tensor(r)) {
+        Py_DECREF(r);
+        return cap_t_break(I->T, CAP_B_TENSOR_BOOL, "filter() on tensor values");
+    }
+    *keep = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return *keep < 0 ? CAP_ERR : CAP_NEXT;
+}
+
+/* Runs generator expression g's frame in a nested run up to its next yield
+ * (*out) or its end (*out NULL). An exception it raises ends it, and the
+ * instruction advancing it reruns for real (a break). */
+static int gen_step(cap_interp *I, cap_lazy *g, PyObject **out)
+{
+    cap_trace *T = I->T;
+    cap_frame *outer = I->frame;
+    switch (g->state) {
+    case CAP_GEN_DONE:
+        return CAP_NEXT;
+    case CAP_GEN_RUNNING:
+        PyErr_SetString(PyExc_ValueError, "generator already executing");
+        return CAP_ERR;
+    case CAP_GEN_LOST:
+        PyErr_SetString(cap_InternalError, "ptc: a generator expression advanced after its state was lost");
+        return CAP_ERR;
+    }
+    if (outer->depth + 1 > I->max_depth)
+        return cap_t_break(T, CAP_B_INLINE_DEPTH, "inlining deeper than %d", I->max_depth);
+    cap_frame *f = g->frame;
+    if (!f) {
+        f = cap_genexpr_frame(g->fn, PyTuple_GetItem(g->its, 0), (PyObject *)g);
+        if (!f)
+            return PyErr_Occurred() ? CAP_ERR : cap_t_break(T, CAP_B_GENERATOR, "generator expression (arguments)");
+        if (cap_t_enter_frame(T, f) < 0) {
+            cap_frame_free(f);
+            return CAP_ERR;
+        }
+    }
+    g->frame = NULL;
+    g->state = CAP_GEN_RUNNING;
+    g->steps++;
+    cap_push_frame(I, f);
+    PyObject *v = NULL;
+    int rc = cap_t_run_sync(I, outer, &v);
+    if (rc == CAP_NEXT && g->frame) { /* it yielded */
+        g->state = CAP_GEN_SUSPENDED;
+        *out = v;
+        return CAP_NEXT;
+    }
+    g->state = CAP_GEN_DONE;
+    Py_XDECREF(v); /* what it returned: None */
+    if (rc == CAP_ERR && PyErr_ExceptionMatches(PyExc_StopIteration)) {
+        PyErr_Clear(); /* PEP 479 */
+        PyErr_SetString(PyExc_RuntimeError, "generator raised StopIteration");
+    }
+    if (rc == CAP_ERR && !PyErr_ExceptionMatches(cap_InternalError))
+        return cap_trace_error(I);
+    if (rc == CAP_BREAK) {
+        const char *pre = "inside a callback: ";
+        char inner[sizeof T->brk.detail];
+        snprintf(inner, sizeof inner, "%s", strncmp(T->brk.detail, pre, strlen(pre)) == 0
+                                                ? T->brk.detail + strlen(pre) : T->brk.detail);
+        snprintf(T->brk.detail, sizeof T->brk.detail, "in a generator expression: %.440s", inner);
+    }
+    return rc;
+}
+
+static int lazy_step(cap_interp *I, cap_lazy *lz, PyObject **out)
+{
+    if (lz->kind == CAP_LAZY_GEN)
+        return gen_step(I, lz, out);
+    PyObject *items = NULL;
+    int rc, keep = 0;
+    do {
+        Py_CLEAR(items);
+        if ((rc = next_items(I, lz, &items)) != CAP_NEXT || !items)
+            return rc;
+    } while (lz->kind == CAP_LAZY_FILTER &&
+             (rc = filter_keeps(I, lz, PyTuple_GetItem(items, 0), &keep)) == CAP_NEXT && !keep);
+    if (rc != CAP_NEXT) {
+        Py_DECREF(items);
+        return rc;
+    }
+    switch (lz->kind) {
+    case CAP_LAZY_MAP: {
+        int n = (int)PyTuple_Size(items);
+        PyObject **args = PyMem_Malloc(sizeof *args * (size_t)n);
+        for (int k = 0; args && k < n; k++)
+            args[k] = PyTuple_GetItem(items, k);
+        rc = args ? cap_t_call_sync(I, lz->fn, args, n, NULL, out) : (PyErr_NoMemory(), CAP_ERR);
+        PyMem_Free(args);
+        break;
+    }
+    case CAP_LAZY_FILTER:
+        *out = Py_NewRef(PyTuple_GetItem(items, 0));
+        break;
+    case CAP_LAZY_ZIP:
+        *out = Py_NewRef(items);
+        break;
+    case CAP_LAZY_ENUMERATE: {
+        static PyObject *one;
+        if (!one)
+            one = PyLong_FromLong(1);
+        PyObject *next = one ? PyNumber_Add(lz->count, one) : NULL;
+        *out = next ? PyTuple_Pack(2, lz->count, PyTuple_GetItem(items, 0)) : NULL;
+        if (next)
+            Py_SETREF(lz->count, next);
+        rc = *out ? CAP_NEXT : CAP_ERR;
+        break;
+    }
+    }
+    Py_DECREF(items);
+    return rc;
+}
+
+int cap_t_lazy_next(cap_interp *I, cap_lazy *lz, PyObject **out)
+{
+    PyObject *self = (PyObject *)lz;
+    cap_iter_marks marks;
+    *out = NULL;
+    if (PyTuple_Size(lz->its) == 0)
+        return CAP_NEXT; /* zip() */
+    cap_iter_mark(&marks, &self, 1);
+    return cap_iter_rewind(I, &marks, lazy_step(I, lz, out));
+}
+
+/* ---- with-block exits -------------------------------------------------------------- */
+
+static void gradexit_dealloc(PyObject *self)
+{
+    PyTypeObject *t = Py_TYPE(self);
+    ((freefunc)PyType_GetSlot(t, Py_tp_free))(self);
+    Py_DECREF(t);
+}
+
+int cap_set_grad_enabled(bool on)
+{
+    PyObject *r = PyObject_CallOneArg_compat(cap_T.set_grad_enabled_c, on ? Py_True : Py_False);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+}
+
+/* exit(type, value, traceback): restores the mode saved at __enter__. */
+static PyObject *gradexit_call(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    cap_gradexit *g = (cap_gradexit *)self;
+    if (g->kind == CAP_EXIT_GRAD && cap_set_grad_enabled(g->prev) < 0)
+        return NULL;
+    if (g->kind == CAP_EXIT_AMP) {
+        cap_amp a = cap_amp_unpack(g->amp_prev);
+        if (cap_amp_write(&a) < 0)
+            return NULL;
+    }
+    Py_RETURN_FALSE;
+}
+
+static PyMemberDef gradexit_members[] = {
+    {"prev", T_BOOL, offsetof(cap_gradexit, prev), READONLY, "mode restored on exit"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot gradexit_slots[] = {
+    {Py_tp_dealloc, gradexit_dealloc},
+    {Py_tp_call, gradexit_call},
+    {Py_tp_members, gradexit_members},
+    {Py_tp_doc, "ptc: the __exit__ of a grad-mode with-block modelled while tracing"},
+    {0, NULL},
+};
+
+static PyType_Spec gradexit_spec = {"ptc._C.GradModeExit", sizeof(cap_gradexit), 0,
+                                    Py_TPFLAGS_DEFAULT, gradexit_slots};
+
+PyObject *cap_gradexit_new(int kind, bool prev)
+{
+    cap_gradexit *g = PyObject_New(cap_gradexit, cap_gradexit_type);
+    if (g) {
+        g->kind = kind;
+        g->prev = prev;
+        g->amp_prev = 0;
+    }
+    return (PyObject *)g;
+}
+
+int cap_iter_types_init(PyObject *module)
+{
+    cap_iter_type = (PyTypeObject *)PyType_FromSpec(&iter_spec);
+    cap_gradexit_type = (PyTypeObject *)PyType_FromSpec(&gradexit_spec);
+    cap_lazy_type = (PyTypeObject *)PyType_FromSpec(&lazy_spec);
+    if (!cap_iter_type || !cap_gradexit_type || !cap_lazy_type)
+        return -1;
+    if (PyModule_AddObjectRef(module, "Iter", (PyObject *)cap_iter_type) < 0 ||
+        PyModule_AddObjectRef(module, "GradModeExit", (PyObject *)cap_gradexit_type) < 0 ||
+        PyModule_AddObjectRef(module, "LazyIter", (PyObject *)cap_lazy_type) < 0)
+        return -1;
+    return 0;
+}

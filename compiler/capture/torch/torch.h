@@ -1,0 +1,231 @@
+/* The torch side of capture: torch objects looked up once, the symbolic tensor
+ * type, the mapping of torch functions, Tensor methods and operators onto
+ * ops.def, and helpers to convert between torch and ptc (dtypes, devices,
+ * tensor metadata).
+ */
+#ifndef PTC_CAP_TORCH_H
+#define PTC_CAP_TORCH_H
+
+#include "capture/trace/trace.h"
+
+typedef struct cap_torch {
+    PyObject *torch, *F, *Tensor, *Parameter, *Module, *Size, *dtype_type, *device_type;
+    PyObject *dtypes[PTC_DTYPE_COUNT]; /* torch.bool ... torch.float64 */
+    PyObject *is_grad_enabled, *set_grad_enabled_c;
+    PyObject *no_grad, *enable_grad, *set_grad_enabled, *inference_mode, *autocast_cls,
+        *nullcontext;
+    PyObject *is_autocast_enabled, *get_autocast_dtype;
+    PyObject *tensor_fn, *empty, *empty_strided;
+    PyObject *module_call_impl, *module_getattr, *module_wrapped_call;
+    PyObject *global_hooks;  /* tuple of the global forward hook dicts */
+    PyObject *fn_table;      /* dict: callable -> capsule of cap_tmap */
+    PyObject *method_table;  /* dict: Tensor method name -> capsule of cap_tmap */
+    PyObject *pure_fns;      /* dict: C callable -> purity class (trace_call.c) */
+    PyObject *s_shape, *s_dtype, *s_device, *s_stride, *s_requires_grad, *s_data_ptr,
+        *s_is_contiguous, *s_parameters, *s_buffers, *s_modules, *s_training, *s_forward,
+        *s_type, *s_index, *s_forward_hooks, *s_forward_pre_hooks, *s_backward_hooks,
+        *s_backward_pre_hooks, *s_forward_hooks_with_kwargs, *s_storage_offset;
+    bool have_dynamo;
+} cap_torch;
+extern cap_torch cap_T;
+
+int cap_types_init(PyObject *module);
+/* Imports torch and builds the mapping tables (on the first compile). */
+int cap_torch_init(void);
+/* A user's torch function mode is active (torch._C._is_torch_function_mode_enabled). */
+bool cap_torch_function_mode_active(void);
+
+/* ---- conversions -------------------------------------------------------------- */
+
+PyObject *cap_dtype_obj(ptc_dtype dt);            /* borrowed torch.dtype */
+int cap_dtype_from_obj(PyObject *o);              /* ptc dtype or -1 */
+PyObject *cap_device_obj(ptc_device d);           /* new torch.device */
+int cap_device_from_obj(PyObject *o, ptc_device *out); /* torch.device / str / int */
+/* A graph attribute as the Python value torch's op takes (new reference);
+ * symbolic sizes take their values from b (NULL: none may be symbolic). */
+PyObject *cap_arg_obj(const ptc_arg *a, const ptc_bindings *b);
+/* Reads a real tensor's metadata (Python attribute access). */
+int cap_tmeta_read(PyObject *t, cap_tmeta *m);
+/* Does t match m? (*why gets the first difference when not.) */
+int cap_tmeta_check(PyObject *t, const cap_tmeta *m, char *why, size_t size);
+/* Are m's strides those of a contiguous tensor of its sizes (size-1 dims aside)? */
+bool cap_tmeta_dense(const cap_tmeta *m);
+/* Size-only change of a tensor guard: the dims whose sizes differ now, when
+ * nothing else does (dtype, device, rank, contiguity); 0 otherwise. */
+int cap_tmeta_size_change(PyObject *t, const cap_tmeta *m);
+void cap_tmeta_str(const cap_tmeta *m, char *buf, size_t size);
+void cap_tmeta_type(const cap_tmeta *m, ptc_ttype *t);
+
+/* A torch call met a real tensor in the trace: B023 for subclasses, B026 for
+ * tensors no graph value can hold (torch_map.c). */
+int cap_t_real_tensor(cap_trace *T, PyObject *v, const char *what);
+bool cap_t_is_real_tensor(PyObject *o);
+
+/* nn.Module.parameters() and the other iteration methods (trace_module.c). */
+int cap_module_iter_kind(PyObject *fn);
+int cap_module_iter_call(cap_interp *I, int kind, PyObject *const *args, int nargs, PyObject *kwnames,
+                         PyObject **out);
+
+/* ---- autocast (autocast.c) ------------------------------------------------------------ */
+
+int cap_amp_read(cap_amp *a);          /* torch's state now */
+int cap_amp_write(const cap_amp *a);   /* makes it torch's state */
+int64_t cap_amp_pack(const cap_amp *a);
+cap_amp cap_amp_unpack(int64_t n);
+void cap_amp_str(int64_t n, char *buf, size_t size);
+/* Casts op's tensor arguments the way autocast would in the trace's state. */
+int cap_amp_cast(cap_trace *T, ptc_op op, ptc_arg *args, int nargs);
+bool cap_amp_is_manager(PyObject *mgr);
+int cap_amp_enter(cap_trace *T, PyObject *mgr, PyObject **exit);
+int cap_amp_query(cap_trace *T, PyObject *callable, PyObject *const *args, int nargs, PyObject **out);
+
+/* ---- symbolic tensors -------------------------------------------------------------- */
+
+/* A new symbolic tensor for graph value v. */
+PyObject *cap_tensor_new(cap_trace *T, ptc_value *v);
+/* Python's view of requires_grad for a traced value. */
+bool cap_tensor_requires_grad(cap_trace *T, cap_tensor *t);
+/* A real tensor constant (created while tracing) as a graph input. */
+PyObject *cap_tensor_const(cap_trace *T, PyObject *real);
+
+/* ---- the torch mapping ----------------------------------------------------------- */
+
+typedef struct cap_tmap cap_tmap;
+/* Calls a mapped torch function / bound Tensor method (self non-NULL). */
+int cap_torch_call(cap_trace *T, const cap_tmap *m, PyObject *self, PyObject *const *args,
+                   int nargs, PyObject *kwnames, PyObject **out);
+const cap_tmap *cap_torch_lookup_fn(PyObject *callable);
+const cap_tmap *cap_torch_lookup_method(PyObject *name);
+const char *cap_tmap_name(const cap_tmap *m);
+int cap_torch_tables_init(void);
+
+/* Operators and protocol on symbolic tensors. */
+int cap_torch_binop(cap_trace *T, int op, PyObject *a, PyObject *b, PyObject **out);
+int cap_torch_compare(cap_trace *T, int cmp, PyObject *a, PyObject *b, PyObject **out);
+int cap_torch_unary(cap_trace *T, int h, PyObject *a, PyObject **out);
+int cap_torch_getattr(cap_trace *T, cap_tensor *t, PyObject *name, PyObject **out);
+int cap_torch_getitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject **out);
+int cap_torch_setitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v);
+/* Views and mutation through aliases (torch_ops.c): t's value becomes nv,
+ * as seen by its base and every live view; key is NULL for views that are
+ * not basic indexing (they cannot follow a mutation: a break). */
+int cap_t_add_view(cap_tensor *base, cap_tensor *view, PyObject *key);
+/* Does torch return op's results as views of its first argument (or, for
+ * reshape, flatten and contiguous, when it can)? */
+bool cap_op_returns_view(int op);
+int cap_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv);
+/* Whether cap_mutate(T, t, nv) may go ahead: CAP_NEXT, or the break it
+ * would take (for ops that write several tensors, checked before any). */
+int cap_check_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv);
+int cap_torch_unpack(cap_trace *T, PyObject *t, int before, int after, bool star,
+                     PyObject **items);
+/* The tensor's items along dim 0 (a list of symbolic tensors). */
+PyObject *cap_torch_unbind(cap_trace *T, cap_tensor *t);
+
+/* Builds op(args) in the trace's graph: outputs as symbolic tensors (one, or a
+ * tuple/list). Meta errors become a TRACE_ERROR break. */
+int cap_build(cap_trace *T, ptc_op op, ptc_arg *args, int nargs, PyObject **out);
+ptc_value *cap_build1(cap_trace *T, ptc_op op, ptc_arg *args, int nargs); /* NULL after a break */
+/* A built value as a symbolic tensor (*out); CAP_BREAK when v is NULL. */
+int cap_wrap_value(cap_trace *T, ptc_value *v, PyObject **out);
+
+/* ---- the mapping table ------------------------------------------------------------------
+ *
+ * Entries of the mapping table, the bound call handed to special handlers,
+ * and argument conversion helpers (torch_map.c, torch_table.c, torch_ops.c).
+ *
+ * A table entry names a Python callable (a torch function, an F.* function or
+ * a Tensor method) and either an op of ops.def with a signature string the
+ * generic binder follows, or a special handler in C. Signature strings list the
+ * Python parameters in order: "input:self" binds Python's `input` to the
+ * schema's `self`; "*" starts keyword-only parameters; "!inplace" is F.*'s
+ * in-place flag; "~name" is accepted and ignored; "^name" must be None/False
+ * (otherwise the call runs for real).
+ */
+
+#define TM_METHOD 0x1   /* a Tensor method: `self` is bound */
+#define TM_INPLACE 0x2  /* the method's in-place form (add_): writes self */
+#define TM_UNBOUND 0x4  /* torch.Tensor.add used as a function */
+
+enum { TP_SCHEMA, TP_INPLACE, TP_IGNORE, TP_MUSTNONE };
+
+typedef struct cap_tparam {
+    char pyname[32];
+    int schema;   /* schema param index (TP_SCHEMA) */
+    uint8_t kind;
+    bool kwonly;
+} cap_tparam;
+
+/* A call being mapped: positional args (self first for methods), keywords. */
+typedef struct cap_tcall {
+    cap_trace *T;
+    const cap_tmap *m;
+    PyObject *const *pos;
+    int npos;
+    PyObject *kwnames;
+    PyObject *const *kwv;
+    int nkw;
+} cap_tcall;
+
+typedef int (*cap_thandler)(cap_tcall *c, PyObject **out);
+
+struct cap_tmap {
+    const char *name;  /* "torch.add", "Tensor.add_", "torch.nn.functional.relu" */
+    int op;            /* PTC_OP_* or -1 */
+    cap_thandler fn;   /* special handler, or NULL for the generic binder */
+    const char *sig;
+    uint32_t flags;
+    int np;
+    cap_tparam p[20];
+};
+
+extern cap_tmap cap_tmaps[];
+extern const int cap_ntmaps;
+
+/* Argument access for handlers: positional index `i` or keyword `name`
+ * (NULL when absent). */
+PyObject *cap_targ(cap_tcall *c, int i, const char *name);
+/* The generic binder: fills args[schema nparams] for op from the call. */
+int cap_tbind(cap_tcall *c, int op, ptc_arg *args);
+/* Converts one Python value to an arg of the given schema param kind.
+ * Returns CAP_NEXT, CAP_BREAK (unsupported value) or CAP_ERR. */
+int cap_tconvert(cap_trace *T, PyObject *v, int kind, int list_len, ptc_arg *out,
+                 const char *what);
+int cap_int_list(cap_trace *T, PyObject *v, ptc_arg *out, const char *what);
+/* Int list from varargs (x.view(2, 3)) or one sequence (x.view((2, 3))). */
+int cap_int_varargs(cap_trace *T, PyObject *const *pos, int n, ptc_arg *out, const char *what);
+
+/* The default dtype, and dtype=/device= keywords of factories (torch_shape.c). */
+ptc_dtype cap_default_dtype(void);
+
+/* In-place: replaces self's value with `res` (cast to self's dtype), or a
+ * break when self belongs to the caller or is a view. */
+int cap_inplace(cap_trace *T, cap_tensor *self, PyObject *res, PyObject **out);
+
+static inline cap_tensor *cap_as_tensor(PyObject *o) { return cap_is_tensor(o) ? (cap_tensor *)o : NULL; }
+static inline ptc_value *cap_val(PyObject *o) { return ((cap_tensor *)o)->v; }
+
+/* Special handlers (torch_ops.c, torch_shape.c). */
+#define CAP_SPECIAL_HANDLERS(X)                                                 \
+    X(view) X(reshape) X(permute) X(expand) X(expand_as) X(repeat) X(transpose) \
+    X(unflatten) X(split) X(chunk) X(size) X(dim) X(numel) X(stride)            \
+    X(is_contiguous) X(is_floating_point) X(is_complex) X(element_size)         \
+    X(to) X(type_as) X(cast) X(cpu) X(detach) X(contiguous) X(view_as)          \
+    X(new_full) X(like) X(factory) X(full) X(arange) X(random) X(tensor_const)  \
+    X(new_tensor) X(fill) X(copy) X(zero) X(movedim) X(squeeze)                 \
+    X(softmax) X(dropout) X(dropout_nd) X(batch_norm) X(max_pool2d) X(avg_pool2d) \
+    X(adaptive_avg_pool2d) X(adaptive_avg_pool1d) X(conv) X(pad) X(embedding)   \
+    X(sdpa) X(var) X(max_min) X(floor_divide) X(relu6) X(mish) X(logsigmoid)    \
+    X(glu) X(normalize) X(norm) X(outer) X(einsum) X(square) X(clamp_one)       \
+    X(item) X(autograd) X(requires_grad_) X(data_dependent) X(unsupported)      \
+    X(interpolate)                                                              \
+    X(eye) X(linspace) X(hypot) X(lerp) X(addcop) X(explog) X(logit) X(xlogy)   \
+    X(isinf) X(nan_to_num) X(isclose) X(dot) X(flip) X(repeat_interleave)       \
+    X(tile) X(broadcast_to) X(broadcast_tensors) X(diff) X(pointwise_loss)      \
+    X(bce) X(nll_loss) X(cross_entropy) X(stack_dims) X(native_mha)
+
+#define X(n) int cap_th_##n(cap_tcall *c, PyObject **out);
+CAP_SPECIAL_HANDLERS(X)
+#undef X
+
+#endif /* PTC_CAP_TORCH_H */

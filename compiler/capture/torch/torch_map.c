@@ -1,0 +1,622 @@
+/* Binding torch calls onto ops.def and building graph nodes.
+ *
+ * At start-up every table entry's signature string is parsed against its op's
+ * schema and its callable is looked up (by path), filling two dicts: callable
+ * -> entry, and Tensor method name -> entry. A call then binds Python arguments
+ * by position and by name into the schema's order, converts each to a ptc_arg
+ * by the schema's parameter kind, and appends the node with ptc_build (meta
+ * inference decides output types; a meta error becomes a TRACE_ERROR break so
+ * the call reruns for real). Every node records the user's source position,
+ * the text of the expression and the nn.Module path.
+ */
+#include "capture/torch/torch.h"
+
+#include <string.h>
+
+/* ---- table set-up --------------------------------------------------------------- */
+
+static int parse_sig(cap_tmap *m)
+{
+    const char *s = m->sig;
+    const ptc_schema *sch = m->op >= 0 && !m->fn ? ptc_op_schema((ptc_op)m->op) : NULL;
+    bool kwonly = false;
+    m->np = 0;
+    while (s && *s) {
+        const char *end = strchr(s, ',');
+        size_t n = end ? (size_t)(end - s) : strlen(s);
+        char tok[64];
+        snprintf(tok, sizeof tok, "%.*s", (int)n, s);
+        s = end ? end + 1 : NULL;
+        if (strcmp(tok, "*") == 0) {
+            kwonly = true;
+            continue;
+        }
+        if (m->np == 20)
+            return -1;
+        cap_tparam *p = &m->p[m->np++];
+        const char *name = tok;
+        p->kind = TP_SCHEMA;
+        if (*name == '!')
+            p->kind = TP_INPLACE, name++;
+        else if (*name == '~')
+            p->kind = TP_IGNORE, name++;
+        else if (*name == '^')
+            p->kind = TP_MUSTNONE, name++;
+        char *colon = strchr(name, ':');
+        snprintf(p->pyname, sizeof p->pyname, "%.*s", colon ? (int)(colon - name) : (int)strlen(name), name);
+        const char *sname = colon ? colon + 1 : name;
+        p->kwonly = kwonly;
+        p->schema = -1;
+        if (p->kind == TP_SCHEMA && sch) {
+            for (int i = 0; i < sch->nparams; i++)
+                if (strcmp(sch->params[i].name, sname) == 0)
+                    p->schema = i;
+            if (p->schema < 0) {
+                PyErr_Format(PyExc_SystemError, "ptc: %s: no parameter '%s' in %s", m->name, sname,
+                             sch->text);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+int cap_torch_tables_init(void)
+{
+    cap_T.fn_table = PyDict_New();
+    cap_T.method_table = PyDict_New();
+    if (!cap_T.fn_table || !cap_T.method_table)
+        return -1;
+    for (int i = 0; i < cap_ntmaps; i++) {
+        cap_tmap *m = &cap_tmaps[i];
+        if (parse_sig(m) < 0)
+            return -1;
+        PyObject *cap = PyCapsule_New(m, "ptc.tmap", NULL);
+        if (!cap)
+            return -1;
+        PyObject *obj = NULL;
+        if (m->flags & TM_METHOD) {
+            const char *name = m->name + 7; /* "Tensor." */
+            PyDict_SetItemString(cap_T.method_table, name, cap);
+            obj = PyObject_GetAttrString(cap_T.Tensor, name);
+        } else {
+            obj = cap_import_path(m->name);
+        }
+        if (obj) {
+            if (PyDict_GetItemWithError(cap_T.fn_table, obj) == NULL && !PyErr_Occurred())
+                PyDict_SetItem(cap_T.fn_table, obj, cap);
+            PyErr_Clear();
+            Py_DECREF(obj);
+        }
+        PyErr_Clear();
+        Py_DECREF(cap);
+    }
+    return 0;
+}
+
+const cap_tmap *cap_torch_lookup_fn(PyObject *callable)
+{
+    PyObject *cap = PyDict_GetItemWithError(cap_T.fn_table, callable);
+    if (!cap) {
+        PyErr_Clear(); /* unhashable callables are simply not mapped */
+        return NULL;
+    }
+    return PyCapsule_GetPointer(cap, "ptc.tmap");
+}
+
+const cap_tmap *cap_torch_lookup_method(PyObject *name)
+{
+    PyObject *cap = PyDict_GetItem(cap_T.method_table, name);
+    return cap ? PyCapsule_GetPointer(cap, "ptc.tmap") : NULL;
+}
+
+const char *cap_tmap_name(const cap_tmap *m)
+{
+    return m->name;
+}
+
+/* ---- argument access and conversion ------------------------------------------------- */
+
+PyObject *cap_targ(cap_tcall *c, int i, const char *name)
+{
+    if (i >= 0 && i < c->npos)
+        return c->pos[i];
+    for (int k = 0; name && k < c->nkw; k++)
+        if (PyUnicode_CompareWithASCIIString(PyTuple_GetItem(c->kwnames, k), name) == 0)
+            return c->kwv[k];
+    return NULL;
+}
+
+static int bad_arg(cap_trace *T, const char *what, PyObject *v, const char *expected)
+{
+    return cap_t_break(T, CAP_B_TRACE_ERROR, "%s: expected %s, got %s", what, expected,
+                       cap_tpname(Py_TYPE(v)));
+}
+
+static int to_int(cap_trace *T, PyObject *v, int64_t *out, const char *what)
+{
+    if (cap_is_tensor(v))
+        return cap_t_break(T, CAP_B_TENSOR_ITEM, "%s: a tensor used as an int", what);
+    if (!PyLong_Check(v)) {
+        if (PyIndex_Check(v)) {
+            PyObject *i = PyNumber_Index(v);
+            if (!i)
+                return CAP_ERR;
+            *out = PyLong_AsLongLong(i);
+            Py_DECREF(i);
+            return CAP_NEXT;
+        }
+        return bad_arg(T, what, v, "an int");
+    }
+    *out = PyLong_AsLongLong(v);
+    return PyErr_Occurred() ? CAP_ERR : CAP_NEXT;
+}
+
+/* An int of a size list: symbolic sizes stay symbolic. */
+static int to_dim(cap_trace *T, PyObject *v, ptc_dim *out, const char *what)
+{
+    if (cap_is_symint(v))
+        return cap_dim_from_obj(T, v, out) < 0 ? CAP_ERR : CAP_NEXT;
+    int64_t i;
+    int rc = to_int(T, v, &i, what);
+    *out = ptc_dim_c(i);
+    return rc;
+}
+
+int cap_int_list(cap_trace *T, PyObject *v, ptc_arg *out, const char *what)
+{
+    if (PyLong_Check(v) || cap_is_symint(v)) {
+        ptc_dim d;
+        int rc = to_dim(T, v, &d, what);
+        *out = ptc_arg_dims(T->arena, &d, 1);
+        return rc;
+    }
+    if (!PyList_Check(v) && !PyTuple_Check(v))
+        return cap_is_tensor(v) ? cap_t_break(T, CAP_B_TENSOR_DATA, "%s: a tensor used as sizes", what)
+                                : bad_arg(T, what, v, "a list of ints");
+    Py_ssize_t n = PySequence_Size(v);
+    ptc_dim vals[PTC_MAX_DIMS * 4];
+    if (n > (Py_ssize_t)(sizeof vals / sizeof *vals))
+        return bad_arg(T, what, v, "a short list of ints");
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PySequence_GetItem(v, i);
+        int rc = x ? to_dim(T, x, &vals[i], what) : CAP_ERR;
+        Py_XDECREF(x);
+        if (rc != CAP_NEXT)
+            return rc;
+    }
+    *out = ptc_arg_dims(T->arena, vals, (int)n);
+    return CAP_NEXT;
+}
+
+int cap_int_varargs(cap_trace *T, PyObject *const *pos, int n, ptc_arg *out, const char *what)
+{
+    if (n == 1 && (PyList_Check(pos[0]) || PyTuple_Check(pos[0])))
+        return cap_int_list(T, pos[0], out, what);
+    PyObject *t = cap_tuple_from_array(pos, n);
+    if (!t)
+        return CAP_ERR;
+    int rc = cap_int_list(T, t, out, what);
+    Py_DECREF(t);
+    return rc;
+}
+
+static int scalar(cap_trace *T, PyObject *v, ptc_arg *out, const char *what)
+{
+    if (PyBool_Check(v))
+        *out = ptc_arg_bool(v == Py_True);
+    else if (PyLong_Check(v))
+        *out = ptc_arg_int(PyLong_AsLongLong(v));
+    else if (PyFloat_Check(v))
+        *out = ptc_arg_float(PyFloat_AsDouble(v));
+    else if (cap_is_symint(v)) {
+        /* A size used as a number in tensor arithmetic: its value. */
+        int64_t i;
+        if (cap_symint_specialise((cap_symint *)v, "a number in a tensor op", &i) < 0)
+            return CAP_ERR;
+        *out = ptc_arg_int(i);
+    } else if (cap_is_tensor(v))
+        return cap_t_break(T, CAP_B_TENSOR_ITEM, "%s: a tensor used as a Python number", what);
+    else
+        return bad_arg(T, what, v, "a number");
+    return PyErr_Occurred() ? CAP_ERR : CAP_NEXT;
+}
+
+static int tensor_list(cap_trace *T, PyObject *v, bool opt, ptc_arg *out, const char *what)
+{
+    if (!PyList_Check(v) && !PyTuple_Check(v))
+        return bad_arg(T, what, v, "a list of tensors");
+    Py_ssize_t n = PySequence_Size(v);
+    ptc_value **vals = PTC_NEWN(T->arena, ptc_value *, n ? n : 1);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PySequence_GetItem(v, i);
+        if (x && cap_is_tensor(x))
+            vals[i] = cap_val(x);
+        else if (x && opt && x == Py_None)
+            vals[i] = NULL;
+        else {
+            int rc = x ? bad_arg(T, what, x, "a tensor") : CAP_ERR;
+            Py_XDECREF(x);
+            return rc;
+        }
+        Py_DECREF(x);
+    }
+    out->kind = PTC_ARG_VALUES;
+    out->vs.n = (int)n;
+    out->vs.v = vals;
+    return CAP_NEXT;
+}
+
+int cap_tconvert(cap_trace *T, PyObject *v, int kind, int list_len, ptc_arg *out, const char *what)
+{
+    bool opt = kind == PTC_PK_TENSOR_OPT || kind == PTC_PK_TENSOR_SCALAR_OPT ||
+               kind == PTC_PK_SCALAR_OPT || kind == PTC_PK_INT_OPT || kind == PTC_PK_INT_LIST_OPT ||
+               kind == PTC_PK_FLOAT_OPT || kind == PTC_PK_STR_OPT || kind == PTC_PK_DTYPE_OPT ||
+               kind == PTC_PK_DEVICE_OPT;
+    if (v == Py_None && opt) {
+        *out = ptc_arg_none();
+        return CAP_NEXT;
+    }
+    int64_t i;
+    int rc;
+    switch (kind) {
+    case PTC_PK_TENSOR:
+    case PTC_PK_TENSOR_OPT:
+        if (!cap_is_tensor(v)) {
+            if (PyObject_TypeCheck(v, (PyTypeObject *)cap_T.Tensor))
+                return cap_t_real_tensor(T, v, what);
+            return bad_arg(T, what, v, "a tensor");
+        }
+        *out = ptc_arg_value(cap_val(v));
+        return CAP_NEXT;
+    case PTC_PK_TENSOR_LIST:
+    case PTC_PK_TENSOR_OPT_LIST:
+        return tensor_list(T, v, kind == PTC_PK_TENSOR_OPT_LIST, out, what);
+    case PTC_PK_TENSOR_SCALAR:
+    case PTC_PK_TENSOR_SCALAR_OPT:
+        if (cap_is_tensor(v)) {
+            *out = ptc_arg_value(cap_val(v));
+            return CAP_NEXT;
+        }
+        return scalar(T, v, out, what);
+    case PTC_PK_SCALAR:
+    case PTC_PK_SCALAR_OPT:
+        return scalar(T, v, out, what);
+    case PTC_PK_INT:
+    case PTC_PK_INT_OPT:
+        if ((rc = to_int(T, v, &i, what)) != CAP_NEXT)
+            return rc;
+        *out = ptc_arg_int(i);
+        return CAP_NEXT;
+    case PTC_PK_INT_LIST:
+    case PTC_PK_INT_LIST_OPT:
+        if ((rc = cap_int_list(T, v, out, what)) != CAP_NEXT)
+            return rc;
+        if (list_len > 0 && out->is.n == 1 && PyLong_Check(v)) {
+            int64_t vals[8];
+            for (int k = 0; k < list_len && k < 8; k++)
+                vals[k] = out->is.d[0].value;
+            *out = ptc_arg_ints(T->arena, vals, list_len);
+        }
+        return CAP_NEXT;
+    case PTC_PK_FLOAT:
+    case PTC_PK_FLOAT_OPT:
+        if (cap_is_tensor(v))
+            return cap_t_break(T, CAP_B_TENSOR_ITEM, "%s: a tensor used as a float", what);
+        if (!PyFloat_Check(v) && !PyLong_Check(v))
+            return bad_arg(T, what, v, "a float");
+        *out = ptc_arg_float(PyFloat_AsDouble(v));
+        return CAP_NEXT;
+    case PTC_PK_BOOL:
+        if (cap_is_tensor(v))
+            return cap_t_break(T, CAP_B_TENSOR_BOOL, "%s: a tensor used as a bool", what);
+        if (!PyBool_Check(v) && !PyLong_Check(v))
+            return bad_arg(T, what, v, "a bool");
+        *out = ptc_arg_bool(PyObject_IsTrue(v) == 1);
+        return CAP_NEXT;
+    case PTC_PK_STR:
+    case PTC_PK_STR_OPT:
+        if (!PyUnicode_Check(v))
+            return bad_arg(T, what, v, "a str");
+        *out = ptc_arg_str(T->arena, PyUnicode_AsUTF8(v));
+        return CAP_NEXT;
+    case PTC_PK_DTYPE:
+    case PTC_PK_DTYPE_OPT: {
+        int dt = cap_dtype_from_obj(v);
+        if (dt < 0)
+            return bad_arg(T, what, v, "a supported torch.dtype");
+        *out = ptc_arg_dtype((ptc_dtype)dt);
+        return CAP_NEXT;
+    }
+    case PTC_PK_DEVICE:
+    case PTC_PK_DEVICE_OPT: {
+        ptc_device d;
+        if (cap_device_from_obj(v, &d) < 0)
+            return bad_arg(T, what, v, "a device");
+        *out = ptc_arg_device(d);
+        return CAP_NEXT;
+    }
+    }
+    return bad_arg(T, what, v, "a supported value");
+}
+
+/* ---- the generic binder ------------------------------------------------------------------ */
+
+int cap_tbind(cap_tcall *c, int op, ptc_arg *args)
+{
+    cap_trace *T = c->T;
+    const cap_tmap *m = c->m;
+    const ptc_schema *s = ptc_op_schema((ptc_op)op);
+    bool given[16] = {0};
+    ptc_args_defaults((ptc_op)op, args);
+    if (c->npos > m->np)
+        return cap_t_break(T, CAP_B_TRACE_ERROR, "%s: too many positional arguments", m->name);
+    for (int i = 0; i < c->npos + c->nkw; i++) {
+        const cap_tparam *p = NULL;
+        PyObject *v;
+        if (i < c->npos) {
+            p = &m->p[i];
+            if (p->kwonly)
+                return cap_t_break(T, CAP_B_TRACE_ERROR, "%s: too many positional arguments", m->name);
+            v = c->pos[i];
+        } else {
+            PyObject *kw = PyTuple_GetItem(c->kwnames, i - c->npos);
+            v = c->kwv[i - c->npos];
+            for (int k = 0; k < m->np && !p; k++)
+                if (PyUnicode_CompareWithASCIIString(kw, m->p[k].pyname) == 0)
+                    p = &m->p[k];
+            if (!p)
+                return cap_t_break(T, CAP_B_TRACE_ERROR, "%s: unexpected keyword '%s'", m->name,
+                                   PyUnicode_AsUTF8(kw));
+        }
+        if (p->kind == TP_IGNORE || p->kind == TP_INPLACE)
+            continue;
+        if (p->kind == TP_MUSTNONE) {
+            if (v != Py_None && v != Py_False)
+                return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "%s with %s=", m->name, p->pyname);
+            continue;
+        }
+        if (given[p->schema])
+            return cap_t_break(T, CAP_B_TRACE_ERROR, "%s: multiple values for '%s'", m->name, p->pyname);
+        given[p->schema] = true;
+        const ptc_param *sp = &s->params[p->schema];
+        char what[96];
+        snprintf(what, sizeof what, "%s(%s)", m->name, p->pyname);
+        int rc = cap_tconvert(T, v, sp->kind, sp->list_len, &args[p->schema], what);
+        if (rc != CAP_NEXT)
+            return rc;
+    }
+    for (int i = 0; i < s->nparams; i++)
+        if (!given[i] && !s->params[i].has_default)
+            return cap_t_break(T, CAP_B_TRACE_ERROR, "%s: missing argument '%s'", m->name,
+                               s->params[i].name);
+    return CAP_NEXT;
+}
+
+static bool inplace_flag(cap_tcall *c)
+{
+    for (int k = 0; k < c->m->np; k++)
+        if (c->m->p[k].kind == TP_INPLACE) {
+            PyObject *v = cap_targ(c, k, c->m->p[k].pyname);
+            return v && PyObject_IsTrue(v) == 1;
+        }
+    return false;
+}
+
+/* ---- building nodes -------------------------------------------------------------------- */
+
+static void node_location(cap_trace *T, ptc_node *n)
+{
+    cap_frame *f = T->I->frame;
+    int line, col, endline, endcol;
+    cap_code_pos(f->code, f->pc, &line, &col, &endline, &endcol);
+    n->loc.file = cap_t_intern_str(T, f->code->file);
+    n->loc.line = line;
+    n->loc.col = col >= 0 ? col + 1 : 0;
+    char text[512];
+    cap_source_line(f->code->file, line, text, sizeof text);
+    if (col >= 0 && endline == line && endcol > col && (size_t)endcol <= strlen(text))
+        n->loc.text = ptc_arena_strndup(T->arena, text + col, (size_t)(endcol - col));
+    else if (col >= 0 && (size_t)col < strlen(text))
+        n->loc.text = ptc_arena_strdup(T->arena, text + col);
+    else
+        n->loc.text = ptc_arena_strdup(T->arena, text);
+    n->module_path = f->module_path;
+}
+
+/* An op's meta rejected its arguments: with symbolic sizes, perhaps only
+ * because it cannot decide a relation between them, which static sizes can. */
+static int build_failed(cap_trace *T, const ptc_error *err)
+{
+    if (cap_t_symbolic(T))
+        return cap_t_need_static(T, "%s", err->msg);
+    return cap_t_break(T, CAP_B_TRACE_ERROR, "%s", err->msg);
+}
+
+ptc_value *cap_build1(cap_trace *T, ptc_op op, ptc_arg *args, int nargs)
+{
+    ptc_error err;
+    if (cap_amp_cast(T, op, args, nargs) != CAP_NEXT)
+        return NULL;
+    ptc_node *n = ptc_build(T->g, op, args, nargs, &err);
+    if (!n) {
+        build_failed(T, &err);
+        return NULL;
+    }
+    node_location(T, n);
+    cap_t_note_node(T, n);
+    return n->outs[0];
+}
+
+int cap_wrap_value(cap_trace *T, ptc_value *v, PyObject **out)
+{
+    if (!v)
+        return CAP_BREAK;
+    *out = cap_tensor_new(T, v);
+    return *out ? CAP_NEXT : CAP_ERR;
+}
+
+int cap_build(cap_trace *T, ptc_op op, ptc_arg *args, int nargs, PyObject **out)
+{
+    ptc_error err;
+    if (cap_amp_cast(T, op, args, nargs) != CAP_NEXT)
+        return CAP_BREAK;
+    ptc_node *n = ptc_build(T->g, op, args, nargs, &err);
+    if (!n)
+        return build_failed(T, &err);
+    node_location(T, n);
+    cap_t_note_node(T, n);
+    const ptc_schema *s = ptc_op_schema(op);
+    if (n->nout == 1 && s->nreturns == 1) {
+        *out = cap_tensor_new(T, n->outs[0]);
+        return *out ? CAP_NEXT : CAP_ERR;
+    }
+    /* Several tensors, or a Tensor[]: torch returns a tuple either way. */
+    PyObject *r = PyTuple_New(n->nout);
+    for (int i = 0; r && i < n->nout; i++) {
+        PyObject *t = cap_tensor_new(T, n->outs[i]);
+        if (!t) {
+            Py_CLEAR(r);
+            break;
+        }
+        PyTuple_SetItem(r, i, t);
+    }
+    *out = r;
+    return r ? CAP_NEXT : CAP_ERR;
+}
+
+/* Results of ops that return views in torch alias their input: recorded
+ * (without a key, so mutating either while the other lives is a break). */
+static int mark_aliases(const cap_tmap *m, cap_tensor *base, PyObject *res)
+{
+    if (!cap_op_returns_view(m->op))
+        return 0;
+    PyObject *items = PyTuple_Check(res) ? Py_NewRef(res) : PyTuple_Pack(1, res);
+    for (Py_ssize_t i = 0; items && i < PyTuple_Size(items); i++) {
+        PyObject *x = PyTuple_GetItem(items, i);
+        if (cap_is_tensor(x) && !((cap_tensor *)x)->base && x != (PyObject *)base &&
+            cap_t_add_view(base, (cap_tensor *)x, NULL) < 0) {
+            Py_DECREF(items);
+            return -1;
+        }
+    }
+    Py_XDECREF(items);
+    return items ? 0 : -1;
+}
+
+/* A torch call met a real tensor in the trace: a subclass (B023) or a plain
+ * tensor no graph value can hold (B026). */
+int cap_t_real_tensor(cap_trace *T, PyObject *v, const char *what)
+{
+    PyTypeObject *tt = Py_TYPE(v);
+    if (tt != (PyTypeObject *)cap_T.Tensor && tt != (PyTypeObject *)cap_T.Parameter)
+        return cap_t_break(T, CAP_B_TENSOR_SUBCLASS, "%s: a %s", what, cap_tpname(tt));
+    PyObject *d = PyObject_GetAttr(v, cap_T.s_dtype);
+    PyObject *s = d ? PyObject_Str(d) : NULL;
+    int rc = cap_t_break(T, CAP_B_UNSUPPORTED_TENSOR, "%s: a %s tensor", what,
+                         s ? PyUnicode_AsUTF8(s) : "unsupported");
+    Py_XDECREF(d);
+    Py_XDECREF(s);
+    PyErr_Clear();
+    return rc;
+}
+
+/* ---- in-place ops ---------------------------------------------------------------------- */
+
+int cap_inplace(cap_trace *T, cap_tensor *self, PyObject *res, PyObject **out)
+{
+    if (!cap_is_tensor(res)) {
+        *out = res;
+        return CAP_NEXT;
+    }
+    ptc_value *nv = cap_val(res);
+    const ptc_ttype *st = &self->v->type, *rt = &nv->type;
+    bool same_shape = st->ndim == rt->ndim;
+    for (int i = 0; same_shape && i < st->ndim; i++)
+        same_shape = ptc_dim_eq(st->shape[i], rt->shape[i]);
+    if (!same_shape)
+        return cap_t_break(T, CAP_B_TRACE_ERROR, "in-place result has a different shape");
+    if (rt->dtype != st->dtype) {
+        if (ptc_dtype_is_float(rt->dtype) && !ptc_dtype_is_float(st->dtype))
+            return cap_t_break(T, CAP_B_TRACE_ERROR, "result type %s can't be cast to %s in place",
+                               ptc_dtype_name(rt->dtype), ptc_dtype_name(st->dtype));
+        ptc_arg a[2] = {ptc_arg_value(nv), ptc_arg_dtype(st->dtype)};
+        nv = cap_build1(T, PTC_OP_TO, a, 2);
+        if (!nv)
+            return CAP_BREAK;
+    }
+    int rc = cap_mutate(T, self, nv);
+    if (rc != CAP_NEXT) {
+        Py_DECREF(res);
+        return rc;
+    }
+    Py_DECREF(res);
+    *out = Py_NewRef((PyObject *)self);
+    return CAP_NEXT;
+}
+
+/* ---- calls ----------------------------------------------------------------------------- */
+
+/* Ops that draw from ptc's random generator (dropout, attention dropout and
+ * rand/randn(_like); the ones without a ptc op run in torch anyway). */
+static bool draws_random(const cap_tmap *m)
+{
+    return m->fn == cap_th_random || m->fn == cap_th_dropout || m->fn == cap_th_dropout_nd ||
+           m->fn == cap_th_sdpa ||
+           (m->fn == cap_th_like && (m->op == PTC_OP_RAND || m->op == PTC_OP_RANDN));
+}
+
+int cap_torch_call(cap_trace *T, const cap_tmap *m, PyObject *self, PyObject *const *args,
+                   int nargs, PyObject *kwnames, PyObject **out)
+{
+    int nkw = kwnames ? (int)PyTuple_Size(kwnames) : 0;
+    PyObject *buf[40];
+    int npos = nargs - nkw;
+    if (nargs + 1 > 40)
+        return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "%s: too many arguments", m->name);
+    if (self) {
+        buf[0] = self;
+        memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
+        args = buf;
+        npos++;
+    }
+    cap_tcall c = {T, m, args, npos, kwnames, args + npos, nkw};
+    if (draws_random(m) && cap_t_seeds_torch(T))
+        return cap_t_break(
+            T, CAP_B_UNSUPPORTED_TORCH,
+            "%s after torch.manual_seed in this function runs in torch, for eager's values",
+            m->name);
+    if ((m->flags & TM_METHOD) && (npos < 1 || !cap_is_tensor(args[0]))) {
+        if (npos >= 1 && PyObject_TypeCheck(args[0], (PyTypeObject *)cap_T.Tensor))
+            return cap_t_real_tensor(T, args[0], m->name);
+        return cap_t_break(T, CAP_B_TRACE_ERROR, "%s needs a tensor", m->name);
+    }
+    PyObject *res = NULL;
+    int rc;
+    if (m->fn) {
+        rc = m->fn(&c, &res);
+    } else {
+        ptc_arg a[16];
+        rc = cap_tbind(&c, m->op, a);
+        if (rc == CAP_NEXT)
+            rc = cap_build(T, (ptc_op)m->op, a, ptc_op_schema((ptc_op)m->op)->nparams, &res);
+    }
+    if (rc != CAP_NEXT)
+        return rc;
+    if ((m->flags & TM_INPLACE) || (!m->fn && inplace_flag(&c))) {
+        /* the tensor written: self of a method, the first parameter of a
+           function (F.relu_(x), F.relu(input=x, inplace=True)) */
+        PyObject *self_t = cap_targ(&c, 0, m->np ? m->p[0].pyname : "input");
+        if (!cap_is_tensor(self_t)) {
+            Py_DECREF(res);
+            return cap_t_break(T, CAP_B_TRACE_ERROR, "%s writes no traced tensor", m->name);
+        }
+        return cap_inplace(T, (cap_tensor *)self_t, res, out);
+    }
+    if (npos >= 1 && cap_is_tensor(args[0]) && res != args[0] && mark_aliases(m, (cap_tensor *)args[0], res) < 0) {
+        Py_DECREF(res);
+        return CAP_ERR;
+    }
+    *out = res;
+    return CAP_NEXT;
+}

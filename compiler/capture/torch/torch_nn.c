@@ -1,0 +1,620 @@
+/* Special handlers for torch.nn.functional and the reductions with
+ * overloaded signatures: softmax's legacy dim, dropout in eval and training,
+ * batch norm, pooling with stride=None, convolutions with string padding,
+ * embedding, attention, var/std's `unbiased`, max/min's three forms, and the
+ * activations and norms that decompose into ops of ops.def.
+ */
+#include "capture/torch/torch.h"
+
+#include <math.h>
+#include <string.h>
+
+#define ARG(i, name) cap_targ(c, i, name)
+
+static bool functional(cap_tcall *c)
+{
+    return strncmp(c->m->name, "torch.nn.functional.", 20) == 0;
+}
+
+static cap_tensor *input_of(cap_tcall *c, const char *name)
+{
+    PyObject *v = ARG(0, name);
+    if (!v)
+        v = ARG(-1, "self");
+    return v && cap_is_tensor(v) ? (cap_tensor *)v : NULL;
+}
+
+static bool truthy(PyObject *v, bool dflt)
+{
+    return v ? PyObject_IsTrue(v) == 1 : dflt;
+}
+
+static double number(PyObject *v, double dflt)
+{
+    return v && v != Py_None ? PyFloat_AsDouble(v) : dflt;
+}
+
+static int maybe_inplace(cap_tcall *c, cap_tensor *x, PyObject *inplace, int rc, PyObject **out)
+{
+    if (rc != CAP_NEXT || !truthy(inplace, false))
+        return rc;
+    PyObject *res = *out;
+    *out = NULL;
+    return cap_inplace(c->T, x, res, out);
+}
+
+/* ---- softmax and reductions ---------------------------------------------------------- */
+
+int cap_th_softmax(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    if (!x)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s needs a tensor", c->m->name);
+    PyObject *dim = ARG(1, "dim");
+    PyObject *dtype = functional(c) ? ARG(3, "dtype") : ARG(2, "dtype");
+    int nd = x->v->type.ndim;
+    int64_t d;
+    if (!dim || dim == Py_None) {
+        if (!functional(c))
+            return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s: missing dim", c->m->name);
+        d = nd == 0 || nd == 1 || nd == 3 ? 0 : 1; /* torch's legacy implicit dim */
+    } else if (PyLong_Check(dim)) {
+        d = PyLong_AsLongLong(dim);
+    } else {
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s: dim must be an int", c->m->name);
+    }
+    ptc_arg a[3] = {ptc_arg_value(x->v), ptc_arg_int(d), ptc_arg_none()};
+    if (dtype && dtype != Py_None &&
+        cap_tconvert(c->T, dtype, PTC_PK_DTYPE, 0, &a[2], c->m->name) != CAP_NEXT)
+        return CAP_BREAK;
+    return cap_build(c->T, (ptc_op)c->m->op, a, 3, out);
+}
+
+int cap_th_var(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    if (!x)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s needs a tensor", c->m->name);
+    PyObject *a1 = ARG(1, "dim"), *a2 = ARG(2, "unbiased"), *a3 = ARG(3, "keepdim");
+    PyObject *dim = NULL, *unbiased = ARG(-1, "unbiased"), *keepdim = ARG(-1, "keepdim");
+    PyObject *corr = ARG(-1, "correction");
+    if (a1 && PyBool_Check(a1)) { /* var(x, unbiased) */
+        unbiased = a1;
+    } else {
+        dim = a1;
+        if (a2 && PyBool_Check(a2))
+            unbiased = a2;
+        if (a3)
+            keepdim = a3;
+    }
+    ptc_arg a[4] = {ptc_arg_value(x->v), ptc_arg_none(), ptc_arg_int(1), ptc_arg_bool(truthy(keepdim, false))};
+    if (dim && dim != Py_None && cap_int_list(c->T, dim, &a[1], c->m->name) != CAP_NEXT)
+        return CAP_BREAK;
+    if (corr && corr != Py_None) {
+        if (cap_tconvert(c->T, corr, PTC_PK_SCALAR, 0, &a[2], c->m->name) != CAP_NEXT)
+            return CAP_BREAK;
+    } else if (unbiased) {
+        a[2] = ptc_arg_int(truthy(unbiased, true) ? 1 : 0);
+    }
+    return cap_build(c->T, (ptc_op)c->m->op, a, 4, out);
+}
+
+int cap_th_max_min(cap_tcall *c, PyObject **out)
+{
+    bool is_max = c->m->op == 1;
+    cap_tensor *x = input_of(c, "input");
+    if (!x)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s needs a tensor", c->m->name);
+    PyObject *d = ARG(1, "dim"), *other = ARG(-1, "other"), *keepdim = ARG(2, "keepdim");
+    if (d && cap_is_tensor(d))
+        other = d, d = NULL;
+    if (other) {
+        ptc_arg a[2] = {ptc_arg_value(x->v), ptc_arg_value(cap_val(other))};
+        return cap_build(c->T, is_max ? PTC_OP_MAXIMUM : PTC_OP_MINIMUM, a, 2, out);
+    }
+    if (!d || d == Py_None) {
+        ptc_arg a[2] = {ptc_arg_value(x->v), ptc_arg_ints(c->T->arena, NULL, 0)};
+        return cap_build(c->T, is_max ? PTC_OP_AMAX : PTC_OP_AMIN, a, 2, out);
+    }
+    if (!PyLong_Check(d))
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s: dim must be an int", c->m->name);
+    bool kd = truthy(keepdim, false);
+    int64_t dim = PyLong_AsLongLong(d);
+    ptc_arg va[3] = {ptc_arg_value(x->v), ptc_arg_ints(c->T->arena, &dim, 1), ptc_arg_bool(kd)};
+    ptc_arg ia[3] = {ptc_arg_value(x->v), ptc_arg_int(dim), ptc_arg_bool(kd)};
+    ptc_value *v = cap_build1(c->T, is_max ? PTC_OP_AMAX : PTC_OP_AMIN, va, 3);
+    ptc_value *i = v ? cap_build1(c->T, is_max ? PTC_OP_ARGMAX : PTC_OP_ARGMIN, ia, 3) : NULL;
+    if (!i)
+        return CAP_BREAK;
+    PyObject *cls = cap_import_path(is_max ? "torch.return_types.max" : "torch.return_types.min");
+    PyObject *pair = Py_BuildValue("(NN)", cap_tensor_new(c->T, v), cap_tensor_new(c->T, i));
+    *out = cls && pair ? PyObject_CallOneArg_compat(cls, pair) : NULL;
+    Py_XDECREF(cls);
+    Py_XDECREF(pair);
+    return *out ? CAP_NEXT : CAP_ERR;
+}
+
+int cap_th_floor_divide(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    PyObject *o = ARG(1, "other");
+    if (!x || !o)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "floor_divide(tensor, other)");
+    ptc_arg a[3] = {ptc_arg_value(x->v), ptc_arg_none(), ptc_arg_str(c->T->arena, "floor")};
+    if (cap_tconvert(c->T, o, PTC_PK_TENSOR_SCALAR, 0, &a[1], "floor_divide") != CAP_NEXT)
+        return CAP_BREAK;
+    return cap_build(c->T, PTC_OP_DIV, a, 3, out);
+}
+
+int cap_th_square(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    if (!x)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "square needs a tensor");
+    ptc_arg a[2] = {ptc_arg_value(x->v), ptc_arg_value(x->v)};
+    return cap_build(c->T, PTC_OP_MUL, a, 2, out);
+}
+
+int cap_th_clamp_one(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    PyObject *v = ARG(1, c->m->op ? "max" : "min");
+    if (!x || !v)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s(tensor, bound)", c->m->name);
+    ptc_arg a[3] = {ptc_arg_value(x->v), ptc_arg_none(), ptc_arg_none()};
+    if (cap_tconvert(c->T, v, PTC_PK_TENSOR_SCALAR_OPT, 0, &a[1 + c->m->op], c->m->name) != CAP_NEXT)
+        return CAP_BREAK;
+    return cap_build(c->T, PTC_OP_CLAMP, a, 3, out);
+}
+
+/* ||x||_p over dims: sqrt(sum(x*x)), sum(|x|), amax(|x|), or the general form. */
+static ptc_value *pnorm(cap_trace *T, ptc_value *x, double p, ptc_arg dims, bool keepdim)
+{
+    ptc_arg one[1] = {ptc_arg_value(x)};
+    if (p == 2) {
+        ptc_arg m[2] = {ptc_arg_value(x), ptc_arg_value(x)};
+        ptc_value *sq = cap_build1(T, PTC_OP_MUL, m, 2);
+        ptc_arg s[3] = {ptc_arg_value(sq), dims, ptc_arg_bool(keepdim)};
+        ptc_value *sum = sq ? cap_build1(T, PTC_OP_SUM, s, 3) : NULL;
+        ptc_arg r[1] = {ptc_arg_value(sum)};
+        return sum ? cap_build1(T, PTC_OP_SQRT, r, 1) : NULL;
+    }
+    ptc_value *ax = cap_build1(T, PTC_OP_ABS, one, 1);
+    if (!ax)
+        return NULL;
+    if (isinf(p) && p > 0) {
+        ptc_arg s[3] = {ptc_arg_value(ax), dims.kind == PTC_ARG_NONE ? ptc_arg_ints(T->arena, NULL, 0) : dims,
+                        ptc_arg_bool(keepdim)};
+        return cap_build1(T, PTC_OP_AMAX, s, 3);
+    }
+    if (p == 1) {
+        ptc_arg s[3] = {ptc_arg_value(ax), dims, ptc_arg_bool(keepdim)};
+        return cap_build1(T, PTC_OP_SUM, s, 3);
+    }
+    ptc_arg pw[2] = {ptc_arg_value(ax), ptc_arg_float(p)};
+    ptc_value *powed = cap_build1(T, PTC_OP_POW, pw, 2);
+    ptc_arg s[3] = {ptc_arg_value(powed), dims, ptc_arg_bool(keepdim)};
+    ptc_value *sum = powed ? cap_build1(T, PTC_OP_SUM, s, 3) : NULL;
+    ptc_arg r[2] = {ptc_arg_value(sum), ptc_arg_float(1.0 / p)};
+    return sum ? cap_build1(T, PTC_OP_POW, r, 2) : NULL;
+}
+
+static int norm_p(cap_tcall *c, PyObject *p, double *out)
+{
+    if (!p || p == Py_None || (PyUnicode_Check(p) && PyUnicode_CompareWithASCIIString(p, "fro") == 0)) {
+        *out = 2;
+        return CAP_NEXT;
+    }
+    if (PyFloat_Check(p) || PyLong_Check(p)) {
+        *out = PyFloat_AsDouble(p);
+        return *out > 0 ? CAP_NEXT : cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "%s with p <= 0", c->m->name);
+    }
+    return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "%s with p=%s", c->m->name, cap_tpname(Py_TYPE(p)));
+}
+
+int cap_th_norm(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    if (!x)
+        x = (cap_tensor *)(ARG(0, "x") && cap_is_tensor(ARG(0, "x")) ? ARG(0, "x") : NULL);
+    if (!x)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s needs a tensor", c->m->name);
+    bool linalg = c->m->op == 1;
+    PyObject *p = ARG(1, linalg ? "ord" : "p"), *dim = ARG(2, "dim"), *keepdim = ARG(3, "keepdim");
+    if (ARG(-1, "dtype") && ARG(-1, "dtype") != Py_None)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "%s with dtype", c->m->name);
+    double pv = 2;
+    if (norm_p(c, p, &pv) != CAP_NEXT)
+        return CAP_BREAK;
+    ptc_arg dims = ptc_arg_none();
+    if (dim && dim != Py_None && cap_int_list(c->T, dim, &dims, c->m->name) != CAP_NEXT)
+        return CAP_BREAK;
+    return cap_wrap_value(c->T, pnorm(c->T, x->v, pv, dims, truthy(keepdim, false)), out);
+}
+
+int cap_th_normalize(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    if (!x)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "normalize needs a tensor");
+    if (ARG(4, "out") && ARG(4, "out") != Py_None)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "normalize(out=)");
+    double p = number(ARG(1, "p"), 2.0), eps = number(ARG(3, "eps"), 1e-12);
+    PyObject *dim = ARG(2, "dim");
+    int64_t d = dim && PyLong_Check(dim) ? PyLong_AsLongLong(dim) : 1;
+    ptc_value *n = pnorm(c->T, x->v, p, ptc_arg_ints(c->T->arena, &d, 1), true);
+    ptc_arg cl[3] = {ptc_arg_value(n), ptc_arg_float(eps), ptc_arg_none()};
+    ptc_value *den = n ? cap_build1(c->T, PTC_OP_CLAMP, cl, 3) : NULL;
+    ptc_arg dv[2] = {ptc_arg_value(x->v), ptc_arg_value(den)};
+    return cap_wrap_value(c->T, den ? cap_build1(c->T, PTC_OP_DIV, dv, 2) : NULL, out);
+}
+
+/* ---- activations ------------------------------------------------------------------------ */
+
+int cap_th_relu6(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    if (!x)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "relu6 needs a tensor");
+    ptc_arg a[3] = {ptc_arg_value(x->v), ptc_arg_int(0), ptc_arg_int(6)};
+    return maybe_inplace(c, x, ARG(1, "inplace"), cap_build(c->T, PTC_OP_HARDTANH, a, 3, out), out);
+}
+
+int cap_th_mish(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    if (!x)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "mish needs a tensor");
+    ptc_arg a[1] = {ptc_arg_value(x->v)};
+    ptc_value *sp = cap_build1(c->T, PTC_OP_SOFTPLUS, a, 1);
+    ptc_arg t[1] = {ptc_arg_value(sp)};
+    ptc_value *th = sp ? cap_build1(c->T, PTC_OP_TANH, t, 1) : NULL;
+    ptc_arg m[2] = {ptc_arg_value(x->v), ptc_arg_value(th)};
+    int rc = cap_wrap_value(c->T, th ? cap_build1(c->T, PTC_OP_MUL, m, 2) : NULL, out);
+    return maybe_inplace(c, x, ARG(1, "inplace"), rc, out);
+}
+
+int cap_th_logsigmoid(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    if (!x)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "logsigmoid needs a tensor");
+    ptc_arg a[1] = {ptc_arg_value(x->v)};
+    ptc_value *n = cap_build1(c->T, PTC_OP_NEG, a, 1);
+    ptc_arg s[1] = {ptc_arg_value(n)};
+    ptc_value *sp = n ? cap_build1(c->T, PTC_OP_SOFTPLUS, s, 1) : NULL;
+    ptc_arg r[1] = {ptc_arg_value(sp)};
+    return cap_wrap_value(c->T, sp ? cap_build1(c->T, PTC_OP_NEG, r, 1) : NULL, out);
+}
+
+int cap_th_glu(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    PyObject *dim = ARG(1, "dim");
+    if (!x)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "glu needs a tensor");
+    ptc_arg a[3] = {ptc_arg_value(x->v), ptc_arg_int(2),
+                    ptc_arg_int(dim && PyLong_Check(dim) ? PyLong_AsLongLong(dim) : -1)};
+    ptc_error err;
+    ptc_node *n = ptc_build(c->T->g, PTC_OP_CHUNK, a, 3, &err);
+    if (!n)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s", err.msg);
+    cap_t_note_node(c->T, n);
+    ptc_arg s[1] = {ptc_arg_value(n->outs[1])};
+    ptc_value *sg = cap_build1(c->T, PTC_OP_SIGMOID, s, 1);
+    ptc_arg m[2] = {ptc_arg_value(n->outs[0]), ptc_arg_value(sg)};
+    return cap_wrap_value(c->T, sg ? cap_build1(c->T, PTC_OP_MUL, m, 2) : NULL, out);
+}
+
+/* ---- dropout and batch norm ----------------------------------------------------------- */
+
+int cap_th_dropout(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    if (!x)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "dropout needs a tensor");
+    bool fn = c->m->op == 0;
+    double p = number(ARG(1, "p"), 0.5);
+    bool training = truthy(ARG(2, fn ? "training" : "train"), fn);
+    PyObject *inplace = fn ? ARG(3, "inplace") : NULL;
+    if (p < 0 || p > 1) {
+        PyErr_Format(PyExc_ValueError, "dropout probability has to be between 0 and 1, but got %g", p);
+        return CAP_ERR;
+    }
+    if (!training || p == 0) {
+        *out = Py_NewRef((PyObject *)x);
+        return CAP_NEXT;
+    }
+    ptc_arg a[4] = {ptc_arg_value(x->v), ptc_arg_float(p), ptc_arg_bool(true),
+                    ptc_arg_int((int64_t)cap_t_next_seed(c->T))};
+    return maybe_inplace(c, x, inplace, cap_build(c->T, PTC_OP_DROPOUT, a, 4, out), out);
+}
+
+int cap_th_dropout_nd(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    if (!x)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "dropout needs a tensor");
+    double p = number(ARG(1, "p"), 0.5);
+    if (!truthy(ARG(2, "training"), false) || p == 0) {
+        *out = Py_NewRef((PyObject *)x);
+        return CAP_NEXT;
+    }
+    return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "%s in training", c->m->name);
+}
+
+int cap_th_batch_norm(cap_tcall *c, PyObject **out)
+{
+    bool fn = c->m->op == 0;
+    cap_tensor *x = input_of(c, "input");
+    if (!x)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "batch_norm needs a tensor");
+    /* F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+       torch.batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn) */
+    PyObject *rm = fn ? ARG(1, "running_mean") : ARG(3, "running_mean");
+    PyObject *rv = fn ? ARG(2, "running_var") : ARG(4, "running_var");
+    PyObject *w = fn ? ARG(3, "weight") : ARG(1, "weight");
+    PyObject *b = fn ? ARG(4, "bias") : ARG(2, "bias");
+    bool training = truthy(ARG(5, "training"), false);
+    double momentum = number(ARG(6, "momentum"), 0.1), eps = number(ARG(7, "eps"), 1e-5);
+    bool update = training && rm && rm != Py_None;
+    if (update && (!cap_is_tensor(rm) || !cap_is_tensor(rv)))
+        return cap_t_break(c->T, CAP_B_INPLACE_INPUT,
+                           "batch_norm updating running statistics that are not tensors");
+    ptc_arg a[8] = {ptc_arg_value(x->v)};
+    PyObject *t[4] = {w, b, rm, rv};
+    for (int i = 0; i < 4; i++)
+        if (cap_tconvert(c->T, t[i] ? t[i] : Py_None, PTC_PK_TENSOR_OPT, 0, &a[1 + i], "batch_norm") != CAP_NEXT)
+            return CAP_BREAK;
+    a[5] = ptc_arg_bool(training);
+    a[6] = ptc_arg_float(momentum);
+    a[7] = ptc_arg_float(eps);
+    PyObject *outs = NULL;
+    int rc = cap_build(c->T, PTC_OP_BATCH_NORM, a, 8, &outs);
+    if (rc != CAP_NEXT)
+        return rc;
+    if (update) {
+        /* the running statistics move in place: functional outputs 1 and 2 */
+        cap_tensor *stats[2] = {(cap_tensor *)rm, (cap_tensor *)rv};
+        for (int i = 0; i < 2 && rc == CAP_NEXT; i++)
+            rc = cap_check_mutate(c->T, stats[i], cap_val(PyTuple_GetItem(outs, 1 + i)));
+        for (int i = 0; i < 2 && rc == CAP_NEXT; i++)
+            rc = cap_mutate(c->T, stats[i], cap_val(PyTuple_GetItem(outs, 1 + i)));
+    }
+    if (rc == CAP_NEXT)
+        *out = Py_NewRef(PyTuple_GetItem(outs, 0));
+    Py_DECREF(outs);
+    return rc;
+}
+
+/* ---- pooling ------------------------------------------------------------------------------- */
+
+static int ints_or_default(cap_tcall *c, PyObject *v, ptc_arg *out)
+{
+    if (!v || v == Py_None) {
+        *out = ptc_arg_ints(c->T->arena, NULL, 0);
+        return CAP_NEXT;
+    }
+    return cap_int_list(c->T, v, out, c->m->name);
+}
+
+int cap_th_max_pool2d(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    if (!x)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "max_pool2d needs a tensor");
+    bool indices = c->m->op == 1 || truthy(ARG(6, "return_indices"), false);
+    PyObject *k = ARG(1, "kernel_size"), *s = ARG(2, "stride"), *p = ARG(3, "padding"),
+             *d = ARG(4, "dilation"), *cm = ARG(5, "ceil_mode");
+    ptc_arg a[6] = {ptc_arg_value(x->v)};
+    if (!k || cap_tconvert(c->T, k, PTC_PK_INT_LIST, 2, &a[1], "max_pool2d") != CAP_NEXT ||
+        ints_or_default(c, s, &a[2]) != CAP_NEXT)
+        return CAP_BREAK;
+    if (a[2].is.n == 1)
+        a[2] = ptc_arg_ints(c->T->arena, (int64_t[]){a[2].is.d[0].value, a[2].is.d[0].value}, 2);
+    PyObject *zero = PyLong_FromLong(0), *one = PyLong_FromLong(1);
+    int rc = cap_tconvert(c->T, p ? p : zero, PTC_PK_INT_LIST, 2, &a[3], "max_pool2d");
+    if (rc == CAP_NEXT)
+        rc = cap_tconvert(c->T, d ? d : one, PTC_PK_INT_LIST, 2, &a[4], "max_pool2d");
+    Py_DECREF(zero);
+    Py_DECREF(one);
+    if (rc != CAP_NEXT)
+        return rc;
+    a[5] = ptc_arg_bool(truthy(cm, false));
+    return cap_build(c->T, indices ? PTC_OP_MAX_POOL2D_WITH_INDICES : PTC_OP_MAX_POOL2D, a, 6, out);
+}
+
+int cap_th_avg_pool2d(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    if (!x)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "avg_pool2d needs a tensor");
+    PyObject *k = ARG(1, "kernel_size"), *s = ARG(2, "stride"), *p = ARG(3, "padding"),
+             *cm = ARG(4, "ceil_mode"), *cip = ARG(5, "count_include_pad"),
+             *div = ARG(6, "divisor_override");
+    ptc_arg a[7] = {ptc_arg_value(x->v)};
+    PyObject *zero = PyLong_FromLong(0);
+    int rc = k ? cap_tconvert(c->T, k, PTC_PK_INT_LIST, 2, &a[1], "avg_pool2d") : CAP_BREAK;
+    if (rc == CAP_NEXT)
+        rc = ints_or_default(c, s, &a[2]);
+    if (rc == CAP_NEXT && a[2].is.n == 1)
+        a[2] = ptc_arg_ints(c->T->arena, (int64_t[]){a[2].is.d[0].value, a[2].is.d[0].value}, 2);
+    if (rc == CAP_NEXT)
+        rc = cap_tconvert(c->T, p ? p : zero, PTC_PK_INT_LIST, 2, &a[3], "avg_pool2d");
+    Py_DECREF(zero);
+    if (rc != CAP_NEXT)
+        return rc == CAP_BREAK && !k ? cap_t_break(c->T, CAP_B_TRACE_ERROR, "avg_pool2d needs kernel_size") : rc;
+    a[4] = ptc_arg_bool(truthy(cm, false));
+    a[5] = ptc_arg_bool(truthy(cip, true));
+    a[6] = div && div != Py_None ? ptc_arg_int(PyLong_AsLongLong(div)) : ptc_arg_none();
+    return cap_build(c->T, PTC_OP_AVG_POOL2D, a, 7, out);
+}
+
+int cap_th_adaptive_avg_pool2d(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    PyObject *os = ARG(1, "output_size");
+    if (!x || !os)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "adaptive_avg_pool2d(tensor, output_size)");
+    const ptc_ttype *t = &x->v->type;
+    int64_t size[2];
+    for (int i = 0; i < 2; i++) {
+        PyObject *v = PyLong_Check(os) ? Py_NewRef(os) : PySequence_GetItem(os, i);
+        if (!v)
+            return CAP_ERR;
+        if (v == Py_None)
+            size[i] = t->ndim >= 2 ? t->shape[t->ndim - 2 + i].value : 1;
+        else
+            size[i] = PyLong_AsLongLong(v);
+        Py_DECREF(v);
+    }
+    ptc_arg a[2] = {ptc_arg_value(x->v), ptc_arg_ints(c->T->arena, size, 2)};
+    return cap_build(c->T, PTC_OP_ADAPTIVE_AVG_POOL2D, a, 2, out);
+}
+
+int cap_th_adaptive_avg_pool1d(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    PyObject *os = ARG(1, "output_size");
+    if (!x || !os)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "adaptive_avg_pool1d(tensor, output_size)");
+    PyObject *v = PyLong_Check(os) ? Py_NewRef(os) : PySequence_GetItem(os, 0);
+    int64_t n = v ? PyLong_AsLongLong(v) : -1;
+    Py_XDECREF(v);
+    ptc_arg u[2] = {ptc_arg_value(x->v), ptc_arg_int(-2)};
+    ptc_value *x4 = cap_build1(c->T, PTC_OP_UNSQUEEZE, u, 2);
+    ptc_arg p[2] = {ptc_arg_value(x4), ptc_arg_ints(c->T->arena, (int64_t[]){1, n}, 2)};
+    ptc_value *pooled = x4 ? cap_build1(c->T, PTC_OP_ADAPTIVE_AVG_POOL2D, p, 2) : NULL;
+    int64_t d = -2;
+    ptc_arg s[2] = {ptc_arg_value(pooled), ptc_arg_ints(c->T->arena, &d, 1)};
+    return cap_wrap_value(c->T, pooled ? cap_build1(c->T, PTC_OP_SQUEEZE, s, 2) : NULL, out);
+}
+
+/* ---- convolution, padding, embedding, attention ---------------------------------------------- */
+
+int cap_th_conv(cap_tcall *c, PyObject **out)
+{
+    ptc_op op = (ptc_op)c->m->op;
+    int nsp = op == PTC_OP_CONV1D ? 1 : op == PTC_OP_CONV2D ? 2 : 3;
+    cap_tensor *x = input_of(c, "input");
+    PyObject *w = ARG(1, "weight"), *b = ARG(2, "bias"), *s = ARG(3, "stride"),
+             *p = ARG(4, "padding"), *d = ARG(5, "dilation"), *g = ARG(6, "groups");
+    if (!x || !w || !cap_is_tensor(w))
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s(input, weight, ...)", c->m->name);
+    ptc_arg a[7] = {ptc_arg_value(x->v), ptc_arg_value(cap_val(w)), ptc_arg_none()};
+    PyObject *one = PyLong_FromLong(1), *zero = PyLong_FromLong(0);
+    int rc = b && b != Py_None ? cap_tconvert(c->T, b, PTC_PK_TENSOR_OPT, 0, &a[2], "bias") : CAP_NEXT;
+    if (rc == CAP_NEXT)
+        rc = cap_tconvert(c->T, s ? s : one, PTC_PK_INT_LIST, nsp, &a[3], "stride");
+    if (rc == CAP_NEXT)
+        rc = cap_tconvert(c->T, d ? d : one, PTC_PK_INT_LIST, nsp, &a[5], "dilation");
+    ptc_value *in = x->v;
+    if (rc == CAP_NEXT && p && PyUnicode_Check(p)) {
+        const ptc_ttype *wt = &cap_val(w)->type;
+        int64_t lo[3], hi[3], pads[6];
+        bool symmetric = true;
+        bool same = PyUnicode_CompareWithASCIIString(p, "same") == 0;
+        if (!same && PyUnicode_CompareWithASCIIString(p, "valid") != 0)
+            rc = cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s: padding='%s'", c->m->name, PyUnicode_AsUTF8(p));
+        for (int i = 0; rc == CAP_NEXT && i < nsp; i++) {
+            int64_t total = same ? a[5].is.d[i].value * (wt->shape[2 + i].value - 1) : 0;
+            lo[i] = total / 2;
+            hi[i] = total - lo[i];
+            symmetric = symmetric && lo[i] == hi[i];
+            pads[2 * (nsp - 1 - i)] = lo[i];
+            pads[2 * (nsp - 1 - i) + 1] = hi[i];
+        }
+        if (rc == CAP_NEXT && !symmetric) {
+            /* torch pads the extra element on the right: pad explicitly. */
+            ptc_arg pa[3] = {ptc_arg_value(in), ptc_arg_ints(c->T->arena, pads, 2 * nsp), ptc_arg_int(0)};
+            in = cap_build1(c->T, PTC_OP_CONSTANT_PAD_ND, pa, 3);
+            if (!in)
+                rc = CAP_BREAK;
+            for (int i = 0; i < nsp; i++)
+                lo[i] = 0;
+        }
+        a[4] = ptc_arg_ints(c->T->arena, lo, nsp);
+        a[0] = ptc_arg_value(in);
+    } else if (rc == CAP_NEXT) {
+        rc = cap_tconvert(c->T, p ? p : zero, PTC_PK_INT_LIST, nsp, &a[4], "padding");
+    }
+    Py_DECREF(one);
+    Py_DECREF(zero);
+    if (rc != CAP_NEXT)
+        return rc;
+    a[6] = ptc_arg_int(g && PyLong_Check(g) ? PyLong_AsLongLong(g) : 1);
+    return cap_build(c->T, op, a, 7, out);
+}
+
+int cap_th_pad(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    PyObject *pad = ARG(1, "pad"), *mode = ARG(2, "mode"), *value = ARG(3, "value");
+    if (!x || !pad)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "pad(input, pad, ...)");
+    if (mode && mode != Py_None && PyUnicode_CompareWithASCIIString(mode, "constant") != 0)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "pad with mode='%s'", PyUnicode_AsUTF8(mode));
+    ptc_arg a[3] = {ptc_arg_value(x->v), ptc_arg_none(), ptc_arg_int(0)};
+    if (cap_int_list(c->T, pad, &a[1], "pad") != CAP_NEXT)
+        return CAP_BREAK;
+    if (value && value != Py_None && cap_tconvert(c->T, value, PTC_PK_SCALAR, 0, &a[2], "pad") != CAP_NEXT)
+        return CAP_BREAK;
+    return cap_build(c->T, PTC_OP_CONSTANT_PAD_ND, a, 3, out);
+}
+
+int cap_th_embedding(cap_tcall *c, PyObject **out)
+{
+    PyObject *idx = ARG(0, "input"), *w = ARG(1, "weight"), *pi = ARG(2, "padding_idx");
+    PyObject *maxn = ARG(3, "max_norm");
+    if (!idx || !w || !cap_is_tensor(idx) || !cap_is_tensor(w))
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "embedding(input, weight)");
+    if (maxn && maxn != Py_None)
+        return cap_t_break(c->T, CAP_B_INPLACE_INPUT, "embedding with max_norm renormalises the weight in place");
+    int64_t pad = -1;
+    if (pi && pi != Py_None) {
+        pad = PyLong_AsLongLong(pi);
+        if (pad < 0)
+            pad += cap_val(w)->type.shape[0].value;
+    }
+    ptc_arg a[5] = {ptc_arg_value(cap_val(w)), ptc_arg_value(cap_val(idx)), ptc_arg_int(pad),
+                    ptc_arg_bool(truthy(ARG(5, "scale_grad_by_freq"), false)),
+                    ptc_arg_bool(truthy(ARG(6, "sparse"), false))};
+    return cap_build(c->T, PTC_OP_EMBEDDING, a, 5, out);
+}
+
+int cap_th_sdpa(cap_tcall *c, PyObject **out)
+{
+    PyObject *q = ARG(0, "query"), *k = ARG(1, "key"), *v = ARG(2, "value");
+    PyObject *mask = ARG(3, "attn_mask"), *dp = ARG(4, "dropout_p"), *causal = ARG(5, "is_causal");
+    PyObject *scale = ARG(6, "scale"), *gqa = ARG(7, "enable_gqa");
+    if (!q || !k || !v || !cap_is_tensor(q) || !cap_is_tensor(k) || !cap_is_tensor(v))
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "scaled_dot_product_attention(q, k, v)");
+    if (truthy(gqa, false)) {
+        const ptc_ttype *qt = &cap_val(q)->type, *kt = &cap_val(k)->type;
+        if (qt->ndim < 3 || !ptc_dim_eq(qt->shape[qt->ndim - 3], kt->shape[kt->ndim - 3]))
+            return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "attention with grouped query heads");
+    }
+    ptc_arg a[8] = {ptc_arg_value(cap_val(q)), ptc_arg_value(cap_val(k)), ptc_arg_value(cap_val(v)),
+                    ptc_arg_none(), ptc_arg_float(number(dp, 0.0)), ptc_arg_bool(truthy(causal, false)),
+                    ptc_arg_none(), ptc_arg_int(0)};
+    if (mask && mask != Py_None && cap_tconvert(c->T, mask, PTC_PK_TENSOR_OPT, 0, &a[3], "attn_mask") != CAP_NEXT)
+        return CAP_BREAK;
+    if (scale && scale != Py_None)
+        a[6] = ptc_arg_float(PyFloat_AsDouble(scale));
+    if (a[4].f > 0)
+        a[7] = ptc_arg_int((int64_t)cap_t_next_seed(c->T));
+    return cap_build(c->T, PTC_OP_SDPA, a, 8, out);
+}
+
+int cap_th_outer(cap_tcall *c, PyObject **out)
+{
+    PyObject *a0 = ARG(0, "input"), *b0 = ARG(1, "vec2");
+    if (!a0 || !b0 || !cap_is_tensor(a0) || !cap_is_tensor(b0))
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "outer(a, b)");
+    ptc_arg ua[2] = {ptc_arg_value(cap_val(a0)), ptc_arg_int(1)};
+    ptc_arg ub[2] = {ptc_arg_value(cap_val(b0)), ptc_arg_int(0)};
+    ptc_value *x = cap_build1(c->T, PTC_OP_UNSQUEEZE, ua, 2),
+              *y = x ? cap_build1(c->T, PTC_OP_UNSQUEEZE, ub, 2) : NULL;
+    ptc_arg m[2] = {ptc_arg_value(x), ptc_arg_value(y)};
+    return cap_wrap_value(c->T, y ? cap_build1(c->T, PTC_OP_MUL, m, 2) : NULL, out);
+}

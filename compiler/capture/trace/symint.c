@@ -1,0 +1,582 @@
+/* Symbolic sizes while tracing.
+ *
+ * A graph input's dimension gets a symbol (s0, s1, ...) when the dynamic=
+ * option, a mark on the tensor or an earlier size-only recompile asks for
+ * it; sizes 0 and 1 stay static (broadcasting and squeezes depend on them).
+ * Symbols are shared by value ("duck sizing", as torch does): a dimension of
+ * the same size as an existing symbol reuses it, under a guard that the two
+ * stay equal, so shapes that must match still match structurally.
+ *
+ * The user's code sees symbolic sizes as cap_symint objects: Python ints
+ * whose arithmetic builds ptc_dim expressions (x.size(1) // 2, n * d) that
+ * flow into view/reshape/expand sizes. Each carries its value in this trace
+ * (the hint), which answers comparisons; the answer is kept as a guard on
+ * the relation (s0 >= 4), so only the relations the trace relied on are
+ * checked on later calls. A use that needs the number itself (__index__, a
+ * hash, range(), a float) specialises the symbol with a guard and notes the
+ * source line for ptexplain.
+ */
+#include "capture/torch/torch.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+PyTypeObject *cap_symint_type;
+
+const char *cap_sym_name(int i)
+{
+    static char names[CAP_MAX_SYMS][8];
+    if (!names[i][0])
+        snprintf(names[i], sizeof names[i], "s%d", i);
+    return names[i];
+}
+
+/* ---- which dims are symbolic --------------------------------------------------------- */
+
+/* Dims listed in attribute `name` of t (a set of ints, as torch._dynamo's
+ * mark_dynamic / maybe_mark_dynamic / mark_static leave them). */
+static int marked_dims(PyObject *t, const char *name, int ndim)
+{
+    PyObject *s = PyObject_GetAttrString(t, name);
+    if (!s) {
+        PyErr_Clear();
+        return 0;
+    }
+    int mask = 0;
+    PyObject *it = PyObject_GetIter(s), *x;
+    while (it && (x = PyIter_Next(it))) {
+        long d = PyLong_AsLong(x);
+        if (d < 0)
+            d += ndim;
+        if (d >= 0 && d < ndim)
+            mask |= 1 << d;
+        Py_DECREF(x);
+    }
+    Py_XDECREF(it);
+    Py_DECREF(s);
+    PyErr_Clear();
+    return mask;
+}
+
+/* The min/max of dim d from t._dynamo_dynamic_range ((dim, min, max) items,
+ * None for no bound). */
+static void dim_range(PyObject *t, int d, int64_t *lo, int64_t *hi)
+{
+    PyObject *s = PyObject_GetAttrString(t, "_dynamo_dynamic_range");
+    PyObject *it = s ? PyObject_GetIter(s) : NULL, *x;
+    while (it && (x = PyIter_Next(it))) {
+        PyObject *dim = PySequence_GetItem(x, 0), *mn = PySequence_GetItem(x, 1),
+                 *mx = PySequence_GetItem(x, 2);
+        if (dim && mn && mx && PyLong_AsLong(dim) == d) {
+            if (mn != Py_None)
+                *lo = PyLong_AsLongLong(mn);
+            if (mx != Py_None)
+                *hi = PyLong_AsLongLong(mx);
+        }
+        Py_XDECREF(dim);
+        Py_XDECREF(mn);
+        Py_XDECREF(mx);
+        Py_DECREF(x);
+    }
+    Py_XDECREF(it);
+    Py_XDECREF(s);
+    PyErr_Clear();
+}
+
+/* dynamic=None: the dims of the tensor at src whose size changed since an
+ * earlier entry (remembered, so later recompiles keep them symbolic). */
+static int auto_dims(cap_trace *T, int src, const cap_tmeta *m)
+{
+    if (!T->auto_dyn)
+        return 0;
+    char name[400];
+    cap_source_str(T->src, T->nsrc, src, name, sizeof name);
+    PyObject *known = PyDict_GetItemString(T->auto_dyn, name);
+    int dims = known ? (int)PyLong_AsLong(known) : 0;
+    PyObject *prev = T->prev_sizes ? PyDict_GetItemString(T->prev_sizes, name) : NULL;
+    int changed = 0;
+    for (int d = 0; prev && PyTuple_Size(prev) == m->ndim && d < m->ndim; d++) {
+        int64_t was = PyLong_AsLongLong(PyTuple_GetItem(prev, d));
+        changed |= (was >= 0 && was != m->sizes[d]) << d;
+    }
+    if (changed & ~dims) {
+        PyObject *mask = PyLong_FromLong(dims | changed);
+        if (!mask || PyDict_SetItemString(T->auto_dyn, name, mask) < 0)
+            PyErr_Clear();
+        Py_XDECREF(mask);
+    }
+    return dims | changed;
+}
+
+int cap_t_dynamic_dims(cap_trace *T, PyObject *obj, int src, const cap_tmeta *m)
+{
+    int kind = T->src[src].kind;
+    if (T->static_only || kind == CAP_S_MODPARAM || kind == CAP_S_MODBUF || kind == CAP_S_CONST)
+        return 0; /* parameters and buffers keep their sizes, as in torch */
+    int all = (1 << m->ndim) - 1;
+    int marked = marked_dims(obj, "_dynamo_dynamic_indices", m->ndim) |
+                 marked_dims(obj, "_dynamo_weak_dynamic_indices", m->ndim);
+    int fixed = marked_dims(obj, "_dynamo_static_indices", m->ndim);
+    if (T->dynamic == 0) {
+        if (marked) {
+            char msg[600], name[400];
+            cap_source_str(T->src, T->nsrc, src, name, sizeof name);
+            snprintf(msg, sizeof msg,
+                     "ptc: mark_dynamic on %s is ignored: the function was compiled with "
+                     "dynamic=False, which specialises every size",
+                     name);
+            if (PyErr_WarnEx(PyExc_UserWarning, msg, 1) < 0)
+                return -1;
+        }
+        return 0;
+    }
+    int want = marked | (T->dynamic == 1 ? all : auto_dims(T, src, m));
+    want &= ~(fixed & ~marked); /* mark_dynamic wins over mark_static, as in torch */
+    for (int i = 0; i < m->ndim; i++)
+        if (m->sizes[i] < 2)
+            want &= ~(1 << i); /* 0 and 1 are specialised */
+    /* A strided input keeps static sizes: its strides are part of the graph. */
+    return cap_tmeta_dense(m) ? want : 0;
+}
+
+/* ---- symbols and guards ---------------------------------------------------------------- */
+
+static const char *rel_names[] = {
+    [Py_LT] = "<", [Py_LE] = "<=", [Py_EQ] = "==", [Py_NE] = "!=", [Py_GT] = ">", [Py_GE] = ">="};
+
+/* "s0 = L['x'].size(0)" for each symbol of d, appended to buf. */
+static void symbol_sources(cap_trace *T, ptc_dim d, char *buf, size_t size)
+{
+    const char *names[CAP_MAX_SYMS];
+    int n = ptc_dim_symbols(d, names, 0, CAP_MAX_SYMS);
+    size_t k = strlen(buf);
+    for (int j = 0; j < n && k < size; j++)
+        for (int i = 0; i < T->syms.n; i++)
+            if (strcmp(cap_sym_name(i), names[j]) == 0) {
+                char src[300];
+                cap_source_str(T->src, T->nsrc, T->syms.src[i], src, sizeof src);
+                k += (size_t)snprintf(buf + k, size - k, "%s%s from %s.size(%d)", j ? ", " : " (",
+                                      names[j], src, T->syms.dim[i]);
+            }
+    if (n > 0 && k < size)
+        snprintf(buf + k, size - k, ")");
+}
+
+/* "2*s0 >= 4 (s0 from L['x'].size(0))" for "d rel 0": the constant moved right. */
+static void relation_text(cap_trace *T, ptc_dim d, int rel, char *buf, size_t size)
+{
+    ptc_bindings zero = {0};
+    for (int i = 0; i < T->syms.n; i++)
+        ptc_bindings_set(&zero, cap_sym_name(i), 0);
+    int64_t c = 0;
+    ptc_error err;
+    if (ptc_dim_eval(d, &zero, &c, &err) < 0)
+        c = 0;
+    ptc_buf b = {0};
+    ptc_dim_print(&b, ptc_dim_sub(T->arena, d, ptc_dim_c(c)));
+    snprintf(buf, size, "%s %s %lld", b.data ? b.data : "", rel_names[rel], (long long)-c);
+    ptc_buf_free(&b);
+    symbol_sources(T, d, buf, size);
+}
+
+int cap_t_sym_guard(cap_trace *T, ptc_dim d, int rel)
+{
+    if (!d.sym)
+        return 0;
+    if (rel == Py_GT ||
+        rel == Py_LT) { /* on integers: one form per relation (s0 >= 2, not s0 > 1) */
+        d = ptc_dim_add(T->arena, d, ptc_dim_c(rel == Py_GT ? -1 : 1));
+        rel = rel == Py_GT ? Py_GE : Py_LE;
+    }
+    char text[600];
+    relation_text(T, d, rel, text, sizeof text);
+    PyObject *obj = PyUnicode_FromString(text);
+    if (!obj)
+        return -1;
+    int before = T->nguards;
+    const char *names[CAP_MAX_SYMS];
+    int n = ptc_dim_symbols(d, names, 0, CAP_MAX_SYMS), first = 0;
+    for (int i = 0; i < T->syms.n && n > 0; i++)
+        if (strcmp(cap_sym_name(i), names[0]) == 0)
+            first = i;
+    int rc = cap_guard_add(T, CAP_G_SYM, T->syms.src[first], obj, rel);
+    Py_DECREF(obj);
+    if (rc == 0 && T->nguards > before)
+        T->guards[T->nguards - 1].expr = d;
+    return rc;
+}
+
+/* Guards that dim `dim` of the tensor at src stays equal to symbol i. */
+static int same_size_guard(cap_trace *T, int src, int dim, int i)
+{
+    char text[600], a[300];
+    cap_source_str(T->src, T->nsrc, src, a, sizeof a);
+    snprintf(text, sizeof text, "%s.size(%d) == %s", a, dim, cap_sym_name(i));
+    symbol_sources(T, ptc_dim_symbol(T->arena, cap_sym_name(i)), text, sizeof text);
+    PyObject *obj = PyUnicode_FromString(text);
+    int rc = obj ? cap_guard_add(T, CAP_G_SYMSIZE, src, obj, (int64_t)i << 8 | dim) : -1;
+    Py_XDECREF(obj);
+    return rc;
+}
+
+int64_t cap_t_dim_hint(cap_trace *T, ptc_dim d)
+{
+    int64_t v = d.value;
+    ptc_error err;
+    if (d.sym && ptc_dim_eval(d, &T->hints, &v, &err) < 0)
+        v = 0; /* every symbol of the trace is bound: not reached */
+    return v;
+}
+
+ptc_dim cap_t_input_dim(cap_trace *T, int src, int dim, int64_t size, PyObject *obj)
+{
+    for (int i = 0; i < T->syms.n; i++)
+        if (T->hints.values[i] == size) {
+            ptc_dim s = ptc_dim_symbol(T->arena, cap_sym_name(i));
+            if ((T->syms.src[i] != src || T->syms.dim[i] != dim) &&
+                same_size_guard(T, src, dim, i) < 0)
+                return ptc_dim_c(-1);
+            return s;
+        }
+    int64_t lo = 2, hi = -1;
+    dim_range(obj, dim, &lo, &hi);
+    if (T->syms.n == CAP_MAX_SYMS || size < lo || (hi >= 0 && size > hi))
+        return ptc_dim_c(size); /* out of symbols, or outside the marked range */
+    int i = T->syms.n++;
+    T->syms.src[i] = src;
+    T->syms.dim[i] = dim;
+    ptc_bindings_set(&T->hints, cap_sym_name(i), size);
+    ptc_dim s = ptc_dim_symbol(T->arena, cap_sym_name(i));
+    if (cap_t_sym_guard(T, ptc_dim_sub(T->arena, s, ptc_dim_c(lo < 2 ? 2 : lo)), Py_GE) < 0 ||
+        (hi >= 0 && cap_t_sym_guard(T, ptc_dim_sub(T->arena, s, ptc_dim_c(hi)), Py_LE) < 0))
+        return ptc_dim_c(-1);
+    return s;
+}
+
+int cap_t_need_static(cap_trace *T, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(T->static_why, sizeof T->static_why, fmt, ap);
+    va_end(ap);
+    return cap_t_break(T, CAP_B_TRACE_ERROR, "%s", T->static_why);
+}
+
+/* ---- the Python int ------------------------------------------------------------------------- */
+
+PyObject *cap_dim_obj(cap_trace *T, ptc_dim d)
+{
+    if (!d.sym)
+        return PyLong_FromLongLong(d.value);
+    cap_symint *s = PyObject_New(cap_symint, cap_symint_type);
+    if (!s)
+        return NULL;
+    s->T = T;
+    s->d = d;
+    s->hint = cap_t_dim_hint(T, d);
+    if (PyList_Append(T->symints, (PyObject *)s) < 0) {
+        Py_DECREF(s);
+        return NULL;
+    }
+    return (PyObject *)s;
+}
+
+int cap_dim_from_obj(cap_trace *T, PyObject *o, ptc_dim *out)
+{
+    if (cap_is_symint(o)) {
+        if (((cap_symint *)o)->T != T) {
+            PyErr_SetString(cap_InternalError,
+                            "ptc: a symbolic size was used after its trace ended");
+            return -1;
+        }
+        *out = ((cap_symint *)o)->d;
+        return 1;
+    }
+    if (!PyLong_Check(o))
+        return 0;
+    int64_t v = PyLong_AsLongLong(o);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    *out = ptc_dim_c(v);
+    return 1;
+}
+
+static cap_trace *live(cap_symint *s)
+{
+    if (!s->T)
+        PyErr_SetString(cap_InternalError, "ptc: a symbolic size was used after its trace ended");
+    return s->T;
+}
+
+int cap_symint_specialise(cap_symint *s, const char *why, int64_t *out)
+{
+    cap_trace *T = live(s);
+    if (!T || cap_t_sym_guard(T, ptc_dim_sub(T->arena, s->d, ptc_dim_c(s->hint)), Py_EQ) < 0)
+        return -1;
+    *out = s->hint;
+    ptc_buf b = {0};
+    ptc_dim_print(&b, s->d);
+    char file[512] = "", text[512] = "";
+    int line = 0, col = -1, endline = 0, endcol = -1;
+    if (T->I && T->I->frame) {
+        snprintf(file, sizeof file, "%s", T->I->frame->code->file);
+        cap_code_pos(T->I->frame->code, T->I->frame->pc, &line, &col, &endline, &endcol);
+        cap_source_line(file, line, text, sizeof text);
+    }
+    PyObject *note =
+        Py_BuildValue("{s:s,s:L,s:s,s:s,s:i,s:s}", "expr", b.data ? b.data : "", "value",
+                      (long long)s->hint, "why", why, "file", file, "line", line, "text", text);
+    ptc_buf_free(&b);
+    if (!note || PyList_Append(T->specialised, note) < 0) {
+        Py_XDECREF(note);
+        return -1;
+    }
+    Py_DECREF(note);
+    return 0;
+}
+
+static PyObject *value_of(PyObject *o, const char *why)
+{
+    int64_t v;
+    return cap_symint_specialise((cap_symint *)o, why, &v) < 0 ? NULL : PyLong_FromLongLong(v);
+}
+
+/* An operand as a dim of s's trace: 1, 0 (not an int: NotImplemented), -1. */
+static int operand(cap_trace *T, PyObject *o, ptc_dim *out)
+{
+    if (PyBool_Check(o)) {
+        *out = ptc_dim_c(o == Py_True);
+        return 1;
+    }
+    return cap_dim_from_obj(T, o, out);
+}
+
+/* The two operands of a binary slot (one of them a symint) as dims of its
+ * trace: 1, 0 when one is not an int (NotImplemented), -1 on error. */
+static int operands(PyObject *a, PyObject *b, cap_trace **T, ptc_dim *x, ptc_dim *y)
+{
+    *T = live((cap_symint *)(cap_is_symint(a) ? a : b));
+    if (!*T)
+        return -1;
+    int ra = operand(*T, a, x), rb = ra > 0 ? operand(*T, b, y) : 0;
+    return ra < 0 || rb < 0 ? -1 : ra && rb;
+}
+
+/* a op b on the operands' values, each symint specialised (true division,
+ * powers, floats: the result is not a size). */
+static PyObject *concrete(PyObject *a, PyObject *b, PyObject *(*op)(PyObject *, PyObject *))
+{
+    PyObject *x =
+        cap_is_symint(a) ? value_of(a, "an arithmetic operation that is not a size") : Py_NewRef(a);
+    PyObject *y = x && cap_is_symint(b) ? value_of(b, "an arithmetic operation that is not a size")
+                                        : Py_XNewRef(x ? b : NULL);
+    PyObject *r = x && y ? op(x, y) : NULL;
+    Py_XDECREF(x);
+    Py_XDECREF(y);
+    return r;
+}
+
+typedef ptc_dim (*dim_op)(ptc_arena *, ptc_dim, ptc_dim);
+
+static PyObject *arith(PyObject *a, PyObject *b, dim_op op, bool divides,
+                       PyObject *(*fallback)(PyObject *, PyObject *))
+{
+    cap_trace *T;
+    ptc_dim x, y;
+    int r = operands(a, b, &T, &x, &y);
+    if (r < 0)
+        return NULL;
+    if (r == 0) {
+        if (PyFloat_Check(a) || PyFloat_Check(b))
+            return concrete(a, b, fallback);
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    if (divides && !y.sym && y.value <= 0) {
+        if (y.value == 0) {
+            PyErr_SetString(PyExc_ZeroDivisionError, "integer division or modulo by zero");
+            return NULL;
+        }
+        return concrete(a, b, fallback); /* floor semantics of negative divisors */
+    }
+    if (divides && y.sym && cap_t_sym_guard(T, ptc_dim_sub(T->arena, y, ptc_dim_c(1)), Py_GE) < 0)
+        return NULL; /* the division's meaning holds for positive divisors */
+    return cap_dim_obj(T, op(T->arena, x, y));
+}
+
+/* The slots get their operands in the expression's order, whichever of the
+ * two is the symint. */
+static PyObject *nb_add(PyObject *a, PyObject *b)
+{
+    return arith(a, b, ptc_dim_add, false, PyNumber_Add);
+}
+static PyObject *nb_sub(PyObject *a, PyObject *b)
+{
+    return arith(a, b, ptc_dim_sub, false, PyNumber_Subtract);
+}
+static PyObject *nb_mul(PyObject *a, PyObject *b)
+{
+    return arith(a, b, ptc_dim_mul, false, PyNumber_Multiply);
+}
+static PyObject *nb_floordiv(PyObject *a, PyObject *b)
+{
+    return arith(a, b, ptc_dim_floordiv, true, PyNumber_FloorDivide);
+}
+static PyObject *nb_mod(PyObject *a, PyObject *b)
+{
+    return arith(a, b, ptc_dim_mod, true, PyNumber_Remainder);
+}
+static PyObject *nb_truediv(PyObject *a, PyObject *b)
+{
+    return concrete(a, b, PyNumber_TrueDivide);
+}
+static PyObject *pow2(PyObject *a, PyObject *b)
+{
+    return PyNumber_Power(a, b, Py_None);
+}
+static PyObject *nb_pow(PyObject *a, PyObject *b, PyObject *m)
+{
+    (void)m;
+    return concrete(a, b, pow2);
+}
+
+static PyObject *nb_neg(PyObject *a)
+{
+    cap_trace *T = live((cap_symint *)a);
+    return T ? cap_dim_obj(T, ptc_dim_mul(T->arena, ((cap_symint *)a)->d, ptc_dim_c(-1))) : NULL;
+}
+
+static PyObject *nb_pos(PyObject *a)
+{
+    return Py_NewRef(a);
+}
+static PyObject *nb_index(PyObject *a)
+{
+    return value_of(a, "a use that needs its value");
+}
+static PyObject *nb_float(PyObject *a)
+{
+    PyObject *v = value_of(a, "a conversion to float");
+    PyObject *f = v ? PyNumber_Float(v) : NULL;
+    Py_XDECREF(v);
+    return f;
+}
+static PyObject *nb_abs(PyObject *a)
+{
+    cap_symint *s = (cap_symint *)a;
+    if (ptc_dim_nonneg(s->d))
+        return Py_NewRef(a);
+    PyObject *v = value_of(a, "abs()");
+    PyObject *r = v ? PyNumber_Absolute(v) : NULL;
+    Py_XDECREF(v);
+    return r;
+}
+
+/* a op b answered from the hints, the answer kept as a guard. */
+static PyObject *richcompare(PyObject *a, PyObject *b, int op)
+{
+    cap_trace *T;
+    ptc_dim x, y;
+    int r = operands(a, b, &T, &x, &y);
+    if (r < 0)
+        return NULL;
+    if (r == 0) {
+        if (!PyFloat_Check(a) && !PyFloat_Check(b))
+            Py_RETURN_NOTIMPLEMENTED;
+        PyObject *v = value_of(cap_is_symint(a) ? a : b, "a comparison with a float");
+        if (!v)
+            return NULL;
+        PyObject *r =
+            cap_is_symint(a) ? PyObject_RichCompare(v, b, op) : PyObject_RichCompare(a, v, op);
+        Py_DECREF(v);
+        return r;
+    }
+    ptc_dim diff = ptc_dim_sub(T->arena, x, y);
+    int64_t h = cap_t_dim_hint(T, diff);
+    bool holds = op == Py_LT   ? h < 0
+                 : op == Py_LE ? h <= 0
+                 : op == Py_EQ ? h == 0
+                 : op == Py_NE ? h != 0
+                 : op == Py_GT ? h > 0
+                               : h >= 0;
+    static const int negate[] = {[Py_LT] = Py_GE, [Py_LE] = Py_GT, [Py_EQ] = Py_NE,
+                                 [Py_NE] = Py_EQ, [Py_GT] = Py_LE, [Py_GE] = Py_LT};
+    if (cap_t_sym_guard(T, diff, holds ? op : negate[op]) < 0)
+        return NULL;
+    return Py_NewRef(holds ? Py_True : Py_False);
+}
+
+static int nb_bool(PyObject *a)
+{
+    cap_symint *s = (cap_symint *)a;
+    cap_trace *T = live(s);
+    if (!T || cap_t_sym_guard(T, s->d, s->hint != 0 ? Py_NE : Py_EQ) < 0)
+        return -1;
+    return s->hint != 0;
+}
+
+static Py_hash_t symint_hash(PyObject *a)
+{
+    PyObject *v = value_of(a, "a hash (a dict key or a set item)");
+    Py_hash_t h = v ? PyObject_Hash(v) : -1;
+    Py_XDECREF(v);
+    return h;
+}
+
+static PyObject *symint_str(PyObject *a)
+{
+    PyObject *v = value_of(a, "a conversion to text");
+    PyObject *r = v ? PyObject_Str(v) : NULL;
+    Py_XDECREF(v);
+    return r;
+}
+
+static PyObject *symint_repr(PyObject *a)
+{
+    if (((cap_symint *)a)->T)
+        return symint_str(a);
+    return PyUnicode_FromString("<symbolic size of a finished trace>");
+}
+
+static void symint_dealloc(PyObject *a)
+{
+    PyTypeObject *tp = Py_TYPE(a);
+    PyObject_Free(a);
+    Py_DECREF(tp);
+}
+
+static PyType_Slot symint_slots[] = {
+    {Py_tp_dealloc, symint_dealloc},
+    {Py_tp_repr, symint_repr},
+    {Py_tp_str, symint_str},
+    {Py_tp_hash, symint_hash},
+    {Py_tp_richcompare, richcompare},
+    {Py_nb_add, nb_add},
+    {Py_nb_subtract, nb_sub},
+    {Py_nb_multiply, nb_mul},
+    {Py_nb_floor_divide, nb_floordiv},
+    {Py_nb_remainder, nb_mod},
+    {Py_nb_true_divide, nb_truediv},
+    {Py_nb_power, nb_pow},
+    {Py_nb_negative, nb_neg},
+    {Py_nb_positive, nb_pos},
+    {Py_nb_absolute, nb_abs},
+    {Py_nb_bool, nb_bool},
+    {Py_nb_index, nb_index},
+    {Py_nb_int, nb_index},
+    {Py_nb_float, nb_float},
+    {Py_tp_doc, "ptc: a size computed from symbolic dimensions while tracing"},
+    {0, NULL},
+};
+
+static PyType_Spec symint_spec = {"ptc._C.SymInt", sizeof(cap_symint), 0, Py_TPFLAGS_DEFAULT,
+                                  symint_slots};
+
+int cap_symint_types_init(PyObject *module)
+{
+    cap_symint_type = (PyTypeObject *)PyType_FromSpec(&symint_spec);
+    if (!cap_symint_type ||
+        PyModule_AddObjectRef(module, "SymInt", (PyObject *)cap_symint_type) < 0)
+        return -1;
+    return 0;
+}

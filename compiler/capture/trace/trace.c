@@ -1,0 +1,760 @@
+/* The trace: sources, guards, wrapping outside values, and breaks.
+ *
+ * Every value that enters a trace from outside (a local of the starting
+ * state, a global, an attribute or item of an outside object, a closure cell)
+ * gets a source, and the guards its type calls for are installed right away:
+ * constants are compared by value, modules and functions by identity, tensors
+ * by their metadata (and become graph inputs), other objects by type. Sources
+ * and guards are interned, so reading `self.conv1` twice costs one guard.
+ */
+#include "capture/torch/torch.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+PyObject *cap_GraphBreak, *cap_GraphBreakError;
+
+/* ---- breaks ------------------------------------------------------------------ */
+
+static const cap_break_info break_table[] = {
+    {0, "NONE", "", "", ""},
+#define BREAK(id, num, reason, expl, hint) {num, #id, reason, expl, hint},
+#include "capture/trace/breaks.def"
+#undef BREAK
+};
+
+const cap_break_info *cap_break_lookup(int code)
+{
+    for (size_t i = 1; i < sizeof break_table / sizeof *break_table; i++)
+        if (break_table[i].code == code)
+            return &break_table[i];
+    return &break_table[0];
+}
+
+PyObject *cap_break_table(void)
+{
+    PyObject *list = PyList_New(0);
+    for (size_t i = 1; list && i < sizeof break_table / sizeof *break_table; i++) {
+        const cap_break_info *b = &break_table[i];
+        PyObject *d = Py_BuildValue("{s:s,s:s,s:s,s:s,s:s}", "code",
+                                    PyUnicode_AsUTF8(PyUnicode_FromFormat("PTC-B%03d", b->code)),
+                                    "name", b->name, "reason", b->reason, "explanation",
+                                    b->explanation, "hint", b->hint);
+        if (!d || PyList_Append(list, d) < 0)
+            Py_CLEAR(list);
+        Py_XDECREF(d);
+    }
+    return list;
+}
+
+PyObject *cap_signal_break(int code, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    PyObject *v = Py_BuildValue("(is)", code, msg);
+    if (v) {
+        PyErr_SetObject(cap_GraphBreak, v);
+        Py_DECREF(v);
+    }
+    return NULL;
+}
+
+/* The source line of the current instruction and the inlined stack. */
+static void break_location(cap_trace *T, cap_break *b)
+{
+    cap_frame *f = T->I->frame;
+    int line, col, endline, endcol;
+    cap_code_pos(f->code, f->pc, &line, &col, &endline, &endcol);
+    snprintf(b->file, sizeof b->file, "%s", f->code->file);
+    b->line = line;
+    b->col = col + 1;
+    b->endcol = endline == line ? endcol + 1 : 0;
+    cap_source_line(f->code->file, line, b->text, sizeof b->text);
+    size_t n = 0;
+    cap_frame *chain[64];
+    int depth = 0;
+    for (cap_frame *g = f; g && depth < 64; g = g->parent)
+        chain[depth++] = g;
+    for (int i = depth - 1; i >= 0 && n < sizeof b->stack; i--) {
+        int l, c, el, ec;
+        cap_code_pos(chain[i]->code, chain[i]->pc, &l, &c, &el, &ec);
+        n += (size_t)snprintf(b->stack + n, sizeof b->stack - n, "%s%s (%s:%d)", i == depth - 1 ? "" : " > ",
+                              chain[i]->code->qualname_s, chain[i]->code->file, l);
+    }
+}
+
+int cap_t_break(cap_trace *T, int code, const char *fmt, ...)
+{
+    cap_break *b = &T->brk;
+    memset(b, 0, sizeof *b);
+    b->code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->detail, sizeof b->detail, fmt, ap);
+    va_end(ap);
+    break_location(T, b);
+    T->has_break = true;
+    return CAP_BREAK;
+}
+
+int cap_t_break_again(cap_trace *T)
+{
+    return cap_t_break(T, T->redo.code, "%s", T->redo.detail);
+}
+
+int cap_trace_error(cap_interp *I)
+{
+    cap_trace *T = I->T;
+    PyObject *type, *val, *tb;
+    PyErr_Fetch(&type, &val, &tb);
+    PyErr_NormalizeException(&type, &val, &tb);
+    int rc;
+    if (type && PyErr_GivenExceptionMatches(type, cap_GraphBreak)) {
+        PyObject *args = val ? PyObject_GetAttrString(val, "args") : NULL;
+        PyObject *inner = args && PyTuple_Size(args) == 1 ? PyTuple_GetItem(args, 0) : args;
+        int code = CAP_B_TRACE_ERROR;
+        const char *msg = "";
+        if (inner && PyTuple_Check(inner) && PyTuple_Size(inner) == 2) {
+            code = (int)PyLong_AsLong(PyTuple_GetItem(inner, 0));
+            msg = PyUnicode_AsUTF8(PyTuple_GetItem(inner, 1));
+        }
+        rc = cap_t_break(T, code, "%s", msg ? msg : "");
+        Py_XDECREF(args);
+    } else if (type && PyErr_GivenExceptionMatches(type, cap_InternalError)) {
+        PyErr_Restore(type, val, tb);
+        return CAP_ERR;
+    } else {
+        PyObject *s = val ? PyObject_Str(val) : NULL;
+        const char *name = type ? cap_tpname((PyTypeObject *)type) : "error";
+        rc = cap_t_break(T, CAP_B_RAISE, "%s: %s", name, s ? PyUnicode_AsUTF8(s) : "");
+        if (!s)
+            PyErr_Clear();
+        Py_XDECREF(s);
+    }
+    Py_XDECREF(type);
+    Py_XDECREF(val);
+    Py_XDECREF(tb);
+    return rc;
+}
+
+/* ---- sources ------------------------------------------------------------------ */
+
+static const char *kind_names[] = {
+#define X(id, s) #id,
+    CAP_SOURCE_KINDS(X)
+#undef X
+};
+
+int cap_source_add(cap_trace *T, int kind, int parent, int frame, int index, PyObject *key)
+{
+    PyObject *k = kind == CAP_S_CONST ? PyLong_FromVoidPtr(key) : Py_NewRef(key ? key : Py_None);
+    PyObject *tk = k ? Py_BuildValue("(iiiiN)", kind, parent, frame, index, k) : NULL;
+    if (!tk)
+        return -1;
+    PyObject *hit = PyDict_GetItemWithError(T->src_index, tk);
+    if (hit || PyErr_Occurred()) {
+        Py_DECREF(tk);
+        return hit ? (int)PyLong_AsLong(hit) : -1;
+    }
+    if (T->nsrc == T->capsrc) {
+        int cap = T->capsrc ? 2 * T->capsrc : 64;
+        T->src = realloc(T->src, sizeof *T->src * (size_t)cap);
+        T->src_val = realloc(T->src_val, sizeof *T->src_val * (size_t)cap);
+        T->capsrc = cap;
+    }
+    int id = T->nsrc++;
+    T->src[id] = (cap_source){(uint8_t)kind, parent, frame, index, Py_XNewRef(key)};
+    T->src_val[id] = NULL;
+    PyObject *v = PyLong_FromLong(id);
+    int rc = v ? PyDict_SetItem(T->src_index, tk, v) : -1;
+    Py_XDECREF(v);
+    Py_DECREF(tk);
+    return rc < 0 ? -1 : id;
+}
+
+void cap_source_str(const cap_source *src, int nsrc, int id, char *buf, size_t size)
+{
+    if (id < 0 || id >= nsrc) {
+        snprintf(buf, size, "?");
+        return;
+    }
+    const cap_source *s = &src[id];
+    char parent[400] = "";
+    if (s->parent >= 0)
+        cap_source_str(src, nsrc, s->parent, parent, sizeof parent);
+    const char *key = s->key && PyUnicode_Check(s->key) ? PyUnicode_AsUTF8(s->key) : NULL;
+    PyObject *r = NULL;
+    if (!key && s->key && s->kind != CAP_S_CONST) {
+        r = PyObject_Repr(s->key);
+        key = r ? PyUnicode_AsUTF8(r) : "?";
+    }
+    switch (s->kind) {
+    case CAP_S_LOCAL:
+        if (s->frame)
+            snprintf(buf, size, "L%d['%s']", s->frame, key);
+        else
+            snprintf(buf, size, "L['%s']", key);
+        break;
+    case CAP_S_STACK: snprintf(buf, size, "S%d[%d]", s->frame, s->index); break;
+    case CAP_S_FUNC: snprintf(buf, size, "F%d", s->frame); break;
+    case CAP_S_RETA: snprintf(buf, size, "R%d", s->frame); break;
+    case CAP_S_CONST: {
+        PyObject *n = PyObject_GetAttrString(s->key, "__qualname__");
+        if (!n) {
+            PyErr_Clear();
+            n = PyObject_GetAttrString(s->key, "__name__");
+        }
+        if (!n)
+            PyErr_Clear();
+        const char *ns = n && PyUnicode_Check(n) ? PyUnicode_AsUTF8(n) : cap_tpname(Py_TYPE(s->key));
+        snprintf(buf, size, "%s", ns);
+        Py_XDECREF(n);
+        break;
+    }
+    case CAP_S_ATTR:
+    case CAP_S_INSTDICT:
+    case CAP_S_MODPARAM:
+    case CAP_S_MODBUF:
+    case CAP_S_MODCHILD: snprintf(buf, size, "%s.%s", parent, key); break;
+    case CAP_S_ITEM: {
+        PyObject *kr = s->key ? PyObject_Repr(s->key) : NULL;
+        const char *ks = kr ? PyUnicode_AsUTF8(kr) : "?";
+        if (s->parent >= 0 && src[s->parent].kind == CAP_S_CONST && PyDict_Check(src[s->parent].key) &&
+            PyDict_GetItemString(src[s->parent].key, "__name__"))
+            snprintf(buf, size, "G[%s]", ks); /* a module's globals */
+        else
+            snprintf(buf, size, "%s[%s]", parent, ks);
+        Py_XDECREF(kr);
+        break;
+    }
+    case CAP_S_INDEX: snprintf(buf, size, "%s[%d]", parent, s->index); break;
+    case CAP_S_CELL: snprintf(buf, size, "%s.cell_contents", parent); break;
+    case CAP_S_TYPE: snprintf(buf, size, "type(%s)", parent); break;
+    case CAP_S_ITERSEQ: snprintf(buf, size, "%s.seq", parent); break;
+    default: snprintf(buf, size, "%s?%s", parent, kind_names[s->kind]); break;
+    }
+    Py_XDECREF(r);
+    PyErr_Clear();
+}
+
+/* ---- guards ---------------------------------------------------------------------- */
+
+int cap_guard_add(cap_trace *T, int kind, int src, PyObject *obj, int64_t n)
+{
+    PyObject *key = Py_BuildValue("(iinL)", kind, src, (Py_ssize_t)(uintptr_t)obj, (long long)n);
+    if (!key)
+        return -1;
+    if (kind == CAP_G_EQ || kind == CAP_G_KEYS || kind == CAP_G_HASATTR || kind == CAP_G_DICT_HAS ||
+        kind == CAP_G_SYM || kind == CAP_G_SYMSIZE) {
+        /* Value guards: identical values dedupe even when the objects differ
+           (unhashable values, a dict or a slice, by identity). */
+        Py_DECREF(key);
+        key = Py_BuildValue("(iiOL)", kind, src, obj ? obj : Py_None, (long long)n);
+        if (key && PyObject_Hash(key) == -1)
+            Py_CLEAR(key);
+        if (!key) {
+            PyErr_Clear();
+            key = Py_BuildValue("(iinL)", kind, src, (Py_ssize_t)(uintptr_t)obj, (long long)n);
+        }
+        if (!key)
+            return -1;
+    }
+    PyObject *hit = PyDict_GetItemWithError(T->guard_index, key);
+    if (hit || PyErr_Occurred()) {
+        Py_DECREF(key);
+        return hit ? 0 : -1; /* a guard is never dropped */
+    }
+    if (T->nguards == T->capguards) {
+        T->capguards = T->capguards ? 2 * T->capguards : 64;
+        T->guards = realloc(T->guards, sizeof *T->guards * (size_t)T->capguards);
+    }
+    cap_guard *g = &T->guards[T->nguards];
+    *g = (cap_guard){(uint8_t)kind, src, Py_XNewRef(obj), n, NULL, {0, NULL}, NULL, 0};
+    if (kind == CAP_G_TENSOR) {
+        g->tm = calloc(1, sizeof *g->tm);
+        if (cap_tmeta_read(obj, g->tm) < 0) {
+            Py_DECREF(key);
+            return -1;
+        }
+        Py_CLEAR(g->obj);
+    }
+    if (T->I && T->I->frame) {
+        g->code = cap_code_ref(T->I->frame->code); /* outlives the frame (reports) */
+        g->pc = T->I->frame->pc;
+    }
+    T->nguards++;
+    PyObject *v = PyLong_FromLong(T->nguards - 1);
+    int rc = v ? PyDict_SetItem(T->guard_index, key, v) : -1;
+    Py_XDECREF(v);
+    Py_DECREF(key);
+    return rc;
+}
+
+/* Gives dims `dyn` of the input at src their symbols, in its graph type ty
+ * and in its tensor guard (which then leaves their sizes to the symbols'). */
+static int symbolic_dims(cap_trace *T, int src, PyObject *obj, const cap_tmeta *m, int dyn,
+                         ptc_ttype *ty)
+{
+    cap_guard *g = NULL;
+    for (int i = T->nguards - 1; i >= 0 && !g; i--)
+        if (T->guards[i].kind == CAP_G_TENSOR && T->guards[i].src == src)
+            g = &T->guards[i];
+    for (int d = 0; g && d < m->ndim; d++) {
+        if (!(dyn >> d & 1))
+            continue;
+        ptc_dim s = cap_t_input_dim(T, src, d, m->sizes[d], obj);
+        if (!s.sym && s.value < 0)
+            return -1;
+        ty->shape[d] = s;
+        if (s.sym)
+            g->tm->dyn |= (uint8_t)(1 << d);
+    }
+    if (g && g->tm->dyn)
+        ty->layout = PTC_LAYOUT_CONTIGUOUS;
+    return 0;
+}
+
+/* ---- outside objects -------------------------------------------------------------- */
+
+int cap_t_source_of(cap_trace *T, PyObject *obj)
+{
+    if (!obj)
+        return -1;
+    PyObject *k = PyLong_FromVoidPtr(obj);
+    PyObject *v = k ? PyDict_GetItem(T->obj_src, k) : NULL;
+    Py_XDECREF(k);
+    return v ? (int)PyLong_AsLong(v) : -1;
+}
+
+int cap_t_note_function(cap_trace *T, PyObject *fn)
+{
+    PyObject *k = PyLong_FromVoidPtr(fn);
+    int rc = k ? PyDict_SetItem(T->made_funcs, k, fn) : -1;
+    Py_XDECREF(k);
+    return rc;
+}
+
+bool cap_t_made_function(cap_trace *T, PyObject *fn)
+{
+    PyObject *k = PyLong_FromVoidPtr(fn);
+    bool made = k && PyDict_GetItem(T->made_funcs, k) == fn;
+    Py_XDECREF(k);
+    PyErr_Clear();
+    return made;
+}
+
+int cap_t_map(cap_trace *T, PyObject *obj, int src)
+{
+    if (src < 0 || cap_t_source_of(T, obj) >= 0)
+        return 0;
+    PyObject *k = PyLong_FromVoidPtr(obj), *v = PyLong_FromLong(src);
+    int rc = k && v ? PyDict_SetItem(T->obj_src, k, v) : -1;
+    if (rc == 0)
+        rc = PyList_Append(T->keep, obj);
+    Py_XDECREF(k);
+    Py_XDECREF(v);
+    return rc;
+}
+
+bool cap_is_constant(PyObject *o)
+{
+    if (o == Py_None || o == Py_True || o == Py_False || o == Py_Ellipsis ||
+        o == Py_NotImplemented)
+        return true;
+    PyTypeObject *t = Py_TYPE(o);
+    if (t == &PyLong_Type || t == &PyFloat_Type || t == &PyUnicode_Type || t == &PyBytes_Type ||
+        t == &PyComplex_Type || t == &PyRange_Type)
+        return true;
+    if (t == (PyTypeObject *)cap_T.dtype_type || t == (PyTypeObject *)cap_T.device_type)
+        return true;
+    if (t == &PyTuple_Type || t == (PyTypeObject *)cap_T.Size || t == &PyFrozenSet_Type) {
+        PyObject *it = PyObject_GetIter(o), *x;
+        bool all = it != NULL;
+        while (all && (x = PyIter_Next(it))) {
+            all = cap_is_constant(x);
+            Py_DECREF(x);
+        }
+        Py_XDECREF(it);
+        PyErr_Clear();
+        return all;
+    }
+    if (t == &PySlice_Type) {
+        PyObject *parts[3] = {PyObject_GetAttrString(o, "start"), PyObject_GetAttrString(o, "stop"),
+                              PyObject_GetAttrString(o, "step")};
+        bool all = true;
+        for (int i = 0; i < 3; i++) {
+            all = all && parts[i] && cap_is_constant(parts[i]);
+            Py_XDECREF(parts[i]);
+        }
+        PyErr_Clear();
+        return all;
+    }
+    return cap_is_enum_member(o);
+}
+
+bool cap_is_key(PyObject *o)
+{
+    return cap_is_constant(o) || PyType_Check(o) || PyModule_Check(o) || cap_is_function(o) ||
+           (PyCFunction_Check(o) && !PyCFunction_GetSelf(o));
+}
+
+/* Objects compared by identity: code-like things whose meaning is fixed. */
+/* A builtin function (not one bound to an instance: those are made fresh). */
+static bool plain_builtin(PyObject *o)
+{
+    if (!PyCFunction_Check(o))
+        return false;
+    PyObject *self = PyCFunction_GetSelf(o);
+    return !self || PyModule_Check(self) || PyType_Check(self);
+}
+
+/* Cells are not among these: a resumed state's cells are made afresh on
+ * every call, and what a trace reads of one, its contents, has its own
+ * source and guards. */
+static bool identity_guarded(PyObject *o)
+{
+    return PyType_Check(o) || PyModule_Check(o) || cap_is_function(o) || plain_builtin(o) ||
+           PyObject_TypeCheck(o, (PyTypeObject *)cap_T.Module) || cap_is_enum_member(o);
+}
+
+/* Defaults a nested function can be guarded by value: none, or constants
+ * (a tuple of them; keyword-only ones, a dict of them by name). */
+bool cap_constant_defaults(PyObject *d, bool kw)
+{
+    if (d == Py_None)
+        return true;
+    if (!kw)
+        return PyTuple_Check(d) && cap_is_constant(d);
+    if (!PyDict_Check(d))
+        return false;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(d, &pos, &k, &v))
+        if (!PyUnicode_CheckExact(k) || !cap_is_constant(v))
+            return false;
+    return true;
+}
+
+/* A function defined inside another one is made anew by every call of its
+ * maker, and rebuilt by the recipes of a resumed state: it is guarded by
+ * what calling it reads, its code, globals and defaults (by value, where
+ * they are constants), instead of by identity; its closure cells are
+ * reached through it (cap_t_closure_cell). */
+static bool nested_function(PyObject *o)
+{
+    if (!cap_is_function(o))
+        return false;
+    PyObject *qn = PyObject_GetAttr(o, cap_P.s_qualname);
+    PyObject *d = qn ? PyObject_GetAttr(o, cap_P.s_defaults) : NULL;
+    PyObject *kd = d ? PyObject_GetAttr(o, cap_P.s_kwdefaults) : NULL;
+    const char *name = kd && PyUnicode_Check(qn) ? PyUnicode_AsUTF8(qn) : NULL;
+    bool nested = name && strstr(name, "<locals>") && cap_constant_defaults(d, false) &&
+                  cap_constant_defaults(kd, true);
+    Py_XDECREF(qn);
+    Py_XDECREF(d);
+    Py_XDECREF(kd);
+    PyErr_Clear();
+    return nested;
+}
+
+static int guard_nested_function(cap_trace *T, PyObject *fn, int src)
+{
+    if (cap_guard_add(T, CAP_G_TYPE, src, (PyObject *)Py_TYPE(fn), 0) < 0)
+        return -1;
+    PyObject *attrs[4] = {cap_P.s_code, cap_P.s_globals, cap_P.s_defaults, cap_P.s_kwdefaults};
+    for (int i = 0; i < 4; i++) {
+        PyObject *v = PyObject_GetAttr(fn, attrs[i]);
+        int s = v ? cap_source_add(T, CAP_S_ATTR, src, 0, 0, attrs[i]) : -1;
+        /* code and globals by identity; defaults (made per call when there
+           are any) by value */
+        int kind = i < 2 || v == Py_None ? CAP_G_ID : CAP_G_EQ;
+        int rc = s >= 0 ? cap_guard_add(T, kind, s, v, 0) : -1;
+        Py_XDECREF(v);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static PyObject *wrap_tensor(cap_trace *T, PyObject *obj, int src)
+{
+    PyTypeObject *tt = Py_TYPE(obj);
+    if (tt != (PyTypeObject *)cap_T.Tensor && tt != (PyTypeObject *)cap_T.Parameter) {
+        /* Tensor subclasses run for real: guard the type, keep the object. */
+        if (cap_guard_add(T, CAP_G_TYPE, src, (PyObject *)tt, 0) < 0)
+            return NULL;
+        cap_t_map(T, obj, src);
+        return Py_NewRef(obj);
+    }
+    int prev = cap_t_source_of(T, obj);
+    if (prev >= 0 && prev != src && T->src_val[prev] && cap_is_tensor(T->src_val[prev])) {
+        /* The tensor of another source (f(a, a)): the same graph input, so
+           that `is` and writes through one are seen through the other. */
+        if (cap_guard_add(T, CAP_G_SAME, src, NULL, prev) < 0)
+            return NULL;
+        return Py_NewRef(T->src_val[prev]);
+    }
+    cap_tmeta m;
+    if (cap_tmeta_read(obj, &m) < 0 || (int)m.dt < 0 || (int)m.dt >= PTC_DTYPE_COUNT) {
+        /* No graph value can hold it (dtype, rank, device): the object is
+           kept, and torch calls on it are breaks (PTC-B026). */
+        if (PyErr_Occurred() && !PyErr_ExceptionMatches(cap_InternalError))
+            return NULL;
+        PyErr_Clear();
+        Py_XDECREF(m.type);
+        Py_XDECREF(m.dtype);
+        if (cap_guard_add(T, CAP_G_TYPE, src, (PyObject *)tt, 0) < 0)
+            return NULL;
+        cap_t_map(T, obj, src);
+        return Py_NewRef(obj);
+    }
+    int dyn =
+        cap_guard_add(T, CAP_G_TENSOR, src, obj, 0) < 0 ? -1 : cap_t_dynamic_dims(T, obj, src, &m);
+    ptc_ttype ty;
+    cap_tmeta_type(&m, &ty);
+    if (dyn > 0 && symbolic_dims(T, src, obj, &m, dyn, &ty) < 0)
+        dyn = -1;
+    if (dyn < 0) {
+        Py_DECREF(m.type);
+        Py_DECREF(m.dtype);
+        return NULL;
+    }
+    char name[128];
+    cap_input_name(T, src, name, sizeof name);
+    ptc_value *v = ptc_graph_add_input(T->g, name, &ty);
+    Py_DECREF(m.type);
+    Py_DECREF(m.dtype);
+    if (!v)
+        return PyErr_Format(cap_InternalError, "ptc: cannot add graph input %s", name);
+    cap_t_add_input(T, src, NULL);
+    cap_tensor *ct = (cap_tensor *)cap_tensor_new(T, v);
+    if (!ct)
+        return NULL;
+    ct->input_v = v;
+    ct->src = src;
+    Py_XSETREF(ct->fake_type, Py_NewRef((PyObject *)tt));
+    cap_t_map(T, obj, src);
+    return (PyObject *)ct;
+}
+
+int cap_t_identity_guards(cap_trace *T)
+{
+    int n = T->g ? T->g->ninputs : 0, last = -1;
+    PyObject *ids = PyList_New(0);
+    for (int i = 0; ids && i < n; i++) {
+        int s = T->input_src[i];
+        if (s < 0 || T->src[s].kind == CAP_S_MODPARAM || T->src[s].kind == CAP_S_MODBUF ||
+            T->src[s].kind == CAP_S_CONST)
+            continue;
+        PyObject *id = PyLong_FromLong(s);
+        if (!id || PyList_Append(ids, id) < 0)
+            Py_CLEAR(ids);
+        Py_XDECREF(id);
+        last = s > last ? s : last;
+    }
+    if (!ids)
+        return -1;
+    PyObject *t = PyList_AsTuple(ids);
+    Py_DECREF(ids);
+    int rc = !t ? -1 : PyTuple_Size(t) < 2 ? 0 : cap_guard_add(T, CAP_G_DISTINCT, last, t, 0);
+    Py_XDECREF(t);
+    return rc;
+}
+
+static int ptr_order(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t) * (PyObject *const *)a, y = (uintptr_t) * (PyObject *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+bool cap_identity_guard_ok(const cap_guard *g, PyObject *const *vals)
+{
+    if (g->kind == CAP_G_SAME)
+        return vals[g->src] && vals[g->src] == vals[g->n];
+    Py_ssize_t n = PyTuple_Size(g->obj);
+    PyObject *stack[16], **objs = n <= 16 ? stack : malloc(sizeof(PyObject *) * (size_t)n);
+    bool ok = objs != NULL;
+    for (Py_ssize_t i = 0; ok && i < n; i++)
+        ok = (objs[i] = vals[PyLong_AsLong(PyTuple_GetItem(g->obj, i))]) != NULL;
+    if (ok)
+        qsort(objs, (size_t)n, sizeof *objs, ptr_order);
+    for (Py_ssize_t i = 1; ok && i < n; i++)
+        ok = objs[i] != objs[i - 1];
+    if (objs != stack)
+        free(objs);
+    return ok;
+}
+
+/* A loop's iterator in the starting state (a resume after a break inside a
+ * for loop): guarded on its position, and copied, so that the trace advances
+ * its copy and the entry rebuilds a fresh iterator; the items of a sequence
+ * are reached through the original's .seq (with their own guards). */
+static PyObject *wrap_iter(cap_trace *T, cap_iter *it, int src)
+{
+    PyObject *range = it->seq ? Py_NewRef(Py_None) : Py_BuildValue("(LLn)", it->start, it->step, it->n);
+    if (!range || cap_guard_add(T, CAP_G_ITERPOS, src, range, it->i) < 0) {
+        Py_XDECREF(range);
+        return NULL;
+    }
+    Py_DECREF(range);
+    cap_iter *copy;
+    if (!it->seq) {
+        copy = (cap_iter *)cap_iter_range(it->start, it->step, it->n);
+    } else {
+        int ss = cap_source_add(T, CAP_S_ITERSEQ, src, 0, 0, NULL);
+        if (ss < 0 || cap_guard_add(T, CAP_G_TYPE, ss, (PyObject *)Py_TYPE(it->seq), 0) < 0 ||
+            cap_guard_add(T, CAP_G_LEN, ss, NULL, PyObject_Size(it->seq)) < 0)
+            return NULL;
+        cap_t_map(T, it->seq, ss);
+        copy = (cap_iter *)cap_iter_seq(it->seq, ss, T);
+        if (copy)
+            copy->gen = it->gen;
+        if (copy && it->owner) { /* the container it walks, whose size each step reads */
+            static PyObject *name;
+            int os = cap_t_source_of(T, it->owner);
+            if (os < 0 && (name || (name = PyUnicode_InternFromString("owner"))))
+                os = cap_source_add(T, CAP_S_ATTR, src, 0, 0, name);
+            cap_iter_set_owner(copy, it->owner);
+            copy->owner_len = it->owner_len;
+            if (os >= 0)
+                cap_t_map(T, it->owner, os);
+            if (os < 0 || cap_guard_add(T, CAP_G_LEN, os, NULL, PyObject_Size(it->owner)) < 0)
+                Py_CLEAR(copy);
+        }
+    }
+    if (copy) {
+        copy->i = it->i;
+        copy->T = T;
+    }
+    return (PyObject *)copy;
+}
+
+/* obj.name where name is a function of obj's class: one guard on obj (the
+ * class still has that function, obj's dict does not shadow it) instead of
+ * guards on a bound method made afresh at every read. The function is a
+ * constant of the entry, so rebuilt methods bind the same function. */
+static bool class_method_guard(cap_trace *T, PyObject *m, int src)
+{
+    const cap_source *s = &T->src[src];
+    if ((s->kind != CAP_S_ATTR && s->kind != CAP_S_INSTDICT) || s->parent < 0 || !PyUnicode_Check(s->key))
+        return false;
+    PyObject *parent = T->src_val[s->parent];
+    PyObject *self = PyObject_GetAttr(m, cap_P.s_self), *func = PyObject_GetAttr(m, cap_P.s_func);
+    PyObject *onclass = self == parent && parent && func ? PyObject_GetAttr((PyObject *)Py_TYPE(parent), s->key) : NULL;
+    PyErr_Clear();
+    bool ok = onclass && onclass == func && cap_is_function(func);
+    if (ok) {
+        PyObject *d = PyObject_GenericGetDict(parent, NULL);
+        ok = d && !PyDict_GetItem(d, s->key);
+        Py_XDECREF(d);
+        PyErr_Clear();
+    }
+    PyObject *pair = ok ? PyTuple_Pack(2, s->key, func) : NULL;
+    int fs = pair ? cap_source_add(T, CAP_S_CONST, -1, 0, 0, func) : -1;
+    ok = pair && fs >= 0 && cap_guard_add(T, CAP_G_CLASSATTR, s->parent, pair, 0) == 0;
+    if (ok)
+        cap_t_map(T, func, fs);
+    PyErr_Clear();
+    Py_XDECREF(pair);
+    Py_XDECREF(self);
+    Py_XDECREF(func);
+    Py_XDECREF(onclass);
+    return ok;
+}
+
+PyObject *cap_t_wrap(cap_trace *T, PyObject *obj, int src)
+{
+    if (src < 0)
+        return NULL;
+    if (T->src_val[src])
+        return Py_NewRef(T->src_val[src]);
+    PyObject *w = NULL;
+    if (Py_TYPE(obj) == cap_iter_type) {
+        w = wrap_iter(T, (cap_iter *)obj, src);
+    } else if (PyObject_TypeCheck(obj, (PyTypeObject *)cap_T.Tensor)) {
+        w = wrap_tensor(T, obj, src);
+    } else if (T->src[src].kind == CAP_S_CONST) {
+        cap_t_map(T, obj, src); /* assumed constant: no guard */
+        w = Py_NewRef(obj);
+    } else if (cap_is_method(obj) && class_method_guard(T, obj, src)) {
+        w = Py_NewRef(obj);
+    } else if (cap_is_method(obj) || (PyCFunction_Check(obj) && !plain_builtin(obj))) {
+        /* Bound methods are made on each attribute read: guard what they
+           bind, the function and self, not the method object. */
+        if (cap_guard_add(T, CAP_G_TYPE, src, (PyObject *)Py_TYPE(obj), 0) < 0)
+            return NULL;
+        PyObject *names[2] = {cap_is_method(obj) ? cap_P.s_func : cap_P.s_name, cap_P.s_self};
+        for (int k = 0; k < 2; k++) {
+            PyObject *part = PyObject_GetAttr(obj, names[k]);
+            int ps = part ? cap_source_add(T, CAP_S_ATTR, src, 0, 0, names[k]) : -1;
+            PyObject *pw = ps >= 0 ? cap_t_wrap(T, part, ps) : NULL;
+            Py_XDECREF(part);
+            if (!pw)
+                return NULL;
+            Py_DECREF(pw);
+        }
+        w = Py_NewRef(obj);
+    } else if (nested_function(obj)) {
+        if (guard_nested_function(T, obj, src) < 0)
+            return NULL;
+        cap_t_map(T, obj, src);
+        w = Py_NewRef(obj);
+    } else if (obj == Py_None || obj == Py_True || obj == Py_False || identity_guarded(obj)) {
+        if (cap_guard_add(T, CAP_G_ID, src, obj, 0) < 0)
+            return NULL;
+        if (!cap_is_constant(obj))
+            cap_t_map(T, obj, src);
+        w = Py_NewRef(obj);
+    } else if (cap_is_constant(obj)) {
+        if (cap_guard_add(T, CAP_G_EQ, src, obj, 0) < 0)
+            return NULL;
+        w = Py_NewRef(obj);
+    } else {
+        if (cap_guard_add(T, CAP_G_TYPE, src, (PyObject *)Py_TYPE(obj), 0) < 0)
+            return NULL;
+        if (PyTuple_Check(obj) && cap_guard_add(T, CAP_G_LEN, src, NULL, PyTuple_Size(obj)) < 0)
+            return NULL;
+        cap_t_map(T, obj, src);
+        w = Py_NewRef(obj);
+    }
+    if (w)
+        T->src_val[src] = Py_NewRef(w);
+    return w;
+}
+
+/* ---- interpreter hooks ----------------------------------------------------------------- */
+
+int cap_t_load_state(cap_interp *I, cap_frame *f, int slot)
+{
+    int src = f->slot_src[slot];
+    f->slot_src[slot] = -1;
+    PyObject *w = cap_t_wrap(I->T, f->lp[slot], src);
+    if (!w)
+        return CAP_ERR;
+    Py_SETREF(f->lp[slot], w);
+    return CAP_NEXT;
+}
+
+void cap_t_closure_cell(cap_trace *T, cap_frame *f, int i, PyObject *cell)
+{
+    /* The cells of an outside function are outside: writes to them are
+       logged effects, and their contents are reached through the function. */
+    int fsrc = cap_t_source_of(T, f->func);
+    if (fsrc < 0 || cap_t_source_of(T, cell) >= 0)
+        return;
+    int s;
+    if (nested_function(f->func)) {
+        /* Guarded by its code, not its identity: this call's cells. */
+        int cs = cap_source_add(T, CAP_S_ATTR, fsrc, 0, 0, cap_P.s_closure);
+        s = cs >= 0 ? cap_source_add(T, CAP_S_INDEX, cs, 0, i, NULL) : -1;
+    } else {
+        s = cap_source_add(T, CAP_S_CONST, -1, 0, 0, cell);
+    }
+    if (s >= 0)
+        cap_t_map(T, cell, s);
+    PyErr_Clear();
+}

@@ -1,0 +1,604 @@
+/* Tracing: what the interpreter records while it runs a segment of user code
+ * symbolically.
+ *
+ * Sources say how a value is reached from a segment's starting state (a local
+ * of frame 0, an attribute of it, a global, ...); guards check those values on
+ * later calls. Values that came from outside the trace are "outside" objects:
+ * they have a source, and mutating them is a graph break. Everything else was
+ * created while tracing and is rebuilt by a recipe at run time. Tensors are
+ * symbolic (cap_tensor): operations on them append nodes to the graph.
+ */
+#ifndef PTC_CAP_TRACE_H
+#define PTC_CAP_TRACE_H
+
+#include "capture/interp/interp.h"
+#include "ops/ops.h"
+
+/* ---- breaks ---------------------------------------------------------------- */
+
+typedef enum {
+    CAP_B_NONE = 0,
+#define BREAK(id, num, reason, expl, hint) CAP_B_##id = num,
+#include "capture/trace/breaks.def"
+#undef BREAK
+    CAP_B_END
+} cap_break_code;
+
+typedef struct cap_break_info {
+    int code;
+    const char *name, *reason, *explanation, *hint;
+} cap_break_info;
+const cap_break_info *cap_break_lookup(int code);
+
+/* A recorded break: where and why. */
+typedef struct cap_break {
+    int code;             /* cap_break_code */
+    char detail[512];     /* what exactly ("call to os.getpid") */
+    char file[512];
+    int line, col, endcol;
+    char text[512];       /* the source line */
+    char stack[1024];     /* inlined call stack, innermost last: "f (file:line) > g ..." */
+} cap_break;
+
+/* ---- sources --------------------------------------------------------------- */
+
+#define CAP_SOURCE_KINDS(X)                                                     \
+    X(LOCAL, "L")       /* frame `frame`'s localsplus slot `index` */            \
+    X(STACK, "S")       /* frame `frame`'s stack slot `index` */                 \
+    X(FUNC, "F")        /* frame `frame`'s function */                          \
+    X(RETA, "R")        /* frame `frame`'s pending result (an __init__'s self) */ \
+    X(CONST, "C")       /* `key` itself: an object assumed constant */           \
+    X(ATTR, ".")        /* getattr(parent, key) */                              \
+    X(INSTDICT, ".")    /* parent.__dict__[key] */                              \
+    X(MODPARAM, ".")    /* parent._parameters[key] */                           \
+    X(MODBUF, ".")      /* parent._buffers[key] */                              \
+    X(MODCHILD, ".")    /* parent._modules[key] */                              \
+    X(ITEM, "[]")       /* parent[key] of a dict */                             \
+    X(INDEX, "[]")      /* parent[index] of a list or tuple */                  \
+    X(CELL, "cell")     /* the contents of cell parent */                       \
+    X(TYPE, "type")     /* type(parent) */                                      \
+    X(ITERSEQ, "seq")   /* the sequence a ptc iterator (cap_iter) walks */
+
+typedef enum {
+#define X(id, s) CAP_S_##id,
+    CAP_SOURCE_KINDS(X)
+#undef X
+    CAP_S_COUNT
+} cap_source_kind;
+
+typedef struct cap_source {
+    uint8_t kind;
+    int parent;   /* source id, -1 for roots */
+    int frame;    /* LOCAL/STACK/FUNC */
+    int index;    /* LOCAL/STACK slot, INDEX item */
+    PyObject *key;/* name, dict key, or the CONST object (strong) */
+} cap_source;
+
+/* ---- guards ---------------------------------------------------------------- */
+
+#define CAP_GUARD_KINDS(X)                                                      \
+    X(ID, "is")            /* value is obj */                                   \
+    X(TYPE, "type is")     /* type(value) is obj */                             \
+    X(EQ, "==")            /* type(value) is type(obj) and value == obj */      \
+    X(LEN, "len ==")       /* len(value) == n */                                \
+    X(KEYS, "keys ==")     /* list(value) == obj (dict keys, in order) */       \
+    X(TENSOR, "tensor")    /* tensor type, dtype, device, sizes, strides, grad */\
+    X(HASATTR, "hasattr")  /* hasattr(value, key) == n */                       \
+    X(DICT_HAS, "has key") /* (key in value) == n */                            \
+    X(NOHOOKS, "no hooks") /* module has no forward (pre-)hooks */              \
+    X(CLASSATTR, "method") /* obj = (name, f): name not in value's __dict__ and  \
+                              type(value).name is f (a method, without binding) */ \
+    X(GRAD, "grad mode")   /* torch.is_grad_enabled() == n (no source) */       \
+    X(AUTOCAST, "autocast")/* autocast state == n (no source) */                \
+    X(ITERPOS, "iterator at") /* a cap_iter at position n (obj: range or None) */ \
+    X(GLOBAL_HOOKS, "no global module hooks") /* (no source) */                 \
+    X(SAME, "is the object of") /* value is the object source n reached */      \
+    X(DISTINCT, "distinct")  /* obj: tuple of source ids (src the largest), all \
+                                distinct objects: tensors that were not aliases */ \
+    X(SYM, "size relation")  /* expr n 0, n a Py_LT.. relation; obj: expr's text */ \
+    X(SYMSIZE, "size is")    /* value.size(n & 255) == symbol n >> 8 */
+
+typedef enum {
+#define X(id, s) CAP_G_##id,
+    CAP_GUARD_KINDS(X)
+#undef X
+    CAP_G_COUNT
+} cap_guard_kind;
+
+typedef struct cap_tmeta {
+    PyObject *type;    /* exact tensor type (strong) */
+    PyObject *dtype;   /* torch.dtype (strong) */
+    ptc_dtype dt;
+    ptc_device dev;
+    int ndim;
+    int64_t sizes[PTC_MAX_DIMS], strides[PTC_MAX_DIMS];
+    bool requires_grad;
+    uint8_t dyn;       /* dims with symbolic sizes (bit d): not compared; the
+                          tensor must then be contiguous, as it was */
+} cap_tmeta;
+
+typedef struct cap_guard {
+    uint8_t kind;
+    int src;          /* -1 for global-state guards */
+    PyObject *obj;    /* expected object / value / key (strong) */
+    int64_t n;
+    cap_tmeta *tm;    /* TENSOR */
+    ptc_dim expr;     /* SYM: over the symbols (the trace's, then the entry's arena) */
+    cap_code *code;   /* the instruction the trace was at when it made the guard */
+    int pc;           /*   (code NULL: made before the first instruction) */
+} cap_guard;
+
+/* Autocast state of cpu [0] and cuda [1]: on, and the dtype (a ptc dtype,
+ * 255 when torch's has none in ptc). */
+typedef struct cap_amp {
+    bool on[2];
+    uint8_t dt[2];
+} cap_amp;
+
+/* ---- symbolic sizes (symint.c) ---------------------------------------------- */
+
+/* Symbols s0, s1, ... name the sizes of graph inputs' dimensions; each is
+ * read from the dimension it was first seen in. */
+#define CAP_MAX_SYMS 32
+typedef struct cap_symtab {
+    int n;
+    int src[CAP_MAX_SYMS], dim[CAP_MAX_SYMS];
+} cap_symtab;
+const char *cap_sym_name(int i); /* "s0", "s1", ... (static strings) */
+
+/* A Python int the trace computed from symbolic sizes: arithmetic keeps it
+ * symbolic, comparisons guard the relation they answered, and any use that
+ * needs a value (__index__, hash, a loop bound) specialises it with a guard. */
+typedef struct cap_symint {
+    PyObject_HEAD
+    cap_trace *T;          /* NULL once the trace ended */
+    ptc_dim d;
+    int64_t hint;          /* its value in this trace */
+} cap_symint;
+extern PyTypeObject *cap_symint_type;
+static inline bool cap_is_symint(PyObject *o) { return o && Py_TYPE(o) == cap_symint_type; }
+int cap_symint_types_init(PyObject *module);
+
+/* The symbolic tensor ... ------------------------------------------------------ */
+
+typedef struct cap_tensor {
+    PyObject_HEAD
+    cap_trace *T;          /* the trace it belongs to (NULL once finished) */
+    ptc_value *v;          /* its current graph value (in-place ops replace it) */
+    ptc_value *input_v;    /* the graph input it started as, or NULL */
+    int src;               /* source of that input, or -1 */
+    PyObject *fake_type;   /* what type() reports: torch.Tensor or nn.Parameter */
+    struct cap_tensor *base; /* a view's base (strong), for in-place checks */
+    PyObject *view_key;    /* base[view_key] made it (basic indexing), or NULL */
+    int nviews;            /* views taken of it */
+    PyObject *views;       /* list of weakrefs to them (cap_t_add_view) */
+    PyObject *weakrefs;
+} cap_tensor;
+
+extern PyTypeObject *cap_tensor_type;
+static inline bool cap_is_tensor(PyObject *o) { return o && Py_TYPE(o) == cap_tensor_type; }
+
+/* ---- recipes: rebuilding Python values at run time -------------------------- */
+
+#define CAP_RECIPE_KINDS(X)                                                     \
+    X(NULLV) X(CONST) X(SOURCE) X(OUTPUT) X(TUPLE) X(LIST) X(DICT) X(SET)       \
+    X(CELL) X(SLICE) X(ITER) X(INSTANCE) X(FUNCTION) X(METHOD) X(GRADEXIT)   \
+    X(GETATTR) X(PYITER) X(EXCEPTION) X(REDUCE)
+
+typedef enum {
+#define X(id) CAP_R_##id,
+    CAP_RECIPE_KINDS(X)
+#undef X
+} cap_recipe_kind;
+
+typedef struct cap_recipe {
+    uint8_t kind;
+    int n;          /* number of items */
+    int *items;     /* recipe indices (children first in the array) */
+    PyObject *obj;  /* CONST value, INSTANCE class, FUNCTION code... (strong) */
+    int index;      /* SOURCE id, OUTPUT index, ITER position, GRADEXIT mode */
+} cap_recipe;
+
+/* A frame of a resume state. */
+typedef struct cap_frame_recipe {
+    cap_code *code;
+    int pc, sp, exc_depth;
+    int func;        /* recipe index */
+    int *lp;         /* [code->nlp] recipe indices */
+    int *stack;      /* [sp] */
+    cap_cont ret;    /* the frame's continuation */
+    int ret_a;       /* recipe index or -1 */
+    const char *module_path;
+} cap_frame_recipe;
+
+/* ---- the trace ----------------------------------------------------------------- */
+
+typedef struct cap_entry cap_entry;
+
+struct cap_trace {
+    PyObject *module_names;   /* id(module) -> its path, from the compiled function (strong) */
+    cap_interp *I;
+    ptc_graph *g;
+    ptc_arena *arena;         /* the graph's arena */
+    /* Sources and guards. */
+    cap_source *src;
+    int nsrc, capsrc;
+    PyObject *src_index;      /* dict: source key tuple -> id */
+    PyObject **src_val;       /* [capsrc]: wrapped value per source (strong) */
+    cap_guard *guards;
+    int nguards, capguards;
+    PyObject *guard_index;    /* dict: (kind, src, ...) -> index */
+    PyObject *obj_src;        /* dict: id(obj) -> source id, for outside objects */
+    PyObject *keep;           /* list: keeps every mapped object alive */
+    /* Graph inputs: a source each, or a constant tensor (src -1). */
+    int *input_src;
+    PyObject *input_const;    /* list aligned with graph inputs (None or tensor) */
+    /* Trace-time torch state. */
+    bool grad_enabled, grad_at_start;
+    cap_amp amp, amp_at_start; /* autocast state (autocast.c) */
+    uint8_t *node_grad;       /* per node id: grad mode it ran under */
+    int cap_node_grad;
+    uint64_t seeds;           /* random ops seen (seed counter) */
+    /* The break that ended the trace, if any. */
+    cap_break brk;
+    bool has_break;
+    /* A break out of a nested run (a callback of a builtin) reruns the
+       builtin for real from its start, so what the callbacks did before it
+       must not have happened: the trace is made again, breaking before that
+       instruction (exec.c). sync_step: the step of the instruction that
+       began the outermost nested run; sync_exit: I->steps when one left
+       with a break or error. */
+    long sync_step, sync_exit, redo_step;
+    cap_break redo;
+    /* Inlining decisions. */
+    PyObject *no_inline;      /* set of (id(code), pc) that must not be inlined */
+    PyObject *tensors;        /* weakrefs to every symbolic tensor made */
+    /* Side effects on outside objects, replayed after the graph
+       (trace_effects.c): the attribute values the trace wrote (id(obj) ->
+       {name: [value] or () when deleted}), the shadows of written lists,
+       dicts and cells (id(obj) -> record), and the log in program order,
+       (kind, obj, key, value). */
+    PyObject *shadow;
+    PyObject *mut;
+    PyObject *effects;
+    /* Graph inputs written in place (a buffer's add_, BatchNorm's running
+       statistics): their symbolic tensors, in the order of first write. The
+       graph returns their last values and the caller's tensors get them
+       after the call (cap_entry.writeback). */
+    PyObject *written;
+    PyObject *exc_stack;      /* handled exceptions of traced except blocks */
+    PyObject *strings;
+    PyObject *skipped;        /* generators run untouched while tracing */
+    PyObject *made_funcs;     /* dict: id(fn) -> fn, the functions MAKE_FUNCTION made */
+    /* Symbolic sizes (symint.c). */
+    int dynamic;              /* the dynamic= option: -1 None, 0 False, 1 True */
+    PyObject *auto_dyn;       /* dict: source text -> dims made symbolic by a size-only
+                                 recompile (dynamic=None; borrowed, or NULL) */
+    PyObject *prev_sizes;     /* recompiling: source text -> sizes tuple of the entry
+                                 before (-1 for a symbolic dim; borrowed, or NULL) */
+    cap_symtab syms;
+    ptc_bindings hints;       /* each symbol's size in this trace */
+    bool static_only;         /* a retrace after symbolic sizes failed */
+    char static_why[300];     /*   what made the trace need static sizes ("" none) */
+    PyObject *symints;        /* list: every cap_symint made (detached at the end) */
+    PyObject *specialised;    /* list of dicts: symbols a use pinned to a value, and where */
+};
+
+/* Starts tracing the state held by I (frames with slot sources set). */
+cap_trace *cap_trace_new(PyObject *module_names, cap_interp *I);
+void cap_trace_free(cap_trace *T);
+
+/* Sources: interned; the key is borrowed (a new reference is kept). */
+int cap_source_add(cap_trace *T, int kind, int parent, int frame, int index, PyObject *key);
+void cap_source_str(const cap_source *src, int nsrc, int id, char *buf, size_t size);
+/* Installs a guard (deduplicated). */
+int cap_guard_add(cap_trace *T, int kind, int src, PyObject *obj, int64_t n);
+/* Argument identity: tensors reached by two sources that were one object
+ * are one graph input under a SAME guard; the others get one DISTINCT guard
+ * (added when the trace ends), so that f(a, a) and f(a, b) never share a
+ * graph. Parameters and buffers of modules are left out of it (cost). */
+int cap_t_identity_guards(cap_trace *T);
+bool cap_identity_guard_ok(const cap_guard *g, PyObject *const *vals);
+/* The source an outside object was reached by, or -1. */
+int cap_t_source_of(cap_trace *T, PyObject *obj);
+/* Functions made while tracing (recipes rebuild them; any other function is
+ * an existing object, used as itself). */
+int cap_t_note_function(cap_trace *T, PyObject *fn);
+bool cap_t_made_function(cap_trace *T, PyObject *fn);
+/* Records that obj is reached by src (no guard). */
+int cap_t_map(cap_trace *T, PyObject *obj, int src);
+/* An object reached from outside: installs the guards its type calls for and
+ * returns what the interpreter should hold instead (a cap_tensor for tensors).
+ * New reference. */
+PyObject *cap_t_wrap(cap_trace *T, PyObject *obj, int src);
+
+/* Records a break at the current instruction; returns CAP_BREAK. */
+int cap_t_break(cap_trace *T, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The break of the trace this one repeats (T->redo), at the current
+ * instruction. */
+int cap_t_break_again(cap_trace *T);
+/* A pending Python exception while tracing becomes a break (GraphBreak
+ * exceptions carry their code). Returns CAP_BREAK, or CAP_ERR for internal
+ * errors that must not be retried. */
+int cap_trace_error(cap_interp *I);
+/* Raises the GraphBreak signal exception with a code (for code running for
+ * real inside a trace, e.g. a symbolic tensor's __bool__). Returns NULL. */
+PyObject *cap_signal_break(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+extern PyObject *cap_GraphBreak;      /* internal signal */
+extern PyObject *cap_GraphBreakError; /* public: fullgraph=True */
+
+/* Interpreter hooks (see ops_flow.c). */
+int cap_t_load_state(cap_interp *I, cap_frame *f, int slot);
+void cap_t_closure_cell(cap_trace *T, cap_frame *f, int i, PyObject *cell);
+int cap_t_load_cell(cap_trace *T, PyObject *cell, PyObject **v);
+
+/* Is obj a value that can be used as a compile-time constant (immutable and
+ * made of constants)? */
+bool cap_is_constant(PyObject *obj);
+/* __defaults__ (kw false) or __kwdefaults__ (kw true) made of constants only. */
+bool cap_constant_defaults(PyObject *d, bool kw);
+/* A dict key whose lookups are stable under guards: a constant, a class, a
+ * module or a function. */
+bool cap_is_key(PyObject *o);
+/* Is obj outside (has a source)? */
+static inline bool cap_t_outside(cap_trace *T, PyObject *obj) { return cap_t_source_of(T, obj) >= 0; }
+
+/* ---- side effects on outside objects (trace_effects.c) ------------------------------ */
+
+/* The kinds of logged mutation, each replayed after the graph by one
+ * routine (entry_run.c): X(id, uses key, uses value). */
+#define CAP_EFFECT_KINDS(X)                                                                        \
+    X(ATTR_SET, 1, 1) /* setattr(obj, key, value) */                                               \
+    X(ATTR_DEL, 1, 0) /* delattr(obj, key) */                                                      \
+    X(ITEM_SET, 1, 1) /* obj[key] = value: a list, dict or a module's globals */                   \
+    X(ITEM_DEL, 1, 0) /* del obj[key] */                                                           \
+    X(APPEND, 0, 1)   /* obj.append(value) */                                                      \
+    X(EXTEND, 0, 1)   /* obj.extend(value), value the list of items */                             \
+    X(INSERT, 1, 1)   /* obj.insert(key, value) */                                                 \
+    X(POP, 1, 0)      /* obj.pop(key), key a list index */                                         \
+    X(CLEAR, 0, 0)    /* obj.clear(): a list or dict */                                            \
+    X(CELL_SET, 0, 1) /* obj.cell_contents = value */                                              \
+    X(CELL_DEL, 0, 0) /* del obj.cell_contents */
+
+typedef enum {
+#define X(id, k, v) CAP_E_##id,
+    CAP_EFFECT_KINDS(X)
+#undef X
+        CAP_E_COUNT
+} cap_effect_kind;
+bool cap_effect_has_key(int kind);
+bool cap_effect_has_value(int kind);
+
+/* Logs a mutation (key, value NULL where the kind has none). */
+int cap_t_effect(cap_interp *I, int kind, PyObject *obj, PyObject *key, PyObject *value);
+/* What operations on *obj should read: an outside list or dict written in
+ * this trace is replaced by its shadow (made on first need: the object's
+ * items through their sources, then the writes so far). */
+int cap_t_current(cap_interp *I, PyObject **obj);
+/* A key of an outside dict as this trace left it: 1 written (*v borrowed),
+ * 0 deleted or cleared, -1 not written (read the dict itself). */
+int cap_t_dict_written(cap_trace *T, PyObject *d, PyObject *key, PyObject **v);
+/* obj[key] = v (v NULL: del) on an outside list or dict; CAP_NONE for
+ * other objects. */
+int cap_t_outside_item_write(cap_interp *I, PyObject *obj, PyObject *key, PyObject *v);
+/* A mutating method of an outside list or dict (append, extend, insert,
+ * pop, remove, clear; update, pop, setdefault, clear); CAP_NONE for others. */
+int cap_t_outside_mutator(cap_interp *I, PyObject *self, const char *name, PyObject *const *args,
+                          int nargs, PyObject *kwnames, PyObject **out);
+/* STORE_GLOBAL / DELETE_GLOBAL (v NULL) and LOAD_GLOBAL of a written name
+ * (CAP_NONE: not written). */
+int cap_t_global_write(cap_interp *I, cap_frame *f, PyObject *name, PyObject *v);
+int cap_t_global_written(cap_interp *I, cap_frame *f, PyObject *name, PyObject **out);
+/* Attribute name of module mod as written in this trace (CAP_NONE: not written). */
+int cap_t_module_attr_written(cap_trace *T, PyObject *mod, PyObject *name, PyObject **out);
+/* STORE_DEREF / DELETE_DEREF (v NULL): *done when the write was logged
+ * (the cell is an outside function's) instead of made. */
+int cap_t_write_cell(cap_interp *I, PyObject *cell, PyObject *v, bool *done);
+/* An object's source kept as a constant (a module's globals dict). */
+int cap_t_const_source(cap_trace *T, PyObject *obj);
+
+/* Symbolic sizes while tracing (symint.c). */
+/* Which dims of tensor obj (reached by src, metadata m) get symbols: marks
+ * (mark_dynamic / mark_static), the dynamic= option and the dims a size-only
+ * recompile made automatic. Returns the mask; -1 with an exception. */
+int cap_t_dynamic_dims(cap_trace *T, PyObject *obj, int src, const cap_tmeta *m);
+/* The symbol for dim `dim` of the tensor at src (size `size`): an existing
+ * symbol of the same size (guarded equal), else a new one, guarded >= 2. */
+ptc_dim cap_t_input_dim(cap_trace *T, int src, int dim, int64_t size, PyObject *obj);
+/* Guards "d rel 0" (rel: Py_LT..Py_GE) unless d is static. 0 / -1. */
+int cap_t_sym_guard(cap_trace *T, ptc_dim d, int rel);
+/* The value of d in this trace (its symbols' sizes). */
+int64_t cap_t_dim_hint(cap_trace *T, ptc_dim d);
+/* A Python int for d: an int when static, else a cap_symint. New reference. */
+PyObject *cap_dim_obj(cap_trace *T, ptc_dim d);
+/* An int or a cap_symint as a dim: 1 done, 0 not an int, -1 error. */
+int cap_dim_from_obj(cap_trace *T, PyObject *o, ptc_dim *out);
+/* The value of a symint, which a use needs: guards d == value and notes
+ * where (for ptexplain). 0 / -1. */
+int cap_symint_specialise(cap_symint *s, const char *why, int64_t *out);
+/* A trace that used symbols met something only static sizes can do: records
+ * why (the caller retraces with static sizes) and returns CAP_BREAK. */
+int cap_t_need_static(cap_trace *T, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline bool cap_t_symbolic(cap_trace *T) { return T->syms.n > 0; }
+
+/* ---- more of the trace (trace_misc.c, trace_obj.c, trace_call.c) ----------------- */
+
+extern PyObject *cap_InternalError;
+PyObject *cap_import_path(const char *path);
+void cap_source_line(const char *file, int line, char *buf, size_t size);
+bool cap_is_enum_member(PyObject *o);
+void cap_input_name(cap_trace *T, int src, char *buf, size_t size);
+int cap_t_add_input(cap_trace *T, int src, PyObject *const_tensor);
+void cap_t_track_tensor(cap_trace *T, PyObject *t);
+const char *cap_t_intern_str(cap_trace *T, const char *s);
+void cap_t_note_node(cap_trace *T, ptc_node *n);
+bool cap_t_value_grad(cap_trace *T, ptc_value *v);
+/* May t, a graph input, take the value nv in place? CAP_NEXT when it may
+ * (then cap_t_note_written records it), else a PTC-B012 break: constants,
+ * aliases of another input, inputs or values that require gradients. */
+int cap_t_check_writable(cap_trace *T, cap_tensor *t, ptc_value *nv);
+int cap_t_note_written(cap_trace *T, cap_tensor *t);
+bool cap_t_is_written(cap_trace *T, cap_tensor *t);
+uint64_t cap_t_next_seed(cap_trace *T);
+/* The traced function seeds torch's generator (torch.manual_seed): its random
+ * ops must give torch's values. */
+bool cap_t_seeds_torch(cap_trace *T);
+const char *cap_module_path(cap_trace *T, PyObject *mod);
+bool cap_t_no_inline(cap_trace *T, cap_frame *f);
+void cap_t_note_skipped(cap_trace *T, PyObject *obj);
+/* What marks fn never to be traced ("ptc.disable", "torch.compiler.disable"), or NULL. */
+const char *cap_disabled_by(PyObject *fn);
+const char *cap_func_name(PyObject *fn);
+bool cap_is_partial(PyObject *o);
+int cap_partial_unpack(PyObject *p, PyObject **fn, PyObject **args, PyObject **kw);
+int cap_t_call_partial(cap_interp *I, PyObject *fn, PyObject *pargs, PyObject *pkw,
+                       PyObject *const *args, int nargs, PyObject *kwnames, PyObject **out);
+bool cap_is_pure_fn(PyObject *fn);
+int cap_torch_special_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
+                           PyObject *kwnames, PyObject **out);
+bool cap_global_hooks(void);
+bool cap_frozen_globals(PyObject *globals);
+void cap_report_skipped(cap_compiled *c, PyObject *fn, const char *why);
+struct cap_entry;
+void cap_report_autograd(cap_compiled *c, const struct cap_entry *e);
+PyObject *cap_break_dict(const cap_break *b);
+
+int cap_t_getattr(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out);
+int cap_t_setattr(cap_interp *I, PyObject *obj, PyObject *name, PyObject *v);
+/* object.__getattribute__ / object.__setattr__ called explicitly (super()). */
+int cap_t_getattr_generic(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out);
+int cap_t_setattr_generic(cap_interp *I, PyObject *obj, PyObject *name, PyObject *v);
+int cap_t_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out);
+int cap_t_dict_lookup(cap_interp *I, PyObject *d, PyObject *key, PyObject **out);
+int cap_t_setitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject *v);
+int cap_t_iter(cap_interp *I, PyObject *obj, PyObject **out);
+int cap_t_next(cap_interp *I, PyObject *it, PyObject **out);
+PyObject *cap_t_materialize(cap_interp *I, PyObject *obj, int *rc);
+int cap_t_load_global(cap_trace *T, cap_frame *f, PyObject *name, PyObject *v, bool builtin,
+                      PyObject **out);
+int cap_t_truth_guard(cap_trace *T, PyObject *v);
+int cap_t_contains_guard(cap_trace *T, PyObject *container, PyObject *item);
+int cap_t_check_operands(cap_trace *T, PyObject *a, PyObject *b);
+int cap_t_check_format(cap_trace *T, PyObject *v);
+int cap_t_before_with(cap_interp *I, cap_frame *f, PyObject *mgr);
+PyObject *cap_t_flow(cap_trace *T, PyObject *obj);
+int cap_t_expand_call_args(cap_trace *T, PyObject *func, PyObject *args, PyObject *kw,
+                           PyObject **t, PyObject **d);
+int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
+               PyObject *kwnames, PyObject **out);
+int cap_t_run_sync(cap_interp *I, cap_frame *outer, PyObject **out);
+int cap_t_call_sync(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
+                    PyObject *kwnames, PyObject **out);
+/* An outside function is about to be inlined in frame f (not yet pushed):
+ * guards what the trace will run of it. 0 or -1 with an exception. */
+int cap_t_enter_frame(cap_trace *T, cap_frame *f);
+
+/* ---- Python types of the interpreter's own values (iter.c, torch_types.c) ----------- */
+
+typedef struct cap_iter {
+    PyObject_HEAD
+    PyObject *seq;          /* list or tuple; NULL for a range */
+    Py_ssize_t i;           /* next index (reversed: the index CPython's would read next) */
+    Py_ssize_t n;           /* range length */
+    long long start, step;  /* range */
+    int src;                /* source of an outside seq (items get index sources), or -1 */
+    bool gen;               /* what a module iterator (parameters()...) yields: eager has a generator */
+    bool rev;               /* reversed(seq): walks down from len - 1 */
+    cap_trace *T;
+    PyObject *owner;      /* a dict, dict view or set whose items seq holds (strong), or NULL */
+    Py_ssize_t owner_len; /*   its size then: a change raises, as CPython's iterators do */
+} cap_iter;
+extern PyTypeObject *cap_iter_type;
+PyObject *cap_iter_seq(PyObject *seq, int src, cap_trace *T);
+PyObject *cap_iter_range(long long start, long long step, Py_ssize_t n);
+PyObject *cap_iter_next_raw(cap_iter *it);
+/* The dict behind a keys/values/items view (its one referent: the limited
+ * API has no accessor), borrowed from the view; NULL if not found. */
+PyObject *cap_view_dict(PyObject *view);
+void cap_iter_set_owner(cap_iter *it, PyObject *owner);
+int cap_iter_types_init(PyObject *module);
+
+/* A lazy iterator made while tracing (map, filter, zip, enumerate, or a
+ * generator expression): it holds its function and the iterators under it,
+ * and advances them only when the program advances it. At a break or a
+ * return it is rebuilt as the real builtin over the rebuilt iterators (its
+ * __reduce__); a generator expression as a fresh generator over its
+ * iterator, which is where a suspended one of a single for-loop stands. */
+typedef enum { CAP_LAZY_MAP, CAP_LAZY_FILTER, CAP_LAZY_ZIP, CAP_LAZY_ENUMERATE, CAP_LAZY_GEN } cap_lazy_kind;
+/* States of a generator expression. */
+typedef enum { CAP_GEN_READY, CAP_GEN_SUSPENDED, CAP_GEN_RUNNING, CAP_GEN_DONE, CAP_GEN_LOST } cap_gen_state;
+typedef struct cap_lazy {
+    PyObject_HEAD
+    int kind;               /* cap_lazy_kind */
+    PyObject *fn;           /* map/filter: the function (filter: maybe None); generator:
+                               the genexpr function; else NULL */
+    PyObject *its;          /* tuple of the iterators under it */
+    PyObject *count;        /* enumerate: the next index (an int) */
+    bool strict;            /* zip(strict=True) */
+    /* A generator expression: its frame while suspended (owned), its state,
+       and how many times it was advanced (cap_iter_mark). */
+    cap_frame *frame;
+    uint8_t state;          /* cap_gen_state */
+    long steps;
+} cap_lazy;
+extern PyTypeObject *cap_lazy_type;
+PyObject *cap_lazy_new(int kind, PyObject *fn, PyObject *its, PyObject *count, bool strict);
+/* YIELD_VALUE: generator expression gen's frame f is suspended (gen owns it). */
+void cap_gen_suspend(PyObject *gen, cap_frame *f);
+static inline bool cap_is_ptc_iter(PyObject *o)
+{
+    return o && (Py_TYPE(o) == cap_iter_type || Py_TYPE(o) == cap_lazy_type);
+}
+/* The type eager code would see for one of ptc's stand-in values (a
+ * symbolic tensor's fake type, list_iterator for a cap_iter over a list,
+ * map for a lazy map...); Py_TYPE(o) for anything else. Borrowed. */
+PyObject *cap_eager_type(PyObject *o);
+/* The next item of a lazy iterator, traced (callbacks run in nested runs);
+ * *out NULL when exhausted. A break inside puts every iterator under it
+ * back where it was. */
+int cap_t_lazy_next(cap_interp *I, cap_lazy *lz, PyObject **out);
+/* next(it) run to its end here: a Python __next__ in a nested run, whose
+ * StopIteration is the end (*out NULL). */
+int cap_t_next_sync(cap_interp *I, PyObject *it, PyObject **out);
+/* Positions of the ptc iterators reachable from some values, taken before a
+ * builtin consumes them and put back when it breaks: the instruction then
+ * reruns for real from where eager would start. */
+typedef struct cap_iter_marks {
+    int n;
+    bool overflow;
+    struct {
+        PyObject *it;
+        Py_ssize_t i;
+        PyObject *count;
+        long steps; /* a generator expression's */
+    } m[32];
+} cap_iter_marks;
+void cap_iter_mark(cap_iter_marks *k, PyObject *const *objs, int n);
+/* Puts the positions back when rc is a break or an error nothing in the
+ * trace catches (both rerun the instruction for real); drops the marks.
+ * Returns rc, or an internal error when some position was not kept. */
+int cap_iter_rewind(cap_interp *I, cap_iter_marks *k, int rc);
+/* Will the current instruction rerun for real after rc (a break, or an
+ * error no handler in the trace catches)? */
+bool cap_t_reruns(cap_interp *I, int rc);
+
+enum { CAP_EXIT_NONE = 0, CAP_EXIT_GRAD = 1, CAP_EXIT_AMP = 2 };
+typedef struct cap_gradexit {
+    PyObject_HEAD
+    int kind;
+    char prev; /* the grad mode restored on exit */
+    int64_t amp_prev; /* CAP_EXIT_AMP: the autocast state restored (packed) */
+} cap_gradexit;
+extern PyTypeObject *cap_gradexit_type;
+PyObject *cap_gradexit_new(int kind, bool prev);
+int cap_set_grad_enabled(bool on);
+
+typedef struct cap_method {
+    PyObject_HEAD
+    PyObject *self;         /* the symbolic tensor */
+    const struct cap_tmap *map;
+} cap_method;
+extern PyTypeObject *cap_method_type;
+PyObject *cap_method_new(PyObject *self, const struct cap_tmap *map);
+
+#endif /* PTC_CAP_TRACE_H */

@@ -1,0 +1,1230 @@
+/* Tracing calls: what happens to `callable(args)` while tracing.
+ *
+ * In order: symbolic-tensor methods and mapped torch functions record ops;
+ * bound methods are unwrapped; builtins that only move values around (len,
+ * isinstance, getattr, zip, enumerate, sorted, ...) are evaluated here, with
+ * the guards their answers depend on; nn.Module calls inline forward (or
+ * torch's _call_impl when hooks are registered); Python functions and
+ * __init__/__call__ of Python classes are inlined; C functions known to be
+ * pure run for real; anything else is a graph break that runs the call for
+ * real between two graphs. Callbacks invoked from inside a builtin (a key
+ * function, the function given to map) are traced synchronously in a nested
+ * run; a break inside one becomes a break at the builtin's call.
+ */
+#include "capture/torch/torch.h"
+
+#include <string.h>
+
+#define CAP_BUILTINS(X)                                                         \
+    X(len) X(isinstance) X(issubclass) X(type) X(getattr) X(hasattr) X(setattr)  \
+    X(delattr) X(iter) X(next) X(print) X(input) X(open) X(range) X(enumerate)  \
+    X(zip) X(reversed) X(map) X(filter) X(sorted) X(min) X(max) X(sum) X(any)   \
+    X(all) X(list) X(tuple) X(set) X(frozenset) X(dict) X(str) X(repr) X(format) \
+    X(ascii) X(int) X(float) X(bool) X(complex) X(abs) X(round) X(pow) X(divmod) \
+    X(hash) X(id) X(callable) X(vars) X(chr) X(ord) X(bin) X(hex) X(oct)        \
+    X(slice) X(object) X(super) X(staticmethod) X(classmethod) X(property)      \
+    X(bytes) X(breakpoint)
+
+typedef enum {
+    B_NONE = 0,
+#define X(n) B_##n,
+    CAP_BUILTINS(X)
+#undef X
+} builtin_id;
+
+static PyObject *builtin_ids; /* dict: builtin object -> id */
+
+static int builtin_of(PyObject *callable)
+{
+    if (!builtin_ids) {
+        builtin_ids = PyDict_New();
+        static const char *names[] = {
+#define X(n) #n,
+            CAP_BUILTINS(X)
+#undef X
+        };
+        for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+            PyObject *b = PyDict_GetItemString(cap_P.builtins, names[i]);
+            PyObject *v = PyLong_FromLong((long)i + 1);
+            if (b && v)
+                PyDict_SetItem(builtin_ids, b, v);
+            Py_XDECREF(v);
+        }
+    }
+    PyObject *v = PyDict_GetItemWithError(builtin_ids, callable);
+    if (!v) {
+        PyErr_Clear();
+        return B_NONE;
+    }
+    return (int)PyLong_AsLong(v);
+}
+
+/* ---- synchronous nested calls ------------------------------------------------------ */
+
+/* A frame was just pushed above `outer`: runs it to its return (a nested
+ * run) and hands back its result. An exception it does not catch comes back
+ * as CAP_ERR, still pending, with the nested frames gone; a break inside
+ * becomes a break at outer's instruction. */
+int cap_t_run_sync(cap_interp *I, cap_frame *outer, PyObject **out)
+{
+    bool outermost = true;
+    for (cap_frame *f = outer; f && outermost; f = f->parent)
+        outermost = f->ret != cap_ret_sync;
+    long start = I->instr_step; /* of the instruction that runs it */
+    I->frame->ret = cap_ret_sync;
+    int rc = cap_run(I);
+    I->instr_step = start;
+    if (rc == CAP_SYNC) {
+        *out = I->sync_result;
+        I->sync_result = NULL;
+        return CAP_NEXT;
+    }
+    if (outermost) {
+        I->T->sync_step = start;
+        I->T->sync_exit = I->steps;
+    }
+    cap_break inner = I->T->brk;
+    while (I->frame != outer) {
+        cap_frame *p = I->frame->parent;
+        cap_frame_free(I->frame);
+        I->frame = p;
+    }
+    if (rc == CAP_BREAK)
+        return cap_t_break(I->T, inner.code, "inside a callback: %s", inner.detail);
+    return rc;
+}
+
+/* Calls callable(args) and waits for the result, tracing Python callees in a
+ * nested run. An exception raised inside becomes a break at the current
+ * instruction (it reruns for real). */
+int cap_t_call_sync(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
+                    PyObject *kwnames, PyObject **out)
+{
+    cap_frame *outer = I->frame;
+    int rc = cap_op_call(I, callable, args, nargs, kwnames, out);
+    if (rc != CAP_FRAME)
+        return rc;
+    rc = cap_t_run_sync(I, outer, out);
+    if (rc == CAP_ERR && !PyErr_ExceptionMatches(cap_InternalError))
+        return cap_trace_error(I);
+    return rc;
+}
+
+/* ---- builtins ------------------------------------------------------------------------ */
+
+static int kw_count(PyObject *kwnames)
+{
+    return kwnames ? (int)PyTuple_Size(kwnames) : 0;
+}
+
+static PyObject *kw_get(PyObject *const *args, int nargs, PyObject *kwnames, const char *name)
+{
+    int nkw = kw_count(kwnames);
+    for (int i = 0; i < nkw; i++)
+        if (PyUnicode_CompareWithASCIIString(PyTuple_GetItem(kwnames, i), name) == 0)
+            return args[nargs - nkw + i];
+    return NULL;
+}
+
+/* Arguments made safe for a real call: outside containers become sourced
+ * copies, iterators over traced sequences are drained into lists. */
+static PyObject **flow_args(cap_trace *T, PyObject *const *args, int nargs)
+{
+    PyObject **fa = PyMem_Malloc(sizeof(PyObject *) * (size_t)(nargs + 1));
+    for (int i = 0; fa && i < nargs; i++) {
+        fa[i] = cap_t_flow(T, args[i]);
+        if (!fa[i]) {
+            while (i-- > 0)
+                Py_DECREF(fa[i]);
+            PyMem_Free(fa);
+            return NULL;
+        }
+    }
+    return fa;
+}
+
+static void free_args(PyObject **fa, int n)
+{
+    for (int i = 0; i < n; i++)
+        Py_DECREF(fa[i]);
+    PyMem_Free(fa);
+}
+
+static int real_call_flowed(cap_trace *T, PyObject *callable, PyObject *const *args, int nargs,
+                            PyObject *kwnames, PyObject **out)
+{
+    PyObject **fa = flow_args(T, args, nargs);
+    if (!fa)
+        return CAP_ERR;
+    *out = cap_call_real(callable, fa, nargs, kwnames);
+    free_args(fa, nargs);
+    return *out ? CAP_NEXT : CAP_ERR;
+}
+
+static int tensor_in(PyObject *const *args, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (cap_is_tensor(args[i]))
+            return i;
+    return -1;
+}
+
+/* isinstance with symbolic tensors answering as torch.Tensor / Parameter. */
+static int do_isinstance(cap_trace *T, PyObject *obj, PyObject *cls, PyObject **out)
+{
+    int r;
+    if (cap_is_tensor(obj) || cap_is_ptc_iter(obj))
+        r = PyObject_IsSubclass(cap_eager_type(obj), cls);
+    else
+        r = PyObject_IsInstance(obj, cls);
+    if (r < 0)
+        return CAP_ERR;
+    *out = Py_NewRef(r ? Py_True : Py_False);
+    return CAP_NEXT;
+}
+
+static int do_len(cap_interp *I, PyObject *x, PyObject **out)
+{
+    cap_trace *T = I->T;
+    if (cap_is_tensor(x)) {
+        cap_tensor *t = (cap_tensor *)x;
+        if (t->v->type.ndim == 0) {
+            PyErr_SetString(PyExc_TypeError, "len() of a 0-d tensor");
+            return CAP_ERR;
+        }
+        *out = cap_dim_obj(T, t->v->type.shape[0]);
+        return *out ? CAP_NEXT : CAP_ERR;
+    }
+    PyObject *m = cap_type_lookup(Py_TYPE(x), PyUnicode_InternFromString("__len__"));
+    if (m && cap_is_function(m)) {
+        PyObject *args[1] = {x};
+        int rc = cap_call_inline(I, m, args, 1, NULL, cap_ret_push);
+        if (rc != CAP_NEXT)
+            return rc;
+    }
+    if (cap_is_ptc_iter(x)) {
+        PyErr_Format(PyExc_TypeError, "object of type '%s' has no len()",
+                     cap_tpname((PyTypeObject *)cap_eager_type(x)));
+        return CAP_ERR;
+    }
+    int rc = cap_t_current(I, &x);
+    if (rc != CAP_NEXT)
+        return rc;
+    int src = cap_t_source_of(T, x);
+    Py_ssize_t n = PyObject_Size(x);
+    if (n < 0)
+        return CAP_ERR;
+    if (src >= 0 && !cap_is_constant(x) && cap_guard_add(T, CAP_G_LEN, src, NULL, n) < 0)
+        return CAP_ERR;
+    *out = PyLong_FromSsize_t(n);
+    return CAP_NEXT;
+}
+
+static int do_getattr(cap_interp *I, PyObject *const *args, int nargs, PyObject **out, bool has)
+{
+    cap_trace *T = I->T;
+    if (nargs < 2 || !PyUnicode_Check(args[1]))
+        return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "getattr with a non-constant name");
+    PyObject *obj = args[0], *name = args[1];
+    int src = cap_t_source_of(T, obj);
+    PyObject *v = NULL;
+    cap_frame *outer = I->frame;
+    int rc = cap_t_getattr(I, obj, name, &v);
+    if (rc == CAP_FRAME && (has || nargs >= 3)) {
+        /* A Python getter: run it here so an AttributeError gives the default. */
+        rc = cap_t_run_sync(I, outer, &v);
+        if (rc == CAP_ERR && !PyErr_ExceptionMatches(PyExc_AttributeError) &&
+            !PyErr_ExceptionMatches(cap_InternalError))
+            return cap_trace_error(I);
+    }
+    if (rc == CAP_FRAME)
+        return rc;
+    if (rc == CAP_NEXT) {
+        if (has) {
+            Py_DECREF(v);
+            if (src >= 0 && cap_guard_add(T, CAP_G_HASATTR, src, name, 1) < 0)
+                return CAP_ERR;
+            *out = Py_NewRef(Py_True);
+        } else {
+            *out = v;
+        }
+        return CAP_NEXT;
+    }
+    if (rc != CAP_ERR || !PyErr_ExceptionMatches(PyExc_AttributeError) || (!has && nargs < 3))
+        return rc;
+    PyErr_Clear();
+    if (src >= 0 && cap_guard_add(T, CAP_G_HASATTR, src, name, 0) < 0)
+        return CAP_ERR;
+    *out = Py_NewRef(has ? Py_False : args[2]);
+    return CAP_NEXT;
+}
+
+/* ---- builtins over iterables ----------------------------------------------------------- */
+
+/* CPython's own argument checks for a builtin that takes iterables: the
+ * call made for real with empty tuples in the iterables' places (nothing is
+ * consumed, no callback runs). Its TypeError is the user's error; other
+ * outcomes (max() of nothing) say nothing about the arguments. */
+static int check_iterable_args(PyObject *callable, PyObject *const *args, int nargs, PyObject *kwnames,
+                               int first, int nits)
+{
+    PyObject **probe = PyMem_Malloc(sizeof *probe * (size_t)(nargs + 1));
+    if (!probe)
+        return (PyErr_NoMemory(), CAP_ERR);
+    for (int i = 0; i < nargs; i++)
+        probe[i] = i >= first && i < first + nits ? cap_P.empty_tuple : args[i];
+    PyObject *r = cap_call_real(callable, probe, nargs, kwnames);
+    PyMem_Free(probe);
+    Py_XDECREF(r);
+    if (!r && !PyErr_ExceptionMatches(PyExc_TypeError))
+        PyErr_Clear();
+    return PyErr_Occurred() ? CAP_ERR : CAP_NEXT;
+}
+
+/* iter(obj) that finishes here (a Python __iter__ runs in a nested run). */
+static int iter_sync(cap_interp *I, PyObject *obj, PyObject **out)
+{
+    cap_frame *outer = I->frame;
+    int rc = cap_t_iter(I, obj, out);
+    return rc == CAP_FRAME ? cap_t_run_sync(I, outer, out) : rc;
+}
+
+/* map, filter, zip and enumerate: as in CPython, the arguments are checked
+ * and iter() is called on each iterable now; the items come when the
+ * program asks for them (cap_t_lazy_next). */
+static int make_lazy(cap_interp *I, int id, PyObject *callable, PyObject *const *args, int nargs,
+                     PyObject *kwnames, PyObject **out)
+{
+    int npos = nargs - kw_count(kwnames), first = id == B_map || id == B_filter;
+    int nits = id == B_enumerate ? npos > 0 : npos - first;
+    if (check_iterable_args(callable, args, nargs, kwnames, first, nits) != CAP_NEXT)
+        return CAP_ERR;
+    PyObject *its = PyTuple_New(nits), *count = NULL;
+    int rc = its ? CAP_NEXT : CAP_ERR;
+    for (int k = 0; rc == CAP_NEXT && k < nits; k++) {
+        PyObject *it = NULL;
+        if ((rc = iter_sync(I, args[first + k], &it)) == CAP_NEXT)
+            PyTuple_SetItem(its, k, it);
+    }
+    if (rc == CAP_NEXT && id == B_enumerate) {
+        PyObject *start = npos > 1 ? args[1] : kw_get(args, nargs, kwnames, "start");
+        count = start ? PyNumber_Index(start) : PyLong_FromLong(0);
+        rc = count ? CAP_NEXT : CAP_ERR;
+    }
+    if (rc == CAP_NEXT) {
+        PyObject *strict = id == B_zip ? kw_get(args, nargs, kwnames, "strict") : NULL;
+        int on = strict ? PyObject_IsTrue(strict) : 0;
+        int kind = id == B_map ? CAP_LAZY_MAP : id == B_filter ? CAP_LAZY_FILTER
+                   : id == B_zip ? CAP_LAZY_ZIP : CAP_LAZY_ENUMERATE;
+        *out = on < 0 ? NULL : cap_lazy_new(kind, first ? args[0] : NULL, its, count, on > 0);
+        rc = *out ? CAP_NEXT : CAP_ERR;
+    }
+    Py_XDECREF(its);
+    Py_XDECREF(count);
+    return rc;
+}
+
+/* reversed(seq): a list or tuple is walked down by index as CPython does (a
+ * write to it before the walk reaches an item is seen), a range becomes the
+ * reversed range; anything else is reversed as a whole now. */
+static int make_reversed(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
+                         PyObject *kwnames, PyObject **out)
+{
+    if (check_iterable_args(callable, args, nargs, kwnames, 0, 1) != CAP_NEXT)
+        return CAP_ERR;
+    PyObject *seq = args[0];
+    int rc;
+    if (PyList_CheckExact(seq) || PyTuple_CheckExact(seq) || PyRange_Check(seq)) {
+        if ((rc = cap_t_iter(I, seq, out)) != CAP_NEXT)
+            return rc;
+        cap_iter *it = (cap_iter *)*out;
+        if (!it->seq) {
+            it->start += (long long)(it->n - 1) * it->step;
+            it->step = -it->step;
+        } else {
+            it->rev = true;
+            it->i = PyObject_Size(seq) - 1;
+        }
+        return CAP_NEXT;
+    }
+    PyObject *items = cap_t_materialize(I, seq, &rc);
+    if (!items)
+        return rc;
+    PyList_Reverse(items);
+    *out = cap_iter_seq(items, -1, I->T);
+    Py_DECREF(items);
+    return *out ? CAP_NEXT : CAP_ERR;
+}
+
+/* The index of the item in items that min/max/sorted picks by its key;
+ * sorted gives the order instead (a list of (key, index)). */
+static PyObject *sort_by_key(cap_interp *I, PyObject *items, PyObject *key, PyObject *rev, int *rc)
+{
+    PyObject *idx = PyList_New(0);
+    for (Py_ssize_t i = 0; idx && i < PyList_Size(items); i++) {
+        PyObject *a[1] = {PyList_GetItem(items, i)}, *kv = NULL;
+        if ((*rc = cap_t_call_sync(I, key, a, 1, NULL, &kv)) != CAP_NEXT) {
+            Py_DECREF(idx);
+            return NULL;
+        }
+        PyObject *pair = Py_BuildValue("(Nn)", kv, i);
+        if (!pair || PyList_Append(idx, pair) < 0)
+            Py_CLEAR(idx);
+        Py_XDECREF(pair);
+    }
+    PyObject *kw = PyDict_New();
+    if (idx && kw && (!rev || PyDict_SetItemString(kw, "reverse", rev) == 0)) {
+        PyObject *sortargs = PyTuple_Pack(1, idx);
+        PyObject *s = sortargs ? PyObject_Call(PyDict_GetItemString(cap_P.builtins, "sorted"), sortargs, kw) : NULL;
+        Py_XDECREF(sortargs);
+        Py_SETREF(idx, s);
+    } else {
+        Py_CLEAR(idx);
+    }
+    Py_XDECREF(kw);
+    *rc = idx ? CAP_NEXT : CAP_ERR;
+    return idx;
+}
+
+static int sort_keyed(cap_interp *I, int id, PyObject *items, PyObject *key, PyObject *const *args,
+                      int nargs, PyObject *kwnames, PyObject **res)
+{
+    int rc;
+    PyObject *s = sort_by_key(I, items, key, kw_get(args, nargs, kwnames, "reverse"), &rc);
+    if (!s)
+        return rc;
+    Py_ssize_t n = PyList_Size(s);
+    if (id != B_sorted && n == 0) {
+        PyObject *dflt = kw_get(args, nargs, kwnames, "default");
+        if (dflt)
+            *res = Py_NewRef(dflt);
+        else
+            PyErr_Format(PyExc_ValueError, "%s() iterable argument is empty", id == B_min ? "min" : "max");
+    } else if (id == B_sorted) {
+        *res = PyList_New(n);
+        for (Py_ssize_t i = 0; *res && i < n; i++) {
+            Py_ssize_t j = PyLong_AsSsize_t(PyTuple_GetItem(PyList_GetItem(s, i), 1));
+            PyList_SetItem(*res, i, Py_NewRef(PyList_GetItem(items, j)));
+        }
+    } else {
+        /* min: first smallest; max: first largest (stable). */
+        Py_ssize_t pick = 0;
+        if (id == B_max) {
+            pick = n - 1;
+            PyObject *kmax = PyTuple_GetItem(PyList_GetItem(s, n - 1), 0);
+            while (pick > 0 && PyObject_RichCompareBool(PyTuple_GetItem(PyList_GetItem(s, pick - 1), 0), kmax,
+                                                        Py_EQ) == 1)
+                pick--;
+        }
+        Py_ssize_t j = PyLong_AsSsize_t(PyTuple_GetItem(PyList_GetItem(s, pick), 1));
+        *res = Py_NewRef(PyList_GetItem(items, j));
+    }
+    Py_DECREF(s);
+    return *res ? CAP_NEXT : CAP_ERR;
+}
+
+/* sorted, min and max over the items: key functions are traced calls;
+ * without one, the builtin itself runs on the items. */
+static int sort_items(cap_interp *I, int id, PyObject *items, PyObject *const *args, int nargs,
+                      PyObject *kwnames, PyObject **res)
+{
+    PyObject *key = kw_get(args, nargs, kwnames, "key");
+    if (key && key != Py_None)
+        return sort_keyed(I, id, items, key, args, nargs, kwnames, res);
+    const char *name = id == B_sorted ? "sorted" : id == B_min ? "min" : "max";
+    for (Py_ssize_t i = 0; PyList_Size(items) > 1 && i < PyList_Size(items); i++)
+        if (cap_is_tensor(PyList_GetItem(items, i)))
+            return cap_t_break(I->T, CAP_B_TENSOR_BOOL, "%s() comparing tensors", name);
+    PyObject *fn = PyDict_GetItemString(cap_P.builtins, name);
+    PyObject *kwn = NULL, *all[3] = {items, NULL, NULL};
+    PyObject *rev = kw_get(args, nargs, kwnames, "reverse"), *dflt = kw_get(args, nargs, kwnames, "default");
+    int nk = 0;
+    if (rev || dflt) {
+        kwn = PyTuple_New((rev ? 1 : 0) + (dflt ? 1 : 0));
+        if (!kwn)
+            return CAP_ERR;
+        if (rev) {
+            PyTuple_SetItem(kwn, nk, PyUnicode_FromString("reverse"));
+            all[1 + nk++] = rev;
+        }
+        if (dflt) {
+            PyTuple_SetItem(kwn, nk, PyUnicode_FromString("default"));
+            all[1 + nk++] = dflt;
+        }
+    }
+    *res = cap_call_real(fn, all, 1 + nk, kwn);
+    Py_XDECREF(kwn);
+    return *res ? CAP_NEXT : CAP_ERR;
+}
+
+static int sum_items(cap_interp *I, PyObject *items, PyObject *start, PyObject **res)
+{
+    PyObject *acc = start ? Py_NewRef(start) : PyLong_FromLong(0);
+    for (Py_ssize_t i = 0; acc && i < PyList_Size(items); i++) {
+        PyObject *r = NULL;
+        int rc = cap_op_binary(I, CAP_NB_ADD, acc, PyList_GetItem(items, i), &r);
+        Py_CLEAR(acc);
+        if (rc == CAP_FRAME)
+            return cap_t_break(I->T, CAP_B_UNSUPPORTED_CALL, "sum() over objects with Python __add__");
+        if (rc != CAP_NEXT)
+            return rc;
+        acc = r;
+    }
+    *res = acc;
+    return acc ? CAP_NEXT : CAP_ERR;
+}
+
+/* any() and all() stop at the first item that decides, as in eager: the
+ * items after it are never asked for. */
+static int any_all(cap_interp *I, bool want, PyObject *iterable, PyObject **res)
+{
+    PyObject *it = NULL, *v = NULL;
+    int rc = iter_sync(I, iterable, &it);
+    bool decided = false;
+    while (rc == CAP_NEXT && !decided && (rc = cap_t_next_sync(I, it, &v)) == CAP_NEXT && v) {
+        int t = 0;
+        if (cap_is_tensor(v))
+            rc = cap_t_break(I->T, CAP_B_TENSOR_BOOL, "%s() over tensors", want ? "any" : "all");
+        else if ((t = PyObject_IsTrue(v)) < 0)
+            rc = CAP_ERR;
+        decided = rc == CAP_NEXT && (bool)t == want;
+        Py_CLEAR(v);
+    }
+    Py_XDECREF(it);
+    if (rc == CAP_NEXT)
+        *res = Py_NewRef(decided == want ? Py_True : Py_False);
+    return rc;
+}
+
+/* Builtins that consume an iterable (list, tuple, set, frozenset, sorted,
+ * min, max, sum, any, all), through the tracer. A break midway puts the
+ * iterators it advanced back: the call then reruns for real. */
+static int consume_items(cap_interp *I, int id, PyObject *const *args, int nargs, PyObject *kwnames,
+                         PyObject **out)
+{
+    int npos = nargs - kw_count(kwnames), rc = CAP_NEXT;
+    if (id == B_any || id == B_all)
+        return npos == 1 ? any_all(I, id == B_any, args[0], out) : CAP_ERR;
+    PyObject *items = npos > 0 ? cap_t_materialize(I, args[0], &rc) : PyList_New(0);
+    if (!items)
+        return npos > 0 ? rc : CAP_ERR;
+    switch (id) {
+    case B_list:
+        *out = Py_NewRef(items);
+        break;
+    case B_tuple:
+        *out = PyList_AsTuple(items);
+        break;
+    case B_set:
+        *out = PySet_New(items);
+        break;
+    case B_frozenset:
+        *out = PyFrozenSet_New(items);
+        break;
+    case B_sum: {
+        PyObject *start = npos > 1 ? args[1] : kw_get(args, nargs, kwnames, "start");
+        rc = sum_items(I, items, start, out);
+        break;
+    }
+    default:
+        rc = sort_items(I, id, items, args, nargs, kwnames, out);
+        break;
+    }
+    Py_DECREF(items);
+    return rc == CAP_NEXT && !*out ? CAP_ERR : rc;
+}
+
+static int do_iterables(cap_interp *I, int id, PyObject *callable, PyObject *const *args, int nargs,
+                        PyObject *kwnames, PyObject **out)
+{
+    int npos = nargs - kw_count(kwnames);
+    if (check_iterable_args(callable, args, nargs, kwnames, 0, npos > 0) != CAP_NEXT)
+        return CAP_ERR;
+    cap_iter_marks marks;
+    cap_iter_mark(&marks, args, nargs);
+    return cap_iter_rewind(I, &marks, consume_items(I, id, args, nargs, kwnames, out));
+}
+
+static int do_builtin(cap_interp *I, int id, PyObject *callable, PyObject *const *args,
+                      int nargs, PyObject *kwnames, PyObject **out)
+{
+    cap_trace *T = I->T;
+    int npos = nargs - kw_count(kwnames);
+    int ti = tensor_in(args, nargs);
+    switch (id) {
+    case B_len:
+        if (npos == 1 && !kwnames)
+            return do_len(I, args[0], out);
+        break;
+    case B_isinstance:
+        if (npos == 2 && !kwnames)
+            return do_isinstance(T, args[0], args[1], out);
+        break;
+    case B_type:
+        if (npos == 1 && !kwnames) {
+            *out = Py_NewRef(cap_eager_type(args[0]));
+            return CAP_NEXT;
+        }
+        return cap_t_break(T, CAP_B_UNINTERPRETABLE, "type() creating a class");
+    case B_getattr:
+    case B_hasattr:
+        if (!kwnames)
+            return do_getattr(I, args, nargs, out, id == B_hasattr);
+        break;
+    case B_setattr:
+    case B_delattr:
+        if (!kwnames && npos == (id == B_setattr ? 3 : 2) && PyUnicode_Check(args[1])) {
+            int rc = cap_t_setattr(I, args[0], args[1], id == B_setattr ? args[2] : NULL);
+            if (rc == CAP_NEXT)
+                *out = Py_NewRef(Py_None);
+            return rc;
+        }
+        break;
+    case B_iter:
+        if (npos == 1 && !kwnames)
+            return cap_t_iter(I, args[0], out);
+        break;
+    case B_next:
+        if (!kwnames && (npos == 1 || npos == 2)) {
+            int rc = cap_t_next(I, args[0], out);
+            if (rc == CAP_NEXT && !*out) {
+                if (npos == 2)
+                    *out = Py_NewRef(args[1]);
+                else {
+                    PyErr_SetNone(PyExc_StopIteration);
+                    return CAP_ERR;
+                }
+            }
+            return rc;
+        }
+        break;
+    case B_print:
+        return cap_t_break(T, CAP_B_PRINT, "print()");
+    case B_input:
+    case B_open:
+    case B_breakpoint:
+        return cap_t_break(T, CAP_B_PRINT, "%s()", id == B_open ? "open" : id == B_input ? "input" : "breakpoint");
+    case B_enumerate: case B_zip: case B_map: case B_filter:
+        return make_lazy(I, id, callable, args, nargs, kwnames, out);
+    case B_reversed:
+        return make_reversed(I, callable, args, nargs, kwnames, out);
+    case B_sorted: case B_sum: case B_any: case B_all: case B_list: case B_tuple: case B_set:
+    case B_frozenset:
+        return do_iterables(I, id, callable, args, nargs, kwnames, out);
+    case B_min:
+    case B_max:
+        if (npos == 1)
+            return do_iterables(I, id, callable, args, nargs, kwnames, out);
+        if (ti >= 0)
+            return cap_t_break(T, CAP_B_TENSOR_BOOL, "%s() comparing tensors", id == B_min ? "min" : "max");
+        break;
+    case B_str: case B_repr: case B_format: case B_ascii:
+        if (ti >= 0)
+            return cap_t_break(T, CAP_B_TENSOR_STR, "%s() of a tensor", id == B_str ? "str" : "repr");
+        break;
+    case B_int: case B_float: case B_bool: case B_complex: case B_chr: case B_hex: case B_oct:
+    case B_bin: case B_divmod: case B_hash:
+        if (ti >= 0)
+            return cap_t_break(T, CAP_B_TENSOR_ITEM, "a tensor converted to a Python number");
+        if (id == B_hash && npos == 1 && !cap_is_constant(args[0]) && !cap_t_outside(T, args[0]))
+            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "hash() of an object created in the trace");
+        break;
+    case B_abs:
+        if (ti == 0 && npos == 1)
+            return cap_torch_unary(T, -1, args[0], out);
+        break;
+    case B_round:
+        if (ti == 0) {
+            ptc_arg a[2] = {ptc_arg_value(((cap_tensor *)args[0])->v), ptc_arg_int(0)};
+            if (npos > 1 && PyLong_Check(args[1]))
+                a[1] = ptc_arg_int(PyLong_AsLongLong(args[1]));
+            return cap_build(T, PTC_OP_ROUND, a, 2, out);
+        }
+        break;
+    case B_pow:
+        if (npos == 2 && !kwnames)
+            return cap_op_binary(I, CAP_NB_POWER, args[0], args[1], out);
+        break;
+    case B_id:
+        /* id() of a traced tensor would be a different object's each call. */
+        if (npos == 1 && cap_is_tensor(args[0]))
+            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "id() of a tensor");
+        break;
+    case B_callable:
+        if (ti == 0) {
+            *out = Py_NewRef(Py_False);
+            return CAP_NEXT;
+        }
+        break;
+    case B_vars:
+        if (npos == 1) {
+            PyObject *a = args[0];
+            return cap_t_getattr(I, a, cap_P.s_dict, out);
+        }
+        break;
+    case B_dict:
+        break;
+    default:
+        break;
+    }
+    return real_call_flowed(T, callable, args, nargs, kwnames, out);
+}
+
+/* ---- nn.Module calls ---------------------------------------------------------------------- */
+
+static bool module_has_hooks(PyObject *mod)
+{
+    PyObject *d = PyObject_GenericGetDict(mod, NULL);
+    if (!d) {
+        PyErr_Clear();
+        return true;
+    }
+    PyObject *keys[4] = {cap_T.s_forward_hooks, cap_T.s_forward_pre_hooks, cap_T.s_backward_hooks,
+                         cap_T.s_backward_pre_hooks};
+    bool any = false;
+    for (int i = 0; i < 4 && !any; i++) {
+        PyObject *h = PyDict_GetItem(d, keys[i]);
+        any = h && PyObject_Size(h) > 0;
+    }
+    Py_DECREF(d);
+    PyErr_Clear();
+    return any;
+}
+
+bool cap_global_hooks(void)
+{
+    for (Py_ssize_t i = 0; cap_T.global_hooks && i < PyTuple_Size(cap_T.global_hooks); i++)
+        if (PyObject_Size(PyTuple_GetItem(cap_T.global_hooks, i)) > 0)
+            return true;
+    PyErr_Clear();
+    return false;
+}
+
+static int module_call(cap_interp *I, PyObject *mod, PyObject *const *args, int nargs,
+                       PyObject *kwnames, PyObject **out)
+{
+    cap_trace *T = I->T;
+    int src = cap_t_source_of(T, mod);
+    bool global = cap_global_hooks(), hooks = global || module_has_hooks(mod);
+    if (src >= 0 && !hooks && cap_guard_add(T, CAP_G_NOHOOKS, src, NULL, 0) < 0)
+        return CAP_ERR;
+    if (cap_guard_add(T, CAP_G_GLOBAL_HOOKS, -1, NULL, global) < 0)
+        return CAP_ERR;
+    PyObject *fn = NULL;
+    int rc = cap_t_getattr(I, mod, hooks ? cap_P.s_call : cap_T.s_forward, &fn);
+    if (rc != CAP_NEXT)
+        return rc == CAP_FRAME ? cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "a module whose forward is a property") : rc;
+    const char *path = cap_module_path(T, mod);
+    rc = cap_op_call(I, fn, args, nargs, kwnames, out);
+    Py_DECREF(fn);
+    if (rc == CAP_FRAME && path)
+        I->frame->module_path = path;
+    return rc;
+}
+
+/* ---- classes ------------------------------------------------------------------------------ */
+
+static int instantiate(cap_interp *I, PyObject *cls, PyObject *const *args, int nargs,
+                       PyObject *kwnames, PyObject **out)
+{
+    cap_trace *T = I->T;
+    if (cap_T.autocast_cls && PyType_IsSubtype((PyTypeObject *)cls, (PyTypeObject *)cap_T.autocast_cls)) {
+        /* torch.autocast(...) only records its settings: made for real
+           (with constant arguments), entered symbolically. */
+        for (int i = 0; i < nargs; i++)
+            if (cap_is_tensor(args[i]))
+                return cap_t_break(T, CAP_B_CONTEXT_MANAGER, "autocast with a tensor argument");
+        *out = cap_call_real(cls, args, nargs, kwnames);
+        return *out ? CAP_NEXT : CAP_ERR;
+    }
+    PyTypeObject *meta = Py_TYPE(cls);
+    PyObject *mcall = cap_type_lookup(meta, cap_P.s_call);
+    PyObject *type_call = cap_type_lookup(&PyType_Type, cap_P.s_call);
+    if (mcall != type_call) {
+        if (mcall && cap_is_function(mcall)) {
+            PyObject *buf[64];
+            if (nargs > 62)
+                return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "too many arguments");
+            buf[0] = cls;
+            memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
+            int rc = cap_call_inline(I, mcall, buf, nargs + 1, kwnames, cap_ret_push);
+            if (rc != CAP_NEXT)
+                return rc;
+        }
+        return real_call_flowed(T, cls, args, nargs, kwnames, out);
+    }
+    PyObject *newf = cap_type_lookup((PyTypeObject *)cls, cap_P.s_new);
+    PyObject *initf = cap_type_lookup((PyTypeObject *)cls, cap_P.s_init);
+    bool py_new = newf && PyObject_TypeCheck(newf, (PyTypeObject *)cap_P.StaticMethodType);
+    PyObject *newfn = py_new ? PyObject_GetAttrString(newf, "__func__") : NULL;
+    if (py_new && !cap_is_function(newfn))
+        py_new = false;
+    bool py_init = initf && cap_is_function(initf);
+    if (py_new && py_init) {
+        /* __new__ traced in a nested run; __init__ inlined on its result
+           when that is an instance of cls (as type.__call__ does). */
+        PyObject *buf[64], *obj = NULL;
+        if (nargs > 62) {
+            Py_DECREF(newfn);
+            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "too many arguments");
+        }
+        buf[0] = cls;
+        memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
+        int rc = cap_t_call_sync(I, newfn, buf, nargs + 1, kwnames, &obj);
+        Py_DECREF(newfn);
+        if (rc != CAP_NEXT)
+            return rc;
+        int inst = PyObject_IsInstance(obj, cls);
+        if (inst <= 0) {
+            *out = obj;
+            return inst < 0 ? CAP_ERR : CAP_NEXT;
+        }
+        buf[0] = obj;
+        rc = cap_call_inline(I, initf, buf, nargs + 1, kwnames, cap_ret_init);
+        if (rc == CAP_FRAME)
+            I->frame->ret_a = Py_NewRef(obj);
+        Py_DECREF(obj);
+        if (rc == CAP_NEXT)
+            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "__init__ that cannot be interpreted");
+        return rc;
+    }
+    if (py_new) {
+        PyObject *buf[64];
+        if (nargs > 62) {
+            Py_DECREF(newfn);
+            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "too many arguments");
+        }
+        buf[0] = cls;
+        memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
+        int rc = cap_call_inline(I, newfn, buf, nargs + 1, kwnames, cap_ret_push);
+        Py_DECREF(newfn);
+        if (rc != CAP_NEXT)
+            return rc;
+        return real_call_flowed(T, cls, args, nargs, kwnames, out);
+    }
+    Py_XDECREF(newfn);
+    if (!py_init)
+        return real_call_flowed(T, cls, args, nargs, kwnames, out);
+    /* C __new__ (object, dict, ...) for real, then __init__ inlined. */
+    PyObject *newbound = PyObject_GetAttr(cls, cap_P.s_new);
+    PyObject *obj = newbound ? PyObject_CallOneArg_compat(newbound, cls) : NULL;
+    Py_XDECREF(newbound);
+    if (!obj)
+        return CAP_ERR;
+    if (!PyObject_TypeCheck(obj, (PyTypeObject *)cls)) {
+        *out = obj;
+        return CAP_NEXT;
+    }
+    PyObject *buf[64];
+    if (nargs > 62) {
+        Py_DECREF(obj);
+        return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "too many arguments");
+    }
+    buf[0] = obj;
+    memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
+    int rc = cap_call_inline(I, initf, buf, nargs + 1, kwnames, cap_ret_init);
+    if (rc == CAP_FRAME)
+        I->frame->ret_a = Py_NewRef(obj);
+    Py_DECREF(obj);
+    if (rc == CAP_NEXT)
+        return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "__init__ that cannot be interpreted");
+    return rc;
+}
+
+/* ---- C callables -------------------------------------------------------------------------- */
+
+static const char *read_only_methods[] = {
+    "get", "keys", "values", "items", "copy", "index", "count", "__contains__", "__len__",
+    "__getitem__", "startswith", "endswith", NULL,
+};
+
+static bool is_read_only(const char *name)
+{
+    for (int i = 0; read_only_methods[i]; i++)
+        if (strcmp(read_only_methods[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* A method of an outside dict/list: reads go through the tracer. */
+/* d.get(key) on an outside dict: the key's presence is guarded; *out is
+ * the value (through its source) or NULL when the key is missing. */
+int cap_t_dict_lookup(cap_interp *I, PyObject *d, PyObject *key, PyObject **out)
+{
+    cap_trace *T = I->T;
+    *out = NULL;
+    if (!cap_is_key(key))
+        return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "dict lookup with a non-constant key");
+    PyObject *written = NULL;
+    int w = cap_t_dict_written(T, d, key, &written);
+    if (w >= 0) {
+        *out = w ? Py_NewRef(written) : NULL;
+        return CAP_NEXT;
+    }
+    int has = PyDict_Contains(d, key);
+    if (has < 0)
+        return CAP_ERR;
+    if (!has)
+        return cap_guard_add(T, CAP_G_DICT_HAS, cap_t_source_of(T, d), key, 0) < 0 ? CAP_ERR : CAP_NEXT;
+    return cap_t_getitem(I, d, key, out);
+}
+
+static int outside_container_method(cap_interp *I, PyObject *self, const char *name,
+                                    PyObject *const *args, int nargs, PyObject *kwnames,
+                                    PyObject **out)
+{
+    cap_trace *T = I->T;
+    if (!is_read_only(name)) {
+        int rc = cap_t_outside_mutator(I, self, name, args, nargs, kwnames, out);
+        if (rc != CAP_NONE)
+            return rc;
+        return cap_t_break(T, CAP_B_MUTATE_OUTSIDE, "%s.%s() on an object from outside",
+                           cap_tpname(Py_TYPE(self)), name);
+    }
+    if (PyDict_Check(self) && strcmp(name, "get") == 0 && nargs >= 1 && !kwnames) {
+        int rc = cap_t_dict_lookup(I, self, args[0], out);
+        if (rc == CAP_NEXT && !*out)
+            *out = Py_NewRef(nargs > 1 ? args[1] : Py_None);
+        return rc;
+    }
+    PyObject *copy = cap_t_flow(T, self);
+    if (!copy)
+        return CAP_ERR;
+    PyObject *m = PyObject_GetAttrString(copy, name);
+    Py_DECREF(copy);
+    if (!m)
+        return CAP_ERR;
+    int rc = real_call_flowed(T, m, args, nargs, kwnames, out);
+    Py_DECREF(m);
+    if (rc == CAP_NEXT && (PyDictKeys_Check(*out) || PyDictValues_Check(*out) || PyDictItems_Check(*out))) {
+        PyObject *l = PySequence_List(*out);
+        Py_SETREF(*out, l);
+        if (!l)
+            return CAP_ERR;
+    }
+    return rc;
+}
+
+/* Builtin types whose __new__ only allocates and fills. */
+static bool plain_new(PyObject *type)
+{
+    return type == (PyObject *)&PyBaseObject_Type || type == (PyObject *)&PyTuple_Type ||
+           type == (PyObject *)&PyList_Type || type == (PyObject *)&PyDict_Type ||
+           type == (PyObject *)&PySet_Type || type == (PyObject *)&PyFrozenSet_Type ||
+           type == (PyObject *)&PyLong_Type || type == (PyObject *)&PyFloat_Type ||
+           type == (PyObject *)&PyUnicode_Type;
+}
+
+/* l.extend(it) on a list made in the trace: item by item, as CPython does
+ * for an iterator, so callbacks under it see the items added so far. A
+ * break or an uncaught error takes the list and the iterators back. */
+static int extend_lazily(cap_interp *I, PyObject *list, PyObject *it, PyObject **out)
+{
+    Py_ssize_t n0 = PyList_Size(list);
+    cap_iter_marks marks;
+    cap_iter_mark(&marks, &it, 1);
+    PyObject *v = NULL;
+    int rc;
+    while ((rc = cap_t_next_sync(I, it, &v)) == CAP_NEXT && v) {
+        int r = PyList_Append(list, v);
+        Py_DECREF(v);
+        if (r < 0) {
+            rc = CAP_ERR;
+            break;
+        }
+    }
+    if (cap_t_reruns(I, rc))
+        PyList_SetSlice(list, n0, PyList_Size(list), NULL);
+    rc = cap_iter_rewind(I, &marks, rc);
+    if (rc == CAP_NEXT)
+        *out = Py_NewRef(Py_None);
+    return rc;
+}
+
+static int c_callable(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
+                      PyObject *kwnames, PyObject **out)
+{
+    cap_trace *T = I->T;
+    PyObject *self = NULL;
+    const char *name = "?";
+    if (PyDict_Check(cap_P.builtins) && callable == PyDict_GetItemString(cap_P.builtins, "__build_class__"))
+        return cap_t_break(T, CAP_B_UNINTERPRETABLE, "class definition");
+    PyObject *nm = PyObject_GetAttr(callable, cap_P.s_name);
+    if (nm && PyUnicode_Check(nm))
+        name = PyUnicode_AsUTF8(nm);
+    PyErr_Clear();
+    PyObject *held = NULL;
+    if (PyCFunction_Check(callable)) {
+        self = PyCFunction_GetSelf(callable);
+    } else if (Py_TYPE(callable) == (PyTypeObject *)cap_P.MethodWrapperType) {
+        held = self = PyObject_GetAttr(callable, cap_P.s_self);
+        PyErr_Clear();
+    } else if ((PyObject_TypeCheck(callable, &PyMethodDescr_Type) ||
+                PyObject_TypeCheck(callable, &PyWrapperDescr_Type)) && nargs > 0) {
+        self = args[0], args++, nargs--;
+    }
+    int rc;
+    PyObject *objclass = self ? PyObject_GetAttrString(callable, "__objclass__") : NULL;
+    PyErr_Clear();
+    if (objclass == (PyObject *)&PyBaseObject_Type && self && !cap_is_tensor(self) && !kwnames &&
+        (strcmp(name, "__getattribute__") == 0 || strcmp(name, "__setattr__") == 0 ||
+         strcmp(name, "__delattr__") == 0) && nargs >= 1 && PyUnicode_Check(args[0])) {
+        /* object.__getattribute__(obj, name) and friends (as super() calls
+           them): the generic lookup, traced. */
+        Py_DECREF(objclass);
+        if (name[2] == 'g' && nargs == 1)
+            rc = cap_t_getattr_generic(I, self, args[0], out);
+        else if (name[2] == 's' && nargs == 2 && (rc = cap_t_setattr_generic(I, self, args[0], args[1])) == CAP_NEXT)
+            *out = Py_NewRef(Py_None);
+        else if (name[2] == 'd' && nargs == 1 && (rc = cap_t_setattr_generic(I, self, args[0], NULL)) == CAP_NEXT)
+            *out = Py_NewRef(Py_None);
+        else
+            rc = cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "object.%s with unusual arguments", name);
+        Py_XDECREF(nm);
+        Py_XDECREF(held);
+        return rc;
+    }
+    Py_XDECREF(objclass);
+    if (self && PyType_Check(self) && strcmp(name, "__new__") == 0 && nargs >= 1 && PyType_Check(args[0]) &&
+        PyType_IsSubtype((PyTypeObject *)args[0], (PyTypeObject *)self) && plain_new(self) &&
+        tensor_in(args + 1, nargs - 1) < 0) {
+        /* object.__new__(cls), tuple.__new__(cls, items) (namedtuples) and
+           the like only allocate: made for real, with the trace's values. */
+        rc = real_call_flowed(T, callable, args, nargs, kwnames, out);
+        Py_XDECREF(nm);
+        Py_XDECREF(held);
+        return rc;
+    }
+    if (self && !PyModule_Check(self) && !PyType_Check(self)) {
+        if (cap_is_tensor(self)) {
+            rc = cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "Tensor.%s", name);
+        } else if (PyObject_TypeCheck(self, (PyTypeObject *)cap_T.Tensor)) {
+            char what[80];
+            snprintf(what, sizeof what, "Tensor.%s", name);
+            rc = cap_t_real_tensor(T, self, what);
+        } else if (cap_t_outside(T, self) && !cap_is_constant(self)) {
+            if (PyDict_Check(self) || PyList_Check(self) || PyTuple_Check(self) || PyAnySet_Check(self))
+                rc = outside_container_method(I, self, name, args, nargs, kwnames, out);
+            else
+                rc = cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "%s.%s() on an object from outside",
+                                 cap_tpname(Py_TYPE(self)), name);
+        } else if (PyList_CheckExact(self) && strcmp(name, "extend") == 0 && nargs == 1 && !kwnames &&
+                   cap_is_ptc_iter(args[0])) {
+            rc = extend_lazily(I, self, args[0], out);
+        } else {
+            PyObject *m = PyCFunction_Check(callable) || held ? Py_NewRef(callable)
+                                                             : PyObject_GetAttrString(self, name);
+            rc = m ? real_call_flowed(T, m, args, nargs, kwnames, out) : CAP_ERR;
+            Py_XDECREF(m);
+        }
+    } else if (cap_is_pure_fn(callable)) {
+        rc = real_call_flowed(T, callable, args, nargs, kwnames, out);
+    } else {
+        PyObject *mod = PyObject_GetAttr(callable, cap_P.s_module);
+        PyErr_Clear();
+        rc = cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "call to %s%s%s",
+                         mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : "",
+                         mod && PyUnicode_Check(mod) ? "." : "", name);
+        Py_XDECREF(mod);
+    }
+    Py_XDECREF(nm);
+    Py_XDECREF(held);
+    return rc;
+}
+
+/* ---- the dispatcher ------------------------------------------------------------------------ */
+
+/* Python functions run for real as one call rather than traced: copying
+ * walks arbitrary object graphs through __reduce_ex__ and a memo dict, which
+ * would break the trace at every step. */
+static const char *opaque_python(PyObject *fn)
+{
+    static const char *paths[] = {"copy.deepcopy", "copy.copy"};
+    static PyObject *fns[2];
+    static bool init;
+    if (!init) {
+        init = true;
+        for (int i = 0; i < 2; i++) {
+            fns[i] = cap_import_path(paths[i]);
+            PyErr_Clear();
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        if (fns[i] && fn == fns[i])
+            return paths[i];
+    return NULL;
+}
+
+/* A method of a torch.optim optimizer (step, with its profiling and grad-mode
+ * wrappers): it reads every parameter's .grad, which a compiled backward
+ * has just written, and updates parameters and its state in place, so it
+ * runs for real as one call, as loss.backward() does, instead of breaking
+ * at each .grad read and state write inside it. */
+static bool optimizer_method(PyObject *fn, PyObject *const *args, int nargs)
+{
+    static PyObject *optimizer;
+    if (!optimizer && !(optimizer = cap_import_path("torch.optim.Optimizer"))) {
+        PyErr_Clear();
+        return false;
+    }
+    if (nargs < 1 || PyObject_IsInstance(args[0], optimizer) != 1) {
+        PyErr_Clear();
+        return false;
+    }
+    PyObject *module = PyObject_GetAttrString(fn, "__module__");
+    const char *name = module && PyUnicode_Check(module) ? PyUnicode_AsUTF8(module) : NULL;
+    bool torch_optim = name && strncmp(name, "torch.optim", strlen("torch.optim")) == 0;
+    Py_XDECREF(module);
+    PyErr_Clear();
+    return torch_optim;
+}
+
+/* A generator expression, (f(x) for x in xs), is a lazy generator (iter.c):
+ * its body runs traced when the program advances it, one item at a time,
+ * as in eager. */
+static int make_genexpr(cap_interp *I, PyObject *fn, PyObject *const *args, int nargs,
+                        PyObject *kwnames, PyObject **out)
+{
+    if (nargs != 1 || kwnames)
+        return cap_t_break(I->T, CAP_B_GENERATOR, "generator expression (arguments)");
+    PyObject *its = PyTuple_Pack(1, args[0]);
+    *out = its ? cap_lazy_new(CAP_LAZY_GEN, fn, its, NULL, false) : NULL;
+    Py_XDECREF(its);
+    return *out ? CAP_NEXT : CAP_ERR;
+}
+
+static int call_function(cap_interp *I, PyObject *fn, PyObject *const *args, int nargs,
+                         PyObject *kwnames, PyObject **out)
+{
+    cap_trace *T = I->T;
+    const char *disabled = cap_disabled_by(fn);
+    if (disabled)
+        return cap_t_break(T, CAP_B_DISABLED, "%s is marked %s", cap_func_name(fn), disabled);
+    int mk = cap_module_iter_kind(fn);
+    if (mk >= 0)
+        return cap_module_iter_call(I, mk, args, nargs, kwnames, out);
+    if (optimizer_method(fn, args, nargs))
+        return cap_t_break(T, CAP_B_AUTOGRAD, "optimizer %s (runs for real as one call)",
+                           cap_func_name(fn));
+    const char *opaque = opaque_python(fn);
+    if (opaque)
+        return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "%s (runs for real as one call)", opaque);
+    PyObject *code = PyObject_GetAttr(fn, cap_P.s_code);
+    cap_code *c = code ? cap_code_get(code) : NULL;
+    Py_XDECREF(code);
+    if (!c)
+        return CAP_ERR;
+    if (c->notrace) {
+        if (c->genexpr)
+            return make_genexpr(I, fn, args, nargs, kwnames, out);
+        if (c->flags & 0x20)
+            return cap_t_break(T, CAP_B_GENERATOR, "call to generator function %s", c->qualname_s);
+        return cap_t_break(T, (c->flags & 0x380) ? CAP_B_GENERATOR : CAP_B_UNINTERPRETABLE,
+                           "%s is %s", c->qualname_s, c->notrace);
+    }
+    if (cap_t_no_inline(T, I->frame))
+        return cap_t_break(T, CAP_B_UNSUPPORTED_OBJECT, "call to %s runs as its own frame",
+                           c->qualname_s);
+    int rc = cap_call_inline(I, fn, args, nargs, kwnames, cap_ret_push);
+    if (rc == CAP_NEXT) /* binding failed: CPython raises the TypeError */
+        return cap_t_break(T, CAP_B_RAISE, "arguments do not match %s", c->qualname_s);
+    return rc;
+}
+
+/* A torch function's arguments as it should read them: the outside lists
+ * and dicts this trace wrote replaced by their shadows (buf: 64 entries). */
+static int current_args(cap_interp *I, PyObject *const **args, int nargs, PyObject **buf)
+{
+    if (PyDict_Size(I->T->mut) == 0 || nargs > 64)
+        return CAP_NEXT;
+    for (int i = 0; i < nargs; i++) {
+        buf[i] = (*args)[i];
+        int rc = cap_t_current(I, &buf[i]);
+        if (rc != CAP_NEXT)
+            return rc;
+    }
+    *args = buf;
+    return CAP_NEXT;
+}
+
+int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
+               PyObject *kwnames, PyObject **out)
+{
+    cap_trace *T = I->T;
+    PyObject *current[64];
+    if (Py_TYPE(callable) == cap_method_type) {
+        cap_method *m = (cap_method *)callable;
+        int rc = current_args(I, &args, nargs, current);
+        return rc != CAP_NEXT ? rc : cap_torch_call(T, m->map, m->self, args, nargs, kwnames, out);
+    }
+    const cap_tmap *tm = cap_torch_lookup_fn(callable);
+    if (tm) {
+        int rc = current_args(I, &args, nargs, current);
+        return rc != CAP_NEXT ? rc : cap_torch_call(T, tm, NULL, args, nargs, kwnames, out);
+    }
+    if (cap_is_method(callable)) {
+        PyObject *fn = PyObject_GetAttr(callable, cap_P.s_func);
+        PyObject *self = PyObject_GetAttr(callable, cap_P.s_self);
+        PyObject *buf[64];
+        int rc;
+        if (!fn || !self || nargs > 62) {
+            rc = fn && self ? cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "too many arguments") : CAP_ERR;
+        } else {
+            buf[0] = self;
+            memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
+            rc = cap_t_call(I, fn, buf, nargs + 1, kwnames, out);
+        }
+        Py_XDECREF(fn);
+        Py_XDECREF(self);
+        return rc;
+    }
+    if (Py_TYPE(callable) == cap_gradexit_type) {
+        cap_gradexit *g = (cap_gradexit *)callable;
+        if (g->kind == CAP_EXIT_GRAD)
+            T->grad_enabled = g->prev;
+        if (g->kind == CAP_EXIT_AMP)
+            T->amp = cap_amp_unpack(g->amp_prev);
+        *out = Py_NewRef(Py_False);
+        return CAP_NEXT;
+    }
+    int fb = cap_frame_builtin(I->frame, callable, args, nargs, kwnames, out);
+    if (fb)
+        return fb > 0 ? CAP_NEXT : CAP_ERR;
+    int bid = builtin_of(callable);
+    if (bid)
+        return do_builtin(I, bid, callable, args, nargs, kwnames, out);
+    int rc = cap_torch_special_call(I, callable, args, nargs, kwnames, out);
+    if (rc != CAP_NONE)
+        return rc;
+    if (PyObject_TypeCheck(callable, (PyTypeObject *)cap_T.Module))
+        return module_call(I, callable, args, nargs, kwnames, out);
+    if (cap_is_function(callable))
+        return call_function(I, callable, args, nargs, kwnames, out);
+    if (PyType_Check(callable))
+        return instantiate(I, callable, args, nargs, kwnames, out);
+    if (cap_is_partial(callable)) {
+        PyObject *fn = NULL, *pargs = NULL, *pkw = NULL;
+        if (cap_partial_unpack(callable, &fn, &pargs, &pkw) < 0)
+            return CAP_ERR;
+        rc = cap_t_call_partial(I, fn, pargs, pkw, args, nargs, kwnames, out);
+        Py_DECREF(fn);
+        Py_DECREF(pargs);
+        Py_DECREF(pkw);
+        return rc;
+    }
+    if (PyCFunction_Check(callable) || PyObject_TypeCheck(callable, &PyMethodDescr_Type) ||
+        Py_TYPE(callable) == (PyTypeObject *)cap_P.MethodWrapperType ||
+        PyObject_TypeCheck(callable, &PyWrapperDescr_Type) ||
+        PyObject_TypeCheck(callable, &PyClassMethodDescr_Type))
+        return c_callable(I, callable, args, nargs, kwnames, out);
+    PyObject *call = cap_type_lookup(Py_TYPE(callable), cap_P.s_call);
+    if (call && cap_is_function(call)) {
+        PyObject *buf[64];
+        if (nargs > 62)
+            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "too many arguments");
+        buf[0] = callable;
+        memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
+        return call_function(I, call, buf, nargs + 1, kwnames, out);
+    }
+    return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "call to a %s", cap_tpname(Py_TYPE(callable)));
+}

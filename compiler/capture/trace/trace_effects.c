@@ -1,0 +1,541 @@
+/* Side effects on objects that existed before the call: logged while
+ * tracing, replayed after the graph.
+ *
+ * As torch.compile does, a write to an outside list, dict, cell, global or
+ * attribute does not end the graph: the trace logs it (T->effects, in
+ * program order) and the entry replays the log after its graph, one routine
+ * per kind of mutation (entry_run.c), with the values the graph computed.
+ * Reads later in the trace must see the writes, so each written list, dict
+ * or cell has a record in T->mut (keyed by the object's id; the interpreter
+ * keeps holding the object itself, so identity and aliasing are eager's):
+ *
+ *   [obj, shadow or None, pending writes]
+ *
+ * Appends to a list and item writes to a dict are only pending: logging them
+ * reads nothing of the object, so a log list or cache dict that grows on
+ * every call is not guarded on its length or keys (no recompiles). The first
+ * read that needs the whole object makes the shadow: the object's items as
+ * a read would see them (through their sources, guarded), the pending
+ * writes applied; operations then read the shadow instead (cap_t_current).
+ * A single key of a written dict is answered from the pending writes.
+ *
+ * Mutations inside a nested run (a callback of a builtin, a generator
+ * expression's body) are logged too: a break there reruns the builtin for
+ * real from its start, and the trace is then made again up to that builtin
+ * (exec.c), so that what the callbacks did before the break never happened.
+ */
+#include "capture/trace/trace.h"
+
+#include <string.h>
+
+enum { REC_OBJ, REC_SHADOW, REC_PENDING };
+
+static const struct {
+    bool key, value;
+} shapes[CAP_E_COUNT] = {
+#define X(id, k, v) {k, v},
+    CAP_EFFECT_KINDS(X)
+#undef X
+};
+
+bool cap_effect_has_key(int kind)
+{
+    return shapes[kind].key;
+}
+
+bool cap_effect_has_value(int kind)
+{
+    return shapes[kind].value;
+}
+
+/* What a pending write of a deleted dict key or cell holds. */
+static PyObject *deleted(void)
+{
+    static PyObject *marker;
+    if (!marker)
+        marker = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
+    return marker;
+}
+
+int cap_t_effect(cap_interp *I, int kind, PyObject *obj, PyObject *key, PyObject *value)
+{
+    PyObject *e = Py_BuildValue("(iOOO)", kind, obj, key ? key : Py_None, value ? value : Py_None);
+    int rc = e ? PyList_Append(I->T->effects, e) : -1;
+    Py_XDECREF(e);
+    return rc < 0 ? CAP_ERR : CAP_NEXT;
+}
+
+int cap_t_const_source(cap_trace *T, PyObject *obj)
+{
+    int s = cap_t_source_of(T, obj);
+    if (s >= 0)
+        return s;
+    s = cap_source_add(T, CAP_S_CONST, -1, 0, 0, obj);
+    if (s >= 0)
+        cap_t_map(T, obj, s);
+    return s;
+}
+
+/* ---- records ------------------------------------------------------------------------ */
+
+static PyObject *record_of(cap_trace *T, PyObject *obj)
+{
+    if (PyDict_Size(T->mut) == 0)
+        return NULL;
+    PyObject *key = PyLong_FromVoidPtr(obj);
+    PyObject *rec = key ? PyDict_GetItem(T->mut, key) : NULL;
+    Py_XDECREF(key);
+    return rec;
+}
+
+static PyObject *record_get(cap_trace *T, PyObject *obj)
+{
+    PyObject *rec = record_of(T, obj);
+    if (rec)
+        return rec;
+    PyObject *key = PyLong_FromVoidPtr(obj);
+    rec = key ? Py_BuildValue("[OO[]]", obj, Py_None) : NULL;
+    int rc = rec ? PyDict_SetItem(T->mut, key, rec) : -1;
+    Py_XDECREF(key);
+    Py_XDECREF(rec); /* T->mut holds it */
+    return rc < 0 ? NULL : rec;
+}
+
+/* The shadow, or NULL: none yet, or being made (Ellipsis: reads of the
+ * object then go to the object itself). */
+static PyObject *shadow_of(PyObject *rec)
+{
+    PyObject *s = PyList_GetItem(rec, REC_SHADOW);
+    return s == Py_None || s == Py_Ellipsis ? NULL : s;
+}
+
+/* The shadow of rec's object, made on first need. Borrowed; NULL with an
+ * error (a GraphBreak signal where ptc cannot read the object whole). */
+static PyObject *materialize(cap_interp *I, PyObject *rec)
+{
+    PyObject *s = shadow_of(rec);
+    if (s)
+        return s;
+    PyObject *obj = PyList_GetItem(rec, REC_OBJ), *pending = PyList_GetItem(rec, REC_PENDING);
+    PyList_SetItem(rec, REC_SHADOW, Py_NewRef(Py_Ellipsis));
+    s = cap_t_flow(I->T, obj);
+    if (!s) {
+        PyList_SetItem(rec, REC_SHADOW, Py_NewRef(Py_None));
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            cap_signal_break(CAP_B_MUTATE_OUTSIDE, "an outside %s read whole after a write",
+                             cap_tpname(Py_TYPE(obj)));
+        }
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyList_Size(pending); i++) {
+        PyObject *w = PyList_GetItem(pending, i);
+        int rc = PyList_Check(s) ? PyList_Append(s, w)
+                 : PyTuple_GetItem(w, 1) == deleted()
+                     ? PyDict_DelItem(s, PyTuple_GetItem(w, 0))
+                     : PyDict_SetItem(s, PyTuple_GetItem(w, 0), PyTuple_GetItem(w, 1));
+        if (rc < 0) {
+            Py_DECREF(s);
+            return NULL;
+        }
+    }
+    PyList_SetItem(rec, REC_SHADOW, s);
+    PyObject *none = PyList_New(0);
+    if (none)
+        PyList_SetItem(rec, REC_PENDING, none);
+    return none ? s : NULL;
+}
+
+int cap_t_current(cap_interp *I, PyObject **obj)
+{
+    if (!I->T || !(PyList_CheckExact(*obj) || PyDict_CheckExact(*obj)))
+        return CAP_NEXT;
+    PyObject *rec = record_of(I->T, *obj);
+    if (!rec || PyList_GetItem(rec, REC_OBJ) != *obj ||
+        PyList_GetItem(rec, REC_SHADOW) == Py_Ellipsis)
+        return CAP_NEXT;
+    PyObject *s = materialize(I, rec);
+    if (!s)
+        return CAP_ERR;
+    *obj = s;
+    return CAP_NEXT;
+}
+
+int cap_t_dict_written(cap_trace *T, PyObject *d, PyObject *key, PyObject **v)
+{
+    PyObject *rec = PyDict_CheckExact(d) ? record_of(T, d) : NULL;
+    if (!rec)
+        return -1;
+    PyObject *s = shadow_of(rec);
+    if (s) {
+        *v = PyDict_GetItem(s, key);
+        return *v ? 1 : 0;
+    }
+    PyObject *pending = PyList_GetItem(rec, REC_PENDING);
+    for (Py_ssize_t i = PyList_Size(pending) - 1; i >= 0; i--) {
+        PyObject *w = PyList_GetItem(pending, i);
+        int eq = PyObject_RichCompareBool(PyTuple_GetItem(w, 0), key, Py_EQ);
+        if (eq < 0)
+            PyErr_Clear();
+        if (eq > 0) {
+            *v = PyTuple_GetItem(w, 1);
+            return *v == deleted() ? 0 : 1;
+        }
+    }
+    return -1;
+}
+
+/* ---- dicts ---------------------------------------------------------------------------- */
+
+/* d[key] as this trace left it: a new reference, or NULL (no error) when
+ * missing; unwritten keys are read from d through its source. */
+static int dict_read(cap_interp *I, PyObject *d, PyObject *key, PyObject **out)
+{
+    PyObject *v = NULL;
+    int w = cap_t_dict_written(I->T, d, key, &v);
+    if (w >= 0) {
+        *out = w ? Py_NewRef(v) : NULL;
+        return CAP_NEXT;
+    }
+    return cap_t_dict_lookup(I, d, key, out);
+}
+
+static int dict_write(cap_interp *I, PyObject *d, PyObject *key, PyObject *v)
+{
+    cap_trace *T = I->T;
+    if (!cap_is_key(key))
+        return cap_t_break(T, CAP_B_MUTATE_OUTSIDE, "an outside dict written with a %s key",
+                           cap_tpname(Py_TYPE(key)));
+    if (!v) { /* del d[key]: eager's KeyError when it is not there */
+        PyObject *old = NULL;
+        int rc = dict_read(I, d, key, &old);
+        if (rc != CAP_NEXT)
+            return rc;
+        if (!old) {
+            PyErr_SetObject(PyExc_KeyError, key);
+            return CAP_ERR;
+        }
+        Py_DECREF(old);
+    }
+    int rc = cap_t_effect(I, v ? CAP_E_ITEM_SET : CAP_E_ITEM_DEL, d, key, v);
+    PyObject *rec = rc == CAP_NEXT ? record_get(T, d) : NULL;
+    if (!rec)
+        return rc == CAP_NEXT ? CAP_ERR : rc;
+    PyObject *s = shadow_of(rec);
+    if (s)
+        return (v ? PyDict_SetItem(s, key, v) : PyDict_DelItem(s, key)) < 0 ? CAP_ERR : CAP_NEXT;
+    PyObject *w = PyTuple_Pack(2, key, v ? v : deleted());
+    rc = w ? PyList_Append(PyList_GetItem(rec, REC_PENDING), w) : -1;
+    Py_XDECREF(w);
+    return rc < 0 ? CAP_ERR : CAP_NEXT;
+}
+
+/* Makes obj empty: a shadow known without reading it. */
+static int clear(cap_interp *I, PyObject *obj)
+{
+    int rc = cap_t_effect(I, CAP_E_CLEAR, obj, NULL, NULL);
+    PyObject *rec = rc == CAP_NEXT ? record_get(I->T, obj) : NULL;
+    if (!rec)
+        return rc == CAP_NEXT ? CAP_ERR : rc;
+    PyObject *empty = PyList_Check(obj) ? PyList_New(0) : PyDict_New();
+    PyObject *none = PyList_New(0);
+    if (!empty || !none) {
+        Py_XDECREF(empty);
+        Py_XDECREF(none);
+        return CAP_ERR;
+    }
+    PyList_SetItem(rec, REC_SHADOW, empty);
+    PyList_SetItem(rec, REC_PENDING, none);
+    return CAP_NEXT;
+}
+
+/* d.update(other, **kw): other a dict or an iterable of pairs. */
+static int dict_update(cap_interp *I, PyObject *d, PyObject *const *args, int nargs,
+                       PyObject *kwnames)
+{
+    int nkw = kwnames ? (int)PyTuple_Size(kwnames) : 0, rc = CAP_NEXT;
+    if (nargs - nkw > 1) {
+        PyErr_Format(PyExc_TypeError, "update expected at most 1 argument, got %d", nargs - nkw);
+        return CAP_ERR;
+    }
+    if (nargs - nkw == 1) {
+        PyObject *other = args[0], *items;
+        if ((rc = cap_t_current(I, &other)) != CAP_NEXT)
+            return rc;
+        PyObject *flat = cap_t_flow(I->T, other);
+        if (!flat)
+            return CAP_ERR;
+        if (PyDict_Check(flat)) {
+            items = PyDict_Items(flat);
+        } else {
+            items = PySequence_List(flat);
+        }
+        Py_DECREF(flat);
+        for (Py_ssize_t i = 0; items && rc == CAP_NEXT && i < PyList_Size(items); i++) {
+            PyObject *kv = PyList_GetItem(items, i);
+            if (!PyTuple_Check(kv) || PyTuple_Size(kv) != 2)
+                rc = cap_t_break(I->T, CAP_B_MUTATE_OUTSIDE,
+                                 "dict.update() with items that are not pairs");
+            else
+                rc = dict_write(I, d, PyTuple_GetItem(kv, 0), PyTuple_GetItem(kv, 1));
+        }
+        if (!items)
+            rc = CAP_ERR;
+        Py_XDECREF(items);
+    }
+    for (int k = 0; rc == CAP_NEXT && k < nkw; k++)
+        rc = dict_write(I, d, PyTuple_GetItem(kwnames, k), args[nargs - nkw + k]);
+    return rc;
+}
+
+static int dict_mutator(cap_interp *I, PyObject *d, const char *name, PyObject *const *args,
+                        int nargs, PyObject *kwnames, PyObject **out)
+{
+    if (strcmp(name, "update") == 0) {
+        int rc = dict_update(I, d, args, nargs, kwnames);
+        if (rc == CAP_NEXT)
+            *out = Py_NewRef(Py_None);
+        return rc;
+    }
+    if (kwnames)
+        return CAP_NONE;
+    if (strcmp(name, "clear") == 0 && nargs == 0) {
+        int rc = clear(I, d);
+        if (rc == CAP_NEXT)
+            *out = Py_NewRef(Py_None);
+        return rc;
+    }
+    bool pop = strcmp(name, "pop") == 0, setdefault = strcmp(name, "setdefault") == 0;
+    if (!(pop || setdefault) || nargs < 1 || nargs > 2)
+        return CAP_NONE;
+    if (!cap_is_key(args[0]))
+        return cap_t_break(I->T, CAP_B_MUTATE_OUTSIDE, "dict.%s() of an outside dict with a %s key",
+                           name, cap_tpname(Py_TYPE(args[0])));
+    PyObject *v = NULL;
+    int rc = dict_read(I, d, args[0], &v);
+    if (rc != CAP_NEXT)
+        return rc;
+    if (v) {
+        rc = pop ? dict_write(I, d, args[0], NULL) : CAP_NEXT;
+        if (rc == CAP_NEXT)
+            *out = v;
+        else
+            Py_DECREF(v);
+        return rc;
+    }
+    if (pop && nargs == 1) {
+        PyErr_SetObject(PyExc_KeyError, args[0]);
+        return CAP_ERR;
+    }
+    PyObject *dflt = nargs == 2 ? args[1] : Py_None;
+    rc = setdefault ? dict_write(I, d, args[0], dflt) : CAP_NEXT;
+    if (rc == CAP_NEXT)
+        *out = Py_NewRef(dflt);
+    return rc;
+}
+
+/* ---- lists ---------------------------------------------------------------------------- */
+
+static int list_shadow(cap_interp *I, PyObject *l, PyObject **s)
+{
+    PyObject *rec = record_get(I->T, l);
+    *s = rec ? materialize(I, rec) : NULL;
+    return *s ? CAP_NEXT : CAP_ERR;
+}
+
+static bool is_index(PyObject *o)
+{
+    return PyLong_CheckExact(o) || PyBool_Check(o);
+}
+
+/* l.pop(i): from the pending appends when they hold it, else the shadow. */
+static int list_pop(cap_interp *I, PyObject *l, PyObject *index, PyObject **out)
+{
+    Py_ssize_t i = index ? PyLong_AsSsize_t(index) : -1;
+    if (i == -1 && PyErr_Occurred())
+        return CAP_ERR;
+    PyObject *key = PyLong_FromSsize_t(i);
+    int rc = key ? cap_t_effect(I, CAP_E_POP, l, key, NULL) : CAP_ERR;
+    Py_XDECREF(key);
+    PyObject *rec = rc == CAP_NEXT ? record_get(I->T, l) : NULL;
+    if (!rec)
+        return rc == CAP_NEXT ? CAP_ERR : rc;
+    PyObject *pending = PyList_GetItem(rec, REC_PENDING), *s = shadow_of(rec);
+    Py_ssize_t n = PyList_Size(pending);
+    if (!s && i < 0 && -i <= n) {
+        *out = Py_NewRef(PyList_GetItem(pending, n + i));
+        return PySequence_DelItem(pending, n + i) < 0 ? CAP_ERR : CAP_NEXT;
+    }
+    if (!s && !(s = materialize(I, rec)))
+        return CAP_ERR;
+    *out = PyObject_CallMethod(s, "pop", "n", i);
+    return *out ? CAP_NEXT : CAP_ERR;
+}
+
+static int list_mutator(cap_interp *I, PyObject *l, const char *name, PyObject *const *args,
+                        int nargs, PyObject **out)
+{
+    PyObject *s = NULL, *rec;
+    int rc;
+    if (strcmp(name, "append") == 0 && nargs == 1) {
+        if ((rc = cap_t_effect(I, CAP_E_APPEND, l, NULL, args[0])) != CAP_NEXT)
+            return rc;
+        if (!(rec = record_get(I->T, l)))
+            return CAP_ERR;
+        s = shadow_of(rec);
+        rc = PyList_Append(s ? s : PyList_GetItem(rec, REC_PENDING), args[0]) < 0 ? CAP_ERR
+                                                                                  : CAP_NEXT;
+    } else if (strcmp(name, "extend") == 0 && nargs == 1) {
+        PyObject *items = cap_t_materialize(I, args[0], &rc);
+        if (!items)
+            return rc == CAP_NEXT ? CAP_ERR : rc;
+        if ((rc = cap_t_effect(I, CAP_E_EXTEND, l, NULL, items)) == CAP_NEXT) {
+            rec = record_get(I->T, l);
+            s = rec ? shadow_of(rec) : NULL;
+            PyObject *dst = s ? s : rec ? PyList_GetItem(rec, REC_PENDING) : NULL;
+            rc = dst && PyList_SetSlice(dst, PyList_Size(dst), PyList_Size(dst), items) == 0
+                     ? CAP_NEXT
+                     : CAP_ERR;
+        }
+        Py_DECREF(items);
+    } else if (strcmp(name, "insert") == 0 && nargs == 2 && is_index(args[0])) {
+        if ((rc = cap_t_effect(I, CAP_E_INSERT, l, args[0], args[1])) != CAP_NEXT ||
+            (rc = list_shadow(I, l, &s)) != CAP_NEXT)
+            return rc;
+        Py_ssize_t i = PyLong_AsSsize_t(args[0]);
+        rc = PyList_Insert(s, i, args[1]) < 0 ? CAP_ERR : CAP_NEXT;
+    } else if (strcmp(name, "pop") == 0 && nargs <= 1 && (nargs == 0 || is_index(args[0]))) {
+        return list_pop(I, l, nargs ? args[0] : NULL, out);
+    } else if (strcmp(name, "remove") == 0 && nargs == 1) {
+        if ((rc = list_shadow(I, l, &s)) != CAP_NEXT)
+            return rc;
+        Py_ssize_t i = PySequence_Index(s, args[0]);
+        if (i < 0) {
+            if (PyErr_ExceptionMatches(PyExc_ValueError)) {
+                PyErr_Clear();
+                PyErr_SetString(PyExc_ValueError, "list.remove(x): x not in list");
+            }
+            return CAP_ERR;
+        }
+        PyObject *key = PyLong_FromSsize_t(i);
+        rc = key ? cap_t_effect(I, CAP_E_POP, l, key, NULL) : CAP_ERR;
+        Py_XDECREF(key);
+        if (rc == CAP_NEXT && PySequence_DelItem(s, i) < 0)
+            rc = CAP_ERR;
+    } else if (strcmp(name, "clear") == 0 && nargs == 0) {
+        rc = clear(I, l);
+    } else {
+        return CAP_NONE;
+    }
+    if (rc == CAP_NEXT)
+        *out = Py_NewRef(Py_None);
+    return rc;
+}
+
+/* ---- entry points ---------------------------------------------------------------------- */
+
+int cap_t_outside_mutator(cap_interp *I, PyObject *self, const char *name, PyObject *const *args,
+                          int nargs, PyObject *kwnames, PyObject **out)
+{
+    if (PyDict_CheckExact(self))
+        return dict_mutator(I, self, name, args, nargs, kwnames, out);
+    if (PyList_CheckExact(self) && !kwnames)
+        return list_mutator(I, self, name, args, nargs, out);
+    return CAP_NONE;
+}
+
+int cap_t_outside_item_write(cap_interp *I, PyObject *obj, PyObject *key, PyObject *v)
+{
+    if (PyDict_CheckExact(obj))
+        return dict_write(I, obj, key, v);
+    if (!PyList_CheckExact(obj) || !is_index(key))
+        return CAP_NONE;
+    PyObject *s = NULL;
+    int rc = cap_t_effect(I, v ? CAP_E_ITEM_SET : CAP_E_ITEM_DEL, obj, key, v);
+    if (rc == CAP_NEXT)
+        rc = list_shadow(I, obj, &s);
+    if (rc != CAP_NEXT)
+        return rc;
+    return (v ? PyObject_SetItem(s, key, v) : PyObject_DelItem(s, key)) < 0 ? CAP_ERR : CAP_NEXT;
+}
+
+int cap_t_global_write(cap_interp *I, cap_frame *f, PyObject *name, PyObject *v)
+{
+    if (!PyDict_CheckExact(f->globals))
+        return cap_t_break(I->T, CAP_B_GLOBAL_WRITE,
+                           "global '%s' of a namespace that is not a dict", PyUnicode_AsUTF8(name));
+    if (cap_t_const_source(I->T, f->globals) < 0)
+        return CAP_ERR;
+    int rc = dict_write(I, f->globals, name, v);
+    if (rc == CAP_ERR && !v && PyErr_ExceptionMatches(PyExc_KeyError)) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_NameError, "name '%U' is not defined", name);
+    }
+    return rc;
+}
+
+int cap_t_global_written(cap_interp *I, cap_frame *f, PyObject *name, PyObject **out)
+{
+    PyObject *v = NULL;
+    int w = cap_t_dict_written(I->T, f->globals, name, &v);
+    if (w < 0)
+        return CAP_NONE;
+    if (!w)
+        return cap_t_break(I->T, CAP_B_GLOBAL_WRITE, "global '%s' read after it was deleted",
+                           PyUnicode_AsUTF8(name));
+    *out = Py_NewRef(v);
+    return CAP_NEXT;
+}
+
+int cap_t_module_attr_written(cap_trace *T, PyObject *mod, PyObject *name, PyObject **out)
+{
+    PyObject *v = NULL;
+    int w = cap_t_dict_written(T, PyModule_GetDict(mod), name, &v);
+    if (w < 0)
+        return CAP_NONE;
+    if (!w) {
+        PyErr_Format(PyExc_AttributeError, "module '%s' has no attribute '%U'",
+                     PyModule_GetName(mod), name);
+        return CAP_ERR;
+    }
+    *out = Py_NewRef(v);
+    return CAP_NEXT;
+}
+
+/* ---- cells ------------------------------------------------------------------------------ */
+
+int cap_t_write_cell(cap_interp *I, PyObject *cell, PyObject *v, bool *done)
+{
+    *done = false;
+    if (cap_t_source_of(I->T, cell) < 0)
+        return CAP_NEXT;
+    int rc = cap_t_effect(I, v ? CAP_E_CELL_SET : CAP_E_CELL_DEL, cell, NULL, v);
+    PyObject *rec = rc == CAP_NEXT ? record_get(I->T, cell) : NULL;
+    if (!rec)
+        return rc == CAP_NEXT ? CAP_ERR : rc;
+    *done = true;
+    PyList_SetItem(rec, REC_SHADOW, Py_NewRef(v ? v : deleted()));
+    return CAP_NEXT;
+}
+
+int cap_t_load_cell(cap_trace *T, PyObject *cell, PyObject **v)
+{
+    int csrc = cap_t_source_of(T, cell);
+    if (csrc < 0)
+        return CAP_NEXT;
+    PyObject *rec = record_of(T, cell);
+    if (rec) { /* written in this trace */
+        PyObject *w = PyList_GetItem(rec, REC_SHADOW);
+        if (w == deleted())
+            return cap_t_break(T, CAP_B_MUTATE_OUTSIDE,
+                               "a closure variable read after it was deleted");
+        Py_SETREF(*v, Py_NewRef(w));
+        return CAP_NEXT;
+    }
+    int s = cap_source_add(T, CAP_S_CELL, csrc, 0, 0, NULL);
+    PyObject *w = s >= 0 ? cap_t_wrap(T, *v, s) : NULL;
+    if (!w)
+        return CAP_ERR;
+    Py_SETREF(*v, w);
+    return CAP_NEXT;
+}

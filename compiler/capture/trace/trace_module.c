@@ -1,0 +1,255 @@
+/* nn.Module's iteration methods while tracing: parameters(), buffers(),
+ * children(), modules() and their named_ forms.
+ *
+ * They are generator functions in torch, which ptc does not trace; but what
+ * they yield only depends on the module tree, which the trace can read with
+ * guards: each module's _modules, _parameters and _buffers dicts are walked
+ * through their sources (so their keys are guarded and every yielded object
+ * has a source), following torch's order and de-duplication rules. The call
+ * returns an iterator over the list (a generator if it escapes to the user).
+ */
+#include "capture/interp/interp.h"
+#include "capture/torch/torch.h"
+
+#include <string.h>
+
+enum { MI_NAMED_PARAMETERS, MI_PARAMETERS, MI_NAMED_BUFFERS, MI_BUFFERS, MI_NAMED_CHILDREN,
+       MI_CHILDREN, MI_NAMED_MODULES, MI_MODULES, MI_COUNT };
+
+static const char *mi_names[MI_COUNT] = {"named_parameters", "parameters", "named_buffers", "buffers",
+                                         "named_children", "children", "named_modules", "modules"};
+static PyObject *mi_fns[MI_COUNT];
+
+/* Which of the methods fn is (the plain function from torch.nn.Module), or -1. */
+int cap_module_iter_kind(PyObject *fn)
+{
+    static bool init;
+    if (!init) {
+        init = true;
+        for (int i = 0; i < MI_COUNT; i++)
+            mi_fns[i] = PyObject_GetAttrString(cap_T.Module, mi_names[i]);
+        PyErr_Clear();
+    }
+    for (int i = 0; i < MI_COUNT; i++)
+        if (fn == mi_fns[i] && fn)
+            return i;
+    return -1;
+}
+
+typedef struct walk {
+    cap_interp *I;
+    PyObject *memo;  /* set of ids already yielded */
+    PyObject *out;   /* list of results */
+    bool dedupe;
+} walk;
+
+/* The items of mod.<attr> (a dict) in order: keys (guarded), values
+ * (wrapped through their sources) and the real values (for identity).
+ * Returns new lists in *keys, *vals, *raw. */
+static int dict_items(cap_interp *I, PyObject *mod, const char *attr, PyObject **keys, PyObject **vals,
+                      PyObject **raw)
+{
+    PyObject *name = PyUnicode_FromString(attr), *d = NULL, *it = NULL, *k = NULL;
+    *keys = *vals = *raw = NULL;
+    int rc = name ? cap_t_getattr(I, mod, name, &d) : CAP_ERR;
+    Py_XDECREF(name);
+    if (rc == CAP_FRAME)
+        return cap_t_break(I->T, CAP_B_UNSUPPORTED_CALL, "a module whose %s is computed", attr);
+    if (rc != CAP_NEXT)
+        return rc;
+    if (!PyDict_Check(d)) {
+        Py_DECREF(d);
+        return cap_t_break(I->T, CAP_B_UNSUPPORTED_CALL, "a module whose %s is not a dict", attr);
+    }
+    *keys = PyList_New(0);
+    *vals = PyList_New(0);
+    *raw = PyList_New(0);
+    rc = *keys && *vals && *raw ? cap_t_iter(I, d, &it) : CAP_ERR;
+    while (rc == CAP_NEXT && (rc = cap_t_next(I, it, &k)) == CAP_NEXT && k) {
+        PyObject *v = NULL;
+        rc = cap_t_getitem(I, d, k, &v);
+        PyObject *r = rc == CAP_NEXT ? PyDict_GetItemWithError(d, k) : NULL;
+        if (rc == CAP_NEXT && (!r || PyList_Append(*keys, k) < 0 || PyList_Append(*vals, v) < 0 ||
+                               PyList_Append(*raw, r) < 0))
+            rc = CAP_ERR;
+        Py_CLEAR(k);
+        Py_XDECREF(v);
+    }
+    if (rc == CAP_FRAME)
+        rc = cap_t_break(I->T, CAP_B_OPAQUE_ITERATOR, "a module dict with a Python iterator");
+    Py_XDECREF(it);
+    Py_DECREF(d);
+    if (rc != CAP_NEXT) {
+        Py_CLEAR(*keys);
+        Py_CLEAR(*vals);
+        Py_CLEAR(*raw);
+    }
+    return rc;
+}
+
+/* Adds the real object v unless seen (when de-duplicating): 1 added, 0
+ * seen, -1 error. */
+static int remember(walk *w, PyObject *v)
+{
+    PyObject *id = PyLong_FromVoidPtr(v);
+    if (!id)
+        return -1;
+    int seen = PySet_Contains(w->memo, id);
+    if (seen == 0 && w->dedupe)
+        seen = PySet_Add(w->memo, id) < 0 ? -1 : 0;
+    Py_DECREF(id);
+    return seen < 0 ? -1 : !seen;
+}
+
+static PyObject *join(PyObject *prefix, PyObject *name)
+{
+    if (PyUnicode_GetLength(prefix) == 0)
+        return Py_NewRef(name);
+    return PyUnicode_FromFormat("%U.%U", prefix, name);
+}
+
+/* named_modules: (prefix, module) pairs, depth first, parents first. */
+static int named_modules(walk *w, PyObject *mod, PyObject *prefix, PyObject *pairs)
+{
+    int add = remember(w, mod);
+    if (add < 0)
+        return CAP_ERR;
+    if (!add)
+        return CAP_NEXT;
+    PyObject *pair = PyTuple_Pack(2, prefix, mod);
+    if (!pair || PyList_Append(pairs, pair) < 0) {
+        Py_XDECREF(pair);
+        return CAP_ERR;
+    }
+    Py_DECREF(pair);
+    PyObject *keys, *vals, *raw;
+    int rc = dict_items(w->I, mod, "_modules", &keys, &vals, &raw);
+    for (Py_ssize_t i = 0; rc == CAP_NEXT && i < PyList_Size(keys); i++) {
+        PyObject *child = PyList_GetItem(vals, i);
+        if (child == Py_None)
+            continue;
+        PyObject *p = join(prefix, PyList_GetItem(keys, i));
+        rc = p ? named_modules(w, child, p, pairs) : CAP_ERR;
+        Py_XDECREF(p);
+    }
+    Py_XDECREF(keys);
+    Py_XDECREF(vals);
+    Py_XDECREF(raw);
+    return rc;
+}
+
+static PyObject *kwarg(PyObject *const *args, int nargs, PyObject *kwnames, const char *name, int pos)
+{
+    int nkw = kwnames ? (int)PyTuple_Size(kwnames) : 0;
+    for (int i = 0; i < nkw; i++)
+        if (PyUnicode_CompareWithASCIIString(PyTuple_GetItem(kwnames, i), name) == 0)
+            return args[nargs - nkw + i];
+    return pos < nargs - nkw ? args[pos] : NULL;
+}
+
+static int flag(PyObject *v, bool dflt)
+{
+    return v ? PyObject_IsTrue(v) : dflt;
+}
+
+int cap_module_iter_call(cap_interp *I, int kind, PyObject *const *args, int nargs, PyObject *kwnames,
+                         PyObject **out)
+{
+    cap_trace *T = I->T;
+    PyObject *mod = nargs > 0 ? args[0] : NULL;
+    if (!mod || cap_t_source_of(T, mod) < 0 || !PyObject_TypeCheck(mod, (PyTypeObject *)cap_T.Module))
+        return cap_t_break(T, CAP_B_GENERATOR, "Module.%s of a module made in the trace", mi_names[kind]);
+    bool members = kind <= MI_BUFFERS, named = kind % 2 == 0;
+    PyObject *prefix = NULL, *recurse = NULL, *dedupe = NULL;
+    if (members) {
+        prefix = named ? kwarg(args, nargs, kwnames, "prefix", 1) : NULL;
+        recurse = kwarg(args, nargs, kwnames, "recurse", named ? 2 : 1);
+        dedupe = named ? kwarg(args, nargs, kwnames, "remove_duplicate", 3) : NULL;
+    } else if (kind == MI_NAMED_MODULES) {
+        PyObject *memo = kwarg(args, nargs, kwnames, "memo", 1);
+        if (memo && memo != Py_None)
+            return cap_t_break(T, CAP_B_GENERATOR, "Module.named_modules with a memo");
+        prefix = kwarg(args, nargs, kwnames, "prefix", 2);
+        dedupe = kwarg(args, nargs, kwnames, "remove_duplicate", 3);
+    }
+    if ((prefix && !PyUnicode_Check(prefix)) || (recurse && !cap_is_constant(recurse)) ||
+        (dedupe && !cap_is_constant(dedupe)))
+        return cap_t_break(T, CAP_B_GENERATOR, "Module.%s with non-constant arguments", mi_names[kind]);
+    PyObject *empty = PyUnicode_FromString("");
+    walk w = {I, PySet_New(NULL), PyList_New(0), flag(dedupe, true) == 1};
+    PyObject *pairs = PyList_New(0);
+    int rc = w.memo && w.out && pairs && empty ? CAP_NEXT : CAP_ERR;
+    if (rc == CAP_NEXT && (kind == MI_NAMED_CHILDREN || kind == MI_CHILDREN)) {
+        PyObject *keys, *vals, *raw;
+        rc = dict_items(I, mod, "_modules", &keys, &vals, &raw);
+        for (Py_ssize_t i = 0; rc == CAP_NEXT && i < PyList_Size(keys); i++) {
+            PyObject *child = PyList_GetItem(vals, i);
+            int add = child == Py_None ? 0 : remember(&w, PyList_GetItem(raw, i));
+            PyObject *pair = add > 0 ? PyTuple_Pack(2, PyList_GetItem(keys, i), child) : NULL;
+            if (add < 0 || (add > 0 && (!pair || PyList_Append(pairs, pair) < 0)))
+                rc = CAP_ERR;
+            Py_XDECREF(pair);
+        }
+        Py_XDECREF(keys);
+        Py_XDECREF(vals);
+        Py_XDECREF(raw);
+    } else if (rc == CAP_NEXT) {
+        bool all = !members || flag(recurse, true) == 1;
+        if (all) {
+            walk mw = {I, PySet_New(NULL), NULL, w.dedupe};
+            rc = mw.memo ? named_modules(&mw, mod, prefix ? prefix : empty, pairs) : CAP_ERR;
+            Py_XDECREF(mw.memo);
+        } else {
+            PyObject *pair = PyTuple_Pack(2, prefix ? prefix : empty, mod);
+            rc = pair && PyList_Append(pairs, pair) == 0 ? CAP_NEXT : CAP_ERR;
+            Py_XDECREF(pair);
+        }
+        if (members) {
+            /* Each module's _parameters / _buffers, skipping None and repeats. */
+            PyObject *result = PyList_New(0);
+            for (Py_ssize_t i = 0; rc == CAP_NEXT && i < PyList_Size(pairs); i++) {
+                PyObject *pair = PyList_GetItem(pairs, i), *keys, *vals, *raw;
+                rc = dict_items(I, PyTuple_GetItem(pair, 1), kind <= MI_PARAMETERS ? "_parameters" : "_buffers",
+                                &keys, &vals, &raw);
+                for (Py_ssize_t k = 0; rc == CAP_NEXT && k < PyList_Size(keys); k++) {
+                    PyObject *v = PyList_GetItem(vals, k);
+                    int add = v == Py_None ? 0 : remember(&w, PyList_GetItem(raw, k));
+                    if (add <= 0) {
+                        rc = add < 0 ? CAP_ERR : CAP_NEXT;
+                        continue;
+                    }
+                    PyObject *name = join(PyTuple_GetItem(pair, 0), PyList_GetItem(keys, k));
+                    PyObject *item = name ? PyTuple_Pack(2, name, v) : NULL;
+                    if (!item || PyList_Append(result, item) < 0)
+                        rc = CAP_ERR;
+                    Py_XDECREF(name);
+                    Py_XDECREF(item);
+                }
+                Py_XDECREF(keys);
+                Py_XDECREF(vals);
+                Py_XDECREF(raw);
+            }
+            Py_SETREF(pairs, result);
+        }
+    }
+    /* Plain forms yield the second element of each pair. */
+    for (Py_ssize_t i = 0; rc == CAP_NEXT && pairs && i < PyList_Size(pairs); i++) {
+        PyObject *pair = PyList_GetItem(pairs, i);
+        if (PyList_Append(w.out, named ? pair : PyTuple_GetItem(pair, 1)) < 0)
+            rc = CAP_ERR;
+    }
+    if (rc == CAP_NEXT && !pairs)
+        rc = CAP_ERR;
+    if (rc == CAP_NEXT) {
+        *out = cap_iter_seq(w.out, -1, T);
+        if (*out)
+            ((cap_iter *)*out)->gen = true;
+        else
+            rc = CAP_ERR;
+    }
+    Py_XDECREF(empty);
+    Py_XDECREF(pairs);
+    Py_XDECREF(w.memo);
+    Py_XDECREF(w.out);
+    return rc;
+}

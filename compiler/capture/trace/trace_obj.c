@@ -1,0 +1,1075 @@
+/* Tracing Python objects: attributes, items, iteration, globals and the
+ * other ways values flow out of objects that existed before the call.
+ *
+ * Reads of an outside object produce outside values with derived sources
+ * (self.conv1 is `_modules['conv1']` of self; a list item is its index), so
+ * guards cover exactly what the trace looked at. Attribute lookup follows
+ * Python's order (data descriptors, the instance dict, class attributes,
+ * __getattr__), with nn.Module's parameters, buffers and submodules read from
+ * their dicts directly, and properties and __getattr__ written in Python
+ * inlined. Writes to outside objects are graph breaks.
+ */
+#include "capture/torch/torch.h"
+
+#include <string.h>
+
+/* Library code whose module attributes and globals are taken as constants. */
+static const char *frozen_pkgs[] = {
+    "torch", "torchvision", "timm", "transformers", "math", "operator", "builtins",
+    "functools", "itertools", "collections", "typing", "types", "enum", "dataclasses",
+    "inspect", "warnings", "copy", "numpy", "abc", "contextlib", "numbers", "re",
+    "string", "logging", "importlib", "einops", "huggingface_hub", "safetensors",
+    "packaging", "typing_extensions", "sys", "os", "weakref", "threading", "ptc",
+};
+
+static bool frozen_name(PyObject *name)
+{
+    const char *s = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    if (!s)
+        return false;
+    for (size_t i = 0; i < sizeof frozen_pkgs / sizeof *frozen_pkgs; i++) {
+        size_t n = strlen(frozen_pkgs[i]);
+        if (strncmp(s, frozen_pkgs[i], n) == 0 && (s[n] == 0 || s[n] == '.'))
+            return true;
+    }
+    return false;
+}
+
+bool cap_frozen_globals(PyObject *globals)
+{
+    return frozen_name(PyDict_GetItemString(globals, "__name__"));
+}
+
+static bool frozen_module(PyObject *mod)
+{
+    PyObject *d = PyModule_GetDict(mod);
+    return d && cap_frozen_globals(d);
+}
+
+/* A value read from outside: wrapped with guards when the source is known. */
+static int outside_value(cap_trace *T, PyObject *v, int src, PyObject **out)
+{
+    if (src < 0) {
+        *out = Py_NewRef(v);
+        return CAP_NEXT;
+    }
+    *out = cap_t_wrap(T, v, src);
+    return *out ? CAP_NEXT : CAP_ERR;
+}
+
+static int derived(cap_trace *T, PyObject *v, int kind, int parent, int index, PyObject *key,
+                   PyObject **out)
+{
+    int s = parent >= 0 ? cap_source_add(T, kind, parent, 0, index, key) : -1;
+    if (parent >= 0 && s < 0)
+        return CAP_ERR;
+    return outside_value(T, v, s, out);
+}
+
+static int const_value(cap_trace *T, PyObject *v, PyObject **out)
+{
+    if (cap_is_constant(v) || cap_is_tensor(v)) {
+        *out = Py_NewRef(v);
+        return CAP_NEXT;
+    }
+    int s = cap_source_add(T, CAP_S_CONST, -1, 0, 0, v);
+    return s < 0 ? CAP_ERR : outside_value(T, v, s, out);
+}
+
+static PyObject *inst_dict(PyObject *obj)
+{
+    PyObject *d = PyObject_GenericGetDict(obj, NULL);
+    if (!d)
+        PyErr_Clear();
+    return d;
+}
+
+static bool is_data_descr(PyObject *descr)
+{
+    return PyType_GetSlot(Py_TYPE(descr), Py_tp_descr_set) != NULL;
+}
+
+static PyObject *python_method(PyObject *obj, const char *name, PyObject *skip)
+{
+    PyObject *s = PyUnicode_InternFromString(name);
+    PyObject *m = s ? cap_type_lookup(Py_TYPE(obj), s) : NULL;
+    Py_XDECREF(s);
+    return m && cap_is_function(m) && m != skip ? m : NULL;
+}
+
+static PyObject *bound_method(PyObject *func, PyObject *self)
+{
+    return PyObject_CallFunctionObjArgs(cap_P.MethodType, func, self, NULL);
+}
+
+/* nn.Module's __getattr__: parameters, buffers, submodules. */
+static int module_attr(cap_trace *T, PyObject *mod, int src, PyObject *name, PyObject **out,
+                       bool *found)
+{
+    static const int kinds[3] = {CAP_S_MODPARAM, CAP_S_MODBUF, CAP_S_MODCHILD};
+    PyObject *keys[3] = {cap_T.s_parameters, cap_T.s_buffers, cap_T.s_modules};
+    PyObject *d = inst_dict(mod);
+    *found = false;
+    if (!d)
+        return CAP_NEXT;
+    for (int k = 0; k < 3; k++) {
+        PyObject *sub = PyDict_GetItem(d, keys[k]);
+        PyObject *v = sub && PyDict_Check(sub) ? PyDict_GetItem(sub, name) : NULL;
+        if (!v)
+            continue;
+        *found = true;
+        Py_DECREF(d);
+        return derived(T, v, kinds[k], src, 0, name, out);
+    }
+    Py_DECREF(d);
+    return CAP_NEXT;
+}
+
+/* The value an earlier write of this trace left in obj.name, if any. */
+static int shadowed(cap_trace *T, PyObject *obj, PyObject *name, PyObject **out)
+{
+    PyObject *key = PyLong_FromVoidPtr(obj);
+    PyObject *attrs = key ? PyDict_GetItem(T->shadow, key) : NULL;
+    PyObject *v = attrs ? PyDict_GetItem(attrs, name) : NULL;
+    Py_XDECREF(key);
+    if (!v)
+        return CAP_NONE;
+    if (PyTuple_Check(v) && PyTuple_Size(v) == 0) { /* deleted */
+        PyErr_Format(PyExc_AttributeError, "'%s' object has no attribute '%U'", cap_tpname(Py_TYPE(obj)), name);
+        return CAP_ERR;
+    }
+    *out = Py_NewRef(PyList_GetItem(v, 0));
+    return CAP_NEXT;
+}
+
+/* A real tensor's attribute: methods are fine (calling them is the break);
+ * data would be read at trace time and baked in. */
+static int real_tensor_attr(cap_trace *T, PyObject *obj, PyObject *name, PyObject **out)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (!v)
+        return CAP_ERR;
+    if (PyCFunction_Check(v) || cap_is_method(v)) {
+        *out = v;
+        return CAP_NEXT;
+    }
+    Py_DECREF(v);
+    char what[96];
+    snprintf(what, sizeof what, "attribute '%s'", PyUnicode_AsUTF8(name));
+    return cap_t_real_tensor(T, obj, what);
+}
+
+/* A module's attribute: what the trace wrote, else the value, guarded unless
+ * the module is one whose globals never change. */
+static int module_object_attr(cap_trace *T, PyObject *obj, PyObject *name, int src, PyObject **out)
+{
+    int rc = cap_t_module_attr_written(T, obj, name, out);
+    if (rc != CAP_NONE)
+        return rc;
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (!v)
+        return CAP_ERR;
+    if (src < 0 && !frozen_module(obj)) /* imported in the trace: still guarded */
+        src = cap_t_const_source(T, obj);
+    rc = src < 0 || frozen_module(obj) ? const_value(T, v, out)
+                                       : derived(T, v, CAP_S_INSTDICT, src, 0, name, out);
+    Py_DECREF(v);
+    return rc;
+}
+
+/* Python's lookup order is emulated for objects using object's
+ * __getattribute__; super objects and other C types with their own run for
+ * real, one written in Python is inlined. CAP_NONE: obj's type has none. */
+static int custom_getattribute(cap_interp *I, PyObject *obj, PyObject *name, int src, bool generic,
+                               PyObject **out)
+{
+    cap_trace *T = I->T;
+    bool custom = !PyType_Check(obj) && PyType_GetSlot(Py_TYPE(obj), Py_tp_getattro) !=
+                                            PyType_GetSlot(&PyBaseObject_Type, Py_tp_getattro);
+    PyObject *ga = custom ? cap_type_lookup(Py_TYPE(obj), cap_P.s_getattribute) : NULL;
+    if (custom && ga && ga == cap_type_lookup(&PyBaseObject_Type, cap_P.s_getattribute))
+        custom = false; /* only a Python __getattr__ (nn.Module): emulated below */
+    if (!custom || generic)
+        return CAP_NONE;
+    if (ga && cap_is_function(ga)) {
+        PyObject *args[2] = {obj, name};
+        int rc = cap_call_inline(I, ga, args, 2, NULL, cap_ret_push);
+        if (rc != CAP_NEXT)
+            return rc;
+    }
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (!v)
+        return CAP_ERR;
+    int rc = derived(T, v, CAP_S_ATTR, src, 0, name, out);
+    Py_DECREF(v);
+    return rc;
+}
+
+/* Properties, data descriptors, the instance dict, then the class's other
+ * attributes, in Python's order. CAP_NONE: none of them has `name`. */
+static int class_lookup(cap_interp *I, PyObject *obj, PyObject *name, int src, PyObject **out)
+{
+    cap_trace *T = I->T;
+    PyObject *descr = PyType_Check(obj) ? NULL : cap_type_lookup(Py_TYPE(obj), name);
+    if (descr && PyObject_TypeCheck(descr, &PyProperty_Type)) {
+        PyObject *fget = PyObject_GetAttrString(descr, "fget");
+        if (fget && cap_is_function(fget)) {
+            PyObject *args[1] = {obj};
+            int rc = cap_call_inline(I, fget, args, 1, NULL, cap_ret_push);
+            Py_DECREF(fget);
+            if (rc != CAP_NEXT)
+                return rc;
+        } else {
+            Py_XDECREF(fget);
+            PyErr_Clear();
+        }
+    }
+    if (descr && is_data_descr(descr)) {
+        PyObject *v = PyObject_GetAttr(obj, name);
+        if (!v)
+            return CAP_ERR;
+        int rc = derived(T, v, CAP_S_ATTR, src, 0, name, out);
+        Py_DECREF(v);
+        return rc;
+    }
+    if (!PyType_Check(obj)) {
+        PyObject *d = inst_dict(obj);
+        PyObject *v = d && PyDict_Check(d) ? PyDict_GetItem(d, name) : NULL;
+        if (v) {
+            Py_INCREF(v);
+            Py_DECREF(d);
+            int rc = derived(T, v, CAP_S_INSTDICT, src, 0, name, out);
+            Py_DECREF(v);
+            return rc;
+        }
+        Py_XDECREF(d);
+    }
+    if (descr) {
+        if (cap_is_function(descr)) {
+            /* A method of an outside object's class: guarded (the class
+               still has it, the instance does not shadow it), so that
+               replacing it recompiles. */
+            PyObject *m = bound_method(descr, obj);
+            if (!m || src < 0) {
+                *out = m;
+                return m ? CAP_NEXT : CAP_ERR;
+            }
+            int rc = derived(T, m, CAP_S_ATTR, src, 0, name, out);
+            Py_DECREF(m);
+            return rc;
+        }
+        descrgetfunc get = (descrgetfunc)PyType_GetSlot(Py_TYPE(descr), Py_tp_descr_get);
+        if (get) {
+            *out = get(descr, obj, (PyObject *)Py_TYPE(obj));
+            return *out ? CAP_NEXT : CAP_ERR;
+        }
+        return derived(T, descr, CAP_S_ATTR, src, 0, name, out);
+    }
+    return CAP_NONE;
+}
+
+/* Nothing on the class or the instance: nn.Module's parameters, buffers and
+ * submodules, a Python __getattr__, else the real getattr (which raises). */
+static int missing_attr(cap_interp *I, PyObject *obj, PyObject *name, int src, PyObject **out)
+{
+    cap_trace *T = I->T;
+    if (PyObject_TypeCheck(obj, (PyTypeObject *)cap_T.Module)) {
+        bool found;
+        int rc = module_attr(T, obj, src, name, out, &found);
+        if (rc != CAP_NEXT || found)
+            return rc;
+    }
+    PyObject *gattr =
+        PyType_Check(obj) ? NULL : python_method(obj, "__getattr__", cap_T.module_getattr);
+    if (gattr) {
+        PyObject *args[2] = {obj, name};
+        int rc = cap_call_inline(I, gattr, args, 2, NULL, cap_ret_push);
+        if (rc != CAP_NEXT)
+            return rc;
+    }
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (!v)
+        return CAP_ERR;
+    int rc = PyType_Check(obj) && src >= 0 ? derived(T, v, CAP_S_ATTR, src, 0, name, out)
+             : src >= 0                    ? derived(T, v, CAP_S_ATTR, src, 0, name, out)
+                                           : outside_value(T, v, -1, out);
+    Py_DECREF(v);
+    return rc;
+}
+
+static int getattr_impl(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out, bool generic)
+{
+    cap_trace *T = I->T;
+    if (cap_is_tensor(obj))
+        return cap_torch_getattr(T, (cap_tensor *)obj, name, out);
+    if (cap_t_is_real_tensor(obj))
+        return real_tensor_attr(T, obj, name, out);
+    int src = cap_t_source_of(T, obj);
+    if (src >= 0 && PyDict_Size(T->shadow) > 0) {
+        int rc = shadowed(T, obj, name, out);
+        if (rc != CAP_NONE)
+            return rc;
+    }
+    if (PyModule_Check(obj))
+        return module_object_attr(T, obj, name, src, out);
+    int rc = custom_getattribute(I, obj, name, src, generic, out);
+    if (rc == CAP_NONE)
+        rc = class_lookup(I, obj, name, src, out);
+    return rc != CAP_NONE ? rc : missing_attr(I, obj, name, src, out);
+}
+
+int cap_t_getattr(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out)
+{
+    return getattr_impl(I, obj, name, out, false);
+}
+
+int cap_t_getattr_generic(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out)
+{
+    return getattr_impl(I, obj, name, out, true);
+}
+
+/* Can obj.name = v be replayed with a plain setattr after the graph? The
+ * object's __setattr__ must be object's (or nn.Module's for a plain
+ * attribute), and no data descriptor may own the name. */
+static bool replayable_write(PyObject *obj, PyObject *name, PyObject *v)
+{
+    PyObject *sa = cap_type_lookup(Py_TYPE(obj), PyUnicode_InternFromString("__setattr__"));
+    PyObject *base_sa = cap_type_lookup(&PyBaseObject_Type, PyUnicode_InternFromString("__setattr__"));
+    PyObject *module_sa = cap_type_lookup((PyTypeObject *)cap_T.Module, PyUnicode_InternFromString("__setattr__"));
+    PyObject *descr = cap_type_lookup(Py_TYPE(obj), name);
+    if (descr && is_data_descr(descr))
+        return false;
+    if (sa == base_sa) {
+        PyObject *d = PyObject_GenericGetDict(obj, NULL);
+        if (!d) {
+            PyErr_Clear();
+            return false;
+        }
+        Py_DECREF(d);
+        return true;
+    }
+    if (sa != module_sa)
+        return false;
+    /* nn.Module: not a parameter, buffer or submodule, and not becoming one. */
+    PyObject *keys[3] = {cap_T.s_parameters, cap_T.s_buffers, cap_T.s_modules};
+    PyObject *d = PyObject_GenericGetDict(obj, NULL);
+    bool plain = d != NULL;
+    for (int k = 0; plain && k < 3; k++) {
+        PyObject *sub = PyDict_GetItem(d, keys[k]);
+        plain = !(sub && PyDict_Check(sub) && PyDict_GetItem(sub, name));
+    }
+    Py_XDECREF(d);
+    PyErr_Clear();
+    if (v && (PyObject_TypeCheck(v, (PyTypeObject *)cap_T.Parameter) ||
+              PyObject_TypeCheck(v, (PyTypeObject *)cap_T.Module) ||
+              (cap_is_tensor(v) && ((cap_tensor *)v)->fake_type == cap_T.Parameter)))
+        return false;
+    return plain;
+}
+
+/* object.__setattr__(obj, name, v) on an outside object: replayable when the
+ * name lands in the instance dict (no data descriptor owns it). */
+static bool plain_dict_attr(PyObject *obj, PyObject *name)
+{
+    PyObject *descr = cap_type_lookup(Py_TYPE(obj), name);
+    if (descr && is_data_descr(descr))
+        return false;
+    PyObject *d = PyObject_GenericGetDict(obj, NULL);
+    if (!d) {
+        PyErr_Clear();
+        return false;
+    }
+    Py_DECREF(d);
+    return true;
+}
+
+/* Logs obj.name = v (v NULL: del); later reads in the trace see it. */
+static int record_write(cap_interp *I, PyObject *obj, PyObject *name, PyObject *v)
+{
+    cap_trace *T = I->T;
+    int rc = cap_t_effect(I, v ? CAP_E_ATTR_SET : CAP_E_ATTR_DEL, obj, name, v);
+    if (rc != CAP_NEXT)
+        return rc;
+    PyObject *key = PyLong_FromVoidPtr(obj);
+    PyObject *attrs = key ? PyDict_GetItem(T->shadow, key) : NULL;
+    if (key && !attrs) {
+        attrs = PyDict_New();
+        if (!attrs || PyDict_SetItem(T->shadow, key, attrs) < 0) {
+            Py_XDECREF(attrs);
+            Py_DECREF(key);
+            return CAP_ERR;
+        }
+        Py_DECREF(attrs);
+    }
+    Py_XDECREF(key);
+    /* The value lives in a 1-list (a deleted attribute is the empty tuple). */
+    PyObject *holder = v ? PyList_New(1) : PyTuple_New(0);
+    if (!holder)
+        return CAP_ERR;
+    if (v)
+        PyList_SetItem(holder, 0, Py_NewRef(v));
+    rc = attrs && PyDict_SetItem(attrs, name, holder) == 0 ? CAP_NEXT : CAP_ERR;
+    Py_DECREF(holder);
+    return rc;
+}
+
+static int setattr_impl(cap_interp *I, PyObject *obj, PyObject *name, PyObject *v, bool generic);
+
+int cap_t_setattr(cap_interp *I, PyObject *obj, PyObject *name, PyObject *v)
+{
+    return setattr_impl(I, obj, name, v, false);
+}
+
+int cap_t_setattr_generic(cap_interp *I, PyObject *obj, PyObject *name, PyObject *v)
+{
+    return setattr_impl(I, obj, name, v, true);
+}
+
+static int setattr_impl(cap_interp *I, PyObject *obj, PyObject *name, PyObject *v, bool generic)
+{
+    cap_trace *T = I->T;
+    if (cap_is_tensor(obj))
+        return cap_t_break(T, CAP_B_TENSOR_ATTR_WRITE, "tensor attribute '%s' written",
+                           PyUnicode_AsUTF8(name));
+    if (PyModule_Check(obj) && PyDict_CheckExact(PyModule_GetDict(obj))) {
+        /* A write to the module's dict (even of a module imported in the
+           trace: it outlives the call), which its functions' globals see. */
+        if (cap_t_const_source(T, PyModule_GetDict(obj)) < 0)
+            return CAP_ERR;
+        return cap_t_outside_item_write(I, PyModule_GetDict(obj), name, v);
+    }
+    if (cap_t_outside(T, obj)) {
+        if (!cap_is_constant(obj) && !PyType_Check(obj) &&
+            (generic ? plain_dict_attr(obj, name) : replayable_write(obj, name, v)))
+            return record_write(I, obj, name, v);
+        return cap_t_break(T, CAP_B_ATTR_WRITE, "attribute '%s' of a %s from outside %s",
+                           PyUnicode_AsUTF8(name), cap_tpname(Py_TYPE(obj)),
+                           v ? "written" : "deleted");
+    }
+    PyObject *m = generic ? NULL : python_method(obj, v ? "__setattr__" : "__delattr__", NULL);
+    if (m) {
+        PyObject *args[3] = {obj, name, v};
+        int rc = cap_call_inline(I, m, args, v ? 3 : 2, NULL, cap_ret_discard);
+        if (rc != CAP_NEXT)
+            return rc;
+    }
+    if (generic)
+        return PyObject_GenericSetAttr(obj, name, v) < 0 ? CAP_ERR : CAP_NEXT;
+    return PyObject_SetAttr(obj, name, v) < 0 ? CAP_ERR : CAP_NEXT;
+}
+
+/* ---- items -------------------------------------------------------------------- */
+
+static bool plain_dict(PyObject *o)
+{
+    return PyDict_Check(o) && !python_method(o, "__getitem__", NULL);
+}
+
+static bool plain_seq(PyObject *o)
+{
+    return (PyList_Check(o) || PyTuple_Check(o)) && !python_method(o, "__getitem__", NULL) &&
+           !python_method(o, "__iter__", NULL);
+}
+
+static Py_ssize_t seq_len(PyObject *o)
+{
+    return PyList_Check(o) ? PyList_Size(o) : PyTuple_Size(o);
+}
+
+static PyObject *seq_item(PyObject *o, Py_ssize_t i)
+{
+    return PyList_Check(o) ? PyList_GetItem(o, i) : PyTuple_GetItem(o, i);
+}
+
+/* Items [lo, hi) step of an outside list or tuple, wrapped with index sources. */
+static PyObject *seq_wrapped(cap_trace *T, PyObject *o, int src, Py_ssize_t start,
+                             Py_ssize_t step, Py_ssize_t n, bool as_tuple)
+{
+    PyObject *r = as_tuple ? PyTuple_New(n) : PyList_New(n);
+    for (Py_ssize_t k = 0; r && k < n; k++) {
+        Py_ssize_t i = start + k * step;
+        PyObject *w = NULL;
+        if (derived(T, seq_item(o, i), CAP_S_INDEX, src, (int)i, NULL, &w) != CAP_NEXT) {
+            Py_CLEAR(r);
+            break;
+        }
+        if (as_tuple)
+            PyTuple_SetItem(r, k, w);
+        else
+            PyList_SetItem(r, k, w);
+    }
+    return r;
+}
+
+static int len_guard(cap_trace *T, PyObject *o, int src)
+{
+    Py_ssize_t n = PyObject_Size(o);
+    if (n < 0)
+        return -1;
+    return src >= 0 ? cap_guard_add(T, CAP_G_LEN, src, NULL, n) : 0;
+}
+
+static int keys_guard(cap_trace *T, PyObject *d, int src, PyObject **keys_out)
+{
+    PyObject *keys = PyMapping_Keys(d);
+    PyObject *t = keys ? PyList_AsTuple(keys) : NULL;
+    Py_XDECREF(keys);
+    if (!t)
+        return -1;
+    for (Py_ssize_t i = 0; i < PyTuple_Size(t); i++)
+        if (!cap_is_key(PyTuple_GetItem(t, i))) {
+            Py_DECREF(t);
+            PyErr_SetString(PyExc_TypeError, "ptc: non-constant dict keys");
+            return -1;
+        }
+    if (src >= 0 && cap_guard_add(T, CAP_G_KEYS, src, t, 0) < 0) {
+        Py_DECREF(t);
+        return -1;
+    }
+    *keys_out = t;
+    return 0;
+}
+
+int cap_t_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out)
+{
+    cap_trace *T = I->T;
+    if (cap_is_tensor(obj))
+        return cap_torch_getitem(T, (cap_tensor *)obj, key, out);
+    if (cap_t_is_real_tensor(obj) || cap_t_is_real_tensor(key))
+        return cap_t_real_tensor(T, cap_t_is_real_tensor(obj) ? obj : key, "indexing");
+    if (cap_is_tensor(key))
+        return cap_t_break(T, CAP_B_TENSOR_ITEM, "a tensor used as an index of a %s",
+                           cap_tpname(Py_TYPE(obj)));
+    PyObject *written = NULL;
+    switch (PyDict_CheckExact(obj) ? cap_t_dict_written(T, obj, key, &written) : -1) {
+    case 1:
+        *out = Py_NewRef(written);
+        return CAP_NEXT;
+    case 0:
+        PyErr_SetObject(PyExc_KeyError, key);
+        return CAP_ERR;
+    }
+    int rc = cap_t_current(I, &obj);
+    if (rc != CAP_NEXT)
+        return rc;
+    int src = cap_t_source_of(T, obj);
+    PyObject *m = python_method(obj, "__getitem__", NULL);
+    if (m) {
+        PyObject *args[2] = {obj, key};
+        int rc = cap_call_inline(I, m, args, 2, NULL, cap_ret_push);
+        if (rc != CAP_NEXT)
+            return rc;
+    }
+    if (src < 0 || cap_is_constant(obj)) {
+        *out = PyObject_GetItem(obj, key);
+        return *out ? CAP_NEXT : CAP_ERR;
+    }
+    if (plain_dict(obj)) {
+        if (!cap_is_key(key))
+            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "outside dict indexed by a %s",
+                               cap_tpname(Py_TYPE(key)));
+        PyObject *v = PyDict_GetItemWithError(obj, key);
+        if (!v) {
+            if (!PyErr_Occurred() && cap_guard_add(T, CAP_G_DICT_HAS, src, key, 0) == 0)
+                PyErr_SetObject(PyExc_KeyError, key);
+            return CAP_ERR;
+        }
+        return derived(T, v, CAP_S_ITEM, src, 0, key, out);
+    }
+    if (plain_seq(obj)) {
+        if (len_guard(T, obj, src) < 0)
+            return CAP_ERR;
+        Py_ssize_t n = seq_len(obj);
+        if (PyIndex_Check(key)) {
+            Py_ssize_t i = PyNumber_AsSsize_t(key, PyExc_IndexError);
+            if (i == -1 && PyErr_Occurred())
+                return CAP_ERR;
+            if (i < 0)
+                i += n;
+            if (i < 0 || i >= n) {
+                PyErr_Format(PyExc_IndexError, "%s index out of range",
+                             PyList_Check(obj) ? "list" : "tuple");
+                return CAP_ERR;
+            }
+            return derived(T, seq_item(obj, i), CAP_S_INDEX, src, (int)i, NULL, out);
+        }
+        if (PySlice_Check(key)) {
+            Py_ssize_t start, stop, step;
+            if (PySlice_Unpack(key, &start, &stop, &step) < 0)
+                return CAP_ERR;
+            Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step);
+            *out = seq_wrapped(T, obj, src, start, step, len, PyTuple_Check(obj));
+            return *out ? CAP_NEXT : CAP_ERR;
+        }
+    }
+    return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "subscript of an outside %s",
+                       cap_tpname(Py_TYPE(obj)));
+}
+
+int cap_t_setitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject *v)
+{
+    if (cap_t_is_real_tensor(obj))
+        return cap_t_real_tensor(I->T, obj, "item assignment");
+    cap_trace *T = I->T;
+    if (cap_is_tensor(obj)) {
+        if (!v)
+            return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "del of a tensor item");
+        return cap_torch_setitem(T, (cap_tensor *)obj, key, v);
+    }
+    if (cap_t_outside(T, obj)) {
+        int rc = cap_is_constant(obj) ? CAP_NONE : cap_t_outside_item_write(I, obj, key, v);
+        if (rc != CAP_NONE)
+            return rc;
+        return cap_t_break(T, CAP_B_MUTATE_OUTSIDE, "item of a %s from outside %s",
+                           cap_tpname(Py_TYPE(obj)), v ? "assigned" : "deleted");
+    }
+    PyObject *m = python_method(obj, v ? "__setitem__" : "__delitem__", NULL);
+    if (m) {
+        PyObject *args[3] = {obj, key, v};
+        int rc = cap_call_inline(I, m, args, v ? 3 : 2, NULL, cap_ret_discard);
+        if (rc != CAP_NEXT)
+            return rc;
+    }
+    int r = v ? PyObject_SetItem(obj, key, v) : PyObject_DelItem(obj, key);
+    return r < 0 ? CAP_ERR : CAP_NEXT;
+}
+
+/* ---- iteration --------------------------------------------------------------------- */
+
+static bool is_container_module(PyObject *o, const char *name)
+{
+    for (PyTypeObject *t = Py_TYPE(o); t; t = (PyTypeObject *)PyType_GetSlot(t, Py_tp_base)) {
+        PyObject *mod = PyObject_GetAttr((PyObject *)t, cap_P.s_module);
+        PyObject *qn = PyObject_GetAttr((PyObject *)t, cap_P.s_qualname);
+        bool hit = mod && qn && PyUnicode_CompareWithASCIIString(mod, "torch.nn.modules.container") == 0 &&
+                   PyUnicode_CompareWithASCIIString(qn, name) == 0;
+        Py_XDECREF(mod);
+        Py_XDECREF(qn);
+        PyErr_Clear();
+        if (hit)
+            return true;
+        if (t == &PyBaseObject_Type)
+            break;
+    }
+    return false;
+}
+
+/* nn.ModuleList / nn.Sequential: their submodules in order, wrapped. */
+static PyObject *module_children(cap_trace *T, PyObject *mod, int src, bool keys_only)
+{
+    PyObject *d = inst_dict(mod);
+    PyObject *mods = d ? PyDict_GetItem(d, cap_T.s_modules) : NULL;
+    PyObject *keys = NULL, *list = NULL;
+    Py_XINCREF(mods);
+    Py_XDECREF(d);
+    if (!mods)
+        return PyErr_Format(PyExc_TypeError, "ptc: module without _modules");
+    int msrc = src >= 0 ? cap_source_add(T, CAP_S_INSTDICT, src, 0, 0, cap_T.s_modules) : -1;
+    if (msrc >= 0)
+        cap_t_map(T, mods, msrc);
+    if (keys_guard(T, mods, msrc, &keys) < 0)
+        goto done;
+    Py_ssize_t n = PyTuple_Size(keys);
+    list = PyList_New(n);
+    for (Py_ssize_t i = 0; list && i < n; i++) {
+        PyObject *k = PyTuple_GetItem(keys, i), *w;
+        if (keys_only) {
+            PyList_SetItem(list, i, Py_NewRef(k));
+            continue;
+        }
+        if (derived(T, PyDict_GetItem(mods, k), CAP_S_ITEM, msrc, 0, k, &w) != CAP_NEXT) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SetItem(list, i, w);
+    }
+done:
+    Py_XDECREF(keys);
+    Py_DECREF(mods);
+    return list;
+}
+
+/* The remaining items of anything iterable, as a new list; outside
+ * containers' items keep their sources. NULL with CAP_BREAK when ptc cannot
+ * enumerate it. */
+PyObject *cap_t_materialize(cap_interp *I, PyObject *obj, int *rc)
+{
+    PyObject *it = NULL, *v = NULL, *list = PyList_New(0);
+    *rc = cap_t_iter(I, obj, &it);
+    if (*rc != CAP_NEXT) {
+        if (*rc == CAP_FRAME) {
+            *rc = cap_t_break(I->T, CAP_B_OPAQUE_ITERATOR, "a Python __iter__ inside a builtin");
+        }
+        Py_XDECREF(list);
+        return NULL;
+    }
+    while ((*rc = cap_t_next_sync(I, it, &v)) == CAP_NEXT && v) {
+        PyList_Append(list, v);
+        Py_DECREF(v);
+    }
+    Py_DECREF(it);
+    if (*rc != CAP_NEXT)
+        Py_CLEAR(list);
+    return list;
+}
+
+int cap_t_iter(cap_interp *I, PyObject *obj, PyObject **out)
+{
+    cap_trace *T = I->T;
+    if (cap_is_tensor(obj)) {
+        PyObject *items = cap_torch_unbind(T, (cap_tensor *)obj);
+        if (!items)
+            return PyErr_Occurred() ? CAP_ERR : CAP_BREAK;
+        *out = cap_iter_seq(items, -1, T);
+        Py_DECREF(items);
+        return *out ? CAP_NEXT : CAP_ERR;
+    }
+    if (cap_is_ptc_iter(obj)) {
+        *out = Py_NewRef(obj);
+        return CAP_NEXT;
+    }
+    if (cap_t_is_real_tensor(obj))
+        return cap_t_real_tensor(T, obj, "iteration");
+    int rc = cap_t_current(I, &obj);
+    if (rc != CAP_NEXT)
+        return rc;
+    int src = cap_t_source_of(T, obj);
+    PyObject *list = NULL;
+    if (plain_seq(obj)) {
+        if (len_guard(T, obj, src) < 0)
+            return CAP_ERR;
+        *out = cap_iter_seq(obj, src, T);
+        return *out ? CAP_NEXT : CAP_ERR;
+    }
+    if (PyDict_Check(obj) && !python_method(obj, "__iter__", NULL)) {
+        PyObject *keys = NULL;
+        if (keys_guard(T, obj, src, &keys) < 0)
+            return PyErr_ExceptionMatches(PyExc_TypeError)
+                       ? (PyErr_Clear(), cap_t_break(T, CAP_B_OPAQUE_ITERATOR, "dict with non-constant keys"))
+                       : CAP_ERR;
+        *out = cap_iter_seq(keys, -1, T);
+        Py_DECREF(keys);
+        if (*out)
+            cap_iter_set_owner((cap_iter *)*out, obj);
+        return *out ? CAP_NEXT : CAP_ERR;
+    }
+    if (PyObject_TypeCheck(obj, &PyRange_Type)) {
+        PyObject *a = PyObject_GetAttrString(obj, "start"), *s = PyObject_GetAttrString(obj, "step");
+        Py_ssize_t n = PyObject_Size(obj);
+        if (a && s && n >= 0)
+            *out = cap_iter_range(PyLong_AsLongLong(a), PyLong_AsLongLong(s), n);
+        Py_XDECREF(a);
+        Py_XDECREF(s);
+        return *out ? CAP_NEXT : CAP_ERR;
+    }
+    if (src >= 0 && (is_container_module(obj, "ModuleList") || is_container_module(obj, "Sequential") ||
+                     is_container_module(obj, "ModuleDict"))) {
+        list = module_children(T, obj, src, is_container_module(obj, "ModuleDict"));
+    } else {
+        PyObject *m = python_method(obj, "__iter__", NULL);
+        if (m) {
+            PyObject *args[1] = {obj};
+            int rc = cap_call_inline(I, m, args, 1, NULL, cap_ret_push);
+            if (rc != CAP_NEXT)
+                return rc;
+        }
+        if (src >= 0 && PyObject_TypeCheck(obj, (PyTypeObject *)cap_P.GeneratorType))
+            return cap_t_break(T, CAP_B_GENERATOR, "iteration over a generator");
+        if (src >= 0 && !cap_is_constant(obj))
+            return cap_t_break(T, CAP_B_OPAQUE_ITERATOR, "iteration over an outside %s",
+                               cap_tpname(Py_TYPE(obj)));
+        if (PyObject_TypeCheck(obj, (PyTypeObject *)cap_P.GeneratorType))
+            cap_t_note_skipped(T, obj);
+        else if (PyIter_Check(obj)) {
+            /* An iterator of a C type made in the trace (itertools.count()):
+               advanced for real, one item at a time, as eager does. */
+            *out = PyObject_GetIter(obj);
+            return *out ? CAP_NEXT : CAP_ERR;
+        }
+        list = PySequence_List(obj);
+    }
+    if (!list)
+        return CAP_ERR;
+    *out = cap_iter_seq(list, -1, T);
+    Py_DECREF(list);
+    if (*out && (PyAnySet_Check(obj) || PyDictKeys_Check(obj) || PyDictValues_Check(obj) ||
+                 PyDictItems_Check(obj)))
+        cap_iter_set_owner((cap_iter *)*out, obj);
+    return *out ? CAP_NEXT : CAP_ERR;
+}
+
+int cap_t_next(cap_interp *I, PyObject *it, PyObject **out)
+{
+    cap_trace *T = I->T;
+    if (Py_TYPE(it) == cap_iter_type) {
+        cap_iter *ci = (cap_iter *)it;
+        PyObject *v = cap_iter_next_raw(ci);
+        if (!v || ci->src < 0) {
+            *out = v;
+            return v || !PyErr_Occurred() ? CAP_NEXT : CAP_ERR;
+        }
+        int rc = derived(T, v, CAP_S_INDEX, ci->src, (int)(ci->rev ? ci->i + 1 : ci->i - 1), NULL, out);
+        Py_DECREF(v);
+        return rc;
+    }
+    if (Py_TYPE(it) == cap_lazy_type)
+        return cap_t_lazy_next(I, (cap_lazy *)it, out);
+    PyObject *m = python_method(it, "__next__", NULL);
+    if (m) {
+        PyObject *args[1] = {it};
+        int rc = cap_call_inline(I, m, args, 1, NULL, cap_ret_next_item);
+        if (rc != CAP_NEXT)
+            return rc;
+    }
+    if (cap_t_outside(T, it))
+        return cap_t_break(T, CAP_B_OPAQUE_ITERATOR, "next() of an outside %s", cap_tpname(Py_TYPE(it)));
+    if (PyObject_TypeCheck(it, (PyTypeObject *)cap_P.GeneratorType))
+        return cap_t_break(T, CAP_B_GENERATOR, "next() of a generator");
+    iternextfunc next = (iternextfunc)PyType_GetSlot(Py_TYPE(it), Py_tp_iternext);
+    if (!next) {
+        PyErr_Format(PyExc_TypeError, "'%s' object is not an iterator", cap_tpname(Py_TYPE(it)));
+        return CAP_ERR;
+    }
+    *out = next(it);
+    if (!*out && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_StopIteration))
+            return CAP_ERR;
+        PyErr_Clear();
+    }
+    return CAP_NEXT;
+}
+
+/* ---- globals --------------------------------------------------------------------- */
+
+int cap_t_load_global(cap_trace *T, cap_frame *f, PyObject *name, PyObject *v, bool builtin,
+                      PyObject **out)
+{
+    if (builtin || cap_frozen_globals(f->globals))
+        return const_value(T, v, out);
+    int gsrc = cap_source_add(T, CAP_S_CONST, -1, 0, 0, f->globals);
+    if (gsrc < 0)
+        return CAP_ERR;
+    cap_t_map(T, f->globals, gsrc);
+    return derived(T, v, CAP_S_ITEM, gsrc, 0, name, out);
+}
+
+/* ---- guards for truth, membership and operands ------------------------------------------ */
+
+int cap_t_truth_guard(cap_trace *T, PyObject *v)
+{
+    int src = cap_t_source_of(T, v);
+    if (src >= 0 && (PyList_Check(v) || PyTuple_Check(v) || PyDict_Check(v)) &&
+        len_guard(T, v, src) < 0)
+        return CAP_ERR;
+    return CAP_NEXT;
+}
+
+int cap_t_contains_guard(cap_trace *T, PyObject *container, PyObject *item)
+{
+    int src = cap_t_source_of(T, container);
+    if (src < 0 || cap_is_constant(container))
+        return CAP_NEXT;
+    if (PyDict_Check(container)) {
+        if (!cap_is_key(item))
+            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "'in' on an outside dict with a %s key",
+                               cap_tpname(Py_TYPE(item)));
+        int has = PyDict_Contains(container, item);
+        return has < 0 || cap_guard_add(T, CAP_G_DICT_HAS, src, item, has) < 0 ? CAP_ERR : CAP_NEXT;
+    }
+    if (plain_seq(container)) {
+        if (len_guard(T, container, src) < 0)
+            return CAP_ERR;
+        for (Py_ssize_t i = 0; i < seq_len(container); i++) {
+            PyObject *w = NULL;
+            if (derived(T, seq_item(container, i), CAP_S_INDEX, src, (int)i, NULL, &w) != CAP_NEXT)
+                return CAP_ERR;
+            Py_DECREF(w);
+        }
+        return CAP_NEXT;
+    }
+    return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "'in' on an outside %s",
+                       cap_tpname(Py_TYPE(container)));
+}
+
+/* A real tensor met by an operator in the trace (a subclass, or a tensor of
+ * a dtype ptc lacks): the operation runs for real. */
+bool cap_t_is_real_tensor(PyObject *o)
+{
+    return o && !cap_is_tensor(o) && PyObject_TypeCheck(o, (PyTypeObject *)cap_T.Tensor);
+}
+
+int cap_t_check_operands(cap_trace *T, PyObject *a, PyObject *b)
+{
+    PyObject *ops[2] = {a, b};
+    for (int i = 0; i < 2; i++)
+        if (cap_t_is_real_tensor(ops[i]))
+            return cap_t_real_tensor(T, ops[i], "an operator");
+    for (int i = 0; i < 2; i++) {
+        PyObject *o = ops[i];
+        if (cap_t_outside(T, o) && !cap_is_constant(o) &&
+            (PyList_Check(o) || PyTuple_Check(o) || PyDict_Check(o) || PyAnySet_Check(o)))
+            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "operator on an outside %s",
+                               cap_tpname(Py_TYPE(o)));
+    }
+    return CAP_NEXT;
+}
+
+int cap_t_check_format(cap_trace *T, PyObject *v)
+{
+    if (cap_is_tensor(v) || cap_t_is_real_tensor(v))
+        return cap_t_break(T, CAP_B_TENSOR_STR, "a tensor formatted as text");
+    return CAP_NEXT;
+}
+
+/* ---- flows of whole containers ---------------------------------------------------------- */
+
+PyObject *cap_t_flow(cap_trace *T, PyObject *obj)
+{
+    if (Py_TYPE(obj) == cap_lazy_type) {
+        /* A call ptc runs for real consumes it: its items, traced, now. */
+        int rc;
+        PyObject *items = cap_t_materialize(T->I, obj, &rc), *it;
+        if (!items && rc == CAP_BREAK)
+            return cap_signal_break(T->brk.code, "%s", T->brk.detail);
+        it = items ? PyObject_GetIter(items) : NULL;
+        Py_XDECREF(items);
+        return it;
+    }
+    if (Py_TYPE(obj) == cap_iter_type) {
+        cap_iter *ci = (cap_iter *)obj;
+        PyObject *list = PyList_New(0), *v;
+        while (list && (v = cap_iter_next_raw(ci))) {
+            PyObject *w = v;
+            if (ci->src >= 0) {
+                if (derived(T, v, CAP_S_INDEX, ci->src, (int)(ci->rev ? ci->i + 1 : ci->i - 1), NULL, &w) != CAP_NEXT)
+                    Py_CLEAR(list);
+                Py_DECREF(v);
+            }
+            if (list)
+                PyList_Append(list, w);
+            Py_XDECREF(w);
+        }
+        if (PyErr_Occurred()) /* its container changed size */
+            Py_CLEAR(list);
+        /* Still an iterator (a generator expression's .0 is iterated as is). */
+        PyObject *it = list ? PyObject_GetIter(list) : NULL;
+        Py_XDECREF(list);
+        return it;
+    }
+    if (cap_t_current(T->I, &obj) != CAP_NEXT)
+        return NULL;
+    int src = cap_t_source_of(T, obj);
+    if (src < 0 || cap_is_constant(obj))
+        return Py_NewRef(obj);
+    if (plain_seq(obj)) {
+        if (len_guard(T, obj, src) < 0)
+            return NULL;
+        return seq_wrapped(T, obj, src, 0, 1, seq_len(obj), PyTuple_Check(obj));
+    }
+    if (plain_dict(obj)) {
+        PyObject *keys = NULL, *d = NULL;
+        if (keys_guard(T, obj, src, &keys) < 0)
+            return NULL;
+        d = PyDict_New();
+        for (Py_ssize_t i = 0; d && i < PyTuple_Size(keys); i++) {
+            PyObject *k = PyTuple_GetItem(keys, i), *w = NULL;
+            if (derived(T, PyDict_GetItem(obj, k), CAP_S_ITEM, src, 0, k, &w) != CAP_NEXT ||
+                PyDict_SetItem(d, k, w) < 0)
+                Py_CLEAR(d);
+            Py_XDECREF(w);
+        }
+        Py_DECREF(keys);
+        return d;
+    }
+    return Py_NewRef(obj);
+}
+
+int cap_t_expand_call_args(cap_trace *T, PyObject *func, PyObject *args, PyObject *kw,
+                           PyObject **t, PyObject **d)
+{
+    *t = *d = NULL;
+    PyObject *a = cap_t_flow(T, args);
+    if (!a)
+        return CAP_ERR;
+    if (cap_is_tensor(a)) {
+        Py_DECREF(a);
+        a = cap_torch_unbind(T, (cap_tensor *)args);
+        if (!a)
+            return PyErr_Occurred() ? CAP_ERR : CAP_BREAK;
+    }
+    *t = PyTuple_Check(a) ? Py_NewRef(a) : PySequence_Tuple(a);
+    Py_DECREF(a);
+    if (!*t) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "%S argument after * must be an iterable, not %s", func,
+                         cap_tpname(Py_TYPE(args)));
+        }
+        return CAP_ERR;
+    }
+    if (!kw)
+        return CAP_NEXT;
+    PyObject *k = cap_t_flow(T, kw);
+    if (!k) {
+        Py_CLEAR(*t);
+        return CAP_ERR;
+    }
+    if (PyDict_CheckExact(k)) {
+        *d = k;
+        return CAP_NEXT;
+    }
+    *d = PyDict_New();
+    if (!*d || PyDict_Update(*d, k) < 0) {
+        Py_CLEAR(*d);
+        Py_CLEAR(*t);
+        Py_DECREF(k);
+        if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "argument after ** must be a mapping, not %s",
+                         cap_tpname(Py_TYPE(kw)));
+        }
+        return CAP_ERR;
+    }
+    Py_DECREF(k);
+    return CAP_NEXT;
+}
+
+/* ---- with-blocks ------------------------------------------------------------------------ */
+
+int cap_t_before_with(cap_interp *I, cap_frame *f, PyObject *mgr)
+{
+    cap_trace *T = I->T;
+    PyObject *t = (PyObject *)Py_TYPE(mgr), *exit = NULL, *enter = NULL;
+    if (t == cap_T.no_grad || t == cap_T.enable_grad ||
+        (t == cap_T.inference_mode && PyObject_IsTrue(PyObject_GetAttrString(mgr, "mode")) == 1)) {
+        exit = cap_gradexit_new(CAP_EXIT_GRAD, T->grad_enabled);
+        T->grad_enabled = t == cap_T.enable_grad;
+        enter = Py_NewRef(Py_None);
+    } else if (t == cap_T.inference_mode) {
+        PyErr_Clear();
+        exit = cap_gradexit_new(CAP_EXIT_NONE, false);
+        enter = Py_NewRef(Py_None);
+    } else if (t == (PyObject *)cap_gradexit_type) {
+        exit = Py_NewRef(mgr); /* set_grad_enabled(mode) already applied the mode */
+        enter = Py_NewRef(Py_None);
+    } else if (cap_amp_is_manager(mgr)) {
+        int rc = cap_amp_enter(T, mgr, &exit);
+        if (rc != CAP_NEXT)
+            return rc;
+        enter = Py_NewRef(mgr);
+    } else if (t == cap_T.nullcontext) {
+        exit = cap_gradexit_new(CAP_EXIT_NONE, false);
+        enter = PyObject_GetAttrString(mgr, "enter_result");
+    } else {
+        return cap_t_break(T, CAP_B_CONTEXT_MANAGER, "with-block on a %s", cap_tpname(Py_TYPE(mgr)));
+    }
+    if (!exit || !enter) {
+        Py_XDECREF(exit);
+        Py_XDECREF(enter);
+        return CAP_ERR;
+    }
+    cap_popn(f, 1);
+    cap_push(f, exit);
+    cap_push(f, enter);
+    return CAP_NEXT;
+}
