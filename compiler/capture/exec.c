@@ -132,6 +132,14 @@ static void recipes_failed(cap_entry *e)
     e->broken = true;
 }
 
+/* The interpreter's call_once: a call ptc would not inline, made through
+ * the compiled function's caches. */
+static PyObject *call_through_caches(void *c, PyObject *fn, PyObject *const *args, int nargs,
+                                     PyObject *kwnames)
+{
+    return cap_compiled_call_fn(c, fn, args, nargs, kwnames);
+}
+
 /* Runs e's graph; a backend that failed and fell back to torch ops is
  * reported here, above the backends, with the run's own error kept. */
 static int run_graph(cap_entry *e, PyObject **vals, PyObject **outs)
@@ -193,9 +201,12 @@ static segment_result run_entry(cap_compiled *c, cap_entry *e, cap_interp *S, Py
     S->stepping = true;
     S->steps = 0;
     S->min_steps = 1;
-    S->compile_cc = e->brk.code == CAP_B_UNSUPPORTED_OBJECT ? c : NULL;
+    if (e->brk.code == CAP_B_UNSUPPORTED_OBJECT) {
+        S->call_once = call_through_caches;
+        S->call_once_ctx = c;
+    }
     int rc = cap_run(S);
-    S->compile_cc = NULL;
+    S->call_once = NULL;
     if (rc == CAP_DONE) {
         r.rc = CAP_DONE;
         r.result = S->result;

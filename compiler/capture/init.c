@@ -11,21 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-cap_config cap_cfg = {.recompile_limit = 8, .strict = false, .inline_depth = 48};
-
-const char *cap_tpname(PyTypeObject *t)
-{
-    static char ring[8][128];
-    static int next;
-    char *buf = ring[next++ & 7];
-    PyObject *n = t ? PyType_GetName(t) : NULL;
-    snprintf(buf, sizeof ring[0], "%s", n ? PyUnicode_AsUTF8(n) : "?");
-    Py_XDECREF(n);
-    if (!n)
-        PyErr_Clear();
-    return buf;
-}
-
 static int intern(PyObject **slot, const char *s)
 {
     *slot = PyUnicode_InternFromString(s);

@@ -264,10 +264,10 @@ int cap_op_call(cap_interp *I, PyObject *callable, PyObject *const *args, int na
     int fb = cap_frame_builtin(I->frame, callable, args, nargs, kwnames, out);
     if (fb)
         return fb > 0 ? CAP_NEXT : CAP_ERR;
-    if (I->compile_cc && (cap_is_function(callable) || cap_is_method(callable))) {
-        cap_compiled *cc = I->compile_cc;
-        I->compile_cc = NULL;
-        *out = cap_compiled_call_fn(cc, callable, args, nargs, kwnames);
+    if (I->call_once && (cap_is_function(callable) || cap_is_method(callable))) {
+        PyObject *(*call)(void *, PyObject *, PyObject *const *, int, PyObject *) = I->call_once;
+        I->call_once = NULL;
+        *out = call(I->call_once_ctx, callable, args, nargs, kwnames);
         return *out ? CAP_NEXT : CAP_ERR;
     }
     if (I->inline_all) {

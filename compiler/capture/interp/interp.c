@@ -16,6 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The user's configuration (ptc.config), read by every layer: it lives in
+ * the bottom one. */
+cap_config cap_cfg = {.recompile_limit = 8, .strict = false, .inline_depth = 48};
+/* ptc's internal failure (ptc._C.InternalError, made with the module's other
+ * exceptions at start-up): the interpreter raises it too. */
+PyObject *cap_InternalError;
+
 cap_frame *cap_frame_new(cap_code *code, PyObject *func, PyObject *globals, PyObject *builtins)
 {
     size_t nslots = (size_t)code->nlp + (size_t)code->stacksize;

@@ -216,8 +216,11 @@ struct cap_interp {
     bool stepping;
     long steps, min_steps;
     /* After a break at a call ptc would not inline: that call goes through
-       the compiled function's caches (its own frame), not plain CPython. */
-    cap_compiled *compile_cc;
+       call_once(call_once_ctx, ...), the compiled function's caches (its own
+       frame), not plain CPython; whoever runs the interpreter sets it. */
+    PyObject *(*call_once)(void *ctx, PyObject *fn, PyObject *const *args, int nargs,
+                           PyObject *kwnames);
+    void *call_once_ctx;
     /* A retrace (exec.c): break before the instruction run as step
        break_at - 1 (0: none), where the first trace broke inside a nested
        run that instruction started. */
@@ -302,6 +305,9 @@ bool cap_is_function(PyObject *o);
 bool cap_is_method(PyObject *o);
 PyObject *cap_tuple_from_array(PyObject *const *items, int n);
 PyObject *PyObject_CallOneArg_compat(PyObject *fn, PyObject *arg);
+/* The object a dotted path names (a module, then attributes), or NULL. */
+PyObject *cap_import_path(const char *path);
+extern PyObject *cap_InternalError;
 
 /* Calls (calls.c). */
 /* Pushes a frame running func(args) that finishes with `ret`: CAP_FRAME;
@@ -316,8 +322,6 @@ cap_frame *cap_genexpr_frame(PyObject *func, PyObject *arg, PyObject *gen);
 cap_frame *cap_frame_for_call(PyObject *func, PyObject *const *args, int nargs,
                               PyObject *kwnames, const char **why);
 PyObject *cap_call_real(PyObject *callable, PyObject *const *args, int nargs, PyObject *kwnames);
-PyObject *cap_compiled_call_fn(cap_compiled *c, PyObject *fn, PyObject *const *args, int nargs,
-                               PyObject *kwnames);
 int cap_frame_builtin(cap_frame *f, PyObject *callable, PyObject *const *args, int nargs,
                       PyObject *kwnames, PyObject **out);
 

@@ -664,3 +664,47 @@ fail:
     Py_XDECREF(it);
     return rc;
 }
+
+/* ---- small helpers every layer uses ------------------------------------------ */
+
+const char *cap_tpname(PyTypeObject *t)
+{
+    static char ring[8][128];
+    static int next;
+    char *buf = ring[next++ & 7];
+    PyObject *n = t ? PyType_GetName(t) : NULL;
+    snprintf(buf, sizeof ring[0], "%s", n ? PyUnicode_AsUTF8(n) : "?");
+    Py_XDECREF(n);
+    if (!n)
+        PyErr_Clear();
+    return buf;
+}
+
+PyObject *cap_import_path(const char *path)
+{
+    char mod[256];
+    const char *dot = NULL;
+    PyObject *obj = NULL;
+    /* The longest importable prefix, then attributes. */
+    for (const char *p = path + strlen(path); p > path; p--) {
+        if (*p != '.' && *p != 0)
+            continue;
+        snprintf(mod, sizeof mod, "%.*s", (int)(p - path), path);
+        obj = PyImport_ImportModule(mod);
+        if (obj) {
+            dot = *p ? p + 1 : NULL;
+            break;
+        }
+        PyErr_Clear();
+    }
+    while (obj && dot) {
+        const char *next = strchr(dot, '.');
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", next ? (int)(next - dot) : (int)strlen(dot), dot);
+        Py_SETREF(obj, PyObject_GetAttrString(obj, name));
+        dot = next ? next + 1 : NULL;
+    }
+    if (!obj)
+        PyErr_Clear();
+    return obj;
+}

@@ -15,42 +15,12 @@
 
 cap_torch cap_T;
 PyTypeObject *cap_tensor_type, *cap_method_type;
-PyObject *cap_InternalError;
 
 static const char *dtype_names[PTC_DTYPE_COUNT] = {
     "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64",
 };
 
 /* ---- lookups ------------------------------------------------------------------------ */
-
-PyObject *cap_import_path(const char *path)
-{
-    char mod[256];
-    const char *dot = NULL;
-    PyObject *obj = NULL;
-    /* The longest importable prefix, then attributes. */
-    for (const char *p = path + strlen(path); p > path; p--) {
-        if (*p != '.' && *p != 0)
-            continue;
-        snprintf(mod, sizeof mod, "%.*s", (int)(p - path), path);
-        obj = PyImport_ImportModule(mod);
-        if (obj) {
-            dot = *p ? p + 1 : NULL;
-            break;
-        }
-        PyErr_Clear();
-    }
-    while (obj && dot) {
-        const char *next = strchr(dot, '.');
-        char name[128];
-        snprintf(name, sizeof name, "%.*s", next ? (int)(next - dot) : (int)strlen(dot), dot);
-        Py_SETREF(obj, PyObject_GetAttrString(obj, name));
-        dot = next ? next + 1 : NULL;
-    }
-    if (!obj)
-        PyErr_Clear();
-    return obj;
-}
 
 static int need(PyObject **slot, const char *path)
 {

@@ -423,8 +423,6 @@ static inline bool cap_t_symbolic(cap_trace *T) { return T->syms.n > 0; }
 
 /* ---- more of the trace (trace_misc.c, trace_obj.c, trace_call.c) ----------------- */
 
-extern PyObject *cap_InternalError;
-PyObject *cap_import_path(const char *path);
 void cap_source_line(const char *file, int line, char *buf, size_t size);
 bool cap_is_enum_member(PyObject *o);
 void cap_input_name(cap_trace *T, int src, char *buf, size_t size);
