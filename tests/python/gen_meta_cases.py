@@ -1101,7 +1101,7 @@ NRETURNS2 = {"max_pool2d_with_indices", "prims.var_mean"}
 
 def ops_def_names(src_dir):
     """Op names of ops.def, to check the corpus covers every op."""
-    with open(os.path.join(src_dir, "compiler", "ops", "ops.def")) as f:
+    with open(os.path.join(src_dir, "compiler", "ir", "ops.def")) as f:
         return re.findall(r'^OP\(\w+, \w+, "([\w.]+)\(', f.read(), re.M)
 
 
