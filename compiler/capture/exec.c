@@ -468,6 +468,109 @@ static void drop_grad_marks(cap_entry *e)
 
 static bool symbolic_failed(cap_trace *T, int rc, char *why, size_t size);
 
+/* Sets up the trace T of It over the state in S and runs it: the CAP_* of
+ * cap_run, or CAP_ERR. */
+static int run_trace(cap_compiled *c, cap_interp *S, cap_interp *It, cap_trace *T, cap_break redo,
+                     PyObject *no_inline, int dynamic)
+{
+    It->T = T;
+    T->redo = redo;
+    Py_SETREF(T->no_inline, Py_NewRef(no_inline));
+    T->dynamic = dynamic;
+    T->auto_dyn = c->auto_dyn;
+    T->prev_sizes = c->prev_sizes;
+    T->static_only = dynamic == 0 && c->opts.dynamic != 0;
+    return cap_guard_add(T, CAP_G_GRAD, -1, NULL, T->grad_enabled) < 0 ||
+                   cap_guard_add(T, CAP_G_AUTOCAST, -1, NULL, cap_amp_pack(&T->amp)) < 0 ||
+                   trace_state(T, S, It) < 0
+               ? CAP_ERR
+               : cap_run(It);
+}
+
+/* The outermost frame itself holds a value ptc cannot rebuild at the break
+ * (or returns one): this position runs for real (true), or under
+ * fullgraph=True that is the break the user hears of (false, error set). */
+static bool outermost_unrebuildable(cap_compiled *c, cap_interp *S, cap_trace *T, int rc)
+{
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    PyObject *s = v ? PyObject_Str(v) : NULL;
+    const char *why = s ? PyUnicode_AsUTF8(s) : "";
+    if (c->opts.fullgraph && rc == CAP_DONE)
+        fullgraph_unrebuildable(S->base->code, why ? why : "");
+    else
+        cap_report_untraceable(c, S->base->code->qualname_s, &T->brk, why ? why : "");
+    Py_XDECREF(s);
+    Py_XDECREF(t);
+    Py_XDECREF(v);
+    Py_XDECREF(tb);
+    if (c->opts.fullgraph && rc == CAP_DONE)
+        return false;
+    PyErr_Clear();
+    return true;
+}
+
+/* A trace became entry e: it belongs to c now, and the compile is reported. */
+static void entry_made(cap_compiled *c, cap_interp *S, cap_entry *e, cap_trace *T, int recompile,
+                       const char *reason, double t0)
+{
+    e->owner = c;
+    e->recompile = recompile;
+    e->compile_ms = ptc_now_ms() - t0;
+    snprintf(e->frame_name, sizeof e->frame_name, "%s", S->base->code->qualname_s);
+    cap_stats_attach(e);
+    drop_grad_marks(e);
+    cap_report_compile(c, e, T, reason);
+}
+
+/* Prepares e's backend: e, or NULL (e dropped) with an error, or with why
+ * set when only the symbolic sizes failed, or after Ctrl-C. A backend that
+ * fails falls back to torch ops with a warning, where those can run it. */
+static cap_entry *prepare_backend(cap_compiled *c, cap_entry *e, char *why, size_t whysize,
+                                  double t0)
+{
+    ptc_error err;
+    double tb = ptc_now_ms();
+    int prepared = cap_backend_prepare(e, &c->opts, &err);
+    if (e->st) {
+        e->st->backend_ms = ptc_now_ms() - tb;
+        e->st->backend = e->backend;
+    }
+    if (prepared < 0) {
+        char buf[1200];
+        ptc_error_format(&err, buf, sizeof buf);
+        if (e->syms.n > 0 && PyErr_CheckSignals() == 0) {
+            /* The backend cannot run this graph with symbolic sizes (yet). */
+            PyErr_Clear();
+            snprintf(why, whysize, "backend: %s", buf);
+            cap_report_compiled(e);
+            cap_entry_unref(e);
+            return NULL;
+        }
+        /* Ctrl-C ended the compile (a planted hang): the user's
+           KeyboardInterrupt, not a fallback */
+        if (PyErr_CheckSignals() < 0) {
+            cap_report_compiled(e);
+            cap_entry_unref(e);
+            return NULL;
+        }
+        if (!e->bstate || !cap_backend_ready(e) || cap_cfg.strict) {
+            /* Not even torch ops can run this graph, or strict mode
+               wants the failure rather than torch ops. */
+            PyErr_Format(cap_InternalError, "ptc: cannot run the captured graph: %s", buf);
+            cap_report_compiled(e);
+            cap_entry_unref(e);
+            return NULL;
+        }
+        cap_warn_fallback(c, e, "backend", buf);
+    }
+    if (e->autograd_fallback)
+        cap_report_autograd(c, e);
+    e->compile_ms = ptc_now_ms() - t0;
+    cap_report_compiled(e);
+    return e;
+}
+
 /* Traces from the state in S. NULL with an error on failure; *eager set when
  * this position cannot be compiled (run it for real). NULL without an error
  * and with why[0] set: symbolic sizes failed (retry with less dynamic: the
@@ -492,17 +595,7 @@ static cap_entry *compile_once(cap_compiled *c, cap_interp *S, const char *reaso
         cap_trace *T = cap_trace_new(c->module_names, &It);
         if (!T)
             break;
-        It.T = T;
-        T->redo = redo;
-        Py_SETREF(T->no_inline, Py_NewRef(no_inline));
-        T->dynamic = dynamic;
-        T->auto_dyn = c->auto_dyn;
-        T->prev_sizes = c->prev_sizes;
-        T->static_only = dynamic == 0 && c->opts.dynamic != 0;
-        int rc = cap_guard_add(T, CAP_G_GRAD, -1, NULL, T->grad_enabled) < 0 ||
-                 cap_guard_add(T, CAP_G_AUTOCAST, -1, NULL, cap_amp_pack(&T->amp)) < 0 || trace_state(T, S, &It) < 0
-                     ? CAP_ERR
-                     : cap_run(&It);
+        int rc = run_trace(c, S, &It, T, redo, no_inline, dynamic);
         if (symbolic_failed(T, rc, why, whysize)) {
             cap_interp_clear(&It);
             cap_trace_free(T);
@@ -527,7 +620,8 @@ static cap_entry *compile_once(cap_compiled *c, cap_interp *S, const char *reaso
         int unrec = -1;
         if ((rc == CAP_DONE || rc == CAP_BREAK) && cap_cfg.inject_failure == 1) {
             keep_failed(T);
-            PyErr_SetString(cap_InternalError, "ptc: injected internal error (ptc.config.inject_failure)");
+            PyErr_SetString(cap_InternalError,
+                            "ptc: injected internal error (ptc.config.inject_failure)");
             rc = CAP_ERR;
         }
         if (rc == CAP_DONE || rc == CAP_BREAK)
@@ -546,38 +640,12 @@ static cap_entry *compile_once(cap_compiled *c, cap_interp *S, const char *reaso
                 continue;
             }
         }
-        if (!e && unrec == 0) {
-            /* The outermost frame itself holds a value ptc cannot rebuild at
-               the break (or returns one): this position runs for real, or
-               under fullgraph=True that is the break the user hears of. */
-            PyObject *t, *v, *tb;
-            PyErr_Fetch(&t, &v, &tb);
-            PyObject *s = v ? PyObject_Str(v) : NULL;
-            const char *why = s ? PyUnicode_AsUTF8(s) : "";
-            if (c->opts.fullgraph && rc == CAP_DONE)
-                fullgraph_unrebuildable(S->base->code, why ? why : "");
-            else
-                cap_report_untraceable(c, S->base->code->qualname_s, &T->brk, why ? why : "");
-            Py_XDECREF(s);
-            Py_XDECREF(t);
-            Py_XDECREF(v);
-            Py_XDECREF(tb);
-            if (!(c->opts.fullgraph && rc == CAP_DONE)) {
-                PyErr_Clear();
-                *eager = true;
-            }
-        } else if (!e) {
+        if (!e && unrec == 0)
+            *eager = outermost_unrebuildable(c, S, T, rc);
+        else if (!e)
             keep_failed(T);
-        }
-        if (e) {
-            e->owner = c;
-            e->recompile = recompile;
-            e->compile_ms = ptc_now_ms() - t0;
-            snprintf(e->frame_name, sizeof e->frame_name, "%s", S->base->code->qualname_s);
-            cap_stats_attach(e);
-            drop_grad_marks(e);
-            cap_report_compile(c, e, T, reason);
-        }
+        if (e)
+            entry_made(c, S, e, T, recompile, reason, t0);
         cap_interp_clear(&It);
         cap_trace_free(T);
         break;
@@ -591,48 +659,7 @@ static cap_entry *compile_once(cap_compiled *c, cap_interp *S, const char *reaso
                                "state cannot be rebuilt at any break");
         *eager = true;
     }
-    if (e) {
-        ptc_error err;
-        double tb = ptc_now_ms();
-        int prepared = cap_backend_prepare(e, &c->opts, &err);
-        if (e->st) {
-            e->st->backend_ms = ptc_now_ms() - tb;
-            e->st->backend = e->backend;
-        }
-        if (prepared < 0) {
-            char buf[1200];
-            ptc_error_format(&err, buf, sizeof buf);
-            if (e->syms.n > 0 && PyErr_CheckSignals() == 0) {
-                /* The backend cannot run this graph with symbolic sizes (yet). */
-                PyErr_Clear();
-                snprintf(why, whysize, "backend: %s", buf);
-                cap_report_compiled(e);
-                cap_entry_unref(e);
-                return NULL;
-            }
-            /* Ctrl-C ended the compile (a planted hang): the user's
-               KeyboardInterrupt, not a fallback */
-            if (PyErr_CheckSignals() < 0) {
-                cap_report_compiled(e);
-                cap_entry_unref(e);
-                return NULL;
-            }
-            if (!e->bstate || !cap_backend_ready(e) || cap_cfg.strict) {
-                /* Not even torch ops can run this graph, or strict mode
-                   wants the failure rather than torch ops. */
-                PyErr_Format(cap_InternalError, "ptc: cannot run the captured graph: %s", buf);
-                cap_report_compiled(e);
-                cap_entry_unref(e);
-                return NULL;
-            }
-            cap_warn_fallback(c, e, "backend", buf);
-        }
-        if (e->autograd_fallback)
-            cap_report_autograd(c, e);
-        e->compile_ms = ptc_now_ms() - t0;
-        cap_report_compiled(e);
-    }
-    return e;
+    return e ? prepare_backend(c, e, why, whysize, t0) : NULL;
 }
 
 /* Did a trace with symbolic sizes fail where static sizes may not (something

@@ -142,6 +142,17 @@ static int shadowed(cap_trace *T, PyObject *obj, PyObject *name, PyObject **out)
     return CAP_NEXT;
 }
 
+/* getattr run for real, its value derived from obj's source (src). */
+static int real_attr(cap_trace *T, PyObject *obj, PyObject *name, int src, PyObject **out)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (!v)
+        return CAP_ERR;
+    int rc = derived(T, v, CAP_S_ATTR, src, 0, name, out);
+    Py_DECREF(v);
+    return rc;
+}
+
 /* A real tensor's attribute: methods are fine (calling them is the break);
  * data would be read at trace time and baked in. */
 static int real_tensor_attr(cap_trace *T, PyObject *obj, PyObject *name, PyObject **out)
@@ -197,12 +208,7 @@ static int custom_getattribute(cap_interp *I, PyObject *obj, PyObject *name, int
         if (rc != CAP_NEXT)
             return rc;
     }
-    PyObject *v = PyObject_GetAttr(obj, name);
-    if (!v)
-        return CAP_ERR;
-    int rc = derived(T, v, CAP_S_ATTR, src, 0, name, out);
-    Py_DECREF(v);
-    return rc;
+    return real_attr(T, obj, name, src, out);
 }
 
 /* Properties, data descriptors, the instance dict, then the class's other
@@ -224,14 +230,8 @@ static int class_lookup(cap_interp *I, PyObject *obj, PyObject *name, int src, P
             PyErr_Clear();
         }
     }
-    if (descr && is_data_descr(descr)) {
-        PyObject *v = PyObject_GetAttr(obj, name);
-        if (!v)
-            return CAP_ERR;
-        int rc = derived(T, v, CAP_S_ATTR, src, 0, name, out);
-        Py_DECREF(v);
-        return rc;
-    }
+    if (descr && is_data_descr(descr))
+        return real_attr(T, obj, name, src, out);
     if (!PyType_Check(obj)) {
         PyObject *d = inst_dict(obj);
         PyObject *v = d && PyDict_Check(d) ? PyDict_GetItem(d, name) : NULL;
@@ -287,12 +287,12 @@ static int missing_attr(cap_interp *I, PyObject *obj, PyObject *name, int src, P
         if (rc != CAP_NEXT)
             return rc;
     }
+    if (src >= 0)
+        return real_attr(T, obj, name, src, out);
     PyObject *v = PyObject_GetAttr(obj, name);
     if (!v)
         return CAP_ERR;
-    int rc = PyType_Check(obj) && src >= 0 ? derived(T, v, CAP_S_ATTR, src, 0, name, out)
-             : src >= 0                    ? derived(T, v, CAP_S_ATTR, src, 0, name, out)
-                                           : outside_value(T, v, -1, out);
+    int rc = outside_value(T, v, -1, out);
     Py_DECREF(v);
     return rc;
 }
