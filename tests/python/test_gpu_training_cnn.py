@@ -41,29 +41,48 @@ def test_gpu_conv_gradients(stride, padding, dilation, groups, tmp_path, monkeyp
     assert "convolution_backward_weight(" in backward
 
 
+def parameter_gradients(model, x, compile_it, dtype):
+    import ptc
+    model = copy.deepcopy(model)
+    run = ptc.compile(model) if compile_it else model
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=dtype == "bf16"):
+        run(x).float().pow(2).mean().backward()
+    return {name: p.grad.double() for name, p in model.named_parameters()}, model
+
+
+# Train-mode BatchNorm makes these gradients ill-conditioned: in float32 eager's
+# own gradients are up to ~4% (TF32 off) or ~40% (TF32 on) of the largest
+# value away from a float64 run's on an H100. So compiled and eager gradients
+# are each judged against the float64 run, and the compiled ones may be at
+# most a few times as far from it as eager's, parameter by parameter: an
+# earlier check against eager itself read that rounding as a bug.
+ERROR_FACTOR, ERROR_FLOOR = 3.0, {"fp32": 1e-5, "bf16": 1e-2}
+
+
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-def test_gpu_resnet18_train_mode_is_one_graph(dtype):
+def test_gpu_resnet18_train_mode_is_one_graph(dtype, monkeypatch):
     import ptc
     tv = pytest.importorskip("torchvision")
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
     torch.manual_seed(0)
     m = tv.models.resnet18(num_classes=10).cuda().train()
-    m2 = copy.deepcopy(m)
     x = torch.randn(16, 3, 64, 64, device="cuda")
-    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=dtype == "bf16"):
-        m(x).float().pow(2).mean().backward()
-        ptc.compile(m2)(x).float().pow(2).mean().backward()
-    for (name, p), q in zip(m.named_parameters(), m2.parameters()):
-        assert close(q.grad, p.grad, TOL[dtype]), name
-    for (name, b), c in zip(m.named_buffers(), m2.buffers()):
+    exact, _ = parameter_gradients(copy.deepcopy(m).double(), x.double(), False, "fp32")
+    eager, eager_model = parameter_gradients(m, x, False, dtype)
+    compiled, compiled_model = parameter_gradients(m, x, True, dtype)
+    for name, ref in exact.items():
+        scale = max(ref.abs().max().item(), 1e-30)
+        eager_err = (eager[name] - ref).abs().max().item() / scale
+        ptc_err = (compiled[name] - ref).abs().max().item() / scale
+        assert ptc_err <= ERROR_FACTOR * eager_err + ERROR_FLOOR[dtype], (name, eager_err, ptc_err)
+    for (name, b), c in zip(eager_model.named_buffers(), compiled_model.buffers()):
         assert close(c, b, TOL[dtype]), name
+    m2 = copy.deepcopy(m)
     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=dtype == "bf16"):
         ex = ptc.explain(m2, backend="ptc")(x)
     assert (ex.graph_count, ex.break_count) == (1, 0), ex.breaks
-    # Its compiled backward came out about 8% off eager's on an H100 (while the
-    # CPU's matches): until the cause is found the graph runs through torch
-    # ops, and says so (capture/backend/backend.c, cuda_batch_norm_training).
-    assert ex.autograd_fallback
-    assert any("BatchNorm in train mode on CUDA" in f.get("why", "") for f in ex.fallbacks)
+    assert not ex.autograd_fallback, ex.fallbacks
 
 
 def test_gpu_resnet18_adamw_steps_match_eager():

@@ -714,22 +714,6 @@ static bool needs_autograd(cap_entry *e)
     return false;
 }
 
-/* A CUDA graph with BatchNorm in train mode: its compiled backward is wrong
- * today (on an H100, resnet18's gradients came out about 8% off eager's while
- * the same graph on the CPU matches), so it runs through torch ops until the
- * cause is found (test_gpu_training_cnn.py pins it). */
-static bool cuda_batch_norm_training(const ptc_graph *g)
-{
-    for (int i = 0; i < g->nnodes; i++) {
-        const ptc_node *n = g->nodes[i];
-        const ptc_arg *training = n->op == PTC_OP_BATCH_NORM ? ptc_node_arg(n, "training") : NULL;
-        if (training && training->b && n->nout > 0 &&
-            n->outs[0]->type.device.kind == PTC_DEV_CUDA)
-            return true;
-    }
-    return false;
-}
-
 /* A graph that needs gradients: compiled forward and backward for backend
  * "ptc"; otherwise, or when that fails (an op without a derivative), torch
  * ops under autograd, with the reason kept for the report. */
@@ -737,9 +721,8 @@ static void prepare_training(cap_entry *e, cap_backend_state *st)
 {
     ptc_error terr;
     ptc_error_clear(&terr);
-    bool known_wrong = cuda_batch_norm_training(e->graph);
 #ifdef PTC_HAVE_RUNTIME
-    if (e->backend == CAP_BACKEND_PTC && cap_cfg.compiled_autograd && !known_wrong &&
+    if (e->backend == CAP_BACKEND_PTC && cap_cfg.compiled_autograd &&
         cap_train_prepare(e, &st->train, &terr) == 0)
         return;
 #endif
@@ -749,10 +732,6 @@ static void prepare_training(cap_entry *e, cap_backend_state *st)
     if (e->backend == CAP_BACKEND_PTC && !cap_cfg.compiled_autograd)
         ptc_errorf(&terr, PTC_ERR_UNSUPPORTED, "autograd",
                    "compiled autograd is off (ptc.config.compiled_autograd = True turns it on)");
-    else if (e->backend == CAP_BACKEND_PTC && known_wrong)
-        ptc_errorf(&terr, PTC_ERR_UNSUPPORTED, "autograd",
-                   "compiled autograd of BatchNorm in train mode on CUDA is not trusted yet (its "
-                   "gradients were off eager's on an H100)");
     else if (e->backend != CAP_BACKEND_PTC)
         ptc_errorf(&terr, PTC_ERR_UNSUPPORTED, "autograd", "backend %s has no autograd",
                    e->backend == CAP_BACKEND_REFERENCE ? "reference" : "ptc");
