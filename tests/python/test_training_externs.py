@@ -1,13 +1,16 @@
-"""The C externs a compiled backward runs, against eager torch: the
+"""The externs a compiled backward runs, against eager torch: the
 scatter_add of an embedding's weight gradient (a broadcast index, a row of
 the weight per token), along other dims, over transposed sources and in
 f64, compiled as .ptir graphs with ptc's CPU backend and run on torch
-tensors."""
+tensors; and the layouts matrix products read and write without copy
+kernels (a flattened buffer read in place, a weight's gradient produced in
+the weight's layout)."""
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from ptc import _C  # noqa: E402
+from test_training import compiled_autograd  # noqa: E402,F401
 
 
 def scatter_graph(dtype, out_shape, dim, index_shape, src_shape, broadcast_index, transpose_src):
@@ -69,3 +72,82 @@ def test_scatter_add_index_out_of_bounds_is_an_error():
                                               True, False))
     with pytest.raises(Exception, match="out of bounds"):
         _C._run_compiled(compiled, (torch.tensor([0, 5, 1]), torch.randn(3, 4)))
+
+
+# ---- what an extern reads in place ------------------------------------------------------
+
+FLAT_MM = """# ptc ir v1
+graph flat(%x: f32[8,16,32] cpu, %w: f32[32,24] cpu) {
+  %0 = prims.mul(%x, %x) : f32[8,16,32]
+  %1 = prims.reshape(%0, shape=[128, 32]) : f32[128,32]
+  %2 = mm(%1, %w) : f32[128,24]
+  %3 = prims.sum(%0, dims=[2]) : f32[8,16]
+  return (%2, %3)
+}
+"""
+
+
+def test_mm_reads_a_flattened_buffer_in_place(tmp_path):
+    """[8,16,32] read as [128,32] is 32*o0 + o1: a view, not a copy kernel."""
+    import ptcio
+    path = tmp_path / "flat.ptir"
+    path.write_text(FLAT_MM)
+    r = ptcio.ptc_run("--emit=kernels", str(path))
+    assert r.returncode == 0, r.stderr
+    assert "_copy:" not in r.stdout, r.stdout
+    r = ptcio.ptc_run("--check", str(path))
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def backward_kernels(tmp_path, fn, *args):
+    """The kernels of fn's compiled backward (ptc-run --emit=kernels of its trace)."""
+    import glob
+    import os
+    import ptc
+    import ptcio
+    trace = tmp_path / "trace"
+    old = os.environ.get("PTC_TRACE_DIR")
+    os.environ["PTC_TRACE_DIR"] = str(trace)
+    try:
+        ptc.compile(fn)(*args).sum().backward()
+    finally:
+        if old is None:
+            del os.environ["PTC_TRACE_DIR"]
+        else:
+            os.environ["PTC_TRACE_DIR"] = old
+    (bw,) = glob.glob(str(trace / "*" / "backward.ptir"))
+    r = ptcio.ptc_run("--emit=kernels", bw)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_linear_weight_gradient_lands_in_the_weights_layout(tmp_path, compiled_autograd):
+    """W's gradient of x @ W^T is computed as G^T x, in W's layout: no kernel
+    transposes it afterwards; gradients match torch autograd."""
+    gen = torch.Generator().manual_seed(0)
+    lin = torch.nn.Linear(32, 24)
+    x = torch.randn(8, 16, 32, generator=gen)
+    kernels = backward_kernels(tmp_path, lin, x)
+    assert "_copy:" not in kernels, kernels
+    want = torch.autograd.grad(lin(x).sum(), lin.weight)[0]
+    lin.weight.grad = None
+    import ptc
+    ptc.compile(lin)(x).sum().backward()
+    torch.testing.assert_close(lin.weight.grad, want, rtol=1e-5, atol=1e-5)
+
+
+def test_bmm_operand_gradient_lands_in_its_layout(tmp_path, compiled_autograd):
+    """k's gradient of q @ k^T (attention scores) is a product in k's layout."""
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(4, 16, 8, generator=gen, requires_grad=True)
+    k = torch.randn(4, 16, 8, generator=gen, requires_grad=True)
+
+    def scores(q, k):
+        return torch.tanh(q @ k.transpose(1, 2))
+    kernels = backward_kernels(tmp_path, scores, q, k)
+    assert "_copy:" not in kernels, kernels
+    want = torch.autograd.grad(scores(q, k).sum(), (q, k))
+    import ptc
+    got = torch.autograd.grad(ptc.compile(scores)(q, k).sum(), (q, k))
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
