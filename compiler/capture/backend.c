@@ -743,11 +743,12 @@ static void prepare_training(cap_entry *e, cap_backend_state *st)
         cap_train_prepare(e, &st->train, &terr) == 0)
         return;
 #endif
-    /* The user's opt-out (ptc.config.compiled_autograd = False). */
+    /* Off by default until it is faster than torch's autograd: on an H200 a
+       resnet50 training step took 511 ms this way against eager's 18.5 ms
+       (the convolution's weight gradient as a convolution; see man ptc.7). */
     if (e->backend == CAP_BACKEND_PTC && !cap_cfg.compiled_autograd)
         ptc_errorf(&terr, PTC_ERR_UNSUPPORTED, "autograd",
-                   "compiled autograd is off (ptc.config.compiled_autograd = False or "
-                   "PTC_COMPILED_AUTOGRAD=0)");
+                   "compiled autograd is off (ptc.config.compiled_autograd = True turns it on)");
     else if (e->backend == CAP_BACKEND_PTC && known_wrong)
         ptc_errorf(&terr, PTC_ERR_UNSUPPORTED, "autograd",
                    "compiled autograd of BatchNorm in train mode on CUDA is not trusted yet (its "

@@ -12,8 +12,7 @@ def pytest_configure(config):
 @pytest.fixture(scope="module")
 def cuda_compiled_autograd(tmp_path_factory):
     """CUDA training tests: skip without a GPU or the ptc module; a fresh kernel
-    cache; compiled autograd on (the default, unless the environment turned it off)
-    for the module, then as it was."""
+    cache; compiled autograd on (it is opt-in) for the module, then as it was."""
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device visible to torch")

@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 import ptc  # noqa: E402
 
 
-# compiled training on for every test here (the default, kept on if the environment turned it off)
+# compiled training is opt-in: on for every test here
 from test_training import compiled_autograd  # noqa: E402,F401
 
 
