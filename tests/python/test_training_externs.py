@@ -151,3 +151,31 @@ def test_bmm_operand_gradient_lands_in_its_layout(tmp_path, compiled_autograd):
     got = torch.autograd.grad(ptc.compile(scores)(q, k).sum(), (q, k))
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+
+
+# ---- a convolution's input gradient ----------------------------------------------------
+
+
+@pytest.mark.parametrize("case", [
+    # input shape, weight shape, stride, padding, dilation, output_padding, groups
+    ((2, 6, 5, 5), (6, 4, 3, 3), [1, 1], [1, 1], [1, 1], [0, 0], 1),
+    ((2, 6, 4, 5), (6, 2, 3, 3), [2, 2], [1, 1], [1, 1], [1, 0], 2),
+    ((2, 4, 7), (4, 3, 5), [3], [2], [2], [2], 1),
+    ((1, 4, 3, 4, 3), (4, 2, 3, 3, 3), [2, 1, 2], [1, 1, 0], [1, 2, 1], [1, 0, 0], 1),
+    ((2, 8, 4, 4), (8, 1, 3, 3), [1, 1], [1, 1], [1, 1], [0, 0], 8),  # depthwise
+])
+def test_transposed_convolution_through_convolution_backward(case):
+    """ptc's extern for a transposed convolution (the input gradient of a
+    convolution) equals torch.convolution's, with and without bias."""
+    from ptc import _eager
+    shape, wshape, stride, padding, dilation, output_padding, groups = case
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(shape, generator=gen, dtype=torch.float64)
+    w = torch.randn(wshape, generator=gen, dtype=torch.float64)
+    b = torch.randn(wshape[1] * groups, generator=gen, dtype=torch.float64)
+    for bias in (None, b):
+        want = torch.convolution(x, w, bias, stride, padding, dilation, True, output_padding,
+                                 groups)
+        got = _eager.convolution_transposed(x, w, bias, stride, padding, dilation, True,
+                                            output_padding, groups)
+        torch.testing.assert_close(got, want)
