@@ -19,6 +19,16 @@ With --paired, eager and ptc instead train two copies of the model in one
 process, a step of each in turn, so that a load that comes and goes on the
 machine weighs on both alike; it prints both medians and their ratio.
 
+With --interleaved, one process trains every model of --models
+(resnet18,gpt2,bert) with each of --compilers (eager, Inductor, ptc), a
+step of each in turn, in --runs windows of --steps rounds: one median per
+compiler and run, eager's over each compiler's, and each compiler's first
+step (its cold compile included); --out writes train_cpu_interleaved.json
+and .md.
+
+    python3 bench/train_cpu.py --interleaved [--models resnet18,gpt2,bert]
+                               [--runs 2] [--steps 10] [--out DIR]
+
 Per compiler: the median step time over --steps timed steps after three
 warm-up steps, the first step's time (the cold compile included), the loss
 after the timed steps (all start from the same weights and batch) and, for
@@ -97,6 +107,75 @@ def paired(a):
     print(json.dumps({"eager_ms": e, "ptc_ms": p, "eager_over_ptc": e / p}))
 
 
+def interleaved(a):
+    """Every model of --models with eager, Inductor and ptc in this one
+    process: each compiler trains its own copy of the model from the same
+    weights, and every timed round runs one step of each in turn, so a load
+    that comes and goes weighs on all three alike. --runs separate windows
+    of --steps rounds each give one median per compiler per run. The first
+    step of each compiler (its cold compile with empty caches, set before
+    torch loads) is reported as first_step_s."""
+    import copy
+    import torch
+    import ptc
+    torch.set_num_threads(a.threads)
+    ptc.config.compiled_autograd = bool(a.compiled_autograd)
+    names = a.compilers.split(",")
+    rows = []
+    for model_name in a.models.split(","):
+        a.model = model_name
+        model, inputs, lossf = build(a)
+        runs = {}
+        first = {}
+        for name in names:
+            m = copy.deepcopy(model)
+            run = {"eager": m, "inductor": torch.compile(m) if name == "inductor" else None,
+                   "ptc": ptc.compile(m) if name == "ptc" else None}[name]
+            runs[name] = (run, make_opt(a, m))
+            t0 = time.perf_counter()
+            training_step(run, inputs, lossf, runs[name][1])
+            first[name] = time.perf_counter() - t0
+        for _ in range(2):  # warm-up: caches, allocator, recompiles
+            for name in names:
+                training_step(runs[name][0], inputs, lossf, runs[name][1])
+        medians = {name: [] for name in names}
+        for _ in range(a.runs):
+            times = {name: [] for name in names}
+            for _ in range(a.steps):
+                for name in names:
+                    t0 = time.perf_counter()
+                    training_step(runs[name][0], inputs, lossf, runs[name][1])
+                    times[name].append((time.perf_counter() - t0) * 1e3)
+            for name in names:
+                medians[name].append(statistics.median(times[name]))
+        for name in names:
+            row = {"model": model_name, "compiler": name, "median_ms": medians[name],
+                   "first_step_s": first[name]}
+            if name != "eager":
+                row["eager_over"] = [e / t for e, t in zip(medians["eager"], medians[name])] \
+                    if "eager" in medians else None
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    if a.out:
+        write_interleaved(a, rows)
+
+
+def write_interleaved(a, rows):
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "train_cpu_interleaved.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+    with open(os.path.join(a.out, "train_cpu_interleaved.md"), "w") as f:
+        f.write("batch %d, size %d, f32, %s, %d thread(s); %d runs of %d interleaved rounds, "
+                "median step ms per run\n\n" % (a.batch, a.size, a.opt, a.threads, a.runs, a.steps))
+        f.write("| model | compiler | step ms (per run) | eager / compiler | first step s |\n"
+                "|---|---|---|---|---|\n")
+        for r in rows:
+            ratio = ", ".join("%.2f" % x for x in r.get("eager_over") or [])
+            f.write("| %s | %s | %s | %s | %.1f |\n" % (
+                r["model"], r["compiler"], ", ".join("%.1f" % x for x in r["median_ms"]), ratio,
+                r["first_step_s"]))
+
+
 def worker(a, compiler):
     import torch
     torch.set_num_threads(a.threads)
@@ -149,11 +228,18 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--worker")
     ap.add_argument("--paired", action="store_true")
+    ap.add_argument("--interleaved", action="store_true")
+    ap.add_argument("--models", default="resnet18,gpt2,bert")
+    ap.add_argument("--runs", type=int, default=2)
     a = ap.parse_args()
     if a.worker:
         return worker(a, a.worker)
-    if a.paired:
+    if a.paired or a.interleaved:
         os.environ["OMP_NUM_THREADS"] = str(a.threads)  # before torch and ptc load OpenMP
+        if a.interleaved:  # cold compiles: empty caches, set before torch and ptc load
+            os.environ["PTC_CACHE_DIR"] = tempfile.mkdtemp()
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp()
+            return interleaved(a)
         return paired(a)
     rows = []
     for compiler in a.compilers.split(","):

@@ -263,13 +263,38 @@ static int d_reshape(ag *a, const ptc_node *n, ptc_value *const *gout)
     return done(a);
 }
 
+/* Whether perm swaps the last two of n dimensions and keeps the rest. */
+static bool swaps_last_two(const int *perm, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (perm[i] != (i < n - 2 ? i : 2 * n - 3 - i))
+            return false;
+    return n >= 2;
+}
+
+/* g transposed by perm. A gradient that is a matrix product A B (the
+ * gradient of a Linear layer's W^T) is built as B^T A^T instead: the
+ * product then lands in W's own layout, where transposing it took a copy
+ * kernel per weight, and the operands' transposes are views the extern
+ * reads in place. g's own product is then dead, unless another rule was
+ * handed the same gradient (both operands of an add are), which keeps it. */
+static ptc_value *transpose_grad(ag *a, ptc_value *g, const int *perm)
+{
+    const ptc_node *d = g ? g->def : NULL;
+    bool product = d && ((d->op == PTC_OP_MM && g->type.ndim == 2) ||
+                         (d->op == PTC_OP_BMM && g->type.ndim == 3));
+    if (!product || !swaps_last_two(perm, g->type.ndim))
+        return ag_permute(a, g, perm);
+    return ag_binary(a, d->op, ag_permute(a, ag_in(d, 1), perm), ag_permute(a, ag_in(d, 0), perm));
+}
+
 static int d_permute(ag *a, const ptc_node *n, ptc_value *const *gout)
 {
     const ptc_arg *perm = &n->args[1];
     int inverse[PTC_MAX_DIMS];
     for (int i = 0; i < perm->is.n; i++)
         inverse[perm->is.d[i].value] = i;
-    ag_accum(a, X, ag_permute(a, G, inverse));
+    ag_accum(a, X, transpose_grad(a, G, inverse));
     return done(a);
 }
 

@@ -297,6 +297,28 @@ static bool next_index(int64_t *idx, const int64_t *sizes, int ndim)
     return false;
 }
 
+/* A same-dtype copy a line (the last dimension) at a time, the offsets of
+ * each line computed once: one memcpy per line where both are contiguous
+ * along it. Element by element, with offsets from every index, a 2000x256
+ * weight's copy took ~10 ms (a compiled backward's scatter_add starts so). */
+static void copy_lines(ptc_tensor *dst, const ptc_tensor *src)
+{
+    int last = src->ndim - 1;
+    int64_t len = src->sizes[last], total = ptc_tensor_numel(src);
+    int64_t ds = dst->strides[last], ss = src->strides[last];
+    int64_t es = (int64_t)ptc_dtype_size(src->dtype), idx[PTC_MAX_DIMS] = {0};
+    for (int64_t done = 0; done < total; done += len) {
+        char *d = elem_ptr(dst, idx);
+        const char *s = elem_ptr(src, idx);
+        if (ds == 1 && ss == 1)
+            memcpy(d, s, (size_t)(len * es));
+        else
+            for (int64_t k = 0; k < len; k++)
+                memcpy(d + k * ds * es, s + k * ss * es, (size_t)es);
+        next_index(idx, src->sizes, last);
+    }
+}
+
 int ptc_tensor_copy(ptc_tensor *dst, const ptc_tensor *src, ptc_error *err)
 {
     if (dst->ndim != src->ndim)
@@ -311,6 +333,10 @@ int ptc_tensor_copy(ptc_tensor *dst, const ptc_tensor *src, ptc_error *err)
     int64_t idx[PTC_MAX_DIMS] = {0};
     size_t es = ptc_dtype_size(src->dtype);
     bool same = src->dtype == dst->dtype;
+    if (same && src->ndim > 0) {
+        copy_lines(dst, src);
+        return 0;
+    }
     bool exact_int = !ptc_dtype_is_float(src->dtype) && !ptc_dtype_is_float(dst->dtype);
     do {
         void *d = elem_ptr(dst, idx);

@@ -617,17 +617,34 @@ static int lower_gather(lowerer *L, const ptc_node *n)
 
 /* ---- externs ------------------------------------------------------------------------------------ */
 
-/* A strided view of value v, copying it first if its map is not affine. */
+/* The element offset v's map reads in its buffer, as one expression: a
+ * flatten of a contiguous buffer ([8,64,1024] read as [512,1024]) has a
+ * div and a mod per buffer dimension but folds to 1024*o0 + o1. */
+static const ptc_ix *flat_offset(lowerer *L, const lval *lv, const ptc_lbuf *b)
+{
+    const ptc_ix *off = ptc_ix_int(L->a, 0);
+    for (int d = 0; d < b->ndim; d++)
+        off = ptc_ix_madd(L->a, lv->idx[d], b->strides[d], off);
+    return off;
+}
+
+static bool is_affine(const ptc_ix *x)
+{
+    for (int t = 0; t < x->nterms; t++)
+        if (x->terms[t].atom->kind != PTC_IXA_VAR)
+            return false;
+    return true;
+}
+
+/* A strided view of value v, copying it first if its map is not affine
+ * (reshaping a contiguous buffer is: the extern reads it in place). */
 static int extern_view(lowerer *L, const ptc_value *v, ptc_lview *out)
 {
     ptc_arena *a = L->a;
     lval *lv = &L->vals[v->id];
     const ptc_lbuf *b = L->p->bufs[lv->buf];
-    bool affine = true;
-    for (int d = 0; d < b->ndim && affine; d++)
-        for (int t = 0; t < lv->idx[d]->nterms; t++)
-            affine &= lv->idx[d]->terms[t].atom->kind == PTC_IXA_VAR;
-    if (!affine) {
+    const ptc_ix *flat = flat_offset(L, lv, b);
+    if (!is_affine(flat)) {
         ptc_lnode *cp = ptc_lprog_add_node(L->p, PTC_LN_POINTWISE);
         ptc_lbuf *nb = ptc_lprog_add_buf(L->p, v->type.dtype, v->type.ndim, v->type.shape, PTC_LB_TEMP);
         nb->def = cp->id;
@@ -640,22 +657,18 @@ static int extern_view(lowerer *L, const ptc_value *v, ptc_lview *out)
         cp->label = "copy";
         set_identity(L, v, nb->id);
         lv = &L->vals[v->id];
-        b = nb;
+        flat = flat_offset(L, lv, nb);
     }
     out->buf = lv->buf;
     out->ndim = v->type.ndim;
-    out->offset = ptc_dim_c(0);
+    out->offset = flat->constant;
     for (int j = 0; j < v->type.ndim; j++) {
         out->sizes[j] = v->type.shape[j];
         out->strides[j] = ptc_dim_c(0);
     }
-    for (int d = 0; d < b->ndim; d++) {
-        const ptc_ix *x = lv->idx[d];
-        out->offset = ptc_dim_add(a, out->offset, ptc_dim_mul(a, x->constant, b->strides[d]));
-        for (int t = 0; t < x->nterms; t++) {
-            int j = x->terms[t].atom->id;
-            out->strides[j] = ptc_dim_add(a, out->strides[j], ptc_dim_mul(a, x->terms[t].coeff, b->strides[d]));
-        }
+    for (int t = 0; t < flat->nterms; t++) {
+        int j = flat->terms[t].atom->id;
+        out->strides[j] = ptc_dim_add(a, out->strides[j], flat->terms[t].coeff);
     }
     return 0;
 }

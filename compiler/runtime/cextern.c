@@ -472,13 +472,65 @@ static int run_cumsum(const ptc_node *n, const ptc_tensor *x, ptc_tensor *out)
     return 0;
 }
 
+/* One line of a floating scatter_add: the last dimension of index and src
+ * from the element offsets given, out's offset without dim's term. */
+#define SCATTER_LINE(T)                                                                            \
+    for (int64_t k = 0; k < len; k++) {                                                            \
+        int64_t j = ix[k * istride];                                                               \
+        if (j < 0)                                                                                 \
+            j += rows;                                                                             \
+        if (j < 0 || j >= rows)                                                                    \
+            return -1;                                                                             \
+        ((T *)out->data)[ooff + k * ostride + j * dstride] +=                                      \
+            ((const T *)src->data)[soff + k * sstride];                                            \
+    }
+
+/* scatter_add into an f32 or f64 out, a line (the last dimension) at a time
+ * with offsets kept as it walks: an embedding's weight gradient adds a
+ * few hundred thousand elements per step, and the generic path spent
+ * microseconds on each. -1 for an index out of bounds. */
+static int scatter_add_lines(const ptc_tensor *index, const ptc_tensor *src, ptc_tensor *out,
+                             int dim)
+{
+    int last = index->ndim - 1;
+    int64_t len = index->sizes[last], total = ptc_tensor_numel(index);
+    int64_t rows = out->sizes[dim], dstride = out->strides[dim];
+    int64_t istride = index->strides[last], sstride = src->strides[last];
+    int64_t ostride = last == dim ? 0 : out->strides[last];
+    int64_t idx[PTC_MAX_DIMS] = {0};
+    for (int64_t done = 0; len && done < total; done += len) {
+        int64_t ioff = 0, soff = 0, ooff = 0;
+        for (int d = 0; d < last; d++) {
+            ioff += idx[d] * index->strides[d];
+            soff += idx[d] * src->strides[d];
+            ooff += d == dim ? 0 : idx[d] * out->strides[d];
+        }
+        const int64_t *ix = (const int64_t *)index->data + ioff;
+        if (out->dtype == PTC_F32) {
+            SCATTER_LINE(float)
+        } else {
+            SCATTER_LINE(double)
+        }
+        for (int d = last - 1; d >= 0; d--) {
+            if (++idx[d] < index->sizes[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    return 0;
+}
+#undef SCATTER_LINE
+
 static int run_scatter_add(const ptc_node *n, const ptc_tensor *const *in, ptc_tensor *out,
                            ptc_error *err)
 {
     const ptc_tensor *a = in[0], *index = in[1], *src = in[2];
     int dim = (int)arg(n, "dim")->i.value;
+    dim += dim < 0 ? out->ndim : 0;
     if (ptc_tensor_copy(out, a, err))
         return -1;
+    if (index->ndim > 0 && (out->dtype == PTC_F32 || out->dtype == PTC_F64))
+        return scatter_add_lines(index, src, out, dim) ? xfail(err, n, "index out of bounds") : 0;
     int64_t total = ptc_tensor_numel(index), idx[PTC_MAX_DIMS] = {0};
     bool fl = ptc_dtype_is_float(out->dtype);
     for (int64_t i = 0; i < total; i++) {

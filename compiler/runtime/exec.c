@@ -246,6 +246,27 @@ static int run_extern_code(run *r, const ptc_lnode *n)
     return ptc_cextern_run(n->xnode, inp, n->nxin, outs, r->rng_offset, r->err);
 }
 
+/* PTC_LOGS=+perf: one line per step with its run time, what it is and the
+ * graph nodes it came from, for finding the hot kernels of a program. */
+static void log_step_time(run *r, const ptc_step *st, double ms)
+{
+    if (st->kind == PTC_STEP_EXTERN) {
+        const ptc_lnode *n = r->p->prog->nodes[st->index];
+        ptc_log(PTC_LOG_PERF, PTC_LOG_DEBUG, "run %.3f ms extern %s", ms,
+                ptc_op_name(n->xnode->op));
+        return;
+    }
+    const ptc_kernel *k = r->p->sched->kernels[st->index];
+    char outer[128];
+    size_t len = 0;
+    outer[0] = 0;
+    for (int d = 0; d < k->nouter && len < sizeof outer; d++)
+        len += (size_t)snprintf(outer + len, sizeof outer - len, "%s%lld", d ? "x" : "",
+                                (long long)eval(r, k->outer[d]));
+    ptc_log(PTC_LOG_PERF, PTC_LOG_DEBUG, "run %.3f ms kernel %s [%s] from %s", ms, k->name,
+            outer, k->nprov ? k->prov[0] : "?");
+}
+
 static void finish(run *r, bool ok, ptc_tensor *outputs)
 {
     ptc_program *p = r->p;
@@ -293,11 +314,15 @@ int ptc_exec_cpu(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tens
     if (rc == 0)
         rc = plan_arena(&r);
     const ptc_schedule *s = p->sched;
+    bool timed = ptc_log_on(PTC_LOG_PERF, PTC_LOG_DEBUG);
     for (int t = 0; rc == 0 && t < s->nsteps; t++) {
+        double t0 = timed ? ptc_now_ms() : 0;
         if (s->steps[t].kind == PTC_STEP_KERNEL)
             rc = run_kernel(&r, s->kernels[s->steps[t].index], &p->kernels[s->steps[t].index]);
         else
             rc = run_extern(&r, lp->nodes[s->steps[t].index]);
+        if (timed)
+            log_step_time(&r, &s->steps[t], ptc_now_ms() - t0);
     }
     finish(&r, rc == 0, outputs);
     return rc;

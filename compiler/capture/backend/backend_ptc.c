@@ -190,8 +190,17 @@ static PyObject *cached_view(const ptc_tensor *t)
     return v;
 }
 
-static const char *extern_fn(ptc_op op)
+/* The torch function an extern node calls; *slot is where call_extern keeps
+ * it (its op, or one past the ops for a transposed convolution, which has a
+ * faster form on the CPU: ptc._eager.convolution_transposed). */
+static const char *extern_fn(const ptc_node *node, int *slot)
 {
+    ptc_op op = node->op;
+    *slot = op;
+    if (op == PTC_OP_CONVOLUTION && ptc_node_arg(node, "transposed")->b) {
+        *slot = PTC_OP_COUNT;
+        return "ptc._eager.convolution_transposed";
+    }
     switch (op) {
     case PTC_OP_MM: return "torch.mm";
     case PTC_OP_BMM: return "torch.bmm";
@@ -312,12 +321,13 @@ static void log_extern(const ptc_schema *s, const ptc_tensor *const *inputs, int
 static PyObject *call_extern(const ptc_node *node, const ptc_tensor *const *inputs, int ninputs,
                              PyObject *into)
 {
-    static PyObject *fns[PTC_OP_COUNT];
+    static PyObject *fns[PTC_OP_COUNT + 1];
     const ptc_schema *s = ptc_op_schema(node->op);
-    const char *path = extern_fn(node->op);
+    int slot;
+    const char *path = extern_fn(node, &slot);
     if (!path)
         return PyErr_Format(cap_InternalError, "no torch kernel for extern %s", s->name);
-    if (!fns[node->op] && !(fns[node->op] = cap_import_path(path)))
+    if (!fns[slot] && !(fns[slot] = cap_import_path(path)))
         return NULL;
     int npos = 0;
     for (int i = 0; i < s->nparams; i++)
