@@ -25,6 +25,14 @@
  * form whose team suits them (ptc_cuda_pick). A
  * kernel's vectorised entry runs when every pointer it assumes aligned is;
  * PTC_CUDA_VECTOR=0 always takes the scalar entries (for tests).
+ *
+ * A run may be recorded into a CUDA graph (reduce-overhead mode: the
+ * framework captures its current stream, and its allocator serves the
+ * graph's private pool). Capture forbids what would synchronise or allocate
+ * outside the pool, so a captured run reads no checks' record and never
+ * synchronises (PTC_CUDA_SYNC is ignored: there is nothing to wait for until
+ * the graph replays), and its modules must be loaded already (the warm-up
+ * run before the capture loads them).
  */
 #include "runtime/cuda_rt.h"
 
@@ -417,6 +425,7 @@ typedef struct crun {
     ptc_cuda_device *dev;
     cloaded *L;
     CUstream stream;
+    bool capturing; /* the stream is being recorded into a CUDA graph */
     ptc_bindings b;
     void **bufptr;
     ptc_tensor *outs;
@@ -754,7 +763,7 @@ static int run_kernel(crun *r, int ki)
     ptc_log(PTC_LOG_RUNTIME, PTC_LOG_DEBUG, "kernel %d %s: grid %lld block %d team %d%s%s", k->id,
             k->name, (long long)blocks, fm->block, fm->team, vec ? " vectorised" : "",
             code->nforms > 1 ? " (form for these sizes)" : "");
-    if (r->sync_each)
+    if (r->sync_each && !r->capturing)
         return check_sync(r, k, "failed while running");
     return 0;
 }
@@ -894,6 +903,38 @@ static int run_extern(crun *r, const ptc_lnode *n)
 /* ---- the run ------------------------------------------------------------------------------------
  */
 
+/* Whether the run's stream is being captured into a CUDA graph; sets
+ * r->capturing. The legacy default stream (NULL) is never captured. */
+static bool stream_capturing(crun *r)
+{
+    int status = CU_STREAM_CAPTURE_STATUS_NONE;
+    r->capturing = r->stream && r->A->cuStreamIsCapturing(r->stream, &status) == CUDA_SUCCESS &&
+                   status != CU_STREAM_CAPTURE_STATUS_NONE;
+    return r->capturing;
+}
+
+/* The loaded functions of a captured run: loading a module is no stream
+ * work a graph can hold, so capture needs them loaded by an earlier run. */
+static cloaded *loaded_for_capture(ptc_program *p, crun *r)
+{
+    ptc_cuda_prog *cp = p->cuda;
+    pthread_mutex_lock(&cp->lock);
+    cloaded *L = cp->loaded[r->dev->ordinal];
+    pthread_mutex_unlock(&cp->lock);
+    if (!L)
+        ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime",
+                   "a CUDA graph capture ran the program before it was loaded on cuda:%d (run it "
+                   "once outside the capture first, as a warm-up)",
+                   r->dev->ordinal);
+    else if (!r->host || !r->host->alloc) {
+        ptc_errorf(r->err, PTC_ERR_UNSUPPORTED, "runtime",
+                   "a CUDA graph capture needs the framework's allocator (ptc's own arena is "
+                   "allocated with cuMemAlloc, which capture forbids)");
+        L = NULL;
+    }
+    return L;
+}
+
 static void finish(crun *r, bool ok, ptc_tensor *outputs)
 {
     ptc_program *p = r->p;
@@ -936,13 +977,13 @@ int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_ten
     bool pushed = false;
     if (ptc_cuda_enter(r.dev, &pushed, err))
         return -1;
-    r.L = loaded_on(p, r.dev, err);
+    ptc_device dev = {PTC_DEV_CUDA, (int16_t)r.dev->ordinal};
+    r.stream = host && host->cuda_stream ? (CUstream)host->cuda_stream(host->ctx, dev) : NULL;
+    r.L = stream_capturing(&r) ? loaded_for_capture(p, &r) : loaded_on(p, r.dev, err);
     if (!r.L) {
         ptc_cuda_leave(pushed);
         return -1;
     }
-    ptc_device dev = {PTC_DEV_CUDA, (int16_t)r.dev->ordinal};
-    r.stream = host && host->cuda_stream ? (CUstream)host->cuda_stream(host->ctx, dev) : NULL;
     const ptc_lprog *lp = p->prog;
     const ptc_schedule *s = p->sched;
     r.bufptr = calloc((size_t)lp->nbufs + 1, sizeof *r.bufptr);
@@ -967,7 +1008,7 @@ int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_ten
     }
     if (rc == 0 && !host)
         rc = check_sync(&r, NULL, "the run failed on the device");
-    if (rc == 0 && r.status && read_checks_on())
+    if (rc == 0 && r.status && read_checks_on() && !r.capturing)
         rc = read_checks(&r);
     finish(&r, rc == 0, outputs);
     ptc_cuda_leave(pushed);

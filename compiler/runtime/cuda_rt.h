@@ -33,6 +33,7 @@ enum {
     CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
     CU_JIT_OPTIMIZATION_LEVEL = 7,
     CU_JIT_INPUT_PTX = 1,
+    CU_STREAM_CAPTURE_STATUS_NONE = 0, /* cuStreamIsCapturing: 1 active, 2 invalidated */
 };
 
 /* X(name, symbol, params): every driver entry point ptc calls. */
@@ -58,6 +59,7 @@ enum {
     X(cuMemsetD8Async, "cuMemsetD8Async", (CUdeviceptr d, unsigned char v, size_t n, CUstream s))  \
     X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", (void *d, CUdeviceptr s, size_t n, CUstream st))  \
     X(cuStreamSynchronize, "cuStreamSynchronize", (CUstream s))                                    \
+    X(cuStreamIsCapturing, "cuStreamIsCapturing", (CUstream s, int *status))                       \
     X(cuModuleLoadData, "cuModuleLoadData", (CUmodule * m, const void *image))                     \
     X(cuModuleUnload, "cuModuleUnload", (CUmodule m))                                              \
     X(cuModuleGetFunction, "cuModuleGetFunction", (CUfunction * f, CUmodule m, const char *n))     \
