@@ -715,11 +715,12 @@ static bool draws_random(const ptc_node *n)
 }
 
 /* Compiles g into a cap_program; with eager_strides, the outputs eager makes
- * non-contiguous come back with eager's strides (plan_layouts). */
-static int compile_program(const ptc_graph *g, bool eager_strides, void **program,
+ * non-contiguous come back with eager's strides (plan_layouts); autotune:
+ * its kernels are tuned at their first run (runtime/autotune.c). */
+static int compile_program(const ptc_graph *g, bool eager_strides, bool autotune, void **program,
                            ptc_trace_compile *tc, ptc_error *err)
 {
-    ptc_compile_opts opts = {.backend = PTC_BACKEND_CPU, .trace = tc};
+    ptc_compile_opts opts = {.backend = PTC_BACKEND_CPU, .trace = tc, .autotune = autotune};
     for (int i = 0; i < g->ninputs; i++)
         if (g->inputs[i]->type.device.kind == PTC_DEV_CUDA)
             opts.backend = PTC_BACKEND_CUDA;
@@ -750,12 +751,18 @@ static int compile_program(const ptc_graph *g, bool eager_strides, void **progra
 int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_compile *tc,
                               ptc_error *err)
 {
-    return compile_program(g, false, program, tc, err);
+    return compile_program(g, false, false, program, tc, err);
 }
 
-int cap_runtime_compile(cap_entry *e, void **program, ptc_trace_compile *tc, ptc_error *err)
+static int apply_mode(void *program, const char *mode, ptc_error *err);
+
+int cap_runtime_compile(cap_entry *e, const char *mode, void **program, ptc_trace_compile *tc,
+                        ptc_error *err)
 {
-    return compile_program(e->graph, true, program, tc, err);
+    bool autotune = strncmp(mode, "max-autotune", 12) == 0;
+    if (compile_program(e->graph, true, autotune, program, tc, err) < 0)
+        return -1;
+    return apply_mode(*program, mode, err);
 }
 
 static void release_graphs(cap_program *cp);
@@ -1029,7 +1036,7 @@ static void notice(const char *fmt, const char *mode)
 /* reduce-overhead and max-autotune record each CUDA program into CUDA
  * graphs (python/ptc/_cudagraphs.py: warm-up, record per size set,
  * replay); where that cannot act, one notice says so. */
-int cap_runtime_apply_mode(void *program, const char *mode, ptc_error *err)
+static int apply_mode(void *program, const char *mode, ptc_error *err)
 {
     cap_program *cp = program;
     if (strcmp(mode, "reduce-overhead") != 0 && strcmp(mode, "max-autotune") != 0)
@@ -1095,6 +1102,18 @@ static int run_recorded(cap_program *cp, PyObject **inputs, PyObject **outputs)
     return 0;
 }
 
+/* ---- max-autotune's counts (ptc._C._autotune_counts) ---------------------------------- */
+
+PyObject *cap_autotune_counts(void)
+{
+    ptc_autotune_counts c;
+    ptc_autotune_get_counts(&c);
+    return Py_BuildValue("{s:i,s:i,s:i,s:i,s:d,s:d,s:d}", "tuned", c.tuned, "cache_hits",
+                         c.cache_hits, "budget_cut", c.budget_cut, "candidates_timed",
+                         c.candidates_timed, "ms", c.ms, "slowest_run_ms", c.slowest_run_ms,
+                         "default_budget_ms", ptc_autotune_default_budget_ms());
+}
+
 #else
 PyObject *cap_compile_ptir(PyObject *text)
 {
@@ -1105,6 +1124,11 @@ PyObject *cap_compile_ptir(PyObject *text)
 PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors)
 {
     (void)capsule, (void)tensors;
+    return PyErr_Format(PyExc_NotImplementedError, "ptc was built without its runtime");
+}
+
+PyObject *cap_autotune_counts(void)
+{
     return PyErr_Format(PyExc_NotImplementedError, "ptc was built without its runtime");
 }
 #endif /* PTC_HAVE_RUNTIME */

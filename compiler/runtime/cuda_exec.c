@@ -546,6 +546,11 @@ static void pick_forms(crun *r)
         const ptc_cuda_code *code = code_of(r->p->cuda, ki);
         const ptc_kernel *k = s->kernels[ki];
         r->form[ki] = 0;
+        ptc_tune_choice tuned;
+        if (ptc_autotune_tuned(r->p, ki, &tuned) && tuned.a >= 0 && tuned.a < code->nforms) {
+            r->form[ki] = tuned.a;
+            continue;
+        }
         if (code->nforms <= 1)
             continue;
         double outer = 1, work = 1;
@@ -712,16 +717,24 @@ static int read_checks(crun *r)
     return st.code ? ptc_check_fail(&st, r->err) : 0;
 }
 
-static int run_kernel(crun *r, int ki)
+/* Whether kernel ki may run its vectorised entry in form f. */
+static bool vector_ok(crun *r, int ki, int f)
+{
+    ptc_cuda_prog *cp = r->p->cuda;
+    int src = cp->k[ki].same_as >= 0 ? cp->k[ki].same_as : ki;
+    const ptc_cuda_code *code = &cp->k[src].code;
+    return f == 0 && code->launch.vec > 1 && !r->no_vector && r->L->vfn[src] &&
+           aligned_for(r, r->p->sched->kernels[ki], code);
+}
+
+/* Launches kernel ki in form f (vectorised when vec). */
+static int launch(crun *r, int ki, int f, bool vec)
 {
     const ptc_kernel *k = r->p->sched->kernels[ki];
     ptc_cuda_prog *cp = r->p->cuda;
     int src = cp->k[ki].same_as >= 0 ? cp->k[ki].same_as : ki;
     const ptc_cuda_code *code = &cp->k[src].code;
-    int f = r->form[ki];
     const ptc_cuda_form *fm = &code->forms[f];
-    bool vec = f == 0 && code->launch.vec > 1 && !r->no_vector && r->L->vfn[src] &&
-               aligned_for(r, k, code);
     CUfunction fn = f > 0 ? r->L->ffn[src * PTC_CUDA_MAX_FORMS + f]
                     : vec ? r->L->vfn[src]
                           : r->L->fn[src];
@@ -766,6 +779,98 @@ static int run_kernel(crun *r, int ki)
     if (r->sync_each && !r->capturing)
         return check_sync(r, k, "failed while running");
     return 0;
+}
+
+/* ---- max-autotune: a kernel's form and vectorised entry, timed on the device ---------------- */
+
+typedef struct tune_call {
+    crun *r;
+    int ki;
+    CUevent start, end;
+    int rc; /* a failed launch: the run's error */
+} tune_call;
+
+static double time_launch(void *ctx, const ptc_tune_choice *c)
+{
+    tune_call *t = ctx;
+    const ptc_cuda_api *A = t->r->A;
+    float ms = 0;
+    if (t->rc) /* an earlier candidate failed: the run fails with its error */
+        return -1;
+    CUresult cr = A->cuEventRecord(t->start, t->r->stream);
+    if (cr == CUDA_SUCCESS && (t->rc = launch(t->r, t->ki, c->a, c->b)) != 0)
+        return -1;
+    if (cr == CUDA_SUCCESS)
+        cr = A->cuEventRecord(t->end, t->r->stream);
+    if (cr == CUDA_SUCCESS)
+        cr = A->cuEventSynchronize(t->end);
+    if (cr == CUDA_SUCCESS)
+        cr = A->cuEventElapsedTime(&ms, t->start, t->end);
+    if (cr != CUDA_SUCCESS) {
+        t->rc = ptc_cuda_fail(t->r->err, cr, "timing kernel %d", t->ki);
+        return -1;
+    }
+    return ms;
+}
+
+/* The forms kernel ki may run in this call: those whose scratch fits the
+ * arena planned for the forms picked (pick_forms). */
+static int launch_candidates(crun *r, int ki, bool vec, ptc_tune_choice *c, int max)
+{
+    const ptc_cuda_code *code = code_of(r->p->cuda, ki);
+    const ptc_kernel *k = r->p->sched->kernels[ki];
+    int n = 0;
+    c[n++] = (ptc_tune_choice){r->form[ki], vec};
+    if (vector_ok(r, ki, 0) && !(r->form[ki] == 0 && vec))
+        c[n++] = (ptc_tune_choice){0, 1};
+    for (int f = 0; f < code->nforms && n < max; f++) {
+        const ptc_cuda_form *fm = &code->forms[f];
+        int64_t need = fm->scratch_team > 0 ? launch_blocks(r, k, code, f, false) *
+                                                  (fm->block / fm->team) * fm->scratch_team
+                                            : 0;
+        if ((f != r->form[ki] || vec) && need <= r->scratch_bytes)
+            c[n++] = (ptc_tune_choice){f, 0};
+    }
+    return n;
+}
+
+/* Runs kernel ki in its tuned launch, tuning it first when it has none. */
+static int run_tuned(crun *r, int ki, bool vec)
+{
+    ptc_tune_choice cands[2 + PTC_CUDA_MAX_FORMS], used;
+    tune_call call = {.r = r, .ki = ki};
+    ptc_tune_target t = {.what = "cuda launch", .cands = cands, .time = time_launch, .ctx = &call};
+    t.n = launch_candidates(r, ki, vec, cands, 2 + PTC_CUDA_MAX_FORMS);
+    const ptc_kernel *k = r->p->sched->kernels[ki];
+    int64_t outer = 1;
+    for (int d = 0; d < k->nouter; d++)
+        outer *= eval(r, k->outer[d]);
+    snprintf(t.sizes, sizeof t.sizes, "outer 2^%d sm_%d sms %d", ptc_autotune_log2(outer),
+             r->dev->sm, r->dev->sms);
+    if (r->A->cuEventCreate(&call.start, 0) != CUDA_SUCCESS ||
+        r->A->cuEventCreate(&call.end, 0) != CUDA_SUCCESS)
+        t.n = 1; /* no timing: the default launch */
+    bool ran = ptc_autotune_pick(r->p, ki, &t, &used);
+    if (call.start)
+        r->A->cuEventDestroy(call.start);
+    if (call.end)
+        r->A->cuEventDestroy(call.end);
+    if (ran)
+        return call.rc;
+    return launch(r, ki, used.a, used.b && vector_ok(r, ki, used.a));
+}
+
+static int run_kernel(crun *r, int ki)
+{
+    int f = r->form[ki];
+    ptc_tune_choice tuned;
+    if (ptc_autotune_tuned(r->p, ki, &tuned))
+        return launch(r, ki, f, tuned.b && vector_ok(r, ki, f));
+    bool vec = vector_ok(r, ki, f);
+    /* a capture cannot time (it runs nothing); PTC_CUDA_SYNC times nothing worth keeping */
+    if (r->p->tune && !r->capturing && !r->sync_each)
+        return run_tuned(r, ki, vec);
+    return launch(r, ki, f, vec);
 }
 
 /* ---- externs -----------------------------------------------------------------------------------

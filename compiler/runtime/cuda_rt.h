@@ -19,6 +19,7 @@ typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
 typedef struct CUlinkState_st *CUlinkState;
+typedef struct CUevent_st *CUevent;
 typedef unsigned long long CUdeviceptr;
 
 enum {
@@ -60,6 +61,11 @@ enum {
     X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", (void *d, CUdeviceptr s, size_t n, CUstream st))  \
     X(cuStreamSynchronize, "cuStreamSynchronize", (CUstream s))                                    \
     X(cuStreamIsCapturing, "cuStreamIsCapturing", (CUstream s, int *status))                       \
+    X(cuEventCreate, "cuEventCreate", (CUevent * e, unsigned flags))                               \
+    X(cuEventRecord, "cuEventRecord", (CUevent e, CUstream s))                                     \
+    X(cuEventSynchronize, "cuEventSynchronize", (CUevent e))                                       \
+    X(cuEventElapsedTime, "cuEventElapsedTime", (float *ms, CUevent start, CUevent end))           \
+    X(cuEventDestroy, "cuEventDestroy_v2", (CUevent e))                                            \
     X(cuModuleLoadData, "cuModuleLoadData", (CUmodule * m, const void *image))                     \
     X(cuModuleUnload, "cuModuleUnload", (CUmodule m))                                              \
     X(cuModuleGetFunction, "cuModuleGetFunction", (CUfunction * f, CUmodule m, const char *n))     \

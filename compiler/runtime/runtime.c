@@ -283,6 +283,9 @@ ptc_program *ptc_compile(const ptc_graph *g, const ptc_compile_opts *opts, ptc_e
              stage_loops(&s) || memory_left(&s, g, "loops") || stage_kernels(&s) ||
              memory_left(&s, g, "kernels") || stage_codegen(&s);
     }
+    if (rc == 0 && opts && opts->autotune && backend != PTC_BACKEND_REFERENCE &&
+        ptc_autotune_prepare(p, opts->autotune_budget_ms) < 0)
+        rc = ptc_errorf(err, PTC_ERR_INTERNAL, "runtime", "out of memory");
     merge_metrics(&s, t0);
     if (rc) {
         ptc_program_release(p);
@@ -307,6 +310,7 @@ void ptc_program_release(ptc_program *p)
     ptc_cuda_prog_free(p->cuda);
 #endif
     free(p->kernels);
+    ptc_autotune_free(p);
     for (int i = 0; i < PTC_TEXT_COUNT; i++)
         free(p->text[i]);
     if (p->graph)
