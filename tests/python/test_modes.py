@@ -31,9 +31,9 @@ def compile_warnings(**kwargs):
     return c, [str(w.message) for w in seen if str(w.message).startswith("ptc:")]
 
 
-@pytest.mark.parametrize("mode,gap", [("max-autotune", "autotune"),
-                                      ("max-autotune-no-cudagraphs", "autotune")])
-def test_an_unimplemented_mode_warns_once(mode, gap):
+@pytest.mark.parametrize("mode,gap", [("max-autotune", "matmul implementations"),
+                                      ("max-autotune-no-cudagraphs", "vector width")])
+def test_what_a_mode_lacks_warns_once(mode, gap):
     c, seen = compile_warnings(mode=mode)
     assert len(seen) == 1 and mode in seen[0] and gap in seen[0], seen
     assert compile_warnings(mode=mode)[1] == []  # once per process
