@@ -78,7 +78,9 @@ def _signature(inputs):
 def _stable_address(t):
     """Parameters and outputs of a live recorded graph keep their address."""
     import torch
-    return isinstance(t, torch.nn.Parameter) or (t.data_ptr() != 0 and t.data_ptr() in _static_outputs)
+    if isinstance(t, torch.nn.Parameter):
+        return True
+    return t.data_ptr() != 0 and t.data_ptr() in _static_outputs
 
 
 class _Graph:
