@@ -288,6 +288,9 @@ ptc_program *ptc_compile(const ptc_graph *g, const ptc_compile_opts *opts, ptc_e
              stage_loops(&s) || memory_left(&s, g, "loops") || stage_kernels(&s) ||
              memory_left(&s, g, "kernels") || stage_codegen(&s);
     }
+    if (rc == 0 && opts && opts->autotune && backend != PTC_BACKEND_REFERENCE &&
+        ptc_autotune_prepare(p, opts->autotune_budget_ms) < 0)
+        rc = ptc_errorf(err, PTC_ERR_INTERNAL, "runtime", "out of memory");
     merge_metrics(&s, t0);
     if (rc) {
         ptc_program_release(p);

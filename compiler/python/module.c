@@ -22,6 +22,7 @@ int cap_measure_scope_begin(void);
 PyObject *cap_measure_scope_end(void);
 PyObject *cap_compile_ptir(PyObject *text);
 PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors);
+PyObject *cap_autotune_counts(void);
 
 typedef struct compiled_function {
     PyObject_HEAD
@@ -363,6 +364,12 @@ static PyObject *m_run_compiled(PyObject *mod, PyObject *args)
     return cap_run_compiled(capsule, tensors);
 }
 
+static PyObject *m_autotune_counts(PyObject *mod, PyObject *unused)
+{
+    (void)mod, (void)unused;
+    return cap_autotune_counts();
+}
+
 static PyMethodDef module_methods[] = {
     {"_measure", m_measure, METH_O,
      "_measure(on): ptexplain's measurements (times around graphs and breaks, every event)."},
@@ -382,6 +389,9 @@ static PyMethodDef module_methods[] = {
      "capsule for _run_compiled); symbolic sizes stay symbolic."},
     {"_run_compiled", m_run_compiled, METH_VARARGS,
      "_run_compiled(compiled, tensors): runs it, its symbols bound from the tensors' shapes."},
+    {"_autotune_counts", m_autotune_counts, METH_NOARGS,
+     "max-autotune in this process: kernels tuned, cache hits, searches cut by the budget, "
+     "candidates timed, ms spent timing, and the default budget in ms."},
     {"_reset", m_reset, METH_NOARGS, "Drops every compiled entry."},
     {"_disable", m_disable, METH_O, "Marks a function as never traced into."},
     {"_interpret", m_interpret, METH_VARARGS,

@@ -25,6 +25,14 @@
  * form whose team suits them (ptc_cuda_pick). A
  * kernel's vectorised entry runs when every pointer it assumes aligned is;
  * PTC_CUDA_VECTOR=0 always takes the scalar entries (for tests).
+ *
+ * A run may be recorded into a CUDA graph (reduce-overhead mode: the
+ * framework captures its current stream, and its allocator serves the
+ * graph's private pool). Capture forbids what would synchronise or allocate
+ * outside the pool, so a captured run reads no checks' record and never
+ * synchronises (PTC_CUDA_SYNC is ignored: there is nothing to wait for until
+ * the graph replays), and its modules must be loaded already (the warm-up
+ * run before the capture loads them).
  */
 #include "runtime/cuda_rt.h"
 
@@ -417,6 +425,7 @@ typedef struct crun {
     ptc_cuda_device *dev;
     cloaded *L;
     CUstream stream;
+    bool capturing; /* the stream is being recorded into a CUDA graph */
     ptc_bindings b;
     void **bufptr;
     ptc_tensor *outs;
@@ -537,6 +546,11 @@ static void pick_forms(crun *r)
         const ptc_cuda_code *code = code_of(r->p->cuda, ki);
         const ptc_kernel *k = s->kernels[ki];
         r->form[ki] = 0;
+        ptc_tune_choice tuned;
+        if (ptc_autotune_tuned(r->p, ki, &tuned) && tuned.a >= 0 && tuned.a < code->nforms) {
+            r->form[ki] = tuned.a;
+            continue;
+        }
         if (code->nforms <= 1)
             continue;
         double outer = 1, work = 1;
@@ -703,16 +717,24 @@ static int read_checks(crun *r)
     return st.code ? ptc_check_fail(&st, r->err) : 0;
 }
 
-static int run_kernel(crun *r, int ki)
+/* Whether kernel ki may run its vectorised entry in form f. */
+static bool vector_ok(crun *r, int ki, int f)
+{
+    ptc_cuda_prog *cp = r->p->cuda;
+    int src = cp->k[ki].same_as >= 0 ? cp->k[ki].same_as : ki;
+    const ptc_cuda_code *code = &cp->k[src].code;
+    return f == 0 && code->launch.vec > 1 && !r->no_vector && r->L->vfn[src] &&
+           aligned_for(r, r->p->sched->kernels[ki], code);
+}
+
+/* Launches kernel ki in form f (vectorised when vec). */
+static int launch(crun *r, int ki, int f, bool vec)
 {
     const ptc_kernel *k = r->p->sched->kernels[ki];
     ptc_cuda_prog *cp = r->p->cuda;
     int src = cp->k[ki].same_as >= 0 ? cp->k[ki].same_as : ki;
     const ptc_cuda_code *code = &cp->k[src].code;
-    int f = r->form[ki];
     const ptc_cuda_form *fm = &code->forms[f];
-    bool vec = f == 0 && code->launch.vec > 1 && !r->no_vector && r->L->vfn[src] &&
-               aligned_for(r, k, code);
     CUfunction fn = f > 0 ? r->L->ffn[src * PTC_CUDA_MAX_FORMS + f]
                     : vec ? r->L->vfn[src]
                           : r->L->fn[src];
@@ -754,9 +776,101 @@ static int run_kernel(crun *r, int ki)
     ptc_log(PTC_LOG_RUNTIME, PTC_LOG_DEBUG, "kernel %d %s: grid %lld block %d team %d%s%s", k->id,
             k->name, (long long)blocks, fm->block, fm->team, vec ? " vectorised" : "",
             code->nforms > 1 ? " (form for these sizes)" : "");
-    if (r->sync_each)
+    if (r->sync_each && !r->capturing)
         return check_sync(r, k, "failed while running");
     return 0;
+}
+
+/* ---- max-autotune: a kernel's form and vectorised entry, timed on the device ---------------- */
+
+typedef struct tune_call {
+    crun *r;
+    int ki;
+    CUevent start, end;
+    int rc; /* a failed launch: the run's error */
+} tune_call;
+
+static double time_launch(void *ctx, const ptc_tune_choice *c)
+{
+    tune_call *t = ctx;
+    const ptc_cuda_api *A = t->r->A;
+    float ms = 0;
+    if (t->rc) /* an earlier candidate failed: the run fails with its error */
+        return -1;
+    CUresult cr = A->cuEventRecord(t->start, t->r->stream);
+    if (cr == CUDA_SUCCESS && (t->rc = launch(t->r, t->ki, c->a, c->b)) != 0)
+        return -1;
+    if (cr == CUDA_SUCCESS)
+        cr = A->cuEventRecord(t->end, t->r->stream);
+    if (cr == CUDA_SUCCESS)
+        cr = A->cuEventSynchronize(t->end);
+    if (cr == CUDA_SUCCESS)
+        cr = A->cuEventElapsedTime(&ms, t->start, t->end);
+    if (cr != CUDA_SUCCESS) {
+        t->rc = ptc_cuda_fail(t->r->err, cr, "timing kernel %d", t->ki);
+        return -1;
+    }
+    return ms;
+}
+
+/* The forms kernel ki may run in this call: those whose scratch fits the
+ * arena planned for the forms picked (pick_forms). */
+static int launch_candidates(crun *r, int ki, bool vec, ptc_tune_choice *c, int max)
+{
+    const ptc_cuda_code *code = code_of(r->p->cuda, ki);
+    const ptc_kernel *k = r->p->sched->kernels[ki];
+    int n = 0;
+    c[n++] = (ptc_tune_choice){r->form[ki], vec};
+    if (vector_ok(r, ki, 0) && !(r->form[ki] == 0 && vec))
+        c[n++] = (ptc_tune_choice){0, 1};
+    for (int f = 0; f < code->nforms && n < max; f++) {
+        const ptc_cuda_form *fm = &code->forms[f];
+        int64_t need = fm->scratch_team > 0 ? launch_blocks(r, k, code, f, false) *
+                                                  (fm->block / fm->team) * fm->scratch_team
+                                            : 0;
+        if ((f != r->form[ki] || vec) && need <= r->scratch_bytes)
+            c[n++] = (ptc_tune_choice){f, 0};
+    }
+    return n;
+}
+
+/* Runs kernel ki in its tuned launch, tuning it first when it has none. */
+static int run_tuned(crun *r, int ki, bool vec)
+{
+    ptc_tune_choice cands[2 + PTC_CUDA_MAX_FORMS], used;
+    tune_call call = {.r = r, .ki = ki};
+    ptc_tune_target t = {.what = "cuda launch", .cands = cands, .time = time_launch, .ctx = &call};
+    t.n = launch_candidates(r, ki, vec, cands, 2 + PTC_CUDA_MAX_FORMS);
+    const ptc_kernel *k = r->p->sched->kernels[ki];
+    int64_t outer = 1;
+    for (int d = 0; d < k->nouter; d++)
+        outer *= eval(r, k->outer[d]);
+    snprintf(t.sizes, sizeof t.sizes, "outer 2^%d sm_%d sms %d", ptc_autotune_log2(outer),
+             r->dev->sm, r->dev->sms);
+    if (r->A->cuEventCreate(&call.start, 0) != CUDA_SUCCESS ||
+        r->A->cuEventCreate(&call.end, 0) != CUDA_SUCCESS)
+        t.n = 1; /* no timing: the default launch */
+    bool ran = ptc_autotune_pick(r->p, ki, &t, &used);
+    if (call.start)
+        r->A->cuEventDestroy(call.start);
+    if (call.end)
+        r->A->cuEventDestroy(call.end);
+    if (ran)
+        return call.rc;
+    return launch(r, ki, used.a, used.b && vector_ok(r, ki, used.a));
+}
+
+static int run_kernel(crun *r, int ki)
+{
+    int f = r->form[ki];
+    ptc_tune_choice tuned;
+    if (ptc_autotune_tuned(r->p, ki, &tuned))
+        return launch(r, ki, f, tuned.b && vector_ok(r, ki, f));
+    bool vec = vector_ok(r, ki, f);
+    /* a capture cannot time (it runs nothing); PTC_CUDA_SYNC times nothing worth keeping */
+    if (r->p->tune && !r->capturing && !r->sync_each)
+        return run_tuned(r, ki, vec);
+    return launch(r, ki, f, vec);
 }
 
 /* ---- externs -----------------------------------------------------------------------------------
@@ -894,6 +1008,38 @@ static int run_extern(crun *r, const ptc_lnode *n)
 /* ---- the run ------------------------------------------------------------------------------------
  */
 
+/* Whether the run's stream is being captured into a CUDA graph; sets
+ * r->capturing. The legacy default stream (NULL) is never captured. */
+static bool stream_capturing(crun *r)
+{
+    int status = CU_STREAM_CAPTURE_STATUS_NONE;
+    r->capturing = r->stream && r->A->cuStreamIsCapturing(r->stream, &status) == CUDA_SUCCESS &&
+                   status != CU_STREAM_CAPTURE_STATUS_NONE;
+    return r->capturing;
+}
+
+/* The loaded functions of a captured run: loading a module is no stream
+ * work a graph can hold, so capture needs them loaded by an earlier run. */
+static cloaded *loaded_for_capture(ptc_program *p, crun *r)
+{
+    ptc_cuda_prog *cp = p->cuda;
+    pthread_mutex_lock(&cp->lock);
+    cloaded *L = cp->loaded[r->dev->ordinal];
+    pthread_mutex_unlock(&cp->lock);
+    if (!L)
+        ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime",
+                   "a CUDA graph capture ran the program before it was loaded on cuda:%d (run it "
+                   "once outside the capture first, as a warm-up)",
+                   r->dev->ordinal);
+    else if (!r->host || !r->host->alloc) {
+        ptc_errorf(r->err, PTC_ERR_UNSUPPORTED, "runtime",
+                   "a CUDA graph capture needs the framework's allocator (ptc's own arena is "
+                   "allocated with cuMemAlloc, which capture forbids)");
+        L = NULL;
+    }
+    return L;
+}
+
 static void finish(crun *r, bool ok, ptc_tensor *outputs)
 {
     ptc_program *p = r->p;
@@ -936,13 +1082,13 @@ int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_ten
     bool pushed = false;
     if (ptc_cuda_enter(r.dev, &pushed, err))
         return -1;
-    r.L = loaded_on(p, r.dev, err);
+    ptc_device dev = {PTC_DEV_CUDA, (int16_t)r.dev->ordinal};
+    r.stream = host && host->cuda_stream ? (CUstream)host->cuda_stream(host->ctx, dev) : NULL;
+    r.L = stream_capturing(&r) ? loaded_for_capture(p, &r) : loaded_on(p, r.dev, err);
     if (!r.L) {
         ptc_cuda_leave(pushed);
         return -1;
     }
-    ptc_device dev = {PTC_DEV_CUDA, (int16_t)r.dev->ordinal};
-    r.stream = host && host->cuda_stream ? (CUstream)host->cuda_stream(host->ctx, dev) : NULL;
     const ptc_lprog *lp = p->prog;
     const ptc_schedule *s = p->sched;
     r.bufptr = calloc((size_t)lp->nbufs + 1, sizeof *r.bufptr);
@@ -967,7 +1113,7 @@ int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_ten
     }
     if (rc == 0 && !host)
         rc = check_sync(&r, NULL, "the run failed on the device");
-    if (rc == 0 && r.status && read_checks_on())
+    if (rc == 0 && r.status && read_checks_on() && !r.capturing)
         rc = read_checks(&r);
     finish(&r, rc == 0, outputs);
     ptc_cuda_leave(pushed);

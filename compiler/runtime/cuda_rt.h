@@ -19,6 +19,7 @@ typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
 typedef struct CUlinkState_st *CUlinkState;
+typedef struct CUevent_st *CUevent;
 typedef unsigned long long CUdeviceptr;
 
 enum {
@@ -33,6 +34,7 @@ enum {
     CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
     CU_JIT_OPTIMIZATION_LEVEL = 7,
     CU_JIT_INPUT_PTX = 1,
+    CU_STREAM_CAPTURE_STATUS_NONE = 0, /* cuStreamIsCapturing: 1 active, 2 invalidated */
 };
 
 /* X(name, symbol, params): every driver entry point ptc calls. */
@@ -58,6 +60,12 @@ enum {
     X(cuMemsetD8Async, "cuMemsetD8Async", (CUdeviceptr d, unsigned char v, size_t n, CUstream s))  \
     X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", (void *d, CUdeviceptr s, size_t n, CUstream st))  \
     X(cuStreamSynchronize, "cuStreamSynchronize", (CUstream s))                                    \
+    X(cuStreamIsCapturing, "cuStreamIsCapturing", (CUstream s, int *status))                       \
+    X(cuEventCreate, "cuEventCreate", (CUevent * e, unsigned flags))                               \
+    X(cuEventRecord, "cuEventRecord", (CUevent e, CUstream s))                                     \
+    X(cuEventSynchronize, "cuEventSynchronize", (CUevent e))                                       \
+    X(cuEventElapsedTime, "cuEventElapsedTime", (float *ms, CUevent start, CUevent end))           \
+    X(cuEventDestroy, "cuEventDestroy_v2", (CUevent e))                                            \
     X(cuModuleLoadData, "cuModuleLoadData", (CUmodule * m, const void *image))                     \
     X(cuModuleUnload, "cuModuleUnload", (CUmodule m))                                              \
     X(cuModuleGetFunction, "cuModuleGetFunction", (CUfunction * f, CUmodule m, const char *n))     \

@@ -161,6 +161,94 @@ static int run_kernel(run *r, const ptc_kernel *k, const ptc_cpu_kernel *ck)
     return 0;
 }
 
+/* The split of P outer iterations (work element-iterations in all) that
+ * tuning did not choose. */
+static ptc_tune_choice default_split(int64_t P, int64_t work, int nt)
+{
+    if (nt <= 1 || P <= 1 || work < SERIAL_WORK)
+        return (ptc_tune_choice){1, 1};
+    if (nt > P)
+        nt = (int)P;
+    /* A few chunks per thread, handed out in order: on a shared machine a thread that
+     * loses its core for a while leaves its remaining chunks to the others instead of
+     * holding the whole kernel up. Chunks stay large enough to amortise the hand-out. */
+    int64_t nchunk = (int64_t)nt * CHUNKS_PER_THREAD, most = work / (SERIAL_WORK / 4);
+    if (nchunk > most)
+        nchunk = most > nt ? most : nt;
+    if (nchunk > P)
+        nchunk = P;
+    return (ptc_tune_choice){nt, (int)nchunk};
+}
+
+typedef struct split_call {
+    const ptc_cpu_kernel *ck;
+    int64_t P;
+    void **bufs;
+    int64_t *params;
+} split_call;
+
+/* Runs a kernel's P outer iterations on split.a threads in split.b chunks. */
+static void run_split(const split_call *c, const ptc_tune_choice *split)
+{
+    int64_t P = c->P;
+    if (split->a <= 1) {
+        c->ck->fn(0, P, c->bufs, c->params);
+        return;
+    }
+    int nt = split->a > P ? (int)P : split->a;
+    int64_t nchunk = split->b < nt ? nt : split->b, next = 0;
+    if (nchunk > P)
+        nchunk = P;
+#pragma omp parallel num_threads(nt) shared(next)
+    for (;;) {
+        int64_t i;
+#pragma omp atomic capture
+        i = next++;
+        if (i >= nchunk)
+            break;
+        int64_t lo = P * i / nchunk, hi = P * (i + 1) / nchunk;
+        if (lo < hi)
+            c->ck->fn(lo, hi, c->bufs, c->params);
+    }
+}
+
+static double time_split(void *ctx, const ptc_tune_choice *split)
+{
+    double t0 = ptc_now_ms();
+    run_split(ctx, split);
+    return ptc_now_ms() - t0;
+}
+
+/* max-autotune's candidates for a kernel: the default split, the calling
+ * thread, the team with 1, 4 or 16 chunks per thread, half the team. */
+static int split_candidates(ptc_tune_choice dflt, int nt, int64_t P, ptc_tune_choice *c)
+{
+    int half = nt / 2, n = 0;
+    ptc_tune_choice all[] = {dflt, {1, 1}, {nt, nt}, {nt, 4 * nt}, {nt, 16 * nt}, {half, 4 * half}};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        bool usable = all[i].a >= 1 && all[i].a <= P && all[i].b <= P;
+        for (int j = 0; j < n && usable; j++)
+            usable = c[j].a != all[i].a || c[j].b != all[i].b;
+        if (usable)
+            c[n++] = all[i];
+    }
+    return n;
+}
+
+/* Runs the kernel in its tuned split, tuning it first when it has none. */
+static void run_tuned(run *r, const ptc_cpu_kernel *ck, const split_call *call, int64_t work,
+                      int nt, ptc_tune_choice dflt)
+{
+    ptc_tune_choice cands[8], used;
+    ptc_tune_target t = {
+        .what = "cpu split", .cands = cands, .time = time_split, .ctx = (void *)call};
+    t.n = split_candidates(dflt, nt, call->P, cands);
+    snprintf(t.sizes, sizeof t.sizes, "outer 2^%d work 2^%d threads %d", ptc_autotune_log2(call->P),
+             ptc_autotune_log2(work), nt);
+    if (!ptc_autotune_pick(r->p, (int)(ck - r->p->kernels), &t, &used))
+        run_split(call, &used);
+}
+
 static int run_kernel_code(run *r, const ptc_kernel *k, const ptc_cpu_kernel *ck)
 {
     int64_t params[2 + 64];
@@ -191,32 +279,12 @@ static int run_kernel_code(run *r, const ptc_kernel *k, const ptc_cpu_kernel *ck
     }
     work *= inner;
     int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
-    if (P > 0 && (nt <= 1 || P == 1 || work < SERIAL_WORK)) {
-        ck->fn(0, P, bufs, pp);
-    } else if (P > 0) {
-        if (nt > P)
-            nt = (int)P;
-        /* A few chunks per thread, handed out in order: on a shared machine a thread that
-         * loses its core for a while leaves its remaining chunks to the others instead of
-         * holding the whole kernel up. Chunks stay large enough to amortise the hand-out. */
-        int64_t nchunk = (int64_t)nt * CHUNKS_PER_THREAD, most = work / (SERIAL_WORK / 4);
-        if (nchunk > most)
-            nchunk = most > nt ? most : nt;
-        if (nchunk > P)
-            nchunk = P;
-        int64_t next = 0;
-#pragma omp parallel num_threads(nt) shared(next)
-        for (;;) {
-            int64_t c;
-#pragma omp atomic capture
-            c = next++;
-            if (c >= nchunk)
-                break;
-            int64_t lo = P * c / nchunk, hi = P * (c + 1) / nchunk;
-            if (lo < hi)
-                ck->fn(lo, hi, bufs, pp);
-        }
-    }
+    ptc_tune_choice split = default_split(P, work, nt);
+    split_call call = {ck, P, bufs, pp};
+    if (P > 0 && r->p->tune && nt > 1 && P > 1)
+        run_tuned(r, ck, &call, work, nt, split);
+    else if (P > 0)
+        run_split(&call, &split);
     if (pp != params)
         free(pp);
     if (bufs != bufs_stack)

@@ -28,6 +28,21 @@ int ptc_cextern_run(const ptc_node *node, const ptc_tensor *const *inputs, int n
 
 #include <pthread.h>
 
+/* A configuration a kernel can run in: on the CPU, its parallel split (a =
+ * threads, 1 for the calling thread; b = chunks of the outer range, handed
+ * out in order); on CUDA, its launch (a = form, plan.c; b = 1 for the
+ * vectorised entry). */
+typedef struct ptc_tune_choice {
+    int a, b;
+} ptc_tune_choice;
+
+/* max-autotune's state of a program (autotune.c). */
+typedef struct ptc_autotune {
+    double budget_ms, spent_ms;
+    uint8_t *state;          /* per kernel: 0 untuned, 1 being tuned, 2 tuned */
+    ptc_tune_choice *choice; /* per kernel: the winner, once tuned */
+} ptc_autotune;
+
 enum { PTC_TEXT_PRIMS, PTC_TEXT_LOOPS, PTC_TEXT_KERNELS, PTC_TEXT_LLVM, PTC_TEXT_PTX, PTC_TEXT_COUNT };
 
 struct ptc_program {
@@ -57,7 +72,33 @@ struct ptc_program {
      * run's inputs to check its outputs */
     ptc_graph *source;
     int accuracy_checked;
+    ptc_autotune *tune; /* max-autotune (opts->autotune), else NULL */
 };
+
+/* ---- max-autotune (autotune.c) ---- */
+int ptc_autotune_prepare(ptc_program *p, double budget_ms);
+void ptc_autotune_free(ptc_program *p);
+/* What an executor offers the tuner for one kernel: the candidates (the
+ * default first), how to run one and time it, and the sizes they were
+ * timed at (part of the cache key: "outer 2^10 work 2^12 threads 16"). */
+typedef struct ptc_tune_target {
+    const char *what; /* "cpu split", "cuda launch" */
+    const ptc_tune_choice *cands;
+    int n;
+    char sizes[96];
+    /* runs the kernel once: its ms, or < 0 when it failed (the search stops
+     * there and keeps nothing) */
+    double (*time)(void *ctx, const ptc_tune_choice *c);
+    void *ctx;
+} ptc_tune_target;
+/* Kernel ki's configuration in *out: the tuned one, the disk cache's, the
+ * fastest candidate timed now, or the default (cands[0]) while another run
+ * tunes it. True when the kernel ran (it was timed): the caller runs it
+ * otherwise. */
+bool ptc_autotune_pick(ptc_program *p, int ki, const ptc_tune_target *t, ptc_tune_choice *out);
+/* Kernel ki's tuned configuration, if it has one. */
+bool ptc_autotune_tuned(const ptc_program *p, int ki, ptc_tune_choice *out);
+int ptc_autotune_log2(int64_t n);
 
 int ptc_exec_cpu(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tensor *outputs,
                  const ptc_host *host, uint64_t rng_offset, ptc_error *err);

@@ -28,6 +28,7 @@ void ptc_program_release(ptc_program *p)
     ptc_cuda_prog_free(p->cuda);
 #endif
     free(p->kernels);
+    ptc_autotune_free(p);
     for (int i = 0; i < PTC_TEXT_COUNT; i++)
         free(p->text[i]);
     if (p->graph)

@@ -34,6 +34,11 @@ typedef struct ptc_compile_opts {
     int cuda_sm;              /* CUDA: target compute capability x 10 (80, 90); 0 = the
                                * device's. With a target no GPU is needed to compile:
                                * kernels load on the first run's device. */
+    bool autotune;            /* max-autotune: each kernel's configuration (CPU: parallel
+                               * split; CUDA: form and vectorised entry) is timed at its
+                               * first run and the fastest kept (autotune.c), cached */
+    double autotune_budget_ms; /* the program's tuning time at most; 0 = the default
+                                * (PTC_AUTOTUNE_BUDGET_MS, else 2000) */
 } ptc_compile_opts;
 
 void ptc_program_retain(ptc_program *p);
@@ -77,6 +82,18 @@ void ptc_program_get_info(const ptc_program *p, ptc_program_info *info);
 /* The printed form of a stage of the compile ("prims", "loops", "kernels",
  * "llvm" (CPU), "ptx" (CUDA)), kept when opts->keep_text was set; NULL otherwise. */
 const char *ptc_program_text(const ptc_program *p, const char *stage);
+
+/* What max-autotune did in this process: kernels tuned (candidates timed),
+ * winners read from the disk cache instead, searches the budget cut short,
+ * candidates timed, the milliseconds spent timing and the longest single
+ * timed run (the most a budget can be overrun by). */
+typedef struct ptc_autotune_counts {
+    int tuned, cache_hits, budget_cut, candidates_timed;
+    double ms, slowest_run_ms;
+} ptc_autotune_counts;
+void ptc_autotune_get_counts(ptc_autotune_counts *out);
+/* A program's tuning budget when its options give none: PTC_AUTOTUNE_BUDGET_MS, else 2000. */
+double ptc_autotune_default_budget_ms(void);
 
 /* ---- CUDA for tools and tests ----------------------------------------------------- */
 

@@ -27,10 +27,15 @@ __version__ = _C.PTC_VERSION
 GraphBreakError = _C.GraphBreakError
 
 _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+# reduce-overhead records CUDA graphs (_cudagraphs.py; on the CPU a notice at
+# the first CPU graph says it has no effect there); the max-autotune modes time
+# each kernel's launch configuration (runtime/autotune.c). What they still lack:
+_AUTOTUNE_GAP = ("it tunes each kernel's parallel split (CPU) or form and vectorised entry "
+                 "(CUDA), but not CPU vector width or unroll, and it does not choose between "
+                 "matmul implementations (torch's own runs)")
 _MODE_GAPS = {
-    "reduce-overhead": "ptc does not record CUDA graphs yet",
-    "max-autotune": "ptc does not autotune kernel configurations or record CUDA graphs yet",
-    "max-autotune-no-cudagraphs": "ptc does not autotune kernel configurations yet",
+    "max-autotune": _AUTOTUNE_GAP,
+    "max-autotune-no-cudagraphs": _AUTOTUNE_GAP,
 }
 _BACKEND_ALIASES = {  # torch.compile's backend names -> (ptc backend, what differs)
     "inductor": ("ptc", None),
@@ -58,8 +63,7 @@ def _mode_arg(mode):
     if mode not in _MODES:
         raise ValueError("ptc.compile: unknown mode %r (expected one of %s)" % (mode, ", ".join(_MODES)))
     if mode in _MODE_GAPS:
-        _notices.not_acted_on("mode=%r has no effect: %s, so it compiles as mode='default'."
-                              % (mode, _MODE_GAPS[mode]))
+        _notices.not_acted_on("mode=%r: %s." % (mode, _MODE_GAPS[mode]))
     return mode
 
 
@@ -90,10 +94,13 @@ def compile(model_or_fn=None, *, mode="default", dynamic=None, fullgraph=False, 
     specialised); False specialises every size. Tensors marked with
     ptc.mark_dynamic / mark_static (or torch._dynamo's) override the default
     per dimension. options: ptc.config settings ({"recompile_limit": n},
-    {"trace_dir": path}) apply globally. What ptc does not act on --
-    mode="reduce-overhead" and the max-autotune modes, options that are not
-    ptc settings -- gives one warning per process and a line in ptexplain's
-    Notes.
+    {"trace_dir": path}) apply globally. mode="reduce-overhead" records each
+    compiled CUDA graph into a CUDA graph and replays it (on the CPU it has no
+    effect, with a notice); "max-autotune-no-cudagraphs" times each kernel's
+    launch configuration at its first run and caches the winner on disk;
+    "max-autotune" does both. What ptc does not act on -- options that are
+    not ptc settings, parts of a mode it lacks -- gives one warning per
+    process and a line in ptexplain's Notes.
     """
     if model_or_fn is None:
         return lambda f: compile(f, mode=mode, dynamic=dynamic, fullgraph=fullgraph,

@@ -31,16 +31,28 @@ def compile_warnings(**kwargs):
     return c, [str(w.message) for w in seen if str(w.message).startswith("ptc:")]
 
 
-@pytest.mark.parametrize("mode,gap", [("reduce-overhead", "CUDA graphs"),
-                                      ("max-autotune", "autotune"),
-                                      ("max-autotune-no-cudagraphs", "autotune")])
-def test_an_unimplemented_mode_warns_once(mode, gap):
+@pytest.mark.parametrize("mode,gap", [("max-autotune", "matmul implementations"),
+                                      ("max-autotune-no-cudagraphs", "vector width")])
+def test_what_a_mode_lacks_warns_once(mode, gap):
     c, seen = compile_warnings(mode=mode)
     assert len(seen) == 1 and mode in seen[0] and gap in seen[0], seen
     assert compile_warnings(mode=mode)[1] == []  # once per process
     x = torch.randn(3)
     assert torch.equal(c(x), x + 1)
     assert any(mode in n for n in _notices.recorded())
+
+
+def test_reduce_overhead_on_the_cpu_says_it_has_no_effect_there():
+    c, seen = compile_warnings(mode="reduce-overhead")
+    assert seen == []  # it acts on CUDA graphs: the device is known at the first compile
+    x = torch.randn(3)
+    with warnings.catch_warnings(record=True) as ran:
+        warnings.simplefilter("always")
+        assert torch.equal(c(x), x + 1)
+        assert torch.equal(c(x), x + 1)
+    texts = [str(w.message) for w in ran if str(w.message).startswith("ptc:")]
+    assert len(texts) == 1 and "no effect on graphs that run on the CPU" in texts[0], texts
+    assert any("reduce-overhead" in n and "CPU" in n for n in _notices.recorded())
 
 
 def test_default_mode_and_none_are_quiet():
@@ -165,5 +177,6 @@ def test_ptexplain_lists_what_was_not_acted_on(tmp_path):
                         str(script)], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     notes = r.stdout[r.stdout.index("Notes"):]
-    assert "mode='reduce-overhead' has no effect" in notes
+    assert "mode='reduce-overhead' records CUDA graphs: it has no effect on graphs that run on " \
+        "the CPU" in notes
     assert "options epilogue_fusion are not ptc settings" in notes

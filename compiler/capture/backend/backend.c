@@ -786,7 +786,7 @@ int cap_backend_prepare(cap_entry *e, const cap_options *opts, ptc_error *err)
     }
     if (e->backend == CAP_BACKEND_PTC && !st->train) {
 #ifdef PTC_HAVE_RUNTIME
-        if (cap_runtime_compile(e, &st->program, e->tc, err) < 0) {
+        if (cap_runtime_compile(e, opts->mode, &st->program, e->tc, err) < 0) {
             e->backend = CAP_BACKEND_EAGER;
             return -1;
         }

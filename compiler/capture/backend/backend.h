@@ -21,7 +21,11 @@ int cap_backend_prepare(cap_entry *e, const cap_options *opts, ptc_error *err);
 void cap_backend_free(cap_entry *e);
 int cap_backend_run(cap_entry *e, PyObject **inputs, PyObject **outputs);
 /* The runtime (backend "ptc"): compile, run with torch as the host, release. */
-int cap_runtime_compile(cap_entry *e, void **program, ptc_trace_compile *tc, ptc_error *err);
+/* mode: ptc.compile's; reduce-overhead and max-autotune record the
+ * program's CUDA runs into CUDA graphs (a notice where they cannot: CPU
+ * programs, random ops), the max-autotune modes tune its kernels. */
+int cap_runtime_compile(cap_entry *e, const char *mode, void **program, ptc_trace_compile *tc,
+                        ptc_error *err);
 int cap_runtime_run(cap_entry *e, void *program, PyObject **inputs, PyObject **outputs);
 /* Compiled forward and backward of a graph that needs gradients
  * (backend_train.c): a ptc._C.TrainProgram, run as one autograd node. */

@@ -464,11 +464,19 @@ typedef struct out_layout {
     int64_t strides[PTC_MAX_DIMS]; /* eager's (size-1 dims included) */
 } out_layout;
 
+struct ptir_compiled;
+
 typedef struct cap_program {
     ptc_program *p;
-    int noutputs;
+    int ninputs, noutputs;
     out_layout *layout; /* per output */
     bool draws;         /* has random ops: each run needs an RNG offset */
+    bool cuda;          /* compiled for a CUDA device */
+    /* reduce-overhead: the CUDA graph recorder (python/ptc/_cudagraphs.py)
+     * that runs the program, and the capsule's view of it that it runs
+     * the program through (cleared when the program goes) */
+    PyObject *graphs;
+    struct ptir_compiled *graphs_ref;
 } cap_program;
 
 typedef int64_t stride_row[PTC_MAX_DIMS]; /* a value's strides */
@@ -717,18 +725,21 @@ static bool draws_random(const ptc_node *n)
 }
 
 /* Compiles g into a cap_program; with eager_strides, the outputs eager makes
- * non-contiguous come back with eager's strides (plan_layouts). */
-static int compile_program(const ptc_graph *g, bool eager_strides, void **program,
+ * non-contiguous come back with eager's strides (plan_layouts); autotune:
+ * its kernels are tuned at their first run (runtime/autotune.c). */
+static int compile_program(const ptc_graph *g, bool eager_strides, bool autotune, void **program,
                            ptc_trace_compile *tc, ptc_error *err)
 {
-    ptc_compile_opts opts = {.backend = PTC_BACKEND_CPU, .trace = tc};
+    ptc_compile_opts opts = {.backend = PTC_BACKEND_CPU, .trace = tc, .autotune = autotune};
     for (int i = 0; i < g->ninputs; i++)
         if (g->inputs[i]->type.device.kind == PTC_DEV_CUDA)
             opts.backend = PTC_BACKEND_CUDA;
     cap_program *cp = calloc(1, sizeof *cp);
     if (!cp)
         return ptc_errorf(err, PTC_ERR_INTERNAL, "runtime", "out of memory");
+    cp->ninputs = g->ninputs;
     cp->noutputs = g->noutputs;
+    cp->cuda = opts.backend == PTC_BACKEND_CUDA;
     for (int i = 0; i < g->nnodes; i++)
         cp->draws |= draws_random(g->nodes[i]);
     ptc_graph *permuted = NULL;
@@ -750,19 +761,28 @@ static int compile_program(const ptc_graph *g, bool eager_strides, void **progra
 int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_compile *tc,
                               ptc_error *err)
 {
-    return compile_program(g, false, program, tc, err);
+    return compile_program(g, false, false, program, tc, err);
 }
 
-int cap_runtime_compile(cap_entry *e, void **program, ptc_trace_compile *tc, ptc_error *err)
+static int apply_mode(void *program, const char *mode, ptc_error *err);
+
+int cap_runtime_compile(cap_entry *e, const char *mode, void **program, ptc_trace_compile *tc,
+                        ptc_error *err)
 {
-    return compile_program(e->graph, true, program, tc, err);
+    bool autotune = strncmp(mode, "max-autotune", 12) == 0;
+    if (compile_program(e->graph, true, autotune, program, tc, err) < 0)
+        return -1;
+    return apply_mode(*program, mode, err);
 }
+
+static void release_graphs(cap_program *cp);
 
 void cap_runtime_release(void *program)
 {
     cap_program *cp = program;
     if (!cp)
         return;
+    release_graphs(cp);
     if (cp->p)
         ptc_program_release(cp->p);
     free(cp->layout);
@@ -915,8 +935,13 @@ static int run_drawing(void *program, PyObject **inputs, int ninputs, PyObject *
     return rc ? rc : cap_runtime_run_program(program, inputs, ninputs, outputs, noutputs, offset);
 }
 
+static int run_recorded(cap_program *cp, PyObject **inputs, PyObject **outputs);
+
 int cap_runtime_run(cap_entry *e, void *program, PyObject **inputs, PyObject **outputs)
 {
+    cap_program *cp = program;
+    if (cp->graphs)
+        return run_recorded(cp, inputs, outputs);
     return run_drawing(program, inputs, e->graph->ninputs, outputs, e->graph->noutputs);
 }
 
@@ -925,8 +950,9 @@ int cap_runtime_run(cap_entry *e, void *program, PyObject **inputs, PyObject **o
 /* What a compiled .ptir graph's capsule holds: one program for every size of
  * the graph's symbols, bound from the tensors' shapes on each call. */
 typedef struct ptir_compiled {
-    void *program;
+    void *program; /* NULL once a borrowed program is released */
     int ninputs, noutputs;
+    bool borrowed; /* a compiled entry's program (its CUDA graph recorder runs it) */
 } ptir_compiled;
 
 static const char PTIR_CAPSULE[] = "ptc.compiled_ptir";
@@ -934,7 +960,7 @@ static const char PTIR_CAPSULE[] = "ptc.compiled_ptir";
 static void ptir_capsule_free(PyObject *capsule)
 {
     ptir_compiled *c = PyCapsule_GetPointer(capsule, PTIR_CAPSULE);
-    if (c)
+    if (c && !c->borrowed)
         cap_runtime_release(c->program);
     free(c);
 }
@@ -978,6 +1004,8 @@ PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors)
     ptir_compiled *c = PyCapsule_GetPointer(capsule, PTIR_CAPSULE);
     if (!c)
         return NULL;
+    if (!c->program)
+        return PyErr_Format(cap_InternalError, "ptc: the compiled program was released");
     if (!PyTuple_Check(tensors) || PyTuple_Size(tensors) != c->ninputs)
         return PyErr_Format(PyExc_TypeError, "the graph takes a tuple of %d tensors", c->ninputs);
     PyObject **ins = calloc((size_t)c->ninputs + 1, sizeof *ins);
@@ -998,6 +1026,104 @@ PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors)
     return r;
 }
 
+/* ---- modes: reduce-overhead records CUDA graphs ------------------------------------ */
+
+/* One warning per process, and a line in ptexplain's Notes (ptc._notices).
+ * A notice that cannot be given (warnings made errors) leaves the compile
+ * as it is: the text is recorded before the warning is raised. */
+static void notice(const char *fmt, const char *mode)
+{
+    char text[400];
+    snprintf(text, sizeof text, fmt, mode);
+    PyObject *fn = cap_import_path("ptc._notices.not_acted_on");
+    PyObject *r = fn ? PyObject_CallFunction(fn, "s", text) : NULL;
+    if (!r)
+        PyErr_Clear();
+    Py_XDECREF(r);
+    Py_XDECREF(fn);
+}
+
+/* reduce-overhead and max-autotune record each CUDA program into CUDA
+ * graphs (python/ptc/_cudagraphs.py: warm-up, record per size set,
+ * replay); where that cannot act, one notice says so. */
+static int apply_mode(void *program, const char *mode, ptc_error *err)
+{
+    cap_program *cp = program;
+    if (strcmp(mode, "reduce-overhead") != 0 && strcmp(mode, "max-autotune") != 0)
+        return 0;
+    if (!cp->cuda) {
+        notice("mode='%s' records CUDA graphs: it has no effect on graphs that run on the CPU "
+               "(they run as in mode='default').",
+               mode);
+        return 0;
+    }
+    if (cp->draws) {
+        notice("mode='%s': graphs with random ops (dropout, rand) run without CUDA graphs (a "
+               "recorded graph would repeat one draw on every replay).",
+               mode);
+        return 0;
+    }
+    ptir_compiled *ref = calloc(1, sizeof *ref);
+    if (!ref)
+        return ptc_errorf(err, PTC_ERR_INTERNAL, "runtime", "out of memory");
+    *ref = (ptir_compiled){cp, cp->ninputs, cp->noutputs, true};
+    PyObject *capsule = PyCapsule_New(ref, PTIR_CAPSULE, ptir_capsule_free);
+    PyObject *recorder = capsule ? cap_import_path("ptc._cudagraphs.Recorder") : NULL;
+    cp->graphs = recorder ? PyObject_CallFunction(recorder, "Os", capsule, mode) : NULL;
+    cp->graphs_ref = cp->graphs ? ref : NULL;
+    Py_XDECREF(recorder);
+    Py_XDECREF(capsule);
+    if (!capsule)
+        free(ref);
+    if (cp->graphs)
+        return 0;
+    PyErr_Clear();
+    return ptc_errorf(err, PTC_ERR_INTERNAL, "runtime",
+                      "the CUDA graph recorder (ptc._cudagraphs) could not be made");
+}
+
+static void release_graphs(cap_program *cp)
+{
+    if (!cp->graphs)
+        return;
+    cp->graphs_ref->program = NULL; /* the capsule may outlive the program */
+    PyGILState_STATE g = PyGILState_Ensure();
+    Py_CLEAR(cp->graphs);
+    PyGILState_Release(g);
+}
+
+/* The recorder runs the program: recording, replaying, or plainly. */
+static int run_recorded(cap_program *cp, PyObject **inputs, PyObject **outputs)
+{
+    PyObject *args = cap_tuple_from_array(inputs, cp->ninputs);
+    PyObject *r = args ? PyObject_CallOneArg_compat(cp->graphs, args) : NULL;
+    Py_XDECREF(args);
+    if (!r)
+        return -1;
+    if (!PyTuple_Check(r) || PyTuple_Size(r) != cp->noutputs) {
+        Py_DECREF(r);
+        PyErr_Format(cap_InternalError, "ptc: the CUDA graph recorder returned no %d-tuple",
+                     cp->noutputs);
+        return -1;
+    }
+    for (int i = 0; i < cp->noutputs; i++)
+        outputs[i] = Py_NewRef(PyTuple_GetItem(r, i));
+    Py_DECREF(r);
+    return 0;
+}
+
+/* ---- max-autotune's counts (ptc._C._autotune_counts) ---------------------------------- */
+
+PyObject *cap_autotune_counts(void)
+{
+    ptc_autotune_counts c;
+    ptc_autotune_get_counts(&c);
+    return Py_BuildValue("{s:i,s:i,s:i,s:i,s:d,s:d,s:d}", "tuned", c.tuned, "cache_hits",
+                         c.cache_hits, "budget_cut", c.budget_cut, "candidates_timed",
+                         c.candidates_timed, "ms", c.ms, "slowest_run_ms", c.slowest_run_ms,
+                         "default_budget_ms", ptc_autotune_default_budget_ms());
+}
+
 #else
 PyObject *cap_compile_ptir(PyObject *text)
 {
@@ -1008,6 +1134,11 @@ PyObject *cap_compile_ptir(PyObject *text)
 PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors)
 {
     (void)capsule, (void)tensors;
+    return PyErr_Format(PyExc_NotImplementedError, "ptc was built without its runtime");
+}
+
+PyObject *cap_autotune_counts(void)
+{
     return PyErr_Format(PyExc_NotImplementedError, "ptc was built without its runtime");
 }
 #endif /* PTC_HAVE_RUNTIME */

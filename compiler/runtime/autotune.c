@@ -1,0 +1,198 @@
+/* max-autotune: each kernel's launch configuration searched by timing.
+ *
+ * A program compiled with opts->autotune tunes each kernel at its first run,
+ * on that run's own buffers and sizes: every candidate configuration runs the
+ * kernel (a kernel reads no buffer it writes -- the memory plan keeps a
+ * step's inputs and outputs apart, and no kernel accumulates with atomics --
+ * so running it again gives the same result) a few times, and the fastest of
+ * each candidate's best times wins. The winner is stored in the disk cache
+ * under the kernel's cache key, what is tuned, and the run's sizes (to the
+ * power of two), so a warm start reads it and times nothing. The program's
+ * tuning stops at its budget (opts->autotune_budget_ms,
+ * PTC_AUTOTUNE_BUDGET_MS), checked before each timed run, so it is overrun
+ * by one run at most: a kernel whose search the budget cut short keeps the
+ * best so far and is not cached.
+ *
+ * What is searched is the executor's (exec.c, cuda_exec.c): on the CPU the
+ * parallel split of the outer range (the calling thread, or a team with 1,
+ * 4 or 16 chunks per thread, or half the team); on CUDA the kernel's planned
+ * forms (block and team sizes, plan.c) and its vectorised entry. Vector
+ * width and unroll of the CPU code are fixed by codegen and not searched.
+ */
+#include "runtime/rt.h"
+
+#include "lower/lower.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { REPS = 3 };
+
+static ptc_autotune_counts counts;
+static pthread_mutex_t counts_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void ptc_autotune_get_counts(ptc_autotune_counts *out)
+{
+    pthread_mutex_lock(&counts_lock);
+    *out = counts;
+    pthread_mutex_unlock(&counts_lock);
+}
+
+static void count(int tuned, int cached, int cut, int timed, double ms, double slowest_run)
+{
+    pthread_mutex_lock(&counts_lock);
+    counts.tuned += tuned;
+    counts.cache_hits += cached;
+    counts.budget_cut += cut;
+    counts.candidates_timed += timed;
+    counts.ms += ms;
+    if (slowest_run > counts.slowest_run_ms)
+        counts.slowest_run_ms = slowest_run;
+    pthread_mutex_unlock(&counts_lock);
+}
+
+double ptc_autotune_default_budget_ms(void)
+{
+    const char *env = getenv("PTC_AUTOTUNE_BUDGET_MS");
+    double v = env && *env ? atof(env) : 0;
+    return v > 0 ? v : 2000;
+}
+
+int ptc_autotune_log2(int64_t n)
+{
+    int b = 0;
+    while (n > 1) {
+        n >>= 1;
+        b++;
+    }
+    return b;
+}
+
+static bool cached_choice(const ptc_buf *key, ptc_tune_choice *out)
+{
+    uint8_t *obj = NULL;
+    size_t len = 0;
+    if (!ptc_cache_load(key->data, key->len, &obj, &len))
+        return false;
+    char text[64];
+    snprintf(text, sizeof text, "%.*s", (int)(len < 63 ? len : 63), (const char *)obj);
+    free(obj);
+    return sscanf(text, "choice %d %d", &out->a, &out->b) == 2;
+}
+
+/* Claims kernel ki's tuning: true for the one caller that tunes it. */
+static bool claim(ptc_program *p, int ki)
+{
+    uint8_t idle = 0;
+    return __atomic_compare_exchange_n(&p->tune->state[ki], &idle, 1, false, __ATOMIC_ACQ_REL,
+                                       __ATOMIC_ACQUIRE);
+}
+
+static void settle(ptc_program *p, int ki, const ptc_tune_choice *c)
+{
+    p->tune->choice[ki] = *c;
+    __atomic_store_n(&p->tune->state[ki], 2, __ATOMIC_RELEASE);
+}
+
+bool ptc_autotune_tuned(const ptc_program *p, int ki, ptc_tune_choice *out)
+{
+    if (!p->tune || __atomic_load_n(&p->tune->state[ki], __ATOMIC_ACQUIRE) != 2)
+        return false;
+    *out = p->tune->choice[ki];
+    return true;
+}
+
+/* Times the candidates within the budget; the fastest goes to *out. */
+static void search(ptc_program *p, const ptc_kernel *k, const ptc_tune_target *t,
+                   ptc_tune_choice *out, bool *cut)
+{
+    double t0 = ptc_now_ms(), best = -1, first = -1, slowest = 0;
+    int timed = 0;
+    *cut = false;
+    for (int c = 0; c < t->n && !*cut; c++) {
+        double fastest = -1;
+        for (int rep = 0; rep < REPS; rep++) {
+            /* before every run but the call's own (the first) */
+            if ((c > 0 || rep > 0) && ptc_now_ms() - t0 + p->tune->spent_ms >= p->tune->budget_ms) {
+                *cut = true;
+                break;
+            }
+            double ms = t->time(t->ctx, &t->cands[c]);
+            if (ms < 0) {
+                *cut = true;
+                fastest = -1;
+                break;
+            }
+            fastest = fastest < 0 || ms < fastest ? ms : fastest;
+            slowest = ms > slowest ? ms : slowest;
+        }
+        if (fastest < 0)
+            break;
+        timed++;
+        first = c == 0 ? fastest : first;
+        if (best < 0 || fastest < best) {
+            best = fastest;
+            *out = t->cands[c];
+        }
+    }
+    double spent = ptc_now_ms() - t0;
+    p->tune->spent_ms += spent; /* racy between concurrent runs: a budget, not a meter */
+    ptc_log(PTC_LOG_PERF, PTC_LOG_INFO,
+            "autotune kernel %d %s (%s): %d of %d candidates in %.1f ms, best (%d, %d) at %.4f "
+            "ms, the default (%d, %d) at %.4f ms%s",
+            k->id, k->name, t->what, timed, t->n, spent, out->a, out->b, best, t->cands[0].a,
+            t->cands[0].b, first, *cut ? ", cut short by the budget" : "");
+    count(1, 0, *cut, timed, spent, slowest);
+}
+
+bool ptc_autotune_pick(ptc_program *p, int ki, const ptc_tune_target *t, ptc_tune_choice *out)
+{
+    *out = t->cands[0];
+    if (ptc_autotune_tuned(p, ki, out))
+        return false;
+    if (t->n < 2 || !claim(p, ki)) /* nothing to choose, or another run is tuning it */
+        return false;
+    const ptc_kernel *k = p->sched->kernels[ki];
+    ptc_buf key = {0};
+    ptc_buf_printf(&key, "autotune v1 %s\n", t->what);
+    ptc_kernel_print_key(&key, p->sched, k);
+    ptc_buf_printf(&key, "\n%s\n", t->sizes);
+    bool ran = false, cut = false;
+    if (cached_choice(&key, out)) {
+        count(0, 1, 0, 0, 0, 0);
+    } else {
+        search(p, k, t, out, &cut);
+        ran = true;
+        if (!cut) {
+            char text[64];
+            int len = snprintf(text, sizeof text, "choice %d %d\n", out->a, out->b);
+            ptc_cache_store(key.data, key.len, (const uint8_t *)text, (size_t)len);
+        }
+    }
+    settle(p, ki, out);
+    ptc_buf_free(&key);
+    return ran;
+}
+
+int ptc_autotune_prepare(ptc_program *p, double budget_ms)
+{
+    int nk = p->sched->nkernels;
+    p->tune = calloc(1, sizeof *p->tune);
+    if (!p->tune)
+        return -1;
+    p->tune->budget_ms = budget_ms > 0 ? budget_ms : ptc_autotune_default_budget_ms();
+    p->tune->state = calloc((size_t)nk + 1, sizeof *p->tune->state);
+    p->tune->choice = calloc((size_t)nk + 1, sizeof *p->tune->choice);
+    return p->tune->state && p->tune->choice ? 0 : -1;
+}
+
+void ptc_autotune_free(ptc_program *p)
+{
+    if (!p->tune)
+        return;
+    free(p->tune->state);
+    free(p->tune->choice);
+    free(p->tune);
+    p->tune = NULL;
+}

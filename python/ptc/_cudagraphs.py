@@ -1,0 +1,211 @@
+"""mode="reduce-overhead": each compiled CUDA graph of ptc recorded once into a
+CUDA graph and replayed, as torch's CUDA-graph trees do.
+
+A ``Recorder`` stands in front of one compiled program (one guard entry's
+graph). For each set of input sizes and strides (one for a static entry, one
+per concrete size set of a dynamic one, up to ``SIZE_SETS_LIMIT``) the first
+call runs the program plainly -- the warm-up that loads its kernels and lets
+torch's lazy state settle -- and the second records it: the inputs are copied
+into static buffers and the run is captured on torch's capture stream, its
+temporaries and outputs allocated from the graph's private memory pool. Later
+calls copy in each input that is not already its static buffer and replay.
+
+Inputs whose address is stable are not copied: the graph reads them where
+they were recorded. These are parameters (nn.Parameter) and outputs of another
+recorded graph (across a graph break the next graph reads the previous one's
+output buffer, as in torch's trees); one that moves is recorded again.
+The outputs a replay returns share memory with the graph's static outputs, so
+the next replay overwrites them: outputs of an earlier replay the user still
+holds lose their storage at the next replay and raise torch's own error when
+read ("accessing tensor output of CUDAGraphs that has been overwritten by a
+subsequent run"), never silently showing newer values. ``.clone()`` keeps a
+result.
+
+A program whose capture fails (an extern that synchronises, say) runs without
+CUDA graphs from then on, with one warning.
+"""
+import weakref
+
+from . import _C, _notices
+
+SIZE_SETS_LIMIT = 8  # recorded graphs per program (dynamic sizes) before plain runs
+
+OVERWRITTEN = (
+    "Error: accessing tensor output of CUDAGraphs that has been overwritten by a subsequent "
+    "run. To prevent overwriting, clone the tensor outside of ptc.compile() before you run the "
+    "compiled function again.")
+
+# data_ptr of every live graph's static outputs -> that graph (weakly)
+_static_outputs = weakref.WeakValueDictionary()
+
+_stats = {"recorded": 0, "replayed": 0, "warmups": 0, "inputs_copied": 0, "copies_skipped": 0,
+          "rerecorded": 0, "plain_runs": 0, "outputs_invalidated": 0}
+
+
+def stats(reset=False):
+    """Counts since the last reset: graphs recorded, replays, warm-up runs,
+    inputs copied into static buffers and copies skipped (the input was the
+    static buffer), re-records (a parameter moved), plain runs (no graph) and
+    earlier outputs invalidated by a replay."""
+    out = dict(_stats)
+    if reset:
+        for k in _stats:
+            _stats[k] = 0
+    return out
+
+
+class TorchGraphs:
+    """Records and replays with torch.cuda.CUDAGraph, each graph in its own
+    private pool (torch.cuda.graph_pool_handle()): graphs of one program never
+    share memory, so no replay can write into another graph's outputs."""
+
+    def record(self, run):
+        import torch
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=torch.cuda.graph_pool_handle()):
+            outputs = run()
+        graph.replay()  # the capture computed nothing: this call's results
+        return graph, outputs
+
+    def replay(self, graph):
+        graph.replay()
+
+
+def _signature(inputs):
+    return tuple((t.dtype, t.device, tuple(t.shape), tuple(t.stride())) for t in inputs)
+
+
+def _stable_address(t):
+    """Parameters and outputs of a live recorded graph keep their address."""
+    import torch
+    if isinstance(t, torch.nn.Parameter):
+        return True
+    return t.data_ptr() != 0 and t.data_ptr() in _static_outputs
+
+
+class _Graph:
+    """One recorded graph: static inputs, static outputs, the handed-out aliases."""
+
+    def __init__(self, recorder, inputs):
+        import torch
+        self.fixed_ptrs = {}  # input index -> the address recorded (not copied)
+        self.static_inputs = []
+        with torch.no_grad():
+            for i, t in enumerate(inputs):
+                if _stable_address(t):
+                    self.fixed_ptrs[i] = t.data_ptr()
+                    self.static_inputs.append(t.detach())  # its own hold on the storage
+                else:
+                    buf = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
+                    buf.copy_(t)
+                    self.static_inputs.append(buf)
+        args = tuple(self.static_inputs)
+        self.graph, outputs = recorder.engine.record(lambda: recorder.run_plain(args))
+        self.static_outputs = tuple(outputs)
+        for t in self.static_outputs:
+            if t.data_ptr():
+                _static_outputs[t.data_ptr()] = self
+        self.handed = []  # weak references to the aliases the last replay returned
+
+    def fixed_moved(self, inputs):
+        return any(inputs[i].data_ptr() != ptr for i, ptr in self.fixed_ptrs.items())
+
+    def copy_in(self, inputs):
+        import torch
+        with torch.no_grad():
+            for i, (t, buf) in enumerate(zip(inputs, self.static_inputs)):
+                if t.data_ptr() == buf.data_ptr() and t.stride() == buf.stride():
+                    _stats["copies_skipped"] += 1
+                else:
+                    buf.copy_(t)
+                    _stats["inputs_copied"] += 1
+
+    def invalidate_handed(self):
+        """Outputs of the previous replay still held lose their storage: reading
+        them raises OVERWRITTEN instead of showing this replay's values."""
+        import torch
+        for ref in self.handed:
+            t = ref()
+            if t is not None:
+                torch._C._set_storage_access_error_msg(t, OVERWRITTEN)
+                _stats["outputs_invalidated"] += 1
+        self.handed = []
+
+    def hand_out(self):
+        """Aliases of the static outputs (an output listed twice is one tensor)."""
+        made = {}
+        out = []
+        for s in self.static_outputs:
+            if id(s) not in made:
+                made[id(s)] = s.detach()
+                self.handed.append(weakref.ref(made[id(s)]))
+            out.append(made[id(s)])
+        return tuple(out)
+
+
+class Recorder:
+    """Runs one compiled program, recording and replaying its CUDA graphs.
+
+    program: a capsule for ptc._C._run_compiled; engine: what records and
+    replays (TorchGraphs; tests of the bookkeeping give another)."""
+
+    def __init__(self, program, mode, engine=None):
+        self.program = program
+        self.mode = mode
+        self.engine = engine or TorchGraphs()
+        self.graphs = {}      # input signature -> _Graph
+        self.warmed = set()   # signatures run once (the warm-up)
+        self.disabled = None  # why this program runs without graphs
+
+    def run_plain(self, inputs):
+        return _C._run_compiled(self.program, tuple(inputs))
+
+    def __call__(self, inputs):
+        if self.disabled:
+            _stats["plain_runs"] += 1
+            return self.run_plain(inputs)
+        import torch
+        if not all(isinstance(t, torch.Tensor) for t in inputs):
+            return self._without("a graph input is not a tensor", inputs)
+        key = _signature(inputs)
+        g = self.graphs.get(key)
+        if g is not None and g.fixed_moved(inputs):
+            _stats["rerecorded"] += 1
+            g.invalidate_handed()
+            del self.graphs[key]
+            g = None
+        if g is None:
+            return self._first_calls(key, inputs)
+        g.copy_in(inputs)
+        g.invalidate_handed()
+        self.engine.replay(g.graph)
+        _stats["replayed"] += 1
+        return g.hand_out()
+
+    def _first_calls(self, key, inputs):
+        if key not in self.warmed:
+            if len(self.warmed) >= SIZE_SETS_LIMIT:
+                _notices.not_acted_on(
+                    "mode=%r: a compiled graph met more than %d sets of input sizes; new sizes run "
+                    "without CUDA graphs." % (self.mode, SIZE_SETS_LIMIT))
+                _stats["plain_runs"] += 1
+                return self.run_plain(inputs)
+            self.warmed.add(key)
+            _stats["warmups"] += 1
+            return self.run_plain(inputs)
+        try:
+            g = _Graph(self, inputs)
+        except _C.InternalError:
+            raise  # ptc's own failure: the caller falls back to eager
+        except RuntimeError as e:
+            return self._without("recording it failed (%s)" % str(e).splitlines()[0], inputs)
+        self.graphs[key] = g
+        _stats["recorded"] += 1
+        return g.hand_out()
+
+    def _without(self, why, inputs):
+        self.disabled = why
+        _notices.not_acted_on("mode=%r: a compiled graph runs without CUDA graphs: %s."
+                              % (self.mode, why))
+        _stats["plain_runs"] += 1
+        return self.run_plain(inputs)

@@ -1,0 +1,81 @@
+"""mode="max-autotune" on the CPU (issue 19 item 2): each kernel's parallel
+split is timed at its first run and the fastest kept; the winner goes to the
+disk cache, so a warm start (a new process, same cache) times nothing; results
+equal eager's and default mode's; the budget bounds the time spent tuning."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import ptc
+
+SCRIPT = r"""
+import json, sys, time, torch, ptc
+def f(x, y):
+    return (x * y + 1).relu().sum(1) + (x - y).abs().mean(1), torch.tanh(x) * y
+g = torch.Generator().manual_seed(0)
+x, y = torch.randn(1024, 512, generator=g), torch.randn(1024, 512, generator=g)
+c = ptc.compile(f, mode=sys.argv[1])
+t0 = time.perf_counter()
+got = c(x, y)
+first_ms = (time.perf_counter() - t0) * 1e3
+want = f(x, y)
+ok = all(torch.allclose(a, b, rtol=1e-5, atol=1e-5) for a, b in zip(got, want))
+again = c(x, y)
+same = all(torch.equal(a, b) for a, b in zip(got, again))
+print(json.dumps(dict(ptc._C._autotune_counts(), ok=ok, same=same, first_ms=first_ms)))
+"""
+
+
+def run(tmp_path, mode, **env):
+    script = tmp_path / "tune.py"
+    script.write_text(SCRIPT)
+    e = dict(os.environ, PTC_CACHE_DIR=str(tmp_path / "cache"), OMP_NUM_THREADS="2", **env)
+    r = subprocess.run([sys.executable, "-W", "ignore", str(script), mode], capture_output=True,
+                       text=True, env=e, timeout=600)
+    assert r.returncode == 0, r.stderr
+    import json
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_tuned_kernels_match_eager_and_a_warm_start_reads_the_winners(tmp_path):
+    cold = run(tmp_path, "max-autotune-no-cudagraphs")
+    assert cold["ok"] and cold["same"], cold
+    assert cold["tuned"] >= 1 and cold["cache_hits"] == 0 and cold["candidates_timed"] >= 2, cold
+    warm = run(tmp_path, "max-autotune-no-cudagraphs")
+    assert warm["ok"] and warm["same"], warm
+    assert warm["tuned"] == 0 and warm["candidates_timed"] == 0, warm
+    assert warm["cache_hits"] == cold["tuned"], (cold, warm)
+
+
+def test_max_autotune_on_the_cpu_tunes_as_well(tmp_path):
+    out = run(tmp_path, "max-autotune")
+    assert out["ok"] and out["tuned"] >= 1, out
+
+
+def test_default_mode_tunes_nothing(tmp_path):
+    out = run(tmp_path, "default")
+    assert out["ok"] and out["tuned"] == 0 and out["cache_hits"] == 0, out
+
+
+def test_the_budget_bounds_tuning_and_a_cut_search_is_not_cached(tmp_path):
+    cut = run(tmp_path, "max-autotune-no-cudagraphs", PTC_AUTOTUNE_BUDGET_MS="0.001")
+    assert cut["ok"] and cut["same"], cut
+    # past the budget a kernel times only its first candidate (the call's own run)
+    assert cut["budget_cut"] >= 1 and cut["candidates_timed"] == cut["tuned"], cut
+    again = run(tmp_path, "max-autotune-no-cudagraphs", PTC_AUTOTUNE_BUDGET_MS="0.001")
+    assert again["cache_hits"] == 0, again  # nothing cut short was kept
+
+
+def test_a_budget_is_overrun_by_one_kernel_run_at_most(tmp_path):
+    out = run(tmp_path, "max-autotune-no-cudagraphs", PTC_AUTOTUNE_BUDGET_MS="20")
+    assert out["ok"], out
+    # checked before each timed run: the run in flight may finish, and each
+    # kernel runs once whatever the budget (the call's own run)
+    assert out["ms"] <= 20 + (1 + out["tuned"]) * out["slowest_run_ms"] + 1, out
+
+
+def test_the_default_budget():
+    assert ptc._C._autotune_counts()["default_budget_ms"] == 2000.0

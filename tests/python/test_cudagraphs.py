@@ -1,0 +1,144 @@
+"""reduce-overhead's CUDA graph bookkeeping (python/ptc/_cudagraphs.py), on the CPU:
+warm-up, record, replay, which inputs are copied, the limit on size sets, and
+outputs overwritten by a later replay. A stand-in engine "records" a run by
+keeping it and "replays" it by running it again into the recorded outputs, so
+these tests pin what the recorder decides; test_gpu_cudagraphs.py runs the
+same paths with torch.cuda.CUDAGraph on a GPU (issue 19 item 1)."""
+import warnings
+
+import pytest
+import torch
+
+import ptc
+from ptc import _C, _cudagraphs, _notices
+
+DOUBLE = "# ptc ir v1\ngraph g(%x: f32[s0] cpu) {\n  %0 = mul(%x, 2.0) : f32[s0]\n  return (%0)\n}\n"
+ADD = ("# ptc ir v1\ngraph g(%x: f32[4] cpu, %w: f32[4] cpu) {\n"
+       "  %0 = add(%x, %w) : f32[4]\n  return (%0)\n}\n")
+
+
+class ReplayByRerunning:
+    """Records a run by keeping it; a replay reruns it into the recorded outputs."""
+
+    def __init__(self, fail=None):
+        self.fail = fail
+        self.records = 0
+
+    def record(self, run):
+        if self.fail:
+            raise RuntimeError(self.fail)
+        self.records += 1
+        outputs = run()
+        return (run, outputs), outputs
+
+    def replay(self, graph):
+        run, outputs = graph
+        for static, fresh in zip(outputs, run()):
+            static.copy_(fresh)
+
+
+@pytest.fixture(autouse=True)
+def fresh():
+    _notices._recorded.clear()
+    _cudagraphs.stats(reset=True)
+    yield
+    _notices._recorded.clear()
+
+
+def recorder(text=DOUBLE, **kw):
+    return _cudagraphs.Recorder(_C._compile_ptir(text), "reduce-overhead",
+                                engine=ReplayByRerunning(**kw))
+
+
+def test_warm_up_then_record_then_replay_with_eagers_results():
+    r = recorder()
+    for k in range(5):
+        x = torch.randn(6)
+        (y,) = r((x,))
+        assert torch.equal(y, x * 2)
+    s = _cudagraphs.stats()
+    assert (s["warmups"], s["recorded"], s["replayed"]) == (1, 1, 3), s
+    assert s["inputs_copied"] == 3 and s["copies_skipped"] == 0, s
+
+
+def test_one_graph_per_size_set_up_to_the_limit(monkeypatch):
+    monkeypatch.setattr(_cudagraphs, "SIZE_SETS_LIMIT", 2)
+    r = recorder()
+    for n in (3, 3, 3, 5, 5, 5):
+        x = torch.randn(n)
+        assert torch.equal(r((x,))[0], x * 2)
+    assert _cudagraphs.stats()["recorded"] == 2
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            x = torch.randn(7)
+            assert torch.equal(r((x,))[0], x * 2)
+    s = _cudagraphs.stats()
+    assert s["recorded"] == 2 and s["plain_runs"] == 3, s
+    texts = [str(w.message) for w in seen]
+    assert len(texts) == 1 and "more than 2 sets of input sizes" in texts[0], texts
+    x = torch.randn(3)  # a recorded size still replays
+    assert torch.equal(r((x,))[0], x * 2) and _cudagraphs.stats()["replayed"] == 3
+
+
+def test_an_output_of_an_earlier_replay_raises_torchs_error_when_read():
+    r = recorder()
+    x = torch.ones(4)
+    r((x,))
+    (kept,) = r((x,))  # recorded: a static output's alias
+    kept_clone = kept.clone()
+    (newer,) = r((x + 1,))
+    with pytest.raises(RuntimeError, match="accessing tensor output of CUDAGraphs that has been "
+                                           "overwritten by a subsequent run"):
+        kept.sum()
+    assert torch.equal(kept_clone, x * 2) and torch.equal(newer, (x + 1) * 2)
+    assert _cudagraphs.stats()["outputs_invalidated"] == 1
+
+
+def test_outputs_dropped_before_the_next_call_are_not_counted():
+    r = recorder()
+    for _ in range(4):
+        r((torch.ones(4),))  # each result is dropped at once
+    assert _cudagraphs.stats()["outputs_invalidated"] == 0
+
+
+def test_a_recorded_graphs_output_is_read_in_place_by_the_next_graph():
+    first, second = recorder(), recorder()
+    for k in range(4):
+        x = torch.full((4,), float(k))
+        (y,) = first((x,))
+        (z,) = second((y,))
+        assert torch.equal(z, x * 4)
+    s = _cudagraphs.stats()
+    # replays (calls 3 and 4): first copies x in; second reads first's output where it lies
+    assert s["inputs_copied"] == 2 and s["copies_skipped"] == 2, s
+
+
+def test_parameters_are_read_in_place_and_a_moved_one_is_recorded_again():
+    r = recorder(ADD)
+    w = torch.nn.Parameter(torch.ones(4), requires_grad=False)
+    x = torch.arange(4.0)
+    for _ in range(3):
+        assert torch.equal(r((x, w))[0], x + 1)
+    with torch.no_grad():
+        w.add_(1)  # in place: the graph sees the new values
+    assert torch.equal(r((x, w))[0], x + 2)
+    s = _cudagraphs.stats()
+    assert s["copies_skipped"] == 2 and s["inputs_copied"] == 2, s
+    moved = torch.nn.Parameter(torch.full((4,), 5.0), requires_grad=False)
+    assert torch.equal(r((x, moved))[0], x + 5)
+    assert _cudagraphs.stats()["rerecorded"] == 1
+
+
+def test_a_failed_recording_runs_without_graphs_with_one_warning():
+    r = recorder(fail="operation not permitted when stream is capturing")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for _ in range(4):
+            x = torch.randn(4)
+            assert torch.equal(r((x,))[0], x * 2)
+    texts = [str(w.message) for w in seen]
+    assert len(texts) == 1 and "runs without CUDA graphs" in texts[0], texts
+    assert "not permitted when stream is capturing" in texts[0]
+    assert _cudagraphs.stats()["plain_runs"] == 3  # the failed recording's call and two more
+
