@@ -459,6 +459,7 @@ static cap_entry *compile_once(cap_compiled *c, cap_interp *S, const char *reaso
         failed_graph = NULL;
     }
     long redo_at = 0; /* see cap_trace.sync_step */
+    char followed[600] = "", why_followed[1400];
     cap_break redo = {0};
     for (int attempt = 0; no_inline && attempt < 16; attempt++) {
         cap_interp It = {.mode = CAP_TRACE, .max_depth = cap_cfg.inline_depth, .break_at = redo_at};
@@ -486,6 +487,14 @@ static cap_entry *compile_once(cap_compiled *c, cap_interp *S, const char *reaso
             cap_interp_clear(&It);
             cap_trace_free(T);
             break;
+        }
+        if ((rc == CAP_DONE || rc == CAP_BREAK) && !T->static_only &&
+            cap_t_follow_changed_sizes(T, followed, sizeof followed)) {
+            /* New tensors sized as a changed size was: trace them symbolic. */
+            cap_interp_clear(&It);
+            cap_trace_free(T);
+            redo_at = 0;
+            continue;
         }
         if (rc == CAP_BREAK && !redo_at && T->sync_exit >= 0 && It.steps == T->sync_exit + 1) {
             /* The break came out of a nested run, whose builtin reruns for
@@ -549,7 +558,9 @@ static cap_entry *compile_once(cap_compiled *c, cap_interp *S, const char *reaso
             snprintf(e->frame_name, sizeof e->frame_name, "%s", S->base->code->qualname_s);
             cap_stats_attach(e);
             drop_grad_marks(e);
-            cap_report_compile(c, e, T, reason);
+            if (followed[0])
+                snprintf(why_followed, sizeof why_followed, "%s; %s", reason, followed);
+            cap_report_compile(c, e, T, followed[0] ? why_followed : reason);
         }
         cap_interp_clear(&It);
         cap_trace_free(T);
