@@ -5,13 +5,15 @@ process on one machine (issue 16's benchmark).
     python3 bench/dynamic_sweep.py [--device cpu|cuda] [--lengths 4:256:4] [--batch 4]
                                    [--layers 6] [--width 768] [--heads 12] [--vocab 8000]
                                    [--dtype float32] [--compilers eager,inductor,ptc]
-                                   [--threads N] [--out DIR]
+                                   [--threads N] [--warm-caches] [--out DIR]
 
 A GPT2LMHeadModel from a config (no download) runs forward under no_grad on
 --batch sequences of each length in --lengths (start:stop:step, stop
 included): first the lengths shuffled (a fixed seed), then again in order.
-Each compiler starts from a fresh wrapper of the same model, so its first
-sweep includes every compile it needs.
+Each compiler starts from a fresh wrapper of the same model and, unless
+--warm-caches, with empty compile caches on disk (PTC_CACHE_DIR and
+TORCHINDUCTOR_CACHE_DIR in a new temporary folder), so its first sweep
+includes every compile it needs.
 
 Per compiler: the first sweep's time (compiles included), the second
 sweep's time, its speed against eager's second sweep, how many compiles it
@@ -27,6 +29,7 @@ import json
 import os
 import random
 import sys
+import tempfile
 import time
 
 
@@ -145,8 +148,14 @@ def main(argv=None):
     p.add_argument("--compilers", default="eager,inductor,ptc",
                    type=lambda s: [c for c in s.split(",") if c])
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--warm-caches", action="store_true",
+                   help="keep ptc's and Inductor's disk caches (default: fresh empty ones)")
     p.add_argument("--out", help="folder for dynamic_sweep.json and dynamic_sweep.md")
     a = p.parse_args(argv)
+    if not a.warm_caches:  # before torch and ptc are imported
+        cold = tempfile.mkdtemp(prefix="dynamic_sweep_")
+        os.environ["PTC_CACHE_DIR"] = os.path.join(cold, "ptc")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cold, "inductor")
     unknown = set(a.compilers) - {"eager", "inductor", "ptc"}
     if unknown:
         p.error("unknown compilers: %s" % ", ".join(sorted(unknown)))
