@@ -25,9 +25,11 @@ run it twice and compare ratios, not absolute times, on a shared machine.
 Writes dynamic_sweep.json and dynamic_sweep.md to --out when given.
 """
 import argparse
+import atexit
 import json
 import os
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -154,6 +156,7 @@ def main(argv=None):
     a = p.parse_args(argv)
     if not a.warm_caches:  # before torch and ptc are imported
         cold = tempfile.mkdtemp(prefix="dynamic_sweep_")
+        atexit.register(shutil.rmtree, cold, True)
         os.environ["PTC_CACHE_DIR"] = os.path.join(cold, "ptc")
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cold, "inductor")
     unknown = set(a.compilers) - {"eager", "inductor", "ptc"}
