@@ -589,6 +589,7 @@ static cap_entry *compile_once(cap_compiled *c, cap_interp *S, const char *reaso
         failed_graph = NULL;
     }
     long redo_at = 0; /* see cap_trace.sync_step */
+    char followed[600] = "", why_followed[1400];
     cap_break redo = {0};
     for (int attempt = 0; no_inline && attempt < 16; attempt++) {
         cap_interp It = {.mode = CAP_TRACE, .max_depth = cap_cfg.inline_depth, .break_at = redo_at};
@@ -606,6 +607,14 @@ static cap_entry *compile_once(cap_compiled *c, cap_interp *S, const char *reaso
             cap_interp_clear(&It);
             cap_trace_free(T);
             break;
+        }
+        if ((rc == CAP_DONE || rc == CAP_BREAK) && !T->static_only &&
+            cap_t_follow_changed_sizes(T, followed, sizeof followed)) {
+            /* New tensors sized as a changed size was: trace them symbolic. */
+            cap_interp_clear(&It);
+            cap_trace_free(T);
+            redo_at = 0;
+            continue;
         }
         if (rc == CAP_BREAK && !redo_at && T->sync_exit >= 0 && It.steps == T->sync_exit + 1) {
             /* The break came out of a nested run, whose builtin reruns for
@@ -644,8 +653,11 @@ static cap_entry *compile_once(cap_compiled *c, cap_interp *S, const char *reaso
             *eager = outermost_unrebuildable(c, S, T, rc);
         else if (!e)
             keep_failed(T);
-        if (e)
-            entry_made(c, S, e, T, recompile, reason, t0);
+        if (e) {
+            if (followed[0])
+                snprintf(why_followed, sizeof why_followed, "%s; %s", reason, followed);
+            entry_made(c, S, e, T, recompile, followed[0] ? why_followed : reason, t0);
+        }
         cap_interp_clear(&It);
         cap_trace_free(T);
         break;

@@ -228,9 +228,12 @@ typedef struct conv_args {
 } conv_args;
 
 /* An int list of the convolution: one value for every spatial dim or a
- * single value repeated (as torch's expand_param_if_needed). */
+ * single value repeated (as torch's expand_param_if_needed). Stride, padding
+ * and dilation may be symbolic (padding = H // 8): the output size is an
+ * expression in them and the runtime binds them before the extern runs. */
 static int conv_list(ptc_meta *m, const char *name, int k, int64_t dflt, ptc_dim *out)
 {
+    bool may_be_symbolic = strcmp(name, "output_padding") != 0;
     int i = meta_argi(m, name);
     if (i < 0) {
         for (int j = 0; j < k; j++)
@@ -243,10 +246,20 @@ static int conv_list(ptc_meta *m, const char *name, int k, int64_t dflt, ptc_dim
                              meta_shapestr(m, a->is.d, a->is.n));
     for (int j = 0; j < k; j++) {
         out[j] = a->is.d[a->is.n == 1 ? 0 : j];
-        if (out[j].sym)
+        if (out[j].sym && !may_be_symbolic)
             return ptc_meta_fail(m, "%s must be constant, got %s", name, meta_dstr(m, out[j]));
     }
     return 0;
+}
+
+/* Fails with what unless d >= least (for every size, when d is symbolic). */
+static int conv_at_least(ptc_meta *m, ptc_dim d, int64_t least, const char *what)
+{
+    if (!d.sym)
+        return d.value >= least ? 0 : ptc_meta_fail(m, "%s, got %lld", what, (long long)d.value);
+    if (meta_sign(ptc_dim_sub(m->arena, d, ptc_dim_c(least - 1))) == 1)
+        return 0;
+    return ptc_meta_fail(m, "%s, and %s may not be", what, meta_dstr(m, d));
 }
 
 static int conv_read(ptc_meta *m, int k, conv_args *c)
@@ -260,17 +273,14 @@ static int conv_read(ptc_meta *m, int k, conv_args *c)
         meta_const(m, meta_arg(m, "groups")->i, "groups", &c->groups))
         return -1;
     for (int j = 0; j < k; j++) {
-        if (c->stride[j].value <= 0)
-            return ptc_meta_fail(m, "stride must be positive, got %lld",
-                                 (long long)c->stride[j].value);
-        if (c->padding[j].value < 0)
-            return ptc_meta_fail(m, "padding must not be negative, got %lld",
-                                 (long long)c->padding[j].value);
-        if (c->dilation[j].value <= 0)
-            return ptc_meta_fail(m, "dilation must be positive, got %lld",
-                                 (long long)c->dilation[j].value);
+        if (conv_at_least(m, c->stride[j], 1, "stride must be positive") ||
+            conv_at_least(m, c->padding[j], 0, "padding must not be negative") ||
+            conv_at_least(m, c->dilation[j], 1, "dilation must be positive"))
+            return -1;
         if (c->output_padding[j].value < 0)
             return ptc_meta_fail(m, "output_padding must not be negative");
+        if (c->transposed && (c->stride[j].sym || c->dilation[j].sym))
+            return ptc_meta_fail(m, "a transposed convolution needs constant stride and dilation");
         if (c->transposed && c->output_padding[j].value >= c->stride[j].value &&
             c->output_padding[j].value >= c->dilation[j].value)
             return ptc_meta_fail(m,
@@ -289,16 +299,16 @@ static int conv_size(ptc_meta *m, const conv_args *c, int j, ptc_dim in, ptc_dim
                      const ptc_ttype *x, const ptc_ttype *w, ptc_dim *out)
 {
     ptc_arena *a = m->arena;
-    int64_t s = c->stride[j].value, p = c->padding[j].value, d = c->dilation[j].value;
-    ptc_dim eff = ptc_dim_add(a, ptc_dim_mul(a, ptc_dim_c(d), ptc_dim_sub(a, ksize, ptc_dim_c(1))),
-                              ptc_dim_c(1));
+    ptc_dim s = c->stride[j], twice_p = ptc_dim_mul(a, ptc_dim_c(2), c->padding[j]);
+    ptc_dim eff = ptc_dim_add(
+        a, ptc_dim_mul(a, c->dilation[j], ptc_dim_sub(a, ksize, ptc_dim_c(1))), ptc_dim_c(1));
     if (c->transposed) {
         /* (in - 1) * s - 2p + d (k - 1) + output_padding + 1 */
-        ptc_dim o = ptc_dim_mul(a, ptc_dim_sub(a, in, ptc_dim_c(1)), ptc_dim_c(s));
-        o = ptc_dim_add(a, o, ptc_dim_c(c->output_padding[j].value - 2 * p));
+        ptc_dim o = ptc_dim_mul(a, ptc_dim_sub(a, in, ptc_dim_c(1)), s);
+        o = ptc_dim_add(a, o, ptc_dim_sub(a, c->output_padding[j], twice_p));
         *out = ptc_dim_add(a, o, eff);
     } else {
-        ptc_dim padded = ptc_dim_add(a, in, ptc_dim_c(2 * p));
+        ptc_dim padded = ptc_dim_add(a, in, twice_p);
         int le = meta_le(a, eff, padded);
         if (le == 0)
             return ptc_meta_fail(m,
@@ -309,8 +319,7 @@ static int conv_size(ptc_meta *m, const conv_args *c, int j, ptc_dim in, ptc_dim
         if (le < 0)
             return ptc_meta_fail(m, "cannot decide whether the kernel of %s fits the input %s",
                                  meta_tstr(m, w), meta_tstr(m, x));
-        *out = ptc_dim_add(a, ptc_dim_floordiv(a, ptc_dim_sub(a, padded, eff), ptc_dim_c(s)),
-                           ptc_dim_c(1));
+        *out = ptc_dim_add(a, ptc_dim_floordiv(a, ptc_dim_sub(a, padded, eff), s), ptc_dim_c(1));
     }
     int sign = meta_sign(*out);
     if (sign != 1)

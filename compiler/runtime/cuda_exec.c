@@ -932,8 +932,10 @@ static int run_extern_staged(crun *r, const ptc_lnode *n)
             sizes[d] = eval(r, b->shape[d]);
         rc = ptc_tensor_alloc(&outs[nout++], b->dtype, b->ndim, sizes, r->err);
     }
+    ptc_exec_bound bound;
     if (rc == 0)
-        rc = ptc_cextern_run(n->xnode, inp, n->nxin, outs, r->rng_offset, r->err);
+        rc = ptc_cextern_run(ptc_exec_bind_node(n->xnode, &r->b, &bound), inp, n->nxin, outs,
+                             r->rng_offset, r->err);
     nout = 0;
     for (int o = 0; o < 2; o++) {
         if (n->out[o] < 0)
@@ -988,10 +990,12 @@ static int run_extern(crun *r, const ptc_lnode *n)
     const ptc_tensor *inp[16];
     ptc_device dev = {PTC_DEV_CUDA, (int16_t)r->dev->ordinal};
     ptc_exec_extern_args(r->p, &r->b, r->bufptr, n, dev, in, inp, outs);
+    ptc_exec_bound bound;
+    const ptc_node *node = ptc_exec_bind_node(n->xnode, &r->b, &bound);
     if (!fresh)
-        return r->host->run_extern(r->host->ctx, n->xnode, inp, n->nxin, outs, r->err);
+        return r->host->run_extern(r->host->ctx, node, inp, n->nxin, outs, r->err);
     ptc_tensor res[2] = {{0}};
-    if (r->host->run_extern_new(r->host->ctx, n->xnode, inp, n->nxin, res, r->err))
+    if (r->host->run_extern_new(r->host->ctx, node, inp, n->nxin, res, r->err))
         return -1;
     int rc = 0;
     for (int o = 0, k = 0; o < 2; o++)

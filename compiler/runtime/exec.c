@@ -308,10 +308,12 @@ static int run_extern_code(run *r, const ptc_lnode *n)
 {
     ptc_tensor in[16], outs[2] = {{0}};
     const ptc_tensor *inp[16];
+    ptc_exec_bound bound;
+    const ptc_node *node = ptc_exec_bind_node(n->xnode, &r->b, &bound);
     ptc_exec_extern_args(r->p, &r->b, r->bufptr, n, PTC_CPU, in, inp, outs);
     if (n->xkind == PTC_XK_HOST && r->host && r->host->run_extern)
-        return r->host->run_extern(r->host->ctx, n->xnode, inp, n->nxin, outs, r->err);
-    return ptc_cextern_run(n->xnode, inp, n->nxin, outs, r->rng_offset, r->err);
+        return r->host->run_extern(r->host->ctx, node, inp, n->nxin, outs, r->err);
+    return ptc_cextern_run(node, inp, n->nxin, outs, r->rng_offset, r->err);
 }
 
 /* PTC_LOGS=+perf: one line per step with its run time, what it is and the

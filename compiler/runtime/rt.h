@@ -144,6 +144,15 @@ void ptc_exec_typed_strides(const ptc_bindings *b, const ptc_ttype *t, int64_t *
 int ptc_exec_extern_args(const ptc_program *p, const ptc_bindings *b, void *const *bufptr,
                          const ptc_lnode *n, ptc_device dev, ptc_tensor in[16],
                          const ptc_tensor *inp[16], ptc_tensor outs[2]);
+/* An extern node with its symbolic int arguments (a convolution's padding
+ * s0//8) evaluated under a run's sizes, so the kernels behind externs, torch's
+ * and ptc's C ones, read numbers: the node itself when it has none. */
+typedef struct ptc_exec_bound {
+    ptc_node node;
+    ptc_arg args[16];
+    ptc_dim dims[64]; /* the int lists' values */
+} ptc_exec_bound;
+const ptc_node *ptc_exec_bind_node(const ptc_node *n, const ptc_bindings *b, ptc_exec_bound *out);
 /* The tensor of view v over bufptr[v->buf] on dev. */
 ptc_tensor ptc_exec_view(const ptc_program *p, const ptc_bindings *b, void *const *bufptr,
                          const ptc_lview *v, ptc_device dev);

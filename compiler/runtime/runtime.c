@@ -187,6 +187,41 @@ int64_t ptc_exec_dim(const ptc_bindings *b, ptc_dim d)
     return v;
 }
 
+static bool symbolic_arg(const ptc_arg *a)
+{
+    bool sym = a->kind == PTC_ARG_INT && a->i.sym;
+    for (int k = 0; a->kind == PTC_ARG_INTS && k < a->is.n; k++)
+        sym |= a->is.d[k].sym != NULL;
+    return sym;
+}
+
+const ptc_node *ptc_exec_bind_node(const ptc_node *n, const ptc_bindings *b, ptc_exec_bound *out)
+{
+    bool sym = false;
+    for (int i = 0; i < n->nargs; i++)
+        sym |= symbolic_arg(&n->args[i]);
+    if (!sym)
+        return n;
+    PTC_ASSERT(n->nargs <= (int)(sizeof out->args / sizeof *out->args));
+    out->node = *n;
+    out->node.args = out->args;
+    int used = 0;
+    for (int i = 0; i < n->nargs; i++) {
+        ptc_arg *a = &out->args[i];
+        *a = n->args[i];
+        if (a->kind == PTC_ARG_INT) {
+            a->i = ptc_dim_c(ptc_exec_dim(b, a->i));
+        } else if (a->kind == PTC_ARG_INTS && symbolic_arg(a)) {
+            PTC_ASSERT(used + a->is.n <= (int)(sizeof out->dims / sizeof *out->dims));
+            for (int k = 0; k < a->is.n; k++)
+                out->dims[used + k] = ptc_dim_c(ptc_exec_dim(b, a->is.d[k]));
+            a->is.d = &out->dims[used];
+            used += a->is.n;
+        }
+    }
+    return &out->node;
+}
+
 static bool same_sizes(const ptc_bindings *x, const ptc_bindings *y)
 {
     if (x->n != y->n)

@@ -61,3 +61,17 @@ def test_gpt2_sequence_lengths():
             torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3)
     assert not events(c, "static_fallback"), events(c, "static_fallback")
     assert len(events(c, "compile")) == 2
+
+
+def test_conv_size_arguments_on_cuda():
+    """An extern with symbolic arguments (test_dynamic_externs.py on the CPU):
+    torch's CUDA convolution runs with the stride and padding evaluated per call."""
+    from test_dynamic_externs import conv_from_length
+
+    w = torch.randn(4, 3, 3, device=DEV)
+    c = ptc.compile(conv_from_length)
+    for L in (8, 12, 20, 33, 64):
+        x = torch.randn(2, 3, L, device=DEV)
+        torch.testing.assert_close(c(x, w), conv_from_length(x, w), rtol=1e-4, atol=1e-4)
+    assert not events(c, "static_fallback"), events(c, "static_fallback")
+    assert len(events(c, "compile")) == 2, [e["reason"] for e in events(c, "compile")]

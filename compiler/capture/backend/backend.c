@@ -561,8 +561,8 @@ done:
 /* ---- outputs that alias ------------------------------------------------------------ */
 
 /* The node that made v as a view of its first argument in torch, or NULL.
- * to() that changes nothing returns its argument itself. Views with
- * symbolic arguments are not replayed (their sizes are not known here). */
+ * to() that changes nothing returns its argument itself. A view's symbolic
+ * size arguments are evaluated per call from the inputs' sizes. */
 static const ptc_node *view_node(const ptc_value *v)
 {
     const ptc_node *n = v->def;
@@ -572,12 +572,7 @@ static const ptc_node *view_node(const ptc_value *v)
     bool same_to = n->op == PTC_OP_TO && from->dtype == v->type.dtype &&
                    ptc_device_eq(from->device, v->type.device) &&
                    from->requires_grad == v->type.requires_grad;
-    if (!cap_op_returns_view(n->op) && !same_to)
-        return NULL;
-    for (int i = 1; i < n->nargs; i++)
-        if (!static_arg(&n->args[i]))
-            return NULL;
-    return n;
+    return cap_op_returns_view(n->op) || same_to ? n : NULL;
 }
 
 static int output_of(const ptc_graph *g, const ptc_value *v)
@@ -662,12 +657,15 @@ static int remake_aliases(const ptc_graph *g, const cap_backend_state *st, PyObj
 {
     if (!st || !st->naliases)
         return 0;
+    ptc_bindings b;
+    if (bind_inputs(g, inputs, &b) < 0)
+        return -1;
     PyObject **env = calloc((size_t)g->nvalues + 1, sizeof *env);
     int rc = 0;
     for (int i = 0; i < st->naliases && rc == 0; i++) {
         const alias_out *a = &st->aliases[i];
         env[a->base_id] = Py_NewRef(a->base >= 0 ? inputs[a->base] : outputs[-1 - a->base]);
-        rc = run_steps(a->steps, a->nsteps, env, NULL); /* static views only (view_node) */
+        rc = run_steps(a->steps, a->nsteps, env, &b);
         PyObject *view = env[g->outputs[a->out]->id];
         if (rc == 0 && !view) {
             PyErr_SetString(cap_InternalError, "ptc: a view among the outputs could not be remade");

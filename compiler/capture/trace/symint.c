@@ -84,6 +84,85 @@ static void dim_range(PyObject *t, int d, int64_t *lo, int64_t *hi)
     PyErr_Clear();
 }
 
+/* ---- sizes that follow a changed size ----------------------------------------------------
+ *
+ * dynamic=None recompiles once a size changes; a tensor that first appears in
+ * that recompile (a KV cache the last call filled: generate()'s second step)
+ * has no earlier size to compare, so it would be static and cost one more
+ * compile as soon as it grows. A dim of such a new tensor whose size is one
+ * that a changed dim had before (the prompt's length, now the cache's) is made
+ * symbolic too: the trace notes both while it runs and, when it ends, the
+ * caller traces again with those dims symbolic (cap_t_follow_changed_sizes). */
+
+/* A dim of `name` that had size `was` in the previous entry and changed. */
+static void note_changed_size(cap_trace *T, const char *name, int d, int64_t was)
+{
+    if (!T->changed_sizes && !(T->changed_sizes = PyDict_New()))
+        goto done;
+    PyObject *key = PyLong_FromLongLong(was);
+    PyObject *where = PyUnicode_FromFormat("%s.size(%d)", name, d);
+    if (key && where && !PyDict_GetItem(T->changed_sizes, key))
+        PyDict_SetItem(T->changed_sizes, key, where);
+    Py_XDECREF(key);
+    Py_XDECREF(where);
+done:
+    PyErr_Clear();
+}
+
+/* A tensor input the previous entry did not have. */
+static void note_new_tensor(cap_trace *T, const char *name, const cap_tmeta *m)
+{
+    if (!T->new_tensors && !(T->new_tensors = PyList_New(0)))
+        goto done;
+    PyObject *sizes = PyTuple_New(m->ndim);
+    for (int d = 0; sizes && d < m->ndim; d++)
+        PyTuple_SetItem(sizes, d, PyLong_FromLongLong(m->sizes[d]));
+    PyObject *item = sizes ? Py_BuildValue("(sO)", name, sizes) : NULL;
+    if (item)
+        PyList_Append(T->new_tensors, item);
+    Py_XDECREF(item);
+    Py_XDECREF(sizes);
+done:
+    PyErr_Clear();
+}
+
+bool cap_t_follow_changed_sizes(cap_trace *T, char *why, size_t size)
+{
+    bool again = false;
+    size_t n = strlen(why);
+    for (Py_ssize_t i = 0;
+         T->changed_sizes && T->new_tensors && T->auto_dyn && i < PyList_Size(T->new_tensors);
+         i++) {
+        PyObject *item = PyList_GetItem(T->new_tensors, i), *sizes = PyTuple_GetItem(item, 1);
+        const char *name = PyUnicode_AsUTF8(PyTuple_GetItem(item, 0));
+        PyObject *known = name ? PyDict_GetItemString(T->auto_dyn, name) : NULL;
+        long dims = known ? PyLong_AsLong(known) : 0, add = 0;
+        PyObject *was = NULL;
+        int matches = 0;
+        for (Py_ssize_t d = 0; name && d < PyTuple_Size(sizes); d++) {
+            PyObject *w = PyDict_GetItem(T->changed_sizes, PyTuple_GetItem(sizes, d));
+            if (w && !(dims >> d & 1)) {
+                add |= 1L << d;
+                was = w;
+                matches++;
+            }
+        }
+        if (matches != 1) /* none, or which dim follows is ambiguous ([1,6,6,16]) */
+            continue;
+        if (n < size)
+            n +=
+                (size_t)snprintf(why + n, size - n, "%s%s dim %d becomes dynamic (sized as %s was)",
+                                 n ? "; " : "new tensor ", name, __builtin_ctzl((unsigned long)add),
+                                 PyUnicode_AsUTF8(was));
+        PyObject *mask = add ? PyLong_FromLong(dims | add) : NULL;
+        if (mask && PyDict_SetItemString(T->auto_dyn, name, mask) == 0)
+            again = true;
+        Py_XDECREF(mask);
+    }
+    PyErr_Clear();
+    return again;
+}
+
 /* dynamic=None: the dims of the tensor at src whose size changed since an
  * earlier entry (remembered, so later recompiles keep them symbolic). */
 static int auto_dims(cap_trace *T, int src, const cap_tmeta *m)
@@ -99,7 +178,11 @@ static int auto_dims(cap_trace *T, int src, const cap_tmeta *m)
     for (int d = 0; prev && PyTuple_Size(prev) == m->ndim && d < m->ndim; d++) {
         int64_t was = PyLong_AsLongLong(PyTuple_GetItem(prev, d));
         changed |= (was >= 0 && was != m->sizes[d]) << d;
+        if (was >= 2 && was != m->sizes[d])
+            note_changed_size(T, name, d, was);
     }
+    if (T->prev_sizes && !prev)
+        note_new_tensor(T, name, m);
     if (changed & ~dims) {
         PyObject *mask = PyLong_FromLong(dims | changed);
         if (!mask || PyDict_SetItemString(T->auto_dyn, name, mask) < 0)

@@ -282,6 +282,9 @@ struct cap_trace {
     char static_why[300];     /*   what made the trace need static sizes ("" none) */
     PyObject *symints;        /* list: every cap_symint made (detached at the end) */
     PyObject *specialised;    /* list of dicts: symbols a use pinned to a value, and where */
+    PyObject *changed_sizes;  /* recompiling: dict size -> "L['x'].size(1)", sizes that dims
+                                 of the entry before had and changed from (or NULL) */
+    PyObject *new_tensors;    /*   list of (source text, sizes): tensors it did not have */
 };
 
 /* Starts tracing the state held by I (frames with slot sources set). */
@@ -402,6 +405,10 @@ int cap_t_const_source(cap_trace *T, PyObject *obj);
  * (mark_dynamic / mark_static), the dynamic= option and the dims a size-only
  * recompile made automatic. Returns the mask; -1 with an exception. */
 int cap_t_dynamic_dims(cap_trace *T, PyObject *obj, int src, const cap_tmeta *m);
+/* At the end of a recompile's trace under dynamic=None: marks the dims of
+ * tensors new in it whose size a changed dim had before as automatic, and
+ * says so in why (appended); true when it marked any (trace again). */
+bool cap_t_follow_changed_sizes(cap_trace *T, char *why, size_t size);
 /* The symbol for dim `dim` of the tensor at src (size `size`): an existing
  * symbol of the same size (guarded equal), else a new one, guarded >= 2. */
 ptc_dim cap_t_input_dim(cap_trace *T, int src, int dim, int64_t size, PyObject *obj);

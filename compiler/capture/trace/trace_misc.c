@@ -105,6 +105,8 @@ void cap_trace_free(cap_trace *T)
     Py_XDECREF(T->made_funcs);
     Py_XDECREF(T->symints);
     Py_XDECREF(T->specialised);
+    Py_XDECREF(T->changed_sizes);
+    Py_XDECREF(T->new_tensors);
     if (T->g)
         ptc_graph_free(T->g);
     free(T);
