@@ -583,6 +583,53 @@ int cap_t_module_attr_written(cap_trace *T, PyObject *mod, PyObject *name, PyObj
     return CAP_NEXT;
 }
 
+/* ---- instance dicts ------------------------------------------------------------------------ */
+
+/* Records in the trace's view of obj's instance dict that attribute name was
+ * written (v NULL: deleted); the attribute write itself is logged apart. */
+static int note_in_dict(cap_trace *T, PyObject *d, PyObject *name, PyObject *v)
+{
+    PyObject *rec = record_get(T, d), *s = rec ? shadow_of(rec) : NULL;
+    if (!rec)
+        return CAP_ERR;
+    if (s)
+        return (v ? PyDict_SetItem(s, name, v) : PyDict_DelItem(s, name)) < 0 ? CAP_ERR : CAP_NEXT;
+    PyObject *w = PyTuple_Pack(2, name, v ? v : deleted());
+    int rc = w ? PyList_Append(PyList_GetItem(rec, REC_PENDING), w) : -1;
+    Py_XDECREF(w);
+    return rc < 0 ? CAP_ERR : CAP_NEXT;
+}
+
+int cap_t_instance_dict_read(cap_trace *T, PyObject *obj, PyObject *attrs)
+{
+    PyObject *d = PyObject_GenericGetDict(obj, NULL);
+    if (!d) {
+        PyErr_Clear();
+        return CAP_NEXT;
+    }
+    int rc = CAP_NEXT;
+    if (PyDict_CheckExact(d) && !record_of(T, d)) {
+        PyObject *name, *holder;
+        Py_ssize_t pos = 0;
+        while (rc == CAP_NEXT && PyDict_Next(attrs, &pos, &name, &holder))
+            rc = note_in_dict(T, d, name, PyList_Check(holder) ? PyList_GetItem(holder, 0) : NULL);
+    }
+    Py_DECREF(d);
+    return rc;
+}
+
+int cap_t_instance_dict_write(cap_trace *T, PyObject *obj, PyObject *name, PyObject *v)
+{
+    PyObject *d = PyObject_GenericGetDict(obj, NULL);
+    if (!d) {
+        PyErr_Clear();
+        return CAP_NEXT;
+    }
+    int rc = PyDict_CheckExact(d) && record_of(T, d) ? note_in_dict(T, d, name, v) : CAP_NEXT;
+    Py_DECREF(d);
+    return rc;
+}
+
 /* ---- cells ------------------------------------------------------------------------------ */
 
 int cap_t_write_cell(cap_interp *I, PyObject *cell, PyObject *v, bool *done)

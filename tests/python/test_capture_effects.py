@@ -264,6 +264,18 @@ def graph_raises_after_writes(x, log):
     return y
 
 
+@case(1, 0)
+def instance_dict_sees_attribute_writes(x):
+    OBJ.t = x * 2
+    OBJ.n += 1
+    before = sorted(OBJ.__dict__)
+    d = OBJ.__dict__
+    y = d["t"] + OBJ.__dict__["n"]
+    del OBJ.t
+    OBJ.u = 5  # written after the dict was read: seen by it too
+    return y, before, sorted(d), "t" in OBJ.__dict__
+
+
 def norm(v):
     if isinstance(v, torch.Tensor):
         return ("tensor", v.dtype, v.tolist())
