@@ -89,6 +89,7 @@ typedef struct segment_result {
     int rc;          /* CAP_DONE (result), CAP_STOP (new state in S), CAP_ERR */
     PyObject *result;
     bool intact; /* CAP_ERR before anything of the segment took effect: S can run for real */
+    bool graph_raised; /* the graph raised the user's error (an index out of range, say) */
 } segment_result;
 
 static void set_grad(bool on)
@@ -156,6 +157,15 @@ static int run_graph(cap_entry *e, PyObject **vals, PyObject **outs)
     return rc;
 }
 
+/* A graph's own error, as eager would raise it at one of its ops: not
+ * ptc's failure (an internal error or a break). */
+static bool graph_raised_users_error(void)
+{
+    return PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_Exception) &&
+           !PyErr_ExceptionMatches(cap_InternalError) &&
+           !PyErr_ExceptionMatches(cap_GraphBreakError);
+}
+
 /* Runs entry e on the state in S (its guards passed with vals). On a break,
  * S gets the resume state and steps to the next safe point. k: the call's
  * clock while measuring (measure.c), else NULL. */
@@ -170,8 +180,10 @@ static segment_result run_entry(cap_compiled *c, cap_entry *e, cap_interp *S, Py
     e->hits++;
     if (k)
         cap_clock_graph_begin(k, e, vals);
-    if (e->graph && run_graph(e, vals, outs) < 0)
+    if (e->graph && run_graph(e, vals, outs) < 0) {
+        r.graph_raised = graph_raised_users_error();
         goto done;
+    }
     if (k)
         cap_clock_graph_end(k, e, outs, nout);
     if (e->grad_end != e->grad_start)
@@ -1053,6 +1065,16 @@ static PyObject *drive(cap_compiled *c, cap_interp *S, PyObject *fn, PyObject *a
         if (r.rc == CAP_DONE) {
             valbuf_free(&b);
             return r.result;
+        }
+        if (r.graph_raised) {
+            /* The graph is functional: nothing of its segment took effect
+               (writes to outside objects are replayed after it), while
+               eager made the writes before the raising op. Running the
+               segment for real from its start does both in eager's order
+               and raises eager's error from the user's own frame. */
+            PyErr_Clear();
+            valbuf_free(&b);
+            return run_eagerly(S, first, fn, args, kwargs, k != NULL);
         }
         if (r.rc != CAP_STOP) {
             /* Until the first segment finished nothing of the call ran for

@@ -33,6 +33,8 @@
 #endif
 
 enum { MAX_CHILDREN = 64, DEFAULT_TIMEOUT_S = 600 };
+/* A child's exit status when an allocation failed in it (worker_oom.cpp). */
+enum { OUT_OF_MEMORY_STATUS = 86 };
 enum { REC_START, REC_OK, REC_ERR, REC_END };
 
 typedef struct rec {
@@ -96,10 +98,13 @@ static void child_signals(pid_t parent)
         _exit(3);
 }
 
+void ptc_worker_exit_when_out_of_memory(int status); /* worker_oom.cpp */
+
 _Noreturn static void child_main(int fd, atomic_int *next, int n, ptc_worker_fn fn, void *ctx,
                                  pid_t parent)
 {
     child_signals(parent);
+    ptc_worker_exit_when_out_of_memory(OUT_OF_MEMORY_STATUS);
     for (;;) {
         int i = atomic_fetch_add(next, 1);
         if (i >= n)
@@ -192,6 +197,8 @@ static void how_it_died(const child *c, bool timed_out, char *buf, size_t size)
                  timeout_ms() / 1e3);
     else if (sig)
         snprintf(buf, size, "crashed (signal %d, %s)", sig, strsignal(sig));
+    else if (c->reaped && WIFEXITED(c->status) && WEXITSTATUS(c->status) == OUT_OF_MEMORY_STATUS)
+        snprintf(buf, size, "ran out of memory (an allocation inside LLVM failed)");
     else if (c->reaped && WIFEXITED(c->status) && WEXITSTATUS(c->status) != 0)
         snprintf(buf, size, "exited with status %d (an LLVM fatal error?)", WEXITSTATUS(c->status));
     else

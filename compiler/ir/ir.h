@@ -94,6 +94,11 @@ void ptc_arena_free(ptc_arena *a);
  * too): callers check ptc_arena_failed where they can stop. */
 void *ptc_arena_alloc(ptc_arena *a, size_t size);
 bool ptc_arena_failed(const ptc_arena *a); /* ran out of memory; sticky */
+/* Takes the process's memory reserve (the room a compile that runs out has
+ * to fail cleanly) if it is not held; false when only a smaller one could be
+ * had (the library goes on with it; a tool that wants every compile to fail
+ * cleanly stops at once with one line). */
+bool ptc_memory_reserve_full(void);
 void *ptc_arena_dup(ptc_arena *a, const void *p, size_t size);
 char *ptc_arena_strdup(ptc_arena *a, const char *s);  /* NULL -> NULL */
 char *ptc_arena_strndup(ptc_arena *a, const char *s, size_t n);

@@ -115,10 +115,13 @@ struct ptc_arena {
 };
 
 /* The reserve is the room a failed compile has to reach its next check: a
- * long pass allocates at most a few block-sized bodies per step. */
-enum { BLOCK_SIZE = 64 * 1024, RESERVE_SIZE = 64 << 20 };
+ * long pass allocates at most a few block-sized bodies per step. A process
+ * short of memory from its start (a tight ulimit) settles for less, halving
+ * down to MIN_RESERVE_SIZE, rather than have no reserve at all. */
+enum { BLOCK_SIZE = 64 * 1024, RESERVE_SIZE = 64 << 20, MIN_RESERVE_SIZE = 4 << 20 };
 
 static void *reserve; /* malloc'd, never touched: address space, not memory */
+static size_t reserve_size;
 static pthread_mutex_t reserve_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void take_reserve(void)
@@ -126,9 +129,23 @@ static void take_reserve(void)
     if (__atomic_load_n(&reserve, __ATOMIC_ACQUIRE))
         return;
     pthread_mutex_lock(&reserve_lock);
-    if (!reserve)
-        __atomic_store_n(&reserve, malloc(RESERVE_SIZE), __ATOMIC_RELEASE);
+    for (size_t size = RESERVE_SIZE; !reserve && size >= MIN_RESERVE_SIZE; size /= 2) {
+        void *r = malloc(size);
+        if (r) {
+            reserve_size = size;
+            __atomic_store_n(&reserve, r, __ATOMIC_RELEASE);
+        }
+    }
     pthread_mutex_unlock(&reserve_lock);
+}
+
+bool ptc_memory_reserve_full(void)
+{
+    take_reserve();
+    pthread_mutex_lock(&reserve_lock);
+    bool full = reserve && reserve_size == RESERVE_SIZE;
+    pthread_mutex_unlock(&reserve_lock);
+    return full;
 }
 
 /* true if there was a reserve to give back to malloc */

@@ -70,7 +70,7 @@ def b008(x):
 def b009(x):
     y = x + 1
     STEPS.append(tuple(y.shape))  # replayed after the graph: no break
-    STEPS.sort()  # not logged: runs for real
+    STEPS.sort(key=lambda s: -len(s))  # a Python key: not logged, runs for real
     return y * 2
 
 

@@ -222,6 +222,60 @@ def callback_writes_then_breaks(x, log):
     return sum(map(f, range(3))), inner, sum(f(i) for i in range(2))
 
 
+@case(1, 0, lambda: (torch.ones(2, 3), [3, 1, 2]))
+def sort_and_reverse_an_outside_list(x, log):
+    log.sort()
+    first = log[0]
+    log.reverse()
+    log.sort(reverse=True, key=abs)
+    return x * first, list(log)
+
+
+@case(1, 0, lambda: (torch.ones(2, 3), [0, 1, 2, 3, 4]))
+def slice_assignment_and_deletion(x, log):
+    log[1:3] = [x.sum(0), "b", "c"]
+    del log[::2]
+    log[-1:] = (9,)
+    return x + len(log), log[0] * 2
+
+
+@case(1, 1, lambda: (torch.ones(2, 3), [3, 1, 2]))
+def sort_by_a_python_key_breaks(x, log):
+    log.sort(key=lambda v: -v)  # the key runs for real: a break (B009)
+    return x * log[0]
+
+
+@case(1, 0, with_list)
+def extended_slice_of_the_wrong_size_raises(x, log):
+    log.extend([1, 2, 3])
+    try:
+        log[::2] = [x]
+    except ValueError as e:
+        return x + 1, str(e)
+
+
+@case(1, 0, with_list)
+def graph_raises_after_writes(x, log):
+    # eager appends, then the index is out of range: the append stays
+    # (main: the graph raised before its writes were replayed, log empty)
+    log.append(x + 1)
+    y = x[torch.tensor([5])]
+    log.append(2)
+    return y
+
+
+@case(1, 0)
+def instance_dict_sees_attribute_writes(x):
+    OBJ.t = x * 2
+    OBJ.n += 1
+    before = sorted(OBJ.__dict__)
+    d = OBJ.__dict__
+    y = d["t"] + OBJ.__dict__["n"]
+    del OBJ.t
+    OBJ.u = 5  # written after the dict was read: seen by it too
+    return y, before, sorted(d), "t" in OBJ.__dict__
+
+
 def norm(v):
     if isinstance(v, torch.Tensor):
         return ("tensor", v.dtype, v.tolist())
@@ -304,3 +358,21 @@ def test_outputs_stored_are_the_graphs_values():
     d = {}
     r = ptc.compile(f, backend="eager")(torch.ones(2), d)
     assert d["y"] is r
+
+
+def test_graph_raising_under_ptc_keeps_earlier_writes():
+    """The compiled kernels raise (index out of range): the segment reruns
+    for real, so eager's earlier writes happen and eager's error is raised."""
+    def f(x, i, log):
+        log.append(x + 1)
+        y = x[i]
+        log.append(2)
+        return y
+
+    def observe(fn):
+        log = []
+        with pytest.raises(IndexError) as e:
+            fn(torch.ones(3), torch.tensor([5]), log)
+        return str(e.value), norm(log)
+
+    assert observe(ptc.compile(f)) == observe(f)

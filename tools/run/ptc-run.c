@@ -762,6 +762,11 @@ int main(int argc, char **argv)
     if (rc)
         return rc;
     ptc_log_init();
+    if (!ptc_memory_reserve_full()) { /* exit 1, as a compile that runs out of memory */
+        ptc_cli_fail(TOOL, "out of memory at start: the 64 MiB ptc keeps to fail a compile "
+                           "cleanly could not be had (is the memory limit too low?)");
+        return 1;
+    }
     ptc_error err;
     ptc_module *m = ptc_parse_file(o.path, &err);
     if (!m)

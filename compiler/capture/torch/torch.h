@@ -205,7 +205,7 @@ int cap_inplace(cap_trace *T, cap_tensor *self, PyObject *res, PyObject **out);
 static inline cap_tensor *cap_as_tensor(PyObject *o) { return cap_is_tensor(o) ? (cap_tensor *)o : NULL; }
 static inline ptc_value *cap_val(PyObject *o) { return ((cap_tensor *)o)->v; }
 
-/* Special handlers (torch_ops.c, torch_shape.c). */
+/* Special handlers (torch_ops.c, torch_shape.c, torch_query.c). */
 #define CAP_SPECIAL_HANDLERS(X)                                                 \
     X(view) X(reshape) X(permute) X(expand) X(expand_as) X(repeat) X(transpose) \
     X(unflatten) X(split) X(chunk) X(size) X(dim) X(numel) X(stride)            \
@@ -222,7 +222,8 @@ static inline ptc_value *cap_val(PyObject *o) { return ((cap_tensor *)o)->v; }
     X(eye) X(linspace) X(hypot) X(lerp) X(addcop) X(explog) X(logit) X(xlogy)   \
     X(isinf) X(nan_to_num) X(isclose) X(dot) X(flip) X(repeat_interleave)       \
     X(tile) X(broadcast_to) X(broadcast_tensors) X(diff) X(pointwise_loss)      \
-    X(bce) X(nll_loss) X(cross_entropy) X(stack_dims) X(native_mha)
+    X(bce) X(nll_loss) X(cross_entropy) X(stack_dims) X(native_mha)            \
+    X(new) X(type)
 
 #define X(n) int cap_th_##n(cap_tcall *c, PyObject **out);
 CAP_SPECIAL_HANDLERS(X)

@@ -203,6 +203,7 @@ cap_tmap cap_tmaps[] = {
     FX("torch.rand_like", like, PTC_OP_RAND, "") FX("torch.randn_like", like, PTC_OP_RANDN, "")
     MX("new_zeros", new_full, PTC_OP_ZEROS, "") MX("new_ones", new_full, PTC_OP_ONES, "")
     MX("new_empty", new_full, PTC_OP_EMPTY, "") MX("new_full", new_full, PTC_OP_FULL, "")
+    MX("new", new, PTC_OP_EMPTY, "") MX("type", type, -1, "")
     MX("new_tensor", new_tensor, -1, "")
     FX("torch.tensor", tensor_const, -1, "") FX("torch.as_tensor", tensor_const, -1, "")
     FX("torch.scalar_tensor", tensor_const, -1, "") FX("torch.from_numpy", tensor_const, -1, "")

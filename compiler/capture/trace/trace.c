@@ -404,12 +404,25 @@ bool cap_is_key(PyObject *o)
 
 /* Objects compared by identity: code-like things whose meaning is fixed. */
 /* A builtin function (not one bound to an instance: those are made fresh). */
+/* A class method of a builtin type (dict.fromkeys) is bound afresh on each
+ * read, so it cannot be guarded by identity; a function a type stores as
+ * it is (torch's, on _VariableFunctions) can. */
+static bool same_on_each_read(PyObject *type, PyObject *f)
+{
+    PyObject *name = PyObject_GetAttr(f, cap_P.s_name);
+    PyObject *again = name ? PyObject_GetAttr(type, name) : NULL;
+    PyErr_Clear();
+    Py_XDECREF(name);
+    Py_XDECREF(again);
+    return again == f;
+}
+
 static bool plain_builtin(PyObject *o)
 {
     if (!PyCFunction_Check(o))
         return false;
     PyObject *self = PyCFunction_GetSelf(o);
-    return !self || PyModule_Check(self) || PyType_Check(self);
+    return !self || PyModule_Check(self) || (PyType_Check(self) && same_on_each_read(self, o));
 }
 
 /* Cells are not among these: a resumed state's cells are made afresh on

@@ -394,6 +394,11 @@ int cap_t_global_write(cap_interp *I, cap_frame *f, PyObject *name, PyObject *v)
 int cap_t_global_written(cap_interp *I, cap_frame *f, PyObject *name, PyObject **out);
 /* Attribute name of module mod as written in this trace (CAP_NONE: not written). */
 int cap_t_module_attr_written(cap_trace *T, PyObject *mod, PyObject *name, PyObject **out);
+/* obj.__dict__ read in a trace that wrote obj's attributes (attrs: name ->
+ * [value], or () for deleted): reads of the dict then see those writes; and
+ * an attribute write after such a read, seen by the dict too. */
+int cap_t_instance_dict_read(cap_trace *T, PyObject *obj, PyObject *attrs);
+int cap_t_instance_dict_write(cap_trace *T, PyObject *obj, PyObject *name, PyObject *v);
 /* STORE_DEREF / DELETE_DEREF (v NULL): *done when the write was logged
  * (the cell is an outside function's) instead of made. */
 int cap_t_write_cell(cap_interp *I, PyObject *cell, PyObject *v, bool *done);

@@ -432,6 +432,83 @@ static int list_mutator(cap_interp *I, PyObject *l, const char *name, PyObject *
     return rc;
 }
 
+/* ---- whole-list rewrites: sort, reverse, slices ----------------------------------------- */
+
+/* Logs that l now holds the items of its shadow s, all of them (one slice
+ * write replays a sort, a reverse or a slice assignment alike). */
+static int log_whole_list(cap_interp *I, PyObject *l, PyObject *s)
+{
+    PyObject *all = PySlice_New(NULL, NULL, NULL), *items = PyList_GetSlice(s, 0, PyList_Size(s));
+    int rc = all && items ? cap_t_effect(I, CAP_E_ITEM_SET, l, all, items) : CAP_ERR;
+    Py_XDECREF(all);
+    Py_XDECREF(items);
+    return rc;
+}
+
+/* Sorting compares the items for real: only values whose comparisons are
+ * fixed at trace time (constants under guards), by no key or a builtin one. */
+static bool sorts_at_trace_time(PyObject *s, PyObject *const *args, int nargs, PyObject *kwnames)
+{
+    for (int k = 0; kwnames && k < (int)PyTuple_Size(kwnames); k++) {
+        PyObject *v = args[nargs + k];
+        if (PyUnicode_CompareWithASCIIString(PyTuple_GetItem(kwnames, k), "key") == 0 &&
+            v != Py_None && !PyCFunction_Check(v))
+            return false;
+    }
+    for (Py_ssize_t i = 0; i < PyList_Size(s); i++)
+        if (!cap_is_constant(PyList_GetItem(s, i)))
+            return false;
+    return true;
+}
+
+/* l.sort(...) and l.reverse() on an outside list: done on its shadow. */
+static int list_reorder(cap_interp *I, PyObject *l, const char *name, PyObject *const *args,
+                        int nargs, PyObject *kwnames, PyObject **out)
+{
+    int npos = nargs - (kwnames ? (int)PyTuple_Size(kwnames) : 0);
+    PyObject *s = NULL;
+    int rc = list_shadow(I, l, &s);
+    if (rc != CAP_NEXT)
+        return rc;
+    bool sort = strcmp(name, "sort") == 0;
+    if (sort && !sorts_at_trace_time(s, args, npos, kwnames))
+        return cap_t_break(I->T, CAP_B_MUTATE_OUTSIDE,
+                           "list.sort() of an outside list whose order is not known while "
+                           "tracing (tensors or objects, or a Python key function)");
+    PyObject *method = PyObject_GetAttrString(s, name), *pos = PyTuple_New(npos),
+             *kw = PyDict_New();
+    for (int i = 0; pos && i < npos; i++)
+        PyTuple_SetItem(pos, i, Py_NewRef(args[i]));
+    for (int k = 0; kw && kwnames && k < (int)PyTuple_Size(kwnames); k++)
+        PyDict_SetItem(kw, PyTuple_GetItem(kwnames, k), args[npos + k]);
+    PyObject *r = method && pos && kw ? PyObject_Call(method, pos, kw) : NULL;
+    Py_XDECREF(method);
+    Py_XDECREF(pos);
+    Py_XDECREF(kw);
+    if (!r)
+        return CAP_ERR; /* eager's TypeError: too many arguments, unorderable items */
+    rc = log_whole_list(I, l, s);
+    if (rc == CAP_NEXT)
+        *out = r;
+    else
+        Py_DECREF(r);
+    return rc;
+}
+
+/* l[a:b] = items, del l[a:b] on an outside list. */
+static int list_slice_write(cap_interp *I, PyObject *l, PyObject *slice, PyObject *v)
+{
+    PyObject *s = NULL, *items = NULL;
+    int rc = CAP_NEXT;
+    if (v && !(items = cap_t_materialize(I, v, &rc)))
+        return rc == CAP_NEXT ? CAP_ERR : rc;
+    if ((rc = list_shadow(I, l, &s)) == CAP_NEXT &&
+        (items ? PyObject_SetItem(s, slice, items) : PyObject_DelItem(s, slice)) < 0)
+        rc = CAP_ERR; /* eager's error: an extended slice of the wrong size */
+    Py_XDECREF(items);
+    return rc == CAP_NEXT ? log_whole_list(I, l, s) : rc;
+}
+
 /* ---- entry points ---------------------------------------------------------------------- */
 
 int cap_t_outside_mutator(cap_interp *I, PyObject *self, const char *name, PyObject *const *args,
@@ -439,6 +516,8 @@ int cap_t_outside_mutator(cap_interp *I, PyObject *self, const char *name, PyObj
 {
     if (PyDict_CheckExact(self))
         return dict_mutator(I, self, name, args, nargs, kwnames, out);
+    if (PyList_CheckExact(self) && (strcmp(name, "sort") == 0 || strcmp(name, "reverse") == 0))
+        return list_reorder(I, self, name, args, nargs, kwnames, out);
     if (PyList_CheckExact(self) && !kwnames)
         return list_mutator(I, self, name, args, nargs, out);
     return CAP_NONE;
@@ -448,6 +527,8 @@ int cap_t_outside_item_write(cap_interp *I, PyObject *obj, PyObject *key, PyObje
 {
     if (PyDict_CheckExact(obj))
         return dict_write(I, obj, key, v);
+    if (PyList_CheckExact(obj) && PySlice_Check(key))
+        return list_slice_write(I, obj, key, v);
     if (!PyList_CheckExact(obj) || !is_index(key))
         return CAP_NONE;
     PyObject *s = NULL;
@@ -500,6 +581,53 @@ int cap_t_module_attr_written(cap_trace *T, PyObject *mod, PyObject *name, PyObj
     }
     *out = Py_NewRef(v);
     return CAP_NEXT;
+}
+
+/* ---- instance dicts ------------------------------------------------------------------------ */
+
+/* Records in the trace's view of obj's instance dict that attribute name was
+ * written (v NULL: deleted); the attribute write itself is logged apart. */
+static int note_in_dict(cap_trace *T, PyObject *d, PyObject *name, PyObject *v)
+{
+    PyObject *rec = record_get(T, d), *s = rec ? shadow_of(rec) : NULL;
+    if (!rec)
+        return CAP_ERR;
+    if (s)
+        return (v ? PyDict_SetItem(s, name, v) : PyDict_DelItem(s, name)) < 0 ? CAP_ERR : CAP_NEXT;
+    PyObject *w = PyTuple_Pack(2, name, v ? v : deleted());
+    int rc = w ? PyList_Append(PyList_GetItem(rec, REC_PENDING), w) : -1;
+    Py_XDECREF(w);
+    return rc < 0 ? CAP_ERR : CAP_NEXT;
+}
+
+int cap_t_instance_dict_read(cap_trace *T, PyObject *obj, PyObject *attrs)
+{
+    PyObject *d = PyObject_GenericGetDict(obj, NULL);
+    if (!d) {
+        PyErr_Clear();
+        return CAP_NEXT;
+    }
+    int rc = CAP_NEXT;
+    if (PyDict_CheckExact(d) && !record_of(T, d)) {
+        PyObject *name, *holder;
+        Py_ssize_t pos = 0;
+        while (rc == CAP_NEXT && PyDict_Next(attrs, &pos, &name, &holder))
+            rc = note_in_dict(T, d, name, PyList_Check(holder) ? PyList_GetItem(holder, 0) : NULL);
+    }
+    Py_DECREF(d);
+    return rc;
+}
+
+int cap_t_instance_dict_write(cap_trace *T, PyObject *obj, PyObject *name, PyObject *v)
+{
+    PyObject *d = PyObject_GenericGetDict(obj, NULL);
+    if (!d) {
+        PyErr_Clear();
+        return CAP_NEXT;
+    }
+    int rc = PyDict_CheckExact(d) && record_of(T, d) ? note_in_dict(T, d, name, v) : CAP_NEXT;
+    Py_DECREF(d);
+    return rc;
 }
 
 /* ---- cells ------------------------------------------------------------------------------ */

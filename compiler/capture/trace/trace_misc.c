@@ -536,7 +536,9 @@ static const char *pure_torch[] = {
     "torch.is_inference_mode_enabled", "torch._C._log_api_usage_once", "torch._C._is_tracing",
     "torch._C._get_cpu_capability", "torch.backends.cudnn.is_available", "torch.cuda.is_initialized",
     "torch._C._jit_is_script_object", "torch.is_autocast_cache_enabled", "torch._C._get_mkldnn_enabled", "sys.getrecursionlimit",
-    "sys.getdefaultencoding", "sys.intern", NULL,
+    "sys.getdefaultencoding", "sys.intern",
+    /* class methods of builtin types: bound afresh on each read, found by equality */
+    "builtins.dict.fromkeys", "itertools.chain.from_iterable", NULL,
 };
 
 bool cap_is_pure_fn(PyObject *fn)
@@ -678,8 +680,9 @@ int cap_torch_special_call(cap_interp *I, PyObject *callable, PyObject *const *a
         PyObject *mod = PyObject_GetAttr(callable, cap_P.s_module);
         PyErr_Clear();
         const char *m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
-        bool torchy = m && strncmp(m, "torch", 5) == 0 && !cap_is_pure_fn(callable);
-        if (!torchy && PyCFunction_Check(callable)) {
+        bool pure = cap_is_pure_fn(callable);
+        bool torchy = m && strncmp(m, "torch", 5) == 0 && !pure;
+        if (!torchy && !pure && PyCFunction_Check(callable)) {
             PyObject *self = PyCFunction_GetSelf(callable);
             torchy = self && PyModule_Check(self) &&
                      strncmp(PyModule_GetName(self) ? PyModule_GetName(self) : "", "torch", 5) == 0;

@@ -142,6 +142,18 @@ static int shadowed(cap_trace *T, PyObject *obj, PyObject *name, PyObject **out)
     return CAP_NEXT;
 }
 
+/* obj.__dict__ of an object whose attributes this trace wrote. */
+static int written_dict(cap_trace *T, PyObject *obj, PyObject *name)
+{
+    if (PyModule_Check(obj) || PyType_Check(obj) || !PyUnicode_Check(name) ||
+        PyUnicode_Compare(name, cap_P.s_dict) != 0)
+        return CAP_NEXT;
+    PyObject *key = PyLong_FromVoidPtr(obj);
+    PyObject *attrs = key ? PyDict_GetItem(T->shadow, key) : NULL;
+    Py_XDECREF(key);
+    return attrs ? cap_t_instance_dict_read(T, obj, attrs) : CAP_NEXT;
+}
+
 /* getattr run for real, its value derived from obj's source (src). */
 static int real_attr(cap_trace *T, PyObject *obj, PyObject *name, int src, PyObject **out)
 {
@@ -309,6 +321,8 @@ static int getattr_impl(cap_interp *I, PyObject *obj, PyObject *name, PyObject *
         int rc = shadowed(T, obj, name, out);
         if (rc != CAP_NONE)
             return rc;
+        if ((rc = written_dict(T, obj, name)) != CAP_NEXT)
+            return rc;
     }
     if (PyModule_Check(obj))
         return module_object_attr(T, obj, name, src, out);
@@ -410,7 +424,7 @@ static int record_write(cap_interp *I, PyObject *obj, PyObject *name, PyObject *
         PyList_SetItem(holder, 0, Py_NewRef(v));
     rc = attrs && PyDict_SetItem(attrs, name, holder) == 0 ? CAP_NEXT : CAP_ERR;
     Py_DECREF(holder);
-    return rc;
+    return rc == CAP_NEXT ? cap_t_instance_dict_write(T, obj, name, v) : rc;
 }
 
 static int setattr_impl(cap_interp *I, PyObject *obj, PyObject *name, PyObject *v, bool generic);

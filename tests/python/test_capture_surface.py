@@ -1,0 +1,111 @@
+"""Python and torch surface that traces into one graph (issue 13 part 3).
+
+Each program runs eagerly and under ptc.compile(backend="eager") twice:
+results (values, types), exceptions and warnings must agree, with no ptc
+warning, and the first call must give the pinned graph and break counts.
+"""
+import functools
+import itertools
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import ptc  # noqa: E402
+
+CASES = []
+
+
+def case(graphs, breaks):
+    def add(fn):
+        CASES.append(pytest.param(fn, graphs, breaks, id=fn.__name__))
+        return fn
+    return add
+
+
+@case(1, 0)
+def dict_fromkeys(x):
+    # main: an internal error ("a fresh entry rejects its own state": the
+    # class method is bound afresh on each read), then eager
+    d = dict.fromkeys(["a", "b"], 1)
+    e = dict.fromkeys("xy")
+    return d["a"] + x, sorted(d), e
+
+
+@case(1, 0)
+def chain_from_iterable(x):
+    return sum(itertools.chain.from_iterable([[x, x * 2], [x * 3]])), list(
+        itertools.chain.from_iterable(["ab", "c"]))
+
+
+@case(1, 0)
+def partial_with_tensor_arguments(x):
+    add = functools.partial(torch.add, alpha=2)
+    mul = functools.partial(torch.mul, x)
+    return add(x, x), mul(3)
+
+
+@case(1, 0)
+def default_dtype_and_grad_mode(x):
+    # main: torch.get_default_dtype broke (B007) though it is a pure query
+    y = x.to(torch.get_default_dtype()) + 1
+    return y * 2 if torch.is_grad_enabled() else y
+
+
+@case(1, 0)
+def tensor_new_of_sizes(x):
+    # main: Tensor.new broke (B007), then the in-place zero_ on it (B012)
+    a = x.new(2, 3).zero_()
+    b = x.new(torch.Size([3])).fill_(2.0)
+    return a + x, b
+
+
+@case(1, 0)
+def tensor_type_of_a_dtype(x):
+    # main: Tensor.type broke (B007)
+    return x.type(torch.float64) * 2, x.type(dtype=torch.int32)
+
+
+@case(1, 1)
+def tensor_new_of_data_breaks(x):
+    return x.new([1.0, 2.0, 3.0]) + x  # copies data: a break (B003), as new_tensor
+
+
+def norm(v):
+    if isinstance(v, torch.Tensor):
+        return ("tensor", v.dtype, v.tolist())
+    if isinstance(v, (list, tuple)):
+        return (type(v), [norm(i) for i in v])
+    if isinstance(v, dict):
+        return (type(v), [(k, norm(i)) for k, i in v.items()])
+    return (type(v), v)
+
+
+def observe(fn, x):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result = ("ok", norm(fn(x)))
+        except Exception as e:  # the exception is the observable result
+            result = ("raised", type(e), str(e))
+    return result, [str(w.message) for w in caught if str(w.message).startswith("ptc")]
+
+
+@pytest.mark.parametrize("fn,graphs,breaks", CASES)
+def test_like_eager(fn, graphs, breaks):
+    x = torch.arange(6.0).reshape(2, 3)
+    want = observe(fn, x)
+    compiled = ptc.compile(fn, backend="eager")
+    first = observe(compiled, x)
+    ex = ptc.ExplainOutput(list(compiled._events()), None)
+    assert (ex.graph_count, ex.break_count) == (graphs, breaks)
+    compiles = [e for e in compiled._events() if e["kind"] == "compile"]
+    assert [first, observe(compiled, x)] == [want, want]
+    assert [e for e in compiled._events() if e["kind"] == "compile"] == compiles  # no recompile
+
+
+@pytest.mark.parametrize("fn,graphs,breaks", [c for c in CASES if c.values[2] == 0])
+def test_fullgraph_like_eager(fn, graphs, breaks):
+    x = torch.arange(6.0).reshape(2, 3)
+    assert observe(ptc.compile(fn, backend="eager", fullgraph=True), x) == observe(fn, x)
