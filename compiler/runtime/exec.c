@@ -39,6 +39,7 @@ typedef struct run {
     bool mem_owned;
     uint64_t rng_offset;
     ptc_check_status status; /* what the kernels' checks report (lower.h) */
+    ptc_exec_kept kept;      /* extern results whose memory serves as buffers */
     ptc_error *err;
 } run;
 
@@ -241,6 +242,10 @@ static int run_extern_code(run *r, const ptc_lnode *n)
     ptc_tensor in[16], outs[2] = {{0}};
     const ptc_tensor *inp[16];
     ptc_exec_extern_args(r->p, &r->b, r->bufptr, n, PTC_CPU, in, inp, outs);
+    int kept = ptc_exec_extern_kept(r->p, &r->b, r->bufptr, r->host, n, inp, PTC_CPU, &r->kept,
+                                    r->err);
+    if (kept <= 0)
+        return kept;
     if (n->xkind == PTC_XK_HOST && r->host && r->host->run_extern)
         return r->host->run_extern(r->host->ctx, n->xnode, inp, n->nxin, outs, r->err);
     return ptc_cextern_run(n->xnode, inp, n->nxin, outs, r->rng_offset, r->err);
@@ -266,6 +271,7 @@ static void finish(run *r, bool ok, ptc_tensor *outputs)
         else if (r->outs[i].data || r->outs[i].storage)
             ptc_tensor_release(&r->outs[i]);
     }
+    ptc_exec_kept_release(&r->kept);
     free(r->bufptr);
     free(r->conformed);
     free(r->outs);

@@ -103,6 +103,22 @@ void ptc_exec_typed_strides(const ptc_bindings *b, const ptc_ttype *t, int64_t *
 int ptc_exec_extern_args(const ptc_program *p, const ptc_bindings *b, void *const *bufptr,
                          const ptc_lnode *n, ptc_device dev, ptc_tensor in[16],
                          const ptc_tensor *inp[16], ptc_tensor outs[2]);
+/* Extern results kept for the rest of a run, their memory serving as the
+ * extern's output buffers (ptc_host.run_extern_new): one copy fewer per
+ * extern than writing them into the arena. */
+typedef struct ptc_exec_kept {
+    ptc_tensor *t;
+    int n, cap;
+} ptc_exec_kept;
+/* Runs extern n through host->run_extern_new when the host has it and every
+ * output of n is a temporary (the user's outputs are written in place by
+ * host->run_extern), pointing bufptr at the results; returns 1 when it did not
+ * apply, 0 when it ran, -1 on error (a result that is not a contiguous tensor
+ * of its buffer's type and sizes on dev's kind is one). */
+int ptc_exec_extern_kept(const ptc_program *p, const ptc_bindings *b, void **bufptr,
+                         const ptc_host *host, const ptc_lnode *n, const ptc_tensor *const *inp,
+                         ptc_device dev, ptc_exec_kept *kept, ptc_error *err);
+void ptc_exec_kept_release(ptc_exec_kept *kept);
 /* The tensor of view v over bufptr[v->buf] on dev. */
 ptc_tensor ptc_exec_view(const ptc_program *p, const ptc_bindings *b, void *const *bufptr,
                          const ptc_lview *v, ptc_device dev);
