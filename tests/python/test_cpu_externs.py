@@ -14,15 +14,15 @@ def copies_in(fn, *args):
     return out, sum(e.count for e in prof.key_averages() if e.key == "aten::copy_")
 
 
-def test_conv_results_are_not_copied():
+def test_conv_results_are_not_copied(dev="cpu"):
     torch.manual_seed(0)
-    w1, w2 = torch.randn(8, 3, 3, 3), torch.randn(8, 8, 3, 3)
+    w1, w2 = torch.randn(8, 3, 3, 3, device=dev), torch.randn(8, 8, 3, 3, device=dev)
 
     def block(x):
         h = F.relu(F.conv2d(x, w1, padding=1))
         return F.conv2d(h, w2, padding=1).sigmoid() + h
 
-    x = torch.randn(2, 3, 16, 16)
+    x = torch.randn(2, 3, 16, 16, device=dev)
     cblock = ptc.compile(block, fullgraph=True)
     with torch.no_grad():
         cblock(x)
@@ -31,12 +31,12 @@ def test_conv_results_are_not_copied():
         torch.testing.assert_close(got, block(x), rtol=1e-4, atol=1e-4)
 
 
-def test_attention_and_conv_results_match_across_calls():
+def test_attention_and_conv_results_match_across_calls(dev="cpu"):
     """The kept results live until the call ends and no longer: repeated calls
     with new inputs give eager's results (a buffer pointing at a released
     tensor would not)."""
     torch.manual_seed(1)
-    w = torch.randn(4, 4, 1, 1)
+    w = torch.randn(4, 4, 1, 1, device=dev)
 
     def f(q, k, v, img):
         a = F.scaled_dot_product_attention(q, k, v)
@@ -46,7 +46,7 @@ def test_attention_and_conv_results_match_across_calls():
     cf = ptc.compile(f, fullgraph=True)
     with torch.no_grad():
         for _ in range(4):
-            args = (torch.randn(2, 3, 5, 8), torch.randn(2, 3, 7, 8), torch.randn(2, 3, 7, 8),
-                    torch.randn(1, 4, 6, 6))
+            args = tuple(torch.randn(*shape, device=dev) for shape in
+                         ((2, 3, 5, 8), (2, 3, 7, 8), (2, 3, 7, 8), (1, 4, 6, 6)))
             for g, e in zip(cf(*args), f(*args)):
                 torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-5)
