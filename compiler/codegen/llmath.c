@@ -1,6 +1,7 @@
 /* LLVM IR for the arithmetic both code generators share: see llmath.h. */
 #include "codegen/llmath.h"
 
+#include <math.h>
 #include <string.h>
 
 static bool is_unsigned(ptc_dtype dt)
@@ -270,4 +271,47 @@ LLVMValueRef ptc_ll_bf16_bits_to_f32(LLVMBuilderRef b, LLVMValueRef v)
     LLVMValueRef x = LLVMBuildZExt(b, v, it, "");
     x = LLVMBuildShl(b, x, ptc_ll_const(it, 0, 16), "");
     return LLVMBuildBitCast(b, x, lanes_of(v, LLVMFloatTypeInContext(cx)), "");
+}
+
+/* ---- sin and cos as straight-line vector code ------------------------------------------ */
+
+/* Sleef's single-precision sinf/cosf (u35): x = q pi + r (sin) or
+ * x = q pi/2 + r with q odd (cos), |r| <= pi/2, pi split in three floats whose
+ * products with q stay exact for |q| < 1024 without a fused multiply-add;
+ * then one odd polynomial of r (to r^9) whose sign q decides. At most 2.5 ulp
+ * off the exact result for |x| <= PTC_LL_SINCOS_RANGE (checked against f64
+ * over 2M points per range, emulating unfused f32). */
+LLVMValueRef ptc_ll_sincos(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x, bool cosine)
+{
+    static const double pi_parts[3] = {3.1414794921875, 0.00011315941810607910156,
+                                       1.9841872589410058936e-09};
+    static const double sin_poly[4] = {2.6083159809786593541503e-06, -0.0001981069071916863322258,
+                                       0.00833307858556509017944336, -0.166666597127914428710938};
+    LLVMTypeRef t = LLVMTypeOf(x);
+    LLVMTypeRef it = lanes_of(x, LLVMInt32TypeInContext(LLVMGetTypeContext(t)));
+    LLVMValueRef q = LLVMBuildFMul(b, x, ptc_ll_const(t, 0.318309886183790671538, 0), "");
+    if (cosine) { /* the odd q nearest to x / (pi/2) */
+        q = call1(m, b, "llvm.roundeven", LLVMBuildFSub(b, q, ptc_ll_const(t, 0.5, 0), ""));
+        q = LLVMBuildFAdd(b, LLVMBuildFAdd(b, q, q, ""), ptc_ll_const(t, 1, 0), "");
+    } else {
+        q = call1(m, b, "llvm.roundeven", q);
+    }
+    LLVMValueRef r = x;
+    for (int i = 0; i < 3; i++) {
+        LLVMValueRef args[3] = {q, ptc_ll_const(t, -pi_parts[i] * (cosine ? 0.5 : 1), 0), r};
+        r = ptc_ll_intrinsic(m, b, "llvm.fmuladd", &t, 1, args, 3);
+    }
+    LLVMValueRef s = LLVMBuildFMul(b, r, r, ""), u = ptc_ll_const(t, sin_poly[0], 0);
+    for (int i = 1; i < 4; i++) {
+        LLVMValueRef args[3] = {u, s, ptc_ll_const(t, sin_poly[i], 0)};
+        u = ptc_ll_intrinsic(m, b, "llvm.fmuladd", &t, 1, args, 3);
+    }
+    LLVMValueRef args[3] = {s, LLVMBuildFMul(b, u, r, ""), r};
+    LLVMValueRef v = ptc_ll_intrinsic(m, b, "llvm.fmuladd", &t, 1, args, 3);
+    /* sin(q pi + r) = (-1)^q sin(r); cos(q pi/2 + r) = -sin(r) when q & 2 is
+     * 0. q of a nan is frozen to some integer: the nan decides the result. */
+    LLVMValueRef qi = LLVMBuildFreeze(b, LLVMBuildFPToSI(b, q, it, ""), "");
+    LLVMValueRef bit = LLVMBuildAnd(b, qi, ptc_ll_const(it, 0, cosine ? 2 : 1), "");
+    LLVMValueRef flip = LLVMBuildICmp(b, cosine ? LLVMIntEQ : LLVMIntNE, bit, ptc_ll_const(it, 0, 0), "");
+    return LLVMBuildSelect(b, flip, LLVMBuildFNeg(b, v, ""), v, "");
 }

@@ -53,6 +53,12 @@ LLVMValueRef ptc_ll_pow_const(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x,
 LLVMValueRef ptc_ll_f32_to_bf16_bits(LLVMBuilderRef b, LLVMValueRef v);
 LLVMValueRef ptc_ll_bf16_bits_to_f32(LLVMBuilderRef b, LLVMValueRef v);
 
+/* f32 sin(x) or cos(x) of any width as straight-line code (llmath.c): within
+ * 2.5 ulp for |x| <= PTC_LL_SINCOS_RANGE, meaningless beyond (the caller
+ * takes another path there); nan for nan. */
+#define PTC_LL_SINCOS_RANGE 1000.0
+LLVMValueRef ptc_ll_sincos(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x, bool cosine);
+
 /* A CHECK entry (lower.h): ok ? v : 0, and where ok is false in some lane,
  * the first such lane's (code, v, bound) written to the status record
  * (ptc_check_status, i64 words) unless an earlier failure holds it. The hot

@@ -430,8 +430,7 @@ typedef struct crun {
     void **bufptr;
     ptc_tensor *outs;
     ptc_tensor arena;    /* host-allocated arena (storage set) */
-    ptc_tensor *adopted; /* extern results whose memory serves as buffers */
-    int nadopted, cap_adopted;
+    ptc_exec_kept kept;  /* extern results whose memory serves as buffers */
     CUdeviceptr scratch; /* kernels' scratch area */
     int64_t scratch_bytes;
     CUdeviceptr status; /* the checks' status record (lower.h), 0: no kernel checks */
@@ -956,57 +955,20 @@ static int run_extern_staged(crun *r, const ptc_lnode *n)
     return rc;
 }
 
-/* Keeps an extern's result tensor for the rest of the run as buffer b. */
-static int adopt(crun *r, int b, ptc_tensor *t)
-{
-    const ptc_lbuf *lb = r->p->prog->bufs[b];
-    bool ok = t->dtype == lb->dtype && t->ndim == lb->ndim && t->device.kind == PTC_DEV_CUDA &&
-              (ptc_tensor_numel(t) == 0 || ptc_tensor_is_contiguous(t));
-    for (int d = 0; ok && d < lb->ndim; d++)
-        ok = t->sizes[d] == eval(r, lb->shape[d]);
-    if (r->nadopted == r->cap_adopted) {
-        r->cap_adopted = r->cap_adopted ? 2 * r->cap_adopted : 16;
-        r->adopted = realloc(r->adopted, sizeof *r->adopted * (size_t)r->cap_adopted);
-    }
-    r->adopted[r->nadopted++] = *t;
-    if (!ok)
-        return ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime",
-                          "extern result for %s is not a contiguous CUDA tensor of its type",
-                          lb->name);
-    if (ptc_tensor_numel(t) > 0)
-        r->bufptr[b] = t->data;
-    return 0;
-}
-
 static int run_extern(crun *r, const ptc_lnode *n)
 {
     if (!(n->xkind == PTC_XK_HOST && r->host && r->host->run_extern))
         return run_extern_staged(r, n);
-    bool fresh = r->host->run_extern_new != NULL;
-    for (int o = 0; o < 2; o++)
-        if (n->out[o] >= 0 && r->p->prog->bufs[n->out[o]]->kind != PTC_LB_TEMP)
-            fresh = false;
     ptc_tensor in[16], outs[2] = {{0}};
     const ptc_tensor *inp[16];
     ptc_device dev = {PTC_DEV_CUDA, (int16_t)r->dev->ordinal};
     ptc_exec_extern_args(r->p, &r->b, r->bufptr, n, dev, in, inp, outs);
+    int rc = ptc_exec_extern_kept(r->p, &r->b, r->bufptr, r->host, n, inp, dev, &r->kept, r->err);
+    if (rc <= 0)
+        return rc;
     ptc_exec_bound bound;
     const ptc_node *node = ptc_exec_bind_node(n->xnode, &r->b, &bound);
-    if (!fresh)
-        return r->host->run_extern(r->host->ctx, node, inp, n->nxin, outs, r->err);
-    ptc_tensor res[2] = {{0}};
-    if (r->host->run_extern_new(r->host->ctx, node, inp, n->nxin, res, r->err))
-        return -1;
-    int rc = 0;
-    for (int o = 0, k = 0; o < 2; o++)
-        if (n->out[o] >= 0) {
-            if (rc == 0)
-                rc = adopt(r, n->out[o], &res[k]);
-            else if (res[k].storage || res[k].data)
-                ptc_tensor_release(&res[k]);
-            k++;
-        }
-    return rc;
+    return r->host->run_extern(r->host->ctx, node, inp, n->nxin, outs, r->err);
 }
 
 /* ---- the run ------------------------------------------------------------------------------------
@@ -1049,9 +1011,7 @@ static void finish(crun *r, bool ok, ptc_tensor *outputs)
     ptc_program *p = r->p;
     if (r->arena.storage || r->arena.data)
         ptc_tensor_release(&r->arena);
-    for (int i = 0; i < r->nadopted; i++)
-        ptc_tensor_release(&r->adopted[i]);
-    free(r->adopted);
+    ptc_exec_kept_release(&r->kept);
     for (int i = 0; i < p->noutputs; i++) {
         if (ok)
             outputs[i] = r->outs[i];

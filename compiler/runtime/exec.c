@@ -39,6 +39,7 @@ typedef struct run {
     bool mem_owned;
     uint64_t rng_offset;
     ptc_check_status status; /* what the kernels' checks report (lower.h) */
+    ptc_exec_kept kept;      /* extern results whose memory serves as buffers */
     ptc_error *err;
 } run;
 
@@ -311,6 +312,10 @@ static int run_extern_code(run *r, const ptc_lnode *n)
     ptc_exec_bound bound;
     const ptc_node *node = ptc_exec_bind_node(n->xnode, &r->b, &bound);
     ptc_exec_extern_args(r->p, &r->b, r->bufptr, n, PTC_CPU, in, inp, outs);
+    int kept = ptc_exec_extern_kept(r->p, &r->b, r->bufptr, r->host, n, inp, PTC_CPU, &r->kept,
+                                    r->err);
+    if (kept <= 0)
+        return kept;
     if (n->xkind == PTC_XK_HOST && r->host && r->host->run_extern)
         return r->host->run_extern(r->host->ctx, node, inp, n->nxin, outs, r->err);
     return ptc_cextern_run(node, inp, n->nxin, outs, r->rng_offset, r->err);
@@ -357,6 +362,7 @@ static void finish(run *r, bool ok, ptc_tensor *outputs)
         else if (r->outs[i].data || r->outs[i].storage)
             ptc_tensor_release(&r->outs[i]);
     }
+    ptc_exec_kept_release(&r->kept);
     free(r->bufptr);
     free(r->conformed);
     free(r->outs);

@@ -384,3 +384,61 @@ int ptc_exec_extern_args(const ptc_program *p, const ptc_bindings *b, void *cons
     }
     return nout;
 }
+
+/* Keeps an extern's result tensor t for the rest of the run as buffer buf. */
+static int keep_result(const ptc_program *p, const ptc_bindings *b, void **bufptr, int buf,
+                       ptc_tensor *t, ptc_device dev, ptc_exec_kept *kept, ptc_error *err)
+{
+    const ptc_lbuf *lb = p->prog->bufs[buf];
+    bool ok = t->dtype == lb->dtype && t->ndim == lb->ndim && t->device.kind == dev.kind &&
+              (ptc_tensor_numel(t) == 0 || ptc_tensor_is_contiguous(t));
+    for (int d = 0; ok && d < lb->ndim; d++)
+        ok = t->sizes[d] == ptc_exec_dim(b, lb->shape[d]);
+    if (kept->n == kept->cap) {
+        kept->cap = kept->cap ? 2 * kept->cap : 16;
+        kept->t = realloc(kept->t, sizeof *kept->t * (size_t)kept->cap);
+        PTC_ASSERT(kept->t != NULL);
+    }
+    kept->t[kept->n++] = *t;
+    if (!ok)
+        return ptc_errorf(err, PTC_ERR_RUNTIME, "runtime",
+                          "extern result for %s is not a contiguous %s tensor of its type",
+                          lb->name, dev.kind == PTC_DEV_CUDA ? "CUDA" : "CPU");
+    if (ptc_tensor_numel(t) > 0)
+        bufptr[buf] = t->data;
+    return 0;
+}
+
+int ptc_exec_extern_kept(const ptc_program *p, const ptc_bindings *b, void **bufptr,
+                         const ptc_host *host, const ptc_lnode *n, const ptc_tensor *const *inp,
+                         ptc_device dev, ptc_exec_kept *kept, ptc_error *err)
+{
+    if (!host || !host->run_extern_new || n->xkind != PTC_XK_HOST)
+        return 1;
+    for (int o = 0; o < 2; o++)
+        if (n->out[o] >= 0 && p->prog->bufs[n->out[o]]->kind != PTC_LB_TEMP)
+            return 1;
+    ptc_tensor res[2] = {{0}};
+    ptc_exec_bound bound;
+    const ptc_node *node = ptc_exec_bind_node(n->xnode, b, &bound);
+    if (host->run_extern_new(host->ctx, node, inp, n->nxin, res, err))
+        return -1;
+    int rc = 0;
+    for (int o = 0, k = 0; o < 2; o++)
+        if (n->out[o] >= 0) {
+            if (rc == 0)
+                rc = keep_result(p, b, bufptr, n->out[o], &res[k], dev, kept, err);
+            else if (res[k].storage || res[k].data)
+                ptc_tensor_release(&res[k]);
+            k++;
+        }
+    return rc;
+}
+
+void ptc_exec_kept_release(ptc_exec_kept *kept)
+{
+    for (int i = 0; i < kept->n; i++)
+        ptc_tensor_release(&kept->t[i]);
+    free(kept->t);
+    *kept = (ptc_exec_kept){0};
+}

@@ -477,3 +477,45 @@ def test_long_chain_splits_into_bounded_kernels(workdir):
     m = re.search(r"kernels: (\d+) compiled, (\d+) cached", r.stdout)
     assert m and int(m.group(1)) + int(m.group(2)) >= 3, r.stdout
     assert_matches(read_tensors(base + ".out.bin")[0][1], y, "long_chain")
+
+
+# ---- f32 sin and cos: libmvec's vector calls or the polynomial -------------------------------
+
+@pytest.mark.parametrize("libmvec", ["1", "0"])
+def test_sin_cos_every_magnitude(workdir, monkeypatch, libmvec):
+    """f32 sin and cos over every magnitude (1e-30 .. 1e30, zeros, inf, nan) in
+    the vector body and the tail: with glibc's libmvec (one call per vector)
+    and without (PTC_CPU_LIBMVEC=0: the straight-line polynomial, and libm for
+    vectors with a lane past its range). Both within an f32 ulp or two of torch."""
+    if BACKEND != "cpu":
+        pytest.skip("the CPU backend's own paths")
+    monkeypatch.setenv("PTC_CPU_LIBMVEC", libmvec)
+    mags = torch.logspace(-30, 30, 61, dtype=torch.float64)
+    x = (rnd([61, 19], torch.float64, lo=-1, hi=1) * mags[:, None]).float().reshape(-1)
+    x[:6] = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), 999.9])
+    x[6:100] = torch.linspace(-1000, 1000, 94)  # around the polynomial's range limit
+    for op, fn in (("sin", torch.sin), ("cos", torch.cos)):
+        name = "%s_mag_%s" % (op, libmvec)
+        run_case(workdir, name, "%s(%%x)" % op, [("x", x)], fn, check_torch=False)
+        got = read_tensors(os.path.join(workdir, name + ".out.bin"))[0][1]
+        torch.testing.assert_close(got, fn(x), rtol=0, atol=3e-7, equal_nan=True)
+
+
+def test_sin_calls_libmvec_once_per_vector(workdir, monkeypatch):
+    """Where glibc's libmvec has the kernels' width, a vector of sin is one call
+    of its function (as torch's kernels call Sleef's), not one libm call per
+    lane."""
+    if BACKEND != "cpu":
+        pytest.skip("the CPU backend's own paths")
+    monkeypatch.delenv("PTC_CPU_LIBMVEC", raising=False)
+    base = os.path.join(workdir, "sin_llvm")
+    with open(base + ".ptir", "w") as f:
+        f.write("# ptc ir v1\ngraph forward(%x: f32[100] cpu) {\n"
+                "  %0 = sin(%x) : f32[100]\n  return (%0)\n}\n")
+    r = ptc_run("--emit=llvm", base + ".ptir")
+    assert r.returncode == 0, r.stderr
+    if "declare <" not in r.stdout or "_sinf(" not in r.stdout:
+        pytest.skip("no libmvec for this host's width")
+    vector = re.findall(r"call <\d+ x float> @(_ZGV\w+)\(", r.stdout)
+    assert vector and all(name.endswith("_sinf") for name in vector), r.stdout
+    assert len(re.findall(r"call float @sinf\(", r.stdout)) <= 1, "libm only for a scalar tail"

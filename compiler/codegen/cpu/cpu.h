@@ -11,6 +11,8 @@
 typedef struct cg {
     PTC_EMITTER_UNION;        /* ctx, mod, b, fn, entry, s, k, W, vec_var, ... (body.h) */
     int lanes;                /* vector width of the kernel's vector loops */
+    const char *vec_libm;     /* glibc libmvec's prefix for `lanes` f32 lanes
+                               * ("_ZGVeN16v_"), or NULL: none on this host */
     LLVMValueRef params;      /* the i64 block: rng offset, params, status record address */
     int acc_set;              /* which set of lane accumulators an unrolled step uses */
     bool inject_wrong;        /* PTC_INJECT codegen:<op>:wrong: every stored value is off */

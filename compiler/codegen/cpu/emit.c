@@ -23,6 +23,7 @@
 #include "codegen/llmath.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -216,8 +217,96 @@ static const char *libm_name(int op, ptc_dtype dt)
     }
 }
 
-/* exp, log, tanh, erf, log1p and expm1 are mathfn.c's (vectorisable); the
- * rest libm's, lane by lane. */
+static void add_attr(cg *c, LLVMValueRef fn, unsigned idx, const char *name);
+
+/* The module's function that computes libm's sinf or cosf on each lane of a
+ * value of type xt: defined once per kernel module and width, called only
+ * from sincos_f32's cold branch (a call there costs LLVM far less than the
+ * calls themselves). */
+static LLVMValueRef libm_lanes_fn(cg *c, bool cosine, LLVMTypeRef xt)
+{
+    char name[32];
+    snprintf(name, sizeof name, "ptc.%s.x%d", cosine ? "cosf" : "sinf",
+             LLVMGetTypeKind(xt) == LLVMVectorTypeKind ? (int)LLVMGetVectorSize(xt) : 1);
+    LLVMValueRef fn = LLVMGetNamedFunction(c->mod, name);
+    if (fn)
+        return fn;
+    fn = LLVMAddFunction(c->mod, name, LLVMFunctionType(xt, &xt, 1, 0));
+    LLVMSetLinkage(fn, LLVMInternalLinkage);
+    add_attr(c, fn, LLVMAttributeFunctionIndex, "noinline");
+    add_attr(c, fn, LLVMAttributeFunctionIndex, "cold");
+    LLVMBuilderRef outer = c->b;
+    c->b = LLVMCreateBuilderInContext(c->ctx);
+    LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->ctx, fn, "entry"));
+    LLVMValueRef x = LLVMGetParam(fn, 0);
+    LLVMBuildRet(c->b, cg_libm(c, cosine ? "cosf" : "sinf", c->f32, &x, 1));
+    LLVMDisposeBuilder(c->b);
+    c->b = outer;
+    return fn;
+}
+
+/* f32 sin / cos without libmvec: ptc_ll_sincos's straight-line vector code,
+ * and where some lane is past its range (rare: a cold branch) libm's sinf /
+ * cosf on every lane through libm_lanes_fn. */
+static LLVMValueRef sincos_poly(cg *c, LLVMValueRef x, bool cosine)
+{
+    LLVMBuilderRef b = c->b;
+    int w = cg_width(x);
+    LLVMValueRef fast = ptc_ll_sincos(c->mod, b, x, cosine);
+    LLVMTypeRef xt = LLVMTypeOf(x);
+    LLVMValueRef absx = cg_call_intrinsic(c, "llvm.fabs", &xt, 1, &x, 1);
+    LLVMValueRef big =
+        LLVMBuildFCmp(b, LLVMRealOGT, absx, cg_const_f(c, c->f32, PTC_LL_SINCOS_RANGE, w), "");
+    if (w > 1) {
+        LLVMTypeRef bt = LLVMTypeOf(big);
+        big = cg_call_intrinsic(c, "llvm.vector.reduce.or", &bt, 1, &big, 1);
+    }
+    LLVMValueRef expect[2] = {big, LLVMConstInt(c->i1, 0, 0)};
+    big = cg_call_intrinsic(c, "llvm.expect", &c->i1, 1, expect, 2);
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
+    LLVMBasicBlockRef cold = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "sincos.libm");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "sincos.done");
+    LLVMBuildCondBr(b, big, cold, done);
+
+    LLVMPositionBuilderAtEnd(b, cold);
+    LLVMValueRef fn = libm_lanes_fn(c, cosine, xt);
+    LLVMValueRef slow = LLVMBuildCall2(b, LLVMGlobalGetValueType(fn), fn, &x, 1, "");
+    LLVMBuildBr(b, done);
+
+    LLVMPositionBuilderAtEnd(b, done);
+    LLVMValueRef r = LLVMBuildPhi(b, xt, "sincos");
+    LLVMValueRef vals[2] = {fast, slow};
+    LLVMBasicBlockRef from[2] = {pre, cold};
+    LLVMAddIncoming(r, vals, from, 2);
+    return r;
+}
+
+/* f32 sin / cos: one call of libmvec's vector function per vector where the
+ * host has it (as torch's kernels call Sleef's), else sincos_poly; libm for
+ * one lane. 16 libm calls per vector body were most of LLVM's time on a
+ * 10,000-op chain: a 2,000-op chain of sin, mul, add, tanh, abs and sub took
+ * 2.2 s of CPU to compile with them, 0.5 s with libmvec, 1.2 s with
+ * sincos_poly (0.65 s of it without the branch, which is what costs). */
+static LLVMValueRef sincos_f32(cg *c, LLVMValueRef x, bool cosine)
+{
+    const char *name = cosine ? "cosf" : "sinf";
+    int w = cg_width(x);
+    if (w == 1)
+        return cg_libm(c, name, c->f32, &x, 1);
+    if (!c->vec_libm || w != c->lanes)
+        return sincos_poly(c, x, cosine);
+    char sym[32];
+    snprintf(sym, sizeof sym, "%s%s", c->vec_libm, name);
+    LLVMTypeRef xt = LLVMTypeOf(x);
+    LLVMTypeRef ft = LLVMFunctionType(xt, &xt, 1, 0);
+    LLVMValueRef fn = LLVMGetNamedFunction(c->mod, sym);
+    if (!fn)
+        fn = LLVMAddFunction(c->mod, sym, ft);
+    return LLVMBuildCall2(c->b, ft, fn, &x, 1, "");
+}
+
+/* exp, log, tanh, erf, log1p, expm1 (mathfn.c's) and f32 sin and cos are
+ * vectorisable; the rest libm's, lane by lane. */
 static LLVMValueRef math(ptc_emitter *em, int op, ptc_dtype dt, LLVMValueRef x, LLVMValueRef y)
 {
     cg *c = cpu_of(em);
@@ -228,6 +317,11 @@ static LLVMValueRef math(ptc_emitter *em, int op, ptc_dtype dt, LLVMValueRef x, 
     case PTC_L_ERF: return cg_erf(c, x, dt);
     case PTC_L_LOG1P: return cg_log1p(c, x, dt);
     case PTC_L_EXPM1: return cg_expm1(c, x, dt);
+    case PTC_L_SIN:
+    case PTC_L_COS:
+        if (dt != PTC_F64)
+            return sincos_f32(c, x, op == PTC_L_COS);
+        /* fall through */
     default: {
         const char *name = libm_name(op, dt);
         PTC_ASSERT(name != NULL && "not a math function");

@@ -32,10 +32,12 @@
 #include <llvm-c/Target.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 
+#include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
 #include <omp.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -72,6 +74,7 @@ static struct {
     char *triple, *cpu, *features;
     char desc[4096];
     int lanes;
+    const char *vec_libm; /* libmvec's name prefix for `lanes`, or NULL (cpu.h) */
     LLVMOrcLLJITRef jit;
     LLVMOrcJITDylibRef jd;
     kentry *entries;
@@ -95,6 +98,31 @@ static int choose_lanes(const char *features)
     if (strstr(features, "+avx2") || strstr(features, "+avx,"))
         return 8;
     return 4;
+}
+
+/* glibc's vector math library (libmvec) for the kernels' width: the name
+ * prefix of its functions of `lanes` f32 lanes in the host's best ISA that
+ * has them ("_ZGVeN16v_" + "sinf"), after loading it so that the JIT resolves
+ * them from the process; NULL where there is none or PTC_CPU_LIBMVEC=0. */
+static const char *choose_vec_libm(const char *features, int lanes)
+{
+    static const struct {
+        int lanes;
+        const char *feature, *prefix;
+    } variants[] = {{16, "+avx512f", "_ZGVeN16v_"}, {8, "+avx2", "_ZGVdN8v_"},
+                    {4, "+sse4.1", "_ZGVbN4v_"}};
+    const char *env = getenv("PTC_CPU_LIBMVEC");
+    if (env && strcmp(env, "0") == 0)
+        return NULL;
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
+        if (variants[i].lanes != lanes || !strstr(features, variants[i].feature))
+            continue;
+        void *lib = dlopen("libmvec.so.1", RTLD_NOW | RTLD_GLOBAL);
+        char sym[32];
+        snprintf(sym, sizeof sym, "%ssinf", variants[i].prefix);
+        return lib && dlsym(lib, sym) ? variants[i].prefix : NULL;
+    }
+    return NULL;
 }
 
 /* ---- memory for linked objects ------------------------------------------------------
@@ -329,7 +357,9 @@ static bool init_locked(void)
     G.tm = LLVMCreateTargetMachine(target, G.triple, G.cpu, G.features, LLVMCodeGenLevelDefault,
                                    LLVMRelocPIC, LLVMCodeModelSmall);
     G.lanes = choose_lanes(G.features);
-    snprintf(G.desc, sizeof G.desc, "%s %s lanes=%d %s", G.triple, G.cpu, G.lanes, G.features);
+    G.vec_libm = choose_vec_libm(G.features, G.lanes);
+    snprintf(G.desc, sizeof G.desc, "%s %s lanes=%d libmvec=%s %s", G.triple, G.cpu, G.lanes,
+             G.vec_libm ? G.vec_libm : "none", G.features);
     LLVMOrcLLJITBuilderRef builder = LLVMOrcCreateLLJITBuilder();
     LLVMOrcLLJITBuilderSetObjectLinkingLayerCreator(builder, make_object_layer, NULL);
     LLVMErrorRef e = LLVMOrcCreateLLJIT(&G.jit, builder);
@@ -399,6 +429,7 @@ static int build_kernel(LLVMTargetMachineRef tm, const ptc_schedule *s, const pt
     c.s = s;
     c.k = k;
     c.lanes = G.lanes;
+    c.vec_libm = G.vec_libm;
     c.inject_wrong = wrong;
     c.bufptr = calloc((size_t)s->prog->nbufs + 1, sizeof *c.bufptr);
     c.param = calloc((size_t)k->nparams + 1, sizeof *c.param);
