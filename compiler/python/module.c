@@ -22,6 +22,8 @@ int cap_measure_scope_begin(void);
 PyObject *cap_measure_scope_end(void);
 PyObject *cap_compile_ptir(PyObject *text);
 PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors);
+PyObject *ptc_py_package_seal(PyObject *mod, PyObject *args); /* export.c */
+PyObject *ptc_py_package_verify(PyObject *mod, PyObject *dir);
 
 typedef struct compiled_function {
     PyObject_HEAD
@@ -382,6 +384,10 @@ static PyMethodDef module_methods[] = {
      "capsule for _run_compiled); symbolic sizes stay symbolic."},
     {"_run_compiled", m_run_compiled, METH_VARARGS,
      "_run_compiled(compiled, tensors): runs it, its symbols bound from the tensors' shapes."},
+    {"_package_seal", ptc_py_package_seal, METH_VARARGS,
+     "_package_seal(dir, targets): compiles an export package's kernels, writes its manifest."},
+    {"_package_verify", ptc_py_package_verify, METH_O,
+     "_package_verify(dir): raises ValueError naming the file when a package is refused."},
     {"_reset", m_reset, METH_NOARGS, "Drops every compiled entry."},
     {"_disable", m_disable, METH_O, "Marks a function as never traced into."},
     {"_interpret", m_interpret, METH_VARARGS,
