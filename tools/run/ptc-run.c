@@ -4,6 +4,8 @@
  *           [--cuda-arch sm_NN] [--check] [--stats] [--trace DIR] [--no-cache]
  *           [--seed N | --inputs FILE] [--sym NAME=VALUE[,VALUE...]]... [--repeat N]
  *           [--save-outputs FILE] [--graph NAME | --all] GRAPH.ptir
+ *   ptc-run --package DIR --inputs FILE [--backend cpu|cuda] [--stats] [--repeat N]
+ *           [--save-outputs FILE]
  *
  * Inputs come from a tensor file (matched to graph inputs by name, else by
  * position) or are generated deterministically from --seed; symbolic sizes of
@@ -20,8 +22,14 @@
  * file (each with its own generated inputs) instead of the first. The cuda
  * backend copies the inputs to the GPU and the outputs back; --emit=ptx (or
  * --cuda-arch) compiles for a named architecture without needing a GPU.
- * Exit status: 0 ok, 1 runtime, compile or check failure, 2 bad input.
+ * --package runs a model exported by ptc.export (a package folder) through the
+ * C API of export/export.h, with no Python: the package is verified, its
+ * kernels loaded, and the inputs (by name: the exported paths, args[0]...,
+ * else by position) checked against its specification before the run.
+ * Exit status: 0 ok, 1 runtime, compile or check failure, 2 bad input
+ * (a refused package or input).
  */
+#include "export/export.h"
 #include "logs/logs.h"
 #include "ops/ops.h"
 #include "runtime/runtime.h"
@@ -44,6 +52,7 @@ typedef struct options {
     const char *inputs;
     const char *save_outputs;
     const char *graph;
+    const char *package; /* --package DIR */
     int cuda_sm;
     uint64_t seed;
     /* --sym: each symbol's values, one per run (a single value: every run) */
@@ -64,7 +73,9 @@ static void usage(FILE *f)
         "usage: ptc-run [--emit=ptir|prims|loops|kernels|llvm|ptx] [--backend reference|cpu|cuda]\n"
         "               [--cuda-arch sm_NN] [--check] [--stats] [--trace DIR] [--no-cache]\n"
         "               [--seed N | --inputs FILE] [--sym NAME=VALUE[,VALUE...]]... [--repeat N]\n"
-        "               [--save-outputs FILE] [--graph NAME | --all] GRAPH.ptir\n");
+        "               [--save-outputs FILE] [--graph NAME | --all] GRAPH.ptir\n"
+        "       ptc-run --package DIR --inputs FILE [--backend cpu|cuda] [--stats] [--repeat N]\n"
+        "               [--save-outputs FILE]\n");
 }
 
 /* --sym NAME=V[,V...]: the values of one symbol, one per run. The name stays
@@ -129,6 +140,24 @@ static ptc_bindings sizes_of(const options *o, int r)
     return b;
 }
 
+/* --package takes a folder instead of a graph file, and its inputs from a file. */
+static int check_package_args(options *o)
+{
+    if (o->path)
+        return ptc_cli_fail(TOOL, "--package runs a package folder: no graph file ('%s') with it",
+                            o->path);
+    if (!o->inputs)
+        return ptc_cli_fail(TOOL, "--package needs --inputs FILE (the model's inputs)");
+    if (o->emit || o->check || o->all || o->graph || o->nsyms || o->trace || o->cuda_sm)
+        return ptc_cli_fail(TOOL, "--package takes only --inputs, --save-outputs, --backend "
+                                  "cpu|cuda, --stats and --repeat");
+    if (o->backend && strcmp(o->backend, "cpu") != 0 && strcmp(o->backend, "cuda") != 0)
+        return ptc_cli_fail(TOOL, "--package runs on the cpu or cuda backend, not '%s'",
+                            o->backend);
+    o->path = o->package;
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, options *o)
 {
     for (int i = 1; i < argc; i++) {
@@ -162,6 +191,8 @@ static int parse_args(int argc, char **argv, options *o)
             o->save_outputs = v;
         } else if ((v = ptc_cli_opt(argc, argv, &i, "--graph", NULL))) {
             o->graph = v;
+        } else if ((v = ptc_cli_opt(argc, argv, &i, "--package", NULL))) {
+            o->package = v;
         } else if ((v = ptc_cli_opt(argc, argv, &i, "--seed", NULL))) {
             char *end;
             o->seed = strtoull(v, &end, 10);
@@ -186,6 +217,8 @@ static int parse_args(int argc, char **argv, options *o)
             o->path = argv[i];
         }
     }
+    if (o->package)
+        return check_package_args(o);
     if (!o->path)
         return ptc_cli_fail(TOOL, "no graph file given (usage: ptc-run [OPTIONS] GRAPH.ptir)");
     static const char *emits[] = {"ptir", "prims", "loops", "kernels", "llvm", "ptx"};
@@ -365,9 +398,10 @@ static int make_inputs(const options *o, const ptc_graph *g, int r, ptc_tensor *
     return 0;
 }
 
-static void print_output(int i, const ptc_value *v, const ptc_tensor *t)
+/* One output's line; name is "%<value>" for a graph, the path for a package. */
+static void print_output(int i, const char *name, const ptc_tensor *t)
 {
-    printf("output %d (%%%s): %s[", i, v->name, ptc_dtype_name(t->dtype));
+    printf("output %d (%s): %s[", i, name, ptc_dtype_name(t->dtype));
     for (int d = 0; d < t->ndim; d++)
         printf("%s%lld", d ? "," : "", (long long)t->sizes[d]);
     printf("]");
@@ -678,8 +712,11 @@ static int run_once(const options *o, ptc_program *p, const ptc_graph *g, ptc_te
     run_ms = ptc_now_ms() - t0;
     if (o->repeat && (rc = time_runs(o, p, g, in, &run_ms)))
         goto release;
-    for (int i = 0; i < g->noutputs; i++)
-        print_output(i, g->outputs[i], &out[i]);
+    for (int i = 0; i < g->noutputs; i++) {
+        char name[300];
+        snprintf(name, sizeof name, "%%%s", g->outputs[i]->name);
+        print_output(i, name, &out[i]);
+    }
     if (o->save_outputs && (rc = save(o, g, out)))
         goto release;
     if (o->check) {
@@ -755,6 +792,122 @@ static int run_graph(const options *o, const ptc_graph *g, session *ss)
     return rc;
 }
 
+/* ---- packages (ptc.export) ------------------------------------------------------------- */
+
+/* The package's inputs from the tensor file: by name when the file names
+ * every input (their exported paths), else by position. */
+static int package_inputs(const options *o, const ptc_model *m, ptc_tensorfile *tf, ptc_tensor *in)
+{
+    ptc_error err;
+    if (ptc_tensorfile_read(o->inputs, tf, &err)) {
+        if (!err.file[0])
+            ptc_error_at(&err, o->inputs, 0, 0);
+        return ptc_cli_report(TOOL, &err, 2);
+    }
+    int n = ptc_model_ninputs(m), found = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < tf->n; j++)
+            if (strcmp(tf->names[j], ptc_model_input_name(m, i)) == 0) {
+                in[i] = tf->tensors[j];
+                found++;
+                break;
+            }
+    if (found == n)
+        return 0;
+    if (tf->n != n)
+        return ptc_cli_fail(TOOL, "%s: holds %d tensors, the package takes %d inputs", o->inputs,
+                            tf->n, n);
+    for (int i = 0; i < n; i++)
+        in[i] = tf->tensors[i];
+    return 0;
+}
+
+/* Runs the model once on the backend's device: inputs copied to the GPU and
+ * outputs back for cuda. */
+static int package_call(const options *o, ptc_model *m, const ptc_tensor *in, ptc_tensor *out,
+                        ptc_error *err)
+{
+    bool cuda = o->backend && strcmp(o->backend, "cuda") == 0;
+    if (!cuda)
+        return ptc_model_run(m, in, out, err);
+    int nin = ptc_model_ninputs(m), nout = ptc_model_noutputs(m), rc = 0, made = 0;
+    ptc_tensor *din = calloc((size_t)nin + 1, sizeof *din);
+    ptc_tensor *dout = calloc((size_t)nout + 1, sizeof *dout);
+    for (; rc == 0 && made < nin; made++)
+        if ((rc = ptc_tensor_to_device(&in[made], (ptc_device){PTC_DEV_CUDA, -1}, &din[made], err)))
+            break;
+    if (rc == 0 && (rc = ptc_model_run(m, din, dout, err)) == 0)
+        for (int i = 0; i < nout; i++) {
+            if (rc == 0)
+                rc = ptc_tensor_to_device(&dout[i], PTC_CPU, &out[i], err);
+            ptc_tensor_release(&dout[i]);
+        }
+    for (int i = 0; i < made; i++)
+        ptc_tensor_release(&din[i]);
+    free(din);
+    free(dout);
+    return rc;
+}
+
+static int package_outputs(const options *o, const ptc_model *m, ptc_tensor *out)
+{
+    int n = ptc_model_noutputs(m), rc = 0;
+    const char **names = calloc((size_t)n + 1, sizeof *names);
+    for (int i = 0; i < n; i++) {
+        names[i] = ptc_model_output_name(m, i);
+        print_output(i, names[i], &out[i]);
+    }
+    ptc_error err;
+    if (o->save_outputs && ptc_tensorfile_write(o->save_outputs, out, names, n, &err))
+        rc = ptc_cli_report(TOOL, &err, 1);
+    free(names);
+    return rc;
+}
+
+/* ptc-run --package DIR: load (verify, weights, kernels), check and run. A
+ * refused package or input exits 2, a failing run 1. */
+static int run_package(const options *o)
+{
+    ptc_error err;
+    ptc_model_opts mo = {.target = o->backend && strcmp(o->backend, "cuda") == 0 ? "cuda" : "cpu"};
+    ptc_model *m = ptc_model_load(o->package, &mo, &err);
+    if (!m)
+        return ptc_cli_report(TOOL, &err, strcmp(err.stage, "package") == 0 ? 2 : 1);
+    ptc_tensorfile tf = {0};
+    int nin = ptc_model_ninputs(m), nout = ptc_model_noutputs(m);
+    ptc_tensor *in = calloc((size_t)nin + 1, sizeof *in);
+    ptc_tensor *out = calloc((size_t)nout + 1, sizeof *out);
+    int rc = package_inputs(o, m, &tf, in);
+    double t0 = ptc_now_ms(), first_ms = 0, mean_ms = 0;
+    if (rc == 0 && package_call(o, m, in, out, &err))
+        rc = ptc_cli_report(TOOL, &err, strcmp(err.stage, "inputs") == 0 ? 2 : 1);
+    first_ms = ptc_now_ms() - t0;
+    if (rc == 0)
+        rc = package_outputs(o, m, out);
+    for (int i = 0; i < nout && (out[i].storage || out[i].data); i++)
+        ptc_tensor_release(&out[i]);
+    t0 = ptc_now_ms();
+    for (int k = 0; rc == 0 && k < o->repeat; k++) {
+        if (package_call(o, m, in, out, &err))
+            rc = ptc_cli_report(TOOL, &err, 1);
+        for (int i = 0; rc == 0 && i < nout; i++)
+            ptc_tensor_release(&out[i]);
+    }
+    mean_ms = o->repeat ? (ptc_now_ms() - t0) / o->repeat : 0;
+    if (rc == 0 && o->stats) {
+        printf("load ms: %.2f (kernels compiled at load: %d)\n", ptc_model_load_ms(m),
+               ptc_model_compiled_kernels(m));
+        printf("first run ms: %.3f\n", first_ms);
+        if (o->repeat)
+            printf("run ms: %.4f (mean of %d runs after the first)\n", mean_ms, o->repeat);
+    }
+    ptc_tensorfile_free(&tf);
+    free(in);
+    free(out);
+    ptc_model_free(m);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     options o = {0};
@@ -762,6 +915,8 @@ int main(int argc, char **argv)
     if (rc)
         return rc;
     ptc_log_init();
+    if (o.package)
+        return run_package(&o);
     ptc_error err;
     ptc_module *m = ptc_parse_file(o.path, &err);
     if (!m)
