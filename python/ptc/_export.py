@@ -17,6 +17,7 @@ import inspect
 import json
 import os
 import re
+import warnings
 
 from . import _C, _tensorfile
 from ._dynamic import mark_dynamic
@@ -187,6 +188,23 @@ def _dynamic_dims(model, args, kwargs, dynamic_shapes):
     return out
 
 
+def _named_by_parameter(model, args, leaves):
+    """Leaf paths under the forward's parameter names: args[0] -> x, kwargs['y'] -> y."""
+    try:
+        names = list(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError):
+        return leaves
+
+    def rename(path):
+        m = re.match(r"args\[(\d+)\](.*)", path)
+        if m and int(m.group(1)) < len(names) and int(m.group(1)) < len(args):
+            return names[int(m.group(1))] + m.group(2)
+        m = re.match(r"kwargs\['([^']*)'\](.*)", path)
+        return m.group(1) + m.group(2) if m else path
+
+    return [(rename(p), t) for p, t in leaves]
+
+
 # ---- capture ------------------------------------------------------------------------------
 
 
@@ -318,6 +336,7 @@ def export(model, example_args, example_kwargs=None, dynamic_shapes=None):
     arg_leaves = []
     in_tree = {"args": flatten(args, arg_leaves, "args", "argument"),
                "kwargs": flatten(kwargs, arg_leaves, "kwargs", "argument")}
+    arg_leaves = _named_by_parameter(model, args, arg_leaves)
     graph, tensors, graph_outs, result, events = _capture(model, args, kwargs)
     out_leaves = []
     out_tree = flatten(result, out_leaves, "", "the result")
@@ -327,7 +346,33 @@ def export(model, example_args, example_kwargs=None, dynamic_shapes=None):
             "outputs": _outputs(graph_outs, out_leaves, inputs, tensors),
             "unused_inputs": unused, "in_tree": in_tree, "out_tree": out_tree,
             "module": _class_path(model)}
+    _warn_symbolic_ints(out_tree, out_leaves, spec["symbols"], user)
     return ExportedProgram(str(graph), weights, spec)
+
+
+def _warn_symbolic_ints(tree, leaves, symbols, user, path=""):
+    """An int in the result equal to a dynamic size of the example call was
+    probably computed from it; ptc exports it as a constant, so say so."""
+    sizes = {}
+    for spec, t in user:
+        for d, size in enumerate(spec["shape"]):
+            if isinstance(size, str):
+                sizes.setdefault(t.shape[d], size)
+    names = {r["symbol"]: r["dim"] for r in symbols}
+
+    def walk(node, where):
+        if node["t"] == "const" and type(node["v"]) is int and node["v"] in sizes:
+            sym = sizes[node["v"]]
+            warnings.warn("ptc.export: output %s is the int %d, the example's size of dynamic dim "
+                          "'%s' (%s): it is exported as the constant %d (symbolic ints in the "
+                          "result are not exported yet)"
+                          % (where or "[0]", node["v"], names.get(sym, sym), sym, node["v"]),
+                          stacklevel=4)
+        keys = node.get("keys") or list(range(len(node.get("items", []))))
+        for k, item in zip(keys, node.get("items", [])):
+            walk(item, "%s%s" % (where, ".%s" % k if node["t"] == "object" else "[%r]" % (k,)))
+
+    walk(tree, path)
 
 
 # ---- the exported program ------------------------------------------------------------------
