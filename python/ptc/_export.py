@@ -137,8 +137,9 @@ def _dim_of(spec):
     return name, int(lo or 0), hi
 
 
-def _tensor_dims(t, spec, path):
-    """{dim: (name, min, max)} for one tensor's dynamic_shapes entry."""
+def _tensor_dims(t, spec, path, example):
+    """{dim: (name, min, max)} for one tensor's dynamic_shapes entry; example
+    keeps each Dim's first size, which every other use must repeat."""
     if spec is None:
         return {}
     items = spec.items() if isinstance(spec, dict) else enumerate(spec)
@@ -150,22 +151,27 @@ def _tensor_dims(t, spec, path):
         dim = _dim_of(s)
         if dim:
             dims[d % t.dim()] = dim
+            first = example.setdefault(dim[0], (path, t.shape[d]))
+            if first[1] != t.shape[d]:
+                raise ExportError("ptc.export: dynamic dim '%s' is %d in %s and %d in %s: one Dim "
+                                  "stands for one size" % (dim[0], first[1], first[0], t.shape[d],
+                                                           path))
     return dims
 
 
-def _walk_shapes(value, spec, path, out):
+def _walk_shapes(value, spec, path, out, example):
     import torch
 
     if isinstance(value, torch.Tensor):
-        out[id(value)] = _tensor_dims(value, spec, path)
+        out[id(value)] = _tensor_dims(value, spec, path, example)
     elif spec is None:
         return
     elif isinstance(value, (tuple, list)):
         for i, (v, s) in enumerate(zip(value, spec)):
-            _walk_shapes(v, s, "%s[%d]" % (path, i), out)
+            _walk_shapes(v, s, "%s[%d]" % (path, i), out, example)
     elif isinstance(value, dict):
         for k, v in value.items():
-            _walk_shapes(v, spec.get(k), "%s[%r]" % (path, k), out)
+            _walk_shapes(v, spec.get(k), "%s[%r]" % (path, k), out, example)
 
 
 def _dynamic_dims(model, args, kwargs, dynamic_shapes):
@@ -182,9 +188,9 @@ def _dynamic_dims(model, args, kwargs, dynamic_shapes):
         raise ExportError("ptc.export: dynamic_shapes names %s, which %s.forward does not take "
                           "(it takes %s)" % (", ".join(sorted(unknown)), type(model).__name__,
                                              ", ".join(names)))
-    out = {}
+    out, example = {}, {}
     for name, value in bound.arguments.items():
-        _walk_shapes(value, dynamic_shapes.get(name), name, out)
+        _walk_shapes(value, dynamic_shapes.get(name), name, out, example)
     return out
 
 
@@ -258,7 +264,11 @@ def _symbols(user_inputs, dyn, events):
                 raise ExportError("ptc.export: dim %d of %s (%s) was asked to be dynamic, but the "
                                   "trace specialised it to %s%s" % (d, spec["path"], name, size, why))
             r = ranges.setdefault(size, {"symbol": size, "dim": name, "min": 2, "max": None})
-            if r["dim"] != name and name not in r["dim"].split("="):
+            if name not in r["dim"].split("="):
+                warnings.warn("ptc.export: dynamic dims '%s' and '%s' had the same size in the "
+                              "example call and the trace made them one symbol (%s): calls must "
+                              "pass them equal; give them different example sizes to keep them "
+                              "apart" % (r["dim"], name, size), stacklevel=4)
                 r["dim"] += "=" + name
             r["min"] = max(r["min"], lo)  # ptc specialises sizes 0 and 1
             r["max"] = hi if r["max"] is None else (r["max"] if hi is None else min(r["max"], hi))
@@ -393,16 +403,16 @@ def _check_input(e, t, bound, ranges):
         raise ExportError("ptc: %s: expected a %s tensor, got %s" % (where, e["device"], t.device))
     if t.dim() != len(e["shape"]):
         raise ExportError("ptc: %s: expected %d dims, got %d" % (where, len(e["shape"]), t.dim()))
-    for d, (want, got) in enumerate(zip(e["shape"], t.shape)):
-        if isinstance(want, str):
-            want = bound.setdefault(want, got)
-            r = ranges.get(e["shape"][d])
-            if r and (got < r["min"] or (r["max"] is not None and got > r["max"])):
-                raise ExportError("ptc: %s: size %d of dynamic dim '%s' (%s) is outside its "
-                                  "exported range [%d, %s]" % (where, got, r["dim"], r["symbol"],
-                                                               r["min"], r["max"] or "inf"))
+    for d, (size, got) in enumerate(zip(e["shape"], t.shape)):
+        want = bound.setdefault(size, got) if isinstance(size, str) else size
         if want != got:
-            raise ExportError("ptc: %s: dim %d is %d, expected %s" % (where, d, got, want))
+            raise ExportError("ptc: %s: dim %d is %d, expected %s" % (
+                where, d, got, "%s (= %d)" % (size, want) if isinstance(size, str) else want))
+        r = ranges.get(size)
+        if r and (got < r["min"] or (r["max"] is not None and got > r["max"])):
+            raise ExportError("ptc: %s: size %d of dynamic dim '%s' (%s) is outside its exported "
+                              "range [%d, %s]" % (where, got, r["dim"], r["symbol"], r["min"],
+                                                  r["max"] or "inf"))
 
 
 class ExportedProgram:

@@ -6,6 +6,7 @@ corrupt or mismatched packages are refused with one line naming the check or
 the file."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -146,6 +147,43 @@ def test_dynamic_batch_and_refused_inputs(tmp_path):
         r = subprocess.run([run_model_exe(), str(pkg), str(tmp_path / "bad.bin"),
                             str(tmp_path / "o.bin")], capture_output=True, text=True)
         assert r.returncode == 1 and message in r.stderr, r.stderr
+
+
+def test_one_dim_on_two_inputs_must_agree(tmp_path):
+    class Pair(torch.nn.Module):
+        def forward(self, a, b):
+            return a.sum(1) * 2, b.mean(1)
+
+    n = ptc.Dim("n", max=32)
+    ep = ptc.export(Pair(), (torch.randn(4, 3), torch.randn(4, 5)),
+                    dynamic_shapes={"a": {0: n}, "b": {0: n}})
+    pkg = ep.save(tmp_path / "pkg")
+    a, b = torch.randn(6, 3), torch.randn(6, 5)
+    assert_matches(run_in_c(pkg, [("a", a), ("b", b)], tmp_path), eager_leaves(Pair(), (a, b)))
+    assert [r["symbol"] for r in ep.spec["symbols"]] == ["s0"]  # one Dim, one symbol
+    message = "dim 0 is 7, expected s0 (= 6)"
+    with pytest.raises(ptc.ExportError, match=re.escape(message)):
+        ep.module()(a, torch.randn(7, 5))
+    ptcio.write_tensors(tmp_path / "bad.bin", [("a", a), ("b", torch.randn(7, 5))])
+    r = ptcio.ptc_run("--package", pkg, "--inputs", tmp_path / "bad.bin")
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+
+
+def test_one_dim_with_two_example_sizes_is_an_error():
+    n = ptc.Dim("n")
+    with pytest.raises(ptc.ExportError, match="dynamic dim 'n' is 4 in input1 and 5 in input2"):
+        ptc.export(torch.nn.Bilinear(1, 1, 1), (torch.randn(4, 1), torch.randn(5, 1)),
+                   dynamic_shapes={"input1": {0: n}, "input2": {0: n}})
+
+
+def test_different_dims_with_equal_example_sizes_warn():
+    class Pair(torch.nn.Module):
+        def forward(self, a, b):
+            return a * 2, b + 1
+
+    with pytest.warns(UserWarning, match="dynamic dims 'n' and 'm' had the same size"):
+        ptc.export(Pair(), (torch.randn(4), torch.randn(4)),
+                   dynamic_shapes={"a": {0: ptc.Dim("n")}, "b": {0: ptc.Dim("m")}})
 
 
 def test_dynamic_dim_specialised_is_an_error():
