@@ -123,7 +123,10 @@ static int place_weights(ptc_model *m, const char *dir, ptc_error *err)
 {
     char path[PTC_PKG_PATH];
     snprintf(path, sizeof path, "%s/weights.bin", dir);
-    if (ptc_tensorfile_read(path, &m->weights, err)) {
+    if (ptc_tensorfile_read(path, &m->weights, err)) { /* its CRC covers every byte */
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        ptc_errorf(err, PTC_ERR_RUNTIME, "package", "%s", msg);
         ptc_error_at(err, path, 0, 0);
         return -1;
     }

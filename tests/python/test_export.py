@@ -247,15 +247,16 @@ def test_corrupt_packages_are_refused(tmp_path):
         m["ptc_version"] = "0.0.1"
         (d / "manifest.json").write_text(json.dumps(m))
 
-    cases = {
-        "weights.bin": (truncate("weights.bin"), "checksum mismatch"),
-        "graph.ptir": (flip("graph.ptir"), "checksum mismatch"),
-        kernel: (flip(kernel), "checksum mismatch"),
-        "spec.json": (lambda d: os.unlink(d / "spec.json"), "missing or unreadable"),
-        "manifest.json": (version, "made by ptc 0.0.1, this is ptc"),
-    }
-    for rel, (how, message) in cases.items():
-        bad = corrupt(pkg, tmp_path, rel, how)
+    cases = [
+        ("weights.bin", truncate("weights.bin"), "checksum mismatch"),
+        ("weights.bin", flip("weights.bin"), "checksum mismatch"),  # found when it is read
+        ("graph.ptir", flip("graph.ptir"), "checksum mismatch"),
+        (kernel, flip(kernel), "checksum mismatch"),
+        ("spec.json", lambda d: os.unlink(d / "spec.json"), "missing or unreadable"),
+        ("manifest.json", version, "made by ptc 0.0.1, this is ptc"),
+    ]
+    for k, (rel, how, message) in enumerate(cases):
+        bad = corrupt(pkg, tmp_path, "bad%d" % k, how)
         with pytest.raises(ValueError, match=message) as info:
             ptc.load(bad)
         assert str(bad / rel) in str(info.value)

@@ -38,6 +38,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const char TOOL[] = "ptc-run";
 
@@ -326,9 +327,11 @@ fail:
     return ptc_cli_report(TOOL, &err, 2);
 }
 
-/* Inputs from a tensor file: by name when every graph input is named in the
- * file, else by position. */
-static int load_inputs(const options *o, const ptc_graph *g, ptc_tensorfile *tf, ptc_tensor *in)
+/* Inputs from the --inputs tensor file for n inputs named names[]: by name
+ * when the file names every one, else by position; `taker` ("graph 'g'",
+ * "the package") is who takes them. */
+static int read_inputs(const options *o, const char *const *names, int n, const char *taker,
+                       ptc_tensorfile *tf, ptc_tensor *in)
 {
     ptc_error err;
     if (ptc_tensorfile_read(o->inputs, tf, &err)) {
@@ -337,23 +340,35 @@ static int load_inputs(const options *o, const ptc_graph *g, ptc_tensorfile *tf,
         return ptc_cli_report(TOOL, &err, 2);
     }
     bool by_name = true;
-    for (int i = 0; i < g->ninputs; i++) {
+    for (int i = 0; i < n; i++) {
         bool found = false;
         for (int j = 0; j < tf->n; j++)
-            found |= strcmp(tf->names[j], g->inputs[i]->name) == 0;
+            found |= strcmp(tf->names[j], names[i]) == 0;
         by_name &= found;
     }
-    if (!by_name && tf->n != g->ninputs)
-        return ptc_cli_fail(TOOL, "%s: holds %d tensors, graph '%s' takes %d inputs", o->inputs,
-                            tf->n, g->name, g->ninputs);
-    for (int i = 0; i < g->ninputs; i++) {
+    if (!by_name && tf->n != n)
+        return ptc_cli_fail(TOOL, "%s: holds %d tensors, %s takes %d inputs", o->inputs, tf->n,
+                            taker, n);
+    for (int i = 0; i < n; i++) {
         int j = i;
         if (by_name)
-            for (j = 0; strcmp(tf->names[j], g->inputs[i]->name) != 0; j++)
+            for (j = 0; strcmp(tf->names[j], names[i]) != 0; j++)
                 ;
         in[i] = tf->tensors[j];
     }
-    return fit_inputs(o, g, in);
+    return 0;
+}
+
+static int load_inputs(const options *o, const ptc_graph *g, ptc_tensorfile *tf, ptc_tensor *in)
+{
+    const char **names = calloc((size_t)g->ninputs + 1, sizeof *names);
+    char taker[300];
+    for (int i = 0; i < g->ninputs; i++)
+        names[i] = g->inputs[i]->name;
+    snprintf(taker, sizeof taker, "graph '%s'", g->name);
+    int rc = read_inputs(o, names, g->ninputs, taker, tf, in);
+    free(names);
+    return rc ? rc : fit_inputs(o, g, in);
 }
 
 /* An input in the layout its type declares, so that one whose strides share
@@ -608,35 +623,58 @@ static int save(const options *o, const ptc_graph *g, const ptc_tensor *out)
     return rc;
 }
 
+/* A run on device tensors: a program's or a package's. */
+typedef int (*device_run)(void *ctx, const ptc_tensor *in, ptc_tensor *out, ptc_error *err);
+
+/* Runs `run` on GPU copies of in[nin]; its nout outputs are copied back to
+ * the host into out (released again if a copy fails). */
+static int run_through_gpu(const ptc_tensor *in, int nin, int nout, device_run run, void *ctx,
+                           ptc_tensor *out, ptc_error *err)
+{
+    ptc_device gpu = {PTC_DEV_CUDA, -1};
+    ptc_tensor *din = calloc((size_t)nin + 1, sizeof *din);
+    ptc_tensor *dout = calloc((size_t)nout + 1, sizeof *dout);
+    int rc = 0, made = 0;
+    for (; rc == 0 && made < nin; made++)
+        if ((rc = ptc_tensor_to_device(&in[made], gpu, &din[made], err)))
+            break;
+    if (rc == 0)
+        rc = run(ctx, din, dout, err);
+    for (int i = 0; rc == 0 && i < nout; i++) {
+        rc = ptc_tensor_to_device(&dout[i], PTC_CPU, &out[i], err);
+        for (int j = 0; rc && j < i; j++)
+            ptc_tensor_release(&out[j]);
+    }
+    for (int i = 0; i < nout; i++)
+        if (dout[i].storage || dout[i].data)
+            ptc_tensor_release(&dout[i]);
+    for (int i = 0; i < made; i++)
+        ptc_tensor_release(&din[i]);
+    free(din);
+    free(dout);
+    return rc;
+}
+
+typedef struct program_call {
+    ptc_program *p;
+    int ninputs;
+} program_call;
+
+static int call_program(void *ctx, const ptc_tensor *in, ptc_tensor *out, ptc_error *err)
+{
+    program_call *c = ctx;
+    return ptc_program_run(c->p, in, c->ninputs, out, NULL, 0, err);
+}
+
 /* Runs p; on the cuda backend through device copies of the inputs, with the
  * outputs copied back to the host. */
 static int run_program(const options *o, ptc_program *p, const ptc_graph *g, const ptc_tensor *in,
                        ptc_tensor *out, ptc_error *err)
 {
+    program_call c = {p, g->ninputs};
     if (strcmp(o->backend, "cuda") != 0)
-        return ptc_program_run(p, in, g->ninputs, out, NULL, 0, err);
-    ptc_device gpu = {PTC_DEV_CUDA, -1};
-    ptc_tensor *din = calloc((size_t)g->ninputs + 1, sizeof *din);
-    ptc_tensor *dout = calloc((size_t)g->noutputs + 1, sizeof *dout);
-    int rc = 0, nin = 0;
-    for (; rc == 0 && nin < g->ninputs; nin++)
-        if ((rc = ptc_tensor_to_device(&in[nin], gpu, &din[nin], err)))
-            break;
-    if (rc == 0)
-        rc = ptc_program_run(p, din, g->ninputs, dout, NULL, 0, err);
-    for (int i = 0; rc == 0 && i < g->noutputs; i++) {
-        rc = ptc_tensor_to_device(&dout[i], PTC_CPU, &out[i], err);
-        for (int j = 0; rc && j < i; j++)
-            ptc_tensor_release(&out[j]);
-    }
-    for (int i = 0; i < g->noutputs; i++)
-        if (dout[i].storage || dout[i].data)
-            ptc_tensor_release(&dout[i]);
-    for (int i = 0; i < nin; i++)
-        ptc_tensor_release(&din[i]);
-    free(din);
-    free(dout);
-    return rc;
+        return call_program(&c, in, out, err);
+    return run_through_gpu(in, g->ninputs, g->noutputs, call_program, &c, out, err);
 }
 
 /* With PTC_REPRO set, a failing compile, run or check leaves a repro folder
@@ -794,59 +832,32 @@ static int run_graph(const options *o, const ptc_graph *g, session *ss)
 
 /* ---- packages (ptc.export) ------------------------------------------------------------- */
 
-/* The package's inputs from the tensor file: by name when the file names
- * every input (their exported paths), else by position. */
+/* The package's inputs, named by their exported paths (x, input_ids). */
 static int package_inputs(const options *o, const ptc_model *m, ptc_tensorfile *tf, ptc_tensor *in)
 {
-    ptc_error err;
-    if (ptc_tensorfile_read(o->inputs, tf, &err)) {
-        if (!err.file[0])
-            ptc_error_at(&err, o->inputs, 0, 0);
-        return ptc_cli_report(TOOL, &err, 2);
-    }
-    int n = ptc_model_ninputs(m), found = 0;
+    int n = ptc_model_ninputs(m);
+    const char **names = calloc((size_t)n + 1, sizeof *names);
     for (int i = 0; i < n; i++)
-        for (int j = 0; j < tf->n; j++)
-            if (strcmp(tf->names[j], ptc_model_input_name(m, i)) == 0) {
-                in[i] = tf->tensors[j];
-                found++;
-                break;
-            }
-    if (found == n)
-        return 0;
-    if (tf->n != n)
-        return ptc_cli_fail(TOOL, "%s: holds %d tensors, the package takes %d inputs", o->inputs,
-                            tf->n, n);
-    for (int i = 0; i < n; i++)
-        in[i] = tf->tensors[i];
-    return 0;
+        names[i] = ptc_model_input_name(m, i);
+    int rc = read_inputs(o, names, n, "the package", tf, in);
+    free(names);
+    return rc;
 }
 
-/* Runs the model once on the backend's device: inputs copied to the GPU and
- * outputs back for cuda. */
+static int call_model(void *ctx, const ptc_tensor *in, ptc_tensor *out, ptc_error *err)
+{
+    return ptc_model_run(ctx, in, out, err);
+}
+
+/* Runs the model once: on cuda through device copies of the inputs, with the
+ * outputs copied back to the host. */
 static int package_call(const options *o, ptc_model *m, const ptc_tensor *in, ptc_tensor *out,
                         ptc_error *err)
 {
-    bool cuda = o->backend && strcmp(o->backend, "cuda") == 0;
-    if (!cuda)
+    if (!o->backend || strcmp(o->backend, "cuda") != 0)
         return ptc_model_run(m, in, out, err);
-    int nin = ptc_model_ninputs(m), nout = ptc_model_noutputs(m), rc = 0, made = 0;
-    ptc_tensor *din = calloc((size_t)nin + 1, sizeof *din);
-    ptc_tensor *dout = calloc((size_t)nout + 1, sizeof *dout);
-    for (; rc == 0 && made < nin; made++)
-        if ((rc = ptc_tensor_to_device(&in[made], (ptc_device){PTC_DEV_CUDA, -1}, &din[made], err)))
-            break;
-    if (rc == 0 && (rc = ptc_model_run(m, din, dout, err)) == 0)
-        for (int i = 0; i < nout; i++) {
-            if (rc == 0)
-                rc = ptc_tensor_to_device(&dout[i], PTC_CPU, &out[i], err);
-            ptc_tensor_release(&dout[i]);
-        }
-    for (int i = 0; i < made; i++)
-        ptc_tensor_release(&din[i]);
-    free(din);
-    free(dout);
-    return rc;
+    return run_through_gpu(in, ptc_model_ninputs(m), ptc_model_noutputs(m), call_model, m, out,
+                           err);
 }
 
 static int package_outputs(const options *o, const ptc_model *m, ptc_tensor *out)
@@ -870,7 +881,9 @@ static int run_package(const options *o)
 {
     ptc_error err;
     ptc_model_opts mo = {.target = o->backend && strcmp(o->backend, "cuda") == 0 ? "cuda" : "cpu"};
+    clock_t cpu0 = clock(); /* the load's CPU time: wall time on a busy machine says little */
     ptc_model *m = ptc_model_load(o->package, &mo, &err);
+    double load_cpu_ms = (double)(clock() - cpu0) * 1e3 / CLOCKS_PER_SEC;
     if (!m)
         return ptc_cli_report(TOOL, &err, strcmp(err.stage, "package") == 0 ? 2 : 1);
     ptc_tensorfile tf = {0};
@@ -895,8 +908,8 @@ static int run_package(const options *o)
     }
     mean_ms = o->repeat ? (ptc_now_ms() - t0) / o->repeat : 0;
     if (rc == 0 && o->stats) {
-        printf("load ms: %.2f (kernels compiled at load: %d)\n", ptc_model_load_ms(m),
-               ptc_model_compiled_kernels(m));
+        printf("load ms: %.2f (cpu %.2f; kernels compiled at load: %d)\n", ptc_model_load_ms(m),
+               load_cpu_ms, ptc_model_compiled_kernels(m));
         printf("first run ms: %.3f\n", first_ms);
         if (o->repeat)
             printf("run ms: %.4f (mean of %d runs after the first)\n", mean_ms, o->repeat);
