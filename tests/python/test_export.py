@@ -149,6 +149,16 @@ def test_dynamic_batch_and_refused_inputs(tmp_path):
         assert r.returncode == 1 and message in r.stderr, r.stderr
 
 
+def test_torch_export_dims_are_accepted():
+    export = pytest.importorskip("torch.export")
+    if not hasattr(export, "Dim"):
+        pytest.skip("torch %s has no torch.export.Dim" % torch.__version__)
+    ep = ptc.export(torch.nn.Linear(4, 3).eval(), (torch.randn(5, 4),),
+                    dynamic_shapes=({0: export.Dim("rows", min=1, max=100)},))
+    assert ep.spec["symbols"] == [{"symbol": "s0", "dim": "rows", "min": 2, "max": 100}]
+    assert ep.module()(torch.randn(37, 4)).shape == (37, 3)
+
+
 def test_one_dim_on_two_inputs_must_agree(tmp_path):
     class Pair(torch.nn.Module):
         def forward(self, a, b):
