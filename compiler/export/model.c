@@ -352,7 +352,7 @@ static int check_inputs(const ptc_model *m, const ptc_tensor *inputs, ptc_error 
     return 0;
 }
 
-static int take_outputs(ptc_model *m, ptc_tensor *graph_outs, ptc_tensor *outputs)
+static void take_outputs(ptc_model *m, ptc_tensor *graph_outs, ptc_tensor *outputs)
 {
     for (int o = 0; o < m->nout; o++) {
         const model_output *mo = &m->outs[o];
@@ -361,23 +361,45 @@ static int take_outputs(ptc_model *m, ptc_tensor *graph_outs, ptc_tensor *output
     }
     for (int i = 0; i < m->g->noutputs; i++)
         ptc_tensor_release(&graph_outs[i]);
-    return 0;
+}
+
+/* The export traced contiguous inputs (ptc.export makes them so), and the
+ * compiled graph relies on it: a CPU input in another layout runs as a
+ * contiguous copy (*copy, zeroed when none is needed). */
+static int contiguous_input(const ptc_tensor *in, ptc_tensor *copy, ptc_error *err)
+{
+    memset(copy, 0, sizeof *copy);
+    if (in->device.kind != PTC_DEV_CPU || ptc_tensor_is_contiguous(in))
+        return 0;
+    return ptc_tensor_alloc(copy, in->dtype, in->ndim, in->sizes, err) ||
+                   ptc_tensor_copy(copy, in, err)
+               ? -1
+               : 0;
 }
 
 int ptc_model_run(ptc_model *m, const ptc_tensor *inputs, ptc_tensor *outputs, ptc_error *err)
 {
     if (check_inputs(m, inputs, err))
         return -1;
-    pthread_mutex_lock(&m->lock);
-    for (int u = 0; u < m->nuser; u++)
-        m->slots[m->user_at[u]] = inputs[u];
+    ptc_tensor *copies = calloc((size_t)m->nuser + 1, sizeof *copies);
     ptc_tensor *graph_outs = calloc((size_t)m->g->noutputs + 1, sizeof *graph_outs);
-    int rc = ptc_program_run(m->prog, m->slots, m->g->ninputs, graph_outs, NULL, 0, err);
+    int rc = 0;
+    pthread_mutex_lock(&m->lock);
+    for (int u = 0; u < m->nuser && rc == 0; u++) {
+        rc = contiguous_input(&inputs[u], &copies[u], err);
+        m->slots[m->user_at[u]] = copies[u].data ? copies[u] : inputs[u];
+    }
+    if (rc == 0)
+        rc = ptc_program_run(m->prog, m->slots, m->g->ninputs, graph_outs, NULL, 0, err);
     if (rc == 0)
         take_outputs(m, graph_outs, outputs);
-    for (int u = 0; u < m->nuser; u++)
+    for (int u = 0; u < m->nuser; u++) {
         m->slots[m->user_at[u]] = (ptc_tensor){0};
+        if (copies[u].storage)
+            ptc_tensor_release(&copies[u]);
+    }
     pthread_mutex_unlock(&m->lock);
+    free(copies);
     free(graph_outs);
     return rc;
 }

@@ -330,11 +330,12 @@ def export(model, example_args, example_kwargs=None, dynamic_shapes=None):
     alias = {}
 
     def aliased(v):
-        if isinstance(v, torch.Tensor) and id(v) in dyn:
-            a = v.view_as(v)
-            for d, (name, lo, hi) in dyn[id(v)].items():
+        """Contiguous aliases (the C loader runs other layouts as contiguous copies)."""
+        if isinstance(v, torch.Tensor) and (id(v) in dyn or not v.is_contiguous()):
+            a = v.contiguous() if not v.is_contiguous() else v.view_as(v)
+            for d, (name, lo, hi) in dyn.get(id(v), {}).items():
                 mark_dynamic(a, d, max(lo, 2), hi)
-            alias[id(a)] = dyn[id(v)]
+            alias[id(a)] = dyn.get(id(v), {})
             return a
         if isinstance(v, (tuple, list)):
             return type(v)(aliased(x) for x in v) if type(v) in (tuple, list) else v
@@ -491,7 +492,7 @@ class _ExportedModule(_nn_module()):
             if e["kind"] == "user":
                 t = leaves[e["leaf"]][1]
                 _check_input(e, t, bound, self._ranges)
-                full.append(t)
+                full.append(t.contiguous())
             else:
                 full.append(self.program.weights[e["name"]])
         outs = _C._run_compiled(self._compiled, tuple(full))

@@ -116,6 +116,15 @@ def test_round_trip_in_a_fresh_process(tmp_path):
     assert rel_error(h, want["h"]) <= TOL and rel_error(scaled, want["pair"][0]) <= TOL
 
 
+def test_a_transposed_input_runs_as_eager(tmp_path):
+    torch.manual_seed(0)
+    model = Block().eval()
+    ep = ptc.export(model, (torch.randn(8, 4).t(),))
+    pkg = ep.save(tmp_path / "pkg")
+    x = torch.randn(8, 4).t()
+    assert_matches(run_in_c(pkg, [("x", x)], tmp_path), eager_leaves(model, (x,)))
+
+
 def test_c_program_has_no_python():
     r = subprocess.run(["ldd", run_model_exe()], capture_output=True, text=True)
     assert r.returncode == 0 and "python" not in r.stdout.lower(), r.stdout
