@@ -48,9 +48,14 @@ const char *ptc_cache_dir(void)
 
 void ptc_cache_path(const char *key, size_t keylen, char *path, size_t size)
 {
+    ptc_cache_path_in(NULL, key, keylen, path, size);
+}
+
+void ptc_cache_path_in(const char *dir, const char *key, size_t keylen, char *path, size_t size)
+{
     uint64_t h1 = ptc_hash_bytes(PTC_HASH_INIT, key, keylen);
     uint64_t h2 = ptc_hash_bytes(0x84222325cbf29ce4ULL, key, keylen);
-    snprintf(path, size, "%s/k%016llx%016llx.o", ptc_cache_dir(), (unsigned long long)h1,
+    snprintf(path, size, "%s/k%016llx%016llx.o", dir ? dir : ptc_cache_dir(), (unsigned long long)h1,
              (unsigned long long)h2);
 }
 
@@ -84,9 +89,8 @@ static void warn_once(const char *path, const char *why, const char *consequence
 
 /* Whether the cache directory may be used; with create, makes it (0700)
  * when it does not exist. A missing directory is not an error: a miss. */
-static bool dir_usable(bool create)
+static bool dir_usable(const char *dir, bool create)
 {
-    const char *dir = ptc_cache_dir();
     struct stat st;
     if (stat(dir, &st) != 0) {
         if (!create)
@@ -207,10 +211,16 @@ static const char *check_entry(const uint8_t *data, size_t len, const char *key,
 
 int ptc_cache_load(const char *key, size_t keylen, uint8_t **obj, size_t *objlen)
 {
-    if (!dir_usable(false))
+    return ptc_cache_load_in(NULL, key, keylen, obj, objlen);
+}
+
+int ptc_cache_load_in(const char *dir, const char *key, size_t keylen, uint8_t **obj,
+                      size_t *objlen)
+{
+    if (!dir_usable(dir ? dir : ptc_cache_dir(), false))
         return 0;
     char path[1200];
-    ptc_cache_path(key, keylen, path, sizeof path);
+    ptc_cache_path_in(dir, key, keylen, path, sizeof path);
     size_t len = 0;
     const char *why;
     uint8_t *data = read_entry(path, &len, &why);
@@ -252,10 +262,16 @@ static int write_all(const char *path, const uint8_t *buf, size_t len)
 
 void ptc_cache_store(const char *key, size_t keylen, const uint8_t *obj, size_t objlen)
 {
-    if (!dir_usable(true))
+    ptc_cache_store_in(NULL, key, keylen, obj, objlen);
+}
+
+void ptc_cache_store_in(const char *dir, const char *key, size_t keylen, const uint8_t *obj,
+                        size_t objlen)
+{
+    if (!dir_usable(dir ? dir : ptc_cache_dir(), true))
         return;
     char path[1200], tmp[1300];
-    ptc_cache_path(key, keylen, path, sizeof path);
+    ptc_cache_path_in(dir, key, keylen, path, sizeof path);
     snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
     size_t len = 12 + keylen + 8 + objlen + PTC_SHA256_LEN + 4;
     uint8_t *buf = malloc(len);

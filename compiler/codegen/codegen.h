@@ -32,6 +32,10 @@ typedef struct ptc_cpu_kernel {
 
 typedef struct ptc_codegen_opts {
     bool no_cache;       /* neither read nor write the disk cache */
+    const char *kernel_dir; /* the cache directory of this compile instead of
+                             * ptc_cache_dir() (an exported package's kernels):
+                             * every kernel's object is read from it or built and
+                             * written to it, also one this process has loaded */
     bool want_text;      /* return the LLVM IR of each kernel */
     ptc_metrics *metrics;
 } ptc_codegen_opts;
@@ -126,6 +130,12 @@ int ptc_cache_load(const char *key, size_t keylen, uint8_t **obj, size_t *objlen
 void ptc_cache_store(const char *key, size_t keylen, const uint8_t *obj, size_t objlen);
 /* The file a key maps to (for tests that corrupt it). */
 void ptc_cache_path(const char *key, size_t keylen, char *path, size_t size);
+/* The same in directory dir (NULL: ptc_cache_dir()). */
+int ptc_cache_load_in(const char *dir, const char *key, size_t keylen, uint8_t **obj,
+                      size_t *objlen);
+void ptc_cache_store_in(const char *dir, const char *key, size_t keylen, const uint8_t *obj,
+                        size_t objlen);
+void ptc_cache_path_in(const char *dir, const char *key, size_t keylen, char *path, size_t size);
 
 /* ---- compile workers (worker.c) ------------------------------------------- */
 

@@ -182,7 +182,10 @@ static int stage_codegen(pipe_t *s)
     bool text = s->want_text || want_log(PTC_LOG_OUTPUT_CODE);
     char **texts = text ? calloc((size_t)nk + 1, sizeof *texts) : NULL;
     p->kernels = calloc((size_t)nk + 1, sizeof *p->kernels);
-    ptc_codegen_opts co = {.no_cache = s->o && s->o->no_cache, .want_text = text, .metrics = &s->m};
+    ptc_codegen_opts co = {.no_cache = s->o && s->o->no_cache,
+                           .kernel_dir = s->o ? s->o->kernel_dir : NULL,
+                           .want_text = text,
+                           .metrics = &s->m};
     bool cuda = p->backend == PTC_BACKEND_CUDA;
     int rc;
 #ifdef PTC_HAVE_CUDA
@@ -199,7 +202,8 @@ static int stage_codegen(pipe_t *s)
         ptc_metrics_add(&s->m, "kernels_compiled", p->info.ncompiled, false);
         ptc_metrics_add(&s->m, "kernels_cached", p->info.ncached, false);
         ptc_log(PTC_LOG_CACHE, PTC_LOG_INFO, "kernels: %d compiled, %d cached (%s)",
-                p->info.ncompiled, p->info.ncached, ptc_cache_dir());
+                p->info.ncompiled, p->info.ncached,
+                s->o && s->o->kernel_dir ? s->o->kernel_dir : ptc_cache_dir());
     }
     ptc_buf all = {0};
     for (int k = 0; texts && k < nk; k++) {

@@ -23,6 +23,8 @@ PyObject *cap_measure_scope_end(void);
 PyObject *cap_compile_ptir(PyObject *text);
 PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors);
 PyObject *cap_autotune_counts(void);
+PyObject *ptc_py_package_seal(PyObject *mod, PyObject *args); /* export.c */
+PyObject *ptc_py_package_verify(PyObject *mod, PyObject *dir);
 
 typedef struct compiled_function {
     PyObject_HEAD
@@ -392,6 +394,10 @@ static PyMethodDef module_methods[] = {
     {"_autotune_counts", m_autotune_counts, METH_NOARGS,
      "max-autotune in this process: kernels tuned, cache hits, searches cut by the budget, "
      "candidates timed, ms spent timing, and the default budget in ms."},
+    {"_package_seal", ptc_py_package_seal, METH_VARARGS,
+     "_package_seal(dir, targets): compiles an export package's kernels, writes its manifest."},
+    {"_package_verify", ptc_py_package_verify, METH_O,
+     "_package_verify(dir): raises ValueError naming the file when a package is refused."},
     {"_reset", m_reset, METH_NOARGS, "Drops every compiled entry."},
     {"_disable", m_disable, METH_O, "Marks a function as never traced into."},
     {"_interpret", m_interpret, METH_VARARGS,

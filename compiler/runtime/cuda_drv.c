@@ -212,6 +212,18 @@ int ptc_cuda_available(ptc_error *err)
 #endif
 }
 
+int ptc_cuda_device_arch(ptc_error *err)
+{
+#ifndef PTC_HAVE_CUDA
+    return ptc_cuda_available(err);
+#else
+    if (ptc_cuda_available(err))
+        return -1;
+    ptc_cuda_device *d = ptc_cuda_device_get(-1, err);
+    return d ? (d->sm > 90 ? 90 : d->sm) : -1;
+#endif
+}
+
 static void release_device_storage(ptc_storage *s)
 {
     if (s->data && D.ok)

@@ -334,7 +334,8 @@ int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, 
             "CUDA compute capability %d.%d is not supported (sm_70 .. sm_90 and newer)",
             cp->target.sm / 10, cp->target.sm % 10);
     int *todo = calloc((size_t)cp->nk + 1, sizeof *todo);
-    ptc_codegen_opts co = {.no_cache = o && o->no_cache, .metrics = m};
+    ptc_codegen_opts co = {
+        .no_cache = o && o->no_cache, .kernel_dir = o ? o->kernel_dir : NULL, .metrics = m};
     work w = {.cp = cp, .s = p->sched, .co = &co, .gen = true, .todo = todo};
     w.ntodo = dedup(cp, p->sched, todo);
     if (dev) {

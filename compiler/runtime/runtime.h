@@ -30,6 +30,8 @@ typedef struct ptc_compile_opts {
     ptc_trace_compile *trace; /* optional: every stage is written here */
     ptc_metrics *metrics;     /* optional: per-pass ms, node/kernel counts, cache hits */
     bool no_cache;            /* skip the on-disk kernel cache */
+    const char *kernel_dir;   /* optional: the kernel cache directory of this compile
+                               * (an exported package's kernels/<target>) */
     bool keep_text;           /* keep each stage's text (ptc_program_text) */
     int cuda_sm;              /* CUDA: target compute capability x 10 (80, 90); 0 = the
                                * device's. With a target no GPU is needed to compile:
@@ -100,6 +102,9 @@ double ptc_autotune_default_budget_ms(void);
 /* 0 when the CUDA backend can run here (a driver and a device); otherwise -1
  * with the reason in err ("no NVIDIA driver: ...", "built without CUDA"). */
 int ptc_cuda_available(ptc_error *err);
+/* The architecture kernels are generated for on the current device (its
+ * compute capability x 10, capped at 90 as codegen is); -1 with err without one. */
+int ptc_cuda_device_arch(ptc_error *err);
 /* A copy of t on dev with t's strides (the memory span t covers is copied):
  * CPU -> CUDA, CUDA -> CPU or CUDA -> CUDA through the host, synchronously.
  * The copy holds one reference. */

@@ -17,11 +17,13 @@ from . import _C, _notices
 from ._config import config
 from ._dynamic import mark_dynamic, mark_static, maybe_mark_dynamic
 from ._explain import ExplainOutput, explain
+from ._export import Dim, ExportedProgram, ExportError, export, load
 from ._graph import Graph
 from ._module import OptimizedModule, wrap_module
 
 __all__ = ["compile", "reset", "disable", "set_stance", "config", "explain", "Graph", "GraphBreakError",
-           "ExplainOutput", "break_codes", "mark_dynamic", "mark_static", "maybe_mark_dynamic"]
+           "ExplainOutput", "break_codes", "mark_dynamic", "mark_static", "maybe_mark_dynamic",
+           "export", "load", "ExportedProgram", "ExportError", "Dim"]
 __version__ = _C.PTC_VERSION
 
 GraphBreakError = _C.GraphBreakError

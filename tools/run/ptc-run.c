@@ -4,6 +4,8 @@
  *           [--cuda-arch sm_NN] [--check] [--stats] [--trace DIR] [--no-cache]
  *           [--seed N | --inputs FILE] [--sym NAME=VALUE[,VALUE...]]... [--repeat N]
  *           [--save-outputs FILE] [--graph NAME | --all] GRAPH.ptir
+ *   ptc-run --package DIR --inputs FILE [--backend cpu|cuda] [--stats] [--repeat N]
+ *           [--save-outputs FILE]
  *
  * Inputs come from a tensor file (matched to graph inputs by name, else by
  * position) or are generated deterministically from --seed; symbolic sizes of
@@ -20,8 +22,14 @@
  * file (each with its own generated inputs) instead of the first. The cuda
  * backend copies the inputs to the GPU and the outputs back; --emit=ptx (or
  * --cuda-arch) compiles for a named architecture without needing a GPU.
- * Exit status: 0 ok, 1 runtime, compile or check failure, 2 bad input.
+ * --package runs a model exported by ptc.export (a package folder) through the
+ * C API of export/export.h, with no Python: the package is verified, its
+ * kernels loaded, and the inputs (by name: the exported paths, args[0]...,
+ * else by position) checked against its specification before the run.
+ * Exit status: 0 ok, 1 runtime, compile or check failure, 2 bad input
+ * (a refused package or input).
  */
+#include "export/export.h"
 #include "logs/logs.h"
 #include "ops/ops.h"
 #include "pipeline/pipeline.h"
@@ -30,6 +38,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const char TOOL[] = "ptc-run";
 
@@ -44,6 +53,7 @@ typedef struct options {
     const char *inputs;
     const char *save_outputs;
     const char *graph;
+    const char *package; /* --package DIR */
     int cuda_sm;
     uint64_t seed;
     /* --sym: each symbol's values, one per run (a single value: every run) */
@@ -64,7 +74,9 @@ static void usage(FILE *f)
         "usage: ptc-run [--emit=ptir|prims|loops|kernels|llvm|ptx] [--backend reference|cpu|cuda]\n"
         "               [--cuda-arch sm_NN] [--check] [--stats] [--trace DIR] [--no-cache]\n"
         "               [--seed N | --inputs FILE] [--sym NAME=VALUE[,VALUE...]]... [--repeat N]\n"
-        "               [--save-outputs FILE] [--graph NAME | --all] GRAPH.ptir\n");
+        "               [--save-outputs FILE] [--graph NAME | --all] GRAPH.ptir\n"
+        "       ptc-run --package DIR --inputs FILE [--backend cpu|cuda] [--stats] [--repeat N]\n"
+        "               [--save-outputs FILE]\n");
 }
 
 /* --sym NAME=V[,V...]: the values of one symbol, one per run. The name stays
@@ -129,6 +141,24 @@ static ptc_bindings sizes_of(const options *o, int r)
     return b;
 }
 
+/* --package takes a folder instead of a graph file, and its inputs from a file. */
+static int check_package_args(options *o)
+{
+    if (o->path)
+        return ptc_cli_fail(TOOL, "--package runs a package folder: no graph file ('%s') with it",
+                            o->path);
+    if (!o->inputs)
+        return ptc_cli_fail(TOOL, "--package needs --inputs FILE (the model's inputs)");
+    if (o->emit || o->check || o->all || o->graph || o->nsyms || o->trace || o->cuda_sm)
+        return ptc_cli_fail(TOOL, "--package takes only --inputs, --save-outputs, --backend "
+                                  "cpu|cuda, --stats and --repeat");
+    if (o->backend && strcmp(o->backend, "cpu") != 0 && strcmp(o->backend, "cuda") != 0)
+        return ptc_cli_fail(TOOL, "--package runs on the cpu or cuda backend, not '%s'",
+                            o->backend);
+    o->path = o->package;
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, options *o)
 {
     for (int i = 1; i < argc; i++) {
@@ -162,6 +192,8 @@ static int parse_args(int argc, char **argv, options *o)
             o->save_outputs = v;
         } else if ((v = ptc_cli_opt(argc, argv, &i, "--graph", NULL))) {
             o->graph = v;
+        } else if ((v = ptc_cli_opt(argc, argv, &i, "--package", NULL))) {
+            o->package = v;
         } else if ((v = ptc_cli_opt(argc, argv, &i, "--seed", NULL))) {
             char *end;
             o->seed = strtoull(v, &end, 10);
@@ -186,6 +218,8 @@ static int parse_args(int argc, char **argv, options *o)
             o->path = argv[i];
         }
     }
+    if (o->package)
+        return check_package_args(o);
     if (!o->path)
         return ptc_cli_fail(TOOL, "no graph file given (usage: ptc-run [OPTIONS] GRAPH.ptir)");
     static const char *emits[] = {"ptir", "prims", "loops", "kernels", "llvm", "ptx"};
@@ -293,9 +327,11 @@ fail:
     return ptc_cli_report(TOOL, &err, 2);
 }
 
-/* Inputs from a tensor file: by name when every graph input is named in the
- * file, else by position. */
-static int load_inputs(const options *o, const ptc_graph *g, ptc_tensorfile *tf, ptc_tensor *in)
+/* Inputs from the --inputs tensor file for n inputs named names[]: by name
+ * when the file names every one, else by position; `taker` ("graph 'g'",
+ * "the package") is who takes them. */
+static int read_inputs(const options *o, const char *const *names, int n, const char *taker,
+                       ptc_tensorfile *tf, ptc_tensor *in)
 {
     ptc_error err;
     if (ptc_tensorfile_read(o->inputs, tf, &err)) {
@@ -304,23 +340,35 @@ static int load_inputs(const options *o, const ptc_graph *g, ptc_tensorfile *tf,
         return ptc_cli_report(TOOL, &err, 2);
     }
     bool by_name = true;
-    for (int i = 0; i < g->ninputs; i++) {
+    for (int i = 0; i < n; i++) {
         bool found = false;
         for (int j = 0; j < tf->n; j++)
-            found |= strcmp(tf->names[j], g->inputs[i]->name) == 0;
+            found |= strcmp(tf->names[j], names[i]) == 0;
         by_name &= found;
     }
-    if (!by_name && tf->n != g->ninputs)
-        return ptc_cli_fail(TOOL, "%s: holds %d tensors, graph '%s' takes %d inputs", o->inputs,
-                            tf->n, g->name, g->ninputs);
-    for (int i = 0; i < g->ninputs; i++) {
+    if (!by_name && tf->n != n)
+        return ptc_cli_fail(TOOL, "%s: holds %d tensors, %s takes %d inputs", o->inputs, tf->n,
+                            taker, n);
+    for (int i = 0; i < n; i++) {
         int j = i;
         if (by_name)
-            for (j = 0; strcmp(tf->names[j], g->inputs[i]->name) != 0; j++)
+            for (j = 0; strcmp(tf->names[j], names[i]) != 0; j++)
                 ;
         in[i] = tf->tensors[j];
     }
-    return fit_inputs(o, g, in);
+    return 0;
+}
+
+static int load_inputs(const options *o, const ptc_graph *g, ptc_tensorfile *tf, ptc_tensor *in)
+{
+    const char **names = calloc((size_t)g->ninputs + 1, sizeof *names);
+    char taker[300];
+    for (int i = 0; i < g->ninputs; i++)
+        names[i] = g->inputs[i]->name;
+    snprintf(taker, sizeof taker, "graph '%s'", g->name);
+    int rc = read_inputs(o, names, g->ninputs, taker, tf, in);
+    free(names);
+    return rc ? rc : fit_inputs(o, g, in);
 }
 
 /* An input in the layout its type declares, so that one whose strides share
@@ -365,9 +413,10 @@ static int make_inputs(const options *o, const ptc_graph *g, int r, ptc_tensor *
     return 0;
 }
 
-static void print_output(int i, const ptc_value *v, const ptc_tensor *t)
+/* One output's line; name is "%<value>" for a graph, the path for a package. */
+static void print_output(int i, const char *name, const ptc_tensor *t)
 {
-    printf("output %d (%%%s): %s[", i, v->name, ptc_dtype_name(t->dtype));
+    printf("output %d (%s): %s[", i, name, ptc_dtype_name(t->dtype));
     for (int d = 0; d < t->ndim; d++)
         printf("%s%lld", d ? "," : "", (long long)t->sizes[d]);
     printf("]");
@@ -574,35 +623,58 @@ static int save(const options *o, const ptc_graph *g, const ptc_tensor *out)
     return rc;
 }
 
+/* A run on device tensors: a program's or a package's. */
+typedef int (*device_run)(void *ctx, const ptc_tensor *in, ptc_tensor *out, ptc_error *err);
+
+/* Runs `run` on GPU copies of in[nin]; its nout outputs are copied back to
+ * the host into out (released again if a copy fails). */
+static int run_through_gpu(const ptc_tensor *in, int nin, int nout, device_run run, void *ctx,
+                           ptc_tensor *out, ptc_error *err)
+{
+    ptc_device gpu = {PTC_DEV_CUDA, -1};
+    ptc_tensor *din = calloc((size_t)nin + 1, sizeof *din);
+    ptc_tensor *dout = calloc((size_t)nout + 1, sizeof *dout);
+    int rc = 0, made = 0;
+    for (; rc == 0 && made < nin; made++)
+        if ((rc = ptc_tensor_to_device(&in[made], gpu, &din[made], err)))
+            break;
+    if (rc == 0)
+        rc = run(ctx, din, dout, err);
+    for (int i = 0; rc == 0 && i < nout; i++) {
+        rc = ptc_tensor_to_device(&dout[i], PTC_CPU, &out[i], err);
+        for (int j = 0; rc && j < i; j++)
+            ptc_tensor_release(&out[j]);
+    }
+    for (int i = 0; i < nout; i++)
+        if (dout[i].storage || dout[i].data)
+            ptc_tensor_release(&dout[i]);
+    for (int i = 0; i < made; i++)
+        ptc_tensor_release(&din[i]);
+    free(din);
+    free(dout);
+    return rc;
+}
+
+typedef struct program_call {
+    ptc_program *p;
+    int ninputs;
+} program_call;
+
+static int call_program(void *ctx, const ptc_tensor *in, ptc_tensor *out, ptc_error *err)
+{
+    program_call *c = ctx;
+    return ptc_program_run(c->p, in, c->ninputs, out, NULL, 0, err);
+}
+
 /* Runs p; on the cuda backend through device copies of the inputs, with the
  * outputs copied back to the host. */
 static int run_program(const options *o, ptc_program *p, const ptc_graph *g, const ptc_tensor *in,
                        ptc_tensor *out, ptc_error *err)
 {
+    program_call c = {p, g->ninputs};
     if (strcmp(o->backend, "cuda") != 0)
-        return ptc_program_run(p, in, g->ninputs, out, NULL, 0, err);
-    ptc_device gpu = {PTC_DEV_CUDA, -1};
-    ptc_tensor *din = calloc((size_t)g->ninputs + 1, sizeof *din);
-    ptc_tensor *dout = calloc((size_t)g->noutputs + 1, sizeof *dout);
-    int rc = 0, nin = 0;
-    for (; rc == 0 && nin < g->ninputs; nin++)
-        if ((rc = ptc_tensor_to_device(&in[nin], gpu, &din[nin], err)))
-            break;
-    if (rc == 0)
-        rc = ptc_program_run(p, din, g->ninputs, dout, NULL, 0, err);
-    for (int i = 0; rc == 0 && i < g->noutputs; i++) {
-        rc = ptc_tensor_to_device(&dout[i], PTC_CPU, &out[i], err);
-        for (int j = 0; rc && j < i; j++)
-            ptc_tensor_release(&out[j]);
-    }
-    for (int i = 0; i < g->noutputs; i++)
-        if (dout[i].storage || dout[i].data)
-            ptc_tensor_release(&dout[i]);
-    for (int i = 0; i < nin; i++)
-        ptc_tensor_release(&din[i]);
-    free(din);
-    free(dout);
-    return rc;
+        return call_program(&c, in, out, err);
+    return run_through_gpu(in, g->ninputs, g->noutputs, call_program, &c, out, err);
 }
 
 /* With PTC_REPRO set, a failing compile, run or check leaves a repro folder
@@ -678,8 +750,11 @@ static int run_once(const options *o, ptc_program *p, const ptc_graph *g, ptc_te
     run_ms = ptc_now_ms() - t0;
     if (o->repeat && (rc = time_runs(o, p, g, in, &run_ms)))
         goto release;
-    for (int i = 0; i < g->noutputs; i++)
-        print_output(i, g->outputs[i], &out[i]);
+    for (int i = 0; i < g->noutputs; i++) {
+        char name[300];
+        snprintf(name, sizeof name, "%%%s", g->outputs[i]->name);
+        print_output(i, name, &out[i]);
+    }
     if (o->save_outputs && (rc = save(o, g, out)))
         goto release;
     if (o->check) {
@@ -755,6 +830,97 @@ static int run_graph(const options *o, const ptc_graph *g, session *ss)
     return rc;
 }
 
+/* ---- packages (ptc.export) ------------------------------------------------------------- */
+
+/* The package's inputs, named by their exported paths (x, input_ids). */
+static int package_inputs(const options *o, const ptc_model *m, ptc_tensorfile *tf, ptc_tensor *in)
+{
+    int n = ptc_model_ninputs(m);
+    const char **names = calloc((size_t)n + 1, sizeof *names);
+    for (int i = 0; i < n; i++)
+        names[i] = ptc_model_input_name(m, i);
+    int rc = read_inputs(o, names, n, "the package", tf, in);
+    free(names);
+    return rc;
+}
+
+static int call_model(void *ctx, const ptc_tensor *in, ptc_tensor *out, ptc_error *err)
+{
+    return ptc_model_run(ctx, in, out, err);
+}
+
+/* Runs the model once: on cuda through device copies of the inputs, with the
+ * outputs copied back to the host. */
+static int package_call(const options *o, ptc_model *m, const ptc_tensor *in, ptc_tensor *out,
+                        ptc_error *err)
+{
+    if (!o->backend || strcmp(o->backend, "cuda") != 0)
+        return ptc_model_run(m, in, out, err);
+    return run_through_gpu(in, ptc_model_ninputs(m), ptc_model_noutputs(m), call_model, m, out,
+                           err);
+}
+
+static int package_outputs(const options *o, const ptc_model *m, ptc_tensor *out)
+{
+    int n = ptc_model_noutputs(m), rc = 0;
+    const char **names = calloc((size_t)n + 1, sizeof *names);
+    for (int i = 0; i < n; i++) {
+        names[i] = ptc_model_output_name(m, i);
+        print_output(i, names[i], &out[i]);
+    }
+    ptc_error err;
+    if (o->save_outputs && ptc_tensorfile_write(o->save_outputs, out, names, n, &err))
+        rc = ptc_cli_report(TOOL, &err, 1);
+    free(names);
+    return rc;
+}
+
+/* ptc-run --package DIR: load (verify, weights, kernels), check and run. A
+ * refused package or input exits 2, a failing run 1. */
+static int run_package(const options *o)
+{
+    ptc_error err;
+    ptc_model_opts mo = {.target = o->backend && strcmp(o->backend, "cuda") == 0 ? "cuda" : "cpu"};
+    clock_t cpu0 = clock(); /* the load's CPU time: wall time on a busy machine says little */
+    ptc_model *m = ptc_model_load(o->package, &mo, &err);
+    double load_cpu_ms = (double)(clock() - cpu0) * 1e3 / CLOCKS_PER_SEC;
+    if (!m)
+        return ptc_cli_report(TOOL, &err, strcmp(err.stage, "package") == 0 ? 2 : 1);
+    ptc_tensorfile tf = {0};
+    int nin = ptc_model_ninputs(m), nout = ptc_model_noutputs(m);
+    ptc_tensor *in = calloc((size_t)nin + 1, sizeof *in);
+    ptc_tensor *out = calloc((size_t)nout + 1, sizeof *out);
+    int rc = package_inputs(o, m, &tf, in);
+    double t0 = ptc_now_ms(), first_ms = 0, mean_ms = 0;
+    if (rc == 0 && package_call(o, m, in, out, &err))
+        rc = ptc_cli_report(TOOL, &err, strcmp(err.stage, "inputs") == 0 ? 2 : 1);
+    first_ms = ptc_now_ms() - t0;
+    if (rc == 0)
+        rc = package_outputs(o, m, out);
+    for (int i = 0; i < nout && (out[i].storage || out[i].data); i++)
+        ptc_tensor_release(&out[i]);
+    t0 = ptc_now_ms();
+    for (int k = 0; rc == 0 && k < o->repeat; k++) {
+        if (package_call(o, m, in, out, &err))
+            rc = ptc_cli_report(TOOL, &err, 1);
+        for (int i = 0; rc == 0 && i < nout; i++)
+            ptc_tensor_release(&out[i]);
+    }
+    mean_ms = o->repeat ? (ptc_now_ms() - t0) / o->repeat : 0;
+    if (rc == 0 && o->stats) {
+        printf("load ms: %.2f (cpu %.2f; kernels compiled at load: %d)\n", ptc_model_load_ms(m),
+               load_cpu_ms, ptc_model_compiled_kernels(m));
+        printf("first run ms: %.3f\n", first_ms);
+        if (o->repeat)
+            printf("run ms: %.4f (mean of %d runs after the first)\n", mean_ms, o->repeat);
+    }
+    ptc_tensorfile_free(&tf);
+    free(in);
+    free(out);
+    ptc_model_free(m);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     options o = {0};
@@ -767,6 +933,8 @@ int main(int argc, char **argv)
                            "cleanly could not be had (is the memory limit too low?)");
         return 1;
     }
+    if (o.package)
+        return run_package(&o);
     ptc_error err;
     ptc_module *m = ptc_parse_file(o.path, &err);
     if (!m)

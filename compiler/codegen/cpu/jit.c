@@ -830,7 +830,8 @@ static int link_job(const ptc_schedule *s, const ptc_codegen_opts *o, job *j, pt
                 return -1;
             }
             if (!(o && o->no_cache))
-                ptc_cache_store(j->key.data, j->key.len, j->obj, j->objlen);
+                ptc_cache_store_in(o ? o->kernel_dir : NULL, j->key.data, j->key.len, j->obj,
+                                   j->objlen);
         }
         char why[512] = "";
         j->e = link_object(j->sym, j->obj, j->objlen, why, sizeof why);
@@ -861,6 +862,7 @@ int ptc_cpu_compile(const ptc_schedule *s, const ptc_codegen_opts *o, ptc_cpu_ke
     memset(out, 0, sizeof *out * (size_t)n);
     bool want_text = o && o->want_text && texts;
     bool use_cache = !(o && o->no_cache);
+    const char *dir = o ? o->kernel_dir : NULL; /* a package wants every object on disk */
     bool worker = ptc_worker_enabled();
     /* loaded in this process, or in the disk cache */
     for (int i = 0; i < n; i++) {
@@ -881,9 +883,10 @@ int ptc_cpu_compile(const ptc_schedule *s, const ptc_codegen_opts *o, ptc_cpu_ke
             j->plant = ik; /* built, never loaded, so that it happens every compile */
         make_key(s, j->k, j->wrong, &j->key, j->sym, sizeof j->sym);
         j->e = j->plant ? NULL : find_entry(j->sym);
-        if (!j->e && use_cache && !j->plant)
-            j->from_disk = ptc_cache_load(j->key.data, j->key.len, &j->obj, &j->objlen) == 1;
-        j->build = !j->e && !j->from_disk;
+        if ((!j->e || dir) && use_cache && !j->plant)
+            j->from_disk =
+                ptc_cache_load_in(dir, j->key.data, j->key.len, &j->obj, &j->objlen) == 1;
+        j->build = (!j->e || dir) && !j->from_disk;
         for (int q = 0; q < i && j->build && !j->plant; q++) /* identical kernels build once */
             if (strcmp(jobs[q].sym, j->sym) == 0)
                 j->build = false;
@@ -901,7 +904,7 @@ int ptc_cpu_compile(const ptc_schedule *s, const ptc_codegen_opts *o, ptc_cpu_ke
             break;
         }
         if (j->build && j->obj && use_cache)
-            ptc_cache_store(j->key.data, j->key.len, j->obj, j->objlen);
+            ptc_cache_store_in(dir, j->key.data, j->key.len, j->obj, j->objlen);
         if (!j->e) /* an identical kernel earlier in this program */
             j->e = find_entry(j->sym);
         bool was_loaded = j->e != NULL;

@@ -373,7 +373,8 @@ int ptc_cuda_codegen(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_
     size_t len = 0;
     int rc = 0;
     bool use_cache = !(o && o->no_cache);
-    if (use_cache && ptc_cache_load(key.data, key.len, &cached, &len) && len > 0 &&
+    const char *dir = o ? o->kernel_dir : NULL;
+    if (use_cache && ptc_cache_load_in(dir, key.data, key.len, &cached, &len) && len > 0 &&
         memchr(cached, 0, len) == NULL) {
         out->ptx = malloc(len + 1);
         memcpy(out->ptx, cached, len);
@@ -394,7 +395,7 @@ int ptc_cuda_codegen(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_
             rc = ptc_errorf(err, PTC_ERR_INTERNAL, "codegen",
                             "kernel %d: PTX without its valign line", k->id);
         if (rc == 0 && use_cache)
-            ptc_cache_store(key.data, key.len, (const uint8_t *)out->ptx, strlen(out->ptx));
+            ptc_cache_store_in(dir, key.data, key.len, (const uint8_t *)out->ptx, strlen(out->ptx));
     }
     free(cached);
     ptc_arena_free(a);

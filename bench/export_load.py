@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""Load time and first-call latency of exported models run from C (a
+benchmark, not a test).
+
+Each model is exported with ptc.export and saved as a package; then, in fresh
+processes, `ptc-run --package DIR --stats --repeat N` reports the load (verify
+the manifest and every file's SHA-256, read the weights, load the kernels),
+the first run and the mean of the next N. Where torch has AOTInductor
+(torch._inductor.aoti_compile_and_package), the same model is exported with
+torch.export, compiled into a .pt2 package, and loaded and called in fresh
+processes the same way (aoti_load_package; Python is in that process).
+
+    python3 bench/export_load.py [--build BUILD] [--models resnet50,bert]
+                                 [--runs 3] [--repeat 5] [--no-aoti]
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def build_model(name):
+    import torch
+
+    torch.manual_seed(0)
+    if name == "resnet50":
+        import torchvision
+        return torchvision.models.resnet50().eval(), (torch.randn(1, 3, 224, 224),), {}
+    if name == "bert":
+        import transformers as T
+        cfg = T.BertConfig(num_hidden_layers=4, hidden_size=768, num_attention_heads=12,
+                           intermediate_size=3072)
+        ids = torch.randint(0, cfg.vocab_size, (1, 128), generator=torch.Generator().manual_seed(0))
+        return T.BertModel(cfg).eval(), (), {"input_ids": ids}
+    raise KeyError(name)
+
+
+def ptc_leg(name, build, work, runs, repeat):
+    import ptc
+    from ptc import _tensorfile
+
+    model, args, kwargs = build_model(name)
+    t0 = time.perf_counter()
+    ep = ptc.export(model, args, kwargs)
+    pkg = ep.save(os.path.join(work, name + ".ptc"))
+    export_s = time.perf_counter() - t0
+    leaves = []
+    ptc._export.flatten(tuple(args), leaves, "args")
+    ptc._export.flatten(dict(kwargs), leaves, "kwargs")
+    inputs = os.path.join(work, name + ".in.bin")
+    _tensorfile.write_tensors(inputs, [(e["path"], leaves[e["leaf"]][1]) for e in ep.inputs])
+    exe = os.path.join(build, "tools", "run", "ptc-run")
+    rows = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        r = subprocess.run([exe, "--package", pkg, "--inputs", inputs, "--stats", "--repeat",
+                            str(repeat)], capture_output=True, text=True, check=True)
+        wall = time.perf_counter() - t0
+        load = float(re.search(r"load ms: ([\d.]+)", r.stdout).group(1))
+        load_cpu = float(re.search(r"\(cpu ([\d.]+);", r.stdout).group(1))
+        first = float(re.search(r"first run ms: ([\d.]+)", r.stdout).group(1))
+        steady = float(re.search(r"run ms: ([\d.]+) \(mean", r.stdout).group(1))
+        compiled = int(re.search(r"compiled at load: (\d+)", r.stdout).group(1))
+        rows.append((load, first, steady, compiled, load_cpu))
+    return export_s, rows
+
+
+AOTI_CHILD = r"""
+import sys, time, torch
+t0, c0 = time.perf_counter(), time.process_time()
+runner = torch._inductor.aoti_load_package(sys.argv[1])
+load, load_cpu = (time.perf_counter() - t0) * 1e3, (time.process_time() - c0) * 1e3
+args, kwargs = torch.load(sys.argv[2])
+with torch.no_grad():
+    t0 = time.perf_counter(); runner(*args, **kwargs); first = (time.perf_counter() - t0) * 1e3
+    t0 = time.perf_counter()
+    for _ in range(int(sys.argv[3])):
+        runner(*args, **kwargs)
+    steady = (time.perf_counter() - t0) * 1e3 / int(sys.argv[3])
+print("%f %f %f %f" % (load, first, steady, load_cpu))
+"""
+
+
+def aoti_leg(name, work, runs, repeat):
+    import torch
+
+    if not hasattr(torch._inductor, "aoti_compile_and_package"):
+        return None
+    model, args, kwargs = build_model(name)
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        prog = torch.export.export(model, args, kwargs)
+        path = torch._inductor.aoti_compile_and_package(
+            prog, package_path=os.path.join(work, name + ".pt2"))
+    export_s = time.perf_counter() - t0
+    saved = os.path.join(work, name + ".args.pt")
+    torch.save((args, kwargs), saved)
+    rows = []
+    for _ in range(runs):
+        r = subprocess.run([sys.executable, "-c", AOTI_CHILD, path, saved, str(repeat)],
+                           capture_output=True, text=True, check=True)
+        load, first, steady, load_cpu = map(float, r.stdout.split()[-4:])
+        rows.append((load, first, steady, 0, load_cpu))
+    return export_s, rows
+
+
+def report(who, name, export_s, rows):
+    """Medians; the load's CPU time beside its wall time (on a shared machine
+    the wall time is mostly waiting for a core)."""
+    med = [statistics.median(r[i] for r in rows) for i in (0, 1, 2, 4)]
+    print("%-6s %-9s export+save %6.1f s  load %8.2f ms (cpu %7.2f)  first call %9.2f ms  "
+          "steady %9.2f ms  first/steady %.2f  (median of %d fresh processes%s)"
+          % (who, name, export_s, med[0], med[3], med[1], med[2], med[1] / med[2], len(rows),
+             "; kernels compiled at load: %d" % rows[0][3] if who == "ptc" else ""))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
+    ap.add_argument("--models", default="resnet50,bert")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--no-aoti", action="store_true")
+    o = ap.parse_args()
+    with tempfile.TemporaryDirectory() as work:
+        os.environ.setdefault("PTC_CACHE_DIR", os.path.join(work, "cache"))
+        for name in o.models.split(","):
+            report("ptc", name, *ptc_leg(name, o.build, work, o.runs, o.repeat))
+            if not o.no_aoti:
+                aoti = aoti_leg(name, work, o.runs, o.repeat)
+                if aoti:
+                    report("aoti", name, *aoti)
+                else:
+                    print("aoti   %-9s torch %s has no AOTInductor packages" % (name, __import__("torch").__version__))
+            sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""ptc.export packages run on the GPU from C: the package's PTX (generated
+when it was saved, for sm_80 and sm_90) is what ptc-run --package --backend
+cuda loads — the load compiles no kernel — and the outputs match eager's on
+the CPU. Skips without ptc's CUDA backend (no driver or GPU)."""
+import os
+import re
+
+import pytest
+
+torch = pytest.importorskip("torch")
+ptc = pytest.importorskip("ptc", reason="the ptc Python module is not part of this build")
+
+import ptcio  # noqa: E402
+from gpucheck import require_gpu  # noqa: E402
+from models_common import rel_error  # noqa: E402
+from test_export import Block, eager_leaves, user_inputs  # noqa: E402
+
+TOL = 1e-3
+
+
+@pytest.fixture(autouse=True)
+def _gpu(tmp_path, monkeypatch):
+    require_gpu()
+    monkeypatch.setenv("PTC_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def run_on_gpu(model, args, tmp_path, **kw):
+    model.eval()
+    ep = ptc.export(model, args, **kw)
+    pkg = ep.save(tmp_path / "pkg", targets=("cpu", "sm_80", "sm_90"))
+    ptcio.write_tensors(tmp_path / "in.bin", user_inputs(ep, args))
+    r = ptcio.ptc_run("--package", pkg, "--backend", "cuda", "--inputs", tmp_path / "in.bin",
+                      "--save-outputs", tmp_path / "out.bin", "--stats", timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"kernels compiled at load: 0\b", r.stdout), r.stdout
+    got = dict(ptcio.read_tensors(tmp_path / "out.bin"))
+    for path, want in eager_leaves(model, args):
+        assert rel_error(got[path], want) <= TOL, path
+
+
+def test_block_package_on_the_gpu(tmp_path):
+    torch.manual_seed(0)
+    run_on_gpu(Block(), (torch.randn(6, 8),), tmp_path,
+               dynamic_shapes={"x": {0: ptc.Dim("batch", max=64)}})
+
+
+def test_resnet18_package_on_the_gpu(tmp_path):
+    torchvision = pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    run_on_gpu(torchvision.models.resnet18(num_classes=10), (torch.randn(2, 3, 64, 64),), tmp_path)
+
+
+def test_cuda_inputs_must_be_on_the_gpu_for_the_c_api(tmp_path):
+    """ptc-run copies inputs to the GPU; the package itself was exported on
+    the CPU, and its weights move to the device at load."""
+    torch.manual_seed(0)
+    ep = ptc.export(Block().eval(), (torch.randn(3, 8),))
+    pkg = ep.save(tmp_path / "pkg", targets=("sm_90", "sm_80"))
+    assert sorted(os.listdir(pkg / "kernels")) == ["sm_80", "sm_90"]
+    ptcio.write_tensors(tmp_path / "in.bin", [("x", torch.randn(3, 8))])
+    r = ptcio.ptc_run("--package", pkg, "--backend", "cuda", "--inputs", tmp_path / "in.bin")
+    assert r.returncode == 0, r.stderr
