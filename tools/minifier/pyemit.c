@@ -52,6 +52,7 @@ static const pyop pyops[PTC_OP_COUNT] = {
     [PTC_OP_SIGMOID] = {"torch.sigmoid", CALL},
     [PTC_OP_ERF] = {"torch.erf", CALL},
     [PTC_OP_RECIPROCAL] = {"torch.reciprocal", CALL},
+    [PTC_OP_LOGIT] = {"torch.logit", CALL},
     [PTC_OP_GELU] = {"F.gelu", CALL},
     [PTC_OP_SILU] = {"F.silu", CALL},
     [PTC_OP_HARDSWISH] = {"F.hardswish", CALL},
