@@ -255,25 +255,6 @@ int cap_th_explog(cap_tcall *c, PyObject **out)
     return cap_wrap_value(T, bins(T, PTC_OP_MUL, un(T, PTC_OP_LOG, v), k), out);
 }
 
-/* logit(x, eps=None) = log(x / (1 - x)), x clamped to [eps, 1 - eps]. */
-int cap_th_logit(cap_tcall *c, PyObject **out)
-{
-    cap_tensor *x = input_of(c, "input");
-    double eps;
-    if (!x)
-        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "logit needs a tensor");
-    PyObject *e = ARG(1, "eps");
-    if (number(c, e, -1, &eps) != CAP_NEXT)
-        return CAP_BREAK;
-    V v = x->v;
-    if (e && e != Py_None) {
-        ptc_arg a[3] = {ptc_arg_value(v), ptc_arg_float(eps), ptc_arg_float(1.0 - eps)};
-        v = cap_build1(c->T, PTC_OP_CLAMP, a, 3);
-    }
-    return cap_wrap_value(c->T, un(c->T, PTC_OP_LOG, bin(c->T, PTC_OP_DIV, v, rsubs(c->T, 1.0, v))),
-                          out);
-}
-
 /* xlogy(x, y): 0 where x == 0 (unless y is nan), else x * log(y). */
 int cap_th_xlogy(cap_tcall *c, PyObject **out)
 {

@@ -273,6 +273,69 @@ LLVMValueRef ptc_ll_bf16_bits_to_f32(LLVMBuilderRef b, LLVMValueRef v)
     return LLVMBuildBitCast(b, x, lanes_of(v, LLVMFloatTypeInContext(cx)), "");
 }
 
+/* ---- polynomials of the math functions ------------------------------------------------- */
+
+LLVMValueRef ptc_ll_fmuladd(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y,
+                            LLVMValueRef z)
+{
+    LLVMTypeRef t = LLVMTypeOf(x);
+    LLVMValueRef args[3] = {x, y, z};
+    return ptc_ll_intrinsic(m, b, "llvm.fmuladd", &t, 1, args, 3);
+}
+
+LLVMValueRef ptc_ll_poly(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x, const double *coeffs,
+                         int n)
+{
+    LLVMTypeRef t = LLVMTypeOf(x);
+    LLVMValueRef y = ptc_ll_const(t, coeffs[0], 0);
+    for (int i = 1; i < n; i++)
+        y = ptc_ll_fmuladd(m, b, y, x, ptc_ll_const(t, coeffs[i], 0));
+    return y;
+}
+
+/* Cephes' logf: x = 2^e m with m in [sqrt(1/2), sqrt(2)), log(m) from a
+ * degree-9 polynomial in m - 1, e ln2 added in two parts. */
+LLVMValueRef ptc_ll_log_f32(LLVMModuleRef mod, LLVMBuilderRef b, LLVMValueRef x)
+{
+    LLVMTypeRef ft = LLVMTypeOf(x);
+    LLVMTypeRef it = lanes_of(x, LLVMInt32TypeInContext(LLVMGetTypeContext(ft)));
+#define F(v) ptc_ll_const(ft, v, 0)
+#define I(v) ptc_ll_const(it, 0, v)
+    /* subnormals: scale into the normal range first */
+    LLVMValueRef tiny = LLVMBuildFCmp(b, LLVMRealOLT, x, F(1.17549435e-38), "");
+    LLVMValueRef xs = LLVMBuildSelect(b, tiny, LLVMBuildFMul(b, x, F(8388608.0), ""), x, "");
+    LLVMValueRef ebias = LLVMBuildSelect(b, tiny, I(23), I(0), "");
+    LLVMValueRef bits = LLVMBuildBitCast(b, xs, it, "");
+    LLVMValueRef e = LLVMBuildLShr(b, bits, I(23), "");
+    e = LLVMBuildAnd(b, e, I(0xff), "");
+    e = LLVMBuildSub(b, e, I(126), "");
+    e = LLVMBuildSub(b, e, ebias, "");
+    LLVMValueRef mb = LLVMBuildAnd(b, bits, I(0x807fffff), "");
+    mb = LLVMBuildOr(b, mb, I(0x3f000000), "");
+    LLVMValueRef m = LLVMBuildBitCast(b, mb, ft, ""); /* [0.5, 1) */
+    LLVMValueRef small = LLVMBuildFCmp(b, LLVMRealOLT, m, F(0.707106781186547524), "");
+    e = LLVMBuildSelect(b, small, LLVMBuildSub(b, e, I(1), ""), e, "");
+    m = LLVMBuildSelect(b, small, LLVMBuildFAdd(b, m, m, ""), m, "");
+    m = LLVMBuildFSub(b, m, F(1.0), "");
+    LLVMValueRef ef = LLVMBuildSIToFP(b, e, ft, "");
+    static const double P[] = {7.0376836292E-2,  -1.1514610310E-1, 1.1676998740E-1,
+                               -1.2420140846E-1, 1.4249322787E-1,  -1.6668057665E-1,
+                               2.0000714765E-1,  -2.4999993993E-1, 3.3333331174E-1};
+    LLVMValueRef z = LLVMBuildFMul(b, m, m, "");
+    LLVMValueRef y = LLVMBuildFMul(b, LLVMBuildFMul(b, ptc_ll_poly(mod, b, m, P, 9), m, ""), z, "");
+    y = ptc_ll_fmuladd(mod, b, ef, F(-2.12194440e-4), y);
+    y = ptc_ll_fmuladd(mod, b, z, F(-0.5), y);
+    LLVMValueRef r = LLVMBuildFAdd(b, m, y, "");
+    r = ptc_ll_fmuladd(mod, b, ef, F(0.693359375), r);
+    /* specials: x < 0 or nan -> nan, 0 -> -inf, inf -> inf */
+    LLVMValueRef neg = LLVMBuildFCmp(b, LLVMRealULT, x, F(0.0), "");
+    r = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOEQ, x, F(INFINITY), ""), x, r, "");
+    r = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOEQ, x, F(0.0), ""), F(-INFINITY), r, "");
+    return LLVMBuildSelect(b, neg, F(NAN), r, "");
+#undef F
+#undef I
+}
+
 /* ---- sin and cos as straight-line vector code ------------------------------------------ */
 
 /* Sleef's single-precision sinf/cosf (u35): x = q pi + r (sin) or
@@ -297,17 +360,11 @@ LLVMValueRef ptc_ll_sincos(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x, bo
         q = call1(m, b, "llvm.roundeven", q);
     }
     LLVMValueRef r = x;
-    for (int i = 0; i < 3; i++) {
-        LLVMValueRef args[3] = {q, ptc_ll_const(t, -pi_parts[i] * (cosine ? 0.5 : 1), 0), r};
-        r = ptc_ll_intrinsic(m, b, "llvm.fmuladd", &t, 1, args, 3);
-    }
-    LLVMValueRef s = LLVMBuildFMul(b, r, r, ""), u = ptc_ll_const(t, sin_poly[0], 0);
-    for (int i = 1; i < 4; i++) {
-        LLVMValueRef args[3] = {u, s, ptc_ll_const(t, sin_poly[i], 0)};
-        u = ptc_ll_intrinsic(m, b, "llvm.fmuladd", &t, 1, args, 3);
-    }
-    LLVMValueRef args[3] = {s, LLVMBuildFMul(b, u, r, ""), r};
-    LLVMValueRef v = ptc_ll_intrinsic(m, b, "llvm.fmuladd", &t, 1, args, 3);
+    for (int i = 0; i < 3; i++)
+        r = ptc_ll_fmuladd(m, b, q, ptc_ll_const(t, -pi_parts[i] * (cosine ? 0.5 : 1), 0), r);
+    LLVMValueRef s = LLVMBuildFMul(b, r, r, "");
+    LLVMValueRef u = ptc_ll_poly(m, b, s, sin_poly, 4);
+    LLVMValueRef v = ptc_ll_fmuladd(m, b, s, LLVMBuildFMul(b, u, r, ""), r);
     /* sin(q pi + r) = (-1)^q sin(r); cos(q pi/2 + r) = -sin(r) when q & 2 is
      * 0. q of a nan is frozen to some integer: the nan decides the result. */
     LLVMValueRef qi = LLVMBuildFreeze(b, LLVMBuildFPToSI(b, q, it, ""), "");

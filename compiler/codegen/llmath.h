@@ -47,6 +47,17 @@ LLVMValueRef ptc_ll_minmax(LLVMBuilderRef b, bool max, ptc_dtype dt, LLVMValueRe
  * floats, or NULL. */
 LLVMValueRef ptc_ll_pow_const(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x, double e);
 
+/* The pieces of the math functions both targets emit the same way, on f32
+ * or f64 lanes (constants take x's type): x * y + z (llvm.fmuladd, fused
+ * where the target has it), Horner's coeffs[0] x^(n-1) + ... + coeffs[n-1],
+ * and Cephes' logf (about 1 ulp; subnormals, 0, inf, nan and negatives by
+ * selects, no branches). */
+LLVMValueRef ptc_ll_fmuladd(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y,
+                            LLVMValueRef z);
+LLVMValueRef ptc_ll_poly(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x, const double *coeffs,
+                         int n);
+LLVMValueRef ptc_ll_log_f32(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x);
+
 /* bf16 as integer arithmetic on its bits (i16 lanes), for targets without a
  * conversion instruction: f32 -> bf16 rounds to nearest even and quiets a
  * nan (as ptc_f32_to_bf16), bf16 -> f32 is exact. */

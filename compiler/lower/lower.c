@@ -147,21 +147,14 @@ static ptc_lnode *new_node(lowerer *L, int kind, const ptc_value *v, ptc_dtype d
 
 /* ---- pointwise -------------------------------------------------------------------------- */
 
+/* The loop-IR op of a pointwise prim (pointwise.def's PW_PRIM rows), or -1. */
 static int lop_of(ptc_op op)
 {
     switch (op) {
-#define M(P, L)                                                                 \
-    case PTC_OP_PRIMS_##P: return PTC_L_##L;
-        M(ABS, ABS) M(NEG, NEG) M(EXP, EXP) M(LOG, LOG) M(LOG1P, LOG1P) M(EXPM1, EXPM1)
-        M(SQRT, SQRT) M(RSQRT, RSQRT) M(SIN, SIN) M(COS, COS) M(TANH, TANH) M(ERF, ERF)
-        M(RECIPROCAL, RECIPROCAL) M(FLOOR, FLOOR) M(CEIL, CEIL) M(ROUND, ROUND) M(TRUNC, TRUNC)
-        M(SIGN, SIGN) M(BITWISE_NOT, BITWISE_NOT) M(LOGICAL_NOT, LOGICAL_NOT) M(ISNAN, ISNAN)
-        M(ADD, ADD) M(SUB, SUB) M(MUL, MUL) M(DIV, DIV) M(FLOOR_DIVIDE, FLOOR_DIVIDE)
-        M(REMAINDER, REMAINDER) M(POW, POW) M(MAXIMUM, MAXIMUM) M(MINIMUM, MINIMUM)
-        M(ATAN2, ATAN2) M(BITWISE_AND, BITWISE_AND) M(BITWISE_OR, BITWISE_OR)
-        M(BITWISE_XOR, BITWISE_XOR) M(EQ, EQ) M(NE, NE) M(LT, LT) M(LE, LE) M(GT, GT) M(GE, GE)
-        M(WHERE, WHERE)
-#undef M
+#define PW_PRIM(id, lop)                                                                           \
+    case PTC_OP_##id:                                                                              \
+        return PTC_L_##lop;
+#include "ops/pointwise.def"
     default: return -1;
     }
 }

@@ -58,6 +58,9 @@ int ptc_broadcast_shapes(ptc_arena *a, const ptc_dim *x, int nx, const ptc_dim *
                          ptc_dim *out, int *nout, ptc_error *err);
 /* Wraps a possibly negative dim index into [0, ndim); -1 if out of range. */
 int ptc_wrap_dim(int64_t dim, int ndim);
+/* v rounded to the precision of float dtype dt, as a tensor of dt holds it
+ * (f16 and bf16 through f32, as torch's casts; f64: v). */
+double ptc_dtype_round(double v, ptc_dtype dt);
 
 /* ------------------------------------------------------------------------------
  * Building graphs

@@ -49,8 +49,6 @@ static inline bool ref_is_float(ptc_dtype dt)
 {
     return ptc_dtype_is_float(dt);
 }
-/* Rounds v to the precision of float dtype dt (identity for f64). */
-double ref_round(double v, ptc_dtype dt);
 /* Wraps v to integer dtype dt's width (bool: v != 0). */
 int64_t ref_wrap(int64_t v, ptc_dtype dt);
 /* Loads element p of dtype src converted to dtype dst, as torch's .to(dst):

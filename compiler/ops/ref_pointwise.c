@@ -22,6 +22,7 @@ typedef struct uparams {
     double slope;                     /* leaky_relu */
     double alpha, scale, input_scale; /* elu */
     double beta, threshold;           /* softplus */
+    double eps, eps_hi;               /* logit: eps (< 0: None), 1 - eps (output dtype) */
     bool gelu_tanh;
     int64_t imin, imax; /* hardtanh on integers */
 } uparams;
@@ -158,6 +159,13 @@ static int unary_params(ptc_kctx *k, ptc_dtype dt, uparams *p)
     } else if (op == PTC_OP_SOFTPLUS) {
         p->beta = ref_float(k, "beta");
         p->threshold = ref_float(k, "threshold");
+    } else if (op == PTC_OP_LOGIT) {
+        const ptc_arg *eps = ref_arg(k, "eps");
+        p->eps = eps->kind == PTC_ARG_NONE ? -1 : ref_float(k, "eps");
+        if (p->eps >= 0 && ref_is_float(dt)) {
+            p->eps = ptc_dtype_round(p->eps, dt);
+            p->eps_hi = ptc_dtype_round(1.0 - p->eps, dt);
+        }
     } else if (op == PTC_OP_GELU) {
         const char *s = ref_arg(k, "approximate")->s;
         if (strcmp(s, "tanh") != 0 && strcmp(s, "none") != 0)

@@ -101,7 +101,7 @@ ref_scalar ref_scalar_arg(const ptc_kctx *k, int argi)
 
 /* ---- conversions -------------------------------------------------------------- */
 
-double ref_round(double v, ptc_dtype dt)
+double ptc_dtype_round(double v, ptc_dtype dt)
 {
     switch (dt) {
     case PTC_F16:
@@ -145,7 +145,7 @@ static double int_to_float(int64_t i, ptc_dtype dt)
 {
     if (dt == PTC_F64)
         return (double)i;
-    return ref_round((double)(float)i, dt);
+    return ptc_dtype_round((double)(float)i, dt);
 }
 
 /* A double to integer dtype dt like torch's cast: truncate, then wrap (out of
@@ -162,7 +162,7 @@ static int64_t float_to_int(double v, ptc_dtype dt)
 double ref_load_as_f(const void *p, ptc_dtype src, ptc_dtype dst)
 {
     if (ref_is_float(src))
-        return ref_round(ptc_load_f64(p, src), dst);
+        return ptc_dtype_round(ptc_load_f64(p, src), dst);
     return int_to_float(ptc_load_i64(p, src), dst);
 }
 
@@ -175,7 +175,7 @@ int64_t ref_load_as_i(const void *p, ptc_dtype src, ptc_dtype dst)
 
 double ref_scalar_as_f(ref_scalar s, ptc_dtype dt)
 {
-    return s.is_float ? ref_round(s.f, dt) : int_to_float(s.i, dt);
+    return s.is_float ? ptc_dtype_round(s.f, dt) : int_to_float(s.i, dt);
 }
 
 int64_t ref_scalar_as_i(ref_scalar s, ptc_dtype dt)

@@ -23,6 +23,12 @@ static ptc_value *K(dctx *d, double v, const ptc_value *like)
 static ptc_value *U(dctx *d, ptc_op op, ptc_value *x) { return dp_unary(d, op, x); }
 static ptc_value *B(dctx *d, ptc_op op, ptc_value *a, ptc_value *b) { return dp_binary(d, op, a, b); }
 
+/* A row of pointwise.def as a case of a switch over ops: its `how` macro,
+ * defined by the switch, says what the case does. */
+#define ROW_CASE(id, how, bind, name, sig)                                                         \
+    case PTC_OP_##id:                                                                              \
+        how
+
 /* std::max(x, v) / std::min(x, v) with a scalar bound: x wins unless the
  * comparison holds, so a nan x stays nan. */
 static ptc_value *stdmax(dctx *d, ptc_value *x, double v)
@@ -37,29 +43,18 @@ static ptc_value *stdmin(dctx *d, ptc_value *x, double v)
     return dp_where(d, B(d, PTC_OP_PRIMS_LT, k, x), k, x);
 }
 
-static ptc_op simple_unary(ptc_op op)
+/* ---- unary: the formulas of pointwise.def's FORMULA(fn) rows --------------------------- */
+
+static ptc_value *pw_abs(dctx *d, const ptc_node *n, ptc_value *x)
 {
-    switch (op) {
-    case PTC_OP_ABS: return PTC_OP_PRIMS_ABS;
-    case PTC_OP_NEG: return PTC_OP_PRIMS_NEG;
-    case PTC_OP_FLOOR: return PTC_OP_PRIMS_FLOOR;
-    case PTC_OP_CEIL: return PTC_OP_PRIMS_CEIL;
-    case PTC_OP_TRUNC: return PTC_OP_PRIMS_TRUNC;
-    case PTC_OP_SIGN: return PTC_OP_PRIMS_SIGN;
-    case PTC_OP_EXP: return PTC_OP_PRIMS_EXP;
-    case PTC_OP_LOG: return PTC_OP_PRIMS_LOG;
-    case PTC_OP_LOG1P: return PTC_OP_PRIMS_LOG1P;
-    case PTC_OP_EXPM1: return PTC_OP_PRIMS_EXPM1;
-    case PTC_OP_SQRT: return PTC_OP_PRIMS_SQRT;
-    case PTC_OP_RSQRT: return PTC_OP_PRIMS_RSQRT;
-    case PTC_OP_SIN: return PTC_OP_PRIMS_SIN;
-    case PTC_OP_COS: return PTC_OP_PRIMS_COS;
-    case PTC_OP_TANH: return PTC_OP_PRIMS_TANH;
-    case PTC_OP_ERF: return PTC_OP_PRIMS_ERF;
-    case PTC_OP_RECIPROCAL: return PTC_OP_PRIMS_RECIPROCAL;
-    case PTC_OP_BITWISE_NOT: return PTC_OP_PRIMS_BITWISE_NOT;
-    default: return PTC_OP_COUNT;
-    }
+    if (dp_compute(dp_out_dtype(n, 0)) == PTC_BOOL)
+        return x;
+    return U(d, PTC_OP_PRIMS_ABS, x);
+}
+
+static ptc_value *pw_relu(dctx *d, const ptc_node *n, ptc_value *x)
+{
+    return B(d, PTC_OP_PRIMS_MAXIMUM, x, K(d, 0, x));
 }
 
 static ptc_value *round_decimals(dctx *d, ptc_value *x, int64_t decimals)
@@ -77,130 +72,169 @@ static ptc_value *round_decimals(dctx *d, ptc_value *x, int64_t decimals)
              K(d, p, x));
 }
 
-/* The float activations; x is in the computation dtype. */
-static ptc_value *activation(dctx *d, const ptc_node *n, ptc_value *x)
+static ptc_value *pw_round(dctx *d, const ptc_node *n, ptc_value *x)
 {
-    const ptc_op op = n->op;
-    switch (op) {
-    case PTC_OP_SIGMOID:
-        return U(d, PTC_OP_PRIMS_RECIPROCAL,
-                 B(d, PTC_OP_PRIMS_ADD, K(d, 1, x), U(d, PTC_OP_PRIMS_EXP, U(d, PTC_OP_PRIMS_NEG, x))));
-    case PTC_OP_SILU:
-        return B(d, PTC_OP_PRIMS_DIV, x,
-                 B(d, PTC_OP_PRIMS_ADD, K(d, 1, x), U(d, PTC_OP_PRIMS_EXP, U(d, PTC_OP_PRIMS_NEG, x))));
-    case PTC_OP_GELU:
-        if (strcmp(dp_arg(n, "approximate")->s, "tanh") == 0) {
-            ptc_value *x3 = B(d, PTC_OP_PRIMS_MUL, B(d, PTC_OP_PRIMS_MUL, B(d, PTC_OP_PRIMS_MUL,
-                                                                          K(d, 0.044715, x), x), x), x);
-            ptc_value *inner = B(d, PTC_OP_PRIMS_MUL, K(d, 0.7978845608028654, x),
-                                 B(d, PTC_OP_PRIMS_ADD, x, x3));
-            return B(d, PTC_OP_PRIMS_MUL, B(d, PTC_OP_PRIMS_MUL, K(d, 0.5, x), x),
-                     B(d, PTC_OP_PRIMS_ADD, K(d, 1, x), U(d, PTC_OP_PRIMS_TANH, inner)));
-        }
-        if (strcmp(dp_arg(n, "approximate")->s, "none") != 0) {
-            dp_fail(d, PTC_ERR_META, "approximate must be 'none' or 'tanh'");
-            return NULL;
-        }
-        return B(d, PTC_OP_PRIMS_MUL, B(d, PTC_OP_PRIMS_MUL, x, K(d, 0.5, x)),
-                 B(d, PTC_OP_PRIMS_ADD, K(d, 1, x),
-                   U(d, PTC_OP_PRIMS_ERF, B(d, PTC_OP_PRIMS_MUL, x, K(d, 0.7071067811865476, x)))));
-    case PTC_OP_HARDSWISH:
-        return B(d, PTC_OP_PRIMS_DIV,
-                 B(d, PTC_OP_PRIMS_MUL, x, stdmin(d, stdmax(d, B(d, PTC_OP_PRIMS_ADD, x, K(d, 3, x)), 0), 6)),
-                 K(d, 6, x));
-    case PTC_OP_HARDSIGMOID:
-        return B(d, PTC_OP_PRIMS_DIV, stdmin(d, stdmax(d, B(d, PTC_OP_PRIMS_ADD, x, K(d, 3, x)), 0), 6),
-                 K(d, 6, x));
-    case PTC_OP_LEAKY_RELU: {
-        double s = dp_scalar_f(dp_arg(n, "negative_slope"));
-        return dp_where(d, B(d, PTC_OP_PRIMS_GT, x, K(d, 0, x)), x, B(d, PTC_OP_PRIMS_MUL, x, K(d, s, x)));
+    const ptc_arg *dec = dp_arg(n, "decimals");
+    if (!ptc_dim_is_static(dec->i)) {
+        dp_fail(d, PTC_ERR_UNSUPPORTED, "symbolic decimals");
+        return NULL;
     }
-    case PTC_OP_ELU: {
-        double alpha = dp_scalar_f(dp_arg(n, "alpha")), scale = dp_scalar_f(dp_arg(n, "scale")),
-               is = dp_scalar_f(dp_arg(n, "input_scale"));
-        ptc_value *neg = B(d, PTC_OP_PRIMS_MUL,
-                           B(d, PTC_OP_PRIMS_MUL, U(d, PTC_OP_PRIMS_EXPM1, B(d, PTC_OP_PRIMS_MUL, x, K(d, is, x))),
-                             K(d, alpha, x)),
-                           K(d, scale, x));
-        return dp_where(d, B(d, PTC_OP_PRIMS_LE, x, K(d, 0, x)), neg, B(d, PTC_OP_PRIMS_MUL, x, K(d, scale, x)));
-    }
-    case PTC_OP_SOFTPLUS: {
-        double beta = dp_scalar_f(dp_arg(n, "beta")), th = dp_scalar_f(dp_arg(n, "threshold"));
-        ptc_value *xb = B(d, PTC_OP_PRIMS_MUL, x, K(d, beta, x));
-        ptc_value *soft = B(d, PTC_OP_PRIMS_DIV, U(d, PTC_OP_PRIMS_LOG1P, U(d, PTC_OP_PRIMS_EXP, xb)),
-                            K(d, beta, x));
-        return dp_where(d, B(d, PTC_OP_PRIMS_GT, xb, K(d, th, x)), x, soft);
-    }
-    default: return NULL;
-    }
+    if (!ptc_dtype_is_float(dp_compute(dp_out_dtype(n, 0))))
+        return x;
+    return round_decimals(d, x, dec->i.value);
 }
 
+static ptc_value *pw_hardtanh(dctx *d, const ptc_node *n, ptc_value *x)
+{
+    if (!x)
+        return NULL;
+    const ptc_arg *lo = dp_arg(n, "min_val"), *hi = dp_arg(n, "max_val");
+    ptc_dtype c = x->type.dtype;
+    ptc_value *vlo = dp_full_arg(d, x->type.shape, x->type.ndim, lo, c);
+    ptc_value *vhi = dp_full_arg(d, x->type.shape, x->type.ndim, hi, c);
+    ptc_value *v = dp_where(d, B(d, PTC_OP_PRIMS_LT, x, vlo), vlo, x);
+    return dp_where(d, B(d, PTC_OP_PRIMS_LT, vhi, v), vhi, v);
+}
+
+static ptc_value *pw_sigmoid(dctx *d, const ptc_node *n, ptc_value *x)
+{
+    return U(d, PTC_OP_PRIMS_RECIPROCAL,
+             B(d, PTC_OP_PRIMS_ADD, K(d, 1, x), U(d, PTC_OP_PRIMS_EXP, U(d, PTC_OP_PRIMS_NEG, x))));
+}
+
+/* log(x / (1 - x)), x first clamped to [eps, 1 - eps] when eps >= 0 is given;
+ * the bounds are in the output dtype, as aten's kernel has them. */
+static ptc_value *pw_logit(dctx *d, const ptc_node *n, ptc_value *x)
+{
+    const ptc_arg *e = dp_arg(n, "eps");
+    double eps = e->kind == PTC_ARG_NONE ? -1 : dp_scalar_f(e);
+    if (x && eps >= 0) {
+        ptc_dtype out = dp_out_dtype(n, 0);
+        double lo = ptc_dtype_round(eps, out);
+        x = stdmin(d, stdmax(d, x, lo), ptc_dtype_round(1.0 - lo, out));
+    }
+    return U(d, PTC_OP_PRIMS_LOG, B(d, PTC_OP_PRIMS_DIV, x, B(d, PTC_OP_PRIMS_SUB, K(d, 1, x), x)));
+}
+
+static ptc_value *pw_silu(dctx *d, const ptc_node *n, ptc_value *x)
+{
+    return B(d, PTC_OP_PRIMS_DIV, x,
+             B(d, PTC_OP_PRIMS_ADD, K(d, 1, x), U(d, PTC_OP_PRIMS_EXP, U(d, PTC_OP_PRIMS_NEG, x))));
+}
+
+static ptc_value *pw_gelu(dctx *d, const ptc_node *n, ptc_value *x)
+{
+    if (strcmp(dp_arg(n, "approximate")->s, "tanh") == 0) {
+        ptc_value *x3 =
+            B(d, PTC_OP_PRIMS_MUL,
+              B(d, PTC_OP_PRIMS_MUL, B(d, PTC_OP_PRIMS_MUL, K(d, 0.044715, x), x), x), x);
+        ptc_value *inner =
+            B(d, PTC_OP_PRIMS_MUL, K(d, 0.7978845608028654, x), B(d, PTC_OP_PRIMS_ADD, x, x3));
+        return B(d, PTC_OP_PRIMS_MUL, B(d, PTC_OP_PRIMS_MUL, K(d, 0.5, x), x),
+                 B(d, PTC_OP_PRIMS_ADD, K(d, 1, x), U(d, PTC_OP_PRIMS_TANH, inner)));
+    }
+    if (strcmp(dp_arg(n, "approximate")->s, "none") != 0) {
+        dp_fail(d, PTC_ERR_META, "approximate must be 'none' or 'tanh'");
+        return NULL;
+    }
+    return B(d, PTC_OP_PRIMS_MUL, B(d, PTC_OP_PRIMS_MUL, x, K(d, 0.5, x)),
+             B(d, PTC_OP_PRIMS_ADD, K(d, 1, x),
+               U(d, PTC_OP_PRIMS_ERF, B(d, PTC_OP_PRIMS_MUL, x, K(d, 0.7071067811865476, x)))));
+}
+
+static ptc_value *pw_hardswish(dctx *d, const ptc_node *n, ptc_value *x)
+{
+    return B(d, PTC_OP_PRIMS_DIV,
+             B(d, PTC_OP_PRIMS_MUL, x,
+               stdmin(d, stdmax(d, B(d, PTC_OP_PRIMS_ADD, x, K(d, 3, x)), 0), 6)),
+             K(d, 6, x));
+}
+
+static ptc_value *pw_hardsigmoid(dctx *d, const ptc_node *n, ptc_value *x)
+{
+    return B(d, PTC_OP_PRIMS_DIV, stdmin(d, stdmax(d, B(d, PTC_OP_PRIMS_ADD, x, K(d, 3, x)), 0), 6),
+             K(d, 6, x));
+}
+
+static ptc_value *pw_leaky_relu(dctx *d, const ptc_node *n, ptc_value *x)
+{
+    double s = dp_scalar_f(dp_arg(n, "negative_slope"));
+    return dp_where(d, B(d, PTC_OP_PRIMS_GT, x, K(d, 0, x)), x,
+                    B(d, PTC_OP_PRIMS_MUL, x, K(d, s, x)));
+}
+
+static ptc_value *pw_elu(dctx *d, const ptc_node *n, ptc_value *x)
+{
+    double alpha = dp_scalar_f(dp_arg(n, "alpha")), scale = dp_scalar_f(dp_arg(n, "scale")),
+           is = dp_scalar_f(dp_arg(n, "input_scale"));
+    ptc_value *neg =
+        B(d, PTC_OP_PRIMS_MUL,
+          B(d, PTC_OP_PRIMS_MUL, U(d, PTC_OP_PRIMS_EXPM1, B(d, PTC_OP_PRIMS_MUL, x, K(d, is, x))),
+            K(d, alpha, x)),
+          K(d, scale, x));
+    return dp_where(d, B(d, PTC_OP_PRIMS_LE, x, K(d, 0, x)), neg,
+                    B(d, PTC_OP_PRIMS_MUL, x, K(d, scale, x)));
+}
+
+static ptc_value *pw_softplus(dctx *d, const ptc_node *n, ptc_value *x)
+{
+    double beta = dp_scalar_f(dp_arg(n, "beta")), th = dp_scalar_f(dp_arg(n, "threshold"));
+    ptc_value *xb = B(d, PTC_OP_PRIMS_MUL, x, K(d, beta, x));
+    ptc_value *soft =
+        B(d, PTC_OP_PRIMS_DIV, U(d, PTC_OP_PRIMS_LOG1P, U(d, PTC_OP_PRIMS_EXP, xb)), K(d, beta, x));
+    return dp_where(d, B(d, PTC_OP_PRIMS_GT, xb, K(d, th, x)), x, soft);
+}
+
+/* ---- unary ops: pointwise.def's PW_UNARY rows ------------------------------------------- */
+
+/* n's op on x, which is in the computation dtype. */
+static ptc_value *unary_body(dctx *d, const ptc_node *n, ptc_value *x)
+{
+    switch (n->op) {
+#define AS(p) return U(d, PTC_OP_##p, x);
+#define FORMULA(fn) return fn(d, n, x);
+#define RAW(p) break;
+#define PW_UNARY ROW_CASE
+#include "ops/pointwise.def"
+    default:
+        break;
+    }
+    dp_fail(d, PTC_ERR_UNSUPPORTED, "no decomposition for this unary op");
+    return NULL;
+}
+
+/* The input converted to the computation dtype, the op, the result rounded
+ * to the output dtype. */
 static int d_unary(dctx *d, const ptc_node *n, ptc_value **outs)
 {
-    ptc_value *x = dp_in(d, n, "self");
-    ptc_dtype out = dp_out_dtype(n, 0), c = dp_compute(out);
-    ptc_op op = n->op;
-    if (op == PTC_OP_LOGICAL_NOT || op == PTC_OP_ISNAN) {
-        outs[0] = U(d, op == PTC_OP_ISNAN ? PTC_OP_PRIMS_ISNAN : PTC_OP_PRIMS_LOGICAL_NOT, x);
-        return 0;
-    }
-    ptc_value *xc = dp_convert(d, x, c), *r = NULL;
-    ptc_op prim = simple_unary(op);
-    if (op == PTC_OP_ABS && c == PTC_BOOL) {
-        r = xc;
-    } else if (prim != PTC_OP_COUNT) {
-        r = U(d, prim, xc);
-    } else if (op == PTC_OP_ROUND) {
-        const ptc_arg *dec = dp_arg(n, "decimals");
-        if (!ptc_dim_is_static(dec->i))
-            return dp_fail(d, PTC_ERR_UNSUPPORTED, "symbolic decimals");
-        r = ptc_dtype_is_float(c) ? round_decimals(d, xc, dec->i.value) : xc;
-    } else if (op == PTC_OP_RELU) {
-        r = B(d, PTC_OP_PRIMS_MAXIMUM, xc, K(d, 0, xc));
-    } else if (op == PTC_OP_HARDTANH) {
-        const ptc_arg *lo = dp_arg(n, "min_val"), *hi = dp_arg(n, "max_val");
-        ptc_value *vlo = dp_full_arg(d, xc->type.shape, xc->type.ndim, lo, c);
-        ptc_value *vhi = dp_full_arg(d, xc->type.shape, xc->type.ndim, hi, c);
-        ptc_value *v = dp_where(d, B(d, PTC_OP_PRIMS_LT, xc, vlo), vlo, xc);
-        r = dp_where(d, B(d, PTC_OP_PRIMS_LT, vhi, v), vhi, v);
-    } else {
-        r = activation(d, n, xc);
-        if (!r && !d->failed)
-            return dp_fail(d, PTC_ERR_UNSUPPORTED, "no decomposition for this unary op");
-    }
+    ptc_dtype out = dp_out_dtype(n, 0);
+    ptc_value *r = unary_body(d, n, dp_convert(d, dp_in(d, n, "self"), dp_compute(out)));
     outs[0] = dp_convert(d, r, out);
-    return 0;
+    return d->failed ? -1 : 0;
 }
 
-/* ---- binary ----------------------------------------------------------------------------- */
-
-static ptc_op simple_binary(ptc_op op)
+/* A predicate (RAW rows): the prim on the input as it is. */
+static int d_unary_raw(dctx *d, const ptc_node *n, ptc_value **outs)
 {
-    switch (op) {
-    case PTC_OP_MUL: return PTC_OP_PRIMS_MUL;
-    case PTC_OP_POW: return PTC_OP_PRIMS_POW;
-    case PTC_OP_REMAINDER: return PTC_OP_PRIMS_REMAINDER;
-    case PTC_OP_MAXIMUM: return PTC_OP_PRIMS_MAXIMUM;
-    case PTC_OP_MINIMUM: return PTC_OP_PRIMS_MINIMUM;
-    case PTC_OP_ATAN2: return PTC_OP_PRIMS_ATAN2;
-    case PTC_OP_EQ: return PTC_OP_PRIMS_EQ;
-    case PTC_OP_NE: return PTC_OP_PRIMS_NE;
-    case PTC_OP_LT: return PTC_OP_PRIMS_LT;
-    case PTC_OP_LE: return PTC_OP_PRIMS_LE;
-    case PTC_OP_GT: return PTC_OP_PRIMS_GT;
-    case PTC_OP_GE: return PTC_OP_PRIMS_GE;
-    case PTC_OP_BITWISE_AND: return PTC_OP_PRIMS_BITWISE_AND;
-    case PTC_OP_BITWISE_OR: return PTC_OP_PRIMS_BITWISE_OR;
-    case PTC_OP_BITWISE_XOR: return PTC_OP_PRIMS_BITWISE_XOR;
-    default: return PTC_OP_COUNT;
+    ptc_value *x = dp_in(d, n, "self");
+    outs[0] = NULL;
+    switch (n->op) {
+#define RAW(p)                                                                                     \
+    outs[0] = U(d, PTC_OP_##p, x);                                                                 \
+    break;
+#define AS(p) break;
+#define FORMULA(fn) break;
+#define PW_UNARY ROW_CASE
+#include "ops/pointwise.def"
+    default:
+        break;
     }
+    if (!outs[0] && !d->failed)
+        return dp_fail(d, PTC_ERR_UNSUPPORTED, "not a predicate");
+    return d->failed ? -1 : 0;
 }
 
-static bool is_compare(ptc_op op)
-{
-    return op == PTC_OP_EQ || op == PTC_OP_NE || op == PTC_OP_LT || op == PTC_OP_LE ||
-           op == PTC_OP_GT || op == PTC_OP_GE;
-}
+/* ---- binary: the formulas of pointwise.def's FORMULA(fn) rows -------------------------- */
 
 /* alpha * v, skipped for alpha == 1 */
 static ptc_value *scale_alpha(dctx *d, const ptc_node *n, ptc_value *v)
@@ -217,24 +251,84 @@ static ptc_value *scale_alpha(dctx *d, const ptc_node *n, ptc_value *v)
     return B(d, PTC_OP_PRIMS_MUL, dp_full_arg(d, v->type.shape, v->type.ndim, alpha, v->type.dtype), v);
 }
 
+static ptc_value *pw_add(dctx *d, const ptc_node *n, ptc_value *a, ptc_value *b)
+{
+    return B(d, PTC_OP_PRIMS_ADD, a, scale_alpha(d, n, b));
+}
+
+static ptc_value *pw_sub(dctx *d, const ptc_node *n, ptc_value *a, ptc_value *b)
+{
+    return B(d, PTC_OP_PRIMS_SUB, a, scale_alpha(d, n, b));
+}
+
+static ptc_value *pw_rsub(dctx *d, const ptc_node *n, ptc_value *a, ptc_value *b)
+{
+    return B(d, PTC_OP_PRIMS_SUB, b, scale_alpha(d, n, a));
+}
+
+static ptc_value *pw_div(dctx *d, const ptc_node *n, ptc_value *a, ptc_value *b)
+{
+    const ptc_arg *rm = dp_arg(n, "rounding_mode");
+    if (rm->kind == PTC_ARG_NONE)
+        return B(d, PTC_OP_PRIMS_DIV, a, b);
+    if (strcmp(rm->s, "floor") == 0)
+        return B(d, PTC_OP_PRIMS_FLOOR_DIVIDE, a, b);
+    if (strcmp(rm->s, "trunc") == 0)
+        return a && ptc_dtype_is_float(a->type.dtype)
+                   ? U(d, PTC_OP_PRIMS_TRUNC, B(d, PTC_OP_PRIMS_DIV, a, b))
+                   : B(d, PTC_OP_PRIMS_DIV, a, b);
+    dp_fail(d, PTC_ERR_META, "rounding_mode must be None, 'trunc' or 'floor'");
+    return NULL;
+}
+
+/* ---- binary ops: pointwise.def's PW_BINARY rows ----------------------------------------- */
+
+/* n's op on operands converted to its computation dtype. */
+static ptc_value *binary_body(dctx *d, const ptc_node *n, ptc_value *a, ptc_value *b)
+{
+    switch (n->op) {
+#define AS(p) return B(d, PTC_OP_##p, a, b);
+#define COMPARE(p) AS(p)
+#define BITWISE(p) AS(p)
+#define LOGICAL(p) break;
+#define FORMULA(fn) return fn(d, n, a, b);
+#define PW_BINARY ROW_CASE
+#include "ops/pointwise.def"
+    default:
+        break;
+    }
+    dp_fail(d, PTC_ERR_UNSUPPORTED, "no decomposition for this binary op");
+    return NULL;
+}
+
+/* How a row's computation dtype is chosen. */
+enum { BY_RESULT, BY_COMPARE, BY_OUTPUT };
+
+static int compute_rule(ptc_op op)
+{
+    switch (op) {
+#define AS(p) return BY_RESULT;
+#define FORMULA(fn) return BY_RESULT;
+#define LOGICAL(p) return BY_RESULT;
+#define COMPARE(p) return BY_COMPARE;
+#define BITWISE(p) return BY_OUTPUT;
+#define PW_BINARY ROW_CASE
+#include "ops/pointwise.def"
+    default:
+        return BY_RESULT;
+    }
+}
+
 static int d_binary(dctx *d, const ptc_node *n, ptc_value **outs)
 {
-    ptc_op op = n->op;
     const ptc_ttype *ot = &n->outs[0]->type;
     ptc_dtype out = ot->dtype, c = dp_compute(out);
     const ptc_arg *sa = &n->args[0], *sb = &n->args[1];
-    if (op == PTC_OP_LOGICAL_AND || op == PTC_OP_LOGICAL_OR || op == PTC_OP_LOGICAL_XOR) {
-        ptc_value *a = dp_broadcast(d, dp_truth(d, d->map[sa->v->id]), ot->shape, ot->ndim);
-        ptc_value *b = dp_broadcast(d, dp_truth(d, d->map[sb->v->id]), ot->shape, ot->ndim);
-        ptc_op p = op == PTC_OP_LOGICAL_AND ? PTC_OP_PRIMS_BITWISE_AND
-                   : op == PTC_OP_LOGICAL_OR ? PTC_OP_PRIMS_BITWISE_OR : PTC_OP_PRIMS_NE;
-        outs[0] = B(d, p, a, b);
-        return 0;
-    }
-    if (is_compare(op)) {
+    int rule = compute_rule(n->op);
+    if (rule == BY_COMPARE) {
         const ptc_arg *args[2] = {sa, sb};
         c = ptc_result_type(args, 2);
-    } else if (op == PTC_OP_BITWISE_AND || op == PTC_OP_BITWISE_OR || op == PTC_OP_BITWISE_XOR) {
+    } else if (rule == BY_OUTPUT) {
         c = out;
     } else if (c == PTC_BOOL) {
         c = PTC_I64; /* bool arithmetic: in integers, nonzero is true (the reference's way) */
@@ -243,40 +337,39 @@ static int d_binary(dctx *d, const ptc_node *n, ptc_value **outs)
      * an f16 op is rounded to f16), then computed in c; numbers go to c */
     ptc_value *a = dp_operand(d, sa, c, ot->shape, ot->ndim);
     ptc_value *b = dp_operand(d, sb, c, ot->shape, ot->ndim);
-    if (c != out && !is_compare(op)) {
+    if (c != out && rule != BY_COMPARE) {
         if (sa->kind == PTC_ARG_VALUE)
             a = dp_convert(d, dp_broadcast(d, dp_convert(d, d->map[sa->v->id], out), ot->shape, ot->ndim), c);
         if (sb->kind == PTC_ARG_VALUE)
             b = dp_convert(d, dp_broadcast(d, dp_convert(d, d->map[sb->v->id], out), ot->shape, ot->ndim), c);
     }
-    ptc_value *r;
-    switch (op) {
-    case PTC_OP_ADD: r = B(d, PTC_OP_PRIMS_ADD, a, scale_alpha(d, n, b)); break;
-    case PTC_OP_SUB: r = B(d, PTC_OP_PRIMS_SUB, a, scale_alpha(d, n, b)); break;
-    case PTC_OP_RSUB: r = B(d, PTC_OP_PRIMS_SUB, b, scale_alpha(d, n, a)); break;
-    case PTC_OP_DIV: {
-        const ptc_arg *rm = dp_arg(n, "rounding_mode");
-        if (rm->kind == PTC_ARG_NONE)
-            r = B(d, PTC_OP_PRIMS_DIV, a, b);
-        else if (strcmp(rm->s, "floor") == 0)
-            r = B(d, PTC_OP_PRIMS_FLOOR_DIVIDE, a, b);
-        else if (strcmp(rm->s, "trunc") == 0)
-            r = ptc_dtype_is_float(c) ? U(d, PTC_OP_PRIMS_TRUNC, B(d, PTC_OP_PRIMS_DIV, a, b))
-                                      : B(d, PTC_OP_PRIMS_DIV, a, b);
-        else
-            return dp_fail(d, PTC_ERR_META, "rounding_mode must be None, 'trunc' or 'floor'");
+    outs[0] = dp_convert(d, binary_body(d, n, a, b), out);
+    return d->failed ? -1 : 0;
+}
+
+/* LOGICAL rows: the prim on both operands' truth values. */
+static int d_logical(dctx *d, const ptc_node *n, ptc_value **outs)
+{
+    const ptc_ttype *ot = &n->outs[0]->type;
+    ptc_value *a = dp_broadcast(d, dp_truth(d, d->map[n->args[0].v->id]), ot->shape, ot->ndim);
+    ptc_value *b = dp_broadcast(d, dp_truth(d, d->map[n->args[1].v->id]), ot->shape, ot->ndim);
+    outs[0] = NULL;
+    switch (n->op) {
+#define LOGICAL(p)                                                                                 \
+    outs[0] = B(d, PTC_OP_##p, a, b);                                                              \
+    break;
+#define AS(p) break;
+#define COMPARE(p) break;
+#define BITWISE(p) break;
+#define FORMULA(fn) break;
+#define PW_BINARY ROW_CASE
+#include "ops/pointwise.def"
+    default:
         break;
     }
-    default: {
-        ptc_op p = simple_binary(op);
-        if (p == PTC_OP_COUNT)
-            return dp_fail(d, PTC_ERR_UNSUPPORTED, "no decomposition for this binary op");
-        r = B(d, p, a, b);
-        break;
-    }
-    }
-    outs[0] = dp_convert(d, r, out);
-    return 0;
+    if (!outs[0] && !d->failed)
+        return dp_fail(d, PTC_ERR_UNSUPPORTED, "not a logical op");
+    return d->failed ? -1 : 0;
 }
 
 /* ---- where, clamp, masked_fill, dropout, to ------------------------------------------------ */
@@ -373,24 +466,21 @@ static int d_to(dctx *d, const ptc_node *n, ptc_value **outs)
     return 0;
 }
 
+/* Every row of pointwise.def gets the driver its `how` names. */
 void ptc_decomp_pointwise(ptc_decomp_fn *fns)
 {
-    static const ptc_op unary[] = {
-        PTC_OP_ABS, PTC_OP_NEG, PTC_OP_RELU, PTC_OP_FLOOR, PTC_OP_CEIL, PTC_OP_TRUNC,
-        PTC_OP_SIGN, PTC_OP_ROUND, PTC_OP_HARDTANH, PTC_OP_EXP, PTC_OP_LOG, PTC_OP_LOG1P,
-        PTC_OP_EXPM1, PTC_OP_SQRT, PTC_OP_RSQRT, PTC_OP_SIN, PTC_OP_COS, PTC_OP_TANH,
-        PTC_OP_SIGMOID, PTC_OP_ERF, PTC_OP_RECIPROCAL, PTC_OP_GELU, PTC_OP_SILU,
-        PTC_OP_HARDSWISH, PTC_OP_HARDSIGMOID, PTC_OP_LEAKY_RELU, PTC_OP_ELU, PTC_OP_SOFTPLUS,
-        PTC_OP_LOGICAL_NOT, PTC_OP_ISNAN, PTC_OP_BITWISE_NOT};
-    static const ptc_op binary[] = {
-        PTC_OP_ADD, PTC_OP_SUB, PTC_OP_RSUB, PTC_OP_MUL, PTC_OP_DIV, PTC_OP_POW,
-        PTC_OP_REMAINDER, PTC_OP_MAXIMUM, PTC_OP_MINIMUM, PTC_OP_ATAN2, PTC_OP_EQ, PTC_OP_NE,
-        PTC_OP_LT, PTC_OP_LE, PTC_OP_GT, PTC_OP_GE, PTC_OP_LOGICAL_AND, PTC_OP_LOGICAL_OR,
-        PTC_OP_LOGICAL_XOR, PTC_OP_BITWISE_AND, PTC_OP_BITWISE_OR, PTC_OP_BITWISE_XOR};
-    for (size_t i = 0; i < sizeof unary / sizeof *unary; i++)
-        fns[unary[i]] = d_unary;
-    for (size_t i = 0; i < sizeof binary / sizeof *binary; i++)
-        fns[binary[i]] = d_binary;
+#define AS(p) d_unary
+#define FORMULA(fn) d_unary
+#define RAW(p) d_unary_raw
+#define PW_UNARY(id, how, bind, name, sig) fns[PTC_OP_##id] = how;
+#include "ops/pointwise.def"
+#define AS(p) d_binary
+#define COMPARE(p) d_binary
+#define BITWISE(p) d_binary
+#define FORMULA(fn) d_binary
+#define LOGICAL(p) d_logical
+#define PW_BINARY(id, how, bind, name, sig) fns[PTC_OP_##id] = how;
+#include "ops/pointwise.def"
     fns[PTC_OP_WHERE] = d_where;
     fns[PTC_OP_CLAMP] = d_clamp;
     fns[PTC_OP_MASKED_FILL] = d_masked_fill;

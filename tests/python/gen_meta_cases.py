@@ -291,7 +291,7 @@ UNARY = {  # ptc op -> torch callable text
     "hardtanh": "F.hardtanh", "exp": "torch.exp", "log": "torch.log", "log1p": "torch.log1p",
     "expm1": "torch.expm1", "sqrt": "torch.sqrt", "rsqrt": "torch.rsqrt", "sin": "torch.sin",
     "cos": "torch.cos", "tanh": "torch.tanh", "sigmoid": "torch.sigmoid", "erf": "torch.erf",
-    "reciprocal": "torch.reciprocal", "gelu": "F.gelu", "silu": "F.silu",
+    "reciprocal": "torch.reciprocal", "logit": "torch.logit", "gelu": "F.gelu", "silu": "F.silu",
     "hardswish": "F.hardswish", "hardsigmoid": "F.hardsigmoid", "leaky_relu": "F.leaky_relu",
     "elu": "F.elu", "softplus": "F.softplus", "logical_not": "torch.logical_not",
     "isnan": "torch.isnan", "bitwise_not": "torch.bitwise_not",

@@ -98,6 +98,7 @@ UNARY = [
     ("sqrt", torch.sqrt, True), ("rsqrt", torch.rsqrt, True), ("sin", torch.sin, False),
     ("cos", torch.cos, False), ("tanh", torch.tanh, False), ("sigmoid", torch.sigmoid, False),
     ("erf", torch.erf, False), ("reciprocal", torch.reciprocal, True),
+    ("logit", torch.logit, True),
     ("silu", torch.nn.functional.silu, False), ("hardswish", torch.nn.functional.hardswish, False),
     ("hardsigmoid", torch.nn.functional.hardsigmoid, False),
     ("isnan", torch.isnan, False), ("logical_not", torch.logical_not, False),

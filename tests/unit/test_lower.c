@@ -388,6 +388,74 @@ START_TEST(long_chain_schedules_in_linear_work)
 }
 END_TEST
 
+/* ops/pointwise.def agrees with ops.def: its torch-level rows are pointwise
+ * torch ops built from pointwise prims that have rows, each prim row lowers to
+ * a loop op taking as many operands as the prim has tensors, and every
+ * pointwise op of ops.def has a row (but those decomposed on their own). */
+static int tensor_params(ptc_op op)
+{
+    const ptc_schema *s = ptc_op_schema(op);
+    int n = 0;
+    for (int i = 0; i < s->nparams; i++)
+        n += s->params[i].kind == PTC_PK_TENSOR || s->params[i].kind == PTC_PK_TENSOR_SCALAR;
+    return n;
+}
+
+START_TEST(pointwise_table_matches_ops)
+{
+    static int lop[PTC_OP_COUNT];
+    static bool row[PTC_OP_COUNT];
+    for (int op = 0; op < PTC_OP_COUNT; op++)
+        lop[op] = -1;
+#define PW_PRIM(id, l) lop[PTC_OP_##id] = PTC_L_##l, row[PTC_OP_##id] = true;
+#include "ops/pointwise.def"
+    static const ptc_op uses[] = {
+#define AS(p) PTC_OP_##p,
+#define RAW(p) AS(p)
+#define COMPARE(p) AS(p)
+#define BITWISE(p) AS(p)
+#define LOGICAL(p) AS(p)
+#define FORMULA(fn)
+#define PW_UNARY(id, how, bind, name, sig) how
+#define PW_BINARY(id, how, bind, name, sig) how
+#include "ops/pointwise.def"
+    };
+    for (size_t i = 0; i < sizeof uses / sizeof *uses; i++)
+        ck_assert_msg(lop[uses[i]] >= 0, "%s is used by a row but has no PW_PRIM row",
+                      ptc_op_name(uses[i]));
+    static const struct {
+        ptc_op op;
+        int tensors;
+    } torch_rows[] = {
+#define PW_UNARY(id, how, bind, name, sig) {PTC_OP_##id, 1},
+#define PW_BINARY(id, how, bind, name, sig) {PTC_OP_##id, 2},
+#include "ops/pointwise.def"
+    };
+    for (size_t i = 0; i < sizeof torch_rows / sizeof *torch_rows; i++) {
+        ptc_op op = torch_rows[i].op;
+        ck_assert_msg(ptc_op_schema(op)->stage == PTC_STAGE_TORCH &&
+                          (ptc_op_flags(op) & PTC_F_POINTWISE) &&
+                          tensor_params(op) == torch_rows[i].tensors,
+                      "%s: not a torch-level pointwise op of %d operands", ptc_op_name(op),
+                      torch_rows[i].tensors);
+        row[op] = true;
+    }
+    for (int op = 0; op < PTC_OP_COUNT; op++) {
+        if (lop[op] >= 0)
+            ck_assert_msg(ptc_op_schema(op)->stage == PTC_STAGE_PRIM &&
+                              ptc_lop_arity(lop[op]) == tensor_params(op),
+                          "%s lowers to %s", ptc_op_name(op), ptc_lop_name(lop[op]));
+        bool own = op == PTC_OP_WHERE || op == PTC_OP_CLAMP || op == PTC_OP_MASKED_FILL ||
+                   op == PTC_OP_DROPOUT || op == PTC_OP_TO || op == PTC_OP_TRIU ||
+                   op == PTC_OP_TRIL || op == PTC_OP_PRIMS_CONVERT_ELEMENT_TYPE ||
+                   op == PTC_OP_PRIMS_DEVICE_PUT;
+        if ((ptc_op_flags(op) & PTC_F_POINTWISE) && !own)
+            ck_assert_msg(row[op], "%s is pointwise but has no row in ops/pointwise.def",
+                          ptc_op_name(op));
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("lower");
@@ -401,6 +469,7 @@ int main(void)
     tcase_add_test(tc, fusion_goldens);
     tcase_add_test(tc, plan_of_a_chain);
     tcase_add_test(tc, long_chain_schedules_in_linear_work);
+    tcase_add_test(tc, pointwise_table_matches_ops);
     tcase_set_timeout(tc, 60); /* the sanitizer build on a loaded machine */
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);

@@ -30,28 +30,17 @@ typedef struct pyop {
     style how;
 } pyop;
 
+/* The pointwise ops bound to torch.<name> (ops/pointwise.def's bind column). */
+#define PY_UNARY(name, id) [PTC_OP_##id] = {"torch." name, CALL},
+#define PY_BINARY(name, id) PY_UNARY(name, id)
+#define PY_NONE(name, id)
+#define PW_UNARY(id, how, bind, name, sig) PY_##bind(name, id)
+#define PW_BINARY(id, how, bind, name, sig) PY_##bind(name, id)
+
 static const pyop pyops[PTC_OP_COUNT] = {
-    [PTC_OP_ABS] = {"torch.abs", CALL},
-    [PTC_OP_NEG] = {"torch.neg", CALL},
-    [PTC_OP_RELU] = {"torch.relu", CALL},
-    [PTC_OP_FLOOR] = {"torch.floor", CALL},
-    [PTC_OP_CEIL] = {"torch.ceil", CALL},
-    [PTC_OP_TRUNC] = {"torch.trunc", CALL},
-    [PTC_OP_SIGN] = {"torch.sign", CALL},
+#include "ops/pointwise.def"
     [PTC_OP_ROUND] = {"torch.round", CALL},
     [PTC_OP_HARDTANH] = {"F.hardtanh", CALL},
-    [PTC_OP_EXP] = {"torch.exp", CALL},
-    [PTC_OP_LOG] = {"torch.log", CALL},
-    [PTC_OP_LOG1P] = {"torch.log1p", CALL},
-    [PTC_OP_EXPM1] = {"torch.expm1", CALL},
-    [PTC_OP_SQRT] = {"torch.sqrt", CALL},
-    [PTC_OP_RSQRT] = {"torch.rsqrt", CALL},
-    [PTC_OP_SIN] = {"torch.sin", CALL},
-    [PTC_OP_COS] = {"torch.cos", CALL},
-    [PTC_OP_TANH] = {"torch.tanh", CALL},
-    [PTC_OP_SIGMOID] = {"torch.sigmoid", CALL},
-    [PTC_OP_ERF] = {"torch.erf", CALL},
-    [PTC_OP_RECIPROCAL] = {"torch.reciprocal", CALL},
     [PTC_OP_GELU] = {"F.gelu", CALL},
     [PTC_OP_SILU] = {"F.silu", CALL},
     [PTC_OP_HARDSWISH] = {"F.hardswish", CALL},
@@ -59,31 +48,9 @@ static const pyop pyops[PTC_OP_COUNT] = {
     [PTC_OP_LEAKY_RELU] = {"F.leaky_relu", CALL},
     [PTC_OP_ELU] = {"torch.ops.aten.elu", CALL},
     [PTC_OP_SOFTPLUS] = {"F.softplus", CALL},
-    [PTC_OP_LOGICAL_NOT] = {"torch.logical_not", CALL},
     [PTC_OP_ISNAN] = {"torch.isnan", CALL},
-    [PTC_OP_BITWISE_NOT] = {"torch.bitwise_not", CALL},
-    [PTC_OP_ADD] = {"torch.add", CALL},
-    [PTC_OP_SUB] = {"torch.sub", CALL},
     [PTC_OP_RSUB] = {"torch.rsub", CALL},
-    [PTC_OP_MUL] = {"torch.mul", CALL},
-    [PTC_OP_DIV] = {"torch.div", CALL},
     [PTC_OP_POW] = {"torch.pow", CALL},
-    [PTC_OP_REMAINDER] = {"torch.remainder", CALL},
-    [PTC_OP_MAXIMUM] = {"torch.maximum", CALL},
-    [PTC_OP_MINIMUM] = {"torch.minimum", CALL},
-    [PTC_OP_ATAN2] = {"torch.atan2", CALL},
-    [PTC_OP_EQ] = {"torch.eq", CALL},
-    [PTC_OP_NE] = {"torch.ne", CALL},
-    [PTC_OP_LT] = {"torch.lt", CALL},
-    [PTC_OP_LE] = {"torch.le", CALL},
-    [PTC_OP_GT] = {"torch.gt", CALL},
-    [PTC_OP_GE] = {"torch.ge", CALL},
-    [PTC_OP_LOGICAL_AND] = {"torch.logical_and", CALL},
-    [PTC_OP_LOGICAL_OR] = {"torch.logical_or", CALL},
-    [PTC_OP_LOGICAL_XOR] = {"torch.logical_xor", CALL},
-    [PTC_OP_BITWISE_AND] = {"torch.bitwise_and", CALL},
-    [PTC_OP_BITWISE_OR] = {"torch.bitwise_or", CALL},
-    [PTC_OP_BITWISE_XOR] = {"torch.bitwise_xor", CALL},
     [PTC_OP_WHERE] = {"_where", HELPER},
     [PTC_OP_CLAMP] = {"torch.clamp", CALL},
     [PTC_OP_MASKED_FILL] = {"torch.masked_fill", CALL},

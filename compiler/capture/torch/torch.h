@@ -219,7 +219,7 @@ static inline ptc_value *cap_val(PyObject *o) { return ((cap_tensor *)o)->v; }
     X(glu) X(normalize) X(norm) X(outer) X(einsum) X(square) X(clamp_one)       \
     X(item) X(autograd) X(requires_grad_) X(data_dependent) X(unsupported)      \
     X(interpolate)                                                              \
-    X(eye) X(linspace) X(hypot) X(lerp) X(addcop) X(explog) X(logit) X(xlogy)   \
+    X(eye) X(linspace) X(hypot) X(lerp) X(addcop) X(explog) X(xlogy)            \
     X(isinf) X(nan_to_num) X(isclose) X(dot) X(flip) X(repeat_interleave)       \
     X(tile) X(broadcast_to) X(broadcast_tensors) X(diff) X(pointwise_loss)      \
     X(bce) X(nll_loss) X(cross_entropy) X(stack_dims) X(native_mha)            \

@@ -13,11 +13,11 @@
 #define MX(name, h, op, sig) {"Tensor." name, op, cap_th_##h, sig, TM_METHOD, 0, {{{0}}}},
 #define MXI(name, h, op, sig) {"Tensor." name, op, cap_th_##h, sig, TM_METHOD | TM_INPLACE, 0, {{{0}}}},
 
-/* torch.f(input), Tensor.f(), Tensor.f_() */
-#define UNARY(f, OP)                                                            \
-    FN("torch." f, OP, "input:self,*,^out")                                     \
-    MT(f, OP, "self")                                                           \
-    MI(f "_", OP, "self")
+/* torch.f(input, ...), Tensor.f(...), Tensor.f_(...) */
+#define UNARY(f, OP, extra)                                                     \
+    FN("torch." f, OP, "input:self" extra ",*,^out")                            \
+    MT(f, OP, "self" extra)                                                     \
+    MI(f "_", OP, "self" extra)
 
 /* torch.f(input, other, ...), Tensor.f(other, ...), Tensor.f_(other, ...) */
 #define BINARY(f, OP, extra)                                                    \
@@ -25,35 +25,31 @@
     MT(f, OP, "self,other" extra)                                               \
     MI(f "_", OP, "self,other" extra)
 
+/* The pointwise ops whose names bind as above (ops/pointwise.def's bind column). */
+#define BIND_UNARY(name, OP, sig) UNARY(name, OP, sig)
+#define BIND_BINARY(name, OP, sig) BINARY(name, OP, sig)
+#define BIND_NONE(name, OP, sig)
+#define PW_UNARY(id, how, bind, name, sig) BIND_##bind(name, id, sig)
+#define PW_BINARY(id, how, bind, name, sig) BIND_##bind(name, id, sig)
+
 #define F "torch.nn.functional."
 
 cap_tmap cap_tmaps[] = {
-    /* unary pointwise */
-    UNARY("abs", ABS) UNARY("absolute", ABS) UNARY("neg", NEG) UNARY("negative", NEG)
-    UNARY("relu", RELU) UNARY("floor", FLOOR) UNARY("ceil", CEIL) UNARY("trunc", TRUNC)
-    UNARY("fix", TRUNC) UNARY("sign", SIGN) UNARY("exp", EXP) UNARY("log", LOG)
-    UNARY("log1p", LOG1P) UNARY("expm1", EXPM1) UNARY("sqrt", SQRT) UNARY("rsqrt", RSQRT)
-    UNARY("sin", SIN) UNARY("cos", COS) UNARY("tanh", TANH) UNARY("sigmoid", SIGMOID)
-    UNARY("erf", ERF) UNARY("reciprocal", RECIPROCAL) UNARY("logical_not", LOGICAL_NOT)
-    UNARY("bitwise_not", BITWISE_NOT)
+    /* unary and binary pointwise: the plain names from pointwise.def, then the rest */
+#include "ops/pointwise.def"
+    UNARY("absolute", ABS, "") UNARY("negative", NEG, "") UNARY("fix", TRUNC, "")
     FN("torch.isnan", ISNAN, "input:self") MT("isnan", ISNAN, "self")
     FN("torch.round", ROUND, "input:self,*,decimals,^out") MT("round", ROUND, "self,*,decimals")
     MI("round_", ROUND, "self,*,decimals")
     FN("torch.special.erf", ERF, "input:self") FN("torch.special.expit", SIGMOID, "input:self")
     FN("torch.special.expm1", EXPM1, "input:self") FN("torch.special.log1p", LOG1P, "input:self")
+    FN("torch.special.logit", LOGIT, "input:self,eps,*,^out")
     FX("torch.square", square, -1, "") MX("square", square, -1, "")
-    /* binary pointwise */
-    BINARY("add", ADD, ",*,alpha") BINARY("sub", SUB, ",*,alpha") BINARY("subtract", SUB, ",*,alpha")
-    BINARY("mul", MUL, "") BINARY("multiply", MUL, "") BINARY("div", DIV, ",*,rounding_mode")
+    /* binary pointwise aliases */
+    BINARY("subtract", SUB, ",*,alpha") BINARY("multiply", MUL, "")
     BINARY("divide", DIV, ",*,rounding_mode") BINARY("true_divide", DIV, "")
-    BINARY("remainder", REMAINDER, "") BINARY("maximum", MAXIMUM, "")
-    BINARY("minimum", MINIMUM, "") BINARY("atan2", ATAN2, "") BINARY("arctan2", ATAN2, "")
-    BINARY("eq", EQ, "") BINARY("ne", NE, "") BINARY("not_equal", NE, "") BINARY("lt", LT, "")
-    BINARY("less", LT, "") BINARY("le", LE, "") BINARY("less_equal", LE, "") BINARY("gt", GT, "")
-    BINARY("greater", GT, "") BINARY("ge", GE, "") BINARY("greater_equal", GE, "")
-    BINARY("logical_and", LOGICAL_AND, "") BINARY("logical_or", LOGICAL_OR, "")
-    BINARY("logical_xor", LOGICAL_XOR, "") BINARY("bitwise_and", BITWISE_AND, "")
-    BINARY("bitwise_or", BITWISE_OR, "") BINARY("bitwise_xor", BITWISE_XOR, "")
+    BINARY("arctan2", ATAN2, "") BINARY("not_equal", NE, "") BINARY("less", LT, "")
+    BINARY("less_equal", LE, "") BINARY("greater", GT, "") BINARY("greater_equal", GE, "")
     /* The operators' methods called by name (Dynamo's FX code writes a.__eq__(b)). */
     MT("__eq__", EQ, "self,other") MT("__ne__", NE, "self,other") MT("__lt__", LT, "self,other")
     MT("__le__", LE, "self,other") MT("__gt__", GT, "self,other") MT("__ge__", GE, "self,other")
@@ -230,8 +226,6 @@ cap_tmap cap_tmaps[] = {
     FX("torch.exp2", explog, -1, "") MX("exp2", explog, -1, "") MXI("exp2_", explog, -1, "")
     FX("torch.log2", explog, -1, "") MX("log2", explog, -1, "") MXI("log2_", explog, -1, "")
     FX("torch.log10", explog, -1, "") MX("log10", explog, -1, "") MXI("log10_", explog, -1, "")
-    FX("torch.logit", logit, -1, "") MX("logit", logit, -1, "") MXI("logit_", logit, -1, "")
-    FX("torch.special.logit", logit, -1, "")
     FX("torch.xlogy", xlogy, -1, "") MX("xlogy", xlogy, -1, "") FX("torch.special.xlogy", xlogy, -1, "")
     FX("torch.isinf", isinf, -1, "") MX("isinf", isinf, -1, "") FX("torch.isposinf", isinf, -1, "")
     MX("isposinf", isinf, -1, "") FX("torch.isneginf", isinf, -1, "") MX("isneginf", isinf, -1, "")

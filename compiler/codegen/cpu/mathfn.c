@@ -2,15 +2,15 @@
  *
  * Calls to libm cannot be vectorised, so the f32 functions that dominate
  * real models (exp, log, tanh, erf) are emitted inline as straight-line
- * polynomial code that works on any vector width: Cephes' expf/logf
- * approximations (about 1 ulp), log1p and expm1 built on them without
- * cancellation, and Eigen's odd rational approximations of tanh and erf
- * (relative error below 5e-7, one division, no branches). Special
- * values (nan, +-inf, overflow, gradual underflow) are handled with selects,
- * never branches. f64 goes to libm lane by lane. Normal draws of the counter
- * RNG use libm's logf and cosf, bit for bit with the reference.
+ * polynomial code that works on any vector width: Cephes' expf and logf
+ * approximations (about 1 ulp; logf is shared with the GPU, llmath.c), log1p and expm1 built on
+ * them without cancellation, and Eigen's odd rational approximations of tanh and erf (relative
+ * error below 5e-7, one division, no branches). Special values (nan, +-inf, overflow, gradual
+ * underflow) are handled with selects, never branches. f64 goes to libm lane by lane. Normal draws
+ * of the counter RNG use libm's logf and cosf, bit for bit with the reference.
  */
 #include "codegen/cpu/cpu.h"
+#include "codegen/llmath.h"
 
 #include <math.h>
 
@@ -25,19 +25,12 @@ static LLVMValueRef ik(cg *c, int64_t v, int w) { return cg_const_i(c, c->i32, v
 
 static LLVMValueRef fmuladd(cg *c, LLVMValueRef a, LLVMValueRef b, LLVMValueRef d)
 {
-    LLVMTypeRef t = LLVMTypeOf(a);
-    LLVMValueRef args[3] = {a, b, d};
-    return cg_call_intrinsic(c, "llvm.fmuladd", &t, 1, args, 3);
+    return ptc_ll_fmuladd(c->mod, c->b, a, b, d);
 }
 
-/* Horner: coeffs[0]*x^(n-1) + ... + coeffs[n-1]. */
 static LLVMValueRef poly(cg *c, LLVMValueRef x, const double *coeffs, int n)
 {
-    int w = width_of(x);
-    LLVMValueRef y = fk(c, coeffs[0], w);
-    for (int i = 1; i < n; i++)
-        y = fmuladd(c, y, x, fk(c, coeffs[i], w));
-    return y;
+    return ptc_ll_poly(c->mod, c->b, x, coeffs, n);
 }
 
 static LLVMValueRef fabs_(cg *c, LLVMValueRef x)
@@ -88,44 +81,6 @@ static LLVMValueRef exp_f32(cg *c, LLVMValueRef x)
     LLVMValueRef n2 = LLVMBuildSub(b, n, n1, "");
     y = LLVMBuildFMul(b, y, pow2i(c, n1), "");
     return LLVMBuildFMul(b, y, pow2i(c, n2), "");
-}
-
-static LLVMValueRef log_f32(cg *c, LLVMValueRef x)
-{
-    int w = width_of(x);
-    LLVMBuilderRef b = c->b;
-    LLVMTypeRef it = cg_vec(c, c->i32, w), ft = cg_vec(c, c->f32, w);
-    /* subnormals: scale into the normal range first */
-    LLVMValueRef tiny = LLVMBuildFCmp(b, LLVMRealOLT, x, fk(c, 1.17549435e-38, w), "");
-    LLVMValueRef xs = select_(c, tiny, LLVMBuildFMul(b, x, fk(c, 8388608.0, w), ""), x);
-    LLVMValueRef ebias = select_(c, tiny, ik(c, 23, w), ik(c, 0, w));
-    LLVMValueRef bits = LLVMBuildBitCast(b, xs, it, "");
-    LLVMValueRef e = LLVMBuildLShr(b, bits, ik(c, 23, w), "");
-    e = LLVMBuildAnd(b, e, ik(c, 0xff, w), "");
-    e = LLVMBuildSub(b, e, ik(c, 126, w), "");
-    e = LLVMBuildSub(b, e, ebias, "");
-    LLVMValueRef mb = LLVMBuildAnd(b, bits, ik(c, 0x807fffff, w), "");
-    mb = LLVMBuildOr(b, mb, ik(c, 0x3f000000, w), "");
-    LLVMValueRef m = LLVMBuildBitCast(b, mb, ft, ""); /* [0.5, 1) */
-    LLVMValueRef small = LLVMBuildFCmp(b, LLVMRealOLT, m, fk(c, 0.707106781186547524, w), "");
-    e = select_(c, small, LLVMBuildSub(b, e, ik(c, 1, w), ""), e);
-    m = select_(c, small, LLVMBuildFAdd(b, m, m, ""), m);
-    m = LLVMBuildFSub(b, m, fk(c, 1.0, w), "");
-    LLVMValueRef ef = LLVMBuildSIToFP(b, e, ft, "");
-    static const double P[] = {7.0376836292E-2, -1.1514610310E-1, 1.1676998740E-1,
-                               -1.2420140846E-1, 1.4249322787E-1, -1.6668057665E-1,
-                               2.0000714765E-1, -2.4999993993E-1, 3.3333331174E-1};
-    LLVMValueRef z = LLVMBuildFMul(b, m, m, "");
-    LLVMValueRef y = LLVMBuildFMul(b, LLVMBuildFMul(b, poly(c, m, P, 9), m, ""), z, "");
-    y = fmuladd(c, ef, fk(c, -2.12194440e-4, w), y);
-    y = fmuladd(c, z, fk(c, -0.5, w), y);
-    LLVMValueRef r = LLVMBuildFAdd(b, m, y, "");
-    r = fmuladd(c, ef, fk(c, 0.693359375, w), r);
-    /* specials: x < 0 or nan -> nan, 0 -> -inf, inf -> inf */
-    LLVMValueRef neg = LLVMBuildFCmp(b, LLVMRealULT, x, fk(c, 0.0, w), "");
-    r = select_(c, LLVMBuildFCmp(b, LLVMRealOEQ, x, fk(c, INFINITY, w), ""), x, r);
-    r = select_(c, LLVMBuildFCmp(b, LLVMRealOEQ, x, fk(c, 0.0, w), ""), fk(c, -INFINITY, w), r);
-    return select_(c, neg, fk(c, NAN, w), r);
 }
 
 /* clamp(x, -m, m) with compares and selects, so a nan passes through. */
@@ -183,7 +138,7 @@ static LLVMValueRef log1p_f32(cg *c, LLVMValueRef x)
     LLVMValueRef one = fk(c, 1.0, w);
     LLVMValueRef u = LLVMBuildFAdd(b, x, one, "");
     LLVMValueRef corr = LLVMBuildFDiv(b, LLVMBuildFSub(b, LLVMBuildFSub(b, u, one, ""), x, ""), u, "");
-    LLVMValueRef r = LLVMBuildFSub(b, log_f32(c, u), corr, "");
+    LLVMValueRef r = LLVMBuildFSub(b, ptc_ll_log_f32(c->mod, c->b, u), corr, "");
     LLVMValueRef exact = LLVMBuildFCmp(b, LLVMRealOEQ, u, one, "");
     r = select_(c, exact, x, r);
     /* u = inf: log(inf) = inf, the correction is nan */
@@ -228,7 +183,7 @@ LLVMValueRef cg_log(cg *c, LLVMValueRef x, ptc_dtype dt)
 {
     if (dt == PTC_F64)
         return cg_libm(c, "log", c->f64, &x, 1);
-    return log_f32(c, x);
+    return ptc_ll_log_f32(c->mod, c->b, x);
 }
 
 LLVMValueRef cg_tanh(cg *c, LLVMValueRef x, ptc_dtype dt)

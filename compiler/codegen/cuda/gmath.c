@@ -2,9 +2,9 @@
  * inline as straight-line code over f32 or f64 values of any vector width.
  *
  * f32 exp runs on the GPU's 2^x unit with an FMA correction (about 2 ulp);
- * f32 log, tanh and erf are the CPU backend's (Cephes' logf/tanhf, about
- * 1 ulp; erf from a Taylor series near zero and Numerical Recipes' erfc fit,
- * ~1.2e-7), so both backends agree closely. f64 exp and log reduce the argument
+ * f32 log is Cephes' logf, shared with the CPU backend (llmath.c), tanh is
+ * Cephes' tanhf (about 1 ulp) and erf a Taylor series near zero with
+ * Numerical Recipes' erfc fit beyond (~1.2e-7). f64 exp and log reduce the argument
  * with fdlibm's split ln2 and sum Taylor / atanh series to 1e-17. The other
  * functions are built from those: log1p and expm1 with Goldberg's and Kahan's
  * corrections, tanh from expm1, sin and cos by reduction modulo pi/2 (in f64
@@ -38,18 +38,12 @@ static LLVMValueRef K(LLVMValueRef x, double v)
 
 static LLVMValueRef fmuladd(gcg *c, LLVMValueRef a, LLVMValueRef b, LLVMValueRef d)
 {
-    LLVMTypeRef t = LLVMTypeOf(a);
-    LLVMValueRef args[3] = {a, b, d};
-    return g_intrinsic(c, "llvm.fmuladd", &t, 1, args, 3);
+    return ptc_ll_fmuladd(c->mod, c->b, a, b, d);
 }
 
-/* Horner: coeffs[0]*x^(n-1) + ... + coeffs[n-1]. */
 static LLVMValueRef poly(gcg *c, LLVMValueRef x, const double *coeffs, int n)
 {
-    LLVMValueRef y = K(x, coeffs[0]);
-    for (int i = 1; i < n; i++)
-        y = fmuladd(c, y, x, K(x, coeffs[i]));
-    return y;
+    return ptc_ll_poly(c->mod, c->b, x, coeffs, n);
 }
 
 static LLVMValueRef f1(gcg *c, const char *intr, LLVMValueRef x)
@@ -102,7 +96,7 @@ static LLVMValueRef narrow(gcg *c, LLVMValueRef x)
     return LLVMBuildFPTrunc(c->b, x, g_vec(c, c->f32, g_width(x)), "");
 }
 
-/* ---- f32: the CPU backend's polynomials --------------------------------------------- */
+/* ---- f32 ---------------------------------------------------------------------------- */
 
 /* An NVVM math instruction on every lane (the intrinsics are scalar). */
 static LLVMValueRef nvvm1(gcg *c, const char *name, LLVMValueRef x)
@@ -153,36 +147,7 @@ static LLVMValueRef exp_f32(gcg *c, LLVMValueRef x)
 
 static LLVMValueRef log_f32(gcg *c, LLVMValueRef x)
 {
-    int w = g_width(x);
-    LLVMBuilderRef b = c->b;
-    LLVMTypeRef it = g_vec(c, c->i32, w), ft = g_vec(c, c->f32, w);
-    LLVMValueRef tiny = fcmp(c, LLVMRealOLT, x, K(x, 1.17549435e-38));
-    LLVMValueRef xs = sel(c, tiny, fmul(c, x, K(x, 8388608.0)), x);
-    LLVMValueRef ebias = sel(c, tiny, g_const_i(c->i32, 23, w), g_const_i(c->i32, 0, w));
-    LLVMValueRef bits = LLVMBuildBitCast(b, xs, it, "");
-    LLVMValueRef e = LLVMBuildAnd(b, LLVMBuildLShr(b, bits, g_const_i(c->i32, 23, w), ""),
-                                  g_const_i(c->i32, 0xff, w), "");
-    e = LLVMBuildSub(b, LLVMBuildSub(b, e, g_const_i(c->i32, 126, w), ""), ebias, "");
-    LLVMValueRef mb = LLVMBuildAnd(b, bits, g_const_i(c->i32, (int32_t)0x807fffff, w), "");
-    mb = LLVMBuildOr(b, mb, g_const_i(c->i32, 0x3f000000, w), "");
-    LLVMValueRef m = LLVMBuildBitCast(b, mb, ft, ""); /* [0.5, 1) */
-    LLVMValueRef small = fcmp(c, LLVMRealOLT, m, K(x, 0.707106781186547524));
-    e = sel(c, small, LLVMBuildSub(b, e, g_const_i(c->i32, 1, w), ""), e);
-    m = sel(c, small, fadd(c, m, m), m);
-    m = fsub(c, m, K(x, 1.0));
-    LLVMValueRef ef = LLVMBuildSIToFP(b, e, ft, "");
-    static const double P[] = {7.0376836292E-2,  -1.1514610310E-1, 1.1676998740E-1,
-                               -1.2420140846E-1, 1.4249322787E-1,  -1.6668057665E-1,
-                               2.0000714765E-1,  -2.4999993993E-1, 3.3333331174E-1};
-    LLVMValueRef z = fmul(c, m, m);
-    LLVMValueRef y = fmul(c, fmul(c, poly(c, m, P, 9), m), z);
-    y = fmuladd(c, ef, K(x, -2.12194440e-4), y);
-    y = fmuladd(c, z, K(x, -0.5), y);
-    LLVMValueRef r = fmuladd(c, ef, K(x, 0.693359375), fadd(c, m, y));
-    LLVMValueRef neg = fcmp(c, LLVMRealULT, x, K(x, 0.0));
-    r = sel(c, fcmp(c, LLVMRealOEQ, x, K(x, INFINITY)), x, r);
-    r = sel(c, fcmp(c, LLVMRealOEQ, x, K(x, 0.0)), K(x, -INFINITY), r);
-    return sel(c, neg, K(x, NAN), r);
+    return ptc_ll_log_f32(c->mod, c->b, x);
 }
 
 static LLVMValueRef tanh_f32(gcg *c, LLVMValueRef x)
