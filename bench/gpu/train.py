@@ -4,6 +4,10 @@ each in its own process (so compile caches and allocator state do not leak
 between them), on the same machine in one run.
 
     python3 bench/gpu/train.py [--models resnet50,bert,gpt2] [--steps 10] [--out DIR]
+                               [--compilers eager,inductor,ptc,ptc-autograd]
+
+ptc runs with ptc.config.compiled_autograd as it is by default (off: the
+backward runs through torch's autograd); ptc-autograd turns it on.
 
 Per model and compiler: the median step time over --steps timed steps after
 three warm-up steps, the first step's time (compile included, cold: a fresh
@@ -51,8 +55,9 @@ def worker(name, compiler, steps):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     if compiler == "inductor":
         model = torch.compile(model)
-    elif compiler == "ptc":
+    elif compiler in ("ptc", "ptc-autograd"):
         import ptc
+        ptc.config.compiled_autograd = compiler == "ptc-autograd"
         model = ptc.compile(model)
 
     def step():
@@ -82,7 +87,7 @@ def worker(name, compiler, steps):
     row = {"model": name, "compiler": compiler, "median_ms": statistics.median(times),
            "first_step_s": first, "peak_gib": torch.cuda.max_memory_allocated() / 2**30,
            "loss": loss.item()}
-    if compiler == "ptc":
+    if compiler.startswith("ptc"):
         import ptc
         args, kwargs = batch()
         with torch.autocast("cuda", dtype=torch.bfloat16):
