@@ -964,11 +964,12 @@ static int run_extern(crun *r, const ptc_lnode *n)
     const ptc_tensor *inp[16];
     ptc_device dev = {PTC_DEV_CUDA, (int16_t)r->dev->ordinal};
     ptc_exec_extern_args(r->p, &r->b, r->bufptr, n, dev, in, inp, outs);
-    int rc = ptc_exec_extern_kept(r->p, &r->b, r->bufptr, r->host, n, inp, dev, &r->kept, r->err);
-    if (rc <= 0)
-        return rc;
     ptc_exec_bound bound;
     const ptc_node *node = ptc_exec_bind_node(n->xnode, &r->b, &bound);
+    int rc = ptc_exec_extern_kept(r->p, &r->b, r->bufptr, r->host, n, node, inp, dev, &r->kept,
+                                  r->err);
+    if (rc <= 0)
+        return rc;
     return r->host->run_extern(r->host->ctx, node, inp, n->nxin, outs, r->err);
 }
 

@@ -312,8 +312,8 @@ static int run_extern_code(run *r, const ptc_lnode *n)
     ptc_exec_bound bound;
     const ptc_node *node = ptc_exec_bind_node(n->xnode, &r->b, &bound);
     ptc_exec_extern_args(r->p, &r->b, r->bufptr, n, PTC_CPU, in, inp, outs);
-    int kept = ptc_exec_extern_kept(r->p, &r->b, r->bufptr, r->host, n, inp, PTC_CPU, &r->kept,
-                                    r->err);
+    int kept = ptc_exec_extern_kept(r->p, &r->b, r->bufptr, r->host, n, node, inp, PTC_CPU,
+                                    &r->kept, r->err);
     if (kept <= 0)
         return kept;
     if (n->xkind == PTC_XK_HOST && r->host && r->host->run_extern)

@@ -160,14 +160,16 @@ typedef struct ptc_exec_kept {
     ptc_tensor *t;
     int n, cap;
 } ptc_exec_kept;
-/* Runs extern n through host->run_extern_new when the host has it and every
+/* Runs extern n (node: n->xnode with its arguments bound, ptc_exec_bind_node)
+ * through host->run_extern_new when the host has it and every
  * output of n is a temporary (the user's outputs are written in place by
  * host->run_extern), pointing bufptr at the results; returns 1 when it did not
  * apply, 0 when it ran, -1 on error (a result that is not a contiguous tensor
  * of its buffer's type and sizes on dev's kind is one). */
 int ptc_exec_extern_kept(const ptc_program *p, const ptc_bindings *b, void **bufptr,
-                         const ptc_host *host, const ptc_lnode *n, const ptc_tensor *const *inp,
-                         ptc_device dev, ptc_exec_kept *kept, ptc_error *err);
+                         const ptc_host *host, const ptc_lnode *n, const ptc_node *node,
+                         const ptc_tensor *const *inp, ptc_device dev, ptc_exec_kept *kept,
+                         ptc_error *err);
 void ptc_exec_kept_release(ptc_exec_kept *kept);
 /* The tensor of view v over bufptr[v->buf] on dev. */
 ptc_tensor ptc_exec_view(const ptc_program *p, const ptc_bindings *b, void *const *bufptr,

@@ -410,8 +410,9 @@ static int keep_result(const ptc_program *p, const ptc_bindings *b, void **bufpt
 }
 
 int ptc_exec_extern_kept(const ptc_program *p, const ptc_bindings *b, void **bufptr,
-                         const ptc_host *host, const ptc_lnode *n, const ptc_tensor *const *inp,
-                         ptc_device dev, ptc_exec_kept *kept, ptc_error *err)
+                         const ptc_host *host, const ptc_lnode *n, const ptc_node *node,
+                         const ptc_tensor *const *inp, ptc_device dev, ptc_exec_kept *kept,
+                         ptc_error *err)
 {
     if (!host || !host->run_extern_new || n->xkind != PTC_XK_HOST)
         return 1;
@@ -419,8 +420,6 @@ int ptc_exec_extern_kept(const ptc_program *p, const ptc_bindings *b, void **buf
         if (n->out[o] >= 0 && p->prog->bufs[n->out[o]]->kind != PTC_LB_TEMP)
             return 1;
     ptc_tensor res[2] = {{0}};
-    ptc_exec_bound bound;
-    const ptc_node *node = ptc_exec_bind_node(n->xnode, b, &bound);
     if (host->run_extern_new(host->ctx, node, inp, n->nxin, res, err))
         return -1;
     int rc = 0;
