@@ -68,7 +68,7 @@ static void print_kernel_body(ptc_buf *b, const ptc_schedule *s, const ptc_kerne
         for (int d = 0; d < lb->ndim; d++) {
             if (d)
                 ptc_buf_putc(b, ',');
-            if (d < k->nouter)
+            if (d < k->local_from[i])
                 ptc_buf_putc(b, '_');
             else
                 ptc_dim_print(b, lb->shape[d]);

@@ -401,11 +401,17 @@ typedef struct ptc_kernel {
     int *args;          /* buffers the kernel touches, in argument order */
     int nlocal;
     int *locals;        /* buffers private to one outer iteration (stack) */
+    int *local_from;    /* per local: its first dim private to one outer iteration; the
+                           dims before it are outer loops (more than nouter once the
+                           outer loops collapsed) */
     int nparams;
     ptc_dim *params;    /* symbolic sizes the code reads at run time */
     int nprov;
     const char **prov;
 } ptc_kernel;
+
+/* Elements of kernel k's local i that one outer iteration owns. */
+int64_t ptc_kernel_local_elems(const ptc_lprog *p, const ptc_kernel *k, int i);
 
 typedef enum { PTC_STEP_KERNEL, PTC_STEP_EXTERN } ptc_step_kind;
 typedef struct ptc_step {

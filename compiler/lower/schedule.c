@@ -678,6 +678,15 @@ static void args_visit(const ptc_kmember *m, const bool *local, ptc_kernel *k, p
     }
 }
 
+int64_t ptc_kernel_local_elems(const ptc_lprog *p, const ptc_kernel *k, int i)
+{
+    const ptc_lbuf *lb = p->bufs[k->locals[i]];
+    int64_t n = 1;
+    for (int d = k->local_from[i]; d < lb->ndim; d++)
+        n *= lb->shape[d].value;
+    return n > 0 ? n : 1;
+}
+
 static ptc_kernel *finish_kernel(sched *s, int ki, const bool *local)
 {
     const kb *K = &s->ks[ki];
@@ -703,6 +712,9 @@ static ptc_kernel *finish_kernel(sched *s, int ki, const bool *local)
         args_visit(m, local, k, a, n);
     }
     free(gn);
+    k->local_from = PTC_NEWN(a, int, k->nlocal + 1);
+    for (int i = 0; i < k->nlocal; i++)
+        k->local_from[i] = K->nouter; /* before collapse_outer merges the outer loops */
     collapse_outer(a, k);
     for (int g = 0; g < k->ngroups; g++)
         collapse_group(a, k, g);

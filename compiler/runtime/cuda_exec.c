@@ -958,11 +958,11 @@ static int run_extern_staged(crun *r, const ptc_lnode *n)
 
 static int run_extern(crun *r, const ptc_lnode *n)
 {
-    if (!(n->xkind == PTC_XK_HOST && r->host && r->host->run_extern))
+    ptc_device dev = {PTC_DEV_CUDA, (int16_t)r->dev->ordinal};
+    if (!ptc_exec_extern_by_host(r->host, n, dev))
         return run_extern_staged(r, n);
     ptc_tensor in[16], outs[2] = {{0}};
     const ptc_tensor *inp[16];
-    ptc_device dev = {PTC_DEV_CUDA, (int16_t)r->dev->ordinal};
     ptc_exec_extern_args(r->p, &r->b, r->bufptr, n, dev, in, inp, outs);
     ptc_exec_bound bound;
     const ptc_node *node = ptc_exec_bind_node(n->xnode, &r->b, &bound);

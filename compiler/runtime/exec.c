@@ -316,7 +316,7 @@ static int run_extern_code(run *r, const ptc_lnode *n)
                                     &r->kept, r->err);
     if (kept <= 0)
         return kept;
-    if (n->xkind == PTC_XK_HOST && r->host && r->host->run_extern)
+    if (ptc_exec_extern_by_host(r->host, n, PTC_CPU))
         return r->host->run_extern(r->host->ctx, node, inp, n->nxin, outs, r->err);
     return ptc_cextern_run(node, inp, n->nxin, outs, r->rng_offset, r->err);
 }

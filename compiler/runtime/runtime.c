@@ -409,12 +409,19 @@ static int keep_result(const ptc_program *p, const ptc_bindings *b, void **bufpt
     return 0;
 }
 
+bool ptc_exec_extern_by_host(const ptc_host *host, const ptc_lnode *n, ptc_device dev)
+{
+    if (!host || !host->run_extern)
+        return false;
+    return n->xkind == PTC_XK_HOST || dev.kind == PTC_DEV_CUDA;
+}
+
 int ptc_exec_extern_kept(const ptc_program *p, const ptc_bindings *b, void **bufptr,
                          const ptc_host *host, const ptc_lnode *n, const ptc_node *node,
                          const ptc_tensor *const *inp, ptc_device dev, ptc_exec_kept *kept,
                          ptc_error *err)
 {
-    if (!host || !host->run_extern_new || n->xkind != PTC_XK_HOST)
+    if (!ptc_exec_extern_by_host(host, n, dev) || !host->run_extern_new)
         return 1;
     for (int o = 0; o < 2; o++)
         if (n->out[o] >= 0 && p->prog->bufs[n->out[o]]->kind != PTC_LB_TEMP)

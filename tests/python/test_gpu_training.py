@@ -112,3 +112,58 @@ def test_gpu_gpt2_with_dropout_and_labels(dtype):
     assert abs(a.item() - ref) < 0.1 * ref
     ex = ptc.explain(copied, backend="ptc")(input_ids=ids, labels=ids)
     assert ex.graph_count == 2 and not ex.autograd_fallback, ex.fallbacks
+
+
+def test_gpu_attention_softmax_backward_rows():
+    # A [16, 12, 128, 128] softmax's backward: its kernel-local row buffers
+    # were sized for 12*128*128 floats per row once the outer loops
+    # collapsed, and the launch overran the scratch area (illegal address)
+    import ptc
+    torch.manual_seed(0)
+    x = torch.randn(16, 12, 128, 128, device="cuda", requires_grad=True)
+    w = torch.randn(128, device="cuda")
+    g = torch.randn(16, 12, 128, 128, device="cuda")
+    f = lambda t: torch.softmax(t * 0.125, -1) * w
+    (f(x) * g).sum().backward()
+    want, x.grad = x.grad, None
+    (ptc.compile(f)(x) * g).sum().backward()
+    torch.testing.assert_close(x.grad, want, rtol=1e-4, atol=1e-5)
+
+
+def test_gpu_bert_layer_bf16_backward():
+    # BERT-base width, one layer, 16x128 under bf16 autocast: the compiled
+    # backward raised CUDA_ERROR_ILLEGAL_ADDRESS (the softmax rows above)
+    T = pytest.importorskip("transformers")
+    import ptc
+    torch.manual_seed(0)
+    cfg = T.BertConfig(num_hidden_layers=1, hidden_dropout_prob=0, attention_probs_dropout_prob=0)
+    model = T.BertForMaskedLM(cfg).cuda()
+    comp = copy.deepcopy(model)
+    ids = torch.randint(0, 30000, (16, 128), device="cuda")
+    for m in (model, ptc.compile(comp)):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            m(input_ids=ids, labels=ids).loss.backward()
+    for (name, p), q in zip(model.named_parameters(), comp.parameters()):
+        scale = max(p.grad.abs().max().item(), 1e-6)
+        assert (q.grad - p.grad).abs().max().item() / scale <= TOL["bf16"], name
+
+
+def test_gpu_embedding_gradient_stays_on_the_device():
+    # the embedding gradient's scatter_add ran as ptc's C kernel over host
+    # copies (GPT-2: 154 MB down and up per step); on CUDA it runs in torch
+    import ptc
+    from torch.profiler import ProfilerActivity, profile
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Embedding(50000, 256), torch.nn.Linear(256, 8)).cuda()
+    comp = copy.deepcopy(model)
+    ids = torch.randint(0, 50000, (16, 128), device="cuda")
+    model(ids).pow(2).mean().backward()
+    loss = ptc.compile(comp)(ids).pow(2).mean()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        loss.backward()
+        torch.cuda.synchronize()
+    copies = [e.name for e in prof.events() if "Memcpy DtoH" in e.name or "Memcpy HtoD" in e.name]
+    assert not copies, copies
+    for p, q in zip(model.parameters(), comp.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-5)
