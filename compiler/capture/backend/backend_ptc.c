@@ -210,8 +210,10 @@ static const char *extern_fn(const ptc_node *node, int *slot)
         return "ptc._eager.convolution_backward_weight";
     case PTC_OP_SDPA: return "torch.nn.functional.scaled_dot_product_attention";
     /* on CUDA only: ptc_exec_extern_by_host */
-    case PTC_OP_PRIMS_CUMSUM: return "torch.cumsum";
-    case PTC_OP_PRIMS_SCATTER_ADD: return "torch.scatter_add";
+    case PTC_OP_PRIMS_CUMSUM:
+        return "torch.cumsum";
+    case PTC_OP_PRIMS_SCATTER_ADD:
+        return "torch.scatter_add";
     default: return NULL;
     }
 }
