@@ -132,20 +132,25 @@ def test_gpu_attention_softmax_backward_rows():
 
 def test_gpu_bert_layer_bf16_backward():
     # BERT-base width, one layer, 16x128 under bf16 autocast: the compiled
-    # backward raised CUDA_ERROR_ILLEGAL_ADDRESS (the softmax rows above)
+    # backward raised CUDA_ERROR_ILLEGAL_ADDRESS (the softmax rows above).
+    # bf16 rounding makes both eager's and ptc's gradients drift from a
+    # float32 run; ptc's drift must stay within 3x eager's (plus a floor).
     T = pytest.importorskip("transformers")
     import ptc
     torch.manual_seed(0)
     cfg = T.BertConfig(num_hidden_layers=1, hidden_dropout_prob=0, attention_probs_dropout_prob=0)
-    model = T.BertForMaskedLM(cfg).cuda()
-    comp = copy.deepcopy(model)
+    ref = T.BertForMaskedLM(cfg).cuda()
+    eager, comp = copy.deepcopy(ref), copy.deepcopy(ref)
     ids = torch.randint(0, 30000, (16, 128), device="cuda")
-    for m in (model, ptc.compile(comp)):
+    ref(input_ids=ids, labels=ids).loss.backward()
+    for m in (eager, ptc.compile(comp)):
         with torch.autocast("cuda", dtype=torch.bfloat16):
             m(input_ids=ids, labels=ids).loss.backward()
-    for (name, p), q in zip(model.named_parameters(), comp.parameters()):
-        scale = max(p.grad.abs().max().item(), 1e-6)
-        assert (q.grad - p.grad).abs().max().item() / scale <= TOL["bf16"], name
+    for (name, r), e, c in zip(ref.named_parameters(), eager.parameters(), comp.parameters()):
+        scale = max(r.grad.abs().max().item(), 1e-6)
+        e_err = (e.grad - r.grad).abs().max().item() / scale
+        c_err = (c.grad - r.grad).abs().max().item() / scale
+        assert c_err <= 3 * e_err + 1e-2, (name, c_err, e_err)
 
 
 def test_gpu_embedding_gradient_stays_on_the_device():
