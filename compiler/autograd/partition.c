@@ -8,7 +8,8 @@
  * as Inductor's partitioner does for cheap ops: a saved value made by a
  * pointwise or view node is recomputed in the backward instead when the
  * inputs that node would need saved take no more bytes than the value
- * itself (an exp of a saved input, a broadcast of a small tensor); chains
+ * itself (an exp of a saved input, a broadcast of a small tensor), an input
+ * counted at what it would cost once recomputed in turn (save_cost); chains
  * follow from repeating it until nothing moves.
  */
 #include "ag.h"
@@ -113,10 +114,34 @@ static double bytes(const ptc_value *v)
     return n;
 }
 
+/* How many cheap producers save_cost looks through. */
+enum { SAVE_COST_DEPTH = 3 };
+
 static bool cheap(const ptc_node *n)
 {
     unsigned f = ptc_op_flags(n->op);
     return (f & (PTC_F_POINTWISE | PTC_F_VIEW)) && !(f & PTC_F_RANDOM) && n->nout == 1;
+}
+
+/* Bytes saving v for the backward would cost: a value a cheap forward node
+ * makes from smaller unsaved inputs costs what they do, since a later round
+ * recomputes it from them (a BatchNorm's mean broadcast to the activation's
+ * shape is one float per channel, not a second activation; a float32 copy of
+ * a bfloat16 activation is the activation). depth bounds the walk. */
+static double save_cost(const split *s, const ptc_value *v, int depth)
+{
+    double own = bytes(v);
+    ptc_node *d = s->def[v->id];
+    if (!d || depth == 0 || !cheap(d) || s->node_side[s->index[d->id]] != SIDE_FORWARD)
+        return own;
+    double from = 0;
+    ptc_value *u;
+    FOR_INPUTS(d, u)
+    {
+        if (!s->saved[u->id])
+            from += save_cost(s, u, depth - 1);
+    }
+    return from < own ? from : own;
 }
 
 /* One round of recomputation; whether anything moved. */
@@ -136,7 +161,7 @@ static bool recompute_round(split *s, const ptc_joint *jt)
         FOR_INPUTS(n, v)
         {
             if (!s->saved[v->id] && on_forward(s, v))
-                extra += bytes(v);
+                extra += save_cost(s, v, SAVE_COST_DEPTH);
         }
         if (extra > bytes(j->values[id]))
             continue;

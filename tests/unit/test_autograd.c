@@ -372,6 +372,42 @@ START_TEST(partition_recomputes_cheap_ops)
 }
 END_TEST
 
+/* BatchNorm's shape under bf16 autocast: the centred float32 activation the
+ * backward reads is rebuilt from the bf16 input and the per-column mean
+ * rather than saved (it was: its inputs looked as large as it, the mean
+ * counted at its broadcast shape), so the forward saves 2 bytes an element,
+ * not 4. */
+START_TEST(partition_saves_narrow_inputs_not_wide_copies)
+{
+    ptc_module *m = parse("# ptc ir v1\ngraph g(%x: bf16[64,32] cpu) {\n"
+                          "  %f = to(%x, f32) : f32[64,32]\n"
+                          "  %m = mean(%f, [0], true) : f32[1,32]\n"
+                          "  %d = sub(%f, %m) : f32[64,32]\n"
+                          "  %q = mul(%d, %d) : f32[64,32]\n"
+                          "  %s = sum(%q) : f32[]\n  return (%s)\n}\n");
+    ptc_error err;
+    ptc_graph *prims = ptc_decompose(m->graphs[0], &err);
+    ck_assert_msg(prims != NULL, "%s", err.msg);
+    ck_assert_int_eq(ptc_simplify(prims, &err), 0);
+    bool wants[1] = {true};
+    ptc_joint j;
+    ck_assert_msg(ptc_autograd_joint(prims, wants, NULL, &j, &err) == 0, "%s", err.msg);
+    ptc_partition p;
+    ck_assert_msg(ptc_autograd_partition(&j, &p, &err) == 0, "%s", err.msg);
+    for (int i = 0; i < p.backward->ninputs - 1; i++) {
+        const ptc_ttype *t = &p.backward->inputs[i]->type;
+        bool wide = t->ndim == 2 && t->shape[0].value == 64 && t->dtype != PTC_BF16;
+        ck_assert_msg(!wide, "saved input %d is a full-size %s copy", i,
+                      ptc_dtype_name(t->dtype));
+    }
+    ptc_graph_free(p.forward);
+    ptc_graph_free(p.backward);
+    ptc_graph_free(j.graph);
+    ptc_graph_free(prims);
+    ptc_module_free(m);
+}
+END_TEST
+
 START_TEST(integer_input_cannot_want_a_gradient)
 {
     ptc_module *m = parse("# ptc ir v1\ngraph g(%i: i64[4] cpu) {\n"
@@ -399,6 +435,7 @@ static Suite *suite(void)
     tcase_add_test(t, missing_derivative_is_a_clear_error);
     tcase_add_test(t, integer_input_cannot_want_a_gradient);
     tcase_add_test(t, partition_recomputes_cheap_ops);
+    tcase_add_test(t, partition_saves_narrow_inputs_not_wide_copies);
     suite_add_tcase(s, t);
     return s;
 }
