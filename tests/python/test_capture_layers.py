@@ -14,11 +14,11 @@ ORDER = ["interp", "trace", "torch", "entry", "backend", "top"]
 KNOWN_UP = {
     "interp/calls.c": {"trace"},
     "interp/interp.c": {"trace"},
-    "interp/iter.c": {"torch"},
     "interp/ops_data.c": {"trace"},
     "interp/ops_flow.c": {"trace"},
     "interp/values.c": {"trace", "torch"},
     "trace/autocast.c": {"torch"},
+    "trace/iter.c": {"torch"},
     "trace/symint.c": {"torch"},
     "trace/trace.c": {"torch"},
     "trace/trace_call.c": {"torch"},

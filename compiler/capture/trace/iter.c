@@ -1,4 +1,5 @@
-/* Small Python types the interpreter puts on its stack: an iterator whose
+/* Small Python types a trace puts on the interpreter's stack (they belong
+ * to tracing: each knows its trace and runs its callbacks traced): an iterator whose
  * position ptc can read and rebuild (over a list, tuple or range, forwards
  * or reversed), the lazy iterators map/filter/zip/enumerate made while
  * tracing, and the __exit__ object of a with-block whose grad mode or
