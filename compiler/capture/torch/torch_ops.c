@@ -1035,3 +1035,21 @@ int cap_th_unsupported(cap_tcall *c, PyObject **out)
 {
     return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "%s", c->m->name);
 }
+
+/* The torch layer's hooks: its rows of the interpreter's table (interp.h),
+ * the operators on symbolic tensors and real tensors met while tracing, and
+ * the trace's table (trace.h), torch callables and tensor protocol. */
+void cap_torch_hooks_install(void)
+{
+    cap_thooks.lookup_fn = cap_torch_lookup_fn;
+    cap_thooks.call = cap_torch_call;
+    cap_thooks.getattr = cap_torch_getattr;
+    cap_thooks.getitem = cap_torch_getitem;
+    cap_thooks.setitem = cap_torch_setitem;
+    cap_thooks.unbind = cap_torch_unbind;
+    cap_hooks.real_tensor = cap_t_real_tensor;
+    cap_hooks.tensor_binary = cap_torch_binop;
+    cap_hooks.tensor_compare = cap_torch_compare;
+    cap_hooks.tensor_unary = cap_torch_unary;
+    cap_hooks.tensor_unpack = cap_torch_unpack;
+}

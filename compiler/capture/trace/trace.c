@@ -7,20 +7,20 @@
  * by their metadata (and become graph inputs), other objects by type. Sources
  * and guards are interned, so reading `self.conv1` twice costs one guard.
  */
-#include "capture/torch/torch.h"
+#include "capture/trace/trace.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-PyObject *cap_GraphBreak, *cap_GraphBreakError;
+PyObject *cap_GraphBreakError;
 
 /* ---- breaks ------------------------------------------------------------------ */
 
 static const cap_break_info break_table[] = {
     {0, "NONE", "", "", ""},
 #define BREAK(id, num, reason, expl, hint) {num, #id, reason, expl, hint},
-#include "capture/trace/breaks.def"
+#include "capture/interp/breaks.def"
 #undef BREAK
 };
 

@@ -11,7 +11,7 @@
  * function, the function given to map) are traced synchronously in a nested
  * run; a break inside one becomes a break at the builtin's call.
  */
-#include "capture/torch/torch.h"
+#include "capture/trace/trace.h"
 
 #include <string.h>
 
@@ -631,7 +631,7 @@ static int do_builtin(cap_interp *I, int id, PyObject *callable, PyObject *const
         break;
     case B_abs:
         if (ti == 0 && npos == 1)
-            return cap_torch_unary(T, -1, args[0], out);
+            return cap_hooks.tensor_unary(T, -1, args[0], out);
         break;
     case B_round:
         if (ti == 0) {
@@ -1155,12 +1155,12 @@ int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nar
     if (Py_TYPE(callable) == cap_method_type) {
         cap_method *m = (cap_method *)callable;
         int rc = current_args(I, &args, nargs, current);
-        return rc != CAP_NEXT ? rc : cap_torch_call(T, m->map, m->self, args, nargs, kwnames, out);
+        return rc != CAP_NEXT ? rc : cap_thooks.call(T, m->map, m->self, args, nargs, kwnames, out);
     }
-    const cap_tmap *tm = cap_torch_lookup_fn(callable);
+    const cap_tmap *tm = cap_thooks.lookup_fn(callable);
     if (tm) {
         int rc = current_args(I, &args, nargs, current);
-        return rc != CAP_NEXT ? rc : cap_torch_call(T, tm, NULL, args, nargs, kwnames, out);
+        return rc != CAP_NEXT ? rc : cap_thooks.call(T, tm, NULL, args, nargs, kwnames, out);
     }
     if (cap_is_method(callable)) {
         PyObject *fn = PyObject_GetAttr(callable, cap_P.s_func);

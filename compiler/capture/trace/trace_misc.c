@@ -3,7 +3,7 @@
  * small tables of callables with fixed answers (pure C functions, ptc.disable,
  * torch functions that report state).
  */
-#include "capture/torch/torch.h"
+#include "capture/trace/trace.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -9,7 +9,7 @@
  * returns an iterator over the list (a generator if it escapes to the user).
  */
 #include "capture/interp/interp.h"
-#include "capture/torch/torch.h"
+#include "capture/trace/trace.h"
 
 #include <string.h>
 
