@@ -509,7 +509,7 @@ HANDLER(LOAD_BUILD_CLASS)
         PyErr_SetString(PyExc_NameError, "__build_class__ not found");
         return CAP_ERR;
     }
-    cap_push(f, Py_NewRef(b)); /* calling it is the break (trace_call.c) */
+    cap_push(f, Py_NewRef(b)); /* calling it is the break (trace/calls.c) */
     return CAP_NEXT;
 }
 

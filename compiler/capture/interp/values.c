@@ -2,7 +2,7 @@
  *
  * In real mode each is CPython's abstract-object operation. While tracing,
  * symbolic tensors go to the torch mapping (torch_*.c), objects that came from
- * outside the trace go through trace.c (sources and guards), and dunder methods
+ * outside the trace go through the trace (sources and guards), and dunder methods
  * written in Python are inlined: the operation pushes a frame whose continuation
  * finishes it (cap_ret_binop tries the reflected method on NotImplemented, exactly
  * in CPython's order).
@@ -301,7 +301,7 @@ int cap_ret_contains(cap_interp *I, cap_frame *p, const cap_instr *in, int arg, 
     return CAP_NEXT;
 }
 
-/* l += items on an outside list is l.extend(items), logged (trace_effects.c);
+/* l += items on an outside list is l.extend(items), logged (trace/effects.c);
  * other in-place operators on outside containers are breaks. */
 static int inplace_outside(cap_interp *I, int op, PyObject *a, PyObject *b, PyObject **out)
 {

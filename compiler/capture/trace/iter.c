@@ -45,7 +45,7 @@ void cap_iter_set_owner(cap_iter *it, PyObject *owner)
 }
 
 /* The owner's size as the program sees it: a trace's writes to an outside
- * dict are pending until the graph ran (trace_effects.c). */
+ * dict are pending until the graph ran (effects.c). */
 static Py_ssize_t owner_size(cap_iter *it)
 {
     PyObject *o = it->owner;

@@ -1,6 +1,8 @@
 /* Building graph nodes: a traced op becomes a node of the trace's graph with
  * the user's source position, the text of the expression and the nn.Module
- * path, and its results become symbolic tensors.
+ * path, and its results become symbolic tensors. What the trace records per
+ * node lives here too: the grad mode it ran under, in-place writes to graph
+ * inputs, random seeds.
  *
  * The symbolic tensor type and the bound-method type are made by the torch
  * layer (their Python protocol runs torch handlers); the trace only makes
@@ -8,6 +10,7 @@
  */
 #include "capture/trace/trace.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 PyTypeObject *cap_tensor_type, *cap_method_type;
@@ -126,4 +129,66 @@ int cap_t_real_tensor(cap_trace *T, PyObject *v, const char *what)
     Py_XDECREF(s);
     PyErr_Clear();
     return rc;
+}
+
+/* ---- nodes ------------------------------------------------------------------------- */
+
+void cap_t_note_node(cap_trace *T, ptc_node *n)
+{
+    if (n->id >= T->cap_node_grad) {
+        int cap = T->cap_node_grad ? 2 * T->cap_node_grad : 256;
+        while (cap <= n->id)
+            cap *= 2;
+        T->node_grad = realloc(T->node_grad, (size_t)cap);
+        memset(T->node_grad + T->cap_node_grad, 0, (size_t)(cap - T->cap_node_grad));
+        T->cap_node_grad = cap;
+    }
+    T->node_grad[n->id] = T->grad_enabled;
+}
+
+bool cap_t_value_grad(cap_trace *T, ptc_value *v)
+{
+    return !v->def || (v->def->id < T->cap_node_grad && T->node_grad[v->def->id]);
+}
+
+int cap_t_check_writable(cap_trace *T, cap_tensor *t, ptc_value *nv)
+{
+    const char *name = t->input_v->name;
+    /* Module buffers only: an argument may be a view of another input (x
+       and x[0]), which the graph would go on reading unchanged. */
+    if (t->src < 0 || T->src[t->src].kind != CAP_S_MODBUF)
+        return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a tensor from outside (%s)",
+                           name);
+    if (T->src_val[t->src] != (PyObject *)t)
+        return cap_t_break(T, CAP_B_INPLACE_INPUT,
+                           "in-place op on an alias of a tensor from outside (%s)", name);
+    if (t->input_v->type.requires_grad)
+        return cap_t_break(T, CAP_B_INPLACE_INPUT,
+                           "in-place op on a tensor from outside that requires grad (%s)", name);
+    if (nv->type.requires_grad && cap_t_value_grad(T, nv))
+        return cap_t_break(
+            T, CAP_B_INPLACE_INPUT,
+            "in-place op writing a value that requires grad into a tensor from outside (%s)", name);
+    return CAP_NEXT;
+}
+
+bool cap_t_is_written(cap_trace *T, cap_tensor *t)
+{
+    /* by identity: == on symbolic tensors would trace a comparison */
+    for (Py_ssize_t i = 0; i < PyList_Size(T->written); i++)
+        if (PyList_GetItem(T->written, i) == (PyObject *)t)
+            return true;
+    return false;
+}
+
+int cap_t_note_written(cap_trace *T, cap_tensor *t)
+{
+    if (cap_t_is_written(T, t))
+        return CAP_NEXT;
+    return PyList_Append(T->written, (PyObject *)t) < 0 ? CAP_ERR : CAP_NEXT;
+}
+
+uint64_t cap_t_next_seed(cap_trace *T)
+{
+    return ++T->seeds;
 }

@@ -184,7 +184,7 @@ typedef struct cap_torch {
     PyObject *global_hooks; /* tuple of the global forward hook dicts */
     PyObject *fn_table;     /* dict: callable -> capsule of cap_tmap */
     PyObject *method_table; /* dict: Tensor method name -> capsule of cap_tmap */
-    PyObject *pure_fns;     /* dict: C callable -> purity class (trace_call.c) */
+    PyObject *pure_fns;     /* dict: C callable -> purity class (calls.c) */
     PyObject *s_shape, *s_dtype, *s_device, *s_stride, *s_requires_grad, *s_data_ptr,
         *s_is_contiguous, *s_parameters, *s_buffers, *s_modules, *s_training, *s_forward, *s_type,
         *s_index, *s_forward_hooks, *s_forward_pre_hooks, *s_backward_hooks, *s_backward_pre_hooks,
@@ -244,10 +244,14 @@ int cap_amp_enter(cap_trace *T, PyObject *mgr, PyObject **exit);
 int cap_amp_query(cap_trace *T, PyObject *callable, PyObject *const *args, int nargs,
                   PyObject **out);
 
-/* nn.Module.parameters() and the other iteration methods (trace_module.c). */
+/* nn.Module.parameters() and the other iteration methods (modules.c). */
 int cap_module_iter_kind(PyObject *fn);
 int cap_module_iter_call(cap_interp *I, int kind, PyObject *const *args, int nargs,
                          PyObject *kwnames, PyObject **out);
+/* An nn.Module called while tracing: its forward inlined, or torch's
+ * _call_impl when it has hooks (modules.c). */
+int cap_t_module_call(cap_interp *I, PyObject *mod, PyObject *const *args, int nargs,
+                      PyObject *kwnames, PyObject **out);
 
 /* ---- the torch layer's hooks ---------------------------------------------------- */
 
@@ -343,7 +347,7 @@ struct cap_trace {
     PyObject *no_inline;      /* set of (id(code), pc) that must not be inlined */
     PyObject *tensors;        /* weakrefs to every symbolic tensor made */
     /* Side effects on outside objects, replayed after the graph
-       (trace_effects.c): the attribute values the trace wrote (id(obj) ->
+       (effects.c): the attribute values the trace wrote (id(obj) ->
        {name: [value] or () when deleted}), the shadows of written lists,
        dicts and cells (id(obj) -> record), and the log in program order,
        (kind, obj, key, value). */
@@ -436,7 +440,7 @@ bool cap_is_key(PyObject *o);
 /* Is obj outside (has a source)? */
 static inline bool cap_t_outside(cap_trace *T, PyObject *obj) { return cap_t_source_of(T, obj) >= 0; }
 
-/* ---- side effects on outside objects (trace_effects.c) ------------------------------ */
+/* ---- side effects on outside objects (effects.c) ------------------------------ */
 
 /* The kinds of logged mutation, each replayed after the graph by one
  * routine (entry_run.c): X(id, uses key, uses value). */
@@ -523,7 +527,7 @@ int cap_symint_specialise(cap_symint *s, const char *why, int64_t *out);
 int cap_t_need_static(cap_trace *T, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static inline bool cap_t_symbolic(cap_trace *T) { return T->syms.n > 0; }
 
-/* ---- more of the trace (trace_misc.c, trace_obj.c, trace_call.c) ----------------- */
+/* ---- more of the trace (lifecycle.c, nodes.c, callables.c, objects.c, calls.c) ---- */
 
 void cap_source_line(const char *file, int line, char *buf, size_t size);
 bool cap_is_enum_member(PyObject *o);
@@ -563,7 +567,7 @@ struct cap_entry;
 void cap_report_autograd(cap_compiled *c, const struct cap_entry *e);
 PyObject *cap_break_dict(const cap_break *b);
 
-/* A torch tensor (not a symbolic one) met while tracing (trace_obj.c). */
+/* A torch tensor (not a symbolic one) met while tracing (objects.c). */
 bool cap_t_is_real_tensor(PyObject *o);
 int cap_t_getattr(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out);
 int cap_t_setattr(cap_interp *I, PyObject *obj, PyObject *name, PyObject *v);

@@ -15,15 +15,15 @@
 
 #include <string.h>
 
-#define CAP_BUILTINS(X)                                                         \
-    X(len) X(isinstance) X(issubclass) X(type) X(getattr) X(hasattr) X(setattr)  \
-    X(delattr) X(iter) X(next) X(print) X(input) X(open) X(range) X(enumerate)  \
-    X(zip) X(reversed) X(map) X(filter) X(sorted) X(min) X(max) X(sum) X(any)   \
-    X(all) X(list) X(tuple) X(set) X(frozenset) X(dict) X(str) X(repr) X(format) \
-    X(ascii) X(int) X(float) X(bool) X(complex) X(abs) X(round) X(pow) X(divmod) \
-    X(hash) X(id) X(callable) X(vars) X(chr) X(ord) X(bin) X(hex) X(oct)        \
-    X(slice) X(object) X(super) X(staticmethod) X(classmethod) X(property)      \
-    X(bytes) X(breakpoint)
+#define CAP_BUILTINS(X)                                                                            \
+    X(len)                                                                                         \
+    X(isinstance) X(issubclass) X(type) X(getattr) X(hasattr) X(setattr) X(delattr) X(iter)        \
+        X(next) X(print) X(input) X(open) X(range) X(enumerate) X(zip) X(reversed) X(map)          \
+            X(filter) X(sorted) X(min) X(max) X(sum) X(any) X(all) X(list) X(tuple) X(set)         \
+                X(frozenset) X(dict) X(str) X(repr) X(format) X(ascii) X(int) X(float) X(bool)     \
+                    X(complex) X(abs) X(round) X(pow) X(divmod) X(hash) X(id) X(callable) X(vars)  \
+                        X(chr) X(ord) X(bin) X(hex) X(oct) X(slice) X(object) X(super)             \
+                            X(staticmethod) X(classmethod) X(property) X(bytes) X(breakpoint)
 
 typedef enum {
     B_NONE = 0,
@@ -265,8 +265,8 @@ static int do_getattr(cap_interp *I, PyObject *const *args, int nargs, PyObject 
  * call made for real with empty tuples in the iterables' places (nothing is
  * consumed, no callback runs). Its TypeError is the user's error; other
  * outcomes (max() of nothing) say nothing about the arguments. */
-static int check_iterable_args(PyObject *callable, PyObject *const *args, int nargs, PyObject *kwnames,
-                               int first, int nits)
+static int check_iterable_args(PyObject *callable, PyObject *const *args, int nargs,
+                               PyObject *kwnames, int first, int nits)
 {
     PyObject **probe = PyMem_Malloc(sizeof *probe * (size_t)(nargs + 1));
     if (!probe)
@@ -314,8 +314,10 @@ static int make_lazy(cap_interp *I, int id, PyObject *callable, PyObject *const 
     if (rc == CAP_NEXT) {
         PyObject *strict = id == B_zip ? kw_get(args, nargs, kwnames, "strict") : NULL;
         int on = strict ? PyObject_IsTrue(strict) : 0;
-        int kind = id == B_map ? CAP_LAZY_MAP : id == B_filter ? CAP_LAZY_FILTER
-                   : id == B_zip ? CAP_LAZY_ZIP : CAP_LAZY_ENUMERATE;
+        int kind = id == B_map      ? CAP_LAZY_MAP
+                   : id == B_filter ? CAP_LAZY_FILTER
+                   : id == B_zip    ? CAP_LAZY_ZIP
+                                    : CAP_LAZY_ENUMERATE;
         *out = on < 0 ? NULL : cap_lazy_new(kind, first ? args[0] : NULL, its, count, on > 0);
         rc = *out ? CAP_NEXT : CAP_ERR;
     }
@@ -375,7 +377,9 @@ static PyObject *sort_by_key(cap_interp *I, PyObject *items, PyObject *key, PyOb
     PyObject *kw = PyDict_New();
     if (idx && kw && (!rev || PyDict_SetItemString(kw, "reverse", rev) == 0)) {
         PyObject *sortargs = PyTuple_Pack(1, idx);
-        PyObject *s = sortargs ? PyObject_Call(PyDict_GetItemString(cap_P.builtins, "sorted"), sortargs, kw) : NULL;
+        PyObject *s =
+            sortargs ? PyObject_Call(PyDict_GetItemString(cap_P.builtins, "sorted"), sortargs, kw)
+                     : NULL;
         Py_XDECREF(sortargs);
         Py_SETREF(idx, s);
     } else {
@@ -399,7 +403,8 @@ static int sort_keyed(cap_interp *I, int id, PyObject *items, PyObject *key, PyO
         if (dflt)
             *res = Py_NewRef(dflt);
         else
-            PyErr_Format(PyExc_ValueError, "%s() iterable argument is empty", id == B_min ? "min" : "max");
+            PyErr_Format(PyExc_ValueError, "%s() iterable argument is empty",
+                         id == B_min ? "min" : "max");
     } else if (id == B_sorted) {
         *res = PyList_New(n);
         for (Py_ssize_t i = 0; *res && i < n; i++) {
@@ -412,8 +417,9 @@ static int sort_keyed(cap_interp *I, int id, PyObject *items, PyObject *key, PyO
         if (id == B_max) {
             pick = n - 1;
             PyObject *kmax = PyTuple_GetItem(PyList_GetItem(s, n - 1), 0);
-            while (pick > 0 && PyObject_RichCompareBool(PyTuple_GetItem(PyList_GetItem(s, pick - 1), 0), kmax,
-                                                        Py_EQ) == 1)
+            while (pick > 0 &&
+                   PyObject_RichCompareBool(PyTuple_GetItem(PyList_GetItem(s, pick - 1), 0), kmax,
+                                            Py_EQ) == 1)
                 pick--;
         }
         Py_ssize_t j = PyLong_AsSsize_t(PyTuple_GetItem(PyList_GetItem(s, pick), 1));
@@ -437,7 +443,8 @@ static int sort_items(cap_interp *I, int id, PyObject *items, PyObject *const *a
             return cap_t_break(I->T, CAP_B_TENSOR_BOOL, "%s() comparing tensors", name);
     PyObject *fn = PyDict_GetItemString(cap_P.builtins, name);
     PyObject *kwn = NULL, *all[3] = {items, NULL, NULL};
-    PyObject *rev = kw_get(args, nargs, kwnames, "reverse"), *dflt = kw_get(args, nargs, kwnames, "default");
+    PyObject *rev = kw_get(args, nargs, kwnames, "reverse"),
+             *dflt = kw_get(args, nargs, kwnames, "default");
     int nk = 0;
     if (rev || dflt) {
         kwn = PyTuple_New((rev ? 1 : 0) + (dflt ? 1 : 0));
@@ -465,7 +472,8 @@ static int sum_items(cap_interp *I, PyObject *items, PyObject *start, PyObject *
         int rc = cap_op_binary(I, CAP_NB_ADD, acc, PyList_GetItem(items, i), &r);
         Py_CLEAR(acc);
         if (rc == CAP_FRAME)
-            return cap_t_break(I->T, CAP_B_UNSUPPORTED_CALL, "sum() over objects with Python __add__");
+            return cap_t_break(I->T, CAP_B_UNSUPPORTED_CALL,
+                               "sum() over objects with Python __add__");
         if (rc != CAP_NEXT)
             return rc;
         acc = r;
@@ -545,8 +553,8 @@ static int do_iterables(cap_interp *I, int id, PyObject *callable, PyObject *con
     return cap_iter_rewind(I, &marks, consume_items(I, id, args, nargs, kwnames, out));
 }
 
-static int do_builtin(cap_interp *I, int id, PyObject *callable, PyObject *const *args,
-                      int nargs, PyObject *kwnames, PyObject **out)
+static int do_builtin(cap_interp *I, int id, PyObject *callable, PyObject *const *args, int nargs,
+                      PyObject *kwnames, PyObject **out)
 {
     cap_trace *T = I->T;
     int npos = nargs - kw_count(kwnames);
@@ -603,12 +611,24 @@ static int do_builtin(cap_interp *I, int id, PyObject *callable, PyObject *const
     case B_input:
     case B_open:
     case B_breakpoint:
-        return cap_t_break(T, CAP_B_PRINT, "%s()", id == B_open ? "open" : id == B_input ? "input" : "breakpoint");
-    case B_enumerate: case B_zip: case B_map: case B_filter:
+        return cap_t_break(T, CAP_B_PRINT, "%s()",
+                           id == B_open    ? "open"
+                           : id == B_input ? "input"
+                                           : "breakpoint");
+    case B_enumerate:
+    case B_zip:
+    case B_map:
+    case B_filter:
         return make_lazy(I, id, callable, args, nargs, kwnames, out);
     case B_reversed:
         return make_reversed(I, callable, args, nargs, kwnames, out);
-    case B_sorted: case B_sum: case B_any: case B_all: case B_list: case B_tuple: case B_set:
+    case B_sorted:
+    case B_sum:
+    case B_any:
+    case B_all:
+    case B_list:
+    case B_tuple:
+    case B_set:
     case B_frozenset:
         return do_iterables(I, id, callable, args, nargs, kwnames, out);
     case B_min:
@@ -616,18 +636,32 @@ static int do_builtin(cap_interp *I, int id, PyObject *callable, PyObject *const
         if (npos == 1)
             return do_iterables(I, id, callable, args, nargs, kwnames, out);
         if (ti >= 0)
-            return cap_t_break(T, CAP_B_TENSOR_BOOL, "%s() comparing tensors", id == B_min ? "min" : "max");
+            return cap_t_break(T, CAP_B_TENSOR_BOOL, "%s() comparing tensors",
+                               id == B_min ? "min" : "max");
         break;
-    case B_str: case B_repr: case B_format: case B_ascii:
+    case B_str:
+    case B_repr:
+    case B_format:
+    case B_ascii:
         if (ti >= 0)
-            return cap_t_break(T, CAP_B_TENSOR_STR, "%s() of a tensor", id == B_str ? "str" : "repr");
+            return cap_t_break(T, CAP_B_TENSOR_STR, "%s() of a tensor",
+                               id == B_str ? "str" : "repr");
         break;
-    case B_int: case B_float: case B_bool: case B_complex: case B_chr: case B_hex: case B_oct:
-    case B_bin: case B_divmod: case B_hash:
+    case B_int:
+    case B_float:
+    case B_bool:
+    case B_complex:
+    case B_chr:
+    case B_hex:
+    case B_oct:
+    case B_bin:
+    case B_divmod:
+    case B_hash:
         if (ti >= 0)
             return cap_t_break(T, CAP_B_TENSOR_ITEM, "a tensor converted to a Python number");
         if (id == B_hash && npos == 1 && !cap_is_constant(args[0]) && !cap_t_outside(T, args[0]))
-            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "hash() of an object created in the trace");
+            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL,
+                               "hash() of an object created in the trace");
         break;
     case B_abs:
         if (ti == 0 && npos == 1)
@@ -670,65 +704,14 @@ static int do_builtin(cap_interp *I, int id, PyObject *callable, PyObject *const
     return real_call_flowed(T, callable, args, nargs, kwnames, out);
 }
 
-/* ---- nn.Module calls ---------------------------------------------------------------------- */
-
-static bool module_has_hooks(PyObject *mod)
-{
-    PyObject *d = PyObject_GenericGetDict(mod, NULL);
-    if (!d) {
-        PyErr_Clear();
-        return true;
-    }
-    PyObject *keys[4] = {cap_T.s_forward_hooks, cap_T.s_forward_pre_hooks, cap_T.s_backward_hooks,
-                         cap_T.s_backward_pre_hooks};
-    bool any = false;
-    for (int i = 0; i < 4 && !any; i++) {
-        PyObject *h = PyDict_GetItem(d, keys[i]);
-        any = h && PyObject_Size(h) > 0;
-    }
-    Py_DECREF(d);
-    PyErr_Clear();
-    return any;
-}
-
-bool cap_global_hooks(void)
-{
-    for (Py_ssize_t i = 0; cap_T.global_hooks && i < PyTuple_Size(cap_T.global_hooks); i++)
-        if (PyObject_Size(PyTuple_GetItem(cap_T.global_hooks, i)) > 0)
-            return true;
-    PyErr_Clear();
-    return false;
-}
-
-static int module_call(cap_interp *I, PyObject *mod, PyObject *const *args, int nargs,
-                       PyObject *kwnames, PyObject **out)
-{
-    cap_trace *T = I->T;
-    int src = cap_t_source_of(T, mod);
-    bool global = cap_global_hooks(), hooks = global || module_has_hooks(mod);
-    if (src >= 0 && !hooks && cap_guard_add(T, CAP_G_NOHOOKS, src, NULL, 0) < 0)
-        return CAP_ERR;
-    if (cap_guard_add(T, CAP_G_GLOBAL_HOOKS, -1, NULL, global) < 0)
-        return CAP_ERR;
-    PyObject *fn = NULL;
-    int rc = cap_t_getattr(I, mod, hooks ? cap_P.s_call : cap_T.s_forward, &fn);
-    if (rc != CAP_NEXT)
-        return rc == CAP_FRAME ? cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "a module whose forward is a property") : rc;
-    const char *path = cap_module_path(T, mod);
-    rc = cap_op_call(I, fn, args, nargs, kwnames, out);
-    Py_DECREF(fn);
-    if (rc == CAP_FRAME && path)
-        I->frame->module_path = path;
-    return rc;
-}
-
 /* ---- classes ------------------------------------------------------------------------------ */
 
 static int instantiate(cap_interp *I, PyObject *cls, PyObject *const *args, int nargs,
                        PyObject *kwnames, PyObject **out)
 {
     cap_trace *T = I->T;
-    if (cap_T.autocast_cls && PyType_IsSubtype((PyTypeObject *)cls, (PyTypeObject *)cap_T.autocast_cls)) {
+    if (cap_T.autocast_cls &&
+        PyType_IsSubtype((PyTypeObject *)cls, (PyTypeObject *)cap_T.autocast_cls)) {
         /* torch.autocast(...) only records its settings: made for real
            (with constant arguments), entered symbolically. */
         for (int i = 0; i < nargs; i++)
@@ -834,8 +817,8 @@ static int instantiate(cap_interp *I, PyObject *cls, PyObject *const *args, int 
 /* ---- C callables -------------------------------------------------------------------------- */
 
 static const char *read_only_methods[] = {
-    "get", "keys", "values", "items", "copy", "index", "count", "__contains__", "__len__",
-    "__getitem__", "startswith", "endswith", NULL,
+    "get",          "keys",    "values",      "items",      "copy",     "index", "count",
+    "__contains__", "__len__", "__getitem__", "startswith", "endswith", NULL,
 };
 
 static bool is_read_only(const char *name)
@@ -865,7 +848,8 @@ int cap_t_dict_lookup(cap_interp *I, PyObject *d, PyObject *key, PyObject **out)
     if (has < 0)
         return CAP_ERR;
     if (!has)
-        return cap_guard_add(T, CAP_G_DICT_HAS, cap_t_source_of(T, d), key, 0) < 0 ? CAP_ERR : CAP_NEXT;
+        return cap_guard_add(T, CAP_G_DICT_HAS, cap_t_source_of(T, d), key, 0) < 0 ? CAP_ERR
+                                                                                   : CAP_NEXT;
     return cap_t_getitem(I, d, key, out);
 }
 
@@ -896,7 +880,8 @@ static int outside_container_method(cap_interp *I, PyObject *self, const char *n
         return CAP_ERR;
     int rc = real_call_flowed(T, m, args, nargs, kwnames, out);
     Py_DECREF(m);
-    if (rc == CAP_NEXT && (PyDictKeys_Check(*out) || PyDictValues_Check(*out) || PyDictItems_Check(*out))) {
+    if (rc == CAP_NEXT &&
+        (PyDictKeys_Check(*out) || PyDictValues_Check(*out) || PyDictItems_Check(*out))) {
         PyObject *l = PySequence_List(*out);
         Py_SETREF(*out, l);
         if (!l)
@@ -947,7 +932,8 @@ static int c_callable(cap_interp *I, PyObject *callable, PyObject *const *args, 
     cap_trace *T = I->T;
     PyObject *self = NULL;
     const char *name = "?";
-    if (PyDict_Check(cap_P.builtins) && callable == PyDict_GetItemString(cap_P.builtins, "__build_class__"))
+    if (PyDict_Check(cap_P.builtins) &&
+        callable == PyDict_GetItemString(cap_P.builtins, "__build_class__"))
         return cap_t_break(T, CAP_B_UNINTERPRETABLE, "class definition");
     PyObject *nm = PyObject_GetAttr(callable, cap_P.s_name);
     if (nm && PyUnicode_Check(nm))
@@ -960,7 +946,8 @@ static int c_callable(cap_interp *I, PyObject *callable, PyObject *const *args, 
         held = self = PyObject_GetAttr(callable, cap_P.s_self);
         PyErr_Clear();
     } else if ((PyObject_TypeCheck(callable, &PyMethodDescr_Type) ||
-                PyObject_TypeCheck(callable, &PyWrapperDescr_Type)) && nargs > 0) {
+                PyObject_TypeCheck(callable, &PyWrapperDescr_Type)) &&
+               nargs > 0) {
         self = args[0], args++, nargs--;
     }
     int rc;
@@ -968,15 +955,18 @@ static int c_callable(cap_interp *I, PyObject *callable, PyObject *const *args, 
     PyErr_Clear();
     if (objclass == (PyObject *)&PyBaseObject_Type && self && !cap_is_tensor(self) && !kwnames &&
         (strcmp(name, "__getattribute__") == 0 || strcmp(name, "__setattr__") == 0 ||
-         strcmp(name, "__delattr__") == 0) && nargs >= 1 && PyUnicode_Check(args[0])) {
+         strcmp(name, "__delattr__") == 0) &&
+        nargs >= 1 && PyUnicode_Check(args[0])) {
         /* object.__getattribute__(obj, name) and friends (as super() calls
            them): the generic lookup, traced. */
         Py_DECREF(objclass);
         if (name[2] == 'g' && nargs == 1)
             rc = cap_t_getattr_generic(I, self, args[0], out);
-        else if (name[2] == 's' && nargs == 2 && (rc = cap_t_setattr_generic(I, self, args[0], args[1])) == CAP_NEXT)
+        else if (name[2] == 's' && nargs == 2 &&
+                 (rc = cap_t_setattr_generic(I, self, args[0], args[1])) == CAP_NEXT)
             *out = Py_NewRef(Py_None);
-        else if (name[2] == 'd' && nargs == 1 && (rc = cap_t_setattr_generic(I, self, args[0], NULL)) == CAP_NEXT)
+        else if (name[2] == 'd' && nargs == 1 &&
+                 (rc = cap_t_setattr_generic(I, self, args[0], NULL)) == CAP_NEXT)
             *out = Py_NewRef(Py_None);
         else
             rc = cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "object.%s with unusual arguments", name);
@@ -985,9 +975,9 @@ static int c_callable(cap_interp *I, PyObject *callable, PyObject *const *args, 
         return rc;
     }
     Py_XDECREF(objclass);
-    if (self && PyType_Check(self) && strcmp(name, "__new__") == 0 && nargs >= 1 && PyType_Check(args[0]) &&
-        PyType_IsSubtype((PyTypeObject *)args[0], (PyTypeObject *)self) && plain_new(self) &&
-        tensor_in(args + 1, nargs - 1) < 0) {
+    if (self && PyType_Check(self) && strcmp(name, "__new__") == 0 && nargs >= 1 &&
+        PyType_Check(args[0]) && PyType_IsSubtype((PyTypeObject *)args[0], (PyTypeObject *)self) &&
+        plain_new(self) && tensor_in(args + 1, nargs - 1) < 0) {
         /* object.__new__(cls), tuple.__new__(cls, items) (namedtuples) and
            the like only allocate: made for real, with the trace's values. */
         rc = real_call_flowed(T, callable, args, nargs, kwnames, out);
@@ -1003,17 +993,18 @@ static int c_callable(cap_interp *I, PyObject *callable, PyObject *const *args, 
             snprintf(what, sizeof what, "Tensor.%s", name);
             rc = cap_t_real_tensor(T, self, what);
         } else if (cap_t_outside(T, self) && !cap_is_constant(self)) {
-            if (PyDict_Check(self) || PyList_Check(self) || PyTuple_Check(self) || PyAnySet_Check(self))
+            if (PyDict_Check(self) || PyList_Check(self) || PyTuple_Check(self) ||
+                PyAnySet_Check(self))
                 rc = outside_container_method(I, self, name, args, nargs, kwnames, out);
             else
                 rc = cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "%s.%s() on an object from outside",
                                  cap_tpname(Py_TYPE(self)), name);
-        } else if (PyList_CheckExact(self) && strcmp(name, "extend") == 0 && nargs == 1 && !kwnames &&
-                   cap_is_ptc_iter(args[0])) {
+        } else if (PyList_CheckExact(self) && strcmp(name, "extend") == 0 && nargs == 1 &&
+                   !kwnames && cap_is_ptc_iter(args[0])) {
             rc = extend_lazily(I, self, args[0], out);
         } else {
             PyObject *m = PyCFunction_Check(callable) || held ? Py_NewRef(callable)
-                                                             : PyObject_GetAttrString(self, name);
+                                                              : PyObject_GetAttrString(self, name);
             rc = m ? real_call_flowed(T, m, args, nargs, kwnames, out) : CAP_ERR;
             Py_XDECREF(m);
         }
@@ -1168,7 +1159,8 @@ int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nar
         PyObject *buf[64];
         int rc;
         if (!fn || !self || nargs > 62) {
-            rc = fn && self ? cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "too many arguments") : CAP_ERR;
+            rc =
+                fn && self ? cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "too many arguments") : CAP_ERR;
         } else {
             buf[0] = self;
             memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
@@ -1197,7 +1189,7 @@ int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nar
     if (rc != CAP_NONE)
         return rc;
     if (PyObject_TypeCheck(callable, (PyTypeObject *)cap_T.Module))
-        return module_call(I, callable, args, nargs, kwnames, out);
+        return cap_t_module_call(I, callable, args, nargs, kwnames, out);
     if (cap_is_function(callable))
         return call_function(I, callable, args, nargs, kwnames, out);
     if (PyType_Check(callable))

@@ -1,256 +1,62 @@
-/* The trace's bookkeeping: creation and teardown, graph inputs and their
- * names, per-node grad mode, random seeds, module paths, source lines, and the
- * small tables of callables with fixed answers (pure C functions, ptc.disable,
- * torch functions that report state).
+/* What the trace knows of a callable before calling it: whether to inline it
+ * at all (inlining decisions), and the small tables of callables with fixed
+ * answers: functions marked never to be traced (ptc.disable,
+ * torch.compiler.disable), functools.partial, C functions known to be pure,
+ * and torch functions that report state.
  */
 #include "capture/trace/trace.h"
 
-#include <stdlib.h>
 #include <string.h>
 
-/* ---- lifecycle ------------------------------------------------------------------- */
+/* ---- inlining decisions ------------------------------------------------------------------ */
 
-cap_trace *cap_trace_new(PyObject *module_names, cap_interp *I)
+bool cap_t_no_inline(cap_trace *T, cap_frame *f)
 {
-    cap_trace *T = calloc(1, sizeof *T);
-    if (!T)
-        return (cap_trace *)PyErr_NoMemory();
-    T->module_names = Py_XNewRef(module_names);
-    T->I = I;
-    T->g = ptc_graph_new(NULL, "forward");
-    T->arena = T->g->arena;
-    T->src_index = PyDict_New();
-    T->guard_index = PyDict_New();
-    T->obj_src = PyDict_New();
-    T->keep = PyList_New(0);
-    T->input_const = PyList_New(0);
-    T->tensors = PyList_New(0);
-    T->strings = PyDict_New();
-    T->no_inline = PySet_New(NULL);
-    T->skipped = PyList_New(0);
-    T->sync_step = T->sync_exit = -1;
-    T->shadow = PyDict_New();
-    T->mut = PyDict_New();
-    T->effects = PyList_New(0);
-    T->written = PyList_New(0);
-    T->exc_stack = PyList_New(0);
-    T->made_funcs = PyDict_New();
-    T->symints = PyList_New(0);
-    T->specialised = PyList_New(0);
-    T->dynamic = -1;
-    if (!T->symints || !T->specialised || !T->made_funcs || !T->exc_stack || !T->shadow ||
-        !T->mut || !T->effects || !T->written || !T->src_index || !T->guard_index ||
-        !T->obj_src || !T->keep || !T->input_const || !T->tensors || !T->strings ||
-        !T->no_inline || !T->skipped) {
-        cap_trace_free(T);
-        return NULL;
-    }
-    PyObject *g = PyObject_CallNoArgs(cap_T.is_grad_enabled);
-    T->grad_enabled = T->grad_at_start = g == Py_True;
-    Py_XDECREF(g);
-    if (!g || cap_amp_read(&T->amp) < 0) {
-        cap_trace_free(T);
-        return NULL;
-    }
-    T->amp_at_start = T->amp;
-    return T;
+    if (PySet_Size(T->no_inline) == 0)
+        return false;
+    PyObject *key = Py_BuildValue("(ni)", (Py_ssize_t)(uintptr_t)f->code->code, f->pc);
+    int r = key ? PySet_Contains(T->no_inline, key) : 0;
+    Py_XDECREF(key);
+    PyErr_Clear();
+    return r == 1;
 }
 
-void cap_trace_free(cap_trace *T)
+/* An outside function keeps its identity when its __code__, __defaults__ or
+ * __kwdefaults__ is replaced (helper.__code__ = other.__code__), so its
+ * identity guard alone would keep running what the trace inlined. Code by
+ * identity; defaults by value where they are constants (a nested function's
+ * are made anew by each call of its maker), else by identity. */
+int cap_t_enter_frame(cap_trace *T, cap_frame *f)
 {
-    if (!T)
-        return;
-    Py_XDECREF(T->module_names);
-    /* Symbolic tensors outlive nothing: detach them from this trace. */
-    for (Py_ssize_t i = 0; T->tensors && i < PyList_Size(T->tensors); i++) {
-        PyObject *w = PyList_GetItem(T->tensors, i);
-        PyObject *t = PyWeakref_GetObject(w);
-        if (t && t != Py_None)
-            ((cap_tensor *)t)->T = NULL;
+    int fsrc = f->func ? cap_t_source_of(T, f->func) : -1;
+    if (fsrc < 0)
+        return 0; /* made in the trace: its code is a constant of the trace */
+    PyObject *attrs[3] = {cap_P.s_code, cap_P.s_defaults, cap_P.s_kwdefaults};
+    for (int i = 0; i < 3; i++) {
+        PyObject *v = PyObject_GetAttr(f->func, attrs[i]);
+        int s = v ? cap_source_add(T, CAP_S_ATTR, fsrc, 0, 0, attrs[i]) : -1;
+        int kind =
+            i > 0 && v && v != Py_None && cap_constant_defaults(v, i == 2) ? CAP_G_EQ : CAP_G_ID;
+        int rc = s >= 0 ? cap_guard_add(T, kind, s, v, 0) : -1;
+        Py_XDECREF(v);
+        if (rc < 0)
+            return -1;
     }
-    for (Py_ssize_t i = 0; T->symints && i < PyList_Size(T->symints); i++)
-        ((cap_symint *)PyList_GetItem(T->symints, i))->T = NULL;
-    for (int i = 0; i < T->nsrc; i++) {
-        Py_XDECREF(T->src[i].key);
-        Py_XDECREF(T->src_val[i]);
-    }
-    for (int i = 0; i < T->nguards; i++) {
-        Py_XDECREF(T->guards[i].obj);
-        cap_code_unref(T->guards[i].code);
-        if (T->guards[i].tm) {
-            Py_XDECREF(T->guards[i].tm->type);
-            Py_XDECREF(T->guards[i].tm->dtype);
-            free(T->guards[i].tm);
-        }
-    }
-    free(T->src);
-    free(T->src_val);
-    free(T->guards);
-    free(T->input_src);
-    free(T->node_grad);
-    Py_XDECREF(T->src_index);
-    Py_XDECREF(T->guard_index);
-    Py_XDECREF(T->obj_src);
-    Py_XDECREF(T->keep);
-    Py_XDECREF(T->input_const);
-    Py_XDECREF(T->tensors);
-    Py_XDECREF(T->strings);
-    Py_XDECREF(T->no_inline);
-    Py_XDECREF(T->skipped);
-    Py_XDECREF(T->shadow);
-    Py_XDECREF(T->mut);
-    Py_XDECREF(T->effects);
-    Py_XDECREF(T->written);
-    Py_XDECREF(T->exc_stack);
-    Py_XDECREF(T->made_funcs);
-    Py_XDECREF(T->symints);
-    Py_XDECREF(T->specialised);
-    Py_XDECREF(T->changed_sizes);
-    Py_XDECREF(T->new_tensors);
-    if (T->g)
-        ptc_graph_free(T->g);
-    free(T);
+    return 0;
 }
 
-void cap_t_track_tensor(cap_trace *T, PyObject *t)
+void cap_t_note_skipped(cap_trace *T, PyObject *obj)
 {
-    PyObject *w = PyWeakref_NewRef(t, NULL);
-    if (w) {
-        PyList_Append(T->tensors, w);
-        Py_DECREF(w);
-    }
+    PyObject *code = PyObject_GetAttrString(obj, "gi_code");
+    PyObject *name = code ? PyObject_GetAttrString(code, "co_qualname") : NULL;
+    if (name)
+        PyList_Append(T->skipped, name);
+    Py_XDECREF(name);
+    Py_XDECREF(code);
     PyErr_Clear();
 }
 
-const char *cap_t_intern_str(cap_trace *T, const char *s)
-{
-    return ptc_arena_strdup(T->arena, s);
-}
-
-/* ---- inputs ---------------------------------------------------------------------- */
-
-void cap_input_name(cap_trace *T, int src, char *buf, size_t size)
-{
-    char raw[400];
-    if (src >= 0)
-        cap_source_str(T->src, T->nsrc, src, raw, sizeof raw);
-    else
-        snprintf(raw, sizeof raw, "const");
-    /* L['x'] -> x, L['self'].conv1.weight -> self.conv1.weight */
-    char clean[400];
-    size_t n = 0;
-    for (const char *p = raw; *p && n + 1 < sizeof clean; p++) {
-        if (p[0] == 'L' && p[1] == '[' && p[2] == '\'') {
-            p += 2;
-            continue;
-        }
-        if (*p == '\'' || *p == ']')
-            continue;
-        clean[n++] = (isalnum((unsigned char)*p) || *p == '_' || *p == '.') ? *p : '_';
-    }
-    clean[n] = 0;
-    if (!n || isdigit((unsigned char)clean[0]) || clean[0] == '.')
-        snprintf(clean, sizeof clean, "in%d", T->g->ninputs);
-    snprintf(buf, size, "%s", clean);
-    for (int k = 1; ptc_graph_find_value(T->g, buf); k++)
-        snprintf(buf, size, "%s_%d", clean, k);
-}
-
-int cap_t_add_input(cap_trace *T, int src, PyObject *const_tensor)
-{
-    int i = T->g->ninputs - 1;
-    T->input_src = realloc(T->input_src, sizeof *T->input_src * (size_t)(i + 1));
-    T->input_src[i] = src;
-    return PyList_Append(T->input_const, const_tensor ? const_tensor : Py_None);
-}
-
-PyObject *cap_tensor_const(cap_trace *T, PyObject *real)
-{
-    cap_tmeta m;
-    if (cap_tmeta_read(real, &m) < 0)
-        return NULL;
-    if ((int)m.dt < 0) {
-        Py_DECREF(m.type);
-        Py_DECREF(m.dtype);
-        return cap_signal_break(CAP_B_UNSUPPORTED_TORCH, "a constant tensor of an unsupported dtype");
-    }
-    ptc_ttype ty;
-    cap_tmeta_type(&m, &ty);
-    ty.requires_grad = false;
-    Py_DECREF(m.type);
-    Py_DECREF(m.dtype);
-    char name[32];
-    snprintf(name, sizeof name, "const%d", T->g->ninputs);
-    ptc_value *v = ptc_graph_add_input(T->g, name, &ty);
-    if (!v || cap_t_add_input(T, -1, real) < 0)
-        return NULL;
-    cap_tensor *t = (cap_tensor *)cap_tensor_new(T, v);
-    if (t)
-        t->input_v = v; /* it belongs to the trace, not the user: no in-place */
-    return (PyObject *)t;
-}
-
-/* ---- nodes ------------------------------------------------------------------------- */
-
-void cap_t_note_node(cap_trace *T, ptc_node *n)
-{
-    if (n->id >= T->cap_node_grad) {
-        int cap = T->cap_node_grad ? 2 * T->cap_node_grad : 256;
-        while (cap <= n->id)
-            cap *= 2;
-        T->node_grad = realloc(T->node_grad, (size_t)cap);
-        memset(T->node_grad + T->cap_node_grad, 0, (size_t)(cap - T->cap_node_grad));
-        T->cap_node_grad = cap;
-    }
-    T->node_grad[n->id] = T->grad_enabled;
-}
-
-bool cap_t_value_grad(cap_trace *T, ptc_value *v)
-{
-    return !v->def || (v->def->id < T->cap_node_grad && T->node_grad[v->def->id]);
-}
-
-int cap_t_check_writable(cap_trace *T, cap_tensor *t, ptc_value *nv)
-{
-    const char *name = t->input_v->name;
-    /* Module buffers only: an argument may be a view of another input (x
-       and x[0]), which the graph would go on reading unchanged. */
-    if (t->src < 0 || T->src[t->src].kind != CAP_S_MODBUF)
-        return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a tensor from outside (%s)",
-                           name);
-    if (T->src_val[t->src] != (PyObject *)t)
-        return cap_t_break(T, CAP_B_INPLACE_INPUT,
-                           "in-place op on an alias of a tensor from outside (%s)", name);
-    if (t->input_v->type.requires_grad)
-        return cap_t_break(T, CAP_B_INPLACE_INPUT,
-                           "in-place op on a tensor from outside that requires grad (%s)", name);
-    if (nv->type.requires_grad && cap_t_value_grad(T, nv))
-        return cap_t_break(
-            T, CAP_B_INPLACE_INPUT,
-            "in-place op writing a value that requires grad into a tensor from outside (%s)", name);
-    return CAP_NEXT;
-}
-
-bool cap_t_is_written(cap_trace *T, cap_tensor *t)
-{
-    /* by identity: == on symbolic tensors would trace a comparison */
-    for (Py_ssize_t i = 0; i < PyList_Size(T->written); i++)
-        if (PyList_GetItem(T->written, i) == (PyObject *)t)
-            return true;
-    return false;
-}
-
-int cap_t_note_written(cap_trace *T, cap_tensor *t)
-{
-    if (cap_t_is_written(T, t))
-        return CAP_NEXT;
-    return PyList_Append(T->written, (PyObject *)t) < 0 ? CAP_ERR : CAP_NEXT;
-}
-
-uint64_t cap_t_next_seed(cap_trace *T)
-{
-    return ++T->seeds;
-}
+/* ---- torch.manual_seed ------------------------------------------------------------------ */
 
 /* Functions (by their outermost code) that seed torch's generator. ptc's
  * random ops draw from its own counter-based generator, whose values are not
@@ -310,93 +116,6 @@ static const char *seeding_call(PyObject *callable)
         if (fns[i] && callable == fns[i])
             return paths[i];
     return NULL;
-}
-
-/* ---- module paths ------------------------------------------------------------------- */
-
-const char *cap_module_path(cap_trace *T, PyObject *mod)
-{
-    PyObject *names = T->module_names;
-    PyObject *key = PyLong_FromVoidPtr(mod);
-    PyObject *name = names && key ? PyDict_GetItem(names, key) : NULL;
-    Py_XDECREF(key);
-    if (name && PyUnicode_Check(name))
-        return ptc_arena_strdup(T->arena, PyUnicode_AsUTF8(name));
-    return NULL;
-}
-
-/* ---- source lines -------------------------------------------------------------------- */
-
-static PyObject *linecache_getline;
-
-void cap_source_line(const char *file, int line, char *buf, size_t size)
-{
-    buf[0] = 0;
-    if (line <= 0)
-        return;
-    if (!linecache_getline) {
-        PyObject *lc = PyImport_ImportModule("linecache");
-        linecache_getline = lc ? PyObject_GetAttrString(lc, "getline") : NULL;
-        Py_XDECREF(lc);
-    }
-    PyObject *s = linecache_getline ? PyObject_CallFunction(linecache_getline, "si", file, line) : NULL;
-    const char *u = s ? PyUnicode_AsUTF8(s) : NULL;
-    if (u) {
-        snprintf(buf, size, "%s", u);
-        size_t n = strlen(buf);
-        while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-            buf[--n] = 0;
-    }
-    Py_XDECREF(s);
-    PyErr_Clear();
-}
-
-/* ---- inlining decisions ------------------------------------------------------------------ */
-
-bool cap_t_no_inline(cap_trace *T, cap_frame *f)
-{
-    if (PySet_Size(T->no_inline) == 0)
-        return false;
-    PyObject *key = Py_BuildValue("(ni)", (Py_ssize_t)(uintptr_t)f->code->code, f->pc);
-    int r = key ? PySet_Contains(T->no_inline, key) : 0;
-    Py_XDECREF(key);
-    PyErr_Clear();
-    return r == 1;
-}
-
-/* An outside function keeps its identity when its __code__, __defaults__ or
- * __kwdefaults__ is replaced (helper.__code__ = other.__code__), so its
- * identity guard alone would keep running what the trace inlined. Code by
- * identity; defaults by value where they are constants (a nested function's
- * are made anew by each call of its maker), else by identity. */
-int cap_t_enter_frame(cap_trace *T, cap_frame *f)
-{
-    int fsrc = f->func ? cap_t_source_of(T, f->func) : -1;
-    if (fsrc < 0)
-        return 0; /* made in the trace: its code is a constant of the trace */
-    PyObject *attrs[3] = {cap_P.s_code, cap_P.s_defaults, cap_P.s_kwdefaults};
-    for (int i = 0; i < 3; i++) {
-        PyObject *v = PyObject_GetAttr(f->func, attrs[i]);
-        int s = v ? cap_source_add(T, CAP_S_ATTR, fsrc, 0, 0, attrs[i]) : -1;
-        int kind =
-            i > 0 && v && v != Py_None && cap_constant_defaults(v, i == 2) ? CAP_G_EQ : CAP_G_ID;
-        int rc = s >= 0 ? cap_guard_add(T, kind, s, v, 0) : -1;
-        Py_XDECREF(v);
-        if (rc < 0)
-            return -1;
-    }
-    return 0;
-}
-
-void cap_t_note_skipped(cap_trace *T, PyObject *obj)
-{
-    PyObject *code = PyObject_GetAttrString(obj, "gi_code");
-    PyObject *name = code ? PyObject_GetAttrString(code, "co_qualname") : NULL;
-    if (name)
-        PyList_Append(T->skipped, name);
-    Py_XDECREF(name);
-    Py_XDECREF(code);
-    PyErr_Clear();
 }
 
 /* ---- fixed answers ------------------------------------------------------------------------ */
@@ -525,20 +244,40 @@ done:
 }
 
 /* C functions safe to call at trace time with constant arguments. */
-static const char *pure_modules[] = {"math", "operator", "_operator", "cmath", "_functools",
-                                     "itertools", "string", "_string", "copy", "_collections",
-                                     "unicodedata", "_bisect", "_heapq", NULL};
+static const char *pure_modules[] = {
+    "math",    "operator", "_operator",    "cmath",       "_functools", "itertools", "string",
+    "_string", "copy",     "_collections", "unicodedata", "_bisect",    "_heapq",    NULL};
 static const char *pure_torch[] = {
-    "torch.finfo", "torch.iinfo", "torch.get_default_dtype", "torch.promote_types",
-    "torch.result_type", "torch.can_cast", "torch._C._get_cudnn_enabled", "torch.is_storage",
-    "torch._C._get_tracing_state", "torch.cuda.is_available", "torch.cuda.device_count",
-    "torch.cuda.current_device", "torch.backends.cuda.is_built", "torch._C._get_backcompat_broadcast_warn",
-    "torch.is_inference_mode_enabled", "torch._C._log_api_usage_once", "torch._C._is_tracing",
-    "torch._C._get_cpu_capability", "torch.backends.cudnn.is_available", "torch.cuda.is_initialized",
-    "torch._C._jit_is_script_object", "torch.is_autocast_cache_enabled", "torch._C._get_mkldnn_enabled", "sys.getrecursionlimit",
-    "sys.getdefaultencoding", "sys.intern",
+    "torch.finfo",
+    "torch.iinfo",
+    "torch.get_default_dtype",
+    "torch.promote_types",
+    "torch.result_type",
+    "torch.can_cast",
+    "torch._C._get_cudnn_enabled",
+    "torch.is_storage",
+    "torch._C._get_tracing_state",
+    "torch.cuda.is_available",
+    "torch.cuda.device_count",
+    "torch.cuda.current_device",
+    "torch.backends.cuda.is_built",
+    "torch._C._get_backcompat_broadcast_warn",
+    "torch.is_inference_mode_enabled",
+    "torch._C._log_api_usage_once",
+    "torch._C._is_tracing",
+    "torch._C._get_cpu_capability",
+    "torch.backends.cudnn.is_available",
+    "torch.cuda.is_initialized",
+    "torch._C._jit_is_script_object",
+    "torch.is_autocast_cache_enabled",
+    "torch._C._get_mkldnn_enabled",
+    "sys.getrecursionlimit",
+    "sys.getdefaultencoding",
+    "sys.intern",
     /* class methods of builtin types: bound afresh on each read, found by equality */
-    "builtins.dict.fromkeys", "itertools.chain.from_iterable", NULL,
+    "builtins.dict.fromkeys",
+    "itertools.chain.from_iterable",
+    NULL,
 };
 
 bool cap_is_pure_fn(PyObject *fn)
@@ -650,7 +389,8 @@ int cap_torch_special_call(cap_interp *I, PyObject *callable, PyObject *const *a
                     PyErr_Clear();
                     if (t) {
                         Py_DECREF(items);
-                        return cap_t_break(T, CAP_B_TENSOR_SUBCLASS, "an argument with __torch_function__");
+                        return cap_t_break(T, CAP_B_TENSOR_SUBCLASS,
+                                           "an argument with __torch_function__");
                     }
                 }
                 Py_XDECREF(items);

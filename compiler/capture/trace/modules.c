@@ -1,7 +1,9 @@
-/* nn.Module's iteration methods while tracing: parameters(), buffers(),
- * children(), modules() and their named_ forms.
+/* nn.Modules while tracing: calling one (its forward inlined, or torch's
+ * _call_impl when hooks are registered), its path for node provenance, and
+ * its iteration methods: parameters(), buffers(), children(), modules() and
+ * their named_ forms.
  *
- * They are generator functions in torch, which ptc does not trace; but what
+ * The iteration methods are generator functions in torch, which ptc does not trace; but what
  * they yield only depends on the module tree, which the trace can read with
  * guards: each module's _modules, _parameters and _buffers dicts are walked
  * through their sources (so their keys are guarded and every yielded object
@@ -13,11 +15,21 @@
 
 #include <string.h>
 
-enum { MI_NAMED_PARAMETERS, MI_PARAMETERS, MI_NAMED_BUFFERS, MI_BUFFERS, MI_NAMED_CHILDREN,
-       MI_CHILDREN, MI_NAMED_MODULES, MI_MODULES, MI_COUNT };
+enum {
+    MI_NAMED_PARAMETERS,
+    MI_PARAMETERS,
+    MI_NAMED_BUFFERS,
+    MI_BUFFERS,
+    MI_NAMED_CHILDREN,
+    MI_CHILDREN,
+    MI_NAMED_MODULES,
+    MI_MODULES,
+    MI_COUNT
+};
 
-static const char *mi_names[MI_COUNT] = {"named_parameters", "parameters", "named_buffers", "buffers",
-                                         "named_children", "children", "named_modules", "modules"};
+static const char *mi_names[MI_COUNT] = {"named_parameters", "parameters",     "named_buffers",
+                                         "buffers",          "named_children", "children",
+                                         "named_modules",    "modules"};
 static PyObject *mi_fns[MI_COUNT];
 
 /* Which of the methods fn is (the plain function from torch.nn.Module), or -1. */
@@ -38,16 +50,16 @@ int cap_module_iter_kind(PyObject *fn)
 
 typedef struct walk {
     cap_interp *I;
-    PyObject *memo;  /* set of ids already yielded */
-    PyObject *out;   /* list of results */
+    PyObject *memo; /* set of ids already yielded */
+    PyObject *out;  /* list of results */
     bool dedupe;
 } walk;
 
 /* The items of mod.<attr> (a dict) in order: keys (guarded), values
  * (wrapped through their sources) and the real values (for identity).
  * Returns new lists in *keys, *vals, *raw. */
-static int dict_items(cap_interp *I, PyObject *mod, const char *attr, PyObject **keys, PyObject **vals,
-                      PyObject **raw)
+static int dict_items(cap_interp *I, PyObject *mod, const char *attr, PyObject **keys,
+                      PyObject **vals, PyObject **raw)
 {
     PyObject *name = PyUnicode_FromString(attr), *d = NULL, *it = NULL, *k = NULL;
     *keys = *vals = *raw = NULL;
@@ -138,7 +150,8 @@ static int named_modules(walk *w, PyObject *mod, PyObject *prefix, PyObject *pai
     return rc;
 }
 
-static PyObject *kwarg(PyObject *const *args, int nargs, PyObject *kwnames, const char *name, int pos)
+static PyObject *kwarg(PyObject *const *args, int nargs, PyObject *kwnames, const char *name,
+                       int pos)
 {
     int nkw = kwnames ? (int)PyTuple_Size(kwnames) : 0;
     for (int i = 0; i < nkw; i++)
@@ -152,13 +165,15 @@ static int flag(PyObject *v, bool dflt)
     return v ? PyObject_IsTrue(v) : dflt;
 }
 
-int cap_module_iter_call(cap_interp *I, int kind, PyObject *const *args, int nargs, PyObject *kwnames,
-                         PyObject **out)
+int cap_module_iter_call(cap_interp *I, int kind, PyObject *const *args, int nargs,
+                         PyObject *kwnames, PyObject **out)
 {
     cap_trace *T = I->T;
     PyObject *mod = nargs > 0 ? args[0] : NULL;
-    if (!mod || cap_t_source_of(T, mod) < 0 || !PyObject_TypeCheck(mod, (PyTypeObject *)cap_T.Module))
-        return cap_t_break(T, CAP_B_GENERATOR, "Module.%s of a module made in the trace", mi_names[kind]);
+    if (!mod || cap_t_source_of(T, mod) < 0 ||
+        !PyObject_TypeCheck(mod, (PyTypeObject *)cap_T.Module))
+        return cap_t_break(T, CAP_B_GENERATOR, "Module.%s of a module made in the trace",
+                           mi_names[kind]);
     bool members = kind <= MI_BUFFERS, named = kind % 2 == 0;
     PyObject *prefix = NULL, *recurse = NULL, *dedupe = NULL;
     if (members) {
@@ -174,7 +189,8 @@ int cap_module_iter_call(cap_interp *I, int kind, PyObject *const *args, int nar
     }
     if ((prefix && !PyUnicode_Check(prefix)) || (recurse && !cap_is_constant(recurse)) ||
         (dedupe && !cap_is_constant(dedupe)))
-        return cap_t_break(T, CAP_B_GENERATOR, "Module.%s with non-constant arguments", mi_names[kind]);
+        return cap_t_break(T, CAP_B_GENERATOR, "Module.%s with non-constant arguments",
+                           mi_names[kind]);
     PyObject *empty = PyUnicode_FromString("");
     walk w = {I, PySet_New(NULL), PyList_New(0), flag(dedupe, true) == 1};
     PyObject *pairs = PyList_New(0);
@@ -209,8 +225,9 @@ int cap_module_iter_call(cap_interp *I, int kind, PyObject *const *args, int nar
             PyObject *result = PyList_New(0);
             for (Py_ssize_t i = 0; rc == CAP_NEXT && i < PyList_Size(pairs); i++) {
                 PyObject *pair = PyList_GetItem(pairs, i), *keys, *vals, *raw;
-                rc = dict_items(I, PyTuple_GetItem(pair, 1), kind <= MI_PARAMETERS ? "_parameters" : "_buffers",
-                                &keys, &vals, &raw);
+                rc = dict_items(I, PyTuple_GetItem(pair, 1),
+                                kind <= MI_PARAMETERS ? "_parameters" : "_buffers", &keys, &vals,
+                                &raw);
                 for (Py_ssize_t k = 0; rc == CAP_NEXT && k < PyList_Size(keys); k++) {
                     PyObject *v = PyList_GetItem(vals, k);
                     int add = v == Py_None ? 0 : remember(&w, PyList_GetItem(raw, k));
@@ -251,5 +268,72 @@ int cap_module_iter_call(cap_interp *I, int kind, PyObject *const *args, int nar
     Py_XDECREF(pairs);
     Py_XDECREF(w.memo);
     Py_XDECREF(w.out);
+    return rc;
+}
+
+/* ---- module paths ------------------------------------------------------------------- */
+
+const char *cap_module_path(cap_trace *T, PyObject *mod)
+{
+    PyObject *names = T->module_names;
+    PyObject *key = PyLong_FromVoidPtr(mod);
+    PyObject *name = names && key ? PyDict_GetItem(names, key) : NULL;
+    Py_XDECREF(key);
+    if (name && PyUnicode_Check(name))
+        return ptc_arena_strdup(T->arena, PyUnicode_AsUTF8(name));
+    return NULL;
+}
+
+/* ---- nn.Module calls ---------------------------------------------------------------------- */
+
+static bool module_has_hooks(PyObject *mod)
+{
+    PyObject *d = PyObject_GenericGetDict(mod, NULL);
+    if (!d) {
+        PyErr_Clear();
+        return true;
+    }
+    PyObject *keys[4] = {cap_T.s_forward_hooks, cap_T.s_forward_pre_hooks, cap_T.s_backward_hooks,
+                         cap_T.s_backward_pre_hooks};
+    bool any = false;
+    for (int i = 0; i < 4 && !any; i++) {
+        PyObject *h = PyDict_GetItem(d, keys[i]);
+        any = h && PyObject_Size(h) > 0;
+    }
+    Py_DECREF(d);
+    PyErr_Clear();
+    return any;
+}
+
+bool cap_global_hooks(void)
+{
+    for (Py_ssize_t i = 0; cap_T.global_hooks && i < PyTuple_Size(cap_T.global_hooks); i++)
+        if (PyObject_Size(PyTuple_GetItem(cap_T.global_hooks, i)) > 0)
+            return true;
+    PyErr_Clear();
+    return false;
+}
+
+int cap_t_module_call(cap_interp *I, PyObject *mod, PyObject *const *args, int nargs,
+                      PyObject *kwnames, PyObject **out)
+{
+    cap_trace *T = I->T;
+    int src = cap_t_source_of(T, mod);
+    bool global = cap_global_hooks(), hooks = global || module_has_hooks(mod);
+    if (src >= 0 && !hooks && cap_guard_add(T, CAP_G_NOHOOKS, src, NULL, 0) < 0)
+        return CAP_ERR;
+    if (cap_guard_add(T, CAP_G_GLOBAL_HOOKS, -1, NULL, global) < 0)
+        return CAP_ERR;
+    PyObject *fn = NULL;
+    int rc = cap_t_getattr(I, mod, hooks ? cap_P.s_call : cap_T.s_forward, &fn);
+    if (rc != CAP_NEXT)
+        return rc == CAP_FRAME
+                   ? cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "a module whose forward is a property")
+                   : rc;
+    const char *path = cap_module_path(T, mod);
+    rc = cap_op_call(I, fn, args, nargs, kwnames, out);
+    Py_DECREF(fn);
+    if (rc == CAP_FRAME && path)
+        I->frame->module_path = path;
     return rc;
 }
