@@ -364,6 +364,8 @@ int cap_op_delitem(cap_interp *I, PyObject *obj, PyObject *key);
 int cap_op_iter(cap_interp *I, PyObject *obj, PyObject **out);
 /* Next item: *out NULL (no error) when exhausted. */
 int cap_op_next(cap_interp *I, PyObject *it, PyObject **out);
+/* The same run for real (the iterator's own __next__). */
+int cap_next_real(PyObject *it, PyObject **out);
 int cap_op_format(cap_interp *I, PyObject *v, int conv, PyObject *spec, PyObject **out);
 /* A call: callable(args[0..nargs), **kw) where the last len(kwnames) args
  * are keyword values. */

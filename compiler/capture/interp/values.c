@@ -553,6 +553,11 @@ int cap_op_next(cap_interp *I, PyObject *it, PyObject **out)
 {
     if (I->T)
         return cap_hooks.next(I, it, out);
+    return cap_next_real(it, out);
+}
+
+int cap_next_real(PyObject *it, PyObject **out)
+{
     iternextfunc next = (iternextfunc)PyType_GetSlot(Py_TYPE(it), Py_tp_iternext);
     if (!next) {
         PyErr_Format(PyExc_TypeError, "'%s' object is not an iterator", cap_tpname(Py_TYPE(it)));

@@ -76,9 +76,8 @@ static void break_location(cap_trace *T, cap_break *b)
     for (int i = depth - 1; i >= 0 && n < sizeof b->stack; i--) {
         int l, c, el, ec;
         cap_code_pos(chain[i]->code, chain[i]->pc, &l, &c, &el, &ec);
-        n += (size_t)snprintf(b->stack + n, sizeof b->stack - n, "%s%s (%s:%d)",
-                              i == depth - 1 ? "" : " > ", chain[i]->code->qualname_s,
-                              chain[i]->code->file, l);
+        n += (size_t)snprintf(b->stack + n, sizeof b->stack - n, "%s%s (%s:%d)", i == depth - 1 ? "" : " > ",
+                              chain[i]->code->qualname_s, chain[i]->code->file, l);
     }
 }
 

@@ -244,40 +244,20 @@ done:
 }
 
 /* C functions safe to call at trace time with constant arguments. */
-static const char *pure_modules[] = {
-    "math",    "operator", "_operator",    "cmath",       "_functools", "itertools", "string",
-    "_string", "copy",     "_collections", "unicodedata", "_bisect",    "_heapq",    NULL};
+static const char *pure_modules[] = {"math", "operator", "_operator", "cmath", "_functools",
+                                     "itertools", "string", "_string", "copy", "_collections",
+                                     "unicodedata", "_bisect", "_heapq", NULL};
 static const char *pure_torch[] = {
-    "torch.finfo",
-    "torch.iinfo",
-    "torch.get_default_dtype",
-    "torch.promote_types",
-    "torch.result_type",
-    "torch.can_cast",
-    "torch._C._get_cudnn_enabled",
-    "torch.is_storage",
-    "torch._C._get_tracing_state",
-    "torch.cuda.is_available",
-    "torch.cuda.device_count",
-    "torch.cuda.current_device",
-    "torch.backends.cuda.is_built",
-    "torch._C._get_backcompat_broadcast_warn",
-    "torch.is_inference_mode_enabled",
-    "torch._C._log_api_usage_once",
-    "torch._C._is_tracing",
-    "torch._C._get_cpu_capability",
-    "torch.backends.cudnn.is_available",
-    "torch.cuda.is_initialized",
-    "torch._C._jit_is_script_object",
-    "torch.is_autocast_cache_enabled",
-    "torch._C._get_mkldnn_enabled",
-    "sys.getrecursionlimit",
-    "sys.getdefaultencoding",
-    "sys.intern",
+    "torch.finfo", "torch.iinfo", "torch.get_default_dtype", "torch.promote_types",
+    "torch.result_type", "torch.can_cast", "torch._C._get_cudnn_enabled", "torch.is_storage",
+    "torch._C._get_tracing_state", "torch.cuda.is_available", "torch.cuda.device_count",
+    "torch.cuda.current_device", "torch.backends.cuda.is_built", "torch._C._get_backcompat_broadcast_warn",
+    "torch.is_inference_mode_enabled", "torch._C._log_api_usage_once", "torch._C._is_tracing",
+    "torch._C._get_cpu_capability", "torch.backends.cudnn.is_available", "torch.cuda.is_initialized",
+    "torch._C._jit_is_script_object", "torch.is_autocast_cache_enabled", "torch._C._get_mkldnn_enabled", "sys.getrecursionlimit",
+    "sys.getdefaultencoding", "sys.intern",
     /* class methods of builtin types: bound afresh on each read, found by equality */
-    "builtins.dict.fromkeys",
-    "itertools.chain.from_iterable",
-    NULL,
+    "builtins.dict.fromkeys", "itertools.chain.from_iterable", NULL,
 };
 
 bool cap_is_pure_fn(PyObject *fn)
@@ -339,6 +319,68 @@ static bool is_compiling_fn(PyObject *callable)
     return false;
 }
 
+/* torch._C._has_torch_function(args) and its unary and variadic forms
+ * (listed: the first takes a sequence). Symbolic tensors are plain tensors,
+ * without __torch_function__; the other arguments are asked for real, one
+ * by one. */
+static int has_torch_function(cap_trace *T, PyObject *has_tf, bool listed, PyObject *const *args,
+                              int nargs, PyObject **out)
+{
+    for (int k = 0; k < nargs; k++) {
+        PyObject *items = listed && (PyTuple_Check(args[k]) || PyList_Check(args[k]))
+                              ? PySequence_Tuple(args[k])
+                              : PyTuple_Pack(1, args[k]);
+        for (Py_ssize_t j = 0; items && j < PyTuple_Size(items); j++) {
+            PyObject *o = PyTuple_GetItem(items, j);
+            if (cap_is_tensor(o) || o == Py_None || cap_is_constant(o))
+                continue;
+            PyObject *one = PyTuple_Pack(1, o);
+            PyObject *r = one ? PyObject_CallOneArg_compat(has_tf, one) : NULL;
+            bool t = r == Py_True;
+            Py_XDECREF(r);
+            Py_XDECREF(one);
+            PyErr_Clear();
+            if (t) {
+                Py_DECREF(items);
+                return cap_t_break(T, CAP_B_TENSOR_SUBCLASS, "an argument with __torch_function__");
+            }
+        }
+        Py_XDECREF(items);
+    }
+    *out = Py_NewRef(Py_False);
+    return CAP_NEXT;
+}
+
+/* An unmapped C function of torch runs for real between graphs (a break);
+ * CAP_NONE for other callables. */
+static int unmapped_torch_c(cap_trace *T, PyObject *callable)
+{
+    if (!PyCFunction_Check(callable) && !PyObject_TypeCheck(callable, &PyMethodDescr_Type))
+        return CAP_NONE;
+    PyObject *mod = PyObject_GetAttr(callable, cap_P.s_module);
+    PyErr_Clear();
+    const char *m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
+    bool pure = cap_is_pure_fn(callable);
+    bool torchy = m && strncmp(m, "torch", 5) == 0 && !pure;
+    if (!torchy && !pure && PyCFunction_Check(callable)) {
+        PyObject *self = PyCFunction_GetSelf(callable);
+        torchy = self && PyModule_Check(self) &&
+                 strncmp(PyModule_GetName(self) ? PyModule_GetName(self) : "", "torch", 5) == 0;
+        PyErr_Clear();
+    }
+    if (torchy) {
+        PyObject *name = PyObject_GetAttr(callable, cap_P.s_name);
+        PyErr_Clear();
+        int rc = cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "%s.%s", m ? m : "torch",
+                             name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : "?");
+        Py_XDECREF(name);
+        Py_XDECREF(mod);
+        return rc;
+    }
+    Py_XDECREF(mod);
+    return CAP_NONE;
+}
+
 /* torch callables that are not ops but report or set state. */
 int cap_torch_special_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                            PyObject *kwnames, PyObject **out)
@@ -370,34 +412,8 @@ int cap_torch_special_call(cap_interp *I, PyObject *callable, PyObject *const *a
                            "%s (runs for real; the function's random ops then run in torch)", seed);
     }
     for (int i = 0; i < 3; i++)
-        if (callable == has_tf[i] && has_tf[i]) {
-            /* Symbolic tensors are plain tensors: no __torch_function__. The
-               others are asked for real, one by one. */
-            for (int k = 0; k < nargs; k++) {
-                PyObject *items = i == 0 && (PyTuple_Check(args[k]) || PyList_Check(args[k]))
-                                      ? PySequence_Tuple(args[k])
-                                      : PyTuple_Pack(1, args[k]);
-                for (Py_ssize_t j = 0; items && j < PyTuple_Size(items); j++) {
-                    PyObject *o = PyTuple_GetItem(items, j);
-                    if (cap_is_tensor(o) || o == Py_None || cap_is_constant(o))
-                        continue;
-                    PyObject *one = PyTuple_Pack(1, o);
-                    PyObject *r = one ? PyObject_CallOneArg_compat(has_tf[0], one) : NULL;
-                    bool t = r == Py_True;
-                    Py_XDECREF(r);
-                    Py_XDECREF(one);
-                    PyErr_Clear();
-                    if (t) {
-                        Py_DECREF(items);
-                        return cap_t_break(T, CAP_B_TENSOR_SUBCLASS,
-                                           "an argument with __torch_function__");
-                    }
-                }
-                Py_XDECREF(items);
-            }
-            *out = Py_NewRef(Py_False);
-            return CAP_NEXT;
-        }
+        if (callable == has_tf[i] && has_tf[i])
+            return has_torch_function(T, has_tf[0], i == 0, args, nargs, out);
     int amp = cap_amp_query(T, callable, args, nargs, out);
     if (amp)
         return amp > 0 ? CAP_NEXT : CAP_ERR;
@@ -415,29 +431,5 @@ int cap_torch_special_call(cap_interp *I, PyObject *callable, PyObject *const *a
         T->grad_enabled = on;
         return *out ? CAP_NEXT : CAP_ERR;
     }
-    /* Unmapped C functions of torch: run for real between graphs. */
-    if (PyCFunction_Check(callable) || PyObject_TypeCheck(callable, &PyMethodDescr_Type)) {
-        PyObject *mod = PyObject_GetAttr(callable, cap_P.s_module);
-        PyErr_Clear();
-        const char *m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
-        bool pure = cap_is_pure_fn(callable);
-        bool torchy = m && strncmp(m, "torch", 5) == 0 && !pure;
-        if (!torchy && !pure && PyCFunction_Check(callable)) {
-            PyObject *self = PyCFunction_GetSelf(callable);
-            torchy = self && PyModule_Check(self) &&
-                     strncmp(PyModule_GetName(self) ? PyModule_GetName(self) : "", "torch", 5) == 0;
-            PyErr_Clear();
-        }
-        if (torchy) {
-            PyObject *name = PyObject_GetAttr(callable, cap_P.s_name);
-            PyErr_Clear();
-            int rc = cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "%s.%s", m ? m : "torch",
-                                 name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : "?");
-            Py_XDECREF(name);
-            Py_XDECREF(mod);
-            return rc;
-        }
-        Py_XDECREF(mod);
-    }
-    return CAP_NONE;
+    return unmapped_torch_c(T, callable);
 }

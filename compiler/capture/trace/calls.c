@@ -265,8 +265,8 @@ static int do_getattr(cap_interp *I, PyObject *const *args, int nargs, PyObject 
  * call made for real with empty tuples in the iterables' places (nothing is
  * consumed, no callback runs). Its TypeError is the user's error; other
  * outcomes (max() of nothing) say nothing about the arguments. */
-static int check_iterable_args(PyObject *callable, PyObject *const *args, int nargs,
-                               PyObject *kwnames, int first, int nits)
+static int check_iterable_args(PyObject *callable, PyObject *const *args, int nargs, PyObject *kwnames,
+                               int first, int nits)
 {
     PyObject **probe = PyMem_Malloc(sizeof *probe * (size_t)(nargs + 1));
     if (!probe)
@@ -314,10 +314,8 @@ static int make_lazy(cap_interp *I, int id, PyObject *callable, PyObject *const 
     if (rc == CAP_NEXT) {
         PyObject *strict = id == B_zip ? kw_get(args, nargs, kwnames, "strict") : NULL;
         int on = strict ? PyObject_IsTrue(strict) : 0;
-        int kind = id == B_map      ? CAP_LAZY_MAP
-                   : id == B_filter ? CAP_LAZY_FILTER
-                   : id == B_zip    ? CAP_LAZY_ZIP
-                                    : CAP_LAZY_ENUMERATE;
+        int kind = id == B_map ? CAP_LAZY_MAP : id == B_filter ? CAP_LAZY_FILTER
+                   : id == B_zip ? CAP_LAZY_ZIP : CAP_LAZY_ENUMERATE;
         *out = on < 0 ? NULL : cap_lazy_new(kind, first ? args[0] : NULL, its, count, on > 0);
         rc = *out ? CAP_NEXT : CAP_ERR;
     }
@@ -377,9 +375,7 @@ static PyObject *sort_by_key(cap_interp *I, PyObject *items, PyObject *key, PyOb
     PyObject *kw = PyDict_New();
     if (idx && kw && (!rev || PyDict_SetItemString(kw, "reverse", rev) == 0)) {
         PyObject *sortargs = PyTuple_Pack(1, idx);
-        PyObject *s =
-            sortargs ? PyObject_Call(PyDict_GetItemString(cap_P.builtins, "sorted"), sortargs, kw)
-                     : NULL;
+        PyObject *s = sortargs ? PyObject_Call(PyDict_GetItemString(cap_P.builtins, "sorted"), sortargs, kw) : NULL;
         Py_XDECREF(sortargs);
         Py_SETREF(idx, s);
     } else {
@@ -403,8 +399,7 @@ static int sort_keyed(cap_interp *I, int id, PyObject *items, PyObject *key, PyO
         if (dflt)
             *res = Py_NewRef(dflt);
         else
-            PyErr_Format(PyExc_ValueError, "%s() iterable argument is empty",
-                         id == B_min ? "min" : "max");
+            PyErr_Format(PyExc_ValueError, "%s() iterable argument is empty", id == B_min ? "min" : "max");
     } else if (id == B_sorted) {
         *res = PyList_New(n);
         for (Py_ssize_t i = 0; *res && i < n; i++) {
@@ -417,9 +412,8 @@ static int sort_keyed(cap_interp *I, int id, PyObject *items, PyObject *key, PyO
         if (id == B_max) {
             pick = n - 1;
             PyObject *kmax = PyTuple_GetItem(PyList_GetItem(s, n - 1), 0);
-            while (pick > 0 &&
-                   PyObject_RichCompareBool(PyTuple_GetItem(PyList_GetItem(s, pick - 1), 0), kmax,
-                                            Py_EQ) == 1)
+            while (pick > 0 && PyObject_RichCompareBool(PyTuple_GetItem(PyList_GetItem(s, pick - 1), 0), kmax,
+                                                        Py_EQ) == 1)
                 pick--;
         }
         Py_ssize_t j = PyLong_AsSsize_t(PyTuple_GetItem(PyList_GetItem(s, pick), 1));
@@ -443,8 +437,7 @@ static int sort_items(cap_interp *I, int id, PyObject *items, PyObject *const *a
             return cap_t_break(I->T, CAP_B_TENSOR_BOOL, "%s() comparing tensors", name);
     PyObject *fn = PyDict_GetItemString(cap_P.builtins, name);
     PyObject *kwn = NULL, *all[3] = {items, NULL, NULL};
-    PyObject *rev = kw_get(args, nargs, kwnames, "reverse"),
-             *dflt = kw_get(args, nargs, kwnames, "default");
+    PyObject *rev = kw_get(args, nargs, kwnames, "reverse"), *dflt = kw_get(args, nargs, kwnames, "default");
     int nk = 0;
     if (rev || dflt) {
         kwn = PyTuple_New((rev ? 1 : 0) + (dflt ? 1 : 0));
@@ -472,8 +465,7 @@ static int sum_items(cap_interp *I, PyObject *items, PyObject *start, PyObject *
         int rc = cap_op_binary(I, CAP_NB_ADD, acc, PyList_GetItem(items, i), &r);
         Py_CLEAR(acc);
         if (rc == CAP_FRAME)
-            return cap_t_break(I->T, CAP_B_UNSUPPORTED_CALL,
-                               "sum() over objects with Python __add__");
+            return cap_t_break(I->T, CAP_B_UNSUPPORTED_CALL, "sum() over objects with Python __add__");
         if (rc != CAP_NEXT)
             return rc;
         acc = r;
@@ -553,8 +545,14 @@ static int do_iterables(cap_interp *I, int id, PyObject *callable, PyObject *con
     return cap_iter_rewind(I, &marks, consume_items(I, id, args, nargs, kwnames, out));
 }
 
-static int do_builtin(cap_interp *I, int id, PyObject *callable, PyObject *const *args, int nargs,
-                      PyObject *kwnames, PyObject **out)
+/* What a group of builtins below returns for a builtin it does not answer
+ * (no CAP_* result is -2): the call then runs for real. */
+enum { DECLINED = -2 };
+
+/* Builtins that read objects (len, isinstance, getattr, next, ...) and the
+ * ones that are breaks (print, input, open). */
+static int builtin_on_objects(cap_interp *I, int id, PyObject *const *args, int nargs,
+                              PyObject *kwnames, PyObject **out)
 {
     cap_trace *T = I->T;
     int npos = nargs - kw_count(kwnames);
@@ -615,6 +613,35 @@ static int do_builtin(cap_interp *I, int id, PyObject *callable, PyObject *const
                            id == B_open    ? "open"
                            : id == B_input ? "input"
                                            : "breakpoint");
+    case B_id:
+        /* id() of a traced tensor would be a different object's each call. */
+        if (npos == 1 && cap_is_tensor(args[0]))
+            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "id() of a tensor");
+        break;
+    case B_callable:
+        if (ti == 0) {
+            *out = Py_NewRef(Py_False);
+            return CAP_NEXT;
+        }
+        break;
+    case B_vars:
+        if (npos == 1) {
+            PyObject *a = args[0];
+            return cap_t_getattr(I, a, cap_P.s_dict, out);
+        }
+        break;
+    }
+    return DECLINED;
+}
+
+/* Builtins that make or consume iterators. */
+static int builtin_on_iterables(cap_interp *I, int id, PyObject *callable, PyObject *const *args,
+                                int nargs, PyObject *kwnames, PyObject **out)
+{
+    cap_trace *T = I->T;
+    int npos = nargs - kw_count(kwnames);
+    int ti = tensor_in(args, nargs);
+    switch (id) {
     case B_enumerate:
     case B_zip:
     case B_map:
@@ -639,6 +666,18 @@ static int do_builtin(cap_interp *I, int id, PyObject *callable, PyObject *const
             return cap_t_break(T, CAP_B_TENSOR_BOOL, "%s() comparing tensors",
                                id == B_min ? "min" : "max");
         break;
+    }
+    return DECLINED;
+}
+
+/* Conversions to numbers and strings, and arithmetic builtins. */
+static int builtin_on_numbers(cap_interp *I, int id, PyObject *const *args, int nargs,
+                              PyObject *kwnames, PyObject **out)
+{
+    cap_trace *T = I->T;
+    int npos = nargs - kw_count(kwnames);
+    int ti = tensor_in(args, nargs);
+    switch (id) {
     case B_str:
     case B_repr:
     case B_format:
@@ -679,116 +718,121 @@ static int do_builtin(cap_interp *I, int id, PyObject *callable, PyObject *const
         if (npos == 2 && !kwnames)
             return cap_op_binary(I, CAP_NB_POWER, args[0], args[1], out);
         break;
-    case B_id:
-        /* id() of a traced tensor would be a different object's each call. */
-        if (npos == 1 && cap_is_tensor(args[0]))
-            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "id() of a tensor");
-        break;
-    case B_callable:
-        if (ti == 0) {
-            *out = Py_NewRef(Py_False);
-            return CAP_NEXT;
-        }
-        break;
-    case B_vars:
-        if (npos == 1) {
-            PyObject *a = args[0];
-            return cap_t_getattr(I, a, cap_P.s_dict, out);
-        }
-        break;
-    case B_dict:
-        break;
-    default:
-        break;
     }
-    return real_call_flowed(T, callable, args, nargs, kwnames, out);
+    return DECLINED;
+}
+
+/* A builtin called while tracing: answered here with the guards its answer
+ * depends on, a break, or run for real when no group answers it. */
+static int do_builtin(cap_interp *I, int id, PyObject *callable, PyObject *const *args, int nargs,
+                      PyObject *kwnames, PyObject **out)
+{
+    int rc = builtin_on_objects(I, id, args, nargs, kwnames, out);
+    if (rc == DECLINED)
+        rc = builtin_on_iterables(I, id, callable, args, nargs, kwnames, out);
+    if (rc == DECLINED)
+        rc = builtin_on_numbers(I, id, args, nargs, kwnames, out);
+    return rc != DECLINED ? rc : real_call_flowed(I->T, callable, args, nargs, kwnames, out);
 }
 
 /* ---- classes ------------------------------------------------------------------------------ */
 
-static int instantiate(cap_interp *I, PyObject *cls, PyObject *const *args, int nargs,
-                       PyObject *kwnames, PyObject **out)
+/* buf = (first, *args); false when they do not fit (a break of the caller's). */
+static bool prepend(PyObject **buf, PyObject *first, PyObject *const *args, int nargs)
 {
-    cap_trace *T = I->T;
-    if (cap_T.autocast_cls &&
-        PyType_IsSubtype((PyTypeObject *)cls, (PyTypeObject *)cap_T.autocast_cls)) {
-        /* torch.autocast(...) only records its settings: made for real
-           (with constant arguments), entered symbolically. */
-        for (int i = 0; i < nargs; i++)
-            if (cap_is_tensor(args[i]))
-                return cap_t_break(T, CAP_B_CONTEXT_MANAGER, "autocast with a tensor argument");
-        *out = cap_call_real(cls, args, nargs, kwnames);
-        return *out ? CAP_NEXT : CAP_ERR;
-    }
-    PyTypeObject *meta = Py_TYPE(cls);
-    PyObject *mcall = cap_type_lookup(meta, cap_P.s_call);
-    PyObject *type_call = cap_type_lookup(&PyType_Type, cap_P.s_call);
-    if (mcall != type_call) {
-        if (mcall && cap_is_function(mcall)) {
-            PyObject *buf[64];
-            if (nargs > 62)
-                return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "too many arguments");
-            buf[0] = cls;
-            memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
-            int rc = cap_call_inline(I, mcall, buf, nargs + 1, kwnames, cap_ret_push);
-            if (rc != CAP_NEXT)
-                return rc;
-        }
-        return real_call_flowed(T, cls, args, nargs, kwnames, out);
-    }
-    PyObject *newf = cap_type_lookup((PyTypeObject *)cls, cap_P.s_new);
-    PyObject *initf = cap_type_lookup((PyTypeObject *)cls, cap_P.s_init);
-    bool py_new = newf && PyObject_TypeCheck(newf, (PyTypeObject *)cap_P.StaticMethodType);
-    PyObject *newfn = py_new ? PyObject_GetAttrString(newf, "__func__") : NULL;
-    if (py_new && !cap_is_function(newfn))
-        py_new = false;
-    bool py_init = initf && cap_is_function(initf);
-    if (py_new && py_init) {
-        /* __new__ traced in a nested run; __init__ inlined on its result
-           when that is an instance of cls (as type.__call__ does). */
-        PyObject *buf[64], *obj = NULL;
-        if (nargs > 62) {
-            Py_DECREF(newfn);
-            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "too many arguments");
-        }
-        buf[0] = cls;
-        memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
-        int rc = cap_t_call_sync(I, newfn, buf, nargs + 1, kwnames, &obj);
-        Py_DECREF(newfn);
-        if (rc != CAP_NEXT)
-            return rc;
-        int inst = PyObject_IsInstance(obj, cls);
-        if (inst <= 0) {
-            *out = obj;
-            return inst < 0 ? CAP_ERR : CAP_NEXT;
-        }
-        buf[0] = obj;
-        rc = cap_call_inline(I, initf, buf, nargs + 1, kwnames, cap_ret_init);
-        if (rc == CAP_FRAME)
-            I->frame->ret_a = Py_NewRef(obj);
-        Py_DECREF(obj);
-        if (rc == CAP_NEXT)
-            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "__init__ that cannot be interpreted");
-        return rc;
-    }
-    if (py_new) {
+    if (nargs > 62)
+        return false;
+    buf[0] = first;
+    memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
+    return true;
+}
+
+static int too_many_args(cap_trace *T)
+{
+    return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "too many arguments");
+}
+
+/* obj.__init__(*args) inlined; obj is the call's result once it returns. */
+static int inline_init(cap_interp *I, PyObject *initf, PyObject *obj, PyObject *const *args,
+                       int nargs, PyObject *kwnames)
+{
+    PyObject *buf[64];
+    if (!prepend(buf, obj, args, nargs))
+        return too_many_args(I->T);
+    int rc = cap_call_inline(I, initf, buf, nargs + 1, kwnames, cap_ret_init);
+    if (rc == CAP_FRAME)
+        I->frame->ret_a = Py_NewRef(obj);
+    if (rc == CAP_NEXT)
+        return cap_t_break(I->T, CAP_B_UNSUPPORTED_CALL, "__init__ that cannot be interpreted");
+    return rc;
+}
+
+/* torch.autocast(...) only records its settings: made for real (with
+ * constant arguments), entered symbolically. */
+static int make_autocast(cap_trace *T, PyObject *cls, PyObject *const *args, int nargs,
+                         PyObject *kwnames, PyObject **out)
+{
+    for (int i = 0; i < nargs; i++)
+        if (cap_is_tensor(args[i]))
+            return cap_t_break(T, CAP_B_CONTEXT_MANAGER, "autocast with a tensor argument");
+    *out = cap_call_real(cls, args, nargs, kwnames);
+    return *out ? CAP_NEXT : CAP_ERR;
+}
+
+/* A class whose metaclass defines __call__: inlined when written in Python. */
+static int metaclass_call(cap_interp *I, PyObject *mcall, PyObject *cls, PyObject *const *args,
+                          int nargs, PyObject *kwnames, PyObject **out)
+{
+    if (mcall && cap_is_function(mcall)) {
         PyObject *buf[64];
-        if (nargs > 62) {
-            Py_DECREF(newfn);
-            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "too many arguments");
-        }
-        buf[0] = cls;
-        memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
-        int rc = cap_call_inline(I, newfn, buf, nargs + 1, kwnames, cap_ret_push);
-        Py_DECREF(newfn);
+        if (!prepend(buf, cls, args, nargs))
+            return too_many_args(I->T);
+        int rc = cap_call_inline(I, mcall, buf, nargs + 1, kwnames, cap_ret_push);
         if (rc != CAP_NEXT)
             return rc;
-        return real_call_flowed(T, cls, args, nargs, kwnames, out);
     }
-    Py_XDECREF(newfn);
-    if (!py_init)
-        return real_call_flowed(T, cls, args, nargs, kwnames, out);
-    /* C __new__ (object, dict, ...) for real, then __init__ inlined. */
+    return real_call_flowed(I->T, cls, args, nargs, kwnames, out);
+}
+
+/* __new__ traced in a nested run; __init__ inlined on its result when that
+ * is an instance of cls (as type.__call__ does). */
+static int new_then_init(cap_interp *I, PyObject *cls, PyObject *newfn, PyObject *initf,
+                         PyObject *const *args, int nargs, PyObject *kwnames, PyObject **out)
+{
+    PyObject *buf[64], *obj = NULL;
+    if (!prepend(buf, cls, args, nargs))
+        return too_many_args(I->T);
+    int rc = cap_t_call_sync(I, newfn, buf, nargs + 1, kwnames, &obj);
+    if (rc != CAP_NEXT)
+        return rc;
+    int inst = PyObject_IsInstance(obj, cls);
+    if (inst <= 0) {
+        *out = obj;
+        return inst < 0 ? CAP_ERR : CAP_NEXT;
+    }
+    rc = inline_init(I, initf, obj, args, nargs, kwnames);
+    Py_DECREF(obj);
+    return rc;
+}
+
+/* A Python __new__ without a Python __init__: __new__ inlined when it can
+ * be, else the class is called for real. */
+static int python_new(cap_interp *I, PyObject *cls, PyObject *newfn, PyObject *const *args,
+                      int nargs, PyObject *kwnames, PyObject **out)
+{
+    PyObject *buf[64];
+    if (!prepend(buf, cls, args, nargs))
+        return too_many_args(I->T);
+    int rc = cap_call_inline(I, newfn, buf, nargs + 1, kwnames, cap_ret_push);
+    if (rc != CAP_NEXT)
+        return rc;
+    return real_call_flowed(I->T, cls, args, nargs, kwnames, out);
+}
+
+/* C __new__ (object, dict, ...) for real, then __init__ inlined. */
+static int c_new_then_init(cap_interp *I, PyObject *cls, PyObject *initf, PyObject *const *args,
+                           int nargs, PyObject *kwnames, PyObject **out)
+{
     PyObject *newbound = PyObject_GetAttr(cls, cap_P.s_new);
     PyObject *obj = newbound ? PyObject_CallOneArg_compat(newbound, cls) : NULL;
     Py_XDECREF(newbound);
@@ -798,27 +842,47 @@ static int instantiate(cap_interp *I, PyObject *cls, PyObject *const *args, int 
         *out = obj;
         return CAP_NEXT;
     }
-    PyObject *buf[64];
-    if (nargs > 62) {
-        Py_DECREF(obj);
-        return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "too many arguments");
-    }
-    buf[0] = obj;
-    memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
-    int rc = cap_call_inline(I, initf, buf, nargs + 1, kwnames, cap_ret_init);
-    if (rc == CAP_FRAME)
-        I->frame->ret_a = Py_NewRef(obj);
+    int rc = inline_init(I, initf, obj, args, nargs, kwnames);
     Py_DECREF(obj);
-    if (rc == CAP_NEXT)
-        return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "__init__ that cannot be interpreted");
     return rc;
+}
+
+/* cls(*args) while tracing: its __new__ and __init__ inlined where they are
+ * Python, run for real where they are C. */
+static int instantiate(cap_interp *I, PyObject *cls, PyObject *const *args, int nargs,
+                       PyObject *kwnames, PyObject **out)
+{
+    cap_trace *T = I->T;
+    if (cap_T.autocast_cls &&
+        PyType_IsSubtype((PyTypeObject *)cls, (PyTypeObject *)cap_T.autocast_cls))
+        return make_autocast(T, cls, args, nargs, kwnames, out);
+    PyObject *mcall = cap_type_lookup(Py_TYPE(cls), cap_P.s_call);
+    if (mcall != cap_type_lookup(&PyType_Type, cap_P.s_call))
+        return metaclass_call(I, mcall, cls, args, nargs, kwnames, out);
+    PyObject *newf = cap_type_lookup((PyTypeObject *)cls, cap_P.s_new);
+    PyObject *initf = cap_type_lookup((PyTypeObject *)cls, cap_P.s_init);
+    bool py_new = newf && PyObject_TypeCheck(newf, (PyTypeObject *)cap_P.StaticMethodType);
+    PyObject *newfn = py_new ? PyObject_GetAttrString(newf, "__func__") : NULL;
+    if (py_new && !cap_is_function(newfn))
+        py_new = false;
+    bool py_init = initf && cap_is_function(initf);
+    if (py_new) {
+        int rc = py_init ? new_then_init(I, cls, newfn, initf, args, nargs, kwnames, out)
+                         : python_new(I, cls, newfn, args, nargs, kwnames, out);
+        Py_DECREF(newfn);
+        return rc;
+    }
+    Py_XDECREF(newfn);
+    if (!py_init)
+        return real_call_flowed(T, cls, args, nargs, kwnames, out);
+    return c_new_then_init(I, cls, initf, args, nargs, kwnames, out);
 }
 
 /* ---- C callables -------------------------------------------------------------------------- */
 
 static const char *read_only_methods[] = {
-    "get",          "keys",    "values",      "items",      "copy",     "index", "count",
-    "__contains__", "__len__", "__getitem__", "startswith", "endswith", NULL,
+    "get", "keys", "values", "items", "copy", "index", "count", "__contains__", "__len__",
+    "__getitem__", "startswith", "endswith", NULL,
 };
 
 static bool is_read_only(const char *name)
@@ -848,8 +912,7 @@ int cap_t_dict_lookup(cap_interp *I, PyObject *d, PyObject *key, PyObject **out)
     if (has < 0)
         return CAP_ERR;
     if (!has)
-        return cap_guard_add(T, CAP_G_DICT_HAS, cap_t_source_of(T, d), key, 0) < 0 ? CAP_ERR
-                                                                                   : CAP_NEXT;
+        return cap_guard_add(T, CAP_G_DICT_HAS, cap_t_source_of(T, d), key, 0) < 0 ? CAP_ERR : CAP_NEXT;
     return cap_t_getitem(I, d, key, out);
 }
 
@@ -880,8 +943,7 @@ static int outside_container_method(cap_interp *I, PyObject *self, const char *n
         return CAP_ERR;
     int rc = real_call_flowed(T, m, args, nargs, kwnames, out);
     Py_DECREF(m);
-    if (rc == CAP_NEXT &&
-        (PyDictKeys_Check(*out) || PyDictValues_Check(*out) || PyDictItems_Check(*out))) {
+    if (rc == CAP_NEXT && (PyDictKeys_Check(*out) || PyDictValues_Check(*out) || PyDictItems_Check(*out))) {
         PyObject *l = PySequence_List(*out);
         Py_SETREF(*out, l);
         if (!l)
@@ -932,8 +994,7 @@ static int c_callable(cap_interp *I, PyObject *callable, PyObject *const *args, 
     cap_trace *T = I->T;
     PyObject *self = NULL;
     const char *name = "?";
-    if (PyDict_Check(cap_P.builtins) &&
-        callable == PyDict_GetItemString(cap_P.builtins, "__build_class__"))
+    if (PyDict_Check(cap_P.builtins) && callable == PyDict_GetItemString(cap_P.builtins, "__build_class__"))
         return cap_t_break(T, CAP_B_UNINTERPRETABLE, "class definition");
     PyObject *nm = PyObject_GetAttr(callable, cap_P.s_name);
     if (nm && PyUnicode_Check(nm))
@@ -946,8 +1007,7 @@ static int c_callable(cap_interp *I, PyObject *callable, PyObject *const *args, 
         held = self = PyObject_GetAttr(callable, cap_P.s_self);
         PyErr_Clear();
     } else if ((PyObject_TypeCheck(callable, &PyMethodDescr_Type) ||
-                PyObject_TypeCheck(callable, &PyWrapperDescr_Type)) &&
-               nargs > 0) {
+                PyObject_TypeCheck(callable, &PyWrapperDescr_Type)) && nargs > 0) {
         self = args[0], args++, nargs--;
     }
     int rc;
@@ -955,18 +1015,15 @@ static int c_callable(cap_interp *I, PyObject *callable, PyObject *const *args, 
     PyErr_Clear();
     if (objclass == (PyObject *)&PyBaseObject_Type && self && !cap_is_tensor(self) && !kwnames &&
         (strcmp(name, "__getattribute__") == 0 || strcmp(name, "__setattr__") == 0 ||
-         strcmp(name, "__delattr__") == 0) &&
-        nargs >= 1 && PyUnicode_Check(args[0])) {
+         strcmp(name, "__delattr__") == 0) && nargs >= 1 && PyUnicode_Check(args[0])) {
         /* object.__getattribute__(obj, name) and friends (as super() calls
            them): the generic lookup, traced. */
         Py_DECREF(objclass);
         if (name[2] == 'g' && nargs == 1)
             rc = cap_t_getattr_generic(I, self, args[0], out);
-        else if (name[2] == 's' && nargs == 2 &&
-                 (rc = cap_t_setattr_generic(I, self, args[0], args[1])) == CAP_NEXT)
+        else if (name[2] == 's' && nargs == 2 && (rc = cap_t_setattr_generic(I, self, args[0], args[1])) == CAP_NEXT)
             *out = Py_NewRef(Py_None);
-        else if (name[2] == 'd' && nargs == 1 &&
-                 (rc = cap_t_setattr_generic(I, self, args[0], NULL)) == CAP_NEXT)
+        else if (name[2] == 'd' && nargs == 1 && (rc = cap_t_setattr_generic(I, self, args[0], NULL)) == CAP_NEXT)
             *out = Py_NewRef(Py_None);
         else
             rc = cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "object.%s with unusual arguments", name);
@@ -975,9 +1032,9 @@ static int c_callable(cap_interp *I, PyObject *callable, PyObject *const *args, 
         return rc;
     }
     Py_XDECREF(objclass);
-    if (self && PyType_Check(self) && strcmp(name, "__new__") == 0 && nargs >= 1 &&
-        PyType_Check(args[0]) && PyType_IsSubtype((PyTypeObject *)args[0], (PyTypeObject *)self) &&
-        plain_new(self) && tensor_in(args + 1, nargs - 1) < 0) {
+    if (self && PyType_Check(self) && strcmp(name, "__new__") == 0 && nargs >= 1 && PyType_Check(args[0]) &&
+        PyType_IsSubtype((PyTypeObject *)args[0], (PyTypeObject *)self) && plain_new(self) &&
+        tensor_in(args + 1, nargs - 1) < 0) {
         /* object.__new__(cls), tuple.__new__(cls, items) (namedtuples) and
            the like only allocate: made for real, with the trace's values. */
         rc = real_call_flowed(T, callable, args, nargs, kwnames, out);
@@ -993,18 +1050,17 @@ static int c_callable(cap_interp *I, PyObject *callable, PyObject *const *args, 
             snprintf(what, sizeof what, "Tensor.%s", name);
             rc = cap_t_real_tensor(T, self, what);
         } else if (cap_t_outside(T, self) && !cap_is_constant(self)) {
-            if (PyDict_Check(self) || PyList_Check(self) || PyTuple_Check(self) ||
-                PyAnySet_Check(self))
+            if (PyDict_Check(self) || PyList_Check(self) || PyTuple_Check(self) || PyAnySet_Check(self))
                 rc = outside_container_method(I, self, name, args, nargs, kwnames, out);
             else
                 rc = cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "%s.%s() on an object from outside",
                                  cap_tpname(Py_TYPE(self)), name);
-        } else if (PyList_CheckExact(self) && strcmp(name, "extend") == 0 && nargs == 1 &&
-                   !kwnames && cap_is_ptc_iter(args[0])) {
+        } else if (PyList_CheckExact(self) && strcmp(name, "extend") == 0 && nargs == 1 && !kwnames &&
+                   cap_is_ptc_iter(args[0])) {
             rc = extend_lazily(I, self, args[0], out);
         } else {
             PyObject *m = PyCFunction_Check(callable) || held ? Py_NewRef(callable)
-                                                              : PyObject_GetAttrString(self, name);
+                                                             : PyObject_GetAttrString(self, name);
             rc = m ? real_call_flowed(T, m, args, nargs, kwnames, out) : CAP_ERR;
             Py_XDECREF(m);
         }
@@ -1159,8 +1215,7 @@ int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nar
         PyObject *buf[64];
         int rc;
         if (!fn || !self || nargs > 62) {
-            rc =
-                fn && self ? cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "too many arguments") : CAP_ERR;
+            rc = fn && self ? cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "too many arguments") : CAP_ERR;
         } else {
             buf[0] = self;
             memcpy(buf + 1, args, sizeof *args * (size_t)nargs);

@@ -38,8 +38,9 @@ cap_trace *cap_trace_new(PyObject *module_names, cap_interp *I)
     T->specialised = PyList_New(0);
     T->dynamic = -1;
     if (!T->symints || !T->specialised || !T->made_funcs || !T->exc_stack || !T->shadow ||
-        !T->mut || !T->effects || !T->written || !T->src_index || !T->guard_index || !T->obj_src ||
-        !T->keep || !T->input_const || !T->tensors || !T->strings || !T->no_inline || !T->skipped) {
+        !T->mut || !T->effects || !T->written || !T->src_index || !T->guard_index ||
+        !T->obj_src || !T->keep || !T->input_const || !T->tensors || !T->strings ||
+        !T->no_inline || !T->skipped) {
         cap_trace_free(T);
         return NULL;
     }
@@ -170,8 +171,7 @@ PyObject *cap_tensor_const(cap_trace *T, PyObject *real)
     if ((int)m.dt < 0) {
         Py_DECREF(m.type);
         Py_DECREF(m.dtype);
-        return cap_signal_break(CAP_B_UNSUPPORTED_TORCH,
-                                "a constant tensor of an unsupported dtype");
+        return cap_signal_break(CAP_B_UNSUPPORTED_TORCH, "a constant tensor of an unsupported dtype");
     }
     ptc_ttype ty;
     cap_tmeta_type(&m, &ty);

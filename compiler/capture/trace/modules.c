@@ -15,21 +15,11 @@
 
 #include <string.h>
 
-enum {
-    MI_NAMED_PARAMETERS,
-    MI_PARAMETERS,
-    MI_NAMED_BUFFERS,
-    MI_BUFFERS,
-    MI_NAMED_CHILDREN,
-    MI_CHILDREN,
-    MI_NAMED_MODULES,
-    MI_MODULES,
-    MI_COUNT
-};
+enum { MI_NAMED_PARAMETERS, MI_PARAMETERS, MI_NAMED_BUFFERS, MI_BUFFERS, MI_NAMED_CHILDREN,
+       MI_CHILDREN, MI_NAMED_MODULES, MI_MODULES, MI_COUNT };
 
-static const char *mi_names[MI_COUNT] = {"named_parameters", "parameters",     "named_buffers",
-                                         "buffers",          "named_children", "children",
-                                         "named_modules",    "modules"};
+static const char *mi_names[MI_COUNT] = {"named_parameters", "parameters", "named_buffers", "buffers",
+                                         "named_children", "children", "named_modules", "modules"};
 static PyObject *mi_fns[MI_COUNT];
 
 /* Which of the methods fn is (the plain function from torch.nn.Module), or -1. */
@@ -50,16 +40,16 @@ int cap_module_iter_kind(PyObject *fn)
 
 typedef struct walk {
     cap_interp *I;
-    PyObject *memo; /* set of ids already yielded */
-    PyObject *out;  /* list of results */
+    PyObject *memo;  /* set of ids already yielded */
+    PyObject *out;   /* list of results */
     bool dedupe;
 } walk;
 
 /* The items of mod.<attr> (a dict) in order: keys (guarded), values
  * (wrapped through their sources) and the real values (for identity).
  * Returns new lists in *keys, *vals, *raw. */
-static int dict_items(cap_interp *I, PyObject *mod, const char *attr, PyObject **keys,
-                      PyObject **vals, PyObject **raw)
+static int dict_items(cap_interp *I, PyObject *mod, const char *attr, PyObject **keys, PyObject **vals,
+                      PyObject **raw)
 {
     PyObject *name = PyUnicode_FromString(attr), *d = NULL, *it = NULL, *k = NULL;
     *keys = *vals = *raw = NULL;
@@ -150,8 +140,7 @@ static int named_modules(walk *w, PyObject *mod, PyObject *prefix, PyObject *pai
     return rc;
 }
 
-static PyObject *kwarg(PyObject *const *args, int nargs, PyObject *kwnames, const char *name,
-                       int pos)
+static PyObject *kwarg(PyObject *const *args, int nargs, PyObject *kwnames, const char *name, int pos)
 {
     int nkw = kwnames ? (int)PyTuple_Size(kwnames) : 0;
     for (int i = 0; i < nkw; i++)
@@ -165,15 +154,64 @@ static int flag(PyObject *v, bool dflt)
     return v ? PyObject_IsTrue(v) : dflt;
 }
 
+/* (name, child) of mod's direct children, skipping None and repeats. */
+static int child_pairs(walk *w, PyObject *mod, PyObject *pairs)
+{
+    PyObject *keys, *vals, *raw;
+    int rc = dict_items(w->I, mod, "_modules", &keys, &vals, &raw);
+    for (Py_ssize_t i = 0; rc == CAP_NEXT && i < PyList_Size(keys); i++) {
+        PyObject *child = PyList_GetItem(vals, i);
+        int add = child == Py_None ? 0 : remember(w, PyList_GetItem(raw, i));
+        PyObject *pair = add > 0 ? PyTuple_Pack(2, PyList_GetItem(keys, i), child) : NULL;
+        if (add < 0 || (add > 0 && (!pair || PyList_Append(pairs, pair) < 0)))
+            rc = CAP_ERR;
+        Py_XDECREF(pair);
+    }
+    Py_XDECREF(keys);
+    Py_XDECREF(vals);
+    Py_XDECREF(raw);
+    return rc;
+}
+
+/* *pairs, (prefix, module), become the (name, tensor) pairs of each module's
+ * _parameters or _buffers, skipping None and repeats. */
+static int member_pairs(walk *w, int kind, PyObject **pairs)
+{
+    int rc = CAP_NEXT;
+    PyObject *result = PyList_New(0);
+    for (Py_ssize_t i = 0; rc == CAP_NEXT && i < PyList_Size(*pairs); i++) {
+        PyObject *pair = PyList_GetItem(*pairs, i), *keys, *vals, *raw;
+        rc = dict_items(w->I, PyTuple_GetItem(pair, 1),
+                        kind <= MI_PARAMETERS ? "_parameters" : "_buffers", &keys, &vals, &raw);
+        for (Py_ssize_t k = 0; rc == CAP_NEXT && k < PyList_Size(keys); k++) {
+            PyObject *v = PyList_GetItem(vals, k);
+            int add = v == Py_None ? 0 : remember(w, PyList_GetItem(raw, k));
+            if (add <= 0) {
+                rc = add < 0 ? CAP_ERR : CAP_NEXT;
+                continue;
+            }
+            PyObject *name = join(PyTuple_GetItem(pair, 0), PyList_GetItem(keys, k));
+            PyObject *item = name ? PyTuple_Pack(2, name, v) : NULL;
+            if (!item || PyList_Append(result, item) < 0)
+                rc = CAP_ERR;
+            Py_XDECREF(name);
+            Py_XDECREF(item);
+        }
+        Py_XDECREF(keys);
+        Py_XDECREF(vals);
+        Py_XDECREF(raw);
+    }
+    Py_SETREF(*pairs, result);
+    return rc;
+}
+
 int cap_module_iter_call(cap_interp *I, int kind, PyObject *const *args, int nargs,
                          PyObject *kwnames, PyObject **out)
 {
     cap_trace *T = I->T;
     PyObject *mod = nargs > 0 ? args[0] : NULL;
-    if (!mod || cap_t_source_of(T, mod) < 0 ||
-        !PyObject_TypeCheck(mod, (PyTypeObject *)cap_T.Module))
-        return cap_t_break(T, CAP_B_GENERATOR, "Module.%s of a module made in the trace",
-                           mi_names[kind]);
+    if (!mod || cap_t_source_of(T, mod) < 0 || !PyObject_TypeCheck(mod, (PyTypeObject *)cap_T.Module))
+        return cap_t_break(T, CAP_B_GENERATOR, "Module.%s of a module made in the trace", mi_names[kind]);
     bool members = kind <= MI_BUFFERS, named = kind % 2 == 0;
     PyObject *prefix = NULL, *recurse = NULL, *dedupe = NULL;
     if (members) {
@@ -189,26 +227,13 @@ int cap_module_iter_call(cap_interp *I, int kind, PyObject *const *args, int nar
     }
     if ((prefix && !PyUnicode_Check(prefix)) || (recurse && !cap_is_constant(recurse)) ||
         (dedupe && !cap_is_constant(dedupe)))
-        return cap_t_break(T, CAP_B_GENERATOR, "Module.%s with non-constant arguments",
-                           mi_names[kind]);
+        return cap_t_break(T, CAP_B_GENERATOR, "Module.%s with non-constant arguments", mi_names[kind]);
     PyObject *empty = PyUnicode_FromString("");
     walk w = {I, PySet_New(NULL), PyList_New(0), flag(dedupe, true) == 1};
     PyObject *pairs = PyList_New(0);
     int rc = w.memo && w.out && pairs && empty ? CAP_NEXT : CAP_ERR;
     if (rc == CAP_NEXT && (kind == MI_NAMED_CHILDREN || kind == MI_CHILDREN)) {
-        PyObject *keys, *vals, *raw;
-        rc = dict_items(I, mod, "_modules", &keys, &vals, &raw);
-        for (Py_ssize_t i = 0; rc == CAP_NEXT && i < PyList_Size(keys); i++) {
-            PyObject *child = PyList_GetItem(vals, i);
-            int add = child == Py_None ? 0 : remember(&w, PyList_GetItem(raw, i));
-            PyObject *pair = add > 0 ? PyTuple_Pack(2, PyList_GetItem(keys, i), child) : NULL;
-            if (add < 0 || (add > 0 && (!pair || PyList_Append(pairs, pair) < 0)))
-                rc = CAP_ERR;
-            Py_XDECREF(pair);
-        }
-        Py_XDECREF(keys);
-        Py_XDECREF(vals);
-        Py_XDECREF(raw);
+        rc = child_pairs(&w, mod, pairs);
     } else if (rc == CAP_NEXT) {
         bool all = !members || flag(recurse, true) == 1;
         if (all) {
@@ -220,34 +245,8 @@ int cap_module_iter_call(cap_interp *I, int kind, PyObject *const *args, int nar
             rc = pair && PyList_Append(pairs, pair) == 0 ? CAP_NEXT : CAP_ERR;
             Py_XDECREF(pair);
         }
-        if (members) {
-            /* Each module's _parameters / _buffers, skipping None and repeats. */
-            PyObject *result = PyList_New(0);
-            for (Py_ssize_t i = 0; rc == CAP_NEXT && i < PyList_Size(pairs); i++) {
-                PyObject *pair = PyList_GetItem(pairs, i), *keys, *vals, *raw;
-                rc = dict_items(I, PyTuple_GetItem(pair, 1),
-                                kind <= MI_PARAMETERS ? "_parameters" : "_buffers", &keys, &vals,
-                                &raw);
-                for (Py_ssize_t k = 0; rc == CAP_NEXT && k < PyList_Size(keys); k++) {
-                    PyObject *v = PyList_GetItem(vals, k);
-                    int add = v == Py_None ? 0 : remember(&w, PyList_GetItem(raw, k));
-                    if (add <= 0) {
-                        rc = add < 0 ? CAP_ERR : CAP_NEXT;
-                        continue;
-                    }
-                    PyObject *name = join(PyTuple_GetItem(pair, 0), PyList_GetItem(keys, k));
-                    PyObject *item = name ? PyTuple_Pack(2, name, v) : NULL;
-                    if (!item || PyList_Append(result, item) < 0)
-                        rc = CAP_ERR;
-                    Py_XDECREF(name);
-                    Py_XDECREF(item);
-                }
-                Py_XDECREF(keys);
-                Py_XDECREF(vals);
-                Py_XDECREF(raw);
-            }
-            Py_SETREF(pairs, result);
-        }
+        if (members && rc == CAP_NEXT)
+            rc = member_pairs(&w, kind, &pairs);
     }
     /* Plain forms yield the second element of each pair. */
     for (Py_ssize_t i = 0; rc == CAP_NEXT && pairs && i < PyList_Size(pairs); i++) {
@@ -327,9 +326,7 @@ int cap_t_module_call(cap_interp *I, PyObject *mod, PyObject *const *args, int n
     PyObject *fn = NULL;
     int rc = cap_t_getattr(I, mod, hooks ? cap_P.s_call : cap_T.s_forward, &fn);
     if (rc != CAP_NEXT)
-        return rc == CAP_FRAME
-                   ? cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "a module whose forward is a property")
-                   : rc;
+        return rc == CAP_FRAME ? cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "a module whose forward is a property") : rc;
     const char *path = cap_module_path(T, mod);
     rc = cap_op_call(I, fn, args, nargs, kwnames, out);
     Py_DECREF(fn);

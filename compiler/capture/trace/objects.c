@@ -15,18 +15,11 @@
 
 /* Library code whose module attributes and globals are taken as constants. */
 static const char *frozen_pkgs[] = {
-    "torch",        "torchvision", "timm",
-    "transformers", "math",        "operator",
-    "builtins",     "functools",   "itertools",
-    "collections",  "typing",      "types",
-    "enum",         "dataclasses", "inspect",
-    "warnings",     "copy",        "numpy",
-    "abc",          "contextlib",  "numbers",
-    "re",           "string",      "logging",
-    "importlib",    "einops",      "huggingface_hub",
-    "safetensors",  "packaging",   "typing_extensions",
-    "sys",          "os",          "weakref",
-    "threading",    "ptc",
+    "torch", "torchvision", "timm", "transformers", "math", "operator", "builtins",
+    "functools", "itertools", "collections", "typing", "types", "enum", "dataclasses",
+    "inspect", "warnings", "copy", "numpy", "abc", "contextlib", "numbers", "re",
+    "string", "logging", "importlib", "einops", "huggingface_hub", "safetensors",
+    "packaging", "typing_extensions", "sys", "os", "weakref", "threading", "ptc",
 };
 
 static bool frozen_name(PyObject *name)
@@ -142,8 +135,7 @@ static int shadowed(cap_trace *T, PyObject *obj, PyObject *name, PyObject **out)
     if (!v)
         return CAP_NONE;
     if (PyTuple_Check(v) && PyTuple_Size(v) == 0) { /* deleted */
-        PyErr_Format(PyExc_AttributeError, "'%s' object has no attribute '%U'",
-                     cap_tpname(Py_TYPE(obj)), name);
+        PyErr_Format(PyExc_AttributeError, "'%s' object has no attribute '%U'", cap_tpname(Py_TYPE(obj)), name);
         return CAP_ERR;
     }
     *out = Py_NewRef(PyList_GetItem(v, 0));
@@ -356,10 +348,8 @@ int cap_t_getattr_generic(cap_interp *I, PyObject *obj, PyObject *name, PyObject
 static bool replayable_write(PyObject *obj, PyObject *name, PyObject *v)
 {
     PyObject *sa = cap_type_lookup(Py_TYPE(obj), PyUnicode_InternFromString("__setattr__"));
-    PyObject *base_sa =
-        cap_type_lookup(&PyBaseObject_Type, PyUnicode_InternFromString("__setattr__"));
-    PyObject *module_sa =
-        cap_type_lookup((PyTypeObject *)cap_T.Module, PyUnicode_InternFromString("__setattr__"));
+    PyObject *base_sa = cap_type_lookup(&PyBaseObject_Type, PyUnicode_InternFromString("__setattr__"));
+    PyObject *module_sa = cap_type_lookup((PyTypeObject *)cap_T.Module, PyUnicode_InternFromString("__setattr__"));
     PyObject *descr = cap_type_lookup(Py_TYPE(obj), name);
     if (descr && is_data_descr(descr))
         return false;
@@ -506,8 +496,8 @@ static PyObject *seq_item(PyObject *o, Py_ssize_t i)
 }
 
 /* Items [lo, hi) step of an outside list or tuple, wrapped with index sources. */
-static PyObject *seq_wrapped(cap_trace *T, PyObject *o, int src, Py_ssize_t start, Py_ssize_t step,
-                             Py_ssize_t n, bool as_tuple)
+static PyObject *seq_wrapped(cap_trace *T, PyObject *o, int src, Py_ssize_t start,
+                             Py_ssize_t step, Py_ssize_t n, bool as_tuple)
 {
     PyObject *r = as_tuple ? PyTuple_New(n) : PyList_New(n);
     for (Py_ssize_t k = 0; r && k < n; k++) {
@@ -665,8 +655,7 @@ static bool is_container_module(PyObject *o, const char *name)
     for (PyTypeObject *t = Py_TYPE(o); t; t = (PyTypeObject *)PyType_GetSlot(t, Py_tp_base)) {
         PyObject *mod = PyObject_GetAttr((PyObject *)t, cap_P.s_module);
         PyObject *qn = PyObject_GetAttr((PyObject *)t, cap_P.s_qualname);
-        bool hit = mod && qn &&
-                   PyUnicode_CompareWithASCIIString(mod, "torch.nn.modules.container") == 0 &&
+        bool hit = mod && qn && PyUnicode_CompareWithASCIIString(mod, "torch.nn.modules.container") == 0 &&
                    PyUnicode_CompareWithASCIIString(qn, name) == 0;
         Py_XDECREF(mod);
         Py_XDECREF(qn);
@@ -770,8 +759,7 @@ int cap_t_iter(cap_interp *I, PyObject *obj, PyObject **out)
         PyObject *keys = NULL;
         if (keys_guard(T, obj, src, &keys) < 0)
             return PyErr_ExceptionMatches(PyExc_TypeError)
-                       ? (PyErr_Clear(),
-                          cap_t_break(T, CAP_B_OPAQUE_ITERATOR, "dict with non-constant keys"))
+                       ? (PyErr_Clear(), cap_t_break(T, CAP_B_OPAQUE_ITERATOR, "dict with non-constant keys"))
                        : CAP_ERR;
         *out = cap_iter_seq(keys, -1, T);
         Py_DECREF(keys);
@@ -780,8 +768,7 @@ int cap_t_iter(cap_interp *I, PyObject *obj, PyObject **out)
         return *out ? CAP_NEXT : CAP_ERR;
     }
     if (PyObject_TypeCheck(obj, &PyRange_Type)) {
-        PyObject *a = PyObject_GetAttrString(obj, "start"),
-                 *s = PyObject_GetAttrString(obj, "step");
+        PyObject *a = PyObject_GetAttrString(obj, "start"), *s = PyObject_GetAttrString(obj, "step");
         Py_ssize_t n = PyObject_Size(obj);
         if (a && s && n >= 0)
             *out = cap_iter_range(PyLong_AsLongLong(a), PyLong_AsLongLong(s), n);
@@ -789,9 +776,8 @@ int cap_t_iter(cap_interp *I, PyObject *obj, PyObject **out)
         Py_XDECREF(s);
         return *out ? CAP_NEXT : CAP_ERR;
     }
-    if (src >= 0 &&
-        (is_container_module(obj, "ModuleList") || is_container_module(obj, "Sequential") ||
-         is_container_module(obj, "ModuleDict"))) {
+    if (src >= 0 && (is_container_module(obj, "ModuleList") || is_container_module(obj, "Sequential") ||
+                     is_container_module(obj, "ModuleDict"))) {
         list = module_children(T, obj, src, is_container_module(obj, "ModuleDict"));
     } else {
         PyObject *m = python_method(obj, "__iter__", NULL);
@@ -836,8 +822,7 @@ int cap_t_next(cap_interp *I, PyObject *it, PyObject **out)
             *out = v;
             return v || !PyErr_Occurred() ? CAP_NEXT : CAP_ERR;
         }
-        int rc =
-            derived(T, v, CAP_S_INDEX, ci->src, (int)(ci->rev ? ci->i + 1 : ci->i - 1), NULL, out);
+        int rc = derived(T, v, CAP_S_INDEX, ci->src, (int)(ci->rev ? ci->i + 1 : ci->i - 1), NULL, out);
         Py_DECREF(v);
         return rc;
     }
@@ -851,22 +836,10 @@ int cap_t_next(cap_interp *I, PyObject *it, PyObject **out)
             return rc;
     }
     if (cap_t_outside(T, it))
-        return cap_t_break(T, CAP_B_OPAQUE_ITERATOR, "next() of an outside %s",
-                           cap_tpname(Py_TYPE(it)));
+        return cap_t_break(T, CAP_B_OPAQUE_ITERATOR, "next() of an outside %s", cap_tpname(Py_TYPE(it)));
     if (PyObject_TypeCheck(it, (PyTypeObject *)cap_P.GeneratorType))
         return cap_t_break(T, CAP_B_GENERATOR, "next() of a generator");
-    iternextfunc next = (iternextfunc)PyType_GetSlot(Py_TYPE(it), Py_tp_iternext);
-    if (!next) {
-        PyErr_Format(PyExc_TypeError, "'%s' object is not an iterator", cap_tpname(Py_TYPE(it)));
-        return CAP_ERR;
-    }
-    *out = next(it);
-    if (!*out && PyErr_Occurred()) {
-        if (!PyErr_ExceptionMatches(PyExc_StopIteration))
-            return CAP_ERR;
-        PyErr_Clear();
-    }
-    return CAP_NEXT;
+    return cap_next_real(it, out);
 }
 
 /* ---- globals --------------------------------------------------------------------- */
@@ -881,6 +854,74 @@ int cap_t_load_global(cap_trace *T, cap_frame *f, PyObject *name, PyObject *v, b
         return CAP_ERR;
     cap_t_map(T, f->globals, gsrc);
     return derived(T, v, CAP_S_ITEM, gsrc, 0, name, out);
+}
+
+/* ---- guards for truth, membership and operands ------------------------------------------ */
+
+int cap_t_truth_guard(cap_trace *T, PyObject *v)
+{
+    int src = cap_t_source_of(T, v);
+    if (src >= 0 && (PyList_Check(v) || PyTuple_Check(v) || PyDict_Check(v)) &&
+        len_guard(T, v, src) < 0)
+        return CAP_ERR;
+    return CAP_NEXT;
+}
+
+int cap_t_contains_guard(cap_trace *T, PyObject *container, PyObject *item)
+{
+    int src = cap_t_source_of(T, container);
+    if (src < 0 || cap_is_constant(container))
+        return CAP_NEXT;
+    if (PyDict_Check(container)) {
+        if (!cap_is_key(item))
+            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "'in' on an outside dict with a %s key",
+                               cap_tpname(Py_TYPE(item)));
+        int has = PyDict_Contains(container, item);
+        return has < 0 || cap_guard_add(T, CAP_G_DICT_HAS, src, item, has) < 0 ? CAP_ERR : CAP_NEXT;
+    }
+    if (plain_seq(container)) {
+        if (len_guard(T, container, src) < 0)
+            return CAP_ERR;
+        for (Py_ssize_t i = 0; i < seq_len(container); i++) {
+            PyObject *w = NULL;
+            if (derived(T, seq_item(container, i), CAP_S_INDEX, src, (int)i, NULL, &w) != CAP_NEXT)
+                return CAP_ERR;
+            Py_DECREF(w);
+        }
+        return CAP_NEXT;
+    }
+    return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "'in' on an outside %s",
+                       cap_tpname(Py_TYPE(container)));
+}
+
+/* A real tensor met by an operator in the trace (a subclass, or a tensor of
+ * a dtype ptc lacks): the operation runs for real. */
+bool cap_t_is_real_tensor(PyObject *o)
+{
+    return o && !cap_is_tensor(o) && PyObject_TypeCheck(o, (PyTypeObject *)cap_T.Tensor);
+}
+
+int cap_t_check_operands(cap_trace *T, PyObject *a, PyObject *b)
+{
+    PyObject *ops[2] = {a, b};
+    for (int i = 0; i < 2; i++)
+        if (cap_t_is_real_tensor(ops[i]))
+            return cap_t_real_tensor(T, ops[i], "an operator");
+    for (int i = 0; i < 2; i++) {
+        PyObject *o = ops[i];
+        if (cap_t_outside(T, o) && !cap_is_constant(o) &&
+            (PyList_Check(o) || PyTuple_Check(o) || PyDict_Check(o) || PyAnySet_Check(o)))
+            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "operator on an outside %s",
+                               cap_tpname(Py_TYPE(o)));
+    }
+    return CAP_NEXT;
+}
+
+int cap_t_check_format(cap_trace *T, PyObject *v)
+{
+    if (cap_is_tensor(v) || cap_t_is_real_tensor(v))
+        return cap_t_break(T, CAP_B_TENSOR_STR, "a tensor formatted as text");
+    return CAP_NEXT;
 }
 
 /* ---- flows of whole containers ---------------------------------------------------------- */
@@ -903,8 +944,7 @@ PyObject *cap_t_flow(cap_trace *T, PyObject *obj)
         while (list && (v = cap_iter_next_raw(ci))) {
             PyObject *w = v;
             if (ci->src >= 0) {
-                if (derived(T, v, CAP_S_INDEX, ci->src, (int)(ci->rev ? ci->i + 1 : ci->i - 1),
-                            NULL, &w) != CAP_NEXT)
+                if (derived(T, v, CAP_S_INDEX, ci->src, (int)(ci->rev ? ci->i + 1 : ci->i - 1), NULL, &w) != CAP_NEXT)
                     Py_CLEAR(list);
                 Py_DECREF(v);
             }
@@ -947,8 +987,8 @@ PyObject *cap_t_flow(cap_trace *T, PyObject *obj)
     return Py_NewRef(obj);
 }
 
-int cap_t_expand_call_args(cap_trace *T, PyObject *func, PyObject *args, PyObject *kw, PyObject **t,
-                           PyObject **d)
+int cap_t_expand_call_args(cap_trace *T, PyObject *func, PyObject *args, PyObject *kw,
+                           PyObject **t, PyObject **d)
 {
     *t = *d = NULL;
     PyObject *a = cap_t_flow(T, args);
@@ -1024,8 +1064,7 @@ int cap_t_before_with(cap_interp *I, cap_frame *f, PyObject *mgr)
         exit = cap_gradexit_new(CAP_EXIT_NONE, false);
         enter = PyObject_GetAttrString(mgr, "enter_result");
     } else {
-        return cap_t_break(T, CAP_B_CONTEXT_MANAGER, "with-block on a %s",
-                           cap_tpname(Py_TYPE(mgr)));
+        return cap_t_break(T, CAP_B_CONTEXT_MANAGER, "with-block on a %s", cap_tpname(Py_TYPE(mgr)));
     }
     if (!exit || !enter) {
         Py_XDECREF(exit);
@@ -1035,73 +1074,5 @@ int cap_t_before_with(cap_interp *I, cap_frame *f, PyObject *mgr)
     cap_popn(f, 1);
     cap_push(f, exit);
     cap_push(f, enter);
-    return CAP_NEXT;
-}
-
-/* ---- guards for truth, membership and operands ------------------------------------------ */
-
-int cap_t_truth_guard(cap_trace *T, PyObject *v)
-{
-    int src = cap_t_source_of(T, v);
-    if (src >= 0 && (PyList_Check(v) || PyTuple_Check(v) || PyDict_Check(v)) &&
-        len_guard(T, v, src) < 0)
-        return CAP_ERR;
-    return CAP_NEXT;
-}
-
-int cap_t_contains_guard(cap_trace *T, PyObject *container, PyObject *item)
-{
-    int src = cap_t_source_of(T, container);
-    if (src < 0 || cap_is_constant(container))
-        return CAP_NEXT;
-    if (PyDict_Check(container)) {
-        if (!cap_is_key(item))
-            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "'in' on an outside dict with a %s key",
-                               cap_tpname(Py_TYPE(item)));
-        int has = PyDict_Contains(container, item);
-        return has < 0 || cap_guard_add(T, CAP_G_DICT_HAS, src, item, has) < 0 ? CAP_ERR : CAP_NEXT;
-    }
-    if (plain_seq(container)) {
-        if (len_guard(T, container, src) < 0)
-            return CAP_ERR;
-        for (Py_ssize_t i = 0; i < seq_len(container); i++) {
-            PyObject *w = NULL;
-            if (derived(T, seq_item(container, i), CAP_S_INDEX, src, (int)i, NULL, &w) != CAP_NEXT)
-                return CAP_ERR;
-            Py_DECREF(w);
-        }
-        return CAP_NEXT;
-    }
-    return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "'in' on an outside %s",
-                       cap_tpname(Py_TYPE(container)));
-}
-
-/* A real tensor met by an operator in the trace (a subclass, or a tensor of
- * a dtype ptc lacks): the operation runs for real. */
-bool cap_t_is_real_tensor(PyObject *o)
-{
-    return o && !cap_is_tensor(o) && PyObject_TypeCheck(o, (PyTypeObject *)cap_T.Tensor);
-}
-
-int cap_t_check_operands(cap_trace *T, PyObject *a, PyObject *b)
-{
-    PyObject *ops[2] = {a, b};
-    for (int i = 0; i < 2; i++)
-        if (cap_t_is_real_tensor(ops[i]))
-            return cap_t_real_tensor(T, ops[i], "an operator");
-    for (int i = 0; i < 2; i++) {
-        PyObject *o = ops[i];
-        if (cap_t_outside(T, o) && !cap_is_constant(o) &&
-            (PyList_Check(o) || PyTuple_Check(o) || PyDict_Check(o) || PyAnySet_Check(o)))
-            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "operator on an outside %s",
-                               cap_tpname(Py_TYPE(o)));
-    }
-    return CAP_NEXT;
-}
-
-int cap_t_check_format(cap_trace *T, PyObject *v)
-{
-    if (cap_is_tensor(v) || cap_t_is_real_tensor(v))
-        return cap_t_break(T, CAP_B_TENSOR_STR, "a tensor formatted as text");
     return CAP_NEXT;
 }

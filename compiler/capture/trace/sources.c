@@ -74,15 +74,9 @@ void cap_source_str(const cap_source *src, int nsrc, int id, char *buf, size_t s
         else
             snprintf(buf, size, "L['%s']", key);
         break;
-    case CAP_S_STACK:
-        snprintf(buf, size, "S%d[%d]", s->frame, s->index);
-        break;
-    case CAP_S_FUNC:
-        snprintf(buf, size, "F%d", s->frame);
-        break;
-    case CAP_S_RETA:
-        snprintf(buf, size, "R%d", s->frame);
-        break;
+    case CAP_S_STACK: snprintf(buf, size, "S%d[%d]", s->frame, s->index); break;
+    case CAP_S_FUNC: snprintf(buf, size, "F%d", s->frame); break;
+    case CAP_S_RETA: snprintf(buf, size, "R%d", s->frame); break;
     case CAP_S_CONST: {
         PyObject *n = PyObject_GetAttrString(s->key, "__qualname__");
         if (!n) {
@@ -91,8 +85,7 @@ void cap_source_str(const cap_source *src, int nsrc, int id, char *buf, size_t s
         }
         if (!n)
             PyErr_Clear();
-        const char *ns =
-            n && PyUnicode_Check(n) ? PyUnicode_AsUTF8(n) : cap_tpname(Py_TYPE(s->key));
+        const char *ns = n && PyUnicode_Check(n) ? PyUnicode_AsUTF8(n) : cap_tpname(Py_TYPE(s->key));
         snprintf(buf, size, "%s", ns);
         Py_XDECREF(n);
         break;
@@ -101,14 +94,11 @@ void cap_source_str(const cap_source *src, int nsrc, int id, char *buf, size_t s
     case CAP_S_INSTDICT:
     case CAP_S_MODPARAM:
     case CAP_S_MODBUF:
-    case CAP_S_MODCHILD:
-        snprintf(buf, size, "%s.%s", parent, key);
-        break;
+    case CAP_S_MODCHILD: snprintf(buf, size, "%s.%s", parent, key); break;
     case CAP_S_ITEM: {
         PyObject *kr = s->key ? PyObject_Repr(s->key) : NULL;
         const char *ks = kr ? PyUnicode_AsUTF8(kr) : "?";
-        if (s->parent >= 0 && src[s->parent].kind == CAP_S_CONST &&
-            PyDict_Check(src[s->parent].key) &&
+        if (s->parent >= 0 && src[s->parent].kind == CAP_S_CONST && PyDict_Check(src[s->parent].key) &&
             PyDict_GetItemString(src[s->parent].key, "__name__"))
             snprintf(buf, size, "G[%s]", ks); /* a module's globals */
         else
@@ -116,21 +106,11 @@ void cap_source_str(const cap_source *src, int nsrc, int id, char *buf, size_t s
         Py_XDECREF(kr);
         break;
     }
-    case CAP_S_INDEX:
-        snprintf(buf, size, "%s[%d]", parent, s->index);
-        break;
-    case CAP_S_CELL:
-        snprintf(buf, size, "%s.cell_contents", parent);
-        break;
-    case CAP_S_TYPE:
-        snprintf(buf, size, "type(%s)", parent);
-        break;
-    case CAP_S_ITERSEQ:
-        snprintf(buf, size, "%s.seq", parent);
-        break;
-    default:
-        snprintf(buf, size, "%s?%s", parent, kind_names[s->kind]);
-        break;
+    case CAP_S_INDEX: snprintf(buf, size, "%s[%d]", parent, s->index); break;
+    case CAP_S_CELL: snprintf(buf, size, "%s.cell_contents", parent); break;
+    case CAP_S_TYPE: snprintf(buf, size, "type(%s)", parent); break;
+    case CAP_S_ITERSEQ: snprintf(buf, size, "%s.seq", parent); break;
+    default: snprintf(buf, size, "%s?%s", parent, kind_names[s->kind]); break;
     }
     Py_XDECREF(r);
     PyErr_Clear();
@@ -204,7 +184,8 @@ int cap_t_map(cap_trace *T, PyObject *obj, int src)
 
 bool cap_is_constant(PyObject *o)
 {
-    if (o == Py_None || o == Py_True || o == Py_False || o == Py_Ellipsis || o == Py_NotImplemented)
+    if (o == Py_None || o == Py_True || o == Py_False || o == Py_Ellipsis ||
+        o == Py_NotImplemented)
         return true;
     PyTypeObject *t = Py_TYPE(o);
     if (t == &PyLong_Type || t == &PyFloat_Type || t == &PyUnicode_Type || t == &PyBytes_Type ||
@@ -449,8 +430,7 @@ bool cap_identity_guard_ok(const cap_guard *g, PyObject *const *vals)
  * are reached through the original's .seq (with their own guards). */
 static PyObject *wrap_iter(cap_trace *T, cap_iter *it, int src)
 {
-    PyObject *range =
-        it->seq ? Py_NewRef(Py_None) : Py_BuildValue("(LLn)", it->start, it->step, it->n);
+    PyObject *range = it->seq ? Py_NewRef(Py_None) : Py_BuildValue("(LLn)", it->start, it->step, it->n);
     if (!range || cap_guard_add(T, CAP_G_ITERPOS, src, range, it->i) < 0) {
         Py_XDECREF(range);
         return NULL;
@@ -495,14 +475,11 @@ static PyObject *wrap_iter(cap_trace *T, cap_iter *it, int src)
 static bool class_method_guard(cap_trace *T, PyObject *m, int src)
 {
     const cap_source *s = &T->src[src];
-    if ((s->kind != CAP_S_ATTR && s->kind != CAP_S_INSTDICT) || s->parent < 0 ||
-        !PyUnicode_Check(s->key))
+    if ((s->kind != CAP_S_ATTR && s->kind != CAP_S_INSTDICT) || s->parent < 0 || !PyUnicode_Check(s->key))
         return false;
     PyObject *parent = T->src_val[s->parent];
     PyObject *self = PyObject_GetAttr(m, cap_P.s_self), *func = PyObject_GetAttr(m, cap_P.s_func);
-    PyObject *onclass = self == parent && parent && func
-                            ? PyObject_GetAttr((PyObject *)Py_TYPE(parent), s->key)
-                            : NULL;
+    PyObject *onclass = self == parent && parent && func ? PyObject_GetAttr((PyObject *)Py_TYPE(parent), s->key) : NULL;
     PyErr_Clear();
     bool ok = onclass && onclass == func && cap_is_function(func);
     if (ok) {
