@@ -119,6 +119,8 @@ int cap_init(PyObject *module)
     init_config_from_env();
     if (cap_types_init(module) < 0)
         return -1;
+    cap_trace_hooks_install();
+    cap_torch_hooks_install();
     return 0;
 }
 

@@ -9,23 +9,10 @@ import re
 SRC = os.path.join(os.environ.get("PTC_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")),
                    "compiler", "capture")
 ORDER = ["interp", "trace", "torch", "entry", "backend", "top"]
-# file -> the layers above its own that it still includes (README: "Calls that
-# still run up a layer"); the interpreter reaches them while tracing.
-KNOWN_UP = {
-    "interp/calls.c": {"trace"},
-    "interp/interp.c": {"trace"},
-    "interp/iter.c": {"torch"},
-    "interp/ops_data.c": {"trace"},
-    "interp/ops_flow.c": {"trace"},
-    "interp/values.c": {"trace", "torch"},
-    "trace/autocast.c": {"torch"},
-    "trace/symint.c": {"torch"},
-    "trace/trace.c": {"torch"},
-    "trace/trace_call.c": {"torch"},
-    "trace/trace_misc.c": {"torch"},
-    "trace/trace_module.c": {"torch"},
-    "trace/trace_obj.c": {"torch"},
-}
+# file -> the layers above its own that it still includes (README). None: the
+# interpreter reaches the trace through its hook table (cap_hooks), the trace
+# the torch layer through its own (cap_thooks).
+KNOWN_UP = {}
 HEADER_LAYER = {"capture/capture.h": "interp", "capture/exec.h": "top"}
 
 
@@ -66,6 +53,50 @@ def test_includes_run_down_the_layers():
             if up:
                 found_up[rel] = up
     assert found_up == KNOWN_UP
+
+
+def strip_comments(text):
+    return re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.S)
+
+
+def defined_names(path):
+    """The functions and variables a .c file defines for other files."""
+    text = strip_comments(open(path).read())
+    names = set()
+    for m in re.finditer(r"^(?!static\b|typedef\b|extern\b)[A-Za-z_][\w \t\*]*?\b(cap_\w+)\s*([(;,=])", text, re.M):
+        if m.group(2) != "(":
+            names.add(m.group(1))  # a variable: cap_T, cap_hooks
+            continue
+        rest = text[m.end():]
+        body, decl = rest.find("{"), rest.find(";")
+        if body >= 0 and (decl < 0 or body < decl):
+            names.add(m.group(1))
+    return names
+
+
+def sources_by_layer():
+    files = {}
+    for dirpath, _, names in os.walk(SRC):
+        for f in names:
+            if f.endswith(".c") and f != "torch_decomp.c":
+                path = os.path.join(dirpath, f)
+                rel = os.path.relpath(path, SRC).replace(os.sep, "/")
+                files.setdefault(layer_of(rel), []).append(path)
+    return files
+
+
+def test_no_call_runs_up_a_layer():
+    """A name a layer uses that a layer above defines is an up-call: the
+    interpreter and the trace reach the layers above through hook tables."""
+    files = sources_by_layer()
+    for low in ORDER[:-1]:
+        above = set()
+        for layer in ORDER[ORDER.index(low) + 1:]:
+            for path in files.get(layer, []):
+                above |= defined_names(path)
+        for path in files[low]:
+            used = set(re.findall(r"\bcap_\w+", strip_comments(open(path).read())))
+            assert not used & above, (os.path.relpath(path, SRC), sorted(used & above))
 
 
 def test_backends_report_nothing_themselves():

@@ -190,8 +190,8 @@ static const char *eager_fn(ptc_op op, bool *method)
     }
 }
 
-/* One node as a torch call. */
-static int eager_step(const ptc_node *n, bool grad, estep *s)
+/* The torch function (or method name) that runs node n. */
+static int step_function(const ptc_node *n, estep *s)
 {
     const ptc_schema *sch = ptc_op_schema(n->op);
     char path[128];
@@ -209,11 +209,15 @@ static int eager_step(const ptc_node *n, bool grad, estep *s)
         PyErr_Format(cap_InternalError, "ptc: no torch function for op %s", sch->name);
         return -1;
     }
-    s->grad = grad;
-    s->pos = calloc((size_t)sch->nparams + 1, sizeof *s->pos);
-    s->kw = calloc((size_t)sch->nparams + 1, sizeof *s->kw);
-    PyObject *kwn = PyList_New(0);
-    int trailing_default = 0; /* positional args at the end that equal their default */
+    return 0;
+}
+
+/* Node n's arguments, positional or by keyword as torch takes them;
+ * *trailing_default counts the positional ones at the end that equal their
+ * default. */
+static int step_args(const ptc_node *n, estep *s, PyObject *kwn, int *trailing_default)
+{
+    const ptc_schema *sch = ptc_op_schema(n->op);
     bool kwonly_for_all = n->op == PTC_OP_FULL || n->op == PTC_OP_ZEROS || n->op == PTC_OP_ONES ||
                           n->op == PTC_OP_EMPTY || n->op == PTC_OP_RAND || n->op == PTC_OP_RANDN ||
                           n->op == PTC_OP_ARANGE;
@@ -230,7 +234,8 @@ static int eager_step(const ptc_node *n, bool grad, estep *s)
         if (kw && p->has_default && ptc_arg_eq(a, &p->def))
             continue;
         if (!kw)
-            trailing_default = p->has_default && ptc_arg_eq(a, &p->def) ? trailing_default + 1 : 0;
+            *trailing_default =
+                p->has_default && ptc_arg_eq(a, &p->def) ? *trailing_default + 1 : 0;
         earg *e = kw ? &s->kw[s->nkw++] : &s->pos[s->npos++];
         if (set_earg(e, a) < 0)
             return -1;
@@ -240,25 +245,36 @@ static int eager_step(const ptc_node *n, bool grad, estep *s)
             Py_XDECREF(nm);
         }
     }
-    if (n->op == PTC_OP_SQUEEZE) {
-        /* torch.squeeze(x, None) is not accepted, nor a list of dims before
-           torch 2.0: the output shape is known, so a reshape does it. */
-        for (; trailing_default > 0; trailing_default--) {
-            s->npos--;
-            Py_CLEAR(s->pos[s->npos].obj);
-        }
-        const ptc_ttype *ot = &n->outs[0]->type;
-        bool fixed = true;
-        for (int d = 0; d < ot->ndim; d++)
-            fixed = fixed && !ot->shape[d].sym;
-        if (fixed && s->npos == 2) {
-            PyObject *shape = PyTuple_New(ot->ndim);
-            for (int d = 0; shape && d < ot->ndim; d++)
-                PyTuple_SetItem(shape, d, PyLong_FromLongLong(ot->shape[d].value));
-            Py_SETREF(s->pos[1].obj, shape);
-            Py_SETREF(s->fn, cap_import_path("torch.reshape"));
-        }
+    return 0;
+}
+
+/* torch.squeeze(x, None) is not accepted, nor a list of dims before torch
+ * 2.0: the output shape is known, so a reshape does it. */
+static void squeeze_as_reshape(const ptc_node *n, estep *s, int trailing_default)
+{
+    for (; trailing_default > 0; trailing_default--) {
+        s->npos--;
+        Py_CLEAR(s->pos[s->npos].obj);
     }
+    const ptc_ttype *ot = &n->outs[0]->type;
+    bool fixed = true;
+    for (int d = 0; d < ot->ndim; d++)
+        fixed = fixed && !ot->shape[d].sym;
+    if (fixed && s->npos == 2) {
+        PyObject *shape = PyTuple_New(ot->ndim);
+        for (int d = 0; shape && d < ot->ndim; d++)
+            PyTuple_SetItem(shape, d, PyLong_FromLongLong(ot->shape[d].value));
+        Py_SETREF(s->pos[1].obj, shape);
+        Py_SETREF(s->fn, cap_import_path("torch.reshape"));
+    }
+}
+
+/* Where the call torch takes differs from the node's signature (older
+ * torch versions, ops ptc models differently). */
+static void adapt_to_torch(const ptc_node *n, estep *s, PyObject *kwn, int trailing_default)
+{
+    if (n->op == PTC_OP_SQUEEZE)
+        squeeze_as_reshape(n, s, trailing_default);
     if ((n->op == PTC_OP_ANY || n->op == PTC_OP_ALL || n->op == PTC_OP_PROD) && s->npos >= 2 &&
         n->args[1].kind == PTC_ARG_INTS && n->args[1].is.n == 1 && !n->args[1].is.d[0].sym) {
         /* One dim as an int: torch before 2.2 takes no list here. */
@@ -295,6 +311,24 @@ static int eager_step(const ptc_node *n, bool grad, estep *s)
         s->pos[s->npos++].obj = Py_NewRef(Py_True);
         s->wrap_list = !update;
     }
+}
+
+/* One node as a torch call. */
+static int eager_step(const ptc_node *n, bool grad, estep *s)
+{
+    if (step_function(n, s) < 0)
+        return -1;
+    const ptc_schema *sch = ptc_op_schema(n->op);
+    s->grad = grad;
+    s->pos = calloc((size_t)sch->nparams + 1, sizeof *s->pos);
+    s->kw = calloc((size_t)sch->nparams + 1, sizeof *s->kw);
+    PyObject *kwn = PyList_New(0);
+    int trailing_default = 0;
+    if (!kwn || step_args(n, s, kwn, &trailing_default) < 0) {
+        Py_XDECREF(kwn);
+        return -1;
+    }
+    adapt_to_torch(n, s, kwn, trailing_default);
     s->kwnames = PyList_AsTuple(kwn);
     Py_DECREF(kwn);
     s->nout = n->nout;

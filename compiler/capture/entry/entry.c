@@ -802,6 +802,122 @@ static void guard_strings(cap_entry *e)
     PyErr_Clear();
 }
 
+/* The end of the segment as recipes: the value it returned, or every frame
+ * of the interpreter's stack at its break. On failure *unreconstructable is
+ * the depth of the frame whose state cannot be rebuilt (0: the value). */
+static int end_recipes(builder *B, cap_entry *e, cap_interp *I, int rc, int *unreconstructable)
+{
+    if (rc == CAP_DONE) {
+        e->end = CAP_END_RETURN;
+        B->escape = true;
+        if ((e->ret = recipe_of(B, I->result)) < 0) {
+            if (B->failed) /* the outermost frame returns it: runs for real */
+                *unreconstructable = 0;
+            return -1;
+        }
+        B->escape = false;
+        return 0;
+    }
+    e->end = CAP_END_BREAK;
+    e->brk = B->T->brk;
+    cap_frame *chain[256];
+    int n = 0;
+    for (cap_frame *f = I->frame; f && n < 256; f = f->parent)
+        chain[n++] = f;
+    e->nframes = n;
+    e->frames = calloc((size_t)n, sizeof *e->frames);
+    for (int d = 0; d < n; d++) {
+        B->frame = d;
+        if (frame_recipe(B, chain[n - 1 - d], &e->frames[d]) < 0) {
+            if (B->failed)
+                *unreconstructable = d;
+            return -1;
+        }
+    }
+    B->frame = -1;
+    return 0;
+}
+
+/* The side effects the trace logged on outside objects, as recipes of their
+ * object, key and value (replay.c makes them after the graph). */
+static int effect_recipes(builder *B, cap_entry *e)
+{
+    PyObject *effects = B->T->effects;
+    Py_ssize_t neff = PyList_Size(effects);
+    e->effects = calloc((size_t)neff + 1, sizeof *e->effects);
+    for (Py_ssize_t i = 0; i < neff; i++) {
+        PyObject *eff = PyList_GetItem(effects, i); /* (kind, obj, key, value) */
+        cap_effect *x = &e->effects[e->neffects++];
+        x->kind = (uint8_t)PyLong_AsLong(PyTuple_GetItem(eff, 0));
+        x->key = x->value = -1;
+        if ((x->obj = recipe_of(B, PyTuple_GetItem(eff, 1))) < 0)
+            return -1;
+        if (cap_effect_has_key(x->kind) && (x->key = recipe_of(B, PyTuple_GetItem(eff, 2))) < 0)
+            return -1;
+        B->escape = true; /* the values stored become the user's */
+        if (cap_effect_has_value(x->kind) && (x->value = recipe_of(B, PyTuple_GetItem(eff, 3))) < 0)
+            return -1;
+        B->escape = false;
+    }
+    return 0;
+}
+
+/* The graph, its outputs set and dead nodes dropped, is verified and moves
+ * from the trace to the entry with what is kept per input and per node. An
+ * empty graph stays with the trace (the entry has none). */
+static int take_graph(builder *B, cap_entry *e)
+{
+    cap_trace *T = B->T;
+    ptc_value *none[1] = {NULL};
+    ptc_graph_set_outputs(T->g, B->nouts ? B->outs : none, B->nouts);
+    dce(T->g);
+    if (T->g->nnodes == 0)
+        return 0;
+    ptc_error err;
+    if (ptc_ops_verify(T->g, PTC_STAGE_TORCH, &err) < 0) {
+        char buf[1200];
+        ptc_error_format(&err, buf, sizeof buf);
+        PyErr_Format(cap_InternalError, "ptc: the captured graph does not verify: %s", buf);
+        return -1;
+    }
+    e->graph = T->g;
+    T->g = NULL;
+    e->node_grad = T->node_grad;
+    T->node_grad = NULL;
+    e->input_src = T->input_src;
+    T->input_src = NULL;
+    int ni = e->graph->ninputs;
+    e->input_const = calloc((size_t)ni + 1, sizeof *e->input_const);
+    for (int i = 0; i < ni; i++) {
+        PyObject *c = PyList_GetItem(T->input_const, i);
+        e->input_const[i] = c != Py_None ? Py_NewRef(c) : NULL;
+    }
+    return 0;
+}
+
+/* Sources and guards move from the trace to the entry. */
+static void take_sources(cap_entry *e, cap_trace *T)
+{
+    e->nsrc = T->nsrc;
+    e->src = T->src;
+    e->nguards = T->nguards;
+    e->guards = T->guards;
+    for (int i = 0; i < T->nsrc; i++)
+        Py_CLEAR(T->src_val[i]);
+    T->src = NULL;
+    T->guards = NULL;
+    T->nsrc = T->nguards = 0;
+}
+
+/* What the builder holds besides its recipes (those go to the entry). */
+static void builder_clear(builder *B)
+{
+    free(B->outs);
+    Py_XDECREF(B->memo);
+    Py_XDECREF(B->keep);
+    Py_XDECREF(B->cells);
+}
+
 cap_entry *cap_entry_build(cap_trace *T, cap_interp *I, int rc, int *unreconstructable)
 {
     builder B = {.T = T, .memo = PyDict_New(), .keep = PyList_New(0), .cells = PyList_New(0), .frame = -1};
@@ -814,51 +930,8 @@ cap_entry *cap_entry_build(cap_trace *T, cap_interp *I, int rc, int *unreconstru
     e->grad_end = T->grad_enabled;
     e->amp_start = cap_amp_pack(&T->amp_at_start);
     e->amp_end = cap_amp_pack(&T->amp);
-    if (rc == CAP_DONE) {
-        e->end = CAP_END_RETURN;
-        B.escape = true;
-        if ((e->ret = recipe_of(&B, I->result)) < 0) {
-            if (B.failed) /* the outermost frame returns it: runs for real */
-                *unreconstructable = 0;
-            goto fail;
-        }
-        B.escape = false;
-    } else {
-        e->end = CAP_END_BREAK;
-        e->brk = T->brk;
-        cap_frame *chain[256];
-        int n = 0;
-        for (cap_frame *f = I->frame; f && n < 256; f = f->parent)
-            chain[n++] = f;
-        e->nframes = n;
-        e->frames = calloc((size_t)n, sizeof *e->frames);
-        for (int d = 0; d < n; d++) {
-            B.frame = d;
-            if (frame_recipe(&B, chain[n - 1 - d], &e->frames[d]) < 0) {
-                if (B.failed)
-                    *unreconstructable = d;
-                goto fail;
-            }
-        }
-        B.frame = -1;
-    }
-    Py_ssize_t neff = PyList_Size(T->effects);
-    e->effects = calloc((size_t)neff + 1, sizeof *e->effects);
-    for (Py_ssize_t i = 0; i < neff; i++) {
-        PyObject *eff = PyList_GetItem(T->effects, i); /* (kind, obj, key, value) */
-        cap_effect *x = &e->effects[e->neffects++];
-        x->kind = (uint8_t)PyLong_AsLong(PyTuple_GetItem(eff, 0));
-        x->key = x->value = -1;
-        if ((x->obj = recipe_of(&B, PyTuple_GetItem(eff, 1))) < 0)
-            goto fail;
-        if (cap_effect_has_key(x->kind) && (x->key = recipe_of(&B, PyTuple_GetItem(eff, 2))) < 0)
-            goto fail;
-        B.escape = true; /* the values stored become the user's */
-        if (cap_effect_has_value(x->kind) &&
-            (x->value = recipe_of(&B, PyTuple_GetItem(eff, 3))) < 0)
-            goto fail;
-        B.escape = false;
-    }
+    if (end_recipes(&B, e, I, rc, unreconstructable) < 0 || effect_recipes(&B, e) < 0)
+        goto fail;
     B.escape = rc == CAP_DONE; /* what a returned closure holds is the user's too */
     int cell_frame = -1;
     if (fill_cells(&B, &cell_frame) < 0) {
@@ -867,52 +940,16 @@ cap_entry *cap_entry_build(cap_trace *T, cap_interp *I, int rc, int *unreconstru
         goto fail;
     }
     B.escape = false;
-    if (cap_t_identity_guards(T) < 0 || writeback_outputs(&B, e) < 0)
+    if (cap_t_identity_guards(T) < 0 || writeback_outputs(&B, e) < 0 || take_graph(&B, e) < 0)
         goto fail;
-    ptc_value *none[1] = {NULL};
-    ptc_graph_set_outputs(T->g, B.nouts ? B.outs : none, B.nouts);
-    dce(T->g);
-    if (T->g->nnodes > 0) {
-        ptc_error err;
-        if (ptc_ops_verify(T->g, PTC_STAGE_TORCH, &err) < 0) {
-            char buf[1200];
-            ptc_error_format(&err, buf, sizeof buf);
-            PyErr_Format(cap_InternalError, "ptc: the captured graph does not verify: %s", buf);
-            goto fail;
-        }
-        e->graph = T->g;
-        T->g = NULL;
-        e->node_grad = T->node_grad;
-        T->node_grad = NULL;
-        e->input_src = T->input_src;
-        T->input_src = NULL;
-        int ni = e->graph->ninputs;
-        e->input_const = calloc((size_t)ni + 1, sizeof *e->input_const);
-        for (int i = 0; i < ni; i++) {
-            PyObject *c = PyList_GetItem(T->input_const, i);
-            e->input_const[i] = c != Py_None ? Py_NewRef(c) : NULL;
-        }
-    }
-    /* Sources and guards move from the trace to the entry. */
-    e->nsrc = T->nsrc;
-    e->src = T->src;
-    e->nguards = T->nguards;
-    e->guards = T->guards;
-    for (int i = 0; i < T->nsrc; i++)
-        Py_CLEAR(T->src_val[i]);
-    T->src = NULL;
-    T->guards = NULL;
-    T->nsrc = T->nguards = 0;
+    take_sources(e, T);
     keep_symbols(e, T);
     e->nrecipes = B.n;
     e->recipes = B.r;
     e->skipped = Py_NewRef(T->skipped);
     mark_needed(e);
     guard_strings(e);
-    free(B.outs);
-    Py_DECREF(B.memo);
-    Py_DECREF(B.keep);
-    Py_DECREF(B.cells);
+    builder_clear(&B);
     return e;
 fail:
     if (e) {
@@ -922,10 +959,7 @@ fail:
         cap_entry_unref(e);
     }
     free(B.r);
-    free(B.outs);
-    Py_XDECREF(B.memo);
-    Py_XDECREF(B.keep);
-    Py_XDECREF(B.cells);
+    builder_clear(&B);
     if (B.failed && !PyErr_Occurred())
         PyErr_Format(cap_InternalError, "ptc: cannot rebuild state: %s", B.why);
     return NULL;

@@ -768,6 +768,102 @@ static void trust_learn(cap_entry *e, PyObject **vals)
     snap_learn(e, vals);
 }
 
+/* The per-guard memories a check keeps on the entry, made on its first check. */
+static void alloc_check_caches(cap_entry *e)
+{
+    if (!e->param_seen)
+        e->param_seen = calloc((size_t)e->nguards + 1, sizeof *e->param_seen);
+    if (!e->clsmemo)
+        e->clsmemo = calloc((size_t)e->nguards + 1, sizeof *e->clsmemo);
+    if (!e->dcache)
+        e->dcache = calloc((size_t)e->nsrc + 1, sizeof *e->dcache);
+    if (!e->hints &&
+        (e->hints = malloc(sizeof *e->hints * (2 * (size_t)e->nsrc + 4 * (size_t)e->nguards + 1))))
+        for (int i = 0; i < 2 * e->nsrc + 4 * e->nguards; i++)
+            e->hints[i] = (cap_hint){-1, 0};
+}
+
+/* Trusted module state: nothing was written to a module since the last full
+ * check passed, so module-held values are the ones kept then. NULL when the
+ * check must be full. */
+static const uint8_t *trusted(cap_entry *e, bool call_start)
+{
+    return call_start && e->trust &&
+                   ((cap_cfg.trust_module_state && e->trusted_epoch == cap_module_epoch) ||
+                    (e->nsnap > 0 && cap_snap_valid(e->snap, e->nsnap)))
+               ? e->trust
+               : NULL;
+}
+
+/* Guard gi on its value v (NULL: none could be read). True also for the
+ * guards checked later, all at once (batched tensors, identity, sizes) and
+ * for those the trusted state implies. */
+static bool guard_passes(cap_entry *e, int gi, PyObject *v, const uint8_t *trust, bool batch)
+{
+    const cap_guard *g = &e->guards[gi];
+    cap_hint *guard_hints = e->hints ? e->hints + 2 * e->nsrc : NULL;
+    if (trust && trust[e->nsrc + gi] == TRUST_SKIP)
+        return true; /* implied by the kept value and the epoch */
+    if (g->kind == CAP_G_CLASSATTR && e->clsmemo && v)
+        return class_attr_ok(g, v, &e->clsmemo[gi],
+                             trust && trust[e->nsrc + gi] == TRUST_UNSHADOWED,
+                             e->dcache ? &e->dcache[g->src] : NULL);
+    if (g->kind == CAP_G_TENSOR && e->param_seen && module_tensor(e, g) && v) {
+        PyObject **seen = &e->param_seen[gi];
+        bool pass = *seen == v || check_guard(g, v, NULL, NULL);
+        if (pass && *seen != v)
+            Py_XSETREF(*seen, Py_NewRef(v));
+        return pass;
+    }
+    if (batch && batched(e, g) && v)
+        return true; /* checked later, all at once */
+    if (v && v == g->obj && (g->kind == CAP_G_ID || g->kind == CAP_G_EQ))
+        return true; /* the common case, without a call */
+    if (g->kind == CAP_G_SAME || g->kind == CAP_G_DISTINCT || g->kind == CAP_G_SYM ||
+        g->kind == CAP_G_SYMSIZE)
+        return true; /* after the tensors' own guards, which say more */
+    return g->src < 0 ? check_global(g)
+                      : v && check_guard(g, v, guard_hints ? &guard_hints[4 * gi] : NULL,
+                                         e->dcache ? &e->dcache[g->src] : NULL);
+}
+
+/* The guards checked once every source was read: the tensors' in one batch,
+ * argument identity, size relations. 1 pass, 0 fail (*failed), -1 error. */
+static int check_after_sources(cap_entry *e, PyObject **vals, bool batch, int *failed)
+{
+    int ok = 1;
+    if (batch)
+        ok = check_tensors(e, vals, failed);
+    else if (!e->tg_tried)
+        build_tensor_guards(e, vals);
+    for (int gi = 0; ok == 1 && gi < e->nguards; gi++)
+        if ((e->guards[gi].kind == CAP_G_SAME || e->guards[gi].kind == CAP_G_DISTINCT) &&
+            !cap_identity_guard_ok(&e->guards[gi], vals)) {
+            *failed = gi;
+            ok = 0;
+        }
+    if (ok == 1 && e->syms.n > 0)
+        ok = check_sizes(e, vals, failed);
+    return ok;
+}
+
+/* Learning costs a few full checks: where the epoch moves on every call (a
+ * forward that writes a module attribute), learn ever more rarely. */
+static void maybe_learn_trust(cap_entry *e, PyObject **vals)
+{
+    if (e->trust_wait > 0) {
+        e->trust_wait--;
+        return;
+    }
+    if (e->trust && !e->trust_used && e->trust_wasted < 10)
+        e->trust_wasted++;
+    else if (e->trust_used)
+        e->trust_wasted = 0;
+    e->trust_wait = (1u << e->trust_wasted) - 1;
+    e->trust_used = false;
+    trust_learn(e, vals);
+}
+
 int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **vals, bool *owned,
                     int *failed)
 {
@@ -780,26 +876,10 @@ int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **va
             return 0;
         }
     bool batch = e->tensor_guards != NULL;
-    if (!e->param_seen)
-        e->param_seen = calloc((size_t)e->nguards + 1, sizeof *e->param_seen);
-    if (!e->clsmemo)
-        e->clsmemo = calloc((size_t)e->nguards + 1, sizeof *e->clsmemo);
-    if (!e->dcache)
-        e->dcache = calloc((size_t)e->nsrc + 1, sizeof *e->dcache);
-    if (!e->hints &&
-        (e->hints = malloc(sizeof *e->hints * (2 * (size_t)e->nsrc + 4 * (size_t)e->nguards + 1))))
-        for (int i = 0; i < 2 * e->nsrc + 4 * e->nguards; i++)
-            e->hints[i] = (cap_hint){-1, 0};
-    cap_hint *src_hints = e->hints, *guard_hints = e->hints ? e->hints + 2 * e->nsrc : NULL;
-    /* Trusted module state: nothing was written to a module since the last
-       full check passed, so module-held values are the ones kept then. */
+    alloc_check_caches(e);
+    cap_hint *src_hints = e->hints;
     bool call_start = nframes == 1 && frames[0]->pc == 0;
-    const uint8_t *trust =
-        call_start && e->trust &&
-                ((cap_cfg.trust_module_state && e->trusted_epoch == cap_module_epoch) ||
-                 (e->nsnap > 0 && cap_snap_valid(e->snap, e->nsnap)))
-            ? e->trust
-            : NULL;
+    const uint8_t *trust = trusted(e, call_start);
     for (int i = 0; i < e->nsrc; i++) {
         if (e->src_needed && !e->src_needed[i]) {
             vals[i] = NULL;
@@ -816,32 +896,7 @@ int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **va
         }
         for (; gi < e->nguards && e->guards[gi].src <= i; gi++) {
             const cap_guard *g = &e->guards[gi];
-            PyObject *v = g->src >= 0 ? vals[g->src] : NULL;
-            bool pass;
-            if (trust && trust[e->nsrc + gi] == TRUST_SKIP)
-                continue; /* implied by the kept value and the epoch */
-            if (g->kind == CAP_G_CLASSATTR && e->clsmemo && v) {
-                pass = class_attr_ok(g, v, &e->clsmemo[gi],
-                                     trust && trust[e->nsrc + gi] == TRUST_UNSHADOWED,
-                                     e->dcache ? &e->dcache[g->src] : NULL);
-            } else if (g->kind == CAP_G_TENSOR && e->param_seen && module_tensor(e, g) && v) {
-                PyObject **seen = &e->param_seen[gi];
-                pass = *seen == v || check_guard(g, v, NULL, NULL);
-                if (pass && *seen != v)
-                    Py_XSETREF(*seen, Py_NewRef(v));
-            } else if (batch && batched(e, g) && v) {
-                continue; /* checked below, all at once */
-            } else if (v && v == g->obj && (g->kind == CAP_G_ID || g->kind == CAP_G_EQ)) {
-                continue; /* the common case, without a call */
-            } else if (g->kind == CAP_G_SAME || g->kind == CAP_G_DISTINCT || g->kind == CAP_G_SYM ||
-                       g->kind == CAP_G_SYMSIZE) {
-                continue; /* after the tensors' own guards, which say more */
-            } else {
-                pass = g->src < 0 ? check_global(g)
-                                  : v && check_guard(g, v, guard_hints ? &guard_hints[4 * gi] : NULL,
-                                                     e->dcache ? &e->dcache[g->src] : NULL);
-            }
-            if (!pass) {
+            if (!guard_passes(e, gi, g->src >= 0 ? vals[g->src] : NULL, trust, batch)) {
                 *failed = gi;
                 for (int k = i + 1; k < e->nsrc; k++)
                     vals[k] = NULL, owned[k] = false;
@@ -854,35 +909,9 @@ int cap_entry_check(cap_entry *e, cap_frame **frames, int nframes, PyObject **va
             *failed = gi;
             return 0;
         }
-    int ok = 1;
-    if (batch)
-        ok = check_tensors(e, vals, failed);
-    else if (!e->tg_tried)
-        build_tensor_guards(e, vals);
-    for (gi = 0; ok == 1 && gi < e->nguards; gi++)
-        if ((e->guards[gi].kind == CAP_G_SAME || e->guards[gi].kind == CAP_G_DISTINCT) &&
-            !cap_identity_guard_ok(&e->guards[gi], vals)) {
-            *failed = gi;
-            ok = 0;
-        }
-    if (ok == 1 && e->syms.n > 0)
-        ok = check_sizes(e, vals, failed);
-    if (ok == 1 && (cap_cfg.trust_module_state || cap_versions_known()) && call_start && !trust) {
-        /* Learning costs a few full checks: where the epoch moves on every
-           call (a forward that writes a module attribute), learn ever more
-           rarely. */
-        if (e->trust_wait > 0) {
-            e->trust_wait--;
-        } else {
-            if (e->trust && !e->trust_used && e->trust_wasted < 10)
-                e->trust_wasted++;
-            else if (e->trust_used)
-                e->trust_wasted = 0;
-            e->trust_wait = (1u << e->trust_wasted) - 1;
-            e->trust_used = false;
-            trust_learn(e, vals);
-        }
-    }
+    int ok = check_after_sources(e, vals, batch, failed);
+    if (ok == 1 && (cap_cfg.trust_module_state || cap_versions_known()) && call_start && !trust)
+        maybe_learn_trust(e, vals);
     return ok;
 }
 

@@ -1,7 +1,7 @@
 /* What an entry does after its graph ran: rebuild Python values from
  * recipes (the return value, or the frames of a resume state), and replay
  * the side effects the trace logged on objects that existed before the call
- * (trace_effects.c logs them), in program order, one routine per kind.
+ * (trace/effects.c logs them), in program order, one routine per kind.
  */
 #include "capture/entry/entry.h"
 
@@ -277,7 +277,7 @@ int cap_entry_run_recipes(cap_entry *e, PyObject **vals, PyObject **outputs, PyO
     return 0;
 }
 
-/* ---- replaying side effects: one routine per kind (trace_effects.c logs them) ---- */
+/* ---- replaying side effects: one routine per kind (trace/effects.c logs them) ---- */
 
 static int set_attr(PyObject *obj, PyObject *key, PyObject *value)
 {

@@ -10,7 +10,6 @@
  * trace's call dispatcher.
  */
 #include "capture/interp/interp.h"
-#include "capture/trace/trace.h"
 
 #include <string.h>
 
@@ -98,7 +97,7 @@ int cap_call_inline(cap_interp *I, PyObject *func, PyObject *const *args, int na
     int depth = I->frame ? I->frame->depth + 1 : 0;
     if (depth > I->max_depth) {
         if (I->T)
-            return cap_t_break(I->T, CAP_B_INLINE_DEPTH, "inlining deeper than %d", I->max_depth);
+            return cap_hooks.brk(I->T, CAP_B_INLINE_DEPTH, "inlining deeper than %d", I->max_depth);
         return CAP_NEXT;
     }
     const char *why;
@@ -106,7 +105,7 @@ int cap_call_inline(cap_interp *I, PyObject *func, PyObject *const *args, int na
     if (!f)
         return why ? CAP_NEXT : CAP_ERR;
     f->ret = ret;
-    if (I->T && cap_t_enter_frame(I->T, f) < 0) {
+    if (I->T && cap_hooks.enter_frame(I->T, f) < 0) {
         cap_frame_free(f);
         return CAP_ERR;
     }
@@ -140,7 +139,7 @@ HANDLER(YIELD_VALUE)
     f->pc = in->next;
     I->frame = f->parent;
     f->parent = NULL;
-    cap_gen_suspend(f->gen, f);
+    cap_hooks.gen_suspend(f->gen, f);
     Py_XSETREF(I->sync_result, v);
     return CAP_SYNC;
 }
@@ -260,7 +259,7 @@ int cap_op_call(cap_interp *I, PyObject *callable, PyObject *const *args, int na
                 PyObject *kwnames, PyObject **out)
 {
     if (I->T)
-        return cap_t_call(I, callable, args, nargs, kwnames, out);
+        return cap_hooks.call(I, callable, args, nargs, kwnames, out);
     int fb = cap_frame_builtin(I->frame, callable, args, nargs, kwnames, out);
     if (fb)
         return fb > 0 ? CAP_NEXT : CAP_ERR;
@@ -368,7 +367,7 @@ HANDLER(CALL_FUNCTION_EX)
     PyObject *t = NULL, *d = NULL, *r = NULL;
     int rc;
     if (I->T) {
-        rc = cap_t_expand_call_args(I->T, func, args, kw, &t, &d);
+        rc = cap_hooks.expand_call_args(I->T, func, args, kw, &t, &d);
         if (rc != CAP_NEXT)
             return rc;
     } else {
@@ -491,7 +490,7 @@ HANDLER(MAKE_FUNCTION)
         Py_XDECREF(ann);
     }
     Py_XDECREF(qualname);
-    if (fn && I->T && cap_t_note_function(I->T, fn) < 0)
+    if (fn && I->T && cap_hooks.note_function(I->T, fn) < 0)
         Py_CLEAR(fn);
     if (!fn)
         return CAP_ERR;
@@ -510,7 +509,7 @@ HANDLER(LOAD_BUILD_CLASS)
         PyErr_SetString(PyExc_NameError, "__build_class__ not found");
         return CAP_ERR;
     }
-    cap_push(f, Py_NewRef(b)); /* calling it is the break (trace_call.c) */
+    cap_push(f, Py_NewRef(b)); /* calling it is the break (trace/calls.c) */
     return CAP_NEXT;
 }
 
@@ -549,7 +548,7 @@ HANDLER(IMPORT_NAME)
     PyObject *name = PyTuple_GetItem(f->code->names, in->arg);
     PyObject *fromlist = cap_peek(f, 1), *level = cap_peek(f, 2);
     if (I->T && !already_imported(name, f->globals, level))
-        return cap_t_break(I->T, CAP_B_IMPORT, "import %s", PyUnicode_AsUTF8(name));
+        return cap_hooks.brk(I->T, CAP_B_IMPORT, "import %s", PyUnicode_AsUTF8(name));
     PyObject *import = PyDict_Check(f->builtins) ? PyDict_GetItemString(f->builtins, "__import__")
                                                  : NULL;
     if (!import) {
@@ -608,7 +607,7 @@ HANDLER(BEFORE_WITH)
 {
     PyObject *mgr = cap_peek(f, 1);
     if (I->T)
-        return cap_t_before_with(I, f, mgr);
+        return cap_hooks.before_with(I, f, mgr);
     PyObject *enter = cap_lookup_special(mgr, cap_P.s_enter), *exit = NULL, *r = NULL;
     if (!enter) {
         if (!PyErr_Occurred())

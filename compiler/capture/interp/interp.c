@@ -11,7 +11,6 @@
  * raised it, so the instruction reruns for real) and real execution.
  */
 #include "capture/interp/interp.h"
-#include "capture/trace/trace.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +20,8 @@
 cap_config cap_cfg = {.recompile_limit = 8, .strict = false, .inline_depth = 48};
 /* ptc's internal failure (ptc._C.InternalError, made with the module's other
  * exceptions at start-up): the interpreter raises it too. */
-PyObject *cap_InternalError;
+PyObject *cap_InternalError, *cap_GraphBreak;
+cap_trace_hooks cap_hooks;
 
 cap_frame *cap_frame_new(cap_code *code, PyObject *func, PyObject *globals, PyObject *builtins)
 {
@@ -343,16 +343,16 @@ static int trace_unwind(cap_interp *I)
     if (!PyErr_ExceptionMatches(cap_GraphBreak) && !PyErr_ExceptionMatches(cap_InternalError)) {
         for (cap_frame *f = I->frame; f; f = f->parent) {
             if (cap_code_handler(f->code, f->pc))
-                return unwind(I) < 0 ? cap_trace_error(I) : CAP_NEXT;
+                return unwind(I) < 0 ? cap_hooks.error(I) : CAP_NEXT;
             if (f->ret == cap_ret_next_item && f->parent && stop_iteration_pending())
-                return unwind(I) < 0 ? cap_trace_error(I) : CAP_NEXT;
+                return unwind(I) < 0 ? cap_hooks.error(I) : CAP_NEXT;
             if (f->ret == cap_ret_sync)
                 return CAP_ERR; /* the nested run's caller decides */
             if (f == I->base)
                 break;
         }
     }
-    return cap_trace_error(I);
+    return cap_hooks.error(I);
 }
 
 static bool at_safe_point(cap_interp *I)
@@ -372,7 +372,7 @@ int cap_run(cap_interp *I)
         if (I->stepping && I->steps >= I->min_steps && at_safe_point(I))
             return CAP_STOP;
         if (I->break_at && I->steps == I->break_at - 1 && I->T)
-            return cap_t_break_again(I->T);
+            return cap_hooks.break_again(I->T);
         const cap_instr *in = &f->code->ins[f->pc];
         I->instr_step = I->steps;
         int rc = cap_handlers[in->h](I, f, in);

@@ -1,7 +1,8 @@
 /* Internal header of compiler/capture: decoded code objects, interpreter
  * frames, the interpreter state and the value operations that opcode handlers
  * call. Tracing (symbolic tensors, sources, guards, graph building) is declared
- * in trace.h; everything here also runs without a trace ("real" mode), which is
+ * in trace.h, a layer above, and reached only through the hook table
+ * cap_hooks; everything here also runs without a trace ("real" mode), which is
  * how break instructions and eager fallbacks execute.
  */
 #ifndef PTC_CAP_H
@@ -202,6 +203,86 @@ enum {
 
 typedef enum { CAP_REAL = 0, CAP_TRACE = 1 } cap_mode;
 
+/* Why tracing stopped (CAP_BREAK): a stable code per kind (breaks.def). */
+typedef enum {
+    CAP_B_NONE = 0,
+#define BREAK(id, num, reason, expl, hint) CAP_B_##id = num,
+#include "capture/interp/breaks.def"
+#undef BREAK
+    CAP_B_END
+} cap_break_code;
+
+/* The signal exception that code running for real inside a trace (a symbolic
+ * tensor's __bool__) raises to say "break here": the loop turns it into a
+ * break at the interpreted instruction that started it. */
+extern PyObject *cap_GraphBreak;
+
+/* ------------------------------------------------------------------------------
+ * The trace's hooks. While I->T is set, the value operations and call handlers
+ * hand symbolic work to the trace through this table, so the interpreter
+ * includes nothing above it: the trace layer fills the trace's rows and the
+ * torch layer the tensor rows at start-up (cap_trace_hooks_install,
+ * cap_torch_hooks_install). Each row is documented where it is defined
+ * (trace.h, torch.h); the results are the handlers' (CAP_NEXT, CAP_BREAK, ...,
+ * CAP_NONE for "not mine").
+ * ---------------------------------------------------------------------------- */
+typedef struct cap_trace_hooks {
+    /* breaks and errors */
+    int (*brk)(cap_trace *T, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+    int (*break_again)(cap_trace *T);
+    int (*error)(cap_interp *I);
+    /* calls and frames */
+    int (*call)(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
+                PyObject *kwnames, PyObject **out);
+    int (*expand_call_args)(cap_trace *T, PyObject *func, PyObject *args, PyObject *kw,
+                            PyObject **t, PyObject **d);
+    int (*enter_frame)(cap_trace *T, cap_frame *f);
+    int (*note_function)(cap_trace *T, PyObject *fn);
+    int (*before_with)(cap_interp *I, cap_frame *f, PyObject *mgr);
+    void (*gen_suspend)(PyObject *gen, cap_frame *f);
+    /* the objects a trace reads: outside, written, constant, symbolic */
+    int (*source_of)(cap_trace *T, PyObject *obj);
+    bool (*is_constant)(PyObject *obj);
+    bool (*is_tensor)(PyObject *obj);
+    bool (*is_real_tensor)(PyObject *obj);
+    int (*current)(cap_interp *I, PyObject **obj);
+    PyObject *(*flow)(cap_trace *T, PyObject *obj);
+    /* the handled exceptions of traced except blocks (a list, borrowed) */
+    PyObject *(*handled_stack)(cap_trace *T);
+    /* locals, cells and globals */
+    int (*load_state)(cap_interp *I, cap_frame *f, int slot);
+    void (*closure_cell)(cap_trace *T, cap_frame *f, int i, PyObject *cell);
+    int (*load_cell)(cap_trace *T, PyObject *cell, PyObject **v);
+    int (*write_cell)(cap_interp *I, PyObject *cell, PyObject *v, bool *done);
+    int (*load_global)(cap_trace *T, cap_frame *f, PyObject *name, PyObject *v, bool builtin,
+                       PyObject **out);
+    int (*global_write)(cap_interp *I, cap_frame *f, PyObject *name, PyObject *v);
+    int (*global_written)(cap_interp *I, cap_frame *f, PyObject *name, PyObject **out);
+    /* value operations */
+    int (*getattr)(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out);
+    int (*setattr)(cap_interp *I, PyObject *obj, PyObject *name, PyObject *v);
+    int (*getitem)(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out);
+    int (*setitem)(cap_interp *I, PyObject *obj, PyObject *key, PyObject *v);
+    int (*dict_lookup)(cap_interp *I, PyObject *d, PyObject *key, PyObject **out);
+    int (*iter)(cap_interp *I, PyObject *obj, PyObject **out);
+    int (*next)(cap_interp *I, PyObject *it, PyObject **out);
+    int (*iter_contains)(cap_interp *I, PyObject *it, PyObject *item, PyObject **out);
+    int (*outside_mutator)(cap_interp *I, PyObject *self, const char *name, PyObject *const *args,
+                           int nargs, PyObject *kwnames, PyObject **out);
+    int (*truth_guard)(cap_trace *T, PyObject *v);
+    int (*contains_guard)(cap_trace *T, PyObject *container, PyObject *item);
+    int (*check_operands)(cap_trace *T, PyObject *a, PyObject *b);
+    int (*check_format)(cap_trace *T, PyObject *v);
+    /* tensors (the torch layer's rows) */
+    int (*real_tensor)(cap_trace *T, PyObject *v, const char *what);
+    int (*tensor_binary)(cap_trace *T, int op, PyObject *a, PyObject *b, PyObject **out);
+    int (*tensor_compare)(cap_trace *T, int cmp, PyObject *a, PyObject *b, PyObject **out);
+    int (*tensor_unary)(cap_trace *T, int h, PyObject *a, PyObject **out);
+    int (*tensor_unpack)(cap_trace *T, PyObject *t, int before, int after, bool star,
+                         PyObject **items);
+} cap_trace_hooks;
+extern cap_trace_hooks cap_hooks;
+
 struct cap_interp {
     cap_mode mode;
     bool inline_all;      /* test mode: interpret every Python call */
@@ -283,6 +364,8 @@ int cap_op_delitem(cap_interp *I, PyObject *obj, PyObject *key);
 int cap_op_iter(cap_interp *I, PyObject *obj, PyObject **out);
 /* Next item: *out NULL (no error) when exhausted. */
 int cap_op_next(cap_interp *I, PyObject *it, PyObject **out);
+/* The same run for real (the iterator's own __next__). */
+int cap_next_real(PyObject *it, PyObject **out);
 int cap_op_format(cap_interp *I, PyObject *v, int conv, PyObject *spec, PyObject **out);
 /* A call: callable(args[0..nargs), **kw) where the last len(kwnames) args
  * are keyword values. */

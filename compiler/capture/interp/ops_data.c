@@ -7,7 +7,6 @@
  * recipes at run time.
  */
 #include "capture/interp/interp.h"
-#include "capture/trace/trace.h"
 
 /* The flags pattern matching reads (Include/object.h; not in the limited API,
  * but their values are fixed since 3.10). */
@@ -337,7 +336,7 @@ HANDLER(DICT_UPDATE)
 {
     UNUSED_ARGS;
     PyObject *d = cap_peek(f, in->arg + 1);
-    PyObject *m = I->T ? cap_t_flow(I->T, cap_peek(f, 1)) : Py_NewRef(cap_peek(f, 1));
+    PyObject *m = I->T ? cap_hooks.flow(I->T, cap_peek(f, 1)) : Py_NewRef(cap_peek(f, 1));
     if (!m)
         return CAP_ERR;
     int r = PyDict_Update(d, m);
@@ -369,7 +368,7 @@ HANDLER(DICT_MERGE)
 {
     UNUSED_ARGS;
     PyObject *d = cap_peek(f, in->arg + 1);
-    PyObject *m = I->T ? cap_t_flow(I->T, cap_peek(f, 1)) : Py_NewRef(cap_peek(f, 1));
+    PyObject *m = I->T ? cap_hooks.flow(I->T, cap_peek(f, 1)) : Py_NewRef(cap_peek(f, 1));
     PyObject *keys = m ? mapping_keys(m) : NULL;
     if (!keys) {
         Py_XDECREF(m);
@@ -492,16 +491,16 @@ HANDLER(MATCH_KEYS)
 {
     UNUSED_ARGS;
     PyObject *subject = cap_peek(f, 2), *keys = cap_peek(f, 1);
-    if (I->T && cap_t_outside(I->T, subject)) {
+    if (I->T && cap_hooks.source_of(I->T, subject) >= 0) {
         if (!PyDict_CheckExact(subject))
-            return cap_t_break(I->T, CAP_B_UNSUPPORTED_CALL, "mapping pattern on an outside %s",
-                               cap_tpname(Py_TYPE(subject)));
+            return cap_hooks.brk(I->T, CAP_B_UNSUPPORTED_CALL, "mapping pattern on an outside %s",
+                                 cap_tpname(Py_TYPE(subject)));
         /* An outside dict: each key's presence guarded, values by source. */
         Py_ssize_t nk = PyTuple_Size(keys);
         PyObject *vals = PyTuple_New(nk);
         for (Py_ssize_t i = 0; vals && i < nk; i++) {
             PyObject *v = NULL;
-            int rc = cap_t_dict_lookup(I, subject, PyTuple_GetItem(keys, i), &v);
+            int rc = cap_hooks.dict_lookup(I, subject, PyTuple_GetItem(keys, i), &v);
             if (rc != CAP_NEXT) {
                 Py_DECREF(vals);
                 return rc;
@@ -566,8 +565,8 @@ HANDLER(MATCH_CLASS)
     UNUSED_ARGS;
     PyObject *subject = cap_peek(f, 3), *cls = cap_peek(f, 2), *names = cap_peek(f, 1);
     int npos = in->arg;
-    if (I->T && (cap_t_outside(I->T, subject) || cap_is_tensor(subject)))
-        return cap_t_break(I->T, CAP_B_UNSUPPORTED_CALL, "class pattern on an outside object");
+    if (I->T && (cap_hooks.source_of(I->T, subject) >= 0 || cap_hooks.is_tensor(subject)))
+        return cap_hooks.brk(I->T, CAP_B_UNSUPPORTED_CALL, "class pattern on an outside object");
     if (!PyType_Check(cls)) {
         PyErr_Format(PyExc_TypeError, "called match pattern must be a class");
         return CAP_ERR;

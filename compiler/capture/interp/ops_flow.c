@@ -7,7 +7,6 @@
  * stack must still hold its operands.
  */
 #include "capture/interp/interp.h"
-#include "capture/trace/trace.h"
 
 #include <string.h>
 
@@ -107,7 +106,7 @@ HANDLER(LOAD_FAST)
     if (!f->lp[in->arg])
         return unbound_local(f, in->arg);
     if (I->T && f->slot_src[in->arg] >= 0) {
-        int rc = cap_t_load_state(I, f, in->arg);
+        int rc = cap_hooks.load_state(I, f, in->arg);
         if (rc != CAP_NEXT)
             return rc;
     }
@@ -158,7 +157,7 @@ HANDLER(MAKE_CELL)
     if (I->T && f->lp[in->arg] && f->slot_src[in->arg] >= 0) {
         /* An argument of the starting state moves into a new cell: wrap it
            (installing its guards) while its source is still known. */
-        int rc = cap_t_load_state(I, f, in->arg);
+        int rc = cap_hooks.load_state(I, f, in->arg);
         if (rc != CAP_NEXT)
             return rc;
     }
@@ -184,7 +183,7 @@ HANDLER(COPY_FREE_VARS)
     for (int i = 0; i < n; i++) {
         Py_XSETREF(f->lp[base + i], Py_NewRef(PyTuple_GetItem(closure, i)));
         if (I->T)
-            cap_t_closure_cell(I->T, f, i, f->lp[base + i]);
+            cap_hooks.closure_cell(I->T, f, i, f->lp[base + i]);
     }
     Py_DECREF(closure);
     return CAP_NEXT;
@@ -217,7 +216,7 @@ HANDLER(LOAD_DEREF)
     if (!v)
         return PyErr_Occurred() ? CAP_ERR : unbound_deref(f, in->arg);
     if (I->T) {
-        int rc = cap_t_load_cell(I->T, f->lp[in->arg], &v);
+        int rc = cap_hooks.load_cell(I->T, f->lp[in->arg], &v);
         if (rc != CAP_NEXT)
             return rc;
     }
@@ -230,7 +229,7 @@ HANDLER(STORE_DEREF)
 {
     bool logged = false;
     if (I->T) {
-        int rc = cap_t_write_cell(I, f->lp[in->arg], cap_peek(f, 1), &logged);
+        int rc = cap_hooks.write_cell(I, f->lp[in->arg], cap_peek(f, 1), &logged);
         if (rc != CAP_NEXT)
             return rc;
     }
@@ -249,7 +248,7 @@ HANDLER(DELETE_DEREF)
     Py_DECREF(v);
     bool logged = false;
     if (I->T) {
-        int rc = cap_t_write_cell(I, f->lp[in->arg], NULL, &logged);
+        int rc = cap_hooks.write_cell(I, f->lp[in->arg], NULL, &logged);
         if (rc != CAP_NEXT || logged)
             return rc;
     }
@@ -296,7 +295,7 @@ HANDLER(STORE_GLOBAL)
 {
     PyObject *name = PyTuple_GetItem(f->code->names, in->arg);
     if (I->T) {
-        int rc = cap_t_global_write(I, f, name, cap_peek(f, 1));
+        int rc = cap_hooks.global_write(I, f, name, cap_peek(f, 1));
         if (rc != CAP_NEXT)
             return rc;
     } else if (PyDict_SetItem(f->globals, name, cap_peek(f, 1)) < 0) {
@@ -311,7 +310,7 @@ HANDLER(DELETE_GLOBAL)
 {
     PyObject *name = PyTuple_GetItem(f->code->names, in->arg);
     if (I->T)
-        return cap_t_global_write(I, f, name, NULL);
+        return cap_hooks.global_write(I, f, name, NULL);
     if (PyDict_DelItem(f->globals, name) < 0) {
         if (PyErr_ExceptionMatches(PyExc_KeyError)) {
             PyErr_Clear();
@@ -576,8 +575,8 @@ static PyObject *handled_get(cap_interp *I)
 {
     if (!I->T)
         return PyErr_GetHandledException();
-    Py_ssize_t n = PyList_Size(I->T->exc_stack);
-    return n ? Py_NewRef(PyList_GetItem(I->T->exc_stack, n - 1)) : NULL;
+    Py_ssize_t n = PyList_Size(cap_hooks.handled_stack(I->T));
+    return n ? Py_NewRef(PyList_GetItem(cap_hooks.handled_stack(I->T), n - 1)) : NULL;
 }
 
 static void handled_push(cap_interp *I, PyObject *exc)
@@ -585,7 +584,7 @@ static void handled_push(cap_interp *I, PyObject *exc)
     if (!I->T)
         PyErr_SetHandledException(exc == Py_None ? NULL : exc);
     else
-        PyList_Append(I->T->exc_stack, exc);
+        PyList_Append(cap_hooks.handled_stack(I->T), exc);
 }
 
 static void handled_pop(cap_interp *I, PyObject *prev)
@@ -594,9 +593,9 @@ static void handled_pop(cap_interp *I, PyObject *prev)
         PyErr_SetHandledException(prev == Py_None ? NULL : prev);
         return;
     }
-    Py_ssize_t n = PyList_Size(I->T->exc_stack);
+    Py_ssize_t n = PyList_Size(cap_hooks.handled_stack(I->T));
     if (n)
-        PyList_SetSlice(I->T->exc_stack, n - 1, n, NULL);
+        PyList_SetSlice(cap_hooks.handled_stack(I->T), n - 1, n, NULL);
 }
 
 /* (exc -- prev_exc, exc) entering a handler */

@@ -2,14 +2,12 @@
  *
  * In real mode each is CPython's abstract-object operation. While tracing,
  * symbolic tensors go to the torch mapping (torch_*.c), objects that came from
- * outside the trace go through trace.c (sources and guards), and dunder methods
+ * outside the trace go through the trace (sources and guards), and dunder methods
  * written in Python are inlined: the operation pushes a frame whose continuation
  * finishes it (cap_ret_binop tries the reflected method on NotImplemented, exactly
  * in CPython's order).
  */
 #include "capture/interp/interp.h"
-#include "capture/torch/torch.h"
-#include "capture/trace/trace.h"
 
 #include <string.h>
 
@@ -303,16 +301,16 @@ int cap_ret_contains(cap_interp *I, cap_frame *p, const cap_instr *in, int arg, 
     return CAP_NEXT;
 }
 
-/* l += items on an outside list is l.extend(items), logged (trace_effects.c);
+/* l += items on an outside list is l.extend(items), logged (trace/effects.c);
  * other in-place operators on outside containers are breaks. */
 static int inplace_outside(cap_interp *I, int op, PyObject *a, PyObject *b, PyObject **out)
 {
     int rc = (op & 0xff) == CAP_NB_ADD && PyList_CheckExact(a)
-                 ? cap_t_outside_mutator(I, a, "extend", &b, 1, NULL, out)
+                 ? cap_hooks.outside_mutator(I, a, "extend", &b, 1, NULL, out)
                  : CAP_NONE;
     if (rc == CAP_NONE)
-        return cap_t_break(I->T, CAP_B_MUTATE_OUTSIDE, "in-place %s= on a %s from outside",
-                           nb_sym[op & 0xff], cap_tpname(Py_TYPE(a)));
+        return cap_hooks.brk(I->T, CAP_B_MUTATE_OUTSIDE, "in-place %s= on a %s from outside",
+                             nb_sym[op & 0xff], cap_tpname(Py_TYPE(a)));
     if (rc == CAP_NEXT)
         Py_SETREF(*out, Py_NewRef(a));
     return rc;
@@ -321,19 +319,19 @@ static int inplace_outside(cap_interp *I, int op, PyObject *a, PyObject *b, PyOb
 int cap_op_binary(cap_interp *I, int op, PyObject *a, PyObject *b, PyObject **out)
 {
     if (I->T) {
-        if (cap_t_is_real_tensor(a) || cap_t_is_real_tensor(b))
-            return cap_t_real_tensor(I->T, cap_t_is_real_tensor(a) ? a : b, "an operator");
-        if (cap_is_tensor(a) || cap_is_tensor(b))
-            return cap_torch_binop(I->T, op, a, b, out);
+        if (cap_hooks.is_real_tensor(a) || cap_hooks.is_real_tensor(b))
+            return cap_hooks.real_tensor(I->T, cap_hooks.is_real_tensor(a) ? a : b, "an operator");
+        if (cap_hooks.is_tensor(a) || cap_hooks.is_tensor(b))
+            return cap_hooks.tensor_binary(I->T, op, a, b, out);
         if (op_has_python_dunder(op, a, b))
             return binop_from(I, op, a, b, ST_INPLACE, out);
-        if ((op & CAP_NB_INPLACE) && cap_t_outside(I->T, a) && !cap_is_constant(a))
+        if ((op & CAP_NB_INPLACE) && cap_hooks.source_of(I->T, a) >= 0 && !cap_hooks.is_constant(a))
             return inplace_outside(I, op, a, b, out);
-        int rc = cap_t_current(I, &a);
+        int rc = cap_hooks.current(I, &a);
         if (rc == CAP_NEXT)
-            rc = cap_t_current(I, &b);
+            rc = cap_hooks.current(I, &b);
         if (rc == CAP_NEXT)
-            rc = cap_t_check_operands(I->T, a, b);
+            rc = cap_hooks.check_operands(I->T, a, b);
         if (rc != CAP_NEXT)
             return rc;
     }
@@ -344,17 +342,17 @@ int cap_op_binary(cap_interp *I, int op, PyObject *a, PyObject *b, PyObject **ou
 int cap_op_compare(cap_interp *I, int cmp, PyObject *a, PyObject *b, PyObject **out)
 {
     if (I->T) {
-        if (cap_t_is_real_tensor(a) || cap_t_is_real_tensor(b))
-            return cap_t_real_tensor(I->T, cap_t_is_real_tensor(a) ? a : b, "a comparison");
-        if (cap_is_tensor(a) || cap_is_tensor(b))
-            return cap_torch_compare(I->T, cmp, a, b, out);
+        if (cap_hooks.is_real_tensor(a) || cap_hooks.is_real_tensor(b))
+            return cap_hooks.real_tensor(I->T, cap_hooks.is_real_tensor(a) ? a : b, "a comparison");
+        if (cap_hooks.is_tensor(a) || cap_hooks.is_tensor(b))
+            return cap_hooks.tensor_compare(I->T, cmp, a, b, out);
         if (op_has_python_dunder(CMP_BASE + cmp, a, b))
             return binop_from(I, CMP_BASE + cmp, a, b, ST_REFLECTED_FIRST, out);
-        int rc = cap_t_current(I, &a);
+        int rc = cap_hooks.current(I, &a);
         if (rc == CAP_NEXT)
-            rc = cap_t_current(I, &b);
+            rc = cap_hooks.current(I, &b);
         if (rc == CAP_NEXT)
-            rc = cap_t_check_operands(I->T, a, b);
+            rc = cap_hooks.check_operands(I->T, a, b);
         if (rc != CAP_NEXT)
             return rc;
     }
@@ -365,10 +363,10 @@ int cap_op_compare(cap_interp *I, int cmp, PyObject *a, PyObject *b, PyObject **
 int cap_op_unary(cap_interp *I, int h, PyObject *a, PyObject **out)
 {
     if (I->T) {
-        if (cap_t_is_real_tensor(a))
-            return cap_t_real_tensor(I->T, a, "a unary operator");
-        if (cap_is_tensor(a))
-            return cap_torch_unary(I->T, h, a, out);
+        if (cap_hooks.is_real_tensor(a))
+            return cap_hooks.real_tensor(I->T, a, "a unary operator");
+        if (cap_hooks.is_tensor(a))
+            return cap_hooks.tensor_unary(I->T, h, a, out);
         const char *name = h == H_UNARY_NEGATIVE ? "__neg__"
                            : h == H_UNARY_INVERT ? "__invert__" : "__pos__";
         PyObject *m = method_of(a, name);
@@ -385,10 +383,10 @@ int cap_op_unary(cap_interp *I, int h, PyObject *a, PyObject **out)
 int cap_op_truth(cap_interp *I, PyObject *v, int ret_arg, int *out)
 {
     if (I->T) {
-        if (cap_is_tensor(v))
-            return cap_t_break(I->T, CAP_B_TENSOR_BOOL, "bool() of a tensor");
-        if (cap_t_is_real_tensor(v))
-            return cap_t_real_tensor(I->T, v, "bool()");
+        if (cap_hooks.is_tensor(v))
+            return cap_hooks.brk(I->T, CAP_B_TENSOR_BOOL, "bool() of a tensor");
+        if (cap_hooks.is_real_tensor(v))
+            return cap_hooks.real_tensor(I->T, v, "bool()");
         PyObject *m = method_of(v, "__bool__");
         if (!m)
             m = method_of(v, "__len__");
@@ -400,9 +398,9 @@ int cap_op_truth(cap_interp *I, PyObject *v, int ret_arg, int *out)
             if (rc != CAP_NEXT)
                 return rc;
         }
-        int rc = cap_t_current(I, &v);
+        int rc = cap_hooks.current(I, &v);
         if (rc == CAP_NEXT)
-            rc = cap_t_truth_guard(I->T, v);
+            rc = cap_hooks.truth_guard(I->T, v);
         if (rc != CAP_NEXT)
             return rc;
     }
@@ -413,45 +411,23 @@ int cap_op_truth(cap_interp *I, PyObject *v, int ret_arg, int *out)
     return CAP_NEXT;
 }
 
-/* item in it, for one of ptc's iterators: advanced through the tracer up
- * to the first equal item, as CPython's search does. */
-static int contains_in_iter(cap_interp *I, PyObject *it, PyObject *item, PyObject **out)
-{
-    cap_iter_marks marks;
-    cap_iter_mark(&marks, &it, 1);
-    PyObject *v = NULL;
-    int rc, found = 0;
-    while (!found && (rc = cap_t_next_sync(I, it, &v)) == CAP_NEXT && v) {
-        if (cap_is_tensor(v))
-            rc = cap_t_break(I->T, CAP_B_TENSOR_BOOL, "'in' over tensors");
-        else if ((found = PyObject_RichCompareBool(v, item, Py_EQ)) < 0)
-            rc = CAP_ERR;
-        Py_CLEAR(v);
-        if (rc != CAP_NEXT)
-            break;
-    }
-    rc = cap_iter_rewind(I, &marks, rc);
-    if (rc == CAP_NEXT)
-        *out = Py_NewRef(found ? Py_True : Py_False);
-    return rc;
-}
-
 int cap_op_contains(cap_interp *I, PyObject *container, PyObject *item, PyObject **out)
 {
-    if (I->T && cap_is_ptc_iter(container) && !cap_is_tensor(item))
-        return contains_in_iter(I, container, item, out);
     if (I->T) {
-        if (cap_is_tensor(container) || cap_is_tensor(item) || cap_t_is_real_tensor(container) ||
-            cap_t_is_real_tensor(item))
-            return cap_t_break(I->T, CAP_B_TENSOR_BOOL, "'in' with a tensor");
+        int rc = cap_hooks.iter_contains(I, container, item, out);
+        if (rc != CAP_NONE)
+            return rc;
+        if (cap_hooks.is_tensor(container) || cap_hooks.is_tensor(item) ||
+            cap_hooks.is_real_tensor(container) || cap_hooks.is_real_tensor(item))
+            return cap_hooks.brk(I->T, CAP_B_TENSOR_BOOL, "'in' with a tensor");
         PyObject *m = method_of(container, "__contains__");
         if (m && cap_is_function(m)) {
             PyObject *args[2] = {container, item};
             return cap_call_inline(I, m, args, 2, NULL, cap_ret_contains);
         }
-        int rc = cap_t_current(I, &container);
+        rc = cap_hooks.current(I, &container);
         if (rc == CAP_NEXT)
-            rc = cap_t_contains_guard(I->T, container, item);
+            rc = cap_hooks.contains_guard(I->T, container, item);
         if (rc != CAP_NEXT)
             return rc;
     }
@@ -467,7 +443,7 @@ int cap_op_contains(cap_interp *I, PyObject *container, PyObject *item, PyObject
 int cap_op_getattr(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out)
 {
     if (I->T)
-        return cap_t_getattr(I, obj, name, out);
+        return cap_hooks.getattr(I, obj, name, out);
     *out = PyObject_GetAttr(obj, name);
     return *out ? CAP_NEXT : CAP_ERR;
 }
@@ -475,21 +451,21 @@ int cap_op_getattr(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out)
 int cap_op_setattr(cap_interp *I, PyObject *obj, PyObject *name, PyObject *v)
 {
     if (I->T)
-        return cap_t_setattr(I, obj, name, v);
+        return cap_hooks.setattr(I, obj, name, v);
     return PyObject_SetAttr(obj, name, v) < 0 ? CAP_ERR : CAP_NEXT;
 }
 
 int cap_op_delattr(cap_interp *I, PyObject *obj, PyObject *name)
 {
     if (I->T)
-        return cap_t_setattr(I, obj, name, NULL);
+        return cap_hooks.setattr(I, obj, name, NULL);
     return PyObject_SetAttr(obj, name, NULL) < 0 ? CAP_ERR : CAP_NEXT;
 }
 
 int cap_op_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out)
 {
     if (I->T)
-        return cap_t_getitem(I, obj, key, out);
+        return cap_hooks.getitem(I, obj, key, out);
     *out = PyObject_GetItem(obj, key);
     return *out ? CAP_NEXT : CAP_ERR;
 }
@@ -497,23 +473,23 @@ int cap_op_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out)
 int cap_op_setitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject *v)
 {
     if (I->T)
-        return cap_t_setitem(I, obj, key, v);
+        return cap_hooks.setitem(I, obj, key, v);
     return PyObject_SetItem(obj, key, v) < 0 ? CAP_ERR : CAP_NEXT;
 }
 
 int cap_op_delitem(cap_interp *I, PyObject *obj, PyObject *key)
 {
     if (I->T)
-        return cap_t_setitem(I, obj, key, NULL);
+        return cap_hooks.setitem(I, obj, key, NULL);
     return PyObject_DelItem(obj, key) < 0 ? CAP_ERR : CAP_NEXT;
 }
 
 int cap_op_format(cap_interp *I, PyObject *v, int conv, PyObject *spec, PyObject **out)
 {
     if (I->T) {
-        int rc = cap_t_current(I, &v);
+        int rc = cap_hooks.current(I, &v);
         if (rc == CAP_NEXT)
-            rc = cap_t_check_format(I->T, v);
+            rc = cap_hooks.check_format(I->T, v);
         if (rc != CAP_NEXT)
             return rc;
     }
@@ -535,7 +511,7 @@ int cap_op_format(cap_interp *I, PyObject *v, int conv, PyObject *spec, PyObject
 int cap_op_load_global(cap_interp *I, cap_frame *f, PyObject *name, PyObject **out)
 {
     if (I->T) { /* a global this trace wrote */
-        int rc = cap_t_global_written(I, f, name, out);
+        int rc = cap_hooks.global_written(I, f, name, out);
         if (rc != CAP_NONE)
             return rc;
     }
@@ -558,7 +534,7 @@ int cap_op_load_global(cap_interp *I, cap_frame *f, PyObject *name, PyObject **o
         builtin = true;
     }
     if (I->T)
-        return cap_t_load_global(I->T, f, name, v, builtin, out);
+        return cap_hooks.load_global(I->T, f, name, v, builtin, out);
     *out = Py_NewRef(v);
     return CAP_NEXT;
 }
@@ -568,7 +544,7 @@ int cap_op_load_global(cap_interp *I, cap_frame *f, PyObject *name, PyObject **o
 int cap_op_iter(cap_interp *I, PyObject *obj, PyObject **out)
 {
     if (I->T)
-        return cap_t_iter(I, obj, out);
+        return cap_hooks.iter(I, obj, out);
     *out = PyObject_GetIter(obj);
     return *out ? CAP_NEXT : CAP_ERR;
 }
@@ -576,7 +552,12 @@ int cap_op_iter(cap_interp *I, PyObject *obj, PyObject **out)
 int cap_op_next(cap_interp *I, PyObject *it, PyObject **out)
 {
     if (I->T)
-        return cap_t_next(I, it, out);
+        return cap_hooks.next(I, it, out);
+    return cap_next_real(it, out);
+}
+
+int cap_next_real(PyObject *it, PyObject **out)
+{
     iternextfunc next = (iternextfunc)PyType_GetSlot(Py_TYPE(it), Py_tp_iternext);
     if (!next) {
         PyErr_Format(PyExc_TypeError, "'%s' object is not an iterator", cap_tpname(Py_TYPE(it)));
@@ -596,8 +577,8 @@ int cap_op_unpack(cap_interp *I, PyObject *seq, int before, int after, bool star
 {
     PyObject *it = NULL, *v = NULL;
     int n = 0, rc;
-    if (I->T && cap_is_tensor(seq))
-        return cap_torch_unpack(I->T, seq, before, after, star, items);
+    if (I->T && cap_hooks.is_tensor(seq))
+        return cap_hooks.tensor_unpack(I->T, seq, before, after, star, items);
     if ((rc = cap_op_iter(I, seq, &it)) != CAP_NEXT) {
         if (rc == CAP_ERR && PyErr_ExceptionMatches(PyExc_TypeError)) {
             PyErr_Clear();

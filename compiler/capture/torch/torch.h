@@ -1,33 +1,13 @@
-/* The torch side of capture: torch objects looked up once, the symbolic tensor
- * type, the mapping of torch functions, Tensor methods and operators onto
- * ops.def, and helpers to convert between torch and ptc (dtypes, devices,
- * tensor metadata).
+/* The torch side of capture: the symbolic tensor type, the mapping of torch
+ * functions, Tensor methods and operators onto ops.def, and their handlers.
+ * The torch objects, conversions and tensor metadata it uses are the trace's
+ * (trace.h); the trace and the interpreter reach this layer through their
+ * hook tables, which cap_torch_hooks_install fills.
  */
 #ifndef PTC_CAP_TORCH_H
 #define PTC_CAP_TORCH_H
 
 #include "capture/trace/trace.h"
-
-typedef struct cap_torch {
-    PyObject *torch, *F, *Tensor, *Parameter, *Module, *Size, *dtype_type, *device_type;
-    PyObject *dtypes[PTC_DTYPE_COUNT]; /* torch.bool ... torch.float64 */
-    PyObject *is_grad_enabled, *set_grad_enabled_c;
-    PyObject *no_grad, *enable_grad, *set_grad_enabled, *inference_mode, *autocast_cls,
-        *nullcontext;
-    PyObject *is_autocast_enabled, *get_autocast_dtype;
-    PyObject *tensor_fn, *empty, *empty_strided;
-    PyObject *module_call_impl, *module_getattr, *module_wrapped_call;
-    PyObject *global_hooks;  /* tuple of the global forward hook dicts */
-    PyObject *fn_table;      /* dict: callable -> capsule of cap_tmap */
-    PyObject *method_table;  /* dict: Tensor method name -> capsule of cap_tmap */
-    PyObject *pure_fns;      /* dict: C callable -> purity class (trace_call.c) */
-    PyObject *s_shape, *s_dtype, *s_device, *s_stride, *s_requires_grad, *s_data_ptr,
-        *s_is_contiguous, *s_parameters, *s_buffers, *s_modules, *s_training, *s_forward,
-        *s_type, *s_index, *s_forward_hooks, *s_forward_pre_hooks, *s_backward_hooks,
-        *s_backward_pre_hooks, *s_forward_hooks_with_kwargs, *s_storage_offset;
-    bool have_dynamo;
-} cap_torch;
-extern cap_torch cap_T;
 
 int cap_types_init(PyObject *module);
 /* Imports torch and builds the mapping tables (on the first compile). */
@@ -35,62 +15,13 @@ int cap_torch_init(void);
 /* A user's torch function mode is active (torch._C._is_torch_function_mode_enabled). */
 bool cap_torch_function_mode_active(void);
 
-/* ---- conversions -------------------------------------------------------------- */
-
-PyObject *cap_dtype_obj(ptc_dtype dt);            /* borrowed torch.dtype */
-int cap_dtype_from_obj(PyObject *o);              /* ptc dtype or -1 */
-PyObject *cap_device_obj(ptc_device d);           /* new torch.device */
-int cap_device_from_obj(PyObject *o, ptc_device *out); /* torch.device / str / int */
-/* A graph attribute as the Python value torch's op takes (new reference);
- * symbolic sizes take their values from b (NULL: none may be symbolic). */
-PyObject *cap_arg_obj(const ptc_arg *a, const ptc_bindings *b);
-/* Reads a real tensor's metadata (Python attribute access). */
-int cap_tmeta_read(PyObject *t, cap_tmeta *m);
-/* Does t match m? (*why gets the first difference when not.) */
-int cap_tmeta_check(PyObject *t, const cap_tmeta *m, char *why, size_t size);
-/* Are m's strides those of a contiguous tensor of its sizes (size-1 dims aside)? */
-bool cap_tmeta_dense(const cap_tmeta *m);
-/* Size-only change of a tensor guard: the dims whose sizes differ now, when
- * nothing else does (dtype, device, rank, contiguity); 0 otherwise. */
-int cap_tmeta_size_change(PyObject *t, const cap_tmeta *m);
-void cap_tmeta_str(const cap_tmeta *m, char *buf, size_t size);
-void cap_tmeta_type(const cap_tmeta *m, ptc_ttype *t);
-
-/* A torch call met a real tensor in the trace: B023 for subclasses, B026 for
- * tensors no graph value can hold (torch_map.c). */
-int cap_t_real_tensor(cap_trace *T, PyObject *v, const char *what);
-bool cap_t_is_real_tensor(PyObject *o);
-
-/* nn.Module.parameters() and the other iteration methods (trace_module.c). */
-int cap_module_iter_kind(PyObject *fn);
-int cap_module_iter_call(cap_interp *I, int kind, PyObject *const *args, int nargs, PyObject *kwnames,
-                         PyObject **out);
-
-/* ---- autocast (autocast.c) ------------------------------------------------------------ */
-
-int cap_amp_read(cap_amp *a);          /* torch's state now */
-int cap_amp_write(const cap_amp *a);   /* makes it torch's state */
-int64_t cap_amp_pack(const cap_amp *a);
-cap_amp cap_amp_unpack(int64_t n);
-void cap_amp_str(int64_t n, char *buf, size_t size);
-/* Casts op's tensor arguments the way autocast would in the trace's state. */
-int cap_amp_cast(cap_trace *T, ptc_op op, ptc_arg *args, int nargs);
-bool cap_amp_is_manager(PyObject *mgr);
-int cap_amp_enter(cap_trace *T, PyObject *mgr, PyObject **exit);
-int cap_amp_query(cap_trace *T, PyObject *callable, PyObject *const *args, int nargs, PyObject **out);
-
 /* ---- symbolic tensors -------------------------------------------------------------- */
 
-/* A new symbolic tensor for graph value v. */
-PyObject *cap_tensor_new(cap_trace *T, ptc_value *v);
 /* Python's view of requires_grad for a traced value. */
 bool cap_tensor_requires_grad(cap_trace *T, cap_tensor *t);
-/* A real tensor constant (created while tracing) as a graph input. */
-PyObject *cap_tensor_const(cap_trace *T, PyObject *real);
 
 /* ---- the torch mapping ----------------------------------------------------------- */
 
-typedef struct cap_tmap cap_tmap;
 /* Calls a mapped torch function / bound Tensor method (self non-NULL). */
 int cap_torch_call(cap_trace *T, const cap_tmap *m, PyObject *self, PyObject *const *args,
                    int nargs, PyObject *kwnames, PyObject **out);
@@ -100,6 +31,9 @@ const char *cap_tmap_name(const cap_tmap *m);
 int cap_torch_tables_init(void);
 
 /* Operators and protocol on symbolic tensors. */
+/* Fills the tensor rows of the interpreter's hook table (cap_hooks) and the
+ * trace's table of torch hooks (cap_thooks). */
+void cap_torch_hooks_install(void);
 int cap_torch_binop(cap_trace *T, int op, PyObject *a, PyObject *b, PyObject **out);
 int cap_torch_compare(cap_trace *T, int cmp, PyObject *a, PyObject *b, PyObject **out);
 int cap_torch_unary(cap_trace *T, int h, PyObject *a, PyObject **out);
@@ -121,13 +55,6 @@ int cap_torch_unpack(cap_trace *T, PyObject *t, int before, int after, bool star
                      PyObject **items);
 /* The tensor's items along dim 0 (a list of symbolic tensors). */
 PyObject *cap_torch_unbind(cap_trace *T, cap_tensor *t);
-
-/* Builds op(args) in the trace's graph: outputs as symbolic tensors (one, or a
- * tuple/list). Meta errors become a TRACE_ERROR break. */
-int cap_build(cap_trace *T, ptc_op op, ptc_arg *args, int nargs, PyObject **out);
-ptc_value *cap_build1(cap_trace *T, ptc_op op, ptc_arg *args, int nargs); /* NULL after a break */
-/* A built value as a symbolic tensor (*out); CAP_BREAK when v is NULL. */
-int cap_wrap_value(cap_trace *T, ptc_value *v, PyObject **out);
 
 /* ---- the mapping table ------------------------------------------------------------------
  *

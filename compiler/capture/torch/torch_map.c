@@ -403,88 +403,6 @@ static bool inplace_flag(cap_tcall *c)
     return false;
 }
 
-/* ---- building nodes -------------------------------------------------------------------- */
-
-static void node_location(cap_trace *T, ptc_node *n)
-{
-    cap_frame *f = T->I->frame;
-    int line, col, endline, endcol;
-    cap_code_pos(f->code, f->pc, &line, &col, &endline, &endcol);
-    n->loc.file = cap_t_intern_str(T, f->code->file);
-    n->loc.line = line;
-    n->loc.col = col >= 0 ? col + 1 : 0;
-    char text[512];
-    cap_source_line(f->code->file, line, text, sizeof text);
-    if (col >= 0 && endline == line && endcol > col && (size_t)endcol <= strlen(text))
-        n->loc.text = ptc_arena_strndup(T->arena, text + col, (size_t)(endcol - col));
-    else if (col >= 0 && (size_t)col < strlen(text))
-        n->loc.text = ptc_arena_strdup(T->arena, text + col);
-    else
-        n->loc.text = ptc_arena_strdup(T->arena, text);
-    n->module_path = f->module_path;
-}
-
-/* An op's meta rejected its arguments: with symbolic sizes, perhaps only
- * because it cannot decide a relation between them, which static sizes can. */
-static int build_failed(cap_trace *T, const ptc_error *err)
-{
-    if (cap_t_symbolic(T))
-        return cap_t_need_static(T, "%s", err->msg);
-    return cap_t_break(T, CAP_B_TRACE_ERROR, "%s", err->msg);
-}
-
-ptc_value *cap_build1(cap_trace *T, ptc_op op, ptc_arg *args, int nargs)
-{
-    ptc_error err;
-    if (cap_amp_cast(T, op, args, nargs) != CAP_NEXT)
-        return NULL;
-    ptc_node *n = ptc_build(T->g, op, args, nargs, &err);
-    if (!n) {
-        build_failed(T, &err);
-        return NULL;
-    }
-    node_location(T, n);
-    cap_t_note_node(T, n);
-    return n->outs[0];
-}
-
-int cap_wrap_value(cap_trace *T, ptc_value *v, PyObject **out)
-{
-    if (!v)
-        return CAP_BREAK;
-    *out = cap_tensor_new(T, v);
-    return *out ? CAP_NEXT : CAP_ERR;
-}
-
-int cap_build(cap_trace *T, ptc_op op, ptc_arg *args, int nargs, PyObject **out)
-{
-    ptc_error err;
-    if (cap_amp_cast(T, op, args, nargs) != CAP_NEXT)
-        return CAP_BREAK;
-    ptc_node *n = ptc_build(T->g, op, args, nargs, &err);
-    if (!n)
-        return build_failed(T, &err);
-    node_location(T, n);
-    cap_t_note_node(T, n);
-    const ptc_schema *s = ptc_op_schema(op);
-    if (n->nout == 1 && s->nreturns == 1) {
-        *out = cap_tensor_new(T, n->outs[0]);
-        return *out ? CAP_NEXT : CAP_ERR;
-    }
-    /* Several tensors, or a Tensor[]: torch returns a tuple either way. */
-    PyObject *r = PyTuple_New(n->nout);
-    for (int i = 0; r && i < n->nout; i++) {
-        PyObject *t = cap_tensor_new(T, n->outs[i]);
-        if (!t) {
-            Py_CLEAR(r);
-            break;
-        }
-        PyTuple_SetItem(r, i, t);
-    }
-    *out = r;
-    return r ? CAP_NEXT : CAP_ERR;
-}
-
 /* Results of ops that return views in torch alias their input: recorded
  * (without a key, so mutating either while the other lives is a break). */
 static int mark_aliases(const cap_tmap *m, cap_tensor *base, PyObject *res)
@@ -502,23 +420,6 @@ static int mark_aliases(const cap_tmap *m, cap_tensor *base, PyObject *res)
     }
     Py_XDECREF(items);
     return items ? 0 : -1;
-}
-
-/* A torch call met a real tensor in the trace: a subclass (B023) or a plain
- * tensor no graph value can hold (B026). */
-int cap_t_real_tensor(cap_trace *T, PyObject *v, const char *what)
-{
-    PyTypeObject *tt = Py_TYPE(v);
-    if (tt != (PyTypeObject *)cap_T.Tensor && tt != (PyTypeObject *)cap_T.Parameter)
-        return cap_t_break(T, CAP_B_TENSOR_SUBCLASS, "%s: a %s", what, cap_tpname(tt));
-    PyObject *d = PyObject_GetAttr(v, cap_T.s_dtype);
-    PyObject *s = d ? PyObject_Str(d) : NULL;
-    int rc = cap_t_break(T, CAP_B_UNSUPPORTED_TENSOR, "%s: a %s tensor", what,
-                         s ? PyUnicode_AsUTF8(s) : "unsupported");
-    Py_XDECREF(d);
-    Py_XDECREF(s);
-    PyErr_Clear();
-    return rc;
 }
 
 /* ---- in-place ops ---------------------------------------------------------------------- */

@@ -478,18 +478,43 @@ static PyObject *index_items(PyObject *key)
     return PyTuple_Pack(1, key);
 }
 
+/* The source dims an index tuple addresses (None and ... address none). */
+static int dims_addressed(PyObject *items)
+{
+    int n = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_Size(items); i++) {
+        PyObject *k = PyTuple_GetItem(items, i);
+        if (k != Py_None && k != Py_Ellipsis)
+            n++;
+    }
+    return n;
+}
+
+/* cur[..., k] at dim for an integer k, bounds-checked where the size is
+ * static. NULL with an IndexError, or after a break. */
+static ptc_value *select_index(cap_trace *T, ptc_value *cur, int dim, PyObject *k)
+{
+    Py_ssize_t idx = PyNumber_AsSsize_t(k, PyExc_IndexError);
+    ptc_dim size = cur->type.shape[dim];
+    if (!size.sym && (idx >= size.value || idx < -size.value)) {
+        PyErr_Format(PyExc_IndexError, "index %zd is out of bounds for dimension %d with size %lld",
+                     idx, dim, (long long)size.value);
+        return NULL;
+    }
+    ptc_arg a[3] = {ptc_arg_value(cur), ptc_arg_int(dim), ptc_arg_int(idx)};
+    return cap_build1(T, PTC_OP_SELECT, a, 3);
+}
+
+static int getitem_result(cap_trace *T, cap_tensor *t, PyObject *key, ptc_value *cur,
+                          ptc_value **adv, int nadv, int last_adv, PyObject **out);
+
 int cap_torch_getitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject **out)
 {
     PyObject *items = index_items(key);
     if (!items)
         return CAP_ERR;
     Py_ssize_t n = PyTuple_Size(items);
-    int consumed = 0; /* source dims the key addresses */
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *k = PyTuple_GetItem(items, i);
-        if (k != Py_None && k != Py_Ellipsis)
-            consumed++;
-    }
+    int consumed = dims_addressed(items);
     ptc_value *cur = t->v;
     ptc_value *adv[PTC_MAX_DIMS] = {0};
     int nadv = 0, last_adv = -1, dim = 0, rc = CAP_NEXT;
@@ -515,17 +540,10 @@ int cap_torch_getitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject **out
             if (!cur && PyErr_Occurred())
                 rc = CAP_ERR;
         } else if (PyLong_Check(k) || (PyIndex_Check(k) && !cap_is_tensor(k))) {
-            Py_ssize_t idx = PyNumber_AsSsize_t(k, PyExc_IndexError);
-            ptc_dim size = cur->type.shape[dim];
-            if (!size.sym && (idx >= size.value || idx < -size.value)) {
-                PyErr_Format(PyExc_IndexError,
-                             "index %zd is out of bounds for dimension %d with size %lld", idx, dim,
-                             (long long)size.value);
-                rc = CAP_ERR;
+            if (!(cur = select_index(T, cur, dim, k))) {
+                rc = PyErr_Occurred() ? CAP_ERR : CAP_BREAK;
                 break;
             }
-            ptc_arg a[3] = {ptc_arg_value(cur), ptc_arg_int(dim), ptc_arg_int(idx)};
-            cur = cap_build1(T, PTC_OP_SELECT, a, 3);
         } else if (PySlice_Check(k)) {
             bool full;
             cur = slice_dim(T, cur, dim, k, &full);
@@ -555,6 +573,15 @@ int cap_torch_getitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject **out
     Py_DECREF(items);
     if (rc != CAP_NEXT)
         return rc;
+    return getitem_result(T, t, key, cur, adv, nadv, last_adv, out);
+}
+
+/* t[key]'s result from cur, the value after the basic indexing: indexed by
+ * the advanced indices adv (nadv of them, up to dim last_adv), and aliasing
+ * t when basic indexing made it a view. */
+static int getitem_result(cap_trace *T, cap_tensor *t, PyObject *key, ptc_value *cur,
+                          ptc_value **adv, int nadv, int last_adv, PyObject **out)
+{
     if (nadv) {
         ptc_arg a[2] = {ptc_arg_value(cur), ptc_arg_values(T->arena, adv, last_adv + 1)};
         cur = cap_build1(T, PTC_OP_INDEX, a, 2);
@@ -762,21 +789,17 @@ int cap_torch_setitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v)
     return rc;
 }
 
-static int setitem_core(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v)
+/* The region of t (sizes tt) that t[key] = ... writes: its bounds lo..hi per
+ * dim, and whether the dim stays in the region's shape (keep: a slice) or
+ * is indexed away. Static sizes only. */
+static int assigned_region(cap_trace *T, const ptc_ttype *tt, PyObject *key, int64_t *lo,
+                           int64_t *hi, bool *keep)
 {
-    const ptc_ttype *tt = ty(t);
-    if (!static_shape(tt))
-        return cap_t_need_static(T, "item assignment with dynamic sizes");
     PyObject *items = index_items(key);
     if (!items)
         return CAP_ERR;
-    int64_t lo[PTC_MAX_DIMS], hi[PTC_MAX_DIMS];
-    bool keep[PTC_MAX_DIMS]; /* dim stays in the region's shape (slice) */
     Py_ssize_t n = PyTuple_Size(items);
-    int consumed = 0, dim = 0, rc = CAP_NEXT;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (PyTuple_GetItem(items, i) != Py_Ellipsis && PyTuple_GetItem(items, i) != Py_None)
-            consumed++;
+    int consumed = dims_addressed(items), dim = 0, rc = CAP_NEXT;
     for (int d = 0; d < tt->ndim; d++)
         lo[d] = 0, hi[d] = tt->shape[d].value, keep[d] = true;
     for (Py_ssize_t i = 0; i < n && rc == CAP_NEXT; i++) {
@@ -814,6 +837,38 @@ static int setitem_core(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v)
         }
     }
     Py_DECREF(items);
+    return rc;
+}
+
+/* A tensor value assigned to the region: cast to t's dtype, broadcast to the
+ * region's kept shape, reshaped to the region and padded to t's shape. NULL
+ * after a break. */
+static ptc_value *placed_tensor(cap_trace *T, const ptc_ttype *tt, PyObject *v, const int64_t *kept,
+                                int nk, const int64_t *region, const int64_t *pads)
+{
+    ptc_value *val = cap_val(v);
+    if (val->type.dtype != tt->dtype) {
+        ptc_arg ca[2] = {ptc_arg_value(val), ptc_arg_dtype(tt->dtype)};
+        val = cap_build1(T, PTC_OP_TO, ca, 2);
+    }
+    ptc_arg ea[2] = {ptc_arg_value(val), ptc_arg_ints(T->arena, kept, nk)};
+    val = val ? cap_build1(T, PTC_OP_EXPAND, ea, 2) : NULL;
+    ptc_arg ra[2] = {ptc_arg_value(val), ptc_arg_ints(T->arena, region, tt->ndim)};
+    val = val ? cap_build1(T, PTC_OP_RESHAPE, ra, 2) : NULL;
+    ptc_arg pa[3] = {ptc_arg_value(val), ptc_arg_ints(T->arena, pads, 2 * tt->ndim),
+                     ptc_arg_int(0)};
+    val = val ? cap_build1(T, PTC_OP_CONSTANT_PAD_ND, pa, 3) : NULL;
+    return val;
+}
+
+static int setitem_core(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v)
+{
+    const ptc_ttype *tt = ty(t);
+    if (!static_shape(tt))
+        return cap_t_need_static(T, "item assignment with dynamic sizes");
+    int64_t lo[PTC_MAX_DIMS], hi[PTC_MAX_DIMS];
+    bool keep[PTC_MAX_DIMS]; /* dim stays in the region's shape (slice) */
+    int rc = assigned_region(T, tt, key, lo, hi, keep);
     if (rc != CAP_NEXT)
         return rc;
     /* The region's shape, the padding that places it, and the mask. */
@@ -838,17 +893,7 @@ static int setitem_core(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v)
         return CAP_BREAK;
     ptc_arg value;
     if (cap_is_tensor(v)) {
-        ptc_value *val = cap_val(v);
-        if (val->type.dtype != tt->dtype) {
-            ptc_arg ca[2] = {ptc_arg_value(val), ptc_arg_dtype(tt->dtype)};
-            val = cap_build1(T, PTC_OP_TO, ca, 2);
-        }
-        ptc_arg ea[2] = {ptc_arg_value(val), ptc_arg_ints(T->arena, kept, nk)};
-        val = val ? cap_build1(T, PTC_OP_EXPAND, ea, 2) : NULL;
-        ptc_arg ra[2] = {ptc_arg_value(val), ptc_arg_ints(T->arena, region, tt->ndim)};
-        val = val ? cap_build1(T, PTC_OP_RESHAPE, ra, 2) : NULL;
-        ptc_arg pa[3] = {ptc_arg_value(val), ptc_arg_ints(T->arena, pads, 2 * tt->ndim), ptc_arg_int(0)};
-        val = val ? cap_build1(T, PTC_OP_CONSTANT_PAD_ND, pa, 3) : NULL;
+        ptc_value *val = placed_tensor(T, tt, v, kept, nk, region, pads);
         if (!val)
             return CAP_BREAK;
         value = ptc_arg_value(val);
@@ -1034,4 +1079,22 @@ int cap_th_data_dependent(cap_tcall *c, PyObject **out)
 int cap_th_unsupported(cap_tcall *c, PyObject **out)
 {
     return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "%s", c->m->name);
+}
+
+/* The torch layer's hooks: its rows of the interpreter's table (interp.h),
+ * the operators on symbolic tensors and real tensors met while tracing, and
+ * the trace's table (trace.h), torch callables and tensor protocol. */
+void cap_torch_hooks_install(void)
+{
+    cap_thooks.lookup_fn = cap_torch_lookup_fn;
+    cap_thooks.call = cap_torch_call;
+    cap_thooks.getattr = cap_torch_getattr;
+    cap_thooks.getitem = cap_torch_getitem;
+    cap_thooks.setitem = cap_torch_setitem;
+    cap_thooks.unbind = cap_torch_unbind;
+    cap_hooks.real_tensor = cap_t_real_tensor;
+    cap_hooks.tensor_binary = cap_torch_binop;
+    cap_hooks.tensor_compare = cap_torch_compare;
+    cap_hooks.tensor_unary = cap_torch_unary;
+    cap_hooks.tensor_unpack = cap_torch_unpack;
 }

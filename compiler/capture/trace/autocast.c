@@ -15,7 +15,7 @@
  * of ops.def; the float32 list of cuda is the long one, cpu's has prod.
  */
 #include "capture/interp/interp.h"
-#include "capture/torch/torch.h"
+#include "capture/trace/trace.h"
 
 #include <string.h>
 

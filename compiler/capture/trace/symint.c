@@ -16,7 +16,7 @@
  * hash, range(), a float) specialises the symbol with a guard and notes the
  * source line for ptexplain.
  */
-#include "capture/torch/torch.h"
+#include "capture/trace/trace.h"
 
 #include <stdarg.h>
 #include <stdlib.h>

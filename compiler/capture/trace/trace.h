@@ -14,15 +14,7 @@
 #include "capture/interp/interp.h"
 #include "ops/ops.h"
 
-/* ---- breaks ---------------------------------------------------------------- */
-
-typedef enum {
-    CAP_B_NONE = 0,
-#define BREAK(id, num, reason, expl, hint) CAP_B_##id = num,
-#include "capture/trace/breaks.def"
-#undef BREAK
-    CAP_B_END
-} cap_break_code;
+/* ---- breaks (the codes: interp/breaks.def) ----------------------------------- */
 
 typedef struct cap_break_info {
     int code;
@@ -178,6 +170,107 @@ typedef struct cap_tensor {
 extern PyTypeObject *cap_tensor_type;
 static inline bool cap_is_tensor(PyObject *o) { return o && Py_TYPE(o) == cap_tensor_type; }
 
+/* ---- torch as the trace sees it (torch_objects.c) ------------------------------ */
+
+typedef struct cap_torch {
+    PyObject *torch, *F, *Tensor, *Parameter, *Module, *Size, *dtype_type, *device_type;
+    PyObject *dtypes[PTC_DTYPE_COUNT]; /* torch.bool ... torch.float64 */
+    PyObject *is_grad_enabled, *set_grad_enabled_c;
+    PyObject *no_grad, *enable_grad, *set_grad_enabled, *inference_mode, *autocast_cls,
+        *nullcontext;
+    PyObject *is_autocast_enabled, *get_autocast_dtype;
+    PyObject *tensor_fn, *empty, *empty_strided;
+    PyObject *module_call_impl, *module_getattr, *module_wrapped_call;
+    PyObject *global_hooks; /* tuple of the global forward hook dicts */
+    PyObject *fn_table;     /* dict: callable -> capsule of cap_tmap */
+    PyObject *method_table; /* dict: Tensor method name -> capsule of cap_tmap */
+    PyObject *pure_fns;     /* dict: C callable -> purity class (calls.c) */
+    PyObject *s_shape, *s_dtype, *s_device, *s_stride, *s_requires_grad, *s_data_ptr,
+        *s_is_contiguous, *s_parameters, *s_buffers, *s_modules, *s_training, *s_forward, *s_type,
+        *s_index, *s_forward_hooks, *s_forward_pre_hooks, *s_backward_hooks, *s_backward_pre_hooks,
+        *s_forward_hooks_with_kwargs, *s_storage_offset;
+    bool have_dynamo;
+} cap_torch;
+extern cap_torch cap_T;
+/* Looks up the torch objects (on the first compile, from cap_torch_init). */
+int cap_torch_objects_init(void);
+
+PyObject *cap_dtype_obj(ptc_dtype dt);                 /* borrowed torch.dtype */
+int cap_dtype_from_obj(PyObject *o);                   /* ptc dtype or -1 */
+PyObject *cap_device_obj(ptc_device d);                /* new torch.device */
+int cap_device_from_obj(PyObject *o, ptc_device *out); /* torch.device / str / int */
+/* A graph attribute as the Python value torch's op takes (new reference);
+ * symbolic sizes take their values from b (NULL: none may be symbolic). */
+PyObject *cap_arg_obj(const ptc_arg *a, const ptc_bindings *b);
+/* Reads a real tensor's metadata (Python attribute access). */
+int cap_tmeta_read(PyObject *t, cap_tmeta *m);
+/* Does t match m? (*why gets the first difference when not.) */
+int cap_tmeta_check(PyObject *t, const cap_tmeta *m, char *why, size_t size);
+/* Are m's strides those of a contiguous tensor of its sizes (size-1 dims aside)? */
+bool cap_tmeta_dense(const cap_tmeta *m);
+/* Size-only change of a tensor guard: the dims whose sizes differ now, when
+ * nothing else does (dtype, device, rank, contiguity); 0 otherwise. */
+int cap_tmeta_size_change(PyObject *t, const cap_tmeta *m);
+void cap_tmeta_str(const cap_tmeta *m, char *buf, size_t size);
+void cap_tmeta_type(const cap_tmeta *m, ptc_ttype *t);
+
+/* ---- graph nodes and symbolic tensors (nodes.c) --------------------------------- */
+
+/* A new symbolic tensor for graph value v. */
+PyObject *cap_tensor_new(cap_trace *T, ptc_value *v);
+/* A real tensor constant (created while tracing) as a graph input. */
+PyObject *cap_tensor_const(cap_trace *T, PyObject *real);
+/* Builds op(args) in the trace's graph: outputs as symbolic tensors (one, or a
+ * tuple/list). Meta errors become a TRACE_ERROR break. */
+int cap_build(cap_trace *T, ptc_op op, ptc_arg *args, int nargs, PyObject **out);
+ptc_value *cap_build1(cap_trace *T, ptc_op op, ptc_arg *args, int nargs); /* NULL after a break */
+/* A built value as a symbolic tensor (*out); CAP_BREAK when v is NULL. */
+int cap_wrap_value(cap_trace *T, ptc_value *v, PyObject **out);
+/* A torch call met a real tensor in the trace: B023 for subclasses, B026 for
+ * tensors no graph value can hold (nodes.c). */
+int cap_t_real_tensor(cap_trace *T, PyObject *v, const char *what);
+
+/* ---- autocast (autocast.c) ------------------------------------------------------------ */
+
+int cap_amp_read(cap_amp *a);        /* torch's state now */
+int cap_amp_write(const cap_amp *a); /* makes it torch's state */
+int64_t cap_amp_pack(const cap_amp *a);
+cap_amp cap_amp_unpack(int64_t n);
+void cap_amp_str(int64_t n, char *buf, size_t size);
+/* Casts op's tensor arguments the way autocast would in the trace's state. */
+int cap_amp_cast(cap_trace *T, ptc_op op, ptc_arg *args, int nargs);
+bool cap_amp_is_manager(PyObject *mgr);
+int cap_amp_enter(cap_trace *T, PyObject *mgr, PyObject **exit);
+int cap_amp_query(cap_trace *T, PyObject *callable, PyObject *const *args, int nargs,
+                  PyObject **out);
+
+/* nn.Module.parameters() and the other iteration methods (modules.c). */
+int cap_module_iter_kind(PyObject *fn);
+int cap_module_iter_call(cap_interp *I, int kind, PyObject *const *args, int nargs,
+                         PyObject *kwnames, PyObject **out);
+/* An nn.Module called while tracing: its forward inlined, or torch's
+ * _call_impl when it has hooks (modules.c). */
+int cap_t_module_call(cap_interp *I, PyObject *mod, PyObject *const *args, int nargs,
+                      PyObject *kwnames, PyObject **out);
+
+/* ---- the torch layer's hooks ---------------------------------------------------- */
+
+/* The trace hands torch callables and the protocol of symbolic tensors to the
+ * torch layer through this table (as the interpreter reaches the trace through
+ * cap_hooks), so that it includes nothing above its own layer; the torch layer
+ * fills it at start-up (cap_torch_hooks_install). Rows as in torch.h. */
+typedef struct cap_tmap cap_tmap; /* an entry of the torch mapping table (torch.h) */
+typedef struct cap_torch_hooks {
+    const cap_tmap *(*lookup_fn)(PyObject *callable);
+    int (*call)(cap_trace *T, const cap_tmap *m, PyObject *self, PyObject *const *args, int nargs,
+                PyObject *kwnames, PyObject **out);
+    int (*getattr)(cap_trace *T, cap_tensor *t, PyObject *name, PyObject **out);
+    int (*getitem)(cap_trace *T, cap_tensor *t, PyObject *key, PyObject **out);
+    int (*setitem)(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v);
+    PyObject *(*unbind)(cap_trace *T, cap_tensor *t);
+} cap_torch_hooks;
+extern cap_torch_hooks cap_thooks;
+
 /* ---- recipes: rebuilding Python values at run time -------------------------- */
 
 #define CAP_RECIPE_KINDS(X)                                                     \
@@ -254,7 +347,7 @@ struct cap_trace {
     PyObject *no_inline;      /* set of (id(code), pc) that must not be inlined */
     PyObject *tensors;        /* weakrefs to every symbolic tensor made */
     /* Side effects on outside objects, replayed after the graph
-       (trace_effects.c): the attribute values the trace wrote (id(obj) ->
+       (effects.c): the attribute values the trace wrote (id(obj) ->
        {name: [value] or () when deleted}), the shadows of written lists,
        dicts and cells (id(obj) -> record), and the log in program order,
        (kind, obj, key, value). */
@@ -287,6 +380,8 @@ struct cap_trace {
     PyObject *new_tensors;    /*   list of (source text, sizes): tensors it did not have */
 };
 
+/* Fills the trace's rows of the interpreter's hook table (cap_hooks, hooks.c). */
+void cap_trace_hooks_install(void);
 /* Starts tracing the state held by I (frames with slot sources set). */
 cap_trace *cap_trace_new(PyObject *module_names, cap_interp *I);
 void cap_trace_free(cap_trace *T);
@@ -327,7 +422,6 @@ int cap_trace_error(cap_interp *I);
 /* Raises the GraphBreak signal exception with a code (for code running for
  * real inside a trace, e.g. a symbolic tensor's __bool__). Returns NULL. */
 PyObject *cap_signal_break(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-extern PyObject *cap_GraphBreak;      /* internal signal */
 extern PyObject *cap_GraphBreakError; /* public: fullgraph=True */
 
 /* Interpreter hooks (see ops_flow.c). */
@@ -346,7 +440,7 @@ bool cap_is_key(PyObject *o);
 /* Is obj outside (has a source)? */
 static inline bool cap_t_outside(cap_trace *T, PyObject *obj) { return cap_t_source_of(T, obj) >= 0; }
 
-/* ---- side effects on outside objects (trace_effects.c) ------------------------------ */
+/* ---- side effects on outside objects (effects.c) ------------------------------ */
 
 /* The kinds of logged mutation, each replayed after the graph by one
  * routine (entry_run.c): X(id, uses key, uses value). */
@@ -433,7 +527,7 @@ int cap_symint_specialise(cap_symint *s, const char *why, int64_t *out);
 int cap_t_need_static(cap_trace *T, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static inline bool cap_t_symbolic(cap_trace *T) { return T->syms.n > 0; }
 
-/* ---- more of the trace (trace_misc.c, trace_obj.c, trace_call.c) ----------------- */
+/* ---- more of the trace (lifecycle.c, nodes.c, callables.c, objects.c, calls.c) ---- */
 
 void cap_source_line(const char *file, int line, char *buf, size_t size);
 bool cap_is_enum_member(PyObject *o);
@@ -473,6 +567,8 @@ struct cap_entry;
 void cap_report_autograd(cap_compiled *c, const struct cap_entry *e);
 PyObject *cap_break_dict(const cap_break *b);
 
+/* A torch tensor (not a symbolic one) met while tracing (objects.c). */
+bool cap_t_is_real_tensor(PyObject *o);
 int cap_t_getattr(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out);
 int cap_t_setattr(cap_interp *I, PyObject *obj, PyObject *name, PyObject *v);
 /* object.__getattribute__ / object.__setattr__ called explicitly (super()). */
@@ -588,6 +684,8 @@ void cap_iter_mark(cap_iter_marks *k, PyObject *const *objs, int n);
  * trace catches (both rerun the instruction for real); drops the marks.
  * Returns rc, or an internal error when some position was not kept. */
 int cap_iter_rewind(cap_interp *I, cap_iter_marks *k, int rc);
+/* `it in ...`: cap_hooks.iter_contains (iter.c). */
+int cap_t_iter_contains(cap_interp *I, PyObject *it, PyObject *item, PyObject **out);
 /* Will the current instruction rerun for real after rc (a break, or an
  * error no handler in the trace catches)? */
 bool cap_t_reruns(cap_interp *I, int rc);

@@ -1,7 +1,9 @@
-/* nn.Module's iteration methods while tracing: parameters(), buffers(),
- * children(), modules() and their named_ forms.
+/* nn.Modules while tracing: calling one (its forward inlined, or torch's
+ * _call_impl when hooks are registered), its path for node provenance, and
+ * its iteration methods: parameters(), buffers(), children(), modules() and
+ * their named_ forms.
  *
- * They are generator functions in torch, which ptc does not trace; but what
+ * The iteration methods are generator functions in torch, which ptc does not trace; but what
  * they yield only depends on the module tree, which the trace can read with
  * guards: each module's _modules, _parameters and _buffers dicts are walked
  * through their sources (so their keys are guarded and every yielded object
@@ -9,7 +11,7 @@
  * returns an iterator over the list (a generator if it escapes to the user).
  */
 #include "capture/interp/interp.h"
-#include "capture/torch/torch.h"
+#include "capture/trace/trace.h"
 
 #include <string.h>
 
@@ -152,8 +154,59 @@ static int flag(PyObject *v, bool dflt)
     return v ? PyObject_IsTrue(v) : dflt;
 }
 
-int cap_module_iter_call(cap_interp *I, int kind, PyObject *const *args, int nargs, PyObject *kwnames,
-                         PyObject **out)
+/* (name, child) of mod's direct children, skipping None and repeats. */
+static int child_pairs(walk *w, PyObject *mod, PyObject *pairs)
+{
+    PyObject *keys, *vals, *raw;
+    int rc = dict_items(w->I, mod, "_modules", &keys, &vals, &raw);
+    for (Py_ssize_t i = 0; rc == CAP_NEXT && i < PyList_Size(keys); i++) {
+        PyObject *child = PyList_GetItem(vals, i);
+        int add = child == Py_None ? 0 : remember(w, PyList_GetItem(raw, i));
+        PyObject *pair = add > 0 ? PyTuple_Pack(2, PyList_GetItem(keys, i), child) : NULL;
+        if (add < 0 || (add > 0 && (!pair || PyList_Append(pairs, pair) < 0)))
+            rc = CAP_ERR;
+        Py_XDECREF(pair);
+    }
+    Py_XDECREF(keys);
+    Py_XDECREF(vals);
+    Py_XDECREF(raw);
+    return rc;
+}
+
+/* *pairs, (prefix, module), become the (name, tensor) pairs of each module's
+ * _parameters or _buffers, skipping None and repeats. */
+static int member_pairs(walk *w, int kind, PyObject **pairs)
+{
+    int rc = CAP_NEXT;
+    PyObject *result = PyList_New(0);
+    for (Py_ssize_t i = 0; rc == CAP_NEXT && i < PyList_Size(*pairs); i++) {
+        PyObject *pair = PyList_GetItem(*pairs, i), *keys, *vals, *raw;
+        rc = dict_items(w->I, PyTuple_GetItem(pair, 1),
+                        kind <= MI_PARAMETERS ? "_parameters" : "_buffers", &keys, &vals, &raw);
+        for (Py_ssize_t k = 0; rc == CAP_NEXT && k < PyList_Size(keys); k++) {
+            PyObject *v = PyList_GetItem(vals, k);
+            int add = v == Py_None ? 0 : remember(w, PyList_GetItem(raw, k));
+            if (add <= 0) {
+                rc = add < 0 ? CAP_ERR : CAP_NEXT;
+                continue;
+            }
+            PyObject *name = join(PyTuple_GetItem(pair, 0), PyList_GetItem(keys, k));
+            PyObject *item = name ? PyTuple_Pack(2, name, v) : NULL;
+            if (!item || PyList_Append(result, item) < 0)
+                rc = CAP_ERR;
+            Py_XDECREF(name);
+            Py_XDECREF(item);
+        }
+        Py_XDECREF(keys);
+        Py_XDECREF(vals);
+        Py_XDECREF(raw);
+    }
+    Py_SETREF(*pairs, result);
+    return rc;
+}
+
+int cap_module_iter_call(cap_interp *I, int kind, PyObject *const *args, int nargs,
+                         PyObject *kwnames, PyObject **out)
 {
     cap_trace *T = I->T;
     PyObject *mod = nargs > 0 ? args[0] : NULL;
@@ -180,19 +233,7 @@ int cap_module_iter_call(cap_interp *I, int kind, PyObject *const *args, int nar
     PyObject *pairs = PyList_New(0);
     int rc = w.memo && w.out && pairs && empty ? CAP_NEXT : CAP_ERR;
     if (rc == CAP_NEXT && (kind == MI_NAMED_CHILDREN || kind == MI_CHILDREN)) {
-        PyObject *keys, *vals, *raw;
-        rc = dict_items(I, mod, "_modules", &keys, &vals, &raw);
-        for (Py_ssize_t i = 0; rc == CAP_NEXT && i < PyList_Size(keys); i++) {
-            PyObject *child = PyList_GetItem(vals, i);
-            int add = child == Py_None ? 0 : remember(&w, PyList_GetItem(raw, i));
-            PyObject *pair = add > 0 ? PyTuple_Pack(2, PyList_GetItem(keys, i), child) : NULL;
-            if (add < 0 || (add > 0 && (!pair || PyList_Append(pairs, pair) < 0)))
-                rc = CAP_ERR;
-            Py_XDECREF(pair);
-        }
-        Py_XDECREF(keys);
-        Py_XDECREF(vals);
-        Py_XDECREF(raw);
+        rc = child_pairs(&w, mod, pairs);
     } else if (rc == CAP_NEXT) {
         bool all = !members || flag(recurse, true) == 1;
         if (all) {
@@ -204,33 +245,8 @@ int cap_module_iter_call(cap_interp *I, int kind, PyObject *const *args, int nar
             rc = pair && PyList_Append(pairs, pair) == 0 ? CAP_NEXT : CAP_ERR;
             Py_XDECREF(pair);
         }
-        if (members) {
-            /* Each module's _parameters / _buffers, skipping None and repeats. */
-            PyObject *result = PyList_New(0);
-            for (Py_ssize_t i = 0; rc == CAP_NEXT && i < PyList_Size(pairs); i++) {
-                PyObject *pair = PyList_GetItem(pairs, i), *keys, *vals, *raw;
-                rc = dict_items(I, PyTuple_GetItem(pair, 1), kind <= MI_PARAMETERS ? "_parameters" : "_buffers",
-                                &keys, &vals, &raw);
-                for (Py_ssize_t k = 0; rc == CAP_NEXT && k < PyList_Size(keys); k++) {
-                    PyObject *v = PyList_GetItem(vals, k);
-                    int add = v == Py_None ? 0 : remember(&w, PyList_GetItem(raw, k));
-                    if (add <= 0) {
-                        rc = add < 0 ? CAP_ERR : CAP_NEXT;
-                        continue;
-                    }
-                    PyObject *name = join(PyTuple_GetItem(pair, 0), PyList_GetItem(keys, k));
-                    PyObject *item = name ? PyTuple_Pack(2, name, v) : NULL;
-                    if (!item || PyList_Append(result, item) < 0)
-                        rc = CAP_ERR;
-                    Py_XDECREF(name);
-                    Py_XDECREF(item);
-                }
-                Py_XDECREF(keys);
-                Py_XDECREF(vals);
-                Py_XDECREF(raw);
-            }
-            Py_SETREF(pairs, result);
-        }
+        if (members && rc == CAP_NEXT)
+            rc = member_pairs(&w, kind, &pairs);
     }
     /* Plain forms yield the second element of each pair. */
     for (Py_ssize_t i = 0; rc == CAP_NEXT && pairs && i < PyList_Size(pairs); i++) {
@@ -251,5 +267,70 @@ int cap_module_iter_call(cap_interp *I, int kind, PyObject *const *args, int nar
     Py_XDECREF(pairs);
     Py_XDECREF(w.memo);
     Py_XDECREF(w.out);
+    return rc;
+}
+
+/* ---- module paths ------------------------------------------------------------------- */
+
+const char *cap_module_path(cap_trace *T, PyObject *mod)
+{
+    PyObject *names = T->module_names;
+    PyObject *key = PyLong_FromVoidPtr(mod);
+    PyObject *name = names && key ? PyDict_GetItem(names, key) : NULL;
+    Py_XDECREF(key);
+    if (name && PyUnicode_Check(name))
+        return ptc_arena_strdup(T->arena, PyUnicode_AsUTF8(name));
+    return NULL;
+}
+
+/* ---- nn.Module calls ---------------------------------------------------------------------- */
+
+static bool module_has_hooks(PyObject *mod)
+{
+    PyObject *d = PyObject_GenericGetDict(mod, NULL);
+    if (!d) {
+        PyErr_Clear();
+        return true;
+    }
+    PyObject *keys[4] = {cap_T.s_forward_hooks, cap_T.s_forward_pre_hooks, cap_T.s_backward_hooks,
+                         cap_T.s_backward_pre_hooks};
+    bool any = false;
+    for (int i = 0; i < 4 && !any; i++) {
+        PyObject *h = PyDict_GetItem(d, keys[i]);
+        any = h && PyObject_Size(h) > 0;
+    }
+    Py_DECREF(d);
+    PyErr_Clear();
+    return any;
+}
+
+bool cap_global_hooks(void)
+{
+    for (Py_ssize_t i = 0; cap_T.global_hooks && i < PyTuple_Size(cap_T.global_hooks); i++)
+        if (PyObject_Size(PyTuple_GetItem(cap_T.global_hooks, i)) > 0)
+            return true;
+    PyErr_Clear();
+    return false;
+}
+
+int cap_t_module_call(cap_interp *I, PyObject *mod, PyObject *const *args, int nargs,
+                      PyObject *kwnames, PyObject **out)
+{
+    cap_trace *T = I->T;
+    int src = cap_t_source_of(T, mod);
+    bool global = cap_global_hooks(), hooks = global || module_has_hooks(mod);
+    if (src >= 0 && !hooks && cap_guard_add(T, CAP_G_NOHOOKS, src, NULL, 0) < 0)
+        return CAP_ERR;
+    if (cap_guard_add(T, CAP_G_GLOBAL_HOOKS, -1, NULL, global) < 0)
+        return CAP_ERR;
+    PyObject *fn = NULL;
+    int rc = cap_t_getattr(I, mod, hooks ? cap_P.s_call : cap_T.s_forward, &fn);
+    if (rc != CAP_NEXT)
+        return rc == CAP_FRAME ? cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "a module whose forward is a property") : rc;
+    const char *path = cap_module_path(T, mod);
+    rc = cap_op_call(I, fn, args, nargs, kwnames, out);
+    Py_DECREF(fn);
+    if (rc == CAP_FRAME && path)
+        I->frame->module_path = path;
     return rc;
 }

@@ -1,4 +1,5 @@
-/* Small Python types the interpreter puts on its stack: an iterator whose
+/* Small Python types a trace puts on the interpreter's stack (they belong
+ * to tracing: each knows its trace and runs its callbacks traced): an iterator whose
  * position ptc can read and rebuild (over a list, tuple or range, forwards
  * or reversed), the lazy iterators map/filter/zip/enumerate made while
  * tracing, and the __exit__ object of a with-block whose grad mode or
@@ -15,7 +16,7 @@
  * positions back (cap_iter_mark / cap_iter_rewind), because the instruction
  * then reruns for real from its start.
  */
-#include "capture/torch/torch.h"
+#include "capture/trace/trace.h"
 
 #include <string.h>
 #include <structmember.h>
@@ -44,7 +45,7 @@ void cap_iter_set_owner(cap_iter *it, PyObject *owner)
 }
 
 /* The owner's size as the program sees it: a trace's writes to an outside
- * dict are pending until the graph ran (trace_effects.c). */
+ * dict are pending until the graph ran (effects.c). */
 static Py_ssize_t owner_size(cap_iter *it)
 {
     PyObject *o = it->owner;
@@ -679,6 +680,32 @@ int cap_t_lazy_next(cap_interp *I, cap_lazy *lz, PyObject **out)
         return CAP_NEXT; /* zip() */
     cap_iter_mark(&marks, &self, 1);
     return cap_iter_rewind(I, &marks, lazy_step(I, lz, out));
+}
+
+/* item in it, for one of ptc's iterators: advanced through the tracer up
+ * to the first equal item, as CPython's search does. CAP_NONE for other
+ * containers, and for a tensor item (a break of the caller's). */
+int cap_t_iter_contains(cap_interp *I, PyObject *it, PyObject *item, PyObject **out)
+{
+    if (!cap_is_ptc_iter(it) || cap_is_tensor(item))
+        return CAP_NONE;
+    cap_iter_marks marks;
+    cap_iter_mark(&marks, &it, 1);
+    PyObject *v = NULL;
+    int rc, found = 0;
+    while (!found && (rc = cap_t_next_sync(I, it, &v)) == CAP_NEXT && v) {
+        if (cap_is_tensor(v))
+            rc = cap_t_break(I->T, CAP_B_TENSOR_BOOL, "'in' over tensors");
+        else if ((found = PyObject_RichCompareBool(v, item, Py_EQ)) < 0)
+            rc = CAP_ERR;
+        Py_CLEAR(v);
+        if (rc != CAP_NEXT)
+            break;
+    }
+    rc = cap_iter_rewind(I, &marks, rc);
+    if (rc == CAP_NEXT)
+        *out = Py_NewRef(found ? Py_True : Py_False);
+    return rc;
 }
 
 /* ---- with-block exits -------------------------------------------------------------- */

@@ -9,7 +9,7 @@
  * their dicts directly, and properties and __getattr__ written in Python
  * inlined. Writes to outside objects are graph breaks.
  */
-#include "capture/torch/torch.h"
+#include "capture/trace/trace.h"
 
 #include <string.h>
 
@@ -313,7 +313,7 @@ static int getattr_impl(cap_interp *I, PyObject *obj, PyObject *name, PyObject *
 {
     cap_trace *T = I->T;
     if (cap_is_tensor(obj))
-        return cap_torch_getattr(T, (cap_tensor *)obj, name, out);
+        return cap_thooks.getattr(T, (cap_tensor *)obj, name, out);
     if (cap_t_is_real_tensor(obj))
         return real_tensor_attr(T, obj, name, out);
     int src = cap_t_source_of(T, obj);
@@ -548,7 +548,7 @@ int cap_t_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out)
 {
     cap_trace *T = I->T;
     if (cap_is_tensor(obj))
-        return cap_torch_getitem(T, (cap_tensor *)obj, key, out);
+        return cap_thooks.getitem(T, (cap_tensor *)obj, key, out);
     if (cap_t_is_real_tensor(obj) || cap_t_is_real_tensor(key))
         return cap_t_real_tensor(T, cap_t_is_real_tensor(obj) ? obj : key, "indexing");
     if (cap_is_tensor(key))
@@ -628,7 +628,7 @@ int cap_t_setitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject *v)
     if (cap_is_tensor(obj)) {
         if (!v)
             return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "del of a tensor item");
-        return cap_torch_setitem(T, (cap_tensor *)obj, key, v);
+        return cap_thooks.setitem(T, (cap_tensor *)obj, key, v);
     }
     if (cap_t_outside(T, obj)) {
         int rc = cap_is_constant(obj) ? CAP_NONE : cap_t_outside_item_write(I, obj, key, v);
@@ -731,7 +731,7 @@ int cap_t_iter(cap_interp *I, PyObject *obj, PyObject **out)
 {
     cap_trace *T = I->T;
     if (cap_is_tensor(obj)) {
-        PyObject *items = cap_torch_unbind(T, (cap_tensor *)obj);
+        PyObject *items = cap_thooks.unbind(T, (cap_tensor *)obj);
         if (!items)
             return PyErr_Occurred() ? CAP_ERR : CAP_BREAK;
         *out = cap_iter_seq(items, -1, T);
@@ -839,18 +839,7 @@ int cap_t_next(cap_interp *I, PyObject *it, PyObject **out)
         return cap_t_break(T, CAP_B_OPAQUE_ITERATOR, "next() of an outside %s", cap_tpname(Py_TYPE(it)));
     if (PyObject_TypeCheck(it, (PyTypeObject *)cap_P.GeneratorType))
         return cap_t_break(T, CAP_B_GENERATOR, "next() of a generator");
-    iternextfunc next = (iternextfunc)PyType_GetSlot(Py_TYPE(it), Py_tp_iternext);
-    if (!next) {
-        PyErr_Format(PyExc_TypeError, "'%s' object is not an iterator", cap_tpname(Py_TYPE(it)));
-        return CAP_ERR;
-    }
-    *out = next(it);
-    if (!*out && PyErr_Occurred()) {
-        if (!PyErr_ExceptionMatches(PyExc_StopIteration))
-            return CAP_ERR;
-        PyErr_Clear();
-    }
-    return CAP_NEXT;
+    return cap_next_real(it, out);
 }
 
 /* ---- globals --------------------------------------------------------------------- */
@@ -1007,7 +996,7 @@ int cap_t_expand_call_args(cap_trace *T, PyObject *func, PyObject *args, PyObjec
         return CAP_ERR;
     if (cap_is_tensor(a)) {
         Py_DECREF(a);
-        a = cap_torch_unbind(T, (cap_tensor *)args);
+        a = cap_thooks.unbind(T, (cap_tensor *)args);
         if (!a)
             return PyErr_Occurred() ? CAP_ERR : CAP_BREAK;
     }

@@ -11,19 +11,19 @@
  * function, the function given to map) are traced synchronously in a nested
  * run; a break inside one becomes a break at the builtin's call.
  */
-#include "capture/torch/torch.h"
+#include "capture/trace/trace.h"
 
 #include <string.h>
 
-#define CAP_BUILTINS(X)                                                         \
-    X(len) X(isinstance) X(issubclass) X(type) X(getattr) X(hasattr) X(setattr)  \
-    X(delattr) X(iter) X(next) X(print) X(input) X(open) X(range) X(enumerate)  \
-    X(zip) X(reversed) X(map) X(filter) X(sorted) X(min) X(max) X(sum) X(any)   \
-    X(all) X(list) X(tuple) X(set) X(frozenset) X(dict) X(str) X(repr) X(format) \
-    X(ascii) X(int) X(float) X(bool) X(complex) X(abs) X(round) X(pow) X(divmod) \
-    X(hash) X(id) X(callable) X(vars) X(chr) X(ord) X(bin) X(hex) X(oct)        \
-    X(slice) X(object) X(super) X(staticmethod) X(classmethod) X(property)      \
-    X(bytes) X(breakpoint)
+#define CAP_BUILTINS(X)                                                                            \
+    X(len)                                                                                         \
+    X(isinstance) X(issubclass) X(type) X(getattr) X(hasattr) X(setattr) X(delattr) X(iter)        \
+        X(next) X(print) X(input) X(open) X(range) X(enumerate) X(zip) X(reversed) X(map)          \
+            X(filter) X(sorted) X(min) X(max) X(sum) X(any) X(all) X(list) X(tuple) X(set)         \
+                X(frozenset) X(dict) X(str) X(repr) X(format) X(ascii) X(int) X(float) X(bool)     \
+                    X(complex) X(abs) X(round) X(pow) X(divmod) X(hash) X(id) X(callable) X(vars)  \
+                        X(chr) X(ord) X(bin) X(hex) X(oct) X(slice) X(object) X(super)             \
+                            X(staticmethod) X(classmethod) X(property) X(bytes) X(breakpoint)
 
 typedef enum {
     B_NONE = 0,
@@ -545,8 +545,14 @@ static int do_iterables(cap_interp *I, int id, PyObject *callable, PyObject *con
     return cap_iter_rewind(I, &marks, consume_items(I, id, args, nargs, kwnames, out));
 }
 
-static int do_builtin(cap_interp *I, int id, PyObject *callable, PyObject *const *args,
-                      int nargs, PyObject *kwnames, PyObject **out)
+/* What a group of builtins below returns for a builtin it does not answer
+ * (no CAP_* result is -2): the call then runs for real. */
+enum { DECLINED = -2 };
+
+/* Builtins that read objects (len, isinstance, getattr, next, ...) and the
+ * ones that are breaks (print, input, open). */
+static int builtin_on_objects(cap_interp *I, int id, PyObject *const *args, int nargs,
+                              PyObject *kwnames, PyObject **out)
 {
     cap_trace *T = I->T;
     int npos = nargs - kw_count(kwnames);
@@ -603,48 +609,10 @@ static int do_builtin(cap_interp *I, int id, PyObject *callable, PyObject *const
     case B_input:
     case B_open:
     case B_breakpoint:
-        return cap_t_break(T, CAP_B_PRINT, "%s()", id == B_open ? "open" : id == B_input ? "input" : "breakpoint");
-    case B_enumerate: case B_zip: case B_map: case B_filter:
-        return make_lazy(I, id, callable, args, nargs, kwnames, out);
-    case B_reversed:
-        return make_reversed(I, callable, args, nargs, kwnames, out);
-    case B_sorted: case B_sum: case B_any: case B_all: case B_list: case B_tuple: case B_set:
-    case B_frozenset:
-        return do_iterables(I, id, callable, args, nargs, kwnames, out);
-    case B_min:
-    case B_max:
-        if (npos == 1)
-            return do_iterables(I, id, callable, args, nargs, kwnames, out);
-        if (ti >= 0)
-            return cap_t_break(T, CAP_B_TENSOR_BOOL, "%s() comparing tensors", id == B_min ? "min" : "max");
-        break;
-    case B_str: case B_repr: case B_format: case B_ascii:
-        if (ti >= 0)
-            return cap_t_break(T, CAP_B_TENSOR_STR, "%s() of a tensor", id == B_str ? "str" : "repr");
-        break;
-    case B_int: case B_float: case B_bool: case B_complex: case B_chr: case B_hex: case B_oct:
-    case B_bin: case B_divmod: case B_hash:
-        if (ti >= 0)
-            return cap_t_break(T, CAP_B_TENSOR_ITEM, "a tensor converted to a Python number");
-        if (id == B_hash && npos == 1 && !cap_is_constant(args[0]) && !cap_t_outside(T, args[0]))
-            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "hash() of an object created in the trace");
-        break;
-    case B_abs:
-        if (ti == 0 && npos == 1)
-            return cap_torch_unary(T, -1, args[0], out);
-        break;
-    case B_round:
-        if (ti == 0) {
-            ptc_arg a[2] = {ptc_arg_value(((cap_tensor *)args[0])->v), ptc_arg_int(0)};
-            if (npos > 1 && PyLong_Check(args[1]))
-                a[1] = ptc_arg_int(PyLong_AsLongLong(args[1]));
-            return cap_build(T, PTC_OP_ROUND, a, 2, out);
-        }
-        break;
-    case B_pow:
-        if (npos == 2 && !kwnames)
-            return cap_op_binary(I, CAP_NB_POWER, args[0], args[1], out);
-        break;
+        return cap_t_break(T, CAP_B_PRINT, "%s()",
+                           id == B_open    ? "open"
+                           : id == B_input ? "input"
+                                           : "breakpoint");
     case B_id:
         /* id() of a traced tensor would be a different object's each call. */
         if (npos == 1 && cap_is_tensor(args[0]))
@@ -662,150 +630,209 @@ static int do_builtin(cap_interp *I, int id, PyObject *callable, PyObject *const
             return cap_t_getattr(I, a, cap_P.s_dict, out);
         }
         break;
-    case B_dict:
-        break;
-    default:
-        break;
     }
-    return real_call_flowed(T, callable, args, nargs, kwnames, out);
+    return DECLINED;
 }
 
-/* ---- nn.Module calls ---------------------------------------------------------------------- */
-
-static bool module_has_hooks(PyObject *mod)
-{
-    PyObject *d = PyObject_GenericGetDict(mod, NULL);
-    if (!d) {
-        PyErr_Clear();
-        return true;
-    }
-    PyObject *keys[4] = {cap_T.s_forward_hooks, cap_T.s_forward_pre_hooks, cap_T.s_backward_hooks,
-                         cap_T.s_backward_pre_hooks};
-    bool any = false;
-    for (int i = 0; i < 4 && !any; i++) {
-        PyObject *h = PyDict_GetItem(d, keys[i]);
-        any = h && PyObject_Size(h) > 0;
-    }
-    Py_DECREF(d);
-    PyErr_Clear();
-    return any;
-}
-
-bool cap_global_hooks(void)
-{
-    for (Py_ssize_t i = 0; cap_T.global_hooks && i < PyTuple_Size(cap_T.global_hooks); i++)
-        if (PyObject_Size(PyTuple_GetItem(cap_T.global_hooks, i)) > 0)
-            return true;
-    PyErr_Clear();
-    return false;
-}
-
-static int module_call(cap_interp *I, PyObject *mod, PyObject *const *args, int nargs,
-                       PyObject *kwnames, PyObject **out)
+/* Builtins that make or consume iterators. */
+static int builtin_on_iterables(cap_interp *I, int id, PyObject *callable, PyObject *const *args,
+                                int nargs, PyObject *kwnames, PyObject **out)
 {
     cap_trace *T = I->T;
-    int src = cap_t_source_of(T, mod);
-    bool global = cap_global_hooks(), hooks = global || module_has_hooks(mod);
-    if (src >= 0 && !hooks && cap_guard_add(T, CAP_G_NOHOOKS, src, NULL, 0) < 0)
-        return CAP_ERR;
-    if (cap_guard_add(T, CAP_G_GLOBAL_HOOKS, -1, NULL, global) < 0)
-        return CAP_ERR;
-    PyObject *fn = NULL;
-    int rc = cap_t_getattr(I, mod, hooks ? cap_P.s_call : cap_T.s_forward, &fn);
-    if (rc != CAP_NEXT)
-        return rc == CAP_FRAME ? cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "a module whose forward is a property") : rc;
-    const char *path = cap_module_path(T, mod);
-    rc = cap_op_call(I, fn, args, nargs, kwnames, out);
-    Py_DECREF(fn);
-    if (rc == CAP_FRAME && path)
-        I->frame->module_path = path;
-    return rc;
+    int npos = nargs - kw_count(kwnames);
+    int ti = tensor_in(args, nargs);
+    switch (id) {
+    case B_enumerate:
+    case B_zip:
+    case B_map:
+    case B_filter:
+        return make_lazy(I, id, callable, args, nargs, kwnames, out);
+    case B_reversed:
+        return make_reversed(I, callable, args, nargs, kwnames, out);
+    case B_sorted:
+    case B_sum:
+    case B_any:
+    case B_all:
+    case B_list:
+    case B_tuple:
+    case B_set:
+    case B_frozenset:
+        return do_iterables(I, id, callable, args, nargs, kwnames, out);
+    case B_min:
+    case B_max:
+        if (npos == 1)
+            return do_iterables(I, id, callable, args, nargs, kwnames, out);
+        if (ti >= 0)
+            return cap_t_break(T, CAP_B_TENSOR_BOOL, "%s() comparing tensors",
+                               id == B_min ? "min" : "max");
+        break;
+    }
+    return DECLINED;
+}
+
+/* Conversions to numbers and strings, and arithmetic builtins. */
+static int builtin_on_numbers(cap_interp *I, int id, PyObject *const *args, int nargs,
+                              PyObject *kwnames, PyObject **out)
+{
+    cap_trace *T = I->T;
+    int npos = nargs - kw_count(kwnames);
+    int ti = tensor_in(args, nargs);
+    switch (id) {
+    case B_str:
+    case B_repr:
+    case B_format:
+    case B_ascii:
+        if (ti >= 0)
+            return cap_t_break(T, CAP_B_TENSOR_STR, "%s() of a tensor",
+                               id == B_str ? "str" : "repr");
+        break;
+    case B_int:
+    case B_float:
+    case B_bool:
+    case B_complex:
+    case B_chr:
+    case B_hex:
+    case B_oct:
+    case B_bin:
+    case B_divmod:
+    case B_hash:
+        if (ti >= 0)
+            return cap_t_break(T, CAP_B_TENSOR_ITEM, "a tensor converted to a Python number");
+        if (id == B_hash && npos == 1 && !cap_is_constant(args[0]) && !cap_t_outside(T, args[0]))
+            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL,
+                               "hash() of an object created in the trace");
+        break;
+    case B_abs:
+        if (ti == 0 && npos == 1)
+            return cap_hooks.tensor_unary(T, -1, args[0], out);
+        break;
+    case B_round:
+        if (ti == 0) {
+            ptc_arg a[2] = {ptc_arg_value(((cap_tensor *)args[0])->v), ptc_arg_int(0)};
+            if (npos > 1 && PyLong_Check(args[1]))
+                a[1] = ptc_arg_int(PyLong_AsLongLong(args[1]));
+            return cap_build(T, PTC_OP_ROUND, a, 2, out);
+        }
+        break;
+    case B_pow:
+        if (npos == 2 && !kwnames)
+            return cap_op_binary(I, CAP_NB_POWER, args[0], args[1], out);
+        break;
+    }
+    return DECLINED;
+}
+
+/* A builtin called while tracing: answered here with the guards its answer
+ * depends on, a break, or run for real when no group answers it. */
+static int do_builtin(cap_interp *I, int id, PyObject *callable, PyObject *const *args, int nargs,
+                      PyObject *kwnames, PyObject **out)
+{
+    int rc = builtin_on_objects(I, id, args, nargs, kwnames, out);
+    if (rc == DECLINED)
+        rc = builtin_on_iterables(I, id, callable, args, nargs, kwnames, out);
+    if (rc == DECLINED)
+        rc = builtin_on_numbers(I, id, args, nargs, kwnames, out);
+    return rc != DECLINED ? rc : real_call_flowed(I->T, callable, args, nargs, kwnames, out);
 }
 
 /* ---- classes ------------------------------------------------------------------------------ */
 
-static int instantiate(cap_interp *I, PyObject *cls, PyObject *const *args, int nargs,
-                       PyObject *kwnames, PyObject **out)
+/* buf = (first, *args); false when they do not fit (a break of the caller's). */
+static bool prepend(PyObject **buf, PyObject *first, PyObject *const *args, int nargs)
 {
-    cap_trace *T = I->T;
-    if (cap_T.autocast_cls && PyType_IsSubtype((PyTypeObject *)cls, (PyTypeObject *)cap_T.autocast_cls)) {
-        /* torch.autocast(...) only records its settings: made for real
-           (with constant arguments), entered symbolically. */
-        for (int i = 0; i < nargs; i++)
-            if (cap_is_tensor(args[i]))
-                return cap_t_break(T, CAP_B_CONTEXT_MANAGER, "autocast with a tensor argument");
-        *out = cap_call_real(cls, args, nargs, kwnames);
-        return *out ? CAP_NEXT : CAP_ERR;
-    }
-    PyTypeObject *meta = Py_TYPE(cls);
-    PyObject *mcall = cap_type_lookup(meta, cap_P.s_call);
-    PyObject *type_call = cap_type_lookup(&PyType_Type, cap_P.s_call);
-    if (mcall != type_call) {
-        if (mcall && cap_is_function(mcall)) {
-            PyObject *buf[64];
-            if (nargs > 62)
-                return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "too many arguments");
-            buf[0] = cls;
-            memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
-            int rc = cap_call_inline(I, mcall, buf, nargs + 1, kwnames, cap_ret_push);
-            if (rc != CAP_NEXT)
-                return rc;
-        }
-        return real_call_flowed(T, cls, args, nargs, kwnames, out);
-    }
-    PyObject *newf = cap_type_lookup((PyTypeObject *)cls, cap_P.s_new);
-    PyObject *initf = cap_type_lookup((PyTypeObject *)cls, cap_P.s_init);
-    bool py_new = newf && PyObject_TypeCheck(newf, (PyTypeObject *)cap_P.StaticMethodType);
-    PyObject *newfn = py_new ? PyObject_GetAttrString(newf, "__func__") : NULL;
-    if (py_new && !cap_is_function(newfn))
-        py_new = false;
-    bool py_init = initf && cap_is_function(initf);
-    if (py_new && py_init) {
-        /* __new__ traced in a nested run; __init__ inlined on its result
-           when that is an instance of cls (as type.__call__ does). */
-        PyObject *buf[64], *obj = NULL;
-        if (nargs > 62) {
-            Py_DECREF(newfn);
-            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "too many arguments");
-        }
-        buf[0] = cls;
-        memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
-        int rc = cap_t_call_sync(I, newfn, buf, nargs + 1, kwnames, &obj);
-        Py_DECREF(newfn);
-        if (rc != CAP_NEXT)
-            return rc;
-        int inst = PyObject_IsInstance(obj, cls);
-        if (inst <= 0) {
-            *out = obj;
-            return inst < 0 ? CAP_ERR : CAP_NEXT;
-        }
-        buf[0] = obj;
-        rc = cap_call_inline(I, initf, buf, nargs + 1, kwnames, cap_ret_init);
-        if (rc == CAP_FRAME)
-            I->frame->ret_a = Py_NewRef(obj);
-        Py_DECREF(obj);
-        if (rc == CAP_NEXT)
-            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "__init__ that cannot be interpreted");
-        return rc;
-    }
-    if (py_new) {
+    if (nargs > 62)
+        return false;
+    buf[0] = first;
+    memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
+    return true;
+}
+
+static int too_many_args(cap_trace *T)
+{
+    return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "too many arguments");
+}
+
+/* obj.__init__(*args) inlined; obj is the call's result once it returns. */
+static int inline_init(cap_interp *I, PyObject *initf, PyObject *obj, PyObject *const *args,
+                       int nargs, PyObject *kwnames)
+{
+    PyObject *buf[64];
+    if (!prepend(buf, obj, args, nargs))
+        return too_many_args(I->T);
+    int rc = cap_call_inline(I, initf, buf, nargs + 1, kwnames, cap_ret_init);
+    if (rc == CAP_FRAME)
+        I->frame->ret_a = Py_NewRef(obj);
+    if (rc == CAP_NEXT)
+        return cap_t_break(I->T, CAP_B_UNSUPPORTED_CALL, "__init__ that cannot be interpreted");
+    return rc;
+}
+
+/* torch.autocast(...) only records its settings: made for real (with
+ * constant arguments), entered symbolically. */
+static int make_autocast(cap_trace *T, PyObject *cls, PyObject *const *args, int nargs,
+                         PyObject *kwnames, PyObject **out)
+{
+    for (int i = 0; i < nargs; i++)
+        if (cap_is_tensor(args[i]))
+            return cap_t_break(T, CAP_B_CONTEXT_MANAGER, "autocast with a tensor argument");
+    *out = cap_call_real(cls, args, nargs, kwnames);
+    return *out ? CAP_NEXT : CAP_ERR;
+}
+
+/* A class whose metaclass defines __call__: inlined when written in Python. */
+static int metaclass_call(cap_interp *I, PyObject *mcall, PyObject *cls, PyObject *const *args,
+                          int nargs, PyObject *kwnames, PyObject **out)
+{
+    if (mcall && cap_is_function(mcall)) {
         PyObject *buf[64];
-        if (nargs > 62) {
-            Py_DECREF(newfn);
-            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "too many arguments");
-        }
-        buf[0] = cls;
-        memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
-        int rc = cap_call_inline(I, newfn, buf, nargs + 1, kwnames, cap_ret_push);
-        Py_DECREF(newfn);
+        if (!prepend(buf, cls, args, nargs))
+            return too_many_args(I->T);
+        int rc = cap_call_inline(I, mcall, buf, nargs + 1, kwnames, cap_ret_push);
         if (rc != CAP_NEXT)
             return rc;
-        return real_call_flowed(T, cls, args, nargs, kwnames, out);
     }
-    Py_XDECREF(newfn);
-    if (!py_init)
-        return real_call_flowed(T, cls, args, nargs, kwnames, out);
-    /* C __new__ (object, dict, ...) for real, then __init__ inlined. */
+    return real_call_flowed(I->T, cls, args, nargs, kwnames, out);
+}
+
+/* __new__ traced in a nested run; __init__ inlined on its result when that
+ * is an instance of cls (as type.__call__ does). */
+static int new_then_init(cap_interp *I, PyObject *cls, PyObject *newfn, PyObject *initf,
+                         PyObject *const *args, int nargs, PyObject *kwnames, PyObject **out)
+{
+    PyObject *buf[64], *obj = NULL;
+    if (!prepend(buf, cls, args, nargs))
+        return too_many_args(I->T);
+    int rc = cap_t_call_sync(I, newfn, buf, nargs + 1, kwnames, &obj);
+    if (rc != CAP_NEXT)
+        return rc;
+    int inst = PyObject_IsInstance(obj, cls);
+    if (inst <= 0) {
+        *out = obj;
+        return inst < 0 ? CAP_ERR : CAP_NEXT;
+    }
+    rc = inline_init(I, initf, obj, args, nargs, kwnames);
+    Py_DECREF(obj);
+    return rc;
+}
+
+/* A Python __new__ without a Python __init__: __new__ inlined when it can
+ * be, else the class is called for real. */
+static int python_new(cap_interp *I, PyObject *cls, PyObject *newfn, PyObject *const *args,
+                      int nargs, PyObject *kwnames, PyObject **out)
+{
+    PyObject *buf[64];
+    if (!prepend(buf, cls, args, nargs))
+        return too_many_args(I->T);
+    int rc = cap_call_inline(I, newfn, buf, nargs + 1, kwnames, cap_ret_push);
+    if (rc != CAP_NEXT)
+        return rc;
+    return real_call_flowed(I->T, cls, args, nargs, kwnames, out);
+}
+
+/* C __new__ (object, dict, ...) for real, then __init__ inlined. */
+static int c_new_then_init(cap_interp *I, PyObject *cls, PyObject *initf, PyObject *const *args,
+                           int nargs, PyObject *kwnames, PyObject **out)
+{
     PyObject *newbound = PyObject_GetAttr(cls, cap_P.s_new);
     PyObject *obj = newbound ? PyObject_CallOneArg_compat(newbound, cls) : NULL;
     Py_XDECREF(newbound);
@@ -815,20 +842,40 @@ static int instantiate(cap_interp *I, PyObject *cls, PyObject *const *args, int 
         *out = obj;
         return CAP_NEXT;
     }
-    PyObject *buf[64];
-    if (nargs > 62) {
-        Py_DECREF(obj);
-        return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "too many arguments");
-    }
-    buf[0] = obj;
-    memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
-    int rc = cap_call_inline(I, initf, buf, nargs + 1, kwnames, cap_ret_init);
-    if (rc == CAP_FRAME)
-        I->frame->ret_a = Py_NewRef(obj);
+    int rc = inline_init(I, initf, obj, args, nargs, kwnames);
     Py_DECREF(obj);
-    if (rc == CAP_NEXT)
-        return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "__init__ that cannot be interpreted");
     return rc;
+}
+
+/* cls(*args) while tracing: its __new__ and __init__ inlined where they are
+ * Python, run for real where they are C. */
+static int instantiate(cap_interp *I, PyObject *cls, PyObject *const *args, int nargs,
+                       PyObject *kwnames, PyObject **out)
+{
+    cap_trace *T = I->T;
+    if (cap_T.autocast_cls &&
+        PyType_IsSubtype((PyTypeObject *)cls, (PyTypeObject *)cap_T.autocast_cls))
+        return make_autocast(T, cls, args, nargs, kwnames, out);
+    PyObject *mcall = cap_type_lookup(Py_TYPE(cls), cap_P.s_call);
+    if (mcall != cap_type_lookup(&PyType_Type, cap_P.s_call))
+        return metaclass_call(I, mcall, cls, args, nargs, kwnames, out);
+    PyObject *newf = cap_type_lookup((PyTypeObject *)cls, cap_P.s_new);
+    PyObject *initf = cap_type_lookup((PyTypeObject *)cls, cap_P.s_init);
+    bool py_new = newf && PyObject_TypeCheck(newf, (PyTypeObject *)cap_P.StaticMethodType);
+    PyObject *newfn = py_new ? PyObject_GetAttrString(newf, "__func__") : NULL;
+    if (py_new && !cap_is_function(newfn))
+        py_new = false;
+    bool py_init = initf && cap_is_function(initf);
+    if (py_new) {
+        int rc = py_init ? new_then_init(I, cls, newfn, initf, args, nargs, kwnames, out)
+                         : python_new(I, cls, newfn, args, nargs, kwnames, out);
+        Py_DECREF(newfn);
+        return rc;
+    }
+    Py_XDECREF(newfn);
+    if (!py_init)
+        return real_call_flowed(T, cls, args, nargs, kwnames, out);
+    return c_new_then_init(I, cls, initf, args, nargs, kwnames, out);
 }
 
 /* ---- C callables -------------------------------------------------------------------------- */
@@ -1155,12 +1202,12 @@ int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nar
     if (Py_TYPE(callable) == cap_method_type) {
         cap_method *m = (cap_method *)callable;
         int rc = current_args(I, &args, nargs, current);
-        return rc != CAP_NEXT ? rc : cap_torch_call(T, m->map, m->self, args, nargs, kwnames, out);
+        return rc != CAP_NEXT ? rc : cap_thooks.call(T, m->map, m->self, args, nargs, kwnames, out);
     }
-    const cap_tmap *tm = cap_torch_lookup_fn(callable);
+    const cap_tmap *tm = cap_thooks.lookup_fn(callable);
     if (tm) {
         int rc = current_args(I, &args, nargs, current);
-        return rc != CAP_NEXT ? rc : cap_torch_call(T, tm, NULL, args, nargs, kwnames, out);
+        return rc != CAP_NEXT ? rc : cap_thooks.call(T, tm, NULL, args, nargs, kwnames, out);
     }
     if (cap_is_method(callable)) {
         PyObject *fn = PyObject_GetAttr(callable, cap_P.s_func);
@@ -1197,7 +1244,7 @@ int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nar
     if (rc != CAP_NONE)
         return rc;
     if (PyObject_TypeCheck(callable, (PyTypeObject *)cap_T.Module))
-        return module_call(I, callable, args, nargs, kwnames, out);
+        return cap_t_module_call(I, callable, args, nargs, kwnames, out);
     if (cap_is_function(callable))
         return call_function(I, callable, args, nargs, kwnames, out);
     if (PyType_Check(callable))

@@ -1,4 +1,5 @@
-/* The trace: sources, guards, wrapping outside values, and breaks.
+/* Values and their sources: how a value is reached from a segment's
+ * starting state, and wrapping the outside values that enter the trace.
  *
  * Every value that enters a trace from outside (a local of the starting
  * state, a global, an attribute or item of an outside object, a closure cell)
@@ -7,139 +8,13 @@
  * by their metadata (and become graph inputs), other objects by type. Sources
  * and guards are interned, so reading `self.conv1` twice costs one guard.
  */
-#include "capture/torch/torch.h"
+#include "capture/trace/trace.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-PyObject *cap_GraphBreak, *cap_GraphBreakError;
-
-/* ---- breaks ------------------------------------------------------------------ */
-
-static const cap_break_info break_table[] = {
-    {0, "NONE", "", "", ""},
-#define BREAK(id, num, reason, expl, hint) {num, #id, reason, expl, hint},
-#include "capture/trace/breaks.def"
-#undef BREAK
-};
-
-const cap_break_info *cap_break_lookup(int code)
-{
-    for (size_t i = 1; i < sizeof break_table / sizeof *break_table; i++)
-        if (break_table[i].code == code)
-            return &break_table[i];
-    return &break_table[0];
-}
-
-PyObject *cap_break_table(void)
-{
-    PyObject *list = PyList_New(0);
-    for (size_t i = 1; list && i < sizeof break_table / sizeof *break_table; i++) {
-        const cap_break_info *b = &break_table[i];
-        PyObject *d = Py_BuildValue("{s:s,s:s,s:s,s:s,s:s}", "code",
-                                    PyUnicode_AsUTF8(PyUnicode_FromFormat("PTC-B%03d", b->code)),
-                                    "name", b->name, "reason", b->reason, "explanation",
-                                    b->explanation, "hint", b->hint);
-        if (!d || PyList_Append(list, d) < 0)
-            Py_CLEAR(list);
-        Py_XDECREF(d);
-    }
-    return list;
-}
-
-PyObject *cap_signal_break(int code, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    PyObject *v = Py_BuildValue("(is)", code, msg);
-    if (v) {
-        PyErr_SetObject(cap_GraphBreak, v);
-        Py_DECREF(v);
-    }
-    return NULL;
-}
-
-/* The source line of the current instruction and the inlined stack. */
-static void break_location(cap_trace *T, cap_break *b)
-{
-    cap_frame *f = T->I->frame;
-    int line, col, endline, endcol;
-    cap_code_pos(f->code, f->pc, &line, &col, &endline, &endcol);
-    snprintf(b->file, sizeof b->file, "%s", f->code->file);
-    b->line = line;
-    b->col = col + 1;
-    b->endcol = endline == line ? endcol + 1 : 0;
-    cap_source_line(f->code->file, line, b->text, sizeof b->text);
-    size_t n = 0;
-    cap_frame *chain[64];
-    int depth = 0;
-    for (cap_frame *g = f; g && depth < 64; g = g->parent)
-        chain[depth++] = g;
-    for (int i = depth - 1; i >= 0 && n < sizeof b->stack; i--) {
-        int l, c, el, ec;
-        cap_code_pos(chain[i]->code, chain[i]->pc, &l, &c, &el, &ec);
-        n += (size_t)snprintf(b->stack + n, sizeof b->stack - n, "%s%s (%s:%d)", i == depth - 1 ? "" : " > ",
-                              chain[i]->code->qualname_s, chain[i]->code->file, l);
-    }
-}
-
-int cap_t_break(cap_trace *T, int code, const char *fmt, ...)
-{
-    cap_break *b = &T->brk;
-    memset(b, 0, sizeof *b);
-    b->code = code;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(b->detail, sizeof b->detail, fmt, ap);
-    va_end(ap);
-    break_location(T, b);
-    T->has_break = true;
-    return CAP_BREAK;
-}
-
-int cap_t_break_again(cap_trace *T)
-{
-    return cap_t_break(T, T->redo.code, "%s", T->redo.detail);
-}
-
-int cap_trace_error(cap_interp *I)
-{
-    cap_trace *T = I->T;
-    PyObject *type, *val, *tb;
-    PyErr_Fetch(&type, &val, &tb);
-    PyErr_NormalizeException(&type, &val, &tb);
-    int rc;
-    if (type && PyErr_GivenExceptionMatches(type, cap_GraphBreak)) {
-        PyObject *args = val ? PyObject_GetAttrString(val, "args") : NULL;
-        PyObject *inner = args && PyTuple_Size(args) == 1 ? PyTuple_GetItem(args, 0) : args;
-        int code = CAP_B_TRACE_ERROR;
-        const char *msg = "";
-        if (inner && PyTuple_Check(inner) && PyTuple_Size(inner) == 2) {
-            code = (int)PyLong_AsLong(PyTuple_GetItem(inner, 0));
-            msg = PyUnicode_AsUTF8(PyTuple_GetItem(inner, 1));
-        }
-        rc = cap_t_break(T, code, "%s", msg ? msg : "");
-        Py_XDECREF(args);
-    } else if (type && PyErr_GivenExceptionMatches(type, cap_InternalError)) {
-        PyErr_Restore(type, val, tb);
-        return CAP_ERR;
-    } else {
-        PyObject *s = val ? PyObject_Str(val) : NULL;
-        const char *name = type ? cap_tpname((PyTypeObject *)type) : "error";
-        rc = cap_t_break(T, CAP_B_RAISE, "%s: %s", name, s ? PyUnicode_AsUTF8(s) : "");
-        if (!s)
-            PyErr_Clear();
-        Py_XDECREF(s);
-    }
-    Py_XDECREF(type);
-    Py_XDECREF(val);
-    Py_XDECREF(tb);
-    return rc;
-}
+PyObject *cap_GraphBreakError;
 
 /* ---- sources ------------------------------------------------------------------ */
 
@@ -241,58 +116,7 @@ void cap_source_str(const cap_source *src, int nsrc, int id, char *buf, size_t s
     PyErr_Clear();
 }
 
-/* ---- guards ---------------------------------------------------------------------- */
-
-int cap_guard_add(cap_trace *T, int kind, int src, PyObject *obj, int64_t n)
-{
-    PyObject *key = Py_BuildValue("(iinL)", kind, src, (Py_ssize_t)(uintptr_t)obj, (long long)n);
-    if (!key)
-        return -1;
-    if (kind == CAP_G_EQ || kind == CAP_G_KEYS || kind == CAP_G_HASATTR || kind == CAP_G_DICT_HAS ||
-        kind == CAP_G_SYM || kind == CAP_G_SYMSIZE) {
-        /* Value guards: identical values dedupe even when the objects differ
-           (unhashable values, a dict or a slice, by identity). */
-        Py_DECREF(key);
-        key = Py_BuildValue("(iiOL)", kind, src, obj ? obj : Py_None, (long long)n);
-        if (key && PyObject_Hash(key) == -1)
-            Py_CLEAR(key);
-        if (!key) {
-            PyErr_Clear();
-            key = Py_BuildValue("(iinL)", kind, src, (Py_ssize_t)(uintptr_t)obj, (long long)n);
-        }
-        if (!key)
-            return -1;
-    }
-    PyObject *hit = PyDict_GetItemWithError(T->guard_index, key);
-    if (hit || PyErr_Occurred()) {
-        Py_DECREF(key);
-        return hit ? 0 : -1; /* a guard is never dropped */
-    }
-    if (T->nguards == T->capguards) {
-        T->capguards = T->capguards ? 2 * T->capguards : 64;
-        T->guards = realloc(T->guards, sizeof *T->guards * (size_t)T->capguards);
-    }
-    cap_guard *g = &T->guards[T->nguards];
-    *g = (cap_guard){(uint8_t)kind, src, Py_XNewRef(obj), n, NULL, {0, NULL}, NULL, 0};
-    if (kind == CAP_G_TENSOR) {
-        g->tm = calloc(1, sizeof *g->tm);
-        if (cap_tmeta_read(obj, g->tm) < 0) {
-            Py_DECREF(key);
-            return -1;
-        }
-        Py_CLEAR(g->obj);
-    }
-    if (T->I && T->I->frame) {
-        g->code = cap_code_ref(T->I->frame->code); /* outlives the frame (reports) */
-        g->pc = T->I->frame->pc;
-    }
-    T->nguards++;
-    PyObject *v = PyLong_FromLong(T->nguards - 1);
-    int rc = v ? PyDict_SetItem(T->guard_index, key, v) : -1;
-    Py_XDECREF(v);
-    Py_DECREF(key);
-    return rc;
-}
+/* ---- outside objects -------------------------------------------------------------- */
 
 /* Gives dims `dyn` of the input at src their symbols, in its graph type ty
  * and in its tensor guard (which then leaves their sizes to the symbols'). */
@@ -317,8 +141,6 @@ static int symbolic_dims(cap_trace *T, int src, PyObject *obj, const cap_tmeta *
         ty->layout = PTC_LAYOUT_CONTIGUOUS;
     return 0;
 }
-
-/* ---- outside objects -------------------------------------------------------------- */
 
 int cap_t_source_of(cap_trace *T, PyObject *obj)
 {

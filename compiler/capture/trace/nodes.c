@@ -1,0 +1,194 @@
+/* Building graph nodes: a traced op becomes a node of the trace's graph with
+ * the user's source position, the text of the expression and the nn.Module
+ * path, and its results become symbolic tensors. What the trace records per
+ * node lives here too: the grad mode it ran under, in-place writes to graph
+ * inputs, random seeds.
+ *
+ * The symbolic tensor type and the bound-method type are made by the torch
+ * layer (their Python protocol runs torch handlers); the trace only makes
+ * values of them and tells them apart.
+ */
+#include "capture/trace/trace.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+PyTypeObject *cap_tensor_type, *cap_method_type;
+
+PyObject *cap_tensor_new(cap_trace *T, ptc_value *v)
+{
+    cap_tensor *t = PyObject_New(cap_tensor, cap_tensor_type);
+    if (!t)
+        return NULL;
+    t->T = T;
+    t->v = v;
+    t->input_v = NULL;
+    t->src = -1;
+    t->fake_type = Py_NewRef(cap_T.Tensor);
+    t->base = NULL;
+    t->view_key = NULL;
+    t->nviews = 0;
+    t->views = NULL;
+    t->weakrefs = NULL;
+    cap_t_track_tensor(T, (PyObject *)t);
+    return (PyObject *)t;
+}
+
+static void node_location(cap_trace *T, ptc_node *n)
+{
+    cap_frame *f = T->I->frame;
+    int line, col, endline, endcol;
+    cap_code_pos(f->code, f->pc, &line, &col, &endline, &endcol);
+    n->loc.file = cap_t_intern_str(T, f->code->file);
+    n->loc.line = line;
+    n->loc.col = col >= 0 ? col + 1 : 0;
+    char text[512];
+    cap_source_line(f->code->file, line, text, sizeof text);
+    if (col >= 0 && endline == line && endcol > col && (size_t)endcol <= strlen(text))
+        n->loc.text = ptc_arena_strndup(T->arena, text + col, (size_t)(endcol - col));
+    else if (col >= 0 && (size_t)col < strlen(text))
+        n->loc.text = ptc_arena_strdup(T->arena, text + col);
+    else
+        n->loc.text = ptc_arena_strdup(T->arena, text);
+    n->module_path = f->module_path;
+}
+
+/* An op's meta rejected its arguments: with symbolic sizes, perhaps only
+ * because it cannot decide a relation between them, which static sizes can. */
+static int build_failed(cap_trace *T, const ptc_error *err)
+{
+    if (cap_t_symbolic(T))
+        return cap_t_need_static(T, "%s", err->msg);
+    return cap_t_break(T, CAP_B_TRACE_ERROR, "%s", err->msg);
+}
+
+ptc_value *cap_build1(cap_trace *T, ptc_op op, ptc_arg *args, int nargs)
+{
+    ptc_error err;
+    if (cap_amp_cast(T, op, args, nargs) != CAP_NEXT)
+        return NULL;
+    ptc_node *n = ptc_build(T->g, op, args, nargs, &err);
+    if (!n) {
+        build_failed(T, &err);
+        return NULL;
+    }
+    node_location(T, n);
+    cap_t_note_node(T, n);
+    return n->outs[0];
+}
+
+int cap_wrap_value(cap_trace *T, ptc_value *v, PyObject **out)
+{
+    if (!v)
+        return CAP_BREAK;
+    *out = cap_tensor_new(T, v);
+    return *out ? CAP_NEXT : CAP_ERR;
+}
+
+int cap_build(cap_trace *T, ptc_op op, ptc_arg *args, int nargs, PyObject **out)
+{
+    ptc_error err;
+    if (cap_amp_cast(T, op, args, nargs) != CAP_NEXT)
+        return CAP_BREAK;
+    ptc_node *n = ptc_build(T->g, op, args, nargs, &err);
+    if (!n)
+        return build_failed(T, &err);
+    node_location(T, n);
+    cap_t_note_node(T, n);
+    const ptc_schema *s = ptc_op_schema(op);
+    if (n->nout == 1 && s->nreturns == 1) {
+        *out = cap_tensor_new(T, n->outs[0]);
+        return *out ? CAP_NEXT : CAP_ERR;
+    }
+    /* Several tensors, or a Tensor[]: torch returns a tuple either way. */
+    PyObject *r = PyTuple_New(n->nout);
+    for (int i = 0; r && i < n->nout; i++) {
+        PyObject *t = cap_tensor_new(T, n->outs[i]);
+        if (!t) {
+            Py_CLEAR(r);
+            break;
+        }
+        PyTuple_SetItem(r, i, t);
+    }
+    *out = r;
+    return r ? CAP_NEXT : CAP_ERR;
+}
+
+/* A torch call met a real tensor in the trace: a subclass (B023) or a plain
+ * tensor no graph value can hold (B026). */
+int cap_t_real_tensor(cap_trace *T, PyObject *v, const char *what)
+{
+    PyTypeObject *tt = Py_TYPE(v);
+    if (tt != (PyTypeObject *)cap_T.Tensor && tt != (PyTypeObject *)cap_T.Parameter)
+        return cap_t_break(T, CAP_B_TENSOR_SUBCLASS, "%s: a %s", what, cap_tpname(tt));
+    PyObject *d = PyObject_GetAttr(v, cap_T.s_dtype);
+    PyObject *s = d ? PyObject_Str(d) : NULL;
+    int rc = cap_t_break(T, CAP_B_UNSUPPORTED_TENSOR, "%s: a %s tensor", what,
+                         s ? PyUnicode_AsUTF8(s) : "unsupported");
+    Py_XDECREF(d);
+    Py_XDECREF(s);
+    PyErr_Clear();
+    return rc;
+}
+
+/* ---- nodes ------------------------------------------------------------------------- */
+
+void cap_t_note_node(cap_trace *T, ptc_node *n)
+{
+    if (n->id >= T->cap_node_grad) {
+        int cap = T->cap_node_grad ? 2 * T->cap_node_grad : 256;
+        while (cap <= n->id)
+            cap *= 2;
+        T->node_grad = realloc(T->node_grad, (size_t)cap);
+        memset(T->node_grad + T->cap_node_grad, 0, (size_t)(cap - T->cap_node_grad));
+        T->cap_node_grad = cap;
+    }
+    T->node_grad[n->id] = T->grad_enabled;
+}
+
+bool cap_t_value_grad(cap_trace *T, ptc_value *v)
+{
+    return !v->def || (v->def->id < T->cap_node_grad && T->node_grad[v->def->id]);
+}
+
+int cap_t_check_writable(cap_trace *T, cap_tensor *t, ptc_value *nv)
+{
+    const char *name = t->input_v->name;
+    /* Module buffers only: an argument may be a view of another input (x
+       and x[0]), which the graph would go on reading unchanged. */
+    if (t->src < 0 || T->src[t->src].kind != CAP_S_MODBUF)
+        return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a tensor from outside (%s)",
+                           name);
+    if (T->src_val[t->src] != (PyObject *)t)
+        return cap_t_break(T, CAP_B_INPLACE_INPUT,
+                           "in-place op on an alias of a tensor from outside (%s)", name);
+    if (t->input_v->type.requires_grad)
+        return cap_t_break(T, CAP_B_INPLACE_INPUT,
+                           "in-place op on a tensor from outside that requires grad (%s)", name);
+    if (nv->type.requires_grad && cap_t_value_grad(T, nv))
+        return cap_t_break(
+            T, CAP_B_INPLACE_INPUT,
+            "in-place op writing a value that requires grad into a tensor from outside (%s)", name);
+    return CAP_NEXT;
+}
+
+bool cap_t_is_written(cap_trace *T, cap_tensor *t)
+{
+    /* by identity: == on symbolic tensors would trace a comparison */
+    for (Py_ssize_t i = 0; i < PyList_Size(T->written); i++)
+        if (PyList_GetItem(T->written, i) == (PyObject *)t)
+            return true;
+    return false;
+}
+
+int cap_t_note_written(cap_trace *T, cap_tensor *t)
+{
+    if (cap_t_is_written(T, t))
+        return CAP_NEXT;
+    return PyList_Append(T->written, (PyObject *)t) < 0 ? CAP_ERR : CAP_NEXT;
+}
+
+uint64_t cap_t_next_seed(cap_trace *T)
+{
+    return ++T->seeds;
+}
