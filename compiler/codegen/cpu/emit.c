@@ -767,8 +767,10 @@ static bool unit_coeff(const ptc_ix *x, int var)
 }
 
 /* Can member m run lanes along `outer`? Sets *contig when one of its loads
- * is contiguous along it; false when one is contiguous along `last_red`
- * (the usual loop reads that one best). */
+ * is contiguous along it; false when one that depends on it is contiguous
+ * along `last_red` (the usual loop reads that one best). Loads that do not
+ * depend on it (a LayerNorm's statistics per row) are one value for all
+ * lanes. */
 static bool col_red_member(const cg *c, const ptc_kmember *m, int outer, int last_red, bool *contig)
 {
     const ptc_lnode *n = c->s->prog->nodes[m->node];
@@ -782,6 +784,8 @@ static bool col_red_member(const cg *c, const ptc_kmember *m, int outer, int las
     for (int i = 0; i < m->body.n; i++) {
         const ptc_lexpr *e = &m->body.e[i];
         if (e->op != PTC_L_LOAD)
+            continue;
+        if (!ptc_ix_uses_var(e->idx[0], outer))
             continue;
         if (unit_coeff(e->idx[0], last_red))
             return false;
