@@ -20,8 +20,9 @@ process, a step of each in turn, so that a load that comes and goes on the
 machine weighs on both alike; it prints both medians and their ratio.
 
 With --interleaved, one process trains every model of --models
-(resnet18,gpt2,bert) with each of --compilers (eager, Inductor, ptc), a
-step of each in turn, in --runs windows of --steps rounds: one median per
+(resnet18,gpt2,bert) with each of --compilers (eager, inductor, ptc: ptc
+with torch's autograd for the backward, ptc-autograd: ptc with its compiled
+backward; --compiled-autograd is then ignored), a step of each in turn, in --runs windows of --steps rounds: one median per
 compiler and run, eager's over each compiler's, and each compiler's first
 step (its cold compile included); --out writes train_cpu_interleaved.json
 and .md.
@@ -119,9 +120,14 @@ def interleaved(a):
     import torch
     import ptc
     torch.set_num_threads(a.threads)
-    ptc.config.compiled_autograd = bool(a.compiled_autograd)
     names = a.compilers.split(",")
     rows = []
+
+    def step(name):
+        # ptc reads the flag when it compiles (the first step, recompiles)
+        ptc.config.compiled_autograd = name == "ptc-autograd"
+        return training_step(runs[name][0], inputs, lossf, runs[name][1])
+
     for model_name in a.models.split(","):
         a.model = model_name
         model, inputs, lossf = build(a)
@@ -129,22 +135,22 @@ def interleaved(a):
         first = {}
         for name in names:
             m = copy.deepcopy(model)
-            run = {"eager": m, "inductor": torch.compile(m) if name == "inductor" else None,
-                   "ptc": ptc.compile(m) if name == "ptc" else None}[name]
+            run = {"eager": lambda: m, "inductor": lambda: torch.compile(m),
+                   "ptc": lambda: ptc.compile(m), "ptc-autograd": lambda: ptc.compile(m)}[name]()
             runs[name] = (run, make_opt(a, m))
             t0 = time.perf_counter()
-            training_step(run, inputs, lossf, runs[name][1])
+            step(name)
             first[name] = time.perf_counter() - t0
         for _ in range(2):  # warm-up: caches, allocator, recompiles
             for name in names:
-                training_step(runs[name][0], inputs, lossf, runs[name][1])
+                step(name)
         medians = {name: [] for name in names}
         for _ in range(a.runs):
             times = {name: [] for name in names}
             for _ in range(a.steps):
                 for name in names:
                     t0 = time.perf_counter()
-                    training_step(runs[name][0], inputs, lossf, runs[name][1])
+                    step(name)
                     times[name].append((time.perf_counter() - t0) * 1e3)
             for name in names:
                 medians[name].append(statistics.median(times[name]))

@@ -27,6 +27,8 @@ bool ag_needs(const ag *a, const ptc_value *x);
  * inputs through, so a chain needs one check at the end. New nodes carry the
  * forward node's provenance, location and module path. */
 ptc_value *ag_build(ag *a, ptc_op op, const ptc_arg *args, int nargs);
+/* The same for an op of several outputs: the node. */
+ptc_node *ag_build_node(ag *a, ptc_op op, const ptc_arg *args, int nargs);
 ptc_value *ag_unary(ag *a, ptc_op op, ptc_value *x);
 ptc_value *ag_binary(ag *a, ptc_op op, ptc_value *x, ptc_value *y); /* same type */
 /* A tensor of shape[n] filled with v, in like's dtype and device. */

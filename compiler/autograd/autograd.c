@@ -64,7 +64,7 @@ ptc_arg ag_arg_int_list(ag *a, const int *v, int n)
     return ag_arg_ints(a, d, n);
 }
 
-ptc_value *ag_build(ag *a, ptc_op op, const ptc_arg *args, int nargs)
+ptc_node *ag_build_node(ag *a, ptc_op op, const ptc_arg *args, int nargs)
 {
     if (a->failed)
         return NULL;
@@ -82,7 +82,13 @@ ptc_value *ag_build(ag *a, ptc_op op, const ptc_arg *args, int nargs)
         n->nprov = a->node->nprov;
         n->prov = a->node->prov;
     }
-    return n->outs[0];
+    return n;
+}
+
+ptc_value *ag_build(ag *a, ptc_op op, const ptc_arg *args, int nargs)
+{
+    ptc_node *n = ag_build_node(a, op, args, nargs);
+    return n ? n->outs[0] : NULL;
 }
 
 ptc_value *ag_unary(ag *a, ptc_op op, ptc_value *x)

@@ -1062,6 +1062,7 @@ static int lower_node(lowerer *L, const ptc_node *n)
     case PTC_OP_BMM:
     case PTC_OP_CONVOLUTION:
     case PTC_OP_CONVOLUTION_BACKWARD_WEIGHT:
+    case PTC_OP_CONVOLUTION_BACKWARD:
     case PTC_OP_SDPA: new_extern(L, n, PTC_XK_HOST); return 0;
     case PTC_OP_MAX_POOL2D_WITH_INDICES: return lower_max_pool(L, n);
     case PTC_OP_AVG_POOL2D: return lower_avg_pool(L, n);

@@ -333,7 +333,8 @@ static int conv_size(ptc_meta *m, const conv_args *c, int j, ptc_dim in, ptc_dim
 
 /* convolution_backward_weight: the gradient of a (not transposed) batched
  * convolution's weight, the weight's type; grad_output has the shape of the
- * convolution of input by weight. */
+ * convolution of input by weight. convolution_backward: the input's gradient
+ * (the input's type), then the weight's. */
 int meta_conv_backward_weight(ptc_meta *m)
 {
     const ptc_ttype *g = meta_t(m, 0), *x = meta_t(m, 1), *w = meta_t(m, 2);
@@ -363,7 +364,9 @@ int meta_conv_backward_weight(ptc_meta *m)
                                  "grad_output %s is not the shape of the convolution of %s by %s",
                                  meta_tstr(m, g), meta_tstr(m, x), meta_tstr(m, w));
     }
-    meta_out(m, w->dtype, w->shape, w->ndim);
+    if (m->op == PTC_OP_CONVOLUTION_BACKWARD)
+        meta_out_like(m, x);
+    meta_out_like(m, w);
     return 0;
 }
 

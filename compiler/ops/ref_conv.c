@@ -40,12 +40,13 @@ static int spatial_list(const ptc_kctx *k, const char *param, int nsp, int64_t *
     return 0;
 }
 
-/* The convolution of node k (convolution_backward_weight: the one whose
+/* The convolution of node k (convolution_backward[_weight]: the one whose
  * gradient it is), with output out. */
 static int conv_setup(ptc_kctx *k, conv *c, const ptc_tensor *out)
 {
     const ptc_tensor *x = ref_tensor(k, "input");
-    bool weight_grad = k->node->op == PTC_OP_CONVOLUTION_BACKWARD_WEIGHT;
+    bool weight_grad = k->node->op == PTC_OP_CONVOLUTION_BACKWARD_WEIGHT ||
+                       k->node->op == PTC_OP_CONVOLUTION_BACKWARD;
     memset(c, 0, sizeof *c);
     c->w = *ref_tensor(k, "weight");
     c->bias = weight_grad ? NULL : ref_tensor(k, "bias");
@@ -187,16 +188,20 @@ done:
 }
 
 /* dW[oc, ic, taps] = the sum over images n and output positions o of
- * g[n, oc, o] * x[n, group's ic, the input position of o under the tap], in
- * double, over f64 copies; dW has the weight's (contiguous) layout. */
+ * g[n, oc, o] * x[n, group's ic, the input position of o under the tap], and
+ * (convolution_backward) dX[n, ic, that position] the sum of g[n, oc, o] *
+ * w[oc, ic, tap], both in double over f64 copies; dW has the weight's and
+ * dX the input's (contiguous) layout. */
 int ptc_ref_conv_backward_weight(ptc_kctx *k)
 {
     const ptc_tensor *grad = ref_tensor(k, "grad_output");
+    bool input_grad = k->node->op == PTC_OP_CONVOLUTION_BACKWARD;
     conv c;
     if (conv_setup(k, &c, grad))
         return -1;
     int64_t nsp_out = ref_numel(c.nsp, c.osz), ktaps = ref_numel(c.nsp, c.ksz);
     int64_t icg = c.IC / c.groups, ocg = c.OC / c.groups, nw = c.OC * icg * ktaps;
+    int64_t nx = ptc_tensor_numel(&c.in);
     ptc_tensor xd, gd, wd;
     if (ref_as_f64(k, &c.in, &xd))
         return -1;
@@ -212,14 +217,15 @@ int ptc_ref_conv_backward_weight(ptc_kctx *k)
     }
     c.in = xd, c.w = wd;
     double *acc = calloc((size_t)(nw ? nw : 1), sizeof *acc);
+    double *dx = input_grad ? calloc((size_t)(nx ? nx : 1), sizeof *dx) : NULL;
     int64_t *xoff = malloc(sizeof *xoff * (size_t)(ktaps ? ktaps : 1));
     int64_t *woff = malloc(sizeof *woff * (size_t)(ktaps ? ktaps : 1));
     int rc = -1;
-    if (!acc || !xoff || !woff) {
+    if (!acc || !xoff || !woff || (input_grad && !dx)) {
         ref_fail(k, "out of memory");
         goto done;
     }
-    const double *x = xd.data, *g = gd.data;
+    const double *x = xd.data, *g = gd.data, *w = wd.data;
     int64_t opos[MAX_SPATIAL] = {0}, p = 0;
     if (nsp_out > 0 && c.N > 0)
         do {
@@ -229,19 +235,24 @@ int ptc_ref_conv_backward_weight(ptc_kctx *k)
                     double gv = g[(n * c.OC + oc) * nsp_out + p];
                     int64_t cin0 = oc / ocg * icg;
                     for (int64_t ic = 0; ic < icg; ic++) {
-                        const double *xc = x + n * xd.strides[0] + (cin0 + ic) * xd.strides[1];
-                        double *wc = acc + oc * wd.strides[0] + ic * wd.strides[1];
+                        int64_t xc = n * xd.strides[0] + (cin0 + ic) * xd.strides[1];
+                        int64_t wc = oc * wd.strides[0] + ic * wd.strides[1];
                         for (int64_t t = 0; t < ntaps; t++)
-                            wc[woff[t]] += gv * xc[xoff[t]];
+                            acc[wc + woff[t]] += gv * x[xc + xoff[t]];
+                        for (int64_t t = 0; dx && t < ntaps; t++)
+                            dx[xc + xoff[t]] += gv * w[wc + woff[t]];
                     }
                 }
             p++;
         } while (ref_next(opos, c.osz, c.nsp));
+    for (int64_t i = 0; dx && i < nx; i++)
+        ref_stf(&k->out[0], i, dx[i]);
     for (int64_t i = 0; i < nw; i++)
-        ref_stf(&k->out[0], i, acc[i]);
+        ref_stf(&k->out[input_grad], i, acc[i]);
     rc = 0;
 done:
     free(acc);
+    free(dx);
     free(xoff);
     free(woff);
     ptc_tensor_release(&xd);

@@ -242,12 +242,11 @@ static int conv_geometry(const ptc_node *n, const ptc_tensor *x, const ptc_tenso
     return 0;
 }
 
-static int run_conv(const ptc_node *n, const ptc_tensor *const *in, ptc_tensor *out, ptc_error *err)
+/* The convolution of geometry c of in[0] by in[1] plus the bias in[2]. */
+static int run_conv_geom(const conv *c, const ptc_tensor *const *in, ptc_tensor *out,
+                         ptc_error *err)
 {
     const ptc_tensor *x = in[0], *w = in[1], *bias = in[2];
-    conv c;
-    if (conv_geometry(n, x, w, out, &c, err))
-        return -1;
     /* f64 in f64, everything else in f32 */
     ptc_dtype ct = out->dtype == PTC_F64 ? PTC_F64 : PTC_F32;
     ptc_tensor xf, wf, yf;
@@ -267,14 +266,14 @@ static int run_conv(const ptc_node *n, const ptc_tensor *const *in, ptc_tensor *
     }
     if (rc == 0) {
         if (ptc_tensor_numel(&yf) > 0 && ct == PTC_F64)
-            conv_f64(&c, xf.data, wf.data, yf.data);
+            conv_f64(c, xf.data, wf.data, yf.data);
         else if (ptc_tensor_numel(&yf) > 0)
-            conv_f32(&c, xf.data, wf.data, yf.data);
-        for (int64_t i = 0; bias && i < c.N; i++)
-            for (int64_t o = 0; o < c.O; o++) {
-                int64_t bi[1] = {o}, base = (i * c.O + o) * c.oprod;
+            conv_f32(c, xf.data, wf.data, yf.data);
+        for (int64_t i = 0; bias && i < c->N; i++)
+            for (int64_t o = 0; o < c->O; o++) {
+                int64_t bi[1] = {o}, base = (i * c->O + o) * c->oprod;
                 double bv = ptc_tensor_get_f64(bias, bi);
-                for (int64_t p = 0; p < c.oprod; p++) {
+                for (int64_t p = 0; p < c->oprod; p++) {
                     if (ct == PTC_F64)
                         ((double *)yf.data)[base + p] += bv;
                     else
@@ -289,6 +288,14 @@ static int run_conv(const ptc_node *n, const ptc_tensor *const *in, ptc_tensor *
     release_copy(&xf);
     release_copy(&wf);
     return rc;
+}
+
+static int run_conv(const ptc_node *n, const ptc_tensor *const *in, ptc_tensor *out, ptc_error *err)
+{
+    conv c;
+    if (conv_geometry(n, in[0], in[1], out, &c, err))
+        return -1;
+    return run_conv_geom(&c, in, out, err);
 }
 
 /* The weight gradient in f64 for f64, else in f32, written into out. */
@@ -327,6 +334,22 @@ free_g:
 free_x:
     release_copy(&xf);
     return rc;
+}
+
+/* convolution_backward: the input's gradient, a transposed convolution of
+ * g by w in the forward's geometry, then the weight's. */
+static int run_conv_backward(const ptc_node *n, const ptc_tensor *const *in, ptc_tensor *outs,
+                             ptc_error *err)
+{
+    const ptc_tensor *g = in[0], *w = in[2];
+    conv c;
+    if (conv_geometry(n, g, w, &outs[0], &c, err))
+        return -1;
+    c.transposed = true;
+    const ptc_tensor *args[3] = {g, w, NULL};
+    if (run_conv_geom(&c, args, &outs[0], err))
+        return -1;
+    return run_conv_weight_grad(n, in, &outs[1], err);
 }
 
 /* ---- attention -------------------------------------------------------------------------- */
@@ -583,6 +606,8 @@ int ptc_cextern_run(const ptc_node *node, const ptc_tensor *const *in, int nin, 
     case PTC_OP_CONVOLUTION: return run_conv(node, in, &outs[0], err);
     case PTC_OP_CONVOLUTION_BACKWARD_WEIGHT:
         return run_conv_weight_grad(node, in, &outs[0], err);
+    case PTC_OP_CONVOLUTION_BACKWARD:
+        return run_conv_backward(node, in, outs, err);
     case PTC_OP_SDPA: return run_sdpa(node, in, &outs[0], rng_offset, err);
     case PTC_OP_PRIMS_CUMSUM: return run_cumsum(node, in[0], &outs[0]);
     case PTC_OP_PRIMS_SCATTER_ADD: return run_scatter_add(node, in, &outs[0], err);

@@ -377,6 +377,7 @@ int ptc_exec_cpu(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tens
     r.bufptr = calloc((size_t)lp->nbufs + 1, sizeof *r.bufptr);
     r.conformed = calloc((size_t)p->ninputs + 1, sizeof *r.conformed);
     r.outs = calloc((size_t)p->noutputs + 1, sizeof *r.outs);
+    r.kept.outs = r.outs; /* extern results become graph outputs without a copy */
     int rc = bind_inputs(&r, inputs);
     for (int b = 0; rc == 0 && b < lp->nbufs; b++) {
         const ptc_lbuf *lb = lp->bufs[b];

@@ -416,6 +416,23 @@ bool ptc_exec_extern_by_host(const ptc_host *host, const ptc_lnode *n, ptc_devic
     return n->xkind == PTC_XK_HOST || dev.kind == PTC_DEV_CUDA;
 }
 
+/* Makes the kept result kept->t[kept->n - 1] graph output buf: every output
+ * that is buf takes it (a reference each), the tensor allocated for them
+ * is released. */
+static void result_as_output(const ptc_program *p, int buf, ptc_exec_kept *kept)
+{
+    ptc_tensor *t = &kept->t[--kept->n];
+    for (int i = 0; i < p->noutputs; i++) {
+        if (p->prog->outputs[i] != buf)
+            continue;
+        if (kept->outs[i].data || kept->outs[i].storage)
+            ptc_tensor_release(&kept->outs[i]);
+        kept->outs[i] = *t;
+        ptc_tensor_retain(&kept->outs[i]);
+    }
+    ptc_tensor_release(t);
+}
+
 int ptc_exec_extern_kept(const ptc_program *p, const ptc_bindings *b, void **bufptr,
                          const ptc_host *host, const ptc_lnode *n, const ptc_node *node,
                          const ptc_tensor *const *inp, ptc_device dev, ptc_exec_kept *kept,
@@ -423,9 +440,11 @@ int ptc_exec_extern_kept(const ptc_program *p, const ptc_bindings *b, void **buf
 {
     if (!ptc_exec_extern_by_host(host, n, dev) || !host->run_extern_new)
         return 1;
-    for (int o = 0; o < 2; o++)
-        if (n->out[o] >= 0 && p->prog->bufs[n->out[o]]->kind != PTC_LB_TEMP)
+    for (int o = 0; o < 2; o++) {
+        int kind = n->out[o] >= 0 ? p->prog->bufs[n->out[o]]->kind : PTC_LB_TEMP;
+        if (kind != PTC_LB_TEMP && !(kind == PTC_LB_OUTPUT && kept->outs))
             return 1;
+    }
     ptc_tensor res[2] = {{0}};
     if (host->run_extern_new(host->ctx, node, inp, n->nxin, res, err))
         return -1;
@@ -436,6 +455,8 @@ int ptc_exec_extern_kept(const ptc_program *p, const ptc_bindings *b, void **buf
                 rc = keep_result(p, b, bufptr, n->out[o], &res[k], dev, kept, err);
             else if (res[k].storage || res[k].data)
                 ptc_tensor_release(&res[k]);
+            if (rc == 0 && p->prog->bufs[n->out[o]]->kind == PTC_LB_OUTPUT)
+                result_as_output(p, n->out[o], kept);
             k++;
         }
     return rc;

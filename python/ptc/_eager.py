@@ -22,15 +22,22 @@ def batch_norm_update(input, weight, bias, running_mean, running_var, training, 
     return [out, mean, var]
 
 
-def convolution_backward_weight(grad_output, input, weight, stride, padding, dilation, groups):
-    """The weight's gradient of torch.convolution(input, weight, None, stride, padding,
-    dilation, False, 0, groups) given the gradient of its output."""
+def _convolution_backward(grad_output, input, weight, stride, padding, dilation, groups,
+                          output_mask):
+    """aten.convolution_backward of torch.convolution(input, weight, None, stride,
+    padding, dilation, False, 0, groups): the gradients output_mask asks for."""
     k = weight.dim() - 2
     stride, padding, dilation = ([v[0]] * k if len(v) == 1 else list(v)
                                  for v in (stride, padding, dilation))
     return torch.ops.aten.convolution_backward(
         grad_output, input, weight, None, stride, padding, dilation, False, [0] * k, groups,
-        [False, True, False])[1]
+        output_mask)
+
+
+def convolution_backward_weight(grad_output, input, weight, stride, padding, dilation, groups):
+    """The weight's gradient of that convolution given the gradient of its output."""
+    return _convolution_backward(grad_output, input, weight, stride, padding, dilation, groups,
+                                 [False, True, False])[1]
 
 
 def convolution_transposed(input, weight, bias, stride, padding, dilation, transposed,
@@ -55,3 +62,12 @@ def convolution_transposed(input, weight, bias, stride, padding, dilation, trans
     return torch.ops.aten.convolution_backward(
         input, like, weight, None, stride, padding, dilation, False, [0] * k, groups,
         [True, False, False])[0]
+
+
+
+def convolution_backward(grad_output, input, weight, stride, padding, dilation, groups):
+    """The input's and the weight's gradients in one call, as eager's backward makes
+    (oneDNN / cuDNN compute both from one pass over grad_output)."""
+    grad_input, grad_weight, _ = _convolution_backward(
+        grad_output, input, weight, stride, padding, dilation, groups, [True, True, False])
+    return grad_input, grad_weight

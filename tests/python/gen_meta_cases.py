@@ -645,6 +645,7 @@ def conv_cases():
         args = "%%x, %%w, none, %s, %s, %s, %s, %s, %d" % (st, pad, dil, "true" if tr else "false", op, g)
         C("convolution", args, cv % (st, pad, dil, tr, op, g), x=T("f32", x), w=T("f32", w))
     bw = "aten.convolution_backward(g, x, w, None, %s, %s, %s, False, %s, %d, [False, True, False])[1]"
+    both = "aten.convolution_backward(g, x, w, None, %s, %s, %s, False, %s, %d, [True, True, False])[:2]"
     for gs, x, w, st, pad, dil, g in [
             ([1, 4, 6, 6], [1, 3, 8, 8], [4, 3, 3, 3], [1, 1], [0, 0], [1, 1], 1),
             ([2, 4, 4, 4], [2, 3, 8, 8], [4, 3, 3, 3], [2, 2], [1, 1], [1, 1], 1),
@@ -655,9 +656,14 @@ def conv_cases():
         args = "%%g, %%x, %%w, %s, %s, %s, %d" % (st, pad, dil, g)
         C("convolution_backward_weight", args, bw % (st, pad, dil, [0] * len(st), g),
           g=T("f32", gs), x=T("f32", x), w=T("f32", w, grad=True))
+        C("convolution_backward", args, both % (st, pad, dil, [0] * len(st), g),
+          g=T("f32", gs), x=T("f32", x, grad=True), w=T("f32", w))
     C("convolution_backward_weight", "%g, %x, %w, [1, 1], [0, 0], [1, 1], 1",
       bw % ([1, 1], [0, 0], [1, 1], [0, 0], 1), g=T("f64", [1, 4, 6, 6]), x=T("f64", [1, 3, 8, 8]),
       w=T("f64", [4, 3, 3, 3]))
+    C("convolution_backward", "%g, %x, %w, [1, 1], [0, 0], [1, 1], 1",
+      both % ([1, 1], [0, 0], [1, 1], [0, 0], 1), g=T("f64", [1, 4, 6, 6]),
+      x=T("f64", [1, 3, 8, 8]), w=T("f64", [4, 3, 3, 3]))
 
 
 def pool_cases():
@@ -1096,7 +1102,7 @@ def size_sweep():
 
 # ---- running the cases and writing the files -----------------------------------
 
-NRETURNS2 = {"max_pool2d_with_indices", "prims.var_mean"}
+NRETURNS2 = {"max_pool2d_with_indices", "prims.var_mean", "convolution_backward"}
 
 
 def ops_def_names(src_dir):

@@ -928,8 +928,12 @@ CONV = {"tol": CONV_TOL, "exact_math": True}
 
 
 def conv_weight_grad(g, x, w, stride, padding, dilation, groups):
+    return conv_grads(g, x, w, stride, padding, dilation, groups)[1]
+
+
+def conv_grads(g, x, w, stride, padding, dilation, groups):
     return aten.convolution_backward(g, x, w, None, stride, padding, dilation, False,
-                                     [0] * len(stride), groups, [False, True, False])[1]
+                                     [0] * len(stride), groups, [True, True, False])[:2]
 
 
 def test_convolution():
@@ -949,9 +953,12 @@ def test_convolution():
                 cases.append(make_case("conv%dd" % nsp, args + (groups,), **CONV))
                 y = aten.convolution(x.double(), w.double(), None, *args[3:], False,
                                      [0] * nsp, groups)
+                gy = t(*y.shape)
                 cases.append(make_case("convolution_backward_weight",
-                                       (t(*y.shape), x, w) + args[3:] + (groups,),
+                                       (gy, x, w) + args[3:] + (groups,),
                                        ref=conv_weight_grad, **CONV))
+                cases.append(make_case("convolution_backward", (gy, x, w) + args[3:] + (groups,),
+                                       ref=conv_grads, **CONV))
                 # transposed: weight (in, out/groups, k...)
                 wt = t(4, 6 // groups if groups != 4 else 1, *([2] * nsp))
                 op = min(stride, dil) - 1

@@ -180,10 +180,33 @@ def test_conv_gradients_match_torch_autograd(dims, stride, padding, dilation, gr
     assert close(xc.grad, xe.grad, tol)
     assert close(conv2.weight.grad, conv.weight.grad, tol)
     assert close(conv2.bias.grad, conv.bias.grad, tol)
-    # the weight gradient is torch's convolution_backward, not a convolution
+    # both gradients are one call of torch's convolution_backward, as eager's
     backward = "".join(p.read_text() for p in tmp_path.rglob("backward.ptir"))
-    assert "convolution_backward_weight(" in backward
-    assert backward.count("= convolution(") == 1  # the input's: a transposed convolution
+    assert backward.count("= convolution_backward(") == 1, backward
+    assert "= convolution(" not in backward and "convolution_backward_weight(" not in backward
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.float64, 1e-12)])
+@pytest.mark.parametrize("needs", ["weight", "input"])
+def test_conv_gradient_of_one_operand(needs, dtype, tol, tmp_path, monkeypatch):
+    """Only the weight's gradient (a first layer) is torch's weight-only
+    convolution_backward; only the input's (a frozen layer), a transposed
+    convolution."""
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(4, 6, 3, stride=2, padding=1, bias=False).to(dtype)
+    conv.weight.requires_grad_(needs == "weight")
+    conv2 = copy.deepcopy(conv)
+    x = torch.randn(2, 4, 7, 6, dtype=dtype, requires_grad=needs == "input")
+    g = torch.randn_like(conv(x))
+    monkeypatch.setenv("PTC_TRACE_DIR", str(tmp_path))
+    of = (lambda m: m.weight) if needs == "weight" else (lambda m: x)
+    want = torch.autograd.grad((conv(x) * g).sum(), of(conv))
+    got = torch.autograd.grad((ptc.compile(conv2)(x) * g).sum(), of(conv2))
+    assert close(got[0], want[0], tol)
+    backward = "".join(p.read_text() for p in tmp_path.rglob("backward.ptir"))
+    assert ("convolution_backward_weight(" in backward) == (needs == "weight"), backward
+    assert ("= convolution(" in backward) == (needs == "input"), backward
+    assert "= convolution_backward(" not in backward
 
 
 # ---- resnet18 training runs ---------------------------------------------------------------

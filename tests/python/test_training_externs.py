@@ -179,3 +179,17 @@ def test_transposed_convolution_through_convolution_backward(case):
         got = _eager.convolution_transposed(x, w, bias, stride, padding, dilation, True,
                                             output_padding, groups)
         torch.testing.assert_close(got, want)
+
+
+def test_transposed_convolution_first_in_the_process():
+    """A transposed convolution without bias compiled before any other
+    convolution of the process ran: main called the torch function of the
+    op's slot, not yet imported (a SIGSEGV)."""
+    import subprocess
+    import sys
+    code = ("import torch, ptc, torch.nn.functional as F\n"
+            "x, w = torch.randn(2, 4, 5, 5), torch.randn(4, 3, 3, 3)\n"
+            "got = ptc.compile(lambda a, b: F.conv_transpose2d(a, b, stride=2))(x, w)\n"
+            "torch.testing.assert_close(got, F.conv_transpose2d(x, w, stride=2))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]

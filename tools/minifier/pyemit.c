@@ -82,6 +82,7 @@ static const pyop pyops[PTC_OP_COUNT] = {
     [PTC_OP_SDPA] = {"_sdpa", KWCALL},
     [PTC_OP_CONVOLUTION] = {"torch.convolution", HELPER},
     [PTC_OP_CONVOLUTION_BACKWARD_WEIGHT] = {"_convolution_backward_weight", HELPER},
+    [PTC_OP_CONVOLUTION_BACKWARD] = {"_convolution_backward", HELPER},
     [PTC_OP_CONV1D] = {"torch.conv1d", CALL},
     [PTC_OP_CONV2D] = {"torch.conv2d", CALL},
     [PTC_OP_CONV3D] = {"torch.conv3d", CALL},
@@ -219,11 +220,16 @@ static const char prelude[] =
     "def _all(x, dim, keepdim):\n"
     "    return _reduce_dims(torch.all, x, dim, keepdim)\n"
     "\n"
-    "def _convolution_backward_weight(grad, x, weight, stride, padding, dilation, groups):\n"
+    "def _convolution_backward(grad, x, weight, stride, padding, dilation, groups,\n"
+    "                          mask=(True, True, False)):\n"
     "    return torch.ops.aten.convolution_backward(grad, x, weight, None, stride, padding, "
     "dilation,\n"
-    "                                               False, [0] * len(stride), groups,\n"
-    "                                               [False, True, False])[1]\n"
+    "                                               False, [0] * len(stride), groups, "
+    "mask)[:2]\n"
+    "\n"
+    "def _convolution_backward_weight(grad, x, weight, stride, padding, dilation, groups):\n"
+    "    return _convolution_backward(grad, x, weight, stride, padding, dilation, groups,\n"
+    "                                 (False, True, False))[1]\n"
     "\n"
     "def _batch_norm(x, weight, bias, mean, var, training, momentum, eps):\n"
     "    if not training:\n"

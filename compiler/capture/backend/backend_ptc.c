@@ -216,7 +216,8 @@ static PyObject *cached_view(const ptc_tensor *t)
 
 /* The torch function an extern node calls; *slot is where call_extern keeps
  * it (its op, or one past the ops for a transposed convolution, which has a
- * faster form on the CPU: ptc._eager.convolution_transposed). */
+ * faster form on the CPU: ptc._eager.convolution_transposed). An op of
+ * several outputs returns them as a sequence, in the op's order. */
 static const char *extern_fn(const ptc_node *node, int *slot)
 {
     ptc_op op = node->op;
@@ -232,6 +233,8 @@ static const char *extern_fn(const ptc_node *node, int *slot)
     case PTC_OP_CONVOLUTION: return "torch.convolution";
     case PTC_OP_CONVOLUTION_BACKWARD_WEIGHT:
         return "ptc._eager.convolution_backward_weight";
+    case PTC_OP_CONVOLUTION_BACKWARD:
+        return "ptc._eager.convolution_backward";
     case PTC_OP_SDPA: return "torch.nn.functional.scaled_dot_product_attention";
     /* on CUDA only: ptc_exec_extern_by_host */
     case PTC_OP_PRIMS_CUMSUM:
@@ -394,11 +397,38 @@ static PyObject *call_extern(const ptc_node *node, const ptc_tensor *const *inpu
     }
     if (ptc_log_on(PTC_LOG_RUNTIME, PTC_LOG_DEBUG))
         log_extern(s, inputs, ninputs);
-    res = PyObject_Call(fns[node->op], args, kw);
+    res = PyObject_Call(fns[slot], args, kw);
 done:
     Py_XDECREF(args);
     Py_XDECREF(kw);
     return res;
+}
+
+/* Output i of node among the extern's results res (a new reference). */
+static PyObject *extern_result(const ptc_node *node, PyObject *res, int i)
+{
+    PyObject *r = node->nout == 1 ? Py_NewRef(res) : PySequence_GetItem(res, i);
+    if (r && !PyObject_TypeCheck(r, (PyTypeObject *)cap_T.Tensor)) {
+        Py_CLEAR(r);
+        PyErr_SetString(cap_InternalError, "ptc: an extern returned a non-tensor");
+    }
+    return r;
+}
+
+/* Copies node's results res into its outputs outs (ptc's buffers). */
+static int copy_results(const ptc_node *node, PyObject *res, ptc_tensor *outs)
+{
+    for (int i = 0; i < node->nout && i < 2; i++) {
+        PyObject *item = extern_result(node, res, i);
+        PyObject *dst = item ? cached_view(&outs[i]) : NULL;
+        PyObject *r = dst ? PyObject_CallMethod(dst, "copy_", "O", item) : NULL;
+        Py_XDECREF(item);
+        Py_XDECREF(dst);
+        Py_XDECREF(r);
+        if (!r)
+            return -1;
+    }
+    return 0;
 }
 
 /* node(inputs) through torch, the result written into outs. */
@@ -407,16 +437,10 @@ static int host_extern(void *ctx, const ptc_node *node, const ptc_tensor *const 
 {
     PyGILState_STATE g = PyGILState_Ensure();
     int rc = -1;
-    PyObject *dst = cached_view(&outs[0]);
-    PyObject *res = dst ? call_extern(node, inputs, ninputs, dst) : NULL;
-    if (res && res != dst && !has_out(node->op)) {
-        PyObject *r = PyObject_CallMethod(dst, "copy_", "O", res);
-        Py_XDECREF(r);
-        if (r)
-            rc = 0;
-    } else if (res) {
-        rc = 0;
-    }
+    PyObject *dst = has_out(node->op) ? cached_view(&outs[0]) : NULL;
+    PyObject *res = dst || !has_out(node->op) ? call_extern(node, inputs, ninputs, dst) : NULL;
+    if (res)
+        rc = has_out(node->op) ? 0 : copy_results(node, res, outs);
     if (rc < 0)
         extern_error(err, ptc_op_schema(node->op));
     Py_XDECREF(dst);
@@ -426,32 +450,45 @@ static int host_extern(void *ctx, const ptc_node *node, const ptc_tensor *const 
     return rc;
 }
 
-/* node(inputs) through torch, the (contiguous) result handed to the runtime. */
+/* t (a torch tensor) as a contiguous ptc tensor that keeps it alive. */
+static int hand_over(PyObject *t, ptc_tensor *out)
+{
+    PyObject *c = PyObject_CallMethod(t, "contiguous", NULL);
+    PyObject *held = NULL;
+    if (!c || cap_torch_to_ptc(c, out, &held) < 0) {
+        Py_XDECREF(c);
+        return -1;
+    }
+    Py_DECREF(held);
+    ptc_storage *st = calloc(1, sizeof *st);
+    st->refs = 1;
+    st->data = out->data;
+    st->release = release_owned;
+    st->owner = c; /* the reference from contiguous() */
+    out->storage = st;
+    return 0;
+}
+
+/* node(inputs) through torch, the (contiguous) results handed to the runtime. */
 static int host_extern_new(void *ctx, const ptc_node *node, const ptc_tensor *const *inputs,
                            int ninputs, ptc_tensor *outs, ptc_error *err)
 {
     PyGILState_STATE g = PyGILState_Ensure();
-    int rc = -1;
+    int rc = -1, nout = node->nout < 2 ? node->nout : 2, done = 0;
     PyObject *res = call_extern(node, inputs, ninputs, NULL);
-    if (res && !PyObject_TypeCheck(res, (PyTypeObject *)cap_T.Tensor)) {
-        Py_CLEAR(res);
-        PyErr_SetString(cap_InternalError, "ptc: an extern returned a non-tensor");
+    for (; res && done < nout; done++) {
+        PyObject *t = extern_result(node, res, done);
+        int bad = !t || hand_over(t, &outs[done]) < 0;
+        Py_XDECREF(t);
+        if (bad)
+            break;
     }
-    PyObject *c = res ? PyObject_CallMethod(res, "contiguous", NULL) : NULL;
-    PyObject *held = NULL;
-    if (c && cap_torch_to_ptc(c, &outs[0], &held) == 0) {
-        Py_DECREF(held);
-        ptc_storage *st = calloc(1, sizeof *st);
-        st->refs = 1;
-        st->data = outs[0].data;
-        st->release = release_owned;
-        st->owner = Py_NewRef(c);
-        outs[0].storage = st;
+    if (res && done == nout)
         rc = 0;
-    }
+    for (int i = 0; rc < 0 && i < done; i++)
+        ptc_tensor_release(&outs[i]);
     if (rc < 0)
         extern_error(err, ptc_op_schema(node->op));
-    Py_XDECREF(c);
     Py_XDECREF(res);
     PyGILState_Release(g);
     (void)ctx;
