@@ -276,6 +276,26 @@ def instance_dict_sees_attribute_writes(x):
     return y, before, sorted(d), "t" in OBJ.__dict__
 
 
+@case(1, 0)
+def attribute_read_after_a_write_through_the_instance_dict(x):
+    # main: OBJ.n read the value from before the dict write (a wrong result)
+    OBJ.n = 1
+    OBJ.__dict__["n"] = x.sum()
+    OBJ.__dict__.update(m=3)
+    return OBJ.n * 2 + OBJ.m
+
+
+@case(1, 0)
+def instance_dict_writes_and_deletes_seen_by_attributes(x):
+    # main: OBJ.t raised AttributeError in the trace (a break, B013)
+    OBJ.__dict__["t"] = x * 2
+    y = OBJ.t + OBJ.n
+    OBJ.n = 4
+    OBJ.__dict__["n"] = 7  # the later write wins
+    del OBJ.__dict__["t"]
+    return y, OBJ.n, hasattr(OBJ, "t"), getattr(OBJ, "t", "gone")
+
+
 def norm(v):
     if isinstance(v, torch.Tensor):
         return ("tensor", v.dtype, v.tolist())
