@@ -6,6 +6,7 @@ warning, and the first call must give the pinned graph and break counts.
 """
 import functools
 import itertools
+import operator
 import warnings
 
 import pytest
@@ -70,6 +71,45 @@ def tensor_type_of_a_dtype(x):
 @case(1, 1)
 def tensor_new_of_data_breaks(x):
     return x.new([1.0, 2.0, 3.0]) + x  # copies data: a break (B003), as new_tensor
+
+
+FIRST = operator.itemgetter(0)
+
+
+class Pair:
+    def __init__(self, a, b):
+        self.a, self.inner = a, Inner(b)
+
+
+class Inner:
+    def __init__(self, b):
+        self.b = b
+
+
+@case(1, 0)
+def itemgetter_in_and_outside(x):
+    # main: a call of an itemgetter object broke (B006)
+    rows = operator.itemgetter(1, 0)(x)
+    pairs = sorted([(2, x), (1, x * 2)], key=FIRST)
+    try:
+        operator.itemgetter(5)([x])
+    except IndexError as e:
+        err = str(e)
+    return rows, FIRST(x), pairs[0][1], err
+
+
+@case(1, 0)
+def attrgetter_dotted(x):
+    p = Pair(x, x * 3)
+    a, b = operator.attrgetter("a", "inner.b")(p)
+    return a + b, operator.attrgetter("shape")(x), operator.attrgetter("T")(x)
+
+
+@case(1, 0)
+def methodcaller_with_arguments(x):
+    total = operator.methodcaller("sum", 0)(x)
+    kept = operator.methodcaller("sum", dim=1, keepdim=True)(x)
+    return total, kept, operator.methodcaller("view", -1)(x), operator.methodcaller("upper")("ab")
 
 
 def norm(v):

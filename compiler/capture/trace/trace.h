@@ -464,6 +464,11 @@ int cap_partial_unpack(PyObject *p, PyObject **fn, PyObject **args, PyObject **k
 int cap_t_call_partial(cap_interp *I, PyObject *fn, PyObject *pargs, PyObject *pkw,
                        PyObject *const *args, int nargs, PyObject *kwnames, PyObject **out);
 bool cap_is_pure_fn(PyObject *fn);
+/* A call of an operator.itemgetter/attrgetter/methodcaller object, traced
+ * as the subscripts, attribute reads or call it stands for; CAP_NONE when
+ * callable is none of them (trace_operator.c). */
+int cap_t_call_getter(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
+                      PyObject *kwnames, PyObject **out);
 int cap_torch_special_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                            PyObject *kwnames, PyObject **out);
 bool cap_global_hooks(void);

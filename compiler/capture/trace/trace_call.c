@@ -1226,5 +1226,7 @@ int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nar
         memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
         return call_function(I, call, buf, nargs + 1, kwnames, out);
     }
+    if ((rc = cap_t_call_getter(I, callable, args, nargs, kwnames, out)) != CAP_NONE)
+        return rc;
     return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "call to a %s", cap_tpname(Py_TYPE(callable)));
 }
