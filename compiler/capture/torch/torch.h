@@ -103,6 +103,10 @@ int cap_torch_tables_init(void);
 int cap_torch_binop(cap_trace *T, int op, PyObject *a, PyObject *b, PyObject **out);
 int cap_torch_compare(cap_trace *T, int cmp, PyObject *a, PyObject *b, PyObject **out);
 int cap_torch_unary(cap_trace *T, int h, PyObject *a, PyObject **out);
+/* Builtin max(a, b, ...) / min(...) of one-element symbolic tensors
+ * (torch_builtins.c); CAP_NONE when eager would not compare them so. */
+int cap_torch_builtin_minmax(cap_trace *T, bool is_max, PyObject *const *args, int nargs,
+                             PyObject **out);
 int cap_torch_getattr(cap_trace *T, cap_tensor *t, PyObject *name, PyObject **out);
 int cap_torch_getitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject **out);
 int cap_torch_setitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v);

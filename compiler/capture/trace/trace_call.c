@@ -615,6 +615,11 @@ static int do_builtin(cap_interp *I, int id, PyObject *callable, PyObject *const
     case B_max:
         if (npos == 1)
             return do_iterables(I, id, callable, args, nargs, kwnames, out);
+        if (ti >= 0 && !kwnames) {
+            int rc = cap_torch_builtin_minmax(T, id == B_max, args, nargs, out);
+            if (rc != CAP_NONE)
+                return rc;
+        }
         if (ti >= 0)
             return cap_t_break(T, CAP_B_TENSOR_BOOL, "%s() comparing tensors", id == B_min ? "min" : "max");
         break;
