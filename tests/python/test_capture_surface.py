@@ -127,6 +127,16 @@ def builtin_max_of_larger_tensors_breaks(x):
         return str(e)
 
 
+@case(1, 0)
+def torch_tensor_of_a_traced_tensor(x):
+    # main: a break (B003)
+    y = x * 2
+    a = torch.tensor(y)
+    a.add_(1)  # a copy: y unchanged
+    b = torch.tensor(y, dtype=torch.int64)
+    return a, y, b, torch.as_tensor(y) is y, torch.as_tensor(y, dtype=torch.float64)
+
+
 def norm(v):
     if isinstance(v, torch.Tensor):
         return ("tensor", v.dtype, v.tolist())
@@ -179,3 +189,16 @@ def test_builtin_max_gradient_reaches_the_argument_picked():
     # (as under torch.compile)
     assert grads[0][0] == grads[1][0] == [6.0]
     assert grads[0][1] is None and grads[1][1].tolist() == [0.0]
+
+
+@pytest.mark.filterwarnings("ignore:To copy construct")
+def test_torch_tensor_of_an_input_is_a_detached_copy():
+    def f(x):
+        return torch.tensor(x), torch.as_tensor(x)
+
+    x = torch.arange(3.0, requires_grad=True)
+    (a, b), (ea, eb) = ptc.compile(f)(x), f(x)
+    assert (a.requires_grad, b is x, a.tolist()) == (ea.requires_grad, eb is x, ea.tolist()) == (False, True, [0, 1, 2])
+    with torch.no_grad():
+        a.add_(5)
+    assert x.tolist() == [0, 1, 2]

@@ -209,6 +209,9 @@ int cap_inplace(cap_trace *T, cap_tensor *self, PyObject *res, PyObject **out);
 static inline cap_tensor *cap_as_tensor(PyObject *o) { return cap_is_tensor(o) ? (cap_tensor *)o : NULL; }
 static inline ptc_value *cap_val(PyObject *o) { return ((cap_tensor *)o)->v; }
 
+/* torch.tensor(t) / torch.as_tensor(t) of a symbolic tensor (torch_builtins.c). */
+int cap_th_tensor_of_tensor(cap_tcall *c, PyObject **out);
+
 /* Special handlers (torch_ops.c, torch_shape.c, torch_query.c). */
 #define CAP_SPECIAL_HANDLERS(X)                                                 \
     X(view) X(reshape) X(permute) X(expand) X(expand_as) X(repeat) X(transpose) \
