@@ -137,6 +137,25 @@ def torch_tensor_of_a_traced_tensor(x):
     return a, y, b, torch.as_tensor(y) is y, torch.as_tensor(y, dtype=torch.float64)
 
 
+@case(1, 0)
+def addcmul_addcdiv_lerp_with_tensor_values(x):
+    # main: addcmul/addcdiv with a tensor value broke (B007)
+    v = x[0, 1]  # 0-dim; eager reads it as a Scalar
+    a = x.clone()
+    a.addcmul_(x, x + 1, value=v)
+    a.addcdiv_(x, x + 1, value=v * 2)
+    a.lerp_(x * 3, v / 4)
+    return a, torch.addcmul(x, x, x, value=v.double())
+
+
+@case(1, 1)
+def addcdiv_with_a_tensor_value_of_one_dim_breaks(x):
+    try:
+        return torch.addcdiv(x, x, x + 1, value=x[0, :1])  # eager: TypeError
+    except TypeError as e:
+        return str(e)
+
+
 def norm(v):
     if isinstance(v, torch.Tensor):
         return ("tensor", v.dtype, v.tolist())
