@@ -156,6 +156,23 @@ def addcdiv_with_a_tensor_value_of_one_dim_breaks(x):
         return str(e)
 
 
+@case(1, 0)
+def foreach_ops_per_tensor(x):
+    # main: each torch._foreach_* call broke (B007)
+    ts = (x, x[0] * 2)
+    a = torch._foreach_add(ts, 1.0)
+    b = torch._foreach_mul(ts, [2.0, 3.0])
+    c = torch._foreach_add(a, b, alpha=2)
+    torch._foreach_mul_(c, 0.5)
+    torch._foreach_addcmul_(c, a, b, [1.0, 2.0])
+    d = torch._foreach_addcdiv(c, a, b, 0.5)
+    e = torch._foreach_lerp(a, b, 0.25)
+    m = torch._foreach_maximum(ts, x[0, 2])
+    n = [v.round(decimals=3) for v in torch._foreach_norm(ts)]
+    torch._foreach_zero_(a)
+    return c, d, e, m, n, a, torch._foreach_sqrt(b), torch._foreach_max(ts)
+
+
 def norm(v):
     if isinstance(v, torch.Tensor):
         return ("tensor", v.dtype, v.tolist())

@@ -209,6 +209,10 @@ int cap_inplace(cap_trace *T, cap_tensor *self, PyObject *res, PyObject **out);
 static inline cap_tensor *cap_as_tensor(PyObject *o) { return cap_is_tensor(o) ? (cap_tensor *)o : NULL; }
 static inline ptc_value *cap_val(PyObject *o) { return ((cap_tensor *)o)->v; }
 
+/* torch._foreach_X(...) as X per tensor (torch_foreach.c); CAP_NONE when
+ * callable is not a foreach op. */
+int cap_torch_foreach_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
+                           PyObject *kwnames, PyObject **out);
 /* torch.tensor(t) / torch.as_tensor(t) of a symbolic tensor (torch_builtins.c). */
 int cap_th_tensor_of_tensor(cap_tcall *c, PyObject **out);
 

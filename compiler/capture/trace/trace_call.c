@@ -1198,7 +1198,9 @@ int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nar
     int bid = builtin_of(callable);
     if (bid)
         return do_builtin(I, bid, callable, args, nargs, kwnames, out);
-    int rc = cap_torch_special_call(I, callable, args, nargs, kwnames, out);
+    int rc = cap_torch_foreach_call(I, callable, args, nargs, kwnames, out);
+    if (rc == CAP_NONE)
+        rc = cap_torch_special_call(I, callable, args, nargs, kwnames, out);
     if (rc != CAP_NONE)
         return rc;
     if (PyObject_TypeCheck(callable, (PyTypeObject *)cap_T.Module))
