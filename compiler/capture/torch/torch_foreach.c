@@ -66,18 +66,6 @@ static Py_ssize_t traced_lists(cap_interp *I, PyObject *const *args, int npos, P
     return n;
 }
 
-/* The call's result, waiting for a pushed frame (a torch function written
- * in Python) so that the next item can be called. */
-static int settle(cap_interp *I, cap_frame *outer, int rc, PyObject **out)
-{
-    if (rc != CAP_FRAME)
-        return rc;
-    rc = cap_t_run_sync(I, outer, out);
-    if (rc == CAP_ERR && !PyErr_ExceptionMatches(cap_InternalError))
-        return cap_trace_error(I);
-    return rc;
-}
-
 /* Item i's call: fn(items...) or items[0].<method>(items[1:]...); lists[k]
  * holds argument k's items when it is a list. */
 static int call_item(cap_interp *I, PyObject *fn, PyObject *method, PyObject *const *args,
@@ -89,12 +77,12 @@ static int call_item(cap_interp *I, PyObject *fn, PyObject *method, PyObject *co
         argv[k] = lists[k] ? PyList_GetItem(lists[k], i) : args[k];
     cap_frame *outer = I->frame;
     if (!method)
-        return settle(I, outer, cap_op_call(I, fn, argv, nargs, kwnames, out), out);
+        return cap_t_settle(I, outer, cap_op_call(I, fn, argv, nargs, kwnames, out), out);
     PyObject *bound = NULL;
-    int rc = settle(I, outer, cap_op_getattr(I, argv[0], method, &bound), &bound);
+    int rc = cap_t_settle(I, outer, cap_op_getattr(I, argv[0], method, &bound), &bound);
     if (rc != CAP_NEXT)
         return rc;
-    rc = settle(I, outer, cap_op_call(I, bound, argv + 1, nargs - 1, kwnames, out), out);
+    rc = cap_t_settle(I, outer, cap_op_call(I, bound, argv + 1, nargs - 1, kwnames, out), out);
     Py_DECREF(bound);
     return rc;
 }

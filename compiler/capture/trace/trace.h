@@ -504,6 +504,9 @@ int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nar
 int cap_t_run_sync(cap_interp *I, cap_frame *outer, PyObject **out);
 int cap_t_call_sync(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                     PyObject *kwnames, PyObject **out);
+/* rc of an operation begun in frame outer; when it pushed a frame
+ * (CAP_FRAME), that frame is run to its result (*out), as cap_t_call_sync. */
+int cap_t_settle(cap_interp *I, cap_frame *outer, int rc, PyObject **out);
 /* An outside function is about to be inlined in frame f (not yet pushed):
  * guards what the trace will run of it. 0 or -1 with an exception. */
 int cap_t_enter_frame(cap_trace *T, cap_frame *f);

@@ -101,7 +101,11 @@ int cap_t_call_sync(cap_interp *I, PyObject *callable, PyObject *const *args, in
                     PyObject *kwnames, PyObject **out)
 {
     cap_frame *outer = I->frame;
-    int rc = cap_op_call(I, callable, args, nargs, kwnames, out);
+    return cap_t_settle(I, outer, cap_op_call(I, callable, args, nargs, kwnames, out), out);
+}
+
+int cap_t_settle(cap_interp *I, cap_frame *outer, int rc, PyObject **out)
+{
     if (rc != CAP_FRAME)
         return rc;
     rc = cap_t_run_sync(I, outer, out);

@@ -35,18 +35,6 @@ static int getter_kind_of(PyObject *o)
     return -1;
 }
 
-/* A result delivered by a pushed frame (a Python __getitem__, a property)
- * is waited for, so that several can be collected into one tuple. */
-static int settle(cap_interp *I, cap_frame *outer, int rc, PyObject **out)
-{
-    if (rc != CAP_FRAME)
-        return rc;
-    rc = cap_t_run_sync(I, outer, out);
-    if (rc == CAP_ERR && !PyErr_ExceptionMatches(cap_InternalError))
-        return cap_trace_error(I);
-    return rc;
-}
-
 /* attrgetter's "a.b.c": one attribute read per dotted part. */
 static int dotted_attr(cap_interp *I, PyObject *obj, PyObject *path, PyObject **out)
 {
@@ -60,7 +48,7 @@ static int dotted_attr(cap_interp *I, PyObject *obj, PyObject *path, PyObject **
     int rc = CAP_NEXT;
     for (Py_ssize_t i = 0; rc == CAP_NEXT && i < PyList_Size(parts); i++) {
         PyObject *next = NULL;
-        rc = settle(I, outer, cap_op_getattr(I, cur, PyList_GetItem(parts, i), &next), &next);
+        rc = cap_t_settle(I, outer, cap_op_getattr(I, cur, PyList_GetItem(parts, i), &next), &next);
         Py_SETREF(cur, rc == CAP_NEXT ? next : NULL);
     }
     Py_DECREF(parts);
@@ -83,7 +71,7 @@ static int get_each(cap_interp *I, int kind, PyObject *keys, PyObject *obj, PyOb
     int rc = CAP_NEXT;
     for (Py_ssize_t i = 0; rc == CAP_NEXT && i < n; i++) {
         PyObject *key = PyTuple_GetItem(keys, i), *v = NULL;
-        rc = kind == GETTER_ITEM ? settle(I, outer, cap_op_getitem(I, obj, key, &v), &v)
+        rc = kind == GETTER_ITEM ? cap_t_settle(I, outer, cap_op_getitem(I, obj, key, &v), &v)
                                  : dotted_attr(I, obj, key, &v);
         if (rc == CAP_NEXT)
             PyTuple_SetItem(values, i, v);
@@ -112,8 +100,8 @@ static int call_method(cap_interp *I, PyObject *reduced, PyObject *obj, PyObject
     }
     PyObject *method = NULL;
     cap_frame *outer = I->frame;
-    int rc =
-        margs && name ? settle(I, outer, cap_op_getattr(I, obj, name, &method), &method) : CAP_ERR;
+    int rc = margs && name ? cap_t_settle(I, outer, cap_op_getattr(I, obj, name, &method), &method)
+                           : CAP_ERR;
     if (rc == CAP_NEXT) {
         rc = cap_op_call_ex(I, method, margs, kw && PyDict_Size(kw) ? kw : NULL, out);
         Py_DECREF(method);
