@@ -239,10 +239,25 @@ def slice_assignment_and_deletion(x, log):
     return x + len(log), log[0] * 2
 
 
-@case(1, 1, lambda: (torch.ones(2, 3), [3, 1, 2]))
-def sort_by_a_python_key_breaks(x, log):
-    log.sort(key=lambda v: -v)  # the key runs for real: a break (B009)
+@case(1, 0, lambda: (torch.ones(2, 3), [3, 1, 2]))
+def sort_by_a_python_key(x, log):
+    # main: a Python key function was a break (B009)
+    log.sort(key=lambda v: -v)
     return x * log[0]
+
+
+@case(1, 0, lambda: (torch.ones(2, 3), [torch.ones(3), torch.zeros(1), torch.ones(2), torch.zeros(3)]))
+def sort_tensors_by_their_sizes_reversed(x, log):
+    # main: tensors in the list were a break (B009); equal keys keep their
+    # order, also reversed (list.sort's stability)
+    log.sort(key=lambda t: t.shape[0], reverse=True)
+    return x.sum(0) * log[0], [t.shape[0] for t in log], log[1] is log[-1]
+
+
+@case(1, 1, lambda: (torch.ones(2, 3), [torch.ones(3), torch.zeros(3)]))
+def sort_by_tensor_values_breaks(x, log):
+    log.sort(key=lambda t: t.sum())  # the order needs the data: a break (B009)
+    return x * log[0][0]
 
 
 @case(1, 0, with_list)
