@@ -4,6 +4,7 @@ Each program runs eagerly and under ptc.compile(backend="eager") twice:
 results (values, types), exceptions and warnings must agree, with no ptc
 warning, and the first call must give the pinned graph and break counts.
 """
+import collections
 import functools
 import itertools
 import operator
@@ -173,6 +174,16 @@ def foreach_ops_per_tensor(x):
     return c, d, e, m, n, a, torch._foreach_sqrt(b), torch._foreach_max(ts)
 
 
+@case(1, 0)
+def namedtuple_defined_inside(x):
+    # main: namedtuple's eval and attribute writes broke (B006, 3 x B010);
+    # the class is made once, when traced (eager: once per call)
+    P = collections.namedtuple("P", "a b", defaults=[3])
+    p = P(x)
+    q = p._replace(b=x * 2)
+    return p.a + p.b, tuple(q), q._asdict(), isinstance(q, tuple), type(q).__name__, P._fields
+
+
 def norm(v):
     if isinstance(v, torch.Tensor):
         return ("tensor", v.dtype, v.tolist())
@@ -238,3 +249,12 @@ def test_torch_tensor_of_an_input_is_a_detached_copy():
     with torch.no_grad():
         a.add_(5)
     assert x.tolist() == [0, 1, 2]
+
+
+def test_namedtuple_defined_inside_is_returned_whole():
+    def f(x):
+        P = collections.namedtuple("P", ["a", "b"])
+        return P(x, x * 2)
+
+    p = ptc.compile(f, fullgraph=True)(torch.ones(2))
+    assert type(p).__name__ == "P" and p._fields == ("a", "b") and p.b.tolist() == [2.0, 2.0]

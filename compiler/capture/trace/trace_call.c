@@ -1064,6 +1064,34 @@ static const char *opaque_python(PyObject *fn)
     return NULL;
 }
 
+/* collections.namedtuple(...) of constant arguments: its Python code builds
+ * the class with eval and sets attributes of the new functions, which would
+ * break the trace at each step; it only makes a class, so it runs for real
+ * as one call. The class is made when the function is traced and kept by
+ * the compiled code (eager makes a new one per call: `type(f(x)) is
+ * type(f(x))` holds under ptc only). */
+static bool class_factory_call(PyObject *fn, PyObject *const *args, int nargs)
+{
+    static PyObject *namedtuple;
+    if (!namedtuple && !(namedtuple = cap_import_path("collections.namedtuple"))) {
+        PyErr_Clear();
+        return false;
+    }
+    if (fn != namedtuple)
+        return false;
+    for (int i = 0; i < nargs; i++) {
+        PyObject *a = args[i];
+        if (cap_is_constant(a))
+            continue;
+        if (!PyList_Check(a) && !PyTuple_Check(a))
+            return false;
+        for (Py_ssize_t k = 0; k < PySequence_Size(a); k++)
+            if (!cap_is_constant(PyList_Check(a) ? PyList_GetItem(a, k) : PyTuple_GetItem(a, k)))
+                return false;
+    }
+    return true;
+}
+
 /* A method of a torch.optim optimizer (step, with its profiling and grad-mode
  * wrappers): it reads every parameter's .grad, which a compiled backward
  * has just written, and updates parameters and its state in place, so it
@@ -1115,6 +1143,8 @@ static int call_function(cap_interp *I, PyObject *fn, PyObject *const *args, int
     if (optimizer_method(fn, args, nargs))
         return cap_t_break(T, CAP_B_AUTOGRAD, "optimizer %s (runs for real as one call)",
                            cap_func_name(fn));
+    if (class_factory_call(fn, args, nargs))
+        return real_call_flowed(T, fn, args, nargs, kwnames, out);
     const char *opaque = opaque_python(fn);
     if (opaque)
         return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "%s (runs for real as one call)", opaque);
