@@ -36,6 +36,12 @@ class Box:
 
 
 OBJ = Box()
+DEFAULT_ACC = torch.zeros(2, 3)
+
+
+def add_to_default(x, acc=DEFAULT_ACC):
+    acc.add_(x)
+    return acc * 2
 mod = types.ModuleType("ptc_effects_mod")
 exec("CNT = 0\n\ndef read():\n    return CNT * 10\n", mod.__dict__)
 sys.modules["ptc_effects_mod"] = mod
@@ -66,6 +72,7 @@ def reset():
     mod.CNT = 0
     mod.__dict__.pop("VAL", None)
     bump.__closure__[0].cell_contents = 0
+    DEFAULT_ACC.zero_()
 
 
 CASES = []
@@ -311,6 +318,17 @@ def instance_dict_writes_and_deletes_seen_by_attributes(x):
     return y, OBJ.n, hasattr(OBJ, "t"), getattr(OBJ, "t", "gone")
 
 
+@case(2, 3)
+def tensor_default_argument_mutated_in_place(x):
+    # eager's write to the default persists from call to call; the in-place
+    # op on it runs for real (B012, as any write of a tensor from outside;
+    # each call of the helper runs as its own frame, B025), so each call
+    # reads what the one before left (checked over two calls)
+    a = add_to_default(x)
+    b = add_to_default(x * 2)
+    return a, b, add_to_default.__defaults__[0] is DEFAULT_ACC
+
+
 def norm(v):
     if isinstance(v, torch.Tensor):
         return ("tensor", v.dtype, v.tolist())
@@ -323,7 +341,7 @@ def norm(v):
 
 def snapshot():
     return norm([LOG, STATE, COUNTER, globals().get("TEMP", "deleted"), dict(OBJ.__dict__), mod.CNT, mod.__dict__.get("VAL"),
-                 bump.__closure__[0].cell_contents])
+                 bump.__closure__[0].cell_contents, DEFAULT_ACC])
 
 
 def observe(fn, args):
