@@ -184,6 +184,17 @@ def namedtuple_defined_inside(x):
     return p.a + p.b, tuple(q), q._asdict(), isinstance(q, tuple), type(q).__name__, P._fields
 
 
+@case(1, 0)
+def tensor_keys_of_a_dict_made_inside(x):
+    # main: d[x] and `x in d` broke (B002, B001); a tensor key is found by
+    # identity, as in eager
+    y = x * 2
+    d = {x: 1, "k": y}
+    d[x] += 1
+    d[y] = "y"
+    return d[x], x in d, y in d, (x + 0) in d, d.get(y), len(d), d["k"]
+
+
 def norm(v):
     if isinstance(v, torch.Tensor):
         return ("tensor", v.dtype, v.tolist())

@@ -441,8 +441,9 @@ int cap_op_contains(cap_interp *I, PyObject *container, PyObject *item, PyObject
     if (I->T && cap_is_ptc_iter(container) && !cap_is_tensor(item))
         return contains_in_iter(I, container, item, out);
     if (I->T) {
-        if (cap_is_tensor(container) || cap_is_tensor(item) || cap_t_is_real_tensor(container) ||
-            cap_t_is_real_tensor(item))
+        if (cap_is_tensor(container) ||
+            (cap_is_tensor(item) && !cap_t_dict_of_trace(I->T, container)) ||
+            cap_t_is_real_tensor(container) || cap_t_is_real_tensor(item))
             return cap_t_break(I->T, CAP_B_TENSOR_BOOL, "'in' with a tensor");
         PyObject *m = method_of(container, "__contains__");
         if (m && cap_is_function(m)) {

@@ -571,7 +571,7 @@ int cap_t_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out)
         return cap_torch_getitem(T, (cap_tensor *)obj, key, out);
     if (cap_t_is_real_tensor(obj) || cap_t_is_real_tensor(key))
         return cap_t_real_tensor(T, cap_t_is_real_tensor(obj) ? obj : key, "indexing");
-    if (cap_is_tensor(key))
+    if (cap_is_tensor(key) && !cap_t_dict_of_trace(T, obj))
         return cap_t_break(T, CAP_B_TENSOR_ITEM, "a tensor used as an index of a %s",
                            cap_tpname(Py_TYPE(obj)));
     PyObject *written = NULL;
