@@ -217,7 +217,8 @@ int cap_th_lerp(cap_tcall *c, PyObject **out)
     return cap_wrap_value(T, where(T, small, ptc_arg_value(lo), ptc_arg_value(hi)), out);
 }
 
-/* addcmul / addcdiv: input + value * t1 (* or /) t2. */
+/* addcmul / addcdiv: input + value * t1 (* or /) t2; value a number or a
+ * 0-dim tensor. */
 int cap_th_addcop(cap_tcall *c, PyObject **out)
 {
     cap_tensor *x = input_of(c, "input");
@@ -227,11 +228,16 @@ int cap_th_addcop(cap_tcall *c, PyObject **out)
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s needs three tensors", c->m->name);
     if (ARG(-1, "out"))
         return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "%s(out=)", c->m->name);
-    if (number(c, ARG(3, "value"), 1.0, &value) != CAP_NEXT)
+    PyObject *tvalue = ARG(3, "value");
+    /* a 0-dim tensor passes as a Scalar (others raise eager's TypeError) */
+    bool scalar_tensor = tvalue && cap_is_tensor(tvalue) && cap_val(tvalue)->type.ndim == 0;
+    if (!scalar_tensor && number(c, tvalue, 1.0, &value) != CAP_NEXT)
         return CAP_BREAK;
     bool div = strstr(c->m->name, "addcdiv") != NULL;
     V p = bin(c->T, div ? PTC_OP_DIV : PTC_OP_MUL, cap_val(t1), cap_val(t2));
-    if (value != 1.0)
+    if (scalar_tensor) /* eager reads it as a Scalar: its value, in p's dtype */
+        p = bin(c->T, PTC_OP_MUL, p, to_dtype(c->T, cap_val(tvalue), p->type.dtype));
+    else if (value != 1.0)
         p = bins(c->T, PTC_OP_MUL, p, value);
     return cap_wrap_value(c->T, bin(c->T, PTC_OP_ADD, x->v, p), out);
 }

@@ -69,8 +69,8 @@ def b008(x):
 
 def b009(x):
     y = x + 1
-    STEPS.append(tuple(y.shape))  # replayed after the graph: no break
-    STEPS.sort(key=lambda s: -len(s))  # a Python key: not logged, runs for real
+    STEPS.append(y.sum())  # replayed after the graph: no break
+    STEPS.sort(key=lambda t: -t)  # keys that are tensor values: runs for real
     return y * 2
 
 

@@ -877,6 +877,73 @@ def default_mutable_free(x):
     return add_all(x), add_all(x, extra=[5])
 
 
+# Issue 13's surface: each of these broke the graph on main.
+ROW = operator.itemgetter(1)
+
+
+class Holder:
+    def __init__(self, t):
+        self.t = t
+        self.n = 1
+
+    def __eq__(self, other):  # the harness compares arguments after the call
+        return type(other) is Holder and self.n == other.n and torch.equal(self.t, other.t)
+
+
+@prog(x34)
+def operator_getters(x):
+    first, last = operator.itemgetter(0, -1)(x)
+    shape = operator.attrgetter("shape")(x)
+    return ROW(x) + first * last, shape, operator.methodcaller("sum", dim=0)(x)
+
+
+@prog(x34)
+def builtin_max_of_scalar_tensors(x):
+    a, b = x[0, 0], x[1, 1]
+    return max(a, b) * x, min(a, b, x[2, 2])
+
+
+@prog(x34)
+def torch_tensor_of_traced(x):
+    y = torch.tensor(x * 2, dtype=torch.float64)
+    return y + 1, torch.as_tensor(x) * 3
+
+
+@prog(lambda: ([T(3), T(2, 2, seed=1)],))
+def foreach_ops(ts):
+    a = torch._foreach_mul(ts, 2.0)
+    torch._foreach_add_(a, ts, alpha=0.5)
+    torch._foreach_addcmul_(a, ts, ts, 0.1)
+    return torch._foreach_sqrt(torch._foreach_abs(a)), torch._foreach_norm(a)
+
+
+@prog(lambda: (T(3, 4), T(4), torch.tensor(0.25)))
+def addcmul_tensor_value(x, w, v):
+    y = x.clone()
+    y.addcmul_(x, w, value=v)
+    return torch.addcdiv(y, x, w.abs() + 1, value=v * 2).lerp(x, v)
+
+
+@prog(lambda: (T(3, 4), [T(2), T(4, seed=1), T(3, seed=2)]))
+def sort_outside_list_by_size(x, ts):
+    ts.sort(key=lambda t: t.numel())
+    return x[:, : ts[0].numel()] * ts[0], [t.numel() for t in ts]
+
+
+@prog(x34)
+def namedtuple_inside(x):
+    Pt = collections.namedtuple("Pt", ["lo", "hi"])
+    p = Pt(x.min(dim=1).values, x.max(dim=1).values)
+    return p.hi - p.lo, tuple(p._replace(lo=p.lo * 0))
+
+
+@prog(lambda: (T(3, 4), Holder(T(4))))
+def instance_dict_write_then_read(x, h):
+    h.__dict__["t"] = h.t * 2
+    h.__dict__["n"] = 3
+    return x * h.t + h.n
+
+
 # ---- nn.Modules ---------------------------------------------------------------------------
 
 

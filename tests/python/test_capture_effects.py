@@ -36,6 +36,12 @@ class Box:
 
 
 OBJ = Box()
+DEFAULT_ACC = torch.zeros(2, 3)
+
+
+def add_to_default(x, acc=DEFAULT_ACC):
+    acc.add_(x)
+    return acc * 2
 mod = types.ModuleType("ptc_effects_mod")
 exec("CNT = 0\n\ndef read():\n    return CNT * 10\n", mod.__dict__)
 sys.modules["ptc_effects_mod"] = mod
@@ -66,6 +72,7 @@ def reset():
     mod.CNT = 0
     mod.__dict__.pop("VAL", None)
     bump.__closure__[0].cell_contents = 0
+    DEFAULT_ACC.zero_()
 
 
 CASES = []
@@ -239,10 +246,25 @@ def slice_assignment_and_deletion(x, log):
     return x + len(log), log[0] * 2
 
 
-@case(1, 1, lambda: (torch.ones(2, 3), [3, 1, 2]))
-def sort_by_a_python_key_breaks(x, log):
-    log.sort(key=lambda v: -v)  # the key runs for real: a break (B009)
+@case(1, 0, lambda: (torch.ones(2, 3), [3, 1, 2]))
+def sort_by_a_python_key(x, log):
+    # main: a Python key function was a break (B009)
+    log.sort(key=lambda v: -v)
     return x * log[0]
+
+
+@case(1, 0, lambda: (torch.ones(2, 3), [torch.ones(3), torch.zeros(1), torch.ones(2), torch.zeros(3)]))
+def sort_tensors_by_their_sizes_reversed(x, log):
+    # main: tensors in the list were a break (B009); equal keys keep their
+    # order, also reversed (list.sort's stability)
+    log.sort(key=lambda t: t.shape[0], reverse=True)
+    return x.sum(0) * log[0], [t.shape[0] for t in log], log[1] is log[-1]
+
+
+@case(1, 1, lambda: (torch.ones(2, 3), [torch.ones(3), torch.zeros(3)]))
+def sort_by_tensor_values_breaks(x, log):
+    log.sort(key=lambda t: t.sum())  # the order needs the data: a break (B009)
+    return x * log[0][0]
 
 
 @case(1, 0, with_list)
@@ -276,6 +298,37 @@ def instance_dict_sees_attribute_writes(x):
     return y, before, sorted(d), "t" in OBJ.__dict__
 
 
+@case(1, 0)
+def attribute_read_after_a_write_through_the_instance_dict(x):
+    # main: OBJ.n read the value from before the dict write (a wrong result)
+    OBJ.n = 1
+    OBJ.__dict__["n"] = x.sum()
+    OBJ.__dict__.update(m=3)
+    return OBJ.n * 2 + OBJ.m
+
+
+@case(1, 0)
+def instance_dict_writes_and_deletes_seen_by_attributes(x):
+    # main: OBJ.t raised AttributeError in the trace (a break, B013)
+    OBJ.__dict__["t"] = x * 2
+    y = OBJ.t + OBJ.n
+    OBJ.n = 4
+    OBJ.__dict__["n"] = 7  # the later write wins
+    del OBJ.__dict__["t"]
+    return y, OBJ.n, hasattr(OBJ, "t"), getattr(OBJ, "t", "gone")
+
+
+@case(2, 3)
+def tensor_default_argument_mutated_in_place(x):
+    # eager's write to the default persists from call to call; the in-place
+    # op on it runs for real (B012, as any write of a tensor from outside;
+    # each call of the helper runs as its own frame, B025), so each call
+    # reads what the one before left (checked over two calls)
+    a = add_to_default(x)
+    b = add_to_default(x * 2)
+    return a, b, add_to_default.__defaults__[0] is DEFAULT_ACC
+
+
 def norm(v):
     if isinstance(v, torch.Tensor):
         return ("tensor", v.dtype, v.tolist())
@@ -288,7 +341,7 @@ def norm(v):
 
 def snapshot():
     return norm([LOG, STATE, COUNTER, globals().get("TEMP", "deleted"), dict(OBJ.__dict__), mod.CNT, mod.__dict__.get("VAL"),
-                 bump.__closure__[0].cell_contents])
+                 bump.__closure__[0].cell_contents, DEFAULT_ACC])
 
 
 def observe(fn, args):

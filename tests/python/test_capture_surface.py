@@ -4,8 +4,10 @@ Each program runs eagerly and under ptc.compile(backend="eager") twice:
 results (values, types), exceptions and warnings must agree, with no ptc
 warning, and the first call must give the pinned graph and break counts.
 """
+import collections
 import functools
 import itertools
+import operator
 import warnings
 
 import pytest
@@ -72,6 +74,127 @@ def tensor_new_of_data_breaks(x):
     return x.new([1.0, 2.0, 3.0]) + x  # copies data: a break (B003), as new_tensor
 
 
+FIRST = operator.itemgetter(0)
+
+
+class Pair:
+    def __init__(self, a, b):
+        self.a, self.inner = a, Inner(b)
+
+
+class Inner:
+    def __init__(self, b):
+        self.b = b
+
+
+@case(1, 0)
+def itemgetter_in_and_outside(x):
+    # main: a call of an itemgetter object broke (B006)
+    rows = operator.itemgetter(1, 0)(x)
+    pairs = sorted([(2, x), (1, x * 2)], key=FIRST)
+    try:
+        operator.itemgetter(5)([x])
+    except IndexError as e:
+        err = str(e)
+    return rows, FIRST(x), pairs[0][1], err
+
+
+@case(1, 0)
+def attrgetter_dotted(x):
+    p = Pair(x, x * 3)
+    a, b = operator.attrgetter("a", "inner.b")(p)
+    return a + b, operator.attrgetter("shape")(x), operator.attrgetter("T")(x)
+
+
+@case(1, 0)
+def methodcaller_with_arguments(x):
+    total = operator.methodcaller("sum", 0)(x)
+    kept = operator.methodcaller("sum", dim=1, keepdim=True)(x)
+    return total, kept, operator.methodcaller("view", -1)(x), operator.methodcaller("upper")("ab")
+
+
+@case(1, 0)
+def builtin_min_max_of_one_element_tensors(x):
+    # main: max() comparing tensors broke (B001); NaN compares false as in eager
+    a, b, nan = x[0, 1:2], x[1, :1] - 2, x[0, :1] / 0 * 0
+    return max(a, b), min(a, b, a - 1), max(nan, a).isnan(), max(a, nan), min(x.sum(), x.mean())
+
+
+@case(1, 1)
+def builtin_max_of_larger_tensors_breaks(x):
+    try:
+        return max(x, x * 2)  # eager raises: bool() of a 6-element tensor
+    except RuntimeError as e:
+        return str(e)
+
+
+@case(1, 0)
+def torch_tensor_of_a_traced_tensor(x):
+    # main: a break (B003)
+    y = x * 2
+    a = torch.tensor(y)
+    a.add_(1)  # a copy: y unchanged
+    b = torch.tensor(y, dtype=torch.int64)
+    return a, y, b, torch.as_tensor(y) is y, torch.as_tensor(y, dtype=torch.float64)
+
+
+@case(1, 0)
+def addcmul_addcdiv_lerp_with_tensor_values(x):
+    # main: addcmul/addcdiv with a tensor value broke (B007)
+    v = x[0, 1]  # 0-dim; eager reads it as a Scalar
+    a = x.clone()
+    a.addcmul_(x, x + 1, value=v)
+    a.addcdiv_(x, x + 1, value=v * 2)
+    a.lerp_(x * 3, v / 4)
+    return a, torch.addcmul(x, x, x, value=v.double())
+
+
+@case(1, 1)
+def addcdiv_with_a_tensor_value_of_one_dim_breaks(x):
+    try:
+        return torch.addcdiv(x, x, x + 1, value=x[0, :1])  # eager: TypeError
+    except TypeError as e:
+        return str(e)
+
+
+@case(1, 0)
+def foreach_ops_per_tensor(x):
+    # main: each torch._foreach_* call broke (B007)
+    ts = (x, x[0] * 2)
+    a = torch._foreach_add(ts, 1.0)
+    b = torch._foreach_mul(ts, [2.0, 3.0])
+    c = torch._foreach_add(a, b, alpha=2)
+    torch._foreach_mul_(c, 0.5)
+    torch._foreach_addcmul_(c, a, b, [1.0, 2.0])
+    d = torch._foreach_addcdiv(c, a, b, 0.5)
+    e = torch._foreach_lerp(a, b, 0.25)
+    m = torch._foreach_maximum(ts, x[0, 2])
+    n = [v.round(decimals=3) for v in torch._foreach_norm(ts)]
+    torch._foreach_zero_(a)
+    return c, d, e, m, n, a, torch._foreach_sqrt(b), torch._foreach_max(ts)
+
+
+@case(1, 0)
+def namedtuple_defined_inside(x):
+    # main: namedtuple's eval and attribute writes broke (B006, 3 x B010);
+    # the class is made once, when traced (eager: once per call)
+    P = collections.namedtuple("P", "a b", defaults=[3])
+    p = P(x)
+    q = p._replace(b=x * 2)
+    return p.a + p.b, tuple(q), q._asdict(), isinstance(q, tuple), type(q).__name__, P._fields
+
+
+@case(1, 0)
+def tensor_keys_of_a_dict_made_inside(x):
+    # main: d[x] and `x in d` broke (B002, B001); a tensor key is found by
+    # identity, as in eager
+    y = x * 2
+    d = {x: 1, "k": y}
+    d[x] += 1
+    d[y] = "y"
+    return d[x], x in d, y in d, (x + 0) in d, d.get(y), len(d), d["k"]
+
+
 def norm(v):
     if isinstance(v, torch.Tensor):
         return ("tensor", v.dtype, v.tolist())
@@ -109,3 +232,40 @@ def test_like_eager(fn, graphs, breaks):
 def test_fullgraph_like_eager(fn, graphs, breaks):
     x = torch.arange(6.0).reshape(2, 3)
     assert observe(ptc.compile(fn, backend="eager", fullgraph=True), x) == observe(fn, x)
+
+
+def test_builtin_max_gradient_reaches_the_argument_picked():
+    def f(a, b):
+        return max(a * 2, b) * 3
+
+    grads = []
+    for fn in (f, ptc.compile(f)):
+        a, b = torch.tensor([2.0], requires_grad=True), torch.tensor([1.0], requires_grad=True)
+        fn(a, b).sum().backward()
+        grads.append((a.grad.tolist(), b.grad))
+    # b, not picked, gets no gradient: None in eager, zeros through where
+    # (as under torch.compile)
+    assert grads[0][0] == grads[1][0] == [6.0]
+    assert grads[0][1] is None and grads[1][1].tolist() == [0.0]
+
+
+@pytest.mark.filterwarnings("ignore:To copy construct")
+def test_torch_tensor_of_an_input_is_a_detached_copy():
+    def f(x):
+        return torch.tensor(x), torch.as_tensor(x)
+
+    x = torch.arange(3.0, requires_grad=True)
+    (a, b), (ea, eb) = ptc.compile(f)(x), f(x)
+    assert (a.requires_grad, b is x, a.tolist()) == (ea.requires_grad, eb is x, ea.tolist()) == (False, True, [0, 1, 2])
+    with torch.no_grad():
+        a.add_(5)
+    assert x.tolist() == [0, 1, 2]
+
+
+def test_namedtuple_defined_inside_is_returned_whole():
+    def f(x):
+        P = collections.namedtuple("P", ["a", "b"])
+        return P(x, x * 2)
+
+    p = ptc.compile(f, fullgraph=True)(torch.ones(2))
+    assert type(p).__name__ == "P" and p._fields == ("a", "b") and p.b.tolist() == [2.0, 2.0]

@@ -417,7 +417,10 @@ int cap_op_contains(cap_interp *I, PyObject *container, PyObject *item, PyObject
         int rc = cap_hooks.iter_contains(I, container, item, out);
         if (rc != CAP_NONE)
             return rc;
-        if (cap_hooks.is_tensor(container) || cap_hooks.is_tensor(item) ||
+        /* a dict made in the trace finds a symbolic tensor key by identity */
+        bool dict_of_trace =
+            PyDict_CheckExact(container) && cap_hooks.source_of(I->T, container) < 0;
+        if (cap_hooks.is_tensor(container) || (cap_hooks.is_tensor(item) && !dict_of_trace) ||
             cap_hooks.is_real_tensor(container) || cap_hooks.is_real_tensor(item))
             return cap_hooks.brk(I->T, CAP_B_TENSOR_BOOL, "'in' with a tensor");
         PyObject *m = method_of(container, "__contains__");

@@ -37,6 +37,10 @@ void cap_torch_hooks_install(void);
 int cap_torch_binop(cap_trace *T, int op, PyObject *a, PyObject *b, PyObject **out);
 int cap_torch_compare(cap_trace *T, int cmp, PyObject *a, PyObject *b, PyObject **out);
 int cap_torch_unary(cap_trace *T, int h, PyObject *a, PyObject **out);
+/* Builtin max(a, b, ...) / min(...) of one-element symbolic tensors
+ * (torch_builtins.c); CAP_NONE when eager would not compare them so. */
+int cap_torch_builtin_minmax(cap_trace *T, bool is_max, PyObject *const *args, int nargs,
+                             PyObject **out);
 int cap_torch_getattr(cap_trace *T, cap_tensor *t, PyObject *name, PyObject **out);
 int cap_torch_getitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject **out);
 int cap_torch_setitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v);
@@ -131,6 +135,13 @@ int cap_inplace(cap_trace *T, cap_tensor *self, PyObject *res, PyObject **out);
 
 static inline cap_tensor *cap_as_tensor(PyObject *o) { return cap_is_tensor(o) ? (cap_tensor *)o : NULL; }
 static inline ptc_value *cap_val(PyObject *o) { return ((cap_tensor *)o)->v; }
+
+/* torch._foreach_X(...) as X per tensor (torch_foreach.c); CAP_NONE when
+ * callable is not a foreach op. */
+int cap_torch_foreach_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
+                           PyObject *kwnames, PyObject **out);
+/* torch.tensor(t) / torch.as_tensor(t) of a symbolic tensor (torch_builtins.c). */
+int cap_th_tensor_of_tensor(cap_tcall *c, PyObject **out);
 
 /* Special handlers (torch_ops.c, torch_shape.c, torch_query.c). */
 #define CAP_SPECIAL_HANDLERS(X)                                                 \

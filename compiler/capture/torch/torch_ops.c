@@ -1092,6 +1092,8 @@ void cap_torch_hooks_install(void)
     cap_thooks.getitem = cap_torch_getitem;
     cap_thooks.setitem = cap_torch_setitem;
     cap_thooks.unbind = cap_torch_unbind;
+    cap_thooks.builtin_minmax = cap_torch_builtin_minmax;
+    cap_thooks.foreach_call = cap_torch_foreach_call;
     cap_hooks.real_tensor = cap_t_real_tensor;
     cap_hooks.tensor_binary = cap_torch_binop;
     cap_hooks.tensor_compare = cap_torch_compare;

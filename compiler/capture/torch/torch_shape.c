@@ -565,6 +565,9 @@ int cap_th_new_full(cap_tcall *c, PyObject **out)
 /* torch.tensor(data) and friends: evaluated now, a constant of the graph. */
 int cap_th_tensor_const(cap_tcall *c, PyObject **out)
 {
+    if (c->npos >= 1 && cap_is_tensor(c->pos[0]) &&
+        (strcmp(c->m->name, "torch.tensor") == 0 || strcmp(c->m->name, "torch.as_tensor") == 0))
+        return cap_th_tensor_of_tensor(c, out);
     for (int i = 0; i < c->npos + c->nkw; i++) {
         PyObject *v = i < c->npos ? c->pos[i] : c->kwv[i - c->npos];
         if (cap_is_tensor(v))

@@ -101,7 +101,11 @@ int cap_t_call_sync(cap_interp *I, PyObject *callable, PyObject *const *args, in
                     PyObject *kwnames, PyObject **out)
 {
     cap_frame *outer = I->frame;
-    int rc = cap_op_call(I, callable, args, nargs, kwnames, out);
+    return cap_t_settle(I, outer, cap_op_call(I, callable, args, nargs, kwnames, out), out);
+}
+
+int cap_t_settle(cap_interp *I, cap_frame *outer, int rc, PyObject **out)
+{
     if (rc != CAP_FRAME)
         return rc;
     rc = cap_t_run_sync(I, outer, out);
@@ -662,6 +666,11 @@ static int builtin_on_iterables(cap_interp *I, int id, PyObject *callable, PyObj
     case B_max:
         if (npos == 1)
             return do_iterables(I, id, callable, args, nargs, kwnames, out);
+        if (ti >= 0 && !kwnames) {
+            int rc = cap_thooks.builtin_minmax(T, id == B_max, args, nargs, out);
+            if (rc != CAP_NONE)
+                return rc;
+        }
         if (ti >= 0)
             return cap_t_break(T, CAP_B_TENSOR_BOOL, "%s() comparing tensors",
                                id == B_min ? "min" : "max");
@@ -1102,6 +1111,34 @@ static const char *opaque_python(PyObject *fn)
     return NULL;
 }
 
+/* collections.namedtuple(...) of constant arguments: its Python code builds
+ * the class with eval and sets attributes of the new functions, which would
+ * break the trace at each step; it only makes a class, so it runs for real
+ * as one call. The class is made when the function is traced and kept by
+ * the compiled code (eager makes a new one per call: `type(f(x)) is
+ * type(f(x))` holds under ptc only). */
+static bool class_factory_call(PyObject *fn, PyObject *const *args, int nargs)
+{
+    static PyObject *namedtuple;
+    if (!namedtuple && !(namedtuple = cap_import_path("collections.namedtuple"))) {
+        PyErr_Clear();
+        return false;
+    }
+    if (fn != namedtuple)
+        return false;
+    for (int i = 0; i < nargs; i++) {
+        PyObject *a = args[i];
+        if (cap_is_constant(a))
+            continue;
+        if (!PyList_Check(a) && !PyTuple_Check(a))
+            return false;
+        for (Py_ssize_t k = 0; k < PySequence_Size(a); k++)
+            if (!cap_is_constant(PyList_Check(a) ? PyList_GetItem(a, k) : PyTuple_GetItem(a, k)))
+                return false;
+    }
+    return true;
+}
+
 /* A method of a torch.optim optimizer (step, with its profiling and grad-mode
  * wrappers): it reads every parameter's .grad, which a compiled backward
  * has just written, and updates parameters and its state in place, so it
@@ -1153,6 +1190,8 @@ static int call_function(cap_interp *I, PyObject *fn, PyObject *const *args, int
     if (optimizer_method(fn, args, nargs))
         return cap_t_break(T, CAP_B_AUTOGRAD, "optimizer %s (runs for real as one call)",
                            cap_func_name(fn));
+    if (class_factory_call(fn, args, nargs))
+        return real_call_flowed(T, fn, args, nargs, kwnames, out);
     const char *opaque = opaque_python(fn);
     if (opaque)
         return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "%s (runs for real as one call)", opaque);
@@ -1240,7 +1279,9 @@ int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nar
     int bid = builtin_of(callable);
     if (bid)
         return do_builtin(I, bid, callable, args, nargs, kwnames, out);
-    int rc = cap_torch_special_call(I, callable, args, nargs, kwnames, out);
+    int rc = cap_thooks.foreach_call(I, callable, args, nargs, kwnames, out);
+    if (rc == CAP_NONE)
+        rc = cap_torch_special_call(I, callable, args, nargs, kwnames, out);
     if (rc != CAP_NONE)
         return rc;
     if (PyObject_TypeCheck(callable, (PyTypeObject *)cap_T.Module))
@@ -1273,5 +1314,7 @@ int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nar
         memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
         return call_function(I, call, buf, nargs + 1, kwnames, out);
     }
+    if ((rc = cap_t_call_getter(I, callable, args, nargs, kwnames, out)) != CAP_NONE)
+        return rc;
     return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "call to a %s", cap_tpname(Py_TYPE(callable)));
 }

@@ -461,6 +461,88 @@ static bool sorts_at_trace_time(PyObject *s, PyObject *const *args, int nargs, P
     return true;
 }
 
+/* The order list.sort(key=key, reverse=rev) gives items: the key is a
+ * traced call per item, and the keys must be constants (compared now for
+ * real; a tensor's or object's order is not known while tracing). Indices
+ * sorted by their keys keep list.sort's stability, reversed too. */
+static PyObject *order_by_traced_key(cap_interp *I, PyObject *items, PyObject *key, PyObject *rev,
+                                     int *rc)
+{
+    Py_ssize_t n = PyList_Size(items);
+    PyObject *keys = PyList_New(n);
+    for (Py_ssize_t i = 0; keys && i < n; i++) {
+        PyObject *a[1] = {PyList_GetItem(items, i)}, *kv = NULL;
+        if ((*rc = cap_t_call_sync(I, key, a, 1, NULL, &kv)) != CAP_NEXT) {
+            Py_DECREF(keys);
+            return NULL;
+        }
+        PyList_SetItem(keys, i, kv);
+        if (!cap_is_constant(kv)) {
+            Py_DECREF(keys);
+            *rc = cap_t_break(I->T, CAP_B_MUTATE_OUTSIDE,
+                              "list.sort() of an outside list by keys not known while tracing "
+                              "(tensors or objects)");
+            return NULL;
+        }
+    }
+    PyObject *getter = keys ? PyObject_GetAttrString(keys, "__getitem__") : NULL;
+    PyObject *range = PyObject_CallFunction((PyObject *)&PyRange_Type, "n", n);
+    PyObject *order = getter && range ? PySequence_List(range) : NULL;
+    PyObject *sort = order ? PyObject_GetAttrString(order, "sort") : NULL;
+    PyObject *kw =
+        sort ? Py_BuildValue("{sOsO}", "key", getter, "reverse", rev ? rev : Py_False) : NULL;
+    PyObject *no_args = kw ? PyTuple_New(0) : NULL;
+    PyObject *none = no_args ? PyObject_Call(sort, no_args, kw) : NULL;
+    Py_XDECREF(no_args);
+    *rc = none ? CAP_NEXT : CAP_ERR; /* eager's TypeError: keys that do not compare */
+    if (!none)
+        Py_CLEAR(order);
+    Py_XDECREF(none);
+    Py_XDECREF(kw);
+    Py_XDECREF(sort);
+    Py_XDECREF(range);
+    Py_XDECREF(getter);
+    Py_XDECREF(keys);
+    return order;
+}
+
+/* l.sort(key=f, reverse=r) with a Python key function, on its shadow s. */
+static int sort_by_traced_key(cap_interp *I, PyObject *l, PyObject *s, PyObject *key, PyObject *rev,
+                              PyObject **out)
+{
+    int rc;
+    PyObject *order = order_by_traced_key(I, s, key, rev, &rc);
+    if (!order)
+        return rc;
+    PyObject *sorted = PyList_New(PyList_Size(order));
+    for (Py_ssize_t i = 0; sorted && i < PyList_Size(order); i++)
+        PyList_SetItem(sorted, i,
+                       Py_NewRef(PyList_GetItem(s, PyLong_AsSsize_t(PyList_GetItem(order, i)))));
+    Py_DECREF(order);
+    rc = sorted && PyList_SetSlice(s, 0, PyList_Size(s), sorted) == 0 ? log_whole_list(I, l, s)
+                                                                      : CAP_ERR;
+    Py_XDECREF(sorted);
+    if (rc == CAP_NEXT)
+        *out = Py_NewRef(Py_None);
+    return rc;
+}
+
+/* sort's keyword key (reverse: the other one), or NULL; NULL too when the
+ * call has other keywords (eager's TypeError then comes from the real call). */
+static PyObject *sort_keyword(PyObject *const *args, int npos, PyObject *kwnames, bool reverse)
+{
+    PyObject *found = NULL;
+    for (int k = 0; kwnames && k < (int)PyTuple_Size(kwnames); k++) {
+        PyObject *name = PyTuple_GetItem(kwnames, k);
+        bool is_key = PyUnicode_CompareWithASCIIString(name, "key") == 0;
+        if (!is_key && PyUnicode_CompareWithASCIIString(name, "reverse") != 0)
+            return NULL;
+        if (is_key != reverse)
+            found = args[npos + k];
+    }
+    return found;
+}
+
 /* l.sort(...) and l.reverse() on an outside list: done on its shadow. */
 static int list_reorder(cap_interp *I, PyObject *l, const char *name, PyObject *const *args,
                         int nargs, PyObject *kwnames, PyObject **out)
@@ -471,6 +553,9 @@ static int list_reorder(cap_interp *I, PyObject *l, const char *name, PyObject *
     if (rc != CAP_NEXT)
         return rc;
     bool sort = strcmp(name, "sort") == 0;
+    PyObject *key = sort ? sort_keyword(args, npos, kwnames, false) : NULL;
+    if (key && key != Py_None && !PyCFunction_Check(key) && npos == 0)
+        return sort_by_traced_key(I, l, s, key, sort_keyword(args, npos, kwnames, true), out);
     if (sort && !sorts_at_trace_time(s, args, npos, kwnames))
         return cap_t_break(I->T, CAP_B_MUTATE_OUTSIDE,
                            "list.sort() of an outside list whose order is not known while "

@@ -154,6 +154,19 @@ static int written_dict(cap_trace *T, PyObject *obj, PyObject *name)
     return attrs ? cap_t_instance_dict_read(T, obj, attrs) : CAP_NEXT;
 }
 
+/* What this trace's record of obj's instance dict says of name (writes
+ * through obj.__dict__[k] and attribute writes made after obj.__dict__ was
+ * read both land there): 1 written (*v borrowed), 0 deleted, -1 unknown. */
+static int inst_dict_written(cap_trace *T, PyObject *obj, PyObject *name, PyObject **v)
+{
+    if (PyDict_Size(T->mut) == 0 || PyType_Check(obj) || PyModule_Check(obj))
+        return -1;
+    PyObject *d = inst_dict(obj);
+    int w = d && PyDict_CheckExact(d) ? cap_t_dict_written(T, d, name, v) : -1;
+    Py_XDECREF(d); /* the record holds the dict, and *v with it */
+    return w;
+}
+
 /* getattr run for real, its value derived from obj's source (src). */
 static int real_attr(cap_trace *T, PyObject *obj, PyObject *name, int src, PyObject **out)
 {
@@ -244,7 +257,13 @@ static int class_lookup(cap_interp *I, PyObject *obj, PyObject *name, int src, P
     }
     if (descr && is_data_descr(descr))
         return real_attr(T, obj, name, src, out);
-    if (!PyType_Check(obj)) {
+    PyObject *written = NULL;
+    int w = src >= 0 ? inst_dict_written(T, obj, name, &written) : -1;
+    if (w == 1) {
+        *out = Py_NewRef(written);
+        return CAP_NEXT;
+    }
+    if (!PyType_Check(obj) && w < 0) {
         PyObject *d = inst_dict(obj);
         PyObject *v = d && PyDict_Check(d) ? PyDict_GetItem(d, name) : NULL;
         if (v) {
@@ -317,7 +336,8 @@ static int getattr_impl(cap_interp *I, PyObject *obj, PyObject *name, PyObject *
     if (cap_t_is_real_tensor(obj))
         return real_tensor_attr(T, obj, name, out);
     int src = cap_t_source_of(T, obj);
-    if (src >= 0 && PyDict_Size(T->shadow) > 0) {
+    PyObject *written;
+    if (src >= 0 && PyDict_Size(T->shadow) > 0 && inst_dict_written(T, obj, name, &written) < 0) {
         int rc = shadowed(T, obj, name, out);
         if (rc != CAP_NONE)
             return rc;
@@ -551,7 +571,7 @@ int cap_t_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out)
         return cap_thooks.getitem(T, (cap_tensor *)obj, key, out);
     if (cap_t_is_real_tensor(obj) || cap_t_is_real_tensor(key))
         return cap_t_real_tensor(T, cap_t_is_real_tensor(obj) ? obj : key, "indexing");
-    if (cap_is_tensor(key))
+    if (cap_is_tensor(key) && !cap_t_dict_of_trace(T, obj))
         return cap_t_break(T, CAP_B_TENSOR_ITEM, "a tensor used as an index of a %s",
                            cap_tpname(Py_TYPE(obj)));
     PyObject *written = NULL;

@@ -268,6 +268,10 @@ typedef struct cap_torch_hooks {
     int (*getitem)(cap_trace *T, cap_tensor *t, PyObject *key, PyObject **out);
     int (*setitem)(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v);
     PyObject *(*unbind)(cap_trace *T, cap_tensor *t);
+    int (*builtin_minmax)(cap_trace *T, bool is_max, PyObject *const *args, int nargs,
+                          PyObject **out);
+    int (*foreach_call)(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
+                        PyObject *kwnames, PyObject **out);
 } cap_torch_hooks;
 extern cap_torch_hooks cap_thooks;
 
@@ -439,6 +443,13 @@ bool cap_constant_defaults(PyObject *d, bool kw);
 bool cap_is_key(PyObject *o);
 /* Is obj outside (has a source)? */
 static inline bool cap_t_outside(cap_trace *T, PyObject *obj) { return cap_t_source_of(T, obj) >= 0; }
+/* A dict made in this trace: it holds the trace's own objects, so a symbolic
+ * tensor key is found by identity (its hash is its id) as eager finds the
+ * tensor; an outside dict holds the real tensors, so lookups there break. */
+static inline bool cap_t_dict_of_trace(cap_trace *T, PyObject *obj)
+{
+    return PyDict_CheckExact(obj) && !cap_t_outside(T, obj);
+}
 
 /* ---- side effects on outside objects (effects.c) ------------------------------ */
 
@@ -558,6 +569,11 @@ int cap_partial_unpack(PyObject *p, PyObject **fn, PyObject **args, PyObject **k
 int cap_t_call_partial(cap_interp *I, PyObject *fn, PyObject *pargs, PyObject *pkw,
                        PyObject *const *args, int nargs, PyObject *kwnames, PyObject **out);
 bool cap_is_pure_fn(PyObject *fn);
+/* A call of an operator.itemgetter/attrgetter/methodcaller object, traced
+ * as the subscripts, attribute reads or call it stands for; CAP_NONE when
+ * callable is none of them (trace_operator.c). */
+int cap_t_call_getter(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
+                      PyObject *kwnames, PyObject **out);
 int cap_torch_special_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                            PyObject *kwnames, PyObject **out);
 bool cap_global_hooks(void);
@@ -595,6 +611,9 @@ int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nar
 int cap_t_run_sync(cap_interp *I, cap_frame *outer, PyObject **out);
 int cap_t_call_sync(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                     PyObject *kwnames, PyObject **out);
+/* rc of an operation begun in frame outer; when it pushed a frame
+ * (CAP_FRAME), that frame is run to its result (*out), as cap_t_call_sync. */
+int cap_t_settle(cap_interp *I, cap_frame *outer, int rc, PyObject **out);
 /* An outside function is about to be inlined in frame f (not yet pushed):
  * guards what the trace will run of it. 0 or -1 with an exception. */
 int cap_t_enter_frame(cap_trace *T, cap_frame *f);

@@ -1,0 +1,137 @@
+/* operator.itemgetter, attrgetter and methodcaller objects called while
+ * tracing.
+ *
+ * Their C __call__ would run obj[k], getattr(obj, name) or obj.name(*args)
+ * for real, which a symbolic tensor or an outside object cannot take. Each
+ * getter is taken apart through its __reduce__ (the items, dotted names, or
+ * method name and arguments it was made with; they cannot change after it is
+ * made, so the getter's own guard covers them) and the same operations run
+ * through the interpreter instead: subscripts, attribute reads and calls
+ * traced as if the program had written them out.
+ */
+#include "capture/trace/trace.h"
+
+#include <string.h>
+
+typedef enum { GETTER_ITEM, GETTER_ATTR, GETTER_METHOD } getter_kind;
+
+/* Which getter o is, or -1. */
+static int getter_kind_of(PyObject *o)
+{
+    static PyObject *types[3];
+    static bool init;
+    if (!init) {
+        init = true;
+        static const char *paths[3] = {"operator.itemgetter", "operator.attrgetter",
+                                       "operator.methodcaller"};
+        for (int k = 0; k < 3; k++) {
+            types[k] = cap_import_path(paths[k]);
+            PyErr_Clear();
+        }
+    }
+    for (int k = 0; k < 3; k++)
+        if (types[k] && Py_TYPE(o) == (PyTypeObject *)types[k])
+            return k;
+    return -1;
+}
+
+/* attrgetter's "a.b.c": one attribute read per dotted part. */
+static int dotted_attr(cap_interp *I, PyObject *obj, PyObject *path, PyObject **out)
+{
+    PyObject *dot = PyUnicode_FromString(".");
+    PyObject *parts = dot ? PyUnicode_Split(path, dot, -1) : NULL;
+    Py_XDECREF(dot);
+    if (!parts)
+        return CAP_ERR;
+    cap_frame *outer = I->frame;
+    PyObject *cur = Py_NewRef(obj);
+    int rc = CAP_NEXT;
+    for (Py_ssize_t i = 0; rc == CAP_NEXT && i < PyList_Size(parts); i++) {
+        PyObject *next = NULL;
+        rc = cap_t_settle(I, outer, cap_op_getattr(I, cur, PyList_GetItem(parts, i), &next), &next);
+        Py_SETREF(cur, rc == CAP_NEXT ? next : NULL);
+    }
+    Py_DECREF(parts);
+    if (rc == CAP_NEXT)
+        *out = cur;
+    else
+        Py_XDECREF(cur);
+    return rc;
+}
+
+/* itemgetter(k...) / attrgetter(name...) on obj: one value, or a tuple of
+ * them when the getter was made with several. */
+static int get_each(cap_interp *I, int kind, PyObject *keys, PyObject *obj, PyObject **out)
+{
+    cap_frame *outer = I->frame;
+    Py_ssize_t n = PyTuple_Size(keys);
+    PyObject *values = PyTuple_New(n);
+    if (!values)
+        return CAP_ERR;
+    int rc = CAP_NEXT;
+    for (Py_ssize_t i = 0; rc == CAP_NEXT && i < n; i++) {
+        PyObject *key = PyTuple_GetItem(keys, i), *v = NULL;
+        rc = kind == GETTER_ITEM ? cap_t_settle(I, outer, cap_op_getitem(I, obj, key, &v), &v)
+                                 : dotted_attr(I, obj, key, &v);
+        if (rc == CAP_NEXT)
+            PyTuple_SetItem(values, i, v);
+    }
+    if (rc == CAP_NEXT)
+        *out = n == 1 ? Py_NewRef(PyTuple_GetItem(values, 0)) : Py_NewRef(values);
+    Py_DECREF(values);
+    return rc;
+}
+
+/* methodcaller(name, *args, **kw)(obj): obj.name(*args, **kw). Its reduce
+ * is (methodcaller, (name, *args)), or with keywords
+ * (partial(methodcaller, name, **kw), args). */
+static int call_method(cap_interp *I, PyObject *reduced, PyObject *obj, PyObject **out)
+{
+    PyObject *maker = PyTuple_GetItem(reduced, 0), *rargs = PyTuple_GetItem(reduced, 1);
+    PyObject *name, *margs, *kw = NULL, *fn = NULL, *pargs = NULL;
+    if (cap_is_partial(maker)) {
+        if (cap_partial_unpack(maker, &fn, &pargs, &kw) < 0)
+            return CAP_ERR;
+        name = PyTuple_GetItem(pargs, 0);
+        margs = Py_NewRef(rargs);
+    } else {
+        name = PyTuple_GetItem(rargs, 0);
+        margs = PyTuple_GetSlice(rargs, 1, PyTuple_Size(rargs));
+    }
+    PyObject *method = NULL;
+    cap_frame *outer = I->frame;
+    int rc = margs && name ? cap_t_settle(I, outer, cap_op_getattr(I, obj, name, &method), &method)
+                           : CAP_ERR;
+    if (rc == CAP_NEXT) {
+        rc = cap_op_call_ex(I, method, margs, kw && PyDict_Size(kw) ? kw : NULL, out);
+        Py_DECREF(method);
+    }
+    Py_XDECREF(margs);
+    Py_XDECREF(fn);
+    Py_XDECREF(pargs);
+    Py_XDECREF(kw);
+    return rc;
+}
+
+int cap_t_call_getter(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
+                      PyObject *kwnames, PyObject **out)
+{
+    int kind = getter_kind_of(callable);
+    if (kind < 0)
+        return CAP_NONE;
+    if (nargs != 1 || kwnames) /* eager's TypeError, raised by the real call */
+        return cap_t_break(I->T, CAP_B_UNSUPPORTED_CALL, "operator getter with %d arguments",
+                           nargs);
+    PyObject *reduced = PyObject_CallMethod(callable, "__reduce__", NULL);
+    if (!reduced)
+        return CAP_ERR;
+    int rc = CAP_ERR;
+    if (PyTuple_Check(reduced) && PyTuple_Size(reduced) >= 2 &&
+        PyTuple_Check(PyTuple_GetItem(reduced, 1)))
+        rc = kind == GETTER_METHOD ? call_method(I, reduced, args[0], out)
+                                   : get_each(I, kind, PyTuple_GetItem(reduced, 1), args[0], out);
+    else
+        PyErr_SetString(cap_InternalError, "operator getter: unexpected __reduce__");
+    Py_DECREF(reduced);
+    return rc;
+}
