@@ -204,6 +204,11 @@ bool ptc_dim_div_exact(ptc_arena *a, ptc_dim x, ptc_dim y, ptc_dim *quot);
 /* True when d >= 0 for all non-negative symbol values (sufficient test: no
  * negative constant or coefficient, atoms over non-negative operands). */
 bool ptc_dim_nonneg(ptc_dim d);
+/* d with symbol `name` replaced by `by` (canonical again). */
+ptc_dim ptc_dim_subst(ptc_arena *a, ptc_dim d, const char *name, ptc_dim by);
+/* Solves d == 0 for symbol `name` when d is linear in it (c*name + rest, name
+ * nowhere in rest, c dividing rest): *out = -rest/c. False otherwise. */
+bool ptc_dim_solve(ptc_arena *a, ptc_dim d, const char *name, ptc_dim *out);
 /* Copies an expression into another arena (for moving types between graphs). */
 ptc_dim ptc_dim_copy(ptc_arena *a, ptc_dim d);
 /* Canonical text: "16", "s0", "2*s0+1", "(s0+1)//2". */
@@ -413,6 +418,9 @@ typedef struct ptc_graph {
     ptc_value **values;     /* by id */
     int next_node_id;
     int next_value_name;    /* for auto-named values "%N" */
+    /* Capture's oracle for size relations the meta functions cannot decide
+     * structurally (ops.h); NULL elsewhere. Not copied with the graph. */
+    struct ptc_shape_env *shape_env;
     /* private */
     int cap_inputs, cap_nodes, cap_values;
     bool owns_arena;

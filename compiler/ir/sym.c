@@ -463,6 +463,71 @@ ptc_dim ptc_dim_copy(ptc_arena *a, ptc_dim d)
     return (ptc_dim){0, s};
 }
 
+/* ---- substitution ------------------------------------------------------------ */
+
+static bool mentions(ptc_dim d, const char *name)
+{
+    const char *names[32];
+    int n = ptc_dim_symbols(d, names, 0, 32);
+    for (int i = 0; i < n; i++)
+        if (strcmp(names[i], name) == 0)
+            return true;
+    return false;
+}
+
+static ptc_dim atom_subst(ptc_arena *a, const atom *at, const char *name, ptc_dim by)
+{
+    if (at->kind == ATOM_SYM)
+        return strcmp(at->name, name) == 0 ? by : atom_dim(a, at);
+    ptc_dim x = ptc_dim_subst(a, at->a, name, by), y = ptc_dim_subst(a, at->b, name, by);
+    if (!y.sym && y.value == 0)
+        return atom_dim(a, at); /* a divisor that became 0 was never a size */
+    return at->kind == ATOM_FLOORDIV ? ptc_dim_floordiv(a, x, y) : ptc_dim_mod(a, x, y);
+}
+
+ptc_dim ptc_dim_subst(ptc_arena *a, ptc_dim d, const char *name, ptc_dim by)
+{
+    if (!d.sym || !mentions(d, name))
+        return d;
+    ptc_dim sum = ptc_dim_c(d.sym->constant);
+    for (int i = 0; i < d.sym->nterms; i++) {
+        const term *t = &d.sym->terms[i];
+        ptc_dim prod = ptc_dim_c(t->coeff);
+        for (int j = 0; j < t->natoms; j++)
+            prod = ptc_dim_mul(a, prod, atom_subst(a, t->atoms[j], name, by));
+        sum = ptc_dim_add(a, sum, prod);
+    }
+    return sum;
+}
+
+bool ptc_dim_solve(ptc_arena *a, ptc_dim d, const char *name, ptc_dim *out)
+{
+    if (!d.sym)
+        return false;
+    int at = -1;
+    for (int i = 0; i < d.sym->nterms; i++) {
+        const term *t = &d.sym->terms[i];
+        bool bare =
+            t->natoms == 1 && t->atoms[0]->kind == ATOM_SYM && strcmp(t->atoms[0]->name, name) == 0;
+        if (bare && at < 0) {
+            at = i;
+            continue;
+        }
+        for (int j = 0; j < t->natoms; j++)
+            if (mentions(atom_dim(a, t->atoms[j]), name))
+                return false; /* not linear in name */
+    }
+    if (at < 0)
+        return false;
+    int64_t c = d.sym->terms[at].coeff;
+    ptc_dim rest = ptc_dim_sub(a, d, ptc_dim_mul(a, ptc_dim_c(c), ptc_dim_symbol(a, name)));
+    ptc_dim q;
+    if (!ptc_dim_div_exact(a, rest, ptc_dim_c(c), &q))
+        return false;
+    *out = ptc_dim_mul(a, q, ptc_dim_c(-1));
+    return true;
+}
+
 /* ---- printing -------------------------------------------------------------- */
 
 static bool is_single_factor(ptc_dim d)

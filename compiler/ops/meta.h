@@ -53,6 +53,10 @@ int meta_broadcast(ptc_meta *m, const ptc_ttype *a, const ptc_ttype *b, ptc_dim 
  * expand / in-place broadcasting). Fails naming `what`. */
 int meta_expandable(ptc_meta *m, const ptc_ttype *from, const ptc_dim *to, int nto,
                     const char *what);
+/* x == y: structurally, or (with a shape env: while capturing) by the sizes
+ * of the call being traced, kept as a guard and made structural by rewriting
+ * the graph (x and y may then be stale: ptc_build infers again). */
+bool meta_same(ptc_meta *m, ptc_dim x, ptc_dim y);
 /* Sign of a size expression: -1, 0, 1, or 2 when it depends on the values of
  * its symbols (sizes are taken to be >= 2; decided by probing values). */
 int meta_sign(ptc_dim d);

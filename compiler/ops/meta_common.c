@@ -118,12 +118,27 @@ int meta_dim(ptc_meta *m, ptc_dim dim, int ndim, const ptc_ttype *t, int *out)
     return 0;
 }
 
+bool meta_same(ptc_meta *m, ptc_dim x, ptc_dim y)
+{
+    if (ptc_dim_eq(x, y))
+        return true;
+    if (!m->env || (!x.sym && !y.sym))
+        return false;
+    return m->env->same(m->env, x, y, ptc_op_name(m->op)) == 1;
+}
+
 int meta_broadcast(ptc_meta *m, const ptc_ttype *a, const ptc_ttype *b, ptc_dim *out, int *nout)
 {
-    int bad;
-    if (meta_broadcast_dims(a->shape, a->ndim, b->shape, b->ndim, out, nout, &bad) == 0)
-        return 0;
-    int n = a->ndim > b->ndim ? a->ndim : b->ndim;
+    int bad = 0, n = a->ndim > b->ndim ? a->ndim : b->ndim;
+    /* Each relation the shape env makes hold rewrites a's and b's shapes in
+     * place; at most one per dim. */
+    for (int tries = 0; tries <= n; tries++) {
+        if (meta_broadcast_dims(a->shape, a->ndim, b->shape, b->ndim, out, nout, &bad) == 0)
+            return 0;
+        ptc_dim x = a->shape[bad - (n - a->ndim)], y = b->shape[bad - (n - b->ndim)];
+        if (!m->env || (!x.sym && !y.sym) || m->env->same(m->env, x, y, ptc_op_name(m->op)) != 1)
+            break;
+    }
     ptc_dim x = a->shape[bad - (n - a->ndim)], y = b->shape[bad - (n - b->ndim)];
     return ptc_meta_fail(m, "shapes %s and %s cannot broadcast (dim %d: %s vs %s%s)",
                          meta_tstr(m, a), meta_tstr(m, b), bad, meta_dstr(m, x), meta_dstr(m, y),
@@ -138,7 +153,7 @@ int meta_expandable(ptc_meta *m, const ptc_ttype *from, const ptc_dim *to, int n
                              meta_tstr(m, from), meta_shapestr(m, to, nto));
     for (int i = 0; i < from->ndim; i++) {
         ptc_dim f = from->shape[i], t = to[nto - from->ndim + i];
-        if (!ptc_dim_eq(f, t) && !meta_is(f, 1))
+        if (!meta_is(f, 1) && !meta_same(m, f, t))
             return ptc_meta_fail(m, "%s %s cannot be broadcast to %s (dim %d: %s vs %s)", what,
                                  meta_tstr(m, from), meta_shapestr(m, to, nto),
                                  nto - from->ndim + i, meta_dstr(m, f), meta_dstr(m, t));

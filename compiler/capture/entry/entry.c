@@ -881,6 +881,7 @@ cap_entry *cap_entry_build(cap_trace *T, cap_interp *I, int rc, int *unreconstru
             goto fail;
         }
         e->graph = T->g;
+        e->graph->shape_env = NULL; /* it answers from the trace, which ends here */
         T->g = NULL;
         e->node_grad = T->node_grad;
         T->node_grad = NULL;

@@ -19,6 +19,7 @@
 #include "capture/torch/torch.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -316,7 +317,8 @@ ptc_dim cap_t_input_dim(cap_trace *T, int src, int dim, int64_t size, PyObject *
 {
     for (int i = 0; i < T->syms.n; i++)
         if (T->hints.values[i] == size) {
-            ptc_dim s = ptc_dim_symbol(T->arena, cap_sym_name(i));
+            ptc_dim s =
+                T->syms.replaced[i] ? T->syms.by[i] : ptc_dim_symbol(T->arena, cap_sym_name(i));
             if ((T->syms.src[i] != src || T->syms.dim[i] != dim) &&
                 same_size_guard(T, src, dim, i) < 0)
                 return ptc_dim_c(-1);
@@ -344,6 +346,126 @@ int cap_t_need_static(cap_trace *T, const char *fmt, ...)
     vsnprintf(T->static_why, sizeof T->static_why, fmt, ap);
     va_end(ap);
     return cap_t_break(T, CAP_B_TRACE_ERROR, "%s", T->static_why);
+}
+
+/* ---- relations for the meta functions (the shape env) -------------------------------------
+ *
+ * A meta function that needs two sizes equal (s1 against 2*s0 in a
+ * broadcast, s0*s1 against a weight's 16 in a matmul) asks the env when they
+ * differ structurally. The answer comes from this call's sizes and is kept
+ * as a guard; to make it hold structurally for the rest of the trace and for
+ * every later stage (which have no env), one symbol is replaced by what it
+ * equals, everywhere in the graph: the highest-numbered symbol the relation
+ * is linear in (s1 := 2*s0), else each symbol of it by its value, as a
+ * specialisation ptexplain lists with the op that needed it. */
+
+static int note_specialised(cap_trace *T, ptc_dim d, int64_t value, const char *why);
+
+static cap_trace *env_trace(ptc_shape_env *env)
+{
+    return (cap_trace *)(void *)((char *)env - offsetof(cap_trace, shape_env));
+}
+
+static ptc_dim env_rewrite(ptc_shape_env *env, ptc_arena *a, ptc_dim d)
+{
+    cap_trace *T = env_trace(env);
+    for (int i = 0; d.sym && i < T->syms.n; i++)
+        if (T->syms.replaced[i])
+            d = ptc_dim_subst(a, d, cap_sym_name(i), T->syms.by[i]);
+    return d;
+}
+
+static void rewrite_type(ptc_shape_env *env, ptc_arena *a, ptc_ttype *t)
+{
+    for (int d = 0; d < t->ndim; d++) {
+        t->shape[d] = env_rewrite(env, a, t->shape[d]);
+        if (t->layout == PTC_LAYOUT_STRIDED)
+            t->strides[d] = env_rewrite(env, a, t->strides[d]);
+    }
+}
+
+/* Symbol i := by in the graph so far, in the symints the user's code holds
+ * and in the earlier replacements. */
+static void replace_symbol(cap_trace *T, int i, ptc_dim by)
+{
+    ptc_shape_env *env = &T->shape_env;
+    for (int j = 0; j < T->syms.n; j++)
+        if (T->syms.replaced[j])
+            T->syms.by[j] = ptc_dim_subst(T->arena, T->syms.by[j], cap_sym_name(i), by);
+    T->syms.replaced[i] = true;
+    T->syms.by[i] = by;
+    ptc_graph *g = T->g;
+    for (int v = 0; v < g->nvalues; v++)
+        if (g->values[v])
+            rewrite_type(env, T->arena, &g->values[v]->type);
+    for (int n = 0; n < g->nnodes; n++)
+        for (int k = 0; k < g->nodes[n]->nargs; k++) {
+            ptc_arg *arg = &g->nodes[n]->args[k];
+            if (arg->kind == PTC_ARG_INT)
+                arg->i = env_rewrite(env, T->arena, arg->i);
+            for (int j = 0; arg->kind == PTC_ARG_INTS && j < arg->is.n; j++)
+                arg->is.d[j] = env_rewrite(env, T->arena, arg->is.d[j]);
+        }
+    for (Py_ssize_t k = 0; T->symints && k < PyList_Size(T->symints); k++) {
+        cap_symint *s = (cap_symint *)PyList_GetItem(T->symints, k);
+        s->d = env_rewrite(env, T->arena, s->d);
+    }
+    env->rewrites++;
+}
+
+/* diff == 0 holds (guarded): one symbol replaced, or all of them pinned. */
+static int make_zero(cap_trace *T, ptc_dim diff, const char *what)
+{
+    for (int i = T->syms.n - 1; i >= 0; i--) {
+        ptc_dim by;
+        if (!T->syms.replaced[i] && ptc_dim_solve(T->arena, diff, cap_sym_name(i), &by)) {
+            replace_symbol(T, i, by);
+            return 1;
+        }
+    }
+    const char *names[CAP_MAX_SYMS];
+    int n = ptc_dim_symbols(diff, names, 0, CAP_MAX_SYMS);
+    char why[200];
+    ptc_buf b = {0};
+    ptc_dim_print(&b, diff);
+    snprintf(why, sizeof why, "%s needs %s == 0, which no one symbol solves", what,
+             b.data ? b.data : "");
+    ptc_buf_free(&b);
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < T->syms.n; i++)
+            if (strcmp(cap_sym_name(i), names[j]) == 0) {
+                ptc_dim s = ptc_dim_symbol(T->arena, names[j]);
+                int64_t v = T->hints.values[i];
+                if (cap_t_sym_guard(T, ptc_dim_sub(T->arena, s, ptc_dim_c(v)), Py_EQ) < 0 ||
+                    note_specialised(T, s, v, why) < 0)
+                    return -1;
+                replace_symbol(T, i, ptc_dim_c(v));
+            }
+    return 1;
+}
+
+static int env_same(ptc_shape_env *env, ptc_dim x, ptc_dim y, const char *what)
+{
+    cap_trace *T = env_trace(env);
+    ptc_dim diff = env_rewrite(env, T->arena, ptc_dim_sub(T->arena, x, y));
+    if (!diff.sym) {
+        if (diff.value != 0)
+            return 0;
+        env->rewrites++; /* equal once rewritten: the caller infers again */
+        return 1;
+    }
+    if (cap_t_dim_hint(T, diff) != 0)
+        return 0;
+    int rc = cap_t_sym_guard(T, diff, Py_EQ) < 0 ? -1 : make_zero(T, diff, what);
+    if (rc < 0)
+        PyErr_Clear(); /* out of memory for a guard: the relation stays undecided */
+    return rc == 1;
+}
+
+void cap_t_shape_env_init(cap_trace *T)
+{
+    T->shape_env = (ptc_shape_env){.same = env_same, .rewrite = env_rewrite};
+    T->g->shape_env = &T->shape_env;
 }
 
 /* ---- the Python int ------------------------------------------------------------------------- */
@@ -392,14 +514,11 @@ static cap_trace *live(cap_symint *s)
     return s->T;
 }
 
-int cap_symint_specialise(cap_symint *s, const char *why, int64_t *out)
+/* Notes for ptexplain that d was pinned to value, why, and at which line. */
+static int note_specialised(cap_trace *T, ptc_dim d, int64_t value, const char *why)
 {
-    cap_trace *T = live(s);
-    if (!T || cap_t_sym_guard(T, ptc_dim_sub(T->arena, s->d, ptc_dim_c(s->hint)), Py_EQ) < 0)
-        return -1;
-    *out = s->hint;
     ptc_buf b = {0};
-    ptc_dim_print(&b, s->d);
+    ptc_dim_print(&b, d);
     char file[512] = "", text[512] = "";
     int line = 0, col = -1, endline = 0, endcol = -1;
     if (T->I && T->I->frame) {
@@ -409,7 +528,7 @@ int cap_symint_specialise(cap_symint *s, const char *why, int64_t *out)
     }
     PyObject *note =
         Py_BuildValue("{s:s,s:L,s:s,s:s,s:i,s:s}", "expr", b.data ? b.data : "", "value",
-                      (long long)s->hint, "why", why, "file", file, "line", line, "text", text);
+                      (long long)value, "why", why, "file", file, "line", line, "text", text);
     ptc_buf_free(&b);
     if (!note || PyList_Append(T->specialised, note) < 0) {
         Py_XDECREF(note);
@@ -417,6 +536,15 @@ int cap_symint_specialise(cap_symint *s, const char *why, int64_t *out)
     }
     Py_DECREF(note);
     return 0;
+}
+
+int cap_symint_specialise(cap_symint *s, const char *why, int64_t *out)
+{
+    cap_trace *T = live(s);
+    if (!T || cap_t_sym_guard(T, ptc_dim_sub(T->arena, s->d, ptc_dim_c(s->hint)), Py_EQ) < 0)
+        return -1;
+    *out = s->hint;
+    return note_specialised(T, s->d, s->hint, why);
 }
 
 static PyObject *value_of(PyObject *o, const char *why)

@@ -1,0 +1,103 @@
+"""Shape reasoning under symbolic sizes: relations an op needs become guards.
+
+When an op is valid only if two size expressions are equal (a broadcast of
+s1 against 2*s0, a matmul of s1*s2 against a weight's 16), the trace keeps
+the relation as a guard and goes on symbolic: a symbol the relation is
+linear in is replaced by what it equals (s1 := 2*s0, one symbol from then
+on), otherwise its symbols are specialised with the op named as the reason.
+Divisibility (a view that splits s0 into fours) becomes a guard too, and
+symbol ranges (sizes >= 2, mark_dynamic's min/max) decide comparisons
+without guarding. Each case compiled one symbolic entry where main fell back
+to static sizes (one compile per size).
+"""
+import pytest
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+import ptc  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _reset():
+    ptc.reset()
+    yield
+
+
+def events(compiled, kind):
+    handle = getattr(compiled, "_ptc_compiled", compiled)
+    return [e for e in handle._events() if e["kind"] == kind]
+
+
+def ncompiles(compiled):
+    return len(events(compiled, "compile"))
+
+
+def guards_of(compiled, i=-1):
+    return events(compiled, "compile")[i]["guards"]
+
+
+def run_sizes(compiled, fn, make, sizes):
+    with torch.no_grad():
+        for n in sizes:
+            args = make(n)
+            torch.testing.assert_close(compiled(*args), fn(*args), rtol=1e-5, atol=1e-5)
+
+
+# ---- equal expressions -----------------------------------------------------------------------
+
+def doubled_plus(x, y):
+    return torch.cat([x, x]) * 2 + y  # 2*s0 against s1
+
+
+def test_broadcast_of_equal_expressions_unifies_the_symbols():
+    c = ptc.compile(doubled_plus, dynamic=True)
+    run_sizes(c, doubled_plus, lambda n: (torch.randn(n), torch.randn(2 * n)), [3, 5, 8, 13])
+    assert ncompiles(c) == 1 and not events(c, "static_fallback")
+    gs = guards_of(c)
+    assert "2*s0-s1 == 0 (s0 from L['x'].size(0), s1 from L['y'].size(0))" in gs, gs
+    # The relation is a guard: sizes that break it are a new entry, and eager's error.
+    with pytest.raises(RuntimeError):
+        c(torch.randn(3), torch.randn(7))
+
+
+def flat_linear(x, w):
+    return F.linear(x.flatten(1), w)  # s1*s2 against w's s4
+
+
+def test_matmul_of_a_product_against_an_input_size_replaces_that_symbol():
+    c = ptc.compile(flat_linear, dynamic=True)
+    run_sizes(c, flat_linear, lambda n: (torch.randn(n, 2, n), torch.randn(7, 2 * n)), [3, 5, 9])
+    assert ncompiles(c) == 1 and not events(c, "static_fallback")
+    assert "s0*s1-s3 == 0" in " ".join(guards_of(c)), guards_of(c)  # s3 := s0*s1
+
+
+class FlatHead(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(16, 4)  # parameters keep their sizes
+
+    def forward(self, x):
+        return self.fc(x.flatten(1))  # s1*s2 against the weight's 16
+
+
+def test_matmul_against_a_static_size_specialises_with_the_op_named():
+    m = FlatHead().eval()
+    c = ptc.compile(m, dynamic=True)
+    run_sizes(c, m, lambda n: (torch.randn(n, 2, 8),), [3, 5, 9])
+    assert ncompiles(c) == 1 and not events(c, "static_fallback")
+    spec = events(c, "compile")[0]["specialized"]
+    assert sorted(s["value"] for s in spec) == [2, 8], spec
+    assert all("linear needs s1*s2-16 == 0" in s["why"] for s in spec), spec
+    gs = guards_of(c)
+    assert "s0 >= 2 (s0 from L['x'].size(0))" in gs, gs  # the batch stays symbolic
+
+
+def test_equal_expressions_later_in_the_trace_are_one_symbol():
+    def f(x, y):
+        z = torch.cat([x, x]) + y  # s1 := 2*s0 from here on
+        return z.view(2, -1).sum(0) + y.view(2, -1)[1] + x  # y is [2*s0] now: these match
+
+    c = ptc.compile(f, dynamic=True)
+    run_sizes(c, f, lambda n: (torch.randn(n), torch.randn(2 * n)), [3, 4, 7])
+    assert ncompiles(c) == 1 and not events(c, "static_fallback")
