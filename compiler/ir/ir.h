@@ -206,6 +206,10 @@ bool ptc_dim_div_exact(ptc_arena *a, ptc_dim x, ptc_dim y, ptc_dim *quot);
 bool ptc_dim_nonneg(ptc_dim d);
 /* d with symbol `name` replaced by `by` (canonical again). */
 ptc_dim ptc_dim_subst(ptc_arena *a, ptc_dim d, const char *name, ptc_dim by);
+/* Does a graph input's dim d determine its one symbol (s0, 4*s2, 2*s0+1)?
+ * Sets *name; with value, also the symbol's value for which d is size (false
+ * when there is none). */
+bool ptc_dim_binds(ptc_dim d, const char **name, int64_t size, int64_t *value);
 /* Solves d == 0 for symbol `name` when d is linear in it (c*name + rest, name
  * nowhere in rest, c dividing rest): *out = -rest/c. False otherwise. */
 bool ptc_dim_solve(ptc_arena *a, ptc_dim d, const char *name, ptc_dim *out);

@@ -500,6 +500,20 @@ ptc_dim ptc_dim_subst(ptc_arena *a, ptc_dim d, const char *name, ptc_dim by)
     return sum;
 }
 
+bool ptc_dim_binds(ptc_dim d, const char **name, int64_t size, int64_t *value)
+{
+    if (!d.sym || d.sym->nterms != 1 || d.sym->terms[0].natoms != 1 ||
+        d.sym->terms[0].atoms[0]->kind != ATOM_SYM)
+        return false;
+    int64_t c = d.sym->terms[0].coeff, rest = size - d.sym->constant;
+    *name = d.sym->terms[0].atoms[0]->name;
+    if (value && (c == 0 || rest % c != 0))
+        return false;
+    if (value)
+        *value = rest / c;
+    return true;
+}
+
 bool ptc_dim_solve(ptc_arena *a, ptc_dim d, const char *name, ptc_dim *out)
 {
     if (!d.sym)

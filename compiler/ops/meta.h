@@ -65,6 +65,10 @@ int meta_le(ptc_arena *a, ptc_dim x, ptc_dim y);
 /* x / y when it divides exactly (symbolic divisors: when the quotient is a
  * constant); -1 otherwise. */
 int meta_exact_div(ptc_arena *a, ptc_dim x, ptc_dim y, ptc_dim *q);
+/* meta_exact_div, and where a constant y does not divide x structurally,
+ * (while capturing) by the traced call's sizes: guarded, x's symbols split
+ * so that it does (s1 := 4*s2), and the node inferred again. */
+int meta_divide(ptc_meta *m, ptc_dim x, ptc_dim y, ptc_dim *q);
 /* ceil(x / c) for a constant c > 0, as (x + c - 1) // c (prints simply). */
 static inline ptc_dim meta_ceildiv(ptc_arena *a, ptc_dim x, int64_t c)
 {

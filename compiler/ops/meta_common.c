@@ -216,6 +216,19 @@ int meta_le(ptc_arena *a, ptc_dim x, ptc_dim y)
     return lo >= 0 ? 1 : hi < 0 ? 0 : -1;
 }
 
+int meta_divide(ptc_meta *m, ptc_dim x, ptc_dim y, ptc_dim *q)
+{
+    if (meta_exact_div(m->arena, x, y, q) == 0)
+        return 0;
+    ptc_shape_env *env = m->env;
+    if (!env || !x.sym || y.sym || y.value < 2 ||
+        env->divides(env, x, y.value, ptc_op_name(m->op)) != 1)
+        return -1;
+    /* x's symbols were rewritten so that y divides it: infer again */
+    *q = ptc_dim_floordiv(m->arena, env->rewrite(env, m->arena, x), y);
+    return 0;
+}
+
 int meta_exact_div(ptc_arena *a, ptc_dim x, ptc_dim y, ptc_dim *q)
 {
     if (!y.sym) {

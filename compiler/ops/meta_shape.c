@@ -46,7 +46,7 @@ static int infer_minus_one(ptc_meta *m, const ptc_ttype *x, const ptc_dim *known
     for (int j = 0; j < x->ndim; j++)
         if (!used[j])
             num = ptc_dim_mul(m->arena, num, x->shape[j]);
-    return meta_exact_div(m->arena, num, rest, out);
+    return meta_divide(m, num, rest, out);
 }
 
 /* torch's computeStride: can a strided input be viewed with the new shape?

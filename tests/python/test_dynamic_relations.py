@@ -101,3 +101,47 @@ def test_equal_expressions_later_in_the_trace_are_one_symbol():
     c = ptc.compile(f, dynamic=True)
     run_sizes(c, f, lambda n: (torch.randn(n), torch.randn(2 * n)), [3, 4, 7])
     assert ncompiles(c) == 1 and not events(c, "static_fallback")
+
+
+# ---- divisibility ----------------------------------------------------------------------------
+
+def fours(x):
+    return x.view(x.size(0), -1, 4).sum(-1)  # needs s1 % 4 == 0
+
+
+def test_view_that_needs_divisibility_guards_it_and_stays_symbolic():
+    c = ptc.compile(fours, dynamic=True)
+    run_sizes(c, fours, lambda n: (torch.randn(n, 4 * n + 4),), [3, 5, 8, 13])
+    assert ncompiles(c) == 1 and not events(c, "static_fallback")
+    gs = guards_of(c)
+    assert "s1%4 == 0 (s1 from L['x'].size(1))" in gs, gs
+    # A size the guard rejects is eager's error, as eager raises it.
+    with pytest.raises(RuntimeError):
+        c(torch.randn(3, 10))
+
+
+def heads(x):
+    B, T, C = x.shape
+    return x.view(B, T, 4, -1).transpose(1, 2).softmax(-1)  # C split in 4 heads
+
+
+def test_heads_split_of_a_symbolic_width():
+    c = ptc.compile(heads, dynamic=True)
+    run_sizes(c, heads, lambda n: (torch.randn(2, n, 8 * n),), [3, 5, 8])
+    assert ncompiles(c) == 1 and not events(c, "static_fallback")
+    assert any(g.startswith("s2%4 == 0") for g in guards_of(c)), guards_of(c)
+
+
+def test_odd_multiple_splits_by_the_missing_factor():
+    def f(x):
+        return x.reshape(-1, 4) * 2  # 6*s0 in fours: s0 must be even
+
+    def make(n):
+        x = torch.randn(2 * n, 6)
+        ptc.mark_dynamic(x, 0)
+        return (x,)
+
+    c = ptc.compile(f)
+    run_sizes(c, f, make, [3, 5, 8])
+    assert ncompiles(c) == 1 and not events(c, "static_fallback")
+    assert "(2*s0)%4 == 0 (s0 from L['x'].size(0))" in guards_of(c), guards_of(c)

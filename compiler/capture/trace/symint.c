@@ -242,6 +242,8 @@ static void symbol_sources(cap_trace *T, ptc_dim d, char *buf, size_t size)
                 cap_source_str(T->src, T->nsrc, T->syms.src[i], src, sizeof src);
                 k += (size_t)snprintf(buf + k, size - k, "%s%s from %s.size(%d)", j ? ", " : " (",
                                       names[j], src, T->syms.dim[i]);
+                if (T->syms.div[i] > 1 && k < size)
+                    k += (size_t)snprintf(buf + k, size - k, " // %lld", (long long)T->syms.div[i]);
             }
     if (n > 0 && k < size)
         snprintf(buf + k, size - k, ")");
@@ -413,24 +415,11 @@ static void replace_symbol(cap_trace *T, int i, ptc_dim by)
     env->rewrites++;
 }
 
-/* diff == 0 holds (guarded): one symbol replaced, or all of them pinned. */
-static int make_zero(cap_trace *T, ptc_dim diff, const char *what)
+/* Each symbol of d replaced by its value, guarded, and noted with why. */
+static int pin_symbols(cap_trace *T, ptc_dim d, const char *why)
 {
-    for (int i = T->syms.n - 1; i >= 0; i--) {
-        ptc_dim by;
-        if (!T->syms.replaced[i] && ptc_dim_solve(T->arena, diff, cap_sym_name(i), &by)) {
-            replace_symbol(T, i, by);
-            return 1;
-        }
-    }
     const char *names[CAP_MAX_SYMS];
-    int n = ptc_dim_symbols(diff, names, 0, CAP_MAX_SYMS);
-    char why[200];
-    ptc_buf b = {0};
-    ptc_dim_print(&b, diff);
-    snprintf(why, sizeof why, "%s needs %s == 0, which no one symbol solves", what,
-             b.data ? b.data : "");
-    ptc_buf_free(&b);
+    int n = ptc_dim_symbols(d, names, 0, CAP_MAX_SYMS);
     for (int j = 0; j < n; j++)
         for (int i = 0; i < T->syms.n; i++)
             if (strcmp(cap_sym_name(i), names[j]) == 0) {
@@ -442,6 +431,31 @@ static int make_zero(cap_trace *T, ptc_dim diff, const char *what)
                 replace_symbol(T, i, ptc_dim_c(v));
             }
     return 1;
+}
+
+/* "linear needs s1*s2-16 == 0, which no one symbol solves" */
+static void relation_why(const char *what, ptc_dim d, const char *rel, const char *tail, char *why,
+                         size_t size)
+{
+    ptc_buf b = {0};
+    ptc_dim_print(&b, d);
+    snprintf(why, size, "%s needs %s %s, %s", what, b.data ? b.data : "", rel, tail);
+    ptc_buf_free(&b);
+}
+
+/* diff == 0 holds (guarded): one symbol replaced, or all of them pinned. */
+static int make_zero(cap_trace *T, ptc_dim diff, const char *what)
+{
+    for (int i = T->syms.n - 1; i >= 0; i--) {
+        ptc_dim by;
+        if (!T->syms.replaced[i] && ptc_dim_solve(T->arena, diff, cap_sym_name(i), &by)) {
+            replace_symbol(T, i, by);
+            return 1;
+        }
+    }
+    char why[200];
+    relation_why(what, diff, "== 0", "which no one symbol solves", why, sizeof why);
+    return pin_symbols(T, diff, why);
 }
 
 static int env_same(ptc_shape_env *env, ptc_dim x, ptc_dim y, const char *what)
@@ -462,9 +476,68 @@ static int env_same(ptc_shape_env *env, ptc_dim x, ptc_dim y, const char *what)
     return rc == 1;
 }
 
+static int64_t gcd64(int64_t a, int64_t b)
+{
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a < 0 ? -a : a;
+}
+
+/* k divides x (guarded): a symbol s that x is linear in, c*s + rest with k
+ * dividing rest, is split as s := m*t for a new symbol t read as s's
+ * dimension // m (m = k / gcd(c, k)), so x // k is exact structurally. */
+static int split_symbol(cap_trace *T, ptc_dim x, int64_t k)
+{
+    for (int i = T->syms.n - 1; i >= 0 && T->syms.n < CAP_MAX_SYMS; i--) {
+        const char *name = cap_sym_name(i);
+        ptc_dim rest = ptc_dim_subst(T->arena, x, name, ptc_dim_c(0)), q;
+        ptc_dim c = ptc_dim_sub(T->arena, ptc_dim_subst(T->arena, x, name, ptc_dim_c(1)), rest);
+        if (T->syms.replaced[i] || c.sym || c.value == 0 ||
+            !ptc_dim_eq(x, ptc_dim_add(T->arena, rest,
+                                       ptc_dim_mul(T->arena, c, ptc_dim_symbol(T->arena, name)))) ||
+            !ptc_dim_div_exact(T->arena, rest, ptc_dim_c(k), &q))
+            continue;
+        int64_t m = k / gcd64(c.value, k);
+        int t = T->syms.n++;
+        T->syms.src[t] = T->syms.src[i];
+        T->syms.dim[t] = T->syms.dim[i];
+        T->syms.div[t] = (T->syms.div[i] > 1 ? T->syms.div[i] : 1) * m;
+        ptc_bindings_set(&T->hints, cap_sym_name(t), T->hints.values[i] / m);
+        replace_symbol(
+            T, i, ptc_dim_mul(T->arena, ptc_dim_c(m), ptc_dim_symbol(T->arena, cap_sym_name(t))));
+        return 1;
+    }
+    return 0;
+}
+
+static int env_divides(ptc_shape_env *env, ptc_dim x, int64_t k, const char *what)
+{
+    cap_trace *T = env_trace(env);
+    x = env_rewrite(env, T->arena, x);
+    ptc_dim r = ptc_dim_mod(T->arena, x, ptc_dim_c(k));
+    if (cap_t_dim_hint(T, r) != 0)
+        return 0;
+    if (!r.sym) {
+        env->rewrites++; /* divisible once rewritten: the caller infers again */
+        return 1;
+    }
+    char why[200];
+    relation_why(what, r, "== 0", "which no one symbol can be split for", why, sizeof why);
+    int rc = cap_t_sym_guard(T, r, Py_EQ) < 0 ? -1
+             : split_symbol(T, x, k)          ? 1
+                                              : pin_symbols(T, x, why);
+    if (rc < 0)
+        PyErr_Clear();
+    return rc == 1;
+}
+
 void cap_t_shape_env_init(cap_trace *T)
 {
-    T->shape_env = (ptc_shape_env){.same = env_same, .rewrite = env_rewrite};
+    T->shape_env =
+        (ptc_shape_env){.same = env_same, .divides = env_divides, .rewrite = env_rewrite};
     T->g->shape_env = &T->shape_env;
 }
 

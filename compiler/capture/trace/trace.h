@@ -148,6 +148,9 @@ typedef struct cap_symtab {
      * it from its dimension. */
     bool replaced[CAP_MAX_SYMS];
     ptc_dim by[CAP_MAX_SYMS];
+    /* > 1: the symbol is its dimension's size divided by this (a guard that
+     * the size divides split it out: s1 := 4*s2 for s1 % 4 == 0). */
+    int64_t div[CAP_MAX_SYMS];
 } cap_symtab;
 const char *cap_sym_name(int i); /* "s0", "s1", ... (static strings) */
 
