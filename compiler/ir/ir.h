@@ -228,6 +228,12 @@ typedef struct ptc_bindings {
 } ptc_bindings;
 int ptc_bindings_set(ptc_bindings *b, const char *name, int64_t value); /* -1 if full */
 bool ptc_bindings_get(const ptc_bindings *b, const char *name, int64_t *value);
+/* The least and greatest values of d when each symbol lies in its range
+ * (lo and hi hold the bounds by name; a bound not given is unbounded,
+ * reported as INT64_MIN / INT64_MAX). Interval arithmetic: the bounds hold,
+ * though they need not be tight. */
+void ptc_dim_range(ptc_dim d, const ptc_bindings *lo, const ptc_bindings *hi, int64_t *min,
+                   int64_t *max);
 /* Evaluates d. Returns -1 (with err) if a symbol is unbound. */
 int ptc_dim_eval(ptc_dim d, const ptc_bindings *b, int64_t *out, ptc_error *err);
 /* Parses a dim expression ("2*s0+1"). Used by the .ptir parser; on error sets

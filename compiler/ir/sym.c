@@ -542,6 +542,71 @@ bool ptc_dim_solve(ptc_arena *a, ptc_dim d, const char *name, ptc_dim *out)
     return true;
 }
 
+/* ---- ranges ------------------------------------------------------------------ */
+
+/* Interval arithmetic saturating at INT64_MIN / INT64_MAX (unbounded). */
+static int64_t sat_add(int64_t x, int64_t y)
+{
+    int64_t r;
+    return __builtin_add_overflow(x, y, &r) ? (x > 0 ? INT64_MAX : INT64_MIN) : r;
+}
+
+static int64_t sat_mul(int64_t x, int64_t y)
+{
+    int64_t r;
+    return __builtin_mul_overflow(x, y, &r) ? ((x > 0) == (y > 0) ? INT64_MAX : INT64_MIN) : r;
+}
+
+static void range_mul(int64_t *lo, int64_t *hi, int64_t clo, int64_t chi)
+{
+    int64_t p[4] = {sat_mul(*lo, clo), sat_mul(*lo, chi), sat_mul(*hi, clo), sat_mul(*hi, chi)};
+    *lo = *hi = p[0];
+    for (int i = 1; i < 4; i++) {
+        *lo = p[i] < *lo ? p[i] : *lo;
+        *hi = p[i] > *hi ? p[i] : *hi;
+    }
+}
+
+static void atom_range(const atom *at, const ptc_bindings *lo, const ptc_bindings *hi, int64_t *min,
+                       int64_t *max)
+{
+    *min = INT64_MIN;
+    *max = INT64_MAX;
+    if (at->kind == ATOM_SYM) {
+        ptc_bindings_get(lo, at->name, min);
+        ptc_bindings_get(hi, at->name, max);
+        return;
+    }
+    if (at->b.sym || at->b.value <= 0)
+        return;
+    if (at->kind == ATOM_MOD) {
+        *min = 0;
+        *max = at->b.value - 1;
+        return;
+    }
+    int64_t xlo, xhi;
+    ptc_dim_range(at->a, lo, hi, &xlo, &xhi);
+    *min = xlo == INT64_MIN ? INT64_MIN : floordiv64(xlo, at->b.value);
+    *max = xhi == INT64_MAX ? INT64_MAX : floordiv64(xhi, at->b.value);
+}
+
+void ptc_dim_range(ptc_dim d, const ptc_bindings *lo, const ptc_bindings *hi, int64_t *min,
+                   int64_t *max)
+{
+    *min = *max = d.sym ? d.sym->constant : d.value;
+    for (int i = 0; d.sym && i < d.sym->nterms; i++) {
+        const term *t = &d.sym->terms[i];
+        int64_t tlo = t->coeff, thi = t->coeff;
+        for (int j = 0; j < t->natoms; j++) {
+            int64_t alo, ahi;
+            atom_range(t->atoms[j], lo, hi, &alo, &ahi);
+            range_mul(&tlo, &thi, alo, ahi);
+        }
+        *min = sat_add(*min, tlo);
+        *max = sat_add(*max, thi);
+    }
+}
+
 /* ---- printing -------------------------------------------------------------- */
 
 static bool is_single_factor(ptc_dim d)

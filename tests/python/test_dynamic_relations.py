@@ -145,3 +145,41 @@ def test_odd_multiple_splits_by_the_missing_factor():
     run_sizes(c, f, make, [3, 5, 8])
     assert ncompiles(c) == 1 and not events(c, "static_fallback")
     assert "(2*s0)%4 == 0 (s0 from L['x'].size(0))" in guards_of(c), guards_of(c)
+
+
+# ---- symbol ranges ---------------------------------------------------------------------------
+
+def sym_guards(compiled):
+    return [g for g in guards_of(compiled) if g[:1] in "s(-" or g[:2] in ("2*", "6*")]
+
+
+def test_comparisons_the_range_decides_need_no_guard():
+    def f(x):
+        n = x.size(0)
+        if n >= 1 and n != 1 and n > 0:  # every size >= 2 passes these
+            x = x * 2
+        return x[n - 1 :] + x[: n - 1].sum(0)  # bounds within [0, n] need no guard
+
+    c = ptc.compile(f, dynamic=True)
+    run_sizes(c, f, lambda n: (torch.randn(n, 7),), [3, 5, 8])
+    assert ncompiles(c) == 1
+    assert sym_guards(c) == ["s0 >= 2 (s0 from L['x'].size(0))", "s1 >= 2 (s1 from L['x'].size(1))"], (
+        sym_guards(c))
+
+
+def test_mark_dynamic_bounds_decide_comparisons():
+    def f(x):
+        if x.size(0) > 3 and x.size(0) < 100:  # mark_dynamic(min=4, max=64) decides both
+            return x + 1
+        return x - 1
+
+    def make(n):
+        x = torch.randn(n, 3)
+        ptc.mark_dynamic(x, 0, min=4, max=64)
+        return (x,)
+
+    c = ptc.compile(f)
+    run_sizes(c, f, make, [4, 9, 64])
+    assert ncompiles(c) == 1
+    assert sym_guards(c) == ["s0 >= 4 (s0 from L['x'].size(0))", "s0 <= 64 (s0 from L['x'].size(0))"], (
+        sym_guards(c))

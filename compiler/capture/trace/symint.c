@@ -266,6 +266,38 @@ static void relation_text(cap_trace *T, ptc_dim d, int rel, char *buf, size_t si
     symbol_sources(T, d, buf, size);
 }
 
+/* Does "d rel 0" hold for every size the symbols' ranges allow (s0 >= 1 and
+ * s0 != 1 for a size of 2 or more; s0 <= 9 under mark_dynamic(max=8))? */
+static bool implied_by_ranges(cap_trace *T, ptc_dim d, int rel)
+{
+    ptc_bindings lo = {0}, hi = {0};
+    for (int i = 0; i < T->syms.n; i++) {
+        ptc_bindings_set(&lo, cap_sym_name(i), T->syms.lo[i]);
+        ptc_bindings_set(&hi, cap_sym_name(i), T->syms.hi[i]);
+    }
+    int64_t min, max;
+    ptc_dim_range(d, &lo, &hi, &min, &max);
+    switch (rel) {
+    case Py_GE:
+        return min >= 0;
+    case Py_LE:
+        return max <= 0;
+    case Py_EQ:
+        return min == 0 && max == 0;
+    case Py_NE:
+        return min > 0 || max < 0;
+    default:
+        return false;
+    }
+}
+
+/* Symbol i ranges over [lo, hi] (hi < 0: unbounded) from here on. */
+static void set_range(cap_trace *T, int i, int64_t lo, int64_t hi)
+{
+    T->syms.lo[i] = lo;
+    T->syms.hi[i] = hi < 0 ? INT64_MAX : hi;
+}
+
 int cap_t_sym_guard(cap_trace *T, ptc_dim d, int rel)
 {
     if (!d.sym)
@@ -275,6 +307,8 @@ int cap_t_sym_guard(cap_trace *T, ptc_dim d, int rel)
         d = ptc_dim_add(T->arena, d, ptc_dim_c(rel == Py_GT ? -1 : 1));
         rel = rel == Py_GT ? Py_GE : Py_LE;
     }
+    if (implied_by_ranges(T, d, rel))
+        return 0; /* the range guards of its symbols check it already */
     char text[600];
     relation_text(T, d, rel, text, sizeof text);
     PyObject *obj = PyUnicode_FromString(text);
@@ -333,11 +367,14 @@ ptc_dim cap_t_input_dim(cap_trace *T, int src, int dim, int64_t size, PyObject *
     int i = T->syms.n++;
     T->syms.src[i] = src;
     T->syms.dim[i] = dim;
+    set_range(T, i, INT64_MIN, -1); /* until its range is guarded */
     ptc_bindings_set(&T->hints, cap_sym_name(i), size);
     ptc_dim s = ptc_dim_symbol(T->arena, cap_sym_name(i));
-    if (cap_t_sym_guard(T, ptc_dim_sub(T->arena, s, ptc_dim_c(lo < 2 ? 2 : lo)), Py_GE) < 0 ||
+    lo = lo < 2 ? 2 : lo;
+    if (cap_t_sym_guard(T, ptc_dim_sub(T->arena, s, ptc_dim_c(lo)), Py_GE) < 0 ||
         (hi >= 0 && cap_t_sym_guard(T, ptc_dim_sub(T->arena, s, ptc_dim_c(hi)), Py_LE) < 0))
         return ptc_dim_c(-1);
+    set_range(T, i, lo, hi);
     return s;
 }
 
@@ -501,13 +538,19 @@ static int split_symbol(cap_trace *T, ptc_dim x, int64_t k)
             !ptc_dim_div_exact(T->arena, rest, ptc_dim_c(k), &q))
             continue;
         int64_t m = k / gcd64(c.value, k);
+        if (T->hints.values[i] / m < 2)
+            continue; /* t would be 1 here: pinned instead, as sizes of 1 are */
         int t = T->syms.n++;
         T->syms.src[t] = T->syms.src[i];
         T->syms.dim[t] = T->syms.dim[i];
         T->syms.div[t] = (T->syms.div[i] > 1 ? T->syms.div[i] : 1) * m;
+        set_range(T, t, INT64_MIN, -1);
         ptc_bindings_set(&T->hints, cap_sym_name(t), T->hints.values[i] / m);
-        replace_symbol(
-            T, i, ptc_dim_mul(T->arena, ptc_dim_c(m), ptc_dim_symbol(T->arena, cap_sym_name(t))));
+        ptc_dim st = ptc_dim_symbol(T->arena, cap_sym_name(t));
+        replace_symbol(T, i, ptc_dim_mul(T->arena, ptc_dim_c(m), st));
+        if (cap_t_sym_guard(T, ptc_dim_sub(T->arena, st, ptc_dim_c(2)), Py_GE) < 0)
+            return -1;
+        set_range(T, t, 2, T->syms.hi[i] == INT64_MAX ? -1 : T->syms.hi[i] / m);
         return 1;
     }
     return 0;
@@ -526,9 +569,9 @@ static int env_divides(ptc_shape_env *env, ptc_dim x, int64_t k, const char *wha
     }
     char why[200];
     relation_why(what, r, "== 0", "which no one symbol can be split for", why, sizeof why);
-    int rc = cap_t_sym_guard(T, r, Py_EQ) < 0 ? -1
-             : split_symbol(T, x, k)          ? 1
-                                              : pin_symbols(T, x, why);
+    int rc = cap_t_sym_guard(T, r, Py_EQ) < 0 ? -1 : split_symbol(T, x, k);
+    if (rc == 0)
+        rc = pin_symbols(T, x, why);
     if (rc < 0)
         PyErr_Clear();
     return rc == 1;

@@ -151,6 +151,9 @@ typedef struct cap_symtab {
     /* > 1: the symbol is its dimension's size divided by this (a guard that
      * the size divides split it out: s1 := 4*s2 for s1 % 4 == 0). */
     int64_t div[CAP_MAX_SYMS];
+    /* Each symbol's range once guarded (2 or mark_dynamic's min, its max;
+     * INT64_MIN / INT64_MAX: unbounded): relations it implies need no guard. */
+    int64_t lo[CAP_MAX_SYMS], hi[CAP_MAX_SYMS];
 } cap_symtab;
 const char *cap_sym_name(int i); /* "s0", "s1", ... (static strings) */
 
