@@ -57,6 +57,10 @@ int meta_expandable(ptc_meta *m, const ptc_ttype *from, const ptc_dim *to, int n
  * of the call being traced, kept as a guard and made structural by rewriting
  * the graph (x and y may then be stale: ptc_build infers again). */
 bool meta_same(ptc_meta *m, ptc_dim x, ptc_dim y);
+/* meta_le and meta_sign, and where they cannot decide, (while capturing)
+ * the traced call's sizes under a guard (a kernel of 7 fits s2 >= 7). */
+int meta_le_env(ptc_meta *m, ptc_dim x, ptc_dim y);
+int meta_sign_env(ptc_meta *m, ptc_dim d);
 /* Sign of a size expression: -1, 0, 1, or 2 when it depends on the values of
  * its symbols (sizes are taken to be >= 2; decided by probing values). */
 int meta_sign(ptc_dim d);

@@ -216,6 +216,25 @@ int meta_le(ptc_arena *a, ptc_dim x, ptc_dim y)
     return lo >= 0 ? 1 : hi < 0 ? 0 : -1;
 }
 
+int meta_le_env(ptc_meta *m, ptc_dim x, ptc_dim y)
+{
+    int le = meta_le(m->arena, x, y);
+    if (le >= 0 || !m->env)
+        return le;
+    return m->env->nonneg(m->env, ptc_dim_sub(m->arena, y, x), ptc_op_name(m->op));
+}
+
+int meta_sign_env(ptc_meta *m, ptc_dim d)
+{
+    int sign = meta_sign(d);
+    if (sign != 2 || !m->env)
+        return sign;
+    int pos = meta_le_env(m, ptc_dim_c(1), d);
+    if (pos != 0)
+        return pos == 1 ? 1 : 2;
+    return meta_le_env(m, d, ptc_dim_c(-1)) == 1 ? -1 : 0;
+}
+
 int meta_divide(ptc_meta *m, ptc_dim x, ptc_dim y, ptc_dim *q)
 {
     if (meta_exact_div(m->arena, x, y, q) == 0)

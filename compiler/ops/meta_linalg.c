@@ -309,7 +309,7 @@ static int conv_size(ptc_meta *m, const conv_args *c, int j, ptc_dim in, ptc_dim
         *out = ptc_dim_add(a, o, eff);
     } else {
         ptc_dim padded = ptc_dim_add(a, in, twice_p);
-        int le = meta_le(a, eff, padded);
+        int le = meta_le_env(m, eff, padded);
         if (le == 0)
             return ptc_meta_fail(m,
                                  "kernel of %s is larger than the padded input %s (dim %d: %s "
@@ -321,7 +321,7 @@ static int conv_size(ptc_meta *m, const conv_args *c, int j, ptc_dim in, ptc_dim
                                  meta_tstr(m, w), meta_tstr(m, x));
         *out = ptc_dim_add(a, ptc_dim_floordiv(a, ptc_dim_sub(a, padded, eff), s), ptc_dim_c(1));
     }
-    int sign = meta_sign(*out);
+    int sign = meta_sign_env(m, *out);
     if (sign != 1)
         return ptc_meta_fail(m,
                              sign == 2 ? "cannot decide whether output size %s of input %s is "
@@ -434,14 +434,14 @@ static int pool_size(ptc_meta *m, const ptc_ttype *x, ptc_dim in, int64_t k, int
     if (ceil_mode) {
         /* The last window must start inside the input or the left padding. */
         ptc_dim start = ptc_dim_mul(a, ptc_dim_sub(a, o, ptc_dim_c(1)), ptc_dim_c(s));
-        int ge = meta_le(a, ptc_dim_add(a, in, ptc_dim_c(p)), start);
+        int ge = meta_le_env(m, ptc_dim_add(a, in, ptc_dim_c(p)), start);
         if (ge < 0)
             return ptc_meta_fail(m, "cannot decide the ceil_mode output size for input %s",
                                  meta_tstr(m, x));
         if (ge)
             o = ptc_dim_sub(a, o, ptc_dim_c(1));
     }
-    int sign = meta_sign(o);
+    int sign = meta_sign_env(m, o);
     if (sign != 1)
         return ptc_meta_fail(m,
                              sign == 2 ? "cannot decide whether output size %s of input %s is "

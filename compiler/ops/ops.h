@@ -39,6 +39,8 @@ struct ptc_shape_env {
     /* k divides x (k > 1)? 1: it does, guarded, and x's symbols rewritten so
      * that x // k is exact structurally; 0: it does not. */
     int (*divides)(ptc_shape_env *env, ptc_dim x, int64_t k, const char *what);
+    /* d >= 0? 1: yes, 0: no (either answer guarded); -1: cannot tell. */
+    int (*nonneg)(ptc_shape_env *env, ptc_dim d, const char *what);
     /* d under the rewrites made so far. */
     ptc_dim (*rewrite)(ptc_shape_env *env, ptc_arena *a, ptc_dim d);
     int rewrites; /* bumped by each rewrite of the graph */

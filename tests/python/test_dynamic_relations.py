@@ -183,3 +183,30 @@ def test_mark_dynamic_bounds_decide_comparisons():
     assert ncompiles(c) == 1
     assert sym_guards(c) == ["s0 >= 4 (s0 from L['x'].size(0))", "s0 <= 64 (s0 from L['x'].size(0))"], (
         sym_guards(c))
+
+
+# ---- convolutions whose fit is a relation ------------------------------------------------------
+
+class ConvPool(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 7, stride=2)  # fits only sizes >= 7
+        self.pool = torch.nn.MaxPool2d(3, 2)
+
+    def forward(self, x):
+        return self.pool(self.conv(x)).relu()
+
+
+def test_convolution_whose_fit_needs_a_bound_compiles_once():
+    torch.manual_seed(0)
+    m = ConvPool().eval()
+    c = ptc.compile(m, dynamic=True)
+    run_sizes(c, m, lambda n: (torch.randn(2, 3, n, n + 5),), [13, 16, 21, 30])
+    assert ncompiles(c) == 1 and not events(c, "static_fallback")
+    gs = guards_of(c)
+    assert "s2 >= 7 (s2 from L['x'].size(2))" in gs, gs
+    assert "s4 >= 2 (s4 from L['x'].size(2) - 5)" in gs, gs  # s2 := s4 + 5 from there on
+    assert not events(c, "compile")[0]["specialized"]
+    # A size the kernel does not fit is eager's error.
+    with pytest.raises(RuntimeError):
+        c(torch.randn(2, 3, 5, 9))

@@ -244,6 +244,8 @@ static void symbol_sources(cap_trace *T, ptc_dim d, char *buf, size_t size)
                                       names[j], src, T->syms.dim[i]);
                 if (T->syms.div[i] > 1 && k < size)
                     k += (size_t)snprintf(buf + k, size - k, " // %lld", (long long)T->syms.div[i]);
+                if (T->syms.off[i] > 0 && k < size)
+                    k += (size_t)snprintf(buf + k, size - k, " - %lld", (long long)T->syms.off[i]);
             }
     if (n > 0 && k < size)
         snprintf(buf + k, size - k, ")");
@@ -513,6 +515,26 @@ static int env_same(ptc_shape_env *env, ptc_dim x, ptc_dim y, const char *what)
     return rc == 1;
 }
 
+/* Symbol i := m*t + shift for a new symbol t read from i's dimension, at
+ * least 2 under a guard and at most hi (< 0: unbounded). */
+static int derive_symbol(cap_trace *T, int i, int64_t m, int64_t shift, int64_t hi)
+{
+    int t = T->syms.n++;
+    T->syms.src[t] = T->syms.src[i];
+    T->syms.dim[t] = T->syms.dim[i];
+    T->syms.div[t] = (T->syms.div[i] > 1 ? T->syms.div[i] : 1) * m;
+    T->syms.off[t] = T->syms.off[i] / m + shift;
+    set_range(T, t, INT64_MIN, -1);
+    ptc_bindings_set(&T->hints, cap_sym_name(t), (T->hints.values[i] - shift) / m);
+    ptc_dim st = ptc_dim_symbol(T->arena, cap_sym_name(t));
+    replace_symbol(
+        T, i, ptc_dim_add(T->arena, ptc_dim_mul(T->arena, ptc_dim_c(m), st), ptc_dim_c(shift)));
+    if (cap_t_sym_guard(T, ptc_dim_sub(T->arena, st, ptc_dim_c(2)), Py_GE) < 0)
+        return -1;
+    set_range(T, t, 2, hi);
+    return t;
+}
+
 static int64_t gcd64(int64_t a, int64_t b)
 {
     while (b) {
@@ -538,20 +560,10 @@ static int split_symbol(cap_trace *T, ptc_dim x, int64_t k)
             !ptc_dim_div_exact(T->arena, rest, ptc_dim_c(k), &q))
             continue;
         int64_t m = k / gcd64(c.value, k);
-        if (T->hints.values[i] / m < 2)
+        if (T->hints.values[i] / m < 2 || T->syms.off[i] % m != 0)
             continue; /* t would be 1 here: pinned instead, as sizes of 1 are */
-        int t = T->syms.n++;
-        T->syms.src[t] = T->syms.src[i];
-        T->syms.dim[t] = T->syms.dim[i];
-        T->syms.div[t] = (T->syms.div[i] > 1 ? T->syms.div[i] : 1) * m;
-        set_range(T, t, INT64_MIN, -1);
-        ptc_bindings_set(&T->hints, cap_sym_name(t), T->hints.values[i] / m);
-        ptc_dim st = ptc_dim_symbol(T->arena, cap_sym_name(t));
-        replace_symbol(T, i, ptc_dim_mul(T->arena, ptc_dim_c(m), st));
-        if (cap_t_sym_guard(T, ptc_dim_sub(T->arena, st, ptc_dim_c(2)), Py_GE) < 0)
-            return -1;
-        set_range(T, t, 2, T->syms.hi[i] == INT64_MAX ? -1 : T->syms.hi[i] / m);
-        return 1;
+        int64_t hi = T->syms.hi[i] == INT64_MAX ? -1 : T->syms.hi[i] / m;
+        return derive_symbol(T, i, m, 0, hi) < 0 ? -1 : 1;
     }
     return 0;
 }
@@ -577,10 +589,66 @@ static int env_divides(ptc_shape_env *env, ptc_dim x, int64_t k, const char *wha
     return rc == 1;
 }
 
+/* The least size L of symbol i (from its range's low end to its value in
+ * this call) at which d, over i alone, is >= 0 (binary search: d grows with
+ * the size in the shape rules that ask, and the probes check it after). */
+static int64_t least_fit(cap_trace *T, ptc_dim d, int i)
+{
+    ptc_bindings b = {0};
+    ptc_bindings_set(&b, cap_sym_name(i), 0);
+    int64_t lo = T->syms.lo[i], hi = T->hints.values[i], v;
+    while (lo < hi) {
+        b.values[0] = lo + (hi - lo) / 2;
+        if (ptc_dim_eval(d, &b, &v, NULL) == 0 && v >= 0)
+            hi = b.values[0];
+        else
+            lo = b.values[0] + 1;
+    }
+    return lo;
+}
+
+/* d >= 0 holds (guarded): where d is over one symbol s, whose sizes from L
+ * up fit, s := t + (L - 2) so that t >= 2 says it structurally (a 7-wide
+ * kernel fits s2 >= 7: s2 := s4 + 5); else its symbols are pinned. */
+static int make_nonneg(cap_trace *T, ptc_dim d, const char *what)
+{
+    const char *names[2];
+    int i = -1;
+    if (ptc_dim_symbols(d, names, 0, 2) == 1)
+        for (int k = 0; k < T->syms.n; k++)
+            if (strcmp(cap_sym_name(k), names[0]) == 0)
+                i = k;
+    int64_t shift = i >= 0 && T->syms.n < CAP_MAX_SYMS ? least_fit(T, d, i) - 2 : 0;
+    if (shift > 0) {
+        int64_t hi = T->syms.hi[i] == INT64_MAX ? -1 : T->syms.hi[i] - shift;
+        return derive_symbol(T, i, 1, shift, hi) < 0 ? -1 : 1;
+    }
+    char why[200];
+    relation_why(what, d, ">= 0", "which its symbols' ranges do not show", why, sizeof why);
+    return pin_symbols(T, d, why);
+}
+
+static int env_nonneg(ptc_shape_env *env, ptc_dim d, const char *what)
+{
+    cap_trace *T = env_trace(env);
+    d = env_rewrite(env, T->arena, d);
+    if (implied_by_ranges(T, d, Py_GE))
+        return 1; /* after a rewrite, or by ranges the probes do not know */
+    bool holds = cap_t_dim_hint(T, d) >= 0;
+    int rc = cap_t_sym_guard(T, d, holds ? Py_GE : Py_LT);
+    if (rc == 0 && holds)
+        rc = make_nonneg(T, d, what);
+    if (rc < 0) {
+        PyErr_Clear();
+        return -1;
+    }
+    return holds;
+}
+
 void cap_t_shape_env_init(cap_trace *T)
 {
-    T->shape_env =
-        (ptc_shape_env){.same = env_same, .divides = env_divides, .rewrite = env_rewrite};
+    T->shape_env = (ptc_shape_env){
+        .same = env_same, .divides = env_divides, .nonneg = env_nonneg, .rewrite = env_rewrite};
     T->g->shape_env = &T->shape_env;
 }
 

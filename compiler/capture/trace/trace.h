@@ -151,6 +151,10 @@ typedef struct cap_symtab {
     /* > 1: the symbol is its dimension's size divided by this (a guard that
      * the size divides split it out: s1 := 4*s2 for s1 % 4 == 0). */
     int64_t div[CAP_MAX_SYMS];
+    /* > 0: the symbol is that, less this (a guard that the size is at
+     * least some bound shifted it: s2 := s4 + 5 for s2 >= 7, so that s4 >= 2
+     * like every symbol). Value: size // div - off. */
+    int64_t off[CAP_MAX_SYMS];
     /* Each symbol's range once guarded (2 or mark_dynamic's min, its max;
      * INT64_MIN / INT64_MAX: unbounded): relations it implies need no guard. */
     int64_t lo[CAP_MAX_SYMS], hi[CAP_MAX_SYMS];
