@@ -16,32 +16,13 @@ torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
 import ptc  # noqa: E402
+from test_dynamic import events, guards_of, ncompiles, run_sizes  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
 def _reset():
     ptc.reset()
     yield
-
-
-def events(compiled, kind):
-    handle = getattr(compiled, "_ptc_compiled", compiled)
-    return [e for e in handle._events() if e["kind"] == kind]
-
-
-def ncompiles(compiled):
-    return len(events(compiled, "compile"))
-
-
-def guards_of(compiled, i=-1):
-    return events(compiled, "compile")[i]["guards"]
-
-
-def run_sizes(compiled, fn, make, sizes):
-    with torch.no_grad():
-        for n in sizes:
-            args = make(n)
-            torch.testing.assert_close(compiled(*args), fn(*args), rtol=1e-5, atol=1e-5)
 
 
 # ---- equal expressions -----------------------------------------------------------------------
