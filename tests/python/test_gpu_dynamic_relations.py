@@ -38,7 +38,7 @@ def cases():
     ]
 
 
-@pytest.mark.parametrize("name", [c[0] for c in cases()])
+@pytest.mark.parametrize("name", ["unify", "divides", "heads", "conv_bound"])
 def test_relations_compile_once_on_cuda(name):
     (_, fn, make), = [c for c in cases() if c[0] == name]
     c = ptc.compile(fn, dynamic=True)
