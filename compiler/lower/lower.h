@@ -458,6 +458,13 @@ ptc_schedule *ptc_schedule_build(ptc_arena *a, ptc_lprog *p, const ptc_sched_opt
  * read after its write) and the memory plan. */
 int ptc_schedule_verify(const ptc_schedule *s, ptc_error *err);
 void ptc_schedule_print(ptc_buf *b, const ptc_schedule *s);
+/* Elements of local buffer lb that one outer iteration of k holds: its dims
+ * after those the outer loop covers. The outer loop may cover several
+ * leading dims as one once they are collapsed (o0 < s0*s1 over a local
+ * [s0,s1,256]: 256), so the covered dims are the leading ones whose product
+ * is the outer loop's; the rest are static (the scheduler keeps such locals
+ * only). */
+int64_t ptc_kernel_local_elems(const ptc_kernel *k, const ptc_lbuf *lb);
 /* One kernel as text that determines its code (no names): the cache key. */
 void ptc_kernel_print_key(ptc_buf *b, const ptc_schedule *s, const ptc_kernel *k);
 void ptc_kernel_print(ptc_buf *b, const ptc_schedule *s, const ptc_kernel *k);

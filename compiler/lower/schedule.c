@@ -421,6 +421,26 @@ static void find_locals(sched *s, bool *local)
     free(outside);
 }
 
+int64_t ptc_kernel_local_elems(const ptc_kernel *k, const ptc_lbuf *lb)
+{
+    ptc_arena *a = ptc_arena_new();
+    ptc_dim outer = ptc_dim_c(1), covered = ptc_dim_c(1);
+    for (int d = 0; d < k->nouter; d++)
+        outer = ptc_dim_mul(a, outer, k->outer[d]);
+    int first = 0;
+    while (first < lb->ndim && !ptc_dim_eq(covered, outer))
+        covered = ptc_dim_mul(a, covered, lb->shape[first++]);
+    if (!ptc_dim_eq(covered, outer))
+        first = k->nouter; /* not collapsed from its leading dims */
+    ptc_arena_free(a);
+    int64_t n = 1;
+    for (int d = first; d < lb->ndim; d++) {
+        PTC_ASSERT(ptc_dim_is_static(lb->shape[d])); /* a local's inner dims are static */
+        n *= lb->shape[d].value;
+    }
+    return n > 0 ? n : 1;
+}
+
 /* ---- variable rewriting and collapsing -------------------------------------- */
 
 typedef void (*ix_visit)(const ptc_ix **x, void *ctx);

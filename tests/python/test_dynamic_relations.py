@@ -191,3 +191,24 @@ def test_convolution_whose_fit_needs_a_bound_compiles_once():
     # A size the kernel does not fit is eager's error.
     with pytest.raises(RuntimeError):
         c(torch.randn(2, 3, 5, 9))
+
+
+# ---- kernels over symbolic sizes -------------------------------------------------------------
+
+def test_gpt2_every_size_symbolic_matches_eager():
+    # A fused add + layer_norm kernel keeps its row in a local buffer [s0,s1,256]
+    # whose outer loop is collapsed (o0 < s0*s1): the row is 256 elements. Main
+    # sized it from the dims after the first (s1*256, symbolic, so 1 element)
+    # and the kernel wrote its rows over the stack (SIGBUS).
+    T = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = T.GPT2Config(n_layer=2, n_embd=256, n_head=4, vocab_size=1000, n_positions=256,
+                       bos_token_id=0, eos_token_id=0)
+    m = T.GPT2LMHeadModel(cfg).eval()
+    c = ptc.compile(m, dynamic=True)
+    with torch.no_grad():
+        for n in (64, 40, 97):
+            ids = torch.randint(0, 1000, (4, n))
+            torch.testing.assert_close(c(input_ids=ids).logits, m(input_ids=ids).logits,
+                                       rtol=1e-4, atol=1e-4)
+    assert ncompiles(c) == 1 and not events(c, "static_fallback")

@@ -824,11 +824,8 @@ static void emit_body_fn(cg *c, ptc_arena *tmp)
     bool flat = kernel_is_flat(k);
     for (int i = 0; i < k->nlocal && !flat; i++) {
         const ptc_lbuf *lb = p->bufs[k->locals[i]];
-        int64_t n = 1;
-        for (int d = k->nouter; d < lb->ndim; d++)
-            n *= lb->shape[d].value;
-        LLVMTypeRef at =
-            LLVMArrayType(ptc_emit_storage_type(&c->em, lb->dtype), (unsigned)(n > 0 ? n : 1));
+        int64_t n = ptc_kernel_local_elems(k, lb);
+        LLVMTypeRef at = LLVMArrayType(ptc_emit_storage_type(&c->em, lb->dtype), (unsigned)n);
         c->bufptr[lb->id] = cg_alloca(c, at, "local");
     }
     c->rng_offset = LLVMBuildLoad2(c->b, c->i64, params, "rng.offset");

@@ -731,11 +731,8 @@ static void bind_locals(gcg *c, const kctx *k, LLVMValueRef scratch, LLVMValueRe
         const ptc_lbuf *lb = c->s->prog->bufs[buf];
         switch (p->loc[i]) {
         case LOC_PRIVATE: {
-            int64_t n = 1;
-            for (int d = c->k->nouter; d < lb->ndim; d++)
-                n *= lb->shape[d].value;
-            LLVMTypeRef at =
-                LLVMArrayType(ptc_emit_storage_type(&c->em, lb->dtype), (unsigned)(n > 0 ? n : 1));
+            int64_t n = ptc_kernel_local_elems(c->k, lb);
+            LLVMTypeRef at = LLVMArrayType(ptc_emit_storage_type(&c->em, lb->dtype), (unsigned)n);
             c->bufptr[buf] = g_alloca(c, at, "local");
             c->bufspace[buf] = 0;
             break;

@@ -248,10 +248,7 @@ static bool fits_i32(const ptc_schedule *s, const ptc_kernel *k)
 static int64_t local_bytes(const ptc_schedule *s, const ptc_kernel *k, int i)
 {
     const ptc_lbuf *lb = s->prog->bufs[k->locals[i]];
-    int64_t n = (int64_t)ptc_dtype_size(lb->dtype);
-    for (int d = k->nouter; d < lb->ndim; d++)
-        n *= lb->shape[d].value;
-    return n > 0 ? n : 1;
+    return (int64_t)ptc_dtype_size(lb->dtype) * ptc_kernel_local_elems(k, lb);
 }
 
 static int choose_team(const access_info *ai, double outer, double work, int sms)
