@@ -204,6 +204,15 @@ bool ptc_dim_div_exact(ptc_arena *a, ptc_dim x, ptc_dim y, ptc_dim *quot);
 /* True when d >= 0 for all non-negative symbol values (sufficient test: no
  * negative constant or coefficient, atoms over non-negative operands). */
 bool ptc_dim_nonneg(ptc_dim d);
+/* d with symbol `name` replaced by `by` (canonical again). */
+ptc_dim ptc_dim_subst(ptc_arena *a, ptc_dim d, const char *name, ptc_dim by);
+/* Does a graph input's dim d determine its one symbol (s0, 4*s2, 2*s0+1)?
+ * Sets *name; with value, also the symbol's value for which d is size (false
+ * when there is none). */
+bool ptc_dim_binds(ptc_dim d, const char **name, int64_t size, int64_t *value);
+/* Solves d == 0 for symbol `name` when d is linear in it (c*name + rest, name
+ * nowhere in rest, c dividing rest): *out = -rest/c. False otherwise. */
+bool ptc_dim_solve(ptc_arena *a, ptc_dim d, const char *name, ptc_dim *out);
 /* Copies an expression into another arena (for moving types between graphs). */
 ptc_dim ptc_dim_copy(ptc_arena *a, ptc_dim d);
 /* Canonical text: "16", "s0", "2*s0+1", "(s0+1)//2". */
@@ -219,6 +228,12 @@ typedef struct ptc_bindings {
 } ptc_bindings;
 int ptc_bindings_set(ptc_bindings *b, const char *name, int64_t value); /* -1 if full */
 bool ptc_bindings_get(const ptc_bindings *b, const char *name, int64_t *value);
+/* The least and greatest values of d when each symbol lies in its range
+ * (lo and hi hold the bounds by name; a bound not given is unbounded,
+ * reported as INT64_MIN / INT64_MAX). Interval arithmetic: the bounds hold,
+ * though they need not be tight. */
+void ptc_dim_range(ptc_dim d, const ptc_bindings *lo, const ptc_bindings *hi, int64_t *min,
+                   int64_t *max);
 /* Evaluates d. Returns -1 (with err) if a symbol is unbound. */
 int ptc_dim_eval(ptc_dim d, const ptc_bindings *b, int64_t *out, ptc_error *err);
 /* Parses a dim expression ("2*s0+1"). Used by the .ptir parser; on error sets
@@ -413,6 +428,9 @@ typedef struct ptc_graph {
     ptc_value **values;     /* by id */
     int next_node_id;
     int next_value_name;    /* for auto-named values "%N" */
+    /* Capture's oracle for size relations the meta functions cannot decide
+     * structurally (ops.h); NULL elsewhere. Not copied with the graph. */
+    struct ptc_shape_env *shape_env;
     /* private */
     int cap_inputs, cap_nodes, cap_values;
     bool owns_arena;

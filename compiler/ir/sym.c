@@ -463,6 +463,150 @@ ptc_dim ptc_dim_copy(ptc_arena *a, ptc_dim d)
     return (ptc_dim){0, s};
 }
 
+/* ---- substitution ------------------------------------------------------------ */
+
+static bool mentions(ptc_dim d, const char *name)
+{
+    const char *names[32];
+    int n = ptc_dim_symbols(d, names, 0, 32);
+    for (int i = 0; i < n; i++)
+        if (strcmp(names[i], name) == 0)
+            return true;
+    return false;
+}
+
+static ptc_dim atom_subst(ptc_arena *a, const atom *at, const char *name, ptc_dim by)
+{
+    if (at->kind == ATOM_SYM)
+        return strcmp(at->name, name) == 0 ? by : atom_dim(a, at);
+    ptc_dim x = ptc_dim_subst(a, at->a, name, by), y = ptc_dim_subst(a, at->b, name, by);
+    if (!y.sym && y.value == 0)
+        return atom_dim(a, at); /* a divisor that became 0 was never a size */
+    return at->kind == ATOM_FLOORDIV ? ptc_dim_floordiv(a, x, y) : ptc_dim_mod(a, x, y);
+}
+
+ptc_dim ptc_dim_subst(ptc_arena *a, ptc_dim d, const char *name, ptc_dim by)
+{
+    if (!d.sym || !mentions(d, name))
+        return d;
+    ptc_dim sum = ptc_dim_c(d.sym->constant);
+    for (int i = 0; i < d.sym->nterms; i++) {
+        const term *t = &d.sym->terms[i];
+        ptc_dim prod = ptc_dim_c(t->coeff);
+        for (int j = 0; j < t->natoms; j++)
+            prod = ptc_dim_mul(a, prod, atom_subst(a, t->atoms[j], name, by));
+        sum = ptc_dim_add(a, sum, prod);
+    }
+    return sum;
+}
+
+bool ptc_dim_binds(ptc_dim d, const char **name, int64_t size, int64_t *value)
+{
+    if (!d.sym || d.sym->nterms != 1 || d.sym->terms[0].natoms != 1 ||
+        d.sym->terms[0].atoms[0]->kind != ATOM_SYM)
+        return false;
+    int64_t c = d.sym->terms[0].coeff, rest = size - d.sym->constant;
+    *name = d.sym->terms[0].atoms[0]->name;
+    if (value && (c == 0 || rest % c != 0))
+        return false;
+    if (value)
+        *value = rest / c;
+    return true;
+}
+
+bool ptc_dim_solve(ptc_arena *a, ptc_dim d, const char *name, ptc_dim *out)
+{
+    if (!d.sym)
+        return false;
+    int at = -1;
+    for (int i = 0; i < d.sym->nterms; i++) {
+        const term *t = &d.sym->terms[i];
+        bool bare =
+            t->natoms == 1 && t->atoms[0]->kind == ATOM_SYM && strcmp(t->atoms[0]->name, name) == 0;
+        if (bare && at < 0) {
+            at = i;
+            continue;
+        }
+        for (int j = 0; j < t->natoms; j++)
+            if (mentions(atom_dim(a, t->atoms[j]), name))
+                return false; /* not linear in name */
+    }
+    if (at < 0)
+        return false;
+    int64_t c = d.sym->terms[at].coeff;
+    ptc_dim rest = ptc_dim_sub(a, d, ptc_dim_mul(a, ptc_dim_c(c), ptc_dim_symbol(a, name)));
+    ptc_dim q;
+    if (!ptc_dim_div_exact(a, rest, ptc_dim_c(c), &q))
+        return false;
+    *out = ptc_dim_mul(a, q, ptc_dim_c(-1));
+    return true;
+}
+
+/* ---- ranges ------------------------------------------------------------------ */
+
+/* Interval arithmetic saturating at INT64_MIN / INT64_MAX (unbounded). */
+static int64_t sat_add(int64_t x, int64_t y)
+{
+    int64_t r;
+    return __builtin_add_overflow(x, y, &r) ? (x > 0 ? INT64_MAX : INT64_MIN) : r;
+}
+
+static int64_t sat_mul(int64_t x, int64_t y)
+{
+    int64_t r;
+    return __builtin_mul_overflow(x, y, &r) ? ((x > 0) == (y > 0) ? INT64_MAX : INT64_MIN) : r;
+}
+
+static void range_mul(int64_t *lo, int64_t *hi, int64_t clo, int64_t chi)
+{
+    int64_t p[4] = {sat_mul(*lo, clo), sat_mul(*lo, chi), sat_mul(*hi, clo), sat_mul(*hi, chi)};
+    *lo = *hi = p[0];
+    for (int i = 1; i < 4; i++) {
+        *lo = p[i] < *lo ? p[i] : *lo;
+        *hi = p[i] > *hi ? p[i] : *hi;
+    }
+}
+
+static void atom_range(const atom *at, const ptc_bindings *lo, const ptc_bindings *hi, int64_t *min,
+                       int64_t *max)
+{
+    *min = INT64_MIN;
+    *max = INT64_MAX;
+    if (at->kind == ATOM_SYM) {
+        ptc_bindings_get(lo, at->name, min);
+        ptc_bindings_get(hi, at->name, max);
+        return;
+    }
+    if (at->b.sym || at->b.value <= 0)
+        return;
+    if (at->kind == ATOM_MOD) {
+        *min = 0;
+        *max = at->b.value - 1;
+        return;
+    }
+    int64_t xlo, xhi;
+    ptc_dim_range(at->a, lo, hi, &xlo, &xhi);
+    *min = xlo == INT64_MIN ? INT64_MIN : floordiv64(xlo, at->b.value);
+    *max = xhi == INT64_MAX ? INT64_MAX : floordiv64(xhi, at->b.value);
+}
+
+void ptc_dim_range(ptc_dim d, const ptc_bindings *lo, const ptc_bindings *hi, int64_t *min,
+                   int64_t *max)
+{
+    *min = *max = d.sym ? d.sym->constant : d.value;
+    for (int i = 0; d.sym && i < d.sym->nterms; i++) {
+        const term *t = &d.sym->terms[i];
+        int64_t tlo = t->coeff, thi = t->coeff;
+        for (int j = 0; j < t->natoms; j++) {
+            int64_t alo, ahi;
+            atom_range(t->atoms[j], lo, hi, &alo, &ahi);
+            range_mul(&tlo, &thi, alo, ahi);
+        }
+        *min = sat_add(*min, tlo);
+        *max = sat_add(*max, thi);
+    }
+}
+
 /* ---- printing -------------------------------------------------------------- */
 
 static bool is_single_factor(ptc_dim d)

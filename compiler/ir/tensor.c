@@ -451,18 +451,11 @@ int ptc_tensor_check_type(const ptc_tensor *t, const ptc_ttype *ty, ptc_bindings
                           ty->ndim, t->ndim);
     for (int i = 0; i < t->ndim; i++) {
         ptc_dim d = ty->shape[i];
-        const char *names[4];
-        if (d.sym && ptc_dim_symbols(d, names, 0, 4) == 1) {
-            ptc_buf pb = {0};
-            ptc_dim_print(&pb, d);
-            bool bare = strcmp(pb.data, names[0]) == 0;
-            ptc_buf_free(&pb);
-            int64_t bound;
-            if (bare && !ptc_bindings_get(b, names[0], &bound)) {
-                if (ptc_bindings_set(b, names[0], t->sizes[i]))
-                    return ptc_errorf(err, PTC_ERR_RUNTIME, "inputs", "too many symbols");
-                continue;
-            }
+        const char *name;
+        int64_t bound, value;
+        if (ptc_dim_binds(d, &name, t->sizes[i], &value) && !ptc_bindings_get(b, name, &bound)) {
+            if (ptc_bindings_set(b, name, value))
+                return ptc_errorf(err, PTC_ERR_RUNTIME, "inputs", "too many symbols");
         }
         int64_t want;
         ptc_error tmp;

@@ -159,14 +159,12 @@ int ptc_ir_verify(const ptc_graph *g, int stage, ptc_error *err)
         ptc_errorf(err, PTC_ERR_VERIFY, "verify", "bad graph name '%s'", g->name ? g->name : "");
         goto done;
     }
-    /* Symbols are bound by inputs' dims that are exactly one symbol. */
+    /* Symbols are bound by inputs' dims that determine them (s0, 4*s2). */
     for (int i = 0; i < g->ninputs; i++) {
         const ptc_value *v = g->inputs[i];
         for (int d = 0; d < v->type.ndim; d++) {
-            const char *names[4];
-            ptc_dim dim = v->type.shape[d];
-            if (dim.sym && ptc_dim_symbols(dim, names, 0, 4) == 1 &&
-                ptc_dim_eq(dim, ptc_dim_symbol(g->arena, names[0])) && !symbol_bound(&s, names[0])) {
+            const char *names[1];
+            if (ptc_dim_binds(v->type.shape[d], names, 0, NULL) && !symbol_bound(&s, names[0])) {
                 if (s.nbound >= 64) {
                     ptc_errorf(err, PTC_ERR_VERIFY, "verify", "more than 64 symbols");
                     goto done;

@@ -53,6 +53,14 @@ int meta_broadcast(ptc_meta *m, const ptc_ttype *a, const ptc_ttype *b, ptc_dim 
  * expand / in-place broadcasting). Fails naming `what`. */
 int meta_expandable(ptc_meta *m, const ptc_ttype *from, const ptc_dim *to, int nto,
                     const char *what);
+/* x == y: structurally, or (with a shape env: while capturing) by the sizes
+ * of the call being traced, kept as a guard and made structural by rewriting
+ * the graph (x and y may then be stale: ptc_build infers again). */
+bool meta_same(ptc_meta *m, ptc_dim x, ptc_dim y);
+/* meta_le and meta_sign, and where they cannot decide, (while capturing)
+ * the traced call's sizes under a guard (a kernel of 7 fits s2 >= 7). */
+int meta_le_env(ptc_meta *m, ptc_dim x, ptc_dim y);
+int meta_sign_env(ptc_meta *m, ptc_dim d);
 /* Sign of a size expression: -1, 0, 1, or 2 when it depends on the values of
  * its symbols (sizes are taken to be >= 2; decided by probing values). */
 int meta_sign(ptc_dim d);
@@ -61,6 +69,10 @@ int meta_le(ptc_arena *a, ptc_dim x, ptc_dim y);
 /* x / y when it divides exactly (symbolic divisors: when the quotient is a
  * constant); -1 otherwise. */
 int meta_exact_div(ptc_arena *a, ptc_dim x, ptc_dim y, ptc_dim *q);
+/* meta_exact_div, and where a constant y does not divide x structurally,
+ * (while capturing) by the traced call's sizes: guarded, x's symbols split
+ * so that it does (s1 := 4*s2), and the node inferred again. */
+int meta_divide(ptc_meta *m, ptc_dim x, ptc_dim y, ptc_dim *q);
 /* ceil(x / c) for a constant c > 0, as (x + c - 1) // c (prints simply). */
 static inline ptc_dim meta_ceildiv(ptc_arena *a, ptc_dim x, int64_t c)
 {

@@ -118,12 +118,27 @@ int meta_dim(ptc_meta *m, ptc_dim dim, int ndim, const ptc_ttype *t, int *out)
     return 0;
 }
 
+bool meta_same(ptc_meta *m, ptc_dim x, ptc_dim y)
+{
+    if (ptc_dim_eq(x, y))
+        return true;
+    if (!m->env || (!x.sym && !y.sym))
+        return false;
+    return m->env->same(m->env, x, y, ptc_op_name(m->op)) == 1;
+}
+
 int meta_broadcast(ptc_meta *m, const ptc_ttype *a, const ptc_ttype *b, ptc_dim *out, int *nout)
 {
-    int bad;
-    if (meta_broadcast_dims(a->shape, a->ndim, b->shape, b->ndim, out, nout, &bad) == 0)
-        return 0;
-    int n = a->ndim > b->ndim ? a->ndim : b->ndim;
+    int bad = 0, n = a->ndim > b->ndim ? a->ndim : b->ndim;
+    /* Each relation the shape env makes hold rewrites a's and b's shapes in
+     * place; at most one per dim. */
+    for (int tries = 0; tries <= n; tries++) {
+        if (meta_broadcast_dims(a->shape, a->ndim, b->shape, b->ndim, out, nout, &bad) == 0)
+            return 0;
+        ptc_dim x = a->shape[bad - (n - a->ndim)], y = b->shape[bad - (n - b->ndim)];
+        if (!m->env || (!x.sym && !y.sym) || m->env->same(m->env, x, y, ptc_op_name(m->op)) != 1)
+            break;
+    }
     ptc_dim x = a->shape[bad - (n - a->ndim)], y = b->shape[bad - (n - b->ndim)];
     return ptc_meta_fail(m, "shapes %s and %s cannot broadcast (dim %d: %s vs %s%s)",
                          meta_tstr(m, a), meta_tstr(m, b), bad, meta_dstr(m, x), meta_dstr(m, y),
@@ -138,7 +153,7 @@ int meta_expandable(ptc_meta *m, const ptc_ttype *from, const ptc_dim *to, int n
                              meta_tstr(m, from), meta_shapestr(m, to, nto));
     for (int i = 0; i < from->ndim; i++) {
         ptc_dim f = from->shape[i], t = to[nto - from->ndim + i];
-        if (!ptc_dim_eq(f, t) && !meta_is(f, 1))
+        if (!meta_is(f, 1) && !meta_same(m, f, t))
             return ptc_meta_fail(m, "%s %s cannot be broadcast to %s (dim %d: %s vs %s)", what,
                                  meta_tstr(m, from), meta_shapestr(m, to, nto),
                                  nto - from->ndim + i, meta_dstr(m, f), meta_dstr(m, t));
@@ -199,6 +214,38 @@ int meta_le(ptc_arena *a, ptc_dim x, ptc_dim y)
     if (sign_range(ptc_dim_sub(a, y, x), &lo, &hi))
         return -1;
     return lo >= 0 ? 1 : hi < 0 ? 0 : -1;
+}
+
+int meta_le_env(ptc_meta *m, ptc_dim x, ptc_dim y)
+{
+    int le = meta_le(m->arena, x, y);
+    if (le >= 0 || !m->env)
+        return le;
+    return m->env->nonneg(m->env, ptc_dim_sub(m->arena, y, x), ptc_op_name(m->op));
+}
+
+int meta_sign_env(ptc_meta *m, ptc_dim d)
+{
+    int sign = meta_sign(d);
+    if (sign != 2 || !m->env)
+        return sign;
+    int pos = meta_le_env(m, ptc_dim_c(1), d);
+    if (pos != 0)
+        return pos == 1 ? 1 : 2;
+    return meta_le_env(m, d, ptc_dim_c(-1)) == 1 ? -1 : 0;
+}
+
+int meta_divide(ptc_meta *m, ptc_dim x, ptc_dim y, ptc_dim *q)
+{
+    if (meta_exact_div(m->arena, x, y, q) == 0)
+        return 0;
+    ptc_shape_env *env = m->env;
+    if (!env || !x.sym || y.sym || y.value < 2 ||
+        env->divides(env, x, y.value, ptc_op_name(m->op)) != 1)
+        return -1;
+    /* x's symbols were rewritten so that y divides it: infer again */
+    *q = ptc_dim_floordiv(m->arena, env->rewrite(env, m->arena, x), y);
+    return 0;
 }
 
 int meta_exact_div(ptc_arena *a, ptc_dim x, ptc_dim y, ptc_dim *q)

@@ -28,7 +28,7 @@ static int no_bool(ptc_meta *m, const ptc_ttype *a)
 
 static int inner_match(ptc_meta *m, const ptc_ttype *a, const ptc_ttype *b, ptc_dim k1, ptc_dim k2)
 {
-    if (ptc_dim_eq(k1, k2))
+    if (meta_same(m, k1, k2))
         return 0;
     return ptc_meta_fail(m, "shapes %s and %s cannot be multiplied (%s vs %s)", meta_tstr(m, a),
                          meta_tstr(m, b), meta_dstr(m, k1), meta_dstr(m, k2));
@@ -55,7 +55,7 @@ static int bmm_shape(ptc_meta *m, const ptc_ttype *a, const ptc_ttype *b, ptc_di
                              meta_tstr(m, b));
     if (same_dtype(m, a, b) || no_bool(m, a))
         return -1;
-    if (!ptc_dim_eq(a->shape[0], b->shape[0]))
+    if (!meta_same(m, a->shape[0], b->shape[0]))
         return ptc_meta_fail(m, "batch sizes of %s and %s differ", meta_tstr(m, a),
                              meta_tstr(m, b));
     if (inner_match(m, a, b, a->shape[2], b->shape[1]))
@@ -151,7 +151,7 @@ int meta_linear(ptc_meta *m)
     if (same_dtype(m, x, w) || same_dtype(m, x, bias) || no_bool(m, x))
         return -1;
     ptc_dim k = w->shape[w->ndim - 1];
-    if (!ptc_dim_eq(x->shape[x->ndim - 1], k))
+    if (!meta_same(m, x->shape[x->ndim - 1], k))
         return ptc_meta_fail(m, "input %s and weight %s cannot be multiplied (%s vs %s)",
                              meta_tstr(m, x), meta_tstr(m, w), meta_dstr(m, x->shape[x->ndim - 1]),
                              meta_dstr(m, k));
@@ -309,7 +309,7 @@ static int conv_size(ptc_meta *m, const conv_args *c, int j, ptc_dim in, ptc_dim
         *out = ptc_dim_add(a, o, eff);
     } else {
         ptc_dim padded = ptc_dim_add(a, in, twice_p);
-        int le = meta_le(a, eff, padded);
+        int le = meta_le_env(m, eff, padded);
         if (le == 0)
             return ptc_meta_fail(m,
                                  "kernel of %s is larger than the padded input %s (dim %d: %s "
@@ -321,7 +321,7 @@ static int conv_size(ptc_meta *m, const conv_args *c, int j, ptc_dim in, ptc_dim
                                  meta_tstr(m, w), meta_tstr(m, x));
         *out = ptc_dim_add(a, ptc_dim_floordiv(a, ptc_dim_sub(a, padded, eff), s), ptc_dim_c(1));
     }
-    int sign = meta_sign(*out);
+    int sign = meta_sign_env(m, *out);
     if (sign != 1)
         return ptc_meta_fail(m,
                              sign == 2 ? "cannot decide whether output size %s of input %s is "
@@ -349,8 +349,8 @@ int meta_conv_backward_weight(ptc_meta *m)
     if (conv_read(m, k, &c) || same_dtype(m, x, w) || same_dtype(m, g, w) || no_bool(m, x))
         return -1;
     ptc_dim wc = ptc_dim_mul(m->arena, w->shape[1], ptc_dim_c(c.groups));
-    if (!ptc_dim_eq(x->shape[1], wc) || !ptc_dim_eq(g->shape[1], w->shape[0]) ||
-        !ptc_dim_eq(g->shape[0], x->shape[0]) ||
+    if (!meta_same(m, x->shape[1], wc) || !meta_same(m, g->shape[1], w->shape[0]) ||
+        !meta_same(m, g->shape[0], x->shape[0]) ||
         !meta_is(ptc_dim_mod(m->arena, w->shape[0], ptc_dim_c(c.groups)), 0))
         return ptc_meta_fail(m, "input %s, weight %s, grad_output %s and groups=%lld disagree",
                              meta_tstr(m, x), meta_tstr(m, w), meta_tstr(m, g),
@@ -359,7 +359,7 @@ int meta_conv_backward_weight(ptc_meta *m)
         ptc_dim o;
         if (conv_size(m, &c, j, x->shape[2 + j], w->shape[2 + j], x, w, &o))
             return -1;
-        if (!ptc_dim_eq(o, g->shape[2 + j]))
+        if (!meta_same(m, o, g->shape[2 + j]))
             return ptc_meta_fail(m,
                                  "grad_output %s is not the shape of the convolution of %s by %s",
                                  meta_tstr(m, g), meta_tstr(m, x), meta_tstr(m, w));
@@ -400,14 +400,14 @@ int meta_convolution(ptc_meta *m)
     if (!c.transposed && !meta_is(ptc_dim_mod(m->arena, w->shape[0], g), 0))
         return ptc_meta_fail(m, "weight %s: out channels not divisible by groups=%lld",
                              meta_tstr(m, w), (long long)c.groups);
-    if (!ptc_dim_eq(cin, wc))
+    if (!meta_same(m, cin, wc))
         return ptc_meta_fail(m, "weight %s with groups=%lld expects input %s to have %s channels",
                              meta_tstr(m, w), (long long)c.groups, meta_tstr(m, x),
                              meta_dstr(m, wc));
     if (c.transposed && !meta_is(ptc_dim_mod(m->arena, cin, g), 0))
         return ptc_meta_fail(m, "input channels of %s not divisible by groups=%lld",
                              meta_tstr(m, x), (long long)c.groups);
-    if (bias && (bias->ndim != 1 || !ptc_dim_eq(bias->shape[0], cout)))
+    if (bias && (bias->ndim != 1 || !meta_same(m, bias->shape[0], cout)))
         return ptc_meta_fail(m, "bias should be 1-D with %s elements, got %s", meta_dstr(m, cout),
                              meta_tstr(m, bias));
     ptc_dim shape[PTC_MAX_DIMS];
@@ -437,14 +437,14 @@ static int pool_size(ptc_meta *m, const ptc_ttype *x, ptc_dim in, int64_t k, int
     if (ceil_mode) {
         /* The last window must start inside the input or the left padding. */
         ptc_dim start = ptc_dim_mul(a, ptc_dim_sub(a, o, ptc_dim_c(1)), ptc_dim_c(s));
-        int ge = meta_le(a, ptc_dim_add(a, in, ptc_dim_c(p)), start);
+        int ge = meta_le_env(m, ptc_dim_add(a, in, ptc_dim_c(p)), start);
         if (ge < 0)
             return ptc_meta_fail(m, "cannot decide the ceil_mode output size for input %s",
                                  meta_tstr(m, x));
         if (ge)
             o = ptc_dim_sub(a, o, ptc_dim_c(1));
     }
-    int sign = meta_sign(o);
+    int sign = meta_sign_env(m, o);
     if (sign != 1)
         return ptc_meta_fail(m,
                              sign == 2 ? "cannot decide whether output size %s of input %s is "

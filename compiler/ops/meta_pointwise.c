@@ -334,7 +334,7 @@ static int same_operands(ptc_meta *m, const int *idx, int n)
         const ptc_ttype *b = meta_t(m, idx[i]);
         bool same = a->ndim == b->ndim;
         for (int d = 0; same && d < a->ndim; d++)
-            same = ptc_dim_eq(a->shape[d], b->shape[d]);
+            same = meta_same(m, a->shape[d], b->shape[d]);
         if (!same)
             return ptc_meta_fail(m, "operands must have one shape, got %s and %s", meta_tstr(m, a),
                                  meta_tstr(m, b));
@@ -387,7 +387,7 @@ int meta_prim_where(ptc_meta *m)
         return -1;
     bool same = p->ndim == a->ndim;
     for (int d = 0; same && d < a->ndim; d++)
-        same = ptc_dim_eq(a->shape[d], p->shape[d]);
+        same = meta_same(m, a->shape[d], p->shape[d]);
     if (!same)
         return ptc_meta_fail(m, "predicate %s and operands %s must have one shape", meta_tstr(m, p),
                              meta_tstr(m, a));

@@ -215,7 +215,7 @@ static int check_channel_param(ptc_meta *m, const ptc_ttype *x, int argi, ptc_di
     if (!p)
         return 0;
     const char *what = ptc_op_schema(m->op)->params[argi].name;
-    if (p->ndim != 1 || !ptc_dim_eq(p->shape[0], c))
+    if (p->ndim != 1 || !meta_same(m, p->shape[0], c))
         return ptc_meta_fail(m, "%s should have %s elements, got %s (input %s)", what,
                              meta_dstr(m, c), meta_tstr(m, p), meta_tstr(m, x));
     return check_param_dtype(m, x, p, what);
@@ -232,7 +232,7 @@ int meta_layer_norm(ptc_meta *m)
         return ptc_meta_fail(m, "normalized_shape must not be empty");
     bool ok = k <= x->ndim;
     for (int i = 0; ok && i < k; i++)
-        ok = ptc_dim_eq(ns->is.d[i], x->shape[x->ndim - k + i]);
+        ok = meta_same(m, ns->is.d[i], x->shape[x->ndim - k + i]);
     if (!ok)
         return ptc_meta_fail(m, "normalized_shape %s does not match the trailing dims of %s",
                              meta_shapestr(m, ns->is.d, k), meta_tstr(m, x));
@@ -243,7 +243,7 @@ int meta_layer_norm(ptc_meta *m)
         const char *what = ptc_op_schema(m->op)->params[argi].name;
         ok = p->ndim == k;
         for (int i = 0; ok && i < k; i++)
-            ok = ptc_dim_eq(p->shape[i], ns->is.d[i]);
+            ok = meta_same(m, p->shape[i], ns->is.d[i]);
         if (!ok)
             return ptc_meta_fail(m, "%s %s should have the shape normalized_shape %s", what,
                                  meta_tstr(m, p), meta_shapestr(m, ns->is.d, k));

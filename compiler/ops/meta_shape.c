@@ -46,7 +46,7 @@ static int infer_minus_one(ptc_meta *m, const ptc_ttype *x, const ptc_dim *known
     for (int j = 0; j < x->ndim; j++)
         if (!used[j])
             num = ptc_dim_mul(m->arena, num, x->shape[j]);
-    return meta_exact_div(m->arena, num, rest, out);
+    return meta_divide(m, num, rest, out);
 }
 
 /* torch's computeStride: can a strided input be viewed with the new shape?
@@ -153,7 +153,7 @@ int meta_view(ptc_meta *m)
             return ptc_meta_fail(m, "shape %s is invalid for input %s (numel %s)",
                                  meta_shapestr(m, size->is.d, n), meta_tstr(m, x),
                                  meta_dstr(m, numel));
-    } else if (!ptc_dim_eq(prod, numel)) {
+    } else if (!meta_same(m, prod, numel)) {
         return ptc_meta_fail(m, "shape %s is invalid for input %s (numel %s vs %s)",
                              meta_shapestr(m, size->is.d, n), meta_tstr(m, x), meta_dstr(m, numel),
                              meta_dstr(m, prod));
@@ -234,7 +234,7 @@ int meta_expand(ptc_meta *m)
             if (!t.sym && t.value < 0)
                 return ptc_meta_fail(m, "invalid size %lld", (long long)t.value);
             shape[i] = t;
-        } else if (meta_is(t, -1) || ptc_dim_eq(t, x->shape[j])) {
+        } else if (meta_is(t, -1) || meta_same(m, t, x->shape[j])) {
             shape[i] = x->shape[j];
         } else if (meta_is(x->shape[j], 1) && (t.sym || t.value >= 0)) {
             shape[i] = t;
@@ -426,7 +426,7 @@ static int stack(ptc_meta *m, const ptc_arg *ts, ptc_dtype dt)
         const ptc_ttype *t = &ts->vs.v[i]->type;
         bool same = t->ndim == t0->ndim;
         for (int j = 0; same && j < t->ndim; j++)
-            same = ptc_dim_eq(t->shape[j], t0->shape[j]);
+            same = meta_same(m, t->shape[j], t0->shape[j]);
         if (!same)
             return ptc_meta_fail(m,
                                  "expects tensors of one size, got %s at entry 0 and %s at "
@@ -491,7 +491,7 @@ int meta_cat(ptc_meta *m)
             return ptc_meta_fail(m, "tensors must have the same number of dims, got %s and %s",
                                  meta_tstr(m, ref), meta_tstr(m, t));
         for (int j = 0; j < t->ndim; j++)
-            if (j != d && !ptc_dim_eq(t->shape[j], ref->shape[j]))
+            if (j != d && !meta_same(m, t->shape[j], ref->shape[j]))
                 return ptc_meta_fail(m,
                                      "sizes must match except in dim %d, got %s and %s "
                                      "(tensor %d)",
@@ -570,7 +570,7 @@ int meta_split(ptc_meta *m)
                                      meta_shapestr(m, sizes->is.d, sizes->is.n));
             sum = ptc_dim_add(a, sum, sizes->is.d[i]);
         }
-        if (sizes->is.n == 0 || !ptc_dim_eq(sum, size))
+        if (sizes->is.n == 0 || !meta_same(m, sum, size))
             return ptc_meta_fail(m, "split_sizes %s must sum to dim %d of %s",
                                  meta_shapestr(m, sizes->is.d, sizes->is.n), d, meta_tstr(m, x));
         for (int i = 0; i < sizes->is.n; i++)
@@ -741,7 +741,7 @@ int meta_prim_broadcast_in_dim(ptc_meta *m)
             return ptc_meta_fail(m, "broadcast_dimensions %s must be strictly increasing",
                                  meta_shapestr(m, bd->is.d, bd->is.n));
         prev = d;
-        if (!ptc_dim_eq(x->shape[i], shape->is.d[d]) && !meta_is(x->shape[i], 1))
+        if (!meta_same(m, x->shape[i], shape->is.d[d]) && !meta_is(x->shape[i], 1))
             return ptc_meta_fail(m, "dim %d of %s cannot broadcast to size %s (dim %d of %s)", i,
                                  meta_tstr(m, x), meta_dstr(m, shape->is.d[d]), d,
                                  meta_shapestr(m, shape->is.d, shape->is.n));
@@ -757,7 +757,7 @@ int meta_prim_reshape(ptc_meta *m)
     if (nonneg_shape(m, shape))
         return -1;
     ptc_dim a = numel_of(m, x->shape, x->ndim), b = numel_of(m, shape->is.d, shape->is.n);
-    if (!ptc_dim_eq(a, b))
+    if (!meta_same(m, a, b))
         return ptc_meta_fail(m, "shape %s has %s elements, %s has %s",
                              meta_shapestr(m, shape->is.d, shape->is.n), meta_dstr(m, b),
                              meta_tstr(m, x), meta_dstr(m, a));
@@ -870,7 +870,7 @@ int meta_prim_cat(ptc_meta *m)
         const ptc_ttype *t = &ts->vs.v[i]->type;
         bool ok = t->ndim == t0->ndim && t->dtype == t0->dtype;
         for (int j = 0; ok && j < t->ndim; j++)
-            ok = j == d || ptc_dim_eq(t->shape[j], t0->shape[j]);
+            ok = j == d || meta_same(m, t->shape[j], t0->shape[j]);
         if (!ok)
             return ptc_meta_fail(m,
                                  "tensors must have one dtype and equal sizes except in dim %d, "

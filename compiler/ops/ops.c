@@ -285,8 +285,8 @@ static int check_words(ptc_meta *m)
     return 0;
 }
 
-int ptc_meta_infer(ptc_arena *a, ptc_op op, const ptc_arg *args, int nargs, ptc_ttype **types,
-                   int *nout, ptc_error *err)
+static int meta_infer(ptc_arena *a, ptc_op op, const ptc_arg *args, int nargs, ptc_shape_env *env,
+                      ptc_ttype **types, int *nout, ptc_error *err)
 {
     PTC_ASSERT((unsigned)op < PTC_OP_COUNT);
     const ptc_schema *s = ptc_op_schema(op);
@@ -299,7 +299,7 @@ int ptc_meta_infer(ptc_arena *a, ptc_op op, const ptc_arg *args, int nargs, ptc_
         return -1;
     ptc_arg *norm = ptc_arena_dup(a, args, sizeof *args * (size_t)(nargs > 0 ? nargs : 1));
     ptc_args_normalize(a, op, norm);
-    ptc_meta m = {.arena = a, .op = op, .args = norm, .nargs = nargs, .err = err};
+    ptc_meta m = {.arena = a, .op = op, .args = norm, .nargs = nargs, .err = err, .env = env};
     if (check_devices(&m) || check_words(&m) || meta_fns[op](&m))
         return -1;
     PTC_ASSERT(m.nout >= 1 && (s->nreturns < 0 || m.nout == s->nreturns));
@@ -314,7 +314,47 @@ int ptc_meta_infer(ptc_arena *a, ptc_op op, const ptc_arg *args, int nargs, ptc_
     return 0;
 }
 
+int ptc_meta_infer(ptc_arena *a, ptc_op op, const ptc_arg *args, int nargs, ptc_ttype **types,
+                   int *nout, ptc_error *err)
+{
+    return meta_infer(a, op, args, nargs, NULL, types, nout, err);
+}
+
 /* ---- building graphs --------------------------------------------------------- */
+
+/* The int args of a node being built, under the shape env's rewrites. */
+static void rewrite_args(ptc_shape_env *env, ptc_arena *a, ptc_arg *args, int nargs)
+{
+    for (int i = 0; i < nargs; i++) {
+        if (args[i].kind == PTC_ARG_INT) {
+            args[i].i = env->rewrite(env, a, args[i].i);
+        } else if (args[i].kind == PTC_ARG_INTS) {
+            ptc_dim *d = PTC_NEWN(a, ptc_dim, args[i].is.n > 0 ? args[i].is.n : 1);
+            for (int j = 0; j < args[i].is.n; j++)
+                d[j] = env->rewrite(env, a, args[i].is.d[j]);
+            args[i].is.d = d;
+        }
+    }
+}
+
+/* Meta over args; where the shape env rewrote the graph to make a relation
+ * hold, again over the rewritten args (a rewrite removes a symbol or pins
+ * one, so this ends; the bound is a backstop). */
+static int infer_with_env(ptc_graph *g, ptc_op op, ptc_arg *full, int nargs, ptc_ttype **types,
+                          int *nout, ptc_error *err)
+{
+    ptc_shape_env *env = g->shape_env;
+    int before = env ? env->rewrites : 0;
+    if (before > 0) /* args computed from sizes read before a rewrite */
+        rewrite_args(env, g->arena, full, nargs);
+    int rc = meta_infer(g->arena, op, full, nargs, env, types, nout, err);
+    for (int tries = 0; env && env->rewrites != before && tries < PTC_MAX_DIMS * 4; tries++) {
+        before = env->rewrites;
+        rewrite_args(env, g->arena, full, nargs);
+        rc = meta_infer(g->arena, op, full, nargs, env, types, nout, err);
+    }
+    return rc;
+}
 
 ptc_node *ptc_build(ptc_graph *g, ptc_op op, const ptc_arg *args, int nargs, ptc_error *err)
 {
@@ -339,7 +379,7 @@ ptc_node *ptc_build(ptc_graph *g, ptc_op op, const ptc_arg *args, int nargs, ptc
     ptc_args_normalize(g->arena, op, full);
     ptc_ttype *types;
     int nout;
-    if (ptc_meta_infer(g->arena, op, full, s->nparams, &types, &nout, err))
+    if (infer_with_env(g, op, full, s->nparams, &types, &nout, err))
         return NULL;
     return ptc_graph_add_node(g, op, full, s->nparams, nout, types, NULL);
 }

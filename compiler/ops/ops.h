@@ -24,6 +24,28 @@ unsigned ptc_op_flags(ptc_op op);
  * Meta: shape and dtype inference
  * ---------------------------------------------------------------------------- */
 
+/* Decides size relations that a meta function cannot decide structurally
+ * (s1 against 2*s0, s0*s1 against a weight's 16, 6*s0 split in fours). Only
+ * capture has one: it knows each symbol's value in the call being traced, so
+ * it answers from those values, keeps the answer as a guard, and rewrites the
+ * graph so the relation holds structurally from then on (s1 becomes 2*s0
+ * everywhere); ptc_build then infers the node's types again over the rewritten
+ * arguments. */
+typedef struct ptc_shape_env ptc_shape_env;
+struct ptc_shape_env {
+    /* x == y? 1: it holds, guarded, graph rewritten; 0: it does not (or
+     * cannot be made structural); `what` names the op for messages. */
+    int (*same)(ptc_shape_env *env, ptc_dim x, ptc_dim y, const char *what);
+    /* k divides x (k > 1)? 1: it does, guarded, and x's symbols rewritten so
+     * that x // k is exact structurally; 0: it does not. */
+    int (*divides)(ptc_shape_env *env, ptc_dim x, int64_t k, const char *what);
+    /* d >= 0? 1: yes, 0: no (either answer guarded); -1: cannot tell. */
+    int (*nonneg)(ptc_shape_env *env, ptc_dim d, const char *what);
+    /* d under the rewrites made so far. */
+    ptc_dim (*rewrite)(ptc_shape_env *env, ptc_arena *a, ptc_dim d);
+    int rewrites; /* bumped by each rewrite of the graph */
+};
+
 /* State handed to a meta function. Args are in schema order with defaults
  * filled and int[N] normalised. The function appends outputs with
  * ptc_meta_add_output and reports invalid arguments with ptc_meta_fail. */
@@ -36,6 +58,7 @@ typedef struct ptc_meta {
     ptc_ttype *out;
     int cap;
     ptc_error *err;
+    ptc_shape_env *env; /* NULL: relations are decided structurally only */
 } ptc_meta;
 
 typedef int (*ptc_meta_fn)(ptc_meta *m);

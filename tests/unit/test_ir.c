@@ -320,6 +320,37 @@ END_TEST
 
 /* ---- symbolic sizes -------------------------------------------------------- */
 
+/* Replacing a symbol, solving a relation for one, and the input dims that
+ * determine their symbol: what capture's shape env and the runtime rely on. */
+START_TEST(sym_subst_solve_binds)
+{
+    ptc_arena *a = ptc_arena_new();
+    ptc_dim s0 = ptc_dim_symbol(a, "s0"), s1 = ptc_dim_symbol(a, "s1"), c2 = ptc_dim_c(2), r;
+    ptc_dim e = ptc_dim_add(a, ptc_dim_mul(a, s1, s0), ptc_dim_floordiv(a, s1, c2));
+    char *t = dim_str(ptc_dim_subst(a, e, "s1", ptc_dim_mul(a, c2, s0)));
+    ck_assert_str_eq(t, "2*s0*s0+s0"); /* s0*(2*s0) + (2*s0)//2 */
+    free(t);
+    ck_assert(ptc_dim_eq(ptc_dim_subst(a, e, "s9", s0), e));
+    /* 2*s0 - s1 == 0: s1 = 2*s0; not for s0 (its coefficient 2 does not divide s1). */
+    ptc_dim diff = ptc_dim_sub(a, ptc_dim_mul(a, c2, s0), s1);
+    ck_assert(ptc_dim_solve(a, diff, "s1", &r));
+    ck_assert(ptc_dim_eq(r, ptc_dim_mul(a, c2, s0)));
+    ck_assert(!ptc_dim_solve(a, diff, "s0", &r));
+    ck_assert(!ptc_dim_solve(a, ptc_dim_sub(a, ptc_dim_mul(a, s0, s1), ptc_dim_c(16)), "s0", &r));
+    ck_assert(!ptc_dim_solve(a, ptc_dim_sub(a, ptc_dim_floordiv(a, s0, c2), s1), "s0", &r));
+    /* 4*s2+1 binds s2 from a size it fits; s0*s1 binds nothing. */
+    const char *name;
+    int64_t v;
+    ptc_dim lin =
+        ptc_dim_add(a, ptc_dim_mul(a, ptc_dim_c(4), ptc_dim_symbol(a, "s2")), ptc_dim_c(1));
+    ck_assert(ptc_dim_binds(lin, &name, 13, &v) && strcmp(name, "s2") == 0 && v == 3);
+    ck_assert(!ptc_dim_binds(lin, &name, 12, &v));
+    ck_assert(!ptc_dim_binds(ptc_dim_mul(a, s0, s1), &name, 12, NULL));
+    ck_assert(!ptc_dim_binds(ptc_dim_c(4), &name, 4, NULL));
+    ptc_arena_free(a);
+}
+END_TEST
+
 START_TEST(sym_canonical_forms)
 {
     ptc_arena *a = ptc_arena_new();
@@ -1137,6 +1168,7 @@ int main(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("sym");
     tcase_add_test(tc, sym_canonical_forms);
+    tcase_add_test(tc, sym_subst_solve_binds);
     tcase_add_test(tc, sym_parse_and_eval);
     tcase_add_test(tc, sym_random_property);
     suite_add_tcase(s, tc);

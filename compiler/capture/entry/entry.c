@@ -881,6 +881,7 @@ static int take_graph(builder *B, cap_entry *e)
         return -1;
     }
     e->graph = T->g;
+    e->graph->shape_env = NULL; /* it answers from the trace, which ends here */
     T->g = NULL;
     e->node_grad = T->node_grad;
     T->node_grad = NULL;

@@ -371,6 +371,10 @@ static bool bind_symbols(const cap_entry *e, PyObject **vals, ptc_bindings *b)
     b->n = 0;
     for (int i = 0; i < e->syms.n; i++) {
         int64_t v = size_of(vals[e->syms.src[i]], e->syms.dim[i]);
+        if (e->syms.div[i] > 1 && v > 0)
+            v /= e->syms.div[i];
+        if (v >= 0)
+            v -= e->syms.off[i]; /* may go below 0: the symbol's range guard fails */
         if (v < 0 || ptc_bindings_set(b, cap_sym_name(i), v) < 0)
             return false;
     }

@@ -244,8 +244,11 @@ int cap_th_split(cap_tcall *c, PyObject **out)
     if (d && PyLong_Check(d))
         a[2] = ptc_arg_int(PyLong_AsLongLong(d));
     ptc_op op = PTC_OP_SPLIT;
-    if (PyLong_Check(s)) {
-        a[1] = ptc_arg_int(PyLong_AsLongLong(s));
+    ptc_dim piece;
+    if (PyLong_Check(s) || cap_is_symint(s)) { /* one size, perhaps symbolic: x.split(C) */
+        if (cap_dim_from_obj(c->T, s, &piece) < 0)
+            return CAP_ERR;
+        a[1] = ptc_arg_dim(piece);
     } else {
         op = PTC_OP_SPLIT_WITH_SIZES;
         if (cap_int_list(c->T, s, &a[1], "split") != CAP_NEXT)

@@ -18,6 +18,7 @@ cap_trace *cap_trace_new(PyObject *module_names, cap_interp *I)
     T->I = I;
     T->g = ptc_graph_new(NULL, "forward");
     T->arena = T->g->arena;
+    cap_t_shape_env_init(T);
     T->src_index = PyDict_New();
     T->guard_index = PyDict_New();
     T->obj_src = PyDict_New();

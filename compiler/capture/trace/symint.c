@@ -19,6 +19,7 @@
 #include "capture/trace/trace.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -241,6 +242,10 @@ static void symbol_sources(cap_trace *T, ptc_dim d, char *buf, size_t size)
                 cap_source_str(T->src, T->nsrc, T->syms.src[i], src, sizeof src);
                 k += (size_t)snprintf(buf + k, size - k, "%s%s from %s.size(%d)", j ? ", " : " (",
                                       names[j], src, T->syms.dim[i]);
+                if (T->syms.div[i] > 1 && k < size)
+                    k += (size_t)snprintf(buf + k, size - k, " // %lld", (long long)T->syms.div[i]);
+                if (T->syms.off[i] > 0 && k < size)
+                    k += (size_t)snprintf(buf + k, size - k, " - %lld", (long long)T->syms.off[i]);
             }
     if (n > 0 && k < size)
         snprintf(buf + k, size - k, ")");
@@ -263,6 +268,38 @@ static void relation_text(cap_trace *T, ptc_dim d, int rel, char *buf, size_t si
     symbol_sources(T, d, buf, size);
 }
 
+/* Does "d rel 0" hold for every size the symbols' ranges allow (s0 >= 1 and
+ * s0 != 1 for a size of 2 or more; s0 <= 9 under mark_dynamic(max=8))? */
+static bool implied_by_ranges(cap_trace *T, ptc_dim d, int rel)
+{
+    ptc_bindings lo = {0}, hi = {0};
+    for (int i = 0; i < T->syms.n; i++) {
+        ptc_bindings_set(&lo, cap_sym_name(i), T->syms.lo[i]);
+        ptc_bindings_set(&hi, cap_sym_name(i), T->syms.hi[i]);
+    }
+    int64_t min, max;
+    ptc_dim_range(d, &lo, &hi, &min, &max);
+    switch (rel) {
+    case Py_GE:
+        return min >= 0;
+    case Py_LE:
+        return max <= 0;
+    case Py_EQ:
+        return min == 0 && max == 0;
+    case Py_NE:
+        return min > 0 || max < 0;
+    default:
+        return false;
+    }
+}
+
+/* Symbol i ranges over [lo, hi] (hi < 0: unbounded) from here on. */
+static void set_range(cap_trace *T, int i, int64_t lo, int64_t hi)
+{
+    T->syms.lo[i] = lo;
+    T->syms.hi[i] = hi < 0 ? INT64_MAX : hi;
+}
+
 int cap_t_sym_guard(cap_trace *T, ptc_dim d, int rel)
 {
     if (!d.sym)
@@ -272,6 +309,8 @@ int cap_t_sym_guard(cap_trace *T, ptc_dim d, int rel)
         d = ptc_dim_add(T->arena, d, ptc_dim_c(rel == Py_GT ? -1 : 1));
         rel = rel == Py_GT ? Py_GE : Py_LE;
     }
+    if (implied_by_ranges(T, d, rel))
+        return 0; /* the range guards of its symbols check it already */
     char text[600];
     relation_text(T, d, rel, text, sizeof text);
     PyObject *obj = PyUnicode_FromString(text);
@@ -316,7 +355,8 @@ ptc_dim cap_t_input_dim(cap_trace *T, int src, int dim, int64_t size, PyObject *
 {
     for (int i = 0; i < T->syms.n; i++)
         if (T->hints.values[i] == size) {
-            ptc_dim s = ptc_dim_symbol(T->arena, cap_sym_name(i));
+            ptc_dim s =
+                T->syms.replaced[i] ? T->syms.by[i] : ptc_dim_symbol(T->arena, cap_sym_name(i));
             if ((T->syms.src[i] != src || T->syms.dim[i] != dim) &&
                 same_size_guard(T, src, dim, i) < 0)
                 return ptc_dim_c(-1);
@@ -329,11 +369,14 @@ ptc_dim cap_t_input_dim(cap_trace *T, int src, int dim, int64_t size, PyObject *
     int i = T->syms.n++;
     T->syms.src[i] = src;
     T->syms.dim[i] = dim;
+    set_range(T, i, INT64_MIN, -1); /* until its range is guarded */
     ptc_bindings_set(&T->hints, cap_sym_name(i), size);
     ptc_dim s = ptc_dim_symbol(T->arena, cap_sym_name(i));
-    if (cap_t_sym_guard(T, ptc_dim_sub(T->arena, s, ptc_dim_c(lo < 2 ? 2 : lo)), Py_GE) < 0 ||
+    lo = lo < 2 ? 2 : lo;
+    if (cap_t_sym_guard(T, ptc_dim_sub(T->arena, s, ptc_dim_c(lo)), Py_GE) < 0 ||
         (hi >= 0 && cap_t_sym_guard(T, ptc_dim_sub(T->arena, s, ptc_dim_c(hi)), Py_LE) < 0))
         return ptc_dim_c(-1);
+    set_range(T, i, lo, hi);
     return s;
 }
 
@@ -344,6 +387,269 @@ int cap_t_need_static(cap_trace *T, const char *fmt, ...)
     vsnprintf(T->static_why, sizeof T->static_why, fmt, ap);
     va_end(ap);
     return cap_t_break(T, CAP_B_TRACE_ERROR, "%s", T->static_why);
+}
+
+/* ---- relations for the meta functions (the shape env) -------------------------------------
+ *
+ * A meta function that needs two sizes equal (s1 against 2*s0 in a
+ * broadcast, s0*s1 against a weight's 16 in a matmul) asks the env when they
+ * differ structurally. The answer comes from this call's sizes and is kept
+ * as a guard; to make it hold structurally for the rest of the trace and for
+ * every later stage (which have no env), one symbol is replaced by what it
+ * equals, everywhere in the graph: the highest-numbered symbol the relation
+ * is linear in (s1 := 2*s0), else each symbol of it by its value, as a
+ * specialisation ptexplain lists with the op that needed it. */
+
+static int note_specialised(cap_trace *T, ptc_dim d, int64_t value, const char *why);
+
+static cap_trace *env_trace(ptc_shape_env *env)
+{
+    return (cap_trace *)(void *)((char *)env - offsetof(cap_trace, shape_env));
+}
+
+static ptc_dim env_rewrite(ptc_shape_env *env, ptc_arena *a, ptc_dim d)
+{
+    cap_trace *T = env_trace(env);
+    for (int i = 0; d.sym && i < T->syms.n; i++)
+        if (T->syms.replaced[i])
+            d = ptc_dim_subst(a, d, cap_sym_name(i), T->syms.by[i]);
+    return d;
+}
+
+static void rewrite_type(ptc_shape_env *env, ptc_arena *a, ptc_ttype *t)
+{
+    for (int d = 0; d < t->ndim; d++) {
+        t->shape[d] = env_rewrite(env, a, t->shape[d]);
+        if (t->layout == PTC_LAYOUT_STRIDED)
+            t->strides[d] = env_rewrite(env, a, t->strides[d]);
+    }
+}
+
+/* Symbol i := by in the graph so far, in the symints the user's code holds
+ * and in the earlier replacements. */
+static void replace_symbol(cap_trace *T, int i, ptc_dim by)
+{
+    ptc_shape_env *env = &T->shape_env;
+    for (int j = 0; j < T->syms.n; j++)
+        if (T->syms.replaced[j])
+            T->syms.by[j] = ptc_dim_subst(T->arena, T->syms.by[j], cap_sym_name(i), by);
+    T->syms.replaced[i] = true;
+    T->syms.by[i] = by;
+    ptc_graph *g = T->g;
+    for (int v = 0; v < g->nvalues; v++)
+        if (g->values[v])
+            rewrite_type(env, T->arena, &g->values[v]->type);
+    for (int n = 0; n < g->nnodes; n++)
+        for (int k = 0; k < g->nodes[n]->nargs; k++) {
+            ptc_arg *arg = &g->nodes[n]->args[k];
+            if (arg->kind == PTC_ARG_INT)
+                arg->i = env_rewrite(env, T->arena, arg->i);
+            for (int j = 0; arg->kind == PTC_ARG_INTS && j < arg->is.n; j++)
+                arg->is.d[j] = env_rewrite(env, T->arena, arg->is.d[j]);
+        }
+    for (Py_ssize_t k = 0; T->symints && k < PyList_Size(T->symints); k++) {
+        cap_symint *s = (cap_symint *)PyList_GetItem(T->symints, k);
+        s->d = env_rewrite(env, T->arena, s->d);
+    }
+    env->rewrites++;
+}
+
+/* Each symbol of d replaced by its value, guarded, and noted with why. */
+static int pin_symbols(cap_trace *T, ptc_dim d, const char *why)
+{
+    const char *names[CAP_MAX_SYMS];
+    int n = ptc_dim_symbols(d, names, 0, CAP_MAX_SYMS);
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < T->syms.n; i++)
+            if (strcmp(cap_sym_name(i), names[j]) == 0) {
+                ptc_dim s = ptc_dim_symbol(T->arena, names[j]);
+                int64_t v = T->hints.values[i];
+                if (cap_t_sym_guard(T, ptc_dim_sub(T->arena, s, ptc_dim_c(v)), Py_EQ) < 0 ||
+                    note_specialised(T, s, v, why) < 0)
+                    return -1;
+                replace_symbol(T, i, ptc_dim_c(v));
+            }
+    return 1;
+}
+
+/* "linear needs s1*s2-16 == 0, which no one symbol solves" */
+static void relation_why(const char *what, ptc_dim d, const char *rel, const char *tail, char *why,
+                         size_t size)
+{
+    ptc_buf b = {0};
+    ptc_dim_print(&b, d);
+    snprintf(why, size, "%s needs %s %s, %s", what, b.data ? b.data : "", rel, tail);
+    ptc_buf_free(&b);
+}
+
+/* diff == 0 holds (guarded): one symbol replaced, or all of them pinned. */
+static int make_zero(cap_trace *T, ptc_dim diff, const char *what)
+{
+    for (int i = T->syms.n - 1; i >= 0; i--) {
+        ptc_dim by;
+        if (!T->syms.replaced[i] && ptc_dim_solve(T->arena, diff, cap_sym_name(i), &by)) {
+            replace_symbol(T, i, by);
+            return 1;
+        }
+    }
+    char why[200];
+    relation_why(what, diff, "== 0", "which no one symbol solves", why, sizeof why);
+    return pin_symbols(T, diff, why);
+}
+
+static int env_same(ptc_shape_env *env, ptc_dim x, ptc_dim y, const char *what)
+{
+    cap_trace *T = env_trace(env);
+    ptc_dim diff = env_rewrite(env, T->arena, ptc_dim_sub(T->arena, x, y));
+    if (!diff.sym) {
+        if (diff.value != 0)
+            return 0;
+        env->rewrites++; /* equal once rewritten: the caller infers again */
+        return 1;
+    }
+    if (cap_t_dim_hint(T, diff) != 0)
+        return 0;
+    int rc = cap_t_sym_guard(T, diff, Py_EQ) < 0 ? -1 : make_zero(T, diff, what);
+    if (rc < 0)
+        PyErr_Clear(); /* out of memory for a guard: the relation stays undecided */
+    return rc == 1;
+}
+
+/* Symbol i := m*t + shift for a new symbol t read from i's dimension, at
+ * least 2 under a guard and at most hi (< 0: unbounded). */
+static int derive_symbol(cap_trace *T, int i, int64_t m, int64_t shift, int64_t hi)
+{
+    int t = T->syms.n++;
+    T->syms.src[t] = T->syms.src[i];
+    T->syms.dim[t] = T->syms.dim[i];
+    T->syms.div[t] = (T->syms.div[i] > 1 ? T->syms.div[i] : 1) * m;
+    T->syms.off[t] = T->syms.off[i] / m + shift;
+    set_range(T, t, INT64_MIN, -1);
+    ptc_bindings_set(&T->hints, cap_sym_name(t), (T->hints.values[i] - shift) / m);
+    ptc_dim st = ptc_dim_symbol(T->arena, cap_sym_name(t));
+    replace_symbol(
+        T, i, ptc_dim_add(T->arena, ptc_dim_mul(T->arena, ptc_dim_c(m), st), ptc_dim_c(shift)));
+    if (cap_t_sym_guard(T, ptc_dim_sub(T->arena, st, ptc_dim_c(2)), Py_GE) < 0)
+        return -1;
+    set_range(T, t, 2, hi);
+    return t;
+}
+
+static int64_t gcd64(int64_t a, int64_t b)
+{
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a < 0 ? -a : a;
+}
+
+/* k divides x (guarded): a symbol s that x is linear in, c*s + rest with k
+ * dividing rest, is split as s := m*t for a new symbol t read as s's
+ * dimension // m (m = k / gcd(c, k)), so x // k is exact structurally. */
+static int split_symbol(cap_trace *T, ptc_dim x, int64_t k)
+{
+    for (int i = T->syms.n - 1; i >= 0 && T->syms.n < CAP_MAX_SYMS; i--) {
+        const char *name = cap_sym_name(i);
+        ptc_dim rest = ptc_dim_subst(T->arena, x, name, ptc_dim_c(0)), q;
+        ptc_dim c = ptc_dim_sub(T->arena, ptc_dim_subst(T->arena, x, name, ptc_dim_c(1)), rest);
+        if (T->syms.replaced[i] || c.sym || c.value == 0 ||
+            !ptc_dim_eq(x, ptc_dim_add(T->arena, rest,
+                                       ptc_dim_mul(T->arena, c, ptc_dim_symbol(T->arena, name)))) ||
+            !ptc_dim_div_exact(T->arena, rest, ptc_dim_c(k), &q))
+            continue;
+        int64_t m = k / gcd64(c.value, k);
+        if (T->hints.values[i] / m < 2 || T->syms.off[i] % m != 0)
+            continue; /* t would be 1 here: pinned instead, as sizes of 1 are */
+        int64_t hi = T->syms.hi[i] == INT64_MAX ? -1 : T->syms.hi[i] / m;
+        return derive_symbol(T, i, m, 0, hi) < 0 ? -1 : 1;
+    }
+    return 0;
+}
+
+static int env_divides(ptc_shape_env *env, ptc_dim x, int64_t k, const char *what)
+{
+    cap_trace *T = env_trace(env);
+    x = env_rewrite(env, T->arena, x);
+    ptc_dim r = ptc_dim_mod(T->arena, x, ptc_dim_c(k));
+    if (cap_t_dim_hint(T, r) != 0)
+        return 0;
+    if (!r.sym) {
+        env->rewrites++; /* divisible once rewritten: the caller infers again */
+        return 1;
+    }
+    char why[200];
+    relation_why(what, r, "== 0", "which no one symbol can be split for", why, sizeof why);
+    int rc = cap_t_sym_guard(T, r, Py_EQ) < 0 ? -1 : split_symbol(T, x, k);
+    if (rc == 0)
+        rc = pin_symbols(T, x, why);
+    if (rc < 0)
+        PyErr_Clear();
+    return rc == 1;
+}
+
+/* The least size L of symbol i (from its range's low end to its value in
+ * this call) at which d, over i alone, is >= 0 (binary search: d grows with
+ * the size in the shape rules that ask, and the probes check it after). */
+static int64_t least_fit(cap_trace *T, ptc_dim d, int i)
+{
+    ptc_bindings b = {0};
+    ptc_bindings_set(&b, cap_sym_name(i), 0);
+    int64_t lo = T->syms.lo[i], hi = T->hints.values[i], v;
+    while (lo < hi) {
+        b.values[0] = lo + (hi - lo) / 2;
+        if (ptc_dim_eval(d, &b, &v, NULL) == 0 && v >= 0)
+            hi = b.values[0];
+        else
+            lo = b.values[0] + 1;
+    }
+    return lo;
+}
+
+/* d >= 0 holds (guarded): where d is over one symbol s, whose sizes from L
+ * up fit, s := t + (L - 2) so that t >= 2 says it structurally (a 7-wide
+ * kernel fits s2 >= 7: s2 := s4 + 5); else its symbols are pinned. */
+static int make_nonneg(cap_trace *T, ptc_dim d, const char *what)
+{
+    const char *names[2];
+    int i = -1;
+    if (ptc_dim_symbols(d, names, 0, 2) == 1)
+        for (int k = 0; k < T->syms.n; k++)
+            if (strcmp(cap_sym_name(k), names[0]) == 0)
+                i = k;
+    int64_t shift = i >= 0 && T->syms.n < CAP_MAX_SYMS ? least_fit(T, d, i) - 2 : 0;
+    if (shift > 0) {
+        int64_t hi = T->syms.hi[i] == INT64_MAX ? -1 : T->syms.hi[i] - shift;
+        return derive_symbol(T, i, 1, shift, hi) < 0 ? -1 : 1;
+    }
+    char why[200];
+    relation_why(what, d, ">= 0", "which its symbols' ranges do not show", why, sizeof why);
+    return pin_symbols(T, d, why);
+}
+
+static int env_nonneg(ptc_shape_env *env, ptc_dim d, const char *what)
+{
+    cap_trace *T = env_trace(env);
+    d = env_rewrite(env, T->arena, d);
+    if (implied_by_ranges(T, d, Py_GE))
+        return 1; /* after a rewrite, or by ranges the probes do not know */
+    bool holds = cap_t_dim_hint(T, d) >= 0;
+    int rc = cap_t_sym_guard(T, d, holds ? Py_GE : Py_LT);
+    if (rc == 0 && holds)
+        rc = make_nonneg(T, d, what);
+    if (rc < 0) {
+        PyErr_Clear();
+        return -1;
+    }
+    return holds;
+}
+
+void cap_t_shape_env_init(cap_trace *T)
+{
+    T->shape_env = (ptc_shape_env){
+        .same = env_same, .divides = env_divides, .nonneg = env_nonneg, .rewrite = env_rewrite};
+    T->g->shape_env = &T->shape_env;
 }
 
 /* ---- the Python int ------------------------------------------------------------------------- */
@@ -392,14 +698,11 @@ static cap_trace *live(cap_symint *s)
     return s->T;
 }
 
-int cap_symint_specialise(cap_symint *s, const char *why, int64_t *out)
+/* Notes for ptexplain that d was pinned to value, why, and at which line. */
+static int note_specialised(cap_trace *T, ptc_dim d, int64_t value, const char *why)
 {
-    cap_trace *T = live(s);
-    if (!T || cap_t_sym_guard(T, ptc_dim_sub(T->arena, s->d, ptc_dim_c(s->hint)), Py_EQ) < 0)
-        return -1;
-    *out = s->hint;
     ptc_buf b = {0};
-    ptc_dim_print(&b, s->d);
+    ptc_dim_print(&b, d);
     char file[512] = "", text[512] = "";
     int line = 0, col = -1, endline = 0, endcol = -1;
     if (T->I && T->I->frame) {
@@ -409,7 +712,7 @@ int cap_symint_specialise(cap_symint *s, const char *why, int64_t *out)
     }
     PyObject *note =
         Py_BuildValue("{s:s,s:L,s:s,s:s,s:i,s:s}", "expr", b.data ? b.data : "", "value",
-                      (long long)s->hint, "why", why, "file", file, "line", line, "text", text);
+                      (long long)value, "why", why, "file", file, "line", line, "text", text);
     ptc_buf_free(&b);
     if (!note || PyList_Append(T->specialised, note) < 0) {
         Py_XDECREF(note);
@@ -417,6 +720,15 @@ int cap_symint_specialise(cap_symint *s, const char *why, int64_t *out)
     }
     Py_DECREF(note);
     return 0;
+}
+
+int cap_symint_specialise(cap_symint *s, const char *why, int64_t *out)
+{
+    cap_trace *T = live(s);
+    if (!T || cap_t_sym_guard(T, ptc_dim_sub(T->arena, s->d, ptc_dim_c(s->hint)), Py_EQ) < 0)
+        return -1;
+    *out = s->hint;
+    return note_specialised(T, s->d, s->hint, why);
 }
 
 static PyObject *value_of(PyObject *o, const char *why)

@@ -135,6 +135,21 @@ typedef struct cap_amp {
 typedef struct cap_symtab {
     int n;
     int src[CAP_MAX_SYMS], dim[CAP_MAX_SYMS];
+    /* A symbol the trace found equal to an expression over the other symbols
+     * (or to a constant) is replaced by it in the graph; guards still read
+     * it from its dimension. */
+    bool replaced[CAP_MAX_SYMS];
+    ptc_dim by[CAP_MAX_SYMS];
+    /* > 1: the symbol is its dimension's size divided by this (a guard that
+     * the size divides split it out: s1 := 4*s2 for s1 % 4 == 0). */
+    int64_t div[CAP_MAX_SYMS];
+    /* > 0: the symbol is that, less this (a guard that the size is at
+     * least some bound shifted it: s2 := s4 + 5 for s2 >= 7, so that s4 >= 2
+     * like every symbol). Value: size // div - off. */
+    int64_t off[CAP_MAX_SYMS];
+    /* Each symbol's range once guarded (2 or mark_dynamic's min, its max;
+     * INT64_MIN / INT64_MAX: unbounded): relations it implies need no guard. */
+    int64_t lo[CAP_MAX_SYMS], hi[CAP_MAX_SYMS];
 } cap_symtab;
 const char *cap_sym_name(int i); /* "s0", "s1", ... (static strings) */
 
@@ -375,6 +390,7 @@ struct cap_trace {
                                  before (-1 for a symbolic dim; borrowed, or NULL) */
     cap_symtab syms;
     ptc_bindings hints;       /* each symbol's size in this trace */
+    ptc_shape_env shape_env;  /* decides relations for the meta functions (symint.c) */
     bool static_only;         /* a retrace after symbolic sizes failed */
     char static_why[300];     /*   what made the trace need static sizes ("" none) */
     PyObject *symints;        /* list: every cap_symint made (detached at the end) */
@@ -526,6 +542,9 @@ ptc_dim cap_t_input_dim(cap_trace *T, int src, int dim, int64_t size, PyObject *
 int cap_t_sym_guard(cap_trace *T, ptc_dim d, int rel);
 /* The value of d in this trace (its symbols' sizes). */
 int64_t cap_t_dim_hint(cap_trace *T, ptc_dim d);
+/* Hands T->g the shape env that answers the meta functions' size relations
+ * from this trace's sizes (s1 == 2*s0 becomes a guard and a rewrite). */
+void cap_t_shape_env_init(cap_trace *T);
 /* A Python int for d: an int when static, else a cap_symint. New reference. */
 PyObject *cap_dim_obj(cap_trace *T, ptc_dim d);
 /* An int or a cap_symint as a dim: 1 done, 0 not an int, -1 error. */
