@@ -19,6 +19,9 @@ int ptc_body_copy(ptc_arena *a, ptc_lbody *dst, const ptc_lbody *src, int root,
                   const ptc_ix *const *vars, int nvars, int mask);
 
 int ptc_inline_pass(ptc_lprog *p, int limit, int *ninlined, int *nrefused);
+/* Removes dead loop nodes and turns reductions of a few elements per output
+ * (pooling windows) into pointwise nodes; returns how many it unrolled. */
+int ptc_unroll_small_reductions(ptc_lprog *p);
 
 /* Builds the memory plan of a schedule (steps and locals set). */
 void ptc_mplan_build(ptc_arena *a, ptc_schedule *s);
