@@ -27,11 +27,8 @@ static void count_reads(const ptc_lprog *p, int *reads)
         const ptc_lnode *n = p->nodes[i];
         if (!n)
             continue;
-        int nb = n->kind == PTC_LN_EXTERN ? n->nxin : n->body.n;
-        for (int k = 0; k < nb; k++) {
-            int b = n->kind == PTC_LN_EXTERN        ? n->xin[k].buf
-                    : n->body.e[k].op == PTC_L_LOAD ? n->body.e[k].buf
-                                                    : -1;
+        for (int k = 0; k < ptc_lnode_nslots(n); k++) {
+            int b = ptc_lnode_slot_buf(n, k);
             if (b >= 0)
                 reads[b]++;
         }
