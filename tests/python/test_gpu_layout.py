@@ -1,11 +1,13 @@
 """test_layout.py's cases on CUDA tensors (skipped without a GPU): resnet's
 convolutions read channels-last buffers with no copy between them, models
 in fp32 and bf16 equal eager, outputs keep the user's layout, a symbolic
-batch. Small inputs: a few seconds on an H100."""
+batch; max_pool2d unrolled into a pointwise kernel equals eager with NaN and
+infinities. Small inputs: a few seconds on an H100."""
 import pytest
 import torch
 
 import test_layout as cases
+import test_small_reductions as small
 from gpucheck import require_gpu
 
 
@@ -32,3 +34,8 @@ def test_outputs_keep_the_users_layout_cuda(tmp_path):
 
 def test_symbolic_batch_cuda():
     cases.test_symbolic_batch("cuda")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_max_pool_is_pointwise_cuda(dtype, tmp_path):
+    small.test_max_pool_is_pointwise_and_equals_eager(dtype, tmp_path, "cuda")

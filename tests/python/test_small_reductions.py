@@ -32,11 +32,11 @@ def special_values(x):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_max_pool_is_pointwise_and_equals_eager(dtype, tmp_path):
+def test_max_pool_is_pointwise_and_equals_eager(dtype, tmp_path, dev="cpu"):
     def f(x):
         return F.max_pool2d(x, 3, stride=2, padding=1) * 2, F.max_pool2d(x.relu(), 2)
 
-    x = special_values(torch.randn(2, 5, 11, 9)).to(dtype)
+    x = special_values(torch.randn(2, 5, 11, 9)).to(dev, dtype)
     got, kernels = kernels_of(f, (x,), tmp_path)
     for g, e in zip(got, f(x)):
         torch.testing.assert_close(g, e, equal_nan=True)
