@@ -136,22 +136,20 @@ static bool remap_view(ptc_arena *a, const ptc_lbuf *b, ptc_lview *v, bool apply
     return true;
 }
 
-/* Every extern reading an output of w reads it through a view remap_view
- * can express. */
-static bool externs_can_follow(ptc_arena *a, const ptc_lprog *p, const ptc_lnode *w)
+/* Marks each buffer some extern reads through a view remap_view cannot
+ * express (one pass over the externs). */
+static void find_unfollowable(ptc_arena *a, const ptc_lprog *p, bool *bad)
 {
-    for (int r = w->id + 1; r < p->nnodes; r++) {
+    for (int r = 0; r < p->nnodes; r++) {
         ptc_lnode *n = p->nodes[r];
         if (!n || n->kind != PTC_LN_EXTERN)
             continue;
         for (int i = 0; i < n->nxin; i++) {
             int b = n->xin[i].buf;
-            if (b >= 0 && (b == w->out[0] || b == w->out[1]) &&
-                !remap_view(a, p->bufs[b], &n->xin[i], false))
-                return false;
+            if (b >= 0 && p->bufs[b]->ndim == 4 && !remap_view(a, p->bufs[b], &n->xin[i], false))
+                bad[b] = true;
         }
     }
-    return true;
 }
 
 static void set_outputs(const ptc_lnode *w, bool *cl, bool v)
@@ -175,15 +173,18 @@ static int choose(ptc_arena *a, const ptc_lprog *p, bool *cl)
         if (in->def >= 0 && can_permute(p, p->nodes[in->def]) && whole_view(&c->xin[0], in))
             set_outputs(p->nodes[in->def], cl, true);
     }
+    bool *bad = calloc((size_t)p->nbufs + 1, 1);
+    find_unfollowable(a, p, bad);
     for (int i = 0; i < p->nnodes; i++) {
         const ptc_lnode *w = p->nodes[i];
         if (!can_permute(p, w))
             continue;
         bool want = cl[w->out[0]] || is_conv2d(w) || follows_channels_last(w, cl);
-        want = want && externs_can_follow(a, p, w);
+        want = want && !bad[w->out[0]] && (w->out[1] < 0 || !bad[w->out[1]]);
         set_outputs(w, cl, want);
         n += want;
     }
+    free(bad);
     return n;
 }
 
