@@ -19,7 +19,11 @@ compiled outputs are checked against eager's first (relative error in the
 table). Compile times are the first call's.
 
     python3 bench/cpu_models.py [--models a,b] [--threads N] [--rounds R] [--calls C]
-                                [--json FILE]
+                                [--json FILE] [--ptc-contiguous]
+
+--ptc-contiguous adds a fourth contender, ptc compiled with PTC_LAYOUT=contiguous
+(no layout planning: every buffer contiguous), timed in the same rounds: the
+before/after of layout planning in one process.
 """
 import argparse
 import json
@@ -69,11 +73,34 @@ def rel_error(got, want):
     return (got - want).norm().item() / (den if den > 0 else 1.0)
 
 
-def contenders(model):
+def with_env(fn, name, value):
+    """fn, its first call (the compile) run with os.environ[name] = value."""
+    state = {"first": True}
+
+    def call(*args):
+        if not state["first"]:
+            return fn(*args)
+        state["first"] = False
+        old = os.environ.get(name)
+        os.environ[name] = value
+        try:
+            return fn(*args)
+        finally:
+            if old is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = old
+    return call
+
+
+def contenders(model, ptc_contiguous=False):
     """name -> callable model, compiled lazily by its first call."""
     import torch
     import ptc
-    return {"eager": model, "inductor": torch.compile(model), "ptc": ptc.compile(model)}
+    fns = {"eager": model, "inductor": torch.compile(model), "ptc": ptc.compile(model)}
+    if ptc_contiguous:
+        fns["ptc-contiguous"] = with_env(ptc.compile(model), "PTC_LAYOUT", "contiguous")
+    return fns
 
 
 def mean_call_ms(fn, args, calls):
@@ -83,10 +110,10 @@ def mean_call_ms(fn, args, calls):
     return (time.perf_counter() - t0) * 1e3 / calls
 
 
-def bench_model(name, rounds, calls):
+def bench_model(name, rounds, calls, ptc_contiguous=False):
     import torch
     model, args = build_model(name)
-    fns = contenders(model)
+    fns = contenders(model, ptc_contiguous)
     row = {"model": name, "compile_s": {}, "rel_err": {}, "rounds_ms": {k: [] for k in fns}}
     with torch.no_grad():
         want = first_tensor(model(*args))
@@ -114,6 +141,13 @@ def table(rows, threads):
             r["model"], ms["eager"], ms["inductor"], ms["ptc"], ms["eager"] / ms["ptc"],
             ms["inductor"] / ms["ptc"], r["compile_s"]["inductor"], r["compile_s"]["ptc"],
             r["rel_err"]["inductor"], r["rel_err"]["ptc"]))
+    if any("ptc-contiguous" in r["ms"] for r in rows):
+        lines += ["", "| model | ptc ms | ptc-contiguous ms | layout planning speed-up |",
+                  "|---|---|---|---|"]
+        for r in rows:
+            ms = r["ms"]
+            lines.append("| %s | %.2f | %.2f | %.2fx |" % (
+                r["model"], ms["ptc"], ms["ptc-contiguous"], ms["ptc-contiguous"] / ms["ptc"]))
     g = [r["ms"]["inductor"] / r["ms"]["ptc"] for r in rows]
     if g:
         lines.append("")
@@ -129,6 +163,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--calls", type=int, default=5)
     ap.add_argument("--json", help="also write the rows to this file")
+    ap.add_argument("--ptc-contiguous", action="store_true",
+                    help="also time ptc without layout planning (PTC_LAYOUT=contiguous)")
     a = ap.parse_args()
     if a.rounds < 2:
         ap.error("--rounds must be at least 2 (interleaved, repeated)")
@@ -137,7 +173,7 @@ def main():
     torch.set_num_threads(a.threads)
     rows = []
     for name in a.models.split(","):
-        row = bench_model(name, a.rounds, a.calls)
+        row = bench_model(name, a.rounds, a.calls, a.ptc_contiguous)
         rows.append(row)
         print("%s: %s" % (name, ", ".join("%s %.2f ms" % kv for kv in row["ms"].items())),
               file=sys.stderr, flush=True)

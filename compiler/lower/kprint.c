@@ -206,7 +206,7 @@ static void print_plan(ptc_buf *b, const ptc_schedule *s)
                 ptc_buf_putc(b, ',');
             ptc_dim_print(b, buf->shape[d]);
         }
-        ptc_buf_putc(b, ']');
+        ptc_buf_puts(b, buf->permuted ? "] channels-last" : "]");
         if (mp->is_static)
             ptc_buf_printf(b, " %lld bytes at %lld", (long long)mp->nbytes[i],
                            (long long)mp->offset[i]);
@@ -222,6 +222,11 @@ void ptc_schedule_print(ptc_buf *b, const ptc_schedule *s)
     ptc_buf_printf(b, "# %d kernels, %d steps; %d producers inlined, %d refused (recompute), %d "
                       "refused (memory)\n",
                    s->nkernels, s->nsteps, s->ninlined, s->nrefused_recompute, s->nrefused_memory);
+    int ncl = 0;
+    for (int i = 0; i < s->prog->nbufs; i++)
+        ncl += s->prog->bufs[i]->permuted && !s->prog->bufs[i]->removed;
+    if (ncl)
+        ptc_buf_printf(b, "# layout: %d buffers stored channels-last (NHWC)\n", ncl);
     int nx = 0;
     for (int t = 0; t < s->nsteps; t++) {
         if (s->steps[t].kind == PTC_STEP_KERNEL)

@@ -270,6 +270,12 @@ typedef struct ptc_lbuf {
     int output;                    /* OUTPUT: first graph output it is */
     int def;                       /* writing node id, -1 for inputs */
     bool removed;                  /* inlined away by the scheduler */
+    /* Layout planning (layout.c) may store a temporary in another dimension
+     * order: shape and strides above are then the stored (physical) order,
+     * and stored dim d holds the graph's logical dim perm[d]. Kernels see only
+     * the stored order; externs and the runtime see the logical tensor. */
+    bool permuted;
+    uint8_t perm[PTC_MAX_DIMS];
     int nprov;
     const char **prov;
 } ptc_lbuf;
@@ -355,6 +361,19 @@ void ptc_lprog_print(ptc_buf *b, const ptc_lprog *p);
 /* bufnames: indexed by buffer id (NULL: "buf<id>"). */
 void ptc_lbody_print(ptc_buf *b, const ptc_lbody *body, const char *const *names, int nnames,
                      const char *const *bufnames, const char *indent);
+
+/* Layout planning: temporaries of 2-d convolution chains are stored
+ * channels-last (a permuted buffer: NHWC storage of an NCHW value), so the
+ * convolutions read and write channels-last tensors and the pointwise,
+ * normalisation and pooling kernels between them iterate in that order.
+ * Graph inputs and outputs keep their layout; a convolution reading a
+ * contiguous input gets a converted copy. Run before scheduling; returns the
+ * number of nodes made to write channels-last (PTC_LAYOUT=contiguous: none). */
+int ptc_layout_plan(ptc_lprog *p);
+/* The logical sizes and element strides of buffer b (its own when it is not
+ * permuted), given its stored sizes. */
+void ptc_lbuf_logical(const ptc_lbuf *b, const int64_t *stored_sizes, int64_t *sizes,
+                      int64_t *strides);
 
 /* Lowers a verified prims graph. Fails with Unsupported naming the op for what
  * cannot be lowered. */

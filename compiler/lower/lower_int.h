@@ -11,6 +11,19 @@ double ptc_dim_hint(ptc_dim d);
 double ptc_node_iterations(const ptc_lnode *n);
 double ptc_buf_numel_hint(const ptc_lbuf *b);
 
+/* The buffers node n reads, slot by slot: extern inputs, or body entries
+ * (a LOAD's buffer, -1 for other entries and absent optional inputs). */
+static inline int ptc_lnode_nslots(const ptc_lnode *n)
+{
+    return n->kind == PTC_LN_EXTERN ? n->nxin : n->body.n;
+}
+static inline int ptc_lnode_slot_buf(const ptc_lnode *n, int k)
+{
+    if (n->kind == PTC_LN_EXTERN)
+        return n->xin[k].buf;
+    return n->body.e[k].op == PTC_L_LOAD ? n->body.e[k].buf : -1;
+}
+
 /* Appends e unless an equal entry exists (returns that one). */
 int ptc_body_emit(ptc_arena *a, ptc_lbody *b, const ptc_lexpr *e);
 /* Copies what `root` of src depends on into dst, variables bound to vars,
@@ -19,6 +32,9 @@ int ptc_body_copy(ptc_arena *a, ptc_lbody *dst, const ptc_lbody *src, int root,
                   const ptc_ix *const *vars, int nvars, int mask);
 
 int ptc_inline_pass(ptc_lprog *p, int limit, int *ninlined, int *nrefused);
+/* Removes dead loop nodes and turns reductions of a few elements per output
+ * (pooling windows) into pointwise nodes; returns how many it unrolled. */
+int ptc_unroll_small_reductions(ptc_lprog *p);
 
 /* Builds the memory plan of a schedule (steps and locals set). */
 void ptc_mplan_build(ptc_arena *a, ptc_schedule *s);

@@ -385,11 +385,8 @@ static void find_read_outside(const sched *s, bool *outside)
         const ptc_lnode *n = p->nodes[r];
         if (!n)
             continue;
-        int nb = n->kind == PTC_LN_EXTERN ? n->nxin : n->body.n;
-        for (int i = 0; i < nb; i++) {
-            int b = n->kind == PTC_LN_EXTERN        ? n->xin[i].buf
-                    : n->body.e[i].op == PTC_L_LOAD ? n->body.e[i].buf
-                                                    : -1;
+        for (int i = 0; i < ptc_lnode_nslots(n); i++) {
+            int b = ptc_lnode_slot_buf(n, i);
             int w = b >= 0 ? p->bufs[b]->def : -1;
             if (w >= 0 && s->node_kernel[w] != s->node_kernel[r])
                 outside[b] = true;
@@ -730,6 +727,8 @@ ptc_schedule *ptc_schedule_build(ptc_arena *a, ptc_lprog *p, const ptc_sched_opt
     ptc_schedule *out = PTC_NEW(a, ptc_schedule);
     out->prog = p;
     int limit = opts && opts->recompute_limit > 0 ? opts->recompute_limit : 8;
+    ptc_unroll_small_reductions(p);
+    ptc_layout_plan(p);
     ptc_inline_pass(p, limit, &out->ninlined, &out->nrefused_recompute);
     sched s = {0};
     s.a = a;

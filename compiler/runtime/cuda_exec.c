@@ -926,11 +926,15 @@ static int run_extern_staged(crun *r, const ptc_lnode *n)
     for (int o = 0; o < 2 && rc == 0; o++) {
         if (n->out[o] < 0)
             continue;
+        /* allocated in the buffer's stored order, seen in the logical one */
         const ptc_lbuf *b = r->p->prog->bufs[n->out[o]];
         int64_t sizes[PTC_MAX_DIMS];
         for (int d = 0; d < b->ndim; d++)
             sizes[d] = eval(r, b->shape[d]);
-        rc = ptc_tensor_alloc(&outs[nout++], b->dtype, b->ndim, sizes, r->err);
+        ptc_tensor *t = &outs[nout++];
+        rc = ptc_tensor_alloc(t, b->dtype, b->ndim, sizes, r->err);
+        if (rc == 0)
+            ptc_exec_buf_logical(&r->b, b, t);
     }
     ptc_exec_bound bound;
     if (rc == 0)

@@ -159,6 +159,10 @@ const ptc_node *ptc_exec_bind_node(const ptc_node *n, const ptc_bindings *b, ptc
  * inputs copied to the host and its result back (GPT-2's embedding gradient:
  * 154 MB each way per step). */
 bool ptc_exec_extern_by_host(const ptc_host *host, const ptc_lnode *n, ptc_device dev);
+/* t's dtype, rank, sizes and strides: buffer lb as a tensor of its graph
+ * value's (logical) shape — channels-last strides for a permuted buffer. */
+void ptc_exec_buf_logical(const ptc_bindings *b, const ptc_lbuf *lb, ptc_tensor *t);
+
 /* Extern results kept for the rest of a run, their memory serving as the
  * extern's output buffers (ptc_host.run_extern_new): one copy fewer per
  * extern than writing them into the arena. */
@@ -176,9 +180,9 @@ typedef struct ptc_exec_kept {
  * through host->run_extern_new when the host has it and every
  * output of n is a temporary or (kept->outs given) a graph output (else the
  * user's outputs are written in place by host->run_extern), pointing bufptr
- * at the results; returns 1 when it did not
- * apply, 0 when it ran, -1 on error (a result that is not a contiguous tensor
- * of its buffer's type and sizes on dev's kind is one). */
+ * at the results; returns 1 when it did not apply, 0 when it ran, -1 on error
+ * (a result that is not laid out as its buffer — contiguous, or channels-last
+ * for a permuted one — with its type and sizes on dev's kind is one). */
 int ptc_exec_extern_kept(const ptc_program *p, const ptc_bindings *b, void **bufptr,
                          const ptc_host *host, const ptc_lnode *n, const ptc_node *node,
                          const ptc_tensor *const *inp, ptc_device dev, ptc_exec_kept *kept,

@@ -371,29 +371,46 @@ int ptc_exec_extern_args(const ptc_program *p, const ptc_bindings *b, void *cons
         const ptc_lbuf *lb = p->prog->bufs[n->out[o]];
         ptc_tensor *t = &outs[nout++];
         *t = (ptc_tensor){0};
-        t->dtype = lb->dtype;
-        t->ndim = lb->ndim;
+        ptc_exec_buf_logical(b, lb, t);
         t->device = dev;
-        int64_t s = 1;
-        for (int d = lb->ndim - 1; d >= 0; d--) {
-            t->sizes[d] = ptc_exec_dim(b, lb->shape[d]);
-            t->strides[d] = s;
-            s *= t->sizes[d];
-        }
         t->data = bufptr[lb->id];
     }
     return nout;
 }
 
-/* Keeps an extern's result tensor t for the rest of the run as buffer buf. */
+void ptc_exec_buf_logical(const ptc_bindings *b, const ptc_lbuf *lb, ptc_tensor *t)
+{
+    int64_t stored[PTC_MAX_DIMS];
+    for (int d = 0; d < lb->ndim; d++)
+        stored[d] = ptc_exec_dim(b, lb->shape[d]);
+    t->dtype = lb->dtype;
+    t->ndim = lb->ndim;
+    ptc_lbuf_logical(lb, stored, t->sizes, t->strides);
+}
+
+/* t has want's sizes and, where a size is not 1, its strides. */
+static bool same_layout(const ptc_tensor *t, const ptc_tensor *want)
+{
+    if (t->ndim != want->ndim)
+        return false;
+    for (int d = 0; d < t->ndim; d++)
+        if (t->sizes[d] != want->sizes[d] ||
+            (t->sizes[d] != 1 && t->strides[d] != want->strides[d]))
+            return false;
+    return true;
+}
+
+/* Keeps an extern's result tensor t for the rest of the run as buffer buf
+ * (t laid out as the buffer: contiguous, or channels-last for a buffer
+ * layout planning permuted). */
 static int keep_result(const ptc_program *p, const ptc_bindings *b, void **bufptr, int buf,
                        ptc_tensor *t, ptc_device dev, ptc_exec_kept *kept, ptc_error *err)
 {
     const ptc_lbuf *lb = p->prog->bufs[buf];
-    bool ok = t->dtype == lb->dtype && t->ndim == lb->ndim && t->device.kind == dev.kind &&
-              (ptc_tensor_numel(t) == 0 || ptc_tensor_is_contiguous(t));
-    for (int d = 0; ok && d < lb->ndim; d++)
-        ok = t->sizes[d] == ptc_exec_dim(b, lb->shape[d]);
+    ptc_tensor want;
+    ptc_exec_buf_logical(b, lb, &want);
+    bool ok = t->dtype == lb->dtype && t->device.kind == dev.kind &&
+              (ptc_tensor_numel(t) == 0 || same_layout(t, &want));
     if (kept->n == kept->cap) {
         kept->cap = kept->cap ? 2 * kept->cap : 16;
         kept->t = realloc(kept->t, sizeof *kept->t * (size_t)kept->cap);
@@ -402,8 +419,8 @@ static int keep_result(const ptc_program *p, const ptc_bindings *b, void **bufpt
     kept->t[kept->n++] = *t;
     if (!ok)
         return ptc_errorf(err, PTC_ERR_RUNTIME, "runtime",
-                          "extern result for %s is not a contiguous %s tensor of its type",
-                          lb->name, dev.kind == PTC_DEV_CUDA ? "CUDA" : "CPU");
+                          "extern result for %s is not a %s %s tensor of its type", lb->name,
+                          lb->permuted ? "channels-last" : "contiguous", dev.kind == PTC_DEV_CUDA ? "CUDA" : "CPU");
     if (ptc_tensor_numel(t) > 0)
         bufptr[buf] = t->data;
     return 0;
@@ -445,7 +462,11 @@ int ptc_exec_extern_kept(const ptc_program *p, const ptc_bindings *b, void **buf
         if (kind != PTC_LB_TEMP && !(kind == PTC_LB_OUTPUT && kept->outs))
             return 1;
     }
+    /* res[k] arrives with the layout its buffer wants (sizes and strides) */
     ptc_tensor res[2] = {{0}};
+    for (int o = 0, k = 0; o < 2; o++)
+        if (n->out[o] >= 0)
+            ptc_exec_buf_logical(b, p->prog->bufs[n->out[o]], &res[k++]);
     if (host->run_extern_new(host->ctx, node, inp, n->nxin, res, err))
         return -1;
     int rc = 0;

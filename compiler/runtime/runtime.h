@@ -62,7 +62,9 @@ typedef struct ptc_host {
      * results as new tensors of the framework (outs[i] receive references)
      * instead of writing ptc's buffers; the run keeps them until it ends and
      * uses their memory as the node's outputs, which saves a copy per extern.
-     * A result that is not contiguous is copied into ptc's buffer. */
+     * outs[k] arrive with the dtype, sizes and strides the buffer wants
+     * (contiguous, or channels-last where layout planning chose it): the
+     * host hands back a result laid out so, converting it if torch's is not. */
     int (*run_extern_new)(void *ctx, const ptc_node *node, const ptc_tensor *const *inputs,
                           int ninputs, ptc_tensor *outs, ptc_error *err);
 } ptc_host;

@@ -290,28 +290,35 @@ static int extern_layout(const ptc_node *node, int ti, const ptc_tensor *t)
     return 0;
 }
 
-/* t as a torch tensor, in the layout extern_layout asks for. */
-static PyObject *extern_input(const ptc_node *node, int ti, const ptc_tensor *t)
+/* v.contiguous(), or v.contiguous(memory_format=torch.channels_last): a new
+ * reference (v itself when it is laid out so already). */
+static PyObject *contiguous_as(PyObject *v, bool channels_last)
 {
-    static PyObject *no_args, *channels_last; /* () and {"memory_format": torch.channels_last} */
-    PyObject *v = cached_view(t);
-    int layout = v ? extern_layout(node, ti, t) : 0;
-    if (!layout)
-        return v;
+    static PyObject *no_args, *cl_kwargs; /* () and {"memory_format": torch.channels_last} */
     if (!no_args) {
         PyObject *fmt = cap_import_path("torch.channels_last");
-        channels_last = fmt ? Py_BuildValue("{s:O}", "memory_format", fmt) : NULL;
-        no_args = channels_last ? PyTuple_New(0) : NULL;
+        cl_kwargs = fmt ? Py_BuildValue("{s:O}", "memory_format", fmt) : NULL;
+        no_args = cl_kwargs ? PyTuple_New(0) : NULL;
         Py_XDECREF(fmt);
         if (!no_args) {
-            Py_CLEAR(channels_last);
-            Py_DECREF(v);
+            Py_CLEAR(cl_kwargs);
             return NULL;
         }
     }
     PyObject *meth = PyObject_GetAttrString(v, "contiguous");
-    PyObject *r = meth ? PyObject_Call(meth, no_args, layout == 2 ? channels_last : NULL) : NULL;
+    PyObject *r = meth ? PyObject_Call(meth, no_args, channels_last ? cl_kwargs : NULL) : NULL;
     Py_XDECREF(meth);
+    return r;
+}
+
+/* t as a torch tensor, in the layout extern_layout asks for. */
+static PyObject *extern_input(const ptc_node *node, int ti, const ptc_tensor *t)
+{
+    PyObject *v = cached_view(t);
+    int layout = v ? extern_layout(node, ti, t) : 0;
+    if (!layout)
+        return v;
+    PyObject *r = contiguous_as(v, layout == 2);
     Py_DECREF(v);
     return r;
 }
@@ -450,10 +457,18 @@ static int host_extern(void *ctx, const ptc_node *node, const ptc_tensor *const 
     return rc;
 }
 
-/* t (a torch tensor) as a contiguous ptc tensor that keeps it alive. */
+/* Whether ptc buffer t asks for channels-last: layout planning chose it. */
+static bool wants_channels_last(const ptc_tensor *t)
+{
+    return t->ndim == 4 && t->strides[1] == 1 && t->sizes[1] > 1;
+}
+
+/* t (a torch tensor) as a ptc tensor laid out as out asks, keeping it alive:
+ * channels-last where layout planning chose it (torch's convolutions return
+ * that for channels-last input), else contiguous. */
 static int hand_over(PyObject *t, ptc_tensor *out)
 {
-    PyObject *c = PyObject_CallMethod(t, "contiguous", NULL);
+    PyObject *c = contiguous_as(t, wants_channels_last(out));
     PyObject *held = NULL;
     if (!c || cap_torch_to_ptc(c, out, &held) < 0) {
         Py_XDECREF(c);
@@ -469,7 +484,8 @@ static int hand_over(PyObject *t, ptc_tensor *out)
     return 0;
 }
 
-/* node(inputs) through torch, the (contiguous) results handed to the runtime. */
+/* node(inputs) through torch, the results handed to the runtime laid out as
+ * outs ask (hand_over). */
 static int host_extern_new(void *ctx, const ptc_node *node, const ptc_tensor *const *inputs,
                            int ninputs, ptc_tensor *outs, ptc_error *err)
 {

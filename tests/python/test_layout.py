@@ -1,0 +1,156 @@
+"""Layout planning (compiler/lower/layout.c): the temporaries of convolution
+chains are stored channels-last, so torch's convolutions read and write
+channels-last tensors and the kernels between them iterate in that order,
+with one conversion at the graph's input and none between convolutions.
+Results equal eager's; graph inputs and outputs keep the user's layout."""
+import os
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import ptc
+
+torchvision = pytest.importorskip("torchvision")
+
+
+def compile_traced(fn, args, tmp_path, **kw):
+    """fn compiled and run on args with tracing on: (result, kernels.txt)."""
+    ptc.config.trace_dir = str(tmp_path)
+    try:
+        with torch.no_grad():
+            got = ptc.compile(fn, **kw)(*args)
+    finally:
+        ptc.config.trace_dir = None
+    texts = [open(os.path.join(d, n)).read() for d, _, files in os.walk(tmp_path) for n in files
+             if n == "kernels.txt"]
+    assert len(texts) == 1, "expected one graph"
+    return got, texts[0]
+
+
+CONV = re.compile(r"^  n\d+ convolution\((buf\d+)\[([^\]]*)\]\{([^}]*)\}", re.M)
+
+
+def conv_inputs(kernels):
+    """(sizes, strides) of each convolution's input, in program order."""
+    return [([int(v) for v in m.group(2).split(",")], [int(v) for v in m.group(3).split(",")])
+            for m in CONV.finditer(kernels)]
+
+
+def steps(kernels):
+    """Kernel names and "extern <op>" in program order."""
+    return re.findall(r"^kernel \d+ (\S+):|^extern \d+ (\S+):", kernels, re.M)
+
+
+def is_channels_last(sizes, strides):
+    n, c, h, w = sizes
+    want = [h * w * c, 1, w * c, c]
+    return all(s == 1 or st == ws for s, st, ws in zip(sizes, strides, want))
+
+
+def resnet18(dev="cpu"):
+    torch.manual_seed(0)
+    return torchvision.models.resnet18(num_classes=10).eval().to(dev)
+
+
+# fp32 on CUDA: cuDNN's TF32 convolutions, another algorithm for each layout
+TOL = {("cpu", torch.float32): 1e-4, ("cuda", torch.float32): 5e-3,
+       ("cpu", torch.bfloat16): 3e-2, ("cuda", torch.bfloat16): 3e-2}
+
+
+def assert_near(got, want, dev, dtype=torch.float32):
+    """Equal within the dtype's tolerance, relative to the largest value."""
+    scale = max(want.float().abs().max().item(), 1e-30)
+    err = (got.float() - want.float()).abs().max().item()
+    assert err <= TOL[dev, dtype] * scale, (err, scale)
+
+
+def test_resnet_convolutions_read_channels_last_with_no_copy_between(tmp_path, dev="cpu"):
+    model = resnet18(dev)
+    x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(0)).to(dev)
+    got, kernels = compile_traced(model, (x,), tmp_path)
+    with torch.no_grad():
+        assert_near(got, model(x), dev)
+    convs = conv_inputs(kernels)
+    assert len(convs) == 20, kernels
+    for sizes, strides in convs:
+        assert is_channels_last(sizes, strides), (sizes, strides)
+    # one conversion (the graph's input, before the first convolution) and no
+    # copy kernel once the convolutions have started
+    order = steps(kernels)
+    first_conv = next(i for i, (k, x) in enumerate(order) if x == "convolution")
+    copies = [k for k, _ in order if k and ("copy" in k or "channels_last" in k)]
+    assert copies == [order[0][0]] and first_conv == 1, order
+    assert "# layout: " in kernels and "channels-last" in kernels
+
+
+def test_layout_off_keeps_contiguous_buffers(tmp_path, monkeypatch):
+    monkeypatch.setenv("PTC_LAYOUT", "contiguous")
+    model = resnet18()
+    x = torch.randn(2, 3, 32, 32)
+    got, kernels = compile_traced(model, (x,), tmp_path)
+    with torch.no_grad():
+        torch.testing.assert_close(got, model(x), rtol=1e-4, atol=1e-4)
+    assert "# layout: " not in kernels
+    assert not any(is_channels_last(*c) for c in conv_inputs(kernels) if c[0][2] * c[0][3] > 1)
+
+
+def model_case(name, dtype, dev="cpu"):
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, name)(num_classes=10).eval().to(dev, dtype)
+    x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(1)).to(dev, dtype)
+    return model, x
+
+
+@pytest.mark.parametrize("name,dtype", [
+    ("resnet18", torch.float32), ("resnet18", torch.bfloat16),
+    ("mobilenet_v3_small", torch.float32), ("mobilenet_v3_small", torch.bfloat16),
+    pytest.param("convnext_tiny", torch.float32, marks=pytest.mark.slow),
+])
+def test_models_equal_eager(name, dtype, tmp_path, dev="cpu"):
+    model, x = model_case(name, dtype, dev)
+    got, kernels = compile_traced(model, (x,), tmp_path)
+    with torch.no_grad():
+        assert_near(got, model(x), dev, dtype)
+    assert "# layout: " in kernels
+
+
+def test_outputs_keep_the_users_layout_and_views_convert(tmp_path, dev="cpu"):
+    """A convolution's result returned as an output, and a flatten + linear
+    reading a channels-last chain (a view the channels-last strides cannot
+    express), give eager's values; outputs are contiguous as eager's are."""
+    torch.manual_seed(2)
+    w1, w2 = torch.randn(8, 3, 3, 3, device=dev), torch.randn(8, 8, 3, 3, device=dev)
+    lin = torch.randn(5, 8 * 10 * 10, device=dev)
+
+    def f(x):
+        a = F.conv2d(x, w1, padding=1)
+        h = F.relu(a)
+        b = F.conv2d(h, w2, padding=1) + h
+        return a, b, F.linear(b.relu().flatten(1), lin)
+
+    x = torch.randn(2, 3, 10, 10, device=dev)
+    got, kernels = compile_traced(f, (x,), tmp_path, fullgraph=True)
+    for g, e in zip(got, f(x)):
+        assert_near(g, e, dev)
+        assert g.is_contiguous() == e.is_contiguous()
+    # the first convolution writes an output (contiguous); the second reads
+    # relu's result, written channels-last for it
+    first, second = conv_inputs(kernels)
+    assert not is_channels_last(*first) and is_channels_last(*second)
+
+
+def test_symbolic_batch(dev="cpu"):
+    torch.manual_seed(3)
+    w1, w2 = torch.randn(6, 4, 3, 3, device=dev), torch.randn(6, 6, 1, 1, device=dev)
+
+    def f(x):
+        h = F.relu(F.conv2d(x, w1, padding=1))
+        return F.max_pool2d(F.conv2d(h, w2) * h.sigmoid(), 2)
+
+    cf = ptc.compile(f, dynamic=True)
+    with torch.no_grad():
+        for n in (2, 3, 5):
+            x = torch.randn(n, 4, 8, 8, device=dev)
+            assert_near(cf(x), f(x), dev)
