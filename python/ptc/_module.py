@@ -8,7 +8,7 @@ optimisers see one module. Only calling it differs: __call__ runs the
 compiled forward (which notices hooks and train/eval switches through its
 guards). The original stays reachable as `_orig_mod`.
 """
-from . import _C
+from . import _C, _distributed
 
 
 class OptimizedModule:
@@ -24,7 +24,7 @@ def wrap_module(mod, backend, fullgraph, dynamic, mode):
     compiled = _C._compile(mod, backend, fullgraph, dynamic, mode)
     cls = type(mod)
     namespace = {
-        "__call__": staticmethod(compiled),
+        "__call__": staticmethod(_distributed.ddp_aware(compiled)),
         "_ptc_compiled": compiled,
         "_orig_mod": mod,
         "__module__": cls.__module__,

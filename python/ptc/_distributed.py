@@ -1,0 +1,161 @@
+"""ptc under torch.distributed: DistributedDataParallel and FSDP.
+
+ptc never communicates itself: DDP's reducer and FSDP's hooks run as torch
+wrote them, between or after ptc's graphs.
+
+DDP. ``ptc.compile(DistributedDataParallel(m))`` runs DDP's own forward
+eagerly (its pre- and post-forward: bucket rebuilds, ``no_sync``, unused
+parameter search, buffer broadcasts) and compiles only the wrapped module's
+forward, as torch.compile does; ``DistributedDataParallel(ptc.compile(m))``
+needs nothing more. With compiled autograd (ptc.config.compiled_autograd)
+a graph's backward is one autograd node, so its parameters' gradients are
+all ready only when it ends and DDP could start no all-reduce before; ptc
+therefore splits the forward where a gradient bucket begins (Dynamo's
+DDPOptimizer does the same): buckets are filled walking the parameters in
+reverse order of use up to DDP's bucket_bytes_cap, and a forward pre-hook on the module where each bucket
+begins calls ``ptc._split.graph_split`` (PTC-B027). ptc splits between
+modules, so a module's parameters share one graph. With torch autograd for
+the backward (the default) the graphs run op by op under autograd, DDP's
+hooks fire per parameter as in eager, and no split is needed.
+
+FSDP. FSDP2's (fully_shard) and FSDP1's hooks are marked
+torch.compiler.disable, so ptc's graphs end at each unit's boundary (PTC-B014)
+and the all-gathers and reduce-scatters run between them. Parameters are
+graph inputs read at each call, never constants baked into a graph.
+"""
+import sys
+
+from . import _notices
+from ._split import graph_split
+
+
+def _ddp_class():
+    """DistributedDataParallel if torch.distributed was imported, else None."""
+    mod = sys.modules.get("torch.nn.parallel.distributed")
+    return getattr(mod, "DistributedDataParallel", None)
+
+
+def is_ddp(obj):
+    cls = _ddp_class()
+    return cls is not None and isinstance(obj, cls)
+
+
+def _config():
+    from ._config import config
+
+    return config
+
+
+# ---- bucket boundaries -------------------------------------------------------------------------
+
+
+def _param_bytes(mod, ignored):
+    return sum(p.numel() * p.element_size() for name, p in mod.named_parameters(recurse=False)
+               if p.requires_grad and id(p) not in ignored)
+
+
+def bucket_plan(module, bucket_cap, ignored=()):
+    """The modules whose parameters DDP all-reduces together, as lists of
+    module names, last used first: module registration order stands for
+    order of use, and a bucket is closed once it holds bucket_cap bytes, as
+    DDP's buckets are after their rebuild at the first backward (the first
+    bucket's larger cap applies only before it)."""
+    ignored = set(ignored)
+    leaves = [(name, _param_bytes(mod, ignored)) for name, mod in module.named_modules()]
+    leaves = [(name, size) for name, size in leaves if size > 0]
+    buckets, size = [[]], 0
+    for name, nbytes in reversed(leaves):
+        if size >= bucket_cap and buckets[-1]:
+            buckets.append([])
+            size = 0
+        buckets[-1].append(name)
+        size += nbytes
+    return [b for b in buckets if b]
+
+
+def _ignored_params(ddp):
+    names = set(getattr(ddp, "parameters_to_ignore", ()) or ())
+    return {id(p) for name, p in ddp.module.named_parameters() if name in names}
+
+
+def install_bucket_splits(ddp, module):
+    """Splits module's compiled forward where each of ddp's gradient buckets
+    begins (once per DDP; only with compiled autograd). Returns the plan."""
+    plan = getattr(ddp, "_ptc_bucket_plan", None)
+    if plan is not None:
+        return plan
+    plan = []
+    if _config().compiled_autograd:
+        plan = bucket_plan(module, ddp.bucket_bytes_cap, _ignored_params(ddp))
+        mods = dict(module.named_modules())
+        for k, bucket in enumerate(plan[:-1]):
+            start = bucket[-1]  # the bucket's first module in forward order
+            reason = "DDP gradient bucket %d of %d begins at %s" % (len(plan) - k, len(plan),
+                                                                     start or "the module")
+            mods[start].register_forward_pre_hook(_split_hook(reason))
+    object.__setattr__(ddp, "_ptc_bucket_plan", plan)
+    return plan
+
+
+def _split_hook(reason):
+    def ptc_bucket_split(module, args):
+        graph_split(reason)
+
+    return ptc_bucket_split
+
+
+# ---- the two ways of combining DDP and ptc.compile --------------------------------------------
+
+
+def wrap_ddp(ddp, compile_module):
+    """ptc.compile(DDP(m)): DDP's forward stays eager; m's forward is compiled
+    by compile_module(m). The wrapper shares ddp's __dict__ (parameters,
+    reducer, hooks are the same objects)."""
+    from ._module import OptimizedModule
+
+    if getattr(ddp, "_delay_all_reduce_all_params", False):
+        _notices.not_acted_on("DDP with every parameter's all-reduce delayed calls the module's "
+                              "forward directly: ptc does not compile it.")
+    inner = compile_module(ddp.module)
+    cls = type(ddp)
+
+    def _run_ddp_forward(self, *inputs, **kwargs):
+        if self._use_python_reducer:
+            return inner(*inputs, **kwargs)
+        install_bucket_splits(self, self.module)
+        with self._inside_ddp_forward():
+            return inner(*inputs, **kwargs)
+
+    namespace = {
+        "_run_ddp_forward": _run_ddp_forward,
+        "_ptc_compiled": inner._ptc_compiled,
+        "_orig_mod": ddp,
+        "__module__": cls.__module__,
+        "__qualname__": "Optimized" + cls.__qualname__,
+        "__reduce_ex__": lambda self, protocol: ddp.__reduce_ex__(protocol),
+        "__deepcopy__": lambda self, memo: __import__("copy").deepcopy(ddp, memo),
+    }
+    sub = type("Optimized" + cls.__name__, (OptimizedModule, cls), namespace)
+    opt = object.__new__(sub)
+    object.__setattr__(opt, "__dict__", ddp.__dict__)
+    return opt
+
+
+def ddp_aware(compiled):
+    """DDP(ptc.compile(m)): the compiled call, which splits the graphs at the
+    buckets of the DDP running it (DDP marks itself active around the call).
+    Unless a process group is initialised when compiling, compiled itself:
+    other programs pay nothing."""
+    cls = _ddp_class()
+    dist = sys.modules.get("torch.distributed")
+    if cls is None or not hasattr(cls, "_active_ddp_module") or dist is None or \
+            not dist.is_available() or not dist.is_initialized():
+        return compiled
+
+    def call(*args, **kwargs):
+        ddp = cls._active_ddp_module
+        if ddp is not None and getattr(ddp, "_ptc_bucket_plan", None) is None:
+            install_bucket_splits(ddp, ddp.module)
+        return compiled(*args, **kwargs)
+
+    return call

@@ -1,0 +1,155 @@
+"""What each rank runs in test_distributed.py (see distributed_common.spawn).
+
+Each scenario trains an eager reference and ptc's compiled copy of one model
+side by side, from the same initial weights on the same per-rank data, and
+returns numbers (largest differences, graph counts, event orders) for the
+test to judge; each rank's inputs differ, so gradients only agree if the
+all-reduce happened.
+"""
+import copy
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import ptc
+
+BUCKET_CAP_MB = 600 / 2**20  # 600 bytes: the MLP's three linears make two DDP buckets
+
+
+class MLP(torch.nn.Module):
+    def __init__(self, skip_middle=False):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 16)
+        self.fc2 = torch.nn.Linear(16, 16)
+        self.fc3 = torch.nn.Linear(16, 4)
+        self.skip_middle = skip_middle
+
+    def forward(self, x):
+        h = torch.relu(self.fc1(x))
+        if not self.skip_middle:
+            h = torch.tanh(self.fc2(h))
+        return self.fc3(h)
+
+
+def mlp(skip_middle=False):
+    torch.manual_seed(0)
+    return MLP(skip_middle)
+
+
+def batches(rank, steps, shape=(5, 8)):
+    g = torch.Generator().manual_seed(100 + rank)
+    return [torch.randn(*shape, generator=g) for _ in range(steps)]
+
+
+def max_diff(xs, ys):
+    worst = 0.0
+    for a, b in zip(xs, ys):
+        if (a is None) != (b is None):
+            return float("inf")
+        if a is not None:
+            a = a.full_tensor() if hasattr(a, "full_tensor") else a
+            b = b.full_tensor() if hasattr(b, "full_tensor") else b
+            worst = max(worst, (a.detach() - b.detach()).abs().max().item())
+    return worst
+
+
+def grads(model):
+    return [p.grad for p in model.parameters()]
+
+
+def train_pair(ref, compiled, params_of, rank, steps=10, lr=0.05, loss=lambda out: out.square().mean()):
+    """Trains both with SGD; returns the largest loss, gradient and parameter
+    differences over the steps."""
+    opt_r = torch.optim.SGD(ref.parameters(), lr=lr)
+    opt_c = torch.optim.SGD(params_of(compiled), lr=lr)
+    worst = {"loss": 0.0, "grad": 0.0, "param": 0.0}
+    for x in batches(rank, steps):
+        lr_ = loss(ref(x))
+        lc = loss(compiled(x))
+        lr_.backward()
+        lc.backward()
+        worst["loss"] = max(worst["loss"], abs(lr_.item() - lc.item()))
+        worst["grad"] = max(worst["grad"], max_diff(grads(ref), [p.grad for p in params_of(compiled)]))
+        opt_r.step()
+        opt_c.step()
+        opt_r.zero_grad()
+        opt_c.zero_grad()
+        worst["param"] = max(worst["param"], max_diff(list(ref.parameters()), list(params_of(compiled))))
+    return worst
+
+
+def graph_events(compiled):
+    return [(e["kind"], (e.get("break") or {}).get("code")) for e in compiled._events()
+            if e["kind"] == "compile"]
+
+
+# ---- DDP ------------------------------------------------------------------------------------
+
+
+def ddp_matches_eager(rank, world, tmp):
+    """Both ways of combining DDP and ptc.compile, with torch's autograd and
+    with compiled autograd, against eager DDP over 10 SGD steps."""
+    out = {}
+    for autograd in (False, True):
+        ptc.config.compiled_autograd = autograd
+        for form in ("outer", "inner"):
+            ref = DDP(mlp(), bucket_cap_mb=BUCKET_CAP_MB)
+            if form == "outer":
+                compiled = ptc.compile(DDP(mlp(), bucket_cap_mb=BUCKET_CAP_MB))
+            else:
+                compiled = DDP(ptc.compile(mlp()), bucket_cap_mb=BUCKET_CAP_MB)
+            out["%s/%s" % (form, "compiled" if autograd else "torch")] = train_pair(
+                ref, compiled, lambda m: list(m.parameters()), rank)
+            ptc.reset()
+    return out
+
+
+def eager_bucket_bytes(rank):
+    """The sizes of eager DDP's gradient buckets once rebuilt (in the forward
+    after the first backward)."""
+    ddp = DDP(mlp(), bucket_cap_mb=BUCKET_CAP_MB)
+    for x in batches(rank, 3):
+        ddp(x).sum().backward()
+    return [int(n) for n in ddp._get_ddp_logging_data()["rebuilt_bucket_sizes"].split(",")]
+
+
+def ddp_buckets(rank, world, tmp):
+    """With compiled autograd: one graph per gradient bucket (the buckets
+    eager DDP makes), and a bucket's all-reduce is issued before the
+    backward reaches the input."""
+    ptc.config.compiled_autograd = True
+    out = {}
+    for form in ("outer", "inner"):
+        model = mlp()
+        if form == "outer":
+            ddp = ptc.compile(DDP(model, bucket_cap_mb=BUCKET_CAP_MB))
+            compiled = ddp
+        else:
+            ddp = DDP(ptc.compile(model), bucket_cap_mb=BUCKET_CAP_MB)
+            compiled = ddp.module
+        order = []
+
+        def hook(state, bucket):
+            order.append("allreduce")
+            fut = dist.all_reduce(bucket.buffer(), async_op=True).get_future()
+            return fut.then(lambda f: f.value()[0] / world)
+
+        ddp.register_comm_hook(None, hook)
+        orders = []
+        for x in batches(rank, 3):
+            x.requires_grad_(True)
+            x.register_hook(lambda g: order.append("input grad"))
+            del order[:]
+            ddp(x).sum().backward()
+            orders.append(list(order))
+        out[form] = {
+            "graphs": graph_events(compiled._ptc_compiled),
+            "plan": ddp._ptc_bucket_plan,
+            "plan_bytes": [sum(p.numel() * p.element_size() for name in bucket
+                               for p in model.get_submodule(name).parameters()) for bucket in ddp._ptc_bucket_plan],
+            "eager_bytes": eager_bucket_bytes(rank),
+            "orders": orders,
+        }
+        ptc.reset()
+    return out

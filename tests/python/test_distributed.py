@@ -1,0 +1,37 @@
+"""ptc under torch.distributed on this CPU: 2 ranks on gloo, spawned per test
+(distributed_common.spawn); each rank's scenario is in
+distributed_scenarios.py. Compiled results must equal eager DDP/FSDP's."""
+import pytest
+
+torch = pytest.importorskip("torch")
+ptc = pytest.importorskip("ptc", reason="the ptc Python module is not part of this build")
+if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
+    pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
+
+from distributed_common import spawn  # noqa: E402
+
+TOL = 1e-5
+
+
+def test_ddp_both_forms_match_eager_ddp(tmp_path):
+    """ptc.compile(DDP(m)) and DDP(ptc.compile(m)), with torch's autograd and
+    with compiled autograd: losses, gradients and parameters of 10 SGD steps
+    equal eager DDP's on every rank."""
+    for rank, result in enumerate(spawn("ddp_matches_eager", tmp_path)):
+        assert set(result) == {"outer/torch", "inner/torch", "outer/compiled", "inner/compiled"}
+        for case, worst in result.items():
+            assert max(worst.values()) < TOL, (rank, case, worst)
+
+
+def test_ddp_graphs_split_at_buckets(tmp_path):
+    """With compiled autograd the forward is one graph per gradient bucket of
+    eager DDP (a PTC-B027 split between them), and from the second step (DDP
+    has rebuilt its buckets) an all-reduce starts before the backward has
+    reached the input."""
+    for rank, result in enumerate(spawn("ddp_buckets", tmp_path)):
+        for form, r in result.items():
+            assert r["plan"] == [["fc3", "fc2"], ["fc1"]], (rank, form, r)
+            assert r["plan_bytes"] == r["eager_bytes"] == [1360, 576], (rank, form, r)
+            assert [code for _, code in r["graphs"]] == ["PTC-B027", None], (rank, form, r)
+            for order in r["orders"][1:]:
+                assert order.index("allreduce") < order.index("input grad"), (rank, form, r)
