@@ -6,6 +6,7 @@ returns numbers (largest differences, graph counts, event orders) for the
 test to judge; each rank's inputs differ, so gradients only agree if the
 all-reduce happened.
 """
+import contextlib
 import copy
 
 import torch
@@ -151,5 +152,56 @@ def ddp_buckets(rank, world, tmp):
             "eager_bytes": eager_bucket_bytes(rank),
             "orders": orders,
         }
+        ptc.reset()
+    return out
+
+
+def train_accumulating(ref, compiled, rank, steps=6, lr=0.05):
+    """Like train_pair, with every other step's gradients accumulated under
+    no_sync() and synchronised by the next step."""
+    opt_r = torch.optim.SGD(ref.parameters(), lr=lr)
+    opt_c = torch.optim.SGD(compiled.parameters(), lr=lr)
+    worst = {"loss": 0.0, "grad": 0.0, "param": 0.0, "unsynced": 0.0}
+    for step, x in enumerate(batches(rank, steps)):
+        accumulate = step % 2 == 0
+        for model in (ref, compiled):
+            with model.no_sync() if accumulate else contextlib.nullcontext():
+                loss = model(x).square().mean()
+                loss.backward()
+        worst["grad"] = max(worst["grad"], max_diff(grads(ref), grads(compiled)))
+        if accumulate:  # the local gradients differ between ranks until the synced step
+            g = compiled.module.fc1.weight.grad.clone()
+            dist.all_reduce(g)
+            worst["unsynced"] = max(worst["unsynced"], (g / world_size() - compiled.module.fc1.weight.grad).abs().max().item())
+            continue
+        opt_r.step()
+        opt_c.step()
+        opt_r.zero_grad()
+        opt_c.zero_grad()
+        worst["param"] = max(worst["param"], max_diff(list(ref.parameters()), list(compiled.parameters())))
+    return worst
+
+
+def world_size():
+    return dist.get_world_size()
+
+
+def ddp_modes(rank, world, tmp):
+    """find_unused_parameters (a layer the forward skips), static_graph and
+    no_sync() accumulation, with torch's autograd and compiled autograd,
+    against eager DDP."""
+    out = {}
+    for autograd in (False, True):
+        ptc.config.compiled_autograd = autograd
+        tag = "compiled" if autograd else "torch"
+        kw = dict(bucket_cap_mb=BUCKET_CAP_MB, find_unused_parameters=True)
+        out["find_unused/" + tag] = train_pair(DDP(mlp(skip_middle=True), **kw),
+                                               ptc.compile(DDP(mlp(skip_middle=True), **kw)),
+                                               lambda m: list(m.parameters()), rank)
+        kw = dict(bucket_cap_mb=BUCKET_CAP_MB, static_graph=True)
+        out["static_graph/" + tag] = train_pair(DDP(mlp(), **kw), ptc.compile(DDP(mlp(), **kw)),
+                                                lambda m: list(m.parameters()), rank)
+        kw = dict(bucket_cap_mb=BUCKET_CAP_MB)
+        out["no_sync/" + tag] = train_accumulating(DDP(mlp(), **kw), ptc.compile(DDP(mlp(), **kw)), rank)
         ptc.reset()
     return out

@@ -35,3 +35,17 @@ def test_ddp_graphs_split_at_buckets(tmp_path):
             assert [code for _, code in r["graphs"]] == ["PTC-B027", None], (rank, form, r)
             for order in r["orders"][1:]:
                 assert order.index("allreduce") < order.index("input grad"), (rank, form, r)
+
+
+def test_ddp_unused_parameters_static_graph_and_no_sync(tmp_path):
+    """find_unused_parameters=True with a layer the forward skips (its
+    gradients stay None, as eager's), static_graph=True, and gradients
+    accumulated under no_sync() then synchronised: as eager DDP, with both
+    autograd paths. Under no_sync the gradients really are rank-local."""
+    for rank, result in enumerate(spawn("ddp_modes", tmp_path)):
+        assert len(result) == 6, result
+        for case, worst in result.items():
+            unsynced = worst.pop("unsynced", None)
+            assert max(worst.values()) < TOL, (rank, case, worst)
+            if unsynced is not None:
+                assert unsynced > 1e-3, (rank, case, unsynced)
