@@ -120,6 +120,7 @@ def compile(model_or_fn=None, *, mode="default", dynamic=None, fullgraph=False, 
         return _distributed.wrap_ddp(
             model_or_fn, lambda m: wrap_module(m, be, bool(fullgraph), dynamic, mode))
     if isinstance(model_or_fn, torch.nn.Module):
+        _distributed.prepare_fsdp1(model_or_fn)
         return wrap_module(model_or_fn, be, bool(fullgraph), dynamic, mode)
     if isinstance(model_or_fn, _types.MethodType):
         compiled = _compile_function(model_or_fn.__func__, be, fullgraph, dynamic, mode)

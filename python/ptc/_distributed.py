@@ -104,6 +104,32 @@ def _split_hook(reason):
     return ptc_bucket_split
 
 
+# ---- FSDP1 -----------------------------------------------------------------------------------
+
+# FSDP1's forward runs these around each unit's module; unlike FSDP2's hooks
+# they are not marked torch.compiler.disable (Dynamo traces FSDP1 through its
+# own rules), and tracing into them leaves state ptc cannot rebuild, which
+# would run the whole unit eagerly. Run for real, they end the graphs at the
+# unit's boundaries (PTC-B014) and the unit's own module is compiled.
+_FSDP1_RUNTIME = ("_root_pre_forward", "_pre_forward", "_post_forward")
+
+
+def prepare_fsdp1(module):
+    """Marks FSDP1's per-unit runtime functions ptc.disable when module holds
+    an FSDP1 unit (once per process)."""
+    fsdp = sys.modules.get("torch.distributed.fsdp.fully_sharded_data_parallel")
+    cls = getattr(fsdp, "FullyShardedDataParallel", None)
+    if cls is None or getattr(prepare_fsdp1, "done", False):
+        return
+    if not any(isinstance(m, cls) for m in module.modules()):
+        return
+    from . import _C
+
+    for name in _FSDP1_RUNTIME:
+        _C._disable(getattr(fsdp, name))
+    prepare_fsdp1.done = True
+
+
 # ---- the two ways of combining DDP and ptc.compile --------------------------------------------
 
 

@@ -49,3 +49,19 @@ def test_ddp_unused_parameters_static_graph_and_no_sync(tmp_path):
             assert max(worst.values()) < TOL, (rank, case, worst)
             if unsynced is not None:
                 assert unsynced > 1e-3, (rank, case, unsynced)
+
+
+@pytest.mark.parametrize("scenario", ["fsdp2", "fsdp1"])
+def test_fsdp_matches_eager_with_graphs_per_unit(tmp_path, scenario):
+    """FSDP2 (fully_shard) and FSDP1 (use_orig_params=True), a unit per
+    linear and one at the root: 10 SGD steps equal eager FSDP's with both
+    autograd paths; the graphs end at each unit's hooks (PTC-B014), so the
+    all-gathers and reduce-scatters run between them: the linears, the relu
+    and the tanh between the units' hooks are 5 graphs, compiled once for all
+    10 steps (parameters are inputs read per call, not constants)."""
+    for rank, result in enumerate(spawn(scenario, tmp_path)):
+        assert set(result) == {"torch", "compiled"}
+        for case, worst in result.items():
+            graphs, breaks = worst.pop("graphs"), worst.pop("breaks")
+            assert max(worst.values()) < TOL, (rank, case, worst)
+            assert graphs == 5 and "PTC-B014" in breaks, (rank, case, graphs, breaks)
