@@ -116,6 +116,10 @@ PyObject *cap_interpret(PyObject *fn, PyObject *args, PyObject *kwargs, bool inl
 /* Marks a function as never traced into (ptc.disable). */
 int cap_disable(PyObject *fn);
 
+/* PTC_TRACE_DIR, or its rank_N folder in a torch.distributed job (rank.c);
+ * NULL when tracing is off. buf holds the result when it is a rank folder. */
+const char *cap_rank_trace_dir(char *buf, size_t size);
+
 /* The break taxonomy as a list of dicts (code, name, reason, explanation, hint). */
 PyObject *cap_break_table(void);
 

@@ -261,3 +261,34 @@ def fsdp1(rank, world, tmp):
         out["compiled" if autograd else "torch"] = worst
         ptc.reset()
     return out
+
+
+# ---- several processes: one cache folder, a trace folder per rank ----------------------------
+
+
+def shared_cache(rank, world, tmp):
+    """Both ranks compile the same model at the same moment into one
+    PTC_CACHE_DIR (set by the test) and then, after ptc.reset(), again:
+    results equal eager's both times, and the second compile finds the
+    kernels the first wrote (its compile is then the time of a cache hit)."""
+    import os
+    import time
+
+    ptc.config.compiled_autograd = True
+    out = {"diff": 0.0, "compile_s": []}
+    for round_ in range(2):
+        dist.barrier()
+        model = DDP(mlp(), bucket_cap_mb=BUCKET_CAP_MB)
+        compiled = ptc.compile(DDP(mlp(), bucket_cap_mb=BUCKET_CAP_MB))
+        x = batches(rank, 1)[0]
+        start = time.perf_counter()
+        y = compiled(x)
+        out["compile_s"].append(time.perf_counter() - start)
+        y.sum().backward()
+        model(x).sum().backward()
+        out["diff"] = max(out["diff"], (y - model(x)).abs().max().item(),
+                          max_diff(grads(model), grads(compiled)))
+        ptc.reset()
+    dist.barrier()
+    out["cache"] = sorted(os.listdir(os.environ["PTC_CACHE_DIR"]))
+    return out

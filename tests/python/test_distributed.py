@@ -65,3 +65,27 @@ def test_fsdp_matches_eager_with_graphs_per_unit(tmp_path, scenario):
             graphs, breaks = worst.pop("graphs"), worst.pop("breaks")
             assert max(worst.values()) < TOL, (rank, case, worst)
             assert graphs == 5 and "PTC-B014" in breaks, (rank, case, graphs, breaks)
+
+
+def test_ranks_share_a_cache_and_trace_per_rank(tmp_path):
+    """Two ranks compiling the same model into one PTC_CACHE_DIR at once: the
+    results are right, the cache holds whole kernel files only (written under
+    a temporary name and renamed), and PTC_TRACE_DIR gets a rank_N folder per
+    rank, each a trace ptview opens."""
+    import os
+    import subprocess
+
+    cache, trace = tmp_path / "cache", tmp_path / "trace"
+    results = spawn("shared_cache", tmp_path, env={"PTC_CACHE_DIR": str(cache), "PTC_TRACE_DIR": str(trace)})
+    for rank, r in enumerate(results):
+        assert r["diff"] < TOL, (rank, r)
+        assert r["cache"] and all(name.endswith(".o") for name in r["cache"]), (rank, r["cache"])
+    assert results[0]["cache"] == results[1]["cache"]
+    assert sorted(os.listdir(trace)) == ["rank_0", "rank_1"]
+    ptview = os.path.join(os.environ["PTC_BUILD_DIR"], "tools", "viewer", "ptview")
+    for rank in (0, 1):
+        folder = trace / ("rank_%d" % rank)
+        assert (folder / "index.json").exists()
+        out = tmp_path / ("rank_%d.html" % rank)
+        r = subprocess.run([ptview, "--html", str(out), str(folder)], capture_output=True, text=True)
+        assert r.returncode == 0 and out.exists(), r.stderr
