@@ -15,6 +15,7 @@ static void add_event(cap_compiled *c, PyObject *ev)
     if (ev && PyList_Append(c->events, ev) < 0)
         PyErr_Clear();
     cap_measure_event(c, ev);
+    cap_observe_event(ev);
     Py_XDECREF(ev);
 }
 

@@ -115,6 +115,7 @@ def compile(model_or_fn=None, *, mode="default", dynamic=None, fullgraph=False, 
     if options:
         _options_arg(options)
     be = _backend_arg(backend)
+    _distributed.watch_ranks()
     import torch
     if _distributed.is_ddp(model_or_fn):
         return _distributed.wrap_ddp(

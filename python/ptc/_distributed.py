@@ -104,6 +104,82 @@ def _split_hook(reason):
     return ptc_bucket_split
 
 
+# ---- every rank compiles the same graphs ------------------------------------------------------
+
+
+class RankCheck:
+    """Compares this rank's compiles with the other ranks', in order, through
+    the process group's key-value store, without waiting: each compile is
+    published as ptc/compile/<rank>/<n> (frame, recompile number, reason and
+    a hash of the graph and its guards), and the others' published ones are
+    compared as they appear. ptc adds no collective, so ranks whose graphs
+    differ do not hang (DDP's and FSDP's own collectives run in the same
+    order either way); the first difference is one warning naming both
+    ranks' compiles and the reason for this rank's (a failed guard, a
+    break)."""
+
+    def __init__(self, store, rank, world):
+        self.store, self.rank, self.world = store, rank, world
+        self.mine = []  # this rank's compiles, as published
+        self.compared = [0] * world  # per rank: how many of its compiles were compared
+        self.reported = False
+        self.last_reason = ""
+
+    def __call__(self, ev):
+        if ev.get("kind") == "recompile":
+            self.last_reason = "recompile: %s" % ev.get("guard")
+            return
+        if ev.get("kind") != "compile":
+            return
+        import hashlib
+        import re
+
+        graph = ev.get("graph")
+        guards = "\n".join(ev.get("guards") or [])  # less the addresses, which differ per process
+        text = (graph.ptir() if graph is not None else "") + re.sub(r"0x[0-9a-fA-F]+", "0x", guards)
+        brk = ev.get("break") or {}
+        record = "%s #%d (%s%s) graph %s" % (
+            ev.get("frame"), ev.get("recompile", 0), self.last_reason or ev.get("reason", ""),
+            "; ends at " + brk["code"] if brk.get("code") else "",
+            hashlib.sha1(text.encode()).hexdigest()[:12])
+        self.last_reason = ""
+        self.store.set("ptc/compile/%d/%d" % (self.rank, len(self.mine)), record)
+        self.mine.append(record)
+        self.compare()
+
+    def compare(self):
+        for other in range(self.world):
+            while other != self.rank and not self.reported and self.compared[other] < len(self.mine):
+                n = self.compared[other]
+                key = "ptc/compile/%d/%d" % (other, n)
+                if not self.store.check([key]):
+                    break
+                theirs = self.store.get(key).decode()
+                self.compared[other] += 1
+                if theirs.split(" graph ")[-1] != self.mine[n].split(" graph ")[-1]:
+                    self.reported = True
+                    import warnings
+
+                    warnings.warn("ptc: rank %d's compile %d differs from rank %d's: rank %d "
+                                  "compiled %s; rank %d compiled %s. The ranks run different "
+                                  "graphs (results stay right: ptc adds no collective)."
+                                  % (self.rank, n, other, self.rank, self.mine[n], other, theirs),
+                                  UserWarning, stacklevel=2)
+
+
+def watch_ranks():
+    """Installs the RankCheck when a process group of 2+ ranks is up (once)."""
+    dist = sys.modules.get("torch.distributed")
+    if getattr(watch_ranks, "check", None) is not None or dist is None or \
+            not dist.is_available() or not dist.is_initialized() or dist.get_world_size() < 2:
+        return
+    from . import _C
+
+    store = dist.distributed_c10d._get_default_store()
+    watch_ranks.check = RankCheck(store, dist.get_rank(), dist.get_world_size())
+    _C._set_compile_observer(watch_ranks.check)
+
+
 # ---- FSDP1 -----------------------------------------------------------------------------------
 
 # FSDP1's forward runs these around each unit's module; unlike FSDP2's hooks

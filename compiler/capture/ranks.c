@@ -1,4 +1,5 @@
-/* The process's rank in a torch.distributed job, for per-rank output.
+/* Support for torch.distributed jobs: per-rank trace folders, and the
+ * observer through which ptc._distributed compares the ranks' compiles.
  *
  * Ranks of one job share the environment, so PTC_TRACE_DIR names one folder
  * for all of them; each rank writes its own `rank_N` folder inside it, or
@@ -42,4 +43,23 @@ const char *cap_rank_trace_dir(char *buf, size_t size)
         return dir;
     snprintf(buf, size, "%s/rank_%d", dir, rank);
     return buf;
+}
+
+/* ptc._distributed's check that every rank compiles the same graphs: it sees
+ * each compile and recompile event as it is recorded. */
+static PyObject *observer;
+
+void cap_set_compile_observer(PyObject *fn)
+{
+    Py_XSETREF(observer, fn == Py_None ? NULL : Py_XNewRef(fn));
+}
+
+void cap_observe_event(PyObject *ev)
+{
+    if (!observer || !ev)
+        return;
+    PyObject *r = PyObject_CallFunctionObjArgs(observer, ev, NULL);
+    if (!r)
+        PyErr_WriteUnraisable(observer); /* a broken check must not break the program */
+    Py_XDECREF(r);
 }
