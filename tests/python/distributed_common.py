@@ -1,7 +1,8 @@
 """Running a scenario on N ranks for the distributed tests.
 
 spawn(scenario, world, tmp) starts `world` processes (torch.multiprocessing,
-spawn), each joins a gloo process group on a free local port, runs
+spawn), each joins a gloo process group (NCCL, a GPU per rank, with
+PTC_TEST_BACKEND=nccl in env) on a free local port, runs
 distributed_scenarios.<scenario>(rank, world, tmp) and writes what it returns
 as JSON; spawn returns the ranks' results in rank order. A rank that raises
 fails the test with its traceback; ranks that do not finish within `timeout`
@@ -27,10 +28,15 @@ def _rank_main(rank, world, port, scenario, tmp, env):
     import torch
     import torch.distributed as dist
 
+    import distributed_scenarios
+
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    backend = os.environ.get("PTC_TEST_BACKEND", "gloo")
+    if backend == "nccl":  # a GPU per rank
+        torch.cuda.set_device(rank)
+        distributed_scenarios.DEVICE = torch.device("cuda", rank)
+    dist.init_process_group(backend, rank=rank, world_size=world)
     try:
-        import distributed_scenarios
 
         result = getattr(distributed_scenarios, scenario)(rank, world, tmp)
         with open(os.path.join(tmp, "result_%d.json" % rank), "w") as f:

@@ -15,7 +15,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import ptc
 
-CPU = torch.device("cpu")  # FSDP1 asks for an accelerator unless told the CPU
+DEVICE = torch.device("cpu")  # cuda:<rank> under NCCL (distributed_common); FSDP1
+# needs it named even on the CPU, where it asks for an accelerator otherwise
 BUCKET_CAP_MB = 600 / 2**20  # 600 bytes: the MLP's three linears make two DDP buckets
 
 
@@ -36,12 +37,12 @@ class MLP(torch.nn.Module):
 
 def mlp(skip_middle=False):
     torch.manual_seed(0)
-    return MLP(skip_middle)
+    return MLP(skip_middle).to(DEVICE)
 
 
 def batches(rank, steps, shape=(5, 8)):
     g = torch.Generator().manual_seed(100 + rank)
-    return [torch.randn(*shape, generator=g) for _ in range(steps)]
+    return [torch.randn(*shape, generator=g).to(DEVICE) for _ in range(steps)]
 
 
 def max_diff(xs, ys):
@@ -243,8 +244,8 @@ def fsdp1_mlp():
 
     model = mlp()
     for name in ("fc1", "fc2", "fc3"):
-        setattr(model, name, FSDP(getattr(model, name), use_orig_params=True, device_id=CPU))
-    return FSDP(model, use_orig_params=True, device_id=CPU)
+        setattr(model, name, FSDP(getattr(model, name), use_orig_params=True, device_id=DEVICE))
+    return FSDP(model, use_orig_params=True, device_id=DEVICE)
 
 
 def fsdp1(rank, world, tmp):
@@ -307,5 +308,5 @@ def diverging_compiles(rank, world, tmp):
         compiled(batches(rank, 1, shape=(5 + rank, 8))[0])
         dist.barrier()
         compiled(batches(rank, 1, shape=(3, 8))[0])  # a compile after the other rank's first
-        dist.all_reduce(torch.ones(1))  # the ranks still talk: no hang
+        dist.all_reduce(torch.ones(1, device=DEVICE))  # the ranks still talk: no hang
     return [str(w.message) for w in caught if "rank" in str(w.message)]

@@ -90,6 +90,9 @@ def test_ranks_share_a_cache_and_trace_per_rank(tmp_path):
         out = tmp_path / ("rank_%d.html" % rank)
         r = subprocess.run([ptview, "--html", str(out), str(folder)], capture_output=True, text=True)
         assert r.returncode == 0 and out.exists(), r.stderr
+    r = subprocess.run([ptview, "--html", str(tmp_path / "all.html"), str(trace)], capture_output=True,
+                       text=True)
+    assert r.returncode != 0 and "one trace per rank (rank_0, rank_1): open one" in r.stderr, r.stderr
 
 
 def test_ranks_compiling_different_graphs_are_reported(tmp_path):
