@@ -213,13 +213,12 @@ def wrap_ddp(ddp, compile_module):
     """ptc.compile(DDP(m)): DDP's forward stays eager; m's forward is compiled
     by compile_module(m). The wrapper shares ddp's __dict__ (parameters,
     reducer, hooks are the same objects)."""
-    from ._module import OptimizedModule
+    from ._module import sharing_wrapper
 
     if getattr(ddp, "_delay_all_reduce_all_params", False):
         _notices.not_acted_on("DDP with every parameter's all-reduce delayed calls the module's "
                               "forward directly: ptc does not compile it.")
     inner = compile_module(ddp.module)
-    cls = type(ddp)
 
     def _run_ddp_forward(self, *inputs, **kwargs):
         if self._use_python_reducer:
@@ -228,19 +227,8 @@ def wrap_ddp(ddp, compile_module):
         with self._inside_ddp_forward():
             return inner(*inputs, **kwargs)
 
-    namespace = {
-        "_run_ddp_forward": _run_ddp_forward,
-        "_ptc_compiled": inner._ptc_compiled,
-        "_orig_mod": ddp,
-        "__module__": cls.__module__,
-        "__qualname__": "Optimized" + cls.__qualname__,
-        "__reduce_ex__": lambda self, protocol: ddp.__reduce_ex__(protocol),
-        "__deepcopy__": lambda self, memo: __import__("copy").deepcopy(ddp, memo),
-    }
-    sub = type("Optimized" + cls.__name__, (OptimizedModule, cls), namespace)
-    opt = object.__new__(sub)
-    object.__setattr__(opt, "__dict__", ddp.__dict__)
-    return opt
+    return sharing_wrapper(ddp, {"_run_ddp_forward": _run_ddp_forward,
+                                 "_ptc_compiled": inner._ptc_compiled})
 
 
 def ddp_aware(compiled):

@@ -222,21 +222,27 @@ def fsdp2_mlp():
     return model
 
 
-def fsdp2(rank, world, tmp):
-    """FSDP2 (fully_shard per linear and at the root) against eager FSDP2 over
-    10 SGD steps with both autograd paths; the graphs end at each unit's
-    hooks (PTC-B014) and no parameter is a graph constant."""
+def fsdp_against_eager(make, rank):
+    """make()'s FSDP model compiled against eager over 10 SGD steps with both
+    autograd paths, with its graph count and break codes."""
     out = {}
     for autograd in (False, True):
         ptc.config.compiled_autograd = autograd
-        compiled = ptc.compile(fsdp2_mlp())
-        worst = train_pair(fsdp2_mlp(), compiled, lambda m: list(m.parameters()), rank)
+        compiled = ptc.compile(make())
+        worst = train_pair(make(), compiled, lambda m: list(m.parameters()), rank)
         events = compiled._ptc_compiled._events()
         worst["graphs"] = sum(1 for e in events if e["kind"] == "compile" and e.get("graph") is not None)
         worst["breaks"] = sorted({(e.get("break") or {}).get("code") or "" for e in events} - {""})
         out["compiled" if autograd else "torch"] = worst
         ptc.reset()
     return out
+
+
+def fsdp2(rank, world, tmp):
+    """FSDP2 (fully_shard per linear and at the root) against eager FSDP2;
+    the graphs end at each unit's hooks (PTC-B014) and no parameter is a
+    graph constant."""
+    return fsdp_against_eager(fsdp2_mlp, rank)
 
 
 def fsdp1_mlp():
@@ -251,17 +257,7 @@ def fsdp1_mlp():
 def fsdp1(rank, world, tmp):
     """FSDP1 with use_orig_params=True (one unit per linear and the root)
     against eager FSDP1, as fsdp2."""
-    out = {}
-    for autograd in (False, True):
-        ptc.config.compiled_autograd = autograd
-        compiled = ptc.compile(fsdp1_mlp())
-        worst = train_pair(fsdp1_mlp(), compiled, lambda m: list(m.parameters()), rank)
-        events = compiled._ptc_compiled._events()
-        worst["graphs"] = sum(1 for e in events if e["kind"] == "compile" and e.get("graph") is not None)
-        worst["breaks"] = sorted({(e.get("break") or {}).get("code") or "" for e in events} - {""})
-        out["compiled" if autograd else "torch"] = worst
-        ptc.reset()
-    return out
+    return fsdp_against_eager(fsdp1_mlp, rank)
 
 
 # ---- several processes: one cache folder, a trace folder per rank ----------------------------
