@@ -116,6 +116,13 @@ PyObject *cap_interpret(PyObject *fn, PyObject *args, PyObject *kwargs, bool inl
 /* Marks a function as never traced into (ptc.disable). */
 int cap_disable(PyObject *fn);
 
+/* PTC_TRACE_DIR, or its rank_N folder in a torch.distributed job (rank.c);
+ * NULL when tracing is off. buf holds the result when it is a rank folder. */
+const char *cap_rank_trace_dir(char *buf, size_t size);
+/* fn(event) is called with each compile and recompile event (None: off). */
+void cap_set_compile_observer(PyObject *fn);
+void cap_observe_event(PyObject *ev);
+
 /* The break taxonomy as a list of dicts (code, name, reason, explanation, hint). */
 PyObject *cap_break_table(void);
 

@@ -15,6 +15,7 @@ static void add_event(cap_compiled *c, PyObject *ev)
     if (ev && PyList_Append(c->events, ev) < 0)
         PyErr_Clear();
     cap_measure_event(c, ev);
+    cap_observe_event(ev);
     Py_XDECREF(ev);
 }
 
@@ -86,8 +87,10 @@ static void trace_files(cap_compiled *c, cap_entry *e, const char *reason, PyObj
     if (!c->trace_checked) {
         ptc_error err;
         c->trace_checked = true;
-        c->trace = ptc_trace_open(NULL, &err);
-        if (!c->trace && err.cls != PTC_ERR_NONE) {
+        char rank_dir[4200];
+        const char *dir = cap_rank_trace_dir(rank_dir, sizeof rank_dir);
+        c->trace = dir ? ptc_trace_open(dir, &err) : NULL;
+        if (!c->trace && dir && err.cls != PTC_ERR_NONE) {
             char buf[1200];
             ptc_error_format(&err, buf, sizeof buf);
             if (PyErr_WarnFormat(PyExc_UserWarning, 1, "ptc: trace directory: %s", buf) < 0)

@@ -182,6 +182,12 @@ static PyObject *m_reset(PyObject *mod, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+static PyObject *m_set_compile_observer(PyObject *mod, PyObject *fn)
+{
+    cap_set_compile_observer(fn);
+    Py_RETURN_NONE;
+}
+
 static PyObject *m_disable(PyObject *mod, PyObject *fn)
 {
     if (cap_disable(fn) < 0)
@@ -400,6 +406,8 @@ static PyMethodDef module_methods[] = {
      "_package_verify(dir): raises ValueError naming the file when a package is refused."},
     {"_reset", m_reset, METH_NOARGS, "Drops every compiled entry."},
     {"_disable", m_disable, METH_O, "Marks a function as never traced into."},
+    {"_set_compile_observer", m_set_compile_observer, METH_O,
+     "Calls fn(event) at each compile and recompile (None: off)."},
     {"_interpret", m_interpret, METH_VARARGS,
      "_interpret(fn, args, kwargs=None, inline_all=False): run fn in ptc's interpreter."},
     {"_break_table", m_break_table, METH_NOARGS, "The graph-break taxonomy."},

@@ -1,11 +1,11 @@
-"""One small function per graph-break code of ptc (PTC-B001 ... PTC-B026).
+"""One small function per graph-break code of ptc (PTC-B001 ... PTC-B027).
 
     ptexplain examples/explain/every_break.py
 
 Each function is compiled with torch.compile and called once, so the report
 lists every code of the break table (man ptc.7, GRAPH BREAKS) with its source
 line, explanation and hint. ptexplain's golden tests run it. It uses ptc
-itself for two codes (ptc.disable, ptc.config.inline_depth), so it runs under
+itself for three codes (ptc.disable, ptc.config.inline_depth, its own split), so it runs under
 ptexplain or with the ptc package on the path.
 """
 import contextlib
@@ -207,6 +207,12 @@ def b026(x):
     return c.abs() + 1
 
 
+def b027(x):
+    y = x * 2
+    ptc._split.graph_split("where DDP's next gradient bucket begins")
+    return y + 1
+
+
 def call(fn, make, expect=None, warm=True):
     """Runs fn eagerly once (first-call costs stay out of the report), then
     compiled once."""
@@ -242,6 +248,7 @@ def main():
     call(b024, x34)
     call(b025, x34)
     call(b026, x34)
+    call(b027, x34)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ See ``man ptc`` (ptc.7) for the break codes, environment variables and files.
 """
 import types as _types
 
-from . import _C, _notices
+from . import _C, _distributed, _notices
 from ._config import config
 from ._dynamic import mark_dynamic, mark_static, maybe_mark_dynamic
 from ._explain import ExplainOutput, explain
@@ -115,8 +115,13 @@ def compile(model_or_fn=None, *, mode="default", dynamic=None, fullgraph=False, 
     if options:
         _options_arg(options)
     be = _backend_arg(backend)
+    _distributed.watch_ranks()
     import torch
+    if _distributed.is_ddp(model_or_fn):
+        return _distributed.wrap_ddp(
+            model_or_fn, lambda m: wrap_module(m, be, bool(fullgraph), dynamic, mode))
     if isinstance(model_or_fn, torch.nn.Module):
+        _distributed.prepare_fsdp1(model_or_fn)
         return wrap_module(model_or_fn, be, bool(fullgraph), dynamic, mode)
     if isinstance(model_or_fn, _types.MethodType):
         compiled = _compile_function(model_or_fn.__func__, be, fullgraph, dynamic, mode)

@@ -8,7 +8,7 @@ optimisers see one module. Only calling it differs: __call__ runs the
 compiled forward (which notices hooks and train/eval switches through its
 guards). The original stays reachable as `_orig_mod`.
 """
-from . import _C
+from . import _C, _distributed
 
 
 class OptimizedModule:
@@ -22,17 +22,22 @@ def wrap_module(mod, backend, fullgraph, dynamic, mode):
     if isinstance(mod, OptimizedModule):
         mod = mod._orig_mod
     compiled = _C._compile(mod, backend, fullgraph, dynamic, mode)
+    return sharing_wrapper(mod, {"__call__": staticmethod(_distributed.ddp_aware(compiled)),
+                                 "_ptc_compiled": compiled})
+
+
+def sharing_wrapper(mod, namespace):
+    """An instance of a subclass of mod's class with `namespace` added,
+    sharing mod's __dict__ (see the module's docstring)."""
     cls = type(mod)
-    namespace = {
-        "__call__": staticmethod(compiled),
-        "_ptc_compiled": compiled,
+    namespace = dict(namespace, **{
         "_orig_mod": mod,
         "__module__": cls.__module__,
         "__qualname__": "Optimized" + cls.__qualname__,
         # Pickling or deep-copying the wrapper gives the plain module back.
         "__reduce_ex__": lambda self, protocol: mod.__reduce_ex__(protocol),
         "__deepcopy__": lambda self, memo: __import__("copy").deepcopy(mod, memo),
-    }
+    })
     sub = type("Optimized" + cls.__name__, (OptimizedModule, cls), namespace)
     opt = object.__new__(sub)
     object.__setattr__(opt, "__dict__", mod.__dict__)

@@ -1,4 +1,4 @@
-"""Every graph-break kind of ptc's taxonomy (PTC-B001 ... PTC-B026).
+"""Every graph-break kind of ptc's taxonomy (PTC-B001 ... PTC-B027).
 
 For each code there is a program that hits it: compiled, it must behave
 exactly as eager (results or exceptions, printed text, mutations, module and
@@ -20,6 +20,7 @@ nn = torch.nn
 import ptc  # noqa: E402
 import capture_programs as P  # noqa: E402
 from test_capture_programs import compare, counts  # noqa: E402
+from ptc._split import graph_split  # noqa: E402
 
 T = P.T
 x34 = lambda: (T(3, 4),)
@@ -205,6 +206,12 @@ def b026(x):
     return c.abs() + 1
 
 
+def b027(x):
+    y = x * 2
+    graph_split("a split ptc asks for")  # ptc's own: no-op when run
+    return y + 1
+
+
 def _prog(fn, args, graphs, breaks, codes, module=None):
     return P.Program(fn, args, graphs, breaks, codes, module=module, name=(fn or module).__name__)
 
@@ -238,6 +245,7 @@ CASES = {
     # the call runs as its own frame, which cannot trace its except block
     "PTC-B025": _prog(b025, x34, 2, 2, ["PTC-B005", "PTC-B025"]),
     "PTC-B026": _prog(b026, x34, 2, 2, ["PTC-B007", "PTC-B026"]),
+    "PTC-B027": _prog(b027, x34, 2, 1, ["PTC-B027"]),
 }
 
 

@@ -110,6 +110,9 @@ static const advice table[] = {
     {"PTC-B026",
      "`%1$s` makes a tensor ptc cannot hold (%3$s). Keep such tensors outside %2$s, or convert "
      "them first (torch.view_as_real for complex tensors)."},
+    {"PTC-B027",
+     "`%1$s` is where ptc split the graph on purpose (%3$s), so that DDP's gradient bucket can "
+     "all-reduce during the backward. A larger bucket_cap_mb gives fewer graphs."},
 };
 
 /* The function the break is in: the innermost frame of the inlined stack

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static const struct {
     const char *name;
@@ -398,6 +399,29 @@ static ptv_trace *open_file(const char *path, ptc_error *err)
     return t;
 }
 
+/* The rank_N folders of a torch.distributed job's PTC_TRACE_DIR, listed in
+ * names (", "-separated); how many there are. */
+static int rank_folders(const char *path, char *names, size_t size)
+{
+    DIR *d = opendir(path);
+    int n = 0;
+    size_t used = 0;
+    names[0] = 0;
+    for (struct dirent *e = d ? readdir(d) : NULL; e; e = readdir(d)) {
+        char index[4096];
+        snprintf(index, sizeof index, "%s/%s/index.json", path, e->d_name);
+        if (strncmp(e->d_name, "rank_", 5) != 0 || access(index, R_OK) != 0)
+            continue;
+        int w = snprintf(names + used, size - used, "%s%s", n ? ", " : "", e->d_name);
+        if (w > 0 && used + (size_t)w < size)
+            used += (size_t)w;
+        n++;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
 ptv_trace *ptv_open(const char *path, ptc_error *err)
 {
     ptc_error_clear(err);
@@ -416,6 +440,14 @@ ptv_trace *ptv_open(const char *path, ptc_error *err)
     if (indexed != 0) {
         char msg[1024];
         ptc_error_format(&ierr, msg, sizeof msg);
+        char ranks[1024];
+        if (found == 0 && rank_folders(path, ranks, sizeof ranks) > 0) {
+            ptc_errorf(err, PTC_ERR_IO, "",
+                       "%s holds one trace per rank (%s): open one, e.g. %s/rank_0", path, ranks,
+                       path);
+            ptv_close(t);
+            return NULL;
+        }
         if (found == 0) {
             /* A compile folder given directly. */
             ptv_compile *c = ptv_compile_new(t, strrchr(path, '/') ? strrchr(path, '/') + 1 : path, path);

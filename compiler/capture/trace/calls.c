@@ -1184,6 +1184,9 @@ static int call_function(cap_interp *I, PyObject *fn, PyObject *const *args, int
     const char *disabled = cap_disabled_by(fn);
     if (disabled)
         return cap_t_break(T, CAP_B_DISABLED, "%s is marked %s", cap_func_name(fn), disabled);
+    const char *split = cap_graph_split_reason(fn, args, nargs);
+    if (split)
+        return cap_t_break(T, CAP_B_GRAPH_SPLIT, "%s", split);
     int mk = cap_module_iter_kind(fn);
     if (mk >= 0)
         return cap_module_iter_call(I, mk, args, nargs, kwnames, out);

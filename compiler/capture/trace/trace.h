@@ -583,6 +583,8 @@ void cap_t_note_skipped(cap_trace *T, PyObject *obj);
 /* What marks fn never to be traced ("ptc.disable", "torch.compiler.disable"), or NULL. */
 const char *cap_disabled_by(PyObject *fn);
 const char *cap_func_name(PyObject *fn);
+/* Why a call to fn ends the graph on ptc's own request (trace_split.c), or NULL. */
+const char *cap_graph_split_reason(PyObject *fn, PyObject *const *args, int nargs);
 bool cap_is_partial(PyObject *o);
 int cap_partial_unpack(PyObject *p, PyObject **fn, PyObject **args, PyObject **kw);
 int cap_t_call_partial(cap_interp *I, PyObject *fn, PyObject *pargs, PyObject *pkw,

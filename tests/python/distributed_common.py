@@ -1,0 +1,64 @@
+"""Running a scenario on N ranks for the distributed tests.
+
+spawn(scenario, world, tmp) starts `world` processes (torch.multiprocessing,
+spawn), each joins a gloo process group (NCCL, a GPU per rank, with
+PTC_TEST_BACKEND=nccl in env) on a free local port, runs
+distributed_scenarios.<scenario>(rank, world, tmp) and writes what it returns
+as JSON; spawn returns the ranks' results in rank order. A rank that raises
+fails the test with its traceback; ranks that do not finish within `timeout`
+seconds are killed and the test fails saying so (a hang is a failure, not a
+stuck CI).
+"""
+import json
+import os
+import socket
+import time
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank_main(rank, world, port, scenario, tmp, env):
+    os.environ.update(env)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                      WORLD_SIZE=str(world))
+    import torch
+    import torch.distributed as dist
+
+    import distributed_scenarios
+
+    torch.set_num_threads(1)
+    backend = os.environ.get("PTC_TEST_BACKEND", "gloo")
+    if backend == "nccl":  # a GPU per rank
+        torch.cuda.set_device(rank)
+        distributed_scenarios.DEVICE = torch.device("cuda", rank)
+    dist.init_process_group(backend, rank=rank, world_size=world)
+    try:
+
+        result = getattr(distributed_scenarios, scenario)(rank, world, tmp)
+        with open(os.path.join(tmp, "result_%d.json" % rank), "w") as f:
+            json.dump(result, f)
+    finally:
+        dist.destroy_process_group()
+
+
+def spawn(scenario, tmp, world=2, timeout=600, env=None):
+    import torch.multiprocessing as mp
+
+    tmp = str(tmp)
+    ctx = mp.start_processes(_rank_main, args=(world, free_port(), scenario, tmp, dict(env or {})),
+                             nprocs=world, join=False, start_method="spawn")
+    deadline = time.monotonic() + timeout
+    while not ctx.join(timeout=5):
+        if time.monotonic() > deadline:
+            for p in ctx.processes:
+                p.kill()
+            raise AssertionError("%s: ranks still running after %d s (a hang)" % (scenario, timeout))
+    results = []
+    for rank in range(world):
+        with open(os.path.join(tmp, "result_%d.json" % rank)) as f:
+            results.append(json.load(f))
+    return results

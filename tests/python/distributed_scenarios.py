@@ -1,0 +1,308 @@
+"""What each rank runs in test_distributed.py (see distributed_common.spawn).
+
+Each scenario trains an eager reference and ptc's compiled copy of one model
+side by side, from the same initial weights on the same per-rank data, and
+returns numbers (largest differences, graph counts, event orders) for the
+test to judge; each rank's inputs differ, so gradients only agree if the
+all-reduce happened.
+"""
+import contextlib
+import copy
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import ptc
+
+DEVICE = torch.device("cpu")  # cuda:<rank> under NCCL (distributed_common); FSDP1
+# needs it named even on the CPU, where it asks for an accelerator otherwise
+BUCKET_CAP_MB = 600 / 2**20  # 600 bytes: the MLP's three linears make two DDP buckets
+
+
+class MLP(torch.nn.Module):
+    def __init__(self, skip_middle=False):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 16)
+        self.fc2 = torch.nn.Linear(16, 16)
+        self.fc3 = torch.nn.Linear(16, 4)
+        self.skip_middle = skip_middle
+
+    def forward(self, x):
+        h = torch.relu(self.fc1(x))
+        if not self.skip_middle:
+            h = torch.tanh(self.fc2(h))
+        return self.fc3(h)
+
+
+def mlp(skip_middle=False):
+    torch.manual_seed(0)
+    return MLP(skip_middle).to(DEVICE)
+
+
+def batches(rank, steps, shape=(5, 8)):
+    g = torch.Generator().manual_seed(100 + rank)
+    return [torch.randn(*shape, generator=g).to(DEVICE) for _ in range(steps)]
+
+
+def max_diff(xs, ys):
+    worst = 0.0
+    for a, b in zip(xs, ys):
+        if (a is None) != (b is None):
+            return float("inf")
+        if a is not None and a.numel():  # FSDP1: a parameter held by another rank is empty here
+            a = a.full_tensor() if hasattr(a, "full_tensor") else a
+            b = b.full_tensor() if hasattr(b, "full_tensor") else b
+            worst = max(worst, (a.detach() - b.detach()).abs().max().item())
+    return worst
+
+
+def grads(model):
+    return [p.grad for p in model.parameters()]
+
+
+def train_pair(ref, compiled, params_of, rank, steps=10, lr=0.05, loss=lambda out: out.square().mean()):
+    """Trains both with SGD; returns the largest loss, gradient and parameter
+    differences over the steps."""
+    opt_r = torch.optim.SGD(ref.parameters(), lr=lr)
+    opt_c = torch.optim.SGD(params_of(compiled), lr=lr)
+    worst = {"loss": 0.0, "grad": 0.0, "param": 0.0}
+    for x in batches(rank, steps):
+        lr_ = loss(ref(x))
+        lc = loss(compiled(x))
+        lr_.backward()
+        lc.backward()
+        worst["loss"] = max(worst["loss"], abs(lr_.item() - lc.item()))
+        worst["grad"] = max(worst["grad"], max_diff(grads(ref), [p.grad for p in params_of(compiled)]))
+        opt_r.step()
+        opt_c.step()
+        opt_r.zero_grad()
+        opt_c.zero_grad()
+        worst["param"] = max(worst["param"], max_diff(list(ref.parameters()), list(params_of(compiled))))
+    return worst
+
+
+def graph_events(compiled):
+    return [(e["kind"], (e.get("break") or {}).get("code")) for e in compiled._events()
+            if e["kind"] == "compile"]
+
+
+# ---- DDP ------------------------------------------------------------------------------------
+
+
+def ddp_matches_eager(rank, world, tmp):
+    """Both ways of combining DDP and ptc.compile, with torch's autograd and
+    with compiled autograd, against eager DDP over 10 SGD steps."""
+    out = {}
+    for autograd in (False, True):
+        ptc.config.compiled_autograd = autograd
+        for form in ("outer", "inner"):
+            ref = DDP(mlp(), bucket_cap_mb=BUCKET_CAP_MB)
+            if form == "outer":
+                compiled = ptc.compile(DDP(mlp(), bucket_cap_mb=BUCKET_CAP_MB))
+            else:
+                compiled = DDP(ptc.compile(mlp()), bucket_cap_mb=BUCKET_CAP_MB)
+            out["%s/%s" % (form, "compiled" if autograd else "torch")] = train_pair(
+                ref, compiled, lambda m: list(m.parameters()), rank)
+            ptc.reset()
+    return out
+
+
+def eager_bucket_bytes(rank):
+    """The sizes of eager DDP's gradient buckets once rebuilt (in the forward
+    after the first backward)."""
+    ddp = DDP(mlp(), bucket_cap_mb=BUCKET_CAP_MB)
+    for x in batches(rank, 3):
+        ddp(x).sum().backward()
+    return [int(n) for n in ddp._get_ddp_logging_data()["rebuilt_bucket_sizes"].split(",")]
+
+
+def ddp_buckets(rank, world, tmp):
+    """With compiled autograd: one graph per gradient bucket (the buckets
+    eager DDP makes), and a bucket's all-reduce is issued before the
+    backward reaches the input."""
+    ptc.config.compiled_autograd = True
+    out = {}
+    for form in ("outer", "inner"):
+        model = mlp()
+        if form == "outer":
+            ddp = ptc.compile(DDP(model, bucket_cap_mb=BUCKET_CAP_MB))
+            compiled = ddp
+        else:
+            ddp = DDP(ptc.compile(model), bucket_cap_mb=BUCKET_CAP_MB)
+            compiled = ddp.module
+        order = []
+
+        def hook(state, bucket):
+            order.append("allreduce")
+            fut = dist.all_reduce(bucket.buffer(), async_op=True).get_future()
+            return fut.then(lambda f: f.value()[0] / world)
+
+        ddp.register_comm_hook(None, hook)
+        orders = []
+        for x in batches(rank, 3):
+            x.requires_grad_(True)
+            x.register_hook(lambda g: order.append("input grad"))
+            del order[:]
+            ddp(x).sum().backward()
+            orders.append(list(order))
+        out[form] = {
+            "graphs": graph_events(compiled._ptc_compiled),
+            "plan": ddp._ptc_bucket_plan,
+            "plan_bytes": [sum(p.numel() * p.element_size() for name in bucket
+                               for p in model.get_submodule(name).parameters()) for bucket in ddp._ptc_bucket_plan],
+            "eager_bytes": eager_bucket_bytes(rank),
+            "orders": orders,
+        }
+        ptc.reset()
+    return out
+
+
+def train_accumulating(ref, compiled, rank, steps=6, lr=0.05):
+    """Like train_pair, with every other step's gradients accumulated under
+    no_sync() and synchronised by the next step."""
+    opt_r = torch.optim.SGD(ref.parameters(), lr=lr)
+    opt_c = torch.optim.SGD(compiled.parameters(), lr=lr)
+    worst = {"loss": 0.0, "grad": 0.0, "param": 0.0, "unsynced": 0.0}
+    for step, x in enumerate(batches(rank, steps)):
+        accumulate = step % 2 == 0
+        for model in (ref, compiled):
+            with model.no_sync() if accumulate else contextlib.nullcontext():
+                loss = model(x).square().mean()
+                loss.backward()
+        worst["grad"] = max(worst["grad"], max_diff(grads(ref), grads(compiled)))
+        if accumulate:  # the local gradients differ between ranks until the synced step
+            g = compiled.module.fc1.weight.grad.clone()
+            dist.all_reduce(g)
+            worst["unsynced"] = max(worst["unsynced"], (g / world_size() - compiled.module.fc1.weight.grad).abs().max().item())
+            continue
+        opt_r.step()
+        opt_c.step()
+        opt_r.zero_grad()
+        opt_c.zero_grad()
+        worst["param"] = max(worst["param"], max_diff(list(ref.parameters()), list(compiled.parameters())))
+    return worst
+
+
+def world_size():
+    return dist.get_world_size()
+
+
+def ddp_modes(rank, world, tmp):
+    """find_unused_parameters (a layer the forward skips), static_graph and
+    no_sync() accumulation, with torch's autograd and compiled autograd,
+    against eager DDP."""
+    out = {}
+    for autograd in (False, True):
+        ptc.config.compiled_autograd = autograd
+        tag = "compiled" if autograd else "torch"
+        kw = dict(bucket_cap_mb=BUCKET_CAP_MB, find_unused_parameters=True)
+        out["find_unused/" + tag] = train_pair(DDP(mlp(skip_middle=True), **kw),
+                                               ptc.compile(DDP(mlp(skip_middle=True), **kw)),
+                                               lambda m: list(m.parameters()), rank)
+        kw = dict(bucket_cap_mb=BUCKET_CAP_MB, static_graph=True)
+        out["static_graph/" + tag] = train_pair(DDP(mlp(), **kw), ptc.compile(DDP(mlp(), **kw)),
+                                                lambda m: list(m.parameters()), rank)
+        kw = dict(bucket_cap_mb=BUCKET_CAP_MB)
+        out["no_sync/" + tag] = train_accumulating(DDP(mlp(), **kw), ptc.compile(DDP(mlp(), **kw)), rank)
+        ptc.reset()
+    return out
+
+
+# ---- FSDP -----------------------------------------------------------------------------------
+
+
+def fsdp2_mlp():
+    from torch.distributed.fsdp import fully_shard
+
+    model = mlp()
+    for layer in (model.fc1, model.fc2, model.fc3):
+        fully_shard(layer)
+    fully_shard(model)
+    return model
+
+
+def fsdp_against_eager(make, rank):
+    """make()'s FSDP model compiled against eager over 10 SGD steps with both
+    autograd paths, with its graph count and break codes."""
+    out = {}
+    for autograd in (False, True):
+        ptc.config.compiled_autograd = autograd
+        compiled = ptc.compile(make())
+        worst = train_pair(make(), compiled, lambda m: list(m.parameters()), rank)
+        events = compiled._ptc_compiled._events()
+        worst["graphs"] = sum(1 for e in events if e["kind"] == "compile" and e.get("graph") is not None)
+        worst["breaks"] = sorted({(e.get("break") or {}).get("code") or "" for e in events} - {""})
+        out["compiled" if autograd else "torch"] = worst
+        ptc.reset()
+    return out
+
+
+def fsdp2(rank, world, tmp):
+    """FSDP2 (fully_shard per linear and at the root) against eager FSDP2;
+    the graphs end at each unit's hooks (PTC-B014) and no parameter is a
+    graph constant."""
+    return fsdp_against_eager(fsdp2_mlp, rank)
+
+
+def fsdp1_mlp():
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    model = mlp()
+    for name in ("fc1", "fc2", "fc3"):
+        setattr(model, name, FSDP(getattr(model, name), use_orig_params=True, device_id=DEVICE))
+    return FSDP(model, use_orig_params=True, device_id=DEVICE)
+
+
+def fsdp1(rank, world, tmp):
+    """FSDP1 with use_orig_params=True (one unit per linear and the root)
+    against eager FSDP1, as fsdp2."""
+    return fsdp_against_eager(fsdp1_mlp, rank)
+
+
+# ---- several processes: one cache folder, a trace folder per rank ----------------------------
+
+
+def shared_cache(rank, world, tmp):
+    """Both ranks compile the same model at the same moment into one
+    PTC_CACHE_DIR (set by the test) and then, after ptc.reset(), again:
+    results equal eager's both times. The ranks compile the same graphs, so
+    ptc's comparison of the ranks' compiles warns of nothing."""
+    import os
+    import warnings
+
+    ptc.config.compiled_autograd = True
+    out = {"diff": 0.0}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for round_ in range(2):
+            dist.barrier()
+            model = DDP(mlp(), bucket_cap_mb=BUCKET_CAP_MB)
+            compiled = ptc.compile(DDP(mlp(), bucket_cap_mb=BUCKET_CAP_MB))
+            x = batches(rank, 1)[0]
+            y = compiled(x)
+            y.sum().backward()
+            model(x).sum().backward()
+            out["diff"] = max(out["diff"], (y - model(x)).abs().max().item(),
+                              max_diff(grads(model), grads(compiled)))
+            ptc.reset()
+        dist.barrier()
+        ptc.compile(mlp())(batches(rank, 1)[0])  # a compile after all of the other rank's
+    out["rank_warnings"] = [str(w.message) for w in caught if "rank" in str(w.message)]
+    out["cache"] = sorted(os.listdir(os.environ["PTC_CACHE_DIR"]))
+    return out
+
+
+def diverging_compiles(rank, world, tmp):
+    """Rank r's batch has 5 + r rows (static sizes): the ranks compile
+    different graphs, which is reported, and training goes on."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled = ptc.compile(mlp(), dynamic=False)
+        compiled(batches(rank, 1, shape=(5 + rank, 8))[0])
+        dist.barrier()
+        compiled(batches(rank, 1, shape=(3, 8))[0])  # a compile after the other rank's first
+        dist.all_reduce(torch.ones(1, device=DEVICE))  # the ranks still talk: no hang
+    return [str(w.message) for w in caught if "rank" in str(w.message)]

@@ -1,0 +1,105 @@
+"""ptc under torch.distributed on this CPU: 2 ranks on gloo, spawned per test
+(distributed_common.spawn); each rank's scenario is in
+distributed_scenarios.py. Compiled results must equal eager DDP/FSDP's."""
+import pytest
+
+torch = pytest.importorskip("torch")
+ptc = pytest.importorskip("ptc", reason="the ptc Python module is not part of this build")
+if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
+    pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
+
+from distributed_common import spawn  # noqa: E402
+
+TOL = 1e-5
+
+
+def test_ddp_both_forms_match_eager_ddp(tmp_path):
+    """ptc.compile(DDP(m)) and DDP(ptc.compile(m)), with torch's autograd and
+    with compiled autograd: losses, gradients and parameters of 10 SGD steps
+    equal eager DDP's on every rank."""
+    for rank, result in enumerate(spawn("ddp_matches_eager", tmp_path)):
+        assert set(result) == {"outer/torch", "inner/torch", "outer/compiled", "inner/compiled"}
+        for case, worst in result.items():
+            assert max(worst.values()) < TOL, (rank, case, worst)
+
+
+def test_ddp_graphs_split_at_buckets(tmp_path):
+    """With compiled autograd the forward is one graph per gradient bucket of
+    eager DDP (a PTC-B027 split between them), and from the second step (DDP
+    has rebuilt its buckets) an all-reduce starts before the backward has
+    reached the input."""
+    for rank, result in enumerate(spawn("ddp_buckets", tmp_path)):
+        for form, r in result.items():
+            assert r["plan"] == [["fc3", "fc2"], ["fc1"]], (rank, form, r)
+            assert r["plan_bytes"] == r["eager_bytes"] == [1360, 576], (rank, form, r)
+            assert [code for _, code in r["graphs"]] == ["PTC-B027", None], (rank, form, r)
+            for order in r["orders"][1:]:
+                assert order.index("allreduce") < order.index("input grad"), (rank, form, r)
+
+
+def test_ddp_unused_parameters_static_graph_and_no_sync(tmp_path):
+    """find_unused_parameters=True with a layer the forward skips (its
+    gradients stay None, as eager's), static_graph=True, and gradients
+    accumulated under no_sync() then synchronised: as eager DDP, with both
+    autograd paths. Under no_sync the gradients really are rank-local."""
+    for rank, result in enumerate(spawn("ddp_modes", tmp_path)):
+        assert len(result) == 6, result
+        for case, worst in result.items():
+            unsynced = worst.pop("unsynced", None)
+            assert max(worst.values()) < TOL, (rank, case, worst)
+            if unsynced is not None:
+                assert unsynced > 1e-3, (rank, case, unsynced)
+
+
+@pytest.mark.parametrize("scenario", ["fsdp2", "fsdp1"])
+def test_fsdp_matches_eager_with_graphs_per_unit(tmp_path, scenario):
+    """FSDP2 (fully_shard) and FSDP1 (use_orig_params=True), a unit per
+    linear and one at the root: 10 SGD steps equal eager FSDP's with both
+    autograd paths; the graphs end at each unit's hooks (PTC-B014), so the
+    all-gathers and reduce-scatters run between them: the linears, the relu
+    and the tanh between the units' hooks are 5 graphs, compiled once for all
+    10 steps (parameters are inputs read per call, not constants)."""
+    for rank, result in enumerate(spawn(scenario, tmp_path)):
+        assert set(result) == {"torch", "compiled"}
+        for case, worst in result.items():
+            graphs, breaks = worst.pop("graphs"), worst.pop("breaks")
+            assert max(worst.values()) < TOL, (rank, case, worst)
+            assert graphs == 5 and "PTC-B014" in breaks, (rank, case, graphs, breaks)
+
+
+def test_ranks_share_a_cache_and_trace_per_rank(tmp_path):
+    """Two ranks compiling the same model into one PTC_CACHE_DIR at once: the
+    results are right, the cache holds whole kernel files only (written under
+    a temporary name and renamed), and PTC_TRACE_DIR gets a rank_N folder per
+    rank, each a trace ptview opens."""
+    import os
+    import subprocess
+
+    cache, trace = tmp_path / "cache", tmp_path / "trace"
+    results = spawn("shared_cache", tmp_path, env={"PTC_CACHE_DIR": str(cache), "PTC_TRACE_DIR": str(trace)})
+    for rank, r in enumerate(results):
+        assert r["diff"] < TOL, (rank, r)
+        assert r["rank_warnings"] == [], (rank, r["rank_warnings"])
+        assert r["cache"] and all(name.endswith(".o") for name in r["cache"]), (rank, r["cache"])
+    assert results[0]["cache"] == results[1]["cache"]
+    assert sorted(os.listdir(trace)) == ["rank_0", "rank_1"]
+    ptview = os.path.join(os.environ["PTC_BUILD_DIR"], "tools", "viewer", "ptview")
+    for rank in (0, 1):
+        folder = trace / ("rank_%d" % rank)
+        assert (folder / "index.json").exists()
+        out = tmp_path / ("rank_%d.html" % rank)
+        r = subprocess.run([ptview, "--html", str(out), str(folder)], capture_output=True, text=True)
+        assert r.returncode == 0 and out.exists(), r.stderr
+    r = subprocess.run([ptview, "--html", str(tmp_path / "all.html"), str(trace)], capture_output=True,
+                       text=True)
+    assert r.returncode != 0 and "one trace per rank (rank_0, rank_1): open one" in r.stderr, r.stderr
+
+
+def test_ranks_compiling_different_graphs_are_reported(tmp_path):
+    """Rank 1's batch has another size: its graph differs from rank 0's; a
+    rank that sees the other's compile warns, naming both ranks' compiles,
+    and the job goes on (no hang: ptc adds no collective)."""
+    results = spawn("diverging_compiles", tmp_path)
+    warned = [w for ws in results for w in ws]
+    assert warned, results
+    assert all("differs from rank" in w and "MLP.forward" in w for w in warned), warned
