@@ -4,7 +4,7 @@ benchmark, not a test).
 
 Each model is exported with ptc.export and saved as a package; then, in fresh
 processes, `ptc-run --package DIR --stats --repeat N` reports the load (verify
-the manifest and every file's SHA-256, read the weights, load the kernels),
+the manifest and every file's checksum, map the weights, load the kernels),
 the first run and the mean of the next N. Where torch has AOTInductor
 (torch._inductor.aoti_compile_and_package), the same model is exported with
 torch.export, compiled into a .pt2 package, and loaded and called in fresh

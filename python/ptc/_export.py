@@ -442,13 +442,14 @@ class ExportedProgram:
     def save(self, path, targets=("cpu",)):
         """Writes the package folder: graph.ptir, weights.bin, spec.json,
         kernels/<target>/ for each target ("cpu", "sm_80", "sm_90") and
-        manifest.json with ptc's version and every file's SHA-256."""
+        manifest.json with ptc's version and every file's checksum (SHA-256;
+        the weights, a version-2 tensor file mapped at load, their XXH64)."""
         os.makedirs(path, exist_ok=True)
         if os.path.exists(os.path.join(path, "manifest.json")):
             os.unlink(os.path.join(path, "manifest.json"))
         with open(os.path.join(path, "graph.ptir"), "w") as f:
             f.write(self.graph_text)
-        _tensorfile.write_tensors(os.path.join(path, "weights.bin"), self.weights)
+        _tensorfile.write_tensors(os.path.join(path, "weights.bin"), self.weights, aligned=True)
         with open(os.path.join(path, "spec.json"), "w") as f:
             json.dump(self.spec, f, indent=1)
         _C._package_seal(os.fspath(path), list(targets))
@@ -457,7 +458,7 @@ class ExportedProgram:
 
 def load(path):
     """The ExportedProgram of a package folder, verified as the C loader
-    verifies it (manifest, ptc's version, every file's SHA-256)."""
+    verifies it (manifest, ptc's version, every file's checksum)."""
     _C._package_verify(os.fspath(path))
     with open(os.path.join(path, "graph.ptir")) as f:
         graph_text = f.read()
