@@ -61,11 +61,30 @@ int ptc_pkg_kernel_dir(const char *dir, const char *target, char *out, size_t si
     return snprintf(out, size, "%s/kernels/%s", dir, target) < (int)size ? 0 : -1;
 }
 
-/* Compiles g's kernels for one target into the package. */
+/* The multiprocessor counts a package's PTX is planned for, per compute
+ * capability. A kernel's launch plan (its team of threads per row, fixed in
+ * its PTX) depends on the device's count only through a threshold, on which
+ * side of it the kernel's rows fall (codegen/cuda/plan.c); so the plans for
+ * the data-centre parts of each generation, stored side by side (kernel-cache
+ * files keyed by their plan: kernels whose plan is the same share one), serve
+ * those GPUs — and most others — without generating PTX at load. The plan is
+ * not made at launch instead because the team shapes the code itself (shared
+ * memory, the reduction's loop); kernels whose team depends on run-time sizes
+ * already carry several forms and pick one per call. */
+static const struct {
+    int sm, sms[4]; /* 0 ends the list */
+} PLANNED_SMS[] = {
+    {80, {108, 56}},      /* A100 / A800, A30 */
+    {90, {132, 114, 78}}, /* H100 SXM / H200 / GH200, H100 PCIe, H20 */
+};
+
+/* Compiles g's kernels for one target into the package: a CUDA target once
+ * per planned multiprocessor count (the device default where none is listed). */
 static int seal_target(const char *dir, const ptc_graph *g, const char *target, ptc_error *err)
 {
     char kdir[PTC_PKG_PATH];
     ptc_compile_opts co = {.backend = PTC_BACKEND_CPU};
+    const int *sms = (const int[]){0, 0};
     if (strcmp(target, "cpu") != 0) {
         long sm = strncmp(target, "sm_", 3) == 0 ? strtol(target + 3, NULL, 10) : 0;
         if (!ptc_cuda_arch_name((int)sm))
@@ -73,14 +92,21 @@ static int seal_target(const char *dir, const ptc_graph *g, const char *target, 
                               "unknown target '%s' (cpu, sm_80, sm_90)", target);
         co.backend = PTC_BACKEND_CUDA;
         co.cuda_sm = (int)sm;
+        for (size_t i = 0; i < sizeof PLANNED_SMS / sizeof *PLANNED_SMS; i++)
+            if (PLANNED_SMS[i].sm == sm)
+                sms = PLANNED_SMS[i].sms;
     }
     if (ptc_pkg_kernel_dir(dir, target, kdir, sizeof kdir) || ptc_mkdirs(kdir, err))
         return -1;
     co.kernel_dir = kdir;
-    ptc_program *p = ptc_compile(g, &co, err);
-    if (!p)
-        return -1;
-    ptc_program_release(p);
+    int i = 0;
+    do {
+        co.cuda_sms = sms[i];
+        ptc_program *p = ptc_compile(g, &co, err);
+        if (!p)
+            return -1;
+        ptc_program_release(p);
+    } while (++i < 4 && sms[i]);
     return 0;
 }
 

@@ -277,6 +277,60 @@ START_TEST(corrupt_packages_are_refused)
 }
 END_TEST
 
+#ifdef PTC_HAVE_CUDA
+/* Kernels compiled from dir/kernels/sm_90 for a GPU of `sms` multiprocessors
+ * (PTX only: no GPU is needed). */
+static int compiled_for(const ptc_graph *g, int sms)
+{
+    char kdir[600];
+    snprintf(kdir, sizeof kdir, "%s/kernels/sm_90", pkg);
+    ptc_compile_opts co = {
+        .backend = PTC_BACKEND_CUDA, .cuda_sm = 90, .cuda_sms = sms, .kernel_dir = kdir};
+    ptc_error err;
+    ptc_program *p = ptc_compile(g, &co, &err);
+    ck_assert_msg(p != NULL, "%s", err.msg);
+    ptc_program_info info;
+    ptc_program_get_info(p, &info);
+    ptc_program_release(p);
+    return info.ncompiled;
+}
+
+/* A column sum of 2000 columns (no row plan: a column is strided): a team
+ * per column on a GPU of 132 multiprocessors (fewer than 16 columns each),
+ * a warp's share on one of 114 or 78 — a plan
+ * that differs by device, which the package holds for each planned count
+ * (a package with only the 132-SM plan, as before, made the 114 and 78 SM
+ * loads generate PTX). */
+START_TEST(ptx_is_planned_for_each_gpu_of_its_arch)
+{
+    static const char rows[] = "# ptc ir v1\n"
+                               "graph forward(%x: f32[4096,2000] cuda) {\n"
+                               "  %0 = sum(%x, [0]) : f32[2000]\n"
+                               "  return (%0)\n"
+                               "}\n";
+    char tmpl[] = "/tmp/ptc_export_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(tmpl));
+    snprintf(pkg, sizeof pkg, "%s", tmpl);
+    write_text(pkg, "graph.ptir", rows);
+    write_text(pkg, "spec.json", "{}");
+    char path[512];
+    snprintf(path, sizeof path, "%s/weights.bin", pkg);
+    write_weights_v2(path, NULL, NULL, 0);
+    const char *targets[] = {"sm_90"};
+    ptc_error err;
+    ck_assert_msg(ptc_package_seal(pkg, targets, 1, &err) == 0, "%s", err.msg);
+    ptc_module *m = ptc_parse_module(rows, strlen(rows), "rows.ptir", &err);
+    ck_assert_ptr_nonnull(m);
+    ck_assert_int_eq(compiled_for(m->graphs[0], 132), 0);
+    ck_assert_int_eq(compiled_for(m->graphs[0], 114), 0);
+    ck_assert_int_eq(compiled_for(m->graphs[0], 78), 0);
+    ck_assert_int_eq(compiled_for(m->graphs[0], 16), 0); /* a warp's share, as on 114 */
+    ptc_module_free(m);
+    remove_package();
+}
+END_TEST
+#endif
+
 int main(void)
 {
     Suite *s = suite_create("export");
@@ -285,6 +339,9 @@ int main(void)
     tcase_add_test(tc, inputs_that_break_the_spec_are_refused);
     tcase_add_test(tc, corrupt_packages_are_refused);
     tcase_add_test(tc, xxh64_is_the_published_function);
+#ifdef PTC_HAVE_CUDA
+    tcase_add_test(tc, ptx_is_planned_for_each_gpu_of_its_arch);
+#endif
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
