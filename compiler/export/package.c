@@ -30,6 +30,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#ifndef MAP_POPULATE /* Linux's; elsewhere the hash reads the pages in */
+#define MAP_POPULATE 0
+#endif
+
 static const char *REQUIRED[] = {"graph.ptir", "weights.bin", "spec.json"};
 
 static void hex_digest(const uint8_t *d, char out[2 * PTC_SHA256_LEN + 1])

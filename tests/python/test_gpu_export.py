@@ -50,6 +50,22 @@ def test_resnet18_package_on_the_gpu(tmp_path):
     run_on_gpu(torchvision.models.resnet18(num_classes=10), (torch.randn(2, 3, 64, 64),), tmp_path)
 
 
+class ColumnSum(torch.nn.Module):
+    """A reduction whose launch plan depends on the GPU's multiprocessor
+    count (2000 strided columns: a team per column on 132 SMs, a warp's share
+    on 114 or 78)."""
+
+    def forward(self, x):
+        return (x * 2).sum(0)
+
+
+def test_package_ptx_serves_this_gpus_multiprocessor_count(tmp_path):
+    """The package holds PTX planned for each data-centre GPU of its arch, so
+    loading generates none on an A100/A30 or H100 SXM/PCIe/H200/H20."""
+    torch.manual_seed(0)
+    run_on_gpu(ColumnSum(), (torch.randn(4096, 2000),), tmp_path)
+
+
 def test_cuda_inputs_must_be_on_the_gpu_for_the_c_api(tmp_path):
     """ptc-run copies inputs to the GPU; the package itself was exported on
     the CPU, and its weights move to the device at load."""
