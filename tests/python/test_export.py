@@ -141,6 +141,32 @@ def test_weights_are_aligned_for_mapping(tmp_path):
     assert pos == len(data) - 4
 
 
+class Positions(torch.nn.Module):
+    """Tensors made inside the forward (on the input's device)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(5, 5)
+
+    def forward(self, x):
+        pos = torch.arange(x.shape[-1], device=x.device, dtype=x.dtype)
+        return self.fc(x * pos + torch.ones(x.shape[-1], device=x.device))
+
+
+def test_a_cpu_export_compiles_for_cuda_inputs(tmp_path):
+    """module() runs a program exported on the CPU on CUDA inputs by moving
+    its inputs and the tensors it makes to the device: the moved graph
+    generates PTX here (no GPU is needed); test_gpu_export runs it."""
+    ep = ptc.export(Positions().eval(), (torch.randn(3, 5),))
+    assert "device=cpu" in ep.graph_text
+    moved = ptc._export.on_device(ep.graph_text, "cuda:0")
+    assert not re.search(r"[(,=\s]cpu[,)]", moved.replace('"', " ").split("@")[0]), moved
+    assert "%x: f32[3,5] cuda:0" in moved and "device=cuda:0" in moved
+    (tmp_path / "moved.ptir").write_text(moved)
+    r = ptcio.ptc_run("--emit=ptx", "--cuda-arch", "sm_90", tmp_path / "moved.ptir")
+    assert r.returncode == 0 and ".entry" in r.stdout, r.stderr
+
+
 def test_a_transposed_input_runs_as_eager(tmp_path):
     torch.manual_seed(0)
     model = Block().eval()
