@@ -4,13 +4,13 @@ benchmark, not a test).
 
 Each model is exported with ptc.export and saved as a package; then, in fresh
 processes, `ptc-run --package DIR --stats --repeat N` reports the load (verify
-the manifest and every file's SHA-256, read the weights, load the kernels),
+the manifest and every file's checksum, map the weights, load the kernels),
 the first run and the mean of the next N. Where torch has AOTInductor
 (torch._inductor.aoti_compile_and_package), the same model is exported with
 torch.export, compiled into a .pt2 package, and loaded and called in fresh
 processes the same way (aoti_load_package; Python is in that process).
 
-    python3 bench/export_load.py [--build BUILD] [--models resnet50,bert]
+    python3 bench/export_load.py [--build BUILD] [--models resnet50,bert,mlp]
                                  [--runs 3] [--repeat 5] [--no-aoti]
 """
 import argparse
@@ -32,6 +32,10 @@ def build_model(name):
     if name == "resnet50":
         import torchvision
         return torchvision.models.resnet50().eval(), (torch.randn(1, 3, 224, 224),), {}
+    if name == "mlp":  # small enough for AOTInductor's C++ compile on a busy 2-core machine
+        layers = [torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 512),
+                  torch.nn.GELU(), torch.nn.Linear(512, 10)]
+        return torch.nn.Sequential(*layers).eval(), (torch.randn(8, 256),), {}
     if name == "bert":
         import transformers as T
         cfg = T.BertConfig(num_hidden_layers=4, hidden_size=768, num_attention_heads=12,

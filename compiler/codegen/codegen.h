@@ -163,6 +163,13 @@ bool ptc_worker_enabled(void);
  * the child inherits them, and no other thread of this process. */
 int ptc_worker_run(int n, int nprocs, ptc_worker_fn fn, void *ctx, ptc_worker_result *res);
 
+/* The address space one thread of LLVM may need to compile kernel k, over-
+ * estimated (worker.c), and whether that much can be mapped now: asked
+ * before LLVM runs in this process, which it cannot survive running out of
+ * memory in; where it cannot, the compile goes to a worker. */
+size_t ptc_llvm_room(const ptc_kernel *k);
+bool ptc_llvm_have_room(size_t bytes);
+
 /* ---- SHA-256 (FIPS 180-4; sha256.c) ------------------------------------------ */
 
 enum { PTC_SHA256_LEN = 32 };

@@ -309,3 +309,40 @@ int ptc_worker_run(int n, int nprocs, ptc_worker_fn fn, void *ctx, ptc_worker_re
     munmap(next, sizeof *next);
     return 0;
 }
+
+/* ---- room for LLVM ------------------------------------------------------------------------ */
+
+/* LLVM cannot fail an allocation gracefully: std::bad_alloc crosses its
+ * frames (built without exceptions) and terminates the process. So before
+ * LLVM runs in this process (the CPU's object code, the CUDA backend's PTX),
+ * the room it will need is asked for: a mapping of that size, made and
+ * dropped at once. Under an address-space limit (RLIMIT_AS, how a process's
+ * memory is bounded short of an OOM kill) the mapping fails where LLVM
+ * would. Per compiling thread the room is a malloc heap (glibc gives a thread
+ * its own, 64 MiB of address space), a stack, LLVM's fixed working set and a
+ * share per body entry of the kernel to build; over-estimated on purpose (a
+ * 2-thread CPU compile of 14 kernels of up to 256 entries grew the process
+ * by 167 MB at its peak, 1 thread by 51 MB), since a wrong guess costs only
+ * a fork. Where the room is missing, the kernels compile in one forked
+ * compile worker, in which running out of memory ends the child, not the
+ * process (worker_oom.cpp); where not even that can start, the compile fails
+ * with "out of memory". */
+enum { THREAD_ROOM = (64 + 16 + 32) << 20, ENTRY_ROOM = 64 << 10 };
+
+size_t ptc_llvm_room(const ptc_kernel *k)
+{
+    size_t entries = 0;
+    for (int g = 0; g < k->ngroups; g++)
+        for (int m = 0; m < k->groups[g].nmembers; m++)
+            entries += (size_t)k->groups[g].members[m].body.n;
+    return THREAD_ROOM + entries * ENTRY_ROOM;
+}
+
+bool ptc_llvm_have_room(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return false;
+    munmap(p, bytes);
+    return true;
+}

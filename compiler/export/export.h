@@ -10,9 +10,11 @@
  * A package folder:
  *   manifest.json  format, ptc's version, the CPU the cpu kernels were built
  *                  for, the targets, and the SHA-256 of every other file
+ *                  (weights.bin: its XXH64 and size)
  *   graph.ptir     the whole forward as one stage-1 graph; parameters and
  *                  buffers are inputs named as in weights.bin
- *   weights.bin    parameters and buffers (a ptc tensor file)
+ *   weights.bin    parameters and buffers (a ptc tensor file, version 2:
+ *                  mapped at load, its tensors used where they lie)
  *   spec.json      the inputs (user inputs, parameters, buffers), the ranges
  *                  of symbolic sizes, and the outputs (graph outputs or
  *                  inputs passed through), each with its path in the Python
@@ -34,8 +36,9 @@
 
 #include "pipeline/pipeline.h"
 
-/* What ptc_package_seal writes into manifest.json's "format_version". */
-enum { PTC_PACKAGE_FORMAT = 1 };
+/* What ptc_package_seal writes into manifest.json's "format_version" (2:
+ * weights.bin is a version-2 tensor file pinned by its XXH64). */
+enum { PTC_PACKAGE_FORMAT = 2 };
 
 typedef struct ptc_model ptc_model;
 

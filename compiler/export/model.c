@@ -118,12 +118,13 @@ static bool is_user(const ptc_model *m, int input)
     return false;
 }
 
-/* Puts every parameter and buffer in its slot (on the model's device). */
-static int place_weights(ptc_model *m, const char *dir, ptc_error *err)
+/* Puts every parameter and buffer in its slot (on the model's device): on
+ * the CPU the tensors of the mapped file the package's check hashed. */
+static int place_weights(ptc_model *m, const char *dir, ptc_storage *file, ptc_error *err)
 {
     char path[PTC_PKG_PATH];
     snprintf(path, sizeof path, "%s/weights.bin", dir);
-    if (ptc_tensorfile_read(path, &m->weights, err)) { /* its CRC covers every byte */
+    if (ptc_tensorfile_parse_mapped(file, path, &m->weights, err)) {
         char msg[sizeof err->msg];
         snprintf(msg, sizeof msg, "%s", err->msg);
         ptc_errorf(err, PTC_ERR_RUNTIME, "package", "%s", msg);
@@ -236,7 +237,7 @@ ptc_model *ptc_model_load(const char *dir, const ptc_model_opts *opts, ptc_error
     m->dev = PTC_CPU;
     pthread_mutex_init(&m->lock, NULL);
     const char *target = opts && opts->target ? opts->target : "cpu";
-    ptc_pkg_manifest man;
+    ptc_pkg_manifest man = {0};
     int rc = 0;
     if (strcmp(target, "cuda") == 0) {
         m->dev = (ptc_device){PTC_DEV_CUDA, -1};
@@ -252,7 +253,8 @@ ptc_model *ptc_model_load(const char *dir, const ptc_model_opts *opts, ptc_error
     if (rc == 0)
         rc = read_spec(m, dir, err);
     if (rc == 0)
-        rc = place_weights(m, dir, err);
+        rc = place_weights(m, dir, man.weights, err);
+    ptc_pkg_unmap(man.weights); /* the tensors in it hold their own references */
     if (rc == 0)
         rc = compile_graph(m, dir, &man, err);
     if (rc) {

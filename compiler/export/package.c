@@ -1,28 +1,38 @@
 /* Package folders on disk: sealing (kernels + manifest) and verifying.
  *
  * The manifest is the package's root of trust: it names ptc's version, the
- * format, the CPU the cpu kernels were built for, and the SHA-256 of every
+ * format, the CPU the cpu kernels were built for, and a digest of every
  * other file. Loading checks all of it before anything in the folder is
  * parsed or linked, so a truncated weight file, a flipped byte in a kernel
  * or a package from another ptc is refused with one line naming the file —
  * never run. Kernels are kernel-cache files (codegen/cache.c), so the
  * compile at load finds them with no LLVM work when the CPU matches.
  *
- * weights.bin is the exception that keeps loading fast: a tensor file ends
- * in a CRC-32 of every byte before it, which its reader checks, so the
- * manifest pins that CRC and the file's size ("crc32:<hex>:<bytes>") instead
- * of a SHA-256, and the weights are hashed once, when they are read (ptc's
- * SHA-256 takes ~4 ms per MB: 0.4 s of resnet50's load).
+ * weights.bin is most of a package's bytes and is what keeps loading from
+ * being fast, so it is mapped rather than read, and pinned by an XXH64 of
+ * the whole file and its size ("xxh64:<hex>:<bytes>", xxh64.c) instead of a
+ * SHA-256 (~4 ms per MB here: 0.4 s of resnet50's load). Verifying hands the
+ * mapping it hashed to the loader, whose tensors point into it (the file is
+ * a version-2 tensor file, each tensor 64-byte aligned): the bytes checked
+ * are the bytes run, read once, with no copy.
  */
 #include "export/pkg.h"
 
 #include "codegen/codegen.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef MAP_POPULATE /* Linux's; elsewhere the hash reads the pages in */
+#define MAP_POPULATE 0
+#endif
 
 static const char *REQUIRED[] = {"graph.ptir", "weights.bin", "spec.json"};
 
@@ -55,11 +65,30 @@ int ptc_pkg_kernel_dir(const char *dir, const char *target, char *out, size_t si
     return snprintf(out, size, "%s/kernels/%s", dir, target) < (int)size ? 0 : -1;
 }
 
-/* Compiles g's kernels for one target into the package. */
+/* The multiprocessor counts a package's PTX is planned for, per compute
+ * capability. A kernel's launch plan (its team of threads per row, fixed in
+ * its PTX) depends on the device's count only through a threshold, on which
+ * side of it the kernel's rows fall (codegen/cuda/plan.c); so the plans for
+ * the data-centre parts of each generation, stored side by side (kernel-cache
+ * files keyed by their plan: kernels whose plan is the same share one), serve
+ * those GPUs — and most others — without generating PTX at load. The plan is
+ * not made at launch instead because the team shapes the code itself (shared
+ * memory, the reduction's loop); kernels whose team depends on run-time sizes
+ * already carry several forms and pick one per call. */
+static const struct {
+    int sm, sms[4]; /* 0 ends the list */
+} PLANNED_SMS[] = {
+    {80, {108, 56}},      /* A100 / A800, A30 */
+    {90, {132, 114, 78}}, /* H100 SXM / H200 / GH200, H100 PCIe, H20 */
+};
+
+/* Compiles g's kernels for one target into the package: a CUDA target once
+ * per planned multiprocessor count (the device default where none is listed). */
 static int seal_target(const char *dir, const ptc_graph *g, const char *target, ptc_error *err)
 {
     char kdir[PTC_PKG_PATH];
     ptc_compile_opts co = {.backend = PTC_BACKEND_CPU};
+    const int *sms = (const int[]){0, 0};
     if (strcmp(target, "cpu") != 0) {
         long sm = strncmp(target, "sm_", 3) == 0 ? strtol(target + 3, NULL, 10) : 0;
         if (!ptc_cuda_arch_name((int)sm))
@@ -67,14 +96,21 @@ static int seal_target(const char *dir, const ptc_graph *g, const char *target, 
                               "unknown target '%s' (cpu, sm_80, sm_90)", target);
         co.backend = PTC_BACKEND_CUDA;
         co.cuda_sm = (int)sm;
+        for (size_t i = 0; i < sizeof PLANNED_SMS / sizeof *PLANNED_SMS; i++)
+            if (PLANNED_SMS[i].sm == sm)
+                sms = PLANNED_SMS[i].sms;
     }
     if (ptc_pkg_kernel_dir(dir, target, kdir, sizeof kdir) || ptc_mkdirs(kdir, err))
         return -1;
     co.kernel_dir = kdir;
-    ptc_program *p = ptc_compile(g, &co, err);
-    if (!p)
-        return -1;
-    ptc_program_release(p);
+    int i = 0;
+    do {
+        co.cuda_sms = sms[i];
+        ptc_program *p = ptc_compile(g, &co, err);
+        if (!p)
+            return -1;
+        ptc_program_release(p);
+    } while (++i < 4 && sms[i]);
     return 0;
 }
 
@@ -125,21 +161,62 @@ static int by_name(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The weights' pin: the CRC-32 their file ends with and its size. */
-static int weights_pin(const char *dir, char *out, size_t size, ptc_error *err)
+static void unmap_file(ptc_storage *s)
+{
+    munmap(s->data, s->nbytes);
+    free(s);
+}
+
+void ptc_pkg_unmap(ptc_storage *file)
+{
+    if (file && --file->refs == 0)
+        file->release(file);
+}
+
+/* dir/rel mapped read-only, its pages read in now (the tensors of a mapped
+ * weight file are inputs, which a program never writes; a writable private
+ * mapping would copy every page it reads in). NULL with errno set when it
+ * cannot be. */
+static ptc_storage *map_file(const char *dir, const char *rel)
 {
     char path[PTC_PKG_PATH];
-    snprintf(path, sizeof path, "%s/weights.bin", dir);
-    FILE *f = fopen(path, "rb");
-    uint32_t crc = 0;
-    long len = -1;
-    if (f && fseek(f, -4, SEEK_END) == 0 && fread(&crc, 4, 1, f) == 1)
-        len = ftell(f);
-    if (f)
-        fclose(f);
-    if (len < 0)
-        return ptc_errorf(err, PTC_ERR_RUNTIME, "package", "weights.bin: missing or too short");
-    snprintf(out, size, "crc32:%08x:%ld", crc, len);
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0)
+        return NULL;
+    void *data = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+        data = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    close(fd);
+    ptc_storage *s = data == MAP_FAILED ? NULL : calloc(1, sizeof *s);
+    if (!s) {
+        if (data != MAP_FAILED)
+            munmap(data, (size_t)st.st_size);
+        return NULL;
+    }
+    *s =
+        (ptc_storage){.refs = 1, .data = data, .nbytes = (size_t)st.st_size, .release = unmap_file};
+    return s;
+}
+
+/* The weights' pin: the XXH64 of the whole file and its size. */
+static void weights_pin(const ptc_storage *file, char *out, size_t size)
+{
+    snprintf(out, size, "xxh64:%016llx:%zu",
+             (unsigned long long)ptc_pkg_xxh64(file->data, file->nbytes, 0), file->nbytes);
+}
+
+/* The manifest's entry for rel: the weights' pin or a SHA-256. */
+static int file_checksum(const char *dir, const char *rel, char *out, size_t size, ptc_error *err)
+{
+    if (strcmp(rel, "weights.bin") != 0)
+        return file_digest(dir, rel, out, err);
+    ptc_storage *w = map_file(dir, rel);
+    if (!w)
+        return ptc_errorf(err, PTC_ERR_RUNTIME, "package", "weights.bin: missing or unreadable");
+    weights_pin(w, out, size);
+    ptc_pkg_unmap(w);
     return 0;
 }
 
@@ -171,8 +248,7 @@ static int write_manifest(const char *dir, const char *const *targets, int ntarg
     ptc_jw_obj_begin(&w);
     for (int i = 0; i < n && rc == 0; i++) {
         char hex[2 * PTC_SHA256_LEN + 1];
-        rc = strcmp(names[i], "weights.bin") == 0 ? weights_pin(dir, hex, sizeof hex, err)
-                                                  : file_digest(dir, names[i], hex, err);
+        rc = file_checksum(dir, names[i], hex, sizeof hex, err);
         if (rc == 0) {
             ptc_jw_key(&w, names[i]);
             ptc_jw_str(&w, hex);
@@ -227,23 +303,39 @@ static int refuse(ptc_error *err, const char *dir, const char *file, const char 
     return -1;
 }
 
-/* Checks one listed file's digest. */
-static int verify_file(const char *dir, const char *rel, const ptc_json *want, ptc_error *err)
+static int mismatch(ptc_error *err, const char *dir, const char *rel)
+{
+    return refuse(err, dir, rel,
+                  "checksum mismatch: not the file the package was sealed with (corrupt, "
+                  "truncated or altered)");
+}
+
+/* Checks one listed file's digest; weights.bin, mapped, against its pin,
+ * the mapping kept in *weights. */
+static int verify_file(const char *dir, const char *rel, const ptc_json *want,
+                       ptc_storage **weights, ptc_error *err)
 {
     char hex[2 * PTC_SHA256_LEN + 1];
     if (!want || want->kind != PTC_JSTR)
         return refuse(err, dir, "manifest.json", "no checksum for %s", rel);
     if (strstr(rel, "..") || rel[0] == '/')
         return refuse(err, dir, "manifest.json", "file name '%s' leaves the package", rel);
-    bool pinned = strncmp(want->str, "crc32:", 6) == 0;
-    if (pinned && strcmp(rel, "weights.bin") != 0)
-        return refuse(err, dir, "manifest.json", "%s: a CRC pin is for weights.bin only", rel);
-    if (pinned ? weights_pin(dir, hex, sizeof hex, err) : file_digest(dir, rel, hex, err))
-        return refuse(err, dir, rel, "missing or unreadable (the manifest lists it)");
-    if (strcmp(hex, want->str) != 0)
-        return refuse(err, dir, rel,
-                      "checksum mismatch: not the file the package was sealed with (corrupt, "
-                      "truncated or altered)");
+    if (strcmp(rel, "weights.bin") != 0) {
+        if (file_digest(dir, rel, hex, err))
+            return refuse(err, dir, rel, "missing or unreadable (the manifest lists it)");
+        return strcmp(hex, want->str) == 0 ? 0 : mismatch(err, dir, rel);
+    }
+    ptc_storage *w = map_file(dir, rel);
+    if (!w)
+        return refuse(err, dir, rel, "missing or unreadable (the manifest lists it): %s",
+                      strerror(errno));
+    char pin[64];
+    weights_pin(w, pin, sizeof pin);
+    if (strcmp(pin, want->str) != 0) {
+        ptc_pkg_unmap(w);
+        return mismatch(err, dir, rel);
+    }
+    *weights = w;
     return 0;
 }
 
@@ -277,9 +369,12 @@ int ptc_pkg_verify(const char *dir, ptc_arena *a, ptc_pkg_manifest *out, ptc_err
     for (size_t r = 0; r < sizeof REQUIRED / sizeof *REQUIRED; r++)
         if (!ptc_json_get(files, REQUIRED[r]))
             return refuse(err, dir, "manifest.json", "does not list %s", REQUIRED[r]);
+    out->weights = NULL;
     for (int i = 0; i < files->n; i++)
-        if (verify_file(dir, files->keys[i], files->items[i], err))
+        if (verify_file(dir, files->keys[i], files->items[i], &out->weights, err)) {
+            ptc_pkg_unmap(out->weights);
             return -1;
+        }
     out->cpu_target = ptc_json_str(j, "cpu_target", "");
     out->targets = ptc_json_get(j, "targets");
     return 0;
@@ -290,6 +385,8 @@ int ptc_package_verify(const char *dir, ptc_error *err)
     ptc_arena *a = ptc_arena_new();
     ptc_pkg_manifest man;
     int rc = ptc_pkg_verify(dir, a, &man, err);
+    if (rc == 0)
+        ptc_pkg_unmap(man.weights);
     ptc_arena_free(a);
     return rc;
 }

@@ -591,13 +591,16 @@ int ptc_tensor_check_type(const ptc_tensor *t, const ptc_ttype *ty, ptc_bindings
 void ptc_tensor_fill_random(ptc_tensor *t, uint64_t seed);
 
 /* Tensor files (.bin): a list of named tensors.
- *   "PTCT" u32 version(1) u32 count
+ *   "PTCT" u32 version(1 or 2) u32 count
  *   per tensor: u32 name_len, name bytes, u8 dtype, u8 ndim, u16 pad,
- *               i64 sizes[ndim], i64 strides[ndim], u64 nbytes, raw bytes
- *               (the elements in row-major order of `sizes`; strides recorded
- *               for the layout the tensor had, applied on load)
+ *               i64 sizes[ndim], i64 strides[ndim], u64 nbytes,
+ *               [version 2: zero bytes up to a multiple of 64 from the
+ *               file's start, so a mapped file's tensors are aligned]
+ *               raw bytes (the elements in row-major order of `sizes`;
+ *               strides recorded for the layout the tensor had, applied on load)
  *   u32 CRC-32 (zlib's) of everything before it
- * Loading detects truncation, bad magic/version/dtype and hash mismatches. */
+ * Loading detects truncation, bad magic/version/dtype and hash mismatches.
+ * ptc_tensorfile_write writes version 1; ptc.export's weights are version 2. */
 typedef struct ptc_tensorfile {
     int n;
     char **names;
@@ -606,6 +609,12 @@ typedef struct ptc_tensorfile {
 int ptc_tensorfile_write(const char *path, const ptc_tensor *tensors, const char *const *names,
                          int n, ptc_error *err);
 int ptc_tensorfile_read(const char *path, ptc_tensorfile *out, ptc_error *err);
+/* The tensors of a tensor file mapped into memory (file: its bytes, e.g. an
+ * mmap whose release unmaps it), which the caller has verified: the CRC is
+ * not checked again. Aligned tensors point into the file and hold references
+ * on it; others are copies. path is for messages. */
+int ptc_tensorfile_parse_mapped(ptc_storage *file, const char *path, ptc_tensorfile *out,
+                                ptc_error *err);
 void ptc_tensorfile_free(ptc_tensorfile *f);
 
 /* FNV-1a 64 (cache keys, name hashing). */

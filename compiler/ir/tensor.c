@@ -525,17 +525,15 @@ static bool dense_layout(int ndim, const int64_t *sizes, const int64_t *strides)
 
 static int restore_layout(ptc_tensor *t, const int64_t *strides, ptc_error *err)
 {
-    if (ptc_tensor_numel(t) <= 1 || !dense_layout(t->ndim, t->sizes, strides))
+    ptc_tensor recorded = ptc_tensor_borrow(NULL, t->dtype, t->ndim, t->sizes, strides);
+    if (ptc_tensor_numel(t) <= 1 || !dense_layout(t->ndim, t->sizes, strides) ||
+        ptc_tensor_is_contiguous(&recorded)) /* before allocating: most tensors are */
         return 0;
     ptc_tensor dst;
     if (ptc_tensor_alloc(&dst, t->dtype, t->ndim, t->sizes, err))
         return -1;
     for (int d = 0; d < t->ndim; d++)
         dst.strides[d] = strides[d];
-    if (ptc_tensor_is_contiguous(&dst)) {
-        ptc_tensor_release(&dst);
-        return 0;
-    }
     ptc_tensor_copy(&dst, t, err);
     ptc_tensor_release(t);
     *t = dst;
@@ -592,13 +590,47 @@ static bool take(rd *r, void *out, size_t n)
     return true;
 }
 
-int ptc_tensorfile_read(const char *path, ptc_tensorfile *out, ptc_error *err)
+/* Version 2 starts each tensor's bytes at a multiple of this from the file's
+ * start, so a mapped file's tensors can be used where they lie. */
+enum { TENSORFILE_ALIGN = 64 };
+
+/* Tensor i's bytes at r: borrowed from backing (one more reference on it)
+ * when there is one and they are aligned, else copied into a tensor of its
+ * own; then given the layout the file recorded. */
+static int tensor_at(rd *r, ptc_storage *backing, const unsigned char hdr[4], const int64_t *sizes,
+                     const int64_t *strides, uint64_t nbytes, ptc_tensor *t, ptc_error *err)
+{
+    ptc_dtype dt = (ptc_dtype)hdr[0];
+    if (backing && (uintptr_t)r->p % TENSORFILE_ALIGN == 0) {
+        *t = ptc_tensor_borrow((void *)r->p, dt, hdr[1], sizes, NULL);
+        t->storage = backing;
+        backing->refs++;
+    } else if (ptc_tensor_alloc(t, dt, hdr[1], sizes, err)) {
+        return -1;
+    } else {
+        memcpy(t->data, r->p, nbytes);
+    }
+    r->p += nbytes;
+    return restore_layout(t, strides, err);
+}
+
+/* The bytes a tensor of these sizes holds; 0 with *ok false on overflow. */
+static uint64_t tensor_bytes(ptc_dtype dt, int ndim, const int64_t *sizes, bool *ok)
+{
+    uint64_t n = ptc_dtype_size(dt);
+    *ok = true;
+    for (int d = 0; d < ndim; d++)
+        *ok = *ok && !__builtin_mul_overflow(n, (uint64_t)sizes[d], &n);
+    return *ok ? n : 0;
+}
+
+/* The tensors of the file's bytes data[len]. Without backing the trailing
+ * CRC is checked and every tensor is copied; with it (a mapped file whose
+ * bytes the caller has verified) aligned tensors are used in place. */
+static int parse_tensors(const char *data, size_t len, ptc_storage *backing, const char *path,
+                         ptc_tensorfile *out, ptc_error *err)
 {
     memset(out, 0, sizeof *out);
-    size_t len;
-    char *data = ptc_read_file(path, &len, err);
-    if (!data)
-        return -1;
 #define BAD(...)                                                                                   \
     do {                                                                                           \
         ptc_errorf(err, PTC_ERR_PARSE, "inputs", __VA_ARGS__);                                     \
@@ -612,10 +644,10 @@ int ptc_tensorfile_read(const char *path, ptc_tensorfile *out, ptc_error *err)
         BAD("not a ptc tensor file (bad magic)");
     uint32_t stored;
     memcpy(&stored, data + len - 4, 4);
-    if (stored != ptc_crc32(0, data, len - 4))
+    if (!backing && stored != ptc_crc32(0, data, len - 4))
         BAD("tensor file is truncated or corrupt (checksum mismatch)");
     r.end -= 4;
-    if (!take(&r, &version, 4) || version != 1)
+    if (!take(&r, &version, 4) || (version != 1 && version != 2))
         BAD("unsupported tensor file version");
     if (!take(&r, &count, 4) || count > 100000)
         BAD("bad tensor count");
@@ -646,25 +678,44 @@ int ptc_tensorfile_read(const char *path, ptc_tensorfile *out, ptc_error *err)
         uint64_t nbytes;
         if (!take(&r, &nbytes, 8))
             BAD("tensor %u: truncated", i);
-        ptc_tensor *t = &out->tensors[i];
-        if (ptc_tensor_alloc(t, (ptc_dtype)hdr[0], hdr[1], sizes, err))
-            goto fail;
-        if (nbytes != t->storage->nbytes || (uint64_t)(r.end - r.p) < nbytes)
-            BAD("tensor %u: %llu data bytes, expected %zu", i, (unsigned long long)nbytes,
-                t->storage->nbytes);
-        take(&r, t->data, nbytes);
-        if (restore_layout(t, strides, err))
+        size_t at = (size_t)(r.p - (const unsigned char *)data);
+        size_t pad = version == 2 ? -at & (TENSORFILE_ALIGN - 1) : 0;
+        bool ok;
+        uint64_t want = tensor_bytes((ptc_dtype)hdr[0], hdr[1], sizes, &ok);
+        if (!ok || nbytes != want)
+            BAD("tensor %u: %llu data bytes, expected %llu", i, (unsigned long long)nbytes,
+                (unsigned long long)want);
+        if ((uint64_t)(r.end - r.p) < pad + nbytes)
+            BAD("tensor %u: truncated", i);
+        r.p += pad;
+        if (tensor_at(&r, backing, hdr, sizes, strides, nbytes, &out->tensors[i], err))
             goto fail;
     }
     if (r.p != r.end)
         BAD("trailing bytes after %u tensors", count);
-    free(data);
     return 0;
 fail:
-    free(data);
     ptc_tensorfile_free(out);
     return -1;
 #undef BAD
+}
+
+int ptc_tensorfile_read(const char *path, ptc_tensorfile *out, ptc_error *err)
+{
+    memset(out, 0, sizeof *out);
+    size_t len;
+    char *data = ptc_read_file(path, &len, err);
+    if (!data)
+        return -1;
+    int rc = parse_tensors(data, len, NULL, path, out, err);
+    free(data);
+    return rc;
+}
+
+int ptc_tensorfile_parse_mapped(ptc_storage *file, const char *path, ptc_tensorfile *out,
+                                ptc_error *err)
+{
+    return parse_tensors(file->data, file->nbytes, file, path, out, err);
 }
 
 void ptc_tensorfile_free(ptc_tensorfile *f)

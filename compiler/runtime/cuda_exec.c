@@ -319,7 +319,7 @@ int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, 
     ptc_cuda_device *dev = NULL;
     if (o && o->cuda_sm > 0) {
         cp->target.sm = o->cuda_sm;
-        cp->target.sms = PTC_CUDA_DEFAULT_SMS;
+        cp->target.sms = o->cuda_sms > 0 ? o->cuda_sms : PTC_CUDA_DEFAULT_SMS;
     } else {
         dev = ptc_cuda_device_get(graph_device(p), err);
         if (!dev)

@@ -36,6 +36,8 @@ typedef struct ptc_compile_opts {
     int cuda_sm;              /* CUDA: target compute capability x 10 (80, 90); 0 = the
                                * device's. With a target no GPU is needed to compile:
                                * kernels load on the first run's device. */
+    int cuda_sms;             /* with cuda_sm: the multiprocessors the launch plans are
+                               * for (0: PTC_CUDA_DEFAULT_SMS, an H100's) */
     bool autotune;            /* max-autotune: each kernel's configuration (CPU: parallel
                                * split; CUDA: form and vectorised entry) is timed at its
                                * first run and the fastest kept (autotune.c), cached */

@@ -389,9 +389,10 @@ def _warn_symbolic_ints(tree, leaves, symbols, user, path=""):
 # ---- the exported program ------------------------------------------------------------------
 
 
-def _check_input(e, t, bound, ranges):
+def _check_input(e, t, bound, ranges, device):
     """The exported checks on one user input (compiler/export/model.c applies
-    the same ones in C)."""
+    the same ones in C); device: the call's (module() runs a program exported
+    on the CPU on CUDA inputs too)."""
     import torch
 
     where = "input %s" % e["path"]
@@ -400,8 +401,9 @@ def _check_input(e, t, bound, ranges):
     dtype = _tensorfile.PTIR_NAME.get(t.dtype)
     if dtype != e["dtype"]:
         raise ExportError("ptc: %s: expected dtype %s, got %s" % (where, e["dtype"], dtype))
-    if t.device.type != e["device"].split(":")[0]:
-        raise ExportError("ptc: %s: expected a %s tensor, got %s" % (where, e["device"], t.device))
+    if t.device.type != device.type or device.index not in (None, t.device.index):
+        raise ExportError("ptc: %s: expected a %s tensor (as the call's other inputs), got %s"
+                          % (where, device, t.device))
     if t.dim() != len(e["shape"]):
         raise ExportError("ptc: %s: expected %d dims, got %d" % (where, len(e["shape"]), t.dim()))
     for d, (size, got) in enumerate(zip(e["shape"], t.shape)):
@@ -442,13 +444,14 @@ class ExportedProgram:
     def save(self, path, targets=("cpu",)):
         """Writes the package folder: graph.ptir, weights.bin, spec.json,
         kernels/<target>/ for each target ("cpu", "sm_80", "sm_90") and
-        manifest.json with ptc's version and every file's SHA-256."""
+        manifest.json with ptc's version and every file's checksum (SHA-256;
+        the weights, a version-2 tensor file mapped at load, their XXH64)."""
         os.makedirs(path, exist_ok=True)
         if os.path.exists(os.path.join(path, "manifest.json")):
             os.unlink(os.path.join(path, "manifest.json"))
         with open(os.path.join(path, "graph.ptir"), "w") as f:
             f.write(self.graph_text)
-        _tensorfile.write_tensors(os.path.join(path, "weights.bin"), self.weights)
+        _tensorfile.write_tensors(os.path.join(path, "weights.bin"), self.weights, aligned=True)
         with open(os.path.join(path, "spec.json"), "w") as f:
             json.dump(self.spec, f, indent=1)
         _C._package_seal(os.fspath(path), list(targets))
@@ -457,7 +460,7 @@ class ExportedProgram:
 
 def load(path):
     """The ExportedProgram of a package folder, verified as the C loader
-    verifies it (manifest, ptc's version, every file's SHA-256)."""
+    verifies it (manifest, ptc's version, every file's checksum)."""
     _C._package_verify(os.fspath(path))
     with open(os.path.join(path, "graph.ptir")) as f:
         graph_text = f.read()
@@ -472,12 +475,58 @@ def _nn_module():
     return torch.nn.Module
 
 
+_CPU_ARG = re.compile(r"(?<=[(,=\s])cpu(?=[,)])")
+_NODE_TYPE = re.compile(r"(\w+\[[^\]]*\](?:\{[^}]*\})?)(?:\s+(?:cpu|cuda(?::\d+)?)\b)?")
+
+
+def on_device(graph_text, device):
+    """The graph with its inputs, the tensors it makes (device=cpu arguments
+    of arange, ones, to, ...) and every node's result on device: a program
+    exported on the CPU, compiled for CUDA inputs. A node's type names its
+    device (the printer leaves out the one its first tensor argument implies,
+    which is the CPU for a creation op). Source text after @ is quoted and
+    left as it is."""
+    def move(line):
+        code, at, source = line.partition("  @ ")
+        args, colon, types = code.partition(" : ")
+        types = _NODE_TYPE.sub(lambda m: "%s %s" % (m.group(1), device), types)
+        return _CPU_ARG.sub(device, args) + colon + types + at + source
+
+    return "\n".join(move(line) for line in graph_text.split("\n"))
+
+
 class _ExportedModule(_nn_module()):
+    """Runs the program on the device of the call's inputs: the one it was
+    exported on, or, for a program exported on the CPU, a CUDA device (the
+    graph compiled for it on the first such call, its weights moved there
+    once)."""
+
     def __init__(self, program):
         super().__init__()
         self.program = program
-        self._compiled = _C._compile_ptir(program.graph_text)
+        self._exported_on = next((e["device"] for e in program.spec["inputs"]), "cpu")
+        self._on = {}  # device -> (compiled graph, weights there)
         self._ranges = {r["symbol"]: r for r in program.spec["symbols"]}
+
+    def _for_device(self, device):
+        key = str(device)
+        if key not in self._on:
+            text, weights = self.program.graph_text, self.program.weights
+            if key != self._exported_on:
+                text = on_device(text, key)
+                weights = {k: t.to(device) for k, t in weights.items()}
+            self._on[key] = (_C._compile_ptir(text), weights)
+        return self._on[key]
+
+    def _call_device(self, user):
+        """The device of the call: its inputs', when they are on CUDA and the
+        program was exported on the CPU; else the exported one."""
+        import torch
+
+        first = next((t.device for t in user if isinstance(t, torch.Tensor)), None)
+        if first is not None and first.type == "cuda" and self._exported_on == "cpu":
+            return torch.device("cuda", first.index if first.index is not None else 0)
+        return torch.device(self._exported_on)
 
     def forward(self, *args, **kwargs):
         spec = self.program.spec
@@ -487,15 +536,18 @@ class _ExportedModule(_nn_module()):
         if _skeleton(tree) != _skeleton(spec["in_tree"]):
             raise ExportError("ptc: the call's arguments differ in structure or constants from "
                               "the exported call's")
-        bound, full = {}, []
+        user = [leaves[e["leaf"]][1] for e in spec["inputs"] if e["kind"] == "user"]
+        device = self._call_device(user)
+        bound, checked = {}, []
         for e in spec["inputs"]:
             if e["kind"] == "user":
                 t = leaves[e["leaf"]][1]
-                _check_input(e, t, bound, self._ranges)
-                full.append(t.contiguous())
-            else:
-                full.append(self.program.weights[e["name"]])
-        outs = _C._run_compiled(self._compiled, tuple(full))
+                _check_input(e, t, bound, self._ranges, device)
+                checked.append(t.contiguous())
+        compiled, weights = self._for_device(device)
+        users = iter(checked)
+        full = [next(users) if e["kind"] == "user" else weights[e["name"]] for e in spec["inputs"]]
+        outs = _C._run_compiled(compiled, tuple(full))
         results = [outs[o["graph_output"]] if "graph_output" in o else full[o["input"]]
                    for o in spec["outputs"]]
         return unflatten(spec["out_tree"], results)

@@ -1,10 +1,12 @@
 """ptc tensor files (.bin) read and written with torch: weights of exported
 packages (ptc.export), inputs and outputs of ptc-run.
 
-The format (compiler/ir/ir.h): b"PTCT", u32 version 1, u32 count, then per
-tensor u32 name length, name, u8 dtype, u8 ndim, u16 pad, i64 sizes[ndim],
-i64 strides[ndim], u64 nbytes, the elements in row-major order; finally a u32
-CRC-32 (zlib) of everything before it. Works with torch 1.13 and 2.x.
+The format (compiler/ir/ir.h): b"PTCT", u32 version 1 or 2, u32 count, then
+per tensor u32 name length, name, u8 dtype, u8 ndim, u16 pad, i64 sizes[ndim],
+i64 strides[ndim], u64 nbytes, (version 2: zero bytes up to a multiple of 64
+from the file's start) the elements in row-major order; finally a u32 CRC-32
+(zlib) of everything before it. Version 2 is for files that are mapped rather
+than read (an exported package's weights). Works with torch 1.13 and 2.x.
 """
 import struct
 import zlib
@@ -28,11 +30,15 @@ def _raw_bytes(t):
     return c.numpy().tobytes() if c.numel() else b""
 
 
-def write_tensors(path, tensors):
-    """tensors: list of (name, tensor) or a dict name -> tensor."""
+ALIGN = 64  # version 2's alignment of each tensor's bytes
+
+
+def write_tensors(path, tensors, aligned=False):
+    """tensors: list of (name, tensor) or a dict name -> tensor; aligned
+    writes version 2."""
     items = list(tensors.items()) if isinstance(tensors, dict) else list(tensors)
     out = bytearray(b"PTCT")
-    out += struct.pack("<II", 1, len(items))
+    out += struct.pack("<II", 2 if aligned else 1, len(items))
     for name, t in items:
         nb = name.encode()
         out += struct.pack("<I", len(nb)) + nb
@@ -40,7 +46,10 @@ def write_tensors(path, tensors):
         out += struct.pack("<%dq" % t.dim(), *t.shape)
         out += struct.pack("<%dq" % t.dim(), *t.stride())
         raw = _raw_bytes(t)
-        out += struct.pack("<Q", len(raw)) + raw
+        out += struct.pack("<Q", len(raw))
+        if aligned:
+            out += bytes(-len(out) % ALIGN)
+        out += raw
     out += struct.pack("<I", zlib.crc32(bytes(out)) & 0xffffffff)
     with open(path, "wb") as f:
         f.write(out)
@@ -68,6 +77,8 @@ def read_tensors(path):
         pos += 16 * ndim  # sizes and strides
         (nbytes,) = struct.unpack_from("<Q", data, pos)
         pos += 8
+        if version == 2:
+            pos += -pos % ALIGN
         raw = bytearray(data[pos:pos + nbytes])
         pos += nbytes
         dt = DTYPES[code]

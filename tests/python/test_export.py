@@ -116,6 +116,57 @@ def test_round_trip_in_a_fresh_process(tmp_path):
     assert rel_error(h, want["h"]) <= TOL and rel_error(scaled, want["pair"][0]) <= TOL
 
 
+def test_weights_are_aligned_for_mapping(tmp_path):
+    """weights.bin is a version-2 tensor file: each tensor's bytes start at a
+    multiple of 64, so the loader maps the file and runs on it in place;
+    Python reads it back equal."""
+    import struct
+    from ptc import _tensorfile
+
+    torch.manual_seed(0)
+    ep = ptc.export(Block().eval(), (torch.randn(4, 8),))
+    pkg = ep.save(tmp_path / "pkg")
+    data = (pkg / "weights.bin").read_bytes()
+    assert data[:4] == b"PTCT" and struct.unpack_from("<II", data, 4) == (2, len(ep.weights))
+    manifest = json.loads((pkg / "manifest.json").read_text())
+    assert re.fullmatch(r"xxh64:[0-9a-f]{16}:%d" % len(data), manifest["files"]["weights.bin"])
+    pos = 12
+    for name, t in _tensorfile.read_tensors(pkg / "weights.bin"):
+        pos += 4 + len(name.encode()) + 4 + 16 * t.dim() + 8  # name, dtype..., sizes, strides
+        assert data[pos:pos + -pos % 64] == bytes(-pos % 64), name  # zero padding
+        pos += -pos % 64
+        assert data[pos:pos + t.numel() * 4] == t.contiguous().numpy().tobytes(), name
+        pos += t.numel() * 4
+        assert torch.equal(t, ep.weights[name])
+    assert pos == len(data) - 4
+
+
+class Positions(torch.nn.Module):
+    """Tensors made inside the forward (on the input's device)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(5, 5)
+
+    def forward(self, x):
+        pos = torch.arange(x.shape[-1], device=x.device, dtype=x.dtype)
+        return self.fc(x * pos + torch.ones(x.shape[-1], device=x.device))
+
+
+def test_a_cpu_export_compiles_for_cuda_inputs(tmp_path):
+    """module() runs a program exported on the CPU on CUDA inputs by moving
+    its inputs and the tensors it makes to the device: the moved graph
+    generates PTX here (no GPU is needed); test_gpu_export runs it."""
+    ep = ptc.export(Positions().eval(), (torch.randn(3, 5),))
+    assert "device=cpu" in ep.graph_text
+    moved = ptc._export.on_device(ep.graph_text, "cuda:0")
+    assert not re.search(r"[(,=\s]cpu[,)]", moved.replace('"', " ").split("@")[0]), moved
+    assert "%x: f32[3,5] cuda:0" in moved and "device=cuda:0" in moved
+    (tmp_path / "moved.ptir").write_text(moved)
+    r = ptcio.ptc_run("--emit=ptx", "--cuda-arch", "sm_90", tmp_path / "moved.ptir")
+    assert r.returncode == 0 and ".entry" in r.stdout, r.stderr
+
+
 def test_a_transposed_input_runs_as_eager(tmp_path):
     torch.manual_seed(0)
     model = Block().eval()

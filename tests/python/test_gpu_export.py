@@ -50,6 +50,45 @@ def test_resnet18_package_on_the_gpu(tmp_path):
     run_on_gpu(torchvision.models.resnet18(num_classes=10), (torch.randn(2, 3, 64, 64),), tmp_path)
 
 
+class ColumnSum(torch.nn.Module):
+    """A reduction whose launch plan depends on the GPU's multiprocessor
+    count (2000 strided columns: a team per column on 132 SMs, a warp's share
+    on 114 or 78)."""
+
+    def forward(self, x):
+        return (x * 2).sum(0)
+
+
+def test_package_ptx_serves_this_gpus_multiprocessor_count(tmp_path):
+    """The package holds PTX planned for each data-centre GPU of its arch, so
+    loading generates none on an A100/A30 or H100 SXM/PCIe/H200/H20."""
+    torch.manual_seed(0)
+    run_on_gpu(ColumnSum(), (torch.randn(4096, 2000),), tmp_path)
+
+
+def test_loaded_package_module_runs_cuda_inputs(tmp_path):
+    """ptc.load(pkg).module() of a package exported on the CPU, called with
+    CUDA inputs, runs on the GPU (weights moved once, tensors the forward
+    makes on the device) and matches eager; mixing devices is refused."""
+    from test_export import Positions
+
+    torch.manual_seed(0)
+    model = Positions().eval()
+    pkg = ptc.export(model, (torch.randn(3, 5),)).save(tmp_path / "pkg")
+    m = ptc.load(pkg).module()
+    x = torch.randn(3, 5)
+    with torch.no_grad():
+        want = model(x)
+        got = m(x.cuda())
+        again = m(x.cuda() * 2)
+        assert rel_error(m(x), want) <= TOL  # the CPU still runs as exported
+    assert rel_error(got.cpu(), want) <= TOL
+    assert rel_error(again.cpu(), model(x * 2)) <= TOL
+    block = ptc.export(Block().eval(), (torch.randn(4, 8),)).module()
+    out = block(torch.randn(4, 8).cuda())
+    assert out["h"].is_cuda and out["pair"][1].is_cuda
+
+
 def test_cuda_inputs_must_be_on_the_gpu_for_the_c_api(tmp_path):
     """ptc-run copies inputs to the GPU; the package itself was exported on
     the CPU, and its weights move to the device at load."""

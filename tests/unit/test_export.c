@@ -3,9 +3,11 @@
  * (kernels + manifest), loaded and run against the same arithmetic done by
  * hand; inputs that break the specification and packages with a flipped
  * byte or another ptc version are refused, naming the check or the file.
+ * The weights of a version-2 tensor file are used where the loader mapped
+ * them; XXH64 (their pin) against the algorithm's published values.
  */
 #define _GNU_SOURCE
-#include "export/export.h"
+#include "export/pkg.h"
 
 #include <check.h>
 #include <math.h>
@@ -28,7 +30,8 @@ static const char SPEC[] =
     "            {\"name\": \"fc.bias\", \"kind\": \"parameter\", \"path\": \"fc.bias\"}],\n"
     " \"symbols\": [{\"symbol\": \"s0\", \"dim\": \"batch\", \"min\": 2, \"max\": 8}],\n"
     " \"outputs\": [{\"path\": \"[0]\", \"graph_output\": 0}, {\"path\": \"[1]\", \"input\": "
-    "0}]}\n";
+    "0},\n"
+    "             {\"path\": \"[2]\", \"input\": 1}]}\n";
 
 static float W[3][4], B[3];
 static char pkg[256];
@@ -39,6 +42,40 @@ static void write_text(const char *dir, const char *name, const char *text)
     ptc_error err;
     snprintf(path, sizeof path, "%s/%s", dir, name);
     ck_assert_msg(ptc_write_file(path, text, strlen(text), &err) == 0, "%s", err.msg);
+}
+
+static void put(ptc_buf *b, const void *p, size_t n)
+{
+    ptc_buf_putn(b, p, n);
+}
+
+/* A version-2 tensor file (ir.h), written by hand as ptc.export writes it:
+ * each tensor's bytes start at a multiple of 64. */
+static void write_weights_v2(const char *path, const ptc_tensor *w, const char *const *names, int n)
+{
+    ptc_buf b = {0};
+    uint32_t head[2] = {2, (uint32_t)n};
+    put(&b, "PTCT", 4);
+    put(&b, head, sizeof head);
+    for (int i = 0; i < n; i++) {
+        uint32_t len = (uint32_t)strlen(names[i]);
+        unsigned char hdr[4] = {(unsigned char)w[i].dtype, (unsigned char)w[i].ndim, 0, 0};
+        uint64_t nbytes = (uint64_t)ptc_tensor_numel(&w[i]) * ptc_dtype_size(w[i].dtype);
+        put(&b, &len, 4);
+        put(&b, names[i], len);
+        put(&b, hdr, 4);
+        put(&b, w[i].sizes, 8 * (size_t)w[i].ndim);
+        put(&b, w[i].strides, 8 * (size_t)w[i].ndim);
+        put(&b, &nbytes, 8);
+        while (b.len % 64)
+            put(&b, "", 1);
+        put(&b, w[i].data, nbytes);
+    }
+    uint32_t crc = ptc_crc32(0, b.data, b.len);
+    put(&b, &crc, 4);
+    ptc_error err;
+    ck_assert_msg(ptc_write_file(path, b.data, b.len, &err) == 0, "%s", err.msg);
+    ptc_buf_free(&b);
 }
 
 /* A sealed package in a fresh temporary folder. */
@@ -60,7 +97,7 @@ static void make_package(void)
     char path[512];
     ptc_error err;
     snprintf(path, sizeof path, "%s/weights.bin", pkg);
-    ck_assert_msg(ptc_tensorfile_write(path, w, names, 2, &err) == 0, "%s", err.msg);
+    write_weights_v2(path, w, names, 2);
     const char *targets[] = {"cpu"};
     ck_assert_msg(ptc_package_seal(pkg, targets, 1, &err) == 0, "%s", err.msg);
 }
@@ -80,12 +117,31 @@ static ptc_model *load_ok(void)
     return m;
 }
 
+/* The file mapped at addr in this process (from /proc/self/maps), or "". */
+static void mapped_file(const void *addr, char *out, size_t size)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[1024];
+    out[0] = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        int path_at = 0;
+        if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &path_at) == 2 && path_at &&
+            (unsigned long)addr >= lo && (unsigned long)addr < hi) {
+            snprintf(out, size, "%s", line + path_at);
+            out[strcspn(out, "\n")] = 0;
+        }
+    }
+    if (f)
+        fclose(f);
+}
+
 START_TEST(runs_like_the_arithmetic)
 {
     make_package();
     ptc_model *m = load_ok();
     ck_assert_int_eq(ptc_model_ninputs(m), 1);
-    ck_assert_int_eq(ptc_model_noutputs(m), 2);
+    ck_assert_int_eq(ptc_model_noutputs(m), 3);
     ck_assert_str_eq(ptc_model_input_name(m, 0), "x");
     ck_assert_str_eq(ptc_model_output_name(m, 1), "[1]");
     ck_assert_int_eq(ptc_model_compiled_kernels(m), 0); /* the package's kernels served */
@@ -93,7 +149,7 @@ START_TEST(runs_like_the_arithmetic)
     for (int r = 0; r < 5; r++)
         for (int i = 0; i < 4; i++)
             x[r][i] = (float)((r * 7 + i * 3) % 11) * 0.2f - 1.0f;
-    ptc_tensor in = ptc_tensor_borrow(x, PTC_F32, 2, (int64_t[]){5, 4}, NULL), out[2];
+    ptc_tensor in = ptc_tensor_borrow(x, PTC_F32, 2, (int64_t[]){5, 4}, NULL), out[3];
     ptc_error err;
     ck_assert_msg(ptc_model_run(m, &in, out, &err) == 0, "%s", err.msg);
     ck_assert_int_eq(out[0].sizes[0], 5);
@@ -111,7 +167,28 @@ START_TEST(runs_like_the_arithmetic)
     ptc_tensor_release(&out[0]);
     ptc_tensor_release(&out[1]);
     ptc_model_free(m);
+    /* fc.weight, passed through: the bytes of weights.bin as mapped (not a
+     * copy), alive after the model is freed for as long as the output is */
+    ck_assert_float_eq(((float *)out[2].data)[5], W[1][1]);
+    char file[512], want[512];
+    mapped_file(out[2].data, file, sizeof file);
+    snprintf(want, sizeof want, "%s/weights.bin", pkg);
+    ck_assert_str_eq(file, want);
+    void *at = out[2].data;
+    ptc_tensor_release(&out[2]); /* the last reference: unmapped */
+    mapped_file(at, file, sizeof file);
+    ck_assert_str_ne(file, want);
     remove_package();
+}
+END_TEST
+
+START_TEST(xxh64_is_the_published_function)
+{
+    const char *fox = "The quick brown fox jumps over the lazy dog";
+    ck_assert_uint_eq(ptc_pkg_xxh64("", 0, 0), 0xef46db3751d8e999ULL);
+    ck_assert_uint_eq(ptc_pkg_xxh64("abc", 3, 0), 0x44bc2cf5ad770999ULL);
+    ck_assert_uint_eq(ptc_pkg_xxh64(fox, strlen(fox), 0), 0x0b242d361fda71bcULL);
+    ck_assert_uint_eq(ptc_pkg_xxh64(fox, strlen(fox), 1), 0xdf5091b6dad2c6dbULL);
 }
 END_TEST
 
@@ -119,7 +196,7 @@ END_TEST
 static const char *refusal(ptc_model *m, ptc_dtype dt, int rows, int cols, ptc_error *err)
 {
     static double buf[64];
-    ptc_tensor in = ptc_tensor_borrow(buf, dt, 2, (int64_t[]){rows, cols}, NULL), out[2];
+    ptc_tensor in = ptc_tensor_borrow(buf, dt, 2, (int64_t[]){rows, cols}, NULL), out[3];
     ck_assert_int_eq(ptc_model_run(m, &in, out, err), -1);
     ck_assert_str_eq(err->stage, "inputs");
     return err->msg;
@@ -153,9 +230,8 @@ static void flip_byte(const char *rel)
     free(data);
 }
 
-/* Loading is refused naming rel; verifying alone sees it unless the damage is
- * inside the weights (found when they are read). */
-static void assert_refused(const char *rel, const char *message, bool verify_sees_it)
+/* Loading is refused naming rel, and so is verifying alone. */
+static void assert_refused(const char *rel, const char *message)
 {
     ptc_error err;
     char want_file[512];
@@ -163,23 +239,30 @@ static void assert_refused(const char *rel, const char *message, bool verify_see
     ck_assert_ptr_null(ptc_model_load(pkg, NULL, &err));
     ck_assert_str_eq(err.file, want_file);
     ck_assert_msg(strstr(err.msg, message) != NULL, "%s", err.msg);
-    ck_assert_int_eq(ptc_package_verify(pkg, &err), verify_sees_it ? -1 : 0);
+    ck_assert_int_eq(ptc_package_verify(pkg, &err), -1);
+    ck_assert_str_eq(err.file, want_file);
 }
 
 START_TEST(corrupt_packages_are_refused)
 {
     make_package();
     flip_byte("graph.ptir");
-    assert_refused("graph.ptir", "checksum mismatch", true);
+    assert_refused("graph.ptir", "checksum mismatch");
     remove_package();
 
     make_package();
-    flip_byte("weights.bin"); /* the manifest pins its CRC; the read checks every byte */
-    assert_refused("weights.bin", "checksum mismatch", false);
+    flip_byte("weights.bin"); /* the manifest pins its XXH64 */
+    assert_refused("weights.bin", "checksum mismatch");
     remove_package();
 
     make_package();
     char path[512];
+    snprintf(path, sizeof path, "%s/weights.bin", pkg);
+    ck_assert_int_eq(truncate(path, 100), 0);
+    assert_refused("weights.bin", "checksum mismatch");
+    remove_package();
+
+    make_package();
     ptc_error err;
     size_t len;
     snprintf(path, sizeof path, "%s/manifest.json", pkg);
@@ -189,10 +272,64 @@ START_TEST(corrupt_packages_are_refused)
     at[0] = '9';
     ck_assert_int_eq(ptc_write_file(path, text, len, &err), 0);
     free(text);
-    assert_refused("manifest.json", "this is ptc " PTC_VERSION, true);
+    assert_refused("manifest.json", "this is ptc " PTC_VERSION);
     remove_package();
 }
 END_TEST
+
+#ifdef PTC_HAVE_CUDA
+/* Kernels compiled from dir/kernels/sm_90 for a GPU of `sms` multiprocessors
+ * (PTX only: no GPU is needed). */
+static int compiled_for(const ptc_graph *g, int sms)
+{
+    char kdir[600];
+    snprintf(kdir, sizeof kdir, "%s/kernels/sm_90", pkg);
+    ptc_compile_opts co = {
+        .backend = PTC_BACKEND_CUDA, .cuda_sm = 90, .cuda_sms = sms, .kernel_dir = kdir};
+    ptc_error err;
+    ptc_program *p = ptc_compile(g, &co, &err);
+    ck_assert_msg(p != NULL, "%s", err.msg);
+    ptc_program_info info;
+    ptc_program_get_info(p, &info);
+    ptc_program_release(p);
+    return info.ncompiled;
+}
+
+/* A column sum of 2000 columns (no row plan: a column is strided): a team
+ * per column on a GPU of 132 multiprocessors (fewer than 16 columns each),
+ * a warp's share on one of 114 or 78 — a plan
+ * that differs by device, which the package holds for each planned count
+ * (a package with only the 132-SM plan, as before, made the 114 and 78 SM
+ * loads generate PTX). */
+START_TEST(ptx_is_planned_for_each_gpu_of_its_arch)
+{
+    static const char rows[] = "# ptc ir v1\n"
+                               "graph forward(%x: f32[4096,2000] cuda) {\n"
+                               "  %0 = sum(%x, [0]) : f32[2000]\n"
+                               "  return (%0)\n"
+                               "}\n";
+    char tmpl[] = "/tmp/ptc_export_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(tmpl));
+    snprintf(pkg, sizeof pkg, "%s", tmpl);
+    write_text(pkg, "graph.ptir", rows);
+    write_text(pkg, "spec.json", "{}");
+    char path[512];
+    snprintf(path, sizeof path, "%s/weights.bin", pkg);
+    write_weights_v2(path, NULL, NULL, 0);
+    const char *targets[] = {"sm_90"};
+    ptc_error err;
+    ck_assert_msg(ptc_package_seal(pkg, targets, 1, &err) == 0, "%s", err.msg);
+    ptc_module *m = ptc_parse_module(rows, strlen(rows), "rows.ptir", &err);
+    ck_assert_ptr_nonnull(m);
+    ck_assert_int_eq(compiled_for(m->graphs[0], 132), 0);
+    ck_assert_int_eq(compiled_for(m->graphs[0], 114), 0);
+    ck_assert_int_eq(compiled_for(m->graphs[0], 78), 0);
+    ck_assert_int_eq(compiled_for(m->graphs[0], 16), 0); /* a warp's share, as on 114 */
+    ptc_module_free(m);
+    remove_package();
+}
+END_TEST
+#endif
 
 int main(void)
 {
@@ -201,6 +338,10 @@ int main(void)
     tcase_add_test(tc, runs_like_the_arithmetic);
     tcase_add_test(tc, inputs_that_break_the_spec_are_refused);
     tcase_add_test(tc, corrupt_packages_are_refused);
+    tcase_add_test(tc, xxh64_is_the_published_function);
+#ifdef PTC_HAVE_CUDA
+    tcase_add_test(tc, ptx_is_planned_for_each_gpu_of_its_arch);
+#endif
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

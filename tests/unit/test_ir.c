@@ -837,7 +837,7 @@ START_TEST(tensorfile_damage_detected)
         size_t at;
         unsigned char value;
         const char *msg;
-    } edits[] = {{4, 2, "version"}, {17, 10, "bad dtype"}, {18, 9, "rank"}, {53, 0, "data bytes"}};
+    } edits[] = {{4, 3, "version"}, {17, 10, "bad dtype"}, {18, 9, "rank"}, {53, 0, "data bytes"}};
     for (size_t k = 0; k < sizeof edits / sizeof *edits; k++) {
         memcpy(copy, good, len);
         copy[edits[k].at] = edits[k].value;

@@ -738,47 +738,15 @@ static int build_in_workers(const ptc_schedule *s, job *jobs, int n, bool want_t
 
 /* ---- memory headroom --------------------------------------------------------------- */
 
-/* LLVM cannot fail an allocation gracefully: std::bad_alloc crosses its
- * frames (built without exceptions) and terminates the process. So before
- * LLVM runs in this process, the room it will need is asked for: a mapping
- * of that size, made and dropped at once. Under an address-space limit
- * (RLIMIT_AS, how a process's memory is bounded short of an OOM kill) the
- * mapping fails where LLVM would. Per compiling thread the room is a malloc
- * heap (glibc gives a thread its own, 64 MiB of address space), a stack,
- * LLVM's fixed working set and a share per body entry of the largest kernel
- * to build; over-estimated on purpose (a 2-thread compile of 14 kernels of
- * up to 256 entries grew the process by 167 MB at its peak, 1 thread by 51
- * MB), since a wrong guess costs only a fork. Where the room is missing,
- * the kernels compile in one forked compile worker, in which running out of
- * memory ends the child, not the process (worker.c); where not even that
- * can start, the compile fails with "out of memory". */
-enum { THREAD_ROOM = (64 + 16 + 32) << 20, ENTRY_ROOM = 64 << 10 };
-
-static int kernel_entries(const ptc_kernel *k)
-{
-    int n = 0;
-    for (int g = 0; g < k->ngroups; g++)
-        for (int m = 0; m < k->groups[g].nmembers; m++)
-            n += k->groups[g].members[m].body.n;
-    return n;
-}
-
+/* Room for nthreads compiling the largest kernel to build (worker.c says how
+ * it is estimated and why it is asked for before LLVM runs in process). */
 static size_t llvm_room(const job *jobs, int n, bool want_text, int nthreads)
 {
-    int most = 0;
+    size_t most = 0;
     for (int i = 0; i < n; i++)
-        if (wants_llvm(&jobs[i], want_text) && kernel_entries(jobs[i].k) > most)
-            most = kernel_entries(jobs[i].k);
-    return (size_t)nthreads * (THREAD_ROOM + (size_t)most * ENTRY_ROOM);
-}
-
-static bool have_room(size_t bytes)
-{
-    void *p = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED)
-        return false;
-    munmap(p, bytes);
-    return true;
+        if (wants_llvm(&jobs[i], want_text) && ptc_llvm_room(jobs[i].k) > most)
+            most = ptc_llvm_room(jobs[i].k);
+    return (size_t)nthreads * most;
 }
 
 static void fail_out_of_memory(job *jobs, int n, bool want_text, size_t room)
@@ -803,7 +771,7 @@ static void build_jobs(const ptc_schedule *s, job *jobs, int n, bool want_text)
     if (todo == 0)
         return;
     size_t room = llvm_room(jobs, n, want_text, nt);
-    bool tight = !have_room(room);
+    bool tight = !ptc_llvm_have_room(room);
     if (tight)
         ptc_log(PTC_LOG_PERF, PTC_LOG_INFO,
                 "less than %zu MiB of address space left for LLVM: compiling in one worker",

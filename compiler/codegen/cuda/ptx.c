@@ -13,9 +13,11 @@
  *
  * LLVM's global initialisation happens once; every compile has its own
  * context and target machine, so kernels of a schedule compile in parallel.
- * The PTX is printed in a forked compile worker (worker.c), one per kernel
- * that misses the cache, so that a crash inside LLVM fails the compile and
- * not the program (PTC_COMPILE_WORKER=0: in this thread).
+ * With PTC_COMPILE_WORKER=1 the PTX is printed in a forked compile worker
+ * (worker.c), one per kernel that misses the cache, so that a crash inside
+ * LLVM fails the compile and not the program; so it is, whatever the
+ * setting, when the process lacks the address space LLVM would need, since
+ * LLVM running out of memory aborts the process it runs in.
  */
 #include "codegen/cuda/gpu.h"
 
@@ -241,27 +243,52 @@ static int build_in_child(void *arg, int item, ptc_buf *out, ptc_error *err)
     return 0;
 }
 
-/* build_ptx in a compile worker where there is one. The child only runs
- * LLVM: it never touches the CUDA context this thread may have current. */
+/* build_ptx in one compile worker; 1 when none could be started. */
+static int build_in_worker(const ptx_job *j, char **ptx, ptc_error *err)
+{
+    ptc_worker_result r;
+    if (ptc_worker_run(1, 1, build_in_child, (void *)j, &r) != 0)
+        return 1;
+    if (r.rc == 0) {
+        ptc_buf_putc(&r.out, 0);
+        *ptx = r.out.data;
+        return 0;
+    }
+    ptc_buf_free(&r.out);
+    *err = r.err;
+    if (r.died)
+        ptc_errorf(err, PTC_ERR_COMPILE, "codegen", "kernel %d %s: %s", j->k->id, j->k->name,
+                   r.err.msg);
+    return -1;
+}
+
+/* PTX generations running in this process now (their threads' room adds up). */
+static int in_process;
+
+/* build_ptx in a compile worker where there is one, or where this process
+ * lacks the room LLVM would need (codegen.h: running out of memory inside
+ * LLVM ends the process); else in this thread. The child only runs LLVM: it
+ * never touches the CUDA context this thread may have current. */
 static int build_isolated(const ptx_job *j, char **ptx, ptc_error *err)
 {
-    if (ptc_worker_enabled()) {
-        ptc_worker_result r;
-        if (ptc_worker_run(1, 1, build_in_child, (void *)j, &r) == 0) {
-            if (r.rc == 0) {
-                ptc_buf_putc(&r.out, 0);
-                *ptx = r.out.data;
-                return 0;
-            }
-            ptc_buf_free(&r.out);
-            *err = r.err;
-            if (r.died)
-                ptc_errorf(err, PTC_ERR_COMPILE, "codegen", "kernel %d %s: %s", j->k->id,
-                           j->k->name, r.err.msg);
-            return -1;
-        }
-    }
-    return build_ptx(j, ptx, err);
+    int running = __atomic_add_fetch(&in_process, 1, __ATOMIC_ACQ_REL);
+    size_t room = (size_t)running * ptc_llvm_room(j->k);
+    bool tight = !ptc_llvm_have_room(room);
+    if (tight)
+        ptc_log(PTC_LOG_PERF, PTC_LOG_INFO,
+                "less than %zu MiB of address space left for LLVM: generating the PTX of kernel "
+                "%d in a worker",
+                room >> 20, j->k->id);
+    int rc = ptc_worker_enabled() || tight ? build_in_worker(j, ptx, err) : 1;
+    if (rc == 1 && tight)
+        rc = ptc_errorf(err, PTC_ERR_COMPILE, "codegen",
+                        "out of memory: LLVM needs about %zu MiB to generate the PTX of kernel %d "
+                        "%s, and no compile worker could be started",
+                        ptc_llvm_room(j->k) >> 20, j->k->id, j->k->name);
+    else if (rc == 1)
+        rc = build_ptx(j, ptx, err);
+    __atomic_sub_fetch(&in_process, 1, __ATOMIC_ACQ_REL);
+    return rc;
 }
 
 /* ---- the public entry --------------------------------------------------------------------- */
