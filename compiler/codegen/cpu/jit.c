@@ -412,8 +412,8 @@ static double cpu_ms(void)
 }
 
 static int build_kernel(LLVMTargetMachineRef tm, const ptc_schedule *s, const ptc_kernel *k,
-                        const char *sym, bool want_obj, bool want_text, bool wrong, built *out,
-                        ptc_error *err)
+                        const ptc_cpu_code *code, const char *sym, bool want_obj, bool want_text,
+                        bool wrong, built *out, ptc_error *err)
 {
     LLVMContextRef ctx = LLVMContextCreate();
     LLVMModuleRef mod = LLVMModuleCreateWithNameInContext(sym, ctx);
@@ -428,8 +428,9 @@ static int build_kernel(LLVMTargetMachineRef tm, const ptc_schedule *s, const pt
     c.b = LLVMCreateBuilderInContext(ctx);
     c.s = s;
     c.k = k;
-    c.lanes = G.lanes;
-    c.vec_libm = G.vec_libm;
+    c.lanes = code->lanes ? code->lanes : G.lanes;
+    c.vec_libm = c.lanes == G.lanes ? G.vec_libm : choose_vec_libm(G.features, c.lanes);
+    c.unroll = code->unroll;
     c.inject_wrong = wrong;
     c.bufptr = calloc((size_t)s->prog->nbufs + 1, sizeof *c.bufptr);
     c.param = calloc((size_t)k->nparams + 1, sizeof *c.param);
@@ -575,11 +576,13 @@ void ptc_cpu_kernel_release(ptc_cpu_kernel *k)
 
 /* ---- compiling a schedule --------------------------------------------------------- */
 
-static void make_key(const ptc_schedule *s, const ptc_kernel *k, bool wrong, ptc_buf *key,
-                     char *sym, size_t symsz)
+static void make_key(const ptc_schedule *s, const ptc_kernel *k, const ptc_cpu_code *code,
+                     bool wrong, ptc_buf *key, char *sym, size_t symsz)
 {
     ptc_buf_printf(key, "ptc %s codegen %s target %s%s\n", PTC_VERSION, CODEGEN_VERSION, G.desc,
                    wrong ? " PTC_INJECT wrong" : "");
+    if (code->lanes || code->unroll) /* the default form's key is as it always was */
+        ptc_buf_printf(key, "form lanes %d unroll %d\n", code->lanes, code->unroll);
     ptc_kernel_print_key(key, s, k);
     uint64_t h1 = ptc_hash_bytes(PTC_HASH_INIT, key->data, key->len);
     uint64_t h2 = ptc_hash_bytes(0x84222325cbf29ce4ULL, key->data, key->len);
@@ -608,6 +611,7 @@ typedef struct job {
     uint8_t *obj;       /* from the disk cache or just compiled */
     size_t objlen;
     bool from_disk, build, wrong;
+    ptc_cpu_code code;     /* the form built (max-autotune's candidates; zero: the default) */
     ptc_inject_kind plant; /* a PTC_INJECT crash or hang, carried out where LLVM runs */
     char *text;
     int rc;
@@ -626,7 +630,8 @@ static void build_one(LLVMTargetMachineRef tm, const ptc_schedule *s, job *j, bo
     if (j->plant)
         ptc_inject_act(j->plant); /* the planted crash or hang is LLVM's */
     built bl = {0};
-    j->rc = build_kernel(tm, s, j->k, j->sym, j->build, want_text, j->wrong, &bl, &j->err);
+    j->rc =
+        build_kernel(tm, s, j->k, &j->code, j->sym, j->build, want_text, j->wrong, &bl, &j->err);
     if (j->rc == 0 && j->build) {
         j->obj = bl.obj;
         j->objlen = bl.objlen;
@@ -881,7 +886,7 @@ int ptc_cpu_compile(const ptc_schedule *s, const ptc_codegen_opts *o, ptc_cpu_ke
         j->wrong = ik == PTC_INJECT_WRONG;
         if (ik == PTC_INJECT_CRASH || ik == PTC_INJECT_HANG)
             j->plant = ik; /* built, never loaded, so that it happens every compile */
-        make_key(s, j->k, j->wrong, &j->key, j->sym, sizeof j->sym);
+        make_key(s, j->k, &j->code, j->wrong, &j->key, j->sym, sizeof j->sym);
         j->e = j->plant ? NULL : find_entry(j->sym);
         if ((!j->e || dir) && use_cache && !j->plant)
             j->from_disk =
@@ -928,6 +933,35 @@ int ptc_cpu_compile(const ptc_schedule *s, const ptc_codegen_opts *o, ptc_cpu_ke
         free(jobs[i].text);
     }
     free(jobs);
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+/* max-autotune's candidate forms: one kernel, one job, through the same
+ * registry, disk cache and link as a program's kernels. */
+int ptc_cpu_compile_code(const ptc_schedule *s, int ki, const ptc_cpu_code *code,
+                         ptc_cpu_kernel *out, ptc_error *err)
+{
+    pthread_mutex_lock(&lock);
+    memset(out, 0, sizeof *out);
+    if (!init_locked()) {
+        pthread_mutex_unlock(&lock);
+        return ptc_errorf(err, PTC_ERR_UNSUPPORTED, "codegen", "CPU backend unavailable: %s",
+                          G.why);
+    }
+    job j = {.k = s->kernels[ki], .code = *code};
+    make_key(s, j.k, &j.code, false, &j.key, j.sym, sizeof j.sym);
+    j.e = find_entry(j.sym);
+    if (!j.e)
+        j.from_disk = ptc_cache_load_in(NULL, j.key.data, j.key.len, &j.obj, &j.objlen) == 1;
+    bool was_loaded = j.e != NULL;
+    int rc = link_job(s, NULL, &j, err);
+    if (rc == 0) {
+        j.e->refs++;
+        *out = (ptc_cpu_kernel){.fn = j.e->fn, .entry = j.e, .cached = was_loaded || j.from_disk};
+    }
+    ptc_buf_free(&j.key);
+    free(j.obj);
     pthread_mutex_unlock(&lock);
     return rc;
 }
