@@ -56,10 +56,11 @@ typedef struct ptc_cpu_code {
     int lanes;
     int unroll; /* PTC_UNROLL_*: AUTO unrolls reductions with cheap bodies */
 } ptc_cpu_code;
-/* Compiles (or loads) kernel ki of s in form *code, cached on disk apart
- * from the default form; *out is released with ptc_cpu_kernel_release. */
-int ptc_cpu_compile_code(const ptc_schedule *s, int ki, const ptc_cpu_code *code,
-                         ptc_cpu_kernel *out, ptc_error *err);
+/* Compiles (or loads) kernel ki of s in forms codes[n], in parallel, each
+ * cached on disk apart from the default form; out[i] is released with
+ * ptc_cpu_kernel_release. On error nothing is kept. */
+int ptc_cpu_compile_forms(const ptc_schedule *s, int ki, const ptc_cpu_code *codes, int n,
+                          ptc_cpu_kernel *out, ptc_error *err);
 
 /* "x86_64-pc-linux-gnu skylake-avx512 +avx512f,..." (static string). */
 const char *ptc_cpu_target(void);

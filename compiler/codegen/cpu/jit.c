@@ -854,6 +854,58 @@ static int link_job(const ptc_schedule *s, const ptc_codegen_opts *o, job *j, pt
     return 0;
 }
 
+/* Builds the jobs that need LLVM (in parallel), keeps new objects in the
+ * cache and links every job into out[]; on error nothing is kept. */
+static int build_and_link(const ptc_schedule *s, const ptc_codegen_opts *o, job *jobs, int n,
+                          bool want_text, ptc_cpu_kernel *out, char **texts, ptc_error *err)
+{
+    bool use_cache = !(o && o->no_cache);
+    const char *dir = o ? o->kernel_dir : NULL;
+    int rc = 0;
+    double t0 = ptc_now_ms();
+    build_jobs(s, jobs, n, want_text);
+    if (o && o->metrics)
+        ptc_metrics_add(o->metrics, "llvm", ptc_now_ms() - t0, true);
+    for (int i = 0; i < n && rc == 0; i++) {
+        job *j = &jobs[i];
+        if (j->rc) {
+            *err = j->err;
+            rc = -1;
+            break;
+        }
+        if (j->build && j->obj && use_cache)
+            ptc_cache_store_in(dir, j->key.data, j->key.len, j->obj, j->objlen);
+        if (!j->e) /* an identical kernel earlier in this program */
+            j->e = find_entry(j->sym);
+        bool was_loaded = j->e != NULL;
+        rc = link_job(s, o, j, err);
+        if (rc)
+            break;
+        j->e->refs++;
+        out[i] =
+            (ptc_cpu_kernel){.fn = j->e->fn, .entry = j->e, .cached = was_loaded || j->from_disk};
+        if (texts)
+            texts[i] = j->text, j->text = NULL;
+    }
+    if (rc)
+        for (int i = 0; i < n; i++)
+            if (out[i].entry) {
+                release_locked(out[i].entry);
+                out[i] = (ptc_cpu_kernel){0}; /* the program releases them again */
+            }
+    return rc;
+}
+
+static void free_jobs(job *jobs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        ptc_buf_free(&jobs[i].key);
+        free(jobs[i].obj);
+        free(jobs[i].text);
+    }
+    free(jobs);
+}
+
 int ptc_cpu_compile(const ptc_schedule *s, const ptc_codegen_opts *o, ptc_cpu_kernel *out,
                     char **texts, ptc_error *err)
 {
@@ -896,72 +948,38 @@ int ptc_cpu_compile(const ptc_schedule *s, const ptc_codegen_opts *o, ptc_cpu_ke
             if (strcmp(jobs[q].sym, j->sym) == 0)
                 j->build = false;
     }
-    double t0 = ptc_now_ms();
     if (rc == 0)
-        build_jobs(s, jobs, n, want_text);
-    if (o && o->metrics)
-        ptc_metrics_add(o->metrics, "llvm", ptc_now_ms() - t0, true);
-    for (int i = 0; i < n && rc == 0; i++) {
-        job *j = &jobs[i];
-        if (j->rc) {
-            *err = j->err;
-            rc = -1;
-            break;
-        }
-        if (j->build && j->obj && use_cache)
-            ptc_cache_store_in(dir, j->key.data, j->key.len, j->obj, j->objlen);
-        if (!j->e) /* an identical kernel earlier in this program */
-            j->e = find_entry(j->sym);
-        bool was_loaded = j->e != NULL;
-        rc = link_job(s, o, j, err);
-        if (rc)
-            break;
-        j->e->refs++;
-        out[i] = (ptc_cpu_kernel){.fn = j->e->fn, .entry = j->e, .cached = was_loaded || j->from_disk};
-        if (texts)
-            texts[i] = j->text, j->text = NULL;
-    }
-    if (rc)
-        for (int i = 0; i < n; i++)
-            if (out[i].entry) {
-                release_locked(out[i].entry);
-                out[i] = (ptc_cpu_kernel){0}; /* the program releases them again */
-            }
-    for (int i = 0; i < n; i++) {
-        ptc_buf_free(&jobs[i].key);
-        free(jobs[i].obj);
-        free(jobs[i].text);
-    }
-    free(jobs);
+        rc = build_and_link(s, o, jobs, n, want_text, out, texts, err);
+    free_jobs(jobs, n);
     pthread_mutex_unlock(&lock);
     return rc;
 }
 
-/* max-autotune's candidate forms: one kernel, one job, through the same
- * registry, disk cache and link as a program's kernels. */
-int ptc_cpu_compile_code(const ptc_schedule *s, int ki, const ptc_cpu_code *code,
-                         ptc_cpu_kernel *out, ptc_error *err)
+/* max-autotune's candidate forms of one kernel, built in parallel, through
+ * the same registry, disk cache and link as a program's kernels. */
+int ptc_cpu_compile_forms(const ptc_schedule *s, int ki, const ptc_cpu_code *codes, int n,
+                          ptc_cpu_kernel *out, ptc_error *err)
 {
     pthread_mutex_lock(&lock);
-    memset(out, 0, sizeof *out);
+    memset(out, 0, sizeof *out * (size_t)n);
     if (!init_locked()) {
         pthread_mutex_unlock(&lock);
         return ptc_errorf(err, PTC_ERR_UNSUPPORTED, "codegen", "CPU backend unavailable: %s",
                           G.why);
     }
-    job j = {.k = s->kernels[ki], .code = *code};
-    make_key(s, j.k, &j.code, false, &j.key, j.sym, sizeof j.sym);
-    j.e = find_entry(j.sym);
-    if (!j.e)
-        j.from_disk = ptc_cache_load_in(NULL, j.key.data, j.key.len, &j.obj, &j.objlen) == 1;
-    bool was_loaded = j.e != NULL;
-    int rc = link_job(s, NULL, &j, err);
-    if (rc == 0) {
-        j.e->refs++;
-        *out = (ptc_cpu_kernel){.fn = j.e->fn, .entry = j.e, .cached = was_loaded || j.from_disk};
+    job *jobs = calloc((size_t)n + 1, sizeof *jobs);
+    for (int i = 0; i < n; i++) {
+        job *j = &jobs[i];
+        *j = (job){.k = s->kernels[ki], .code = codes[i]};
+        make_key(s, j->k, &j->code, false, &j->key, j->sym, sizeof j->sym);
+        j->e = find_entry(j->sym);
+        if (!j->e)
+            j->from_disk =
+                ptc_cache_load_in(NULL, j->key.data, j->key.len, &j->obj, &j->objlen) == 1;
+        j->build = !j->e && !j->from_disk;
     }
-    ptc_buf_free(&j.key);
-    free(j.obj);
+    int rc = build_and_link(s, NULL, jobs, n, false, out, NULL, err);
+    free_jobs(jobs, n);
     pthread_mutex_unlock(&lock);
     return rc;
 }
