@@ -184,6 +184,35 @@ def test_random_ops_run_without_graphs_with_a_notice():
     assert _cudagraphs.stats()["recorded"] == 0
 
 
+@pytest.mark.parametrize("compiled_autograd", [False, True])
+def test_training_graphs_run_without_graphs_with_a_notice(compiled_autograd):
+    """A graph that needs gradients is not recorded (issue 19: recording the
+    forward and backward is not built): eager's values and gradients, one
+    notice naming it, no recording."""
+    prior = ptc.config.compiled_autograd
+    ptc.config.compiled_autograd = compiled_autograd
+    try:
+        c = ptc.compile(norm_act, mode="reduce-overhead")
+        w = torch.randn(32, 48, device=DEV, requires_grad=True)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            for _ in range(3):
+                x = torch.randn(64, 32, device=DEV, requires_grad=True)
+                c(x, w).sum().backward()
+                got = (x.grad, w.grad.clone())
+                w.grad = None
+                x2 = x.detach().requires_grad_()
+                norm_act(x2, w).sum().backward()
+                torch.testing.assert_close(got[0], x2.grad, rtol=1e-4, atol=1e-4)
+                torch.testing.assert_close(got[1], w.grad, rtol=1e-4, atol=1e-4)
+                w.grad = None
+    finally:
+        ptc.config.compiled_autograd = prior
+    texts = [str(w.message) for w in seen if "need gradients" in str(w.message)]
+    assert len(texts) == 1 and "reduce-overhead" in texts[0], [str(w.message) for w in seen]
+    assert _cudagraphs.stats()["recorded"] == 0
+
+
 def test_max_autotune_records_graphs_too():
     c = ptc.compile(norm_act, mode="max-autotune")
     x, w = torch.randn(64, 32, device=DEV), torch.randn(32, 48, device=DEV)
