@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CPU inference table of five models: eager, Inductor and ptc (a benchmark, not a test).
+"""CPU inference table of five models: eager, Inductor, ptc.compile and torch.compile(backend="ptc") (a benchmark, not a test).
 
 The models of issue 17's CPU table, random weights, eval mode, f32, under
 torch.no_grad():
@@ -10,7 +10,14 @@ torch.no_grad():
   gpt2_4l              Hugging Face GPT2Model, 4 layers (else GPT2Config's defaults), ids 4x128
   vit_tiny             timm vit_tiny_patch16_224, batch 8
 
-All three contenders live in one process with the same --threads (2 by
+The contenders (--contenders, all four by default): eager; "inductor",
+torch.compile's default; "ptc", ptc.compile (ptc's own front end); and
+"dynamo_ptc", torch.compile(backend="ptc") (Dynamo's front end feeding ptc's
+compiler). Each compiler's graphs and graph breaks are counted on its first
+call: ptc's from its compile events, Dynamo's from the graphs it handed its
+backend and torch._dynamo's break counter.
+
+All contenders live in one process with the same --threads (2 by
 default) and are timed interleaved: each round runs every contender once
 (--calls calls each, mean per call), the order rotating from round to round,
 so that a burst of load from elsewhere on a shared machine weighs on all of
@@ -18,12 +25,12 @@ them. Each contender's time is its best round; --rounds is at least 2. The
 compiled outputs are checked against eager's first (relative error in the
 table). Compile times are the first call's.
 
-    python3 bench/cpu_models.py [--models a,b] [--threads N] [--rounds R] [--calls C]
-                                [--json FILE] [--ptc-contiguous]
+    python3 bench/cpu_models.py [--models a,b] [--contenders eager,ptc,...] [--threads N]
+                                [--rounds R] [--calls C] [--json FILE]
 
---ptc-contiguous adds a fourth contender, ptc compiled with PTC_LAYOUT=contiguous
-(no layout planning: every buffer contiguous), timed in the same rounds: the
-before/after of layout planning in one process.
+--contenders ptc-contiguous times ptc compiled with PTC_LAYOUT=contiguous (no
+layout planning: every buffer contiguous) in the same rounds: the before/after
+of layout planning in one process.
 """
 import argparse
 import json
@@ -33,6 +40,9 @@ import sys
 import time
 
 MODELS = ["resnet18", "mobilenet_v3_small", "bert_4l", "gpt2_4l", "vit_tiny"]
+CONTENDERS = ["eager", "inductor", "ptc", "dynamo_ptc"]
+LABELS = {"eager": "eager", "inductor": "Inductor", "ptc": "ptc.compile",
+          "dynamo_ptc": "torch.compile(backend=ptc)", "ptc-contiguous": "ptc, PTC_LAYOUT=contiguous"}
 
 
 def build_model(name):
@@ -93,14 +103,52 @@ def with_env(fn, name, value):
     return call
 
 
-def contenders(model, ptc_contiguous=False):
-    """name -> callable model, compiled lazily by its first call."""
+class DynamoGraphs:
+    """A Dynamo backend that counts the graphs Dynamo hands it."""
+
+    def __init__(self, backend):
+        self.backend, self.graphs = backend, 0
+
+    def __call__(self, gm, example_inputs):
+        self.graphs += 1
+        return self.backend(gm, example_inputs)
+
+
+def contenders(model, names):
+    """name -> (callable model, compiled lazily by its first call; its graph
+    and break counts after that call, or None)."""
     import torch
     import ptc
-    fns = {"eager": model, "inductor": torch.compile(model), "ptc": ptc.compile(model)}
-    if ptc_contiguous:
-        fns["ptc-contiguous"] = with_env(ptc.compile(model), "PTC_LAYOUT", "contiguous")
-    return fns
+    import ptc._dynamo
+    from torch._dynamo.utils import counters
+
+    def dynamo(backend):
+        seen = DynamoGraphs(backend)
+        breaks = lambda: sum(counters["graph_break"].values())  # noqa: E731
+        before = breaks()
+        return torch.compile(model, backend=seen), lambda: (seen.graphs, breaks() - before)
+
+    def ptc_counts(m):
+        ex = ptc.ExplainOutput(m._ptc_compiled._events(), None)
+        return lambda: (ex.graph_count, ex.break_count)
+
+    made = {}
+    for k in names:
+        if k == "eager":
+            made[k] = (model, lambda: None)
+        elif k == "inductor":
+            from torch._inductor.compile_fx import compile_fx
+            made[k] = dynamo(compile_fx)
+        elif k == "ptc":
+            m = ptc.compile(model)
+            made[k] = (m, lambda m=m: ptc_counts(m)())
+        elif k == "ptc-contiguous":
+            made[k] = (with_env(ptc.compile(model), "PTC_LAYOUT", "contiguous"), lambda: None)
+        elif k == "dynamo_ptc":
+            made[k] = dynamo(ptc._dynamo.ptc_backend)
+        else:
+            raise ValueError("unknown contender %s (one of %s)" % (k, ", ".join(LABELS)))
+    return made
 
 
 def mean_call_ms(fn, args, calls):
@@ -110,11 +158,13 @@ def mean_call_ms(fn, args, calls):
     return (time.perf_counter() - t0) * 1e3 / calls
 
 
-def bench_model(name, rounds, calls, ptc_contiguous=False):
+def bench_model(name, names, rounds, calls):
     import torch
     model, args = build_model(name)
-    fns = contenders(model, ptc_contiguous)
-    row = {"model": name, "compile_s": {}, "rel_err": {}, "rounds_ms": {k: [] for k in fns}}
+    made = contenders(model, names)
+    fns = {k: fn for k, (fn, _) in made.items()}
+    row = {"model": name, "compile_s": {}, "rel_err": {}, "graphs_breaks": {},
+           "rounds_ms": {k: [] for k in fns}}
     with torch.no_grad():
         want = first_tensor(model(*args))
         for k, fn in fns.items():
@@ -122,6 +172,7 @@ def bench_model(name, rounds, calls, ptc_contiguous=False):
             got = first_tensor(fn(*args))
             row["compile_s"][k] = time.perf_counter() - t0
             row["rel_err"][k] = rel_error(got, want)
+            row["graphs_breaks"][k] = made[k][1]()
             fn(*args)  # warm
         order = list(fns)
         for r in range(rounds):
@@ -132,39 +183,39 @@ def bench_model(name, rounds, calls, ptc_contiguous=False):
 
 
 def table(rows, threads):
-    lines = ["| model | eager ms | Inductor ms | ptc ms | ptc vs eager | ptc vs Inductor | "
-             "compile s (Ind / ptc) | rel err (Ind / ptc) |",
-             "|---|---|---|---|---|---|---|---|"]
+    """One line per model: each contender's ms; for each compiler its speed
+    against eager, compile seconds, graphs/breaks and relative error."""
+    names = list(rows[0]["ms"]) if rows else []
+    compilers = [k for k in names if k != "eager"]
+    head = ["model"] + ["%s ms" % LABELS[k] for k in names]
+    head += ["%s: vs eager, compile s, graphs/breaks, rel err" % LABELS[k] for k in compilers]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         ms = r["ms"]
-        lines.append("| %s | %.2f | %.2f | %.2f | %.2fx | %.2fx | %.1f / %.1f | %.1e / %.1e |" % (
-            r["model"], ms["eager"], ms["inductor"], ms["ptc"], ms["eager"] / ms["ptc"],
-            ms["inductor"] / ms["ptc"], r["compile_s"]["inductor"], r["compile_s"]["ptc"],
-            r["rel_err"]["inductor"], r["rel_err"]["ptc"]))
-    if any("ptc-contiguous" in r["ms"] for r in rows):
-        lines += ["", "| model | ptc ms | ptc-contiguous ms | layout planning speed-up |",
-                  "|---|---|---|---|"]
-        for r in rows:
-            ms = r["ms"]
-            lines.append("| %s | %.2f | %.2f | %.2fx |" % (
-                r["model"], ms["ptc"], ms["ptc-contiguous"], ms["ptc-contiguous"] / ms["ptc"]))
-    g = [r["ms"]["inductor"] / r["ms"]["ptc"] for r in rows]
-    if g:
-        lines.append("")
-        lines.append("geomean ptc vs Inductor: %.2fx; %d threads; best of each contender's rounds"
-                     % (math.exp(sum(map(math.log, g)) / len(g)), threads))
+        cells = [r["model"]] + ["%.2f" % ms[k] for k in names]
+        for k in compilers:
+            gb = r["graphs_breaks"].get(k)
+            cells.append("%s, %.1f, %s, %.1e" % (
+                "%.2fx" % (ms["eager"] / ms[k]) if "eager" in ms else "-", r["compile_s"][k],
+                "%d/%d" % tuple(gb) if gb else "-", r["rel_err"][k]))
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    for k in compilers:
+        if "eager" in names and rows:
+            g = [r["ms"]["eager"] / r["ms"][k] for r in rows]
+            lines.append("geomean %s vs eager: %.2fx" % (LABELS[k], math.exp(sum(map(math.log, g)) / len(g))))
+    lines.append("%d threads; best of each contender's rounds (interleaved)" % threads)
     return "\n".join(lines)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--contenders", default=",".join(CONTENDERS))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--calls", type=int, default=5)
     ap.add_argument("--json", help="also write the rows to this file")
-    ap.add_argument("--ptc-contiguous", action="store_true",
-                    help="also time ptc without layout planning (PTC_LAYOUT=contiguous)")
     a = ap.parse_args()
     if a.rounds < 2:
         ap.error("--rounds must be at least 2 (interleaved, repeated)")
@@ -173,7 +224,7 @@ def main():
     torch.set_num_threads(a.threads)
     rows = []
     for name in a.models.split(","):
-        row = bench_model(name, a.rounds, a.calls, a.ptc_contiguous)
+        row = bench_model(name, a.contenders.split(","), a.rounds, a.calls)
         rows.append(row)
         print("%s: %s" % (name, ", ".join("%s %.2f ms" % kv for kv in row["ms"].items())),
               file=sys.stderr, flush=True)

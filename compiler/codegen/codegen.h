@@ -47,6 +47,21 @@ int ptc_cpu_compile(const ptc_schedule *s, const ptc_codegen_opts *o, ptc_cpu_ke
                     char **texts, ptc_error *err);
 void ptc_cpu_kernel_release(ptc_cpu_kernel *k);
 
+/* A form of a kernel's CPU code that max-autotune may pick: the vector width
+ * of its vector loops (0: the host's, ptc_cpu_lanes()) and whether its
+ * reductions keep two accumulator sets (unrolled by two). Zero is the form
+ * ptc_cpu_compile builds. */
+enum { PTC_UNROLL_AUTO, PTC_UNROLL_OFF, PTC_UNROLL_ON };
+typedef struct ptc_cpu_code {
+    int lanes;
+    int unroll; /* PTC_UNROLL_*: AUTO unrolls reductions with cheap bodies */
+} ptc_cpu_code;
+/* Compiles (or loads) kernel ki of s in forms codes[n], in parallel, each
+ * cached on disk apart from the default form; out[i] is released with
+ * ptc_cpu_kernel_release. On error nothing is kept. */
+int ptc_cpu_compile_forms(const ptc_schedule *s, int ki, const ptc_cpu_code *codes, int n,
+                          ptc_cpu_kernel *out, ptc_error *err);
+
 /* "x86_64-pc-linux-gnu skylake-avx512 +avx512f,..." (static string). */
 const char *ptc_cpu_target(void);
 /* SIMD lanes used for 4-byte elements (16 with AVX-512, 8 with AVX2, ...). */

@@ -16,8 +16,12 @@
  * What is searched is the executor's (exec.c, cuda_exec.c): on the CPU the
  * parallel split of the outer range (the calling thread, or a team with 1,
  * 4 or 16 chunks per thread, or half the team); on CUDA the kernel's planned
- * forms (block and team sizes, plan.c) and its vectorised entry. Vector
- * width and unroll of the CPU code are fixed by codegen and not searched.
+ * forms (block and team sizes, plan.c) and its vectorised entry. A CPU
+ * kernel's code form (vector width, reduction unroll: ptc_cpu_code) is
+ * tuned first, as its own stage: each candidate form is compiled when it
+ * is first timed (its compile counts against the budget; the object goes
+ * to the disk cache like any kernel's), and the winner's code runs the
+ * kernel from then on; its split is tuned after, on that code.
  */
 #include "runtime/rt.h"
 
@@ -81,26 +85,38 @@ static bool cached_choice(const ptc_buf *key, ptc_tune_choice *out)
     return sscanf(text, "choice %d %d", &out->a, &out->b) == 2;
 }
 
-/* Claims kernel ki's tuning: true for the one caller that tunes it. */
-static bool claim(ptc_program *p, int ki)
+/* A kernel's state and choice of one stage. */
+static int slot(int ki, int stage)
+{
+    return ki * PTC_TUNE_STAGES + stage;
+}
+
+/* Claims a slot's tuning: true for the one caller that tunes it. */
+static bool claim(ptc_program *p, int at)
 {
     uint8_t idle = 0;
-    return __atomic_compare_exchange_n(&p->tune->state[ki], &idle, 1, false, __ATOMIC_ACQ_REL,
+    return __atomic_compare_exchange_n(&p->tune->state[at], &idle, 1, false, __ATOMIC_ACQ_REL,
                                        __ATOMIC_ACQUIRE);
 }
 
-static void settle(ptc_program *p, int ki, const ptc_tune_choice *c)
+static void settle(ptc_program *p, int at, const ptc_tune_choice *c)
 {
-    p->tune->choice[ki] = *c;
-    __atomic_store_n(&p->tune->state[ki], 2, __ATOMIC_RELEASE);
+    p->tune->choice[at] = *c;
+    __atomic_store_n(&p->tune->state[at], 2, __ATOMIC_RELEASE);
+}
+
+bool ptc_autotune_tuned_stage(const ptc_program *p, int ki, int stage, ptc_tune_choice *out)
+{
+    int at = slot(ki, stage);
+    if (!p->tune || __atomic_load_n(&p->tune->state[at], __ATOMIC_ACQUIRE) != 2)
+        return false;
+    *out = p->tune->choice[at];
+    return true;
 }
 
 bool ptc_autotune_tuned(const ptc_program *p, int ki, ptc_tune_choice *out)
 {
-    if (!p->tune || __atomic_load_n(&p->tune->state[ki], __ATOMIC_ACQUIRE) != 2)
-        return false;
-    *out = p->tune->choice[ki];
-    return true;
+    return ptc_autotune_tuned_stage(p, ki, PTC_TUNE_LAUNCH, out);
 }
 
 /* Times the candidates within the budget; the fastest goes to *out. */
@@ -149,9 +165,10 @@ static void search(ptc_program *p, const ptc_kernel *k, const ptc_tune_target *t
 bool ptc_autotune_pick(ptc_program *p, int ki, const ptc_tune_target *t, ptc_tune_choice *out)
 {
     *out = t->cands[0];
-    if (ptc_autotune_tuned(p, ki, out))
+    int at = slot(ki, t->stage);
+    if (ptc_autotune_tuned_stage(p, ki, t->stage, out))
         return false;
-    if (t->n < 2 || !claim(p, ki)) /* nothing to choose, or another run is tuning it */
+    if (t->n < 2 || !claim(p, at)) /* nothing to choose, or another run is tuning it */
         return false;
     const ptc_kernel *k = p->sched->kernels[ki];
     ptc_buf key = {0};
@@ -170,7 +187,7 @@ bool ptc_autotune_pick(ptc_program *p, int ki, const ptc_tune_target *t, ptc_tun
             ptc_cache_store(key.data, key.len, (const uint8_t *)text, (size_t)len);
         }
     }
-    settle(p, ki, out);
+    settle(p, at, out);
     ptc_buf_free(&key);
     return ran;
 }
@@ -182,15 +199,21 @@ int ptc_autotune_prepare(ptc_program *p, double budget_ms)
     if (!p->tune)
         return -1;
     p->tune->budget_ms = budget_ms > 0 ? budget_ms : ptc_autotune_default_budget_ms();
-    p->tune->state = calloc((size_t)nk + 1, sizeof *p->tune->state);
-    p->tune->choice = calloc((size_t)nk + 1, sizeof *p->tune->choice);
-    return p->tune->state && p->tune->choice ? 0 : -1;
+    size_t slots = (size_t)nk * PTC_TUNE_STAGES + 1;
+    p->tune->state = calloc(slots, sizeof *p->tune->state);
+    p->tune->choice = calloc(slots, sizeof *p->tune->choice);
+    p->tune->code = calloc((size_t)nk + 1, sizeof *p->tune->code);
+    return p->tune->state && p->tune->choice && p->tune->code ? 0 : -1;
 }
 
 void ptc_autotune_free(ptc_program *p)
 {
     if (!p->tune)
         return;
+    for (int k = 0; p->tune->code && k < p->sched->nkernels; k++)
+        if (p->tune->code[k].fn)
+            ptc_cpu_kernel_release(&p->tune->code[k]);
+    free(p->tune->code);
     free(p->tune->state);
     free(p->tune->choice);
     free(p->tune);

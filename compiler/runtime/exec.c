@@ -237,8 +237,8 @@ static int split_candidates(ptc_tune_choice dflt, int nt, int64_t P, ptc_tune_ch
 }
 
 /* Runs the kernel in its tuned split, tuning it first when it has none. */
-static void run_tuned(run *r, const ptc_cpu_kernel *ck, const split_call *call, int64_t work,
-                      int nt, ptc_tune_choice dflt)
+static void run_tuned(run *r, int ki, const split_call *call, int64_t work, int nt,
+                      ptc_tune_choice dflt)
 {
     ptc_tune_choice cands[8], used;
     ptc_tune_target t = {
@@ -246,8 +246,135 @@ static void run_tuned(run *r, const ptc_cpu_kernel *ck, const split_call *call, 
     t.n = split_candidates(dflt, nt, call->P, cands);
     snprintf(t.sizes, sizeof t.sizes, "outer 2^%d work 2^%d threads %d", ptc_autotune_log2(call->P),
              ptc_autotune_log2(work), nt);
-    if (!ptc_autotune_pick(r->p, (int)(ck - r->p->kernels), &t, &used))
+    if (!ptc_autotune_pick(r->p, ki, &t, &used))
         run_split(call, &used);
+}
+
+/* ---- max-autotune's code forms ----------------------------------------------------- */
+
+enum { MAX_FORMS = 6 };
+
+typedef struct form_call {
+    const ptc_program *p;
+    int ki;
+    split_call call; /* the kernel's run, its code swapped per form */
+    ptc_tune_choice split;
+    ptc_tune_choice forms[MAX_FORMS];
+    int nforms;
+    ptc_cpu_kernel built[MAX_FORMS]; /* [0]: the program's; the others compiled together
+                                      * when the first of them is timed */
+} form_call;
+
+static ptc_cpu_code form_code(const ptc_tune_choice *c)
+{
+    return (ptc_cpu_code){.lanes = c->a, .unroll = c->b};
+}
+
+static bool has_reduction(const ptc_kernel *k)
+{
+    for (int g = 0; g < k->ngroups; g++)
+        if (k->groups[g].nred > 0)
+            return true;
+    return false;
+}
+
+/* The default form, half and twice the host's vector width, and for a
+ * kernel with reductions one and two accumulator sets. */
+static int form_candidates(const ptc_kernel *k, ptc_tune_choice *c)
+{
+    int lanes = ptc_cpu_lanes(), n = 0;
+    c[n++] = (ptc_tune_choice){0, PTC_UNROLL_AUTO};
+    if (lanes >= 2)
+        c[n++] = (ptc_tune_choice){lanes / 2, PTC_UNROLL_AUTO};
+    c[n++] = (ptc_tune_choice){lanes * 2, PTC_UNROLL_AUTO};
+    if (has_reduction(k)) {
+        c[n++] = (ptc_tune_choice){0, PTC_UNROLL_OFF};
+        c[n++] = (ptc_tune_choice){0, PTC_UNROLL_ON};
+    }
+    return n;
+}
+
+/* Compiles every form but the program's own, in parallel. */
+static int build_forms(form_call *f)
+{
+    ptc_cpu_code codes[MAX_FORMS];
+    for (int i = 1; i < f->nforms; i++)
+        codes[i - 1] = form_code(&f->forms[i]);
+    ptc_error err;
+    if (ptc_cpu_compile_forms(f->p->sched, f->ki, codes, f->nforms - 1, &f->built[1], &err) == 0)
+        return 0;
+    ptc_log(PTC_LOG_PERF, PTC_LOG_INFO, "autotune: the code forms of kernel %d: %s", f->ki,
+            err.msg);
+    return -1;
+}
+
+/* Times one form; the first timing of another form than the program's
+ * compiles them all (the budget counts that). */
+static double time_form(void *ctx, const ptc_tune_choice *form)
+{
+    form_call *f = ctx;
+    int i = (int)(form - f->forms);
+    double t0 = ptc_now_ms();
+    if (!f->built[i].fn && build_forms(f) < 0)
+        return -1;
+    split_call call = f->call;
+    call.ck = &f->built[i];
+    run_split(&call, &f->split);
+    return ptc_now_ms() - t0;
+}
+
+/* Keeps the winning form's code for the program (compiled now when the
+ * choice came from the disk cache) and releases the other forms. The
+ * program's own code won when the winner cannot be compiled. */
+static void keep_form(ptc_autotune *tune, form_call *f, ptc_tune_choice won,
+                      const ptc_cpu_kernel **code)
+{
+    int wi = -1;
+    for (int i = 1; i < f->nforms; i++)
+        if (f->forms[i].a == won.a && f->forms[i].b == won.b)
+            wi = i;
+    if (wi > 0 && !f->built[wi].fn) {
+        ptc_error err;
+        ptc_cpu_code c = form_code(&won);
+        if (ptc_cpu_compile_forms(f->p->sched, f->ki, &c, 1, &f->built[wi], &err) < 0)
+            wi = -1;
+    }
+    for (int i = 1; i < f->nforms; i++)
+        if (f->built[i].fn && i != wi)
+            ptc_cpu_kernel_release(&f->built[i]);
+    if (wi > 0) {
+        ptc_cpu_kernel *kept = &tune->code[f->ki];
+        kept->entry = f->built[wi].entry;
+        kept->cached = f->built[wi].cached;
+        __atomic_store_n(&kept->fn, f->built[wi].fn, __ATOMIC_RELEASE);
+        *code = kept;
+    }
+}
+
+/* The program's code for kernel ki, or the form max-autotune chose for it
+ * (tuning it first when it has none). */
+static void tuned_form(run *r, int ki, const split_call *call, int64_t work, ptc_tune_choice split,
+                       const ptc_cpu_kernel **code)
+{
+    ptc_autotune *tune = r->p->tune;
+    const ptc_cpu_kernel *chosen = &tune->code[ki];
+    ptc_tune_choice settled;
+    if (__atomic_load_n(&chosen->fn, __ATOMIC_ACQUIRE)) {
+        *code = chosen;
+        return;
+    }
+    if (ptc_autotune_tuned_stage(r->p, ki, PTC_TUNE_CODE, &settled))
+        return; /* the program's own code won */
+    form_call f = {.p = r->p, .ki = ki, .call = *call, .split = split};
+    f.built[0] = *call->ck;
+    ptc_tune_target t = {
+        .what = "cpu code", .stage = PTC_TUNE_CODE, .cands = f.forms, .time = time_form, .ctx = &f};
+    t.n = f.nforms = form_candidates(r->p->sched->kernels[ki], f.forms);
+    snprintf(t.sizes, sizeof t.sizes, "outer 2^%d work 2^%d threads %d", ptc_autotune_log2(call->P),
+             ptc_autotune_log2(work), split.a);
+    ptc_tune_choice won;
+    ptc_autotune_pick(r->p, ki, &t, &won);
+    keep_form(tune, &f, won, code);
 }
 
 static int run_kernel_code(run *r, const ptc_kernel *k, const ptc_cpu_kernel *ck)
@@ -282,8 +409,14 @@ static int run_kernel_code(run *r, const ptc_kernel *k, const ptc_cpu_kernel *ck
     int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
     ptc_tune_choice split = default_split(P, work, nt);
     split_call call = {ck, P, bufs, pp};
+    int ki = (int)(ck - r->p->kernels);
+    /* Timing the forms ran the kernel, the last form's code last: it runs
+     * again in the winner's (split tuning included), so this call's results
+     * are every later call's, bit for bit (the forms sum in other orders). */
+    if (P > 0 && r->p->tune)
+        tuned_form(r, ki, &call, work, split, &call.ck);
     if (P > 0 && r->p->tune && nt > 1 && P > 1)
-        run_tuned(r, ck, &call, work, nt, split);
+        run_tuned(r, ki, &call, work, nt, split);
     else if (P > 0)
         run_split(&call, &split);
     if (pp != params)

@@ -30,7 +30,8 @@ int ptc_cextern_run(const ptc_node *node, const ptc_tensor *const *inputs, int n
 
 /* A configuration a kernel can run in: on the CPU, its parallel split (a =
  * threads, 1 for the calling thread; b = chunks of the outer range, handed
- * out in order); on CUDA, its launch (a = form, plan.c; b = 1 for the
+ * out in order) or its code's form (a = vector lanes, b = PTC_UNROLL_*,
+ * ptc_cpu_code); on CUDA, its launch (a = form, plan.c; b = 1 for the
  * vectorised entry). */
 typedef struct ptc_tune_choice {
     int a, b;
@@ -39,9 +40,15 @@ typedef struct ptc_tune_choice {
 /* max-autotune's state of a program (autotune.c). */
 typedef struct ptc_autotune {
     double budget_ms, spent_ms;
-    uint8_t *state;          /* per kernel: 0 untuned, 1 being tuned, 2 tuned */
-    ptc_tune_choice *choice; /* per kernel: the winner, once tuned */
+    uint8_t *state;          /* per kernel and stage (PTC_TUNE_STAGES slots per kernel):
+                              * 0 untuned, 1 being tuned, 2 tuned */
+    ptc_tune_choice *choice; /* per kernel and stage: the winner, once tuned */
+    ptc_cpu_kernel *code;    /* per kernel: the CPU code of the winning form when it is
+                              * not the program's own (fn NULL otherwise) */
 } ptc_autotune;
+
+/* What is tuned, in order: a CPU kernel's code form first, then its split. */
+enum { PTC_TUNE_LAUNCH, PTC_TUNE_CODE, PTC_TUNE_STAGES };
 
 enum { PTC_TEXT_PRIMS, PTC_TEXT_LOOPS, PTC_TEXT_KERNELS, PTC_TEXT_LLVM, PTC_TEXT_PTX, PTC_TEXT_COUNT };
 
@@ -82,7 +89,8 @@ void ptc_autotune_free(ptc_program *p);
  * default first), how to run one and time it, and the sizes they were
  * timed at (part of the cache key: "outer 2^10 work 2^12 threads 16"). */
 typedef struct ptc_tune_target {
-    const char *what; /* "cpu split", "cuda launch" */
+    const char *what; /* "cpu split", "cpu code", "cuda launch" */
+    int stage;        /* PTC_TUNE_LAUNCH (split, launch) or PTC_TUNE_CODE */
     const ptc_tune_choice *cands;
     int n;
     char sizes[96];
@@ -96,8 +104,10 @@ typedef struct ptc_tune_target {
  * tunes it. True when the kernel ran (it was timed): the caller runs it
  * otherwise. */
 bool ptc_autotune_pick(ptc_program *p, int ki, const ptc_tune_target *t, ptc_tune_choice *out);
-/* Kernel ki's tuned configuration, if it has one. */
+/* Kernel ki's tuned configuration (its split or launch), if it has one. */
 bool ptc_autotune_tuned(const ptc_program *p, int ki, ptc_tune_choice *out);
+/* The same for a stage (PTC_TUNE_*). */
+bool ptc_autotune_tuned_stage(const ptc_program *p, int ki, int stage, ptc_tune_choice *out);
 int ptc_autotune_log2(int64_t n);
 
 int ptc_exec_cpu(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tensor *outputs,

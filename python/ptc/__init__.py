@@ -32,9 +32,9 @@ _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagra
 # reduce-overhead records CUDA graphs (_cudagraphs.py; on the CPU a notice at
 # the first CPU graph says it has no effect there); the max-autotune modes time
 # each kernel's launch configuration (runtime/autotune.c). What they still lack:
-_AUTOTUNE_GAP = ("it tunes each kernel's parallel split (CPU) or form and vectorised entry "
-                 "(CUDA), but not CPU vector width or unroll, and it does not choose between "
-                 "matmul implementations (torch's own runs)")
+_AUTOTUNE_GAP = ("it tunes each kernel's code (vector width, reduction unroll) and parallel "
+                 "split (CPU) or form and vectorised entry (CUDA), but it does not choose "
+                 "between matmul implementations (torch's own runs)")
 _MODE_GAPS = {
     "max-autotune": _AUTOTUNE_GAP,
     "max-autotune-no-cudagraphs": _AUTOTUNE_GAP,

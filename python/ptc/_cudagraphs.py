@@ -21,19 +21,32 @@ read ("accessing tensor output of CUDAGraphs that has been overwritten by a
 subsequent run"), never silently showing newer values. ``.clone()`` keeps a
 result.
 
+Steps (``torch.compiler.cudagraph_mark_step_begin()``, torch's own call, read
+here): until the user first marks a step, each replay overwrites the previous
+one's outputs, as above. Once steps are marked, outputs live until the next
+step, as in torch's trees: a call whose graph still has outputs of the current
+step the user holds runs another recording of it (its own static buffers and
+pool, up to ``STEP_SLOTS_LIMIT`` per size set), so ``f(a) + f(b)`` within one
+step reads two sets of outputs; the next step's replay reuses the first
+recording and overwrites the previous step's outputs (reading one raises
+torch's error).
+
 A program whose capture fails (an extern that synchronises, say) runs without
 CUDA graphs from then on, with one warning.
 """
+import sys
 import weakref
 
 from . import _C, _notices
 
 SIZE_SETS_LIMIT = 8  # recorded graphs per program (dynamic sizes) before plain runs
+STEP_SLOTS_LIMIT = 4  # recordings of one size set whose outputs live in the same step
 
 OVERWRITTEN = (
     "Error: accessing tensor output of CUDAGraphs that has been overwritten by a subsequent "
     "run. To prevent overwriting, clone the tensor outside of ptc.compile() before you run the "
-    "compiled function again.")
+    "compiled function again, or call torch.compiler.cudagraph_mark_step_begin() before each "
+    "model invocation (outputs then live until the next step).")
 
 # data_ptr of every live graph's static outputs -> that graph (weakly)
 _static_outputs = weakref.WeakValueDictionary()
@@ -71,6 +84,14 @@ class TorchGraphs:
         graph.replay()
 
 
+def _step():
+    """The step torch.compiler.cudagraph_mark_step_begin() last began: 0
+    until it is first called (it imports torch's cudagraph_trees, which
+    keeps the count; a module not imported means no step was marked)."""
+    trees = sys.modules.get("torch._inductor.cudagraph_trees")
+    return trees.MarkStepBox.mark_step_counter if trees is not None else 0
+
+
 def _signature(inputs):
     return tuple((t.dtype, t.device, tuple(t.shape), tuple(t.stride())) for t in inputs)
 
@@ -106,6 +127,13 @@ class _Graph:
             if t.data_ptr():
                 _static_outputs[t.data_ptr()] = self
         self.handed = []  # weak references to the aliases the last replay returned
+        self.step = 0     # the step (_step()) of the last hand_out
+
+    def free_in(self, step):
+        """May a replay in `step` overwrite this graph's outputs? Without
+        marked steps always; with them, unless the user still holds outputs
+        this graph handed out in the same step."""
+        return step == 0 or self.step != step or all(ref() is None for ref in self.handed)
 
     def fixed_moved(self, inputs):
         return any(inputs[i].data_ptr() != ptr for i, ptr in self.fixed_ptrs.items())
@@ -133,6 +161,7 @@ class _Graph:
 
     def hand_out(self):
         """Aliases of the static outputs (an output listed twice is one tensor)."""
+        self.step = _step()
         made = {}
         out = []
         for s in self.static_outputs:
@@ -153,7 +182,7 @@ class Recorder:
         self.program = program
         self.mode = mode
         self.engine = engine or TorchGraphs()
-        self.graphs = {}      # input signature -> _Graph
+        self.graphs = {}      # input signature -> its recordings (_Graph), see _step()
         self.warmed = set()   # signatures run once (the warm-up)
         self.disabled = None  # why this program runs without graphs
 
@@ -168,14 +197,18 @@ class Recorder:
         if not all(isinstance(t, torch.Tensor) for t in inputs):
             return self._without("a graph input is not a tensor", inputs)
         key = _signature(inputs)
-        g = self.graphs.get(key)
-        if g is not None and g.fixed_moved(inputs):
+        slots = self.graphs.get(key)
+        if not slots:
+            return self._first_calls(key, inputs)
+        step = _step()
+        g = next((g for g in slots if g.free_in(step)), None)
+        if g is None:  # each recording holds outputs of this step: one more
+            return self._record(key, inputs)
+        if g.fixed_moved(inputs):
             _stats["rerecorded"] += 1
             g.invalidate_handed()
-            del self.graphs[key]
-            g = None
-        if g is None:
-            return self._first_calls(key, inputs)
+            slots.remove(g)
+            return self._record(key, inputs)
         g.copy_in(inputs)
         g.invalidate_handed()
         self.engine.replay(g.graph)
@@ -193,13 +226,24 @@ class Recorder:
             self.warmed.add(key)
             _stats["warmups"] += 1
             return self.run_plain(inputs)
+        return self._record(key, inputs)
+
+    def _record(self, key, inputs):
+        slots = self.graphs.setdefault(key, [])
+        if len(slots) >= STEP_SLOTS_LIMIT:
+            _notices.not_acted_on(
+                "mode=%r: a compiled graph was called more than %d times in one step "
+                "(torch.compiler.cudagraph_mark_step_begin) with its earlier outputs still held; "
+                "further calls in a step run without CUDA graphs." % (self.mode, STEP_SLOTS_LIMIT))
+            _stats["plain_runs"] += 1
+            return self.run_plain(inputs)
         try:
             g = _Graph(self, inputs)
         except _C.InternalError:
             raise  # ptc's own failure: the caller falls back to eager
         except RuntimeError as e:
             return self._without("recording it failed (%s)" % str(e).splitlines()[0], inputs)
-        self.graphs[key] = g
+        slots.append(g)
         _stats["recorded"] += 1
         return g.hand_out()
 

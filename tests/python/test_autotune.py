@@ -1,5 +1,6 @@
-"""mode="max-autotune" on the CPU (issue 19 item 2): each kernel's parallel
-split is timed at its first run and the fastest kept; the winner goes to the
+"""mode="max-autotune" on the CPU (issue 19 item 2): each kernel's code form
+(vector width, reduction unroll) and then its parallel split are timed at its
+first runs and the fastest kept; the winner goes to the
 disk cache, so a warm start (a new process, same cache) times nothing; results
 equal eager's and default mode's; the budget bounds the time spent tuning."""
 import os
@@ -41,10 +42,12 @@ def run(tmp_path, mode, **env):
 
 
 def test_tuned_kernels_match_eager_and_a_warm_start_reads_the_winners(tmp_path):
-    cold = run(tmp_path, "max-autotune-no-cudagraphs")
+    # a budget no loaded machine reaches: a search it cut short is not cached
+    cold = run(tmp_path, "max-autotune-no-cudagraphs", PTC_AUTOTUNE_BUDGET_MS="60000")
     assert cold["ok"] and cold["same"], cold
+    assert cold["budget_cut"] == 0, cold
     assert cold["tuned"] >= 1 and cold["cache_hits"] == 0 and cold["candidates_timed"] >= 2, cold
-    warm = run(tmp_path, "max-autotune-no-cudagraphs")
+    warm = run(tmp_path, "max-autotune-no-cudagraphs", PTC_AUTOTUNE_BUDGET_MS="60000")
     assert warm["ok"] and warm["same"], warm
     assert warm["tuned"] == 0 and warm["candidates_timed"] == 0, warm
     assert warm["cache_hits"] == cold["tuned"], (cold, warm)
@@ -79,3 +82,44 @@ def test_a_budget_is_overrun_by_one_kernel_run_at_most(tmp_path):
 
 def test_the_default_budget():
     assert ptc._C._autotune_counts()["default_budget_ms"] == 2000.0
+
+
+FORMS = r"""
+import json, sys, torch, ptc
+def f(x, y):  # odd sizes: every vector width ends in a masked tail
+    return (x * y).sum(1), torch.softmax(x, 1) * 2, (x - y).abs().amax(1)
+g = torch.Generator().manual_seed(0)
+x, y = torch.randn(333, 517, generator=g), torch.randn(333, 517, generator=g)
+c = ptc.compile(f, mode="max-autotune-no-cudagraphs")
+want = f(x, y)
+calls = [c(x, y) for _ in range(3)]  # the first runs every code form; the last, the winners
+ok = [all(torch.allclose(a, b, rtol=1e-5, atol=1e-5) for a, b in zip(got, want)) for got in calls]
+print(json.dumps(dict(ptc._C._autotune_counts(), ok=ok)))
+"""
+
+
+def run_forms(tmp_path):
+    script = tmp_path / "forms.py"
+    script.write_text(FORMS)
+    e = dict(os.environ, PTC_CACHE_DIR=str(tmp_path / "cache"), OMP_NUM_THREADS="2",
+             PTC_LOGS="perf", PTC_AUTOTUNE_BUDGET_MS="60000")
+    r = subprocess.run([sys.executable, "-W", "ignore", str(script)], capture_output=True,
+                       text=True, env=e, timeout=600)
+    assert r.returncode == 0, r.stderr
+    import json
+    searches = [line for line in r.stderr.splitlines() if "(cpu code)" in line]
+    return json.loads(r.stdout.strip().splitlines()[-1]), searches
+
+
+def test_code_forms_are_compiled_timed_and_the_winner_cached(tmp_path):
+    """Vector width (half, host, twice) and reduction unroll (one or two
+    accumulator sets) are compiled and timed in the budget; results equal
+    eager's under every form that ran last; a warm start compiles and times
+    no form (the choice and the winner's object come from the disk cache)."""
+    cold, searches = run_forms(tmp_path)
+    assert all(cold["ok"]), cold
+    assert searches and all("5 of 5 candidates" in s for s in searches), searches
+    assert cold["budget_cut"] == 0, cold
+    warm, searches = run_forms(tmp_path)
+    assert all(warm["ok"]) and searches == [], (warm, searches)
+    assert warm["tuned"] == 0 and warm["cache_hits"] == cold["tuned"], (cold, warm)

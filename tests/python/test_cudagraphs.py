@@ -37,12 +37,21 @@ class ReplayByRerunning:
             static.copy_(fresh)
 
 
+def no_marked_steps():
+    """torch's step count back to "never marked" (torch._dynamo.reset does the same)."""
+    trees = __import__("sys").modules.get("torch._inductor.cudagraph_trees")
+    if trees is not None:
+        trees.MarkStepBox.mark_step_counter = 0
+
+
 @pytest.fixture(autouse=True)
 def fresh():
     _notices._recorded.clear()
     _cudagraphs.stats(reset=True)
+    no_marked_steps()
     yield
     _notices._recorded.clear()
+    no_marked_steps()
 
 
 def recorder(text=DOUBLE, **kw):
@@ -142,3 +151,65 @@ def test_a_failed_recording_runs_without_graphs_with_one_warning():
     assert "not permitted when stream is capturing" in texts[0]
     assert _cudagraphs.stats()["plain_runs"] == 3  # the failed recording's call and two more
 
+
+
+OVERWRITTEN_ERROR = "accessing tensor output of CUDAGraphs that has been overwritten"
+
+
+def test_outputs_of_one_step_live_until_the_next_step():
+    """torch.compiler.cudagraph_mark_step_begin(): within a step, a second call
+    whose first outputs are held gets its own recording; the next step's
+    replays reuse the recordings and overwrite the previous step's outputs."""
+    mark_step = pytest.importorskip("torch.compiler").cudagraph_mark_step_begin
+    r = recorder()
+    r((torch.ones(4),))  # warm-up
+    for step in range(3):
+        mark_step()
+        a, b = torch.full((4,), 1.0 + step), torch.full((4,), 10.0 + step)
+        (ya,) = r((a,))
+        (yb,) = r((b,))  # ya is still held: not overwritten
+        assert torch.equal(ya + yb, (a + b) * 2)
+        if step:
+            with pytest.raises(RuntimeError, match=OVERWRITTEN_ERROR):
+                kept[0].sum()  # noqa: F821 -- the previous step's outputs
+        kept = (ya, yb)
+    s = _cudagraphs.stats()
+    assert s["recorded"] == 2 and s["replayed"] == 4, s  # two recordings, replayed in steps 2 and 3
+    assert s["outputs_invalidated"] == 4, s
+
+
+def test_within_a_step_dropped_outputs_free_the_recording():
+    mark_step = pytest.importorskip("torch.compiler").cudagraph_mark_step_begin
+    r = recorder()
+    mark_step()
+    for k in range(4):
+        x = torch.full((4,), float(k))
+        assert torch.equal(r((x,))[0], x * 2)  # each result dropped at once
+    s = _cudagraphs.stats()
+    assert (s["warmups"], s["recorded"], s["replayed"]) == (1, 1, 2), s
+
+
+def test_without_marked_steps_a_replay_overwrites_the_last_outputs():
+    r = recorder()
+    r((torch.ones(4),))
+    (first,) = r((torch.ones(4),))
+    (second,) = r((torch.ones(4) * 3,))
+    with pytest.raises(RuntimeError, match=OVERWRITTEN_ERROR):
+        first.sum()
+    assert torch.equal(second, torch.full((4,), 6.0)) and _cudagraphs.stats()["recorded"] == 1
+
+
+def test_more_held_calls_in_a_step_than_the_limit_run_plainly_with_one_warning(monkeypatch):
+    mark_step = pytest.importorskip("torch.compiler").cudagraph_mark_step_begin
+    monkeypatch.setattr(_cudagraphs, "STEP_SLOTS_LIMIT", 2)
+    r = recorder()
+    r((torch.ones(4),))
+    mark_step()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        held = [r((torch.full((4,), float(k)),))[0] for k in range(4)]
+    assert [h.tolist() for h in held] == [[2.0 * k] * 4 for k in range(4)]
+    texts = [str(w.message) for w in seen]
+    assert len(texts) == 1 and "more than 2 times in one step" in texts[0], texts
+    s = _cudagraphs.stats()
+    assert s["recorded"] == 2 and s["plain_runs"] == 2, s

@@ -76,6 +76,34 @@ def test_an_output_kept_across_a_replay_raises_torchs_error():
     torch.testing.assert_close(safe, want)
 
 
+def test_marked_steps_keep_a_steps_outputs_until_the_next_step(monkeypatch):
+    """torch.compiler.cudagraph_mark_step_begin(): two calls in one step both
+    keep their outputs (a second recording), and the next step's replays
+    overwrite the previous step's outputs (torch's error when read)."""
+    plain = plain_runs_counted(monkeypatch)
+    c = ptc.compile(three_ops, mode="reduce-overhead")
+    y = torch.randn(64, 32, device=DEV)
+    c(torch.randn(64, 32, device=DEV), y)  # warm-up
+    previous = None
+    try:
+        for step in range(4):
+            torch.compiler.cudagraph_mark_step_begin()
+            a, b = torch.randn(64, 32, device=DEV), torch.randn(64, 32, device=DEV)
+            ya = c(a, y)
+            yb = c(b, y)  # ya is held: a second recording, not an overwrite
+            torch.testing.assert_close(ya, three_ops(a, y), rtol=1e-4, atol=1e-4)
+            torch.testing.assert_close(yb, three_ops(b, y), rtol=1e-4, atol=1e-4)
+            if previous is not None:
+                with pytest.raises(RuntimeError, match="overwritten by a subsequent run"):
+                    previous.sum()
+            previous = ya
+    finally:
+        torch._dynamo.reset()  # torch's step count back to none marked
+    s = _cudagraphs.stats()
+    assert (s["recorded"], s["replayed"]) == (2, 6), s
+    assert len(plain) == 3, len(plain)  # the warm-up and the two recordings; replays none
+
+
 def test_a_graph_break_hands_the_first_graphs_output_to_the_second_without_a_copy():
     @ptc.disable
     def outside(t):
@@ -153,6 +181,35 @@ def test_random_ops_run_without_graphs_with_a_notice():
     assert ((out == 1) | (out == 3)).all()
     texts = [str(w.message) for w in seen if "random ops" in str(w.message)]
     assert len(texts) == 1, [str(w.message) for w in seen]
+    assert _cudagraphs.stats()["recorded"] == 0
+
+
+@pytest.mark.parametrize("compiled_autograd", [False, True])
+def test_training_graphs_run_without_graphs_with_a_notice(compiled_autograd):
+    """A graph that needs gradients is not recorded (issue 19: recording the
+    forward and backward is not built): eager's values and gradients, one
+    notice naming it, no recording."""
+    prior = ptc.config.compiled_autograd
+    ptc.config.compiled_autograd = compiled_autograd
+    try:
+        c = ptc.compile(norm_act, mode="reduce-overhead")
+        w = torch.randn(32, 48, device=DEV, requires_grad=True)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            for _ in range(3):
+                x = torch.randn(64, 32, device=DEV, requires_grad=True)
+                c(x, w).sum().backward()
+                got = (x.grad, w.grad.clone())
+                w.grad = None
+                x2 = x.detach().requires_grad_()
+                norm_act(x2, w).sum().backward()
+                torch.testing.assert_close(got[0], x2.grad, rtol=1e-4, atol=1e-4)
+                torch.testing.assert_close(got[1], w.grad, rtol=1e-4, atol=1e-4)
+                w.grad = None
+    finally:
+        ptc.config.compiled_autograd = prior
+    texts = [str(w.message) for w in seen if "need gradients" in str(w.message)]
+    assert len(texts) == 1 and "reduce-overhead" in texts[0], [str(w.message) for w in seen]
     assert _cudagraphs.stats()["recorded"] == 0
 
 

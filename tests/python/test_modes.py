@@ -32,7 +32,7 @@ def compile_warnings(**kwargs):
 
 
 @pytest.mark.parametrize("mode,gap", [("max-autotune", "matmul implementations"),
-                                      ("max-autotune-no-cudagraphs", "vector width")])
+                                      ("max-autotune-no-cudagraphs", "matmul implementations")])
 def test_what_a_mode_lacks_warns_once(mode, gap):
     c, seen = compile_warnings(mode=mode)
     assert len(seen) == 1 and mode in seen[0] and gap in seen[0], seen

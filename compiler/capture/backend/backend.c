@@ -780,8 +780,13 @@ int cap_backend_prepare(cap_entry *e, const cap_options *opts, ptc_error *err)
     e->bstate = st;
     e->free_bstate = cap_backend_free;
     e->backend = opts->backend;
-    if (e->backend != CAP_BACKEND_EAGER && e->backend != CAP_BACKEND_CALLABLE && needs_autograd(e))
+    if (e->backend != CAP_BACKEND_EAGER && e->backend != CAP_BACKEND_CALLABLE &&
+        needs_autograd(e)) {
+#ifdef PTC_HAVE_RUNTIME
+        cap_runtime_training_notice(e->graph, opts->mode);
+#endif
         prepare_training(e, st);
+    }
     if (cap_eager_prepare(e->graph, e->node_grad, st) < 0) {
         char msg[512] = "eager mapping failed";
         PyObject *t, *v, *tb;

@@ -27,6 +27,9 @@ int cap_backend_run(cap_entry *e, PyObject **inputs, PyObject **outputs);
 int cap_runtime_compile(cap_entry *e, const char *mode, void **program, ptc_trace_compile *tc,
                         ptc_error *err);
 int cap_runtime_run(cap_entry *e, void *program, PyObject **inputs, PyObject **outputs);
+/* The notice that a CUDA graph needing gradients runs without CUDA graphs
+ * under reduce-overhead / max-autotune (recording training is not built). */
+void cap_runtime_training_notice(const ptc_graph *g, const char *mode);
 /* Compiled forward and backward of a graph that needs gradients
  * (backend_train.c): a ptc._C.TrainProgram, run as one autograd node. */
 int cap_train_prepare(cap_entry *e, PyObject **program, ptc_error *err);

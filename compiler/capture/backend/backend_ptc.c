@@ -809,13 +809,20 @@ static bool draws_random(const ptc_node *n)
 /* Compiles g into a cap_program; with eager_strides, the outputs eager makes
  * non-contiguous come back with eager's strides (plan_layouts); autotune:
  * its kernels are tuned at their first run (runtime/autotune.c). */
+static bool on_cuda(const ptc_graph *g)
+{
+    for (int i = 0; i < g->ninputs; i++)
+        if (g->inputs[i]->type.device.kind == PTC_DEV_CUDA)
+            return true;
+    return false;
+}
+
 static int compile_program(const ptc_graph *g, bool eager_strides, bool autotune, void **program,
                            ptc_trace_compile *tc, ptc_error *err)
 {
-    ptc_compile_opts opts = {.backend = PTC_BACKEND_CPU, .trace = tc, .autotune = autotune};
-    for (int i = 0; i < g->ninputs; i++)
-        if (g->inputs[i]->type.device.kind == PTC_DEV_CUDA)
-            opts.backend = PTC_BACKEND_CUDA;
+    ptc_compile_opts opts = {.backend = on_cuda(g) ? PTC_BACKEND_CUDA : PTC_BACKEND_CPU,
+                             .trace = tc,
+                             .autotune = autotune};
     cap_program *cp = calloc(1, sizeof *cp);
     if (!cp)
         return ptc_errorf(err, PTC_ERR_INTERNAL, "runtime", "out of memory");
@@ -1125,13 +1132,32 @@ static void notice(const char *fmt, const char *mode)
     Py_XDECREF(fn);
 }
 
+static bool records_graphs(const char *mode)
+{
+    return mode && (strcmp(mode, "reduce-overhead") == 0 || strcmp(mode, "max-autotune") == 0);
+}
+
+/* A graph that needs gradients runs its forward and backward plainly
+ * (through torch's autograd, or ptc's compiled autograd): recording them
+ * needs the saved tensors kept alive from a forward's replay to its
+ * backward's, as torch's trees do with their pending-backward generations,
+ * which is not built. Said once, for CUDA graphs only (on the CPU the mode
+ * has no effect anyway, another notice). */
+void cap_runtime_training_notice(const ptc_graph *g, const char *mode)
+{
+    if (records_graphs(mode) && on_cuda(g))
+        notice("mode='%s': graphs that need gradients (training) run without CUDA graphs: "
+               "recording a forward and its backward is not built yet.",
+               mode);
+}
+
 /* reduce-overhead and max-autotune record each CUDA program into CUDA
  * graphs (python/ptc/_cudagraphs.py: warm-up, record per size set,
  * replay); where that cannot act, one notice says so. */
 static int apply_mode(void *program, const char *mode, ptc_error *err)
 {
     cap_program *cp = program;
-    if (strcmp(mode, "reduce-overhead") != 0 && strcmp(mode, "max-autotune") != 0)
+    if (!records_graphs(mode))
         return 0;
     if (!cp->cuda) {
         notice("mode='%s' records CUDA graphs: it has no effect on graphs that run on the CPU "

@@ -101,7 +101,8 @@ int cap_torch_binop(cap_trace *T, int op, PyObject *a, PyObject *b, PyObject **o
     bool inplace = (op & CAP_NB_INPLACE) && cap_is_tensor(a);
     int k = op & 0xff;
     PyObject *other = cap_is_tensor(a) ? b : a;
-    if (!cap_is_tensor(other) && !is_number(other))
+    /* a symbolic size is a number here too: scalar() specialises it, with a note */
+    if (!cap_is_tensor(other) && !is_number(other) && !cap_is_symint(other))
         return cap_t_break(T, CAP_B_TRACE_ERROR, "tensor operator with a %s", cap_tpname(Py_TYPE(other)));
     bool swapped = !cap_is_tensor(a);
     cap_tensor *self = (cap_tensor *)(swapped ? b : a);

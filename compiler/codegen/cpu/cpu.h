@@ -15,6 +15,7 @@ typedef struct cg {
                                * ("_ZGVeN16v_"), or NULL: none on this host */
     LLVMValueRef params;      /* the i64 block: rng offset, params, status record address */
     int acc_set;              /* which set of lane accumulators an unrolled step uses */
+    int unroll;               /* PTC_UNROLL_*: reductions' accumulator sets (codegen.h) */
     bool inject_wrong;        /* PTC_INJECT codegen:<op>:wrong: every stored value is off */
 } cg;
 

@@ -695,6 +695,16 @@ static void emit_red_loops(cg *c, redctx *r, int d, bool *had_vector)
     loop_close(c, &l);
 }
 
+/* Two accumulator sets or one: max-autotune's choice (c->unroll) where it
+ * made one, else cheap bodies get two. Welford always keeps two: its lanes
+ * must see equal counts, so its tail is scalar and its main loop steps 2W. */
+static bool reduction_unrolled(const cg *c, bool scalar_tail, int cost)
+{
+    if (scalar_tail || c->unroll == PTC_UNROLL_AUTO)
+        return scalar_tail || cost <= UNROLL_COST;
+    return c->unroll == PTC_UNROLL_ON;
+}
+
 static void emit_red_group(cg *c, const ptc_kgroup *G, int d, ptc_arena *tmp)
 {
     int nouter = c->k->nouter;
@@ -738,7 +748,7 @@ static void emit_red_group(cg *c, const ptc_kgroup *G, int d, ptc_arena *tmp)
     /* a reduction's accumulator is a loop-carried chain (a compare and a
      * blend for max, an add for sum, several for Welford): with cheap bodies
      * it, not the body, bounds the loop, and two chains run twice as fast */
-    rc.unroll = rc.scalar_tail || cost <= UNROLL_COST;
+    rc.unroll = reduction_unrolled(c, rc.scalar_tail, cost);
     bool had_vector = false;
     emit_red_loops(c, &rc, 0, &had_vector);
     c->vec_var = -1;

@@ -412,8 +412,8 @@ static double cpu_ms(void)
 }
 
 static int build_kernel(LLVMTargetMachineRef tm, const ptc_schedule *s, const ptc_kernel *k,
-                        const char *sym, bool want_obj, bool want_text, bool wrong, built *out,
-                        ptc_error *err)
+                        const ptc_cpu_code *code, const char *sym, bool want_obj, bool want_text,
+                        bool wrong, built *out, ptc_error *err)
 {
     LLVMContextRef ctx = LLVMContextCreate();
     LLVMModuleRef mod = LLVMModuleCreateWithNameInContext(sym, ctx);
@@ -428,8 +428,9 @@ static int build_kernel(LLVMTargetMachineRef tm, const ptc_schedule *s, const pt
     c.b = LLVMCreateBuilderInContext(ctx);
     c.s = s;
     c.k = k;
-    c.lanes = G.lanes;
-    c.vec_libm = G.vec_libm;
+    c.lanes = code->lanes ? code->lanes : G.lanes;
+    c.vec_libm = c.lanes == G.lanes ? G.vec_libm : choose_vec_libm(G.features, c.lanes);
+    c.unroll = code->unroll;
     c.inject_wrong = wrong;
     c.bufptr = calloc((size_t)s->prog->nbufs + 1, sizeof *c.bufptr);
     c.param = calloc((size_t)k->nparams + 1, sizeof *c.param);
@@ -575,11 +576,13 @@ void ptc_cpu_kernel_release(ptc_cpu_kernel *k)
 
 /* ---- compiling a schedule --------------------------------------------------------- */
 
-static void make_key(const ptc_schedule *s, const ptc_kernel *k, bool wrong, ptc_buf *key,
-                     char *sym, size_t symsz)
+static void make_key(const ptc_schedule *s, const ptc_kernel *k, const ptc_cpu_code *code,
+                     bool wrong, ptc_buf *key, char *sym, size_t symsz)
 {
     ptc_buf_printf(key, "ptc %s codegen %s target %s%s\n", PTC_VERSION, CODEGEN_VERSION, G.desc,
                    wrong ? " PTC_INJECT wrong" : "");
+    if (code->lanes || code->unroll) /* the default form's key is as it always was */
+        ptc_buf_printf(key, "form lanes %d unroll %d\n", code->lanes, code->unroll);
     ptc_kernel_print_key(key, s, k);
     uint64_t h1 = ptc_hash_bytes(PTC_HASH_INIT, key->data, key->len);
     uint64_t h2 = ptc_hash_bytes(0x84222325cbf29ce4ULL, key->data, key->len);
@@ -608,6 +611,7 @@ typedef struct job {
     uint8_t *obj;       /* from the disk cache or just compiled */
     size_t objlen;
     bool from_disk, build, wrong;
+    ptc_cpu_code code;     /* the form built (max-autotune's candidates; zero: the default) */
     ptc_inject_kind plant; /* a PTC_INJECT crash or hang, carried out where LLVM runs */
     char *text;
     int rc;
@@ -626,7 +630,8 @@ static void build_one(LLVMTargetMachineRef tm, const ptc_schedule *s, job *j, bo
     if (j->plant)
         ptc_inject_act(j->plant); /* the planted crash or hang is LLVM's */
     built bl = {0};
-    j->rc = build_kernel(tm, s, j->k, j->sym, j->build, want_text, j->wrong, &bl, &j->err);
+    j->rc =
+        build_kernel(tm, s, j->k, &j->code, j->sym, j->build, want_text, j->wrong, &bl, &j->err);
     if (j->rc == 0 && j->build) {
         j->obj = bl.obj;
         j->objlen = bl.objlen;
@@ -817,6 +822,58 @@ static int link_job(const ptc_schedule *s, const ptc_codegen_opts *o, job *j, pt
     return 0;
 }
 
+/* Builds the jobs that need LLVM (in parallel), keeps new objects in the
+ * cache and links every job into out[]; on error nothing is kept. */
+static int build_and_link(const ptc_schedule *s, const ptc_codegen_opts *o, job *jobs, int n,
+                          bool want_text, ptc_cpu_kernel *out, char **texts, ptc_error *err)
+{
+    bool use_cache = !(o && o->no_cache);
+    const char *dir = o ? o->kernel_dir : NULL;
+    int rc = 0;
+    double t0 = ptc_now_ms();
+    build_jobs(s, jobs, n, want_text);
+    if (o && o->metrics)
+        ptc_metrics_add(o->metrics, "llvm", ptc_now_ms() - t0, true);
+    for (int i = 0; i < n && rc == 0; i++) {
+        job *j = &jobs[i];
+        if (j->rc) {
+            *err = j->err;
+            rc = -1;
+            break;
+        }
+        if (j->build && j->obj && use_cache)
+            ptc_cache_store_in(dir, j->key.data, j->key.len, j->obj, j->objlen);
+        if (!j->e) /* an identical kernel earlier in this program */
+            j->e = find_entry(j->sym);
+        bool was_loaded = j->e != NULL;
+        rc = link_job(s, o, j, err);
+        if (rc)
+            break;
+        j->e->refs++;
+        out[i] =
+            (ptc_cpu_kernel){.fn = j->e->fn, .entry = j->e, .cached = was_loaded || j->from_disk};
+        if (texts)
+            texts[i] = j->text, j->text = NULL;
+    }
+    if (rc)
+        for (int i = 0; i < n; i++)
+            if (out[i].entry) {
+                release_locked(out[i].entry);
+                out[i] = (ptc_cpu_kernel){0}; /* the program releases them again */
+            }
+    return rc;
+}
+
+static void free_jobs(job *jobs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        ptc_buf_free(&jobs[i].key);
+        free(jobs[i].obj);
+        free(jobs[i].text);
+    }
+    free(jobs);
+}
+
 int ptc_cpu_compile(const ptc_schedule *s, const ptc_codegen_opts *o, ptc_cpu_kernel *out,
                     char **texts, ptc_error *err)
 {
@@ -849,7 +906,7 @@ int ptc_cpu_compile(const ptc_schedule *s, const ptc_codegen_opts *o, ptc_cpu_ke
         j->wrong = ik == PTC_INJECT_WRONG;
         if (ik == PTC_INJECT_CRASH || ik == PTC_INJECT_HANG)
             j->plant = ik; /* built, never loaded, so that it happens every compile */
-        make_key(s, j->k, j->wrong, &j->key, j->sym, sizeof j->sym);
+        make_key(s, j->k, &j->code, j->wrong, &j->key, j->sym, sizeof j->sym);
         j->e = j->plant ? NULL : find_entry(j->sym);
         if ((!j->e || dir) && use_cache && !j->plant)
             j->from_disk =
@@ -859,43 +916,38 @@ int ptc_cpu_compile(const ptc_schedule *s, const ptc_codegen_opts *o, ptc_cpu_ke
             if (strcmp(jobs[q].sym, j->sym) == 0)
                 j->build = false;
     }
-    double t0 = ptc_now_ms();
     if (rc == 0)
-        build_jobs(s, jobs, n, want_text);
-    if (o && o->metrics)
-        ptc_metrics_add(o->metrics, "llvm", ptc_now_ms() - t0, true);
-    for (int i = 0; i < n && rc == 0; i++) {
-        job *j = &jobs[i];
-        if (j->rc) {
-            *err = j->err;
-            rc = -1;
-            break;
-        }
-        if (j->build && j->obj && use_cache)
-            ptc_cache_store_in(dir, j->key.data, j->key.len, j->obj, j->objlen);
-        if (!j->e) /* an identical kernel earlier in this program */
-            j->e = find_entry(j->sym);
-        bool was_loaded = j->e != NULL;
-        rc = link_job(s, o, j, err);
-        if (rc)
-            break;
-        j->e->refs++;
-        out[i] = (ptc_cpu_kernel){.fn = j->e->fn, .entry = j->e, .cached = was_loaded || j->from_disk};
-        if (texts)
-            texts[i] = j->text, j->text = NULL;
+        rc = build_and_link(s, o, jobs, n, want_text, out, texts, err);
+    free_jobs(jobs, n);
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+/* max-autotune's candidate forms of one kernel, built in parallel, through
+ * the same registry, disk cache and link as a program's kernels. */
+int ptc_cpu_compile_forms(const ptc_schedule *s, int ki, const ptc_cpu_code *codes, int n,
+                          ptc_cpu_kernel *out, ptc_error *err)
+{
+    pthread_mutex_lock(&lock);
+    memset(out, 0, sizeof *out * (size_t)n);
+    if (!init_locked()) {
+        pthread_mutex_unlock(&lock);
+        return ptc_errorf(err, PTC_ERR_UNSUPPORTED, "codegen", "CPU backend unavailable: %s",
+                          G.why);
     }
-    if (rc)
-        for (int i = 0; i < n; i++)
-            if (out[i].entry) {
-                release_locked(out[i].entry);
-                out[i] = (ptc_cpu_kernel){0}; /* the program releases them again */
-            }
+    job *jobs = calloc((size_t)n + 1, sizeof *jobs);
     for (int i = 0; i < n; i++) {
-        ptc_buf_free(&jobs[i].key);
-        free(jobs[i].obj);
-        free(jobs[i].text);
+        job *j = &jobs[i];
+        *j = (job){.k = s->kernels[ki], .code = codes[i]};
+        make_key(s, j->k, &j->code, false, &j->key, j->sym, sizeof j->sym);
+        j->e = find_entry(j->sym);
+        if (!j->e)
+            j->from_disk =
+                ptc_cache_load_in(NULL, j->key.data, j->key.len, &j->obj, &j->objlen) == 1;
+        j->build = !j->e && !j->from_disk;
     }
-    free(jobs);
+    int rc = build_and_link(s, NULL, jobs, n, false, out, NULL, err);
+    free_jobs(jobs, n);
     pthread_mutex_unlock(&lock);
     return rc;
 }
