@@ -164,10 +164,12 @@ static void set_outputs(const ptc_lnode *w, bool *cl, bool v)
 static int choose(ptc_arena *a, const ptc_lprog *p, bool *cl)
 {
     int n = 0;
-    /* a convolution's input that ptc writes is written channels-last */
+    /* a convolution's input that ptc writes is written channels-last, unless
+     * the convolution's result must be contiguous (a graph output): torch
+     * would return it channels-last and the runtime copy it */
     for (int i = 0; i < p->nnodes; i++) {
         const ptc_lnode *c = p->nodes[i];
-        if (!c || !is_conv2d(c) || c->xin[0].buf < 0)
+        if (!c || !is_conv2d(c) || c->xin[0].buf < 0 || !can_permute(p, c))
             continue;
         const ptc_lbuf *in = p->bufs[c->xin[0].buf];
         if (in->def >= 0 && can_permute(p, p->nodes[in->def]) && whole_view(&c->xin[0], in))
