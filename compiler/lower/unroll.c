@@ -127,6 +127,10 @@ static void unroll(ptc_arena *a, ptc_lnode *n)
         vars[i] = ptc_ix_var(a, i, n->ranges[i]);
     int64_t count = static_count(n->red, n->nred);
     ptc_dtype dt = n->body.e[n->value].dtype;
+    /* a sum of 16-bit floats adds in float32, as the reduction's accumulator
+     * (and eager's) did, and rounds once at the end */
+    bool narrow = dt == PTC_F16 || dt == PTC_BF16;
+    ptc_dtype acc_dt = n->reduce == PTC_RED_SUM && narrow ? PTC_F32 : dt;
     int op = combine_op(n->reduce);
     ptc_lbody body = {0};
     int acc = -1;
@@ -137,12 +141,13 @@ static void unroll(ptc_arena *a, ptc_lnode *n)
             rest /= n->red[r].value;
         }
         int v = ptc_body_copy(a, &body, &n->body, n->value, vars, nvars, -1);
-        acc = acc < 0 ? v : ptc_lbody_binary(a, &body, op, dt, acc, v);
+        v = ptc_lbody_cast(a, &body, acc_dt, v);
+        acc = acc < 0 ? v : ptc_lbody_binary(a, &body, op, acc_dt, acc, v);
     }
     n->kind = PTC_LN_POINTWISE;
     n->nred = 0;
     n->body = body;
-    n->value = acc;
+    n->value = ptc_lbody_cast(a, &n->body, dt, acc);
 }
 
 int ptc_unroll_small_reductions(ptc_lprog *p)
