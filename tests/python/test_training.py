@@ -100,12 +100,19 @@ def test_resnet18_train_mode_step():
     tv = pytest.importorskip("torchvision")
     torch.manual_seed(0)
     m = tv.models.resnet18(num_classes=10).train()
-    m2 = copy.deepcopy(m)
+    m2, ref = copy.deepcopy(m), copy.deepcopy(m).double()
     x = torch.randn(8, 3, 64, 64)
     m(x).pow(2).mean().backward()
     ptc.compile(m2)(x).pow(2).mean().backward()
-    for (name, p), q in zip(m.named_parameters(), m2.parameters()):
-        assert close(q.grad, p.grad, 1e-3), name
+    ref(x.double()).pow(2).mean().backward()
+    # train-mode BatchNorm makes these gradients ill-conditioned: eager's own
+    # float32 rounding moves them ~1e-3 from float64's, and ptc's (channels-last
+    # convolutions sum in another order) as far; both are judged against float64
+    for (name, p), q, r in zip(m.named_parameters(), m2.parameters(), ref.parameters()):
+        scale = max(r.grad.abs().max().item(), 1e-6)
+        e_err = (p.grad.double() - r.grad).abs().max().item() / scale
+        c_err = (q.grad.double() - r.grad).abs().max().item() / scale
+        assert c_err <= 3 * e_err + 1e-4, (name, c_err, e_err)
     for (name, b), c in zip(m.named_buffers(), m2.buffers()):
         assert torch.allclose(c.float(), b.float(), rtol=1e-4, atol=1e-5), name
 
