@@ -288,6 +288,7 @@ def shared_cache(rank, world, tmp):
             ptc.reset()
         dist.barrier()
         ptc.compile(mlp())(batches(rank, 1)[0])  # a compile after all of the other rank's
+        dist.barrier()  # the listing below sees both ranks' last writes finished
     out["rank_warnings"] = [str(w.message) for w in caught if "rank" in str(w.message)]
     out["cache"] = sorted(os.listdir(os.environ["PTC_CACHE_DIR"]))
     return out
