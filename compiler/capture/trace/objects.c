@@ -362,27 +362,36 @@ int cap_t_getattr_generic(cap_interp *I, PyObject *obj, PyObject *name, PyObject
     return getattr_impl(I, obj, name, out, true);
 }
 
+/* object.__setattr__(obj, name, v) on an outside object: replayable when the
+ * name lands in the instance dict (no data descriptor owns it). */
+static bool plain_dict_attr(PyObject *obj, PyObject *name)
+{
+    PyObject *descr = cap_type_lookup(Py_TYPE(obj), name);
+    if (descr && is_data_descr(descr))
+        return false;
+    PyObject *d = PyObject_GenericGetDict(obj, NULL);
+    if (!d) {
+        PyErr_Clear();
+        return false;
+    }
+    Py_DECREF(d);
+    return true;
+}
+
 /* Can obj.name = v be replayed with a plain setattr after the graph? The
  * object's __setattr__ must be object's (or nn.Module's for a plain
  * attribute), and no data descriptor may own the name. */
 static bool replayable_write(PyObject *obj, PyObject *name, PyObject *v)
 {
-    PyObject *sa = cap_type_lookup(Py_TYPE(obj), PyUnicode_InternFromString("__setattr__"));
-    PyObject *base_sa = cap_type_lookup(&PyBaseObject_Type, PyUnicode_InternFromString("__setattr__"));
-    PyObject *module_sa = cap_type_lookup((PyTypeObject *)cap_T.Module, PyUnicode_InternFromString("__setattr__"));
+    static PyObject *s_setattr;
+    if (!s_setattr)
+        s_setattr = PyUnicode_InternFromString("__setattr__");
+    PyObject *sa = cap_type_lookup(Py_TYPE(obj), s_setattr);
+    if (sa == cap_type_lookup(&PyBaseObject_Type, s_setattr))
+        return plain_dict_attr(obj, name);
     PyObject *descr = cap_type_lookup(Py_TYPE(obj), name);
-    if (descr && is_data_descr(descr))
-        return false;
-    if (sa == base_sa) {
-        PyObject *d = PyObject_GenericGetDict(obj, NULL);
-        if (!d) {
-            PyErr_Clear();
-            return false;
-        }
-        Py_DECREF(d);
-        return true;
-    }
-    if (sa != module_sa)
+    if (sa != cap_type_lookup((PyTypeObject *)cap_T.Module, s_setattr) ||
+        (descr && is_data_descr(descr)))
         return false;
     /* nn.Module: not a parameter, buffer or submodule, and not becoming one. */
     PyObject *keys[3] = {cap_T.s_parameters, cap_T.s_buffers, cap_T.s_modules};
@@ -399,22 +408,6 @@ static bool replayable_write(PyObject *obj, PyObject *name, PyObject *v)
               (cap_is_tensor(v) && ((cap_tensor *)v)->fake_type == cap_T.Parameter)))
         return false;
     return plain;
-}
-
-/* object.__setattr__(obj, name, v) on an outside object: replayable when the
- * name lands in the instance dict (no data descriptor owns it). */
-static bool plain_dict_attr(PyObject *obj, PyObject *name)
-{
-    PyObject *descr = cap_type_lookup(Py_TYPE(obj), name);
-    if (descr && is_data_descr(descr))
-        return false;
-    PyObject *d = PyObject_GenericGetDict(obj, NULL);
-    if (!d) {
-        PyErr_Clear();
-        return false;
-    }
-    Py_DECREF(d);
-    return true;
 }
 
 /* Logs obj.name = v (v NULL: del); later reads in the trace see it. */
