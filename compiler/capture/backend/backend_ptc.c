@@ -817,13 +817,14 @@ static bool on_cuda(const ptc_graph *g)
     return false;
 }
 
-static int compile_program(const ptc_graph *g, bool eager_strides, bool autotune, void **program,
+/* Compiles g into *program. A training graph (the forward or backward
+ * autograd runs) returns its outputs as its kernels write them, and keeps its
+ * buffers contiguous: with channels-last planning resnet18's compiled
+ * gradients came out 2e-3 from float64's where eager's are 5e-6 (cause not
+ * yet found). An inference graph returns eager's output strides. */
+static int compile_program(const ptc_graph *g, bool training, bool autotune, void **program,
                            ptc_trace_compile *tc, ptc_error *err)
 {
-    /* A training graph's forward and backward keep their buffers contiguous:
-     * with channels-last planning resnet18's compiled gradients came out
-     * 2e-3 from float64's where eager's are 5e-6 (cause not yet found). */
-    bool training = !eager_strides;
     ptc_compile_opts opts = {.backend = on_cuda(g) ? PTC_BACKEND_CUDA : PTC_BACKEND_CPU,
                              .trace = tc,
                              .autotune = autotune,
@@ -837,7 +838,7 @@ static int compile_program(const ptc_graph *g, bool eager_strides, bool autotune
     for (int i = 0; i < g->nnodes; i++)
         cp->draws |= draws_random(g->nodes[i]);
     ptc_graph *permuted = NULL;
-    if (eager_strides && plan_layouts(g, cp, &permuted, err) < 0) {
+    if (!training && plan_layouts(g, cp, &permuted, err) < 0) {
         cap_runtime_release(cp);
         return -1;
     }
@@ -855,7 +856,7 @@ static int compile_program(const ptc_graph *g, bool eager_strides, bool autotune
 int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_compile *tc,
                               ptc_error *err)
 {
-    return compile_program(g, false, false, program, tc, err);
+    return compile_program(g, true, false, program, tc, err);
 }
 
 static int apply_mode(void *program, const char *mode, ptc_error *err);
@@ -864,7 +865,7 @@ int cap_runtime_compile(cap_entry *e, const char *mode, void **program, ptc_trac
                         ptc_error *err)
 {
     bool autotune = strncmp(mode, "max-autotune", 12) == 0;
-    if (compile_program(e->graph, true, autotune, program, tc, err) < 0)
+    if (compile_program(e->graph, false, autotune, program, tc, err) < 0)
         return -1;
     return apply_mode(*program, mode, err);
 }
