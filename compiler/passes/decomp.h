@@ -16,6 +16,10 @@ typedef struct dctx {
     const char *module_path;
     ptc_error *err;
     bool failed;
+    /* A composition (composite.c) builds through its caller's hooks, and
+       has no source node, map or provenance. */
+    const ptc_composer_hooks *hooks;
+    void *hooks_ctx;
 } dctx;
 
 /* A decomposition writes src->nout values into outs. Ops of stage BOTH are

@@ -27,6 +27,10 @@ int dp_fail(dctx *d, ptc_errclass cls, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     const ptc_node *n = d->src;
+    if (!n) { /* a composition: its hooks report failures */
+        d->failed = true;
+        return -1;
+    }
     ptc_errorf(d->err, cls, "prims", "%s (%%%s): %s", ptc_op_name(n->op),
                n->nout ? n->outs[0]->name : "?", msg);
     if (d->err) {
@@ -46,6 +50,11 @@ ptc_node *dp_buildn(dctx *d, ptc_op op, const ptc_arg *args, int nargs)
     for (int i = 0; i < nargs; i++)
         if (args[i].kind == PTC_ARG_VALUE && !args[i].v)
             return NULL;
+    if (d->hooks) {
+        ptc_node *n = d->hooks->node(d->hooks_ctx, op, args, nargs);
+        d->failed = !n;
+        return n;
+    }
     ptc_error e;
     ptc_node *n = ptc_build(d->g, op, args, nargs, &e);
     if (!n) {

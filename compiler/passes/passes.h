@@ -5,7 +5,8 @@
  * broadcasting and type promotion made explicit as broadcast_in_dim and
  * convert_element_type; ops that are already prims or externs are copied),
  * dead-code elimination, common-subexpression elimination and constant
- * folding. Every prims node carries the provenance of the stage-1 node it
+ * folding; and the composites capture records for torch functions that have
+ * no op of their own. Every prims node carries the provenance of the stage-1 node it
  * came from (ptc_node.prov), its source location and module path.
  */
 #ifndef PTC_PASSES_H
@@ -29,5 +30,80 @@ int ptc_pass_cse(ptc_graph *g);
 int ptc_pass_fold(ptc_graph *g, ptc_error *err);
 /* fold, cse and dce until nothing changes. */
 int ptc_simplify(ptc_graph *g, ptc_error *err);
+
+/* ---- composites (composite.c) --------------------------------------------------------
+ * Torch functions with no op of their own, written as small graphs of
+ * torch-level ops for capture to record in place of the call. The caller
+ * has read and checked the Python arguments; these only build, with the
+ * decomposition's builders, into a graph through the caller's hooks. A
+ * failed hook (which reports its own failure) makes the result NULL. */
+typedef struct dctx ptc_composer;
+typedef struct ptc_composer_hooks {
+    /* builds one node of g (capture's adds autocast, the user's position
+       and grad mode); NULL after reporting why */
+    ptc_node *(*node)(void *ctx, ptc_op op, const ptc_arg *args, int nargs);
+    /* a constant [n] tensor of data in dtype dt on dev */
+    ptc_value *(*constant)(void *ctx, const double *data, int64_t n, ptc_dtype dt, ptc_device dev);
+} ptc_composer_hooks;
+/* One composition into g (allocated in g's arena); hooks outlive it. */
+ptc_composer *ptc_composer_new(ptc_graph *g, const ptc_composer_hooks *hooks, void *ctx);
+
+typedef enum { PTC_REDUCE_NONE, PTC_REDUCE_MEAN, PTC_REDUCE_SUM } ptc_reduction;
+typedef enum { PTC_LOSS_MSE, PTC_LOSS_L1, PTC_LOSS_SMOOTH_L1, PTC_LOSS_HUBER } ptc_pointwise_loss;
+
+/* torch._native_multi_head_attention's operands (static sizes, q/k/v
+ * [B, N, E], E divisible by heads); bias, proj_bias and mask may be NULL. */
+typedef struct ptc_mha {
+    ptc_value *q, *k, *v, *qkv_weight, *qkv_bias, *proj_weight, *proj_bias;
+    ptc_value *mask; /* bool; [B, S] when key_padding */
+    bool key_padding, need_weights, average_weights;
+    int64_t heads;
+} ptc_mha;
+
+/* Factories: eye(rows, cols), linspace(start, end, steps) (float dt). */
+ptc_value *ptc_composite_eye(ptc_composer *c, int64_t rows, int64_t cols, ptc_dtype dt,
+                             ptc_device dev);
+ptc_value *ptc_composite_linspace(ptc_composer *c, double start, double end, int64_t steps,
+                                  ptc_dtype dt, ptc_device dev);
+/* Pointwise; float_dt is what an integer input is computed in. */
+ptc_value *ptc_composite_hypot(ptc_composer *c, ptc_value *a, ptc_value *b);
+ptc_value *ptc_composite_lerp(ptc_composer *c, ptc_value *start, ptc_value *end, ptc_value *weight);
+ptc_value *ptc_composite_lerp_scalar(ptc_composer *c, ptc_value *start, ptc_value *end,
+                                     double weight);
+/* x + value * (t1 * t2) (div: t1 / t2); value_tensor (0-dim) replaces value. */
+ptc_value *ptc_composite_addcop(ptc_composer *c, ptc_value *x, ptc_value *t1, ptc_value *t2,
+                                bool div, ptc_value *value_tensor, double value);
+ptc_value *ptc_composite_exp2(ptc_composer *c, ptc_value *x, ptc_dtype float_dt);
+ptc_value *ptc_composite_log_base(ptc_composer *c, ptc_value *x, double base, ptc_dtype float_dt);
+ptc_value *ptc_composite_xlogy(ptc_composer *c, ptc_value *x, ptc_value *y, ptc_dtype float_dt);
+/* isinf (sign 0), isposinf (1), isneginf (-1); isfinite when finite. */
+ptc_value *ptc_composite_isinf(ptc_composer *c, ptc_value *x, int sign, bool finite);
+ptc_value *ptc_composite_nan_to_num(ptc_composer *c, ptc_value *x, double nan, double posinf,
+                                    double neginf);
+ptc_value *ptc_composite_isclose(ptc_composer *c, ptc_value *a, ptc_value *b, double rtol,
+                                 double atol, bool equal_nan);
+ptc_value *ptc_composite_dot(ptc_composer *c, ptc_value *a, ptc_value *b);
+/* Shapes: dims normalised and checked, sizes flipped static. */
+ptc_value *ptc_composite_flip(ptc_composer *c, ptc_value *x, const int *dims, int ndims);
+ptc_value *ptc_composite_repeat_interleave(ptc_composer *c, ptc_value *x, int64_t repeats,
+                                           bool flat, int dim);
+ptc_value *ptc_composite_diff(ptc_composer *c, ptc_value **parts, int nparts, int64_t n, int dim);
+ptc_value *ptc_composite_stack_dims(ptc_composer *c, ptc_value **parts, int n, bool vertical);
+/* Dim dim (static) of x resampled to outn: mode 0 nearest, 1 nearest-exact,
+ * 2 linear; scale > 0 is the user's scale factor. */
+ptc_value *ptc_composite_resample(ptc_composer *c, ptc_value *x, int dim, int64_t outn,
+                                  double scale, int mode, bool align);
+/* The attention output; *weights the attention weights when asked for. */
+ptc_value *ptc_composite_mha(ptc_composer *c, const ptc_mha *m, ptc_value **weights);
+/* Losses; k is smooth_l1's beta or huber's delta. */
+ptc_value *ptc_composite_pointwise_loss(ptc_composer *c, ptc_pointwise_loss kind, ptc_value *in,
+                                        ptc_value *tg, double k, ptc_reduction red);
+ptc_value *ptc_composite_bce(ptc_composer *c, ptc_value *x, ptc_value *y, bool logits,
+                             ptc_value *weight, ptc_value *pos_weight, ptc_reduction red);
+ptc_value *ptc_composite_nll(ptc_composer *c, ptc_value *logp, ptc_value *target, ptc_value *weight,
+                             int64_t ignore, ptc_reduction red);
+/* Probability targets with a mean reduction need static sizes. */
+ptc_value *ptc_composite_cross_entropy(ptc_composer *c, ptc_value *in, ptc_value *target,
+                                       ptc_value *weight, int64_t ignore, ptc_reduction red);
 
 #endif /* PTC_PASSES_H */

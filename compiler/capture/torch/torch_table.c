@@ -217,7 +217,7 @@ cap_tmap cap_tmaps[] = {
     FX("torch.unique", data_dependent, -1, "") MX("unique", data_dependent, -1, "")
     FX("torch.argwhere", data_dependent, -1, "") FX("torch.unique_consecutive", data_dependent, -1, "")
     FX("torch.bincount", data_dependent, -1, "")
-    /* decompositions (torch_decomp.c) */
+    /* composites (torch_composite.c) */
     FX("torch.eye", eye, -1, "") FX("torch.linspace", linspace, -1, "")
     FX("torch.hypot", hypot, -1, "") MX("hypot", hypot, -1, "") MXI("hypot_", hypot, -1, "")
     FX("torch.lerp", lerp, -1, "") MX("lerp", lerp, -1, "") MXI("lerp_", lerp, -1, "")

@@ -1,0 +1,859 @@
+/* Torch functions with no op of their own (eye, hypot, lerp, flip, diff,
+ * interpolate, the nn.functional losses, ...): their Python arguments read
+ * and checked here, their graphs built by the composites of compiler/passes
+ * (composite.c), which build into the trace through the hooks below.
+ * Arguments outside what is written there (legacy size_average/reduce, label
+ * smoothing, ...) stay graph breaks with the reason named.
+ */
+#include "capture/torch/torch.h"
+
+#include "passes/passes.h"
+
+#include <math.h>
+#include <string.h>
+
+#define ARG(i, name) cap_targ(c, i, name)
+
+typedef ptc_value *V;
+
+/* ---- building into the trace ------------------------------------------------------- */
+
+static ptc_node *trace_node(void *T, ptc_op op, const ptc_arg *args, int nargs)
+{
+    ptc_arg copy[8]; /* cap_build1 may convert them (autocast) */
+    PTC_ASSERT(nargs <= 8);
+    memcpy(copy, args, sizeof(ptc_arg) * (size_t)nargs);
+    V v = cap_build1(T, op, copy, nargs);
+    return v ? v->def : NULL;
+}
+
+/* A constant tensor made now (indices, weights): a graph constant. */
+static V trace_constant(void *T, const double *data, int64_t n, ptc_dtype dt, ptc_device dev)
+{
+    PyObject *list = PyList_New(n);
+    for (int64_t i = 0; list && i < n; i++)
+        PyList_SetItem(list, i,
+                       dt == PTC_I64 ? PyLong_FromLongLong((long long)data[i])
+                                     : PyFloat_FromDouble(data[i]));
+    PyObject *kw =
+        list ? Py_BuildValue("{s:O,s:N}", "dtype", cap_dtype_obj(dt), "device", cap_device_obj(dev))
+             : NULL;
+    PyObject *args = kw ? PyTuple_Pack(1, list) : NULL;
+    PyObject *real = args ? PyObject_Call(cap_T.tensor_fn, args, kw) : NULL;
+    PyObject *t = real ? cap_tensor_const(T, real) : NULL;
+    Py_XDECREF(list);
+    Py_XDECREF(kw);
+    Py_XDECREF(args);
+    Py_XDECREF(real);
+    V v = t ? cap_val(t) : NULL;
+    Py_XDECREF(t); /* the value lives in the graph */
+    if (!v && !PyErr_Occurred())
+        cap_t_break(T, CAP_B_TRACE_ERROR, "making a constant tensor failed");
+    return v;
+}
+
+static const ptc_composer_hooks trace_hooks = {trace_node, trace_constant};
+
+static ptc_composer *composer(cap_tcall *c)
+{
+    return ptc_composer_new(c->T->g, &trace_hooks, c->T);
+}
+
+/* ---- reading arguments ------------------------------------------------------------------ */
+
+static cap_tensor *input_of(cap_tcall *c, const char *name)
+{
+    PyObject *v = ARG(0, name);
+    if (!v)
+        v = ARG(-1, "self");
+    return v && cap_is_tensor(v) ? (cap_tensor *)v : NULL;
+}
+
+/* The tensor value of an optional argument (NULL for None or absent); a
+ * value that is not a tensor breaks with what it must be. */
+static int optional_tensor(cap_tcall *c, PyObject *v, const char *what, V *out)
+{
+    *out = NULL;
+    if (!v || v == Py_None)
+        return CAP_NEXT;
+    if (!cap_is_tensor(v))
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s must be a tensor", what);
+    *out = cap_val(v);
+    return CAP_NEXT;
+}
+
+static int number(cap_tcall *c, PyObject *v, double dflt, double *out)
+{
+    *out = dflt;
+    if (!v || v == Py_None)
+        return CAP_NEXT;
+    if (!PyLong_Check(v) && !PyFloat_Check(v))
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "%s with a non-constant %s argument",
+                           c->m->name, cap_tpname(Py_TYPE(v)));
+    *out = PyFloat_AsDouble(v);
+    return CAP_NEXT;
+}
+
+static ptc_dtype dtype_arg(cap_tcall *c, ptc_dtype dflt, int *rc)
+{
+    PyObject *d = ARG(-1, "dtype");
+    *rc = CAP_NEXT;
+    if (!d || d == Py_None)
+        return dflt;
+    int x = cap_dtype_from_obj(d);
+    if (x < 0)
+        *rc = cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s: unsupported dtype", c->m->name);
+    return x < 0 ? dflt : (ptc_dtype)x;
+}
+
+static ptc_device device_arg(cap_tcall *c, int *rc)
+{
+    PyObject *d = ARG(-1, "device");
+    ptc_device dev = PTC_CPU;
+    *rc = CAP_NEXT;
+    if (d && d != Py_None && cap_device_from_obj(d, &dev) < 0) {
+        PyErr_Clear();
+        *rc = cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s: bad device", c->m->name);
+    }
+    return dev;
+}
+
+/* The function's own name: "fliplr" of "torch.fliplr". */
+static const char *short_name(cap_tcall *c)
+{
+    return strrchr(c->m->name, '.') + 1;
+}
+
+/* ---- factories ------------------------------------------------------------------------ */
+
+/* eye(n, m=None) */
+int cap_th_eye(cap_tcall *c, PyObject **out)
+{
+    PyObject *n = ARG(0, "n"), *m = ARG(1, "m");
+    if (ARG(-1, "out") || ARG(-1, "requires_grad") == Py_True)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "eye(out=/requires_grad=)");
+    if (!n || !PyLong_Check(n) || (m && m != Py_None && !PyLong_Check(m)))
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "eye with non-constant sizes");
+    int rc1, rc2;
+    ptc_dtype dt = dtype_arg(c, cap_default_dtype(), &rc1);
+    ptc_device dev = device_arg(c, &rc2);
+    if (rc1 != CAP_NEXT || rc2 != CAP_NEXT)
+        return CAP_BREAK;
+    long long rows = PyLong_AsLongLong(n), cols = m && m != Py_None ? PyLong_AsLongLong(m) : rows;
+    return cap_wrap_value(c->T, ptc_composite_eye(composer(c), rows, cols, dt, dev), out);
+}
+
+/* linspace(start, end, steps) */
+int cap_th_linspace(cap_tcall *c, PyObject **out)
+{
+    double start, end;
+    PyObject *steps = ARG(2, "steps");
+    if (ARG(-1, "out") || ARG(-1, "requires_grad") == Py_True)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "linspace(out=/requires_grad=)");
+    if (number(c, ARG(0, "start"), 0, &start) != CAP_NEXT ||
+        number(c, ARG(1, "end"), 0, &end) != CAP_NEXT)
+        return CAP_BREAK;
+    if (!steps || !PyLong_Check(steps) || PyLong_AsLongLong(steps) < 1)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "linspace with steps that is not a positive int");
+    int rc1, rc2;
+    ptc_dtype dt = dtype_arg(c, cap_default_dtype(), &rc1);
+    ptc_device dev = device_arg(c, &rc2);
+    if (rc1 != CAP_NEXT || rc2 != CAP_NEXT)
+        return CAP_BREAK;
+    if (!ptc_dtype_is_float(dt))
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "linspace with an integer dtype");
+    V v = ptc_composite_linspace(composer(c), start, end, PyLong_AsLongLong(steps), dt, dev);
+    return cap_wrap_value(c->T, v, out);
+}
+
+/* ---- pointwise ------------------------------------------------------------------------ */
+
+int cap_th_hypot(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *a = input_of(c, "input");
+    PyObject *b = ARG(1, "other");
+    if (!a || !b || !cap_is_tensor(b))
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "hypot needs two tensors");
+    return cap_wrap_value(c->T, ptc_composite_hypot(composer(c), a->v, cap_val(b)), out);
+}
+
+/* lerp(start, end, weight): weight a tensor or a number. */
+int cap_th_lerp(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *s = input_of(c, "input");
+    PyObject *e = ARG(1, "end"), *w = ARG(2, "weight");
+    if (!s || !e || !cap_is_tensor(e) || !w)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "lerp needs start, end and weight");
+    if (cap_is_tensor(w))
+        return cap_wrap_value(c->T, ptc_composite_lerp(composer(c), s->v, cap_val(e), cap_val(w)),
+                              out);
+    double wv;
+    if (number(c, w, 0, &wv) != CAP_NEXT)
+        return CAP_BREAK;
+    return cap_wrap_value(c->T, ptc_composite_lerp_scalar(composer(c), s->v, cap_val(e), wv), out);
+}
+
+/* addcmul / addcdiv(input, tensor1, tensor2, value): value a number or a
+ * 0-dim tensor. */
+int cap_th_addcop(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    PyObject *t1 = ARG(1, "tensor1"), *t2 = ARG(2, "tensor2");
+    double value = 1.0;
+    if (!x || !t1 || !t2 || !cap_is_tensor(t1) || !cap_is_tensor(t2))
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s needs three tensors", c->m->name);
+    if (ARG(-1, "out"))
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "%s(out=)", c->m->name);
+    PyObject *tvalue = ARG(3, "value");
+    /* a 0-dim tensor passes as a Scalar (others raise eager's TypeError) */
+    bool scalar_tensor = tvalue && cap_is_tensor(tvalue) && cap_val(tvalue)->type.ndim == 0;
+    if (!scalar_tensor && number(c, tvalue, 1.0, &value) != CAP_NEXT)
+        return CAP_BREAK;
+    bool div = strstr(c->m->name, "addcdiv") != NULL;
+    V v = ptc_composite_addcop(composer(c), x->v, cap_val(t1), cap_val(t2), div,
+                               scalar_tensor ? cap_val(tvalue) : NULL, value);
+    return cap_wrap_value(c->T, v, out);
+}
+
+/* exp2, log2, log10 and their in-place forms. */
+int cap_th_explog(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    if (!x)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s needs a tensor", c->m->name);
+    const char *n = short_name(c);
+    if (strncmp(n, "exp2", 4) == 0)
+        return cap_wrap_value(c->T, ptc_composite_exp2(composer(c), x->v, cap_default_dtype()),
+                              out);
+    double base = strncmp(n, "log2", 4) == 0 ? 2.0 : 10.0;
+    return cap_wrap_value(
+        c->T, ptc_composite_log_base(composer(c), x->v, base, cap_default_dtype()), out);
+}
+
+int cap_th_xlogy(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    PyObject *y = ARG(1, "other");
+    if (!x || !y || !cap_is_tensor(y))
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "xlogy needs two tensors");
+    return cap_wrap_value(
+        c->T, ptc_composite_xlogy(composer(c), x->v, cap_val(y), cap_default_dtype()), out);
+}
+
+/* isinf, isposinf, isneginf, isfinite. */
+int cap_th_isinf(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    if (!x)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s needs a tensor", c->m->name);
+    const char *n = short_name(c);
+    int sign = strcmp(n, "isposinf") == 0 ? 1 : strcmp(n, "isneginf") == 0 ? -1 : 0;
+    return cap_wrap_value(
+        c->T, ptc_composite_isinf(composer(c), x->v, sign, strcmp(n, "isfinite") == 0), out);
+}
+
+static double finfo(ptc_dtype dt, const char *field)
+{
+    PyObject *f = PyObject_GetAttrString(cap_T.torch, "finfo");
+    PyObject *i = f ? PyObject_CallOneArg_compat(f, cap_dtype_obj(dt)) : NULL;
+    PyObject *v = i ? PyObject_GetAttrString(i, field) : NULL;
+    double r = v ? PyFloat_AsDouble(v) : 0;
+    Py_XDECREF(f);
+    Py_XDECREF(i);
+    Py_XDECREF(v);
+    PyErr_Clear();
+    return r;
+}
+
+/* nan_to_num(x, nan=0, posinf=max, neginf=lowest). */
+int cap_th_nan_to_num(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    if (!x)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "nan_to_num needs a tensor");
+    ptc_dtype dt = x->v->type.dtype;
+    double nan = 0, pinf = 0, ninf = 0;
+    if (ptc_dtype_is_float(dt) &&
+        (number(c, ARG(1, "nan"), 0.0, &nan) != CAP_NEXT ||
+         number(c, ARG(2, "posinf"), finfo(dt, "max"), &pinf) != CAP_NEXT ||
+         number(c, ARG(3, "neginf"), finfo(dt, "min"), &ninf) != CAP_NEXT))
+        return CAP_BREAK;
+    return cap_wrap_value(c->T, ptc_composite_nan_to_num(composer(c), x->v, nan, pinf, ninf), out);
+}
+
+/* isclose(a, b, rtol, atol, equal_nan) for floating tensors. */
+int cap_th_isclose(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *a = input_of(c, "input");
+    PyObject *b = ARG(1, "other");
+    double rtol, atol;
+    if (!a || !b || !cap_is_tensor(b))
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "isclose needs two tensors");
+    if (number(c, ARG(2, "rtol"), 1e-5, &rtol) != CAP_NEXT ||
+        number(c, ARG(3, "atol"), 1e-8, &atol) != CAP_NEXT)
+        return CAP_BREAK;
+    if (!ptc_dtype_is_float(a->v->type.dtype) || !ptc_dtype_is_float(cap_val(b)->type.dtype))
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "isclose on integer tensors");
+    PyObject *en = ARG(4, "equal_nan");
+    bool equal_nan = en && PyObject_IsTrue(en) == 1;
+    return cap_wrap_value(
+        c->T, ptc_composite_isclose(composer(c), a->v, cap_val(b), rtol, atol, equal_nan), out);
+}
+
+/* dot(a, b) for 1-d tensors of one dtype. */
+int cap_th_dot(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *a = input_of(c, "input");
+    PyObject *b = ARG(1, "tensor") ? ARG(1, "tensor") : ARG(-1, "other");
+    if (!a || !b || !cap_is_tensor(b) || a->v->type.ndim != 1 || cap_val(b)->type.ndim != 1)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "dot needs two 1-d tensors");
+    if (a->v->type.dtype != cap_val(b)->type.dtype) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "dot : expected both vectors to have same dtype, but found %s and %s",
+                     ptc_dtype_name(a->v->type.dtype), ptc_dtype_name(cap_val(b)->type.dtype));
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "dot with mixed dtypes");
+    }
+    return cap_wrap_value(c->T, ptc_composite_dot(composer(c), a->v, cap_val(b)), out);
+}
+
+/* ---- shapes ----------------------------------------------------------------------------- */
+
+static int norm_dim(int64_t d, int ndim)
+{
+    return (int)(d < 0 ? d + ndim : d);
+}
+
+/* The dims of flip(dims) / fliplr / flipud, constant. */
+static int flip_dims(cap_tcall *c, const char *n, int ndim, int64_t *dims, int *nd)
+{
+    *nd = 0;
+    if (strcmp(n, "fliplr") == 0 || strcmp(n, "flipud") == 0) {
+        if (ndim < (n[4] == 'l' ? 2 : 1)) {
+            PyErr_Format(PyExc_RuntimeError, "Input must be >= %d-d.", n[4] == 'l' ? 2 : 1);
+            return CAP_ERR;
+        }
+        dims[(*nd)++] = n[4] == 'l' ? 1 : 0;
+        return CAP_NEXT;
+    }
+    ptc_arg da;
+    int rc = c->npos > 2
+                 ? cap_int_varargs(c->T, c->pos + 1, c->npos - 1, &da, "flip(dims)")
+                 : cap_int_list(c->T, ARG(1, "dims") ? ARG(1, "dims") : Py_None, &da, "flip(dims)");
+    if (rc != CAP_NEXT)
+        return rc;
+    for (int i = 0; i < da.is.n && *nd < PTC_MAX_DIMS; i++) {
+        if (da.is.d[i].sym)
+            return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "flip with symbolic dims");
+        dims[(*nd)++] = da.is.d[i].value;
+    }
+    return CAP_NEXT;
+}
+
+/* flip(dims), fliplr, flipud. */
+int cap_th_flip(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    if (!x)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s needs a tensor", c->m->name);
+    const ptc_ttype *t = &x->v->type;
+    int64_t dims[PTC_MAX_DIMS];
+    int nd, norm[PTC_MAX_DIMS];
+    int rc = flip_dims(c, short_name(c), t->ndim, dims, &nd);
+    if (rc != CAP_NEXT)
+        return rc;
+    for (int i = 0; i < nd; i++) {
+        norm[i] = norm_dim(dims[i], t->ndim);
+        if (norm[i] < 0 || norm[i] >= t->ndim) {
+            PyErr_Format(
+                PyExc_IndexError,
+                "Dimension out of range (expected to be in range of [%d, %d], but got %lld)",
+                -t->ndim, t->ndim - 1, (long long)dims[i]);
+            return CAP_ERR;
+        }
+        if (t->shape[norm[i]].sym)
+            return cap_t_need_static(c->T, "flip of a dynamic dimension");
+    }
+    return cap_wrap_value(c->T, ptc_composite_flip(composer(c), x->v, norm, nd), out);
+}
+
+/* repeat_interleave(repeats: int, dim=None). */
+int cap_th_repeat_interleave(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    PyObject *r = ARG(1, "repeats"), *dim = ARG(2, "dim");
+    if (!x || !r || !PyLong_Check(r))
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "repeat_interleave with tensor repeats");
+    bool flat = !dim || dim == Py_None;
+    if (!flat && !PyLong_Check(dim))
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "repeat_interleave with a non-constant dim");
+    int d = flat ? 0 : norm_dim(PyLong_AsLongLong(dim), x->v->type.ndim);
+    if (!flat && (d < 0 || d >= x->v->type.ndim))
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "repeat_interleave: bad dim");
+    V v = ptc_composite_repeat_interleave(composer(c), x->v, PyLong_AsLongLong(r), flat, d);
+    return cap_wrap_value(c->T, v, out);
+}
+
+/* tile(dims): repeat with dims padded by leading ones. */
+int cap_th_tile(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    if (!x)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "tile needs a tensor");
+    ptc_arg da;
+    int rc = c->npos > 2
+                 ? cap_int_varargs(c->T, c->pos + 1, c->npos - 1, &da, "tile(dims)")
+                 : cap_int_list(c->T, ARG(1, "dims") ? ARG(1, "dims") : Py_None, &da, "tile(dims)");
+    if (rc != CAP_NEXT)
+        return rc;
+    int ndim = x->v->type.ndim, n = da.is.n > ndim ? da.is.n : ndim;
+    ptc_dim reps[PTC_MAX_DIMS];
+    if (n > PTC_MAX_DIMS)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "tile to more than %d dims",
+                           PTC_MAX_DIMS);
+    for (int i = 0; i < n; i++)
+        reps[i] = i < n - da.is.n ? ptc_dim_c(1) : da.is.d[i - (n - da.is.n)];
+    ptc_arg a[2] = {ptc_arg_value(x->v), ptc_arg_dims(c->T->arena, reps, n)};
+    return cap_wrap_value(c->T, cap_build1(c->T, PTC_OP_REPEAT, a, 2), out);
+}
+
+/* broadcast_to(x, shape) is expand. */
+int cap_th_broadcast_to(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    ptc_arg sz;
+    if (!x)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "broadcast_to needs a tensor");
+    int rc =
+        cap_int_list(c->T, ARG(1, "size") ? ARG(1, "size") : Py_None, &sz, "broadcast_to(size)");
+    if (rc != CAP_NEXT)
+        return rc;
+    ptc_arg a[2] = {ptc_arg_value(x->v), sz};
+    return cap_wrap_value(c->T, cap_build1(c->T, PTC_OP_EXPAND, a, 2), out);
+}
+
+/* The common shape of broadcast_tensors' tensors, into shape[*nd]. */
+static int common_shape(cap_trace *T, PyObject *const *ts, int n, ptc_dim *shape, int *nd)
+{
+    *nd = 0;
+    for (int i = 0; i < n; i++) {
+        if (!cap_is_tensor(ts[i]))
+            return cap_t_break(T, CAP_B_TRACE_ERROR, "broadcast_tensors needs tensors");
+        const ptc_ttype *t = &cap_val(ts[i])->type;
+        if (t->ndim > *nd) {
+            for (int k = *nd - 1; k >= 0; k--)
+                shape[k + t->ndim - *nd] = shape[k];
+            for (int k = 0; k < t->ndim - *nd; k++)
+                shape[k] = ptc_dim_c(1);
+            *nd = t->ndim;
+        }
+        for (int k = 0; k < t->ndim; k++) {
+            ptc_dim *s = &shape[*nd - t->ndim + k], d = t->shape[k];
+            if (s->sym || d.sym) {
+                if (!ptc_dim_eq(*s, d) && !(!d.sym && d.value == 1))
+                    return cap_t_need_static(T, "broadcast_tensors with dynamic sizes");
+                continue;
+            }
+            if (s->value == 1)
+                *s = d;
+            else if (d.value != 1 && d.value != s->value) {
+                PyErr_Format(PyExc_RuntimeError,
+                             "The size of tensor a (%lld) must match the size of tensor b (%lld) "
+                             "at non-singleton dimension %d",
+                             (long long)s->value, (long long)d.value, k);
+                return cap_t_break(T, CAP_B_TRACE_ERROR,
+                                   "broadcast_tensors: shapes do not broadcast");
+            }
+        }
+    }
+    return CAP_NEXT;
+}
+
+/* broadcast_tensors(*tensors): each expanded to the common shape. */
+int cap_th_broadcast_tensors(cap_tcall *c, PyObject **out)
+{
+    cap_trace *T = c->T;
+    PyObject *const *ts = c->pos;
+    int n = c->npos;
+    if (n == 1 && (PyTuple_Check(ts[0]) || PyList_Check(ts[0])))
+        return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "broadcast_tensors of a sequence");
+    ptc_dim shape[PTC_MAX_DIMS];
+    int nd, rc = common_shape(T, ts, n, shape, &nd);
+    if (rc != CAP_NEXT)
+        return rc;
+    PyObject *r = PyTuple_New(n);
+    for (int i = 0; r && i < n; i++) {
+        ptc_arg a[2] = {ptc_arg_value(cap_val(ts[i])), ptc_arg_dims(T->arena, shape, nd)};
+        V e = cap_build1(T, PTC_OP_EXPAND, a, 2);
+        PyObject *t = e ? cap_tensor_new(T, e) : NULL;
+        if (!t) {
+            Py_DECREF(r);
+            return e ? CAP_ERR : CAP_BREAK;
+        }
+        PyTuple_SetItem(r, i, t);
+    }
+    *out = r;
+    return r ? CAP_NEXT : CAP_ERR;
+}
+
+/* diff(x, n=1, dim=-1, prepend=None, append=None). */
+int cap_th_diff(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    PyObject *np = ARG(1, "n"), *dim = ARG(2, "dim"), *pre = ARG(3, "prepend"),
+             *app = ARG(4, "append");
+    if (!x)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "diff needs a tensor");
+    if ((np && !PyLong_Check(np)) || (dim && !PyLong_Check(dim)))
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "diff with non-constant n or dim");
+    int d = norm_dim(dim ? PyLong_AsLongLong(dim) : -1, x->v->type.ndim);
+    if (d < 0 || d >= x->v->type.ndim)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "diff: bad dim");
+    V parts[3];
+    int nparts = 0;
+    if (pre && pre != Py_None) {
+        if (!cap_is_tensor(pre))
+            return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "diff with a scalar prepend");
+        parts[nparts++] = cap_val(pre);
+    }
+    parts[nparts++] = x->v;
+    if (app && app != Py_None) {
+        if (!cap_is_tensor(app))
+            return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "diff with a scalar append");
+        parts[nparts++] = cap_val(app);
+    }
+    V v = ptc_composite_diff(composer(c), parts, nparts, np ? PyLong_AsLongLong(np) : 1, d);
+    return cap_wrap_value(c->T, v, out);
+}
+
+/* hstack / vstack / row_stack(tensors). */
+int cap_th_stack_dims(cap_tcall *c, PyObject **out)
+{
+    PyObject *seq = ARG(0, "tensors");
+    cap_trace *T = c->T;
+    bool vertical = strstr(c->m->name, "vstack") != NULL || strstr(c->m->name, "row_stack") != NULL;
+    PyObject *items = seq ? PySequence_Tuple(seq) : NULL;
+    if (!items) {
+        PyErr_Clear();
+        return cap_t_break(T, CAP_B_TRACE_ERROR, "%s needs a sequence of tensors", c->m->name);
+    }
+    Py_ssize_t n = PyTuple_Size(items);
+    V parts[64];
+    for (Py_ssize_t i = 0; i < n && i < 64; i++) {
+        PyObject *t = PyTuple_GetItem(items, i);
+        if (!cap_is_tensor(t)) {
+            Py_DECREF(items);
+            return cap_t_break(T, CAP_B_TRACE_ERROR, "%s needs tensors", c->m->name);
+        }
+        parts[i] = cap_val(t);
+    }
+    Py_DECREF(items);
+    if (n > 64)
+        return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "%s of more than 64 tensors", c->m->name);
+    return cap_wrap_value(T, ptc_composite_stack_dims(composer(c), parts, (int)n, vertical), out);
+}
+
+/* ---- resampling ------------------------------------------------------------------------ */
+
+/* The output sizes (and scale factors) of interpolate's nsp spatial dims. */
+static int resample_sizes(cap_tcall *c, const ptc_ttype *tt, int nsp, int64_t *outs, double *scales)
+{
+    PyObject *size = ARG(1, "size"), *sf = ARG(2, "scale_factor"),
+             *rsf = ARG(5, "recompute_scale_factor");
+    if (size && size != Py_None) {
+        for (int i = 0; i < nsp; i++) {
+            PyObject *s = PyLong_Check(size) ? Py_NewRef(size) : PySequence_GetItem(size, i);
+            if (!s || !PyLong_Check(s)) {
+                Py_XDECREF(s);
+                PyErr_Clear();
+                return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                                   "interpolate with a non-constant size");
+            }
+            outs[i] = PyLong_AsLongLong(s);
+            Py_DECREF(s);
+        }
+        return CAP_NEXT;
+    }
+    if (!sf || sf == Py_None) {
+        PyErr_SetString(PyExc_ValueError, "either size or scale_factor should be defined");
+        return CAP_ERR;
+    }
+    for (int i = 0; i < nsp; i++) {
+        PyObject *s =
+            PyNumber_Check(sf) && !PySequence_Check(sf) ? Py_NewRef(sf) : PySequence_GetItem(sf, i);
+        if (!s || !(PyFloat_Check(s) || PyLong_Check(s))) {
+            Py_XDECREF(s);
+            PyErr_Clear();
+            return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                               "interpolate with a non-constant scale_factor");
+        }
+        double f = PyFloat_AsDouble(s);
+        Py_DECREF(s);
+        outs[i] = (int64_t)floor((double)tt->shape[2 + i].value * f);
+        if (!(rsf && PyObject_IsTrue(rsf) == 1))
+            scales[i] = f;
+    }
+    return CAP_NEXT;
+}
+
+/* F.interpolate / F.upsample: nearest, nearest-exact and (bi/tri)linear,
+ * one spatial dim at a time from the last, as torch's kernels nest them. */
+int cap_th_interpolate(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    cap_trace *T = c->T;
+    if (!x)
+        return cap_t_break(T, CAP_B_TRACE_ERROR, "%s needs a tensor", c->m->name);
+    PyObject *mo = ARG(3, "mode"), *ac = ARG(4, "align_corners"), *aa = ARG(6, "antialias");
+    const char *mode = mo && PyUnicode_Check(mo) ? PyUnicode_AsUTF8(mo) : "nearest";
+    int m = strcmp(mode, "nearest") == 0         ? 0
+            : strcmp(mode, "nearest-exact") == 0 ? 1
+            : (strcmp(mode, "linear") == 0 || strcmp(mode, "bilinear") == 0 ||
+               strcmp(mode, "trilinear") == 0)
+                ? 2
+                : -1;
+    if (m < 0 || (aa && PyObject_IsTrue(aa) == 1))
+        return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "interpolate(mode='%s'%s)", mode,
+                           aa && PyObject_IsTrue(aa) == 1 ? ", antialias=True" : "");
+    const ptc_ttype *tt = &x->v->type;
+    int nsp = tt->ndim - 2;
+    if (nsp < 1 || nsp > 3 || (m == 2 && nsp != (mode[0] == 'l' ? 1 : mode[0] == 'b' ? 2 : 3)))
+        return cap_t_break(T, CAP_B_TRACE_ERROR, "interpolate: %s on a %d-d input", mode, tt->ndim);
+    if (m == 2 && !ptc_dtype_is_float(tt->dtype))
+        return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "linear interpolation of an integer tensor");
+    for (int d = 0; d < tt->ndim; d++)
+        if (tt->shape[d].sym)
+            return cap_t_need_static(T, "interpolate with dynamic sizes");
+    int64_t outs[3];
+    double scales[3] = {-1, -1, -1};
+    int rc = resample_sizes(c, tt, nsp, outs, scales);
+    if (rc != CAP_NEXT)
+        return rc;
+    bool align = ac && PyObject_IsTrue(ac) == 1;
+    ptc_composer *cp = composer(c);
+    V v = x->v;
+    for (int i = nsp - 1; i >= 0 && v; i--)
+        v = ptc_composite_resample(cp, v, 2 + i, outs[i], scales[i], m, align);
+    return cap_wrap_value(T, v, out);
+}
+
+/* ---- the multi-head attention fast path --------------------------------------------- */
+
+/* The tensors of torch._native_multi_head_attention's call, checked: 3-d,
+ * static and equal shapes, embed_dim divisible by num_head. */
+static int mha_operands(cap_tcall *c, ptc_mha *m)
+{
+    cap_trace *T = c->T;
+    PyObject *q = ARG(0, "query"), *k = ARG(1, "key"), *v = ARG(2, "value"),
+             *nh = ARG(4, "num_head");
+    PyObject *w = ARG(5, "qkv_weight"), *bias = ARG(6, "qkv_bias"), *pw = ARG(7, "proj_weight"),
+             *pb = ARG(8, "proj_bias");
+    if (!q || !k || !v || !cap_is_tensor(q) || !cap_is_tensor(k) || !cap_is_tensor(v) || !w ||
+        !cap_is_tensor(w) || !pw || !cap_is_tensor(pw) || !nh || !PyLong_Check(nh))
+        return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH,
+                           "_native_multi_head_attention with these arguments");
+    const ptc_ttype *qt = &cap_val(q)->type, *kt = &cap_val(k)->type, *vt = &cap_val(v)->type;
+    if (qt->ndim != 3 || kt->ndim != 3)
+        return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH,
+                           "_native_multi_head_attention on %d-d inputs", qt->ndim);
+    for (int i = 0; i < 3; i++)
+        if (qt->shape[i].sym || kt->shape[i].sym)
+            return cap_t_need_static(T, "_native_multi_head_attention with dynamic sizes");
+    for (int i = 0; i < 3; i++)
+        if (qt->shape[i].value != kt->shape[i].value || kt->shape[i].value != vt->shape[i].value)
+            return cap_t_break(T, CAP_B_TRACE_ERROR,
+                               "_native_multi_head_attention: query/key/value shapes differ");
+    int64_t E = qt->shape[2].value, H = PyLong_AsLongLong(nh);
+    if (H <= 0 || (E / H) * H != E)
+        return cap_t_break(T, CAP_B_TRACE_ERROR, "embed_dim %lld not divisible by num_head %lld",
+                           (long long)E, (long long)H);
+    *m = (ptc_mha){.q = cap_val(q),
+                   .k = cap_val(k),
+                   .v = cap_val(v),
+                   .qkv_weight = cap_val(w),
+                   .qkv_bias = bias && cap_is_tensor(bias) ? cap_val(bias) : NULL,
+                   .proj_weight = cap_val(pw),
+                   .proj_bias = pb && cap_is_tensor(pb) ? cap_val(pb) : NULL,
+                   .heads = H};
+    return CAP_NEXT;
+}
+
+/* Its mask (bool; a [B, S] key padding mask by mask_type or shape) and
+ * what it returns. */
+static int mha_mask(cap_tcall *c, ptc_mha *m)
+{
+    PyObject *mask = ARG(9, "mask"), *need = ARG(10, "need_weights"),
+             *avg = ARG(11, "average_attn_weights"), *mtype = ARG(12, "mask_type");
+    m->need_weights = need && PyObject_IsTrue(need) == 1;
+    m->average_weights = !avg || PyObject_IsTrue(avg) == 1;
+    if (!mask || mask == Py_None)
+        return CAP_NEXT;
+    if (!cap_is_tensor(mask))
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "_native_multi_head_attention with a non-tensor mask");
+    m->mask = cap_val(mask);
+    int64_t B = m->q->type.shape[0].value;
+    long mt = mtype && PyLong_Check(mtype)
+                  ? PyLong_AsLong(mtype)
+                  : (m->mask->type.ndim == 2 && m->mask->type.shape[0].value == B ? 1 : 0);
+    m->key_padding = mt == 1;
+    if (m->mask->type.dtype != PTC_BOOL)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "_native_multi_head_attention with a float mask");
+    return CAP_NEXT;
+}
+
+/* torch._native_multi_head_attention (nn.MultiheadAttention's inference
+ * fast path in torch 1.13+): (output, weights or None). */
+int cap_th_native_mha(cap_tcall *c, PyObject **out)
+{
+    cap_trace *T = c->T;
+    ptc_mha m;
+    int rc = mha_operands(c, &m);
+    if (rc != CAP_NEXT || (rc = mha_mask(c, &m)) != CAP_NEXT)
+        return rc;
+    V wts = NULL, o = ptc_composite_mha(composer(c), &m, &wts);
+    if (!o || (m.need_weights && !wts))
+        return CAP_BREAK;
+    PyObject *weights = NULL;
+    if (wts && cap_wrap_value(T, wts, &weights) != CAP_NEXT)
+        return CAP_BREAK;
+    PyObject *ot = NULL;
+    if (cap_wrap_value(T, o, &ot) != CAP_NEXT) {
+        Py_XDECREF(weights);
+        return CAP_BREAK;
+    }
+    *out = PyTuple_Pack(2, ot, weights ? weights : Py_None);
+    Py_DECREF(ot);
+    Py_XDECREF(weights);
+    return *out ? CAP_NEXT : CAP_ERR;
+}
+
+/* ---- losses ----------------------------------------------------------------------------- */
+
+/* reduction=: none, mean, sum; legacy size_average/reduce break. */
+static int reduction_of(cap_tcall *c, int red_index, ptc_reduction *red)
+{
+    PyObject *sa = ARG(-1, "size_average"), *rd = ARG(-1, "reduce"),
+             *r = ARG(red_index, "reduction");
+    if ((sa && sa != Py_None) || (rd && rd != Py_None))
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "%s with legacy size_average/reduce",
+                           c->m->name);
+    const char *s = r && PyUnicode_Check(r) ? PyUnicode_AsUTF8(r) : "mean";
+    if (strcmp(s, "none") == 0)
+        *red = PTC_REDUCE_NONE;
+    else if (strcmp(s, "mean") == 0)
+        *red = PTC_REDUCE_MEAN;
+    else if (strcmp(s, "sum") == 0)
+        *red = PTC_REDUCE_SUM;
+    else {
+        PyErr_Format(PyExc_ValueError, "%s is not a valid value for reduction", s);
+        return CAP_ERR;
+    }
+    return CAP_NEXT;
+}
+
+/* Two tensors (input, target). */
+static int pair(cap_tcall *c, V *in, V *tg)
+{
+    PyObject *a = ARG(0, "input"), *b = ARG(1, "target");
+    if (!a || !b || !cap_is_tensor(a) || !cap_is_tensor(b))
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s needs input and target tensors",
+                           c->m->name);
+    *in = cap_val(a);
+    *tg = cap_val(b);
+    return CAP_NEXT;
+}
+
+/* mse_loss, l1_loss, smooth_l1_loss(beta), huber_loss(delta). */
+int cap_th_pointwise_loss(cap_tcall *c, PyObject **out)
+{
+    V in, tg;
+    ptc_reduction red;
+    int rc;
+    const char *n = short_name(c);
+    ptc_pointwise_loss kind = strcmp(n, "mse_loss") == 0     ? PTC_LOSS_MSE
+                              : strcmp(n, "huber_loss") == 0 ? PTC_LOSS_HUBER
+                              : strcmp(n, "l1_loss") == 0    ? PTC_LOSS_L1
+                                                             : PTC_LOSS_SMOOTH_L1;
+    bool huber = kind == PTC_LOSS_HUBER;
+    if ((rc = pair(c, &in, &tg)) != CAP_NEXT ||
+        (rc = reduction_of(c, huber ? 2 : 4, &red)) != CAP_NEXT)
+        return rc;
+    PyObject *w = ARG(-1, "weight");
+    if (w && w != Py_None)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "%s with weight", c->m->name);
+    double k = 1.0;
+    if (kind != PTC_LOSS_MSE &&
+        number(c, huber ? ARG(3, "delta") : ARG(5, "beta"), 1.0, &k) != CAP_NEXT)
+        return CAP_BREAK;
+    return cap_wrap_value(c->T, ptc_composite_pointwise_loss(composer(c), kind, in, tg, k, red),
+                          out);
+}
+
+/* binary_cross_entropy(_with_logits)(input, target, weight, ..., pos_weight). */
+int cap_th_bce(cap_tcall *c, PyObject **out)
+{
+    V x, y, w, pw = NULL;
+    ptc_reduction red;
+    int rc;
+    bool logits = strstr(c->m->name, "with_logits") != NULL;
+    if ((rc = pair(c, &x, &y)) != CAP_NEXT || (rc = reduction_of(c, 5, &red)) != CAP_NEXT)
+        return rc;
+    if (logits && optional_tensor(c, ARG(6, "pos_weight"), "pos_weight", &pw) != CAP_NEXT)
+        return CAP_BREAK;
+    if (optional_tensor(c, ARG(2, "weight"), "weight", &w) != CAP_NEXT)
+        return CAP_BREAK;
+    return cap_wrap_value(c->T, ptc_composite_bce(composer(c), x, y, logits, w, pw, red), out);
+}
+
+/* weight= and ignore_index= of nll_loss and cross_entropy. */
+static int class_args(cap_tcall *c, V *weight, int64_t *ignore)
+{
+    PyObject *ig = ARG(4, "ignore_index");
+    *ignore = -100;
+    if (optional_tensor(c, ARG(2, "weight"), "weight", weight) != CAP_NEXT)
+        return CAP_BREAK;
+    if (ig && ig != Py_None) {
+        if (!PyLong_Check(ig))
+            return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "ignore_index that is not an int");
+        *ignore = PyLong_AsLongLong(ig);
+    }
+    return CAP_NEXT;
+}
+
+int cap_th_nll_loss(cap_tcall *c, PyObject **out)
+{
+    V in = NULL, tg = NULL, w = NULL; /* set by pair() and class_args() when they return CAP_NEXT */
+    int64_t ignore;
+    ptc_reduction red;
+    int rc;
+    if ((rc = pair(c, &in, &tg)) != CAP_NEXT || (rc = reduction_of(c, 6, &red)) != CAP_NEXT ||
+        (rc = class_args(c, &w, &ignore)) != CAP_NEXT)
+        return rc;
+    if (ptc_dtype_is_float(tg->type.dtype))
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "nll_loss needs integer targets");
+    return cap_wrap_value(c->T, ptc_composite_nll(composer(c), in, tg, w, ignore, red), out);
+}
+
+/* cross_entropy for class or probability targets. */
+int cap_th_cross_entropy(cap_tcall *c, PyObject **out)
+{
+    V in = NULL, tg = NULL, w = NULL; /* set by pair() and class_args() when they return CAP_NEXT */
+    int64_t ignore;
+    ptc_reduction red;
+    double ls;
+    if (pair(c, &in, &tg) != CAP_NEXT || reduction_of(c, 6, &red) != CAP_NEXT ||
+        class_args(c, &w, &ignore) != CAP_NEXT ||
+        number(c, ARG(7, "label_smoothing"), 0.0, &ls) != CAP_NEXT)
+        return CAP_BREAK;
+    if (ls != 0.0)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "cross_entropy with label_smoothing");
+    if (ptc_dtype_is_float(tg->type.dtype) && red == PTC_REDUCE_MEAN)
+        for (int d = 0; d < in->type.ndim; d++)
+            if (in->type.shape[d].sym)
+                return cap_t_need_static(c->T, "cross_entropy mean over dynamic sizes");
+    return cap_wrap_value(c->T, ptc_composite_cross_entropy(composer(c), in, tg, w, ignore, red),
+                          out);
+}

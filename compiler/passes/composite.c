@@ -1,0 +1,714 @@
+/* Composites: torch functions with no op of their own in ops.def, written as
+ * small graphs of torch-level ops that exist — factories (eye, linspace),
+ * pointwise helpers (hypot, lerp, addcmul, xlogy, nan_to_num, isclose, ...),
+ * shape helpers (flip, repeat_interleave, diff, hstack), resampling,
+ * nn.MultiheadAttention's fast path and the common losses of
+ * torch.nn.functional. Each follows the formula torch's own kernel or
+ * decomposition uses, so results agree to rounding.
+ *
+ * Capture reads the call's Python arguments (capture/torch/torch_composite.c:
+ * what is accepted, what breaks) and hands the values and constants here;
+ * these functions only build. They build with the decomposition's builders
+ * (dp_build and friends) on a context whose build function is the caller's:
+ * capture's gives each node autocast, the user's source position and grad
+ * mode, and records a failure as a graph break. A failed build makes every
+ * later one return NULL, so a formula checks its result once.
+ */
+#include "passes/decomp.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef ptc_value *V;
+
+ptc_composer *ptc_composer_new(ptc_graph *g, const ptc_composer_hooks *hooks, void *ctx)
+{
+    dctx *d = ptc_arena_alloc(g->arena, sizeof *d);
+    if (!d)
+        return NULL;
+    memset(d, 0, sizeof *d);
+    d->g = g;
+    d->hooks = hooks;
+    d->hooks_ctx = ctx;
+    return d;
+}
+
+/* ---- torch-level shorthands over dp_build --------------------------------------------- */
+
+/* op(a, s): a torch-level op with a Python-number operand. */
+static V scalar_op(dctx *d, ptc_op op, V a, double s)
+{
+    if (!a)
+        return NULL;
+    ptc_arg x[2] = {ptc_arg_value(a), ptc_arg_float(s)};
+    return dp_build(d, op, x, 2);
+}
+
+/* s - a (a scalar on the left). */
+static V rsub_scalar(dctx *d, double s, V a)
+{
+    return scalar_op(d, PTC_OP_ADD, dp_unary(d, PTC_OP_NEG, a), s);
+}
+
+static V where(dctx *d, V cond, ptc_arg a, ptc_arg b)
+{
+    if (!cond || (a.kind == PTC_ARG_VALUE && !a.v) || (b.kind == PTC_ARG_VALUE && !b.v))
+        return NULL;
+    ptc_arg x[3] = {ptc_arg_value(cond), a, b};
+    return dp_build(d, PTC_OP_WHERE, x, 3);
+}
+
+static V to_dtype(dctx *d, V a, ptc_dtype dt)
+{
+    if (!a || a->type.dtype == dt)
+        return a;
+    ptc_arg x[2] = {ptc_arg_value(a), ptc_arg_dtype(dt)};
+    return dp_build(d, PTC_OP_TO, x, 2);
+}
+
+/* sum/mean of a over dim (over all dims when all). */
+static V reduce(dctx *d, ptc_op op, V a, int64_t dim, bool keepdim, bool all)
+{
+    if (!a)
+        return NULL;
+    ptc_arg x[3] = {ptc_arg_value(a), all ? ptc_arg_none() : ptc_arg_ints(d->g->arena, &dim, 1),
+                    ptc_arg_bool(keepdim)};
+    return dp_build(d, op, x, 3);
+}
+
+static V reduce_all(dctx *d, ptc_op op, V a)
+{
+    return reduce(d, op, a, 0, false, true);
+}
+
+static V unsqueeze(dctx *d, V a, int64_t dim)
+{
+    if (!a)
+        return NULL;
+    ptc_arg x[2] = {ptc_arg_value(a), ptc_arg_int(dim)};
+    return dp_build(d, PTC_OP_UNSQUEEZE, x, 2);
+}
+
+static V squeeze(dctx *d, V a, int64_t dim)
+{
+    if (!a)
+        return NULL;
+    ptc_arg x[2] = {ptc_arg_value(a), ptc_arg_ints(d->g->arena, &dim, 1)};
+    return dp_build(d, PTC_OP_SQUEEZE, x, 2);
+}
+
+static V clamp_min(dctx *d, V a, double lo)
+{
+    if (!a)
+        return NULL;
+    ptc_arg x[3] = {ptc_arg_value(a), ptc_arg_float(lo), ptc_arg_none()};
+    return dp_build(d, PTC_OP_CLAMP, x, 3);
+}
+
+static V arange(dctx *d, double start, double end, double step, ptc_dtype dt, ptc_device dev)
+{
+    ptc_arg x[5] = {ptc_arg_float(start), ptc_arg_float(end), ptc_arg_float(step),
+                    ptc_arg_dtype(dt), ptc_arg_device(dev)};
+    if (!ptc_dtype_is_float(dt))
+        x[0] = ptc_arg_int((int64_t)start), x[1] = ptc_arg_int((int64_t)end),
+        x[2] = ptc_arg_int((int64_t)step);
+    return dp_build(d, PTC_OP_ARANGE, x, 5);
+}
+
+static V clone(dctx *d, V a)
+{
+    return dp_unary(d, PTC_OP_CLONE, a);
+}
+
+/* ---- factories ------------------------------------------------------------------------ */
+
+/* eye(n, m): (arange(n)[:, None] == arange(m)[None, :]) as dtype. */
+V ptc_composite_eye(dctx *d, int64_t rows, int64_t cols, ptc_dtype dt, ptc_device dev)
+{
+    V r = unsqueeze(d, arange(d, 0, (double)rows, 1, PTC_I64, dev), 1);
+    V k = unsqueeze(d, arange(d, 0, (double)cols, 1, PTC_I64, dev), 0);
+    return to_dtype(d, dp_binary(d, PTC_OP_EQ, r, k), dt);
+}
+
+/* linspace(start, end, steps): torch's two-sided formula (exact endpoints). */
+V ptc_composite_linspace(dctx *d, double start, double end, int64_t n, ptc_dtype dt, ptc_device dev)
+{
+    double step = n > 1 ? (end - start) / (double)(n - 1) : 0;
+    V i = arange(d, 0, (double)n, 1, dt, dev);
+    V lo = scalar_op(d, PTC_OP_ADD, scalar_op(d, PTC_OP_MUL, i, step), start);
+    V hi = rsub_scalar(d, end, scalar_op(d, PTC_OP_MUL, rsub_scalar(d, (double)(n - 1), i), step));
+    V first = scalar_op(d, PTC_OP_LT, i, (double)(n / 2));
+    return where(d, first, ptc_arg_value(lo), ptc_arg_value(hi));
+}
+
+/* ---- pointwise ------------------------------------------------------------------------ */
+
+V ptc_composite_hypot(dctx *d, V a, V b)
+{
+    V s = dp_binary(d, PTC_OP_ADD, dp_binary(d, PTC_OP_MUL, a, a), dp_binary(d, PTC_OP_MUL, b, b));
+    return dp_unary(d, PTC_OP_SQRT, s);
+}
+
+/* lerp(start, end, weight): start + w (end - start) for w < 0.5, else
+ * end - (end - start)(1 - w), as torch computes it. */
+V ptc_composite_lerp(dctx *d, V start, V end, V weight)
+{
+    V diff = dp_binary(d, PTC_OP_SUB, end, start);
+    V lo = dp_binary(d, PTC_OP_ADD, start, dp_binary(d, PTC_OP_MUL, weight, diff));
+    V hi =
+        dp_binary(d, PTC_OP_SUB, end, dp_binary(d, PTC_OP_MUL, diff, rsub_scalar(d, 1.0, weight)));
+    V small = scalar_op(d, PTC_OP_LT, dp_unary(d, PTC_OP_ABS, weight), 0.5);
+    return where(d, small, ptc_arg_value(lo), ptc_arg_value(hi));
+}
+
+V ptc_composite_lerp_scalar(dctx *d, V start, V end, double weight)
+{
+    V diff = dp_binary(d, PTC_OP_SUB, end, start);
+    if (weight < 0.5)
+        return dp_binary(d, PTC_OP_ADD, start, scalar_op(d, PTC_OP_MUL, diff, weight));
+    return dp_binary(d, PTC_OP_SUB, end, scalar_op(d, PTC_OP_MUL, diff, 1.0 - weight));
+}
+
+/* addcmul / addcdiv: x + value * t1 (* or /) t2; a 0-dim tensor value is
+ * read as eager reads a Scalar: its value, in the product's dtype. */
+V ptc_composite_addcop(dctx *d, V x, V t1, V t2, bool div, V value_tensor, double value)
+{
+    V p = dp_binary(d, div ? PTC_OP_DIV : PTC_OP_MUL, t1, t2);
+    if (value_tensor)
+        p = p ? dp_binary(d, PTC_OP_MUL, p, to_dtype(d, value_tensor, p->type.dtype)) : NULL;
+    else if (value != 1.0)
+        p = scalar_op(d, PTC_OP_MUL, p, value);
+    return dp_binary(d, PTC_OP_ADD, x, p);
+}
+
+/* exp2(x) = 2 ** x; an integer x in float_dt. */
+V ptc_composite_exp2(dctx *d, V x, ptc_dtype float_dt)
+{
+    if (x && !ptc_dtype_is_float(x->type.dtype))
+        x = to_dtype(d, x, float_dt);
+    if (!x)
+        return NULL;
+    ptc_arg a[2] = {ptc_arg_float(2.0), ptc_arg_value(x)};
+    return dp_build(d, PTC_OP_POW, a, 2);
+}
+
+/* log2 / log10 as log(x) / log(base); an integer x in float_dt. */
+V ptc_composite_log_base(dctx *d, V x, double base, ptc_dtype float_dt)
+{
+    if (x && !ptc_dtype_is_float(x->type.dtype))
+        x = to_dtype(d, x, float_dt);
+    return scalar_op(d, PTC_OP_MUL, dp_unary(d, PTC_OP_LOG, x), 1.0 / log(base));
+}
+
+/* xlogy(x, y): 0 where x == 0 (unless y is nan), else x * log(y). */
+V ptc_composite_xlogy(dctx *d, V x, V y, ptc_dtype float_dt)
+{
+    if (x && !ptc_dtype_is_float(x->type.dtype))
+        x = to_dtype(d, x, float_dt);
+    V prod = dp_binary(d, PTC_OP_MUL, x, dp_unary(d, PTC_OP_LOG, y));
+    V zero = where(d, scalar_op(d, PTC_OP_EQ, x, 0), ptc_arg_float(0), ptc_arg_value(prod));
+    return where(d, dp_unary(d, PTC_OP_ISNAN, y), ptc_arg_float(NAN), ptc_arg_value(zero));
+}
+
+/* sign > 0: x == inf; < 0: x == -inf; 0: |x| == inf. */
+static V is_inf(dctx *d, V v, int sign)
+{
+    if (sign > 0)
+        return scalar_op(d, PTC_OP_EQ, v, INFINITY);
+    if (sign < 0)
+        return scalar_op(d, PTC_OP_EQ, v, -INFINITY);
+    return scalar_op(d, PTC_OP_EQ, dp_unary(d, PTC_OP_ABS, v), INFINITY);
+}
+
+static V is_finite(dctx *d, V v)
+{
+    return dp_binary(d, PTC_OP_LOGICAL_AND, dp_binary(d, PTC_OP_EQ, v, v),
+                     dp_unary(d, PTC_OP_LOGICAL_NOT, is_inf(d, v, 0)));
+}
+
+/* isinf (sign 0), isposinf (1), isneginf (-1), or isfinite (finite); all
+ * integers are finite. */
+V ptc_composite_isinf(dctx *d, V v, int sign, bool finite)
+{
+    if (!v)
+        return NULL;
+    if (!ptc_dtype_is_float(v->type.dtype)) {
+        ptc_arg a[4] = {ptc_arg_dims(d->g->arena, v->type.shape, v->type.ndim),
+                        ptc_arg_bool(finite), ptc_arg_dtype(PTC_BOOL),
+                        ptc_arg_device(v->type.device)};
+        return dp_build(d, PTC_OP_FULL, a, 4);
+    }
+    return finite ? is_finite(d, v) : is_inf(d, v, sign);
+}
+
+/* nan_to_num(x, nan, posinf, neginf); an integer x is copied. */
+V ptc_composite_nan_to_num(dctx *d, V v, double nan, double posinf, double neginf)
+{
+    if (v && !ptc_dtype_is_float(v->type.dtype))
+        return clone(d, v);
+    v = where(d, dp_unary(d, PTC_OP_ISNAN, v), ptc_arg_float(nan), ptc_arg_value(v));
+    v = where(d, is_inf(d, v, 1), ptc_arg_float(posinf), ptc_arg_value(v));
+    return where(d, is_inf(d, v, -1), ptc_arg_float(neginf), ptc_arg_value(v));
+}
+
+/* isclose(a, b, rtol, atol, equal_nan) for floating tensors, as torch:
+ * a == b, or |a - b| finite and <= atol + rtol |b|. */
+V ptc_composite_isclose(dctx *d, V a, V b, double rtol, double atol, bool equal_nan)
+{
+    V close = dp_binary(d, PTC_OP_EQ, a, b);
+    if (equal_nan)
+        close = dp_binary(d, PTC_OP_LOGICAL_OR, close,
+                          dp_binary(d, PTC_OP_LOGICAL_AND, dp_unary(d, PTC_OP_ISNAN, a),
+                                    dp_unary(d, PTC_OP_ISNAN, b)));
+    V diff = dp_unary(d, PTC_OP_ABS, dp_binary(d, PTC_OP_SUB, a, b));
+    V allowed =
+        scalar_op(d, PTC_OP_ADD, scalar_op(d, PTC_OP_MUL, dp_unary(d, PTC_OP_ABS, b), rtol), atol);
+    V ok = dp_binary(d, PTC_OP_LOGICAL_AND, is_finite(d, diff),
+                     dp_binary(d, PTC_OP_LE, diff, allowed));
+    return dp_binary(d, PTC_OP_LOGICAL_OR, close, ok);
+}
+
+/* dot(a, b) = sum(a * b) for 1-d tensors. */
+V ptc_composite_dot(dctx *d, V a, V b)
+{
+    return reduce_all(d, PTC_OP_SUM, dp_binary(d, PTC_OP_MUL, a, b));
+}
+
+/* ---- shapes ----------------------------------------------------------------------------- */
+
+/* flip over dims (normalised, of static sizes): index_select with reversed
+ * aranges; no dims is a copy. */
+V ptc_composite_flip(dctx *d, V v, const int *dims, int ndims)
+{
+    if (ndims == 0)
+        return clone(d, v);
+    for (int i = 0; i < ndims && v; i++) {
+        ptc_dim n = v->type.shape[dims[i]];
+        PTC_ASSERT(!n.sym);
+        V idx = arange(d, (double)(n.value - 1), -1, -1, PTC_I64, v->type.device);
+        ptc_arg a[3] = {ptc_arg_value(v), ptc_arg_int(dims[i]), ptc_arg_value(idx)};
+        v = dp_build(d, PTC_OP_INDEX_SELECT, a, 3);
+    }
+    return v;
+}
+
+/* repeat_interleave(repeats, dim): unsqueeze, expand, flatten; with no dim
+ * (flat) the input is flattened first. */
+V ptc_composite_repeat_interleave(dctx *d, V v, int64_t repeats, bool flat, int dim)
+{
+    if (flat && v) {
+        ptc_arg f[3] = {ptc_arg_value(v), ptc_arg_int(0), ptc_arg_int(-1)};
+        v = dp_build(d, PTC_OP_FLATTEN, f, 3);
+    }
+    if (!v)
+        return NULL;
+    ptc_dim shape[PTC_MAX_DIMS + 1];
+    int nd = v->type.ndim;
+    for (int i = 0, k = 0; i < nd; i++) {
+        shape[k++] = v->type.shape[i];
+        if (i == dim)
+            shape[k++] = ptc_dim_c(repeats);
+    }
+    V u = unsqueeze(d, v, dim + 1);
+    ptc_arg e[2] = {ptc_arg_value(u), ptc_arg_dims(d->g->arena, shape, nd + 1)};
+    V ex = u ? dp_build(d, PTC_OP_EXPAND, e, 2) : NULL;
+    ptc_arg f[3] = {ptc_arg_value(ex), ptc_arg_int(dim), ptc_arg_int(dim + 1)};
+    return ex ? dp_build(d, PTC_OP_FLATTEN, f, 3) : NULL;
+}
+
+/* diff(cat(parts), n, dim): n times, the later elements minus the earlier
+ * (xor for bool). */
+V ptc_composite_diff(dctx *d, V *parts, int nparts, int64_t n, int dim)
+{
+    V v = parts[0];
+    if (nparts > 1) {
+        ptc_arg a[2] = {ptc_arg_values(d->g->arena, parts, nparts), ptc_arg_int(dim)};
+        v = dp_build(d, PTC_OP_CAT, a, 2);
+    }
+    bool is_bool = v && v->type.dtype == PTC_BOOL;
+    for (int64_t k = 0; k < n && v; k++) {
+        ptc_dim len = v->type.shape[dim];
+        if (!len.sym && len.value == 0)
+            break;
+        ptc_dim n1 = ptc_dim_sub(d->g->arena, len, ptc_dim_c(1)); /* a symbolic size is >= 2 */
+        ptc_arg hi[4] = {ptc_arg_value(v), ptc_arg_int(dim), ptc_arg_int(1), ptc_arg_dim(n1)};
+        ptc_arg lo[4] = {ptc_arg_value(v), ptc_arg_int(dim), ptc_arg_int(0), ptc_arg_dim(n1)};
+        V h = dp_build(d, PTC_OP_NARROW, hi, 4), l = dp_build(d, PTC_OP_NARROW, lo, 4);
+        v = dp_binary(d, is_bool ? PTC_OP_LOGICAL_XOR : PTC_OP_SUB, h, l);
+    }
+    return v;
+}
+
+/* hstack (vertical false) / vstack: cat after making the parts at least
+ * 1-d / 2-d. */
+V ptc_composite_stack_dims(dctx *d, V *parts, int n, bool vertical)
+{
+    int dim = 0;
+    for (int i = 0; i < n; i++) {
+        V p = parts[i];
+        if (p && p->type.ndim == 0)
+            p = unsqueeze(d, p, 0);
+        if (vertical && p && p->type.ndim == 1)
+            p = unsqueeze(d, p, 0);
+        if (!p)
+            return NULL;
+        parts[i] = p;
+        if (!vertical && i == 0)
+            dim = p->type.ndim == 1 ? 0 : 1;
+    }
+    ptc_arg a[2] = {ptc_arg_values(d->g->arena, parts, n), ptc_arg_int(dim)};
+    return dp_build(d, PTC_OP_CAT, a, 2);
+}
+
+/* ---- resampling ------------------------------------------------------------------------ */
+
+/* The indices (and linear weights) of one spatial dim of nearest (mode 0),
+ * nearest-exact (1) or linear (2) resampling from in to outn elements, with
+ * the arithmetic of torch's CPU kernels (UpSample.h), in float for float
+ * inputs and double for double. */
+static void resample_table(int64_t in, int64_t outn, double scale_arg, int mode, bool align,
+                           bool dbl, double *i0, double *i1, double *w0, double *w1)
+{
+    for (int64_t o = 0; o < outn; o++) {
+        if (mode != 2) {
+            int64_t src;
+            if (outn == in)
+                src = o;
+            else if (outn == 2 * in && mode == 0)
+                src = o >> 1;
+            else {
+                float sc = scale_arg > 0 ? (float)(1.0 / scale_arg) : (float)in / (float)outn;
+                float pos = mode == 0 ? (float)o * sc : ((float)o + 0.5f) * sc;
+                src = (int64_t)floorf(pos);
+                if (src > in - 1)
+                    src = in - 1;
+            }
+            i0[o] = (double)src;
+            continue;
+        }
+        double sc, pos;
+        if (align)
+            sc = outn > 1 ? (dbl ? (double)(in - 1) / (double)(outn - 1)
+                                 : (double)((float)(in - 1) / (float)(outn - 1)))
+                          : 0;
+        else
+            sc = scale_arg > 0
+                     ? (dbl ? 1.0 / scale_arg : (double)(float)(1.0 / scale_arg))
+                     : (dbl ? (double)in / (double)outn : (double)((float)in / (float)outn));
+        if (dbl) {
+            pos = align ? sc * (double)o : sc * ((double)o + 0.5) - 0.5;
+            if (!align && pos < 0)
+                pos = 0;
+        } else {
+            float p = align ? (float)sc * (float)o : (float)sc * ((float)o + 0.5f) - 0.5f;
+            if (!align && p < 0)
+                p = 0;
+            pos = p;
+        }
+        int64_t idx = (int64_t)floor(pos);
+        if (idx > in - 1)
+            idx = in - 1;
+        double lam = dbl ? pos - (double)idx : (double)((float)pos - (float)idx);
+        if (lam < 0)
+            lam = 0;
+        if (lam > 1)
+            lam = 1;
+        i0[o] = (double)idx;
+        i1[o] = (double)(idx + (idx < in - 1 ? 1 : 0));
+        w0[o] = dbl ? 1.0 - lam : (double)(1.0f - (float)lam);
+        w1[o] = lam;
+    }
+}
+
+/* Reshapes a [n] tensor so that it broadcasts along dim d of an ndim tensor. */
+static V along(dctx *d, V w, int dim, int ndim)
+{
+    int64_t shape[PTC_MAX_DIMS];
+    for (int i = 0; i < ndim; i++)
+        shape[i] = 1;
+    shape[dim] = -1;
+    ptc_arg a[2] = {ptc_arg_value(w), ptc_arg_ints(d->g->arena, shape, ndim)};
+    return w ? dp_build(d, PTC_OP_RESHAPE, a, 2) : NULL;
+}
+
+static V index_select(dctx *d, V x, int dim, V index)
+{
+    ptc_arg a[3] = {ptc_arg_value(x), ptc_arg_int(dim), ptc_arg_value(index)};
+    return x && index ? dp_build(d, PTC_OP_INDEX_SELECT, a, 3) : NULL;
+}
+
+/* A constant [n] tensor (indices, weights), made by the caller's hook. */
+static V constant(dctx *d, const double *data, int64_t n, ptc_dtype dt, ptc_device dev)
+{
+    if (d->failed)
+        return NULL;
+    V v = d->hooks->constant(d->hooks_ctx, data, n, dt, dev);
+    d->failed = !v;
+    return v;
+}
+
+/* Dim dim of x (static sizes) resampled to outn elements (mode as
+ * resample_table's): x[i0], or x[i0] w0 + x[i1] w1 for linear, with
+ * constant indices and weights. */
+V ptc_composite_resample(dctx *d, V x, int dim, int64_t outn, double scale, int mode, bool align)
+{
+    if (!x)
+        return NULL;
+    ptc_device dev = x->type.device;
+    double *t = malloc(sizeof(double) * 4 * (size_t)(outn > 0 ? outn : 1));
+    if (!t) {
+        d->failed = true;
+        return NULL;
+    }
+    double *i0 = t, *i1 = t + outn, *w0 = t + 2 * outn, *w1 = t + 3 * outn;
+    resample_table(x->type.shape[dim].value, outn, scale, mode, align, x->type.dtype == PTC_F64, i0,
+                   i1, w0, w1);
+    V r = index_select(d, x, dim, constant(d, i0, outn, PTC_I64, dev));
+    if (mode == 2) {
+        V x1 = index_select(d, x, dim, constant(d, i1, outn, PTC_I64, dev));
+        V l0 = along(d, constant(d, w0, outn, x->type.dtype, dev), dim, x->type.ndim);
+        V l1 = along(d, constant(d, w1, outn, x->type.dtype, dev), dim, x->type.ndim);
+        r = dp_binary(d, PTC_OP_ADD, dp_binary(d, PTC_OP_MUL, r, l0),
+                      dp_binary(d, PTC_OP_MUL, x1, l1));
+    }
+    free(t);
+    return r;
+}
+
+/* ---- the multi-head attention fast path --------------------------------------------- */
+
+static V reshape_to(dctx *d, V v, const int64_t *shape, int n)
+{
+    if (!v)
+        return NULL;
+    ptc_arg a[2] = {ptc_arg_value(v), ptc_arg_ints(d->g->arena, shape, n)};
+    return dp_build(d, PTC_OP_RESHAPE, a, 2);
+}
+
+static V transpose(dctx *d, V v, int d0, int d1)
+{
+    if (!v)
+        return NULL;
+    ptc_arg a[3] = {ptc_arg_value(v), ptc_arg_int(d0), ptc_arg_int(d1)};
+    return dp_build(d, PTC_OP_TRANSPOSE, a, 3);
+}
+
+static V narrow(dctx *d, V v, int dim, int64_t start, int64_t len)
+{
+    if (!v)
+        return NULL;
+    ptc_arg a[4] = {ptc_arg_value(v), ptc_arg_int(dim), ptc_arg_int(start), ptc_arg_int(len)};
+    return dp_build(d, PTC_OP_NARROW, a, 4);
+}
+
+static V linear(dctx *d, V x, V w, V b)
+{
+    if (!x || !w)
+        return NULL;
+    ptc_arg a[3] = {ptc_arg_value(x), ptc_arg_value(w), b ? ptc_arg_value(b) : ptc_arg_none()};
+    return dp_build(d, PTC_OP_LINEAR, a, 3);
+}
+
+static V matmul(dctx *d, V a, V b)
+{
+    return dp_binary(d, PTC_OP_MATMUL, a, b);
+}
+
+/* [B, N, E] -> [B, H, N, D] */
+static V heads(dctx *d, V x, int64_t b, int64_t n, int64_t h, int64_t hd)
+{
+    int64_t shape[4] = {b, n, h, hd};
+    return transpose(d, reshape_to(d, x, shape, 4), 1, 2);
+}
+
+/* The q, k, v projections of m: one linear when query, key and value are
+ * one tensor, else one per third of the packed weight. */
+static void mha_project(dctx *d, const ptc_mha *m, V *qp, V *kp, V *vp)
+{
+    int64_t E = m->q->type.shape[2].value;
+    V W = m->qkv_weight, Bv = m->qkv_bias;
+    if (m->q == m->k && m->k == m->v) {
+        V qkv = linear(d, m->q, W, Bv);
+        *qp = narrow(d, qkv, 2, 0, E), *kp = narrow(d, qkv, 2, E, E),
+        *vp = narrow(d, qkv, 2, 2 * E, E);
+        return;
+    }
+    *qp = linear(d, m->q, narrow(d, W, 0, 0, E), Bv ? narrow(d, Bv, 0, 0, E) : NULL);
+    *kp = linear(d, m->k, narrow(d, W, 0, E, E), Bv ? narrow(d, Bv, 0, E, E) : NULL);
+    *vp = linear(d, m->v, narrow(d, W, 0, 2 * E, E), Bv ? narrow(d, Bv, 0, 2 * E, E) : NULL);
+}
+
+/* torch._native_multi_head_attention (nn.MultiheadAttention's inference fast
+ * path in torch 1.13+): projections, q scaled by 1/sqrt(head dim), masked
+ * softmax of q k^T, weights times v, the output projection; the weights
+ * averaged over heads when asked for. As ATen computes it. Static sizes. */
+V ptc_composite_mha(dctx *d, const ptc_mha *m, V *weights)
+{
+    const ptc_ttype *qt = &m->q->type;
+    int64_t B = qt->shape[0].value, L = qt->shape[1].value, E = qt->shape[2].value;
+    int64_t S = m->k->type.shape[1].value, H = m->heads, D = E / H;
+    V qp, kp, vp;
+    mha_project(d, m, &qp, &kp, &vp);
+    V qh = scalar_op(d, PTC_OP_DIV, heads(d, qp, B, L, H, D), sqrt((double)D));
+    V kh = heads(d, kp, B, S, H, D), vh = heads(d, vp, B, S, H, D);
+    V scores = matmul(d, qh, transpose(d, kh, 2, 3)); /* [B, H, L, S] */
+    if (m->mask) {
+        V mask = m->mask;
+        if (m->key_padding) { /* [B, S] -> [B, 1, 1, S] */
+            int64_t shape[4] = {B, 1, 1, S};
+            mask = reshape_to(d, mask, shape, 4);
+        }
+        ptc_arg mf[3] = {ptc_arg_value(scores), ptc_arg_value(mask), ptc_arg_float(-INFINITY)};
+        scores = scores && mask ? dp_build(d, PTC_OP_MASKED_FILL, mf, 3) : NULL;
+    }
+    ptc_arg sm[3] = {ptc_arg_value(scores), ptc_arg_int(-1), ptc_arg_none()};
+    V attn = scores ? dp_build(d, PTC_OP_SOFTMAX, sm, 3) : NULL;
+    V ctx = matmul(d, attn, vh); /* [B, H, L, D] */
+    int64_t merged[3] = {B, L, E};
+    V o =
+        linear(d, reshape_to(d, transpose(d, ctx, 1, 2), merged, 3), m->proj_weight, m->proj_bias);
+    *weights = NULL;
+    if (o && m->need_weights)
+        *weights =
+            m->average_weights
+                ? scalar_op(d, PTC_OP_DIV, reduce(d, PTC_OP_SUM, attn, 1, false, false), (double)H)
+                : attn;
+    return o;
+}
+
+/* ---- losses ----------------------------------------------------------------------------- */
+
+static V reduced(dctx *d, V loss, ptc_reduction red)
+{
+    if (red == PTC_REDUCE_MEAN)
+        return reduce_all(d, PTC_OP_MEAN, loss);
+    if (red == PTC_REDUCE_SUM)
+        return reduce_all(d, PTC_OP_SUM, loss);
+    return loss;
+}
+
+/* smooth_l1 (beta k) and huber (delta k) of a = |in - tg|. */
+static V smooth_abs(dctx *d, V a, bool huber, double k)
+{
+    if (!huber && k == 0)
+        return a;
+    V sq = scalar_op(d, PTC_OP_MUL, dp_binary(d, PTC_OP_MUL, a, a), huber ? 0.5 : 0.5 / k);
+    V lin = huber ? scalar_op(d, PTC_OP_MUL, scalar_op(d, PTC_OP_SUB, a, 0.5 * k), k)
+                  : scalar_op(d, PTC_OP_SUB, a, 0.5 * k);
+    return where(d, scalar_op(d, PTC_OP_LT, a, k), ptc_arg_value(sq), ptc_arg_value(lin));
+}
+
+/* mse_loss, l1_loss, smooth_l1_loss(beta k), huber_loss(delta k). */
+V ptc_composite_pointwise_loss(dctx *d, ptc_pointwise_loss kind, V in, V tg, double k,
+                               ptc_reduction red)
+{
+    V diff = dp_binary(d, PTC_OP_SUB, in, tg), loss;
+    if (kind == PTC_LOSS_MSE)
+        loss = dp_binary(d, PTC_OP_MUL, diff, diff);
+    else if (kind == PTC_LOSS_L1)
+        loss = dp_unary(d, PTC_OP_ABS, diff);
+    else
+        loss = smooth_abs(d, dp_unary(d, PTC_OP_ABS, diff), kind == PTC_LOSS_HUBER, k);
+    return reduced(d, loss, red);
+}
+
+/* binary_cross_entropy(_with_logits)(x, y, weight, pos_weight). */
+V ptc_composite_bce(dctx *d, V x, V y, bool logits, V weight, V pos_weight, ptc_reduction red)
+{
+    V loss;
+    if (logits) {
+        /* (1 - y) x + lw (log1p(exp(-|x|)) + max(-x, 0)), lw = 1 + (pw - 1) y */
+        V relu_neg = clamp_min(d, dp_unary(d, PTC_OP_NEG, x), 0.0);
+        V sp = dp_binary(
+            d, PTC_OP_ADD,
+            dp_unary(d, PTC_OP_LOG1P,
+                     dp_unary(d, PTC_OP_EXP, dp_unary(d, PTC_OP_NEG, dp_unary(d, PTC_OP_ABS, x)))),
+            relu_neg);
+        if (pos_weight) {
+            V lw = scalar_op(d, PTC_OP_ADD,
+                             dp_binary(d, PTC_OP_MUL, scalar_op(d, PTC_OP_SUB, pos_weight, 1.0), y),
+                             1.0);
+            sp = dp_binary(d, PTC_OP_MUL, lw, sp);
+        }
+        loss = dp_binary(d, PTC_OP_ADD, dp_binary(d, PTC_OP_MUL, rsub_scalar(d, 1.0, y), x), sp);
+    } else {
+        /* -(y log(x) + (1 - y) log(1 - x)), logs clamped at -100 */
+        V log_x = dp_unary(d, PTC_OP_LOG, x),
+          log_1mx = dp_unary(d, PTC_OP_LOG, rsub_scalar(d, 1.0, x));
+        V lx = clamp_min(d, log_x, -100.0), l1x = clamp_min(d, log_1mx, -100.0);
+        loss = dp_unary(d, PTC_OP_NEG,
+                        dp_binary(d, PTC_OP_ADD, dp_binary(d, PTC_OP_MUL, y, lx),
+                                  dp_binary(d, PTC_OP_MUL, rsub_scalar(d, 1.0, y), l1x)));
+    }
+    if (weight)
+        loss = dp_binary(d, PTC_OP_MUL, loss, weight);
+    return reduced(d, loss, red);
+}
+
+/* weight[target] for class targets: an embedding lookup in a [C, 1] table. */
+static V class_weights(dctx *d, V weight, V target)
+{
+    V table = unsqueeze(d, weight, 1);
+    ptc_arg e[2] = {ptc_arg_value(table), ptc_arg_value(target)};
+    V ws = table && target ? dp_build(d, PTC_OP_EMBEDDING, e, 2) : NULL;
+    return squeeze(d, ws, -1);
+}
+
+/* nll_loss on log-probabilities logp [N, C, ...] (or [C]) and class
+ * targets: -logp[target] weighted, ignore_index masked; mean divides by the
+ * total weight of the targets that count. */
+V ptc_composite_nll(dctx *d, V logp, V target, V weight, int64_t ignore, ptc_reduction red)
+{
+    bool flat = logp && logp->type.ndim == 1;
+    if (flat) {
+        logp = unsqueeze(d, logp, 0);
+        target = unsqueeze(d, target, 0);
+    }
+    if (!logp || !target)
+        return NULL;
+    V keep = scalar_op(d, PTC_OP_NE, target, (double)ignore);
+    V safe = where(d, keep, ptc_arg_value(target), ptc_arg_int(0));
+    V safe1 = unsqueeze(d, safe, 1);
+    ptc_arg g[3] = {ptc_arg_value(logp), ptc_arg_int(1), ptc_arg_value(safe1)};
+    V picked = squeeze(d, safe1 ? dp_build(d, PTC_OP_GATHER, g, 3) : NULL, 1);
+    V w = to_dtype(d, keep, logp->type.dtype);
+    if (weight)
+        w = dp_binary(d, PTC_OP_MUL, w, class_weights(d, weight, safe));
+    V loss = dp_unary(d, PTC_OP_NEG, dp_binary(d, PTC_OP_MUL, picked, w));
+    if (red == PTC_REDUCE_NONE && flat)
+        return squeeze(d, loss, 0);
+    if (red == PTC_REDUCE_MEAN)
+        return dp_binary(d, PTC_OP_DIV, reduce_all(d, PTC_OP_SUM, loss),
+                         reduce_all(d, PTC_OP_SUM, w));
+    return reduced(d, loss, red);
+}
+
+/* cross_entropy = nll_loss(log_softmax(input, 1)) for class targets, or
+ * -sum(target * log_softmax) over classes for probability targets (their
+ * mean divides by the elements per class: static sizes). */
+V ptc_composite_cross_entropy(dctx *d, V in, V target, V weight, int64_t ignore, ptc_reduction red)
+{
+    int cdim = in->type.ndim == 1 ? 0 : 1;
+    ptc_arg a[3] = {ptc_arg_value(in), ptc_arg_int(cdim), ptc_arg_none()};
+    V logp = dp_build(d, PTC_OP_LOG_SOFTMAX, a, 3);
+    if (!ptc_dtype_is_float(target->type.dtype))
+        return ptc_composite_nll(d, logp, target, weight, ignore, red);
+    V prod = dp_binary(d, PTC_OP_MUL, logp, target);
+    if (weight) {
+        V wb = weight;
+        for (int i = cdim + 1; i < in->type.ndim && wb; i++)
+            wb = unsqueeze(d, wb, -1);
+        prod = dp_binary(d, PTC_OP_MUL, prod, wb);
+    }
+    V loss = dp_unary(d, PTC_OP_NEG, reduce(d, PTC_OP_SUM, prod, cdim, false, false));
+    if (red != PTC_REDUCE_MEAN)
+        return reduced(d, loss, red);
+    int64_t n = 1;
+    for (int i = 0; i < in->type.ndim; i++) {
+        PTC_ASSERT(!in->type.shape[i].sym);
+        n *= in->type.shape[i].value;
+    }
+    return scalar_op(d, PTC_OP_DIV, reduce_all(d, PTC_OP_SUM, loss),
+                     (double)(n / in->type.shape[cdim].value));
+}
