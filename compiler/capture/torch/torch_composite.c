@@ -324,6 +324,14 @@ static int norm_dim(int64_t d, int ndim)
     return (int)(d < 0 ? d + ndim : d);
 }
 
+/* The dims argument of flip and tile: ints after the tensor, or one list. */
+static int dims_arg(cap_tcall *c, const char *what, ptc_arg *da)
+{
+    if (c->npos > 2)
+        return cap_int_varargs(c->T, c->pos + 1, c->npos - 1, da, what);
+    return cap_int_list(c->T, ARG(1, "dims") ? ARG(1, "dims") : Py_None, da, what);
+}
+
 /* The dims of flip(dims) / fliplr / flipud, constant. */
 static int flip_dims(cap_tcall *c, const char *n, int ndim, int64_t *dims, int *nd)
 {
@@ -337,9 +345,7 @@ static int flip_dims(cap_tcall *c, const char *n, int ndim, int64_t *dims, int *
         return CAP_NEXT;
     }
     ptc_arg da;
-    int rc = c->npos > 2
-                 ? cap_int_varargs(c->T, c->pos + 1, c->npos - 1, &da, "flip(dims)")
-                 : cap_int_list(c->T, ARG(1, "dims") ? ARG(1, "dims") : Py_None, &da, "flip(dims)");
+    int rc = dims_arg(c, "flip(dims)", &da);
     if (rc != CAP_NEXT)
         return rc;
     for (int i = 0; i < da.is.n && *nd < PTC_MAX_DIMS; i++) {
@@ -402,9 +408,7 @@ int cap_th_tile(cap_tcall *c, PyObject **out)
     if (!x)
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "tile needs a tensor");
     ptc_arg da;
-    int rc = c->npos > 2
-                 ? cap_int_varargs(c->T, c->pos + 1, c->npos - 1, &da, "tile(dims)")
-                 : cap_int_list(c->T, ARG(1, "dims") ? ARG(1, "dims") : Py_None, &da, "tile(dims)");
+    int rc = dims_arg(c, "tile(dims)", &da);
     if (rc != CAP_NEXT)
         return rc;
     int ndim = x->v->type.ndim, n = da.is.n > ndim ? da.is.n : ndim;
