@@ -6,8 +6,10 @@
  * Operands are first converted to the compute dtype exactly as torch's type
  * promotion does, then one formula runs in one of three precisions: int64
  * (bool and integer dtypes, wrapped to the width at the store), float (f16,
- * bf16, f32, rounded once at the store) or double (f64). The float formulas
- * live in ref_math.inc, instantiated for both float types.
+ * bf16, f32, rounded once at the store) or double (f64). The formulas are
+ * the ref column of ops/pointwise.def, a switch case per row: the float ones
+ * expanded in ref_math.inc (instantiated for both float types), the integer
+ * ones in unary_int and binary_int.
  */
 #include "ops/ref.h"
 
@@ -32,6 +34,30 @@ typedef struct bparams {
     int rounding;     /* div */
 } bparams;
 
+/* The formulas are pointwise.def's ref column, a switch case per row; a
+ * pointwise prim's row goes to the unary or the binary switches by its kind. */
+#define CASE(id, ref)                                                                              \
+    case PTC_OP_##id:                                                                              \
+        return ref;
+#define NO_CASE(id, ref)
+#define UNARY_UNARY CASE
+#define UNARY_ARITH NO_CASE
+#define UNARY_COMPARE NO_CASE
+#define UNARY_BITWISE NO_CASE
+#define UNARY_PREDICATE NO_CASE /* logical_not, isnan: ptc_ref_unary */
+#define UNARY_SELECT NO_CASE    /* where: ptc_ref_where */
+#define BINARY_UNARY NO_CASE
+#define BINARY_ARITH CASE
+#define BINARY_COMPARE CASE
+#define BINARY_BITWISE CASE
+#define BINARY_PREDICATE NO_CASE
+#define BINARY_SELECT NO_CASE
+
+static uint64_t uabs(int64_t x)
+{
+    return x < 0 ? 0 - (uint64_t)x : (uint64_t)x;
+}
+
 #define T float
 #define FN(name) name##_f32
 #include "ops/ref_math.inc"
@@ -42,6 +68,33 @@ typedef struct bparams {
 #include "ops/ref_math.inc"
 #undef T
 #undef FN
+
+/* The op whose formula computes op: a torch-level row whose reference is
+ * PRIM computes with the prim its `how` names (AS, RAW, COMPARE and
+ * BITWISE rows; FORMULA and LOGICAL rows have formulas of their own). */
+static ptc_op formula_op(ptc_op op)
+{
+#define IS_PRIM_PRIM 1
+#define IS_PRIM_REF(f, i) 0
+#define PRIM_OF_AS(p) PTC_OP_##p
+#define PRIM_OF_RAW(p) PTC_OP_##p
+#define PRIM_OF_COMPARE(p) PTC_OP_##p
+#define PRIM_OF_BITWISE(p) PTC_OP_##p
+#define PRIM_OF_FORMULA(fn) op
+#define PRIM_OF_LOGICAL(p) op
+#define ROW(id, how, bind, name, sig, ref)                                                         \
+    case PTC_OP_##id:                                                                              \
+        PTC_ASSERT((PRIM_OF_##how != op) == IS_PRIM_##ref);                                        \
+        return PRIM_OF_##how;
+    switch (op) {
+#define PW_UNARY ROW
+#define PW_BINARY ROW
+#include "ops/pointwise.def"
+    default:
+        return op;
+    }
+#undef ROW
+}
 
 /* ---- operands: a tensor broadcast to the output, or a Python number ------------- */
 
@@ -97,39 +150,15 @@ static bool opnd_truth(const operand *o, const int64_t *idx)
 
 /* ---- unary ---------------------------------------------------------------------- */
 
-static uint64_t uabs(int64_t x)
-{
-    return x < 0 ? 0 - (uint64_t)x : (uint64_t)x;
-}
-
 static int64_t unary_int(ptc_op op, int64_t x, ptc_dtype dt, const uparams *p)
 {
     switch (op) {
-    case PTC_OP_ABS:
-    case PTC_OP_PRIMS_ABS:
-        return (int64_t)uabs(x);
-    case PTC_OP_NEG:
-    case PTC_OP_PRIMS_NEG:
-        return (int64_t)(0 - (uint64_t)x);
-    case PTC_OP_RELU:
-        return x > 0 ? x : 0;
-    case PTC_OP_FLOOR:
-    case PTC_OP_CEIL:
-    case PTC_OP_TRUNC:
-    case PTC_OP_ROUND:
-    case PTC_OP_PRIMS_FLOOR:
-    case PTC_OP_PRIMS_CEIL:
-    case PTC_OP_PRIMS_TRUNC:
-    case PTC_OP_PRIMS_ROUND:
-        return x; /* integers are already integral */
-    case PTC_OP_SIGN:
-    case PTC_OP_PRIMS_SIGN:
-        return (x > 0) - (x < 0);
-    case PTC_OP_HARDTANH:
-        return x < p->imin ? p->imin : x > p->imax ? p->imax : x;
-    case PTC_OP_BITWISE_NOT:
-    case PTC_OP_PRIMS_BITWISE_NOT:
-        return dt == PTC_BOOL ? !x : ~x;
+#define REF(f, i) i
+#define NOREF (PTC_ASSERT(!"no integer formula"), x)
+#define PRIM NOREF
+#define PW_UNARY(id, how, bind, name, sig, ref) CASE(id, ref)
+#define PW_PRIM(id, lop, kind, ref) UNARY_##kind(id, ref)
+#include "ops/pointwise.def"
     default:
         PTC_ASSERT(!"not an integer unary op");
     }
@@ -177,7 +206,7 @@ static int unary_params(ptc_kctx *k, ptc_dtype dt, uparams *p)
 
 int ptc_ref_unary(ptc_kctx *k)
 {
-    ptc_op op = k->node->op;
+    ptc_op op = k->node->op, f = formula_op(op);
     const ptc_tensor *x = ptc_k_tensor(k, 0);
     ptc_tensor *out = &k->out[0];
     ptc_dtype dt = out->dtype;
@@ -196,11 +225,11 @@ int ptc_ref_unary(ptc_kctx *k)
         } else if (op == PTC_OP_ISNAN || op == PTC_OP_PRIMS_ISNAN) {
             ref_sti(out, o, ref_is_float(x->dtype) && isnan(ptc_load_f64(px, x->dtype)));
         } else if (dt == PTC_F64) {
-            ref_stf(out, o, unary_f64(op, ref_load_as_f(px, x->dtype, dt), &p));
+            ref_stf(out, o, unary_f64(f, ref_load_as_f(px, x->dtype, dt), &p));
         } else if (ref_is_float(dt)) {
-            ref_stf(out, o, unary_f32(op, (float)ref_load_as_f(px, x->dtype, dt), &p));
+            ref_stf(out, o, unary_f32(f, (float)ref_load_as_f(px, x->dtype, dt), &p));
         } else {
-            ref_sti(out, o, unary_int(op, ref_load_as_i(px, x->dtype, dt), dt, &p));
+            ref_sti(out, o, unary_int(f, ref_load_as_i(px, x->dtype, dt), dt, &p));
         }
         o++;
     } while (ref_next(idx, x->sizes, x->ndim));
@@ -213,80 +242,29 @@ typedef enum { BIN_ARITH, BIN_COMPARE, BIN_LOGICAL, BIN_BITWISE } binkind;
 
 static binkind binary_kind(ptc_op op)
 {
+#define KIND_AS(p) BIN_ARITH
+#define KIND_FORMULA(fn) BIN_ARITH
+#define KIND_COMPARE(p) BIN_COMPARE
+#define KIND_LOGICAL(p) BIN_LOGICAL
+#define KIND_BITWISE(p) BIN_BITWISE
     switch (op) {
-    case PTC_OP_EQ:
-    case PTC_OP_NE:
-    case PTC_OP_LT:
-    case PTC_OP_LE:
-    case PTC_OP_GT:
-    case PTC_OP_GE:
-    case PTC_OP_PRIMS_EQ:
-    case PTC_OP_PRIMS_NE:
-    case PTC_OP_PRIMS_LT:
-    case PTC_OP_PRIMS_LE:
-    case PTC_OP_PRIMS_GT:
-    case PTC_OP_PRIMS_GE:
+#define PW_BINARY(id, how, bind, name, sig, ref)                                                   \
+    case PTC_OP_##id:                                                                              \
+        return KIND_##how;
+#define PW_PRIM(id, lop, kind, ref) BINKIND_##kind(id)
+#define BINKIND_COMPARE(id)                                                                        \
+    case PTC_OP_##id:                                                                              \
         return BIN_COMPARE;
-    case PTC_OP_LOGICAL_AND:
-    case PTC_OP_LOGICAL_OR:
-    case PTC_OP_LOGICAL_XOR:
-        return BIN_LOGICAL;
-    case PTC_OP_BITWISE_AND:
-    case PTC_OP_BITWISE_OR:
-    case PTC_OP_BITWISE_XOR:
-    case PTC_OP_PRIMS_BITWISE_AND:
-    case PTC_OP_PRIMS_BITWISE_OR:
-    case PTC_OP_PRIMS_BITWISE_XOR:
+#define BINKIND_BITWISE(id)                                                                        \
+    case PTC_OP_##id:                                                                              \
         return BIN_BITWISE;
+#define BINKIND_UNARY(id)
+#define BINKIND_ARITH(id)
+#define BINKIND_PREDICATE(id)
+#define BINKIND_SELECT(id)
+#include "ops/pointwise.def"
     default:
         return BIN_ARITH;
-    }
-}
-
-/* Comparisons as -1/0/1 would lose nan: each op tests its own relation. */
-static bool compare(ptc_op op, double a, double b)
-{
-    switch (op) {
-    case PTC_OP_EQ:
-    case PTC_OP_PRIMS_EQ:
-        return a == b;
-    case PTC_OP_NE:
-    case PTC_OP_PRIMS_NE:
-        return a != b;
-    case PTC_OP_LT:
-    case PTC_OP_PRIMS_LT:
-        return a < b;
-    case PTC_OP_LE:
-    case PTC_OP_PRIMS_LE:
-        return a <= b;
-    case PTC_OP_GT:
-    case PTC_OP_PRIMS_GT:
-        return a > b;
-    default:
-        return a >= b;
-    }
-}
-
-static bool compare_int(ptc_op op, int64_t a, int64_t b)
-{
-    switch (op) {
-    case PTC_OP_EQ:
-    case PTC_OP_PRIMS_EQ:
-        return a == b;
-    case PTC_OP_NE:
-    case PTC_OP_PRIMS_NE:
-        return a != b;
-    case PTC_OP_LT:
-    case PTC_OP_PRIMS_LT:
-        return a < b;
-    case PTC_OP_LE:
-    case PTC_OP_PRIMS_LE:
-        return a <= b;
-    case PTC_OP_GT:
-    case PTC_OP_PRIMS_GT:
-        return a > b;
-    default:
-        return a >= b;
     }
 }
 
@@ -342,51 +320,18 @@ static bool divides(ptc_op op, int rounding)
            op == PTC_OP_PRIMS_REMAINDER;
 }
 
-/* Integer arithmetic in wrapping uint64 (the store wraps to the width). */
+/* Integer arithmetic in wrapping uint64 (the store wraps to the width);
+ * comparisons and logical ops (on truth values) as 0 or 1. */
 static int64_t binary_int(ptc_op op, int64_t a, int64_t b, const bparams *p)
 {
     uint64_t ua = (uint64_t)a, ub = (uint64_t)b, alpha = (uint64_t)p->alpha.i;
     switch (op) {
-    case PTC_OP_ADD:
-        return (int64_t)(ua + alpha * ub);
-    case PTC_OP_SUB:
-        return (int64_t)(ua - alpha * ub);
-    case PTC_OP_RSUB:
-        return (int64_t)(ub - alpha * ua);
-    case PTC_OP_PRIMS_ADD:
-        return (int64_t)(ua + ub);
-    case PTC_OP_PRIMS_SUB:
-        return (int64_t)(ua - ub);
-    case PTC_OP_MUL:
-    case PTC_OP_PRIMS_MUL:
-        return (int64_t)(ua * ub);
-    case PTC_OP_DIV:
-        return p->rounding == ROUND_FLOOR ? floor_div(a, b) : trunc_div(a, b);
-    case PTC_OP_PRIMS_DIV:
-        return trunc_div(a, b);
-    case PTC_OP_PRIMS_FLOOR_DIVIDE:
-        return floor_div(a, b);
-    case PTC_OP_REMAINDER:
-    case PTC_OP_PRIMS_REMAINDER:
-        return py_mod(a, b);
-    case PTC_OP_POW:
-    case PTC_OP_PRIMS_POW:
-        return int_pow(a, b);
-    case PTC_OP_MAXIMUM:
-    case PTC_OP_PRIMS_MAXIMUM:
-        return a > b ? a : b;
-    case PTC_OP_MINIMUM:
-    case PTC_OP_PRIMS_MINIMUM:
-        return a < b ? a : b;
-    case PTC_OP_BITWISE_AND:
-    case PTC_OP_PRIMS_BITWISE_AND:
-        return a & b;
-    case PTC_OP_BITWISE_OR:
-    case PTC_OP_PRIMS_BITWISE_OR:
-        return a | b;
-    case PTC_OP_BITWISE_XOR:
-    case PTC_OP_PRIMS_BITWISE_XOR:
-        return a ^ b;
+#define REF(f, i) i
+#define NOREF (PTC_ASSERT(!"no integer formula"), a)
+#define PRIM NOREF
+#define PW_BINARY(id, how, bind, name, sig, ref) CASE(id, ref)
+#define PW_PRIM(id, lop, kind, ref) BINARY_##kind(id, ref)
+#include "ops/pointwise.def"
     default:
         PTC_ASSERT(!"not an integer binary op");
     }
@@ -431,31 +376,28 @@ static ptc_dtype binary_compute(const ptc_kctx *k, binkind kind)
     return ptc_result_type(args, 2);
 }
 
-static int binary_elem(ptc_kctx *k, binkind kind, ptc_dtype compute, const operand *a,
+/* f is formula_op's of the node's op. */
+static int binary_elem(ptc_kctx *k, ptc_op f, binkind kind, ptc_dtype compute, const operand *a,
                        const operand *b, const bparams *p, const int64_t *idx, int64_t o)
 {
-    ptc_op op = k->node->op;
     ptc_tensor *out = &k->out[0];
     if (kind == BIN_LOGICAL) {
-        bool x = opnd_truth(a, idx), y = opnd_truth(b, idx);
-        ref_sti(out, o,
-                op == PTC_OP_LOGICAL_AND  ? x && y
-                : op == PTC_OP_LOGICAL_OR ? x || y
-                                          : x != y);
+        ref_sti(out, o, binary_int(f, opnd_truth(a, idx), opnd_truth(b, idx), p));
     } else if (kind == BIN_COMPARE && ref_is_float(compute)) {
-        ref_sti(out, o, compare(op, opnd_f(a, idx, compute), opnd_f(b, idx, compute)));
+        /* each op tests its own relation: -1/0/1 would lose nan */
+        ref_sti(out, o, binary_f64(f, opnd_f(a, idx, compute), opnd_f(b, idx, compute), p) != 0);
     } else if (kind == BIN_COMPARE) {
-        ref_sti(out, o, compare_int(op, opnd_i(a, idx, compute), opnd_i(b, idx, compute)));
+        ref_sti(out, o, binary_int(f, opnd_i(a, idx, compute), opnd_i(b, idx, compute), p));
     } else if (compute == PTC_F64) {
-        ref_stf(out, o, binary_f64(op, opnd_f(a, idx, compute), opnd_f(b, idx, compute), p));
+        ref_stf(out, o, binary_f64(f, opnd_f(a, idx, compute), opnd_f(b, idx, compute), p));
     } else if (ref_is_float(compute)) {
         ref_stf(out, o,
-                binary_f32(op, (float)opnd_f(a, idx, compute), (float)opnd_f(b, idx, compute), p));
+                binary_f32(f, (float)opnd_f(a, idx, compute), (float)opnd_f(b, idx, compute), p));
     } else {
         int64_t x = opnd_i(a, idx, compute), y = opnd_i(b, idx, compute);
-        if (y == 0 && divides(op, p->rounding))
+        if (y == 0 && divides(k->node->op, p->rounding))
             return ref_fail(k, "ZeroDivisionError");
-        ref_sti(out, o, binary_int(op, x, y, p));
+        ref_sti(out, o, binary_int(f, x, y, p));
     }
     return 0;
 }
@@ -465,6 +407,7 @@ int ptc_ref_binary(ptc_kctx *k)
     ptc_op op = k->node->op;
     ptc_tensor *out = &k->out[0];
     binkind kind = binary_kind(op);
+    ptc_op f = formula_op(op);
     ptc_dtype compute = binary_compute(k, kind);
     bparams p;
     if (binary_params(k, compute, &p))
@@ -481,7 +424,7 @@ int ptc_ref_binary(ptc_kctx *k)
         return 0;
     int64_t idx[PTC_MAX_DIMS] = {0}, o = 0;
     do {
-        if (binary_elem(k, kind, compute, &a, &b, &p, idx, o++))
+        if (binary_elem(k, f, kind, compute, &a, &b, &p, idx, o++))
             return -1;
     } while (ref_next(idx, out->sizes, out->ndim));
     return 0;

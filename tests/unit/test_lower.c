@@ -407,7 +407,7 @@ START_TEST(pointwise_table_matches_ops)
     static bool row[PTC_OP_COUNT];
     for (int op = 0; op < PTC_OP_COUNT; op++)
         lop[op] = -1;
-#define PW_PRIM(id, l) lop[PTC_OP_##id] = PTC_L_##l, row[PTC_OP_##id] = true;
+#define PW_PRIM(id, l, kind, ref) lop[PTC_OP_##id] = PTC_L_##l, row[PTC_OP_##id] = true;
 #include "ops/pointwise.def"
     static const ptc_op uses[] = {
 #define AS(p) PTC_OP_##p,
@@ -416,8 +416,8 @@ START_TEST(pointwise_table_matches_ops)
 #define BITWISE(p) AS(p)
 #define LOGICAL(p) AS(p)
 #define FORMULA(fn)
-#define PW_UNARY(id, how, bind, name, sig) how
-#define PW_BINARY(id, how, bind, name, sig) how
+#define PW_UNARY(id, how, bind, name, sig, ref) how
+#define PW_BINARY(id, how, bind, name, sig, ref) how
 #include "ops/pointwise.def"
     };
     for (size_t i = 0; i < sizeof uses / sizeof *uses; i++)
@@ -427,8 +427,8 @@ START_TEST(pointwise_table_matches_ops)
         ptc_op op;
         int tensors;
     } torch_rows[] = {
-#define PW_UNARY(id, how, bind, name, sig) {PTC_OP_##id, 1},
-#define PW_BINARY(id, how, bind, name, sig) {PTC_OP_##id, 2},
+#define PW_UNARY(id, how, bind, name, sig, ref) {PTC_OP_##id, 1},
+#define PW_BINARY(id, how, bind, name, sig, ref) {PTC_OP_##id, 2},
 #include "ops/pointwise.def"
     };
     for (size_t i = 0; i < sizeof torch_rows / sizeof *torch_rows; i++) {
