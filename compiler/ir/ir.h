@@ -287,7 +287,7 @@ typedef enum {
 } ptc_opstage;
 
 typedef enum {
-#define OP(id, stage, schema, meta, ref, flags) PTC_OP_##id,
+#define OP(id, stage, schema, meta, ref, flags, ...) PTC_OP_##id,
 #include "ir/ops.def"
 #undef OP
     PTC_OP_COUNT

@@ -21,7 +21,7 @@ static const struct {
 #define TORCH PTC_STAGE_TORCH
 #define PRIM PTC_STAGE_PRIM
 #define BOTH PTC_STAGE_BOTH
-#define OP(id, stage, schema, meta, ref, flags) {stage, schema},
+#define OP(id, stage, schema, meta, ref, flags, ...) {stage, schema},
 #include "ir/ops.def"
 #undef OP
 #undef TORCH

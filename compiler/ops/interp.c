@@ -13,7 +13,7 @@
 #include <string.h>
 
 static const ptc_ref_fn ref_fns[] = {
-#define OP(id, stage, schema, meta, ref, flags) ptc_##ref,
+#define OP(id, stage, schema, meta, ref, flags, ...) ptc_##ref,
 #include "ir/ops.def"
 #undef OP
 };

@@ -11,7 +11,7 @@
 
 #include "ops/ops.h"
 
-#define OP(id, stage, schema, meta, ref, flags) int meta(ptc_meta *m);
+#define OP(id, stage, schema, meta, ref, flags, ...) int meta(ptc_meta *m);
 #include "ir/ops.def"
 #undef OP
 

@@ -19,14 +19,14 @@
 _Static_assert(PTC_OP_COUNT == 196, "ops.def changed: review the tables expanded from it");
 
 static const unsigned op_flags[] = {
-#define OP(id, stage, schema, meta, ref, flags) flags,
+#define OP(id, stage, schema, meta, ref, flags, ...) flags,
 #include "ir/ops.def"
 #undef OP
 };
 _Static_assert(sizeof op_flags / sizeof *op_flags == PTC_OP_COUNT, "flag table out of step");
 
 static const ptc_meta_fn meta_fns[] = {
-#define OP(id, stage, schema, meta, ref, flags) meta,
+#define OP(id, stage, schema, meta, ref, flags, ...) meta,
 #include "ir/ops.def"
 #undef OP
 };

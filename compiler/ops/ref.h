@@ -13,7 +13,7 @@
 #include "ops/ops.h"
 
 /* Every name of ops.def's ref column, exported with the ptc_ prefix. */
-#define OP(id, stage, schema, meta, ref, flags) int ptc_##ref(ptc_kctx *k);
+#define OP(id, stage, schema, meta, ref, flags, ...) int ptc_##ref(ptc_kctx *k);
 #include "ir/ops.def"
 #undef OP
 

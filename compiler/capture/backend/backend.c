@@ -68,26 +68,6 @@ static PyObject *torch_from_ptc(const ptc_tensor *t)
 
 /* ---- eager: the graph through torch ops ---------------------------------------------------- */
 
-typedef struct eop {
-    ptc_op op;
-    const char *fn;
-} eop;
-
-static const eop eager_ops[] = {
-    {PTC_OP_HARDTANH, "torch.nn.functional.hardtanh"}, {PTC_OP_GELU, "torch.nn.functional.gelu"},
-    {PTC_OP_SILU, "torch._C._nn.silu"}, {PTC_OP_HARDSWISH, "torch._C._nn.hardswish"},
-    {PTC_OP_HARDSIGMOID, "torch._C._nn.hardsigmoid"}, {PTC_OP_LEAKY_RELU, "torch._C._nn.leaky_relu"},
-    {PTC_OP_ELU, "torch._C._nn.elu"}, {PTC_OP_SOFTPLUS, "torch._C._nn.softplus"},
-    {PTC_OP_LAYER_NORM, "torch.nn.functional.layer_norm"},
-    {PTC_OP_GROUP_NORM, "torch.nn.functional.group_norm"},
-    {PTC_OP_LINEAR, "torch._C._nn.linear"}, {PTC_OP_SDPA, "torch.nn.functional.scaled_dot_product_attention"},
-    {PTC_OP_AVG_POOL2D, "torch._C._nn.avg_pool2d"},
-    {PTC_OP_ADAPTIVE_AVG_POOL2D, "torch._C._nn.adaptive_avg_pool2d"},
-    {PTC_OP_MAX_POOL2D_WITH_INDICES, "torch.ops.aten.max_pool2d_with_indices.default"},
-    {PTC_OP_SLICE, "torch.ops.aten.slice.Tensor"}, {PTC_OP_INDEX, "torch.ops.aten.index.Tensor"},
-    {PTC_OP_SPLIT_WITH_SIZES, "torch.split"}, {PTC_OP_ABS, NULL},
-};
-
 /* A step's argument: a constant, a value, a list of values, or sizes that
  * are symbolic (evaluated per run from the inputs' sizes). */
 enum { EA_CONST, EA_VALUE, EA_VALUES, EA_SIZES };
@@ -171,23 +151,20 @@ static int set_earg(earg *e, const ptc_arg *a)
     return 0;
 }
 
+/* The torch function that runs op (ops.def's eager column), or with
+ * *method the name of the Tensor method; NULL: torch.<schema name>. */
 static const char *eager_fn(ptc_op op, bool *method)
 {
-    *method = false;
-    for (size_t i = 0; eager_ops[i].fn; i++)
-        if (eager_ops[i].op == op)
-            return eager_ops[i].fn;
-    switch (op) {
-    case PTC_OP_VIEW:
-        /* Graph values are contiguous by definition; a torch view of a
-           transposed tensor may not be: reshape gives the same values. */
-        return "torch.reshape";
-    case PTC_OP_EXPAND: case PTC_OP_REPEAT: case PTC_OP_CONTIGUOUS: case PTC_OP_TO:
-        *method = true;
-        return NULL;
-    default:
-        return NULL;
-    }
+    static const char *const paths[PTC_OP_COUNT] = {
+#define OP(id, stage, schema, meta, ref, flags, ...) "" __VA_ARGS__,
+#include "ir/ops.def"
+#undef OP
+    };
+    const char *path = paths[op];
+    *method = strncmp(path, "Tensor.", 7) == 0;
+    if (*method)
+        return path + 7;
+    return *path ? path : NULL;
 }
 
 /* The torch function (or method name) that runs node n. */
@@ -197,7 +174,7 @@ static int step_function(const ptc_node *n, estep *s)
     char path[128];
     const char *fn = eager_fn(n->op, &s->method);
     if (s->method) {
-        s->fn = PyUnicode_FromString(sch->name);
+        s->fn = PyUnicode_FromString(fn);
     } else {
         if (!fn) {
             snprintf(path, sizeof path, "torch.%s", sch->name);
