@@ -116,6 +116,12 @@ static ptc_value *pw_logit(dctx *d, const ptc_node *n, ptc_value *x)
     return U(d, PTC_OP_PRIMS_LOG, B(d, PTC_OP_PRIMS_DIV, x, B(d, PTC_OP_PRIMS_SUB, K(d, 1, x), x)));
 }
 
+/* frac(x) = x - trunc(x), as torch: exact in every float dtype. */
+static ptc_value *pw_frac(dctx *d, const ptc_node *n, ptc_value *x)
+{
+    return B(d, PTC_OP_PRIMS_SUB, x, U(d, PTC_OP_PRIMS_TRUNC, x));
+}
+
 static ptc_value *pw_silu(dctx *d, const ptc_node *n, ptc_value *x)
 {
     return B(d, PTC_OP_PRIMS_DIV, x,

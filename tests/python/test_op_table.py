@@ -2,7 +2,9 @@
 row each, plus the functions it names. logit is the walk-through: its
 captured graph holds one logit node, compiled results match eager torch in
 every float dtype, with and without eps, and its gradient (through its prims)
-matches eager's and central finite differences."""
+matches eager's and central finite differences. frac is the experiment of
+issue 14 (a pointwise op built from prims that exist): ops.def and
+pointwise.def rows, its decomposition pw_frac and its reference test."""
 import os
 import warnings
 
@@ -95,4 +97,42 @@ def test_logit_gradient_matches_eager_and_finite_differences(compiled_autograd, 
     ex = ptc.explain(f, backend="ptc")(x.clone().requires_grad_())
     assert not ex.autograd_fallback
     # central differences of the compiled function itself
+    assert torch.autograd.gradcheck(compiled, (x.clone().requires_grad_(),), eps=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_frac_matches_eager(dtype):
+    x = (inputs(torch.float64) * 40 - 20).to(dtype)
+    x[1, :5] = torch.tensor([float("inf"), -float("inf"), -0.0, -2.5, 7.0]).to(dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a fallback to eager warns: not here
+        got = ptc.compile(lambda t: torch.frac(t) + t.frac() * 2, fullgraph=True)(x)
+    assert_close(got, torch.frac(x) + x.frac() * 2, dtype)
+
+
+def test_frac_of_integers_raises_as_eager():
+    x = torch.tensor([1, 2], dtype=torch.int64)
+    with pytest.raises(RuntimeError) as want:
+        torch.frac(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(RuntimeError) as got:
+            ptc.compile(lambda t: torch.frac(t))(x)
+    assert str(got.value) == str(want.value)
+
+
+def test_frac_gradient_matches_eager_and_finite_differences(compiled_autograd):
+    g = torch.Generator().manual_seed(5)
+    x = torch.rand(3, 7, generator=g, dtype=torch.float64) * 9 - 4.5
+    x = x[(x - x.round()).abs() > 1e-3]  # away from the jumps at integers
+
+    def f(t):
+        return torch.frac(t * 1.0) * 1.5
+
+    compiled = ptc.compile(f)
+    xe, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
+    f(xe).sum().backward()
+    compiled(xc).sum().backward()
+    torch.testing.assert_close(xc.grad, xe.grad, rtol=1e-10, atol=1e-12)
+    assert not ptc.explain(f, backend="ptc")(x.clone().requires_grad_()).autograd_fallback
     assert torch.autograd.gradcheck(compiled, (x.clone().requires_grad_(),), eps=1e-6, atol=1e-6)

@@ -341,7 +341,7 @@ UNARY = {
     "hardtanh": [{}, {"args": (-0.5, 2.0)}, {"args": (-2, 3)}],
     "exp": [{}], "log": [{}], "log1p": [{}], "expm1": [{}], "sqrt": [{}], "rsqrt": [{}],
     "sin": [{}], "cos": [{}], "tanh": [{}], "sigmoid": [{}], "erf": [{}], "reciprocal": [{}],
-    "logit": [{}, {"eps": 0.1}, {"eps": 0.0}],
+    "logit": [{}, {"eps": 0.1}, {"eps": 0.0}], "frac": [{}],
     "gelu": [{}, {"approximate": "tanh"}], "silu": [{}], "hardswish": [{}], "hardsigmoid": [{}],
     "leaky_relu": [{}, {"args": (0.2,)}], "elu": [{}, {"args": (0.5, 2.0, 1.5)}],
     "softplus": [{}, {"args": (2.0, 1.0)}], "logical_not": [{}], "isnan": [{}],
