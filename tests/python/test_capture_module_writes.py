@@ -25,6 +25,7 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 
 import ptc  # noqa: E402
+import capture_programs as P  # noqa: E402
 
 
 def small_seq():
@@ -104,18 +105,9 @@ def breaking_module_init(monkeypatch):
     monkeypatch.setattr(nn.Module, "__init__", patched_init)
 
 
-class SlicedSequential(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.seq = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8), nn.Sigmoid())
-
-    def forward(self, x):
-        return self.seq[:2](x), self.seq[-1](x), len(self.seq)
-
-
 def test_module_made_in_the_trace_with_a_break_in_its_init(breaking_module_init, capsys):
     torch.manual_seed(0)
-    m, x = SlicedSequential(), torch.randn(2, 8)
+    m, x = P.SequentialSlicing(), torch.randn(2, 8)
     capsys.readouterr()
     want = m(x)
     printed = capsys.readouterr().out
