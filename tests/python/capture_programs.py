@@ -1180,6 +1180,55 @@ class IdentityAndFlatten(nn.Module):
         return self.flat(self.unflat(self.id(x))), self.unflat(x).shape
 
 
+@module_prog(lambda: (T(2, 8),), recompiles=1)  # the second call finds .act there
+class GrowsItsSequential(nn.Module):
+    # add_module on a submodule is a logged write: calling and iterating the
+    # Sequential in the same graph see the new child (main: they did not)
+    def __init__(self):
+        super().__init__()
+        self.seq = nn.Sequential(nn.Linear(8, 8))
+
+    def forward(self, x):
+        self.seq.add_module("act", nn.Tanh())
+        return self.seq(x), [type(m).__name__ for m in self.seq], self.seq.act(x)
+
+
+class Slots:
+    """A container whose Python __setitem__ writes its own dict."""
+
+    def __init__(self):
+        self.items = {}
+
+    def __setitem__(self, k, v):
+        self.items[k] = v
+
+
+SLOTS = Slots()
+
+
+@prog(x34)
+def python_setitem_of_an_outside_object(x):
+    SLOTS["y"] = x * 2  # traced into: the write to SLOTS.items is replayed
+    return SLOTS.items["y"] + 1, len(SLOTS.items)
+
+
+class Made:
+    pass
+
+
+@prog(x34, graphs=1, breaks=1, codes=["PTC-B006"])
+def id_of_an_object_made_in_the_trace(x):
+    a = Made()
+    return x + 1, id(a) == id(a), type(a).__name__
+
+
+@prog(x34, graphs=2, breaks=1, codes=["PTC-B002"])
+def closure_over_a_number_from_a_break(x):
+    n = int(x.sum() > 0)
+    scale = lambda: n + 1  # noqa: E731
+    return x * scale()
+
+
 # ---- graph breaks and side effects -------------------------------------------------------
 
 

@@ -378,3 +378,73 @@ def test_torch_function_mode_sees_what_eager_shows(backend):
     with got:  # one warning per compiled function
         compiled(x)
     assert torch.equal(compiled(x), expected)  # compiled again once the mode is gone
+
+
+# ---- object identity of what the trace makes ----------------------------------------------
+
+
+class Made:
+    pass
+
+
+REGISTRY = {}
+
+
+def registers_by_id(x):
+    # main: id(a) was the trace's object's, a constant replayed on every call
+    a = Made()
+    REGISTRY[id(a)] = a
+    return x + 1, a
+
+
+def counts(compiled):
+    ex = ptc.ExplainOutput(list(getattr(compiled, "_ptc_compiled", compiled)._events()), None)
+    return ex.graph_count, ex.break_count, [b["detail"] for b in ex.breaks]
+
+
+def test_id_of_an_object_made_in_the_trace_is_the_new_objects():
+    compiled = ptc.compile(registers_by_id, backend="eager")
+    for call in range(3):
+        REGISTRY.clear()
+        _, a = compiled(torch.ones(2))
+        assert list(REGISTRY) == [id(a)] and REGISTRY[id(a)] is a
+        if call == 0:
+            assert counts(compiled) == (1, 1, ["id() of an object created in the trace"])
+    # The id is an int the code after the break is specialised on: a new
+    # object's recompiles that part (up to the recompile limit).
+    assert len(recompiles(compiled)) == 2
+
+
+def closure_over_a_value_from_a_break(x):
+    # main: the closure read its cell before the graph's write of it was
+    # replayed: a NameError in the trace, a second break
+    n = x.sum().item()
+    g = lambda: n * 2  # noqa: E731
+    return x + g(), g()
+
+
+def test_closure_cell_written_after_a_break():
+    compiled = check_like_eager(closure_over_a_value_from_a_break, torch.ones(2))
+    assert counts(compiled) == (2, 1, ["Tensor.item"])
+
+
+WEAK = {}
+
+
+def keeps_a_weak_reference(x):
+    # main: an internal error (a weakref was a value ptc cannot rebuild)
+    import weakref
+
+    a = Made()
+    WEAK["a"] = weakref.ref(a)
+    WEAK["keep"] = a
+    return x * 2
+
+
+def test_weak_reference_to_an_object_made_in_the_trace():
+    compiled = ptc.compile(keeps_a_weak_reference, backend="eager", fullgraph=True)
+    for _ in range(2):
+        WEAK.clear()
+        assert torch.equal(compiled(torch.ones(2)), torch.full((2,), 2.0))
+        assert WEAK["a"]() is WEAK["keep"] and type(WEAK["keep"]) is Made
+    assert counts(compiled) == (1, 0, [])

@@ -488,6 +488,29 @@ static int tensor_method_recipe(builder *B, PyObject *o)
     return r;
 }
 
+/* weakref.ref(o, callback) made in the trace: a new reference to the
+ * rebuilt referent (torch.compile's own nn.Module bookkeeping keeps one of
+ * every module made). A dead referent cannot be rebuilt. */
+static int weakref_recipe(builder *B, PyObject *o)
+{
+    PyObject *referent = PyWeakref_GetObject(o);
+    PyObject *callback = PyObject_GetAttrString(o, "__callback__");
+    if (!referent || referent == Py_None || !callback) {
+        Py_XDECREF(callback);
+        PyErr_Clear();
+        return fail(B, "a weak reference to a dead object", o);
+    }
+    PyObject *args =
+        callback == Py_None ? PyTuple_Pack(1, referent) : PyTuple_Pack(2, referent, callback);
+    PyObject *parts =
+        args ? Py_BuildValue("[ONOOO]", (PyObject *)Py_TYPE(o), args, Py_None, Py_None, Py_None)
+             : NULL;
+    int r = parts ? items_recipe(B, CAP_R_REDUCE, parts, NULL) : -1;
+    Py_XDECREF(parts);
+    Py_DECREF(callback);
+    return r;
+}
+
 /* A view of a dict: the rebuilt dict's keys(), values() or items(). */
 static int dict_view_recipe(builder *B, PyObject *o)
 {
@@ -622,6 +645,8 @@ static int recipe_uncached(builder *B, PyObject *o)
         return fail(B, "a tensor that is not part of the graph", o);
     if (PyDictKeys_Check(o) || PyDictValues_Check(o) || PyDictItems_Check(o))
         return dict_view_recipe(B, o);
+    if (PyWeakref_CheckRefExact(o))
+        return weakref_recipe(B, o);
     if (reducible(o) && (!PyTuple_Check(o) || has_attrs(o)))
         return reduce_recipe(B, o);
     if (PyTuple_Check(o))

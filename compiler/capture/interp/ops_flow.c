@@ -213,13 +213,18 @@ static int unbound_deref(cap_frame *f, int i)
 HANDLER(LOAD_DEREF)
 {
     PyObject *v = cap_cell_get(f->lp[in->arg]);
-    if (!v)
-        return PyErr_Occurred() ? CAP_ERR : unbound_deref(f, in->arg);
+    if (!v && PyErr_Occurred())
+        return CAP_ERR;
     if (I->T) {
+        /* A cell from before this trace that it wrote holds the value only
+           after the graph: the trace reads its log (the cell may still be
+           empty, as a resumed frame's cell is before the write). */
         int rc = cap_hooks.load_cell(I->T, f->lp[in->arg], &v);
         if (rc != CAP_NEXT)
             return rc;
     }
+    if (!v)
+        return unbound_deref(f, in->arg);
     cap_push(f, v);
     return CAP_NEXT;
 }

@@ -621,6 +621,9 @@ static int builtin_on_objects(cap_interp *I, int id, PyObject *const *args, int 
         /* id() of a traced tensor would be a different object's each call. */
         if (npos == 1 && cap_is_tensor(args[0]))
             return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "id() of a tensor");
+        /* Nor is an object the trace made the same one on the next call. */
+        if (npos == 1 && !cap_is_constant(args[0]) && !cap_t_outside(T, args[0]))
+            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "id() of an object created in the trace");
         break;
     case B_callable:
         if (ti == 0) {
@@ -761,10 +764,36 @@ static int too_many_args(cap_trace *T)
     return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "too many arguments");
 }
 
+/* torch.compile, once run in the process, replaces nn.Module.__init__ with a
+ * wrapper that tags every new module for its own guards (a write to a
+ * registry of torch._dynamo's) and traces the original __init__ instead, as
+ * ptc does here: traced, the tag broke the graph at every module made inside
+ * a compiled function (and took the module's id(), new on every call). fn,
+ * or the original __init__ (borrowed). */
+static PyObject *unpatched_module_init(PyObject *fn)
+{
+    if (!cap_is_function(fn))
+        return fn;
+    static const char *where = "torch._dynamo.mutation_guard";
+    PyObject *name = PyObject_GetAttr(fn, cap_P.s_name), *module = NULL;
+    bool dynamos = name && PyUnicode_Check(name) &&
+                   PyUnicode_CompareWithASCIIString(name, "patched_init") == 0 &&
+                   (module = PyObject_GetAttr(fn, cap_P.s_module)) && PyUnicode_Check(module) &&
+                   PyUnicode_CompareWithASCIIString(module, where) == 0;
+    Py_XDECREF(module);
+    Py_XDECREF(name);
+    PyObject *guard = dynamos ? PyDict_GetItemString(PyImport_GetModuleDict(), where) : NULL;
+    PyObject *orig = guard ? PyObject_GetAttrString(guard, "unpatched_nn_module_init") : NULL;
+    PyErr_Clear();
+    Py_XDECREF(orig); /* the module keeps it */
+    return orig && cap_is_function(orig) ? orig : fn;
+}
+
 /* obj.__init__(*args) inlined; obj is the call's result once it returns. */
 static int inline_init(cap_interp *I, PyObject *initf, PyObject *obj, PyObject *const *args,
                        int nargs, PyObject *kwnames)
 {
+    initf = unpatched_module_init(initf);
     PyObject *buf[64];
     if (!prepend(buf, obj, args, nargs))
         return too_many_args(I->T);
@@ -1214,7 +1243,7 @@ static int call_function(cap_interp *I, PyObject *fn, PyObject *const *args, int
     if (cap_t_no_inline(T, I->frame))
         return cap_t_break(T, CAP_B_UNSUPPORTED_OBJECT, "call to %s runs as its own frame",
                            c->qualname_s);
-    int rc = cap_call_inline(I, fn, args, nargs, kwnames, cap_ret_push);
+    int rc = cap_call_inline(I, unpatched_module_init(fn), args, nargs, kwnames, cap_ret_push);
     if (rc == CAP_NEXT) /* binding failed: CPython raises the TypeError */
         return cap_t_break(T, CAP_B_RAISE, "arguments do not match %s", c->qualname_s);
     return rc;

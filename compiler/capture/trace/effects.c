@@ -161,6 +161,11 @@ int cap_t_current(cap_interp *I, PyObject **obj)
     return CAP_NEXT;
 }
 
+bool cap_t_written(cap_trace *T, PyObject *obj)
+{
+    return record_of(T, obj) != NULL;
+}
+
 int cap_t_dict_written(cap_trace *T, PyObject *d, PyObject *key, PyObject **v)
 {
     PyObject *rec = PyDict_CheckExact(d) ? record_of(T, d) : NULL;
@@ -742,9 +747,11 @@ int cap_t_load_cell(cap_trace *T, PyObject *cell, PyObject **v)
         if (w == deleted())
             return cap_t_break(T, CAP_B_MUTATE_OUTSIDE,
                                "a closure variable read after it was deleted");
-        Py_SETREF(*v, Py_NewRef(w));
+        Py_XSETREF(*v, Py_NewRef(w));
         return CAP_NEXT;
     }
+    if (!*v)
+        return CAP_NEXT; /* empty: the interpreter raises eager's NameError */
     int s = cap_source_add(T, CAP_S_CELL, csrc, 0, 0, NULL);
     PyObject *w = s >= 0 ? cap_t_wrap(T, *v, s) : NULL;
     if (!w)

@@ -45,6 +45,14 @@ typedef struct walk {
     bool dedupe;
 } walk;
 
+/* d[k] as the program sees it (a write of this trace, else the dict's),
+ * borrowed. */
+static PyObject *current_item(cap_trace *T, PyObject *d, PyObject *k)
+{
+    PyObject *written = NULL;
+    return cap_t_dict_written(T, d, k, &written) == 1 ? written : PyDict_GetItemWithError(d, k);
+}
+
 /* The items of mod.<attr> (a dict) in order: keys (guarded), values
  * (wrapped through their sources) and the real values (for identity).
  * Returns new lists in *keys, *vals, *raw. */
@@ -70,7 +78,7 @@ static int dict_items(cap_interp *I, PyObject *mod, const char *attr, PyObject *
     while (rc == CAP_NEXT && (rc = cap_t_next(I, it, &k)) == CAP_NEXT && k) {
         PyObject *v = NULL;
         rc = cap_t_getitem(I, d, k, &v);
-        PyObject *r = rc == CAP_NEXT ? PyDict_GetItemWithError(d, k) : NULL;
+        PyObject *r = rc == CAP_NEXT ? current_item(I->T, d, k) : NULL;
         if (rc == CAP_NEXT && (!r || PyList_Append(*keys, k) < 0 || PyList_Append(*vals, v) < 0 ||
                                PyList_Append(*raw, r) < 0))
             rc = CAP_ERR;

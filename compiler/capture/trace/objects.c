@@ -102,7 +102,9 @@ static PyObject *bound_method(PyObject *func, PyObject *self)
     return PyObject_CallFunctionObjArgs(cap_P.MethodType, func, self, NULL);
 }
 
-/* nn.Module's __getattr__: parameters, buffers, submodules. */
+/* nn.Module's __getattr__: parameters, buffers, submodules (as this trace's
+ * writes left them: add_module or register_buffer on an outside module is a
+ * logged write to its dict). */
 static int module_attr(cap_trace *T, PyObject *mod, int src, PyObject *name, PyObject **out,
                        bool *found)
 {
@@ -113,8 +115,14 @@ static int module_attr(cap_trace *T, PyObject *mod, int src, PyObject *name, PyO
     if (!d)
         return CAP_NEXT;
     for (int k = 0; k < 3; k++) {
-        PyObject *sub = PyDict_GetItem(d, keys[k]);
-        PyObject *v = sub && PyDict_Check(sub) ? PyDict_GetItem(sub, name) : NULL;
+        PyObject *sub = PyDict_GetItem(d, keys[k]), *written = NULL;
+        int w = sub && PyDict_CheckExact(sub) ? cap_t_dict_written(T, sub, name, &written) : -1;
+        if (w >= 0 && (*found = w == 1)) {
+            *out = Py_NewRef(written);
+            Py_DECREF(d);
+            return CAP_NEXT;
+        }
+        PyObject *v = w < 0 && sub && PyDict_Check(sub) ? PyDict_GetItem(sub, name) : NULL;
         if (!v)
             continue;
         *found = true;
@@ -643,14 +651,23 @@ int cap_t_setitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject *v)
             return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "del of a tensor item");
         return cap_thooks.setitem(T, (cap_tensor *)obj, key, v);
     }
+    PyObject *m = python_method(obj, v ? "__setitem__" : "__delitem__", NULL);
     if (cap_t_outside(T, obj)) {
         int rc = cap_is_constant(obj) ? CAP_NONE : cap_t_outside_item_write(I, obj, key, v);
         if (rc != CAP_NONE)
             return rc;
+        /* A Python __setitem__ (nn.Sequential's, a user container's) is
+           inlined as torch.compile does: the writes it makes are logged or
+           break themselves. Run for real, it would be an unlogged write. */
+        PyObject *args[3] = {obj, key, v};
+        rc = m && !cap_is_constant(obj)
+                 ? cap_call_inline(I, m, args, v ? 3 : 2, NULL, cap_ret_discard)
+                 : CAP_NEXT;
+        if (rc != CAP_NEXT)
+            return rc;
         return cap_t_break(T, CAP_B_MUTATE_OUTSIDE, "item of a %s from outside %s",
                            cap_tpname(Py_TYPE(obj)), v ? "assigned" : "deleted");
     }
-    PyObject *m = python_method(obj, v ? "__setitem__" : "__delitem__", NULL);
     if (m) {
         PyObject *args[3] = {obj, key, v};
         int rc = cap_call_inline(I, m, args, v ? 3 : 2, NULL, cap_ret_discard);
@@ -679,6 +696,22 @@ static bool is_container_module(PyObject *o, const char *name)
             break;
     }
     return false;
+}
+
+/* Whether this trace wrote mod's attributes or its _modules dict (an
+ * add_module, or a module resumed after a break inside its __init__): its
+ * real _modules is then not what the program sees, and iteration runs the
+ * container's own __iter__ over the written state instead of module_children. */
+static bool module_written(cap_trace *T, PyObject *mod)
+{
+    PyObject *key = PyLong_FromVoidPtr(mod), *d = inst_dict(mod);
+    bool attrs = key && PyDict_GetItem(T->shadow, key);
+    PyObject *mods = d && PyDict_CheckExact(d) ? PyDict_GetItem(d, cap_T.s_modules) : NULL;
+    bool written = attrs || (d && cap_t_written(T, d)) || (mods && cap_t_written(T, mods));
+    Py_XDECREF(key);
+    Py_XDECREF(d);
+    PyErr_Clear();
+    return written;
 }
 
 /* nn.ModuleList / nn.Sequential: their submodules in order, wrapped. */
@@ -789,8 +822,9 @@ int cap_t_iter(cap_interp *I, PyObject *obj, PyObject **out)
         Py_XDECREF(s);
         return *out ? CAP_NEXT : CAP_ERR;
     }
-    if (src >= 0 && (is_container_module(obj, "ModuleList") || is_container_module(obj, "Sequential") ||
-                     is_container_module(obj, "ModuleDict"))) {
+    if (src >= 0 && !module_written(T, obj) &&
+        (is_container_module(obj, "ModuleList") || is_container_module(obj, "Sequential") ||
+         is_container_module(obj, "ModuleDict"))) {
         list = module_children(T, obj, src, is_container_module(obj, "ModuleDict"));
     } else {
         PyObject *m = python_method(obj, "__iter__", NULL);

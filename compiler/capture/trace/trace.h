@@ -499,6 +499,8 @@ int cap_t_effect(cap_interp *I, int kind, PyObject *obj, PyObject *key, PyObject
  * this trace is replaced by its shadow (made on first need: the object's
  * items through their sources, then the writes so far). */
 int cap_t_current(cap_interp *I, PyObject **obj);
+/* Whether this trace logged a write to the outside list, dict or cell obj. */
+bool cap_t_written(cap_trace *T, PyObject *obj);
 /* A key of an outside dict as this trace left it: 1 written (*v borrowed),
  * 0 deleted or cleared, -1 not written (read the dict itself). */
 int cap_t_dict_written(cap_trace *T, PyObject *d, PyObject *key, PyObject **v);
