@@ -1,7 +1,8 @@
 """Shape reasoning under symbolic sizes on CUDA tensors (skipped without a
 GPU): the relations test_dynamic_relations.py pins on the CPU — equal
 expressions unified (s1 := 2*s0), a width split in heads (s2 := 4*s4), a
-convolution whose kernel fits from a bound up (s2 := s4 + 5) — compile one
+convolution whose kernel fits from a bound up (s2 := s4 + 5), one whose
+kernel is another input's size (s2 := s5 + s4 - 2, a slack symbol) — compile one
 symbolic entry that the CUDA backend runs for every size, matching eager.
 The symbols made by a split or a shift reach the kernels as arguments bound
 from the input's size (4*s4, s4+5).
@@ -19,7 +20,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import ptc  # noqa: E402
-from test_dynamic_relations import ConvPool, doubled_plus, fours, heads  # noqa: E402
+from test_dynamic_relations import ConvPool, conv_by_weight, doubled_plus, fours, heads  # noqa: E402
 
 DEV = "cuda"
 
@@ -45,10 +46,12 @@ def cases():
         ("divides", fours, lambda n: (torch.randn(n, 4 * n + 4, device=DEV),)),
         ("heads", heads, lambda n: (torch.randn(2, n, 8 * n, device=DEV),)),
         ("conv_bound", conv, lambda n: (torch.randn(2, 3, n + 10, n + 15, device=DEV),)),
+        ("slack", conv_by_weight,
+         lambda n: (torch.randn(2, 3, 3 * n, device=DEV), torch.randn(4, 3, n + 2, device=DEV))),
     ]
 
 
-@pytest.mark.parametrize("name", ["unify", "divides", "heads", "conv_bound"])
+@pytest.mark.parametrize("name", ["unify", "divides", "heads", "conv_bound", "slack"])
 def test_relations_compile_once_on_cuda(name):
     (_, fn, make), = [c for c in cases() if c[0] == name]
     c = ptc.compile(fn, dynamic=True)
