@@ -94,28 +94,15 @@ static int env_int(const char *name, int lo, int hi, int dflt)
     return *end || x < lo || x > hi ? dflt : (int)x;
 }
 
-/* A size for planning: a symbolic one with each of its symbols assumed to
- * be `scale` — 3072*s0*s1, a collapsed [s0, s1, 3072], is millions of
- * elements, where taking the whole expression as one symbol's size planned a
- * GPT-2 MLP's flat kernels with small blocks and its rows as few. */
-static double hint(ptc_dim d, double scale)
-{
-    if (ptc_dim_is_static(d))
-        return (double)d.value;
-    const char *names[32];
-    int n = ptc_dim_symbols(d, names, 0, 32);
-    ptc_bindings b = {0};
-    for (int i = 0; i < n; i++)
-        ptc_bindings_set(&b, names[i], (int64_t)scale);
-    int64_t v;
-    return ptc_dim_eval(d, &b, &v, NULL) == 0 && v > 0 ? (double)v : scale;
-}
-
+/* The product of sizes for planning, a symbolic size with each of its
+ * symbols assumed to be `scale`: 3072*s0*s1, a collapsed [s0, s1, 3072], is
+ * millions of elements (taking the whole expression as one symbol's size
+ * planned a GPT-2 MLP's flat kernels with small blocks, its rows as few). */
 static double prod_at(const ptc_dim *d, int n, double scale)
 {
     double p = 1;
     for (int i = 0; i < n; i++)
-        p *= hint(d[i], scale);
+        p *= ptc_dim_hint_at(d[i], scale);
     return p;
 }
 
