@@ -19,7 +19,9 @@ Per compiler: the first sweep's time (compiles included), the second
 sweep's time, its speed against eager's second sweep, how many compiles it
 made (torch.compile: Dynamo's unique graphs; ptc: its compile events), the
 first call's time (the cold compile), and the largest difference of its
-logits from eager's over every length. The compilers take turns on the
+logits from eager's over every length; then, per quarter of the lengths,
+the time of one synchronised call per length (short lengths show per-call
+overhead, long ones the kernels). The compilers take turns on the
 same machine in one process, so a load that comes and goes affects all;
 run it twice and compare ratios, not absolute times, on a shared machine.
 Writes dynamic_sweep.json and dynamic_sweep.md to --out when given.
@@ -74,6 +76,25 @@ def sweep(torch, a, fn, inputs, order, want=None):
     return time.perf_counter() - t0, first, worst
 
 
+def by_quarter(torch, a, fn, inputs):
+    """Per quarter of --lengths (shortest first), the summed time of one call
+    per length, each call synchronised: where a gap between compilers lies,
+    short lengths (per-call overhead) or long ones (kernels)."""
+    n = len(a.lengths)
+    cuts = [a.lengths[i * n // 4:(i + 1) * n // 4] for i in range(4)]
+    out = []
+    for part in cuts:
+        total = 0.0
+        for L in part:
+            sync(torch, a.device)
+            t0 = time.perf_counter()
+            fn(inputs[L])
+            sync(torch, a.device)
+            total += time.perf_counter() - t0
+        out.append({"lengths": [part[0], part[-1]] if part else [], "s": total})
+    return out
+
+
 def compiled(torch, name, model):
     """A forward that returns the logits, and a function counting its compiles."""
     if name == "eager":
@@ -109,8 +130,10 @@ def run(a):
             if want is None:
                 want = {L: model(input_ids=inputs[L]).logits for L in a.lengths}
             _, _, worst = sweep(torch, a, fn, inputs, a.lengths, want)
+            quarters = by_quarter(torch, a, fn, inputs)
             rows.append({"compiler": name, "first_sweep_s": first, "second_sweep_s": second,
-                         "first_call_s": cold, "compiles": count(), "max_abs_diff": worst})
+                         "first_call_s": cold, "compiles": count(), "max_abs_diff": worst,
+                         "quarters": quarters})
             print("%-9s first sweep %7.2f s  second %7.3f s  first call %6.2f s  compiles %d  "
                   "max |diff| %.2e" % (name, first, second, cold, count(), worst), flush=True)
     base = next((r["second_sweep_s"] for r in rows if r["compiler"] == "eager"), None)
@@ -133,6 +156,13 @@ def table(a, rows):
         lines.append("| %s | %.2f s | %.1f ms | %s | %d | %.2f s | %.1e |" % (
             r["compiler"], r["first_sweep_s"], r["second_sweep_s"] * 1e3, speed, r["compiles"],
             r["first_call_s"], r["max_abs_diff"]))
+    quarters = rows[0]["quarters"] if rows else []
+    lines += ["", "Second sweep by length, each call synchronised (ms per quarter of the lengths):",
+              "", "| | " + " | ".join("%d..%d" % tuple(q["lengths"]) for q in quarters if q["lengths"])
+              + " |", "|---|" + "---|" * len(quarters)]
+    for r in rows:
+        lines.append("| %s | " % r["compiler"] +
+                     " | ".join("%.1f" % (q["s"] * 1e3) for q in r["quarters"] if q["lengths"]) + " |")
     return "\n".join(lines) + "\n"
 
 

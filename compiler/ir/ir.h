@@ -228,6 +228,12 @@ typedef struct ptc_bindings {
 } ptc_bindings;
 int ptc_bindings_set(ptc_bindings *b, const char *name, int64_t value); /* -1 if full */
 bool ptc_bindings_get(const ptc_bindings *b, const char *name, int64_t *value);
+/* ptc_dim_binds once the symbols in `known` are bound: d is c*name plus
+ * terms over known symbols (s5 + s4 - 2 binds s5 once s4 is known; a
+ * relation over two sizes made one of them such a sum: symint.c). known may
+ * be NULL. */
+bool ptc_dim_binds_given(ptc_dim d, const ptc_bindings *known, const char **name, int64_t size,
+                         int64_t *value);
 /* The least and greatest values of d when each symbol lies in its range
  * (lo and hi hold the bounds by name; a bound not given is unbounded,
  * reported as INT64_MIN / INT64_MAX). Interval arithmetic: the bounds hold,
@@ -583,7 +589,10 @@ int ptc_tensor_alloc_strided(ptc_tensor *t, ptc_dtype dt, int ndim, const int64_
  * (naming `what`), as is a negative stride. */
 int ptc_tensor_conform(const ptc_tensor *t, const int64_t *strides, ptc_tensor *out,
                        const char *what, ptc_error *err);
-/* Does t fit type ty under bindings (dtype, rank, sizes; binds unbound symbols)? */
+/* Does t fit type ty under bindings (dtype, rank, sizes; binds unbound symbols)?
+ * A dim over a symbol another input binds (s5 + s4 - 2 before the input of
+ * s4) is skipped: callers check their inputs in passes until one binds
+ * nothing new. */
 int ptc_tensor_check_type(const ptc_tensor *t, const ptc_ttype *ty, ptc_bindings *b,
                           const char *what, ptc_error *err);
 /* Fills with deterministic pseudo-random values for the dtype (floats in

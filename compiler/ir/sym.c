@@ -500,18 +500,41 @@ ptc_dim ptc_dim_subst(ptc_arena *a, ptc_dim d, const char *name, ptc_dim by)
     return sum;
 }
 
-bool ptc_dim_binds(ptc_dim d, const char **name, int64_t size, int64_t *value)
+static int eval_atom(const atom *at, const ptc_bindings *b, int64_t *out, ptc_error *err);
+
+bool ptc_dim_binds_given(ptc_dim d, const ptc_bindings *known, const char **name, int64_t size,
+                         int64_t *value)
 {
-    if (!d.sym || d.sym->nterms != 1 || d.sym->terms[0].natoms != 1 ||
-        d.sym->terms[0].atoms[0]->kind != ATOM_SYM)
+    if (!d.sym)
         return false;
-    int64_t c = d.sym->terms[0].coeff, rest = size - d.sym->constant;
-    *name = d.sym->terms[0].atoms[0]->name;
-    if (value && (c == 0 || rest % c != 0))
+    int64_t c = 0, rest = d.sym->constant, x;
+    for (int i = 0; i < d.sym->nterms; i++) {
+        const term *t = &d.sym->terms[i];
+        if (t->natoms == 1 && t->atoms[0]->kind == ATOM_SYM &&
+            !ptc_bindings_get(known, t->atoms[0]->name, &x)) {
+            if (c != 0)
+                return false; /* a second unknown symbol */
+            c = t->coeff;
+            *name = t->atoms[0]->name;
+            continue;
+        }
+        int64_t prod = t->coeff;
+        for (int j = 0; j < t->natoms; j++)
+            if (!known || eval_atom(t->atoms[j], known, &x, NULL) ||
+                __builtin_mul_overflow(prod, x, &prod))
+                return false;
+        rest = wadd(rest, prod);
+    }
+    if (c == 0 || (value && (size - rest) % c != 0))
         return false;
     if (value)
-        *value = rest / c;
+        *value = (size - rest) / c;
     return true;
+}
+
+bool ptc_dim_binds(ptc_dim d, const char **name, int64_t size, int64_t *value)
+{
+    return ptc_dim_binds_given(d, NULL, name, size, value);
 }
 
 bool ptc_dim_solve(ptc_arena *a, ptc_dim d, const char *name, ptc_dim *out)

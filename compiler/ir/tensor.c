@@ -453,14 +453,15 @@ int ptc_tensor_check_type(const ptc_tensor *t, const ptc_ttype *ty, ptc_bindings
         ptc_dim d = ty->shape[i];
         const char *name;
         int64_t bound, value;
-        if (ptc_dim_binds(d, &name, t->sizes[i], &value) && !ptc_bindings_get(b, name, &bound)) {
+        if (ptc_dim_binds_given(d, b, &name, t->sizes[i], &value) &&
+            !ptc_bindings_get(b, name, &bound)) {
             if (ptc_bindings_set(b, name, value))
                 return ptc_errorf(err, PTC_ERR_RUNTIME, "inputs", "too many symbols");
         }
         int64_t want;
         ptc_error tmp;
         if (ptc_dim_eval(d, b, &want, &tmp))
-            continue; /* depends on a symbol bound later; checked on a second pass */
+            continue; /* over a symbol a later input binds: the caller's next pass */
         if (want != t->sizes[i]) {
             ptc_buf pb = {0};
             ptc_dim_print(&pb, d);

@@ -59,6 +59,32 @@ static bool symbol_bound(const vstate *s, const char *name)
     return false;
 }
 
+/* Symbols are bound by inputs' dims that determine them (s0, 4*s2), and by
+ * a dim whose other symbols are bound (s5 + s4 - 2 once an input binds s4),
+ * in passes while one binds more, as the runtime binds them. */
+static int bind_symbols(vstate *s, ptc_error *err)
+{
+    ptc_bindings known = {0};
+    int before;
+    do {
+        before = s->nbound;
+        for (int i = 0; i < s->g->ninputs; i++) {
+            const ptc_value *v = s->g->inputs[i];
+            for (int d = 0; v && d < v->type.ndim; d++) {
+                const char *name;
+                if (!ptc_dim_binds_given(v->type.shape[d], &known, &name, 0, NULL) ||
+                    symbol_bound(s, name))
+                    continue;
+                if (s->nbound >= 32)
+                    return ptc_errorf(err, PTC_ERR_VERIFY, "verify", "more than 32 symbols");
+                s->bound[s->nbound++] = name;
+                ptc_bindings_set(&known, name, 1 << 16); /* any size: terms over it evaluate */
+            }
+        }
+    } while (s->nbound > before);
+    return 0;
+}
+
 /* Checks a type: rank, dtype, non-negative static sizes, bound symbols. */
 static int check_type(const vstate *s, const ptc_ttype *t, char *why, size_t size)
 {
@@ -159,20 +185,8 @@ int ptc_ir_verify(const ptc_graph *g, int stage, ptc_error *err)
         ptc_errorf(err, PTC_ERR_VERIFY, "verify", "bad graph name '%s'", g->name ? g->name : "");
         goto done;
     }
-    /* Symbols are bound by inputs' dims that determine them (s0, 4*s2). */
-    for (int i = 0; i < g->ninputs; i++) {
-        const ptc_value *v = g->inputs[i];
-        for (int d = 0; d < v->type.ndim; d++) {
-            const char *names[1];
-            if (ptc_dim_binds(v->type.shape[d], names, 0, NULL) && !symbol_bound(&s, names[0])) {
-                if (s.nbound >= 64) {
-                    ptc_errorf(err, PTC_ERR_VERIFY, "verify", "more than 64 symbols");
-                    goto done;
-                }
-                s.bound[s.nbound++] = names[0];
-            }
-        }
-    }
+    if (bind_symbols(&s, err))
+        goto done;
     for (int i = 0; i < g->ninputs; i++) {
         const ptc_value *v = g->inputs[i];
         char why[200];

@@ -311,7 +311,7 @@ static int count_loads(const ptc_lnode *c, int buf)
     return k;
 }
 
-double ptc_dim_hint(ptc_dim d)
+double ptc_dim_hint_at(ptc_dim d, double scale)
 {
     if (ptc_dim_is_static(d))
         return (double)d.value;
@@ -319,12 +319,14 @@ double ptc_dim_hint(ptc_dim d)
     int n = ptc_dim_symbols(d, names, 0, 32);
     ptc_bindings b = {0};
     for (int i = 0; i < n; i++)
-        ptc_bindings_set(&b, names[i], PTC_SIZE_HINT);
+        ptc_bindings_set(&b, names[i], (int64_t)scale);
     int64_t v = 0;
     if (ptc_dim_eval(d, &b, &v, NULL))
-        return PTC_SIZE_HINT;
+        return scale;
     return (double)v;
 }
+
+double ptc_dim_hint(ptc_dim d) { return ptc_dim_hint_at(d, PTC_SIZE_HINT); }
 
 double ptc_node_iterations(const ptc_lnode *n)
 {

@@ -431,6 +431,9 @@ typedef struct ptc_kernel {
 
 /* Elements of kernel k's local i that one outer iteration owns. */
 int64_t ptc_kernel_local_elems(const ptc_lprog *p, const ptc_kernel *k, int i);
+/* d's value with each of its symbols taken to be `scale` (3072*s0*s1 at 64:
+ * 12.6M), for decisions that need a number; `scale` if it overflows. */
+double ptc_dim_hint_at(ptc_dim d, double scale);
 
 typedef enum { PTC_STEP_KERNEL, PTC_STEP_EXTERN } ptc_step_kind;
 typedef struct ptc_step {

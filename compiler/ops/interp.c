@@ -78,13 +78,15 @@ int ptc_eval_shape(const ptc_ttype *t, const ptc_bindings *b, int64_t *sizes, pt
     return 0;
 }
 
-/* Binds symbols from the inputs' sizes. check_type binds bare symbols (s0) and
- * checks every dim it can evaluate; the second pass checks the expressions
- * (2*s0) whose symbols a later input bound. Then every dim must evaluate. */
+/* Binds symbols from the inputs' sizes. check_type binds a dim's one unknown
+ * symbol (s0, s5 + s4 - 2 once s4 is bound) and checks every dim it can
+ * evaluate; later passes, while one binds more, check the expressions whose
+ * symbols a later input bound. Then every dim must evaluate. */
 int ptc_bind_inputs(const ptc_graph *g, const ptc_tensor *inputs, ptc_bindings *b, ptc_error *err)
 {
     char what[96];
-    for (int pass = 0; pass < 2; pass++)
+    for (int pass = 0, before = -1; pass < 2 || b->n > before; pass++) {
+        before = b->n;
         for (int i = 0; i < g->ninputs; i++) {
             snprintf(what, sizeof what, "input %%%s", g->inputs[i]->name);
             if (inputs[i].device.kind != PTC_DEV_CPU)
@@ -93,6 +95,7 @@ int ptc_bind_inputs(const ptc_graph *g, const ptc_tensor *inputs, ptc_bindings *
             if (ptc_tensor_check_type(&inputs[i], &g->inputs[i]->type, b, what, err))
                 return -1;
         }
+    }
     for (int i = 0; i < g->ninputs; i++) {
         int64_t sizes[PTC_MAX_DIMS];
         if (ptc_eval_shape(&g->inputs[i]->type, b, sizes, err)) {

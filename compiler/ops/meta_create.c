@@ -104,7 +104,7 @@ static int arange_symbolic(ptc_meta *m, const ptc_arg *s, const ptc_arg *e, cons
     if (step == 0)
         return ptc_meta_fail(m, "step must be nonzero");
     ptc_dim span = step > 0 ? ptc_dim_sub(a, e->i, s->i) : ptc_dim_sub(a, s->i, e->i);
-    int sign = meta_sign(span);
+    int sign = meta_sign_env(m, span);
     if (sign == 2)
         return ptc_meta_fail(m, "cannot decide whether %s to %s is consistent with step %lld",
                              meta_dstr(m, s->i), meta_dstr(m, e->i), (long long)step);

@@ -451,9 +451,9 @@ static int bind_inputs(crun *r, const ptc_tensor *in, int *ordinal)
 {
     ptc_program *p = r->p;
     *ordinal = -2;
+    if (ptc_exec_check_inputs(p, in, &r->b, r->err))
+        return -1;
     for (int i = 0; i < p->ninputs; i++) {
-        if (ptc_tensor_check_type(&in[i], &p->in_types[i], &r->b, p->in_names[i], r->err))
-            return -1;
         if (in[i].device.kind != PTC_DEV_CUDA)
             return ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime",
                               "input '%s' is not a CUDA tensor (the program was compiled for CUDA)",

@@ -53,9 +53,8 @@ static int64_t eval(run *r, ptc_dim d)
 static int bind_inputs(run *r, const ptc_tensor *in)
 {
     ptc_program *p = r->p;
-    for (int i = 0; i < p->ninputs; i++)
-        if (ptc_tensor_check_type(&in[i], &p->in_types[i], &r->b, p->in_names[i], r->err))
-            return -1;
+    if (ptc_exec_check_inputs(p, in, &r->b, r->err))
+        return -1;
     for (int i = 0; i < p->ninputs; i++) {
         const ptc_tensor *t = &in[i];
         if (t->device.kind != PTC_DEV_CPU)

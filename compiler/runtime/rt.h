@@ -143,6 +143,12 @@ typedef struct ptc_exec_alloc {
 int ptc_exec_alloc_outputs(const ptc_program *p, const ptc_exec_alloc *a, ptc_tensor *outs,
                            void **bufptr, ptc_error *err);
 
+/* Binds the symbols of the inputs' types from their sizes and checks every
+ * dim, in passes while one binds more (a dim over a symbol a later input
+ * binds is checked in the next). */
+int ptc_exec_check_inputs(const ptc_program *p, const ptc_tensor *in, ptc_bindings *b,
+                          ptc_error *err);
+
 /* The strides the compiled code assumes for a tensor of type t (its own for
  * a strided type, else contiguous) under a run's sizes. */
 void ptc_exec_typed_strides(const ptc_bindings *b, const ptc_ttype *t, int64_t *strides);

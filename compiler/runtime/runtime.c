@@ -322,6 +322,19 @@ int ptc_exec_alloc_outputs(const ptc_program *p, const ptc_exec_alloc *a, ptc_te
     return 0;
 }
 
+int ptc_exec_check_inputs(const ptc_program *p, const ptc_tensor *in, ptc_bindings *b,
+                          ptc_error *err)
+{
+    int before;
+    do {
+        before = b->n;
+        for (int i = 0; i < p->ninputs; i++)
+            if (ptc_tensor_check_type(&in[i], &p->in_types[i], b, p->in_names[i], err))
+                return -1;
+    } while (b->n > before);
+    return 0;
+}
+
 void ptc_exec_typed_strides(const ptc_bindings *b, const ptc_ttype *t, int64_t *strides)
 {
     if (t->layout == PTC_LAYOUT_STRIDED) {

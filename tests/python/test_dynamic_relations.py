@@ -193,6 +193,41 @@ def test_convolution_whose_fit_needs_a_bound_compiles_once():
         c(torch.randn(2, 3, 5, 9))
 
 
+def conv_by_weight(x, w):
+    return F.conv1d(x, w).relu()  # fits while x's length s2 >= w's kernel s4
+
+
+def test_kernel_fit_over_two_symbols_takes_a_slack_symbol():
+    c = ptc.compile(conv_by_weight, dynamic=True)
+    run_sizes(c, conv_by_weight, lambda n: (torch.randn(2, 3, 3 * n), torch.randn(4, 3, n + 2)),
+              [3, 5, 9, 14])
+    assert ncompiles(c) == 1 and not events(c, "static_fallback")
+    assert not events(c, "compile")[0]["specialized"]  # main pinned s2 and s4 per size
+    gs = guards_of(c)
+    assert "s2-s4 >= 0 (s2 from L['x'].size(2), s4 from L['w'].size(2))" in gs, gs
+    # s2 := s5 + s4 - 2 from there on: the runtime binds s5 once w's input bound s4
+    assert "s5 >= 2 (s5 from L['x'].size(2) - (s4-2))" in gs, gs
+    run_sizes(c, conv_by_weight, lambda n: (torch.randn(2, 3, n), torch.randn(4, 3, n)), [6])
+    assert ncompiles(c) == 1  # s2 == s4: one output per row
+    with pytest.raises(RuntimeError):  # a kernel longer than the input: eager's error
+        c(torch.randn(2, 3, 4), torch.randn(4, 3, 6))
+
+
+def head_of(x, y):
+    return x[:, : x.size(1) - y.size(1)] * 2  # a slice bound over two sizes
+
+
+def test_slice_bound_over_two_symbols_stays_symbolic():
+    c = ptc.compile(head_of, dynamic=True)
+    run_sizes(c, head_of, lambda n: (torch.randn(2, 3 * n), torch.randn(7, n)), [3, 5, 9])
+    assert ncompiles(c) == 1 and not events(c, "static_fallback")
+    assert not events(c, "compile")[0]["specialized"]
+    # the other sides of the relation are other entries, as in eager: empty, then from the end
+    for a, b in [(6, 6), (5, 8)]:
+        x, y = torch.randn(2, a), torch.randn(7, b)
+        torch.testing.assert_close(c(x, y), head_of(x, y))
+
+
 # ---- kernels over symbolic sizes -------------------------------------------------------------
 
 def test_gpt2_every_size_symbolic_matches_eager():

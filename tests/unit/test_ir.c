@@ -347,6 +347,16 @@ START_TEST(sym_subst_solve_binds)
     ck_assert(!ptc_dim_binds(lin, &name, 12, &v));
     ck_assert(!ptc_dim_binds(ptc_dim_mul(a, s0, s1), &name, 12, NULL));
     ck_assert(!ptc_dim_binds(ptc_dim_c(4), &name, 4, NULL));
+    /* s5 + s4 - 2 binds s5 once s4 is known, and nothing before */
+    ptc_dim slack = ptc_dim_add(
+        a, ptc_dim_add(a, ptc_dim_symbol(a, "s5"), ptc_dim_symbol(a, "s4")), ptc_dim_c(-2));
+    ptc_bindings known = {0};
+    ck_assert(!ptc_dim_binds_given(slack, &known, &name, 9, &v));
+    ptc_bindings_set(&known, "s4", 6);
+    ck_assert(ptc_dim_binds_given(slack, &known, &name, 9, &v) && strcmp(name, "s5") == 0 &&
+              v == 5);
+    ck_assert(!ptc_dim_binds_given(ptc_dim_mul(a, s0, ptc_dim_symbol(a, "s4")), &known, &name, 12,
+                                   &v)); /* not linear in s0's term */
     ptc_arena_free(a);
 }
 END_TEST

@@ -811,6 +811,13 @@ static void keep_symbols(cap_entry *e, cap_trace *T)
                 e->sym_arena = ptc_arena_new();
             e->guards[i].expr = ptc_dim_copy(e->sym_arena, e->guards[i].expr);
         }
+    for (int i = 0; i < e->syms.n; i++) {
+        if (e->syms.plus[i].sym) {
+            if (!e->sym_arena)
+                e->sym_arena = ptc_arena_new();
+            e->syms.plus[i] = ptc_dim_copy(e->sym_arena, e->syms.plus[i]);
+        }
+    }
 }
 
 static void guard_strings(cap_entry *e)

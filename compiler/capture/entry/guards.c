@@ -373,8 +373,11 @@ static bool bind_symbols(const cap_entry *e, PyObject **vals, ptc_bindings *b)
         int64_t v = size_of(vals[e->syms.src[i]], e->syms.dim[i]);
         if (e->syms.div[i] > 1 && v > 0)
             v /= e->syms.div[i];
+        int64_t plus = 0; /* over earlier symbols, bound by now */
+        if (e->syms.plus[i].sym && ptc_dim_eval(e->syms.plus[i], b, &plus, NULL) < 0)
+            return false;
         if (v >= 0)
-            v -= e->syms.off[i]; /* may go below 0: the symbol's range guard fails */
+            v += plus - e->syms.off[i]; /* may go below 0: the symbol's range guard fails */
         if (v < 0 || ptc_bindings_set(b, cap_sym_name(i), v) < 0)
             return false;
     }

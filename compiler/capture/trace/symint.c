@@ -244,23 +244,35 @@ static void symbol_sources(cap_trace *T, ptc_dim d, char *buf, size_t size)
                                       names[j], src, T->syms.dim[i]);
                 if (T->syms.div[i] > 1 && k < size)
                     k += (size_t)snprintf(buf + k, size - k, " // %lld", (long long)T->syms.div[i]);
-                if (T->syms.off[i] > 0 && k < size)
+                if (T->syms.plus[i].sym && k < size) {
+                    ptc_buf less = {0}; /* off - plus, as "size - (s4-2)" */
+                    ptc_dim_print(&less, ptc_dim_sub(T->arena, ptc_dim_c(T->syms.off[i]),
+                                                     T->syms.plus[i]));
+                    k += (size_t)snprintf(buf + k, size - k, " - (%s)", less.data ? less.data : "");
+                    ptc_buf_free(&less);
+                } else if (T->syms.off[i] > 0 && k < size)
                     k += (size_t)snprintf(buf + k, size - k, " - %lld", (long long)T->syms.off[i]);
             }
     if (n > 0 && k < size)
         snprintf(buf + k, size - k, ")");
 }
 
-/* "2*s0 >= 4 (s0 from L['x'].size(0))" for "d rel 0": the constant moved right. */
-static void relation_text(cap_trace *T, ptc_dim d, int rel, char *buf, size_t size)
+/* d's value with every symbol 0: its constant term, for sums (2*s0 - 4). */
+static int64_t constant_of(cap_trace *T, ptc_dim d)
 {
     ptc_bindings zero = {0};
     for (int i = 0; i < T->syms.n; i++)
         ptc_bindings_set(&zero, cap_sym_name(i), 0);
     int64_t c = 0;
-    ptc_error err;
-    if (ptc_dim_eval(d, &zero, &c, &err) < 0)
+    if (ptc_dim_eval(d, &zero, &c, NULL) < 0)
         c = 0;
+    return c;
+}
+
+/* "2*s0 >= 4 (s0 from L['x'].size(0))" for "d rel 0": the constant moved right. */
+static void relation_text(cap_trace *T, ptc_dim d, int rel, char *buf, size_t size)
+{
+    int64_t c = constant_of(T, d);
     ptc_buf b = {0};
     ptc_dim_print(&b, ptc_dim_sub(T->arena, d, ptc_dim_c(c)));
     snprintf(buf, size, "%s %s %lld", b.data ? b.data : "", rel_names[rel], (long long)-c);
@@ -515,20 +527,22 @@ static int env_same(ptc_shape_env *env, ptc_dim x, ptc_dim y, const char *what)
     return rc == 1;
 }
 
-/* Symbol i := m*t + shift for a new symbol t read from i's dimension, at
- * least 2 under a guard and at most hi (< 0: unbounded). */
-static int derive_symbol(cap_trace *T, int i, int64_t m, int64_t shift, int64_t hi)
+/* Symbol i := m*t + e for a new symbol t read from i's dimension, at least
+ * 2 under a guard and at most hi (< 0: unbounded): e is a constant shift
+ * (m = 1), an expression over other symbols (m = 1), or 0 (a split, m > 1). */
+static int derive_symbol(cap_trace *T, int i, int64_t m, ptc_dim e, int64_t hi)
 {
     int t = T->syms.n++;
+    int64_t shift = constant_of(T, e);
     T->syms.src[t] = T->syms.src[i];
     T->syms.dim[t] = T->syms.dim[i];
     T->syms.div[t] = (T->syms.div[i] > 1 ? T->syms.div[i] : 1) * m;
     T->syms.off[t] = T->syms.off[i] / m + shift;
+    T->syms.plus[t] = ptc_dim_sub(T->arena, T->syms.plus[i], ptc_dim_sub(T->arena, e, ptc_dim_c(shift)));
     set_range(T, t, INT64_MIN, -1);
-    ptc_bindings_set(&T->hints, cap_sym_name(t), (T->hints.values[i] - shift) / m);
+    ptc_bindings_set(&T->hints, cap_sym_name(t), (T->hints.values[i] - cap_t_dim_hint(T, e)) / m);
     ptc_dim st = ptc_dim_symbol(T->arena, cap_sym_name(t));
-    replace_symbol(
-        T, i, ptc_dim_add(T->arena, ptc_dim_mul(T->arena, ptc_dim_c(m), st), ptc_dim_c(shift)));
+    replace_symbol(T, i, ptc_dim_add(T->arena, ptc_dim_mul(T->arena, ptc_dim_c(m), st), e));
     if (cap_t_sym_guard(T, ptc_dim_sub(T->arena, st, ptc_dim_c(2)), Py_GE) < 0)
         return -1;
     set_range(T, t, 2, hi);
@@ -560,10 +574,10 @@ static int split_symbol(cap_trace *T, ptc_dim x, int64_t k)
             !ptc_dim_div_exact(T->arena, rest, ptc_dim_c(k), &q))
             continue;
         int64_t m = k / gcd64(c.value, k);
-        if (T->hints.values[i] / m < 2 || T->syms.off[i] % m != 0)
-            continue; /* t would be 1 here: pinned instead, as sizes of 1 are */
+        if (T->hints.values[i] / m < 2 || T->syms.off[i] % m != 0 || T->syms.plus[i].sym)
+            continue; /* t would be 1 here (pinned instead, as sizes of 1 are), or not exact */
         int64_t hi = T->syms.hi[i] == INT64_MAX ? -1 : T->syms.hi[i] / m;
-        return derive_symbol(T, i, m, 0, hi) < 0 ? -1 : 1;
+        return derive_symbol(T, i, m, ptc_dim_c(0), hi) < 0 ? -1 : 1;
     }
     return 0;
 }
@@ -607,22 +621,44 @@ static int64_t least_fit(cap_trace *T, ptc_dim d, int i)
     return lo;
 }
 
+/* d >= 0 over several symbols (guarded): a symbol s that d holds as a bare
+ * term, d = s + rest, becomes s := t - 2 - rest for a new symbol t >= 2, so
+ * that d = t - 2 >= 0 structurally; t is read as s's dimension + rest + 2
+ * (conv1d(x, w) needs s2 - s4 >= 0: s2 := s5 + s4 - 2). The highest such
+ * symbol, as make_zero picks; 0 when d has none. */
+static int slack_symbol(cap_trace *T, ptc_dim d)
+{
+    for (int i = T->syms.n - 1; i >= 0 && T->syms.n < CAP_MAX_SYMS; i--) {
+        const char *name = cap_sym_name(i);
+        ptc_dim rest = ptc_dim_sub(T->arena, d, ptc_dim_symbol(T->arena, name));
+        if (T->syms.replaced[i] || !ptc_dim_eq(rest, ptc_dim_subst(T->arena, d, name, ptc_dim_c(0))))
+            continue; /* s is not a bare term of d, or also appears inside one */
+        ptc_dim e = ptc_dim_sub(T->arena, ptc_dim_c(-2), rest);
+        return derive_symbol(T, i, 1, e, -1) < 0 ? -1 : 1;
+    }
+    return 0;
+}
+
 /* d >= 0 holds (guarded): where d is over one symbol s, whose sizes from L
  * up fit, s := t + (L - 2) so that t >= 2 says it structurally (a 7-wide
- * kernel fits s2 >= 7: s2 := s4 + 5); else its symbols are pinned. */
+ * kernel fits s2 >= 7: s2 := s4 + 5); over several, a slack symbol says it
+ * (slack_symbol); else its symbols are pinned. */
 static int make_nonneg(cap_trace *T, ptc_dim d, const char *what)
 {
     const char *names[2];
-    int i = -1;
-    if (ptc_dim_symbols(d, names, 0, 2) == 1)
+    int i = -1, nsyms = ptc_dim_symbols(d, names, 0, 2);
+    if (nsyms == 1)
         for (int k = 0; k < T->syms.n; k++)
             if (strcmp(cap_sym_name(k), names[0]) == 0)
                 i = k;
     int64_t shift = i >= 0 && T->syms.n < CAP_MAX_SYMS ? least_fit(T, d, i) - 2 : 0;
     if (shift > 0) {
         int64_t hi = T->syms.hi[i] == INT64_MAX ? -1 : T->syms.hi[i] - shift;
-        return derive_symbol(T, i, 1, shift, hi) < 0 ? -1 : 1;
+        return derive_symbol(T, i, 1, ptc_dim_c(shift), hi) < 0 ? -1 : 1;
     }
+    int rc = nsyms > 1 ? slack_symbol(T, d) : 0;
+    if (rc != 0)
+        return rc;
     char why[200];
     relation_why(what, d, ">= 0", "which its symbols' ranges do not show", why, sizeof why);
     return pin_symbols(T, d, why);

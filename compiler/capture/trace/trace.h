@@ -147,6 +147,11 @@ typedef struct cap_symtab {
      * least some bound shifted it: s2 := s4 + 5 for s2 >= 7, so that s4 >= 2
      * like every symbol). Value: size // div - off. */
     int64_t off[CAP_MAX_SYMS];
+    /* Not 0: added to that, an expression over earlier symbols (a relation
+     * over several sizes made s2 - s4 >= 0 structural: s2 := s5 + s4 - 2 for
+     * a new s5 read as size - (s4 - 2), at least 2). Value: size // div -
+     * off + plus. */
+    ptc_dim plus[CAP_MAX_SYMS];
     /* Each symbol's range once guarded (2 or mark_dynamic's min, its max;
      * INT64_MIN / INT64_MAX: unbounded): relations it implies need no guard. */
     int64_t lo[CAP_MAX_SYMS], hi[CAP_MAX_SYMS];

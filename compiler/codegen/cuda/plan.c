@@ -94,17 +94,15 @@ static int env_int(const char *name, int lo, int hi, int dflt)
     return *end || x < lo || x > hi ? dflt : (int)x;
 }
 
-/* A size for planning: symbolic ones are assumed to be `scale`. */
-static double hint(ptc_dim d, double scale)
-{
-    return ptc_dim_is_static(d) ? (double)d.value : scale;
-}
-
+/* The product of sizes for planning, a symbolic size with each of its
+ * symbols assumed to be `scale`: 3072*s0*s1, a collapsed [s0, s1, 3072], is
+ * millions of elements (taking the whole expression as one symbol's size
+ * planned a GPT-2 MLP's flat kernels with small blocks, its rows as few). */
 static double prod_at(const ptc_dim *d, int n, double scale)
 {
     double p = 1;
     for (int i = 0; i < n; i++)
-        p *= hint(d[i], scale);
+        p *= ptc_dim_hint_at(d[i], scale);
     return p;
 }
 
