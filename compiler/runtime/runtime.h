@@ -46,6 +46,12 @@ typedef struct ptc_compile_opts {
                                 * (PTC_AUTOTUNE_BUDGET_MS, else 2000) */
 } ptc_compile_opts;
 
+/* Keeps glibc from trimming the heap's top under a CPU training step
+ * (heap.c says why): sets malloc's mmap threshold to 32 MiB and its trim
+ * threshold to twice gradient_bytes, 64 MiB at least, unless the user tuned
+ * malloc. Returns the trim threshold in force (0: left alone). */
+size_t ptc_runtime_keep_heap(size_t gradient_bytes);
+
 void ptc_program_retain(ptc_program *p);
 void ptc_program_release(ptc_program *p);
 

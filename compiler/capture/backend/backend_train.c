@@ -175,6 +175,23 @@ static PyObject *int_tuple(const int *v, int n)
     return t;
 }
 
+/* A CPU backward allocates all its gradients while the saved tensors live:
+ * malloc is asked not to give them back to the system between steps. */
+static void keep_heap(const ptc_graph *backward)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < backward->noutputs; i++) {
+        const ptc_ttype *t = &backward->outputs[i]->type;
+        if (t->device.kind != PTC_DEV_CPU)
+            return;
+        size_t n = ptc_dtype_size(t->dtype);
+        for (int d = 0; d < t->ndim; d++) /* a symbolic size counts as 1 */
+            n *= ptc_dim_is_static(t->shape[d]) ? (size_t)t->shape[d].value : 1;
+        bytes += n;
+    }
+    ptc_runtime_keep_heap(bytes);
+}
+
 /* Joint, partition and both compiles; err says why not. */
 static int build(cap_entry *e, ptc_graph **prims, ptc_joint *j, ptc_partition *p, train_program *t,
                  ptc_error *err)
@@ -204,6 +221,7 @@ static int build(cap_entry *e, ptc_graph **prims, ptc_joint *j, ptc_partition *p
     if (cap_runtime_compile_graph(p->forward, &t->forward, e->tc, err) ||
         cap_runtime_compile_graph(p->backward, &t->backward, NULL, err))
         goto done;
+    keep_heap(p->backward);
     rc = 0;
 done:
     free(wants);
