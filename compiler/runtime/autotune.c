@@ -21,7 +21,10 @@
  * tuned first, as its own stage: each candidate form is compiled when it
  * is first timed (its compile counts against the budget; the object goes
  * to the disk cache like any kernel's), and the winner's code runs the
- * kernel from then on; its split is tuned after, on that code.
+ * kernel from then on; its split is tuned after, on that code. A CPU float
+ * matmul extern is tuned the same way, in slots after the kernels': torch's
+ * mm against ptc's own GEMM, on the call's operands, keyed by the op and
+ * their dtypes, sizes and strides.
  */
 #include "runtime/rt.h"
 
@@ -120,7 +123,7 @@ bool ptc_autotune_tuned(const ptc_program *p, int ki, ptc_tune_choice *out)
 }
 
 /* Times the candidates within the budget; the fastest goes to *out. */
-static void search(ptc_program *p, const ptc_kernel *k, const ptc_tune_target *t,
+static void search(ptc_program *p, const char *label, const ptc_tune_target *t,
                    ptc_tune_choice *out, bool *cut)
 {
     double t0 = ptc_now_ms(), best = -1, first = -1, slowest = 0;
@@ -155,39 +158,74 @@ static void search(ptc_program *p, const ptc_kernel *k, const ptc_tune_target *t
     double spent = ptc_now_ms() - t0;
     p->tune->spent_ms += spent; /* racy between concurrent runs: a budget, not a meter */
     ptc_log(PTC_LOG_PERF, PTC_LOG_INFO,
-            "autotune kernel %d %s (%s): %d of %d candidates in %.1f ms, best (%d, %d) at %.4f "
+            "autotune %s (%s): %d of %d candidates in %.1f ms, best (%d, %d) at %.4f "
             "ms, the default (%d, %d) at %.4f ms%s",
-            k->id, k->name, t->what, timed, t->n, spent, out->a, out->b, best, t->cands[0].a,
-            t->cands[0].b, first, *cut ? ", cut short by the budget" : "");
+            label, t->what, timed, t->n, spent, out->a, out->b, best, t->cands[0].a, t->cands[0].b,
+            first, *cut ? ", cut short by the budget" : "");
     count(1, 0, *cut, timed, spent, slowest);
+}
+
+/* The configuration of slot `at` (its key: what identifies the code and
+ * sizes timed): as ptc_autotune_pick says. */
+static bool pick(ptc_program *p, int at, const ptc_buf *key, const char *label,
+                 const ptc_tune_target *t, ptc_tune_choice *out)
+{
+    *out = t->cands[0];
+    if (__atomic_load_n(&p->tune->state[at], __ATOMIC_ACQUIRE) == 2) {
+        *out = p->tune->choice[at];
+        return false;
+    }
+    if (t->n < 2 || !claim(p, at)) /* nothing to choose, or another run is tuning it */
+        return false;
+    bool ran = false, cut = false;
+    if (cached_choice(key, out)) {
+        count(0, 1, 0, 0, 0, 0);
+    } else {
+        search(p, label, t, out, &cut);
+        ran = true;
+        if (!cut) {
+            char text[64];
+            int len = snprintf(text, sizeof text, "choice %d %d\n", out->a, out->b);
+            ptc_cache_store(key->data, key->len, (const uint8_t *)text, (size_t)len);
+        }
+    }
+    settle(p, at, out);
+    return ran;
 }
 
 bool ptc_autotune_pick(ptc_program *p, int ki, const ptc_tune_target *t, ptc_tune_choice *out)
 {
-    *out = t->cands[0];
-    int at = slot(ki, t->stage);
-    if (ptc_autotune_tuned_stage(p, ki, t->stage, out))
+    if (!p->tune) {
+        *out = t->cands[0];
         return false;
-    if (t->n < 2 || !claim(p, at)) /* nothing to choose, or another run is tuning it */
-        return false;
+    }
     const ptc_kernel *k = p->sched->kernels[ki];
     ptc_buf key = {0};
     ptc_buf_printf(&key, "autotune v1 %s\n", t->what);
     ptc_kernel_print_key(&key, p->sched, k);
     ptc_buf_printf(&key, "\n%s\n", t->sizes);
-    bool ran = false, cut = false;
-    if (cached_choice(&key, out)) {
-        count(0, 1, 0, 0, 0, 0);
-    } else {
-        search(p, k, t, out, &cut);
-        ran = true;
-        if (!cut) {
-            char text[64];
-            int len = snprintf(text, sizeof text, "choice %d %d\n", out->a, out->b);
-            ptc_cache_store(key.data, key.len, (const uint8_t *)text, (size_t)len);
-        }
+    char label[160];
+    snprintf(label, sizeof label, "kernel %d %s", k->id, k->name);
+    bool ran = pick(p, slot(ki, t->stage), &key, label, t, out);
+    ptc_buf_free(&key);
+    return ran;
+}
+
+/* An extern's slots follow the kernels': one per loop node. Its key is the
+ * op with its inputs' dtypes, sizes and strides (t->sizes): the code behind
+ * an extern (torch's, ptc's GEMM) is not ptc's to print. */
+bool ptc_autotune_pick_extern(ptc_program *p, const ptc_lnode *n, const ptc_tune_target *t,
+                              ptc_tune_choice *out)
+{
+    if (!p->tune) {
+        *out = t->cands[0];
+        return false;
     }
-    settle(p, at, out);
+    ptc_buf key = {0};
+    ptc_buf_printf(&key, "autotune v1 %s\n%s\n%s\n", t->what, ptc_op_name(n->xnode->op), t->sizes);
+    char label[256];
+    snprintf(label, sizeof label, "extern %s %.200s", ptc_op_name(n->xnode->op), t->sizes);
+    bool ran = pick(p, p->sched->nkernels * PTC_TUNE_STAGES + n->id, &key, label, t, out);
     ptc_buf_free(&key);
     return ran;
 }
@@ -199,7 +237,7 @@ int ptc_autotune_prepare(ptc_program *p, double budget_ms)
     if (!p->tune)
         return -1;
     p->tune->budget_ms = budget_ms > 0 ? budget_ms : ptc_autotune_default_budget_ms();
-    size_t slots = (size_t)nk * PTC_TUNE_STAGES + 1;
+    size_t slots = (size_t)nk * PTC_TUNE_STAGES + (size_t)p->prog->nnodes + 1;
     p->tune->state = calloc(slots, sizeof *p->tune->state);
     p->tune->choice = calloc(slots, sizeof *p->tune->choice);
     p->tune->code = calloc((size_t)nk + 1, sizeof *p->tune->code);

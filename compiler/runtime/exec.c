@@ -425,6 +425,88 @@ static int run_kernel_code(run *r, const ptc_kernel *k, const ptc_cpu_kernel *ck
     return r->status.code ? ptc_check_fail(&r->status, r->err) : 0;
 }
 
+/* ---- max-autotune's matmul implementations ---------------------------------------- */
+
+/* A CPU matmul's operands, for timing its implementations on them. */
+typedef struct mm_call {
+    run *r;
+    const ptc_node *node;
+    const ptc_tensor *const *inp;
+    int nin;
+    ptc_tensor *outs;
+} mm_call;
+
+static int run_matmul_in(const mm_call *m, int impl)
+{
+    if (impl == PTC_MM_PTC)
+        return ptc_cextern_run(m->node, m->inp, m->nin, m->outs, 0, m->r->err);
+    return m->r->host->run_extern(m->r->host->ctx, m->node, m->inp, m->nin, m->outs, m->r->err);
+}
+
+static double time_matmul(void *ctx, const ptc_tune_choice *c)
+{
+    double t0 = ptc_now_ms();
+    return run_matmul_in(ctx, c->a) ? -1 : ptc_now_ms() - t0;
+}
+
+/* Does max-autotune choose what runs extern n? A float matmul on the CPU
+ * that torch would run: torch's mm or ptc's GEMM. (f16/bf16 would reach
+ * ptc's GEMM through float32 copies: not a contender.) */
+static bool tunes_matmul(const run *r, const ptc_lnode *n, const ptc_tensor *const *inp)
+{
+    int op = n->xnode->op;
+    if (!r->p->tune || !ptc_exec_extern_by_host(r->host, n, PTC_CPU) ||
+        (op != PTC_OP_MM && op != PTC_OP_BMM && op != PTC_OP_ADDMM))
+        return false;
+    for (int i = 0; i < n->nxin; i++)
+        if (!inp[i] || (inp[i]->dtype != PTC_F32 && inp[i]->dtype != PTC_F64))
+            return false;
+    return true;
+}
+
+/* "f32[64,512:512,1] f32[512,256:256,1] threads 2": what the timing depends
+ * on (strides too: a transposed operand packs differently). */
+static void matmul_operands(const ptc_tensor *const *inp, int nin, char *out, size_t cap)
+{
+    size_t len = 0;
+    for (int i = 0; i < nin && len < cap; i++) {
+        const ptc_tensor *t = inp[i];
+        len += (size_t)snprintf(out + len, cap - len, "%s[", ptc_dtype_name(t->dtype));
+        for (int d = 0; d < t->ndim && len < cap; d++)
+            len += (size_t)snprintf(out + len, cap - len, "%s%lld", d ? "," : "",
+                                    (long long)t->sizes[d]);
+        for (int d = 0; d < t->ndim && len < cap; d++)
+            len += (size_t)snprintf(out + len, cap - len, "%s%lld", d ? "," : ":",
+                                    (long long)t->strides[d]);
+        if (len < cap)
+            len += (size_t)snprintf(out + len, cap - len, "] ");
+    }
+    if (len < cap)
+        snprintf(out + len, cap - len, "threads %d", omp_get_max_threads());
+}
+
+/* The implementation of matmul n: at its first run each is timed on the
+ * run's operands (writing the output buffer, which the winner then writes
+ * again), the winner kept for the program and in the disk cache. */
+static int matmul_implementation(run *r, const ptc_lnode *n, const ptc_node *node,
+                                 const ptc_tensor *const *inp, ptc_tensor *outs)
+{
+    static const ptc_tune_choice impls[] = {{PTC_MM_TORCH, 0}, {PTC_MM_PTC, 0}};
+    mm_call m = {r, node, inp, n->nxin, outs};
+    ptc_tune_target t = {.what = "cpu matmul",
+                         .stage = PTC_TUNE_LAUNCH,
+                         .cands = impls,
+                         .n = 2,
+                         .time = time_matmul,
+                         .ctx = &m};
+    matmul_operands(inp, n->nxin, t.sizes, sizeof t.sizes);
+    ptc_tune_choice used;
+    ptc_autotune_pick_extern(r->p, n, &t, &used);
+    return used.a;
+}
+
+/* ---- externs ---------------------------------------------------------------------- */
+
 static int run_extern_code(run *r, const ptc_lnode *n);
 
 static int run_extern(run *r, const ptc_lnode *n)
@@ -444,6 +526,8 @@ static int run_extern_code(run *r, const ptc_lnode *n)
     ptc_exec_bound bound;
     const ptc_node *node = ptc_exec_bind_node(n->xnode, &r->b, &bound);
     ptc_exec_extern_args(r->p, &r->b, r->bufptr, n, PTC_CPU, in, inp, outs);
+    if (tunes_matmul(r, n, inp) && matmul_implementation(r, n, node, inp, outs) == PTC_MM_PTC)
+        return ptc_cextern_run(node, inp, n->nxin, outs, r->rng_offset, r->err);
     int kept = ptc_exec_extern_kept(r->p, &r->b, r->bufptr, r->host, n, node, inp, PTC_CPU,
                                     &r->kept, r->err);
     if (kept <= 0)

@@ -32,15 +32,22 @@ int ptc_cextern_run(const ptc_node *node, const ptc_tensor *const *inputs, int n
  * threads, 1 for the calling thread; b = chunks of the outer range, handed
  * out in order) or its code's form (a = vector lanes, b = PTC_UNROLL_*,
  * ptc_cpu_code); on CUDA, its launch (a = form, plan.c; b = 1 for the
- * vectorised entry). */
+ * vectorised entry). A CPU matmul extern's implementation: a = PTC_MM_TORCH
+ * or PTC_MM_PTC (b unused). */
 typedef struct ptc_tune_choice {
     int a, b;
 } ptc_tune_choice;
 
+/* The implementations max-autotune picks between for a CPU matmul (mm, bmm,
+ * addmm): the host framework's (torch's mm: MKL/oneDNN) or ptc's own cache-
+ * blocked GEMM (gemm.c, through cextern.c). */
+enum { PTC_MM_TORCH, PTC_MM_PTC };
+
 /* max-autotune's state of a program (autotune.c). */
 typedef struct ptc_autotune {
     double budget_ms, spent_ms;
-    uint8_t *state;          /* per kernel and stage (PTC_TUNE_STAGES slots per kernel):
+    uint8_t *state;          /* per kernel and stage (PTC_TUNE_STAGES slots per kernel),
+                              * then per loop node (an extern's implementation):
                               * 0 untuned, 1 being tuned, 2 tuned */
     ptc_tune_choice *choice; /* per kernel and stage: the winner, once tuned */
     ptc_cpu_kernel *code;    /* per kernel: the CPU code of the winning form when it is
@@ -89,11 +96,11 @@ void ptc_autotune_free(ptc_program *p);
  * default first), how to run one and time it, and the sizes they were
  * timed at (part of the cache key: "outer 2^10 work 2^12 threads 16"). */
 typedef struct ptc_tune_target {
-    const char *what; /* "cpu split", "cpu code", "cuda launch" */
+    const char *what; /* "cpu split", "cpu code", "cuda launch", "cpu matmul" */
     int stage;        /* PTC_TUNE_LAUNCH (split, launch) or PTC_TUNE_CODE */
     const ptc_tune_choice *cands;
     int n;
-    char sizes[96];
+    char sizes[192];
     /* runs the kernel once: its ms, or < 0 when it failed (the search stops
      * there and keeps nothing) */
     double (*time)(void *ctx, const ptc_tune_choice *c);
@@ -104,6 +111,10 @@ typedef struct ptc_tune_target {
  * tunes it. True when the kernel ran (it was timed): the caller runs it
  * otherwise. */
 bool ptc_autotune_pick(ptc_program *p, int ki, const ptc_tune_target *t, ptc_tune_choice *out);
+/* The same for extern n of p->prog (which implementation runs it); the key
+ * is the op and t->sizes (its inputs' dtypes, sizes and strides). */
+bool ptc_autotune_pick_extern(ptc_program *p, const ptc_lnode *n, const ptc_tune_target *t,
+                              ptc_tune_choice *out);
 /* Kernel ki's tuned configuration (its split or launch), if it has one. */
 bool ptc_autotune_tuned(const ptc_program *p, int ki, ptc_tune_choice *out);
 /* The same for a stage (PTC_TUNE_*). */

@@ -33,8 +33,9 @@ _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagra
 # the first CPU graph says it has no effect there); the max-autotune modes time
 # each kernel's launch configuration (runtime/autotune.c). What they still lack:
 _AUTOTUNE_GAP = ("it tunes each kernel's code (vector width, reduction unroll) and parallel "
-                 "split (CPU) or form and vectorised entry (CUDA), but it does not choose "
-                 "between matmul implementations (torch's own runs)")
+                 "split (CPU) or form and vectorised entry (CUDA), and times torch's mm against "
+                 "ptc's own GEMM for each float matmul on the CPU; on CUDA matmuls run in "
+                 "torch's (cuBLAS) with no other implementation to choose")
 _MODE_GAPS = {
     "max-autotune": _AUTOTUNE_GAP,
     "max-autotune-no-cudagraphs": _AUTOTUNE_GAP,

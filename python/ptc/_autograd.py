@@ -8,7 +8,14 @@ checks on saved tensors (a later in-place write, ``retain_graph``) apply.
 Outputs that do not depend on an input requiring gradients are marked
 non-differentiable, as eager leaves them. The backward is not itself
 differentiable: ``create_graph=True`` through it raises an error saying so.
+
+Under reduce-overhead on CUDA the program is a ``_cudagraphs.TrainGraphs``,
+which replays recorded forwards and backwards: the node holds its forward
+recording until its backward has run (``backward_pending``), and gradients
+for leaves pass through ``grads_for``.
 """
+import weakref
+
 import torch
 
 
@@ -22,6 +29,10 @@ class CompiledFunction(torch.autograd.Function):
         ctx.save_for_backward(*saved)
         ctx.output_meta = [(o.shape, o.dtype, o.device) for o in outputs]
         ctx.mark_non_differentiable(*[o for o, t in zip(outputs, program.tangent_of) if t < 0])
+        if hasattr(program, "backward_pending"):
+            ctx.pending = program.backward_pending()
+            ctx.leaves = [weakref.ref(t) if isinstance(t, torch.Tensor) and t.is_leaf else None
+                          for t in inputs]
         return tuple(outputs)
 
     @staticmethod
@@ -39,6 +50,9 @@ class CompiledFunction(torch.autograd.Function):
             tangents.append(torch.zeros(shape, dtype=dtype, device=device) if g is None
                             else g.contiguous())
         grads_in = program.backward(*ctx.saved_tensors, *tangents)
+        if hasattr(program, "backward_pending"):
+            grads_in = program.grads_for(grads_in, ctx.leaves)
+            ctx.pending = None  # the forward recording may be replayed again
         result = [None] * (1 + program.ninputs)
         for g, i in zip(grads_in, program.grad_of):
             result[1 + i] = g

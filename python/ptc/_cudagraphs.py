@@ -33,6 +33,22 @@ torch's error).
 
 A program whose capture fails (an extern that synchronises, say) runs without
 CUDA graphs from then on, with one warning.
+
+Training (``TrainGraphs``, with ptc's compiled autograd): the compiled forward
+and the compiled backward are each recorded as above, as torch's trees do for
+AOT autograd's pair. The forward's static outputs include the tensors saved
+for the backward, so the backward reads them where the forward's replay left
+them (no copy; parameters are read in place too) and only its tangents are
+copied in. A forward recording whose backward has not run yet is not
+replayed -- that would overwrite the saved tensors -- so a second forward
+before the first's backward (two micro-batches) records another copy (up to
+``STEP_SLOTS_LIMIT``); a backward that has run, or whose autograd graph was
+dropped, frees it, and the next forward's replay overwrites the last step's
+outputs (reading one kept raises torch's error). Each forward recording has
+its own backward recording (keyed by the saved tensors' addresses). A
+gradient for a leaf whose ``.grad`` is None is handed over as a copy:
+AccumulateGrad would keep the tensor itself as ``.grad``, which the next
+backward replay overwrites.
 """
 import sys
 import weakref
@@ -128,12 +144,28 @@ class _Graph:
                 _static_outputs[t.data_ptr()] = self
         self.handed = []  # weak references to the aliases the last replay returned
         self.step = 0     # the step (_step()) of the last hand_out
+        self.pending = 0  # backwards still to read this (forward) graph's saved tensors
 
     def free_in(self, step):
-        """May a replay in `step` overwrite this graph's outputs? Without
-        marked steps always; with them, unless the user still holds outputs
-        this graph handed out in the same step."""
+        """May a replay in `step` overwrite this graph's outputs? Not while a
+        backward still needs them; else without marked steps always, and
+        with them unless the user still holds outputs this graph handed out
+        in the same step."""
+        if self.pending:
+            return False
         return step == 0 or self.step != step or all(ref() is None for ref in self.handed)
+
+    def backward_pending(self):
+        """A token whose life is one pending backward of this graph's
+        outputs: dropped (the backward ran, or its autograd graph is gone),
+        the graph may be replayed again."""
+        token = _Pending()
+        self.pending += 1
+        weakref.finalize(token, self._backward_done)
+        return token
+
+    def _backward_done(self):
+        self.pending -= 1
 
     def fixed_moved(self, inputs):
         return any(inputs[i].data_ptr() != ptr for i, ptr in self.fixed_ptrs.items())
@@ -172,31 +204,49 @@ class _Graph:
         return tuple(out)
 
 
+class _Pending:
+    """See _Graph.backward_pending."""
+
+
 class Recorder:
     """Runs one compiled program, recording and replaying its CUDA graphs.
 
-    program: a capsule for ptc._C._run_compiled; engine: what records and
-    replays (TorchGraphs; tests of the bookkeeping give another)."""
+    program: a capsule for ptc._C._run_compiled, or a callable of the input
+    tuple (a training program's forward or backward); engine: what records
+    and replays (TorchGraphs; tests of the bookkeeping give another);
+    by_address: recordings are kept per address of the inputs read in place
+    (a backward: one per forward recording whose saved tensors it reads)."""
 
-    def __init__(self, program, mode, engine=None):
+    def __init__(self, program, mode, engine=None, by_address=False):
         self.program = program
         self.mode = mode
         self.engine = engine or TorchGraphs()
+        self.by_address = by_address
         self.graphs = {}      # input signature -> its recordings (_Graph), see _step()
         self.warmed = set()   # signatures run once (the warm-up)
         self.disabled = None  # why this program runs without graphs
+        self.last = None      # the recording the last call replayed or made, if any
 
     def run_plain(self, inputs):
+        if callable(self.program):
+            return tuple(self.program(tuple(inputs)))
         return _C._run_compiled(self.program, tuple(inputs))
 
+    def _key(self, inputs):
+        key = _signature(inputs)
+        if self.by_address:
+            key += tuple(t.data_ptr() if _stable_address(t) else 0 for t in inputs)
+        return key
+
     def __call__(self, inputs):
+        self.last = None
         if self.disabled:
             _stats["plain_runs"] += 1
             return self.run_plain(inputs)
         import torch
         if not all(isinstance(t, torch.Tensor) for t in inputs):
             return self._without("a graph input is not a tensor", inputs)
-        key = _signature(inputs)
+        key = self._key(inputs)
         slots = self.graphs.get(key)
         if not slots:
             return self._first_calls(key, inputs)
@@ -213,6 +263,7 @@ class Recorder:
         g.invalidate_handed()
         self.engine.replay(g.graph)
         _stats["replayed"] += 1
+        self.last = g
         return g.hand_out()
 
     def _first_calls(self, key, inputs):
@@ -245,6 +296,7 @@ class Recorder:
             return self._without("recording it failed (%s)" % str(e).splitlines()[0], inputs)
         slots.append(g)
         _stats["recorded"] += 1
+        self.last = g
         return g.hand_out()
 
     def _without(self, why, inputs):
@@ -253,3 +305,44 @@ class Recorder:
                               % (self.mode, why))
         _stats["plain_runs"] += 1
         return self.run_plain(inputs)
+
+
+class TrainGraphs:
+    """A training program (ptc._C.TrainProgram: compiled forward and
+    backward) whose forward and backward are recorded into CUDA graphs;
+    ptc._autograd's CompiledFunction runs it as it runs the program itself
+    (see the module's notes on training)."""
+
+    def __init__(self, program, mode, engine=None):
+        self.program = program
+        self.ninputs, self.noutputs = program.ninputs, program.noutputs
+        self.nsaved = program.nsaved
+        self.tangent_of, self.grad_of = program.tangent_of, program.grad_of
+        self.forwards = Recorder(lambda inputs: program.forward(*inputs), mode, engine)
+        self.backwards = Recorder(lambda args: program.backward(*args), mode, engine,
+                                  by_address=True)
+
+    def forward(self, *inputs):
+        return self.forwards(inputs)
+
+    def backward_pending(self):
+        """What the autograd node holds until its backward has run: the
+        forward recording it read is not replayed before (None: the forward
+        ran plainly)."""
+        g = self.forwards.last
+        return g.backward_pending() if g is not None else None
+
+    def backward(self, *args):
+        return self.backwards(args)
+
+    def grads_for(self, grads, inputs):
+        """The gradients as autograd may keep them: a copy for a leaf without
+        a .grad, which AccumulateGrad would make the static output itself."""
+        if self.backwards.last is None:
+            return grads
+        out = []
+        for g, i in zip(grads, self.grad_of):
+            leaf = inputs[i]() if inputs[i] is not None else None
+            keeps = leaf is not None and leaf.grad is None and g is not None
+            out.append(g.clone() if keeps else g)
+        return tuple(out)

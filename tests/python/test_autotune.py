@@ -123,3 +123,53 @@ def test_code_forms_are_compiled_timed_and_the_winner_cached(tmp_path):
     warm, searches = run_forms(tmp_path)
     assert all(warm["ok"]) and searches == [], (warm, searches)
     assert warm["tuned"] == 0 and warm["cache_hits"] == cold["tuned"], (cold, warm)
+
+
+MATMULS = r"""
+import json, torch, ptc
+def f(x, w, b, q, k):
+    h = torch.nn.functional.linear(x, w, b).relu()   # addmm
+    s = torch.bmm(q, k.transpose(1, 2))              # bmm, a transposed operand
+    return h @ w, s.softmax(-1)                      # mm
+g = torch.Generator().manual_seed(0)
+args = (torch.randn(96, 128, generator=g), torch.randn(128, 128, generator=g),
+        torch.randn(128, generator=g), torch.randn(4, 64, 32, generator=g),
+        torch.randn(4, 64, 32, generator=g))
+c = ptc.compile(f, mode="max-autotune-no-cudagraphs")
+got = c(*args)
+first = ptc._C._autotune_counts()
+again = c(*args)
+want = f(*args)
+ok = all(torch.allclose(a, b, rtol=1e-4, atol=1e-4) for a, b in zip(got, want))
+ok_again = all(torch.allclose(a, b, rtol=1e-4, atol=1e-4) for a, b in zip(again, want))
+print(json.dumps(dict(first=first, after=ptc._C._autotune_counts(), ok=ok, ok_again=ok_again)))
+"""
+
+
+def run_matmuls(tmp_path):
+    script = tmp_path / "matmuls.py"
+    script.write_text(MATMULS)
+    e = dict(os.environ, PTC_CACHE_DIR=str(tmp_path / "cache"), OMP_NUM_THREADS="2",
+             PTC_AUTOTUNE_BUDGET_MS="60000", PTC_LOGS="perf")
+    r = subprocess.run([sys.executable, "-W", "ignore", str(script)], capture_output=True,
+                       text=True, env=e, timeout=600)
+    assert r.returncode == 0, r.stderr
+    import json
+    searches = [ln for ln in r.stderr.splitlines() if "(cpu matmul)" in ln]
+    return json.loads(r.stdout.strip().splitlines()[-1]), searches
+
+
+def test_each_matmul_runs_in_the_faster_of_torch_and_ptc_gemm_and_the_choice_is_cached(tmp_path):
+    cold, searches = run_matmuls(tmp_path)
+    assert cold["ok"] and cold["ok_again"], cold
+    # the three matmuls (addmm, bmm, mm), each timed in both implementations
+    ops = sorted(ln.split("autotune extern ")[1].split()[0] for ln in searches)
+    assert ops == ["addmm", "bmm", "mm"], searches
+    assert all(": 2 of 2 candidates" in ln for ln in searches), searches
+    # the second call reuses the choices: nothing more is tuned
+    assert cold["after"]["tuned"] == cold["first"]["tuned"], cold
+    assert cold["after"]["candidates_timed"] == cold["first"]["candidates_timed"], cold
+    warm, searches = run_matmuls(tmp_path)
+    assert warm["ok"] and warm["ok_again"], warm
+    assert searches == [] and warm["after"]["tuned"] == 0, (warm, searches)
+    assert warm["after"]["cache_hits"] == cold["after"]["tuned"], (cold, warm)

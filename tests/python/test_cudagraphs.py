@@ -213,3 +213,98 @@ def test_more_held_calls_in_a_step_than_the_limit_run_plainly_with_one_warning(m
     assert len(texts) == 1 and "more than 2 times in one step" in texts[0], texts
     s = _cudagraphs.stats()
     assert s["recorded"] == 2 and s["plain_runs"] == 2, s
+
+
+# ---- training: a compiled forward and backward (TrainGraphs) -------------------------
+
+class ScaleProgram:
+    """Stands in for ptc._C.TrainProgram of y = x * w: the forward returns y
+    and the tensors its backward reads; the backward, the two gradients."""
+    ninputs, noutputs, nsaved = 2, 1, 2
+    tangent_of, grad_of = (0,), (0, 1)
+
+    def forward(self, x, w):
+        return (x * w, x + 0, w + 0)
+
+    def backward(self, saved_x, saved_w, g):
+        return (g * saved_w, g * saved_x)
+
+
+def train_graphs():
+    from ptc import _autograd
+    graphs = _cudagraphs.TrainGraphs(ScaleProgram(), "reduce-overhead",
+                                     engine=ReplayByRerunning())
+    return graphs, lambda x, w: _autograd.apply(graphs, x, w)[0]
+
+
+def test_training_steps_replay_the_forward_and_backward_with_eagers_gradients():
+    graphs, f = train_graphs()
+    w = torch.nn.Parameter(torch.ones(4))
+    w_eager = torch.nn.Parameter(torch.ones(4))
+    for step in range(5):
+        x = torch.arange(4.0) + step
+        for fn, p in ((f, w), (lambda a, b: a * b, w_eager)):
+            p.grad = None
+            (fn(x, p) * torch.arange(1.0, 5.0)).sum().backward()
+            with torch.no_grad():
+                p.sub_(0.1 * p.grad)
+        assert torch.allclose(w, w_eager) and torch.allclose(w.grad, w_eager.grad), step
+    s = _cudagraphs.stats()
+    # forward: warm-up, record, 3 replays; backward: warm-up (plain forward's saved
+    # tensors), warm-up (the recorded forward's), record, 2 replays
+    assert (s["recorded"], s["replayed"]) == (2, 5), s
+    # replays copy in x (forward) and the tangent (backward); the parameter and the
+    # saved tensors (where the forward's replay left them) are read in place
+    assert s["inputs_copied"] == 3 + 2 and s["copies_skipped"] == 3 + 2 * 2, s
+
+
+def test_a_leafs_new_gradient_is_a_copy_so_the_next_replay_leaves_it_alone():
+    graphs, f = train_graphs()
+    w = torch.nn.Parameter(torch.ones(4))
+    x = torch.arange(4.0)
+    grads = []
+    for _ in range(4):
+        w.grad = None
+        f(x, w).sum().backward()
+        grads.append(w.grad)
+    assert graphs.backwards.last is not None  # the last backward was a replay
+    assert all(torch.equal(g, x) for g in grads)  # none was overwritten or invalidated
+    assert len({g.data_ptr() for g in grads}) == 4
+
+
+def test_gradients_accumulate_across_replays_as_in_eager():
+    graphs, f = train_graphs()
+    w = torch.nn.Parameter(torch.ones(4))
+    x = torch.arange(4.0)
+    for _ in range(5):  # no zeroing: .grad sums five steps
+        f(x, w).sum().backward()
+    assert torch.equal(w.grad, 5 * x)
+
+
+def test_a_forward_is_not_replayed_while_its_backward_is_pending():
+    """Two micro-batches: the second forward runs before the first's
+    backward, so it must not overwrite the tensors the first saved."""
+    graphs, f = train_graphs()
+    w = torch.nn.Parameter(torch.ones(4))
+    w_eager = torch.nn.Parameter(torch.ones(4))
+    for step in range(4):
+        xs = [torch.randn(4), torch.randn(4)]
+        losses = [f(x, w).pow(2).sum() for x in xs]
+        for loss in losses:
+            loss.backward()
+        for x in xs:
+            (x * w_eager).pow(2).sum().backward()
+        assert torch.allclose(w.grad, w_eager.grad), step
+    # two forward recordings (the second while the first's backward was pending),
+    # each with its own backward recording
+    assert len(next(iter(graphs.forwards.graphs.values()))) == 2
+    assert sum(len(v) for v in graphs.backwards.graphs.values()) == 2
+
+
+def test_a_dropped_autograd_graph_frees_its_forward_recording():
+    graphs, f = train_graphs()
+    w = torch.nn.Parameter(torch.ones(4))
+    for _ in range(5):
+        f(torch.randn(4), w)  # the result and its graph dropped, no backward
+    assert len(next(iter(graphs.forwards.graphs.values()))) == 1
+    assert _cudagraphs.stats()["replayed"] == 3

@@ -4,6 +4,8 @@ Face, built from configs). Each of Dynamo's graphs must reach ptc (compiled
 by ptc.compile, captured as one ptc graph with no ptc break: the FX code is
 straight-line torch calls) and the results must equal eager's.
 """
+import warnings
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -65,6 +67,68 @@ def test_torch_compile_backend_ptc(name):
         events = ptc.ExplainOutput(fn.__func__._events(), None)
         assert events.graph_count == 1 and events.break_count == 0, str(events)
     torch._dynamo.reset()
+
+
+def capture_set():
+    """The capture tests' models (test_models_torchvision, _timm, _hf), as
+    pytest params: the ones those tests mark slow are slow here too."""
+    import test_models_hf
+    import test_models_timm
+    import test_models_torchvision as tv
+    params = [pytest.param("torchvision." + n, marks=[pytest.mark.slow] if n in tv.SLOW else [])
+              for n in tv.MODELS]
+    params += [pytest.param("timm." + n, marks=pytest.mark.slow) for n in test_models_timm.MODELS]
+    params += [pytest.param("transformers." + n) for n in ("bert", "gpt2", "t5", "distilbert", "vit")]
+    return params
+
+
+def build_as_capture_tests(name):
+    """The model and inputs test_models_<family> builds for `name`."""
+    family, model_name = name.split(".", 1)
+    gen = torch.Generator().manual_seed(0)
+    if family == "torchvision":
+        import test_models_torchvision as tv
+        size = tv.MODELS[model_name]
+        return tv.build(model_name), (torch.randn(2, 3, size, size, generator=gen),), {}
+    if family == "timm":
+        import test_models_timm
+        timm = pytest.importorskip("timm")
+        torch.manual_seed(0)
+        size = test_models_timm.MODELS[model_name]
+        return (timm.create_model(model_name, pretrained=False),
+                (torch.randn(2, 3, size, size, generator=gen),), {})
+    import test_models_hf
+    model, kwargs = test_models_hf.build(model_name)
+    return model, (), kwargs
+
+
+@pytest.mark.parametrize("name", capture_set())
+def test_torch_compile_backend_ptc_on_the_capture_tests_models(name):
+    """Issue 18: each of Dynamo's graphs of every model the capture tests run
+    compiles with ptc (its kernels, not a fallback) and gives eager's results."""
+    model, args, kwargs = build_as_capture_tests(name)
+    model = model.eval()
+    compiled = []
+
+    def backend(gm, example_inputs):
+        fn = ptc._dynamo.ptc_backend(gm, example_inputs)
+        compiled.append(fn)
+        return fn
+
+    torch._dynamo.reset()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with torch.no_grad():
+            ref = model(*args, **kwargs)
+            got = torch.compile(model, backend=backend)(*args, **kwargs)
+    torch._dynamo.reset()
+    assert compiled, "Dynamo handed ptc no graph"
+    assert rel_error(got, ref) <= 1e-4, rel_error(got, ref)
+    # no fallback to eager, no notice of anything ptc did not act on
+    assert not [str(w.message) for w in seen if str(w.message).startswith("ptc")]
+    for fn in compiled:
+        events = ptc.ExplainOutput(fn.__func__._events(), None)
+        assert events.graph_count == 1 and events.break_count == 0, str(events)
 
 
 def test_register_from_build_tree():

@@ -3,7 +3,9 @@ is recorded into a torch.cuda.CUDAGraph at its second call and replayed after,
 with eager's results across calls, input changes, graph breaks, recompiles and
 dynamic sizes; replays run no ptc launch outside the graph; inputs that are a
 recorded graph's output or a parameter are not copied; an output kept across
-a replay raises torch's error when read (issue 19 item 1)."""
+a replay raises torch's error when read; with ptc's compiled autograd a
+training graph's forward and backward are recorded and replayed, with eager's
+losses and parameters over SGD steps (issue 19 item 1)."""
 import warnings
 
 import pytest
@@ -184,33 +186,115 @@ def test_random_ops_run_without_graphs_with_a_notice():
     assert _cudagraphs.stats()["recorded"] == 0
 
 
-@pytest.mark.parametrize("compiled_autograd", [False, True])
-def test_training_graphs_run_without_graphs_with_a_notice(compiled_autograd):
-    """A graph that needs gradients is not recorded (issue 19: recording the
-    forward and backward is not built): eager's values and gradients, one
-    notice naming it, no recording."""
+def norm_act_steps(c, steps=4):
+    """Compiled and eager gradients of norm_act over `steps` calls, compared."""
+    w = torch.randn(32, 48, device=DEV, requires_grad=True)
+    for _ in range(steps):
+        x = torch.randn(64, 32, device=DEV, requires_grad=True)
+        c(x, w).sum().backward()
+        got = (x.grad, w.grad.clone())
+        w.grad = None
+        x2 = x.detach().requires_grad_()
+        norm_act(x2, w).sum().backward()
+        torch.testing.assert_close(got[0], x2.grad, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(got[1], w.grad, rtol=1e-4, atol=1e-4)
+        w.grad = None
+
+
+@pytest.fixture
+def compiled_autograd():
     prior = ptc.config.compiled_autograd
-    ptc.config.compiled_autograd = compiled_autograd
-    try:
-        c = ptc.compile(norm_act, mode="reduce-overhead")
-        w = torch.randn(32, 48, device=DEV, requires_grad=True)
-        with warnings.catch_warnings(record=True) as seen:
-            warnings.simplefilter("always")
-            for _ in range(3):
-                x = torch.randn(64, 32, device=DEV, requires_grad=True)
-                c(x, w).sum().backward()
-                got = (x.grad, w.grad.clone())
-                w.grad = None
-                x2 = x.detach().requires_grad_()
-                norm_act(x2, w).sum().backward()
-                torch.testing.assert_close(got[0], x2.grad, rtol=1e-4, atol=1e-4)
-                torch.testing.assert_close(got[1], w.grad, rtol=1e-4, atol=1e-4)
-                w.grad = None
-    finally:
-        ptc.config.compiled_autograd = prior
+    ptc.config.compiled_autograd = True
+    yield
+    ptc.config.compiled_autograd = prior
+
+
+def test_training_graphs_without_compiled_autograd_run_plainly_with_a_notice():
+    """torch's autograd runs such a graph op by op: nothing to record; eager's
+    values and gradients, one notice naming the mode."""
+    assert not ptc.config.compiled_autograd
+    c = ptc.compile(norm_act, mode="reduce-overhead")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        norm_act_steps(c, 3)
     texts = [str(w.message) for w in seen if "need gradients" in str(w.message)]
     assert len(texts) == 1 and "reduce-overhead" in texts[0], [str(w.message) for w in seen]
+    assert "compiled_autograd" in texts[0]
     assert _cudagraphs.stats()["recorded"] == 0
+
+
+def test_training_forward_and_backward_are_recorded_and_replayed(compiled_autograd, monkeypatch):
+    plain = plain_runs_counted(monkeypatch)
+    c = ptc.compile(norm_act, mode="reduce-overhead")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        norm_act_steps(c, 6)
+    assert not [str(w.message) for w in seen if "need gradients" in str(w.message)]
+    s = _cudagraphs.stats()
+    # forward: warm-up, record, 4 replays; backward: two warm-ups, record, 3 replays
+    assert (s["recorded"], s["replayed"]) == (2, 7), s
+    # the three warm-ups and the two recordings (run inside the capture); replays none
+    assert len(plain) == 5, s
+
+
+def test_a_replayed_training_step_runs_ptc_only_inside_graphs(compiled_autograd, monkeypatch):
+    c = ptc.compile(norm_act, mode="reduce-overhead")
+    norm_act_steps(c, 4)
+    plain = plain_runs_counted(monkeypatch)
+    before = _cudagraphs.stats()["replayed"]
+    w = torch.randn(32, 48, device=DEV, requires_grad=True)
+    x = torch.randn(64, 32, device=DEV)
+    c(x, w).sum().backward()
+    torch.cuda.synchronize()
+    assert plain == [] and _cudagraphs.stats()["replayed"] == before + 2
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(32, 64), torch.nn.Linear(64, 8)
+
+    def forward(self, x):
+        return self.b(torch.nn.functional.gelu(self.a(x)))
+
+
+def sgd_steps(model, steps, micro=1, zero=True, mark=False):
+    """Losses of `steps` SGD steps, each over `micro` micro-batches (their
+    forwards first, then the backwards), on fixed data."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    gen = torch.Generator(device=DEV).manual_seed(0)
+    losses = []
+    for _ in range(steps):
+        if mark:
+            torch.compiler.cudagraph_mark_step_begin()
+        xs = [torch.randn(16, 32, device=DEV, generator=gen) for _ in range(micro)]
+        batch = [model(x).pow(2).mean() for x in xs]
+        for loss in batch:
+            loss.backward()
+        losses.append(sum(float(v) for v in batch))
+        opt.step()
+        if zero:
+            opt.zero_grad(set_to_none=True)
+    return losses, [p.detach().clone() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("micro,zero,mark", [(1, True, False), (2, True, False),
+                                             (1, False, False), (1, True, True)])
+def test_sgd_training_steps_equal_eager(compiled_autograd, micro, zero, mark):
+    """Plain steps; two micro-batches per step (a second forward before the
+    first's backward); gradients left to accumulate; marked steps."""
+    torch.manual_seed(0)
+    ref = MLP().to(DEV)
+    model = MLP().to(DEV)
+    model.load_state_dict(ref.state_dict())
+    c = ptc.compile(model, mode="reduce-overhead")
+    got, got_params = sgd_steps(c, 6, micro, zero, mark)
+    want, want_params = sgd_steps(ref, 6, micro, zero, mark)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    for p, q in zip(got_params, want_params):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+    s = _cudagraphs.stats()
+    assert s["recorded"] >= 2 and s["replayed"] >= 4, s
 
 
 def test_max_autotune_records_graphs_too():

@@ -1,6 +1,8 @@
-"""ptc as a user installs it: a wheel built with pip from this source tree,
-installed into a fresh virtual environment, used from a folder outside the
-clone; and `cmake --install` of the build under test into a prefix.
+"""ptc as a user installs it: a wheel built with pip from a clean clone of
+this source tree (its committed state: `git clone`, nothing built or
+ignored carried over), installed into a fresh virtual environment, used from
+a folder outside the clone; and `cmake --install` of the build under test
+into a prefix.
 
 What must work there: `import ptc` compiles a model; the four tools run from
 PATH; `man -w` finds their pages; torch.compile(..., backend="ptc") (found
@@ -32,13 +34,23 @@ def run(cmd, **kw):
     return r
 
 
+def clean_clone(tmp):
+    """A fresh clone of the source tree's committed state, as a user gets it
+    (a source tree that is not a git checkout, an unpacked sdist, is built
+    as it is)."""
+    if not (SRC / ".git").exists() or not shutil.which("git"):
+        return SRC
+    run(["git", "clone", "--quiet", "--no-hardlinks", str(SRC), str(tmp / "clone")])
+    return tmp / "clone"
+
+
 @pytest.fixture(scope="module")
 def env_dir(tmp_path_factory):
     """A virtual environment (seeing this python's torch) with the wheel installed."""
     tmp = tmp_path_factory.mktemp("wheel")
     env = dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL=os.environ.get("PTC_JOBS", "2"))
     run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q",
-         "-w", str(tmp / "dist"), str(SRC)], env=env)
+         "-w", str(tmp / "dist"), str(clean_clone(tmp))], env=env)
     wheels = list((tmp / "dist").glob("ptc-*.whl"))
     assert len(wheels) == 1, wheels
     venv.EnvBuilder(system_site_packages=True, with_pip=False).create(tmp / "venv")
@@ -110,11 +122,18 @@ def test_wheel_tools_and_man_pages(env_dir, tmp_path):
 def test_wheel_torch_compile_backend(env_dir, tmp_path):
     pytest.importorskip("torch._dynamo", reason="torch.compile needs torch 2")
     bindir = env_dir / "venv" / "bin"
-    env = dict(user_env(bindir), PTC_LOGS="captured")
+    trace = tmp_path / "trace"
+    env = dict(user_env(bindir), PTC_LOGS="captured", PTC_TRACE_DIR=str(trace))
     r = run([str(bindir / "python"), "-c", DYNAMO], cwd=tmp_path, env=env)
     assert "dynamo backend ok" in r.stdout
     # Dynamo's two graphs reached ptc's compiler (FX's generated forward, captured by ptc).
     assert r.stderr.count("[ptc:captured] graph 0 of forward (first call)") == 2, r.stderr[-3000:]
+    # ...and ran as ptc's kernels: each compile's trace holds its kernel schedule and code,
+    # resnet18's with its convolutions as externs
+    compiles = [d for d in trace.iterdir() if (d / "kernels.txt").is_file()]
+    assert len(compiles) == 2, sorted(p.name for p in trace.rglob("*"))
+    assert all(list(d.glob("kernel_*.ll")) for d in compiles), compiles
+    assert any("convolution" in (d / "kernels.txt").read_text() for d in compiles)
 
 
 def test_wheel_minifier_repro_imports_ptc(env_dir, tmp_path):

@@ -726,14 +726,17 @@ static bool needs_autograd(cap_entry *e)
 /* A graph that needs gradients: compiled forward and backward for backend
  * "ptc"; otherwise, or when that fails (an op without a derivative), torch
  * ops under autograd, with the reason kept for the report. */
-static void prepare_training(cap_entry *e, cap_backend_state *st)
+static void prepare_training(cap_entry *e, cap_backend_state *st, const char *mode)
 {
     ptc_error terr;
     ptc_error_clear(&terr);
 #ifdef PTC_HAVE_RUNTIME
     if (e->backend == CAP_BACKEND_PTC && cap_cfg.compiled_autograd &&
-        cap_train_prepare(e, &st->train, &terr) == 0)
+        cap_train_prepare(e, mode, &st->train, &terr) == 0)
         return;
+    cap_runtime_records_training(e->graph, mode, false, false);
+#else
+    (void)mode;
 #endif
     /* Off by default until it is faster than torch's autograd: on an H200 a
        resnet50 training step took 511 ms this way against eager's 18.5 ms
@@ -759,10 +762,7 @@ int cap_backend_prepare(cap_entry *e, const cap_options *opts, ptc_error *err)
     e->backend = opts->backend;
     if (e->backend != CAP_BACKEND_EAGER && e->backend != CAP_BACKEND_CALLABLE &&
         needs_autograd(e)) {
-#ifdef PTC_HAVE_RUNTIME
-        cap_runtime_training_notice(e->graph, opts->mode);
-#endif
-        prepare_training(e, st);
+        prepare_training(e, st, opts->mode);
     }
     if (cap_eager_prepare(e->graph, e->node_grad, st) < 0) {
         char msg[512] = "eager mapping failed";

@@ -27,12 +27,15 @@ int cap_backend_run(cap_entry *e, PyObject **inputs, PyObject **outputs);
 int cap_runtime_compile(cap_entry *e, const char *mode, void **program, ptc_trace_compile *tc,
                         ptc_error *err);
 int cap_runtime_run(cap_entry *e, void *program, PyObject **inputs, PyObject **outputs);
-/* The notice that a CUDA graph needing gradients runs without CUDA graphs
- * under reduce-overhead / max-autotune (recording training is not built). */
-void cap_runtime_training_notice(const ptc_graph *g, const char *mode);
+/* Whether a CUDA graph needing gradients has its compiled forward and
+ * backward recorded into CUDA graphs under reduce-overhead / max-autotune:
+ * with ptc's compiled autograd (compiled) and no random ops (draws); where
+ * the mode cannot act, one notice says why. */
+bool cap_runtime_records_training(const ptc_graph *g, const char *mode, bool compiled, bool draws);
 /* Compiled forward and backward of a graph that needs gradients
- * (backend_train.c): a ptc._C.TrainProgram, run as one autograd node. */
-int cap_train_prepare(cap_entry *e, PyObject **program, ptc_error *err);
+ * (backend_train.c): a ptc._C.TrainProgram, run as one autograd node (a
+ * ptc._cudagraphs.TrainGraphs over it where mode records CUDA graphs). */
+int cap_train_prepare(cap_entry *e, const char *mode, PyObject **program, ptc_error *err);
 int cap_train_run(cap_entry *e, PyObject *program, PyObject **inputs, PyObject **outputs);
 /* The same for any graph / program (the training backend's two halves). */
 int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_compile *tc,

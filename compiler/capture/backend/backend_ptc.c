@@ -1143,18 +1143,27 @@ static bool records_graphs(const char *mode)
     return mode && (strcmp(mode, "reduce-overhead") == 0 || strcmp(mode, "max-autotune") == 0);
 }
 
-/* A graph that needs gradients runs its forward and backward plainly
- * (through torch's autograd, or ptc's compiled autograd): recording them
- * needs the saved tensors kept alive from a forward's replay to its
- * backward's, as torch's trees do with their pending-backward generations,
- * which is not built. Said once, for CUDA graphs only (on the CPU the mode
- * has no effect anyway, another notice). */
-void cap_runtime_training_notice(const ptc_graph *g, const char *mode)
+/* A graph that needs gradients is recorded as a compiled forward and
+ * backward (python/ptc/_cudagraphs.py's TrainGraphs), as torch's trees
+ * record AOT autograd's pair; without ptc's compiled autograd it runs
+ * through torch's autograd op by op, which leaves nothing to record.
+ * Said once, for CUDA graphs only (on the CPU the mode has no effect
+ * anyway, another notice). */
+bool cap_runtime_records_training(const ptc_graph *g, const char *mode, bool compiled, bool draws)
 {
-    if (records_graphs(mode) && on_cuda(g))
-        notice("mode='%s': graphs that need gradients (training) run without CUDA graphs: "
-               "recording a forward and its backward is not built yet.",
+    if (!records_graphs(mode) || !on_cuda(g))
+        return false;
+    if (!compiled)
+        notice("mode='%s': graphs that need gradients (training) run without CUDA graphs where "
+               "ptc's compiled autograd does not run them (it is off, ptc.config.compiled_autograd "
+               "= True turns it on, or it could not compile the graph): torch's autograd runs "
+               "them op by op.",
                mode);
+    else if (draws)
+        notice("mode='%s': graphs with random ops (dropout, rand) run without CUDA graphs (a "
+               "recorded graph would repeat one draw on every replay).",
+               mode);
+    return compiled && !draws;
 }
 
 /* reduce-overhead and max-autotune record each CUDA program into CUDA

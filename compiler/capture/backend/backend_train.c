@@ -242,7 +242,20 @@ static bool mixed_grad_modes(const cap_entry *e)
     return on && off;
 }
 
-int cap_train_prepare(cap_entry *e, PyObject **program, ptc_error *err)
+/* reduce-overhead / max-autotune on CUDA: t wrapped in the recorder of its
+ * forward and backward (ptc._cudagraphs.TrainGraphs), else t itself. */
+static PyObject *with_graphs(cap_entry *e, const char *mode, train_program *t)
+{
+    if (!cap_runtime_records_training(e->graph, mode, true, t->draws))
+        return (PyObject *)t;
+    PyObject *wrap = cap_import_path("ptc._cudagraphs.TrainGraphs");
+    PyObject *graphs = wrap ? PyObject_CallFunction(wrap, "Os", (PyObject *)t, mode) : NULL;
+    Py_XDECREF(wrap);
+    Py_DECREF(t);
+    return graphs;
+}
+
+int cap_train_prepare(cap_entry *e, const char *mode, PyObject **program, ptc_error *err)
 {
     *program = NULL;
     if (mixed_grad_modes(e))
@@ -286,7 +299,13 @@ int cap_train_prepare(cap_entry *e, PyObject **program, ptc_error *err)
         PyErr_Clear();
         return -1;
     }
-    *program = (PyObject *)t;
+    *program = with_graphs(e, mode, t);
+    if (!*program) {
+        PyErr_Clear();
+        return ptc_errorf(
+            err, PTC_ERR_INTERNAL, "autograd",
+            "the CUDA graph recorder (ptc._cudagraphs.TrainGraphs) could not be made");
+    }
     return 0;
 }
 
