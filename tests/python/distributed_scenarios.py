@@ -428,3 +428,26 @@ def gpt2_ddp(rank, world, tmp):
             out[case]["eager_bytes"] = [int(n) for n in ref._get_ddp_logging_data()["rebuilt_bucket_sizes"].split(",")]
             ptc.reset()
     return out
+
+
+# ---- several scenarios in one job ------------------------------------------------------------
+
+
+def several(rank, world, tmp):
+    """The scenarios named in PTC_TEST_SCENARIOS (comma-separated), one after
+    another in these processes (one start of the ranks, CUDA and NCCL for
+    all): {name: its result, or {"error": the traceback}}. A scenario that
+    raised on one rank may leave the other waiting in a collective, which
+    the process group's timeout ends."""
+    import os
+    import traceback
+
+    out = {}
+    for name in os.environ["PTC_TEST_SCENARIOS"].split(","):
+        try:
+            out[name] = globals()[name](rank, world, tmp)
+        except Exception:
+            out[name] = {"error": traceback.format_exc()}
+        ptc.reset()
+        dist.barrier()
+    return out
