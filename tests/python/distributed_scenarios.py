@@ -362,7 +362,7 @@ def note_graph_backwards(loss, order):
         todo.extend(next_node for next_node, _ in node.next_functions)
 
 
-def train_gpt2_pair(ref, compiled, rank, order, steps=5, lr=0.1):
+def train_gpt2_pair(ref, compiled, rank, order, steps=10, lr=0.1):
     """train_pair for GPT-2 with its next-token loss. The loss and gradient
     differences are relative to the loss and the largest gradient; also,
     per step, the all-reduces issued before the backward of the last
@@ -379,7 +379,7 @@ def train_gpt2_pair(ref, compiled, rank, order, steps=5, lr=0.1):
         lc.backward()
         last = len(order) - order[::-1].index("graph backward") if "graph backward" in order else 0
         worst["early_allreduces"].append(order[:last].count("allreduce"))
-        scale = max(g.abs().max().item() for g in grads(ref) if g is not None)
+        scale = max(max_diff([g], [torch.zeros_like(g)]) for g in grads(ref) if g is not None)
         worst["loss"] = max(worst["loss"], abs(lr_.item() - lc.item()) / abs(lr_.item()))
         worst["grad"] = max(worst["grad"], max_diff(grads(ref), grads(compiled)) / scale)
         opt_r.step()
@@ -403,9 +403,18 @@ def plan_bytes(model, plan):
     return sizes
 
 
+def graph_summary(compiled):
+    """The break code each graph of a ptc-compiled model ends at (None: the
+    last), and the fallbacks it took."""
+    events = compiled._ptc_compiled._events()
+    return {"graphs": [(e.get("break") or {}).get("code") for e in events
+                       if e["kind"] == "compile" and e.get("graph") is not None],
+            "fallbacks": [e["kind"] for e in events if "fallback" in e["kind"]]}
+
+
 def gpt2_ddp(rank, world, tmp):
     """A 2-layer GPT-2 under DDP in both forms, with torch's autograd and with
-    compiled autograd, against eager DDP over 5 SGD steps; with compiled
+    compiled autograd, against eager DDP over 10 SGD steps; with compiled
     autograd, the graphs of the forward and the bucket plan."""
     out = {}
     for autograd in (False, True):
@@ -420,13 +429,34 @@ def gpt2_ddp(rank, world, tmp):
                 handle = compiled.module
             case = "%s/%s" % (form, "compiled" if autograd else "torch")
             out[case] = train_gpt2_pair(ref, compiled, rank, record_allreduces(compiled, world))
-            events = handle._ptc_compiled._events()
-            out[case]["graphs"] = [(e.get("break") or {}).get("code") for e in events
-                                   if e["kind"] == "compile" and e.get("graph") is not None]
-            out[case]["fallbacks"] = [e["kind"] for e in events if "fallback" in e["kind"]]
+            out[case].update(graph_summary(handle))
             out[case]["plan_bytes"] = plan_bytes(compiled.module, getattr(compiled, "_ptc_bucket_plan", []))
             out[case]["eager_bytes"] = [int(n) for n in ref._get_ddp_logging_data()["rebuilt_bucket_sizes"].split(",")]
             ptc.reset()
+    return out
+
+
+def gpt2_fsdp2_model():
+    from torch.distributed.fsdp import fully_shard
+
+    model = gpt2()
+    for block in model.transformer.h:
+        fully_shard(block)
+    fully_shard(model)
+    return model
+
+
+def gpt2_fsdp2(rank, world, tmp):
+    """A 2-layer GPT-2 under FSDP2 (a unit per block and one at the root)
+    compiled against eager FSDP2 over 10 SGD steps with both autograd paths;
+    the graphs and their breaks."""
+    out = {}
+    for autograd in (False, True):
+        ptc.config.compiled_autograd = autograd
+        compiled = ptc.compile(gpt2_fsdp2_model())
+        out["compiled" if autograd else "torch"] = train_gpt2_pair(gpt2_fsdp2_model(), compiled, rank, [])
+        out["compiled" if autograd else "torch"].update(graph_summary(compiled))
+        ptc.reset()
     return out
 
 

@@ -1,8 +1,9 @@
-"""A 2-layer GPT-2 (transformers, small config) trained under DDP on 2 gloo
-ranks: ptc's losses, gradients and parameters equal eager DDP's over 5 SGD
-steps, in both wrap orders, with torch's autograd and with compiled autograd
-(its forward split at DDP's gradient buckets). The scenario is
-distributed_scenarios.gpt2_ddp."""
+"""A 2-layer GPT-2 (transformers, small config) trained under DDP and under
+FSDP2 on 2 gloo ranks: ptc's losses, gradients and parameters equal eager
+DDP's / FSDP2's over 10 SGD steps, with torch's autograd and with compiled
+autograd (under DDP in both wrap orders, its forward split at DDP's
+gradient buckets). The scenarios are distributed_scenarios.gpt2_ddp and
+gpt2_fsdp2."""
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -17,7 +18,7 @@ TOL = 1e-5  # relative to the loss and to the largest gradient
 
 
 def test_gpt2_ddp_matches_eager_ddp(tmp_path):
-    """Both wrap orders, both autograd paths: 5 SGD steps equal eager DDP's.
+    """Both wrap orders, both autograd paths: 10 SGD steps equal eager DDP's.
     With torch's autograd the graph needs gradients and runs through torch
     ops (ptc's documented default), so it equals eager exactly.
 
@@ -42,4 +43,18 @@ def test_gpt2_ddp_matches_eager_ddp(tmp_path):
             assert r["plan_bytes"] == r["eager_bytes"] == [33664, 33920, 21376, 23168], (rank, case, r)
             assert r["graphs"].count("PTC-B027") == 3, (rank, case, r)
             assert set(r["graphs"]) <= {"PTC-B027", "PTC-B021", None}, (rank, case, r)
-            assert r["early_allreduces"][1:] == [3] * 4, (rank, case, r)
+            assert r["early_allreduces"][1:] == [3] * 9, (rank, case, r)
+
+
+def test_gpt2_fsdp2_matches_eager_fsdp2(tmp_path):
+    """FSDP2 with a unit per block and one at the root: 10 SGD steps equal
+    eager FSDP2's with both autograd paths (with compiled autograd, as ptc's
+    kernels: no fallback), and the graphs follow the units: the embeddings,
+    each block and the head are 4 graphs, each ending at a unit's hooks
+    (PTC-B014), where the all-gathers and reduce-scatters run."""
+    for rank, result in enumerate(spawn("gpt2_fsdp2", tmp_path)):
+        assert set(result) == {"torch", "compiled"}
+        for case, r in result.items():
+            assert max(r["loss"], r["grad"], r["param"]) < TOL, (rank, case, r)
+            assert r["graphs"] == ["PTC-B014"] * 4, (rank, case, r)
+        assert result["compiled"]["fallbacks"] == [], (rank, result)

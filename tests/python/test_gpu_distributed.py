@@ -15,7 +15,7 @@ if torch.cuda.device_count() < 2 or not torch.distributed.is_available() or \
 
 from distributed_common import spawn  # noqa: E402
 
-SCENARIOS = ("ddp_matches_eager", "ddp_buckets", "ddp_modes", "fsdp2", "fsdp1", "gpt2_ddp")
+SCENARIOS = ("ddp_matches_eager", "ddp_buckets", "ddp_modes", "fsdp2", "fsdp1", "gpt2_ddp", "gpt2_fsdp2")
 TOL = 1e-4  # ptc's kernels and cuBLAS may sum in another order than the eager run's
 
 
@@ -83,4 +83,12 @@ def test_gpt2_ddp_nccl(nccl):
                 assert r["fallbacks"] == [], (rank, case, r)
                 assert r["plan_bytes"] == r["eager_bytes"] == [33664, 33920, 21376, 23168], (rank, case, r)
                 assert r["graphs"].count("PTC-B027") == 3, (rank, case, r)
-                assert r["early_allreduces"][1:] == [3] * 4, (rank, case, r)
+                assert r["early_allreduces"][1:] == [3] * 9, (rank, case, r)
+
+
+def test_gpt2_fsdp2_nccl(nccl):
+    for rank, result in enumerate(results(nccl, "gpt2_fsdp2")):
+        for case, r in result.items():
+            assert max(r["loss"], r["grad"], r["param"]) < TOL, (rank, case, r)
+            assert r["graphs"] == ["PTC-B014"] * 4, (rank, case, r)
+        assert result["compiled"]["fallbacks"] == [], (rank, result)
