@@ -23,7 +23,8 @@ the machine's load than the ratio of two medians. The windows' speed-ups
 side by side show how far one run can be trusted. On the CPU each step is
 also timed by its process's CPU time (all its threads), which does not
 count the time a loaded machine gives to other programs: the figures to
-compare there. Every rank uses --threads
+compare there (they leave out what overlapping communication with the
+backward saves, a wall-clock gain). Every rank uses --threads
 threads (default: the cores it may use divided by the ranks; OMP_NUM_THREADS
 too, so OpenMP teams of two ranks do not spin against each other). Times
 are rank 0's; the ranks wait for each other in every step's collectives.
