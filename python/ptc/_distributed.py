@@ -49,9 +49,15 @@ def _config():
 # ---- bucket boundaries -------------------------------------------------------------------------
 
 
-def _param_bytes(mod, ignored):
-    return sum(p.numel() * p.element_size() for name, p in mod.named_parameters(recurse=False)
-               if p.requires_grad and id(p) not in ignored)
+def _param_bytes(mod, counted):
+    """The bytes of mod's own trainable parameters not yet counted (ignored
+    parameters are counted from the start); adds them to counted."""
+    nbytes = 0
+    for p in mod.parameters(recurse=False):
+        if p.requires_grad and id(p) not in counted:
+            counted.add(id(p))
+            nbytes += p.numel() * p.element_size()
+    return nbytes
 
 
 def bucket_plan(module, bucket_cap, ignored=()):
@@ -59,9 +65,12 @@ def bucket_plan(module, bucket_cap, ignored=()):
     module names, last used first: module registration order stands for
     order of use, and a bucket is closed once it holds bucket_cap bytes, as
     DDP's buckets are after their rebuild at the first backward (the first
-    bucket's larger cap applies only before it)."""
-    ignored = set(ignored)
-    leaves = [(name, _param_bytes(mod, ignored)) for name, mod in module.named_modules()]
+    bucket's larger cap applies only before it). A parameter shared by
+    several modules (GPT-2's tied embedding and output weight) is one
+    parameter to DDP: it belongs to the module that registers it first, the
+    first to use it in the forward, so its gradient is complete last."""
+    counted = set(ignored)
+    leaves = [(name, _param_bytes(mod, counted)) for name, mod in module.named_modules()]
     leaves = [(name, size) for name, size in leaves if size > 0]
     buckets, size = [[]], 0
     for name, nbytes in reversed(leaves):

@@ -163,3 +163,98 @@ def explain(fn, *, backend="ptc"):
         return ExplainOutput(events, result, report)
 
     return run
+
+
+# ---- ptexplain in the processes a script starts ----------------------------------------------
+#
+# A distributed script starts its ranks as new processes (torch.multiprocessing.spawn,
+# torchrun): ptexplain's bootstrap does not run in them. ptexplain therefore exports
+# PTC_EXPLAIN_CHILD=1 and puts ptc/_explain_hook (a sitecustomize) first on PYTHONPATH;
+# in a process it starts, once torch is imported, torch.compile is routed to ptc and ptc
+# measures, and at exit the measurements go to measured_<pid>.json beside the process's
+# compiles in the trace directory (its rank_N folder), where ptexplain reads them.
+_TORCH_BACKENDS = ("inductor", "aot_eager", "cudagraphs")
+_STARTED = time.perf_counter()  # a process's "script" time counts from here
+
+
+def route_torch_compile(torch, note):
+    """Replaces torch.compile by a function with its signature that calls
+    ptc.compile; note(text) records a backend ptc replaced."""
+    from . import compile as ptc_compile
+
+    def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None,
+                options=None, disable=False):
+        if disable:
+            return model if model is not None else (lambda m: m)
+        if model is None:
+            return lambda m: compile(m, fullgraph=fullgraph, dynamic=dynamic, backend=backend,
+                                     mode=mode, options=options)
+        if not isinstance(backend, str) or backend not in ("ptc", "eager", "reference") + _TORCH_BACKENDS:
+            note("torch.compile(backend=%s) ran with ptc's compiled backend"
+                 % getattr(backend, "__name__", repr(backend)))
+            backend = "ptc"
+        return ptc_compile(model, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
+                           options=options)
+
+    compile.__doc__ = "torch.compile, routed to ptc.compile by ptexplain."
+    torch.compile = compile
+
+
+def explain_children():
+    """Called by ptexplain in its own process: the Python processes the
+    script starts are measured too (see above). A rank made by fork inherits
+    ptexplain's own set-up and writes its measurements when it exits."""
+    pkg = os.path.dirname(os.path.abspath(__file__))
+    path = [os.path.join(pkg, "_explain_hook"), os.path.dirname(pkg)]
+    if os.environ.get("PYTHONPATH"):
+        path.append(os.environ["PYTHONPATH"])
+    os.environ["PYTHONPATH"] = os.pathsep.join(path)
+    os.environ["PTC_EXPLAIN_CHILD"] = "1"
+    os.register_at_fork(after_in_child=_write_at_exit)
+
+
+_notes_here = []
+
+
+def measure_this_process():
+    """In a process a script under ptexplain started (PTC_EXPLAIN_CHILD; the
+    hook calls this once torch is imported)."""
+    import torch
+
+    _C._measure(True)
+    route_torch_compile(torch, lambda text: _notes_here.append(text) if text not in _notes_here else None)
+    _write_at_exit()
+
+
+def _write_at_exit():
+    import atexit
+
+    atexit.register(write_measured)
+    mp = sys.modules.get("multiprocessing.util")  # a forked process exits through os._exit
+    if mp is not None:
+        mp.Finalize(None, write_measured, exitpriority=0)
+
+
+def write_measured(notes=None):
+    """Writes this process's measurements as measured_<pid>.json into the
+    folder of its first compile's trace (once; nothing if it compiled
+    nothing). The file holds the JSON ptexplain builds a report from, with
+    the process's rank (from its rank_N folder), pid, command line and the
+    time since ptc was imported."""
+    if getattr(write_measured, "done", False):
+        return
+    write_measured.done = True
+    measured = _C._measured()
+    folders = [os.path.dirname(ev["trace"]) for ev in measured["events"] or [] if ev.get("trace")]
+    if not folders:
+        return
+    folder = folders[0]
+    name = os.path.basename(folder)
+    rank = int(name[5:]) if name.startswith("rank_") and name[5:].isdigit() else -1
+    data = json.loads(measured_json(measured, _notes_here if notes is None else notes))
+    data.update(rank=rank, pid=os.getpid(), argv=" ".join(sys.argv),
+                wall_ms=(time.perf_counter() - _STARTED) * 1000)
+    path = os.path.join(folder, "measured_%d.json" % os.getpid())
+    with open(path + ".tmp", "w") as f:
+        json.dump(data, f)
+    os.replace(path + ".tmp", path)

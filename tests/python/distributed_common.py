@@ -7,8 +7,11 @@ distributed_scenarios.<scenario>(rank, world, tmp) and writes what it returns
 as JSON; spawn returns the ranks' results in rank order. A rank that raises
 fails the test with its traceback; ranks that do not finish within `timeout`
 seconds are killed and the test fails saying so (a hang is a failure, not a
-stuck CI).
+stuck CI); a collective that waits longer than `collective_timeout` seconds
+fails in the rank itself (the process group's timeout: NCCL's watchdog
+aborts the rank, gloo raises).
 """
+import datetime
 import json
 import os
 import socket
@@ -21,7 +24,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def _rank_main(rank, world, port, scenario, tmp, env):
+def _rank_main(rank, world, port, scenario, tmp, env, collective_timeout):
     os.environ.update(env)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(world))
@@ -32,10 +35,11 @@ def _rank_main(rank, world, port, scenario, tmp, env):
 
     torch.set_num_threads(1)
     backend = os.environ.get("PTC_TEST_BACKEND", "gloo")
-    if backend == "nccl":  # a GPU per rank
+    options = {"timeout": datetime.timedelta(seconds=collective_timeout)}
+    if backend == "nccl":  # a GPU per rank, bound to the group (NCCL's communicator made at once)
         torch.cuda.set_device(rank)
-        distributed_scenarios.DEVICE = torch.device("cuda", rank)
-    dist.init_process_group(backend, rank=rank, world_size=world)
+        distributed_scenarios.DEVICE = options["device_id"] = torch.device("cuda", rank)
+    dist.init_process_group(backend, rank=rank, world_size=world, **options)
     try:
 
         result = getattr(distributed_scenarios, scenario)(rank, world, tmp)
@@ -45,11 +49,12 @@ def _rank_main(rank, world, port, scenario, tmp, env):
         dist.destroy_process_group()
 
 
-def spawn(scenario, tmp, world=2, timeout=600, env=None):
+def spawn(scenario, tmp, world=2, timeout=600, env=None, collective_timeout=300):
     import torch.multiprocessing as mp
 
     tmp = str(tmp)
-    ctx = mp.start_processes(_rank_main, args=(world, free_port(), scenario, tmp, dict(env or {})),
+    ctx = mp.start_processes(_rank_main, args=(world, free_port(), scenario, tmp, dict(env or {}),
+                                               collective_timeout),
                              nprocs=world, join=False, start_method="spawn")
     deadline = time.monotonic() + timeout
     while not ctx.join(timeout=5):

@@ -307,3 +307,177 @@ def diverging_compiles(rank, world, tmp):
         compiled(batches(rank, 1, shape=(3, 8))[0])  # a compile after the other rank's first
         dist.all_reduce(torch.ones(1, device=DEVICE))  # the ranks still talk: no hang
     return [str(w.message) for w in caught if "rank" in str(w.message)]
+
+
+# ---- GPT-2 under DDP ------------------------------------------------------------------------
+
+GPT2_BUCKET_CAP_MB = 20000 / 2**20  # 20 kB: a few buckets across the blocks
+
+
+def gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    cfg = GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=16, resid_pdrop=0,
+                     embd_pdrop=0, attn_pdrop=0, bos_token_id=0, eos_token_id=0, use_cache=False)
+    return GPT2LMHeadModel(cfg).to(DEVICE)
+
+
+def gpt2_batches(rank, steps):
+    g = torch.Generator().manual_seed(200 + rank)
+    return [torch.randint(0, 64, (2, 12), generator=g).to(DEVICE) for _ in range(steps)]
+
+
+def gpt2_loss(model, ids):
+    logits = model(ids).logits
+    return torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
+                                             ids[:, 1:].reshape(-1))
+
+
+def record_allreduces(ddp, world):
+    """A comm hook that all-reduces as DDP's default does and notes each
+    bucket's all-reduce in the list it returns."""
+    order = []
+
+    def hook(state, bucket):
+        order.append("allreduce")
+        fut = dist.all_reduce(bucket.buffer(), async_op=True).get_future()
+        return fut.then(lambda f: f.value()[0] / world)
+
+    ddp.register_comm_hook(None, hook)
+    return order
+
+
+def note_graph_backwards(loss, order):
+    """Notes in order when the backward of each of ptc's compiled graphs
+    (one autograd node each) behind loss starts."""
+    seen, todo = set(), [loss.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if node.name() == "CompiledFunctionBackward":
+            node.register_prehook(lambda grads: order.append("graph backward"))
+        todo.extend(next_node for next_node, _ in node.next_functions)
+
+
+def train_gpt2_pair(ref, compiled, rank, order, steps=10, lr=0.1):
+    """train_pair for GPT-2 with its next-token loss. The loss and gradient
+    differences are relative to the loss and the largest gradient; also,
+    per step, the all-reduces issued before the backward of the last
+    compiled graph to run (the first graph's) began (order: see
+    record_allreduces)."""
+    opt_r = torch.optim.SGD(ref.parameters(), lr=lr)
+    opt_c = torch.optim.SGD(compiled.parameters(), lr=lr)
+    worst = {"loss": 0.0, "grad": 0.0, "param": 0.0, "early_allreduces": []}
+    for ids in gpt2_batches(rank, steps):
+        del order[:]
+        lr_, lc = gpt2_loss(ref, ids), gpt2_loss(compiled, ids)
+        note_graph_backwards(lc, order)
+        lr_.backward()
+        lc.backward()
+        last = len(order) - order[::-1].index("graph backward") if "graph backward" in order else 0
+        worst["early_allreduces"].append(order[:last].count("allreduce"))
+        scale = max(max_diff([g], [torch.zeros_like(g)]) for g in grads(ref) if g is not None)
+        worst["loss"] = max(worst["loss"], abs(lr_.item() - lc.item()) / abs(lr_.item()))
+        worst["grad"] = max(worst["grad"], max_diff(grads(ref), grads(compiled)) / scale)
+        opt_r.step()
+        opt_c.step()
+        opt_r.zero_grad()
+        opt_c.zero_grad()
+        worst["param"] = max(worst["param"], max_diff(list(ref.parameters()), list(compiled.parameters())))
+    return worst
+
+
+def plan_bytes(model, plan):
+    """The bytes of each bucket of ptc's plan, a parameter counted once."""
+    seen, sizes = set(), []
+    for bucket in plan:
+        sizes.append(0)
+        for name in bucket:
+            for p in model.get_submodule(name).parameters(recurse=False):
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    sizes[-1] += p.numel() * p.element_size()
+    return sizes
+
+
+def graph_summary(compiled):
+    """The break code each graph of a ptc-compiled model ends at (None: the
+    last), and the fallbacks it took."""
+    events = compiled._ptc_compiled._events()
+    return {"graphs": [(e.get("break") or {}).get("code") for e in events
+                       if e["kind"] == "compile" and e.get("graph") is not None],
+            "fallbacks": [e["kind"] for e in events if "fallback" in e["kind"]]}
+
+
+def gpt2_ddp(rank, world, tmp):
+    """A 2-layer GPT-2 under DDP in both forms, with torch's autograd and with
+    compiled autograd, against eager DDP over 10 SGD steps; with compiled
+    autograd, the graphs of the forward and the bucket plan."""
+    out = {}
+    for autograd in (False, True):
+        ptc.config.compiled_autograd = autograd
+        for form in ("outer", "inner"):
+            ref = DDP(gpt2(), bucket_cap_mb=GPT2_BUCKET_CAP_MB)
+            if form == "outer":
+                compiled = ptc.compile(DDP(gpt2(), bucket_cap_mb=GPT2_BUCKET_CAP_MB))
+                handle = compiled
+            else:
+                compiled = DDP(ptc.compile(gpt2()), bucket_cap_mb=GPT2_BUCKET_CAP_MB)
+                handle = compiled.module
+            case = "%s/%s" % (form, "compiled" if autograd else "torch")
+            out[case] = train_gpt2_pair(ref, compiled, rank, record_allreduces(compiled, world))
+            out[case].update(graph_summary(handle))
+            out[case]["plan_bytes"] = plan_bytes(compiled.module, getattr(compiled, "_ptc_bucket_plan", []))
+            out[case]["eager_bytes"] = [int(n) for n in ref._get_ddp_logging_data()["rebuilt_bucket_sizes"].split(",")]
+            ptc.reset()
+    return out
+
+
+def gpt2_fsdp2_model():
+    from torch.distributed.fsdp import fully_shard
+
+    model = gpt2()
+    for block in model.transformer.h:
+        fully_shard(block)
+    fully_shard(model)
+    return model
+
+
+def gpt2_fsdp2(rank, world, tmp):
+    """A 2-layer GPT-2 under FSDP2 (a unit per block and one at the root)
+    compiled against eager FSDP2 over 10 SGD steps with both autograd paths;
+    the graphs and their breaks."""
+    out = {}
+    for autograd in (False, True):
+        ptc.config.compiled_autograd = autograd
+        compiled = ptc.compile(gpt2_fsdp2_model())
+        out["compiled" if autograd else "torch"] = train_gpt2_pair(gpt2_fsdp2_model(), compiled, rank, [])
+        out["compiled" if autograd else "torch"].update(graph_summary(compiled))
+        ptc.reset()
+    return out
+
+
+# ---- several scenarios in one job ------------------------------------------------------------
+
+
+def several(rank, world, tmp):
+    """The scenarios named in PTC_TEST_SCENARIOS (comma-separated), one after
+    another in these processes (one start of the ranks, CUDA and NCCL for
+    all): {name: its result, or {"error": the traceback}}. A scenario that
+    raised on one rank may leave the other waiting in a collective, which
+    the process group's timeout ends."""
+    import os
+    import traceback
+
+    out = {}
+    for name in os.environ["PTC_TEST_SCENARIOS"].split(","):
+        try:
+            out[name] = globals()[name](rank, world, tmp)
+        except Exception:
+            out[name] = {"error": traceback.format_exc()}
+        ptc.reset()
+        dist.barrier()
+    return out

@@ -141,7 +141,8 @@ def test_json_to_file(tmp_path):
     (["-o"], "-o needs a value"),
     (["--entry", "examples/explain/no_breaks.py:main"], "has no example_inputs()"),
     (["--entry", "examples/explain/model_with_breaks.py:Nope"], "model_with_breaks.py has no Nope"),
-    (["examples/explain"], "examples/explain: not a file"),
+    (["examples/explain"], "examples/explain holds no measurements"),  # a trace directory
+    (["examples/explain", "x"], "examples/explain: a trace directory takes no arguments"),
     (["-o", "no/such/dir/report.txt", "examples/explain/no_breaks.py"], "no/such/dir/report.txt: No such file"),
 ])
 def test_command_line_errors(args, message):

@@ -10,7 +10,8 @@
  *
  * A small bootstrap module (below, filename "<ptexplain>") turns on ptc's
  * measurements, replaces torch.compile by a function with its signature that
- * calls ptc.compile (torch 1.13 has no torch.compile: it gets one), runs the
+ * calls ptc.compile (torch 1.13 has no torch.compile: it gets one), has the
+ * Python processes the script starts measured too (ptc._explain), runs the
  * script as __main__ or imports a file and calls one function with its
  * example_inputs(), and finally serialises ptc._C._measured() as JSON. The
  * script's exception is kept until the report has been printed, then shown
@@ -33,7 +34,6 @@ static const char bootstrap[] =
     "import json, os, sys, traceback\n"
     "\n"
     "_notes = []\n"
-    "_TORCH_BACKENDS = ('inductor', 'aot_eager', 'cudagraphs')\n"
     "\n"
     "class UsageError(Exception):\n"
     "    pass\n"
@@ -47,32 +47,17 @@ static const char bootstrap[] =
     "    except Exception as e:\n"
     "        raise UsageError('cannot import ptc from %s: %s' % (ptc_dir, e))\n"
     "    ptc._C._measure(True)\n"
+    "    import ptc._explain\n"
+    "    ptc._explain.explain_children()\n"
     "    try:\n"
     "        import torch\n"
     "    except Exception:\n"
     "        return  # the script says so itself if it needs torch\n"
-    "    route(torch, ptc)\n"
+    "    ptc._explain.route_torch_compile(torch, note)\n"
     "\n"
     "def note(text):\n"
     "    if text not in _notes:\n"
     "        _notes.append(text)\n"
-    "\n"
-    "def route(torch, ptc):\n"
-    "    def compile(model=None, *, fullgraph=False, dynamic=None, backend='inductor', mode=None,\n"
-    "                options=None, disable=False):\n"
-    "        if disable:\n"
-    "            return model if model is not None else (lambda m: m)\n"
-    "        if model is None:\n"
-    "            return lambda m: compile(m, fullgraph=fullgraph, dynamic=dynamic, backend=backend,\n"
-    "                                     mode=mode, options=options)\n"
-    "        if not isinstance(backend, str) or backend not in ('ptc', 'eager', 'reference') + _TORCH_BACKENDS:\n"
-    "            note('torch.compile(backend=%s) ran with ptc\\'s compiled backend'\n"
-    "                 % getattr(backend, '__name__', repr(backend)))\n"
-    "            backend = 'ptc'\n"
-    "        return ptc.compile(model, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,\n"
-    "                           options=options)\n"
-    "    compile.__doc__ = 'torch.compile, routed to ptc.compile by ptexplain.'\n"
-    "    torch.compile = compile\n"
     "\n"
     "def run_script(path):\n"
     "    import __main__\n"
@@ -148,6 +133,7 @@ static const char bootstrap[] =
     "\n"
     "def collect():\n"
     "    import ptc, ptc._explain\n"
+    "    ptc._explain.write_measured(_notes)  # for ptexplain TRACE_DIR\n"
     "    return ptc._explain.measured_json(ptc._C._measured(), _notes)\n"
     "\n"
     "def summary(e):\n"

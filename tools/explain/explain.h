@@ -188,6 +188,11 @@ typedef struct xp_report {
     ptc_metrics stages;   /* compile time per stage, summed */
     int ops_captured, ops_no_lowering, nextern;
     const char *versions; /* "python 3.11.7, torch 2.11.0, ptc 0.1.0" (JSON only) */
+    /* a process the script started (ranks.c): its torch.distributed rank
+       (-1: none), pid and command line; pid 0 for the script's own process */
+    int proc_rank;
+    long pid;
+    const char *argv;
 } xp_report;
 
 /* Builds the report from the measured JSON (see embed.c) and the trace
@@ -213,5 +218,30 @@ const char *xp_recompile_advice(const xp_recompile *rc);
 /* Output (render.c). color: ANSI escapes. */
 void xp_render_text(ptc_buf *b, const xp_report *r, bool color);
 void xp_render_json(ptc_buf *b, const xp_report *r);
+/* The report's members as JSON, into an open object (render_json.c). */
+void xp_render_json_fields(ptc_jw *w, const xp_report *r);
+
+/* ---- the processes a script started (ranks.c) ----------------------------------------- */
+
+/* One report per process that wrote its measurements (measured_<pid>.json)
+ * into a trace directory or its rank_N folders, ordered by rank, then pid. */
+typedef struct xp_procs {
+    int n;
+    xp_report *reports;
+} xp_procs;
+
+/* Loads the processes' reports from trace directory dir (a job's, holding
+ * rank_N folders, or one rank's), leaving out skip_pid's; target: the
+ * command line they ran under (NULL: each one's own). 0 (p->n may be 0),
+ * or -1 with err naming the bad file. */
+int xp_procs_load(const char *dir, long skip_pid, const char *target, xp_procs *p, ptc_error *err);
+void xp_procs_free(xp_procs *p);
+/* The script's own report (top; NULL when reading a trace directory), then
+ * a line per process and each process's report, every line of it marked
+ * "[rank N]" ("[pid P]" without a rank). */
+void xp_render_procs_text(ptc_buf *b, const xp_report *top, const xp_procs *p, bool color);
+/* top's JSON (an empty report when NULL) with "processes": [{"rank", "pid",
+ * ...the report's members}]. */
+void xp_render_procs_json(ptc_buf *b, const xp_report *top, const xp_procs *p);
 
 #endif /* PTC_EXPLAIN_H */

@@ -239,6 +239,11 @@ static void read_top(xp_report *r, const ptc_json *root)
     r->compile_ms = ptc_json_num(root, "compile_ms", 0);
     r->graph_ms = ptc_json_num(root, "graph_ms", 0);
     r->versions = jstr(a, root, "versions");
+    r->proc_rank = (int)ptc_json_num(root, "rank", -1);
+    r->pid = (long)ptc_json_num(root, "pid", 0);
+    r->argv = jstr(a, root, "argv");
+    /* a process the script started: its time since it imported ptc */
+    r->wall_ms = ptc_json_num(root, "wall_ms", r->wall_ms);
     const ptc_json *e = ptc_json_get(root, "eager");
     if (e && e->kind == PTC_JARR) {
         r->eager = PTC_NEWN(a, xp_eager, e->n + 1);

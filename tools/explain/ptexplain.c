@@ -2,12 +2,16 @@
  *
  *   ptexplain [OPTIONS] SCRIPT.py [ARGS...]
  *   ptexplain [OPTIONS] --entry FILE.py:FUNCTION
+ *   ptexplain [OPTIONS] TRACE_DIR
  *
  * The driver: parse the command line, give the run a trace directory (the
  * user's PTC_TRACE_DIR, else a temporary one removed at the end), run the
  * script in the embedded interpreter with ptc measuring (embed.c), build and
  * analyse the report from what ptc measured (explain.h), print it as text or
- * JSON, then the script's traceback if it raised.
+ * JSON, then the script's traceback if it raised. Processes the script
+ * started (a distributed job's ranks) that compiled get a report each after
+ * it (ranks.c). Given a trace directory such a run left, ptexplain prints
+ * the reports of the processes measured in it and runs nothing.
  *
  * Exit status: 0 the script ran (the report is complete); 1 the script raised
  * or exited with a non-zero status (the report so far is printed, then the
@@ -30,6 +34,7 @@
 typedef struct args {
     xp_run run;
     const char *out, *html;
+    const char *trace_in; /* ptexplain TRACE_DIR */
     bool json, no_color;
 } args;
 
@@ -38,9 +43,12 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: ptexplain [OPTIONS] SCRIPT.py [ARGS...]\n"
             "       ptexplain [OPTIONS] --entry FILE.py:FUNCTION\n"
+            "       ptexplain [OPTIONS] TRACE_DIR\n"
             "Runs the script with ptc (torch.compile is routed to ptc.compile) and reports\n"
             "graphs, graph breaks ranked by measured cost, recompiles, ops that ran outside\n"
-            "ptc's kernels and performance hints.\n"
+            "ptc's kernels and performance hints; then the same for each process the script\n"
+            "started that compiled (a distributed job's ranks), its lines marked [rank N].\n"
+            "Given the PTC_TRACE_DIR of such a run, prints its processes' reports again.\n"
             "  --entry FILE.py:FUNCTION  call FUNCTION (a function or nn.Module class) of FILE\n"
             "                  with FILE's example_inputs(), compiled with ptc\n"
             "  --runs N        calls of the entry (default 3)\n"
@@ -137,6 +145,14 @@ static int parse_args(int argc, char **argv, args *a)
     }
     if (i >= argc)
         return bad("no script given (usage: ptexplain [OPTIONS] SCRIPT.py [ARGS...])");
+    struct stat st;
+    if (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode)) {
+        if (i + 1 < argc || a->html)
+            return bad("%s: a trace directory takes no %s", argv[i],
+                       a->html ? "--html" : "arguments");
+        a->trace_in = argv[i];
+        return 0;
+    }
     a->run.argc = argc - i;
     a->run.argv = argv + i;
     return check_file(argv[i]);
@@ -214,6 +230,55 @@ static int write_html(const args *a, const xp_report *r)
     return rc;
 }
 
+/* The report as text or JSON into -o's file or stdout; top is NULL when
+ * reading a trace directory. */
+static int print_reports(const args *a, const xp_report *top, const xp_procs *procs)
+{
+    ptc_buf out = {0};
+    FILE *f = a->out ? fopen(a->out, "w") : stdout;
+    bool color = !a->no_color && !a->json && !a->out && !getenv("NO_COLOR") && isatty(1);
+    if (procs->n && a->json)
+        xp_render_procs_json(&out, top, procs);
+    else if (procs->n)
+        xp_render_procs_text(&out, top, procs, color);
+    else if (a->json)
+        xp_render_json(&out, top);
+    else
+        xp_render_text(&out, top, color);
+    int rc = 0;
+    if (!f || fwrite(out.data, 1, out.len, f) != out.len || (f != stdout && fclose(f) != 0)) {
+        fprintf(stderr, "ptexplain: %s: %s\n", a->out ? a->out : "stdout", strerror(errno));
+        rc = 1;
+    }
+    fflush(stdout);
+    ptc_buf_free(&out);
+    return rc;
+}
+
+static int report_failed(const char *what, ptc_error *err)
+{
+    char buf[1400];
+    ptc_error_format(err, buf, sizeof buf);
+    fprintf(stderr, "ptexplain: %s: %s\n", what, buf);
+    return 1;
+}
+
+/* ptexplain TRACE_DIR */
+static int report_trace_dir(const args *a)
+{
+    xp_procs procs;
+    ptc_error err;
+    if (xp_procs_load(a->trace_in, 0, NULL, &procs, &err) < 0)
+        return report_failed("cannot read the trace directory", &err);
+    if (!procs.n)
+        return bad("%s holds no measurements (measured_<pid>.json, in it or its rank_N folders): "
+                   "ptexplain writes them into PTC_TRACE_DIR when it runs a script",
+                   a->trace_in);
+    int rc = print_reports(a, NULL, &procs);
+    xp_procs_free(&procs);
+    return rc;
+}
+
 static int write_report(const args *a, int status, double wall_ms)
 {
     char msg[2048] = "";
@@ -230,28 +295,17 @@ static int write_report(const args *a, int status, double wall_ms)
     r.wall_ms = wall_ms;
     ptc_error err;
     int rc = 0;
+    xp_procs procs = {0};
     if (xp_report_build(&r, json, strlen(json), &err) < 0) {
-        char buf[1400];
-        ptc_error_format(&err, buf, sizeof buf);
-        fprintf(stderr, "ptexplain: cannot build the report: %s\n", buf);
-        rc = 1;
+        rc = report_failed("cannot build the report", &err);
+    } else if (xp_procs_load(getenv("PTC_TRACE_DIR"), (long)getpid(), r.target, &procs, &err) < 0) {
+        rc = report_failed("cannot read the measurements of the processes it started", &err);
     } else {
-        ptc_buf out = {0};
-        FILE *f = a->out ? fopen(a->out, "w") : stdout;
-        bool color = !a->no_color && !a->json && !a->out && !getenv("NO_COLOR") && isatty(1);
-        if (a->json)
-            xp_render_json(&out, &r);
-        else
-            xp_render_text(&out, &r, color);
-        if (!f || fwrite(out.data, 1, out.len, f) != out.len || (f != stdout && fclose(f) != 0)) {
-            fprintf(stderr, "ptexplain: %s: %s\n", a->out ? a->out : "stdout", strerror(errno));
-            rc = 1;
-        }
-        fflush(stdout);
-        ptc_buf_free(&out);
+        rc = print_reports(a, &r, &procs);
         if (a->html && write_html(a, &r) != 0)
             rc = 1;
     }
+    xp_procs_free(&procs);
     xp_report_free(&r);
     ptc_buf_free(&target);
     free(json);
@@ -273,6 +327,8 @@ int main(int argc, char **argv)
             return bad("%s: %s", outputs[i], strerror(errno));
         fclose(f);
     }
+    if (a.trace_in)
+        return report_trace_dir(&a);
     if ((rc = trace_dir()))
         return rc;
     char msg[2048] = "";

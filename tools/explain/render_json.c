@@ -221,26 +221,31 @@ static void rest(ptc_jw *w, const xp_report *r)
     ptc_jw_arr_end(w);
 }
 
+void xp_render_json_fields(ptc_jw *w, const xp_report *r)
+{
+    kint(w, "version", 1);
+    kstr(w, "target", r->target);
+    kstr(w, "status", r->status ? "raised" : "ran");
+    ptc_jw_key(w, "error");
+    ptc_jw_str(w, r->error);
+    kstr(w, "versions", r->versions);
+    summary(w, r);
+    ptc_jw_key(w, "breaks");
+    ptc_jw_arr_begin(w);
+    for (int i = 0; i < r->nsites; i++)
+        site(w, r, i + 1, &r->sites[i]);
+    ptc_jw_arr_end(w);
+    recompiles(w, r);
+    graphs(w, r);
+    rest(w, r);
+}
+
 void xp_render_json(ptc_buf *b, const xp_report *r)
 {
     ptc_jw w;
     ptc_jw_init(&w, b, true);
     ptc_jw_obj_begin(&w);
-    kint(&w, "version", 1);
-    kstr(&w, "target", r->target);
-    kstr(&w, "status", r->status ? "raised" : "ran");
-    ptc_jw_key(&w, "error");
-    ptc_jw_str(&w, r->error);
-    kstr(&w, "versions", r->versions);
-    summary(&w, r);
-    ptc_jw_key(&w, "breaks");
-    ptc_jw_arr_begin(&w);
-    for (int i = 0; i < r->nsites; i++)
-        site(&w, r, i + 1, &r->sites[i]);
-    ptc_jw_arr_end(&w);
-    recompiles(&w, r);
-    graphs(&w, r);
-    rest(&w, r);
+    xp_render_json_fields(&w, r);
     ptc_jw_obj_end(&w);
     ptc_buf_putc(b, '\n');
 }

@@ -1,0 +1,103 @@
+"""ptexplain over a distributed script: the ranks run in processes the
+script starts (torch.multiprocessing.spawn), where ptexplain's own bootstrap
+is not; ptc measures them anyway and ptexplain reports each rank after the
+script's own report, every line marked with its rank; `ptexplain TRACE_DIR`
+reports them again from the trace directory the run left."""
+import json
+import os
+import re
+import subprocess
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("ptc", reason="the ptc Python module is not part of this build")
+if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
+    pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
+
+from distributed_common import free_port  # noqa: E402
+
+EXE = os.path.join(os.environ.get("PTC_BUILD_DIR", "build"), "tools", "explain", "ptexplain")
+if not os.access(EXE, os.X_OK):
+    pytest.skip("ptexplain is not built (%s)" % EXE, allow_module_level=True)
+
+# Written for torch.compile; rank 1 alone breaks its graph (float() of a tensor, print).
+SCRIPT = '''
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def run(rank, world, port):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+
+    def step(x):
+        h = model(x)
+        if rank == 1:
+            print("rank 1 sees", float(h.sum()) > -1e9)
+        return h.relu().sum()
+
+    f = torch.compile(step)
+    with torch.no_grad():
+        for _ in range(3):
+            f(torch.randn(5, 8))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    mp.spawn(run, args=(2, int(sys.argv[1])), nprocs=2)
+'''
+
+
+def ptexplain(*args, cwd, trace=None):
+    env = dict(os.environ, NO_COLOR="1")
+    for k in ("PTC_TRACE_DIR", "PTC_LOGS", "PTC_STRICT", "PTC_REPRO"):
+        env.pop(k, None)
+    if trace:
+        env["PTC_TRACE_DIR"] = str(trace)
+    return subprocess.run([EXE, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_ptexplain_reports_each_rank(tmp_path):
+    (tmp_path / "ddp_script.py").write_text(SCRIPT)
+    trace = tmp_path / "trace"
+    r = ptexplain("ddp_script.py", str(free_port()), cwd=tmp_path, trace=trace)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    # the script's own process compiled nothing; one line per rank, then each rank's report
+    assert "the script's own process compiled nothing" in out, out
+    assert re.search(r"\[rank 0\] +pid \d+: 1 graph, 0 break sites", out), out
+    assert re.search(r"\[rank 1\] +pid \d+: 2 graphs, 2 break sites \(6 breaks run\)", out), out
+    reports = out[out.index("\n[rank 0] ptexplain"):]
+    assert all(line.startswith(("[rank 0]", "[rank 1]")) for line in reports.splitlines() if line), reports
+    rank0 = "\n".join(line for line in reports.splitlines() if line.startswith("[rank 0]"))
+    rank1 = "\n".join(line for line in reports.splitlines() if line.startswith("[rank 1]"))
+    assert re.search(r"\[rank 0\] ptexplain ddp_script.py \d+ \(rank 0, pid \d+\)", rank0), rank0
+    assert "every compiled function ran as whole graphs" in rank0 and "PTC-B002" not in rank0, rank0
+    assert "[rank 1] #1 PTC-B005 print or other I/O" in rank1, rank1
+    assert "PTC-B002 tensor converted to a Python number" in rank1, rank1
+    assert re.search(r"\[rank 1\] +\d+ \| +print\(\"rank 1 sees\", float\(h.sum\(\)\)", rank1), rank1
+    # each rank's measurements are kept in its rank_N folder of the trace directory
+    for rank in (0, 1):
+        assert [f for f in os.listdir(trace / ("rank_%d" % rank)) if f.startswith("measured_")], rank
+
+    again = ptexplain("--json", str(trace), cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    procs = json.loads(again.stdout)["processes"]
+    assert [(p["rank"], p["summary"]["graphs"], p["summary"]["break_sites"]) for p in procs] == \
+        [(0, 1, 0), (1, 2, 2)], procs
+    one = ptexplain(str(trace / "rank_1"), cwd=tmp_path)
+    assert one.returncode == 0 and "[rank 1] #1 PTC-B005" in one.stdout and "[rank 0]" not in one.stdout, \
+        one.stdout + one.stderr
+
+
+def test_ptexplain_trace_dir_without_measurements(tmp_path):
+    r = ptexplain(str(tmp_path), cwd=tmp_path)
+    assert r.returncode == 2 and "holds no measurements" in r.stderr, r.stderr

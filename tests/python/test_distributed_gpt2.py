@@ -1,0 +1,60 @@
+"""A 2-layer GPT-2 (transformers, small config) trained under DDP and under
+FSDP2 on 2 gloo ranks: ptc's losses, gradients and parameters equal eager
+DDP's / FSDP2's over 10 SGD steps, with torch's autograd and with compiled
+autograd (under DDP in both wrap orders, its forward split at DDP's
+gradient buckets). The scenarios are distributed_scenarios.gpt2_ddp and
+gpt2_fsdp2."""
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+ptc = pytest.importorskip("ptc", reason="the ptc Python module is not part of this build")
+if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
+    pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
+
+from distributed_common import spawn  # noqa: E402
+
+TOL = 1e-5  # relative to the loss and to the largest gradient
+
+
+def test_gpt2_ddp_matches_eager_ddp(tmp_path):
+    """Both wrap orders, both autograd paths: 10 SGD steps equal eager DDP's.
+    With torch's autograd the graph needs gradients and runs through torch
+    ops (ptc's documented default), so it equals eager exactly.
+
+    With compiled autograd the forward runs as ptc's kernels, split where
+    each of eager DDP's 4 rebuilt gradient buckets begins (3 PTC-B027
+    splits): ptc's bucket plan holds the bytes of eager's buckets, the tied
+    embedding / output weight counted once (it was counted twice, making 5
+    buckets). Each split inside the loop over GPT-2's blocks resumes in the
+    middle of `for block in self.h`, whose enumerate ptc cannot advance
+    symbolically (PTC-B021), so the blocks' splits cost one more graph each.
+    From the second step (DDP rebuilt its buckets) 3 of the 4 buckets'
+    all-reduces are issued before the backward of the first graph begins
+    (with one graph, none would be)."""
+    for rank, result in enumerate(spawn("gpt2_ddp", tmp_path)):
+        assert set(result) == {"outer/torch", "inner/torch", "outer/compiled", "inner/compiled"}
+        for case, r in result.items():
+            assert max(r["loss"], r["grad"], r["param"]) < TOL, (rank, case, r)
+            if case.endswith("/torch"):
+                assert r["fallbacks"] == ["autograd_fallback"] and r["plan_bytes"] == [], (rank, case, r)
+                continue
+            assert r["fallbacks"] == [], (rank, case, r)
+            assert r["plan_bytes"] == r["eager_bytes"] == [33664, 33920, 21376, 23168], (rank, case, r)
+            assert r["graphs"].count("PTC-B027") == 3, (rank, case, r)
+            assert set(r["graphs"]) <= {"PTC-B027", "PTC-B021", None}, (rank, case, r)
+            assert r["early_allreduces"][1:] == [3] * 9, (rank, case, r)
+
+
+def test_gpt2_fsdp2_matches_eager_fsdp2(tmp_path):
+    """FSDP2 with a unit per block and one at the root: 10 SGD steps equal
+    eager FSDP2's with both autograd paths (with compiled autograd, as ptc's
+    kernels: no fallback), and the graphs follow the units: the embeddings,
+    each block and the head are 4 graphs, each ending at a unit's hooks
+    (PTC-B014), where the all-gathers and reduce-scatters run."""
+    for rank, result in enumerate(spawn("gpt2_fsdp2", tmp_path)):
+        assert set(result) == {"torch", "compiled"}
+        for case, r in result.items():
+            assert max(r["loss"], r["grad"], r["param"]) < TOL, (rank, case, r)
+            assert r["graphs"] == ["PTC-B014"] * 4, (rank, case, r)
+        assert result["compiled"]["fallbacks"] == [], (rank, result)
