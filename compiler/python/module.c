@@ -111,17 +111,20 @@ static const char *backend_names[] = {
 #undef X
 };
 
-/* _compile(target, backend, fullgraph, dynamic, mode) */
+/* _compile(target, backend, fullgraph, dynamic, mode, symint_results) */
 static PyObject *m_compile(PyObject *mod, PyObject *args, PyObject *kwargs)
 {
-    static char *kw[] = {"target", "backend", "fullgraph", "dynamic", "mode", NULL};
+    static char *kw[] = {"target", "backend",        "fullgraph", "dynamic",
+                         "mode",   "symint_results", NULL};
     PyObject *target, *backend, *dynamic = Py_None;
-    int fullgraph = 0;
+    int fullgraph = 0, symint_results = 0;
     const char *mode = "default";
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|pOs", kw, &target, &backend, &fullgraph,
-                                     &dynamic, &mode))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|pOsp", kw, &target, &backend, &fullgraph,
+                                     &dynamic, &mode, &symint_results))
         return NULL;
-    cap_options o = {.fullgraph = fullgraph != 0, .dynamic = dynamic == Py_None ? -1 : PyObject_IsTrue(dynamic)};
+    cap_options o = {.fullgraph = fullgraph != 0,
+                     .dynamic = dynamic == Py_None ? -1 : PyObject_IsTrue(dynamic),
+                     .symint_results = symint_results != 0};
     snprintf(o.mode, sizeof o.mode, "%s", mode);
     if (PyUnicode_Check(backend)) {
         const char *name = PyUnicode_AsUTF8(backend);
