@@ -90,4 +90,11 @@ int ptc_package_seal(const char *dir, const char *const *targets, int ntargets, 
 /* Verifies a package without loading it: what ptc_model_load refuses. */
 int ptc_package_verify(const char *dir, ptc_error *err);
 
+/* Verifies the package and writes into out the folder of the kernels a model
+ * loaded for target ("cpu", "cuda") on this machine runs (this CPU's, the
+ * GPU's architecture), or "" where it has none to fit (they are compiled):
+ * a compile of graph.ptir with that kernel_dir finds the package's own. */
+int ptc_package_kernels(const char *dir, const char *target, char *out, size_t size,
+                        ptc_error *err);
+
 #endif /* PTC_EXPORT_H */

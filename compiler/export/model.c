@@ -201,34 +201,12 @@ static int place_weights(ptc_model *m, const char *dir, ptc_storage *file, ptc_e
     return 0;
 }
 
-/* The kernels of the package for this machine, or NULL (compile them) with
- * the reason logged: another CPU, or a target the package lacks. */
-static const char *kernel_dir(const char *dir, const ptc_pkg_manifest *man, ptc_device dev,
-                              char *buf, size_t size)
-{
-    char target[16] = "cpu";
-    if (dev.kind == PTC_DEV_CUDA) {
-        int sm = ptc_cuda_device_arch(NULL);
-        snprintf(target, sizeof target, "sm_%d", sm);
-    } else if (strcmp(man->cpu_target, ptc_cpu_target()) != 0) {
-        ptc_log(PTC_LOG_CACHE, PTC_LOG_INFO,
-                "%s: kernels were built for %s, this CPU is %s: compiling them", dir,
-                man->cpu_target, ptc_cpu_target());
-        return NULL;
-    }
-    if (!ptc_pkg_has_target(man, target)) {
-        ptc_log(PTC_LOG_CACHE, PTC_LOG_INFO, "%s: no kernels for %s: compiling them", dir, target);
-        return NULL;
-    }
-    return ptc_pkg_kernel_dir(dir, target, buf, size) ? NULL : buf;
-}
-
 static int compile_graph(ptc_model *m, const char *dir, const ptc_pkg_manifest *man, ptc_error *err)
 {
     char kbuf[PTC_PKG_PATH];
     ptc_compile_opts co = {.backend =
                                m->dev.kind == PTC_DEV_CUDA ? PTC_BACKEND_CUDA : PTC_BACKEND_CPU};
-    co.kernel_dir = kernel_dir(dir, man, m->dev, kbuf, sizeof kbuf);
+    co.kernel_dir = ptc_pkg_kernels_for(dir, man, m->dev, kbuf, sizeof kbuf);
     m->prog = ptc_compile(m->g, &co, err);
     if (!m->prog)
         return -1;

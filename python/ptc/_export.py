@@ -460,10 +460,11 @@ class ExportedProgram:
     save(dir) writes the package that ptc.load, ptc-run --package and the
     C API (ptc_model_load) read."""
 
-    def __init__(self, graph_text, weights, spec):
+    def __init__(self, graph_text, weights, spec, package=None):
         self.graph_text = graph_text
         self.weights = weights  # graph input name -> tensor
         self.spec = spec
+        self.package = package  # the folder ptc.load read it from, whose kernels module() runs
 
     @property
     def inputs(self):
@@ -504,7 +505,7 @@ def load(path):
     with open(os.path.join(path, "spec.json")) as f:
         spec = json.load(f)
     weights = dict(_tensorfile.read_tensors(os.path.join(path, "weights.bin")))
-    return ExportedProgram(graph_text, weights, spec)
+    return ExportedProgram(graph_text, weights, spec, os.fspath(path))
 
 
 def _nn_module():
@@ -536,7 +537,9 @@ class _ExportedModule(_nn_module()):
     """Runs the program on the device of the call's inputs: the one it was
     exported on, or, for a program exported on the CPU, a CUDA device (the
     graph compiled for it on the first such call, its weights moved there
-    once)."""
+    once). A program ptc.load read runs its package's own kernels (CPU
+    objects, the PTX of the GPU's architecture) where they fit this machine,
+    as ptc_model_load does; else they are compiled."""
 
     def __init__(self, program):
         super().__init__()
@@ -552,7 +555,10 @@ class _ExportedModule(_nn_module()):
             if key != self._exported_on:
                 text = on_device(text, key)
                 weights = {k: t.to(device) for k, t in weights.items()}
-            self._on[key] = (_C._compile_ptir(text), weights)
+            package = self.program.package
+            kernels = package and _C._package_kernels(package, device.type)
+            self._on[key] = (_C._compile_ptir(text, kernels) if kernels else _C._compile_ptir(text),
+                             weights)
         return self._on[key]
 
     def _call_device(self, user):

@@ -176,6 +176,20 @@ def test_a_transposed_input_runs_as_eager(tmp_path):
     assert_matches(run_in_c(pkg, [("x", x)], tmp_path), eager_leaves(model, (x,)))
 
 
+def test_a_loaded_package_runs_its_own_kernels(tmp_path, monkeypatch):
+    """ptc.load(pkg).module() compiles the graph as the C loader does, from
+    the package's kernels/cpu (kernels/sm_XX on a GPU: test_gpu_export):
+    nothing is generated, so nothing lands in the kernel cache."""
+    torch.manual_seed(0)
+    model, x = Block().eval(), torch.randn(4, 8)
+    pkg = ptc.export(model, (x,)).save(tmp_path / "pkg")
+    monkeypatch.setenv("PTC_CACHE_DIR", str(tmp_path / "cache"))
+    got = ptc.load(pkg).module()(x)
+    assert rel_error(got["h"], eager_leaves(model, (x,))[0][1]) <= TOL
+    assert not os.path.exists(tmp_path / "cache") or os.listdir(tmp_path / "cache") == []
+    assert ptc._C._package_kernels(str(pkg), "cpu") == str(pkg / "kernels" / "cpu")
+
+
 def test_c_program_has_no_python():
     r = subprocess.run(["ldd", run_model_exe()], capture_output=True, text=True)
     assert r.returncode == 0 and "python" not in r.stdout.lower(), r.stdout
