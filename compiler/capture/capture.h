@@ -90,6 +90,9 @@ typedef struct cap_options {
     bool fullgraph;
     int dynamic;            /* -1 None, 0 False, 1 True */
     char mode[32];
+    bool symint_results; /* ptc.export: an int of the result computed from symbolic
+                          * sizes comes back as a ptc._export.SymIntResult carrying
+                          * its expression, instead of being specialised */
 } cap_options;
 
 /* A compiled function: what ptc.compile returns for a function, and the engine

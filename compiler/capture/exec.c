@@ -489,6 +489,7 @@ static int run_trace(cap_compiled *c, cap_interp *S, cap_interp *It, cap_trace *
     T->redo = redo;
     Py_SETREF(T->no_inline, Py_NewRef(no_inline));
     T->dynamic = dynamic;
+    T->symint_results = c->opts.symint_results;
     T->auto_dyn = c->auto_dyn;
     T->prev_sizes = c->prev_sizes;
     T->static_only = dynamic == 0 && c->opts.dynamic != 0;

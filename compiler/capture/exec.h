@@ -121,7 +121,8 @@ PyObject *cap_stats_dict(PyObject *capsule);
  * the ptc backend, as a capsule; _run_compiled(capsule, tensors) runs it,
  * binding the graph's symbolic sizes from the tensors' shapes on every call
  * (one compile for every size). */
-PyObject *cap_compile_ptir(PyObject *text);
+/* kernel_dir: compiled as an export package's graph, its kernels there. */
+PyObject *cap_compile_ptir(PyObject *text, const char *kernel_dir);
 PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors);
 PyObject *cap_measured(void);
 void cap_clock_graph_begin(cap_clock *k, cap_entry *e, PyObject **vals);

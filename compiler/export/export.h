@@ -16,9 +16,9 @@
  *   weights.bin    parameters and buffers (a ptc tensor file, version 2:
  *                  mapped at load, its tensors used where they lie)
  *   spec.json      the inputs (user inputs, parameters, buffers), the ranges
- *                  of symbolic sizes, and the outputs (graph outputs or
- *                  inputs passed through), each with its path in the Python
- *                  structure
+ *                  of symbolic sizes, and the outputs (graph outputs, inputs
+ *                  passed through, or ints computed from symbolic sizes),
+ *                  each with its path in the Python structure
  *   kernels/cpu/, kernels/sm_80/, kernels/sm_90/
  *                  compiled kernels (kernel-cache files: CPU objects, PTX)
  *
@@ -59,7 +59,10 @@ int ptc_model_ninputs(const ptc_model *m);
 int ptc_model_noutputs(const ptc_model *m);
 /* The input's path in the exported call ("x", "args[1]"), and its graph name. */
 const char *ptc_model_input_name(const ptc_model *m, int i);
-/* The output's path in the returned structure ("[0]", "['logits']"). */
+/* The output's path in the returned structure ("[0]", "['logits']"). An
+ * int the forward computed from symbolic sizes (return y, x.shape[0]) is
+ * computed from each run's input sizes and handed out as a 0-dim i64 tensor
+ * on the CPU (whatever the model's device). */
 const char *ptc_model_output_name(const ptc_model *m, int i);
 /* The exported type of input i ("f32[s0,3,224,224] cpu"), printed into b. */
 void ptc_model_input_type(const ptc_model *m, int i, ptc_buf *b);
@@ -86,5 +89,12 @@ int ptc_package_seal(const char *dir, const char *const *targets, int ntargets, 
 
 /* Verifies a package without loading it: what ptc_model_load refuses. */
 int ptc_package_verify(const char *dir, ptc_error *err);
+
+/* Verifies the package and writes into out the folder of the kernels a model
+ * loaded for target ("cpu", "cuda") on this machine runs (this CPU's, the
+ * GPU's architecture), or "" where it has none to fit (they are compiled):
+ * a compile of graph.ptir with that kernel_dir finds the package's own. */
+int ptc_package_kernels(const char *dir, const char *target, char *out, size_t size,
+                        ptc_error *err);
 
 #endif /* PTC_EXPORT_H */

@@ -6,8 +6,10 @@
  * weight slots once; each run fills the user slots, after the exported
  * checks: device, then dtype, rank and sizes against the graph's input types
  * (shared symbols must agree), then each symbolic size against the range
- * torch.export-style dynamic_shapes gave it. Outputs are the graph's outputs
- * or, where the model returns an input unchanged, that input.
+ * torch.export-style dynamic_shapes gave it. Outputs are the graph's outputs,
+ * an input the model returns unchanged, or an int the forward computed from
+ * symbolic sizes (x.shape[0] * 2): its expression, evaluated over the sizes
+ * the run's inputs bound, handed out as a 0-dim i64 CPU tensor.
  */
 #include "export/pkg.h"
 
@@ -25,7 +27,8 @@ typedef struct sym_range {
 typedef struct model_output {
     const char *path;
     int graph_output; /* >= 0: this graph output */
-    int input;        /* else this graph input, passed through */
+    int input;        /* >= 0: this graph input, passed through */
+    ptc_dim size;     /* else this expression over the input symbols */
 } model_output;
 
 struct ptc_model {
@@ -92,6 +95,43 @@ static int read_inputs(ptc_model *m, const char *dir, const ptc_json *spec, ptc_
     return 0;
 }
 
+/* Whether the user inputs' types bind symbol name. */
+static bool user_symbol(const ptc_model *m, const char *name)
+{
+    for (int u = 0; u < m->nuser; u++) {
+        const ptc_ttype *t = &m->g->inputs[m->user_at[u]]->type;
+        for (int d = 0; d < t->ndim; d++) {
+            const char *names[PTC_MAX_DIMS];
+            int n = ptc_dim_symbols(t->shape[d], names, 0, PTC_MAX_DIMS);
+            for (int k = 0; k < n; k++)
+                if (strcmp(names[k], name) == 0)
+                    return true;
+        }
+    }
+    return false;
+}
+
+/* An int output's expression ("2*s0+1"), whose every symbol a user input's
+ * sizes bind. */
+static int read_size_output(ptc_model *m, const char *dir, const char *text, ptc_dim *out,
+                            ptc_error *err)
+{
+    const char *end;
+    ptc_error perr;
+    if (ptc_dim_parse(m->arena, text, &end, out, &perr) || *end)
+        return spec_error(err, dir, "an int output's expression does not parse");
+    const char *names[PTC_MAX_DIMS];
+    int n = ptc_dim_symbols(*out, names, 0, PTC_MAX_DIMS);
+    for (int k = 0; k < n; k++)
+        if (!user_symbol(m, names[k])) {
+            char what[200];
+            snprintf(what, sizeof what, "an int output reads %s, which no input's size gives",
+                     names[k]);
+            return spec_error(err, dir, what);
+        }
+    return 0;
+}
+
 static int read_outputs(ptc_model *m, const char *dir, const ptc_json *spec, ptc_error *err)
 {
     const ptc_json *outs = ptc_json_get(spec, "outputs");
@@ -101,9 +141,12 @@ static int read_outputs(ptc_model *m, const char *dir, const ptc_json *spec, ptc
     for (int i = 0; i < outs->n; i++) {
         const ptc_json *o = outs->items[i];
         model_output mo = {ptc_json_str(o, "path", "?"), (int)json_int(o, "graph_output", -1),
-                           (int)json_int(o, "input", -1)};
-        if (mo.graph_output >= m->g->noutputs || (mo.graph_output < 0 && mo.input < 0) ||
-            mo.input >= m->g->ninputs)
+                           (int)json_int(o, "input", -1), ptc_dim_c(0)};
+        const char *size = ptc_json_str(o, "symint", NULL);
+        if (size && read_size_output(m, dir, size, &mo.size, err))
+            return -1;
+        if (mo.graph_output >= m->g->noutputs || mo.input >= m->g->ninputs ||
+            (mo.graph_output < 0 && mo.input < 0 && !size))
             return spec_error(err, dir, "an output refers to no graph output or input");
         m->outs[m->nout++] = mo;
     }
@@ -158,34 +201,12 @@ static int place_weights(ptc_model *m, const char *dir, ptc_storage *file, ptc_e
     return 0;
 }
 
-/* The kernels of the package for this machine, or NULL (compile them) with
- * the reason logged: another CPU, or a target the package lacks. */
-static const char *kernel_dir(const char *dir, const ptc_pkg_manifest *man, ptc_device dev,
-                              char *buf, size_t size)
-{
-    char target[16] = "cpu";
-    if (dev.kind == PTC_DEV_CUDA) {
-        int sm = ptc_cuda_device_arch(NULL);
-        snprintf(target, sizeof target, "sm_%d", sm);
-    } else if (strcmp(man->cpu_target, ptc_cpu_target()) != 0) {
-        ptc_log(PTC_LOG_CACHE, PTC_LOG_INFO,
-                "%s: kernels were built for %s, this CPU is %s: compiling them", dir,
-                man->cpu_target, ptc_cpu_target());
-        return NULL;
-    }
-    if (!ptc_pkg_has_target(man, target)) {
-        ptc_log(PTC_LOG_CACHE, PTC_LOG_INFO, "%s: no kernels for %s: compiling them", dir, target);
-        return NULL;
-    }
-    return ptc_pkg_kernel_dir(dir, target, buf, size) ? NULL : buf;
-}
-
 static int compile_graph(ptc_model *m, const char *dir, const ptc_pkg_manifest *man, ptc_error *err)
 {
     char kbuf[PTC_PKG_PATH];
     ptc_compile_opts co = {.backend =
                                m->dev.kind == PTC_DEV_CUDA ? PTC_BACKEND_CUDA : PTC_BACKEND_CPU};
-    co.kernel_dir = kernel_dir(dir, man, m->dev, kbuf, sizeof kbuf);
+    co.kernel_dir = ptc_pkg_kernels_for(dir, man, m->dev, kbuf, sizeof kbuf);
     m->prog = ptc_compile(m->g, &co, err);
     if (!m->prog)
         return -1;
@@ -315,10 +336,11 @@ void ptc_model_input_type(const ptc_model *m, int i, ptc_buf *b)
 
 /* ---- running ---------------------------------------------------------------------- */
 
-/* The exported checks on the user's inputs; err names the input and the check. */
-static int check_inputs(const ptc_model *m, const ptc_tensor *inputs, ptc_error *err)
+/* The exported checks on the user's inputs, which bind the symbols in *b;
+ * err names the input and the check. */
+static int check_inputs(const ptc_model *m, const ptc_tensor *inputs, ptc_bindings *b,
+                        ptc_error *err)
 {
-    ptc_bindings b = {0};
     char what[300];
     for (int u = 0; u < m->nuser; u++) {
         char want[32], got[32];
@@ -332,14 +354,13 @@ static int check_inputs(const ptc_model *m, const ptc_tensor *inputs, ptc_error 
     for (int pass = 0; pass < 2; pass++) /* a size may depend on a symbol bound later */
         for (int u = 0; u < m->nuser; u++) {
             snprintf(what, sizeof what, "input %d (%s)", u, m->user_path[u]);
-            if (ptc_tensor_check_type(&inputs[u], &m->g->inputs[m->user_at[u]]->type, &b, what,
-                                      err))
+            if (ptc_tensor_check_type(&inputs[u], &m->g->inputs[m->user_at[u]]->type, b, what, err))
                 return -1;
         }
     for (int r = 0; r < m->nranges; r++) {
         const sym_range *s = &m->ranges[r];
         int64_t v;
-        if (!ptc_bindings_get(&b, s->symbol, &v))
+        if (!ptc_bindings_get(b, s->symbol, &v))
             continue;
         if (v < s->min || (s->max >= 0 && v > s->max)) {
             char hi[32] = "inf";
@@ -354,15 +375,36 @@ static int check_inputs(const ptc_model *m, const ptc_tensor *inputs, ptc_error 
     return 0;
 }
 
-static void take_outputs(ptc_model *m, ptc_tensor *graph_outs, ptc_tensor *outputs)
+/* An int output: its expression over the run's sizes, as a 0-dim i64 tensor. */
+static int size_output(const model_output *mo, const ptc_bindings *b, ptc_tensor *out,
+                       ptc_error *err)
 {
-    for (int o = 0; o < m->nout; o++) {
+    int64_t v;
+    if (ptc_dim_eval(mo->size, b, &v, err) || ptc_tensor_alloc(out, PTC_I64, 0, NULL, err))
+        return -1;
+    *(int64_t *)out->data = v;
+    return 0;
+}
+
+static int take_outputs(ptc_model *m, ptc_tensor *graph_outs, const ptc_bindings *b,
+                        ptc_tensor *outputs, ptc_error *err)
+{
+    int rc = 0, o;
+    for (o = 0; o < m->nout; o++) {
         const model_output *mo = &m->outs[o];
+        if (mo->graph_output < 0 && mo->input < 0) {
+            if ((rc = size_output(mo, b, &outputs[o], err)))
+                break;
+            continue;
+        }
         outputs[o] = mo->graph_output >= 0 ? graph_outs[mo->graph_output] : m->slots[mo->input];
         ptc_tensor_retain(&outputs[o]);
     }
+    for (int k = 0; rc && k < o; k++) /* the outputs handed out before the failure */
+        ptc_tensor_release(&outputs[k]);
     for (int i = 0; i < m->g->noutputs; i++)
         ptc_tensor_release(&graph_outs[i]);
+    return rc;
 }
 
 /* The export traced contiguous inputs (ptc.export makes them so), and the
@@ -381,7 +423,8 @@ static int contiguous_input(const ptc_tensor *in, ptc_tensor *copy, ptc_error *e
 
 int ptc_model_run(ptc_model *m, const ptc_tensor *inputs, ptc_tensor *outputs, ptc_error *err)
 {
-    if (check_inputs(m, inputs, err))
+    ptc_bindings b = {0};
+    if (check_inputs(m, inputs, &b, err))
         return -1;
     ptc_tensor *copies = calloc((size_t)m->nuser + 1, sizeof *copies);
     ptc_tensor *graph_outs = calloc((size_t)m->g->noutputs + 1, sizeof *graph_outs);
@@ -394,7 +437,7 @@ int ptc_model_run(ptc_model *m, const ptc_tensor *inputs, ptc_tensor *outputs, p
     if (rc == 0)
         rc = ptc_program_run(m->prog, m->slots, m->g->ninputs, graph_outs, NULL, 0, err);
     if (rc == 0)
-        take_outputs(m, graph_outs, outputs);
+        rc = take_outputs(m, graph_outs, &b, outputs, err);
     for (int u = 0; u < m->nuser; u++) {
         m->slots[m->user_at[u]] = (ptc_tensor){0};
         if (copies[u].storage)

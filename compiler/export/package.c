@@ -380,6 +380,51 @@ int ptc_pkg_verify(const char *dir, ptc_arena *a, ptc_pkg_manifest *out, ptc_err
     return 0;
 }
 
+/* The kernels of the package for this machine, or NULL (compile them) with
+ * the reason logged: another CPU, or a target the package lacks. */
+const char *ptc_pkg_kernels_for(const char *dir, const ptc_pkg_manifest *man, ptc_device dev,
+                                char *buf, size_t size)
+{
+    char target[16] = "cpu";
+    if (dev.kind == PTC_DEV_CUDA) {
+        int sm = ptc_cuda_device_arch(NULL);
+        snprintf(target, sizeof target, "sm_%d", sm);
+    } else if (strcmp(man->cpu_target, ptc_cpu_target()) != 0) {
+        ptc_log(PTC_LOG_CACHE, PTC_LOG_INFO,
+                "%s: kernels were built for %s, this CPU is %s: compiling them", dir,
+                man->cpu_target, ptc_cpu_target());
+        return NULL;
+    }
+    if (!ptc_pkg_has_target(man, target)) {
+        ptc_log(PTC_LOG_CACHE, PTC_LOG_INFO, "%s: no kernels for %s: compiling them", dir, target);
+        return NULL;
+    }
+    return ptc_pkg_kernel_dir(dir, target, buf, size) ? NULL : buf;
+}
+
+int ptc_package_kernels(const char *dir, const char *target, char *out, size_t size, ptc_error *err)
+{
+    ptc_device dev = PTC_CPU;
+    if (strcmp(target, "cuda") == 0) {
+        dev = (ptc_device){PTC_DEV_CUDA, -1};
+        if (ptc_cuda_device_arch(err) < 0)
+            return -1;
+    } else if (strcmp(target, "cpu") != 0) {
+        return ptc_errorf(err, PTC_ERR_UNSUPPORTED, "package", "unknown target '%s' (cpu, cuda)",
+                          target);
+    }
+    ptc_arena *a = ptc_arena_new();
+    ptc_pkg_manifest man;
+    int rc = ptc_pkg_verify(dir, a, &man, err);
+    if (rc == 0) {
+        ptc_pkg_unmap(man.weights);
+        if (!ptc_pkg_kernels_for(dir, &man, dev, out, size))
+            out[0] = 0;
+    }
+    ptc_arena_free(a);
+    return rc;
+}
+
 int ptc_package_verify(const char *dir, ptc_error *err)
 {
     ptc_arena *a = ptc_arena_new();

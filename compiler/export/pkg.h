@@ -21,6 +21,10 @@ void ptc_pkg_unmap(ptc_storage *file);
 /* XXH64 of data[len] (xxh64.c): the weights' pin. */
 uint64_t ptc_pkg_xxh64(const void *data, size_t len, uint64_t seed);
 bool ptc_pkg_has_target(const ptc_pkg_manifest *m, const char *target);
+/* The package's kernels for a model on dev, in buf, or NULL (compile them)
+ * with the reason logged: another CPU, or a target the package lacks. */
+const char *ptc_pkg_kernels_for(const char *dir, const ptc_pkg_manifest *man, ptc_device dev,
+                                char *buf, size_t size);
 /* dir/kernels/<target>; -1 when it does not fit. */
 int ptc_pkg_kernel_dir(const char *dir, const char *target, char *out, size_t size);
 

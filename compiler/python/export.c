@@ -1,5 +1,6 @@
-/* ptc._C._package_seal and _package_verify: the C half of ExportedProgram.save
- * and ptc.load (python/ptc/_export.py). Sealing compiles the package's kernels
+/* ptc._C._package_seal, _package_verify and _package_kernels: the C half of
+ * ExportedProgram.save, ptc.load and a loaded program's module()
+ * (python/ptc/_export.py). Sealing compiles the package's kernels
  * for its targets and writes its manifest (compiler/export) with the GIL
  * released while LLVM works; verifying refuses what ptc_model_load refuses.
  */
@@ -9,6 +10,7 @@
 
 PyObject *ptc_py_package_seal(PyObject *mod, PyObject *args);
 PyObject *ptc_py_package_verify(PyObject *mod, PyObject *dir);
+PyObject *ptc_py_package_kernels(PyObject *mod, PyObject *args);
 
 static PyObject *raise(const ptc_error *err)
 {
@@ -49,4 +51,19 @@ PyObject *ptc_py_package_verify(PyObject *mod, PyObject *dir)
     if (ptc_package_verify(path, &err))
         return raise(&err);
     Py_RETURN_NONE;
+}
+
+PyObject *ptc_py_package_kernels(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    const char *dir, *target;
+    char out[1200];
+    ptc_error err;
+    if (!PyArg_ParseTuple(args, "ss", &dir, &target))
+        return NULL;
+    if (ptc_package_kernels(dir, target, out, sizeof out, &err))
+        return raise(&err);
+    if (!out[0])
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(out);
 }

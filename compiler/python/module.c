@@ -20,11 +20,12 @@ PyObject *cap_measured(void);
 PyObject *cap_stats_dict(PyObject *capsule);
 int cap_measure_scope_begin(void);
 PyObject *cap_measure_scope_end(void);
-PyObject *cap_compile_ptir(PyObject *text);
+PyObject *cap_compile_ptir(PyObject *text, const char *kernel_dir);
 PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors);
 PyObject *cap_autotune_counts(void);
 PyObject *ptc_py_package_seal(PyObject *mod, PyObject *args); /* export.c */
 PyObject *ptc_py_package_verify(PyObject *mod, PyObject *dir);
+PyObject *ptc_py_package_kernels(PyObject *mod, PyObject *args);
 
 typedef struct compiled_function {
     PyObject_HEAD
@@ -111,17 +112,20 @@ static const char *backend_names[] = {
 #undef X
 };
 
-/* _compile(target, backend, fullgraph, dynamic, mode) */
+/* _compile(target, backend, fullgraph, dynamic, mode, symint_results) */
 static PyObject *m_compile(PyObject *mod, PyObject *args, PyObject *kwargs)
 {
-    static char *kw[] = {"target", "backend", "fullgraph", "dynamic", "mode", NULL};
+    static char *kw[] = {"target", "backend",        "fullgraph", "dynamic",
+                         "mode",   "symint_results", NULL};
     PyObject *target, *backend, *dynamic = Py_None;
-    int fullgraph = 0;
+    int fullgraph = 0, symint_results = 0;
     const char *mode = "default";
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|pOs", kw, &target, &backend, &fullgraph,
-                                     &dynamic, &mode))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|pOsp", kw, &target, &backend, &fullgraph,
+                                     &dynamic, &mode, &symint_results))
         return NULL;
-    cap_options o = {.fullgraph = fullgraph != 0, .dynamic = dynamic == Py_None ? -1 : PyObject_IsTrue(dynamic)};
+    cap_options o = {.fullgraph = fullgraph != 0,
+                     .dynamic = dynamic == Py_None ? -1 : PyObject_IsTrue(dynamic),
+                     .symint_results = symint_results != 0};
     snprintf(o.mode, sizeof o.mode, "%s", mode);
     if (PyUnicode_Check(backend)) {
         const char *name = PyUnicode_AsUTF8(backend);
@@ -357,10 +361,14 @@ static PyObject *m_entry_stats(PyObject *mod, PyObject *capsule)
     return cap_stats_dict(capsule);
 }
 
-static PyObject *m_compile_ptir(PyObject *mod, PyObject *text)
+static PyObject *m_compile_ptir(PyObject *mod, PyObject *args)
 {
     (void)mod;
-    return cap_compile_ptir(text);
+    PyObject *text;
+    const char *kernel_dir = NULL;
+    if (!PyArg_ParseTuple(args, "U|z", &text, &kernel_dir))
+        return NULL;
+    return cap_compile_ptir(text, kernel_dir);
 }
 
 static PyObject *m_run_compiled(PyObject *mod, PyObject *args)
@@ -392,9 +400,10 @@ static PyMethodDef module_methods[] = {
      "The measurements of one entry (a compile event's 'stats')."},
     {"_compile", (PyCFunction)(void (*)(void))m_compile, METH_VARARGS | METH_KEYWORDS,
      "_compile(target, backend, fullgraph=False, dynamic=None, mode='default')"},
-    {"_compile_ptir", m_compile_ptir, METH_O,
-     "_compile_ptir(text): the first graph of a .ptir text compiled by the ptc backend (a "
-     "capsule for _run_compiled); symbolic sizes stay symbolic."},
+    {"_compile_ptir", m_compile_ptir, METH_VARARGS,
+     "_compile_ptir(text, kernel_dir=None): the first graph of a .ptir text compiled by the ptc "
+     "backend (a capsule for _run_compiled); symbolic sizes stay symbolic. With kernel_dir, "
+     "compiled as an export package's graph is, its kernels looked up there."},
     {"_run_compiled", m_run_compiled, METH_VARARGS,
      "_run_compiled(compiled, tensors): runs it, its symbols bound from the tensors' shapes."},
     {"_autotune_counts", m_autotune_counts, METH_NOARGS,
@@ -404,6 +413,9 @@ static PyMethodDef module_methods[] = {
      "_package_seal(dir, targets): compiles an export package's kernels, writes its manifest."},
     {"_package_verify", ptc_py_package_verify, METH_O,
      "_package_verify(dir): raises ValueError naming the file when a package is refused."},
+    {"_package_kernels", ptc_py_package_kernels, METH_VARARGS,
+     "_package_kernels(dir, target): the package's kernel folder for this machine's 'cpu' or "
+     "'cuda', or None where it has none (ptc_model_load would compile them)."},
     {"_reset", m_reset, METH_NOARGS, "Drops every compiled entry."},
     {"_disable", m_disable, METH_O, "Marks a function as never traced into."},
     {"_set_compile_observer", m_set_compile_observer, METH_O,

@@ -9,8 +9,11 @@ the forward read, each lifted to a named input. What the export records of
 the example call — the structure of the arguments and of the result, each
 input's dtype, device and sizes, which sizes are symbolic and their ranges
 (dynamic_shapes, as torch.export's) — is the specification every later call
-is checked against (the exported guards).
+is checked against (the exported guards). An int the forward computes from
+symbolic sizes (return y, x.shape[0] * 2) is an output too: its expression,
+computed from each call's sizes.
 """
+import ast
 import dataclasses
 import importlib
 import inspect
@@ -43,6 +46,45 @@ class Dim:
         return "Dim(%r, min=%r, max=%r)" % (self.__name__, self.min, self.max)
 
 
+class SymIntResult(int):
+    """An int of the exported forward's result that the trace computed from
+    symbolic sizes: its value in the example call, and its expression over
+    the graph's symbols ("2*s0+1"). The capture makes these in place of
+    specialising the size (ptc._C._compile(..., symint_results=True))."""
+
+    def __new__(cls, value, expr):
+        self = super().__new__(cls, value)
+        self.expr = expr
+        return self
+
+
+_SIZE_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
+             ast.Mult: lambda a, b: a * b, ast.FloorDiv: lambda a, b: a // b,
+             ast.Mod: lambda a, b: a % b}
+
+
+def size_value(expr, bound):
+    """The value of a size expression as ptc prints them ("2*s0+1",
+    "(s0+1)//2", "max(s0,s1)") with the symbols bound; only that grammar is
+    read (a package's spec.json is data, never code)."""
+    def value(n):
+        if isinstance(n, ast.Constant) and type(n.value) is int:
+            return n.value
+        if isinstance(n, ast.Name) and n.id in bound:
+            return bound[n.id]
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+            return -value(n.operand)
+        if isinstance(n, ast.BinOp) and type(n.op) in _SIZE_OPS:
+            return _SIZE_OPS[type(n.op)](value(n.left), value(n.right))
+        if (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("max", "min")
+                and n.args and not n.keywords):
+            return (max if n.func.id == "max" else min)(value(a) for a in n.args)
+        raise ExportError("ptc: the size expression %r reads %s, which the call's inputs do not "
+                          "give" % (expr, ast.dump(n)))
+
+    return value(ast.parse(expr, mode="eval").body)
+
+
 # ---- structures: flatten a Python value to tensor leaves and a JSON tree ------------
 
 
@@ -68,9 +110,10 @@ def flatten(value, leaves, path="", what="value"):
     """The JSON tree of value; its tensors are appended to leaves as (path, tensor)."""
     import torch
 
-    if isinstance(value, torch.Tensor):
+    if isinstance(value, (torch.Tensor, SymIntResult)):
         leaves.append((path or "[0]", value))
-        return {"t": "tensor", "i": len(leaves) - 1}
+        return {"t": "tensor" if isinstance(value, torch.Tensor) else "symint",
+                "i": len(leaves) - 1}
     fields = _fields(value)
     if fields is not None:
         keys, items = fields
@@ -95,7 +138,7 @@ def flatten(value, leaves, path="", what="value"):
 
 def unflatten(tree, leaves):
     kind = tree["t"]
-    if kind == "tensor":
+    if kind in ("tensor", "symint"):
         return leaves[tree["i"]]
     if kind == "const":
         return tree["v"]
@@ -228,12 +271,13 @@ def _capture(model, args, kwargs):
             return outs
         return run
 
-    from . import compile as ptc_compile
+    from ._graph import Graph
 
-    compiled = ptc_compile(model, backend=backend, fullgraph=True)
+    compiled = _C._compile(model, lambda handle: backend(Graph(handle)), True, None, "default",
+                           symint_results=True)
     with torch.no_grad():
         result = compiled(*args, **kwargs)
-    events = compiled._ptc_compiled._events()
+    events = compiled._events()
     if len(seen) != 1:
         raise ExportError("ptc.export: the forward ran %d graphs, expected one (does it compute "
                           "on tensors?)" % len(seen))
@@ -296,9 +340,28 @@ def _lift_inputs(model, graph, tensors, arg_leaves):
     return inputs, weights, missing
 
 
+def _symbols_of(expr):
+    return {n.id for n in ast.walk(ast.parse(expr, mode="eval")) if isinstance(n, ast.Name)} - {
+        "max", "min"}
+
+
+def _size_output(path, value, inputs):
+    """spec.json's entry of an int output computed from symbolic sizes."""
+    given = {d for e in inputs if e["kind"] == "user" for d in e["shape"] if isinstance(d, str)}
+    given = set().union(*(_symbols_of(d) for d in given))
+    missing = sorted(_symbols_of(value.expr) - given)
+    if missing:
+        raise ExportError("ptc.export: output %s is the int %s, which reads %s, a size no input "
+                          "gives" % (path, value.expr, ", ".join(missing)))
+    return {"path": path, "symint": value.expr}
+
+
 def _outputs(graph_outs, out_leaves, inputs, tensors):
     outputs, used = [], set()
     for path, t in out_leaves:
+        if isinstance(t, SymIntResult):
+            outputs.append(_size_output(path, t, inputs))
+            continue
         k = next((k for k, o in enumerate(graph_outs) if o is t), None)
         if k is not None:
             outputs.append({"path": path, "graph_output": k})
@@ -357,33 +420,7 @@ def export(model, example_args, example_kwargs=None, dynamic_shapes=None):
             "outputs": _outputs(graph_outs, out_leaves, inputs, tensors),
             "unused_inputs": unused, "in_tree": in_tree, "out_tree": out_tree,
             "module": _class_path(model)}
-    _warn_symbolic_ints(out_tree, out_leaves, spec["symbols"], user)
     return ExportedProgram(str(graph), weights, spec)
-
-
-def _warn_symbolic_ints(tree, leaves, symbols, user, path=""):
-    """An int in the result equal to a dynamic size of the example call was
-    probably computed from it; ptc exports it as a constant, so say so."""
-    sizes = {}
-    for spec, t in user:
-        for d, size in enumerate(spec["shape"]):
-            if isinstance(size, str):
-                sizes.setdefault(t.shape[d], size)
-    names = {r["symbol"]: r["dim"] for r in symbols}
-
-    def walk(node, where):
-        if node["t"] == "const" and type(node["v"]) is int and node["v"] in sizes:
-            sym = sizes[node["v"]]
-            warnings.warn("ptc.export: output %s is the int %d, the example's size of dynamic dim "
-                          "'%s' (%s): it is exported as the constant %d (symbolic ints in the "
-                          "result are not exported yet)"
-                          % (where or "[0]", node["v"], names.get(sym, sym), sym, node["v"]),
-                          stacklevel=4)
-        keys = node.get("keys") or list(range(len(node.get("items", []))))
-        for k, item in zip(keys, node.get("items", [])):
-            walk(item, "%s%s" % (where, ".%s" % k if node["t"] == "object" else "[%r]" % (k,)))
-
-    walk(tree, path)
 
 
 # ---- the exported program ------------------------------------------------------------------
@@ -423,10 +460,11 @@ class ExportedProgram:
     save(dir) writes the package that ptc.load, ptc-run --package and the
     C API (ptc_model_load) read."""
 
-    def __init__(self, graph_text, weights, spec):
+    def __init__(self, graph_text, weights, spec, package=None):
         self.graph_text = graph_text
         self.weights = weights  # graph input name -> tensor
         self.spec = spec
+        self.package = package  # the folder ptc.load read it from, whose kernels module() runs
 
     @property
     def inputs(self):
@@ -467,7 +505,7 @@ def load(path):
     with open(os.path.join(path, "spec.json")) as f:
         spec = json.load(f)
     weights = dict(_tensorfile.read_tensors(os.path.join(path, "weights.bin")))
-    return ExportedProgram(graph_text, weights, spec)
+    return ExportedProgram(graph_text, weights, spec, os.fspath(path))
 
 
 def _nn_module():
@@ -499,7 +537,9 @@ class _ExportedModule(_nn_module()):
     """Runs the program on the device of the call's inputs: the one it was
     exported on, or, for a program exported on the CPU, a CUDA device (the
     graph compiled for it on the first such call, its weights moved there
-    once)."""
+    once). A program ptc.load read runs its package's own kernels (CPU
+    objects, the PTX of the GPU's architecture) where they fit this machine,
+    as ptc_model_load does; else they are compiled."""
 
     def __init__(self, program):
         super().__init__()
@@ -515,7 +555,10 @@ class _ExportedModule(_nn_module()):
             if key != self._exported_on:
                 text = on_device(text, key)
                 weights = {k: t.to(device) for k, t in weights.items()}
-            self._on[key] = (_C._compile_ptir(text), weights)
+            package = self.program.package
+            kernels = package and _C._package_kernels(package, device.type)
+            self._on[key] = (_C._compile_ptir(text, kernels) if kernels else _C._compile_ptir(text),
+                             weights)
         return self._on[key]
 
     def _call_device(self, user):
@@ -548,6 +591,11 @@ class _ExportedModule(_nn_module()):
         users = iter(checked)
         full = [next(users) if e["kind"] == "user" else weights[e["name"]] for e in spec["inputs"]]
         outs = _C._run_compiled(compiled, tuple(full))
-        results = [outs[o["graph_output"]] if "graph_output" in o else full[o["input"]]
-                   for o in spec["outputs"]]
+
+        def output(o):
+            if "graph_output" in o:
+                return outs[o["graph_output"]]
+            return full[o["input"]] if "input" in o else size_value(o["symint"], bound)
+
+        results = [output(o) for o in spec["outputs"]]
         return unflatten(spec["out_tree"], results)

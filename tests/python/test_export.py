@@ -176,6 +176,20 @@ def test_a_transposed_input_runs_as_eager(tmp_path):
     assert_matches(run_in_c(pkg, [("x", x)], tmp_path), eager_leaves(model, (x,)))
 
 
+def test_a_loaded_package_runs_its_own_kernels(tmp_path, monkeypatch):
+    """ptc.load(pkg).module() compiles the graph as the C loader does, from
+    the package's kernels/cpu (kernels/sm_XX on a GPU: test_gpu_export):
+    nothing is generated, so nothing lands in the kernel cache."""
+    torch.manual_seed(0)
+    model, x = Block().eval(), torch.randn(4, 8)
+    pkg = ptc.export(model, (x,)).save(tmp_path / "pkg")
+    monkeypatch.setenv("PTC_CACHE_DIR", str(tmp_path / "cache"))
+    got = ptc.load(pkg).module()(x)
+    assert rel_error(got["h"], eager_leaves(model, (x,))[0][1]) <= TOL
+    assert not os.path.exists(tmp_path / "cache") or os.listdir(tmp_path / "cache") == []
+    assert ptc._C._package_kernels(str(pkg), "cpu") == str(pkg / "kernels" / "cpu")
+
+
 def test_c_program_has_no_python():
     r = subprocess.run(["ldd", run_model_exe()], capture_output=True, text=True)
     assert r.returncode == 0 and "python" not in r.stdout.lower(), r.stdout
@@ -265,14 +279,46 @@ def test_dynamic_dim_specialised_is_an_error():
         ptc.export(Halves(), (torch.randn(6, 4),), dynamic_shapes={"x": {0: ptc.Dim("batch")}})
 
 
-def test_int_output_from_a_dynamic_size_warns():
-    class Rows(torch.nn.Module):
-        def forward(self, x):
-            return x * 2, x.shape[0]
+class Rows(torch.nn.Module):
+    """Ints computed from a dynamic size beside a constant int of the same
+    value in the example call (5), in a tuple and a dict."""
 
-    with pytest.warns(UserWarning, match=r"output \[1\] is the int 5, the example's size of dynamic dim 'n'"):
-        ep = ptc.export(Rows(), (torch.randn(5, 3),), dynamic_shapes={"x": {0: ptc.Dim("n")}})
-    assert ep.module()(torch.randn(7, 3))[1] == 5  # a constant, as the warning says
+    def forward(self, x):
+        n = x.shape[0]
+        return x * 2, 5, n, {"cells": n * x.shape[1] + 1, "half": (n + 1) // 2}
+
+
+def test_int_outputs_computed_from_dynamic_sizes(tmp_path):
+    ep = ptc.export(Rows(), (torch.randn(5, 3),), dynamic_shapes={"x": {0: ptc.Dim("n")}})
+    assert [o.get("symint") for o in ep.spec["outputs"]] == [None, "s0", "3*s0+1", "(s0+1)//2"]
+    pkg = ep.save(tmp_path / "pkg")
+    for n in (2, 5, 8):
+        x = torch.randn(n, 3)
+        y, five, rows, d = ep.module()(x)
+        assert (five, rows, d) == (5, n, {"cells": 3 * n + 1, "half": (n + 1) // 2})
+        assert type(rows) is int and torch.equal(y, x * 2)
+        for tool in ("run_model", "ptc-run"):
+            got = run_in_c(pkg, [("x", x)], tmp_path, tool)
+            assert list(got) == ["[0]", "[2]", "[3]['cells']", "[3]['half']"]
+            ints = [got[k] for k in list(got)[1:]]
+            assert all(t.dtype == torch.int64 and t.dim() == 0 for t in ints)
+            assert [t.item() for t in ints] == [n, 3 * n + 1, (n + 1) // 2], tool
+    loaded = ptc.load(pkg).module()(torch.randn(7, 3))
+    assert loaded[1:] == (5, 7, {"cells": 22, "half": 4})
+
+
+def test_int_outputs_of_a_static_export_are_constants():
+    ep = ptc.export(Rows(), (torch.randn(5, 3),))
+    assert [o for o in ep.spec["outputs"] if "symint" in o] == []
+    assert ep.module()(torch.randn(5, 3))[1:] == (5, 5, {"cells": 16, "half": 3})
+
+
+def test_a_size_expression_is_read_not_run():
+    from ptc._export import size_value
+    assert size_value("max(2*s0-1,s1)%7", {"s0": 4, "s1": 3}) == 0
+    for bad in ("__import__('os')", "s0.real", "s9"):
+        with pytest.raises(ptc.ExportError, match="size expression"):
+            size_value(bad, {"s0": 1})
 
 
 def test_graph_break_is_the_caret_error():

@@ -89,6 +89,39 @@ def test_loaded_package_module_runs_cuda_inputs(tmp_path):
     assert out["h"].is_cuda and out["pair"][1].is_cuda
 
 
+def test_loaded_package_module_runs_the_package_ptx(tmp_path, monkeypatch):
+    """ptc.load(pkg).module() on CUDA inputs runs the PTX the package holds
+    for this GPU's architecture: the kernel cache stays empty (the moved
+    graph's kernels have the same keys as the sealed ones)."""
+    torch.manual_seed(0)
+    model, x = Block().eval(), torch.randn(5, 8)
+    pkg = ptc.export(model, (x,)).save(tmp_path / "pkg", targets=("cpu", "sm_80", "sm_90"))
+    monkeypatch.setenv("PTC_CACHE_DIR", str(tmp_path / "empty_cache"))
+    assert ptc._C._package_kernels(str(pkg), "cuda").startswith(str(pkg / "kernels" / "sm_"))
+    with torch.no_grad():
+        got = ptc.load(pkg).module()(x.cuda())
+    assert got["h"].is_cuda and rel_error(got["h"].cpu(), eager_leaves(model, (x,))[0][1]) <= TOL
+    cache = tmp_path / "empty_cache"
+    assert not cache.exists() or os.listdir(cache) == [], os.listdir(cache)
+
+
+def test_int_outputs_of_a_package_on_the_gpu(tmp_path):
+    """An int computed from a dynamic size comes back from ptc-run --package
+    --backend cuda as a 0-dim i64 tensor (on the host)."""
+    from test_export import Rows
+
+    ep = ptc.export(Rows(), (torch.randn(5, 3),), dynamic_shapes={"x": {0: ptc.Dim("n")}})
+    pkg = ep.save(tmp_path / "pkg", targets=("sm_80", "sm_90"))
+    ptcio.write_tensors(tmp_path / "in.bin", [("x", torch.randn(7, 3))])
+    r = ptcio.ptc_run("--package", pkg, "--backend", "cuda", "--inputs", tmp_path / "in.bin",
+                      "--save-outputs", tmp_path / "out.bin", timeout=600)
+    assert r.returncode == 0, r.stderr
+    got = dict(ptcio.read_tensors(tmp_path / "out.bin"))
+    assert [got[k].item() for k in ("[2]", "[3]['cells']", "[3]['half']")] == [7, 22, 4]
+    y, five, n, d = ptc.load(pkg).module()(torch.randn(6, 3).cuda())
+    assert y.is_cuda and (five, n, d) == (5, 6, {"cells": 19, "half": 3})
+
+
 def test_cuda_inputs_must_be_on_the_gpu_for_the_c_api(tmp_path):
     """ptc-run copies inputs to the GPU; the package itself was exported on
     the CPU, and its weights move to the device at load."""

@@ -822,27 +822,25 @@ static bool on_cuda(const ptc_graph *g)
  * buffers contiguous: with channels-last planning resnet18's compiled
  * gradients came out 2e-3 from float64's where eager's are 5e-6 (cause not
  * yet found). An inference graph returns eager's output strides. */
-static int compile_program(const ptc_graph *g, bool training, bool autotune, void **program,
-                           ptc_trace_compile *tc, ptc_error *err)
+/* g compiled with opts into *program; plan_outputs: with eager's output
+ * strides (plan_layouts). */
+static int compile_with(const ptc_graph *g, const ptc_compile_opts *opts, bool plan_outputs,
+                        void **program, ptc_error *err)
 {
-    ptc_compile_opts opts = {.backend = on_cuda(g) ? PTC_BACKEND_CUDA : PTC_BACKEND_CPU,
-                             .trace = tc,
-                             .autotune = autotune,
-                             .no_layouts = training};
     cap_program *cp = calloc(1, sizeof *cp);
     if (!cp)
         return ptc_errorf(err, PTC_ERR_INTERNAL, "runtime", "out of memory");
     cp->ninputs = g->ninputs;
     cp->noutputs = g->noutputs;
-    cp->cuda = opts.backend == PTC_BACKEND_CUDA;
+    cp->cuda = opts->backend == PTC_BACKEND_CUDA;
     for (int i = 0; i < g->nnodes; i++)
         cp->draws |= draws_random(g->nodes[i]);
     ptc_graph *permuted = NULL;
-    if (!training && plan_layouts(g, cp, &permuted, err) < 0) {
+    if (plan_outputs && plan_layouts(g, cp, &permuted, err) < 0) {
         cap_runtime_release(cp);
         return -1;
     }
-    cp->p = ptc_compile(permuted ? permuted : g, &opts, err);
+    cp->p = ptc_compile(permuted ? permuted : g, opts, err);
     if (permuted)
         ptc_graph_free(permuted);
     if (!cp->p) {
@@ -851,6 +849,16 @@ static int compile_program(const ptc_graph *g, bool training, bool autotune, voi
     }
     *program = cp;
     return 0;
+}
+
+static int compile_program(const ptc_graph *g, bool training, bool autotune, void **program,
+                           ptc_trace_compile *tc, ptc_error *err)
+{
+    ptc_compile_opts opts = {.backend = on_cuda(g) ? PTC_BACKEND_CUDA : PTC_BACKEND_CPU,
+                             .trace = tc,
+                             .autotune = autotune,
+                             .no_layouts = training};
+    return compile_with(g, &opts, !training, program, err);
 }
 
 int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_compile *tc,
@@ -1060,7 +1068,17 @@ static void ptir_capsule_free(PyObject *capsule)
     free(c);
 }
 
-PyObject *cap_compile_ptir(PyObject *text)
+/* g compiled as ptc_package_seal compiles an export package's graph (and
+ * ptc_model_load loads it), its kernels looked up in kernel_dir. */
+static int compile_as_sealed(const ptc_graph *g, const char *kernel_dir, void **program,
+                             ptc_error *err)
+{
+    ptc_compile_opts opts = {.backend = on_cuda(g) ? PTC_BACKEND_CUDA : PTC_BACKEND_CPU,
+                             .kernel_dir = kernel_dir};
+    return compile_with(g, &opts, false, program, err);
+}
+
+PyObject *cap_compile_ptir(PyObject *text, const char *kernel_dir)
 {
     Py_ssize_t len;
     const char *src = PyUnicode_AsUTF8AndSize(text, &len);
@@ -1076,7 +1094,8 @@ PyObject *cap_compile_ptir(PyObject *text)
     if (rc == 0 && (rc = ptc_ops_verify(m->graphs[0], 0, &err)) == 0) {
         c->ninputs = m->graphs[0]->ninputs;
         c->noutputs = m->graphs[0]->noutputs;
-        rc = cap_runtime_compile_graph(m->graphs[0], &c->program, NULL, &err);
+        rc = kernel_dir ? compile_as_sealed(m->graphs[0], kernel_dir, &c->program, &err)
+                        : cap_runtime_compile_graph(m->graphs[0], &c->program, NULL, &err);
     }
     if (m)
         ptc_module_free(m);
@@ -1248,9 +1267,9 @@ PyObject *cap_autotune_counts(void)
 }
 
 #else
-PyObject *cap_compile_ptir(PyObject *text)
+PyObject *cap_compile_ptir(PyObject *text, const char *kernel_dir)
 {
-    (void)text;
+    (void)text, (void)kernel_dir;
     return PyErr_Format(PyExc_NotImplementedError, "ptc was built without its runtime");
 }
 

@@ -327,9 +327,27 @@ static int tensor_recipe(builder *B, PyObject *o)
     return add_recipe(B, (cap_recipe){CAP_R_OUTPUT, 0, NULL, NULL, out});
 }
 
+/* ptc.export's form of a size kept past the graph: its value as a
+ * ptc._export.SymIntResult that carries its expression over the graph's
+ * symbols, so the exported program computes it from each call's sizes. */
+static int symint_result_recipe(builder *B, const cap_symint *s)
+{
+    static PyObject *result_type;
+    if (!result_type && !(result_type = cap_import_path("ptc._export.SymIntResult")))
+        return -1;
+    ptc_buf b = {0};
+    ptc_dim_print(&b, s->d);
+    PyObject *r =
+        PyObject_CallFunction(result_type, "Ls", (long long)s->hint, b.data ? b.data : "");
+    ptc_buf_free(&b);
+    return r ? add_recipe(B, (cap_recipe){CAP_R_CONST, 0, NULL, r, 0}) : -1;
+}
+
 /* A size kept past the graph: its value, under a guard. */
 static int symint_recipe(builder *B, PyObject *o)
 {
+    if (B->T->symint_results && ((cap_symint *)o)->d.sym)
+        return symint_result_recipe(B, (cap_symint *)o);
     int64_t v;
     if (cap_symint_specialise((cap_symint *)o, "a value kept past the graph", &v) < 0)
         return -1;

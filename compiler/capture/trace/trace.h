@@ -389,6 +389,7 @@ struct cap_trace {
     PyObject *made_funcs;     /* dict: id(fn) -> fn, the functions MAKE_FUNCTION made */
     /* Symbolic sizes (symint.c). */
     int dynamic;              /* the dynamic= option: -1 None, 0 False, 1 True */
+    bool symint_results;      /* cap_options.symint_results (ptc.export) */
     PyObject *auto_dyn;       /* dict: source text -> dims made symbolic by a size-only
                                  recompile (dynamic=None; borrowed, or NULL) */
     PyObject *prev_sizes;     /* recompiling: source text -> sizes tuple of the entry
