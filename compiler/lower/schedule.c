@@ -144,12 +144,20 @@ static int join_outer(sched *s, int k, const ptc_lnode *n)
         j++;
     if (j == 0 && K->nouter > 0)
         return -1;
+    double want = 4.0 * s->nthreads;
     if (j < K->nouter) {
         double before = outer_product(K->outer, K->nouter), after = outer_product(K->outer, j);
-        double want = 4.0 * s->nthreads;
         if (after < before && after < want)
             return -1;
     }
+    /* Joining runs n's loops past the shared j inside each outer iteration:
+       a big node must not join a kernel with fewer outer iterations than
+       threads (a loss's scalar sum would otherwise run the whole [rows, vocab]
+       pass it joined on one core, or in one CUDA block). */
+    double work = outer_product(n->ranges, n->ndim) * outer_product(n->red, n->nred);
+    bool big = work >= 16.0 * want && work >= 32768.0; /* worth a pass of its own */
+    if (j < n->ndim && outer_product(n->ranges, j) < s->nthreads && big)
+        return -1;
     for (int i = 0; i < n->body.n; i++) {
         const ptc_lexpr *e = &n->body.e[i];
         if (e->op != PTC_L_LOAD)

@@ -199,9 +199,10 @@ static void check_partition(const grad_case *c, const ptc_joint *j, const ptc_te
                   "%s: forward: %s", c->name, err.msg);
     for (int k = 0; k < j->nprimal_outputs; k++)
         expect_equal(c, "forward output", &fwd_out[k], &joint_out[k]);
-    int n = 0;
-    for (int k = 0; k < p.nsaved; k++)
-        bwd_in[n++] = fwd_out[j->nprimal_outputs + k];
+    int n = 0, computed = j->nprimal_outputs;
+    for (int k = 0; k < p.nsaved; k++) /* a saved input is the input itself */
+        bwd_in[n++] = p.saved_input[k] >= 0 ? joint_in[p.saved_input[k]] : fwd_out[computed++];
+    ck_assert_int_eq(p.forward->noutputs, computed);
     for (int i = j->nprimal_inputs; i < j->graph->ninputs; i++)
         bwd_in[n++] = joint_in[i];
     ck_assert_int_eq(p.backward->ninputs, n);
@@ -218,6 +219,7 @@ static void check_partition(const grad_case *c, const ptc_joint *j, const ptc_te
         ptc_tensor_release(&fwd_out[i]);
     ptc_graph_free(p.forward);
     ptc_graph_free(p.backward);
+    free(p.saved_input);
 }
 
 static void check_case(const grad_case *c)
@@ -366,6 +368,7 @@ START_TEST(partition_recomputes_cheap_ops)
     }
     ptc_graph_free(p.forward);
     ptc_graph_free(p.backward);
+    free(p.saved_input);
     ptc_graph_free(j.graph);
     ptc_graph_free(prims);
     ptc_module_free(m);
@@ -402,6 +405,7 @@ START_TEST(partition_saves_narrow_inputs_not_wide_copies)
     }
     ptc_graph_free(p.forward);
     ptc_graph_free(p.backward);
+    free(p.saved_input);
     ptc_graph_free(j.graph);
     ptc_graph_free(prims);
     ptc_module_free(m);

@@ -27,6 +27,8 @@
 typedef struct train_program {
     PyObject_HEAD void *forward, *backward; /* ptc_program */
     int ninputs, noutputs, nsaved, ntangents, ngrads;
+    int *saved_input;     /* [nsaved]: the input a saved value is, or -1 (computed) */
+    int ncomputed;        /* saved values the forward returns (saved_input < 0) */
     bool draws;           /* random ops: the RNG offset is saved after the values */
     PyObject *tangent_of; /* tuple: per output, its position among tangents or -1 */
     PyObject *grad_of;    /* tuple: per gradient, the input it belongs to */
@@ -41,15 +43,15 @@ static void tp_dealloc(PyObject *self)
     cap_runtime_release(t->backward);
     Py_XDECREF(t->tangent_of);
     Py_XDECREF(t->grad_of);
+    free(t->saved_input);
     PyTypeObject *type = Py_TYPE(self);
     freefunc free_fn = (freefunc)PyType_GetSlot(type, Py_tp_free);
     free_fn(self);
     Py_DECREF(type);
 }
 
-/* program(args[nin]) -> a tuple of nout tensors, and `extra` last when given. */
-static PyObject *run_tuple(void *program, PyObject *args, int nin, int nout, uint64_t rng_offset,
-                           PyObject *extra)
+/* program(args[nin]) -> a tuple of nout tensors. */
+static PyObject *run_tuple(void *program, PyObject *args, int nin, int nout, uint64_t rng_offset)
 {
     PyObject *stack_in[64], *stack_out[64];
     PyObject **ins = nin <= 64 ? stack_in : PyMem_Malloc(sizeof(PyObject *) * (size_t)nin);
@@ -62,11 +64,9 @@ static PyObject *run_tuple(void *program, PyObject *args, int nin, int nout, uin
     for (int i = 0; i < nout; i++)
         outs[i] = NULL;
     if (cap_runtime_run_program(program, ins, nin, outs, nout, rng_offset) == 0) {
-        r = PyTuple_New(nout + (extra != NULL));
+        r = PyTuple_New(nout);
         for (int i = 0; r && i < nout; i++)
             PyTuple_SetItem(r, i, outs[i]);
-        if (r && extra)
-            PyTuple_SetItem(r, nout, Py_NewRef(extra));
         if (!r)
             for (int i = 0; i < nout; i++)
                 Py_XDECREF(outs[i]);
@@ -85,6 +85,23 @@ static PyObject *wrong_count(int want, Py_ssize_t got)
                         want, got);
 }
 
+/* The forward's results with the saved inputs put back in their places
+ * among the saved values (and the RNG draw last when given). */
+static PyObject *with_saved_inputs(const train_program *t, PyObject *r, PyObject *args,
+                                   PyObject *draw)
+{
+    PyObject *all = PyTuple_New(t->noutputs + t->nsaved + (draw != NULL));
+    int next = 0;
+    for (int i = 0; all && i < t->noutputs + t->nsaved; i++) {
+        int from = i < t->noutputs ? -1 : t->saved_input[i - t->noutputs];
+        PyObject *v = from >= 0 ? PyTuple_GetItem(args, from) : PyTuple_GetItem(r, next++);
+        PyTuple_SetItem(all, i, Py_NewRef(v));
+    }
+    if (all && draw)
+        PyTuple_SetItem(all, t->noutputs + t->nsaved, Py_NewRef(draw));
+    return all;
+}
+
 /* A graph with random ops: the forward draws the run's RNG offset and saves
  * it (a 0-dim tensor after the saved values), and the backward runs with it,
  * so a mask the backward recomputes is the forward's. */
@@ -99,9 +116,11 @@ static PyObject *tp_forward(PyObject *self, PyObject *args)
         Py_XDECREF(draw);
         return NULL;
     }
-    PyObject *r = run_tuple(t->forward, args, t->ninputs, t->noutputs + t->nsaved, offset, draw);
+    PyObject *r = run_tuple(t->forward, args, t->ninputs, t->noutputs + t->ncomputed, offset);
+    PyObject *all = r ? with_saved_inputs(t, r, args, draw) : NULL;
+    Py_XDECREF(r);
     Py_XDECREF(draw);
-    return r;
+    return all;
 }
 
 static PyObject *tp_backward(PyObject *self, PyObject *args)
@@ -119,7 +138,7 @@ static PyObject *tp_backward(PyObject *self, PyObject *args)
         if (!t->draws || i != t->nsaved)
             PyTuple_SetItem(ins, k++, Py_NewRef(PyTuple_GetItem(args, i)));
     PyObject *r =
-        ins ? run_tuple(t->backward, ins, t->nsaved + t->ntangents, t->ngrads, offset, NULL) : NULL;
+        ins ? run_tuple(t->backward, ins, t->nsaved + t->ntangents, t->ngrads, offset) : NULL;
     Py_XDECREF(ins);
     return r;
 }
@@ -269,6 +288,7 @@ int cap_train_prepare(cap_entry *e, const char *mode, PyObject **program, ptc_er
     t->forward = t->backward = NULL;
     t->draws = false;
     t->tangent_of = t->grad_of = NULL;
+    t->saved_input = NULL;
     Py_INCREF(train_type); /* instances of heap types hold their type */
     ptc_graph *prims = NULL;
     ptc_joint j = {0};
@@ -278,6 +298,11 @@ int cap_train_prepare(cap_entry *e, const char *mode, PyObject **program, ptc_er
         t->ninputs = j.nprimal_inputs;
         t->noutputs = j.nprimal_outputs;
         t->nsaved = p.nsaved;
+        t->saved_input = p.saved_input;
+        p.saved_input = NULL;
+        t->ncomputed = 0;
+        for (int k = 0; k < t->nsaved; k++)
+            t->ncomputed += t->saved_input[k] < 0;
         t->ntangents = j.ntangents;
         t->ngrads = j.ngrads;
         t->draws = cap_runtime_draws(t->forward) || cap_runtime_draws(t->backward);
@@ -292,6 +317,7 @@ int cap_train_prepare(cap_entry *e, const char *mode, PyObject **program, ptc_er
     }
     ptc_graph_free(p.forward);
     ptc_graph_free(p.backward);
+    free(p.saved_input);
     ptc_graph_free(j.graph);
     ptc_graph_free(prims);
     if (rc) {
