@@ -98,17 +98,23 @@ print(json.dumps(dict(ptc._C._autotune_counts(), ok=ok)))
 """
 
 
-def run_forms(tmp_path):
-    script = tmp_path / "forms.py"
-    script.write_text(FORMS)
+def run_searches(tmp_path, text, what):
+    """Runs script `text` under max-autotune's perf log with an ample budget:
+    the JSON it prints last, and the log's searches of `what` ("cpu code")."""
+    script = tmp_path / "tune_script.py"
+    script.write_text(text)
     e = dict(os.environ, PTC_CACHE_DIR=str(tmp_path / "cache"), OMP_NUM_THREADS="2",
              PTC_LOGS="perf", PTC_AUTOTUNE_BUDGET_MS="60000")
     r = subprocess.run([sys.executable, "-W", "ignore", str(script)], capture_output=True,
                        text=True, env=e, timeout=600)
     assert r.returncode == 0, r.stderr
     import json
-    searches = [line for line in r.stderr.splitlines() if "(cpu code)" in line]
+    searches = [line for line in r.stderr.splitlines() if "(%s)" % what in line]
     return json.loads(r.stdout.strip().splitlines()[-1]), searches
+
+
+def run_forms(tmp_path):
+    return run_searches(tmp_path, FORMS, "cpu code")
 
 
 def test_code_forms_are_compiled_timed_and_the_winner_cached(tmp_path):
@@ -147,16 +153,7 @@ print(json.dumps(dict(first=first, after=ptc._C._autotune_counts(), ok=ok, ok_ag
 
 
 def run_matmuls(tmp_path):
-    script = tmp_path / "matmuls.py"
-    script.write_text(MATMULS)
-    e = dict(os.environ, PTC_CACHE_DIR=str(tmp_path / "cache"), OMP_NUM_THREADS="2",
-             PTC_AUTOTUNE_BUDGET_MS="60000", PTC_LOGS="perf")
-    r = subprocess.run([sys.executable, "-W", "ignore", str(script)], capture_output=True,
-                       text=True, env=e, timeout=600)
-    assert r.returncode == 0, r.stderr
-    import json
-    searches = [ln for ln in r.stderr.splitlines() if "(cpu matmul)" in ln]
-    return json.loads(r.stdout.strip().splitlines()[-1]), searches
+    return run_searches(tmp_path, MATMULS, "cpu matmul")
 
 
 def test_each_matmul_runs_in_the_faster_of_torch_and_ptc_gemm_and_the_choice_is_cached(tmp_path):

@@ -44,28 +44,36 @@ MODELS = ["torchvision.resnet18", "torchvision.mobilenet_v3_small", "timm.vit_ti
           "transformers.bert", "transformers.gpt2"]
 
 
+def compiling_backend(compiled):
+    """ptc's Dynamo backend, keeping each compiled graph in `compiled`."""
+    def backend(gm, example_inputs):
+        fn = ptc._dynamo.ptc_backend(gm, example_inputs)
+        compiled.append(fn)
+        return fn
+    return backend
+
+
+def assert_one_ptc_graph_each(compiled):
+    """Every graph Dynamo made ran as one ptc graph, no ptc break inside it."""
+    assert compiled, "Dynamo handed ptc no graph"
+    for fn in compiled:
+        events = ptc.ExplainOutput(fn.__func__._events(), None)
+        assert events.graph_count == 1 and events.break_count == 0, str(events)
+
+
 @pytest.mark.parametrize("name", MODELS)
 def test_torch_compile_backend_ptc(name):
     model, args, kwargs = build(name)
     model = randomize_zero_params(model.eval())
     compiled = []
-
-    def backend(gm, example_inputs):
-        fn = ptc._dynamo.ptc_backend(gm, example_inputs)
-        compiled.append(fn)
-        return fn
-
+    backend = compiling_backend(compiled)
     torch._dynamo.reset()
     with torch.no_grad():
         ref = model(*args, **kwargs)
         got = torch.compile(model, backend=backend)(*args, **kwargs)
         again = torch.compile(model, backend=backend)(*args, **kwargs)
-    assert compiled, "Dynamo handed ptc no graph"
     assert rel_error(got, ref) <= 1e-4 and rel_error(again, ref) <= 1e-4
-    # Every graph Dynamo made ran as one ptc graph, no ptc break inside it.
-    for fn in compiled:
-        events = ptc.ExplainOutput(fn.__func__._events(), None)
-        assert events.graph_count == 1 and events.break_count == 0, str(events)
+    assert_one_ptc_graph_each(compiled)
     torch._dynamo.reset()
 
 
@@ -109,12 +117,7 @@ def test_torch_compile_backend_ptc_on_the_capture_tests_models(name):
     model, args, kwargs = build_as_capture_tests(name)
     model = model.eval()
     compiled = []
-
-    def backend(gm, example_inputs):
-        fn = ptc._dynamo.ptc_backend(gm, example_inputs)
-        compiled.append(fn)
-        return fn
-
+    backend = compiling_backend(compiled)
     torch._dynamo.reset()
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
@@ -122,13 +125,10 @@ def test_torch_compile_backend_ptc_on_the_capture_tests_models(name):
             ref = model(*args, **kwargs)
             got = torch.compile(model, backend=backend)(*args, **kwargs)
     torch._dynamo.reset()
-    assert compiled, "Dynamo handed ptc no graph"
     assert rel_error(got, ref) <= 1e-4, rel_error(got, ref)
     # no fallback to eager, no notice of anything ptc did not act on
     assert not [str(w.message) for w in seen if str(w.message).startswith("ptc")]
-    for fn in compiled:
-        events = ptc.ExplainOutput(fn.__func__._events(), None)
-        assert events.graph_count == 1 and events.break_count == 0, str(events)
+    assert_one_ptc_graph_each(compiled)
 
 
 def test_register_from_build_tree():
