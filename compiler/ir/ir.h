@@ -418,7 +418,7 @@ typedef struct ptc_node {
      * nodes) this node was derived from. Empty on stage-1 nodes. */
     int nprov;
     const char **prov;
-    int text_line;          /* line in the .ptir it was parsed from, 0 if built */
+    int text_line, text_col; /* its statement in the .ptir it was parsed from, 0 if built */
 } ptc_node;
 
 typedef struct ptc_graph {

@@ -23,11 +23,9 @@ typedef struct parser {
     ptc_arena *arena;
     ptc_graph *g;
     ptc_error *err;
-    /* Where the current graph and each of its nodes (by id) begin, so that
-     * verifier errors on a parsed graph point into the text. */
+    /* Where the current graph begins (its nodes keep their own text_line and
+     * text_col), so that verifier errors on a parsed graph point into the text. */
     int graph_line, graph_col;
-    int *node_cols;
-    int cap_node_cols;
 } parser;
 
 static int col_of(const parser *ps, const char *at) { return (int)(at - ps->line_start) + 1; }
@@ -664,17 +662,7 @@ static int node_stmt(parser *ps)
     n->nprov = nprov;
     n->prov = ptc_arena_dup(ps->arena, prov, sizeof(char *) * (size_t)(nprov > 0 ? nprov : 1));
     n->text_line = stmt_line;
-    if (n->id >= ps->cap_node_cols) {
-        int cap = ps->cap_node_cols ? ps->cap_node_cols * 2 : 64;
-        while (cap <= n->id)
-            cap *= 2;
-        int *cols = PTC_NEWN(ps->arena, int, cap);
-        if (ps->node_cols)
-            memcpy(cols, ps->node_cols, sizeof *cols * (size_t)ps->cap_node_cols);
-        ps->node_cols = cols;
-        ps->cap_node_cols = cap;
-    }
-    ps->node_cols[n->id] = stmt_col;
+    n->text_col = stmt_col;
     return 0;
 }
 
@@ -788,7 +776,7 @@ ptc_module *ptc_parse_module(const char *text, size_t len, const char *filename,
     ptc_module *m = PTC_NEW(arena, ptc_module);
     m->arena = arena;
     parser ps = {text, text, text + len, filename ? filename : "<input>", 1, text, arena, NULL, err,
-                 0, 0, NULL, 0};
+                 0, 0};
     const char *nul = memchr(text, 0, len);
     if (nul) {
         for (const char *q = text; q < nul; q++)
@@ -824,8 +812,7 @@ ptc_module *ptc_parse_module(const char *text, size_t len, const char *filename,
             err->cls = PTC_ERR_PARSE;
             snprintf(err->stage, sizeof err->stage, "parse");
             if (bad)
-                ptc_error_at(err, ps.file, bad->text_line,
-                             bad->id < ps.cap_node_cols ? ps.node_cols[bad->id] : 1);
+                ptc_error_at(err, ps.file, bad->text_line, bad->text_col);
             else
                 ptc_error_at(err, ps.file, ps.graph_line, ps.graph_col);
             goto fail;

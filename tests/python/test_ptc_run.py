@@ -124,8 +124,9 @@ def test_meta_error_names_file_and_line(tmp_path):
 ])
 def test_bad_enum_attribute_names_file_and_line(tmp_path, call, message):
     """Every str attribute with a closed set of words (torch raises for any
-    other) is checked by the verifier: one line naming file and line, exit 2
-    (gelu's used to fail at compile time without a file)."""
+    other) is checked by the verifier: one line naming file, line and the
+    node's column, exit 2 (gelu's used to fail at compile time without a
+    file)."""
     bad = tmp_path / "bad_enum.ptir"
     bad.write_text("# ptc ir v1\n"
                    "graph f(%%x: f32[2,3] cpu) {\n"
@@ -136,7 +137,7 @@ def test_bad_enum_attribute_names_file_and_line(tmp_path, call, message):
         r = run(*check, bad)
         assert r.returncode == 2
         err = one_line_error(r)
-        assert err.startswith("ptc-run: %s:3: " % bad), err
+        assert err.startswith("ptc-run: %s:3:3: " % bad), err
         assert message in err
 
 
@@ -341,7 +342,7 @@ def test_view_of_huge_strides_is_a_meta_error(tmp_path):
     r = run(g)
     assert r.returncode == 2
     err = one_line_error(r)
-    assert err.startswith("ptc-run: %s:3: " % g), err
+    assert err.startswith("ptc-run: %s:3:3: " % g), err
     assert "not compatible with the strides" in err
 
 

@@ -273,7 +273,7 @@ static ptc_module *load_graph(const char *path, ptc_error *err)
     for (int i = 0; i < m->ngraphs; i++)
         if (ptc_ops_verify(m->graphs[i], 0, err)) {
             ptc_node *bad = err->has_node ? ptc_graph_find_node(m->graphs[i], err->node_id) : NULL;
-            ptc_error_at(err, path, bad ? bad->text_line : 0, 0);
+            ptc_error_at(err, path, bad ? bad->text_line : 0, bad ? bad->text_col : 0);
             ptc_module_free(m);
             return NULL;
         }

@@ -601,7 +601,7 @@ static int verify_all(const options *o, ptc_module *m)
         if (ptc_ops_verify(m->graphs[i], 0, &err)) {
             if (err.has_node) {
                 ptc_node *bad = ptc_graph_find_node(m->graphs[i], err.node_id);
-                ptc_error_at(&err, o->path, bad ? bad->text_line : 0, 0);
+                ptc_error_at(&err, o->path, bad ? bad->text_line : 0, bad ? bad->text_col : 0);
             } else {
                 ptc_error_at(&err, o->path, 0, 0);
             }
