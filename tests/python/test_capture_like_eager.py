@@ -448,3 +448,48 @@ def test_weak_reference_to_an_object_made_in_the_trace():
         assert torch.equal(compiled(torch.ones(2)), torch.full((2,), 2.0))
         assert WEAK["a"]() is WEAK["keep"] and type(WEAK["keep"]) is Made
     assert counts(compiled) == (1, 0, [])
+
+
+# ---- a builtin consuming an object with a Python __iter__ ---------------------------------
+
+
+class Mapping(__import__("collections.abc").abc.MutableMapping):
+    def __init__(self):
+        self.d = {}
+
+    def __getitem__(self, k):
+        return self.d[k]
+
+    def __setitem__(self, k, v):
+        self.d[k] = v
+
+    def __delitem__(self, k):
+        del self.d[k]
+
+    def __iter__(self):
+        return iter(self.d)
+
+    def __len__(self):
+        return len(self.d)
+
+
+def list_of_a_mapping(x):
+    # main: list(m) returned m.__iter__()'s iterator, or crashed (the __iter__ frame was
+    # left on the stack at a break)
+    m = Mapping()
+    m["a"] = x
+    return list(m), x + 1
+
+
+def update_of_a_mapping(x):
+    # main: a segmentation fault
+    m = Mapping()
+    m["a"] = x
+    m.update(b=2)
+    return m["a"] * len(m), list(m), sorted(m)
+
+
+@pytest.mark.parametrize("fn", [list_of_a_mapping, update_of_a_mapping])
+def test_builtin_runs_a_python_iter(fn):
+    compiled = check_like_eager(fn, torch.ones(2))
+    assert counts(compiled) == (1, 0, [])

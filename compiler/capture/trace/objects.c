@@ -755,11 +755,11 @@ done:
 PyObject *cap_t_materialize(cap_interp *I, PyObject *obj, int *rc)
 {
     PyObject *it = NULL, *v = NULL, *list = PyList_New(0);
-    *rc = cap_t_iter(I, obj, &it);
+    /* A Python __iter__ (a user container, a MutableMapping) runs in a
+       nested run: main turned its pushed frame into a break and left it on
+       the stack, so list(m) returned m.__iter__()'s iterator. */
+    *rc = cap_t_settle(I, I->frame, cap_t_iter(I, obj, &it), &it);
     if (*rc != CAP_NEXT) {
-        if (*rc == CAP_FRAME) {
-            *rc = cap_t_break(I->T, CAP_B_OPAQUE_ITERATOR, "a Python __iter__ inside a builtin");
-        }
         Py_XDECREF(list);
         return NULL;
     }
