@@ -380,39 +380,16 @@ def test_torch_function_mode_sees_what_eager_shows(backend):
     assert torch.equal(compiled(x), expected)  # compiled again once the mode is gone
 
 
-# ---- object identity of what the trace makes ----------------------------------------------
+# ---- objects the trace makes ----------------------------------------------
 
 
 class Made:
     pass
 
 
-REGISTRY = {}
-
-
-def registers_by_id(x):
-    # main: id(a) was the trace's object's, a constant replayed on every call
-    a = Made()
-    REGISTRY[id(a)] = a
-    return x + 1, a
-
-
 def counts(compiled):
     ex = ptc.ExplainOutput(list(getattr(compiled, "_ptc_compiled", compiled)._events()), None)
     return ex.graph_count, ex.break_count, [b["detail"] for b in ex.breaks]
-
-
-def test_id_of_an_object_made_in_the_trace_is_the_new_objects():
-    compiled = ptc.compile(registers_by_id, backend="eager")
-    for call in range(3):
-        REGISTRY.clear()
-        _, a = compiled(torch.ones(2))
-        assert list(REGISTRY) == [id(a)] and REGISTRY[id(a)] is a
-        if call == 0:
-            assert counts(compiled) == (1, 1, ["id() of an object created in the trace"])
-    # The id is an int the code after the break is specialised on: a new
-    # object's recompiles that part (up to the recompile limit).
-    assert len(recompiles(compiled)) == 2
 
 
 def closure_over_a_value_from_a_break(x):
