@@ -1212,16 +1212,6 @@ def python_setitem_of_an_outside_object(x):
     return SLOTS.items["y"] + 1, len(SLOTS.items)
 
 
-class Made:
-    pass
-
-
-@prog(x34, graphs=1, breaks=1, codes=["PTC-B006"])
-def id_of_an_object_made_in_the_trace(x):
-    a = Made()
-    return x + 1, id(a) == id(a), type(a).__name__
-
-
 @prog(x34, graphs=2, breaks=1, codes=["PTC-B002"])
 def closure_over_a_number_from_a_break(x):
     n = int(x.sum() > 0)

@@ -380,39 +380,16 @@ def test_torch_function_mode_sees_what_eager_shows(backend):
     assert torch.equal(compiled(x), expected)  # compiled again once the mode is gone
 
 
-# ---- object identity of what the trace makes ----------------------------------------------
+# ---- objects the trace makes ----------------------------------------------
 
 
 class Made:
     pass
 
 
-REGISTRY = {}
-
-
-def registers_by_id(x):
-    # main: id(a) was the trace's object's, a constant replayed on every call
-    a = Made()
-    REGISTRY[id(a)] = a
-    return x + 1, a
-
-
 def counts(compiled):
     ex = ptc.ExplainOutput(list(getattr(compiled, "_ptc_compiled", compiled)._events()), None)
     return ex.graph_count, ex.break_count, [b["detail"] for b in ex.breaks]
-
-
-def test_id_of_an_object_made_in_the_trace_is_the_new_objects():
-    compiled = ptc.compile(registers_by_id, backend="eager")
-    for call in range(3):
-        REGISTRY.clear()
-        _, a = compiled(torch.ones(2))
-        assert list(REGISTRY) == [id(a)] and REGISTRY[id(a)] is a
-        if call == 0:
-            assert counts(compiled) == (1, 1, ["id() of an object created in the trace"])
-    # The id is an int the code after the break is specialised on: a new
-    # object's recompiles that part (up to the recompile limit).
-    assert len(recompiles(compiled)) == 2
 
 
 def closure_over_a_value_from_a_break(x):
@@ -447,4 +424,49 @@ def test_weak_reference_to_an_object_made_in_the_trace():
         WEAK.clear()
         assert torch.equal(compiled(torch.ones(2)), torch.full((2,), 2.0))
         assert WEAK["a"]() is WEAK["keep"] and type(WEAK["keep"]) is Made
+    assert counts(compiled) == (1, 0, [])
+
+
+# ---- a builtin consuming an object with a Python __iter__ ---------------------------------
+
+
+class Mapping(__import__("collections.abc").abc.MutableMapping):
+    def __init__(self):
+        self.d = {}
+
+    def __getitem__(self, k):
+        return self.d[k]
+
+    def __setitem__(self, k, v):
+        self.d[k] = v
+
+    def __delitem__(self, k):
+        del self.d[k]
+
+    def __iter__(self):
+        return iter(self.d)
+
+    def __len__(self):
+        return len(self.d)
+
+
+def list_of_a_mapping(x):
+    # main: list(m) returned m.__iter__()'s iterator, or crashed (the __iter__ frame was
+    # left on the stack at a break)
+    m = Mapping()
+    m["a"] = x
+    return list(m), x + 1
+
+
+def update_of_a_mapping(x):
+    # main: a segmentation fault
+    m = Mapping()
+    m["a"] = x
+    m.update(b=2)
+    return m["a"] * len(m), list(m), sorted(m)
+
+
+@pytest.mark.parametrize("fn", [list_of_a_mapping, update_of_a_mapping])
+def test_builtin_runs_a_python_iter(fn):
+    compiled = check_like_eager(fn, torch.ones(2))
     assert counts(compiled) == (1, 0, [])

@@ -215,6 +215,17 @@ def observe(fn, x):
     return result, [str(w.message) for w in caught if str(w.message).startswith("ptc")]
 
 
+KNOWN = {"a": 1, "b": 2}
+KNOWN_KEYS = KNOWN.keys()
+TAGS = frozenset({"fast", "exact"})
+
+
+@case(1, 0)
+def in_on_outside_keys_and_sets(x):
+    # main: PTC-B006 ('in' on an outside dict_keys / frozenset)
+    return x * ("a" in KNOWN_KEYS) + ("z" in KNOWN_KEYS), x * ("fast" in TAGS), "slow" in TAGS
+
+
 @pytest.mark.parametrize("fn,graphs,breaks", CASES)
 def test_like_eager(fn, graphs, breaks):
     x = torch.arange(6.0).reshape(2, 3)
@@ -269,3 +280,17 @@ def test_namedtuple_defined_inside_is_returned_whole():
 
     p = ptc.compile(f, fullgraph=True)(torch.ones(2))
     assert type(p).__name__ == "P" and p._fields == ("a", "b") and p.b.tolist() == [2.0, 2.0]
+
+
+def test_in_on_outside_keys_follows_the_dict():
+    """The answer of `in` on an outside dict's keys() is guarded: a key
+    added later recompiles."""
+    x = torch.ones(2)
+    compiled = ptc.compile(in_on_outside_keys_and_sets, backend="eager")
+    assert observe(compiled, x) == observe(in_on_outside_keys_and_sets, x)
+    KNOWN["z"] = 3
+    try:
+        assert observe(compiled, x) == observe(in_on_outside_keys_and_sets, x)
+        assert any("in" in e["guard"] for e in compiled._events() if e["kind"] == "recompile")
+    finally:
+        del KNOWN["z"]

@@ -621,9 +621,6 @@ static int builtin_on_objects(cap_interp *I, int id, PyObject *const *args, int 
         /* id() of a traced tensor would be a different object's each call. */
         if (npos == 1 && cap_is_tensor(args[0]))
             return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "id() of a tensor");
-        /* Nor is an object the trace made the same one on the next call. */
-        if (npos == 1 && !cap_is_constant(args[0]) && !cap_t_outside(T, args[0]))
-            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "id() of an object created in the trace");
         break;
     case B_callable:
         if (ti == 0) {

@@ -755,11 +755,11 @@ done:
 PyObject *cap_t_materialize(cap_interp *I, PyObject *obj, int *rc)
 {
     PyObject *it = NULL, *v = NULL, *list = PyList_New(0);
-    *rc = cap_t_iter(I, obj, &it);
+    /* A Python __iter__ (a user container, a MutableMapping) runs in a
+       nested run: main turned its pushed frame into a break and left it on
+       the stack, so list(m) returned m.__iter__()'s iterator. */
+    *rc = cap_t_settle(I, I->frame, cap_t_iter(I, obj, &it), &it);
     if (*rc != CAP_NEXT) {
-        if (*rc == CAP_FRAME) {
-            *rc = cap_t_break(I->T, CAP_B_OPAQUE_ITERATOR, "a Python __iter__ inside a builtin");
-        }
         Py_XDECREF(list);
         return NULL;
     }
@@ -919,11 +919,16 @@ int cap_t_contains_guard(cap_trace *T, PyObject *container, PyObject *item)
     int src = cap_t_source_of(T, container);
     if (src < 0 || cap_is_constant(container))
         return CAP_NEXT;
-    if (PyDict_Check(container)) {
+    /* A dict, its keys() or a set: one guard on the answer (the guard asks
+       `in` again on every call). */
+    bool keyed =
+        PyDict_Check(container) || PyDictKeys_Check(container) || PyAnySet_Check(container);
+    if (keyed) {
         if (!cap_is_key(item))
-            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "'in' on an outside dict with a %s key",
-                               cap_tpname(Py_TYPE(item)));
-        int has = PyDict_Contains(container, item);
+            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "'in' on an outside %s with a %s key",
+                               cap_tpname(Py_TYPE(container)), cap_tpname(Py_TYPE(item)));
+        int has = PyDict_Check(container) ? PyDict_Contains(container, item)
+                                          : PySequence_Contains(container, item);
         return has < 0 || cap_guard_add(T, CAP_G_DICT_HAS, src, item, has) < 0 ? CAP_ERR : CAP_NEXT;
     }
     if (plain_seq(container)) {
