@@ -190,7 +190,7 @@ static void copy_nodes(ptc_graph *dst, const split *s, ptc_value **map, bool bac
     }
 }
 
-static ptc_graph *build_forward(const split *s, const ptc_joint *jt, int *nsaved)
+static ptc_graph *build_forward(const split *s, const ptc_joint *jt, int *nsaved, int **saved_input)
 {
     const ptc_graph *j = s->j;
     ptc_graph *f = ptc_graph_new(NULL, "forward");
@@ -204,10 +204,19 @@ static ptc_graph *build_forward(const split *s, const ptc_joint *jt, int *nsaved
     for (int k = 0; k < n; k++)
         outs[k] = map[j->outputs[k]->id];
     *nsaved = 0;
-    for (int id = 0; id < j->nvalues; id++)
-        if (s->saved[id])
-            outs[n + (*nsaved)++] = map[id];
-    ptc_graph_set_outputs(f, outs, n + *nsaved);
+    *saved_input = malloc(sizeof **saved_input * (size_t)(j->nvalues + 1));
+    PTC_ASSERT(*saved_input);
+    int nouts = n;
+    for (int id = 0; id < j->nvalues; id++) {
+        if (!s->saved[id])
+            continue;
+        const ptc_value *v = j->values[id];
+        bool input = !s->def[id] && v->input_index >= 0 && v->input_index < jt->nprimal_inputs;
+        (*saved_input)[(*nsaved)++] = input ? v->input_index : -1;
+        if (!input)
+            outs[nouts++] = map[id];
+    }
+    ptc_graph_set_outputs(f, outs, nouts);
     free(outs);
     free(map);
     ptc_pass_dce(f);
@@ -260,7 +269,7 @@ int ptc_autograd_partition(const ptc_joint *jt, ptc_partition *out, ptc_error *e
     mark_saved(&s, jt);
     while (recompute_round(&s, jt))
         ;
-    out->forward = build_forward(&s, jt, &out->nsaved);
+    out->forward = build_forward(&s, jt, &out->nsaved, &out->saved_input);
     out->backward = build_backward(&s, jt);
     free(s.node_side);
     free(s.recompute);
@@ -272,6 +281,7 @@ int ptc_autograd_partition(const ptc_joint *jt, ptc_partition *out, ptc_error *e
         ptc_ops_verify(out->backward, PTC_STAGE_PRIM, err)) {
         ptc_graph_free(out->forward);
         ptc_graph_free(out->backward);
+        free(out->saved_input);
         memset(out, 0, sizeof *out);
         return -1;
     }

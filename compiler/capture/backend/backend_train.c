@@ -27,6 +27,8 @@
 typedef struct train_program {
     PyObject_HEAD void *forward, *backward; /* ptc_program */
     int ninputs, noutputs, nsaved, ntangents, ngrads;
+    int *saved_input;     /* [nsaved]: the input saved value k is, or -1 (ptc_partition) */
+    int nsaved_outputs;   /* saved values the forward returns (the -1s) */
     bool draws;           /* random ops: the RNG offset is saved after the values */
     PyObject *tangent_of; /* tuple: per output, its position among tangents or -1 */
     PyObject *grad_of;    /* tuple: per gradient, the input it belongs to */
@@ -41,6 +43,7 @@ static void tp_dealloc(PyObject *self)
     cap_runtime_release(t->backward);
     Py_XDECREF(t->tangent_of);
     Py_XDECREF(t->grad_of);
+    free(t->saved_input);
     PyTypeObject *type = Py_TYPE(self);
     freefunc free_fn = (freefunc)PyType_GetSlot(type, Py_tp_free);
     free_fn(self);
@@ -85,6 +88,27 @@ static PyObject *wrong_count(int want, Py_ssize_t got)
                         want, got);
 }
 
+/* The forward's results r (outputs, saved values it computed, the RNG
+ * draw) with the saved inputs put in their places among the saved values. */
+static PyObject *with_saved_inputs(const train_program *t, PyObject *args, PyObject *r)
+{
+    if (t->nsaved_outputs == t->nsaved)
+        return r;
+    PyObject *all = PyTuple_New(t->noutputs + t->nsaved + t->draws);
+    int from = 0;
+    for (int i = 0; all && i < t->noutputs; i++)
+        PyTuple_SetItem(all, i, Py_NewRef(PyTuple_GetItem(r, from++)));
+    for (int k = 0; all && k < t->nsaved; k++) {
+        int in = t->saved_input[k];
+        PyObject *v = in >= 0 ? PyTuple_GetItem(args, in) : PyTuple_GetItem(r, from++);
+        PyTuple_SetItem(all, t->noutputs + k, Py_NewRef(v));
+    }
+    if (all && t->draws)
+        PyTuple_SetItem(all, t->noutputs + t->nsaved, Py_NewRef(PyTuple_GetItem(r, from)));
+    Py_DECREF(r);
+    return all;
+}
+
 /* A graph with random ops: the forward draws the run's RNG offset and saves
  * it (a 0-dim tensor after the saved values), and the backward runs with it,
  * so a mask the backward recomputes is the forward's. */
@@ -99,9 +123,10 @@ static PyObject *tp_forward(PyObject *self, PyObject *args)
         Py_XDECREF(draw);
         return NULL;
     }
-    PyObject *r = run_tuple(t->forward, args, t->ninputs, t->noutputs + t->nsaved, offset, draw);
+    PyObject *r =
+        run_tuple(t->forward, args, t->ninputs, t->noutputs + t->nsaved_outputs, offset, draw);
     Py_XDECREF(draw);
-    return r;
+    return r ? with_saved_inputs(t, args, r) : NULL;
 }
 
 static PyObject *tp_backward(PyObject *self, PyObject *args)
@@ -254,6 +279,7 @@ int cap_train_prepare(cap_entry *e, PyObject **program, ptc_error *err)
     if (!t)
         return ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "out of memory");
     t->forward = t->backward = NULL;
+    t->saved_input = NULL;
     t->draws = false;
     t->tangent_of = t->grad_of = NULL;
     Py_INCREF(train_type); /* instances of heap types hold their type */
@@ -265,6 +291,11 @@ int cap_train_prepare(cap_entry *e, PyObject **program, ptc_error *err)
         t->ninputs = j.nprimal_inputs;
         t->noutputs = j.nprimal_outputs;
         t->nsaved = p.nsaved;
+        t->saved_input = p.saved_input;
+        p.saved_input = NULL;
+        t->nsaved_outputs = 0;
+        for (int k = 0; k < p.nsaved; k++)
+            t->nsaved_outputs += t->saved_input[k] < 0;
         t->ntangents = j.ntangents;
         t->ngrads = j.ngrads;
         t->draws = cap_runtime_draws(t->forward) || cap_runtime_draws(t->backward);
@@ -279,6 +310,7 @@ int cap_train_prepare(cap_entry *e, PyObject **program, ptc_error *err)
     }
     ptc_graph_free(p.forward);
     ptc_graph_free(p.backward);
+    free(p.saved_input);
     ptc_graph_free(j.graph);
     ptc_graph_free(prims);
     if (rc) {
