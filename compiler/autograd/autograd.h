@@ -41,8 +41,8 @@ int ptc_autograd_joint(const ptc_graph *g, const bool *wants_grad, const bool *n
                        ptc_joint *out, ptc_error *err);
 
 /* The forward and the backward of a joint graph, to run at different times:
- *   forward:  the primal inputs -> the primal outputs, then the nsaved values
- *             that are not primal inputs (saved_input[k] < 0);
+ *   forward:  the primal inputs -> the primal outputs, then the saved values
+ *             that are not primal inputs (saved_input);
  *   backward: those nsaved values, then the tangents (joint order) -> the
  *             gradients (joint order).
  * What the backward reads is saved, except cheap pointwise and view results
@@ -50,10 +50,10 @@ int ptc_autograd_joint(const ptc_graph *g, const bool *wants_grad, const bool *n
 typedef struct ptc_partition {
     ptc_graph *forward, *backward; /* each owns its arena */
     int nsaved;
-    /* [nsaved]: the primal input a saved value is, or -1. The forward does
-     * not return saved inputs (it would copy them: a GPT-2 loss graph saved
-     * its [rows, vocab] logits that way); the caller saves the input itself.
-     * Owned by the caller (free). */
+    /* [nsaved] (malloc'd): the primal input the backward's saved value k
+     * is, or -1 for the forward's next output after the primal ones. A
+     * saved input (a weight, the batch) is handed over as it is: as a
+     * forward output it was a copy (resnet18: 43 MiB of weights a step). */
     int *saved_input;
 } ptc_partition;
 

@@ -190,7 +190,7 @@ static void copy_nodes(ptc_graph *dst, const split *s, ptc_value **map, bool bac
     }
 }
 
-static ptc_graph *build_forward(const split *s, const ptc_joint *jt, ptc_partition *out)
+static ptc_graph *build_forward(const split *s, const ptc_joint *jt, int *nsaved, int **saved_input)
 {
     const ptc_graph *j = s->j;
     ptc_graph *f = ptc_graph_new(NULL, "forward");
@@ -203,20 +203,20 @@ static ptc_graph *build_forward(const split *s, const ptc_joint *jt, ptc_partiti
     int n = jt->nprimal_outputs;
     for (int k = 0; k < n; k++)
         outs[k] = map[j->outputs[k]->id];
-    int nout = n;
-    out->saved_input = malloc(sizeof(int) * (size_t)(j->nvalues + 1));
-    PTC_ASSERT(out->saved_input);
+    *nsaved = 0;
+    *saved_input = malloc(sizeof **saved_input * (size_t)(j->nvalues + 1));
+    PTC_ASSERT(*saved_input);
+    int nouts = n;
     for (int id = 0; id < j->nvalues; id++) {
         if (!s->saved[id])
             continue;
         const ptc_value *v = j->values[id];
-        bool primal_input =
-            !s->def[id] && v->input_index >= 0 && v->input_index < jt->nprimal_inputs;
-        out->saved_input[out->nsaved++] = primal_input ? v->input_index : -1;
-        if (!primal_input)
-            outs[nout++] = map[id];
+        bool input = !s->def[id] && v->input_index >= 0 && v->input_index < jt->nprimal_inputs;
+        (*saved_input)[(*nsaved)++] = input ? v->input_index : -1;
+        if (!input)
+            outs[nouts++] = map[id];
     }
-    ptc_graph_set_outputs(f, outs, nout);
+    ptc_graph_set_outputs(f, outs, nouts);
     free(outs);
     free(map);
     ptc_pass_dce(f);
@@ -269,7 +269,7 @@ int ptc_autograd_partition(const ptc_joint *jt, ptc_partition *out, ptc_error *e
     mark_saved(&s, jt);
     while (recompute_round(&s, jt))
         ;
-    out->forward = build_forward(&s, jt, out);
+    out->forward = build_forward(&s, jt, &out->nsaved, &out->saved_input);
     out->backward = build_backward(&s, jt);
     free(s.node_side);
     free(s.recompute);

@@ -199,10 +199,10 @@ static void check_partition(const grad_case *c, const ptc_joint *j, const ptc_te
                   "%s: forward: %s", c->name, err.msg);
     for (int k = 0; k < j->nprimal_outputs; k++)
         expect_equal(c, "forward output", &fwd_out[k], &joint_out[k]);
-    int n = 0, computed = j->nprimal_outputs;
-    for (int k = 0; k < p.nsaved; k++) /* a saved input is the input itself */
-        bwd_in[n++] = p.saved_input[k] >= 0 ? joint_in[p.saved_input[k]] : fwd_out[computed++];
-    ck_assert_int_eq(p.forward->noutputs, computed);
+    int n = 0, from = j->nprimal_outputs;
+    for (int k = 0; k < p.nsaved; k++)
+        bwd_in[n++] = p.saved_input[k] >= 0 ? joint_in[p.saved_input[k]] : fwd_out[from++];
+    ck_assert_int_eq(p.forward->noutputs, from);
     for (int i = j->nprimal_inputs; i < j->graph->ninputs; i++)
         bwd_in[n++] = joint_in[i];
     ck_assert_int_eq(p.backward->ninputs, n);
@@ -358,6 +358,9 @@ START_TEST(partition_recomputes_cheap_ops)
     ck_assert_msg(ptc_autograd_partition(&j, &p, &err) == 0, "%s", err.msg);
     /* saved: x and b only (64*32 + 32 floats), not exp(x) nor the broadcast b */
     ck_assert_int_eq(p.nsaved, 2);
+    /* both are inputs: handed to the backward as they are, not copied out */
+    ck_assert(p.saved_input[0] >= 0 && p.saved_input[1] >= 0);
+    ck_assert_int_eq(p.forward->noutputs, j.nprimal_outputs);
     int exps = 0;
     for (int i = 0; i < p.backward->nnodes; i++)
         exps += p.backward->nodes[i]->op == PTC_OP_PRIMS_EXP;
