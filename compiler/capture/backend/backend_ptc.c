@@ -818,17 +818,14 @@ static bool on_cuda(const ptc_graph *g)
 }
 
 /* Compiles g into *program. A training graph (the forward or backward
- * autograd runs) returns its outputs as its kernels write them, and keeps its
- * buffers contiguous: with channels-last planning resnet18's compiled
- * gradients came out 2e-3 from float64's where eager's are 5e-6 (cause not
- * yet found). An inference graph returns eager's output strides. */
+ * autograd runs) returns its outputs as its kernels write them; an inference
+ * graph returns eager's output strides. Both plan channels-last layouts. */
 static int compile_program(const ptc_graph *g, bool training, bool autotune, void **program,
                            ptc_trace_compile *tc, ptc_error *err)
 {
     ptc_compile_opts opts = {.backend = on_cuda(g) ? PTC_BACKEND_CUDA : PTC_BACKEND_CPU,
                              .trace = tc,
-                             .autotune = autotune,
-                             .no_layouts = training};
+                             .autotune = autotune};
     cap_program *cp = calloc(1, sizeof *cp);
     if (!cp)
         return ptc_errorf(err, PTC_ERR_INTERNAL, "runtime", "out of memory");
