@@ -52,9 +52,14 @@ static ptc_value *pw_abs(dctx *d, const ptc_node *n, ptc_value *x)
     return U(d, PTC_OP_PRIMS_ABS, x);
 }
 
+/* where(x <= 0, 0, x) rather than maximum(x, 0): torch's relu passes no
+ * gradient at x == 0, where maximum's derivative splits it in half between
+ * the tied operands (an activation that rounds to exactly 0 got half its
+ * gradient); NaN stays NaN. */
 static ptc_value *pw_relu(dctx *d, const ptc_node *n, ptc_value *x)
 {
-    return B(d, PTC_OP_PRIMS_MAXIMUM, x, K(d, 0, x));
+    ptc_value *zero = K(d, 0, x);
+    return dp_where(d, B(d, PTC_OP_PRIMS_LE, x, zero), zero, x);
 }
 
 static ptc_value *round_decimals(dctx *d, ptc_value *x, int64_t decimals)

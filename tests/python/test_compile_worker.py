@@ -38,7 +38,7 @@ def ptc_run(*args, timeout=120, **env):
 
 
 def test_a_crash_in_codegen_is_a_one_line_error():
-    r = ptc_run(RESNET, PTC_INJECT="codegen:prims.maximum:crash")
+    r = ptc_run(RESNET, PTC_INJECT="codegen:prims.le:crash")
     assert r.returncode == 1, (r.returncode, r.stderr[-500:])
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, lines
@@ -47,14 +47,14 @@ def test_a_crash_in_codegen_is_a_one_line_error():
 
 
 def test_a_hang_in_codegen_is_cut_off_at_the_time_limit():
-    r = ptc_run(RESNET, PTC_INJECT="codegen:prims.maximum:hang", PTC_COMPILE_TIMEOUT="2",
+    r = ptc_run(RESNET, PTC_INJECT="codegen:prims.le:hang", PTC_COMPILE_TIMEOUT="2",
                 timeout=60)
     assert r.returncode == 1, (r.returncode, r.stderr[-500:])
     assert "ran past the compile time limit (PTC_COMPILE_TIMEOUT=2 s)" in r.stderr, r.stderr
 
 
 def test_without_the_worker_a_crash_is_the_process_s():
-    r = ptc_run(RESNET, PTC_INJECT="codegen:prims.maximum:crash", PTC_COMPILE_WORKER="0")
+    r = ptc_run(RESNET, PTC_INJECT="codegen:prims.le:crash", PTC_COMPILE_WORKER="0")
     assert r.returncode == -signal.SIGSEGV
 
 

@@ -32,6 +32,10 @@ def test_outputs_keep_the_users_layout_cuda(tmp_path):
     cases.test_outputs_keep_the_users_layout_and_views_convert(tmp_path, "cuda")
 
 
+def test_training_graphs_plan_layouts_cuda(tmp_path):
+    cases.test_training_graphs_plan_layouts(tmp_path, "cuda")
+
+
 def test_symbolic_batch_cuda():
     cases.test_symbolic_batch("cuda")
 

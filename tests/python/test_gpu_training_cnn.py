@@ -86,8 +86,13 @@ def test_gpu_resnet18_train_mode_is_one_graph(dtype, monkeypatch):
     assert not ex.autograd_fallback, ex.fallbacks
 
 
-def test_gpu_resnet18_adamw_steps_match_eager():
+def test_gpu_resnet18_adamw_steps_match_eager(monkeypatch):
     import ptc
+    # TF32 (10-bit mantissas) rounds ptc's channels-last convolutions
+    # (training graphs plan layouts) and eager's contiguous ones differently;
+    # the losses were 1.3e-3 apart with them on, against a 1e-3 bound
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
     tv = pytest.importorskip("torchvision")
     torch.manual_seed(0)
     eager = tv.models.resnet18(num_classes=10).cuda().train()

@@ -154,3 +154,34 @@ def test_symbolic_batch(dev="cpu"):
         for n in (2, 3, 5):
             x = torch.randn(n, 4, 8, 8, device=dev)
             assert_near(cf(x), f(x), dev)
+
+
+def test_training_graphs_plan_layouts(tmp_path, dev="cpu"):
+    """A training graph's forward stores its convolution chain channels-last,
+    as inference does, and its gradients stay as near float64's as eager's
+    (planning was off for training graphs while a flipped relu mask, a float32
+    rounding, passed for a layout bug). On CUDA without TF32, which rounds
+    each layout's convolutions differently."""
+    import copy
+
+    from test_training import assert_grads_near_float64, smooth_resnet18
+
+    torch.manual_seed(0)
+    m = smooth_resnet18(torchvision).to(dev)
+    m2, ref = copy.deepcopy(m), copy.deepcopy(m).double()
+    x = torch.randn(8, 3, 64, 64).to(dev)
+    tf32 = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    ptc.config.trace_dir, ptc.config.compiled_autograd = str(tmp_path), True
+    try:
+        m(x).pow(2).mean().backward()
+        ref(x.double()).pow(2).mean().backward()
+        ptc.compile(m2)(x).pow(2).mean().backward()
+    finally:
+        ptc.config.trace_dir, ptc.config.compiled_autograd = None, False
+        torch.backends.cudnn.allow_tf32 = tf32
+    kernels = [open(os.path.join(d, n)).read() for d, _, files in os.walk(tmp_path) for n in files
+               if n == "kernels.txt"]
+    assert kernels and "channels-last" in kernels[0], kernels[0][:300] if kernels else None
+    assert all(is_channels_last(*c) for c in conv_inputs(kernels[0]) if c[0][1] > 3)
+    assert_grads_near_float64(m, m2, ref)

@@ -96,25 +96,52 @@ def test_cnn_training_steps_match_eager():
     assert not explain(comp, torch.randn(4, 3, 16, 16)).autograd_fallback
 
 
+def smooth_resnet18(tv):
+    """resnet18 with SiLU for ReLU and an average pool for the max pool: no
+    kinks. ReLU and max-pool gradients flip wherever a float32 activation
+    lands on the other side of a kink than float64's: eager's own float32
+    gradients were 5e-3 to 3e-1 from float64's on 9 of 30 random batches of
+    8x3x64x64 (one relu input of 1.5e-6 whose float32 sum of 1.248 - 1.248
+    rounds to 0 or to 6e-6 by summation order cuts or passes a gradient)."""
+    m = tv.models.resnet18(num_classes=10)
+    blocks = [m] + [b for layer in (m.layer1, m.layer2, m.layer3, m.layer4) for b in layer]
+    for b in blocks:
+        b.relu = torch.nn.SiLU()
+    m.maxpool = torch.nn.AvgPool2d(3, 2, 1)
+    return m.train()
+
+
+def assert_grads_near_float64(eager, comp, ref):
+    """comp's parameter gradients are as close to float64's (ref) as eager's."""
+    for (name, p), q, r in zip(eager.named_parameters(), comp.parameters(), ref.parameters()):
+        scale = max(r.grad.abs().max().item(), 1e-6)
+        e_err = (p.grad.double() - r.grad).abs().max().item() / scale
+        c_err = (q.grad.double() - r.grad).abs().max().item() / scale
+        assert c_err <= 3 * e_err + 2e-5, (name, c_err, e_err)
+
+
 def test_resnet18_train_mode_step():
     tv = pytest.importorskip("torchvision")
     torch.manual_seed(0)
-    m = tv.models.resnet18(num_classes=10).train()
+    m = smooth_resnet18(tv)
     m2, ref = copy.deepcopy(m), copy.deepcopy(m).double()
     x = torch.randn(8, 3, 64, 64)
     m(x).pow(2).mean().backward()
     ptc.compile(m2)(x).pow(2).mean().backward()
     ref(x.double()).pow(2).mean().backward()
-    # train-mode BatchNorm makes these gradients ill-conditioned: eager's own
-    # float32 rounding moves them ~1e-3 from float64's, and ptc's (channels-last
-    # convolutions sum in another order) as far; both are judged against float64
-    for (name, p), q, r in zip(m.named_parameters(), m2.parameters(), ref.parameters()):
-        scale = max(r.grad.abs().max().item(), 1e-6)
-        e_err = (p.grad.double() - r.grad).abs().max().item() / scale
-        c_err = (q.grad.double() - r.grad).abs().max().item() / scale
-        assert c_err <= 3 * e_err + 1e-4, (name, c_err, e_err)
+    # train-mode BatchNorm sums over batch and space: judged against float64
+    assert_grads_near_float64(m, m2, ref)
     for (name, b), c in zip(m.named_buffers(), m2.buffers()):
         assert torch.allclose(c.float(), b.float(), rtol=1e-4, atol=1e-5), name
+
+
+def test_relu_passes_no_gradient_at_zero():
+    """torch's relu gradient is 0 at x == 0 (ptc's maximum(x, 0) gave half)."""
+    x = torch.tensor([-1.0, 0.0, 2.0, -0.0, float("nan")], requires_grad=True)
+    y = x.detach().clone().requires_grad_()
+    ptc.compile(lambda t: torch.relu(t) * 3)(x).sum().backward()
+    (torch.relu(y) * 3).sum().backward()
+    assert torch.equal(x.grad, y.grad), (x.grad, y.grad)
 
 
 def test_gpt2_training_steps_match_eager():

@@ -806,9 +806,7 @@ static bool draws_random(const ptc_node *n)
     return n->op == PTC_OP_SDPA && ptc_node_arg(n, "dropout_p")->f > 0;
 }
 
-/* Compiles g into a cap_program; with eager_strides, the outputs eager makes
- * non-contiguous come back with eager's strides (plan_layouts); autotune:
- * its kernels are tuned at their first run (runtime/autotune.c). */
+/* Whether g runs on CUDA (an input lives there). */
 static bool on_cuda(const ptc_graph *g)
 {
     for (int i = 0; i < g->ninputs; i++)
@@ -817,11 +815,6 @@ static bool on_cuda(const ptc_graph *g)
     return false;
 }
 
-/* Compiles g into *program. A training graph (the forward or backward
- * autograd runs) returns its outputs as its kernels write them, and keeps its
- * buffers contiguous: with channels-last planning resnet18's compiled
- * gradients came out 2e-3 from float64's where eager's are 5e-6 (cause not
- * yet found). An inference graph returns eager's output strides. */
 /* g compiled with opts into *program; plan_outputs: with eager's output
  * strides (plan_layouts). */
 static int compile_with(const ptc_graph *g, const ptc_compile_opts *opts, bool plan_outputs,
@@ -851,13 +844,16 @@ static int compile_with(const ptc_graph *g, const ptc_compile_opts *opts, bool p
     return 0;
 }
 
+/* Compiles g into *program. A training graph (the forward or backward
+ * autograd runs) returns its outputs as its kernels write them; an inference
+ * graph returns eager's output strides. Both plan channels-last layouts;
+ * autotune: its kernels are tuned at their first run (runtime/autotune.c). */
 static int compile_program(const ptc_graph *g, bool training, bool autotune, void **program,
                            ptc_trace_compile *tc, ptc_error *err)
 {
     ptc_compile_opts opts = {.backend = on_cuda(g) ? PTC_BACKEND_CUDA : PTC_BACKEND_CPU,
                              .trace = tc,
-                             .autotune = autotune,
-                             .no_layouts = training};
+                             .autotune = autotune};
     return compile_with(g, &opts, !training, program, err);
 }
 
