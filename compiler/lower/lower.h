@@ -476,7 +476,6 @@ typedef struct ptc_schedule {
 typedef struct ptc_sched_opts {
     int recompute_limit;   /* max extra cost per element when inlining (default 8) */
     int nthreads;          /* for choosing npar (default: omp max threads) */
-    bool no_layouts;       /* keep every buffer contiguous (no layout planning) */
 } ptc_sched_opts;
 
 /* Fuses a loop program (modified: inlined producers are removed) into kernels

@@ -152,7 +152,6 @@ static int stage_kernels(pipe_t *s)
     /* a GPU wants thousands of outer iterations per kernel, not a few per core */
     if (p->backend == PTC_BACKEND_CUDA)
         so.nthreads = 1024;
-    so.no_layouts = s->o && s->o->no_layouts;
     p->sched = ptc_schedule_build(p->arena, p->prog, &so, s->err);
     if (!p->sched)
         return -1;

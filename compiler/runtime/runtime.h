@@ -30,7 +30,6 @@ typedef struct ptc_compile_opts {
     ptc_trace_compile *trace; /* optional: every stage is written here */
     ptc_metrics *metrics;     /* optional: per-pass ms, node/kernel counts, cache hits */
     bool no_cache;            /* skip the on-disk kernel cache */
-    bool no_layouts;          /* keep every buffer contiguous (no layout planning) */
     const char *kernel_dir;   /* optional: the kernel cache directory of this compile
                                * (an exported package's kernels/<target>) */
     bool keep_text;           /* keep each stage's text (ptc_program_text) */
