@@ -7,7 +7,6 @@
  * (decomposition made broadcasting and promotion explicit), which keeps most
  * rules one line. Formulas follow torch's derivatives.yaml, including its
  * choices at ties and at zero (maximum splits a tie's gradient in halves,
- * but maximum(x, 0), relu's form, gives none at 0 as relu's backward does;
  * pow's gradients are zero where torch makes them zero).
  */
 #include "ag.h"
@@ -195,33 +194,8 @@ static int d_extremum(ag *a, const ptc_node *n, ptc_value *const *gout, ptc_op w
     return done(a);
 }
 
-/* Whether v is prims.full(..., 0). */
-static bool zero_full(const ptc_value *v)
-{
-    const ptc_node *f = v->def;
-    if (!f || f->op != PTC_OP_PRIMS_FULL)
-        return false;
-    const ptc_arg *fill = &f->args[1];
-    return (fill->kind == PTC_ARG_FLOAT && fill->f == 0.0) ||
-           (fill->kind == PTC_ARG_INT && ptc_dim_is_static(fill->i) && fill->i.value == 0);
-}
-
-/* maximum(x, 0) is relu's decomposition: torch's relu backward,
- * where(result > 0, g, 0) (threshold_backward), which gives nothing at 0 and
- * reads the result, a value the next layer saves anyway, so the forward
- * keeps no mask for it (with d_extremum's rule it kept two, x == 0 and
- * x > 0). A torch.maximum of x and zeros also gets 0 at a tie, not half. */
 static int d_maximum(ag *a, const ptc_node *n, ptc_value *const *gout)
 {
-    for (int k = 0; k < 2; k++) {
-        ptc_value *x = ag_in(n, k), *other = ag_in(n, 1 - k);
-        if (zero_full(other) && !ag_needs(a, other)) {
-            ptc_value *zero = ZEROS(G);
-            if (ag_needs(a, x))
-                ag_accum(a, x, ag_where(a, cmp(a, PTC_OP_PRIMS_GT, OUT, ZEROS(OUT)), G, zero));
-            return done(a);
-        }
-    }
     return d_extremum(a, n, gout, PTC_OP_PRIMS_GT);
 }
 
