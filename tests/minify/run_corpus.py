@@ -41,7 +41,7 @@ ACCURACY = ["--check", "accuracy"]
 CASES = [
     ("resnet18-prims-batchnorm-crash", RESNET, "prims:batch_norm:crash", [], 5),
     ("resnet18-prims-add-hang", RESNET, "prims:add:hang", HANG, 5),
-    ("resnet18-lower-maximum-wrong", RESNET, "lower:prims.maximum:wrong", ACCURACY, 5),
+    ("resnet18-lower-le-wrong", RESNET, "lower:prims.le:wrong", ACCURACY, 5),
     ("resnet18-codegen-add-error", RESNET, "codegen:prims.add:error", [], 5),
     ("resnet18-codegen-varmean-crash", RESNET, "codegen:prims.var_mean:crash", [], 5),
     ("resnet18-runtime-conv-wrong", RESNET, "runtime:convolution:wrong", ACCURACY, 5),
