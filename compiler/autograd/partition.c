@@ -211,7 +211,7 @@ static ptc_graph *build_forward(const split *s, const ptc_joint *jt, int *nsaved
         if (!s->saved[id])
             continue;
         const ptc_value *v = j->values[id];
-        bool input = !s->def[id] && v->input_index >= 0 && v->input_index < jt->nprimal_inputs;
+        bool input = v->input_index >= 0 && !is_tangent(jt, v); /* a primal input */
         (*saved_input)[(*nsaved)++] = input ? v->input_index : -1;
         if (!input)
             outs[nouts++] = map[id];
