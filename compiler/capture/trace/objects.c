@@ -391,14 +391,11 @@ static bool plain_dict_attr(PyObject *obj, PyObject *name)
  * attribute), and no data descriptor may own the name. */
 static bool replayable_write(PyObject *obj, PyObject *name, PyObject *v)
 {
-    static PyObject *s_setattr;
-    if (!s_setattr)
-        s_setattr = PyUnicode_InternFromString("__setattr__");
-    PyObject *sa = cap_type_lookup(Py_TYPE(obj), s_setattr);
-    if (sa == cap_type_lookup(&PyBaseObject_Type, s_setattr))
+    PyObject *sa = cap_type_lookup(Py_TYPE(obj), cap_T.s_setattr);
+    if (sa == cap_type_lookup(&PyBaseObject_Type, cap_T.s_setattr))
         return plain_dict_attr(obj, name);
     PyObject *descr = cap_type_lookup(Py_TYPE(obj), name);
-    if (sa != cap_type_lookup((PyTypeObject *)cap_T.Module, s_setattr) ||
+    if (sa != cap_type_lookup((PyTypeObject *)cap_T.Module, cap_T.s_setattr) ||
         (descr && is_data_descr(descr)))
         return false;
     /* nn.Module: not a parameter, buffer or submodule, and not becoming one. */

@@ -81,18 +81,27 @@ int cap_torch_objects_init(void)
         PyObject **slot;
         const char *s;
     } names[] = {
-        {&cap_T.s_shape, "shape"}, {&cap_T.s_dtype, "dtype"}, {&cap_T.s_device, "device"},
-        {&cap_T.s_stride, "stride"}, {&cap_T.s_requires_grad, "requires_grad"},
-        {&cap_T.s_data_ptr, "data_ptr"}, {&cap_T.s_is_contiguous, "is_contiguous"},
-        {&cap_T.s_parameters, "_parameters"}, {&cap_T.s_buffers, "_buffers"},
-        {&cap_T.s_modules, "_modules"}, {&cap_T.s_training, "training"},
-        {&cap_T.s_forward, "forward"}, {&cap_T.s_type, "type"}, {&cap_T.s_index, "index"},
+        {&cap_T.s_shape, "shape"},
+        {&cap_T.s_dtype, "dtype"},
+        {&cap_T.s_device, "device"},
+        {&cap_T.s_stride, "stride"},
+        {&cap_T.s_requires_grad, "requires_grad"},
+        {&cap_T.s_data_ptr, "data_ptr"},
+        {&cap_T.s_is_contiguous, "is_contiguous"},
+        {&cap_T.s_parameters, "_parameters"},
+        {&cap_T.s_buffers, "_buffers"},
+        {&cap_T.s_modules, "_modules"},
+        {&cap_T.s_training, "training"},
+        {&cap_T.s_forward, "forward"},
+        {&cap_T.s_type, "type"},
+        {&cap_T.s_index, "index"},
         {&cap_T.s_forward_hooks, "_forward_hooks"},
         {&cap_T.s_forward_pre_hooks, "_forward_pre_hooks"},
         {&cap_T.s_backward_hooks, "_backward_hooks"},
         {&cap_T.s_backward_pre_hooks, "_backward_pre_hooks"},
         {&cap_T.s_forward_hooks_with_kwargs, "_forward_hooks_with_kwargs"},
         {&cap_T.s_storage_offset, "storage_offset"},
+        {&cap_T.s_setattr, "__setattr__"},
     };
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (!(*names[i].slot = PyUnicode_InternFromString(names[i].s)))
