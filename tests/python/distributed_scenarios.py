@@ -90,21 +90,30 @@ def graph_events(compiled):
 # ---- DDP ------------------------------------------------------------------------------------
 
 
+def ddp_forms(make, bucket_cap_mb):
+    """Both ways of combining DDP and ptc.compile, with torch's autograd and
+    with compiled autograd (set in ptc.config while each is used): per case
+    ("outer/torch", ...), an eager DDP of make(), ptc's, and the ptc-compiled
+    object that holds the compile events."""
+    for autograd in (False, True):
+        ptc.config.compiled_autograd = autograd
+        for form in ("outer", "inner"):
+            ref = DDP(make(), bucket_cap_mb=bucket_cap_mb)
+            if form == "outer":
+                compiled = handle = ptc.compile(DDP(make(), bucket_cap_mb=bucket_cap_mb))
+            else:
+                compiled = DDP(ptc.compile(make()), bucket_cap_mb=bucket_cap_mb)
+                handle = compiled.module
+            yield "%s/%s" % (form, "compiled" if autograd else "torch"), ref, compiled, handle
+            ptc.reset()
+
+
 def ddp_matches_eager(rank, world, tmp):
     """Both ways of combining DDP and ptc.compile, with torch's autograd and
     with compiled autograd, against eager DDP over 10 SGD steps."""
     out = {}
-    for autograd in (False, True):
-        ptc.config.compiled_autograd = autograd
-        for form in ("outer", "inner"):
-            ref = DDP(mlp(), bucket_cap_mb=BUCKET_CAP_MB)
-            if form == "outer":
-                compiled = ptc.compile(DDP(mlp(), bucket_cap_mb=BUCKET_CAP_MB))
-            else:
-                compiled = DDP(ptc.compile(mlp()), bucket_cap_mb=BUCKET_CAP_MB)
-            out["%s/%s" % (form, "compiled" if autograd else "torch")] = train_pair(
-                ref, compiled, lambda m: list(m.parameters()), rank)
-            ptc.reset()
+    for case, ref, compiled, _ in ddp_forms(mlp, BUCKET_CAP_MB):
+        out[case] = train_pair(ref, compiled, lambda m: list(m.parameters()), rank)
     return out
 
 
@@ -131,14 +140,7 @@ def ddp_buckets(rank, world, tmp):
         else:
             ddp = DDP(ptc.compile(model), bucket_cap_mb=BUCKET_CAP_MB)
             compiled = ddp.module
-        order = []
-
-        def hook(state, bucket):
-            order.append("allreduce")
-            fut = dist.all_reduce(bucket.buffer(), async_op=True).get_future()
-            return fut.then(lambda f: f.value()[0] / world)
-
-        ddp.register_comm_hook(None, hook)
+        order = record_allreduces(ddp, world)
         orders = []
         for x in batches(rank, 3):
             x.requires_grad_(True)
@@ -176,16 +178,21 @@ def train_accumulating(ref, compiled, rank, steps=6, lr=0.05):
             dist.all_reduce(g)
             worst["unsynced"] = max(worst["unsynced"], (g / world_size() - compiled.module.fc1.weight.grad).abs().max().item())
             continue
-        opt_r.step()
-        opt_c.step()
-        opt_r.zero_grad()
-        opt_c.zero_grad()
-        worst["param"] = max(worst["param"], max_diff(list(ref.parameters()), list(compiled.parameters())))
+        step_both((opt_r, opt_c), ref, compiled, worst)
     return worst
 
 
 def world_size():
     return dist.get_world_size()
+
+
+def step_both(optimizers, ref, compiled, worst):
+    """A step of both models' optimizers; the largest parameter difference
+    so far in worst["param"]."""
+    for opt in optimizers:
+        opt.step()
+        opt.zero_grad()
+    worst["param"] = max(worst["param"], max_diff(list(ref.parameters()), list(compiled.parameters())))
 
 
 def ddp_modes(rank, world, tmp):
@@ -382,11 +389,7 @@ def train_gpt2_pair(ref, compiled, rank, order, steps=10, lr=0.1):
         scale = max(max_diff([g], [torch.zeros_like(g)]) for g in grads(ref) if g is not None)
         worst["loss"] = max(worst["loss"], abs(lr_.item() - lc.item()) / abs(lr_.item()))
         worst["grad"] = max(worst["grad"], max_diff(grads(ref), grads(compiled)) / scale)
-        opt_r.step()
-        opt_c.step()
-        opt_r.zero_grad()
-        opt_c.zero_grad()
-        worst["param"] = max(worst["param"], max_diff(list(ref.parameters()), list(compiled.parameters())))
+        step_both((opt_r, opt_c), ref, compiled, worst)
     return worst
 
 
@@ -417,22 +420,11 @@ def gpt2_ddp(rank, world, tmp):
     compiled autograd, against eager DDP over 10 SGD steps; with compiled
     autograd, the graphs of the forward and the bucket plan."""
     out = {}
-    for autograd in (False, True):
-        ptc.config.compiled_autograd = autograd
-        for form in ("outer", "inner"):
-            ref = DDP(gpt2(), bucket_cap_mb=GPT2_BUCKET_CAP_MB)
-            if form == "outer":
-                compiled = ptc.compile(DDP(gpt2(), bucket_cap_mb=GPT2_BUCKET_CAP_MB))
-                handle = compiled
-            else:
-                compiled = DDP(ptc.compile(gpt2()), bucket_cap_mb=GPT2_BUCKET_CAP_MB)
-                handle = compiled.module
-            case = "%s/%s" % (form, "compiled" if autograd else "torch")
-            out[case] = train_gpt2_pair(ref, compiled, rank, record_allreduces(compiled, world))
-            out[case].update(graph_summary(handle))
-            out[case]["plan_bytes"] = plan_bytes(compiled.module, getattr(compiled, "_ptc_bucket_plan", []))
-            out[case]["eager_bytes"] = [int(n) for n in ref._get_ddp_logging_data()["rebuilt_bucket_sizes"].split(",")]
-            ptc.reset()
+    for case, ref, compiled, handle in ddp_forms(gpt2, GPT2_BUCKET_CAP_MB):
+        out[case] = train_gpt2_pair(ref, compiled, rank, record_allreduces(compiled, world))
+        out[case].update(graph_summary(handle))
+        out[case]["plan_bytes"] = plan_bytes(compiled.module, getattr(compiled, "_ptc_bucket_plan", []))
+        out[case]["eager_bytes"] = [int(n) for n in ref._get_ddp_logging_data()["rebuilt_bucket_sizes"].split(",")]
     return out
 
 
