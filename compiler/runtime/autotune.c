@@ -165,16 +165,29 @@ static void search(ptc_program *p, const char *label, const ptc_tune_target *t,
     count(1, 0, *cut, timed, spent, slowest);
 }
 
+/* Slot `at`'s choice once a run has settled it: every later call takes
+ * this path, before any key or label is formatted. */
+static bool settled(const ptc_program *p, int at, ptc_tune_choice *out)
+{
+    if (__atomic_load_n(&p->tune->state[at], __ATOMIC_ACQUIRE) != 2)
+        return false;
+    *out = p->tune->choice[at];
+    return true;
+}
+
+static int extern_slot(const ptc_program *p, const ptc_lnode *n)
+{
+    return p->sched->nkernels * PTC_TUNE_STAGES + n->id;
+}
+
 /* The configuration of slot `at` (its key: what identifies the code and
  * sizes timed): as ptc_autotune_pick says. */
 static bool pick(ptc_program *p, int at, const ptc_buf *key, const char *label,
                  const ptc_tune_target *t, ptc_tune_choice *out)
 {
     *out = t->cands[0];
-    if (__atomic_load_n(&p->tune->state[at], __ATOMIC_ACQUIRE) == 2) {
-        *out = p->tune->choice[at];
+    if (settled(p, at, out))
         return false;
-    }
     if (t->n < 2 || !claim(p, at)) /* nothing to choose, or another run is tuning it */
         return false;
     bool ran = false, cut = false;
@@ -199,6 +212,8 @@ bool ptc_autotune_pick(ptc_program *p, int ki, const ptc_tune_target *t, ptc_tun
         *out = t->cands[0];
         return false;
     }
+    if (settled(p, slot(ki, t->stage), out))
+        return false;
     const ptc_kernel *k = p->sched->kernels[ki];
     ptc_buf key = {0};
     ptc_buf_printf(&key, "autotune v1 %s\n", t->what);
@@ -221,13 +236,20 @@ bool ptc_autotune_pick_extern(ptc_program *p, const ptc_lnode *n, const ptc_tune
         *out = t->cands[0];
         return false;
     }
+    if (settled(p, extern_slot(p, n), out))
+        return false;
     ptc_buf key = {0};
     ptc_buf_printf(&key, "autotune v1 %s\n%s\n%s\n", t->what, ptc_op_name(n->xnode->op), t->sizes);
     char label[256];
     snprintf(label, sizeof label, "extern %s %.200s", ptc_op_name(n->xnode->op), t->sizes);
-    bool ran = pick(p, p->sched->nkernels * PTC_TUNE_STAGES + n->id, &key, label, t, out);
+    bool ran = pick(p, extern_slot(p, n), &key, label, t, out);
     ptc_buf_free(&key);
     return ran;
+}
+
+bool ptc_autotune_extern_settled(const ptc_program *p, const ptc_lnode *n, ptc_tune_choice *out)
+{
+    return p->tune && settled(p, extern_slot(p, n), out);
 }
 
 int ptc_autotune_prepare(ptc_program *p, double budget_ms)

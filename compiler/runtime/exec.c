@@ -492,6 +492,9 @@ static int matmul_implementation(run *r, const ptc_lnode *n, const ptc_node *nod
                                  const ptc_tensor *const *inp, ptc_tensor *outs)
 {
     static const ptc_tune_choice impls[] = {{PTC_MM_TORCH, 0}, {PTC_MM_PTC, 0}};
+    ptc_tune_choice used;
+    if (ptc_autotune_extern_settled(r->p, n, &used))
+        return used.a;
     mm_call m = {r, node, inp, n->nxin, outs};
     ptc_tune_target t = {.what = "cpu matmul",
                          .stage = PTC_TUNE_LAUNCH,
@@ -500,7 +503,6 @@ static int matmul_implementation(run *r, const ptc_lnode *n, const ptc_node *nod
                          .time = time_matmul,
                          .ctx = &m};
     matmul_operands(inp, n->nxin, t.sizes, sizeof t.sizes);
-    ptc_tune_choice used;
     ptc_autotune_pick_extern(r->p, n, &t, &used);
     return used.a;
 }

@@ -115,6 +115,9 @@ bool ptc_autotune_pick(ptc_program *p, int ki, const ptc_tune_target *t, ptc_tun
  * is the op and t->sizes (its inputs' dtypes, sizes and strides). */
 bool ptc_autotune_pick_extern(ptc_program *p, const ptc_lnode *n, const ptc_tune_target *t,
                               ptc_tune_choice *out);
+/* Extern n's implementation once a run has chosen it (false before): the
+ * path every later call takes, without describing its operands. */
+bool ptc_autotune_extern_settled(const ptc_program *p, const ptc_lnode *n, ptc_tune_choice *out);
 /* Kernel ki's tuned configuration (its split or launch), if it has one. */
 bool ptc_autotune_tuned(const ptc_program *p, int ki, ptc_tune_choice *out);
 /* The same for a stage (PTC_TUNE_*). */
