@@ -2,7 +2,7 @@
 
 spawn(scenario, world, tmp) starts `world` processes (torch.multiprocessing,
 spawn), each joins a gloo process group (NCCL, a GPU per rank, with
-PTC_TEST_BACKEND=nccl in env) on a free local port, runs
+PTC_TEST_BACKEND=nccl in env) through a FileStore in tmp, runs
 distributed_scenarios.<scenario>(rank, world, tmp) and writes what it returns
 as JSON; spawn returns the ranks' results in rank order. A rank that raises
 fails the test with its traceback; ranks that do not finish within `timeout`
@@ -10,6 +10,12 @@ seconds are killed and the test fails saying so (a hang is a failure, not a
 stuck CI); a collective that waits longer than `collective_timeout` seconds
 fails in the rank itself (the process group's timeout: NCCL's watchdog
 aborts the rank, gloo raises).
+
+The ranks meet through a file, not a TCP port: a port picked free here and
+bound later by rank 0 could be taken in between by another test's ranks
+running beside it under ctest -j2 (a fresh-clone CI run lost rank 0 of
+test_distributed_gpt2 with SIGABRT, "terminate called without an active
+exception", 12 s in, while test_distributed_explain started its ranks).
 """
 import datetime
 import json
@@ -24,10 +30,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def _rank_main(rank, world, port, scenario, tmp, env, collective_timeout):
+def _rank_main(rank, world, store, scenario, tmp, env, collective_timeout):
     os.environ.update(env)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                      WORLD_SIZE=str(world))
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world))
     import torch
     import torch.distributed as dist
 
@@ -35,7 +40,8 @@ def _rank_main(rank, world, port, scenario, tmp, env, collective_timeout):
 
     torch.set_num_threads(1)
     backend = os.environ.get("PTC_TEST_BACKEND", "gloo")
-    options = {"timeout": datetime.timedelta(seconds=collective_timeout)}
+    options = {"timeout": datetime.timedelta(seconds=collective_timeout),
+               "init_method": "file://" + store}
     if backend == "nccl":  # a GPU per rank, bound to the group (NCCL's communicator made at once)
         torch.cuda.set_device(rank)
         distributed_scenarios.DEVICE = options["device_id"] = torch.device("cuda", rank)
@@ -53,7 +59,8 @@ def spawn(scenario, tmp, world=2, timeout=600, env=None, collective_timeout=300)
     import torch.multiprocessing as mp
 
     tmp = str(tmp)
-    ctx = mp.start_processes(_rank_main, args=(world, free_port(), scenario, tmp, dict(env or {}),
+    store = os.path.join(tmp, "store_%d" % time.monotonic_ns())  # new for each spawn
+    ctx = mp.start_processes(_rank_main, args=(world, store, scenario, tmp, dict(env or {}),
                                                collective_timeout),
                              nprocs=world, join=False, start_method="spawn")
     deadline = time.monotonic() + timeout
