@@ -18,6 +18,7 @@ test_distributed_gpt2 with SIGABRT, "terminate called without an active
 exception", 12 s in, while test_distributed_explain started its ranks).
 """
 import datetime
+import faulthandler
 import json
 import os
 import socket
@@ -31,6 +32,7 @@ def free_port():
 
 
 def _rank_main(rank, world, store, scenario, tmp, env, collective_timeout):
+    faulthandler.enable(all_threads=True)  # a rank that aborts shows its threads' stacks
     os.environ.update(env)
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world))
     import torch
@@ -51,6 +53,9 @@ def _rank_main(rank, world, store, scenario, tmp, env, collective_timeout):
         result = getattr(distributed_scenarios, scenario)(rank, world, tmp)
         with open(os.path.join(tmp, "result_%d.json" % rank), "w") as f:
             json.dump(result, f)
+        # no rank tears its connections down while another still has a
+        # collective in flight with it (FSDP2's last reduce-scatter)
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
