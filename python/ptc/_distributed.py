@@ -144,8 +144,11 @@ class RankCheck:
         import re
 
         graph = ev.get("graph")
-        guards = "\n".join(ev.get("guards") or [])  # less the addresses, which differ per process
-        text = (graph.ptir() if graph is not None else "") + re.sub(r"0x[0-9a-fA-F]+", "0x", guards)
+        # less the addresses, which differ per process: printed ones (0x...)
+        # and ids used as keys (FSDP2's state: `dict[139813072518112] is None`)
+        guards = "\n".join(ev.get("guards") or [])
+        guards = re.sub(r"\b[1-9][0-9]{11,}\b", "<id>", re.sub(r"0x[0-9a-fA-F]+", "0x", guards))
+        text = (graph.ptir() if graph is not None else "") + guards
         brk = ev.get("break") or {}
         record = "%s #%d (%s%s) graph %s" % (
             ev.get("frame"), ev.get("recompile", 0), self.last_reason or ev.get("reason", ""),

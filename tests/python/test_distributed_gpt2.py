@@ -53,6 +53,9 @@ def test_gpt2_fsdp2_matches_eager_fsdp2(tmp_path):
     each block and the head are 4 graphs, each ending at a unit's hooks
     (PTC-B014), where the all-gathers and reduce-scatters run."""
     for rank, result in enumerate(spawn("gpt2_fsdp2", tmp_path)):
+        # FSDP2's state is keyed by id(): a guard on dict[<id>] differs per
+        # process, which is not a different graph (it warned on every run)
+        assert result.pop("rank_warnings") == [], (rank, result)
         assert set(result) == {"torch", "compiled"}
         for case, r in result.items():
             assert max(r["loss"], r["grad"], r["param"]) < TOL, (rank, case, r)
