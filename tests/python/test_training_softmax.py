@@ -13,14 +13,7 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
 import ptc  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def compiled_autograd():
-    ptc.config.compiled_autograd = True
-    ptc.reset()
-    yield
-    ptc.config.compiled_autograd = False
+from test_training import compiled_autograd  # noqa: E402,F401
 
 
 FNS = {
