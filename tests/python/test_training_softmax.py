@@ -206,3 +206,42 @@ def test_a_bfloat16_input_is_saved_not_its_float32_softmax(tmp_path):
     saved = [(t.shape, t.dtype) for t in out.grad_fn.saved_tensors]
     assert x.data_ptr() in {t.data_ptr() for t in out.grad_fn.saved_tensors}, saved
     assert saved_bytes(out, x, w) <= 4 * rows * 4, saved
+
+
+# ---- the gradient of a pick of one element per row ---------------------------------------
+
+
+def test_cross_entropys_backward_scatters_nothing(tmp_path):
+    """nll_loss picks one log-probability per row (a gather); its gradient is
+    where(column == target, g, 0), which fuses into log_softmax's backward,
+    not a scatter into a dense zero tensor (an extern: GPT-2's 411 MB float32
+    [2048, 50257] written, then read twice)."""
+    x = torch.randn(64, 500).requires_grad_()
+    y = torch.randint(0, 500, (64,))
+    out = compiled_with_trace(lambda x, y: F.cross_entropy(x, y), tmp_path, x, y)
+    backward = trace_text(tmp_path, "backward")
+    assert backward and "prims.scatter_add(" not in backward, backward
+    out.backward()
+    want = x.detach().clone().requires_grad_()
+    F.cross_entropy(want, y).backward()
+    torch.testing.assert_close(x.grad, want.grad)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("per_row", [1, 3])
+def test_gather_gradients_equal_torch(dim, per_row):
+    """One element per row takes the one-hot form, several (repeats included)
+    the scatter."""
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(6, 7, 5, dtype=torch.float64, generator=gen)
+    shape = list(x.shape)
+    shape[dim] = per_row
+    index = torch.randint(0, x.shape[dim], shape, generator=gen)
+    w = torch.randn(shape, dtype=torch.float64, generator=gen)
+
+    def f(x, index, w):
+        return (torch.gather(x, dim, index) * w).sum()
+
+    got, gx = grads(f, x, index, w, compiled=True)
+    want, wx = grads(f, x, index, w, compiled=False)
+    torch.testing.assert_close(gx, wx)
