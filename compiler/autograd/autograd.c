@@ -7,7 +7,9 @@
  * one, asks the op's rule (derivs.def) to add the inputs' gradients as prims
  * (ag_accum sums the contributions of values used more than once). The
  * wanted inputs' gradients become outputs after the forward's, and the usual
- * simplification (fold, cse, dce) tidies the result.
+ * simplification (fold, cse, dce) tidies the result. A prims.stop_gradient
+ * (ptc_decompose_for_autograd marks softmax's max shift with one) passes
+ * nothing back; once the backward is written it is the identity and goes.
  */
 #include "ag.h"
 
@@ -268,7 +270,9 @@ static int mark_needs(ag *a, const bool *wants_grad)
     }
     for (int i = 0; i < g->nnodes; i++) {
         const ptc_node *n = g->nodes[i];
-        if (!node_reads_needed(a, n))
+        const char *why;
+        bool constant = !ptc_autograd_has_rule(n->op, &why) && !why; /* stop_gradient, floor */
+        if (constant || !node_reads_needed(a, n))
             continue;
         for (int j = 0; j < n->nout; j++)
             a->needs[n->outs[j]->id] = ptc_dtype_is_float(n->outs[j]->type.dtype);
@@ -321,6 +325,32 @@ static int backward_node(ag *a, ptc_node *n)
     return 0;
 }
 
+/* v, or what the stop_gradients it goes through stop. */
+static ptc_value *through_stops(ptc_value *v)
+{
+    while (v && v->def && v->def->op == PTC_OP_PRIMS_STOP_GRADIENT)
+        v = v->def->args[0].v;
+    return v;
+}
+
+/* With the backward written, a stop_gradient is the identity: its readers
+ * read its input, and dce takes it out, so no later stage meets one. */
+static void drop_stop_gradients(ptc_graph *g)
+{
+    for (int i = 0; i < g->nnodes; i++) {
+        ptc_node *n = g->nodes[i];
+        for (int k = 0; k < n->nargs; k++) {
+            ptc_arg *arg = &n->args[k];
+            if (arg->kind == PTC_ARG_VALUE)
+                arg->v = through_stops(arg->v);
+            for (int e = 0; arg->kind == PTC_ARG_VALUES && e < arg->vs.n; e++)
+                arg->vs.v[e] = through_stops(arg->vs.v[e]);
+        }
+    }
+    for (int k = 0; k < g->noutputs; k++)
+        g->outputs[k] = through_stops(g->outputs[k]);
+}
+
 static int set_joint_outputs(ag *a, const bool *wants_grad, ptc_joint *j)
 {
     ptc_graph *g = a->g;
@@ -366,8 +396,10 @@ int ptc_autograd_joint(const ptc_graph *g, const bool *wants_grad, const bool *n
     for (int i = nforward - 1; i >= 0; i--)
         if (backward_node(&a, jg->nodes[i]))
             goto fail;
-    if (set_joint_outputs(&a, wants_grad, out) || ptc_simplify(jg, err) ||
-        ptc_ops_verify(jg, PTC_STAGE_PRIM, err))
+    if (set_joint_outputs(&a, wants_grad, out))
+        goto fail;
+    drop_stop_gradients(jg);
+    if (ptc_simplify(jg, err) || ptc_ops_verify(jg, PTC_STAGE_PRIM, err))
         goto fail;
     return 0;
 fail:

@@ -12,7 +12,8 @@
 
 #include "passes/passes.h"
 
-/* The joint graph of a prims graph g.
+/* The joint graph of a prims graph g (ptc_decompose_for_autograd's: its
+ * stop_gradients are the constants of the derivatives, and the joint has none).
  *
  *   inputs:  g's inputs, then tangent_<k> for each output k of g that has a
  *            floating dtype and depends on an input in wants_grad, unless

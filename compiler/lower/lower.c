@@ -1033,6 +1033,7 @@ static int lower_node(lowerer *L, const ptc_node *n)
     case PTC_OP_PRIMS_DEVICE_PUT:
         /* the CPU backend computes everything on the host: placement is the
          * identity here, as in the reference interpreter */
+    case PTC_OP_PRIMS_STOP_GRADIENT: /* the joint drops them; a .ptir may not */
         L->vals[n->outs[0]->id] = L->vals[n->args[0].v->id];
         return 0;
     case PTC_OP_PRIMS_BROADCAST_IN_DIM:

@@ -546,8 +546,9 @@ int ptc_ref_masked_fill(ptc_kctx *k)
 
 /* ---- conversion, triangles, dropout ----------------------------------------------- */
 
-/* to / prims.convert_element_type / prims.device_put: a converting copy (the
- * reference runs everything on the cpu, so a device change is a copy). */
+/* to / prims.convert_element_type / prims.device_put / prims.stop_gradient:
+ * a converting copy (the reference runs everything on the cpu, so a device
+ * change is a copy; stop_gradient converts to its own dtype). */
 int ptc_ref_to(ptc_kctx *k)
 {
     const ptc_tensor *x = ptc_k_tensor(k, 0);

@@ -20,6 +20,9 @@ typedef struct dctx {
        has no source node, map or provenance. */
     const ptc_composer_hooks *hooks;
     void *hooks_ctx;
+    /* Decomposing for autograd: constants of a derivative (softmax's max
+       shift) are marked with prims.stop_gradient (dp_stop_gradient). */
+    bool for_autograd;
 } dctx;
 
 /* A decomposition writes src->nout values into outs. Ops of stage BOTH are
@@ -37,6 +40,9 @@ ptc_value *dp_unary(dctx *d, ptc_op op, ptc_value *x);
 ptc_value *dp_binary(dctx *d, ptc_op op, ptc_value *a, ptc_value *b); /* same shape */
 ptc_value *dp_bin(dctx *d, ptc_op op, ptc_value *a, ptc_value *b);    /* broadcasting */
 ptc_value *dp_convert(dctx *d, ptc_value *x, ptc_dtype dt);
+/* x, through which no gradient flows (when decomposing for autograd; else
+ * x itself): a shift a formula subtracts for range only, as softmax's max. */
+ptc_value *dp_stop_gradient(dctx *d, ptc_value *x);
 ptc_value *dp_broadcast(dctx *d, ptc_value *x, const ptc_dim *shape, int n);
 ptc_value *dp_broadcast_dims(dctx *d, ptc_value *x, const ptc_dim *shape, int n,
                              const int *bdims);

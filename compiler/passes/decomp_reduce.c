@@ -3,7 +3,12 @@
  * Reductions become prims.sum/prod/amax/amin/argmax/var_mean over explicit
  * dims, with keepdim as a reshape. Mean divides by the count when it is
  * static and takes var_mean's mean when it is symbolic. Softmax is
- * amax, exp(x - max), sum, divide; layer_norm, batch_norm and group_norm are
+ * amax, exp(x - max), sum, divide; the max shifts the range only, so it
+ * carries no gradient (dp_stop_gradient): differentiated, these prims give
+ * torch's softmax backward, y (g - sum(g y)), with no pass for amax's
+ * gradient (which would be zero), and log_softmax's, g - exp(y) sum(g),
+ * reading x and the row statistics or y, whichever the partitioner finds
+ * smaller to save. layer_norm, batch_norm and group_norm are
  * one var_mean and one pointwise epilogue each, written so the epilogue
  * iterates in the reduction's outer dims first (group_norm normalises in an
  * [N, G, C/G, *] view of its input) and the scheduler can fuse both into one
@@ -135,7 +140,7 @@ static int d_reduce(dctx *d, const ptc_node *n, ptc_value **outs)
         ptc_value *m = dp_reduce(d, PTC_OP_PRIMS_AMAX, xc, mask);
         ptc_value *inf = dp_unary(d, PTC_OP_PRIMS_ABS, m);
         ptc_value *isinf = B(d, PTC_OP_PRIMS_EQ, inf, K(d, INFINITY, m));
-        m = dp_where(d, isinf, K(d, 0, m), m);
+        m = dp_stop_gradient(d, dp_where(d, isinf, K(d, 0, m), m));
         ptc_value *e = dp_unary(d, PTC_OP_PRIMS_EXP, B(d, PTC_OP_PRIMS_SUB, xc, back(d, m, x, mask)));
         ptc_value *s = dp_reduce(d, PTC_OP_PRIMS_SUM, e, mask);
         r = dp_convert(d, B(d, PTC_OP_PRIMS_ADD, dp_unary(d, PTC_OP_PRIMS_LOG, s), m), out);
@@ -214,6 +219,7 @@ ptc_value *dp_softmax(dctx *d, ptc_value *x, int dim, bool log, bool masked_rows
     ptc_value *m = dp_reduce(d, PTC_OP_PRIMS_AMAX, x, mask);
     if (masked_rows) /* subtract 0 from a row of -inf, not -inf (nan) */
         m = dp_where(d, B(d, PTC_OP_PRIMS_EQ, m, K(d, -INFINITY, m)), K(d, 0, m), m);
+    m = dp_stop_gradient(d, m);
     ptc_value *sh = B(d, PTC_OP_PRIMS_SUB, x, back(d, m, x, mask));
     ptc_value *e = dp_unary(d, PTC_OP_PRIMS_EXP, sh);
     ptc_value *s = dp_reduce(d, PTC_OP_PRIMS_SUM, e, mask);

@@ -113,6 +113,11 @@ ptc_value *dp_convert(dctx *d, ptc_value *x, ptc_dtype dt)
     return dp_build(d, PTC_OP_PRIMS_CONVERT_ELEMENT_TYPE, args, 2);
 }
 
+ptc_value *dp_stop_gradient(dctx *d, ptc_value *x)
+{
+    return d->for_autograd ? dp_unary(d, PTC_OP_PRIMS_STOP_GRADIENT, x) : x;
+}
+
 static bool same_shape(const ptc_value *x, const ptc_dim *shape, int n)
 {
     if (x->type.ndim != n)
@@ -467,12 +472,13 @@ static int decompose_node(dctx *d, const ptc_node *n)
     return 0;
 }
 
-ptc_graph *ptc_decompose(const ptc_graph *g, ptc_error *err)
+static ptc_graph *decompose(const ptc_graph *g, bool for_autograd, ptc_error *err)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, fill_table);
     ptc_graph *out = ptc_graph_new(NULL, g->name);
     dctx d = {0};
+    d.for_autograd = for_autograd;
     d.g = out;
     d.src_g = g;
     d.err = err;
@@ -496,4 +502,14 @@ ptc_graph *ptc_decompose(const ptc_graph *g, ptc_error *err)
         return NULL;
     }
     return out;
+}
+
+ptc_graph *ptc_decompose(const ptc_graph *g, ptc_error *err)
+{
+    return decompose(g, false, err);
+}
+
+ptc_graph *ptc_decompose_for_autograd(const ptc_graph *g, ptc_error *err)
+{
+    return decompose(g, true, err);
 }

@@ -18,6 +18,12 @@
  * with its own arena. Ops without a decomposition fail with Unsupported
  * naming the op and the node. */
 ptc_graph *ptc_decompose(const ptc_graph *g, ptc_error *err);
+/* The same for a graph to differentiate: where a formula's derivative has a
+ * constant its prims would differentiate (softmax, log_softmax and
+ * logsumexp subtract the max for range only, and torch's derivatives treat
+ * it as a constant), the prims mark it with prims.stop_gradient, which the
+ * joint graph (compiler/autograd) drops once the backward is written. */
+ptc_graph *ptc_decompose_for_autograd(const ptc_graph *g, ptc_error *err);
 
 /* Removes nodes whose outputs nobody uses; returns how many. */
 int ptc_pass_dce(ptc_graph *g);

@@ -914,6 +914,8 @@ def prim_cases():
         C("prims.convert_element_type", "%%a, %s" % dt, "a.to(torch.%s)" % str(DT[dt]).split(".")[1], a=a)
     for a in (T("f32", [2]), T("i64", [2, 3], grad=False), T("f32", [], grad=True), T("bool", [0]), T("f16", [1])):
         C("prims.device_put", "%a, cpu", "a.to('cpu')", a=a)
+    for a in (T("f32", [2, 3], grad=True), T("f16", []), T("i64", [2, 0]), T("bf16", [1, 2]), T("f64", [3])):
+        C("prims.stop_gradient", "%a", "a.clone()", a=a)
     for a, shape, bd in [([3], [2, 3], [1]), ([1, 3], [4, 2, 3], [0, 2]), ([], [2], []), ([1, 3], [4, 2, 3], [2, 0]),
                          ([2, 3], [4, 2, 3], [0, 2]), ([3], [2, 3], []), ([2], [2, 0], [0])]:
         C("prims.broadcast_in_dim", "%%a, %s, %s" % (shape, bd), "prim_broadcast_in_dim(a, %s, %s)" % (shape, bd),

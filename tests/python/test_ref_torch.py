@@ -488,6 +488,9 @@ def test_to():
     cases.append(make_case("prims.device_put", (gen.tensor((2, 3), torch.float32),
                                                 CPU),
                            ref=lambda t, dev: t.clone()))
+    for d in FLOATS:
+        cases.append(make_case("prims.stop_gradient", (gen.tensor((2, 3), d, special=True),),
+                               ref=lambda t: t.clone()))
     check_cases(cases)
 
 

@@ -229,7 +229,7 @@ static int build(cap_entry *e, ptc_graph **prims, ptc_joint *j, ptc_partition *p
        updates buffers (BatchNorm's running statistics) outside autograd */
     for (int k = 0; k < e->nwriteback; k++)
         written[e->writeback[k].output] = true;
-    if (!(*prims = ptc_decompose(g, err)) || ptc_simplify(*prims, err) ||
+    if (!(*prims = ptc_decompose_for_autograd(g, err)) || ptc_simplify(*prims, err) ||
         ptc_autograd_joint(*prims, wants, written, j, err) || ptc_autograd_partition(j, p, err))
         goto done;
     if (e->tc && (ptc_trace_graph(e->tc, "joint", j->graph, err) ||
