@@ -26,21 +26,23 @@ def compiled_autograd():
     ptc.reset()
 
 
-def grads_after_a_step(model, x, compiled):
-    """{name: .grad} after one backward of model's (or its compiled copy's)
-    squared-mean loss on x, from no gradients."""
-    model.zero_grad(set_to_none=True)
-    run = ptc.compile(model) if compiled else model
-    run(x).square().mean().backward()
+def grads_after_steps(model, x, steps=1, **compile_options):
+    """{name: .grad} after the last of `steps` backwards (each from no
+    gradients) of the squared-mean loss of model on x, compiled with
+    compile_options, or eager without them."""
+    run = ptc.compile(model, **compile_options) if compile_options else model
+    for _ in range(steps):
+        model.zero_grad(set_to_none=True)
+        run(x).square().mean().backward()
     return {name: p.grad for name, p in model.named_parameters()}
 
 
-def assert_strided_as_eager(model, x, tol=1e-4, contract_over_eager=()):
-    """A compiled step's .grads against eager's: the same strides (for the
-    names in contract_over_eager, the parameter's own, see below) and values
-    within tol of the largest."""
-    eager = grads_after_a_step(model, x, compiled=False)
-    got = grads_after_a_step(model, x, compiled=True)
+def assert_strided_as_eager(model, x, tol=1e-4, contract_over_eager=(), steps=1, mode="default"):
+    """The .grads of a compiled step (the last of `steps`, under mode)
+    against eager's: the same strides (for the names in contract_over_eager,
+    the parameter's own, see below) and values within tol of the largest."""
+    eager = grads_after_steps(model, x)
+    got = grads_after_steps(model, x, steps, backend="ptc", mode=mode)
     params = dict(model.named_parameters())
     for name, ref in eager.items():
         want = params[name].stride() if name in contract_over_eager else ref.stride()
@@ -51,7 +53,7 @@ def assert_strided_as_eager(model, x, tol=1e-4, contract_over_eager=()):
 
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
-def test_resnet_grads_are_strided_as_eager(fmt):
+def test_resnet_grads_are_strided_as_eager(fmt, device="cpu", steps=1, mode="default"):
     """A small torchvision ResNet (a BasicBlock per stage, so three 1x1
     downsample convolutions) with contiguous and channels-last parameters:
     channels-last 1x1 weights came back [K,1,1,1] where eager's are
@@ -60,9 +62,9 @@ def test_resnet_grads_are_strided_as_eager(fmt):
     torch.manual_seed(0)
     model = torchvision.models.resnet.ResNet(torchvision.models.resnet.BasicBlock, [1, 1, 1, 1],
                                              num_classes=10)
-    model = model.double().to(memory_format=FORMATS[fmt])
-    x = torch.randn(2, 3, 32, 32, dtype=torch.float64).to(memory_format=FORMATS[fmt])
-    assert_strided_as_eager(model, x, tol=1e-9)
+    model = model.to(device, torch.float64, memory_format=FORMATS[fmt])
+    x = torch.randn(2, 3, 32, 32, dtype=torch.float64).to(device, memory_format=FORMATS[fmt])
+    assert_strided_as_eager(model, x, tol=1e-9, steps=steps, mode=mode)
 
 
 class Odd(torch.nn.Module):
@@ -84,14 +86,15 @@ class Odd(torch.nn.Module):
 
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
-def test_ambiguous_transposed_and_expanded_parameters(fmt):
+def test_ambiguous_transposed_and_expanded_parameters(fmt, device="cpu", steps=1, mode="default"):
     """Every .grad strided as eager's, but the [1,C,1,1] scale's: eager
     keeps its sum's contiguous result there (AccumulateGrad takes a gradient
     that differs from the contract only in size-1 dims as it comes), and DDP
     then warns in eager too; ptc gives the parameter's own strides, which
     the contract and DDP's bucket view name."""
     torch.manual_seed(0)
-    assert_strided_as_eager(Odd(FORMATS[fmt]), torch.randn(4, 3, 8, 8), contract_over_eager={"scale"})
+    assert_strided_as_eager(Odd(FORMATS[fmt]).to(device), torch.randn(4, 3, 8, 8, device=device),
+                            contract_over_eager={"scale"}, steps=steps, mode=mode)
 
 
 class Broken(torch.nn.Module):
