@@ -13,17 +13,9 @@ torchvision = pytest.importorskip("torchvision")
 
 import ptc  # noqa: E402
 from ptc import _autograd  # noqa: E402
+from test_training import compiled_autograd  # noqa: E402,F401
 
 FORMATS = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
-
-
-@pytest.fixture(autouse=True)
-def compiled_autograd():
-    old = ptc.config.compiled_autograd
-    ptc.config.compiled_autograd = True
-    yield
-    ptc.config.compiled_autograd = old
-    ptc.reset()
 
 
 def grads_after_steps(model, x, steps=1, **compile_options):
