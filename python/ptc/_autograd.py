@@ -115,13 +115,16 @@ def _grad_layout(t):
 
 def _fit_layout(g, want):
     """Gradient g with the strides want asks for: (g, None) if it has them or
-    may keep its own (a non-leaf's), (a view of g, None) if only the strides
-    of size-1 dims differ, else (the copy, the copy) for a leaf."""
+    may keep its own (a non-leaf's), (g's memory with those strides, None) if
+    only the strides of size-1 dims differ, else (the copy, the copy) for a
+    leaf."""
     strides, leaf = want
     if g is None or g.stride() == strides or g.numel() == 0:
         return g, None
     if all(a == b for a, b, size in zip(g.stride(), strides, g.shape) if size != 1):
-        return g.as_strided(g.shape, strides), None
+        # set_ rather than as_strided: a .grad with no _base, as eager's
+        same = g.new_empty(0).set_(g.untyped_storage(), g.storage_offset(), g.shape, strides)
+        return same, None
     if not leaf:
         return g, None
     copy = torch.empty_strided(g.shape, strides, dtype=g.dtype, device=g.device)
