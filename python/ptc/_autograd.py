@@ -17,10 +17,10 @@ for leaves pass through ``grads_for``.
 Gradients keep torch's layout contract (AccumulateGrad's, which DDP's bucket
 views and fused optimizers rely on): an input's gradient has the input's
 strides where the input is non-overlapping and dense, else it is contiguous.
-The compiled backward writes contiguous gradients, or takes torch's result of
-an extern (a convolution's weight gradient, channels-last beside
-channels-last activations) as it comes, so a gradient can differ from the
-contract in two ways. Where it differs only in the strides of size-1 dims
+The compiled backward writes contiguous gradients, or hands out torch's result
+of an extern (a convolution's weight gradient) as torch laid it out (on the
+CPU: channels-last for a channels-last weight, no copy) or contiguous, so a
+gradient can differ from the contract in two ways. Where it differs only in the strides of size-1 dims
 (a [C, K, 1, 1] weight: [K, 1, 1, 1] against channels-last's [K, 1, K, K]),
 which address nothing, it is the same memory with the input's strides, no
 copy. Where it truly differs (a channels-last or transposed parameter), a
