@@ -25,8 +25,9 @@ gradient can differ from the contract in two ways. Where it differs only in the 
 which address nothing, it is the same memory with the input's strides, no
 copy. Where it truly differs (a channels-last or transposed parameter), a
 leaf's gradient is copied into the input's layout, the copy AccumulateGrad
-would otherwise make itself; a non-leaf's is left as it is, since the node
-before it takes any layout (ptc's own backward makes it contiguous).
+would otherwise make itself, unless the leaf has a .grad already (which
+AccumulateGrad adds it to in place); a non-leaf's is left as it is, since the
+node before it takes any layout (ptc's own backward makes it contiguous).
 """
 import weakref
 
@@ -103,29 +104,31 @@ def _contract_strides(sizes, strides):
 
 
 def _grad_layout(t):
-    """What the gradient of input t must look like: (strides, t is a leaf)."""
+    """What the gradient of input t must look like: (strides, a weak
+    reference to t if it is a leaf, else None)."""
     key = (t.shape, t.stride())
     strides = _layouts.get(key)
     if strides is None:
         if len(_layouts) > 4096:  # sizes that change every call (dynamic shapes)
             _layouts.clear()
         strides = _layouts[key] = _contract_strides(*key)
-    return strides, t.is_leaf
+    return strides, weakref.ref(t) if t.is_leaf else None
 
 
 def _fit_layout(g, want):
     """Gradient g with the strides want asks for: (g, None) if it has them or
-    may keep its own (a non-leaf's), (g's memory with those strides, None) if
-    only the strides of size-1 dims differ, else (the copy, the copy) for a
-    leaf."""
-    strides, leaf = want
+    may keep its own (a non-leaf's, or one added to a leaf's .grad), (g's
+    memory with those strides, None) if only the strides of size-1 dims
+    differ, else (the copy, the copy) for a leaf's first gradient."""
+    strides, leaf_ref = want
     if g is None or g.stride() == strides or g.numel() == 0:
         return g, None
     if all(a == b for a, b, size in zip(g.stride(), strides, g.shape) if size != 1):
         # set_ rather than as_strided: a .grad with no _base, as eager's
         same = g.new_empty(0).set_(g.untyped_storage(), g.storage_offset(), g.shape, strides)
         return same, None
-    if not leaf:
+    leaf = leaf_ref() if leaf_ref is not None else None
+    if leaf is None or leaf.grad is not None:
         return g, None
     copy = torch.empty_strided(g.shape, strides, dtype=g.dtype, device=g.device)
     copy.copy_(g)

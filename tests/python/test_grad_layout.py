@@ -5,6 +5,7 @@ else contiguous; DDP's bucket views and fused optimizers rely on it) and
 equals eager's. ptc._autograd fits the compiled backward's gradients to it.
 """
 import copy
+import weakref
 
 import pytest
 
@@ -154,17 +155,22 @@ def test_input_gradient_is_strided_as_the_input():
 def test_size1_strides_are_fitted_without_a_copy():
     """A gradient differing from the contract only in its size-1 dims'
     strides is the same memory restrided; a truly different one is a copy
-    for a leaf and left as it is for a non-leaf (the node before it takes
-    any layout)."""
+    for a leaf's first gradient, and left as it is for a non-leaf (the node
+    before it takes any layout) or a leaf with a .grad (AccumulateGrad adds
+    to that in place)."""
     g = torch.randn(8, 4, 1, 1)
     cl = torch.empty(8, 4, 1, 1).to(memory_format=torch.channels_last).stride()
-    fitted, fresh = _autograd._fit_layout(g, (cl, True))
+    leaf = torch.zeros(8, 4, 1, 1).to(memory_format=torch.channels_last)
+    fitted, fresh = _autograd._fit_layout(g, (cl, weakref.ref(leaf)))
     assert fitted.stride() == cl and fitted.data_ptr() == g.data_ptr() and fresh is None
     g = torch.randn(8, 4, 3, 3)
-    cl = torch.empty(8, 4, 3, 3).to(memory_format=torch.channels_last).stride()
-    fitted, fresh = _autograd._fit_layout(g, (cl, True))
+    leaf = torch.zeros(8, 4, 3, 3).to(memory_format=torch.channels_last)
+    cl = leaf.stride()
+    fitted, fresh = _autograd._fit_layout(g, (cl, weakref.ref(leaf)))
     assert fitted.stride() == cl and fresh is fitted and torch.equal(fitted, g)
-    assert _autograd._fit_layout(g, (cl, False)) == (g, None)
+    assert _autograd._fit_layout(g, (cl, None)) == (g, None)  # a non-leaf's
+    leaf.grad = torch.zeros_like(leaf)  # AccumulateGrad adds to it in place
+    assert _autograd._fit_layout(g, (cl, weakref.ref(leaf))) == (g, None)
 
 
 def test_contract_strides():
