@@ -561,6 +561,9 @@ void ptc_tensor_retain(ptc_tensor *t);
 void ptc_tensor_release(ptc_tensor *t); /* drops the reference; zeroes *t */
 int64_t ptc_tensor_numel(const ptc_tensor *t);
 bool ptc_tensor_is_contiguous(const ptc_tensor *t);
+/* Non-overlapping and dense in some order of its dims (torch's
+ * is_non_overlapping_and_dense: contiguous, channels-last, transposed). */
+bool ptc_tensor_is_dense(const ptc_tensor *t);
 /* Element access by multi-index through strides; values converted to / from
  * double (f16/bf16 via f32) or int64 (exact for integer dtypes). */
 double ptc_tensor_get_f64(const ptc_tensor *t, const int64_t *idx);

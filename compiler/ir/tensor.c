@@ -261,6 +261,30 @@ bool ptc_tensor_is_contiguous(const ptc_tensor *t)
     return true;
 }
 
+bool ptc_tensor_is_dense(const ptc_tensor *t)
+{
+    /* the dims of size > 1, innermost (smallest stride) first, each must
+       step over exactly the ones inside it */
+    int order[PTC_MAX_DIMS], n = 0;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->sizes[d] == 0)
+            return true;
+        if (t->sizes[d] == 1)
+            continue;
+        int at = n++;
+        for (; at > 0 && t->strides[order[at - 1]] > t->strides[d]; at--)
+            order[at] = order[at - 1];
+        order[at] = d;
+    }
+    int64_t stride = 1;
+    for (int k = 0; k < n; k++) {
+        if (t->strides[order[k]] != stride)
+            return false;
+        stride *= t->sizes[order[k]];
+    }
+    return true;
+}
+
 static void *elem_ptr(const ptc_tensor *t, const int64_t *idx)
 {
     int64_t off = 0;

@@ -292,6 +292,8 @@ ptc_program *ptc_compile(const ptc_graph *g, const ptc_compile_opts *opts, ptc_e
              stage_loops(&s) || memory_left(&s, g, "loops") || stage_kernels(&s) ||
              memory_left(&s, g, "kernels") || stage_codegen(&s);
     }
+    if (rc == 0 && opts && opts->extern_output_layouts && backend == PTC_BACKEND_CPU)
+        ptc_exec_mark_any_layouts(p);
     if (rc == 0 && opts && opts->autotune && backend != PTC_BACKEND_REFERENCE &&
         ptc_autotune_prepare(p, opts->autotune_budget_ms) < 0)
         rc = ptc_errorf(err, PTC_ERR_INTERNAL, "runtime", "out of memory");

@@ -87,7 +87,13 @@ struct ptc_program {
     ptc_graph *source;
     int accuracy_checked;
     ptc_autotune *tune; /* max-autotune (opts->autotune), else NULL */
+    /* opts->extern_output_layouts: per buffer, a graph output an extern
+     * writes and no node reads, which keeps torch's dense layout; else NULL */
+    bool *any_layout;
 };
+
+/* Fills p->any_layout (ptc_compile_opts.extern_output_layouts). */
+void ptc_exec_mark_any_layouts(ptc_program *p);
 
 /* ---- max-autotune (autotune.c) ---- */
 int ptc_autotune_prepare(ptc_program *p, double budget_ms);

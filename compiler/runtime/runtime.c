@@ -413,17 +413,54 @@ static bool same_layout(const ptc_tensor *t, const ptc_tensor *want)
     return true;
 }
 
+/* t has want's sizes and some dense layout. */
+static bool same_sizes_dense(const ptc_tensor *t, const ptc_tensor *want)
+{
+    if (t->ndim != want->ndim)
+        return false;
+    for (int d = 0; d < t->ndim; d++)
+        if (t->sizes[d] != want->sizes[d])
+            return false;
+    return ptc_tensor_is_dense(t);
+}
+
+void ptc_exec_mark_any_layouts(ptc_program *p)
+{
+    const ptc_lprog *lp = p->prog;
+    bool *read = calloc((size_t)lp->nbufs + 1, sizeof *read);
+    p->any_layout = PTC_NEWN(p->arena, bool, lp->nbufs + 1);
+    if (!read)
+        return;
+    for (int i = 0; i < lp->nnodes; i++) {
+        const ptc_lnode *n = lp->nodes[i];
+        for (int k = 0; n && k < n->nxin; k++)
+            if (n->xin[k].buf >= 0)
+                read[n->xin[k].buf] = true;
+        for (int e = 0; n && e < n->body.n; e++)
+            if (n->body.e[e].op == PTC_L_LOAD)
+                read[n->body.e[e].buf] = true;
+    }
+    for (int b = 0; b < lp->nbufs; b++) {
+        const ptc_lbuf *lb = lp->bufs[b];
+        p->any_layout[b] = lb->kind == PTC_LB_OUTPUT && lb->def >= 0 && !read[b] &&
+                           lp->nodes[lb->def] && lp->nodes[lb->def]->kind == PTC_LN_EXTERN;
+    }
+    free(read);
+}
+
 /* Keeps an extern's result tensor t for the rest of the run as buffer buf
  * (t laid out as the buffer: contiguous, or channels-last for a buffer
- * layout planning permuted). */
+ * layout planning permuted; any dense layout for a buffer of any_layout). */
 static int keep_result(const ptc_program *p, const ptc_bindings *b, void **bufptr, int buf,
                        ptc_tensor *t, ptc_device dev, ptc_exec_kept *kept, ptc_error *err)
 {
     const ptc_lbuf *lb = p->prog->bufs[buf];
     ptc_tensor want;
     ptc_exec_buf_logical(b, lb, &want);
-    bool ok = t->dtype == lb->dtype && t->device.kind == dev.kind &&
-              (ptc_tensor_numel(t) == 0 || same_layout(t, &want));
+    bool any = p->any_layout && p->any_layout[buf];
+    bool ok =
+        t->dtype == lb->dtype && t->device.kind == dev.kind &&
+        (ptc_tensor_numel(t) == 0 || (any ? same_sizes_dense(t, &want) : same_layout(t, &want)));
     if (kept->n == kept->cap) {
         kept->cap = kept->cap ? 2 * kept->cap : 16;
         kept->t = realloc(kept->t, sizeof *kept->t * (size_t)kept->cap);
@@ -433,7 +470,10 @@ static int keep_result(const ptc_program *p, const ptc_bindings *b, void **bufpt
     if (!ok)
         return ptc_errorf(err, PTC_ERR_RUNTIME, "runtime",
                           "extern result for %s is not a %s %s tensor of its type", lb->name,
-                          lb->permuted ? "channels-last" : "contiguous", dev.kind == PTC_DEV_CUDA ? "CUDA" : "CPU");
+                          any            ? "dense"
+                          : lb->permuted ? "channels-last"
+                                         : "contiguous",
+                          dev.kind == PTC_DEV_CUDA ? "CUDA" : "CPU");
     if (ptc_tensor_numel(t) > 0)
         bufptr[buf] = t->data;
     return 0;
@@ -475,11 +515,16 @@ int ptc_exec_extern_kept(const ptc_program *p, const ptc_bindings *b, void **buf
         if (kind != PTC_LB_TEMP && !(kind == PTC_LB_OUTPUT && kept->outs))
             return 1;
     }
-    /* res[k] arrives with the layout its buffer wants (sizes and strides) */
+    /* res[k] arrives with the layout its buffer wants (sizes and strides;
+       strides all 0: any dense layout) */
     ptc_tensor res[2] = {{0}};
     for (int o = 0, k = 0; o < 2; o++)
-        if (n->out[o] >= 0)
-            ptc_exec_buf_logical(b, p->prog->bufs[n->out[o]], &res[k++]);
+        if (n->out[o] >= 0) {
+            ptc_exec_buf_logical(b, p->prog->bufs[n->out[o]], &res[k]);
+            if (kept->outs && p->any_layout && p->any_layout[n->out[o]])
+                memset(res[k].strides, 0, sizeof res[k].strides);
+            k++;
+        }
     if (host->run_extern_new(host->ctx, node, inp, n->nxin, res, err))
         return -1;
     int rc = 0;

@@ -43,6 +43,12 @@ typedef struct ptc_compile_opts {
                                * first run and the fastest kept (autotune.c), cached */
     double autotune_budget_ms; /* the program's tuning time at most; 0 = the default
                                 * (PTC_AUTOTUNE_BUDGET_MS, else 2000) */
+    bool extern_output_layouts; /* CPU: a graph output that an extern writes and no
+                                 * node reads is torch's result in torch's own layout
+                                 * where that is dense (a training backward: a
+                                 * channels-last weight's gradient comes back
+                                 * channels-last, as ptc._autograd wants it, not
+                                 * copied contiguous) */
 } ptc_compile_opts;
 
 /* Keeps glibc from trimming the heap's top under a CPU training step
@@ -72,7 +78,10 @@ typedef struct ptc_host {
      * uses their memory as the node's outputs, which saves a copy per extern.
      * outs[k] arrive with the dtype, sizes and strides the buffer wants
      * (contiguous, or channels-last where layout planning chose it): the
-     * host hands back a result laid out so, converting it if torch's is not. */
+     * host hands back a result laid out so, converting it if torch's is not.
+     * Strides all 0 ask for any dense layout (ptc_tensor_is_dense): torch's
+     * result as it is where it is dense, else contiguous
+     * (ptc_compile_opts.extern_output_layouts). */
     int (*run_extern_new)(void *ctx, const ptc_node *node, const ptc_tensor *const *inputs,
                           int ninputs, ptc_tensor *outs, ptc_error *err);
 } ptc_host;

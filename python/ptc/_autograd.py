@@ -13,6 +13,21 @@ Under reduce-overhead on CUDA the program is a ``_cudagraphs.TrainGraphs``,
 which replays recorded forwards and backwards: the node holds its forward
 recording until its backward has run (``backward_pending``), and gradients
 for leaves pass through ``grads_for``.
+
+Gradients keep torch's layout contract (AccumulateGrad's, which DDP's bucket
+views and fused optimizers rely on): an input's gradient has the input's
+strides where the input is non-overlapping and dense, else it is contiguous.
+The compiled backward writes contiguous gradients, or hands out torch's result
+of an extern (a convolution's weight gradient) as torch laid it out (on the
+CPU: channels-last for a channels-last weight, no copy) or contiguous, so a
+gradient can differ from the contract in two ways. Where it differs only in the strides of size-1 dims
+(a [C, K, 1, 1] weight: [K, 1, 1, 1] against channels-last's [K, 1, K, K]),
+which address nothing, it is the same memory with the input's strides, no
+copy. Where it truly differs (a channels-last or transposed parameter), a
+leaf's gradient is copied into the input's layout, the copy AccumulateGrad
+would otherwise make itself, unless the leaf has a .grad already (which
+AccumulateGrad adds it to in place); a non-leaf's is left as it is, since the
+node before it takes any layout (ptc's own backward makes it contiguous).
 """
 import weakref
 
@@ -29,6 +44,7 @@ class CompiledFunction(torch.autograd.Function):
         ctx.save_for_backward(*saved)
         ctx.output_meta = [(o.shape, o.dtype, o.device) for o in outputs]
         ctx.mark_non_differentiable(*[o for o, t in zip(outputs, program.tangent_of) if t < 0])
+        ctx.grad_layouts = [_grad_layout(inputs[i]) for i in program.grad_of]
         if hasattr(program, "backward_pending"):
             ctx.pending = program.backward_pending()
             ctx.leaves = [weakref.ref(t) if isinstance(t, torch.Tensor) and t.is_leaf else None
@@ -50,13 +66,73 @@ class CompiledFunction(torch.autograd.Function):
             tangents.append(torch.zeros(shape, dtype=dtype, device=device) if g is None
                             else g.contiguous())
         grads_in = program.backward(*ctx.saved_tensors, *tangents)
+        fitted = [_fit_layout(g, want) for g, want in zip(grads_in, ctx.grad_layouts)]
         if hasattr(program, "backward_pending"):
-            grads_in = program.grads_for(grads_in, ctx.leaves)
+            # a recorded backward's outputs are static buffers: what is not a
+            # fresh copy already is copied for a leaf (grads_for)
+            static = program.grads_for([g if fresh is None else None for g, fresh in fitted],
+                                       ctx.leaves)
+            fitted = [(s if fresh is None else fresh, None) for s, (_, fresh) in zip(static, fitted)]
             ctx.pending = None  # the forward recording may be replayed again
+        grads_in = [g for g, _ in fitted]
         result = [None] * (1 + program.ninputs)
         for g, i in zip(grads_in, program.grad_of):
             result[1 + i] = g
         return tuple(result)
+
+
+_layouts = {}  # (an input's sizes, strides) -> its gradient's strides
+
+
+def _contract_strides(sizes, strides):
+    """The strides AccumulateGrad gives the gradient of a tensor of these
+    sizes and strides: its own where it is non-overlapping and dense (the
+    dims of size > 1, in stride order, each step over all the ones before),
+    else contiguous."""
+    expected = 1
+    for stride, size in sorted((st, sz) for sz, st in zip(sizes, strides) if sz != 1):
+        if stride != expected:
+            break
+        expected *= size
+    else:
+        return strides
+    contiguous, step = [], 1
+    for size in reversed(sizes):
+        contiguous.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(contiguous))
+
+
+def _grad_layout(t):
+    """What the gradient of input t must look like: (strides, a weak
+    reference to t if it is a leaf, else None)."""
+    key = (t.shape, t.stride())
+    strides = _layouts.get(key)
+    if strides is None:
+        if len(_layouts) > 4096:  # sizes that change every call (dynamic shapes)
+            _layouts.clear()
+        strides = _layouts[key] = _contract_strides(*key)
+    return strides, weakref.ref(t) if t.is_leaf else None
+
+
+def _fit_layout(g, want):
+    """Gradient g with the strides want asks for: (g, None) if it has them or
+    may keep its own (a non-leaf's, or one added to a leaf's .grad), (g's
+    memory with those strides, None) if only the strides of size-1 dims
+    differ, else (the copy, the copy) for a leaf's first gradient."""
+    strides, leaf_ref = want
+    if g is None or g.stride() == strides or g.numel() == 0:
+        return g, None
+    if all(a == b for a, b, size in zip(g.stride(), strides, g.shape) if size != 1):
+        # set_ rather than as_strided: a .grad with no _base, as eager's
+        same = g.new_empty(0).set_(g.untyped_storage(), g.storage_offset(), g.shape, strides)
+        return same, None
+    leaf = leaf_ref() if leaf_ref is not None else None
+    if leaf is None or leaf.grad is not None:
+        return g, None
+    copy = torch.empty_strided(g.shape, strides, dtype=g.dtype, device=g.device)
+    copy.copy_(g)
+    return copy, copy
 
 
 def apply(program, *inputs):

@@ -459,6 +459,65 @@ def gpt2_fsdp2(rank, world, tmp):
     return out
 
 
+# ---- the gradient-layout contract -----------------------------------------------------------
+
+
+class ConvNet(torch.nn.Module):
+    """Convolutions with a 1x1 one, whose [C, K, 1, 1] weight's strides are
+    ambiguous in its size-1 dims, batch norm and a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.proj = torch.nn.Conv2d(8, 16, 1)
+        self.fc = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        h = torch.relu(self.bn(self.conv(x)))
+        return self.fc(self.proj(h).mean((2, 3)))
+
+
+def conv_net(memory_format):
+    torch.manual_seed(0)
+    return ConvNet().to(DEVICE).to(memory_format=memory_format)
+
+
+def ddp_grad_layout(rank, world, tmp):
+    """DDP of a ptc-compiled conv net under compiled autograd beside eager
+    DDP of the same net, parameters channels-last and contiguous, 3 SGD
+    steps: the warnings DDP gave about gradient strides (torch gives "Grad
+    strides do not match bucket view strides" once per process, so ptc's
+    backward runs first in each step), the largest gradient and parameter
+    differences from eager's, and whether every .grad's strides were
+    eager's."""
+    import warnings
+
+    ptc.config.compiled_autograd = True
+    out = {"warnings": [], "worst": {}, "strides_differ": []}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for fmt, memory_format in (("channels_last", torch.channels_last),
+                                   ("contiguous", torch.contiguous_format)):
+            compiled = DDP(ptc.compile(conv_net(memory_format)))
+            ref = DDP(conv_net(memory_format))
+            opts = [torch.optim.SGD(m.parameters(), lr=0.05) for m in (compiled, ref)]
+            worst = {"grad": 0.0, "param": 0.0}
+            for x in batches(rank, 3, shape=(2, 3, 8, 8)):
+                compiled(x).square().mean().backward()
+                ref(x).square().mean().backward()
+                worst["grad"] = max(worst["grad"], max_diff(grads(ref), grads(compiled)))
+                out["strides_differ"] += [
+                    (fmt, name, p.grad.stride(), q.grad.stride())
+                    for (name, p), q in zip(compiled.module.named_parameters(), ref.parameters())
+                    if p.grad.stride() != q.grad.stride()]
+                step_both(opts, ref, compiled, worst)
+            out["worst"][fmt] = worst
+            ptc.reset()
+    out["warnings"] = [str(w.message) for w in caught if "strides" in str(w.message)]
+    return out
+
+
 # ---- several scenarios in one job ------------------------------------------------------------
 
 

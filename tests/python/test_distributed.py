@@ -103,3 +103,17 @@ def test_ranks_compiling_different_graphs_are_reported(tmp_path):
     warned = [w for ws in results for w in ws]
     assert warned, results
     assert all("differs from rank" in w and "MLP.forward" in w for w in warned), warned
+
+
+def test_ddp_gradients_keep_the_layout_contract(tmp_path):
+    """DDP of a compiled conv net under compiled autograd, channels-last and
+    contiguous: DDP never warns that a gradient's strides differ from its
+    bucket view's (a channels-last 1x1 convolution's weight gradient came
+    back contiguous: the same memory order, other strides in its size-1
+    dims), every .grad is strided as eager's, and gradients and parameters
+    equal eager DDP's."""
+    for rank, result in enumerate(spawn("ddp_grad_layout", tmp_path)):
+        assert result["warnings"] == [], (rank, result["warnings"])
+        assert result["strides_differ"] == [], (rank, result["strides_differ"])
+        for fmt, worst in result["worst"].items():
+            assert max(worst.values()) < 1e-4, (rank, fmt, worst)

@@ -802,6 +802,33 @@ static void fix_crc(unsigned char *data, size_t len)
     memcpy(data + len - 4, &crc, 4);
 }
 
+/* torch's is_non_overlapping_and_dense: a dense layout in any dim order,
+ * size-1 dims' strides unused; gaps and overlaps are not. */
+START_TEST(tensor_dense_layouts)
+{
+    struct {
+        int ndim;
+        int64_t sizes[4], strides[4];
+        bool dense;
+    } cases[] = {
+        {4, {8, 4, 3, 3}, {36, 9, 3, 1}, true},  /* contiguous */
+        {4, {8, 4, 3, 3}, {36, 1, 12, 4}, true}, /* channels-last */
+        {4, {8, 4, 1, 1}, {4, 1, 4, 4}, true},   /* channels-last 1x1: size-1 strides */
+        {2, {32, 10}, {1, 32}, true},            /* transposed */
+        {2, {4, 10}, {0, 1}, false},             /* expanded: overlaps */
+        {2, {4, 5}, {10, 2}, false},             /* a strided slice: gaps */
+        {2, {3, 3}, {1, 1}, false},              /* overlapping */
+        {2, {0, 5}, {7, 3}, true},               /* empty */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ptc_tensor t = {.ndim = cases[i].ndim};
+        memcpy(t.sizes, cases[i].sizes, sizeof t.sizes);
+        memcpy(t.strides, cases[i].strides, sizeof t.strides);
+        ck_assert_msg(ptc_tensor_is_dense(&t) == cases[i].dense, "case %zu", i);
+    }
+}
+END_TEST
+
 START_TEST(tensorfile_damage_detected)
 {
     ptc_error err;
@@ -1189,6 +1216,7 @@ int main(void)
     tc = tcase_create("tensorfile");
     tcase_add_test(tc, tensorfile_round_trip);
     tcase_add_test(tc, tensorfile_strides_restored);
+    tcase_add_test(tc, tensor_dense_layouts);
     tcase_add_test(tc, tensorfile_damage_detected);
     suite_add_tcase(s, tc);
     tc = tcase_create("graph");

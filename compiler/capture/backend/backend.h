@@ -40,6 +40,10 @@ int cap_train_run(cap_entry *e, PyObject *program, PyObject **inputs, PyObject *
 /* The same for any graph / program (the training backend's two halves). */
 int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_compile *tc,
                               ptc_error *err);
+/* A training backward: its gradients that torch's externs compute keep
+ * torch's dense layout (ptc_compile_opts.extern_output_layouts), which
+ * ptc._autograd then fits to the inputs' layouts. */
+int cap_runtime_compile_backward(const ptc_graph *g, void **program, ptc_error *err);
 int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, PyObject **outputs,
                             int noutputs, uint64_t rng_offset);
 /* Whether program has random ops; if so each run takes an RNG offset, drawn

@@ -463,12 +463,36 @@ static bool wants_channels_last(const ptc_tensor *t)
     return t->ndim == 4 && t->strides[1] == 1 && t->sizes[1] > 1;
 }
 
+/* Whether ptc buffer t takes any dense layout (strides all 0: a gradient
+ * the program returns, ptc_compile_opts.extern_output_layouts), and torch's
+ * result v has one. */
+static bool takes_as_is(const ptc_tensor *t, PyObject *v)
+{
+    if (t->ndim == 0)
+        return false;
+    for (int d = 0; d < t->ndim; d++)
+        if (t->strides[d] != 0)
+            return false;
+    cap_tmeta m;
+    if (cap_tmeta_read(v, &m) < 0) {
+        PyErr_Clear();
+        return false;
+    }
+    Py_DECREF(m.type);
+    Py_DECREF(m.dtype);
+    ptc_tensor laid = {.ndim = m.ndim};
+    memcpy(laid.sizes, m.sizes, sizeof laid.sizes);
+    memcpy(laid.strides, m.strides, sizeof laid.strides);
+    return ptc_tensor_is_dense(&laid);
+}
+
 /* t (a torch tensor) as a ptc tensor laid out as out asks, keeping it alive:
  * channels-last where layout planning chose it (torch's convolutions return
- * that for channels-last input), else contiguous. */
+ * that for channels-last input), torch's own dense layout where out takes
+ * any, else contiguous. */
 static int hand_over(PyObject *t, ptc_tensor *out)
 {
-    PyObject *c = contiguous_as(t, wants_channels_last(out));
+    PyObject *c = takes_as_is(out, t) ? Py_NewRef(t) : contiguous_as(t, wants_channels_last(out));
     PyObject *held = NULL;
     if (!c || cap_torch_to_ptc(c, out, &held) < 0) {
         Py_XDECREF(c);
@@ -861,6 +885,13 @@ int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_comp
                               ptc_error *err)
 {
     return compile_program(g, true, false, program, tc, err);
+}
+
+int cap_runtime_compile_backward(const ptc_graph *g, void **program, ptc_error *err)
+{
+    ptc_compile_opts opts = {.backend = on_cuda(g) ? PTC_BACKEND_CUDA : PTC_BACKEND_CPU,
+                             .extern_output_layouts = true};
+    return compile_with(g, &opts, false, program, err);
 }
 
 static int apply_mode(void *program, const char *mode, ptc_error *err);

@@ -238,7 +238,7 @@ static int build(cap_entry *e, ptc_graph **prims, ptc_joint *j, ptc_partition *p
         goto done;
     /* The forward's stages go to the trace; the backward's would overwrite them. */
     if (cap_runtime_compile_graph(p->forward, &t->forward, e->tc, err) ||
-        cap_runtime_compile_graph(p->backward, &t->backward, NULL, err))
+        cap_runtime_compile_backward(p->backward, &t->backward, err))
         goto done;
     keep_heap(p->backward);
     rc = 0;
