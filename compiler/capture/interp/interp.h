@@ -307,6 +307,10 @@ struct cap_interp {
        run that instruction started. */
     long break_at;
     long instr_step; /* I->steps when the running instruction began */
+    /* The ints of a resume state that are id()s of its objects (dict:
+       address -> the int, set by the entry that made the state): new each
+       call, so the trace that goes on from it does not specialise on them. */
+    PyObject *ids;
 };
 
 /* Frames. */

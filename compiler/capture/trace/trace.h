@@ -300,7 +300,7 @@ extern cap_torch_hooks cap_thooks;
 #define CAP_RECIPE_KINDS(X)                                                     \
     X(NULLV) X(CONST) X(SOURCE) X(OUTPUT) X(TUPLE) X(LIST) X(DICT) X(SET)       \
     X(CELL) X(SLICE) X(ITER) X(INSTANCE) X(FUNCTION) X(METHOD) X(GRADEXIT)   \
-    X(GETATTR) X(PYITER) X(EXCEPTION) X(REDUCE)
+    X(GETATTR) X(PYITER) X(EXCEPTION) X(REDUCE) X(ID)
 
 typedef enum {
 #define X(id) CAP_R_##id,
@@ -312,7 +312,8 @@ typedef struct cap_recipe {
     uint8_t kind;
     int n;          /* number of items */
     int *items;     /* recipe indices (children first in the array) */
-    PyObject *obj;  /* CONST value, INSTANCE class, FUNCTION code... (strong) */
+    PyObject *obj;  /* CONST value, INSTANCE class, FUNCTION code..., True for a SOURCE
+                       that is an id() (strong) */
     int index;      /* SOURCE id, OUTPUT index, ITER position, GRADEXIT mode */
 } cap_recipe;
 
@@ -387,6 +388,9 @@ struct cap_trace {
     PyObject *strings;
     PyObject *skipped;        /* generators run untouched while tracing */
     PyObject *made_funcs;     /* dict: id(fn) -> fn, the functions MAKE_FUNCTION made */
+    PyObject *made_ids;       /* dict: an id() the trace took -> its object (ids.c) */
+    PyObject *resumed_ids;    /* the resume state's ids (cap_interp.ids, or NULL):
+                                 loaded without a guard (ids.c) */
     /* Symbolic sizes (symint.c). */
     int dynamic;              /* the dynamic= option: -1 None, 0 False, 1 True */
     bool symint_results;      /* cap_options.symint_results (ptc.export) */
@@ -429,6 +433,14 @@ int cap_t_source_of(cap_trace *T, PyObject *obj);
  * an existing object, used as itself). */
 int cap_t_note_function(cap_trace *T, PyObject *fn);
 bool cap_t_made_function(cap_trace *T, PyObject *fn);
+/* id(obj) while tracing: the value, remembered with its object (ids.c). */
+int cap_t_id(cap_trace *T, PyObject *obj, PyObject **out);
+/* The object whose id() v is, when the trace took it (borrowed), or NULL. */
+PyObject *cap_t_id_object(cap_trace *T, PyObject *v);
+/* Is v such an id, or a tuple holding one? */
+bool cap_t_holds_id(cap_trace *T, PyObject *v);
+/* Is v (this object) an id the resume state the trace starts from holds? */
+bool cap_t_resumed_id(cap_trace *T, PyObject *v);
 /* Records that obj is reached by src (no guard). */
 int cap_t_map(cap_trace *T, PyObject *obj, int src);
 /* An object reached from outside: installs the guards its type calls for and
