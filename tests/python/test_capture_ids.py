@@ -169,3 +169,23 @@ def test_id_held_across_two_breaks_is_stored_and_returned_as_the_rebuilt_objects
         REGISTRY.clear()
 
     check(id_across_two_breaks, ok, graphs=1, breaks=2)
+
+
+def derives_from_an_id(x):
+    a = Made()
+    return x + 1, a, id(a) + 1, f"{id(a):x}"
+
+
+def test_arithmetic_and_formatting_on_an_id_run_for_real():
+    # main: id(a) + 1 and its text were the trace's, constants
+    def ok(r):
+        assert r[2] == id(r[1]) + 1 and r[3] == "%x" % id(r[1])
+
+    compiled = ptc.compile(derives_from_an_id, backend="eager")
+    keep = []
+    for _ in range(3):
+        r = compiled(torch.ones(2))
+        keep.append(r)
+        ok(r)
+    details = [b["detail"] for b in ptc.ExplainOutput(list(compiled._events()), None).breaks]
+    assert details and details[0] == "arithmetic or formatting on an id()", details

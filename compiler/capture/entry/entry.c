@@ -1019,7 +1019,8 @@ cap_entry *cap_entry_build(cap_trace *T, cap_interp *I, int rc, int *unreconstru
         goto fail;
     }
     B.escape = false;
-    if (cap_t_identity_guards(T) < 0 || writeback_outputs(&B, e) < 0 || take_graph(&B, e) < 0)
+    if (cap_t_identity_guards(T) < 0 || cap_t_alias_guards(T) < 0 || writeback_outputs(&B, e) < 0 ||
+        take_graph(&B, e) < 0)
         goto fail;
     take_sources(e, T);
     keep_symbols(e, T);

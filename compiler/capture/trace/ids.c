@@ -60,3 +60,12 @@ bool cap_t_resumed_id(cap_trace *T, PyObject *v)
     PyErr_Clear();
     return is;
 }
+
+int cap_t_check_id_use(cap_trace *T, PyObject *v)
+{
+    /* A number or text made from an id would be the trace's, a constant:
+       the operation runs for real. */
+    if (cap_t_id_object(T, v) || cap_t_resumed_id(T, v))
+        return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "arithmetic or formatting on an id()");
+    return CAP_NEXT;
+}

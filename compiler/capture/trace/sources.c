@@ -366,6 +366,8 @@ static PyObject *wrap_tensor(cap_trace *T, PyObject *obj, int src)
     if (!v)
         return PyErr_Format(cap_InternalError, "ptc: cannot add graph input %s", name);
     cap_t_add_input(T, src, NULL);
+    if (cap_t_note_input(T, obj, src, name) < 0)
+        return NULL;
     cap_tensor *ct = (cap_tensor *)cap_tensor_new(T, v);
     if (!ct)
         return NULL;

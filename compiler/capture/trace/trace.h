@@ -87,6 +87,8 @@ typedef struct cap_source {
     X(SAME, "is the object of") /* value is the object source n reached */      \
     X(DISTINCT, "distinct")  /* obj: tuple of source ids (src the largest), all \
                                 distinct objects: tensors that were not aliases */ \
+    X(NOALIAS, "share no memory") /* obj: source ids (src the largest), the first n \
+                                     written in place: they share no storage with the rest */ \
     X(SYM, "size relation")  /* expr n 0, n a Py_LT.. relation; obj: expr's text */ \
     X(SYMSIZE, "size is")    /* value.size(n & 255) == symbol n >> 8 */
 
@@ -384,6 +386,8 @@ struct cap_trace {
        graph returns their last values and the caller's tensors get them
        after the call (cap_entry.writeback). */
     PyObject *written;
+    PyObject *input_storage;  /* dict: source id -> its tensor input's storage
+                                 (inplace.c: a written input must share none) */
     PyObject *exc_stack;      /* handled exceptions of traced except blocks */
     PyObject *strings;
     PyObject *skipped;        /* generators run untouched while tracing */
@@ -427,6 +431,18 @@ int cap_guard_add(cap_trace *T, int kind, int src, PyObject *obj, int64_t n);
  * graph. Parameters and buffers of modules are left out of it (cost). */
 int cap_t_identity_guards(cap_trace *T);
 bool cap_identity_guard_ok(const cap_guard *g, PyObject *const *vals);
+/* In-place writes to inputs (inplace.c). A tensor input read: its storage is
+ * noted; one an input written before shares is a GraphBreak (-1, set). */
+int cap_t_note_input(cap_trace *T, PyObject *real, int src, const char *name);
+/* Before t, an input, is first written: a break when another input shares
+ * its storage. CAP_NEXT or CAP_BREAK. */
+int cap_t_check_unshared(cap_trace *T, cap_tensor *t);
+/* At the end: the NOALIAS guard over the written inputs (0 / -1). */
+int cap_t_alias_guards(cap_trace *T);
+bool cap_noalias_guard_ok(const cap_guard *g, PyObject *const *vals);
+/* The default tensors f's call bound (defaults: its function's __defaults__,
+ * reached by defaults_src) become graph inputs reached through it (0 / -1). */
+int cap_t_wrap_defaults(cap_trace *T, cap_frame *f, PyObject *defaults, int defaults_src);
 /* The source an outside object was reached by, or -1. */
 int cap_t_source_of(cap_trace *T, PyObject *obj);
 /* Functions made while tracing (recipes rebuild them; any other function is
@@ -441,6 +457,9 @@ PyObject *cap_t_id_object(cap_trace *T, PyObject *v);
 bool cap_t_holds_id(cap_trace *T, PyObject *v);
 /* Is v (this object) an id the resume state the trace starts from holds? */
 bool cap_t_resumed_id(cap_trace *T, PyObject *v);
+/* An operator or a format on v: a break when v is such an id (CAP_NEXT or
+ * CAP_BREAK). */
+int cap_t_check_id_use(cap_trace *T, PyObject *v);
 /* Records that obj is reached by src (no guard). */
 int cap_t_map(cap_trace *T, PyObject *obj, int src);
 /* An object reached from outside: installs the guards its type calls for and
@@ -641,7 +660,7 @@ int cap_t_load_global(cap_trace *T, cap_frame *f, PyObject *name, PyObject *v, b
                       PyObject **out);
 int cap_t_truth_guard(cap_trace *T, PyObject *v);
 int cap_t_contains_guard(cap_trace *T, PyObject *container, PyObject *item);
-int cap_t_check_operands(cap_trace *T, PyObject *a, PyObject *b);
+int cap_t_check_operands(cap_trace *T, PyObject *a, PyObject *b, bool arithmetic);
 int cap_t_check_format(cap_trace *T, PyObject *v);
 int cap_t_before_with(cap_interp *I, cap_frame *f, PyObject *mgr);
 PyObject *cap_t_flow(cap_trace *T, PyObject *obj);
