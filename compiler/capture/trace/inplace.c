@@ -59,6 +59,8 @@ static cap_tensor *written_sharing(cap_trace *T, PyObject *p, const cap_tensor *
 
 int cap_t_note_input(cap_trace *T, PyObject *real, int src, const char *name)
 {
+    if (!plain_writable(T, src))
+        return 0; /* parameters and buffers: no storage check (their count) */
     PyObject *p = storage_of(real), *k = PyLong_FromLong(src);
     int rc = p && k ? PyDict_SetItem(T->input_storage, k, p) : -1;
     cap_tensor *w = rc == 0 ? written_sharing(T, p, NULL) : NULL;
