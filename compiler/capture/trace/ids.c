@@ -7,7 +7,12 @@
  * key of a dict the trace made). Every id taken is remembered with its
  * object; a value that leaves the call (returned, stored by a replayed side
  * effect, held by a resume frame) is rebuilt as id() of the object's own
- * recipe (entry.c), so it is the id of the object the caller gets.
+ * recipe (entry.c), so it is the id of the object the caller gets. A resume
+ * state's ids (cap_interp.ids) are loaded by the next trace without a value
+ * guard, so that a new object each call recompiles nothing; arithmetic or
+ * formatting on an id, whose result no recipe could follow, runs for real.
+ * Left: hash() and repr() of an object made in the trace (derived from its
+ * address) and orderings of ids (`id(a) < id(b)`) are the trace's answers.
  */
 #include "capture/trace/trace.h"
 
