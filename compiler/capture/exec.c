@@ -493,6 +493,7 @@ static int run_trace(cap_compiled *c, cap_interp *S, cap_interp *It, cap_trace *
     T->auto_dyn = c->auto_dyn;
     T->prev_sizes = c->prev_sizes;
     T->static_only = dynamic == 0 && c->opts.dynamic != 0;
+    T->resumed_ids = Py_XNewRef(S->ids);
     return cap_guard_add(T, CAP_G_GRAD, -1, NULL, T->grad_enabled) < 0 ||
                    cap_guard_add(T, CAP_G_AUTOCAST, -1, NULL, cap_amp_pack(&T->amp)) < 0 ||
                    trace_state(T, S, It) < 0

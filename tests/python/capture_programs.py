@@ -42,6 +42,7 @@ def reset_state():
     FLAG = True
     LOG.clear()
     STATE.clear()
+    ACC.zero_()
     RECORDER.events.clear()
 
 
@@ -1290,11 +1291,68 @@ def boolean_mask_break(x):
     return y[y > 0].sum()
 
 
-@prog(x34, graphs=2, breaks=1, codes=["PTC-B012"])
+@prog(x34, graphs=1, breaks=0)
 def inplace_on_input(x):
     y = x * 2
     x.add_(1)
     return x + y
+
+
+@prog(x34, graphs=1, breaks=0)
+def inplace_through_views_of_input(x):
+    x[0].add_(1)
+    x[:, 1] = 0
+    x[1:].mul_(2)
+    return x.sum()
+
+
+@prog(x34, graphs=2, breaks=1, codes=["PTC-B012"])
+def inplace_through_transpose_of_input(x):
+    y = x * 2
+    x.t().add_(1)
+    return x + y
+
+
+ACC = torch.zeros(3, 4)
+
+
+def _accumulate(x, acc=ACC):
+    acc.add_(x)
+    return acc * 2
+
+
+@prog(x34, graphs=1, breaks=0)
+def inplace_on_default_argument(x):
+    # the write persists in _accumulate.__defaults__ (reset per run)
+    return _accumulate(x), _accumulate(x * 2)
+
+
+@module_prog(x34)
+class WritesTensorAttribute(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("calls", torch.zeros(()))
+        self.seen = torch.zeros(3, 4)  # a plain tensor attribute
+
+    def forward(self, x):
+        self.calls.add_(1)
+        self.seen.add_(x)
+        return x * self.calls + self.seen
+
+
+class Made:
+    pass
+
+
+def _id_matches(eager, compiled):
+    for r in (eager, compiled):
+        assert r[2] == id(r[1]) and r[3] == {id(r[1]): True}, r
+
+
+@prog(x34, graphs=1, breaks=0, check=_id_matches)
+def id_of_made_object_leaves_the_call(x):
+    o = Made()
+    return x + 1, o, id(o), {id(o): id(o) in {id(o): o}}
 
 
 @prog(x34, graphs=1, breaks=1, codes=["PTC-B013"])

@@ -44,9 +44,10 @@ def two():
     return (torch.arange(6.0).reshape(2, 3), torch.ones(2, 3))
 
 
-# ---- in-place ops on views of an input (each is a break that runs for real) ----
+# ---- in-place ops on views of an input (basic indexing: written back after the
+# graph, as the input itself; other views: a break that runs for real) ----
 
-@prog(graphs=2, breaks=1)
+@prog(graphs=1, breaks=0)
 def select_add_(x):
     x[0].add_(1)
     return x.sum()
@@ -210,8 +211,10 @@ def inner_view_written_after_a_break(x):
     return y, v
 
 
-@prog(graphs=3, breaks=3)
+@prog(graphs=2, breaks=3)
 def views_kept_in_a_list_across_breaks(x):
+    # rows[0] (a view of x, another input) is written back after its graph;
+    # reading x, which shares its memory, is the third break
     rows = []
     for i in range(2):
         rows.append(x[i])

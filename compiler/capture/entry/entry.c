@@ -614,6 +614,29 @@ static int instance_recipe(builder *B, PyObject *o)
     Py_XDECREF(info);
     return r;
 }
+
+/* The outside object o, reached by src; an id() a resume state held is
+ * marked as still one (obj True), for the next resume state. */
+static int source_recipe(builder *B, PyObject *o, int src)
+{
+    PyObject *id = cap_t_resumed_id(B->T, o) ? Py_NewRef(Py_True) : NULL;
+    return add_recipe(B, (cap_recipe){CAP_R_SOURCE, 0, NULL, id, src});
+}
+
+/* An id() the trace took: id() of its object's recipe, so that it is the
+ * id of the object this call rebuilds (or reaches), not the trace's. */
+static int id_recipe(builder *B, PyObject *obj)
+{
+    int of = recipe_of(B, obj);
+    if (of < 0)
+        return fail(B, "the id() of an object ptc cannot rebuild", obj);
+    int *items = malloc(sizeof(int));
+    if (!items)
+        return -1;
+    items[0] = of;
+    return add_recipe(B, (cap_recipe){CAP_R_ID, 1, items, NULL, 0});
+}
+
 /* The recipe of o, by its kind. The order matters: a graph value before its
  * source, a source before a rebuilt copy, exact builtin types before what
  * pickling could rebuild. */
@@ -628,12 +651,17 @@ static int recipe_uncached(builder *B, PyObject *o)
         return symint_recipe(B, o);
     int src = cap_t_source_of(T, o);
     if (src >= 0)
-        return add_recipe(B, (cap_recipe){CAP_R_SOURCE, 0, NULL, NULL, src});
+        return source_recipe(B, o, src);
     if (PyCFunction_Check(o)) {
         PyObject *self = PyCFunction_GetSelf(o);
         if (self && !PyModule_Check(self) && !PyType_Check(self) && !cap_is_constant(self))
             return bound_builtin_recipe(B, o);
     }
+    PyObject *id_of = cap_t_id_object(T, o);
+    if (id_of)
+        return id_recipe(B, id_of);
+    if (PyTuple_CheckExact(o) && cap_t_holds_id(T, o))
+        return container_recipe(B, o); /* a constant but for the ids */
     if (cap_is_constant(o) || Py_TYPE(o) == cap_gradexit_type || PyType_Check(o) ||
         PyModule_Check(o) || PyCFunction_Check(o) || shareable(o))
         return add_recipe(B, (cap_recipe){CAP_R_CONST, 0, NULL, Py_NewRef(o), 0});
@@ -769,7 +797,7 @@ static int frame_recipe(builder *B, cap_frame *f, cap_rframe *rf)
         /* A local of the starting state the trace never read is still the
            same object: its source. */
         if (f->lp[i] && f->slot_src[i] >= 0)
-            rf->lp[i] = add_recipe(B, (cap_recipe){CAP_R_SOURCE, 0, NULL, NULL, f->slot_src[i]});
+            rf->lp[i] = source_recipe(B, f->lp[i], f->slot_src[i]);
         else if ((rf->lp[i] = recipe_of(B, f->lp[i])) < 0)
             return -1;
     }
@@ -991,7 +1019,8 @@ cap_entry *cap_entry_build(cap_trace *T, cap_interp *I, int rc, int *unreconstru
         goto fail;
     }
     B.escape = false;
-    if (cap_t_identity_guards(T) < 0 || writeback_outputs(&B, e) < 0 || take_graph(&B, e) < 0)
+    if (cap_t_identity_guards(T) < 0 || cap_t_alias_guards(T) < 0 || writeback_outputs(&B, e) < 0 ||
+        take_graph(&B, e) < 0)
         goto fail;
     take_sources(e, T);
     keep_symbols(e, T);

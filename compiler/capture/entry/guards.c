@@ -826,8 +826,8 @@ static bool guard_passes(cap_entry *e, int gi, PyObject *v, const uint8_t *trust
         return true; /* checked later, all at once */
     if (v && v == g->obj && (g->kind == CAP_G_ID || g->kind == CAP_G_EQ))
         return true; /* the common case, without a call */
-    if (g->kind == CAP_G_SAME || g->kind == CAP_G_DISTINCT || g->kind == CAP_G_SYM ||
-        g->kind == CAP_G_SYMSIZE)
+    if (g->kind == CAP_G_SAME || g->kind == CAP_G_DISTINCT || g->kind == CAP_G_NOALIAS ||
+        g->kind == CAP_G_SYM || g->kind == CAP_G_SYMSIZE)
         return true; /* after the tensors' own guards, which say more */
     return g->src < 0 ? check_global(g)
                       : v && check_guard(g, v, guard_hints ? &guard_hints[4 * gi] : NULL,
@@ -846,6 +846,11 @@ static int check_after_sources(cap_entry *e, PyObject **vals, bool batch, int *f
     for (int gi = 0; ok == 1 && gi < e->nguards; gi++)
         if ((e->guards[gi].kind == CAP_G_SAME || e->guards[gi].kind == CAP_G_DISTINCT) &&
             !cap_identity_guard_ok(&e->guards[gi], vals)) {
+            *failed = gi;
+            ok = 0;
+        }
+    for (int gi = 0; ok == 1 && gi < e->nguards; gi++)
+        if (e->guards[gi].kind == CAP_G_NOALIAS && !cap_noalias_guard_ok(&e->guards[gi], vals)) {
             *failed = gi;
             ok = 0;
         }
@@ -1000,8 +1005,12 @@ void cap_guard_str(const cap_source *src, int nsrc, const cap_guard *g, char *bu
         cap_source_str(src, nsrc, (int)g->n, v, sizeof v);
         snprintf(buf, size, "%s is %s", s, v);
         return;
+    case CAP_G_NOALIAS:
     case CAP_G_DISTINCT: {
-        size_t k = (size_t)snprintf(buf, size, "distinct objects:");
+        size_t k =
+            (size_t)snprintf(buf, size,
+                             g->kind == CAP_G_DISTINCT ? "distinct objects:"
+                                                       : "written in place, sharing no memory:");
         for (Py_ssize_t i = 0; i < PyTuple_Size(g->obj) && k < size; i++) {
             cap_source_str(src, nsrc, (int)PyLong_AsLong(PyTuple_GetItem(g->obj, i)), v, sizeof v);
             k += (size_t)snprintf(buf + k, size - k, "%s %s", i ? "," : "", v);
@@ -1068,6 +1077,8 @@ static void guard_now(const cap_entry *e, int gi, PyObject **vals, char *now, si
         sizes_now(e, g, vals, now, size);
     } else if (g->kind == CAP_G_GRAD) {
         snprintf(now, size, "%s", g->n ? "False" : "True");
+    } else if (g->kind == CAP_G_NOALIAS) {
+        snprintf(now, size, "a written one shares memory");
     } else if (g->kind == CAP_G_SAME || g->kind == CAP_G_DISTINCT) {
         snprintf(now, size, "%s",
                  g->kind == CAP_G_SAME ? "a different object" : "some the same object");
@@ -1126,6 +1137,7 @@ static void guard_old(const cap_guard *g, char *old, size_t size)
     case CAP_G_CLASSATTR: repr_into(PyTuple_GetItem(g->obj, 1), old, size); return;
     case CAP_G_SAME: snprintf(old, size, "the same object"); return;
     case CAP_G_DISTINCT: snprintf(old, size, "distinct objects"); return;
+    case CAP_G_NOALIAS: snprintf(old, size, "no memory shared"); return;
     case CAP_G_SYM:
     case CAP_G_SYMSIZE: snprintf(old, size, "%s", PyUnicode_AsUTF8(g->obj)); return;
     default: repr_into(g->obj, old, size);

@@ -250,6 +250,8 @@ static PyObject *one(const cap_recipe *r, PyObject **vals, PyObject **outs, PyOb
         return exception(r, rv);
     case CAP_R_REDUCE:
         return reduced(r, rv);
+    case CAP_R_ID:
+        return PyLong_FromVoidPtr(rv[r->items[0]]);
     }
     PyErr_SetString(cap_InternalError, "ptc: unknown recipe");
     return NULL;
@@ -371,6 +373,22 @@ int cap_entry_run_effects(cap_entry *e, PyObject **rv)
     return 0;
 }
 
+/* A local of the resume state that is an id() (rebuilt by an ID recipe, or
+ * a SOURCE one marked as still an id): the interpreter hears of it, so that
+ * the trace that goes on does not specialise on it (cap_interp.ids). */
+static int note_id(cap_interp *I, const cap_recipe *r, PyObject *v)
+{
+    bool id = r->kind == CAP_R_ID || (r->kind == CAP_R_SOURCE && r->obj == Py_True);
+    if (!id || !v)
+        return 0;
+    if (!I->ids && !(I->ids = PyDict_New()))
+        return -1;
+    PyObject *k = PyLong_FromVoidPtr(v);
+    int rc = k ? PyDict_SetItem(I->ids, k, v) : -1;
+    Py_XDECREF(k);
+    return rc;
+}
+
 static PyObject *func_builtins(PyObject *globals)
 {
     PyObject *b = PyDict_GetItemString(globals, "__builtins__");
@@ -391,8 +409,11 @@ int cap_entry_resume_frames(cap_entry *e, PyObject **rv, cap_interp *I)
         Py_DECREF(globals);
         if (!f)
             return -1;
-        for (int i = 0; i < rf->code->nlp; i++)
+        for (int i = 0; i < rf->code->nlp; i++) {
             f->lp[i] = Py_XNewRef(rv[rf->lp[i]]);
+            if (note_id(I, &e->recipes[rf->lp[i]], f->lp[i]) < 0)
+                return -1;
+        }
         for (int i = 0; i < rf->sp; i++)
             f->stack[i] = Py_XNewRef(rv[rf->stack[i]]);
         f->sp = rf->sp;

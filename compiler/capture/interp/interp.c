@@ -88,6 +88,7 @@ void cap_interp_clear(cap_interp *I)
     I->base = NULL;
     Py_CLEAR(I->result);
     Py_CLEAR(I->sync_result);
+    Py_CLEAR(I->ids);
 }
 
 /* ---- argument binding (CPython's initialize_locals) ---------------------- */

@@ -271,7 +271,7 @@ typedef struct cap_trace_hooks {
                            int nargs, PyObject *kwnames, PyObject **out);
     int (*truth_guard)(cap_trace *T, PyObject *v);
     int (*contains_guard)(cap_trace *T, PyObject *container, PyObject *item);
-    int (*check_operands)(cap_trace *T, PyObject *a, PyObject *b);
+    int (*check_operands)(cap_trace *T, PyObject *a, PyObject *b, bool arithmetic);
     int (*check_format)(cap_trace *T, PyObject *v);
     /* tensors (the torch layer's rows) */
     int (*real_tensor)(cap_trace *T, PyObject *v, const char *what);
@@ -307,6 +307,10 @@ struct cap_interp {
        run that instruction started. */
     long break_at;
     long instr_step; /* I->steps when the running instruction began */
+    /* The ints of a resume state that are id()s of its objects (dict:
+       address -> the int, set by the entry that made the state): new each
+       call, so the trace that goes on from it does not specialise on them. */
+    PyObject *ids;
 };
 
 /* Frames. */

@@ -16,8 +16,11 @@
 
 #define FOREACH_MAX_ARGS 8
 
-/* X of torch._foreach_X(_), or NULL when callable is not one of them. */
-static const char *foreach_base(PyObject *callable)
+/* X of torch._foreach_X(_) copied into buf, or NULL when callable is not
+ * one of them. A copy: a builtin's __name__ is a new string on every read,
+ * freed on return (pointing into it read freed memory: under load the
+ * break named torch._foreach___ and fullgraph failed). */
+static const char *foreach_base(PyObject *callable, char *buf, size_t size)
 {
     if (!PyCFunction_Check(callable))
         return NULL;
@@ -28,8 +31,8 @@ static const char *foreach_base(PyObject *callable)
     if (s && strncmp(s, "_foreach_", 9) == 0) {
         PyObject *same = PyObject_GetAttr(cap_T.torch, name);
         PyErr_Clear();
-        if (same == callable)
-            base = s + 9; /* the name stays alive: torch's function holds it */
+        if (same == callable && strlen(s + 9) < size)
+            base = strcpy(buf, s + 9);
         Py_XDECREF(same);
     }
     Py_XDECREF(name);
@@ -106,7 +109,8 @@ static PyObject *keywords_of(const char *base, int *npos, int nargs, PyObject *k
 int cap_torch_foreach_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                            PyObject *kwnames, PyObject **out)
 {
-    const char *base = foreach_base(callable);
+    char base_buf[64];
+    const char *base = foreach_base(callable, base_buf, sizeof base_buf);
     if (!base)
         return CAP_NONE;
     cap_trace *T = I->T;

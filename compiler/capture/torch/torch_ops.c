@@ -714,17 +714,32 @@ static cap_tensor *alias_root(cap_tensor *t)
     return root;
 }
 
+/* The graph input t is a basic-indexing view of (x[0], x[:, 1], x[0][1:]),
+ * or NULL when it is none: a write through it is a write of that input. */
+static cap_tensor *viewed_input(cap_tensor *t)
+{
+    for (cap_tensor *cur = t; cur; cur = cur->base) {
+        if (cur->input_v)
+            return cur != t && !cur->base && alias_root(t) == cur ? cur : NULL;
+        if (!cur->view_key)
+            return NULL;
+    }
+    return NULL;
+}
+
 int cap_check_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv)
 {
-    if (t->input_v && !t->base) { /* a graph input itself: written back after the call */
-        int rc = cap_t_check_writable(T, t, nv);
-        return rc != CAP_NEXT ? rc : check_views(T, t, 0);
+    cap_tensor *input = t->input_v && !t->base ? t : viewed_input(t);
+    if (input) { /* a graph input itself: written back after the call */
+        int rc = cap_t_check_writable(T, input, nv);
+        return rc != CAP_NEXT ? rc : check_views(T, input, 0);
     }
     for (cap_tensor *cur = t; cur; cur = cur->base)
         if (cur->input_v)
             return cap_t_break(T, CAP_B_INPLACE_INPUT,
                                cur == t ? "in-place op on a tensor from outside (%s)"
-                                        : "in-place op on a view of a tensor from outside (%s)",
+                                        : "in-place op on a view of a tensor from outside other "
+                                          "than basic indexing (%s)",
                                cur->input_v->name);
     cap_tensor *root = alias_root(t);
     for (cap_tensor *cur = t; cur != root; cur = cur->base)
@@ -738,8 +753,9 @@ int cap_check_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv)
 int cap_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv)
 {
     int rc = cap_check_mutate(T, t, nv);
-    if (rc == CAP_NEXT && t->input_v)
-        rc = cap_t_note_written(T, t);
+    cap_tensor *input = t->input_v && !t->base ? t : viewed_input(t);
+    if (rc == CAP_NEXT && input)
+        rc = cap_t_note_written(T, input);
     if (rc != CAP_NEXT)
         return rc;
     cap_tensor *root = alias_root(t);
@@ -768,8 +784,6 @@ int cap_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv)
  * the value is padded to t's shape, and t's value becomes where(mask, v, t). */
 int cap_torch_setitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v)
 {
-    if (t->input_v)
-        return cap_t_break(T, CAP_B_INPLACE_INPUT, "item assignment into a tensor from outside");
     if (cap_is_tensor(v) && ((cap_tensor *)v)->base == t && ((cap_tensor *)v)->view_key) {
         /* t[k] = t[k] (x[k] += 1 stores its view back): views are kept in
            sync with their base, so this is a no-op. */

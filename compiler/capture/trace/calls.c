@@ -618,9 +618,8 @@ static int builtin_on_objects(cap_interp *I, int id, PyObject *const *args, int 
                            : id == B_input ? "input"
                                            : "breakpoint");
     case B_id:
-        /* id() of a traced tensor would be a different object's each call. */
-        if (npos == 1 && cap_is_tensor(args[0]))
-            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "id() of a tensor");
+        if (npos == 1 && !kwnames)
+            return cap_t_id(T, args[0], out);
         break;
     case B_callable:
         if (ti == 0) {

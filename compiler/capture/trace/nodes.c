@@ -154,22 +154,27 @@ bool cap_t_value_grad(cap_trace *T, ptc_value *v)
 int cap_t_check_writable(cap_trace *T, cap_tensor *t, ptc_value *nv)
 {
     const char *name = t->input_v->name;
-    /* Module buffers only: an argument may be a view of another input (x
-       and x[0]), which the graph would go on reading unchanged. */
-    if (t->src < 0 || T->src[t->src].kind != CAP_S_MODBUF)
+    /* An argument, a default, a module's buffer or tensor attribute:
+       written back after the call (inplace.c); an object assumed constant
+       is not the caller's to write. */
+    if (t->src < 0 || T->src[t->src].kind == CAP_S_CONST)
         return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a tensor from outside (%s)",
                            name);
     if (T->src_val[t->src] != (PyObject *)t)
         return cap_t_break(T, CAP_B_INPLACE_INPUT,
                            "in-place op on an alias of a tensor from outside (%s)", name);
+    /* Autograd must record the write on the caller's tensor itself (its
+       version, its grad_fn): a graph that returns the new value cannot. */
     if (t->input_v->type.requires_grad)
         return cap_t_break(T, CAP_B_INPLACE_INPUT,
-                           "in-place op on a tensor from outside that requires grad (%s)", name);
+                           "in-place op on a tensor from outside that requires grad (%s): "
+                           "autograd records it on the tensor itself",
+                           name);
     if (nv->type.requires_grad && cap_t_value_grad(T, nv))
         return cap_t_break(
             T, CAP_B_INPLACE_INPUT,
             "in-place op writing a value that requires grad into a tensor from outside (%s)", name);
-    return CAP_NEXT;
+    return cap_t_check_unshared(T, t);
 }
 
 bool cap_t_is_written(cap_trace *T, cap_tensor *t)

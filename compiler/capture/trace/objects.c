@@ -950,7 +950,7 @@ bool cap_t_is_real_tensor(PyObject *o)
     return o && !cap_is_tensor(o) && PyObject_TypeCheck(o, (PyTypeObject *)cap_T.Tensor);
 }
 
-int cap_t_check_operands(cap_trace *T, PyObject *a, PyObject *b)
+int cap_t_check_operands(cap_trace *T, PyObject *a, PyObject *b, bool arithmetic)
 {
     PyObject *ops[2] = {a, b};
     for (int i = 0; i < 2; i++)
@@ -963,14 +963,17 @@ int cap_t_check_operands(cap_trace *T, PyObject *a, PyObject *b)
             return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "operator on an outside %s",
                                cap_tpname(Py_TYPE(o)));
     }
-    return CAP_NEXT;
+    /* ids compare as eager's do (equal or not); numbers made from them
+       would be the trace's */
+    int rc = arithmetic ? cap_t_check_id_use(T, a) : CAP_NEXT;
+    return rc == CAP_NEXT && arithmetic ? cap_t_check_id_use(T, b) : rc;
 }
 
 int cap_t_check_format(cap_trace *T, PyObject *v)
 {
     if (cap_is_tensor(v) || cap_t_is_real_tensor(v))
         return cap_t_break(T, CAP_B_TENSOR_STR, "a tensor formatted as text");
-    return CAP_NEXT;
+    return cap_t_check_id_use(T, v);
 }
 
 /* ---- flows of whole containers ---------------------------------------------------------- */

@@ -366,6 +366,8 @@ static PyObject *wrap_tensor(cap_trace *T, PyObject *obj, int src)
     if (!v)
         return PyErr_Format(cap_InternalError, "ptc: cannot add graph input %s", name);
     cap_t_add_input(T, src, NULL);
+    if (cap_t_note_input(T, obj, src, name) < 0)
+        return NULL;
     cap_tensor *ct = (cap_tensor *)cap_tensor_new(T, v);
     if (!ct)
         return NULL;
@@ -567,6 +569,10 @@ int cap_t_load_state(cap_interp *I, cap_frame *f, int slot)
 {
     int src = f->slot_src[slot];
     f->slot_src[slot] = -1;
+    /* An id() the resume state holds is new each call: its source rebuilds
+       it where it escapes, and nothing is specialised on it (ids.c). */
+    if (cap_t_resumed_id(I->T, f->lp[slot]))
+        return cap_t_map(I->T, f->lp[slot], src) < 0 ? CAP_ERR : CAP_NEXT;
     PyObject *w = cap_t_wrap(I->T, f->lp[slot], src);
     if (!w)
         return CAP_ERR;

@@ -87,6 +87,8 @@ typedef struct cap_source {
     X(SAME, "is the object of") /* value is the object source n reached */      \
     X(DISTINCT, "distinct")  /* obj: tuple of source ids (src the largest), all \
                                 distinct objects: tensors that were not aliases */ \
+    X(NOALIAS, "share no memory") /* obj: source ids (src the largest), the first n \
+                                     written in place: they share no storage with the rest */ \
     X(SYM, "size relation")  /* expr n 0, n a Py_LT.. relation; obj: expr's text */ \
     X(SYMSIZE, "size is")    /* value.size(n & 255) == symbol n >> 8 */
 
@@ -300,7 +302,7 @@ extern cap_torch_hooks cap_thooks;
 #define CAP_RECIPE_KINDS(X)                                                     \
     X(NULLV) X(CONST) X(SOURCE) X(OUTPUT) X(TUPLE) X(LIST) X(DICT) X(SET)       \
     X(CELL) X(SLICE) X(ITER) X(INSTANCE) X(FUNCTION) X(METHOD) X(GRADEXIT)   \
-    X(GETATTR) X(PYITER) X(EXCEPTION) X(REDUCE)
+    X(GETATTR) X(PYITER) X(EXCEPTION) X(REDUCE) X(ID)
 
 typedef enum {
 #define X(id) CAP_R_##id,
@@ -312,7 +314,8 @@ typedef struct cap_recipe {
     uint8_t kind;
     int n;          /* number of items */
     int *items;     /* recipe indices (children first in the array) */
-    PyObject *obj;  /* CONST value, INSTANCE class, FUNCTION code... (strong) */
+    PyObject *obj;  /* CONST value, INSTANCE class, FUNCTION code..., True for a SOURCE
+                       that is an id() (strong) */
     int index;      /* SOURCE id, OUTPUT index, ITER position, GRADEXIT mode */
 } cap_recipe;
 
@@ -383,10 +386,15 @@ struct cap_trace {
        graph returns their last values and the caller's tensors get them
        after the call (cap_entry.writeback). */
     PyObject *written;
+    PyObject *input_storage;  /* dict: source id -> its tensor input's storage
+                                 (inplace.c: a written input must share none) */
     PyObject *exc_stack;      /* handled exceptions of traced except blocks */
     PyObject *strings;
     PyObject *skipped;        /* generators run untouched while tracing */
     PyObject *made_funcs;     /* dict: id(fn) -> fn, the functions MAKE_FUNCTION made */
+    PyObject *made_ids;       /* dict: an id() the trace took -> its object (ids.c) */
+    PyObject *resumed_ids;    /* the resume state's ids (cap_interp.ids, or NULL):
+                                 loaded without a guard (ids.c) */
     /* Symbolic sizes (symint.c). */
     int dynamic;              /* the dynamic= option: -1 None, 0 False, 1 True */
     bool symint_results;      /* cap_options.symint_results (ptc.export) */
@@ -423,12 +431,35 @@ int cap_guard_add(cap_trace *T, int kind, int src, PyObject *obj, int64_t n);
  * graph. Parameters and buffers of modules are left out of it (cost). */
 int cap_t_identity_guards(cap_trace *T);
 bool cap_identity_guard_ok(const cap_guard *g, PyObject *const *vals);
+/* In-place writes to inputs (inplace.c). A tensor input read: its storage is
+ * noted; one an input written before shares is a GraphBreak (-1, set). */
+int cap_t_note_input(cap_trace *T, PyObject *real, int src, const char *name);
+/* Before t, an input, is first written: a break when another input shares
+ * its storage. CAP_NEXT or CAP_BREAK. */
+int cap_t_check_unshared(cap_trace *T, cap_tensor *t);
+/* At the end: the NOALIAS guard over the written inputs (0 / -1). */
+int cap_t_alias_guards(cap_trace *T);
+bool cap_noalias_guard_ok(const cap_guard *g, PyObject *const *vals);
+/* The default tensors f's call bound (defaults: its function's __defaults__,
+ * reached by defaults_src) become graph inputs reached through it (0 / -1). */
+int cap_t_wrap_defaults(cap_trace *T, cap_frame *f, PyObject *defaults, int defaults_src);
 /* The source an outside object was reached by, or -1. */
 int cap_t_source_of(cap_trace *T, PyObject *obj);
 /* Functions made while tracing (recipes rebuild them; any other function is
  * an existing object, used as itself). */
 int cap_t_note_function(cap_trace *T, PyObject *fn);
 bool cap_t_made_function(cap_trace *T, PyObject *fn);
+/* id(obj) while tracing: the value, remembered with its object (ids.c). */
+int cap_t_id(cap_trace *T, PyObject *obj, PyObject **out);
+/* The object whose id() v is, when the trace took it (borrowed), or NULL. */
+PyObject *cap_t_id_object(cap_trace *T, PyObject *v);
+/* Is v such an id, or a tuple holding one? */
+bool cap_t_holds_id(cap_trace *T, PyObject *v);
+/* Is v (this object) an id the resume state the trace starts from holds? */
+bool cap_t_resumed_id(cap_trace *T, PyObject *v);
+/* An operator or a format on v: a break when v is such an id (CAP_NEXT or
+ * CAP_BREAK). */
+int cap_t_check_id_use(cap_trace *T, PyObject *v);
 /* Records that obj is reached by src (no guard). */
 int cap_t_map(cap_trace *T, PyObject *obj, int src);
 /* An object reached from outside: installs the guards its type calls for and
@@ -629,7 +660,7 @@ int cap_t_load_global(cap_trace *T, cap_frame *f, PyObject *name, PyObject *v, b
                       PyObject **out);
 int cap_t_truth_guard(cap_trace *T, PyObject *v);
 int cap_t_contains_guard(cap_trace *T, PyObject *container, PyObject *item);
-int cap_t_check_operands(cap_trace *T, PyObject *a, PyObject *b);
+int cap_t_check_operands(cap_trace *T, PyObject *a, PyObject *b, bool arithmetic);
 int cap_t_check_format(cap_trace *T, PyObject *v);
 int cap_t_before_with(cap_interp *I, cap_frame *f, PyObject *mgr);
 PyObject *cap_t_flow(cap_trace *T, PyObject *obj);

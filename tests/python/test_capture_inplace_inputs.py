@@ -1,0 +1,190 @@
+"""In-place writes to the caller's tensors (PTC-B012), against eager.
+
+An argument, a default argument or a module's plain tensor attribute
+written in place is one graph: the graph returns its new value and the
+caller's tensor gets it after the call, so results and mutations equal
+eager's (main broke at every such write). Inputs that share memory with a
+written one (f(x, x[0]), f(x, x.view(-1))) would read the old value inside
+the graph: the trace breaks there and the entry is guarded on the written
+inputs sharing no memory with the others, so the aliased call takes its own
+path. f(x, x) is one input. A write to an input that requires grad stays a
+break: autograd records it on the caller's tensor itself.
+"""
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import ptc  # noqa: E402
+
+
+def counts(compiled):
+    handle = getattr(compiled, "_ptc_compiled", compiled)
+    ex = ptc.ExplainOutput(list(handle._events()), None)
+    return ex.graph_count, ex.break_count, [b["detail"] for b in ex.breaks]
+
+
+def compiles(compiled):
+    handle = getattr(compiled, "_ptc_compiled", compiled)
+    return len([e for e in handle._events() if e["kind"] in ("compile", "recompile")])
+
+
+def run_both(fn, make_args, calls=3):
+    """fn eagerly and compiled on fresh copies of the same arguments: the
+    results and the arguments after each call must be equal."""
+    compiled = ptc.compile(fn, backend="eager")
+    for _ in range(calls):
+        want_args, got_args = make_args(), make_args()
+        want, got = fn(*want_args), compiled(*got_args)
+        assert torch.equal(want, got), (want, got)
+        for w, g in zip(want_args, got_args):
+            assert torch.equal(w, g), (w, g)
+    return compiled
+
+
+def adds_to_its_argument(x):
+    x.add_(1)
+    return x * 2
+
+
+def writes_two_arguments(x, y):
+    x.mul_(2)
+    y.sub_(x)
+    return x + y
+
+
+def test_argument_written_in_place_is_one_graph():
+    # main: (1, 1, ['in-place op on a tensor from outside (x)'])
+    compiled = run_both(adds_to_its_argument, lambda: (torch.arange(4.0),))
+    assert counts(compiled) == (1, 0, []) and compiles(compiled) == 1
+    compiled = run_both(writes_two_arguments, lambda: (torch.arange(4.0), torch.ones(4)))
+    assert counts(compiled) == (1, 0, []) and compiles(compiled) == 1
+
+
+def test_written_argument_passed_twice_is_one_input():
+    # f(x, x): y is x, so y sees x's write (eager: x * 2 - x * 2 = 0)
+    compiled = run_both(writes_two_arguments, lambda: (lambda a: (a, a))(torch.arange(4.0)))
+    assert counts(compiled) == (1, 0, [])
+
+
+def aliased_read_after_write(x, y):
+    x.add_(1)
+    return y * 10
+
+
+@pytest.mark.parametrize("alias", ["row", "view", "same storage, other offset"])
+def test_argument_sharing_memory_with_a_written_one_is_read_after_the_write(alias):
+    """f(x, x[0]) and f(x, x.view(-1)): the graph would read y's old value,
+    so the trace breaks before y is read; f(x, other) keeps its one graph
+    and a later aliased call does not run it (the guard)."""
+    make = {
+        "row": lambda: (lambda a: (a, a[0]))(torch.arange(6.0).reshape(2, 3)),
+        "view": lambda: (lambda a: (a, a.view(-1)))(torch.arange(6.0).reshape(2, 3)),
+        "same storage, other offset": lambda: (lambda a: (a[0], a[1]))(torch.arange(6.0).reshape(2, 3)),
+    }[alias]
+    compiled = run_both(aliased_read_after_write, make)
+    graphs, breaks, details = counts(compiled)
+    assert breaks == 1 and "shares memory" in details[0], details
+    # the unaliased call first, then the aliased one: a guard tells them apart
+    compiled = run_both(aliased_read_after_write, lambda: tuple(t.clone() for t in make()))
+    assert counts(compiled)[:2] == (1, 0)
+    want_args, got_args = make(), make()
+    assert torch.equal(aliased_read_after_write(*want_args), compiled(*got_args))
+    assert all(torch.equal(w, g) for w, g in zip(want_args, got_args))
+    handle = compiled
+    reasons = [e["guard"] for e in handle._events() if e["kind"] == "recompile"]
+    assert reasons and "written in place, sharing no memory" in reasons[0], reasons
+
+
+def writes_alias_after_reading_both(x, y):
+    s = y.sum()
+    x.add_(1)
+    return s + x.sum()
+
+
+def test_alias_of_a_written_argument_read_before_the_write_breaks_at_the_write():
+    compiled = run_both(writes_alias_after_reading_both,
+                        lambda: (lambda a: (a, a[1:]))(torch.arange(4.0)))
+    graphs, breaks, details = counts(compiled)
+    assert breaks == 1 and "shares memory with another input" in details[0], details
+
+
+def fills_its_default(x, acc=torch.zeros(3)):
+    acc.add_(x)
+    return acc * 1
+
+
+def test_default_argument_written_in_place_persists_across_calls():
+    # eager: the default tensor accumulates in fills_its_default.__defaults__
+    compiled = ptc.compile(fills_its_default, backend="eager")
+    acc = fills_its_default.__defaults__[0]
+    for call in range(1, 4):
+        out = compiled(torch.ones(3))
+        assert torch.equal(out, torch.full((3,), float(call)))
+        assert torch.equal(acc, torch.full((3,), float(call)))
+        assert fills_its_default.__defaults__[0] is acc
+    assert counts(compiled) == (1, 0, []) and compiles(compiled) == 1
+
+
+class Counter(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("steps", torch.zeros(()))
+        self.total = torch.zeros(3)  # a plain tensor attribute, not a buffer
+
+    def forward(self, x):
+        self.steps.add_(1)
+        self.total.add_(x)
+        return x * self.steps + self.total
+
+
+def test_module_tensor_attribute_written_in_place_is_one_graph():
+    # main: a break at self.total.add_ (only buffers were written back)
+    eager, compiled_module = Counter(), Counter()
+    compiled = ptc.compile(compiled_module, backend="eager")
+    for _ in range(3):
+        x = torch.arange(3.0)
+        assert torch.equal(eager(x), compiled(x))
+        assert torch.equal(eager.total, compiled_module.total)
+        assert torch.equal(eager.steps, compiled_module.steps)
+    assert counts(compiled) == (1, 0, [])
+
+
+def test_argument_that_requires_grad_stays_a_break_and_raises_like_eager():
+    x = torch.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError) as eager_error:
+        adds_to_its_argument(x)
+    compiled = ptc.compile(adds_to_its_argument, backend="eager")
+    with pytest.raises(RuntimeError) as ptc_error:
+        compiled(x)
+    assert str(ptc_error.value) == str(eager_error.value)
+    assert "autograd records it on the tensor itself" in counts(compiled)[2][0]
+
+
+def test_fullgraph_argument_write_is_one_graph():
+    x = torch.arange(4.0)
+    assert torch.equal(ptc.compile(adds_to_its_argument, fullgraph=True)(x), torch.arange(1.0, 5.0) * 2)
+    assert torch.equal(x, torch.arange(1.0, 5.0))
+
+
+def writes_through_views_of_its_argument(x):
+    x[0].add_(1)
+    x[:, 1].mul_(0)
+    x[1][1:] = 7
+    return x.sum()
+
+
+def test_writes_through_basic_views_of_an_argument_are_one_graph():
+    # main: a break at x[0].add_ ('in-place op on a view of a tensor from outside')
+    compiled = run_both(writes_through_views_of_its_argument, lambda: (torch.arange(6.0).reshape(2, 3),))
+    assert counts(compiled) == (1, 0, [])
+
+
+def writes_through_a_transpose(x):
+    x.t().add_(1)
+    return x.sum()
+
+
+def test_write_through_another_view_of_an_argument_stays_a_break():
+    compiled = run_both(writes_through_a_transpose, lambda: (torch.arange(6.0).reshape(2, 3),))
+    graphs, breaks, details = counts(compiled)
+    assert breaks == 1 and "other than basic indexing" in details[0], details
