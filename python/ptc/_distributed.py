@@ -10,11 +10,16 @@ forward, as torch.compile does; ``DistributedDataParallel(ptc.compile(m))``
 needs nothing more. With compiled autograd (ptc.config.compiled_autograd)
 a graph's backward is one autograd node, so its parameters' gradients are
 all ready only when it ends and DDP could start no all-reduce before; ptc
-therefore splits the forward where a gradient bucket begins (Dynamo's
-DDPOptimizer does the same): buckets are filled walking the parameters in
-reverse order of use up to DDP's bucket_bytes_cap, and a forward pre-hook on the module where each bucket
-begins calls ``ptc._split.graph_split`` (PTC-B027). ptc splits between
-modules, so a module's parameters share one graph. With torch autograd for
+therefore cuts the forward's graph where a gradient bucket begins, as
+Dynamo's DDPOptimizer splits Dynamo's graph: buckets are filled walking the
+parameters in reverse order of use up to DDP's bucket_bytes_cap, and a
+forward pre-hook on the module where each bucket begins calls
+``ptc._split.graph_cut``. The cut is not a graph break: the graph stays
+whole through the user's loop over its blocks (a break there resumed in the
+middle of the loop, a new entry per block, past the recompile limit beyond
+about 8 blocks), and the training backend compiles it as pieces, one
+autograd node each, alike pieces (identical blocks) sharing one program.
+ptc cuts between modules, so a module's parameters share one piece. With torch autograd for
 the backward (the default) the graphs run op by op under autograd, DDP's
 hooks fire per parameter as in eager, and no split is needed.
 
@@ -26,7 +31,7 @@ graph inputs read at each call, never constants baked into a graph.
 import sys
 
 from . import _notices
-from ._split import graph_split
+from ._split import graph_cut
 
 
 def _ddp_class():
@@ -108,7 +113,7 @@ def install_bucket_splits(ddp, module):
 
 def _split_hook(reason):
     def ptc_bucket_split(module, args):
-        graph_split(reason)
+        graph_cut(reason)
 
     return ptc_bucket_split
 
