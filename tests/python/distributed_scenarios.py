@@ -322,6 +322,31 @@ def diverging_compiles(rank, world, tmp):
     return [str(w.message) for w in caught if "rank" in str(w.message)]
 
 
+def regroup(rank, world, tmp):
+    """A compile under the first process group, then the group destroyed and
+    a new one made through another FileStore, and a compile under it: the
+    new group's store holds this rank's compile, and the ranks' comparison
+    warns of nothing."""
+    import datetime
+    import os
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ptc.compile(mlp())(batches(rank, 1)[0])
+        dist.barrier()
+        dist.destroy_process_group()
+        path = os.path.join(str(tmp), "store_regroup")
+        dist.init_process_group("gloo", rank=rank, world_size=world, init_method="file://" + path,
+                                timeout=datetime.timedelta(seconds=300))
+        ptc.compile(mlp(skip_middle=True))(batches(rank, 1)[0])
+        store = dist.distributed_c10d._get_default_store()
+        key = "ptc/compile/%d/0" % rank
+        published = store.check([key]) and store.get(key).decode()
+        dist.barrier()
+    return {"published": published or "", "warnings": [str(w.message) for w in caught if "rank" in str(w.message)]}
+
+
 # ---- GPT-2 under DDP ------------------------------------------------------------------------
 
 GPT2_BUCKET_CAP_MB = 20000 / 2**20  # 20 kB: a few buckets across the blocks

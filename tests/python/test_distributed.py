@@ -108,6 +108,16 @@ def test_ranks_compiling_different_graphs_are_reported(tmp_path):
     assert all("differs from rank" in w and "MLP.forward" in w for w in warned), warned
 
 
+def test_ranks_compare_compiles_through_the_current_group(tmp_path):
+    """After destroy_process_group and a new init_process_group (another
+    FileStore), ptc publishes the ranks' compiles to the new group's store
+    and keeps no reference to the destroyed group's (it published to the
+    first group's store for the rest of the process)."""
+    for rank, r in enumerate(spawn("regroup", tmp_path)):
+        assert "MLP.forward" in r["published"], (rank, r)
+        assert r["warnings"] == [], (rank, r)
+
+
 class _Block(torch.nn.Module):
     def __init__(self):
         super().__init__()
