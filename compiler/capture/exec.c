@@ -580,6 +580,8 @@ static cap_entry *prepare_backend(cap_compiled *c, cap_entry *e, char *why, size
     }
     if (e->autograd_fallback)
         cap_report_autograd(c, e);
+    if (e->npieces)
+        cap_report_pieces(c, e);
     e->compile_ms = ptc_now_ms() - t0;
     cap_report_compiled(e);
     return e;

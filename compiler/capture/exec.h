@@ -46,6 +46,8 @@ PyObject *cap_compiled_call_fn(cap_compiled *c, PyObject *fn, PyObject *const *a
 
 /* Reporting. */
 void cap_report_compile(cap_compiled *c, cap_entry *e, cap_trace *T, const char *reason);
+/* A graph the training backend compiled as pieces cut by graph_cut. */
+void cap_report_pieces(cap_compiled *c, const cap_entry *e);
 /* Closes the entry's trace folder once its backend compiled. */
 void cap_report_compiled(cap_entry *e);
 /* info: cap_guard_info's dict for the failing guard (merged into the event), or NULL. */

@@ -168,6 +168,8 @@ void cap_report_compile(cap_compiled *c, cap_entry *e, cap_trace *T, const char 
     if (ev && spec && PyDict_SetItemString(ev, "specialized", spec) < 0)
         PyErr_Clear();
     Py_XDECREF(spec);
+    if (ev && T && T->cuts && PyDict_SetItemString(ev, "cuts", T->cuts) < 0)
+        PyErr_Clear();
     trace_files(c, e, reason, ev);
     add_event(c, ev);
     if (e->graph && ptc_log_on(PTC_LOG_CAPTURED, PTC_LOG_INFO)) {
@@ -248,6 +250,19 @@ void cap_report_autograd(cap_compiled *c, const cap_entry *e)
         ptc_log(PTC_LOG_GRAPH_BREAKS, PTC_LOG_INFO,
                 "graph %d of %s needs gradients: it runs through torch ops (autograd): %s", e->id,
                 e->frame_name, e->autograd_why);
+    PyErr_Clear();
+}
+
+void cap_report_pieces(cap_compiled *c, const cap_entry *e)
+{
+    add_event(c,
+              Py_BuildValue("{s:s,s:s,s:i,s:i,s:i}", "kind", "graph_pieces", "frame", e->frame_name,
+                            "id", e->id, "pieces", e->npieces, "programs", e->nprograms));
+    if (ptc_log_on(PTC_LOG_GRAPH_BREAKS, PTC_LOG_INFO))
+        ptc_log(PTC_LOG_GRAPH_BREAKS, PTC_LOG_INFO,
+                "graph %d of %s is cut into %d pieces (one autograd node each), %d of them "
+                "distinct programs",
+                e->id, e->frame_name, e->npieces, e->nprograms);
     PyErr_Clear();
 }
 

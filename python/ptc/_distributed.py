@@ -10,11 +10,16 @@ forward, as torch.compile does; ``DistributedDataParallel(ptc.compile(m))``
 needs nothing more. With compiled autograd (ptc.config.compiled_autograd)
 a graph's backward is one autograd node, so its parameters' gradients are
 all ready only when it ends and DDP could start no all-reduce before; ptc
-therefore splits the forward where a gradient bucket begins (Dynamo's
-DDPOptimizer does the same): buckets are filled walking the parameters in
-reverse order of use up to DDP's bucket_bytes_cap, and a forward pre-hook on the module where each bucket
-begins calls ``ptc._split.graph_split`` (PTC-B027). ptc splits between
-modules, so a module's parameters share one graph. With torch autograd for
+therefore cuts the forward's graph where a gradient bucket begins, as
+Dynamo's DDPOptimizer splits Dynamo's graph: buckets are filled walking the
+parameters in reverse order of use up to DDP's bucket_bytes_cap, and a
+forward pre-hook on the module where each bucket begins calls
+``ptc._split.graph_cut``. The cut is not a graph break: the graph stays
+whole through the user's loop over its blocks (a break there resumed in the
+middle of the loop, a new entry per block, past the recompile limit beyond
+about 8 blocks), and the training backend compiles it as pieces, one
+autograd node each, alike pieces (identical blocks) sharing one program.
+ptc cuts between modules, so a module's parameters share one piece. With torch autograd for
 the backward (the default) the graphs run op by op under autograd, DDP's
 hooks fire per parameter as in eager, and no split is needed.
 
@@ -26,7 +31,7 @@ graph inputs read at each call, never constants baked into a graph.
 import sys
 
 from . import _notices
-from ._split import graph_split
+from ._split import graph_cut
 
 
 def _ddp_class():
@@ -108,7 +113,7 @@ def install_bucket_splits(ddp, module):
 
 def _split_hook(reason):
     def ptc_bucket_split(module, args):
-        graph_split(reason)
+        graph_cut(reason)
 
     return ptc_bucket_split
 
@@ -127,14 +132,18 @@ class RankCheck:
     ranks' compiles and the reason for this rank's (a failed guard, a
     break)."""
 
-    def __init__(self, store, rank, world):
+    def __init__(self, store, rank, world, group):
         self.store, self.rank, self.world = store, rank, world
+        self.group = group  # the default process group whose store this is
         self.mine = []  # this rank's compiles, as published
         self.compared = [0] * world  # per rank: how many of its compiles were compared
         self.reported = False
         self.last_reason = ""
 
     def __call__(self, ev):
+        if self.store is None or not _is_current(self.group):
+            self.store = None  # the group was destroyed: its store is let go, nothing published
+            return
         if ev.get("kind") == "recompile":
             self.last_reason = "recompile: %s" % ev.get("guard")
             return
@@ -179,16 +188,27 @@ class RankCheck:
                                   UserWarning, stacklevel=2)
 
 
-def watch_ranks():
-    """Installs the RankCheck when a process group of 2+ ranks is up (once)."""
+def _is_current(group):
+    """Whether group is still torch.distributed's default process group
+    (destroy_process_group, or a new init_process_group, ends that)."""
     dist = sys.modules.get("torch.distributed")
-    if getattr(watch_ranks, "check", None) is not None or dist is None or \
-            not dist.is_available() or not dist.is_initialized() or dist.get_world_size() < 2:
+    return dist is not None and dist.is_initialized() and dist.group.WORLD is group
+
+
+def watch_ranks():
+    """Installs the RankCheck when a process group of 2+ ranks is up: once
+    per default group, so a group made after another was destroyed is
+    watched through its own store, and a destroyed group's store is not
+    kept (RankCheck lets it go at its next event)."""
+    dist = sys.modules.get("torch.distributed")
+    check = getattr(watch_ranks, "check", None)
+    if dist is None or not dist.is_available() or not dist.is_initialized() or \
+            dist.get_world_size() < 2 or (check is not None and _is_current(check.group)):
         return
     from . import _C
 
     store = dist.distributed_c10d._get_default_store()
-    watch_ranks.check = RankCheck(store, dist.get_rank(), dist.get_world_size())
+    watch_ranks.check = RankCheck(store, dist.get_rank(), dist.get_world_size(), dist.group.WORLD)
     _C._set_compile_observer(watch_ranks.check)
 
 

@@ -87,6 +87,11 @@ def graph_events(compiled):
             if e["kind"] == "compile"]
 
 
+def pieces_events(compiled):
+    """Per graph compiled in pieces (cut at DDP's buckets): (pieces, distinct programs)."""
+    return [(e["pieces"], e["programs"]) for e in compiled._events() if e["kind"] == "graph_pieces"]
+
+
 # ---- DDP ------------------------------------------------------------------------------------
 
 
@@ -150,6 +155,7 @@ def ddp_buckets(rank, world, tmp):
             orders.append(list(order))
         out[form] = {
             "graphs": graph_events(compiled._ptc_compiled),
+            "pieces": pieces_events(compiled._ptc_compiled),
             "plan": ddp._ptc_bucket_plan,
             "plan_bytes": [sum(p.numel() * p.element_size() for name in bucket
                                for p in model.get_submodule(name).parameters()) for bucket in ddp._ptc_bucket_plan],
@@ -316,16 +322,41 @@ def diverging_compiles(rank, world, tmp):
     return [str(w.message) for w in caught if "rank" in str(w.message)]
 
 
+def regroup(rank, world, tmp):
+    """A compile under the first process group, then the group destroyed and
+    a new one made through another FileStore, and a compile under it: the
+    new group's store holds this rank's compile, and the ranks' comparison
+    warns of nothing."""
+    import datetime
+    import os
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ptc.compile(mlp())(batches(rank, 1)[0])
+        dist.barrier()
+        dist.destroy_process_group()
+        path = os.path.join(str(tmp), "store_regroup")
+        dist.init_process_group("gloo", rank=rank, world_size=world, init_method="file://" + path,
+                                timeout=datetime.timedelta(seconds=300))
+        ptc.compile(mlp(skip_middle=True))(batches(rank, 1)[0])
+        store = dist.distributed_c10d._get_default_store()
+        key = "ptc/compile/%d/0" % rank
+        published = store.check([key]) and store.get(key).decode()
+        dist.barrier()
+    return {"published": published or "", "warnings": [str(w.message) for w in caught if "rank" in str(w.message)]}
+
+
 # ---- GPT-2 under DDP ------------------------------------------------------------------------
 
 GPT2_BUCKET_CAP_MB = 20000 / 2**20  # 20 kB: a few buckets across the blocks
 
 
-def gpt2():
+def gpt2(n_layer=2):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
-    cfg = GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=16, resid_pdrop=0,
+    cfg = GPT2Config(n_layer=n_layer, n_embd=32, n_head=2, vocab_size=64, n_positions=16, resid_pdrop=0,
                      embd_pdrop=0, attn_pdrop=0, bos_token_id=0, eos_token_id=0, use_cache=False)
     return GPT2LMHeadModel(cfg).to(DEVICE)
 
@@ -408,11 +439,14 @@ def plan_bytes(model, plan):
 
 def graph_summary(compiled):
     """The break code each graph of a ptc-compiled model ends at (None: the
-    last), and the fallbacks it took."""
+    last), the fallbacks it took, its recompiles (and recompile limits hit),
+    and (pieces, programs) per graph compiled in pieces."""
     events = compiled._ptc_compiled._events()
     return {"graphs": [(e.get("break") or {}).get("code") for e in events
                        if e["kind"] == "compile" and e.get("graph") is not None],
-            "fallbacks": [e["kind"] for e in events if "fallback" in e["kind"]]}
+            "fallbacks": [e["kind"] for e in events if "fallback" in e["kind"]],
+            "recompiles": [e["kind"] for e in events if e["kind"].startswith("recompile")],
+            "pieces": pieces_events(compiled._ptc_compiled)}
 
 
 def gpt2_ddp(rank, world, tmp):
@@ -425,6 +459,34 @@ def gpt2_ddp(rank, world, tmp):
         out[case].update(graph_summary(handle))
         out[case]["plan_bytes"] = plan_bytes(compiled.module, getattr(compiled, "_ptc_bucket_plan", []))
         out[case]["eager_bytes"] = [int(n) for n in ref._get_ddp_logging_data()["rebuilt_bucket_sizes"].split(",")]
+    return out
+
+
+def gpt2_deep_ddp(rank, world, tmp):
+    """A 12-layer GPT-2 under DDP with compiled autograd, both wrap orders, a
+    gradient bucket per block (the cap is one block's bytes), against eager
+    DDP over 10 SGD steps: the graphs, recompiles, pieces and the warnings
+    (a cut inside the loop over the blocks must not make a graph per block)."""
+    import warnings
+
+    ptc.config.compiled_autograd = True
+    block_bytes = sum(p.numel() * p.element_size() for p in gpt2(1).transformer.h[0].parameters())
+    cap_mb = block_bytes / 2**20
+    out = {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for form in ("outer", "inner"):
+            ref = DDP(gpt2(12), bucket_cap_mb=cap_mb)
+            if form == "outer":
+                compiled = handle = ptc.compile(DDP(gpt2(12), bucket_cap_mb=cap_mb))
+            else:
+                compiled = DDP(ptc.compile(gpt2(12)), bucket_cap_mb=cap_mb)
+                handle = compiled.module
+            out[form] = train_gpt2_pair(ref, compiled, rank, record_allreduces(compiled, world))
+            out[form].update(graph_summary(handle))
+            out[form]["buckets"] = len(compiled._ptc_bucket_plan)
+            ptc.reset()
+    out["warnings"] = [str(w.message) for w in caught]
     return out
 
 

@@ -1,6 +1,8 @@
 """ptc under torch.distributed on this CPU: 2 ranks on gloo, spawned per test
 (distributed_common.spawn); each rank's scenario is in
 distributed_scenarios.py. Compiled results must equal eager DDP/FSDP's."""
+import copy
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -24,15 +26,16 @@ def test_ddp_both_forms_match_eager_ddp(tmp_path):
 
 
 def test_ddp_graphs_split_at_buckets(tmp_path):
-    """With compiled autograd the forward is one graph per gradient bucket of
-    eager DDP (a PTC-B027 split between them), and from the second step (DDP
-    has rebuilt its buckets) an all-reduce starts before the backward has
-    reached the input."""
+    """With compiled autograd the forward is one graph cut into a piece per
+    gradient bucket of eager DDP (no graph break), each piece its own
+    autograd node, and from the second step (DDP has rebuilt its buckets) an
+    all-reduce starts before the backward has reached the input."""
     for rank, result in enumerate(spawn("ddp_buckets", tmp_path)):
         for form, r in result.items():
             assert r["plan"] == [["fc3", "fc2"], ["fc1"]], (rank, form, r)
             assert r["plan_bytes"] == r["eager_bytes"] == [1360, 576], (rank, form, r)
-            assert [code for _, code in r["graphs"]] == ["PTC-B027", None], (rank, form, r)
+            assert [code for _, code in r["graphs"]] == [None], (rank, form, r)
+            assert r["pieces"] == [[2, 2]], (rank, form, r)
             for order in r["orders"][1:]:
                 assert order.index("allreduce") < order.index("input grad"), (rank, form, r)
 
@@ -117,3 +120,83 @@ def test_ddp_gradients_keep_the_layout_contract(tmp_path):
         assert result["strides_differ"] == [], (rank, result["strides_differ"])
         for fmt, worst in result["worst"].items():
             assert max(worst.values()) < 1e-4, (rank, fmt, worst)
+
+
+def test_ranks_compare_compiles_through_the_current_group(tmp_path):
+    """After destroy_process_group and a new init_process_group (another
+    FileStore), ptc publishes the ranks' compiles to the new group's store
+    and keeps no reference to the destroyed group's (it published to the
+    first group's store for the rest of the process)."""
+    for rank, r in enumerate(spawn("regroup", tmp_path)):
+        assert "MLP.forward" in r["published"], (rank, r)
+        assert r["warnings"] == [], (rank, r)
+
+
+class _Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(6, 6)
+        self.bn = torch.nn.BatchNorm1d(6)
+
+    def forward(self, x):
+        return torch.tanh(self.bn(self.fc(x))) + x
+
+
+class _Blocks(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(_Block() for _ in range(n))
+        self.head = torch.nn.Linear(6, 2)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def _cut_before_each_block(model):
+    from ptc._split import graph_cut
+
+    for k, block in enumerate(model.blocks):
+        block.register_forward_pre_hook(lambda mod, args, k=k: graph_cut("block %d" % k))
+
+
+def test_graph_cut_compiles_alike_pieces_once():
+    """ptc's DDP bucket boundaries, in one process: a graph_cut before each of
+    10 blocks of a loop (Linear, BatchNorm in training, tanh) with compiled
+    autograd is one compile without a break or recompile, cut into 10
+    pieces (nothing comes before the first cut; the last block is with the
+    head) made of 3 programs: blocks 1-8 share one, block 0 (its input wants
+    no gradient) and the last piece have theirs; outputs, every gradient and
+    BatchNorm's running statistics (inputs written in place, through the
+    pieces) equal eager's over 3 steps. A cut was a graph break before: each
+    block resumed the loop at another item, a recompile per block, and past
+    8 the blocks ran eagerly."""
+    ptc.config.compiled_autograd = True
+    try:
+        events = _train_cut_blocks()
+    finally:
+        ptc.config.compiled_autograd = False
+    assert [e["kind"] for e in events] == ["compile", "graph_pieces"], events
+    assert events[0]["break"] is None and len(events[0]["cuts"]) == 10, events[0]
+    assert (events[1]["pieces"], events[1]["programs"]) == (10, 3), events[1]
+
+
+def _train_cut_blocks():
+    """test_graph_cut_compiles_alike_pieces_once's 3 steps; ptc's events."""
+    torch.manual_seed(0)
+    ref = _Blocks(10)
+    model = copy.deepcopy(ref)
+    _cut_before_each_block(model)
+    compiled = ptc.compile(model)
+    for step in range(3):
+        x = torch.randn(5, 6, generator=torch.Generator().manual_seed(step))
+        out_r, out_c = ref(x), compiled(x)
+        out_r.square().sum().backward()
+        out_c.square().sum().backward()
+        assert torch.allclose(out_r, out_c, atol=TOL), step
+    for (name, a), b in zip(ref.named_parameters(), model.parameters()):
+        assert torch.allclose(a.grad, b.grad, atol=1e-4), name
+    for (name, a), b in zip(ref.named_buffers(), model.buffers()):
+        assert torch.allclose(a.float(), b.float(), atol=TOL), name
+    return compiled._ptc_compiled._events()

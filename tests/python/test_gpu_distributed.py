@@ -15,7 +15,8 @@ if torch.cuda.device_count() < 2 or not torch.distributed.is_available() or \
 
 from distributed_common import spawn  # noqa: E402
 
-SCENARIOS = ("ddp_matches_eager", "ddp_buckets", "ddp_modes", "fsdp2", "fsdp1", "gpt2_ddp", "gpt2_fsdp2")
+SCENARIOS = ("ddp_matches_eager", "ddp_buckets", "ddp_modes", "fsdp2", "fsdp1", "gpt2_ddp", "gpt2_fsdp2",
+             "gpt2_deep_ddp")
 TOL = 1e-4  # ptc's kernels and cuBLAS may sum in another order than the eager run's
 
 
@@ -47,7 +48,8 @@ def test_ddp_graphs_split_at_buckets_nccl(nccl):
     for rank, result in enumerate(results(nccl, "ddp_buckets")):
         for form, r in result.items():
             assert r["plan_bytes"] == r["eager_bytes"] == [1360, 576], (rank, form, r)
-            assert [code for _, code in r["graphs"]] == ["PTC-B027", None], (rank, form, r)
+            assert [code for _, code in r["graphs"]] == [None], (rank, form, r)
+            assert r["pieces"] == [[2, 2]], (rank, form, r)
             for order in r["orders"][1:]:
                 assert order.index("allreduce") < order.index("input grad"), (rank, form, r)
 
@@ -74,16 +76,29 @@ def test_fsdp_matches_eager_nccl(nccl, scenario):
 def test_gpt2_ddp_nccl(nccl):
     """As test_distributed_gpt2 on the CPU: both wrap orders and autograd
     paths equal eager DDP; with compiled autograd the forward splits at
-    eager DDP's 4 buckets and 3 all-reduces start before the first graph's
-    backward."""
+    eager DDP's 4 buckets (one graph cut into 4 pieces) and 3 all-reduces
+    start before the first piece's backward."""
     for rank, result in enumerate(results(nccl, "gpt2_ddp")):
         for case, r in result.items():
             assert max(r["loss"], r["grad"], r["param"]) < TOL, (rank, case, r)
             if case.endswith("/compiled"):
                 assert r["fallbacks"] == [], (rank, case, r)
                 assert r["plan_bytes"] == r["eager_bytes"] == [33664, 33920, 21376, 23168], (rank, case, r)
-                assert r["graphs"].count("PTC-B027") == 3, (rank, case, r)
+                assert r["graphs"] == [None] and r["recompiles"] == [], (rank, case, r)
+                assert [pieces for pieces, _ in r["pieces"]] == [4], (rank, case, r)
                 assert r["early_allreduces"][1:] == [3] * 9, (rank, case, r)
+
+
+def test_gpt2_of_12_blocks_under_ddp_nccl(nccl):
+    """As test_distributed_gpt2's 12-block case: one graph, 13 pieces, 3
+    distinct programs, no recompile or fallback, equal to eager DDP."""
+    for rank, result in enumerate(results(nccl, "gpt2_deep_ddp")):
+        assert [w for w in result.pop("warnings") if "ptc" in w] == [], (rank, result)
+        for form, r in result.items():
+            assert max(r["loss"], r["grad"], r["param"]) < TOL, (rank, form, r)
+            assert r["graphs"] == [None] and r["recompiles"] == [], (rank, form, r)
+            assert r["fallbacks"] == [] and r["pieces"] == [[13, 3]], (rank, form, r)
+            assert r["early_allreduces"][1:] == [12] * 9, (rank, form, r)
 
 
 def test_gpt2_fsdp2_nccl(nccl):

@@ -111,8 +111,8 @@ static const advice table[] = {
      "`%1$s` makes a tensor ptc cannot hold (%3$s). Keep such tensors outside %2$s, or convert "
      "them first (torch.view_as_real for complex tensors)."},
     {"PTC-B027",
-     "`%1$s` is where ptc split the graph on purpose (%3$s), so that DDP's gradient bucket can "
-     "all-reduce during the backward. A larger bucket_cap_mb gives fewer graphs."},
+     "`%1$s` splits the graph on purpose (%3$s). ptc._split.graph_cut cuts a graph into pieces, "
+     "one autograd node each, without a break."},
 };
 
 /* The function the break is in: the innermost frame of the inlined stack

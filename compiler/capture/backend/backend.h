@@ -37,6 +37,20 @@ bool cap_runtime_records_training(const ptc_graph *g, const char *mode, bool com
  * ptc._cudagraphs.TrainGraphs over it where mode records CUDA graphs). */
 int cap_train_prepare(cap_entry *e, const char *mode, PyObject **program, ptc_error *err);
 int cap_train_run(cap_entry *e, PyObject *program, PyObject **inputs, PyObject **outputs);
+/* The TrainProgram of graph g (e's, or a piece of it; written[k]: output k
+ * is the new value of an input written in place); its stages go to tc (or
+ * nowhere: NULL). NULL with err set on failure. */
+PyObject *cap_train_program(const ptc_graph *g, const bool *written, ptc_trace_compile *tc,
+                            ptc_error *err);
+/* What runs program under mode: reduce-overhead / max-autotune on CUDA wrap
+ * it in the recorder of its forward and backward (ptc._cudagraphs.
+ * TrainGraphs), one per use (a recorder's recordings are its caller's);
+ * otherwise program itself. New reference; NULL with err set. */
+PyObject *cap_train_recorded(cap_entry *e, const char *mode, PyObject *program, ptc_error *err);
+/* e's graph cut at e->cut_at (backend_pieces.c): a ptc._split.GraphPieces
+ * running one TrainProgram per piece (pieces alike share one), each its own
+ * autograd node; sets e->npieces and e->nprograms. */
+int cap_pieces_prepare(cap_entry *e, const char *mode, PyObject **program, ptc_error *err);
 /* The same for any graph / program (the training backend's two halves). */
 int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_compile *tc,
                               ptc_error *err);

@@ -211,40 +211,34 @@ static void keep_heap(const ptc_graph *backward)
     ptc_runtime_keep_heap(bytes);
 }
 
-/* Joint, partition and both compiles; err says why not. */
-static int build(cap_entry *e, ptc_graph **prims, ptc_joint *j, ptc_partition *p, train_program *t,
-                 ptc_error *err)
+/* Joint, partition and both compiles of g (written: its outputs that are
+ * new values of inputs written in place); err says why not. */
+static int build(const ptc_graph *g, const bool *written, ptc_trace_compile *tc, ptc_graph **prims,
+                 ptc_joint *j, ptc_partition *p, train_program *t, ptc_error *err)
 {
-    const ptc_graph *g = e->graph;
     bool *wants = calloc((size_t)g->ninputs + 1, sizeof *wants);
-    bool *written = calloc((size_t)g->noutputs + 1, sizeof *written);
     int rc = -1;
-    if (!wants || !written) {
+    if (!wants) {
         ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "out of memory");
         goto done;
     }
     for (int i = 0; i < g->ninputs; i++)
         wants[i] = g->inputs[i]->type.requires_grad;
-    /* the new values of inputs written in place are forward-only, as eager
-       updates buffers (BatchNorm's running statistics) outside autograd */
-    for (int k = 0; k < e->nwriteback; k++)
-        written[e->writeback[k].output] = true;
     if (!(*prims = ptc_decompose_for_autograd(g, err)) || ptc_simplify(*prims, err) ||
         ptc_autograd_joint(*prims, wants, written, j, err) || ptc_autograd_partition(j, p, err))
         goto done;
-    if (e->tc && (ptc_trace_graph(e->tc, "joint", j->graph, err) ||
-                  ptc_trace_graph(e->tc, "forward", p->forward, err) ||
-                  ptc_trace_graph(e->tc, "backward", p->backward, err)))
+    if (tc && (ptc_trace_graph(tc, "joint", j->graph, err) ||
+               ptc_trace_graph(tc, "forward", p->forward, err) ||
+               ptc_trace_graph(tc, "backward", p->backward, err)))
         goto done;
     /* The forward's stages go to the trace; the backward's would overwrite them. */
-    if (cap_runtime_compile_graph(p->forward, &t->forward, e->tc, err) ||
+    if (cap_runtime_compile_graph(p->forward, &t->forward, tc, err) ||
         cap_runtime_compile_backward(p->backward, &t->backward, err))
         goto done;
     keep_heap(p->backward);
     rc = 0;
 done:
     free(wants);
-    free(written);
     return rc;
 }
 
@@ -261,16 +255,19 @@ static bool mixed_grad_modes(const cap_entry *e)
     return on && off;
 }
 
-/* reduce-overhead / max-autotune on CUDA: t wrapped in the recorder of its
- * forward and backward (ptc._cudagraphs.TrainGraphs), else t itself. */
-static PyObject *with_graphs(cap_entry *e, const char *mode, train_program *t)
+PyObject *cap_train_recorded(cap_entry *e, const char *mode, PyObject *program, ptc_error *err)
 {
+    train_program *t = (train_program *)program;
     if (!cap_runtime_records_training(e->graph, mode, true, t->draws))
-        return (PyObject *)t;
+        return Py_NewRef(program);
     PyObject *wrap = cap_import_path("ptc._cudagraphs.TrainGraphs");
-    PyObject *graphs = wrap ? PyObject_CallFunction(wrap, "Os", (PyObject *)t, mode) : NULL;
+    PyObject *graphs = wrap ? PyObject_CallFunction(wrap, "Os", program, mode) : NULL;
     Py_XDECREF(wrap);
-    Py_DECREF(t);
+    if (!graphs) {
+        PyErr_Clear();
+        ptc_errorf(err, PTC_ERR_INTERNAL, "autograd",
+                   "the CUDA graph recorder (ptc._cudagraphs.TrainGraphs) could not be made");
+    }
     return graphs;
 }
 
@@ -280,11 +277,34 @@ int cap_train_prepare(cap_entry *e, const char *mode, PyObject **program, ptc_er
     if (mixed_grad_modes(e))
         return ptc_errorf(err, PTC_ERR_UNSUPPORTED, "autograd",
                           "the graph mixes grad modes (a no_grad block inside it)");
-    if (!train_type && !(train_type = PyType_FromSpec(&tp_spec)))
-        return ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "cannot create TrainProgram");
-    train_program *t = PyObject_New(train_program, (PyTypeObject *)train_type);
-    if (!t)
+    if (e->ncuts > 0)
+        return cap_pieces_prepare(e, mode, program, err);
+    /* the new values of inputs written in place are forward-only, as eager
+       updates buffers (BatchNorm's running statistics) outside autograd */
+    bool *written = calloc((size_t)e->graph->noutputs + 1, sizeof *written);
+    if (!written)
         return ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "out of memory");
+    for (int k = 0; k < e->nwriteback; k++)
+        written[e->writeback[k].output] = true;
+    PyObject *t = cap_train_program(e->graph, written, e->tc, err);
+    free(written);
+    *program = t ? cap_train_recorded(e, mode, t, err) : NULL;
+    Py_XDECREF(t);
+    return *program ? 0 : -1;
+}
+
+PyObject *cap_train_program(const ptc_graph *g, const bool *written, ptc_trace_compile *tc,
+                            ptc_error *err)
+{
+    if (!train_type && !(train_type = PyType_FromSpec(&tp_spec))) {
+        ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "cannot create TrainProgram");
+        return NULL;
+    }
+    train_program *t = PyObject_New(train_program, (PyTypeObject *)train_type);
+    if (!t) {
+        ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "out of memory");
+        return NULL;
+    }
     t->forward = t->backward = NULL;
     t->draws = false;
     t->tangent_of = t->grad_of = NULL;
@@ -293,7 +313,7 @@ int cap_train_prepare(cap_entry *e, const char *mode, PyObject **program, ptc_er
     ptc_graph *prims = NULL;
     ptc_joint j = {0};
     ptc_partition p = {0};
-    int rc = build(e, &prims, &j, &p, t, err);
+    int rc = build(g, written, tc, &prims, &j, &p, t, err);
     if (rc == 0) {
         t->ninputs = j.nprimal_inputs;
         t->noutputs = j.nprimal_outputs;
@@ -323,16 +343,9 @@ int cap_train_prepare(cap_entry *e, const char *mode, PyObject **program, ptc_er
     if (rc) {
         Py_DECREF(t);
         PyErr_Clear();
-        return -1;
+        return NULL;
     }
-    *program = with_graphs(e, mode, t);
-    if (!*program) {
-        PyErr_Clear();
-        return ptc_errorf(
-            err, PTC_ERR_INTERNAL, "autograd",
-            "the CUDA graph recorder (ptc._cudagraphs.TrainGraphs) could not be made");
-    }
-    return 0;
+    return (PyObject *)t;
 }
 
 /* ptc._autograd.apply(program, *inputs) -> the outputs, as one autograd node. */
@@ -341,14 +354,17 @@ int cap_train_run(cap_entry *e, PyObject *program, PyObject **inputs, PyObject *
     static PyObject *apply;
     if (!apply && !(apply = cap_import_path("ptc._autograd.apply")))
         return -1;
+    /* pieces (a ptc._split.GraphPieces) apply their programs themselves */
+    bool pieces = e->ncuts > 0;
     int n = e->graph->ninputs;
-    PyObject *args = PyTuple_New(n + 1);
+    PyObject *args = PyTuple_New(n + !pieces);
     if (!args)
         return -1;
-    PyTuple_SetItem(args, 0, Py_NewRef(program));
+    if (!pieces)
+        PyTuple_SetItem(args, 0, Py_NewRef(program));
     for (int i = 0; i < n; i++)
-        PyTuple_SetItem(args, i + 1, Py_NewRef(inputs[i]));
-    PyObject *r = PyObject_Call(apply, args, NULL);
+        PyTuple_SetItem(args, i + !pieces, Py_NewRef(inputs[i]));
+    PyObject *r = PyObject_Call(pieces ? program : apply, args, NULL);
     Py_DECREF(args);
     if (!r)
         return -1;

@@ -940,6 +940,23 @@ static int effect_recipes(builder *B, cap_entry *e)
     return 0;
 }
 
+/* The cuts noted while tracing (trace_split.c), as node ids: ascending, as
+ * the trace made them. */
+static int take_cuts(cap_entry *e, cap_trace *T)
+{
+    Py_ssize_t n = T->cuts ? PyList_Size(T->cuts) : 0;
+    if (n == 0)
+        return 0;
+    if (!(e->cut_at = malloc(sizeof *e->cut_at * (size_t)n))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        e->cut_at[i] = (int)PyLong_AsLong(PyTuple_GetItem(PyList_GetItem(T->cuts, i), 0));
+    e->ncuts = (int)n;
+    return 0;
+}
+
 /* The graph, its outputs set and dead nodes dropped, is verified and moves
  * from the trace to the entry with what is kept per input and per node. An
  * empty graph stays with the trace (the entry has none). */
@@ -963,6 +980,8 @@ static int take_graph(builder *B, cap_entry *e)
     T->g = NULL;
     e->node_grad = T->node_grad;
     T->node_grad = NULL;
+    if (take_cuts(e, T) < 0)
+        return -1;
     e->input_src = T->input_src;
     T->input_src = NULL;
     int ni = e->graph->ninputs;
@@ -1099,6 +1118,7 @@ static void entry_free(cap_entry *e)
     free(e->input_const);
     free(e->input_src);
     free(e->node_grad);
+    free(e->cut_at);
     free_rframes(e->frames, e->nframes);
     free(e->effects);
     Py_XDECREF(e->guard_strs);

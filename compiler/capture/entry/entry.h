@@ -111,6 +111,11 @@ struct cap_entry {
     int *input_src;          /* per graph input: source, or -1 (constant) */
     PyObject **input_const;  /* per graph input: the constant tensor or NULL */
     uint8_t *node_grad;      /* per node id: grad mode */
+    /* Cuts (ptc._split.graph_cut): the first node id of each piece after
+       the first, ascending; the training backend compiles the pieces. */
+    int ncuts;
+    int *cut_at;
+    int npieces, nprograms;  /* what the backend made of them: pieces, distinct programs */
     cap_backend backend;     /* what runs the graph */
     bool autograd_fallback;  /* gradients needed: ran through torch ops */
     char autograd_why[256];  /*   why (an op without a derivative, ...) */

@@ -1212,6 +1212,11 @@ static int call_function(cap_interp *I, PyObject *fn, PyObject *const *args, int
     const char *split = cap_graph_split_reason(fn, args, nargs);
     if (split)
         return cap_t_break(T, CAP_B_GRAPH_SPLIT, "%s", split);
+    int cut = cap_t_graph_cut(T, fn, args, nargs);
+    if (cut) {
+        *out = cut > 0 ? Py_NewRef(Py_None) : NULL;
+        return cut > 0 ? CAP_NEXT : CAP_ERR;
+    }
     int mk = cap_module_iter_kind(fn);
     if (mk >= 0)
         return cap_module_iter_call(I, mk, args, nargs, kwnames, out);

@@ -103,6 +103,7 @@ void cap_trace_free(cap_trace *T)
     Py_XDECREF(T->mut);
     Py_XDECREF(T->effects);
     Py_XDECREF(T->written);
+    Py_XDECREF(T->cuts);
     Py_XDECREF(T->exc_stack);
     Py_XDECREF(T->made_funcs);
     Py_XDECREF(T->made_ids);

@@ -412,6 +412,9 @@ struct cap_trace {
     PyObject *changed_sizes;  /* recompiling: dict size -> "L['x'].size(1)", sizes that dims
                                  of the entry before had and changed from (or NULL) */
     PyObject *new_tensors;    /*   list of (source text, sizes): tensors it did not have */
+    /* Cuts asked for by ptc._split.graph_cut (trace_split.c): a list of
+       (first node id after the cut, reason), or NULL when there is none. */
+    PyObject *cuts;
 };
 
 /* Fills the trace's rows of the interpreter's hook table (cap_hooks, hooks.c). */
@@ -624,6 +627,9 @@ const char *cap_disabled_by(PyObject *fn);
 const char *cap_func_name(PyObject *fn);
 /* Why a call to fn ends the graph on ptc's own request (trace_split.c), or NULL. */
 const char *cap_graph_split_reason(PyObject *fn, PyObject *const *args, int nargs);
+/* A call to ptc._split.graph_cut: the cut is noted in T (not a break) and
+ * true returned; false for any other fn. -1 on error. */
+int cap_t_graph_cut(cap_trace *T, PyObject *fn, PyObject *const *args, int nargs);
 bool cap_is_partial(PyObject *o);
 int cap_partial_unpack(PyObject *p, PyObject **fn, PyObject **args, PyObject **kw);
 int cap_t_call_partial(cap_interp *I, PyObject *fn, PyObject *pargs, PyObject *pkw,

@@ -1,0 +1,271 @@
+/* Training a graph in pieces cut where ptc._split.graph_cut was called.
+ *
+ * The trace noted the first node id after each cut (trace_split.c); node
+ * ids follow the trace, so piece k holds the nodes whose id lies between
+ * cut k-1 and cut k. Each piece becomes a graph of its own: its inputs are
+ * the graph inputs and the earlier pieces' values it reads, its outputs the
+ * values later pieces or the caller read. Each is compiled forward and
+ * backward (cap_train_program) and run as one autograd node, so the
+ * gradients of a piece's parameters are ready when its backward ends, not
+ * when the whole graph's does (what DDP needs to start a bucket's
+ * all-reduce during the backward, as torch.compile's DDPOptimizer splits
+ * Dynamo's graph). Pieces that print alike once names, source locations and
+ * provenance are set aside (a model's identical blocks) share one program:
+ * a model of many identical blocks compiles one program per distinct piece.
+ *
+ * At run time ptc._split.GraphPieces applies the programs in order over a
+ * table of slots: graph inputs first, then one slot per value id.
+ */
+#include "capture/backend/backend.h"
+
+#ifdef PTC_HAVE_RUNTIME
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct cutter {
+    cap_entry *e;
+    const ptc_graph *g;
+    int npieces;
+    int *piece;    /* [nnodes]: the piece of each node, by position */
+    int *last_use; /* [nvalues]: the last piece reading the value (npieces: the caller) */
+    bool *written; /* [nvalues]: the new value of an input written in place */
+} cutter;
+
+static int slot_of(const cutter *C, const ptc_value *v)
+{
+    return v->def ? C->g->ninputs + v->id : v->input_index;
+}
+
+/* How many cuts come at or before node id: the node's piece. */
+static int piece_of_id(const cap_entry *e, int id)
+{
+    int p = 0;
+    while (p < e->ncuts && e->cut_at[p] <= id)
+        p++;
+    return p;
+}
+
+static void note_use(cutter *C, const ptc_value *v, int piece)
+{
+    if (v && C->last_use[v->id] < piece)
+        C->last_use[v->id] = piece;
+}
+
+/* Pieces and last uses; -1 when a node reads a later piece's value (node
+ * ids out of trace order: the graph is not cut). */
+static int assign_pieces(cutter *C)
+{
+    const ptc_graph *g = C->g;
+    int *def_piece = calloc((size_t)g->nvalues + 1, sizeof *def_piece);
+    if (!def_piece)
+        return -1;
+    for (int i = 0; i < g->nvalues; i++)
+        C->last_use[i] = -1;
+    int rc = 0;
+    for (int i = 0; i < g->nnodes && rc == 0; i++) {
+        const ptc_node *n = g->nodes[i];
+        int p = C->piece[i] = piece_of_id(C->e, n->id);
+        for (int a = 0; a < n->nargs; a++) {
+            const ptc_arg *arg = &n->args[a];
+            int nv = arg->kind == PTC_ARG_VALUE ? 1 : arg->kind == PTC_ARG_VALUES ? arg->vs.n : 0;
+            for (int k = 0; k < nv; k++) {
+                const ptc_value *v = arg->kind == PTC_ARG_VALUE ? arg->v : arg->vs.v[k];
+                if (v && v->def && def_piece[v->id] > p)
+                    rc = -1;
+                note_use(C, v, p);
+            }
+        }
+        for (int k = 0; k < n->nout; k++)
+            def_piece[n->outs[k]->id] = p;
+    }
+    for (int i = 0; i < g->noutputs; i++)
+        note_use(C, g->outputs[i], C->npieces);
+    for (int k = 0; k < C->e->nwriteback; k++)
+        C->written[g->outputs[C->e->writeback[k].output]->id] = true;
+    free(def_piece);
+    return rc;
+}
+
+static int append_int(PyObject *list, int v)
+{
+    PyObject *o = PyLong_FromLong(v);
+    int rc = o ? PyList_Append(list, o) : -1;
+    Py_XDECREF(o);
+    return rc;
+}
+
+/* Piece p as a graph of its own; in_slots / out_slots get where its inputs
+ * come from and its outputs go, written its outputs' flags. NULL if the
+ * piece has no node. */
+static ptc_graph *cut_piece(cutter *C, int p, ptc_value **map, PyObject *in_slots,
+                            PyObject *out_slots, bool *written)
+{
+    const ptc_graph *g = C->g;
+    ptc_graph *pg = NULL;
+    memset(map, 0, sizeof *map * (size_t)g->nvalues);
+    for (int i = 0; i < g->nnodes; i++) {
+        const ptc_node *n = g->nodes[i];
+        if (C->piece[i] != p)
+            continue;
+        if (!pg && !(pg = ptc_graph_new(NULL, g->name)))
+            return NULL;
+        for (int a = 0; a < n->nargs; a++) {
+            const ptc_arg *arg = &n->args[a];
+            int nv = arg->kind == PTC_ARG_VALUE ? 1 : arg->kind == PTC_ARG_VALUES ? arg->vs.n : 0;
+            for (int k = 0; k < nv; k++) {
+                ptc_value *v = arg->kind == PTC_ARG_VALUE ? arg->v : arg->vs.v[k];
+                if (v && !map[v->id]) {
+                    map[v->id] = ptc_graph_add_input(pg, v->name, &v->type);
+                    if (append_int(in_slots, slot_of(C, v)) < 0)
+                        goto fail;
+                }
+            }
+        }
+        ptc_graph_copy_node(pg, n, map);
+    }
+    if (!pg)
+        return NULL;
+    ptc_value **outs = malloc(sizeof *outs * ((size_t)g->nvalues + 1));
+    int nouts = 0;
+    for (int i = 0; outs && i < g->nnodes; i++)
+        for (int k = 0; C->piece[i] == p && k < g->nodes[i]->nout; k++) {
+            const ptc_value *v = g->nodes[i]->outs[k];
+            if (C->last_use[v->id] <= p)
+                continue;
+            written[nouts] = C->written[v->id];
+            outs[nouts++] = map[v->id];
+            if (append_int(out_slots, slot_of(C, v)) < 0)
+                nouts = -1;
+        }
+    if (outs && nouts >= 0)
+        ptc_graph_set_outputs(pg, outs, nouts);
+    free(outs);
+    if (outs && nouts >= 0)
+        return pg;
+fail:
+    ptc_graph_free(pg);
+    return NULL;
+}
+
+/* The piece as text without what differs between alike pieces (value
+ * names, source locations, module paths, provenance), its written flags
+ * after it. Malloc'd. */
+static char *piece_key(const ptc_graph *pg, const bool *written)
+{
+    ptc_graph *k = ptc_graph_clone(pg, NULL);
+    if (!k)
+        return NULL;
+    for (int i = 0; i < k->nvalues; i++)
+        k->values[i]->name = ptc_arena_printf(k->arena, "%d", i);
+    for (int i = 0; i < k->nnodes; i++) {
+        memset(&k->nodes[i]->loc, 0, sizeof k->nodes[i]->loc);
+        k->nodes[i]->module_path = NULL;
+        k->nodes[i]->nprov = 0;
+    }
+    ptc_buf b = {0};
+    ptc_print_graph(&b, k);
+    for (int i = 0; i < pg->noutputs; i++)
+        ptc_buf_putc(&b, written[i] ? 'w' : '-');
+    ptc_graph_free(k);
+    return b.data;
+}
+
+/* The program of piece pg: an alike piece's (keys / programs: the distinct
+ * ones so far), or a new one, wrapped for mode per piece (a CUDA graph
+ * recorder per piece: alike pieces run in one step, each holding its
+ * recording until its backward). Its stages go to e's trace folder for the
+ * first piece only (each would overwrite the one before). New reference. */
+static PyObject *piece_program(cutter *C, const ptc_graph *pg, const bool *written, PyObject *keys,
+                               PyObject *programs, const char *mode, ptc_error *err)
+{
+    char *text = piece_key(pg, written);
+    PyObject *key = text ? PyUnicode_FromString(text) : NULL;
+    free(text);
+    PyObject *program = NULL;
+    Py_ssize_t found = key ? PySequence_Index(keys, key) : -1;
+    if (found >= 0) {
+        program = Py_NewRef(PyList_GetItem(programs, found));
+    } else if (key) {
+        PyErr_Clear();
+        ptc_trace_compile *tc = PyList_Size(programs) == 0 ? C->e->tc : NULL;
+        program = cap_train_program(pg, written, tc, err);
+        if (program && (PyList_Append(keys, key) < 0 || PyList_Append(programs, program) < 0))
+            Py_CLEAR(program);
+    }
+    Py_XDECREF(key);
+    PyObject *run = program ? cap_train_recorded(C->e, mode, program, err) : NULL;
+    Py_XDECREF(program);
+    if (!run && !err->msg[0])
+        ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "out of memory");
+    return run;
+}
+
+/* One step of GraphPieces for each piece with nodes. */
+static int make_steps(cutter *C, PyObject *steps, PyObject *programs, const char *mode,
+                      ptc_error *err)
+{
+    const ptc_graph *g = C->g;
+    ptc_value **map = malloc(sizeof *map * ((size_t)g->nvalues + 1));
+    bool *written = malloc(sizeof *written * ((size_t)g->nvalues + 1));
+    PyObject *keys = PyList_New(0);
+    int rc = map && written && keys ? 0 : -1;
+    for (int p = 0; rc == 0 && p < C->npieces; p++) {
+        PyObject *ins = PyList_New(0), *outs = PyList_New(0);
+        ptc_graph *pg = ins && outs ? cut_piece(C, p, map, ins, outs, written) : NULL;
+        PyObject *program = pg ? piece_program(C, pg, written, keys, programs, mode, err) : NULL;
+        PyObject *step =
+            program ? Py_BuildValue("(NNN)", program, PyList_AsTuple(ins), PyList_AsTuple(outs))
+                    : NULL;
+        if (step ? PyList_Append(steps, step) < 0 : pg != NULL || PyErr_Occurred())
+            rc = -1;
+        Py_XDECREF(step);
+        Py_XDECREF(ins);
+        Py_XDECREF(outs);
+        ptc_graph_free(pg);
+    }
+    free(map);
+    free(written);
+    Py_XDECREF(keys);
+    return rc;
+}
+
+int cap_pieces_prepare(cap_entry *e, const char *mode, PyObject **program, ptc_error *err)
+{
+    const ptc_graph *g = e->graph;
+    cutter C = {.e = e, .g = g, .npieces = e->ncuts + 1};
+    C.piece = calloc((size_t)g->nnodes + 1, sizeof *C.piece);
+    C.last_use = calloc((size_t)g->nvalues + 1, sizeof *C.last_use);
+    C.written = calloc((size_t)g->nvalues + 1, sizeof *C.written);
+    PyObject *steps = PyList_New(0), *programs = PyList_New(0), *outputs = NULL;
+    PyObject *make = cap_import_path("ptc._split.GraphPieces");
+    ptc_error_clear(err);
+    int rc = -1;
+    if (!C.piece || !C.last_use || !C.written || !steps || !programs || !make)
+        ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "cannot cut the graph into pieces");
+    else if (assign_pieces(&C) < 0)
+        ptc_errorf(err, PTC_ERR_INTERNAL, "autograd",
+                   "a cut piece reads a value of a later piece (node ids out of trace order)");
+    else if (make_steps(&C, steps, programs, mode, err) == 0 &&
+             (outputs = PyTuple_New(g->noutputs))) {
+        for (int i = 0; i < g->noutputs; i++)
+            PyTuple_SetItem(outputs, i, PyLong_FromLong(slot_of(&C, g->outputs[i])));
+        *program = PyObject_CallFunction(make, "iOO", g->ninputs + g->nvalues, steps, outputs);
+        e->npieces = (int)PyList_Size(steps);
+        e->nprograms = (int)PyList_Size(programs);
+        rc = *program ? 0 : -1;
+    }
+    if (rc < 0 && !err->msg[0])
+        ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "cannot cut the graph into pieces");
+    PyErr_Clear();
+    free(C.piece);
+    free(C.last_use);
+    free(C.written);
+    Py_XDECREF(steps);
+    Py_XDECREF(programs);
+    Py_XDECREF(outputs);
+    Py_XDECREF(make);
+    return rc;
+}
+
+#endif /* PTC_HAVE_RUNTIME */
