@@ -169,14 +169,14 @@ typedef struct ptc_worker_result {
 /* True when PTC_COMPILE_WORKER=1 (off by default): LLVM then runs in forked
  * compile workers; otherwise in this process. */
 bool ptc_worker_enabled(void);
-/* Runs fn over items [0, n) in at most nprocs forked children, fed one item
- * at a time, and waits for them (PTC_COMPILE_TIMEOUT seconds at most,
+/* Runs fn over items [0, n) in one forked child on nthreads threads of its
+ * own (fn must be thread safe), fed one item at a time, and waits for it (PTC_COMPILE_TIMEOUT seconds at most,
  * default 600, 0 = no limit). 0: res[i] holds every item's outcome; an item
  * whose child crashed, exited or was killed at the time limit has rc -1
  * and a CompileError saying which. 1: no child could be forked; nothing
  * ran (the caller compiles in process). Call with the caller's locks held:
  * the child inherits them, and no other thread of this process. */
-int ptc_worker_run(int n, int nprocs, ptc_worker_fn fn, void *ctx, ptc_worker_result *res);
+int ptc_worker_run(int n, int nthreads, ptc_worker_fn fn, void *ctx, ptc_worker_result *res);
 
 /* The address space one thread of LLVM may need to compile kernel k, over-
  * estimated (worker.c), and whether that much can be mapped now: asked

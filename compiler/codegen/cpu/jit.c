@@ -664,17 +664,17 @@ typedef struct worker_ctx {
     const ptc_schedule *s;
     job **todo;
     bool want_text;
-    LLVMTargetMachineRef tm; /* the child's own, made on its first item */
 } worker_ctx;
 
 /* In a compile worker: item -> u64 object length, object, text. */
 static int build_in_child(void *arg, int item, ptc_buf *out, ptc_error *err)
 {
+    static _Thread_local LLVMTargetMachineRef tm; /* each child thread's own; gone with the child */
     worker_ctx *w = arg;
     job *j = w->todo[item];
-    if (!w->tm)
-        w->tm = thread_tm();
-    build_one(w->tm, w->s, j, w->want_text);
+    if (!tm)
+        tm = thread_tm();
+    build_one(tm, w->s, j, w->want_text);
     if (j->rc) {
         *err = j->err;
         return -1;
