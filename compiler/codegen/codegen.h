@@ -124,6 +124,13 @@ const char *ptc_cuda_arch_name(int sm);
  * *text receives "; ptc kernel <n> <name>  <- %a\n" followed by the PTX. */
 int ptc_cuda_codegen(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_target *t,
                      const ptc_codegen_opts *o, ptc_cuda_code *out, char **text, ptc_error *err);
+/* ptc_cuda_codegen for kernels ks[0..n) of s into *outs[i], whose PTX not
+ * in the cache is generated in one compile worker on nthreads threads (one
+ * fork for all of them, from this thread alone; the caller's threads only
+ * load). -1 with err: the first failure; every out is then freed or whole. */
+int ptc_cuda_codegen_all(const ptc_schedule *s, const int *ks, int n, const ptc_cuda_target *t,
+                         const ptc_codegen_opts *o, ptc_cuda_code *const *outs, int nthreads,
+                         ptc_error *err);
 void ptc_cuda_code_free(ptc_cuda_code *c);
 /* The form of c for a call whose kernel runs `outer` outer iterations of at
  * most `work` elements each, on a device of `sms` multiprocessors: the one

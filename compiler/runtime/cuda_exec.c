@@ -244,6 +244,19 @@ static int run_workers(work *w, ptc_error *err)
     return 0;
 }
 
+/* The PTX of w's kernels, generated in one compile worker (a fork per
+ * compile, from this thread, before any compile thread starts). */
+static int gen_in_worker(work *w, ptc_error *err)
+{
+    ptc_cuda_code **outs = calloc((size_t)w->ntodo + 1, sizeof *outs);
+    for (int i = 0; i < w->ntodo; i++)
+        outs[i] = &w->cp->k[w->todo[i]].code;
+    int rc = ptc_cuda_codegen_all(w->s, w->todo, w->ntodo, &w->cp->target, w->co, outs,
+                                  nthreads_for(w->ntodo), err);
+    free(outs);
+    return rc;
+}
+
 static cloaded *loaded_new(const ptc_cuda_prog *cp, ptc_cuda_device *d)
 {
     cloaded *L = calloc(1, sizeof *L);
@@ -343,7 +356,13 @@ int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, 
         w.L = cp->loaded[dev->ordinal];
     }
     double t0 = ptc_now_ms();
-    int rc = run_workers(&w, err);
+    int rc = 0;
+    if (ptc_worker_enabled()) { /* one compile worker for the PTX; the threads only load */
+        rc = gen_in_worker(&w, err);
+        w.gen = false;
+    }
+    if (rc == 0)
+        rc = run_workers(&w, err);
     if (m)
         ptc_metrics_add(m, "cuda_compile_wall_ms", ptc_now_ms() - t0, true);
     free(todo);
