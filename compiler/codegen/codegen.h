@@ -173,8 +173,8 @@ typedef struct ptc_worker_result {
     ptc_error err;
 } ptc_worker_result;
 
-/* True when PTC_COMPILE_WORKER=1 (off by default): LLVM then runs in forked
- * compile workers; otherwise in this process. */
+/* True unless PTC_COMPILE_WORKER=0: LLVM runs in a forked compile worker;
+ * with 0, in this process. */
 bool ptc_worker_enabled(void);
 /* Runs fn over items [0, n) in one forked child on nthreads threads of its
  * own (fn must be thread safe), fed one item at a time, and waits for it (PTC_COMPILE_TIMEOUT seconds at most,

@@ -49,14 +49,12 @@ typedef struct rec {
     uint64_t len; /* payload bytes that follow */
 } rec;
 
-/* Opt-in (PTC_COMPILE_WORKER=1) until forking is cheap enough: on an H100,
- * resnet50 bf16's cold compile took 0.52-0.59 s with a worker per kernel
- * against 0.15 s in process (a fork of a process holding torch and CUDA per
- * kernel). */
+/* On unless PTC_COMPILE_WORKER=0: one fork per compile that builds
+ * anything (bench/compile_worker.py measures what it costs). */
 bool ptc_worker_enabled(void)
 {
     const char *env = getenv("PTC_COMPILE_WORKER");
-    return env && *env && strcmp(env, "0") != 0;
+    return !(env && strcmp(env, "0") == 0);
 }
 
 static double timeout_ms(void)
@@ -168,32 +166,60 @@ _Noreturn static void child_main(child_work *w, int nthreads, pid_t parent)
 
 typedef struct child {
     pid_t pid;
-    int fd; /* read end; -1 once closed */
-    ptc_buf in;
-    size_t scanned; /* bytes of in already walked as whole records */
-    bool ended;     /* END came: the child is only exiting now */
+    int fd;     /* read end; -1 once closed */
+    ptc_buf in; /* bytes not yet taken: a record still coming */
+    bool ended; /* END came: the child is only exiting now */
     int status;
     bool reaped;
 } child;
 
-/* Walks the records that arrived since the last call; true once END has.
- * A child that sent END is done: its exit (unmapping a copy of a large
- * address space takes tens of milliseconds) is not waited for. */
-static bool saw_end(child *c)
+/* Where the records go: res, and which items are done or open (started,
+ * not finished: a child that dies leaves them open). */
+typedef struct sink {
+    ptc_worker_result *res;
+    bool *done, *open;
+    int n;
+} sink;
+
+/* Takes the whole records that have come, as they come, so that the
+ * results are held once: the pipe's bytes keep only a record cut short. */
+static void take_records(child *c, sink *k)
 {
-    while (!c->ended && c->scanned + sizeof(rec) <= c->in.len) {
+    size_t at = 0;
+    while (!c->ended && at + sizeof(rec) <= c->in.len) {
         rec r;
-        memcpy(&r, c->in.data + c->scanned, sizeof r);
-        if (r.len > c->in.len - c->scanned - sizeof r)
+        memcpy(&r, c->in.data + at, sizeof r);
+        if (r.len > c->in.len - at - sizeof r)
             break; /* its payload is still coming */
-        c->scanned += sizeof r + r.len;
-        c->ended = r.kind == REC_END;
+        const char *payload = c->in.data + at + sizeof r;
+        at += sizeof r + r.len;
+        if (r.kind == REC_END || r.item < 0 || r.item >= k->n) {
+            c->ended = r.kind == REC_END;
+            continue;
+        }
+        ptc_worker_result *res = &k->res[r.item];
+        if (r.kind == REC_START) {
+            k->open[r.item] = true;
+        } else if (r.kind == REC_OK) { /* sized to fit (and a NUL): results can be large */
+            res->rc = 0;
+            ptc_buf_free(&res->out);
+            res->out = (ptc_buf){.data = malloc(r.len + 1), .cap = r.len + 1};
+            if (!res->out.data)
+                res->out.cap = 0; /* ptc_buf's own growth says it is out of memory */
+            ptc_buf_putn(&res->out, payload, r.len);
+            k->open[r.item] = false, k->done[r.item] = true;
+        } else if (r.kind == REC_ERR && r.len == sizeof(ptc_error)) {
+            res->rc = -1;
+            memcpy(&res->err, payload, sizeof(ptc_error));
+            k->open[r.item] = false, k->done[r.item] = true;
+        }
     }
-    return c->ended;
+    memmove(c->in.data, c->in.data + at, c->in.len - at);
+    c->in.len -= at;
 }
 
 /* Reads the child's pipe until END or its end, killing it at the deadline. */
-static bool drain(child *c, double deadline)
+static bool drain(child *c, sink *k, double deadline)
 {
     bool timed_out = false;
     while (c->fd >= 0) {
@@ -213,10 +239,12 @@ static bool drain(child *c, double deadline)
         }
         char buf[65536];
         ssize_t got = read(c->fd, buf, sizeof buf);
-        if (got > 0)
+        if (got > 0) {
             ptc_buf_putn(&c->in, buf, (size_t)got);
+            take_records(c, k);
+        }
         bool closed = got == 0 || (got < 0 && errno != EINTR);
-        if (closed || (got > 0 && saw_end(c))) {
+        if (closed || c->ended) {
             close(c->fd);
             c->fd = -1;
         }
@@ -272,37 +300,10 @@ static void how_it_died(const child *c, bool timed_out, char *buf, size_t size)
         snprintf(buf, size, "ended without finishing");
 }
 
-/* Decodes the child's records into res: an item with OK or ERR is done
- * (done[i]); open[i] marks one it started and did not finish. */
-static void decode(const child *c, ptc_worker_result *res, bool *done, bool *open, int n)
-{
-    size_t at = 0;
-    while (at + sizeof(rec) <= c->in.len) {
-        rec r;
-        memcpy(&r, c->in.data + at, sizeof r);
-        at += sizeof r;
-        if (r.len > c->in.len - at || r.kind == REC_END || r.item < 0 || r.item >= n)
-            break; /* the end, or cut short by the child's death */
-        const char *payload = c->in.data + at;
-        at += r.len;
-        if (r.kind == REC_START) {
-            open[r.item] = true;
-        } else if (r.kind == REC_OK) {
-            res[r.item].rc = 0;
-            ptc_buf_putn(&res[r.item].out, payload, r.len);
-            open[r.item] = false, done[r.item] = true;
-        } else if (r.kind == REC_ERR && r.len == sizeof(ptc_error)) {
-            res[r.item].rc = -1;
-            memcpy(&res[r.item].err, payload, sizeof(ptc_error));
-            open[r.item] = false, done[r.item] = true;
-        }
-    }
-}
-
 /* One child forked to run items[0..n) on nthreads threads; it is drained
  * and reaped. -1 when it could not be forked. */
 static int run_child(child *c, const int *items, int n, int nthreads, ptc_worker_fn fn, void *ctx,
-                     double deadline, bool *timed_out)
+                     sink *k, double deadline, bool *timed_out)
 {
     int fds[2];
     if (pipe(fds) != 0)
@@ -326,7 +327,7 @@ static int run_child(child *c, const int *items, int n, int nthreads, ptc_worker
         return -1;
     }
     *c = (child){.pid = pid, .fd = fds[0]};
-    *timed_out = drain(c, deadline);
+    *timed_out = drain(c, k, deadline);
     reap(c);
     return 0;
 }
@@ -363,7 +364,9 @@ int ptc_worker_run(int n, int nthreads, ptc_worker_fn fn, void *ctx, ptc_worker_
     while (ntodo > 0) {
         child c;
         bool timed_out = false;
-        if (run_child(&c, todo, ntodo, nthreads, fn, ctx, deadline, &timed_out) != 0) {
+        memset(open, 0, sizeof *open * (size_t)n);
+        sink k = {.res = res, .done = done, .open = open, .n = n};
+        if (run_child(&c, todo, ntodo, nthreads, fn, ctx, &k, deadline, &timed_out) != 0) {
             ptc_log(PTC_LOG_PERF, PTC_LOG_INFO, "cannot fork a compile worker (%s)%s",
                     strerror(errno), forks ? "" : ": compiling in process");
             if (forks == 0)
@@ -373,8 +376,6 @@ int ptc_worker_run(int n, int nthreads, ptc_worker_fn fn, void *ctx, ptc_worker_
             break;
         }
         forks++;
-        memset(open, 0, sizeof *open * (size_t)n);
-        decode(&c, res, done, open, n);
         ptc_buf_free(&c.in);
         int nopen = 0, left = 0;
         for (int i = 0; i < ntodo; i++)

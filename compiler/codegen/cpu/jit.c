@@ -9,10 +9,11 @@
  * loaded kernels with reference counts, so identical kernels of different
  * programs share one copy of the code, and the last release removes it from
  * the JIT through its resource tracker. The kernels of a schedule that are
- * neither loaded nor cached compile in parallel in forked compile workers
- * (worker.c: a crash inside LLVM fails the compile, not the process), each
- * kernel its own LLVM context; the objects come back through pipes and are
- * linked here. With PTC_COMPILE_WORKER=0, or where fork fails, they compile
+ * neither loaded nor cached compile in parallel in one forked compile
+ * worker, on as many threads of its own as OpenMP would use here (worker.c:
+ * a crash inside LLVM fails the compile, not the process), each kernel its
+ * own LLVM context; the objects come back through a pipe and are linked
+ * here. With PTC_COMPILE_WORKER=0, or where fork fails, they compile
  * in this process on OpenMP threads instead, each with its own target
  * machine. One lock serialises everything else (the registry, the JIT, the
  * shared target machine).
