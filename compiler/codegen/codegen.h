@@ -124,6 +124,13 @@ const char *ptc_cuda_arch_name(int sm);
  * *text receives "; ptc kernel <n> <name>  <- %a\n" followed by the PTX. */
 int ptc_cuda_codegen(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_target *t,
                      const ptc_codegen_opts *o, ptc_cuda_code *out, char **text, ptc_error *err);
+/* ptc_cuda_codegen for kernels ks[0..n) of s into *outs[i], whose PTX not
+ * in the cache is generated in one compile worker on nthreads threads (one
+ * fork for all of them, from this thread alone; the caller's threads only
+ * load). -1 with err: the first failure; every out is then freed or whole. */
+int ptc_cuda_codegen_all(const ptc_schedule *s, const int *ks, int n, const ptc_cuda_target *t,
+                         const ptc_codegen_opts *o, ptc_cuda_code *const *outs, int nthreads,
+                         ptc_error *err);
 void ptc_cuda_code_free(ptc_cuda_code *c);
 /* The form of c for a call whose kernel runs `outer` outer iterations of at
  * most `work` elements each, on a device of `sms` multiprocessors: the one
@@ -166,17 +173,17 @@ typedef struct ptc_worker_result {
     ptc_error err;
 } ptc_worker_result;
 
-/* True when PTC_COMPILE_WORKER=1 (off by default): LLVM then runs in forked
- * compile workers; otherwise in this process. */
+/* True unless PTC_COMPILE_WORKER=0: LLVM runs in a forked compile worker;
+ * with 0, in this process. */
 bool ptc_worker_enabled(void);
-/* Runs fn over items [0, n) in at most nprocs forked children, fed one item
- * at a time, and waits for them (PTC_COMPILE_TIMEOUT seconds at most,
+/* Runs fn over items [0, n) in one forked child on nthreads threads of its
+ * own (fn must be thread safe), fed one item at a time, and waits for it (PTC_COMPILE_TIMEOUT seconds at most,
  * default 600, 0 = no limit). 0: res[i] holds every item's outcome; an item
  * whose child crashed, exited or was killed at the time limit has rc -1
  * and a CompileError saying which. 1: no child could be forked; nothing
  * ran (the caller compiles in process). Call with the caller's locks held:
  * the child inherits them, and no other thread of this process. */
-int ptc_worker_run(int n, int nprocs, ptc_worker_fn fn, void *ctx, ptc_worker_result *res);
+int ptc_worker_run(int n, int nthreads, ptc_worker_fn fn, void *ctx, ptc_worker_result *res);
 
 /* The address space one thread of LLVM may need to compile kernel k, over-
  * estimated (worker.c), and whether that much can be mapped now: asked

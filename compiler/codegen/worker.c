@@ -2,27 +2,34 @@
  * (an LLVM ERROR abort, a segfault in a pass, a planted PTC_INJECT crash)
  * fails one compile instead of killing the user's program.
  *
- * The caller forks right before code generation, with its locks (and, from
- * Python, the GIL) held: a child has only the forking thread, and runs only
- * the work function (LLVM and plain C; never Python, CUDA or OpenMP, whose
- * other threads did not come along). Children take items from a counter in
- * shared memory, one at a time, so the items spread over the cores however
- * uneven they are. Each child writes a record per item to its own pipe:
+ * One child per compile: the caller forks right before code generation,
+ * with its locks (and, from Python, the GIL) held. The child has only the
+ * forking thread and runs only the work function (LLVM and plain C; never
+ * Python, CUDA or OpenMP, whose threads did not come along), on threads of
+ * its own, as many as the process would compile on, taking items one at a
+ * time. One fork, not one per thread or per kernel: a fork copies the page
+ * tables of the whole process (40-110 ms under torch with a model loaded on
+ * the 2-core build machine, where the whole of resnet18's codegen is 330 ms),
+ * and its threads are cheap. The child writes a record per item to a pipe:
  * START before the work, then OK with the result bytes or ERR with a
- * ptc_error, and END when the counter runs out; then it _exits (no atexit
- * handlers, no flushing of buffers it inherited). The parent reads all pipes
- * with poll until they close, reaps the children and decodes: an item
- * started and not finished belongs to a child that died, and its result is a
- * CompileError saying how (signal, exit status, or the time limit,
- * PTC_COMPILE_TIMEOUT, past which every child is killed).
+ * ptc_error, and END when the items run out; then it _exits (no atexit
+ * handlers, no flushing of buffers it inherited). The parent reads the pipe
+ * with poll until END or its end; a child that sent END is reaped by a
+ * thread of its own (its exit unmaps its copy of the address space, tens of
+ * milliseconds that nothing waits for). An item started and not finished
+ * belongs to a child that died: alone, it fails with a CompileError saying
+ * how (signal, exit status, or the time limit, PTC_COMPILE_TIMEOUT, past
+ * which the child is killed); the items left run again in a new child.
  */
 #include "codegen/codegen.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -32,7 +39,7 @@
 #include <sys/prctl.h>
 #endif
 
-enum { MAX_CHILDREN = 64, DEFAULT_TIMEOUT_S = 600 };
+enum { MAX_THREADS = 64, DEFAULT_TIMEOUT_S = 600 };
 /* A child's exit status when an allocation failed in it (worker_oom.cpp). */
 enum { OUT_OF_MEMORY_STATUS = 86 };
 enum { REC_START, REC_OK, REC_ERR, REC_END };
@@ -42,14 +49,12 @@ typedef struct rec {
     uint64_t len; /* payload bytes that follow */
 } rec;
 
-/* Opt-in (PTC_COMPILE_WORKER=1) until forking is cheap enough: on an H100,
- * resnet50 bf16's cold compile took 0.52-0.59 s with a worker per kernel
- * against 0.15 s in process (a fork of a process holding torch and CUDA per
- * kernel). */
+/* On unless PTC_COMPILE_WORKER=0: one fork per compile that builds
+ * anything (bench/compile_worker.py measures what it costs). */
 bool ptc_worker_enabled(void)
 {
     const char *env = getenv("PTC_COMPILE_WORKER");
-    return env && *env && strcmp(env, "0") != 0;
+    return !(env && strcmp(env, "0") == 0);
 }
 
 static double timeout_ms(void)
@@ -100,25 +105,59 @@ static void child_signals(pid_t parent)
 
 void ptc_worker_exit_when_out_of_memory(int status); /* worker_oom.cpp */
 
-_Noreturn static void child_main(int fd, atomic_int *next, int n, ptc_worker_fn fn, void *ctx,
-                                 pid_t parent)
+/* What a child works through: items[0..n), taken one at a time by its
+ * threads, each record written whole under the lock. */
+typedef struct child_work {
+    int fd;
+    const int *items;
+    int n;
+    ptc_worker_fn fn;
+    void *ctx;
+    atomic_int next;
+    pthread_mutex_t lock;
+} child_work;
+
+static void send_whole(child_work *w, int item, int kind, const void *payload, size_t len)
+{
+    pthread_mutex_lock(&w->lock);
+    send_rec(w->fd, item, kind, payload, len);
+    pthread_mutex_unlock(&w->lock);
+}
+
+static void *child_thread(void *arg)
+{
+    child_work *w = arg;
+    for (;;) {
+        int i = atomic_fetch_add(&w->next, 1);
+        if (i >= w->n)
+            return NULL;
+        int item = w->items[i];
+        send_whole(w, item, REC_START, NULL, 0);
+        ptc_buf out = {0};
+        ptc_error err = {0};
+        if (w->fn(w->ctx, item, &out, &err) == 0)
+            send_whole(w, item, REC_OK, out.data, out.len);
+        else
+            send_whole(w, item, REC_ERR, &err, sizeof err);
+        ptc_buf_free(&out);
+    }
+}
+
+/* The child's threads are its own (made after the fork, so none is stopped
+ * inside a lock the parent's threads held): it runs the items nthreads at
+ * a time, as the process itself would. */
+_Noreturn static void child_main(child_work *w, int nthreads, pid_t parent)
 {
     child_signals(parent);
     ptc_worker_exit_when_out_of_memory(OUT_OF_MEMORY_STATUS);
-    for (;;) {
-        int i = atomic_fetch_add(next, 1);
-        if (i >= n)
-            break;
-        send_rec(fd, i, REC_START, NULL, 0);
-        ptc_buf out = {0};
-        ptc_error err = {0};
-        if (fn(ctx, i, &out, &err) == 0)
-            send_rec(fd, i, REC_OK, out.data, out.len);
-        else
-            send_rec(fd, i, REC_ERR, &err, sizeof err);
-        ptc_buf_free(&out);
-    }
-    send_rec(fd, -1, REC_END, NULL, 0);
+    pthread_t th[MAX_THREADS];
+    int started = 0;
+    while (started < nthreads - 1 && pthread_create(&th[started], NULL, child_thread, w) == 0)
+        started++;
+    child_thread(w);
+    for (int t = 0; t < started; t++)
+        pthread_join(th[t], NULL);
+    send_rec(w->fd, -1, REC_END, NULL, 0);
     fflush(NULL); /* only the child's own writes: the parent flushed before fork */
     _exit(0);
 }
@@ -127,56 +166,112 @@ _Noreturn static void child_main(int fd, atomic_int *next, int n, ptc_worker_fn 
 
 typedef struct child {
     pid_t pid;
-    int fd; /* read end; -1 once closed */
-    ptc_buf in;
+    int fd;     /* read end; -1 once closed */
+    ptc_buf in; /* bytes not yet taken: a record still coming */
+    bool ended; /* END came: the child is only exiting now */
     int status;
     bool reaped;
 } child;
 
-/* Reads every pipe to its end, killing all children at the deadline. */
-static bool drain(child *c, int nc, double deadline)
+/* Where the records go: res, and which items are done or open (started,
+ * not finished: a child that dies leaves them open). */
+typedef struct sink {
+    ptc_worker_result *res;
+    bool *done, *open;
+    int n;
+} sink;
+
+/* Takes the whole records that have come, as they come, so that the
+ * results are held once: the pipe's bytes keep only a record cut short. */
+static void take_records(child *c, sink *k)
+{
+    size_t at = 0;
+    while (!c->ended && at + sizeof(rec) <= c->in.len) {
+        rec r;
+        memcpy(&r, c->in.data + at, sizeof r);
+        if (r.len > c->in.len - at - sizeof r)
+            break; /* its payload is still coming */
+        const char *payload = c->in.data + at + sizeof r;
+        at += sizeof r + r.len;
+        if (r.kind == REC_END || r.item < 0 || r.item >= k->n) {
+            c->ended = r.kind == REC_END;
+            continue;
+        }
+        ptc_worker_result *res = &k->res[r.item];
+        if (r.kind == REC_START) {
+            k->open[r.item] = true;
+        } else if (r.kind == REC_OK) { /* sized to fit (and a NUL): results can be large */
+            res->rc = 0;
+            ptc_buf_free(&res->out);
+            res->out = (ptc_buf){.data = malloc(r.len + 1), .cap = r.len + 1};
+            if (!res->out.data)
+                res->out.cap = 0; /* ptc_buf's own growth says it is out of memory */
+            ptc_buf_putn(&res->out, payload, r.len);
+            k->open[r.item] = false, k->done[r.item] = true;
+        } else if (r.kind == REC_ERR && r.len == sizeof(ptc_error)) {
+            res->rc = -1;
+            memcpy(&res->err, payload, sizeof(ptc_error));
+            k->open[r.item] = false, k->done[r.item] = true;
+        }
+    }
+    memmove(c->in.data, c->in.data + at, c->in.len - at);
+    c->in.len -= at;
+}
+
+/* Reads the child's pipe until END or its end, killing it at the deadline. */
+static bool drain(child *c, sink *k, double deadline)
 {
     bool timed_out = false;
-    for (;;) {
-        struct pollfd pf[MAX_CHILDREN];
-        int np = 0, who[MAX_CHILDREN];
-        for (int i = 0; i < nc; i++)
-            if (c[i].fd >= 0)
-                pf[np] = (struct pollfd){.fd = c[i].fd, .events = POLLIN}, who[np++] = i;
-        if (np == 0)
-            return timed_out;
+    while (c->fd >= 0) {
+        struct pollfd pf = {.fd = c->fd, .events = POLLIN};
         int wait_ms = -1;
         if (deadline > 0 && !timed_out) {
             double left = deadline - ptc_now_ms();
             wait_ms = left > 0 ? (int)left + 1 : 0;
         }
-        int r = poll(pf, (nfds_t)np, wait_ms);
+        int r = poll(&pf, 1, wait_ms);
         if (r < 0 && errno == EINTR) /* a signal for the host: it acts once we return */
             continue;
         if (r == 0) {
             timed_out = true;
-            for (int i = 0; i < nc; i++)
-                kill(c[i].pid, SIGKILL);
+            kill(c->pid, SIGKILL);
             continue;
         }
-        for (int k = 0; k < np; k++) {
-            if (!pf[k].revents)
-                continue;
-            child *ch = &c[who[k]];
-            char buf[65536];
-            ssize_t got = read(ch->fd, buf, sizeof buf);
-            if (got > 0) {
-                ptc_buf_putn(&ch->in, buf, (size_t)got);
-            } else if (got == 0 || errno != EINTR) {
-                close(ch->fd);
-                ch->fd = -1;
-            }
+        char buf[65536];
+        ssize_t got = read(c->fd, buf, sizeof buf);
+        if (got > 0) {
+            ptc_buf_putn(&c->in, buf, (size_t)got);
+            take_records(c, k);
+        }
+        bool closed = got == 0 || (got < 0 && errno != EINTR);
+        if (closed || c->ended) {
+            close(c->fd);
+            c->fd = -1;
         }
     }
+    return timed_out;
+}
+
+static void *reap_in_background(void *pid)
+{
+    while (waitpid((pid_t)(intptr_t)pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    return NULL;
 }
 
 static void reap(child *c)
 {
+    if (c->ended) { /* its status tells nothing: leave its exit to a thread of its own */
+        pthread_t th;
+        pid_t r = waitpid(c->pid, &c->status, WNOHANG);
+        c->reaped = r == c->pid;
+        if (c->reaped || (r == 0 && pthread_create(&th, NULL, reap_in_background,
+                                                   (void *)(intptr_t)c->pid) == 0)) {
+            if (!c->reaped)
+                pthread_detach(th);
+            return;
+        }
+    }
     for (;;) {
         pid_t r = waitpid(c->pid, &c->status, 0);
         if (r == c->pid) {
@@ -205,109 +300,115 @@ static void how_it_died(const child *c, bool timed_out, char *buf, size_t size)
         snprintf(buf, size, "ended without finishing");
 }
 
-/* Decodes one child's records into res; marks items it started. */
-static void decode(const child *c, bool timed_out, ptc_worker_result *res, bool *seen, int n)
+/* One child forked to run items[0..n) on nthreads threads; it is drained
+ * and reaped. -1 when it could not be forked. */
+static int run_child(child *c, const int *items, int n, int nthreads, ptc_worker_fn fn, void *ctx,
+                     sink *k, double deadline, bool *timed_out)
 {
-    size_t at = 0;
-    int open_item = -1;
-    bool ended = false;
-    while (at + sizeof(rec) <= c->in.len) {
-        rec r;
-        memcpy(&r, c->in.data + at, sizeof r);
-        at += sizeof r;
-        if (r.len > c->in.len - at || (r.kind != REC_END && (r.item < 0 || r.item >= n)))
-            break; /* cut short by the child's death */
-        const char *payload = c->in.data + at;
-        at += r.len;
-        if (r.kind == REC_END) {
-            ended = true;
-        } else if (r.kind == REC_START) {
-            open_item = r.item;
-            seen[r.item] = true;
-        } else if (r.kind == REC_OK) {
-            res[r.item].rc = 0;
-            ptc_buf_putn(&res[r.item].out, payload, r.len);
-            open_item = -1;
-        } else if (r.kind == REC_ERR && r.len == sizeof(ptc_error)) {
-            res[r.item].rc = -1;
-            memcpy(&res[r.item].err, payload, sizeof(ptc_error));
-            open_item = -1;
-        }
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    fcntl(fds[0], F_SETFD, FD_CLOEXEC); /* a host thread's exec must not keep it open */
+    fcntl(fds[1], F_SETFD, FD_CLOEXEC);
+    child_work w = {.fd = fds[1], .items = items, .n = n, .fn = fn, .ctx = ctx};
+    atomic_init(&w.next, 0);
+    pthread_mutex_init(&w.lock, NULL);
+    pid_t parent = getpid();
+    fflush(NULL); /* or the child would write out our buffered output again */
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        child_main(&w, nthreads, parent);
     }
-    if (open_item >= 0) {
-        char how[256];
-        how_it_died(c, timed_out, how, sizeof how);
-        ptc_errorf(&res[open_item].err, PTC_ERR_COMPILE, "codegen", "the compile worker %s", how);
-        res[open_item].died = true;
-    } else if (!ended) {
-        ptc_log(PTC_LOG_PERF, PTC_LOG_INFO, "a compile worker ended early, its results complete");
+    close(fds[1]);
+    pthread_mutex_destroy(&w.lock);
+    if (pid < 0) {
+        close(fds[0]);
+        return -1;
+    }
+    *c = (child){.pid = pid, .fd = fds[0]};
+    *timed_out = drain(c, k, deadline);
+    reap(c);
+    return 0;
+}
+
+/* Fails every item still to do (the loop below says why) and ends it. */
+static void fail_rest(ptc_worker_result *res, const int *todo, int ntodo, const char *why)
+{
+    for (int i = 0; i < ntodo; i++) {
+        res[todo[i]].died = true;
+        ptc_errorf(&res[todo[i]].err, PTC_ERR_COMPILE, "codegen", "%s", why);
     }
 }
 
-int ptc_worker_run(int n, int nprocs, ptc_worker_fn fn, void *ctx, ptc_worker_result *res)
+/* One child runs every item, on as many threads as the process would use.
+ * Where it dies, the items it left are run again in a new child: an item
+ * it died on alone is the culprit and fails with how it died; where several
+ * were running at once, the rest run one at a time until the culprit is
+ * known. A failure costs forks, a compile that goes well one. */
+int ptc_worker_run(int n, int nthreads, ptc_worker_fn fn, void *ctx, ptc_worker_result *res)
 {
     for (int i = 0; i < n; i++)
         res[i] = (ptc_worker_result){.rc = -1};
     if (n <= 0)
         return 0;
-    if (nprocs > n)
-        nprocs = n;
-    if (nprocs > MAX_CHILDREN)
-        nprocs = MAX_CHILDREN;
-    if (nprocs < 1)
-        nprocs = 1;
-    atomic_int *next =
-        mmap(NULL, sizeof *next, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (next == MAP_FAILED)
-        return 1;
-    atomic_init(next, 0);
-    child c[MAX_CHILDREN];
-    int nc = 0;
-    pid_t parent = getpid();
-    fflush(NULL); /* or the children would write out our buffered output again */
-    double t = timeout_ms(), deadline = t > 0 ? ptc_now_ms() + t : 0;
-    for (; nc < nprocs; nc++) {
-        int fds[2];
-        if (pipe(fds) != 0)
-            break;
-        fcntl(fds[0], F_SETFD, FD_CLOEXEC); /* a host thread's exec must not keep it open */
-        fcntl(fds[1], F_SETFD, FD_CLOEXEC);
-        pid_t pid = fork();
-        if (pid == 0) {
-            close(fds[0]);
-            child_main(fds[1], next, n, fn, ctx, parent);
-        }
-        close(fds[1]);
-        if (pid < 0) {
-            close(fds[0]);
+    nthreads = nthreads > n ? n : nthreads < 1 ? 1 : nthreads;
+    if (nthreads > MAX_THREADS)
+        nthreads = MAX_THREADS;
+    int *todo = malloc(sizeof *todo * (size_t)n), ntodo = n, forks = 0;
+    bool *done = calloc((size_t)n, sizeof *done), *open = calloc((size_t)n, sizeof *open);
+    for (int i = 0; i < n; i++)
+        todo[i] = i;
+    double t0 = ptc_now_ms(), t = timeout_ms(), deadline = t > 0 ? t0 + t : 0;
+    int rc = 0;
+    while (ntodo > 0) {
+        child c;
+        bool timed_out = false;
+        memset(open, 0, sizeof *open * (size_t)n);
+        sink k = {.res = res, .done = done, .open = open, .n = n};
+        if (run_child(&c, todo, ntodo, nthreads, fn, ctx, &k, deadline, &timed_out) != 0) {
+            ptc_log(PTC_LOG_PERF, PTC_LOG_INFO, "cannot fork a compile worker (%s)%s",
+                    strerror(errno), forks ? "" : ": compiling in process");
+            if (forks == 0)
+                rc = 1;
+            else
+                fail_rest(res, todo, ntodo, "not compiled: no compile worker could be forked");
             break;
         }
-        c[nc] = (child){.pid = pid, .fd = fds[0]};
+        forks++;
+        ptc_buf_free(&c.in);
+        int nopen = 0, left = 0;
+        for (int i = 0; i < ntodo; i++)
+            if (open[todo[i]])
+                nopen++;
+        char how[256];
+        how_it_died(&c, timed_out, how, sizeof how);
+        if (nopen == 1 || (nopen > 0 && timed_out)) /* timed out: all it ran took too long */
+            for (int i = 0; i < ntodo; i++)
+                if (open[todo[i]]) {
+                    res[todo[i]].died = done[todo[i]] = true;
+                    ptc_errorf(&res[todo[i]].err, PTC_ERR_COMPILE, "codegen",
+                               "the compile worker %s", how);
+                }
+        for (int i = 0; i < ntodo; i++)
+            if (!done[todo[i]])
+                todo[left++] = todo[i];
+        if (left > 0 && (c.ended || timed_out || (nopen == 0 && nthreads == 1))) {
+            fail_rest(res, todo, left,
+                      c.ended ? "the compile worker ended without a result"
+                              : "not compiled: the compile worker died first");
+            break;
+        }
+        if (nopen != 1)
+            nthreads = 1; /* which of them was it? */
+        ntodo = left;
     }
-    if (nc == 0) {
-        munmap(next, sizeof *next);
-        ptc_log(PTC_LOG_PERF, PTC_LOG_INFO,
-                "cannot fork a compile worker (%s): compiling in process", strerror(errno));
-        return 1;
-    }
-    bool timed_out = drain(c, nc, deadline);
-    bool *seen = calloc((size_t)n, sizeof *seen);
-    for (int i = 0; i < nc; i++) {
-        reap(&c[i]);
-        decode(&c[i], timed_out, res, seen, n);
-        ptc_buf_free(&c[i].in);
-    }
-    for (int i = 0; i < n; i++) {
-        if (res[i].rc == 0 || res[i].err.msg[0])
-            continue;
-        res[i].died = true;
-        ptc_errorf(&res[i].err, PTC_ERR_COMPILE, "codegen",
-                   seen[i] ? "the compile worker ended without a result"
-                           : "not compiled: the compile workers died first");
-    }
-    free(seen);
-    munmap(next, sizeof *next);
-    return 0;
+    ptc_log(PTC_LOG_PERF, PTC_LOG_INFO, "compile workers: %d item(s), %d fork(s), %.1f ms", n,
+            forks, ptc_now_ms() - t0);
+    free(todo);
+    free(done);
+    free(open);
+    return rc;
 }
 
 /* ---- room for LLVM ------------------------------------------------------------------------ */

@@ -244,6 +244,34 @@ static int run_workers(work *w, ptc_error *err)
     return 0;
 }
 
+/* Whether the process has the room LLVM would need to generate w's PTX on
+ * nthreads threads (codegen.h). Where it has not, each kernel goes to a
+ * worker of its own, as it did before a compile had one worker: the parent
+ * then lives as near its limit as ever, and a compile that succeeds leaves
+ * it with too little for ptc's own work after it. */
+static bool room_for_one_worker(const work *w, int nthreads)
+{
+    size_t most = 0;
+    for (int i = 0; i < w->ntodo; i++) {
+        size_t r = ptc_llvm_room(w->s->kernels[w->todo[i]]);
+        most = r > most ? r : most;
+    }
+    return ptc_llvm_have_room((size_t)nthreads * most);
+}
+
+/* The PTX of w's kernels, generated in one compile worker (a fork per
+ * compile, from this thread, before any compile thread starts). */
+static int gen_in_worker(work *w, ptc_error *err)
+{
+    ptc_cuda_code **outs = calloc((size_t)w->ntodo + 1, sizeof *outs);
+    for (int i = 0; i < w->ntodo; i++)
+        outs[i] = &w->cp->k[w->todo[i]].code;
+    int rc = ptc_cuda_codegen_all(w->s, w->todo, w->ntodo, &w->cp->target, w->co, outs,
+                                  nthreads_for(w->ntodo), err);
+    free(outs);
+    return rc;
+}
+
 static cloaded *loaded_new(const ptc_cuda_prog *cp, ptc_cuda_device *d)
 {
     cloaded *L = calloc(1, sizeof *L);
@@ -343,7 +371,14 @@ int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, 
         w.L = cp->loaded[dev->ordinal];
     }
     double t0 = ptc_now_ms();
-    int rc = run_workers(&w, err);
+    int rc = 0;
+    if (ptc_worker_enabled() && room_for_one_worker(&w, nthreads_for(w.ntodo))) {
+        /* one compile worker for the PTX; the threads only load */
+        rc = gen_in_worker(&w, err);
+        w.gen = false;
+    }
+    if (rc == 0)
+        rc = run_workers(&w, err);
     if (m)
         ptc_metrics_add(m, "cuda_compile_wall_ms", ptc_now_ms() - t0, true);
     free(todo);

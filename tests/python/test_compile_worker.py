@@ -1,5 +1,5 @@
-"""LLVM runs in forked compile workers: a crash, an abort or a hang while
-generating code fails that compile and nothing else. Under ptc.compile the
+"""LLVM runs in a forked compile worker, by default: a crash, an abort or a
+hang while generating code fails that compile and nothing else. Under ptc.compile the
 call runs eagerly with the usual one warning and a repro folder; ptc-run
 exits 1 with a one-line error; PTC_COMPILE_WORKER=0 compiles in process (a
 crash there is the process's, as before).
@@ -27,7 +27,7 @@ def env_with(**kv):
     e = {k: v for k, v in os.environ.items()
          if k not in ("PTC_INJECT", "PTC_ACCURACY", "PTC_REPRO", "PTC_COMPILE_WORKER",
                       "PTC_COMPILE_TIMEOUT", "PTC_STRICT")}
-    e["PTC_COMPILE_WORKER"] = "1"  # opt-in; tests that want it off say "0"
+    # the default: the worker; tests that want it off say PTC_COMPILE_WORKER="0"
     e.update(kv)
     return e
 
@@ -44,6 +44,32 @@ def test_a_crash_in_codegen_is_a_one_line_error():
     assert len(lines) == 1, lines
     assert lines[0].startswith("ptc-run: %s: codegen: CompileError: kernel " % RESNET), lines[0]
     assert "the compile worker crashed (signal %d, " % signal.SIGSEGV in lines[0], lines[0]
+
+
+def test_a_crash_among_kernels_built_at_once_is_pinned_on_its_kernel():
+    """Four threads in the one worker build resnet18's kernels at once; the
+    crash ends them all, and the kernel named is the one planted, whichever
+    thread hit it (the rest ran again one at a time)."""
+    r = ptc_run(RESNET, PTC_INJECT="codegen:prims.le:crash", OMP_NUM_THREADS="4")
+    assert r.returncode == 1, (r.returncode, r.stderr[-500:])
+    alone = ptc_run(RESNET, PTC_INJECT="codegen:prims.le:crash", OMP_NUM_THREADS="1")
+    assert r.stderr == alone.stderr, (r.stderr, alone.stderr)
+    assert "the compile worker crashed (signal %d, " % signal.SIGSEGV in r.stderr, r.stderr
+
+
+def test_one_fork_per_compile(tmp_path):
+    """All the kernels of a compile are built in one worker, and a warm start
+    (every kernel in the cache) forks none."""
+    for forks in ("1 fork(s)", None):
+        r = subprocess.run([PTC_RUN, "--backend", "cpu", RESNET], capture_output=True, text=True,
+                           env=env_with(PTC_LOGS="perf", OMP_NUM_THREADS="2",
+                                        PTC_CACHE_DIR=str(tmp_path)), timeout=120)
+        assert r.returncode == 0, r.stderr[-500:]
+        said = [l for l in r.stderr.splitlines() if "compile workers:" in l]
+        if forks:
+            assert len(said) == 1 and forks in said[0], said
+        else:
+            assert said == [], said
 
 
 def test_a_hang_in_codegen_is_cut_off_at_the_time_limit():
@@ -94,6 +120,9 @@ print(msgs[0] if msgs else "")
 
 
 def test_python_falls_back_to_eager_with_one_warning_and_a_repro(tmp_path):
+    """With the default settings (no PTC_COMPILE_WORKER at all): the planted
+    crash inside LLVM leaves Python running, eager's results and one warning
+    (main: the process died of SIGSEGV)."""
     env = env_with(PTC_INJECT="codegen:prims.tanh:crash", PTC_REPRO=str(tmp_path / "repro"),
                    PTC_CACHE_DIR=str(tmp_path / "cache"))
     r = subprocess.run([sys.executable, "-c", PROGRAM], capture_output=True, text=True, env=env,

@@ -328,8 +328,10 @@ END_TEST
 /* ---- compile workers ------------------------------------------------------------------ */
 
 /* Item i: 0 and 5.. succeed, 1 fails, 2 segfaults, 3 aborts (what LLVM ERROR
- * does), 4 exits 1, 5 hangs when ctx says so. A dead child takes no more
- * items, so there are as many children as items. */
+ * does), 4 exits 1, 5 hangs when ctx says so. Run on as many threads as
+ * items in one child, which each death ends: the items left run again, one
+ * at a time where several were running, so each death is pinned on its own
+ * item and the others still compile. */
 static int worker_item(void *ctx, int item, ptc_buf *out, ptc_error *err)
 {
     switch (item) {

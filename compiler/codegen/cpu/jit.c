@@ -9,10 +9,11 @@
  * loaded kernels with reference counts, so identical kernels of different
  * programs share one copy of the code, and the last release removes it from
  * the JIT through its resource tracker. The kernels of a schedule that are
- * neither loaded nor cached compile in parallel in forked compile workers
- * (worker.c: a crash inside LLVM fails the compile, not the process), each
- * kernel its own LLVM context; the objects come back through pipes and are
- * linked here. With PTC_COMPILE_WORKER=0, or where fork fails, they compile
+ * neither loaded nor cached compile in parallel in one forked compile
+ * worker, on as many threads of its own as OpenMP would use here (worker.c:
+ * a crash inside LLVM fails the compile, not the process), each kernel its
+ * own LLVM context; the objects come back through a pipe and are linked
+ * here. With PTC_COMPILE_WORKER=0, or where fork fails, they compile
  * in this process on OpenMP threads instead, each with its own target
  * machine. One lock serialises everything else (the registry, the JIT, the
  * shared target machine).
@@ -664,17 +665,17 @@ typedef struct worker_ctx {
     const ptc_schedule *s;
     job **todo;
     bool want_text;
-    LLVMTargetMachineRef tm; /* the child's own, made on its first item */
 } worker_ctx;
 
 /* In a compile worker: item -> u64 object length, object, text. */
 static int build_in_child(void *arg, int item, ptc_buf *out, ptc_error *err)
 {
+    static _Thread_local LLVMTargetMachineRef tm; /* each child thread's own; gone with the child */
     worker_ctx *w = arg;
     job *j = w->todo[item];
-    if (!w->tm)
-        w->tm = thread_tm();
-    build_one(w->tm, w->s, j, w->want_text);
+    if (!tm)
+        tm = thread_tm();
+    build_one(tm, w->s, j, w->want_text);
     if (j->rc) {
         *err = j->err;
         return -1;

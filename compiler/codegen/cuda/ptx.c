@@ -13,11 +13,15 @@
  *
  * LLVM's global initialisation happens once; every compile has its own
  * context and target machine, so kernels of a schedule compile in parallel.
- * With PTC_COMPILE_WORKER=1 the PTX is printed in a forked compile worker
- * (worker.c), one per kernel that misses the cache, so that a crash inside
- * LLVM fails the compile and not the program; so it is, whatever the
- * setting, when the process lacks the address space LLVM would need, since
- * LLVM running out of memory aborts the process it runs in.
+ * In a compile worker (worker.c; PTC_COMPILE_WORKER=0 turns it off), a
+ * program's PTX is printed by one forked child for all its kernels that
+ * miss the cache (ptc_cuda_codegen_all: one fork per compile, from the
+ * compiling thread before the loading threads start; the child only runs
+ * LLVM, never the CUDA driver), so that a crash inside LLVM fails the
+ * compile and not the program. A kernel generated alone (ptc_cuda_codegen)
+ * gets a worker of its own, and so it does, whatever the setting, when the
+ * process lacks the address space LLVM would need, since LLVM running out of
+ * memory aborts the process it runs in.
  */
 #include "codegen/cuda/gpu.h"
 
@@ -243,23 +247,29 @@ static int build_in_child(void *arg, int item, ptc_buf *out, ptc_error *err)
     return 0;
 }
 
+/* Takes job j's PTX from its compile worker's result r. */
+static int take_ptx(const ptx_job *j, ptc_worker_result *r, char **ptx, ptc_error *err)
+{
+    if (r->rc == 0) {
+        ptc_buf_putc(&r->out, 0);
+        *ptx = r->out.data;
+        return 0;
+    }
+    ptc_buf_free(&r->out);
+    *err = r->err;
+    if (r->died)
+        ptc_errorf(err, PTC_ERR_COMPILE, "codegen", "kernel %d %s: %s", j->k->id, j->k->name,
+                   r->err.msg);
+    return -1;
+}
+
 /* build_ptx in one compile worker; 1 when none could be started. */
 static int build_in_worker(const ptx_job *j, char **ptx, ptc_error *err)
 {
     ptc_worker_result r;
     if (ptc_worker_run(1, 1, build_in_child, (void *)j, &r) != 0)
         return 1;
-    if (r.rc == 0) {
-        ptc_buf_putc(&r.out, 0);
-        *ptx = r.out.data;
-        return 0;
-    }
-    ptc_buf_free(&r.out);
-    *err = r.err;
-    if (r.died)
-        ptc_errorf(err, PTC_ERR_COMPILE, "codegen", "kernel %d %s: %s", j->k->id, j->k->name,
-                   r.err.msg);
-    return -1;
+    return take_ptx(j, &r, ptx, err);
 }
 
 /* PTX generations running in this process now (their threads' room adds up). */
@@ -339,18 +349,32 @@ static bool parse_valign(const char *ptx, int nargs, uint8_t *valign)
     return *p == '\n';
 }
 
-int ptc_cuda_codegen(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_target *t,
-                     const ptc_codegen_opts *o, ptc_cuda_code *out, char **text, ptc_error *err)
+/* A kernel's code short of its PTX: planned, named, looked up in the cache. */
+typedef struct gen {
+    ptc_cuda_code *out;
+    ptc_arena *a; /* the plans' */
+    gplan plans[PTC_CUDA_MAX_FORMS];
+    ptx_job job;
+    ptc_buf key;
+    bool use_cache;
+    const char *dir;
+} gen;
+
+/* Everything but LLVM's part: g->out->ptx is set where the cache had it. */
+static int gen_begin(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_target *t,
+                     const ptc_codegen_opts *o, ptc_cuda_code *out, gen *g, ptc_error *err)
 {
     memset(out, 0, sizeof *out);
+    memset(g, 0, sizeof *g);
     pthread_once(&init_once, init_llvm);
     if (!init_ok || !ptc_cuda_arch_name(t->sm))
         return ptc_errorf(err, PTC_ERR_UNSUPPORTED, "codegen",
                           "CUDA target sm_%d is not supported (LLVM 16 NVPTX: sm_70 .. sm_90)",
                           t->sm);
-    ptc_arena *a = ptc_arena_new();
-    gplan plans[PTC_CUDA_MAX_FORMS];
-    int nforms = g_plan(a, s, k, t, plans);
+    g->out = out;
+    g->a = ptc_arena_new();
+    gplan *plans = g->plans;
+    int nforms = g_plan(g->a, s, k, t, plans);
     const gplan plan = plans[0];
     /* the symbol names the fused ops (for profilers) and is part of the key */
     char label[28];
@@ -363,14 +387,14 @@ int ptc_cuda_codegen(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_
             (char)((nm[nl] >= 'a' && nm[nl] <= 'z') || (nm[nl] >= '0' && nm[nl] <= '9') ? nm[nl]
                                                                                         : '_');
     label[nl] = 0;
-    ptc_buf key = {0};
-    ptc_buf_printf(&key, "ptc %s codegen %s target %s ptx78 label %s\n", PTC_VERSION,
+    ptc_buf *key = &g->key;
+    ptc_buf_printf(key, "ptc %s codegen %s target %s ptx78 label %s\n", PTC_VERSION,
                    CODEGEN_VERSION, ptc_cuda_arch_name(t->sm), label);
     for (int f = 0; f < nforms; f++)
-        plan_text(&key, k, &plans[f]);
-    ptc_kernel_print_key(&key, s, k);
-    uint64_t h1 = ptc_hash_bytes(PTC_HASH_INIT, key.data, key.len);
-    uint64_t h2 = ptc_hash_bytes(0x84222325cbf29ce4ULL, key.data, key.len);
+        plan_text(key, k, &plans[f]);
+    ptc_kernel_print_key(key, s, k);
+    uint64_t h1 = ptc_hash_bytes(PTC_HASH_INIT, key->data, key->len);
+    uint64_t h2 = ptc_hash_bytes(0x84222325cbf29ce4ULL, key->data, key->len);
     snprintf(out->entry, sizeof out->entry, "ptc_%s_%016llx%08llx", label, (unsigned long long)h1,
              (unsigned long long)(h2 & 0xffffffffu));
     if (plan.vec > 1)
@@ -398,10 +422,10 @@ int ptc_cuda_codegen(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_
     }
     uint8_t *cached = NULL;
     size_t len = 0;
-    int rc = 0;
-    bool use_cache = !(o && o->no_cache);
-    const char *dir = o ? o->kernel_dir : NULL;
-    if (use_cache && ptc_cache_load_in(dir, key.data, key.len, &cached, &len) && len > 0 &&
+    g->use_cache = !(o && o->no_cache);
+    g->dir = o ? o->kernel_dir : NULL;
+    g->job = (ptx_job){s, k, plans, nforms, t, out->ventry, out->forms};
+    if (g->use_cache && ptc_cache_load_in(g->dir, key->data, key->len, &cached, &len) && len > 0 &&
         memchr(cached, 0, len) == NULL) {
         out->ptx = malloc(len + 1);
         memcpy(out->ptx, cached, len);
@@ -412,29 +436,102 @@ int ptc_cuda_codegen(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_
             out->ptx = NULL;
         }
     }
-    if (!out->ptx) {
-        double t0 = ptc_now_ms();
-        ptx_job job = {s, k, plans, nforms, t, out->ventry, out->forms};
-        rc = build_isolated(&job, &out->ptx, err);
-        if (o && o->metrics)
-            ptc_metrics_add(o->metrics, "llvm_compile_ms", ptc_now_ms() - t0, true);
-        if (rc == 0 && !parse_valign(out->ptx, k->nargs, out->launch.valign))
-            rc = ptc_errorf(err, PTC_ERR_INTERNAL, "codegen",
-                            "kernel %d: PTX without its valign line", k->id);
-        if (rc == 0 && use_cache)
-            ptc_cache_store_in(dir, key.data, key.len, (const uint8_t *)out->ptx, strlen(out->ptx));
-    }
     free(cached);
-    ptc_arena_free(a);
+    return 0;
+}
+
+/* Takes the PTX LLVM made (rc 0), caches it and frees g; -1 frees out too. */
+static int gen_end(gen *g, int rc, char **text, ptc_error *err)
+{
+    ptc_cuda_code *out = g->out;
+    const ptc_kernel *k = g->job.k;
+    if (rc == 0 && !parse_valign(out->ptx, k->nargs, out->launch.valign))
+        rc = ptc_errorf(err, PTC_ERR_INTERNAL, "codegen", "kernel %d: PTX without its valign line",
+                        k->id);
+    if (rc == 0 && !out->cached && g->use_cache)
+        ptc_cache_store_in(g->dir, g->key.data, g->key.len, (const uint8_t *)out->ptx,
+                           strlen(out->ptx));
+    ptc_arena_free(g->a);
     if (rc) {
-        ptc_buf_free(&key);
+        ptc_buf_free(&g->key);
         ptc_cuda_code_free(out);
         return -1;
     }
-    out->key = key.data;
+    out->key = g->key.data;
     if (text)
         *text = with_header(k, out->ptx);
     return 0;
+}
+
+int ptc_cuda_codegen(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_target *t,
+                     const ptc_codegen_opts *o, ptc_cuda_code *out, char **text, ptc_error *err)
+{
+    gen g;
+    if (gen_begin(s, k, t, o, out, &g, err))
+        return -1;
+    int rc = 0;
+    if (!out->ptx) {
+        double t0 = ptc_now_ms();
+        rc = build_isolated(&g.job, &out->ptx, err);
+        if (o && o->metrics)
+            ptc_metrics_add(o->metrics, "llvm_compile_ms", ptc_now_ms() - t0, true);
+    }
+    return gen_end(&g, rc, text, err);
+}
+
+/* In the compile worker: item i of the jobs -> its PTX. */
+static int build_item_in_child(void *arg, int item, ptc_buf *out, ptc_error *err)
+{
+    return build_in_child((void *)((const ptx_job **)arg)[item], 0, out, err);
+}
+
+/* The PTX of jobs[0..n) in one compile worker, into ptx[m] and rc[m]. */
+static void build_all_in_worker(const ptx_job **jobs, int n, int nthreads, char ***ptx, int *rc,
+                                ptc_error *errs)
+{
+    ptc_worker_result *res = calloc((size_t)n + 1, sizeof *res);
+    bool forked = ptc_worker_run(n, nthreads, build_item_in_child, (void *)jobs, res) == 0;
+    for (int m = 0; m < n; m++) /* no fork: in this process, one by one */
+        rc[m] = forked ? take_ptx(jobs[m], &res[m], ptx[m], &errs[m])
+                       : build_isolated(jobs[m], ptx[m], &errs[m]);
+    free(res);
+}
+
+int ptc_cuda_codegen_all(const ptc_schedule *s, const int *ks, int n, const ptc_cuda_target *t,
+                         const ptc_codegen_opts *o, ptc_cuda_code *const *outs, int nthreads,
+                         ptc_error *err)
+{
+    gen *g = calloc((size_t)n + 1, sizeof *g);
+    const ptx_job **jobs = calloc((size_t)n + 1, sizeof *jobs);
+    char ***ptx = calloc((size_t)n + 1, sizeof *ptx);
+    int *miss = calloc((size_t)n + 1, sizeof *miss), *rc = calloc((size_t)n + 1, sizeof *rc);
+    ptc_error *errs = calloc((size_t)n + 1, sizeof *errs);
+    int nmiss = 0, begun = 0, failed = 0;
+    for (; begun < n && !failed; begun++) {
+        failed = gen_begin(s, s->kernels[ks[begun]], t, o, outs[begun], &g[begun], err) != 0;
+        if (!failed && !outs[begun]->ptx)
+            miss[nmiss] = begun, jobs[nmiss] = &g[begun].job, ptx[nmiss++] = &outs[begun]->ptx;
+    }
+    begun -= failed; /* the one that failed has nothing to end */
+    double t0 = ptc_now_ms();
+    if (!failed && nmiss > 0) {
+        int *mrc = calloc((size_t)nmiss, sizeof *mrc);
+        ptc_error *merr = calloc((size_t)nmiss, sizeof *merr);
+        build_all_in_worker(jobs, nmiss, nthreads, ptx, mrc, merr);
+        for (int m = 0; m < nmiss; m++)
+            rc[miss[m]] = mrc[m], errs[miss[m]] = merr[m];
+        free(mrc);
+        free(merr);
+    }
+    if (o && o->metrics && nmiss > 0)
+        ptc_metrics_add(o->metrics, "llvm_compile_ms", ptc_now_ms() - t0, true);
+    for (int i = 0; i < begun; i++) {
+        ptc_error e = errs[i];
+        if (gen_end(&g[i], rc[i], NULL, &e) && !failed)
+            failed = 1, *err = e;
+    }
+    free(g), free(jobs), free(ptx), free(miss), free(rc), free(errs);
+    return failed ? -1 : 0;
 }
 
 void ptc_cuda_code_free(ptc_cuda_code *c)
