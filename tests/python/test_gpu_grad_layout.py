@@ -11,6 +11,7 @@ import torch
 
 import test_grad_layout as cases
 from gpucheck import require_gpu
+from test_training import compiled_autograd  # noqa: F401 (autouse: the cases run ptc's backward)
 
 
 @pytest.fixture(autouse=True)
