@@ -23,8 +23,15 @@ def _gpu():
     torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
 
 
+KNOWN_CUDA_CHANNELS_LAST = pytest.mark.xfail(
+    strict=True, reason="open (issue 17/20): on an H100 a channels-last ResNet's 1x1 "
+    "downsample weight gradient comes back [64,1,1,1]-strided where the parameter and eager "
+    "have [64,1,64,64] (DDP's grad-stride warning); the CPU keeps the contract")
+
+
 @pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
-@pytest.mark.parametrize("fmt", sorted(cases.FORMATS))
+@pytest.mark.parametrize("fmt", [pytest.param(f, marks=KNOWN_CUDA_CHANNELS_LAST)
+                                 if f == "channels_last" else f for f in sorted(cases.FORMATS)])
 def test_resnet_grads_are_strided_as_eager_cuda(fmt, mode):
     cases.test_resnet_grads_are_strided_as_eager(fmt, "cuda", steps=3, mode=mode)
 
