@@ -822,8 +822,8 @@ START_TEST(tensor_dense_layouts)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ptc_tensor t = {.ndim = cases[i].ndim};
-        memcpy(t.sizes, cases[i].sizes, sizeof t.sizes);
-        memcpy(t.strides, cases[i].strides, sizeof t.strides);
+        memcpy(t.sizes, cases[i].sizes, sizeof cases[i].sizes);
+        memcpy(t.strides, cases[i].strides, sizeof cases[i].strides);
         ck_assert_msg(ptc_tensor_is_dense(&t) == cases[i].dense, "case %zu", i);
     }
 }
