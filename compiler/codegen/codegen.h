@@ -173,8 +173,9 @@ typedef struct ptc_worker_result {
     ptc_error err;
 } ptc_worker_result;
 
-/* True unless PTC_COMPILE_WORKER=0: LLVM runs in a forked compile worker;
- * with 0, in this process. */
+/* True unless PTC_COMPILE_WORKER=0 (in ASan builds: only with
+ * PTC_COMPILE_WORKER=1): LLVM runs in a forked compile worker; else in this
+ * process. */
 bool ptc_worker_enabled(void);
 /* Runs fn over items [0, n) in one forked child on nthreads threads of its
  * own (fn must be thread safe), fed one item at a time, and waits for it (PTC_COMPILE_TIMEOUT seconds at most,

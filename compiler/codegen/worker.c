@@ -49,12 +49,27 @@ typedef struct rec {
     uint64_t len; /* payload bytes that follow */
 } rec;
 
-/* On unless PTC_COMPILE_WORKER=0: one fork per compile that builds
- * anything (bench/compile_worker.py measures what it costs). */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PTC_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(PTC_ASAN)
+/* ASan's allocator has no fork handlers: a child forked while another thread
+ * holds its quarantine lock spins on it for good (unit.test_codegen_cpu hung
+ * in LLVM's first delete in the child). glibc's malloc is fork-safe. */
+enum { WORKER_BY_DEFAULT = 0 };
+#else
+enum { WORKER_BY_DEFAULT = 1 };
+#endif
+
+/* On unless PTC_COMPILE_WORKER=0 (off by default in ASan builds, on with
+ * PTC_COMPILE_WORKER=1): one fork per compile that builds anything
+ * (bench/compile_worker.py measures what it costs). */
 bool ptc_worker_enabled(void)
 {
     const char *env = getenv("PTC_COMPILE_WORKER");
-    return !(env && strcmp(env, "0") == 0);
+    return env && *env ? strcmp(env, "0") != 0 : WORKER_BY_DEFAULT;
 }
 
 static double timeout_ms(void)
