@@ -217,15 +217,12 @@ void ptc_graph_use_counts(const ptc_graph *g, int *counts)
     memset(counts, 0, sizeof(int) * (size_t)g->nvalues);
     for (int i = 0; i < g->nnodes; i++) {
         const ptc_node *n = g->nodes[i];
-        for (int j = 0; j < n->nargs; j++) {
-            const ptc_arg *a = &n->args[j];
-            if (a->kind == PTC_ARG_VALUE)
-                counts[a->v->id]++;
-            else if (a->kind == PTC_ARG_VALUES)
-                for (int k = 0; k < a->vs.n; k++)
-                    if (a->vs.v[k])
-                        counts[a->vs.v[k]->id]++;
-        }
+        for (int j = 0; j < n->nargs; j++)
+            for (int k = 0; k < ptc_arg_nvalues(&n->args[j]); k++) {
+                const ptc_value *v = ptc_arg_value_at(&n->args[j], k);
+                if (v)
+                    counts[v->id]++;
+            }
     }
     for (int i = 0; i < g->noutputs; i++)
         counts[g->outputs[i]->id]++;

@@ -476,6 +476,11 @@ ptc_node *ptc_graph_copy_node(ptc_graph *dst, const ptc_node *n, ptc_value **map
  * old value id -> new value. */
 ptc_graph *ptc_graph_clone(const ptc_graph *g, ptc_value **map);
 
+/* The tensor values an argument reads: 1 for a value, n for a list (an
+ * entry may be NULL in a Tensor?[]), 0 otherwise; and the k-th of them. */
+int ptc_arg_nvalues(const ptc_arg *a);
+ptc_value *ptc_arg_value_at(const ptc_arg *a, int k);
+
 /* Arg constructors. */
 ptc_arg ptc_arg_none(void);
 ptc_arg ptc_arg_value(ptc_value *v);

@@ -320,6 +320,16 @@ const char *ptc_paramkind_name(int kind)
 /* ---- args ------------------------------------------------------------------ */
 
 ptc_arg ptc_arg_none(void) { return (ptc_arg){.kind = PTC_ARG_NONE}; }
+int ptc_arg_nvalues(const ptc_arg *a)
+{
+    return a->kind == PTC_ARG_VALUE ? 1 : a->kind == PTC_ARG_VALUES ? a->vs.n : 0;
+}
+
+ptc_value *ptc_arg_value_at(const ptc_arg *a, int k)
+{
+    return a->kind == PTC_ARG_VALUE ? a->v : a->vs.v[k];
+}
+
 ptc_arg ptc_arg_value(ptc_value *v) { return (ptc_arg){.kind = PTC_ARG_VALUE, .v = v}; }
 ptc_arg ptc_arg_values(ptc_arena *a, ptc_value *const *v, int n)
 {

@@ -68,9 +68,8 @@ static int assign_pieces(cutter *C)
         int p = C->piece[i] = piece_of_id(C->e, n->id);
         for (int a = 0; a < n->nargs; a++) {
             const ptc_arg *arg = &n->args[a];
-            int nv = arg->kind == PTC_ARG_VALUE ? 1 : arg->kind == PTC_ARG_VALUES ? arg->vs.n : 0;
-            for (int k = 0; k < nv; k++) {
-                const ptc_value *v = arg->kind == PTC_ARG_VALUE ? arg->v : arg->vs.v[k];
+            for (int k = 0; k < ptc_arg_nvalues(arg); k++) {
+                const ptc_value *v = ptc_arg_value_at(arg, k);
                 if (v && v->def && def_piece[v->id] > p)
                     rc = -1;
                 note_use(C, v, p);
@@ -112,9 +111,8 @@ static ptc_graph *cut_piece(cutter *C, int p, ptc_value **map, PyObject *in_slot
             return NULL;
         for (int a = 0; a < n->nargs; a++) {
             const ptc_arg *arg = &n->args[a];
-            int nv = arg->kind == PTC_ARG_VALUE ? 1 : arg->kind == PTC_ARG_VALUES ? arg->vs.n : 0;
-            for (int k = 0; k < nv; k++) {
-                ptc_value *v = arg->kind == PTC_ARG_VALUE ? arg->v : arg->vs.v[k];
+            for (int k = 0; k < ptc_arg_nvalues(arg); k++) {
+                ptc_value *v = ptc_arg_value_at(arg, k);
                 if (v && !map[v->id]) {
                     map[v->id] = ptc_graph_add_input(pg, v->name, &v->type);
                     if (append_int(in_slots, slot_of(C, v)) < 0)
