@@ -18,11 +18,12 @@
 #include <stdlib.h>
 
 /* t.untyped_storage().data_ptr(): one per storage, 0 for an empty one (new
- * reference, NULL on error). */
+ * reference, NULL on error). Run by the NOALIAS guard on every call: the
+ * method names are cap_T's interned ones. */
 static PyObject *storage_of(PyObject *t)
 {
-    PyObject *s = PyObject_CallMethod(t, "untyped_storage", NULL);
-    PyObject *p = s ? PyObject_CallMethod(s, "data_ptr", NULL) : NULL;
+    PyObject *s = PyObject_CallMethodObjArgs(t, cap_T.s_untyped_storage, NULL);
+    PyObject *p = s ? PyObject_CallMethodObjArgs(s, cap_T.s_data_ptr, NULL) : NULL;
     Py_XDECREF(s);
     return p;
 }

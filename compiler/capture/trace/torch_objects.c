@@ -102,6 +102,7 @@ int cap_torch_objects_init(void)
         {&cap_T.s_forward_hooks_with_kwargs, "_forward_hooks_with_kwargs"},
         {&cap_T.s_storage_offset, "storage_offset"},
         {&cap_T.s_setattr, "__setattr__"},
+        {&cap_T.s_untyped_storage, "untyped_storage"},
     };
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (!(*names[i].slot = PyUnicode_InternFromString(names[i].s)))
