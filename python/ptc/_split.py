@@ -30,6 +30,9 @@ class GraphPieces:
     let go after the last step that reads it."""
 
     def __init__(self, nslots, steps, outputs):
+        from ._autograd import apply  # not at the top: the capture imports this module cheaply
+
+        self.apply = apply
         self.nslots, self.steps, self.outputs = nslots, steps, outputs
         keep = set(outputs)
         last = {}
@@ -42,8 +45,7 @@ class GraphPieces:
                 self.release[k].append(slot)
 
     def __call__(self, *inputs):
-        from ._autograd import apply
-
+        apply = self.apply
         values = list(inputs) + [None] * (self.nslots - len(inputs))
         for (program, ins, outs), release in zip(self.steps, self.release):
             results = apply(program, *[values[i] for i in ins])
