@@ -427,25 +427,13 @@ static bool same_sizes_dense(const ptc_tensor *t, const ptc_tensor *want)
 void ptc_exec_mark_any_layouts(ptc_program *p)
 {
     const ptc_lprog *lp = p->prog;
-    bool *read = calloc((size_t)lp->nbufs + 1, sizeof *read);
     p->any_layout = PTC_NEWN(p->arena, bool, lp->nbufs + 1);
-    if (!read)
-        return;
-    for (int i = 0; i < lp->nnodes; i++) {
-        const ptc_lnode *n = lp->nodes[i];
-        for (int k = 0; n && k < n->nxin; k++)
-            if (n->xin[k].buf >= 0)
-                read[n->xin[k].buf] = true;
-        for (int e = 0; n && e < n->body.n; e++)
-            if (n->body.e[e].op == PTC_L_LOAD)
-                read[n->body.e[e].buf] = true;
-    }
     for (int b = 0; b < lp->nbufs; b++) {
         const ptc_lbuf *lb = lp->bufs[b];
-        p->any_layout[b] = lb->kind == PTC_LB_OUTPUT && lb->def >= 0 && !read[b] &&
-                           lp->nodes[lb->def] && lp->nodes[lb->def]->kind == PTC_LN_EXTERN;
+        p->any_layout[b] = lb->kind == PTC_LB_OUTPUT && lb->def >= 0 && lp->nodes[lb->def] &&
+                           lp->nodes[lb->def]->kind == PTC_LN_EXTERN &&
+                           ptc_lprog_readers(lp, b, NULL, 0) == 0;
     }
-    free(read);
 }
 
 /* Keeps an extern's result tensor t for the rest of the run as buffer buf
