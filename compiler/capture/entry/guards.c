@@ -843,17 +843,18 @@ static int check_after_sources(cap_entry *e, PyObject **vals, bool batch, int *f
         ok = check_tensors(e, vals, failed);
     else if (!e->tg_tried)
         build_tensor_guards(e, vals);
-    for (int gi = 0; ok == 1 && gi < e->nguards; gi++)
-        if ((e->guards[gi].kind == CAP_G_SAME || e->guards[gi].kind == CAP_G_DISTINCT) &&
-            !cap_identity_guard_ok(&e->guards[gi], vals)) {
+    /* one pass: the NOALIAS guards come after the identity ones (entry.c) */
+    for (int gi = 0; ok == 1 && gi < e->nguards; gi++) {
+        const cap_guard *g = &e->guards[gi];
+        bool holds = g->kind == CAP_G_SAME || g->kind == CAP_G_DISTINCT
+                         ? cap_identity_guard_ok(g, vals)
+                     : g->kind == CAP_G_NOALIAS ? cap_noalias_guard_ok(g, vals)
+                                                : true;
+        if (!holds) {
             *failed = gi;
             ok = 0;
         }
-    for (int gi = 0; ok == 1 && gi < e->nguards; gi++)
-        if (e->guards[gi].kind == CAP_G_NOALIAS && !cap_noalias_guard_ok(&e->guards[gi], vals)) {
-            *failed = gi;
-            ok = 0;
-        }
+    }
     if (ok == 1 && e->syms.n > 0)
         ok = check_sizes(e, vals, failed);
     return ok;
