@@ -1,10 +1,11 @@
 """test_grad_layout.py's cases on CUDA tensors (skipped without a GPU):
 after a compiled training step every .grad is strided as eager's and equals
-it — cuDNN returns a 1x1 convolution's weight gradient channels-last beside
-ptc's channels-last activations ([K,1,K,K] for a contiguous [K,1,1,1]
-parameter: DDP's "Grad strides do not match bucket view strides" on two
-H100s) — also under mode="reduce-overhead", whose replayed backward's
-gradients are copies of its static buffers. Without TF32, which rounds
+it, also under mode="reduce-overhead", whose replayed backward's gradients
+are copies of its static buffers. On CUDA a channels-last ResNet's 1x1
+weight gradients are where eager and the contract part: cuDNN returns them
+[C,1,1,1]-strided for a [C,1,C,C] parameter, which AccumulateGrad keeps (and
+DDP's bucket view then warns of in eager); ptc's have the parameter's
+strides (test_grad_layout.contract_strides). Without TF32, which rounds
 channels-last and contiguous convolutions differently."""
 import pytest
 import torch
@@ -23,15 +24,8 @@ def _gpu():
     torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
 
 
-KNOWN_CUDA_CHANNELS_LAST = pytest.mark.xfail(
-    strict=True, reason="open (issue 17/20): on an H100 a channels-last ResNet's 1x1 "
-    "downsample weight gradient comes back [64,1,1,1]-strided where the parameter and eager "
-    "have [64,1,64,64] (DDP's grad-stride warning); the CPU keeps the contract")
-
-
 @pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
-@pytest.mark.parametrize("fmt", [pytest.param(f, marks=KNOWN_CUDA_CHANNELS_LAST)
-                                 if f == "channels_last" else f for f in sorted(cases.FORMATS)])
+@pytest.mark.parametrize("fmt", sorted(cases.FORMATS))
 def test_resnet_grads_are_strided_as_eager_cuda(fmt, mode):
     cases.test_resnet_grads_are_strided_as_eager(fmt, "cuda", steps=3, mode=mode)
 
