@@ -157,7 +157,7 @@ class RankCheck:
         # and ids used as keys (FSDP2's state: `dict[139813072518112] is None`)
         guards = "\n".join(ev.get("guards") or [])
         guards = re.sub(r"\b[1-9][0-9]{11,}\b", "<id>", re.sub(r"0x[0-9a-fA-F]+", "0x", guards))
-        text = (graph.ptir() if graph is not None else "") + guards
+        text = _devices_in_order((graph.ptir() if graph is not None else "") + guards)
         brk = ev.get("break") or {}
         record = "%s #%d (%s%s) graph %s" % (
             ev.get("frame"), ev.get("recompile", 0), self.last_reason or ev.get("reason", ""),
@@ -186,6 +186,17 @@ class RankCheck:
                                   "graphs (results stay right: ptc adds no collective)."
                                   % (self.rank, n, other, self.rank, self.mine[n], other, theirs),
                                   UserWarning, stacklevel=2)
+
+
+def _devices_in_order(text):
+    """text with each CUDA device named by the order it first appears in
+    (cuda:#0, cuda:#1, ...): NCCL ranks run the same graph, each on its own
+    GPU (cuda:<rank>), which is no difference between them."""
+    import re
+
+    seen = {}
+    return re.sub(r"\bcuda:(\d+)", lambda m: "cuda:#%d" % seen.setdefault(m.group(1), len(seen)),
+                  text)
 
 
 def _is_current(group):

@@ -108,6 +108,58 @@ def test_ranks_compiling_different_graphs_are_reported(tmp_path):
     assert all("differs from rank" in w and "MLP.forward" in w for w in warned), warned
 
 
+class _Store:
+    """The key-value store of a process group, in memory."""
+
+    def __init__(self):
+        self.kv = {}
+
+    def set(self, key, value):
+        self.kv[key] = value.encode()
+
+    def check(self, keys):
+        return all(k in self.kv for k in keys)
+
+    def get(self, key):
+        return self.kv[key]
+
+
+class _Graph:
+    def __init__(self, text):
+        self.text = text
+
+    def ptir(self):
+        return self.text
+
+
+def test_ranks_on_their_own_gpus_compile_the_same_graph(monkeypatch):
+    """NCCL ranks run on a GPU each: rank 0's graph on cuda:0 and rank 1's
+    on cuda:1 are the same graph (the ranks' comparison warned on every
+    2-GPU DDP run of GPT-2), while another size still differs."""
+    import warnings
+
+    from ptc import _distributed
+
+    monkeypatch.setattr(_distributed, "_is_current", lambda group: True)
+
+    def compile_on(store, rank, size):
+        text = "graph forward(%%x: f32[%d] cuda:%d) {...}" % (size, rank)
+        check = _distributed.RankCheck(store, rank, 2, group=None)
+        check({"kind": "compile", "frame": "f", "graph": _Graph(text),
+               "guards": ["L['x']: tensor f32[%d]{1} cuda:%d" % (size, rank)]})
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        store = _Store()
+        compile_on(store, 0, 8)
+        compile_on(store, 1, 8)
+        assert [str(w.message) for w in caught] == []
+        store = _Store()
+        compile_on(store, 0, 8)
+        compile_on(store, 1, 9)
+    assert len(caught) == 1 and "rank 1's compile 0 differs from rank 0's" in str(caught[0].message)
+
+
 def test_ddp_gradients_keep_the_layout_contract(tmp_path):
     """DDP of a compiled conv net under compiled autograd, channels-last and
     contiguous: DDP never warns that a gradient's strides differ from its
