@@ -74,6 +74,13 @@ typedef enum cap_stance {
     CAP_STANCE_FAIL_ON_RECOMPILE,  /* use cached entries; raise instead of recompiling */
     CAP_STANCE_EAGER_THEN_COMPILE, /* each position's first call runs eagerly, then compile */
 } cap_stance;
+/* cap_stance's names (torch.compiler.set_stance's), and the stance a name
+ * names (-1: none). */
+extern const char *const cap_stance_names[];
+int cap_stance_of(const char *name);
+/* The stance compiled calls follow now: ptc.set_stance's, or where that is
+ * "default", torch.compiler.set_stance's (exec.c). */
+int cap_stance_now(void);
 extern cap_config cap_cfg;
 /* Bumped (from Python) by every nn.Module write, hook registration and
  * container edit while trust_module_state is on (python/ptc/_module_state.py). */

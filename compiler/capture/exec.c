@@ -810,13 +810,96 @@ static int check(cap_entry *e, cap_frame **frames, int nf, valbuf *b, int *faile
     return cap_entry_check(e, frames, nf, b->vals, b->owned, failed);
 }
 
-/* What the stance (ptc.set_stance) says when no entry of position p fits:
- * 1 run eagerly, 0 compile, -1 raise (a Python error is set). A recompile is
- * a miss at a position that has entries. */
-static int stance_on_miss(cap_pos *p, const char *name)
+const char *const cap_stance_names[] = {
+    "default",           "force_eager",        "eager_on_recompile",
+    "fail_on_recompile", "eager_then_compile", NULL};
+
+int cap_stance_of(const char *name)
+{
+    for (int i = 0; cap_stance_names[i]; i++)
+        if (strcmp(name, cap_stance_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* The cap_stance of torch's DynamoStance st. What ptc does not act on is
+ * one notice each: skip_guard_eval_unsafe, force_backend, a stance ptc does
+ * not know (the default then). */
+static int decode_torch_stance(PyObject *st)
+{
+    PyObject *name = PyObject_GetAttrString(st, "stance");
+    PyObject *unsafe = PyObject_GetAttrString(st, "skip_guard_eval_unsafe");
+    PyObject *backend = PyObject_GetAttrString(st, "backend");
+    const char *s = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    int stance = s ? cap_stance_of(s) : -1;
+    char text[300];
+    if (s && strcmp(s, "aot_eager_then_compile") == 0) {
+        cap_not_acted_on(
+            "torch.compiler.set_stance('aot_eager_then_compile') runs ptc's first "
+            "calls plainly eagerly (ptc has no AOT eager): it is 'eager_then_compile'.");
+        stance = CAP_STANCE_EAGER_THEN_COMPILE;
+    } else if (s && stance < 0) {
+        snprintf(text, sizeof text,
+                 "torch.compiler.set_stance('%.100s') is not acted on: ptc's compiled functions "
+                 "keep the default stance.",
+                 s);
+        cap_not_acted_on(text);
+    }
+    if (unsafe && PyObject_IsTrue(unsafe) > 0)
+        cap_not_acted_on("torch.compiler.set_stance(skip_guard_eval_unsafe=True) has no effect on "
+                         "ptc: it checks every guard (see ptc.config.trust_module_state).");
+    if (backend && backend != Py_None)
+        cap_not_acted_on("torch.compiler.set_stance(force_backend=...) has no effect on ptc's "
+                         "compiled functions: each keeps the backend it was compiled with.");
+    PyErr_Clear();
+    Py_XDECREF(name);
+    Py_XDECREF(unsafe);
+    Py_XDECREF(backend);
+    return stance < 0 ? CAP_STANCE_DEFAULT : stance;
+}
+
+/* torch.compiler.set_stance's stance (torch._dynamo.eval_frame._stance),
+ * once torch._dynamo is loaded; decoded again only when torch has set
+ * another (each set_stance makes a new DynamoStance; the last one is held,
+ * so its identity is not reused). */
+static int torch_stance(void)
+{
+    static PyObject *module_name, *attr, *eval_frame, *last;
+    static int decoded = CAP_STANCE_DEFAULT;
+    if (!eval_frame) {
+        if (!module_name && !(module_name = PyUnicode_InternFromString("torch._dynamo.eval_frame")))
+            goto fail;
+        if (!(eval_frame = PyImport_GetModule(module_name)))
+            goto fail;
+    }
+    if (!attr && !(attr = PyUnicode_InternFromString("_stance")))
+        goto fail;
+    PyObject *st = PyObject_GetAttr(eval_frame, attr);
+    if (!st)
+        goto fail;
+    if (st == last) {
+        Py_DECREF(st);
+        return decoded;
+    }
+    Py_XSETREF(last, st);
+    return decoded = decode_torch_stance(st);
+fail:
+    PyErr_Clear();
+    return CAP_STANCE_DEFAULT;
+}
+
+int cap_stance_now(void)
+{
+    return cap_cfg.stance != CAP_STANCE_DEFAULT ? cap_cfg.stance : torch_stance();
+}
+
+/* What the stance says when no entry of position p fits: 1 run eagerly, 0
+ * compile, -1 raise (a Python error is set). A recompile is a miss at a
+ * position that has entries. */
+static int stance_on_miss(int stance, cap_pos *p, const char *name)
 {
     bool recompile = p->head != NULL;
-    switch (cap_cfg.stance) {
+    switch (stance) {
     case CAP_STANCE_EAGER_ON_RECOMPILE:
         return recompile;
     case CAP_STANCE_FAIL_ON_RECOMPILE:
@@ -897,7 +980,8 @@ static PyObject *tensor_sizes(cap_entry *e)
  * source values. */
 static cap_entry *lookup_at(cap_compiled *c, cap_pos *p, cap_interp *S, valbuf *b, bool *eager)
 {
-    if (p->eager || cap_cfg.stance == CAP_STANCE_FORCE_EAGER) {
+    int stance_now = cap_stance_now();
+    if (p->eager || stance_now == CAP_STANCE_FORCE_EAGER) {
         *eager = true;
         return NULL;
     }
@@ -928,7 +1012,7 @@ static cap_entry *lookup_at(cap_compiled *c, cap_pos *p, cap_interp *S, valbuf *
         cap_entry_release_vals(e, b->vals, b->owned);
         last = e;
     }
-    int stance = stance_on_miss(p, S->base->code->qualname_s);
+    int stance = stance_on_miss(stance_now, p, S->base->code->qualname_s);
     if (stance != 0) {
         *eager = stance > 0;
         return NULL;

@@ -213,18 +213,6 @@ static PyObject *m_break_table(PyObject *mod, PyObject *unused)
     return cap_break_table();
 }
 
-/* ptc.set_stance's names, indexed by cap_stance. */
-static const char *const stance_names[] = {"default", "force_eager", "eager_on_recompile",
-                                           "fail_on_recompile", "eager_then_compile"};
-
-static int stance_of(const char *name)
-{
-    for (int i = 0; i < (int)(sizeof stance_names / sizeof *stance_names); i++)
-        if (strcmp(name, stance_names[i]) == 0)
-            return i;
-    return -1;
-}
-
 static PyObject *m_get_config(PyObject *mod, PyObject *unused)
 {
     static const char *inject[3] = {"", "compile", "backend"};
@@ -234,7 +222,7 @@ static PyObject *m_get_config(PyObject *mod, PyObject *unused)
                          inject[cap_cfg.inject_failure], "trust_module_state",
                          cap_cfg.trust_module_state ? Py_True : Py_False, "compiled_autograd",
                          cap_cfg.compiled_autograd ? Py_True : Py_False, "stance",
-                         stance_names[cap_cfg.stance]);
+                         cap_stance_names[cap_cfg.stance]);
 }
 
 static PyObject *m_set_config(PyObject *mod, PyObject *args, PyObject *kwargs)
@@ -269,12 +257,12 @@ static PyObject *m_set_config(PyObject *mod, PyObject *args, PyObject *kwargs)
             const char *s = PyUnicode_AsUTF8(value);
             if (!s)
                 return NULL;
-            if (stance_of(s) < 0)
+            if (cap_stance_of(s) < 0)
                 return PyErr_Format(PyExc_ValueError,
                                     "unknown stance '%s' (expected default, force_eager, "
                                     "eager_on_recompile, fail_on_recompile or eager_then_compile)",
                                     s);
-            cap_cfg.stance = stance_of(s);
+            cap_cfg.stance = cap_stance_of(s);
         } else if (strcmp(k, "inject_failure") == 0) {
             const char *s = value == Py_None ? "" : PyUnicode_AsUTF8(value);
             if (!s)

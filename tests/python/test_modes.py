@@ -21,6 +21,7 @@ def fresh():
     ptc.reset()
     yield
     ptc.set_stance("default")
+    torch.compiler.set_stance("default")
     _notices._recorded.clear()
 
 
@@ -146,6 +147,57 @@ def test_eager_then_compile_and_the_decorator_form():
     assert seen == []  # the first call ran eagerly
     assert torch.equal(run(x), x + 1)
     assert len(seen) == 1
+
+
+def test_torch_compiler_set_stance_is_followed():
+    """torch.compiler.set_stance, as a context manager, a decorator and a
+    call, reaches ptc's compiled functions as ptc.set_stance does (it was
+    not acted on: ptc compiled under torch's force_eager)."""
+    seen = []
+    c = ptc.compile(f_add, backend=counting_backend(seen))
+    x = torch.randn(3)
+    with torch.compiler.set_stance("force_eager"):
+        assert torch.equal(c(x), x + 1)
+    assert seen == []
+    c(x)
+    assert len(seen) == 1
+    with torch.compiler.set_stance("fail_on_recompile"):
+        c(x)
+        with pytest.raises(RuntimeError, match="fail_on_recompile"):
+            c(torch.randn(5))
+
+    @torch.compiler.set_stance("eager_on_recompile")
+    def run(t):
+        return c(t)
+    x7 = torch.randn(7)
+    assert torch.equal(run(x7), x7 + 1)
+    assert len(seen) == 1
+    torch.compiler.set_stance("force_eager")  # the call form lasts until the next
+    c(torch.randn(9))
+    assert len(seen) == 1
+    torch.compiler.set_stance("default")
+    c(torch.randn(9))
+    assert len(seen) == 2
+
+
+def test_a_stance_set_through_ptc_wins_over_torchs():
+    seen = []
+    c = ptc.compile(f_add, backend=counting_backend(seen))
+    with torch.compiler.set_stance("force_eager"), ptc.set_stance("eager_then_compile"):
+        c(torch.randn(3))  # eager_then_compile: the first call runs eagerly
+        c(torch.randn(3))
+    assert len(seen) == 1
+
+
+def test_what_torchs_stance_asks_and_ptc_does_not_do_warns_once():
+    c = ptc.compile(f_add, backend="eager")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with torch.compiler.set_stance("default", skip_guard_eval_unsafe=True):
+            c(torch.randn(3))
+            c(torch.randn(3))
+    texts = [str(w.message) for w in seen if "skip_guard_eval_unsafe" in str(w.message)]
+    assert len(texts) == 1 and texts[0].startswith("ptc: torch.compiler.set_stance"), texts
 
 
 def test_unknown_stance_is_an_error():

@@ -1169,19 +1169,12 @@ PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors)
 
 /* ---- modes: reduce-overhead records CUDA graphs ------------------------------------ */
 
-/* One warning per process, and a line in ptexplain's Notes (ptc._notices).
- * A notice that cannot be given (warnings made errors) leaves the compile
- * as it is: the text is recorded before the warning is raised. */
+/* cap_not_acted_on of fmt filled with mode. */
 static void notice(const char *fmt, const char *mode)
 {
     char text[400];
     snprintf(text, sizeof text, fmt, mode);
-    PyObject *fn = cap_import_path("ptc._notices.not_acted_on");
-    PyObject *r = fn ? PyObject_CallFunction(fn, "s", text) : NULL;
-    if (!r)
-        PyErr_Clear();
-    Py_XDECREF(r);
-    Py_XDECREF(fn);
+    cap_not_acted_on(text);
 }
 
 static bool records_graphs(const char *mode)

@@ -394,6 +394,9 @@ PyObject *cap_tuple_from_array(PyObject *const *items, int n);
 PyObject *PyObject_CallOneArg_compat(PyObject *fn, PyObject *arg);
 /* The object a dotted path names (a module, then attributes), or NULL. */
 PyObject *cap_import_path(const char *path);
+/* One warning per process that ptc does not act on something (text: a
+ * whole sentence), and a line in ptexplain's Notes (ptc._notices). */
+void cap_not_acted_on(const char *text);
 extern PyObject *cap_InternalError;
 
 /* Calls (calls.c). */

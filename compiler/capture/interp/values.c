@@ -664,6 +664,19 @@ const char *cap_tpname(PyTypeObject *t)
     return buf;
 }
 
+/* ptc._notices.not_acted_on(text): one warning per process, and a line in
+ * ptexplain's Notes. A notice that cannot be given (warnings made errors)
+ * leaves the caller's work as it is: the text is recorded before the warning. */
+void cap_not_acted_on(const char *text)
+{
+    PyObject *fn = cap_import_path("ptc._notices.not_acted_on");
+    PyObject *r = fn ? PyObject_CallFunction(fn, "s", text) : NULL;
+    if (!r)
+        PyErr_Clear();
+    Py_XDECREF(r);
+    Py_XDECREF(fn);
+}
+
 PyObject *cap_import_path(const char *path)
 {
     char mod[256];
