@@ -72,8 +72,7 @@ struct ptc_cuda_prog {
     ckernel *k;
     pthread_mutex_t lock;
     cloaded *loaded[MAX_DEV];
-    bool no_cache; /* the compile's options, for the 64-bit variants made later */
-    char *kernel_dir;
+    bool no_cache; /* the compile's, for the 64-bit variants made later */
     /* the arena of runs without a host */
     CUdeviceptr mem;
     size_t mem_size;
@@ -188,6 +187,7 @@ typedef struct work {
     const ptc_codegen_opts *co;
     cloaded *L; /* NULL: generate PTX only */
     bool gen;   /* generate PTX (else it exists: load only) */
+    bool wide;  /* the kernels' 64-bit variants (ckernel.wide), not their code */
     int *todo;
     int ntodo;
     int next; /* atomic */
@@ -195,6 +195,12 @@ typedef struct work {
     int failed; /* atomic */
     ptc_error err;
 } work;
+
+/* The code w generates for kernel k. */
+static ptc_cuda_code *work_code(const work *w, int k)
+{
+    return w->wide ? &w->cp->k[k].wide : &w->cp->k[k].code;
+}
 
 static void *worker(void *arg)
 {
@@ -215,7 +221,7 @@ static void *worker(void *arg)
         if (w->gen) {
             ptc_codegen_opts co = *w->co;
             co.metrics = NULL; /* not thread-safe: timed by the caller */
-            rc = ptc_cuda_codegen(w->s, w->s->kernels[k], &w->cp->target, &co, &w->cp->k[k].code,
+            rc = ptc_cuda_codegen(w->s, w->s->kernels[k], &w->cp->target, &co, work_code(w, k),
                                   NULL, &err);
         }
         if (rc == 0 && w->L)
@@ -287,11 +293,24 @@ static int gen_in_worker(work *w, ptc_error *err)
 {
     ptc_cuda_code **outs = calloc((size_t)w->ntodo + 1, sizeof *outs);
     for (int i = 0; i < w->ntodo; i++)
-        outs[i] = &w->cp->k[w->todo[i]].code;
+        outs[i] = work_code(w, w->todo[i]);
     int rc = ptc_cuda_codegen_all(w->s, w->todo, w->ntodo, &w->cp->target, w->co, outs,
                                   nthreads_for(w->ntodo), err);
     free(outs);
     return rc;
+}
+
+/* Generates w's PTX (in one compile worker where the process has the room)
+ * and, where w->L is set, loads it. */
+static int generate(work *w, ptc_error *err)
+{
+    int rc = 0;
+    if (ptc_worker_enabled() && room_for_one_worker(w, nthreads_for(w->ntodo))) {
+        /* one compile worker for the PTX; the threads only load */
+        rc = gen_in_worker(w, err);
+        w->gen = false;
+    }
+    return rc ? rc : run_workers(w, err);
 }
 
 static cloaded *loaded_new(const ptc_cuda_prog *cp, ptc_cuda_device *d)
@@ -392,7 +411,6 @@ int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, 
     ptc_codegen_opts co = {
         .no_cache = o && o->no_cache, .kernel_dir = o ? o->kernel_dir : NULL, .metrics = m};
     cp->no_cache = co.no_cache;
-    cp->kernel_dir = co.kernel_dir ? strdup(co.kernel_dir) : NULL;
     work w = {.cp = cp, .s = p->sched, .co = &co, .gen = true, .todo = todo};
     w.ntodo = dedup(cp, p->sched, todo);
     if (dev) {
@@ -400,14 +418,7 @@ int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, 
         w.L = cp->loaded[dev->ordinal];
     }
     double t0 = ptc_now_ms();
-    int rc = 0;
-    if (ptc_worker_enabled() && room_for_one_worker(&w, nthreads_for(w.ntodo))) {
-        /* one compile worker for the PTX; the threads only load */
-        rc = gen_in_worker(&w, err);
-        w.gen = false;
-    }
-    if (rc == 0)
-        rc = run_workers(&w, err);
+    int rc = generate(&w, err);
     if (m)
         ptc_metrics_add(m, "cuda_compile_wall_ms", ptc_now_ms() - t0, true);
     free(todo);
@@ -450,7 +461,6 @@ void ptc_cuda_prog_free(ptc_cuda_prog *cp)
         ptc_cuda_code_free(&cp->k[k].wide);
     }
     free(cp->k);
-    free(cp->kernel_dir);
     pthread_mutex_destroy(&cp->lock);
     free(cp);
 }
@@ -642,40 +652,53 @@ static double call_size(void *r, ptc_dim d)
     return (double)eval(r, d);
 }
 
-/* Kernel src's 64-bit variant, generated (once per program) and loaded on
- * this run's device (once per device) where it is not yet. */
-static int wide_ready(crun *r, int src)
+/* The 64-bit variants of kernels srcs[0..n), generated where a program has
+ * none yet (those missing in one compile worker, as a compile's kernels
+ * are) and loaded on this run's device where they are not. */
+static int wide_ready(crun *r, int *srcs, int n)
 {
     ptc_cuda_prog *cp = r->p->cuda;
-    ckernel *ck = &cp->k[src];
-    const ptc_kernel *k = r->p->sched->kernels[src];
-    cwide *w = &r->L->wide[src];
-    int rc = 0;
+    const ptc_schedule *s = r->p->sched;
+    int *miss = calloc((size_t)n + 1, sizeof *miss), nmiss = 0, rc = 0;
     pthread_mutex_lock(&cp->lock);
-    if (!ck->wide.ptx) {
+    for (int i = 0; i < n; i++)
+        if (!cp->k[srcs[i]].wide.ptx)
+            miss[nmiss++] = srcs[i];
+    if (nmiss > 0) {
         ptc_log(PTC_LOG_PERF, PTC_LOG_INFO,
-                "kernel %d %s: a call's sizes reach 2^30 elements: generating its 64-bit index "
-                "variant",
-                k->id, k->name);
-        ptc_codegen_opts co = {
-            .no_cache = cp->no_cache, .kernel_dir = cp->kernel_dir, .wide_index = true};
-        rc = ptc_cuda_codegen(r->p->sched, k, &cp->target, &co, &ck->wide, NULL, r->err);
-        if (rc == 0) {
+                "a call's sizes reach 2^30 elements: generating the 64-bit index variant of %d "
+                "kernel(s), the first (kernel %d %s)",
+                nmiss, miss[0], s->kernels[miss[0]]->name);
+        /* in the process's cache, not an export package's kernel folder: a
+         * run writes nothing into a package */
+        ptc_codegen_opts co = {.no_cache = cp->no_cache, .wide_index = true};
+        work w = {.cp = cp, .s = s, .co = &co, .gen = true, .wide = true, .todo = miss};
+        w.ntodo = nmiss;
+        rc = generate(&w, r->err);
+        for (int i = 0; rc == 0 && i < nmiss; i++) {
             /* the same plan but for the index width: form f is the same team in both */
+            const ckernel *ck = &cp->k[miss[i]];
             PTC_ASSERT(ck->wide.nforms == ck->code.nforms && !ck->wide.i32);
             ptc_cuda_count_wide_variant();
         }
     }
-    if (rc == 0 && !w->mod && r->capturing)
-        rc = ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime",
-                        "kernel %d %s: a CUDA graph capture needs its 64-bit index variant, not "
-                        "loaded yet (run the program once at these sizes outside the capture "
-                        "first, as a warm-up)",
-                        k->id, k->name);
-    else if (rc == 0 && !w->mod)
-        rc = load_code(&ck->wide, k, r->L, cp->no_cache, NULL, NULL, &w->mod, &w->fn[0], &w->vfn,
-                       w->fn, r->err);
+    for (int i = 0; rc == 0 && i < n; i++) {
+        const ptc_kernel *k = s->kernels[srcs[i]];
+        cwide *w = &r->L->wide[srcs[i]];
+        if (w->mod)
+            continue;
+        if (r->capturing)
+            rc = ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime",
+                            "kernel %d %s: a CUDA graph capture needs its 64-bit index variant, "
+                            "not loaded yet (run the program once at these sizes outside the "
+                            "capture first, as a warm-up)",
+                            k->id, k->name);
+        else
+            rc = load_code(&cp->k[srcs[i]].wide, k, r->L, cp->no_cache, NULL, NULL, &w->mod,
+                           &w->fn[0], &w->vfn, w->fn, r->err);
+    }
     pthread_mutex_unlock(&cp->lock);
+    free(miss);
     return rc;
 }
 
@@ -685,16 +708,22 @@ static int pick_widths(crun *r)
 {
     const ptc_schedule *s = r->p->sched;
     ptc_cuda_prog *cp = r->p->cuda;
+    int *srcs = calloc((size_t)s->nkernels + 1, sizeof *srcs), n = 0;
     for (int ki = 0; ki < s->nkernels; ki++) {
         int src = cp->k[ki].same_as >= 0 ? cp->k[ki].same_as : ki;
         if (!cp->k[src].code.i32_symbolic ||
             ptc_cuda_fits_i32(r->p->prog, s->kernels[ki], call_size, r))
             continue;
         r->wide[ki] = true;
-        if (wide_ready(r, src))
-            return -1;
+        bool listed = false;
+        for (int i = 0; i < n && !listed; i++)
+            listed = srcs[i] == src;
+        if (!listed)
+            srcs[n++] = src;
     }
-    return 0;
+    int rc = n > 0 ? wide_ready(r, srcs, n) : 0;
+    free(srcs);
+    return rc;
 }
 
 /* The code kernel ki runs in this call: its own or its 64-bit variant. */
