@@ -38,6 +38,9 @@ typedef struct ptc_codegen_opts {
                              * written to it, also one this process has loaded */
     bool want_text;      /* return the LLVM IR of each kernel */
     ptc_metrics *metrics;
+    /* CUDA: 64-bit index arithmetic whatever the sizes (the variant a
+     * symbolic kernel's calls past the 32-bit bound run, ptc_cuda_fits_i32) */
+    bool wide_index;
 } ptc_codegen_opts;
 
 /* Compiles (or loads) every kernel of s into out[s->nkernels]. With
@@ -112,6 +115,11 @@ typedef struct ptc_cuda_code {
     int nforms; /* >= 1 */
     ptc_cuda_form forms[PTC_CUDA_MAX_FORMS];
     bool outer_contig, inner_contig; /* what the team choice weighs (plan.c) */
+    /* i32: the entries' index arithmetic is 32-bit; i32_symbolic: so for
+     * symbolic sizes, and a call whose sizes fail ptc_cuda_fits_i32 runs the
+     * kernel's 64-bit variant (ptc_codegen_opts.wide_index), made when one
+     * first does */
+    bool i32, i32_symbolic;
     char *ptx;           /* NUL-terminated PTX of one module holding both entries */
     char *key;           /* the cache key the PTX is stored under (cubins extend it) */
     bool cached;         /* the PTX came from the disk cache */
@@ -136,6 +144,14 @@ void ptc_cuda_code_free(ptc_cuda_code *c);
  * most `work` elements each, on a device of `sms` multiprocessors: the one
  * whose team is nearest the team the plan would choose for these sizes. */
 int ptc_cuda_pick(const ptc_cuda_code *c, double outer, double work, int sms);
+/* The one rule for 32-bit index arithmetic in kernel k of prog, with
+ * value(ctx, d) the size d has (at planning time, static sizes; at a launch,
+ * the call's): its outer iterations, each group's work per iteration, every
+ * size argument and every buffer it takes below 2^30 elements (a factor of 2
+ * of headroom for sums of terms). */
+typedef double (*ptc_cuda_size_fn)(void *ctx, ptc_dim d);
+bool ptc_cuda_fits_i32(const ptc_lprog *prog, const ptc_kernel *k, ptc_cuda_size_fn value,
+                       void *ctx);
 
 /* ---- kernel cache ---------------------------------------------------------- */
 

@@ -23,6 +23,7 @@ PyObject *cap_measure_scope_end(void);
 PyObject *cap_compile_ptir(PyObject *text, const char *kernel_dir);
 PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors);
 PyObject *cap_autotune_counts(void);
+PyObject *cap_cuda_index_counts(void);
 PyObject *ptc_py_package_seal(PyObject *mod, PyObject *args); /* export.c */
 PyObject *ptc_py_package_verify(PyObject *mod, PyObject *dir);
 PyObject *ptc_py_package_kernels(PyObject *mod, PyObject *args);
@@ -374,6 +375,12 @@ static PyObject *m_autotune_counts(PyObject *mod, PyObject *unused)
     return cap_autotune_counts();
 }
 
+static PyObject *m_cuda_index_counts(PyObject *mod, PyObject *unused)
+{
+    (void)mod, (void)unused;
+    return cap_cuda_index_counts();
+}
+
 static PyMethodDef module_methods[] = {
     {"_measure", m_measure, METH_O,
      "_measure(on): ptexplain's measurements (times around graphs and breaks, every event)."},
@@ -397,6 +404,9 @@ static PyMethodDef module_methods[] = {
     {"_autotune_counts", m_autotune_counts, METH_NOARGS,
      "max-autotune in this process: kernels tuned, cache hits, searches cut by the budget, "
      "candidates timed, ms spent timing, and the default budget in ms."},
+    {"_cuda_index_counts", m_cuda_index_counts, METH_NOARGS,
+     "CUDA kernel launches in this process by index width (launches_i32, launches_i64) and the "
+     "64-bit variants of symbolic kernels generated for calls past the 32-bit bound."},
     {"_package_seal", ptc_py_package_seal, METH_VARARGS,
      "_package_seal(dir, targets): compiles an export package's kernels, writes its manifest."},
     {"_package_verify", ptc_py_package_verify, METH_O,

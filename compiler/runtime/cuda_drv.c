@@ -212,6 +212,26 @@ int ptc_cuda_available(ptc_error *err)
 #endif
 }
 
+static ptc_cuda_index_counts index_counts;
+
+void ptc_cuda_count_launch(bool i32)
+{
+    __atomic_add_fetch(i32 ? &index_counts.launches_i32 : &index_counts.launches_i64, 1,
+                       __ATOMIC_RELAXED);
+}
+
+void ptc_cuda_count_wide_variant(void)
+{
+    __atomic_add_fetch(&index_counts.wide_variants, 1, __ATOMIC_RELAXED);
+}
+
+void ptc_cuda_get_index_counts(ptc_cuda_index_counts *out)
+{
+    out->launches_i32 = __atomic_load_n(&index_counts.launches_i32, __ATOMIC_RELAXED);
+    out->launches_i64 = __atomic_load_n(&index_counts.launches_i64, __ATOMIC_RELAXED);
+    out->wide_variants = __atomic_load_n(&index_counts.wide_variants, __ATOMIC_RELAXED);
+}
+
 int ptc_cuda_device_arch(ptc_error *err)
 {
 #ifndef PTC_HAVE_CUDA

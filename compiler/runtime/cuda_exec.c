@@ -22,7 +22,10 @@
  * so that faults are reported against the kernel that caused them. With
  * symbolic sizes, the arena is planned and every grid computed for the
  * call's sizes, and a kernel compiled in several forms (plan.c) runs the
- * form whose team suits them (ptc_cuda_pick). A
+ * form whose team suits them (ptc_cuda_pick). A kernel planned with
+ * 32-bit indices for symbolic sizes runs them while the call's sizes pass
+ * ptc_cuda_fits_i32, else its 64-bit variant, generated and loaded when a
+ * call first needs it, so a compile makes no code no call uses. A
  * kernel's vectorised entry runs when every pointer it assumes aligned is;
  * PTC_CUDA_VECTOR=0 always takes the scalar entries (for tests).
  *
@@ -45,14 +48,22 @@ enum { MAX_DEV = 16, MAX_PARAMS = 64 };
 
 typedef struct ckernel {
     ptc_cuda_code code;
+    ptc_cuda_code wide; /* code.i32_symbolic: the 64-bit variant once a call needed it */
     int same_as; /* an identical earlier kernel whose code this one uses, or -1 */
 } ckernel;
+
+/* A kernel's 64-bit variant loaded on a device: fn[f] is form f's entry. */
+typedef struct cwide {
+    CUmodule mod;
+    CUfunction fn[PTC_CUDA_MAX_FORMS], vfn;
+} cwide;
 
 typedef struct cloaded {
     ptc_cuda_device *dev;
     CUmodule *mods;
     CUfunction *fn, *vfn;
     CUfunction *ffn; /* [kernel * PTC_CUDA_MAX_FORMS + form]: the forms after the first */
+    cwide *wide;     /* per kernel: its 64-bit variant, loaded when a call first needs it */
 } cloaded;
 
 struct ptc_cuda_prog {
@@ -61,6 +72,7 @@ struct ptc_cuda_prog {
     ckernel *k;
     pthread_mutex_t lock;
     cloaded *loaded[MAX_DEV];
+    bool no_cache; /* the compile's, for the 64-bit variants made later */
     /* the arena of runs without a host */
     CUdeviceptr mem;
     size_t mem_size;
@@ -115,12 +127,14 @@ static void cubin_key(const ptc_cuda_code *code, const ptc_cuda_device *d, ptc_b
     ptc_buf_printf(key, "%s\ncubin sm_%d driver %d O4\n", code->key, d->sm, d->driver);
 }
 
-/* Loads kernel k's module on d (the cubin from the cache or the JIT). */
-static int load_one(ptc_cuda_prog *cp, const ptc_schedule *s, int k, cloaded *L, bool no_cache,
-                    ptc_metrics *m, pthread_mutex_t *mlock, ptc_error *err)
+/* Loads code's module on L's device (the cubin from the cache or the JIT)
+ * and looks up its entries: fn for form 0, vfn for the vectorised one,
+ * ffn[f] for form f > 0. */
+static int load_code(const ptc_cuda_code *code, const ptc_kernel *kn, cloaded *L, bool no_cache,
+                     ptc_metrics *m, pthread_mutex_t *mlock, CUmodule *mod, CUfunction *fn,
+                     CUfunction *vfn, CUfunction *ffn, ptc_error *err)
 {
     const ptc_cuda_api *A = ptc_cuda_api_get(NULL);
-    const ptc_cuda_code *code = &cp->k[k].code;
     ptc_buf key = {0};
     cubin_key(code, L->dev, &key);
     uint8_t *cubin = NULL;
@@ -128,7 +142,7 @@ static int load_one(ptc_cuda_prog *cp, const ptc_schedule *s, int k, cloaded *L,
     int rc = 0;
     if (no_cache || !ptc_cache_load(key.data, key.len, &cubin, &len)) {
         double t0 = ptc_now_ms();
-        rc = jit(A, code, s->kernels[k], &cubin, &len, err);
+        rc = jit(A, code, kn, &cubin, &len, err);
         if (rc == 0 && !no_cache)
             ptc_cache_store(key.data, key.len, cubin, len);
         if (m) {
@@ -141,20 +155,27 @@ static int load_one(ptc_cuda_prog *cp, const ptc_schedule *s, int k, cloaded *L,
     ptc_buf_free(&key);
     CUresult r = CUDA_SUCCESS;
     if (rc == 0) {
-        r = A->cuModuleLoadData(&L->mods[k], cubin);
+        r = A->cuModuleLoadData(mod, cubin);
         if (r == CUDA_SUCCESS)
-            r = A->cuModuleGetFunction(&L->fn[k], L->mods[k], code->entry);
+            r = A->cuModuleGetFunction(fn, *mod, code->entry);
         if (r == CUDA_SUCCESS && code->launch.vec > 1)
-            r = A->cuModuleGetFunction(&L->vfn[k], L->mods[k], code->ventry);
+            r = A->cuModuleGetFunction(vfn, *mod, code->ventry);
         for (int f = 1; r == CUDA_SUCCESS && f < code->nforms; f++)
-            r = A->cuModuleGetFunction(&L->ffn[k * PTC_CUDA_MAX_FORMS + f], L->mods[k],
-                                       code->forms[f].entry);
+            r = A->cuModuleGetFunction(&ffn[f], *mod, code->forms[f].entry);
         if (r != CUDA_SUCCESS)
-            rc = ptc_cuda_fail(err, r, "kernel %d %s: loading its module on device %d", k,
-                               s->kernels[k]->name, L->dev->ordinal);
+            rc = ptc_cuda_fail(err, r, "kernel %d %s: loading its module on device %d", kn->id,
+                               kn->name, L->dev->ordinal);
     }
     free(cubin);
     return rc;
+}
+
+/* Loads kernel k's module on d. */
+static int load_one(ptc_cuda_prog *cp, const ptc_schedule *s, int k, cloaded *L, bool no_cache,
+                    ptc_metrics *m, pthread_mutex_t *mlock, ptc_error *err)
+{
+    return load_code(&cp->k[k].code, s->kernels[k], L, no_cache, m, mlock, &L->mods[k], &L->fn[k],
+                     &L->vfn[k], &L->ffn[k * PTC_CUDA_MAX_FORMS], err);
 }
 
 /* ---- parallel compilation ---------------------------------------------------------------------
@@ -166,6 +187,7 @@ typedef struct work {
     const ptc_codegen_opts *co;
     cloaded *L; /* NULL: generate PTX only */
     bool gen;   /* generate PTX (else it exists: load only) */
+    bool wide;  /* the kernels' 64-bit variants (ckernel.wide), not their code */
     int *todo;
     int ntodo;
     int next; /* atomic */
@@ -173,6 +195,12 @@ typedef struct work {
     int failed; /* atomic */
     ptc_error err;
 } work;
+
+/* The code w generates for kernel k. */
+static ptc_cuda_code *work_code(const work *w, int k)
+{
+    return w->wide ? &w->cp->k[k].wide : &w->cp->k[k].code;
+}
 
 static void *worker(void *arg)
 {
@@ -193,7 +221,7 @@ static void *worker(void *arg)
         if (w->gen) {
             ptc_codegen_opts co = *w->co;
             co.metrics = NULL; /* not thread-safe: timed by the caller */
-            rc = ptc_cuda_codegen(w->s, w->s->kernels[k], &w->cp->target, &co, &w->cp->k[k].code,
+            rc = ptc_cuda_codegen(w->s, w->s->kernels[k], &w->cp->target, &co, work_code(w, k),
                                   NULL, &err);
         }
         if (rc == 0 && w->L)
@@ -265,11 +293,24 @@ static int gen_in_worker(work *w, ptc_error *err)
 {
     ptc_cuda_code **outs = calloc((size_t)w->ntodo + 1, sizeof *outs);
     for (int i = 0; i < w->ntodo; i++)
-        outs[i] = &w->cp->k[w->todo[i]].code;
+        outs[i] = work_code(w, w->todo[i]);
     int rc = ptc_cuda_codegen_all(w->s, w->todo, w->ntodo, &w->cp->target, w->co, outs,
                                   nthreads_for(w->ntodo), err);
     free(outs);
     return rc;
+}
+
+/* Generates w's PTX (in one compile worker where the process has the room)
+ * and, where w->L is set, loads it. */
+static int generate(work *w, ptc_error *err)
+{
+    int rc = 0;
+    if (ptc_worker_enabled() && room_for_one_worker(w, nthreads_for(w->ntodo))) {
+        /* one compile worker for the PTX; the threads only load */
+        rc = gen_in_worker(w, err);
+        w->gen = false;
+    }
+    return rc ? rc : run_workers(w, err);
 }
 
 static cloaded *loaded_new(const ptc_cuda_prog *cp, ptc_cuda_device *d)
@@ -280,6 +321,7 @@ static cloaded *loaded_new(const ptc_cuda_prog *cp, ptc_cuda_device *d)
     L->fn = calloc((size_t)cp->nk + 1, sizeof *L->fn);
     L->vfn = calloc((size_t)cp->nk + 1, sizeof *L->vfn);
     L->ffn = calloc((size_t)(cp->nk + 1) * PTC_CUDA_MAX_FORMS, sizeof *L->ffn);
+    L->wide = calloc((size_t)cp->nk + 1, sizeof *L->wide);
     return L;
 }
 
@@ -291,15 +333,19 @@ static void loaded_free(cloaded *L, int nk)
     bool pushed = false;
     ptc_error err;
     if (A && ptc_cuda_enter(L->dev, &pushed, &err) == 0) {
-        for (int k = 0; k < nk; k++)
+        for (int k = 0; k < nk; k++) {
             if (L->mods[k])
                 A->cuModuleUnload(L->mods[k]);
+            if (L->wide[k].mod)
+                A->cuModuleUnload(L->wide[k].mod);
+        }
         ptc_cuda_leave(pushed);
     }
     free(L->mods);
     free(L->fn);
     free(L->vfn);
     free(L->ffn);
+    free(L->wide);
     free(L);
 }
 
@@ -364,6 +410,7 @@ int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, 
     int *todo = calloc((size_t)cp->nk + 1, sizeof *todo);
     ptc_codegen_opts co = {
         .no_cache = o && o->no_cache, .kernel_dir = o ? o->kernel_dir : NULL, .metrics = m};
+    cp->no_cache = co.no_cache;
     work w = {.cp = cp, .s = p->sched, .co = &co, .gen = true, .todo = todo};
     w.ntodo = dedup(cp, p->sched, todo);
     if (dev) {
@@ -371,14 +418,7 @@ int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, 
         w.L = cp->loaded[dev->ordinal];
     }
     double t0 = ptc_now_ms();
-    int rc = 0;
-    if (ptc_worker_enabled() && room_for_one_worker(&w, nthreads_for(w.ntodo))) {
-        /* one compile worker for the PTX; the threads only load */
-        rc = gen_in_worker(&w, err);
-        w.gen = false;
-    }
-    if (rc == 0)
-        rc = run_workers(&w, err);
+    int rc = generate(&w, err);
     if (m)
         ptc_metrics_add(m, "cuda_compile_wall_ms", ptc_now_ms() - t0, true);
     free(todo);
@@ -416,8 +456,10 @@ void ptc_cuda_prog_free(ptc_cuda_prog *cp)
             ptc_cuda_leave(pushed);
         }
     }
-    for (int k = 0; k < cp->nk; k++)
+    for (int k = 0; k < cp->nk; k++) {
         ptc_cuda_code_free(&cp->k[k].code);
+        ptc_cuda_code_free(&cp->k[k].wide);
+    }
     free(cp->k);
     pthread_mutex_destroy(&cp->lock);
     free(cp);
@@ -471,6 +513,7 @@ typedef struct crun {
     int64_t scratch_bytes;
     CUdeviceptr status; /* the checks' status record (lower.h), 0: no kernel checks */
     int *form;          /* per kernel: the form this call's sizes run (ptc_cuda_pick) */
+    bool *wide;         /* per kernel: this call's sizes run its 64-bit variant */
     uint64_t rng_offset;
     bool sync_each;
     bool no_vector; /* PTC_CUDA_VECTOR=0: scalar entries only (tests) */
@@ -602,6 +645,93 @@ static void pick_forms(crun *r)
         }
         r->form[ki] = ptc_cuda_pick(code, outer, work, r->dev->sms);
     }
+}
+
+static double call_size(void *r, ptc_dim d)
+{
+    return (double)eval(r, d);
+}
+
+/* The 64-bit variants of kernels srcs[0..n), generated where a program has
+ * none yet (those missing in one compile worker, as a compile's kernels
+ * are) and loaded on this run's device where they are not. */
+static int wide_ready(crun *r, int *srcs, int n)
+{
+    ptc_cuda_prog *cp = r->p->cuda;
+    const ptc_schedule *s = r->p->sched;
+    int *miss = calloc((size_t)n + 1, sizeof *miss), nmiss = 0, rc = 0;
+    pthread_mutex_lock(&cp->lock);
+    for (int i = 0; i < n; i++)
+        if (!cp->k[srcs[i]].wide.ptx)
+            miss[nmiss++] = srcs[i];
+    if (nmiss > 0) {
+        ptc_log(PTC_LOG_PERF, PTC_LOG_INFO,
+                "a call's sizes reach 2^30 elements: generating the 64-bit index variant of %d "
+                "kernel(s), the first (kernel %d %s)",
+                nmiss, miss[0], s->kernels[miss[0]]->name);
+        /* in the process's cache, not an export package's kernel folder: a
+         * run writes nothing into a package */
+        ptc_codegen_opts co = {.no_cache = cp->no_cache, .wide_index = true};
+        work w = {.cp = cp, .s = s, .co = &co, .gen = true, .wide = true, .todo = miss};
+        w.ntodo = nmiss;
+        rc = generate(&w, r->err);
+        for (int i = 0; rc == 0 && i < nmiss; i++) {
+            /* the same plan but for the index width: form f is the same team in both */
+            const ckernel *ck = &cp->k[miss[i]];
+            PTC_ASSERT(ck->wide.nforms == ck->code.nforms && !ck->wide.i32);
+            ptc_cuda_count_wide_variant();
+        }
+    }
+    for (int i = 0; rc == 0 && i < n; i++) {
+        const ptc_kernel *k = s->kernels[srcs[i]];
+        cwide *w = &r->L->wide[srcs[i]];
+        if (w->mod)
+            continue;
+        if (r->capturing)
+            rc = ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime",
+                            "kernel %d %s: a CUDA graph capture needs its 64-bit index variant, "
+                            "not loaded yet (run the program once at these sizes outside the "
+                            "capture first, as a warm-up)",
+                            k->id, k->name);
+        else
+            rc = load_code(&cp->k[srcs[i]].wide, k, r->L, cp->no_cache, NULL, NULL, &w->mod,
+                           &w->fn[0], &w->vfn, w->fn, r->err);
+    }
+    pthread_mutex_unlock(&cp->lock);
+    free(miss);
+    return rc;
+}
+
+/* Which kernels run their 64-bit variant in this call: those planned with
+ * 32-bit indices for symbolic sizes whose sizes now fail the rule. */
+static int pick_widths(crun *r)
+{
+    const ptc_schedule *s = r->p->sched;
+    ptc_cuda_prog *cp = r->p->cuda;
+    int *srcs = calloc((size_t)s->nkernels + 1, sizeof *srcs), n = 0;
+    for (int ki = 0; ki < s->nkernels; ki++) {
+        int src = cp->k[ki].same_as >= 0 ? cp->k[ki].same_as : ki;
+        if (!cp->k[src].code.i32_symbolic ||
+            ptc_cuda_fits_i32(r->p->prog, s->kernels[ki], call_size, r))
+            continue;
+        r->wide[ki] = true;
+        bool listed = false;
+        for (int i = 0; i < n && !listed; i++)
+            listed = srcs[i] == src;
+        if (!listed)
+            srcs[n++] = src;
+    }
+    int rc = n > 0 ? wide_ready(r, srcs, n) : 0;
+    free(srcs);
+    return rc;
+}
+
+/* The code kernel ki runs in this call: its own or its 64-bit variant. */
+static const ptc_cuda_code *call_code(const crun *r, int ki)
+{
+    const ptc_cuda_prog *cp = r->p->cuda;
+    int src = cp->k[ki].same_as >= 0 ? cp->k[ki].same_as : ki;
+    return r->wide[ki] ? &cp->k[src].wide : &cp->k[src].code;
 }
 
 /* Blocks of kernel k's launch in form f for the current sizes (0: nothing to do). */
@@ -757,8 +887,9 @@ static bool vector_ok(crun *r, int ki, int f)
 {
     ptc_cuda_prog *cp = r->p->cuda;
     int src = cp->k[ki].same_as >= 0 ? cp->k[ki].same_as : ki;
-    const ptc_cuda_code *code = &cp->k[src].code;
-    return f == 0 && code->launch.vec > 1 && !r->no_vector && r->L->vfn[src] &&
+    const ptc_cuda_code *code = call_code(r, ki);
+    CUfunction vfn = r->wide[ki] ? r->L->wide[src].vfn : r->L->vfn[src];
+    return f == 0 && code->launch.vec > 1 && !r->no_vector && vfn &&
            aligned_for(r, r->p->sched->kernels[ki], code);
 }
 
@@ -768,11 +899,13 @@ static int launch(crun *r, int ki, int f, bool vec)
     const ptc_kernel *k = r->p->sched->kernels[ki];
     ptc_cuda_prog *cp = r->p->cuda;
     int src = cp->k[ki].same_as >= 0 ? cp->k[ki].same_as : ki;
-    const ptc_cuda_code *code = &cp->k[src].code;
+    const ptc_cuda_code *code = call_code(r, ki);
     const ptc_cuda_form *fm = &code->forms[f];
-    CUfunction fn = f > 0 ? r->L->ffn[src * PTC_CUDA_MAX_FORMS + f]
-                    : vec ? r->L->vfn[src]
-                          : r->L->fn[src];
+    const cwide *w = &r->L->wide[src];
+    CUfunction fn = r->wide[ki] ? (vec ? w->vfn : w->fn[f])
+                    : f > 0     ? r->L->ffn[src * PTC_CUDA_MAX_FORMS + f]
+                    : vec       ? r->L->vfn[src]
+                                : r->L->fn[src];
     int64_t blocks = launch_blocks(r, k, code, f, vec);
     if (blocks <= 0)
         return 0;
@@ -808,9 +941,11 @@ static int launch(crun *r, int ki, int f, bool vec)
                              "of shared memory",
                              k->id, k->name, vec ? code->ventry : fm->entry, (long long)blocks,
                              fm->block, fm->smem);
-    ptc_log(PTC_LOG_RUNTIME, PTC_LOG_DEBUG, "kernel %d %s: grid %lld block %d team %d%s%s", k->id,
+    ptc_cuda_count_launch(code->i32);
+    ptc_log(PTC_LOG_RUNTIME, PTC_LOG_DEBUG, "kernel %d %s: grid %lld block %d team %d%s%s%s", k->id,
             k->name, (long long)blocks, fm->block, fm->team, vec ? " vectorised" : "",
-            code->nforms > 1 ? " (form for these sizes)" : "");
+            code->nforms > 1 ? " (form for these sizes)" : "",
+            r->wide[ki] ? " (64-bit indices for these sizes)" : "");
     if (r->sync_each && !r->capturing)
         return check_sync(r, k, "failed while running");
     return 0;
@@ -1062,6 +1197,7 @@ static void finish(crun *r, bool ok, ptc_tensor *outputs)
     free(r->bufptr);
     free(r->outs);
     free(r->form);
+    free(r->wide);
 }
 
 int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tensor *outputs,
@@ -1099,6 +1235,7 @@ int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_ten
     r.bufptr = calloc((size_t)lp->nbufs + 1, sizeof *r.bufptr);
     r.outs = calloc((size_t)p->noutputs + 1, sizeof *r.outs);
     r.form = calloc((size_t)s->nkernels + 1, sizeof *r.form);
+    r.wide = calloc((size_t)s->nkernels + 1, sizeof *r.wide);
     pick_forms(&r);
     for (int b = 0; b < lp->nbufs; b++) {
         const ptc_lbuf *lb = lp->bufs[b];
@@ -1107,7 +1244,9 @@ int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_ten
         const ptc_tensor *t = &inputs[lb->input];
         r.bufptr[b] = ptc_tensor_numel(t) && t->data ? t->data : (void *)(uintptr_t)r.dev->zeros;
     }
-    int rc = alloc_outputs(&r);
+    int rc = pick_widths(&r);
+    if (rc == 0)
+        rc = alloc_outputs(&r);
     if (rc == 0)
         rc = plan_arena(&r);
     for (int t = 0; rc == 0 && t < s->nsteps; t++) {

@@ -113,6 +113,11 @@ ptc_cuda_device *ptc_cuda_device_get(int ordinal, ptc_error *err);
 int ptc_cuda_enter(const ptc_cuda_device *d, bool *pushed, ptc_error *err);
 void ptc_cuda_leave(bool pushed);
 
+/* ptc_cuda_get_index_counts's counts: one launch of an entry with 32-bit
+ * (i32) or 64-bit index arithmetic; one 64-bit variant generated. */
+void ptc_cuda_count_launch(bool i32);
+void ptc_cuda_count_wide_variant(void);
+
 /* ---- programs (cuda_exec.c) ---- */
 
 typedef struct ptc_cuda_prog ptc_cuda_prog;

@@ -118,6 +118,14 @@ double ptc_autotune_default_budget_ms(void);
 
 /* ---- CUDA for tools and tests ----------------------------------------------------- */
 
+/* CUDA kernel launches in this process by the width of their index
+ * arithmetic, and the 64-bit variants of symbolic kernels generated because
+ * a call's sizes were past the 32-bit bound (ptc_cuda_fits_i32). */
+typedef struct ptc_cuda_index_counts {
+    int64_t launches_i32, launches_i64, wide_variants;
+} ptc_cuda_index_counts;
+void ptc_cuda_get_index_counts(ptc_cuda_index_counts *out);
+
 /* 0 when the CUDA backend can run here (a driver and a device); otherwise -1
  * with the reason in err ("no NVIDIA driver: ...", "built without CUDA"). */
 int ptc_cuda_available(ptc_error *err);

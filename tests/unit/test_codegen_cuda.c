@@ -6,13 +6,16 @@
  * reason, when there is no driver while the CPU backend keeps working. When
  * the CUDA toolkit's ptxas is installed (PTC_PTXAS or /usr/local/cuda/bin)
  * every module is also assembled for its target. Kernels over symbolic sizes
- * are planned in forms (one team size each) that the run picks from. */
+ * are planned in forms (one team size each) that the run picks from, with
+ * 32-bit indices and a 64-bit variant for calls past 2^30 elements; which
+ * one a call runs is checked against a stand-in driver (fake_cuda.c). */
 #include "codegen/codegen.h"
 #include "passes/passes.h"
 #include "pipeline/pipeline.h"
 
 #include <check.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,28 +213,55 @@ START_TEST(teams_follow_sizes)
 }
 END_TEST
 
-/* Kernel 0 of a graph's schedule as the CUDA code generator makes it. */
-static void codegen_kernel0(const char *text, ptc_cuda_code *code)
+/* A graph's loop program and schedule (allocated in its arena), with the
+ * graphs it points into. */
+typedef struct sched {
+    ptc_arena *a;
+    ptc_module *m;
+    ptc_graph *prims;
+    ptc_schedule *s;
+} sched;
+
+static sched schedule_of(const char *text)
 {
-    ptc_module *m = parse(text);
+    sched r = {ptc_arena_new(), parse(text), NULL, NULL};
     ptc_error err;
-    ptc_arena *a = ptc_arena_new();
-    ptc_graph *prims = ptc_decompose(m->graphs[0], &err);
-    ck_assert_msg(prims && ptc_simplify(prims, &err) == 0, "%s", err.msg);
-    ptc_lprog *lp = ptc_lower(a, prims, &err);
+    r.prims = ptc_decompose(r.m->graphs[0], &err);
+    ck_assert_msg(r.prims && ptc_simplify(r.prims, &err) == 0, "%s", err.msg);
+    ptc_lprog *lp = ptc_lower(r.a, r.prims, &err);
     ck_assert_msg(lp != NULL, "%s", err.msg);
     ptc_sched_opts so = {.nthreads = 1024};
-    ptc_schedule *s = ptc_schedule_build(a, lp, &so, &err);
-    ck_assert_msg(s != NULL, "%s", err.msg);
+    r.s = ptc_schedule_build(r.a, lp, &so, &err);
+    ck_assert_msg(r.s != NULL, "%s", err.msg);
+    return r;
+}
+
+static void sched_free(sched *r)
+{
+    ptc_graph_free(r->prims);
+    ptc_arena_free(r->a);
+    ptc_module_free(r->m);
+}
+
+/* Kernel k of s as the CUDA code generator makes it (wide_index: its
+ * 64-bit variant). */
+static void codegen_kernel(const ptc_schedule *s, int k, bool wide_index, ptc_cuda_code *code)
+{
+    ptc_error err;
     ptc_cuda_target t = {90, 132};
-    ptc_codegen_opts co = {.no_cache = true};
-    ck_assert_msg(ptc_cuda_codegen(s, s->kernels[0], &t, &co, code, NULL, &err) == 0, "%s",
+    ptc_codegen_opts co = {.no_cache = true, .wide_index = wide_index};
+    ck_assert_msg(ptc_cuda_codegen(s, s->kernels[k], &t, &co, code, NULL, &err) == 0, "%s",
                   err.msg);
     ck_assert_int_eq(count(code->ptx, ".visible .entry"), code->nforms + (code->launch.vec > 1));
     assemble(code->ptx, 90);
-    ptc_graph_free(prims);
-    ptc_arena_free(a);
-    ptc_module_free(m);
+}
+
+/* Kernel 0 of a graph's schedule as the CUDA code generator makes it. */
+static void codegen_kernel0(const char *text, ptc_cuda_code *code)
+{
+    sched r = schedule_of(text);
+    codegen_kernel(r.s, 0, false, code);
+    sched_free(&r);
 }
 
 static int picked_team(const ptc_cuda_code *c, double outer, double work)
@@ -289,6 +319,160 @@ START_TEST(symbolic_pointwise_vectorised)
                     &c);
     ck_assert_int_eq(c.launch.vec, 1);
     ptc_cuda_code_free(&c);
+}
+END_TEST
+
+/* Sizes for ptc_cuda_fits_i32 from symbol values. */
+static double bound_size(void *b, ptc_dim d)
+{
+    int64_t v;
+    ptc_error err;
+    ck_assert_msg(ptc_dim_eval(d, b, &v, &err) == 0, "%s", err.msg);
+    return (double)v;
+}
+
+static bool fits_at(const ptc_schedule *s, int k, int64_t s0, int64_t s1)
+{
+    ptc_bindings b = {0};
+    ptc_bindings_set(&b, "s0", s0);
+    ptc_bindings_set(&b, "s1", s1);
+    return ptc_cuda_fits_i32(s->prog, s->kernels[k], bound_size, &b);
+}
+
+/* Size arguments a kernel loads as 32-bit (".param .u64" truncated: the
+ * kernel reads the low word) and the 64-bit multiplies of its index math. */
+static void index_width(const char *ptx, int *u32_params, int *mul64)
+{
+    *u32_params = count(ptx, "ld.param.u32");
+    *mul64 = count(ptx, "mul.lo.s64") + count(ptx, "mad.lo.s64") + count(ptx, "mul.lo.u64");
+}
+
+/* Kernels over symbolic sizes get 32-bit index arithmetic (main gave every
+ * one 64-bit), marked so that a call past the bound runs the 64-bit variant
+ * (wide_index), whose index math is 64-bit; the bound is ptc_cuda_fits_i32's
+ * 2^30 elements of any buffer, outer range or row, checked per call. */
+START_TEST(symbolic_kernels_index_width)
+{
+    sched r = schedule_of("# ptc ir v1\ngraph f(%x: i8[s0,s1] cpu) {\n"
+                          "  %0 = mul(%x, 3) : i8[s0,s1]\n"
+                          "  %1 = sum(%x, [1]) : i64[s0]\n"
+                          "  return (%0, %1)\n}\n");
+    const ptc_schedule *s = r.s;
+    ck_assert_int_ge(s->nkernels, 2);
+    for (int k = 0; k < s->nkernels; k++) {
+        ck_assert_int_gt(s->kernels[k]->nparams, 0);
+        ptc_cuda_code narrow, wide;
+        codegen_kernel(s, k, false, &narrow);
+        codegen_kernel(s, k, true, &wide);
+        ck_assert_msg(narrow.i32 && narrow.i32_symbolic, "kernel %d", k);
+        ck_assert_msg(!wide.i32 && !wide.i32_symbolic, "kernel %d", k);
+        ck_assert_str_ne(narrow.entry, wide.entry);
+        ck_assert_int_eq(narrow.nforms, wide.nforms);
+        for (int f = 0; f < narrow.nforms; f++)
+            ck_assert_int_eq(narrow.forms[f].team, wide.forms[f].team);
+        int u32, mul64;
+        index_width(narrow.ptx, &u32, &mul64);
+        ck_assert_msg(u32 >= 1 && mul64 == 0, "kernel %d i32 variant: %d %d\n%s", k, u32, mul64,
+                      narrow.ptx);
+        index_width(wide.ptx, &u32, &mul64);
+        ck_assert_msg(u32 == 0, "kernel %d i64 variant: %d\n%s", k, u32, wide.ptx);
+        if (s->kernels[k]->groups[0].reduction) /* row offsets: row * s1 */
+            ck_assert_msg(mul64 > 0, "kernel %d i64 variant\n%s", k, wide.ptx);
+        ptc_cuda_code_free(&narrow);
+        ptc_cuda_code_free(&wide);
+    }
+    /* the bound: every buffer (here [s0, s1]) below 2^30 elements */
+    ck_assert(fits_at(s, 0, 4, 1000));
+    ck_assert(fits_at(s, 0, 1, (1 << 30) - 1));
+    ck_assert(!fits_at(s, 0, 1, 1 << 30));
+    ck_assert(!fits_at(s, 0, 3, 750000001)); /* 2.25e9 elements, each row below 2^31 */
+    ck_assert(!fits_at(s, 1, 2, 1100000000));
+    sched_free(&r);
+    /* static sizes: 32-bit below the bound, nothing to vary; 64-bit above */
+    ptc_cuda_code c;
+    codegen_kernel0("# ptc ir v1\ngraph f(%x: i8[4,1000] cpu) {\n"
+                    "  %y = mul(%x, 3) : i8[4,1000]\n  return (%y)\n}\n",
+                    &c);
+    ck_assert(c.i32 && !c.i32_symbolic);
+    ptc_cuda_code_free(&c);
+    codegen_kernel0("# ptc ir v1\ngraph f(%x: i8[2,1073741824] cpu) {\n"
+                    "  %y = sum(%x, [1]) : i64[2]\n  return (%y)\n}\n",
+                    &c);
+    ck_assert(!c.i32 && !c.i32_symbolic);
+    ptc_cuda_code_free(&c);
+    /* a static size past the bound rules 32 bits out for a symbolic kernel too */
+    codegen_kernel0("# ptc ir v1\ngraph f(%x: i8[s0,1073741824] cpu) {\n"
+                    "  %y = sum(%x, [1]) : i64[s0]\n  return (%y)\n}\n",
+                    &c);
+    ck_assert(!c.i32 && !c.i32_symbolic);
+    ptc_cuda_code_free(&c);
+}
+END_TEST
+
+/* ---- the runtime against a stand-in driver (fake_cuda.c) ---- */
+
+static const char *(*fake_launched)(int);
+static int (*fake_nlaunched)(void);
+
+/* Runs the row sum over a borrowed "device" x of s0 x s1 int8 elements (the
+ * stand-in's launches read nothing, so a few bytes stand for any size); the
+ * index counts it adds, and whether every entry it launched is in ptx. */
+static ptc_cuda_index_counts run_rows(ptc_program *p, int64_t s0, int64_t s1, const char *ptx,
+                                      bool *in_ptx)
+{
+    static int8_t bytes[64];
+    ptc_tensor x = {.dtype = PTC_I8, .ndim = 2, .device = {PTC_DEV_CUDA, 0}, .data = bytes};
+    x.sizes[0] = s0, x.sizes[1] = s1, x.strides[0] = s1, x.strides[1] = 1;
+    ptc_cuda_index_counts before, after;
+    ptc_cuda_get_index_counts(&before);
+    int first = fake_nlaunched();
+    ptc_tensor out;
+    ptc_error err;
+    ck_assert_msg(ptc_program_run(p, &x, 1, &out, NULL, 0, &err) == 0, "%s", err.msg);
+    ptc_tensor_release(&out);
+    ptc_cuda_get_index_counts(&after);
+    *in_ptx = fake_nlaunched() > first;
+    for (int i = first; i < fake_nlaunched(); i++)
+        *in_ptx &= strstr(ptx, fake_launched(i)) != NULL;
+    return (ptc_cuda_index_counts){after.launches_i32 - before.launches_i32,
+                                   after.launches_i64 - before.launches_i64,
+                                   after.wide_variants - before.wide_variants};
+}
+
+/* A symbolic kernel's calls run its 32-bit entries (those the compile
+ * generated) while their buffers are below 2^30 elements; a call past that,
+ * the 64-bit variant generated then, once: [3, 750 million] (each row below
+ * 2^30, the buffer past 2^31) and [2, 1.1 billion] make one between them. */
+START_TEST(calls_past_the_bound_run_the_64_bit_variant)
+{
+#ifdef PTC_FAKE_CUDA
+    setenv("PTC_CUDA_LIBRARY", PTC_FAKE_CUDA, 1);
+    ptc_error err;
+    ck_assert_msg(ptc_cuda_available(&err) == 0, "%s", err.msg);
+    void *lib = dlopen(PTC_FAKE_CUDA, RTLD_NOW | RTLD_NOLOAD);
+    ck_assert(lib != NULL);
+    *(void **)&fake_launched = dlsym(lib, "fake_cuda_launched");
+    *(void **)&fake_nlaunched = dlsym(lib, "fake_cuda_nlaunched");
+    ck_assert(fake_launched && fake_nlaunched);
+    ptc_module *m = parse("# ptc ir v1\ngraph f(%x: i8[s0,s1] cuda) {\n"
+                          "  %0 = sum(%x, [1]) : i64[s0]\n  return (%0)\n}\n");
+    ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA, .no_cache = true, .keep_text = true};
+    ptc_program *p = ptc_compile(m->graphs[0], &o, &err);
+    ck_assert_msg(p != NULL, "%s", err.msg);
+    const char *ptx = ptc_program_text(p, "ptx");
+    bool in_ptx;
+    ptc_cuda_index_counts d = run_rows(p, 3, 1000, ptx, &in_ptx);
+    ck_assert(d.launches_i32 == 1 && d.launches_i64 == 0 && d.wide_variants == 0 && in_ptx);
+    d = run_rows(p, 3, 750000001, ptx, &in_ptx);
+    ck_assert(d.launches_i32 == 0 && d.launches_i64 == 1 && d.wide_variants == 1 && !in_ptx);
+    d = run_rows(p, 2, 1100000000, ptx, &in_ptx);
+    ck_assert(d.launches_i32 == 0 && d.launches_i64 == 1 && d.wide_variants == 0 && !in_ptx);
+    d = run_rows(p, 7, 5, ptx, &in_ptx);
+    ck_assert(d.launches_i32 == 1 && d.launches_i64 == 0 && in_ptx);
+    ptc_program_release(p);
+    ptc_module_free(m);
+    dlclose(lib);
+#endif
 }
 END_TEST
 
@@ -400,6 +584,8 @@ int main(void)
     tcase_add_test(tc, teams_follow_sizes);
     tcase_add_test(tc, symbolic_rows_get_forms);
     tcase_add_test(tc, symbolic_pointwise_vectorised);
+    tcase_add_test(tc, symbolic_kernels_index_width);
+    tcase_add_test(tc, calls_past_the_bound_run_the_64_bit_variant);
     tcase_add_test(tc, ptx_cache_warm_start);
     tcase_add_test(tc, trace_holds_ptx_files);
     tcase_add_test(tc, unavailable_without_driver);

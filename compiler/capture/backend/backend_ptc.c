@@ -1286,6 +1286,16 @@ PyObject *cap_autotune_counts(void)
                          "default_budget_ms", ptc_autotune_default_budget_ms());
 }
 
+/* ---- CUDA launches by index width (ptc._C._cuda_index_counts) ----------------------------- */
+
+PyObject *cap_cuda_index_counts(void)
+{
+    ptc_cuda_index_counts c;
+    ptc_cuda_get_index_counts(&c);
+    return Py_BuildValue("{s:L,s:L,s:L}", "launches_i32", (long long)c.launches_i32, "launches_i64",
+                         (long long)c.launches_i64, "wide_variants", (long long)c.wide_variants);
+}
+
 #else
 PyObject *cap_compile_ptir(PyObject *text, const char *kernel_dir)
 {
@@ -1300,6 +1310,11 @@ PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors)
 }
 
 PyObject *cap_autotune_counts(void)
+{
+    return PyErr_Format(PyExc_NotImplementedError, "ptc was built without its runtime");
+}
+
+PyObject *cap_cuda_index_counts(void)
 {
     return PyErr_Format(PyExc_NotImplementedError, "ptc was built without its runtime");
 }

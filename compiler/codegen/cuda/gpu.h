@@ -99,9 +99,10 @@ LLVMValueRef g_randn(gcg *c, LLVMValueRef key, LLVMValueRef idx);
 /* ---- plan.c ---- */
 /* Chooses how kernel k is launched (allocated in a): forms[0] for the
  * default sizes, and where the team depends on symbolic sizes, further forms
- * with other teams (forms[PTC_CUDA_MAX_FORMS]); returns their count. */
+ * with other teams (forms[PTC_CUDA_MAX_FORMS]); returns their count.
+ * wide_index: 64-bit index arithmetic whatever the sizes. */
 int g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_target *t,
-           gplan *forms);
+           bool wide_index, gplan *forms);
 
 /* ---- kernel.c ---- */
 /* Emits the kernel's entry `name` (vector_form: the vectorised one). */

@@ -18,7 +18,11 @@
  * kernels forward them and never store them), in shared memory for teams
  * when a block's share fits, and otherwise in a global scratch area (part of
  * the run's arena), one slot per resident team. Index arithmetic is 32-bit
- * when every size is static and below 2^30.
+ * when the kernel's sizes are below 2^30 elements (ptc_cuda_fits_i32). A
+ * kernel over symbolic sizes is planned with 32-bit indices too, unless its
+ * static sizes already rule them out; every call checks the rule with its
+ * own sizes, and one that fails it runs the kernel's 64-bit variant, planned
+ * with wide_index and generated when a call first needs it (runtime).
  *
  * Sizes that are symbolic are only known at run time. Where the team size
  * depends on them (a softmax over a row of s0 elements: a warp for short
@@ -45,7 +49,8 @@
  * SMEM_LIMIT: shared memory a block may use without opting in with
  *   cuFuncSetAttribute (48 KiB on every GPU since Kepler).
  * LARGE: sizes at or above 2^30 elements get 64-bit index arithmetic; below,
- *   32-bit offsets keep a factor of 2 of headroom for sums of terms.
+ *   32-bit offsets keep a factor of 2 of headroom for sums of terms
+ *   (ptc_cuda_fits_i32).
  * SYM_HINT: the size a symbolic dimension is assumed to have when choosing
  *   the default form; SYM_SCALES: the sizes that find the other forms (a
  *   tiny, a short and a long row).
@@ -222,25 +227,50 @@ static int choose_vec(const ptc_schedule *s, const ptc_kernel *k)
     return w;
 }
 
-/* 32-bit indices: static sizes, every argument buffer below 2^30 elements. */
-static bool fits_i32(const ptc_schedule *s, const ptc_kernel *k)
+bool ptc_cuda_fits_i32(const ptc_lprog *prog, const ptc_kernel *k, ptc_cuda_size_fn value,
+                       void *ctx)
 {
-    if (k->nparams)
+    double outer = 1;
+    for (int d = 0; d < k->nouter; d++)
+        outer *= value(ctx, k->outer[d]);
+    if (outer >= LARGE)
         return false;
-    if (prod(k->outer, k->nouter) >= LARGE)
-        return false;
+    for (int g = 0; g < k->ngroups; g++) {
+        const ptc_kgroup *G = &k->groups[g];
+        double work = 1;
+        for (int d = 0; d < G->ninner; d++)
+            work *= value(ctx, G->inner[d]);
+        for (int d = 0; G->reduction && d < G->nred; d++)
+            work *= value(ctx, G->red[d]);
+        if (work >= LARGE)
+            return false;
+    }
+    for (int i = 0; i < k->nparams; i++)
+        if (value(ctx, k->params[i]) >= LARGE)
+            return false;
     for (int i = 0; i < k->nargs; i++) {
-        const ptc_lbuf *b = s->prog->bufs[k->args[i]];
+        const ptc_lbuf *b = prog->bufs[k->args[i]];
         double n = 1;
-        for (int d = 0; d < b->ndim; d++) {
-            if (!ptc_dim_is_static(b->shape[d]))
-                return false;
-            n *= (double)b->shape[d].value;
-        }
+        for (int d = 0; d < b->ndim; d++)
+            n *= value(ctx, b->shape[d]);
         if (n >= LARGE)
             return false;
     }
     return true;
+}
+
+/* A size at planning time: a static one's value, a symbolic one's least
+ * (each symbol 1), so that a symbolic kernel gets 32-bit indices unless a
+ * static size already rules them out, and its calls check the rule again. */
+static double least_size(void *ctx, ptc_dim d)
+{
+    (void)ctx;
+    return ptc_dim_is_static(d) ? (double)d.value : ptc_dim_hint_at(d, 1);
+}
+
+static bool fits_i32(const ptc_schedule *s, const ptc_kernel *k)
+{
+    return ptc_cuda_fits_i32(s->prog, k, least_size, NULL);
 }
 
 static int64_t local_bytes(const ptc_schedule *s, const ptc_kernel *k, int i)
@@ -414,11 +444,12 @@ static void plan_team(const ptc_schedule *s, const ptc_kernel *k, int T, gplan *
     p->block = T * tpb;
 }
 
-static void plan_init(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, gplan *p)
+static void plan_init(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, bool wide_index,
+                      gplan *p)
 {
     memset(p, 0, sizeof *p);
     p->flat = kernel_flat(k);
-    p->i32 = fits_i32(s, k);
+    p->i32 = !wide_index && fits_i32(s, k);
     p->red_lanes = PTC_NEWN(a, int, k->ngroups + 1);
     p->loc = PTC_NEWN(a, uint8_t, k->nlocal + 1);
     p->loc_off = PTC_NEWN(a, int64_t, k->nlocal + 1);
@@ -444,10 +475,10 @@ static int team_choices(const ptc_kernel *k, const access_info *ai, int sms, int
 }
 
 int g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_target *tgt,
-           gplan *forms)
+           bool wide_index, gplan *forms)
 {
     gplan *p = &forms[0];
-    plan_init(a, s, k, p);
+    plan_init(a, s, k, wide_index, p);
     int sms = tgt && tgt->sms > 0 ? tgt->sms : PTC_CUDA_DEFAULT_SMS;
     double outer = prod(k->outer, k->nouter);
     if (p->flat) {
@@ -480,7 +511,7 @@ int g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_c
     }
     plan_team(s, k, T, p);
     for (int f = 1; f < nforms; f++) {
-        plan_init(a, s, k, &forms[f]);
+        plan_init(a, s, k, wide_index, &forms[f]);
         forms[f].outer_contig = ai.outer_contig;
         forms[f].inner_contig = ai.inner_contig;
         plan_team(s, k, teams[f], &forms[f]);
