@@ -1306,7 +1306,7 @@ def inplace_through_views_of_input(x):
     return x.sum()
 
 
-@prog(x34, graphs=2, breaks=1, codes=["PTC-B012"])
+@prog(x34, graphs=1, breaks=0)
 def inplace_through_transpose_of_input(x):
     y = x * 2
     x.t().add_(1)

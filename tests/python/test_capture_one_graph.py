@@ -1,0 +1,136 @@
+"""Constructs torch.compile traces as one graph, against eager.
+
+Each program here is one graph with no break under torch.compile (checked
+with a counting backend, torch 2.11); ptc must return eager's results, leave
+eager's side effects (mutations the caller sees, identity of returned
+views) and make one graph too. Programs where torch.compile itself breaks
+are pinned as breaks with their code.
+"""
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import ptc  # noqa: E402
+
+
+def counts(compiled):
+    handle = getattr(compiled, "_ptc_compiled", compiled)
+    ex = ptc.ExplainOutput(list(handle._events()), None)
+    return ex.graph_count, ex.break_count, [b["detail"] for b in ex.breaks]
+
+
+def compiles(compiled):
+    handle = getattr(compiled, "_ptc_compiled", compiled)
+    return len([e for e in handle._events() if e["kind"] in ("compile", "recompile")])
+
+
+def as_tuple(r):
+    return r if isinstance(r, tuple) else (r,)
+
+
+def run_both(fn, make_args, calls=2, backend="eager"):
+    """fn eagerly and compiled on fresh copies of the same arguments: the
+    results (values and strides) and the arguments after each call must be
+    equal."""
+    compiled = ptc.compile(fn, backend=backend)
+    for _ in range(calls):
+        want_args, got_args = make_args(), make_args()
+        want, got = as_tuple(fn(*want_args)), as_tuple(compiled(*got_args))
+        assert len(want) == len(got)
+        for w, g in zip(want, got):
+            assert torch.equal(w, g) and w.stride() == g.stride(), (w, g)
+        for w, g in zip(want_args, got_args):
+            assert torch.equal(w, g), (w, g)
+    return compiled
+
+
+# ---- in-place writes through permuted views ---------------------------------------------
+
+
+def writes_through_transpose(x):
+    x.t().add_(1)
+    return x.sum()
+
+
+def writes_through_permute(x):
+    x.permute(2, 0, 1)[1].sub_(1)
+    return x.transpose(-1, 0).sum(0)
+
+
+def writes_through_a_row_of_a_transpose(x):
+    x.t()[0].add_(1)
+    return x + 0
+
+
+def writes_base_with_a_live_transpose(x):
+    y = x.transpose(0, 1)
+    x.mul_(3)  # y sees it
+    y[1].add_(1)  # and x sees this
+    return y + 0, x * 1
+
+
+def writes_through_transpose_of_an_intermediate(x):
+    y = x * 2
+    z = y.permute(1, 0)
+    z[0] = 5
+    return y, z
+
+
+def x23():
+    return (torch.arange(6.0).reshape(2, 3),)
+
+
+@pytest.mark.parametrize("backend", ["eager", "ptc"])
+@pytest.mark.parametrize("fn, make", [
+    (writes_through_transpose, lambda: (torch.arange(9.0).reshape(3, 3),)),
+    (writes_through_permute, lambda: (torch.arange(24.0).reshape(2, 3, 4),)),
+    (writes_through_a_row_of_a_transpose, x23),
+    (writes_base_with_a_live_transpose, x23),
+    (writes_through_transpose_of_an_intermediate, x23),
+])
+def test_writes_through_permuted_views_are_one_graph(fn, make, backend):
+    # main: 2 graphs, 1 break (PTC-B012, 'other than basic indexing') for each
+    compiled = run_both(fn, make, backend=backend)
+    assert counts(compiled) == (1, 0, []) and compiles(compiled) == 1
+
+
+def returns_written_transpose(x):
+    y = x.t()
+    y.add_(1)
+    return y
+
+
+def returns_view_of_written_row(x):
+    y = x[0]
+    y.add_(1)
+    return y
+
+
+def returns_transpose_after_write(x):
+    x.add_(1)
+    return x.t()
+
+
+@pytest.mark.parametrize("backend", ["eager", "ptc"])
+@pytest.mark.parametrize("fn", [returns_written_transpose, returns_view_of_written_row,
+                                returns_transpose_after_write])
+def test_a_returned_view_of_a_written_argument_is_a_view_of_it(fn, backend):
+    # main: a copy (y._base is None), so writes through it missed x
+    compiled = run_both(fn, x23, backend=backend)
+    assert counts(compiled) == (1, 0, [])
+    x = torch.zeros(2, 3)
+    y = compiled(x)
+    assert y._base is x
+    y.fill_(7)
+    assert bool((x == 7).any())
+
+
+def writes_through_a_flat_view(x):
+    x.view(-1).add_(1)
+    return x.sum()
+
+
+def test_write_through_a_flat_view_stays_a_break():
+    compiled = run_both(writes_through_a_flat_view, x23)
+    graphs, breaks, details = counts(compiled)
+    assert breaks == 1 and "other than basic indexing or permute" in details[0], details
