@@ -1327,6 +1327,41 @@ def inplace_on_default_argument(x):
     return _accumulate(x), _accumulate(x * 2)
 
 
+@prog(x34, graphs=1, breaks=0)
+def inplace_through_permute_views(x):
+    y = x.permute(1, 0)
+    x.mul_(2)  # y follows
+    y[0].add_(1)  # and x follows y
+    return x + y.t()
+
+
+@functools.lru_cache
+def _lru_doubled(n):
+    return n * 2
+
+
+@functools.cache
+def _cached_pair(n, m=2):
+    return (n, m)
+
+
+@functools.cache
+def _cached_shift(t):
+    return t.relu() + 1
+
+
+@prog(x34, graphs=1, breaks=0)
+def lru_cache_of_constants(x):
+    # called for real while tracing: its result is the cached object
+    return x * _lru_doubled(3) + _cached_pair(2, m=1)[1]
+
+
+@prog(x34, graphs=1, breaks=0)
+def lru_cache_of_a_tensor_made_here(x):
+    # a new key on every eager call: traced into
+    return _cached_shift(x * 2)
+
+
 @module_prog(x34)
 class WritesTensorAttribute(nn.Module):
     def __init__(self):

@@ -21,7 +21,7 @@ def counts(compiled):
 
 def compiles(compiled):
     handle = getattr(compiled, "_ptc_compiled", compiled)
-    return len([e for e in handle._events() if e["kind"] in ("compile", "recompile")])
+    return len([e for e in handle._events() if e["kind"] == "compile"])
 
 
 def as_tuple(r):
@@ -134,3 +134,103 @@ def test_write_through_a_flat_view_stays_a_break():
     compiled = run_both(writes_through_a_flat_view, x23)
     graphs, breaks, details = counts(compiled)
     assert breaks == 1 and "other than basic indexing or permute" in details[0], details
+
+
+# ---- functools.lru_cache / functools.cache ----------------------------------------------
+
+import functools  # noqa: E402
+
+
+@functools.lru_cache
+def _doubled(n):
+    return n * 2
+
+
+@functools.cache
+def _pair(n, m=2):
+    return (n, m)
+
+
+@functools.lru_cache(maxsize=4)
+def _scale_table(n):
+    return torch.arange(float(n)) + 1
+
+
+@functools.cache
+def _shifted(t):
+    return t.relu() + 1
+
+
+def lru_of_constants(x, n):
+    a, b = _pair(n, m=2)
+    return x * _doubled(3) + a + b, _pair(n, m=2)
+
+
+def lru_returning_a_tensor(x):
+    return x * _scale_table(x.shape[0]), _scale_table(x.shape[0])
+
+
+def lru_of_a_tensor_made_here(x):
+    return _shifted(x * 2)
+
+
+def lru_of_an_argument(x):
+    return _shifted(x) * 3
+
+
+def test_lru_cache_of_constants_is_one_graph_and_recompiles_per_argument():
+    # main: (1, 1, ['call to a _lru_cache_wrapper']); torch.compile: 1 graph
+    compiled = ptc.compile(lru_of_constants, backend="eager")
+    x = torch.arange(3.0)
+    for n in (3, 3, 4):
+        want, got = lru_of_constants(x, n), compiled(x, n)
+        assert torch.equal(want[0], got[0]) and got[1] == (n, 2)
+        assert got[1] is want[1]  # the cached tuple itself, as eager returns it
+    # one graph per value of n (a guard on it)
+    assert counts(compiled) == (2, 0, []) and compiles(compiled) == 2
+
+
+def test_lru_cache_returning_a_tensor_reads_the_cached_tensor():
+    compiled = ptc.compile(lru_returning_a_tensor, backend="eager")
+    for n in (3, 3, 5):
+        x = torch.ones(n)
+        want, got = lru_returning_a_tensor(x), compiled(x)
+        assert torch.equal(want[0], got[0])
+        assert got[1] is _scale_table(n)  # eager returns the cached object
+    assert counts(compiled) == (2, 0, []) and compiles(compiled) == 2  # one per size
+
+
+@pytest.mark.parametrize("backend", ["eager", "ptc"])
+def test_lru_cache_of_a_tensor_made_in_the_call_is_traced_into(backend):
+    # a fresh tensor is a new key on every eager call: the function runs each time
+    compiled = run_both(lru_of_a_tensor_made_here, lambda: (torch.linspace(-2, 2, 5),), calls=3,
+                        backend=backend)
+    assert counts(compiled) == (1, 0, [])
+
+
+def test_lru_cache_of_an_argument_breaks_and_returns_the_cached_result():
+    # eager's cache holds a result for the caller's tensor: after x changes
+    # in place eager still returns the old one, and so must ptc
+    compiled = ptc.compile(lru_of_an_argument, backend="eager")
+    x = torch.tensor([-1.0, 2.0])
+    first = compiled(x)
+    x.mul_(10)
+    assert torch.equal(compiled(x), lru_of_an_argument(x))
+    assert torch.equal(compiled(x), first)
+    graphs, breaks, details = counts(compiled)
+    assert breaks == 1 and "lru_cache function _shifted with an argument from outside" in details[0]
+
+
+def test_lru_cache_wrapper_replaced_recompiles():
+    # the trace called this wrapper: another one bound to the name is another trace
+    global _doubled
+    saved = _doubled
+    compiled = ptc.compile(lru_of_constants, backend="eager")
+    x = torch.ones(2)
+    try:
+        assert torch.equal(compiled(x, 1)[0], x * 9)
+        _doubled = functools.lru_cache(lambda n: n * 10)
+        assert torch.equal(compiled(x, 1)[0], lru_of_constants(x, 1)[0])  # 33
+    finally:
+        _doubled = saved
+    assert compiles(compiled) == 2

@@ -636,6 +636,10 @@ int cap_partial_unpack(PyObject *p, PyObject **fn, PyObject **args, PyObject **k
 int cap_t_call_partial(cap_interp *I, PyObject *fn, PyObject *pargs, PyObject *pkw,
                        PyObject *const *args, int nargs, PyObject *kwnames, PyObject **out);
 bool cap_is_pure_fn(PyObject *fn);
+/* A functools.lru_cache / cache wrapper called (lru.c); CAP_NONE for other
+ * callables. */
+int cap_t_call_lru(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
+                   PyObject *kwnames, PyObject **out);
 /* A call of an operator.itemgetter/attrgetter/methodcaller object, traced
  * as the subscripts, attribute reads or call it stands for; CAP_NONE when
  * callable is none of them (trace_operator.c). */
