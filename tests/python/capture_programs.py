@@ -1362,6 +1362,18 @@ def lru_cache_of_a_tensor_made_here(x):
     return _cached_shift(x * 2)
 
 
+class _DoublingList(list):
+    def append(self, v):
+        super().append(v * 2)
+
+
+@prog(x34, graphs=1, breaks=0)
+def list_subclass_with_own_append_returned(x):
+    items = _DoublingList([1])
+    items.append(x)
+    return items
+
+
 @module_prog(x34)
 class WritesTensorAttribute(nn.Module):
     def __init__(self):

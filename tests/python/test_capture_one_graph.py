@@ -234,3 +234,38 @@ def test_lru_cache_wrapper_replaced_recompiles():
     finally:
         _doubled = saved
     assert compiles(compiled) == 2
+
+
+# ---- list and dict subclasses ----------------------------------------------------------
+
+
+class DoublingList(list):
+    def append(self, v):
+        super().append(v * 2)
+
+
+class ShiftingDict(dict):
+    def __setitem__(self, k, v):
+        super().__setitem__(k, v + 1)
+
+
+def subclass_instances_made_here(x):
+    items = DoublingList([1])
+    items.append(x)
+    table = ShiftingDict()
+    table["k"] = x
+    return items, table
+
+
+@pytest.mark.parametrize("backend", ["eager", "ptc"])
+def test_subclass_instances_made_here_keep_what_their_methods_stored(backend):
+    # main: the returned list was rebuilt through its own append (pickle's
+    # way), which doubled every item again: [2, x * 4] instead of [1, x * 2]
+    compiled = ptc.compile(subclass_instances_made_here, backend=backend)
+    x = torch.arange(3.0)
+    for _ in range(2):
+        (want_l, want_d), (got_l, got_d) = subclass_instances_made_here(x), compiled(x)
+        assert type(got_l) is DoublingList and type(got_d) is ShiftingDict
+        assert got_l[0] == want_l[0] == 1 and torch.equal(got_l[1], want_l[1])
+        assert list(got_d) == ["k"] and torch.equal(got_d["k"], want_d["k"])
+    assert counts(compiled) == (1, 0, [])
