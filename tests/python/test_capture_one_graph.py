@@ -11,12 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import ptc  # noqa: E402
-
-
-def counts(compiled):
-    handle = getattr(compiled, "_ptc_compiled", compiled)
-    ex = ptc.ExplainOutput(list(handle._events()), None)
-    return ex.graph_count, ex.break_count, [b["detail"] for b in ex.breaks]
+from test_capture_inplace_inputs import counts  # noqa: E402  (graphs, breaks, details)
 
 
 def compiles(compiled):
