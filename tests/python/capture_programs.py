@@ -1374,6 +1374,12 @@ def list_subclass_with_own_append_returned(x):
     return items
 
 
+@prog(x34, graphs=1, breaks=0)
+def list_indexed_by_a_constant_tensor(x):
+    items = [x, x * 2, x * 3]
+    return items[torch.tensor(1)] + items[torch.tensor(-1)]
+
+
 @module_prog(x34)
 class WritesTensorAttribute(nn.Module):
     def __init__(self):

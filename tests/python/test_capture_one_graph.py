@@ -264,3 +264,40 @@ def test_subclass_instances_made_here_keep_what_their_methods_stored(backend):
         assert got_l[0] == want_l[0] == 1 and torch.equal(got_l[1], want_l[1])
         assert list(got_d) == ["k"] and torch.equal(got_d["k"], want_d["k"])
     assert counts(compiled) == (1, 0, [])
+
+
+# ---- a constant integer tensor as a list index --------------------------------------------
+
+
+def list_indexed_by_a_constant_tensor(x):
+    items = [x, x * 2, x * 3]
+    return items[torch.tensor(1)] + items[torch.tensor(-1)], (x, x + 1)[torch.tensor([1])]
+
+
+def list_indexed_by_a_tensor_argument(x, i):
+    return [x, x * 2, x * 3][i] + 1
+
+
+def list_indexed_by_a_float_tensor(x):
+    return [x, x * 2][torch.tensor(1.0)]
+
+
+def test_a_constant_integer_tensor_indexes_a_list_in_the_graph():
+    # main: (2, 1, ['a tensor used as an index of a list']); torch.compile: 1 graph
+    compiled = run_both(list_indexed_by_a_constant_tensor, lambda: (torch.arange(3.0),))
+    assert counts(compiled) == (1, 0, [])
+
+
+def test_a_tensor_argument_as_a_list_index_still_breaks():
+    # its value is the caller's: torch.compile breaks here too
+    compiled = ptc.compile(list_indexed_by_a_tensor_argument, backend="eager")
+    x = torch.arange(3.0)
+    for i in (0, 2):
+        assert torch.equal(compiled(x, torch.tensor(i)), list_indexed_by_a_tensor_argument(x, torch.tensor(i)))
+    assert counts(compiled)[1:] == (1, ["a tensor used as an index of a list"])
+
+
+def test_a_float_tensor_index_raises_eagers_error():
+    compiled = ptc.compile(list_indexed_by_a_float_tensor, backend="eager")
+    with pytest.raises(TypeError, match="only integer tensors of a single element"):
+        compiled(torch.ones(2))

@@ -243,6 +243,9 @@ void cap_tmeta_type(const cap_tmeta *m, ptc_ttype *t);
 PyObject *cap_tensor_new(cap_trace *T, ptc_value *v);
 /* A real tensor constant (created while tracing) as a graph input. */
 PyObject *cap_tensor_const(cap_trace *T, PyObject *real);
+/* The int a constant integer tensor of the trace stands for as an index
+ * (torch.tensor(1) made in the function, never written), or NULL. */
+PyObject *cap_t_const_index(cap_trace *T, PyObject *key);
 /* Builds op(args) in the trace's graph: outputs as symbolic tensors (one, or a
  * tuple/list). Meta errors become a TRACE_ERROR break. */
 int cap_build(cap_trace *T, ptc_op op, ptc_arg *args, int nargs, PyObject **out);
