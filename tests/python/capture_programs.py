@@ -1306,7 +1306,7 @@ def inplace_through_views_of_input(x):
     return x.sum()
 
 
-@prog(x34, graphs=2, breaks=1, codes=["PTC-B012"])
+@prog(x34, graphs=1, breaks=0)
 def inplace_through_transpose_of_input(x):
     y = x * 2
     x.t().add_(1)
@@ -1325,6 +1325,59 @@ def _accumulate(x, acc=ACC):
 def inplace_on_default_argument(x):
     # the write persists in _accumulate.__defaults__ (reset per run)
     return _accumulate(x), _accumulate(x * 2)
+
+
+@prog(x34, graphs=1, breaks=0)
+def inplace_through_permute_views(x):
+    y = x.permute(1, 0)
+    x.mul_(2)  # y follows
+    y[0].add_(1)  # and x follows y
+    return x + y.t()
+
+
+@functools.lru_cache
+def _lru_doubled(n):
+    return n * 2
+
+
+@functools.cache
+def _cached_pair(n, m=2):
+    return (n, m)
+
+
+@functools.cache
+def _cached_shift(t):
+    return t.relu() + 1
+
+
+@prog(x34, graphs=1, breaks=0)
+def lru_cache_of_constants(x):
+    # called for real while tracing: its result is the cached object
+    return x * _lru_doubled(3) + _cached_pair(2, m=1)[1]
+
+
+@prog(x34, graphs=1, breaks=0)
+def lru_cache_of_a_tensor_made_here(x):
+    # a new key on every eager call: traced into
+    return _cached_shift(x * 2)
+
+
+class _DoublingList(list):
+    def append(self, v):
+        super().append(v * 2)
+
+
+@prog(x34, graphs=1, breaks=0)
+def list_subclass_with_own_append_returned(x):
+    items = _DoublingList([1])
+    items.append(x)
+    return items
+
+
+@prog(x34, graphs=1, breaks=0)
+def list_indexed_by_a_constant_tensor(x):
+    items = [x, x * 2, x * 3]
+    return items[torch.tensor(1)] + items[torch.tensor(-1)]
 
 
 @module_prog(x34)

@@ -594,22 +594,35 @@ static int output_of(const ptc_graph *g, const ptc_value *v)
     return -1;
 }
 
-/* Output i's view chain down to an input or to an output no view op made.
- * Constant tensors (input_src -1) are ptc's own: their views stay copies. */
-static int plan_alias(const ptc_graph *g, const uint8_t *node_grad, const int *input_src, int i,
-                      alias_out *a)
+/* The input the graph wrote in place whose new value v is, or -1. */
+static int written_input(const cap_entry *e, const ptc_value *v)
 {
+    for (int k = 0; k < e->nwriteback; k++)
+        if (e->graph->outputs[e->writeback[k].output] == v)
+            return e->writeback[k].input;
+    return -1;
+}
+
+/* Output i's view chain down to an input or to an output no view op made.
+ * A view of an input's new value written in place (x.t().add_(1); return
+ * x.t()) is a view of the caller's tensor, which gets that value after the
+ * graph. Constant tensors (input_src -1) are ptc's own: their views stay
+ * copies. */
+static int plan_alias(const cap_entry *e, int i, alias_out *a)
+{
+    const ptc_graph *g = e->graph;
     const ptc_node *chain[64];
-    int n = 0;
+    int n = 0, written = -1;
     const ptc_value *v = g->outputs[i];
-    for (const ptc_node *d; n < 64 && (d = view_node(v)); v = d->args[0].v)
+    for (const ptc_node *d; n < 64 && (written = written_input(e, v)) < 0 && (d = view_node(v));
+         v = d->args[0].v)
         chain[n++] = d;
-    int out = v->input_index < 0 ? output_of(g, v) : -1;
-    if (n == 0 || n == 64 || (v->input_index < 0 && out < 0) ||
-        (v->input_index >= 0 && input_src[v->input_index] < 0))
+    int in = written >= 0 ? written : v->input_index;
+    int out = in < 0 ? output_of(g, v) : -1;
+    if (n == 0 || n == 64 || (in < 0 && out < 0) || (in >= 0 && e->input_src[in] < 0))
         return 0; /* not a view, or of an intermediate nobody returns: a copy */
-    *a = (alias_out){i, v->input_index >= 0 ? v->input_index : -1 - out, v->id, n,
-                     calloc((size_t)n, sizeof(estep))};
+    const uint8_t *node_grad = e->node_grad;
+    *a = (alias_out){i, in >= 0 ? in : -1 - out, v->id, n, calloc((size_t)n, sizeof(estep))};
     for (int k = 0; k < n; k++)
         if (eager_step(chain[n - 1 - k], node_grad ? node_grad[chain[n - 1 - k]->id] : true,
                        &a->steps[k]) < 0)
@@ -653,7 +666,7 @@ static int plan_aliases(const cap_entry *e, cap_backend_state *st)
     const ptc_graph *g = e->graph;
     st->aliases = calloc((size_t)g->noutputs + 1, sizeof *st->aliases);
     for (int i = 0; i < g->noutputs; i++) {
-        int rc = plan_alias(g, e->node_grad, e->input_src, i, &st->aliases[st->naliases]);
+        int rc = plan_alias(e, i, &st->aliases[st->naliases]);
         if (rc != 0)
             st->naliases++; /* kept on failure too, so that its steps are freed */
         if (rc < 0)

@@ -81,7 +81,11 @@ static PyObject *py_iter(const cap_recipe *r, PyObject **rv)
 }
 
 /* callable(*args), then the state (__setstate__, or the instance dict),
- * the list items and the dict items: what pickle does with __reduce_ex__. */
+ * the list items and the dict items: what pickle does with __reduce_ex__,
+ * except that a list or dict subclass gets its items through list's and
+ * dict's own methods: the items are already what the user's append or
+ * __setitem__ stored, which must not run again (they would store v * 2 of
+ * v * 2). */
 static PyObject *reduced(const cap_recipe *r, PyObject **rv)
 {
     PyObject *state = rv[r->items[2]], *litems = rv[r->items[3]], *ditems = rv[r->items[4]];
@@ -102,14 +106,17 @@ static PyObject *reduced(const cap_recipe *r, PyObject **rv)
         Py_XDECREF(res);
     }
     for (Py_ssize_t i = 0; o && litems != Py_None && i < PyList_Size(litems); i++) {
-        PyObject *res = PyObject_CallMethod(o, "append", "O", PyList_GetItem(litems, i));
+        PyObject *item = PyList_GetItem(litems, i);
+        PyObject *res = PyList_Check(o) ? (PyList_Append(o, item) < 0 ? NULL : Py_NewRef(Py_None))
+                                        : PyObject_CallMethod(o, "append", "O", item);
         if (!res)
             Py_CLEAR(o);
         Py_XDECREF(res);
     }
     for (Py_ssize_t i = 0; o && ditems != Py_None && i < PyList_Size(ditems); i++) {
-        PyObject *kv = PyList_GetItem(ditems, i);
-        if (PyObject_SetItem(o, PyTuple_GetItem(kv, 0), PyTuple_GetItem(kv, 1)) < 0)
+        PyObject *kv = PyList_GetItem(ditems, i), *k = PyTuple_GetItem(kv, 0),
+                 *v = PyTuple_GetItem(kv, 1);
+        if ((PyDict_Check(o) ? PyDict_SetItem(o, k, v) : PyObject_SetItem(o, k, v)) < 0)
             Py_CLEAR(o);
     }
     return o;

@@ -643,7 +643,7 @@ int cap_t_add_view(cap_tensor *base, cap_tensor *view, PyObject *key)
     view->base = (cap_tensor *)Py_NewRef((PyObject *)base);
     view->view_key = Py_XNewRef(key);
     base->nviews++;
-    return 0;
+    return key ? 0 : cap_t_note_perm_view(view);
 }
 
 /* Is the base still observable through someone other than this view? */
@@ -672,8 +672,8 @@ static int check_views(cap_trace *T, cap_tensor *t, int depth)
         cap_tensor *v = live_view(PyList_GetItem(t->views, i));
         if (!v)
             continue;
-        if (!v->view_key || depth > 32)
-            return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a tensor that has views (reshape, transpose, ...)");
+        if (!cap_t_view_follows(v) || depth > 32)
+            return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a tensor that has views (reshape, chunk, ...)");
         int rc = check_views(T, v, depth + 1);
         if (rc != CAP_NEXT)
             return rc;
@@ -690,6 +690,11 @@ static int refresh_views(cap_trace *T, cap_tensor *t)
         cap_tensor *v = live_view(PyList_GetItem(views, i));
         if (!v)
             continue;
+        if (v->view_perm) {
+            rc = cap_t_perm_view_refresh(T, v, t);
+            rc = rc == CAP_NEXT ? refresh_views(T, v) : rc;
+            continue;
+        }
         PyObject *fresh = NULL;
         rc = cap_torch_getitem(T, t, v->view_key, &fresh);
         if (rc == CAP_NEXT) {
@@ -714,14 +719,15 @@ static cap_tensor *alias_root(cap_tensor *t)
     return root;
 }
 
-/* The graph input t is a basic-indexing view of (x[0], x[:, 1], x[0][1:]),
- * or NULL when it is none: a write through it is a write of that input. */
+/* The graph input t is a basic-indexing or permuted view of (x[0], x[:, 1],
+ * x[0][1:], x.t()), or NULL when it is none: a write through it is a write
+ * of that input. */
 static cap_tensor *viewed_input(cap_tensor *t)
 {
     for (cap_tensor *cur = t; cur; cur = cur->base) {
         if (cur->input_v)
             return cur != t && !cur->base && alias_root(t) == cur ? cur : NULL;
-        if (!cur->view_key)
+        if (!cap_t_view_follows(cur))
             return NULL;
     }
     return NULL;
@@ -739,12 +745,12 @@ int cap_check_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv)
             return cap_t_break(T, CAP_B_INPLACE_INPUT,
                                cur == t ? "in-place op on a tensor from outside (%s)"
                                         : "in-place op on a view of a tensor from outside other "
-                                          "than basic indexing (%s)",
+                                          "than basic indexing or permute/transpose (%s)",
                                cur->input_v->name);
     cap_tensor *root = alias_root(t);
     for (cap_tensor *cur = t; cur != root; cur = cur->base)
-        if (!cur->view_key)
-            return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a view other than basic indexing (reshape, transpose, chunk, ...)");
+        if (!cap_t_view_follows(cur))
+            return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a view other than basic indexing or permute/transpose (reshape, chunk, ...)");
     return check_views(T, root, 0);
 }
 
@@ -766,7 +772,8 @@ int cap_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv)
         if (!tmp)
             return CAP_ERR;
         cur->v = val;
-        rc = setitem_core(T, cur->base, cur->view_key, tmp);
+        rc = cur->view_perm ? cap_t_perm_view_write_back(T, cur, val)
+                            : setitem_core(T, cur->base, cur->view_key, tmp);
         Py_DECREF(tmp);
         if (rc != CAP_NEXT)
             return rc;

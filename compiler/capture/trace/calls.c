@@ -1338,6 +1338,8 @@ int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nar
         PyObject_TypeCheck(callable, &PyWrapperDescr_Type) ||
         PyObject_TypeCheck(callable, &PyClassMethodDescr_Type))
         return c_callable(I, callable, args, nargs, kwnames, out);
+    if ((rc = cap_t_call_lru(I, callable, args, nargs, kwnames, out)) != CAP_NONE)
+        return rc;
     PyObject *call = cap_type_lookup(Py_TYPE(callable), cap_P.s_call);
     if (call && cap_is_function(call)) {
         PyObject *buf[64];

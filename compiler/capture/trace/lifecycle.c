@@ -195,3 +195,19 @@ PyObject *cap_tensor_const(cap_trace *T, PyObject *real)
         t->input_v = v; /* it belongs to the trace, not the user: no in-place */
     return (PyObject *)t;
 }
+
+PyObject *cap_t_const_index(cap_trace *T, PyObject *key)
+{
+    cap_tensor *t = cap_is_tensor(key) ? (cap_tensor *)key : NULL;
+    if (!t || t->src >= 0 || !t->input_v || t->v != t->input_v || t->input_v->input_index < 0)
+        return NULL; /* not a constant of the trace, or written since */
+    PyObject *real = PyList_GetItem(T->input_const, t->input_v->input_index);
+    ptc_dtype dt = t->v->type.dtype;
+    if (!real || real == Py_None || !ptc_dtype_is_int(dt)) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *i = PyNumber_Index(real); /* eager's __index__: one element, or its error */
+    PyErr_Clear();
+    return i;
+}

@@ -27,6 +27,7 @@ PyObject *cap_tensor_new(cap_trace *T, ptc_value *v)
     t->fake_type = Py_NewRef(cap_T.Tensor);
     t->base = NULL;
     t->view_key = NULL;
+    t->view_perm = NULL;
     t->nviews = 0;
     t->views = NULL;
     t->weakrefs = NULL;

@@ -569,9 +569,15 @@ int cap_t_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out)
         return cap_thooks.getitem(T, (cap_tensor *)obj, key, out);
     if (cap_t_is_real_tensor(obj) || cap_t_is_real_tensor(key))
         return cap_t_real_tensor(T, cap_t_is_real_tensor(obj) ? obj : key, "indexing");
-    if (cap_is_tensor(key) && !cap_t_dict_of_trace(T, obj))
-        return cap_t_break(T, CAP_B_TENSOR_ITEM, "a tensor used as an index of a %s",
-                           cap_tpname(Py_TYPE(obj)));
+    if (cap_is_tensor(key) && !cap_t_dict_of_trace(T, obj)) {
+        /* its value is known while tracing: eager's index, as torch.compile */
+        PyObject *index = PySequence_Check(obj) ? cap_t_const_index(T, key) : NULL;
+        int rc = index ? cap_t_getitem(I, obj, index, out)
+                       : cap_t_break(T, CAP_B_TENSOR_ITEM, "a tensor used as an index of a %s",
+                                     cap_tpname(Py_TYPE(obj)));
+        Py_XDECREF(index);
+        return rc;
+    }
     PyObject *written = NULL;
     switch (PyDict_CheckExact(obj) ? cap_t_dict_written(T, obj, key, &written) : -1) {
     case 1:

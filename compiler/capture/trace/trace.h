@@ -184,6 +184,7 @@ typedef struct cap_tensor {
     PyObject *fake_type;   /* what type() reports: torch.Tensor or nn.Parameter */
     struct cap_tensor *base; /* a view's base (strong), for in-place checks */
     PyObject *view_key;    /* base[view_key] made it (basic indexing), or NULL */
+    PyObject *view_perm;   /* base.permute(view_perm) made it (torch_permviews.c), or NULL */
     int nviews;            /* views taken of it */
     PyObject *views;       /* list of weakrefs to them (cap_t_add_view) */
     PyObject *weakrefs;
@@ -242,6 +243,9 @@ void cap_tmeta_type(const cap_tmeta *m, ptc_ttype *t);
 PyObject *cap_tensor_new(cap_trace *T, ptc_value *v);
 /* A real tensor constant (created while tracing) as a graph input. */
 PyObject *cap_tensor_const(cap_trace *T, PyObject *real);
+/* The int a constant integer tensor of the trace stands for as an index
+ * (torch.tensor(1) made in the function, never written), or NULL. */
+PyObject *cap_t_const_index(cap_trace *T, PyObject *key);
 /* Builds op(args) in the trace's graph: outputs as symbolic tensors (one, or a
  * tuple/list). Meta errors become a TRACE_ERROR break. */
 int cap_build(cap_trace *T, ptc_op op, ptc_arg *args, int nargs, PyObject **out);
@@ -635,6 +639,10 @@ int cap_partial_unpack(PyObject *p, PyObject **fn, PyObject **args, PyObject **k
 int cap_t_call_partial(cap_interp *I, PyObject *fn, PyObject *pargs, PyObject *pkw,
                        PyObject *const *args, int nargs, PyObject *kwnames, PyObject **out);
 bool cap_is_pure_fn(PyObject *fn);
+/* A functools.lru_cache / cache wrapper called (lru.c); CAP_NONE for other
+ * callables. */
+int cap_t_call_lru(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
+                   PyObject *kwnames, PyObject **out);
 /* A call of an operator.itemgetter/attrgetter/methodcaller object, traced
  * as the subscripts, attribute reads or call it stands for; CAP_NONE when
  * callable is none of them (trace_operator.c). */

@@ -1,0 +1,109 @@
+/* Views that reorder dimensions (permute, transpose, t) and mutation.
+ *
+ * A basic-indexing view follows a mutation through its key (torch_ops.c).
+ * A permuted view follows one through its permutation: it is recomputed
+ * from its base as base.permute(perm), and a write through it reaches the
+ * base as value.permute(inverse of perm). Both are exact for every element,
+ * so x.t().add_(1) on an argument is one graph written back after the call,
+ * as torch.compile's functionalisation does. The permutation is read from
+ * the node that made the view, so the view must come straight from one of
+ * these ops; anything else keeps no permutation and stays a break.
+ */
+#include "capture/torch/torch.h"
+
+/* The permutation the node making v applies to its input (perm[i] is the
+ * input dim of v's dim i), or false when v is not made by one. */
+static bool node_perm(const ptc_value *v, const ptc_value *base, int perm[PTC_MAX_DIMS])
+{
+    const ptc_node *n = v->def;
+    if (!n || n->nargs < 1 || n->args[0].kind != PTC_ARG_VALUE || n->args[0].v != base)
+        return false;
+    int ndim = n->args[0].v->type.ndim;
+    for (int i = 0; i < ndim; i++)
+        perm[i] = i;
+    if (n->op == PTC_OP_PERMUTE) {
+        if (n->args[1].is.n != ndim)
+            return false;
+        for (int i = 0; i < ndim; i++) {
+            ptc_dim d = n->args[1].is.d[i];
+            if (!ptc_dim_is_static(d))
+                return false;
+            perm[i] = (int)(d.value < 0 ? d.value + ndim : d.value);
+        }
+        return true;
+    }
+    if (n->op == PTC_OP_TRANSPOSE) {
+        ptc_dim d0 = n->args[1].i, d1 = n->args[2].i;
+        if (!ptc_dim_is_static(d0) || !ptc_dim_is_static(d1) || ndim == 0)
+            return ndim == 0;
+        int a = (int)(d0.value < 0 ? d0.value + ndim : d0.value),
+            b = (int)(d1.value < 0 ? d1.value + ndim : d1.value);
+        perm[a] = b;
+        perm[b] = a;
+        return true;
+    }
+    if (n->op == PTC_OP_T) {
+        if (ndim == 2) {
+            perm[0] = 1;
+            perm[1] = 0;
+        }
+        return true;
+    }
+    return false;
+}
+
+int cap_t_note_perm_view(cap_tensor *view)
+{
+    int perm[PTC_MAX_DIMS];
+    if (!view->base || view->view_key || !node_perm(view->v, view->base->v, perm))
+        return 0;
+    int ndim = view->v->type.ndim;
+    PyObject *t = PyTuple_New(ndim);
+    for (int i = 0; t && i < ndim; i++)
+        if (PyTuple_SetItem(t, i, PyLong_FromLong(perm[i])) < 0)
+            Py_CLEAR(t);
+    if (!t)
+        return -1;
+    Py_XSETREF(view->view_perm, t);
+    return 0;
+}
+
+/* v.permute(perm), or v.permute(perm's inverse) (NULL after a break). */
+static ptc_value *permuted(cap_trace *T, ptc_value *v, PyObject *perm, bool inverse)
+{
+    int n = (int)PyTuple_Size(perm);
+    int64_t dims[PTC_MAX_DIMS];
+    for (int i = 0; i < n; i++) {
+        int p = (int)PyLong_AsLong(PyTuple_GetItem(perm, i));
+        if (inverse)
+            dims[p] = i;
+        else
+            dims[i] = p;
+    }
+    ptc_arg args[2] = {ptc_arg_value(v), ptc_arg_ints(T->arena, dims, n)};
+    return cap_build1(T, PTC_OP_PERMUTE, args, 2);
+}
+
+int cap_t_perm_view_refresh(cap_trace *T, cap_tensor *view, cap_tensor *base)
+{
+    ptc_value *v = permuted(T, base->v, view->view_perm, false);
+    if (!v)
+        return CAP_BREAK;
+    view->v = v;
+    return CAP_NEXT;
+}
+
+int cap_t_perm_view_write_back(cap_trace *T, cap_tensor *view, ptc_value *nv)
+{
+    ptc_value *v = permuted(T, nv, view->view_perm, true);
+    /* A row-major base stays row-major, as eager's tensor written in place
+       does: later ops (and the eager backend) lay their results out like it. */
+    if (v && view->base->v->type.layout == PTC_LAYOUT_CONTIGUOUS) {
+        ptc_arg arg = ptc_arg_value(v);
+        v = cap_build1(T, PTC_OP_CONTIGUOUS, &arg, 1);
+    }
+    if (!v)
+        return CAP_BREAK;
+    view->base->v = v;
+    return CAP_NEXT;
+}

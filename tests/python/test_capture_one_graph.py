@@ -1,0 +1,303 @@
+"""Constructs torch.compile traces as one graph, against eager.
+
+Each program here is one graph with no break under torch.compile (checked
+with a counting backend, torch 2.11); ptc must return eager's results, leave
+eager's side effects (mutations the caller sees, identity of returned
+views) and make one graph too. Programs where torch.compile itself breaks
+are pinned as breaks with their code.
+"""
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import ptc  # noqa: E402
+from test_capture_inplace_inputs import counts  # noqa: E402  (graphs, breaks, details)
+
+
+def compiles(compiled):
+    handle = getattr(compiled, "_ptc_compiled", compiled)
+    return len([e for e in handle._events() if e["kind"] == "compile"])
+
+
+def as_tuple(r):
+    return r if isinstance(r, tuple) else (r,)
+
+
+def run_both(fn, make_args, calls=2, backend="eager"):
+    """fn eagerly and compiled on fresh copies of the same arguments: the
+    results (values and strides) and the arguments after each call must be
+    equal."""
+    compiled = ptc.compile(fn, backend=backend)
+    for _ in range(calls):
+        want_args, got_args = make_args(), make_args()
+        want, got = as_tuple(fn(*want_args)), as_tuple(compiled(*got_args))
+        assert len(want) == len(got)
+        for w, g in zip(want, got):
+            assert torch.equal(w, g) and w.stride() == g.stride(), (w, g)
+        for w, g in zip(want_args, got_args):
+            assert torch.equal(w, g), (w, g)
+    return compiled
+
+
+# ---- in-place writes through permuted views ---------------------------------------------
+
+
+def writes_through_transpose(x):
+    x.t().add_(1)
+    return x.sum()
+
+
+def writes_through_permute(x):
+    x.permute(2, 0, 1)[1].sub_(1)
+    return x.transpose(-1, 0).sum(0)
+
+
+def writes_through_a_row_of_a_transpose(x):
+    x.t()[0].add_(1)
+    return x + 0
+
+
+def writes_base_with_a_live_transpose(x):
+    y = x.transpose(0, 1)
+    x.mul_(3)  # y sees it
+    y[1].add_(1)  # and x sees this
+    return y + 0, x * 1
+
+
+def writes_through_transpose_of_an_intermediate(x):
+    y = x * 2
+    z = y.permute(1, 0)
+    z[0] = 5
+    return y, z
+
+
+def x23():
+    return (torch.arange(6.0).reshape(2, 3),)
+
+
+@pytest.mark.parametrize("backend", ["eager", "ptc"])
+@pytest.mark.parametrize("fn, make", [
+    (writes_through_transpose, lambda: (torch.arange(9.0).reshape(3, 3),)),
+    (writes_through_permute, lambda: (torch.arange(24.0).reshape(2, 3, 4),)),
+    (writes_through_a_row_of_a_transpose, x23),
+    (writes_base_with_a_live_transpose, x23),
+    (writes_through_transpose_of_an_intermediate, x23),
+])
+def test_writes_through_permuted_views_are_one_graph(fn, make, backend):
+    # main: 2 graphs, 1 break (PTC-B012, 'other than basic indexing') for each
+    compiled = run_both(fn, make, backend=backend)
+    assert counts(compiled) == (1, 0, []) and compiles(compiled) == 1
+
+
+def returns_written_transpose(x):
+    y = x.t()
+    y.add_(1)
+    return y
+
+
+def returns_view_of_written_row(x):
+    y = x[0]
+    y.add_(1)
+    return y
+
+
+def returns_transpose_after_write(x):
+    x.add_(1)
+    return x.t()
+
+
+@pytest.mark.parametrize("backend", ["eager", "ptc"])
+@pytest.mark.parametrize("fn", [returns_written_transpose, returns_view_of_written_row,
+                                returns_transpose_after_write])
+def test_a_returned_view_of_a_written_argument_is_a_view_of_it(fn, backend):
+    # main: a copy (y._base is None), so writes through it missed x
+    compiled = run_both(fn, x23, backend=backend)
+    assert counts(compiled) == (1, 0, [])
+    x = torch.zeros(2, 3)
+    y = compiled(x)
+    assert y._base is x
+    y.fill_(7)
+    assert bool((x == 7).any())
+
+
+def writes_through_a_flat_view(x):
+    x.view(-1).add_(1)
+    return x.sum()
+
+
+def test_write_through_a_flat_view_stays_a_break():
+    compiled = run_both(writes_through_a_flat_view, x23)
+    graphs, breaks, details = counts(compiled)
+    assert breaks == 1 and "other than basic indexing or permute" in details[0], details
+
+
+# ---- functools.lru_cache / functools.cache ----------------------------------------------
+
+import functools  # noqa: E402
+
+
+@functools.lru_cache
+def _doubled(n):
+    return n * 2
+
+
+@functools.cache
+def _pair(n, m=2):
+    return (n, m)
+
+
+@functools.lru_cache(maxsize=4)
+def _scale_table(n):
+    return torch.arange(float(n)) + 1
+
+
+@functools.cache
+def _shifted(t):
+    return t.relu() + 1
+
+
+def lru_of_constants(x, n):
+    a, b = _pair(n, m=2)
+    return x * _doubled(3) + a + b, _pair(n, m=2)
+
+
+def lru_returning_a_tensor(x):
+    return x * _scale_table(x.shape[0]), _scale_table(x.shape[0])
+
+
+def lru_of_a_tensor_made_here(x):
+    return _shifted(x * 2)
+
+
+def lru_of_an_argument(x):
+    return _shifted(x) * 3
+
+
+def test_lru_cache_of_constants_is_one_graph_and_recompiles_per_argument():
+    # main: (1, 1, ['call to a _lru_cache_wrapper']); torch.compile: 1 graph
+    compiled = ptc.compile(lru_of_constants, backend="eager")
+    x = torch.arange(3.0)
+    for n in (3, 3, 4):
+        want, got = lru_of_constants(x, n), compiled(x, n)
+        assert torch.equal(want[0], got[0]) and got[1] == (n, 2)
+        assert got[1] is want[1]  # the cached tuple itself, as eager returns it
+    # one graph per value of n (a guard on it)
+    assert counts(compiled) == (2, 0, []) and compiles(compiled) == 2
+
+
+def test_lru_cache_returning_a_tensor_reads_the_cached_tensor():
+    compiled = ptc.compile(lru_returning_a_tensor, backend="eager")
+    for n in (3, 3, 5):
+        x = torch.ones(n)
+        want, got = lru_returning_a_tensor(x), compiled(x)
+        assert torch.equal(want[0], got[0])
+        assert got[1] is _scale_table(n)  # eager returns the cached object
+    assert counts(compiled) == (2, 0, []) and compiles(compiled) == 2  # one per size
+
+
+@pytest.mark.parametrize("backend", ["eager", "ptc"])
+def test_lru_cache_of_a_tensor_made_in_the_call_is_traced_into(backend):
+    # a fresh tensor is a new key on every eager call: the function runs each time
+    compiled = run_both(lru_of_a_tensor_made_here, lambda: (torch.linspace(-2, 2, 5),), calls=3,
+                        backend=backend)
+    assert counts(compiled) == (1, 0, [])
+
+
+def test_lru_cache_of_an_argument_breaks_and_returns_the_cached_result():
+    # eager's cache holds a result for the caller's tensor: after x changes
+    # in place eager still returns the old one, and so must ptc
+    compiled = ptc.compile(lru_of_an_argument, backend="eager")
+    x = torch.tensor([-1.0, 2.0])
+    first = compiled(x)
+    x.mul_(10)
+    assert torch.equal(compiled(x), lru_of_an_argument(x))
+    assert torch.equal(compiled(x), first)
+    graphs, breaks, details = counts(compiled)
+    assert breaks == 1 and "lru_cache function _shifted with an argument from outside" in details[0]
+
+
+def test_lru_cache_wrapper_replaced_recompiles():
+    # the trace called this wrapper: another one bound to the name is another trace
+    global _doubled
+    saved = _doubled
+    compiled = ptc.compile(lru_of_constants, backend="eager")
+    x = torch.ones(2)
+    try:
+        assert torch.equal(compiled(x, 1)[0], x * 9)
+        _doubled = functools.lru_cache(lambda n: n * 10)
+        assert torch.equal(compiled(x, 1)[0], lru_of_constants(x, 1)[0])  # 33
+    finally:
+        _doubled = saved
+    assert compiles(compiled) == 2
+
+
+# ---- list and dict subclasses ----------------------------------------------------------
+
+
+class DoublingList(list):
+    def append(self, v):
+        super().append(v * 2)
+
+
+class ShiftingDict(dict):
+    def __setitem__(self, k, v):
+        super().__setitem__(k, v + 1)
+
+
+def subclass_instances_made_here(x):
+    items = DoublingList([1])
+    items.append(x)
+    table = ShiftingDict()
+    table["k"] = x
+    return items, table
+
+
+@pytest.mark.parametrize("backend", ["eager", "ptc"])
+def test_subclass_instances_made_here_keep_what_their_methods_stored(backend):
+    # main: the returned list was rebuilt through its own append (pickle's
+    # way), which doubled every item again: [2, x * 4] instead of [1, x * 2]
+    compiled = ptc.compile(subclass_instances_made_here, backend=backend)
+    x = torch.arange(3.0)
+    for _ in range(2):
+        (want_l, want_d), (got_l, got_d) = subclass_instances_made_here(x), compiled(x)
+        assert type(got_l) is DoublingList and type(got_d) is ShiftingDict
+        assert got_l[0] == want_l[0] == 1 and torch.equal(got_l[1], want_l[1])
+        assert list(got_d) == ["k"] and torch.equal(got_d["k"], want_d["k"])
+    assert counts(compiled) == (1, 0, [])
+
+
+# ---- a constant integer tensor as a list index --------------------------------------------
+
+
+def list_indexed_by_a_constant_tensor(x):
+    items = [x, x * 2, x * 3]
+    return items[torch.tensor(1)] + items[torch.tensor(-1)], (x, x + 1)[torch.tensor([1])]
+
+
+def list_indexed_by_a_tensor_argument(x, i):
+    return [x, x * 2, x * 3][i] + 1
+
+
+def list_indexed_by_a_float_tensor(x):
+    return [x, x * 2][torch.tensor(1.0)]
+
+
+def test_a_constant_integer_tensor_indexes_a_list_in_the_graph():
+    # main: (2, 1, ['a tensor used as an index of a list']); torch.compile: 1 graph
+    compiled = run_both(list_indexed_by_a_constant_tensor, lambda: (torch.arange(3.0),))
+    assert counts(compiled) == (1, 0, [])
+
+
+def test_a_tensor_argument_as_a_list_index_still_breaks():
+    # its value is the caller's: torch.compile breaks here too
+    compiled = ptc.compile(list_indexed_by_a_tensor_argument, backend="eager")
+    x = torch.arange(3.0)
+    for i in (0, 2):
+        assert torch.equal(compiled(x, torch.tensor(i)), list_indexed_by_a_tensor_argument(x, torch.tensor(i)))
+    assert counts(compiled)[1:] == (1, ["a tensor used as an index of a list"])
+
+
+def test_a_float_tensor_index_raises_eagers_error():
+    compiled = ptc.compile(list_indexed_by_a_float_tensor, backend="eager")
+    with pytest.raises(TypeError, match="only integer tensors of a single element"):
+        compiled(torch.ones(2))
