@@ -207,6 +207,16 @@ int meta_binary_float(ptc_meta *m)
     return pointwise(m, idx, 2, ptc_dtype_is_float(dt) ? dt : PTC_DEFAULT_FLOAT);
 }
 
+/* logaddexp: torch computes it for floating-point tensors only. */
+int meta_binary_float_only(ptc_meta *m)
+{
+    static const int idx[] = {0, 1};
+    ptc_dtype dt = meta_result_type(m, idx, 2);
+    if (!ptc_dtype_is_float(dt))
+        return ptc_meta_fail(m, "not implemented for %s tensors", ptc_dtype_name(dt));
+    return pointwise(m, idx, 2, dt);
+}
+
 int meta_compare(ptc_meta *m)
 {
     static const int idx[] = {0, 1};

@@ -121,6 +121,13 @@ const ptc_tensor *ptc_k_tensor(const ptc_kctx *k, int argi);
 int64_t ptc_k_int(const ptc_kctx *k, int argi);
 /* A scalar arg (INT/FLOAT/BOOL) as double. */
 double ptc_k_scalar(const ptc_kctx *k, int argi);
+/* One element of the binary pointwise prim `op` as the reference computes it
+ * (its pointwise.def formula) for operands a, b of dtype dt: float dtypes in
+ * fa, fb and the result in *fr (rounded to dt), integer and bool dtypes in ia,
+ * ib and *ir (wrapped to dt's width). Integer division by zero is the
+ * caller's to avoid (passes/simplify.c folds constants with it). */
+void ptc_ref_binary_scalar(ptc_op op, ptc_dtype dt, double fa, double fb, int64_t ia, int64_t ib,
+                           double *fr, int64_t *ir);
 
 typedef struct ptc_run_opts {
     uint64_t rng_offset; /* mixed into every random op's seed */

@@ -76,6 +76,7 @@ static ptc_op formula_op(ptc_op op)
 {
 #define IS_PRIM_PRIM 1
 #define IS_PRIM_REF(f, i) 0
+#define IS_PRIM_ARGS(read, ref) IS_PRIM_##ref
 #define PRIM_OF_AS(p) PTC_OP_##p
 #define PRIM_OF_RAW(p) PTC_OP_##p
 #define PRIM_OF_COMPARE(p) PTC_OP_##p
@@ -157,7 +158,7 @@ static int64_t unary_int(ptc_op op, int64_t x, ptc_dtype dt, const uparams *p)
 #define NOREF (PTC_ASSERT(!"no integer formula"), x)
 #define PRIM NOREF
 #define PW_UNARY(id, how, bind, name, sig, ref) CASE(id, ref)
-#define PW_PRIM(id, lop, kind, ref) UNARY_##kind(id, ref)
+#define PW_PRIM(id, lop, kind, ref, fold) UNARY_##kind(id, ref)
 #include "ops/pointwise.def"
     default:
         PTC_ASSERT(!"not an integer unary op");
@@ -165,41 +166,88 @@ static int64_t unary_int(ptc_op op, int64_t x, ptc_dtype dt, const uparams *p)
     return x;
 }
 
+/* The readers of pointwise.def's ARGS(read, ref) rows: each fills the
+ * parameters its formula uses, or refuses them as torch does. */
+static int params_round(ptc_kctx *k, ptc_dtype dt, uparams *p)
+{
+    p->decimals = ref_int(k, "decimals");
+    if (p->decimals != 0 && !ref_is_float(dt))
+        return ref_fail(k, "round with decimals is not implemented for %s", ptc_dtype_name(dt));
+    return 0;
+}
+
+static int params_hardtanh(ptc_kctx *k, ptc_dtype dt, uparams *p)
+{
+    ref_scalar lo = ref_scalar_arg(k, ref_argi(k, "min_val"));
+    ref_scalar hi = ref_scalar_arg(k, ref_argi(k, "max_val"));
+    p->min = lo.f, p->max = hi.f;
+    if (!ref_is_float(dt))
+        p->imin = ref_scalar_as_i(lo, PTC_I64), p->imax = ref_scalar_as_i(hi, PTC_I64);
+    return 0;
+}
+
+static int params_leaky_relu(ptc_kctx *k, ptc_dtype dt, uparams *p)
+{
+    (void)dt;
+    p->slope = ref_float(k, "negative_slope");
+    return 0;
+}
+
+static int params_elu(ptc_kctx *k, ptc_dtype dt, uparams *p)
+{
+    (void)dt;
+    p->alpha = ref_float(k, "alpha");
+    p->scale = ref_float(k, "scale");
+    p->input_scale = ref_float(k, "input_scale");
+    return 0;
+}
+
+static int params_softplus(ptc_kctx *k, ptc_dtype dt, uparams *p)
+{
+    (void)dt;
+    p->beta = ref_float(k, "beta");
+    p->threshold = ref_float(k, "threshold");
+    return 0;
+}
+
+static int params_logit(ptc_kctx *k, ptc_dtype dt, uparams *p)
+{
+    const ptc_arg *eps = ref_arg(k, "eps");
+    p->eps = eps->kind == PTC_ARG_NONE ? -1 : ref_float(k, "eps");
+    if (p->eps >= 0 && ref_is_float(dt)) {
+        p->eps = ptc_dtype_round(p->eps, dt);
+        p->eps_hi = ptc_dtype_round(1.0 - p->eps, dt);
+    }
+    return 0;
+}
+
+static int params_gelu(ptc_kctx *k, ptc_dtype dt, uparams *p)
+{
+    (void)dt;
+    const char *s = ref_arg(k, "approximate")->s;
+    if (strcmp(s, "tanh") != 0 && strcmp(s, "none") != 0)
+        return ref_fail(k, "gelu: approximate must be 'none' or 'tanh', got '%s'", s);
+    p->gelu_tanh = strcmp(s, "tanh") == 0;
+    return 0;
+}
+
+/* A row's reader, through its ref column: READ_##ref is READ_ARGS for an
+ * ARGS(read, ref) row and reads nothing otherwise. */
+#define READ_ARGS(read, ref) return read(k, dt, p);
+#define READ_REF(f, i) break;
+#define READ_PRIM break;
+#define READ_CASE(id, how, bind, name, sig, ref)                                                   \
+    case PTC_OP_##id:                                                                              \
+        READ_##ref
+
 static int unary_params(ptc_kctx *k, ptc_dtype dt, uparams *p)
 {
-    ptc_op op = k->node->op;
     memset(p, 0, sizeof *p);
-    if (op == PTC_OP_ROUND) {
-        p->decimals = ref_int(k, "decimals");
-        if (p->decimals != 0 && !ref_is_float(dt))
-            return ref_fail(k, "round with decimals is not implemented for %s", ptc_dtype_name(dt));
-    } else if (op == PTC_OP_HARDTANH) {
-        ref_scalar lo = ref_scalar_arg(k, ref_argi(k, "min_val"));
-        ref_scalar hi = ref_scalar_arg(k, ref_argi(k, "max_val"));
-        p->min = lo.f, p->max = hi.f;
-        if (!ref_is_float(dt))
-            p->imin = ref_scalar_as_i(lo, PTC_I64), p->imax = ref_scalar_as_i(hi, PTC_I64);
-    } else if (op == PTC_OP_LEAKY_RELU) {
-        p->slope = ref_float(k, "negative_slope");
-    } else if (op == PTC_OP_ELU) {
-        p->alpha = ref_float(k, "alpha");
-        p->scale = ref_float(k, "scale");
-        p->input_scale = ref_float(k, "input_scale");
-    } else if (op == PTC_OP_SOFTPLUS) {
-        p->beta = ref_float(k, "beta");
-        p->threshold = ref_float(k, "threshold");
-    } else if (op == PTC_OP_LOGIT) {
-        const ptc_arg *eps = ref_arg(k, "eps");
-        p->eps = eps->kind == PTC_ARG_NONE ? -1 : ref_float(k, "eps");
-        if (p->eps >= 0 && ref_is_float(dt)) {
-            p->eps = ptc_dtype_round(p->eps, dt);
-            p->eps_hi = ptc_dtype_round(1.0 - p->eps, dt);
-        }
-    } else if (op == PTC_OP_GELU) {
-        const char *s = ref_arg(k, "approximate")->s;
-        if (strcmp(s, "tanh") != 0 && strcmp(s, "none") != 0)
-            return ref_fail(k, "gelu: approximate must be 'none' or 'tanh', got '%s'", s);
-        p->gelu_tanh = strcmp(s, "tanh") == 0;
+    switch (k->node->op) {
+#define PW_UNARY READ_CASE
+#include "ops/pointwise.def"
+    default:
+        break;
     }
     return 0;
 }
@@ -251,7 +299,7 @@ static binkind binary_kind(ptc_op op)
 #define PW_BINARY(id, how, bind, name, sig, ref)                                                   \
     case PTC_OP_##id:                                                                              \
         return KIND_##how;
-#define PW_PRIM(id, lop, kind, ref) BINKIND_##kind(id)
+#define PW_PRIM(id, lop, kind, ref, fold) BINKIND_##kind(id)
 #define BINKIND_COMPARE(id)                                                                        \
     case PTC_OP_##id:                                                                              \
         return BIN_COMPARE;
@@ -330,7 +378,7 @@ static int64_t binary_int(ptc_op op, int64_t a, int64_t b, const bparams *p)
 #define NOREF (PTC_ASSERT(!"no integer formula"), a)
 #define PRIM NOREF
 #define PW_BINARY(id, how, bind, name, sig, ref) CASE(id, ref)
-#define PW_PRIM(id, lop, kind, ref) BINARY_##kind(id, ref)
+#define PW_PRIM(id, lop, kind, ref, fold) BINARY_##kind(id, ref)
 #include "ops/pointwise.def"
     default:
         PTC_ASSERT(!"not an integer binary op");
@@ -338,32 +386,75 @@ static int64_t binary_int(ptc_op op, int64_t a, int64_t b, const bparams *p)
     return 0;
 }
 
-static int binary_params(ptc_kctx *k, ptc_dtype compute, bparams *p)
+static int params_alpha(ptc_kctx *k, ptc_dtype compute, bparams *p)
 {
-    ptc_op op = k->node->op;
+    p->alpha = ref_scalar_arg(k, ref_argi(k, "alpha"));
+    if (p->alpha.is_float && !ref_is_float(compute))
+        return ref_fail(k, "For integral input tensors, argument alpha must not be a "
+                           "floating point number.");
+    return 0;
+}
+
+static int params_rounding(ptc_kctx *k, ptc_dtype compute, bparams *p)
+{
+    (void)compute;
+    if (!ref_has(k, "rounding_mode"))
+        return 0;
+    const char *m = ref_arg(k, "rounding_mode")->s;
+    if (strcmp(m, "trunc") == 0)
+        p->rounding = ROUND_TRUNC;
+    else if (strcmp(m, "floor") == 0)
+        p->rounding = ROUND_FLOOR;
+    else
+        return ref_fail(k,
+                        "div expected rounding_mode to be one of None, 'trunc', or "
+                        "'floor' but found '%s'",
+                        m);
+    return 0;
+}
+
+/* pow reads no parameter, but refuses what torch refuses. */
+static int params_pow(ptc_kctx *k, ptc_dtype compute, bparams *p)
+{
+    (void)p;
+    if (!ref_is_float(compute) && k->node->args[1].kind == PTC_ARG_INT && ptc_k_int(k, 1) < 0)
+        return ref_fail(k, "Integers to negative integer powers are not allowed.");
+    return 0;
+}
+
+static int binary_params(ptc_kctx *k, ptc_dtype dt, bparams *p)
+{
     memset(p, 0, sizeof *p);
     p->alpha.i = 1, p->alpha.f = 1;
-    if (op == PTC_OP_ADD || op == PTC_OP_SUB || op == PTC_OP_RSUB) {
-        p->alpha = ref_scalar_arg(k, ref_argi(k, "alpha"));
-        if (p->alpha.is_float && !ref_is_float(compute))
-            return ref_fail(k, "For integral input tensors, argument alpha must not be a "
-                               "floating point number.");
-    } else if (op == PTC_OP_DIV && ref_has(k, "rounding_mode")) {
-        const char *m = ref_arg(k, "rounding_mode")->s;
-        if (strcmp(m, "trunc") == 0)
-            p->rounding = ROUND_TRUNC;
-        else if (strcmp(m, "floor") == 0)
-            p->rounding = ROUND_FLOOR;
-        else
-            return ref_fail(k,
-                            "div expected rounding_mode to be one of None, 'trunc', or "
-                            "'floor' but found '%s'",
-                            m);
-    } else if (op == PTC_OP_POW && !ref_is_float(compute) && k->node->args[1].kind == PTC_ARG_INT &&
-               ptc_k_int(k, 1) < 0) {
-        return ref_fail(k, "Integers to negative integer powers are not allowed.");
+    switch (k->node->op) {
+#define PW_BINARY READ_CASE
+#include "ops/pointwise.def"
+    default:
+        break;
     }
     return 0;
+}
+#undef READ_ARGS
+#undef READ_REF
+#undef READ_PRIM
+#undef READ_CASE
+
+void ptc_ref_binary_scalar(ptc_op op, ptc_dtype dt, double fa, double fb, int64_t ia, int64_t ib,
+                           double *fr, int64_t *ir)
+{
+    bparams p;
+    memset(&p, 0, sizeof p);
+    p.alpha.i = 1, p.alpha.f = 1;
+    *fr = 0, *ir = 0;
+    if (dt == PTC_F64) {
+        *fr = binary_f64(op, fa, fb, &p);
+    } else if (ref_is_float(dt)) {
+        *fr = ptc_dtype_round(binary_f32(op, (float)fa, (float)fb, &p), dt);
+    } else {
+        uint8_t tmp[8];
+        ptc_store_i64(tmp, dt, binary_int(op, ia, ib, &p));
+        *ir = ptc_load_i64(tmp, dt);
+    }
 }
 
 /* The dtype operands are converted to: the output's, except for comparisons

@@ -292,6 +292,18 @@ static ptc_value *pw_div(dctx *d, const ptc_node *n, ptc_value *a, ptc_value *b)
     return NULL;
 }
 
+/* logaddexp(a, b) = max(a, b) + log1p(exp(-|a - b|)), as aten computes it;
+ * where a == b is an infinity the result is a (the formula's inf - inf is nan). */
+static ptc_value *pw_logaddexp(dctx *d, const ptc_node *n, ptc_value *a, ptc_value *b)
+{
+    ptc_value *shift = U(d, PTC_OP_PRIMS_NEG, U(d, PTC_OP_PRIMS_ABS, B(d, PTC_OP_PRIMS_SUB, a, b)));
+    ptc_value *sum = B(d, PTC_OP_PRIMS_ADD, B(d, PTC_OP_PRIMS_MAXIMUM, a, b),
+                       U(d, PTC_OP_PRIMS_LOG1P, U(d, PTC_OP_PRIMS_EXP, shift)));
+    ptc_value *same_inf = B(d, PTC_OP_PRIMS_BITWISE_AND, B(d, PTC_OP_PRIMS_EQ, a, b),
+                            B(d, PTC_OP_PRIMS_EQ, U(d, PTC_OP_PRIMS_ABS, a), K(d, INFINITY, a)));
+    return dp_where(d, same_inf, a, sum);
+}
+
 /* ---- binary ops: pointwise.def's PW_BINARY rows ----------------------------------------- */
 
 /* n's op on operands converted to its computation dtype. */

@@ -7,14 +7,16 @@
  * ptc_arg_eq; random prims merge too, because a draw is a function of its
  * seed, shape and the run's offset. Folding works on prims.full, the one
  * constant the prims have: views and conversions of a full are a full of the
- * new shape or dtype, arithmetic between fulls of f32/f64/integer dtypes is
- * computed here in the dtype's own precision, and identity views and
- * conversions disappear. Integer and bool values also carry the range of
- * their elements (iota, fulls, views, widening conversions, add and sub):
- * a comparison that every element answers the same way is a full, and an
+ * new shape or dtype, arithmetic between fulls is computed by the reference's
+ * formula in the dtype's own precision, and identity views and conversions
+ * disappear. Integer and bool values also carry the range of their elements
+ * (iota, fulls, views, widening conversions, add and sub): a comparison that
+ * every element answers the same way is a full, and an
  * attention mask that is a full True is no mask at all (Hugging Face builds
  * `arange(L) >= 0` masks under compilation; torch's fused attention kernels
- * run faster without one).
+ * run faster without one). Which prims fold, how their ranges combine and
+ * how a comparison is decided are pointwise.def's fold column, so a new
+ * pointwise prim is one row there.
  */
 #include "passes/passes.h"
 
@@ -238,46 +240,29 @@ static bool same_type_shape(const ptc_value *a, const ptc_value *b)
     return true;
 }
 
-/* Arithmetic between two fulls, in the dtype's precision. */
-static bool fold_arith(ptc_op op, ptc_dtype dt, double a, double b, int64_t ia, int64_t ib,
-                       double *r, int64_t *ir)
+/* Whether simplify folds op between two fulls of dtype dt (pointwise.def's
+ * fold column, FOLD(dtypes, range)): the value is then the reference's. */
+static bool folds(ptc_op op, ptc_dtype dt)
 {
-    if (dt == PTC_F32) {
-        float x = (float)a, y = (float)b, z;
-        switch (op) {
-        case PTC_OP_PRIMS_ADD: z = x + y; break;
-        case PTC_OP_PRIMS_SUB: z = x - y; break;
-        case PTC_OP_PRIMS_MUL: z = x * y; break;
-        case PTC_OP_PRIMS_DIV: z = x / y; break;
-        default: return false;
-        }
-        *r = z;
-        return true;
-    }
-    if (dt == PTC_F64) {
-        switch (op) {
-        case PTC_OP_PRIMS_ADD: *r = a + b; break;
-        case PTC_OP_PRIMS_SUB: *r = a - b; break;
-        case PTC_OP_PRIMS_MUL: *r = a * b; break;
-        case PTC_OP_PRIMS_DIV: *r = a / b; break;
-        default: return false;
-        }
-        return true;
-    }
-    if (ptc_dtype_is_int(dt)) {
-        uint64_t x = (uint64_t)ia, y = (uint64_t)ib;
-        switch (op) {
-        case PTC_OP_PRIMS_ADD: *ir = (int64_t)(x + y); break;
-        case PTC_OP_PRIMS_SUB: *ir = (int64_t)(x - y); break;
-        case PTC_OP_PRIMS_MUL: *ir = (int64_t)(x * y); break;
-        default: return false;
-        }
-        uint8_t tmp[8];
-        ptc_store_i64(tmp, dt, *ir); /* wrap to the width */
-        *ir = ptc_load_i64(tmp, dt);
-        return true;
+#define DTYPES_NUMBERS (dt == PTC_F32 || dt == PTC_F64 || ptc_dtype_is_int(dt))
+#define DTYPES_FLOATS (dt == PTC_F32 || dt == PTC_F64)
+#define FOLDS_FOLD(dtypes, range) return DTYPES_##dtypes;
+#define FOLDS_DECIDE(fn) break;
+#define FOLDS_KEEP break;
+    switch (op) {
+#define PW_PRIM(id, lop, kind, ref, fold)                                                          \
+    case PTC_OP_##id:                                                                              \
+        FOLDS_##fold
+#include "ops/pointwise.def"
+    default:
+        break;
     }
     return false;
+#undef FOLDS_FOLD
+#undef DTYPES_NUMBERS
+#undef DTYPES_FLOATS
+#undef FOLDS_DECIDE
+#undef FOLDS_KEEP
 }
 
 /* ---- element ranges of integer and bool values ---------------------------------------------- */
@@ -306,6 +291,31 @@ static bool dtype_holds(ptc_dtype dt, int64_t lo, int64_t hi)
         return false;
     ptc_store_i64(tmp, dt, hi);
     return ptc_load_i64(tmp, dt) == hi;
+}
+
+/* The range functions of pointwise.def's FOLD rows: the range of x op y. */
+static range range_unknown(range x, range y)
+{
+    (void)x, (void)y;
+    return (range){false, 0, 0};
+}
+
+static range range_add(range x, range y)
+{
+    range out = {x.known && y.known, 0, 0};
+    if (!out.known || __builtin_add_overflow(x.lo, y.lo, &out.lo) ||
+        __builtin_add_overflow(x.hi, y.hi, &out.hi))
+        return range_unknown(x, y);
+    return out;
+}
+
+static range range_sub(range x, range y)
+{
+    range out = {x.known && y.known, 0, 0};
+    if (!out.known || __builtin_sub_overflow(x.lo, y.hi, &out.lo) ||
+        __builtin_sub_overflow(x.hi, y.lo, &out.hi))
+        return range_unknown(x, y);
+    return out;
 }
 
 /* The range of n's output from its arguments' (known = false: unknown). */
@@ -338,32 +348,66 @@ static range node_range(const range *r, const ptc_node *n)
         out = (range){true, first < last ? first : last, first < last ? last : first};
         break;
     }
-    case PTC_OP_PRIMS_BROADCAST_IN_DIM:
-    case PTC_OP_PRIMS_RESHAPE:
-    case PTC_OP_PRIMS_SLICE:
-    case PTC_OP_PRIMS_PERMUTE:
     case PTC_OP_PRIMS_CONVERT_ELEMENT_TYPE:
         out = x;
         break;
-    case PTC_OP_PRIMS_ADD:
-        if (!x.known || !y.known || dt == PTC_BOOL || __builtin_add_overflow(x.lo, y.lo, &out.lo) ||
-            __builtin_add_overflow(x.hi, y.hi, &out.hi))
-            return (range){false, 0, 0};
-        out.known = true;
-        break;
-    case PTC_OP_PRIMS_SUB:
-        if (!x.known || !y.known || dt == PTC_BOOL || __builtin_sub_overflow(x.lo, y.hi, &out.lo) ||
-            __builtin_sub_overflow(x.hi, y.lo, &out.hi))
-            return (range){false, 0, 0};
-        out.known = true;
-        break;
+#define RANGE_FOLD(dtypes, range_fn)                                                               \
+    if (dt == PTC_BOOL)                                                                            \
+        return out;                                                                                \
+    out = range_fn(x, y);                                                                          \
+    break;
+#define RANGE_DECIDE(fn) return out;
+#define RANGE_KEEP return out;
+#define PW_PRIM(id, lop, kind, ref, fold)                                                          \
+    case PTC_OP_##id:                                                                              \
+        RANGE_##fold
+#include "ops/pointwise.def"
+#undef RANGE_FOLD
+#undef RANGE_DECIDE
+#undef RANGE_KEEP
     default:
-        return out;
+        if (!(ptc_op_flags(n->op) & PTC_F_VIEW))
+            return out;
+        out = x; /* a view's elements are its input's */
     }
     /* a value that does not fit the output dtype wraps: unknown */
     if (out.known && !dtype_holds(dt, out.lo, out.hi))
         out.known = false;
     return out;
+}
+
+/* The deciders of pointwise.def's DECIDE rows: 1 / 0 when x op y holds for
+ * every / no pair of elements of the ranges x and y, else -1. */
+static int decide_ge(range x, range y)
+{
+    return x.lo >= y.hi ? 1 : x.hi < y.lo ? 0 : -1;
+}
+
+static int decide_gt(range x, range y)
+{
+    return x.lo > y.hi ? 1 : x.hi <= y.lo ? 0 : -1;
+}
+
+static int decide_le(range x, range y)
+{
+    return x.hi <= y.lo ? 1 : x.lo > y.hi ? 0 : -1;
+}
+
+static int decide_lt(range x, range y)
+{
+    return x.hi < y.lo ? 1 : x.lo >= y.hi ? 0 : -1;
+}
+
+static int decide_eq(range x, range y)
+{
+    bool one_value = x.lo == x.hi && y.lo == y.hi && x.lo == y.lo;
+    return one_value ? 1 : x.hi < y.lo || y.hi < x.lo ? 0 : -1;
+}
+
+static int decide_ne(range x, range y)
+{
+    int eq = decide_eq(x, y);
+    return eq < 0 ? -1 : !eq;
 }
 
 /* 1 / 0 when every element of the comparison n is true / false, else -1. */
@@ -375,25 +419,20 @@ static int decided_compare(const range *r, const ptc_node *n)
     if (!x.known || !y.known)
         return -1;
     switch (n->op) {
-    case PTC_OP_PRIMS_GE:
-        return x.lo >= y.hi ? 1 : x.hi < y.lo ? 0 : -1;
-    case PTC_OP_PRIMS_GT:
-        return x.lo > y.hi ? 1 : x.hi <= y.lo ? 0 : -1;
-    case PTC_OP_PRIMS_LE:
-        return x.hi <= y.lo ? 1 : x.lo > y.hi ? 0 : -1;
-    case PTC_OP_PRIMS_LT:
-        return x.hi < y.lo ? 1 : x.lo >= y.hi ? 0 : -1;
-    case PTC_OP_PRIMS_EQ:
-        return x.lo == x.hi && y.lo == y.hi && x.lo == y.lo ? 1
-               : x.hi < y.lo || y.hi < x.lo                 ? 0
-                                                            : -1;
-    case PTC_OP_PRIMS_NE:
-        return x.lo == x.hi && y.lo == y.hi && x.lo == y.lo ? 0
-               : x.hi < y.lo || y.hi < x.lo                 ? 1
-                                                            : -1;
+#define DECIDED_FOLD(dtypes, range) break;
+#define DECIDED_DECIDE(fn) return fn(x, y);
+#define DECIDED_KEEP break;
+#define PW_PRIM(id, lop, kind, ref, fold)                                                          \
+    case PTC_OP_##id:                                                                              \
+        DECIDED_##fold
+#include "ops/pointwise.def"
+#undef DECIDED_FOLD
+#undef DECIDED_DECIDE
+#undef DECIDED_KEEP
     default:
-        return -1;
+        break;
     }
+    return -1;
 }
 
 /* An attention mask that is a full True (bool) or 0 (added to the scores)
@@ -416,6 +455,37 @@ static bool drop_neutral_mask(ptc_node *n)
     if (neutral)
         n->args[i] = ptc_arg_none();
     return neutral;
+}
+
+/* A view that changes nothing is its input; a view of a full is a full. */
+static ptc_value *fold_view(ptc_graph *g, ptc_node *n, const ptc_node *f, ptc_error *err)
+{
+    ptc_value *x = n->args[0].v;
+    bool identity = same_type_shape(x, n->outs[0]);
+    if (n->op == PTC_OP_PRIMS_PERMUTE) {
+        const ptc_arg *dims = find_arg(n, "dims");
+        for (int i = 0; i < dims->is.n; i++)
+            identity &= ptc_dim_is_static(dims->is.d[i]) && dims->is.d[i].value == i;
+    }
+    if (identity)
+        return x;
+    double fv;
+    int64_t iv;
+    if (f && full_value(f, &fv, &iv))
+        return make_full(g, n, fv, iv, err);
+    return NULL;
+}
+
+/* op between two fulls (a row that folds): a full of the reference's value. */
+static ptc_value *fold_binary(ptc_graph *g, ptc_node *n, const ptc_node *f, ptc_error *err)
+{
+    const ptc_node *f2 = full_def(n->args[1].v);
+    double fv, fv2, r;
+    int64_t iv, iv2, ir;
+    if (!f || !f2 || !full_value(f, &fv, &iv) || !full_value(f2, &fv2, &iv2))
+        return NULL;
+    ptc_ref_binary_scalar(n->op, n->outs[0]->type.dtype, fv, fv2, iv, iv2, &r, &ir);
+    return make_full(g, n, r, ir, err);
 }
 
 /* The replacement of n's output, or NULL. */
@@ -445,35 +515,12 @@ static ptc_value *fold_node(ptc_graph *g, ptc_node *n, const range *r, ptc_error
             return make_full(g, n, r, ir, err);
         }
         return NULL;
-    case PTC_OP_PRIMS_BROADCAST_IN_DIM:
-    case PTC_OP_PRIMS_RESHAPE:
-    case PTC_OP_PRIMS_SLICE:
-    case PTC_OP_PRIMS_PERMUTE: {
-        bool identity = same_type_shape(x, out);
-        if (n->op == PTC_OP_PRIMS_PERMUTE) {
-            const ptc_arg *dims = find_arg(n, "dims");
-            for (int i = 0; i < dims->is.n; i++)
-                identity &= ptc_dim_is_static(dims->is.d[i]) && dims->is.d[i].value == i;
-        }
-        if (identity)
-            return x;
-        if (f && full_value(f, &fv, &iv))
-            return make_full(g, n, fv, iv, err);
+    default:
+        if (ptc_op_flags(n->op) & PTC_F_VIEW)
+            return fold_view(g, n, f, err);
+        if (folds(n->op, out->type.dtype))
+            return fold_binary(g, n, f, err);
         return NULL;
-    }
-    case PTC_OP_PRIMS_ADD:
-    case PTC_OP_PRIMS_SUB:
-    case PTC_OP_PRIMS_MUL:
-    case PTC_OP_PRIMS_DIV: {
-        const ptc_node *f2 = full_def(n->args[1].v);
-        double fv2, r = 0;
-        int64_t iv2, ir = 0;
-        if (f && f2 && full_value(f, &fv, &iv) && full_value(f2, &fv2, &iv2) &&
-            fold_arith(n->op, out->type.dtype, fv, fv2, iv, iv2, &r, &ir))
-            return make_full(g, n, r, ir, err);
-        return NULL;
-    }
-    default: return NULL;
     }
 }
 

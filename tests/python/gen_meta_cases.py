@@ -341,6 +341,7 @@ BINARY = {  # ptc op -> (torch text, other may be a scalar)
     "mul": ("torch.mul", True), "div": ("torch.div", True), "pow": ("torch.pow", True),
     "remainder": ("torch.remainder", True), "maximum": ("torch.maximum", False),
     "minimum": ("torch.minimum", False), "atan2": ("torch.atan2", False),
+    "logaddexp": ("torch.logaddexp", False),
     "eq": ("torch.eq", True), "ne": ("torch.ne", True), "lt": ("torch.lt", True),
     "le": ("torch.le", True), "gt": ("torch.gt", True), "ge": ("torch.ge", True),
     "logical_and": ("torch.logical_and", False), "logical_or": ("torch.logical_or", False),

@@ -136,3 +136,68 @@ def test_frac_gradient_matches_eager_and_finite_differences(compiled_autograd):
     torch.testing.assert_close(xc.grad, xe.grad, rtol=1e-10, atol=1e-12)
     assert not ptc.explain(f, backend="ptc")(x.clone().requires_grad_()).autograd_fallback
     assert torch.autograd.gradcheck(compiled, (x.clone().requires_grad_(),), eps=1e-6, atol=1e-6)
+
+
+def pair(dtype):
+    """Two operands with the edges of logaddexp: equal and opposite
+    infinities, nan, -0.0 against 0.0, equal values and far-apart ones."""
+    g = torch.Generator().manual_seed(11)
+    a = torch.randn(4, 33, generator=g, dtype=torch.float64) * 6
+    b = torch.randn(4, 33, generator=g, dtype=torch.float64) * 6
+    inf, nan = float("inf"), float("nan")
+    a[0, :8] = torch.tensor([inf, -inf, inf, -inf, nan, -0.0, 3.0, 80.0], dtype=torch.float64)
+    b[0, :8] = torch.tensor([inf, -inf, -inf, 2.0, 1.0, 0.0, 3.0, -80.0], dtype=torch.float64)
+    return a.to(dtype), b.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_logaddexp_matches_eager(dtype):
+    # logaddexp is the second experiment of issue 14 (a binary op): one
+    # ops.def row, one pointwise.def row, pw_logaddexp, the reference
+    # formula, meta_binary_float_only and the op count
+    a, b = pair(dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a fallback to eager warns: not here
+        got = ptc.compile(lambda x, y: torch.logaddexp(x, y) - x.logaddexp(y * 2),
+                          fullgraph=True)(a, b)
+    assert_close(got, torch.logaddexp(a, b) - a.logaddexp(b * 2), dtype)
+
+
+def test_logaddexp_promotes_as_eager():
+    a, b = pair(torch.float16)
+    got = ptc.compile(lambda x, y: torch.logaddexp(x, y), fullgraph=True)(a, b.double())
+    want = torch.logaddexp(a, b.double())
+    assert got.dtype == want.dtype == torch.float64
+    torch.testing.assert_close(got, want, equal_nan=True)
+
+
+def test_logaddexp_of_integers_raises_as_eager():
+    x = torch.tensor([1, 2], dtype=torch.int64)
+    with pytest.raises(NotImplementedError) as want:
+        torch.logaddexp(x, x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(NotImplementedError) as got:
+            ptc.compile(lambda t: torch.logaddexp(t, t))(x)
+    assert str(got.value) == str(want.value)
+
+
+def test_logaddexp_gradient_matches_eager_and_finite_differences(compiled_autograd):
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(3, 7, generator=g, dtype=torch.float64) * 4
+    b = torch.randn(3, 7, generator=g, dtype=torch.float64) * 4  # no ties: max's kink
+
+    def f(x, y):
+        return torch.logaddexp(x * 1.0, y) * 1.5
+
+    compiled = ptc.compile(f)
+    ae, be = a.clone().requires_grad_(), b.clone().requires_grad_()
+    ac, bc = a.clone().requires_grad_(), b.clone().requires_grad_()
+    f(ae, be).sum().backward()
+    compiled(ac, bc).sum().backward()
+    torch.testing.assert_close(ac.grad, ae.grad, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(bc.grad, be.grad, rtol=1e-10, atol=1e-12)
+    ex = ptc.explain(f, backend="ptc")(a.clone().requires_grad_(), b.clone().requires_grad_())
+    assert not ex.autograd_fallback
+    assert torch.autograd.gradcheck(compiled, (a.clone().requires_grad_(),
+                                               b.clone().requires_grad_()), eps=1e-6, atol=1e-6)

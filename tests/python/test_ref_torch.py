@@ -365,7 +365,7 @@ def test_unary(op):
     check_cases(cases)
 
 
-BINARY = ["add", "sub", "rsub", "mul", "div", "pow", "remainder", "maximum", "minimum", "atan2",
+BINARY = ["add", "sub", "rsub", "mul", "div", "pow", "remainder", "maximum", "minimum", "atan2", "logaddexp",
           "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
           "bitwise_and", "bitwise_or", "bitwise_xor"]
 BCAST = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 3), (4, 1)), ((0, 3), (1, 3)), ((5,), ()),
