@@ -15,7 +15,9 @@ which is what CUDA graphs remove.
 Each (model, dtype) runs in its own worker process with empty compile
 caches (PTC_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR in a new temporary folder);
 in it each compiler compiles the same module (first call timed: the cold
-compile, CUDA-graph recording included for the -ro modes), then its forward
+compile, CUDA-graph recording included for the -ro modes; a compiler that
+follows another of its kind in the worker, ptc-ro after ptc, finds that
+one's kernels compiled, so its first call is not cold), then its forward
 is timed as bench/gpu/run.py times it (median over 5 loops of --iters
 back-to-back calls, CUDA events). The outputs are checked against eager's
 (relative error in the table). Writes modes.json and modes.md to --out.
@@ -94,7 +96,8 @@ def run_worker(model_name, dtype, compilers, iters):
 
 def table(rows, compilers):
     head = "| model | dtype | " + " | ".join("%s ms" % c for c in compilers) + \
-        " | ptc-ro vs inductor-ro | ptc-ro vs eager | first call s (" + ", ".join(compilers[1:]) + ") |"
+        " | ptc-ro vs inductor-ro | ptc-ro vs eager | first call s (" + ", ".join(compilers[1:]) + \
+        "; warm after its kind) |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     keys = sorted({(r["model"], r["dtype"]) for r in rows}, key=lambda k: (MODELS.index(k[0]), k[1]))
     for model, dtype in keys:
