@@ -32,7 +32,8 @@ recording and overwrites the previous step's outputs (reading one raises
 torch's error).
 
 A program whose capture fails (an extern that synchronises, say) runs without
-CUDA graphs from then on, with one warning.
+CUDA graphs from then on, with one warning; torch's random number generator
+and current stream are left as they were before the capture.
 
 Training (``TrainGraphs``, with ptc's compiled autograd): the compiled forward
 and the compiled backward are each recorded as above, as torch's trees do for
@@ -91,13 +92,41 @@ class TorchGraphs:
     def record(self, run):
         import torch
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=torch.cuda.graph_pool_handle()):
-            outputs = run()
+        undo = _capture_undo()
+        try:
+            with torch.cuda.graph(graph, pool=torch.cuda.graph_pool_handle()):
+                outputs = run()
+        except BaseException:
+            undo()
+            raise
         graph.replay()  # the capture computed nothing: this call's results
         return graph, outputs
 
     def replay(self, graph):
         graph.replay()
+
+
+def _capture_undo():
+    """What puts torch's CUDA state back after a capture that fails.
+
+    When the captured work raises (an extern that synchronises, say), torch's
+    CUDAGraph.capture_end raises in turn at cudaStreamEndCapture, before it
+    ends the capture of the device's default generator and before
+    torch.cuda.graph restores the current stream. The generator would stay
+    marked as capturing for the rest of the process -- every later random op
+    on the device raising "Offset increment outside graph capture encountered
+    unexpectedly" -- and later work would run on the capture stream. The
+    returned function restores the generator's state (as it was before the
+    capture, not capturing) and the stream."""
+    import torch
+    gen = torch.cuda.default_generators[torch.cuda.current_device()]
+    saved = gen.clone_state()
+    stream = torch.cuda.current_stream()
+
+    def undo():
+        gen.graphsafe_set_state(saved)
+        torch.cuda.set_stream(stream)
+    return undo
 
 
 def _step():

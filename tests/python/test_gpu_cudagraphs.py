@@ -199,6 +199,34 @@ def test_random_ops_run_without_graphs_with_a_notice():
     assert _cudagraphs.stats()["recorded"] == 0
 
 
+def synchronising(inputs):
+    """A program no capture can hold: .item() synchronises the stream."""
+    x = inputs[0]
+    return (x * x.sum().item(),)
+
+
+def test_a_failed_capture_leaves_torchs_generator_and_stream_as_they_were():
+    """torch's capture_end raises before it ends the default generator's
+    capture and before the stream is restored: without ptc undoing both, every
+    later random op on the device raised "Offset increment outside graph
+    capture encountered unexpectedly" (the 22 failures of the GPU suite)."""
+    rec = _cudagraphs.Recorder(synchronising, "reduce-overhead")
+    x = torch.ones(8, device=DEV)
+    stream = torch.cuda.current_stream()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(3):
+            torch.testing.assert_close(rec((x,))[0], x * 8)
+    assert "recording it failed" in rec.disabled
+    assert torch.cuda.current_stream() == stream
+    torch.manual_seed(0)
+    first = torch.randn(4, device=DEV)
+    torch.manual_seed(0)
+    assert torch.equal(torch.randn(4, device=DEV), first)
+    kept = torch.nn.functional.dropout(torch.ones(1000, device=DEV), 0.5, training=True)
+    assert ((kept == 0) | (kept == 2)).all()
+
+
 def norm_act_steps(c, steps=4):
     """Compiled and eager gradients of norm_act over `steps` calls, compared."""
     w = torch.randn(32, 48, device=DEV, requires_grad=True)
