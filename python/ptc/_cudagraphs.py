@@ -11,9 +11,15 @@ temporaries and outputs allocated from the graph's private memory pool. Later
 calls copy in each input that is not already its static buffer and replay.
 
 Inputs whose address is stable are not copied: the graph reads them where
-they were recorded. These are parameters (nn.Parameter) and outputs of another
-recorded graph (across a graph break the next graph reads the previous one's
-output buffer, as in torch's trees); one that moves is recorded again.
+they were recorded. These are the inputs the compiled entry says a module or
+the entry holds (its parameters, buffers such as BatchNorm's running
+statistics, and constant tensors: ``held``), any other nn.Parameter, and
+outputs of another recorded graph (across a graph break the next graph reads
+the previous one's output buffer, as in torch's trees); one that moves is
+recorded again. Where the guards fix every input's dtype, device and sizes
+(``fixed_signature``), a replay looks up no input's metadata: its host cost is
+one address check of the inputs read in place (in torch's C++) and a copy per
+other input.
 The outputs a replay returns share memory with the graph's static outputs, so
 the next replay overwrites them: outputs of an earlier replay the user still
 holds lose their storage at the next replay and raise torch's own error when
@@ -137,6 +143,13 @@ def _step():
     return trees.MarkStepBox.mark_step_counter if trees is not None else 0
 
 
+def _all_tensors(inputs):
+    """Are all inputs tensors? (Under fixed_signature the guards keep them
+    what they were when the program was first recorded.)"""
+    import torch
+    return all(isinstance(t, torch.Tensor) for t in inputs)
+
+
 def _signature(inputs):
     return tuple((t.dtype, t.device, tuple(t.shape), tuple(t.stride())) for t in inputs)
 
@@ -154,18 +167,23 @@ class _Graph:
 
     def __init__(self, recorder, inputs):
         import torch
-        self.fixed_ptrs = {}  # input index -> the address recorded (not copied)
-        self.static_inputs = []
+        self.fixed = []       # indices of the inputs read in place (not copied)
+        self.fixed_ptrs = [None] * len(inputs)  # by input index: the address recorded
+        self.copied = []      # (index, static buffer) of the inputs copied in
+        static_inputs = []
         with torch.no_grad():
             for i, t in enumerate(inputs):
-                if _stable_address(t):
+                if i in recorder.held or _stable_address(t):
+                    self.fixed.append(i)
                     self.fixed_ptrs[i] = t.data_ptr()
-                    self.static_inputs.append(t.detach())  # its own hold on the storage
+                    static_inputs.append(t.detach())  # its own hold on the storage
                 else:
                     buf = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
                     buf.copy_(t)
-                    self.static_inputs.append(buf)
-        args = tuple(self.static_inputs)
+                    self.copied.append((i, buf))
+                    static_inputs.append(buf)
+        self.static_inputs = static_inputs
+        args = tuple(static_inputs)
         self.graph, outputs = recorder.engine.record(lambda: recorder.run_plain(args))
         self.static_outputs = tuple(outputs)
         for t in self.static_outputs:
@@ -197,12 +215,16 @@ class _Graph:
         self.pending -= 1
 
     def fixed_moved(self, inputs):
-        return any(inputs[i].data_ptr() != ptr for i, ptr in self.fixed_ptrs.items())
+        import torch
+        return bool(self.fixed) and not torch._C._tensors_data_ptrs_at_indices_equal(
+            list(inputs), self.fixed_ptrs, self.fixed)
 
     def copy_in(self, inputs):
         import torch
+        _stats["copies_skipped"] += len(self.fixed)
         with torch.no_grad():
-            for i, (t, buf) in enumerate(zip(inputs, self.static_inputs)):
+            for i, buf in self.copied:
+                t = inputs[i]
                 if t.data_ptr() == buf.data_ptr() and t.stride() == buf.stride():
                     _stats["copies_skipped"] += 1
                 else:
@@ -244,13 +266,19 @@ class Recorder:
     tuple (a training program's forward or backward); engine: what records
     and replays (TorchGraphs; tests of the bookkeeping give another);
     by_address: recordings are kept per address of the inputs read in place
-    (a backward: one per forward recording whose saved tensors it reads)."""
+    (a backward: one per forward recording whose saved tensors it reads);
+    held: indices of the inputs a module or the compiled entry holds (read in
+    place); fixed_signature: the guards fix every input's dtype, device and
+    sizes, so recordings need no key of them (the ptc._C entry says both)."""
 
-    def __init__(self, program, mode, engine=None, by_address=False):
+    def __init__(self, program, mode, engine=None, by_address=False, held=(),
+                 fixed_signature=False):
         self.program = program
         self.mode = mode
         self.engine = engine or TorchGraphs()
         self.by_address = by_address
+        self.held = frozenset(held)
+        self.fixed_signature = fixed_signature
         self.graphs = {}      # input signature -> its recordings (_Graph), see _step()
         self.warmed = set()   # signatures run once (the warm-up)
         self.disabled = None  # why this program runs without graphs
@@ -262,7 +290,7 @@ class Recorder:
         return _C._run_compiled(self.program, tuple(inputs))
 
     def _key(self, inputs):
-        key = _signature(inputs)
+        key = () if self.fixed_signature else _signature(inputs)
         if self.by_address:
             key += tuple(t.data_ptr() if _stable_address(t) else 0 for t in inputs)
         return key
@@ -272,12 +300,13 @@ class Recorder:
         if self.disabled:
             _stats["plain_runs"] += 1
             return self.run_plain(inputs)
-        import torch
-        if not all(isinstance(t, torch.Tensor) for t in inputs):
+        if not self.fixed_signature and not _all_tensors(inputs):
             return self._without("a graph input is not a tensor", inputs)
         key = self._key(inputs)
         slots = self.graphs.get(key)
         if not slots:
+            if not _all_tensors(inputs):
+                return self._without("a graph input is not a tensor", inputs)
             return self._first_calls(key, inputs)
         step = _step()
         g = next((g for g in slots if g.free_in(step)), None)
@@ -342,12 +371,13 @@ class TrainGraphs:
     ptc._autograd's CompiledFunction runs it as it runs the program itself
     (see the module's notes on training)."""
 
-    def __init__(self, program, mode, engine=None):
+    def __init__(self, program, mode, engine=None, held=(), fixed_signature=False):
         self.program = program
         self.ninputs, self.noutputs = program.ninputs, program.noutputs
         self.nsaved = program.nsaved
         self.tangent_of, self.grad_of = program.tangent_of, program.grad_of
-        self.forwards = Recorder(lambda inputs: program.forward(*inputs), mode, engine)
+        self.forwards = Recorder(lambda inputs: program.forward(*inputs), mode, engine,
+                                 held=held, fixed_signature=fixed_signature)
         self.backwards = Recorder(lambda args: program.backward(*args), mode, engine,
                                   by_address=True)
 

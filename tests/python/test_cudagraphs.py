@@ -139,6 +139,25 @@ def test_parameters_are_read_in_place_and_a_moved_one_is_recorded_again():
     assert _cudagraphs.stats()["rerecorded"] == 1
 
 
+def test_inputs_the_entry_holds_are_read_in_place_and_a_moved_one_is_recorded_again():
+    """held: what ptc._C says a module or the entry holds (buffers such as
+    BatchNorm's running statistics, constants) is read in place like a
+    parameter; fixed_signature: recordings are keyed by nothing."""
+    r = _cudagraphs.Recorder(_C._compile_ptir(ADD), "reduce-overhead",
+                             engine=ReplayByRerunning(), held=(1,), fixed_signature=True)
+    buf = torch.ones(4)  # a plain tensor, as a module's buffer is
+    x = torch.arange(4.0)
+    for _ in range(3):
+        assert torch.equal(r((x, buf))[0], x + 1)
+    buf.add_(1)
+    assert torch.equal(r((x, buf))[0], x + 2)
+    s = _cudagraphs.stats()
+    assert s["copies_skipped"] == 2 and s["inputs_copied"] == 2, s
+    assert list(r.graphs) == [()]
+    assert torch.equal(r((x, torch.full((4,), 5.0)))[0], x + 5)
+    assert _cudagraphs.stats()["rerecorded"] == 1
+
+
 def test_a_failed_recording_runs_without_graphs_with_one_warning():
     r = recorder(fail="operation not permitted when stream is capturing")
     with warnings.catch_warnings(record=True) as seen:

@@ -943,6 +943,30 @@ int cap_entry_run_graph(cap_entry *e, PyObject **vals, PyObject **outputs, char 
     return rc;
 }
 
+static bool held_input(const cap_entry *e, int i)
+{
+    int s = e->input_src[i];
+    return s < 0 || e->src[s].kind == CAP_S_MODPARAM || e->src[s].kind == CAP_S_MODBUF;
+}
+
+PyObject *cap_recorder_kwargs(const cap_entry *e)
+{
+    PyObject *held = PyList_New(0);
+    for (int i = 0; held && i < e->graph->ninputs; i++) {
+        if (!held_input(e, i))
+            continue;
+        PyObject *k = PyLong_FromLong(i);
+        if (!k || PyList_Append(held, k) < 0)
+            Py_CLEAR(held);
+        Py_XDECREF(k);
+    }
+    PyObject *kw = held ? Py_BuildValue("{s:O,s:O}", "held", held, "fixed_signature",
+                                        e->syms.n == 0 ? Py_True : Py_False)
+                        : NULL;
+    Py_XDECREF(held);
+    return kw;
+}
+
 bool cap_backend_ready(cap_entry *e)
 {
     cap_backend_state *st = e->bstate;

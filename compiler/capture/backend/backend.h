@@ -45,8 +45,19 @@ PyObject *cap_train_program(const ptc_graph *g, const bool *written, ptc_trace_c
 /* What runs program under mode: reduce-overhead / max-autotune on CUDA wrap
  * it in the recorder of its forward and backward (ptc._cudagraphs.
  * TrainGraphs), one per use (a recorder's recordings are its caller's);
- * otherwise program itself. New reference; NULL with err set. */
-PyObject *cap_train_recorded(cap_entry *e, const char *mode, PyObject *program, ptc_error *err);
+ * otherwise program itself. whole: program's inputs are e's graph inputs
+ * (not a piece's), so the recorder learns which are held in place
+ * (cap_recorder_kwargs). New reference; NULL with err set. */
+PyObject *cap_train_recorded(cap_entry *e, const char *mode, PyObject *program, bool whole,
+                             ptc_error *err);
+/* What a CUDA graph recorder (ptc._cudagraphs) knows of e's graph inputs,
+ * as its keyword arguments: held, the inputs whose tensor stays where it is
+ * from call to call (module parameters and buffers, which the module holds,
+ * and the entry's constant tensors), read in place instead of copied at each
+ * replay, as torch's trees read static inputs; fixed_signature, whether the
+ * guards fix every input's dtype, device and sizes (no size symbols), so
+ * the recorder need not look them up. New dict, or NULL with an exception. */
+PyObject *cap_recorder_kwargs(const cap_entry *e);
 /* e's graph cut at e->cut_at (backend_pieces.c): a ptc._split.GraphPieces
  * running one TrainProgram per piece (pieces alike share one), each its own
  * autograd node; sets e->npieces and e->nprograms. */

@@ -192,7 +192,7 @@ static PyObject *piece_program(cutter *C, const ptc_graph *pg, const bool *writt
             Py_CLEAR(program);
     }
     Py_XDECREF(key);
-    PyObject *run = program ? cap_train_recorded(C->e, mode, program, err) : NULL;
+    PyObject *run = program ? cap_train_recorded(C->e, mode, program, false, err) : NULL;
     Py_XDECREF(program);
     if (!run && !err->msg[0])
         ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "out of memory");

@@ -894,7 +894,7 @@ int cap_runtime_compile_backward(const ptc_graph *g, void **program, ptc_error *
     return compile_with(g, &opts, false, program, err);
 }
 
-static int apply_mode(void *program, const char *mode, ptc_error *err);
+static int apply_mode(void *program, const char *mode, const cap_entry *e, ptc_error *err);
 
 int cap_runtime_compile(cap_entry *e, const char *mode, void **program, ptc_trace_compile *tc,
                         ptc_error *err)
@@ -902,7 +902,7 @@ int cap_runtime_compile(cap_entry *e, const char *mode, void **program, ptc_trac
     bool autotune = strncmp(mode, "max-autotune", 12) == 0;
     if (compile_program(e->graph, false, autotune, program, tc, err) < 0)
         return -1;
-    return apply_mode(*program, mode, err);
+    return apply_mode(*program, mode, e, err);
 }
 
 static void release_graphs(cap_program *cp);
@@ -1208,7 +1208,7 @@ bool cap_runtime_records_training(const ptc_graph *g, const char *mode, bool com
 /* reduce-overhead and max-autotune record each CUDA program into CUDA
  * graphs (python/ptc/_cudagraphs.py: warm-up, record per size set,
  * replay); where that cannot act, one notice says so. */
-static int apply_mode(void *program, const char *mode, ptc_error *err)
+static int apply_mode(void *program, const char *mode, const cap_entry *e, ptc_error *err)
 {
     cap_program *cp = program;
     if (!records_graphs(mode))
@@ -1231,8 +1231,12 @@ static int apply_mode(void *program, const char *mode, ptc_error *err)
     *ref = (ptir_compiled){cp, cp->ninputs, cp->noutputs, true};
     PyObject *capsule = PyCapsule_New(ref, PTIR_CAPSULE, ptir_capsule_free);
     PyObject *recorder = capsule ? cap_import_path("ptc._cudagraphs.Recorder") : NULL;
-    cp->graphs = recorder ? PyObject_CallFunction(recorder, "Os", capsule, mode) : NULL;
+    PyObject *args = recorder ? Py_BuildValue("(Os)", capsule, mode) : NULL;
+    PyObject *kw = args ? cap_recorder_kwargs(e) : NULL;
+    cp->graphs = kw ? PyObject_Call(recorder, args, kw) : NULL;
     cp->graphs_ref = cp->graphs ? ref : NULL;
+    Py_XDECREF(kw);
+    Py_XDECREF(args);
     Py_XDECREF(recorder);
     Py_XDECREF(capsule);
     if (!capsule)

@@ -255,13 +255,18 @@ static bool mixed_grad_modes(const cap_entry *e)
     return on && off;
 }
 
-PyObject *cap_train_recorded(cap_entry *e, const char *mode, PyObject *program, ptc_error *err)
+PyObject *cap_train_recorded(cap_entry *e, const char *mode, PyObject *program, bool whole,
+                             ptc_error *err)
 {
     train_program *t = (train_program *)program;
     if (!cap_runtime_records_training(e->graph, mode, true, t->draws))
         return Py_NewRef(program);
     PyObject *wrap = cap_import_path("ptc._cudagraphs.TrainGraphs");
-    PyObject *graphs = wrap ? PyObject_CallFunction(wrap, "Os", program, mode) : NULL;
+    PyObject *args = wrap ? Py_BuildValue("(Os)", program, mode) : NULL;
+    PyObject *kw = args && whole ? cap_recorder_kwargs(e) : NULL;
+    PyObject *graphs = args && (kw || !whole) ? PyObject_Call(wrap, args, kw) : NULL;
+    Py_XDECREF(kw);
+    Py_XDECREF(args);
     Py_XDECREF(wrap);
     if (!graphs) {
         PyErr_Clear();
@@ -288,7 +293,7 @@ int cap_train_prepare(cap_entry *e, const char *mode, PyObject **program, ptc_er
         written[e->writeback[k].output] = true;
     PyObject *t = cap_train_program(e->graph, written, e->tc, err);
     free(written);
-    *program = t ? cap_train_recorded(e, mode, t, err) : NULL;
+    *program = t ? cap_train_recorded(e, mode, t, true, err) : NULL;
     Py_XDECREF(t);
     return *program ? 0 : -1;
 }
