@@ -16,7 +16,8 @@ the entry holds (its parameters, buffers such as BatchNorm's running
 statistics, and constant tensors: ``held``), any other nn.Parameter, and
 outputs of another recorded graph (across a graph break the next graph reads
 the previous one's output buffer, as in torch's trees); one that moves is
-recorded again. Where the guards fix every input's dtype, device and sizes
+recorded again, and copied in from then on (a buffer the program replaces
+at each call costs one re-recording, not one per call). Where the guards fix every input's dtype, device and sizes
 (``fixed_signature``), a replay looks up no input's metadata: its host cost is
 one address check of the inputs read in place (in torch's C++) and a copy per
 other input.
@@ -173,7 +174,7 @@ class _Graph:
         static_inputs = []
         with torch.no_grad():
             for i, t in enumerate(inputs):
-                if i in recorder.held or _stable_address(t):
+                if i not in recorder.moved and (i in recorder.held or _stable_address(t)):
                     self.fixed.append(i)
                     self.fixed_ptrs[i] = t.data_ptr()
                     static_inputs.append(t.detach())  # its own hold on the storage
@@ -213,6 +214,10 @@ class _Graph:
 
     def _backward_done(self):
         self.pending -= 1
+
+    def moved(self, inputs):
+        """Indices of the inputs read in place that are elsewhere now."""
+        return {i for i in self.fixed if inputs[i].data_ptr() != self.fixed_ptrs[i]}
 
     def fixed_moved(self, inputs):
         import torch
@@ -278,6 +283,7 @@ class Recorder:
         self.engine = engine or TorchGraphs()
         self.by_address = by_address
         self.held = frozenset(held)
+        self.moved = set()    # inputs read in place that moved once: copied in from then on
         self.fixed_signature = fixed_signature
         self.graphs = {}      # input signature -> its recordings (_Graph), see _step()
         self.warmed = set()   # signatures run once (the warm-up)
@@ -314,6 +320,7 @@ class Recorder:
             return self._record(key, inputs)
         if g.fixed_moved(inputs):
             _stats["rerecorded"] += 1
+            self.moved.update(g.moved(inputs))
             g.invalidate_handed()
             slots.remove(g)
             return self._record(key, inputs)

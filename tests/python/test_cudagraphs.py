@@ -158,6 +158,19 @@ def test_inputs_the_entry_holds_are_read_in_place_and_a_moved_one_is_recorded_ag
     assert _cudagraphs.stats()["rerecorded"] == 1
 
 
+def test_an_input_read_in_place_that_moves_is_copied_after_one_re_recording():
+    """A buffer the program replaces at every call (a cache, say) is
+    recorded again once, then copied in, not recorded again at every call."""
+    r = _cudagraphs.Recorder(_C._compile_ptir(ADD), "reduce-overhead",
+                             engine=ReplayByRerunning(), held=(1,), fixed_signature=True)
+    x = torch.arange(4.0)
+    for k in range(6):
+        buf = torch.full((4,), float(k))
+        assert torch.equal(r((x, buf))[0], x + k)
+    s = _cudagraphs.stats()
+    assert (s["recorded"], s["rerecorded"], s["replayed"]) == (2, 1, 3), s
+
+
 def test_a_failed_recording_runs_without_graphs_with_one_warning():
     r = recorder(fail="operation not permitted when stream is capturing")
     with warnings.catch_warnings(record=True) as seen:
