@@ -79,10 +79,15 @@ struct ptc_cuda_prog {
     int mem_dev;
 };
 
+/* The kernel whose code kernel k runs: an identical earlier one, or k. */
+static int source_of(const ptc_cuda_prog *cp, int k)
+{
+    return cp->k[k].same_as >= 0 ? cp->k[k].same_as : k;
+}
+
 static const ptc_cuda_code *code_of(const ptc_cuda_prog *cp, int k)
 {
-    int j = cp->k[k].same_as >= 0 ? cp->k[k].same_as : k;
-    return &cp->k[j].code;
+    return &cp->k[source_of(cp, k)].code;
 }
 
 /* ---- cubins -------------------------------------------------------------------------------- */
@@ -710,7 +715,7 @@ static int pick_widths(crun *r)
     ptc_cuda_prog *cp = r->p->cuda;
     int *srcs = calloc((size_t)s->nkernels + 1, sizeof *srcs), n = 0;
     for (int ki = 0; ki < s->nkernels; ki++) {
-        int src = cp->k[ki].same_as >= 0 ? cp->k[ki].same_as : ki;
+        int src = source_of(cp, ki);
         if (!cp->k[src].code.i32_symbolic ||
             ptc_cuda_fits_i32(r->p->prog, s->kernels[ki], call_size, r))
             continue;
@@ -730,7 +735,7 @@ static int pick_widths(crun *r)
 static const ptc_cuda_code *call_code(const crun *r, int ki)
 {
     const ptc_cuda_prog *cp = r->p->cuda;
-    int src = cp->k[ki].same_as >= 0 ? cp->k[ki].same_as : ki;
+    int src = source_of(cp, ki);
     return r->wide[ki] ? &cp->k[src].wide : &cp->k[src].code;
 }
 
@@ -886,7 +891,7 @@ static int read_checks(crun *r)
 static bool vector_ok(crun *r, int ki, int f)
 {
     ptc_cuda_prog *cp = r->p->cuda;
-    int src = cp->k[ki].same_as >= 0 ? cp->k[ki].same_as : ki;
+    int src = source_of(cp, ki);
     const ptc_cuda_code *code = call_code(r, ki);
     CUfunction vfn = r->wide[ki] ? r->L->wide[src].vfn : r->L->vfn[src];
     return f == 0 && code->launch.vec > 1 && !r->no_vector && vfn &&
@@ -898,7 +903,7 @@ static int launch(crun *r, int ki, int f, bool vec)
 {
     const ptc_kernel *k = r->p->sched->kernels[ki];
     ptc_cuda_prog *cp = r->p->cuda;
-    int src = cp->k[ki].same_as >= 0 ? cp->k[ki].same_as : ki;
+    int src = source_of(cp, ki);
     const ptc_cuda_code *code = call_code(r, ki);
     const ptc_cuda_form *fm = &code->forms[f];
     const cwide *w = &r->L->wide[src];
