@@ -696,10 +696,22 @@ static ptc_lnode *new_extern(lowerer *L, const ptc_node *n, int xkind)
     return ln;
 }
 
+/* Whether a bias add after an mm on device dev in dtype dt is better one
+ * addmm (the BLAS adds it) than the mm alone with the add fused into the
+ * kernel that reads the product. Not for float32 on CUDA: there torch's
+ * addmm runs cuBLAS's beta=1 path (the bias copied into the output, then a
+ * gemm that accumulates), whose kernel choice is slower than mm's (H100,
+ * GPT-2's four 128-row matmuls: 26/34/32/65 us against mm's 24/29/33/33
+ * us), so the add goes to the next kernel, as Inductor does. */
+static bool bias_in_blas(ptc_device dev, ptc_dtype dt)
+{
+    return !(dev.kind == PTC_DEV_CUDA && dt == PTC_F32);
+}
+
 /* mm followed only by + bias[N] (broadcast over rows) is one addmm. */
 static bool try_addmm(lowerer *L, const ptc_node *n)
 {
-    if (n->op != PTC_OP_PRIMS_ADD)
+    if (n->op != PTC_OP_PRIMS_ADD || !bias_in_blas(n->outs[0]->type.device, n->outs[0]->type.dtype))
         return false;
     for (int side = 0; side < 2; side++) {
         const ptc_value *p = n->args[side].v, *bv = n->args[1 - side].v;

@@ -178,13 +178,13 @@ END_TEST
 /* ---- fusion goldens -------------------------------------------------------------------- */
 
 typedef struct expect {
-    int kernels, externs, refused_recompute;
+    int kernels, externs, addmm, refused_recompute;
     int64_t arena;
 } expect;
 
 static void parse_expect(const char *text, expect *e)
 {
-    e->kernels = e->externs = e->refused_recompute = -1;
+    e->kernels = e->externs = e->addmm = e->refused_recompute = -1;
     e->arena = -1;
     const char *p = strstr(text, "# expect:");
     ck_assert_msg(p != NULL, "golden without '# expect:'");
@@ -199,6 +199,8 @@ static void parse_expect(const char *text, expect *e)
             e->kernels = (int)v;
         else if (!strcmp(key, "externs"))
             e->externs = (int)v;
+        else if (!strcmp(key, "addmm"))
+            e->addmm = (int)v;
         else if (!strcmp(key, "arena"))
             e->arena = v;
         else if (!strcmp(key, "refused_recompute"))
@@ -231,14 +233,21 @@ static void check_golden(const char *path)
     ptc_sched_opts so = {.nthreads = 2};
     ptc_schedule *s = ptc_schedule_build(a, lp, &so, &err);
     ck_assert_msg(s != NULL, "%s: %s", path, err.msg);
-    int nx = 0;
-    for (int i = 0; i < s->nsteps; i++)
-        nx += s->steps[i].kind == PTC_STEP_EXTERN;
+    int nx = 0, naddmm = 0;
+    for (int i = 0; i < s->nsteps; i++) {
+        if (s->steps[i].kind != PTC_STEP_EXTERN)
+            continue;
+        nx++;
+        naddmm += lp->nodes[s->steps[i].index]->xnode->op == PTC_OP_ADDMM;
+    }
     if (e.kernels >= 0)
         ck_assert_msg(s->nkernels == e.kernels, "%s: %d kernels, expected %d", path, s->nkernels,
                       e.kernels);
     if (e.externs >= 0)
         ck_assert_msg(nx == e.externs, "%s: %d externs, expected %d", path, nx, e.externs);
+    if (e.addmm >= 0)
+        ck_assert_msg(naddmm == e.addmm, "%s: %d addmm externs, expected %d", path, naddmm,
+                      e.addmm);
     if (e.arena >= 0)
         ck_assert_msg(s->plan.arena_bytes == e.arena, "%s: arena %lld bytes, expected %lld", path,
                       (long long)s->plan.arena_bytes, (long long)e.arena);
