@@ -331,30 +331,33 @@ static int convert_inputs(ptc_lprog *p, bool **cl)
     return n;
 }
 
-/* PTC_LAYOUT=contiguous turns planning off; channels_last (or unset) keeps
- * it on; anything else warns once and keeps it on. */
-static bool planning_off(void)
+/* PTC_LAYOUT=contiguous turns planning off, channels_last turns it on;
+ * unset, it is on unless the program asked for contiguous layouts; anything
+ * else warns once and keeps the program's choice. */
+static bool planning_off(bool contiguous)
 {
     static int warned;
     const char *v = getenv("PTC_LAYOUT");
-    if (!v || !*v || strcmp(v, "channels_last") == 0)
+    if (!v || !*v)
+        return contiguous;
+    if (strcmp(v, "channels_last") == 0)
         return false;
     if (strcmp(v, "contiguous") == 0)
         return true;
     if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
         fprintf(stderr,
                 "ptc: warning: PTC_LAYOUT=%s is neither contiguous nor channels_last; "
-                "layouts are planned (channels_last)\n",
+                "layouts are planned as by default\n",
                 v);
-    return false;
+    return contiguous;
 }
 
-int ptc_layout_plan(ptc_lprog *p)
+int ptc_layout_plan(ptc_lprog *p, bool contiguous)
 {
     bool any_conv = false;
     for (int i = 0; i < p->nnodes && !any_conv; i++)
         any_conv = p->nodes[i] && is_conv2d(p->nodes[i]);
-    if (!any_conv || planning_off())
+    if (!any_conv || planning_off(contiguous))
         return 0;
     bool *cl = calloc((size_t)p->nbufs + 1, 1);
     int n = choose(p->arena, p, cl);

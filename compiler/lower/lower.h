@@ -368,8 +368,10 @@ void ptc_lbody_print(ptc_buf *b, const ptc_lbody *body, const char *const *names
  * normalisation and pooling kernels between them iterate in that order.
  * Graph inputs and outputs keep their layout; a convolution reading a
  * contiguous input gets a converted copy. Run before scheduling; returns the
- * number of nodes made to write channels-last (PTC_LAYOUT=contiguous: none). */
-int ptc_layout_plan(ptc_lprog *p);
+ * number of nodes made to write channels-last: none with contiguous (a CPU
+ * training program's choice) or PTC_LAYOUT=contiguous; PTC_LAYOUT=
+ * channels_last plans even where contiguous is asked. */
+int ptc_layout_plan(ptc_lprog *p, bool contiguous);
 /* The logical sizes and element strides of buffer b (its own when it is not
  * permuted), given its stored sizes. */
 void ptc_lbuf_logical(const ptc_lbuf *b, const int64_t *stored_sizes, int64_t *sizes,
@@ -476,6 +478,7 @@ typedef struct ptc_schedule {
 typedef struct ptc_sched_opts {
     int recompute_limit;   /* max extra cost per element when inlining (default 8) */
     int nthreads;          /* for choosing npar (default: omp max threads) */
+    bool contiguous_layouts; /* no channels-last planning (ptc_layout_plan) */
 } ptc_sched_opts;
 
 /* Fuses a loop program (modified: inlined producers are removed) into kernels

@@ -148,7 +148,7 @@ static int stage_kernels(pipe_t *s)
 {
     double t0 = ptc_now_ms();
     ptc_program *p = s->p;
-    ptc_sched_opts so = {0};
+    ptc_sched_opts so = {.contiguous_layouts = s->o && s->o->contiguous_layouts};
     /* a GPU wants thousands of outer iterations per kernel, not a few per core */
     if (p->backend == PTC_BACKEND_CUDA)
         so.nthreads = 1024;

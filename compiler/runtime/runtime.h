@@ -49,6 +49,8 @@ typedef struct ptc_compile_opts {
                                  * channels-last weight's gradient comes back
                                  * channels-last, as ptc._autograd wants it, not
                                  * copied contiguous) */
+    bool contiguous_layouts;    /* no channels-last layout planning unless
+                                 * PTC_LAYOUT=channels_last (ptc_layout_plan) */
 } ptc_compile_opts;
 
 /* Keeps glibc from trimming the heap's top under a CPU training step

@@ -33,7 +33,7 @@ def test_outputs_keep_the_users_layout_cuda(tmp_path):
 
 
 def test_training_graphs_plan_layouts_cuda(tmp_path):
-    cases.test_training_graphs_plan_layouts(tmp_path, "cuda")
+    cases.test_training_graphs_plan_layouts(tmp_path, None, "cuda")
 
 
 def test_symbolic_batch_cuda():

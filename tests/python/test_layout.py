@@ -156,32 +156,73 @@ def test_symbolic_batch(dev="cpu"):
             assert_near(cf(x), f(x), dev)
 
 
-def test_training_graphs_plan_layouts(tmp_path, dev="cpu"):
-    """A training graph's forward stores its convolution chain channels-last,
-    as inference does, and its gradients stay as near float64's as eager's
-    (planning was off for training graphs while a flipped relu mask, a float32
-    rounding, passed for a layout bug). On CUDA without TF32, which rounds
-    each layout's convolutions differently."""
+def train_traced(m, x, tmp_path):
+    """One compiled-autograd step of m on x with tracing on: the forward's
+    kernels.txt."""
+    ptc.config.trace_dir, ptc.config.compiled_autograd = str(tmp_path), True
+    try:
+        ptc.compile(m)(x).pow(2).mean().backward()
+    finally:
+        ptc.config.trace_dir, ptc.config.compiled_autograd = None, False
+    kernels = [open(os.path.join(d, n)).read() for d, _, files in os.walk(tmp_path) for n in files
+               if n == "kernels.txt"]
+    assert len(kernels) == 1
+    return kernels[0]
+
+
+def test_training_graphs_plan_layouts(tmp_path, monkeypatch, dev="cpu"):
+    """A training graph's forward stores its convolution chain channels-last
+    where layouts are planned for it (CUDA; the CPU with
+    PTC_LAYOUT=channels_last), as inference does, and its gradients stay as
+    near float64's as eager's (planning was off for training graphs while a
+    flipped relu mask, a float32 rounding, passed for a layout bug). On CUDA
+    without TF32, which rounds each layout's convolutions differently."""
     import copy
 
     from test_training import assert_grads_near_float64, smooth_resnet18
 
+    if dev == "cpu":
+        monkeypatch.setenv("PTC_LAYOUT", "channels_last")
     torch.manual_seed(0)
     m = smooth_resnet18(torchvision).to(dev)
     m2, ref = copy.deepcopy(m), copy.deepcopy(m).double()
     x = torch.randn(8, 3, 64, 64).to(dev)
     tf32 = torch.backends.cudnn.allow_tf32
     torch.backends.cudnn.allow_tf32 = False
-    ptc.config.trace_dir, ptc.config.compiled_autograd = str(tmp_path), True
     try:
         m(x).pow(2).mean().backward()
         ref(x.double()).pow(2).mean().backward()
-        ptc.compile(m2)(x).pow(2).mean().backward()
+        kernels = train_traced(m2, x, tmp_path)
     finally:
-        ptc.config.trace_dir, ptc.config.compiled_autograd = None, False
         torch.backends.cudnn.allow_tf32 = tf32
-    kernels = [open(os.path.join(d, n)).read() for d, _, files in os.walk(tmp_path) for n in files
-               if n == "kernels.txt"]
-    assert kernels and "channels-last" in kernels[0], kernels[0][:300] if kernels else None
-    assert all(is_channels_last(*c) for c in conv_inputs(kernels[0]) if c[0][1] > 3)
+    assert "channels-last" in kernels, kernels[:300]
+    assert all(is_channels_last(*c) for c in conv_inputs(kernels) if c[0][1] > 3)
     assert_grads_near_float64(m, m2, ref)
+
+
+def test_cpu_training_graphs_keep_contiguous_layouts(tmp_path):
+    """On the CPU a training step's graphs are not planned channels-last
+    (oneDNN's convolution backward is slower so at training shapes, and a
+    channels-last activation made every weight's gradient channels-last, then
+    copied contiguous): the convolutions read contiguous buffers and no
+    weight gradient is copied (`aten::clone` of 14 of this resnet18's weight
+    gradients a step before)."""
+    torch.manual_seed(0)
+    m = resnet18().train()
+    x = torch.randn(2, 3, 32, 32)
+    kernels = train_traced(m, x, tmp_path)
+    assert "channels-last" not in kernels
+    assert conv_inputs(kernels) and all(st == list(torch.empty(sz).stride())
+                                        for sz, st in conv_inputs(kernels))
+    compiled = ptc.compile(m)
+    ptc.config.compiled_autograd = True
+    try:
+        compiled(x).sum().backward()  # compiles
+        with torch.profiler.profile(record_shapes=True) as prof:
+            compiled(x).sum().backward()
+    finally:
+        ptc.config.compiled_autograd = False
+    weights = {tuple(p.shape) for n, p in m.named_parameters() if p.dim() == 4}
+    copied = [e.input_shapes for e in prof.events() if e.name == "aten::clone"
+              and e.input_shapes and tuple(e.input_shapes[0]) in weights]
+    assert copied == []

@@ -62,13 +62,17 @@ PyObject *cap_recorder_kwargs(const cap_entry *e);
  * running one TrainProgram per piece (pieces alike share one), each its own
  * autograd node; sets e->npieces and e->nprograms. */
 int cap_pieces_prepare(cap_entry *e, const char *mode, PyObject **program, ptc_error *err);
-/* The same for any graph / program (the training backend's two halves). */
+/* Any graph compiled into a program that returns its outputs as its kernels
+ * write them (a .ptir text's graph). */
 int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_compile *tc,
                               ptc_error *err);
-/* A training backward: its gradients that torch's externs compute keep
- * torch's dense layout (ptc_compile_opts.extern_output_layouts), which
- * ptc._autograd then fits to the inputs' layouts. */
-int cap_runtime_compile_backward(const ptc_graph *g, void **program, ptc_error *err);
+/* A training step's forward or backward (tc: its stages go to the trace).
+ * A backward's gradients that torch's externs compute keep torch's dense
+ * layout (ptc_compile_opts.extern_output_layouts), which ptc._autograd then
+ * fits to the inputs' layouts. On the CPU both keep contiguous layouts
+ * (backend_ptc.c says why). */
+int cap_runtime_compile_training(const ptc_graph *g, bool backward, void **program,
+                                 ptc_trace_compile *tc, ptc_error *err);
 int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, PyObject **outputs,
                             int noutputs, uint64_t rng_offset);
 /* Whether program has random ops; if so each run takes an RNG offset, drawn

@@ -232,8 +232,8 @@ static int build(const ptc_graph *g, const bool *written, ptc_trace_compile *tc,
                ptc_trace_graph(tc, "backward", p->backward, err)))
         goto done;
     /* The forward's stages go to the trace; the backward's would overwrite them. */
-    if (cap_runtime_compile_graph(p->forward, &t->forward, tc, err) ||
-        cap_runtime_compile_backward(p->backward, &t->backward, err))
+    if (cap_runtime_compile_training(p->forward, false, &t->forward, tc, err) ||
+        cap_runtime_compile_training(p->backward, true, &t->backward, NULL, err))
         goto done;
     keep_heap(p->backward);
     rc = 0;
