@@ -13,15 +13,29 @@ aborts the rank, gloo raises).
 
 The ranks meet through a file, not a TCP port: a port picked free here and
 bound later by rank 0 could be taken in between by another test's ranks
-running beside it under ctest -j2 (a fresh-clone CI run lost rank 0 of
-test_distributed_gpt2 with SIGABRT, "terminate called without an active
-exception", 12 s in, while test_distributed_explain started its ranks).
+running beside it under ctest -j2.
+
+A rank that finished ends with os._exit, once its result is written and its
+process group destroyed, without Python's interpreter finalization: a gloo
+worker thread (pt_gloo_runloop) can still be dropping its last collective's
+work after the main thread was told the collective is done, and a tensor of
+that work whose Python object Python had already let go of (torch keeps such
+an object alive, owned by the tensor) needs the GIL to be freed. Once the
+main thread is finalizing, CPython ends any other thread that asks for the
+GIL with pthread_exit, whose unwinding through torch's noexcept destructors
+calls std::terminate: "terminate called without an active exception",
+SIGABRT, no Python frame (the FSDP2 tests lost a rank this way about once in
+9 fresh-clone CI runs). destroy_process_group does not join those threads
+here: once torch._dynamo is imported (by FSDP2, by an optimizer's step, by
+ptc) torch keeps the default group alive to the end of the process. A rank
+that raised exits as usual, with its traceback.
 """
 import datetime
 import faulthandler
 import json
 import os
 import socket
+import sys
 import time
 
 
@@ -58,6 +72,14 @@ def _rank_main(rank, world, store, scenario, tmp, env, collective_timeout):
         dist.barrier()
     finally:
         dist.destroy_process_group()
+    _exit_without_finalizing()
+
+
+def _exit_without_finalizing():
+    """Ends a rank whose work is done (see the module's docstring)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def spawn(scenario, tmp, world=2, timeout=600, env=None, collective_timeout=300):
