@@ -306,7 +306,7 @@ extern cap_torch_hooks cap_thooks;
 #define CAP_RECIPE_KINDS(X)                                                     \
     X(NULLV) X(CONST) X(SOURCE) X(OUTPUT) X(TUPLE) X(LIST) X(DICT) X(SET)       \
     X(CELL) X(SLICE) X(ITER) X(INSTANCE) X(FUNCTION) X(METHOD) X(GRADEXIT)   \
-    X(GETATTR) X(PYITER) X(EXCEPTION) X(REDUCE) X(ID)
+    X(GETATTR) X(PYITER) X(EXCEPTION) X(REDUCE) X(ID) X(BIND)
 
 typedef enum {
 #define X(id) CAP_R_##id,
@@ -318,8 +318,8 @@ typedef struct cap_recipe {
     uint8_t kind;
     int n;          /* number of items */
     int *items;     /* recipe indices (children first in the array) */
-    PyObject *obj;  /* CONST value, INSTANCE class, FUNCTION code..., True for a SOURCE
-                       that is an id() (strong) */
+    PyObject *obj;  /* CONST value, INSTANCE class, FUNCTION code..., BIND descriptor,
+                       True for a SOURCE that is an id() (strong) */
     int index;      /* SOURCE id, OUTPUT index, ITER position, GRADEXIT mode */
 } cap_recipe;
 
