@@ -759,6 +759,8 @@ int cap_t_lazy_next(cap_interp *I, cap_lazy *lz, PyObject **out);
 /* next(it) run to its end here: a Python __next__ in a nested run, whose
  * StopIteration is the end (*out NULL). */
 int cap_t_next_sync(cap_interp *I, PyObject *it, PyObject **out);
+/* iter(obj) run to its end here: a Python __iter__ in a nested run. */
+int cap_t_iter_sync(cap_interp *I, PyObject *obj, PyObject **out);
 /* Positions of the ptc iterators reachable from some values, taken before a
  * builtin consumes them and put back when it breaks: the instruction then
  * reruns for real from where eager would start. */
