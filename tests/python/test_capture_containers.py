@@ -1,13 +1,135 @@
-"""Containers and iterables whose type overrides what CPython reads, against eager.
+"""Containers whose type overrides what CPython reads, against eager.
 
+- Lists, tuples and dicts from outside the call whose subclass overrides
+  __getitem__, __iter__, __len__ or keys: a C method of the base type
+  (l.count, d.get, super().__getitem__ in the override) reads the object's
+  own storage, and so do the guards, so each call sees its own contents.
 - Unpacking (a, b = obj; [*obj]) of an object with a Python __iter__ or
   __next__: the items are the ones those methods give.
+Each program runs eagerly and compiled on containers whose contents change
+from call to call, with and without fullgraph.
 """
+import collections
+import warnings
+
 import pytest
 
 torch = pytest.importorskip("torch")
 
 import ptc  # noqa: E402
+
+
+class IterPlusOne(list):
+    def __iter__(self):
+        return iter([v + 1 for v in super().__iter__()])
+
+
+class TimesTen(list):
+    def __getitem__(self, i):
+        return super().__getitem__(i) * 10
+
+
+class PlainGetitemDict(dict):
+    def __getitem__(self, k):
+        return super().__getitem__(k)
+
+
+class FirstKeyOnly(dict):
+    def keys(self):
+        return list(super().keys())[:1]
+
+
+class SaysNine(tuple):
+    def __len__(self):
+        return 9
+
+    def __iter__(self):
+        return iter([4, 5])
+
+
+def count_of_ones(x, items):
+    return x + items.count(1)
+
+
+def first_item(x, items):
+    return x + items[0]
+
+
+def get_and_index(x, table):
+    return x + table.get("a", 0) + table["a"]
+
+
+def keys_and_values(x, table):
+    return x + len(table.keys()) + sum(table.values())
+
+
+def merged(x, table):
+    return x + len({**table}) + len(table.keys())
+
+
+def tuple_reads(x, t):
+    a, b = t
+    return x + len(t) + t.count(1) + a + b + sum([*t])
+
+
+def ordered_keys(x, table):
+    return x + sum(k * i for i, k in enumerate(table))
+
+
+def lists(n):
+    return [1] * n + [2]
+
+
+def dicts(n):
+    return {k: n for k in "abc"[:n]}
+
+
+def ordered(n):
+    d = collections.OrderedDict((k, k) for k in range(n + 1))
+    d.move_to_end(0)
+    return d
+
+
+CASES = [
+    (count_of_ones, lambda n: IterPlusOne(lists(n))),
+    (first_item, lambda n: TimesTen(lists(n)[::-1])),
+    (get_and_index, lambda n: PlainGetitemDict(dicts(n))),
+    (keys_and_values, lambda n: PlainGetitemDict(dicts(n))),
+    (merged, lambda n: FirstKeyOnly(dicts(n))),
+    (tuple_reads, lambda n: SaysNine(lists(n))),
+    (ordered_keys, ordered),
+]
+
+
+@pytest.mark.parametrize("fullgraph", [False, True])
+@pytest.mark.parametrize("fn, make", CASES, ids=[c[0].__name__ for c in CASES])
+def test_outside_container_reads_follow_its_contents(fn, make, fullgraph):
+    # main: stale values from the first call (count_of_ones 1 for 2,
+    # get_and_index, keys_and_values), the override run twice (first_item:
+    # 100 for 10), or under fullgraph an InternalError "a fresh entry rejects
+    # its own state" where the guards read len/keys through the override
+    # (merged, tuple_reads, ordered_keys; without fullgraph: a warning and eager)
+    compiled = ptc.compile(fn, backend="eager", fullgraph=fullgraph)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for n in (1, 2, 3, 2):
+            want, got = fn(torch.zeros(2), make(n)), compiled(torch.zeros(2), make(n))
+            assert torch.equal(want, got), (n, want, got)
+
+
+def copy_of(x, table):
+    return x + 1, table.copy()
+
+
+def test_a_subclass_c_method_on_an_outside_dict_breaks():
+    # main: defaultdict.copy() ran as dict.copy on the trace's copy and
+    # returned a plain dict
+    compiled = ptc.compile(copy_of, backend="eager")
+    table = collections.defaultdict(int, a=1)
+    got = compiled(torch.zeros(2), table)[1]
+    assert type(got) is collections.defaultdict and got == table
+    with pytest.raises(Exception, match="PTC-B"):
+        ptc.compile(copy_of, backend="eager", fullgraph=True)(torch.zeros(2), table)
 
 
 # ---- unpacking through Python __iter__ and __next__ --------------------------------------

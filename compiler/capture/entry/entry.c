@@ -354,31 +354,6 @@ static int symint_recipe(builder *B, PyObject *o)
     return add_recipe(B, (cap_recipe){CAP_R_CONST, 0, NULL, PyLong_FromLongLong(v), 0});
 }
 
-/* The method descriptor of type(self)'s MRO that binds to the builtin
- * method o (list.append for l.append, and for super().append in a list
- * subclass that overrides append), new reference, or NULL. */
-static PyObject *builtin_descriptor(PyObject *o, PyObject *self, PyObject *name)
-{
-    PyObject *mro = PyObject_GetAttr((PyObject *)Py_TYPE(self), cap_P.s_mro), *found = NULL;
-    for (Py_ssize_t i = 0; mro && !found && i < PyTuple_Size(mro); i++) {
-        PyObject *dict = PyObject_GetAttrString(PyTuple_GetItem(mro, i), "__dict__");
-        PyObject *d = dict ? PyObject_GetItem(dict, name) : NULL;
-        PyErr_Clear();
-        if (d && Py_TYPE(d) == &PyMethodDescr_Type) {
-            PyObject *bound = PyObject_CallMethod(d, "__get__", "O", self);
-            if (bound && PyCFunction_Check(bound) &&
-                PyCFunction_GetFunction(bound) == PyCFunction_GetFunction(o))
-                found = Py_NewRef(d);
-            Py_XDECREF(bound);
-            PyErr_Clear();
-        }
-        Py_XDECREF(d);
-        Py_XDECREF(dict);
-    }
-    Py_XDECREF(mro);
-    return found;
-}
-
 /* A builtin bound to an object: its type's descriptor bound to the rebuilt
  * object, not getattr by name, which would find a subclass's override
  * (super().append(v) replayed as self.append(v) ran the override twice).
@@ -390,7 +365,7 @@ static int bound_builtin_recipe(builder *B, PyObject *o)
     PyObject *name = PyObject_GetAttr(o, cap_P.s_name);
     if (!name)
         return -1;
-    PyObject *descr = builtin_descriptor(o, self, name);
+    PyObject *descr = cap_builtin_descriptor(o, self, name);
     int r;
     if (descr) {
         int of = recipe_of(B, self);

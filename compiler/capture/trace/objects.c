@@ -535,7 +535,7 @@ static PyObject *seq_wrapped(cap_trace *T, PyObject *o, int src, Py_ssize_t star
 
 static int len_guard(cap_trace *T, PyObject *o, int src)
 {
-    Py_ssize_t n = PyObject_Size(o);
+    Py_ssize_t n = cap_stored_len(o);
     if (n < 0)
         return -1;
     return src >= 0 ? cap_guard_add(T, CAP_G_LEN, src, NULL, n) : 0;
@@ -543,9 +543,7 @@ static int len_guard(cap_trace *T, PyObject *o, int src)
 
 static int keys_guard(cap_trace *T, PyObject *d, int src, PyObject **keys_out)
 {
-    PyObject *keys = PyMapping_Keys(d);
-    PyObject *t = keys ? PyList_AsTuple(keys) : NULL;
-    Py_XDECREF(keys);
+    PyObject *t = cap_stored_keys(d);
     if (!t)
         return -1;
     for (Py_ssize_t i = 0; i < PyTuple_Size(t); i++)
@@ -1019,15 +1017,20 @@ PyObject *cap_t_flow(cap_trace *T, PyObject *obj)
     }
     if (cap_t_current(T->I, &obj) != CAP_NEXT)
         return NULL;
+    return plain_seq(obj) || plain_dict(obj) ? cap_t_stored_items(T, obj) : Py_NewRef(obj);
+}
+
+PyObject *cap_t_stored_items(cap_trace *T, PyObject *obj)
+{
     int src = cap_t_source_of(T, obj);
     if (src < 0 || cap_is_constant(obj))
         return Py_NewRef(obj);
-    if (plain_seq(obj)) {
+    if (PyList_Check(obj) || PyTuple_Check(obj)) {
         if (len_guard(T, obj, src) < 0)
             return NULL;
         return seq_wrapped(T, obj, src, 0, 1, seq_len(obj), PyTuple_Check(obj));
     }
-    if (plain_dict(obj)) {
+    if (PyDict_Check(obj)) {
         PyObject *keys = NULL, *d = NULL;
         if (keys_guard(T, obj, src, &keys) < 0)
             return NULL;

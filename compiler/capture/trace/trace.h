@@ -72,8 +72,8 @@ typedef struct cap_source {
     X(ID, "is")            /* value is obj */                                   \
     X(TYPE, "type is")     /* type(value) is obj */                             \
     X(EQ, "==")            /* type(value) is type(obj) and value == obj */      \
-    X(LEN, "len ==")       /* len(value) == n */                                \
-    X(KEYS, "keys ==")     /* list(value) == obj (dict keys, in order) */       \
+    X(LEN, "len ==")       /* cap_stored_len(value) == n */                     \
+    X(KEYS, "keys ==")     /* cap_stored_keys(value) == obj */                  \
     X(TENSOR, "tensor")    /* tensor type, dtype, device, sizes, strides, grad */\
     X(HASATTR, "hasattr")  /* hasattr(value, key) == n */                       \
     X(DICT_HAS, "has key") /* (key in value) == n */                            \
@@ -91,6 +91,19 @@ typedef struct cap_source {
                                      written in place: they share no storage with the rest */ \
     X(SYM, "size relation")  /* expr n 0, n a Py_LT.. relation; obj: expr's text */ \
     X(SYMSIZE, "size is")    /* value.size(n & 255) == symbol n >> 8 */
+
+/* What an outside list, tuple, dict or set holds in its own storage, which
+ * is what its type's C methods read and what INDEX and ITEM sources reach,
+ * whatever a subclass's __len__, keys or __iter__ say: the guards and the
+ * trace read sizes and keys through these two, and so agree. The keys are
+ * in iteration order (an OrderedDict's own). A new tuple, or NULL with an
+ * error; the length is -1 with an error. */
+Py_ssize_t cap_stored_len(PyObject *o);
+PyObject *cap_stored_keys(PyObject *d);
+/* The method descriptor of type(self)'s MRO that the builtin method o
+ * (bound to self, named name) comes from: list.append for l.append, and for
+ * super().append in a subclass that overrides append. New ref or NULL. */
+PyObject *cap_builtin_descriptor(PyObject *o, PyObject *self, PyObject *name);
 
 typedef enum {
 #define X(id, s) CAP_G_##id,
@@ -678,6 +691,11 @@ int cap_t_check_operands(cap_trace *T, PyObject *a, PyObject *b, bool arithmetic
 int cap_t_check_format(cap_trace *T, PyObject *v);
 int cap_t_before_with(cap_interp *I, cap_frame *f, PyObject *mgr);
 PyObject *cap_t_flow(cap_trace *T, PyObject *obj);
+/* The items an outside list, tuple or dict holds in its own storage (what
+ * its type's C methods read, whatever a subclass overrides) as a plain
+ * list, tuple or dict of values reached through sources, under guards;
+ * obj itself for other objects and those the trace made. */
+PyObject *cap_t_stored_items(cap_trace *T, PyObject *obj);
 int cap_t_expand_call_args(cap_trace *T, PyObject *func, PyObject *args, PyObject *kw,
                            PyObject **t, PyObject **d);
 int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
