@@ -182,3 +182,23 @@ def test_unpacking_runs_python_iter_and_next():
         want = unpacks_an_argument(x, pair)
         got = ptc.compile(unpacks_an_argument, backend="eager")(x, pair)
         assert torch.equal(want[0], got[0]) and want[1:] == got[1:]
+
+
+# ---- views of an outside dict --------------------------------------------------------------
+
+
+def views_of(x, table):
+    return x + len(table.keys() & {"a", "b"}), table.keys() - {"a"}, table.keys(), table.items()
+
+
+def test_views_of_an_outside_dict_are_views_of_it():
+    # main: d.keys() was a list: `keys() & {...}` raised TypeError, and the
+    # returned view was a list copy that did not follow the dict
+    compiled = ptc.compile(views_of, backend="eager", fullgraph=True)
+    for n in (1, 2, 3):
+        table = {k: n for k in "abc"[:n]}
+        want, got = views_of(torch.zeros(2), dict(table)), compiled(torch.zeros(2), table)
+        assert torch.equal(want[0], got[0]) and want[1] == got[1]
+        assert type(got[2]) is type(want[2]) and type(got[3]) is type(want[3])
+        table["z"] = 9
+        assert list(got[2]) == list(table) and list(got[3]) == list(table.items())

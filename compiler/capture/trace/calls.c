@@ -1038,17 +1038,13 @@ static int outside_container_method(cap_interp *I, PyObject *callable, PyObject 
        called */
     PyObject *m =
         PyAnySet_Check(copy) ? bound_to(callable, copy) : PyObject_GetAttrString(copy, name);
+    int rc = m ? real_call_flowed(T, m, args, nargs, kwnames, out) : CAP_ERR;
+    Py_XDECREF(m);
+    if (rc == CAP_NEXT && copy != self &&
+        (PyDictKeys_Check(*out) || PyDictValues_Check(*out) || PyDictItems_Check(*out)) &&
+        cap_t_map(T, copy, cap_t_source_of(T, self)) < 0)
+        rc = CAP_ERR; /* a view of the copy is one of the outside dict where it escapes */
     Py_DECREF(copy);
-    if (!m)
-        return CAP_ERR;
-    int rc = real_call_flowed(T, m, args, nargs, kwnames, out);
-    Py_DECREF(m);
-    if (rc == CAP_NEXT && (PyDictKeys_Check(*out) || PyDictValues_Check(*out) || PyDictItems_Check(*out))) {
-        PyObject *l = PySequence_List(*out);
-        Py_SETREF(*out, l);
-        if (!l)
-            return CAP_ERR;
-    }
     return rc;
 }
 
