@@ -202,3 +202,18 @@ def test_views_of_an_outside_dict_are_views_of_it():
         assert type(got[2]) is type(want[2]) and type(got[3]) is type(want[3])
         table["z"] = 9
         assert list(got[2]) == list(table) and list(got[3]) == list(table.items())
+
+
+def ordered_view(x, table):
+    return x + 1, table.keys()
+
+
+def test_a_view_of_an_outside_ordered_dict_keeps_its_order():
+    # main: a warning and eager (the keys guard read the dict's order, the
+    # trace the OrderedDict's); ptc returns the keys as a list, in order
+    compiled = ptc.compile(ordered_view, backend="eager")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for n in (1, 2):
+            got = compiled(torch.zeros(2), ordered(n))[1]
+            assert list(got) == list(ordered_view(torch.zeros(2), ordered(n))[1])

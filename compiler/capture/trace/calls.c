@@ -986,6 +986,20 @@ static PyObject *bound_to(PyObject *callable, PyObject *self)
     return PyObject_CallMethod(callable, "__get__", "(O)", self);
 }
 
+/* A dict view a read of an outside dict returned, a view of the trace's
+ * copy: where dict's own method made it, the copy stands for the outside
+ * dict, so that the view escapes as a view of the caller's dict (live, as
+ * eager's); an OrderedDict's would escape as a dict's (its order lost), so
+ * it is its items, in its order, as a list. */
+static int view_result(cap_trace *T, bool dict_view, PyObject *copy, PyObject *self, PyObject **out)
+{
+    if (dict_view)
+        return cap_t_map(T, copy, cap_t_source_of(T, self)) < 0 ? CAP_ERR : CAP_NEXT;
+    PyObject *l = PySequence_List(*out);
+    Py_SETREF(*out, l);
+    return l ? CAP_NEXT : CAP_ERR;
+}
+
 /* A C method of an outside list, tuple, dict or set. Mutators are logged
  * (or break); a read of list, tuple or dict runs on the items the object
  * holds in its own storage, as that method reads them whatever a subclass
@@ -1040,10 +1054,9 @@ static int outside_container_method(cap_interp *I, PyObject *callable, PyObject 
         PyAnySet_Check(copy) ? bound_to(callable, copy) : PyObject_GetAttrString(copy, name);
     int rc = m ? real_call_flowed(T, m, args, nargs, kwnames, out) : CAP_ERR;
     Py_XDECREF(m);
-    if (rc == CAP_NEXT && copy != self &&
-        (PyDictKeys_Check(*out) || PyDictValues_Check(*out) || PyDictItems_Check(*out)) &&
-        cap_t_map(T, copy, cap_t_source_of(T, self)) < 0)
-        rc = CAP_ERR; /* a view of the copy is one of the outside dict where it escapes */
+    if (rc == CAP_NEXT &&
+        (PyDictKeys_Check(*out) || PyDictValues_Check(*out) || PyDictItems_Check(*out)))
+        rc = view_result(T, base == &PyDict_Type && copy != self, copy, self, out);
     Py_DECREF(copy);
     return rc;
 }
