@@ -10,6 +10,7 @@ Each program runs eagerly and compiled on containers whose contents change
 from call to call, with and without fullgraph.
 """
 import collections
+import functools
 import warnings
 
 import pytest
@@ -217,3 +218,23 @@ def test_a_view_of_an_outside_ordered_dict_keeps_its_order():
         for n in (1, 2):
             got = compiled(torch.zeros(2), ordered(n))[1]
             assert list(got) == list(ordered_view(torch.zeros(2), ordered(n))[1])
+
+
+# ---- a functools.partial from outside ----------------------------------------------------------
+
+
+def calls_partial(x, fn):
+    return fn(x)
+
+
+def scaled(k, x):
+    return x * k
+
+
+def test_an_outside_partial_with_other_arguments_is_guarded():
+    # main: the partial's args and keywords were read with no guard: the
+    # first call's (other=1) served every later one
+    compiled = ptc.compile(calls_partial, backend="eager", fullgraph=True)
+    for n in (1, 2, 3, 2):
+        for fn in (functools.partial(torch.add, other=n), functools.partial(scaled, n)):
+            assert torch.equal(compiled(torch.ones(2), fn), calls_partial(torch.ones(2), fn)), n

@@ -1325,6 +1325,44 @@ static int call_function(cap_interp *I, PyObject *fn, PyObject *const *args, int
     return rc;
 }
 
+/* The function, arguments and keywords of a functools.partial; of one from
+ * outside, read through their sources, so that guards cover them (a
+ * partial with other arguments on the next call is another). */
+static int partial_parts(cap_interp *I, PyObject *p, PyObject **fn, PyObject **pargs,
+                         PyObject **pkw)
+{
+    cap_trace *T = I->T;
+    if (!cap_t_outside(T, p) || cap_is_constant(p))
+        return cap_partial_unpack(p, fn, pargs, pkw) < 0 ? CAP_ERR : CAP_NEXT;
+    if (!cap_is_exact_partial(p))
+        return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "call of an outside %s",
+                           cap_tpname(Py_TYPE(p)));
+    const char *names[3] = {"func", "args", "keywords"};
+    PyObject *parts[3] = {NULL, NULL, NULL};
+    int rc = CAP_NEXT;
+    for (int i = 0; i < 3 && rc == CAP_NEXT; i++) {
+        PyObject *name = PyUnicode_FromString(names[i]), *v = NULL;
+        rc = name ? cap_t_getattr(I, p, name, &v) : CAP_ERR;
+        Py_XDECREF(name);
+        parts[i] = v;
+        if (rc == CAP_NEXT && i) {
+            /* the tuple and the dict as plain ones of the values under guards */
+            parts[i] = cap_t_flow(T, v);
+            Py_DECREF(v);
+            rc = parts[i] ? CAP_NEXT : CAP_ERR;
+        }
+    }
+    if (rc == CAP_NEXT && !(PyTuple_Check(parts[1]) && PyDict_Check(parts[2])))
+        rc = cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "call of a partial with odd parts");
+    if (rc != CAP_NEXT) {
+        for (int i = 0; i < 3; i++)
+            Py_XDECREF(parts[i]);
+        return rc;
+    }
+    *fn = parts[0], *pargs = parts[1], *pkw = parts[2];
+    return CAP_NEXT;
+}
+
 /* A torch function's arguments as it should read them: the outside lists
  * and dicts this trace wrote replaced by their shadows (buf: 64 entries). */
 static int current_args(cap_interp *I, PyObject *const **args, int nargs, PyObject **buf)
@@ -1400,8 +1438,8 @@ int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nar
         return instantiate(I, callable, args, nargs, kwnames, out);
     if (cap_is_partial(callable)) {
         PyObject *fn = NULL, *pargs = NULL, *pkw = NULL;
-        if (cap_partial_unpack(callable, &fn, &pargs, &pkw) < 0)
-            return CAP_ERR;
+        if ((rc = partial_parts(I, callable, &fn, &pargs, &pkw)) != CAP_NEXT)
+            return rc;
         rc = cap_t_call_partial(I, fn, pargs, pkw, args, nargs, kwnames, out);
         Py_DECREF(fn);
         Py_DECREF(pargs);

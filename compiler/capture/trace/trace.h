@@ -648,6 +648,7 @@ const char *cap_graph_split_reason(PyObject *fn, PyObject *const *args, int narg
  * true returned; false for any other fn. -1 on error. */
 int cap_t_graph_cut(cap_trace *T, PyObject *fn, PyObject *const *args, int nargs);
 bool cap_is_partial(PyObject *o);
+bool cap_is_exact_partial(PyObject *o); /* functools.partial itself, no subclass */
 int cap_partial_unpack(PyObject *p, PyObject **fn, PyObject **args, PyObject **kw);
 int cap_t_call_partial(cap_interp *I, PyObject *fn, PyObject *pargs, PyObject *pkw,
                        PyObject *const *args, int nargs, PyObject *kwnames, PyObject **out);
