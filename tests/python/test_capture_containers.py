@@ -11,6 +11,7 @@ from call to call, with and without fullgraph.
 """
 import collections
 import functools
+import operator
 import warnings
 
 import pytest
@@ -238,3 +239,17 @@ def test_an_outside_partial_with_other_arguments_is_guarded():
     for n in (1, 2, 3, 2):
         for fn in (functools.partial(torch.add, other=n), functools.partial(scaled, n)):
             assert torch.equal(compiled(torch.ones(2), fn), calls_partial(torch.ones(2), fn)), n
+
+
+def applies_getter(x, getter):
+    return getter(x) if isinstance(getter, operator.methodcaller) else x + getter([1, 2, 3])
+
+
+def test_an_outside_operator_getter_is_guarded_by_identity():
+    # main: a getter passed in was taken apart with no guard: itemgetter(1)
+    # and methodcaller("add", 2) served by the first call's itemgetter(0) and
+    # methodcaller("add", 1)
+    compiled = ptc.compile(applies_getter, backend="eager", fullgraph=True)
+    for n in (1, 2, 1):
+        for getter in (operator.itemgetter(n), operator.methodcaller("add", n)):
+            assert torch.equal(compiled(torch.ones(2), getter), applies_getter(torch.ones(2), getter))
