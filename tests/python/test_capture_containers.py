@@ -174,6 +174,29 @@ def unpacks_an_argument(x, pair):
     return x * a + b, c, d, [*pair]
 
 
+class Counts:
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        return iter(range(self.n))
+
+
+def spreads_an_argument(x, counts):
+    return (lambda *items: x + len(items))(*counts)
+
+
+def test_spreading_an_argument_traces_its_iter():
+    # main: f(*obj) ran obj.__iter__ for real, unguarded: the first call's
+    # count served the others
+    compiled = ptc.compile(spreads_an_argument, backend="eager", fullgraph=True)
+    for n in (1, 2, 3):
+        want, got = spreads_an_argument(torch.zeros(2), Counts(n)), compiled(torch.zeros(2), Counts(n))
+        assert torch.equal(want, got), (n, want, got)
+    with pytest.raises(TypeError, match="argument after \\* must be an iterable, not int"):
+        ptc.compile(spreads_an_argument, backend="eager")(torch.zeros(2), 5)
+
+
 def test_unpacking_runs_python_iter_and_next():
     # main: a, b = Pair() gave (list_iterator, the Pair) and [*PairTuple(...)]
     # of an argument crashed the process

@@ -1048,6 +1048,28 @@ PyObject *cap_t_stored_items(cap_trace *T, PyObject *obj)
     return Py_NewRef(obj);
 }
 
+/* The items of f(*a) as a tuple (*t NULL with an error): other iterables
+ * than tuples and lists are iterated through the interpreter, so that a
+ * Python __iter__ is traced (and what it reads guarded), not run for real. */
+static int star_items(cap_interp *I, PyObject *a, PyObject **t)
+{
+    if (PyTuple_CheckExact(a) || PyList_CheckExact(a)) {
+        *t = PySequence_Tuple(a);
+        return CAP_NEXT;
+    }
+    PyObject *it = NULL, *items = PyList_New(0), *v = NULL;
+    int rc = items ? cap_op_iter_now(I, a, &it) : CAP_ERR;
+    while (rc == CAP_NEXT && (rc = cap_op_next_now(I, it, &v)) == CAP_NEXT && v) {
+        if (PyList_Append(items, v) < 0)
+            rc = CAP_ERR;
+        Py_DECREF(v);
+    }
+    Py_XDECREF(it);
+    *t = rc == CAP_NEXT ? PyList_AsTuple(items) : NULL;
+    Py_XDECREF(items);
+    return rc == CAP_ERR ? CAP_NEXT : rc; /* an error: *t NULL, reported below */
+}
+
 int cap_t_expand_call_args(cap_trace *T, PyObject *func, PyObject *args, PyObject *kw,
                            PyObject **t, PyObject **d)
 {
@@ -1061,8 +1083,10 @@ int cap_t_expand_call_args(cap_trace *T, PyObject *func, PyObject *args, PyObjec
         if (!a)
             return PyErr_Occurred() ? CAP_ERR : CAP_BREAK;
     }
-    *t = PyTuple_Check(a) ? Py_NewRef(a) : PySequence_Tuple(a);
+    int rc = star_items(T->I, a, t);
     Py_DECREF(a);
+    if (rc != CAP_NEXT)
+        return rc;
     if (!*t) {
         if (PyErr_ExceptionMatches(PyExc_TypeError)) {
             PyErr_Clear();
