@@ -191,7 +191,8 @@ def test_spreading_an_argument_traces_its_iter():
     # count served the others
     compiled = ptc.compile(spreads_an_argument, backend="eager", fullgraph=True)
     for n in (1, 2, 3):
-        want, got = spreads_an_argument(torch.zeros(2), Counts(n)), compiled(torch.zeros(2), Counts(n))
+        want = spreads_an_argument(torch.zeros(2), Counts(n))
+        got = compiled(torch.zeros(2), Counts(n))
         assert torch.equal(want, got), (n, want, got)
     with pytest.raises(TypeError, match="argument after \\* must be an iterable, not int"):
         ptc.compile(spreads_an_argument, backend="eager")(torch.zeros(2), 5)
@@ -275,4 +276,5 @@ def test_an_outside_operator_getter_is_guarded_by_identity():
     compiled = ptc.compile(applies_getter, backend="eager", fullgraph=True)
     for n in (1, 2, 1):
         for getter in (operator.itemgetter(n), operator.methodcaller("add", n)):
-            assert torch.equal(compiled(torch.ones(2), getter), applies_getter(torch.ones(2), getter))
+            want = applies_getter(torch.ones(2), getter)
+            assert torch.equal(compiled(torch.ones(2), getter), want)
