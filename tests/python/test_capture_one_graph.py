@@ -324,7 +324,8 @@ def same_items(want, got):
     pairs = zip(want.values(), got.values()) if isinstance(want, dict) else zip(want, got)
     for w, g in pairs:
         # eager's value: a real tensor (not one of the trace's), once transformed
-        assert type(w) is type(g) and (torch.equal(w, g) if type(w) is torch.Tensor else w == g), (w, g)
+        assert type(w) is type(g), (w, g)
+        assert torch.equal(w, g) if type(w) is torch.Tensor else w == g, (w, g)
 
 
 @pytest.mark.parametrize("backend", ["eager", "ptc"])
