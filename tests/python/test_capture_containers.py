@@ -278,3 +278,22 @@ def test_an_outside_operator_getter_is_guarded_by_identity():
         for getter in (operator.itemgetter(n), operator.methodcaller("add", n)):
             want = applies_getter(torch.ones(2), getter)
             assert torch.equal(compiled(torch.ones(2), getter), want)
+
+
+class IterThroughSuper(list):
+    def __iter__(self):
+        return super().__iter__()
+
+
+def sums_through_super_iter(x, items):
+    return x + sum(items)
+
+
+def test_super_iter_of_an_outside_list_is_a_read():
+    # main: super().__iter__() on an outside list broke as a mutation
+    # (PTC-B009 "LI.__iter__() on an object from outside")
+    compiled = ptc.compile(sums_through_super_iter, backend="eager", fullgraph=True)
+    for n in (1, 2, 3):
+        items = IterThroughSuper([n] * n)
+        want = sums_through_super_iter(torch.zeros(2), items)
+        assert torch.equal(compiled(torch.zeros(2), items), want)
