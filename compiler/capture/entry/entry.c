@@ -354,16 +354,33 @@ static int symint_recipe(builder *B, PyObject *o)
     return add_recipe(B, (cap_recipe){CAP_R_CONST, 0, NULL, PyLong_FromLongLong(v), 0});
 }
 
-/* A builtin bound to an object (l.append): getattr on the rebuilt object;
- * module functions and unbound builtins are constants. */
+/* A builtin bound to an object: its type's descriptor bound to the rebuilt
+ * object, not getattr by name, which would find a subclass's override
+ * (super().append(v) replayed as self.append(v) ran the override twice).
+ * getattr for a builtin no descriptor binds to; module functions and
+ * unbound builtins are constants. */
 static int bound_builtin_recipe(builder *B, PyObject *o)
 {
     PyObject *self = PyCFunction_GetSelf(o);
-    PyObject *parts = PyTuple_Pack(1, self);
     PyObject *name = PyObject_GetAttr(o, cap_P.s_name);
-    int r = parts && name ? items_recipe(B, CAP_R_GETATTR, parts, name) : -1;
-    Py_XDECREF(parts);
-    Py_XDECREF(name);
+    if (!name)
+        return -1;
+    PyObject *descr = cap_builtin_descriptor(o, self, name);
+    int r;
+    if (descr) {
+        int of = recipe_of(B, self);
+        int *items = of >= 0 ? malloc(sizeof(int)) : NULL;
+        if (items)
+            items[0] = of;
+        r = items ? add_recipe(B, (cap_recipe){CAP_R_BIND, 1, items, descr, 0}) : -1;
+        if (r < 0)
+            Py_DECREF(descr);
+    } else {
+        PyObject *parts = PyTuple_Pack(1, self);
+        r = parts ? items_recipe(B, CAP_R_GETATTR, parts, name) : -1;
+        Py_XDECREF(parts);
+    }
+    Py_DECREF(name);
     return r;
 }
 

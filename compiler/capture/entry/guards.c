@@ -215,6 +215,13 @@ static int keys_equal(PyObject *d, PyObject *keys)
 {
     if (!PyDict_Check(d) || PyDict_Size(d) != PyTuple_Size(keys))
         return 0;
+    if (PyObject_TypeCheck(d, (PyTypeObject *)cap_P.OrderedDict)) {
+        PyObject *now = cap_stored_keys(d);
+        int r = now ? PyObject_RichCompareBool(now, keys, Py_EQ) : -1;
+        Py_XDECREF(now);
+        PyErr_Clear();
+        return r == 1;
+    }
     Py_ssize_t pos = 0, i = 0;
     PyObject *k, *v;
     while (PyDict_Next(d, &pos, &k, &v)) {
@@ -284,7 +291,7 @@ static int check_guard(const cap_guard *g, PyObject *v, cap_hint *hints, cap_dca
         return r == 1;
     }
     case CAP_G_LEN: {
-        Py_ssize_t n = PyObject_Size(v);
+        Py_ssize_t n = cap_stored_len(v);
         if (n < 0)
             PyErr_Clear();
         return n == g->n;

@@ -259,6 +259,8 @@ static PyObject *one(const cap_recipe *r, PyObject **vals, PyObject **outs, PyOb
         return reduced(r, rv);
     case CAP_R_ID:
         return PyLong_FromVoidPtr(rv[r->items[0]]);
+    case CAP_R_BIND:
+        return PyObject_CallMethod(r->obj, "__get__", "(O)", rv[r->items[0]]);
     }
     PyErr_SetString(cap_InternalError, "ptc: unknown recipe");
     return NULL;

@@ -266,6 +266,10 @@ typedef struct cap_trace_hooks {
     int (*dict_lookup)(cap_interp *I, PyObject *d, PyObject *key, PyObject **out);
     int (*iter)(cap_interp *I, PyObject *obj, PyObject **out);
     int (*next)(cap_interp *I, PyObject *it, PyObject **out);
+    /* iter() and next() run to their result (a Python __iter__ or __next__
+       in a nested run): for unpacking, which needs the values at once */
+    int (*iter_sync)(cap_interp *I, PyObject *obj, PyObject **out);
+    int (*next_sync)(cap_interp *I, PyObject *it, PyObject **out);
     int (*iter_contains)(cap_interp *I, PyObject *it, PyObject *item, PyObject **out);
     int (*outside_mutator)(cap_interp *I, PyObject *self, const char *name, PyObject *const *args,
                            int nargs, PyObject *kwnames, PyObject **out);
@@ -379,6 +383,12 @@ int cap_op_call(cap_interp *I, PyObject *callable, PyObject *const *args, int na
 int cap_op_call_ex(cap_interp *I, PyObject *callable, PyObject *argtuple, PyObject *kwdict,
                    PyObject **out);
 int cap_op_load_global(cap_interp *I, cap_frame *f, PyObject *name, PyObject **out);
+/* iter() and next() run to their results, for an instruction that needs
+ * the items before it ends (unpacking, [*a], {**a}): a Python __iter__ or
+ * __next__ runs in a nested run, not as a frame pushed for the loop (its
+ * result would land on the stack in place of the items). */
+int cap_op_iter_now(cap_interp *I, PyObject *obj, PyObject **out);
+int cap_op_next_now(cap_interp *I, PyObject *it, PyObject **out);
 int cap_op_unpack(cap_interp *I, PyObject *seq, int before, int after, bool star,
                   PyObject **items);
 

@@ -285,10 +285,10 @@ static int for_each(cap_interp *I, PyObject *src, int (*add)(PyObject *, PyObjec
                     PyObject *dst)
 {
     PyObject *it = NULL, *item = NULL;
-    int rc = cap_op_iter(I, src, &it);
+    int rc = cap_op_iter_now(I, src, &it);
     if (rc != CAP_NEXT)
         return rc;
-    while ((rc = cap_op_next(I, it, &item)) == CAP_NEXT && item) {
+    while ((rc = cap_op_next_now(I, it, &item)) == CAP_NEXT && item) {
         int r = add(dst, item);
         Py_DECREF(item);
         if (r < 0) {

@@ -575,6 +575,16 @@ int cap_next_real(PyObject *it, PyObject **out)
     return CAP_NEXT;
 }
 
+int cap_op_iter_now(cap_interp *I, PyObject *obj, PyObject **out)
+{
+    return I->T ? cap_hooks.iter_sync(I, obj, out) : cap_op_iter(I, obj, out);
+}
+
+int cap_op_next_now(cap_interp *I, PyObject *it, PyObject **out)
+{
+    return I->T ? cap_hooks.next_sync(I, it, out) : cap_op_next(I, it, out);
+}
+
 int cap_op_unpack(cap_interp *I, PyObject *seq, int before, int after, bool star,
                   PyObject **items)
 {
@@ -582,7 +592,7 @@ int cap_op_unpack(cap_interp *I, PyObject *seq, int before, int after, bool star
     int n = 0, rc;
     if (I->T && cap_hooks.is_tensor(seq))
         return cap_hooks.tensor_unpack(I->T, seq, before, after, star, items);
-    if ((rc = cap_op_iter(I, seq, &it)) != CAP_NEXT) {
+    if ((rc = cap_op_iter_now(I, seq, &it)) != CAP_NEXT) {
         if (rc == CAP_ERR && PyErr_ExceptionMatches(PyExc_TypeError)) {
             PyErr_Clear();
             PyErr_Format(PyExc_TypeError, "cannot unpack non-iterable %s object",
@@ -590,7 +600,7 @@ int cap_op_unpack(cap_interp *I, PyObject *seq, int before, int after, bool star
         }
         return rc;
     }
-    while (n < before && (rc = cap_op_next(I, it, &v)) == CAP_NEXT && v)
+    while (n < before && (rc = cap_op_next_now(I, it, &v)) == CAP_NEXT && v)
         items[n++] = v;
     if (rc != CAP_NEXT)
         goto fail;
@@ -605,7 +615,7 @@ int cap_op_unpack(cap_interp *I, PyObject *seq, int before, int after, bool star
         goto fail_err;
     }
     if (!star) {
-        if ((rc = cap_op_next(I, it, &v)) != CAP_NEXT)
+        if ((rc = cap_op_next_now(I, it, &v)) != CAP_NEXT)
             goto fail;
         if (v) {
             Py_DECREF(v);
@@ -618,7 +628,7 @@ int cap_op_unpack(cap_interp *I, PyObject *seq, int before, int after, bool star
     PyObject *rest = PyList_New(0);
     if (!rest)
         goto fail_err;
-    while ((rc = cap_op_next(I, it, &v)) == CAP_NEXT && v) {
+    while ((rc = cap_op_next_now(I, it, &v)) == CAP_NEXT && v) {
         PyList_Append(rest, v);
         Py_DECREF(v);
     }

@@ -207,6 +207,11 @@ bool cap_is_partial(PyObject *o)
     return partial_type && PyObject_TypeCheck(o, (PyTypeObject *)partial_type);
 }
 
+bool cap_is_exact_partial(PyObject *o)
+{
+    return cap_is_partial(o) && (PyObject *)Py_TYPE(o) == partial_type;
+}
+
 int cap_partial_unpack(PyObject *p, PyObject **fn, PyObject **args, PyObject **kw)
 {
     *fn = PyObject_GetAttrString(p, "func");

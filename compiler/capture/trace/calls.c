@@ -218,8 +218,16 @@ static int do_len(cap_interp *I, PyObject *x, PyObject **out)
     Py_ssize_t n = PyObject_Size(x);
     if (n < 0)
         return CAP_ERR;
-    if (src >= 0 && !cap_is_constant(x) && cap_guard_add(T, CAP_G_LEN, src, NULL, n) < 0)
-        return CAP_ERR;
+    if (src >= 0 && !cap_is_constant(x)) {
+        /* the guard reads the stored size: a __len__ that says another
+           cannot be guarded */
+        if (cap_stored_len(x) != n)
+            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL,
+                               "len() of a %s from outside whose __len__ is not its size",
+                               cap_tpname(Py_TYPE(x)));
+        if (cap_guard_add(T, CAP_G_LEN, src, NULL, n) < 0)
+            return CAP_ERR;
+    }
     *out = PyLong_FromSsize_t(n);
     return CAP_NEXT;
 }
@@ -916,7 +924,7 @@ static int instantiate(cap_interp *I, PyObject *cls, PyObject *const *args, int 
 
 static const char *read_only_methods[] = {
     "get", "keys", "values", "items", "copy", "index", "count", "__contains__", "__len__",
-    "__getitem__", "startswith", "endswith", NULL,
+    "__getitem__", "__iter__", "startswith", "endswith", NULL,
 };
 
 static bool is_read_only(const char *name)
@@ -950,9 +958,57 @@ int cap_t_dict_lookup(cap_interp *I, PyObject *d, PyObject *key, PyObject **out)
     return cap_t_getitem(I, d, key, out);
 }
 
-static int outside_container_method(cap_interp *I, PyObject *self, const char *name,
-                                    PyObject *const *args, int nargs, PyObject *kwnames,
-                                    PyObject **out)
+/* The class whose C method callable is (a method-wrapper and a method
+ * descriptor say; a bound builtin's descriptor does), new ref or NULL. */
+static PyObject *method_owner(PyObject *callable, PyObject *self)
+{
+    PyObject *owner = PyObject_GetAttrString(callable, "__objclass__");
+    if (owner || !PyCFunction_Check(callable)) {
+        PyErr_Clear();
+        return owner;
+    }
+    PyErr_Clear();
+    PyObject *name = PyObject_GetAttr(callable, cap_P.s_name);
+    PyObject *descr = name ? cap_builtin_descriptor(callable, self, name) : NULL;
+    owner = descr ? PyObject_GetAttrString(descr, "__objclass__") : NULL;
+    PyErr_Clear();
+    Py_XDECREF(descr);
+    Py_XDECREF(name);
+    return owner;
+}
+
+/* The method callable of an outside set (which ptc does not copy), bound
+ * to it. */
+static PyObject *bound_to(PyObject *callable, PyObject *self)
+{
+    if (PyCFunction_Check(callable) || Py_TYPE(callable) == (PyTypeObject *)cap_P.MethodWrapperType)
+        return Py_NewRef(callable);
+    return PyObject_CallMethod(callable, "__get__", "(O)", self);
+}
+
+/* A dict view a read of an outside dict returned, a view of the trace's
+ * copy: where dict's own method made it, the copy stands for the outside
+ * dict, so that the view escapes as a view of the caller's dict (live, as
+ * eager's); an OrderedDict's would escape as a dict's (its order lost), so
+ * it is its items, in its order, as a list. */
+static int view_result(cap_trace *T, bool dict_view, PyObject *copy, PyObject *self, PyObject **out)
+{
+    if (dict_view)
+        return cap_t_map(T, copy, cap_t_source_of(T, self)) < 0 ? CAP_ERR : CAP_NEXT;
+    PyObject *l = PySequence_List(*out);
+    Py_SETREF(*out, l);
+    return l ? CAP_NEXT : CAP_ERR;
+}
+
+/* A C method of an outside list, tuple, dict or set. Mutators are logged
+ * (or break); a read of list, tuple or dict runs on the items the object
+ * holds in its own storage, as that method reads them whatever a subclass
+ * overrides (super().__getitem__ in an override of __getitem__), each item
+ * through its source, so that guards cover what the read saw. Another C
+ * method of a subclass (defaultdict.copy) breaks. */
+static int outside_container_method(cap_interp *I, PyObject *callable, PyObject *self,
+                                    const char *name, PyObject *const *args, int nargs,
+                                    PyObject *kwnames, PyObject **out)
 {
     cap_trace *T = I->T;
     if (!is_read_only(name)) {
@@ -962,27 +1018,46 @@ static int outside_container_method(cap_interp *I, PyObject *self, const char *n
         return cap_t_break(T, CAP_B_MUTATE_OUTSIDE, "%s.%s() on an object from outside",
                            cap_tpname(Py_TYPE(self)), name);
     }
-    if (PyDict_Check(self) && strcmp(name, "get") == 0 && nargs >= 1 && !kwnames) {
+    PyObject *owner = method_owner(callable, self);
+    /* OrderedDict's views list what a plain dict in its order (the copy's)
+       lists; its copy() is not a dict's */
+    PyTypeObject *base = owner && PyType_Check(owner) ? (PyTypeObject *)owner : NULL;
+    bool stored = base == &PyList_Type || base == &PyTuple_Type || base == &PyDict_Type ||
+                  (owner && owner == cap_P.OrderedDict && strcmp(name, "copy") != 0);
+    if (!stored && !PyAnySet_Check(self)) {
+        int rc = cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "%s.%s() on an object from outside",
+                             cap_tpname(base ? base : Py_TYPE(self)), name);
+        Py_XDECREF(owner);
+        return rc;
+    }
+    Py_XDECREF(owner);
+    static PyObject *s_getitem;
+    if (!s_getitem && !(s_getitem = PyUnicode_InternFromString("__getitem__")))
+        return CAP_ERR;
+    PyObject *getitem = cap_type_lookup(Py_TYPE(self), s_getitem);
+    if (PyDict_Check(self) && strcmp(name, "get") == 0 && nargs >= 1 && !kwnames &&
+        !(getitem && cap_is_function(getitem))) {
         int rc = cap_t_dict_lookup(I, self, args[0], out);
         if (rc == CAP_NEXT && !*out)
             *out = Py_NewRef(nargs > 1 ? args[1] : Py_None);
         return rc;
     }
-    PyObject *copy = cap_t_flow(T, self);
+    if (cap_t_current(I, &self) != CAP_NEXT)
+        return CAP_ERR;
+    PyObject *copy = cap_t_stored_items(T, self);
     if (!copy)
         return CAP_ERR;
-    PyObject *m = PyObject_GetAttrString(copy, name);
+    /* a copy is a plain list, tuple or dict (so is the trace's shadow of
+       one it wrote): its method of that name is the one the program
+       called */
+    PyObject *m =
+        PyAnySet_Check(copy) ? bound_to(callable, copy) : PyObject_GetAttrString(copy, name);
+    int rc = m ? real_call_flowed(T, m, args, nargs, kwnames, out) : CAP_ERR;
+    Py_XDECREF(m);
+    if (rc == CAP_NEXT &&
+        (PyDictKeys_Check(*out) || PyDictValues_Check(*out) || PyDictItems_Check(*out)))
+        rc = view_result(T, base == &PyDict_Type && copy != self, copy, self, out);
     Py_DECREF(copy);
-    if (!m)
-        return CAP_ERR;
-    int rc = real_call_flowed(T, m, args, nargs, kwnames, out);
-    Py_DECREF(m);
-    if (rc == CAP_NEXT && (PyDictKeys_Check(*out) || PyDictValues_Check(*out) || PyDictItems_Check(*out))) {
-        PyObject *l = PySequence_List(*out);
-        Py_SETREF(*out, l);
-        if (!l)
-            return CAP_ERR;
-    }
     return rc;
 }
 
@@ -1085,7 +1160,7 @@ static int c_callable(cap_interp *I, PyObject *callable, PyObject *const *args, 
             rc = cap_t_real_tensor(T, self, what);
         } else if (cap_t_outside(T, self) && !cap_is_constant(self)) {
             if (PyDict_Check(self) || PyList_Check(self) || PyTuple_Check(self) || PyAnySet_Check(self))
-                rc = outside_container_method(I, self, name, args, nargs, kwnames, out);
+                rc = outside_container_method(I, callable, self, name, args, nargs, kwnames, out);
             else
                 rc = cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "%s.%s() on an object from outside",
                                  cap_tpname(Py_TYPE(self)), name);
@@ -1250,6 +1325,44 @@ static int call_function(cap_interp *I, PyObject *fn, PyObject *const *args, int
     return rc;
 }
 
+/* The function, arguments and keywords of a functools.partial; of one from
+ * outside, read through their sources, so that guards cover them (a
+ * partial with other arguments on the next call is another). */
+static int partial_parts(cap_interp *I, PyObject *p, PyObject **fn, PyObject **pargs,
+                         PyObject **pkw)
+{
+    cap_trace *T = I->T;
+    if (!cap_t_outside(T, p) || cap_is_constant(p))
+        return cap_partial_unpack(p, fn, pargs, pkw) < 0 ? CAP_ERR : CAP_NEXT;
+    if (!cap_is_exact_partial(p))
+        return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "call of an outside %s",
+                           cap_tpname(Py_TYPE(p)));
+    const char *names[3] = {"func", "args", "keywords"};
+    PyObject *parts[3] = {NULL, NULL, NULL};
+    int rc = CAP_NEXT;
+    for (int i = 0; i < 3 && rc == CAP_NEXT; i++) {
+        PyObject *name = PyUnicode_FromString(names[i]), *v = NULL;
+        rc = name ? cap_t_getattr(I, p, name, &v) : CAP_ERR;
+        Py_XDECREF(name);
+        parts[i] = v;
+        if (rc == CAP_NEXT && i) {
+            /* the tuple and the dict as plain ones of the values under guards */
+            parts[i] = cap_t_flow(T, v);
+            Py_DECREF(v);
+            rc = parts[i] ? CAP_NEXT : CAP_ERR;
+        }
+    }
+    if (rc == CAP_NEXT && !(PyTuple_Check(parts[1]) && PyDict_Check(parts[2])))
+        rc = cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "call of a partial with odd parts");
+    if (rc != CAP_NEXT) {
+        for (int i = 0; i < 3; i++)
+            Py_XDECREF(parts[i]);
+        return rc;
+    }
+    *fn = parts[0], *pargs = parts[1], *pkw = parts[2];
+    return CAP_NEXT;
+}
+
 /* A torch function's arguments as it should read them: the outside lists
  * and dicts this trace wrote replaced by their shadows (buf: 64 entries). */
 static int current_args(cap_interp *I, PyObject *const **args, int nargs, PyObject **buf)
@@ -1325,8 +1438,8 @@ int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nar
         return instantiate(I, callable, args, nargs, kwnames, out);
     if (cap_is_partial(callable)) {
         PyObject *fn = NULL, *pargs = NULL, *pkw = NULL;
-        if (cap_partial_unpack(callable, &fn, &pargs, &pkw) < 0)
-            return CAP_ERR;
+        if ((rc = partial_parts(I, callable, &fn, &pargs, &pkw)) != CAP_NEXT)
+            return rc;
         rc = cap_t_call_partial(I, fn, pargs, pkw, args, nargs, kwnames, out);
         Py_DECREF(fn);
         Py_DECREF(pargs);

@@ -54,6 +54,8 @@ void cap_trace_hooks_install(void)
     h->dict_lookup = cap_t_dict_lookup;
     h->iter = cap_t_iter;
     h->next = cap_t_next;
+    h->iter_sync = cap_t_iter_sync;
+    h->next_sync = cap_t_next_sync;
     h->iter_contains = cap_t_iter_contains;
     h->outside_mutator = cap_t_outside_mutator;
     h->truth_guard = cap_t_truth_guard;

@@ -501,6 +501,14 @@ int cap_t_next_sync(cap_interp *I, PyObject *it, PyObject **out)
     return rc;
 }
 
+int cap_t_iter_sync(cap_interp *I, PyObject *obj, PyObject **out)
+{
+    cap_frame *outer = I->frame;
+    *out = NULL;
+    int rc = cap_t_iter(I, obj, out);
+    return rc == CAP_FRAME ? cap_t_run_sync(I, outer, out) : rc;
+}
+
 /* zip(strict=True) found argument k exhausted: as CPython, the others must
  * be exhausted too (k == 0 checks the rest; else the error names k). */
 static int zip_strict_end(cap_interp *I, cap_lazy *lz, Py_ssize_t k)

@@ -535,7 +535,7 @@ static PyObject *seq_wrapped(cap_trace *T, PyObject *o, int src, Py_ssize_t star
 
 static int len_guard(cap_trace *T, PyObject *o, int src)
 {
-    Py_ssize_t n = PyObject_Size(o);
+    Py_ssize_t n = cap_stored_len(o);
     if (n < 0)
         return -1;
     return src >= 0 ? cap_guard_add(T, CAP_G_LEN, src, NULL, n) : 0;
@@ -543,9 +543,7 @@ static int len_guard(cap_trace *T, PyObject *o, int src)
 
 static int keys_guard(cap_trace *T, PyObject *d, int src, PyObject **keys_out)
 {
-    PyObject *keys = PyMapping_Keys(d);
-    PyObject *t = keys ? PyList_AsTuple(keys) : NULL;
-    Py_XDECREF(keys);
+    PyObject *t = cap_stored_keys(d);
     if (!t)
         return -1;
     for (Py_ssize_t i = 0; i < PyTuple_Size(t); i++)
@@ -1019,15 +1017,20 @@ PyObject *cap_t_flow(cap_trace *T, PyObject *obj)
     }
     if (cap_t_current(T->I, &obj) != CAP_NEXT)
         return NULL;
+    return plain_seq(obj) || plain_dict(obj) ? cap_t_stored_items(T, obj) : Py_NewRef(obj);
+}
+
+PyObject *cap_t_stored_items(cap_trace *T, PyObject *obj)
+{
     int src = cap_t_source_of(T, obj);
     if (src < 0 || cap_is_constant(obj))
         return Py_NewRef(obj);
-    if (plain_seq(obj)) {
+    if (PyList_Check(obj) || PyTuple_Check(obj)) {
         if (len_guard(T, obj, src) < 0)
             return NULL;
         return seq_wrapped(T, obj, src, 0, 1, seq_len(obj), PyTuple_Check(obj));
     }
-    if (plain_dict(obj)) {
+    if (PyDict_Check(obj)) {
         PyObject *keys = NULL, *d = NULL;
         if (keys_guard(T, obj, src, &keys) < 0)
             return NULL;
@@ -1045,6 +1048,28 @@ PyObject *cap_t_flow(cap_trace *T, PyObject *obj)
     return Py_NewRef(obj);
 }
 
+/* The items of f(*a) as a tuple (*t NULL with an error): other iterables
+ * than tuples and lists are iterated through the interpreter, so that a
+ * Python __iter__ is traced (and what it reads guarded), not run for real. */
+static int star_items(cap_interp *I, PyObject *a, PyObject **t)
+{
+    if (PyTuple_CheckExact(a) || PyList_CheckExact(a)) {
+        *t = PySequence_Tuple(a);
+        return CAP_NEXT;
+    }
+    PyObject *it = NULL, *items = PyList_New(0), *v = NULL;
+    int rc = items ? cap_op_iter_now(I, a, &it) : CAP_ERR;
+    while (rc == CAP_NEXT && (rc = cap_op_next_now(I, it, &v)) == CAP_NEXT && v) {
+        if (PyList_Append(items, v) < 0)
+            rc = CAP_ERR;
+        Py_DECREF(v);
+    }
+    Py_XDECREF(it);
+    *t = rc == CAP_NEXT ? PyList_AsTuple(items) : NULL;
+    Py_XDECREF(items);
+    return rc == CAP_ERR ? CAP_NEXT : rc; /* an error: *t NULL, reported below */
+}
+
 int cap_t_expand_call_args(cap_trace *T, PyObject *func, PyObject *args, PyObject *kw,
                            PyObject **t, PyObject **d)
 {
@@ -1058,8 +1083,10 @@ int cap_t_expand_call_args(cap_trace *T, PyObject *func, PyObject *args, PyObjec
         if (!a)
             return PyErr_Occurred() ? CAP_ERR : CAP_BREAK;
     }
-    *t = PyTuple_Check(a) ? Py_NewRef(a) : PySequence_Tuple(a);
+    int rc = star_items(T->I, a, t);
     Py_DECREF(a);
+    if (rc != CAP_NEXT)
+        return rc;
     if (!*t) {
         if (PyErr_ExceptionMatches(PyExc_TypeError)) {
             PyErr_Clear();

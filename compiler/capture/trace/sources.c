@@ -116,6 +116,59 @@ void cap_source_str(const cap_source *src, int nsrc, int id, char *buf, size_t s
     PyErr_Clear();
 }
 
+/* ---- what outside containers hold ------------------------------------------------- */
+
+Py_ssize_t cap_stored_len(PyObject *o)
+{
+    if (PyList_Check(o))
+        return PyList_Size(o);
+    if (PyTuple_Check(o))
+        return PyTuple_Size(o);
+    if (PyDict_Check(o))
+        return PyDict_Size(o);
+    if (PyAnySet_Check(o))
+        return PySet_Size(o);
+    return PyObject_Size(o);
+}
+
+PyObject *cap_stored_keys(PyObject *d)
+{
+    if (PyObject_TypeCheck(d, (PyTypeObject *)cap_P.OrderedDict)) {
+        /* OrderedDict.keys itself: its order, not the dict's below it */
+        PyObject *keys = PyObject_CallMethod(cap_P.OrderedDict, "keys", "O", d);
+        PyObject *t = keys ? PySequence_Tuple(keys) : NULL;
+        Py_XDECREF(keys);
+        return t;
+    }
+    PyObject *t = PyTuple_New(PyDict_Size(d)), *k, *v;
+    Py_ssize_t pos = 0, i = 0;
+    while (t && PyDict_Next(d, &pos, &k, &v))
+        PyTuple_SetItem(t, i++, Py_NewRef(k));
+    return t;
+}
+
+PyObject *cap_builtin_descriptor(PyObject *o, PyObject *self, PyObject *name)
+{
+    PyObject *mro = PyObject_GetAttr((PyObject *)Py_TYPE(self), cap_P.s_mro), *found = NULL;
+    for (Py_ssize_t i = 0; mro && !found && i < PyTuple_Size(mro); i++) {
+        PyObject *dict = PyObject_GetAttrString(PyTuple_GetItem(mro, i), "__dict__");
+        PyObject *d = dict ? PyObject_GetItem(dict, name) : NULL;
+        PyErr_Clear();
+        if (d && Py_TYPE(d) == &PyMethodDescr_Type) {
+            PyObject *bound = PyObject_CallMethod(d, "__get__", "(O)", self);
+            if (bound && PyCFunction_Check(bound) &&
+                PyCFunction_GetFunction(bound) == PyCFunction_GetFunction(o))
+                found = Py_NewRef(d);
+            Py_XDECREF(bound);
+            PyErr_Clear();
+        }
+        Py_XDECREF(d);
+        Py_XDECREF(dict);
+    }
+    Py_XDECREF(mro);
+    return found;
+}
+
 /* ---- outside objects -------------------------------------------------------------- */
 
 /* Gives dims `dyn` of the input at src their symbols, in its graph type ty
@@ -444,7 +497,7 @@ static PyObject *wrap_iter(cap_trace *T, cap_iter *it, int src)
     } else {
         int ss = cap_source_add(T, CAP_S_ITERSEQ, src, 0, 0, NULL);
         if (ss < 0 || cap_guard_add(T, CAP_G_TYPE, ss, (PyObject *)Py_TYPE(it->seq), 0) < 0 ||
-            cap_guard_add(T, CAP_G_LEN, ss, NULL, PyObject_Size(it->seq)) < 0)
+            cap_guard_add(T, CAP_G_LEN, ss, NULL, cap_stored_len(it->seq)) < 0)
             return NULL;
         cap_t_map(T, it->seq, ss);
         copy = (cap_iter *)cap_iter_seq(it->seq, ss, T);
@@ -459,7 +512,7 @@ static PyObject *wrap_iter(cap_trace *T, cap_iter *it, int src)
             copy->owner_len = it->owner_len;
             if (os >= 0)
                 cap_t_map(T, it->owner, os);
-            if (os < 0 || cap_guard_add(T, CAP_G_LEN, os, NULL, PyObject_Size(it->owner)) < 0)
+            if (os < 0 || cap_guard_add(T, CAP_G_LEN, os, NULL, cap_stored_len(it->owner)) < 0)
                 Py_CLEAR(copy);
         }
     }

@@ -72,8 +72,8 @@ typedef struct cap_source {
     X(ID, "is")            /* value is obj */                                   \
     X(TYPE, "type is")     /* type(value) is obj */                             \
     X(EQ, "==")            /* type(value) is type(obj) and value == obj */      \
-    X(LEN, "len ==")       /* len(value) == n */                                \
-    X(KEYS, "keys ==")     /* list(value) == obj (dict keys, in order) */       \
+    X(LEN, "len ==")       /* cap_stored_len(value) == n */                     \
+    X(KEYS, "keys ==")     /* cap_stored_keys(value) == obj */                  \
     X(TENSOR, "tensor")    /* tensor type, dtype, device, sizes, strides, grad */\
     X(HASATTR, "hasattr")  /* hasattr(value, key) == n */                       \
     X(DICT_HAS, "has key") /* (key in value) == n */                            \
@@ -91,6 +91,19 @@ typedef struct cap_source {
                                      written in place: they share no storage with the rest */ \
     X(SYM, "size relation")  /* expr n 0, n a Py_LT.. relation; obj: expr's text */ \
     X(SYMSIZE, "size is")    /* value.size(n & 255) == symbol n >> 8 */
+
+/* What an outside list, tuple, dict or set holds in its own storage, which
+ * is what its type's C methods read and what INDEX and ITEM sources reach,
+ * whatever a subclass's __len__, keys or __iter__ say: the guards and the
+ * trace read sizes and keys through these two, and so agree. The keys are
+ * in iteration order (an OrderedDict's own). A new tuple, or NULL with an
+ * error; the length is -1 with an error. */
+Py_ssize_t cap_stored_len(PyObject *o);
+PyObject *cap_stored_keys(PyObject *d);
+/* The method descriptor of type(self)'s MRO that the builtin method o
+ * (bound to self, named name) comes from: list.append for l.append, and for
+ * super().append in a subclass that overrides append. New ref or NULL. */
+PyObject *cap_builtin_descriptor(PyObject *o, PyObject *self, PyObject *name);
 
 typedef enum {
 #define X(id, s) CAP_G_##id,
@@ -306,7 +319,7 @@ extern cap_torch_hooks cap_thooks;
 #define CAP_RECIPE_KINDS(X)                                                     \
     X(NULLV) X(CONST) X(SOURCE) X(OUTPUT) X(TUPLE) X(LIST) X(DICT) X(SET)       \
     X(CELL) X(SLICE) X(ITER) X(INSTANCE) X(FUNCTION) X(METHOD) X(GRADEXIT)   \
-    X(GETATTR) X(PYITER) X(EXCEPTION) X(REDUCE) X(ID)
+    X(GETATTR) X(PYITER) X(EXCEPTION) X(REDUCE) X(ID) X(BIND)
 
 typedef enum {
 #define X(id) CAP_R_##id,
@@ -318,8 +331,8 @@ typedef struct cap_recipe {
     uint8_t kind;
     int n;          /* number of items */
     int *items;     /* recipe indices (children first in the array) */
-    PyObject *obj;  /* CONST value, INSTANCE class, FUNCTION code..., True for a SOURCE
-                       that is an id() (strong) */
+    PyObject *obj;  /* CONST value, INSTANCE class, FUNCTION code..., BIND descriptor,
+                       True for a SOURCE that is an id() (strong) */
     int index;      /* SOURCE id, OUTPUT index, ITER position, GRADEXIT mode */
 } cap_recipe;
 
@@ -635,6 +648,7 @@ const char *cap_graph_split_reason(PyObject *fn, PyObject *const *args, int narg
  * true returned; false for any other fn. -1 on error. */
 int cap_t_graph_cut(cap_trace *T, PyObject *fn, PyObject *const *args, int nargs);
 bool cap_is_partial(PyObject *o);
+bool cap_is_exact_partial(PyObject *o); /* functools.partial itself, no subclass */
 int cap_partial_unpack(PyObject *p, PyObject **fn, PyObject **args, PyObject **kw);
 int cap_t_call_partial(cap_interp *I, PyObject *fn, PyObject *pargs, PyObject *pkw,
                        PyObject *const *args, int nargs, PyObject *kwnames, PyObject **out);
@@ -678,6 +692,11 @@ int cap_t_check_operands(cap_trace *T, PyObject *a, PyObject *b, bool arithmetic
 int cap_t_check_format(cap_trace *T, PyObject *v);
 int cap_t_before_with(cap_interp *I, cap_frame *f, PyObject *mgr);
 PyObject *cap_t_flow(cap_trace *T, PyObject *obj);
+/* The items an outside list, tuple or dict holds in its own storage (what
+ * its type's C methods read, whatever a subclass overrides) as a plain
+ * list, tuple or dict of values reached through sources, under guards;
+ * obj itself for other objects and those the trace made. */
+PyObject *cap_t_stored_items(cap_trace *T, PyObject *obj);
 int cap_t_expand_call_args(cap_trace *T, PyObject *func, PyObject *args, PyObject *kw,
                            PyObject **t, PyObject **d);
 int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
@@ -759,6 +778,8 @@ int cap_t_lazy_next(cap_interp *I, cap_lazy *lz, PyObject **out);
 /* next(it) run to its end here: a Python __next__ in a nested run, whose
  * StopIteration is the end (*out NULL). */
 int cap_t_next_sync(cap_interp *I, PyObject *it, PyObject **out);
+/* iter(obj) run to its end here: a Python __iter__ in a nested run. */
+int cap_t_iter_sync(cap_interp *I, PyObject *obj, PyObject **out);
 /* Positions of the ptc iterators reachable from some values, taken before a
  * builtin consumes them and put back when it breaks: the instruction then
  * reruns for real from where eager would start. */

@@ -5,7 +5,8 @@
  * for real, which a symbolic tensor or an outside object cannot take. Each
  * getter is taken apart through its __reduce__ (the items, dotted names, or
  * method name and arguments it was made with; they cannot change after it is
- * made, so the getter's own guard covers them) and the same operations run
+ * made, so an identity guard on a getter from outside covers them) and the
+ * same operations run
  * through the interpreter instead: subscripts, attribute reads and calls
  * traced as if the program had written them out.
  */
@@ -122,6 +123,11 @@ int cap_t_call_getter(cap_interp *I, PyObject *callable, PyObject *const *args, 
     if (nargs != 1 || kwnames) /* eager's TypeError, raised by the real call */
         return cap_t_break(I->T, CAP_B_UNSUPPORTED_CALL, "operator getter with %d arguments",
                            nargs);
+    /* one from outside: its identity, so that another getter (other keys)
+       is not served by this trace */
+    int src = cap_t_source_of(I->T, callable);
+    if (src >= 0 && cap_guard_add(I->T, CAP_G_ID, src, callable, 0) < 0)
+        return CAP_ERR;
     PyObject *reduced = PyObject_CallMethod(callable, "__reduce__", NULL);
     if (!reduced)
         return CAP_ERR;
