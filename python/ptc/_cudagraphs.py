@@ -16,11 +16,11 @@ the entry holds (its parameters, buffers such as BatchNorm's running
 statistics, and constant tensors: ``held``), any other nn.Parameter, and
 outputs of another recorded graph (across a graph break the next graph reads
 the previous one's output buffer, as in torch's trees); one that moves is
-recorded again, and copied in from then on (a buffer the program replaces
-at each call costs one re-recording, not one per call). Where the guards fix every input's dtype, device and sizes
-(``fixed_signature``), a replay looks up no input's metadata: its host cost is
-one address check of the inputs read in place (in torch's C++) and a copy per
-other input.
+recorded again, and copied in from then on (a buffer the program replaces at
+each call costs one re-recording, not one per call). Where the guards fix
+every input's dtype, device and sizes (``fixed_signature``), a replay looks
+up no input's metadata: its host cost is one address check of the inputs
+read in place (in torch's C++) and a copy per other input.
 The outputs a replay returns share memory with the graph's static outputs, so
 the next replay overwrites them: outputs of an earlier replay the user still
 holds lose their storage at the next replay and raise torch's own error when
@@ -145,8 +145,8 @@ def _step():
 
 
 def _all_tensors(inputs):
-    """Are all inputs tensors? (Under fixed_signature the guards keep them
-    what they were when the program was first recorded.)"""
+    """Are all inputs tensors? (Under fixed_signature, once a recording is
+    made, the guards keep them what they were then.)"""
     import torch
     return all(isinstance(t, torch.Tensor) for t in inputs)
 
@@ -183,7 +183,7 @@ class _Graph:
                     buf.copy_(t)
                     self.copied.append((i, buf))
                     static_inputs.append(buf)
-        self.static_inputs = static_inputs
+        self.static_inputs = static_inputs  # held for the graph's life: it reads them
         args = tuple(static_inputs)
         self.graph, outputs = recorder.engine.record(lambda: recorder.run_plain(args))
         self.static_outputs = tuple(outputs)
@@ -306,13 +306,11 @@ class Recorder:
         if self.disabled:
             _stats["plain_runs"] += 1
             return self.run_plain(inputs)
-        if not self.fixed_signature and not _all_tensors(inputs):
+        if not (self.fixed_signature and self.graphs) and not _all_tensors(inputs):
             return self._without("a graph input is not a tensor", inputs)
         key = self._key(inputs)
         slots = self.graphs.get(key)
         if not slots:
-            if not _all_tensors(inputs):
-                return self._without("a graph input is not a tensor", inputs)
             return self._first_calls(key, inputs)
         step = _step()
         g = next((g for g in slots if g.free_in(step)), None)
