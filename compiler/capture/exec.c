@@ -930,7 +930,7 @@ static void note_size_change(cap_compiled *c, cap_entry *e, int failed, PyObject
     if (c->opts.dynamic == 0 || g->kind != CAP_G_TENSOR || !vals[g->src])
         return;
     int k = e->src[g->src].kind;
-    if (k == CAP_S_MODPARAM || k == CAP_S_MODBUF || k == CAP_S_CONST)
+    if (cap_source_module_tensor(k) || k == CAP_S_CONST)
         return;
     int dims = cap_tmeta_size_change(vals[g->src], g->tm);
     if (!dims)

@@ -66,7 +66,8 @@ static int init_strings(void)
         {&cap_P.s_call, "__call__"}, {&cap_P.s_getattr, "__getattr__"},
         {&cap_P.s_match_args, "__match_args__"}, {&cap_P.s_keys, "keys"},
         {&cap_P.s_get, "get"}, {&cap_P.s_module, "__module__"},
-        {&cap_P.s_getattribute, "__getattribute__"},
+        {&cap_P.s_getattribute, "__getattribute__"}, {&cap_P.s_getitem, "__getitem__"},
+        {&cap_P.s_len, "__len__"},
     };
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (intern(names[i].slot, names[i].s) < 0)

@@ -946,7 +946,7 @@ int cap_entry_run_graph(cap_entry *e, PyObject **vals, PyObject **outputs, char 
 static bool held_input(const cap_entry *e, int i)
 {
     int s = e->input_src[i];
-    return s < 0 || e->src[s].kind == CAP_S_MODPARAM || e->src[s].kind == CAP_S_MODBUF;
+    return s < 0 || cap_source_module_tensor(e->src[s].kind);
 }
 
 PyObject *cap_recorder_kwargs(const cap_entry *e)

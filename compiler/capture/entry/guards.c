@@ -454,7 +454,7 @@ static PyObject *tensor_guards_type(void)
 
 static bool module_tensor(const cap_entry *e, const cap_guard *g)
 {
-    return g->kind == CAP_G_TENSOR && (e->src[g->src].kind == CAP_S_MODPARAM || e->src[g->src].kind == CAP_S_MODBUF);
+    return g->kind == CAP_G_TENSOR && cap_source_module_tensor(e->src[g->src].kind);
 }
 
 /* Tensor guards TensorGuards checks: not those of module tensors (see

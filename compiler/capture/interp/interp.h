@@ -28,7 +28,8 @@ typedef struct cap_py {
     PyObject *s_enter, *s_exit, *s_dict, *s_closure, *s_code, *s_globals,
         *s_builtins, *s_defaults, *s_kwdefaults, *s_func, *s_self, *s_cell_contents,
         *s_qualname, *s_name, *s_annotations, *s_class, *s_mro, *s_init, *s_new,
-        *s_call, *s_getattr, *s_match_args, *s_keys, *s_get, *s_module, *s_getattribute;
+        *s_call, *s_getattr, *s_match_args, *s_keys, *s_get, *s_module, *s_getattribute,
+        *s_getitem, *s_len;
     PyObject *object_getattribute; /* object.__getattribute__ */
     PyObject *empty_tuple, *empty_str;
     int cmp_shift;               /* COMPARE_OP: oparg >> cmp_shift is the operator */

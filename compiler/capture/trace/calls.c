@@ -199,7 +199,7 @@ static int do_len(cap_interp *I, PyObject *x, PyObject **out)
         *out = cap_dim_obj(T, t->v->type.shape[0]);
         return *out ? CAP_NEXT : CAP_ERR;
     }
-    PyObject *m = cap_type_lookup(Py_TYPE(x), PyUnicode_InternFromString("__len__"));
+    PyObject *m = cap_type_lookup(Py_TYPE(x), cap_P.s_len);
     if (m && cap_is_function(m)) {
         PyObject *args[1] = {x};
         int rc = cap_call_inline(I, m, args, 1, NULL, cap_ret_push);
@@ -1031,10 +1031,7 @@ static int outside_container_method(cap_interp *I, PyObject *callable, PyObject 
         return rc;
     }
     Py_XDECREF(owner);
-    static PyObject *s_getitem;
-    if (!s_getitem && !(s_getitem = PyUnicode_InternFromString("__getitem__")))
-        return CAP_ERR;
-    PyObject *getitem = cap_type_lookup(Py_TYPE(self), s_getitem);
+    PyObject *getitem = cap_type_lookup(Py_TYPE(self), cap_P.s_getitem);
     if (PyDict_Check(self) && strcmp(name, "get") == 0 && nargs >= 1 && !kwnames &&
         !(getitem && cap_is_function(getitem))) {
         int rc = cap_t_dict_lookup(I, self, args[0], out);

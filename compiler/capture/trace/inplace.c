@@ -35,7 +35,7 @@ static bool shared(PyObject *a, PyObject *b)
 
 static bool plain_writable(cap_trace *T, int src)
 {
-    return src >= 0 && T->src[src].kind != CAP_S_MODBUF && T->src[src].kind != CAP_S_MODPARAM;
+    return src >= 0 && !cap_source_module_tensor(T->src[src].kind);
 }
 
 /* The storage of the input reached by src, as noted (borrowed, or NULL). */

@@ -437,8 +437,7 @@ int cap_t_identity_guards(cap_trace *T)
     PyObject *ids = PyList_New(0);
     for (int i = 0; ids && i < n; i++) {
         int s = T->input_src[i];
-        if (s < 0 || T->src[s].kind == CAP_S_MODPARAM || T->src[s].kind == CAP_S_MODBUF ||
-            T->src[s].kind == CAP_S_CONST)
+        if (s < 0 || cap_source_module_tensor(T->src[s].kind) || T->src[s].kind == CAP_S_CONST)
             continue;
         PyObject *id = PyLong_FromLong(s);
         if (!id || PyList_Append(ids, id) < 0)

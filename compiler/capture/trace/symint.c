@@ -196,7 +196,7 @@ static int auto_dims(cap_trace *T, int src, const cap_tmeta *m)
 int cap_t_dynamic_dims(cap_trace *T, PyObject *obj, int src, const cap_tmeta *m)
 {
     int kind = T->src[src].kind;
-    if (T->static_only || kind == CAP_S_MODPARAM || kind == CAP_S_MODBUF || kind == CAP_S_CONST)
+    if (T->static_only || cap_source_module_tensor(kind) || kind == CAP_S_CONST)
         return 0; /* parameters and buffers keep their sizes, as in torch */
     int all = (1 << m->ndim) - 1;
     int marked = marked_dims(obj, "_dynamo_dynamic_indices", m->ndim) |

@@ -58,6 +58,12 @@ typedef enum {
     CAP_S_COUNT
 } cap_source_kind;
 
+/* A source that reads a tensor a module holds: a parameter or a buffer. */
+static inline bool cap_source_module_tensor(int kind)
+{
+    return kind == CAP_S_MODPARAM || kind == CAP_S_MODBUF;
+}
+
 typedef struct cap_source {
     uint8_t kind;
     int parent;   /* source id, -1 for roots */
