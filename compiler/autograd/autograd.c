@@ -382,7 +382,7 @@ int ptc_autograd_joint(const ptc_graph *g, const bool *wants_grad, const bool *n
      * business (ag.needs), not the types' requires_grad. */
     for (int i = 0; i < jg->nvalues; i++)
         jg->values[i]->type.requires_grad = false;
-    int nforward = jg->nnodes;
+    int nforward = jg->nnodes, first_backward_id = jg->next_node_id;
     ag a = {.g = jg, .err = err, .nvalues = jg->nvalues + g->noutputs};
     a.needs = PTC_NEWN(jg->arena, bool, a.nvalues);
     a.grad = PTC_NEWN(jg->arena, ptc_value *, a.nvalues);
@@ -399,7 +399,7 @@ int ptc_autograd_joint(const ptc_graph *g, const bool *wants_grad, const bool *n
     if (set_joint_outputs(&a, wants_grad, out))
         goto fail;
     drop_stop_gradients(jg);
-    if (ptc_simplify(jg, err) || ptc_ops_verify(jg, PTC_STAGE_PRIM, err))
+    if (ptc_pass_factor_sums(jg, first_backward_id, err) < 0 || ptc_simplify(jg, err) || ptc_ops_verify(jg, PTC_STAGE_PRIM, err))
         goto fail;
     return 0;
 fail:

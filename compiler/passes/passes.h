@@ -34,6 +34,13 @@ int ptc_pass_cse(ptc_graph *g);
  * prims.full values, identity views and conversions; returns how many nodes
  * were replaced. */
 int ptc_pass_fold(ptc_graph *g, ptc_error *err);
+/* Takes factors out of the sums of nodes with ids from first_id on: a factor constant along
+ * every reduced dim (a full, a broadcast onto kept dims) and negations leave
+ * the sum, sum(a * c * -b) = -(sum(a * b) * c), the remaining factors
+ * multiplied in value order so that sums of the same product become one under
+ * CSE. Float sums only; the rounding differs as reassociation does. Returns
+ * how many sums were rewritten (the old ones are left for DCE). */
+int ptc_pass_factor_sums(ptc_graph *g, int first_id, ptc_error *err);
 /* fold, cse and dce until nothing changes. */
 int ptc_simplify(ptc_graph *g, ptc_error *err);
 

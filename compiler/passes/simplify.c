@@ -571,6 +571,189 @@ int ptc_pass_fold(ptc_graph *g, ptc_error *err)
     return folded;
 }
 
+/* ---- factors leaving sums ------------------------------------------------------------------ */
+
+/* A sum's operand as a product of factors, the ones constant along every
+ * reduced dim apart, and the sign its negations leave. */
+#define MAX_FACTORS 8
+typedef struct factors {
+    ptc_value *varying[MAX_FACTORS];
+    ptc_value *constant[MAX_FACTORS];
+    int nvarying, nconstant;
+    bool negated, overflow;
+} factors;
+
+/* Whether v is the same along every reduced dim: a full, or a broadcast
+ * whose source dims all land on kept dims. */
+static bool constant_over(const ptc_value *v, const bool *reduced)
+{
+    const ptc_node *d = v->def;
+    if (d && d->op == PTC_OP_PRIMS_FULL)
+        return true;
+    if (!d || d->op != PTC_OP_PRIMS_BROADCAST_IN_DIM)
+        return false;
+    const ptc_arg *bdims = find_arg(d, "broadcast_dimensions");
+    for (int k = 0; k < bdims->is.n; k++)
+        if (!ptc_dim_is_static(bdims->is.d[k]) || reduced[bdims->is.d[k].value])
+            return false;
+    return true;
+}
+
+static void add_factor(ptc_value **list, int *n, ptc_value *v, factors *f)
+{
+    if (*n == MAX_FACTORS)
+        f->overflow = true;
+    else
+        list[(*n)++] = v;
+}
+
+static void collect_factors(ptc_value *v, const bool *reduced, factors *f)
+{
+    const ptc_node *d = v->def;
+    if (d && d->op == PTC_OP_PRIMS_NEG) {
+        f->negated = !f->negated;
+        collect_factors(d->args[0].v, reduced, f);
+    } else if (d && d->op == PTC_OP_PRIMS_MUL) {
+        collect_factors(d->args[0].v, reduced, f);
+        collect_factors(d->args[1].v, reduced, f);
+    } else if (constant_over(v, reduced)) {
+        add_factor(f->constant, &f->nconstant, v, f);
+    } else {
+        add_factor(f->varying, &f->nvarying, v, f);
+    }
+}
+
+static int by_value_id(const void *x, const void *y)
+{
+    int a = (*(ptc_value *const *)x)->id, b = (*(ptc_value *const *)y)->id;
+    return (a > b) - (a < b);
+}
+
+/* A node built for the sum n, with n's location and provenance. */
+static ptc_value *build_for(ptc_graph *g, const ptc_node *n, ptc_op op, const ptc_arg *args,
+                            int nargs, ptc_error *err)
+{
+    ptc_node *m = ptc_build(g, op, args, nargs, err);
+    if (!m)
+        return NULL;
+    m->nprov = n->nprov;
+    m->prov = n->prov;
+    m->loc = n->loc;
+    m->module_path = n->module_path;
+    return m->outs[0];
+}
+
+static ptc_value *build_binary(ptc_graph *g, const ptc_node *n, ptc_op op, ptc_value *a,
+                               ptc_value *b, ptc_error *err)
+{
+    if (!a || !b)
+        return NULL;
+    ptc_arg args[2] = {ptc_arg_value(a), ptc_arg_value(b)};
+    return build_for(g, n, op, args, 2, err);
+}
+
+/* A constant factor c of the sum's operand, at the sum's (reduced) shape:
+ * a full is refilled, a broadcast's source is broadcast again onto the kept
+ * dims (or is the result as it is). */
+static ptc_value *constant_at_sum(ptc_graph *g, const ptc_node *sum, const ptc_value *c,
+                                  const bool *reduced, ptc_error *err)
+{
+    const ptc_node *d = c->def;
+    const ptc_ttype *out = &sum->outs[0]->type;
+    ptc_arg shape = ptc_arg_dims(g->arena, out->shape, out->ndim);
+    if (d->op == PTC_OP_PRIMS_FULL) {
+        ptc_arg args[4] = {shape, *find_arg(d, "fill_value"), *find_arg(d, "dtype"),
+                           *find_arg(d, "device")};
+        return build_for(g, sum, PTC_OP_PRIMS_FULL, args, 4, err);
+    }
+    ptc_value *src = d->args[0].v;
+    const ptc_arg *bdims = find_arg(d, "broadcast_dimensions");
+    int kept_index[PTC_MAX_DIMS], nkept = 0;
+    for (int i = 0; i < c->type.ndim; i++)
+        kept_index[i] = reduced[i] ? -1 : nkept++;
+    ptc_dim mapped[PTC_MAX_DIMS];
+    bool identity = src->type.ndim == out->ndim;
+    for (int k = 0; k < bdims->is.n; k++) {
+        mapped[k] = ptc_dim_c(kept_index[bdims->is.d[k].value]);
+        identity = identity && mapped[k].value == k &&
+                   ptc_dim_eq(src->type.shape[k], out->shape[k]);
+    }
+    if (identity)
+        return src;
+    ptc_arg args[3] = {ptc_arg_value(src), shape,
+                       ptc_arg_dims(g->arena, mapped, bdims->is.n)};
+    return build_for(g, sum, PTC_OP_PRIMS_BROADCAST_IN_DIM, args, 3, err);
+}
+
+/* sum(a * c * -b) over dims where c is constant -> -(sum(a * b) * c), or
+ * NULL where nothing leaves the sum. */
+static ptc_value *factor_sum(ptc_graph *g, const ptc_node *n, ptc_error *err)
+{
+    ptc_value *x = n->args[0].v;
+    if (x->type.dtype != PTC_F32 && x->type.dtype != PTC_F64)
+        return NULL;
+    bool reduced[PTC_MAX_DIMS] = {false};
+    const ptc_arg *dims = find_arg(n, "dims");
+    for (int k = 0; k < dims->is.n; k++) {
+        if (!ptc_dim_is_static(dims->is.d[k]))
+            return NULL;
+        reduced[dims->is.d[k].value] = true;
+    }
+    factors f = {.nvarying = 0};
+    collect_factors(x, reduced, &f);
+    if (f.overflow || f.nvarying == 0 || (f.nconstant == 0 && !f.negated))
+        return NULL;
+    qsort(f.varying, (size_t)f.nvarying, sizeof *f.varying, by_value_id);
+    qsort(f.constant, (size_t)f.nconstant, sizeof *f.constant, by_value_id);
+    ptc_value *product = f.varying[0];
+    for (int i = 1; i < f.nvarying; i++)
+        product = build_binary(g, n, PTC_OP_PRIMS_MUL, product, f.varying[i], err);
+    if (!product)
+        return NULL;
+    ptc_arg sum_args[2] = {ptc_arg_value(product), *dims};
+    ptc_value *r = build_for(g, n, PTC_OP_PRIMS_SUM, sum_args, 2, err);
+    for (int i = 0; i < f.nconstant && r; i++)
+        r = build_binary(g, n, PTC_OP_PRIMS_MUL, r,
+                         constant_at_sum(g, n, f.constant[i], reduced, err), err);
+    if (r && f.negated) {
+        ptc_arg neg_args[1] = {ptc_arg_value(r)};
+        r = build_for(g, n, PTC_OP_PRIMS_NEG, neg_args, 1, err);
+    }
+    return r;
+}
+
+int ptc_pass_factor_sums(ptc_graph *g, int first_id, ptc_error *err)
+{
+    ptc_value **map = calloc((size_t)g->nvalues + 1, sizeof *map);
+    int n0 = g->nnodes, nmap = g->nvalues, factored = 0, norder = 0;
+    ptc_node **order = malloc(sizeof *order * ((size_t)4 * n0 + 1));
+    int cap = 4 * n0 + 1;
+    for (int i = 0; i < n0; i++) {
+        ptc_node *n = g->nodes[i];
+        remap_args(n, map);
+        int before = g->nnodes;
+        ptc_value *r = n->id >= first_id && n->op == PTC_OP_PRIMS_SUM ? factor_sum(g, n, err) : NULL;
+        if (norder + (g->nnodes - before) + 1 > cap) {
+            cap = 2 * (norder + (g->nnodes - before) + 1);
+            order = realloc(order, sizeof *order * (size_t)cap);
+        }
+        for (int k = before; k < g->nnodes; k++)
+            order[norder++] = g->nodes[k];
+        order[norder++] = n;
+        if (r && n->outs[0]->id < nmap) {
+            map[n->outs[0]->id] = r;
+            factored++;
+        }
+    }
+    for (int i = 0; i < norder; i++)
+        g->nodes[i] = order[i];
+    g->nnodes = norder;
+    remap_outputs(g, map);
+    free(order);
+    free(map);
+    return factored;
+}
+
 int ptc_simplify(ptc_graph *g, ptc_error *err)
 {
     for (int iter = 0; iter < 8; iter++) {

@@ -356,11 +356,16 @@ START_TEST(partition_recomputes_cheap_ops)
     ck_assert_msg(ptc_autograd_joint(prims, wants, NULL, &j, &err) == 0, "%s", err.msg);
     ptc_partition p;
     ck_assert_msg(ptc_autograd_partition(&j, &p, &err) == 0, "%s", err.msg);
-    /* saved: x and b only (64*32 + 32 floats), not exp(x) nor the broadcast b */
-    ck_assert_int_eq(p.nsaved, 2);
-    /* both are inputs: handed to the backward as they are, not copied out */
-    ck_assert(p.saved_input[0] >= 0 && p.saved_input[1] >= 0);
-    ck_assert_int_eq(p.forward->noutputs, j.nprimal_outputs);
+    /* saved: x and b (64*32 + 32 floats), not exp(x) nor the broadcast b, and
+     * the column sums of exp(x): b's gradient is those sums times the tangent,
+     * a factor constant over the sum (ptc_pass_factor_sums) */
+    ck_assert_int_eq(p.nsaved, 3);
+    /* x and b are inputs: handed to the backward as they are, not copied out */
+    int saved_inputs = 0;
+    for (int i = 0; i < p.nsaved; i++)
+        saved_inputs += p.saved_input[i] >= 0;
+    ck_assert_int_eq(saved_inputs, 2);
+    ck_assert_int_eq(p.forward->noutputs, j.nprimal_outputs + 1);
     int exps = 0;
     for (int i = 0; i < p.backward->nnodes; i++)
         exps += p.backward->nodes[i]->op == PTC_OP_PRIMS_EXP;
@@ -415,6 +420,41 @@ START_TEST(partition_saves_narrow_inputs_not_wide_copies)
 }
 END_TEST
 
+/* BatchNorm's backward reads the activation through two sums per channel,
+ * sum(g) and sum(g * (x - mean)): the weight, 1/std and negations of the
+ * formula's other sums are constant over them and leave them
+ * (ptc_pass_factor_sums), so CSE merges four sums into two and no full-size
+ * float32 product is left for a second reader to store. */
+START_TEST(batch_norm_backward_sums_the_activation_twice)
+{
+    ptc_module *m = parse("# ptc ir v1\ngraph g(%x: f32[8,4,3,3] cpu, %w: f32[4] cpu, "
+                          "%b: f32[4] cpu) {\n"
+                          "  %y = batch_norm(%x, %w, %b, none, none, true, 0.1, 1e-05) : "
+                          "f32[8,4,3,3]\n  return (%y)\n}\n");
+    ptc_error err;
+    ptc_graph *prims = ptc_decompose(m->graphs[0], &err);
+    ck_assert_msg(prims != NULL, "%s", err.msg);
+    ck_assert_int_eq(ptc_simplify(prims, &err), 0);
+    bool wants[3] = {true, true, true};
+    ptc_joint j;
+    ck_assert_msg(ptc_autograd_joint(prims, wants, NULL, &j, &err) == 0, "%s", err.msg);
+    ptc_partition p;
+    ck_assert_msg(ptc_autograd_partition(&j, &p, &err) == 0, "%s", err.msg);
+    int sums = 0;
+    for (int i = 0; i < p.backward->nnodes; i++) {
+        const ptc_node *n = p.backward->nodes[i];
+        sums += n->op == PTC_OP_PRIMS_SUM && n->args[0].v->type.ndim == 4;
+    }
+    ck_assert_int_eq(sums, 2);
+    ptc_graph_free(p.forward);
+    ptc_graph_free(p.backward);
+    free(p.saved_input);
+    ptc_graph_free(j.graph);
+    ptc_graph_free(prims);
+    ptc_module_free(m);
+}
+END_TEST
+
 START_TEST(integer_input_cannot_want_a_gradient)
 {
     ptc_module *m = parse("# ptc ir v1\ngraph g(%i: i64[4] cpu) {\n"
@@ -443,6 +483,7 @@ static Suite *suite(void)
     tcase_add_test(t, integer_input_cannot_want_a_gradient);
     tcase_add_test(t, partition_recomputes_cheap_ops);
     tcase_add_test(t, partition_saves_narrow_inputs_not_wide_copies);
+    tcase_add_test(t, batch_norm_backward_sums_the_activation_twice);
     suite_add_tcase(s, t);
     return s;
 }
