@@ -208,6 +208,9 @@ int ptc_worker_run(int n, int nthreads, ptc_worker_fn fn, void *ctx, ptc_worker_
  * memory in; where it cannot, the compile goes to a worker. */
 size_t ptc_llvm_room(const ptc_kernel *k);
 bool ptc_llvm_have_room(size_t bytes);
+/* LLVM's own fatal-error path (llvm_errors.cpp), for PTC_INJECT's abort:
+ * "LLVM ERROR: ..." on stderr and SIGABRT, as a broken invariant in a pass. */
+_Noreturn void ptc_llvm_planted_fatal_error(void);
 
 /* ---- SHA-256 (FIPS 180-4; sha256.c) ------------------------------------------ */
 

@@ -40,9 +40,11 @@
 #endif
 
 enum { MAX_THREADS = 64, DEFAULT_TIMEOUT_S = 600 };
-/* A child's exit status when an allocation failed in it (worker_oom.cpp). */
-enum { OUT_OF_MEMORY_STATUS = 86 };
-enum { REC_START, REC_OK, REC_ERR, REC_END };
+/* A child's exit status when an allocation failed in it (llvm_errors.cpp). */
+enum { OUT_OF_MEMORY_STATUS = 86, LLVM_FATAL_STATUS = 87 };
+/* REC_FATAL: the item LLVM reported a fatal error on, just before the child
+ * ends (its payload is the error saying so). */
+enum { REC_START, REC_OK, REC_ERR, REC_FATAL, REC_END };
 
 typedef struct rec {
     int32_t item, kind;
@@ -118,7 +120,8 @@ static void child_signals(pid_t parent)
         _exit(3);
 }
 
-void ptc_worker_exit_when_out_of_memory(int status); /* worker_oom.cpp */
+void ptc_worker_exit_when_out_of_memory(int status); /* llvm_errors.cpp */
+void ptc_worker_on_llvm_fatal_error(void (*report)(const char *reason)); /* llvm_errors.cpp */
 
 /* What a child works through: items[0..n), taken one at a time by its
  * threads, each record written whole under the lock. */
@@ -139,6 +142,24 @@ static void send_whole(child_work *w, int item, int kind, const void *payload, s
     pthread_mutex_unlock(&w->lock);
 }
 
+/* The child's work and each of its threads' current item, for LLVM's
+ * fatal-error handler, which runs on the failing thread. */
+static child_work *the_work;
+static _Thread_local int current_item = -1;
+
+/* LLVM reported a fatal error on this thread's item: the item fails with
+ * LLVM's words (not its default "LLVM ERROR:" line on the host's stderr),
+ * and the child ends, as LLVM would have ended it; the parent runs the
+ * items still open again. */
+_Noreturn static void llvm_fatal_error(const char *reason)
+{
+    ptc_error err = {0};
+    ptc_errorf(&err, PTC_ERR_COMPILE, "codegen", "LLVM reported a fatal error: %s", reason);
+    if (the_work && current_item >= 0)
+        send_whole(the_work, current_item, REC_FATAL, &err, sizeof err);
+    _exit(LLVM_FATAL_STATUS);
+}
+
 static void *child_thread(void *arg)
 {
     child_work *w = arg;
@@ -147,6 +168,7 @@ static void *child_thread(void *arg)
         if (i >= w->n)
             return NULL;
         int item = w->items[i];
+        current_item = item;
         send_whole(w, item, REC_START, NULL, 0);
         ptc_buf out = {0};
         ptc_error err = {0};
@@ -165,6 +187,8 @@ _Noreturn static void child_main(child_work *w, int nthreads, pid_t parent)
 {
     child_signals(parent);
     ptc_worker_exit_when_out_of_memory(OUT_OF_MEMORY_STATUS);
+    the_work = w;
+    ptc_worker_on_llvm_fatal_error(llvm_fatal_error);
     pthread_t th[MAX_THREADS];
     int started = 0;
     while (started < nthreads - 1 && pthread_create(&th[started], NULL, child_thread, w) == 0)
@@ -194,6 +218,7 @@ typedef struct sink {
     ptc_worker_result *res;
     bool *done, *open;
     int n;
+    bool fatal; /* an item's LLVM fatal error ended the child: the open ones are innocent */
 } sink;
 
 /* Takes the whole records that have come, as they come, so that the
@@ -223,8 +248,10 @@ static void take_records(child *c, sink *k)
                 res->out.cap = 0; /* ptc_buf's own growth says it is out of memory */
             ptc_buf_putn(&res->out, payload, r.len);
             k->open[r.item] = false, k->done[r.item] = true;
-        } else if (r.kind == REC_ERR && r.len == sizeof(ptc_error)) {
+        } else if ((r.kind == REC_ERR || r.kind == REC_FATAL) && r.len == sizeof(ptc_error)) {
             res->rc = -1;
+            res->died = r.kind == REC_FATAL;
+            k->fatal = k->fatal || r.kind == REC_FATAL;
             memcpy(&res->err, payload, sizeof(ptc_error));
             k->open[r.item] = false, k->done[r.item] = true;
         }
@@ -398,7 +425,9 @@ int ptc_worker_run(int n, int nthreads, ptc_worker_fn fn, void *ctx, ptc_worker_
                 nopen++;
         char how[256];
         how_it_died(&c, timed_out, how, sizeof how);
-        if (nopen == 1 || (nopen > 0 && timed_out)) /* timed out: all it ran took too long */
+        /* timed out: all it ran took too long; after a fatal error the one to
+         * blame has failed already, the open ones only run again */
+        if (!k.fatal && (nopen == 1 || (nopen > 0 && timed_out)))
             for (int i = 0; i < ntodo; i++)
                 if (open[todo[i]]) {
                     res[todo[i]].died = done[todo[i]] = true;
@@ -408,13 +437,13 @@ int ptc_worker_run(int n, int nthreads, ptc_worker_fn fn, void *ctx, ptc_worker_
         for (int i = 0; i < ntodo; i++)
             if (!done[todo[i]])
                 todo[left++] = todo[i];
-        if (left > 0 && (c.ended || timed_out || (nopen == 0 && nthreads == 1))) {
+        if (left > 0 && (c.ended || timed_out || (nopen == 0 && nthreads == 1 && !k.fatal))) {
             fail_rest(res, todo, left,
                       c.ended ? "the compile worker ended without a result"
                               : "not compiled: the compile worker died first");
             break;
         }
-        if (nopen != 1)
+        if (nopen != 1 && !k.fatal)
             nthreads = 1; /* which of them was it? */
         ntodo = left;
     }
@@ -441,7 +470,7 @@ int ptc_worker_run(int n, int nthreads, ptc_worker_fn fn, void *ctx, ptc_worker_
  * by 167 MB at its peak, 1 thread by 51 MB), since a wrong guess costs only
  * a fork. Where the room is missing, the kernels compile in one forked
  * compile worker, in which running out of memory ends the child, not the
- * process (worker_oom.cpp); where not even that can start, the compile fails
+ * process (llvm_errors.cpp); where not even that can start, the compile fails
  * with "out of memory". */
 enum { THREAD_ROOM = (64 + 16 + 32) << 20, ENTRY_ROOM = 64 << 10 };
 

@@ -23,9 +23,9 @@
 #define MAX_RULES 16
 
 static const char *const stage_names[] = {"prims", "lower", "codegen", "runtime"};
-static const char *const kind_names[] = {"none", "crash", "error", "wrong", "hang"};
+static const char *const kind_names[] = {"none", "crash", "error", "wrong", "hang", "abort"};
 enum { NSTAGES = sizeof stage_names / sizeof *stage_names };
-_Static_assert(sizeof kind_names / sizeof *kind_names == PTC_INJECT_HANG + 1,
+_Static_assert(sizeof kind_names / sizeof *kind_names == PTC_INJECT_ABORT + 1,
                "inject kind names out of step");
 
 typedef struct rule {
@@ -83,13 +83,18 @@ static int parse_rule(const char *s, size_t len, rule *r, ptc_error *err)
                           "PTC_INJECT: unknown op '%s' in '%.*s' (an ops.def name or *)", opname,
                           (int)len, s);
     const char *kind = c2 + 1, *at = memchr(kind, '@', (size_t)(end - kind));
-    int k = find_name(kind_names, PTC_INJECT_HANG + 1, kind, (size_t)((at ? at : end) - kind));
+    int k = find_name(kind_names, PTC_INJECT_ABORT + 1, kind, (size_t)((at ? at : end) - kind));
     if (k <= 0)
         return ptc_errorf(err, PTC_ERR_PARSE, "inject",
                           "PTC_INJECT: unknown kind '%.*s' in '%.*s' (expected crash, error, "
-                          "wrong or hang)",
+                          "wrong, hang or abort)",
                           (int)((at ? at : end) - kind), kind, (int)len, s);
     r->kind = (ptc_inject_kind)k;
+    if (r->kind == PTC_INJECT_ABORT && strcmp(stage_names[r->stage], "codegen") != 0)
+        return ptc_errorf(err, PTC_ERR_PARSE, "inject",
+                          "PTC_INJECT: abort (LLVM's fatal error) plants only in codegen, "
+                          "not in '%.*s'",
+                          (int)len, s);
     r->nth = 0;
     if (at) {
         char num[24], *numend;
@@ -241,6 +246,8 @@ ptc_inject_kind ptc_inject_hit(const char *stage, ptc_op op, ptc_error *err)
                 crash();
             hang(stage, op, err);
             return PTC_INJECT_ERROR;
+        case PTC_INJECT_ABORT: /* LLVM's to carry out: codegen acts on it */
+            return PTC_INJECT_ABORT;
         case PTC_INJECT_ERROR:
             ptc_errorf(err, PTC_ERR_INJECTED, stage, "injected error in %s of %s (PTC_INJECT=%s)",
                        stage, ptc_op_name(op), inj.spec);

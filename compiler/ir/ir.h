@@ -658,7 +658,8 @@ int ptc_mkdirs(const char *path, ptc_error *err);
  *   op     an ops.def name ("relu", "prims.add") or "*" for any op
  *   kind   crash (SIGSEGV), error (an InjectedError), wrong (the caller makes
  *          the op's result numerically wrong), hang (returns only when
- *          interrupted: ptc_inject_on_hang)
+ *          interrupted: ptc_inject_on_hang), abort (codegen only: LLVM's own
+ *          fatal-error path, "LLVM ERROR:" and SIGABRT, where LLVM runs)
  *   @N     fire only on the N-th matching query of the process (1-based),
  *          e.g. a failure that needs a graph of at least N such ops
  * ---------------------------------------------------------------------------- */
@@ -669,6 +670,7 @@ typedef enum {
     PTC_INJECT_ERROR,
     PTC_INJECT_WRONG,
     PTC_INJECT_HANG,
+    PTC_INJECT_ABORT,
 } ptc_inject_kind;
 
 /* Replaces the configuration with spec (NULL or "" clears it); from then on

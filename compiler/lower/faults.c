@@ -16,8 +16,9 @@ static ptc_inject_kind ask(const uint64_t *ops, const char *stage, ptc_error *er
         if (!(ops[op / 64] >> (op % 64) & 1))
             continue;
         ptc_inject_kind k = ptc_inject_hit(stage, (ptc_op)op, err);
-        if (k == PTC_INJECT_ERROR || k == PTC_INJECT_CRASH || k == PTC_INJECT_HANG)
-            return k; /* a crash or hang comes back only when deferred */
+        if (k == PTC_INJECT_ERROR || k == PTC_INJECT_CRASH || k == PTC_INJECT_HANG ||
+            k == PTC_INJECT_ABORT)
+            return k; /* a crash or hang comes back only when deferred, an abort always */
         if (k == PTC_INJECT_WRONG)
             result = k;
     }

@@ -1,8 +1,9 @@
-"""LLVM runs in a forked compile worker, by default: a crash, an abort or a
-hang while generating code fails that compile and nothing else. Under ptc.compile the
-call runs eagerly with the usual one warning and a repro folder; ptc-run
-exits 1 with a one-line error; PTC_COMPILE_WORKER=0 compiles in process (a
-crash there is the process's, as before).
+"""LLVM runs in a forked compile worker, by default: a crash, an abort (LLVM's
+fatal-error path) or a hang while generating code fails that compile and
+nothing else. Under ptc.compile the call runs eagerly with the usual one
+warning and a repro folder; ptc-run exits 1 with a one-line error;
+PTC_COMPILE_WORKER=0 compiles in process (a crash there is the process's, as
+before).
 """
 import os
 import signal
@@ -79,6 +80,33 @@ def test_a_hang_in_codegen_is_cut_off_at_the_time_limit():
     assert "ran past the compile time limit (PTC_COMPILE_TIMEOUT=2 s)" in r.stderr, r.stderr
 
 
+def test_an_llvm_fatal_error_is_pinned_on_its_kernel_with_llvm_s_reason():
+    """LLVM's own fatal-error path (report_fatal_error) in the worker: the
+    kernel it was building fails with LLVM's words, the kernels other threads
+    were building at that moment are built again (not blamed), and LLVM's
+    "LLVM ERROR:" line does not reach the host's stderr."""
+    r = ptc_run(RESNET, PTC_INJECT="codegen:prims.le:abort", OMP_NUM_THREADS="4")
+    assert r.returncode == 1, (r.returncode, r.stderr[-500:])
+    lines = r.stderr.strip().splitlines()
+    assert lines == ["ptc-run: %s: codegen: CompileError: kernel 3 k3_full_le_full_where_max_pool: "
+                     "LLVM reported a fatal error: planted fatal error (PTC_INJECT abort)" % RESNET], lines
+    alone = ptc_run(RESNET, PTC_INJECT="codegen:prims.le:abort", OMP_NUM_THREADS="1")
+    assert r.stderr == alone.stderr, (r.stderr, alone.stderr)
+
+
+def test_without_the_worker_an_llvm_fatal_error_is_the_process_s():
+    r = ptc_run(RESNET, PTC_INJECT="codegen:prims.le:abort", PTC_COMPILE_WORKER="0")
+    assert r.returncode == -signal.SIGABRT
+    assert "LLVM ERROR: planted fatal error (PTC_INJECT abort)" in r.stderr, r.stderr[-500:]
+
+
+def test_abort_plants_only_where_llvm_runs():
+    r = ptc_run(RESNET, PTC_INJECT="runtime:prims.le:abort")
+    assert r.returncode == 0, r.stderr[-500:]
+    assert "PTC_INJECT: abort (LLVM's fatal error) plants only in codegen, not in " \
+        "'runtime:prims.le:abort' (ignored)" in r.stderr, r.stderr
+
+
 def test_without_the_worker_a_crash_is_the_process_s():
     r = ptc_run(RESNET, PTC_INJECT="codegen:prims.le:crash", PTC_COMPILE_WORKER="0")
     assert r.returncode == -signal.SIGSEGV
@@ -119,17 +147,20 @@ print(msgs[0] if msgs else "")
 """
 
 
-def test_python_falls_back_to_eager_with_one_warning_and_a_repro(tmp_path):
-    """With the default settings (no PTC_COMPILE_WORKER at all): the planted
-    crash inside LLVM leaves Python running, eager's results and one warning
-    (main: the process died of SIGSEGV)."""
-    env = env_with(PTC_INJECT="codegen:prims.tanh:crash", PTC_REPRO=str(tmp_path / "repro"),
+@pytest.mark.parametrize("kind,said", [("crash", "the compile worker crashed"),
+                                       ("abort", "LLVM reported a fatal error: planted")])
+def test_python_falls_back_to_eager_with_one_warning_and_a_repro(kind, said, tmp_path):
+    """With the default settings (no PTC_COMPILE_WORKER at all): a planted
+    crash or LLVM fatal error inside LLVM leaves Python running, eager's
+    results and one warning (before the worker: the process died of SIGSEGV
+    or SIGABRT)."""
+    env = env_with(PTC_INJECT="codegen:prims.tanh:" + kind, PTC_REPRO=str(tmp_path / "repro"),
                    PTC_CACHE_DIR=str(tmp_path / "cache"))
     r = subprocess.run([sys.executable, "-c", PROGRAM], capture_output=True, text=True, env=env,
                        timeout=300)
     assert r.returncode == 0, (r.returncode, r.stderr[-800:])
     count, msg = r.stdout.splitlines()[:2]
     assert count == "1", r.stdout
-    assert "the compile worker crashed" in msg and "running it through torch ops" in msg, msg
+    assert said in msg and "running it through torch ops" in msg, msg
     assert "repro: " + str(tmp_path / "repro") in msg, msg
     assert len(os.listdir(tmp_path / "repro")) == 1

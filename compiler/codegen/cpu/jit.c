@@ -613,7 +613,7 @@ typedef struct job {
     size_t objlen;
     bool from_disk, build, wrong;
     ptc_cpu_code code;     /* the form built (max-autotune's candidates; zero: the default) */
-    ptc_inject_kind plant; /* a PTC_INJECT crash or hang, carried out where LLVM runs */
+    ptc_inject_kind plant; /* a PTC_INJECT crash, hang or abort, carried out where LLVM runs */
     char *text;
     int rc;
     ptc_error err;
@@ -628,6 +628,8 @@ static LLVMTargetMachineRef thread_tm(void)
 /* One job's LLVM work, in a compile worker or in process. */
 static void build_one(LLVMTargetMachineRef tm, const ptc_schedule *s, job *j, bool want_text)
 {
+    if (j->plant == PTC_INJECT_ABORT)
+        ptc_llvm_planted_fatal_error();
     if (j->plant)
         ptc_inject_act(j->plant); /* the planted crash or hang is LLVM's */
     built bl = {0};
@@ -905,7 +907,7 @@ int ptc_cpu_compile(const ptc_schedule *s, const ptc_codegen_opts *o, ptc_cpu_ke
             break;
         }
         j->wrong = ik == PTC_INJECT_WRONG;
-        if (ik == PTC_INJECT_CRASH || ik == PTC_INJECT_HANG)
+        if (ik == PTC_INJECT_CRASH || ik == PTC_INJECT_HANG || ik == PTC_INJECT_ABORT)
             j->plant = ik; /* built, never loaded, so that it happens every compile */
         make_key(s, j->k, &j->code, j->wrong, &j->key, j->sym, sizeof j->sym);
         j->e = j->plant ? NULL : find_entry(j->sym);
