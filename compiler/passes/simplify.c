@@ -524,6 +524,34 @@ static ptc_value *fold_node(ptc_graph *g, ptc_node *n, const range *r, ptc_error
     }
 }
 
+/* A walk's new node order: the nodes built while a node was visited go
+ * right before it, so that they come before its users. */
+typedef struct node_order {
+    ptc_node **nodes;
+    int n, cap;
+} node_order;
+
+static void place_with_built(node_order *o, const ptc_graph *g, int before, ptc_node *n)
+{
+    int need = o->n + (g->nnodes - before) + 1;
+    if (need > o->cap) {
+        o->cap = 2 * need;
+        o->nodes = realloc(o->nodes, sizeof *o->nodes * (size_t)o->cap);
+        PTC_ASSERT(o->nodes);
+    }
+    for (int k = before; k < g->nnodes; k++)
+        o->nodes[o->n++] = g->nodes[k];
+    o->nodes[o->n++] = n;
+}
+
+static void take_order(ptc_graph *g, node_order *o)
+{
+    for (int i = 0; i < o->n; i++)
+        g->nodes[i] = o->nodes[i];
+    g->nnodes = o->n;
+    free(o->nodes);
+}
+
 int ptc_pass_fold(ptc_graph *g, ptc_error *err)
 {
     ptc_value **map = calloc((size_t)g->nvalues + 64, sizeof *map);
@@ -532,8 +560,7 @@ int ptc_pass_fold(ptc_graph *g, ptc_error *err)
     int folded = 0, n0 = g->nnodes;
     /* new fulls are appended: they must come before their users, so the
      * graph is rebuilt in order at the end */
-    ptc_node **order = malloc(sizeof *order * ((size_t)2 * n0 + 1));
-    int norder = 0;
+    node_order order = {0};
     for (int i = 0; i < n0; i++) {
         ptc_node *n = g->nodes[i];
         remap_args(n, map);
@@ -548,11 +575,9 @@ int ptc_pass_fold(ptc_graph *g, ptc_error *err)
             memset(ranges + cap, 0, sizeof *ranges * (size_t)(ncap - cap));
             cap = ncap;
         }
-        for (int k = before; k < g->nnodes; k++) {
-            order[norder++] = g->nodes[k];
+        for (int k = before; k < g->nnodes; k++)
             ranges[g->nodes[k]->outs[0]->id] = node_range(ranges, g->nodes[k]);
-        }
-        order[norder++] = n;
+        place_with_built(&order, g, before, n);
         if (!r) {
             for (int k = 0; k < n->nout; k++)
                 ranges[n->outs[k]->id] = k == 0 ? node_range(ranges, n) : (range){false, 0, 0};
@@ -561,11 +586,8 @@ int ptc_pass_fold(ptc_graph *g, ptc_error *err)
         map[n->outs[0]->id] = r;
         folded++;
     }
-    for (int i = 0; i < norder; i++)
-        g->nodes[i] = order[i];
-    g->nnodes = norder;
+    take_order(g, &order);
     remap_outputs(g, map);
-    free(order);
     free(map);
     free(ranges);
     return folded;
@@ -724,32 +746,23 @@ static ptc_value *factor_sum(ptc_graph *g, const ptc_node *n, ptc_error *err)
 
 int ptc_pass_factor_sums(ptc_graph *g, int first_id, ptc_error *err)
 {
+    /* the walk's nodes read only values made before it began: ids < nvalues */
     ptc_value **map = calloc((size_t)g->nvalues + 1, sizeof *map);
-    int n0 = g->nnodes, nmap = g->nvalues, factored = 0, norder = 0;
-    ptc_node **order = malloc(sizeof *order * ((size_t)4 * n0 + 1));
-    int cap = 4 * n0 + 1;
+    int n0 = g->nnodes, factored = 0;
+    node_order order = {0};
     for (int i = 0; i < n0; i++) {
         ptc_node *n = g->nodes[i];
         remap_args(n, map);
         int before = g->nnodes;
         ptc_value *r = n->id >= first_id && n->op == PTC_OP_PRIMS_SUM ? factor_sum(g, n, err) : NULL;
-        if (norder + (g->nnodes - before) + 1 > cap) {
-            cap = 2 * (norder + (g->nnodes - before) + 1);
-            order = realloc(order, sizeof *order * (size_t)cap);
-        }
-        for (int k = before; k < g->nnodes; k++)
-            order[norder++] = g->nodes[k];
-        order[norder++] = n;
-        if (r && n->outs[0]->id < nmap) {
+        place_with_built(&order, g, before, n);
+        if (r) {
             map[n->outs[0]->id] = r;
             factored++;
         }
     }
-    for (int i = 0; i < norder; i++)
-        g->nodes[i] = order[i];
-    g->nnodes = norder;
+    take_order(g, &order);
     remap_outputs(g, map);
-    free(order);
     free(map);
     return factored;
 }

@@ -339,47 +339,70 @@ START_TEST(missing_derivative_is_a_clear_error)
 }
 END_TEST
 
+/* A graph's prims, joint graph and forward/backward partition, with every
+ * input wanting a gradient. */
+typedef struct partitioned {
+    ptc_module *m;
+    ptc_graph *prims;
+    ptc_joint j;
+    ptc_partition p;
+} partitioned;
+
+static void partition_text(const char *text, partitioned *x)
+{
+    ptc_error err;
+    x->m = parse(text);
+    x->prims = ptc_decompose(x->m->graphs[0], &err);
+    ck_assert_msg(x->prims != NULL, "%s", err.msg);
+    ck_assert_int_eq(ptc_simplify(x->prims, &err), 0);
+    bool wants[16];
+    ck_assert_int_le(x->prims->ninputs, 16);
+    for (int i = 0; i < x->prims->ninputs; i++)
+        wants[i] = true;
+    ck_assert_msg(ptc_autograd_joint(x->prims, wants, NULL, &x->j, &err) == 0, "%s", err.msg);
+    ck_assert_msg(ptc_autograd_partition(&x->j, &x->p, &err) == 0, "%s", err.msg);
+}
+
+static void partitioned_free(partitioned *x)
+{
+    ptc_graph_free(x->p.forward);
+    ptc_graph_free(x->p.backward);
+    free(x->p.saved_input);
+    ptc_graph_free(x->j.graph);
+    ptc_graph_free(x->prims);
+    ptc_module_free(x->m);
+}
+
 /* exp's gradient reads exp's result: the backward recomputes it from the
  * saved input (same bytes) rather than keeping both alive; a broadcast bias
  * is saved small, not broadcast. */
 START_TEST(partition_recomputes_cheap_ops)
 {
-    ptc_module *m = parse("# ptc ir v1\ngraph g(%x: f32[64,32] cpu, %b: f32[32] cpu) {\n"
-                          "  %e = exp(%x) : f32[64,32]\n  %y = mul(%e, %b) : f32[64,32]\n"
-                          "  %s = sum(%y) : f32[]\n  return (%s)\n}\n");
-    ptc_error err;
-    ptc_graph *prims = ptc_decompose(m->graphs[0], &err);
-    ck_assert_ptr_nonnull(prims);
-    ck_assert_int_eq(ptc_simplify(prims, &err), 0);
-    bool wants[2] = {true, true};
-    ptc_joint j;
-    ck_assert_msg(ptc_autograd_joint(prims, wants, NULL, &j, &err) == 0, "%s", err.msg);
-    ptc_partition p;
-    ck_assert_msg(ptc_autograd_partition(&j, &p, &err) == 0, "%s", err.msg);
+    partitioned x;
+    partition_text("# ptc ir v1\ngraph g(%x: f32[64,32] cpu, %b: f32[32] cpu) {\n"
+                   "  %e = exp(%x) : f32[64,32]\n  %y = mul(%e, %b) : f32[64,32]\n"
+                   "  %s = sum(%y) : f32[]\n  return (%s)\n}\n",
+                   &x);
+    const ptc_partition *p = &x.p;
     /* saved: x and b (64*32 + 32 floats), not exp(x) nor the broadcast b, and
      * the column sums of exp(x): b's gradient is those sums times the tangent,
      * a factor constant over the sum (ptc_pass_factor_sums) */
-    ck_assert_int_eq(p.nsaved, 3);
+    ck_assert_int_eq(p->nsaved, 3);
     /* x and b are inputs: handed to the backward as they are, not copied out */
     int saved_inputs = 0;
-    for (int i = 0; i < p.nsaved; i++)
-        saved_inputs += p.saved_input[i] >= 0;
+    for (int i = 0; i < p->nsaved; i++)
+        saved_inputs += p->saved_input[i] >= 0;
     ck_assert_int_eq(saved_inputs, 2);
-    ck_assert_int_eq(p.forward->noutputs, j.nprimal_outputs + 1);
+    ck_assert_int_eq(p->forward->noutputs, x.j.nprimal_outputs + 1);
     int exps = 0;
-    for (int i = 0; i < p.backward->nnodes; i++)
-        exps += p.backward->nodes[i]->op == PTC_OP_PRIMS_EXP;
+    for (int i = 0; i < p->backward->nnodes; i++)
+        exps += p->backward->nodes[i]->op == PTC_OP_PRIMS_EXP;
     ck_assert_int_eq(exps, 1);
-    for (int i = 0; i < p.backward->ninputs - 1; i++) {
-        const ptc_ttype *t = &p.backward->inputs[i]->type;
+    for (int i = 0; i < p->backward->ninputs - 1; i++) {
+        const ptc_ttype *t = &p->backward->inputs[i]->type;
         ck_assert(t->ndim == 1 || (t->ndim == 2 && t->shape[0].value == 64));
     }
-    ptc_graph_free(p.forward);
-    ptc_graph_free(p.backward);
-    free(p.saved_input);
-    ptc_graph_free(j.graph);
-    ptc_graph_free(prims);
-    ptc_module_free(m);
+    partitioned_free(&x);
 }
 END_TEST
 
@@ -390,33 +413,21 @@ END_TEST
  * not 4. */
 START_TEST(partition_saves_narrow_inputs_not_wide_copies)
 {
-    ptc_module *m = parse("# ptc ir v1\ngraph g(%x: bf16[64,32] cpu) {\n"
-                          "  %f = to(%x, f32) : f32[64,32]\n"
-                          "  %m = mean(%f, [0], true) : f32[1,32]\n"
-                          "  %d = sub(%f, %m) : f32[64,32]\n"
-                          "  %q = mul(%d, %d) : f32[64,32]\n"
-                          "  %s = sum(%q) : f32[]\n  return (%s)\n}\n");
-    ptc_error err;
-    ptc_graph *prims = ptc_decompose(m->graphs[0], &err);
-    ck_assert_msg(prims != NULL, "%s", err.msg);
-    ck_assert_int_eq(ptc_simplify(prims, &err), 0);
-    bool wants[1] = {true};
-    ptc_joint j;
-    ck_assert_msg(ptc_autograd_joint(prims, wants, NULL, &j, &err) == 0, "%s", err.msg);
-    ptc_partition p;
-    ck_assert_msg(ptc_autograd_partition(&j, &p, &err) == 0, "%s", err.msg);
-    for (int i = 0; i < p.backward->ninputs - 1; i++) {
-        const ptc_ttype *t = &p.backward->inputs[i]->type;
+    partitioned x;
+    partition_text("# ptc ir v1\ngraph g(%x: bf16[64,32] cpu) {\n"
+                   "  %f = to(%x, f32) : f32[64,32]\n"
+                   "  %m = mean(%f, [0], true) : f32[1,32]\n"
+                   "  %d = sub(%f, %m) : f32[64,32]\n"
+                   "  %q = mul(%d, %d) : f32[64,32]\n"
+                   "  %s = sum(%q) : f32[]\n  return (%s)\n}\n",
+                   &x);
+    for (int i = 0; i < x.p.backward->ninputs - 1; i++) {
+        const ptc_ttype *t = &x.p.backward->inputs[i]->type;
         bool wide = t->ndim == 2 && t->shape[0].value == 64 && t->dtype != PTC_BF16;
         ck_assert_msg(!wide, "saved input %d is a full-size %s copy", i,
                       ptc_dtype_name(t->dtype));
     }
-    ptc_graph_free(p.forward);
-    ptc_graph_free(p.backward);
-    free(p.saved_input);
-    ptc_graph_free(j.graph);
-    ptc_graph_free(prims);
-    ptc_module_free(m);
+    partitioned_free(&x);
 }
 END_TEST
 
@@ -427,31 +438,19 @@ END_TEST
  * float32 product is left for a second reader to store. */
 START_TEST(batch_norm_backward_sums_the_activation_twice)
 {
-    ptc_module *m = parse("# ptc ir v1\ngraph g(%x: f32[8,4,3,3] cpu, %w: f32[4] cpu, "
-                          "%b: f32[4] cpu) {\n"
-                          "  %y = batch_norm(%x, %w, %b, none, none, true, 0.1, 1e-05) : "
-                          "f32[8,4,3,3]\n  return (%y)\n}\n");
-    ptc_error err;
-    ptc_graph *prims = ptc_decompose(m->graphs[0], &err);
-    ck_assert_msg(prims != NULL, "%s", err.msg);
-    ck_assert_int_eq(ptc_simplify(prims, &err), 0);
-    bool wants[3] = {true, true, true};
-    ptc_joint j;
-    ck_assert_msg(ptc_autograd_joint(prims, wants, NULL, &j, &err) == 0, "%s", err.msg);
-    ptc_partition p;
-    ck_assert_msg(ptc_autograd_partition(&j, &p, &err) == 0, "%s", err.msg);
+    partitioned x;
+    partition_text("# ptc ir v1\ngraph g(%x: f32[8,4,3,3] cpu, %w: f32[4] cpu, "
+                   "%b: f32[4] cpu) {\n"
+                   "  %y = batch_norm(%x, %w, %b, none, none, true, 0.1, 1e-05) : "
+                   "f32[8,4,3,3]\n  return (%y)\n}\n",
+                   &x);
     int sums = 0;
-    for (int i = 0; i < p.backward->nnodes; i++) {
-        const ptc_node *n = p.backward->nodes[i];
+    for (int i = 0; i < x.p.backward->nnodes; i++) {
+        const ptc_node *n = x.p.backward->nodes[i];
         sums += n->op == PTC_OP_PRIMS_SUM && n->args[0].v->type.ndim == 4;
     }
     ck_assert_int_eq(sums, 2);
-    ptc_graph_free(p.forward);
-    ptc_graph_free(p.backward);
-    free(p.saved_input);
-    ptc_graph_free(j.graph);
-    ptc_graph_free(prims);
-    ptc_module_free(m);
+    partitioned_free(&x);
 }
 END_TEST
 
