@@ -211,6 +211,21 @@ static bool full_value(const ptc_node *f, double *fv, int64_t *iv)
     return true;
 }
 
+/* A node built to replace n (or part of it), with n's location and
+ * provenance; its output. */
+static ptc_value *build_for(ptc_graph *g, const ptc_node *n, ptc_op op, const ptc_arg *args,
+                            int nargs, ptc_error *err)
+{
+    ptc_node *m = ptc_build(g, op, args, nargs, err);
+    if (!m)
+        return NULL;
+    m->nprov = n->nprov;
+    m->prov = n->prov;
+    m->loc = n->loc;
+    m->module_path = n->module_path;
+    return m->outs[0];
+}
+
 /* A new full like n's output with the given value. */
 static ptc_value *make_full(ptc_graph *g, const ptc_node *n, double fv, int64_t iv, ptc_error *err)
 {
@@ -220,14 +235,7 @@ static ptc_value *make_full(ptc_graph *g, const ptc_node *n, double fv, int64_t 
                                                : ptc_arg_int(iv);
     ptc_arg args[4] = {ptc_arg_dims(g->arena, t->shape, t->ndim), val, ptc_arg_dtype(t->dtype),
                        ptc_arg_device(t->device)};
-    ptc_node *m = ptc_build(g, PTC_OP_PRIMS_FULL, args, 4, err);
-    if (!m)
-        return NULL;
-    m->nprov = n->nprov;
-    m->prov = n->prov;
-    m->loc = n->loc;
-    m->module_path = n->module_path;
-    return m->outs[0];
+    return build_for(g, n, PTC_OP_PRIMS_FULL, args, 4, err);
 }
 
 static bool same_type_shape(const ptc_value *a, const ptc_value *b)
@@ -649,20 +657,6 @@ static int by_value_id(const void *x, const void *y)
 {
     int a = (*(ptc_value *const *)x)->id, b = (*(ptc_value *const *)y)->id;
     return (a > b) - (a < b);
-}
-
-/* A node built for the sum n, with n's location and provenance. */
-static ptc_value *build_for(ptc_graph *g, const ptc_node *n, ptc_op op, const ptc_arg *args,
-                            int nargs, ptc_error *err)
-{
-    ptc_node *m = ptc_build(g, op, args, nargs, err);
-    if (!m)
-        return NULL;
-    m->nprov = n->nprov;
-    m->prov = n->prov;
-    m->loc = n->loc;
-    m->module_path = n->module_path;
-    return m->outs[0];
 }
 
 static ptc_value *build_binary(ptc_graph *g, const ptc_node *n, ptc_op op, ptc_value *a,
