@@ -134,12 +134,9 @@ static void recipes_failed(cap_entry *e)
 }
 
 /* The interpreter's call_once: a call ptc would not inline, made through
- * the compiled function's caches. */
+ * the compiled function's caches (the end of this file). */
 static PyObject *call_through_caches(void *c, PyObject *fn, PyObject *const *args, int nargs,
-                                     PyObject *kwnames)
-{
-    return cap_compiled_call_fn(c, fn, args, nargs, kwnames);
-}
+                                     PyObject *kwnames);
 
 /* Runs e's graph; a backend that failed and fell back to torch ops is
  * reported here, above the backends, with the run's own error kept. */
@@ -150,7 +147,7 @@ static int run_graph(cap_entry *e, PyObject **vals, PyObject **outs)
     if (fell_back && e->owner) {
         PyObject *t, *v, *tb;
         PyErr_Fetch(&t, &v, &tb);
-        cap_warn_fallback(e->owner, e, "run", fell_back);
+        cap_warn_fallback(&e->owner->rep, e, "run", fell_back);
         PyErr_Restore(t, v, tb);
     }
     free(fell_back);
@@ -450,12 +447,9 @@ static void fullgraph_unrebuildable(const cap_code *code, const char *why)
     raise_fullgraph(&b);
 }
 
+/* The partial graph of the last trace that failed internally (or NULL): the
+ * repro of the warning that reports the failure. */
 static ptc_graph *failed_graph;
-
-const ptc_graph *cap_last_graph(void)
-{
-    return failed_graph;
-}
 
 /* Keeps a copy of a failing trace's graph for the repro dump. */
 static void keep_failed(cap_trace *T)
@@ -513,7 +507,7 @@ static bool outermost_unrebuildable(cap_compiled *c, cap_interp *S, cap_trace *T
     if (c->opts.fullgraph && rc == CAP_DONE)
         fullgraph_unrebuildable(S->base->code, why ? why : "");
     else
-        cap_report_untraceable(c, S->base->code->qualname_s, &T->brk, why ? why : "");
+        cap_report_untraceable(&c->rep, S->base->code->qualname_s, &T->brk, why ? why : "");
     Py_XDECREF(s);
     Py_XDECREF(t);
     Py_XDECREF(v);
@@ -534,7 +528,7 @@ static void entry_made(cap_compiled *c, cap_interp *S, cap_entry *e, cap_trace *
     snprintf(e->frame_name, sizeof e->frame_name, "%s", S->base->code->qualname_s);
     cap_stats_attach(e);
     drop_grad_marks(e);
-    cap_report_compile(c, e, T, reason);
+    cap_report_compile(&c->rep, e, T, reason);
 }
 
 /* Prepares e's backend: e, or NULL (e dropped) with an error, or with why
@@ -576,12 +570,12 @@ static cap_entry *prepare_backend(cap_compiled *c, cap_entry *e, char *why, size
             cap_entry_unref(e);
             return NULL;
         }
-        cap_warn_fallback(c, e, "backend", buf);
+        cap_warn_fallback(&c->rep, e, "backend", buf);
     }
     if (e->autograd_fallback)
-        cap_report_autograd(c, e);
+        cap_report_autograd(&c->rep, e);
     if (e->npieces)
-        cap_report_pieces(c, e);
+        cap_report_pieces(&c->rep, e);
     e->compile_ms = ptc_now_ms() - t0;
     cap_report_compiled(e);
     return e;
@@ -683,7 +677,7 @@ static cap_entry *compile_once(cap_compiled *c, cap_interp *S, const char *reaso
         return NULL;
     if (!e && !*eager && !PyErr_Occurred()) {
         /* Every retry without inlining still left unbuildable state. */
-        cap_report_untraceable(c, S->base->code->qualname_s, &unbuildable,
+        cap_report_untraceable(&c->rep, S->base->code->qualname_s, &unbuildable,
                                "state cannot be rebuilt at any break");
         *eager = true;
     }
@@ -727,14 +721,14 @@ static cap_entry *compile_at(cap_compiled *c, cap_interp *S, const char *reason,
     if (!e && why[0] && dynamic == 1) {
         /* dynamic=True: every size symbolic failed; the sizes that changed
            and the marked ones may still be (and are all later compiles try). */
-        cap_report_static_fallback(c, S->base->code->qualname_s, why, false);
+        cap_report_static_fallback(&c->rep, S->base->code->qualname_s, why, false);
         c->all_dynamic_failed = true;
         why[0] = 0;
         e = compile_once(c, S, reason, recompile, eager, -1, why, sizeof why);
     }
     if (e || !why[0])
         return e;
-    cap_report_static_fallback(c, S->base->code->qualname_s, why, true);
+    cap_report_static_fallback(&c->rep, S->base->code->qualname_s, why, true);
     char again[900];
     snprintf(again, sizeof again, "%s (static sizes: %s)", reason, why);
     why[0] = 0;
@@ -755,7 +749,7 @@ static void warn_limit(cap_compiled *c, cap_pos *p, const char *name)
              name, cap_cfg.recompile_limit, p->last_fail);
     if (PyErr_WarnEx(PyExc_UserWarning, msg, 1) < 0)
         PyErr_Clear();
-    cap_report_limit(c, name, p->last_fail, p->last_info);
+    cap_report_limit(&c->rep, name, p->last_fail, p->last_info);
 }
 
 /* Source values of one guard walk: a buffer grown to the entry's needs. */
@@ -1030,7 +1024,7 @@ static cap_entry *lookup_at(cap_compiled *c, cap_pos *p, cap_interp *S, valbuf *
         snprintf(reason, sizeof reason, "%s",
                  S->frame == S->base && S->base->pc == 0 ? "first call" : "resume after a graph break");
     if (last)
-        cap_report_recompile(c, S->base->code->qualname_s, p->last_fail, p->last_info);
+        cap_report_recompile(&c->rep, S->base->code->qualname_s, p->last_fail, p->last_info);
     bool untraceable;
     double tc = ptc_now_ms();
     PyObject *prev = last ? tensor_sizes(p->head) : NULL;
@@ -1082,7 +1076,7 @@ static bool recoverable(cap_compiled *c, const char *where)
     if (PyErr_ExceptionMatches(cap_GraphBreakError) || cap_cfg.strict || c->opts.fullgraph ||
         !PyErr_ExceptionMatches(cap_InternalError))
         return false;
-    cap_warn_error(c, where);
+    cap_warn_error(&c->rep, where, failed_graph);
     return true;
 }
 
@@ -1176,7 +1170,9 @@ static PyObject *drive(cap_compiled *c, cap_interp *S, PyObject *fn, PyObject *a
     }
 }
 
-PyObject *cap_drive(cap_compiled *c, cap_interp *S, PyObject *fn, PyObject *args, PyObject *kwargs)
+/* drive, with the entries it ran held and the call's clock while measuring. */
+static PyObject *drive_held(cap_compiled *c, cap_interp *S, PyObject *fn, PyObject *args,
+                            PyObject *kwargs)
 {
     held h = {{NULL, NULL}};
     bool measure = cap_meas.on;
@@ -1186,5 +1182,68 @@ PyObject *cap_drive(cap_compiled *c, cap_interp *S, PyObject *fn, PyObject *args
         cap_clock_done(&k);
     cap_entry_unref(h.e[0]);
     cap_entry_unref(h.e[1]);
+    return r;
+}
+
+/* ---- a call from its start ------------------------------------------------------------ */
+
+PyObject *cap_run_call(cap_compiled *c, PyObject *fn, PyObject *const *args, int nargs,
+                       PyObject *kwnames, PyObject *eager, PyObject *eargs, PyObject *ekwargs)
+{
+    if (cap_torch_function_mode_active()) {
+        cap_warn_mode(&c->rep, fn);
+        return PyObject_Call(eager, eargs, ekwargs);
+    }
+    const char *why = NULL;
+    cap_frame *f = cap_frame_for_call(fn, args, nargs, kwnames, &why);
+    if (!f) {
+        if (!why)
+            return NULL;
+        /* Generators and coroutines run untouched; binding errors raise as in eager. */
+        if (strcmp(why, "argument binding") != 0)
+            cap_report_skipped(&c->rep, fn, why);
+        return PyObject_Call(eager, eargs, ekwargs);
+    }
+    cap_interp S = {.mode = CAP_REAL, .max_depth = cap_cfg.inline_depth};
+    cap_push_frame(&S, f);
+    PyObject *r = drive_held(c, &S, eager, eargs, ekwargs);
+    cap_interp_clear(&S);
+    return r;
+}
+
+
+/* A bound method's call is made as its function's with self in front, in
+ * an array on the stack that holds this many arguments and self; a longer
+ * call runs the method object itself (as the interpreter would). */
+enum { MAX_BOUND_ARGS = 63 };
+
+static PyObject *call_through_caches(void *ctx, PyObject *fn, PyObject *const *args, int nargs,
+                                     PyObject *kwnames)
+{
+    cap_compiled *c = ctx;
+    PyObject *func = fn, *buf[MAX_BOUND_ARGS + 1];
+    PyObject *real_args = NULL, *real_kw = NULL, *r = NULL;
+    int nkw = kwnames ? (int)PyTuple_Size(kwnames) : 0;
+    if (cap_is_method(fn) && nargs < MAX_BOUND_ARGS) {
+        func = PyObject_GetAttr(fn, cap_P.s_func);
+        buf[0] = PyObject_GetAttr(fn, cap_P.s_self);
+        memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
+        Py_XDECREF(buf[0]); /* the bound method keeps self alive */
+        args = buf;
+        nargs++;
+    } else {
+        Py_INCREF(func);
+    }
+    real_args = cap_tuple_from_array(args, nargs - nkw);
+    if (nkw) {
+        real_kw = PyDict_New();
+        for (int i = 0; real_kw && i < nkw; i++)
+            PyDict_SetItem(real_kw, PyTuple_GetItem(kwnames, i), args[nargs - nkw + i]);
+    }
+    if (func && real_args && (!nkw || real_kw))
+        r = cap_run_call(c, func, args, nargs, kwnames, func, real_args, real_kw);
+    Py_XDECREF(func);
+    Py_XDECREF(real_args);
+    Py_XDECREF(real_kw);
     return r;
 }

@@ -62,6 +62,13 @@ PyObject *cap_recorder_kwargs(const cap_entry *e);
  * running one TrainProgram per piece (pieces alike share one), each its own
  * autograd node; sets e->npieces and e->nprograms. */
 int cap_pieces_prepare(cap_entry *e, const char *mode, PyObject **program, ptc_error *err);
+/* ptc._C._compile_ptir(text): the first graph of a .ptir text compiled with
+ * the ptc backend, as a capsule (kernel_dir: compiled as an export
+ * package's graph, its kernels there); _run_compiled(capsule, tensors) runs
+ * it, binding the graph's symbolic sizes from the tensors' shapes on every
+ * call (one compile for every size). */
+PyObject *cap_compile_ptir(PyObject *text, const char *kernel_dir);
+PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors);
 /* Any graph compiled into a program that returns its outputs as its kernels
  * write them (a .ptir text's graph). */
 int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_compile *tc,
