@@ -111,10 +111,16 @@ PyObject *cap_compiled_call(cap_compiled *c, PyObject *args, PyObject *kwargs)
     return r;
 }
 
+/* A call's arguments (and self) sit in an array on the stack up to this many
+ * (a chosen size: a forward's arguments fit); more are allocated. */
+enum { STACK_ARGS = 32 };
+
 static PyObject *compiled_call(cap_compiled *c, PyObject *args, PyObject *kwargs)
 {
     Py_ssize_t n = PyTuple_Size(args), nkw = kwargs ? PyDict_Size(kwargs) : 0;
-    PyObject *stack[32], **buf = n + nkw + 1 <= 32 ? stack : PyMem_Malloc(sizeof(PyObject *) * (size_t)(n + nkw + 1));
+    PyObject *stack[STACK_ARGS];
+    PyObject **buf = n + nkw + 1 <= STACK_ARGS ? stack
+                                                : PyMem_Malloc(sizeof(PyObject *) * (size_t)(n + nkw + 1));
     PyObject *kwnames = nkw ? PyTuple_New(nkw) : NULL, *fn = NULL, *r = NULL;
     int off = 0;
     if (!buf)
