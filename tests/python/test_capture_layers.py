@@ -117,6 +117,23 @@ def test_the_top_runs_one_way():
         assert "cap_compiled" not in strip_comments(open(os.path.join(SRC, f)).read()), f
 
 
+# backend/'s files, each using only names of those before it: the
+# dispatcher backend.c last.
+BACKEND_ORDER = ["tensors.c", "eager.c", "graphobj.c", "backend_ptc.c", "backend_train.c",
+                 "backend_pieces.c", "backend.c"]
+
+
+def test_backend_files_run_one_way():
+    assert sorted(BACKEND_ORDER) == sorted(f for f in os.listdir(os.path.join(SRC, "backend"))
+                                           if f.endswith(".c"))
+    paths = [os.path.join(SRC, "backend", f) for f in BACKEND_ORDER]
+    for i, path in enumerate(paths):
+        used = set(re.findall(r"\bcap_\w+", strip_comments(open(path).read())))
+        for later in paths[i + 1:]:
+            up = used & defined_names(later)
+            assert not up, (BACKEND_ORDER[i], os.path.basename(later), sorted(up))
+
+
 def test_backends_report_nothing_themselves():
     """A backend returns its failure; the compiled functions above report it."""
     for f in os.listdir(os.path.join(SRC, "backend")):
