@@ -15,6 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* co_flags bits of a code object with *args and **kwargs (CPython's
+ * CO_VARARGS and CO_VARKEYWORDS, not in the limited API). */
+enum { CO_VARARGS_FLAG = 0x04, CO_VARKEYWORDS_FLAG = 0x08 };
+
 int cap_state_frames(cap_interp *S, cap_frame **frames, int max)
 {
     int n = 0;
@@ -59,6 +63,46 @@ static cap_frame *clone_frame(cap_trace *T, cap_frame *f, int depth)
     return g;
 }
 
+/* The trace's copy of a *args tuple v read from source s: its length
+ * guarded, each item wrapped with its own source. NULL on error. */
+static PyObject *fresh_args_tuple(cap_trace *T, PyObject *v, int s)
+{
+    if (cap_guard_add(T, CAP_G_LEN, s, NULL, PyTuple_Size(v)) < 0)
+        return NULL;
+    PyObject *copy = PyTuple_New(PyTuple_Size(v));
+    for (Py_ssize_t j = 0; copy && j < PyTuple_Size(v); j++) {
+        int is = cap_source_add(T, CAP_S_INDEX, s, 0, (int)j, NULL);
+        PyObject *w = is >= 0 ? cap_t_wrap(T, PyTuple_GetItem(v, j), is) : NULL;
+        if (!w)
+            Py_CLEAR(copy);
+        else
+            PyTuple_SetItem(copy, j, w);
+    }
+    return copy;
+}
+
+/* The same for a **kwargs dict: its keys guarded. */
+static PyObject *fresh_kwargs_dict(cap_trace *T, PyObject *v, int s)
+{
+    PyObject *keys = PyDict_Keys(v), *kt = keys ? PyList_AsTuple(keys) : NULL;
+    Py_XDECREF(keys);
+    if (!kt || cap_guard_add(T, CAP_G_KEYS, s, kt, 0) < 0) {
+        Py_XDECREF(kt);
+        return NULL;
+    }
+    PyObject *copy = PyDict_New();
+    for (Py_ssize_t j = 0; copy && j < PyTuple_Size(kt); j++) {
+        PyObject *key = PyTuple_GetItem(kt, j);
+        int is = cap_source_add(T, CAP_S_ITEM, s, 0, 0, key);
+        PyObject *w = is >= 0 ? cap_t_wrap(T, PyDict_GetItem(v, key), is) : NULL;
+        if (!w || PyDict_SetItem(copy, key, w) < 0)
+            Py_CLEAR(copy);
+        Py_XDECREF(w);
+    }
+    Py_DECREF(kt);
+    return copy;
+}
+
 /* At a call's start the *args tuple and **kwargs dict are new objects made
  * by binding: their items keep sources, the containers themselves are the
  * trace's (mutable, rebuilt at run time). */
@@ -67,7 +111,7 @@ static int fresh_varargs(cap_trace *T, cap_frame *g)
     cap_code *c = g->code;
     int i = c->argcount + c->kwonly;
     for (int k = 0; k < 2; k++) {
-        bool has = k == 0 ? (c->flags & 0x04) : (c->flags & 0x08);
+        bool has = k == 0 ? (c->flags & CO_VARARGS_FLAG) : (c->flags & CO_VARKEYWORDS_FLAG);
         if (!has)
             continue;
         int slot = i++;
@@ -75,39 +119,13 @@ static int fresh_varargs(cap_trace *T, cap_frame *g)
         int s = g->slot_src[slot];
         if (!v || s < 0)
             continue;
-        PyObject *copy = NULL;
-        if (PyTuple_CheckExact(v)) {
-            if (cap_guard_add(T, CAP_G_LEN, s, NULL, PyTuple_Size(v)) < 0)
-                return -1;
-            copy = PyTuple_New(PyTuple_Size(v));
-            for (Py_ssize_t j = 0; copy && j < PyTuple_Size(v); j++) {
-                int is = cap_source_add(T, CAP_S_INDEX, s, 0, (int)j, NULL);
-                PyObject *w = is >= 0 ? cap_t_wrap(T, PyTuple_GetItem(v, j), is) : NULL;
-                if (!w)
-                    Py_CLEAR(copy);
-                else
-                    PyTuple_SetItem(copy, j, w);
-            }
-        } else if (PyDict_CheckExact(v)) {
-            PyObject *keys = PyDict_Keys(v), *kt = keys ? PyList_AsTuple(keys) : NULL;
-            Py_XDECREF(keys);
-            if (!kt || cap_guard_add(T, CAP_G_KEYS, s, kt, 0) < 0) {
-                Py_XDECREF(kt);
-                return -1;
-            }
-            copy = PyDict_New();
-            for (Py_ssize_t j = 0; copy && j < PyTuple_Size(kt); j++) {
-                PyObject *key = PyTuple_GetItem(kt, j);
-                int is = cap_source_add(T, CAP_S_ITEM, s, 0, 0, key);
-                PyObject *w = is >= 0 ? cap_t_wrap(T, PyDict_GetItem(v, key), is) : NULL;
-                if (!w || PyDict_SetItem(copy, key, w) < 0)
-                    Py_CLEAR(copy);
-                Py_XDECREF(w);
-            }
-            Py_DECREF(kt);
-        } else {
+        PyObject *copy;
+        if (PyTuple_CheckExact(v))
+            copy = fresh_args_tuple(T, v, s);
+        else if (PyDict_CheckExact(v))
+            copy = fresh_kwargs_dict(T, v, s);
+        else
             continue;
-        }
         if (!copy)
             return -1;
         Py_SETREF(g->lp[slot], copy);

@@ -111,6 +111,28 @@ PyObject *cap_compiled_call(cap_compiled *c, PyObject *args, PyObject *kwargs)
     return r;
 }
 
+/* What a call of the module runs: torch's Module.__call__ while hooks are
+ * registered (it runs them), else its forward, a per-instance override
+ * winning; *with_self when self goes first (a method's function). A new
+ * reference, or NULL with an error. */
+static PyObject *module_function(cap_compiled *c, bool *with_self)
+{
+    *with_self = true;
+    bool hooks = module_hooks(c->target);
+    PyObject *descr = hooks ? cap_type_lookup(Py_TYPE(c->target), cap_P.s_call) : NULL;
+    if (hooks && descr && cap_is_function(descr))
+        return Py_NewRef(descr);
+    /* forward as an attribute: a per-instance override wins. */
+    PyObject *bound = PyObject_GetAttr(c->target, cap_T.s_forward);
+    if (bound && cap_is_method(bound)) {
+        PyObject *fn = PyObject_GetAttr(bound, cap_P.s_func);
+        Py_DECREF(bound);
+        return fn;
+    }
+    *with_self = false; /* not a method: no self */
+    return bound;
+}
+
 /* A call's arguments (and self) sit in an array on the stack up to this many
  * (a chosen size: a forward's arguments fit); more are allocated. */
 enum { STACK_ARGS = 32 };
@@ -119,36 +141,18 @@ static PyObject *compiled_call(cap_compiled *c, PyObject *args, PyObject *kwargs
 {
     Py_ssize_t n = PyTuple_Size(args), nkw = kwargs ? PyDict_Size(kwargs) : 0;
     PyObject *stack[STACK_ARGS];
-    PyObject **buf = n + nkw + 1 <= STACK_ARGS ? stack
-                                                : PyMem_Malloc(sizeof(PyObject *) * (size_t)(n + nkw + 1));
+    size_t nbuf = (size_t)(n + nkw + 1);
+    PyObject **buf = nbuf <= STACK_ARGS ? stack : PyMem_Malloc(sizeof(PyObject *) * nbuf);
     PyObject *kwnames = nkw ? PyTuple_New(nkw) : NULL, *fn = NULL, *r = NULL;
     int off = 0;
     if (!buf)
         return PyErr_NoMemory();
     if (c->is_module) {
-        bool hooks = module_hooks(c->target);
-        PyObject *descr = hooks ? cap_type_lookup(Py_TYPE(c->target), cap_P.s_call) : NULL;
-        if (hooks && descr && cap_is_function(descr)) {
-            fn = Py_NewRef(descr);
-        } else {
-            /* forward as an attribute: a per-instance override wins. */
-            PyObject *bound = PyObject_GetAttr(c->target, cap_T.s_forward);
-            if (bound && cap_is_method(bound)) {
-                fn = PyObject_GetAttr(bound, cap_P.s_func);
-                Py_DECREF(bound);
-            } else {
-                fn = bound;
-                off = -1; /* not a method: no self */
-            }
-        }
-        if (!fn)
+        bool with_self;
+        if (!(fn = module_function(c, &with_self)))
             goto done;
-        if (off == 0) {
-            buf[0] = c->target;
-            off = 1;
-        } else {
-            off = 0;
-        }
+        if (with_self)
+            buf[off++] = c->target;
     } else {
         fn = Py_NewRef(c->target);
     }

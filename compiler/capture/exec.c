@@ -7,8 +7,9 @@
  * resume state, whose break instruction runs for real in ptc's interpreter up
  * to the next safe point; the next segment is looked up there, and so on.
  * A miss traces from the state in hand (compile.c) and caches the new
- * entry; the failed guard of the most recent entry is the recompile's reason. A position that needs more
- * than the recompile limit runs eagerly from then on, with one warning.
+ * entry; the failed guard of the most recent entry is the recompile's
+ * reason. A position that needs more than the recompile limit runs eagerly
+ * from then on, with one warning.
  *
  * Internal errors never reach the user as a wrong answer: the first segment
  * falls back to calling the function eagerly, later segments continue in real

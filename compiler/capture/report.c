@@ -74,32 +74,30 @@ PyObject *cap_break_dict(const cap_break *b)
                          b->stack);
 }
 
+static void json_str(ptc_jw *w, const char *key, const char *value)
+{
+    ptc_jw_key(w, key);
+    ptc_jw_str(w, value);
+}
+
 static void json_break(ptc_jw *w, const cap_break *b)
 {
     const cap_break_info *info = cap_break_lookup(b->code);
     char code[16];
     snprintf(code, sizeof code, "PTC-B%03d", b->code);
     ptc_jw_obj_begin(w);
-    ptc_jw_key(w, "code");
-    ptc_jw_str(w, code);
-    ptc_jw_key(w, "reason");
-    ptc_jw_str(w, info->reason);
-    ptc_jw_key(w, "detail");
-    ptc_jw_str(w, b->detail);
-    ptc_jw_key(w, "file");
-    ptc_jw_str(w, b->file);
+    json_str(w, "code", code);
+    json_str(w, "reason", info->reason);
+    json_str(w, "detail", b->detail);
+    json_str(w, "file", b->file);
     ptc_jw_key(w, "line");
     ptc_jw_int(w, b->line);
     ptc_jw_key(w, "col");
     ptc_jw_int(w, b->col);
-    ptc_jw_key(w, "text");
-    ptc_jw_str(w, b->text);
-    ptc_jw_key(w, "stack");
-    ptc_jw_str(w, b->stack);
-    ptc_jw_key(w, "explanation");
-    ptc_jw_str(w, info->explanation);
-    ptc_jw_key(w, "hint");
-    ptc_jw_str(w, info->hint);
+    json_str(w, "text", b->text);
+    json_str(w, "stack", b->stack);
+    json_str(w, "explanation", info->explanation);
+    json_str(w, "hint", info->hint);
     ptc_jw_obj_end(w);
 }
 
@@ -168,10 +166,10 @@ void cap_report_compiled(cap_entry *e)
 
 /* ---- events -------------------------------------------------------------------------------- */
 
-void cap_report_compile(cap_reports *r, cap_entry *e, cap_trace *T, const char *reason)
+/* The event of a new entry e from trace T (NULL when the dict could not be
+ * made). */
+static PyObject *compile_event(cap_entry *e, cap_trace *T, const char *reason)
 {
-    logs_init();
-    e->id = r->next_id++;
     PyObject *brk = e->end == CAP_END_BREAK ? cap_break_dict(&e->brk) : Py_NewRef(Py_None);
     PyObject *graph = cap_graph_object(e); /* a copy: events outlive entries */
     PyObject *ev = Py_BuildValue("{s:s,s:i,s:s,s:s,s:i,s:i,s:i,s:N,s:O,s:O,s:d,s:N,s:s}", "kind",
@@ -193,8 +191,12 @@ void cap_report_compile(cap_reports *r, cap_entry *e, cap_trace *T, const char *
     Py_XDECREF(spec);
     if (ev && T && T->cuts && PyDict_SetItemString(ev, "cuts", T->cuts) < 0)
         PyErr_Clear();
-    trace_files(r, e, reason, ev);
-    add_event(r, ev);
+    return ev;
+}
+
+/* PTC_LOGS=captured,guards,graph_breaks on a new entry. */
+static void log_compile(const cap_entry *e, const char *reason)
+{
     if (e->graph && ptc_log_on(PTC_LOG_CAPTURED, PTC_LOG_INFO)) {
         ptc_buf b = {0};
         ptc_print_graph(&b, e->graph);
@@ -217,6 +219,16 @@ void cap_report_compile(cap_reports *r, cap_entry *e, cap_trace *T, const char *
         if (ptc_log_on(PTC_LOG_GRAPH_BREAKS, PTC_LOG_DEBUG))
             ptc_log(PTC_LOG_GRAPH_BREAKS, PTC_LOG_DEBUG, "    stack: %s", e->brk.stack);
     }
+}
+
+void cap_report_compile(cap_reports *r, cap_entry *e, cap_trace *T, const char *reason)
+{
+    logs_init();
+    e->id = r->next_id++;
+    PyObject *ev = compile_event(e, T, reason);
+    trace_files(r, e, reason, ev);
+    add_event(r, ev);
+    log_compile(e, reason);
     PyErr_Clear();
 }
 
