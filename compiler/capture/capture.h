@@ -113,7 +113,6 @@ PyObject *cap_compiled_call(cap_compiled *c, PyObject *args, PyObject *kwargs);
 void cap_compiled_reset(cap_compiled *c);
 /* Explain data collected since the last reset (a dict, new reference). */
 PyObject *cap_compiled_report(cap_compiled *c);
-void cap_compiled_set_recording(cap_compiled *c, bool on);
 
 /* Drops every cache (ptc.reset()). */
 void cap_reset_all(void);

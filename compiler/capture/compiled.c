@@ -44,13 +44,9 @@ cap_compiled *cap_compiled_new(PyObject *target, const cap_options *opts)
     Py_XINCREF(c->opts.backend_fn);
     c->is_module = PyObject_TypeCheck(target, (PyTypeObject *)cap_T.Module);
     c->positions = PyDict_New();
-    c->events = PyList_New(0);
-    static int serials;
-    c->serial = ++serials;
-    c->warned = PySet_New(NULL);
     c->auto_dyn = PyDict_New();
     c->module_names = c->is_module ? module_names(target) : PyDict_New();
-    if (!c->positions || !c->events || !c->warned || !c->auto_dyn || !c->module_names) {
+    if (cap_reports_init(&c->rep) < 0 || !c->positions || !c->auto_dyn || !c->module_names) {
         cap_compiled_free(c);
         return NULL;
     }
@@ -60,8 +56,7 @@ cap_compiled *cap_compiled_new(PyObject *target, const cap_options *opts)
 void cap_compiled_reset(cap_compiled *c)
 {
     PyDict_Clear(c->positions);
-    PyList_SetSlice(c->events, 0, PyList_Size(c->events), NULL);
-    PySet_Clear(c->warned);
+    cap_reports_clear(&c->rep);
     PyDict_Clear(c->auto_dyn);
     c->all_dynamic_failed = false;
     if (c->is_module) {
@@ -74,14 +69,11 @@ void cap_compiled_free(cap_compiled *c)
     if (!c)
         return;
     Py_XDECREF(c->positions);
-    Py_XDECREF(c->events);
-    Py_XDECREF(c->warned);
+    cap_reports_free(&c->rep);
     Py_XDECREF(c->auto_dyn);
     Py_XDECREF(c->module_names);
     Py_XDECREF(c->target);
     Py_XDECREF(c->opts.backend_fn);
-    if (c->trace)
-        ptc_trace_close(c->trace);
     free(c);
 }
 
@@ -102,33 +94,6 @@ static bool module_hooks(PyObject *mod)
     return any || cap_global_hooks();
 }
 
-/* Runs fn(args) (args[nargs] with kwnames' values last) from its first
- * instruction through the caches. `eager` is what an eager fallback calls. */
-static PyObject *run_from_start(cap_compiled *c, PyObject *fn, PyObject *const *args, int nargs,
-                                PyObject *kwnames, PyObject *eager, PyObject *eargs,
-                                PyObject *ekwargs)
-{
-    if (cap_torch_function_mode_active()) {
-        cap_warn_mode(c, fn);
-        return PyObject_Call(eager, eargs, ekwargs);
-    }
-    const char *why = NULL;
-    cap_frame *f = cap_frame_for_call(fn, args, nargs, kwnames, &why);
-    if (!f) {
-        if (!why)
-            return NULL;
-        /* Generators and coroutines run untouched; binding errors raise as in eager. */
-        if (strcmp(why, "argument binding") != 0)
-            cap_report_skipped(c, fn, why);
-        return PyObject_Call(eager, eargs, ekwargs);
-    }
-    cap_interp S = {.mode = CAP_REAL, .max_depth = cap_cfg.inline_depth};
-    cap_push_frame(&S, f);
-    PyObject *r = cap_drive(c, &S, eager, eargs, ekwargs);
-    cap_interp_clear(&S);
-    return r;
-}
-
 static PyObject *compiled_call(cap_compiled *c, PyObject *args, PyObject *kwargs);
 
 PyObject *cap_compiled_call(cap_compiled *c, PyObject *args, PyObject *kwargs)
@@ -146,38 +111,48 @@ PyObject *cap_compiled_call(cap_compiled *c, PyObject *args, PyObject *kwargs)
     return r;
 }
 
+/* What a call of the module runs: torch's Module.__call__ while hooks are
+ * registered (it runs them), else its forward, a per-instance override
+ * winning; *with_self when self goes first (a method's function). A new
+ * reference, or NULL with an error. */
+static PyObject *module_function(cap_compiled *c, bool *with_self)
+{
+    *with_self = true;
+    bool hooks = module_hooks(c->target);
+    PyObject *descr = hooks ? cap_type_lookup(Py_TYPE(c->target), cap_P.s_call) : NULL;
+    if (hooks && descr && cap_is_function(descr))
+        return Py_NewRef(descr);
+    /* forward as an attribute: a per-instance override wins. */
+    PyObject *bound = PyObject_GetAttr(c->target, cap_T.s_forward);
+    if (bound && cap_is_method(bound)) {
+        PyObject *fn = PyObject_GetAttr(bound, cap_P.s_func);
+        Py_DECREF(bound);
+        return fn;
+    }
+    *with_self = false; /* not a method: no self */
+    return bound;
+}
+
+/* A call's arguments (and self) sit in an array on the stack up to this many
+ * (a chosen size: a forward's arguments fit); more are allocated. */
+enum { STACK_ARGS = 32 };
+
 static PyObject *compiled_call(cap_compiled *c, PyObject *args, PyObject *kwargs)
 {
     Py_ssize_t n = PyTuple_Size(args), nkw = kwargs ? PyDict_Size(kwargs) : 0;
-    PyObject *stack[32], **buf = n + nkw + 1 <= 32 ? stack : PyMem_Malloc(sizeof(PyObject *) * (size_t)(n + nkw + 1));
+    PyObject *stack[STACK_ARGS];
+    size_t nbuf = (size_t)(n + nkw + 1);
+    PyObject **buf = nbuf <= STACK_ARGS ? stack : PyMem_Malloc(sizeof(PyObject *) * nbuf);
     PyObject *kwnames = nkw ? PyTuple_New(nkw) : NULL, *fn = NULL, *r = NULL;
     int off = 0;
     if (!buf)
         return PyErr_NoMemory();
     if (c->is_module) {
-        bool hooks = module_hooks(c->target);
-        PyObject *descr = hooks ? cap_type_lookup(Py_TYPE(c->target), cap_P.s_call) : NULL;
-        if (hooks && descr && cap_is_function(descr)) {
-            fn = Py_NewRef(descr);
-        } else {
-            /* forward as an attribute: a per-instance override wins. */
-            PyObject *bound = PyObject_GetAttr(c->target, cap_T.s_forward);
-            if (bound && cap_is_method(bound)) {
-                fn = PyObject_GetAttr(bound, cap_P.s_func);
-                Py_DECREF(bound);
-            } else {
-                fn = bound;
-                off = -1; /* not a method: no self */
-            }
-        }
-        if (!fn)
+        bool with_self;
+        if (!(fn = module_function(c, &with_self)))
             goto done;
-        if (off == 0) {
-            buf[0] = c->target;
-            off = 1;
-        } else {
-            off = 0;
-        }
+        if (with_self)
+            buf[off++] = c->target;
     } else {
         fn = Py_NewRef(c->target);
     }
@@ -193,7 +168,7 @@ static PyObject *compiled_call(cap_compiled *c, PyObject *args, PyObject *kwargs
         r = PyObject_Call(c->target, args, kwargs);
         goto done;
     }
-    r = run_from_start(c, fn, buf, (int)(off + n + nkw), kwnames, c->target, args, kwargs);
+    r = cap_run_call(c, fn, buf, (int)(off + n + nkw), kwnames, c->target, args, kwargs);
 done:
     Py_XDECREF(fn);
     Py_XDECREF(kwnames);
@@ -202,37 +177,7 @@ done:
     return r;
 }
 
-PyObject *cap_compiled_call_fn(cap_compiled *c, PyObject *fn, PyObject *const *args, int nargs,
-                               PyObject *kwnames)
-{
-    PyObject *func = fn, *buf[64];
-    PyObject *real_args = NULL, *real_kw = NULL, *r = NULL;
-    int nkw = kwnames ? (int)PyTuple_Size(kwnames) : 0;
-    if (cap_is_method(fn) && nargs < 63) {
-        func = PyObject_GetAttr(fn, cap_P.s_func);
-        buf[0] = PyObject_GetAttr(fn, cap_P.s_self);
-        memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
-        Py_XDECREF(buf[0]); /* the bound method keeps self alive */
-        args = buf;
-        nargs++;
-    } else {
-        Py_INCREF(func);
-    }
-    real_args = cap_tuple_from_array(args, nargs - nkw);
-    if (nkw) {
-        real_kw = PyDict_New();
-        for (int i = 0; real_kw && i < nkw; i++)
-            PyDict_SetItem(real_kw, PyTuple_GetItem(kwnames, i), args[nargs - nkw + i]);
-    }
-    if (func && real_args && (!nkw || real_kw))
-        r = run_from_start(c, func, args, nargs, kwnames, func, real_args, real_kw);
-    Py_XDECREF(func);
-    Py_XDECREF(real_args);
-    Py_XDECREF(real_kw);
-    return r;
-}
-
 PyObject *cap_compiled_report(cap_compiled *c)
 {
-    return Py_NewRef(c->events);
+    return Py_NewRef(c->rep.events);
 }

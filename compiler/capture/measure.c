@@ -15,7 +15,7 @@
  * call after the first, a cost one-time work cannot move), and every
  * compiled function's events also go to one list, tagged with "cf".
  */
-#include "capture/exec.h"
+#include "capture/report.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -110,11 +110,11 @@ PyObject *cap_measure_scope_end(void)
     return measured;
 }
 
-void cap_measure_event(cap_compiled *c, PyObject *ev)
+void cap_measure_event(int serial, PyObject *ev)
 {
     if (!cap_meas.on || !ev)
         return;
-    PyObject *cf = PyLong_FromLong(c->serial);
+    PyObject *cf = PyLong_FromLong(serial);
     if (!cf || PyDict_SetItemString(ev, "cf", cf) < 0 || PyList_Append(cap_meas.events, ev) < 0)
         PyErr_Clear();
     Py_XDECREF(cf);

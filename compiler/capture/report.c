@@ -3,18 +3,41 @@
  * guards.txt, breaks.json per compile), and the warnings and repro dumps of
  * fallbacks.
  */
-#include "capture/exec.h"
+#include "capture/report.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-static void add_event(cap_compiled *c, PyObject *ev)
+int cap_reports_init(cap_reports *r)
 {
-    if (ev && PyList_Append(c->events, ev) < 0)
+    static int serials;
+    r->serial = ++serials;
+    r->events = PyList_New(0);
+    r->warned = PySet_New(NULL);
+    return r->events && r->warned ? 0 : -1;
+}
+
+void cap_reports_clear(cap_reports *r)
+{
+    PyList_SetSlice(r->events, 0, PyList_Size(r->events), NULL);
+    PySet_Clear(r->warned);
+}
+
+void cap_reports_free(cap_reports *r)
+{
+    Py_XDECREF(r->events);
+    Py_XDECREF(r->warned);
+    if (r->trace)
+        ptc_trace_close(r->trace);
+}
+
+static void add_event(cap_reports *r, PyObject *ev)
+{
+    if (ev && PyList_Append(r->events, ev) < 0)
         PyErr_Clear();
-    cap_measure_event(c, ev);
+    cap_measure_event(r->serial, ev);
     cap_observe_event(ev);
     Py_XDECREF(ev);
 }
@@ -51,56 +74,54 @@ PyObject *cap_break_dict(const cap_break *b)
                          b->stack);
 }
 
+static void json_str(ptc_jw *w, const char *key, const char *value)
+{
+    ptc_jw_key(w, key);
+    ptc_jw_str(w, value);
+}
+
 static void json_break(ptc_jw *w, const cap_break *b)
 {
     const cap_break_info *info = cap_break_lookup(b->code);
     char code[16];
     snprintf(code, sizeof code, "PTC-B%03d", b->code);
     ptc_jw_obj_begin(w);
-    ptc_jw_key(w, "code");
-    ptc_jw_str(w, code);
-    ptc_jw_key(w, "reason");
-    ptc_jw_str(w, info->reason);
-    ptc_jw_key(w, "detail");
-    ptc_jw_str(w, b->detail);
-    ptc_jw_key(w, "file");
-    ptc_jw_str(w, b->file);
+    json_str(w, "code", code);
+    json_str(w, "reason", info->reason);
+    json_str(w, "detail", b->detail);
+    json_str(w, "file", b->file);
     ptc_jw_key(w, "line");
     ptc_jw_int(w, b->line);
     ptc_jw_key(w, "col");
     ptc_jw_int(w, b->col);
-    ptc_jw_key(w, "text");
-    ptc_jw_str(w, b->text);
-    ptc_jw_key(w, "stack");
-    ptc_jw_str(w, b->stack);
-    ptc_jw_key(w, "explanation");
-    ptc_jw_str(w, info->explanation);
-    ptc_jw_key(w, "hint");
-    ptc_jw_str(w, info->hint);
+    json_str(w, "text", b->text);
+    json_str(w, "stack", b->stack);
+    json_str(w, "explanation", info->explanation);
+    json_str(w, "hint", info->hint);
     ptc_jw_obj_end(w);
 }
 
 /* ---- trace directory --------------------------------------------------------------------- */
 
-static void trace_files(cap_compiled *c, cap_entry *e, const char *reason, PyObject *ev)
+static void trace_files(cap_reports *r, cap_entry *e, const char *reason, PyObject *ev)
 {
-    if (!c->trace_checked) {
+    if (!r->trace_checked) {
         ptc_error err;
-        c->trace_checked = true;
+        r->trace_checked = true;
         char rank_dir[4200];
         const char *dir = cap_rank_trace_dir(rank_dir, sizeof rank_dir);
-        c->trace = dir ? ptc_trace_open(dir, &err) : NULL;
-        if (!c->trace && dir && err.cls != PTC_ERR_NONE) {
+        r->trace = dir ? ptc_trace_open(dir, &err) : NULL;
+        if (!r->trace && dir && err.cls != PTC_ERR_NONE) {
             char buf[1200];
             ptc_error_format(&err, buf, sizeof buf);
             if (PyErr_WarnFormat(PyExc_UserWarning, 1, "ptc: trace directory: %s", buf) < 0)
                 PyErr_Clear();
         }
     }
-    if (!c->trace)
+    if (!r->trace)
         return;
     ptc_error err;
-    ptc_trace_compile *tc = ptc_trace_begin(c->trace, e->frame_name, e->recompile, e->frame_name,
+    ptc_trace_compile *tc = ptc_trace_begin(r->trace, e->frame_name, e->recompile, e->frame_name,
                                             e->brk.file[0] ? e->brk.file : "", e->brk.line, reason, &err);
     if (!tc)
         return;
@@ -145,10 +166,10 @@ void cap_report_compiled(cap_entry *e)
 
 /* ---- events -------------------------------------------------------------------------------- */
 
-void cap_report_compile(cap_compiled *c, cap_entry *e, cap_trace *T, const char *reason)
+/* The event of a new entry e from trace T (NULL when the dict could not be
+ * made). */
+static PyObject *compile_event(cap_entry *e, cap_trace *T, const char *reason)
 {
-    logs_init();
-    e->id = c->next_id++;
     PyObject *brk = e->end == CAP_END_BREAK ? cap_break_dict(&e->brk) : Py_NewRef(Py_None);
     PyObject *graph = cap_graph_object(e); /* a copy: events outlive entries */
     PyObject *ev = Py_BuildValue("{s:s,s:i,s:s,s:s,s:i,s:i,s:i,s:N,s:O,s:O,s:d,s:N,s:s}", "kind",
@@ -170,8 +191,12 @@ void cap_report_compile(cap_compiled *c, cap_entry *e, cap_trace *T, const char 
     Py_XDECREF(spec);
     if (ev && T && T->cuts && PyDict_SetItemString(ev, "cuts", T->cuts) < 0)
         PyErr_Clear();
-    trace_files(c, e, reason, ev);
-    add_event(c, ev);
+    return ev;
+}
+
+/* PTC_LOGS=captured,guards,graph_breaks on a new entry. */
+static void log_compile(const cap_entry *e, const char *reason)
+{
     if (e->graph && ptc_log_on(PTC_LOG_CAPTURED, PTC_LOG_INFO)) {
         ptc_buf b = {0};
         ptc_print_graph(&b, e->graph);
@@ -194,22 +219,32 @@ void cap_report_compile(cap_compiled *c, cap_entry *e, cap_trace *T, const char 
         if (ptc_log_on(PTC_LOG_GRAPH_BREAKS, PTC_LOG_DEBUG))
             ptc_log(PTC_LOG_GRAPH_BREAKS, PTC_LOG_DEBUG, "    stack: %s", e->brk.stack);
     }
+}
+
+void cap_report_compile(cap_reports *r, cap_entry *e, cap_trace *T, const char *reason)
+{
+    logs_init();
+    e->id = r->next_id++;
+    PyObject *ev = compile_event(e, T, reason);
+    trace_files(r, e, reason, ev);
+    add_event(r, ev);
+    log_compile(e, reason);
     PyErr_Clear();
 }
 
-void cap_report_recompile(cap_compiled *c, const char *name, const char *guard, PyObject *info)
+void cap_report_recompile(cap_reports *r, const char *name, const char *guard, PyObject *info)
 {
     logs_init();
-    add_event(c, with(Py_BuildValue("{s:s,s:s,s:s}", "kind", "recompile", "frame", name, "guard", guard), info));
+    add_event(r, with(Py_BuildValue("{s:s,s:s,s:s}", "kind", "recompile", "frame", name, "guard", guard), info));
     if (ptc_log_on(PTC_LOG_RECOMPILES, PTC_LOG_INFO))
         ptc_log(PTC_LOG_RECOMPILES, PTC_LOG_INFO, "recompiling %s: guard failed: %s", name, guard);
     PyErr_Clear();
 }
 
-void cap_report_limit(cap_compiled *c, const char *name, const char *guard, PyObject *info)
+void cap_report_limit(cap_reports *r, const char *name, const char *guard, PyObject *info)
 {
     logs_init();
-    add_event(c, with(Py_BuildValue("{s:s,s:s,s:s,s:i}", "kind", "recompile_limit", "frame", name,
+    add_event(r, with(Py_BuildValue("{s:s,s:s,s:s,s:i}", "kind", "recompile_limit", "frame", name,
                                     "guard", guard, "limit", cap_cfg.recompile_limit),
                       info));
     if (ptc_log_on(PTC_LOG_RECOMPILES, PTC_LOG_INFO))
@@ -218,12 +253,12 @@ void cap_report_limit(cap_compiled *c, const char *name, const char *guard, PyOb
     PyErr_Clear();
 }
 
-void cap_report_static_fallback(cap_compiled *c, const char *name, const char *why, bool all)
+void cap_report_static_fallback(cap_reports *r, const char *name, const char *why, bool all)
 {
     logs_init();
     const char *then =
         all ? "static sizes" : "symbolic sizes only where sizes changed or are marked";
-    add_event(c, Py_BuildValue("{s:s,s:s,s:s,s:s}", "kind", "static_fallback", "frame", name, "why",
+    add_event(r, Py_BuildValue("{s:s,s:s,s:s,s:s}", "kind", "static_fallback", "frame", name, "why",
                                why, "then", then));
     if (ptc_log_on(PTC_LOG_RECOMPILES, PTC_LOG_INFO))
         ptc_log(PTC_LOG_RECOMPILES, PTC_LOG_INFO,
@@ -231,10 +266,10 @@ void cap_report_static_fallback(cap_compiled *c, const char *name, const char *w
     PyErr_Clear();
 }
 
-void cap_report_untraceable(cap_compiled *c, const char *name, const cap_break *b, const char *why)
+void cap_report_untraceable(cap_reports *r, const char *name, const cap_break *b, const char *why)
 {
     PyObject *brk = cap_break_dict(b);
-    add_event(c, Py_BuildValue("{s:s,s:s,s:N,s:s}", "kind", "untraceable", "frame", name, "break",
+    add_event(r, Py_BuildValue("{s:s,s:s,s:N,s:s}", "kind", "untraceable", "frame", name, "break",
                                brk ? brk : Py_NewRef(Py_None), "why", why));
     if (ptc_log_on(PTC_LOG_GRAPH_BREAKS, PTC_LOG_INFO))
         ptc_log(PTC_LOG_GRAPH_BREAKS, PTC_LOG_INFO, "%s runs eagerly: a break at %s:%d left state ptc cannot rebuild (%s)",
@@ -242,9 +277,9 @@ void cap_report_untraceable(cap_compiled *c, const char *name, const cap_break *
     PyErr_Clear();
 }
 
-void cap_report_autograd(cap_compiled *c, const cap_entry *e)
+void cap_report_autograd(cap_reports *r, const cap_entry *e)
 {
-    add_event(c, Py_BuildValue("{s:s,s:s,s:i,s:s}", "kind", "autograd_fallback", "frame", e->frame_name,
+    add_event(r, Py_BuildValue("{s:s,s:s,s:i,s:s}", "kind", "autograd_fallback", "frame", e->frame_name,
                                "id", e->id, "why", e->autograd_why));
     if (ptc_log_on(PTC_LOG_GRAPH_BREAKS, PTC_LOG_INFO))
         ptc_log(PTC_LOG_GRAPH_BREAKS, PTC_LOG_INFO,
@@ -253,9 +288,9 @@ void cap_report_autograd(cap_compiled *c, const cap_entry *e)
     PyErr_Clear();
 }
 
-void cap_report_pieces(cap_compiled *c, const cap_entry *e)
+void cap_report_pieces(cap_reports *r, const cap_entry *e)
 {
-    add_event(c,
+    add_event(r,
               Py_BuildValue("{s:s,s:s,s:i,s:i,s:i}", "kind", "graph_pieces", "frame", e->frame_name,
                             "id", e->id, "pieces", e->npieces, "programs", e->nprograms));
     if (ptc_log_on(PTC_LOG_GRAPH_BREAKS, PTC_LOG_INFO))
@@ -266,21 +301,21 @@ void cap_report_pieces(cap_compiled *c, const cap_entry *e)
     PyErr_Clear();
 }
 
-void cap_report_skipped(cap_compiled *c, PyObject *fn, const char *why)
+void cap_report_skipped(cap_reports *r, PyObject *fn, const char *why)
 {
-    add_event(c, Py_BuildValue("{s:s,s:s,s:s}", "kind", "skipped", "frame", cap_func_name(fn),
+    add_event(r, Py_BuildValue("{s:s,s:s,s:s}", "kind", "skipped", "frame", cap_func_name(fn),
                                "why", why));
     PyErr_Clear();
 }
 
 /* ---- warnings and repros ---------------------------------------------------------------------- */
 
-static bool warn_once(cap_compiled *c, const char *key)
+static bool warn_once(cap_reports *r, const char *key)
 {
     PyObject *k = PyUnicode_FromString(key);
-    int seen = k ? PySet_Contains(c->warned, k) : 1;
+    int seen = k ? PySet_Contains(r->warned, k) : 1;
     if (seen == 0)
-        PySet_Add(c->warned, k);
+        PySet_Add(r->warned, k);
     Py_XDECREF(k);
     PyErr_Clear();
     return seen == 0;
@@ -324,12 +359,12 @@ void cap_repro_dump(const ptc_graph *g, PyObject **inputs, int ninputs, const ch
     free(held);
 }
 
-void cap_warn_mode(cap_compiled *c, PyObject *fn)
+void cap_warn_mode(cap_reports *r, PyObject *fn)
 {
     const char *name = cap_func_name(fn);
-    add_event(c, Py_BuildValue("{s:s,s:s,s:s}", "kind", "fallback", "frame", name, "error",
+    add_event(r, Py_BuildValue("{s:s,s:s,s:s}", "kind", "fallback", "frame", name, "error",
                                "a TorchFunctionMode is active: the call runs eagerly"));
-    if (warn_once(c, "torch function mode") &&
+    if (warn_once(r, "torch function mode") &&
         PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
                          "ptc: a TorchFunctionMode is active, so %s runs eagerly (compiled code "
                          "would hide its torch calls from the mode and show ptc's own)",
@@ -338,7 +373,7 @@ void cap_warn_mode(cap_compiled *c, PyObject *fn)
     PyErr_Clear();
 }
 
-void cap_warn_error(cap_compiled *c, const char *where)
+void cap_warn_error(cap_reports *r, const char *where, const ptc_graph *graph)
 {
     PyObject *type, *val, *tb;
     PyErr_Fetch(&type, &val, &tb);
@@ -346,11 +381,11 @@ void cap_warn_error(cap_compiled *c, const char *where)
     const char *msg = s ? PyUnicode_AsUTF8(s) : "internal error";
     char key[700];
     snprintf(key, sizeof key, "error:%s:%s", where, msg ? msg : "");
-    add_event(c, Py_BuildValue("{s:s,s:s,s:s}", "kind", "fallback", "frame", where, "error",
+    add_event(r, Py_BuildValue("{s:s,s:s,s:s}", "kind", "fallback", "frame", where, "error",
                                msg ? msg : ""));
-    if (warn_once(c, key)) {
+    if (warn_once(r, key)) {
         char path[1024] = "";
-        cap_repro_dump(cap_last_graph(), NULL, 0, "capture", msg ? msg : "", "eager", path, sizeof path);
+        cap_repro_dump(graph, NULL, 0, "capture", msg ? msg : "", "eager", path, sizeof path);
         if (!path[0])
             snprintf(path, sizeof path, "(none: no graph was captured)");
         if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
@@ -394,20 +429,20 @@ static const char *graph_target(const ptc_graph *g)
 
 /* One warning per failure: a graph whose failure has a repro folder that an
  * earlier warning named (the same divergence in identical blocks) adds none. */
-void cap_warn_fallback(cap_compiled *c, cap_entry *e, const char *stage, const char *msg)
+void cap_warn_fallback(cap_reports *r, cap_entry *e, const char *stage, const char *msg)
 {
     char key[1200];
     snprintf(key, sizeof key, "fallback:%d:%s", e->id, stage);
-    add_event(c, Py_BuildValue("{s:s,s:i,s:s,s:s}", "kind", "backend_fallback", "id", e->id,
+    add_event(r, Py_BuildValue("{s:s,s:i,s:s,s:s}", "kind", "backend_fallback", "id", e->id,
                                "stage", stage, "error", msg));
-    if (warn_once(c, key)) {
+    if (warn_once(r, key)) {
         char path[1024] = "";
         if (!repro_named(msg, path, sizeof path))
             cap_repro_dump(e->graph, NULL, 0, stage, msg, graph_target(e->graph), path, sizeof path);
         snprintf(key, sizeof key, "repro:%s", path);
         if (!path[0])
             snprintf(path, sizeof path, "(none)");
-        if ((!strcmp(path, "(none)") || warn_once(c, key)) &&
+        if ((!strcmp(path, "(none)") || warn_once(r, key)) &&
             PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
                              "ptc: backend failed on graph %d (%s: %s); running it through torch ops; repro: %s",
                              e->id, stage, msg, path) < 0)

@@ -739,6 +739,13 @@ static const ptc_cuda_code *call_code(const crun *r, int ki)
     return r->wide[ki] ? &cp->k[src].wide : &cp->k[src].code;
 }
 
+/* A wave is the blocks every SM holds at once: MAX_THREADS_PER_SM is the
+ * resident threads of one SM on sm_80 and sm_90 (the CUDA occupancy tables),
+ * the targets ptc compiles for. A kernel's blocks stride over the rest of
+ * its work, so a launch needs at most GRID_WAVES waves (a chosen bound), or
+ * one where a team reduction keeps scratch per block. */
+enum { MAX_THREADS_PER_SM = 2048, GRID_WAVES = 4 };
+
 /* Blocks of kernel k's launch in form f for the current sizes (0: nothing to do). */
 static int64_t launch_blocks(crun *r, const ptc_kernel *k, const ptc_cuda_code *code, int f,
                              bool vec)
@@ -751,9 +758,8 @@ static int64_t launch_blocks(crun *r, const ptc_kernel *k, const ptc_cuda_code *
         O /= code->launch.vec;
     int tpb = fm->block / fm->team;
     int64_t blocks = (O + tpb - 1) / tpb;
-    int64_t cap = (int64_t)r->dev->sms * (2048 / fm->block) * 4;
-    if (fm->scratch_team > 0)
-        cap = (int64_t)r->dev->sms * (2048 / fm->block);
+    int64_t wave = (int64_t)r->dev->sms * (MAX_THREADS_PER_SM / fm->block);
+    int64_t cap = fm->scratch_team > 0 ? wave : wave * GRID_WAVES;
     return blocks < cap ? blocks : cap;
 }
 
@@ -773,34 +779,28 @@ static int64_t scratch_need(crun *r)
     return need;
 }
 
-static int plan_arena(crun *r)
+/* The sections of the device arena (temporaries, the scratch of team
+ * reductions, the checks' status record) start on 256-byte boundaries, the
+ * alignment cuMemAlloc gives. */
+enum { SECTION_ALIGN = 256 };
+
+static int64_t section_aligned(int64_t bytes)
+{
+    return (bytes + SECTION_ALIGN - 1) & ~(int64_t)(SECTION_ALIGN - 1);
+}
+
+/* The device arena's address for total bytes: from the host's allocator
+ * when it has one (r->arena holds it for the run), else the program's own
+ * arena on this device, grown to fit. */
+static int arena_base(crun *r, int64_t total, CUdeviceptr *base)
 {
     ptc_program *p = r->p;
-    const ptc_mplan *mp = &p->sched->plan;
-    int n = mp->nbufs;
-    int64_t *offset = malloc(sizeof(int64_t) * (size_t)(n + 1));
-    int64_t *nbytes = malloc(sizeof(int64_t) * (size_t)(n + 1));
-    PTC_ASSERT(offset && nbytes);
-    int64_t size = 0;
-    if (ptc_exec_arena_layout(p, &r->b, offset, nbytes, &size, r->err)) {
-        free(offset);
-        free(nbytes);
-        return -1;
-    }
-    int64_t temps = (size + 255) & ~(int64_t)255;
-    r->scratch_bytes = scratch_need(r);
-    bool checks = false;
-    for (int k = 0; k < p->sched->nkernels && !checks; k++)
-        checks = ptc_kernel_has_checks(p->sched->kernels[k]);
-    int64_t scratch_end = (temps + r->scratch_bytes + 255) & ~(int64_t)255;
-    int64_t total =
-        checks ? scratch_end + (int64_t)sizeof(ptc_check_status) : temps + r->scratch_bytes;
-    CUdeviceptr base = 0;
     int rc = 0;
+    *base = 0;
     if (total > 0 && r->host && r->host->alloc) {
         ptc_device dev = {PTC_DEV_CUDA, (int16_t)r->dev->ordinal};
         rc = r->host->alloc(r->host->ctx, &r->arena, PTC_U8, 1, &total, dev, r->err);
-        base = rc ? 0 : (CUdeviceptr)(uintptr_t)r->arena.data;
+        *base = rc ? 0 : (CUdeviceptr)(uintptr_t)r->arena.data;
     } else if (total > 0) {
         ptc_cuda_prog *cp = p->cuda;
         pthread_mutex_lock(&cp->lock);
@@ -818,15 +818,30 @@ static int plan_arena(crun *r)
                 cp->mem_dev = r->dev->ordinal;
             }
         }
-        base = cp->mem;
+        *base = cp->mem;
         pthread_mutex_unlock(&cp->lock);
     }
-    for (int b = 0; rc == 0 && b < n; b++) {
-        if (!mp->in_arena[b])
-            continue;
-        r->bufptr[b] = nbytes[b] ? (void *)(uintptr_t)(base + (CUdeviceptr)offset[b])
-                                 : (void *)(uintptr_t)r->dev->zeros;
-    }
+    return rc;
+}
+
+static int plan_arena(crun *r)
+{
+    ptc_program *p = r->p;
+    ptc_exec_layout l;
+    if (ptc_exec_arena_layout(p, &r->b, &l, r->err))
+        return -1;
+    int64_t temps = section_aligned(l.size);
+    r->scratch_bytes = scratch_need(r);
+    bool checks = false;
+    for (int k = 0; k < p->sched->nkernels && !checks; k++)
+        checks = ptc_kernel_has_checks(p->sched->kernels[k]);
+    int64_t scratch_end = section_aligned(temps + r->scratch_bytes);
+    int64_t total =
+        checks ? scratch_end + (int64_t)sizeof(ptc_check_status) : temps + r->scratch_bytes;
+    CUdeviceptr base = 0;
+    int rc = arena_base(r, total, &base);
+    if (rc == 0)
+        ptc_exec_point_arena(p, &l, (uintptr_t)base, (void *)(uintptr_t)r->dev->zeros, r->bufptr);
     r->scratch = r->scratch_bytes ? base + (CUdeviceptr)temps : 0;
     r->status = checks && rc == 0 ? base + (CUdeviceptr)scratch_end : 0;
     if (r->status) {
@@ -834,8 +849,7 @@ static int plan_arena(crun *r)
         if (cr != CUDA_SUCCESS)
             rc = ptc_cuda_fail(r->err, cr, "clearing the checks' status record");
     }
-    free(offset);
-    free(nbytes);
+    ptc_exec_layout_free(&l);
     return rc;
 }
 
@@ -1193,12 +1207,7 @@ static void finish(crun *r, bool ok, ptc_tensor *outputs)
     if (r->arena.storage || r->arena.data)
         ptc_tensor_release(&r->arena);
     ptc_exec_kept_release(&r->kept);
-    for (int i = 0; i < p->noutputs; i++) {
-        if (ok)
-            outputs[i] = r->outs[i];
-        else if (r->outs[i].data || r->outs[i].storage)
-            ptc_tensor_release(&r->outs[i]);
-    }
+    ptc_exec_hand_over(p, ok, r->outs, outputs);
     free(r->bufptr);
     free(r->outs);
     free(r->form);
@@ -1242,13 +1251,7 @@ int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_ten
     r.form = calloc((size_t)s->nkernels + 1, sizeof *r.form);
     r.wide = calloc((size_t)s->nkernels + 1, sizeof *r.wide);
     pick_forms(&r);
-    for (int b = 0; b < lp->nbufs; b++) {
-        const ptc_lbuf *lb = lp->bufs[b];
-        if (lb->kind != PTC_LB_INPUT)
-            continue;
-        const ptc_tensor *t = &inputs[lb->input];
-        r.bufptr[b] = ptc_tensor_numel(t) && t->data ? t->data : (void *)(uintptr_t)r.dev->zeros;
-    }
+    ptc_exec_point_inputs(p, inputs, NULL, (void *)(uintptr_t)r.dev->zeros, r.bufptr);
     int rc = pick_widths(&r);
     if (rc == 0)
         rc = alloc_outputs(&r);

@@ -19,9 +19,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The arena's alignment: a cache line on x86-64, which is also the
+ * alignment of the widest vector type (AVX-512's 64 bytes). */
+enum { ARENA_ALIGN = 64 };
+
 /* Readable zeros for buffers without elements (masked loads may touch
  * element 0 of any buffer they read). */
-static _Alignas(64) const uint8_t empty_buffer[64];
+static _Alignas(ARENA_ALIGN) const uint8_t empty_buffer[ARENA_ALIGN];
 
 /* Below this many element-iterations a kernel runs on the calling thread:
  * waking a team costs tens of microseconds on an idle machine and a
@@ -90,37 +94,33 @@ static int alloc_outputs(run *r)
 static int plan_arena(run *r)
 {
     ptc_program *p = r->p;
-    const ptc_mplan *mp = &p->sched->plan;
-    int n = mp->nbufs;
-    int64_t *offset = malloc(sizeof(int64_t) * (size_t)(n + 1));
-    int64_t *nbytes = malloc(sizeof(int64_t) * (size_t)(n + 1));
-    PTC_ASSERT(offset && nbytes);
-    int64_t size = 0;
-    int rc = ptc_exec_arena_layout(p, &r->b, offset, nbytes, &size, r->err);
+    ptc_exec_layout l;
+    if (ptc_exec_arena_layout(p, &r->b, &l, r->err))
+        return -1;
+    int64_t size = l.size;
+    int rc = 0;
     /* the program's cached arena, unless another run holds it */
     pthread_mutex_lock(&p->lock);
-    if (rc == 0 && !p->mem_busy) {
+    if (!p->mem_busy) {
         if (p->mem_size < (size_t)size) {
             free(p->mem);
-            p->mem = size ? aligned_alloc(64, (size_t)size) : NULL;
+            p->mem = size ? aligned_alloc(ARENA_ALIGN, (size_t)size) : NULL;
             p->mem_size = p->mem ? (size_t)size : 0;
         }
         p->mem_busy = true;
         r->mem = p->mem;
     }
     pthread_mutex_unlock(&p->lock);
-    if (rc == 0 && !r->mem && size) {
-        r->mem = aligned_alloc(64, (size_t)size);
+    if (!r->mem && size) {
+        r->mem = aligned_alloc(ARENA_ALIGN, (size_t)size);
         r->mem_owned = true;
     }
-    if (rc == 0 && size && !r->mem)
+    if (size && !r->mem)
         rc = ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime", "out of memory (arena of %lld bytes)",
                         (long long)size);
-    for (int b = 0; rc == 0 && b < n; b++)
-        if (mp->in_arena[b])
-            r->bufptr[b] = nbytes[b] ? (char *)r->mem + offset[b] : (void *)empty_buffer;
-    free(offset);
-    free(nbytes);
+    if (rc == 0)
+        ptc_exec_point_arena(p, &l, (uintptr_t)r->mem, empty_buffer, r->bufptr);
+    ptc_exec_layout_free(&l);
     return rc;
 }
 
@@ -574,12 +574,7 @@ static void finish(run *r, bool ok, ptc_tensor *outputs)
             p->mem_busy = false;
         pthread_mutex_unlock(&p->lock);
     }
-    for (int i = 0; i < p->noutputs; i++) {
-        if (ok)
-            outputs[i] = r->outs[i];
-        else if (r->outs[i].data || r->outs[i].storage)
-            ptc_tensor_release(&r->outs[i]);
-    }
+    ptc_exec_hand_over(p, ok, r->outs, outputs);
     ptc_exec_kept_release(&r->kept);
     free(r->bufptr);
     free(r->conformed);
@@ -597,13 +592,8 @@ int ptc_exec_cpu(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tens
     r.outs = calloc((size_t)p->noutputs + 1, sizeof *r.outs);
     r.kept.outs = r.outs; /* extern results become graph outputs without a copy */
     int rc = bind_inputs(&r, inputs);
-    for (int b = 0; rc == 0 && b < lp->nbufs; b++) {
-        const ptc_lbuf *lb = lp->bufs[b];
-        if (lb->kind != PTC_LB_INPUT)
-            continue;
-        const ptc_tensor *t = r.conformed[lb->input].storage ? &r.conformed[lb->input] : &inputs[lb->input];
-        r.bufptr[b] = ptc_tensor_numel(t) && t->data ? t->data : (void *)empty_buffer;
-    }
+    if (rc == 0)
+        ptc_exec_point_inputs(p, inputs, r.conformed, empty_buffer, r.bufptr);
     if (rc == 0)
         rc = alloc_outputs(&r);
     if (rc == 0)

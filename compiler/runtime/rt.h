@@ -140,11 +140,29 @@ int64_t ptc_exec_dim(const ptc_bindings *b, ptc_dim d);
 
 /* The arena of a run: each temporary's byte offset and size (offset[n],
  * nbytes[n] for the schedule's n buffers; 0 bytes outside the arena) and the
- * arena's total in *size. A static plan gives the compile's layout; a
- * symbolic one is placed for the run's sizes and checked, once per new set
- * of sizes: the program keeps the last layout for calls of the same sizes. */
-int ptc_exec_arena_layout(ptc_program *p, const ptc_bindings *b, int64_t *offset, int64_t *nbytes,
-                          int64_t *size, ptc_error *err);
+ * arena's total. */
+typedef struct ptc_exec_layout {
+    int64_t *offset, *nbytes;
+    int64_t size;
+} ptc_exec_layout;
+/* Fills l (freed by ptc_exec_layout_free, or on failure). A static plan
+ * gives the compile's layout; a symbolic one is placed for the run's sizes
+ * and checked, once per new set of sizes: the program keeps the last layout
+ * for calls of the same sizes. */
+int ptc_exec_arena_layout(ptc_program *p, const ptc_bindings *b, ptc_exec_layout *l,
+                          ptc_error *err);
+void ptc_exec_layout_free(ptc_exec_layout *l);
+/* Points bufptr at each buffer in the arena: the arena's base address plus
+ * its offset, or empty (readable zeros) where it has no bytes. */
+void ptc_exec_point_arena(const ptc_program *p, const ptc_exec_layout *l, uintptr_t base,
+                          const void *empty, void **bufptr);
+/* Points bufptr at each input buffer: its tensor's data (conformed[i]'s
+ * where that holds a copy, conformed may be NULL), or empty where it has no
+ * elements. */
+void ptc_exec_point_inputs(const ptc_program *p, const ptc_tensor *inputs,
+                           const ptc_tensor *conformed, const void *empty, void **bufptr);
+/* The end of a run: outs become the caller's outputs (ok), or are released. */
+void ptc_exec_hand_over(const ptc_program *p, bool ok, ptc_tensor *outs, ptc_tensor *outputs);
 
 /* How a run allocates the graph's outputs. */
 typedef struct ptc_exec_alloc {

@@ -251,8 +251,8 @@ static int place_layout(const ptc_program *p, const ptc_bindings *b, int64_t *of
                            err);
 }
 
-int ptc_exec_arena_layout(ptc_program *p, const ptc_bindings *b, int64_t *offset, int64_t *nbytes,
-                          int64_t *size, ptc_error *err)
+static int arena_layout(ptc_program *p, const ptc_bindings *b, int64_t *offset, int64_t *nbytes,
+                        int64_t *size, ptc_error *err)
 {
     const ptc_mplan *mp = &p->sched->plan;
     size_t n = (size_t)mp->nbufs * sizeof(int64_t);
@@ -289,6 +289,60 @@ int ptc_exec_arena_layout(ptc_program *p, const ptc_bindings *b, int64_t *offset
     __atomic_store_n(&p->info.arena_bytes, (size_t)*size, __ATOMIC_RELAXED); /* for tools */
     pthread_mutex_unlock(&p->lock);
     return 0;
+}
+
+int ptc_exec_arena_layout(ptc_program *p, const ptc_bindings *b, ptc_exec_layout *l,
+                          ptc_error *err)
+{
+    size_t n = (size_t)p->sched->plan.nbufs + 1;
+    l->offset = malloc(sizeof(int64_t) * n);
+    l->nbytes = malloc(sizeof(int64_t) * n);
+    l->size = 0;
+    PTC_ASSERT(l->offset && l->nbytes);
+    if (arena_layout(p, b, l->offset, l->nbytes, &l->size, err) == 0)
+        return 0;
+    ptc_exec_layout_free(l);
+    return -1;
+}
+
+void ptc_exec_layout_free(ptc_exec_layout *l)
+{
+    free(l->offset);
+    free(l->nbytes);
+    l->offset = l->nbytes = NULL;
+}
+
+void ptc_exec_point_arena(const ptc_program *p, const ptc_exec_layout *l, uintptr_t base,
+                          const void *empty, void **bufptr)
+{
+    const ptc_mplan *mp = &p->sched->plan;
+    for (int b = 0; b < mp->nbufs; b++)
+        if (mp->in_arena[b])
+            bufptr[b] = l->nbytes[b] ? (void *)(base + (uintptr_t)l->offset[b]) : (void *)empty;
+}
+
+void ptc_exec_point_inputs(const ptc_program *p, const ptc_tensor *inputs,
+                           const ptc_tensor *conformed, const void *empty, void **bufptr)
+{
+    const ptc_lprog *lp = p->prog;
+    for (int b = 0; b < lp->nbufs; b++) {
+        const ptc_lbuf *lb = lp->bufs[b];
+        if (lb->kind != PTC_LB_INPUT)
+            continue;
+        const ptc_tensor *t = conformed && conformed[lb->input].storage ? &conformed[lb->input]
+                                                                         : &inputs[lb->input];
+        bufptr[b] = ptc_tensor_numel(t) && t->data ? t->data : (void *)empty;
+    }
+}
+
+void ptc_exec_hand_over(const ptc_program *p, bool ok, ptc_tensor *outs, ptc_tensor *outputs)
+{
+    for (int i = 0; i < p->noutputs; i++) {
+        if (ok)
+            outputs[i] = outs[i];
+        else if (outs[i].data || outs[i].storage)
+            ptc_tensor_release(&outs[i]);
+    }
 }
 
 int ptc_exec_alloc_outputs(const ptc_program *p, const ptc_exec_alloc *a, ptc_tensor *outs,

@@ -13,7 +13,10 @@ ORDER = ["interp", "trace", "torch", "entry", "backend", "top"]
 # interpreter reaches the trace through its hook table (cap_hooks), the trace
 # the torch layer through its own (cap_thooks).
 KNOWN_UP = {}
-HEADER_LAYER = {"capture/capture.h": "interp", "capture/exec.h": "top"}
+HEADER_LAYER = {"capture/capture.h": "interp", "capture/report.h": "top", "capture/exec.h": "top"}
+# The top's files, each using only those before it: reporting is reached by
+# the runner's calls and return values, the runner by the compiled functions.
+TOP_ORDER = ["measure.c", "report.c", "compile.c", "exec.c", "compiled.c"]
 
 
 def layer_of(rel):
@@ -97,6 +100,38 @@ def test_no_call_runs_up_a_layer():
         for path in files[low]:
             used = set(re.findall(r"\bcap_\w+", strip_comments(open(path).read())))
             assert not used & above, (os.path.relpath(path, SRC), sorted(used & above))
+
+
+def test_the_top_runs_one_way():
+    """report.c knows no runner or compiled function, compile.c (compiling on
+    a miss) no runner, exec.c (the runner) no compiled function: each file uses no name a file after it defines, and
+    report.h does not include exec.h."""
+    paths = [os.path.join(SRC, f) for f in TOP_ORDER]
+    for i, path in enumerate(paths):
+        used = set(re.findall(r"\bcap_\w+", strip_comments(open(path).read())))
+        for later in paths[i + 1:]:
+            up = used & defined_names(later)
+            assert not up, (TOP_ORDER[i], os.path.basename(later), sorted(up))
+    assert '#include "capture/exec.h"' not in open(os.path.join(SRC, "report.h")).read()
+    for f in ("report.c", "measure.c"):
+        assert "cap_compiled" not in strip_comments(open(os.path.join(SRC, f)).read()), f
+
+
+# backend/'s files, each using only names of those before it: the
+# dispatcher backend.c last.
+BACKEND_ORDER = ["tensors.c", "eager.c", "graphobj.c", "backend_ptc.c", "backend_train.c",
+                 "backend_pieces.c", "backend.c"]
+
+
+def test_backend_files_run_one_way():
+    assert sorted(BACKEND_ORDER) == sorted(f for f in os.listdir(os.path.join(SRC, "backend"))
+                                           if f.endswith(".c"))
+    paths = [os.path.join(SRC, "backend", f) for f in BACKEND_ORDER]
+    for i, path in enumerate(paths):
+        used = set(re.findall(r"\bcap_\w+", strip_comments(open(path).read())))
+        for later in paths[i + 1:]:
+            up = used & defined_names(later)
+            assert not up, (BACKEND_ORDER[i], os.path.basename(later), sorted(up))
 
 
 def test_backends_report_nothing_themselves():

@@ -32,9 +32,10 @@ int cap_runtime_run(cap_entry *e, void *program, PyObject **inputs, PyObject **o
  * with ptc's compiled autograd (compiled) and no random ops (draws); where
  * the mode cannot act, one notice says why. */
 bool cap_runtime_records_training(const ptc_graph *g, const char *mode, bool compiled, bool draws);
-/* Compiled forward and backward of a graph that needs gradients
- * (backend_train.c): a ptc._C.TrainProgram, run as one autograd node (a
- * ptc._cudagraphs.TrainGraphs over it where mode records CUDA graphs). */
+/* Compiled forward and backward of a graph that needs gradients, whole
+ * (backend_train.c; the caller checks that it has one grad mode): a
+ * ptc._C.TrainProgram, run as one autograd node (a ptc._cudagraphs.
+ * TrainGraphs over it where mode records CUDA graphs). */
 int cap_train_prepare(cap_entry *e, const char *mode, PyObject **program, ptc_error *err);
 int cap_train_run(cap_entry *e, PyObject *program, PyObject **inputs, PyObject **outputs);
 /* The TrainProgram of graph g (e's, or a piece of it; written[k]: output k
@@ -62,6 +63,13 @@ PyObject *cap_recorder_kwargs(const cap_entry *e);
  * running one TrainProgram per piece (pieces alike share one), each its own
  * autograd node; sets e->npieces and e->nprograms. */
 int cap_pieces_prepare(cap_entry *e, const char *mode, PyObject **program, ptc_error *err);
+/* ptc._C._compile_ptir(text): the first graph of a .ptir text compiled with
+ * the ptc backend, as a capsule (kernel_dir: compiled as an export
+ * package's graph, its kernels there); _run_compiled(capsule, tensors) runs
+ * it, binding the graph's symbolic sizes from the tensors' shapes on every
+ * call (one compile for every size). */
+PyObject *cap_compile_ptir(PyObject *text, const char *kernel_dir);
+PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors);
 /* Any graph compiled into a program that returns its outputs as its kernels
  * write them (a .ptir text's graph). */
 int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_compile *tc,
@@ -85,15 +93,26 @@ void cap_runtime_release(void *program);
 /* Can the entry's graph run through torch ops (its eager steps are whole)? */
 bool cap_backend_ready(cap_entry *e);
 
-/* The eager program of a graph (also what backends fall back to). */
-int cap_eager_prepare(const ptc_graph *g, const uint8_t *node_grad, cap_backend_state *st);
-int cap_eager_run(const ptc_graph *g, cap_backend_state *st, PyObject **inputs, PyObject **outputs);
-void cap_eager_free(cap_backend_state *st);
-cap_backend_state *cap_backend_state_new(void);
-void cap_backend_state_free(cap_backend_state *st);
+/* The eager program of a graph (eager.c; also what backends fall back to):
+ * its steps through torch ops, made into *out (kept, partial, on failure:
+ * cap_eager_whole says whether every node has its step). */
+typedef struct cap_eager cap_eager;
+int cap_eager_prepare(const ptc_graph *g, const uint8_t *node_grad, cap_eager **out);
+int cap_eager_run(const ptc_graph *g, const cap_eager *ep, PyObject **inputs, PyObject **outputs);
+bool cap_eager_whole(const cap_eager *ep, const ptc_graph *g);
+void cap_eager_free(cap_eager *ep);
+/* The outputs of e's graph that eager returns as views, planned into ep (on
+ * failure they come back as copies: drop them); remade after a run from
+ * their bases (ep may be NULL: none). */
+int cap_eager_plan_aliases(const cap_entry *e, cap_eager *ep);
+void cap_eager_drop_aliases(cap_eager *ep);
+int cap_eager_remake_aliases(const ptc_graph *g, const cap_eager *ep, PyObject **inputs,
+                             PyObject **outputs);
 
-/* torch tensor -> borrowed ptc tensor (held: a reference keeping it alive). */
+/* torch tensor -> borrowed ptc tensor (held: a reference keeping it alive);
+ * a ptc tensor (CPU) -> a new torch tensor with its contents (tensors.c). */
 int cap_torch_to_ptc(PyObject *t, ptc_tensor *out, PyObject **held);
+PyObject *cap_torch_from_ptc(const ptc_tensor *t);
 
 /* The Graph handle handed to callable backends and to ptc.explain. */
 PyObject *cap_graph_object(cap_entry *e);

@@ -1312,6 +1312,32 @@ PyObject *cap_cuda_index_counts(void)
                          (long long)c.launches_i64, "wide_variants", (long long)c.wide_variants);
 }
 
+/* ---- what a CUDA graph recorder knows of an entry ------------------------------------ */
+
+static bool held_input(const cap_entry *e, int i)
+{
+    int s = e->input_src[i];
+    return s < 0 || cap_source_module_tensor(e->src[s].kind);
+}
+
+PyObject *cap_recorder_kwargs(const cap_entry *e)
+{
+    PyObject *held = PyList_New(0);
+    for (int i = 0; held && i < e->graph->ninputs; i++) {
+        if (!held_input(e, i))
+            continue;
+        PyObject *k = PyLong_FromLong(i);
+        if (!k || PyList_Append(held, k) < 0)
+            Py_CLEAR(held);
+        Py_XDECREF(k);
+    }
+    PyObject *kw = held ? Py_BuildValue("{s:O,s:O}", "held", held, "fixed_signature",
+                                        e->syms.n == 0 ? Py_True : Py_False)
+                        : NULL;
+    Py_XDECREF(held);
+    return kw;
+}
+
 #else
 PyObject *cap_compile_ptir(PyObject *text, const char *kernel_dir)
 {

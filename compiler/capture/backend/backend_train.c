@@ -242,19 +242,6 @@ done:
     return rc;
 }
 
-/* A mixed graph (no_grad nodes among grad ones) would differentiate through
- * what eager treats as constants. */
-static bool mixed_grad_modes(const cap_entry *e)
-{
-    bool on = false, off = false;
-    for (int i = 0; e->node_grad && i < e->graph->nnodes; i++) {
-        bool g = e->node_grad[e->graph->nodes[i]->id];
-        on |= g;
-        off |= !g;
-    }
-    return on && off;
-}
-
 PyObject *cap_train_recorded(cap_entry *e, const char *mode, PyObject *program, bool whole,
                              ptc_error *err)
 {
@@ -279,11 +266,6 @@ PyObject *cap_train_recorded(cap_entry *e, const char *mode, PyObject *program, 
 int cap_train_prepare(cap_entry *e, const char *mode, PyObject **program, ptc_error *err)
 {
     *program = NULL;
-    if (mixed_grad_modes(e))
-        return ptc_errorf(err, PTC_ERR_UNSUPPORTED, "autograd",
-                          "the graph mixes grad modes (a no_grad block inside it)");
-    if (e->ncuts > 0)
-        return cap_pieces_prepare(e, mode, program, err);
     /* the new values of inputs written in place are forward-only, as eager
        updates buffers (BatchNorm's running statistics) outside autograd */
     bool *written = calloc((size_t)e->graph->noutputs + 1, sizeof *written);
@@ -296,6 +278,32 @@ int cap_train_prepare(cap_entry *e, const char *mode, PyObject **program, ptc_er
     *program = t ? cap_train_recorded(e, mode, t, true, err) : NULL;
     Py_XDECREF(t);
     return *program ? 0 : -1;
+}
+
+/* t's counts and maps from its joint graph j and partition p (whose
+ * saved_input t takes over). */
+static int take_shape(train_program *t, const ptc_joint *j, ptc_partition *p, ptc_error *err)
+{
+    t->ninputs = j->nprimal_inputs;
+    t->noutputs = j->nprimal_outputs;
+    t->nsaved = p->nsaved;
+    t->saved_input = p->saved_input;
+    p->saved_input = NULL;
+    t->ncomputed = 0;
+    for (int k = 0; k < t->nsaved; k++)
+        t->ncomputed += t->saved_input[k] < 0;
+    t->ntangents = j->ntangents;
+    t->ngrads = j->ngrads;
+    t->draws = cap_runtime_draws(t->forward) || cap_runtime_draws(t->backward);
+    int *tangent_pos = calloc((size_t)j->nprimal_outputs + 1, sizeof *tangent_pos);
+    for (int k = 0, n = 0; tangent_pos && k < j->nprimal_outputs; k++)
+        tangent_pos[k] = j->tangent_of[k] < 0 ? -1 : n++;
+    t->tangent_of = tangent_pos ? int_tuple(tangent_pos, j->nprimal_outputs) : NULL;
+    t->grad_of = int_tuple(j->grad_of, j->ngrads);
+    free(tangent_pos);
+    if (!t->tangent_of || !t->grad_of)
+        return ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "out of memory");
+    return 0;
 }
 
 PyObject *cap_train_program(const ptc_graph *g, const bool *written, ptc_trace_compile *tc,
@@ -319,27 +327,8 @@ PyObject *cap_train_program(const ptc_graph *g, const bool *written, ptc_trace_c
     ptc_joint j = {0};
     ptc_partition p = {0};
     int rc = build(g, written, tc, &prims, &j, &p, t, err);
-    if (rc == 0) {
-        t->ninputs = j.nprimal_inputs;
-        t->noutputs = j.nprimal_outputs;
-        t->nsaved = p.nsaved;
-        t->saved_input = p.saved_input;
-        p.saved_input = NULL;
-        t->ncomputed = 0;
-        for (int k = 0; k < t->nsaved; k++)
-            t->ncomputed += t->saved_input[k] < 0;
-        t->ntangents = j.ntangents;
-        t->ngrads = j.ngrads;
-        t->draws = cap_runtime_draws(t->forward) || cap_runtime_draws(t->backward);
-        int *tangent_pos = calloc((size_t)j.nprimal_outputs + 1, sizeof *tangent_pos);
-        for (int k = 0, n = 0; tangent_pos && k < j.nprimal_outputs; k++)
-            tangent_pos[k] = j.tangent_of[k] < 0 ? -1 : n++;
-        t->tangent_of = tangent_pos ? int_tuple(tangent_pos, j.nprimal_outputs) : NULL;
-        t->grad_of = int_tuple(j.grad_of, j.ngrads);
-        free(tangent_pos);
-        if (!t->tangent_of || !t->grad_of)
-            rc = ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "out of memory");
-    }
+    if (rc == 0)
+        rc = take_shape(t, &j, &p, err);
     ptc_graph_free(p.forward);
     ptc_graph_free(p.backward);
     free(p.saved_input);

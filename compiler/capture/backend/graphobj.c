@@ -13,7 +13,7 @@ typedef struct graph_handle {
     PyObject_HEAD
     ptc_graph *g;
     uint8_t *node_grad;
-    cap_backend_state *st; /* eager steps, built on the first run */
+    cap_eager *eager; /* its steps through torch ops, made on the first run */
 } graph_handle;
 
 static PyTypeObject *graph_handle_type;
@@ -21,7 +21,7 @@ static PyTypeObject *graph_handle_type;
 static void gh_dealloc(PyObject *self)
 {
     graph_handle *h = (graph_handle *)self;
-    cap_backend_state_free(h->st);
+    cap_eager_free(h->eager);
     if (h->g)
         ptc_graph_free(h->g);
     free(h->node_grad);
@@ -100,16 +100,13 @@ static PyObject *gh_run(PyObject *self, PyObject *args)
     if (PyTuple_Size(args) != g->ninputs)
         return PyErr_Format(PyExc_TypeError, "ptc.Graph.run: expected %d tensors, got %zd", g->ninputs,
                             PyTuple_Size(args));
-    if (!h->st) {
-        h->st = cap_backend_state_new();
-        if (!h->st || cap_eager_prepare(g, h->node_grad, h->st) < 0)
-            return NULL;
-    }
+    if (!h->eager && cap_eager_prepare(g, h->node_grad, &h->eager) < 0)
+        return NULL;
     PyObject **ins = malloc(sizeof(PyObject *) * (size_t)(g->ninputs + 1));
     PyObject **outs = calloc((size_t)g->noutputs + 1, sizeof *outs);
     for (int i = 0; i < g->ninputs; i++)
         ins[i] = PyTuple_GetItem(args, i);
-    int rc = cap_eager_run(g, h->st, ins, outs);
+    int rc = cap_eager_run(g, h->eager, ins, outs);
     PyObject *r = rc == 0 ? PyTuple_New(g->noutputs) : NULL;
     for (int i = 0; i < g->noutputs; i++) {
         if (r)
@@ -162,7 +159,7 @@ PyObject *cap_graph_object(cap_entry *e)
     if (!h)
         return NULL;
     h->g = ptc_graph_clone(e->graph, NULL);
-    h->st = NULL;
+    h->eager = NULL;
     size_t n = (size_t)h->g->next_node_id + 1;
     h->node_grad = calloc(n, 1);
     if (e->node_grad)

@@ -672,9 +672,6 @@ int cap_torch_special_call(cap_interp *I, PyObject *callable, PyObject *const *a
                            PyObject *kwnames, PyObject **out);
 bool cap_global_hooks(void);
 bool cap_frozen_globals(PyObject *globals);
-void cap_report_skipped(cap_compiled *c, PyObject *fn, const char *why);
-struct cap_entry;
-void cap_report_autograd(cap_compiled *c, const struct cap_entry *e);
 PyObject *cap_break_dict(const cap_break *b);
 
 /* A torch tensor (not a symbolic one) met while tracing (objects.c). */
