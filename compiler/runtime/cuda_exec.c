@@ -1262,6 +1262,7 @@ int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_ten
             rc = run_kernel(&r, s->steps[t].index);
         else
             rc = run_extern(&r, lp->nodes[s->steps[t].index]);
+        ptc_exec_kept_release_after(p, &r.kept, t);
     }
     if (rc == 0 && !host)
         rc = check_sync(&r, NULL, "the run failed on the device");

@@ -606,6 +606,7 @@ int ptc_exec_cpu(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tens
             rc = run_kernel(&r, s->kernels[s->steps[t].index], &p->kernels[s->steps[t].index]);
         else
             rc = run_extern(&r, lp->nodes[s->steps[t].index]);
+        ptc_exec_kept_release_after(p, &r.kept, t);
         if (timed)
             log_step_time(&r, &s->steps[t], ptc_now_ms() - t0);
     }

@@ -217,11 +217,12 @@ bool ptc_exec_extern_by_host(const ptc_host *host, const ptc_lnode *n, ptc_devic
  * value's (logical) shape — channels-last strides for a permuted buffer. */
 void ptc_exec_buf_logical(const ptc_bindings *b, const ptc_lbuf *lb, ptc_tensor *t);
 
-/* Extern results kept for the rest of a run, their memory serving as the
- * extern's output buffers (ptc_host.run_extern_new): one copy fewer per
- * extern than writing them into the arena. */
+/* Extern results kept while their buffers are read, their memory serving
+ * as the extern's output buffers (ptc_host.run_extern_new): one copy fewer
+ * per extern than writing them into the arena. */
 typedef struct ptc_exec_kept {
     ptc_tensor *t;
+    int *buf; /* t[i] is buffer buf[i]; -1 once released */
     int n, cap;
     /* The run's graph outputs, or NULL. Given, a result that is a graph
      * output becomes that output (the tensor allocated for it is released):
@@ -242,6 +243,11 @@ int ptc_exec_extern_kept(const ptc_program *p, const ptc_bindings *b, void **buf
                          const ptc_tensor *const *inp, ptc_device dev, ptc_exec_kept *kept,
                          ptc_error *err);
 void ptc_exec_kept_release(ptc_exec_kept *kept);
+/* Releases the kept results of temporaries last read at step t (the memory
+ * plan's live range), so that they go back to the framework's allocator as
+ * eager's intermediates do, not at the end of the run: resnet50's training
+ * backward on CUDA held 686 MiB of convolution input gradients at once. */
+void ptc_exec_kept_release_after(const ptc_program *p, ptc_exec_kept *kept, int t);
 /* The tensor of view v over bufptr[v->buf] on dev. */
 ptc_tensor ptc_exec_view(const ptc_program *p, const ptc_bindings *b, void *const *bufptr,
                          const ptc_lview *v, ptc_device dev);

@@ -506,8 +506,10 @@ static int keep_result(const ptc_program *p, const ptc_bindings *b, void **bufpt
     if (kept->n == kept->cap) {
         kept->cap = kept->cap ? 2 * kept->cap : 16;
         kept->t = realloc(kept->t, sizeof *kept->t * (size_t)kept->cap);
-        PTC_ASSERT(kept->t != NULL);
+        kept->buf = realloc(kept->buf, sizeof *kept->buf * (size_t)kept->cap);
+        PTC_ASSERT(kept->t != NULL && kept->buf != NULL);
     }
+    kept->buf[kept->n] = buf;
     kept->t[kept->n++] = *t;
     if (!ok)
         return ptc_errorf(err, PTC_ERR_RUNTIME, "runtime",
@@ -586,7 +588,22 @@ int ptc_exec_extern_kept(const ptc_program *p, const ptc_bindings *b, void **buf
 void ptc_exec_kept_release(ptc_exec_kept *kept)
 {
     for (int i = 0; i < kept->n; i++)
-        ptc_tensor_release(&kept->t[i]);
+        if (kept->buf[i] >= 0)
+            ptc_tensor_release(&kept->t[i]);
     free(kept->t);
+    free(kept->buf);
     *kept = (ptc_exec_kept){0};
+}
+
+void ptc_exec_kept_release_after(const ptc_program *p, ptc_exec_kept *kept, int t)
+{
+    const ptc_mplan *mp = &p->sched->plan;
+    for (int i = 0; i < kept->n; i++) {
+        int b = kept->buf[i];
+        if (b >= 0 && p->prog->bufs[b]->kind == PTC_LB_TEMP && mp->in_arena[b] &&
+            mp->last[b] <= t) {
+            ptc_tensor_release(&kept->t[i]);
+            kept->buf[i] = -1;
+        }
+    }
 }

@@ -74,10 +74,11 @@ typedef struct ptc_host {
                       int ninputs, ptc_tensor *outs, ptc_error *err);
     /* The stream to launch on for a CUDA device (CUstream), NULL = default. */
     void *(*cuda_stream)(void *ctx, ptc_device dev);
-    /* Optional, CUDA: runs an extern node like run_extern but returns its
+    /* Optional: runs an extern node like run_extern but returns its
      * results as new tensors of the framework (outs[i] receive references)
-     * instead of writing ptc's buffers; the run keeps them until it ends and
-     * uses their memory as the node's outputs, which saves a copy per extern.
+     * instead of writing ptc's buffers; the run keeps them while their
+     * buffers are read (released after the last reading step) and uses their
+     * memory as the node's outputs, which saves a copy per extern.
      * outs[k] arrive with the dtype, sizes and strides the buffer wants
      * (contiguous, or channels-last where layout planning chose it): the
      * host hands back a result laid out so, converting it if torch's is not.

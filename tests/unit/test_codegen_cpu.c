@@ -528,6 +528,60 @@ START_TEST(host_hooks)
 }
 END_TEST
 
+/* run_extern_new's results are freed once their buffers are last read, as
+ * eager frees intermediates, not at the end of the run: a chain of four
+ * matmuls with a relu after each holds one result at a time, not three (the
+ * last is the graph's output). */
+static int live_results, most_live_results;
+
+static void release_counted(ptc_storage *s)
+{
+    live_results--;
+    free(s->data);
+    free(s);
+}
+
+static int host_extern_new(void *ctx, const ptc_node *node, const ptc_tensor *const *in, int nin,
+                           ptc_tensor *outs, ptc_error *err)
+{
+    ptc_tensor want = outs[0]; /* the buffer's type and sizes */
+    if (ptc_tensor_alloc(&outs[0], want.dtype, want.ndim, want.sizes, err))
+        return -1;
+    outs[0].storage->release = release_counted;
+    if (++live_results > most_live_results)
+        most_live_results = live_results;
+    return host_extern(ctx, node, in, nin, outs, err);
+}
+
+START_TEST(extern_results_are_freed_after_their_last_read)
+{
+    set_cache();
+    ptc_module *m = parse("# ptc ir v1\n"
+                          "graph g(%x: f32[4,4] cpu, %w: f32[4,4] cpu) {\n"
+                          "  %0 = mm(%x, %w) : f32[4,4]\n  %1 = relu(%0) : f32[4,4]\n"
+                          "  %2 = mm(%1, %w) : f32[4,4]\n  %3 = relu(%2) : f32[4,4]\n"
+                          "  %4 = mm(%3, %w) : f32[4,4]\n  %5 = relu(%4) : f32[4,4]\n"
+                          "  %6 = mm(%5, %w) : f32[4,4]\n  return (%6)\n}\n");
+    ptc_graph *g = m->graphs[0];
+    ptc_program *p = compile(g, PTC_BACKEND_CPU, false);
+    fake_host fh = {0};
+    ptc_host host = {.ctx = &fh, .alloc = host_alloc, .run_extern = host_extern,
+                     .run_extern_new = host_extern_new};
+    ptc_tensor in[2];
+    ptc_bindings b = {0};
+    make_inputs(g, in, &b, 3);
+    live_results = most_live_results = 0;
+    ck_assert(run_vs_reference(p, g, in, &host, 0) < 1e-4);
+    ck_assert_int_eq(fh.externs, 4);
+    ck_assert_int_eq(most_live_results, 1);
+    for (int i = 0; i < 2; i++)
+        ptc_tensor_release(&in[i]);
+    ptc_program_release(p);
+    ptc_module_free(m);
+    clear_dir(cache_dir);
+}
+END_TEST
+
 /* ---- the JIT's memory ------------------------------------------------------------------- */
 
 /* One free page above a 4 GiB wall, every other gap above the wall filled:
@@ -720,6 +774,7 @@ int main(void)
     tcase_add_test(tc, in_process_sharing);
     tcase_add_test(tc, sections_stay_within_reach);
     tcase_add_test(tc, host_hooks);
+    tcase_add_test(tc, extern_results_are_freed_after_their_last_read);
     tcase_add_test(tc, symbolic_sizes);
     tcase_add_test(tc, strided_inputs);
     tcase_add_test(tc, backends);
