@@ -987,17 +987,26 @@ static PyObject *bound_to(PyObject *callable, PyObject *self)
 }
 
 /* A dict view a read of an outside dict returned, a view of the trace's
- * copy: where dict's own method made it, the copy stands for the outside
- * dict, so that the view escapes as a view of the caller's dict (live, as
- * eager's); an OrderedDict's would escape as a dict's (its order lost), so
- * it is its items, in its order, as a list. */
-static int view_result(cap_trace *T, bool dict_view, PyObject *copy, PyObject *self, PyObject **out)
+ * copy, which stands for the outside dict where the view escapes (live, as
+ * eager's). An OrderedDict's view is remade on an OrderedDict of the copy's
+ * items (the copy lists them in the OrderedDict's order): an odict view, as
+ * eager's, that escapes as a view of the caller's OrderedDict. */
+static int view_result(cap_trace *T, const char *name, PyObject *copy, PyObject *self,
+                       PyObject **out)
 {
-    if (dict_view)
+    if (copy == self)
+        return CAP_NEXT; /* no copy: the view is the object's own */
+    if (!PyObject_TypeCheck(self, (PyTypeObject *)cap_P.OrderedDict))
         return cap_t_map(T, copy, cap_t_source_of(T, self)) < 0 ? CAP_ERR : CAP_NEXT;
-    PyObject *l = PySequence_List(*out);
-    Py_SETREF(*out, l);
-    return l ? CAP_NEXT : CAP_ERR;
+    PyObject *ordered = PyObject_CallFunctionObjArgs(cap_P.OrderedDict, copy, NULL);
+    PyObject *view = ordered ? PyObject_CallMethod(ordered, name, NULL) : NULL;
+    int rc = view && cap_t_map(T, ordered, cap_t_source_of(T, self)) == 0 ? CAP_NEXT : CAP_ERR;
+    Py_XDECREF(ordered);
+    if (rc == CAP_NEXT)
+        Py_SETREF(*out, view);
+    else
+        Py_XDECREF(view);
+    return rc;
 }
 
 /* A C method of an outside list, tuple, dict or set. Mutators are logged
@@ -1053,7 +1062,7 @@ static int outside_container_method(cap_interp *I, PyObject *callable, PyObject 
     Py_XDECREF(m);
     if (rc == CAP_NEXT &&
         (PyDictKeys_Check(*out) || PyDictValues_Check(*out) || PyDictItems_Check(*out)))
-        rc = view_result(T, base == &PyDict_Type && copy != self, copy, self, out);
+        rc = view_result(T, name, copy, self, out);
     Py_DECREF(copy);
     return rc;
 }
