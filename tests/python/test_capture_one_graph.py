@@ -388,3 +388,53 @@ def test_a_float_tensor_index_raises_eagers_error():
     compiled = ptc.compile(list_indexed_by_a_float_tensor, backend="eager")
     with pytest.raises(TypeError, match="only integer tensors of a single element"):
         compiled(torch.ones(2))
+
+
+# ---- a Python number as the first argument of a binary torch function ------------------------
+
+NUMBER_FIRST = [torch.add, torch.sub, torch.subtract, torch.mul, torch.multiply, torch.div,
+                torch.divide, torch.true_divide, torch.remainder, torch.floor_divide,
+                torch.bitwise_and, torch.bitwise_or, torch.bitwise_xor]
+
+
+def number_first_operands():
+    for number in (3, 2.5, True):
+        for x in (torch.arange(1.0, 4.0), torch.arange(1, 4), torch.tensor([True, False, True]),
+                  torch.arange(1.0, 4.0).half(), torch.tensor(2)):
+            yield number, x
+
+
+@pytest.mark.parametrize("fn", NUMBER_FIRST, ids=lambda f: f.__name__)
+def test_a_number_as_input_of_a_binary_function_is_one_graph(fn):
+    # main: PTC-B022 'torch.mul(input): expected a tensor, got int', where
+    # torch.compile makes one graph. Eager's dtype (the number wrapped: 3 with
+    # an int64 tensor stays int64, 2.5 makes float32, with float16 float16)
+    # and eager's errors (sub of a bool, bitwise of a float)
+    for number, x in number_first_operands():
+        def f(x):
+            return fn(number, x)
+        try:
+            want = f(x)
+        except Exception as e:  # noqa: BLE001 (eager's error, whatever its type)
+            with pytest.raises(type(e)):
+                ptc.compile(f, backend="eager")(x)
+            continue
+        compiled = ptc.compile(f, backend="eager", fullgraph=True)
+        got = compiled(x)
+        torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)  # and dtype
+        assert counts(compiled) == (1, 0, [])
+
+
+def number_first_with_alpha(x):
+    return torch.add(2, x, alpha=3) + torch.sub(1.5, x, alpha=2) + torch.mul(2, 3)
+
+
+def test_a_number_as_input_with_alpha_runs_the_generated_code():
+    compiled = run_both(number_first_with_alpha, lambda: (torch.arange(4.0),), backend="ptc")
+    assert counts(compiled) == (1, 0, [])
+
+
+def test_a_number_as_input_where_torch_rejects_it_raises_eagers_error():
+    f = lambda x: torch.maximum(2, x)  # noqa: E731
+    with pytest.raises(TypeError, match="must be Tensor, not int"):
+        ptc.compile(f, backend="eager")(torch.ones(2))

@@ -131,6 +131,10 @@ int cap_tbind(cap_tcall *c, int op, ptc_arg *args);
 int cap_tconvert(cap_trace *T, PyObject *v, int kind, int list_len, ptc_arg *out,
                  const char *what);
 int cap_int_list(cap_trace *T, PyObject *v, ptc_arg *out, const char *what);
+/* A Python number as torch wraps one that stands for a tensor argument
+ * (torch.mul(2, x), 2 / x): a 0-dim tensor of the dtype torch gives
+ * `scalar op other`, on other's device (NULL after a break). */
+ptc_value *cap_wrapped_scalar(cap_trace *T, ptc_arg scalar, const ptc_arg *other);
 /* Int list from varargs (x.view(2, 3)) or one sequence (x.view((2, 3))). */
 int cap_int_varargs(cap_trace *T, PyObject *const *pos, int n, ptc_arg *out, const char *what);
 

@@ -137,12 +137,22 @@ int cap_th_max_min(cap_tcall *c, PyObject **out)
 int cap_th_floor_divide(cap_tcall *c, PyObject **out)
 {
     cap_tensor *x = input_of(c, "input");
-    PyObject *o = ARG(1, "other");
-    if (!x || !o)
+    PyObject *in = ARG(0, "input"), *o = ARG(1, "other");
+    /* torch.floor_divide(5, x) takes a number as input, as torch.div does */
+    bool number = !x && in && !(c->m->flags & TM_METHOD) && (PyLong_Check(in) || PyFloat_Check(in));
+    if ((!x && !number) || !o)
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "floor_divide(tensor, other)");
-    ptc_arg a[3] = {ptc_arg_value(x->v), ptc_arg_none(), ptc_arg_str(c->T->arena, "floor")};
-    if (cap_tconvert(c->T, o, PTC_PK_TENSOR_SCALAR, 0, &a[1], "floor_divide") != CAP_NEXT)
+    ptc_arg a[3] = {x ? ptc_arg_value(x->v) : ptc_arg_none(), ptc_arg_none(),
+                    ptc_arg_str(c->T->arena, "floor")};
+    if (cap_tconvert(c->T, o, PTC_PK_TENSOR_SCALAR, 0, &a[1], "floor_divide") != CAP_NEXT ||
+        (number && cap_tconvert(c->T, in, PTC_PK_SCALAR, 0, &a[0], "floor_divide") != CAP_NEXT))
         return CAP_BREAK;
+    if (number) {
+        ptc_value *w = cap_wrapped_scalar(c->T, a[0], &a[1]);
+        if (!w)
+            return CAP_BREAK;
+        a[0] = ptc_arg_value(w);
+    }
     return cap_build(c->T, PTC_OP_DIV, a, 3, out);
 }
 

@@ -76,17 +76,23 @@ static int dim_of(cap_tcall *c, PyObject *v, int ndim, int *out)
     return CAP_NEXT;
 }
 
+ptc_value *cap_wrapped_scalar(cap_trace *T, ptc_arg scalar, const ptc_arg *other)
+{
+    const ptc_arg *pair[2] = {other, &scalar};
+    ptc_dtype dt = ptc_result_type(pair, 2);
+    ptc_device dev = other->kind == PTC_ARG_VALUE ? other->v->type.device : PTC_CPU;
+    ptc_arg a[4] = {ptc_arg_ints(T->arena, NULL, 0), scalar, ptc_arg_dtype(dt),
+                    ptc_arg_device(dev)};
+    return cap_build1(T, PTC_OP_FULL, a, 4);
+}
+
 /* A scalar as a 0-dim tensor of the dtype torch would give `scalar op t`. */
 static ptc_value *scalar_tensor(cap_trace *T, PyObject *scalar, cap_tensor *like)
 {
     ptc_arg sa;
     if (cap_tconvert(T, scalar, PTC_PK_SCALAR, 0, &sa, "operand") != CAP_NEXT)
         return NULL;
-    const ptc_arg *pair[2] = {&(ptc_arg){.kind = PTC_ARG_VALUE, .v = like->v}, &sa};
-    ptc_dtype dt = ptc_result_type(pair, 2);
-    ptc_arg a[4] = {ptc_arg_ints(T->arena, NULL, 0), sa, ptc_arg_dtype(dt),
-                    ptc_arg_device(ty(like)->device)};
-    return cap_build1(T, PTC_OP_FULL, a, 4);
+    return cap_wrapped_scalar(T, sa, &(ptc_arg){.kind = PTC_ARG_VALUE, .v = like->v});
 }
 
 /* ---- operators ---------------------------------------------------------------------- */
