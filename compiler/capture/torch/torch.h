@@ -55,14 +55,17 @@ int cap_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv);
 /* Whether cap_mutate(T, t, nv) may go ahead: CAP_NEXT, or the break it
  * would take (for ops that write several tensors, checked before any). */
 int cap_check_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv);
-/* Views made by permute, transpose and t (torch_permviews.c): the view keeps
- * its permutation, so it is recomputed from its base and written back into
- * it like a basic-indexing view. */
-int cap_t_note_perm_view(cap_tensor *view);
-int cap_t_perm_view_refresh(cap_trace *T, cap_tensor *view, cap_tensor *base);
-int cap_t_perm_view_write_back(cap_trace *T, cap_tensor *view, ptc_value *nv);
-/* A view a mutation can follow: basic indexing or a permutation. */
-static inline bool cap_t_view_follows(const cap_tensor *v) { return v->view_key || v->view_perm; }
+/* Views made by permute, transpose and t, or by view, squeeze, unsqueeze
+ * (and reshape, flatten of a row-major argument) (torch_permviews.c): the
+ * view keeps its permutation or notes that it is reshaped, so it is
+ * recomputed from its base and written back into it like a basic-indexing
+ * view. */
+int cap_t_note_op_view(cap_tensor *view);
+int cap_t_op_view_refresh(cap_trace *T, cap_tensor *view, cap_tensor *base);
+int cap_t_op_view_write_back(cap_trace *T, cap_tensor *view, ptc_value *nv);
+static inline bool cap_t_op_view(const cap_tensor *v) { return v->view_perm || v->view_reshape; }
+/* A view a mutation can follow: basic indexing or one of those ops. */
+static inline bool cap_t_view_follows(const cap_tensor *v) { return v->view_key || cap_t_op_view(v); }
 int cap_torch_unpack(cap_trace *T, PyObject *t, int before, int after, bool star,
                      PyObject **items);
 /* The tensor's items along dim 0 (a list of symbolic tensors). */

@@ -633,9 +633,10 @@ bool cap_op_returns_view(int op)
  * indexing also keeps its key, which is how a mutation travels between
  * aliases: writing t makes its base base[key] = t's new value (and so on up
  * to the root), and every other live view of the root is recomputed as
- * root[key...]. Views made otherwise (reshape, transpose, ...) cannot be
- * recomputed, so a mutation while one is alive is a break, as is one that
- * reaches a tensor from outside. */
+ * root[key...]. Views made by permuting or reshaping ops follow it the same
+ * way (torch_permviews.c); others (chunk, expand, reshape of a tensor that
+ * may not be row-major, ...) cannot be recomputed, so a mutation while one
+ * is alive is a break, as is one that reaches a tensor from outside. */
 int cap_t_add_view(cap_tensor *base, cap_tensor *view, PyObject *key)
 {
     if (!base->views && !(base->views = PyList_New(0)))
@@ -649,7 +650,7 @@ int cap_t_add_view(cap_tensor *base, cap_tensor *view, PyObject *key)
     view->base = (cap_tensor *)Py_NewRef((PyObject *)base);
     view->view_key = Py_XNewRef(key);
     base->nviews++;
-    return key ? 0 : cap_t_note_perm_view(view);
+    return key ? 0 : cap_t_note_op_view(view);
 }
 
 /* Is the base still observable through someone other than this view? */
@@ -679,7 +680,7 @@ static int check_views(cap_trace *T, cap_tensor *t, int depth)
         if (!v)
             continue;
         if (!cap_t_view_follows(v) || depth > 32)
-            return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a tensor that has views (reshape, chunk, ...)");
+            return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a tensor that has views (chunk, expand, ...)");
         int rc = check_views(T, v, depth + 1);
         if (rc != CAP_NEXT)
             return rc;
@@ -696,8 +697,8 @@ static int refresh_views(cap_trace *T, cap_tensor *t)
         cap_tensor *v = live_view(PyList_GetItem(views, i));
         if (!v)
             continue;
-        if (v->view_perm) {
-            rc = cap_t_perm_view_refresh(T, v, t);
+        if (cap_t_op_view(v)) {
+            rc = cap_t_op_view_refresh(T, v, t);
             rc = rc == CAP_NEXT ? refresh_views(T, v) : rc;
             continue;
         }
@@ -751,12 +752,13 @@ int cap_check_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv)
             return cap_t_break(T, CAP_B_INPLACE_INPUT,
                                cur == t ? "in-place op on a tensor from outside (%s)"
                                         : "in-place op on a view of a tensor from outside other "
-                                          "than basic indexing or permute/transpose (%s)",
+                                          "than basic indexing, permute/transpose or "
+                                          "view/reshape (%s)",
                                cur->input_v->name);
     cap_tensor *root = alias_root(t);
     for (cap_tensor *cur = t; cur != root; cur = cur->base)
         if (!cap_t_view_follows(cur))
-            return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a view other than basic indexing or permute/transpose (reshape, chunk, ...)");
+            return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a view other than basic indexing, permute/transpose or view/reshape (chunk, expand, ...)");
     return check_views(T, root, 0);
 }
 
@@ -778,7 +780,7 @@ int cap_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv)
         if (!tmp)
             return CAP_ERR;
         cur->v = val;
-        rc = cur->view_perm ? cap_t_perm_view_write_back(T, cur, val)
+        rc = cap_t_op_view(cur) ? cap_t_op_view_write_back(T, cur, val)
                             : setitem_core(T, cur->base, cur->view_key, tmp);
         Py_DECREF(tmp);
         if (rc != CAP_NEXT)

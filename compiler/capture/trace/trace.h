@@ -204,6 +204,7 @@ typedef struct cap_tensor {
     struct cap_tensor *base; /* a view's base (strong), for in-place checks */
     PyObject *view_key;    /* base[view_key] made it (basic indexing), or NULL */
     PyObject *view_perm;   /* base.permute(view_perm) made it (torch_permviews.c), or NULL */
+    bool view_reshape;     /* base.reshape(its shape) made it (torch_permviews.c) */
     int nviews;            /* views taken of it */
     PyObject *views;       /* list of weakrefs to them (cap_t_add_view) */
     PyObject *weakrefs;
