@@ -169,7 +169,8 @@ int cap_th_tensor_of_tensor(cap_tcall *c, PyObject **out);
     X(softmax) X(dropout) X(dropout_nd) X(batch_norm) X(max_pool2d) X(avg_pool2d) \
     X(adaptive_avg_pool2d) X(adaptive_avg_pool1d) X(conv) X(pad) X(embedding)   \
     X(sdpa) X(var) X(max_min) X(floor_divide) X(relu6) X(mish) X(logsigmoid)    \
-    X(glu) X(normalize) X(norm) X(outer) X(einsum) X(square) X(clamp_one)       \
+    X(glu) X(normalize) X(norm) X(outer) X(einsum) X(square) X(float_power)     \
+    X(clamp_one)                                                                \
     X(item) X(autograd) X(requires_grad_) X(data_dependent) X(unsupported)      \
     X(interpolate)                                                              \
     X(eye) X(linspace) X(hypot) X(lerp) X(addcop) X(explog) X(xlogy)            \

@@ -314,6 +314,10 @@ int cap_th_dot(cap_tcall *c, PyObject **out)
                      ptc_dtype_name(a->v->type.dtype), ptc_dtype_name(cap_val(b)->type.dtype));
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "dot with mixed dtypes");
     }
+    if (a->v->type.dtype == PTC_BOOL) {
+        PyErr_SetString(PyExc_RuntimeError, "\"dot\" not implemented for 'Bool'");
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "dot of bool tensors");
+    }
     return cap_wrap_value(c->T, ptc_composite_dot(composer(c), a->v, cap_val(b)), out);
 }
 
