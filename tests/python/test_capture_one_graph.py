@@ -505,3 +505,90 @@ def test_a_number_as_input_where_torch_rejects_it_raises_eagers_error():
     f = lambda x: torch.maximum(2, x)  # noqa: E731
     with pytest.raises(TypeError, match="must be Tensor, not int"):
         ptc.compile(f, backend="eager")(torch.ones(2))
+
+
+# ---- writes to list and dict subclass instances from outside ---------------------------------
+
+import collections  # noqa: E402
+
+
+class PlainList(list):
+    pass
+
+
+class PlainDict(dict):
+    pass
+
+
+class DoublingDict(dict):
+    def __setitem__(self, k, v):
+        super().__setitem__(k, v * 2)
+
+
+def logs_into_a_list(x, items):
+    items.append(x.sum())
+    items.extend([x * 2, 3])
+    return x + 1
+
+
+def writes_a_dict(x, table):
+    table["k"] = x * 2
+    table.update(u=1)
+    table.setdefault("s", 5)
+    del table["a"]
+    return x + 1
+
+
+def writes_through_an_override(x, table):
+    table["k"] = x  # DoublingDict.__setitem__, traced, and its super() call logged
+    return x + 1
+
+
+def keeps_order(x, table):
+    table["z"] = x
+    table["a"] = 0  # an existing key keeps its place in an OrderedDict
+    table.pop("b")
+    return x + 1
+
+
+SUBCLASS_WRITES = [
+    (logs_into_a_list, lambda: PlainList([1])),
+    (writes_a_dict, lambda: PlainDict(a=1)),
+    (writes_a_dict, lambda: collections.defaultdict(list, a=1)),
+    (writes_through_an_override, lambda: DoublingDict(a=1)),
+    (keeps_order, lambda: collections.OrderedDict(b=1, a=2)),
+    (writes_a_dict, lambda: collections.OrderedDict(b=1, a=2)),
+]
+
+
+@pytest.mark.parametrize("backend", ["eager", "ptc"])
+@pytest.mark.parametrize("fn, make", SUBCLASS_WRITES,
+                         ids=[f"{f.__name__}-{type(m()).__name__}" for f, m in SUBCLASS_WRITES])
+def test_writes_to_a_subclass_instance_from_outside_are_one_graph(fn, make, backend):
+    # main: PTC-B009 ('item of a PlainDict from outside assigned',
+    # 'PlainList.append() on an object from outside'); torch.compile: 1 graph.
+    # The writes are replayed after the graph with the C type's own methods
+    # (OrderedDict's keep its order), not the subclass's overrides again.
+    compiled = ptc.compile(fn, backend=backend)
+    for _ in range(2):
+        want_obj, got_obj = make(), make()
+        want, got = fn(torch.arange(3.0), want_obj), compiled(torch.arange(3.0), got_obj)
+        assert torch.equal(want, got)
+        same_items(want_obj, got_obj)
+        if isinstance(want_obj, dict):
+            assert list(want_obj) == list(got_obj)
+    assert counts(compiled) == (1, 0, [])
+
+
+def reads_after_a_write(x, items):
+    items.append(2)
+    return x + len(items)
+
+
+def test_a_read_of_a_written_subclass_instance_breaks():
+    # its own methods may read it otherwise than its storage: no shadow
+    compiled = ptc.compile(reads_after_a_write, backend="eager")
+    want_obj, got_obj = PlainList([1]), PlainList([1])
+    assert torch.equal(compiled(torch.zeros(2), got_obj), reads_after_a_write(torch.zeros(2), want_obj))
+    assert got_obj == want_obj
+    assert counts(compiled)[1:] == (1, ["an outside PlainList read after a write"])

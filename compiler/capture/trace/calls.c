@@ -955,7 +955,9 @@ int cap_t_dict_lookup(cap_interp *I, PyObject *d, PyObject *key, PyObject **out)
         return CAP_ERR;
     if (!has)
         return cap_guard_add(T, CAP_G_DICT_HAS, cap_t_source_of(T, d), key, 0) < 0 ? CAP_ERR : CAP_NEXT;
-    return cap_t_getitem(I, d, key, out);
+    /* not written in this trace: what d stores, as dict's own lookup reads
+       it (a subclass's __getitem__ aside) */
+    return cap_t_stored_dict_item(T, d, key, out);
 }
 
 /* The class whose C method callable is (a method-wrapper and a method

@@ -560,6 +560,18 @@ static int keys_guard(cap_trace *T, PyObject *d, int src, PyObject **keys_out)
     return 0;
 }
 
+int cap_t_stored_dict_item(cap_trace *T, PyObject *d, PyObject *key, PyObject **out)
+{
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    int src = cap_t_source_of(T, d);
+    if (!v) {
+        if (!PyErr_Occurred() && cap_guard_add(T, CAP_G_DICT_HAS, src, key, 0) == 0)
+            PyErr_SetObject(PyExc_KeyError, key);
+        return CAP_ERR;
+    }
+    return derived(T, v, CAP_S_ITEM, src, 0, key, out);
+}
+
 int cap_t_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out)
 {
     cap_trace *T = I->T;
@@ -604,13 +616,7 @@ int cap_t_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out)
         if (!cap_is_key(key))
             return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "outside dict indexed by a %s",
                                cap_tpname(Py_TYPE(key)));
-        PyObject *v = PyDict_GetItemWithError(obj, key);
-        if (!v) {
-            if (!PyErr_Occurred() && cap_guard_add(T, CAP_G_DICT_HAS, src, key, 0) == 0)
-                PyErr_SetObject(PyExc_KeyError, key);
-            return CAP_ERR;
-        }
-        return derived(T, v, CAP_S_ITEM, src, 0, key, out);
+        return cap_t_stored_dict_item(T, obj, key, out);
     }
     if (plain_seq(obj)) {
         if (len_guard(T, obj, src) < 0)
@@ -654,7 +660,8 @@ int cap_t_setitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject *v)
     }
     PyObject *m = python_method(obj, v ? "__setitem__" : "__delitem__", NULL);
     if (cap_t_outside(T, obj)) {
-        int rc = cap_is_constant(obj) ? CAP_NONE : cap_t_outside_item_write(I, obj, key, v);
+        /* the base type's item write, unless a Python override takes it */
+        int rc = cap_is_constant(obj) || m ? CAP_NONE : cap_t_outside_item_write(I, obj, key, v);
         if (rc != CAP_NONE)
             return rc;
         /* A Python __setitem__ (nn.Sequential's, a user container's) is

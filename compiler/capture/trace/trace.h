@@ -568,6 +568,9 @@ bool cap_t_written(cap_trace *T, PyObject *obj);
 /* A key of an outside dict as this trace left it: 1 written (*v borrowed),
  * 0 deleted or cleared, -1 not written (read the dict itself). */
 int cap_t_dict_written(cap_trace *T, PyObject *d, PyObject *key, PyObject **v);
+/* d[key] as d stores it (dict's own lookup, whatever a subclass overrides),
+ * read through d's source; eager's KeyError when missing. */
+int cap_t_stored_dict_item(cap_trace *T, PyObject *d, PyObject *key, PyObject **out);
 /* obj[key] = v (v NULL: del) on an outside list or dict; CAP_NONE for
  * other objects. */
 int cap_t_outside_item_write(cap_interp *I, PyObject *obj, PyObject *key, PyObject *v);
