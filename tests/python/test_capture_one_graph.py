@@ -592,3 +592,47 @@ def test_a_read_of_a_written_subclass_instance_breaks():
     assert torch.equal(compiled(torch.zeros(2), got_obj), reads_after_a_write(torch.zeros(2), want_obj))
     assert got_obj == want_obj
     assert counts(compiled)[1:] == (1, ["an outside PlainList read after a write"])
+
+
+# ---- d[key] of a missing key: __missing__, as dict's lookup calls it --------------------------
+
+
+class DefaultSeven(dict):
+    def __missing__(self, k):
+        return 7
+
+
+def reads_missing_keys(x, table):
+    return x + table["a"] + table["zz"]
+
+
+def appends_to_a_missing_key(x, table):
+    table["q"].append(x.sum())
+    table["q"].append(1)
+    return x + len(table["q"])
+
+
+@pytest.mark.parametrize("make", [lambda: collections.Counter("aab"), lambda: DefaultSeven(a=1),
+                                  lambda: collections.defaultdict(int, a=1)],
+                         ids=["Counter", "__missing__", "defaultdict"])
+def test_a_missing_key_read_calls_missing_in_the_graph(make):
+    # main: fullgraph raised PTC-B013 (KeyError: 'zz'); torch.compile: 1 graph
+    compiled = ptc.compile(reads_missing_keys, backend="eager", fullgraph=True)
+    for _ in range(2):
+        want_obj, got_obj = make(), make()
+        want = reads_missing_keys(torch.zeros(2), want_obj)
+        assert torch.equal(compiled(torch.zeros(2), got_obj), want)
+        assert dict(got_obj) == dict(want_obj)  # defaultdict stored the default
+    assert counts(compiled) == (1, 0, [])
+
+
+def test_a_defaultdict_missing_key_stores_its_factorys_value():
+    compiled = ptc.compile(appends_to_a_missing_key, backend="eager", fullgraph=True)
+    for factory in (list, list, lambda: [5]):
+        want_obj, got_obj = collections.defaultdict(factory), collections.defaultdict(factory)
+        want = appends_to_a_missing_key(torch.arange(3.0), want_obj)
+        assert torch.equal(compiled(torch.arange(3.0), got_obj), want)
+        same_items(want_obj, got_obj)
+    with pytest.raises(KeyError, match="q"):  # no factory: eager's KeyError
+        ptc.compile(appends_to_a_missing_key, backend="eager")(torch.zeros(2),
+                                                               collections.defaultdict())
