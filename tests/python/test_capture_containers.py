@@ -123,13 +123,33 @@ def copy_of(x, table):
     return x + 1, table.copy()
 
 
-def test_a_subclass_c_method_on_an_outside_dict_breaks():
-    # main: defaultdict.copy() ran as dict.copy on the trace's copy and
-    # returned a plain dict
+class MyDefaultDict(collections.defaultdict):
+    pass
+
+
+@pytest.mark.parametrize("make", [lambda n: ordered(n), lambda n: collections.defaultdict(list, a=[n]),
+                                  lambda n: collections.defaultdict(lambda: n, a=n)],
+                         ids=["OrderedDict", "defaultdict", "defaultdict-lambda"])
+def test_a_copy_of_an_outside_ordered_or_default_dict_is_one_graph(make):
+    # main: PTC-B006 ('OrderedDict.copy() on an object from outside'); eager's
+    # copy is one of its type, in its order, with its default_factory
+    compiled = ptc.compile(copy_of, backend="eager", fullgraph=True)
+    for n in (1, 2, 2):
+        table = make(n)
+        want, got = copy_of(torch.zeros(2), make(n))[1], compiled(torch.zeros(2), table)[1]
+        assert type(got) is type(want) and list(got.items()) == list(want.items())
+        assert got is not table
+        if isinstance(want, collections.defaultdict):
+            assert got.default_factory is table.default_factory
+            assert got["missing"] == want["missing"]
+
+
+def test_a_copy_of_a_subclass_instance_still_breaks():
+    # a subclass's copy() builds through its own constructor: it runs for real
     compiled = ptc.compile(copy_of, backend="eager")
-    table = collections.defaultdict(int, a=1)
+    table = MyDefaultDict(int, a=1)
     got = compiled(torch.zeros(2), table)[1]
-    assert type(got) is collections.defaultdict and got == table
+    assert type(got) is MyDefaultDict and got == table and got.default_factory is int
     with pytest.raises(Exception, match="PTC-B"):
         ptc.compile(copy_of, backend="eager", fullgraph=True)(torch.zeros(2), table)
 

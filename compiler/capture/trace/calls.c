@@ -1011,6 +1011,32 @@ static int view_result(cap_trace *T, const char *name, PyObject *copy, PyObject 
     return rc;
 }
 
+/* od.copy() / dd.copy() of an outside OrderedDict or defaultdict (exactly
+ * those: a subclass's copy calls its own constructor): a new one holding
+ * the items the object stores, in its order, with the same default_factory
+ * (read through the object's source, guarded). */
+static int typed_dict_copy(cap_interp *I, PyObject *self, PyObject **out)
+{
+    PyObject *items = NULL, *factory = NULL, *name = NULL;
+    int rc = cap_t_current(I, &self); /* written in this trace: a break */
+    if (rc != CAP_NEXT)
+        return rc;
+    if (!(items = cap_t_stored_items(I->T, self)))
+        return CAP_ERR;
+    if ((PyObject *)Py_TYPE(self) == cap_P.OrderedDict) {
+        *out = PyObject_CallFunctionObjArgs(cap_P.OrderedDict, items, NULL);
+    } else {
+        name = PyUnicode_InternFromString("default_factory");
+        rc = name ? cap_t_getattr(I, self, name, &factory) : CAP_ERR;
+        *out = rc == CAP_NEXT ? PyObject_CallFunctionObjArgs(cap_P.defaultdict, factory, items, NULL)
+                              : NULL;
+    }
+    Py_DECREF(items);
+    Py_XDECREF(factory);
+    Py_XDECREF(name);
+    return rc != CAP_NEXT ? rc : *out ? CAP_NEXT : CAP_ERR;
+}
+
 /* A C method of an outside list, tuple, dict or set. Mutators are logged
  * (or break); a read of list, tuple or dict runs on the items the object
  * holds in its own storage, as that method reads them whatever a subclass
@@ -1029,9 +1055,13 @@ static int outside_container_method(cap_interp *I, PyObject *callable, PyObject 
         return cap_t_break(T, CAP_B_MUTATE_OUTSIDE, "%s.%s() on an object from outside",
                            cap_tpname(Py_TYPE(self)), name);
     }
+    PyTypeObject *type = Py_TYPE(self);
+    if (strcmp(name, "copy") == 0 && nargs == 0 && !kwnames &&
+        ((PyObject *)type == cap_P.OrderedDict || (PyObject *)type == cap_P.defaultdict))
+        return typed_dict_copy(I, self, out);
     PyObject *owner = method_owner(callable, self);
     /* OrderedDict's views list what a plain dict in its order (the copy's)
-       lists; its copy() is not a dict's */
+       lists; its copy() is not a dict's (a subclass's is its own) */
     PyTypeObject *base = owner && PyType_Check(owner) ? (PyTypeObject *)owner : NULL;
     bool stored = base == &PyList_Type || base == &PyTuple_Type || base == &PyDict_Type ||
                   (owner && owner == cap_P.OrderedDict && strcmp(name, "copy") != 0);
