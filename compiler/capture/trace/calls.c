@@ -1212,7 +1212,13 @@ static int c_callable(cap_interp *I, PyObject *callable, PyObject *const *args, 
             Py_XDECREF(m);
         }
     } else if (cap_is_pure_fn(callable)) {
-        rc = real_call_flowed(T, callable, args, nargs, kwnames, out);
+        int npos = nargs - (kwnames ? (int)PyTuple_Size(kwnames) : 0);
+        if (npos > 0 && cap_pure_fn_writes(callable) && cap_t_outside(T, args[0]) &&
+            !cap_is_constant(args[0]))
+            rc = cap_t_break(T, CAP_B_MUTATE_OUTSIDE, "%s() writes a %s from outside", name,
+                             cap_tpname(Py_TYPE(args[0])));
+        else
+            rc = real_call_flowed(T, callable, args, nargs, kwnames, out);
     } else {
         PyObject *mod = PyObject_GetAttr(callable, cap_P.s_module);
         PyErr_Clear();

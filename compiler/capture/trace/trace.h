@@ -663,6 +663,9 @@ int cap_partial_unpack(PyObject *p, PyObject **fn, PyObject **args, PyObject **k
 int cap_t_call_partial(cap_interp *I, PyObject *fn, PyObject *pargs, PyObject *pkw,
                        PyObject *const *args, int nargs, PyObject *kwnames, PyObject **out);
 bool cap_is_pure_fn(PyObject *fn);
+/* One of those that writes its first argument (heapq.heappush, bisect.insort,
+ * operator.setitem, _collections._count_elements). */
+bool cap_pure_fn_writes(PyObject *fn);
 /* A functools.lru_cache / cache wrapper called (lru.c); CAP_NONE for other
  * callables. */
 int cap_t_call_lru(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
