@@ -250,6 +250,39 @@ def dot_of_bool_raises(x):
     return torch.dot(b, b)
 
 
+@case(1, 0)
+def addcmul_of_integer_tensors_stays_integer(x):
+    # main: float32 (the value multiplied as a float), eager: int64 with the
+    # value cast to an integer (0.5 counts 0)
+    i = x.long()
+    return torch.addcmul(i, i, i, value=2), torch.addcmul(i, i, i, value=0.5), torch.addcmul(x, i, i)
+
+
+@case(1, 1)
+def addcdiv_of_integer_tensors_raises(x):
+    # main: a float result where eager raises (integer division)
+    i = x.long()
+    return torch.addcdiv(i, i, i + 1)
+
+
+@case(1, 1)
+def norm_of_an_integer_tensor_raises(x):
+    # main: a value where eager raises ('Expected a floating point')
+    return torch.norm(x.long())
+
+
+@case(1, 1)
+def hypot_of_integer_tensors_raises(x):
+    # main: a value where eager raises NotImplementedError
+    return torch.hypot(x.long(), x.long())
+
+
+@case(1, 1)
+def lerp_of_mixed_dtypes_raises(x):
+    # main: a value where eager raises (end of another dtype)
+    return torch.lerp(x, x.double(), 0.5)
+
+
 @pytest.mark.parametrize("fn,graphs,breaks", CASES)
 def test_like_eager(fn, graphs, breaks):
     x = torch.arange(6.0).reshape(2, 3)

@@ -265,6 +265,9 @@ int cap_th_norm(cap_tcall *c, PyObject **out)
         x = (cap_tensor *)(ARG(0, "x") && cap_is_tensor(ARG(0, "x")) ? ARG(0, "x") : NULL);
     if (!x)
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s needs a tensor", c->m->name);
+    if (!ptc_dtype_is_float(x->v->type.dtype))
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s of a %s tensor (eager raises)", c->m->name,
+                           ptc_dtype_name(x->v->type.dtype));
     bool linalg = c->m->op == 1;
     PyObject *p = ARG(1, linalg ? "ord" : "p"), *dim = ARG(2, "dim"), *keepdim = ARG(3, "keepdim");
     if (ARG(-1, "dtype") && ARG(-1, "dtype") != Py_None)
