@@ -41,9 +41,10 @@ static int init_types(void)
     Py_DECREF(types);
     PyObject *coll = PyImport_ImportModule("collections");
     cap_P.OrderedDict = coll ? PyObject_GetAttrString(coll, "OrderedDict") : NULL;
+    cap_P.defaultdict = coll ? PyObject_GetAttrString(coll, "defaultdict") : NULL;
     Py_XDECREF(coll);
     return cap_P.FunctionType && cap_P.MethodType && cap_P.CellType && cap_P.CodeType &&
-                   cap_P.GeneratorType && cap_P.OrderedDict
+                   cap_P.GeneratorType && cap_P.OrderedDict && cap_P.defaultdict
                ? 0
                : -1;
 }

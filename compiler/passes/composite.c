@@ -269,10 +269,12 @@ V ptc_composite_isclose(dctx *d, V a, V b, double rtol, double atol, bool equal_
     return dp_binary(d, PTC_OP_LOGICAL_OR, close, ok);
 }
 
-/* dot(a, b) = sum(a * b) for 1-d tensors. */
+/* dot(a, b) = sum(a * b) for 1-d tensors, in their dtype (sum makes an
+ * integer tensor int64; dot of int32 is int32, wrapping as it does). */
 V ptc_composite_dot(dctx *d, V a, V b)
 {
-    return reduce_all(d, PTC_OP_SUM, dp_binary(d, PTC_OP_MUL, a, b));
+    V product = dp_binary(d, PTC_OP_MUL, a, b);
+    return product ? to_dtype(d, reduce_all(d, PTC_OP_SUM, product), product->type.dtype) : NULL;
 }
 
 /* ---- shapes ----------------------------------------------------------------------------- */

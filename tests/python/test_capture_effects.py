@@ -13,8 +13,12 @@ arguments and the global, module and closure state after each call must
 agree (values and identity), with no ptc warning, and the first call must
 report the pinned graph and break counts.
 """
+import bisect
+import collections
 import contextlib
+import heapq
 import io
+import operator
 import sys
 import types
 import warnings
@@ -327,6 +331,19 @@ def tensor_default_argument_mutated_in_place(x):
     a = add_to_default(x)
     b = add_to_default(x * 2)
     return a, b, add_to_default.__defaults__[0] is DEFAULT_ACC
+
+
+@case(1, 4, lambda: (torch.ones(2, 3), [3, 1], {"a": 1}, collections.Counter("ab")))
+def c_functions_that_write_their_argument(x, heap, table, counter):
+    # main: heapq, bisect, operator.setitem and Counter.update's
+    # _count_elements ran at trace time on the trace's copy of the list or
+    # dict: the caller's came back unchanged (a silent wrong result); now
+    # each is a break that runs it for real (PTC-B009)
+    heapq.heappush(heap, 0)
+    bisect.insort(heap, 2)
+    operator.setitem(table, "k", 5)
+    counter.update("abc")
+    return x + 1
 
 
 def norm(v):

@@ -226,6 +226,63 @@ def in_on_outside_keys_and_sets(x):
     return x * ("a" in KNOWN_KEYS) + ("z" in KNOWN_KEYS), x * ("fast" in TAGS), "slow" in TAGS
 
 
+@case(1, 0)
+def float_power_is_float64(x):
+    # main: pow in the operands' dtype (float32, int64 for an int tensor and
+    # an int exponent), where eager computes and returns float64; the
+    # method broke (PTC-B007)
+    return (torch.float_power(x, 2), x.float_power(x), torch.float_power(2, x.long()),
+            torch.float_power(x.int(), 3))
+
+
+@case(1, 0)
+def square_and_dot_keep_eagers_dtype(x):
+    # main: square of a bool tensor stayed bool (eager: int64), dot of int32
+    # tensors was int64 (eager: int32)
+    i = x.flatten().int()
+    return torch.square(x > 2), torch.dot(i, i), i.dot(i * 2), torch.inner(i, i)
+
+
+@case(1, 1)
+def dot_of_bool_raises(x):
+    # main: int64 where eager raises
+    b = x.flatten() > 2
+    return torch.dot(b, b)
+
+
+@case(1, 0)
+def addcmul_of_integer_tensors_stays_integer(x):
+    # main: float32 (the value multiplied as a float), eager: int64 with the
+    # value cast to an integer (0.5 counts 0)
+    i = x.long()
+    return torch.addcmul(i, i, i, value=2), torch.addcmul(i, i, i, value=0.5), torch.addcmul(x, i, i)
+
+
+@case(1, 1)
+def addcdiv_of_integer_tensors_raises(x):
+    # main: a float result where eager raises (integer division)
+    i = x.long()
+    return torch.addcdiv(i, i, i + 1)
+
+
+@case(1, 1)
+def norm_of_an_integer_tensor_raises(x):
+    # main: a value where eager raises ('Expected a floating point')
+    return torch.norm(x.long())
+
+
+@case(1, 1)
+def hypot_of_integer_tensors_raises(x):
+    # main: a value where eager raises NotImplementedError
+    return torch.hypot(x.long(), x.long())
+
+
+@case(1, 1)
+def lerp_of_mixed_dtypes_raises(x):
+    # main: a value where eager raises (end of another dtype)
+    return torch.lerp(x, x.double(), 0.5)
+
+
 @pytest.mark.parametrize("fn,graphs,breaks", CASES)
 def test_like_eager(fn, graphs, breaks):
     x = torch.arange(6.0).reshape(2, 3)

@@ -301,15 +301,48 @@ static int del_attr(PyObject *obj, PyObject *key, PyObject *value)
     return PyObject_SetAttr(obj, key, NULL);
 }
 
+/* The first type in obj's MRO written in C: the one whose item methods the
+ * trace logged (a subclass's Python override ran while tracing, and its
+ * super() call is what was logged; OrderedDict keeps its order in its own). */
+static PyObject *c_base(PyObject *obj)
+{
+    PyTypeObject *t = Py_TYPE(obj);
+    PyObject *mro = PyObject_GetAttrString((PyObject *)t, "__mro__");
+    for (Py_ssize_t i = 0; mro && i < PyTuple_Size(mro); i++) {
+        PyTypeObject *b = (PyTypeObject *)PyTuple_GetItem(mro, i);
+        if (!(PyType_GetFlags(b) & Py_TPFLAGS_HEAPTYPE)) {
+            Py_DECREF(mro);
+            return (PyObject *)b;
+        }
+    }
+    Py_XDECREF(mro);
+    return (PyObject *)t;
+}
+
+/* obj.name(args...) as the C type below obj's class does it. */
+static int c_call(PyObject *obj, const char *name, PyObject *key, PyObject *value)
+{
+    PyObject *r = value ? PyObject_CallMethod(c_base(obj), name, "OOO", obj, key, value)
+                  : key ? PyObject_CallMethod(c_base(obj), name, "OO", obj, key)
+                        : PyObject_CallMethod(c_base(obj), name, "O", obj);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+}
+
+static bool exact(PyObject *obj)
+{
+    return PyList_CheckExact(obj) || PyDict_CheckExact(obj);
+}
+
 static int set_item(PyObject *obj, PyObject *key, PyObject *value)
 {
-    return PyObject_SetItem(obj, key, value);
+    return exact(obj) ? PyObject_SetItem(obj, key, value) : c_call(obj, "__setitem__", key, value);
 }
 
 static int del_item(PyObject *obj, PyObject *key, PyObject *value)
 {
     (void)value;
-    return PyObject_DelItem(obj, key);
+    return exact(obj) ? PyObject_DelItem(obj, key) : c_call(obj, "__delitem__", key, NULL);
 }
 
 static int append(PyObject *obj, PyObject *key, PyObject *value)
@@ -337,12 +370,15 @@ static int pop(PyObject *obj, PyObject *key, PyObject *value)
     Py_ssize_t i = PyLong_AsSsize_t(key), n = PyList_Size(obj);
     if (i == -1 && PyErr_Occurred())
         return -1;
-    return PySequence_DelItem(obj, i < 0 ? i + n : i);
+    i = i < 0 ? i + n : i;
+    return PyList_SetSlice(obj, i, i + 1, NULL);
 }
 
 static int clear(PyObject *obj, PyObject *key, PyObject *value)
 {
     (void)key, (void)value;
+    if (!exact(obj) && PyDict_Check(obj))
+        return c_call(obj, "clear", NULL, NULL);
     if (PyDict_Check(obj)) {
         PyDict_Clear(obj);
         return 0;

@@ -21,7 +21,7 @@ typedef struct cap_trace cap_trace;
  * ---------------------------------------------------------------------------- */
 typedef struct cap_py {
     PyObject *FunctionType, *MethodType, *CellType, *CodeType, *GeneratorType, *StaticMethodType, *MethodWrapperType;
-    PyObject *OrderedDict;
+    PyObject *OrderedDict, *defaultdict;
     PyObject *builtins;          /* the builtins module's dict */
     PyObject *b_super, *b_build_class, *b_globals, *b_locals, *b_vars, *b_dir,
         *b_eval, *b_exec, *b_len, *b_isinstance;

@@ -55,14 +55,17 @@ int cap_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv);
 /* Whether cap_mutate(T, t, nv) may go ahead: CAP_NEXT, or the break it
  * would take (for ops that write several tensors, checked before any). */
 int cap_check_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv);
-/* Views made by permute, transpose and t (torch_permviews.c): the view keeps
- * its permutation, so it is recomputed from its base and written back into
- * it like a basic-indexing view. */
-int cap_t_note_perm_view(cap_tensor *view);
-int cap_t_perm_view_refresh(cap_trace *T, cap_tensor *view, cap_tensor *base);
-int cap_t_perm_view_write_back(cap_trace *T, cap_tensor *view, ptc_value *nv);
-/* A view a mutation can follow: basic indexing or a permutation. */
-static inline bool cap_t_view_follows(const cap_tensor *v) { return v->view_key || v->view_perm; }
+/* Views made by permute, transpose and t, or by view, squeeze, unsqueeze
+ * (and reshape, flatten of a row-major argument) (torch_permviews.c): the
+ * view keeps its permutation or notes that it is reshaped, so it is
+ * recomputed from its base and written back into it like a basic-indexing
+ * view. */
+int cap_t_note_op_view(cap_tensor *view);
+int cap_t_op_view_refresh(cap_trace *T, cap_tensor *view, cap_tensor *base);
+int cap_t_op_view_write_back(cap_trace *T, cap_tensor *view, ptc_value *nv);
+static inline bool cap_t_op_view(const cap_tensor *v) { return v->view_perm || v->view_reshape; }
+/* A view a mutation can follow: basic indexing or one of those ops. */
+static inline bool cap_t_view_follows(const cap_tensor *v) { return v->view_key || cap_t_op_view(v); }
 int cap_torch_unpack(cap_trace *T, PyObject *t, int before, int after, bool star,
                      PyObject **items);
 /* The tensor's items along dim 0 (a list of symbolic tensors). */
@@ -131,6 +134,10 @@ int cap_tbind(cap_tcall *c, int op, ptc_arg *args);
 int cap_tconvert(cap_trace *T, PyObject *v, int kind, int list_len, ptc_arg *out,
                  const char *what);
 int cap_int_list(cap_trace *T, PyObject *v, ptc_arg *out, const char *what);
+/* A Python number as torch wraps one that stands for a tensor argument
+ * (torch.mul(2, x), 2 / x): a 0-dim tensor of the dtype torch gives
+ * `scalar op other`, on other's device (NULL after a break). */
+ptc_value *cap_wrapped_scalar(cap_trace *T, ptc_arg scalar, const ptc_arg *other);
 /* Int list from varargs (x.view(2, 3)) or one sequence (x.view((2, 3))). */
 int cap_int_varargs(cap_trace *T, PyObject *const *pos, int n, ptc_arg *out, const char *what);
 
@@ -162,7 +169,8 @@ int cap_th_tensor_of_tensor(cap_tcall *c, PyObject **out);
     X(softmax) X(dropout) X(dropout_nd) X(batch_norm) X(max_pool2d) X(avg_pool2d) \
     X(adaptive_avg_pool2d) X(adaptive_avg_pool1d) X(conv) X(pad) X(embedding)   \
     X(sdpa) X(var) X(max_min) X(floor_divide) X(relu6) X(mish) X(logsigmoid)    \
-    X(glu) X(normalize) X(norm) X(outer) X(einsum) X(square) X(clamp_one)       \
+    X(glu) X(normalize) X(norm) X(outer) X(einsum) X(square) X(float_power)     \
+    X(clamp_one)                                                                \
     X(item) X(autograd) X(requires_grad_) X(data_dependent) X(unsupported)      \
     X(interpolate)                                                              \
     X(eye) X(linspace) X(hypot) X(lerp) X(addcop) X(explog) X(xlogy)            \

@@ -175,6 +175,11 @@ int cap_th_hypot(cap_tcall *c, PyObject **out)
     PyObject *b = ARG(1, "other");
     if (!a || !b || !cap_is_tensor(b))
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "hypot needs two tensors");
+    if (!ptc_dtype_is_float(a->v->type.dtype) || !ptc_dtype_is_float(cap_val(b)->type.dtype))
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "hypot of a %s tensor (eager raises)",
+                           ptc_dtype_name(ptc_dtype_is_float(a->v->type.dtype)
+                                              ? cap_val(b)->type.dtype
+                                              : a->v->type.dtype));
     return cap_wrap_value(c->T, ptc_composite_hypot(composer(c), a->v, cap_val(b)), out);
 }
 
@@ -185,6 +190,12 @@ int cap_th_lerp(cap_tcall *c, PyObject **out)
     PyObject *e = ARG(1, "end"), *w = ARG(2, "weight");
     if (!s || !e || !cap_is_tensor(e) || !w)
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "lerp needs start, end and weight");
+    ptc_dtype dt = s->v->type.dtype;
+    if (!ptc_dtype_is_float(dt) || cap_val(e)->type.dtype != dt ||
+        (cap_is_tensor(w) && cap_val(w)->type.dtype != dt))
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR,
+                           "lerp of %s tensors or of mixed dtypes (eager raises)",
+                           ptc_dtype_name(dt));
     if (cap_is_tensor(w))
         return cap_wrap_value(c->T, ptc_composite_lerp(composer(c), s->v, cap_val(e), cap_val(w)),
                               out);
@@ -192,6 +203,21 @@ int cap_th_lerp(cap_tcall *c, PyObject **out)
     if (number(c, w, 0, &wv) != CAP_NEXT)
         return CAP_BREAK;
     return cap_wrap_value(c->T, ptc_composite_lerp_scalar(composer(c), s->v, cap_val(e), wv), out);
+}
+
+/* addcmul of integer tensors: input + value * t1 * t2 in their dtype, the
+ * value cast to an integer as eager casts it (0.5 counts 0). */
+static int int_addcmul(cap_tcall *c, ptc_value *x, ptc_value *t1, ptc_value *t2, int64_t value,
+                       PyObject **out)
+{
+    ptc_arg m[2] = {ptc_arg_value(t1), ptc_arg_value(t2)};
+    ptc_value *p = cap_build1(c->T, PTC_OP_MUL, m, 2);
+    ptc_arg s[2] = {ptc_arg_value(p), ptc_arg_int(value)};
+    p = p && value != 1 ? cap_build1(c->T, PTC_OP_MUL, s, 2) : p;
+    if (!p)
+        return CAP_BREAK;
+    ptc_arg sum[2] = {ptc_arg_value(x), ptc_arg_value(p)};
+    return cap_build(c->T, PTC_OP_ADD, sum, 2, out);
 }
 
 /* addcmul / addcdiv(input, tensor1, tensor2, value): value a number or a
@@ -211,6 +237,15 @@ int cap_th_addcop(cap_tcall *c, PyObject **out)
     if (!scalar_tensor && number(c, tvalue, 1.0, &value) != CAP_NEXT)
         return CAP_BREAK;
     bool div = strstr(c->m->name, "addcdiv") != NULL;
+    const ptc_arg a[3] = {ptc_arg_value(x->v), ptc_arg_value(cap_val(t1)), ptc_arg_value(cap_val(t2))};
+    const ptc_arg *three[3] = {&a[0], &a[1], &a[2]};
+    ptc_dtype dt = ptc_result_type(three, 3);
+    if (!ptc_dtype_is_float(dt)) {
+        if (div || dt == PTC_BOOL || scalar_tensor)
+            return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s of %s tensors", c->m->name,
+                               ptc_dtype_name(dt));
+        return int_addcmul(c, x->v, cap_val(t1), cap_val(t2), (int64_t)value, out);
+    }
     V v = ptc_composite_addcop(composer(c), x->v, cap_val(t1), cap_val(t2), div,
                                scalar_tensor ? cap_val(tvalue) : NULL, value);
     return cap_wrap_value(c->T, v, out);
@@ -313,6 +348,10 @@ int cap_th_dot(cap_tcall *c, PyObject **out)
                      "dot : expected both vectors to have same dtype, but found %s and %s",
                      ptc_dtype_name(a->v->type.dtype), ptc_dtype_name(cap_val(b)->type.dtype));
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "dot with mixed dtypes");
+    }
+    if (a->v->type.dtype == PTC_BOOL) {
+        PyErr_SetString(PyExc_RuntimeError, "\"dot\" not implemented for 'Bool'");
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "dot of bool tensors");
     }
     return cap_wrap_value(c->T, ptc_composite_dot(composer(c), a->v, cap_val(b)), out);
 }

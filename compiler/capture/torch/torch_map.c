@@ -342,12 +342,31 @@ int cap_tconvert(cap_trace *T, PyObject *v, int kind, int list_len, ptc_arg *out
 
 /* ---- the generic binder ------------------------------------------------------------------ */
 
+/* torch.add(2, x) and the other functions of (input, other) that torch's
+ * argument parser lets take a Python number as `input`, wrapped as it wraps
+ * one (eq, maximum, atan2 and the Tensor methods raise TypeError instead). */
+static bool number_as_input(const cap_tcall *c, int op, const cap_tparam *p, PyObject *v)
+{
+    if ((c->m->flags & TM_METHOD) || p->schema != 0 ||
+        !(PyLong_Check(v) || PyFloat_Check(v) || cap_is_symint(v)))
+        return false;
+    switch (op) {
+    case PTC_OP_SUB: /* of a bool: eager's error, from the call run for real */
+        return !PyBool_Check(v);
+    case PTC_OP_ADD: case PTC_OP_MUL: case PTC_OP_DIV: case PTC_OP_REMAINDER:
+    case PTC_OP_BITWISE_AND: case PTC_OP_BITWISE_OR: case PTC_OP_BITWISE_XOR:
+        return true;
+    default:
+        return false;
+    }
+}
+
 int cap_tbind(cap_tcall *c, int op, ptc_arg *args)
 {
     cap_trace *T = c->T;
     const cap_tmap *m = c->m;
     const ptc_schema *s = ptc_op_schema((ptc_op)op);
-    bool given[16] = {0};
+    bool given[16] = {0}, wrapped_input = false;
     ptc_args_defaults((ptc_op)op, args);
     if (c->npos > m->np)
         return cap_t_break(T, CAP_B_TRACE_ERROR, "%s: too many positional arguments", m->name);
@@ -382,7 +401,10 @@ int cap_tbind(cap_tcall *c, int op, ptc_arg *args)
         const ptc_param *sp = &s->params[p->schema];
         char what[96];
         snprintf(what, sizeof what, "%s(%s)", m->name, p->pyname);
-        int rc = cap_tconvert(T, v, sp->kind, sp->list_len, &args[p->schema], what);
+        bool wrap = sp->kind == PTC_PK_TENSOR && number_as_input(c, op, p, v);
+        wrapped_input |= wrap;
+        int rc = cap_tconvert(T, v, wrap ? PTC_PK_SCALAR : sp->kind, sp->list_len,
+                              &args[p->schema], what);
         if (rc != CAP_NEXT)
             return rc;
     }
@@ -390,6 +412,12 @@ int cap_tbind(cap_tcall *c, int op, ptc_arg *args)
         if (!given[i] && !s->params[i].has_default)
             return cap_t_break(T, CAP_B_TRACE_ERROR, "%s: missing argument '%s'", m->name,
                                s->params[i].name);
+    if (wrapped_input) { /* its dtype follows `other` (schema 1), converted by now */
+        ptc_value *w = cap_wrapped_scalar(T, args[0], &args[1]);
+        if (!w)
+            return CAP_BREAK;
+        args[0] = ptc_arg_value(w);
+    }
     return CAP_NEXT;
 }
 

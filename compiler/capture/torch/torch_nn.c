@@ -137,13 +137,32 @@ int cap_th_max_min(cap_tcall *c, PyObject **out)
 int cap_th_floor_divide(cap_tcall *c, PyObject **out)
 {
     cap_tensor *x = input_of(c, "input");
-    PyObject *o = ARG(1, "other");
-    if (!x || !o)
+    PyObject *in = ARG(0, "input"), *o = ARG(1, "other");
+    /* torch.floor_divide(5, x) takes a number as input, as torch.div does */
+    bool number = !x && in && !(c->m->flags & TM_METHOD) && (PyLong_Check(in) || PyFloat_Check(in));
+    if ((!x && !number) || !o)
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "floor_divide(tensor, other)");
-    ptc_arg a[3] = {ptc_arg_value(x->v), ptc_arg_none(), ptc_arg_str(c->T->arena, "floor")};
-    if (cap_tconvert(c->T, o, PTC_PK_TENSOR_SCALAR, 0, &a[1], "floor_divide") != CAP_NEXT)
+    ptc_arg a[3] = {x ? ptc_arg_value(x->v) : ptc_arg_none(), ptc_arg_none(),
+                    ptc_arg_str(c->T->arena, "floor")};
+    if (cap_tconvert(c->T, o, PTC_PK_TENSOR_SCALAR, 0, &a[1], "floor_divide") != CAP_NEXT ||
+        (number && cap_tconvert(c->T, in, PTC_PK_SCALAR, 0, &a[0], "floor_divide") != CAP_NEXT))
         return CAP_BREAK;
+    if (number) {
+        ptc_value *w = cap_wrapped_scalar(c->T, a[0], &a[1]);
+        if (!w)
+            return CAP_BREAK;
+        a[0] = ptc_arg_value(w);
+    }
     return cap_build(c->T, PTC_OP_DIV, a, 3, out);
+}
+
+/* x to dtype dt (x itself when it has it; NULL after a break). */
+static ptc_value *as_dtype(cap_trace *T, ptc_value *x, ptc_dtype dt)
+{
+    if (x->type.dtype == dt)
+        return x;
+    ptc_arg a[2] = {ptc_arg_value(x), ptc_arg_dtype(dt)};
+    return cap_build1(T, PTC_OP_TO, a, 2);
 }
 
 int cap_th_square(cap_tcall *c, PyObject **out)
@@ -151,8 +170,35 @@ int cap_th_square(cap_tcall *c, PyObject **out)
     cap_tensor *x = input_of(c, "input");
     if (!x)
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "square needs a tensor");
-    ptc_arg a[2] = {ptc_arg_value(x->v), ptc_arg_value(x->v)};
+    /* pow(x, 2): a bool tensor squares to int64 */
+    ptc_value *v = x->v->type.dtype == PTC_BOOL ? as_dtype(c->T, x->v, PTC_I64) : x->v;
+    if (!v)
+        return CAP_BREAK;
+    ptc_arg a[2] = {ptc_arg_value(v), ptc_arg_value(v)};
     return cap_build(c->T, PTC_OP_MUL, a, 2, out);
+}
+
+/* float_power(input, exponent): pow computed in float64, whatever the
+ * operands' dtypes, as torch does (a number as input is wrapped as one). */
+int cap_th_float_power(cap_tcall *c, PyObject **out)
+{
+    PyObject *in = ARG(0, "input") ? ARG(0, "input") : ARG(-1, "self"), *e = ARG(1, "exponent");
+    ptc_arg a[2];
+    if (!in || !e || (!cap_is_tensor(in) && !cap_is_tensor(e)))
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s(tensor, exponent)", c->m->name);
+    if (cap_tconvert(c->T, in, PTC_PK_TENSOR_SCALAR, 0, &a[0], c->m->name) != CAP_NEXT ||
+        cap_tconvert(c->T, e, PTC_PK_TENSOR_SCALAR, 0, &a[1], c->m->name) != CAP_NEXT)
+        return CAP_BREAK;
+    for (int i = 0; i < 2; i++)
+        if (a[i].kind == PTC_ARG_VALUE && !(a[i].v = as_dtype(c->T, a[i].v, PTC_F64)))
+            return CAP_BREAK;
+    if (a[0].kind != PTC_ARG_VALUE) {
+        ptc_value *w = cap_wrapped_scalar(c->T, a[0], &a[1]);
+        if (!w)
+            return CAP_BREAK;
+        a[0] = ptc_arg_value(w);
+    }
+    return cap_build(c->T, PTC_OP_POW, a, 2, out);
 }
 
 int cap_th_clamp_one(cap_tcall *c, PyObject **out)
@@ -219,6 +265,9 @@ int cap_th_norm(cap_tcall *c, PyObject **out)
         x = (cap_tensor *)(ARG(0, "x") && cap_is_tensor(ARG(0, "x")) ? ARG(0, "x") : NULL);
     if (!x)
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s needs a tensor", c->m->name);
+    if (!ptc_dtype_is_float(x->v->type.dtype))
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s of a %s tensor (eager raises)", c->m->name,
+                           ptc_dtype_name(x->v->type.dtype));
     bool linalg = c->m->op == 1;
     PyObject *p = ARG(1, linalg ? "ord" : "p"), *dim = ARG(2, "dim"), *keepdim = ARG(3, "keepdim");
     if (ARG(-1, "dtype") && ARG(-1, "dtype") != Py_None)

@@ -76,17 +76,23 @@ static int dim_of(cap_tcall *c, PyObject *v, int ndim, int *out)
     return CAP_NEXT;
 }
 
+ptc_value *cap_wrapped_scalar(cap_trace *T, ptc_arg scalar, const ptc_arg *other)
+{
+    const ptc_arg *pair[2] = {other, &scalar};
+    ptc_dtype dt = ptc_result_type(pair, 2);
+    ptc_device dev = other->kind == PTC_ARG_VALUE ? other->v->type.device : PTC_CPU;
+    ptc_arg a[4] = {ptc_arg_ints(T->arena, NULL, 0), scalar, ptc_arg_dtype(dt),
+                    ptc_arg_device(dev)};
+    return cap_build1(T, PTC_OP_FULL, a, 4);
+}
+
 /* A scalar as a 0-dim tensor of the dtype torch would give `scalar op t`. */
 static ptc_value *scalar_tensor(cap_trace *T, PyObject *scalar, cap_tensor *like)
 {
     ptc_arg sa;
     if (cap_tconvert(T, scalar, PTC_PK_SCALAR, 0, &sa, "operand") != CAP_NEXT)
         return NULL;
-    const ptc_arg *pair[2] = {&(ptc_arg){.kind = PTC_ARG_VALUE, .v = like->v}, &sa};
-    ptc_dtype dt = ptc_result_type(pair, 2);
-    ptc_arg a[4] = {ptc_arg_ints(T->arena, NULL, 0), sa, ptc_arg_dtype(dt),
-                    ptc_arg_device(ty(like)->device)};
-    return cap_build1(T, PTC_OP_FULL, a, 4);
+    return cap_wrapped_scalar(T, sa, &(ptc_arg){.kind = PTC_ARG_VALUE, .v = like->v});
 }
 
 /* ---- operators ---------------------------------------------------------------------- */
@@ -627,9 +633,10 @@ bool cap_op_returns_view(int op)
  * indexing also keeps its key, which is how a mutation travels between
  * aliases: writing t makes its base base[key] = t's new value (and so on up
  * to the root), and every other live view of the root is recomputed as
- * root[key...]. Views made otherwise (reshape, transpose, ...) cannot be
- * recomputed, so a mutation while one is alive is a break, as is one that
- * reaches a tensor from outside. */
+ * root[key...]. Views made by permuting or reshaping ops follow it the same
+ * way (torch_permviews.c); others (chunk, expand, reshape of a tensor that
+ * may not be row-major, ...) cannot be recomputed, so a mutation while one
+ * is alive is a break, as is one that reaches a tensor from outside. */
 int cap_t_add_view(cap_tensor *base, cap_tensor *view, PyObject *key)
 {
     if (!base->views && !(base->views = PyList_New(0)))
@@ -643,7 +650,7 @@ int cap_t_add_view(cap_tensor *base, cap_tensor *view, PyObject *key)
     view->base = (cap_tensor *)Py_NewRef((PyObject *)base);
     view->view_key = Py_XNewRef(key);
     base->nviews++;
-    return key ? 0 : cap_t_note_perm_view(view);
+    return key ? 0 : cap_t_note_op_view(view);
 }
 
 /* Is the base still observable through someone other than this view? */
@@ -673,7 +680,7 @@ static int check_views(cap_trace *T, cap_tensor *t, int depth)
         if (!v)
             continue;
         if (!cap_t_view_follows(v) || depth > 32)
-            return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a tensor that has views (reshape, chunk, ...)");
+            return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a tensor that has views (chunk, expand, ...)");
         int rc = check_views(T, v, depth + 1);
         if (rc != CAP_NEXT)
             return rc;
@@ -690,8 +697,8 @@ static int refresh_views(cap_trace *T, cap_tensor *t)
         cap_tensor *v = live_view(PyList_GetItem(views, i));
         if (!v)
             continue;
-        if (v->view_perm) {
-            rc = cap_t_perm_view_refresh(T, v, t);
+        if (cap_t_op_view(v)) {
+            rc = cap_t_op_view_refresh(T, v, t);
             rc = rc == CAP_NEXT ? refresh_views(T, v) : rc;
             continue;
         }
@@ -745,12 +752,13 @@ int cap_check_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv)
             return cap_t_break(T, CAP_B_INPLACE_INPUT,
                                cur == t ? "in-place op on a tensor from outside (%s)"
                                         : "in-place op on a view of a tensor from outside other "
-                                          "than basic indexing or permute/transpose (%s)",
+                                          "than basic indexing, permute/transpose or "
+                                          "view/reshape (%s)",
                                cur->input_v->name);
     cap_tensor *root = alias_root(t);
     for (cap_tensor *cur = t; cur != root; cur = cur->base)
         if (!cap_t_view_follows(cur))
-            return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a view other than basic indexing or permute/transpose (reshape, chunk, ...)");
+            return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a view other than basic indexing, permute/transpose or view/reshape (chunk, expand, ...)");
     return check_views(T, root, 0);
 }
 
@@ -772,7 +780,7 @@ int cap_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv)
         if (!tmp)
             return CAP_ERR;
         cur->v = val;
-        rc = cur->view_perm ? cap_t_perm_view_write_back(T, cur, val)
+        rc = cap_t_op_view(cur) ? cap_t_op_view_write_back(T, cur, val)
                             : setitem_core(T, cur->base, cur->view_key, tmp);
         Py_DECREF(tmp);
         if (rc != CAP_NEXT)

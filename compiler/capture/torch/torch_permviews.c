@@ -1,13 +1,19 @@
-/* Views that reorder dimensions (permute, transpose, t) and mutation.
+/* Views made by ops (permute, transpose, t; view, reshape, flatten,
+ * squeeze, unsqueeze) and mutation.
  *
  * A basic-indexing view follows a mutation through its key (torch_ops.c).
  * A permuted view follows one through its permutation: it is recomputed
  * from its base as base.permute(perm), and a write through it reaches the
- * base as value.permute(inverse of perm). Both are exact for every element,
- * so x.t().add_(1) on an argument is one graph written back after the call,
- * as torch.compile's functionalisation does. The permutation is read from
- * the node that made the view, so the view must come straight from one of
- * these ops; anything else keeps no permutation and stays a break.
+ * base as value.permute(inverse of perm). A reshaped view keeps its base's
+ * elements in row-major order, which is what torch's view means whatever
+ * the strides: it is recomputed as base.reshape(its shape), and a write
+ * reaches the base as value.reshape(the base's shape). All are exact for
+ * every element, so x.t().add_(1) or x.view(-1)[0] = 1 on an argument is one
+ * graph written back after the call, as torch.compile's functionalisation
+ * does. The view must come straight from one of these ops (read from the
+ * node that made it); reshape and flatten only of an argument whose layout
+ * the guards fix as row-major, where eager's result is sure to be a view
+ * (of anything else it may be a copy). Anything else stays a break.
  */
 #include "capture/torch/torch.h"
 
@@ -52,10 +58,33 @@ static bool node_perm(const ptc_value *v, const ptc_value *base, int perm[PTC_MA
     return false;
 }
 
-int cap_t_note_perm_view(cap_tensor *view)
+/* Is v made by a reshaping op of base whose result eager is sure to give
+ * as a view? */
+static bool node_reshape(const ptc_value *v, const cap_tensor *base)
+{
+    const ptc_node *n = v->def;
+    if (!n || n->nargs < 1 || n->args[0].kind != PTC_ARG_VALUE || n->args[0].v != base->v)
+        return false;
+    switch (n->op) {
+    case PTC_OP_VIEW: case PTC_OP_SQUEEZE: case PTC_OP_UNSQUEEZE:
+        return true;
+    case PTC_OP_RESHAPE: case PTC_OP_FLATTEN:
+        return base->input_v && !base->base && base->input_v->type.layout == PTC_LAYOUT_CONTIGUOUS;
+    default:
+        return false;
+    }
+}
+
+int cap_t_note_op_view(cap_tensor *view)
 {
     int perm[PTC_MAX_DIMS];
-    if (!view->base || view->view_key || !node_perm(view->v, view->base->v, perm))
+    if (!view->base || view->view_key)
+        return 0;
+    if (node_reshape(view->v, view->base)) {
+        view->view_reshape = true;
+        return 0;
+    }
+    if (!node_perm(view->v, view->base->v, perm))
         return 0;
     int ndim = view->v->type.ndim;
     PyObject *t = PyTuple_New(ndim);
@@ -84,17 +113,32 @@ static ptc_value *permuted(cap_trace *T, ptc_value *v, PyObject *perm, bool inve
     return cap_build1(T, PTC_OP_PERMUTE, args, 2);
 }
 
-int cap_t_perm_view_refresh(cap_trace *T, cap_tensor *view, cap_tensor *base)
+/* v.reshape(as's shape) (NULL after a break). */
+static ptc_value *reshaped(cap_trace *T, ptc_value *v, const ptc_value *as)
 {
-    ptc_value *v = permuted(T, base->v, view->view_perm, false);
+    ptc_arg args[2] = {ptc_arg_value(v), ptc_arg_dims(T->arena, as->type.shape, as->type.ndim)};
+    return cap_build1(T, PTC_OP_RESHAPE, args, 2);
+}
+
+int cap_t_op_view_refresh(cap_trace *T, cap_tensor *view, cap_tensor *base)
+{
+    ptc_value *v = view->view_reshape ? reshaped(T, base->v, view->v)
+                                      : permuted(T, base->v, view->view_perm, false);
     if (!v)
         return CAP_BREAK;
     view->v = v;
     return CAP_NEXT;
 }
 
-int cap_t_perm_view_write_back(cap_trace *T, cap_tensor *view, ptc_value *nv)
+int cap_t_op_view_write_back(cap_trace *T, cap_tensor *view, ptc_value *nv)
 {
+    if (view->view_reshape) {
+        ptc_value *v = reshaped(T, nv, view->base->v);
+        if (!v)
+            return CAP_BREAK;
+        view->base->v = v;
+        return CAP_NEXT;
+    }
     ptc_value *v = permuted(T, nv, view->view_perm, true);
     /* A row-major base stays row-major, as eager's tensor written in place
        does: later ops (and the eager backend) lay their results out like it. */

@@ -59,7 +59,7 @@ cap_tmap cap_tmaps[] = {
     MT("__xor__", BITWISE_XOR, "self,other") MT("__neg__", NEG, "self") MT("__abs__", ABS, "self")
     FN("torch.pow", POW, "input:self,exponent,*,^out") MT("pow", POW, "self,exponent")
     MI("pow_", POW, "self,exponent")
-    FN("torch.float_power", POW, "input:self,exponent")
+    FX("torch.float_power", float_power, -1, "") MX("float_power", float_power, -1, "")
     FN("torch.rsub", RSUB, "input:self,other,*,alpha")
     FX("torch.floor_divide", floor_divide, -1, "") MX("floor_divide", floor_divide, -1, "")
     MXI("floor_divide_", floor_divide, -1, "")

@@ -267,6 +267,28 @@ static const char *pure_torch[] = {
     "builtins.dict.fromkeys", "itertools.chain.from_iterable", NULL,
 };
 
+/* The functions of those modules that write their first argument: run at
+ * trace time they would write the trace's copy of a container from outside,
+ * not the container (cap_pure_fn_writes). */
+static const char *writes_first_arg[] = {
+    "heappush", "heappop", "heapify", "heapreplace", "heappushpop", "_heappop_max",
+    "_heapify_max", "_heapreplace_max", "insort", "insort_left", "insort_right", "setitem",
+    "delitem", "iadd", "iand", "iconcat", "ifloordiv", "ilshift", "imod", "imul", "imatmul",
+    "ior", "ipow", "irshift", "isub", "itruediv", "ixor", "_count_elements", NULL,
+};
+
+bool cap_pure_fn_writes(PyObject *fn)
+{
+    PyObject *name = PyCFunction_Check(fn) ? PyObject_GetAttr(fn, cap_P.s_name) : NULL;
+    const char *n = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    bool writes = false;
+    for (int i = 0; n && writes_first_arg[i]; i++)
+        writes = writes || strcmp(n, writes_first_arg[i]) == 0;
+    Py_XDECREF(name);
+    PyErr_Clear();
+    return writes;
+}
+
 bool cap_is_pure_fn(PyObject *fn)
 {
     if (!cap_T.pure_fns) {

@@ -955,7 +955,9 @@ int cap_t_dict_lookup(cap_interp *I, PyObject *d, PyObject *key, PyObject **out)
         return CAP_ERR;
     if (!has)
         return cap_guard_add(T, CAP_G_DICT_HAS, cap_t_source_of(T, d), key, 0) < 0 ? CAP_ERR : CAP_NEXT;
-    return cap_t_getitem(I, d, key, out);
+    /* not written in this trace: what d stores, as dict's own lookup reads
+       it (a subclass's __getitem__ aside) */
+    return cap_t_stored_dict_item(T, d, key, out);
 }
 
 /* The class whose C method callable is (a method-wrapper and a method
@@ -987,17 +989,52 @@ static PyObject *bound_to(PyObject *callable, PyObject *self)
 }
 
 /* A dict view a read of an outside dict returned, a view of the trace's
- * copy: where dict's own method made it, the copy stands for the outside
- * dict, so that the view escapes as a view of the caller's dict (live, as
- * eager's); an OrderedDict's would escape as a dict's (its order lost), so
- * it is its items, in its order, as a list. */
-static int view_result(cap_trace *T, bool dict_view, PyObject *copy, PyObject *self, PyObject **out)
+ * copy, which stands for the outside dict where the view escapes (live, as
+ * eager's). An OrderedDict's view is remade on an OrderedDict of the copy's
+ * items (the copy lists them in the OrderedDict's order): an odict view, as
+ * eager's, that escapes as a view of the caller's OrderedDict. */
+static int view_result(cap_trace *T, const char *name, PyObject *copy, PyObject *self,
+                       PyObject **out)
 {
-    if (dict_view)
+    if (copy == self)
+        return CAP_NEXT; /* no copy: the view is the object's own */
+    if (!PyObject_TypeCheck(self, (PyTypeObject *)cap_P.OrderedDict))
         return cap_t_map(T, copy, cap_t_source_of(T, self)) < 0 ? CAP_ERR : CAP_NEXT;
-    PyObject *l = PySequence_List(*out);
-    Py_SETREF(*out, l);
-    return l ? CAP_NEXT : CAP_ERR;
+    PyObject *ordered = PyObject_CallFunctionObjArgs(cap_P.OrderedDict, copy, NULL);
+    PyObject *view = ordered ? PyObject_CallMethod(ordered, name, NULL) : NULL;
+    int rc = view && cap_t_map(T, ordered, cap_t_source_of(T, self)) == 0 ? CAP_NEXT : CAP_ERR;
+    Py_XDECREF(ordered);
+    if (rc == CAP_NEXT)
+        Py_SETREF(*out, view);
+    else
+        Py_XDECREF(view);
+    return rc;
+}
+
+/* od.copy() / dd.copy() of an outside OrderedDict or defaultdict (exactly
+ * those: a subclass's copy calls its own constructor): a new one holding
+ * the items the object stores, in its order, with the same default_factory
+ * (read through the object's source, guarded). */
+static int typed_dict_copy(cap_interp *I, PyObject *self, PyObject **out)
+{
+    PyObject *items = NULL, *factory = NULL, *name = NULL;
+    int rc = cap_t_current(I, &self); /* written in this trace: a break */
+    if (rc != CAP_NEXT)
+        return rc;
+    if (!(items = cap_t_stored_items(I->T, self)))
+        return CAP_ERR;
+    if ((PyObject *)Py_TYPE(self) == cap_P.OrderedDict) {
+        *out = PyObject_CallFunctionObjArgs(cap_P.OrderedDict, items, NULL);
+    } else {
+        name = PyUnicode_InternFromString("default_factory");
+        rc = name ? cap_t_getattr(I, self, name, &factory) : CAP_ERR;
+        *out = rc == CAP_NEXT ? PyObject_CallFunctionObjArgs(cap_P.defaultdict, factory, items, NULL)
+                              : NULL;
+    }
+    Py_DECREF(items);
+    Py_XDECREF(factory);
+    Py_XDECREF(name);
+    return rc != CAP_NEXT ? rc : *out ? CAP_NEXT : CAP_ERR;
 }
 
 /* A C method of an outside list, tuple, dict or set. Mutators are logged
@@ -1018,9 +1055,13 @@ static int outside_container_method(cap_interp *I, PyObject *callable, PyObject 
         return cap_t_break(T, CAP_B_MUTATE_OUTSIDE, "%s.%s() on an object from outside",
                            cap_tpname(Py_TYPE(self)), name);
     }
+    PyTypeObject *type = Py_TYPE(self);
+    if (strcmp(name, "copy") == 0 && nargs == 0 && !kwnames &&
+        ((PyObject *)type == cap_P.OrderedDict || (PyObject *)type == cap_P.defaultdict))
+        return typed_dict_copy(I, self, out);
     PyObject *owner = method_owner(callable, self);
     /* OrderedDict's views list what a plain dict in its order (the copy's)
-       lists; its copy() is not a dict's */
+       lists; its copy() is not a dict's (a subclass's is its own) */
     PyTypeObject *base = owner && PyType_Check(owner) ? (PyTypeObject *)owner : NULL;
     bool stored = base == &PyList_Type || base == &PyTuple_Type || base == &PyDict_Type ||
                   (owner && owner == cap_P.OrderedDict && strcmp(name, "copy") != 0);
@@ -1053,7 +1094,7 @@ static int outside_container_method(cap_interp *I, PyObject *callable, PyObject 
     Py_XDECREF(m);
     if (rc == CAP_NEXT &&
         (PyDictKeys_Check(*out) || PyDictValues_Check(*out) || PyDictItems_Check(*out)))
-        rc = view_result(T, base == &PyDict_Type && copy != self, copy, self, out);
+        rc = view_result(T, name, copy, self, out);
     Py_DECREF(copy);
     return rc;
 }
@@ -1171,7 +1212,13 @@ static int c_callable(cap_interp *I, PyObject *callable, PyObject *const *args, 
             Py_XDECREF(m);
         }
     } else if (cap_is_pure_fn(callable)) {
-        rc = real_call_flowed(T, callable, args, nargs, kwnames, out);
+        int npos = nargs - (kwnames ? (int)PyTuple_Size(kwnames) : 0);
+        if (npos > 0 && cap_pure_fn_writes(callable) && cap_t_outside(T, args[0]) &&
+            !cap_is_constant(args[0]))
+            rc = cap_t_break(T, CAP_B_MUTATE_OUTSIDE, "%s() writes a %s from outside", name,
+                             cap_tpname(Py_TYPE(args[0])));
+        else
+            rc = real_call_flowed(T, callable, args, nargs, kwnames, out);
     } else {
         PyObject *mod = PyObject_GetAttr(callable, cap_P.s_module);
         PyErr_Clear();

@@ -18,6 +18,11 @@
  * a read would see them (through their sources, guarded), the pending
  * writes applied; operations then read the shadow instead (cap_t_current).
  * A single key of a written dict is answered from the pending writes.
+ * Instances of list and dict subclasses are written the same way (through
+ * the base type's methods, which is what the program called: no Python
+ * override of them, or super() in one), but have no shadow: a read of one
+ * that needs the whole object after a write breaks, since the subclass may
+ * read itself otherwise than its storage.
  *
  * Mutations inside a nested run (a callback of a builtin, a generator
  * expression's body) are logged too: a break there reruns the builtin for
@@ -117,6 +122,11 @@ static PyObject *materialize(cap_interp *I, PyObject *rec)
     if (s)
         return s;
     PyObject *obj = PyList_GetItem(rec, REC_OBJ), *pending = PyList_GetItem(rec, REC_PENDING);
+    if (!PyList_CheckExact(obj) && !PyDict_CheckExact(obj)) {
+        cap_signal_break(CAP_B_MUTATE_OUTSIDE, "an outside %s read whole after a write",
+                         cap_tpname(Py_TYPE(obj)));
+        return NULL;
+    }
     PyList_SetItem(rec, REC_SHADOW, Py_NewRef(Py_Ellipsis));
     s = cap_t_flow(I->T, obj);
     if (!s) {
@@ -148,12 +158,17 @@ static PyObject *materialize(cap_interp *I, PyObject *rec)
 
 int cap_t_current(cap_interp *I, PyObject **obj)
 {
-    if (!I->T || !(PyList_CheckExact(*obj) || PyDict_CheckExact(*obj)))
+    if (!I->T || !(PyList_Check(*obj) || PyDict_Check(*obj)))
         return CAP_NEXT;
     PyObject *rec = record_of(I->T, *obj);
     if (!rec || PyList_GetItem(rec, REC_OBJ) != *obj ||
         PyList_GetItem(rec, REC_SHADOW) == Py_Ellipsis)
         return CAP_NEXT;
+    if (!PyList_CheckExact(*obj) && !PyDict_CheckExact(*obj)) { /* a subclass: no shadow */
+        cap_signal_break(CAP_B_MUTATE_OUTSIDE, "an outside %s read after a write",
+                         cap_tpname(Py_TYPE(*obj)));
+        return CAP_ERR;
+    }
     PyObject *s = materialize(I, rec);
     if (!s)
         return CAP_ERR;
@@ -168,7 +183,7 @@ bool cap_t_written(cap_trace *T, PyObject *obj)
 
 int cap_t_dict_written(cap_trace *T, PyObject *d, PyObject *key, PyObject **v)
 {
-    PyObject *rec = PyDict_CheckExact(d) ? record_of(T, d) : NULL;
+    PyObject *rec = PyDict_Check(d) ? record_of(T, d) : NULL;
     if (!rec)
         return -1;
     PyObject *s = shadow_of(rec);
@@ -359,20 +374,24 @@ static int list_pop(cap_interp *I, PyObject *l, PyObject *index, PyObject **out)
     Py_ssize_t i = index ? PyLong_AsSsize_t(index) : -1;
     if (i == -1 && PyErr_Occurred())
         return CAP_ERR;
+    PyObject *rec = record_get(I->T, l);
+    if (!rec)
+        return CAP_ERR;
+    PyObject *pending = PyList_GetItem(rec, REC_PENDING), *s = shadow_of(rec);
+    Py_ssize_t n = PyList_Size(pending);
+    bool from_pending = !s && i < 0 && -i <= n;
+    /* the shadow before the log: a break in making it runs the pop for real */
+    if (!from_pending && !s && !(s = materialize(I, rec)))
+        return CAP_ERR;
     PyObject *key = PyLong_FromSsize_t(i);
     int rc = key ? cap_t_effect(I, CAP_E_POP, l, key, NULL) : CAP_ERR;
     Py_XDECREF(key);
-    PyObject *rec = rc == CAP_NEXT ? record_get(I->T, l) : NULL;
-    if (!rec)
-        return rc == CAP_NEXT ? CAP_ERR : rc;
-    PyObject *pending = PyList_GetItem(rec, REC_PENDING), *s = shadow_of(rec);
-    Py_ssize_t n = PyList_Size(pending);
-    if (!s && i < 0 && -i <= n) {
+    if (rc != CAP_NEXT)
+        return rc;
+    if (from_pending) {
         *out = Py_NewRef(PyList_GetItem(pending, n + i));
         return PySequence_DelItem(pending, n + i) < 0 ? CAP_ERR : CAP_NEXT;
     }
-    if (!s && !(s = materialize(I, rec)))
-        return CAP_ERR;
     *out = PyObject_CallMethod(s, "pop", "n", i);
     return *out ? CAP_NEXT : CAP_ERR;
 }
@@ -404,8 +423,8 @@ static int list_mutator(cap_interp *I, PyObject *l, const char *name, PyObject *
         }
         Py_DECREF(items);
     } else if (strcmp(name, "insert") == 0 && nargs == 2 && is_index(args[0])) {
-        if ((rc = cap_t_effect(I, CAP_E_INSERT, l, args[0], args[1])) != CAP_NEXT ||
-            (rc = list_shadow(I, l, &s)) != CAP_NEXT)
+        if ((rc = list_shadow(I, l, &s)) != CAP_NEXT ||
+            (rc = cap_t_effect(I, CAP_E_INSERT, l, args[0], args[1])) != CAP_NEXT)
             return rc;
         Py_ssize_t i = PyLong_AsSsize_t(args[0]);
         rc = PyList_Insert(s, i, args[1]) < 0 ? CAP_ERR : CAP_NEXT;
@@ -604,27 +623,35 @@ static int list_slice_write(cap_interp *I, PyObject *l, PyObject *slice, PyObjec
 int cap_t_outside_mutator(cap_interp *I, PyObject *self, const char *name, PyObject *const *args,
                           int nargs, PyObject *kwnames, PyObject **out)
 {
-    if (PyDict_CheckExact(self))
+    bool set = strcmp(name, "__setitem__") == 0;
+    if ((set || strcmp(name, "__delitem__") == 0) && nargs == (set ? 2 : 1) && !kwnames) {
+        /* super().__setitem__(k, v) in a subclass's override */
+        int rc = cap_t_outside_item_write(I, self, args[0], set ? args[1] : NULL);
+        if (rc == CAP_NEXT)
+            *out = Py_NewRef(Py_None);
+        return rc;
+    }
+    if (PyDict_Check(self))
         return dict_mutator(I, self, name, args, nargs, kwnames, out);
-    if (PyList_CheckExact(self) && (strcmp(name, "sort") == 0 || strcmp(name, "reverse") == 0))
+    if (PyList_Check(self) && (strcmp(name, "sort") == 0 || strcmp(name, "reverse") == 0))
         return list_reorder(I, self, name, args, nargs, kwnames, out);
-    if (PyList_CheckExact(self) && !kwnames)
+    if (PyList_Check(self) && !kwnames)
         return list_mutator(I, self, name, args, nargs, out);
     return CAP_NONE;
 }
 
 int cap_t_outside_item_write(cap_interp *I, PyObject *obj, PyObject *key, PyObject *v)
 {
-    if (PyDict_CheckExact(obj))
+    if (PyDict_Check(obj))
         return dict_write(I, obj, key, v);
-    if (PyList_CheckExact(obj) && PySlice_Check(key))
+    if (PyList_Check(obj) && PySlice_Check(key))
         return list_slice_write(I, obj, key, v);
-    if (!PyList_CheckExact(obj) || !is_index(key))
+    if (!PyList_Check(obj) || !is_index(key))
         return CAP_NONE;
     PyObject *s = NULL;
-    int rc = cap_t_effect(I, v ? CAP_E_ITEM_SET : CAP_E_ITEM_DEL, obj, key, v);
+    int rc = list_shadow(I, obj, &s); /* before the log: a break here runs the write for real */
     if (rc == CAP_NEXT)
-        rc = list_shadow(I, obj, &s);
+        rc = cap_t_effect(I, v ? CAP_E_ITEM_SET : CAP_E_ITEM_DEL, obj, key, v);
     if (rc != CAP_NEXT)
         return rc;
     return (v ? PyObject_SetItem(s, key, v) : PyObject_DelItem(s, key)) < 0 ? CAP_ERR : CAP_NEXT;

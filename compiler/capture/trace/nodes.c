@@ -28,6 +28,7 @@ PyObject *cap_tensor_new(cap_trace *T, ptc_value *v)
     t->base = NULL;
     t->view_key = NULL;
     t->view_perm = NULL;
+    t->view_reshape = false;
     t->nviews = 0;
     t->views = NULL;
     t->weakrefs = NULL;

@@ -560,6 +560,56 @@ static int keys_guard(cap_trace *T, PyObject *d, int src, PyObject **keys_out)
     return 0;
 }
 
+int cap_t_stored_dict_item(cap_trace *T, PyObject *d, PyObject *key, PyObject **out)
+{
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    int src = cap_t_source_of(T, d);
+    if (!v) {
+        if (!PyErr_Occurred() && cap_guard_add(T, CAP_G_DICT_HAS, src, key, 0) == 0)
+            PyErr_SetObject(PyExc_KeyError, key);
+        return CAP_ERR;
+    }
+    return derived(T, v, CAP_S_ITEM, src, 0, key, out);
+}
+
+/* d[key] of a key d does not hold, as dict's lookup answers it: a Python
+ * __missing__ (Counter's 0) is traced; defaultdict's stores
+ * default_factory() under the key (a logged write where d is from outside)
+ * and returns it; with neither, eager's KeyError. */
+static int missing_item(cap_interp *I, PyObject *d, PyObject *key, PyObject **out)
+{
+    PyObject *m = python_method(d, "__missing__", NULL), *factory = NULL, *v = NULL;
+    if (m) {
+        PyObject *args[2] = {d, key};
+        return cap_t_call_sync(I, m, args, 2, NULL, out);
+    }
+    if (!PyObject_TypeCheck(d, (PyTypeObject *)cap_P.defaultdict) ||
+        python_method(d, "__setitem__", NULL)) {
+        PyErr_SetObject(PyExc_KeyError, key);
+        return CAP_ERR;
+    }
+    PyObject *name = PyUnicode_InternFromString("default_factory");
+    int rc = name ? cap_t_getattr(I, d, name, &factory) : CAP_ERR;
+    Py_XDECREF(name);
+    if (rc == CAP_NEXT && factory == Py_None) {
+        PyErr_SetObject(PyExc_KeyError, key);
+        rc = CAP_ERR;
+    }
+    if (rc == CAP_NEXT)
+        rc = cap_t_call_sync(I, factory, NULL, 0, NULL, &v);
+    if (rc == CAP_NEXT) {
+        rc = cap_t_outside(I->T, d) ? cap_t_outside_item_write(I, d, key, v)
+             : PyDict_SetItem(d, key, v) < 0 ? CAP_ERR
+                                              : CAP_NEXT;
+    }
+    Py_XDECREF(factory);
+    if (rc == CAP_NEXT)
+        *out = v;
+    else
+        Py_XDECREF(v);
+    return rc;
+}
+
 int cap_t_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out)
 {
     cap_trace *T = I->T;
@@ -577,13 +627,12 @@ int cap_t_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out)
         return rc;
     }
     PyObject *written = NULL;
-    switch (PyDict_CheckExact(obj) ? cap_t_dict_written(T, obj, key, &written) : -1) {
+    switch (plain_dict(obj) ? cap_t_dict_written(T, obj, key, &written) : -1) {
     case 1:
         *out = Py_NewRef(written);
         return CAP_NEXT;
-    case 0:
-        PyErr_SetObject(PyExc_KeyError, key);
-        return CAP_ERR;
+    case 0: /* deleted in this trace */
+        return missing_item(I, obj, key, out);
     }
     int rc = cap_t_current(I, &obj);
     if (rc != CAP_NEXT)
@@ -604,13 +653,10 @@ int cap_t_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out)
         if (!cap_is_key(key))
             return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "outside dict indexed by a %s",
                                cap_tpname(Py_TYPE(key)));
-        PyObject *v = PyDict_GetItemWithError(obj, key);
-        if (!v) {
-            if (!PyErr_Occurred() && cap_guard_add(T, CAP_G_DICT_HAS, src, key, 0) == 0)
-                PyErr_SetObject(PyExc_KeyError, key);
-            return CAP_ERR;
-        }
-        return derived(T, v, CAP_S_ITEM, src, 0, key, out);
+        int has = PyDict_Contains(obj, key);
+        if (has == 0 && cap_guard_add(T, CAP_G_DICT_HAS, src, key, 0) == 0)
+            return missing_item(I, obj, key, out);
+        return has < 0 || PyErr_Occurred() ? CAP_ERR : cap_t_stored_dict_item(T, obj, key, out);
     }
     if (plain_seq(obj)) {
         if (len_guard(T, obj, src) < 0)
@@ -654,7 +700,8 @@ int cap_t_setitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject *v)
     }
     PyObject *m = python_method(obj, v ? "__setitem__" : "__delitem__", NULL);
     if (cap_t_outside(T, obj)) {
-        int rc = cap_is_constant(obj) ? CAP_NONE : cap_t_outside_item_write(I, obj, key, v);
+        /* the base type's item write, unless a Python override takes it */
+        int rc = cap_is_constant(obj) || m ? CAP_NONE : cap_t_outside_item_write(I, obj, key, v);
         if (rc != CAP_NONE)
             return rc;
         /* A Python __setitem__ (nn.Sequential's, a user container's) is

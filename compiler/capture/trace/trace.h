@@ -204,6 +204,7 @@ typedef struct cap_tensor {
     struct cap_tensor *base; /* a view's base (strong), for in-place checks */
     PyObject *view_key;    /* base[view_key] made it (basic indexing), or NULL */
     PyObject *view_perm;   /* base.permute(view_perm) made it (torch_permviews.c), or NULL */
+    bool view_reshape;     /* base.reshape(its shape) made it (torch_permviews.c) */
     int nviews;            /* views taken of it */
     PyObject *views;       /* list of weakrefs to them (cap_t_add_view) */
     PyObject *weakrefs;
@@ -567,6 +568,9 @@ bool cap_t_written(cap_trace *T, PyObject *obj);
 /* A key of an outside dict as this trace left it: 1 written (*v borrowed),
  * 0 deleted or cleared, -1 not written (read the dict itself). */
 int cap_t_dict_written(cap_trace *T, PyObject *d, PyObject *key, PyObject **v);
+/* d[key] as d stores it (dict's own lookup, whatever a subclass overrides),
+ * read through d's source; eager's KeyError when missing. */
+int cap_t_stored_dict_item(cap_trace *T, PyObject *d, PyObject *key, PyObject **out);
 /* obj[key] = v (v NULL: del) on an outside list or dict; CAP_NONE for
  * other objects. */
 int cap_t_outside_item_write(cap_interp *I, PyObject *obj, PyObject *key, PyObject *v);
@@ -659,6 +663,9 @@ int cap_partial_unpack(PyObject *p, PyObject **fn, PyObject **args, PyObject **k
 int cap_t_call_partial(cap_interp *I, PyObject *fn, PyObject *pargs, PyObject *pkw,
                        PyObject *const *args, int nargs, PyObject *kwnames, PyObject **out);
 bool cap_is_pure_fn(PyObject *fn);
+/* One of those that writes its first argument (heapq.heappush, bisect.insort,
+ * operator.setitem, _collections._count_elements). */
+bool cap_pure_fn_writes(PyObject *fn);
 /* A functools.lru_cache / cache wrapper called (lru.c); CAP_NONE for other
  * callables. */
 int cap_t_call_lru(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
