@@ -828,7 +828,8 @@ static int plan_arena(crun *r)
 {
     ptc_program *p = r->p;
     ptc_exec_layout l;
-    if (ptc_exec_arena_layout(p, &r->b, &l, r->err))
+    ptc_device dev = {PTC_DEV_CUDA, (int16_t)r->dev->ordinal};
+    if (ptc_exec_arena_layout(p, &r->b, r->host, dev, r->kept.outs != NULL, &l, r->err))
         return -1;
     int64_t temps = section_aligned(l.size);
     r->scratch_bytes = scratch_need(r);

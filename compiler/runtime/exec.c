@@ -95,7 +95,7 @@ static int plan_arena(run *r)
 {
     ptc_program *p = r->p;
     ptc_exec_layout l;
-    if (ptc_exec_arena_layout(p, &r->b, &l, r->err))
+    if (ptc_exec_arena_layout(p, &r->b, r->host, PTC_CPU, r->kept.outs != NULL, &l, r->err))
         return -1;
     int64_t size = l.size;
     int rc = 0;

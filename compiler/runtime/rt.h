@@ -81,6 +81,7 @@ struct ptc_program {
     /* symbolic sizes: the arena layout placed for the last sizes seen (under
      * lock), which a loop of same-sized calls reuses */
     ptc_bindings layout_sizes;
+    bool layout_provided; /* laid out without the extern-provided buffers */
     int64_t *layout_offset, *layout_nbytes, layout_size;
     /* PTC_ACCURACY: the input graph, which the interpreter runs on the first
      * run's inputs to check its outputs */
@@ -148,9 +149,11 @@ typedef struct ptc_exec_layout {
 /* Fills l (freed by ptc_exec_layout_free, or on failure). A static plan
  * gives the compile's layout; a symbolic one is placed for the run's sizes
  * and checked, once per new set of sizes: the program keeps the last layout
- * for calls of the same sizes. */
-int ptc_exec_arena_layout(ptc_program *p, const ptc_bindings *b, ptc_exec_layout *l,
-                          ptc_error *err);
+ * for calls of the same sizes. Temporaries an extern's kept result will
+ * provide in this run (ptc_exec_extern_keeps with host, dev, outs_given)
+ * take no room: the arena is placed without them, once, and kept alike. */
+int ptc_exec_arena_layout(ptc_program *p, const ptc_bindings *b, const ptc_host *host,
+                          ptc_device dev, bool outs_given, ptc_exec_layout *l, ptc_error *err);
 void ptc_exec_layout_free(ptc_exec_layout *l);
 /* Points bufptr at each buffer in the arena: the arena's base address plus
  * its offset, or empty (readable zeros) where it has no bytes. */
@@ -238,6 +241,12 @@ typedef struct ptc_exec_kept {
  * at the results; returns 1 when it did not apply, 0 when it ran, -1 on error
  * (a result that is not laid out as its buffer — contiguous, or channels-last
  * for a permuted one — with its type and sizes on dev's kind is one). */
+/* Whether ptc_exec_extern_kept applies to extern n in a run with host on
+ * dev: the host runs it, has run_extern_new, and each of its outputs is a
+ * temporary or (outs_given: the run's graph outputs are kept->outs) a graph
+ * output. */
+bool ptc_exec_extern_keeps(const ptc_program *p, const ptc_host *host, const ptc_lnode *n,
+                           ptc_device dev, bool outs_given);
 int ptc_exec_extern_kept(const ptc_program *p, const ptc_bindings *b, void **bufptr,
                          const ptc_host *host, const ptc_lnode *n, const ptc_node *node,
                          const ptc_tensor *const *inp, ptc_device dev, ptc_exec_kept *kept,

@@ -232,39 +232,62 @@ static bool same_sizes(const ptc_bindings *x, const ptc_bindings *y)
     return true;
 }
 
-/* Places a symbolic plan's buffers for the sizes in b. */
-static int place_layout(const ptc_program *p, const ptc_bindings *b, int64_t *offset,
-                        int64_t *nbytes, int64_t *size, ptc_error *err)
+/* Places the plan's arena buffers (in_arena) for the sizes in b. */
+static int place_layout(const ptc_program *p, const ptc_bindings *b, const bool *in_arena,
+                        int64_t *offset, int64_t *nbytes, int64_t *size, ptc_error *err)
 {
     const ptc_mplan *mp = &p->sched->plan;
     for (int i = 0; i < mp->nbufs; i++) {
         nbytes[i] = 0;
-        if (!mp->in_arena[i])
+        if (!in_arena[i])
             continue;
         const ptc_lbuf *lb = p->prog->bufs[i];
         nbytes[i] = (int64_t)ptc_dtype_size(lb->dtype);
         for (int d = 0; d < lb->ndim; d++)
             nbytes[i] *= ptc_exec_dim(b, lb->shape[d]);
     }
-    *size = ptc_mplan_place(mp->nbufs, nbytes, mp->first, mp->last, mp->in_arena, offset);
-    return ptc_mplan_check(mp->nbufs, nbytes, mp->first, mp->last, mp->in_arena, offset, *size,
-                           err);
+    *size = ptc_mplan_place(mp->nbufs, nbytes, mp->first, mp->last, in_arena, offset);
+    return ptc_mplan_check(mp->nbufs, nbytes, mp->first, mp->last, in_arena, offset, *size, err);
 }
 
-static int arena_layout(ptc_program *p, const ptc_bindings *b, int64_t *offset, int64_t *nbytes,
-                        int64_t *size, ptc_error *err)
+/* The plan's arena buffers less those an extern's kept result provides in
+ * a run with host on dev (malloc'd); NULL when there are none. */
+static bool *arena_without_provided(const ptc_program *p, const ptc_host *host, ptc_device dev,
+                                    bool outs_given)
+{
+    const ptc_schedule *s = p->sched;
+    bool *in_arena = NULL;
+    for (int t = 0; t < s->nsteps; t++) {
+        const ptc_lnode *n = p->prog->nodes[s->steps[t].index];
+        if (s->steps[t].kind != PTC_STEP_EXTERN || !ptc_exec_extern_keeps(p, host, n, dev,
+                                                                         outs_given))
+            continue;
+        if (!in_arena) {
+            in_arena = malloc(sizeof *in_arena * ((size_t)s->plan.nbufs + 1));
+            PTC_ASSERT(in_arena);
+            memcpy(in_arena, s->plan.in_arena, sizeof *in_arena * (size_t)s->plan.nbufs);
+        }
+        for (int o = 0; o < 2; o++)
+            if (n->out[o] >= 0)
+                in_arena[n->out[o]] = false;
+    }
+    return in_arena;
+}
+
+static int arena_layout(ptc_program *p, const ptc_bindings *b, const bool *provided_out,
+                        int64_t *offset, int64_t *nbytes, int64_t *size, ptc_error *err)
 {
     const ptc_mplan *mp = &p->sched->plan;
     size_t n = (size_t)mp->nbufs * sizeof(int64_t);
-    if (mp->is_static) {
+    if (mp->is_static && !provided_out) {
         memcpy(offset, mp->offset, n);
         memcpy(nbytes, mp->nbytes, n);
         *size = mp->arena_bytes;
         return 0;
     }
-    bool hit = false;
+    bool hit = false, provided = provided_out != NULL;
     pthread_mutex_lock(&p->lock);
-    if (p->layout_offset && same_sizes(&p->layout_sizes, b)) {
+    if (p->layout_offset && p->layout_provided == provided && same_sizes(&p->layout_sizes, b)) {
         memcpy(offset, p->layout_offset, n);
         memcpy(nbytes, p->layout_nbytes, n);
         *size = p->layout_size;
@@ -273,7 +296,7 @@ static int arena_layout(ptc_program *p, const ptc_bindings *b, int64_t *offset, 
     pthread_mutex_unlock(&p->lock);
     if (hit)
         return 0;
-    if (place_layout(p, b, offset, nbytes, size, err))
+    if (place_layout(p, b, provided ? provided_out : mp->in_arena, offset, nbytes, size, err))
         return -1;
     pthread_mutex_lock(&p->lock);
     if (!p->layout_offset) {
@@ -285,21 +308,25 @@ static int arena_layout(ptc_program *p, const ptc_bindings *b, int64_t *offset, 
         memcpy(p->layout_nbytes, nbytes, n);
         p->layout_size = *size;
         p->layout_sizes = *b;
+        p->layout_provided = provided;
     }
     __atomic_store_n(&p->info.arena_bytes, (size_t)*size, __ATOMIC_RELAXED); /* for tools */
     pthread_mutex_unlock(&p->lock);
     return 0;
 }
 
-int ptc_exec_arena_layout(ptc_program *p, const ptc_bindings *b, ptc_exec_layout *l,
-                          ptc_error *err)
+int ptc_exec_arena_layout(ptc_program *p, const ptc_bindings *b, const ptc_host *host,
+                          ptc_device dev, bool outs_given, ptc_exec_layout *l, ptc_error *err)
 {
     size_t n = (size_t)p->sched->plan.nbufs + 1;
     l->offset = malloc(sizeof(int64_t) * n);
     l->nbytes = malloc(sizeof(int64_t) * n);
     l->size = 0;
     PTC_ASSERT(l->offset && l->nbytes);
-    if (arena_layout(p, b, l->offset, l->nbytes, &l->size, err) == 0)
+    bool *in_arena = arena_without_provided(p, host, dev, outs_given);
+    int rc = arena_layout(p, b, in_arena, l->offset, l->nbytes, &l->size, err);
+    free(in_arena);
+    if (rc == 0)
         return 0;
     ptc_exec_layout_free(l);
     return -1;
@@ -547,18 +574,26 @@ static void result_as_output(const ptc_program *p, int buf, ptc_exec_kept *kept)
     ptc_tensor_release(t);
 }
 
+bool ptc_exec_extern_keeps(const ptc_program *p, const ptc_host *host, const ptc_lnode *n,
+                           ptc_device dev, bool outs_given)
+{
+    if (!ptc_exec_extern_by_host(host, n, dev) || !host->run_extern_new)
+        return false;
+    for (int o = 0; o < 2; o++) {
+        int kind = n->out[o] >= 0 ? p->prog->bufs[n->out[o]]->kind : PTC_LB_TEMP;
+        if (kind != PTC_LB_TEMP && !(kind == PTC_LB_OUTPUT && outs_given))
+            return false;
+    }
+    return true;
+}
+
 int ptc_exec_extern_kept(const ptc_program *p, const ptc_bindings *b, void **bufptr,
                          const ptc_host *host, const ptc_lnode *n, const ptc_node *node,
                          const ptc_tensor *const *inp, ptc_device dev, ptc_exec_kept *kept,
                          ptc_error *err)
 {
-    if (!ptc_exec_extern_by_host(host, n, dev) || !host->run_extern_new)
+    if (!ptc_exec_extern_keeps(p, host, n, dev, kept->outs != NULL))
         return 1;
-    for (int o = 0; o < 2; o++) {
-        int kind = n->out[o] >= 0 ? p->prog->bufs[n->out[o]]->kind : PTC_LB_TEMP;
-        if (kind != PTC_LB_TEMP && !(kind == PTC_LB_OUTPUT && kept->outs))
-            return 1;
-    }
     /* res[k] arrives with the layout its buffer wants (sizes and strides;
        strides all 0: any dense layout) */
     ptc_tensor res[2] = {{0}};

@@ -100,7 +100,8 @@ typedef struct ptc_program_info {
     int ncompiled;
     int ncached;
     int nexterns;
-    size_t arena_bytes; /* symbolic sizes: the last run's arena (0 before one) */
+    size_t arena_bytes; /* the last run's arena: before one, a static plan's (symbolic: 0); a
+                           run whose externs' kept results provide buffers places less */
 } ptc_program_info;
 void ptc_program_get_info(const ptc_program *p, ptc_program_info *info);
 /* The printed form of a stage of the compile ("prims", "loops", "kernels",

@@ -531,7 +531,8 @@ END_TEST
 /* run_extern_new's results are freed once their buffers are last read, as
  * eager frees intermediates, not at the end of the run: a chain of four
  * matmuls with a relu after each holds one result at a time, not three (the
- * last is the graph's output). */
+ * last is the graph's output); and the arena has no room for them, only for
+ * a relu's result. */
 static int live_results, most_live_results;
 
 static void release_counted(ptc_storage *s)
@@ -574,6 +575,9 @@ START_TEST(extern_results_are_freed_after_their_last_read)
     ck_assert(run_vs_reference(p, g, in, &host, 0) < 1e-4);
     ck_assert_int_eq(fh.externs, 4);
     ck_assert_int_eq(most_live_results, 1);
+    ptc_program_info info;
+    ptc_program_get_info(p, &info);
+    ck_assert_int_eq(info.arena_bytes, 4 * 4 * sizeof(float)); /* one relu's result at a time */
     for (int i = 0; i < 2; i++)
         ptc_tensor_release(&in[i]);
     ptc_program_release(p);
