@@ -700,10 +700,11 @@ void ptc_emit_red_identity(int reduce, ptc_dtype dt, double *f, int64_t *i)
     }
 }
 
-/* Does b's (value, index) win over a's for argmax/argmin? Ties and NaNs go
- * to the first index, as torch does. */
-static LLVMValueRef arg_better(ptc_emitter *c, bool max, ptc_dtype dt, LLVMValueRef av,
-                               LLVMValueRef ai, LLVMValueRef bv, LLVMValueRef bi)
+/* Does b's (value, index) win over a's for argmax/argmin? Ties go to the
+ * first index, as torch does; NaNs too, or to the last one where nan_last
+ * (torch's max_pool2d). */
+static LLVMValueRef arg_better(ptc_emitter *c, bool max, bool nan_last, ptc_dtype dt,
+                               LLVMValueRef av, LLVMValueRef ai, LLVMValueRef bv, LLVMValueRef bi)
 {
     LLVMBuilderRef b = c->b;
     LLVMValueRef earlier = LLVMBuildICmp(b, LLVMIntSLT, bi, ai, "");
@@ -719,8 +720,9 @@ static LLVMValueRef arg_better(ptc_emitter *c, bool max, ptc_dtype dt, LLVMValue
     LLVMValueRef eq = LLVMBuildFCmp(b, LLVMRealOEQ, bv, av, "");
     LLVMValueRef num = LLVMBuildAnd(b, LLVMBuildNot(b, an, ""),
                                     LLVMBuildOr(b, gt, LLVMBuildAnd(b, eq, earlier, ""), ""), "");
+    LLVMValueRef nan_order = nan_last ? LLVMBuildICmp(b, LLVMIntSGT, bi, ai, "") : earlier;
     LLVMValueRef nan =
-        LLVMBuildAnd(b, bn, LLVMBuildOr(b, LLVMBuildNot(b, an, ""), earlier, ""), "");
+        LLVMBuildAnd(b, bn, LLVMBuildOr(b, LLVMBuildNot(b, an, ""), nan_order, ""), "");
     return LLVMBuildSelect(b, bn, nan, num, "");
 }
 
@@ -744,8 +746,8 @@ static ptc_red_state welford_merge(ptc_emitter *c, ptc_dtype dt, ptc_red_state a
     return o;
 }
 
-ptc_red_state ptc_emit_red_combine(ptc_emitter *c, int reduce, ptc_dtype dt, ptc_red_state a,
-                                   ptc_red_state x, int w)
+ptc_red_state ptc_emit_red_combine(ptc_emitter *c, int reduce, bool nan_last, ptc_dtype dt,
+                                   ptc_red_state a, ptc_red_state x, int w)
 {
     LLVMBuilderRef b = c->b;
     ptc_red_state o = a;
@@ -767,7 +769,8 @@ ptc_red_state ptc_emit_red_combine(ptc_emitter *c, int reduce, ptc_dtype dt, ptc
         break;
     case PTC_RED_ARGMAX:
     case PTC_RED_ARGMIN: {
-        LLVMValueRef take = arg_better(c, reduce == PTC_RED_ARGMAX, dt, a.v, a.i, x.v, x.i);
+        LLVMValueRef take =
+            arg_better(c, reduce == PTC_RED_ARGMAX, nan_last, dt, a.v, a.i, x.v, x.i);
         o.v = LLVMBuildSelect(b, take, x.v, a.v, "");
         o.i = LLVMBuildSelect(b, take, x.i, a.i, "");
         break;

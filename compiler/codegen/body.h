@@ -141,8 +141,8 @@ typedef struct ptc_red_state {
  * integers. */
 void ptc_emit_red_identity(int reduce, ptc_dtype dt, double *f, int64_t *i);
 /* Combines two states of w lanes (Chan's merge for Welford, whose counts are
- * floats of the value's type). */
-ptc_red_state ptc_emit_red_combine(ptc_emitter *c, int reduce, ptc_dtype dt, ptc_red_state a,
-                                   ptc_red_state x, int w);
+ * floats of the value's type; nan_last: see ptc_lnode). */
+ptc_red_state ptc_emit_red_combine(ptc_emitter *c, int reduce, bool nan_last, ptc_dtype dt,
+                                   ptc_red_state a, ptc_red_state x, int w);
 
 #endif /* PTC_CODEGEN_BODY_H */

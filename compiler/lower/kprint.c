@@ -94,7 +94,8 @@ static void print_kernel_body(ptc_buf *b, const ptc_schedule *s, const ptc_kerne
             else
                 ptc_buf_puts(b, "    member");
             if (n->kind == PTC_LN_REDUCTION) {
-                ptc_buf_printf(b, " %s", ptc_reduce_name(n->reduce));
+                ptc_buf_printf(b, " %s%s", ptc_reduce_name(n->reduce),
+                               n->nan_last ? " nan_last" : "");
                 if (n->reduce == PTC_RED_WELFORD)
                     ptc_buf_printf(b, " correction=%.17g", n->correction);
             }

@@ -288,6 +288,21 @@ ptc_lnode *ptc_lprog_add_node(ptc_lprog *p, int kind)
     return n;
 }
 
+ptc_lnode *ptc_lprog_insert_node(ptc_lprog *p, int at, int kind)
+{
+    PTC_ASSERT(at >= 0 && at <= p->nnodes);
+    ptc_lnode *n = ptc_lprog_add_node(p, kind);
+    memmove(&p->nodes[at + 1], &p->nodes[at], sizeof *p->nodes * (size_t)(p->nnodes - 1 - at));
+    p->nodes[at] = n;
+    for (int i = at; i < p->nnodes; i++)
+        if (p->nodes[i])
+            p->nodes[i]->id = i;
+    for (int b = 0; b < p->nbufs; b++)
+        if (p->bufs[b]->def >= at)
+            p->bufs[b]->def++;
+    return n;
+}
+
 void ptc_lnode_set_prov(ptc_lprog *p, ptc_lnode *n, int nprov, const char *const *prov)
 {
     n->nprov = nprov;
@@ -526,7 +541,8 @@ static void print_node(ptc_buf *b, const ptc_lprog *p, const ptc_lnode *n)
         ptc_buf_puts(b, "pointwise ");
         print_dims(b, n->ranges, n->ndim, 'x', 0);
     } else {
-        ptc_buf_printf(b, "reduction %s ", ptc_reduce_name(n->reduce));
+        ptc_buf_printf(b, "reduction %s%s ", ptc_reduce_name(n->reduce),
+                       n->nan_last ? " nan_last" : "");
         print_dims(b, n->ranges, n->ndim, 'x', 0);
         ptc_buf_puts(b, " over ");
         print_dims(b, n->red, n->nred, 'r', 0);

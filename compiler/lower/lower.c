@@ -830,6 +830,7 @@ static ptc_lnode *window_reduction(lowerer *L, const ptc_node *n, const poolgeo 
     const ptc_value *x = n->args[0].v, *out = n->outs[0];
     ptc_lnode *ln = ptc_lprog_add_node(L->p, PTC_LN_REDUCTION);
     ln->reduce = (uint8_t)reduce;
+    ln->nan_last = reduce == PTC_RED_ARGMAX; /* torch's max_pool2d: the last NaN */
     ln->ndim = out->type.ndim;
     for (int i = 0; i < ln->ndim; i++)
         ln->ranges[i] = out->type.shape[i];
@@ -869,6 +870,19 @@ static ptc_lnode *window_reduction(lowerer *L, const ptc_node *n, const poolgeo 
     return ln;
 }
 
+/* Row (column) i of a window moved to its first one inside the input, where
+ * i lies in the padding before it. The index output reports that position
+ * when every value inside the window is -inf, as torch's search starts there;
+ * the reduction, whose masked loads read -inf in the padding too, kept its
+ * first point, which may lie outside. Elsewhere i is inside: unchanged. */
+static int first_inside(lowerer *L, ptc_lbody *b, int i, int64_t dilation)
+{
+    int before = op2(L, b, PTC_L_MAXIMUM, op2(L, b, PTC_L_SUB, I(L, b, 0), i), I(L, b, 0));
+    int steps = op2(L, b, PTC_L_FLOOR_DIVIDE, op2(L, b, PTC_L_ADD, before, I(L, b, dilation - 1)),
+                    I(L, b, dilation));
+    return op2(L, b, PTC_L_ADD, i, op2(L, b, PTC_L_MUL, steps, I(L, b, dilation)));
+}
+
 static int lower_max_pool(lowerer *L, const ptc_node *n)
 {
     poolgeo g;
@@ -902,6 +916,10 @@ static int lower_max_pool(lowerer *L, const ptc_node *n)
                  op2(L, b, PTC_L_MUL, kh, I(L, b, g.dh)));
     int iw = op2(L, b, PTC_L_ADD, op2(L, b, PTC_L_SUB, op2(L, b, PTC_L_MUL, ow, I(L, b, g.sw)), I(L, b, g.pw)),
                  op2(L, b, PTC_L_MUL, kw, I(L, b, g.dw)));
+    if (g.ph > 0)
+        ih = first_inside(L, b, ih, g.dh);
+    if (g.pw > 0)
+        iw = first_inside(L, b, iw, g.dw);
     int W = ptc_dim_is_static(g.W) ? I(L, b, g.W.value) : ptc_lbody_index(L->a, b, ptc_ix_const(L->a, g.W));
     ix->value = op2(L, b, PTC_L_ADD, op2(L, b, PTC_L_MUL, ih, W), iw);
     ix->label = "max_pool_index";

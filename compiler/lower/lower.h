@@ -303,6 +303,10 @@ typedef struct ptc_lnode {
     int nred;           /* reduction ranges: variables ndim..ndim+nred-1 */
     ptc_dim red[PTC_MAX_DIMS];
     uint8_t reduce;     /* ptc_reduce */
+    /* ARGMAX / ARGMIN: a later NaN wins over an earlier one, as in torch's
+     * max_pool2d (`val > max || isnan(val)`); else the first NaN wins, as in
+     * torch.argmax. Ties between numbers keep the first index either way. */
+    bool nan_last;
     double correction;  /* WELFORD: variance divisor is n - correction */
     ptc_lbody body;
     int value;          /* the body entry computed per point */
@@ -346,6 +350,9 @@ static inline bool ptc_lnode_has_op(const ptc_lnode *n, ptc_op op)
 {
     return n->ops[op / 64] >> (op % 64) & 1;
 }
+/* A new node at position `at` of the execution order: the nodes from `at`
+ * on move one place later (their ids and their buffers' defs follow). */
+ptc_lnode *ptc_lprog_insert_node(ptc_lprog *p, int at, int kind);
 /* Sets a node's provenance (copied). */
 void ptc_lnode_set_prov(ptc_lprog *p, ptc_lnode *n, int nprov, const char *const *prov);
 /* Nodes reading buffer `buf` (loads or extern inputs), counted per node. */

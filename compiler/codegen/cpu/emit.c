@@ -404,7 +404,7 @@ static void red_init(cg *c, red *r, ptc_red_state *acc, int w)
 
 static ptc_red_state red_combine(cg *c, const red *r, ptc_red_state a, ptc_red_state x, int w)
 {
-    return ptc_emit_red_combine(&c->em, r->n->reduce, r->dt, a, x, w);
+    return ptc_emit_red_combine(&c->em, r->n->reduce, r->n->nan_last, r->dt, a, x, w);
 }
 
 static void red_update(cg *c, red *r, LLVMValueRef x, LLVMValueRef idx, int w)

@@ -278,7 +278,7 @@ static void red_save(gcg *c, const red *r, ptc_red_state s)
 /* Combines two states (Chan's merge for Welford). */
 static ptc_red_state red_combine(gcg *c, const red *r, ptc_red_state a, ptc_red_state x)
 {
-    return ptc_emit_red_combine(&c->em, r->n->reduce, r->dt, a, x, 1);
+    return ptc_emit_red_combine(&c->em, r->n->reduce, r->n->nan_last, r->dt, a, x, 1);
 }
 
 /* Folds one element (value x, linear reduction index idx) into a state. */
