@@ -95,7 +95,11 @@ static int plan_arena(run *r)
 {
     ptc_program *p = r->p;
     ptc_exec_layout l;
-    if (ptc_exec_arena_layout(p, &r->b, r->host, PTC_CPU, r->kept.outs != NULL, &l, r->err))
+    /* under max-autotune a float matmul may run through ptc's GEMM instead,
+       writing its buffer (both are timed at its first run): every buffer
+       keeps its room */
+    const ptc_host *keeps = p->tune ? NULL : r->host;
+    if (ptc_exec_arena_layout(p, &r->b, keeps, PTC_CPU, r->kept.outs != NULL, &l, r->err))
         return -1;
     int64_t size = l.size;
     int rc = 0;
