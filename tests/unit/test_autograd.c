@@ -454,6 +454,28 @@ START_TEST(batch_norm_backward_sums_the_activation_twice)
 }
 END_TEST
 
+/* relu's mask is rebuilt from its result where the backward reads the result
+ * anyway (mm saves its input): no bool tensor is saved beside it, in float32
+ * and under bf16 (the result narrowed back from the float32 where). */
+START_TEST(relu_mask_comes_from_the_saved_result)
+{
+    static const char *const graphs[] = {
+        "# ptc ir v1\ngraph g(%x: f32[64,32] cpu, %w: f32[32,16] cpu) {\n"
+        "  %r = relu(%x) : f32[64,32]\n  %y = mm(%r, %w) : f32[64,16]\n  return (%y)\n}\n",
+        "# ptc ir v1\ngraph g(%x: bf16[64,32] cpu, %w: bf16[32,16] cpu) {\n"
+        "  %r = relu(%x) : bf16[64,32]\n  %y = mm(%r, %w) : bf16[64,16]\n  return (%y)\n}\n"};
+    for (int k = 0; k < 2; k++) {
+        partitioned x;
+        partition_text(graphs[k], &x);
+        int bools = 0;
+        for (int i = 0; i < x.p.backward->ninputs; i++)
+            bools += x.p.backward->inputs[i]->type.dtype == PTC_BOOL;
+        ck_assert_msg(bools == 0, "graph %d saves %d bool masks", k, bools);
+        partitioned_free(&x);
+    }
+}
+END_TEST
+
 START_TEST(integer_input_cannot_want_a_gradient)
 {
     ptc_module *m = parse("# ptc ir v1\ngraph g(%i: i64[4] cpu) {\n"
@@ -483,6 +505,7 @@ static Suite *suite(void)
     tcase_add_test(t, partition_recomputes_cheap_ops);
     tcase_add_test(t, partition_saves_narrow_inputs_not_wide_copies);
     tcase_add_test(t, batch_norm_backward_sums_the_activation_twice);
+    tcase_add_test(t, relu_mask_comes_from_the_saved_result);
     suite_add_tcase(s, t);
     return s;
 }
