@@ -377,8 +377,8 @@ static int set_joint_outputs(ag *a, const bool *wants_grad, ptc_joint *j)
 /* relu is where(m, 0, x) with m = x <= 0, and its backward reads m. Where
  * the backward reads relu's result r anyway (the next convolution or matmul
  * saves its input), m is rebuilt from r, r <= 0, rather than saved beside
- * it: resnet50's training step saved 35 bool masks, 220 MiB, next to the
- * activations. Exact: r is 0 where m holds and x (> 0 or NaN) elsewhere;
+ * it (resnet50's b32 bf16 training step on an H200 peaked 0.26 GiB lower
+ * without them, 2.35 -> 2.09 GiB). Exact: r is 0 where m holds and x (> 0 or NaN) elsewhere;
  * under autocast r may be the narrowing of where's result back to the
  * dtype x was widened from, which holds x's values exactly. */
 
