@@ -241,10 +241,10 @@ static int check_devices(ptc_meta *m)
     return 0;
 }
 
-static bool float_input_requires_grad(const ptc_meta *m)
+static bool float_input_requires_grad(const ptc_arg *args, int nargs)
 {
-    for (int i = 0; i < m->nargs; i++) {
-        const ptc_arg *a = &m->args[i];
+    for (int i = 0; i < nargs; i++) {
+        const ptc_arg *a = &args[i];
         if (a->kind == PTC_ARG_VALUE && a->v->type.requires_grad &&
             ptc_dtype_is_float(a->v->type.dtype))
             return true;
@@ -256,6 +256,20 @@ static bool float_input_requires_grad(const ptc_meta *m)
             }
     }
     return false;
+}
+
+/* Gradients flow to floating outputs of ops with a floating input that
+ * requires grad; batch_norm's updated running statistics are buffers. */
+static bool output_wants_grad(ptc_op op, const ptc_arg *args, int nargs, int out, ptc_dtype dt)
+{
+    return float_input_requires_grad(args, nargs) && (op != PTC_OP_BATCH_NORM || out == 0) &&
+           ptc_dtype_is_float(dt);
+}
+
+bool ptc_op_output_detached(const ptc_node *n, int out)
+{
+    return !n->outs[out]->type.requires_grad &&
+           output_wants_grad(n->op, n->args, n->nargs, out, n->outs[out]->type.dtype);
 }
 
 static bool is_word(const ptc_param *p, const char *s)
@@ -303,12 +317,8 @@ static int meta_infer(ptc_arena *a, ptc_op op, const ptc_arg *args, int nargs, p
     if (check_devices(&m) || check_words(&m) || meta_fns[op](&m))
         return -1;
     PTC_ASSERT(m.nout >= 1 && (s->nreturns < 0 || m.nout == s->nreturns));
-    /* Gradients flow to floating outputs of ops with a floating input that
-     * requires grad; batch_norm's updated running statistics are buffers. */
-    bool grad = float_input_requires_grad(&m);
-    int ngrad = op == PTC_OP_BATCH_NORM ? 1 : m.nout;
     for (int i = 0; i < m.nout; i++)
-        m.out[i].requires_grad = grad && i < ngrad && ptc_dtype_is_float(m.out[i].dtype);
+        m.out[i].requires_grad = output_wants_grad(op, norm, nargs, i, m.out[i].dtype);
     *types = m.out;
     *nout = m.nout;
     return 0;

@@ -72,6 +72,11 @@ int ptc_meta_fail(ptc_meta *m, const char *fmt, ...) __attribute__((format(print
 int ptc_meta_infer(ptc_arena *a, ptc_op op, const ptc_arg *args, int nargs, ptc_ttype **types,
                    int *nout, ptc_error *err);
 
+/* Whether output out of node n was detached while captured (x.detach(),
+ * torch.tensor(x)): it is marked as needing no gradient although meta's rule
+ * gives it one. Gradients must not flow through it. */
+bool ptc_op_output_detached(const ptc_node *n, int out);
+
 /* torch.result_type over the tensor/scalar args given (NONE args skipped):
  * dimensioned tensors > 0-dim tensors > Python numbers, by category
  * (bool < int < float). */

@@ -467,6 +467,8 @@ static int decompose_node(dctx *d, const ptc_node *n)
                                i);
         if (ik == PTC_INJECT_WRONG && !(outs[i] = inject_wrong(d, outs[i])))
             return -1;
+        if (ptc_op_output_detached(n, i))
+            outs[i] = dp_stop_gradient(d, outs[i]);
         d->map[n->outs[i]->id] = outs[i];
     }
     return 0;

@@ -221,3 +221,26 @@ def test_op_without_derivative_falls_back_with_its_reason():
     assert any("transposed" in w for w in why), why
     ptc.compile(m2)(x).sum().backward()
     assert close(m2.weight.grad, m.weight.grad, 1e-5)
+
+
+@pytest.mark.filterwarnings("ignore:To copy construct")
+def test_detached_values_carry_no_gradient():
+    """x.detach() and torch.tensor(x) inside a compiled training graph stop
+    the gradient, as in eager: the backward gave x.detach() * 2 + x a
+    gradient of 3 (it differentiated through the detach), and the detached
+    outputs came back requiring grad."""
+    def f(x):
+        return x.detach() * 2 + x, torch.tensor(x), x.detach(), (x * 3).detach()
+
+    results = []
+    for fn in (f, ptc.compile(f)):
+        x = torch.arange(3.0, requires_grad=True)
+        outs = fn(x)
+        outs[0].sum().backward()
+        results.append(([o.requires_grad for o in outs], x.grad.tolist(),
+                        [o.tolist() for o in outs]))
+    assert results[1] == results[0] == ([True, False, False, False], [1.0, 1.0, 1.0],
+                                        [[0.0, 3.0, 6.0], [0.0, 1.0, 2.0], [0.0, 1.0, 2.0],
+                                         [0.0, 3.0, 6.0]])
+    ex = explain(f, torch.arange(3.0, requires_grad=True))
+    assert not ex.autograd_fallback, ex.fallbacks
