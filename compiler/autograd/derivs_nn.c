@@ -172,8 +172,33 @@ int ag_d_max_pool(ag *a, const ptc_node *n, ptc_value *const *gout)
     return a->failed ? -1 : 0;
 }
 
+/* Windows that tile the input (stride = kernel, no padding, nothing left
+ * over): each input element lies in one window, so the spread is g
+ * broadcast over its window, [.., OH, OW] -> [.., OH, kh, OW, kw] -> x's
+ * shape, pointwise work that fuses with what reads it. As a transposed
+ * convolution, resnet50's global average pool took 3.2 ms of a 17 ms
+ * training step on an H100 (cuDNN, 65,536 planes of one pixel). */
+static ptc_value *spread_tiled(ag *a, const ptc_value *x, ptc_value *g, const int64_t *kernel)
+{
+    const ptc_ttype *xt = &x->type;
+    int lead = xt->ndim - 2, bdims[PTC_MAX_DIMS];
+    ptc_dim windows[PTC_MAX_DIMS + 2];
+    for (int d = 0; d < lead; d++) {
+        windows[d] = xt->shape[d];
+        bdims[d] = d;
+    }
+    windows[lead] = g->type.shape[lead];
+    windows[lead + 1] = ptc_dim_c(kernel[0]);
+    windows[lead + 2] = g->type.shape[lead + 1];
+    windows[lead + 3] = ptc_dim_c(kernel[1]);
+    bdims[lead] = lead;
+    bdims[lead + 1] = lead + 2;
+    return ag_reshape(a, ag_broadcast(a, g, windows, lead + 4, bdims), xt->shape, xt->ndim);
+}
+
 /* Spreads g / divisor over each window: a transposed depthwise convolution
- * of a ones kernel over the planes. */
+ * of a ones kernel over the planes, or a broadcast where the windows tile
+ * the input. */
 static ptc_value *spread(ag *a, const ptc_value *x, ptc_value *g, const int64_t *kernel,
                          const int64_t *stride, const int64_t *padding)
 {
@@ -181,6 +206,9 @@ static ptc_value *spread(ag *a, const ptc_value *x, ptc_value *g, const int64_t 
     int64_t ps = planes(a, x).value, H = xt->shape[xt->ndim - 2].value,
             W = xt->shape[xt->ndim - 1].value;
     int64_t OH = g->type.shape[g->type.ndim - 2].value, OW = g->type.shape[g->type.ndim - 1].value;
+    if (stride[0] == kernel[0] && stride[1] == kernel[1] && !padding[0] && !padding[1] &&
+        H == OH * kernel[0] && W == OW * kernel[1])
+        return spread_tiled(a, x, g, kernel);
     int64_t output_padding[2] = {H - ((OH - 1) * stride[0] - 2 * padding[0] + kernel[0]),
                                  W - ((OW - 1) * stride[1] - 2 * padding[1] + kernel[1])};
     for (int i = 0; i < 2; i++)

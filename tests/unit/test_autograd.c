@@ -118,7 +118,8 @@ static const grad_case nn_cases[] = {
      "  %e = adaptive_avg_pool2d(%u, [1, 1]) : f64[3,1,1]\n"
      "  %f = adaptive_avg_pool2d(%u, [2, 4]) : f64[3,2,4]\n"
      "  %h = max_pool2d(%u, 2) : f64[3,4,4]\n"
-     "  return (%a, %b, %c, %d, %e, %f, %h)\n}\n",
+     "  %i = avg_pool2d(%u, [2, 4]) : f64[3,4,2]\n"
+     "  return (%a, %b, %c, %d, %e, %f, %h, %i)\n}\n",
      -1.0, 1.0, 0},
     {"attention",
      "graph g(%q: f64[2,2,3,4] cpu, %k: f64[2,2,5,4] cpu, %v: f64[2,2,5,3] cpu, "
@@ -476,6 +477,36 @@ START_TEST(relu_mask_comes_from_the_saved_result)
 }
 END_TEST
 
+/* Pooling windows that tile the input (resnet's global average pool, a 2x2
+ * pool of even sizes) spread the gradient by a broadcast, not a transposed
+ * depthwise convolution (3.2 ms of resnet50's 17 ms step on an H100); an
+ * overlapping pool still uses the convolution. */
+START_TEST(tiled_pool_gradient_is_a_broadcast)
+{
+    static const struct {
+        const char *text;
+        int convolutions;
+    } cases[] = {
+        {"# ptc ir v1\ngraph g(%x: f32[4,16,7,7] cpu) {\n"
+         "  %y = adaptive_avg_pool2d(%x, [1, 1]) : f32[4,16,1,1]\n  return (%y)\n}\n", 0},
+        {"# ptc ir v1\ngraph g(%x: f32[16,8,6] cpu) {\n"
+         "  %y = avg_pool2d(%x, 2) : f32[16,4,3]\n  return (%y)\n}\n", 0},
+        {"# ptc ir v1\ngraph g(%x: f32[4,16,7,7] cpu) {\n"
+         "  %y = avg_pool2d(%x, 3, 2, 1) : f32[4,16,4,4]\n  return (%y)\n}\n", 1},
+    };
+    for (int k = 0; k < 3; k++) {
+        partitioned x;
+        partition_text(cases[k].text, &x);
+        int convolutions = 0;
+        for (int i = 0; i < x.p.backward->nnodes; i++)
+            convolutions += x.p.backward->nodes[i]->op == PTC_OP_CONVOLUTION;
+        ck_assert_msg(convolutions == cases[k].convolutions, "case %d: %d convolutions", k,
+                      convolutions);
+        partitioned_free(&x);
+    }
+}
+END_TEST
+
 START_TEST(integer_input_cannot_want_a_gradient)
 {
     ptc_module *m = parse("# ptc ir v1\ngraph g(%i: i64[4] cpu) {\n"
@@ -506,6 +537,7 @@ static Suite *suite(void)
     tcase_add_test(t, partition_saves_narrow_inputs_not_wide_copies);
     tcase_add_test(t, batch_norm_backward_sums_the_activation_twice);
     tcase_add_test(t, relu_mask_comes_from_the_saved_result);
+    tcase_add_test(t, tiled_pool_gradient_is_a_broadcast);
     suite_add_tcase(s, t);
     return s;
 }
