@@ -456,6 +456,9 @@ typedef struct ptc_mplan {
     int nbufs;          /* == program nbufs */
     bool *in_arena;
     int *first, *last;  /* live steps */
+    int ninputs;
+    int *input_last;    /* per graph input: the last step that reads it (-1:
+                         * none), after which a run may let it go */
     bool is_static;     /* sizes known: offsets below are final */
     int64_t *offset;    /* bytes */
     int64_t *nbytes;

@@ -6,7 +6,10 @@
  * first, each at the lowest 64-byte aligned offset that does not overlap a
  * placed buffer whose live range intersects its own; the checker then proves
  * the result pairwise. Sizes that are symbolic are planned the same way at
- * run time, once the sizes are known.
+ * run time, once the sizes are known. The last step that reads each graph
+ * input is kept too: a run handed an input for good (a training backward's
+ * saved tensors) lets it go there, as eager's autograd frees a saved tensor
+ * once its node's backward has run.
  */
 #include "lower/lower_int.h"
 
@@ -123,6 +126,22 @@ static void node_steps(const ptc_schedule *s, int *step_of)
     }
 }
 
+/* The last step reading each graph input (any of its buffers). */
+static void input_lifetimes(const ptc_lprog *p, const int *step_of, ptc_mplan *mp)
+{
+    for (int i = 0; i < mp->ninputs; i++)
+        mp->input_last[i] = -1;
+    for (int b = 0; b < p->nbufs; b++) {
+        const ptc_lbuf *buf = p->bufs[b];
+        if (buf->kind != PTC_LB_INPUT || buf->input < 0 || buf->input >= mp->ninputs)
+            continue;
+        int *last = &mp->input_last[buf->input];
+        for (int r = 0; r < p->nnodes; r++)
+            if (p->nodes[r] && ptc_lnode_reads(p->nodes[r], b) && step_of[r] > *last)
+                *last = step_of[r];
+    }
+}
+
 void ptc_mplan_build(ptc_arena *a, ptc_schedule *s)
 {
     const ptc_lprog *p = s->prog;
@@ -133,6 +152,8 @@ void ptc_mplan_build(ptc_arena *a, ptc_schedule *s)
     mp->first = PTC_NEWN(a, int, n + 1);
     mp->last = PTC_NEWN(a, int, n + 1);
     mp->offset = PTC_NEWN(a, int64_t, n + 1);
+    mp->ninputs = p->ninputs;
+    mp->input_last = PTC_NEWN(a, int, p->ninputs + 1);
     mp->nbytes = PTC_NEWN(a, int64_t, n + 1);
     int *step_of = malloc(sizeof(int) * ((size_t)p->nnodes + 1));
     node_steps(s, step_of);
@@ -155,6 +176,7 @@ void ptc_mplan_build(ptc_arena *a, ptc_schedule *s)
         }
         mp->nbytes[b] = bytes;
     }
+    input_lifetimes(p, step_of, mp);
     free(step_of);
     if (mp->is_static)
         mp->arena_bytes =

@@ -1264,6 +1264,8 @@ int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_ten
         else
             rc = run_extern(&r, lp->nodes[s->steps[t].index]);
         ptc_exec_kept_release_after(p, &r.kept, t);
+        if (rc == 0)
+            ptc_exec_inputs_done_after(p, host, t);
     }
     if (rc == 0 && !host)
         rc = check_sync(&r, NULL, "the run failed on the device");

@@ -611,6 +611,8 @@ int ptc_exec_cpu(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tens
         else
             rc = run_extern(&r, lp->nodes[s->steps[t].index]);
         ptc_exec_kept_release_after(p, &r.kept, t);
+        if (rc == 0)
+            ptc_exec_inputs_done_after(p, host, t);
         if (timed)
             log_step_time(&r, &s->steps[t], ptc_now_ms() - t0);
     }

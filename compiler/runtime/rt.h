@@ -257,6 +257,8 @@ void ptc_exec_kept_release(ptc_exec_kept *kept);
  * eager's intermediates do, not at the end of the run: resnet50's training
  * backward on CUDA held 686 MiB of convolution input gradients at once. */
 void ptc_exec_kept_release_after(const ptc_program *p, ptc_exec_kept *kept, int t);
+/* Tells the host (ptc_host.input_done) which inputs step t was the last to read. */
+void ptc_exec_inputs_done_after(const ptc_program *p, const ptc_host *host, int t);
 /* The tensor of view v over bufptr[v->buf] on dev. */
 ptc_tensor ptc_exec_view(const ptc_program *p, const ptc_bindings *b, void *const *bufptr,
                          const ptc_lview *v, ptc_device dev);

@@ -87,6 +87,13 @@ typedef struct ptc_host {
      * (ptc_compile_opts.extern_output_layouts). */
     int (*run_extern_new)(void *ctx, const ptc_node *node, const ptc_tensor *const *inputs,
                           int ninputs, ptc_tensor *outs, ptc_error *err);
+    /* Optional: the run reads input i no more (called once per input, after
+     * the last step that reads it, or after the first step for an input no
+     * step reads); the host may release an input it handed over for good.
+     * Not called under PTC_ACCURACY, whose check reads the inputs after the
+     * run. On CUDA the steps are queued, not done: a tensor released here
+     * goes back to a stream-ordered allocator (torch's), as eager's frees do. */
+    void (*input_done)(void *ctx, int input);
 } ptc_host;
 
 /* Runs a program. outputs[noutputs] receive new references. host may be NULL.

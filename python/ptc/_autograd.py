@@ -5,6 +5,12 @@ backward (compiler/capture/backend/backend_train.c builds both).
 The forward returns the outputs and the tensors the backward needs
 (``program.forward``); they are kept with ``save_for_backward``, so torch's
 checks on saved tensors (a later in-place write, ``retain_graph``) apply.
+The backward takes them out of the node (``maybe_clear_saved_tensors``,
+unless the graph is retained) and hands them to the compiled backward,
+which lets each go after the last kernel that reads it
+(``backward_consuming``), as eager's autograd frees a saved tensor once its
+node's backward has run: otherwise every saved tensor of the forward would
+live until the whole backward ended, beside the gradients.
 Outputs that do not depend on an input requiring gradients are marked
 non-differentiable, as eager leaves them. The backward is not itself
 differentiable: ``create_graph=True`` through it raises an error saying so.
@@ -65,7 +71,12 @@ class CompiledFunction(torch.autograd.Function):
                 continue
             tangents.append(torch.zeros(shape, dtype=dtype, device=device) if g is None
                             else g.contiguous())
-        grads_in = program.backward(*ctx.saved_tensors, *tangents)
+        if hasattr(program, "backward_pending"):  # a recording reads fixed buffers
+            grads_in = program.backward(*ctx.saved_tensors, *tangents)
+        else:
+            saved = list(ctx.saved_tensors)
+            ctx.maybe_clear_saved_tensors()
+            grads_in = program.backward_consuming(saved, *tangents)
         fitted = [_fit_layout(g, want) for g, want in zip(grads_in, ctx.grad_layouts)]
         if hasattr(program, "backward_pending"):
             # a recorded backward's outputs are static buffers: what is not a

@@ -586,6 +586,54 @@ START_TEST(extern_results_are_freed_after_their_last_read)
 }
 END_TEST
 
+/* ptc_host.input_done: each input is let go after the last step that reads
+ * it (a training backward's saved tensors go back to the allocator as
+ * eager's do), not at the end of the run: x and w after the first matmul,
+ * v after the second, the unread u after the first step. */
+static int inputs_done_at[4];
+static fake_host *done_host;
+
+static void input_done(void *ctx, int input)
+{
+    ck_assert_ptr_eq(ctx, done_host);
+    ck_assert_int_eq(inputs_done_at[input], -1); /* once */
+    inputs_done_at[input] = done_host->externs;
+}
+
+START_TEST(inputs_are_let_go_after_their_last_read)
+{
+    set_cache();
+    ptc_module *m = parse("# ptc ir v1\n"
+                          "graph g(%x: f32[4,4] cpu, %w: f32[4,4] cpu, %v: f32[4,4] cpu, "
+                          "%u: f32[4] cpu) {\n"
+                          "  %0 = mm(%x, %w) : f32[4,4]\n  %1 = relu(%0) : f32[4,4]\n"
+                          "  %2 = mm(%1, %v) : f32[4,4]\n  %3 = relu(%2) : f32[4,4]\n"
+                          "  return (%3)\n}\n");
+    ptc_graph *g = m->graphs[0];
+    ptc_program *p = compile(g, PTC_BACKEND_CPU, false);
+    fake_host fh = {0};
+    done_host = &fh;
+    ptc_host host = {.ctx = &fh, .alloc = host_alloc, .run_extern = host_extern,
+                     .input_done = input_done};
+    ptc_tensor in[4];
+    ptc_bindings b = {0};
+    make_inputs(g, in, &b, 3);
+    for (int i = 0; i < 4; i++)
+        inputs_done_at[i] = -1;
+    ck_assert(run_vs_reference(p, g, in, &host, 0) < 1e-4);
+    ck_assert_int_eq(fh.externs, 2);
+    ck_assert_int_eq(inputs_done_at[0], 1); /* x: after the first matmul */
+    ck_assert_int_eq(inputs_done_at[1], 1); /* w */
+    ck_assert_int_eq(inputs_done_at[2], 2); /* v: after the second */
+    ck_assert_int_eq(inputs_done_at[3], 1); /* u: read by nothing, after the first step */
+    for (int i = 0; i < 4; i++)
+        ptc_tensor_release(&in[i]);
+    ptc_program_release(p);
+    ptc_module_free(m);
+    clear_dir(cache_dir);
+}
+END_TEST
+
 /* ---- the JIT's memory ------------------------------------------------------------------- */
 
 /* One free page above a 4 GiB wall, every other gap above the wall filled:
@@ -779,6 +827,7 @@ int main(void)
     tcase_add_test(tc, sections_stay_within_reach);
     tcase_add_test(tc, host_hooks);
     tcase_add_test(tc, extern_results_are_freed_after_their_last_read);
+    tcase_add_test(tc, inputs_are_let_go_after_their_last_read);
     tcase_add_test(tc, symbolic_sizes);
     tcase_add_test(tc, strided_inputs);
     tcase_add_test(tc, backends);

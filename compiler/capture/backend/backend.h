@@ -81,8 +81,12 @@ int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_comp
  * (backend_ptc.c says why). */
 int cap_runtime_compile_training(const ptc_graph *g, bool backward, void **program,
                                  ptc_trace_compile *tc, ptc_error *err);
-int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, PyObject **outputs,
-                            int noutputs, uint64_t rng_offset);
+/* Runs a compiled program on torch tensors; outputs receive new references.
+ * The first nconsumed inputs are references the caller hands over: each is
+ * released (and set to NULL) after the last step that reads it, or at the
+ * end; the caller releases any left. */
+int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, int nconsumed,
+                            PyObject **outputs, int noutputs, uint64_t rng_offset);
 /* Whether program has random ops; if so each run takes an RNG offset, drawn
  * from torch's generator by cap_runtime_rng_draw (a 0-dim int64 tensor) and
  * read by cap_runtime_rng_value (None reads as 0). */

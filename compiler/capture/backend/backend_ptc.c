@@ -1017,19 +1017,43 @@ int cap_runtime_rng_value(PyObject *draw, uint64_t *offset)
     return PyErr_Occurred() ? -1 : 0;
 }
 
-int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, PyObject **outputs,
-                            int noutputs, uint64_t rng_offset)
+/* A run's inputs handed over for good (cap_runtime_run_program's
+ * nconsumed): both references of input i go at its last reading step. */
+typedef struct consumed_inputs {
+    PyObject **given, **held;
+    int n;
+} consumed_inputs;
+
+static void host_input_done(void *ctx, int input)
+{
+    consumed_inputs *c = ctx;
+    if (input >= c->n)
+        return;
+    PyGILState_STATE g = PyGILState_Ensure();
+    Py_CLEAR(c->given[input]);
+    Py_CLEAR(c->held[input]);
+    PyGILState_Release(g);
+}
+
+int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, int nconsumed,
+                            PyObject **outputs, int noutputs, uint64_t rng_offset)
 {
     cap_program *cp = program;
     ptc_tensor *ins = calloc((size_t)ninputs + 1, sizeof *ins);
     ptc_tensor *outs = calloc((size_t)noutputs + 1, sizeof *outs);
     PyObject **held = calloc((size_t)ninputs + 1, sizeof *held);
+    consumed_inputs consumed = {inputs, held, nconsumed};
+    ptc_host host = torch_host;
+    if (nconsumed > 0) {
+        host.ctx = &consumed;
+        host.input_done = host_input_done;
+    }
     int rc = -1;
     for (int i = 0; i < ninputs; i++)
         if (cap_torch_to_ptc(inputs[i], &ins[i], &held[i]) < 0)
             goto done;
     ptc_error err;
-    if (ptc_program_run(cp->p, ins, ninputs, outs, &torch_host, rng_offset, &err) < 0) {
+    if (ptc_program_run(cp->p, ins, ninputs, outs, &host, rng_offset, &err) < 0) {
         raise_run_error(&err);
         goto done;
     }
@@ -1074,7 +1098,7 @@ static int run_drawing(void *program, PyObject **inputs, int ninputs, PyObject *
     PyObject *draw = cap_runtime_draws(program) ? cap_runtime_rng_draw() : Py_NewRef(Py_None);
     int rc = draw ? cap_runtime_rng_value(draw, &offset) : -1;
     Py_XDECREF(draw);
-    return rc ? rc : cap_runtime_run_program(program, inputs, ninputs, outputs, noutputs, offset);
+    return rc ? rc : cap_runtime_run_program(program, inputs, ninputs, 0, outputs, noutputs, offset);
 }
 
 static int run_recorded(cap_program *cp, PyObject **inputs, PyObject **outputs);

@@ -50,20 +50,20 @@ static void tp_dealloc(PyObject *self)
     Py_DECREF(type);
 }
 
-/* program(args[nin]) -> a tuple of nout tensors. */
-static PyObject *run_tuple(void *program, PyObject *args, int nin, int nout, uint64_t rng_offset)
+/* program(ins[nin]) -> a tuple of nout tensors; ins[0..nconsumed) are
+ * references handed over, released as the run stops reading them
+ * (cap_runtime_run_program). */
+static PyObject *run_args(void *program, PyObject **ins, int nin, int nconsumed, int nout,
+                          uint64_t rng_offset)
 {
-    PyObject *stack_in[64], *stack_out[64];
-    PyObject **ins = nin <= 64 ? stack_in : PyMem_Malloc(sizeof(PyObject *) * (size_t)nin);
+    PyObject *stack_out[64];
     PyObject **outs = nout <= 64 ? stack_out : PyMem_Calloc((size_t)nout, sizeof(PyObject *));
     PyObject *r = NULL;
-    if (!ins || !outs)
-        goto done;
-    for (int i = 0; i < nin; i++)
-        ins[i] = PyTuple_GetItem(args, i);
+    if (!outs)
+        return PyErr_NoMemory();
     for (int i = 0; i < nout; i++)
         outs[i] = NULL;
-    if (cap_runtime_run_program(program, ins, nin, outs, nout, rng_offset) == 0) {
+    if (cap_runtime_run_program(program, ins, nin, nconsumed, outs, nout, rng_offset) == 0) {
         r = PyTuple_New(nout);
         for (int i = 0; r && i < nout; i++)
             PyTuple_SetItem(r, i, outs[i]);
@@ -71,12 +71,24 @@ static PyObject *run_tuple(void *program, PyObject *args, int nin, int nout, uin
             for (int i = 0; i < nout; i++)
                 Py_XDECREF(outs[i]);
     }
-done:
-    if (ins != stack_in)
-        PyMem_Free(ins);
     if (outs != stack_out)
         PyMem_Free(outs);
     return r ? r : (PyErr_Occurred() ? NULL : PyErr_NoMemory());
+}
+
+/* program(args[nin]) -> a tuple of nout tensors. */
+static PyObject *run_tuple(void *program, PyObject *args, int nin, int nout, uint64_t rng_offset)
+{
+    PyObject *stack_in[64];
+    PyObject **ins = nin <= 64 ? stack_in : PyMem_Malloc(sizeof(PyObject *) * (size_t)nin);
+    if (!ins)
+        return PyErr_NoMemory();
+    for (int i = 0; i < nin; i++)
+        ins[i] = PyTuple_GetItem(args, i);
+    PyObject *r = run_args(program, ins, nin, 0, nout, rng_offset);
+    if (ins != stack_in)
+        PyMem_Free(ins);
+    return r;
 }
 
 static PyObject *wrong_count(int want, Py_ssize_t got)
@@ -123,23 +135,77 @@ static PyObject *tp_forward(PyObject *self, PyObject *args)
     return all;
 }
 
+/* The backward on ins: the saved values, the RNG offset with random ops,
+ * then the tangents. With consume, the saved values are references handed
+ * over, each released after the backward's last read of it (the rest of
+ * ins are borrowed). */
+static PyObject *run_backward(train_program *t, PyObject **ins, bool consume)
+{
+    uint64_t offset = 0;
+    PyObject *draw = t->draws ? ins[t->nsaved] : NULL;
+    if (draw && cap_runtime_rng_value(draw, &offset) < 0)
+        return NULL;
+    if (draw) /* the offset out of the way: the saved values, then the tangents */
+        memmove(ins + t->nsaved, ins + t->nsaved + 1, sizeof *ins * (size_t)t->ntangents);
+    int nconsumed = consume ? t->nsaved : 0;
+    return run_args(t->backward, ins, t->nsaved + t->ntangents, nconsumed, t->ngrads, offset);
+}
+
+/* The program's backward inputs from args[first..] (borrowed), the saved
+ * values from list when given (new references, the list emptied). */
+static PyObject **backward_inputs(train_program *t, PyObject *list, PyObject *args, int first)
+{
+    int nsaved = t->nsaved + t->draws, nin = nsaved + t->ntangents;
+    Py_ssize_t given = (list ? PyList_Size(list) : 0) + PyTuple_Size(args) - first;
+    if ((list && PyList_Size(list) != nsaved) || given != nin) {
+        wrong_count(nin, given);
+        return NULL;
+    }
+    PyObject **ins = PyMem_Malloc(sizeof(PyObject *) * ((size_t)nin + 1));
+    if (!ins) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (int i = 0, k = first; i < nin; i++)
+        ins[i] = list && i < nsaved ? Py_NewRef(PyList_GetItem(list, i)) : PyTuple_GetItem(args, k++);
+    if (list && PyList_SetSlice(list, 0, nsaved, NULL) < 0) {
+        for (int i = 0; i < nsaved; i++)
+            Py_DECREF(ins[i]);
+        PyMem_Free(ins);
+        return NULL;
+    }
+    return ins;
+}
+
 static PyObject *tp_backward(PyObject *self, PyObject *args)
 {
     train_program *t = (train_program *)self;
-    int nin = t->nsaved + t->draws + t->ntangents;
-    if (PyTuple_Size(args) != nin)
-        return wrong_count(nin, PyTuple_Size(args));
-    uint64_t offset = 0;
-    if (t->draws && cap_runtime_rng_value(PyTuple_GetItem(args, t->nsaved), &offset) < 0)
+    PyObject **ins = backward_inputs(t, NULL, args, 0);
+    PyObject *r = ins ? run_backward(t, ins, false) : NULL;
+    PyMem_Free(ins);
+    return r;
+}
+
+/* backward_consuming(saved, *output_grads): the saved tensors come in a list,
+ * which is emptied: the backward holds them alone and lets each go after its
+ * last read, as eager's autograd frees a saved tensor once its node has run
+ * (ptc._autograd clears the node's own references first). */
+static PyObject *tp_backward_consuming(PyObject *self, PyObject *args)
+{
+    train_program *t = (train_program *)self;
+    PyObject *list = PyTuple_Size(args) > 0 ? PyTuple_GetItem(args, 0) : NULL;
+    if (!list || !PyList_CheckExact(list))
+        return PyErr_Format(PyExc_TypeError,
+                            "ptc: backward_consuming(saved: list, *output_grads) takes a list first");
+    PyObject **ins = backward_inputs(t, list, args, 1);
+    if (!ins)
         return NULL;
-    /* the saved values and the tangents, around the offset */
-    PyObject *ins = PyTuple_New(t->nsaved + t->ntangents);
-    for (int i = 0, k = 0; ins && i < nin; i++)
-        if (!t->draws || i != t->nsaved)
-            PyTuple_SetItem(ins, k++, Py_NewRef(PyTuple_GetItem(args, i)));
-    PyObject *r =
-        ins ? run_tuple(t->backward, ins, t->nsaved + t->ntangents, t->ngrads, offset) : NULL;
-    Py_XDECREF(ins);
+    PyObject *draw = t->draws ? ins[t->nsaved] : NULL;
+    PyObject *r = run_backward(t, ins, true);
+    for (int i = 0; i < t->nsaved; i++)
+        Py_XDECREF(ins[i]);
+    Py_XDECREF(draw);
+    PyMem_Free(ins);
     return r;
 }
 
@@ -165,6 +231,9 @@ static PyMethodDef tp_methods[] = {
      "forward(*inputs) -> outputs + saved tensors (the RNG offset last, with random ops)"},
     {"backward", tp_backward, METH_VARARGS,
      "backward(*saved, *output_grads) -> gradients of the inputs that require them"},
+    {"backward_consuming", tp_backward_consuming, METH_VARARGS,
+     "backward_consuming(saved: list, *output_grads) -> the gradients, as backward; the list "
+     "is emptied and each saved tensor released after the backward's last read of it"},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef tp_getset[] = {
