@@ -5,7 +5,7 @@ CPU, NCCL on GPUs: a GPU per rank).
     python3 bench/ddp_train.py [--ranks 2] [--model mlp|gpt2|resnet50] [--batch 8]
                                [--wrap ddp|fsdp2] [--amp none|bf16] [--warmup 3]
                                [--steps 20] [--runs 2] [--threads N]
-                               [--compilers eager,inductor,ptc,ptc-autograd]
+                               [--compilers eager,inductor,ptc,ptc-torch-autograd]
                                [--backend gloo|nccl] [--bucket-mb 25] [--out DIR]
 
 How it stays stable on a loaded machine. Each rank trains one copy of the
@@ -29,8 +29,9 @@ threads (default: the cores it may use divided by the ranks; OMP_NUM_THREADS
 too, so OpenMP teams of two ranks do not spin against each other). Times
 are rank 0's; the ranks wait for each other in every step's collectives.
 
-ptc uses torch's autograd for the backward; ptc-autograd is ptc with
-compiled autograd (under DDP its forward splits at the gradient buckets).
+ptc and ptc-autograd are ptc with compiled autograd (under DDP its forward
+splits at the gradient buckets); ptc-torch-autograd uses torch's autograd
+for the backward.
 Models: an MLP (4 linears of width 512), a 2-layer GPT-2 from a small
 config (hidden 128, 4 heads, vocabulary 2000, sequences of 64 tokens), or
 torchvision's resnet50 (224x224 images, train mode). --wrap fsdp2 shards
@@ -153,7 +154,7 @@ class Trainer:
         import ptc
         import torch
 
-        ptc.config.compiled_autograd = self.compiler == "ptc-autograd"
+        ptc.config.compiled_autograd = self.compiler != "ptc-torch-autograd"
         cuda = self.device.type == "cuda"
         amp = torch.autocast(self.device.type, dtype=torch.bfloat16) if self.args.amp == "bf16" \
             else contextlib.nullcontext()
@@ -290,7 +291,7 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--threads", type=int)
-    ap.add_argument("--compilers", default="eager,inductor,ptc,ptc-autograd")
+    ap.add_argument("--compilers", default="eager,inductor,ptc,ptc-torch-autograd")
     ap.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
     ap.add_argument("--bucket-mb", type=float, default=25.0)
     ap.add_argument("--out")

@@ -20,9 +20,9 @@ process, a step of each in turn, so that a load that comes and goes on the
 machine weighs on both alike; it prints both medians and their ratio.
 
 With --interleaved, one process trains every model of --models
-(resnet18,gpt2,bert) with each of --compilers (eager, inductor, ptc: ptc
-with torch's autograd for the backward, ptc-autograd: ptc with its compiled
-backward; --compiled-autograd is then ignored), a step of each in turn, in --runs windows of --steps rounds: one median per
+(resnet18,gpt2,bert) with each of --compilers (eager, inductor, ptc and
+ptc-autograd: ptc with its compiled backward, ptc-torch-autograd: ptc with
+torch's autograd for the backward; --compiled-autograd is then ignored), a step of each in turn, in --runs windows of --steps rounds: one median per
 compiler and run, eager's over each compiler's, and each compiler's first
 step (its cold compile included); --out writes train_cpu_interleaved.json
 and .md.
@@ -125,7 +125,7 @@ def interleaved(a):
 
     def step(name):
         # ptc reads the flag when it compiles (the first step, recompiles)
-        ptc.config.compiled_autograd = name == "ptc-autograd"
+        ptc.config.compiled_autograd = name != "ptc-torch-autograd"
         return training_step(runs[name][0], inputs, lossf, runs[name][1])
 
     for model_name in a.models.split(","):
@@ -136,7 +136,8 @@ def interleaved(a):
         for name in names:
             m = copy.deepcopy(model)
             run = {"eager": lambda: m, "inductor": lambda: torch.compile(m),
-                   "ptc": lambda: ptc.compile(m), "ptc-autograd": lambda: ptc.compile(m)}[name]()
+                   "ptc": lambda: ptc.compile(m), "ptc-autograd": lambda: ptc.compile(m),
+                   "ptc-torch-autograd": lambda: ptc.compile(m)}[name]()
             runs[name] = (run, make_opt(a, m))
             t0 = time.perf_counter()
             step(name)

@@ -4,10 +4,12 @@ each in its own process (so compile caches and allocator state do not leak
 between them), on the same machine in one run.
 
     python3 bench/gpu/train.py [--models resnet50,bert,gpt2] [--steps 10] [--out DIR]
-                               [--compilers eager,inductor,ptc,ptc-autograd]
+                               [--compilers eager,inductor,ptc,ptc-autograd,ptc-torch-autograd]
 
-ptc runs with ptc.config.compiled_autograd as it is by default (off: the
-backward runs through torch's autograd); ptc-autograd turns it on.
+ptc runs with ptc.config.compiled_autograd as it is by default (on: ptc
+compiles the backward); ptc-autograd turns it on whatever the environment
+says, ptc-torch-autograd turns it off (the backward runs through torch's
+autograd).
 
 Per model and compiler: the median step time over --steps timed steps after
 three warm-up steps, the first step's time (compile included, cold: a fresh
@@ -55,9 +57,11 @@ def worker(name, compiler, steps):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     if compiler == "inductor":
         model = torch.compile(model)
-    elif compiler in ("ptc", "ptc-autograd"):
+    elif compiler.startswith("ptc"):
         import ptc
-        ptc.config.compiled_autograd = compiler == "ptc-autograd"
+        if compiler != "ptc":
+            ptc.config.compiled_autograd = {"ptc-autograd": True,
+                                            "ptc-torch-autograd": False}[compiler]
         model = ptc.compile(model)
 
     def step():

@@ -107,8 +107,8 @@ static void init_config_from_env(void)
 {
     const char *s = getenv("PTC_STRICT");
     cap_cfg.strict = s && *s && strcmp(s, "0") != 0;
-    s = getenv("PTC_COMPILED_AUTOGRAD");
-    cap_cfg.compiled_autograd = s && *s && strcmp(s, "0") != 0;
+    s = getenv("PTC_COMPILED_AUTOGRAD"); /* on unless set to 0 */
+    cap_cfg.compiled_autograd = !(s && strcmp(s, "0") == 0);
     s = getenv("PTC_REPRO");
     if (s)
         snprintf(cap_cfg.repro_dir, sizeof cap_cfg.repro_dir, "%s", s);

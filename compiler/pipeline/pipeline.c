@@ -276,7 +276,7 @@ ptc_program *ptc_compile(const ptc_graph *g, const ptc_compile_opts *opts, ptc_e
     copy_types(p, g);
     ptc_metrics_add(&s.m, "captured_nodes", g->nnodes, false);
     int rc = 0;
-    if (opts && opts->trace)
+    if (opts && opts->trace && !opts->trace_keeps_captured)
         rc = ptc_trace_graph(opts->trace, "captured", g, err);
     if (want_log(PTC_LOG_CAPTURED)) {
         char *t = graph_text(g);

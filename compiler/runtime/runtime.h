@@ -51,6 +51,10 @@ typedef struct ptc_compile_opts {
                                  * copied contiguous) */
     bool contiguous_layouts;    /* no channels-last layout planning unless
                                  * PTC_LAYOUT=channels_last (ptc_layout_plan) */
+    bool trace_keeps_captured;  /* the trace's captured stage is the caller's (a
+                                 * training forward: captured.ptir stays the user's
+                                 * graph, forward.ptir is this one); the stages
+                                 * from prims on are written */
 } ptc_compile_opts;
 
 /* Keeps glibc from trimming the heap's top under a CPU training step

@@ -10,8 +10,9 @@ inject_failure   for testing the fallback paths: "compile" makes every compile
                  fail with an internal error, "backend" makes compiling
                  backends fail; "" (default) is off
 compiled_autograd  graphs that need gradients compile their forward and
-                 backward (PTC_COMPILED_AUTOGRAD=1; default False: they run
-                 through torch ops under autograd, as the report says)
+                 backward (default True; False or PTC_COMPILED_AUTOGRAD=0:
+                 they run through torch ops under autograd, as the report
+                 says)
 trust_module_state  cache hits skip the guards on module attributes,
                  parameters, buffers, submodules and hooks while no
                  nn.Module method changed a module, without comparing the

@@ -16,7 +16,7 @@ F = torch.nn.functional
 import ptc  # noqa: E402
 
 
-# compiled training is opt-in: on for every test here
+# compiled training (the default): on for every test here, whatever the environment says
 from test_training import compiled_autograd  # noqa: E402,F401
 
 

@@ -902,7 +902,8 @@ int cap_runtime_compile_training(const ptc_graph *g, bool backward, void **progr
     ptc_compile_opts opts = {.backend = backend,
                              .trace = tc,
                              .extern_output_layouts = backward,
-                             .contiguous_layouts = backend == PTC_BACKEND_CPU};
+                             .contiguous_layouts = backend == PTC_BACKEND_CPU,
+                             .trace_keeps_captured = true};
     return compile_with(g, &opts, false, program, err);
 }
 
@@ -1230,8 +1231,8 @@ bool cap_runtime_records_training(const ptc_graph *g, const char *mode, bool com
         return false;
     if (!compiled)
         notice("mode='%s': graphs that need gradients (training) run without CUDA graphs where "
-               "ptc's compiled autograd does not run them (it is off, ptc.config.compiled_autograd "
-               "= True turns it on, or it could not compile the graph): torch's autograd runs "
+               "ptc's compiled autograd does not run them (it was turned off, "
+               "ptc.config.compiled_autograd = True turns it on, or it could not compile the graph): torch's autograd runs "
                "them op by op.",
                mode);
     else if (draws)
