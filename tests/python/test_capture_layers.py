@@ -126,6 +126,12 @@ FILE_ORDER = {
     # operations, calls, the handlers, and last the loop with its handler table
     "interp": ["code.c", "pyobjects.c", "typever.c", "frames.c", "values.c", "calls.c",
                "ops_flow.c", "ops_data.c", "loop.c"],
+    # the binder first; the special handlers; the call path, which knows the
+    # handlers that draw random numbers; the table naming every handler; the
+    # symbolic tensor type, which sets the tables up and fills the hook tables
+    "torch": ["torch_map.c", "torch_permviews.c", "torch_builtins.c", "torch_ops.c", "torch_nn.c",
+              "torch_shape.c", "torch_composite.c", "torch_query.c", "torch_einsum.c",
+              "torch_foreach.c", "torch_call.c", "torch_table.c", "torch_types.c"],
     # the dispatcher backend.c last
     "backend": ["tensors.c", "eager.c", "graphobj.c", "backend_ptc.c", "backend_train.c",
                 "backend_pieces.c", "backend.c"],
@@ -158,6 +164,10 @@ def assert_files_run_one_way(folder):
 
 def test_interp_files_run_one_way():
     assert_files_run_one_way("interp")
+
+
+def test_torch_files_run_one_way():
+    assert_files_run_one_way("torch")
 
 
 def test_backend_files_run_one_way():

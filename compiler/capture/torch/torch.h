@@ -28,7 +28,9 @@ int cap_torch_call(cap_trace *T, const cap_tmap *m, PyObject *self, PyObject *co
 const cap_tmap *cap_torch_lookup_fn(PyObject *callable);
 const cap_tmap *cap_torch_lookup_method(PyObject *name);
 const char *cap_tmap_name(const cap_tmap *m);
-int cap_torch_tables_init(void);
+/* Parses the rows' signatures and indexes them by callable and by method
+ * name; the rows (torch_table.c's) stay in use. */
+int cap_torch_tables_init(cap_tmap *rows, int nrows);
 
 /* Operators and protocol on symbolic tensors. */
 /* Fills the tensor rows of the interpreter's hook table (cap_hooks) and the
