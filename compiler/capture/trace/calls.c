@@ -17,10 +17,15 @@
 
 /* ---- classes ------------------------------------------------------------------------------ */
 
+/* The arguments of a call made here sit in a buffer on the C stack of this
+ * many slots; a call with more is a graph break (ptc's own bound, far above
+ * what calls pass). prepend() takes ARGS_MAX - 2 arguments besides its first. */
+enum { ARGS_MAX = 64 };
+
 /* buf = (first, *args); false when they do not fit (a break of the caller's). */
 static bool prepend(PyObject **buf, PyObject *first, PyObject *const *args, int nargs)
 {
-    if (nargs > 62)
+    if (nargs > ARGS_MAX - 2)
         return false;
     buf[0] = first;
     memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
@@ -62,7 +67,7 @@ static int inline_init(cap_interp *I, PyObject *initf, PyObject *obj, PyObject *
                        int nargs, PyObject *kwnames)
 {
     initf = unpatched_module_init(initf);
-    PyObject *buf[64];
+    PyObject *buf[ARGS_MAX];
     if (!prepend(buf, obj, args, nargs))
         return too_many_args(I->T);
     int rc = cap_call_inline(I, initf, buf, nargs + 1, kwnames, cap_ret_init);
@@ -90,7 +95,7 @@ static int metaclass_call(cap_interp *I, PyObject *mcall, PyObject *cls, PyObjec
                           int nargs, PyObject *kwnames, PyObject **out)
 {
     if (mcall && cap_is_function(mcall)) {
-        PyObject *buf[64];
+        PyObject *buf[ARGS_MAX];
         if (!prepend(buf, cls, args, nargs))
             return too_many_args(I->T);
         int rc = cap_call_inline(I, mcall, buf, nargs + 1, kwnames, cap_ret_push);
@@ -105,7 +110,7 @@ static int metaclass_call(cap_interp *I, PyObject *mcall, PyObject *cls, PyObjec
 static int new_then_init(cap_interp *I, PyObject *cls, PyObject *newfn, PyObject *initf,
                          PyObject *const *args, int nargs, PyObject *kwnames, PyObject **out)
 {
-    PyObject *buf[64], *obj = NULL;
+    PyObject *buf[ARGS_MAX], *obj = NULL;
     if (!prepend(buf, cls, args, nargs))
         return too_many_args(I->T);
     int rc = cap_t_call_sync(I, newfn, buf, nargs + 1, kwnames, &obj);
@@ -126,7 +131,7 @@ static int new_then_init(cap_interp *I, PyObject *cls, PyObject *newfn, PyObject
 static int python_new(cap_interp *I, PyObject *cls, PyObject *newfn, PyObject *const *args,
                       int nargs, PyObject *kwnames, PyObject **out)
 {
-    PyObject *buf[64];
+    PyObject *buf[ARGS_MAX];
     if (!prepend(buf, cls, args, nargs))
         return too_many_args(I->T);
     int rc = cap_call_inline(I, newfn, buf, nargs + 1, kwnames, cap_ret_push);
@@ -399,98 +404,143 @@ static int extend_lazily(cap_interp *I, PyObject *list, PyObject *it, PyObject *
     return rc;
 }
 
+/* The object a C callable is bound to: a builtin method's self, a
+ * method-wrapper's (*held: a new reference), or a method descriptor's first
+ * argument, taken off args. NULL for a plain C function. */
+static PyObject *c_self(PyObject *callable, PyObject *const **args, int *nargs, PyObject **held)
+{
+    *held = NULL;
+    if (PyCFunction_Check(callable))
+        return PyCFunction_GetSelf(callable);
+    if (Py_TYPE(callable) == (PyTypeObject *)cap_P.MethodWrapperType) {
+        *held = PyObject_GetAttr(callable, cap_P.s_self);
+        PyErr_Clear();
+        return *held;
+    }
+    if ((PyObject_TypeCheck(callable, &PyMethodDescr_Type) ||
+         PyObject_TypeCheck(callable, &PyWrapperDescr_Type)) && *nargs > 0) {
+        PyObject *self = (*args)[0];
+        (*args)++, (*nargs)--;
+        return self;
+    }
+    return NULL;
+}
+
+/* object.__getattribute__(obj, name), __setattr__, __delattr__ (as super()
+ * calls them), on an object that is not a symbolic tensor. */
+static bool object_attr_slot(PyObject *callable, PyObject *self, const char *name,
+                             PyObject *const *args, int nargs, PyObject *kwnames)
+{
+    if (!self)
+        return false;
+    PyObject *objclass = PyObject_GetAttrString(callable, "__objclass__");
+    PyErr_Clear();
+    bool on_object = objclass == (PyObject *)&PyBaseObject_Type;
+    Py_XDECREF(objclass);
+    return on_object && !cap_is_tensor(self) && !kwnames &&
+           (strcmp(name, "__getattribute__") == 0 || strcmp(name, "__setattr__") == 0 ||
+            strcmp(name, "__delattr__") == 0) && nargs >= 1 && PyUnicode_Check(args[0]);
+}
+
+/* Those slots traced as the generic lookup. */
+static int object_attr_call(cap_interp *I, PyObject *self, const char *name,
+                            PyObject *const *args, int nargs, PyObject **out)
+{
+    int rc;
+    if (name[2] == 'g' && nargs == 1)
+        rc = cap_t_getattr_generic(I, self, args[0], out);
+    else if (name[2] == 's' && nargs == 2 && (rc = cap_t_setattr_generic(I, self, args[0], args[1])) == CAP_NEXT)
+        *out = Py_NewRef(Py_None);
+    else if (name[2] == 'd' && nargs == 1 && (rc = cap_t_setattr_generic(I, self, args[0], NULL)) == CAP_NEXT)
+        *out = Py_NewRef(Py_None);
+    else
+        rc = cap_t_break(I->T, CAP_B_UNSUPPORTED_CALL, "object.%s with unusual arguments", name);
+    return rc;
+}
+
+/* object.__new__(cls), tuple.__new__(cls, items) (namedtuples) and the like
+ * only allocate: made for real, with the trace's values. */
+static bool allocating_new(PyObject *self, const char *name, PyObject *const *args, int nargs)
+{
+    return self && PyType_Check(self) && strcmp(name, "__new__") == 0 && nargs >= 1 &&
+           PyType_Check(args[0]) && PyType_IsSubtype((PyTypeObject *)args[0], (PyTypeObject *)self) &&
+           plain_new(self) && cap_t_first_tensor(args + 1, nargs - 1) < 0;
+}
+
+/* A C method of an object (neither a module nor a class): a break on
+ * tensors and outside objects other than containers, run for real on
+ * objects the trace made. by_self: callable is already bound to self. */
+static int c_method_call(cap_interp *I, PyObject *callable, PyObject *self, bool by_self,
+                         const char *name, PyObject *const *args, int nargs, PyObject *kwnames,
+                         PyObject **out)
+{
+    cap_trace *T = I->T;
+    if (cap_is_tensor(self))
+        return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "Tensor.%s", name);
+    if (PyObject_TypeCheck(self, (PyTypeObject *)cap_T.Tensor)) {
+        char what[80];
+        snprintf(what, sizeof what, "Tensor.%s", name);
+        return cap_t_real_tensor(T, self, what);
+    }
+    if (cap_t_outside(T, self) && !cap_is_constant(self)) {
+        if (PyDict_Check(self) || PyList_Check(self) || PyTuple_Check(self) || PyAnySet_Check(self))
+            return outside_container_method(I, callable, self, name, args, nargs, kwnames, out);
+        return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "%s.%s() on an object from outside",
+                           cap_tpname(Py_TYPE(self)), name);
+    }
+    if (PyList_CheckExact(self) && strcmp(name, "extend") == 0 && nargs == 1 && !kwnames &&
+        cap_is_ptc_iter(args[0]))
+        return extend_lazily(I, self, args[0], out);
+    PyObject *m = PyCFunction_Check(callable) || by_self ? Py_NewRef(callable)
+                                                         : PyObject_GetAttrString(self, name);
+    int rc = m ? cap_t_call_real_flowed(T, m, args, nargs, kwnames, out) : CAP_ERR;
+    Py_XDECREF(m);
+    return rc;
+}
+
+/* A C function (or a method of a module or class): run for real when ptc
+ * knows it pure (a break when it writes an outside argument), else a break. */
+static int c_function_call(cap_trace *T, PyObject *callable, const char *name,
+                           PyObject *const *args, int nargs, PyObject *kwnames, PyObject **out)
+{
+    if (cap_is_pure_fn(callable)) {
+        int npos = nargs - (kwnames ? (int)PyTuple_Size(kwnames) : 0);
+        if (npos > 0 && cap_pure_fn_writes(callable) && cap_t_outside(T, args[0]) &&
+            !cap_is_constant(args[0]))
+            return cap_t_break(T, CAP_B_MUTATE_OUTSIDE, "%s() writes a %s from outside", name,
+                               cap_tpname(Py_TYPE(args[0])));
+        return cap_t_call_real_flowed(T, callable, args, nargs, kwnames, out);
+    }
+    PyObject *mod = PyObject_GetAttr(callable, cap_P.s_module);
+    PyErr_Clear();
+    int rc = cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "call to %s%s%s",
+                         mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : "",
+                         mod && PyUnicode_Check(mod) ? "." : "", name);
+    Py_XDECREF(mod);
+    return rc;
+}
+
 static int c_callable(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                       PyObject *kwnames, PyObject **out)
 {
-    cap_trace *T = I->T;
-    PyObject *self = NULL;
-    const char *name = "?";
     if (PyDict_Check(cap_P.builtins) && callable == PyDict_GetItemString(cap_P.builtins, "__build_class__"))
-        return cap_t_break(T, CAP_B_UNINTERPRETABLE, "class definition");
+        return cap_t_break(I->T, CAP_B_UNINTERPRETABLE, "class definition");
+    const char *name = "?";
     PyObject *nm = PyObject_GetAttr(callable, cap_P.s_name);
     if (nm && PyUnicode_Check(nm))
         name = PyUnicode_AsUTF8(nm);
     PyErr_Clear();
-    PyObject *held = NULL;
-    if (PyCFunction_Check(callable)) {
-        self = PyCFunction_GetSelf(callable);
-    } else if (Py_TYPE(callable) == (PyTypeObject *)cap_P.MethodWrapperType) {
-        held = self = PyObject_GetAttr(callable, cap_P.s_self);
-        PyErr_Clear();
-    } else if ((PyObject_TypeCheck(callable, &PyMethodDescr_Type) ||
-                PyObject_TypeCheck(callable, &PyWrapperDescr_Type)) && nargs > 0) {
-        self = args[0], args++, nargs--;
-    }
+    PyObject *held;
+    PyObject *self = c_self(callable, &args, &nargs, &held);
     int rc;
-    PyObject *objclass = self ? PyObject_GetAttrString(callable, "__objclass__") : NULL;
-    PyErr_Clear();
-    if (objclass == (PyObject *)&PyBaseObject_Type && self && !cap_is_tensor(self) && !kwnames &&
-        (strcmp(name, "__getattribute__") == 0 || strcmp(name, "__setattr__") == 0 ||
-         strcmp(name, "__delattr__") == 0) && nargs >= 1 && PyUnicode_Check(args[0])) {
-        /* object.__getattribute__(obj, name) and friends (as super() calls
-           them): the generic lookup, traced. */
-        Py_DECREF(objclass);
-        if (name[2] == 'g' && nargs == 1)
-            rc = cap_t_getattr_generic(I, self, args[0], out);
-        else if (name[2] == 's' && nargs == 2 && (rc = cap_t_setattr_generic(I, self, args[0], args[1])) == CAP_NEXT)
-            *out = Py_NewRef(Py_None);
-        else if (name[2] == 'd' && nargs == 1 && (rc = cap_t_setattr_generic(I, self, args[0], NULL)) == CAP_NEXT)
-            *out = Py_NewRef(Py_None);
-        else
-            rc = cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "object.%s with unusual arguments", name);
-        Py_XDECREF(nm);
-        Py_XDECREF(held);
-        return rc;
-    }
-    Py_XDECREF(objclass);
-    if (self && PyType_Check(self) && strcmp(name, "__new__") == 0 && nargs >= 1 && PyType_Check(args[0]) &&
-        PyType_IsSubtype((PyTypeObject *)args[0], (PyTypeObject *)self) && plain_new(self) &&
-        cap_t_first_tensor(args + 1, nargs - 1) < 0) {
-        /* object.__new__(cls), tuple.__new__(cls, items) (namedtuples) and
-           the like only allocate: made for real, with the trace's values. */
-        rc = cap_t_call_real_flowed(T, callable, args, nargs, kwnames, out);
-        Py_XDECREF(nm);
-        Py_XDECREF(held);
-        return rc;
-    }
-    if (self && !PyModule_Check(self) && !PyType_Check(self)) {
-        if (cap_is_tensor(self)) {
-            rc = cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "Tensor.%s", name);
-        } else if (PyObject_TypeCheck(self, (PyTypeObject *)cap_T.Tensor)) {
-            char what[80];
-            snprintf(what, sizeof what, "Tensor.%s", name);
-            rc = cap_t_real_tensor(T, self, what);
-        } else if (cap_t_outside(T, self) && !cap_is_constant(self)) {
-            if (PyDict_Check(self) || PyList_Check(self) || PyTuple_Check(self) || PyAnySet_Check(self))
-                rc = outside_container_method(I, callable, self, name, args, nargs, kwnames, out);
-            else
-                rc = cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "%s.%s() on an object from outside",
-                                 cap_tpname(Py_TYPE(self)), name);
-        } else if (PyList_CheckExact(self) && strcmp(name, "extend") == 0 && nargs == 1 && !kwnames &&
-                   cap_is_ptc_iter(args[0])) {
-            rc = extend_lazily(I, self, args[0], out);
-        } else {
-            PyObject *m = PyCFunction_Check(callable) || held ? Py_NewRef(callable)
-                                                             : PyObject_GetAttrString(self, name);
-            rc = m ? cap_t_call_real_flowed(T, m, args, nargs, kwnames, out) : CAP_ERR;
-            Py_XDECREF(m);
-        }
-    } else if (cap_is_pure_fn(callable)) {
-        int npos = nargs - (kwnames ? (int)PyTuple_Size(kwnames) : 0);
-        if (npos > 0 && cap_pure_fn_writes(callable) && cap_t_outside(T, args[0]) &&
-            !cap_is_constant(args[0]))
-            rc = cap_t_break(T, CAP_B_MUTATE_OUTSIDE, "%s() writes a %s from outside", name,
-                             cap_tpname(Py_TYPE(args[0])));
-        else
-            rc = cap_t_call_real_flowed(T, callable, args, nargs, kwnames, out);
-    } else {
-        PyObject *mod = PyObject_GetAttr(callable, cap_P.s_module);
-        PyErr_Clear();
-        rc = cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "call to %s%s%s",
-                         mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : "",
-                         mod && PyUnicode_Check(mod) ? "." : "", name);
-        Py_XDECREF(mod);
-    }
+    if (object_attr_slot(callable, self, name, args, nargs, kwnames))
+        rc = object_attr_call(I, self, name, args, nargs, out);
+    else if (allocating_new(self, name, args, nargs))
+        rc = cap_t_call_real_flowed(I->T, callable, args, nargs, kwnames, out);
+    else if (self && !PyModule_Check(self) && !PyType_Check(self))
+        rc = c_method_call(I, callable, self, held != NULL, name, args, nargs, kwnames, out);
+    else
+        rc = c_function_call(I->T, callable, name, args, nargs, kwnames, out);
     Py_XDECREF(nm);
     Py_XDECREF(held);
     return rc;
@@ -672,10 +722,10 @@ static int partial_parts(cap_interp *I, PyObject *p, PyObject **fn, PyObject **p
 }
 
 /* A torch function's arguments as it should read them: the outside lists
- * and dicts this trace wrote replaced by their shadows (buf: 64 entries). */
+ * and dicts this trace wrote replaced by their shadows (buf: ARGS_MAX entries). */
 static int current_args(cap_interp *I, PyObject *const **args, int nargs, PyObject **buf)
 {
-    if (PyDict_Size(I->T->mut) == 0 || nargs > 64)
+    if (PyDict_Size(I->T->mut) == 0 || nargs > ARGS_MAX)
         return CAP_NEXT;
     for (int i = 0; i < nargs; i++) {
         buf[i] = (*args)[i];
@@ -687,46 +737,115 @@ static int current_args(cap_interp *I, PyObject *const **args, int nargs, PyObje
     return CAP_NEXT;
 }
 
+/* The mapping-table row of a torch callable, or of a Tensor method bound to
+ * a symbolic tensor (*self: that tensor); NULL for other callables. */
+static const cap_tmap *torch_row(PyObject *callable, PyObject **self)
+{
+    *self = NULL;
+    if (Py_TYPE(callable) != cap_method_type)
+        return cap_thooks.lookup_fn(callable);
+    *self = ((cap_method *)callable)->self;
+    return ((cap_method *)callable)->map;
+}
+
+/* A mapped torch call: the torch layer records it. */
+static int call_mapped(cap_interp *I, const cap_tmap *row, PyObject *self, PyObject *const *args,
+                       int nargs, PyObject *kwnames, PyObject **out)
+{
+    PyObject *current[ARGS_MAX];
+    int rc = current_args(I, &args, nargs, current);
+    return rc != CAP_NEXT ? rc : cap_thooks.call(I->T, row, self, args, nargs, kwnames, out);
+}
+
+/* obj.method(args) as method.__func__(obj, args). */
+static int call_bound_method(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
+                             PyObject *kwnames, PyObject **out)
+{
+    PyObject *fn = PyObject_GetAttr(callable, cap_P.s_func);
+    PyObject *self = PyObject_GetAttr(callable, cap_P.s_self);
+    PyObject *buf[ARGS_MAX];
+    int rc;
+    if (!fn || !self)
+        rc = CAP_ERR;
+    else if (!prepend(buf, self, args, nargs))
+        rc = too_many_args(I->T);
+    else
+        rc = cap_t_call(I, fn, buf, nargs + 1, kwnames, out);
+    Py_XDECREF(fn);
+    Py_XDECREF(self);
+    return rc;
+}
+
+/* The exit of a `with torch.no_grad()` / autocast block the trace entered:
+ * the mode before it comes back. */
+static int exit_mode(cap_trace *T, cap_gradexit *g, PyObject **out)
+{
+    if (g->kind == CAP_EXIT_GRAD)
+        T->grad_enabled = g->prev;
+    if (g->kind == CAP_EXIT_AMP)
+        T->amp = cap_amp_unpack(g->amp_prev);
+    *out = Py_NewRef(Py_False);
+    return CAP_NEXT;
+}
+
+static bool is_c_callable(PyObject *callable)
+{
+    return PyCFunction_Check(callable) || PyObject_TypeCheck(callable, &PyMethodDescr_Type) ||
+           Py_TYPE(callable) == (PyTypeObject *)cap_P.MethodWrapperType ||
+           PyObject_TypeCheck(callable, &PyWrapperDescr_Type) ||
+           PyObject_TypeCheck(callable, &PyClassMethodDescr_Type);
+}
+
+static int call_partial(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
+                        PyObject *kwnames, PyObject **out)
+{
+    PyObject *fn = NULL, *pargs = NULL, *pkw = NULL;
+    int rc = partial_parts(I, callable, &fn, &pargs, &pkw);
+    if (rc != CAP_NEXT)
+        return rc;
+    rc = cap_t_call_partial(I, fn, pargs, pkw, args, nargs, kwnames, out);
+    Py_DECREF(fn);
+    Py_DECREF(pargs);
+    Py_DECREF(pkw);
+    return rc;
+}
+
+/* Objects that are neither functions, classes nor modules: partials, C
+ * callables, lru_cache wrappers, instances with a Python __call__,
+ * operator.attrgetter/itemgetter/methodcaller; anything else is a break. */
+static int call_object(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
+                       PyObject *kwnames, PyObject **out)
+{
+    if (cap_is_partial(callable))
+        return call_partial(I, callable, args, nargs, kwnames, out);
+    if (is_c_callable(callable))
+        return c_callable(I, callable, args, nargs, kwnames, out);
+    int rc = cap_t_call_lru(I, callable, args, nargs, kwnames, out);
+    if (rc != CAP_NONE)
+        return rc;
+    PyObject *call = cap_type_lookup(Py_TYPE(callable), cap_P.s_call);
+    if (call && cap_is_function(call)) {
+        PyObject *buf[ARGS_MAX];
+        if (!prepend(buf, callable, args, nargs))
+            return too_many_args(I->T);
+        return call_function(I, call, buf, nargs + 1, kwnames, out);
+    }
+    if ((rc = cap_t_call_getter(I, callable, args, nargs, kwnames, out)) != CAP_NONE)
+        return rc;
+    return cap_t_break(I->T, CAP_B_UNSUPPORTED_CALL, "call to a %s", cap_tpname(Py_TYPE(callable)));
+}
+
 int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                PyObject *kwnames, PyObject **out)
 {
-    cap_trace *T = I->T;
-    PyObject *current[64];
-    if (Py_TYPE(callable) == cap_method_type) {
-        cap_method *m = (cap_method *)callable;
-        int rc = current_args(I, &args, nargs, current);
-        return rc != CAP_NEXT ? rc : cap_thooks.call(T, m->map, m->self, args, nargs, kwnames, out);
-    }
-    const cap_tmap *tm = cap_thooks.lookup_fn(callable);
-    if (tm) {
-        int rc = current_args(I, &args, nargs, current);
-        return rc != CAP_NEXT ? rc : cap_thooks.call(T, tm, NULL, args, nargs, kwnames, out);
-    }
-    if (cap_is_method(callable)) {
-        PyObject *fn = PyObject_GetAttr(callable, cap_P.s_func);
-        PyObject *self = PyObject_GetAttr(callable, cap_P.s_self);
-        PyObject *buf[64];
-        int rc;
-        if (!fn || !self || nargs > 62) {
-            rc = fn && self ? cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "too many arguments") : CAP_ERR;
-        } else {
-            buf[0] = self;
-            memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
-            rc = cap_t_call(I, fn, buf, nargs + 1, kwnames, out);
-        }
-        Py_XDECREF(fn);
-        Py_XDECREF(self);
-        return rc;
-    }
-    if (Py_TYPE(callable) == cap_gradexit_type) {
-        cap_gradexit *g = (cap_gradexit *)callable;
-        if (g->kind == CAP_EXIT_GRAD)
-            T->grad_enabled = g->prev;
-        if (g->kind == CAP_EXIT_AMP)
-            T->amp = cap_amp_unpack(g->amp_prev);
-        *out = Py_NewRef(Py_False);
-        return CAP_NEXT;
-    }
+    PyObject *self;
+    const cap_tmap *row = torch_row(callable, &self);
+    if (row)
+        return call_mapped(I, row, self, args, nargs, kwnames, out);
+    if (cap_is_method(callable))
+        return call_bound_method(I, callable, args, nargs, kwnames, out);
+    if (Py_TYPE(callable) == cap_gradexit_type)
+        return exit_mode(I->T, (cap_gradexit *)callable, out);
     int fb = cap_frame_builtin(I->frame, callable, args, nargs, kwnames, out);
     if (fb)
         return fb > 0 ? CAP_NEXT : CAP_ERR;
@@ -744,33 +863,5 @@ int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nar
         return call_function(I, callable, args, nargs, kwnames, out);
     if (PyType_Check(callable))
         return instantiate(I, callable, args, nargs, kwnames, out);
-    if (cap_is_partial(callable)) {
-        PyObject *fn = NULL, *pargs = NULL, *pkw = NULL;
-        if ((rc = partial_parts(I, callable, &fn, &pargs, &pkw)) != CAP_NEXT)
-            return rc;
-        rc = cap_t_call_partial(I, fn, pargs, pkw, args, nargs, kwnames, out);
-        Py_DECREF(fn);
-        Py_DECREF(pargs);
-        Py_DECREF(pkw);
-        return rc;
-    }
-    if (PyCFunction_Check(callable) || PyObject_TypeCheck(callable, &PyMethodDescr_Type) ||
-        Py_TYPE(callable) == (PyTypeObject *)cap_P.MethodWrapperType ||
-        PyObject_TypeCheck(callable, &PyWrapperDescr_Type) ||
-        PyObject_TypeCheck(callable, &PyClassMethodDescr_Type))
-        return c_callable(I, callable, args, nargs, kwnames, out);
-    if ((rc = cap_t_call_lru(I, callable, args, nargs, kwnames, out)) != CAP_NONE)
-        return rc;
-    PyObject *call = cap_type_lookup(Py_TYPE(callable), cap_P.s_call);
-    if (call && cap_is_function(call)) {
-        PyObject *buf[64];
-        if (nargs > 62)
-            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "too many arguments");
-        buf[0] = callable;
-        memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
-        return call_function(I, call, buf, nargs + 1, kwnames, out);
-    }
-    if ((rc = cap_t_call_getter(I, callable, args, nargs, kwnames, out)) != CAP_NONE)
-        return rc;
-    return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "call to a %s", cap_tpname(Py_TYPE(callable)));
+    return call_object(I, callable, args, nargs, kwnames, out);
 }
