@@ -1,8 +1,7 @@
 /* Calls whose result the caller needs before it goes on, without a frame of
  * its own: a Python callee traced to its return in a nested run of the
- * interpreter (a key function, the function given to map, a getter), or a C
- * callee run for real with its arguments made safe first. A break inside a
- * nested run becomes a break at the instruction that began it.
+ * interpreter (a key function, the function given to map, a getter). A break
+ * inside a nested run becomes a break at the instruction that began it.
  */
 #include "capture/trace/trace.h"
 
@@ -59,41 +58,4 @@ int cap_t_settle(cap_interp *I, cap_frame *outer, int rc, PyObject **out)
     if (rc == CAP_ERR && !PyErr_ExceptionMatches(cap_InternalError))
         return cap_trace_error(I);
     return rc;
-}
-
-/* ---- real calls ---------------------------------------------------------------------- */
-
-/* Arguments made safe for a real call: outside containers become sourced
- * copies, iterators over traced sequences are drained into lists. */
-static PyObject **flow_args(cap_trace *T, PyObject *const *args, int nargs)
-{
-    PyObject **fa = PyMem_Malloc(sizeof(PyObject *) * (size_t)(nargs + 1));
-    for (int i = 0; fa && i < nargs; i++) {
-        fa[i] = cap_t_flow(T, args[i]);
-        if (!fa[i]) {
-            while (i-- > 0)
-                Py_DECREF(fa[i]);
-            PyMem_Free(fa);
-            return NULL;
-        }
-    }
-    return fa;
-}
-
-static void free_args(PyObject **fa, int n)
-{
-    for (int i = 0; i < n; i++)
-        Py_DECREF(fa[i]);
-    PyMem_Free(fa);
-}
-
-int cap_t_call_real_flowed(cap_trace *T, PyObject *callable, PyObject *const *args, int nargs,
-                            PyObject *kwnames, PyObject **out)
-{
-    PyObject **fa = flow_args(T, args, nargs);
-    if (!fa)
-        return CAP_ERR;
-    *out = cap_call_real(callable, fa, nargs, kwnames);
-    free_args(fa, nargs);
-    return *out ? CAP_NEXT : CAP_ERR;
 }

@@ -11,6 +11,9 @@
 #include <string.h>
 
 cap_torch cap_T;
+/* The torch layer's answers for the trace (trace.h; filled by
+ * cap_torch_hooks_install). */
+cap_torch_hooks cap_thooks;
 
 static const char *dtype_names[PTC_DTYPE_COUNT] = {
     "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64",

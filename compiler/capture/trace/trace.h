@@ -576,6 +576,9 @@ bool cap_t_written(cap_trace *T, PyObject *obj);
 /* A key of an outside dict as this trace left it: 1 written (*v borrowed),
  * 0 deleted or cleared, -1 not written (read the dict itself). */
 int cap_t_dict_written(cap_trace *T, PyObject *d, PyObject *key, PyObject **v);
+/* d.get(key) on an outside dict as this trace sees it: the key's presence
+ * guarded, *out the value (through its source) or NULL when it is missing. */
+int cap_t_dict_lookup(cap_interp *I, PyObject *d, PyObject *key, PyObject **out);
 /* d[key] as d stores it (dict's own lookup, whatever a subclass overrides),
  * read through d's source; eager's KeyError when missing. */
 int cap_t_stored_dict_item(cap_trace *T, PyObject *d, PyObject *key, PyObject **out);
@@ -698,7 +701,6 @@ int cap_t_setattr(cap_interp *I, PyObject *obj, PyObject *name, PyObject *v);
 int cap_t_getattr_generic(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out);
 int cap_t_setattr_generic(cap_interp *I, PyObject *obj, PyObject *name, PyObject *v);
 int cap_t_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out);
-int cap_t_dict_lookup(cap_interp *I, PyObject *d, PyObject *key, PyObject **out);
 int cap_t_setitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject *v);
 int cap_t_iter(cap_interp *I, PyObject *obj, PyObject **out);
 int cap_t_next(cap_interp *I, PyObject *it, PyObject **out);
@@ -725,7 +727,7 @@ int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nar
 int cap_t_builtin_of(PyObject *callable);
 int cap_t_builtin(cap_interp *I, int id, PyObject *callable, PyObject *const *args, int nargs,
                   PyObject *kwnames, PyObject **out);
-/* Calls whose result is needed at once (sync_calls.c). */
+/* Calls whose result is needed at once: nested runs (sync_calls.c). */
 int cap_t_run_sync(cap_interp *I, cap_frame *outer, PyObject **out);
 int cap_t_call_sync(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                     PyObject *kwnames, PyObject **out);
@@ -733,7 +735,8 @@ int cap_t_call_sync(cap_interp *I, PyObject *callable, PyObject *const *args, in
  * (CAP_FRAME), that frame is run to its result (*out), as cap_t_call_sync. */
 int cap_t_settle(cap_interp *I, cap_frame *outer, int rc, PyObject **out);
 /* callable(args) run for real, with outside containers among args passed as
- * sourced copies and iterators over traced sequences drained (cap_t_flow). */
+ * sourced copies and iterators over traced sequences drained (cap_t_flow;
+ * objects.c). */
 int cap_t_call_real_flowed(cap_trace *T, PyObject *callable, PyObject *const *args, int nargs,
                            PyObject *kwnames, PyObject **out);
 /* An outside function is about to be inlined in frame f (not yet pushed):
