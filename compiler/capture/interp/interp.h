@@ -329,7 +329,7 @@ int cap_bind_args(cap_frame *f, PyObject *const *args, int nargs, PyObject *kwna
 /* Pushes a new innermost frame for func(args); fills ret fields. */
 void cap_push_frame(cap_interp *I, cap_frame *f);
 /* Runs until the outermost frame returns, an exception leaves it, a break, or
- * (when stepping) a stop point. */
+ * (when stepping) a stop point (loop.c). */
 int cap_run(cap_interp *I);
 void cap_interp_clear(cap_interp *I); /* frees every frame */
 /* RETURN_VALUE: hands v (stolen) to the parent frame, or ends the run. */
