@@ -184,7 +184,7 @@ done:
 
 /* ---- frames for Python functions ------------------------------------------- */
 
-static PyObject *func_builtins(PyObject *globals)
+PyObject *cap_func_builtins(PyObject *globals)
 {
     PyObject *b = PyDict_GetItemString(globals, "__builtins__");
     if (!b)
@@ -210,7 +210,7 @@ static cap_frame *frame_for_call(PyObject *func, PyObject *const *args, int narg
         *why = c->notrace;
         goto done;
     }
-    f = cap_frame_new(c, func, globals, func_builtins(globals));
+    f = cap_frame_new(c, func, globals, cap_func_builtins(globals));
     if (!f)
         goto done;
     f->gen = gen;

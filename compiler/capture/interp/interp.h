@@ -426,6 +426,9 @@ int cap_call_inline(cap_interp *I, PyObject *func, PyObject *const *args, int na
 cap_frame *cap_genexpr_frame(PyObject *func, PyObject *arg, PyObject *gen);
 cap_frame *cap_frame_for_call(PyObject *func, PyObject *const *args, int nargs,
                               PyObject *kwnames, const char **why);
+/* The builtins a function with these globals sees: their __builtins__ (a
+ * module's dict, or the dict itself), else the interpreter's. Borrowed. */
+PyObject *cap_func_builtins(PyObject *globals);
 /* Calls (calls.c). */
 PyObject *cap_call_real(PyObject *callable, PyObject *const *args, int nargs, PyObject *kwnames);
 int cap_frame_builtin(cap_frame *f, PyObject *callable, PyObject *const *args, int nargs,
