@@ -212,14 +212,7 @@ int cap_op_call_ex(cap_interp *I, PyObject *callable, PyObject *argtuple, PyObje
         PyErr_NoMemory();
         return CAP_ERR;
     }
-    for (Py_ssize_t i = 0; i < n; i++)
-        buf[i] = PyTuple_GetItem(argtuple, i);
-    Py_ssize_t pos = 0, k = 0;
-    PyObject *key, *value;
-    while (kwdict && PyDict_Next(kwdict, &pos, &key, &value)) {
-        PyTuple_SetItem(kwnames, k, Py_NewRef(key));
-        buf[n + k++] = value;
-    }
+    cap_spread_args(argtuple, kwdict, buf, kwnames);
     int rc = cap_op_call(I, callable, buf, (int)(n + nkw), kwnames, out);
     Py_XDECREF(kwnames);
     PyMem_Free(buf);

@@ -407,6 +407,11 @@ bool cap_is_function(PyObject *o);
 bool cap_is_method(PyObject *o);
 PyObject *cap_tuple_from_array(PyObject *const *items, int n);
 PyObject *PyObject_CallOneArg_compat(PyObject *fn, PyObject *arg);
+/* f(*args, **kwargs) laid out for a vector call: buf[0..len(args)) the
+ * positional values, then the keyword values (all borrowed), their names set
+ * into kwnames (a new tuple of len(kwargs), NULL without keywords). buf
+ * holds len(args) + len(kwargs). */
+void cap_spread_args(PyObject *args, PyObject *kwargs, PyObject **buf, PyObject *kwnames);
 /* The object a dotted path names (a module, then attributes), or NULL. */
 PyObject *cap_import_path(const char *path);
 /* One warning per process that ptc does not act on something (text: a

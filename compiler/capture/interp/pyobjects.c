@@ -150,3 +150,15 @@ PyObject *cap_import_path(const char *path)
         PyErr_Clear();
     return obj;
 }
+
+void cap_spread_args(PyObject *args, PyObject *kwargs, PyObject **buf, PyObject *kwnames)
+{
+    Py_ssize_t n = PyTuple_Size(args), pos = 0, k = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        buf[i] = PyTuple_GetItem(args, i);
+    PyObject *key, *value;
+    while (kwargs && PyDict_Next(kwargs, &pos, &key, &value)) {
+        PyTuple_SetItem(kwnames, k, Py_NewRef(key));
+        buf[n + k++] = value;
+    }
+}

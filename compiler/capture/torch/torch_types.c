@@ -269,14 +269,7 @@ static PyObject *method_call(PyObject *self, PyObject *args, PyObject *kwargs)
     PyObject *buf[64], *kwnames = nkw ? PyTuple_New(nkw) : NULL;
     if (n + nkw > 64)
         return cap_signal_break(CAP_B_UNSUPPORTED_CALL, "too many arguments");
-    for (Py_ssize_t i = 0; i < n; i++)
-        buf[i] = PyTuple_GetItem(args, i);
-    Py_ssize_t pos = 0, k = 0;
-    PyObject *key, *value;
-    while (kwargs && PyDict_Next(kwargs, &pos, &key, &value)) {
-        PyTuple_SetItem(kwnames, k, Py_NewRef(key));
-        buf[n + k++] = value;
-    }
+    cap_spread_args(args, kwargs, buf, kwnames);
     PyObject *out = NULL;
     int rc = cap_torch_call(T, m->map, m->self, buf, (int)(n + nkw), kwnames, &out);
     Py_XDECREF(kwnames);
