@@ -132,13 +132,14 @@ FILE_ORDER = {
     "torch": ["torch_map.c", "torch_permviews.c", "torch_builtins.c", "torch_ops.c", "torch_nn.c",
               "torch_shape.c", "torch_composite.c", "torch_query.c", "torch_einsum.c",
               "torch_foreach.c", "torch_call.c", "torch_table.c", "torch_types.c"],
-    # one way at both ends: the bottom (breaks, torch objects, guards, ids,
-    # nested runs);
+    # one way at both ends: the bottom (breaks, the source table, torch
+    # objects, guards, ids, nested runs, symbolic sizes);
     # in between, files that still call each other (sources, nodes, objects,
     # effects, iterators, ...); on top the call path and the hook rows
-    "trace": ["breaks.c", "torch_objects.c", "trace_split.c", "guards.c", "ids.c", "sync_calls.c",
+    "trace": ["breaks.c", "source_table.c", "torch_objects.c", "trace_split.c", "guards.c", "ids.c",
+              "sync_calls.c", "symint.c",
               ["autocast.c", "callables.c", "effects.c", "inplace.c", "iter.c", "lifecycle.c",
-               "nodes.c", "objects.c", "sources.c", "symint.c"],
+               "nodes.c", "objects.c", "sources.c"],
               "modules.c", "trace_operator.c", "lru.c", "builtins.c", "calls.c", "hooks.c"],
     # the dispatcher backend.c last
     "backend": ["tensors.c", "eager.c", "graphobj.c", "backend_ptc.c", "backend_train.c",
