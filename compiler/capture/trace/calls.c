@@ -395,7 +395,8 @@ static PyObject *c_self(PyObject *callable, PyObject *const **args, int *nargs, 
         return *held;
     }
     if ((PyObject_TypeCheck(callable, &PyMethodDescr_Type) ||
-         PyObject_TypeCheck(callable, &PyWrapperDescr_Type)) && *nargs > 0) {
+         PyObject_TypeCheck(callable, &PyWrapperDescr_Type)) &&
+        *nargs > 0) {
         PyObject *self = (*args)[0];
         (*args)++, (*nargs)--;
         return self;
@@ -416,19 +417,22 @@ static bool object_attr_slot(PyObject *callable, PyObject *self, const char *nam
     Py_XDECREF(objclass);
     return on_object && !cap_is_tensor(self) && !kwnames &&
            (strcmp(name, "__getattribute__") == 0 || strcmp(name, "__setattr__") == 0 ||
-            strcmp(name, "__delattr__") == 0) && nargs >= 1 && PyUnicode_Check(args[0]);
+            strcmp(name, "__delattr__") == 0) &&
+           nargs >= 1 && PyUnicode_Check(args[0]);
 }
 
 /* Those slots traced as the generic lookup. */
-static int object_attr_call(cap_interp *I, PyObject *self, const char *name,
-                            PyObject *const *args, int nargs, PyObject **out)
+static int object_attr_call(cap_interp *I, PyObject *self, const char *name, PyObject *const *args,
+                            int nargs, PyObject **out)
 {
     int rc;
     if (name[2] == 'g' && nargs == 1)
         rc = cap_t_getattr_generic(I, self, args[0], out);
-    else if (name[2] == 's' && nargs == 2 && (rc = cap_t_setattr_generic(I, self, args[0], args[1])) == CAP_NEXT)
+    else if (name[2] == 's' && nargs == 2 &&
+             (rc = cap_t_setattr_generic(I, self, args[0], args[1])) == CAP_NEXT)
         *out = Py_NewRef(Py_None);
-    else if (name[2] == 'd' && nargs == 1 && (rc = cap_t_setattr_generic(I, self, args[0], NULL)) == CAP_NEXT)
+    else if (name[2] == 'd' && nargs == 1 &&
+             (rc = cap_t_setattr_generic(I, self, args[0], NULL)) == CAP_NEXT)
         *out = Py_NewRef(Py_None);
     else
         rc = cap_t_break(I->T, CAP_B_UNSUPPORTED_CALL, "object.%s with unusual arguments", name);
@@ -440,8 +444,9 @@ static int object_attr_call(cap_interp *I, PyObject *self, const char *name,
 static bool allocating_new(PyObject *self, const char *name, PyObject *const *args, int nargs)
 {
     return self && PyType_Check(self) && strcmp(name, "__new__") == 0 && nargs >= 1 &&
-           PyType_Check(args[0]) && PyType_IsSubtype((PyTypeObject *)args[0], (PyTypeObject *)self) &&
-           plain_new(self) && cap_t_first_tensor(args + 1, nargs - 1) < 0;
+           PyType_Check(args[0]) &&
+           PyType_IsSubtype((PyTypeObject *)args[0], (PyTypeObject *)self) && plain_new(self) &&
+           cap_t_first_tensor(args + 1, nargs - 1) < 0;
 }
 
 /* A C method of an object (neither a module nor a class): a break on
@@ -500,7 +505,8 @@ static int c_function_call(cap_trace *T, PyObject *callable, const char *name,
 static int c_callable(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                       PyObject *kwnames, PyObject **out)
 {
-    if (PyDict_Check(cap_P.builtins) && callable == PyDict_GetItemString(cap_P.builtins, "__build_class__"))
+    if (PyDict_Check(cap_P.builtins) &&
+        callable == PyDict_GetItemString(cap_P.builtins, "__build_class__"))
         return cap_t_break(I->T, CAP_B_UNINTERPRETABLE, "class definition");
     const char *name = "?";
     PyObject *nm = PyObject_GetAttr(callable, cap_P.s_name);
