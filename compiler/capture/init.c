@@ -142,14 +142,7 @@ PyObject *cap_interpret(PyObject *fn, PyObject *args, PyObject *kwargs, bool inl
     Py_ssize_t n = PyTuple_Size(args), nkw = kwargs ? PyDict_Size(kwargs) : 0;
     PyObject **buf = PyMem_Malloc(sizeof(PyObject *) * (size_t)(n + nkw + 1));
     PyObject *kwnames = nkw ? PyTuple_New(nkw) : NULL;
-    for (Py_ssize_t i = 0; i < n; i++)
-        buf[i] = PyTuple_GetItem(args, i);
-    Py_ssize_t pos = 0, k = 0;
-    PyObject *key, *value;
-    while (kwargs && PyDict_Next(kwargs, &pos, &key, &value)) {
-        PyTuple_SetItem(kwnames, k, Py_NewRef(key));
-        buf[n + k++] = value;
-    }
+    cap_spread_args(args, kwargs, buf, kwnames);
     const char *why;
     cap_frame *f = cap_frame_for_call(fn, buf, (int)(n + nkw), kwnames, &why);
     PyObject *result = NULL;

@@ -434,14 +434,6 @@ static int note_id(cap_interp *I, const cap_recipe *r, PyObject *v)
     return rc;
 }
 
-static PyObject *func_builtins(PyObject *globals)
-{
-    PyObject *b = PyDict_GetItemString(globals, "__builtins__");
-    if (!b)
-        return cap_P.builtins;
-    return PyModule_Check(b) ? PyModule_GetDict(b) : b;
-}
-
 int cap_entry_resume_frames(cap_entry *e, PyObject **rv, cap_interp *I)
 {
     for (int d = 0; d < e->nframes; d++) {
@@ -450,7 +442,7 @@ int cap_entry_resume_frames(cap_entry *e, PyObject **rv, cap_interp *I)
         PyObject *globals = func ? PyObject_GetAttr(func, cap_P.s_globals) : NULL;
         if (!globals)
             return -1;
-        cap_frame *f = cap_frame_new(rf->code, func, globals, func_builtins(globals));
+        cap_frame *f = cap_frame_new(rf->code, func, globals, cap_func_builtins(globals));
         Py_DECREF(globals);
         if (!f)
             return -1;

@@ -13,106 +13,6 @@
 
 #include <string.h>
 
-/* ---- frames for Python functions ------------------------------------------- */
-
-static PyObject *func_builtins(PyObject *globals)
-{
-    PyObject *b = PyDict_GetItemString(globals, "__builtins__");
-    if (!b)
-        return cap_P.builtins;
-    if (PyModule_Check(b))
-        return PyModule_GetDict(b);
-    return b;
-}
-
-/* A frame for func(args) with arguments bound, or NULL with *why set:
- * NULL the call must go to CPython (binding error, uninterpretable code). */
-static cap_frame *frame_for_call(PyObject *func, PyObject *const *args, int nargs,
-                                 PyObject *kwnames, const char **why, PyObject *gen)
-{
-    *why = NULL;
-    PyObject *code = PyObject_GetAttr(func, cap_P.s_code);
-    PyObject *globals = code ? PyObject_GetAttr(func, cap_P.s_globals) : NULL;
-    cap_code *c = globals ? cap_code_get(code) : NULL;
-    cap_frame *f = NULL;
-    if (!c)
-        goto done;
-    if (c->notrace && !(gen && c->genexpr)) {
-        *why = c->notrace;
-        goto done;
-    }
-    f = cap_frame_new(c, func, globals, func_builtins(globals));
-    if (!f)
-        goto done;
-    f->gen = gen;
-    int nkw = kwnames ? (int)PyTuple_Size(kwnames) : 0;
-    int b = cap_bind_args(f, args, nargs - nkw, kwnames, args + nargs - nkw);
-    if (b <= 0) {
-        cap_frame_free(f);
-        f = NULL;
-        if (b == 0)
-            *why = "argument binding";
-    }
-done:
-    Py_XDECREF(code);
-    Py_XDECREF(globals);
-    return f;
-}
-
-cap_frame *cap_frame_for_call(PyObject *func, PyObject *const *args, int nargs,
-                              PyObject *kwnames, const char **why)
-{
-    return frame_for_call(func, args, nargs, kwnames, why, NULL);
-}
-
-cap_frame *cap_genexpr_frame(PyObject *func, PyObject *arg, PyObject *gen)
-{
-    const char *why;
-    return frame_for_call(func, &arg, 1, NULL, &why, gen);
-}
-
-/* ptc.config.trust_module_state wraps nn.Module's state-changing methods
- * (python/ptc/_module_state.py). A trace follows the method they wrap: the
- * epoch bump is for real calls, and writes to modules from outside the
- * trace are replayed (or run at a break) through the wrapper. */
-static PyObject *unwrap_epoch(PyObject *func)
-{
-    static PyObject *name;
-    if (!cap_is_function(func) || (!name && !(name = PyUnicode_InternFromString("__ptc_wrapped__"))))
-        return func;
-    PyObject *orig = PyObject_GetAttr(func, name);
-    if (!orig) {
-        PyErr_Clear();
-        return func;
-    }
-    Py_DECREF(orig); /* the wrapper keeps it */
-    return orig;
-}
-
-int cap_call_inline(cap_interp *I, PyObject *func, PyObject *const *args, int nargs,
-                    PyObject *kwnames, cap_cont ret)
-{
-    if (I->T)
-        func = unwrap_epoch(func);
-    int depth = I->frame ? I->frame->depth + 1 : 0;
-    if (depth > I->max_depth) {
-        if (I->T)
-            return cap_hooks.brk(I->T, CAP_B_INLINE_DEPTH, "inlining deeper than %d", I->max_depth);
-        return CAP_NEXT;
-    }
-    const char *why;
-    cap_frame *f = frame_for_call(func, args, nargs, kwnames, &why, NULL);
-    if (!f)
-        return why ? CAP_NEXT : CAP_ERR;
-    f->ret = ret;
-    if (I->T && cap_hooks.enter_frame(I->T, f) < 0) {
-        cap_frame_free(f);
-        return CAP_ERR;
-    }
-    cap_push_frame(I, f);
-    return CAP_FRAME;
-}
-
 /* ( -- None) a generator expression starts: the value "sent" first is None */
 HANDLER(RETURN_GENERATOR)
 {
@@ -312,14 +212,7 @@ int cap_op_call_ex(cap_interp *I, PyObject *callable, PyObject *argtuple, PyObje
         PyErr_NoMemory();
         return CAP_ERR;
     }
-    for (Py_ssize_t i = 0; i < n; i++)
-        buf[i] = PyTuple_GetItem(argtuple, i);
-    Py_ssize_t pos = 0, k = 0;
-    PyObject *key, *value;
-    while (kwdict && PyDict_Next(kwdict, &pos, &key, &value)) {
-        PyTuple_SetItem(kwnames, k, Py_NewRef(key));
-        buf[n + k++] = value;
-    }
+    cap_spread_args(argtuple, kwdict, buf, kwnames);
     int rc = cap_op_call(I, callable, buf, (int)(n + nkw), kwnames, out);
     Py_XDECREF(kwnames);
     PyMem_Free(buf);

@@ -128,7 +128,7 @@ const cap_exc_entry *cap_code_handler(const cap_code *c, int pc);
 void cap_code_pos(const cap_code *c, int pc, int *line, int *col, int *endline, int *endcol);
 
 /* ------------------------------------------------------------------------------
- * Frames and the interpreter (interp.c)
+ * Frames (frames.c) and the loop that runs them (loop.c)
  * ---------------------------------------------------------------------------- */
 
 typedef struct cap_frame cap_frame;
@@ -142,7 +142,7 @@ typedef struct cap_interp cap_interp;
  * loop calls it without knowing which it is. */
 typedef int (*cap_cont)(cap_interp *I, cap_frame *p, const cap_instr *in, int arg, PyObject *a,
                         PyObject *b, PyObject *v);
-/* The interpreter's own (interp.c). */
+/* The interpreter's own (frames.c). */
 int cap_ret_push(cap_interp *I, cap_frame *p, const cap_instr *in, int arg, PyObject *a,
                  PyObject *b, PyObject *v); /* push the result (the default) */
 int cap_ret_discard(cap_interp *I, cap_frame *p, const cap_instr *in, int arg, PyObject *a,
@@ -329,7 +329,7 @@ int cap_bind_args(cap_frame *f, PyObject *const *args, int nargs, PyObject *kwna
 /* Pushes a new innermost frame for func(args); fills ret fields. */
 void cap_push_frame(cap_interp *I, cap_frame *f);
 /* Runs until the outermost frame returns, an exception leaves it, a break, or
- * (when stepping) a stop point. */
+ * (when stepping) a stop point (loop.c). */
 int cap_run(cap_interp *I);
 void cap_interp_clear(cap_interp *I); /* frees every frame */
 /* RETURN_VALUE: hands v (stolen) to the parent frame, or ends the run. */
@@ -341,7 +341,8 @@ static inline PyObject *cap_pop(cap_frame *f) { return f->stack[--f->sp]; }
 static inline PyObject *cap_peek(cap_frame *f, int n) { return f->stack[f->sp - n]; }
 void cap_popn(cap_frame *f, int n); /* drops n (decref) */
 
-/* Handlers (ops_*.c): one function per handler id, cap_h_<NAME>. */
+/* Handlers (ops_*.c, calls.c): one function per handler id, cap_h_<NAME>,
+ * run by the loop through its table (loop.c). */
 typedef int (*cap_handler_fn)(cap_interp *I, cap_frame *f, const cap_instr *in);
 extern const cap_handler_fn cap_handlers[H_COUNT];
 #define X(h) int cap_h_##h(cap_interp *I, cap_frame *f, const cap_instr *in);
@@ -362,8 +363,9 @@ int cap_op_unary(cap_interp *I, int h, PyObject *a, PyObject **out);
 int cap_op_compare(cap_interp *I, int cmp, PyObject *a, PyObject *b, PyObject **out);
 int cap_op_contains(cap_interp *I, PyObject *container, PyObject *item, PyObject **out);
 /* Truth value: *out = 0/1. CAP_FRAME when a Python __bool__/__len__ was
- * pushed (with cap_ret_truth carrying `ret_arg`). */
-int cap_op_truth(cap_interp *I, PyObject *v, int ret_arg, int *out);
+ * pushed, with `finish` (the asking instruction's, e.g. cap_ret_truth) as
+ * its continuation. */
+int cap_op_truth(cap_interp *I, PyObject *v, cap_cont finish, int *out);
 int cap_op_getattr(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out);
 int cap_op_setattr(cap_interp *I, PyObject *obj, PyObject *name, PyObject *v);
 int cap_op_delattr(cap_interp *I, PyObject *obj, PyObject *name);
@@ -393,9 +395,11 @@ int cap_op_next_now(cap_interp *I, PyObject *it, PyObject **out);
 int cap_op_unpack(cap_interp *I, PyObject *seq, int before, int after, bool star,
                   PyObject **items);
 
-/* Real-mode helpers. */
+/* Helpers on Python objects (pyobjects.c). */
 PyObject *cap_lookup_special(PyObject *obj, PyObject *name); /* bound, or NULL (no error) */
 PyObject *cap_type_lookup(PyTypeObject *t, PyObject *name);  /* borrowed, or NULL */
+/* descr bound to obj as attribute lookup binds it (its __get__), new ref. */
+PyObject *cap_bind_descr(PyObject *descr, PyObject *obj);
 PyObject *cap_cell_get(PyObject *cell);                      /* new ref or NULL (no error) */
 int cap_cell_set(PyObject *cell, PyObject *v);               /* v NULL: clears */
 PyObject *cap_cell_new(PyObject *v);
@@ -403,6 +407,11 @@ bool cap_is_function(PyObject *o);
 bool cap_is_method(PyObject *o);
 PyObject *cap_tuple_from_array(PyObject *const *items, int n);
 PyObject *PyObject_CallOneArg_compat(PyObject *fn, PyObject *arg);
+/* f(*args, **kwargs) laid out for a vector call: buf[0..len(args)) the
+ * positional values, then the keyword values (all borrowed), their names set
+ * into kwnames (a new tuple of len(kwargs), NULL without keywords). buf
+ * holds len(args) + len(kwargs). */
+void cap_spread_args(PyObject *args, PyObject *kwargs, PyObject **buf, PyObject *kwnames);
 /* The object a dotted path names (a module, then attributes), or NULL. */
 PyObject *cap_import_path(const char *path);
 /* One warning per process that ptc does not act on something (text: a
@@ -410,7 +419,7 @@ PyObject *cap_import_path(const char *path);
 void cap_not_acted_on(const char *text);
 extern PyObject *cap_InternalError;
 
-/* Calls (calls.c). */
+/* Frames for Python functions (frames.c). */
 /* Pushes a frame running func(args) that finishes with `ret`: CAP_FRAME;
  * CAP_NEXT when the call must go to CPython instead (binding error,
  * uninterpretable code). */
@@ -422,6 +431,10 @@ int cap_call_inline(cap_interp *I, PyObject *func, PyObject *const *args, int na
 cap_frame *cap_genexpr_frame(PyObject *func, PyObject *arg, PyObject *gen);
 cap_frame *cap_frame_for_call(PyObject *func, PyObject *const *args, int nargs,
                               PyObject *kwnames, const char **why);
+/* The builtins a function with these globals sees: their __builtins__ (a
+ * module's dict, or the dict itself), else the interpreter's. Borrowed. */
+PyObject *cap_func_builtins(PyObject *globals);
+/* Calls (calls.c). */
 PyObject *cap_call_real(PyObject *callable, PyObject *const *args, int nargs, PyObject *kwnames);
 int cap_frame_builtin(cap_frame *f, PyObject *callable, PyObject *const *args, int nargs,
                       PyObject *kwnames, PyObject **out);

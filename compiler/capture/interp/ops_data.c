@@ -59,7 +59,7 @@ HANDLER(UNARY_NOT)
 {
     UNUSED_ARGS;
     int t;
-    int rc = cap_op_truth(I, cap_peek(f, 1), 0, &t);
+    int rc = cap_op_truth(I, cap_peek(f, 1), cap_ret_truth, &t);
     if (rc == CAP_NEXT)
         return finish(f, rc, 1, Py_NewRef(t ? Py_False : Py_True));
     return finish(f, rc, 1, NULL);

@@ -450,7 +450,7 @@ static int cond_jump(cap_interp *I, cap_frame *f, const cap_instr *in, bool sens
     if (v == Py_True || v == Py_False || v == Py_None)
         t = v == Py_True;
     else {
-        int rc = cap_op_truth(I, v, 0, &t);
+        int rc = cap_op_truth(I, v, cap_ret_truth, &t);
         if (rc == CAP_FRAME) {
             if (pop)
                 cap_popn(f, 1);
@@ -787,9 +787,3 @@ HANDLER(UNSUPPORTED)
     PyErr_Format(PyExc_SystemError, "ptc: opcode %s cannot be interpreted", cap_opname(in->raw));
     return CAP_ERR;
 }
-
-const cap_handler_fn cap_handlers[H_COUNT] = {
-#define X(h) [H_##h] = cap_h_##h,
-    CAP_HANDLERS(X)
-#undef X
-};

@@ -11,96 +11,6 @@
 
 #include <string.h>
 
-/* ---- helpers ---------------------------------------------------------------- */
-
-bool cap_is_function(PyObject *o)
-{
-    return o && PyObject_TypeCheck(o, (PyTypeObject *)cap_P.FunctionType);
-}
-
-bool cap_is_method(PyObject *o)
-{
-    return o && Py_TYPE(o) == (PyTypeObject *)cap_P.MethodType;
-}
-
-PyObject *cap_tuple_from_array(PyObject *const *items, int n)
-{
-    PyObject *t = PyTuple_New(n);
-    for (int i = 0; t && i < n; i++)
-        PyTuple_SetItem(t, i, Py_NewRef(items[i]));
-    return t;
-}
-
-PyObject *cap_cell_new(PyObject *v)
-{
-    return v ? PyObject_CallOneArg_compat(cap_P.CellType, v) : PyObject_CallNoArgs(cap_P.CellType);
-}
-
-PyObject *cap_cell_get(PyObject *cell)
-{
-    PyObject *v = PyObject_GetAttr(cell, cap_P.s_cell_contents);
-    if (!v && PyErr_ExceptionMatches(PyExc_ValueError))
-        PyErr_Clear(); /* empty cell */
-    return v;
-}
-
-int cap_cell_set(PyObject *cell, PyObject *v)
-{
-    return PyObject_SetAttr(cell, cap_P.s_cell_contents, v);
-}
-
-PyObject *PyObject_CallOneArg_compat(PyObject *fn, PyObject *arg)
-{
-    PyObject *args = PyTuple_Pack(1, arg);
-    PyObject *r = args ? PyObject_Call(fn, args, NULL) : NULL;
-    Py_XDECREF(args);
-    return r;
-}
-
-/* _PyType_Lookup: the attribute `name` in t's MRO dicts, borrowed. */
-PyObject *cap_type_lookup(PyTypeObject *t, PyObject *name)
-{
-    PyObject *mro = PyObject_GetAttr((PyObject *)t, cap_P.s_mro);
-    PyObject *found = NULL;
-    if (!mro) {
-        PyErr_Clear();
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; !found && i < PyTuple_Size(mro); i++) {
-        PyObject *base = PyTuple_GetItem(mro, i);
-        PyObject *d = PyObject_GetAttr(base, cap_P.s_dict);
-        if (!d) {
-            PyErr_Clear();
-            continue;
-        }
-        PyObject *v = PyObject_GetItem(d, name);
-        if (v) {
-            found = v;
-            Py_DECREF(v); /* still owned by the class dict */
-        } else {
-            PyErr_Clear();
-        }
-        Py_DECREF(d);
-    }
-    Py_DECREF(mro);
-    return found;
-}
-
-/* Binds a descriptor found on obj's type (like _PyObject_LookupSpecial). */
-static PyObject *bind(PyObject *descr, PyObject *obj)
-{
-    descrgetfunc get = (descrgetfunc)PyType_GetSlot(Py_TYPE(descr), Py_tp_descr_get);
-    if (!get)
-        return Py_NewRef(descr);
-    return get(descr, obj, (PyObject *)Py_TYPE(obj));
-}
-
-PyObject *cap_lookup_special(PyObject *obj, PyObject *name)
-{
-    PyObject *descr = cap_type_lookup(Py_TYPE(obj), name);
-    return descr ? bind(descr, obj) : NULL;
-}
-
 /* ---- binary and comparison operators ------------------------------------------- */
 
 static const char *nb_sym[] = {
@@ -248,7 +158,7 @@ static int binop_from(cap_interp *I, int op, PyObject *a, PyObject *b, int stage
             if (rc != CAP_NEXT)
                 return rc;
         }
-        PyObject *bound = bind(m, self);
+        PyObject *bound = cap_bind_descr(m, self);
         PyObject *r = bound ? PyObject_CallOneArg_compat(bound, other) : NULL;
         Py_XDECREF(bound);
         if (!r)
@@ -380,7 +290,7 @@ int cap_op_unary(cap_interp *I, int h, PyObject *a, PyObject **out)
     return *out ? CAP_NEXT : CAP_ERR;
 }
 
-int cap_op_truth(cap_interp *I, PyObject *v, int ret_arg, int *out)
+int cap_op_truth(cap_interp *I, PyObject *v, cap_cont finish, int *out)
 {
     if (I->T) {
         if (cap_hooks.is_tensor(v))
@@ -392,9 +302,7 @@ int cap_op_truth(cap_interp *I, PyObject *v, int ret_arg, int *out)
             m = method_of(v, "__len__");
         if (m && cap_is_function(m)) {
             PyObject *args[1] = {v};
-            int rc = cap_call_inline(I, m, args, 1, NULL, cap_ret_truth);
-            if (rc == CAP_FRAME)
-                I->frame->ret_arg = ret_arg;
+            int rc = cap_call_inline(I, m, args, 1, NULL, finish);
             if (rc != CAP_NEXT)
                 return rc;
         }
@@ -657,61 +565,4 @@ fail:
         Py_DECREF(items[k]);
     Py_XDECREF(it);
     return rc;
-}
-
-/* ---- small helpers every layer uses ------------------------------------------ */
-
-const char *cap_tpname(PyTypeObject *t)
-{
-    static char ring[8][128];
-    static int next;
-    char *buf = ring[next++ & 7];
-    PyObject *n = t ? PyType_GetName(t) : NULL;
-    snprintf(buf, sizeof ring[0], "%s", n ? PyUnicode_AsUTF8(n) : "?");
-    Py_XDECREF(n);
-    if (!n)
-        PyErr_Clear();
-    return buf;
-}
-
-/* ptc._notices.not_acted_on(text): one warning per process, and a line in
- * ptexplain's Notes. A notice that cannot be given (warnings made errors)
- * leaves the caller's work as it is: the text is recorded before the warning. */
-void cap_not_acted_on(const char *text)
-{
-    PyObject *fn = cap_import_path("ptc._notices.not_acted_on");
-    PyObject *r = fn ? PyObject_CallFunction(fn, "s", text) : NULL;
-    if (!r)
-        PyErr_Clear();
-    Py_XDECREF(r);
-    Py_XDECREF(fn);
-}
-
-PyObject *cap_import_path(const char *path)
-{
-    char mod[256];
-    const char *dot = NULL;
-    PyObject *obj = NULL;
-    /* The longest importable prefix, then attributes. */
-    for (const char *p = path + strlen(path); p > path; p--) {
-        if (*p != '.' && *p != 0)
-            continue;
-        snprintf(mod, sizeof mod, "%.*s", (int)(p - path), path);
-        obj = PyImport_ImportModule(mod);
-        if (obj) {
-            dot = *p ? p + 1 : NULL;
-            break;
-        }
-        PyErr_Clear();
-    }
-    while (obj && dot) {
-        const char *next = strchr(dot, '.');
-        char name[128];
-        snprintf(name, sizeof name, "%.*s", next ? (int)(next - dot) : (int)strlen(dot), dot);
-        Py_SETREF(obj, PyObject_GetAttrString(obj, name));
-        dot = next ? next + 1 : NULL;
-    }
-    if (!obj)
-        PyErr_Clear();
-    return obj;
 }

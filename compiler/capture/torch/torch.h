@@ -22,13 +22,16 @@ bool cap_tensor_requires_grad(cap_trace *T, cap_tensor *t);
 
 /* ---- the torch mapping ----------------------------------------------------------- */
 
-/* Calls a mapped torch function / bound Tensor method (self non-NULL). */
+/* Calls a mapped torch function / bound Tensor method (self non-NULL)
+ * (torch_call.c); the lookups and the tables' set-up are torch_map.c's. */
 int cap_torch_call(cap_trace *T, const cap_tmap *m, PyObject *self, PyObject *const *args,
                    int nargs, PyObject *kwnames, PyObject **out);
 const cap_tmap *cap_torch_lookup_fn(PyObject *callable);
 const cap_tmap *cap_torch_lookup_method(PyObject *name);
 const char *cap_tmap_name(const cap_tmap *m);
-int cap_torch_tables_init(void);
+/* Parses the rows' signatures and indexes them by callable and by method
+ * name; the rows (torch_table.c's) stay in use. */
+int cap_torch_tables_init(cap_tmap *rows, int nrows);
 
 /* Operators and protocol on symbolic tensors. */
 /* Fills the tensor rows of the interpreter's hook table (cap_hooks) and the
@@ -74,7 +77,8 @@ PyObject *cap_torch_unbind(cap_trace *T, cap_tensor *t);
 /* ---- the mapping table ------------------------------------------------------------------
  *
  * Entries of the mapping table, the bound call handed to special handlers,
- * and argument conversion helpers (torch_map.c, torch_table.c, torch_ops.c).
+ * and argument conversion helpers (torch_map.c, torch_table.c; cap_inplace:
+ * torch_ops.c).
  *
  * A table entry names a Python callable (a torch function, an F.* function or
  * a Tensor method) and either an op of ops.def with a signature string the

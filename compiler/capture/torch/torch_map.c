@@ -4,10 +4,11 @@
  * schema and its callable is looked up (by path), filling two dicts: callable
  * -> entry, and Tensor method name -> entry. A call then binds Python arguments
  * by position and by name into the schema's order, converts each to a ptc_arg
- * by the schema's parameter kind, and appends the node with ptc_build (meta
- * inference decides output types; a meta error becomes a TRACE_ERROR break so
- * the call reruns for real). Every node records the user's source position,
- * the text of the expression and the nn.Module path.
+ * by the schema's parameter kind, and the call (torch_call.c) appends the
+ * node with ptc_build (meta inference decides output types; a meta error
+ * becomes a TRACE_ERROR break so the call reruns for real). Every node records
+ * the user's source position, the text of the expression and the nn.Module
+ * path.
  */
 #include "capture/torch/torch.h"
 
@@ -61,14 +62,14 @@ static int parse_sig(cap_tmap *m)
     return 0;
 }
 
-int cap_torch_tables_init(void)
+int cap_torch_tables_init(cap_tmap *rows, int nrows)
 {
     cap_T.fn_table = PyDict_New();
     cap_T.method_table = PyDict_New();
     if (!cap_T.fn_table || !cap_T.method_table)
         return -1;
-    for (int i = 0; i < cap_ntmaps; i++) {
-        cap_tmap *m = &cap_tmaps[i];
+    for (int i = 0; i < nrows; i++) {
+        cap_tmap *m = &rows[i];
         if (parse_sig(m) < 0)
             return -1;
         PyObject *cap = PyCapsule_New(m, "ptc.tmap", NULL);
@@ -340,6 +341,16 @@ int cap_tconvert(cap_trace *T, PyObject *v, int kind, int list_len, ptc_arg *out
     return bad_arg(T, what, v, "a supported value");
 }
 
+ptc_value *cap_wrapped_scalar(cap_trace *T, ptc_arg scalar, const ptc_arg *other)
+{
+    const ptc_arg *pair[2] = {other, &scalar};
+    ptc_dtype dt = ptc_result_type(pair, 2);
+    ptc_device dev = other->kind == PTC_ARG_VALUE ? other->v->type.device : PTC_CPU;
+    ptc_arg a[4] = {ptc_arg_ints(T->arena, NULL, 0), scalar, ptc_arg_dtype(dt),
+                    ptc_arg_device(dev)};
+    return cap_build1(T, PTC_OP_FULL, a, 4);
+}
+
 /* ---- the generic binder ------------------------------------------------------------------ */
 
 /* torch.add(2, x) and the other functions of (input, other) that torch's
@@ -418,134 +429,5 @@ int cap_tbind(cap_tcall *c, int op, ptc_arg *args)
             return CAP_BREAK;
         args[0] = ptc_arg_value(w);
     }
-    return CAP_NEXT;
-}
-
-static bool inplace_flag(cap_tcall *c)
-{
-    for (int k = 0; k < c->m->np; k++)
-        if (c->m->p[k].kind == TP_INPLACE) {
-            PyObject *v = cap_targ(c, k, c->m->p[k].pyname);
-            return v && PyObject_IsTrue(v) == 1;
-        }
-    return false;
-}
-
-/* Results of ops that return views in torch alias their input: recorded
- * (without a key, so mutating either while the other lives is a break). */
-static int mark_aliases(const cap_tmap *m, cap_tensor *base, PyObject *res)
-{
-    if (!cap_op_returns_view(m->op))
-        return 0;
-    PyObject *items = PyTuple_Check(res) ? Py_NewRef(res) : PyTuple_Pack(1, res);
-    for (Py_ssize_t i = 0; items && i < PyTuple_Size(items); i++) {
-        PyObject *x = PyTuple_GetItem(items, i);
-        if (cap_is_tensor(x) && !((cap_tensor *)x)->base && x != (PyObject *)base &&
-            cap_t_add_view(base, (cap_tensor *)x, NULL) < 0) {
-            Py_DECREF(items);
-            return -1;
-        }
-    }
-    Py_XDECREF(items);
-    return items ? 0 : -1;
-}
-
-/* ---- in-place ops ---------------------------------------------------------------------- */
-
-int cap_inplace(cap_trace *T, cap_tensor *self, PyObject *res, PyObject **out)
-{
-    if (!cap_is_tensor(res)) {
-        *out = res;
-        return CAP_NEXT;
-    }
-    ptc_value *nv = cap_val(res);
-    const ptc_ttype *st = &self->v->type, *rt = &nv->type;
-    bool same_shape = st->ndim == rt->ndim;
-    for (int i = 0; same_shape && i < st->ndim; i++)
-        same_shape = ptc_dim_eq(st->shape[i], rt->shape[i]);
-    if (!same_shape)
-        return cap_t_break(T, CAP_B_TRACE_ERROR, "in-place result has a different shape");
-    if (rt->dtype != st->dtype) {
-        if (ptc_dtype_is_float(rt->dtype) && !ptc_dtype_is_float(st->dtype))
-            return cap_t_break(T, CAP_B_TRACE_ERROR, "result type %s can't be cast to %s in place",
-                               ptc_dtype_name(rt->dtype), ptc_dtype_name(st->dtype));
-        ptc_arg a[2] = {ptc_arg_value(nv), ptc_arg_dtype(st->dtype)};
-        nv = cap_build1(T, PTC_OP_TO, a, 2);
-        if (!nv)
-            return CAP_BREAK;
-    }
-    int rc = cap_mutate(T, self, nv);
-    if (rc != CAP_NEXT) {
-        Py_DECREF(res);
-        return rc;
-    }
-    Py_DECREF(res);
-    *out = Py_NewRef((PyObject *)self);
-    return CAP_NEXT;
-}
-
-/* ---- calls ----------------------------------------------------------------------------- */
-
-/* Ops that draw from ptc's random generator (dropout, attention dropout and
- * rand/randn(_like); the ones without a ptc op run in torch anyway). */
-static bool draws_random(const cap_tmap *m)
-{
-    return m->fn == cap_th_random || m->fn == cap_th_dropout || m->fn == cap_th_dropout_nd ||
-           m->fn == cap_th_sdpa ||
-           (m->fn == cap_th_like && (m->op == PTC_OP_RAND || m->op == PTC_OP_RANDN));
-}
-
-int cap_torch_call(cap_trace *T, const cap_tmap *m, PyObject *self, PyObject *const *args,
-                   int nargs, PyObject *kwnames, PyObject **out)
-{
-    int nkw = kwnames ? (int)PyTuple_Size(kwnames) : 0;
-    PyObject *buf[40];
-    int npos = nargs - nkw;
-    if (nargs + 1 > 40)
-        return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "%s: too many arguments", m->name);
-    if (self) {
-        buf[0] = self;
-        memcpy(buf + 1, args, sizeof *args * (size_t)nargs);
-        args = buf;
-        npos++;
-    }
-    cap_tcall c = {T, m, args, npos, kwnames, args + npos, nkw};
-    if (draws_random(m) && cap_t_seeds_torch(T))
-        return cap_t_break(
-            T, CAP_B_UNSUPPORTED_TORCH,
-            "%s after torch.manual_seed in this function runs in torch, for eager's values",
-            m->name);
-    if ((m->flags & TM_METHOD) && (npos < 1 || !cap_is_tensor(args[0]))) {
-        if (npos >= 1 && PyObject_TypeCheck(args[0], (PyTypeObject *)cap_T.Tensor))
-            return cap_t_real_tensor(T, args[0], m->name);
-        return cap_t_break(T, CAP_B_TRACE_ERROR, "%s needs a tensor", m->name);
-    }
-    PyObject *res = NULL;
-    int rc;
-    if (m->fn) {
-        rc = m->fn(&c, &res);
-    } else {
-        ptc_arg a[16];
-        rc = cap_tbind(&c, m->op, a);
-        if (rc == CAP_NEXT)
-            rc = cap_build(T, (ptc_op)m->op, a, ptc_op_schema((ptc_op)m->op)->nparams, &res);
-    }
-    if (rc != CAP_NEXT)
-        return rc;
-    if ((m->flags & TM_INPLACE) || (!m->fn && inplace_flag(&c))) {
-        /* the tensor written: self of a method, the first parameter of a
-           function (F.relu_(x), F.relu(input=x, inplace=True)) */
-        PyObject *self_t = cap_targ(&c, 0, m->np ? m->p[0].pyname : "input");
-        if (!cap_is_tensor(self_t)) {
-            Py_DECREF(res);
-            return cap_t_break(T, CAP_B_TRACE_ERROR, "%s writes no traced tensor", m->name);
-        }
-        return cap_inplace(T, (cap_tensor *)self_t, res, out);
-    }
-    if (npos >= 1 && cap_is_tensor(args[0]) && res != args[0] && mark_aliases(m, (cap_tensor *)args[0], res) < 0) {
-        Py_DECREF(res);
-        return CAP_ERR;
-    }
-    *out = res;
     return CAP_NEXT;
 }

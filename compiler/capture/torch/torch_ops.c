@@ -76,16 +76,6 @@ static int dim_of(cap_tcall *c, PyObject *v, int ndim, int *out)
     return CAP_NEXT;
 }
 
-ptc_value *cap_wrapped_scalar(cap_trace *T, ptc_arg scalar, const ptc_arg *other)
-{
-    const ptc_arg *pair[2] = {other, &scalar};
-    ptc_dtype dt = ptc_result_type(pair, 2);
-    ptc_device dev = other->kind == PTC_ARG_VALUE ? other->v->type.device : PTC_CPU;
-    ptc_arg a[4] = {ptc_arg_ints(T->arena, NULL, 0), scalar, ptc_arg_dtype(dt),
-                    ptc_arg_device(dev)};
-    return cap_build1(T, PTC_OP_FULL, a, 4);
-}
-
 /* A scalar as a 0-dim tensor of the dtype torch would give `scalar op t`. */
 static ptc_value *scalar_tensor(cap_trace *T, PyObject *scalar, cap_tensor *like)
 {
@@ -795,6 +785,39 @@ int cap_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv)
     return refresh_views(T, root);
 }
 
+/* In-place ops: self takes the result's value. */
+int cap_inplace(cap_trace *T, cap_tensor *self, PyObject *res, PyObject **out)
+{
+    if (!cap_is_tensor(res)) {
+        *out = res;
+        return CAP_NEXT;
+    }
+    ptc_value *nv = cap_val(res);
+    const ptc_ttype *st = &self->v->type, *rt = &nv->type;
+    bool same_shape = st->ndim == rt->ndim;
+    for (int i = 0; same_shape && i < st->ndim; i++)
+        same_shape = ptc_dim_eq(st->shape[i], rt->shape[i]);
+    if (!same_shape)
+        return cap_t_break(T, CAP_B_TRACE_ERROR, "in-place result has a different shape");
+    if (rt->dtype != st->dtype) {
+        if (ptc_dtype_is_float(rt->dtype) && !ptc_dtype_is_float(st->dtype))
+            return cap_t_break(T, CAP_B_TRACE_ERROR, "result type %s can't be cast to %s in place",
+                               ptc_dtype_name(rt->dtype), ptc_dtype_name(st->dtype));
+        ptc_arg a[2] = {ptc_arg_value(nv), ptc_arg_dtype(st->dtype)};
+        nv = cap_build1(T, PTC_OP_TO, a, 2);
+        if (!nv)
+            return CAP_BREAK;
+    }
+    int rc = cap_mutate(T, self, nv);
+    if (rc != CAP_NEXT) {
+        Py_DECREF(res);
+        return rc;
+    }
+    Py_DECREF(res);
+    *out = Py_NewRef((PyObject *)self);
+    return CAP_NEXT;
+}
+
 /* t[key] = v for a tensor created in the graph: the region becomes a mask,
  * the value is padded to t's shape, and t's value becomes where(mask, v, t). */
 int cap_torch_setitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v)
@@ -1114,19 +1137,3 @@ int cap_th_unsupported(cap_tcall *c, PyObject **out)
 /* The torch layer's hooks: its rows of the interpreter's table (interp.h),
  * the operators on symbolic tensors and real tensors met while tracing, and
  * the trace's table (trace.h), torch callables and tensor protocol. */
-void cap_torch_hooks_install(void)
-{
-    cap_thooks.lookup_fn = cap_torch_lookup_fn;
-    cap_thooks.call = cap_torch_call;
-    cap_thooks.getattr = cap_torch_getattr;
-    cap_thooks.getitem = cap_torch_getitem;
-    cap_thooks.setitem = cap_torch_setitem;
-    cap_thooks.unbind = cap_torch_unbind;
-    cap_thooks.builtin_minmax = cap_torch_builtin_minmax;
-    cap_thooks.foreach_call = cap_torch_foreach_call;
-    cap_hooks.real_tensor = cap_t_real_tensor;
-    cap_hooks.tensor_binary = cap_torch_binop;
-    cap_hooks.tensor_compare = cap_torch_compare;
-    cap_hooks.tensor_unary = cap_torch_unary;
-    cap_hooks.tensor_unpack = cap_torch_unpack;
-}

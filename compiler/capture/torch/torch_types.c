@@ -269,14 +269,7 @@ static PyObject *method_call(PyObject *self, PyObject *args, PyObject *kwargs)
     PyObject *buf[64], *kwnames = nkw ? PyTuple_New(nkw) : NULL;
     if (n + nkw > 64)
         return cap_signal_break(CAP_B_UNSUPPORTED_CALL, "too many arguments");
-    for (Py_ssize_t i = 0; i < n; i++)
-        buf[i] = PyTuple_GetItem(args, i);
-    Py_ssize_t pos = 0, k = 0;
-    PyObject *key, *value;
-    while (kwargs && PyDict_Next(kwargs, &pos, &key, &value)) {
-        PyTuple_SetItem(kwnames, k, Py_NewRef(key));
-        buf[n + k++] = value;
-    }
+    cap_spread_args(args, kwargs, buf, kwnames);
     PyObject *out = NULL;
     int rc = cap_torch_call(T, m->map, m->self, buf, (int)(n + nkw), kwnames, &out);
     Py_XDECREF(kwnames);
@@ -292,16 +285,6 @@ static PyType_Slot method_slots[] = {
 
 static PyType_Spec method_spec = {"ptc._C.SymMethod", sizeof(cap_method), 0, Py_TPFLAGS_DEFAULT,
                                   method_slots};
-
-PyObject *cap_method_new(PyObject *self, const cap_tmap *map)
-{
-    cap_method *m = PyObject_New(cap_method, cap_method_type);
-    if (m) {
-        m->self = Py_NewRef(self);
-        m->map = map;
-    }
-    return (PyObject *)m;
-}
 
 /* ---- module setup -------------------------------------------------------------------- */
 
@@ -330,12 +313,29 @@ bool cap_torch_function_mode_active(void)
     return on;
 }
 
+void cap_torch_hooks_install(void)
+{
+    cap_thooks.lookup_fn = cap_torch_lookup_fn;
+    cap_thooks.call = cap_torch_call;
+    cap_thooks.getattr = cap_torch_getattr;
+    cap_thooks.getitem = cap_torch_getitem;
+    cap_thooks.setitem = cap_torch_setitem;
+    cap_thooks.unbind = cap_torch_unbind;
+    cap_thooks.builtin_minmax = cap_torch_builtin_minmax;
+    cap_thooks.foreach_call = cap_torch_foreach_call;
+    cap_hooks.real_tensor = cap_t_real_tensor;
+    cap_hooks.tensor_binary = cap_torch_binop;
+    cap_hooks.tensor_compare = cap_torch_compare;
+    cap_hooks.tensor_unary = cap_torch_unary;
+    cap_hooks.tensor_unpack = cap_torch_unpack;
+}
+
 int cap_torch_init(void)
 {
     static bool done;
     if (done)
         return 0;
-    if (cap_torch_objects_init() < 0 || cap_torch_tables_init() < 0)
+    if (cap_torch_objects_init() < 0 || cap_torch_tables_init(cap_tmaps, cap_ntmaps) < 0)
         return -1;
     done = true;
     return 0;

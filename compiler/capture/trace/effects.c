@@ -207,6 +207,30 @@ int cap_t_dict_written(cap_trace *T, PyObject *d, PyObject *key, PyObject **v)
 
 /* ---- dicts ---------------------------------------------------------------------------- */
 
+/* d.get(key) on an outside dict: the key's presence is guarded; *out is
+ * the value (through its source) or NULL when the key is missing. */
+int cap_t_dict_lookup(cap_interp *I, PyObject *d, PyObject *key, PyObject **out)
+{
+    cap_trace *T = I->T;
+    *out = NULL;
+    if (!cap_is_key(key))
+        return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "dict lookup with a non-constant key");
+    PyObject *written = NULL;
+    int w = cap_t_dict_written(T, d, key, &written);
+    if (w >= 0) {
+        *out = w ? Py_NewRef(written) : NULL;
+        return CAP_NEXT;
+    }
+    int has = PyDict_Contains(d, key);
+    if (has < 0)
+        return CAP_ERR;
+    if (!has)
+        return cap_guard_add(T, CAP_G_DICT_HAS, cap_t_source_of(T, d), key, 0) < 0 ? CAP_ERR : CAP_NEXT;
+    /* not written in this trace: what d stores, as dict's own lookup reads
+       it (a subclass's __getitem__ aside) */
+    return cap_t_stored_dict_item(T, d, key, out);
+}
+
 /* d[key] as this trace left it: a new reference, or NULL (no error) when
  * missing; unwritten keys are read from d through its source. */
 static int dict_read(cap_interp *I, PyObject *d, PyObject *key, PyObject **out)

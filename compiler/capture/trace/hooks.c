@@ -3,12 +3,11 @@
  * The interpreter reaches tracing only through that table, so that it
  * includes nothing above its own layer; this file is the one place that says
  * which trace function answers which row. The tensor rows are the torch
- * layer's, and so is the trace's own table of torch hooks (cap_thooks):
- * cap_torch_hooks_install fills both.
+ * layer's, and so is the trace's own table of torch hooks (cap_thooks,
+ * defined with the torch objects in torch_objects.c, below every file that
+ * reads it): cap_torch_hooks_install fills both.
  */
 #include "capture/trace/trace.h"
-
-cap_torch_hooks cap_thooks;
 
 /* cap_is_tensor is inline in trace.h; a row needs a function. */
 static bool is_tensor(PyObject *obj)

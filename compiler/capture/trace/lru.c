@@ -63,7 +63,9 @@ static int cached_result(cap_trace *T, PyObject *callable, PyObject *const *args
 }
 
 /* wrapper.__wrapped__ traced, reached from the wrapper's source when it has
- * one (so that replacing the function or its code is seen by the guards). */
+ * one (so that replacing the function or its code is seen by the guards). It
+ * is called through the interpreter's call row (cap_t_call, whose call path
+ * reaches this file), so that lru.c sits below calls.c. */
 static int call_wrapped(cap_interp *I, PyObject *callable, int src, PyObject *const *args,
                         int nargs, PyObject *kwnames, PyObject **out)
 {
@@ -74,7 +76,7 @@ static int call_wrapped(cap_interp *I, PyObject *callable, int src, PyObject *co
     int s = fn && src >= 0 ? cap_source_add(I->T, CAP_S_ATTR, src, 0, 0, name) : -1;
     if (fn)
         w = s >= 0 ? cap_t_wrap(I->T, fn, s) : Py_NewRef(fn);
-    int rc = w ? cap_t_call(I, w, args, nargs, kwnames, out) : CAP_ERR;
+    int rc = w ? cap_hooks.call(I, w, args, nargs, kwnames, out) : CAP_ERR;
     Py_XDECREF(fn);
     Py_XDECREF(w);
     return rc;

@@ -199,3 +199,14 @@ uint64_t cap_t_next_seed(cap_trace *T)
 {
     return ++T->seeds;
 }
+
+/* A Tensor method bound to a symbolic tensor (its type: torch_types.c). */
+PyObject *cap_method_new(PyObject *self, const struct cap_tmap *map)
+{
+    cap_method *m = PyObject_New(cap_method, cap_method_type);
+    if (m) {
+        m->self = Py_NewRef(self);
+        m->map = map;
+    }
+    return (PyObject *)m;
+}

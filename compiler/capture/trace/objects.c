@@ -1067,6 +1067,41 @@ PyObject *cap_t_flow(cap_trace *T, PyObject *obj)
     return plain_seq(obj) || plain_dict(obj) ? cap_t_stored_items(T, obj) : Py_NewRef(obj);
 }
 
+/* Arguments made safe for a real call: outside containers become sourced
+ * copies, iterators over traced sequences are drained into lists. */
+static PyObject **flow_args(cap_trace *T, PyObject *const *args, int nargs)
+{
+    PyObject **fa = PyMem_Malloc(sizeof(PyObject *) * (size_t)(nargs + 1));
+    for (int i = 0; fa && i < nargs; i++) {
+        fa[i] = cap_t_flow(T, args[i]);
+        if (!fa[i]) {
+            while (i-- > 0)
+                Py_DECREF(fa[i]);
+            PyMem_Free(fa);
+            return NULL;
+        }
+    }
+    return fa;
+}
+
+static void free_args(PyObject **fa, int n)
+{
+    for (int i = 0; i < n; i++)
+        Py_DECREF(fa[i]);
+    PyMem_Free(fa);
+}
+
+int cap_t_call_real_flowed(cap_trace *T, PyObject *callable, PyObject *const *args, int nargs,
+                            PyObject *kwnames, PyObject **out)
+{
+    PyObject **fa = flow_args(T, args, nargs);
+    if (!fa)
+        return CAP_ERR;
+    *out = cap_call_real(callable, fa, nargs, kwnames);
+    free_args(fa, nargs);
+    return *out ? CAP_NEXT : CAP_ERR;
+}
+
 PyObject *cap_t_stored_items(cap_trace *T, PyObject *obj)
 {
     int src = cap_t_source_of(T, obj);

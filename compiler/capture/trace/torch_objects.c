@@ -11,6 +11,9 @@
 #include <string.h>
 
 cap_torch cap_T;
+/* The torch layer's answers for the trace (trace.h; filled by
+ * cap_torch_hooks_install). */
+cap_torch_hooks cap_thooks;
 
 static const char *dtype_names[PTC_DTYPE_COUNT] = {
     "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64",
@@ -33,7 +36,9 @@ static void want(PyObject **slot, const char *path)
     *slot = cap_import_path(path);
 }
 
-int cap_torch_objects_init(void)
+/* The torch objects the trace compares with or calls; the optional ones
+ * may be missing from the running torch. */
+static int lookup_objects(void)
 {
     if (need(&cap_T.torch, "torch") || need(&cap_T.F, "torch.nn.functional") ||
         need(&cap_T.Tensor, "torch.Tensor") || need(&cap_T.Parameter, "torch.nn.Parameter") ||
@@ -62,13 +67,20 @@ int cap_torch_objects_init(void)
         if (need(&cap_T.dtypes[i], path))
             return -1;
     }
+    return 0;
+}
+
+/* nn.Module's global hook dicts (an empty dict for one this torch lacks). */
+static int lookup_global_hooks(void)
+{
     static const char *hooks[] = {"_global_forward_hooks", "_global_forward_pre_hooks",
                                   "_global_backward_hooks", "_global_backward_pre_hooks"};
     PyObject *mm = PyImport_ImportModule("torch.nn.modules.module");
     if (!mm)
         return -1;
-    cap_T.global_hooks = PyTuple_New(4);
-    for (int i = 0; i < 4; i++) {
+    int n = (int)(sizeof hooks / sizeof *hooks);
+    cap_T.global_hooks = PyTuple_New(n);
+    for (int i = 0; i < n; i++) {
         PyObject *h = PyObject_GetAttrString(mm, hooks[i]);
         if (!h) {
             PyErr_Clear();
@@ -77,6 +89,12 @@ int cap_torch_objects_init(void)
         PyTuple_SetItem(cap_T.global_hooks, i, h);
     }
     Py_DECREF(mm);
+    return 0;
+}
+
+/* The attribute names the trace reads, interned once. */
+static int intern_names(void)
+{
     struct {
         PyObject **slot;
         const char *s;
@@ -108,6 +126,11 @@ int cap_torch_objects_init(void)
         if (!(*names[i].slot = PyUnicode_InternFromString(names[i].s)))
             return -1;
     return 0;
+}
+
+int cap_torch_objects_init(void)
+{
+    return lookup_objects() < 0 || lookup_global_hooks() < 0 || intern_names() < 0 ? -1 : 0;
 }
 
 /* ---- conversions ------------------------------------------------------------------- */

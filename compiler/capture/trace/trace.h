@@ -212,6 +212,14 @@ typedef struct cap_tensor {
 
 extern PyTypeObject *cap_tensor_type;
 static inline bool cap_is_tensor(PyObject *o) { return o && Py_TYPE(o) == cap_tensor_type; }
+/* The index of the first symbolic tensor among args, -1 if none. */
+static inline int cap_t_first_tensor(PyObject *const *args, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (cap_is_tensor(args[i]))
+            return i;
+    return -1;
+}
 
 /* ---- torch as the trace sees it (torch_objects.c) ------------------------------ */
 
@@ -568,6 +576,9 @@ bool cap_t_written(cap_trace *T, PyObject *obj);
 /* A key of an outside dict as this trace left it: 1 written (*v borrowed),
  * 0 deleted or cleared, -1 not written (read the dict itself). */
 int cap_t_dict_written(cap_trace *T, PyObject *d, PyObject *key, PyObject **v);
+/* d.get(key) on an outside dict as this trace sees it: the key's presence
+ * guarded, *out the value (through its source) or NULL when it is missing. */
+int cap_t_dict_lookup(cap_interp *I, PyObject *d, PyObject *key, PyObject **out);
 /* d[key] as d stores it (dict's own lookup, whatever a subclass overrides),
  * read through d's source; eager's KeyError when missing. */
 int cap_t_stored_dict_item(cap_trace *T, PyObject *d, PyObject *key, PyObject **out);
@@ -626,7 +637,8 @@ int cap_symint_specialise(cap_symint *s, const char *why, int64_t *out);
 int cap_t_need_static(cap_trace *T, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static inline bool cap_t_symbolic(cap_trace *T) { return T->syms.n > 0; }
 
-/* ---- more of the trace (lifecycle.c, nodes.c, callables.c, objects.c, calls.c) ---- */
+/* ---- more of the trace (lifecycle.c, nodes.c, callables.c, objects.c, calls.c, builtins.c,
+ *      sync_calls.c) ---- */
 
 void cap_source_line(const char *file, int line, char *buf, size_t size);
 bool cap_is_enum_member(PyObject *o);
@@ -689,7 +701,6 @@ int cap_t_setattr(cap_interp *I, PyObject *obj, PyObject *name, PyObject *v);
 int cap_t_getattr_generic(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out);
 int cap_t_setattr_generic(cap_interp *I, PyObject *obj, PyObject *name, PyObject *v);
 int cap_t_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out);
-int cap_t_dict_lookup(cap_interp *I, PyObject *d, PyObject *key, PyObject **out);
 int cap_t_setitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject *v);
 int cap_t_iter(cap_interp *I, PyObject *obj, PyObject **out);
 int cap_t_next(cap_interp *I, PyObject *it, PyObject **out);
@@ -711,12 +722,23 @@ int cap_t_expand_call_args(cap_trace *T, PyObject *func, PyObject *args, PyObjec
                            PyObject **t, PyObject **d);
 int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                PyObject *kwnames, PyObject **out);
+/* Builtins (builtins.c): the id of a builtin answered while tracing (0 for
+ * other callables), and its call. */
+int cap_t_builtin_of(PyObject *callable);
+int cap_t_builtin(cap_interp *I, int id, PyObject *callable, PyObject *const *args, int nargs,
+                  PyObject *kwnames, PyObject **out);
+/* Calls whose result is needed at once: nested runs (sync_calls.c). */
 int cap_t_run_sync(cap_interp *I, cap_frame *outer, PyObject **out);
 int cap_t_call_sync(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                     PyObject *kwnames, PyObject **out);
 /* rc of an operation begun in frame outer; when it pushed a frame
  * (CAP_FRAME), that frame is run to its result (*out), as cap_t_call_sync. */
 int cap_t_settle(cap_interp *I, cap_frame *outer, int rc, PyObject **out);
+/* callable(args) run for real, with outside containers among args passed as
+ * sourced copies and iterators over traced sequences drained (cap_t_flow;
+ * objects.c). */
+int cap_t_call_real_flowed(cap_trace *T, PyObject *callable, PyObject *const *args, int nargs,
+                           PyObject *kwnames, PyObject **out);
 /* An outside function is about to be inlined in frame f (not yet pushed):
  * guards what the trace will run of it. 0 or -1 with an exception. */
 int cap_t_enter_frame(cap_trace *T, cap_frame *f);

@@ -1,14 +1,12 @@
-/* The interpreter loop: frames, argument binding, exception unwinding and
- * returns.
+/* Frames: making, pushing and freeing them, binding a call's arguments to a
+ * new frame, and returning from one.
  *
  * ptc runs user bytecode on its own frames (never CPython's): each frame owns
  * its localsplus array and value stack, and a parent frame waits at the
  * instruction that pushed its child (a CALL, or a LOAD_ATTR that runs a
  * property, ...) until the child returns; the child's continuation (a
- * function pointer set by that instruction, cap_cont) finishes it. Exceptions unwind through the exception
- * tables of 3.11+ exactly as CPython does. The same loop serves tracing (values
- * may be symbolic; an error becomes a graph break at the instruction that
- * raised it, so the instruction reruns for real) and real execution.
+ * function pointer set by that instruction, cap_cont) finishes it. The loop
+ * that runs frames is loop.c's.
  */
 #include "capture/interp/interp.h"
 
@@ -184,6 +182,106 @@ done:
     return rc;
 }
 
+/* ---- frames for Python functions ------------------------------------------- */
+
+PyObject *cap_func_builtins(PyObject *globals)
+{
+    PyObject *b = PyDict_GetItemString(globals, "__builtins__");
+    if (!b)
+        return cap_P.builtins;
+    if (PyModule_Check(b))
+        return PyModule_GetDict(b);
+    return b;
+}
+
+/* A frame for func(args) with arguments bound, or NULL with *why set:
+ * NULL the call must go to CPython (binding error, uninterpretable code). */
+static cap_frame *frame_for_call(PyObject *func, PyObject *const *args, int nargs,
+                                 PyObject *kwnames, const char **why, PyObject *gen)
+{
+    *why = NULL;
+    PyObject *code = PyObject_GetAttr(func, cap_P.s_code);
+    PyObject *globals = code ? PyObject_GetAttr(func, cap_P.s_globals) : NULL;
+    cap_code *c = globals ? cap_code_get(code) : NULL;
+    cap_frame *f = NULL;
+    if (!c)
+        goto done;
+    if (c->notrace && !(gen && c->genexpr)) {
+        *why = c->notrace;
+        goto done;
+    }
+    f = cap_frame_new(c, func, globals, cap_func_builtins(globals));
+    if (!f)
+        goto done;
+    f->gen = gen;
+    int nkw = kwnames ? (int)PyTuple_Size(kwnames) : 0;
+    int b = cap_bind_args(f, args, nargs - nkw, kwnames, args + nargs - nkw);
+    if (b <= 0) {
+        cap_frame_free(f);
+        f = NULL;
+        if (b == 0)
+            *why = "argument binding";
+    }
+done:
+    Py_XDECREF(code);
+    Py_XDECREF(globals);
+    return f;
+}
+
+cap_frame *cap_frame_for_call(PyObject *func, PyObject *const *args, int nargs,
+                              PyObject *kwnames, const char **why)
+{
+    return frame_for_call(func, args, nargs, kwnames, why, NULL);
+}
+
+cap_frame *cap_genexpr_frame(PyObject *func, PyObject *arg, PyObject *gen)
+{
+    const char *why;
+    return frame_for_call(func, &arg, 1, NULL, &why, gen);
+}
+
+/* ptc.config.trust_module_state wraps nn.Module's state-changing methods
+ * (python/ptc/_module_state.py). A trace follows the method they wrap: the
+ * epoch bump is for real calls, and writes to modules from outside the
+ * trace are replayed (or run at a break) through the wrapper. */
+static PyObject *unwrap_epoch(PyObject *func)
+{
+    static PyObject *name;
+    if (!cap_is_function(func) || (!name && !(name = PyUnicode_InternFromString("__ptc_wrapped__"))))
+        return func;
+    PyObject *orig = PyObject_GetAttr(func, name);
+    if (!orig) {
+        PyErr_Clear();
+        return func;
+    }
+    Py_DECREF(orig); /* the wrapper keeps it */
+    return orig;
+}
+
+int cap_call_inline(cap_interp *I, PyObject *func, PyObject *const *args, int nargs,
+                    PyObject *kwnames, cap_cont ret)
+{
+    if (I->T)
+        func = unwrap_epoch(func);
+    int depth = I->frame ? I->frame->depth + 1 : 0;
+    if (depth > I->max_depth) {
+        if (I->T)
+            return cap_hooks.brk(I->T, CAP_B_INLINE_DEPTH, "inlining deeper than %d", I->max_depth);
+        return CAP_NEXT;
+    }
+    const char *why;
+    cap_frame *f = frame_for_call(func, args, nargs, kwnames, &why, NULL);
+    if (!f)
+        return why ? CAP_NEXT : CAP_ERR;
+    f->ret = ret;
+    if (I->T && cap_hooks.enter_frame(I->T, f) < 0) {
+        cap_frame_free(f);
+        return CAP_ERR;
+    }
+    cap_push_frame(I, f);
+    return CAP_FRAME;
+}
+
 /* ---- returning ---------------------------------------------------------- */
 
 int cap_ret_push(cap_interp *I, cap_frame *p, const cap_instr *in, int arg, PyObject *a,
@@ -283,120 +381,4 @@ int cap_return(cap_interp *I, cap_frame *f, PyObject *v)
         return CAP_DONE;
     }
     return frame_return(I, v);
-}
-
-/* ---- unwinding ---------------------------------------------------------- */
-
-static bool stop_iteration_pending(void)
-{
-    return PyErr_ExceptionMatches(PyExc_StopIteration);
-}
-
-/* Finds a handler for the pending exception, popping frames that have none.
- * 0: continue at the handler; -1: the exception leaves the outermost frame. */
-static int unwind(cap_interp *I)
-{
-    for (;;) {
-        cap_frame *f = I->frame;
-        const cap_exc_entry *h = cap_code_handler(f->code, f->pc);
-        if (h) {
-            PyObject *type, *val, *tb;
-            PyErr_Fetch(&type, &val, &tb);
-            PyErr_NormalizeException(&type, &val, &tb);
-            if (tb && val)
-                PyException_SetTraceback(val, tb);
-            Py_XDECREF(type);
-            Py_XDECREF(tb);
-            if (!val)
-                val = Py_NewRef(Py_None);
-            cap_popn(f, f->sp - h->depth);
-            if (h->lasti)
-                cap_push(f, PyLong_FromLong(f->pc));
-            cap_push(f, val);
-            f->pc = h->target;
-            f->kwnames = NULL;
-            return 0;
-        }
-        if (f == I->base)
-            return -1;
-        cap_frame *p = f->parent;
-        bool for_iter = f->ret == cap_ret_next_item;
-        I->frame = p;
-        cap_frame_free(f);
-        if (for_iter && stop_iteration_pending()) {
-            /* A Python __next__ ended the loop: FOR_ITER's exhaustion path. */
-            PyErr_Clear();
-            const cap_instr *in = &p->code->ins[p->pc];
-            Py_XDECREF(cap_pop(p));
-            p->pc = in->target;
-            return 0;
-        }
-    }
-}
-
-/* While tracing, an exception raised by user code or by an operation on
- * concrete values is deterministic under the guards, so a handler inside the
- * traced frames runs traced (try/except KeyError, Mapping.__contains__, ...).
- * One that nothing catches (or that would cross a nested run) becomes a break
- * at the raising instruction, which then raises for real. */
-static int trace_unwind(cap_interp *I)
-{
-    if (!PyErr_ExceptionMatches(cap_GraphBreak) && !PyErr_ExceptionMatches(cap_InternalError)) {
-        for (cap_frame *f = I->frame; f; f = f->parent) {
-            if (cap_code_handler(f->code, f->pc))
-                return unwind(I) < 0 ? cap_hooks.error(I) : CAP_NEXT;
-            if (f->ret == cap_ret_next_item && f->parent && stop_iteration_pending())
-                return unwind(I) < 0 ? cap_hooks.error(I) : CAP_NEXT;
-            if (f->ret == cap_ret_sync)
-                return CAP_ERR; /* the nested run's caller decides */
-            if (f == I->base)
-                break;
-        }
-    }
-    return cap_hooks.error(I);
-}
-
-static bool at_safe_point(cap_interp *I)
-{
-    if (I->frame->kwnames)
-        return false;
-    for (cap_frame *f = I->frame; f; f = f->parent)
-        if (f->exc_depth)
-            return false;
-    return true;
-}
-
-int cap_run(cap_interp *I)
-{
-    for (;;) {
-        cap_frame *f = I->frame;
-        if (I->stepping && I->steps >= I->min_steps && at_safe_point(I))
-            return CAP_STOP;
-        if (I->break_at && I->steps == I->break_at - 1 && I->T)
-            return cap_hooks.break_again(I->T);
-        const cap_instr *in = &f->code->ins[f->pc];
-        I->instr_step = I->steps;
-        int rc = cap_handlers[in->h](I, f, in);
-        I->steps++;
-        switch (rc) {
-        case CAP_NEXT:
-            f->pc = in->next;
-            break;
-        case CAP_JUMPED:
-        case CAP_FRAME:
-            break;
-        case CAP_ERR:
-            if (I->mode == CAP_TRACE) {
-                int t = trace_unwind(I);
-                if (t != CAP_NEXT)
-                    return t;
-                break;
-            }
-            if (unwind(I) < 0)
-                return CAP_ERR;
-            break;
-        default:
-            return rc;
-        }
-    }
 }
