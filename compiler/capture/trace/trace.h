@@ -467,8 +467,9 @@ int cap_t_check_unshared(cap_trace *T, cap_tensor *t);
 /* At the end: the NOALIAS guard over the written inputs (0 / -1). */
 int cap_t_alias_guards(cap_trace *T);
 bool cap_noalias_guard_ok(const cap_guard *g, PyObject *const *vals);
-/* The default tensors f's call bound (defaults: its function's __defaults__,
- * reached by defaults_src) become graph inputs reached through it (0 / -1). */
+/* The defaults f's call bound that are not constants (defaults: its
+ * function's __defaults__ or __kwdefaults__, reached by defaults_src) become
+ * outside objects reached through it: tensors graph inputs (0 / -1). */
 int cap_t_wrap_defaults(cap_trace *T, cap_frame *f, PyObject *defaults, int defaults_src);
 /* The source an outside object was reached by, or -1. */
 int cap_t_source_of(cap_trace *T, PyObject *obj);
