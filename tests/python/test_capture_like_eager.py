@@ -523,3 +523,46 @@ def test_mutated_default_keeps_each_call_s_write(fn, fullgraph):
     got = [compiled(torch.zeros(2)) for _ in range(3)], [s.copy() for s in default_state()]
     assert same(want[0], got[0]) and want[1] == got[1], (want, got)
     assert counts(compiled)[1] == 0
+
+
+# ---- type(obj) of an object from outside -----------------------------------------------------
+
+
+class Counter:
+    n = 0
+    scale = 2
+
+    def bump(self):
+        type(self).n += 1
+        return self.n
+
+
+def bumps_through_type_of_an_argument(x, obj):
+    type(obj).n += 1
+    return x + 1
+
+
+def bumps_twice_in_a_method(x, obj):
+    a = obj.bump()
+    return x + obj.bump(), a
+
+
+def reads_a_class_attribute_through_type(x, obj):
+    return x * type(obj).scale
+
+
+@pytest.mark.parametrize("fn", [bumps_through_type_of_an_argument, bumps_twice_in_a_method,
+                                reads_a_class_attribute_through_type])
+def test_type_of_an_outside_object_is_outside(fn):
+    # main: type(obj) had no source, so its class was a constant of the trace: the
+    # write type(obj).n += 1 was made once, while tracing (later calls left n alone,
+    # or a second write in the same call was made twice), and a read of
+    # type(obj).scale was not guarded (a changed class attribute kept the old value)
+    compiled = ptc.compile(fn, backend="eager")
+    for scale in (2, 2, 3):
+        results = []
+        for f in (fn, compiled):
+            Counter.n, Counter.scale = 0, scale
+            results.append((outcome(f, torch.ones(2), Counter()), Counter.n))
+        (want, want_n), (got, got_n) = results
+        assert want[0] == got[0] and same(want[1:], got[1:]) and want_n == got_n, results

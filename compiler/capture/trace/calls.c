@@ -579,10 +579,8 @@ static int builtin_on_objects(cap_interp *I, int id, PyObject *const *args, int 
             return do_isinstance(T, args[0], args[1], out);
         break;
     case B_type:
-        if (npos == 1 && !kwnames) {
-            *out = Py_NewRef(cap_eager_type(args[0]));
-            return CAP_NEXT;
-        }
+        if (npos == 1 && !kwnames)
+            return cap_t_type_of(T, args[0], out);
         return cap_t_break(T, CAP_B_UNINTERPRETABLE, "type() creating a class");
     case B_getattr:
     case B_hasattr:

@@ -495,6 +495,10 @@ int cap_t_map(cap_trace *T, PyObject *obj, int src);
  * New reference. */
 PyObject *cap_t_wrap(cap_trace *T, PyObject *obj, int src);
 
+/* type(obj) (one argument), as eager's; of an outside object, reached by
+ * type(obj). CAP_NEXT or CAP_ERR. */
+int cap_t_type_of(cap_trace *T, PyObject *obj, PyObject **out);
+
 /* Records a break at the current instruction; returns CAP_BREAK. */
 int cap_t_break(cap_trace *T, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The break of the trace this one repeats (T->redo), at the current
