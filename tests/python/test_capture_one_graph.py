@@ -636,3 +636,80 @@ def test_a_defaultdict_missing_key_stores_its_factorys_value():
     with pytest.raises(KeyError, match="q"):  # no factory: eager's KeyError
         ptc.compile(appends_to_a_missing_key, backend="eager")(torch.zeros(2),
                                                                collections.defaultdict())
+
+
+# ---- copy.copy of a builtin container ----------------------------------------------------------
+
+
+import copy  # noqa: E402
+
+
+def copies_and_extends(x, items):
+    items.append(x.sum())  # a pending write the copy sees
+    c = copy.copy(items)
+    c.append(x * 2)
+    return x + len(c), c, len(items)
+
+
+def copies_and_writes_an_inner_list(x, items):
+    c = copy.copy(items)
+    c["q"].append(x + 1)  # shallow: the inner list is the caller's
+    c["new"] = 1
+    return x * len(c), list(c), type(c).__name__
+
+
+def copies_a_set(x, items):
+    c = copy.copy(items)
+    c.add(5)
+    return x + len(c), sorted(c), len(items)
+
+
+def copies_an_immutable(x, items):
+    return x + 1, copy.copy(items) is items
+
+
+COPIES = [
+    (copies_and_extends, lambda: [1]),
+    (copies_a_set, lambda: {1, 2}),
+    (copies_and_writes_an_inner_list, lambda: {"q": [], "a": 1}),
+    (copies_and_writes_an_inner_list, lambda: collections.OrderedDict(q=[], b=2)),
+    (copies_and_writes_an_inner_list, lambda: collections.defaultdict(list, a=3)),
+    (copies_an_immutable, lambda: (1, 2)),
+    (copies_an_immutable, lambda: frozenset([1])),
+]
+
+
+def plain_value(v):
+    if isinstance(v, torch.Tensor):
+        return (type(v), v.tolist())
+    if isinstance(v, (list, tuple)):
+        return [plain_value(i) for i in v]
+    if isinstance(v, dict):
+        return (type(v), [(k, plain_value(i)) for k, i in v.items()],
+                getattr(v, "default_factory", None))
+    return v
+
+
+@pytest.mark.parametrize("fn, make", COPIES,
+                         ids=[f"{f.__name__}-{type(m()).__name__}" for f, m in COPIES])
+def test_copy_copy_of_a_builtin_container_is_one_graph(fn, make):
+    # main: PTC-B006 'copy.copy (runs for real as one call)'; torch.compile: 1 graph
+    compiled = ptc.compile(fn, backend="eager", fullgraph=True)
+    for _ in range(2):
+        want_obj, got_obj = make(), make()
+        want, got = fn(torch.arange(3.0), want_obj), compiled(torch.arange(3.0), got_obj)
+        assert plain_value(want) == plain_value(got)
+        assert plain_value(want_obj) == plain_value(got_obj)
+    assert counts(compiled) == (1, 0, [])
+
+
+class OwnCopy(list):
+    def __copy__(self):
+        return OwnCopy(self + ["copied"])
+
+
+def test_copy_copy_of_another_object_runs_for_real():
+    compiled = ptc.compile(copies_and_extends, backend="eager")
+    want, got = copies_and_extends(torch.ones(2), OwnCopy()), compiled(torch.ones(2), OwnCopy())
+    assert plain_value(want) == plain_value(got)
+    assert counts(compiled)[2][0] == "copy.copy (runs for real as one call)"

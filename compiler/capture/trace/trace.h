@@ -714,6 +714,10 @@ PyObject *cap_t_flow(cap_trace *T, PyObject *obj);
 PyObject *cap_t_stored_items(cap_trace *T, PyObject *obj);
 int cap_t_expand_call_args(cap_trace *T, PyObject *func, PyObject *args, PyObject *kw,
                            PyObject **t, PyObject **d);
+/* copy.copy(x) of a builtin container, traced as x.copy() (x itself for a
+ * tuple, a frozenset or a constant); CAP_NONE for any other call (copies.c). */
+int cap_t_copy_call(cap_interp *I, PyObject *fn, PyObject *const *args, int nargs,
+                    PyObject *kwnames, PyObject **out);
 int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                PyObject *kwnames, PyObject **out);
 int cap_t_run_sync(cap_interp *I, cap_frame *outer, PyObject **out);
