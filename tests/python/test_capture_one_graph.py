@@ -713,3 +713,53 @@ def test_copy_copy_of_another_object_runs_for_real():
     want, got = copies_and_extends(torch.ones(2), OwnCopy()), compiled(torch.ones(2), OwnCopy())
     assert plain_value(want) == plain_value(got)
     assert counts(compiled)[2][0] == "copy.copy (runs for real as one call)"
+
+
+# ---- operators on a list, tuple or dict from outside ---------------------------------------------
+
+
+def merges_dicts(x, table):
+    merged = table | {"z": x * 2}
+    merged["a"].append(1)  # the caller's inner list
+    return merged["z"] + len(merged), sorted(merged)
+
+
+def merges_into_a_new_dict(x, table):
+    d = {"a": [], "q": 5}
+    d |= table
+    return x * d["q"], list(d)
+
+
+def concatenates(x, items):
+    both = items + [x + 1]
+    return both[0] * both[-1], len(both * 2)
+
+
+def compares(x, items):
+    return x + (items == [1, 2]) + (items < [1, 3]) + (items != items[:1])
+
+
+def repeats_a_tuple(x, items):
+    return sum(items * 2) + x
+
+
+OPERATORS = [
+    (merges_dicts, lambda n: {"a": [], "b": n}),
+    (merges_into_a_new_dict, lambda n: {"q": n} if n > 1 else {"b": n}),
+    (concatenates, lambda n: [torch.full((2,), float(n))] * n),
+    (compares, lambda n: [1, n]),
+    (repeats_a_tuple, lambda n: (n, torch.ones(2) * n)),
+]
+
+
+@pytest.mark.parametrize("fn, make", OPERATORS, ids=[f.__name__ for f, _ in OPERATORS])
+def test_an_operator_on_an_outside_container_is_one_graph(fn, make):
+    # main: PTC-B006 'operator on an outside dict' (list, tuple); torch.compile: 1 graph.
+    # The contents change from call to call: the operator reads them under guards.
+    compiled = ptc.compile(fn, backend="eager", fullgraph=True)
+    for n in (1, 2, 2, 3):
+        want_obj, got_obj = make(n), make(n)
+        want, got = fn(torch.arange(2.0), want_obj), compiled(torch.arange(2.0), got_obj)
+        assert plain_value(want) == plain_value(got), (n, want, got)
+        assert plain_value(want_obj) == plain_value(got_obj)
+    assert counts(compiled)[1] == 0

@@ -1001,23 +1001,43 @@ bool cap_t_is_real_tensor(PyObject *o)
     return o && !cap_is_tensor(o) && PyObject_TypeCheck(o, (PyTypeObject *)cap_T.Tensor);
 }
 
-int cap_t_check_operands(cap_trace *T, PyObject *a, PyObject *b, bool arithmetic)
+/* An outside list, tuple or dict an operator reads: the items it holds,
+ * reached through sources (d | {...} is a new dict of them, l == m compares
+ * them under their guards), kept by the trace (*o borrowed). A set breaks:
+ * its items have no sources. */
+static int operand_items(cap_trace *T, PyObject **o)
 {
-    PyObject *ops[2] = {a, b};
+    if (!cap_t_outside(T, *o) || cap_is_constant(*o))
+        return CAP_NEXT;
+    if (PyAnySet_Check(*o))
+        return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "operator on an outside %s",
+                           cap_tpname(Py_TYPE(*o)));
+    if (!PyList_CheckExact(*o) && !PyTuple_CheckExact(*o) && !PyDict_CheckExact(*o))
+        return CAP_NEXT;
+    PyObject *items = cap_t_stored_items(T, *o);
+    int rc = items ? PyList_Append(T->keep, items) : -1;
+    Py_XDECREF(items);
+    if (rc < 0)
+        return CAP_ERR;
+    *o = items;
+    return CAP_NEXT;
+}
+
+int cap_t_check_operands(cap_trace *T, PyObject **a, PyObject **b, bool arithmetic)
+{
+    PyObject **ops[2] = {a, b};
     for (int i = 0; i < 2; i++)
-        if (cap_t_is_real_tensor(ops[i]))
-            return cap_t_real_tensor(T, ops[i], "an operator");
+        if (cap_t_is_real_tensor(*ops[i]))
+            return cap_t_real_tensor(T, *ops[i], "an operator");
     for (int i = 0; i < 2; i++) {
-        PyObject *o = ops[i];
-        if (cap_t_outside(T, o) && !cap_is_constant(o) &&
-            (PyList_Check(o) || PyTuple_Check(o) || PyDict_Check(o) || PyAnySet_Check(o)))
-            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "operator on an outside %s",
-                               cap_tpname(Py_TYPE(o)));
+        int rc = operand_items(T, ops[i]);
+        if (rc != CAP_NEXT)
+            return rc;
     }
     /* ids compare as eager's do (equal or not); numbers made from them
        would be the trace's */
-    int rc = arithmetic ? cap_t_check_id_use(T, a) : CAP_NEXT;
-    return rc == CAP_NEXT && arithmetic ? cap_t_check_id_use(T, b) : rc;
+    int rc = arithmetic ? cap_t_check_id_use(T, *a) : CAP_NEXT;
+    return rc == CAP_NEXT && arithmetic ? cap_t_check_id_use(T, *b) : rc;
 }
 
 int cap_t_check_format(cap_trace *T, PyObject *v)

@@ -703,7 +703,11 @@ int cap_t_load_global(cap_trace *T, cap_frame *f, PyObject *name, PyObject *v, b
                       PyObject **out);
 int cap_t_truth_guard(cap_trace *T, PyObject *v);
 int cap_t_contains_guard(cap_trace *T, PyObject *container, PyObject *item);
-int cap_t_check_operands(cap_trace *T, PyObject *a, PyObject *b, bool arithmetic);
+/* An operator's operands: an outside list, tuple or dict becomes a plain copy
+ * of its items reached through sources (borrowed, kept by the trace), so
+ * that d | {...}, l + [x] and l == m read it under guards; an outside set
+ * breaks. CAP_NEXT, CAP_BREAK or CAP_ERR. */
+int cap_t_check_operands(cap_trace *T, PyObject **a, PyObject **b, bool arithmetic);
 int cap_t_check_format(cap_trace *T, PyObject *v);
 int cap_t_before_with(cap_interp *I, cap_frame *f, PyObject *mgr);
 PyObject *cap_t_flow(cap_trace *T, PyObject *obj);
