@@ -763,3 +763,95 @@ def test_an_operator_on_an_outside_container_is_one_graph(fn, make):
         assert plain_value(want) == plain_value(got), (n, want, got)
         assert plain_value(want_obj) == plain_value(got_obj)
     assert counts(compiled)[1] == 0
+
+
+# ---- a user's context manager written in Python ---------------------------------------------------
+
+
+FLAG = {"on": False}
+
+
+class Scaling:
+    def __init__(self, k):
+        self.k, self.log = k, []
+
+    def __enter__(self):
+        self.log.append("enter")
+        FLAG["on"] = True
+        return self.k
+
+    def __exit__(self, kind, value, tb):
+        self.log.append(("exit", kind.__name__ if kind else None))
+        FLAG["on"] = False
+        return kind is KeyError  # suppresses a KeyError only
+
+
+def with_a_manager_made_here(x, k):
+    s = Scaling(k)
+    with s as factor:
+        y = x * factor if FLAG["on"] else x
+    return y, s.log, FLAG["on"]
+
+
+def with_a_manager_from_outside(x, manager):
+    with manager as factor:
+        y = x * factor
+    manager.k += 1
+    return y, manager.log
+
+
+def with_a_suppressed_error(x, k):
+    s = Scaling(k)
+    with s:
+        y = x + 1
+        raise KeyError("k")
+    return y, s.log
+
+
+def with_two_managers(x, k):
+    a, b = Scaling(k), Scaling(k + 3)
+    with a as i, b as j:
+        y = x * i + j
+    return y, a.log, b.log
+
+
+@pytest.mark.parametrize("fn, make", [
+    (with_a_manager_made_here, lambda: 2),
+    (with_a_manager_from_outside, lambda: Scaling(3)),
+    (with_a_suppressed_error, lambda: 2),
+    (with_two_managers, lambda: 2),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_a_user_context_manager_is_traced(fn, make):
+    # main: PTC-B016 'with-block on a Scaling' (its __enter__ ran for real at a break);
+    # torch.compile: 1 graph
+    compiled = ptc.compile(fn, backend="eager", fullgraph=True)
+    for _ in range(2):
+        results = []
+        for f in (fn, compiled):
+            arg = make()
+            FLAG["on"] = False
+            results.append((plain_value(f(torch.arange(3.0), arg)), FLAG["on"],
+                            getattr(arg, "k", None), getattr(arg, "log", None)))
+        assert results[0] == results[1], results
+    assert counts(compiled) == (1, 0, [])
+
+
+class TorchStyleManager:
+    pass
+
+
+TorchStyleManager.__module__ = "torch.fake"
+TorchStyleManager.__enter__ = lambda self: 1
+TorchStyleManager.__exit__ = lambda self, *exc: None
+
+
+def with_a_torch_manager(x, manager):
+    with manager as one:
+        return x + one
+
+
+def test_a_python_manager_of_torch_runs_for_real():
+    # torch's own Python managers set process state through C calls: not traced
+    compiled = ptc.compile(with_a_torch_manager, backend="eager")
+    assert torch.equal(compiled(torch.zeros(2), TorchStyleManager()), torch.ones(2))
+    assert counts(compiled)[2] == ["with-block on a TorchStyleManager"]
