@@ -460,6 +460,14 @@ def comprehension_over_a_zip_with_an_outside_iterator(x, items):
     return [row * k for row, k in zip(x, items)]
 
 
+def star_arguments_from_a_comprehension_printing(x):
+    # main: a wrong sum (x * 6 for x * 3), or in a longer run a segmentation fault
+    def total(*items):
+        return sum(items)
+
+    return total(*[print(k) or x * k for k in range(3)])
+
+
 def plain(v):
     """Comparable form: tensors by exact type and value."""
     if isinstance(v, dict):
@@ -478,6 +486,7 @@ def plain(v):
     (comprehension_over_an_outside_iterator, lambda: (torch.ones(2), iter([1, 2, 3]))),
     (comprehension_over_a_zip_with_an_outside_iterator,
      lambda: (torch.arange(6.0).reshape(2, 3), iter([1, 2]))),
+    (star_arguments_from_a_comprehension_printing, lambda: (torch.ones(2),)),
 ], ids=lambda v: getattr(v, "__name__", ""))
 def test_break_inside_a_comprehension_keeps_its_items(fn, make):
     # main: the comprehension's container, resumed after the break as a real object,
