@@ -42,7 +42,7 @@ def extend_sees_items_added_so_far(x):
     return x + 1, y
 
 
-@case(1, 1)
+@case(1, 0)  # one-element tensors: max stays in the graph (torch.compile: 1 graph)
 def max_over_mapped_tensors(x):
     return max(map(lambda t: t.sum(), [x, x * 2]))
 
@@ -314,7 +314,7 @@ def genexpr_sees_later_writes(x):
     return x + 1, list(g)
 
 
-@case(2, 1)
+@case(1, 0)
 def max_over_a_genexpr_of_tensors(x):
     return max(t.sum() for t in [x, x * 2]), sum(t * 2 for t in [x, x + 1])
 

@@ -140,7 +140,8 @@ FILE_ORDER = {
               "sync_calls.c", "symint.c",
               ["autocast.c", "callables.c", "effects.c", "inplace.c", "iter.c", "lifecycle.c",
                "nodes.c", "objects.c", "sources.c"],
-              "modules.c", "trace_operator.c", "lru.c", "builtins.c", "calls.c", "hooks.c"],
+              "modules.c", "trace_operator.c", "lru.c", "copies.c", "builtins.c", "calls.c",
+              "hooks.c"],
     # the dispatcher backend.c last
     "backend": ["tensors.c", "eager.c", "graphobj.c", "backend_ptc.c", "backend_train.c",
                 "backend_pieces.c", "backend.c"],

@@ -470,3 +470,99 @@ def update_of_a_mapping(x):
 def test_builtin_runs_a_python_iter(fn):
     compiled = check_like_eager(fn, torch.ones(2))
     assert counts(compiled) == (1, 0, [])
+
+
+# ---- mutable default arguments of an inlined helper ------------------------------------------
+
+
+def appended(v, acc=[]):  # noqa: B006 - the mutable default is what is tested
+    acc.append(v)
+    return len(acc)
+
+
+def counted(k, seen={}):  # noqa: B006
+    seen[k] = seen.get(k, 0) + 1
+    return seen[k]
+
+
+def kw_only_counted(k, *, seen={}):  # noqa: B006
+    seen[k] = seen.get(k, 0) + 1
+    return seen[k]
+
+
+def appends_to_a_default_list(x):
+    return x + appended(1)
+
+
+def counts_in_a_default_dict(x):
+    return x * counted("a")
+
+
+def counts_in_a_kw_only_default(x):
+    return x * kw_only_counted("a")
+
+
+def default_state():
+    return (appended.__defaults__[0], counted.__defaults__[0],
+            kw_only_counted.__kwdefaults__["seen"])
+
+
+@pytest.mark.parametrize("fullgraph", [False, True])
+@pytest.mark.parametrize("fn", [appends_to_a_default_list, counts_in_a_default_dict,
+                                counts_in_a_kw_only_default])
+def test_mutated_default_keeps_each_call_s_write(fn, fullgraph):
+    # main: the default list or dict was a constant of the trace: written once, while
+    # tracing, and never again; every later call returned the first call's value
+    # (x + 1 for ever, where eager gives x + 1, x + 2, ...)
+    compiled = ptc.compile(fn, backend="eager", fullgraph=fullgraph)
+    for state in default_state():
+        state.clear()
+    want = [fn(torch.zeros(2)) for _ in range(3)], [s.copy() for s in default_state()]
+    for state in default_state():
+        state.clear()
+    got = [compiled(torch.zeros(2)) for _ in range(3)], [s.copy() for s in default_state()]
+    assert same(want[0], got[0]) and want[1] == got[1], (want, got)
+    assert counts(compiled)[1] == 0
+
+
+# ---- type(obj) of an object from outside -----------------------------------------------------
+
+
+class Counter:
+    n = 0
+    scale = 2
+
+    def bump(self):
+        type(self).n += 1
+        return self.n
+
+
+def bumps_through_type_of_an_argument(x, obj):
+    type(obj).n += 1
+    return x + 1
+
+
+def bumps_twice_in_a_method(x, obj):
+    a = obj.bump()
+    return x + obj.bump(), a
+
+
+def reads_a_class_attribute_through_type(x, obj):
+    return x * type(obj).scale
+
+
+@pytest.mark.parametrize("fn", [bumps_through_type_of_an_argument, bumps_twice_in_a_method,
+                                reads_a_class_attribute_through_type])
+def test_type_of_an_outside_object_is_outside(fn):
+    # main: type(obj) had no source, so its class was a constant of the trace: the
+    # write type(obj).n += 1 was made once, while tracing (later calls left n alone,
+    # or a second write in the same call was made twice), and a read of
+    # type(obj).scale was not guarded (a changed class attribute kept the old value)
+    compiled = ptc.compile(fn, backend="eager")
+    for scale in (2, 2, 3):
+        results = []
+        for f in (fn, compiled):
+            Counter.n, Counter.scale = 0, scale
+            results.append((outcome(f, torch.ones(2), Counter()), Counter.n))
+        (want, want_n), (got, got_n) = results
+        assert want[0] == got[0] and same(want[1:], got[1:]) and want_n == got_n, results

@@ -636,3 +636,222 @@ def test_a_defaultdict_missing_key_stores_its_factorys_value():
     with pytest.raises(KeyError, match="q"):  # no factory: eager's KeyError
         ptc.compile(appends_to_a_missing_key, backend="eager")(torch.zeros(2),
                                                                collections.defaultdict())
+
+
+# ---- copy.copy of a builtin container ----------------------------------------------------------
+
+
+import copy  # noqa: E402
+
+
+def copies_and_extends(x, items):
+    items.append(x.sum())  # a pending write the copy sees
+    c = copy.copy(items)
+    c.append(x * 2)
+    return x + len(c), c, len(items)
+
+
+def copies_and_writes_an_inner_list(x, items):
+    c = copy.copy(items)
+    c["q"].append(x + 1)  # shallow: the inner list is the caller's
+    c["new"] = 1
+    return x * len(c), list(c), type(c).__name__
+
+
+def copies_a_set(x, items):
+    c = copy.copy(items)
+    c.add(5)
+    return x + len(c), sorted(c), len(items)
+
+
+def copies_an_immutable(x, items):
+    return x + 1, copy.copy(items) is items
+
+
+COPIES = [
+    (copies_and_extends, lambda: [1]),
+    (copies_a_set, lambda: {1, 2}),
+    (copies_and_writes_an_inner_list, lambda: {"q": [], "a": 1}),
+    (copies_and_writes_an_inner_list, lambda: collections.OrderedDict(q=[], b=2)),
+    (copies_and_writes_an_inner_list, lambda: collections.defaultdict(list, a=3)),
+    (copies_an_immutable, lambda: (1, 2)),
+    (copies_an_immutable, lambda: frozenset([1])),
+]
+
+
+def plain_value(v):
+    if isinstance(v, torch.Tensor):
+        return (type(v), v.tolist())
+    if isinstance(v, (list, tuple)):
+        return [plain_value(i) for i in v]
+    if isinstance(v, dict):
+        return (type(v), [(k, plain_value(i)) for k, i in v.items()],
+                getattr(v, "default_factory", None))
+    return v
+
+
+@pytest.mark.parametrize("fn, make", COPIES,
+                         ids=[f"{f.__name__}-{type(m()).__name__}" for f, m in COPIES])
+def test_copy_copy_of_a_builtin_container_is_one_graph(fn, make):
+    # main: PTC-B006 'copy.copy (runs for real as one call)'; torch.compile: 1 graph
+    compiled = ptc.compile(fn, backend="eager", fullgraph=True)
+    for _ in range(2):
+        want_obj, got_obj = make(), make()
+        want, got = fn(torch.arange(3.0), want_obj), compiled(torch.arange(3.0), got_obj)
+        assert plain_value(want) == plain_value(got)
+        assert plain_value(want_obj) == plain_value(got_obj)
+    assert counts(compiled) == (1, 0, [])
+
+
+class OwnCopy(list):
+    def __copy__(self):
+        return OwnCopy(self + ["copied"])
+
+
+def test_copy_copy_of_another_object_runs_for_real():
+    compiled = ptc.compile(copies_and_extends, backend="eager")
+    want, got = copies_and_extends(torch.ones(2), OwnCopy()), compiled(torch.ones(2), OwnCopy())
+    assert plain_value(want) == plain_value(got)
+    assert counts(compiled)[2][0] == "copy.copy (runs for real as one call)"
+
+
+# ---- operators on a list, tuple or dict from outside ---------------------------------------------
+
+
+def merges_dicts(x, table):
+    merged = table | {"z": x * 2}
+    merged["a"].append(1)  # the caller's inner list
+    return merged["z"] + len(merged), sorted(merged)
+
+
+def merges_into_a_new_dict(x, table):
+    d = {"a": [], "q": 5}
+    d |= table
+    return x * d["q"], list(d)
+
+
+def concatenates(x, items):
+    both = items + [x + 1]
+    return both[0] * both[-1], len(both * 2)
+
+
+def compares(x, items):
+    return x + (items == [1, 2]) + (items < [1, 3]) + (items != items[:1])
+
+
+def repeats_a_tuple(x, items):
+    return sum(items * 2) + x
+
+
+OPERATORS = [
+    (merges_dicts, lambda n: {"a": [], "b": n}),
+    (merges_into_a_new_dict, lambda n: {"q": n} if n > 1 else {"b": n}),
+    (concatenates, lambda n: [torch.full((2,), float(n))] * n),
+    (compares, lambda n: [1, n]),
+    (repeats_a_tuple, lambda n: (n, torch.ones(2) * n)),
+]
+
+
+@pytest.mark.parametrize("fn, make", OPERATORS, ids=[f.__name__ for f, _ in OPERATORS])
+def test_an_operator_on_an_outside_container_is_one_graph(fn, make):
+    # main: PTC-B006 'operator on an outside dict' (list, tuple); torch.compile: 1 graph.
+    # The contents change from call to call: the operator reads them under guards.
+    compiled = ptc.compile(fn, backend="eager", fullgraph=True)
+    for n in (1, 2, 2, 3):
+        want_obj, got_obj = make(n), make(n)
+        want, got = fn(torch.arange(2.0), want_obj), compiled(torch.arange(2.0), got_obj)
+        assert plain_value(want) == plain_value(got), (n, want, got)
+        assert plain_value(want_obj) == plain_value(got_obj)
+    assert counts(compiled)[1] == 0
+
+
+# ---- a user's context manager written in Python ---------------------------------------------------
+
+
+FLAG = {"on": False}
+
+
+class Scaling:
+    def __init__(self, k):
+        self.k, self.log = k, []
+
+    def __enter__(self):
+        self.log.append("enter")
+        FLAG["on"] = True
+        return self.k
+
+    def __exit__(self, kind, value, tb):
+        self.log.append(("exit", kind.__name__ if kind else None))
+        FLAG["on"] = False
+        return kind is KeyError  # suppresses a KeyError only
+
+
+def with_a_manager_made_here(x, k):
+    s = Scaling(k)
+    with s as factor:
+        y = x * factor if FLAG["on"] else x
+    return y, s.log, FLAG["on"]
+
+
+def with_a_manager_from_outside(x, manager):
+    with manager as factor:
+        y = x * factor
+    manager.k += 1
+    return y, manager.log
+
+
+def with_a_suppressed_error(x, k):
+    s = Scaling(k)
+    with s:
+        y = x + 1
+        raise KeyError("k")
+    return y, s.log
+
+
+def with_two_managers(x, k):
+    a, b = Scaling(k), Scaling(k + 3)
+    with a as i, b as j:
+        y = x * i + j
+    return y, a.log, b.log
+
+
+@pytest.mark.parametrize("fn, make", [
+    (with_a_manager_made_here, lambda: 2),
+    (with_a_manager_from_outside, lambda: Scaling(3)),
+    (with_a_suppressed_error, lambda: 2),
+    (with_two_managers, lambda: 2),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_a_user_context_manager_is_traced(fn, make):
+    # main: PTC-B016 'with-block on a Scaling' (its __enter__ ran for real at a break);
+    # torch.compile: 1 graph
+    compiled = ptc.compile(fn, backend="eager", fullgraph=True)
+    for _ in range(2):
+        results = []
+        for f in (fn, compiled):
+            arg = make()
+            FLAG["on"] = False
+            results.append((plain_value(f(torch.arange(3.0), arg)), FLAG["on"],
+                            getattr(arg, "k", None), getattr(arg, "log", None)))
+        assert results[0] == results[1], results
+    assert counts(compiled) == (1, 0, [])
+
+
+class TorchStyleManager:
+    pass
+
+
+TorchStyleManager.__module__ = "torch.fake"
+TorchStyleManager.__enter__ = lambda self: 1
+TorchStyleManager.__exit__ = lambda self, *exc: None
+
+
+def with_a_torch_manager(x, manager):
+    with manager as one:
+        return x + one
+
+
+def test_a_python_manager_of_torch_runs_for_real():
+    # torch's own Python managers set process state through C calls: not traced
+    compiled = ptc.compile(with_a_torch_manager, backend="eager")
+    assert torch.equal(compiled(torch.zeros(2), TorchStyleManager()), torch.ones(2))
+    assert counts(compiled)[2] == ["with-block on a TorchStyleManager"]

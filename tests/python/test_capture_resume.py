@@ -435,3 +435,70 @@ def test_a_failed_rebuild_runs_the_rest_eagerly(fn):
     assert len(msgs) == 1 and "cannot rebuild" in msgs[0] and "NeedsArgs.__new__" in msgs[0], msgs
     fallbacks = [e for e in events(compiled) if e["kind"] == "fallback"]
     assert len(fallbacks) == 1, fallbacks
+
+
+# ---- a break inside a comprehension ----------------------------------------------------------
+
+
+def list_comprehension_printing(x):
+    return [print(k) or x * k for k in range(3)]
+
+
+def dict_comprehension_printing(x):
+    return {k: (print(k), x * k)[1] for k in range(3)}
+
+
+def set_comprehension_printing(x):
+    return {print(k) or k * 2 for k in range(3)}, x + 1
+
+
+def comprehension_over_an_outside_iterator(x, items):
+    return [x * k for k in items]
+
+
+def comprehension_over_a_zip_with_an_outside_iterator(x, items):
+    return [row * k for row, k in zip(x, items)]
+
+
+def star_arguments_from_a_comprehension_printing(x):
+    # main: a wrong sum (x * 6 for x * 3), or in a longer run a segmentation fault
+    def total(*items):
+        return sum(items)
+
+    return total(*[print(k) or x * k for k in range(3)])
+
+
+def plain(v):
+    """Comparable form: tensors by exact type and value."""
+    if isinstance(v, dict):
+        return {k: plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [plain(x) for x in v]
+    if isinstance(v, torch.Tensor):
+        return (type(v), v.tolist())
+    return v
+
+
+@pytest.mark.parametrize("fn, make", [
+    (list_comprehension_printing, lambda: (torch.ones(2),)),
+    (dict_comprehension_printing, lambda: (torch.ones(2),)),
+    (set_comprehension_printing, lambda: (torch.ones(2),)),
+    (comprehension_over_an_outside_iterator, lambda: (torch.ones(2), iter([1, 2, 3]))),
+    (comprehension_over_a_zip_with_an_outside_iterator,
+     lambda: (torch.arange(6.0).reshape(2, 3), iter([1, 2]))),
+    (star_arguments_from_a_comprehension_printing, lambda: (torch.ones(2),)),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_break_inside_a_comprehension_keeps_its_items(fn, make):
+    # main: the comprehension's container, resumed after the break as a real object,
+    # got the next segment's symbolic tensors appended for real: the result held
+    # SymTensors ("a symbolic tensor was used after its trace ended", or an empty
+    # list on the next call) and the graphs computing them were dropped
+    compiled = ptc.compile(fn, backend="eager")
+    for _ in range(3):
+        out = []
+        for f in (fn, compiled):
+            buf = io.StringIO()
+            with contextlib.redirect_stdout(buf), warnings.catch_warnings():
+                warnings.simplefilter("error")
+                out.append((plain(f(*make())), buf.getvalue()))
+        assert out[0] == out[1], out

@@ -129,6 +129,22 @@ def builtin_max_of_larger_tensors_breaks(x):
 
 
 @case(1, 0)
+def builtin_min_max_of_an_iterable_of_one_element_tensors(x):
+    # main: max() comparing tensors broke (B001) where the tensors came in one iterable
+    # (a generator expression, a list, an iterator); torch.compile: one graph
+    return (max(t.sum() for t in [x, x * 2, x - 9]), min([x[0, :1], x[1, :1] - 5]),
+            max(iter([x.mean(), x.mean()])), min((r.sum() for r in x), default=None))
+
+
+@case(0, 1)
+def builtin_max_of_an_iterable_of_larger_tensors_breaks(x):
+    try:
+        return max(t * 2 for t in [x, x])  # eager raises: bool() of a 6-element tensor
+    except RuntimeError as e:
+        return str(e)
+
+
+@case(1, 0)
 def torch_tensor_of_a_traced_tensor(x):
     # main: a break (B003)
     y = x * 2

@@ -276,7 +276,8 @@ typedef struct cap_trace_hooks {
                            int nargs, PyObject *kwnames, PyObject **out);
     int (*truth_guard)(cap_trace *T, PyObject *v);
     int (*contains_guard)(cap_trace *T, PyObject *container, PyObject *item);
-    int (*check_operands)(cap_trace *T, PyObject *a, PyObject *b, bool arithmetic);
+    /* may replace an operand by what the operator reads of it (borrowed) */
+    int (*check_operands)(cap_trace *T, PyObject **a, PyObject **b, bool arithmetic);
     int (*check_format)(cap_trace *T, PyObject *v);
     /* tensors (the torch layer's rows) */
     int (*real_tensor)(cap_trace *T, PyObject *v, const char *what);

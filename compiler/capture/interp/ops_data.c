@@ -249,34 +249,66 @@ HANDLER(BUILD_SLICE)
     return finish(f, s ? CAP_NEXT : CAP_ERR, in->arg, s);
 }
 
+/* A comprehension's container is an outside object when a break inside
+ * the comprehension resumed the trace with it (a real list, set or dict of
+ * the break's state). Adding to it is then a write to an outside container:
+ * logged and replayed after the graph, as l.append(v) and d[k] = v are
+ * (trace/effects.c), not done for real with a symbolic value in it. Returns
+ * CAP_NONE for a container of the trace (the caller adds for real). */
+static int add_to_outside(cap_interp *I, PyObject *container, PyObject *key, PyObject *v)
+{
+    if (!I->T || cap_hooks.source_of(I->T, container) < 0)
+        return CAP_NONE;
+    if (PyDict_Check(container))
+        return cap_hooks.setitem(I, container, key, v);
+    PyObject *none = NULL;
+    int rc = PyList_Check(container)
+                 ? cap_hooks.outside_mutator(I, container, "append", &v, 1, NULL, &none)
+                 : CAP_NONE;
+    Py_XDECREF(none);
+    if (rc == CAP_NONE)
+        return cap_hooks.brk(I->T, CAP_B_MUTATE_OUTSIDE,
+                             "a %s comprehension resumed after a break adds to its %s",
+                             cap_tpname(Py_TYPE(container)), cap_tpname(Py_TYPE(container)));
+    return rc;
+}
+
+/* (c, ..., v -- c, ...) add(c, v); c at depth arg after the pop */
+static int add_one(cap_interp *I, cap_frame *f, const cap_instr *in,
+                   int (*add)(PyObject *, PyObject *))
+{
+    PyObject *container = cap_peek(f, in->arg + 1), *v = cap_peek(f, 1);
+    int rc = add_to_outside(I, container, NULL, v);
+    if (rc == CAP_NONE)
+        rc = add(container, v) < 0 ? CAP_ERR : CAP_NEXT;
+    if (rc == CAP_NEXT)
+        cap_popn(f, 1);
+    return rc;
+}
+
 /* (list, ..., v -- list, ...) list.append(v); list at depth arg after the pop */
 HANDLER(LIST_APPEND)
 {
-    UNUSED_ARGS;
-    if (PyList_Append(cap_peek(f, in->arg + 1), cap_peek(f, 1)) < 0)
-        return CAP_ERR;
-    cap_popn(f, 1);
-    return CAP_NEXT;
+    return add_one(I, f, in, PyList_Append);
 }
 
 /* (set, ..., v -- set, ...) */
 HANDLER(SET_ADD)
 {
-    UNUSED_ARGS;
-    if (PySet_Add(cap_peek(f, in->arg + 1), cap_peek(f, 1)) < 0)
-        return CAP_ERR;
-    cap_popn(f, 1);
-    return CAP_NEXT;
+    return add_one(I, f, in, PySet_Add);
 }
 
 /* (dict, ..., k, v -- dict, ...) */
 HANDLER(MAP_ADD)
 {
     UNUSED_ARGS;
-    if (PyDict_SetItem(cap_peek(f, in->arg + 2), cap_peek(f, 2), cap_peek(f, 1)) < 0)
-        return CAP_ERR;
-    cap_popn(f, 2);
-    return CAP_NEXT;
+    PyObject *dict = cap_peek(f, in->arg + 2), *k = cap_peek(f, 2), *v = cap_peek(f, 1);
+    int rc = add_to_outside(I, dict, k, v);
+    if (rc == CAP_NONE)
+        rc = PyDict_SetItem(dict, k, v) < 0 ? CAP_ERR : CAP_NEXT;
+    if (rc == CAP_NEXT)
+        cap_popn(f, 2);
+    return rc;
 }
 
 /* Iterates `src` through the interpreter's iteration (so outside containers

@@ -241,7 +241,7 @@ int cap_op_binary(cap_interp *I, int op, PyObject *a, PyObject *b, PyObject **ou
         if (rc == CAP_NEXT)
             rc = cap_hooks.current(I, &b);
         if (rc == CAP_NEXT)
-            rc = cap_hooks.check_operands(I->T, a, b, true);
+            rc = cap_hooks.check_operands(I->T, &a, &b, true);
         if (rc != CAP_NEXT)
             return rc;
     }
@@ -262,7 +262,7 @@ int cap_op_compare(cap_interp *I, int cmp, PyObject *a, PyObject *b, PyObject **
         if (rc == CAP_NEXT)
             rc = cap_hooks.current(I, &b);
         if (rc == CAP_NEXT)
-            rc = cap_hooks.check_operands(I->T, a, b, false);
+            rc = cap_hooks.check_operands(I->T, &a, &b, false);
         if (rc != CAP_NEXT)
             return rc;
     }

@@ -332,6 +332,22 @@ static int sort_keyed(cap_interp *I, int id, PyObject *items, PyObject *key, PyO
     return *res ? CAP_NEXT : CAP_ERR;
 }
 
+/* min or max over items some of which are tensors: as min(a, b, ...) of
+ * them (one-element tensors stay in the graph); CAP_NONE where that
+ * declines. */
+static int minmax_of_items(cap_trace *T, int id, PyObject *items, PyObject **res)
+{
+    Py_ssize_t n = PyList_Size(items);
+    PyObject **args = n <= INT_MAX ? PyMem_Malloc(sizeof *args * (size_t)n) : NULL;
+    if (!args)
+        return CAP_NONE;
+    for (Py_ssize_t i = 0; i < n; i++)
+        args[i] = PyList_GetItem(items, i);
+    int rc = cap_thooks.builtin_minmax(T, id == B_max, args, (int)n, res);
+    PyMem_Free(args);
+    return rc;
+}
+
 /* sorted, min and max over the items: key functions are traced calls;
  * without one, the builtin itself runs on the items. */
 static int sort_items(cap_interp *I, int id, PyObject *items, PyObject *const *args, int nargs,
@@ -341,9 +357,13 @@ static int sort_items(cap_interp *I, int id, PyObject *items, PyObject *const *a
     if (key && key != Py_None)
         return sort_keyed(I, id, items, key, args, nargs, kwnames, res);
     const char *name = id == B_sorted ? "sorted" : id == B_min ? "min" : "max";
-    for (Py_ssize_t i = 0; PyList_Size(items) > 1 && i < PyList_Size(items); i++)
-        if (cap_is_tensor(PyList_GetItem(items, i)))
-            return cap_t_break(I->T, CAP_B_TENSOR_BOOL, "%s() comparing tensors", name);
+    for (Py_ssize_t i = 0; PyList_Size(items) > 1 && i < PyList_Size(items); i++) {
+        if (!cap_is_tensor(PyList_GetItem(items, i)))
+            continue;
+        bool minmax = id != B_sorted && !kw_get(args, nargs, kwnames, "reverse");
+        int rc = minmax ? minmax_of_items(I->T, id, items, res) : CAP_NONE;
+        return rc != CAP_NONE ? rc : cap_t_break(I->T, CAP_B_TENSOR_BOOL, "%s() comparing tensors", name);
+    }
     PyObject *fn = PyDict_GetItemString(cap_P.builtins, name);
     PyObject *kwn = NULL, *all[3] = {items, NULL, NULL};
     PyObject *rev = kw_get(args, nargs, kwnames, "reverse"), *dflt = kw_get(args, nargs, kwnames, "default");
@@ -476,10 +496,8 @@ static int builtin_on_objects(cap_interp *I, int id, PyObject *const *args, int 
             return do_isinstance(T, args[0], args[1], out);
         break;
     case B_type:
-        if (npos == 1 && !kwnames) {
-            *out = Py_NewRef(cap_eager_type(args[0]));
-            return CAP_NEXT;
-        }
+        if (npos == 1 && !kwnames)
+            return cap_t_type_of(T, args[0], out);
         return cap_t_break(T, CAP_B_UNINTERPRETABLE, "type() creating a class");
     case B_getattr:
     case B_hasattr:

@@ -38,7 +38,7 @@ int cap_t_enter_frame(cap_trace *T, cap_frame *f)
         int kind =
             i > 0 && v && v != Py_None && cap_constant_defaults(v, i == 2) ? CAP_G_EQ : CAP_G_ID;
         int rc = s >= 0 ? cap_guard_add(T, kind, s, v, 0) : -1;
-        if (rc == 0 && i == 1 && kind == CAP_G_ID && v != Py_None)
+        if (rc == 0 && i > 0 && kind == CAP_G_ID && v != Py_None)
             rc = cap_t_wrap_defaults(T, f, v, s);
         Py_XDECREF(v);
         if (rc < 0)

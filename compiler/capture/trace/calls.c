@@ -641,6 +641,9 @@ static int call_function(cap_interp *I, PyObject *fn, PyObject *const *args, int
                            cap_func_name(fn));
     if (class_factory_call(fn, args, nargs))
         return cap_t_call_real_flowed(T, fn, args, nargs, kwnames, out);
+    int copied = cap_t_copy_call(I, fn, args, nargs, kwnames, out);
+    if (copied != CAP_NONE)
+        return copied;
     const char *opaque = opaque_python(fn);
     if (opaque)
         return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "%s (runs for real as one call)", opaque);

@@ -152,24 +152,41 @@ bool cap_noalias_guard_ok(const cap_guard *g, PyObject *const *vals)
     return ok;
 }
 
+/* The default that f's slot i holds, bound from defaults (a tuple, or the
+ * kw-only dict) at defaults_src: outside objects reached through it. */
+static int wrap_default(cap_trace *T, cap_frame *f, PyObject *d, int kind, int defaults_src,
+                        int index, PyObject *key)
+{
+    if (cap_is_constant(d))
+        return 0;
+    for (int i = 0; i < f->code->nlp; i++) {
+        if (f->lp[i] != d)
+            continue;
+        int s = cap_source_add(T, kind, defaults_src, 0, index, key);
+        PyObject *w = s >= 0 ? cap_t_wrap(T, d, s) : NULL;
+        if (!w)
+            return -1;
+        Py_SETREF(f->lp[i], w);
+    }
+    return 0;
+}
+
 int cap_t_wrap_defaults(cap_trace *T, cap_frame *f, PyObject *defaults, int defaults_src)
 {
-    /* An inlined call's default tensor is the function's own object, as
-       eager's (written in place, the write persists): a graph input reached
-       through __defaults__, not a real tensor in the trace. */
-    for (Py_ssize_t j = 0; PyTuple_Check(defaults) && j < PyTuple_Size(defaults); j++) {
-        PyObject *d = PyTuple_GetItem(defaults, j);
-        if (!PyObject_TypeCheck(d, (PyTypeObject *)cap_T.Tensor))
-            continue;
-        for (int i = 0; i < f->code->nlp; i++) {
-            if (f->lp[i] != d)
-                continue;
-            int s = cap_source_add(T, CAP_S_INDEX, defaults_src, 0, (int)j, NULL);
-            PyObject *w = s >= 0 ? cap_t_wrap(T, d, s) : NULL;
-            if (!w)
+    /* An inlined call's default is the function's own object, as eager's:
+       a tensor written in place or a list appended to keeps the write for
+       the next call. So it is an outside object reached through
+       __defaults__ (a graph input; a logged and replayed mutation), not a
+       constant of the trace. */
+    if (PyTuple_Check(defaults))
+        for (Py_ssize_t j = 0; j < PyTuple_Size(defaults); j++)
+            if (wrap_default(T, f, PyTuple_GetItem(defaults, j), CAP_S_INDEX, defaults_src,
+                             (int)j, NULL) < 0)
                 return -1;
-            Py_SETREF(f->lp[i], w);
-        }
-    }
+    PyObject *key, *d;
+    Py_ssize_t pos = 0;
+    while (PyDict_Check(defaults) && PyDict_Next(defaults, &pos, &key, &d))
+        if (wrap_default(T, f, d, CAP_S_ITEM, defaults_src, 0, key) < 0)
+            return -1;
     return 0;
 }

@@ -1001,23 +1001,43 @@ bool cap_t_is_real_tensor(PyObject *o)
     return o && !cap_is_tensor(o) && PyObject_TypeCheck(o, (PyTypeObject *)cap_T.Tensor);
 }
 
-int cap_t_check_operands(cap_trace *T, PyObject *a, PyObject *b, bool arithmetic)
+/* An outside list, tuple or dict an operator reads: the items it holds,
+ * reached through sources (d | {...} is a new dict of them, l == m compares
+ * them under their guards), kept by the trace (*o borrowed). A set breaks:
+ * its items have no sources. */
+static int operand_items(cap_trace *T, PyObject **o)
 {
-    PyObject *ops[2] = {a, b};
+    if (!cap_t_outside(T, *o) || cap_is_constant(*o))
+        return CAP_NEXT;
+    if (PyAnySet_Check(*o))
+        return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "operator on an outside %s",
+                           cap_tpname(Py_TYPE(*o)));
+    if (!PyList_CheckExact(*o) && !PyTuple_CheckExact(*o) && !PyDict_CheckExact(*o))
+        return CAP_NEXT;
+    PyObject *items = cap_t_stored_items(T, *o);
+    int rc = items ? PyList_Append(T->keep, items) : -1;
+    Py_XDECREF(items);
+    if (rc < 0)
+        return CAP_ERR;
+    *o = items;
+    return CAP_NEXT;
+}
+
+int cap_t_check_operands(cap_trace *T, PyObject **a, PyObject **b, bool arithmetic)
+{
+    PyObject **ops[2] = {a, b};
     for (int i = 0; i < 2; i++)
-        if (cap_t_is_real_tensor(ops[i]))
-            return cap_t_real_tensor(T, ops[i], "an operator");
+        if (cap_t_is_real_tensor(*ops[i]))
+            return cap_t_real_tensor(T, *ops[i], "an operator");
     for (int i = 0; i < 2; i++) {
-        PyObject *o = ops[i];
-        if (cap_t_outside(T, o) && !cap_is_constant(o) &&
-            (PyList_Check(o) || PyTuple_Check(o) || PyDict_Check(o) || PyAnySet_Check(o)))
-            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "operator on an outside %s",
-                               cap_tpname(Py_TYPE(o)));
+        int rc = operand_items(T, ops[i]);
+        if (rc != CAP_NEXT)
+            return rc;
     }
     /* ids compare as eager's do (equal or not); numbers made from them
        would be the trace's */
-    int rc = arithmetic ? cap_t_check_id_use(T, a) : CAP_NEXT;
-    return rc == CAP_NEXT && arithmetic ? cap_t_check_id_use(T, b) : rc;
+    int rc = arithmetic ? cap_t_check_id_use(T, *a) : CAP_NEXT;
+    return rc == CAP_NEXT && arithmetic ? cap_t_check_id_use(T, *b) : rc;
 }
 
 int cap_t_check_format(cap_trace *T, PyObject *v)
@@ -1206,6 +1226,34 @@ int cap_t_expand_call_args(cap_trace *T, PyObject *func, PyObject *args, PyObjec
 
 /* ---- with-blocks ------------------------------------------------------------------------ */
 
+/* A context manager of a user's class whose __enter__ and __exit__ are
+ * Python functions: __enter__ is traced now, in a nested run (a break in it
+ * is a break at the with statement, which then runs for real), and the
+ * bound __exit__ is what the block's end calls, traced too, as torch.compile
+ * inlines both. Classes of torch and the standard library (whose managers
+ * set process state through C calls) are declined: CAP_NONE. */
+static int python_manager(cap_interp *I, PyObject *mgr, PyObject **exit, PyObject **enter)
+{
+    PyTypeObject *t = Py_TYPE(mgr);
+    PyObject *fenter = cap_type_lookup(t, cap_P.s_enter), *fexit = cap_type_lookup(t, cap_P.s_exit);
+    if (!fenter || !fexit || !cap_is_function(fenter) || !cap_is_function(fexit))
+        return CAP_NONE;
+    PyObject *module = PyObject_GetAttr((PyObject *)t, cap_P.s_module);
+    const char *name = module && PyUnicode_Check(module) ? PyUnicode_AsUTF8(module) : "";
+    bool library = !name || strncmp(name, "torch", 5) == 0 || strcmp(name, "contextlib") == 0;
+    Py_XDECREF(module);
+    PyErr_Clear();
+    if (library)
+        return CAP_NONE;
+    int rc = cap_t_call_sync(I, fenter, &mgr, 1, NULL, enter);
+    if (rc != CAP_NEXT)
+        return rc;
+    *exit = cap_lookup_special(mgr, cap_P.s_exit);
+    if (!*exit && !PyErr_Occurred())
+        PyErr_SetString(cap_InternalError, "ptc: a context manager's __exit__ went missing");
+    return *exit ? CAP_NEXT : CAP_ERR;
+}
+
 int cap_t_before_with(cap_interp *I, cap_frame *f, PyObject *mgr)
 {
     cap_trace *T = I->T;
@@ -1231,7 +1279,13 @@ int cap_t_before_with(cap_interp *I, cap_frame *f, PyObject *mgr)
         exit = cap_gradexit_new(CAP_EXIT_NONE, false);
         enter = PyObject_GetAttrString(mgr, "enter_result");
     } else {
-        return cap_t_break(T, CAP_B_CONTEXT_MANAGER, "with-block on a %s", cap_tpname(Py_TYPE(mgr)));
+        int rc = python_manager(I, mgr, &exit, &enter);
+        if (rc == CAP_NONE)
+            return cap_t_break(T, CAP_B_CONTEXT_MANAGER, "with-block on a %s", cap_tpname(Py_TYPE(mgr)));
+        if (rc != CAP_NEXT) {
+            Py_XDECREF(enter);
+            return rc;
+        }
     }
     if (!exit || !enter) {
         Py_XDECREF(exit);

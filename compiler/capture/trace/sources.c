@@ -515,6 +515,19 @@ PyObject *cap_t_wrap(cap_trace *T, PyObject *obj, int src)
     return w;
 }
 
+/* type(obj) as eager sees it. The type of an outside object is an outside
+ * object too, reached by type(obj): reading its attributes guards them and
+ * writing them is logged or breaks, as for any class from outside (else
+ * type(self).n += 1 was made once, while tracing, and never again). */
+int cap_t_type_of(cap_trace *T, PyObject *obj, PyObject **out)
+{
+    PyObject *type = cap_eager_type(obj);
+    int parent = cap_is_tensor(obj) || cap_is_ptc_iter(obj) ? -1 : cap_t_source_of(T, obj);
+    int src = parent >= 0 ? cap_source_add(T, CAP_S_TYPE, parent, 0, 0, NULL) : -1;
+    *out = src >= 0 ? cap_t_wrap(T, type, src) : parent >= 0 ? NULL : Py_NewRef(type);
+    return *out ? CAP_NEXT : CAP_ERR;
+}
+
 /* ---- interpreter hooks ----------------------------------------------------------------- */
 
 int cap_t_load_state(cap_interp *I, cap_frame *f, int slot)

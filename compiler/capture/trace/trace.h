@@ -475,8 +475,9 @@ int cap_t_check_unshared(cap_trace *T, cap_tensor *t);
 /* At the end: the NOALIAS guard over the written inputs (0 / -1). */
 int cap_t_alias_guards(cap_trace *T);
 bool cap_noalias_guard_ok(const cap_guard *g, PyObject *const *vals);
-/* The default tensors f's call bound (defaults: its function's __defaults__,
- * reached by defaults_src) become graph inputs reached through it (0 / -1). */
+/* The defaults f's call bound that are not constants (defaults: its
+ * function's __defaults__ or __kwdefaults__, reached by defaults_src) become
+ * outside objects reached through it: tensors graph inputs (0 / -1). */
 int cap_t_wrap_defaults(cap_trace *T, cap_frame *f, PyObject *defaults, int defaults_src);
 /* The source an outside object was reached by, or -1. */
 int cap_t_source_of(cap_trace *T, PyObject *obj);
@@ -501,6 +502,10 @@ int cap_t_map(cap_trace *T, PyObject *obj, int src);
  * returns what the interpreter should hold instead (a cap_tensor for tensors).
  * New reference. */
 PyObject *cap_t_wrap(cap_trace *T, PyObject *obj, int src);
+
+/* type(obj) (one argument), as eager's; of an outside object, reached by
+ * type(obj). CAP_NEXT or CAP_ERR. */
+int cap_t_type_of(cap_trace *T, PyObject *obj, PyObject **out);
 
 /* Records a break at the current instruction; returns CAP_BREAK. */
 int cap_t_break(cap_trace *T, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -709,7 +714,11 @@ int cap_t_load_global(cap_trace *T, cap_frame *f, PyObject *name, PyObject *v, b
                       PyObject **out);
 int cap_t_truth_guard(cap_trace *T, PyObject *v);
 int cap_t_contains_guard(cap_trace *T, PyObject *container, PyObject *item);
-int cap_t_check_operands(cap_trace *T, PyObject *a, PyObject *b, bool arithmetic);
+/* An operator's operands: an outside list, tuple or dict becomes a plain copy
+ * of its items reached through sources (borrowed, kept by the trace), so
+ * that d | {...}, l + [x] and l == m read it under guards; an outside set
+ * breaks. CAP_NEXT, CAP_BREAK or CAP_ERR. */
+int cap_t_check_operands(cap_trace *T, PyObject **a, PyObject **b, bool arithmetic);
 int cap_t_check_format(cap_trace *T, PyObject *v);
 int cap_t_before_with(cap_interp *I, cap_frame *f, PyObject *mgr);
 PyObject *cap_t_flow(cap_trace *T, PyObject *obj);
@@ -720,6 +729,10 @@ PyObject *cap_t_flow(cap_trace *T, PyObject *obj);
 PyObject *cap_t_stored_items(cap_trace *T, PyObject *obj);
 int cap_t_expand_call_args(cap_trace *T, PyObject *func, PyObject *args, PyObject *kw,
                            PyObject **t, PyObject **d);
+/* copy.copy(x) of a builtin container, traced as x.copy() (x itself for a
+ * tuple, a frozenset or a constant); CAP_NONE for any other call (copies.c). */
+int cap_t_copy_call(cap_interp *I, PyObject *fn, PyObject *const *args, int nargs,
+                    PyObject *kwnames, PyObject **out);
 int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                PyObject *kwnames, PyObject **out);
 /* Builtins (builtins.c): the id of a builtin answered while tracing (0 for
