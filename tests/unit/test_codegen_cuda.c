@@ -476,6 +476,24 @@ START_TEST(calls_past_the_bound_run_the_64_bit_variant)
 }
 END_TEST
 
+/* The PTX cache's key names the emitter by a hash of its sources, so PTX
+ * cached by an older emitter is never taken for a newer one's (main's key
+ * said "cuda-1-dev" whatever the sources: the build's definition of the
+ * hash did not reach ptx.c). */
+START_TEST(ptx_cache_key_names_the_emitter)
+{
+    ptc_cuda_code c;
+    codegen_kernel0("# ptc ir v1\ngraph f(%x: f32[64,768] cpu) {\n"
+                    "  %y = exp(%x) : f32[64,768]\n  return (%y)\n}\n",
+                    &c);
+    const char *at = strstr(c.key, " codegen cuda-1-");
+    ck_assert_msg(at != NULL, "%.200s", c.key);
+    at += strlen(" codegen cuda-1-");
+    ck_assert_msg(strspn(at, "0123456789abcdef") == 16 && at[16] == ' ', "%.200s", c.key);
+    ptc_cuda_code_free(&c);
+}
+END_TEST
+
 START_TEST(ptx_cache_warm_start)
 {
     ptc_module *m = parse(MODEL);
@@ -587,6 +605,7 @@ int main(void)
     tcase_add_test(tc, symbolic_kernels_index_width);
     tcase_add_test(tc, calls_past_the_bound_run_the_64_bit_variant);
     tcase_add_test(tc, ptx_cache_warm_start);
+    tcase_add_test(tc, ptx_cache_key_names_the_emitter);
     tcase_add_test(tc, trace_holds_ptx_files);
     tcase_add_test(tc, unavailable_without_driver);
     suite_add_tcase(s, tc);

@@ -38,8 +38,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef PTC_CUDA_CODEGEN_HASH
-#define PTC_CUDA_CODEGEN_HASH "dev"
+#ifndef PTC_CUDA_CODEGEN_HASH /* compiler/codegen/CMakeLists.txt: a hash of the emitter's sources */
+#error "PTC_CUDA_CODEGEN_HASH is not defined: PTX cached by another emitter would be reused"
 #endif
 #define CODEGEN_VERSION "cuda-1-" PTC_CUDA_CODEGEN_HASH
 
