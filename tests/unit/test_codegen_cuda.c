@@ -409,6 +409,74 @@ START_TEST(symbolic_kernels_index_width)
 }
 END_TEST
 
+/* The instruction that defines PTX register reg ("%rd11"): its opcode, e.g.
+ * "cvt.s64.s32", in op[size]; "" when none does. */
+static void defining_op(const char *ptx, const char *reg, char *op, size_t size)
+{
+    op[0] = 0;
+    char dst[40];
+    snprintf(dst, sizeof dst, " \t%s,", reg);
+    const char *at = strstr(ptx, dst);
+    if (!at)
+        return;
+    const char *line = at;
+    while (line > ptx && line[-1] != '\n')
+        line--;
+    line += strspn(line, "\t ");
+    size_t n = (size_t)(at - line);
+    snprintf(op, size, "%.*s", (int)(n < size ? n : size - 1), line);
+}
+
+/* The opcode that makes the byte offset a kernel adds to its scratch
+ * pointer (parameter nargs: after the buffers), e.g. "mul.wide.u32". */
+static void scratch_offset_op(const char *ptx, int nargs, char *op, size_t size)
+{
+    char param[40], base[24] = "", off[24] = "";
+    snprintf(param, sizeof param, "_param_%d];", nargs);
+    const char *at = strstr(ptx, param);
+    ck_assert_msg(at != NULL, "no scratch parameter\n%s", ptx);
+    while (at > ptx && at[-1] != '%')
+        at--;
+    sscanf(at - 1, "%23[^,]", base); /* "ld.param.u64 %rdN, [entry_param_K];" */
+    char add[40];
+    snprintf(add, sizeof add, ", %s, ", base);
+    const char *use = strstr(ptx, add); /* add.s64 %rdB, %rdA, %rdC */
+    ck_assert_msg(use != NULL, "scratch %s is not offset\n%s", base, ptx);
+    sscanf(use + strlen(add), "%23[^;]", off);
+    defining_op(ptx, off, op, size);
+}
+
+/* Locals of a thread-per-iteration kernel that do not fit in registers
+ * live in a scratch slot per resident thread; with a few KB a slot, a wave
+ * of an H100's 270,336 threads passes 2^31 bytes, so the slot's offset is
+ * 64-bit in both variants — main computed slot * bytes in 32 bits in the
+ * 32-bit variant and sign-extended the wrapped product. */
+START_TEST(scratch_offsets_are_64_bit)
+{
+    setenv("PTC_CUDA_TEAM", "1", 1);
+    setenv("PTC_CUDA_SMEM_LIMIT", "0", 1);
+    sched r = schedule_of("# ptc ir v1\ngraph f(%x: f32[64,768] cpu, %w: f32[768] cpu, "
+                          "%b: f32[768] cpu) {\n"
+                          "  %y = layer_norm(%x, [768], %w, %b) : f32[64,768]\n"
+                          "  return (%y)\n}\n");
+    ck_assert_int_eq(r.s->nkernels, 1);
+    for (int wide = 0; wide < 2; wide++) {
+        ptc_cuda_code c;
+        codegen_kernel(r.s, 0, wide, &c);
+        ck_assert_int_eq(c.forms[0].team, 1);
+        ck_assert_int_gt(c.forms[0].scratch_team, 0);
+        char op[40];
+        scratch_offset_op(c.ptx, r.s->kernels[0]->nargs, op, sizeof op);
+        ck_assert_msg(op[0] && strncmp(op, "cvt.", 4) != 0,
+                      "variant %d: the scratch offset is '%s'\n%s", wide, op, c.ptx);
+        ptc_cuda_code_free(&c);
+    }
+    sched_free(&r);
+    unsetenv("PTC_CUDA_TEAM");
+    unsetenv("PTC_CUDA_SMEM_LIMIT");
+}
+END_TEST
+
 /* ---- the runtime against a stand-in driver (fake_cuda.c) ---- */
 
 static const char *(*fake_launched)(int);
@@ -603,6 +671,7 @@ int main(void)
     tcase_add_test(tc, symbolic_rows_get_forms);
     tcase_add_test(tc, symbolic_pointwise_vectorised);
     tcase_add_test(tc, symbolic_kernels_index_width);
+    tcase_add_test(tc, scratch_offsets_are_64_bit);
     tcase_add_test(tc, calls_past_the_bound_run_the_64_bit_variant);
     tcase_add_test(tc, ptx_cache_warm_start);
     tcase_add_test(tc, ptx_cache_key_names_the_emitter);
