@@ -15,7 +15,6 @@
 
 #include <check.h>
 #include <dirent.h>
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -479,33 +478,28 @@ END_TEST
 
 /* ---- the runtime against a stand-in driver (fake_cuda.c) ---- */
 
-static const char *(*fake_launched)(int);
-static int (*fake_nlaunched)(void);
+#ifdef PTC_FAKE_CUDA
+#include "fake_cuda.h"
 
-/* Runs the row sum over a borrowed "device" x of s0 x s1 int8 elements (the
- * stand-in's launches read nothing, so a few bytes stand for any size); the
- * index counts it adds, and whether every entry it launched is in ptx. */
+/* Runs the row sum over a "device" x of s0 x s1 int8 elements (fake_cuda.h):
+ * the index counts it adds, and whether every entry it launched is in ptx. */
 static ptc_cuda_index_counts run_rows(ptc_program *p, int64_t s0, int64_t s1, const char *ptx,
                                       bool *in_ptx)
 {
-    static int8_t bytes[64];
-    ptc_tensor x = {.dtype = PTC_I8, .ndim = 2, .device = {PTC_DEV_CUDA, 0}, .data = bytes};
-    x.sizes[0] = s0, x.sizes[1] = s1, x.strides[0] = s1, x.strides[1] = 1;
-    ptc_cuda_index_counts before, after;
+    ptc_tensor x = fake_device_i8(s0, s1);
+    ptc_cuda_index_counts before;
     ptc_cuda_get_index_counts(&before);
     int first = fake_nlaunched();
     ptc_tensor out;
     ptc_error err;
     ck_assert_msg(ptc_program_run(p, &x, 1, &out, NULL, 0, &err) == 0, "%s", err.msg);
     ptc_tensor_release(&out);
-    ptc_cuda_get_index_counts(&after);
     *in_ptx = fake_nlaunched() > first;
     for (int i = first; i < fake_nlaunched(); i++)
         *in_ptx &= strstr(ptx, fake_launched(i)) != NULL;
-    return (ptc_cuda_index_counts){after.launches_i32 - before.launches_i32,
-                                   after.launches_i64 - before.launches_i64,
-                                   after.wide_variants - before.wide_variants};
+    return index_counts_since(before);
 }
+#endif
 
 /* A symbolic kernel's calls run its 32-bit entries (those the compile
  * generated) while their buffers are below 2^30 elements; a call past that,
@@ -514,14 +508,8 @@ static ptc_cuda_index_counts run_rows(ptc_program *p, int64_t s0, int64_t s1, co
 START_TEST(calls_past_the_bound_run_the_64_bit_variant)
 {
 #ifdef PTC_FAKE_CUDA
-    setenv("PTC_CUDA_LIBRARY", PTC_FAKE_CUDA, 1);
+    use_fake_cuda();
     ptc_error err;
-    ck_assert_msg(ptc_cuda_available(&err) == 0, "%s", err.msg);
-    void *lib = dlopen(PTC_FAKE_CUDA, RTLD_NOW | RTLD_NOLOAD);
-    ck_assert(lib != NULL);
-    *(void **)&fake_launched = dlsym(lib, "fake_cuda_launched");
-    *(void **)&fake_nlaunched = dlsym(lib, "fake_cuda_nlaunched");
-    ck_assert(fake_launched && fake_nlaunched);
     ptc_module *m = parse("# ptc ir v1\ngraph f(%x: i8[s0,s1] cuda) {\n"
                           "  %0 = sum(%x, [1]) : i64[s0]\n  return (%0)\n}\n");
     ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA, .no_cache = true, .keep_text = true};
@@ -539,7 +527,6 @@ START_TEST(calls_past_the_bound_run_the_64_bit_variant)
     ck_assert(d.launches_i32 == 1 && d.launches_i64 == 0 && in_ptx);
     ptc_program_release(p);
     ptc_module_free(m);
-    dlclose(lib);
 #endif
 }
 END_TEST
