@@ -41,6 +41,10 @@ typedef struct ptc_codegen_opts {
     /* CUDA: 64-bit index arithmetic whatever the sizes (the variant a
      * symbolic kernel's calls past the 32-bit bound run, ptc_cuda_fits_i32) */
     bool wide_index;
+    /* CUDA: the PTX only from the cache (kernel_dir), never generated: a
+     * kernel not there is ptc_cuda_codegen's 1 (an export package's 64-bit
+     * variants, which its loader must not need LLVM to make) */
+    bool no_generate;
 } ptc_codegen_opts;
 
 /* Compiles (or loads) every kernel of s into out[s->nkernels]. With
@@ -129,7 +133,8 @@ typedef struct ptc_cuda_code {
 const char *ptc_cuda_arch_name(int sm);
 /* Generates (or loads from the disk cache) the PTX of kernel k of s. Thread
  * safe: kernels of one schedule may be compiled in parallel. With want_text,
- * *text receives "; ptc kernel <n> <name>  <- %a\n" followed by the PTX. */
+ * *text receives "; ptc kernel <n> <name>  <- %a\n" followed by the PTX.
+ * With o->no_generate, 1 (err set, out freed) when the cache lacks it. */
 int ptc_cuda_codegen(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_target *t,
                      const ptc_codegen_opts *o, ptc_cuda_code *out, char **text, ptc_error *err);
 /* ptc_cuda_codegen for kernels ks[0..n) of s into *outs[i], whose PTX not

@@ -20,7 +20,9 @@
  *                  passed through, or ints computed from symbolic sizes),
  *                  each with its path in the Python structure
  *   kernels/cpu/, kernels/sm_80/, kernels/sm_90/
- *                  compiled kernels (kernel-cache files: CPU objects, PTX)
+ *                  compiled kernels (kernel-cache files: CPU objects, PTX;
+ *                  a CUDA kernel over symbolic sizes also in its 64-bit
+ *                  index variant, for calls past 2^30 elements)
  *
  * Usage:
  *   ptc_error err;
@@ -71,7 +73,9 @@ void ptc_model_input_type(const ptc_model *m, int i, ptc_buf *b);
  * exported specification (dtype, device, rank, static sizes, the ranges of
  * symbolic ones, sizes that must agree) and refused with the failing check,
  * never computed on; outputs[ptc_model_noutputs(m)] receive new references.
- * Calls on one model are serialised. */
+ * On CUDA, a call whose sizes reach 2^30 elements runs the package's 64-bit
+ * index variants; a package sealed without them fails such a call, saying
+ * so. Calls on one model are serialised. */
 int ptc_model_run(ptc_model *m, const ptc_tensor *inputs, ptc_tensor *outputs, ptc_error *err);
 
 /* How long loading took (ms): verifying, reading weights, loading kernels. */

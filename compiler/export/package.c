@@ -83,7 +83,9 @@ static const struct {
 };
 
 /* Compiles g's kernels for one target into the package: a CUDA target once
- * per planned multiprocessor count (the device default where none is listed). */
+ * per planned multiprocessor count (the device default where none is listed),
+ * each kernel over symbolic sizes with its 64-bit index variant, which the
+ * loaded package takes from there when a call's sizes need it. */
 static int seal_target(const char *dir, const ptc_graph *g, const char *target, ptc_error *err)
 {
     char kdir[PTC_PKG_PATH];
@@ -96,6 +98,7 @@ static int seal_target(const char *dir, const ptc_graph *g, const char *target, 
                               "unknown target '%s' (cpu, sm_80, sm_90)", target);
         co.backend = PTC_BACKEND_CUDA;
         co.cuda_sm = (int)sm;
+        co.cuda_wide_variants = true; /* a call past 2^30 elements generates nothing */
         for (size_t i = 0; i < sizeof PLANNED_SMS / sizeof *PLANNED_SMS; i++)
             if (PLANNED_SMS[i].sm == sm)
                 sms = PLANNED_SMS[i].sms;

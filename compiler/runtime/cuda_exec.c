@@ -25,7 +25,10 @@
  * form whose team suits them (ptc_cuda_pick). A kernel planned with
  * 32-bit indices for symbolic sizes runs them while the call's sizes pass
  * ptc_cuda_fits_i32, else its 64-bit variant, generated and loaded when a
- * call first needs it, so a compile makes no code no call uses. A
+ * call first needs it, so a compile makes no code no call uses; kernels
+ * that came from an export package's folder (kernel_dir) take their
+ * variant from it (sealed with opts->cuda_wide_variants), never generated
+ * where the package is run, and a package without it fails the call. A
  * kernel's vectorised entry runs when every pointer it assumes aligned is;
  * PTC_CUDA_VECTOR=0 always takes the scalar entries (for tests).
  *
@@ -72,7 +75,8 @@ struct ptc_cuda_prog {
     ckernel *k;
     pthread_mutex_t lock;
     cloaded *loaded[MAX_DEV];
-    bool no_cache; /* the compile's, for the 64-bit variants made later */
+    bool no_cache;    /* the compile's, for the 64-bit variants made later */
+    char *kernel_dir; /* the compile's (an export package's kernels), or NULL */
     /* the arena of runs without a host */
     CUdeviceptr mem;
     size_t mem_size;
@@ -386,6 +390,24 @@ static int graph_device(const ptc_program *p)
     return -1;
 }
 
+/* The 64-bit variants of the kernels planned with 32-bit indices for
+ * symbolic sizes, generated now (PTX only, loaded when a call needs one)
+ * into the compile's kernel folder: an export package carries them. */
+static int generate_wide_variants(ptc_cuda_prog *cp, const ptc_schedule *s,
+                                  const ptc_codegen_opts *co, ptc_error *err)
+{
+    int *todo = calloc((size_t)cp->nk + 1, sizeof *todo), n = 0;
+    for (int k = 0; k < cp->nk; k++)
+        if (cp->k[k].same_as < 0 && cp->k[k].code.i32_symbolic)
+            todo[n++] = k;
+    ptc_codegen_opts wide = *co;
+    wide.wide_index = true;
+    work w = {.cp = cp, .s = s, .co = &wide, .gen = true, .wide = true, .todo = todo, .ntodo = n};
+    int rc = n > 0 ? generate(&w, err) : 0;
+    free(todo);
+    return rc;
+}
+
 int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, char **texts,
                      ptc_error *err)
 {
@@ -416,6 +438,7 @@ int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, 
     ptc_codegen_opts co = {
         .no_cache = o && o->no_cache, .kernel_dir = o ? o->kernel_dir : NULL, .metrics = m};
     cp->no_cache = co.no_cache;
+    cp->kernel_dir = co.kernel_dir ? strdup(co.kernel_dir) : NULL;
     work w = {.cp = cp, .s = p->sched, .co = &co, .gen = true, .todo = todo};
     w.ntodo = dedup(cp, p->sched, todo);
     if (dev) {
@@ -424,6 +447,8 @@ int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, 
     }
     double t0 = ptc_now_ms();
     int rc = generate(&w, err);
+    if (rc == 0 && o && o->cuda_wide_variants)
+        rc = generate_wide_variants(cp, p->sched, &co, err);
     if (m)
         ptc_metrics_add(m, "cuda_compile_wall_ms", ptc_now_ms() - t0, true);
     free(todo);
@@ -466,6 +491,7 @@ void ptc_cuda_prog_free(ptc_cuda_prog *cp)
         ptc_cuda_code_free(&cp->k[k].wide);
     }
     free(cp->k);
+    free(cp->kernel_dir);
     pthread_mutex_destroy(&cp->lock);
     free(cp);
 }
@@ -657,19 +683,52 @@ static double call_size(void *r, ptc_dim d)
     return (double)eval(r, d);
 }
 
-/* The 64-bit variants of kernels srcs[0..n), generated where a program has
- * none yet (those missing in one compile worker, as a compile's kernels
- * are) and loaded on this run's device where they are not. */
+/* Kernel src's 64-bit variant from the export package its code came from
+ * (cp->kernel_dir), sealed beside it; a package without one fails the call
+ * rather than generate it where the package is run. */
+static int wide_from_package(crun *r, int src)
+{
+    ptc_cuda_prog *cp = r->p->cuda;
+    const ptc_kernel *k = r->p->sched->kernels[src];
+    ptc_codegen_opts co = {.kernel_dir = cp->kernel_dir, .wide_index = true, .no_generate = true};
+    ptc_error e;
+    int rc = ptc_cuda_codegen(r->p->sched, k, &cp->target, &co, &cp->k[src].wide, NULL, &e);
+    if (rc == 1)
+        return ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime",
+                          "kernel %d %s: this call's sizes reach 2^30 elements and need the "
+                          "kernel's 64-bit index variant, which the export package's kernels "
+                          "(%s) lack (sealed by a ptc that made none): export the model again",
+                          k->id, k->name, cp->kernel_dir);
+    if (rc)
+        *r->err = e;
+    else
+        ptc_log(PTC_LOG_PERF, PTC_LOG_INFO,
+                "a call's sizes reach 2^30 elements: kernel %d %s runs its 64-bit index variant "
+                "from the package",
+                k->id, k->name);
+    return rc ? -1 : 0;
+}
+
+/* The 64-bit variants of kernels srcs[0..n), where a program has none yet:
+ * from its export package, or generated (those missing in one compile
+ * worker, as a compile's kernels are); then loaded on this run's device
+ * where they are not. */
 static int wide_ready(crun *r, int *srcs, int n)
 {
     ptc_cuda_prog *cp = r->p->cuda;
     const ptc_schedule *s = r->p->sched;
     int *miss = calloc((size_t)n + 1, sizeof *miss), nmiss = 0, rc = 0;
     pthread_mutex_lock(&cp->lock);
-    for (int i = 0; i < n; i++)
-        if (!cp->k[srcs[i]].wide.ptx)
+    for (int i = 0; i < n && rc == 0; i++) {
+        const ckernel *ck = &cp->k[srcs[i]];
+        if (ck->wide.ptx)
+            continue;
+        if (cp->kernel_dir && ck->code.cached)
+            rc = wide_from_package(r, srcs[i]);
+        else
             miss[nmiss++] = srcs[i];
-    if (nmiss > 0) {
+    }
+    if (rc == 0 && nmiss > 0) {
         ptc_log(PTC_LOG_PERF, PTC_LOG_INFO,
                 "a call's sizes reach 2^30 elements: generating the 64-bit index variant of %d "
                 "kernel(s), the first (kernel %d %s)",

@@ -38,6 +38,12 @@ typedef struct ptc_compile_opts {
                                * kernels load on the first run's device. */
     int cuda_sms;             /* with cuda_sm: the multiprocessors the launch plans are
                                * for (0: PTC_CUDA_DEFAULT_SMS, an H100's) */
+    /* CUDA: the 64-bit index variants of the kernels planned with 32-bit
+     * indices for symbolic sizes are generated now too (into kernel_dir),
+     * not when a call first needs one: an export package is sealed with
+     * them. A program whose kernels came from kernel_dir takes their
+     * variants from there, never generated. */
+    bool cuda_wide_variants;
     bool autotune;            /* max-autotune: each kernel's configuration (CPU: parallel
                                * split; CUDA: form and vectorised entry) is timed at its
                                * first run and the fastest kept (autotune.c), cached */

@@ -29,6 +29,7 @@ and the all-gathers and reduce-scatters run between them. Parameters are
 graph inputs read at each call, never constants baked into a graph.
 """
 import sys
+import weakref
 
 from . import _notices
 from ._split import graph_cut
@@ -134,7 +135,10 @@ class RankCheck:
 
     def __init__(self, store, rank, world, group):
         self.store, self.rank, self.world = store, rank, world
-        self.group = group  # the default process group whose store this is
+        # the default process group whose store this is, weakly: a group
+        # destroy_process_group let go of must be freed (its gloo threads
+        # joined) then, not at the interpreter's exit
+        self.group = weakref.ref(group) if group is not None else lambda: None
         self.mine = []  # this rank's compiles, as published
         self.compared = [0] * world  # per rank: how many of its compiles were compared
         self.reported = False
@@ -200,10 +204,11 @@ def _devices_in_order(text):
 
 
 def _is_current(group):
-    """Whether group is still torch.distributed's default process group
-    (destroy_process_group, or a new init_process_group, ends that)."""
+    """Whether group (a weak reference) is still torch.distributed's default
+    process group (destroy_process_group, or a new init_process_group, ends
+    that)."""
     dist = sys.modules.get("torch.distributed")
-    return dist is not None and dist.is_initialized() and dist.group.WORLD is group
+    return dist is not None and dist.is_initialized() and dist.group.WORLD is group()
 
 
 def watch_ranks():

@@ -26,9 +26,10 @@ GIL with pthread_exit, whose unwinding through torch's noexcept destructors
 calls std::terminate: "terminate called without an active exception",
 SIGABRT, no Python frame (the FSDP2 tests lost a rank this way about once in
 9 fresh-clone CI runs). destroy_process_group does not join those threads
-here: once torch._dynamo is imported (by FSDP2, by an optimizer's step, by
-ptc) torch keeps the default group alive to the end of the process. A rank
-that raised exits as usual, with its traceback.
+here: once torch._dynamo is imported while a group is up (by FSDP2, by an
+optimizer's step; not by ptc, test_distributed.py checks) torch keeps that
+group alive to the end of the process. A rank that raised exits as usual,
+with its traceback.
 """
 import datetime
 import faulthandler

@@ -252,3 +252,64 @@ def _train_cut_blocks():
     for (name, a), b in zip(ref.named_buffers(), model.buffers()):
         assert torch.allclose(a.float(), b.float(), atol=TOL), name
     return compiled._ptc_compiled._events()
+
+
+# One rank on gloo in a fresh process (the pytest process may have loaded
+# torch._dynamo already): what ptc keeps of a process group after
+# destroy_process_group. Once torch._dynamo is imported while a group is up
+# (an optimizer's step does it too), torch keeps that group alive to the
+# end of the process, its gloo threads unjoined (distributed_common.py: the
+# SIGABRT at exit that ranks avoid with os._exit).
+_ONE_RANK = """
+import gc, json, sys, weakref
+import torch, torch.distributed as dist
+import ptc
+dist.init_process_group("gloo", rank=0, world_size=1, init_method="file://" + sys.argv[1])
+group = weakref.ref(dist.group.WORLD)
+%s
+dist.destroy_process_group()
+gc.collect()
+print(json.dumps({"dynamo": "torch._dynamo" in sys.modules, "group_alive": group() is not None,
+                  "result": result}))
+"""
+
+
+def _one_rank(tmp_path, body):
+    import json
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", _ONE_RANK % body, str(tmp_path / "store")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_compiling_imports_no_dynamo_and_keeps_no_group(tmp_path):
+    """ptc.compile and a compiled call import no torch._dynamo (ptc read
+    nothing of it: it imported it only to note that it could), so the group
+    is freed by destroy_process_group (main: imported, and the group alive)."""
+    r = _one_rank(tmp_path, "f = ptc.compile(lambda x: torch.relu(x) * 2)\n"
+                            "x = torch.randn(5)\n"
+                            "result = bool(torch.equal(f(x), torch.relu(x) * 2))\n"
+                            "dist.all_reduce(torch.ones(2))\n")
+    assert r == {"dynamo": False, "group_alive": False, "result": True}
+
+
+def test_rank_check_keeps_no_group(tmp_path):
+    """The ranks' compile comparison (RankCheck) refers to its group weakly:
+    destroy_process_group frees the group, and the check lets go of the
+    store at its next event (main held the group for the process's life)."""
+    r = _one_rank(tmp_path, "from ptc import _distributed\n"
+                            "store = dist.distributed_c10d._get_default_store()\n"
+                            "check = _distributed.RankCheck(store, 0, 1, dist.group.WORLD)\n"
+                            "del store\n"
+                            "check({'kind': 'compile', 'frame': 'f', 'guards': []})\n"
+                            "published = len(check.mine)\n"
+                            "dist.destroy_process_group()\n"
+                            "gc.collect()\n"
+                            "check({'kind': 'compile', 'frame': 'g', 'guards': []})\n"
+                            "result = [published, len(check.mine), check.store is None]\n"
+                            "dist.init_process_group('gloo', rank=0, world_size=1, "
+                            "init_method='file://' + sys.argv[1] + '2')\n")
+    assert r == {"dynamo": False, "group_alive": False, "result": [1, 1, True]}

@@ -131,3 +131,28 @@ def test_compiled_function_with_dynamic_sizes_runs_32_bit():
         assert torch.equal(got[1], want[1])
     d = delta(before, counts())
     assert d["launches_i32"] > 0 and d["launches_i64"] == 0, d
+
+
+def test_scratch_slots_past_2_31_bytes(monkeypatch):
+    """A thread per row (PTC_CUDA_TEAM=1) of a softmax keeps its row in a
+    global scratch slot (locals too big for registers); rows for every
+    resident thread of the GPU (2048 per SM) make slots of 9 KB or more pass
+    2^31 bytes in all, though the tensor stays below 2^30 elements (32-bit
+    index arithmetic). main computed a slot's offset in 32 bits there: the
+    offsets wrapped. The result equals torch's softmax."""
+    monkeypatch.setenv("PTC_CUDA_TEAM", "1")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    rows = sms * 2048
+    cols = -(-int(2**31 * 1.05) // (rows * 4) // 256) * 256  # the row's f32 bytes make the slot
+    if cols > 4096:  # a kernel-local buffer has at most 4096 elements
+        pytest.skip("%d multiprocessors hold too few threads to pass 2^31 bytes" % sms)
+    assert rows * cols < 2**30, (rows, cols)
+    compiled = _C._compile_ptir("# ptc ir v1\ngraph f(%%x: f32[%d,%d] cuda) {\n"
+                                "  %%y = softmax(%%x, -1) : f32[%d,%d]\n  return (%%y)\n}\n"
+                                % (rows, cols, rows, cols))
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(rows, cols, device="cuda", generator=g)
+    got = _C._run_compiled(compiled, (x,))[0]
+    torch.testing.assert_close(got, torch.softmax(x, -1), rtol=1e-5, atol=1e-6)
+    del x, got
+    torch.cuda.empty_cache()

@@ -145,3 +145,38 @@ def test_cuda_inputs_must_be_on_the_gpu_for_the_c_api(tmp_path):
     ptcio.write_tensors(tmp_path / "in.bin", [("x", torch.randn(3, 8))])
     r = ptcio.ptc_run("--package", pkg, "--backend", "cuda", "--inputs", tmp_path / "in.bin")
     assert r.returncode == 0, r.stderr
+
+
+class RowSums(torch.nn.Module):
+    def forward(self, x):
+        return x * 3, x.sum(1)
+
+
+def test_package_runs_past_2_31_elements_on_its_own_64_bit_variant(tmp_path):
+    """A package's kernels over symbolic sizes carry their 64-bit index
+    variant: the loaded package's small calls run its 32-bit entries, a call
+    over [3, 749 million] int8 elements (past 2^31) the 64-bit ones, read
+    from the package, not generated where it runs (ptc._C._cuda_index_counts:
+    wide_variants counts those generated); the results equal eager's."""
+    ep = ptc.export(RowSums(), (torch.zeros(4, 100, dtype=torch.int8),),
+                    dynamic_shapes={"x": {0: ptc.Dim("rows", max=16),
+                                          1: ptc.Dim("cols", max=2**30)}})
+    pkg = ep.save(tmp_path / "pkg", targets=("sm_80", "sm_90"))
+    m = ptc.load(pkg).module()
+
+    def check(rows, cols):
+        g = torch.Generator(device="cuda").manual_seed(0)
+        x = torch.randint(-128, 128, (rows, cols), dtype=torch.int8, device="cuda", generator=g)
+        torch.cuda.synchronize()
+        before = ptc._C._cuda_index_counts()
+        y, s = m(x)
+        torch.cuda.synchronize()
+        after = ptc._C._cuda_index_counts()
+        assert torch.equal(y, x * 3) and torch.equal(s, x.sum(1))
+        return {k: after[k] - before[k] for k in before}
+
+    d = check(3, 1000)
+    assert d["launches_i32"] >= 1 and d["launches_i64"] == 0, d
+    d = check(3, (2**31 + 100_000_000) // 3)
+    assert d["launches_i64"] >= 1 and d["launches_i32"] == 0 and d["wide_variants"] == 0, d
+    torch.cuda.empty_cache()

@@ -15,7 +15,6 @@
 
 #include <check.h>
 #include <dirent.h>
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -409,35 +408,98 @@ START_TEST(symbolic_kernels_index_width)
 }
 END_TEST
 
+/* The instruction that defines PTX register reg ("%rd11"): its opcode, e.g.
+ * "cvt.s64.s32", in op[size]; "" when none does. */
+static void defining_op(const char *ptx, const char *reg, char *op, size_t size)
+{
+    op[0] = 0;
+    char dst[40];
+    snprintf(dst, sizeof dst, " \t%s,", reg);
+    const char *at = strstr(ptx, dst);
+    if (!at)
+        return;
+    const char *line = at;
+    while (line > ptx && line[-1] != '\n')
+        line--;
+    line += strspn(line, "\t ");
+    size_t n = (size_t)(at - line);
+    snprintf(op, size, "%.*s", (int)(n < size ? n : size - 1), line);
+}
+
+/* The opcode that makes the byte offset a kernel adds to its scratch
+ * pointer (parameter nargs: after the buffers), e.g. "mul.wide.u32". */
+static void scratch_offset_op(const char *ptx, int nargs, char *op, size_t size)
+{
+    char param[40], base[24] = "", off[24] = "";
+    snprintf(param, sizeof param, "_param_%d];", nargs);
+    const char *at = strstr(ptx, param);
+    ck_assert_msg(at != NULL, "no scratch parameter\n%s", ptx);
+    while (at > ptx && at[-1] != '%')
+        at--;
+    sscanf(at - 1, "%23[^,]", base); /* "ld.param.u64 %rdN, [entry_param_K];" */
+    char add[40];
+    snprintf(add, sizeof add, ", %s, ", base);
+    const char *use = strstr(ptx, add); /* add.s64 %rdB, %rdA, %rdC */
+    ck_assert_msg(use != NULL, "scratch %s is not offset\n%s", base, ptx);
+    sscanf(use + strlen(add), "%23[^;]", off);
+    defining_op(ptx, off, op, size);
+}
+
+/* Locals of a thread-per-iteration kernel that do not fit in registers
+ * live in a scratch slot per resident thread; with a few KB a slot, a wave
+ * of an H100's 270,336 threads passes 2^31 bytes, so the slot's offset is
+ * 64-bit in both variants — main computed slot * bytes in 32 bits in the
+ * 32-bit variant and sign-extended the wrapped product. */
+START_TEST(scratch_offsets_are_64_bit)
+{
+    setenv("PTC_CUDA_TEAM", "1", 1);
+    setenv("PTC_CUDA_SMEM_LIMIT", "0", 1);
+    sched r = schedule_of("# ptc ir v1\ngraph f(%x: f32[64,768] cpu, %w: f32[768] cpu, "
+                          "%b: f32[768] cpu) {\n"
+                          "  %y = layer_norm(%x, [768], %w, %b) : f32[64,768]\n"
+                          "  return (%y)\n}\n");
+    ck_assert_int_eq(r.s->nkernels, 1);
+    for (int wide = 0; wide < 2; wide++) {
+        ptc_cuda_code c;
+        codegen_kernel(r.s, 0, wide, &c);
+        ck_assert_int_eq(c.forms[0].team, 1);
+        ck_assert_int_gt(c.forms[0].scratch_team, 0);
+        char op[40];
+        scratch_offset_op(c.ptx, r.s->kernels[0]->nargs, op, sizeof op);
+        ck_assert_msg(op[0] && strncmp(op, "cvt.", 4) != 0,
+                      "variant %d: the scratch offset is '%s'\n%s", wide, op, c.ptx);
+        ptc_cuda_code_free(&c);
+    }
+    sched_free(&r);
+    unsetenv("PTC_CUDA_TEAM");
+    unsetenv("PTC_CUDA_SMEM_LIMIT");
+}
+END_TEST
+
 /* ---- the runtime against a stand-in driver (fake_cuda.c) ---- */
 
-static const char *(*fake_launched)(int);
-static int (*fake_nlaunched)(void);
+#ifdef PTC_FAKE_CUDA
+#include "fake_cuda.h"
 
-/* Runs the row sum over a borrowed "device" x of s0 x s1 int8 elements (the
- * stand-in's launches read nothing, so a few bytes stand for any size); the
- * index counts it adds, and whether every entry it launched is in ptx. */
+/* Runs the row sum over a "device" x of s0 x s1 int8 elements (fake_cuda.h):
+ * the index counts it adds, and whether every entry it launched is in ptx. */
 static ptc_cuda_index_counts run_rows(ptc_program *p, int64_t s0, int64_t s1, const char *ptx,
                                       bool *in_ptx)
 {
-    static int8_t bytes[64];
-    ptc_tensor x = {.dtype = PTC_I8, .ndim = 2, .device = {PTC_DEV_CUDA, 0}, .data = bytes};
-    x.sizes[0] = s0, x.sizes[1] = s1, x.strides[0] = s1, x.strides[1] = 1;
-    ptc_cuda_index_counts before, after;
+    ptc_tensor x = fake_device_i8(s0, s1);
+    ptc_cuda_index_counts before;
     ptc_cuda_get_index_counts(&before);
     int first = fake_nlaunched();
     ptc_tensor out;
     ptc_error err;
     ck_assert_msg(ptc_program_run(p, &x, 1, &out, NULL, 0, &err) == 0, "%s", err.msg);
     ptc_tensor_release(&out);
-    ptc_cuda_get_index_counts(&after);
     *in_ptx = fake_nlaunched() > first;
     for (int i = first; i < fake_nlaunched(); i++)
         *in_ptx &= strstr(ptx, fake_launched(i)) != NULL;
-    return (ptc_cuda_index_counts){after.launches_i32 - before.launches_i32,
-                                   after.launches_i64 - before.launches_i64,
-                                   after.wide_variants - before.wide_variants};
+    return index_counts_since(before);
 }
+#endif
 
 /* A symbolic kernel's calls run its 32-bit entries (those the compile
  * generated) while their buffers are below 2^30 elements; a call past that,
@@ -446,14 +508,8 @@ static ptc_cuda_index_counts run_rows(ptc_program *p, int64_t s0, int64_t s1, co
 START_TEST(calls_past_the_bound_run_the_64_bit_variant)
 {
 #ifdef PTC_FAKE_CUDA
-    setenv("PTC_CUDA_LIBRARY", PTC_FAKE_CUDA, 1);
+    use_fake_cuda();
     ptc_error err;
-    ck_assert_msg(ptc_cuda_available(&err) == 0, "%s", err.msg);
-    void *lib = dlopen(PTC_FAKE_CUDA, RTLD_NOW | RTLD_NOLOAD);
-    ck_assert(lib != NULL);
-    *(void **)&fake_launched = dlsym(lib, "fake_cuda_launched");
-    *(void **)&fake_nlaunched = dlsym(lib, "fake_cuda_nlaunched");
-    ck_assert(fake_launched && fake_nlaunched);
     ptc_module *m = parse("# ptc ir v1\ngraph f(%x: i8[s0,s1] cuda) {\n"
                           "  %0 = sum(%x, [1]) : i64[s0]\n  return (%0)\n}\n");
     ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA, .no_cache = true, .keep_text = true};
@@ -471,8 +527,25 @@ START_TEST(calls_past_the_bound_run_the_64_bit_variant)
     ck_assert(d.launches_i32 == 1 && d.launches_i64 == 0 && in_ptx);
     ptc_program_release(p);
     ptc_module_free(m);
-    dlclose(lib);
 #endif
+}
+END_TEST
+
+/* The PTX cache's key names the emitter by a hash of its sources, so PTX
+ * cached by an older emitter is never taken for a newer one's (main's key
+ * said "cuda-1-dev" whatever the sources: the build's definition of the
+ * hash did not reach ptx.c). */
+START_TEST(ptx_cache_key_names_the_emitter)
+{
+    ptc_cuda_code c;
+    codegen_kernel0("# ptc ir v1\ngraph f(%x: f32[64,768] cpu) {\n"
+                    "  %y = exp(%x) : f32[64,768]\n  return (%y)\n}\n",
+                    &c);
+    const char *at = strstr(c.key, " codegen cuda-1-");
+    ck_assert_msg(at != NULL, "%.200s", c.key);
+    at += strlen(" codegen cuda-1-");
+    ck_assert_msg(strspn(at, "0123456789abcdef") == 16 && at[16] == ' ', "%.200s", c.key);
+    ptc_cuda_code_free(&c);
 }
 END_TEST
 
@@ -585,8 +658,10 @@ int main(void)
     tcase_add_test(tc, symbolic_rows_get_forms);
     tcase_add_test(tc, symbolic_pointwise_vectorised);
     tcase_add_test(tc, symbolic_kernels_index_width);
+    tcase_add_test(tc, scratch_offsets_are_64_bit);
     tcase_add_test(tc, calls_past_the_bound_run_the_64_bit_variant);
     tcase_add_test(tc, ptx_cache_warm_start);
+    tcase_add_test(tc, ptx_cache_key_names_the_emitter);
     tcase_add_test(tc, trace_holds_ptx_files);
     tcase_add_test(tc, unavailable_without_driver);
     suite_add_tcase(s, tc);

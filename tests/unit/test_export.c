@@ -10,6 +10,7 @@
 #include "export/pkg.h"
 
 #include <check.h>
+#include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -278,6 +279,23 @@ START_TEST(corrupt_packages_are_refused)
 END_TEST
 
 #ifdef PTC_HAVE_CUDA
+/* A package of graph and spec without weights, sealed for sm_90 (PTX: no GPU
+ * is needed), in a fresh temporary folder. */
+static void make_sm90_package(const char *graph, const char *spec)
+{
+    char tmpl[] = "/tmp/ptc_export_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(tmpl));
+    snprintf(pkg, sizeof pkg, "%s", tmpl);
+    write_text(pkg, "graph.ptir", graph);
+    write_text(pkg, "spec.json", spec);
+    char path[512];
+    snprintf(path, sizeof path, "%s/weights.bin", pkg);
+    write_weights_v2(path, NULL, NULL, 0);
+    const char *targets[] = {"sm_90"};
+    ptc_error err;
+    ck_assert_msg(ptc_package_seal(pkg, targets, 1, &err) == 0, "%s", err.msg);
+}
+
 /* Kernels compiled from dir/kernels/sm_90 for a GPU of `sms` multiprocessors
  * (PTX only: no GPU is needed). */
 static int compiled_for(const ptc_graph *g, int sms)
@@ -308,17 +326,8 @@ START_TEST(ptx_is_planned_for_each_gpu_of_its_arch)
                                "  %0 = sum(%x, [0]) : f32[2000]\n"
                                "  return (%0)\n"
                                "}\n";
-    char tmpl[] = "/tmp/ptc_export_XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(tmpl));
-    snprintf(pkg, sizeof pkg, "%s", tmpl);
-    write_text(pkg, "graph.ptir", rows);
-    write_text(pkg, "spec.json", "{}");
-    char path[512];
-    snprintf(path, sizeof path, "%s/weights.bin", pkg);
-    write_weights_v2(path, NULL, NULL, 0);
-    const char *targets[] = {"sm_90"};
+    make_sm90_package(rows, "{}");
     ptc_error err;
-    ck_assert_msg(ptc_package_seal(pkg, targets, 1, &err) == 0, "%s", err.msg);
     ptc_module *m = ptc_parse_module(rows, strlen(rows), "rows.ptir", &err);
     ck_assert_ptr_nonnull(m);
     ck_assert_int_eq(compiled_for(m->graphs[0], 132), 0);
@@ -327,6 +336,175 @@ START_TEST(ptx_is_planned_for_each_gpu_of_its_arch)
     ck_assert_int_eq(compiled_for(m->graphs[0], 16), 0); /* a warp's share, as on 114 */
     ptc_module_free(m);
     remove_package();
+}
+END_TEST
+#endif
+
+#ifdef PTC_FAKE_CUDA
+/* ---- a package's PTX run against a stand-in driver (fake_cuda.c) ---- */
+
+#include "fake_cuda.h"
+
+/* The kernel cache (cubins) a folder of the test's own. */
+static void use_own_cache(void)
+{
+    static char cache[64];
+    snprintf(cache, sizeof cache, "/tmp/ptc_export_cache_%d", (int)getpid());
+    setenv("PTC_CACHE_DIR", cache, 1);
+}
+
+static void remove_cache(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", getenv("PTC_CACHE_DIR"));
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* A package of a row sum over s0 x s1 int8 elements (s1 up to 4 billion),
+ * sealed for sm_90: its kernel is over symbolic sizes. */
+static void make_rows_package(void)
+{
+    make_sm90_package(
+        "# ptc ir v1\ngraph forward(%x: i8[s0,s1] cuda) {\n"
+        "  %0 = sum(%x, [1]) : i64[s0]\n  return (%0)\n}\n",
+        "{\"spec_version\": 1,\n"
+        " \"inputs\": [{\"name\": \"x\", \"kind\": \"user\", \"path\": \"x\"}],\n"
+        " \"symbols\": [{\"symbol\": \"s0\", \"dim\": \"rows\", \"min\": 2, \"max\": 8},\n"
+        "             {\"symbol\": \"s1\", \"dim\": \"cols\", \"min\": 2, \"max\": "
+        "4000000000}],\n"
+        " \"outputs\": [{\"path\": \"[0]\", \"graph_output\": 0}]}\n");
+}
+
+static ptc_model *load_on_gpu(void)
+{
+    ptc_error err;
+    ptc_model_opts o = {.target = "cuda"};
+    ptc_model *m = ptc_model_load(pkg, &o, &err);
+    ck_assert_msg(m != NULL, "%s", err.msg);
+    ck_assert_int_eq(ptc_model_compiled_kernels(m), 0);
+    return m;
+}
+
+/* One run of the row sum over a "device" x of s0 x s1 elements
+ * (fake_cuda.h): its rc, the entry it launched (""), the index counts it
+ * added. */
+static int run_rows(ptc_model *m, int64_t s0, int64_t s1, char entry[128],
+                    ptc_cuda_index_counts *added, ptc_error *err)
+{
+    ptc_tensor x = fake_device_i8(s0, s1), out;
+    ptc_cuda_index_counts before;
+    ptc_cuda_get_index_counts(&before);
+    int first = fake_nlaunched();
+    int rc = ptc_model_run(m, &x, &out, err);
+    if (rc == 0)
+        ptc_tensor_release(&out);
+    *added = index_counts_since(before);
+    ck_assert_int_le(fake_nlaunched() - first, 1);
+    snprintf(entry, 128, "%s", fake_nlaunched() > first ? fake_launched(first) : "");
+    return rc;
+}
+
+/* The file of kernels/sm_90 whose PTX defines entry, into rel ("": none). */
+static void file_defining(const char *entry, char *rel, size_t size)
+{
+    char dir[512], want[160];
+    snprintf(dir, sizeof dir, "%s/kernels/sm_90", pkg);
+    snprintf(want, sizeof want, ".entry %s(", entry);
+    rel[0] = 0;
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    for (struct dirent *e; (e = readdir(d));) {
+        char path[1024];
+        size_t len;
+        ptc_error err;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        char *data = e->d_name[0] == '.' ? NULL : ptc_read_file(path, &len, &err);
+        if (data && memmem(data, len, want, strlen(want)))
+            snprintf(rel, size, "kernels/sm_90/%s", e->d_name);
+        free(data);
+    }
+    closedir(d);
+}
+
+/* A package's kernel over symbolic sizes carries its 64-bit index variant:
+ * a loaded package's small call launches the 32-bit entry, a call over
+ * [3, 750 million] int8 elements (past 2^31) the 64-bit one, and both come
+ * from the package's own files — nothing is generated where it runs (main
+ * sealed only the 32-bit PTX; the big call generated the variant). */
+START_TEST(symbolic_kernels_carry_their_64_bit_variant)
+{
+    use_own_cache();
+    use_fake_cuda();
+    make_rows_package();
+    ptc_model *m = load_on_gpu();
+    char narrow[128], wide[128], narrow_file[300], wide_file[300];
+    ptc_cuda_index_counts d;
+    ptc_error err;
+    ck_assert_msg(run_rows(m, 3, 1000, narrow, &d, &err) == 0, "%s", err.msg);
+    ck_assert(d.launches_i32 == 1 && d.launches_i64 == 0 && d.wide_variants == 0);
+    ck_assert_msg(run_rows(m, 3, 750000001, wide, &d, &err) == 0, "%s", err.msg);
+    ck_assert(d.launches_i32 == 0 && d.launches_i64 == 1 && d.wide_variants == 0);
+    file_defining(narrow, narrow_file, sizeof narrow_file);
+    file_defining(wide, wide_file, sizeof wide_file);
+    ck_assert_msg(narrow_file[0] && wide_file[0] && strcmp(narrow_file, wide_file) != 0,
+                  "'%s' in '%s', '%s' in '%s'", narrow, narrow_file, wide, wide_file);
+    ptc_model_free(m);
+    remove_package();
+    remove_cache();
+}
+END_TEST
+
+/* Drops dir/rel from the package and its line from the manifest: a package
+ * as a ptc that sealed no such file wrote it. */
+static void unseal(const char *rel)
+{
+    char path[600], line[400];
+    snprintf(path, sizeof path, "%s/%s", pkg, rel);
+    ck_assert_int_eq(unlink(path), 0);
+    snprintf(path, sizeof path, "%s/manifest.json", pkg);
+    snprintf(line, sizeof line, "\"%s\"", rel);
+    size_t len;
+    ptc_error err;
+    char *text = ptc_read_file(path, &len, &err);
+    char *at = strstr(text, line);
+    ck_assert_ptr_nonnull(at);
+    while (at > text && at[-1] != '\n')
+        at--;
+    char *end = strchr(at, '\n') + 1;
+    memmove(at, end, strlen(end) + 1);
+    ck_assert_int_eq(ptc_write_file(path, text, strlen(text), &err), 0);
+    free(text);
+}
+
+/* A package without the 64-bit variant (sealed by main's ptc) still runs
+ * its small calls; a call that needs the variant fails, naming the kernel
+ * and what to do, launches nothing and generates nothing. */
+START_TEST(packages_without_the_variant_refuse_big_calls)
+{
+    use_own_cache();
+    use_fake_cuda();
+    make_rows_package();
+    ptc_model *m = load_on_gpu();
+    char entry[128], file[300];
+    ptc_cuda_index_counts d;
+    ptc_error err;
+    ck_assert_msg(run_rows(m, 3, 750000001, entry, &d, &err) == 0, "%s", err.msg);
+    ptc_model_free(m);
+    file_defining(entry, file, sizeof file);
+    ck_assert_msg(file[0], "'%s' is in no file of the package", entry);
+    unseal(file);
+    m = load_on_gpu();
+    ck_assert_msg(run_rows(m, 3, 1000, entry, &d, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(d.launches_i32, 1);
+    ck_assert_int_eq(run_rows(m, 3, 750000001, entry, &d, &err), -1);
+    ck_assert_msg(strstr(err.msg, "64-bit index variant") && strstr(err.msg, "export the model"),
+                  "%s", err.msg);
+    ck_assert_str_eq(entry, "");
+    ck_assert(d.launches_i64 == 0 && d.wide_variants == 0);
+    ck_assert_msg(run_rows(m, 4, 20, entry, &d, &err) == 0, "%s", err.msg);
+    ptc_model_free(m);
+    remove_package();
+    remove_cache();
 }
 END_TEST
 #endif
@@ -341,6 +519,10 @@ int main(void)
     tcase_add_test(tc, xxh64_is_the_published_function);
 #ifdef PTC_HAVE_CUDA
     tcase_add_test(tc, ptx_is_planned_for_each_gpu_of_its_arch);
+#endif
+#ifdef PTC_FAKE_CUDA
+    tcase_add_test(tc, symbolic_kernels_carry_their_64_bit_variant);
+    tcase_add_test(tc, packages_without_the_variant_refuse_big_calls);
 #endif
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

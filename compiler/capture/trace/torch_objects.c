@@ -58,9 +58,6 @@ static int lookup_objects(void)
     want(&cap_T.autocast_cls, "torch.autocast");
     want(&cap_T.is_autocast_enabled, "torch.is_autocast_enabled");
     want(&cap_T.module_wrapped_call, "torch.nn.Module._wrapped_call_impl");
-    PyObject *dyn = cap_import_path("torch._dynamo");
-    cap_T.have_dynamo = dyn != NULL;
-    Py_XDECREF(dyn);
     for (int i = 0; i < PTC_DTYPE_COUNT; i++) {
         char path[64];
         snprintf(path, sizeof path, "torch.%s", dtype_names[i]);

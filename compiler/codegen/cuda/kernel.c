@@ -746,9 +746,12 @@ static void bind_locals(gcg *c, const kctx *k, LLVMValueRef scratch, LLVMValueRe
             break;
         }
         case LOC_SCRATCH: {
-            LLVMValueRef off =
-                LLVMBuildAdd(c->b, LLVMBuildMul(c->b, slot, ixc(c, p->scratch_team), ""),
-                             ixc(c, p->loc_off[i]), "");
+            /* 64-bit whatever the index width: the slots of a wave (270,336
+             * threads on an H100) times a few KB each pass 2^31 bytes */
+            LLVMValueRef slot64 = c->ix == c->i64 ? slot : LLVMBuildZExt(c->b, slot, c->i64, "");
+            LLVMValueRef team_bytes = LLVMConstInt(c->i64, (uint64_t)p->scratch_team, 1);
+            LLVMValueRef off = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, slot64, team_bytes, ""),
+                                            LLVMConstInt(c->i64, (uint64_t)p->loc_off[i], 1), "");
             c->bufptr[buf] = LLVMBuildInBoundsGEP2(c->b, c->i8, scratch, &off, 1, "");
             c->bufspace[buf] = 1;
             break;
