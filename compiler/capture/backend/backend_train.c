@@ -167,7 +167,8 @@ static PyObject **backward_inputs(train_program *t, PyObject *list, PyObject *ar
         return NULL;
     }
     for (int i = 0, k = first; i < nin; i++)
-        ins[i] = list && i < nsaved ? Py_NewRef(PyList_GetItem(list, i)) : PyTuple_GetItem(args, k++);
+        ins[i] =
+            list && i < nsaved ? Py_NewRef(PyList_GetItem(list, i)) : PyTuple_GetItem(args, k++);
     if (list && PyList_SetSlice(list, 0, nsaved, NULL) < 0) {
         for (int i = 0; i < nsaved; i++)
             Py_DECREF(ins[i]);
@@ -195,8 +196,9 @@ static PyObject *tp_backward_consuming(PyObject *self, PyObject *args)
     train_program *t = (train_program *)self;
     PyObject *list = PyTuple_Size(args) > 0 ? PyTuple_GetItem(args, 0) : NULL;
     if (!list || !PyList_CheckExact(list))
-        return PyErr_Format(PyExc_TypeError,
-                            "ptc: backward_consuming(saved: list, *output_grads) takes a list first");
+        return PyErr_Format(
+            PyExc_TypeError,
+            "ptc: backward_consuming(saved: list, *output_grads) takes a list first");
     PyObject **ins = backward_inputs(t, list, args, 1);
     if (!ins)
         return NULL;

@@ -362,7 +362,9 @@ static int sort_items(cap_interp *I, int id, PyObject *items, PyObject *const *a
             continue;
         bool minmax = id != B_sorted && !kw_get(args, nargs, kwnames, "reverse");
         int rc = minmax ? minmax_of_items(I->T, id, items, res) : CAP_NONE;
-        return rc != CAP_NONE ? rc : cap_t_break(I->T, CAP_B_TENSOR_BOOL, "%s() comparing tensors", name);
+        return rc != CAP_NONE
+                   ? rc
+                   : cap_t_break(I->T, CAP_B_TENSOR_BOOL, "%s() comparing tensors", name);
     }
     PyObject *fn = PyDict_GetItemString(cap_P.builtins, name);
     PyObject *kwn = NULL, *all[3] = {items, NULL, NULL};
