@@ -380,6 +380,23 @@ static int dedup(ptc_cuda_prog *cp, const ptc_schedule *s, int *todo)
     return n;
 }
 
+/* The kernels with code of their own (not the same as an earlier one's),
+ * only those planned 32-bit over symbolic sizes with wide_only: a malloc'd
+ * list of *n, NULL when out of memory (err says so). */
+static int *own_kernels(const ptc_cuda_prog *cp, bool wide_only, int *n, ptc_error *err)
+{
+    int *todo = calloc((size_t)cp->nk + 1, sizeof *todo);
+    *n = 0;
+    if (!todo) {
+        ptc_errorf(err, PTC_ERR_INTERNAL, "runtime", "out of memory listing the CUDA kernels");
+        return NULL;
+    }
+    for (int k = 0; k < cp->nk; k++)
+        if (cp->k[k].same_as < 0 && (!wide_only || cp->k[k].code.i32_symbolic))
+            todo[(*n)++] = k;
+    return todo;
+}
+
 /* The device a program's inputs name (the first CUDA input's index; -1 =
  * current). */
 static int graph_device(const ptc_program *p)
@@ -396,10 +413,10 @@ static int graph_device(const ptc_program *p)
 static int generate_wide_variants(ptc_cuda_prog *cp, const ptc_schedule *s,
                                   const ptc_codegen_opts *co, ptc_error *err)
 {
-    int *todo = calloc((size_t)cp->nk + 1, sizeof *todo), n = 0;
-    for (int k = 0; k < cp->nk; k++)
-        if (cp->k[k].same_as < 0 && cp->k[k].code.i32_symbolic)
-            todo[n++] = k;
+    int n;
+    int *todo = own_kernels(cp, true, &n, err);
+    if (!todo)
+        return -1;
     ptc_codegen_opts wide = *co;
     wide.wide_index = true;
     work w = {.cp = cp, .s = s, .co = &wide, .gen = true, .wide = true, .todo = todo, .ntodo = n};
@@ -435,6 +452,8 @@ int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, 
             "CUDA compute capability %d.%d is not supported (sm_70 .. sm_90 and newer)",
             cp->target.sm / 10, cp->target.sm % 10);
     int *todo = calloc((size_t)cp->nk + 1, sizeof *todo);
+    if (!todo)
+        return ptc_errorf(err, PTC_ERR_INTERNAL, "runtime", "out of memory listing the CUDA kernels");
     ptc_codegen_opts co = {
         .no_cache = o && o->no_cache, .kernel_dir = o ? o->kernel_dir : NULL, .metrics = m};
     cp->no_cache = co.no_cache;
@@ -505,15 +524,12 @@ static cloaded *loaded_on(ptc_program *p, ptc_cuda_device *d, ptc_error *err)
     int rc = 0;
     if (!L) {
         L = loaded_new(cp, d);
-        int *todo = calloc((size_t)cp->nk + 1, sizeof *todo);
-        int n = 0;
-        for (int k = 0; k < cp->nk; k++)
-            if (cp->k[k].same_as < 0)
-                todo[n++] = k;
+        int n;
+        int *todo = own_kernels(cp, false, &n, err);
         ptc_codegen_opts co = {0};
         work w = {
             .cp = cp, .s = p->sched, .co = &co, .L = L, .gen = false, .todo = todo, .ntodo = n};
-        rc = run_workers(&w, err);
+        rc = todo ? run_workers(&w, err) : -1;
         free(todo);
         if (rc)
             loaded_free(L, cp->nk);
