@@ -459,6 +459,7 @@ typedef struct ptc_mplan {
     int ninputs;
     int *input_last;    /* per graph input: the last step that reads it (-1:
                          * none), after which a run may let it go */
+    int *input_order;   /* the inputs by input_last, earliest first */
     bool is_static;     /* sizes known: offsets below are final */
     int64_t *offset;    /* bytes */
     int64_t *nbytes;

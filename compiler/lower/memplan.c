@@ -126,7 +126,8 @@ static void node_steps(const ptc_schedule *s, int *step_of)
     }
 }
 
-/* The last step reading each graph input (any of its buffers). */
+/* The last step reading each graph input (any of its buffers), and the
+ * inputs in that order (an insertion sort: a graph has few inputs). */
 static void input_lifetimes(const ptc_lprog *p, const int *step_of, ptc_mplan *mp)
 {
     for (int i = 0; i < mp->ninputs; i++)
@@ -139,6 +140,12 @@ static void input_lifetimes(const ptc_lprog *p, const int *step_of, ptc_mplan *m
         for (int r = 0; r < p->nnodes; r++)
             if (p->nodes[r] && ptc_lnode_reads(p->nodes[r], b) && step_of[r] > *last)
                 *last = step_of[r];
+    }
+    for (int i = 0; i < mp->ninputs; i++) {
+        int j = i;
+        for (; j > 0 && mp->input_last[mp->input_order[j - 1]] > mp->input_last[i]; j--)
+            mp->input_order[j] = mp->input_order[j - 1];
+        mp->input_order[j] = i;
     }
 }
 
@@ -154,6 +161,7 @@ void ptc_mplan_build(ptc_arena *a, ptc_schedule *s)
     mp->offset = PTC_NEWN(a, int64_t, n + 1);
     mp->ninputs = p->ninputs;
     mp->input_last = PTC_NEWN(a, int, p->ninputs + 1);
+    mp->input_order = PTC_NEWN(a, int, p->ninputs + 1);
     mp->nbytes = PTC_NEWN(a, int64_t, n + 1);
     int *step_of = malloc(sizeof(int) * ((size_t)p->nnodes + 1));
     node_steps(s, step_of);

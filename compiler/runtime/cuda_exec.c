@@ -1333,6 +1333,7 @@ int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_ten
         rc = alloc_outputs(&r);
     if (rc == 0)
         rc = plan_arena(&r);
+    int inputs_done = 0; /* ptc_mplan.input_order: the inputs let go so far */
     for (int t = 0; rc == 0 && t < s->nsteps; t++) {
         if (s->steps[t].kind == PTC_STEP_KERNEL)
             rc = run_kernel(&r, s->steps[t].index);
@@ -1340,7 +1341,7 @@ int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_ten
             rc = run_extern(&r, lp->nodes[s->steps[t].index]);
         ptc_exec_kept_release_after(p, &r.kept, t);
         if (rc == 0)
-            ptc_exec_inputs_done_after(p, host, t);
+            ptc_exec_inputs_done_after(p, host, t, &inputs_done);
     }
     if (rc == 0 && !host)
         rc = check_sync(&r, NULL, "the run failed on the device");

@@ -604,6 +604,7 @@ int ptc_exec_cpu(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tens
         rc = plan_arena(&r);
     const ptc_schedule *s = p->sched;
     bool timed = ptc_log_on(PTC_LOG_PERF, PTC_LOG_DEBUG);
+    int inputs_done = 0; /* ptc_mplan.input_order: the inputs let go so far */
     for (int t = 0; rc == 0 && t < s->nsteps; t++) {
         double t0 = timed ? ptc_now_ms() : 0;
         if (s->steps[t].kind == PTC_STEP_KERNEL)
@@ -612,7 +613,7 @@ int ptc_exec_cpu(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tens
             rc = run_extern(&r, lp->nodes[s->steps[t].index]);
         ptc_exec_kept_release_after(p, &r.kept, t);
         if (rc == 0)
-            ptc_exec_inputs_done_after(p, host, t);
+            ptc_exec_inputs_done_after(p, host, t, &inputs_done);
         if (timed)
             log_step_time(&r, &s->steps[t], ptc_now_ms() - t0);
     }

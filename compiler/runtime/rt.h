@@ -257,8 +257,9 @@ void ptc_exec_kept_release(ptc_exec_kept *kept);
  * eager's intermediates do, not at the end of the run: resnet50's training
  * backward on CUDA held 686 MiB of convolution input gradients at once. */
 void ptc_exec_kept_release_after(const ptc_program *p, ptc_exec_kept *kept, int t);
-/* Tells the host (ptc_host.input_done) which inputs step t was the last to read. */
-void ptc_exec_inputs_done_after(const ptc_program *p, const ptc_host *host, int t);
+/* Tells the host (ptc_host.input_done) which inputs step t was the last to
+ * read; *next (0 at the start of a run) walks ptc_mplan.input_order. */
+void ptc_exec_inputs_done_after(const ptc_program *p, const ptc_host *host, int t, int *next);
 /* The tensor of view v over bufptr[v->buf] on dev. */
 ptc_tensor ptc_exec_view(const ptc_program *p, const ptc_bindings *b, void *const *bufptr,
                          const ptc_lview *v, ptc_device dev);

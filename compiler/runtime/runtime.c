@@ -630,14 +630,13 @@ void ptc_exec_kept_release(ptc_exec_kept *kept)
     *kept = (ptc_exec_kept){0};
 }
 
-void ptc_exec_inputs_done_after(const ptc_program *p, const ptc_host *host, int t)
+void ptc_exec_inputs_done_after(const ptc_program *p, const ptc_host *host, int t, int *next)
 {
     if (!host || !host->input_done || p->source)
         return;
     const ptc_mplan *mp = &p->sched->plan;
-    for (int i = 0; i < mp->ninputs; i++)
-        if (mp->input_last[i] == t || (t == 0 && mp->input_last[i] < 0))
-            host->input_done(host->ctx, i);
+    for (; *next < mp->ninputs && mp->input_last[mp->input_order[*next]] <= t; ++*next)
+        host->input_done(host->ctx, mp->input_order[*next]);
 }
 
 void ptc_exec_kept_release_after(const ptc_program *p, ptc_exec_kept *kept, int t)
