@@ -39,6 +39,8 @@
 /* A type's name for messages (tp_name is opaque in the stable ABI); the
  * string lives until a few more names have been asked for. */
 const char *cap_tpname(PyTypeObject *t);
+/* The index of name in the NULL-terminated names, or -1 (name NULL: -1). */
+int cap_name_index(const char *name, const char *const *names);
 
 /* Backends a compiled function runs its graphs with. */
 #define CAP_BACKENDS(X)                                                         \

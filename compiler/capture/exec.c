@@ -306,10 +306,7 @@ const char *const cap_stance_names[] = {
 
 int cap_stance_of(const char *name)
 {
-    for (int i = 0; cap_stance_names[i]; i++)
-        if (strcmp(name, cap_stance_names[i]) == 0)
-            return i;
-    return -1;
+    return cap_name_index(name, cap_stance_names);
 }
 
 /* The cap_stance of torch's DynamoStance st. What ptc does not act on is

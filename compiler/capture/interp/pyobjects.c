@@ -96,6 +96,14 @@ PyObject *cap_lookup_special(PyObject *obj, PyObject *name)
     return descr ? cap_bind_descr(descr, obj) : NULL;
 }
 
+int cap_name_index(const char *name, const char *const *names)
+{
+    for (int i = 0; name && names[i]; i++)
+        if (strcmp(name, names[i]) == 0)
+            return i;
+    return -1;
+}
+
 const char *cap_tpname(PyTypeObject *t)
 {
     static char ring[8][128];

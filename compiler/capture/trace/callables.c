@@ -281,9 +281,7 @@ bool cap_pure_fn_writes(PyObject *fn)
 {
     PyObject *name = PyCFunction_Check(fn) ? PyObject_GetAttr(fn, cap_P.s_name) : NULL;
     const char *n = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
-    bool writes = false;
-    for (int i = 0; n && writes_first_arg[i]; i++)
-        writes = writes || strcmp(n, writes_first_arg[i]) == 0;
+    bool writes = cap_name_index(n, writes_first_arg) >= 0;
     Py_XDECREF(name);
     PyErr_Clear();
     return writes;
@@ -312,9 +310,7 @@ bool cap_is_pure_fn(PyObject *fn)
         mod = PyObject_GetAttr(fn, cap_P.s_module);
     }
     const char *m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
-    bool pure = false;
-    for (int i = 0; m && pure_modules[i]; i++)
-        pure = pure || strcmp(m, pure_modules[i]) == 0;
+    bool pure = cap_name_index(m, pure_modules) >= 0;
     Py_XDECREF(mod);
     PyErr_Clear();
     return pure;

@@ -198,10 +198,7 @@ static const char *read_only_methods[] = {
 
 static bool is_read_only(const char *name)
 {
-    for (int i = 0; read_only_methods[i]; i++)
-        if (strcmp(read_only_methods[i], name) == 0)
-            return true;
-    return false;
+    return cap_name_index(name, read_only_methods) >= 0;
 }
 
 /* A method of an outside dict/list: reads go through the tracer. */
