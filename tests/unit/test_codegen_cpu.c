@@ -499,32 +499,54 @@ static int host_extern(void *ctx, const ptc_node *node, const ptc_tensor *const 
     return 0;
 }
 
-START_TEST(host_hooks)
+/* A graph run through a fake host: parsed, compiled for the CPU, its
+ * inputs random from seed. */
+typedef struct host_case {
+    ptc_module *m;
+    ptc_graph *g;
+    ptc_program *p;
+    ptc_tensor in[8];
+} host_case;
+
+static void host_case_open(host_case *c, const char *text, uint64_t seed)
 {
     set_cache();
-    ptc_module *m = parse("# ptc ir v1\n"
-                          "graph g(%x: f32[5,8] cpu, %w: f32[6,8] cpu, %b: f32[6] cpu) {\n"
-                          "  %0 = linear(%x, %w, %b) : f32[5,6]\n"
-                          "  %1 = relu(%0) : f32[5,6]\n"
-                          "  %2 = t(%x) : f32[8,5]\n"
-                          "  %3 = mm(%x, %2) : f32[5,5]\n"
-                          "  return (%1, %0)\n}\n");
-    ptc_graph *g = m->graphs[0];
-    ptc_program *p = compile(g, PTC_BACKEND_CPU, false);
+    c->m = parse(text);
+    c->g = c->m->graphs[0];
+    ck_assert_int_le(c->g->ninputs, 8);
+    c->p = compile(c->g, PTC_BACKEND_CPU, false);
+    ptc_bindings b = {0};
+    make_inputs(c->g, c->in, &b, seed);
+}
+
+static void host_case_close(host_case *c)
+{
+    for (int i = 0; i < c->g->ninputs; i++)
+        ptc_tensor_release(&c->in[i]);
+    ptc_program_release(c->p);
+    ptc_module_free(c->m);
+    clear_dir(cache_dir);
+}
+
+START_TEST(host_hooks)
+{
+    host_case c;
+    host_case_open(&c,
+                   "# ptc ir v1\n"
+                   "graph g(%x: f32[5,8] cpu, %w: f32[6,8] cpu, %b: f32[6] cpu) {\n"
+                   "  %0 = linear(%x, %w, %b) : f32[5,6]\n"
+                   "  %1 = relu(%0) : f32[5,6]\n"
+                   "  %2 = t(%x) : f32[8,5]\n"
+                   "  %3 = mm(%x, %2) : f32[5,5]\n"
+                   "  return (%1, %0)\n}\n",
+                   9);
     fake_host fh = {0};
     ptc_host host = {.ctx = &fh, .alloc = host_alloc, .run_extern = host_extern};
-    ptc_tensor in[3];
-    ptc_bindings b = {0};
-    make_inputs(g, in, &b, 9);
-    ck_assert(run_vs_reference(p, g, in, &host, 0) < 1e-5);
+    ck_assert(run_vs_reference(c.p, c.g, c.in, &host, 0) < 1e-5);
     ck_assert_int_eq(fh.allocs, 2);          /* both outputs */
     ck_assert_int_eq(fh.externs, 1);         /* the dead mm is gone */
     ck_assert_int_eq(fh.last_op, PTC_OP_ADDMM); /* linear's bias folded in */
-    for (int i = 0; i < 3; i++)
-        ptc_tensor_release(&in[i]);
-    ptc_program_release(p);
-    ptc_module_free(m);
-    clear_dir(cache_dir);
+    host_case_close(&c);
 }
 END_TEST
 
@@ -556,33 +578,26 @@ static int host_extern_new(void *ctx, const ptc_node *node, const ptc_tensor *co
 
 START_TEST(extern_results_are_freed_after_their_last_read)
 {
-    set_cache();
-    ptc_module *m = parse("# ptc ir v1\n"
-                          "graph g(%x: f32[4,4] cpu, %w: f32[4,4] cpu) {\n"
-                          "  %0 = mm(%x, %w) : f32[4,4]\n  %1 = relu(%0) : f32[4,4]\n"
-                          "  %2 = mm(%1, %w) : f32[4,4]\n  %3 = relu(%2) : f32[4,4]\n"
-                          "  %4 = mm(%3, %w) : f32[4,4]\n  %5 = relu(%4) : f32[4,4]\n"
-                          "  %6 = mm(%5, %w) : f32[4,4]\n  return (%6)\n}\n");
-    ptc_graph *g = m->graphs[0];
-    ptc_program *p = compile(g, PTC_BACKEND_CPU, false);
+    host_case c;
+    host_case_open(&c,
+                   "# ptc ir v1\n"
+                   "graph g(%x: f32[4,4] cpu, %w: f32[4,4] cpu) {\n"
+                   "  %0 = mm(%x, %w) : f32[4,4]\n  %1 = relu(%0) : f32[4,4]\n"
+                   "  %2 = mm(%1, %w) : f32[4,4]\n  %3 = relu(%2) : f32[4,4]\n"
+                   "  %4 = mm(%3, %w) : f32[4,4]\n  %5 = relu(%4) : f32[4,4]\n"
+                   "  %6 = mm(%5, %w) : f32[4,4]\n  return (%6)\n}\n",
+                   3);
     fake_host fh = {0};
     ptc_host host = {.ctx = &fh, .alloc = host_alloc, .run_extern = host_extern,
                      .run_extern_new = host_extern_new};
-    ptc_tensor in[2];
-    ptc_bindings b = {0};
-    make_inputs(g, in, &b, 3);
     live_results = most_live_results = 0;
-    ck_assert(run_vs_reference(p, g, in, &host, 0) < 1e-4);
+    ck_assert(run_vs_reference(c.p, c.g, c.in, &host, 0) < 1e-4);
     ck_assert_int_eq(fh.externs, 4);
     ck_assert_int_eq(most_live_results, 1);
     ptc_program_info info;
-    ptc_program_get_info(p, &info);
+    ptc_program_get_info(c.p, &info);
     ck_assert_int_eq(info.arena_bytes, 4 * 4 * sizeof(float)); /* one relu's result at a time */
-    for (int i = 0; i < 2; i++)
-        ptc_tensor_release(&in[i]);
-    ptc_program_release(p);
-    ptc_module_free(m);
-    clear_dir(cache_dir);
+    host_case_close(&c);
 }
 END_TEST
 
@@ -602,35 +617,28 @@ static void input_done(void *ctx, int input)
 
 START_TEST(inputs_are_let_go_after_their_last_read)
 {
-    set_cache();
-    ptc_module *m = parse("# ptc ir v1\n"
-                          "graph g(%x: f32[4,4] cpu, %w: f32[4,4] cpu, %v: f32[4,4] cpu, "
-                          "%u: f32[4] cpu) {\n"
-                          "  %0 = mm(%x, %w) : f32[4,4]\n  %1 = relu(%0) : f32[4,4]\n"
-                          "  %2 = mm(%1, %v) : f32[4,4]\n  %3 = relu(%2) : f32[4,4]\n"
-                          "  return (%3)\n}\n");
-    ptc_graph *g = m->graphs[0];
-    ptc_program *p = compile(g, PTC_BACKEND_CPU, false);
+    host_case c;
+    host_case_open(&c,
+                   "# ptc ir v1\n"
+                   "graph g(%x: f32[4,4] cpu, %w: f32[4,4] cpu, %v: f32[4,4] cpu, "
+                   "%u: f32[4] cpu) {\n"
+                   "  %0 = mm(%x, %w) : f32[4,4]\n  %1 = relu(%0) : f32[4,4]\n"
+                   "  %2 = mm(%1, %v) : f32[4,4]\n  %3 = relu(%2) : f32[4,4]\n"
+                   "  return (%3)\n}\n",
+                   3);
     fake_host fh = {0};
     done_host = &fh;
     ptc_host host = {.ctx = &fh, .alloc = host_alloc, .run_extern = host_extern,
                      .input_done = input_done};
-    ptc_tensor in[4];
-    ptc_bindings b = {0};
-    make_inputs(g, in, &b, 3);
     for (int i = 0; i < 4; i++)
         inputs_done_at[i] = -1;
-    ck_assert(run_vs_reference(p, g, in, &host, 0) < 1e-4);
+    ck_assert(run_vs_reference(c.p, c.g, c.in, &host, 0) < 1e-4);
     ck_assert_int_eq(fh.externs, 2);
     ck_assert_int_eq(inputs_done_at[0], 1); /* x: after the first matmul */
     ck_assert_int_eq(inputs_done_at[1], 1); /* w */
     ck_assert_int_eq(inputs_done_at[2], 2); /* v: after the second */
     ck_assert_int_eq(inputs_done_at[3], 1); /* u: read by nothing, after the first step */
-    for (int i = 0; i < 4; i++)
-        ptc_tensor_release(&in[i]);
-    ptc_program_release(p);
-    ptc_module_free(m);
-    clear_dir(cache_dir);
+    host_case_close(&c);
 }
 END_TEST
 
