@@ -65,6 +65,10 @@ ptc_value *dp_softmax(dctx *d, ptc_value *x, int dim, bool log, bool masked_rows
 ptc_value *dp_dropout(dctx *d, ptc_value *x, double p, ptc_dim seed);
 /* n copied as it is (prims and externs). */
 int dp_copy(dctx *d, const ptc_node *n, ptc_value **outs);
+/* n's arguments with its values mapped into the new graph (arena memory), to
+ * change before dp_build_outs builds n's op from them into outs. */
+ptc_arg *dp_mapped_args(dctx *d, const ptc_node *n);
+int dp_build_outs(dctx *d, const ptc_node *n, const ptc_arg *args, ptc_value **outs);
 
 /* Helpers over src args. */
 ptc_value *dp_in(dctx *d, const ptc_node *n, const char *param); /* mapped tensor or NULL */

@@ -6,8 +6,9 @@
  * broadcasts batch dims into one bmm otherwise; linear is mm against the
  * transposed weight plus the bias. conv1d/2d/3d and conv_transpose2d become
  * the generic convolution extern; max_pool2d is the first output of
- * max_pool2d_with_indices. Attention stays an extern except with dropout,
- * which is written out in prims (d_sdpa).
+ * max_pool2d_with_indices. Attention stays an extern (its boolean mask made
+ * additive in the graph) except with dropout, which is written out in prims
+ * (d_sdpa).
  */
 #include "passes/decomp.h"
 
@@ -164,11 +165,41 @@ static ptc_value *attention_mask(dctx *d, const ptc_node *n, ptc_value *scores, 
  * reference kernel (ops.h), and training differentiates these prims, so the
  * backward applies the forward's mask. Without dropout the node stays the
  * extern (torch's fused kernels). */
+/* Whether torch must keep attention's boolean mask: on CUDA it runs 16-bit
+ * attention on cuDNN and gives it a boolean mask's dropped places as a
+ * finite value, so a fully masked row averages v there, where -inf (every
+ * other kernel) gives zeros. */
+static bool mask_left_to_torch(const ptc_value *query)
+{
+    ptc_dtype dt = query->type.dtype;
+    return query->type.device.kind == PTC_DEV_CUDA && (dt == PTC_BF16 || dt == PTC_F16);
+}
+
+/* Attention without dropout: the extern, a boolean mask made additive first
+ * (0 where it keeps, -inf where it drops, in the query's dtype), which is
+ * what torch's attention does before its kernels run (but mask_left_to_torch).
+ * Here the where fuses into the kernel that computes the mask; left to torch,
+ * it costs a where and two fill launches on every call. */
+static int sdpa_extern(dctx *d, const ptc_node *n, ptc_value **outs)
+{
+    ptc_value *mask = dp_in(d, n, "attn_mask"), *query = dp_in(d, n, "query");
+    if (!mask || !query || mask->type.dtype != PTC_BOOL || mask_left_to_torch(query))
+        return dp_copy(d, n, outs);
+    ptc_dtype dt = query->type.dtype;
+    ptc_value *keep = dp_full(d, NULL, 0, 0.0, dt), *drop = dp_full(d, NULL, 0, -INFINITY, dt);
+    ptc_value *additive = dp_where(d, mask, keep, drop);
+    if (!additive)
+        return -1;
+    ptc_arg *args = dp_mapped_args(d, n);
+    args[ptc_param_index(n->op, "attn_mask")] = ptc_arg_value(additive);
+    return dp_build_outs(d, n, args, outs);
+}
+
 static int d_sdpa(dctx *d, const ptc_node *n, ptc_value **outs)
 {
     double p = dp_arg(n, "dropout_p")->f;
     if (p == 0)
-        return dp_copy(d, n, outs);
+        return sdpa_extern(d, n, outs);
     ptc_value *q = dp_in(d, n, "query"), *k = dp_in(d, n, "key"), *v = dp_in(d, n, "value");
     const ptc_ttype *ot = &n->outs[0]->type;
     int nq = q->type.ndim, nk = k->type.ndim, ns;

@@ -364,7 +364,7 @@ int dp_dim_mask(dctx *d, const ptc_arg *a, int ndim, bool *mask)
 
 /* ---- copying prims and externs ---------------------------------------------------------- */
 
-int dp_copy(dctx *d, const ptc_node *n, ptc_value **outs)
+ptc_arg *dp_mapped_args(dctx *d, const ptc_node *n)
 {
     ptc_arena *a = d->g->arena;
     ptc_arg *args = PTC_NEWN(a, ptc_arg, n->nargs > 0 ? n->nargs : 1);
@@ -379,12 +379,22 @@ int dp_copy(dctx *d, const ptc_node *n, ptc_value **outs)
             args[i].vs.v = vs;
         }
     }
+    return args;
+}
+
+int dp_build_outs(dctx *d, const ptc_node *n, const ptc_arg *args, ptc_value **outs)
+{
     ptc_node *m = dp_buildn(d, n->op, args, n->nargs);
     if (!m)
         return -1;
     for (int i = 0; i < n->nout; i++)
         outs[i] = m->outs[i];
     return 0;
+}
+
+int dp_copy(dctx *d, const ptc_node *n, ptc_value **outs)
+{
+    return dp_build_outs(d, n, dp_mapped_args(d, n), outs);
 }
 
 /* ---- the driver ------------------------------------------------------------------------- */

@@ -496,6 +496,20 @@ static ptc_value *fold_binary(ptc_graph *g, ptc_node *n, const ptc_node *f, ptc_
     return make_full(g, n, r, ir, err);
 }
 
+/* where with a full condition between fulls: a full of the value it picks
+ * (a boolean attention mask made additive, once the mask folds). */
+static ptc_value *fold_where(ptc_graph *g, ptc_node *n, const ptc_node *cond, ptc_error *err)
+{
+    double fv;
+    int64_t iv;
+    if (!cond || !full_value(cond, &fv, &iv) || n->nargs < 3)
+        return NULL;
+    const ptc_node *picked = full_def(n->args[iv != 0 ? 1 : 2].v);
+    if (!picked || !full_value(picked, &fv, &iv))
+        return NULL;
+    return make_full(g, n, fv, iv, err);
+}
+
 /* The replacement of n's output, or NULL. */
 static ptc_value *fold_node(ptc_graph *g, ptc_node *n, const range *r, ptc_error *err)
 {
@@ -523,6 +537,8 @@ static ptc_value *fold_node(ptc_graph *g, ptc_node *n, const range *r, ptc_error
             return make_full(g, n, r, ir, err);
         }
         return NULL;
+    case PTC_OP_PRIMS_WHERE:
+        return fold_where(g, n, f, err);
     default:
         if (ptc_op_flags(n->op) & PTC_F_VIEW)
             return fold_view(g, n, f, err);

@@ -74,3 +74,24 @@ def test_extern_results_that_are_outputs_are_not_copied(dev="cpu"):
         got2 = conv(x * 2)  # a later call's outputs are new tensors
     torch.testing.assert_close(got[0], F.conv2d(x, w, padding=1), rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(got2[0], F.conv2d(x * 2, w, padding=1), rtol=1e-4, atol=1e-4)
+
+
+def test_boolean_attention_masks_give_eagers_results():
+    """ptc makes a boolean attention mask additive in its own kernel (torch
+    does it inside its attention on every call): eager's results in float32
+    and bfloat16, a fully masked row (zeros) included, and no torch.where."""
+    g = torch.Generator().manual_seed(0)
+
+    def attend(q, k, v, keep):
+        return F.scaled_dot_product_attention(q, k, v, keep)
+
+    c = ptc.compile(attend, fullgraph=True)
+    for dtype in (torch.float32, torch.bfloat16):
+        q, k, v = (torch.randn(2, 4, 16, 32, generator=g, dtype=dtype) for _ in range(3))
+        keep = torch.rand(2, 1, 16, 16, generator=g) > 0.3
+        keep[1, 0, 3] = False
+        with torch.profiler.profile() as prof:
+            got = c(q, k, v, keep)
+        assert "aten::where" not in [e.key for e in prof.key_averages()]
+        torch.testing.assert_close(got, attend(q, k, v, keep), rtol=1e-5, atol=1e-5)
+        assert not got[1, :, 3].any()

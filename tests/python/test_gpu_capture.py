@@ -108,6 +108,34 @@ def test_attention_mask_takes_a_fused_kernel(dtype):
     assert torch.allclose(got.float(), want.float(), rtol=tol, atol=tol)
 
 
+def attend_bool_mask(q, k, v, keep):
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, keep)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_boolean_attention_masks_give_eagers_results(dtype):
+    """torch turns a boolean mask into an additive one inside its attention,
+    launching a where and two fills on every call; ptc makes it in its own
+    kernel (float32). In 16 bits torch runs cuDNN, which gives a fully masked
+    row the mean of v, not zeros: ptc leaves that mask to torch. Eager's
+    results either way, the fully masked row included."""
+    from torch.profiler import ProfilerActivity, profile
+    g = torch.Generator(device=DEV).manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 16, 32, device=DEV, generator=g, dtype=dtype) for _ in range(3))
+    keep = torch.rand(2, 1, 16, 16, device=DEV, generator=g) > 0.3
+    keep[1, 0, 3] = False
+    c = ptc.compile(attend_bool_mask, backend="ptc")
+    got = c(q, k, v, keep)
+    want = attend_bool_mask(q, k, v, keep)
+    tol = 1e-4 if dtype == torch.float32 else 2e-2
+    assert torch.allclose(got.float(), want.float(), rtol=tol, atol=tol, equal_nan=True)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        c(q, k, v, keep)
+        torch.cuda.synchronize()
+    names = [e.key for e in prof.key_averages()]
+    assert ("aten::where" in names) == (dtype != torch.float32), names
+
+
 def test_depthwise_convolution_in_bf16_runs_on_cudnn():
     """A 16-bit depthwise convolution gets channels-last input, so torch runs
     cudnn's kernel rather than its own generic depthwise one (3x slower on

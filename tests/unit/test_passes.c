@@ -227,6 +227,63 @@ START_TEST(range_fold)
 }
 END_TEST
 
+/* Attention's boolean masks become additive in the graph (torch makes them
+ * so inside its attention, launching where and scalar_tensor per call): a
+ * real mask is a where of 0 and -inf in the query's dtype; one that folds
+ * to True (Hugging Face's arange(L) >= 0) still goes away. */
+static const char BOOL_MASKS[] =
+    "# ptc ir v1\n"
+    "graph g(%q: f32[2,4,16,8] cpu, %k: f32[2,4,16,8] cpu, %v: f32[2,4,16,8] cpu,"
+    " %m: bool[2,1,16,16] cpu) {\n"
+    "  %0 = scaled_dot_product_attention(%q, %k, %v, %m) : f32[2,4,16,8]\n"
+    "  %1 = prims.iota(length=16, start=0, step=1, dtype=i64, device=cpu) : i64[16]\n"
+    "  %2 = prims.full(shape=[16], fill_value=0, dtype=i64, device=cpu) : i64[16]\n"
+    "  %3 = prims.ge(%1, %2) : bool[16]\n"
+    "  %4 = prims.broadcast_in_dim(%3, shape=[2, 1, 16, 16], broadcast_dimensions=[3]) "
+    ": bool[2,1,16,16]\n"
+    "  %5 = scaled_dot_product_attention(%q, %k, %v, %4, scale=0.125) : f32[2,4,16,8]\n"
+    "  return (%0, %5)\n}\n";
+
+START_TEST(boolean_attention_masks_become_additive)
+{
+    ptc_module *m = parse(BOOL_MASKS);
+    ptc_error err;
+    ptc_graph *p = ptc_decompose(m->graphs[0], &err);
+    ck_assert_msg(p != NULL, "%s", err.msg);
+    ck_assert_int_eq(ptc_simplify(p, &err), 0);
+    ck_assert_int_eq(ptc_ops_verify(p, PTC_STAGE_PRIM, &err), 0);
+    ck_assert_int_eq(count_mask_args(p), 1);
+    const ptc_value *mask = ptc_node_arg(p->outputs[0]->def, "attn_mask")->v;
+    ck_assert_int_eq(mask->type.dtype, PTC_F32);
+    ck_assert_int_eq(mask->def->op, PTC_OP_PRIMS_WHERE);
+    ck_assert_int_eq(ptc_node_arg(p->outputs[1]->def, "attn_mask")->kind, PTC_ARG_NONE);
+    /* eager's results, a fully masked row (zeros) included */
+    ptc_tensor in[4], out[2], ref[2];
+    int64_t shape[4] = {2, 4, 16, 8}, mshape[4] = {2, 1, 16, 16};
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(ptc_tensor_alloc(&in[i], PTC_F32, 4, shape, &err), 0);
+        ptc_tensor_fill_random(&in[i], 21 + (uint64_t)i);
+    }
+    ck_assert_int_eq(ptc_tensor_alloc(&in[3], PTC_BOOL, 4, mshape, &err), 0);
+    ptc_tensor_fill_random(&in[3], 5);
+    for (int64_t s = 0; s < 16; s++)
+        ptc_tensor_set_f64(&in[3], (int64_t[]){1, 0, 3, s}, 0);
+    ck_assert_msg(ptc_interp_run(p, in, 4, out, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_msg(ptc_interp_run(m->graphs[0], in, 4, ref, NULL, &err) == 0, "%s", err.msg);
+    for (int64_t h = 0; h < 4; h++)
+        ck_assert(ptc_tensor_get_f64(&out[0], (int64_t[]){1, h, 3, 5}) == 0);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_msg(same_values(&out[i], &ref[i]), "output %d", i);
+        ptc_tensor_release(&out[i]);
+        ptc_tensor_release(&ref[i]);
+    }
+    for (int i = 0; i < 4; i++)
+        ptc_tensor_release(&in[i]);
+    ptc_graph_free(p);
+    ptc_module_free(m);
+}
+END_TEST
+
 START_TEST(decompose_symbolic_and_errors)
 {
     ptc_module *m = parse("# ptc ir v1\n"
@@ -253,6 +310,7 @@ int main(void)
     tcase_add_test(tc, decompose_to_prims);
     tcase_add_test(tc, dce_cse_fold);
     tcase_add_test(tc, range_fold);
+    tcase_add_test(tc, boolean_attention_masks_become_additive);
     tcase_add_test(tc, decompose_symbolic_and_errors);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
