@@ -509,6 +509,30 @@ int cap_t_iter_sync(cap_interp *I, PyObject *obj, PyObject **out)
     return rc == CAP_FRAME ? cap_t_run_sync(I, outer, out) : rc;
 }
 
+/* The remaining items of anything iterable, as a new list; outside
+ * containers' items keep their sources. NULL with CAP_BREAK when ptc cannot
+ * enumerate it. */
+PyObject *cap_t_materialize(cap_interp *I, PyObject *obj, int *rc)
+{
+    PyObject *it = NULL, *v = NULL, *list = PyList_New(0);
+    /* A Python __iter__ (a user container, a MutableMapping) runs in a
+       nested run: main turned its pushed frame into a break and left it on
+       the stack, so list(m) returned m.__iter__()'s iterator. */
+    *rc = cap_t_settle(I, I->frame, cap_t_iter(I, obj, &it), &it);
+    if (*rc != CAP_NEXT) {
+        Py_XDECREF(list);
+        return NULL;
+    }
+    while ((*rc = cap_t_next_sync(I, it, &v)) == CAP_NEXT && v) {
+        PyList_Append(list, v);
+        Py_DECREF(v);
+    }
+    Py_DECREF(it);
+    if (*rc != CAP_NEXT)
+        Py_CLEAR(list);
+    return list;
+}
+
 /* zip(strict=True) found argument k exhausted: as CPython, the others must
  * be exhausted too (k == 0 checks the rest; else the error names k). */
 static int zip_strict_end(cap_interp *I, cap_lazy *lz, Py_ssize_t k)

@@ -797,30 +797,6 @@ done:
     return list;
 }
 
-/* The remaining items of anything iterable, as a new list; outside
- * containers' items keep their sources. NULL with CAP_BREAK when ptc cannot
- * enumerate it. */
-PyObject *cap_t_materialize(cap_interp *I, PyObject *obj, int *rc)
-{
-    PyObject *it = NULL, *v = NULL, *list = PyList_New(0);
-    /* A Python __iter__ (a user container, a MutableMapping) runs in a
-       nested run: main turned its pushed frame into a break and left it on
-       the stack, so list(m) returned m.__iter__()'s iterator. */
-    *rc = cap_t_settle(I, I->frame, cap_t_iter(I, obj, &it), &it);
-    if (*rc != CAP_NEXT) {
-        Py_XDECREF(list);
-        return NULL;
-    }
-    while ((*rc = cap_t_next_sync(I, it, &v)) == CAP_NEXT && v) {
-        PyList_Append(list, v);
-        Py_DECREF(v);
-    }
-    Py_DECREF(it);
-    if (*rc != CAP_NEXT)
-        Py_CLEAR(list);
-    return list;
-}
-
 int cap_t_iter(cap_interp *I, PyObject *obj, PyObject **out)
 {
     cap_trace *T = I->T;

@@ -135,6 +135,17 @@ int cap_t_map(cap_trace *T, PyObject *obj, int src)
     return rc;
 }
 
+bool cap_is_enum_member(PyObject *o)
+{
+    static PyObject *Enum;
+    if (!Enum) {
+        Enum = cap_import_path("enum.Enum");
+        if (!Enum)
+            return false;
+    }
+    return PyObject_TypeCheck(o, (PyTypeObject *)Enum);
+}
+
 bool cap_is_constant(PyObject *o)
 {
     if (o == Py_None || o == Py_True || o == Py_False || o == Py_Ellipsis ||
@@ -329,6 +340,45 @@ static PyObject *wrap_tensor(cap_trace *T, PyObject *obj, int src)
     Py_XSETREF(ct->fake_type, Py_NewRef((PyObject *)tt));
     cap_t_map(T, obj, src);
     return (PyObject *)ct;
+}
+
+/* The default that f's slot i holds, bound from defaults (a tuple, or the
+ * kw-only dict) at defaults_src: outside objects reached through it. */
+static int wrap_default(cap_trace *T, cap_frame *f, PyObject *d, int kind, int defaults_src,
+                        int index, PyObject *key)
+{
+    if (cap_is_constant(d))
+        return 0;
+    for (int i = 0; i < f->code->nlp; i++) {
+        if (f->lp[i] != d)
+            continue;
+        int s = cap_source_add(T, kind, defaults_src, 0, index, key);
+        PyObject *w = s >= 0 ? cap_t_wrap(T, d, s) : NULL;
+        if (!w)
+            return -1;
+        Py_SETREF(f->lp[i], w);
+    }
+    return 0;
+}
+
+int cap_t_wrap_defaults(cap_trace *T, cap_frame *f, PyObject *defaults, int defaults_src)
+{
+    /* An inlined call's default is the function's own object, as eager's:
+       a tensor written in place or a list appended to keeps the write for
+       the next call. So it is an outside object reached through
+       __defaults__ (a graph input; a logged and replayed mutation), not a
+       constant of the trace. */
+    if (PyTuple_Check(defaults))
+        for (Py_ssize_t j = 0; j < PyTuple_Size(defaults); j++)
+            if (wrap_default(T, f, PyTuple_GetItem(defaults, j), CAP_S_INDEX, defaults_src,
+                             (int)j, NULL) < 0)
+                return -1;
+    PyObject *key, *d;
+    Py_ssize_t pos = 0;
+    while (PyDict_Check(defaults) && PyDict_Next(defaults, &pos, &key, &d))
+        if (wrap_default(T, f, d, CAP_S_ITEM, defaults_src, 0, key) < 0)
+            return -1;
+    return 0;
 }
 
 int cap_t_identity_guards(cap_trace *T)

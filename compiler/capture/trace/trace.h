@@ -264,7 +264,7 @@ int cap_tmeta_size_change(PyObject *t, const cap_tmeta *m);
 void cap_tmeta_str(const cap_tmeta *m, char *buf, size_t size);
 void cap_tmeta_type(const cap_tmeta *m, ptc_ttype *t);
 
-/* ---- graph nodes and symbolic tensors (nodes.c) --------------------------------- */
+/* ---- symbolic tensors (lifecycle.c) and graph nodes (nodes.c) ------------------ */
 
 /* A new symbolic tensor for graph value v. */
 PyObject *cap_tensor_new(cap_trace *T, ptc_value *v);
@@ -471,13 +471,13 @@ int cap_t_note_input(cap_trace *T, PyObject *real, int src, const char *name);
 /* Before t, an input, is first written: a break when another input shares
  * its storage. CAP_NEXT or CAP_BREAK. */
 int cap_t_check_unshared(cap_trace *T, cap_tensor *t);
+/* May t, a graph input, take the value nv in place? CAP_NEXT when it may
+ * (then cap_t_note_written records it), else a PTC-B012 break: constants,
+ * aliases of another input, inputs or values that require gradients. */
+int cap_t_check_writable(cap_trace *T, cap_tensor *t, ptc_value *nv);
 /* At the end: the NOALIAS guard over the written inputs (0 / -1). */
 int cap_t_alias_guards(cap_trace *T);
 bool cap_noalias_guard_ok(const cap_guard *g, PyObject *const *vals);
-/* The defaults f's call bound that are not constants (defaults: its
- * function's __defaults__ or __kwdefaults__, reached by defaults_src) become
- * outside objects reached through it: tensors graph inputs (0 / -1). */
-int cap_t_wrap_defaults(cap_trace *T, cap_frame *f, PyObject *defaults, int defaults_src);
 /* The source an outside object was reached by, or -1. */
 int cap_t_source_of(cap_trace *T, PyObject *obj);
 /* Functions made while tracing (recipes rebuild them; any other function is
@@ -501,6 +501,10 @@ int cap_t_map(cap_trace *T, PyObject *obj, int src);
  * returns what the interpreter should hold instead (a cap_tensor for tensors).
  * New reference. */
 PyObject *cap_t_wrap(cap_trace *T, PyObject *obj, int src);
+/* The defaults f's call bound that are not constants (defaults: its
+ * function's __defaults__ or __kwdefaults__, reached by defaults_src) become
+ * outside objects reached through it: tensors graph inputs (0 / -1). */
+int cap_t_wrap_defaults(cap_trace *T, cap_frame *f, PyObject *defaults, int defaults_src);
 
 /* type(obj) (one argument), as eager's; of an outside object, reached by
  * type(obj). CAP_NEXT or CAP_ERR. */
@@ -652,10 +656,6 @@ void cap_t_track_tensor(cap_trace *T, PyObject *t);
 const char *cap_t_intern_str(cap_trace *T, const char *s);
 void cap_t_note_node(cap_trace *T, ptc_node *n);
 bool cap_t_value_grad(cap_trace *T, ptc_value *v);
-/* May t, a graph input, take the value nv in place? CAP_NEXT when it may
- * (then cap_t_note_written records it), else a PTC-B012 break: constants,
- * aliases of another input, inputs or values that require gradients. */
-int cap_t_check_writable(cap_trace *T, cap_tensor *t, ptc_value *nv);
 int cap_t_note_written(cap_trace *T, cap_tensor *t);
 bool cap_t_is_written(cap_trace *T, cap_tensor *t);
 uint64_t cap_t_next_seed(cap_trace *T);
