@@ -46,26 +46,6 @@ static bool frozen_module(PyObject *mod)
     return d && cap_frozen_globals(d);
 }
 
-/* A value read from outside: wrapped with guards when the source is known. */
-static int outside_value(cap_trace *T, PyObject *v, int src, PyObject **out)
-{
-    if (src < 0) {
-        *out = Py_NewRef(v);
-        return CAP_NEXT;
-    }
-    *out = cap_t_wrap(T, v, src);
-    return *out ? CAP_NEXT : CAP_ERR;
-}
-
-static int derived(cap_trace *T, PyObject *v, int kind, int parent, int index, PyObject *key,
-                   PyObject **out)
-{
-    int s = parent >= 0 ? cap_source_add(T, kind, parent, 0, index, key) : -1;
-    if (parent >= 0 && s < 0)
-        return CAP_ERR;
-    return outside_value(T, v, s, out);
-}
-
 static int const_value(cap_trace *T, PyObject *v, PyObject **out)
 {
     if (cap_is_constant(v) || cap_is_tensor(v)) {
@@ -73,7 +53,7 @@ static int const_value(cap_trace *T, PyObject *v, PyObject **out)
         return CAP_NEXT;
     }
     int s = cap_source_add(T, CAP_S_CONST, -1, 0, 0, v);
-    return s < 0 ? CAP_ERR : outside_value(T, v, s, out);
+    return s < 0 ? CAP_ERR : cap_t_outside_value(T, v, s, out);
 }
 
 static PyObject *inst_dict(PyObject *obj)
@@ -127,7 +107,7 @@ static int module_attr(cap_trace *T, PyObject *mod, int src, PyObject *name, PyO
             continue;
         *found = true;
         Py_DECREF(d);
-        return derived(T, v, kinds[k], src, 0, name, out);
+        return cap_t_derived(T, v, kinds[k], src, 0, name, out);
     }
     Py_DECREF(d);
     return CAP_NEXT;
@@ -181,7 +161,7 @@ static int real_attr(cap_trace *T, PyObject *obj, PyObject *name, int src, PyObj
     PyObject *v = PyObject_GetAttr(obj, name);
     if (!v)
         return CAP_ERR;
-    int rc = derived(T, v, CAP_S_ATTR, src, 0, name, out);
+    int rc = cap_t_derived(T, v, CAP_S_ATTR, src, 0, name, out);
     Py_DECREF(v);
     return rc;
 }
@@ -216,7 +196,7 @@ static int module_object_attr(cap_trace *T, PyObject *obj, PyObject *name, int s
     if (src < 0 && !frozen_module(obj)) /* imported in the trace: still guarded */
         src = cap_t_const_source(T, obj);
     rc = src < 0 || frozen_module(obj) ? const_value(T, v, out)
-                                       : derived(T, v, CAP_S_INSTDICT, src, 0, name, out);
+                                       : cap_t_derived(T, v, CAP_S_INSTDICT, src, 0, name, out);
     Py_DECREF(v);
     return rc;
 }
@@ -277,7 +257,7 @@ static int class_lookup(cap_interp *I, PyObject *obj, PyObject *name, int src, P
         if (v) {
             Py_INCREF(v);
             Py_DECREF(d);
-            int rc = derived(T, v, CAP_S_INSTDICT, src, 0, name, out);
+            int rc = cap_t_derived(T, v, CAP_S_INSTDICT, src, 0, name, out);
             Py_DECREF(v);
             return rc;
         }
@@ -293,7 +273,7 @@ static int class_lookup(cap_interp *I, PyObject *obj, PyObject *name, int src, P
                 *out = m;
                 return m ? CAP_NEXT : CAP_ERR;
             }
-            int rc = derived(T, m, CAP_S_ATTR, src, 0, name, out);
+            int rc = cap_t_derived(T, m, CAP_S_ATTR, src, 0, name, out);
             Py_DECREF(m);
             return rc;
         }
@@ -302,7 +282,7 @@ static int class_lookup(cap_interp *I, PyObject *obj, PyObject *name, int src, P
             *out = get(descr, obj, (PyObject *)Py_TYPE(obj));
             return *out ? CAP_NEXT : CAP_ERR;
         }
-        return derived(T, descr, CAP_S_ATTR, src, 0, name, out);
+        return cap_t_derived(T, descr, CAP_S_ATTR, src, 0, name, out);
     }
     return CAP_NONE;
 }
@@ -331,7 +311,7 @@ static int missing_attr(cap_interp *I, PyObject *obj, PyObject *name, int src, P
     PyObject *v = PyObject_GetAttr(obj, name);
     if (!v)
         return CAP_ERR;
-    int rc = outside_value(T, v, -1, out);
+    int rc = cap_t_outside_value(T, v, -1, out);
     Py_DECREF(v);
     return rc;
 }
@@ -521,7 +501,7 @@ static PyObject *seq_wrapped(cap_trace *T, PyObject *o, int src, Py_ssize_t star
     for (Py_ssize_t k = 0; r && k < n; k++) {
         Py_ssize_t i = start + k * step;
         PyObject *w = NULL;
-        if (derived(T, seq_item(o, i), CAP_S_INDEX, src, (int)i, NULL, &w) != CAP_NEXT) {
+        if (cap_t_derived(T, seq_item(o, i), CAP_S_INDEX, src, (int)i, NULL, &w) != CAP_NEXT) {
             Py_CLEAR(r);
             break;
         }
@@ -558,18 +538,6 @@ static int keys_guard(cap_trace *T, PyObject *d, int src, PyObject **keys_out)
     }
     *keys_out = t;
     return 0;
-}
-
-int cap_t_stored_dict_item(cap_trace *T, PyObject *d, PyObject *key, PyObject **out)
-{
-    PyObject *v = PyDict_GetItemWithError(d, key);
-    int src = cap_t_source_of(T, d);
-    if (!v) {
-        if (!PyErr_Occurred() && cap_guard_add(T, CAP_G_DICT_HAS, src, key, 0) == 0)
-            PyErr_SetObject(PyExc_KeyError, key);
-        return CAP_ERR;
-    }
-    return derived(T, v, CAP_S_ITEM, src, 0, key, out);
 }
 
 /* d[key] of a key d does not hold, as dict's lookup answers it: a Python
@@ -673,7 +641,7 @@ int cap_t_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out)
                              PyList_Check(obj) ? "list" : "tuple");
                 return CAP_ERR;
             }
-            return derived(T, seq_item(obj, i), CAP_S_INDEX, src, (int)i, NULL, out);
+            return cap_t_derived(T, seq_item(obj, i), CAP_S_INDEX, src, (int)i, NULL, out);
         }
         if (PySlice_Check(key)) {
             Py_ssize_t start, stop, step;
@@ -785,7 +753,7 @@ static PyObject *module_children(cap_trace *T, PyObject *mod, int src, bool keys
             PyList_SetItem(list, i, Py_NewRef(k));
             continue;
         }
-        if (derived(T, PyDict_GetItem(mods, k), CAP_S_ITEM, msrc, 0, k, &w) != CAP_NEXT) {
+        if (cap_t_derived(T, PyDict_GetItem(mods, k), CAP_S_ITEM, msrc, 0, k, &w) != CAP_NEXT) {
             Py_CLEAR(list);
             break;
         }
@@ -893,7 +861,7 @@ int cap_t_next(cap_interp *I, PyObject *it, PyObject **out)
             *out = v;
             return v || !PyErr_Occurred() ? CAP_NEXT : CAP_ERR;
         }
-        int rc = derived(T, v, CAP_S_INDEX, ci->src, (int)(ci->rev ? ci->i + 1 : ci->i - 1), NULL, out);
+        int rc = cap_t_derived(T, v, CAP_S_INDEX, ci->src, (int)(ci->rev ? ci->i + 1 : ci->i - 1), NULL, out);
         Py_DECREF(v);
         return rc;
     }
@@ -924,7 +892,7 @@ int cap_t_load_global(cap_trace *T, cap_frame *f, PyObject *name, PyObject *v, b
     if (gsrc < 0)
         return CAP_ERR;
     cap_t_map(T, f->globals, gsrc);
-    return derived(T, v, CAP_S_ITEM, gsrc, 0, name, out);
+    return cap_t_derived(T, v, CAP_S_ITEM, gsrc, 0, name, out);
 }
 
 /* ---- guards for truth, membership and operands ------------------------------------------ */
@@ -960,7 +928,7 @@ int cap_t_contains_guard(cap_trace *T, PyObject *container, PyObject *item)
             return CAP_ERR;
         for (Py_ssize_t i = 0; i < seq_len(container); i++) {
             PyObject *w = NULL;
-            if (derived(T, seq_item(container, i), CAP_S_INDEX, src, (int)i, NULL, &w) != CAP_NEXT)
+            if (cap_t_derived(T, seq_item(container, i), CAP_S_INDEX, src, (int)i, NULL, &w) != CAP_NEXT)
                 return CAP_ERR;
             Py_DECREF(w);
         }
@@ -1043,7 +1011,7 @@ PyObject *cap_t_flow(cap_trace *T, PyObject *obj)
         while (list && (v = cap_iter_next_raw(ci))) {
             PyObject *w = v;
             if (ci->src >= 0) {
-                if (derived(T, v, CAP_S_INDEX, ci->src, (int)(ci->rev ? ci->i + 1 : ci->i - 1), NULL, &w) != CAP_NEXT)
+                if (cap_t_derived(T, v, CAP_S_INDEX, ci->src, (int)(ci->rev ? ci->i + 1 : ci->i - 1), NULL, &w) != CAP_NEXT)
                     Py_CLEAR(list);
                 Py_DECREF(v);
             }
@@ -1115,7 +1083,7 @@ PyObject *cap_t_stored_items(cap_trace *T, PyObject *obj)
         d = PyDict_New();
         for (Py_ssize_t i = 0; d && i < PyTuple_Size(keys); i++) {
             PyObject *k = PyTuple_GetItem(keys, i), *w = NULL;
-            if (derived(T, PyDict_GetItem(obj, k), CAP_S_ITEM, src, 0, k, &w) != CAP_NEXT ||
+            if (cap_t_derived(T, PyDict_GetItem(obj, k), CAP_S_ITEM, src, 0, k, &w) != CAP_NEXT ||
                 PyDict_SetItem(d, k, w) < 0)
                 Py_CLEAR(d);
             Py_XDECREF(w);

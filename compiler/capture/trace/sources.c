@@ -565,6 +565,38 @@ PyObject *cap_t_wrap(cap_trace *T, PyObject *obj, int src)
     return w;
 }
 
+/* A value read from outside: wrapped with guards when the source is known. */
+int cap_t_outside_value(cap_trace *T, PyObject *v, int src, PyObject **out)
+{
+    if (src < 0) {
+        *out = Py_NewRef(v);
+        return CAP_NEXT;
+    }
+    *out = cap_t_wrap(T, v, src);
+    return *out ? CAP_NEXT : CAP_ERR;
+}
+
+int cap_t_derived(cap_trace *T, PyObject *v, int kind, int parent, int index, PyObject *key,
+                  PyObject **out)
+{
+    int s = parent >= 0 ? cap_source_add(T, kind, parent, 0, index, key) : -1;
+    if (parent >= 0 && s < 0)
+        return CAP_ERR;
+    return cap_t_outside_value(T, v, s, out);
+}
+
+int cap_t_stored_dict_item(cap_trace *T, PyObject *d, PyObject *key, PyObject **out)
+{
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    int src = cap_t_source_of(T, d);
+    if (!v) {
+        if (!PyErr_Occurred() && cap_guard_add(T, CAP_G_DICT_HAS, src, key, 0) == 0)
+            PyErr_SetObject(PyExc_KeyError, key);
+        return CAP_ERR;
+    }
+    return cap_t_derived(T, v, CAP_S_ITEM, src, 0, key, out);
+}
+
 /* type(obj) as eager sees it. The type of an outside object is an outside
  * object too, reached by type(obj): reading its attributes guards them and
  * writing them is logged or breaks, as for any class from outside (else

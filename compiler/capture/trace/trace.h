@@ -505,6 +505,16 @@ PyObject *cap_t_wrap(cap_trace *T, PyObject *obj, int src);
  * function's __defaults__ or __kwdefaults__, reached by defaults_src) become
  * outside objects reached through it: tensors graph inputs (0 / -1). */
 int cap_t_wrap_defaults(cap_trace *T, cap_frame *f, PyObject *defaults, int defaults_src);
+/* A value read from outside: wrapped with guards when src, its source, is
+ * known (>= 0), else itself. CAP_NEXT or CAP_ERR. */
+int cap_t_outside_value(cap_trace *T, PyObject *v, int src, PyObject **out);
+/* v, read from the outside object at source parent (an attribute, item or
+ * index of it: kind, index, key), through its derived source. */
+int cap_t_derived(cap_trace *T, PyObject *v, int kind, int parent, int index, PyObject *key,
+                  PyObject **out);
+/* d[key] as d stores it (dict's own lookup, whatever a subclass overrides),
+ * read through d's source; eager's KeyError when missing. */
+int cap_t_stored_dict_item(cap_trace *T, PyObject *d, PyObject *key, PyObject **out);
 
 /* type(obj) (one argument), as eager's; of an outside object, reached by
  * type(obj). CAP_NEXT or CAP_ERR. */
@@ -587,9 +597,6 @@ int cap_t_dict_written(cap_trace *T, PyObject *d, PyObject *key, PyObject **v);
 /* d.get(key) on an outside dict as this trace sees it: the key's presence
  * guarded, *out the value (through its source) or NULL when it is missing. */
 int cap_t_dict_lookup(cap_interp *I, PyObject *d, PyObject *key, PyObject **out);
-/* d[key] as d stores it (dict's own lookup, whatever a subclass overrides),
- * read through d's source; eager's KeyError when missing. */
-int cap_t_stored_dict_item(cap_trace *T, PyObject *d, PyObject *key, PyObject **out);
 /* obj[key] = v (v NULL: del) on an outside list or dict; CAP_NONE for
  * other objects. */
 int cap_t_outside_item_write(cap_interp *I, PyObject *obj, PyObject *key, PyObject *v);
