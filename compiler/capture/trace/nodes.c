@@ -43,10 +43,31 @@ static int build_failed(cap_trace *T, const ptc_error *err)
     return cap_t_break(T, CAP_B_TRACE_ERROR, "%s", err->msg);
 }
 
+/* Casts op's tensor arguments as torch's autocast would (autocast.c says
+ * which, and to what): each cast is a `to` node before op's. */
+static int autocast_args(cap_trace *T, ptc_op op, ptc_arg *args, int nargs)
+{
+    if (!T->amp.on[0] && !T->amp.on[1])
+        return CAP_NEXT;
+    for (int i = 0; i < nargs; i++) {
+        if (args[i].kind != PTC_ARG_VALUE || !args[i].v)
+            continue;
+        int want = cap_amp_cast_dtype(T, op, args[i].v);
+        if (want < 0)
+            continue;
+        ptc_arg a[2] = {ptc_arg_value(args[i].v), ptc_arg_dtype((ptc_dtype)want)};
+        ptc_value *c = cap_build1(T, PTC_OP_TO, a, 2);
+        if (!c)
+            return CAP_BREAK;
+        args[i] = ptc_arg_value(c);
+    }
+    return CAP_NEXT;
+}
+
 ptc_value *cap_build1(cap_trace *T, ptc_op op, ptc_arg *args, int nargs)
 {
     ptc_error err;
-    if (cap_amp_cast(T, op, args, nargs) != CAP_NEXT)
+    if (autocast_args(T, op, args, nargs) != CAP_NEXT)
         return NULL;
     ptc_node *n = ptc_build(T->g, op, args, nargs, &err);
     if (!n) {
@@ -69,7 +90,7 @@ int cap_wrap_value(cap_trace *T, ptc_value *v, PyObject **out)
 int cap_build(cap_trace *T, ptc_op op, ptc_arg *args, int nargs, PyObject **out)
 {
     ptc_error err;
-    if (cap_amp_cast(T, op, args, nargs) != CAP_NEXT)
+    if (autocast_args(T, op, args, nargs) != CAP_NEXT)
         return CAP_BREAK;
     ptc_node *n = ptc_build(T->g, op, args, nargs, &err);
     if (!n)

@@ -290,8 +290,9 @@ int cap_amp_write(const cap_amp *a); /* makes it torch's state */
 int64_t cap_amp_pack(const cap_amp *a);
 cap_amp cap_amp_unpack(int64_t n);
 void cap_amp_str(int64_t n, char *buf, size_t size);
-/* Casts op's tensor arguments the way autocast would in the trace's state. */
-int cap_amp_cast(cap_trace *T, ptc_op op, ptc_arg *args, int nargs);
+/* The dtype autocast casts v, a tensor argument of op, to in the trace's
+ * state, or -1 (nodes.c builds the casts). */
+int cap_amp_cast_dtype(const cap_trace *T, ptc_op op, const ptc_value *v);
 bool cap_amp_is_manager(PyObject *mgr);
 int cap_amp_enter(cap_trace *T, PyObject *mgr, PyObject **exit);
 int cap_amp_query(cap_trace *T, PyObject *callable, PyObject *const *args, int nargs,
