@@ -188,9 +188,9 @@ bool cap_amp_is_manager(PyObject *mgr)
     return cap_T.autocast_cls && PyObject_TypeCheck(mgr, (PyTypeObject *)cap_T.autocast_cls);
 }
 
-/* Enters an autocast region: the trace's state changes, and *exit is the
- * object that restores it (traced, or for real after a break). */
-int cap_amp_enter(cap_trace *T, PyObject *mgr, PyObject **exit)
+/* Enters an autocast region: the trace's state changes, and *prev is the
+ * state before it (packed), which the region's exit restores. */
+int cap_amp_enter(cap_trace *T, PyObject *mgr, int64_t *prev)
 {
     PyObject *dev = PyObject_GetAttrString(mgr, "device");
     PyObject *dt = dev ? PyObject_GetAttrString(mgr, "fast_dtype") : NULL;
@@ -206,10 +206,7 @@ int cap_amp_enter(cap_trace *T, PyObject *mgr, PyObject **exit)
                          k < 0 ? "that ptc has no dtype for" : ptc_dtype_name((ptc_dtype)k));
         goto done;
     }
-    *exit = cap_gradexit_new(CAP_EXIT_AMP, false);
-    if (!*exit)
-        goto done;
-    ((cap_gradexit *)*exit)->amp_prev = cap_amp_pack(&T->amp);
+    *prev = cap_amp_pack(&T->amp);
     T->amp.on[d] = en == Py_True;
     T->amp.dt[d] = (uint8_t)k;
     rc = CAP_NEXT;

@@ -1215,9 +1215,12 @@ int cap_t_before_with(cap_interp *I, cap_frame *f, PyObject *mgr)
         exit = Py_NewRef(mgr); /* set_grad_enabled(mode) already applied the mode */
         enter = Py_NewRef(Py_None);
     } else if (cap_amp_is_manager(mgr)) {
-        int rc = cap_amp_enter(T, mgr, &exit);
-        if (rc != CAP_NEXT)
+        exit = cap_gradexit_new(CAP_EXIT_AMP, false);
+        int rc = exit ? cap_amp_enter(T, mgr, &((cap_gradexit *)exit)->amp_prev) : CAP_ERR;
+        if (rc != CAP_NEXT) {
+            Py_XDECREF(exit);
             return rc;
+        }
         enter = Py_NewRef(mgr);
     } else if (t == cap_T.nullcontext) {
         exit = cap_gradexit_new(CAP_EXIT_NONE, false);

@@ -294,7 +294,9 @@ void cap_amp_str(int64_t n, char *buf, size_t size);
  * state, or -1 (nodes.c builds the casts). */
 int cap_amp_cast_dtype(const cap_trace *T, ptc_op op, const ptc_value *v);
 bool cap_amp_is_manager(PyObject *mgr);
-int cap_amp_enter(cap_trace *T, PyObject *mgr, PyObject **exit);
+/* Enters an autocast region in the trace; *prev: the state its exit
+ * restores (cap_gradexit.amp_prev). */
+int cap_amp_enter(cap_trace *T, PyObject *mgr, int64_t *prev);
 int cap_amp_query(cap_trace *T, PyObject *callable, PyObject *const *args, int nargs,
                   PyObject **out);
 
