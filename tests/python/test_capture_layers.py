@@ -203,3 +203,19 @@ def test_the_loop_knows_no_continuation_kind():
     for f in ("loop.c", "frames.c"):
         text = open(os.path.join(SRC, "interp", f)).read()
         assert "RET_" not in text and "_resume(" not in text, f
+
+
+def test_trace_header_inlines_call_no_trace_file():
+    """An inline function of trace.h runs in every file that includes it: one
+    that called a trace file's function would be a call up the order from
+    every file below that one (cap_t_outside, now in sources.c, was)."""
+    text = strip_comments(open(os.path.join(SRC, "trace", "trace.h")).read())
+    called = set()
+    for body in re.findall(r"static inline[^{;]*\{(.*?)\n?\}\n", text, re.S):
+        called |= set(re.findall(r"\b(cap_\w+)\s*\(", body))
+    functions = set()
+    for f in FILE_ORDER["trace"]:
+        src = strip_comments(open(os.path.join(SRC, "trace", f)).read())
+        functions |= {n for n in defined_names(os.path.join(SRC, "trace", f))
+                      if re.search(r"\b%s\s*\(" % n, src)}
+    assert not called & functions, sorted(called & functions)

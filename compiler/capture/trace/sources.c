@@ -105,6 +105,16 @@ int cap_t_source_of(cap_trace *T, PyObject *obj)
     return v ? (int)PyLong_AsLong(v) : -1;
 }
 
+bool cap_t_outside(cap_trace *T, PyObject *obj)
+{
+    return cap_t_source_of(T, obj) >= 0;
+}
+
+bool cap_t_dict_of_trace(cap_trace *T, PyObject *obj)
+{
+    return PyDict_CheckExact(obj) && !cap_t_outside(T, obj);
+}
+
 int cap_t_note_function(cap_trace *T, PyObject *fn)
 {
     PyObject *k = PyLong_FromVoidPtr(fn);

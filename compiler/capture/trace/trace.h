@@ -551,14 +551,11 @@ bool cap_constant_defaults(PyObject *d, bool kw);
  * module or a function. */
 bool cap_is_key(PyObject *o);
 /* Is obj outside (has a source)? */
-static inline bool cap_t_outside(cap_trace *T, PyObject *obj) { return cap_t_source_of(T, obj) >= 0; }
+bool cap_t_outside(cap_trace *T, PyObject *obj);
 /* A dict made in this trace: it holds the trace's own objects, so a symbolic
  * tensor key is found by identity (its hash is its id) as eager finds the
  * tensor; an outside dict holds the real tensors, so lookups there break. */
-static inline bool cap_t_dict_of_trace(cap_trace *T, PyObject *obj)
-{
-    return PyDict_CheckExact(obj) && !cap_t_outside(T, obj);
-}
+bool cap_t_dict_of_trace(cap_trace *T, PyObject *obj);
 
 /* ---- side effects on outside objects (effects.c) ------------------------------ */
 
