@@ -578,6 +578,63 @@ static int missing_item(cap_interp *I, PyObject *d, PyObject *key, PyObject **ou
     return rc;
 }
 
+/* obj[t] with t a symbolic tensor: its value is known while tracing where
+ * t is a constant of the trace, and eager's index is used, as torch.compile
+ * does; else a break. */
+static int tensor_key_item(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out)
+{
+    PyObject *index = PySequence_Check(obj) ? cap_t_const_index(I->T, key) : NULL;
+    int rc = index ? cap_t_getitem(I, obj, index, out)
+                   : cap_t_break(I->T, CAP_B_TENSOR_ITEM, "a tensor used as an index of a %s",
+                                 cap_tpname(Py_TYPE(obj)));
+    Py_XDECREF(index);
+    return rc;
+}
+
+/* d[key] of an outside dict d (at src): the key's presence is guarded. */
+static int outside_dict_item(cap_interp *I, PyObject *obj, PyObject *key, int src, PyObject **out)
+{
+    cap_trace *T = I->T;
+    if (!cap_is_key(key))
+        return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "outside dict indexed by a %s",
+                           cap_tpname(Py_TYPE(key)));
+    int has = PyDict_Contains(obj, key);
+    if (has == 0 && cap_guard_add(T, CAP_G_DICT_HAS, src, key, 0) == 0)
+        return missing_item(I, obj, key, out);
+    return has < 0 || PyErr_Occurred() ? CAP_ERR : cap_t_stored_dict_item(T, obj, key, out);
+}
+
+/* o[i] or o[a:b:c] of an outside list or tuple o (at src), its length
+ * guarded; CAP_NONE for other keys. */
+static int outside_seq_item(cap_trace *T, PyObject *obj, PyObject *key, int src, PyObject **out)
+{
+    if (len_guard(T, obj, src) < 0)
+        return CAP_ERR;
+    Py_ssize_t n = seq_len(obj);
+    if (PyIndex_Check(key)) {
+        Py_ssize_t i = PyNumber_AsSsize_t(key, PyExc_IndexError);
+        if (i == -1 && PyErr_Occurred())
+            return CAP_ERR;
+        if (i < 0)
+            i += n;
+        if (i < 0 || i >= n) {
+            PyErr_Format(PyExc_IndexError, "%s index out of range",
+                         PyList_Check(obj) ? "list" : "tuple");
+            return CAP_ERR;
+        }
+        return cap_t_derived(T, seq_item(obj, i), CAP_S_INDEX, src, (int)i, NULL, out);
+    }
+    if (PySlice_Check(key)) {
+        Py_ssize_t start, stop, step;
+        if (PySlice_Unpack(key, &start, &stop, &step) < 0)
+            return CAP_ERR;
+        Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step);
+        *out = seq_wrapped(T, obj, src, start, step, len, PyTuple_Check(obj));
+        return *out ? CAP_NEXT : CAP_ERR;
+    }
+    return CAP_NONE;
+}
+
 int cap_t_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out)
 {
     cap_trace *T = I->T;
@@ -585,15 +642,8 @@ int cap_t_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out)
         return cap_thooks.getitem(T, (cap_tensor *)obj, key, out);
     if (cap_t_is_real_tensor(obj) || cap_t_is_real_tensor(key))
         return cap_t_real_tensor(T, cap_t_is_real_tensor(obj) ? obj : key, "indexing");
-    if (cap_is_tensor(key) && !cap_t_dict_of_trace(T, obj)) {
-        /* its value is known while tracing: eager's index, as torch.compile */
-        PyObject *index = PySequence_Check(obj) ? cap_t_const_index(T, key) : NULL;
-        int rc = index ? cap_t_getitem(I, obj, index, out)
-                       : cap_t_break(T, CAP_B_TENSOR_ITEM, "a tensor used as an index of a %s",
-                                     cap_tpname(Py_TYPE(obj)));
-        Py_XDECREF(index);
-        return rc;
-    }
+    if (cap_is_tensor(key) && !cap_t_dict_of_trace(T, obj))
+        return tensor_key_item(I, obj, key, out);
     PyObject *written = NULL;
     switch (plain_dict(obj) ? cap_t_dict_written(T, obj, key, &written) : -1) {
     case 1:
@@ -617,41 +667,10 @@ int cap_t_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out)
         *out = PyObject_GetItem(obj, key);
         return *out ? CAP_NEXT : CAP_ERR;
     }
-    if (plain_dict(obj)) {
-        if (!cap_is_key(key))
-            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "outside dict indexed by a %s",
-                               cap_tpname(Py_TYPE(key)));
-        int has = PyDict_Contains(obj, key);
-        if (has == 0 && cap_guard_add(T, CAP_G_DICT_HAS, src, key, 0) == 0)
-            return missing_item(I, obj, key, out);
-        return has < 0 || PyErr_Occurred() ? CAP_ERR : cap_t_stored_dict_item(T, obj, key, out);
-    }
-    if (plain_seq(obj)) {
-        if (len_guard(T, obj, src) < 0)
-            return CAP_ERR;
-        Py_ssize_t n = seq_len(obj);
-        if (PyIndex_Check(key)) {
-            Py_ssize_t i = PyNumber_AsSsize_t(key, PyExc_IndexError);
-            if (i == -1 && PyErr_Occurred())
-                return CAP_ERR;
-            if (i < 0)
-                i += n;
-            if (i < 0 || i >= n) {
-                PyErr_Format(PyExc_IndexError, "%s index out of range",
-                             PyList_Check(obj) ? "list" : "tuple");
-                return CAP_ERR;
-            }
-            return cap_t_derived(T, seq_item(obj, i), CAP_S_INDEX, src, (int)i, NULL, out);
-        }
-        if (PySlice_Check(key)) {
-            Py_ssize_t start, stop, step;
-            if (PySlice_Unpack(key, &start, &stop, &step) < 0)
-                return CAP_ERR;
-            Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step);
-            *out = seq_wrapped(T, obj, src, start, step, len, PyTuple_Check(obj));
-            return *out ? CAP_NEXT : CAP_ERR;
-        }
-    }
+    if (plain_dict(obj))
+        return outside_dict_item(I, obj, key, src, out);
+    if (plain_seq(obj) && (rc = outside_seq_item(T, obj, key, src, out)) != CAP_NONE)
+        return rc;
     return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "subscript of an outside %s",
                        cap_tpname(Py_TYPE(obj)));
 }
@@ -765,17 +784,85 @@ done:
     return list;
 }
 
+/* iter(t) of a symbolic tensor: a walk over its rows (unbound). */
+static int iter_tensor(cap_trace *T, PyObject *obj, PyObject **out)
+{
+    PyObject *items = cap_thooks.unbind(T, (cap_tensor *)obj);
+    if (!items)
+        return PyErr_Occurred() ? CAP_ERR : CAP_BREAK;
+    *out = cap_iter_seq(items, -1, T);
+    Py_DECREF(items);
+    return *out ? CAP_NEXT : CAP_ERR;
+}
+
+/* iter(d) of a dict with no Python __iter__: a walk over its keys (guarded
+ * at src), which checks d's size at each step. */
+static int iter_dict(cap_trace *T, PyObject *obj, int src, PyObject **out)
+{
+    PyObject *keys = NULL;
+    if (keys_guard(T, obj, src, &keys) < 0)
+        return PyErr_ExceptionMatches(PyExc_TypeError)
+                   ? (PyErr_Clear(), cap_t_break(T, CAP_B_OPAQUE_ITERATOR, "dict with non-constant keys"))
+                   : CAP_ERR;
+    *out = cap_iter_seq(keys, -1, T);
+    Py_DECREF(keys);
+    if (*out)
+        cap_iter_set_owner((cap_iter *)*out, obj);
+    return *out ? CAP_NEXT : CAP_ERR;
+}
+
+static int iter_range(PyObject *obj, PyObject **out)
+{
+    PyObject *a = PyObject_GetAttrString(obj, "start"), *s = PyObject_GetAttrString(obj, "step");
+    Py_ssize_t n = PyObject_Size(obj);
+    if (a && s && n >= 0)
+        *out = cap_iter_range(PyLong_AsLongLong(a), PyLong_AsLongLong(s), n);
+    Py_XDECREF(a);
+    Py_XDECREF(s);
+    return *out ? CAP_NEXT : CAP_ERR;
+}
+
+/* The items of any other iterable, listed now (*list): a container module's
+ * children (wrapped), or what iterating it for real gives where it was made
+ * in the trace; a Python __iter__ is inlined instead (CAP_FRAME). A C
+ * iterator made in the trace (itertools.count()) is advanced for real, one
+ * item at a time, as eager does: *out is it, *list stays NULL. */
+static int listed_items(cap_interp *I, PyObject *obj, int src, PyObject **list, PyObject **out)
+{
+    cap_trace *T = I->T;
+    if (src >= 0 && !module_written(T, obj) &&
+        (is_container_module(obj, "ModuleList") || is_container_module(obj, "Sequential") ||
+         is_container_module(obj, "ModuleDict"))) {
+        *list = module_children(T, obj, src, is_container_module(obj, "ModuleDict"));
+        return *list ? CAP_NEXT : CAP_ERR;
+    }
+    PyObject *m = python_method(obj, "__iter__", NULL);
+    if (m) {
+        PyObject *args[1] = {obj};
+        int rc = cap_call_inline(I, m, args, 1, NULL, cap_ret_push);
+        if (rc != CAP_NEXT)
+            return rc;
+    }
+    if (src >= 0 && PyObject_TypeCheck(obj, (PyTypeObject *)cap_P.GeneratorType))
+        return cap_t_break(T, CAP_B_GENERATOR, "iteration over a generator");
+    if (src >= 0 && !cap_is_constant(obj))
+        return cap_t_break(T, CAP_B_OPAQUE_ITERATOR, "iteration over an outside %s",
+                           cap_tpname(Py_TYPE(obj)));
+    if (PyObject_TypeCheck(obj, (PyTypeObject *)cap_P.GeneratorType))
+        cap_t_note_skipped(T, obj);
+    else if (PyIter_Check(obj)) {
+        *out = PyObject_GetIter(obj);
+        return *out ? CAP_NEXT : CAP_ERR;
+    }
+    *list = PySequence_List(obj);
+    return *list ? CAP_NEXT : CAP_ERR;
+}
+
 int cap_t_iter(cap_interp *I, PyObject *obj, PyObject **out)
 {
     cap_trace *T = I->T;
-    if (cap_is_tensor(obj)) {
-        PyObject *items = cap_thooks.unbind(T, (cap_tensor *)obj);
-        if (!items)
-            return PyErr_Occurred() ? CAP_ERR : CAP_BREAK;
-        *out = cap_iter_seq(items, -1, T);
-        Py_DECREF(items);
-        return *out ? CAP_NEXT : CAP_ERR;
-    }
+    if (cap_is_tensor(obj))
+        return iter_tensor(T, obj, out);
     if (cap_is_ptc_iter(obj)) {
         *out = Py_NewRef(obj);
         return CAP_NEXT;
@@ -786,63 +873,19 @@ int cap_t_iter(cap_interp *I, PyObject *obj, PyObject **out)
     if (rc != CAP_NEXT)
         return rc;
     int src = cap_t_source_of(T, obj);
-    PyObject *list = NULL;
     if (plain_seq(obj)) {
         if (len_guard(T, obj, src) < 0)
             return CAP_ERR;
         *out = cap_iter_seq(obj, src, T);
         return *out ? CAP_NEXT : CAP_ERR;
     }
-    if (PyDict_Check(obj) && !python_method(obj, "__iter__", NULL)) {
-        PyObject *keys = NULL;
-        if (keys_guard(T, obj, src, &keys) < 0)
-            return PyErr_ExceptionMatches(PyExc_TypeError)
-                       ? (PyErr_Clear(), cap_t_break(T, CAP_B_OPAQUE_ITERATOR, "dict with non-constant keys"))
-                       : CAP_ERR;
-        *out = cap_iter_seq(keys, -1, T);
-        Py_DECREF(keys);
-        if (*out)
-            cap_iter_set_owner((cap_iter *)*out, obj);
-        return *out ? CAP_NEXT : CAP_ERR;
-    }
-    if (PyObject_TypeCheck(obj, &PyRange_Type)) {
-        PyObject *a = PyObject_GetAttrString(obj, "start"), *s = PyObject_GetAttrString(obj, "step");
-        Py_ssize_t n = PyObject_Size(obj);
-        if (a && s && n >= 0)
-            *out = cap_iter_range(PyLong_AsLongLong(a), PyLong_AsLongLong(s), n);
-        Py_XDECREF(a);
-        Py_XDECREF(s);
-        return *out ? CAP_NEXT : CAP_ERR;
-    }
-    if (src >= 0 && !module_written(T, obj) &&
-        (is_container_module(obj, "ModuleList") || is_container_module(obj, "Sequential") ||
-         is_container_module(obj, "ModuleDict"))) {
-        list = module_children(T, obj, src, is_container_module(obj, "ModuleDict"));
-    } else {
-        PyObject *m = python_method(obj, "__iter__", NULL);
-        if (m) {
-            PyObject *args[1] = {obj};
-            int rc = cap_call_inline(I, m, args, 1, NULL, cap_ret_push);
-            if (rc != CAP_NEXT)
-                return rc;
-        }
-        if (src >= 0 && PyObject_TypeCheck(obj, (PyTypeObject *)cap_P.GeneratorType))
-            return cap_t_break(T, CAP_B_GENERATOR, "iteration over a generator");
-        if (src >= 0 && !cap_is_constant(obj))
-            return cap_t_break(T, CAP_B_OPAQUE_ITERATOR, "iteration over an outside %s",
-                               cap_tpname(Py_TYPE(obj)));
-        if (PyObject_TypeCheck(obj, (PyTypeObject *)cap_P.GeneratorType))
-            cap_t_note_skipped(T, obj);
-        else if (PyIter_Check(obj)) {
-            /* An iterator of a C type made in the trace (itertools.count()):
-               advanced for real, one item at a time, as eager does. */
-            *out = PyObject_GetIter(obj);
-            return *out ? CAP_NEXT : CAP_ERR;
-        }
-        list = PySequence_List(obj);
-    }
-    if (!list)
-        return CAP_ERR;
+    if (PyDict_Check(obj) && !python_method(obj, "__iter__", NULL))
+        return iter_dict(T, obj, src, out);
+    if (PyObject_TypeCheck(obj, &PyRange_Type))
+        return iter_range(obj, out);
+    PyObject *list = NULL;
+    if ((rc = listed_items(I, obj, src, &list, out)) != CAP_NEXT || !list)
+        return rc;
     *out = cap_iter_seq(list, -1, T);
     Py_DECREF(list);
     if (*out && (PyAnySet_Check(obj) || PyDictKeys_Check(obj) || PyDictValues_Check(obj) ||
