@@ -545,6 +545,8 @@ int cap_t_load_cell(cap_trace *T, PyObject *cell, PyObject **v);
 /* Is obj a value that can be used as a compile-time constant (immutable and
  * made of constants)? */
 bool cap_is_constant(PyObject *obj);
+/* An enum member (compared by identity and taken as a constant). */
+bool cap_is_enum_member(PyObject *o);
 /* __defaults__ (kw false) or __kwdefaults__ (kw true) made of constants only. */
 bool cap_constant_defaults(PyObject *d, bool kw);
 /* A dict key whose lookups are stable under guards: a constant, a class, a
@@ -656,7 +658,6 @@ static inline bool cap_t_symbolic(cap_trace *T) { return T->syms.n > 0; }
  *      sync_calls.c) ---- */
 
 void cap_source_line(const char *file, int line, char *buf, size_t size);
-bool cap_is_enum_member(PyObject *o);
 void cap_input_name(cap_trace *T, int src, char *buf, size_t size);
 int cap_t_add_input(cap_trace *T, int src, PyObject *const_tensor);
 void cap_t_track_tensor(cap_trace *T, PyObject *t);
