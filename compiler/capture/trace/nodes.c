@@ -6,7 +6,8 @@
  *
  * The symbolic tensor type and the bound-method type are made by the torch
  * layer (their Python protocol runs torch handlers); the trace only makes
- * values of them and tells them apart.
+ * values of them (symbolic tensors in lifecycle.c, which keeps them) and
+ * tells them apart.
  */
 #include "capture/trace/trace.h"
 

@@ -7,7 +7,8 @@
  * Python's order (data descriptors, the instance dict, class attributes,
  * __getattr__), with nn.Module's parameters, buffers and submodules read from
  * their dicts directly, and properties and __getattr__ written in Python
- * inlined. Writes to outside objects are graph breaks.
+ * inlined. Writes to outside objects are logged side effects where the
+ * entry can replay them (effects.c), else graph breaks.
  */
 #include "capture/trace/trace.h"
 

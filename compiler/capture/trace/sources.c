@@ -2,8 +2,8 @@
  * starting state, and wrapping the outside values that enter the trace.
  *
  * Every value that enters a trace from outside (a local of the starting
- * state, a global, an attribute or item of an outside object, a closure cell)
- * gets a source, and the guards its type calls for are installed right away:
+ * state, a global, an attribute or item of an outside object, a closure cell,
+ * a default an inlined call binds) gets a source, and the guards its type calls for are installed right away:
  * constants are compared by value, modules and functions by identity, tensors
  * by their metadata (and become graph inputs), other objects by type. Sources
  * and guards are interned, so reading `self.conv1` twice costs one guard.
