@@ -132,14 +132,15 @@ FILE_ORDER = {
     "torch": ["torch_map.c", "torch_permviews.c", "torch_builtins.c", "torch_ops.c", "torch_nn.c",
               "torch_shape.c", "torch_composite.c", "torch_query.c", "torch_einsum.c",
               "torch_foreach.c", "torch_call.c", "torch_table.c", "torch_types.c"],
-    # one way at both ends: the bottom (breaks, the source table, torch
-    # objects, guards, ids, nested runs, symbolic sizes);
-    # in between, files that still call each other (sources, nodes, objects,
-    # effects, iterators, ...); on top the call path and the hook rows
+    # breaks, the source table, torch objects, guards, ids, nested runs,
+    # symbolic sizes; autocast's state and policy; the trace's life and its
+    # symbolic tensors; graph nodes; in-place writes to inputs; the iterator
+    # types (which advance what they hold through cap_hooks); values and
+    # their sources; callables; side effects (which flow a container out
+    # through cap_hooks); tracing objects; modules, calls and the hook rows
     "trace": ["breaks.c", "source_table.c", "torch_objects.c", "trace_split.c", "guards.c", "ids.c",
-              "sync_calls.c", "symint.c",
-              ["autocast.c", "callables.c", "effects.c", "inplace.c", "iter.c", "lifecycle.c",
-               "nodes.c", "objects.c", "sources.c"],
+              "sync_calls.c", "symint.c", "autocast.c", "lifecycle.c", "nodes.c", "inplace.c",
+              "iter.c", "sources.c", "callables.c", "effects.c", "objects.c",
               "modules.c", "trace_operator.c", "lru.c", "copies.c", "builtins.c", "calls.c",
               "hooks.c"],
     # the dispatcher backend.c last
@@ -159,29 +160,25 @@ def names_used(path, defined):
 
 
 def assert_files_run_one_way(folder):
-    """An entry of the order is a file, or a list of files that still call
-    each other (a circle not yet turned): no file uses a name a later entry
-    defines."""
-    order = [entry if isinstance(entry, list) else [entry] for entry in FILE_ORDER[folder]]
-    files = [f for group in order for f in group]
+    """Every .c file of the folder stands in its order once, and none uses a
+    name a later one defines: no two files call each other."""
+    files = FILE_ORDER[folder]
     assert sorted(files) == sorted(f for f in os.listdir(os.path.join(SRC, folder))
                                    if f.endswith(".c")), folder
     defined = {f: defined_names(os.path.join(SRC, folder, f)) for f in files}
     everything = set().union(*defined.values())
-    for i, group in enumerate(order):
-        later = [g for entry in order[i + 1:] for g in entry]
-        for f in group:
-            used = names_used(os.path.join(SRC, folder, f), everything)
-            for g in later:
-                up = used & defined[g]
-                assert not up, (folder, f, g, sorted(up))
+    for i, f in enumerate(files):
+        used = names_used(os.path.join(SRC, folder, f), everything)
+        for g in files[i + 1:]:
+            up = used & defined[g]
+            assert not up, (folder, f, g, sorted(up))
 
 
 def test_interp_files_run_one_way():
     assert_files_run_one_way("interp")
 
 
-def test_trace_files_run_one_way_at_both_ends():
+def test_trace_files_run_one_way():
     assert_files_run_one_way("trace")
 
 
@@ -206,3 +203,19 @@ def test_the_loop_knows_no_continuation_kind():
     for f in ("loop.c", "frames.c"):
         text = open(os.path.join(SRC, "interp", f)).read()
         assert "RET_" not in text and "_resume(" not in text, f
+
+
+def test_trace_header_inlines_call_no_trace_file():
+    """An inline function of trace.h runs in every file that includes it: one
+    that called a trace file's function would be a call up the order from
+    every file below that one (cap_t_outside, now in sources.c, was)."""
+    text = strip_comments(open(os.path.join(SRC, "trace", "trace.h")).read())
+    called = set()
+    for body in re.findall(r"static inline[^{;]*\{(.*?)\n?\}\n", text, re.S):
+        called |= set(re.findall(r"\b(cap_\w+)\s*\(", body))
+    functions = set()
+    for f in FILE_ORDER["trace"]:
+        src = strip_comments(open(os.path.join(SRC, "trace", f)).read())
+        functions |= {n for n in defined_names(os.path.join(SRC, "trace", f))
+                      if re.search(r"\b%s\s*\(" % n, src)}
+    assert not called & functions, sorted(called & functions)

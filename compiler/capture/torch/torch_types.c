@@ -266,9 +266,11 @@ static PyObject *method_call(PyObject *self, PyObject *args, PyObject *kwargs)
     if (!T)
         return NULL;
     Py_ssize_t n = PyTuple_Size(args), nkw = kwargs ? PyDict_Size(kwargs) : 0;
-    PyObject *buf[64], *kwnames = nkw ? PyTuple_New(nkw) : NULL;
     if (n + nkw > 64)
         return cap_signal_break(CAP_B_UNSUPPORTED_CALL, "too many arguments");
+    PyObject *buf[64], *kwnames = nkw ? PyTuple_New(nkw) : NULL;
+    if (nkw && !kwnames)
+        return NULL;
     cap_spread_args(args, kwargs, buf, kwnames);
     PyObject *out = NULL;
     int rc = cap_torch_call(T, m->map, m->self, buf, (int)(n + nkw), kwnames, &out);

@@ -5,8 +5,9 @@
  * numerically touchy ops cast to float32. ptc tracks the autocast state of
  * cpu and cuda in the trace (read from torch when tracing starts, changed by
  * with torch.autocast(...) blocks and their exits) and inserts those casts as
- * explicit `to` nodes when it builds an op, so the graph computes what eager
- * autocast computes on every backend. The state at entry is a guard; graphs
+ * explicit `to` nodes when it builds an op (this file says which argument
+ * becomes what dtype; nodes.c builds the casts), so the graph computes what
+ * eager autocast computes on every backend. The state at entry is a guard; graphs
  * run with real autocast off (their casts are explicit), and the state at
  * the end of a graph is made real before Python code runs after a break.
  *
@@ -166,31 +167,18 @@ static int policy(ptc_op op, int dev)
     }
 }
 
-/* Casts the eligible tensor arguments of op (floating, not float64, on a
- * device whose autocast is on) as torch's autocast would. */
-int cap_amp_cast(cap_trace *T, ptc_op op, ptc_arg *args, int nargs)
+/* The dtype torch's autocast casts v, a tensor argument of op, to in the
+ * trace's state (v floating, not float64, on a device whose autocast is
+ * on), or -1 where it leaves v as it is. */
+int cap_amp_cast_dtype(const cap_trace *T, ptc_op op, const ptc_value *v)
 {
-    if (!T->amp.on[0] && !T->amp.on[1])
-        return CAP_NEXT;
-    for (int i = 0; i < nargs; i++) {
-        if (args[i].kind != PTC_ARG_VALUE || !args[i].v)
-            continue;
-        ptc_value *v = args[i].v;
-        int d = v->type.device.kind == PTC_DEV_CUDA ? 1 : 0;
-        int pol = policy(op, v->type.device.kind);
-        ptc_dtype dt = v->type.dtype;
-        if (!pol || !T->amp.on[d] || !ptc_dtype_is_float(dt) || dt == PTC_F64)
-            continue;
-        ptc_dtype want = pol == AMP_FP32 ? PTC_F32 : (ptc_dtype)T->amp.dt[d];
-        if (dt == want || want >= PTC_DTYPE_COUNT)
-            continue;
-        ptc_arg a[2] = {ptc_arg_value(v), ptc_arg_dtype(want)};
-        ptc_value *c = cap_build1(T, PTC_OP_TO, a, 2);
-        if (!c)
-            return CAP_BREAK;
-        args[i] = ptc_arg_value(c);
-    }
-    return CAP_NEXT;
+    int d = v->type.device.kind == PTC_DEV_CUDA ? 1 : 0;
+    int pol = policy(op, v->type.device.kind);
+    ptc_dtype dt = v->type.dtype;
+    if (!pol || !T->amp.on[d] || !ptc_dtype_is_float(dt) || dt == PTC_F64)
+        return -1;
+    ptc_dtype want = pol == AMP_FP32 ? PTC_F32 : (ptc_dtype)T->amp.dt[d];
+    return dt == want || want >= PTC_DTYPE_COUNT ? -1 : (int)want;
 }
 
 /* ---- with torch.autocast(...) --------------------------------------------------------- */
@@ -200,9 +188,9 @@ bool cap_amp_is_manager(PyObject *mgr)
     return cap_T.autocast_cls && PyObject_TypeCheck(mgr, (PyTypeObject *)cap_T.autocast_cls);
 }
 
-/* Enters an autocast region: the trace's state changes, and *exit is the
- * object that restores it (traced, or for real after a break). */
-int cap_amp_enter(cap_trace *T, PyObject *mgr, PyObject **exit)
+/* Enters an autocast region: the trace's state changes, and *prev is the
+ * state before it (packed), which the region's exit restores. */
+int cap_amp_enter(cap_trace *T, PyObject *mgr, int64_t *prev)
 {
     PyObject *dev = PyObject_GetAttrString(mgr, "device");
     PyObject *dt = dev ? PyObject_GetAttrString(mgr, "fast_dtype") : NULL;
@@ -218,10 +206,7 @@ int cap_amp_enter(cap_trace *T, PyObject *mgr, PyObject **exit)
                          k < 0 ? "that ptc has no dtype for" : ptc_dtype_name((ptc_dtype)k));
         goto done;
     }
-    *exit = cap_gradexit_new(CAP_EXIT_AMP, false);
-    if (!*exit)
-        goto done;
-    ((cap_gradexit *)*exit)->amp_prev = cap_amp_pack(&T->amp);
+    *prev = cap_amp_pack(&T->amp);
     T->amp.on[d] = en == Py_True;
     T->amp.dt[d] = (uint8_t)k;
     rc = CAP_NEXT;

@@ -186,17 +186,6 @@ const char *cap_func_name(PyObject *fn)
     return s;
 }
 
-bool cap_is_enum_member(PyObject *o)
-{
-    static PyObject *Enum;
-    if (!Enum) {
-        Enum = cap_import_path("enum.Enum");
-        if (!Enum)
-            return false;
-    }
-    return PyObject_TypeCheck(o, (PyTypeObject *)Enum);
-}
-
 /* functools.partial */
 static PyObject *partial_type;
 

@@ -28,6 +28,9 @@
  * expression's body) are logged too: a break there reruns the builtin for
  * real from its start, and the trace is then made again up to that builtin
  * (exec.c), so that what the callbacks did before the break never happened.
+ *
+ * Making a shadow flows the object out as a whole (cap_hooks.flow: objects.c,
+ * above this file, which reads the shadows this file keeps).
  */
 #include "capture/trace/trace.h"
 
@@ -128,7 +131,7 @@ static PyObject *materialize(cap_interp *I, PyObject *rec)
         return NULL;
     }
     PyList_SetItem(rec, REC_SHADOW, Py_NewRef(Py_Ellipsis));
-    s = cap_t_flow(I->T, obj);
+    s = cap_hooks.flow(I->T, obj);
     if (!s) {
         PyList_SetItem(rec, REC_SHADOW, Py_NewRef(Py_None));
         if (PyErr_ExceptionMatches(PyExc_TypeError)) {
@@ -306,7 +309,7 @@ static int dict_update(cap_interp *I, PyObject *d, PyObject *const *args, int na
         PyObject *other = args[0], *items;
         if ((rc = cap_t_current(I, &other)) != CAP_NEXT)
             return rc;
-        PyObject *flat = cap_t_flow(I->T, other);
+        PyObject *flat = cap_hooks.flow(I->T, other);
         if (!flat)
             return CAP_ERR;
         if (PyDict_Check(flat)) {

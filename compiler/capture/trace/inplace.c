@@ -95,6 +95,32 @@ int cap_t_check_unshared(cap_trace *T, cap_tensor *t)
     return CAP_NEXT;
 }
 
+int cap_t_check_writable(cap_trace *T, cap_tensor *t, ptc_value *nv)
+{
+    const char *name = t->input_v->name;
+    /* An argument, a default, a module's buffer or tensor attribute:
+       written back after the call (inplace.c); an object assumed constant
+       is not the caller's to write. */
+    if (t->src < 0 || T->src[t->src].kind == CAP_S_CONST)
+        return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a tensor from outside (%s)",
+                           name);
+    if (T->src_val[t->src] != (PyObject *)t)
+        return cap_t_break(T, CAP_B_INPLACE_INPUT,
+                           "in-place op on an alias of a tensor from outside (%s)", name);
+    /* Autograd must record the write on the caller's tensor itself (its
+       version, its grad_fn): a graph that returns the new value cannot. */
+    if (t->input_v->type.requires_grad)
+        return cap_t_break(T, CAP_B_INPLACE_INPUT,
+                           "in-place op on a tensor from outside that requires grad (%s): "
+                           "autograd records it on the tensor itself",
+                           name);
+    if (nv->type.requires_grad && cap_t_value_grad(T, nv))
+        return cap_t_break(
+            T, CAP_B_INPLACE_INPUT,
+            "in-place op writing a value that requires grad into a tensor from outside (%s)", name);
+    return cap_t_check_unshared(T, t);
+}
+
 int cap_t_alias_guards(cap_trace *T)
 {
     PyObject *written = PyList_New(0), *others = PyList_New(0);
@@ -150,43 +176,4 @@ bool cap_noalias_guard_ok(const cap_guard *g, PyObject *const *vals)
     if (ptrs != stack)
         free(ptrs);
     return ok;
-}
-
-/* The default that f's slot i holds, bound from defaults (a tuple, or the
- * kw-only dict) at defaults_src: outside objects reached through it. */
-static int wrap_default(cap_trace *T, cap_frame *f, PyObject *d, int kind, int defaults_src,
-                        int index, PyObject *key)
-{
-    if (cap_is_constant(d))
-        return 0;
-    for (int i = 0; i < f->code->nlp; i++) {
-        if (f->lp[i] != d)
-            continue;
-        int s = cap_source_add(T, kind, defaults_src, 0, index, key);
-        PyObject *w = s >= 0 ? cap_t_wrap(T, d, s) : NULL;
-        if (!w)
-            return -1;
-        Py_SETREF(f->lp[i], w);
-    }
-    return 0;
-}
-
-int cap_t_wrap_defaults(cap_trace *T, cap_frame *f, PyObject *defaults, int defaults_src)
-{
-    /* An inlined call's default is the function's own object, as eager's:
-       a tensor written in place or a list appended to keeps the write for
-       the next call. So it is an outside object reached through
-       __defaults__ (a graph input; a logged and replayed mutation), not a
-       constant of the trace. */
-    if (PyTuple_Check(defaults))
-        for (Py_ssize_t j = 0; j < PyTuple_Size(defaults); j++)
-            if (wrap_default(T, f, PyTuple_GetItem(defaults, j), CAP_S_INDEX, defaults_src,
-                             (int)j, NULL) < 0)
-                return -1;
-    PyObject *key, *d;
-    Py_ssize_t pos = 0;
-    while (PyDict_Check(defaults) && PyDict_Next(defaults, &pos, &key, &d))
-        if (wrap_default(T, f, d, CAP_S_ITEM, defaults_src, 0, key) < 0)
-            return -1;
-    return 0;
 }

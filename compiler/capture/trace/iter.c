@@ -15,6 +15,11 @@
  * the rebuilt iterators under it. A consumer that breaks midway puts the
  * positions back (cap_iter_mark / cap_iter_rewind), because the instruction
  * then reruns for real from its start.
+ *
+ * The objects under an iterator are advanced as the interpreter advances
+ * them, through its hook table (cap_hooks.iter, .next, .current,
+ * .enter_frame): tracing what objects yield (objects.c) is a file above
+ * this one, and uses these types.
  */
 #include "capture/trace/trace.h"
 
@@ -49,7 +54,7 @@ void cap_iter_set_owner(cap_iter *it, PyObject *owner)
 static Py_ssize_t owner_size(cap_iter *it)
 {
     PyObject *o = it->owner;
-    if (it->T && it->T->I && cap_t_current(it->T->I, &o) != CAP_NEXT) {
+    if (it->T && it->T->I && cap_hooks.current(it->T->I, &o) != CAP_NEXT) {
         PyErr_Clear();
         o = it->owner;
     }
@@ -490,7 +495,7 @@ int cap_t_next_sync(cap_interp *I, PyObject *it, PyObject **out)
 {
     cap_frame *outer = I->frame;
     *out = NULL;
-    int rc = cap_t_next(I, it, out);
+    int rc = cap_hooks.next(I, it, out);
     if (rc == CAP_FRAME)
         rc = cap_t_run_sync(I, outer, out);
     if (rc == CAP_ERR && PyErr_ExceptionMatches(PyExc_StopIteration)) {
@@ -505,8 +510,32 @@ int cap_t_iter_sync(cap_interp *I, PyObject *obj, PyObject **out)
 {
     cap_frame *outer = I->frame;
     *out = NULL;
-    int rc = cap_t_iter(I, obj, out);
+    int rc = cap_hooks.iter(I, obj, out);
     return rc == CAP_FRAME ? cap_t_run_sync(I, outer, out) : rc;
+}
+
+/* The remaining items of anything iterable, as a new list; outside
+ * containers' items keep their sources. NULL with CAP_BREAK when ptc cannot
+ * enumerate it. */
+PyObject *cap_t_materialize(cap_interp *I, PyObject *obj, int *rc)
+{
+    PyObject *it = NULL, *v = NULL, *list = PyList_New(0);
+    /* A Python __iter__ (a user container, a MutableMapping) runs in a
+       nested run: main turned its pushed frame into a break and left it on
+       the stack, so list(m) returned m.__iter__()'s iterator. */
+    *rc = cap_t_settle(I, I->frame, cap_hooks.iter(I, obj, &it), &it);
+    if (*rc != CAP_NEXT) {
+        Py_XDECREF(list);
+        return NULL;
+    }
+    while ((*rc = cap_t_next_sync(I, it, &v)) == CAP_NEXT && v) {
+        PyList_Append(list, v);
+        Py_DECREF(v);
+    }
+    Py_DECREF(it);
+    if (*rc != CAP_NEXT)
+        Py_CLEAR(list);
+    return list;
 }
 
 /* zip(strict=True) found argument k exhausted: as CPython, the others must
@@ -597,7 +626,7 @@ static int gen_step(cap_interp *I, cap_lazy *g, PyObject **out)
         f = cap_genexpr_frame(g->fn, PyTuple_GetItem(g->its, 0), (PyObject *)g);
         if (!f)
             return PyErr_Occurred() ? CAP_ERR : cap_t_break(T, CAP_B_GENERATOR, "generator expression (arguments)");
-        if (cap_t_enter_frame(T, f) < 0) {
+        if (cap_hooks.enter_frame(T, f) < 0) {
             cap_frame_free(f);
             return CAP_ERR;
         }

@@ -9,6 +9,8 @@
 
 /* ---- lifecycle ------------------------------------------------------------------- */
 
+PyTypeObject *cap_tensor_type;
+
 cap_trace *cap_trace_new(PyObject *module_names, cap_interp *I)
 {
     cap_trace *T = calloc(1, sizeof *T);
@@ -116,6 +118,27 @@ void cap_trace_free(cap_trace *T)
     if (T->g)
         ptc_graph_free(T->g);
     free(T);
+}
+
+PyObject *cap_tensor_new(cap_trace *T, ptc_value *v)
+{
+    cap_tensor *t = PyObject_New(cap_tensor, cap_tensor_type);
+    if (!t)
+        return NULL;
+    t->T = T;
+    t->v = v;
+    t->input_v = NULL;
+    t->src = -1;
+    t->fake_type = Py_NewRef(cap_T.Tensor);
+    t->base = NULL;
+    t->view_key = NULL;
+    t->view_perm = NULL;
+    t->view_reshape = false;
+    t->nviews = 0;
+    t->views = NULL;
+    t->weakrefs = NULL;
+    cap_t_track_tensor(T, (PyObject *)t);
+    return (PyObject *)t;
 }
 
 void cap_t_track_tensor(cap_trace *T, PyObject *t)

@@ -6,35 +6,15 @@
  *
  * The symbolic tensor type and the bound-method type are made by the torch
  * layer (their Python protocol runs torch handlers); the trace only makes
- * values of them and tells them apart.
+ * values of them (symbolic tensors in lifecycle.c, which keeps them) and
+ * tells them apart.
  */
 #include "capture/trace/trace.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-PyTypeObject *cap_tensor_type, *cap_method_type;
-
-PyObject *cap_tensor_new(cap_trace *T, ptc_value *v)
-{
-    cap_tensor *t = PyObject_New(cap_tensor, cap_tensor_type);
-    if (!t)
-        return NULL;
-    t->T = T;
-    t->v = v;
-    t->input_v = NULL;
-    t->src = -1;
-    t->fake_type = Py_NewRef(cap_T.Tensor);
-    t->base = NULL;
-    t->view_key = NULL;
-    t->view_perm = NULL;
-    t->view_reshape = false;
-    t->nviews = 0;
-    t->views = NULL;
-    t->weakrefs = NULL;
-    cap_t_track_tensor(T, (PyObject *)t);
-    return (PyObject *)t;
-}
+PyTypeObject *cap_method_type;
 
 static void node_location(cap_trace *T, ptc_node *n)
 {
@@ -64,10 +44,31 @@ static int build_failed(cap_trace *T, const ptc_error *err)
     return cap_t_break(T, CAP_B_TRACE_ERROR, "%s", err->msg);
 }
 
+/* Casts op's tensor arguments as torch's autocast would (autocast.c says
+ * which, and to what): each cast is a `to` node before op's. */
+static int autocast_args(cap_trace *T, ptc_op op, ptc_arg *args, int nargs)
+{
+    if (!T->amp.on[0] && !T->amp.on[1])
+        return CAP_NEXT;
+    for (int i = 0; i < nargs; i++) {
+        if (args[i].kind != PTC_ARG_VALUE || !args[i].v)
+            continue;
+        int want = cap_amp_cast_dtype(T, op, args[i].v);
+        if (want < 0)
+            continue;
+        ptc_arg a[2] = {ptc_arg_value(args[i].v), ptc_arg_dtype((ptc_dtype)want)};
+        ptc_value *c = cap_build1(T, PTC_OP_TO, a, 2);
+        if (!c)
+            return CAP_BREAK;
+        args[i] = ptc_arg_value(c);
+    }
+    return CAP_NEXT;
+}
+
 ptc_value *cap_build1(cap_trace *T, ptc_op op, ptc_arg *args, int nargs)
 {
     ptc_error err;
-    if (cap_amp_cast(T, op, args, nargs) != CAP_NEXT)
+    if (autocast_args(T, op, args, nargs) != CAP_NEXT)
         return NULL;
     ptc_node *n = ptc_build(T->g, op, args, nargs, &err);
     if (!n) {
@@ -90,7 +91,7 @@ int cap_wrap_value(cap_trace *T, ptc_value *v, PyObject **out)
 int cap_build(cap_trace *T, ptc_op op, ptc_arg *args, int nargs, PyObject **out)
 {
     ptc_error err;
-    if (cap_amp_cast(T, op, args, nargs) != CAP_NEXT)
+    if (autocast_args(T, op, args, nargs) != CAP_NEXT)
         return CAP_BREAK;
     ptc_node *n = ptc_build(T->g, op, args, nargs, &err);
     if (!n)
@@ -151,32 +152,6 @@ void cap_t_note_node(cap_trace *T, ptc_node *n)
 bool cap_t_value_grad(cap_trace *T, ptc_value *v)
 {
     return !v->def || (v->def->id < T->cap_node_grad && T->node_grad[v->def->id]);
-}
-
-int cap_t_check_writable(cap_trace *T, cap_tensor *t, ptc_value *nv)
-{
-    const char *name = t->input_v->name;
-    /* An argument, a default, a module's buffer or tensor attribute:
-       written back after the call (inplace.c); an object assumed constant
-       is not the caller's to write. */
-    if (t->src < 0 || T->src[t->src].kind == CAP_S_CONST)
-        return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a tensor from outside (%s)",
-                           name);
-    if (T->src_val[t->src] != (PyObject *)t)
-        return cap_t_break(T, CAP_B_INPLACE_INPUT,
-                           "in-place op on an alias of a tensor from outside (%s)", name);
-    /* Autograd must record the write on the caller's tensor itself (its
-       version, its grad_fn): a graph that returns the new value cannot. */
-    if (t->input_v->type.requires_grad)
-        return cap_t_break(T, CAP_B_INPLACE_INPUT,
-                           "in-place op on a tensor from outside that requires grad (%s): "
-                           "autograd records it on the tensor itself",
-                           name);
-    if (nv->type.requires_grad && cap_t_value_grad(T, nv))
-        return cap_t_break(
-            T, CAP_B_INPLACE_INPUT,
-            "in-place op writing a value that requires grad into a tensor from outside (%s)", name);
-    return cap_t_check_unshared(T, t);
 }
 
 bool cap_t_is_written(cap_trace *T, cap_tensor *t)

@@ -7,7 +7,8 @@
  * Python's order (data descriptors, the instance dict, class attributes,
  * __getattr__), with nn.Module's parameters, buffers and submodules read from
  * their dicts directly, and properties and __getattr__ written in Python
- * inlined. Writes to outside objects are graph breaks.
+ * inlined. Writes to outside objects are logged side effects where the
+ * entry can replay them (effects.c), else graph breaks.
  */
 #include "capture/trace/trace.h"
 
@@ -46,26 +47,6 @@ static bool frozen_module(PyObject *mod)
     return d && cap_frozen_globals(d);
 }
 
-/* A value read from outside: wrapped with guards when the source is known. */
-static int outside_value(cap_trace *T, PyObject *v, int src, PyObject **out)
-{
-    if (src < 0) {
-        *out = Py_NewRef(v);
-        return CAP_NEXT;
-    }
-    *out = cap_t_wrap(T, v, src);
-    return *out ? CAP_NEXT : CAP_ERR;
-}
-
-static int derived(cap_trace *T, PyObject *v, int kind, int parent, int index, PyObject *key,
-                   PyObject **out)
-{
-    int s = parent >= 0 ? cap_source_add(T, kind, parent, 0, index, key) : -1;
-    if (parent >= 0 && s < 0)
-        return CAP_ERR;
-    return outside_value(T, v, s, out);
-}
-
 static int const_value(cap_trace *T, PyObject *v, PyObject **out)
 {
     if (cap_is_constant(v) || cap_is_tensor(v)) {
@@ -73,7 +54,7 @@ static int const_value(cap_trace *T, PyObject *v, PyObject **out)
         return CAP_NEXT;
     }
     int s = cap_source_add(T, CAP_S_CONST, -1, 0, 0, v);
-    return s < 0 ? CAP_ERR : outside_value(T, v, s, out);
+    return s < 0 ? CAP_ERR : cap_t_outside_value(T, v, s, out);
 }
 
 static PyObject *inst_dict(PyObject *obj)
@@ -127,7 +108,7 @@ static int module_attr(cap_trace *T, PyObject *mod, int src, PyObject *name, PyO
             continue;
         *found = true;
         Py_DECREF(d);
-        return derived(T, v, kinds[k], src, 0, name, out);
+        return cap_t_derived(T, v, kinds[k], src, 0, name, out);
     }
     Py_DECREF(d);
     return CAP_NEXT;
@@ -181,7 +162,7 @@ static int real_attr(cap_trace *T, PyObject *obj, PyObject *name, int src, PyObj
     PyObject *v = PyObject_GetAttr(obj, name);
     if (!v)
         return CAP_ERR;
-    int rc = derived(T, v, CAP_S_ATTR, src, 0, name, out);
+    int rc = cap_t_derived(T, v, CAP_S_ATTR, src, 0, name, out);
     Py_DECREF(v);
     return rc;
 }
@@ -216,7 +197,7 @@ static int module_object_attr(cap_trace *T, PyObject *obj, PyObject *name, int s
     if (src < 0 && !frozen_module(obj)) /* imported in the trace: still guarded */
         src = cap_t_const_source(T, obj);
     rc = src < 0 || frozen_module(obj) ? const_value(T, v, out)
-                                       : derived(T, v, CAP_S_INSTDICT, src, 0, name, out);
+                                       : cap_t_derived(T, v, CAP_S_INSTDICT, src, 0, name, out);
     Py_DECREF(v);
     return rc;
 }
@@ -277,7 +258,7 @@ static int class_lookup(cap_interp *I, PyObject *obj, PyObject *name, int src, P
         if (v) {
             Py_INCREF(v);
             Py_DECREF(d);
-            int rc = derived(T, v, CAP_S_INSTDICT, src, 0, name, out);
+            int rc = cap_t_derived(T, v, CAP_S_INSTDICT, src, 0, name, out);
             Py_DECREF(v);
             return rc;
         }
@@ -293,7 +274,7 @@ static int class_lookup(cap_interp *I, PyObject *obj, PyObject *name, int src, P
                 *out = m;
                 return m ? CAP_NEXT : CAP_ERR;
             }
-            int rc = derived(T, m, CAP_S_ATTR, src, 0, name, out);
+            int rc = cap_t_derived(T, m, CAP_S_ATTR, src, 0, name, out);
             Py_DECREF(m);
             return rc;
         }
@@ -302,7 +283,7 @@ static int class_lookup(cap_interp *I, PyObject *obj, PyObject *name, int src, P
             *out = get(descr, obj, (PyObject *)Py_TYPE(obj));
             return *out ? CAP_NEXT : CAP_ERR;
         }
-        return derived(T, descr, CAP_S_ATTR, src, 0, name, out);
+        return cap_t_derived(T, descr, CAP_S_ATTR, src, 0, name, out);
     }
     return CAP_NONE;
 }
@@ -331,7 +312,7 @@ static int missing_attr(cap_interp *I, PyObject *obj, PyObject *name, int src, P
     PyObject *v = PyObject_GetAttr(obj, name);
     if (!v)
         return CAP_ERR;
-    int rc = outside_value(T, v, -1, out);
+    int rc = cap_t_outside_value(T, v, -1, out);
     Py_DECREF(v);
     return rc;
 }
@@ -521,7 +502,7 @@ static PyObject *seq_wrapped(cap_trace *T, PyObject *o, int src, Py_ssize_t star
     for (Py_ssize_t k = 0; r && k < n; k++) {
         Py_ssize_t i = start + k * step;
         PyObject *w = NULL;
-        if (derived(T, seq_item(o, i), CAP_S_INDEX, src, (int)i, NULL, &w) != CAP_NEXT) {
+        if (cap_t_derived(T, seq_item(o, i), CAP_S_INDEX, src, (int)i, NULL, &w) != CAP_NEXT) {
             Py_CLEAR(r);
             break;
         }
@@ -558,18 +539,6 @@ static int keys_guard(cap_trace *T, PyObject *d, int src, PyObject **keys_out)
     }
     *keys_out = t;
     return 0;
-}
-
-int cap_t_stored_dict_item(cap_trace *T, PyObject *d, PyObject *key, PyObject **out)
-{
-    PyObject *v = PyDict_GetItemWithError(d, key);
-    int src = cap_t_source_of(T, d);
-    if (!v) {
-        if (!PyErr_Occurred() && cap_guard_add(T, CAP_G_DICT_HAS, src, key, 0) == 0)
-            PyErr_SetObject(PyExc_KeyError, key);
-        return CAP_ERR;
-    }
-    return derived(T, v, CAP_S_ITEM, src, 0, key, out);
 }
 
 /* d[key] of a key d does not hold, as dict's lookup answers it: a Python
@@ -610,6 +579,63 @@ static int missing_item(cap_interp *I, PyObject *d, PyObject *key, PyObject **ou
     return rc;
 }
 
+/* obj[t] with t a symbolic tensor: its value is known while tracing where
+ * t is a constant of the trace, and eager's index is used, as torch.compile
+ * does; else a break. */
+static int tensor_key_item(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out)
+{
+    PyObject *index = PySequence_Check(obj) ? cap_t_const_index(I->T, key) : NULL;
+    int rc = index ? cap_t_getitem(I, obj, index, out)
+                   : cap_t_break(I->T, CAP_B_TENSOR_ITEM, "a tensor used as an index of a %s",
+                                 cap_tpname(Py_TYPE(obj)));
+    Py_XDECREF(index);
+    return rc;
+}
+
+/* d[key] of an outside dict d (at src): the key's presence is guarded. */
+static int outside_dict_item(cap_interp *I, PyObject *obj, PyObject *key, int src, PyObject **out)
+{
+    cap_trace *T = I->T;
+    if (!cap_is_key(key))
+        return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "outside dict indexed by a %s",
+                           cap_tpname(Py_TYPE(key)));
+    int has = PyDict_Contains(obj, key);
+    if (has == 0 && cap_guard_add(T, CAP_G_DICT_HAS, src, key, 0) == 0)
+        return missing_item(I, obj, key, out);
+    return has < 0 || PyErr_Occurred() ? CAP_ERR : cap_t_stored_dict_item(T, obj, key, out);
+}
+
+/* o[i] or o[a:b:c] of an outside list or tuple o (at src), its length
+ * guarded; CAP_NONE for other keys. */
+static int outside_seq_item(cap_trace *T, PyObject *obj, PyObject *key, int src, PyObject **out)
+{
+    if (len_guard(T, obj, src) < 0)
+        return CAP_ERR;
+    Py_ssize_t n = seq_len(obj);
+    if (PyIndex_Check(key)) {
+        Py_ssize_t i = PyNumber_AsSsize_t(key, PyExc_IndexError);
+        if (i == -1 && PyErr_Occurred())
+            return CAP_ERR;
+        if (i < 0)
+            i += n;
+        if (i < 0 || i >= n) {
+            PyErr_Format(PyExc_IndexError, "%s index out of range",
+                         PyList_Check(obj) ? "list" : "tuple");
+            return CAP_ERR;
+        }
+        return cap_t_derived(T, seq_item(obj, i), CAP_S_INDEX, src, (int)i, NULL, out);
+    }
+    if (PySlice_Check(key)) {
+        Py_ssize_t start, stop, step;
+        if (PySlice_Unpack(key, &start, &stop, &step) < 0)
+            return CAP_ERR;
+        Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step);
+        *out = seq_wrapped(T, obj, src, start, step, len, PyTuple_Check(obj));
+        return *out ? CAP_NEXT : CAP_ERR;
+    }
+    return CAP_NONE;
+}
+
 int cap_t_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out)
 {
     cap_trace *T = I->T;
@@ -617,15 +643,8 @@ int cap_t_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out)
         return cap_thooks.getitem(T, (cap_tensor *)obj, key, out);
     if (cap_t_is_real_tensor(obj) || cap_t_is_real_tensor(key))
         return cap_t_real_tensor(T, cap_t_is_real_tensor(obj) ? obj : key, "indexing");
-    if (cap_is_tensor(key) && !cap_t_dict_of_trace(T, obj)) {
-        /* its value is known while tracing: eager's index, as torch.compile */
-        PyObject *index = PySequence_Check(obj) ? cap_t_const_index(T, key) : NULL;
-        int rc = index ? cap_t_getitem(I, obj, index, out)
-                       : cap_t_break(T, CAP_B_TENSOR_ITEM, "a tensor used as an index of a %s",
-                                     cap_tpname(Py_TYPE(obj)));
-        Py_XDECREF(index);
-        return rc;
-    }
+    if (cap_is_tensor(key) && !cap_t_dict_of_trace(T, obj))
+        return tensor_key_item(I, obj, key, out);
     PyObject *written = NULL;
     switch (plain_dict(obj) ? cap_t_dict_written(T, obj, key, &written) : -1) {
     case 1:
@@ -649,41 +668,10 @@ int cap_t_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out)
         *out = PyObject_GetItem(obj, key);
         return *out ? CAP_NEXT : CAP_ERR;
     }
-    if (plain_dict(obj)) {
-        if (!cap_is_key(key))
-            return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "outside dict indexed by a %s",
-                               cap_tpname(Py_TYPE(key)));
-        int has = PyDict_Contains(obj, key);
-        if (has == 0 && cap_guard_add(T, CAP_G_DICT_HAS, src, key, 0) == 0)
-            return missing_item(I, obj, key, out);
-        return has < 0 || PyErr_Occurred() ? CAP_ERR : cap_t_stored_dict_item(T, obj, key, out);
-    }
-    if (plain_seq(obj)) {
-        if (len_guard(T, obj, src) < 0)
-            return CAP_ERR;
-        Py_ssize_t n = seq_len(obj);
-        if (PyIndex_Check(key)) {
-            Py_ssize_t i = PyNumber_AsSsize_t(key, PyExc_IndexError);
-            if (i == -1 && PyErr_Occurred())
-                return CAP_ERR;
-            if (i < 0)
-                i += n;
-            if (i < 0 || i >= n) {
-                PyErr_Format(PyExc_IndexError, "%s index out of range",
-                             PyList_Check(obj) ? "list" : "tuple");
-                return CAP_ERR;
-            }
-            return derived(T, seq_item(obj, i), CAP_S_INDEX, src, (int)i, NULL, out);
-        }
-        if (PySlice_Check(key)) {
-            Py_ssize_t start, stop, step;
-            if (PySlice_Unpack(key, &start, &stop, &step) < 0)
-                return CAP_ERR;
-            Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step);
-            *out = seq_wrapped(T, obj, src, start, step, len, PyTuple_Check(obj));
-            return *out ? CAP_NEXT : CAP_ERR;
-        }
-    }
+    if (plain_dict(obj))
+        return outside_dict_item(I, obj, key, src, out);
+    if (plain_seq(obj) && (rc = outside_seq_item(T, obj, key, src, out)) != CAP_NONE)
+        return rc;
     return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "subscript of an outside %s",
                        cap_tpname(Py_TYPE(obj)));
 }
@@ -785,7 +773,7 @@ static PyObject *module_children(cap_trace *T, PyObject *mod, int src, bool keys
             PyList_SetItem(list, i, Py_NewRef(k));
             continue;
         }
-        if (derived(T, PyDict_GetItem(mods, k), CAP_S_ITEM, msrc, 0, k, &w) != CAP_NEXT) {
+        if (cap_t_derived(T, PyDict_GetItem(mods, k), CAP_S_ITEM, msrc, 0, k, &w) != CAP_NEXT) {
             Py_CLEAR(list);
             break;
         }
@@ -797,41 +785,85 @@ done:
     return list;
 }
 
-/* The remaining items of anything iterable, as a new list; outside
- * containers' items keep their sources. NULL with CAP_BREAK when ptc cannot
- * enumerate it. */
-PyObject *cap_t_materialize(cap_interp *I, PyObject *obj, int *rc)
+/* iter(t) of a symbolic tensor: a walk over its rows (unbound). */
+static int iter_tensor(cap_trace *T, PyObject *obj, PyObject **out)
 {
-    PyObject *it = NULL, *v = NULL, *list = PyList_New(0);
-    /* A Python __iter__ (a user container, a MutableMapping) runs in a
-       nested run: main turned its pushed frame into a break and left it on
-       the stack, so list(m) returned m.__iter__()'s iterator. */
-    *rc = cap_t_settle(I, I->frame, cap_t_iter(I, obj, &it), &it);
-    if (*rc != CAP_NEXT) {
-        Py_XDECREF(list);
-        return NULL;
+    PyObject *items = cap_thooks.unbind(T, (cap_tensor *)obj);
+    if (!items)
+        return PyErr_Occurred() ? CAP_ERR : CAP_BREAK;
+    *out = cap_iter_seq(items, -1, T);
+    Py_DECREF(items);
+    return *out ? CAP_NEXT : CAP_ERR;
+}
+
+/* iter(d) of a dict with no Python __iter__: a walk over its keys (guarded
+ * at src), which checks d's size at each step. */
+static int iter_dict(cap_trace *T, PyObject *obj, int src, PyObject **out)
+{
+    PyObject *keys = NULL;
+    if (keys_guard(T, obj, src, &keys) < 0)
+        return PyErr_ExceptionMatches(PyExc_TypeError)
+                   ? (PyErr_Clear(), cap_t_break(T, CAP_B_OPAQUE_ITERATOR, "dict with non-constant keys"))
+                   : CAP_ERR;
+    *out = cap_iter_seq(keys, -1, T);
+    Py_DECREF(keys);
+    if (*out)
+        cap_iter_set_owner((cap_iter *)*out, obj);
+    return *out ? CAP_NEXT : CAP_ERR;
+}
+
+static int iter_range(PyObject *obj, PyObject **out)
+{
+    PyObject *a = PyObject_GetAttrString(obj, "start"), *s = PyObject_GetAttrString(obj, "step");
+    Py_ssize_t n = PyObject_Size(obj);
+    if (a && s && n >= 0)
+        *out = cap_iter_range(PyLong_AsLongLong(a), PyLong_AsLongLong(s), n);
+    Py_XDECREF(a);
+    Py_XDECREF(s);
+    return *out ? CAP_NEXT : CAP_ERR;
+}
+
+/* The items of any other iterable, listed now (*list): a container module's
+ * children (wrapped), or what iterating it for real gives where it was made
+ * in the trace; a Python __iter__ is inlined instead (CAP_FRAME). A C
+ * iterator made in the trace (itertools.count()) is advanced for real, one
+ * item at a time, as eager does: *out is it, *list stays NULL. */
+static int listed_items(cap_interp *I, PyObject *obj, int src, PyObject **list, PyObject **out)
+{
+    cap_trace *T = I->T;
+    if (src >= 0 && !module_written(T, obj) &&
+        (is_container_module(obj, "ModuleList") || is_container_module(obj, "Sequential") ||
+         is_container_module(obj, "ModuleDict"))) {
+        *list = module_children(T, obj, src, is_container_module(obj, "ModuleDict"));
+        return *list ? CAP_NEXT : CAP_ERR;
     }
-    while ((*rc = cap_t_next_sync(I, it, &v)) == CAP_NEXT && v) {
-        PyList_Append(list, v);
-        Py_DECREF(v);
+    PyObject *m = python_method(obj, "__iter__", NULL);
+    if (m) {
+        PyObject *args[1] = {obj};
+        int rc = cap_call_inline(I, m, args, 1, NULL, cap_ret_push);
+        if (rc != CAP_NEXT)
+            return rc;
     }
-    Py_DECREF(it);
-    if (*rc != CAP_NEXT)
-        Py_CLEAR(list);
-    return list;
+    if (src >= 0 && PyObject_TypeCheck(obj, (PyTypeObject *)cap_P.GeneratorType))
+        return cap_t_break(T, CAP_B_GENERATOR, "iteration over a generator");
+    if (src >= 0 && !cap_is_constant(obj))
+        return cap_t_break(T, CAP_B_OPAQUE_ITERATOR, "iteration over an outside %s",
+                           cap_tpname(Py_TYPE(obj)));
+    if (PyObject_TypeCheck(obj, (PyTypeObject *)cap_P.GeneratorType))
+        cap_t_note_skipped(T, obj);
+    else if (PyIter_Check(obj)) {
+        *out = PyObject_GetIter(obj);
+        return *out ? CAP_NEXT : CAP_ERR;
+    }
+    *list = PySequence_List(obj);
+    return *list ? CAP_NEXT : CAP_ERR;
 }
 
 int cap_t_iter(cap_interp *I, PyObject *obj, PyObject **out)
 {
     cap_trace *T = I->T;
-    if (cap_is_tensor(obj)) {
-        PyObject *items = cap_thooks.unbind(T, (cap_tensor *)obj);
-        if (!items)
-            return PyErr_Occurred() ? CAP_ERR : CAP_BREAK;
-        *out = cap_iter_seq(items, -1, T);
-        Py_DECREF(items);
-        return *out ? CAP_NEXT : CAP_ERR;
-    }
+    if (cap_is_tensor(obj))
+        return iter_tensor(T, obj, out);
     if (cap_is_ptc_iter(obj)) {
         *out = Py_NewRef(obj);
         return CAP_NEXT;
@@ -842,63 +874,19 @@ int cap_t_iter(cap_interp *I, PyObject *obj, PyObject **out)
     if (rc != CAP_NEXT)
         return rc;
     int src = cap_t_source_of(T, obj);
-    PyObject *list = NULL;
     if (plain_seq(obj)) {
         if (len_guard(T, obj, src) < 0)
             return CAP_ERR;
         *out = cap_iter_seq(obj, src, T);
         return *out ? CAP_NEXT : CAP_ERR;
     }
-    if (PyDict_Check(obj) && !python_method(obj, "__iter__", NULL)) {
-        PyObject *keys = NULL;
-        if (keys_guard(T, obj, src, &keys) < 0)
-            return PyErr_ExceptionMatches(PyExc_TypeError)
-                       ? (PyErr_Clear(), cap_t_break(T, CAP_B_OPAQUE_ITERATOR, "dict with non-constant keys"))
-                       : CAP_ERR;
-        *out = cap_iter_seq(keys, -1, T);
-        Py_DECREF(keys);
-        if (*out)
-            cap_iter_set_owner((cap_iter *)*out, obj);
-        return *out ? CAP_NEXT : CAP_ERR;
-    }
-    if (PyObject_TypeCheck(obj, &PyRange_Type)) {
-        PyObject *a = PyObject_GetAttrString(obj, "start"), *s = PyObject_GetAttrString(obj, "step");
-        Py_ssize_t n = PyObject_Size(obj);
-        if (a && s && n >= 0)
-            *out = cap_iter_range(PyLong_AsLongLong(a), PyLong_AsLongLong(s), n);
-        Py_XDECREF(a);
-        Py_XDECREF(s);
-        return *out ? CAP_NEXT : CAP_ERR;
-    }
-    if (src >= 0 && !module_written(T, obj) &&
-        (is_container_module(obj, "ModuleList") || is_container_module(obj, "Sequential") ||
-         is_container_module(obj, "ModuleDict"))) {
-        list = module_children(T, obj, src, is_container_module(obj, "ModuleDict"));
-    } else {
-        PyObject *m = python_method(obj, "__iter__", NULL);
-        if (m) {
-            PyObject *args[1] = {obj};
-            int rc = cap_call_inline(I, m, args, 1, NULL, cap_ret_push);
-            if (rc != CAP_NEXT)
-                return rc;
-        }
-        if (src >= 0 && PyObject_TypeCheck(obj, (PyTypeObject *)cap_P.GeneratorType))
-            return cap_t_break(T, CAP_B_GENERATOR, "iteration over a generator");
-        if (src >= 0 && !cap_is_constant(obj))
-            return cap_t_break(T, CAP_B_OPAQUE_ITERATOR, "iteration over an outside %s",
-                               cap_tpname(Py_TYPE(obj)));
-        if (PyObject_TypeCheck(obj, (PyTypeObject *)cap_P.GeneratorType))
-            cap_t_note_skipped(T, obj);
-        else if (PyIter_Check(obj)) {
-            /* An iterator of a C type made in the trace (itertools.count()):
-               advanced for real, one item at a time, as eager does. */
-            *out = PyObject_GetIter(obj);
-            return *out ? CAP_NEXT : CAP_ERR;
-        }
-        list = PySequence_List(obj);
-    }
-    if (!list)
-        return CAP_ERR;
+    if (PyDict_Check(obj) && !python_method(obj, "__iter__", NULL))
+        return iter_dict(T, obj, src, out);
+    if (PyObject_TypeCheck(obj, &PyRange_Type))
+        return iter_range(obj, out);
+    PyObject *list = NULL;
+    if ((rc = listed_items(I, obj, src, &list, out)) != CAP_NEXT || !list)
+        return rc;
     *out = cap_iter_seq(list, -1, T);
     Py_DECREF(list);
     if (*out && (PyAnySet_Check(obj) || PyDictKeys_Check(obj) || PyDictValues_Check(obj) ||
@@ -917,7 +905,7 @@ int cap_t_next(cap_interp *I, PyObject *it, PyObject **out)
             *out = v;
             return v || !PyErr_Occurred() ? CAP_NEXT : CAP_ERR;
         }
-        int rc = derived(T, v, CAP_S_INDEX, ci->src, (int)(ci->rev ? ci->i + 1 : ci->i - 1), NULL, out);
+        int rc = cap_t_derived(T, v, CAP_S_INDEX, ci->src, (int)(ci->rev ? ci->i + 1 : ci->i - 1), NULL, out);
         Py_DECREF(v);
         return rc;
     }
@@ -948,7 +936,7 @@ int cap_t_load_global(cap_trace *T, cap_frame *f, PyObject *name, PyObject *v, b
     if (gsrc < 0)
         return CAP_ERR;
     cap_t_map(T, f->globals, gsrc);
-    return derived(T, v, CAP_S_ITEM, gsrc, 0, name, out);
+    return cap_t_derived(T, v, CAP_S_ITEM, gsrc, 0, name, out);
 }
 
 /* ---- guards for truth, membership and operands ------------------------------------------ */
@@ -984,7 +972,7 @@ int cap_t_contains_guard(cap_trace *T, PyObject *container, PyObject *item)
             return CAP_ERR;
         for (Py_ssize_t i = 0; i < seq_len(container); i++) {
             PyObject *w = NULL;
-            if (derived(T, seq_item(container, i), CAP_S_INDEX, src, (int)i, NULL, &w) != CAP_NEXT)
+            if (cap_t_derived(T, seq_item(container, i), CAP_S_INDEX, src, (int)i, NULL, &w) != CAP_NEXT)
                 return CAP_ERR;
             Py_DECREF(w);
         }
@@ -1067,7 +1055,7 @@ PyObject *cap_t_flow(cap_trace *T, PyObject *obj)
         while (list && (v = cap_iter_next_raw(ci))) {
             PyObject *w = v;
             if (ci->src >= 0) {
-                if (derived(T, v, CAP_S_INDEX, ci->src, (int)(ci->rev ? ci->i + 1 : ci->i - 1), NULL, &w) != CAP_NEXT)
+                if (cap_t_derived(T, v, CAP_S_INDEX, ci->src, (int)(ci->rev ? ci->i + 1 : ci->i - 1), NULL, &w) != CAP_NEXT)
                     Py_CLEAR(list);
                 Py_DECREF(v);
             }
@@ -1139,7 +1127,7 @@ PyObject *cap_t_stored_items(cap_trace *T, PyObject *obj)
         d = PyDict_New();
         for (Py_ssize_t i = 0; d && i < PyTuple_Size(keys); i++) {
             PyObject *k = PyTuple_GetItem(keys, i), *w = NULL;
-            if (derived(T, PyDict_GetItem(obj, k), CAP_S_ITEM, src, 0, k, &w) != CAP_NEXT ||
+            if (cap_t_derived(T, PyDict_GetItem(obj, k), CAP_S_ITEM, src, 0, k, &w) != CAP_NEXT ||
                 PyDict_SetItem(d, k, w) < 0)
                 Py_CLEAR(d);
             Py_XDECREF(w);
@@ -1271,9 +1259,12 @@ int cap_t_before_with(cap_interp *I, cap_frame *f, PyObject *mgr)
         exit = Py_NewRef(mgr); /* set_grad_enabled(mode) already applied the mode */
         enter = Py_NewRef(Py_None);
     } else if (cap_amp_is_manager(mgr)) {
-        int rc = cap_amp_enter(T, mgr, &exit);
-        if (rc != CAP_NEXT)
+        exit = cap_gradexit_new(CAP_EXIT_AMP, false);
+        int rc = exit ? cap_amp_enter(T, mgr, &((cap_gradexit *)exit)->amp_prev) : CAP_ERR;
+        if (rc != CAP_NEXT) {
+            Py_XDECREF(exit);
             return rc;
+        }
         enter = Py_NewRef(mgr);
     } else if (t == cap_T.nullcontext) {
         exit = cap_gradexit_new(CAP_EXIT_NONE, false);

@@ -2,8 +2,8 @@
  * starting state, and wrapping the outside values that enter the trace.
  *
  * Every value that enters a trace from outside (a local of the starting
- * state, a global, an attribute or item of an outside object, a closure cell)
- * gets a source, and the guards its type calls for are installed right away:
+ * state, a global, an attribute or item of an outside object, a closure cell,
+ * a default an inlined call binds) gets a source, and the guards its type calls for are installed right away:
  * constants are compared by value, modules and functions by identity, tensors
  * by their metadata (and become graph inputs), other objects by type. Sources
  * and guards are interned, so reading `self.conv1` twice costs one guard.
@@ -105,6 +105,16 @@ int cap_t_source_of(cap_trace *T, PyObject *obj)
     return v ? (int)PyLong_AsLong(v) : -1;
 }
 
+bool cap_t_outside(cap_trace *T, PyObject *obj)
+{
+    return cap_t_source_of(T, obj) >= 0;
+}
+
+bool cap_t_dict_of_trace(cap_trace *T, PyObject *obj)
+{
+    return PyDict_CheckExact(obj) && !cap_t_outside(T, obj);
+}
+
 int cap_t_note_function(cap_trace *T, PyObject *fn)
 {
     PyObject *k = PyLong_FromVoidPtr(fn);
@@ -133,6 +143,17 @@ int cap_t_map(cap_trace *T, PyObject *obj, int src)
     Py_XDECREF(k);
     Py_XDECREF(v);
     return rc;
+}
+
+bool cap_is_enum_member(PyObject *o)
+{
+    static PyObject *Enum;
+    if (!Enum) {
+        Enum = cap_import_path("enum.Enum");
+        if (!Enum)
+            return false;
+    }
+    return PyObject_TypeCheck(o, (PyTypeObject *)Enum);
 }
 
 bool cap_is_constant(PyObject *o)
@@ -331,6 +352,45 @@ static PyObject *wrap_tensor(cap_trace *T, PyObject *obj, int src)
     return (PyObject *)ct;
 }
 
+/* The default that f's slot i holds, bound from defaults (a tuple, or the
+ * kw-only dict) at defaults_src: outside objects reached through it. */
+static int wrap_default(cap_trace *T, cap_frame *f, PyObject *d, int kind, int defaults_src,
+                        int index, PyObject *key)
+{
+    if (cap_is_constant(d))
+        return 0;
+    for (int i = 0; i < f->code->nlp; i++) {
+        if (f->lp[i] != d)
+            continue;
+        int s = cap_source_add(T, kind, defaults_src, 0, index, key);
+        PyObject *w = s >= 0 ? cap_t_wrap(T, d, s) : NULL;
+        if (!w)
+            return -1;
+        Py_SETREF(f->lp[i], w);
+    }
+    return 0;
+}
+
+int cap_t_wrap_defaults(cap_trace *T, cap_frame *f, PyObject *defaults, int defaults_src)
+{
+    /* An inlined call's default is the function's own object, as eager's:
+       a tensor written in place or a list appended to keeps the write for
+       the next call. So it is an outside object reached through
+       __defaults__ (a graph input; a logged and replayed mutation), not a
+       constant of the trace. */
+    if (PyTuple_Check(defaults))
+        for (Py_ssize_t j = 0; j < PyTuple_Size(defaults); j++)
+            if (wrap_default(T, f, PyTuple_GetItem(defaults, j), CAP_S_INDEX, defaults_src,
+                             (int)j, NULL) < 0)
+                return -1;
+    PyObject *key, *d;
+    Py_ssize_t pos = 0;
+    while (PyDict_Check(defaults) && PyDict_Next(defaults, &pos, &key, &d))
+        if (wrap_default(T, f, d, CAP_S_ITEM, defaults_src, 0, key) < 0)
+            return -1;
+    return 0;
+}
+
 int cap_t_identity_guards(cap_trace *T)
 {
     int n = T->g ? T->g->ninputs : 0, last = -1;
@@ -513,6 +573,38 @@ PyObject *cap_t_wrap(cap_trace *T, PyObject *obj, int src)
     if (w)
         T->src_val[src] = Py_NewRef(w);
     return w;
+}
+
+/* A value read from outside: wrapped with guards when the source is known. */
+int cap_t_outside_value(cap_trace *T, PyObject *v, int src, PyObject **out)
+{
+    if (src < 0) {
+        *out = Py_NewRef(v);
+        return CAP_NEXT;
+    }
+    *out = cap_t_wrap(T, v, src);
+    return *out ? CAP_NEXT : CAP_ERR;
+}
+
+int cap_t_derived(cap_trace *T, PyObject *v, int kind, int parent, int index, PyObject *key,
+                  PyObject **out)
+{
+    int s = parent >= 0 ? cap_source_add(T, kind, parent, 0, index, key) : -1;
+    if (parent >= 0 && s < 0)
+        return CAP_ERR;
+    return cap_t_outside_value(T, v, s, out);
+}
+
+int cap_t_stored_dict_item(cap_trace *T, PyObject *d, PyObject *key, PyObject **out)
+{
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    int src = cap_t_source_of(T, d);
+    if (!v) {
+        if (!PyErr_Occurred() && cap_guard_add(T, CAP_G_DICT_HAS, src, key, 0) == 0)
+            PyErr_SetObject(PyExc_KeyError, key);
+        return CAP_ERR;
+    }
+    return cap_t_derived(T, v, CAP_S_ITEM, src, 0, key, out);
 }
 
 /* type(obj) as eager sees it. The type of an outside object is an outside

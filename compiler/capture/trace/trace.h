@@ -264,7 +264,7 @@ int cap_tmeta_size_change(PyObject *t, const cap_tmeta *m);
 void cap_tmeta_str(const cap_tmeta *m, char *buf, size_t size);
 void cap_tmeta_type(const cap_tmeta *m, ptc_ttype *t);
 
-/* ---- graph nodes and symbolic tensors (nodes.c) --------------------------------- */
+/* ---- symbolic tensors (lifecycle.c) and graph nodes (nodes.c) ------------------ */
 
 /* A new symbolic tensor for graph value v. */
 PyObject *cap_tensor_new(cap_trace *T, ptc_value *v);
@@ -290,10 +290,13 @@ int cap_amp_write(const cap_amp *a); /* makes it torch's state */
 int64_t cap_amp_pack(const cap_amp *a);
 cap_amp cap_amp_unpack(int64_t n);
 void cap_amp_str(int64_t n, char *buf, size_t size);
-/* Casts op's tensor arguments the way autocast would in the trace's state. */
-int cap_amp_cast(cap_trace *T, ptc_op op, ptc_arg *args, int nargs);
+/* The dtype autocast casts v, a tensor argument of op, to in the trace's
+ * state, or -1 (nodes.c builds the casts). */
+int cap_amp_cast_dtype(const cap_trace *T, ptc_op op, const ptc_value *v);
 bool cap_amp_is_manager(PyObject *mgr);
-int cap_amp_enter(cap_trace *T, PyObject *mgr, PyObject **exit);
+/* Enters an autocast region in the trace; *prev: the state its exit
+ * restores (cap_gradexit.amp_prev). */
+int cap_amp_enter(cap_trace *T, PyObject *mgr, int64_t *prev);
 int cap_amp_query(cap_trace *T, PyObject *callable, PyObject *const *args, int nargs,
                   PyObject **out);
 
@@ -471,13 +474,13 @@ int cap_t_note_input(cap_trace *T, PyObject *real, int src, const char *name);
 /* Before t, an input, is first written: a break when another input shares
  * its storage. CAP_NEXT or CAP_BREAK. */
 int cap_t_check_unshared(cap_trace *T, cap_tensor *t);
+/* May t, a graph input, take the value nv in place? CAP_NEXT when it may
+ * (then cap_t_note_written records it), else a PTC-B012 break: constants,
+ * aliases of another input, inputs or values that require gradients. */
+int cap_t_check_writable(cap_trace *T, cap_tensor *t, ptc_value *nv);
 /* At the end: the NOALIAS guard over the written inputs (0 / -1). */
 int cap_t_alias_guards(cap_trace *T);
 bool cap_noalias_guard_ok(const cap_guard *g, PyObject *const *vals);
-/* The defaults f's call bound that are not constants (defaults: its
- * function's __defaults__ or __kwdefaults__, reached by defaults_src) become
- * outside objects reached through it: tensors graph inputs (0 / -1). */
-int cap_t_wrap_defaults(cap_trace *T, cap_frame *f, PyObject *defaults, int defaults_src);
 /* The source an outside object was reached by, or -1. */
 int cap_t_source_of(cap_trace *T, PyObject *obj);
 /* Functions made while tracing (recipes rebuild them; any other function is
@@ -501,6 +504,20 @@ int cap_t_map(cap_trace *T, PyObject *obj, int src);
  * returns what the interpreter should hold instead (a cap_tensor for tensors).
  * New reference. */
 PyObject *cap_t_wrap(cap_trace *T, PyObject *obj, int src);
+/* The defaults f's call bound that are not constants (defaults: its
+ * function's __defaults__ or __kwdefaults__, reached by defaults_src) become
+ * outside objects reached through it: tensors graph inputs (0 / -1). */
+int cap_t_wrap_defaults(cap_trace *T, cap_frame *f, PyObject *defaults, int defaults_src);
+/* A value read from outside: wrapped with guards when src, its source, is
+ * known (>= 0), else itself. CAP_NEXT or CAP_ERR. */
+int cap_t_outside_value(cap_trace *T, PyObject *v, int src, PyObject **out);
+/* v, read from the outside object at source parent (an attribute, item or
+ * index of it: kind, index, key), through its derived source. */
+int cap_t_derived(cap_trace *T, PyObject *v, int kind, int parent, int index, PyObject *key,
+                  PyObject **out);
+/* d[key] as d stores it (dict's own lookup, whatever a subclass overrides),
+ * read through d's source; eager's KeyError when missing. */
+int cap_t_stored_dict_item(cap_trace *T, PyObject *d, PyObject *key, PyObject **out);
 
 /* type(obj) (one argument), as eager's; of an outside object, reached by
  * type(obj). CAP_NEXT or CAP_ERR. */
@@ -528,20 +545,19 @@ int cap_t_load_cell(cap_trace *T, PyObject *cell, PyObject **v);
 /* Is obj a value that can be used as a compile-time constant (immutable and
  * made of constants)? */
 bool cap_is_constant(PyObject *obj);
+/* An enum member (compared by identity and taken as a constant). */
+bool cap_is_enum_member(PyObject *o);
 /* __defaults__ (kw false) or __kwdefaults__ (kw true) made of constants only. */
 bool cap_constant_defaults(PyObject *d, bool kw);
 /* A dict key whose lookups are stable under guards: a constant, a class, a
  * module or a function. */
 bool cap_is_key(PyObject *o);
 /* Is obj outside (has a source)? */
-static inline bool cap_t_outside(cap_trace *T, PyObject *obj) { return cap_t_source_of(T, obj) >= 0; }
+bool cap_t_outside(cap_trace *T, PyObject *obj);
 /* A dict made in this trace: it holds the trace's own objects, so a symbolic
  * tensor key is found by identity (its hash is its id) as eager finds the
  * tensor; an outside dict holds the real tensors, so lookups there break. */
-static inline bool cap_t_dict_of_trace(cap_trace *T, PyObject *obj)
-{
-    return PyDict_CheckExact(obj) && !cap_t_outside(T, obj);
-}
+bool cap_t_dict_of_trace(cap_trace *T, PyObject *obj);
 
 /* ---- side effects on outside objects (effects.c) ------------------------------ */
 
@@ -583,9 +599,6 @@ int cap_t_dict_written(cap_trace *T, PyObject *d, PyObject *key, PyObject **v);
 /* d.get(key) on an outside dict as this trace sees it: the key's presence
  * guarded, *out the value (through its source) or NULL when it is missing. */
 int cap_t_dict_lookup(cap_interp *I, PyObject *d, PyObject *key, PyObject **out);
-/* d[key] as d stores it (dict's own lookup, whatever a subclass overrides),
- * read through d's source; eager's KeyError when missing. */
-int cap_t_stored_dict_item(cap_trace *T, PyObject *d, PyObject *key, PyObject **out);
 /* obj[key] = v (v NULL: del) on an outside list or dict; CAP_NONE for
  * other objects. */
 int cap_t_outside_item_write(cap_interp *I, PyObject *obj, PyObject *key, PyObject *v);
@@ -645,17 +658,12 @@ static inline bool cap_t_symbolic(cap_trace *T) { return T->syms.n > 0; }
  *      sync_calls.c) ---- */
 
 void cap_source_line(const char *file, int line, char *buf, size_t size);
-bool cap_is_enum_member(PyObject *o);
 void cap_input_name(cap_trace *T, int src, char *buf, size_t size);
 int cap_t_add_input(cap_trace *T, int src, PyObject *const_tensor);
 void cap_t_track_tensor(cap_trace *T, PyObject *t);
 const char *cap_t_intern_str(cap_trace *T, const char *s);
 void cap_t_note_node(cap_trace *T, ptc_node *n);
 bool cap_t_value_grad(cap_trace *T, ptc_value *v);
-/* May t, a graph input, take the value nv in place? CAP_NEXT when it may
- * (then cap_t_note_written records it), else a PTC-B012 break: constants,
- * aliases of another input, inputs or values that require gradients. */
-int cap_t_check_writable(cap_trace *T, cap_tensor *t, ptc_value *nv);
 int cap_t_note_written(cap_trace *T, cap_tensor *t);
 bool cap_t_is_written(cap_trace *T, cap_tensor *t);
 uint64_t cap_t_next_seed(cap_trace *T);
