@@ -9,8 +9,8 @@
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <unistd.h>
+
+#include "address_limit.h"
 
 static char *ixs(const ptc_ix *x)
 {
@@ -419,15 +419,8 @@ START_TEST(lowering_out_of_memory_is_an_error)
     ck_assert_msg(needs > (96u << 20), "lowering takes only %zu bytes: no test", needs);
     ptc_arena_free(a);
     a = ptc_arena_new();
-    long pages = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    ck_assert(f && fscanf(f, "%ld", &pages) == 1);
-    fclose(f);
-    struct rlimit old, lim;
-    ck_assert_int_eq(getrlimit(RLIMIT_AS, &old), 0);
-    lim = old;
-    lim.rlim_cur = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (8 << 20);
-    ck_assert_int_eq(setrlimit(RLIMIT_AS, &lim), 0);
+    struct rlimit old;
+    limit_address_space(8 << 20, &old);
     ptc_lprog *lp = ptc_lower(a, prims, &err);
     ck_assert_int_eq(setrlimit(RLIMIT_AS, &old), 0);
     ck_assert_ptr_null(lp);
