@@ -7,6 +7,7 @@ TorchFunctionMode, exception chaining and tracebacks, and functions marked
 torch.compiler.disable. Each test compares results, exceptions and state with
 the same program run eagerly.
 """
+import inspect
 import traceback
 
 import pytest
@@ -411,6 +412,22 @@ def test_traceback_reads_as_eager(fn, backend):
             assert frames_of(got) == frames_of(want)
             want, got = want.__cause__ or want.__context__, got.__cause__ or got.__context__
         assert got is None
+
+
+def test_a_raise_out_of_an_except_clause_breaks_at_its_place():
+    """Every break has a place: a raise that leaves an except clause breaks at
+    the clause's cleanup re-raise, which has no source line (the break read
+    file:0:0 with no text); it is placed where the exception came from, as
+    eager's traceback places it."""
+    compiled = ptc.compile(raise_in_inlined_helper_inside_except)
+    with pytest.raises(KeyError):
+        compiled(torch.ones(2))
+    (b,) = ptc.ExplainOutput(list(compiled._events()), None).breaks
+    lines, first = inspect.getsourcelines(raise_in_inlined_helper_inside_except)
+    at = next(i for i, text in enumerate(lines) if "_raises_key_error(y)" in text)
+    assert (b["code"], b["line"], b["col"], b["text"].strip()) == \
+        ("PTC-B013", first + at, lines[at].index("_raises") + 1, "_raises_key_error(y)")
+    assert b["stack"].endswith(":%d)" % (first + at)), b["stack"]
 
 
 # ---- a user's TorchFunctionMode around a compiled call --------------------------------------
