@@ -20,6 +20,9 @@
  * belongs to a child that died: alone, it fails with a CompileError saying
  * how (signal, exit status, or the time limit, PTC_COMPILE_TIMEOUT, past
  * which the child is killed); the items left run again in a new child.
+ * Ctrl-C is the parent's (the child ignores SIGINT): where the host says the
+ * user interrupted (ptc_interrupted), the child is killed and every item not
+ * done fails, with no retry.
  */
 #include "codegen/codegen.h"
 
@@ -39,7 +42,7 @@
 #include <sys/prctl.h>
 #endif
 
-enum { MAX_THREADS = 64, DEFAULT_TIMEOUT_S = 600 };
+enum { MAX_THREADS = 64, DEFAULT_TIMEOUT_S = 600, INTERRUPT_POLL_MS = 50 };
 /* A child's exit status when an allocation failed in it (llvm_errors.cpp). */
 enum { OUT_OF_MEMORY_STATUS = 86, LLVM_FATAL_STATUS = 87 };
 /* REC_FATAL: the item LLVM reported a fatal error on, just before the child
@@ -210,6 +213,7 @@ typedef struct child {
     bool ended; /* END came: the child is only exiting now */
     int status;
     bool reaped;
+    bool timed_out, interrupted; /* killed: past the deadline, or the user's Ctrl-C */
 } child;
 
 /* Where the records go: res, and which items are done or open (started,
@@ -260,23 +264,36 @@ static void take_records(child *c, sink *k)
     c->in.len -= at;
 }
 
-/* Reads the child's pipe until END or its end, killing it at the deadline. */
-static bool drain(child *c, sink *k, double deadline)
+/* How long drain may wait for the child's next bytes: until the deadline,
+ * in slices short enough to see the user's Ctrl-C. */
+static int wait_ms(const child *c, double deadline)
 {
-    bool timed_out = false;
+    int wait = INTERRUPT_POLL_MS;
+    if (deadline > 0 && !c->timed_out) {
+        double left = deadline - ptc_now_ms();
+        wait = left <= 0 ? 0 : left < wait ? (int)left + 1 : wait;
+    }
+    return wait;
+}
+
+/* Reads the child's pipe until END or its end, killing it at the deadline or
+ * when the user interrupts. */
+static void drain(child *c, sink *k, double deadline)
+{
     while (c->fd >= 0) {
         struct pollfd pf = {.fd = c->fd, .events = POLLIN};
-        int wait_ms = -1;
-        if (deadline > 0 && !timed_out) {
-            double left = deadline - ptc_now_ms();
-            wait_ms = left > 0 ? (int)left + 1 : 0;
+        int r = poll(&pf, 1, wait_ms(c, deadline));
+        if (!c->interrupted && ptc_interrupted()) {
+            c->interrupted = true;
+            kill(c->pid, SIGKILL);
         }
-        int r = poll(&pf, 1, wait_ms);
         if (r < 0 && errno == EINTR) /* a signal for the host: it acts once we return */
             continue;
         if (r == 0) {
-            timed_out = true;
-            kill(c->pid, SIGKILL);
+            if (deadline > 0 && !c->timed_out && ptc_now_ms() >= deadline) {
+                c->timed_out = true;
+                kill(c->pid, SIGKILL);
+            }
             continue;
         }
         char buf[65536];
@@ -291,7 +308,6 @@ static bool drain(child *c, sink *k, double deadline)
             c->fd = -1;
         }
     }
-    return timed_out;
 }
 
 static void *reap_in_background(void *pid)
@@ -325,10 +341,12 @@ static void reap(child *c)
     }
 }
 
-static void how_it_died(const child *c, bool timed_out, char *buf, size_t size)
+static void how_it_died(const child *c, char *buf, size_t size)
 {
     int sig = c->reaped && WIFSIGNALED(c->status) ? WTERMSIG(c->status) : 0;
-    if (timed_out && (sig == SIGKILL || !c->reaped))
+    if (c->interrupted && (sig == SIGKILL || !c->reaped))
+        snprintf(buf, size, "was stopped: the compile was interrupted (Ctrl-C)");
+    else if (c->timed_out && (sig == SIGKILL || !c->reaped))
         snprintf(buf, size,
                  "ran past the compile time limit (PTC_COMPILE_TIMEOUT=%g s) and was killed",
                  timeout_ms() / 1e3);
@@ -345,7 +363,7 @@ static void how_it_died(const child *c, bool timed_out, char *buf, size_t size)
 /* One child forked to run items[0..n) on nthreads threads; it is drained
  * and reaped. -1 when it could not be forked. */
 static int run_child(child *c, const int *items, int n, int nthreads, ptc_worker_fn fn, void *ctx,
-                     sink *k, double deadline, bool *timed_out)
+                     sink *k, double deadline)
 {
     int fds[2];
     if (pipe(fds) != 0)
@@ -369,7 +387,7 @@ static int run_child(child *c, const int *items, int n, int nthreads, ptc_worker
         return -1;
     }
     *c = (child){.pid = pid, .fd = fds[0]};
-    *timed_out = drain(c, k, deadline);
+    drain(c, k, deadline);
     reap(c);
     return 0;
 }
@@ -405,10 +423,9 @@ int ptc_worker_run(int n, int nthreads, ptc_worker_fn fn, void *ctx, ptc_worker_
     int rc = 0;
     while (ntodo > 0) {
         child c;
-        bool timed_out = false;
         memset(open, 0, sizeof *open * (size_t)n);
         sink k = {.res = res, .done = done, .open = open, .n = n};
-        if (run_child(&c, todo, ntodo, nthreads, fn, ctx, &k, deadline, &timed_out) != 0) {
+        if (run_child(&c, todo, ntodo, nthreads, fn, ctx, &k, deadline) != 0) {
             ptc_log(PTC_LOG_PERF, PTC_LOG_INFO, "cannot fork a compile worker (%s)%s",
                     strerror(errno), forks ? "" : ": compiling in process");
             if (forks == 0)
@@ -424,10 +441,12 @@ int ptc_worker_run(int n, int nthreads, ptc_worker_fn fn, void *ctx, ptc_worker_
             if (open[todo[i]])
                 nopen++;
         char how[256];
-        how_it_died(&c, timed_out, how, sizeof how);
-        /* timed out: all it ran took too long; after a fatal error the one to
-         * blame has failed already, the open ones only run again */
-        if (!k.fatal && (nopen == 1 || (nopen > 0 && timed_out)))
+        how_it_died(&c, how, sizeof how);
+        /* timed out: all it ran took too long; interrupted: all it ran is
+         * stopped; after a fatal error the one to blame has failed already,
+         * the open ones only run again */
+        bool stopped = c.timed_out || c.interrupted;
+        if (!k.fatal && (nopen == 1 || (nopen > 0 && stopped)))
             for (int i = 0; i < ntodo; i++)
                 if (open[todo[i]]) {
                     res[todo[i]].died = done[todo[i]] = true;
@@ -437,10 +456,11 @@ int ptc_worker_run(int n, int nthreads, ptc_worker_fn fn, void *ctx, ptc_worker_
         for (int i = 0; i < ntodo; i++)
             if (!done[todo[i]])
                 todo[left++] = todo[i];
-        if (left > 0 && (c.ended || timed_out || (nopen == 0 && nthreads == 1 && !k.fatal))) {
+        if (left > 0 && (c.ended || stopped || (nopen == 0 && nthreads == 1 && !k.fatal))) {
             fail_rest(res, todo, left,
-                      c.ended ? "the compile worker ended without a result"
-                              : "not compiled: the compile worker died first");
+                      c.ended         ? "the compile worker ended without a result"
+                      : c.interrupted ? "not compiled: the compile was interrupted (Ctrl-C)"
+                                      : "not compiled: the compile worker died first");
             break;
         }
         if (nopen != 1 && !k.fatal)

@@ -44,7 +44,6 @@ static struct {
 } inj;
 
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
-static bool (*_Atomic hang_interrupted)(void);
 static char *volatile track_buf;
 static volatile size_t track_size;
 
@@ -198,19 +197,14 @@ _Noreturn void ptc_inject_act(ptc_inject_kind kind)
     crash();
 }
 
-void ptc_inject_on_hang(bool (*interrupted)(void))
-{
-    hang_interrupted = interrupted;
-}
-
-/* Sleeps for ever, unless the host's hook says the user interrupted: Python's
- * SIGINT handler only sets a flag, which a plain pause() sleeps through, and
- * the thread hanging may not be the one the signal wakes. */
+/* Sleeps for ever, unless the host says the user interrupted (ptc_interrupted,
+ * every 20 ms from the hanging thread): Python's SIGINT handler only sets a
+ * flag, which a plain pause() sleeps through, and the thread hanging may not
+ * be the one the signal wakes. */
 static void hang(const char *stage, ptc_op op, ptc_error *err)
 {
     for (;;) {
-        bool (*interrupted)(void) = hang_interrupted;
-        if (interrupted && interrupted()) {
+        if (ptc_interrupted()) {
             ptc_errorf(err, PTC_ERR_INJECTED, stage,
                        "planted hang in %s of %s interrupted (PTC_INJECT=%s)", stage,
                        ptc_op_name(op), inj.spec);

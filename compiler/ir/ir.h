@@ -82,6 +82,14 @@ const char *ptc_errclass_name(ptc_errclass cls);
 void ptc_error_format(const ptc_error *err, char *buf, size_t size);
 void ptc_error_clear(ptc_error *err);
 
+/* Ctrl-C. A host whose SIGINT handler only sets a flag (Python's) says how to
+ * ask whether the user interrupted; a wait that can be long (a planted hang,
+ * a compile worker's build) asks every few milliseconds and ends as an error,
+ * leaving the interrupt pending for the host to act on. Without a hook,
+ * ptc_interrupted() is false: SIGINT's default action ends the process. */
+void ptc_set_interrupt_check(bool (*interrupted)(void));
+bool ptc_interrupted(void);
+
 /* ------------------------------------------------------------------------------
  * Arenas: every IR object of one compile lives in one and dies with it.
  * ---------------------------------------------------------------------------- */
@@ -658,7 +666,7 @@ int ptc_mkdirs(const char *path, ptc_error *err);
  *   op     an ops.def name ("relu", "prims.add") or "*" for any op
  *   kind   crash (SIGSEGV), error (an InjectedError), wrong (the caller makes
  *          the op's result numerically wrong), hang (returns only when
- *          interrupted: ptc_inject_on_hang), abort (codegen only: LLVM's own
+ *          interrupted: ptc_interrupted), abort (codegen only: LLVM's own
  *          fatal-error path, "LLVM ERROR:" and SIGABRT, where LLVM runs)
  *   @N     fire only on the N-th matching query of the process (1-based),
  *          e.g. a failure that needs a graph of at least N such ops
@@ -695,11 +703,6 @@ ptc_inject_kind ptc_inject_hit(const char *stage, ptc_op op, ptc_error *err);
  * still count in this process, so @N means the same either way. */
 void ptc_inject_defer(bool on);
 _Noreturn void ptc_inject_act(ptc_inject_kind kind); /* crash or hang */
-/* A planted hang asks interrupted() every 20 ms from the hanging thread; when
- * it says yes, the hang ends as an InjectedError (PTC_INJECT_ERROR). Python
- * sets it so that Ctrl-C reaches the user as a KeyboardInterrupt; without it,
- * SIGINT's default action ends the process. */
-void ptc_inject_on_hang(bool (*interrupted)(void));
 /* Makes every element of t wrong beyond any tolerance: floats x -> x + 1 +
  * |x|/4, integers x + 1, bools flipped. NaN and inf stay as they are. */
 void ptc_inject_perturb(ptc_tensor *t);

@@ -80,6 +80,19 @@ void ptc_error_clear(ptc_error *err)
         memset(err, 0, sizeof *err);
 }
 
+static bool (*_Atomic interrupt_check)(void);
+
+void ptc_set_interrupt_check(bool (*interrupted)(void))
+{
+    interrupt_check = interrupted;
+}
+
+bool ptc_interrupted(void)
+{
+    bool (*check)(void) = interrupt_check;
+    return check && check();
+}
+
 void ptc_error_format(const ptc_error *err, char *buf, size_t size)
 {
     size_t n = 0;

@@ -1252,8 +1252,10 @@ ptc_lprog *ptc_lower(ptc_arena *a, const ptc_graph *g, ptc_error *err)
         set_identity(&L, v, b->id);
     }
     int rc = 0;
+    /* out of memory: the reserve (ir.h) lasts a few nodes, not a long graph */
     for (int i = 0; i < g->nnodes && rc == 0; i++)
-        rc = lower_one(&L, g->nodes[i]);
+        rc = ptc_arena_failed(a) ? ptc_errorf(err, PTC_ERR_COMPILE, "loops", "out of memory")
+                                 : lower_one(&L, g->nodes[i]);
     if (rc == 0)
         rc = lower_outputs(&L);
     free(L.vals);

@@ -226,14 +226,15 @@ static int stage_codegen(pipe_t *s)
     return rc;
 }
 
-/* Between stages: a stage whose arenas ran out of memory (ir.h) fails the
- * compile here, before its result is used. */
-static int memory_left(pipe_t *s, const ptc_graph *g, const char *stage)
+/* After a stage that returned rc: a stage whose arenas ran out of memory
+ * (ir.h) fails the compile here, before its result is used, and one that
+ * stopped because of it says so, whatever it said. */
+static int memory_left(pipe_t *s, const ptc_graph *g, const char *stage, int rc)
 {
     ptc_program *p = s->p;
     if (!ptc_arena_failed(g->arena) && !ptc_arena_failed(p->arena) &&
         !(p->graph && ptc_arena_failed(p->graph->arena)))
-        return 0;
+        return rc;
     return ptc_errorf(s->err, PTC_ERR_COMPILE, stage,
                       "out of memory: compiling this graph of %d nodes needs more memory than "
                       "the process may use",
@@ -288,9 +289,9 @@ ptc_program *ptc_compile(const ptc_graph *g, const ptc_compile_opts *opts, ptc_e
     } else if (rc == 0) {
         if (ptc_accuracy_enabled())
             p->source = ptc_graph_clone(g, NULL);
-        rc = memory_left(&s, g, "capture") || stage_prims(&s, g) || memory_left(&s, g, "prims") ||
-             stage_loops(&s) || memory_left(&s, g, "loops") || stage_kernels(&s) ||
-             memory_left(&s, g, "kernels") || stage_codegen(&s);
+        rc = memory_left(&s, g, "capture", 0) || memory_left(&s, g, "prims", stage_prims(&s, g)) ||
+             memory_left(&s, g, "loops", stage_loops(&s)) ||
+             memory_left(&s, g, "kernels", stage_kernels(&s)) || stage_codegen(&s);
     }
     if (rc == 0 && opts && opts->extern_output_layouts && backend == PTC_BACKEND_CPU)
         ptc_exec_mark_any_layouts(p);

@@ -435,10 +435,11 @@ static struct PyModuleDef module_def = {
     NULL, NULL, NULL, NULL,
 };
 
-/* Ctrl-C during a planted hang (PTC_INJECT=...:hang): Python's handler only
- * sets a flag, so the hang asks here, and the interrupt is left pending for the
- * caller's KeyboardInterrupt. Only the main thread sees SIGINT in Python. */
-static bool hang_interrupted(void)
+/* Ctrl-C during a long wait (a planted hang, a compile worker's build):
+ * Python's handler only sets a flag, so the wait asks here (ir.h), and the
+ * interrupt is left pending for the caller's KeyboardInterrupt. Only the main
+ * thread sees SIGINT in Python. */
+static bool user_interrupted(void)
 {
     PyGILState_STATE gil = PyGILState_Ensure();
     bool hit = PyOS_InterruptOccurred() != 0;
@@ -460,7 +461,7 @@ PyMODINIT_FUNC PyInit__C(void)
         Py_DECREF(m);
         return NULL;
     }
-    ptc_inject_on_hang(hang_interrupted);
+    ptc_set_interrupt_check(user_interrupted);
     PyModule_AddStringConstant(m, "PTC_VERSION", PTC_VERSION);
     return m;
 }

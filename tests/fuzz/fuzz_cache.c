@@ -5,7 +5,8 @@
  * entry for that key whose object matches the SHA-256 stored beside it, in
  * which case the object loaded is exactly the one in the file. The replay
  * build makes its own inputs: a good entry, every prefix of it, and objects
- * altered behind a recomputed CRC (what once reached the linker).
+ * altered behind a recomputed CRC (what once reached the linker). The
+ * libFuzzer build starts from tests/fuzz/cache_corpus (a good entry).
  */
 #include "codegen/codegen.h"
 
@@ -22,14 +23,22 @@ static void fail(const char *what)
     abort();
 }
 
+static char dir[64];
+
+static void remove_dir(void)
+{
+    rmdir(dir);
+}
+
+/* A cache directory of this process's own, gone when it exits. */
 static void setup(void)
 {
-    static char dir[64];
     if (dir[0])
         return;
     snprintf(dir, sizeof dir, "/tmp/ptc_fuzz_cache_%d", (int)getpid());
     mkdir(dir, 0700);
     setenv("PTC_CACHE_DIR", dir, 1);
+    atexit(remove_dir);
 }
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
@@ -98,7 +107,6 @@ int main(void)
     }
     free(bad);
     free(good);
-    rmdir(getenv("PTC_CACHE_DIR"));
     printf("fuzz_cache: %d inputs replayed, no failures\n", n);
     return 0;
 }

@@ -7,6 +7,9 @@ TorchFunctionMode, exception chaining and tracebacks, and functions marked
 torch.compiler.disable. Each test compares results, exceptions and state with
 the same program run eagerly.
 """
+import inspect
+import traceback
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -343,6 +346,88 @@ def test_exception_chaining_inside_a_caller_handler():
         with pytest.raises(IndexError) as got:
             compiled(torch.ones(2))
     assert isinstance(got.value.__context__, LookupError)
+
+
+# ---- exceptions raised inside the compiled function: tracebacks -----------------------------
+
+
+def _raises_key_error(y):
+    raise KeyError("outer %d" % y.numel())
+
+
+def raise_in_inlined_helper_inside_except(x):
+    y = x + 1
+    try:
+        raise ValueError("inner")
+    except ValueError:
+        _raises_key_error(y)
+
+
+def _bad_matmul(a):
+    return a @ torch.ones(5)
+
+
+def _calls_bad_matmul(a):
+    return _bad_matmul(a * 2) + 1
+
+
+def op_error_two_helpers_deep(x):
+    return _calls_bad_matmul(x.sin())
+
+
+def index_error_after_a_break(x):
+    y = x * 2
+    print(end="")  # a break: the raise runs in the next segment
+    return y.view(-1)[100]
+
+
+def frames_of(exc):
+    """Where each traceback entry of exc points, caret columns included; the
+    first entry of the one raised to the caller is the caller's own."""
+    return [(s.filename, s.name, s.lineno, s.end_lineno, s.colno, s.end_colno, s.line)
+            for s in traceback.extract_tb(exc.__traceback__)]
+
+
+def raised(fn, x):
+    try:
+        fn(x)
+    except Exception as e:  # noqa: BLE001 - the exception is what is compared
+        return e
+    raise AssertionError("%s did not raise" % fn.__name__)
+
+
+@pytest.mark.parametrize("backend", ["ptc", "eager"])
+@pytest.mark.parametrize("fn", [raise_in_inlined_helper_inside_except, op_error_two_helpers_deep,
+                                index_error_after_a_break, raise_from, raise_from_none, raise_in_except])
+def test_traceback_reads_as_eager(fn, backend):
+    """The compiled function's own frame and the frames inlined into it are in
+    the traceback at eager's lines and columns, and so are those of the
+    exceptions it chains to (they lacked every frame but the caller's)."""
+    compiled = ptc.compile(fn, backend=backend)
+    for _ in range(2):  # the call that compiles, then one from the cache
+        want, got = raised(fn, torch.ones(2)), raised(compiled, torch.ones(2))
+        assert len(frames_of(want)) >= 2  # the caller's and fn's at least
+        while want is not None:
+            assert type(got) is type(want) and str(got) == str(want)
+            assert frames_of(got) == frames_of(want)
+            want, got = want.__cause__ or want.__context__, got.__cause__ or got.__context__
+        assert got is None
+
+
+def test_a_raise_out_of_an_except_clause_breaks_at_its_place():
+    """Every break has a place: a raise that leaves an except clause breaks at
+    the clause's cleanup re-raise, which has no source line (the break read
+    file:0:0 with no text); it is placed where the exception came from, as
+    eager's traceback places it."""
+    compiled = ptc.compile(raise_in_inlined_helper_inside_except)
+    with pytest.raises(KeyError):
+        compiled(torch.ones(2))
+    (b,) = ptc.ExplainOutput(list(compiled._events()), None).breaks
+    lines, first = inspect.getsourcelines(raise_in_inlined_helper_inside_except)
+    at = next(i for i, text in enumerate(lines) if "_raises_key_error(y)" in text)
+    assert (b["code"], b["line"], b["col"], b["text"].strip()) == \
+        ("PTC-B013", first + at, lines[at].index("_raises") + 1, "_raises_key_error(y)")
+    assert b["stack"].endswith(":%d)" % (first + at)), b["stack"]
 
 
 # ---- a user's TorchFunctionMode around a compiled call --------------------------------------

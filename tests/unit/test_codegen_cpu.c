@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <math.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -389,6 +390,40 @@ START_TEST(worker_failures_stay_in_the_worker)
     ck_assert(res[2].died && strstr(res[2].err.msg, "crashed (signal 11, "));
     for (int i = 0; i < N; i++)
         ptc_buf_free(&res[i].out);
+}
+END_TEST
+
+/* The host's Ctrl-C as a hook would see it: interrupted from its 5th question on. */
+static atomic_int interrupt_questions;
+static bool interrupted_after_a_while(void)
+{
+    return atomic_fetch_add(&interrupt_questions, 1) >= 4;
+}
+
+/* Ctrl-C while a worker hangs: the parent stops the child and every item not
+ * done fails saying so, long before the time limit, and the next run is not
+ * interrupted (Python sleeps through SIGINT: it waited for the limit). */
+START_TEST(worker_stops_when_the_user_interrupts)
+{
+    enum { N = 8 };
+    ptc_worker_result res[N];
+    bool hang = true;
+    ptc_set_interrupt_check(interrupted_after_a_while);
+    double t0 = ptc_now_ms();
+    ck_assert_int_eq(ptc_worker_run(N, 1, worker_item, &hang, res), 0);
+    ck_assert(ptc_now_ms() - t0 < 60e3); /* the limit is 600 s */
+    ck_assert_int_eq(res[0].rc, 0);
+    ck_assert(res[5].died && strstr(res[5].err.msg, "interrupted (Ctrl-C)"));
+    for (int i = 6; i < N; i++)
+        ck_assert(res[i].rc == -1 &&
+                  strstr(res[i].err.msg, "not compiled: the compile was interrupted"));
+    for (int i = 0; i < N; i++)
+        ptc_buf_free(&res[i].out);
+    ptc_set_interrupt_check(NULL);
+    hang = false;
+    ck_assert_int_eq(ptc_worker_run(1, 1, worker_item, &hang, res), 0);
+    ck_assert_int_eq(res[0].rc, 0);
+    ptc_buf_free(&res[0].out);
 }
 END_TEST
 
@@ -851,6 +886,7 @@ int main(void)
     tcase_add_test(cache, cache_refuses_what_others_could_write);
     tcase_add_test(cache, sha256_vectors);
     tcase_add_test(cache, worker_failures_stay_in_the_worker);
+    tcase_add_test(cache, worker_stops_when_the_user_interrupts);
     suite_add_tcase(s, cache);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);

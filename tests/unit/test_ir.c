@@ -14,6 +14,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "address_limit.h"
 #include "promote_table.inc"
 
 /* ---- helpers --------------------------------------------------------------- */
@@ -668,15 +669,8 @@ START_TEST(arena_out_of_memory_is_sticky)
 {
 #ifndef __SANITIZE_ADDRESS__
     ptc_arena *a = ptc_arena_new(); /* the process's reserve is taken here */
-    long pages = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    ck_assert(f && fscanf(f, "%ld", &pages) == 1);
-    fclose(f);
-    struct rlimit old, lim;
-    ck_assert_int_eq(getrlimit(RLIMIT_AS, &old), 0);
-    lim = old;
-    lim.rlim_cur = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (32 << 20);
-    ck_assert_int_eq(setrlimit(RLIMIT_AS, &lim), 0);
+    struct rlimit old;
+    limit_address_space(32 << 20, &old);
     size_t total = 0;
     while (!ptc_arena_failed(a) && total < ((size_t)1 << 30)) {
         ptc_arena_alloc(a, 40000);

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "address_limit.h"
+
 static char *ixs(const ptc_ix *x)
 {
     static char out[512];
@@ -397,6 +399,41 @@ START_TEST(long_chain_schedules_in_linear_work)
 }
 END_TEST
 
+/* Running out of memory while lowering a long graph is an error: lowering
+ * stops at the first node after its arena failed (ir.h), where it used to go
+ * on through the process's 64 MiB reserve and abort ("out of memory (arena
+ * block)"; a 100,000-node chain under ptc.compile with a 4 GB limit). ASan's
+ * shadow memory cannot live under an address-space limit. */
+START_TEST(lowering_out_of_memory_is_an_error)
+{
+#ifndef __SANITIZE_ADDRESS__
+    char *text = chain_text(30000);
+    ptc_error err;
+    ptc_module *m = ptc_parse_module(text, strlen(text), "chain", &err);
+    ck_assert_msg(m != NULL, "%s", err.msg);
+    ptc_graph *prims = ptc_decompose(m->graphs[0], &err);
+    ck_assert_int_eq(ptc_simplify(prims, &err), 0);
+    ptc_arena *a = ptc_arena_new(); /* the reserve is taken here */
+    ck_assert_ptr_nonnull(ptc_lower(a, prims, &err));
+    size_t needs = ptc_arena_bytes(a);
+    ck_assert_msg(needs > (96u << 20), "lowering takes only %zu bytes: no test", needs);
+    ptc_arena_free(a);
+    a = ptc_arena_new();
+    struct rlimit old;
+    limit_address_space(8 << 20, &old);
+    ptc_lprog *lp = ptc_lower(a, prims, &err);
+    ck_assert_int_eq(setrlimit(RLIMIT_AS, &old), 0);
+    ck_assert_ptr_null(lp);
+    ck_assert(ptc_arena_failed(a));
+    ck_assert_str_eq(err.msg, "out of memory");
+    ptc_arena_free(a);
+    ptc_graph_free(prims);
+    ptc_module_free(m);
+    free(text);
+#endif
+}
+END_TEST
+
 /* ops/pointwise.def agrees with ops.def: its torch-level rows are pointwise
  * torch ops built from pointwise prims that have rows, each prim row lowers to
  * a loop op taking as many operands as the prim has tensors, and every
@@ -478,6 +515,7 @@ int main(void)
     tcase_add_test(tc, fusion_goldens);
     tcase_add_test(tc, plan_of_a_chain);
     tcase_add_test(tc, long_chain_schedules_in_linear_work);
+    tcase_add_test(tc, lowering_out_of_memory_is_an_error);
     tcase_add_test(tc, pointwise_table_matches_ops);
     tcase_set_timeout(tc, 60); /* the sanitizer build on a loaded machine */
     suite_add_tcase(s, tc);

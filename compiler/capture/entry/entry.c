@@ -212,7 +212,8 @@ static bool shareable(PyObject *o)
                                       "typing._SpecialForm", "typing._UnionGenericAlias",
                                       "types.UnionType", "torch.finfo", "torch.iinfo",
                                       "torch.layout", "torch.memory_format", "torch.qscheme",
-                                      "re.Pattern", "types.MappingProxyType", NULL};
+                                      "re.Pattern", "types.MappingProxyType",
+                                      "types.TracebackType", NULL};
         types = PyList_New(0);
         for (int i = 0; types && paths[i]; i++) {
             PyObject *t = cap_import_path(paths[i]);
@@ -583,9 +584,12 @@ static int exception_recipe(builder *B, PyObject *o)
         PyList_Append(flat, v);
     }
     /* Its chaining too (not in __dict__): setting __cause__ sets
-       __suppress_context__, so that one goes last. */
-    static const char *chain[] = {"__cause__", "__context__", "__suppress_context__"};
-    for (int i = 0; flat && i < 3; i++) {
+       __suppress_context__, so that one goes last. And its traceback so far:
+       the frames the trace's raise passed through before a handler that
+       re-raises it (the break), which the rerun of that re-raise cannot add. */
+    static const char *chain[] = {"__traceback__", "__cause__", "__context__",
+                                  "__suppress_context__"};
+    for (int i = 0; flat && i < 4; i++) {
         PyObject *cv = PyObject_GetAttrString(o, chain[i]);
         if (cv && cv != Py_None && cv != Py_False) {
             PyObject *name = PyUnicode_FromString(chain[i]);

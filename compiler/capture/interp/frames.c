@@ -55,6 +55,7 @@ void cap_frame_free(cap_frame *f)
     Py_XDECREF(f->locals_dict);
     Py_XDECREF(f->ret_a);
     Py_XDECREF(f->ret_b);
+    Py_XDECREF(f->frame_object);
     cap_code_unref(f->code);
     free(f);
 }

@@ -186,6 +186,7 @@ struct cap_frame {
                               the one of the segment's starting state, else -1 */
     const char *module_path; /* nn.Module path of the forward this frame is in */
     PyObject *gen;         /* a generator expression's frame: its ptc generator (borrowed) */
+    PyObject *frame_object; /* for traceback entries (tracebacks.c; strong), or NULL */
     struct cap_frame *parent;
 };
 
@@ -313,6 +314,9 @@ struct cap_interp {
        run that instruction started. */
     long break_at;
     long instr_step; /* I->steps when the running instruction began */
+    /* The failing instruction re-raised an exception (RERAISE, a bare raise):
+       its frame has its traceback entry already. */
+    bool reraised;
     /* The ints of a resume state that are id()s of its objects (dict:
        address -> the int, set by the entry that made the state): new each
        call, so the trace that goes on from it does not specialise on them. */
@@ -322,6 +326,10 @@ struct cap_interp {
 /* Frames. */
 cap_frame *cap_frame_new(cap_code *code, PyObject *func, PyObject *globals, PyObject *builtins);
 void cap_frame_free(cap_frame *f);
+/* Adds f's entry, at its current instruction, to the pending exception's
+ * traceback, as CPython does in each frame an exception passes through
+ * (tracebacks.c). */
+void cap_traceback_here(cap_frame *f);
 /* Binds a call's arguments into f's localsplus the way CPython does. Returns
  * 1 on success, 0 when the call would raise a binding TypeError (the caller
  * lets CPython raise it by calling the function for real), -1 on other errors. */

@@ -17,12 +17,18 @@ static bool stop_iteration_pending(void)
     return PyErr_ExceptionMatches(PyExc_StopIteration);
 }
 
-/* Finds a handler for the pending exception, popping frames that have none.
+/* Finds a handler for the pending exception, popping frames that have none,
+ * and adds each frame it passes through to its traceback: the failing one
+ * unless it re-raised, and every caller at its call, as CPython does.
  * 0: continue at the handler; -1: the exception leaves the outermost frame. */
-static int unwind(cap_interp *I)
+static int unwind(cap_interp *I, bool reraised)
 {
+    bool entry = !reraised;
     for (;;) {
         cap_frame *f = I->frame;
+        if (entry)
+            cap_traceback_here(f);
+        entry = true;
         const cap_exc_entry *h = cap_code_handler(f->code, f->pc);
         if (h) {
             PyObject *type, *val, *tb;
@@ -64,14 +70,14 @@ static int unwind(cap_interp *I)
  * traced frames runs traced (try/except KeyError, Mapping.__contains__, ...).
  * One that nothing catches (or that would cross a nested run) becomes a break
  * at the raising instruction, which then raises for real. */
-static int trace_unwind(cap_interp *I)
+static int trace_unwind(cap_interp *I, bool reraised)
 {
     if (!PyErr_ExceptionMatches(cap_GraphBreak) && !PyErr_ExceptionMatches(cap_InternalError)) {
         for (cap_frame *f = I->frame; f; f = f->parent) {
             if (cap_code_handler(f->code, f->pc))
-                return unwind(I) < 0 ? cap_hooks.error(I) : CAP_NEXT;
+                return unwind(I, reraised) < 0 ? cap_hooks.error(I) : CAP_NEXT;
             if (f->ret == cap_ret_next_item && f->parent && stop_iteration_pending())
-                return unwind(I) < 0 ? cap_hooks.error(I) : CAP_NEXT;
+                return unwind(I, reraised) < 0 ? cap_hooks.error(I) : CAP_NEXT;
             if (f->ret == cap_ret_sync)
                 return CAP_ERR; /* the nested run's caller decides */
             if (f == I->base)
@@ -110,16 +116,19 @@ int cap_run(cap_interp *I)
         case CAP_JUMPED:
         case CAP_FRAME:
             break;
-        case CAP_ERR:
+        case CAP_ERR: {
+            bool reraised = I->reraised;
+            I->reraised = false;
             if (I->mode == CAP_TRACE) {
-                int t = trace_unwind(I);
+                int t = trace_unwind(I, reraised);
                 if (t != CAP_NEXT)
                     return t;
                 break;
             }
-            if (unwind(I) < 0)
+            if (unwind(I, reraised) < 0)
                 return CAP_ERR;
             break;
+        }
         default:
             return rc;
         }

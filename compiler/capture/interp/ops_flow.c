@@ -656,9 +656,11 @@ HANDLER(CHECK_EXC_MATCH)
     return CAP_NEXT;
 }
 
-static int reraise(PyObject *exc)
+static int reraise(cap_interp *I, PyObject *exc)
 {
-    /* Restores exc as the pending exception without chaining it again. */
+    /* Restores exc as the pending exception without chaining it again, nor
+     * another traceback entry for this frame (its raise made one). */
+    I->reraised = true;
     PyObject *tb = PyException_GetTraceback(exc);
     PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(exc)), exc, tb);
     return CAP_ERR;
@@ -675,7 +677,7 @@ HANDLER(RERAISE)
         PyErr_SetString(PyExc_RuntimeError, "No active exception to reraise");
         return CAP_ERR;
     }
-    return reraise(Py_NewRef(exc));
+    return reraise(I, Py_NewRef(exc));
 }
 
 static PyObject *make_exception(PyObject *v, const char *what)
@@ -736,7 +738,7 @@ HANDLER(RAISE_VARARGS)
             PyErr_SetString(PyExc_RuntimeError, "No active exception to reraise");
             return CAP_ERR;
         }
-        return reraise(cur);
+        return reraise(I, cur);
     }
     PyObject *exc = make_exception(cap_peek(f, in->arg),
                                    "exceptions must derive from BaseException");

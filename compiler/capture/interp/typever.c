@@ -14,8 +14,9 @@
  * same values: a cache hit can take the module-held values of its last full
  * check after comparing the versions of the dicts they came from.
  *
- * The stable ABI (the rest of capture) hides PyTypeObject and PyDictObject,
- * so this file is compiled against the full headers. The fields read sit at
+ * The stable ABI (the rest of capture, but tracebacks.c, which calls
+ * PyFrame_New) hides PyTypeObject and PyDictObject, so this file is compiled
+ * against the full headers. The fields read sit at
  * the same offsets in 3.11 and 3.12 (the versions ptc's one abi3 build loads
  * on); on any other runtime the tags read as 0, "unknown", and guards look
  * everything up as before.

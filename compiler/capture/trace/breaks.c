@@ -57,12 +57,13 @@ PyObject *cap_signal_break(int code, const char *fmt, ...)
     return NULL;
 }
 
-/* The source line of the current instruction and the inlined stack. */
-static void break_location(cap_trace *T, cap_break *b)
+/* The source line of the innermost frame's instruction pc (its current one
+ * unless the break says otherwise) and the inlined stack. */
+static void break_location(cap_trace *T, cap_break *b, int pc)
 {
     cap_frame *f = T->I->frame;
     int line, col, endline, endcol;
-    cap_code_pos(f->code, f->pc, &line, &col, &endline, &endcol);
+    cap_code_pos(f->code, pc, &line, &col, &endline, &endcol);
     snprintf(b->file, sizeof b->file, "%s", f->code->file);
     b->line = line;
     b->col = col + 1;
@@ -75,7 +76,7 @@ static void break_location(cap_trace *T, cap_break *b)
         chain[depth++] = g;
     for (int i = depth - 1; i >= 0 && n < sizeof b->stack; i--) {
         int l, c, el, ec;
-        cap_code_pos(chain[i]->code, chain[i]->pc, &l, &c, &el, &ec);
+        cap_code_pos(chain[i]->code, i == 0 ? pc : chain[i]->pc, &l, &c, &el, &ec);
         n += (size_t)snprintf(b->stack + n, sizeof b->stack - n, "%s%s (%s:%d)", i == depth - 1 ? "" : " > ",
                               chain[i]->code->qualname_s, chain[i]->code->file, l);
     }
@@ -90,7 +91,7 @@ int cap_t_break(cap_trace *T, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(b->detail, sizeof b->detail, fmt, ap);
     va_end(ap);
-    break_location(T, b);
+    break_location(T, b, T->I->frame->pc);
     T->has_break = true;
     return CAP_BREAK;
 }
@@ -98,6 +99,33 @@ int cap_t_break(cap_trace *T, int code, const char *fmt, ...)
 int cap_t_break_again(cap_trace *T)
 {
     return cap_t_break(T, T->redo.code, "%s", T->redo.detail);
+}
+
+/* The instruction at which an exception passed through frame f, by f's
+ * entry in its traceback tb: a raise that breaks at a re-raise the compiler
+ * added (an except clause's cleanup, which has no source line) is placed
+ * where the exception came from, as eager's traceback places it. */
+static int where_raised(cap_frame *f, PyObject *tb)
+{
+    int line, col, endline, endcol;
+    cap_code_pos(f->code, f->pc, &line, &col, &endline, &endcol);
+    int pc = f->pc;
+    PyObject *t = Py_XNewRef(tb);
+    while (line <= 0 && f->frame_object && t && t != Py_None) {
+        PyObject *frame = PyObject_GetAttrString(t, "tb_frame");
+        PyObject *lasti = frame == f->frame_object ? PyObject_GetAttrString(t, "tb_lasti") : NULL;
+        if (lasti && PyLong_AsLong(lasti) >= 0) {
+            pc = (int)(PyLong_AsLong(lasti) / 2);
+            line = 1; /* found */
+        }
+        Py_XDECREF(frame);
+        Py_XDECREF(lasti);
+        PyObject *next = PyObject_GetAttrString(t, "tb_next");
+        Py_SETREF(t, next);
+    }
+    Py_XDECREF(t);
+    PyErr_Clear();
+    return pc;
 }
 
 int cap_trace_error(cap_interp *I)
@@ -127,6 +155,7 @@ int cap_trace_error(cap_interp *I)
         rc = cap_t_break(T, CAP_B_RAISE, "%s: %s", name, s ? PyUnicode_AsUTF8(s) : "");
         if (!s)
             PyErr_Clear();
+        break_location(T, &T->brk, where_raised(I->frame, tb));
         Py_XDECREF(s);
     }
     Py_XDECREF(type);
