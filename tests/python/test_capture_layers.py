@@ -122,10 +122,11 @@ def test_the_top_runs_one_way():
 # Inside a folder, the files in the order in which each uses only names
 # that those before it define: lower files know nothing of higher ones.
 FILE_ORDER = {
-    # code objects, helpers on Python objects, version tags, frames, value
-    # operations, calls, the handlers, and last the loop with its handler table
-    "interp": ["code.c", "pyobjects.c", "typever.c", "frames.c", "values.c", "calls.c",
-               "ops_flow.c", "ops_data.c", "loop.c"],
+    # code objects, helpers on Python objects, version tags, frames and their
+    # traceback entries, value operations, calls, the handlers, and last the
+    # loop with its handler table
+    "interp": ["code.c", "pyobjects.c", "typever.c", "frames.c", "tracebacks.c", "values.c",
+               "calls.c", "ops_flow.c", "ops_data.c", "loop.c"],
     # the binder first; the special handlers; the call path, which knows the
     # handlers that draw random numbers; the table naming every handler; the
     # symbolic tensor type, which sets the tables up and fills the hook tables
