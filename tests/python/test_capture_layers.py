@@ -140,6 +140,7 @@ FILE_ORDER = {
               "sync_calls.c", "symint.c",
               ["autocast.c", "callables.c", "effects.c", "inplace.c", "iter.c", "lifecycle.c",
                "nodes.c", "objects.c", "sources.c"],
+              "generators.c",
               "modules.c", "trace_operator.c", "lru.c", "copies.c", "builtins.c", "calls.c",
               "hooks.c"],
     # the dispatcher backend.c last

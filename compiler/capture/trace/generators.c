@@ -1,0 +1,39 @@
+/* Generator functions called while tracing.
+ *
+ * def g(): ... yield ... called inside the compiled function gives a lazy
+ * generator (iter.c's cap_lazy, as a generator expression does): its body
+ * runs traced, in a nested run up to its next yield, only when the program
+ * advances it (a for-loop, list(), sum(), zip(), next()), so its tensor work
+ * joins the caller's graph and its side effects happen in eager's order, as
+ * torch.compile inlines generators. The arguments are bound once at the call,
+ * so a call CPython rejects raises there; the generator keeps them, to make
+ * its frame on the first step and to be rebuilt as fn(*args, **kwargs) while
+ * it has not started. A generator function with a try or with block stays
+ * a break (interp's cap_code.genfunc): closing an unfinished one runs its
+ * clean-up, which a trace does not model.
+ */
+#include "capture/trace/trace.h"
+
+int cap_t_generator_call(cap_interp *I, PyObject *fn, cap_code *c, PyObject *const *args, int nargs,
+                         PyObject *kwnames, PyObject **out)
+{
+    const char *why = NULL;
+    PyObject *its = cap_tuple_from_array(args, nargs); /* keyword values last */
+    cap_frame *f = its ? cap_generator_frame(fn, its, kwnames, Py_None, &why) : NULL;
+    if (!f) {
+        Py_XDECREF(its);
+        if (PyErr_Occurred())
+            return CAP_ERR;
+        /* CPython raises the TypeError: the call reruns for real */
+        return cap_t_break(I->T, CAP_B_RAISE, "arguments do not match %s", c->qualname_s);
+    }
+    cap_frame_free(f);
+    cap_lazy *g = (cap_lazy *)cap_lazy_new(CAP_LAZY_GEN, fn, its, NULL, false);
+    Py_DECREF(its);
+    if (!g)
+        return CAP_ERR;
+    g->kwnames = Py_XNewRef(kwnames);
+    g->genfunc = true;
+    *out = (PyObject *)g;
+    return CAP_NEXT;
+}
