@@ -1,7 +1,7 @@
 """Generator functions called inside a compiled function, against eager.
 
 torch.compile inlines a generator that the function makes and consumes
-(for-loops, list(), sum(), zip(), next(), unpacking): one graph. ptc runs
+(for-loops, list(), sum(), zip(), next(), unpacking, yield from): one graph. ptc runs
 the generator's body traced, one item at a time when the program asks for
 it, so side effects (printed text, appends, closures read late) happen in
 eager's order; a generator the function returns, or that is live at a break,
@@ -135,6 +135,25 @@ def returns_its_value_and_receives_none(x):
         return 7
 
     return x + 1, list(returning())
+
+
+def delegating(x):
+    got = yield from scaled(x, 2)  # scaled returns None: got is None
+    total = yield from counted_to(x, 2)
+    yield from [x + 10, x + 11]
+    yield from (t * 3 for t in [x])
+    yield (got, total)
+
+
+def counted_to(x, n):
+    for i in range(n):
+        yield x - i
+    return n * 10
+
+
+@case(1, 0)
+def yield_from_generators_lists_and_genexprs(x):
+    return list(delegating(x)), sum(v for v in delegating(x) if not isinstance(v, tuple))
 
 
 @case(0, 1)

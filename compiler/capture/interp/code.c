@@ -274,6 +274,8 @@ static int decode_instructions(cap_code *c, PyObject *bytes)
         }
         if ((in->flags & NOTRACE) && !c->notrace)
             c->notrace = ops[op].known ? ops[op].name : "an unknown opcode";
+        if (in->h == H_SEND && cap_P.py312 && !c->notrace)
+            c->notrace = "SEND (yield from on 3.12)"; /* its stack effect differs */
         i = in->next;
     }
     /* 3.12: an exhausted FOR_ITER also skips the END_FOR at its target. */

@@ -275,6 +275,8 @@ typedef struct cap_trace_hooks {
     int (*iter_sync)(cap_interp *I, PyObject *obj, PyObject **out);
     int (*next_sync)(cap_interp *I, PyObject *it, PyObject **out);
     int (*iter_contains)(cap_interp *I, PyObject *it, PyObject *item, PyObject **out);
+    /* yield from: the receiver's next item, or NULL and its return value */
+    int (*yield_from)(cap_interp *I, PyObject *receiver, PyObject **item, PyObject **value);
     int (*outside_mutator)(cap_interp *I, PyObject *self, const char *name, PyObject *const *args,
                            int nargs, PyObject *kwnames, PyObject **out);
     int (*truth_guard)(cap_trace *T, PyObject *v);

@@ -8,9 +8,11 @@
  * torch.compile inlines generators. The arguments are bound once at the call,
  * so a call CPython rejects raises there; the generator keeps them, to make
  * its frame on the first step and to be rebuilt as fn(*args, **kwargs) while
- * it has not started. A generator function with a try or with block stays
- * a break (interp's cap_code.genfunc): closing an unfinished one runs its
- * clean-up, which a trace does not model.
+ * it has not started. yield from (interp's SEND) advances the inner
+ * iterator the same way and reads a generator's return value. A generator
+ * function with a try or with block stays a break (interp's
+ * cap_code.genfunc): closing an unfinished one runs its clean-up, which a
+ * trace does not model.
  */
 #include "capture/trace/trace.h"
 
@@ -35,5 +37,21 @@ int cap_t_generator_call(cap_interp *I, PyObject *fn, cap_code *c, PyObject *con
     g->kwnames = Py_XNewRef(kwnames);
     g->genfunc = true;
     *out = (PyObject *)g;
+    return CAP_NEXT;
+}
+
+/* yield from over ptc's own iterators only: a generator's return value is
+ * kept when it finishes (iter.c), and the others return None; another
+ * iterator's StopIteration may carry a value that the trace's next() drops. */
+int cap_t_yield_from(cap_interp *I, PyObject *receiver, PyObject **item, PyObject **value)
+{
+    *item = *value = NULL;
+    if (!cap_is_ptc_iter(receiver))
+        return cap_t_break(I->T, CAP_B_GENERATOR, "yield from a %s", cap_tpname(Py_TYPE(receiver)));
+    int rc = cap_t_next_sync(I, receiver, item);
+    if (rc != CAP_NEXT || *item)
+        return rc;
+    PyObject *v = Py_TYPE(receiver) == cap_lazy_type ? ((cap_lazy *)receiver)->retval : NULL;
+    *value = Py_NewRef(v ? v : Py_None);
     return CAP_NEXT;
 }

@@ -259,6 +259,7 @@ static void lazy_dealloc(PyObject *self)
     Py_XDECREF(lz->fn);
     Py_XDECREF(lz->its);
     Py_XDECREF(lz->kwnames);
+    Py_XDECREF(lz->retval);
     Py_XDECREF(lz->count);
     cap_frame_free(lz->frame);
     PyTypeObject *t = Py_TYPE(self);
@@ -379,6 +380,7 @@ PyObject *cap_lazy_new(int kind, PyObject *fn, PyObject *its, PyObject *count, b
     lz->its = Py_NewRef(its);
     lz->kwnames = NULL;
     lz->genfunc = false;
+    lz->retval = NULL;
     lz->count = Py_XNewRef(count);
     lz->strict = strict;
     lz->frame = NULL;
@@ -649,7 +651,7 @@ static int gen_step(cap_interp *I, cap_lazy *g, PyObject **out)
         return CAP_NEXT;
     }
     g->state = CAP_GEN_DONE;
-    Py_XDECREF(v); /* what it returned: None */
+    Py_XSETREF(g->retval, v); /* what it returned: yield from's value */
     if (rc == CAP_ERR && PyErr_ExceptionMatches(PyExc_StopIteration)) {
         PyErr_Clear(); /* PEP 479 */
         PyErr_SetString(PyExc_RuntimeError, "generator raised StopIteration");

@@ -736,6 +736,9 @@ int cap_t_copy_call(cap_interp *I, PyObject *fn, PyObject *const *args, int narg
  * whose body runs traced as the program advances it (generators.c). */
 int cap_t_generator_call(cap_interp *I, PyObject *fn, cap_code *c, PyObject *const *args, int nargs,
                          PyObject *kwnames, PyObject **out);
+/* cap_hooks.yield_from: `yield from receiver`, one of ptc's iterators,
+ * advanced: *item, or NULL and *value the receiver's return value. */
+int cap_t_yield_from(cap_interp *I, PyObject *receiver, PyObject **item, PyObject **value);
 int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                PyObject *kwnames, PyObject **out);
 /* Builtins (builtins.c): the id of a builtin answered while tracing (0 for
@@ -802,6 +805,7 @@ typedef struct cap_lazy {
                                its arguments, the last len(kwnames) by keyword */
     PyObject *kwnames;      /* a generator function's keywords (a tuple), or NULL */
     bool genfunc;           /* a generator function's (else a generator expression's) */
+    PyObject *retval;       /* a finished generator's return value (yield from's), or NULL */
     PyObject *count;        /* enumerate: the next index (an int) */
     bool strict;            /* zip(strict=True) */
     /* A generator (expression or function): its frame while suspended
