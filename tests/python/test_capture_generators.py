@@ -122,9 +122,9 @@ def stops_early(x):
 @case(1, 0)
 def returned_generators_at_their_position(x):
     import types
-    fresh, done = scaled(x, 2), scaled(x, 1)
+    fresh, done, keywords = scaled(x, 2), scaled(x, 1), scaled(n=2, x=x, scale=3)
     list(done)
-    return x + 1, fresh, done, isinstance(fresh, types.GeneratorType), iter(fresh) is fresh
+    return x + 1, fresh, done, keywords, isinstance(fresh, types.GeneratorType), iter(fresh) is fresh
 
 
 @case(1, 0)
@@ -135,6 +135,22 @@ def returns_its_value_and_receives_none(x):
         return 7
 
     return x + 1, list(returning())
+
+
+@case(1, 0)
+def next_raises_the_return_value_once(x):
+    def returning():
+        yield x
+        return 5
+
+    gen, values = returning(), []
+    next(gen)
+    for _ in range(2):
+        try:
+            next(gen)
+        except StopIteration as e:
+            values.append(e.value)
+    return x + 1, values
 
 
 def delegating(x):

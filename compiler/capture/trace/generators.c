@@ -40,6 +40,30 @@ int cap_t_generator_call(cap_interp *I, PyObject *fn, cap_code *c, PyObject *con
     return CAP_NEXT;
 }
 
+/* The return value of generator it, if it finished at the step just taken
+ * (new reference, or NULL): CPython hands it over once, in the
+ * StopIteration of that step. */
+static PyObject *take_return_value(PyObject *it)
+{
+    if (Py_TYPE(it) != cap_lazy_type)
+        return NULL;
+    PyObject *v = ((cap_lazy *)it)->retval;
+    ((cap_lazy *)it)->retval = NULL;
+    return v;
+}
+
+void cap_t_raise_stop_iteration(PyObject *it)
+{
+    PyObject *v = take_return_value(it);
+    PyObject *e = v && v != Py_None ? PyObject_CallOneArg_compat(PyExc_StopIteration, v) : NULL;
+    if (e)
+        PyErr_SetObject(PyExc_StopIteration, e);
+    else if (!PyErr_Occurred())
+        PyErr_SetNone(PyExc_StopIteration);
+    Py_XDECREF(e);
+    Py_XDECREF(v);
+}
+
 /* yield from over ptc's own iterators only: a generator's return value is
  * kept when it finishes (iter.c), and the others return None; another
  * iterator's StopIteration may carry a value that the trace's next() drops. */
@@ -51,7 +75,8 @@ int cap_t_yield_from(cap_interp *I, PyObject *receiver, PyObject **item, PyObjec
     int rc = cap_t_next_sync(I, receiver, item);
     if (rc != CAP_NEXT || *item)
         return rc;
-    PyObject *v = Py_TYPE(receiver) == cap_lazy_type ? ((cap_lazy *)receiver)->retval : NULL;
-    *value = Py_NewRef(v ? v : Py_None);
+    *value = take_return_value(receiver);
+    if (!*value)
+        *value = Py_NewRef(Py_None);
     return CAP_NEXT;
 }

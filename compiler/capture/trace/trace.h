@@ -739,6 +739,9 @@ int cap_t_generator_call(cap_interp *I, PyObject *fn, cap_code *c, PyObject *con
 /* cap_hooks.yield_from: `yield from receiver`, one of ptc's iterators,
  * advanced: *item, or NULL and *value the receiver's return value. */
 int cap_t_yield_from(cap_interp *I, PyObject *receiver, PyObject **item, PyObject **value);
+/* next(it) found it exhausted: StopIteration, with the return value of a
+ * generator that finished at this step (generators.c). */
+void cap_t_raise_stop_iteration(PyObject *it);
 int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                PyObject *kwnames, PyObject **out);
 /* Builtins (builtins.c): the id of a builtin answered while tracing (0 for
