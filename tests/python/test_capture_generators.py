@@ -153,6 +153,38 @@ def next_raises_the_return_value_once(x):
     return x + 1, values
 
 
+@case(1, 0)
+def raises_into_the_callers_except_block(x):
+    def failing():
+        yield x
+        raise KeyError("k")
+
+    def stopping():
+        yield x
+        raise StopIteration  # PEP 479: a RuntimeError
+
+    seen = []
+    try:
+        for v in failing():
+            seen.append(v)
+    except KeyError as e:
+        seen.append(str(e))
+    try:
+        list(stopping())
+    except RuntimeError as e:
+        seen.append(str(e))
+    return x + 1, seen
+
+
+@case(0, 1)
+def raises_to_the_caller_of_the_compiled_function(x):
+    def failing():
+        yield x + 1
+        raise KeyError("k")
+
+    return list(failing())
+
+
 def delegating(x):
     got = yield from scaled(x, 2)  # scaled returns None: got is None
     total = yield from counted_to(x, 2)

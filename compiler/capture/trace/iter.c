@@ -608,9 +608,10 @@ static int filter_keeps(cap_interp *I, cap_lazy *lz, PyObject *v, int *keep)
     return *keep < 0 ? CAP_ERR : CAP_NEXT;
 }
 
-/* Runs generator expression g's frame in a nested run up to its next yield
- * (*out) or its end (*out NULL). An exception it raises ends it, and the
- * instruction advancing it reruns for real (a break). */
+/* Runs generator g's frame in a nested run up to its next yield (*out) or
+ * its end (*out NULL). An exception it raises ends it: a traced except
+ * block of the consumer's frames catches it, else the instruction advancing
+ * it reruns for real (a break). */
 static int gen_step(cap_interp *I, cap_lazy *g, PyObject **out)
 {
     cap_trace *T = I->T;
@@ -656,7 +657,7 @@ static int gen_step(cap_interp *I, cap_lazy *g, PyObject **out)
         PyErr_Clear(); /* PEP 479 */
         PyErr_SetString(PyExc_RuntimeError, "generator raised StopIteration");
     }
-    if (rc == CAP_ERR && !PyErr_ExceptionMatches(cap_InternalError))
+    if (rc == CAP_ERR && !PyErr_ExceptionMatches(cap_InternalError) && !error_caught(I))
         return cap_trace_error(I);
     if (rc == CAP_BREAK) {
         const char *pre = "inside a callback: ";
