@@ -752,6 +752,47 @@ int cap_check_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv)
     return check_views(T, root, 0);
 }
 
+/* Up the chain from t to root: each base gets base[key] = its view's new
+ * value (nv for t). A step that cannot be traced (a strided slice) puts
+ * every value back, so that the break reruns the op on the tensors as they
+ * were: it ran once, for real. */
+static int write_up_the_chain(cap_trace *T, cap_tensor *t, cap_tensor *root, ptc_value *nv)
+{
+    int n = 0, rc = CAP_NEXT;
+    for (cap_tensor *cur = t; cur != root; cur = cur->base)
+        n++;
+    ptc_value **old = PyMem_Malloc(sizeof *old * (size_t)(n + 1));
+    if (!old) {
+        PyErr_NoMemory();
+        return CAP_ERR;
+    }
+    int k = 0;
+    for (cap_tensor *cur = t; cur != root; cur = cur->base)
+        old[k++] = cur->v;
+    old[k] = root->v;
+    ptc_value *val = nv;
+    for (cap_tensor *cur = t; rc == CAP_NEXT && cur != root; cur = cur->base) {
+        PyObject *tmp = cap_tensor_new(T, val);
+        if (!tmp) {
+            rc = CAP_ERR;
+            break;
+        }
+        cur->v = val;
+        rc = cap_t_op_view(cur) ? cap_t_op_view_write_back(T, cur, val)
+                                : setitem_core(T, cur->base, cur->view_key, tmp);
+        Py_DECREF(tmp);
+        val = cur->base->v;
+    }
+    if (rc != CAP_NEXT) {
+        k = 0;
+        for (cap_tensor *cur = t; cur != root; cur = cur->base)
+            cur->v = old[k++];
+        root->v = old[k];
+    }
+    PyMem_Free(old);
+    return rc;
+}
+
 /* t's value becomes nv, seen through every alias of t. A graph input keeps
  * the new value in the trace and gets it for real after the call. */
 int cap_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv)
@@ -763,22 +804,10 @@ int cap_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv)
     if (rc != CAP_NEXT)
         return rc;
     cap_tensor *root = alias_root(t);
-    /* Up the chain: each base gets base[key] = its view's new value. */
-    ptc_value *val = nv;
-    for (cap_tensor *cur = t; cur != root; cur = cur->base) {
-        PyObject *tmp = cap_tensor_new(T, val);
-        if (!tmp)
-            return CAP_ERR;
-        cur->v = val;
-        rc = cap_t_op_view(cur) ? cap_t_op_view_write_back(T, cur, val)
-                            : setitem_core(T, cur->base, cur->view_key, tmp);
-        Py_DECREF(tmp);
-        if (rc != CAP_NEXT)
-            return rc;
-        val = cur->base->v;
-    }
-    root->v = val;
-    t->v = nv;
+    rc = write_up_the_chain(T, t, root, nv);
+    if (rc != CAP_NEXT)
+        return rc;
+    t->v = nv; /* the root itself when t is one */
     /* Down again: every view under the root, t included, is recomputed from
        the root, so a view's value stays a view of its base's (the backends
        return it as a real view when both leave the graph). */
