@@ -210,6 +210,12 @@ class set_stance:
         return with_stance
 
 
+def _generator_call(fn, args, kwargs):
+    """A generator function's generator that a trace made but did not start,
+    rebuilt as the call that made it (its pickled form, compiler/capture/trace/iter.c)."""
+    return fn(*args, **kwargs)
+
+
 def _drained_generator(items):
     """What a generator expression that ptc ran while tracing hands back: a
     generator over the values it yielded (they had no side effects)."""

@@ -1433,9 +1433,24 @@ def _gen_fn(n):
         yield i
 
 
-@prog(x34, graphs=1, breaks=2, codes=["PTC-B015"])
+@prog(x34, graphs=1, breaks=0)  # traced lazily, as torch.compile inlines it
 def user_generator(x):
     total = sum(_gen_fn(3))
+    return x * total
+
+
+def _gen_fn_closing(n):
+    try:
+        for i in range(n):
+            yield i
+    finally:
+        pass
+
+
+# A try block: closing an unfinished generator runs its clean-up, not modelled.
+@prog(x34, graphs=1, breaks=2, codes=["PTC-B015"])
+def user_generator_with_finally(x):
+    total = sum(_gen_fn_closing(3))
     return x * total
 
 

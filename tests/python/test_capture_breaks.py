@@ -128,8 +128,11 @@ def b014(x):
 
 
 def _gen(n):
-    for i in range(n):
-        yield i
+    try:  # a generator function with a try block is not traced
+        for i in range(n):
+            yield i
+    finally:
+        pass
 
 
 def b015(x):

@@ -120,6 +120,91 @@ def test_a_returned_view_of_a_written_argument_is_a_view_of_it(fn, backend):
     assert bool((x == 7).any())
 
 
+# ---- writes through detach(), which shares its argument's storage ------------------------
+
+
+def writes_through_detach(x):
+    y = x.detach()
+    y.add_(1)
+    x.detach()[0].fill_(9)
+    return y * 2, x.sum()
+
+
+def reads_a_detach_after_its_base_is_written(x):
+    y = x.detach()
+    x.mul_(2)
+    return y + 0
+
+
+@pytest.mark.parametrize("backend", ["eager", "ptc"])
+@pytest.mark.parametrize("fn", [writes_through_detach, reads_a_detach_after_its_base_is_written])
+def test_writes_through_detach_reach_the_argument(fn, backend):
+    # main: writes_through_detach left x unchanged and returned 2 * (x + 1)
+    compiled = run_both(fn, x23, backend=backend)
+    assert counts(compiled) == (1, 0, [])
+
+
+def writes_through_detach_of_a_grad_argument(w):
+    w.detach().mul_(2)  # an EMA-style update of a parameter's data
+    return w * 3
+
+
+@pytest.mark.parametrize("backend", ["eager", "ptc"])
+def test_a_write_through_detach_of_a_grad_argument_breaks_and_reaches_it(backend):
+    # main: w unchanged, and w * 3 of the old value
+    compiled = ptc.compile(writes_through_detach_of_a_grad_argument, backend=backend)
+    for _ in range(2):
+        want_w, got_w = [torch.arange(6.0).requires_grad_() for _ in range(2)]
+        want, got = writes_through_detach_of_a_grad_argument(want_w), compiled(got_w)
+        assert torch.equal(want, got) and torch.equal(want_w, got_w)
+        want.sum().backward()
+        got.sum().backward()
+        assert torch.equal(want_w.grad, got_w.grad)
+    graphs, breaks, details = counts(compiled)
+    assert breaks == 1 and "other than basic indexing" in details[0]
+
+
+@pytest.mark.parametrize("backend", ["eager", "ptc"])
+def test_a_returned_detach_of_a_grad_argument_shares_its_storage(backend):
+    # main: a copy, so a write through it missed w
+    compiled = ptc.compile(lambda w: w.detach(), backend=backend)
+    w = torch.zeros(2, 3, requires_grad=True)
+    y = compiled(w)
+    assert not y.requires_grad
+    y.fill_(7)
+    assert bool((w == 7).all())
+
+
+# ---- a write ptc cannot trace breaks with the tensors as they were ----------------------
+
+
+def writes_a_strided_slice_of_a_reshape(x):
+    return x.reshape(-1)[::2].mul_(3), x
+
+
+def writes_a_strided_slice_of_a_slice(x):
+    y = x[1:]
+    y[::2].zero_()
+    return x + 0, y
+
+
+def writes_a_strided_slice_of_an_intermediate(x):
+    t = x * 1
+    t[::2].mul_(5)
+    return t
+
+
+@pytest.mark.parametrize("backend", ["eager", "ptc"])
+@pytest.mark.parametrize("fn", [writes_a_strided_slice_of_a_reshape, writes_a_strided_slice_of_a_slice,
+                                writes_a_strided_slice_of_an_intermediate])
+def test_an_untraceable_write_through_a_view_runs_once_for_real(fn, backend):
+    # main: the view kept the written value when the write-back broke, so
+    # the op ran twice on a copy (x.reshape(-1)[::2].mul_(3) gave 9x, x unchanged)
+    compiled = run_both(fn, lambda: (torch.arange(5.0),), backend=backend)
+    graphs, breaks, details = counts(compiled)
+    assert breaks == 1 and details == ["strided slice assignment"]
+
+
 # ---- in-place writes through view, reshape, flatten, squeeze and unsqueeze ---------------
 
 

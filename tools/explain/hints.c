@@ -82,8 +82,8 @@ static const advice table[] = {
     {"PTC-B014",
      "%3$s, so `%1$s` always runs eagerly. Remove the decorator if it should be compiled."},
     {"PTC-B015",
-     "`%1$s` runs a generator, which ptc does not trace. Return a list instead of yielding, or "
-     "build the list before %2$s."},
+     "`%1$s` runs a generator ptc does not trace (one with a try or with block). Move that block "
+     "out of the generator, return a list instead of yielding, or build the list before %2$s."},
     {"PTC-B016",
      "The with-statement at `%1$s` uses a context manager ptc does not model (%3$s). Move the "
      "block out of %2$s if it need not be inside."},

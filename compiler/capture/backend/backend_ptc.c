@@ -596,29 +596,6 @@ static void contiguous_strides(const ptc_ttype *t, int64_t *st)
     }
 }
 
-/* Are strides st a dense layout of t (a permutation of contiguous)? Puts
- * the dims outermost first in perm. */
-static bool dense_order(const ptc_ttype *t, const int64_t *st, int8_t *perm)
-{
-    int nd = t->ndim;
-    for (int d = 0; d < nd; d++)
-        perm[d] = (int8_t)d;
-    for (int i = 1; i < nd; i++) /* stable: outermost (largest stride) first */
-        for (int j = i; j > 0 && st[perm[j - 1]] < st[perm[j]]; j--) {
-            int8_t x = perm[j];
-            perm[j] = perm[j - 1];
-            perm[j - 1] = x;
-        }
-    int64_t step = 1;
-    for (int k = nd - 1; k >= 0; k--) {
-        int64_t size = t->shape[perm[k]].value;
-        if (size > 1 && st[perm[k]] != step)
-            return false; /* a size-1 dim's stride is never used */
-        step *= size > 1 ? size : 1;
-    }
-    return true;
-}
-
 /* TensorIterator's fast path: operands of the output's shape with one and
  * the same dense layout give it that layout exactly (size-1 dims too). */
 static bool same_dense_operands(const ptc_node *n, stride_row *strides, int64_t *out)
@@ -638,7 +615,7 @@ static bool same_dense_operands(const ptc_node *n, stride_row *strides, int64_t 
         first = strides[v->id];
     }
     int8_t perm[PTC_MAX_DIMS];
-    if (!first || !dense_order(ot, first, perm))
+    if (!first || !cap_dense_order(ot, first, perm))
         return false;
     memcpy(out, first, sizeof(int64_t) * (size_t)ot->ndim);
     return true;
@@ -748,7 +725,8 @@ static bool output_perm(const ptc_ttype *t, const int64_t *st, int8_t *perm)
 {
     int64_t want[PTC_MAX_DIMS];
     contiguous_strides(t, want);
-    return memcmp(want, st, sizeof(int64_t) * (size_t)t->ndim) != 0 && dense_order(t, st, perm);
+    return memcmp(want, st, sizeof(int64_t) * (size_t)t->ndim) != 0 &&
+           cap_dense_order(t, st, perm);
 }
 
 /* A copy of g that returns the outputs cp permutes permuted. */

@@ -501,8 +501,9 @@ bool cap_eager_whole(const cap_eager *st, const ptc_graph *g)
 /* ---- outputs that alias ------------------------------------------------------------ */
 
 /* The node that made v as a view of its first argument in torch, or NULL.
- * to() that changes nothing returns its argument itself. A view's symbolic
- * size arguments are evaluated per call from the inputs' sizes. */
+ * to() that changes nothing returns its argument itself; to() with no
+ * arguments is detach (adapt_to_torch), which shares its storage. A view's
+ * symbolic size arguments are evaluated per call from the inputs' sizes. */
 static const ptc_node *view_node(const ptc_value *v)
 {
     const ptc_node *n = v->def;
@@ -512,7 +513,9 @@ static const ptc_node *view_node(const ptc_value *v)
     bool same_to = n->op == PTC_OP_TO && from->dtype == v->type.dtype &&
                    ptc_device_eq(from->device, v->type.device) &&
                    from->requires_grad == v->type.requires_grad;
-    return cap_op_returns_view(n->op) || same_to ? n : NULL;
+    bool detach = n->op == PTC_OP_TO && n->args[1].kind == PTC_ARG_NONE &&
+                  n->args[2].kind == PTC_ARG_NONE;
+    return cap_op_returns_view(n->op) || same_to || detach ? n : NULL;
 }
 
 static int output_of(const ptc_graph *g, const ptc_value *v)

@@ -44,6 +44,30 @@ HANDLER(YIELD_VALUE)
     return CAP_SYNC;
 }
 
+/* (receiver, None -- receiver, item) yield from advances its receiver (the
+   None is what ptc's YIELD_VALUE resumes with); finished, 3.11's SEND
+   leaves (value) instead, the receiver's return value, and jumps */
+HANDLER(SEND)
+{
+    if (!I->T || cap_peek(f, 1) != Py_None) {
+        PyErr_SetString(cap_InternalError, "ptc: SEND outside a traced generator");
+        return CAP_ERR;
+    }
+    PyObject *item = NULL, *value = NULL;
+    int rc = cap_hooks.yield_from(I, cap_peek(f, 2), &item, &value);
+    if (rc != CAP_NEXT)
+        return rc;
+    cap_popn(f, 1);
+    if (item) {
+        cap_push(f, item);
+        return CAP_NEXT;
+    }
+    cap_popn(f, 1);
+    cap_push(f, value);
+    f->pc = in->target;
+    return CAP_JUMPED;
+}
+
 /* ---- calls that need the current frame ------------------------------------- */
 
 static PyObject *frame_locals(cap_frame *f)

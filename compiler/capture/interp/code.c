@@ -274,6 +274,8 @@ static int decode_instructions(cap_code *c, PyObject *bytes)
         }
         if ((in->flags & NOTRACE) && !c->notrace)
             c->notrace = ops[op].known ? ops[op].name : "an unknown opcode";
+        if (in->h == H_SEND && cap_P.py312 && !c->notrace)
+            c->notrace = "SEND (yield from on 3.12)"; /* its stack effect differs */
         i = in->next;
     }
     /* 3.12: an exhausted FOR_ITER also skips the END_FOR at its target. */
@@ -426,6 +428,21 @@ done:
     return rc;
 }
 
+/* A generator function's only handlers are CPython's own (3.12 wraps the
+ * body in one that turns StopIteration into RuntimeError, PEP 479): a try or
+ * with block would need its clean-up run when an unfinished generator is
+ * closed, which a trace does not model. */
+static bool only_stop_iteration_handlers(const cap_code *c)
+{
+    enum { INTRINSIC_STOPITERATION_ERROR = 3 };
+    for (int i = 0; i < c->nexc; i++) {
+        const cap_instr *in = &c->ins[c->exc[i].target];
+        if (in->h != H_CALL_INTRINSIC_1 || in->arg != INTRINSIC_STOPITERATION_ERROR)
+            return false;
+    }
+    return true;
+}
+
 static cap_code *decode(PyObject *code)
 {
     cap_code *c = calloc(1, sizeof *c);
@@ -459,6 +476,7 @@ static cap_code *decode(PyObject *code)
            in a trace (iter.c); other generators never run. */
         size_t n = strlen(c->qualname_s);
         c->genexpr = !c->notrace && n >= 9 && strcmp(c->qualname_s + n - 9, "<genexpr>") == 0;
+        c->genfunc = !c->notrace && !c->genexpr && only_stop_iteration_handlers(c);
         c->notrace = "a generator";
     }
     else if (c->flags & (0x80 | 0x100))

@@ -207,7 +207,7 @@ static cap_frame *frame_for_call(PyObject *func, PyObject *const *args, int narg
     cap_frame *f = NULL;
     if (!c)
         goto done;
-    if (c->notrace && !(gen && c->genexpr)) {
+    if (c->notrace && !(gen && (c->genexpr || c->genfunc))) {
         *why = c->notrace;
         goto done;
     }
@@ -235,10 +235,20 @@ cap_frame *cap_frame_for_call(PyObject *func, PyObject *const *args, int nargs,
     return frame_for_call(func, args, nargs, kwnames, why, NULL);
 }
 
-cap_frame *cap_genexpr_frame(PyObject *func, PyObject *arg, PyObject *gen)
+cap_frame *cap_generator_frame(PyObject *func, PyObject *args, PyObject *kwnames, PyObject *gen,
+                               const char **why)
 {
-    const char *why;
-    return frame_for_call(func, &arg, 1, NULL, &why, gen);
+    int n = (int)PyTuple_Size(args);
+    PyObject **buf = PyMem_Malloc(sizeof(PyObject *) * (size_t)(n + 1));
+    if (!buf) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (int i = 0; i < n; i++)
+        buf[i] = PyTuple_GetItem(args, i);
+    cap_frame *f = frame_for_call(func, buf, n, kwnames, why, gen);
+    PyMem_Free(buf);
+    return f;
 }
 
 /* ptc.config.trust_module_state wraps nn.Module's state-changing methods

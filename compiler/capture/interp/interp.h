@@ -110,6 +110,9 @@ typedef struct cap_code {
     int32_t *pos;                  /* [4 * nunits]: line, endline, col, endcol (-1) */
     const char *notrace;           /* why this code is never interpreted, or NULL */
     bool genexpr;                  /* a generator expression a trace runs lazily (iter.c) */
+    bool genfunc;                  /* a generator function a trace runs lazily (generators.c):
+                                      no try or with block, whose clean-up at close() it
+                                      would have to model */
     int refs;                      /* the cache's, frames', guards' and entries' (GIL-held) */
 } cap_code;
 
@@ -185,7 +188,7 @@ struct cap_frame {
     int *slot_src;         /* [nlp + stacksize]: source id of a value that is still
                               the one of the segment's starting state, else -1 */
     const char *module_path; /* nn.Module path of the forward this frame is in */
-    PyObject *gen;         /* a generator expression's frame: its ptc generator (borrowed) */
+    PyObject *gen;         /* a generator's frame: its ptc generator (borrowed) */
     PyObject *frame_object; /* for traceback entries (tracebacks.c; strong), or NULL */
     struct cap_frame *parent;
 };
@@ -273,6 +276,8 @@ typedef struct cap_trace_hooks {
     int (*iter_sync)(cap_interp *I, PyObject *obj, PyObject **out);
     int (*next_sync)(cap_interp *I, PyObject *it, PyObject **out);
     int (*iter_contains)(cap_interp *I, PyObject *it, PyObject *item, PyObject **out);
+    /* yield from: the receiver's next item, or NULL and its return value */
+    int (*yield_from)(cap_interp *I, PyObject *receiver, PyObject **item, PyObject **value);
     int (*outside_mutator)(cap_interp *I, PyObject *self, const char *name, PyObject *const *args,
                            int nargs, PyObject *kwnames, PyObject **out);
     int (*truth_guard)(cap_trace *T, PyObject *v);
@@ -437,7 +442,12 @@ int cap_call_inline(cap_interp *I, PyObject *func, PyObject *const *args, int na
 /* The frame of generator expression func over the iterator arg, owned by
  * gen (a cap_lazy): YIELD_VALUE suspends it back into gen. NULL with an
  * error, or with none when the call must go to CPython. */
-cap_frame *cap_genexpr_frame(PyObject *func, PyObject *arg, PyObject *gen);
+/* The frame of generator gen, a generator expression or function called
+ * with the values of tuple args, the last len(kwnames) of them by keyword
+ * (kwnames NULL or a tuple); NULL with an error, or with *why set where
+ * CPython must make it (the arguments do not bind). */
+cap_frame *cap_generator_frame(PyObject *func, PyObject *args, PyObject *kwnames, PyObject *gen,
+                               const char **why);
 cap_frame *cap_frame_for_call(PyObject *func, PyObject *const *args, int nargs,
                               PyObject *kwnames, const char **why);
 /* The builtins a function with these globals sees: their __builtins__ (a

@@ -752,6 +752,47 @@ int cap_check_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv)
     return check_views(T, root, 0);
 }
 
+/* Up the chain from t to root: each base gets base[key] = its view's new
+ * value (nv for t). A step that cannot be traced (a strided slice) puts
+ * every value back, so that the break reruns the op on the tensors as they
+ * were: it ran once, for real. */
+static int write_up_the_chain(cap_trace *T, cap_tensor *t, cap_tensor *root, ptc_value *nv)
+{
+    int n = 0, rc = CAP_NEXT;
+    for (cap_tensor *cur = t; cur != root; cur = cur->base)
+        n++;
+    ptc_value **old = PyMem_Malloc(sizeof *old * (size_t)(n + 1));
+    if (!old) {
+        PyErr_NoMemory();
+        return CAP_ERR;
+    }
+    int k = 0;
+    for (cap_tensor *cur = t; cur != root; cur = cur->base)
+        old[k++] = cur->v;
+    old[k] = root->v;
+    ptc_value *val = nv;
+    for (cap_tensor *cur = t; rc == CAP_NEXT && cur != root; cur = cur->base) {
+        PyObject *tmp = cap_tensor_new(T, val);
+        if (!tmp) {
+            rc = CAP_ERR;
+            break;
+        }
+        cur->v = val;
+        rc = cap_t_op_view(cur) ? cap_t_op_view_write_back(T, cur, val)
+                                : setitem_core(T, cur->base, cur->view_key, tmp);
+        Py_DECREF(tmp);
+        val = cur->base->v;
+    }
+    if (rc != CAP_NEXT) {
+        k = 0;
+        for (cap_tensor *cur = t; cur != root; cur = cur->base)
+            cur->v = old[k++];
+        root->v = old[k];
+    }
+    PyMem_Free(old);
+    return rc;
+}
+
 /* t's value becomes nv, seen through every alias of t. A graph input keeps
  * the new value in the trace and gets it for real after the call. */
 int cap_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv)
@@ -763,22 +804,10 @@ int cap_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv)
     if (rc != CAP_NEXT)
         return rc;
     cap_tensor *root = alias_root(t);
-    /* Up the chain: each base gets base[key] = its view's new value. */
-    ptc_value *val = nv;
-    for (cap_tensor *cur = t; cur != root; cur = cur->base) {
-        PyObject *tmp = cap_tensor_new(T, val);
-        if (!tmp)
-            return CAP_ERR;
-        cur->v = val;
-        rc = cap_t_op_view(cur) ? cap_t_op_view_write_back(T, cur, val)
-                            : setitem_core(T, cur->base, cur->view_key, tmp);
-        Py_DECREF(tmp);
-        if (rc != CAP_NEXT)
-            return rc;
-        val = cur->base->v;
-    }
-    root->v = val;
-    t->v = nv;
+    rc = write_up_the_chain(T, t, root, nv);
+    if (rc != CAP_NEXT)
+        return rc;
+    t->v = nv; /* the root itself when t is one */
     /* Down again: every view under the root, t included, is recomputed from
        the root, so a view's value stays a view of its base's (the backends
        return it as a real view when both leave the graph). */
@@ -1054,11 +1083,30 @@ static void strides_of(ptc_arena *a, const ptc_ttype *t, ptc_dim *st)
     }
 }
 
+/* A value the graph made: the strides eager gives it, or a break where ptc
+ * does not know them (torch_strides.c). */
+static int made_strides(cap_tcall *c, cap_tensor *t, int64_t *st)
+{
+    if (cap_value_strides(t->v, st))
+        return CAP_NEXT;
+    return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                       "%s() of a result whose strides ptc does not model", c->m->name);
+}
+
 int cap_th_stride(cap_tcall *c, PyObject **out)
 {
     cap_tensor *t = tens(c, 0, "self");
     ptc_dim st[PTC_MAX_DIMS];
-    strides_of(c->T->arena, ty(t), st);
+    int64_t made[PTC_MAX_DIMS];
+    if (!t->v->def) {
+        strides_of(c->T->arena, ty(t), st);
+    } else {
+        int rc = made_strides(c, t, made);
+        if (rc != CAP_NEXT)
+            return rc;
+        for (int i = 0; i < ty(t)->ndim; i++)
+            st[i] = ptc_dim_c(made[i]);
+    }
     PyObject *d = ARG(1, "dim");
     if (d && d != Py_None) {
         int w, rc = dim_of(c, d, ty(t)->ndim, &w);
@@ -1079,10 +1127,42 @@ int cap_th_stride(cap_tcall *c, PyObject **out)
     return *out ? CAP_NEXT : CAP_ERR;
 }
 
+/* The memory format an is_contiguous() asks about, or -1 for another. */
+static int memory_format_of(PyObject *format)
+{
+    static const char *names[] = {"contiguous_format", "channels_last", "channels_last_3d"};
+    if (!format || format == Py_None)
+        return CAP_ROW_MAJOR;
+    for (int i = 0; i < 3; i++) {
+        PyObject *torch_format = PyObject_GetAttrString(cap_T.torch, names[i]);
+        Py_XDECREF(torch_format); /* torch keeps them */
+        if (torch_format == format)
+            return i;
+    }
+    PyErr_Clear();
+    return -1;
+}
+
 int cap_th_is_contiguous(cap_tcall *c, PyObject **out)
 {
     cap_tensor *t = tens(c, 0, "self");
-    *out = Py_NewRef(ty(t)->layout == PTC_LAYOUT_CONTIGUOUS ? Py_True : Py_False);
+    int format = memory_format_of(ARG(1, "memory_format"));
+    if (format < 0)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "is_contiguous() of an unknown memory format");
+    int64_t st[PTC_MAX_DIMS];
+    if (t->v->def) {
+        int rc = made_strides(c, t, st);
+        if (rc != CAP_NEXT)
+            return rc;
+    } else if (format == CAP_ROW_MAJOR) {
+        *out = Py_NewRef(ty(t)->layout == PTC_LAYOUT_CONTIGUOUS ? Py_True : Py_False);
+        return CAP_NEXT;
+    } else if (!cap_value_strides(t->v, st)) {
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "is_contiguous(memory_format) of symbolic sizes");
+    }
+    *out = Py_NewRef(cap_strides_contiguous(t->v, st, format) ? Py_True : Py_False);
     return CAP_NEXT;
 }
 

@@ -301,9 +301,17 @@ int cap_th_detach(cap_tcall *c, PyObject **out)
     cap_tensor *t = (cap_tensor *)ARG(0, "input");
     if (!t || !cap_is_tensor((PyObject *)t))
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "detach needs a tensor");
+    /* eager's detach shares t's storage: the result is a view of t, so an
+       in-place op on it writes t (buf.detach().mul_(0.9)). Without grad it
+       is t's value, followed through writes as a same-shape reshape is
+       (torch_permviews.c); with grad, a write through it breaks, and the
+       break remakes it as a real detach of t (backend/eager.c). */
     if (!t->v->type.requires_grad) {
         *out = cap_tensor_new(c->T, t->v);
-        return *out ? CAP_NEXT : CAP_ERR;
+        int rc = view_result(*out ? CAP_NEXT : CAP_ERR, out, t);
+        if (rc == CAP_NEXT && ((cap_tensor *)*out)->base == t)
+            ((cap_tensor *)*out)->view_reshape = true;
+        return rc;
     }
     /* A value that does not require grad: an identity copy without grad. */
     ptc_arg a[3] = {ptc_arg_value(t->v), ptc_arg_none(), ptc_arg_none()};
@@ -312,7 +320,7 @@ int cap_th_detach(cap_tcall *c, PyObject **out)
         return CAP_BREAK;
     v->type.requires_grad = false;
     *out = cap_tensor_new(c->T, v);
-    return *out ? CAP_NEXT : CAP_ERR;
+    return view_result(*out ? CAP_NEXT : CAP_ERR, out, t);
 }
 
 /* ---- dtypes and devices --------------------------------------------------------------- */

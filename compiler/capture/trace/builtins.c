@@ -526,7 +526,7 @@ static int builtin_on_objects(cap_interp *I, int id, PyObject *const *args, int 
                 if (npos == 2)
                     *out = Py_NewRef(args[1]);
                 else {
-                    PyErr_SetNone(PyExc_StopIteration);
+                    cap_t_raise_stop_iteration(args[0]);
                     return CAP_ERR;
                 }
             }

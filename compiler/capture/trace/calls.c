@@ -652,6 +652,8 @@ static int call_function(cap_interp *I, PyObject *fn, PyObject *const *args, int
     if (c->notrace) {
         if (c->genexpr)
             return make_genexpr(I, fn, args, nargs, kwnames, out);
+        if (c->genfunc)
+            return cap_t_generator_call(I, fn, c, args, nargs, kwnames, out);
         if (c->flags & 0x20)
             return cap_t_break(T, CAP_B_GENERATOR, "call to generator function %s", c->qualname_s);
         return cap_t_break(T, (c->flags & 0x380) ? CAP_B_GENERATOR : CAP_B_UNINTERPRETABLE,

@@ -56,6 +56,7 @@ void cap_trace_hooks_install(void)
     h->iter_sync = cap_t_iter_sync;
     h->next_sync = cap_t_next_sync;
     h->iter_contains = cap_t_iter_contains;
+    h->yield_from = cap_t_yield_from;
     h->outside_mutator = cap_t_outside_mutator;
     h->truth_guard = cap_t_truth_guard;
     h->contains_guard = cap_t_contains_guard;

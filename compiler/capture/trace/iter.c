@@ -263,6 +263,8 @@ static void lazy_dealloc(PyObject *self)
     cap_lazy *lz = (cap_lazy *)self;
     Py_XDECREF(lz->fn);
     Py_XDECREF(lz->its);
+    Py_XDECREF(lz->kwnames);
+    Py_XDECREF(lz->retval);
     Py_XDECREF(lz->count);
     cap_frame_free(lz->frame);
     PyTypeObject *t = Py_TYPE(self);
@@ -286,7 +288,33 @@ static bool gen_rebuildable(const cap_lazy *g)
 {
     const cap_frame *f = g->frame;
     return g->state == CAP_GEN_READY || g->state == CAP_GEN_DONE ||
-           (g->state == CAP_GEN_SUSPENDED && f && f->sp == 2 && f->stack[0] == f->lp[0]);
+           (g->state == CAP_GEN_SUSPENDED && !g->genfunc && f && f->sp == 2 &&
+            f->stack[0] == f->lp[0]);
+}
+
+/* A generator function's generator not started yet: the call that made
+ * it, ptc._generator_call(fn, args, kwargs); a finished one: a generator
+ * that yields nothing. */
+static PyObject *genfunc_reduce(cap_lazy *g)
+{
+    static PyObject *call, *drained;
+    if ((!call && !(call = cap_import_path("ptc._generator_call"))) ||
+        (!drained && !(drained = cap_import_path("ptc._drained_generator"))))
+        return NULL;
+    if (g->state == CAP_GEN_DONE)
+        return Py_BuildValue("O(O)", drained, cap_P.empty_tuple);
+    Py_ssize_t nkw = g->kwnames ? PyTuple_Size(g->kwnames) : 0, n = PyTuple_Size(g->its) - nkw;
+    PyObject *args = PyTuple_GetSlice(g->its, 0, n);
+    PyObject *kwargs = args ? PyDict_New() : NULL;
+    for (Py_ssize_t k = 0; kwargs && k < nkw; k++) {
+        PyObject *name = PyTuple_GetItem(g->kwnames, k), *value = PyTuple_GetItem(g->its, n + k);
+        if (PyDict_SetItem(kwargs, name, value) < 0)
+            Py_CLEAR(kwargs);
+    }
+    PyObject *r = kwargs ? Py_BuildValue("O(OOO)", call, g->fn, args, kwargs) : NULL;
+    Py_XDECREF(kwargs);
+    Py_XDECREF(args);
+    return r;
 }
 
 /* A generator expression as (its function, (its iterator,)): a fresh
@@ -295,9 +323,13 @@ static bool gen_rebuildable(const cap_lazy *g)
 static PyObject *gen_reduce(cap_lazy *g)
 {
     if (!gen_rebuildable(g)) {
-        PyErr_SetString(PyExc_TypeError, "ptc: a generator expression suspended inside a nested loop");
+        PyErr_SetString(PyExc_TypeError,
+                        g->genfunc ? "ptc: a generator suspended at a yield"
+                                   : "ptc: a generator expression suspended inside a nested loop");
         return NULL;
     }
+    if (g->genfunc)
+        return genfunc_reduce(g);
     if (g->state == CAP_GEN_DONE) {
         PyObject *empty = PyObject_GetIter(cap_P.empty_tuple);
         return empty ? Py_BuildValue("O(N)", g->fn, empty) : NULL;
@@ -351,6 +383,9 @@ PyObject *cap_lazy_new(int kind, PyObject *fn, PyObject *its, PyObject *count, b
     lz->kind = kind;
     lz->fn = Py_XNewRef(fn);
     lz->its = Py_NewRef(its);
+    lz->kwnames = NULL;
+    lz->genfunc = false;
+    lz->retval = NULL;
     lz->count = Py_XNewRef(count);
     lz->strict = strict;
     lz->frame = NULL;
@@ -602,9 +637,10 @@ static int filter_keeps(cap_interp *I, cap_lazy *lz, PyObject *v, int *keep)
     return *keep < 0 ? CAP_ERR : CAP_NEXT;
 }
 
-/* Runs generator expression g's frame in a nested run up to its next yield
- * (*out) or its end (*out NULL). An exception it raises ends it, and the
- * instruction advancing it reruns for real (a break). */
+/* Runs generator g's frame in a nested run up to its next yield (*out) or
+ * its end (*out NULL). An exception it raises ends it: a traced except
+ * block of the consumer's frames catches it, else the instruction advancing
+ * it reruns for real (a break). */
 static int gen_step(cap_interp *I, cap_lazy *g, PyObject **out)
 {
     cap_trace *T = I->T;
@@ -623,9 +659,11 @@ static int gen_step(cap_interp *I, cap_lazy *g, PyObject **out)
         return cap_t_break(T, CAP_B_INLINE_DEPTH, "inlining deeper than %d", I->max_depth);
     cap_frame *f = g->frame;
     if (!f) {
-        f = cap_genexpr_frame(g->fn, PyTuple_GetItem(g->its, 0), (PyObject *)g);
+        const char *why = NULL;
+        f = cap_generator_frame(g->fn, g->its, g->kwnames, (PyObject *)g, &why);
         if (!f)
-            return PyErr_Occurred() ? CAP_ERR : cap_t_break(T, CAP_B_GENERATOR, "generator expression (arguments)");
+            return PyErr_Occurred() ? CAP_ERR
+                                    : cap_t_break(T, CAP_B_GENERATOR, "generator (arguments)");
         if (cap_hooks.enter_frame(T, f) < 0) {
             cap_frame_free(f);
             return CAP_ERR;
@@ -643,19 +681,20 @@ static int gen_step(cap_interp *I, cap_lazy *g, PyObject **out)
         return CAP_NEXT;
     }
     g->state = CAP_GEN_DONE;
-    Py_XDECREF(v); /* what it returned: None */
+    Py_XSETREF(g->retval, v); /* what it returned: yield from's value */
     if (rc == CAP_ERR && PyErr_ExceptionMatches(PyExc_StopIteration)) {
         PyErr_Clear(); /* PEP 479 */
         PyErr_SetString(PyExc_RuntimeError, "generator raised StopIteration");
     }
-    if (rc == CAP_ERR && !PyErr_ExceptionMatches(cap_InternalError))
+    if (rc == CAP_ERR && !PyErr_ExceptionMatches(cap_InternalError) && !error_caught(I))
         return cap_trace_error(I);
     if (rc == CAP_BREAK) {
         const char *pre = "inside a callback: ";
         char inner[sizeof T->brk.detail];
         snprintf(inner, sizeof inner, "%s", strncmp(T->brk.detail, pre, strlen(pre)) == 0
                                                 ? T->brk.detail + strlen(pre) : T->brk.detail);
-        snprintf(T->brk.detail, sizeof T->brk.detail, "in a generator expression: %.440s", inner);
+        snprintf(T->brk.detail, sizeof T->brk.detail, "in a generator%s: %.440s",
+                 g->genfunc ? "" : " expression", inner);
     }
     return rc;
 }
@@ -713,7 +752,7 @@ int cap_t_lazy_next(cap_interp *I, cap_lazy *lz, PyObject **out)
     PyObject *self = (PyObject *)lz;
     cap_iter_marks marks;
     *out = NULL;
-    if (PyTuple_Size(lz->its) == 0)
+    if (lz->kind == CAP_LAZY_ZIP && PyTuple_Size(lz->its) == 0)
         return CAP_NEXT; /* zip() */
     cap_iter_mark(&marks, &self, 1);
     return cap_iter_rewind(I, &marks, lazy_step(I, lz, out));

@@ -740,6 +740,16 @@ int cap_t_expand_call_args(cap_trace *T, PyObject *func, PyObject *args, PyObjec
  * tuple, a frozenset or a constant); CAP_NONE for any other call (copies.c). */
 int cap_t_copy_call(cap_interp *I, PyObject *fn, PyObject *const *args, int nargs,
                     PyObject *kwnames, PyObject **out);
+/* A call of a generator function (code c) while tracing: a lazy generator
+ * whose body runs traced as the program advances it (generators.c). */
+int cap_t_generator_call(cap_interp *I, PyObject *fn, cap_code *c, PyObject *const *args, int nargs,
+                         PyObject *kwnames, PyObject **out);
+/* cap_hooks.yield_from: `yield from receiver`, one of ptc's iterators,
+ * advanced: *item, or NULL and *value the receiver's return value. */
+int cap_t_yield_from(cap_interp *I, PyObject *receiver, PyObject **item, PyObject **value);
+/* next(it) found it exhausted: StopIteration, with the return value of a
+ * generator that finished at this step (generators.c). */
+void cap_t_raise_stop_iteration(PyObject *it);
 int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                PyObject *kwnames, PyObject **out);
 /* Builtins (builtins.c): the id of a builtin answered while tracing (0 for
@@ -801,12 +811,16 @@ typedef struct cap_lazy {
     PyObject_HEAD
     int kind;               /* cap_lazy_kind */
     PyObject *fn;           /* map/filter: the function (filter: maybe None); generator:
-                               the genexpr function; else NULL */
-    PyObject *its;          /* tuple of the iterators under it */
+                               the genexpr or generator function; else NULL */
+    PyObject *its;          /* tuple of the iterators under it; a generator function's:
+                               its arguments, the last len(kwnames) by keyword */
+    PyObject *kwnames;      /* a generator function's keywords (a tuple), or NULL */
+    bool genfunc;           /* a generator function's (else a generator expression's) */
+    PyObject *retval;       /* a finished generator's return value (yield from's), or NULL */
     PyObject *count;        /* enumerate: the next index (an int) */
     bool strict;            /* zip(strict=True) */
-    /* A generator expression: its frame while suspended (owned), its state,
-       and how many times it was advanced (cap_iter_mark). */
+    /* A generator (expression or function): its frame while suspended
+       (owned), its state, and how many times it was advanced (cap_iter_mark). */
     cap_frame *frame;
     uint8_t state;          /* cap_gen_state */
     long steps;

@@ -1,0 +1,278 @@
+/* Eager's strides of a traced value, where ptc knows them, for the queries
+ * stride() and is_contiguous().
+ *
+ * Values carry strides only where they enter the graph (an argument or a
+ * constant: the guards fix their layout); the compiler lays out everything
+ * else itself. So a query follows the value back to where it entered: a
+ * view op maps its operand's strides as torch's view does (permute,
+ * transpose, expand, unsqueeze, slice, select, narrow, split; view, reshape
+ * and squeeze of a row-major operand), and any other op of row-major
+ * operands gives a row-major result, as TensorIterator and the library
+ * kernels do. Anything else (an op over a permuted operand, whose layout
+ * eager derives from its operands' strides; advanced indexing; a tensor
+ * created here, which may be a *_like of a permuted one; symbolic sizes) is
+ * unknown, and the caller breaks rather than answer wrongly.
+ */
+#include "capture/torch/torch.h"
+#include "ops/ops.h"
+
+#include <stdbool.h>
+#include <string.h>
+
+enum { MAX_CHAIN = 64 };
+
+static bool static_dims(const ptc_ttype *t)
+{
+    for (int i = 0; i < t->ndim; i++)
+        if (!ptc_dim_is_static(t->shape[i]) ||
+            (t->layout == PTC_LAYOUT_STRIDED && !ptc_dim_is_static(t->strides[i])))
+            return false;
+    return true;
+}
+
+static void row_major(const ptc_ttype *t, int64_t *st)
+{
+    int64_t step = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        st[d] = step;
+        step *= t->shape[d].value > 1 ? t->shape[d].value : 1;
+    }
+}
+
+/* torch's is_contiguous: size-1 dims' strides do not count. */
+static bool is_row_major(const ptc_ttype *t, const int64_t *st)
+{
+    int64_t step = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        int64_t size = t->shape[d].value;
+        if (size == 0)
+            return true;
+        if (size != 1 && st[d] != step)
+            return false;
+        step *= size;
+    }
+    return true;
+}
+
+static int64_t dim_index(ptc_dim d, int ndim)
+{
+    return d.value < 0 ? d.value + ndim : d.value;
+}
+
+static bool strides_of_value(const ptc_value *v, int64_t *st, int depth);
+
+/* The strides of a view op's result v from its operand's (in). */
+static bool view_strides(const ptc_node *n, const ptc_value *v, const ptc_ttype *it,
+                         const int64_t *in, int64_t *st)
+{
+    const ptc_ttype *ot = &v->type;
+    int ni = it->ndim, no = ot->ndim;
+    switch (n->op) {
+    case PTC_OP_PERMUTE:
+        for (int i = 0; i < no; i++)
+            st[i] = in[dim_index(n->args[1].is.d[i], ni)];
+        return true;
+    case PTC_OP_TRANSPOSE:
+    case PTC_OP_T: {
+        memcpy(st, in, sizeof(int64_t) * (size_t)ni);
+        if (ni < 2)
+            return true;
+        int64_t a = n->op == PTC_OP_T ? 0 : dim_index(n->args[1].i, ni);
+        int64_t b = n->op == PTC_OP_T ? 1 : dim_index(n->args[2].i, ni);
+        st[a] = in[b];
+        st[b] = in[a];
+        return true;
+    }
+    case PTC_OP_EXPAND:
+        for (int i = 0; i < no; i++) {
+            int j = i - (no - ni);
+            st[i] = j < 0 || (it->shape[j].value == 1 && ot->shape[i].value != 1) ? 0 : in[j];
+        }
+        return true;
+    case PTC_OP_UNSQUEEZE: {
+        int64_t d = dim_index(n->args[1].i, no);
+        for (int i = 0, j = 0; i < no; i++)
+            st[i] = i == d ? (d >= ni ? 1 : it->shape[d].value * in[d]) : in[j++];
+        return true;
+    }
+    case PTC_OP_SLICE:
+    case PTC_OP_NARROW:
+    case PTC_OP_SPLIT:
+    case PTC_OP_SPLIT_WITH_SIZES:
+    case PTC_OP_CHUNK:
+        memcpy(st, in, sizeof(int64_t) * (size_t)ni);
+        if (n->op == PTC_OP_SLICE && n->args[4].kind != PTC_ARG_NONE)
+            st[dim_index(n->args[1].i, ni)] *= n->args[4].i.value;
+        return true;
+    case PTC_OP_SELECT:
+    case PTC_OP_UNBIND: {
+        int64_t d = n->args[1].kind == PTC_ARG_NONE ? 0 : dim_index(n->args[1].i, ni);
+        for (int i = 0, j = 0; j < ni; j++)
+            if (j != d)
+                st[i++] = in[j];
+        return true;
+    }
+    case PTC_OP_VIEW:
+    case PTC_OP_RESHAPE:
+    case PTC_OP_FLATTEN:
+    case PTC_OP_SQUEEZE:
+        if (!is_row_major(it, in))
+            return false; /* torch's own stride computation: not modelled */
+        row_major(ot, st);
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool cap_dense_order(const ptc_ttype *t, const int64_t *st, int8_t *perm)
+{
+    int nd = t->ndim;
+    for (int d = 0; d < nd; d++)
+        perm[d] = (int8_t)d;
+    for (int i = 1; i < nd; i++) /* stable: outermost (largest stride) first */
+        for (int j = i; j > 0 && st[perm[j - 1]] < st[perm[j]]; j--) {
+            int8_t x = perm[j];
+            perm[j] = perm[j - 1];
+            perm[j - 1] = x;
+        }
+    int64_t step = 1;
+    for (int k = nd - 1; k >= 0; k--) {
+        int64_t size = t->shape[perm[k]].value;
+        if (size > 1 && st[perm[k]] != step)
+            return false; /* a size-1 dim's stride is never used */
+        step *= size > 1 ? size : 1;
+    }
+    return true;
+}
+
+static bool same_shape(const ptc_ttype *a, const ptc_ttype *b)
+{
+    if (a->ndim != b->ndim)
+        return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d].value != b->shape[d].value)
+            return false;
+    return true;
+}
+
+/* Any other op: the matmul family's result is row-major; a pointwise op's
+ * whose operands all have its shape and one dense layout has that layout
+ * (TensorIterator's fast path: channels-last stays channels-last); else
+ * row-major when every tensor operand is, and it has one. */
+static bool computed_strides(const ptc_node *n, const ptc_value *v, int64_t *st, int depth)
+{
+    if (n->op == PTC_OP_MATMUL || n->op == PTC_OP_ADDMM || n->op == PTC_OP_LINEAR ||
+        n->op == PTC_OP_BADDBMM) {
+        row_major(&v->type, st);
+        return true;
+    }
+    if (n->op == PTC_OP_INDEX)
+        return false;
+    const ptc_ttype *ot = &v->type;
+    bool all_row_major = true, same_layout = (ptc_op_flags(n->op) & PTC_F_POINTWISE) != 0;
+    int operands = 0;
+    int64_t in[PTC_MAX_DIMS], first[PTC_MAX_DIMS];
+    for (int a = 0; a < n->nargs; a++) {
+        const ptc_arg *arg = &n->args[a];
+        int count = arg->kind == PTC_ARG_VALUE ? 1 : arg->kind == PTC_ARG_VALUES ? arg->vs.n : 0;
+        for (int k = 0; k < count; k++) {
+            const ptc_value *x = arg->kind == PTC_ARG_VALUE ? arg->v : arg->vs.v[k];
+            if (!strides_of_value(x, in, depth + 1))
+                return false;
+            all_row_major = all_row_major && is_row_major(&x->type, in);
+            if (x->type.ndim == 0)
+                continue;
+            same_layout = same_layout && same_shape(&x->type, ot) &&
+                          (operands == 0 || !memcmp(first, in, sizeof(int64_t) * (size_t)ot->ndim));
+            if (operands++ == 0)
+                memcpy(first, in, sizeof(int64_t) * (size_t)x->type.ndim);
+        }
+    }
+    int8_t perm[PTC_MAX_DIMS];
+    if (operands && same_layout && cap_dense_order(ot, first, perm)) {
+        memcpy(st, first, sizeof(int64_t) * (size_t)ot->ndim);
+        return true;
+    }
+    if (!operands || !all_row_major)
+        return false;
+    row_major(ot, st);
+    return true;
+}
+
+/* The ops whose result shares its first operand's storage (view_strides). */
+static bool is_view(ptc_op op)
+{
+    switch (op) {
+    case PTC_OP_PERMUTE: case PTC_OP_TRANSPOSE: case PTC_OP_T: case PTC_OP_EXPAND:
+    case PTC_OP_UNSQUEEZE: case PTC_OP_SLICE: case PTC_OP_NARROW: case PTC_OP_SPLIT:
+    case PTC_OP_SPLIT_WITH_SIZES: case PTC_OP_CHUNK: case PTC_OP_SELECT: case PTC_OP_UNBIND:
+    case PTC_OP_VIEW: case PTC_OP_RESHAPE: case PTC_OP_FLATTEN: case PTC_OP_SQUEEZE:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* to() with nothing to change is detach (torch_shape.c): the same strides. */
+static bool is_detach(const ptc_node *n)
+{
+    return n->op == PTC_OP_TO && n->args[1].kind == PTC_ARG_NONE && n->args[2].kind == PTC_ARG_NONE;
+}
+
+static bool strides_of_value(const ptc_value *v, int64_t *st, int depth)
+{
+    const ptc_ttype *t = &v->type;
+    if (depth > MAX_CHAIN || !static_dims(t))
+        return false;
+    const ptc_node *n = v->def;
+    if (!n) { /* entered the graph: its layout is guarded */
+        if (t->layout == PTC_LAYOUT_STRIDED)
+            for (int i = 0; i < t->ndim; i++)
+                st[i] = t->strides[i].value;
+        else
+            row_major(t, st);
+        return true;
+    }
+    if (n->op == PTC_OP_CONTIGUOUS) {
+        row_major(t, st);
+        return true;
+    }
+    if (!is_view(n->op) && !is_detach(n))
+        return computed_strides(n, v, st, depth);
+    const ptc_value *base = n->args[0].kind == PTC_ARG_VALUE ? n->args[0].v : NULL;
+    int64_t in[PTC_MAX_DIMS];
+    if (!base || !strides_of_value(base, in, depth + 1))
+        return false;
+    if (is_detach(n)) {
+        memcpy(st, in, sizeof(int64_t) * (size_t)t->ndim);
+        return true;
+    }
+    return view_strides(n, v, &base->type, in, st);
+}
+
+bool cap_value_strides(const ptc_value *v, int64_t *st)
+{
+    return strides_of_value(v, st, 0);
+}
+
+/* torch's is_contiguous(memory_format): dense with the dims innermost
+ * first in the format's order (size-1 dims do not count). */
+bool cap_strides_contiguous(const ptc_value *v, const int64_t *st, cap_memory_format format)
+{
+    static const int channels_last[] = {1, 3, 2, 0}, channels_last_3d[] = {1, 4, 3, 2, 0};
+    const ptc_ttype *t = &v->type;
+    if (format == CAP_ROW_MAJOR)
+        return is_row_major(t, st);
+    const int *order = format == CAP_CHANNELS_LAST ? channels_last : channels_last_3d;
+    if (t->ndim != (format == CAP_CHANNELS_LAST ? 4 : 5))
+        return false;
+    int64_t step = 1;
+    for (int k = 0; k < t->ndim; k++) {
+        int64_t size = t->shape[order[k]].value;
+        if (size != 1 && st[order[k]] != step)
+            return false;
+        step *= size;
+    }
+    return true;
+}

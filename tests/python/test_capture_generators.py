@@ -1,0 +1,255 @@
+"""Generator functions called inside a compiled function, against eager.
+
+torch.compile inlines a generator that the function makes and consumes
+(for-loops, list(), sum(), zip(), next(), unpacking, yield from): one graph. ptc runs
+the generator's body traced, one item at a time when the program asks for
+it, so side effects (printed text, appends, closures read late) happen in
+eager's order; a generator the function returns, or that is live at a break,
+comes back as a real generator at eager's position, or the function runs
+for real where that position cannot be rebuilt. A generator function with a
+try or with block stays a break (PTC-B015): closing an unfinished one runs
+its clean-up, which ptc does not model. Each program runs eagerly and under
+ptc.compile(backend="eager") twice (test_capture_iterators.observe: results,
+iterators by type and remaining items, exceptions, printed text, the
+argument, no ptc warning) and pins the first call's graph and break counts.
+"""
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import ptc  # noqa: E402
+from test_capture_iterators import assert_like_eager, observe  # noqa: E402
+
+COUNTS = {}  # program -> (graphs, breaks) on the first call
+
+
+def case(graphs, breaks):
+    def add(fn):
+        COUNTS[fn] = (graphs, breaks)
+        return fn
+    return add
+
+
+def scaled(x, n, scale=1):
+    for i in range(n):
+        yield x * i * scale
+
+
+@case(1, 0)
+def consumed_by_sum_list_and_for(x):
+    acc = x
+    for v in scaled(x, 2):
+        acc = acc + v
+    return sum(scaled(x, 3)), list(scaled(x, 2, scale=3)), list(scaled(n=2, x=x)), acc
+
+
+@case(1, 0)
+def zipped_enumerated_unpacked(x):
+    a, b = scaled(x, 2)
+    pairs = [p + q for p, q in zip(scaled(x, 2), scaled(x + 1, 3))]
+    return a + b, pairs, dict(enumerate(scaled(x, 2)))
+
+
+@case(1, 0)
+def advanced_by_next_interleaved(x):
+    first, second = scaled(x, 3), scaled(x + 1, 3)
+    return next(first), next(second), next(first), next(second, None)
+
+
+@case(1, 0)
+def body_runs_when_advanced(x):
+    log = []
+
+    def logged(n):
+        for i in range(n):
+            log.append(("gen", i))
+            yield x + i
+
+    for v in logged(2):
+        log.append(("loop", len(log)))
+    gen = logged(3)
+    log.append("made")
+    next(gen)
+    return x + 1, log
+
+
+@case(1, 0)
+def closure_read_when_advanced(x):
+    k = 2
+
+    def late():
+        for i in range(2):
+            yield x * k + i
+
+    gen = late()
+    k = 5
+    return list(gen)
+
+
+@case(1, 0)
+def generators_of_generators(x):
+    def inner(y):
+        for i in range(2):
+            yield y + i
+
+    def outer(y):
+        for v in inner(y):
+            yield v * 2
+
+    return sum(outer(x)), [r.sum() for r in rows(x.view(2, 1))]
+
+
+def rows(t):
+    for row in t:
+        yield row
+
+
+@case(1, 0)
+def stops_early(x):
+    seen = []
+
+    def counted():
+        for i in range(5):
+            seen.append(i)
+            yield x * i
+
+    for v in counted():
+        if len(seen) == 2:
+            break
+    return v, seen, any(True for _ in counted()), seen
+
+
+@case(1, 0)
+def returned_generators_at_their_position(x):
+    import types
+    fresh, done, keywords = scaled(x, 2), scaled(x, 1), scaled(n=2, x=x, scale=3)
+    list(done)
+    return x + 1, fresh, done, keywords, isinstance(fresh, types.GeneratorType), iter(fresh) is fresh
+
+
+@case(1, 0)
+def returns_its_value_and_receives_none(x):
+    def returning():
+        got = yield x
+        yield got
+        return 7
+
+    return x + 1, list(returning())
+
+
+@case(1, 0)
+def next_raises_the_return_value_once(x):
+    def returning():
+        yield x
+        return 5
+
+    gen, values = returning(), []
+    next(gen)
+    for _ in range(2):
+        try:
+            next(gen)
+        except StopIteration as e:
+            values.append(e.value)
+    return x + 1, values
+
+
+@case(1, 0)
+def raises_into_the_callers_except_block(x):
+    def failing():
+        yield x
+        raise KeyError("k")
+
+    def stopping():
+        yield x
+        raise StopIteration  # PEP 479: a RuntimeError
+
+    seen = []
+    try:
+        for v in failing():
+            seen.append(v)
+    except KeyError as e:
+        seen.append(str(e))
+    try:
+        list(stopping())
+    except RuntimeError as e:
+        seen.append(str(e))
+    return x + 1, seen
+
+
+@case(0, 1)
+def raises_to_the_caller_of_the_compiled_function(x):
+    def failing():
+        yield x + 1
+        raise KeyError("k")
+
+    return list(failing())
+
+
+def delegating(x):
+    got = yield from scaled(x, 2)  # scaled returns None: got is None
+    total = yield from counted_to(x, 2)
+    yield from [x + 10, x + 11]
+    yield from (t * 3 for t in [x])
+    yield (got, total)
+
+
+def counted_to(x, n):
+    for i in range(n):
+        yield x - i
+    return n * 10
+
+
+@case(1, 0)
+def yield_from_generators_lists_and_genexprs(x):
+    return list(delegating(x)), sum(v for v in delegating(x) if not isinstance(v, tuple))
+
+
+@case(0, 1)
+def suspended_generator_returned(x):
+    # A started generator cannot be rebuilt at its yield: the function
+    # runs for real (PTC-B025), never a wrong generator.
+    gen = scaled(x, 3)
+    next(gen)
+    return x + 1, gen
+
+
+@case(1, 1)
+def bad_arguments_raise_at_the_call(x):
+    try:
+        scaled(x)
+    except TypeError as e:
+        return x + 1, str(e)
+
+
+@case(1, 3)
+def generator_with_finally_stays_a_break(x):
+    log = []
+
+    def closing():
+        try:
+            yield x
+            yield x + 1
+        finally:
+            log.append("closed")
+
+    for v in closing():
+        break
+    return v + 1, log
+
+
+CASES = [pytest.param(fn, *n, id=fn.__name__) for fn, n in COUNTS.items()]
+
+
+@pytest.mark.parametrize("fn,graphs,breaks", CASES)
+def test_like_eager(fn, graphs, breaks):
+    assert_like_eager(fn, graphs, breaks)
+
+
+@pytest.mark.parametrize("fn", [fn for fn, n in COUNTS.items() if n[1] == 0])
+def test_fullgraph_like_eager(fn):
+    assert observe(ptc.compile(fn, backend="eager", fullgraph=True)) == observe(fn)
+
+
+@pytest.mark.parametrize("fn", [consumed_by_sum_list_and_for, generators_of_generators])
+def test_compiled_backend_like_eager(fn):
+    assert observe(ptc.compile(fn)) == observe(fn)

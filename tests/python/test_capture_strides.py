@@ -1,0 +1,54 @@
+"""stride() and is_contiguous() of traced tensors, against eager.
+
+ptc knows a tensor's strides where it enters the graph (the guards fix an
+argument's layout) and follows them through views (t, transpose, permute,
+expand, unsqueeze, slicing, select, split, chunk, unbind, detach), through
+the matmul family (row-major results) and through ops whose operands share
+one layout (x.t() + 1 stays transposed, channels-last stays channels-last).
+Where it does not know them it breaks, and the query runs on the real
+tensor: never a made-up answer (main answered row-major for every result).
+"""
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import ptc  # noqa: E402
+from test_capture_inplace_inputs import counts  # noqa: E402
+
+
+def views(x):
+    return (x.t().stride(), x.t().is_contiguous(), x[:, ::2].stride(), x[1].stride(),
+            x.permute(1, 0).unsqueeze(0).stride(), x.unsqueeze(2).expand(2, 4, 3).stride(),
+            [c.stride() for c in x.chunk(2, 1)], [u.stride() for u in x.unbind(1)],
+            x.t().detach().stride(), x.narrow(1, 1, 2).is_contiguous())
+
+
+def computed(x):
+    return ((x * 2).stride(), (x.t() + 1).stride(), (x @ x.t()).stride(),
+            x.t().contiguous().stride(), (x.t() * x.t()).is_contiguous(), x.sum(0).stride())
+
+
+def channels_last(x):
+    return (x.is_contiguous(memory_format=torch.channels_last), x.is_contiguous(),
+            (x + 1).is_contiguous(memory_format=torch.channels_last), (x * x).stride())
+
+
+def unknown_layout(x):
+    # reshape of a transposed tensor may copy: ptc breaks and asks eager
+    return x.t().reshape(-1).stride(), x + 1
+
+
+@pytest.mark.parametrize("fn,make,breaks", [
+    (views, lambda: torch.ones(2, 4), 0),
+    (computed, lambda: torch.ones(2, 4), 0),
+    (channels_last, lambda: torch.ones(2, 3, 4, 5).to(memory_format=torch.channels_last), 0),
+    (channels_last, lambda: torch.ones(2, 3, 4, 5), 0),
+    (unknown_layout, lambda: torch.ones(2, 4), 1),
+])
+@pytest.mark.parametrize("backend", ["eager", "ptc"])
+def test_strides_are_eagers(fn, make, breaks, backend):
+    compiled = ptc.compile(fn, backend=backend)
+    for _ in range(2):
+        want, got = fn(make()), compiled(make())
+        assert str(want) == str(got)
+    assert counts(compiled)[1] == breaks
