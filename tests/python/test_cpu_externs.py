@@ -74,3 +74,30 @@ def test_extern_results_that_are_outputs_are_not_copied(dev="cpu"):
         got2 = conv(x * 2)  # a later call's outputs are new tensors
     torch.testing.assert_close(got[0], F.conv2d(x, w, padding=1), rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(got2[0], F.conv2d(x * 2, w, padding=1), rtol=1e-4, atol=1e-4)
+
+
+def test_an_extern_takes_a_torch_owned_operand_only_as_laid_out(dev="cpu"):
+    """An extern's operand in memory a torch tensor owns (an extern's result,
+    an output torch allocated) is that tensor itself only when the operand is
+    laid out as the tensor is: a transposed view, a leading slice at the same
+    address, or an offset slice of it each need their own view (the tensor
+    itself would give wrong sizes or values)."""
+    torch.manual_seed(2)
+    w = torch.randn(8, 8, device=dev)
+
+    def f(x):
+        y = torch.mm(x, w)              # a result torch owns
+        out = torch.mm(y, w)            # an output ptc asks torch for (out=)
+        return (out, torch.mm(y.t(), w), torch.mm(y[:4], w), torch.mm(y[2:6], w),
+                torch.mm(out.t(), y))
+
+    cf = ptc.compile(f, fullgraph=True)
+    ptc.config.strict = True  # a fallback to torch ops would hide a wrong operand
+    try:
+        with torch.no_grad():
+            for _ in range(3):
+                x = torch.randn(8, 8, device=dev)
+                for g, e in zip(cf(x), f(x)):
+                    torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)
+    finally:
+        ptc.config.strict = False
