@@ -275,18 +275,15 @@ static int tensor_device(PyObject *t, ptc_device *out)
     return rc;
 }
 
-int cap_tmeta_read(PyObject *t, cap_tmeta *m)
+/* What m says of t's layout: dtype, sizes, strides, device. */
+static int read_layout(PyObject *t, cap_tmeta *m)
 {
-    memset(m, 0, sizeof *m);
     PyObject *dtype = PyObject_GetAttr(t, cap_T.s_dtype);
     PyObject *shape = dtype ? PyObject_GetAttr(t, cap_T.s_shape) : NULL;
     PyObject *stride = shape ? PyObject_CallMethodObjArgs(t, cap_T.s_stride, NULL) : NULL;
-    PyObject *rg = stride ? PyObject_GetAttr(t, cap_T.s_requires_grad) : NULL;
     int rc = -1;
-    if (!rg)
+    if (!stride)
         goto done;
-    m->type = Py_NewRef((PyObject *)Py_TYPE(t));
-    m->dtype = Py_NewRef(dtype);
     m->dt = (ptc_dtype)cap_dtype_from_obj(dtype);
     m->ndim = int_tuple(shape, m->sizes, PTC_MAX_DIMS);
     if (m->ndim < 0 || int_tuple(stride, m->strides, PTC_MAX_DIMS) != m->ndim ||
@@ -296,14 +293,33 @@ int cap_tmeta_read(PyObject *t, cap_tmeta *m)
                      PTC_MAX_DIMS);
         goto done;
     }
-    m->requires_grad = rg == Py_True;
+    m->dtype = Py_NewRef(dtype);
     rc = 0;
 done:
     Py_XDECREF(dtype);
     Py_XDECREF(shape);
     Py_XDECREF(stride);
-    Py_XDECREF(rg);
     return rc;
+}
+
+int cap_tmeta_read_layout(PyObject *t, cap_tmeta *m)
+{
+    memset(m, 0, sizeof *m);
+    return read_layout(t, m);
+}
+
+int cap_tmeta_read(PyObject *t, cap_tmeta *m)
+{
+    memset(m, 0, sizeof *m);
+    PyObject *rg = read_layout(t, m) == 0 ? PyObject_GetAttr(t, cap_T.s_requires_grad) : NULL;
+    if (!rg) {
+        Py_CLEAR(m->dtype);
+        return -1;
+    }
+    m->type = Py_NewRef((PyObject *)Py_TYPE(t));
+    m->requires_grad = rg == Py_True;
+    Py_DECREF(rg);
+    return 0;
 }
 
 void cap_tmeta_str(const cap_tmeta *m, char *buf, size_t size)

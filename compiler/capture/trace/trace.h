@@ -254,6 +254,9 @@ int cap_device_from_obj(PyObject *o, ptc_device *out); /* torch.device / str / i
 PyObject *cap_arg_obj(const ptc_arg *a, const ptc_bindings *b);
 /* Reads a real tensor's metadata (Python attribute access). */
 int cap_tmeta_read(PyObject *t, cap_tmeta *m);
+/* Only its dtype, sizes, strides and device (m->type NULL, requires_grad
+ * unread): what seeing it as a ptc tensor needs, a read fewer. */
+int cap_tmeta_read_layout(PyObject *t, cap_tmeta *m);
 /* Does t match m? (*why gets the first difference when not.) */
 int cap_tmeta_check(PyObject *t, const cap_tmeta *m, char *why, size_t size);
 /* Are m's strides those of a contiguous tensor of its sizes (size-1 dims aside)? */
