@@ -658,7 +658,17 @@ static void *host_stream(void *ctx, ptc_device dev)
     return ptr;
 }
 
-static const ptc_host torch_host = {NULL, host_alloc, host_extern, host_stream, host_extern_new};
+static bool host_writes_in_place(void *ctx, const ptc_node *node)
+{
+    (void)ctx;
+    return has_out(node->op);
+}
+
+static const ptc_host torch_host = {.alloc = host_alloc,
+                                    .run_extern = host_extern,
+                                    .cuda_stream = host_stream,
+                                    .run_extern_new = host_extern_new,
+                                    .writes_in_place = host_writes_in_place};
 
 /* ---- eager's output strides ------------------------------------------------------ */
 
