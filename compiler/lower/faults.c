@@ -9,19 +9,21 @@
  */
 #include "lower/lower.h"
 
+/* The runtime asks once per extern per call: the walk visits only the set
+ * bits of ops (a few), not every op of the table. */
 static ptc_inject_kind ask(const uint64_t *ops, const char *stage, ptc_error *err)
 {
     ptc_inject_kind result = PTC_INJECT_NONE;
-    for (int op = 0; op < PTC_OP_COUNT; op++) {
-        if (!(ops[op / 64] >> (op % 64) & 1))
-            continue;
-        ptc_inject_kind k = ptc_inject_hit(stage, (ptc_op)op, err);
-        if (k == PTC_INJECT_ERROR || k == PTC_INJECT_CRASH || k == PTC_INJECT_HANG ||
-            k == PTC_INJECT_ABORT)
-            return k; /* a crash or hang comes back only when deferred, an abort always */
-        if (k == PTC_INJECT_WRONG)
-            result = k;
-    }
+    for (int w = 0; w < (PTC_OP_COUNT + 63) / 64; w++)
+        for (uint64_t bits = ops[w]; bits; bits &= bits - 1) {
+            int op = w * 64 + __builtin_ctzll(bits);
+            ptc_inject_kind k = ptc_inject_hit(stage, (ptc_op)op, err);
+            if (k == PTC_INJECT_ERROR || k == PTC_INJECT_CRASH || k == PTC_INJECT_HANG ||
+                k == PTC_INJECT_ABORT)
+                return k; /* a crash or hang comes back only when deferred, an abort always */
+            if (k == PTC_INJECT_WRONG)
+                result = k;
+        }
     return result;
 }
 

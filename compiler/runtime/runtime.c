@@ -577,7 +577,8 @@ static void result_as_output(const ptc_program *p, int buf, ptc_exec_kept *kept)
 bool ptc_exec_extern_keeps(const ptc_program *p, const ptc_host *host, const ptc_lnode *n,
                            ptc_device dev, bool outs_given)
 {
-    if (!ptc_exec_extern_by_host(host, n, dev) || !host->run_extern_new)
+    if (!ptc_exec_extern_by_host(host, n, dev) || !host->run_extern_new ||
+        (host->writes_in_place && host->writes_in_place(host->ctx, n->xnode)))
         return false;
     for (int o = 0; o < 2; o++) {
         int kind = n->out[o] >= 0 ? p->prog->bufs[n->out[o]]->kind : PTC_LB_TEMP;

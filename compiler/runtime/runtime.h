@@ -97,6 +97,11 @@ typedef struct ptc_host {
      * (ptc_compile_opts.extern_output_layouts). */
     int (*run_extern_new)(void *ctx, const ptc_node *node, const ptc_tensor *const *inputs,
                           int ninputs, ptc_tensor *outs, ptc_error *err);
+    /* Optional: whether run_extern writes node's results straight into the
+     * buffers it is given (torch's out= forms: mm, bmm, addmm). Such an
+     * extern is run so even where run_extern_new could be: a result written
+     * in place is not read back, nor allocated and freed, each call. */
+    bool (*writes_in_place)(void *ctx, const ptc_node *node);
     /* Optional: the run reads input i no more (called once per input, after
      * the last step that reads it, or after the first step for an input no
      * step reads); the host may release an input it handed over for good.

@@ -95,3 +95,33 @@ def test_boolean_attention_masks_give_eagers_results():
         assert "aten::where" not in [e.key for e in prof.key_averages()]
         torch.testing.assert_close(got, attend(q, k, v, keep), rtol=1e-5, atol=1e-5)
         assert not got[1, :, 3].any()
+
+
+def test_an_extern_takes_a_torch_owned_operand_only_as_laid_out(dev="cpu"):
+    """An extern's operand in memory a torch tensor owns (an attention's or a
+    convolution's result, an output torch allocated) is that tensor itself
+    only when the operand is laid out as the tensor is: a transposed view, a
+    leading slice at the same address, or an offset slice of it each need
+    their own view (the tensor itself would give wrong sizes or values)."""
+    torch.manual_seed(2)
+    w = torch.randn(8, 8, device=dev)
+    k = torch.randn(1, 1, 3, 3, device=dev)
+
+    def f(x, q):
+        a = F.scaled_dot_product_attention(q, q * 2, q + 1)  # a result torch owns
+        convs = (F.conv2d(a, k), F.conv2d(a.transpose(2, 3), k), F.conv2d(a[:, :, :5], k),
+                 F.conv2d(a[:, :, 2:7], k))
+        out = torch.mm(x, w)            # an output ptc asks torch for (mm writes it)
+        return convs + (out, torch.mm(out.t(), w), torch.mm(out[:4], w),
+                        torch.mm(out[2:6], w) * 1)
+
+    cf = ptc.compile(f, fullgraph=True)
+    ptc.config.strict = True  # a fallback to torch ops would hide a wrong operand
+    try:
+        with torch.no_grad():
+            for _ in range(3):
+                x, q = torch.randn(8, 8, device=dev), torch.randn(1, 1, 8, 8, device=dev)
+                for g, e in zip(cf(x, q), f(x, q)):
+                    torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)
+    finally:
+        ptc.config.strict = False

@@ -636,6 +636,37 @@ START_TEST(extern_results_are_freed_after_their_last_read)
 }
 END_TEST
 
+/* ptc_host.writes_in_place: an extern the host writes straight into ptc's
+ * buffers (torch's out= forms) is given them through run_extern, never asked
+ * for new results through run_extern_new, which would have torch allocate,
+ * ptc read back and free each one per call. */
+static bool mm_in_place(void *ctx, const ptc_node *node)
+{
+    (void)ctx;
+    return node->op == PTC_OP_MM;
+}
+
+START_TEST(externs_written_in_place_are_given_buffers)
+{
+    host_case c;
+    host_case_open(&c,
+                   "# ptc ir v1\n"
+                   "graph g(%x: f32[4,4] cpu, %w: f32[4,4] cpu) {\n"
+                   "  %0 = mm(%x, %w) : f32[4,4]\n  %1 = relu(%0) : f32[4,4]\n"
+                   "  %2 = mm(%1, %w) : f32[4,4]\n  return (%2)\n}\n",
+                   5);
+    fake_host fh = {0};
+    ptc_host host = {.ctx = &fh, .alloc = host_alloc, .run_extern = host_extern,
+                     .run_extern_new = host_extern_new, .writes_in_place = mm_in_place};
+    live_results = most_live_results = 0;
+    ck_assert(run_vs_reference(c.p, c.g, c.in, &host, 0) < 1e-4);
+    ck_assert_int_eq(fh.externs, 2);
+    ck_assert_int_eq(most_live_results, 0); /* run_extern_new was not called */
+    ck_assert_int_eq(fh.allocs, 1);        /* the output, which the second mm writes */
+    host_case_close(&c);
+}
+END_TEST
+
 /* ptc_host.input_done: each input is let go after the last step that reads
  * it (a training backward's saved tensors go back to the allocator as
  * eager's do), not at the end of the run: x and w after the first matmul,
@@ -871,6 +902,7 @@ int main(void)
     tcase_add_test(tc, host_hooks);
     tcase_add_test(tc, extern_results_are_freed_after_their_last_read);
     tcase_add_test(tc, inputs_are_let_go_after_their_last_read);
+    tcase_add_test(tc, externs_written_in_place_are_given_buffers);
     tcase_add_test(tc, symbolic_sizes);
     tcase_add_test(tc, strided_inputs);
     tcase_add_test(tc, backends);

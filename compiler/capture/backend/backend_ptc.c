@@ -99,31 +99,122 @@ static PyObject *torch_view(const ptc_tensor *t)
 
 /* ---- host hooks ---------------------------------------------------------------------------------- */
 
+/* Memory a torch tensor owns for ptc: an output torch.empty allocated, or an
+ * extern's result handed over. While ptc holds it, that tensor is the torch
+ * view of the memory laid out as `as`, so an extern whose operand is exactly
+ * that takes the tensor itself (owner_view) instead of a DLPack view, which
+ * the view cache could not keep: such memory is new every call. The table
+ * `owned` finds a live one by address; an entry leaves it with its storage,
+ * so it never names freed memory. Used under the GIL only. */
+typedef struct torch_storage {
+    ptc_storage s; /* s.owner: the torch tensor */
+    ptc_tensor as; /* its dtype, sizes, strides and device (no storage) */
+} torch_storage;
+
+enum { OWNED = 1024 };
+static torch_storage *owned[OWNED];
+
+static unsigned owned_slot(const void *data)
+{
+    uintptr_t p = (uintptr_t)data;
+    return (unsigned)((p >> 6) ^ (p >> 17)) % OWNED;
+}
+
 static void release_owned(ptc_storage *s)
 {
     PyGILState_STATE g = PyGILState_Ensure();
+    unsigned slot = owned_slot(s->data);
+    if (owned[slot] == (torch_storage *)s)
+        owned[slot] = NULL;
     Py_XDECREF((PyObject *)s->owner);
     PyGILState_Release(g);
     free(s);
 }
 
-/* torch.empty's keywords for dtype dt on dev (a new reference), kept per
- * dtype and device: every output of every run is allocated through here. */
+/* t, laid out as torch tensor `tensor` (a reference it takes over), as a ptc
+ * tensor keeping it alive; NULL storage when out of memory. */
+static ptc_storage *torch_owned(PyObject *tensor, ptc_tensor *t)
+{
+    torch_storage *ts = calloc(1, sizeof *ts);
+    if (!ts)
+        return NULL;
+    ts->s.refs = 1;
+    ts->s.data = t->data;
+    ts->s.nbytes = ptc_dtype_size(t->dtype);
+    for (int i = 0; i < t->ndim; i++)
+        ts->s.nbytes *= (size_t)t->sizes[i];
+    ts->s.release = release_owned;
+    ts->s.owner = tensor;
+    ts->as = *t;
+    owned[owned_slot(t->data)] = ts;
+    t->storage = &ts->s;
+    return &ts->s;
+}
+
+/* The torch tensor that owns t's memory laid out as t (a new reference), or
+ * NULL. */
+static PyObject *owner_view(const ptc_tensor *t)
+{
+    const torch_storage *ts = owned[owned_slot(t->data)];
+    const ptc_tensor *as = ts ? &ts->as : NULL;
+    if (!as || as->data != t->data || as->dtype != t->dtype || as->ndim != t->ndim ||
+        !ptc_device_eq(as->device, t->device))
+        return NULL;
+    for (int d = 0; d < t->ndim; d++)
+        if (as->sizes[d] != t->sizes[d] || as->strides[d] != t->strides[d])
+            return NULL;
+    return Py_NewRef((PyObject *)ts->s.owner);
+}
+
+/* torch.empty's keywords for dtype dt on dev (a new reference). */
 static PyObject *empty_kwargs(ptc_dtype dt, ptc_device dev)
+{
+    PyObject *device = cap_device_obj(dev);
+    return device ? Py_BuildValue("{s:O,s:N}", "dtype", cap_dtype_obj(dt), "device", device)
+                  : NULL;
+}
+
+/* The tensor of no elements of dtype dt on dev that outputs are made like
+ * (borrowed, kept per pair), or NULL (without an error: a device beyond the
+ * table, or with no index). */
+static PyObject *output_template(ptc_dtype dt, ptc_device dev)
 {
     enum { MAX_CACHED_DEVICES = 16 };
     static PyObject *kept[PTC_DTYPE_COUNT][1 + MAX_CACHED_DEVICES];
     int slot = dev.kind == PTC_DEV_CPU ? 0 : dev.index >= 0 ? 1 + dev.index : -1;
-    bool cacheable =
-        (int)dt >= 0 && dt < PTC_DTYPE_COUNT && slot >= 0 && slot <= MAX_CACHED_DEVICES;
-    if (cacheable && kept[dt][slot])
-        return Py_NewRef(kept[dt][slot]);
-    PyObject *device = cap_device_obj(dev);
-    PyObject *kw =
-        device ? Py_BuildValue("{s:O,s:N}", "dtype", cap_dtype_obj(dt), "device", device) : NULL;
-    if (kw && cacheable)
-        kept[dt][slot] = Py_NewRef(kw);
-    return kw;
+    if ((int)dt < 0 || dt >= PTC_DTYPE_COUNT || slot < 0 || slot > MAX_CACHED_DEVICES)
+        return NULL;
+    if (!kept[dt][slot]) {
+        PyObject *kw = empty_kwargs(dt, dev);
+        PyObject *args = kw ? Py_BuildValue("((i))", 0) : NULL;
+        kept[dt][slot] = args ? PyObject_Call(cap_T.empty, args, kw) : NULL;
+        Py_XDECREF(args);
+        Py_XDECREF(kw);
+    }
+    return kept[dt][slot];
+}
+
+/* A new uninitialised contiguous tensor of shape (a tuple), dtype dt, on dev:
+ * every output of every run is allocated here. template.new_empty(shape)
+ * gives what torch.empty(shape, dtype=, device=) does, and torch parses its
+ * one positional argument in half the time of the keywords (which were a
+ * third of a small call's host time). */
+static PyObject *new_empty(PyObject *shape, ptc_dtype dt, ptc_device dev)
+{
+    static PyObject *s_new_empty;
+    if (!s_new_empty && !(s_new_empty = PyUnicode_InternFromString("new_empty")))
+        return NULL;
+    PyObject *like = output_template(dt, dev);
+    if (like)
+        return PyObject_CallMethodObjArgs(like, s_new_empty, shape, NULL);
+    if (PyErr_Occurred())
+        return NULL;
+    PyObject *kw = empty_kwargs(dt, dev);
+    PyObject *args = kw ? PyTuple_Pack(1, shape) : NULL;
+    PyObject *t = args ? PyObject_Call(cap_T.empty, args, kw) : NULL;
+    Py_XDECREF(args);
+    Py_XDECREF(kw);
+    return t;
 }
 
 /* A new contiguous torch tensor as t. Its metadata is what was asked for, so
@@ -135,12 +226,8 @@ static int host_alloc(void *ctx, ptc_tensor *t, ptc_dtype dt, int ndim, const in
     PyObject *shape = PyTuple_New(ndim);
     for (int i = 0; shape && i < ndim; i++)
         PyTuple_SetItem(shape, i, PyLong_FromLongLong(sizes[i]));
-    PyObject *kw = shape ? empty_kwargs(dt, dev) : NULL;
-    PyObject *args = kw ? PyTuple_Pack(1, shape) : NULL;
-    PyObject *tensor = args ? PyObject_Call(cap_T.empty, args, kw) : NULL;
+    PyObject *tensor = shape ? new_empty(shape, dt, dev) : NULL;
     Py_XDECREF(shape);
-    Py_XDECREF(args);
-    Py_XDECREF(kw);
     PyObject *ptr = tensor ? PyObject_CallMethodObjArgs(tensor, cap_T.s_data_ptr, NULL) : NULL;
     void *data = ptr ? PyLong_AsVoidPtr(ptr) : NULL;
     Py_XDECREF(ptr);
@@ -151,17 +238,11 @@ static int host_alloc(void *ctx, ptc_tensor *t, ptc_dtype dt, int ndim, const in
     }
     *t = ptc_tensor_borrow(data, dt, ndim, sizes, NULL);
     t->device = dev;
-    ptc_storage *s = calloc(1, sizeof *s);
-    s->refs = 1;
-    s->data = t->data;
-    s->nbytes = ptc_dtype_size(dt);
-    for (int i = 0; i < ndim; i++)
-        s->nbytes *= (size_t)sizes[i];
-    s->release = release_owned;
-    s->owner = tensor; /* the reference from torch.empty */
-    t->storage = s;
     (void)ctx;
-    return 0;
+    if (torch_owned(tensor, t)) /* the reference from torch.empty */
+        return 0;
+    Py_DECREF(tensor);
+    return ptc_errorf(err, PTC_ERR_RUNTIME, "runtime", "out of memory");
 }
 
 /* Torch views of ptc memory, cached by (address, dtype, sizes, strides,
@@ -180,8 +261,27 @@ static struct {
     PyObject *t;
 } vcache[VCACHE];
 
+/* A word at a time over the fields k uses (a byte-wise hash of the whole
+ * key was 5% of a chain of small externs: every operand is looked up). */
+static uint64_t vkey_hash(const vkey *k)
+{
+    uint64_t h = (uint64_t)(uintptr_t)k->data;
+    uint64_t words[2] = {(uint64_t)(uint32_t)k->dtype << 32 | (uint32_t)k->ndim,
+                         (uint64_t)(uint32_t)k->kind << 32 | (uint32_t)k->index};
+    for (int i = 0; i < 2 + 2 * k->ndim; i++) {
+        uint64_t w = i < 2 ? words[i] : i % 2 ? (uint64_t)k->strides[i / 2 - 1]
+                                               : (uint64_t)k->sizes[i / 2 - 1];
+        h = (h ^ w) * 0x9E3779B97F4A7C15ULL;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
 static PyObject *cached_view(const ptc_tensor *t)
 {
+    PyObject *own = owner_view(t);
+    if (own)
+        return own;
     vkey k;
     memset(&k, 0, sizeof k);
     k.data = t->data;
@@ -193,7 +293,7 @@ static PyObject *cached_view(const ptc_tensor *t)
         k.sizes[d] = t->sizes[d];
         k.strides[d] = t->strides[d];
     }
-    uint64_t h = ptc_hash_bytes(PTC_HASH_INIT, &k, sizeof k);
+    uint64_t h = vkey_hash(&k);
     int slot = -1;
     for (int i = 0; i < VPROBE; i++) {
         int j = (int)((h + (uint64_t)i) % VCACHE);
@@ -463,27 +563,26 @@ static bool wants_channels_last(const ptc_tensor *t)
     return t->ndim == 4 && t->strides[1] == 1 && t->sizes[1] > 1;
 }
 
-/* Whether ptc buffer t takes any dense layout (strides all 0: a gradient
- * the program returns, ptc_compile_opts.extern_output_layouts), and torch's
- * result v has one. */
-static bool takes_as_is(const ptc_tensor *t, PyObject *v)
+/* Whether ptc buffer t takes any dense layout: strides all 0 (a gradient the
+ * program returns, ptc_compile_opts.extern_output_layouts). */
+static bool takes_any_dense(const ptc_tensor *t)
 {
     if (t->ndim == 0)
         return false;
     for (int d = 0; d < t->ndim; d++)
         if (t->strides[d] != 0)
             return false;
-    cap_tmeta m;
-    if (cap_tmeta_read(v, &m) < 0) {
-        PyErr_Clear();
-        return false;
-    }
-    Py_DECREF(m.type);
-    Py_DECREF(m.dtype);
-    ptc_tensor laid = {.ndim = m.ndim};
-    memcpy(laid.sizes, m.sizes, sizeof laid.sizes);
-    memcpy(laid.strides, m.strides, sizeof laid.strides);
-    return ptc_tensor_is_dense(&laid);
+    return true;
+}
+
+/* Whether torch's result, read into got, is laid out as out asks already:
+ * then it is handed over as it is, without a call of contiguous() (which
+ * would return it unchanged: torch's is_contiguous is ptc_tensor_is_contiguous). */
+static bool laid_out_as_asked(const ptc_tensor *out, const ptc_tensor *got)
+{
+    if (takes_any_dense(out))
+        return ptc_tensor_is_dense(got);
+    return !wants_channels_last(out) && ptc_tensor_is_contiguous(got);
 }
 
 /* t (a torch tensor) as a ptc tensor laid out as out asks, keeping it alive:
@@ -492,19 +591,24 @@ static bool takes_as_is(const ptc_tensor *t, PyObject *v)
  * any, else contiguous. */
 static int hand_over(PyObject *t, ptc_tensor *out)
 {
-    PyObject *c = takes_as_is(out, t) ? Py_NewRef(t) : contiguous_as(t, wants_channels_last(out));
     PyObject *held = NULL;
-    if (!c || cap_torch_to_ptc(c, out, &held) < 0) {
+    ptc_tensor got;
+    if (cap_torch_to_ptc(t, &got, &held) < 0)
+        return -1;
+    if (!laid_out_as_asked(out, &got)) {
+        PyObject *c = contiguous_as(t, wants_channels_last(out));
+        Py_CLEAR(held);
+        int bad = !c || cap_torch_to_ptc(c, &got, &held) < 0;
         Py_XDECREF(c);
+        if (bad)
+            return -1;
+    }
+    if (!torch_owned(held, &got)) { /* the reference cap_torch_to_ptc took */
+        Py_DECREF(held);
+        PyErr_NoMemory();
         return -1;
     }
-    Py_DECREF(held);
-    ptc_storage *st = calloc(1, sizeof *st);
-    st->refs = 1;
-    st->data = out->data;
-    st->release = release_owned;
-    st->owner = c; /* the reference from contiguous() */
-    out->storage = st;
+    *out = got;
     return 0;
 }
 
@@ -554,7 +658,17 @@ static void *host_stream(void *ctx, ptc_device dev)
     return ptr;
 }
 
-static const ptc_host torch_host = {NULL, host_alloc, host_extern, host_stream, host_extern_new};
+static bool host_writes_in_place(void *ctx, const ptc_node *node)
+{
+    (void)ctx;
+    return has_out(node->op);
+}
+
+static const ptc_host torch_host = {.alloc = host_alloc,
+                                    .run_extern = host_extern,
+                                    .cuda_stream = host_stream,
+                                    .run_extern_new = host_extern_new,
+                                    .writes_in_place = host_writes_in_place};
 
 /* ---- eager's output strides ------------------------------------------------------ */
 

@@ -8,12 +8,11 @@
 int cap_torch_to_ptc(PyObject *t, ptc_tensor *out, PyObject **held)
 {
     cap_tmeta m;
-    if (cap_tmeta_read(t, &m) < 0)
+    if (cap_tmeta_read_layout(t, &m) < 0)
         return -1;
     PyObject *ptr = PyObject_CallMethodObjArgs(t, cap_T.s_data_ptr, NULL);
     void *data = ptr ? PyLong_AsVoidPtr(ptr) : NULL;
     Py_XDECREF(ptr);
-    Py_DECREF(m.type);
     Py_DECREF(m.dtype);
     if (PyErr_Occurred())
         return -1;

@@ -99,6 +99,7 @@ static int intern_names(void)
         {&cap_T.s_shape, "shape"},
         {&cap_T.s_dtype, "dtype"},
         {&cap_T.s_device, "device"},
+        {&cap_T.s_is_cpu, "is_cpu"},
         {&cap_T.s_stride, "stride"},
         {&cap_T.s_requires_grad, "requires_grad"},
         {&cap_T.s_data_ptr, "data_ptr"},
@@ -233,8 +234,18 @@ int cap_device_from_obj(PyObject *o, ptc_device *out)
     return rc;
 }
 
+/* The ints of t (torch.Size and stride()'s result are tuples: read with
+ * borrowed items; another sequence through the sequence protocol). */
 static int int_tuple(PyObject *t, int64_t *out, int max)
 {
+    if (PyTuple_Check(t)) {
+        Py_ssize_t n = PyTuple_Size(t);
+        if (n > max)
+            return -1;
+        for (Py_ssize_t i = 0; i < n; i++)
+            out[i] = PyLong_AsLongLong(PyTuple_GetItem(t, i));
+        return PyErr_Occurred() ? -1 : (int)n;
+    }
     Py_ssize_t n = PySequence_Size(t);
     if (n < 0 || n > max)
         return -1;
@@ -246,37 +257,69 @@ static int int_tuple(PyObject *t, int64_t *out, int max)
     return PyErr_Occurred() ? -1 : (int)n;
 }
 
-int cap_tmeta_read(PyObject *t, cap_tmeta *m)
+/* t's device: t.is_cpu answers for the common case with a shared bool; only
+ * other tensors build a torch.device to read (guards and externs read every
+ * tensor's device on every call). */
+static int tensor_device(PyObject *t, ptc_device *out)
 {
-    memset(m, 0, sizeof *m);
+    PyObject *cpu = PyObject_GetAttr(t, cap_T.s_is_cpu);
+    Py_XDECREF(cpu);
+    if (cpu == Py_True) {
+        *out = PTC_CPU;
+        return 0;
+    }
+    PyErr_Clear();
+    PyObject *device = PyObject_GetAttr(t, cap_T.s_device);
+    int rc = device ? cap_device_from_obj(device, out) : -1;
+    Py_XDECREF(device);
+    return rc;
+}
+
+/* What m says of t's layout: dtype, sizes, strides, device. */
+static int read_layout(PyObject *t, cap_tmeta *m)
+{
     PyObject *dtype = PyObject_GetAttr(t, cap_T.s_dtype);
     PyObject *shape = dtype ? PyObject_GetAttr(t, cap_T.s_shape) : NULL;
     PyObject *stride = shape ? PyObject_CallMethodObjArgs(t, cap_T.s_stride, NULL) : NULL;
-    PyObject *device = stride ? PyObject_GetAttr(t, cap_T.s_device) : NULL;
-    PyObject *rg = device ? PyObject_GetAttr(t, cap_T.s_requires_grad) : NULL;
     int rc = -1;
-    if (!rg)
+    if (!stride)
         goto done;
-    m->type = Py_NewRef((PyObject *)Py_TYPE(t));
-    m->dtype = Py_NewRef(dtype);
     m->dt = (ptc_dtype)cap_dtype_from_obj(dtype);
     m->ndim = int_tuple(shape, m->sizes, PTC_MAX_DIMS);
     if (m->ndim < 0 || int_tuple(stride, m->strides, PTC_MAX_DIMS) != m->ndim ||
-        cap_device_from_obj(device, &m->dev) < 0) {
+        tensor_device(t, &m->dev) < 0) {
         PyErr_Clear();
         PyErr_Format(cap_InternalError, "ptc: unsupported tensor (rank > %d, or device)",
                      PTC_MAX_DIMS);
         goto done;
     }
-    m->requires_grad = rg == Py_True;
+    m->dtype = Py_NewRef(dtype);
     rc = 0;
 done:
     Py_XDECREF(dtype);
     Py_XDECREF(shape);
     Py_XDECREF(stride);
-    Py_XDECREF(device);
-    Py_XDECREF(rg);
     return rc;
+}
+
+int cap_tmeta_read_layout(PyObject *t, cap_tmeta *m)
+{
+    memset(m, 0, sizeof *m);
+    return read_layout(t, m);
+}
+
+int cap_tmeta_read(PyObject *t, cap_tmeta *m)
+{
+    memset(m, 0, sizeof *m);
+    PyObject *rg = read_layout(t, m) == 0 ? PyObject_GetAttr(t, cap_T.s_requires_grad) : NULL;
+    if (!rg) {
+        Py_CLEAR(m->dtype);
+        return -1;
+    }
+    m->type = Py_NewRef((PyObject *)Py_TYPE(t));
+    m->requires_grad = rg == Py_True;
+    Py_DECREF(rg);
+    return 0;
 }
 
 void cap_tmeta_str(const cap_tmeta *m, char *buf, size_t size)

@@ -239,7 +239,7 @@ typedef struct cap_torch {
     PyObject *s_shape, *s_dtype, *s_device, *s_stride, *s_requires_grad, *s_data_ptr,
         *s_is_contiguous, *s_parameters, *s_buffers, *s_modules, *s_training, *s_forward, *s_type,
         *s_index, *s_forward_hooks, *s_forward_pre_hooks, *s_backward_hooks, *s_backward_pre_hooks,
-        *s_forward_hooks_with_kwargs, *s_storage_offset, *s_setattr, *s_untyped_storage;
+        *s_forward_hooks_with_kwargs, *s_storage_offset, *s_setattr, *s_untyped_storage, *s_is_cpu;
 } cap_torch;
 extern cap_torch cap_T;
 /* Looks up the torch objects (on the first compile, from cap_torch_init). */
@@ -254,6 +254,9 @@ int cap_device_from_obj(PyObject *o, ptc_device *out); /* torch.device / str / i
 PyObject *cap_arg_obj(const ptc_arg *a, const ptc_bindings *b);
 /* Reads a real tensor's metadata (Python attribute access). */
 int cap_tmeta_read(PyObject *t, cap_tmeta *m);
+/* Only its dtype, sizes, strides and device (m->type NULL, requires_grad
+ * unread): what seeing it as a ptc tensor needs, a read fewer. */
+int cap_tmeta_read_layout(PyObject *t, cap_tmeta *m);
 /* Does t match m? (*why gets the first difference when not.) */
 int cap_tmeta_check(PyObject *t, const cap_tmeta *m, char *why, size_t size);
 /* Are m's strides those of a contiguous tensor of its sizes (size-1 dims aside)? */
