@@ -88,6 +88,7 @@ typedef struct cap_measure {
     int depth;              /* nested compiled calls */
     long calls;             /* top-level compiled calls */
     double call_ms, compile_ms, graph_ms;
+    long clock_reads;       /* by the calls' clocks (cap_clock_*): per graph and break */
     PyObject *events;       /* every compiled function's events (dicts with "cf") */
     PyObject *eager;        /* frame name -> (calls, ms) run eagerly by a fallback */
 } cap_measure;

@@ -108,3 +108,32 @@ def test_off_means_no_stats():
     f(torch.randn(2))
     ev = dict(f._events()[0])
     assert "stats" not in ev and "cf" not in ev
+
+
+def chain_with_a_break(ops):
+    def f(x):
+        for _ in range(ops):
+            x = x * 1.0001 + 0.5
+        time.sleep(0)  # a C function: the graph breaks here (PTC-B006)
+        for _ in range(ops):
+            x = x.tanh() - 0.25
+        return x
+    return f
+
+
+@pytest.mark.parametrize("backend", ["eager", "ptc"])
+def test_measuring_costs_per_graph_and_break_not_per_op(backend):
+    """ptexplain's own cost (issue 12 item 11): measuring reads the clock a
+    few times per graph and per break, never per op, so a call of 2 graphs
+    and 1 break reads it as often with 2 ops per graph as with 300."""
+    x = torch.randn(8)
+    reads = []
+    for ops in (2, 300):
+        f = ptc.compile(chain_with_a_break(ops), backend=backend)
+        for _ in range(2):
+            f(x)  # compiles, then a warm call
+        before = _C._measured()["clock_reads"]
+        for _ in range(5):
+            f(x)
+        reads.append(_C._measured()["clock_reads"] - before)
+    assert reads[0] == reads[1] and 0 < reads[0] <= 5 * 6, reads
