@@ -393,11 +393,11 @@ static int run_child(child *c, const int *items, int n, int nthreads, ptc_worker
 }
 
 /* Fails every item still to do (the loop below says why) and ends it. */
-static void fail_rest(ptc_worker_result *res, const int *todo, int ntodo, const char *why)
+static void fail_rest(ptc_worker_result *res, const int *pending, int npending, const char *why)
 {
-    for (int i = 0; i < ntodo; i++) {
-        res[todo[i]].died = true;
-        ptc_errorf(&res[todo[i]].err, PTC_ERR_COMPILE, "codegen", "%s", why);
+    for (int i = 0; i < npending; i++) {
+        res[pending[i]].died = true;
+        ptc_errorf(&res[pending[i]].err, PTC_ERR_COMPILE, "codegen", "%s", why);
     }
 }
 
@@ -415,30 +415,31 @@ int ptc_worker_run(int n, int nthreads, ptc_worker_fn fn, void *ctx, ptc_worker_
     nthreads = nthreads > n ? n : nthreads < 1 ? 1 : nthreads;
     if (nthreads > MAX_THREADS)
         nthreads = MAX_THREADS;
-    int *todo = malloc(sizeof *todo * (size_t)n), ntodo = n, forks = 0;
+    int *pending = malloc(sizeof *pending * (size_t)n), npending = n, forks = 0;
     bool *done = calloc((size_t)n, sizeof *done), *open = calloc((size_t)n, sizeof *open);
     for (int i = 0; i < n; i++)
-        todo[i] = i;
+        pending[i] = i;
     double t0 = ptc_now_ms(), t = timeout_ms(), deadline = t > 0 ? t0 + t : 0;
     int rc = 0;
-    while (ntodo > 0) {
+    while (npending > 0) {
         child c;
         memset(open, 0, sizeof *open * (size_t)n);
         sink k = {.res = res, .done = done, .open = open, .n = n};
-        if (run_child(&c, todo, ntodo, nthreads, fn, ctx, &k, deadline) != 0) {
+        if (run_child(&c, pending, npending, nthreads, fn, ctx, &k, deadline) != 0) {
             ptc_log(PTC_LOG_PERF, PTC_LOG_INFO, "cannot fork a compile worker (%s)%s",
                     strerror(errno), forks ? "" : ": compiling in process");
             if (forks == 0)
                 rc = 1;
             else
-                fail_rest(res, todo, ntodo, "not compiled: no compile worker could be forked");
+                fail_rest(res, pending, npending,
+                          "not compiled: no compile worker could be forked");
             break;
         }
         forks++;
         ptc_buf_free(&c.in);
         int nopen = 0, left = 0;
-        for (int i = 0; i < ntodo; i++)
-            if (open[todo[i]])
+        for (int i = 0; i < npending; i++)
+            if (open[pending[i]])
                 nopen++;
         char how[256];
         how_it_died(&c, how, sizeof how);
@@ -447,17 +448,17 @@ int ptc_worker_run(int n, int nthreads, ptc_worker_fn fn, void *ctx, ptc_worker_
          * the open ones only run again */
         bool stopped = c.timed_out || c.interrupted;
         if (!k.fatal && (nopen == 1 || (nopen > 0 && stopped)))
-            for (int i = 0; i < ntodo; i++)
-                if (open[todo[i]]) {
-                    res[todo[i]].died = done[todo[i]] = true;
-                    ptc_errorf(&res[todo[i]].err, PTC_ERR_COMPILE, "codegen",
+            for (int i = 0; i < npending; i++)
+                if (open[pending[i]]) {
+                    res[pending[i]].died = done[pending[i]] = true;
+                    ptc_errorf(&res[pending[i]].err, PTC_ERR_COMPILE, "codegen",
                                "the compile worker %s", how);
                 }
-        for (int i = 0; i < ntodo; i++)
-            if (!done[todo[i]])
-                todo[left++] = todo[i];
+        for (int i = 0; i < npending; i++)
+            if (!done[pending[i]])
+                pending[left++] = pending[i];
         if (left > 0 && (c.ended || stopped || (nopen == 0 && nthreads == 1 && !k.fatal))) {
-            fail_rest(res, todo, left,
+            fail_rest(res, pending, left,
                       c.ended         ? "the compile worker ended without a result"
                       : c.interrupted ? "not compiled: the compile was interrupted (Ctrl-C)"
                                       : "not compiled: the compile worker died first");
@@ -465,11 +466,11 @@ int ptc_worker_run(int n, int nthreads, ptc_worker_fn fn, void *ctx, ptc_worker_
         }
         if (nopen != 1 && !k.fatal)
             nthreads = 1; /* which of them was it? */
-        ntodo = left;
+        npending = left;
     }
     ptc_log(PTC_LOG_PERF, PTC_LOG_INFO, "compile workers: %d item(s), %d fork(s), %.1f ms", n,
             forks, ptc_now_ms() - t0);
-    free(todo);
+    free(pending);
     free(done);
     free(open);
     return rc;

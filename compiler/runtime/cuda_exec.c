@@ -197,8 +197,8 @@ typedef struct work {
     cloaded *L; /* NULL: generate PTX only */
     bool gen;   /* generate PTX (else it exists: load only) */
     bool wide;  /* the kernels' 64-bit variants (ckernel.wide), not their code */
-    int *todo;
-    int ntodo;
+    int *pending;
+    int npending;
     int next; /* atomic */
     pthread_mutex_t mlock;
     int failed; /* atomic */
@@ -223,9 +223,9 @@ static void *worker(void *arg)
     }
     for (;;) {
         int i = __atomic_fetch_add(&w->next, 1, __ATOMIC_ACQ_REL);
-        if (i >= w->ntodo || __atomic_load_n(&w->failed, __ATOMIC_ACQUIRE))
+        if (i >= w->npending || __atomic_load_n(&w->failed, __ATOMIC_ACQUIRE))
             break;
-        int k = w->todo[i];
+        int k = w->pending[i];
         int rc = 0;
         if (w->gen) {
             ptc_codegen_opts co = *w->co;
@@ -255,7 +255,7 @@ static int nthreads_for(int n)
 
 static int run_workers(work *w, ptc_error *err)
 {
-    int nt = nthreads_for(w->ntodo);
+    int nt = nthreads_for(w->npending);
     pthread_mutex_init(&w->mlock, NULL);
     if (nt <= 1) {
         worker(w);
@@ -289,8 +289,8 @@ static int run_workers(work *w, ptc_error *err)
 static bool room_for_one_worker(const work *w, int nthreads)
 {
     size_t most = 0;
-    for (int i = 0; i < w->ntodo; i++) {
-        size_t r = ptc_llvm_room(w->s->kernels[w->todo[i]]);
+    for (int i = 0; i < w->npending; i++) {
+        size_t r = ptc_llvm_room(w->s->kernels[w->pending[i]]);
         most = r > most ? r : most;
     }
     return ptc_llvm_have_room((size_t)nthreads * most);
@@ -300,11 +300,11 @@ static bool room_for_one_worker(const work *w, int nthreads)
  * compile, from this thread, before any compile thread starts). */
 static int gen_in_worker(work *w, ptc_error *err)
 {
-    ptc_cuda_code **outs = calloc((size_t)w->ntodo + 1, sizeof *outs);
-    for (int i = 0; i < w->ntodo; i++)
-        outs[i] = work_code(w, w->todo[i]);
-    int rc = ptc_cuda_codegen_all(w->s, w->todo, w->ntodo, &w->cp->target, w->co, outs,
-                                  nthreads_for(w->ntodo), err);
+    ptc_cuda_code **outs = calloc((size_t)w->npending + 1, sizeof *outs);
+    for (int i = 0; i < w->npending; i++)
+        outs[i] = work_code(w, w->pending[i]);
+    int rc = ptc_cuda_codegen_all(w->s, w->pending, w->npending, &w->cp->target, w->co, outs,
+                                  nthreads_for(w->npending), err);
     free(outs);
     return rc;
 }
@@ -314,7 +314,7 @@ static int gen_in_worker(work *w, ptc_error *err)
 static int generate(work *w, ptc_error *err)
 {
     int rc = 0;
-    if (ptc_worker_enabled() && room_for_one_worker(w, nthreads_for(w->ntodo))) {
+    if (ptc_worker_enabled() && room_for_one_worker(w, nthreads_for(w->npending))) {
         /* one compile worker for the PTX; the threads only load */
         rc = gen_in_worker(w, err);
         w->gen = false;
@@ -359,7 +359,7 @@ static void loaded_free(cloaded *L, int nk)
 }
 
 /* Unique kernels: indices of kernels whose key text has not been seen. */
-static int dedup(ptc_cuda_prog *cp, const ptc_schedule *s, int *todo)
+static int dedup(ptc_cuda_prog *cp, const ptc_schedule *s, int *pending)
 {
     char **keys = calloc((size_t)cp->nk + 1, sizeof *keys);
     int n = 0;
@@ -372,7 +372,7 @@ static int dedup(ptc_cuda_prog *cp, const ptc_schedule *s, int *todo)
             if (cp->k[j].same_as < 0 && strcmp(keys[j], keys[k]) == 0)
                 cp->k[k].same_as = j;
         if (cp->k[k].same_as < 0)
-            todo[n++] = k;
+            pending[n++] = k;
     }
     for (int k = 0; k < cp->nk; k++)
         free(keys[k]);
@@ -385,16 +385,16 @@ static int dedup(ptc_cuda_prog *cp, const ptc_schedule *s, int *todo)
  * list of *n, NULL when out of memory (err says so). */
 static int *own_kernels(const ptc_cuda_prog *cp, bool wide_only, int *n, ptc_error *err)
 {
-    int *todo = calloc((size_t)cp->nk + 1, sizeof *todo);
+    int *pending = calloc((size_t)cp->nk + 1, sizeof *pending);
     *n = 0;
-    if (!todo) {
+    if (!pending) {
         ptc_errorf(err, PTC_ERR_INTERNAL, "runtime", "out of memory listing the CUDA kernels");
         return NULL;
     }
     for (int k = 0; k < cp->nk; k++)
         if (cp->k[k].same_as < 0 && (!wide_only || cp->k[k].code.i32_symbolic))
-            todo[(*n)++] = k;
-    return todo;
+            pending[(*n)++] = k;
+    return pending;
 }
 
 /* The device a program's inputs name (the first CUDA input's index; -1 =
@@ -414,14 +414,20 @@ static int generate_wide_variants(ptc_cuda_prog *cp, const ptc_schedule *s,
                                   const ptc_codegen_opts *co, ptc_error *err)
 {
     int n;
-    int *todo = own_kernels(cp, true, &n, err);
-    if (!todo)
+    int *pending = own_kernels(cp, true, &n, err);
+    if (!pending)
         return -1;
     ptc_codegen_opts wide = *co;
     wide.wide_index = true;
-    work w = {.cp = cp, .s = s, .co = &wide, .gen = true, .wide = true, .todo = todo, .ntodo = n};
+    work w = {.cp = cp,
+              .s = s,
+              .co = &wide,
+              .gen = true,
+              .wide = true,
+              .pending = pending,
+              .npending = n};
     int rc = n > 0 ? generate(&w, err) : 0;
-    free(todo);
+    free(pending);
     return rc;
 }
 
@@ -451,15 +457,15 @@ int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, 
             err, PTC_ERR_UNSUPPORTED, "codegen",
             "CUDA compute capability %d.%d is not supported (sm_70 .. sm_90 and newer)",
             cp->target.sm / 10, cp->target.sm % 10);
-    int *todo = calloc((size_t)cp->nk + 1, sizeof *todo);
-    if (!todo)
+    int *pending = calloc((size_t)cp->nk + 1, sizeof *pending);
+    if (!pending)
         return ptc_errorf(err, PTC_ERR_INTERNAL, "runtime", "out of memory listing the CUDA kernels");
     ptc_codegen_opts co = {
         .no_cache = o && o->no_cache, .kernel_dir = o ? o->kernel_dir : NULL, .metrics = m};
     cp->no_cache = co.no_cache;
     cp->kernel_dir = co.kernel_dir ? strdup(co.kernel_dir) : NULL;
-    work w = {.cp = cp, .s = p->sched, .co = &co, .gen = true, .todo = todo};
-    w.ntodo = dedup(cp, p->sched, todo);
+    work w = {.cp = cp, .s = p->sched, .co = &co, .gen = true, .pending = pending};
+    w.npending = dedup(cp, p->sched, pending);
     if (dev) {
         cp->loaded[dev->ordinal] = loaded_new(cp, dev);
         w.L = cp->loaded[dev->ordinal];
@@ -470,7 +476,7 @@ int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, 
         rc = generate_wide_variants(cp, p->sched, &co, err);
     if (m)
         ptc_metrics_add(m, "cuda_compile_wall_ms", ptc_now_ms() - t0, true);
-    free(todo);
+    free(pending);
     for (int k = 0; rc == 0 && k < cp->nk; k++) {
         const ptc_kernel *kn = p->sched->kernels[k];
         p->info.ncached += code_of(cp, k)->cached;
@@ -525,12 +531,17 @@ static cloaded *loaded_on(ptc_program *p, ptc_cuda_device *d, ptc_error *err)
     if (!L) {
         L = loaded_new(cp, d);
         int n;
-        int *todo = own_kernels(cp, false, &n, err);
+        int *pending = own_kernels(cp, false, &n, err);
         ptc_codegen_opts co = {0};
-        work w = {
-            .cp = cp, .s = p->sched, .co = &co, .L = L, .gen = false, .todo = todo, .ntodo = n};
-        rc = todo ? run_workers(&w, err) : -1;
-        free(todo);
+        work w = {.cp = cp,
+                  .s = p->sched,
+                  .co = &co,
+                  .L = L,
+                  .gen = false,
+                  .pending = pending,
+                  .npending = n};
+        rc = pending ? run_workers(&w, err) : -1;
+        free(pending);
         if (rc)
             loaded_free(L, cp->nk);
         else
@@ -752,8 +763,8 @@ static int wide_ready(crun *r, int *srcs, int n)
         /* in the process's cache, not an export package's kernel folder: a
          * run writes nothing into a package */
         ptc_codegen_opts co = {.no_cache = cp->no_cache, .wide_index = true};
-        work w = {.cp = cp, .s = s, .co = &co, .gen = true, .wide = true, .todo = miss};
-        w.ntodo = nmiss;
+        work w = {.cp = cp, .s = s, .co = &co, .gen = true, .wide = true, .pending = miss};
+        w.npending = nmiss;
         rc = generate(&w, r->err);
         for (int i = 0; rc == 0 && i < nmiss; i++) {
             /* the same plan but for the index width: form f is the same team in both */
