@@ -489,6 +489,8 @@ typedef struct ptc_schedule {
 typedef struct ptc_sched_opts {
     int recompute_limit;   /* max extra cost per element when inlining (default 8) */
     int nthreads;          /* for choosing npar (default: omp max threads) */
+    int team_threads;      /* threads that may share one outer iteration (a CUDA
+                              block's 1024; 0 or 1: one thread, the CPU) */
     bool contiguous_layouts; /* no channels-last planning (ptc_layout_plan) */
 } ptc_sched_opts;
 

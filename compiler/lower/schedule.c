@@ -37,6 +37,7 @@ typedef struct sched {
     ptc_arena *a;
     ptc_lprog *p;
     int nthreads;
+    int team_threads;
     int nk, capk;
     kb *ks;
     int nsteps, caps;
@@ -134,6 +135,21 @@ static double peak_with(const sched *s, int n, int at)
     return peak;
 }
 
+/* Elements one thread of a team may be given in a joined pass: a team of a
+ * CUDA block (1024 threads) then runs up to 32768 elements per outer
+ * iteration, a layer norm's or softmax's row in one pass per thread or a
+ * few, as Inductor's persistent reductions do. */
+#define TEAM_ELEMENTS_PER_THREAD 32.0
+
+/* Whether a team of threads sharing one outer iteration (the GPU) runs
+ * per_iteration elements of it side by side: few outer iterations are then
+ * no reason to keep a pass out of the kernel. Never on the CPU, where one
+ * thread runs each outer iteration. */
+static bool team_covers(const sched *s, double per_iteration)
+{
+    return s->team_threads > 1 && per_iteration <= s->team_threads * TEAM_ELEMENTS_PER_THREAD;
+}
+
 /* The outer ranges n would share with kernel k, or -1 if it may not join. */
 static int join_outer(sched *s, int k, const ptc_lnode *n)
 {
@@ -147,7 +163,7 @@ static int join_outer(sched *s, int k, const ptc_lnode *n)
     double want = 4.0 * s->nthreads;
     if (j < K->nouter) {
         double before = outer_product(K->outer, K->nouter), after = outer_product(K->outer, j);
-        if (after < before && after < want)
+        if (after < before && after < want && !team_covers(s, before / after))
             return -1;
     }
     /* Joining runs n's loops past the shared j inside each outer iteration:
@@ -156,7 +172,8 @@ static int join_outer(sched *s, int k, const ptc_lnode *n)
        pass it joined on one core, or in one CUDA block). */
     double work = outer_product(n->ranges, n->ndim) * outer_product(n->red, n->nred);
     bool big = work >= 16.0 * want && work >= 32768.0; /* worth a pass of its own */
-    if (j < n->ndim && outer_product(n->ranges, j) < s->nthreads && big)
+    double shared = outer_product(n->ranges, j);
+    if (j < n->ndim && shared < s->nthreads && big && !team_covers(s, work / shared))
         return -1;
     for (int i = 0; i < n->body.n; i++) {
         const ptc_lexpr *e = &n->body.e[i];
@@ -742,6 +759,7 @@ ptc_schedule *ptc_schedule_build(ptc_arena *a, ptc_lprog *p, const ptc_sched_opt
     s.a = a;
     s.p = p;
     s.nthreads = opts && opts->nthreads > 0 ? opts->nthreads : 2;
+    s.team_threads = opts ? opts->team_threads : 0;
     s.node_step = malloc(sizeof(int) * ((size_t)p->nnodes + 1));
     s.node_kernel = malloc(sizeof(int) * ((size_t)p->nnodes + 1));
     for (int i = 0; i < p->nnodes; i++)

@@ -149,9 +149,12 @@ static int stage_kernels(pipe_t *s)
     double t0 = ptc_now_ms();
     ptc_program *p = s->p;
     ptc_sched_opts so = {.contiguous_layouts = s->o && s->o->contiguous_layouts};
-    /* a GPU wants thousands of outer iterations per kernel, not a few per core */
-    if (p->backend == PTC_BACKEND_CUDA)
+    /* a GPU wants thousands of outer iterations per kernel, not a few per
+       core, and runs each with a team of up to a block's threads */
+    if (p->backend == PTC_BACKEND_CUDA) {
         so.nthreads = 1024;
+        so.team_threads = 1024;
+    }
     p->sched = ptc_schedule_build(p->arena, p->prog, &so, s->err);
     if (!p->sched)
         return -1;

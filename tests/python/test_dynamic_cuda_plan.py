@@ -30,3 +30,47 @@ def test_flat_symbolic_kernel_gets_the_blocks_of_its_sizes(tmp_path):
     static = block_sizes(tmp_path, 64, 64)
     assert static and set(static) == {256}, static
     assert block_sizes(tmp_path, "s0", "s1") == static
+
+
+RESIDUAL_LAYER_NORM = """# ptc ir v1
+graph f(%x: f32[4,{L},768] cpu, %y: f32[4,{L},768] cpu, %w: f32[768] cpu, %b: f32[768] cpu) {{
+  %0 = add(%x, %y) : f32[4,{L},768]
+  %1 = layer_norm(%0, normalized_shape=[768], weight=%w, bias=%b) : f32[4,{L},768]
+  return (%0, %1)
+}}
+"""
+
+
+def cuda_kernels(tmp_path, L):
+    path = tmp_path / ("ln_%s.ptir" % L)
+    path.write_text(RESIDUAL_LAYER_NORM.format(L=L))
+    r = ptcio.ptc_run("--emit=kernels", "--backend", "cuda", path)
+    assert r.returncode == 0, r.stderr
+    return re.findall(r"^kernel \d+ (\S+):", r.stdout, re.M)
+
+
+def test_a_residual_layer_norm_over_a_few_hundred_rows_is_one_kernel(tmp_path):
+    """A GPT-2 block's residual add and layer norm over 4 x L rows of 768: a
+    team of threads runs each row, so few rows (fewer than the 1024 outer
+    iterations a GPU kernel wants) are no reason to split the add, the
+    statistics and the normalisation into three kernels — main did so for
+    128..1023 rows, and always over a symbolic length (L assumed 128), where
+    Inductor runs one persistent reduction."""
+    for L in (8, 50, 196, "s1"):
+        assert len(cuda_kernels(tmp_path, L)) == 1, (L, cuda_kernels(tmp_path, L))
+
+
+def test_a_scalar_sum_does_not_join_a_big_pass(tmp_path):
+    """What the few-rows rule guards stays: a loss's sum over all of
+    [rows, vocab] run in one outer iteration would be one block's work."""
+    path = tmp_path / "sum.ptir"
+    path.write_text("""# ptc ir v1
+graph f(%x: f32[784,50000] cpu) {
+  %0 = exp(%x) : f32[784,50000]
+  %1 = sum(%0) : f32[]
+  return (%0, %1)
+}
+""")
+    r = ptcio.ptc_run("--emit=kernels", "--backend", "cuda", path)
+    assert r.returncode == 0, r.stderr
+    assert len(re.findall(r"^kernel ", r.stdout, re.M)) == 2, r.stdout[:2000]
