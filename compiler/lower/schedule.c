@@ -141,13 +141,25 @@ static double peak_with(const sched *s, int n, int at)
  * few, as Inductor's persistent reductions do. */
 #define TEAM_ELEMENTS_PER_THREAD 32.0
 
-/* Whether a team of threads sharing one outer iteration (the GPU) runs
- * per_iteration elements of it side by side: few outer iterations are then
- * no reason to keep a pass out of the kernel. Never on the CPU, where one
- * thread runs each outer iteration. */
-static bool team_covers(const sched *s, double per_iteration)
+/* Whether a team of threads sharing one outer iteration (the GPU) runs the
+ * ranges one outer iteration leaves (rest, then red) side by side: few outer
+ * iterations are then no reason to keep a pass out of the kernel. Only for
+ * static ranges: a symbolic row's size is a guess (a [3, s1] row sum may
+ * have rows of millions) — and never on the CPU, where one thread runs each
+ * outer iteration. */
+static bool team_covers(const sched *s, const ptc_dim *rest, int nrest, const ptc_dim *red,
+                        int nred)
 {
-    return s->team_threads > 1 && per_iteration <= s->team_threads * TEAM_ELEMENTS_PER_THREAD;
+    if (s->team_threads <= 1)
+        return false;
+    double per_iteration = 1;
+    for (int d = 0; d < nrest + nred; d++) {
+        ptc_dim r = d < nrest ? rest[d] : red[d - nrest];
+        if (!ptc_dim_is_static(r))
+            return false;
+        per_iteration *= (double)r.value;
+    }
+    return per_iteration <= s->team_threads * TEAM_ELEMENTS_PER_THREAD;
 }
 
 /* The outer ranges n would share with kernel k, or -1 if it may not join. */
@@ -163,7 +175,7 @@ static int join_outer(sched *s, int k, const ptc_lnode *n)
     double want = 4.0 * s->nthreads;
     if (j < K->nouter) {
         double before = outer_product(K->outer, K->nouter), after = outer_product(K->outer, j);
-        if (after < before && after < want && !team_covers(s, before / after))
+        if (after < before && after < want && !team_covers(s, K->outer + j, K->nouter - j, NULL, 0))
             return -1;
     }
     /* Joining runs n's loops past the shared j inside each outer iteration:
@@ -173,7 +185,8 @@ static int join_outer(sched *s, int k, const ptc_lnode *n)
     double work = outer_product(n->ranges, n->ndim) * outer_product(n->red, n->nred);
     bool big = work >= 16.0 * want && work >= 32768.0; /* worth a pass of its own */
     double shared = outer_product(n->ranges, j);
-    if (j < n->ndim && shared < s->nthreads && big && !team_covers(s, work / shared))
+    if (j < n->ndim && shared < s->nthreads && big &&
+        !team_covers(s, n->ranges + j, n->ndim - j, n->red, n->nred))
         return -1;
     for (int i = 0; i < n->body.n; i++) {
         const ptc_lexpr *e = &n->body.e[i];
@@ -274,7 +287,8 @@ static void member_form(const kform *f, const ptc_kgroup *g, const ptc_lnode *n,
     /* a pointwise member of a reduction group runs over its reduction loop */
     const ptc_dim *inner = g->reduction && n->kind == PTC_LN_POINTWISE ? g->red : g->inner;
     for (int i = 0; i < n->ndim; i++)
-        vars[i] = i < nouter ? ptc_ix_var(a, i, f->k->outer[i]) : ptc_ix_var(a, i, inner[i - nouter]);
+        vars[i] =
+            i < nouter ? ptc_ix_var(a, i, f->k->outer[i]) : ptc_ix_var(a, i, inner[i - nouter]);
     for (int r = 0; r < n->nred; r++)
         vars[n->ndim + r] = ptc_ix_var(a, nouter + g->ninner + r, n->red[r]);
     int nvars = n->ndim + n->nred;
@@ -334,7 +348,8 @@ static bool fits_group(const sched *s, const ptc_kgroup *g, const int *gnodes, i
     const ptc_dim *n_in = n->ranges + nouter;
     if (red) {
         if (g->reduction) {
-            if (!same_dims(g->inner, g->ninner, n_in, n_inner) || !same_dims(g->red, g->nred, n->red, n->nred))
+            if (!same_dims(g->inner, g->ninner, n_in, n_inner) ||
+                !same_dims(g->red, g->nred, n->red, n->nred))
                 return false;
         } else if (n_inner != 0 || !same_dims(g->inner, g->ninner, n->red, n->nred)) {
             return false;
@@ -463,7 +478,7 @@ static void visit_member(ptc_kmember *m, ix_visit fn, void *ctx)
 
 typedef struct mergectx {
     ptc_arena *a;
-    int v, w;      /* merge candidates: w == v+1 */
+    int v, w; /* merge candidates: w == v+1 */
     ptc_dim ext_w;
     bool ok;
     const ptc_ix **vars;
@@ -619,7 +634,10 @@ static void params_of_ix(paramctx *c, const ptc_ix *x)
     }
 }
 
-static void params_visit(const ptc_ix **x, void *ctx) { params_of_ix(ctx, *x); }
+static void params_visit(const ptc_ix **x, void *ctx)
+{
+    params_of_ix(ctx, *x);
+}
 
 static void collect_params(ptc_arena *a, ptc_kernel *k)
 {

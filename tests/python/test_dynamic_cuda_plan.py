@@ -74,3 +74,20 @@ graph f(%x: f32[784,50000] cpu) {
     r = ptcio.ptc_run("--emit=kernels", "--backend", "cuda", path)
     assert r.returncode == 0, r.stderr
     assert len(re.findall(r"^kernel ", r.stdout, re.M)) == 2, r.stdout[:2000]
+
+
+def test_a_symbolic_row_keeps_its_own_pass(tmp_path):
+    """A row of symbolic length may be millions of elements ([3, s1] with s1
+    715 million in test_gpu_dynamic_index): a team then must not run it in
+    one outer iteration, so the row sum keeps a kernel of its own."""
+    path = tmp_path / "rows.ptir"
+    path.write_text("""# ptc ir v1
+graph f(%x: i8[s0,s1] cpu) {
+  %0 = mul(%x, 3) : i8[s0,s1]
+  %1 = sum(%x, dim=[1]) : i64[s0]
+  return (%0, %1)
+}
+""")
+    r = ptcio.ptc_run("--emit=kernels", "--backend", "cuda", path)
+    assert r.returncode == 0, r.stderr
+    assert len(re.findall(r"^kernel ", r.stdout, re.M)) == 2, r.stdout[:2000]
