@@ -419,8 +419,13 @@ int ag_d_sdpa(ag *a, const ptc_node *n, ptc_value *const *gout)
                        "scaled_dot_product_attention (node %d): a symbolic head size needs "
                        "an explicit scale for its derivative",
                        n->id);
+    ptc_value *g = G;
+    if (n->args[ptc_param_index(n->op, "heads_last")].b) { /* G is [B, L, H, Ev] */
+        static const int heads_first[4] = {0, 2, 1, 3};
+        g = ag_permute(a, g, heads_first);
+    }
     ptc_value *q3 = as3(a, q, sh.b, sh.l, sh.e), *k3 = as3(a, k, sh.b, sh.s, sh.e);
-    ptc_value *v3 = as3(a, v, sh.b, sh.s, sh.ev), *g3 = as3(a, G, sh.b, sh.l, sh.ev);
+    ptc_value *v3 = as3(a, v, sh.b, sh.s, sh.ev), *g3 = as3(a, g, sh.b, sh.l, sh.ev);
     ptc_value *p =
         softmax_rows(a, masked(a, n, ag_scale(a, bmm(a, q3, transpose(a, k3)), scale), q, &sh));
     if (ag_needs(a, v))

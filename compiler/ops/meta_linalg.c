@@ -214,6 +214,12 @@ int meta_sdpa(ptc_meta *m)
         if (meta_expandable(m, mask, scores, ns, "attn_mask"))
             return -1;
     }
+    if (meta_arg(m, "heads_last")->b) { /* [B, L, H, E]: see the op's decomposition */
+        if (no != 4)
+            return ptc_meta_fail(m, "heads_last needs 4-d attention, got %d dims", no);
+        ptc_dim h = out[1];
+        out[1] = out[2], out[2] = h;
+    }
     meta_out(m, q->dtype, out, no);
     return 0;
 }

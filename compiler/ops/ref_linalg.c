@@ -346,12 +346,15 @@ int ptc_ref_sdpa(ptc_kctx *k)
     double *w = malloc(sizeof *w * (size_t)(a.S ? a.S : 1));
     if (!w)
         return ref_fail(k, "out of memory");
+    /* heads_last: the output is stored [B, L, H, Ev] (batch dims [B, H]) */
+    int64_t heads = ref_bool(k, "heads_last") ? batch[a.nb - 1] : 1;
     int64_t bidx[PTC_MAX_DIMS] = {0};
     for (int64_t bi = 0; bi < nbatch; bi++) {
         for (int64_t l = 0; l < a.L; l++) {
             int64_t idx[PTC_MAX_DIMS];
             memcpy(idx, bidx, sizeof idx);
-            attend_row(&a, idx, bi, l, w, &k->out[0], (bi * a.L + l) * a.Ev);
+            int64_t row = ((bi / heads) * a.L + l) * heads + bi % heads;
+            attend_row(&a, idx, bi, l, w, &k->out[0], row * a.Ev);
         }
         ref_next(bidx, batch, a.nb);
     }

@@ -175,24 +175,56 @@ static bool mask_left_to_torch(const ptc_value *query)
     return query->type.device.kind == PTC_DEV_CUDA && (dt == PTC_BF16 || dt == PTC_F16);
 }
 
+/* Whether attention's result is stored [B, L, H, E] (the extern's
+ * heads_last) and given to the graph transposed back to [B, H, L, E]: when
+ * the query is a [B, L, H, E] tensor transposed (Hugging Face's
+ * q.view(B, L, H, E).transpose(1, 2)), torch's attention kernels write their
+ * result with L outside H, and the model transposes it back before its
+ * output projection. Stored so, the two transposes fold and the projection
+ * reads the result in place; stored [B, H, L, E], the result costs a copy
+ * into its buffer (torch's layout is not the buffer's) and a kernel that
+ * copies it out again (GPT-2 on the H100: 12 copies per call). A result
+ * torch writes otherwise is copied into the buffer, as before. */
+static bool result_heads_last(const ptc_value *query)
+{
+    const ptc_node *p = query->def;
+    if (query->type.ndim != 4 || !p || p->op != PTC_OP_PRIMS_PERMUTE)
+        return false;
+    static const int64_t swap_1_2[4] = {0, 2, 1, 3};
+    const ptc_arg *perm = &p->args[1];
+    for (int i = 0; i < 4; i++)
+        if (perm->is.n != 4 || !ptc_dim_is_static(perm->is.d[i]) ||
+            perm->is.d[i].value != swap_1_2[i])
+            return false;
+    return true;
+}
+
 /* Attention without dropout: the extern, a boolean mask made additive first
  * (0 where it keeps, -inf where it drops, in the query's dtype), which is
  * what torch's attention does before its kernels run (but mask_left_to_torch).
  * Here the where fuses into the kernel that computes the mask; left to torch,
- * it costs a where and two fill launches on every call. */
+ * it costs a where and two fill launches on every call. The result is
+ * stored heads last where result_heads_last says. */
 static int sdpa_extern(dctx *d, const ptc_node *n, ptc_value **outs)
 {
     ptc_value *mask = dp_in(d, n, "attn_mask"), *query = dp_in(d, n, "query");
-    if (!mask || !query || mask->type.dtype != PTC_BOOL || mask_left_to_torch(query))
-        return dp_copy(d, n, outs);
-    ptc_dtype dt = query->type.dtype;
-    ptc_value *keep = dp_full(d, NULL, 0, 0.0, dt), *drop = dp_full(d, NULL, 0, -INFINITY, dt);
-    ptc_value *additive = dp_where(d, mask, keep, drop);
-    if (!additive)
-        return -1;
     ptc_arg *args = dp_mapped_args(d, n);
-    args[ptc_param_index(n->op, "attn_mask")] = ptc_arg_value(additive);
-    return dp_build_outs(d, n, args, outs);
+    if (mask && query && mask->type.dtype == PTC_BOOL && !mask_left_to_torch(query)) {
+        ptc_dtype dt = query->type.dtype;
+        ptc_value *keep = dp_full(d, NULL, 0, 0.0, dt), *drop = dp_full(d, NULL, 0, -INFINITY, dt);
+        ptc_value *additive = dp_where(d, mask, keep, drop);
+        if (!additive)
+            return -1;
+        args[ptc_param_index(n->op, "attn_mask")] = ptc_arg_value(additive);
+    }
+    if (!query || dp_arg(n, "heads_last")->b || !result_heads_last(query))
+        return dp_build_outs(d, n, args, outs); /* (a graph decomposed before keeps its own) */
+    args[ptc_param_index(n->op, "heads_last")] = ptc_arg_bool(true);
+    if (dp_build_outs(d, n, args, outs))
+        return -1;
+    static const int back_to_heads_first[4] = {0, 2, 1, 3};
+    outs[0] = dp_permute(d, outs[0], back_to_heads_first);
+    return outs[0] ? 0 : -1;
 }
 
 static int d_sdpa(dctx *d, const ptc_node *n, ptc_value **outs)

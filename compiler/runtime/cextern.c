@@ -362,6 +362,7 @@ typedef struct sdpa {
     double scale, p;
     bool causal;
     uint64_t key;
+    int64_t heads; /* heads_last: the output stored [B, L, H, Ev]; else 1 */
 } sdpa;
 
 /* Offset of (batch index b, row r, col c) in t broadcast over the batch dims. */
@@ -412,7 +413,8 @@ static void attend(const sdpa *a, int64_t bflat, const int64_t *bidx, int64_t l,
         }
     }
     size_t es = ptc_dtype_size(out->dtype);
-    char *o = (char *)out->data + (int64_t)es * ((bflat * a->L + l) * a->Ev);
+    int64_t row = ((bflat / a->heads) * a->L + l) * a->heads + bflat % a->heads;
+    char *o = (char *)out->data + (int64_t)es * (row * a->Ev);
     for (int64_t e = 0; e < a->Ev; e++) {
         double acc = 0;
         for (int64_t s = 0; s < a->S; s++)
@@ -436,9 +438,15 @@ static int run_sdpa(const ptc_node *n, const ptc_tensor *const *in, ptc_tensor *
     const ptc_arg *seed = arg(n, "seed");
     a.key = ptc_rng_key((uint64_t)(seed && ptc_dim_is_static(seed->i) ? seed->i.value : 0), rng_offset);
     a.nb = out->ndim - 2;
+    for (int d = 0; d < a.nb; d++)
+        a.batch[d] = out->sizes[d];
+    a.heads = 1;
+    const ptc_arg *heads_last = arg(n, "heads_last");
+    if (heads_last && heads_last->b) /* out [B, L, H, Ev]: batch dims [B, H] */
+        a.heads = a.batch[1] = out->sizes[2];
     int64_t nbatch = 1;
     for (int d = 0; d < a.nb; d++)
-        nbatch *= (a.batch[d] = out->sizes[d]);
+        nbatch *= a.batch[d];
     if (a.causal && a.mask)
         return xfail(err, n, "Explicit attn_mask should not be set when is_causal=True");
     int64_t rows = nbatch * a.L;

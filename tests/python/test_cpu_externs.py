@@ -125,3 +125,65 @@ def test_an_extern_takes_a_torch_owned_operand_only_as_laid_out(dev="cpu"):
                     torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)
     finally:
         ptc.config.strict = False
+
+
+def test_attention_over_transposed_heads_is_read_in_place():
+    """Hugging Face's attention: q, k, v are [B, L, H, E] views transposed to
+    [B, H, L, E], and the result is transposed back and flattened for the
+    output projection. torch writes that result with L outside H, so ptc
+    stores it so (the extern's heads_last): no copy into ptc's buffer and no
+    kernel copying it out — main made both — and eager's values, forward and
+    backward, in float32 and bfloat16."""
+    g = torch.Generator().manual_seed(3)
+    B, L, H, E = 2, 12, 4, 16
+
+    def block(x, w_qkv, w_out):
+        q, k, v = (x @ w_qkv).split(H * E, dim=2)
+        q, k, v = (t.view(B, L, H, E).transpose(1, 2) for t in (q, k, v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return a.transpose(1, 2).reshape(B, L, H * E) @ w_out
+
+    cblock = ptc.compile(block, fullgraph=True)
+    for dtype, tol in ((torch.float32, 1e-5), (torch.bfloat16, 2e-2)):
+        args = [(torch.randn(*s, generator=g) / s[-2] ** 0.5).to(dtype) for s in
+                ((B, L, H * E), (H * E, 3 * H * E), (H * E, H * E))]
+        with torch.no_grad():
+            cblock(*args)
+            with torch.profiler.profile() as prof:
+                got = cblock(*args)
+        copies = [e.key for e in prof.key_averages() if e.key in ("aten::copy_", "aten::clone")]
+        assert copies == [], copies
+        torch.testing.assert_close(got, block(*args), rtol=tol, atol=tol)
+        grads = []
+        for fn in (block, cblock):
+            leaves = [a.clone().requires_grad_() for a in args]
+            fn(*leaves).square().sum().backward()
+            grads.append([a.grad for a in leaves])
+        for ge, gc in zip(*grads):
+            scale = ge.abs().max().item()
+            torch.testing.assert_close(gc, ge, rtol=tol * 10, atol=tol * 10 * scale)
+
+
+HEADS_LAST = """# ptc ir v1
+graph f(%q: f32[2,3,5,4] cpu, %k: f32[2,3,6,4] cpu, %v: f32[2,3,6,7] cpu) {
+  %0 = scaled_dot_product_attention(%q, %k, %v, heads_last=true) : f32[2,5,3,7]
+  %1 = scaled_dot_product_attention(%q, %k, %v) : f32[2,3,5,7]
+  %2 = transpose(%1, 1, 2) : f32[2,5,3,7]
+  %3 = sub(%0, %2) : f32[2,5,3,7]
+  return (%3)
+}
+"""
+
+
+def test_heads_last_attention_is_the_transposed_result(tmp_path):
+    """The extern's heads_last result is attention's [B, H, L, E] result
+    transposed to [B, L, H, E], exactly, in the reference kernel and in the
+    CPU backend (ptc's C kernel without torch), whose outputs --check
+    compares."""
+    import ptcio
+    path = tmp_path / "heads_last.ptir"
+    path.write_text(HEADS_LAST)
+    for backend in ("reference", "cpu"):
+        r = ptcio.ptc_run("--backend", backend, "--check", path)
+        assert r.returncode == 0, r.stderr
+        assert "min=0 max=0" in r.stdout, r.stdout

@@ -455,6 +455,13 @@ static void log_extern(const ptc_schema *s, const ptc_tensor *const *inputs, int
     ptc_log(PTC_LOG_RUNTIME, PTC_LOG_DEBUG, "%s", line);
 }
 
+/* Arguments of ptc's ops that torch's function does not take: seed (ptc's
+ * random streams) and heads_last (where ptc wants attention's result). */
+static bool ptc_only_param(const char *name)
+{
+    return strcmp(name, "seed") == 0 || strcmp(name, "heads_last") == 0;
+}
+
 /* node(inputs) through torch: the result (a new reference), written into
  * `into` directly when the op has an out= form and into is given. */
 static PyObject *call_extern(const ptc_node *node, const ptc_tensor *const *inputs, int ninputs,
@@ -470,13 +477,13 @@ static PyObject *call_extern(const ptc_node *node, const ptc_tensor *const *inpu
         return NULL;
     int npos = 0;
     for (int i = 0; i < s->nparams; i++)
-        npos += !s->params[i].kwarg_only && strcmp(s->params[i].name, "seed") != 0;
+        npos += !s->params[i].kwarg_only && !ptc_only_param(s->params[i].name);
     PyObject *args = PyTuple_New(npos), *kw = NULL, *res = NULL;
     int na = 0, ti = 0;
     for (int i = 0; args && i < s->nparams; i++) {
         const ptc_param *p = &s->params[i];
         bool tensor = p->kind == PTC_PK_TENSOR || p->kind == PTC_PK_TENSOR_OPT;
-        if (strcmp(p->name, "seed") == 0)
+        if (ptc_only_param(p->name))
             continue;
         PyObject *v;
         if (tensor) {
@@ -518,6 +525,12 @@ static PyObject *extern_result(const ptc_node *node, PyObject *res, int i)
     if (r && !PyObject_TypeCheck(r, (PyTypeObject *)cap_T.Tensor)) {
         Py_CLEAR(r);
         PyErr_SetString(cap_InternalError, "ptc: an extern returned a non-tensor");
+    }
+    if (r && node->op == PTC_OP_SDPA && ptc_node_arg(node, "heads_last")->b) {
+        /* torch's [B, H, L, E] as the [B, L, H, E] ptc asked for: a view,
+           laid out as the buffer where torch's kernel wrote L outside H */
+        PyObject *t = PyObject_CallMethod(r, "transpose", "ii", 1, 2);
+        Py_SETREF(r, t);
     }
     return r;
 }
