@@ -5,7 +5,7 @@ process on one machine (issue 16's benchmark).
     python3 bench/dynamic_sweep.py [--device cpu|cuda] [--lengths 4:256:4] [--batch 4]
                                    [--layers 6] [--width 768] [--heads 12] [--vocab 8000]
                                    [--dtype float32] [--compilers eager,inductor,ptc]
-                                   [--threads N] [--warm-caches] [--out DIR]
+                                   [--threads N] [--repeat N] [--warm-caches] [--out DIR]
 
 A GPT2LMHeadModel from a config (no download) runs forward under no_grad on
 --batch sequences of each length in --lengths (start:stop:step, stop
@@ -13,17 +13,19 @@ included): first the lengths shuffled (a fixed seed), then again in order.
 Each compiler starts from a fresh wrapper of the same model and, unless
 --warm-caches, with empty compile caches on disk (PTC_CACHE_DIR and
 TORCHINDUCTOR_CACHE_DIR in a new temporary folder), so its first sweep
-includes every compile it needs.
+includes every compile it needs. Each compiler runs in a process of its own
+(one after another), so none inherits another's threads, memory pool or
+warmed-up state.
 
 Per compiler: the first sweep's time (compiles included), the second
-sweep's time, its speed against eager's second sweep, how many compiles it
+sweep's time (in order; the median of --repeat such sweeps), its speed against eager's second sweep, how many compiles it
 made (torch.compile: Dynamo's unique graphs; ptc: its compile events), the
 first call's time (the cold compile), and the largest difference of its
 logits from eager's over every length; then, per quarter of the lengths,
 the time of one synchronised call per length (short lengths show per-call
 overhead, long ones the kernels). The compilers take turns on the
-same machine in one process, so a load that comes and goes affects all;
-run it twice and compare ratios, not absolute times, on a shared machine.
+same machine, so a load that comes and goes affects all; run it twice and
+compare ratios, not absolute times, on a shared machine.
 Writes dynamic_sweep.json and dynamic_sweep.md to --out when given.
 """
 import argparse
@@ -32,6 +34,8 @@ import json
 import os
 import random
 import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -113,29 +117,43 @@ def compiled(torch, name, model):
         lambda: sum(e["kind"] == "compile" for e in handle._events()))
 
 
-def run(a):
+def measure(a, name):
+    """One compiler's row, measured in this process."""
     import torch
     if a.threads:
         torch.set_num_threads(a.threads)
     model, inputs = build(a, torch)
     shuffled = list(a.lengths)
     random.Random(0).shuffle(shuffled)
-    rows, want = [], None
     with torch.no_grad():
-        for name in a.compilers:
-            fn, count = compiled(torch, name, model)
-            # the timed sweeps compare with eager's logits from the reference pass below
-            first, cold, _ = sweep(torch, a, fn, inputs, shuffled)
-            second, _, _ = sweep(torch, a, fn, inputs, a.lengths)
-            if want is None:
-                want = {L: model(input_ids=inputs[L]).logits for L in a.lengths}
-            _, _, worst = sweep(torch, a, fn, inputs, a.lengths, want)
-            quarters = by_quarter(torch, a, fn, inputs)
-            rows.append({"compiler": name, "first_sweep_s": first, "second_sweep_s": second,
-                         "first_call_s": cold, "compiles": count(), "max_abs_diff": worst,
-                         "quarters": quarters})
-            print("%-9s first sweep %7.2f s  second %7.3f s  first call %6.2f s  compiles %d  "
-                  "max |diff| %.2e" % (name, first, second, cold, count(), worst), flush=True)
+        fn, count = compiled(torch, name, model)
+        first, cold, _ = sweep(torch, a, fn, inputs, shuffled)
+        second = statistics.median(sweep(torch, a, fn, inputs, a.lengths)[0]
+                                   for _ in range(a.repeat))
+        want = {L: model(input_ids=inputs[L]).logits for L in a.lengths}
+        _, _, worst = sweep(torch, a, fn, inputs, a.lengths, want)
+        quarters = by_quarter(torch, a, fn, inputs)
+    return {"compiler": name, "first_sweep_s": first, "second_sweep_s": second,
+            "first_call_s": cold, "compiles": count(), "max_abs_diff": worst,
+            "quarters": quarters}
+
+
+def run(a, argv):
+    """Each compiler's row from a process of its own (--worker NAME)."""
+    rows = []
+    for name in a.compilers:
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", name] + list(argv)
+        done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+        lines = [ln for ln in done.stdout.splitlines() if ln.startswith("ROW ")]
+        if done.returncode != 0 or not lines:
+            raise SystemExit("dynamic_sweep: the %s worker failed (exit %d)"
+                             % (name, done.returncode))
+        r = json.loads(lines[-1][4:])
+        rows.append(r)
+        print("%-9s first sweep %7.2f s  second %7.3f s  first call %6.2f s  compiles %d  "
+              "max |diff| %.2e" % (name, r["first_sweep_s"], r["second_sweep_s"],
+                                   r["first_call_s"], r["compiles"], r["max_abs_diff"]),
+              flush=True)
     base = next((r["second_sweep_s"] for r in rows if r["compiler"] == "eager"), None)
     for r in rows:
         r["speedup_vs_eager"] = base / r["second_sweep_s"] if base else None
@@ -180,10 +198,19 @@ def main(argv=None):
     p.add_argument("--compilers", default="eager,inductor,ptc",
                    type=lambda s: [c for c in s.split(",") if c])
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--repeat", type=int, default=0,
+                   help="in-order sweeps whose median is the second sweep (default: 3 on "
+                        "cuda, 1 on cpu)")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--warm-caches", action="store_true",
                    help="keep ptc's and Inductor's disk caches (default: fresh empty ones)")
     p.add_argument("--out", help="folder for dynamic_sweep.json and dynamic_sweep.md")
+    argv = sys.argv[1:] if argv is None else argv
     a = p.parse_args(argv)
+    a.repeat = a.repeat or (3 if a.device == "cuda" else 1)
+    if a.worker:
+        print("ROW " + json.dumps(measure(a, a.worker)), flush=True)
+        return 0
     if not a.warm_caches:  # before torch and ptc are imported
         cold = tempfile.mkdtemp(prefix="dynamic_sweep_")
         atexit.register(shutil.rmtree, cold, True)
@@ -192,7 +219,7 @@ def main(argv=None):
     unknown = set(a.compilers) - {"eager", "inductor", "ptc"}
     if unknown:
         p.error("unknown compilers: %s" % ", ".join(sorted(unknown)))
-    rows = run(a)
+    rows = run(a, argv)
     md = table(a, rows)
     print()
     print(md, end="")
