@@ -243,6 +243,39 @@ def test_unsupported_set_stance_arguments_warn():
     assert any("force_backend" in t for t in texts)
 
 
+def test_fullgraph_through_torch_compile_notes_ptcs_own_breaks(monkeypatch):
+    """torch.compile(fullgraph=True, backend="ptc"): Dynamo hands ptc one
+    whole graph; an op ptc cannot record (cummax) splits it anyway, which
+    gives one notice per process naming fullgraph and the break (main said
+    nothing); the result is eager's, and without fullgraph nothing is said."""
+    import ptc._dynamo
+
+    ptc._dynamo.register()
+    monkeypatch.setattr(ptc._dynamo._noting_breaks, "noted", False)
+
+    def cummax(x):
+        return torch.cummax(x, 0)[0] * 2
+
+    x = torch.randn(5)
+    for fullgraph, calls in ((False, 2), (True, 2), (True, 1)):
+        torch._dynamo.reset()
+        with warnings.catch_warnings(record=True) as ran:
+            warnings.simplefilter("always")
+            f = torch.compile(cummax, backend="ptc", fullgraph=fullgraph)
+            for _ in range(calls):
+                assert torch.equal(f(x), cummax(x))
+        texts = [str(w.message) for w in ran if "fullgraph" in str(w.message)]
+        if not fullgraph:
+            assert texts == [], texts
+        elif calls == 2:
+            assert len(texts) == 1 and texts[0].startswith(
+                "ptc: torch.compile(fullgraph=True): ptc split a graph that Dynamo captured whole, "
+                "at PTC-B007"), texts
+        else:
+            assert texts == [], texts  # once per process
+    assert sum("fullgraph=True" in n for n in _notices.recorded()) == 1
+
+
 def test_ptexplain_lists_what_was_not_acted_on(tmp_path):
     import os
     build = os.environ.get("PTC_BUILD_DIR", "build")
