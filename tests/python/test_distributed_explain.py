@@ -154,11 +154,21 @@ def test_ptexplain_shows_the_pieces_of_ddp_buckets(tmp_path):
     gradient bucket begins: each rank's report shows the graph's pieces, as
     many as eager DDP's buckets, which bucket boundary each ends at, what it
     holds (ops, modules, kernels forward and backward) and its compile time;
-    --json has the same per graph."""
+    --json has the same per graph, and --html's page every rank's report
+    and compiles."""
     (tmp_path / "ddp_pieces.py").write_text(DDP_SCRIPT)
-    trace = tmp_path / "trace"
-    r = ptexplain("ddp_pieces.py", str(free_port()), str(tmp_path), cwd=tmp_path, trace=trace)
+    trace, page = tmp_path / "trace", tmp_path / "report.html"
+    r = ptexplain("--html", str(page), "ddp_pieces.py", str(free_port()), str(tmp_path),
+                  cwd=tmp_path, trace=trace)
     assert r.returncode == 0, r.stdout + r.stderr
+    # the page holds every rank's report and each rank's compiles (main: no
+    # page, "holds one trace per rank", exit status 1)
+    from test_html_report import check_page
+
+    html = check_page(page)
+    assert "<h2>Compiles of rank 0</h2>" in html and "<h2>Compiles of rank 1</h2>" in html, html
+    assert html.count("[rank 1] Graph pieces") == 1 and html.count("[rank 0] Graph pieces") == 1
+    assert 'id="r1c0-captured-0"' in html, html
     for rank in (0, 1):
         buckets = json.loads((tmp_path / ("buckets_%d.json" % rank)).read_text())
         assert buckets["plan"] == [["fc3"], ["fc2"], ["fc1"]] and buckets["eager"] == 3, buckets
