@@ -290,9 +290,10 @@ void cap_report_autograd(cap_reports *r, const cap_entry *e)
 
 void cap_report_pieces(cap_reports *r, const cap_entry *e)
 {
-    add_event(r,
-              Py_BuildValue("{s:s,s:s,s:i,s:i,s:i}", "kind", "graph_pieces", "frame", e->frame_name,
-                            "id", e->id, "pieces", e->npieces, "programs", e->nprograms));
+    PyObject *list = e->piece_list ? e->piece_list : Py_None;
+    add_event(r, Py_BuildValue("{s:s,s:s,s:i,s:i,s:i,s:O}", "kind", "graph_pieces", "frame",
+                               e->frame_name, "id", e->id, "pieces", e->npieces, "programs",
+                               e->nprograms, "piece_list", list));
     if (ptc_log_on(PTC_LOG_GRAPH_BREAKS, PTC_LOG_INFO))
         ptc_log(PTC_LOG_GRAPH_BREAKS, PTC_LOG_INFO,
                 "graph %d of %s is cut into %d pieces (one autograd node each), %d of them "

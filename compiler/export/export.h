@@ -38,9 +38,12 @@
 
 #include "pipeline/pipeline.h"
 
-/* What ptc_package_seal writes into manifest.json's "format_version" (2:
- * weights.bin is a version-2 tensor file pinned by its XXH64). */
-enum { PTC_PACKAGE_FORMAT = 2 };
+/* What ptc_package_seal writes into manifest.json's "format_version"; a
+ * package of another version is refused at load, saying what the versions
+ * since its own added (package.c: FORMAT_ADDED). 2: weights.bin is a
+ * version-2 tensor file pinned by its XXH64; 3: a CUDA kernel over symbolic
+ * sizes is there with its 64-bit index variant. */
+enum { PTC_PACKAGE_FORMAT = 3 };
 
 typedef struct ptc_model ptc_model;
 

@@ -306,6 +306,35 @@ static int refuse(ptc_error *err, const char *dir, const char *file, const char 
     return -1;
 }
 
+/* What each package format added to the one before: a package of an
+ * older format lacks it, which its refusal names. */
+static const char *const FORMAT_ADDED[PTC_PACKAGE_FORMAT + 1] = {
+    [2] = "weights.bin as a version-2 tensor file pinned by its XXH64",
+    [3] = "the 64-bit index variant of each CUDA kernel over symbolic sizes (for calls past 2^30 "
+          "elements)",
+};
+
+/* Refuses a manifest of format version fv, naming what this ptc expected. */
+static int refuse_format(ptc_error *err, const char *dir, int fv)
+{
+    if (fv < 1 || fv > PTC_PACKAGE_FORMAT)
+        return refuse(err, dir, "manifest.json",
+                      "package format version %d, this ptc reads version %d: %s", fv,
+                      PTC_PACKAGE_FORMAT,
+                      fv > PTC_PACKAGE_FORMAT ? "load it with the ptc that sealed it"
+                                              : "not a package ptc sealed");
+    ptc_buf added = {0};
+    for (int v = fv + 1; v <= PTC_PACKAGE_FORMAT; v++)
+        if (FORMAT_ADDED[v])
+            ptc_buf_printf(&added, "%s%s", added.len ? "; " : "", FORMAT_ADDED[v]);
+    refuse(err, dir, "manifest.json",
+           "package format version %d, sealed by an older ptc: this ptc reads version %d, whose "
+           "packages also carry %s: export the model again",
+           fv, PTC_PACKAGE_FORMAT, added.data ? added.data : "nothing more");
+    ptc_buf_free(&added);
+    return -1;
+}
+
 static int mismatch(ptc_error *err, const char *dir, const char *rel)
 {
     return refuse(err, dir, rel,
@@ -359,8 +388,7 @@ int ptc_pkg_verify(const char *dir, ptc_arena *a, ptc_pkg_manifest *out, ptc_err
         return refuse(err, dir, "manifest.json", "not a ptc package manifest");
     int fv = (int)ptc_json_num(j, "format_version", 0);
     if (fv != PTC_PACKAGE_FORMAT)
-        return refuse(err, dir, "manifest.json", "package format version %d (this ptc reads %d)",
-                      fv, PTC_PACKAGE_FORMAT);
+        return refuse_format(err, dir, fv);
     const char *ver = ptc_json_str(j, "ptc_version", "?");
     if (strcmp(ver, PTC_VERSION) != 0)
         return refuse(err, dir, "manifest.json",

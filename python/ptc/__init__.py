@@ -70,14 +70,27 @@ def _mode_arg(mode):
     return mode
 
 
+# Inductor's options (those torch.compile documents) whose effect ptc offers
+# another way: the warning for the key says which.
+_INDUCTOR_OPTION_EQUIVALENTS = {
+    "triton.cudagraphs": "mode='reduce-overhead'",
+    "max_autotune": "mode='max-autotune-no-cudagraphs'",
+    "trace.enabled": "options={'trace_dir': DIR} or PTC_TRACE_DIR",
+    "trace.graph_diagram": "ptview --render FILE.svg on the trace directory",
+}
+
+
 def _options_arg(options):
-    """ptc's own settings apply (globally, as ptc.config); other keys, such
-    as Inductor's, are named in one warning."""
+    """ptc's own settings apply (globally, as ptc.config); every other key,
+    such as Inductor's, is named in a warning of its own, once per process
+    whatever other keys come with it."""
     ours = {k: v for k, v in dict(options).items() if k.replace(".", "_") in dir(config)}
-    others = sorted(str(k) for k in options if k not in ours)
-    if others:
-        _notices.not_acted_on("options %s are not ptc settings (ptc's are %s): ptc does not act "
-                              "on them." % (", ".join(others), ", ".join(sorted(dir(config)))))
+    for key in sorted(str(k) for k in options if k not in ours):
+        instead = _INDUCTOR_OPTION_EQUIVALENTS.get(key)
+        _notices.not_acted_on("options[%r] is not a ptc setting: ptc does not act on it%s "
+                              "(ptc's settings are %s)." % (
+                                  key, "; ptc does the same with " + instead if instead else "",
+                                  ", ".join(sorted(dir(config)))))
     config.apply_options(ours)
 
 

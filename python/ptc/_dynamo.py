@@ -6,7 +6,8 @@ ptc compiles the GraphModule's generated forward with its own front end,
 which records the FX graph's torch calls into ptc's captured IR, then runs
 the same pipeline as ptc.compile (prims, loops, fused kernels, CPU or CUDA).
 A call ptc cannot record becomes a ptc graph break (reported like any
-other, see ``man ptc``), so a graph ptc can only partly compile still runs.
+other, see ``man ptc``), so a graph ptc can only partly compile still runs;
+under torch.compile(fullgraph=True) the first such break is a notice.
 
 Dynamo's symbolic sizes (dynamic=True, or its automatic dynamic after a size
 change) reach ptc as symbolic sizes of its own: a dimension Dynamo made
@@ -38,8 +39,53 @@ def ptc_backend(gm, example_inputs, mode=None, options=None):
         pass
     plan = _SymbolicPlan(_placeholder_values(gm, example_inputs))
     if not plan.symbolic:
-        return ptc_compile(gm.forward, mode=mode or "default", options=options)
-    return plan.compile(gm.forward, ptc_compile, mode or "default", options)
+        run = ptc_compile(gm.forward, mode=mode or "default", options=options)
+    else:
+        run = plan.compile(gm.forward, ptc_compile, mode or "default", options)
+    return _noting_breaks(run) if _dynamo_fullgraph() else run
+
+
+def _dynamo_fullgraph():
+    """Whether Dynamo is capturing this graph for torch.compile(fullgraph=True)
+    (its translator's one_graph, read while it calls the backend)."""
+    try:
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+        return bool(getattr(InstructionTranslator.current_tx(), "one_graph", False))
+    except (ImportError, AttributeError, AssertionError, RuntimeError):
+        return False
+
+
+def _noting_breaks(run):
+    """run, which after each call looks at the compiles it made: the first
+    graph break of ptc's own inside a graph Dynamo captured whole for
+    fullgraph=True gives one notice per process. ptc does not raise there:
+    torch.compile with Inductor would have run the graph whole, so the break
+    costs speed, not correctness, and the program goes on."""
+    from . import _notices
+
+    compiled = getattr(run, "ptc_compiled", run)
+    seen = [0]  # the events looked at so far
+
+    def call(*args):
+        out = run(*args)
+        if seen[0] >= 0:
+            events = compiled._events()
+            for ev in events[seen[0]:]:
+                brk = ev.get("break") if ev.get("kind") == "compile" else None
+                if brk and not _noting_breaks.noted:
+                    _noting_breaks.noted = True
+                    _notices.not_acted_on(
+                        "torch.compile(fullgraph=True): ptc split a graph that Dynamo captured "
+                        "whole, at %s %s (%s:%s): ptc does not raise for its own graph breaks "
+                        "inside Dynamo's graphs, it runs the pieces (ptexplain lists the break)."
+                        % (brk.get("code"), brk.get("reason"), brk.get("file"), brk.get("line")))
+            seen[0] = -1 if _noting_breaks.noted else len(events)
+        return out
+
+    return call
+
+
+_noting_breaks.noted = False
 
 
 def _placeholder_values(gm, example_inputs):

@@ -56,6 +56,7 @@ class ExplainOutput:
         self.skipped = []
         self.fallbacks = []
         self.limits = []
+        self.pieces = []  # graph_pieces events: a graph cut into pieces (DDP buckets)
         self.ops_per_graph = []
         self.autograd_fallback = False
         for ev in events:
@@ -80,6 +81,8 @@ class ExplainOutput:
                 self.skipped.append(ev["frame"])
             elif kind == "recompile_limit":
                 self.limits.append(ev)
+            elif kind == "graph_pieces":
+                self.pieces.append(ev)
             elif kind == "skipped":
                 self.skipped.append(ev["frame"])
             elif kind in ("fallback", "backend_fallback"):
@@ -113,6 +116,7 @@ class ExplainOutput:
             "compile_times": self.compile_times,
             "skipped": self.skipped,
             "fallbacks": list(self.fallbacks),
+            "pieces": list(self.pieces),
         }
 
     def __str__(self):

@@ -232,6 +232,18 @@ def test_graph_cut_compiles_alike_pieces_once():
     assert [e["kind"] for e in events] == ["compile", "graph_pieces"], events
     assert events[0]["break"] is None and len(events[0]["cuts"]) == 10, events[0]
     assert (events[1]["pieces"], events[1]["programs"]) == (10, 3), events[1]
+    # what the report shows of each piece: its program, the modules it
+    # holds and the cut that ends it (the first cut, before block 0, begins
+    # the first piece)
+    pieces = events[1]["piece_list"]
+    assert [p["program"] for p in pieces] == [1] + [2] * 8 + [3], pieces
+    assert [p["modules"] for p in pieces] == ["blocks.%d" % k for k in range(9)] + \
+        ["blocks.9.fc .. head"], pieces
+    assert [p["cut"] for p in pieces] == list(range(1, 10)) + [None], pieces
+    assert [events[0]["cuts"][p["cut"]][1] for p in pieces[:-1]] == \
+        ["block %d" % k for k in range(1, 10)], events[0]["cuts"]
+    assert all(p["ops"] > 0 and p["kernels"][1] > 0 for p in pieces), pieces
+    assert [p["compile_ms"] > 0 for p in pieces] == [True, True] + [False] * 7 + [True], pieces
 
 
 def _train_cut_blocks():

@@ -98,6 +98,105 @@ def test_ptexplain_reports_each_rank(tmp_path):
         one.stdout + one.stderr
 
 
+# DDP with compiled autograd: ptc cuts the forward's graph where each gradient
+# bucket begins. Each rank writes the sizes of eager DDP's buckets (rebuilt
+# after the first backward) beside the report.
+DDP_SCRIPT = '''
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import ptc
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 16)
+        self.fc2 = torch.nn.Linear(16, 16)
+        self.fc3 = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc3(torch.tanh(self.fc2(torch.relu(self.fc1(x)))))
+
+
+def run(rank, world, port, out):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    ptc.config.compiled_autograd = True
+    cap_mb = 200 / 2**20  # 200 bytes: each linear's parameters are a bucket of their own
+    torch.manual_seed(0)
+    eager = DDP(MLP(), bucket_cap_mb=cap_mb)
+    ddp = DDP(ptc.compile(MLP()), bucket_cap_mb=cap_mb)
+    for step in range(3):
+        x = torch.randn(5, 8)
+        eager(x).sum().backward()
+        ddp(x).sum().backward()
+    sizes = eager._get_ddp_logging_data()["rebuilt_bucket_sizes"].split(",")
+    with open(os.path.join(out, "buckets_%d.json" % rank), "w") as f:
+        json.dump({"eager": len(sizes), "plan": ddp._ptc_bucket_plan}, f)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    mp.spawn(run, args=(2, int(sys.argv[1]), sys.argv[2]), nprocs=2)
+'''
+
+
+def test_ptexplain_shows_the_pieces_of_ddp_buckets(tmp_path):
+    """With compiled autograd, ptc cuts DDP's compiled forward where each
+    gradient bucket begins: each rank's report shows the graph's pieces, as
+    many as eager DDP's buckets, which bucket boundary each ends at, what it
+    holds (ops, modules, kernels forward and backward) and its compile time;
+    --json has the same per graph, and --html's page every rank's report
+    and compiles."""
+    (tmp_path / "ddp_pieces.py").write_text(DDP_SCRIPT)
+    trace, page = tmp_path / "trace", tmp_path / "report.html"
+    r = ptexplain("--html", str(page), "ddp_pieces.py", str(free_port()), str(tmp_path),
+                  cwd=tmp_path, trace=trace)
+    assert r.returncode == 0, r.stdout + r.stderr
+    # the page holds every rank's report and each rank's compiles (main: no
+    # page, "holds one trace per rank", exit status 1)
+    from test_html_report import check_page
+
+    html = check_page(page)
+    assert "<h2>Compiles of rank 0</h2>" in html and "<h2>Compiles of rank 1</h2>" in html, html
+    assert html.count("[rank 1] Graph pieces") == 1 and html.count("[rank 0] Graph pieces") == 1
+    assert 'id="r1c0-captured-0"' in html, html
+    for rank in (0, 1):
+        buckets = json.loads((tmp_path / ("buckets_%d.json" % rank)).read_text())
+        assert buckets["plan"] == [["fc3"], ["fc2"], ["fc1"]] and buckets["eager"] == 3, buckets
+        report = "\n".join(line[len("[rank %d] " % rank):] for line in r.stdout.splitlines()
+                           if line.startswith("[rank %d]" % rank))
+        assert "graphs                1 (1 cut into 3 pieces: see Graph pieces)" in report, report
+        assert "graph 1 of MLP.forward runs as 3 pieces, one autograd node each" in report, report
+        section = report[report.index("\nGraph pieces\n"):report.index("\nGraph breaks\n")]
+        pieces = [" ".join(text.split()) for text in re.split(r"\n    piece \d ", section)[1:]]
+        assert [re.sub(r"[\d.]+ ms", "T ms", re.sub(r"^\d+ ops? in (\S+); forward \d+ kernels?( \+ 1 "
+                                                 r"extern)?, backward \d+ kernels?( \+ \d extern)?;",
+                                                 r"\1:", p)) for p in pieces] == [
+            'fc1: program 1, compiled in T ms ends at the cut "DDP gradient bucket 2 of 3 begins at fc2"',
+            'fc2: program 2, compiled in T ms ends at the cut "DDP gradient bucket 3 of 3 begins at fc3"',
+            "fc3: program 3, compiled in T ms ends at the graph's end"], section
+
+    again = ptexplain("--json", str(trace), cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    for proc in json.loads(again.stdout)["processes"]:
+        (graph,) = proc["graphs"]
+        assert graph["programs"] == 3 and len(graph["pieces"]) == 3, graph
+        assert [p["ends_at"] for p in graph["pieces"]] == [
+            "DDP gradient bucket 2 of 3 begins at fc2", "DDP gradient bucket 3 of 3 begins at fc3",
+            None], graph
+        assert all(p["compile_ms"] > 0 and p["ops"] > 0 and p["kernels"][1] > 0
+                   for p in graph["pieces"]), graph
+
+
 def test_ptexplain_trace_dir_without_measurements(tmp_path):
     r = ptexplain(str(tmp_path), cwd=tmp_path)
     assert r.returncode == 2 and "holds no measurements" in r.stderr, r.stderr

@@ -382,6 +382,43 @@ def test_corrupt_packages_are_refused(tmp_path):
         assert str(bad / rel) in lines[0] and message in lines[0], lines
 
 
+def test_an_older_format_is_refused_at_load(tmp_path):
+    """A package whose manifest an older ptc wrote (format 2: its CUDA
+    kernels over symbolic sizes lack their 64-bit index variants) is refused
+    when it is loaded, by ptc.load, ptc-run --package and the C API's example
+    program, in one line naming the manifest and what this ptc expects of it
+    (main loaded it, and a CUDA call past 2^30 elements failed at run time)."""
+    torch.manual_seed(0)
+    ep = ptc.export(Block().eval(), (torch.randn(4, 8),),
+                    dynamic_shapes={"x": {0: ptc.Dim("batch", max=64)}})
+    pkg = ep.save(tmp_path / "pkg", targets=("cpu", "sm_90"))
+    ptcio.write_tensors(tmp_path / "in.bin", [("x", torch.randn(4, 8))])
+    ptc.load(pkg)  # as sealed: loads
+
+    def older(d):
+        m = json.loads((d / "manifest.json").read_text())
+        assert m["format_version"] == 3
+        m["format_version"] = 2
+        (d / "manifest.json").write_text(json.dumps(m))
+
+    bad = corrupt(pkg, tmp_path, "older", older)
+    message = ("package format version 2, sealed by an older ptc: this ptc reads version 3, whose "
+               "packages also carry the 64-bit index variant of each CUDA kernel over symbolic "
+               "sizes")
+    with pytest.raises(ValueError, match=message) as info:
+        ptc.load(bad)
+    assert str(bad / "manifest.json") in str(info.value) and "\n" not in str(info.value)
+    runs = {"ptc-run": ptcio.ptc_run("--package", bad, "--inputs", tmp_path / "in.bin"),
+            "run_model": subprocess.run([run_model_exe(), str(bad), str(tmp_path / "in.bin"),
+                                         str(tmp_path / "out.bin")], capture_output=True, text=True,
+                                        timeout=600)}
+    for tool, r in runs.items():
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode != 0 and len(lines) == 1, (tool, r.stderr)
+        assert str(bad / "manifest.json") in lines[0] and message in lines[0], (tool, lines)
+        assert "export the model again" in lines[0], (tool, lines)
+
+
 def test_ptx_for_sm80_and_sm90_without_a_gpu(tmp_path):
     torch.manual_seed(0)
     ep = ptc.export(Block().eval(), (torch.randn(4, 8),),

@@ -71,6 +71,40 @@ def test_ptexplain_html_holds_the_report_and_the_stages(tmp_path):
     assert page.count("<svg") >= 5
 
 
+# Three blocks, the graph cut before the second and third (as ptc cuts a DDP
+# model where each gradient bucket begins), trained with compiled autograd.
+PIECES = """
+import torch
+import ptc
+from ptc._split import graph_cut
+
+ptc.config.compiled_autograd = True
+model = torch.nn.Sequential(*[torch.nn.Linear(6, 6) for _ in range(3)])
+for k in (1, 2):
+    model[k].register_forward_pre_hook(lambda mod, args, k=k: graph_cut("bucket %d begins" % k))
+step = ptc.compile(model)
+for _ in range(2):
+    step(torch.randn(4, 6)).square().sum().backward()
+"""
+
+
+def test_ptexplain_html_shows_graph_pieces(tmp_path):
+    """The report in the page shows a graph cut into pieces: their count,
+    and the cut each ends at."""
+    (tmp_path / "pieces.py").write_text(PIECES)
+    out = tmp_path / "pieces.html"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PTC_") or k == "PTC_BUILD_DIR"}
+    env["NO_COLOR"] = "1"
+    r = subprocess.run([PTEXPLAIN, "--html", str(out), "pieces.py"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    page = " ".join(check_page(out).split())
+    assert "Graph pieces graph 1 of Sequential.forward runs as 3 pieces" in page, page
+    for k, end in enumerate(["the cut &quot;bucket 1 begins&quot;", "the cut &quot;bucket 2 begins&quot;",
+                             "the graph's end"]):
+        assert re.search(r"piece %d 1 op in %d; .*? ends at %s" % (k + 1, k, end), page), (k, page)
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (scripts/setup.sh installs it)")
 def test_chromium_renders_the_page(tmp_path):
     out = tmp_path / "small.html"

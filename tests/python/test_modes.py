@@ -67,10 +67,37 @@ def test_options_apply_ptc_settings_and_name_the_rest():
         _, seen = compile_warnings(options={"recompile_limit": 5, "triton.cudagraphs": True,
                                             "epilogue_fusion": False})
         assert ptc.config.recompile_limit == 5
-        assert len(seen) == 1
-        assert "epilogue_fusion, triton.cudagraphs" in seen[0] and "recompile_limit" in seen[0]
+        assert len(seen) == 2, seen
+        assert seen[0].startswith("ptc: options['epilogue_fusion'] is not a ptc setting")
+        assert seen[1].startswith("ptc: options['triton.cudagraphs'] is not a ptc setting: ptc "
+                                  "does not act on it; ptc does the same with "
+                                  "mode='reduce-overhead'"), seen
+        assert all("recompile_limit" in t for t in seen), seen
     finally:
         ptc.config.recompile_limit = prior
+
+
+def test_each_option_not_acted_on_is_named_once_per_process():
+    """A key comes with other keys in later calls, or through torch.compile's
+    Dynamo backend: it is still named in one warning only (main named it
+    again in each call's warning for a new set of keys)."""
+    import ptc._dynamo
+
+    ptc._dynamo.register()
+    _, first = compile_warnings(options={"epilogue_fusion": 1})
+    _, second = compile_warnings(options={"epilogue_fusion": 1, "shape_padding": 1})
+    with warnings.catch_warnings(record=True) as ran:
+        warnings.simplefilter("always")
+        g = torch.compile(lambda x: x + 3, backend="ptc",
+                          options={"epilogue_fusion": 1, "shape_padding": 1, "max_autotune": True})
+        assert torch.equal(g(torch.ones(3)), torch.ones(3) + 3)
+    third = [str(w.message) for w in ran if str(w.message).startswith("ptc:")]
+    named = [t for t in first + second + third if "epilogue_fusion" in t]
+    assert len(named) == 1, first + second + third
+    assert [t.split(" is ")[0] for t in second + third] == \
+        ["ptc: options['shape_padding']", "ptc: options['max_autotune']"], second + third
+    assert "ptc does the same with mode='max-autotune-no-cudagraphs'" in third[-1], third
+    assert sum("epilogue_fusion" in n for n in _notices.recorded()) == 1
 
 
 @pytest.mark.parametrize("backend,what", [("aot_eager", "AOT"), ("cudagraphs", "CUDA graphs")])
@@ -216,6 +243,39 @@ def test_unsupported_set_stance_arguments_warn():
     assert any("force_backend" in t for t in texts)
 
 
+def test_fullgraph_through_torch_compile_notes_ptcs_own_breaks(monkeypatch):
+    """torch.compile(fullgraph=True, backend="ptc"): Dynamo hands ptc one
+    whole graph; an op ptc cannot record (cummax) splits it anyway, which
+    gives one notice per process naming fullgraph and the break (main said
+    nothing); the result is eager's, and without fullgraph nothing is said."""
+    import ptc._dynamo
+
+    ptc._dynamo.register()
+    monkeypatch.setattr(ptc._dynamo._noting_breaks, "noted", False)
+
+    def cummax(x):
+        return torch.cummax(x, 0)[0] * 2
+
+    x = torch.randn(5)
+    for fullgraph, calls in ((False, 2), (True, 2), (True, 1)):
+        torch._dynamo.reset()
+        with warnings.catch_warnings(record=True) as ran:
+            warnings.simplefilter("always")
+            f = torch.compile(cummax, backend="ptc", fullgraph=fullgraph)
+            for _ in range(calls):
+                assert torch.equal(f(x), cummax(x))
+        texts = [str(w.message) for w in ran if "fullgraph" in str(w.message)]
+        if not fullgraph:
+            assert texts == [], texts
+        elif calls == 2:
+            assert len(texts) == 1 and texts[0].startswith(
+                "ptc: torch.compile(fullgraph=True): ptc split a graph that Dynamo captured whole, "
+                "at PTC-B007"), texts
+        else:
+            assert texts == [], texts  # once per process
+    assert sum("fullgraph=True" in n for n in _notices.recorded()) == 1
+
+
 def test_ptexplain_lists_what_was_not_acted_on(tmp_path):
     import os
     build = os.environ.get("PTC_BUILD_DIR", "build")
@@ -231,4 +291,4 @@ def test_ptexplain_lists_what_was_not_acted_on(tmp_path):
     notes = r.stdout[r.stdout.index("Notes"):]
     assert "mode='reduce-overhead' records CUDA graphs: it has no effect on graphs that run on " \
         "the CPU" in notes
-    assert "options epilogue_fusion are not ptc settings" in notes
+    assert "options['epilogue_fusion'] is not a ptc setting: ptc does not act on it" in notes

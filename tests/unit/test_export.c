@@ -2,7 +2,8 @@
  * a package written here (graph.ptir, weights.bin, spec.json), sealed
  * (kernels + manifest), loaded and run against the same arithmetic done by
  * hand; inputs that break the specification and packages with a flipped
- * byte or another ptc version are refused, naming the check or the file.
+ * byte, another ptc version or another package format are refused, naming
+ * the check or the file.
  * The weights of a version-2 tensor file are used where the loader mapped
  * them; XXH64 (their pin) against the algorithm's published values.
  */
@@ -244,6 +245,28 @@ static void assert_refused(const char *rel, const char *message)
     ck_assert_str_eq(err.file, want_file);
 }
 
+/* Rewrites the sealed manifest's format version as v: a package as a ptc
+ * of that format (older, newer) wrote its manifest. */
+static void set_format_version(int v)
+{
+    char path[512], *end;
+    size_t len;
+    ptc_error err;
+    snprintf(path, sizeof path, "%s/manifest.json", pkg);
+    char *text = ptc_read_file(path, &len, &err);
+    ck_assert_ptr_nonnull(text);
+    char *at = strstr(text, "\"format_version\":");
+    ck_assert_ptr_nonnull(at);
+    at += strlen("\"format_version\":");
+    strtol(at, &end, 10);
+    ck_assert_ptr_ne(end, at);
+    ptc_buf b = {0};
+    ptc_buf_printf(&b, "%.*s %d%s", (int)(at - text), text, v, end);
+    ck_assert_int_eq(ptc_write_file(path, b.data, b.len, &err), 0);
+    ptc_buf_free(&b);
+    free(text);
+}
+
 START_TEST(corrupt_packages_are_refused)
 {
     make_package();
@@ -274,6 +297,32 @@ START_TEST(corrupt_packages_are_refused)
     ck_assert_int_eq(ptc_write_file(path, text, len, &err), 0);
     free(text);
     assert_refused("manifest.json", "this is ptc " PTC_VERSION);
+    remove_package();
+}
+END_TEST
+
+/* A package of an older format (one sealed before CUDA kernels carried
+ * their 64-bit variants: format 2) is refused at load, in one line naming
+ * the manifest, the format it has and what this ptc expects of it; so is
+ * one of a newer format (main loaded the format-2 package, which failed
+ * only at the first call that needed a variant). */
+START_TEST(packages_of_another_format_are_refused_at_load)
+{
+    make_package();
+    set_format_version(PTC_PACKAGE_FORMAT - 1);
+    assert_refused("manifest.json",
+                   "package format version 2, sealed by an older ptc: this ptc reads version 3, "
+                   "whose packages also carry the 64-bit index variant of each CUDA kernel over "
+                   "symbolic sizes");
+    ptc_error err;
+    ck_assert_ptr_null(ptc_model_load(pkg, NULL, &err));
+    ck_assert_msg(strstr(err.msg, "export the model again") && !strchr(err.msg, '\n'), "%s",
+                  err.msg);
+    set_format_version(PTC_PACKAGE_FORMAT); /* the package as sealed loads */
+    ptc_model_free(load_ok());
+    set_format_version(PTC_PACKAGE_FORMAT + 1);
+    assert_refused("manifest.json", "package format version 4, this ptc reads version 3: load it "
+                                    "with the ptc that sealed it");
     remove_package();
 }
 END_TEST
@@ -476,10 +525,14 @@ static void unseal(const char *rel)
     free(text);
 }
 
-/* A package without the 64-bit variant (sealed by main's ptc) still runs
- * its small calls; a call that needs the variant fails, naming the kernel
- * and what to do, launches nothing and generates nothing. */
-START_TEST(packages_without_the_variant_refuse_big_calls)
+/* A package without a 64-bit variant its manifest's format promises
+ * (altered after sealing: a package of an older ptc, which sealed none, is
+ * refused at load) still runs its small calls; a call that needs the
+ * variant fails, naming the kernel and what to do, launches nothing and
+ * generates nothing. */
+/* The rows package (make_rows_package) less the file of its kernel's
+ * 64-bit variant (found by a call that runs it) and its manifest line. */
+static void make_rows_package_without_the_variant(void)
 {
     use_own_cache();
     use_fake_cuda();
@@ -493,7 +546,15 @@ START_TEST(packages_without_the_variant_refuse_big_calls)
     file_defining(entry, file, sizeof file);
     ck_assert_msg(file[0], "'%s' is in no file of the package", entry);
     unseal(file);
-    m = load_on_gpu();
+}
+
+START_TEST(packages_without_the_variant_refuse_big_calls)
+{
+    make_rows_package_without_the_variant();
+    ptc_model *m = load_on_gpu();
+    char entry[128];
+    ptc_cuda_index_counts d;
+    ptc_error err;
     ck_assert_msg(run_rows(m, 3, 1000, entry, &d, &err) == 0, "%s", err.msg);
     ck_assert_int_eq(d.launches_i32, 1);
     ck_assert_int_eq(run_rows(m, 3, 750000001, entry, &d, &err), -1);
@@ -507,6 +568,28 @@ START_TEST(packages_without_the_variant_refuse_big_calls)
     remove_cache();
 }
 END_TEST
+
+/* The package issue 21 is about: sm_90 kernels without their 64-bit
+ * variant, and the manifest of format 2, as the ptc before them sealed it.
+ * Loading it for the GPU is refused, naming the manifest (main loaded it
+ * and refused only the first call past 2^30 elements). */
+START_TEST(an_older_ptcs_package_is_refused_at_load)
+{
+    make_rows_package_without_the_variant();
+    set_format_version(2);
+    ptc_error err;
+    ptc_model_opts o = {.target = "cuda"};
+    ck_assert_ptr_null(ptc_model_load(pkg, &o, &err));
+    char want_file[512];
+    snprintf(want_file, sizeof want_file, "%s/manifest.json", pkg);
+    ck_assert_str_eq(err.file, want_file);
+    ck_assert_msg(strstr(err.msg, "package format version 2, sealed by an older ptc") &&
+                      strstr(err.msg, "64-bit index variant"),
+                  "%s", err.msg);
+    remove_package();
+    remove_cache();
+}
+END_TEST
 #endif
 
 int main(void)
@@ -516,6 +599,7 @@ int main(void)
     tcase_add_test(tc, runs_like_the_arithmetic);
     tcase_add_test(tc, inputs_that_break_the_spec_are_refused);
     tcase_add_test(tc, corrupt_packages_are_refused);
+    tcase_add_test(tc, packages_of_another_format_are_refused_at_load);
     tcase_add_test(tc, xxh64_is_the_published_function);
 #ifdef PTC_HAVE_CUDA
     tcase_add_test(tc, ptx_is_planned_for_each_gpu_of_its_arch);
@@ -523,6 +607,7 @@ int main(void)
 #ifdef PTC_FAKE_CUDA
     tcase_add_test(tc, symbolic_kernels_carry_their_64_bit_variant);
     tcase_add_test(tc, packages_without_the_variant_refuse_big_calls);
+    tcase_add_test(tc, an_older_ptcs_package_is_refused_at_load);
 #endif
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

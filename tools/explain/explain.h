@@ -60,6 +60,18 @@ typedef struct xp_kernels {
 
 typedef struct xp_cross { int next, out, in; } xp_cross;
 
+/* A piece of a graph cut where ptc._split.graph_cut was called (ptc's DDP
+ * gradient-bucket boundaries): compiled forward and backward, run as one
+ * autograd node. */
+typedef struct xp_piece {
+    int ops;
+    const char *modules; /* "blocks.0", "fc2 .. fc3", or "" */
+    int program;         /* 1-based among the graph's distinct programs */
+    double compile_ms;   /* 0: an alike piece's program, compiled before */
+    int kernels[2], externs[2]; /* [0] forward, [1] backward */
+    const char *ends;    /* the reason of the cut that ends it, or NULL: the graph's end */
+} xp_piece;
+
 /* One compiled entry: a segment of a function, with at most one graph. */
 typedef struct xp_graph {
     int num;            /* graph number in compile order (1-based), 0 without ops */
@@ -77,6 +89,10 @@ typedef struct xp_graph {
     xp_kernels kn;
     ptc_metrics times;  /* metrics.json: per-stage compile times */
     int site;           /* break site it ends at, or -1 */
+    int ncuts;
+    const char **cuts;  /* the reasons of the graph's cuts, in order */
+    int npieces, nprograms;
+    xp_piece *pieces;   /* what the training backend made of the cuts */
 } xp_graph;
 
 /* A tensor that leaves one graph at a break and enters the next. */

@@ -5,8 +5,9 @@
  * every compiled function in order ("compile" with its stats, captured graph
  * and trace folder; "recompile" and "recompile_limit" with the failing guard;
  * "untraceable", "skipped", "fallback", "backend_fallback",
- * "autograd_fallback"). Each compile becomes an xp_graph (its graph parsed,
- * its trace folder's kernels and metrics loaded); breaks are grouped into
+ * "autograd_fallback", "graph_pieces"). Each compile becomes an xp_graph
+ * (its graph parsed, its trace folder's kernels and metrics loaded, the
+ * pieces its cuts made attached); breaks are grouped into
  * sites by code, place and stack; everything else is copied as it is. The
  * analysis (analyze.c) then ranks and explains.
  */
@@ -109,6 +110,51 @@ static void read_graph(xp_report *r, const ptc_json *ev, xp_graph *g)
         xp_kernels_load(a, g->trace, &g->kn, &err);
         xp_metrics_load(g->trace, &g->times);
     }
+    const ptc_json *cuts = ptc_json_get(ev, "cuts"); /* [[node id, reason], ...] */
+    if (cuts && cuts->kind == PTC_JARR) {
+        g->cuts = PTC_NEWN(a, const char *, cuts->n + 1);
+        for (int i = 0; i < cuts->n; i++) {
+            const ptc_json *c = cuts->items[i];
+            bool ok = c->kind == PTC_JARR && c->n == 2 && c->items[1]->kind == PTC_JSTR;
+            g->cuts[g->ncuts++] = ok ? c->items[1]->str : "";
+        }
+    }
+}
+
+/* The numbers of a [forward, backward] pair. */
+static void read_pair(const ptc_json *o, const char *key, int pair[2])
+{
+    const ptc_json *p = ptc_json_get(o, key);
+    for (int k = 0; k < 2; k++)
+        pair[k] = p && p->kind == PTC_JARR && p->n == 2 ? (int)p->items[k]->num : 0;
+}
+
+/* A graph_pieces event: the pieces of compile `id` of function cf. */
+static void read_pieces(xp_report *r, const ptc_json *ev)
+{
+    xp_graph *g = NULL;
+    for (int i = 0; i < r->ngraphs && !g; i++)
+        if (r->graphs[i].cf == jint(ev, "cf") && r->graphs[i].id == jint(ev, "id"))
+            g = &r->graphs[i];
+    const ptc_json *list = ptc_json_get(ev, "piece_list");
+    if (!g || !list || list->kind != PTC_JARR)
+        return;
+    g->npieces = list->n;
+    g->nprograms = jint(ev, "programs");
+    g->pieces = PTC_NEWN(r->arena, xp_piece, list->n + 1);
+    for (int i = 0; i < list->n; i++) {
+        const ptc_json *p = list->items[i];
+        xp_piece *x = &g->pieces[i];
+        *x = (xp_piece){.ops = jint(p, "ops"),
+                        .modules = jstr(r->arena, p, "modules"),
+                        .program = jint(p, "program"),
+                        .compile_ms = ptc_json_num(p, "compile_ms", 0)};
+        read_pair(p, "kernels", x->kernels);
+        read_pair(p, "externs", x->externs);
+        const ptc_json *cut = ptc_json_get(p, "cut");
+        int c = is_null(cut) ? -1 : (int)cut->num;
+        x->ends = c >= 0 && c < g->ncuts ? g->cuts[c] : NULL;
+    }
 }
 
 /* ---- break sites ------------------------------------------------------------------------- */
@@ -201,6 +247,8 @@ static void read_event(xp_report *r, const ptc_json *ev)
     } else if (!strcmp(kind, "autograd_fallback")) {
         add_outside(r, XP_OUT_AUTOGRAD, jstr(a, ev, "frame"), jstr(a, ev, "why"),
                     graph_num(r, cf, jint(ev, "id")));
+    } else if (!strcmp(kind, "graph_pieces")) {
+        read_pieces(r, ev);
     }
 }
 

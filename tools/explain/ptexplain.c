@@ -210,22 +210,56 @@ static const char *target_text(const args *a, ptc_buf *b)
     return b->data;
 }
 
-/* The HTML page: the text report, then the run's trace directory. */
-static int write_html(const args *a, const xp_report *r)
+/* The traces of the run's trace directory dir for the page: the script's
+ * own process's (where it compiled), then each rank's rank_N folder, labelled
+ * when there are ranks. How many; none with err set. */
+static int open_traces(const char *dir, const xp_procs *procs, ptv_html_trace *out, ptc_error *err)
+{
+    int n = 0;
+    ptc_error own_err;
+    ptv_trace *own = ptv_open(dir, &own_err);
+    if (own)
+        out[n++] = (ptv_html_trace){own, procs->n ? "the script's process" : NULL};
+    for (int k = 0; k < procs->n; k++) {
+        int rank = procs->reports[k].proc_rank;
+        if (rank < 0)
+            continue; /* a process without a rank compiles into dir itself */
+        char path[4096];
+        snprintf(path, sizeof path, "%s/rank_%d", dir, rank);
+        ptv_trace *t = ptv_open(path, err);
+        if (t)
+            out[n++] =
+                (ptv_html_trace){t, ptc_arena_printf(procs->reports[k].arena, "rank %d", rank)};
+    }
+    if (n == 0)
+        *err = own_err;
+    return n;
+}
+
+/* The HTML page: the text report (with the processes the script started),
+ * then the run's traces: its own and each rank's. */
+static int write_html(const args *a, const xp_report *r, const xp_procs *procs)
 {
     ptc_buf text = {0};
-    xp_render_text(&text, r, false);
+    if (procs->n)
+        xp_render_procs_text(&text, r, procs, false);
+    else
+        xp_render_text(&text, r, false);
     ptc_error err;
+    ptv_html_trace *traces = calloc((size_t)procs->n + 1, sizeof *traces);
+    int n = traces ? open_traces(getenv("PTC_TRACE_DIR"), procs, traces, &err)
+                   : ptc_errorf(&err, PTC_ERR_INTERNAL, "html", "out of memory") + 1;
     int rc = 0;
-    ptv_trace *t = ptv_open(getenv("PTC_TRACE_DIR"), &err);
-    if (!t || ptv_write_html(t, r->target, text.data ? text.data : "", a->html, &err) < 0) {
+    if (!n || ptv_write_html_traces(traces, n, r->target, text.data ? text.data : "", a->html,
+                                    &err) < 0) {
         char buf[1400];
         ptc_error_format(&err, buf, sizeof buf);
         fprintf(stderr, "ptexplain: --html %s: %s\n", a->html, buf);
         rc = 1;
     }
-    if (t)
-        ptv_close(t);
+    for (int k = 0; k < n; k++)
+        ptv_close(traces[k].trace);
+    free(traces);
     ptc_buf_free(&text);
     return rc;
 }
@@ -302,7 +336,7 @@ static int write_report(const args *a, int status, double wall_ms)
         rc = report_failed("cannot read the measurements of the processes it started", &err);
     } else {
         rc = print_reports(a, &r, &procs);
-        if (a->html && write_html(a, &r) != 0)
+        if (a->html && write_html(a, &r, &procs) != 0)
             rc = 1;
     }
     xp_procs_free(&procs);

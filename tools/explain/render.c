@@ -161,9 +161,12 @@ static void summary(out *o, const xp_report *r)
         breaks += r->sites[i].runs;
     for (int i = 0; i < r->nrecompiles; i++)
         r->recompiles[i].limit ? limits++ : recompiles++;
-    int graphs = 0;
-    for (int i = 0; i < r->ngraphs; i++)
+    int graphs = 0, cut = 0, pieces = 0;
+    for (int i = 0; i < r->ngraphs; i++) {
         graphs += r->graphs[i].g != NULL;
+        cut += r->graphs[i].npieces > 0;
+        pieces += r->graphs[i].npieces;
+    }
     heading(o, "Summary");
     ptc_buf fn = {0};
     for (int i = 0; i < r->nfunctions; i++)
@@ -171,7 +174,10 @@ static void summary(out *o, const xp_report *r)
     ptc_buf_printf(o->b, "  compiled functions    %d%s%s\n", r->nfunctions, r->nfunctions ? ": " : "",
                    fn.data ? fn.data : "");
     ptc_buf_free(&fn);
-    ptc_buf_printf(o->b, "  graphs                %d\n", graphs);
+    ptc_buf_printf(
+        o->b, "  graphs                %d%s\n", graphs,
+        cut ? ptc_arena_printf(o->a, " (%d cut into %d pieces: see Graph pieces)", cut, pieces)
+            : "");
     ptc_buf_printf(o->b, "  graph breaks          %d %s, %ld %s run\n", r->nsites, plural(r->nsites, "site", "sites"),
                    breaks, plural(breaks, "break", "breaks"));
     ptc_buf_printf(o->b, "  recompiles            %d%s\n", recompiles,
@@ -193,6 +199,68 @@ static void summary(out *o, const xp_report *r)
     for (int i = 0; i < r->stages.n; i++)
         ptc_buf_printf(o->b, "%s%s %.1f ms", i ? ", " : "", r->stages.items[i].name, r->stages.items[i].value);
     ptc_buf_printf(o->b, "\n");
+}
+
+/* ---- graph pieces ---------------------------------------------------------------------------- */
+
+/* "2 kernels + 1 extern" */
+static const char *kernel_count(out *o, int kernels, int externs)
+{
+    return ptc_arena_printf(o->a, "%d %s%s", kernels, plural(kernels, "kernel", "kernels"),
+                            externs ? ptc_arena_printf(o->a, " + %d extern", externs) : "");
+}
+
+static void piece(out *o, int k, const xp_piece *p, const xp_piece *pieces)
+{
+    int first = 0; /* the first piece of its program, which compiled it */
+    while (pieces[first].program != p->program)
+        first++;
+    ptc_buf t = {0};
+    ptc_buf_printf(&t, "%d %s", p->ops, plural(p->ops, "op", "ops"));
+    if (p->modules[0])
+        ptc_buf_printf(&t, " in %s", p->modules);
+    ptc_buf_printf(&t, "; forward %s, backward %s; program %d, ",
+                   kernel_count(o, p->kernels[0], p->externs[0]),
+                   kernel_count(o, p->kernels[1], p->externs[1]), p->program);
+    if (first == k)
+        ptc_buf_printf(&t, "compiled in %.1f ms", p->compile_ms);
+    else
+        ptc_buf_printf(&t, "piece %d's (alike)", first + 1);
+    field_w(o, 4, 9, ptc_arena_printf(o->a, "piece %d", k + 1), t.data);
+    field_w(o, 4, 9, "",
+            p->ends ? ptc_arena_printf(o->a, "ends at the cut \"%s\"", p->ends)
+                    : "ends at the graph's end");
+    ptc_buf_free(&t);
+}
+
+/* Graphs cut into pieces (ptc._split.graph_cut: ptc's DDP gradient-bucket
+ * boundaries), each piece with what it holds and where it ends: why one
+ * captured graph runs as N autograd nodes. */
+static void graph_pieces(out *o, const xp_report *r)
+{
+    bool any = false;
+    for (int i = 0; i < r->ngraphs; i++) {
+        const xp_graph *g = &r->graphs[i];
+        if (!g->npieces)
+            continue;
+        if (!any)
+            heading(o, "Graph pieces");
+        any = true;
+        ptc_buf_puts(o->b, "  ");
+        wrap(o, 2, 2,
+             ptc_arena_printf(
+                 o->a,
+                 "graph %d of %s runs as %d %s, one autograd node each, cut where "
+                 "ptc._split.graph_cut was called (%d %s; ptc cuts where each DDP gradient bucket "
+                 "begins): the gradients of a piece's parameters are ready when its backward ends, "
+                 "so their bucket's all-reduce starts while the backward of the pieces before it "
+                 "runs. %d distinct %s (alike pieces share one).",
+                 g->num, g->frame, g->npieces, plural(g->npieces, "piece", "pieces"), g->ncuts,
+                 plural(g->ncuts, "cut", "cuts"), g->nprograms,
+                 plural(g->nprograms, "program", "programs")));
+        for (int k = 0; k < g->npieces; k++)
+            piece(o, k, &g->pieces[k], g->pieces);
+    }
 }
 
 /* ---- breaks --------------------------------------------------------------------------------- */
@@ -465,6 +533,7 @@ void xp_render_text(ptc_buf *b, const xp_report *r, bool color)
              "ptc.compile, so every op ran eagerly in PyTorch");
     }
     summary(&o, r);
+    graph_pieces(&o, r);
     breaks(&o, r);
     recompiles(&o, r);
     outside(&o, r);

@@ -126,6 +126,40 @@ static void site(ptc_jw *w, const xp_report *r, int rank, const xp_site *s)
     ptc_jw_obj_end(w);
 }
 
+static void pair(ptc_jw *w, const char *k, const int v[2])
+{
+    ptc_jw_key(w, k);
+    ptc_jw_arr_begin(w);
+    ptc_jw_int(w, v[0]);
+    ptc_jw_int(w, v[1]);
+    ptc_jw_arr_end(w);
+}
+
+/* The pieces a graph's cuts made (none: []). */
+static void pieces(ptc_jw *w, const xp_graph *g)
+{
+    kint(w, "programs", g->nprograms);
+    ptc_jw_key(w, "pieces");
+    ptc_jw_arr_begin(w);
+    for (int k = 0; k < g->npieces; k++) {
+        const xp_piece *p = &g->pieces[k];
+        ptc_jw_obj_begin(w);
+        kint(w, "ops", p->ops);
+        kstr(w, "modules", p->modules);
+        kint(w, "program", p->program);
+        knum(w, "compile_ms", p->compile_ms);
+        pair(w, "kernels", p->kernels);
+        pair(w, "externs", p->externs);
+        ptc_jw_key(w, "ends_at");
+        if (p->ends)
+            ptc_jw_str(w, p->ends);
+        else
+            ptc_jw_null(w);
+        ptc_jw_obj_end(w);
+    }
+    ptc_jw_arr_end(w);
+}
+
 static void graphs(ptc_jw *w, const xp_report *r)
 {
     ptc_jw_key(w, "graphs");
@@ -148,6 +182,7 @@ static void graphs(ptc_jw *w, const xp_report *r)
         knum(w, "graph_ms", g->graph_ms);
         knum(w, "trace_ms", g->trace_ms);
         knum(w, "backend_ms", g->backend_ms);
+        pieces(w, g);
         ptc_jw_obj_end(w);
     }
     ptc_jw_arr_end(w);

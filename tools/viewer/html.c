@@ -57,13 +57,14 @@ static void escape(FILE *f, const char *s)
     }
 }
 
-/* The anchor of item `item` of stage s of compile ci ("c0-prims-12"). */
-static void anchor(char *buf, size_t size, int ci, const ptv_stage *s, int item)
+/* The anchor of item `item` of stage s of the compile whose anchor is
+ * compile ("c0-prims-12"; "r1c0-prims-12" in a page of several traces). */
+static void anchor(char *buf, size_t size, const char *compile, const ptv_stage *s, int item)
 {
     if (item < 0)
-        snprintf(buf, size, "c%d-%s", ci, s->name);
+        snprintf(buf, size, "%s-%s", compile, s->name);
     else
-        snprintf(buf, size, "c%d-%s-%d", ci, s->name, item);
+        snprintf(buf, size, "%s-%s-%d", compile, s->name, item);
 }
 
 /* Renders s through Graphviz into a temporary SVG and copies its <svg>
@@ -99,7 +100,7 @@ static void inline_svg(FILE *f, ptv_stage *s)
     free(svg);
 }
 
-static void provenance_links(FILE *f, int ci, ptv_stage *s, int item)
+static void provenance_links(FILE *f, const char *ci, ptv_stage *s, int item)
 {
     ptv_target to[HTML_MAX_LINKS];
     int n = ptv_provenance(s, item, to, HTML_MAX_LINKS, HTML_LINKS_PER_STAGE, true);
@@ -123,7 +124,7 @@ static void provenance_links(FILE *f, int ci, ptv_stage *s, int item)
     fputs("</span>", f);
 }
 
-static void stage_lines(FILE *f, int ci, ptv_stage *s)
+static void stage_lines(FILE *f, const char *ci, ptv_stage *s)
 {
     ptc_buf line = {0};
     int shown = s->nitems < HTML_MAX_LINES ? s->nitems : HTML_MAX_LINES;
@@ -147,7 +148,7 @@ static void stage_lines(FILE *f, int ci, ptv_stage *s)
     ptc_buf_free(&line);
 }
 
-static void write_stage(FILE *f, int ci, ptv_stage *s)
+static void write_stage(FILE *f, const char *ci, ptv_stage *s)
 {
     char id[160];
     anchor(id, sizeof id, ci, s, -1);
@@ -163,9 +164,9 @@ static void write_stage(FILE *f, int ci, ptv_stage *s)
     stage_lines(f, ci, s);
 }
 
-static void write_compile(FILE *f, int ci, ptv_compile *c)
+static void write_compile(FILE *f, const char *ci, ptv_compile *c)
 {
-    fprintf(f, "<h2 id=\"c%d\">", ci);
+    fprintf(f, "<h2 id=\"%s\">", ci);
     escape(f, c->id);
     fputs(": ", f);
     escape(f, c->frame ? c->frame : "");
@@ -187,8 +188,48 @@ static void write_compile(FILE *f, int ci, ptv_compile *c)
         write_stage(f, ci, c->stages[k]);
 }
 
-int ptv_write_html(ptv_trace *t, const char *title, const char *report, const char *out,
-                   ptc_error *err)
+/* The anchor of compile i of trace k of a page of ntraces ("c3"; "r1c3"). */
+static void compile_anchor(char *buf, size_t size, int ntraces, int k, int i)
+{
+    if (ntraces == 1)
+        snprintf(buf, size, "c%d", i);
+    else
+        snprintf(buf, size, "r%dc%d", k, i);
+}
+
+/* Trace k's warnings, its list of compiles and each compile. */
+static void write_trace(FILE *f, const ptv_html_trace *traces, int ntraces, int k)
+{
+    const ptv_trace *t = traces[k].trace;
+    for (int i = 0; i < t->nwarnings; i++) {
+        fputs("<p class=err>", f);
+        escape(f, t->warnings[i]);
+        fputs("</p>\n", f);
+    }
+    fputs("<h2>Compiles", f);
+    if (traces[k].label) {
+        fputs(" of ", f);
+        escape(f, traces[k].label);
+    }
+    fputs("</h2>\n<ul>\n", f);
+    char ci[32];
+    for (int i = 0; i < t->ncompiles; i++) {
+        compile_anchor(ci, sizeof ci, ntraces, k, i);
+        fprintf(f, "<li><a href=\"#%s\">", ci);
+        escape(f, t->compiles[i]->id);
+        fputs("</a> ", f);
+        escape(f, t->compiles[i]->reason && *t->compiles[i]->reason ? t->compiles[i]->reason : "");
+        fputs("</li>\n", f);
+    }
+    fputs("</ul>\n", f);
+    for (int i = 0; i < t->ncompiles; i++) {
+        compile_anchor(ci, sizeof ci, ntraces, k, i);
+        write_compile(f, ci, t->compiles[i]);
+    }
+}
+
+int ptv_write_html_traces(const ptv_html_trace *traces, int ntraces, const char *title,
+                          const char *report, const char *out, ptc_error *err)
 {
     ptc_error_clear(err);
     FILE *f = fopen(out, "w");
@@ -196,8 +237,6 @@ int ptv_write_html(ptv_trace *t, const char *title, const char *report, const ch
         ptc_errorf(err, PTC_ERR_IO, "html", "cannot write %s", out);
         return -1;
     }
-    if (!title)
-        title = t->path;
     fprintf(f, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>ptc: ");
     escape(f, title);
     fprintf(f, "</title><style>%s</style></head><body>\n<h1>ptc: ", style);
@@ -208,26 +247,19 @@ int ptv_write_html(ptv_trace *t, const char *title, const char *report, const ch
         escape(f, report);
         fputs("</pre>\n", f);
     }
-    for (int i = 0; i < t->nwarnings; i++) {
-        fputs("<p class=err>", f);
-        escape(f, t->warnings[i]);
-        fputs("</p>\n", f);
-    }
-    fputs("<h2>Compiles</h2>\n<ul>\n", f);
-    for (int i = 0; i < t->ncompiles; i++) {
-        fprintf(f, "<li><a href=\"#c%d\">", i);
-        escape(f, t->compiles[i]->id);
-        fputs("</a> ", f);
-        escape(f, t->compiles[i]->reason && *t->compiles[i]->reason ? t->compiles[i]->reason : "");
-        fputs("</li>\n", f);
-    }
-    fputs("</ul>\n", f);
-    for (int i = 0; i < t->ncompiles; i++)
-        write_compile(f, i, t->compiles[i]);
+    for (int k = 0; k < ntraces; k++)
+        write_trace(f, traces, ntraces, k);
     fputs("</body></html>\n", f);
     if (ferror(f) | (fclose(f) != 0)) {
         ptc_errorf(err, PTC_ERR_IO, "html", "cannot write %s", out);
         return -1;
     }
     return 0;
+}
+
+int ptv_write_html(ptv_trace *t, const char *title, const char *report, const char *out,
+                   ptc_error *err)
+{
+    ptv_html_trace one = {t, NULL};
+    return ptv_write_html_traces(&one, 1, title ? title : t->path, report, out, err);
 }

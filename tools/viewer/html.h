@@ -12,4 +12,15 @@
 int ptv_write_html(ptv_trace *t, const char *title, const char *report, const char *out,
                    ptc_error *err);
 
+/* A trace of a page of several, and its label ("rank 1"; NULL: none). */
+typedef struct ptv_html_trace {
+    ptv_trace *trace;
+    const char *label;
+} ptv_html_trace;
+
+/* The page of several traces (a distributed job's ranks), each with its
+ * compiles, after the report; anchors name the trace ("r1c0-prims-12"). */
+int ptv_write_html_traces(const ptv_html_trace *traces, int ntraces, const char *title,
+                          const char *report, const char *out, ptc_error *err);
+
 #endif /* PTC_VIEW_HTML_H */

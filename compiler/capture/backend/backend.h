@@ -43,6 +43,9 @@ int cap_train_run(cap_entry *e, PyObject *program, PyObject **inputs, PyObject *
  * nowhere: NULL). NULL with err set on failure. */
 PyObject *cap_train_program(const ptc_graph *g, const bool *written, ptc_trace_compile *tc,
                             ptc_error *err);
+/* A TrainProgram's kernels and extern calls: [0] its forward's, [1] its
+ * backward's. */
+void cap_train_count_kernels(PyObject *program, int kernels[2], int externs[2]);
 /* What runs program under mode: reduce-overhead / max-autotune on CUDA wrap
  * it in the recorder of its forward and backward (ptc._cudagraphs.
  * TrainGraphs), one per use (a recorder's recordings are its caller's);
@@ -91,6 +94,8 @@ int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, int n
  * from torch's generator by cap_runtime_rng_draw (a 0-dim int64 tensor) and
  * read by cap_runtime_rng_value (None reads as 0). */
 bool cap_runtime_draws(void *program);
+/* The kernels program generated and the extern calls it makes. */
+void cap_runtime_count_kernels(void *program, int *kernels, int *externs);
 PyObject *cap_runtime_rng_draw(void);
 int cap_runtime_rng_value(PyObject *draw, uint64_t *offset);
 void cap_runtime_release(void *program);

@@ -12,6 +12,9 @@
  * Dynamo's graph). Pieces that print alike once names, source locations and
  * provenance are set aside (a model's identical blocks) share one program:
  * a model of many identical blocks compiles one program per distinct piece.
+ * What each piece holds (its ops, modules and kernels, the cut that ends
+ * it, its compile time) goes to the report: ptexplain shows why one graph
+ * runs as N autograd nodes.
  *
  * At run time ptc._split.GraphPieces applies the programs in order over a
  * table of slots: graph inputs first, then one slot per value id.
@@ -173,21 +176,28 @@ static char *piece_key(const ptc_graph *pg, const bool *written)
  * ones so far), or a new one, wrapped for mode per piece (a CUDA graph
  * recorder per piece: alike pieces run in one step, each holding its
  * recording until its backward). Its stages go to e's trace folder for the
- * first piece only (each would overwrite the one before). New reference. */
+ * first piece only (each would overwrite the one before). *index: its place
+ * in programs; *compile_ms: the time compiling it took (0: an alike piece's).
+ * New reference. */
 static PyObject *piece_program(cutter *C, const ptc_graph *pg, const bool *written, PyObject *keys,
-                               PyObject *programs, const char *mode, ptc_error *err)
+                               PyObject *programs, const char *mode, Py_ssize_t *index,
+                               double *compile_ms, ptc_error *err)
 {
     char *text = piece_key(pg, written);
     PyObject *key = text ? PyUnicode_FromString(text) : NULL;
     free(text);
     PyObject *program = NULL;
-    Py_ssize_t found = key ? PySequence_Index(keys, key) : -1;
-    if (found >= 0) {
-        program = Py_NewRef(PyList_GetItem(programs, found));
+    *index = key ? PySequence_Index(keys, key) : -1;
+    *compile_ms = 0;
+    if (*index >= 0) {
+        program = Py_NewRef(PyList_GetItem(programs, *index));
     } else if (key) {
         PyErr_Clear();
         ptc_trace_compile *tc = PyList_Size(programs) == 0 ? C->e->tc : NULL;
+        double t0 = ptc_now_ms();
         program = cap_train_program(pg, written, tc, err);
+        *compile_ms = ptc_now_ms() - t0;
+        *index = PyList_Size(programs);
         if (program && (PyList_Append(keys, key) < 0 || PyList_Append(programs, program) < 0))
             Py_CLEAR(program);
     }
@@ -199,9 +209,57 @@ static PyObject *piece_program(cutter *C, const ptc_graph *pg, const bool *writt
     return run;
 }
 
-/* One step of GraphPieces for each piece with nodes. */
-static int make_steps(cutter *C, PyObject *steps, PyObject *programs, const char *mode,
-                      ptc_error *err)
+/* Whether module path a lies inside module path b ("blocks.0.fc" in
+ * "blocks.0"; everything in "": the model). */
+static bool inside(const char *a, const char *b)
+{
+    size_t n = strlen(b);
+    return n == 0 || (strncmp(a, b, n) == 0 && (a[n] == 0 || a[n] == '.'));
+}
+
+/* The modules piece p holds, for the report: the innermost module holding
+ * all its nodes' ("blocks.0"), else its first and last node's ("fc2 ..
+ * fc3"); "" when no node has a module path. New reference. */
+static PyObject *piece_modules(const cutter *C, int p)
+{
+    const char *first = NULL, *last = NULL;
+    char common[256] = "";
+    for (int i = 0; i < C->g->nnodes; i++) {
+        const char *path = C->g->nodes[i]->module_path;
+        if (C->piece[i] != p || !path || !path[0])
+            continue;
+        if (!first)
+            snprintf(common, sizeof common, "%s", path);
+        while (!inside(path, common))
+            *(strrchr(common, '.') ? strrchr(common, '.') : common) = 0;
+        first = first ? first : path;
+        last = path;
+    }
+    if (!first || common[0] || strcmp(first, last) == 0)
+        return PyUnicode_FromString(first ? (common[0] ? common : first) : "");
+    return PyUnicode_FromFormat("%s .. %s", first, last);
+}
+
+/* What the report says of piece p (pg, its program programs[index]): its
+ * ops, the modules it holds, its program (shared by alike pieces) and the
+ * time compiling it took, its kernels forward and backward, and the cut
+ * that ends it (an index into the compile event's "cuts"; None: the
+ * graph's end). New reference. */
+static PyObject *piece_report(const cutter *C, int p, const ptc_graph *pg, PyObject *programs,
+                              Py_ssize_t index, double compile_ms)
+{
+    int kernels[2], externs[2];
+    cap_train_count_kernels(PyList_GetItem(programs, index), kernels, externs);
+    PyObject *cut = p < C->e->ncuts ? PyLong_FromLong(p) : Py_NewRef(Py_None);
+    return Py_BuildValue("{s:i,s:N,s:n,s:d,s:(ii),s:(ii),s:N}", "ops", pg->nnodes, "modules",
+                         piece_modules(C, p), "program", index + 1, "compile_ms", compile_ms,
+                         "kernels", kernels[0], kernels[1], "externs", externs[0], externs[1],
+                         "cut", cut);
+}
+
+/* One step of GraphPieces for each piece with nodes, and its report. */
+static int make_steps(cutter *C, PyObject *steps, PyObject *reports, PyObject *programs,
+                      const char *mode, ptc_error *err)
 {
     const ptc_graph *g = C->g;
     ptc_value **map = malloc(sizeof *map * ((size_t)g->nvalues + 1));
@@ -211,13 +269,19 @@ static int make_steps(cutter *C, PyObject *steps, PyObject *programs, const char
     for (int p = 0; rc == 0 && p < C->npieces; p++) {
         PyObject *ins = PyList_New(0), *outs = PyList_New(0);
         ptc_graph *pg = ins && outs ? cut_piece(C, p, map, ins, outs, written) : NULL;
-        PyObject *program = pg ? piece_program(C, pg, written, keys, programs, mode, err) : NULL;
+        Py_ssize_t index;
+        double ms;
+        PyObject *program =
+            pg ? piece_program(C, pg, written, keys, programs, mode, &index, &ms, err) : NULL;
         PyObject *step =
             program ? Py_BuildValue("(NNN)", program, PyList_AsTuple(ins), PyList_AsTuple(outs))
                     : NULL;
-        if (step ? PyList_Append(steps, step) < 0 : pg != NULL || PyErr_Occurred())
+        PyObject *report = step ? piece_report(C, p, pg, programs, index, ms) : NULL;
+        if (step && report ? PyList_Append(steps, step) < 0 || PyList_Append(reports, report) < 0
+                           : pg != NULL || PyErr_Occurred())
             rc = -1;
         Py_XDECREF(step);
+        Py_XDECREF(report);
         Py_XDECREF(ins);
         Py_XDECREF(outs);
         ptc_graph_free(pg);
@@ -236,21 +300,23 @@ int cap_pieces_prepare(cap_entry *e, const char *mode, PyObject **program, ptc_e
     C.last_use = calloc((size_t)g->nvalues + 1, sizeof *C.last_use);
     C.written = calloc((size_t)g->nvalues + 1, sizeof *C.written);
     PyObject *steps = PyList_New(0), *programs = PyList_New(0), *outputs = NULL;
+    PyObject *reports = PyList_New(0);
     PyObject *make = cap_import_path("ptc._split.GraphPieces");
     ptc_error_clear(err);
     int rc = -1;
-    if (!C.piece || !C.last_use || !C.written || !steps || !programs || !make)
+    if (!C.piece || !C.last_use || !C.written || !steps || !programs || !reports || !make)
         ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "cannot cut the graph into pieces");
     else if (assign_pieces(&C) < 0)
         ptc_errorf(err, PTC_ERR_INTERNAL, "autograd",
                    "a cut piece reads a value of a later piece (node ids out of trace order)");
-    else if (make_steps(&C, steps, programs, mode, err) == 0 &&
+    else if (make_steps(&C, steps, reports, programs, mode, err) == 0 &&
              (outputs = PyTuple_New(g->noutputs))) {
         for (int i = 0; i < g->noutputs; i++)
             PyTuple_SetItem(outputs, i, PyLong_FromLong(slot_of(&C, g->outputs[i])));
         *program = PyObject_CallFunction(make, "iOO", g->ninputs + g->nvalues, steps, outputs);
         e->npieces = (int)PyList_Size(steps);
         e->nprograms = (int)PyList_Size(programs);
+        Py_XSETREF(e->piece_list, Py_NewRef(reports));
         rc = *program ? 0 : -1;
     }
     if (rc < 0 && !err->msg[0])
@@ -261,6 +327,7 @@ int cap_pieces_prepare(cap_entry *e, const char *mode, PyObject **program, ptc_e
     free(C.written);
     Py_XDECREF(steps);
     Py_XDECREF(programs);
+    Py_XDECREF(reports);
     Py_XDECREF(outputs);
     Py_XDECREF(make);
     return rc;

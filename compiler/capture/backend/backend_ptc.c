@@ -1095,6 +1095,14 @@ bool cap_runtime_draws(void *program)
     return ((cap_program *)program)->draws;
 }
 
+void cap_runtime_count_kernels(void *program, int *kernels, int *externs)
+{
+    ptc_program_info info;
+    ptc_program_get_info(((cap_program *)program)->p, &info);
+    *kernels = info.nkernels;
+    *externs = info.nexterns;
+}
+
 PyObject *cap_runtime_rng_draw(void)
 {
     static PyObject *randint, *args;

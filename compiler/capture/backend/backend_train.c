@@ -413,6 +413,13 @@ PyObject *cap_train_program(const ptc_graph *g, const bool *written, ptc_trace_c
     return (PyObject *)t;
 }
 
+void cap_train_count_kernels(PyObject *program, int kernels[2], int externs[2])
+{
+    train_program *t = (train_program *)program;
+    cap_runtime_count_kernels(t->forward, &kernels[0], &externs[0]);
+    cap_runtime_count_kernels(t->backward, &kernels[1], &externs[1]);
+}
+
 /* ptc._autograd.apply(program, *inputs) -> the outputs, as one autograd node. */
 int cap_train_run(cap_entry *e, PyObject *program, PyObject **inputs, PyObject **outputs)
 {

@@ -1140,6 +1140,7 @@ static void entry_free(cap_entry *e)
     free(e->input_src);
     free(e->node_grad);
     free(e->cut_at);
+    Py_XDECREF(e->piece_list);
     free_rframes(e->frames, e->nframes);
     free(e->effects);
     Py_XDECREF(e->guard_strs);

@@ -116,6 +116,7 @@ struct cap_entry {
     int ncuts;
     int *cut_at;
     int npieces, nprograms;  /* what the backend made of them: pieces, distinct programs */
+    PyObject *piece_list;    /* per piece, a dict for the report (backend_pieces.c), or NULL */
     cap_backend backend;     /* what runs the graph */
     bool autograd_fallback;  /* gradients needed: ran through torch ops */
     char autograd_why[256];  /*   why (an op without a derivative, ...) */
