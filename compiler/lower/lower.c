@@ -1143,15 +1143,9 @@ static int lower_outputs(lowerer *L)
         }
         const lval *lv = &L->vals[v->id];
         ptc_lbuf *b = p->bufs[lv->buf];
-        if (b->kind == PTC_LB_TEMP && b->ndim == v->type.ndim && contiguous_alias(L, v) &&
-            p->nodes[b->def]->kind != PTC_LN_EXTERN) {
-            b->kind = PTC_LB_OUTPUT;
-            b->output = i;
-            p->outputs[i] = b->id;
-            continue;
-        }
-        if (b->kind == PTC_LB_TEMP && contiguous_alias(L, v) && p->nodes[b->def]->kind == PTC_LN_EXTERN &&
-            b->ndim == v->type.ndim) {
+        /* a temporary the output is all of, in order, becomes the output
+           (a kernel's or an extern's result alike) */
+        if (b->kind == PTC_LB_TEMP && b->ndim == v->type.ndim && contiguous_alias(L, v)) {
             b->kind = PTC_LB_OUTPUT;
             b->output = i;
             p->outputs[i] = b->id;
