@@ -149,6 +149,21 @@ static void input_lifetimes(const ptc_lprog *p, const int *step_of, ptc_mplan *m
     }
 }
 
+/* The first step writing each graph output, and the outputs in that order:
+ * a run allocates an output there, not at its start (a backward's first
+ * gradient is written at its end: eager's are made one node at a time). */
+static void output_births(const ptc_lprog *p, const int *step_of, ptc_mplan *mp)
+{
+    for (int i = 0; i < mp->noutputs; i++) {
+        int def = p->bufs[p->outputs[i]]->def;
+        mp->output_first[i] = def >= 0 ? step_of[def] : -1;
+        int j = i;
+        for (; j > 0 && mp->output_first[mp->output_order[j - 1]] > mp->output_first[i]; j--)
+            mp->output_order[j] = mp->output_order[j - 1];
+        mp->output_order[j] = i;
+    }
+}
+
 void ptc_mplan_build(ptc_arena *a, ptc_schedule *s)
 {
     const ptc_lprog *p = s->prog;
@@ -162,6 +177,9 @@ void ptc_mplan_build(ptc_arena *a, ptc_schedule *s)
     mp->ninputs = p->ninputs;
     mp->input_last = PTC_NEWN(a, int, p->ninputs + 1);
     mp->input_order = PTC_NEWN(a, int, p->ninputs + 1);
+    mp->noutputs = p->noutputs;
+    mp->output_first = PTC_NEWN(a, int, p->noutputs + 1);
+    mp->output_order = PTC_NEWN(a, int, p->noutputs + 1);
     mp->nbytes = PTC_NEWN(a, int64_t, n + 1);
     int *step_of = malloc(sizeof(int) * ((size_t)p->nnodes + 1));
     node_steps(s, step_of);
@@ -185,6 +203,7 @@ void ptc_mplan_build(ptc_arena *a, ptc_schedule *s)
         mp->nbytes[b] = bytes;
     }
     input_lifetimes(p, step_of, mp);
+    output_births(p, step_of, mp);
     free(step_of);
     if (mp->is_static)
         mp->arena_bytes =

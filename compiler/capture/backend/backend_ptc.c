@@ -1082,6 +1082,13 @@ bool cap_runtime_draws(void *program)
     return ((cap_program *)program)->draws;
 }
 
+size_t cap_runtime_arena_bytes(void *program)
+{
+    ptc_program_info info;
+    ptc_program_get_info(((cap_program *)program)->p, &info);
+    return info.arena_bytes;
+}
+
 PyObject *cap_runtime_rng_draw(void)
 {
     static PyObject *randint, *args;

@@ -223,6 +223,9 @@ static PyObject *tp_get(PyObject *self, void *which)
         return PyLong_FromLong(t->nsaved + t->draws);
     case 3:
         return Py_NewRef(t->tangent_of);
+    case 5:
+        return Py_BuildValue("(nn)", (Py_ssize_t)cap_runtime_arena_bytes(t->forward),
+                             (Py_ssize_t)cap_runtime_arena_bytes(t->backward));
     default:
         return Py_NewRef(t->grad_of);
     }
@@ -244,6 +247,9 @@ static PyGetSetDef tp_getset[] = {
     {"nsaved", tp_get, NULL, NULL, (void *)2},
     {"tangent_of", tp_get, NULL, "per output: its gradient's position, or -1", (void *)3},
     {"grad_of", tp_get, NULL, "per gradient: the input it belongs to", (void *)4},
+    {"arena_bytes", tp_get, NULL,
+     "(forward, backward): the bytes of each program's arena of temporaries at its last run",
+     (void *)5},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyType_Slot tp_slots[] = {{Py_tp_dealloc, tp_dealloc},
