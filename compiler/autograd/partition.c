@@ -10,7 +10,8 @@
  * inputs that node would need saved take no more bytes than the value
  * itself (an exp of a saved input, a broadcast of a small tensor), an input
  * counted at what it would cost once recomputed in turn (save_cost); chains
- * follow from repeating it until nothing moves.
+ * follow from repeating it until nothing moves. The backward recomputes a
+ * value where it first reads it, not at its start.
  */
 #include "ag.h"
 
@@ -172,21 +173,57 @@ static bool recompute_round(split *s, const ptc_joint *jt)
     return moved;
 }
 
-/* Copies the forward's (or the backward's) nodes in order, inputs through map. */
-static void copy_nodes(ptc_graph *dst, const split *s, ptc_value **map, bool backward)
+/* Copies the forward's nodes in order, inputs through map. */
+static void copy_forward(ptc_graph *dst, const split *s, ptc_value **map)
 {
     const ptc_graph *j = s->j;
     for (int i = 0; i < j->nnodes; i++) {
-        side sd = s->node_side[i];
-        bool take = backward ? sd != SIDE_FORWARD || s->recompute[i] : sd != SIDE_BACKWARD;
-        if (!take)
+        if (s->node_side[i] == SIDE_BACKWARD)
             continue;
         ptc_value *v;
         FOR_INPUTS(j->nodes[i], v)
         {
-            PTC_ASSERT(map[v->id]); /* saved, or computed on this side before */
+            PTC_ASSERT(map[v->id]); /* an input, or computed before */
         }
         ptc_graph_copy_node(dst, j->nodes[i], map);
+    }
+}
+
+/* Makes v in the backward if it is not there yet: a recomputed value (or a
+ * free node's) is copied where the backward first reads it, its own
+ * recomputed inputs first. In the joint's order every recomputation came
+ * before the whole backward, so the first layer's, read at the backward's
+ * end, lived through all of it beside the last layer's: a backward's
+ * temporaries as large as what saving them would have cost. */
+static void recompute_on_demand(ptc_graph *dst, const split *s, ptc_value **map,
+                                const ptc_value *v)
+{
+    if (map[v->id])
+        return;
+    ptc_node *d = s->def[v->id];
+    PTC_ASSERT(d); /* a backward input is mapped from the start */
+    ptc_value *u;
+    FOR_INPUTS(d, u)
+    {
+        recompute_on_demand(dst, s, map, u);
+    }
+    ptc_graph_copy_node(dst, d, map);
+}
+
+/* Copies the backward's nodes in order, recomputations where first read. */
+static void copy_backward(ptc_graph *dst, const split *s, ptc_value **map)
+{
+    const ptc_graph *j = s->j;
+    for (int i = 0; i < j->nnodes; i++) {
+        ptc_node *n = j->nodes[i];
+        if (s->node_side[i] != SIDE_BACKWARD)
+            continue; /* recomputed and free nodes: on demand */
+        ptc_value *v;
+        FOR_INPUTS(n, v)
+        {
+            recompute_on_demand(dst, s, map, v);
+        }
+        ptc_graph_copy_node(dst, n, map);
     }
 }
 
@@ -199,7 +236,7 @@ static ptc_graph *build_forward(const split *s, const ptc_joint *jt, int *nsaved
     PTC_ASSERT(map && outs);
     for (int i = 0; i < jt->nprimal_inputs; i++)
         map[j->inputs[i]->id] = ptc_graph_add_input(f, j->inputs[i]->name, &j->inputs[i]->type);
-    copy_nodes(f, s, map, false);
+    copy_forward(f, s, map);
     int n = jt->nprimal_outputs;
     for (int k = 0; k < n; k++)
         outs[k] = map[j->outputs[k]->id];
@@ -238,9 +275,12 @@ static ptc_graph *build_backward(const split *s, const ptc_joint *jt)
         }
     for (int i = jt->nprimal_inputs; i < j->ninputs; i++)
         map[j->inputs[i]->id] = ptc_graph_add_input(b, j->inputs[i]->name, &j->inputs[i]->type);
-    copy_nodes(b, s, map, true);
-    for (int r = 0; r < jt->ngrads; r++)
-        outs[r] = map[j->outputs[jt->nprimal_outputs + r]->id];
+    copy_backward(b, s, map);
+    for (int r = 0; r < jt->ngrads; r++) {
+        const ptc_value *g = j->outputs[jt->nprimal_outputs + r];
+        recompute_on_demand(b, s, map, g);
+        outs[r] = map[g->id];
+    }
     ptc_graph_set_outputs(b, outs, jt->ngrads);
     free(outs);
     free(map);

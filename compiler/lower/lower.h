@@ -460,6 +460,10 @@ typedef struct ptc_mplan {
     int *input_last;    /* per graph input: the last step that reads it (-1:
                          * none), after which a run may let it go */
     int *input_order;   /* the inputs by input_last, earliest first */
+    int noutputs;
+    int *output_first;  /* per graph output: the first step that writes it (-1: none),
+                         * before which a run need not allocate it */
+    int *output_order;  /* the outputs by output_first, earliest first */
     bool is_static;     /* sizes known: offsets below are final */
     int64_t *offset;    /* bytes */
     int64_t *nbytes;

@@ -510,6 +510,30 @@ static ptc_value *fold_where(ptc_graph *g, ptc_node *n, const ptc_node *cond, pt
     return make_full(g, n, fv, iv, err);
 }
 
+/* add(a, scatter_add(zeros, dim, index, src)), either way round, where a is
+ * of the zeros' type: scatter_add(a, dim, index, src). A tied weight's
+ * gradient (an output layer's matmul gradient plus its embedding's) held a
+ * zero-filled buffer and a scatter result as large as the weight beside the
+ * sum: BERT's and GPT-2's vocabulary-sized weights, 94-154 MB each. */
+static ptc_value *fold_add_scatter(ptc_graph *g, ptc_node *n, ptc_error *err)
+{
+    for (int k = 0; k < 2; k++) {
+        ptc_value *a = n->args[k].v;
+        const ptc_node *sc = n->args[1 - k].v->def;
+        if (!sc || sc->op != PTC_OP_PRIMS_SCATTER_ADD)
+            continue;
+        const ptc_node *zeros = full_def(sc->args[0].v);
+        double fv;
+        int64_t iv;
+        if (!zeros || !full_value(zeros, &fv, &iv) || fv != 0 || iv != 0 ||
+            !same_type_shape(a, sc->args[0].v) || !same_type_shape(a, n->outs[0]))
+            continue;
+        ptc_arg args[4] = {ptc_arg_value(a), sc->args[1], sc->args[2], sc->args[3]};
+        return build_for(g, n, PTC_OP_PRIMS_SCATTER_ADD, args, 4, err);
+    }
+    return NULL;
+}
+
 /* The replacement of n's output, or NULL. */
 static ptc_value *fold_node(ptc_graph *g, ptc_node *n, const range *r, ptc_error *err)
 {
@@ -539,6 +563,12 @@ static ptc_value *fold_node(ptc_graph *g, ptc_node *n, const range *r, ptc_error
         return NULL;
     case PTC_OP_PRIMS_WHERE:
         return fold_where(g, n, f, err);
+    case PTC_OP_PRIMS_ADD: {
+        ptc_value *r = fold_add_scatter(g, n, err);
+        if (r || !folds(n->op, out->type.dtype))
+            return r;
+        return fold_binary(g, n, f, err);
+    }
     default:
         if (ptc_op_flags(n->op) & PTC_F_VIEW)
             return fold_view(g, n, f, err);

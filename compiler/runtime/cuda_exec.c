@@ -565,6 +565,7 @@ typedef struct crun {
     ptc_bindings b;
     void **bufptr;
     ptc_tensor *outs;
+    int outputs_made;    /* ptc_mplan.output_order: the outputs allocated so far */
     ptc_tensor arena;    /* host-allocated arena (storage set) */
     ptc_exec_kept kept;  /* extern results whose memory serves as buffers */
     CUdeviceptr scratch; /* kernels' scratch area */
@@ -662,7 +663,8 @@ static int own_alloc(void *ctx, ptc_tensor *t, ptc_dtype dt, int ndim, const int
     return dev_alloc(ctx, t, dt, ndim, sizes);
 }
 
-static int alloc_outputs(crun *r)
+/* The outputs step t (or one before it) writes, not allocated yet. */
+static int alloc_outputs(crun *r, int t)
 {
     ptc_exec_alloc a = {.b = &r->b,
                         .host = r->host,
@@ -670,7 +672,7 @@ static int alloc_outputs(crun *r)
                         .own = own_alloc,
                         .ctx = r,
                         .empty = (void *)(uintptr_t)r->dev->zeros};
-    return ptc_exec_alloc_outputs(r->p, &a, r->outs, r->bufptr, r->err);
+    return ptc_exec_alloc_outputs(r->p, &a, t, &r->outputs_made, r->outs, r->bufptr, r->err);
 }
 
 /* The form each kernel runs for this call's sizes: for a kernel planned in
@@ -1341,11 +1343,14 @@ int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_ten
     ptc_exec_point_inputs(p, inputs, NULL, (void *)(uintptr_t)r.dev->zeros, r.bufptr);
     int rc = pick_widths(&r);
     if (rc == 0)
-        rc = alloc_outputs(&r);
+        rc = alloc_outputs(&r, -1);
     if (rc == 0)
         rc = plan_arena(&r);
     int inputs_done = 0; /* ptc_mplan.input_order: the inputs let go so far */
     for (int t = 0; rc == 0 && t < s->nsteps; t++) {
+        rc = alloc_outputs(&r, t);
+        if (rc)
+            break;
         if (s->steps[t].kind == PTC_STEP_KERNEL)
             rc = run_kernel(&r, s->steps[t].index);
         else
@@ -1354,6 +1359,8 @@ int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_ten
         if (rc == 0)
             ptc_exec_inputs_done_after(p, host, t, &inputs_done);
     }
+    if (rc == 0) /* every output is had, whatever the plan says */
+        rc = alloc_outputs(&r, s->nsteps);
     if (rc == 0 && !host)
         rc = check_sync(&r, NULL, "the run failed on the device");
     if (rc == 0 && r.status && read_checks_on() && !r.capturing)

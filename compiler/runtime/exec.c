@@ -39,6 +39,7 @@ typedef struct run {
     void **bufptr;        /* per loop buffer */
     ptc_tensor *conformed; /* inputs copied to their typed layout */
     ptc_tensor *outs;     /* per graph output */
+    int outputs_made;     /* ptc_mplan.output_order: the outputs allocated so far */
     void *mem;            /* the arena */
     bool mem_owned;
     uint64_t rng_offset;
@@ -81,14 +82,16 @@ static int own_alloc(void *ctx, ptc_tensor *t, ptc_dtype dt, int ndim, const int
     return ptc_tensor_alloc(t, dt, ndim, sizes, err);
 }
 
-static int alloc_outputs(run *r)
+/* The outputs step t (or one before it) writes, not allocated yet. */
+static int alloc_outputs(run *r, int t)
 {
     ptc_exec_alloc a = {.b = &r->b,
                         .host = r->host,
                         .device = PTC_CPU,
                         .own = own_alloc,
-                        .empty = (void *)empty_buffer};
-    return ptc_exec_alloc_outputs(r->p, &a, r->outs, r->bufptr, r->err);
+                        .empty = (void *)empty_buffer,
+                        .extern_results_are_outputs = r->kept.outs != NULL};
+    return ptc_exec_alloc_outputs(r->p, &a, t, &r->outputs_made, r->outs, r->bufptr, r->err);
 }
 
 static int plan_arena(run *r)
@@ -599,7 +602,7 @@ int ptc_exec_cpu(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tens
     if (rc == 0)
         ptc_exec_point_inputs(p, inputs, r.conformed, empty_buffer, r.bufptr);
     if (rc == 0)
-        rc = alloc_outputs(&r);
+        rc = alloc_outputs(&r, -1);
     if (rc == 0)
         rc = plan_arena(&r);
     const ptc_schedule *s = p->sched;
@@ -607,6 +610,9 @@ int ptc_exec_cpu(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tens
     int inputs_done = 0; /* ptc_mplan.input_order: the inputs let go so far */
     for (int t = 0; rc == 0 && t < s->nsteps; t++) {
         double t0 = timed ? ptc_now_ms() : 0;
+        rc = alloc_outputs(&r, t);
+        if (rc)
+            break;
         if (s->steps[t].kind == PTC_STEP_KERNEL)
             rc = run_kernel(&r, s->kernels[s->steps[t].index], &p->kernels[s->steps[t].index]);
         else
@@ -617,6 +623,8 @@ int ptc_exec_cpu(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tens
         if (timed)
             log_step_time(&r, &s->steps[t], ptc_now_ms() - t0);
     }
+    if (rc == 0) /* every output is had, whatever the plan says */
+        rc = alloc_outputs(&r, s->nsteps);
     finish(&r, rc == 0, outputs);
     return rc;
 }

@@ -177,12 +177,19 @@ typedef struct ptc_exec_alloc {
                ptc_error *err);
     void *ctx;
     void *empty; /* what an output without elements points its buffer at */
+    /* the run's externs hand their results over as graph outputs
+     * (ptc_exec_kept.outs): those outputs are not allocated */
+    bool extern_results_are_outputs;
 } ptc_exec_alloc;
 
-/* Allocates outs[p->noutputs] (an output that is the same buffer as an
- * earlier one shares its tensor) and points bufptr[buffer] at each. */
-int ptc_exec_alloc_outputs(const ptc_program *p, const ptc_exec_alloc *a, ptc_tensor *outs,
-                           void **bufptr, ptc_error *err);
+/* Allocates the outputs of outs[p->noutputs] that step t or an earlier one
+ * writes (ptc_mplan.output_first; t = -1: those no step writes), from
+ * *next on in ptc_mplan.output_order, which it advances; an output that is
+ * the same buffer as an earlier one shares its tensor. Points bufptr[buffer]
+ * at each. Called before each step, an output lives from the step that
+ * makes it, as eager's results do, not from the run's start. */
+int ptc_exec_alloc_outputs(const ptc_program *p, const ptc_exec_alloc *a, int t, int *next,
+                           ptc_tensor *outs, void **bufptr, ptc_error *err);
 
 /* Binds the symbols of the inputs' types from their sizes and checks every
  * dim, in passes while one binds more (a dim over a symbol a later input

@@ -372,33 +372,54 @@ void ptc_exec_hand_over(const ptc_program *p, bool ok, ptc_tensor *outs, ptc_ten
     }
 }
 
-int ptc_exec_alloc_outputs(const ptc_program *p, const ptc_exec_alloc *a, ptc_tensor *outs,
-                           void **bufptr, ptc_error *err)
+/* Allocates output i (or shares the tensor of an earlier output that is the
+ * same buffer) and points its buffer at it. */
+static int alloc_output(const ptc_program *p, const ptc_exec_alloc *a, int i, ptc_tensor *outs,
+                        void **bufptr, ptc_error *err)
 {
-    for (int i = 0; i < p->noutputs; i++) {
-        int b = p->prog->outputs[i], first = -1;
-        for (int j = 0; j < i; j++)
-            if (p->prog->outputs[j] == b)
-                first = j;
-        if (first >= 0) {
-            outs[i] = outs[first];
+    int b = p->prog->outputs[i];
+    for (int j = 0; j < i; j++)
+        if (p->prog->outputs[j] == b && (outs[j].data || outs[j].storage)) {
+            outs[i] = outs[j];
             ptc_tensor_retain(&outs[i]);
-            continue;
+            return 0;
         }
-        const ptc_ttype *t = &p->out_types[i];
-        int64_t sizes[PTC_MAX_DIMS];
-        for (int d = 0; d < t->ndim; d++)
-            sizes[d] = ptc_exec_dim(a->b, t->shape[d]);
-        ptc_tensor *o = &outs[i];
-        int rc = a->host && a->host->alloc
-                     ? a->host->alloc(a->host->ctx, o, t->dtype, t->ndim, sizes, a->device, err)
-                     : a->own(a->ctx, o, t->dtype, t->ndim, sizes, err);
-        if (rc)
+    const ptc_ttype *t = &p->out_types[i];
+    int64_t sizes[PTC_MAX_DIMS];
+    for (int d = 0; d < t->ndim; d++)
+        sizes[d] = ptc_exec_dim(a->b, t->shape[d]);
+    ptc_tensor *o = &outs[i];
+    int rc = a->host && a->host->alloc
+                 ? a->host->alloc(a->host->ctx, o, t->dtype, t->ndim, sizes, a->device, err)
+                 : a->own(a->ctx, o, t->dtype, t->ndim, sizes, err);
+    if (rc)
+        return -1;
+    if (ptc_tensor_numel(o) > 0 && !ptc_tensor_is_contiguous(o))
+        return ptc_errorf(err, PTC_ERR_RUNTIME, "runtime",
+                          "the host allocated output %d non-contiguous", i);
+    bufptr[b] = ptc_tensor_numel(o) ? o->data : a->empty;
+    return 0;
+}
+
+/* Output i is an extern's result handed over (result_as_output): a tensor
+ * allocated for it would be released unwritten. (Under max-autotune ptc's
+ * GEMM may write a matmul's output instead.) */
+static bool made_by_extern(const ptc_program *p, const ptc_exec_alloc *a, int i)
+{
+    const ptc_lbuf *lb = p->prog->bufs[p->prog->outputs[i]];
+    const ptc_lnode *n = lb->def >= 0 ? p->prog->nodes[lb->def] : NULL;
+    return a->extern_results_are_outputs && !p->tune && n && n->kind == PTC_LN_EXTERN &&
+           ptc_exec_extern_keeps(p, a->host, n, a->device, true);
+}
+
+int ptc_exec_alloc_outputs(const ptc_program *p, const ptc_exec_alloc *a, int t, int *next,
+                           ptc_tensor *outs, void **bufptr, ptc_error *err)
+{
+    const ptc_mplan *mp = &p->sched->plan;
+    for (; *next < mp->noutputs && mp->output_first[mp->output_order[*next]] <= t; ++*next) {
+        int i = mp->output_order[*next];
+        if (!made_by_extern(p, a, i) && alloc_output(p, a, i, outs, bufptr, err))
             return -1;
-        if (ptc_tensor_numel(o) > 0 && !ptc_tensor_is_contiguous(o))
-            return ptc_errorf(err, PTC_ERR_RUNTIME, "runtime",
-                              "the host allocated output %d non-contiguous", i);
-        bufptr[b] = ptc_tensor_numel(o) ? o->data : a->empty;
     }
     return 0;
 }

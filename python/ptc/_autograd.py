@@ -6,11 +6,13 @@ The forward returns the outputs and the tensors the backward needs
 (``program.forward``); they are kept with ``save_for_backward``, so torch's
 checks on saved tensors (a later in-place write, ``retain_graph``) apply.
 The backward takes them out of the node (``maybe_clear_saved_tensors``,
-unless the graph is retained) and hands them to the compiled backward,
-which lets each go after the last kernel that reads it
+unless the graph is retained) and hands them to the compiled backward with
+the output gradients, which lets each go after the last kernel that reads it
 (``backward_consuming``), as eager's autograd frees a saved tensor once its
 node's backward has run: otherwise every saved tensor of the forward would
-live until the whole backward ended, beside the gradients.
+live until the whole backward ended, beside the gradients. An output torch
+gives no gradient (BERT's logits when the loss is computed inside the
+model) gets zeros, read once at the backward's start and freed then.
 Outputs that do not depend on an input requiring gradients are marked
 non-differentiable, as eager leaves them. The backward is not itself
 differentiable: ``create_graph=True`` through it raises an error saying so.
@@ -48,6 +50,9 @@ class CompiledFunction(torch.autograd.Function):
         outputs, saved = results[:n], results[n:]
         ctx.program = program
         ctx.save_for_backward(*saved)
+        # an output torch gives no gradient comes as None, not as zeros the
+        # engine would hold through the whole backward: backward makes them
+        ctx.set_materialize_grads(False)
         ctx.output_meta = [(o.shape, o.dtype, o.device) for o in outputs]
         ctx.mark_non_differentiable(*[o for o, t in zip(outputs, program.tangent_of) if t < 0])
         ctx.grad_layouts = [_grad_layout(inputs[i]) for i in program.grad_of]
@@ -74,9 +79,10 @@ class CompiledFunction(torch.autograd.Function):
         if hasattr(program, "backward_pending"):  # a recording reads fixed buffers
             grads_in = program.backward(*ctx.saved_tensors, *tangents)
         else:
-            saved = list(ctx.saved_tensors)
+            inputs = list(ctx.saved_tensors) + tangents
             ctx.maybe_clear_saved_tensors()
-            grads_in = program.backward_consuming(saved, *tangents)
+            del tangents  # the program holds them alone: each freed after its last read
+            grads_in = program.backward_consuming(inputs)
         fitted = [_fit_layout(g, want) for g, want in zip(grads_in, ctx.grad_layouts)]
         if hasattr(program, "backward_pending"):
             # a recorded backward's outputs are static buffers: what is not a

@@ -407,6 +407,35 @@ START_TEST(partition_recomputes_cheap_ops)
 }
 END_TEST
 
+/* Two layers, each an exp the backward recomputes from a saved input: the
+ * first layer's exp is recomputed where the backward reaches that layer,
+ * after the second layer's matmuls, not at the backward's start (where it
+ * lived through the whole backward, as if saved). */
+START_TEST(partition_recomputes_where_the_backward_reads)
+{
+    partitioned x;
+    partition_text("# ptc ir v1\ngraph g(%x: f32[64,32] cpu, %w: f32[32,32] cpu) {\n"
+                   "  %a = exp(%x) : f32[64,32]\n  %h = mm(%a, %w) : f32[64,32]\n"
+                   "  %b = exp(%h) : f32[64,32]\n  %k = mm(%b, %w) : f32[64,32]\n"
+                   "  %s = sum(%k) : f32[]\n  return (%s)\n}\n",
+                   &x);
+    const ptc_graph *b = x.p.backward;
+    int first_mm = -1, exp_of_x = -1;
+    for (int i = 0; i < b->nnodes; i++) {
+        const ptc_node *n = b->nodes[i];
+        if (n->op == PTC_OP_MM && first_mm < 0)
+            first_mm = i;
+        if (n->op == PTC_OP_PRIMS_EXP && n->args[0].v->input_index >= 0 &&
+            strcmp(n->args[0].v->name, "x") == 0)
+            exp_of_x = i;
+    }
+    ck_assert_int_ge(first_mm, 0);
+    ck_assert_msg(exp_of_x >= 0, "exp(x) is not recomputed");
+    ck_assert_int_gt(exp_of_x, first_mm);
+    partitioned_free(&x);
+}
+END_TEST
+
 /* BatchNorm's shape under bf16 autocast: the centred float32 activation the
  * backward reads is rebuilt from the bf16 input and the per-column mean
  * rather than saved (it was: its inputs looked as large as it, the mean
@@ -534,6 +563,7 @@ static Suite *suite(void)
     tcase_add_test(t, missing_derivative_is_a_clear_error);
     tcase_add_test(t, integer_input_cannot_want_a_gradient);
     tcase_add_test(t, partition_recomputes_cheap_ops);
+    tcase_add_test(t, partition_recomputes_where_the_backward_reads);
     tcase_add_test(t, partition_saves_narrow_inputs_not_wide_copies);
     tcase_add_test(t, batch_norm_backward_sums_the_activation_twice);
     tcase_add_test(t, relu_mask_comes_from_the_saved_result);

@@ -708,6 +708,67 @@ START_TEST(inputs_are_let_go_after_their_last_read)
 }
 END_TEST
 
+/* Outputs are allocated at the step that first writes them, not at the
+ * run's start: a training backward writes its first gradient last, and
+ * eager makes its gradients one node at a time (all of them allocated at the
+ * start held every gradient beside every saved tensor: resnet18's backward
+ * peaked 44 MiB over eager's). relu(x w) is written after the first matmul,
+ * relu(relu(x w) w) after the second. */
+static int allocs_at[4];
+static fake_host *alloc_host;
+
+static int alloc_recorded(void *ctx, ptc_tensor *t, ptc_dtype dt, int ndim, const int64_t *sizes,
+                          ptc_device dev, ptc_error *err)
+{
+    ck_assert_ptr_eq(ctx, alloc_host);
+    allocs_at[alloc_host->allocs] = alloc_host->externs;
+    return host_alloc(ctx, t, dt, ndim, sizes, dev, err);
+}
+
+START_TEST(outputs_are_allocated_when_first_written)
+{
+    host_case c;
+    host_case_open(&c,
+                   "# ptc ir v1\n"
+                   "graph g(%x: f32[4,4] cpu, %w: f32[4,4] cpu) {\n"
+                   "  %0 = mm(%x, %w) : f32[4,4]\n  %1 = relu(%0) : f32[4,4]\n"
+                   "  %2 = mm(%1, %w) : f32[4,4]\n  %3 = relu(%2) : f32[4,4]\n"
+                   "  return (%3, %1)\n}\n",
+                   7);
+    fake_host fh = {0};
+    alloc_host = &fh;
+    ptc_host host = {.ctx = &fh, .alloc = alloc_recorded, .run_extern = host_extern};
+    ck_assert(run_vs_reference(c.p, c.g, c.in, &host, 0) < 1e-4);
+    ck_assert_int_eq(fh.allocs, 2);
+    ck_assert_int_eq(allocs_at[0], 1); /* relu(x w): after the first matmul */
+    ck_assert_int_eq(allocs_at[1], 2); /* the last relu: after the second */
+    host_case_close(&c);
+}
+END_TEST
+
+/* An output an extern's result becomes (a convolution's weight gradient)
+ * is not allocated first: that tensor was released unwritten when torch's
+ * result took its place, one gradient's bytes more at that step. */
+START_TEST(outputs_externs_hand_over_are_not_allocated)
+{
+    host_case c;
+    host_case_open(&c,
+                   "# ptc ir v1\n"
+                   "graph g(%x: f32[4,4] cpu, %w: f32[4,4] cpu) {\n"
+                   "  %0 = mm(%x, %w) : f32[4,4]\n  %1 = relu(%0) : f32[4,4]\n"
+                   "  %2 = mm(%1, %w) : f32[4,4]\n  return (%2)\n}\n",
+                   8);
+    fake_host fh = {0};
+    ptc_host host = {.ctx = &fh, .alloc = host_alloc, .run_extern = host_extern,
+                     .run_extern_new = host_extern_new};
+    live_results = most_live_results = 0;
+    ck_assert(run_vs_reference(c.p, c.g, c.in, &host, 0) < 1e-4);
+    ck_assert_int_eq(fh.externs, 2);
+    ck_assert_int_eq(fh.allocs, 0); /* the second mm's result is the output */
+    host_case_close(&c);
+}
+END_TEST
+
 /* ---- the JIT's memory ------------------------------------------------------------------- */
 
 /* One free page above a 4 GiB wall, every other gap above the wall filled:
@@ -902,6 +963,8 @@ int main(void)
     tcase_add_test(tc, host_hooks);
     tcase_add_test(tc, extern_results_are_freed_after_their_last_read);
     tcase_add_test(tc, inputs_are_let_go_after_their_last_read);
+    tcase_add_test(tc, outputs_are_allocated_when_first_written);
+    tcase_add_test(tc, outputs_externs_hand_over_are_not_allocated);
     tcase_add_test(tc, externs_written_in_place_are_given_buffers);
     tcase_add_test(tc, symbolic_sizes);
     tcase_add_test(tc, strided_inputs);

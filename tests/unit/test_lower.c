@@ -177,6 +177,24 @@ START_TEST(memplan_reuse_and_check)
 }
 END_TEST
 
+/* Of two buffers of one size, the longer-lived sits lower: BERT's backward
+ * kept its tied weight's gradient (live to the end) above the logits'
+ * gradient (dead early), and the two 1024-byte buffers that came after
+ * the logits' found 960 bytes under the weight's: one went above it
+ * (4,992 bytes; 4,032 now, the sum of what is live at once). */
+START_TEST(memplan_puts_the_longer_lived_of_equal_sizes_lower)
+{
+    int64_t bytes[4] = {1984, 1984, 1024, 1024}, off[4];
+    int first[4] = {1, 5, 6, 6}, last[4] = {5, 20, 7, 7};
+    bool in[4] = {true, true, true, true};
+    ptc_error err;
+    int64_t total = ptc_mplan_place(4, bytes, first, last, in, off);
+    ck_assert_int_eq(ptc_mplan_check(4, bytes, first, last, in, off, total, &err), 0);
+    ck_assert_int_eq(off[1], 0);
+    ck_assert_int_eq(total, 1984 + 2 * 1024);
+}
+END_TEST
+
 /* ---- fusion goldens -------------------------------------------------------------------- */
 
 typedef struct expect {
@@ -512,6 +530,7 @@ int main(void)
     tcase_add_test(tc, dim_div_exact);
     tcase_add_test(tc, verifier_catches);
     tcase_add_test(tc, memplan_reuse_and_check);
+    tcase_add_test(tc, memplan_puts_the_longer_lived_of_equal_sizes_lower);
     tcase_add_test(tc, fusion_goldens);
     tcase_add_test(tc, plan_of_a_chain);
     tcase_add_test(tc, long_chain_schedules_in_linear_work);

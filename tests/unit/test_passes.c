@@ -284,6 +284,62 @@ START_TEST(boolean_attention_masks_become_additive)
 }
 END_TEST
 
+/* A tied weight's gradient, the output layer's plus the embedding's
+ * (a scatter into zeros), is one scatter into the first: no zero-filled
+ * buffer and no scatter result beside the sum, both as large as the weight. */
+static const char TIED_GRADIENT[] =
+    "# ptc ir v1\n"
+    "graph g(%w: f32[10,4] cpu, %i: i64[6,4] cpu, %s: f32[6,4] cpu) {\n"
+    "  %0 = prims.full(shape=[10, 4], fill_value=0.0, dtype=f32, device=cpu) : f32[10,4]\n"
+    "  %1 = prims.scatter_add(%0, 0, %i, %s) : f32[10,4]\n"
+    "  %2 = prims.add(%w, %1) : f32[10,4]\n"
+    "  %3 = prims.add(%1, %w) : f32[10,4]\n"
+    "  return (%2, %3)\n}\n";
+
+START_TEST(sums_with_a_scatter_into_zeros_scatter_into_the_other)
+{
+    ptc_module *m = parse(TIED_GRADIENT), *orig = parse(TIED_GRADIENT);
+    ptc_graph *g = m->graphs[0];
+    ptc_error err;
+    ck_assert_int_eq(ptc_simplify(g, &err), 0);
+    ck_assert_int_eq(ptc_ops_verify(g, PTC_STAGE_PRIM, &err), 0);
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(g->outputs[k]->def->op, PTC_OP_PRIMS_SCATTER_ADD);
+        ck_assert_int_eq(g->outputs[k]->def->args[0].v->input_index, 0); /* into %w */
+    }
+    ck_assert_int_eq(count_op(g, PTC_OP_PRIMS_FULL), 0);
+    ck_assert_int_eq(count_op(g, PTC_OP_PRIMS_ADD), 0);
+    /* the same sums as before (rows hit twice: the order of two adds) */
+    ptc_tensor in[3], out[2], ref[2];
+    int64_t wshape[2] = {10, 4}, ishape[2] = {6, 4};
+    ck_assert_int_eq(ptc_tensor_alloc(&in[0], PTC_F32, 2, wshape, &err), 0);
+    ck_assert_int_eq(ptc_tensor_alloc(&in[1], PTC_I64, 2, ishape, &err), 0);
+    ck_assert_int_eq(ptc_tensor_alloc(&in[2], PTC_F32, 2, ishape, &err), 0);
+    ptc_tensor_fill_random(&in[0], 3);
+    ptc_tensor_fill_random(&in[2], 4);
+    for (int64_t r = 0; r < 6; r++)
+        for (int64_t c = 0; c < 4; c++)
+            ptc_tensor_set_f64(&in[1], (int64_t[]){r, c}, (double)((r * 7 + c) % 5));
+    ck_assert_msg(ptc_interp_run(g, in, 3, out, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_msg(ptc_interp_run(orig->graphs[0], in, 3, ref, NULL, &err) == 0, "%s", err.msg);
+    for (int k = 0; k < 2; k++) {
+        for (int64_t r = 0; r < 10; r++)
+            for (int64_t c = 0; c < 4; c++) {
+                double x = ptc_tensor_get_f64(&out[k], (int64_t[]){r, c});
+                double y = ptc_tensor_get_f64(&ref[k], (int64_t[]){r, c});
+                ck_assert_msg(fabs(x - y) <= 1e-5 * (1 + fabs(y)), "%d [%lld,%lld]: %g vs %g", k,
+                              (long long)r, (long long)c, x, y);
+            }
+        ptc_tensor_release(&out[k]);
+        ptc_tensor_release(&ref[k]);
+    }
+    for (int i = 0; i < 3; i++)
+        ptc_tensor_release(&in[i]);
+    ptc_module_free(orig);
+    ptc_module_free(m);
+}
+END_TEST
+
 START_TEST(decompose_symbolic_and_errors)
 {
     ptc_module *m = parse("# ptc ir v1\n"
@@ -311,6 +367,7 @@ int main(void)
     tcase_add_test(tc, dce_cse_fold);
     tcase_add_test(tc, range_fold);
     tcase_add_test(tc, boolean_attention_masks_become_additive);
+    tcase_add_test(tc, sums_with_a_scatter_into_zeros_scatter_into_the_other);
     tcase_add_test(tc, decompose_symbolic_and_errors);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);

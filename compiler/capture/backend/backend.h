@@ -99,6 +99,10 @@ void cap_runtime_count_kernels(void *program, int *kernels, int *externs);
 PyObject *cap_runtime_rng_draw(void);
 int cap_runtime_rng_value(PyObject *draw, uint64_t *offset);
 void cap_runtime_release(void *program);
+/* The bytes of program's arena of temporaries at its last run
+ * (ptc_program_info.arena_bytes): on the CPU it is malloc'd, outside
+ * torch's allocator, and a memory count must add it. */
+size_t cap_runtime_arena_bytes(void *program);
 /* Can the entry's graph run through torch ops (its eager steps are whole)? */
 bool cap_backend_ready(cap_entry *e);
 

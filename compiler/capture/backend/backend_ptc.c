@@ -1103,6 +1103,13 @@ void cap_runtime_count_kernels(void *program, int *kernels, int *externs)
     *externs = info.nexterns;
 }
 
+size_t cap_runtime_arena_bytes(void *program)
+{
+    ptc_program_info info;
+    ptc_program_get_info(((cap_program *)program)->p, &info);
+    return info.arena_bytes;
+}
+
 PyObject *cap_runtime_rng_draw(void)
 {
     static PyObject *randint, *args;

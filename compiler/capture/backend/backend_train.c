@@ -135,29 +135,28 @@ static PyObject *tp_forward(PyObject *self, PyObject *args)
     return all;
 }
 
-/* The backward on ins: the saved values, the RNG offset with random ops,
- * then the tangents. With consume, the saved values are references handed
- * over, each released after the backward's last read of it (the rest of
- * ins are borrowed). */
-static PyObject *run_backward(train_program *t, PyObject **ins, bool consume)
+/* The backward on ins: the saved values, then the tangents; draw is the
+ * RNG offset with random ops (else NULL). With consume, ins are references
+ * handed over, each released after the backward's last read of it (and set
+ * to NULL; the caller releases any left). */
+static PyObject *run_backward(train_program *t, PyObject **ins, PyObject *draw, bool consume)
 {
     uint64_t offset = 0;
-    PyObject *draw = t->draws ? ins[t->nsaved] : NULL;
     if (draw && cap_runtime_rng_value(draw, &offset) < 0)
         return NULL;
-    if (draw) /* the offset out of the way: the saved values, then the tangents */
-        memmove(ins + t->nsaved, ins + t->nsaved + 1, sizeof *ins * (size_t)t->ntangents);
-    int nconsumed = consume ? t->nsaved : 0;
-    return run_args(t->backward, ins, t->nsaved + t->ntangents, nconsumed, t->ngrads, offset);
+    int nin = t->nsaved + t->ntangents;
+    return run_args(t->backward, ins, nin, consume ? nin : 0, t->ngrads, offset);
 }
 
-/* The program's backward inputs from args[first..] (borrowed), the saved
- * values from list when given (new references, the list emptied). */
-static PyObject **backward_inputs(train_program *t, PyObject *list, PyObject *args, int first)
+/* The program's backward inputs, the saved values then the tangents, from
+ * list when given (new references, the list emptied) or from args
+ * (borrowed); the RNG offset, which comes between them, goes to *draw. */
+static PyObject **backward_inputs(train_program *t, PyObject *list, PyObject *args,
+                                  PyObject **draw)
 {
-    int nsaved = t->nsaved + t->draws, nin = nsaved + t->ntangents;
-    Py_ssize_t given = (list ? PyList_Size(list) : 0) + PyTuple_Size(args) - first;
-    if ((list && PyList_Size(list) != nsaved) || given != nin) {
+    int nin = t->nsaved + t->draws + t->ntangents;
+    Py_ssize_t given = list ? PyList_Size(list) : PyTuple_Size(args);
+    if (given != nin) {
         wrong_count(nin, given);
         return NULL;
     }
@@ -166,12 +165,18 @@ static PyObject **backward_inputs(train_program *t, PyObject *list, PyObject *ar
         PyErr_NoMemory();
         return NULL;
     }
-    for (int i = 0, k = first; i < nin; i++)
-        ins[i] =
-            list && i < nsaved ? Py_NewRef(PyList_GetItem(list, i)) : PyTuple_GetItem(args, k++);
-    if (list && PyList_SetSlice(list, 0, nsaved, NULL) < 0) {
-        for (int i = 0; i < nsaved; i++)
+    *draw = NULL;
+    for (int i = 0, k = 0; i < nin; i++) {
+        PyObject *v = list ? Py_NewRef(PyList_GetItem(list, i)) : PyTuple_GetItem(args, i);
+        if (t->draws && i == t->nsaved)
+            *draw = v;
+        else
+            ins[k++] = v;
+    }
+    if (list && PyList_SetSlice(list, 0, nin, NULL) < 0) {
+        for (int i = 0; i < nin - t->draws; i++)
             Py_DECREF(ins[i]);
+        Py_XDECREF(*draw);
         PyMem_Free(ins);
         return NULL;
     }
@@ -181,30 +186,33 @@ static PyObject **backward_inputs(train_program *t, PyObject *list, PyObject *ar
 static PyObject *tp_backward(PyObject *self, PyObject *args)
 {
     train_program *t = (train_program *)self;
-    PyObject **ins = backward_inputs(t, NULL, args, 0);
-    PyObject *r = ins ? run_backward(t, ins, false) : NULL;
+    PyObject *draw;
+    PyObject **ins = backward_inputs(t, NULL, args, &draw);
+    PyObject *r = ins ? run_backward(t, ins, draw, false) : NULL;
     PyMem_Free(ins);
     return r;
 }
 
-/* backward_consuming(saved, *output_grads): the saved tensors come in a list,
- * which is emptied: the backward holds them alone and lets each go after its
- * last read, as eager's autograd frees a saved tensor once its node has run
- * (ptc._autograd clears the node's own references first). */
+/* backward_consuming(inputs): the saved tensors, the RNG offset with random
+ * ops and the output gradients in a list, which is emptied: the backward
+ * holds them alone and lets each go after its last read, as eager's
+ * autograd frees a saved tensor once its node has run (ptc._autograd clears
+ * the node's own references first) and never holds a gradient the node
+ * does not read. */
 static PyObject *tp_backward_consuming(PyObject *self, PyObject *args)
 {
     train_program *t = (train_program *)self;
-    PyObject *list = PyTuple_Size(args) > 0 ? PyTuple_GetItem(args, 0) : NULL;
+    PyObject *list = PyTuple_Size(args) == 1 ? PyTuple_GetItem(args, 0) : NULL;
     if (!list || !PyList_CheckExact(list))
-        return PyErr_Format(
-            PyExc_TypeError,
-            "ptc: backward_consuming(saved: list, *output_grads) takes a list first");
-    PyObject **ins = backward_inputs(t, list, args, 1);
+        return PyErr_Format(PyExc_TypeError,
+                            "ptc: backward_consuming(inputs: list) takes one list: the saved "
+                            "tensors, then the output gradients");
+    PyObject *draw;
+    PyObject **ins = backward_inputs(t, list, NULL, &draw);
     if (!ins)
         return NULL;
-    PyObject *draw = t->draws ? ins[t->nsaved] : NULL;
-    PyObject *r = run_backward(t, ins, true);
-    for (int i = 0; i < t->nsaved; i++)
+    PyObject *r = run_backward(t, ins, draw, true);
+    for (int i = 0; i < t->nsaved + t->ntangents; i++)
         Py_XDECREF(ins[i]);
     Py_XDECREF(draw);
     PyMem_Free(ins);
@@ -223,6 +231,9 @@ static PyObject *tp_get(PyObject *self, void *which)
         return PyLong_FromLong(t->nsaved + t->draws);
     case 3:
         return Py_NewRef(t->tangent_of);
+    case 5:
+        return Py_BuildValue("(nn)", (Py_ssize_t)cap_runtime_arena_bytes(t->forward),
+                             (Py_ssize_t)cap_runtime_arena_bytes(t->backward));
     default:
         return Py_NewRef(t->grad_of);
     }
@@ -234,8 +245,8 @@ static PyMethodDef tp_methods[] = {
     {"backward", tp_backward, METH_VARARGS,
      "backward(*saved, *output_grads) -> gradients of the inputs that require them"},
     {"backward_consuming", tp_backward_consuming, METH_VARARGS,
-     "backward_consuming(saved: list, *output_grads) -> the gradients, as backward; the list "
-     "is emptied and each saved tensor released after the backward's last read of it"},
+     "backward_consuming(inputs: list) -> the gradients, as backward(*inputs); the list is "
+     "emptied and each tensor released after the backward's last read of it"},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef tp_getset[] = {
@@ -244,6 +255,9 @@ static PyGetSetDef tp_getset[] = {
     {"nsaved", tp_get, NULL, NULL, (void *)2},
     {"tangent_of", tp_get, NULL, "per output: its gradient's position, or -1", (void *)3},
     {"grad_of", tp_get, NULL, "per gradient: the input it belongs to", (void *)4},
+    {"arena_bytes", tp_get, NULL,
+     "(forward, backward): the bytes of each program's arena of temporaries at its last run",
+     (void *)5},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyType_Slot tp_slots[] = {{Py_tp_dealloc, tp_dealloc},
