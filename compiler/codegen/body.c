@@ -500,6 +500,12 @@ static LLVMValueRef emit_binary(ptc_emitter *c, const ptc_lbody *body, const ptc
     case PTC_L_ATAN2:
         r = c->target->math(c, PTC_L_ATAN2, dt, x, y);
         break;
+    case PTC_L_COPYSIGN: {
+        LLVMTypeRef t = LLVMTypeOf(x);
+        LLVMValueRef xy[2] = {x, y};
+        r = ptc_ll_intrinsic(c->mod, b, "llvm.copysign", &t, 1, xy, 2);
+        break;
+    }
     case PTC_L_BITWISE_AND:
         r = LLVMBuildAnd(b, x, y, "");
         break;
