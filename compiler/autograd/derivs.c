@@ -215,6 +215,19 @@ static int d_atan2(ag *a, const ptc_node *n, ptc_value *const *gout)
     return done(a);
 }
 
+/* copysign(x, y) is |x| with y's sign: d/dx = out / x, +-1, and 0 where x is 0
+ * (torch's copysign_tensor_self_backward: an infinite or nan x gives nan);
+ * nothing flows to y, whose gradient is zero where it is needed. */
+static int d_copysign(ag *a, const ptc_node *n, ptc_value *const *gout)
+{
+    if (ag_needs(a, X)) {
+        ptc_value *zero = ZEROS(X);
+        ptc_value *ratio = ag_where(a, cmp(a, PTC_OP_PRIMS_EQ, X, zero), zero, DIV(OUT, X));
+        ag_accum(a, X, MUL(G, ratio));
+    }
+    return done(a);
+}
+
 static int d_where(ag *a, const ptc_node *n, ptc_value *const *gout)
 {
     ptc_value *pred = ag_in(n, 0), *x = ag_in(n, 1), *y = ag_in(n, 2), *zero = ZEROS(G);

@@ -293,6 +293,13 @@ static LLVMValueRef fcall1(ptc_emitter *c, const char *intr, LLVMValueRef x)
     return ptc_ll_intrinsic(c->mod, c->b, intr, &t, 1, &x, 1);
 }
 
+static LLVMValueRef fcall2(ptc_emitter *c, const char *intr, LLVMValueRef x, LLVMValueRef y)
+{
+    LLVMTypeRef t = LLVMTypeOf(x);
+    LLVMValueRef xy[2] = {x, y};
+    return ptc_ll_intrinsic(c->mod, c->b, intr, &t, 1, xy, 2);
+}
+
 static LLVMValueRef emit_sign(ptc_emitter *c, ptc_dtype dt, LLVMValueRef x, int w)
 {
     LLVMBuilderRef b = c->b;
@@ -499,6 +506,9 @@ static LLVMValueRef emit_binary(ptc_emitter *c, const ptc_lbody *body, const ptc
         break;
     case PTC_L_ATAN2:
         r = c->target->math(c, PTC_L_ATAN2, dt, x, y);
+        break;
+    case PTC_L_COPYSIGN:
+        r = fcall2(c, "llvm.copysign", x, y);
         break;
     case PTC_L_BITWISE_AND:
         r = LLVMBuildAnd(b, x, y, "");

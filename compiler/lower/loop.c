@@ -17,9 +17,8 @@ static const struct {
     const char *name;
     int arity, cost;
 } lops[] = {
-#define X(id, name, arity, cost) {name, arity, cost},
-    PTC_LOPS(X)
-#undef X
+#define LOP(id, name, arity, cost) {name, arity, cost},
+#include "lower/lops.def"
 };
 _Static_assert(sizeof lops / sizeof *lops == PTC_L_COUNT, "loop op table out of step");
 

@@ -91,63 +91,11 @@ void ptc_ix_print(ptc_buf *b, const ptc_ix *x, const char *const *names, int nna
  * in f32). Bool values are 0/1.
  * ---------------------------------------------------------------------------- */
 
-/* X(ID, name, arity, cost): cost is a rough per-element price used to refuse
- * fusions that would recompute expensive bodies. */
-#define PTC_LOPS(X)                                                             \
-    X(LOAD, "load", 0, 1)      /* buf[idx], masked when arg[0] >= 0 */          \
-    X(CONST, "const", 0, 0)                                                     \
-    X(INDEX, "index", 0, 1)    /* the value of ix, as i64 */                    \
-    X(RAND, "rand", 0, 6)      /* uniform [0,1) at element ix (seed) */         \
-    X(RANDN, "randn", 0, 30)   /* normal at element ix (seed) */                \
-    X(CAST, "cast", 1, 1)                                                       \
-    X(ABS, "abs", 1, 1)                                                         \
-    X(NEG, "neg", 1, 1)                                                         \
-    X(EXP, "exp", 1, 10)                                                        \
-    X(LOG, "log", 1, 10)                                                        \
-    X(LOG1P, "log1p", 1, 20)                                                    \
-    X(EXPM1, "expm1", 1, 20)                                                    \
-    X(SQRT, "sqrt", 1, 4)                                                       \
-    X(RSQRT, "rsqrt", 1, 4)                                                     \
-    X(SIN, "sin", 1, 20)                                                        \
-    X(COS, "cos", 1, 20)                                                        \
-    X(TANH, "tanh", 1, 14)                                                      \
-    X(ERF, "erf", 1, 16)                                                        \
-    X(RECIPROCAL, "reciprocal", 1, 4)                                           \
-    X(FLOOR, "floor", 1, 1)                                                     \
-    X(CEIL, "ceil", 1, 1)                                                       \
-    X(ROUND, "round", 1, 1)                                                     \
-    X(TRUNC, "trunc", 1, 1)                                                     \
-    X(SIGN, "sign", 1, 2)                                                       \
-    X(BITWISE_NOT, "bitwise_not", 1, 1)                                         \
-    X(LOGICAL_NOT, "logical_not", 1, 1)                                         \
-    X(ISNAN, "isnan", 1, 1)                                                     \
-    X(ADD, "add", 2, 1)                                                         \
-    X(SUB, "sub", 2, 1)                                                         \
-    X(MUL, "mul", 2, 1)                                                         \
-    X(DIV, "div", 2, 4)                                                         \
-    X(FLOOR_DIVIDE, "floor_divide", 2, 6)                                       \
-    X(REMAINDER, "remainder", 2, 6)                                             \
-    X(POW, "pow", 2, 20)                                                        \
-    X(MAXIMUM, "maximum", 2, 2)                                                 \
-    X(MINIMUM, "minimum", 2, 2)                                                 \
-    X(ATAN2, "atan2", 2, 30)                                                    \
-    X(BITWISE_AND, "bitwise_and", 2, 1)                                         \
-    X(BITWISE_OR, "bitwise_or", 2, 1)                                           \
-    X(BITWISE_XOR, "bitwise_xor", 2, 1)                                         \
-    X(EQ, "eq", 2, 1)                                                           \
-    X(NE, "ne", 2, 1)                                                           \
-    X(LT, "lt", 2, 1)                                                           \
-    X(LE, "le", 2, 1)                                                           \
-    X(GT, "gt", 2, 1)                                                           \
-    X(GE, "ge", 2, 1)                                                           \
-    X(WHERE, "where", 3, 1)                                                     \
-    X(CHECK, "check", 3, 1)    /* arg[0] ? arg[1] : 0, else fails (ival) */
-
+/* The loop ops (lops.def: the pointwise ones are ops/pointwise.def's). */
 typedef enum {
-#define X(id, name, arity, cost) PTC_L_##id,
-    PTC_LOPS(X)
-#undef X
-        PTC_L_COUNT
+#define LOP(id, name, arity, cost) PTC_L_##id,
+#include "lower/lops.def"
+    PTC_L_COUNT
 } ptc_lop;
 
 const char *ptc_lop_name(int op);

@@ -295,33 +295,30 @@ int meta_to(ptc_meta *m)
 
 /* ---- prims ------------------------------------------------------------------ */
 
-static bool prim_float_only(ptc_op op)
+/* The dtypes a pointwise prim takes are those its reference computes in:
+ * whether pointwise.def's ref column, REF(float formula, integer formula),
+ * has a formula in floats (floating) or in integers and bool. */
+static bool prim_has_formula(ptc_op op, bool floating)
 {
     switch (op) {
-    case PTC_OP_PRIMS_EXP:
-    case PTC_OP_PRIMS_LOG:
-    case PTC_OP_PRIMS_LOG1P:
-    case PTC_OP_PRIMS_EXPM1:
-    case PTC_OP_PRIMS_SQRT:
-    case PTC_OP_PRIMS_RSQRT:
-    case PTC_OP_PRIMS_SIN:
-    case PTC_OP_PRIMS_COS:
-    case PTC_OP_PRIMS_TANH:
-    case PTC_OP_PRIMS_ERF:
-    case PTC_OP_PRIMS_RECIPROCAL:
-    case PTC_OP_PRIMS_ATAN2:
-        return true;
+#define REF(f, i) strcmp(floating ? #f : #i, "NOREF") != 0
+#define NONE true /* where, logical_not, isnan: kernels of their own, any dtype */
+#define PW_PRIM(id, lop, lname, cost, kind, ref, fold)                                             \
+    case PTC_OP_##id:                                                                              \
+        return ref;
+#include "ops/pointwise.def"
+#undef NONE
     default:
-        return false;
+        return true;
     }
 }
 
 int meta_prim_unary(ptc_meta *m)
 {
     const ptc_ttype *x = meta_t(m, 0);
-    if (prim_float_only(m->op) && meta_need_float(m, x, "tensor"))
+    if (!prim_has_formula(m->op, false) && meta_need_float(m, x, "tensor"))
         return -1;
-    if (m->op == PTC_OP_PRIMS_BITWISE_NOT && ptc_dtype_is_float(x->dtype))
+    if (!prim_has_formula(m->op, true) && ptc_dtype_is_float(x->dtype))
         return ptc_meta_fail(m, "expected an integer or bool tensor, got %s", meta_tstr(m, x));
     if (x->dtype == PTC_BOOL && m->op != PTC_OP_PRIMS_SIGN && m->op != PTC_OP_PRIMS_BITWISE_NOT)
         return ptc_meta_fail(m, "not supported for bool tensors (%s)", meta_tstr(m, x));
@@ -362,16 +359,14 @@ int meta_prim_binary(ptc_meta *m)
         return -1;
     const ptc_ttype *a = meta_t(m, 0);
     ptc_op op = m->op;
-    bool bitwise = op == PTC_OP_PRIMS_BITWISE_AND || op == PTC_OP_PRIMS_BITWISE_OR ||
-                   op == PTC_OP_PRIMS_BITWISE_XOR;
     bool no_bool = op == PTC_OP_PRIMS_SUB || op == PTC_OP_PRIMS_DIV ||
                    op == PTC_OP_PRIMS_FLOOR_DIVIDE || op == PTC_OP_PRIMS_REMAINDER ||
                    op == PTC_OP_PRIMS_POW;
-    if (bitwise && ptc_dtype_is_float(a->dtype))
+    if (!prim_has_formula(op, true) && ptc_dtype_is_float(a->dtype))
         return ptc_meta_fail(m, "expected integer or bool operands, got %s", meta_tstr(m, a));
     if (no_bool && a->dtype == PTC_BOOL)
         return ptc_meta_fail(m, "not supported for bool operands (%s)", meta_tstr(m, a));
-    if (prim_float_only(op) && meta_need_float(m, a, "operand"))
+    if (!prim_has_formula(op, false) && meta_need_float(m, a, "operand"))
         return -1;
     meta_out_like(m, a);
     return 0;

@@ -96,7 +96,7 @@ def _same(*ts):
 
 
 PRIM_FLOAT_ONLY = {"exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh",
-                   "erf", "reciprocal", "atan2"}
+                   "erf", "reciprocal", "atan2", "copysign"}
 PRIM_NO_BOOL = {"abs", "neg", "floor", "ceil", "round", "trunc", "sub", "div", "floor_divide",
                 "remainder", "pow"}
 
@@ -341,7 +341,7 @@ BINARY = {  # ptc op -> (torch text, other may be a scalar)
     "mul": ("torch.mul", True), "div": ("torch.div", True), "pow": ("torch.pow", True),
     "remainder": ("torch.remainder", True), "maximum": ("torch.maximum", False),
     "minimum": ("torch.minimum", False), "atan2": ("torch.atan2", False),
-    "logaddexp": ("torch.logaddexp", False),
+    "logaddexp": ("torch.logaddexp", False), "copysign": ("torch.copysign", True),
     "eq": ("torch.eq", True), "ne": ("torch.ne", True), "lt": ("torch.lt", True),
     "le": ("torch.le", True), "gt": ("torch.gt", True), "ge": ("torch.ge", True),
     "logical_and": ("torch.logical_and", False), "logical_or": ("torch.logical_or", False),
@@ -892,7 +892,8 @@ PRIM_UNARY = ["abs", "neg", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "si
               "erf", "reciprocal", "floor", "ceil", "round", "trunc", "sign", "bitwise_not",
               "logical_not", "isnan"]
 PRIM_BINARY = ["add", "sub", "mul", "div", "floor_divide", "remainder", "pow", "maximum", "minimum",
-               "atan2", "bitwise_and", "bitwise_or", "bitwise_xor", "eq", "ne", "lt", "le", "gt", "ge"]
+               "atan2", "copysign", "bitwise_and", "bitwise_or", "bitwise_xor", "eq", "ne", "lt", "le", "gt",
+               "ge"]
 
 
 def prim_cases():

@@ -161,7 +161,7 @@ BINARY = [
     ("eq", torch.eq), ("ne", torch.ne), ("lt", torch.lt), ("le", torch.le), ("gt", torch.gt),
     ("ge", torch.ge), ("pow", lambda a, b: torch.pow(a.abs() + 0.5, b)),
     ("remainder", torch.remainder), ("logical_and", torch.logical_and),
-    ("logical_xor", torch.logical_xor),
+    ("logical_xor", torch.logical_xor), ("copysign", torch.copysign),
 ]
 
 BROADCASTS = [([4, 9], [4, 9]), ([4, 9], [9]), ([3, 1, 5], [1, 6, 1]), ([0, 3], [3]), ([1], [2, 2])]
@@ -194,6 +194,8 @@ def test_binary_promotion(workdir):
         ("bitwise_and(%a, %b)", torch.bitwise_and, rnd([9], torch.int32), rnd([9], torch.int32)),
         ("bitwise_xor(%a, %b)", torch.bitwise_xor, rnd([9], torch.bool), rnd([9], torch.bool)),
         ("lt(%a, %b)", torch.lt, rnd([4, 3], torch.float16), rnd([3], torch.float64)),
+        ("copysign(%a, %b)", torch.copysign, rnd([4, 3], torch.int32), rnd([3], torch.float16)),
+        ("copysign(%a, %b)", torch.copysign, rnd([9], torch.bfloat16), rnd([9], torch.bfloat16)),
     ]
     for i, (expr, fn, a, b) in enumerate(cases):
         run_case(workdir, "promo_%d" % i, expr, [("a", a), ("b", b)], fn)
@@ -203,7 +205,7 @@ def test_scalar_operands(workdir):
     x = rnd([3, 8])
     cases = [("add(%x, 2.5)", lambda t: t + 2.5), ("mul(%x, 3)", lambda t: t * 3),
              ("rsub(%x, 1.0)", lambda t: 1.0 - t), ("pow(%x, 2)", lambda t: t ** 2),
-             ("gt(%x, 0.5)", lambda t: t > 0.5), ("clamp(%x, -1.0, 0.5)", lambda t: t.clamp(-1.0, 0.5)),
+             ("gt(%x, 0.5)", lambda t: t > 0.5), ("copysign(%x, -0.0)", lambda t: t.copysign(-0.0)), ("clamp(%x, -1.0, 0.5)", lambda t: t.clamp(-1.0, 0.5)),
              ("masked_fill(%x, %m, -7.0)", None)]
     m = rnd([3, 8], torch.bool)
     for i, (expr, fn) in enumerate(cases):

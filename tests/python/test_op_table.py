@@ -4,7 +4,9 @@ captured graph holds one logit node, compiled results match eager torch in
 every float dtype, with and without eps, and its gradient (through its prims)
 matches eager's and central finite differences. frac is the experiment of
 issue 14 (a pointwise op built from prims that exist): ops.def and
-pointwise.def rows, its decomposition pw_frac and its reference test."""
+pointwise.def rows, its decomposition pw_frac and its reference test.
+copysign walks a new prim through: its rows, its emitter case (llvm.copysign)
+and its derivative d_copysign."""
 import os
 import warnings
 
@@ -199,5 +201,99 @@ def test_logaddexp_gradient_matches_eager_and_finite_differences(compiled_autogr
     torch.testing.assert_close(bc.grad, be.grad, rtol=1e-10, atol=1e-12)
     ex = ptc.explain(f, backend="ptc")(a.clone().requires_grad_(), b.clone().requires_grad_())
     assert not ex.autograd_fallback
+    assert torch.autograd.gradcheck(compiled, (a.clone().requires_grad_(),
+                                               b.clone().requires_grad_()), eps=1e-6, atol=1e-6)
+
+
+def signed_pair(dtype):
+    """x and y for copysign: signed zeros, infinities and nans of both signs on
+    either side, and random values."""
+    g = torch.Generator().manual_seed(13)
+    x = torch.randn(4, 33, generator=g, dtype=torch.float64) * 3
+    y = torch.randn(4, 33, generator=g, dtype=torch.float64) * 3
+    inf, nan = float("inf"), float("nan")
+    x[0, :8] = torch.tensor([0.0, -0.0, inf, -inf, nan, -nan, 2.5, -2.5], dtype=torch.float64)
+    y[0, :8] = torch.tensor([-0.0, 0.0, -1.0, 1.0, -3.0, 3.0, -nan, nan], dtype=torch.float64)
+    y[1, :4] = torch.tensor([-inf, inf, -0.0, 0.0], dtype=torch.float64)
+    return x.to(dtype), y.to(dtype)
+
+
+def assert_same_bits(got, want):
+    """copysign is exact: every value, the sign of every zero and nan included."""
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert torch.equal(torch.signbit(got), torch.signbit(want))
+    torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_copysign_matches_eager(dtype):
+    # copysign is the walk-through of issue 14 item 2 with a new prim: rows in
+    # ops.def and pointwise.def, the emitter's llvm.copysign and d_copysign
+    x, y = signed_pair(dtype)
+
+    def f(a, b):
+        return torch.copysign(a, b), a.copysign(b[1]), torch.copysign(a, -0.0), a.copysign(2)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a fallback to eager warns: not here
+        got = ptc.compile(f, fullgraph=True)(x, y)
+    for g, w in zip(got, f(x, y)):
+        assert_same_bits(g, w)
+
+
+def test_copysign_spellings_capture_one_node_each(tmp_path):
+    x, y = signed_pair(torch.float32)
+
+    def f(a, b):
+        return torch.copysign(a, b) + a.copysign(b) + a.clone().copysign_(b)
+
+    ptc.config.trace_dir = str(tmp_path)
+    try:
+        got = ptc.compile(f, fullgraph=True)(x, y)
+    finally:
+        ptc.config.trace_dir = None
+    torch.testing.assert_close(got, f(x, y), rtol=0, atol=0, equal_nan=True)
+    captured = [os.path.join(d, n) for d, _, files in os.walk(tmp_path) for n in files
+                if n == "captured.ptir"]
+    assert len(captured) == 1
+    assert open(captured[0]).read().count(" = copysign(") == 3
+
+
+@pytest.mark.parametrize("da, db", [(torch.int64, torch.int64), (torch.int32, torch.float16),
+                                    (torch.bool, torch.float64), (torch.float16, torch.bfloat16),
+                                    (torch.uint8, torch.int8)])
+def test_copysign_promotes_as_eager(da, db):
+    g = torch.Generator().manual_seed(3)
+    a = (torch.randn(3, 5, generator=g) * 9).to(da)
+    b = (torch.randn(5, generator=g) * 9).to(db)  # broadcast along the rows
+    got = ptc.compile(lambda p, q: torch.copysign(p, q), fullgraph=True)(a, b)
+    assert_same_bits(got, torch.copysign(a, b))
+
+
+def test_copysign_reference_backend_matches_eager():
+    x, y = signed_pair(torch.float32)
+    got = ptc.compile(lambda a, b: torch.copysign(a, b), backend="reference", fullgraph=True)(x, y)
+    assert_same_bits(got, torch.copysign(x, y))
+
+
+def test_copysign_gradient_matches_eager_and_finite_differences(compiled_autograd):
+    g = torch.Generator().manual_seed(9)
+    a = torch.randn(3, 7, generator=g, dtype=torch.float64)
+    b = torch.randn(3, 7, generator=g, dtype=torch.float64)
+    a[0, 0] = 0.0  # torch's gradient there is 0
+
+    def f(x, y):
+        return torch.copysign(x * 1.5, y) * torch.arange(7.0, dtype=torch.float64)
+
+    compiled = ptc.compile(f, fullgraph=True)
+    ae, be = a.clone().requires_grad_(), b.clone().requires_grad_()
+    ac, bc = a.clone().requires_grad_(), b.clone().requires_grad_()
+    f(ae, be).sum().backward()
+    compiled(ac, bc).sum().backward()
+    torch.testing.assert_close(ac.grad, ae.grad, rtol=1e-12, atol=0)
+    torch.testing.assert_close(bc.grad, be.grad, rtol=0, atol=0)
+    ex = ptc.explain(f, backend="ptc")(a.clone().requires_grad_(), b.clone().requires_grad_())
+    assert not ex.autograd_fallback
+    a[0, 0] = 0.5  # finite differences need a point away from x = 0
     assert torch.autograd.gradcheck(compiled, (a.clone().requires_grad_(),
                                                b.clone().requires_grad_()), eps=1e-6, atol=1e-6)

@@ -366,6 +366,7 @@ def test_unary(op):
 
 
 BINARY = ["add", "sub", "rsub", "mul", "div", "pow", "remainder", "maximum", "minimum", "atan2", "logaddexp",
+          "copysign",
           "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
           "bitwise_and", "bitwise_or", "bitwise_xor"]
 BCAST = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 3), (4, 1)), ((0, 3), (1, 3)), ((5,), ()),
@@ -539,7 +540,8 @@ PRIM_BINARY = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": trunc_div,
     "floor_divide": lambda a, b: torch.div(a, b, rounding_mode="floor"),
     "remainder": torch.remainder, "pow": torch.pow, "maximum": torch.maximum,
-    "minimum": torch.minimum, "atan2": torch.atan2, "bitwise_and": torch.bitwise_and,
+    "minimum": torch.minimum, "atan2": torch.atan2, "copysign": torch.copysign,
+    "bitwise_and": torch.bitwise_and,
     "bitwise_or": torch.bitwise_or, "bitwise_xor": torch.bitwise_xor, "eq": torch.eq,
     "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge,
 }
@@ -550,7 +552,7 @@ def test_prims_binary(name):
     gen, cases = gen_for("prims." + name), []
     divides = name in ("div", "floor_divide", "remainder")
     for d in ALL:
-        if name == "atan2" and not d.is_floating_point:
+        if name in ("atan2", "copysign") and not d.is_floating_point:
             continue
         for shape in SHAPES:
             a = gen.tensor(shape, d, special=True)

@@ -233,6 +233,34 @@ START_TEST(test_repro_write)
 }
 END_TEST
 
+/* repro.py spells a pointwise prim torch.<its loop op's name> (the PW_PRIM
+ * rows of ops/pointwise.def), but for those with a spelling of their own. */
+START_TEST(test_repro_py_prim_spellings)
+{
+    ptc_module *mod = parse("graph g(%x: f32[3] cpu, %y: f32[3] cpu, %i: i64[3] cpu) {\n"
+                "  %0 = prims.atan2(%x, %y) : f32[3]\n"
+                "  %1 = prims.div(%0, %y) : f32[3]\n"
+                "  %2 = prims.rsqrt(%1) : f32[3]\n"
+                "  %3 = prims.bitwise_xor(%i, %i) : i64[3]\n"
+                "  %4 = prims.gt(%2, %x) : bool[3]\n"
+                "  %5 = prims.where(%4, %x, %y) : f32[3]\n"
+                "  return (%3, %5)\n}\n");
+    ck_assert_ptr_nonnull(mod);
+    mf_signature sig = {.kind = MF_ERROR};
+    mf_result r = {.kind = MF_ERROR};
+    mf_options o = {0};
+    ptc_buf b = {0};
+    ptc_error err;
+    ck_assert_int_eq(mf_emit_python(mod->graphs[0], &sig, &r, &o, &b, &err), 0);
+    static const char *const calls[] = {"torch.atan2(", "_prim_div(", "torch.rsqrt(",
+                                        "torch.bitwise_xor(", "torch.gt(", "torch.where("};
+    for (size_t i = 0; i < sizeof calls / sizeof *calls; i++)
+        ck_assert_msg(strstr(b.data, calls[i]), "repro.py lacks %s:\n%s", calls[i], b.data);
+    ptc_buf_free(&b);
+    ptc_module_free(mod);
+}
+END_TEST
+
 /* ---- masking and signatures ---------------------------------------------------------- */
 
 START_TEST(test_mask)
@@ -632,6 +660,7 @@ static Suite *suite(void)
     Suite *s = suite_create("minify");
     TCase *t = tcase_create("inject");
     tcase_add_test(t, test_inject_parse);
+    tcase_add_test(t, test_repro_py_prim_spellings);
     tcase_add_test(t, test_inject_actions);
     tcase_add_test(t, test_inject_crash_and_perturb);
     tcase_add_test(t, test_tensor_close);

@@ -28,6 +28,11 @@ static const char *repro_kind(mf_kind k)
     }
 }
 
+const char *mf_backend_name(ptc_backend b)
+{
+    return b == PTC_BACKEND_CPU ? "cpu" : b == PTC_BACKEND_CUDA ? "cuda" : "reference";
+}
+
 static const char *backend_label(const mf *m)
 {
     return m->exec == mf_exec_harness ? "harness" : mf_backend_name(m->xo.backend);

@@ -297,11 +297,6 @@ static int parse_backend(const char *name, ptc_backend *b, mf_exec_fn *exec)
     return 0;
 }
 
-const char *mf_backend_name(ptc_backend b)
-{
-    return b == PTC_BACKEND_CPU ? "cpu" : b == PTC_BACKEND_CUDA ? "cuda" : "reference";
-}
-
 /* ---- progress ---------------------------------------------------------------------- */
 
 static int nodes_before;

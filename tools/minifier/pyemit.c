@@ -140,47 +140,7 @@ static const pyop pyops[PTC_OP_COUNT] = {
     [PTC_OP_PRIMS_FULL] = {"torch.full", CALL},
     [PTC_OP_PRIMS_RAND] = {"torch.rand", CALL},
     [PTC_OP_PRIMS_RANDN] = {"torch.randn", CALL},
-    [PTC_OP_PRIMS_ABS] = {"torch.abs", CALL},
-    [PTC_OP_PRIMS_NEG] = {"torch.neg", CALL},
-    [PTC_OP_PRIMS_EXP] = {"torch.exp", CALL},
-    [PTC_OP_PRIMS_LOG] = {"torch.log", CALL},
-    [PTC_OP_PRIMS_LOG1P] = {"torch.log1p", CALL},
-    [PTC_OP_PRIMS_EXPM1] = {"torch.expm1", CALL},
-    [PTC_OP_PRIMS_SQRT] = {"torch.sqrt", CALL},
-    [PTC_OP_PRIMS_RSQRT] = {"torch.rsqrt", CALL},
-    [PTC_OP_PRIMS_SIN] = {"torch.sin", CALL},
-    [PTC_OP_PRIMS_COS] = {"torch.cos", CALL},
-    [PTC_OP_PRIMS_TANH] = {"torch.tanh", CALL},
-    [PTC_OP_PRIMS_ERF] = {"torch.erf", CALL},
-    [PTC_OP_PRIMS_RECIPROCAL] = {"torch.reciprocal", CALL},
-    [PTC_OP_PRIMS_FLOOR] = {"torch.floor", CALL},
-    [PTC_OP_PRIMS_CEIL] = {"torch.ceil", CALL},
-    [PTC_OP_PRIMS_ROUND] = {"torch.round", CALL},
-    [PTC_OP_PRIMS_TRUNC] = {"torch.trunc", CALL},
-    [PTC_OP_PRIMS_SIGN] = {"torch.sign", CALL},
-    [PTC_OP_PRIMS_BITWISE_NOT] = {"torch.bitwise_not", CALL},
-    [PTC_OP_PRIMS_LOGICAL_NOT] = {"torch.logical_not", CALL},
-    [PTC_OP_PRIMS_ISNAN] = {"torch.isnan", CALL},
-    [PTC_OP_PRIMS_ADD] = {"torch.add", CALL},
-    [PTC_OP_PRIMS_SUB] = {"torch.sub", CALL},
-    [PTC_OP_PRIMS_MUL] = {"torch.mul", CALL},
     [PTC_OP_PRIMS_DIV] = {"_prim_div", HELPER},
-    [PTC_OP_PRIMS_FLOOR_DIVIDE] = {"torch.floor_divide", CALL},
-    [PTC_OP_PRIMS_REMAINDER] = {"torch.remainder", CALL},
-    [PTC_OP_PRIMS_POW] = {"torch.pow", CALL},
-    [PTC_OP_PRIMS_MAXIMUM] = {"torch.maximum", CALL},
-    [PTC_OP_PRIMS_MINIMUM] = {"torch.minimum", CALL},
-    [PTC_OP_PRIMS_ATAN2] = {"torch.atan2", CALL},
-    [PTC_OP_PRIMS_BITWISE_AND] = {"torch.bitwise_and", CALL},
-    [PTC_OP_PRIMS_BITWISE_OR] = {"torch.bitwise_or", CALL},
-    [PTC_OP_PRIMS_BITWISE_XOR] = {"torch.bitwise_xor", CALL},
-    [PTC_OP_PRIMS_EQ] = {"torch.eq", CALL},
-    [PTC_OP_PRIMS_NE] = {"torch.ne", CALL},
-    [PTC_OP_PRIMS_LT] = {"torch.lt", CALL},
-    [PTC_OP_PRIMS_LE] = {"torch.le", CALL},
-    [PTC_OP_PRIMS_GT] = {"torch.gt", CALL},
-    [PTC_OP_PRIMS_GE] = {"torch.ge", CALL},
-    [PTC_OP_PRIMS_WHERE] = {"torch.where", CALL},
     [PTC_OP_PRIMS_SUM] = {"_prim_sum", HELPER},
     [PTC_OP_PRIMS_PROD] = {"_prim_prod", HELPER},
     [PTC_OP_PRIMS_AMAX] = {"_prim_amax", HELPER},
@@ -620,9 +580,16 @@ static void taint(void *ctx, const ptc_arg *a, bool *out)
                 *out |= e->random[a->vs.v[k]->id];
 }
 
+/* The pointwise prims not spelled above are torch.<lname> (pointwise.def's
+ * PW_PRIM rows: the loop op's name is the torch function's). */
+static const pyop pointwise_prims[PTC_OP_COUNT] = {
+#define PW_PRIM(id, lop, lname, cost, kind, ref, fold) [PTC_OP_##id] = {"torch." lname, CALL},
+#include "ops/pointwise.def"
+};
+
 static int emit_node(emitter *e, const ptc_node *n)
 {
-    const pyop *op = &pyops[n->op];
+    const pyop *op = pyops[n->op].fn ? &pyops[n->op] : &pointwise_prims[n->op];
     const ptc_schema *s = ptc_op_schema(n->op);
     if (!op->fn)
         return ptc_errorf(e->err, PTC_ERR_UNSUPPORTED, "minify",

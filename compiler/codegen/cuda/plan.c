@@ -54,18 +54,23 @@
  * SYM_HINT: the size a symbolic dimension is assumed to have when choosing
  *   the default form; SYM_SCALES: the sizes that find the other forms (a
  *   tiny, a short and a long row).
- * FLAT_BIG_BLOCK: flat kernels take 256-thread blocks from 64 Ki threads' work
- *   on (about two blocks per SM of an H100), 128-thread blocks below.
+ * FLAT_BIG_BLOCK: flat kernels take FLAT_BLOCK_BIG-thread blocks (256) from
+ *   64 Ki threads' work on (about two blocks per SM of an H100), FLAT_BLOCK
+ *   (128) below.
  * TINY_WORK: a thread per outer iteration when one iteration's work is at most
  *   this (pooling windows).
  * MANY_OUTER: contiguous-across-outer access with at least this many outer
  *   iterations (128 blocks of 128 threads: about one per SM) runs a thread each.
  * OUTER_PER_SM: at least this many outer iterations per SM fill the GPU with
  *   warp-sized teams; fewer, and BLOCK_WORK of work per iteration, get a team
- *   of a block to share the row.
+ *   of a block to share the row. A warp-sized team gives each thread at least
+ *   WARP_TEAM_WORK elements of the iteration, a block team BLOCK_TEAM_WORK
+ *   (enough work per thread to hide a load's latency; chosen by hand).
  * PRIVATE_BYTES: locals of a thread-per-iteration kernel stay in registers /
  *   local memory up to this size, else go to global scratch.
  * TEAM_BLOCK: threads per block for teams of up to a warp.
+ * LOCAL_ALIGN: each kernel-local buffer of a team starts at a multiple of
+ *   this many bytes, the widest (16-byte vector) access's alignment.
  * ROW_MAX, ROW_TEAM, ROW_CHUNKS, ROW_MAX_CHUNKS: row mode takes rows of at most
  *   ROW_MAX elements, grows the team (to ROW_TEAM) until a thread has at most
  *   ROW_CHUNKS vector chunks, and gives up above ROW_MAX_CHUNKS (registers). */
@@ -74,12 +79,17 @@ enum {
     LARGE = 1 << 30,
     SYM_HINT = 64,
     FLAT_BIG_BLOCK = 64 * 1024,
+    FLAT_BLOCK_BIG = 256,
+    FLAT_BLOCK = 128,
     TINY_WORK = 16,
     MANY_OUTER = 16384,
     OUTER_PER_SM = 16,
     BLOCK_WORK = 2048,
+    WARP_TEAM_WORK = 4,
+    BLOCK_TEAM_WORK = 8,
     PRIVATE_BYTES = 4096,
     TEAM_BLOCK = 256,
+    LOCAL_ALIGN = 16,
     ROW_MAX = 1 << 20,
     ROW_TEAM = 512,
     ROW_CHUNKS = 8,
@@ -285,10 +295,10 @@ static int choose_team(const access_info *ai, double outer, double work, int sms
         return 1;
     if (ai->outer_contig && !ai->inner_contig && outer >= MANY_OUTER)
         return 1;
-    /* up to a warp, each thread with 4 or more elements of the iteration */
+    /* up to a warp, each thread with WARP_TEAM_WORK or more elements */
     if (outer >= (double)OUTER_PER_SM * sms || work < BLOCK_WORK)
-        return pow2_floor(work / 4 < WARP ? work / 4 : WARP);
-    int t = pow2_floor(work / 8);
+        return pow2_floor(work / WARP_TEAM_WORK < WARP ? work / WARP_TEAM_WORK : WARP);
+    int t = pow2_floor(work / BLOCK_TEAM_WORK);
     return t < WARP ? WARP : t;
 }
 
@@ -416,11 +426,11 @@ static void plan_team(const ptc_schedule *s, const ptc_kernel *k, int T, gplan *
     /* locals */
     int64_t team_bytes = 0;
     for (int i = 0; i < k->nlocal; i++) {
-        team_bytes = (team_bytes + 15) & ~(int64_t)15;
+        team_bytes = (team_bytes + LOCAL_ALIGN - 1) & ~(int64_t)(LOCAL_ALIGN - 1);
         p->loc_off[i] = team_bytes;
         team_bytes += local_bytes(s, k, i);
     }
-    team_bytes = (team_bytes + 15) & ~(int64_t)15;
+    team_bytes = (team_bytes + LOCAL_ALIGN - 1) & ~(int64_t)(LOCAL_ALIGN - 1);
     int tpb = T > WARP ? 1 : TEAM_BLOCK / T; /* bar.sync teams own their block */
     if (T == 1) {
         bool fits = team_bytes <= PRIVATE_BYTES && smem_limit > 0;
@@ -484,7 +494,7 @@ int g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_c
     if (p->flat) {
         p->team = 1;
         p->vec = choose_vec(s, k);
-        p->block = outer / p->vec >= FLAT_BIG_BLOCK ? 256 : 128;
+        p->block = outer / p->vec >= FLAT_BIG_BLOCK ? FLAT_BLOCK_BIG : FLAT_BLOCK;
         for (int i = 0; i < k->nlocal; i++)
             p->loc[i] = LOC_NONE;
         for (int g = 0; g < k->ngroups; g++)
