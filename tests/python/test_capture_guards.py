@@ -24,6 +24,7 @@ nn = torch.nn
 F = torch.nn.functional
 
 import ptc  # noqa: E402
+from test_capture_iterators import counts  # noqa: E402
 
 FLAG = True
 
@@ -570,3 +571,51 @@ def test_replacing_a_parameter_recompiles():
         assert torch.equal(c(x.double()), m(x.double()))
     guards = recompiles(c)
     assert len(guards) == 1 and "f64" in guards[0], guards
+
+
+def copies_a_set(x, s):
+    return x + 1, s.copy(), s.union({9}), s.issubset({1, 2})
+
+
+def operates_on_a_set(x, s):
+    return x + 1, s - {1}, {3} | s, s == {1, 2}
+
+
+def hands_a_set_to_c_functions(x, s):
+    import math
+    return x + 1, str(s), math.fsum(s)
+
+
+def unpacks_into_a_tuple(x, s):
+    return x + 1, (*s,)  # the unpacking breaks (a set's items have no sources)
+
+
+@pytest.mark.parametrize("fn", [copies_a_set, operates_on_a_set, hands_a_set_to_c_functions,
+                                unpacks_into_a_tuple])
+def test_what_an_outside_set_holds_is_guarded(fn):
+    """main: s.copy(), str(s), math.fsum(s) and (*s,) of an outside set came
+    back with the first call's items for a set of the same size ({1, 2} then
+    {4, 5}): the set reached C code with no guard, and LIST_TO_TUPLE after
+    the unpacking's break read the resumed frame's list with none (s - {1}
+    and s.union broke). Now the set's items are guarded equal (a recompile)
+    and the list is read through its source; a graph each."""
+    compiled = ptc.compile(fn, backend="eager")
+    for call, s in enumerate(({1, 2}, {4, 5}, {1, 2}, {2, 7})):
+        want, got = fn(torch.zeros(1), set(s)), compiled(torch.zeros(1), set(s))
+        assert repr(got) == repr(want), (s, got, want)
+        if call == 0:
+            assert counts(compiled) == (1, 1 if fn is unpacks_into_a_tuple else 0)
+    fs = ptc.compile(fn, backend="eager")
+    for s in (frozenset({1, 2}), frozenset({4, 5})):
+        assert repr(fs(torch.zeros(1), s)) == repr(fn(torch.zeros(1), s))
+
+
+def reads_a_set_of_tensors(x, s):
+    return x + 1, s.copy()
+
+
+def test_a_set_of_tensors_read_whole_breaks_and_gives_eager_result():
+    t = torch.ones(1)
+    compiled = ptc.compile(reads_a_set_of_tensors, backend="eager")
+    got = compiled(torch.zeros(1), {t})[1]
+    assert len(got) == 1 and next(iter(got)) is t

@@ -493,6 +493,14 @@ int cap_op_next_now(cap_interp *I, PyObject *it, PyObject **out)
     return I->T ? cap_hooks.next_sync(I, it, out) : cap_op_next(I, it, out);
 }
 
+PyObject *cap_op_list_to_tuple(cap_interp *I, PyObject *list)
+{
+    PyObject *items = I->T ? cap_hooks.flow(I->T, list) : Py_NewRef(list);
+    PyObject *t = items ? PySequence_Tuple(items) : NULL;
+    Py_XDECREF(items);
+    return t;
+}
+
 int cap_op_unpack(cap_interp *I, PyObject *seq, int before, int after, bool star,
                   PyObject **items)
 {

@@ -193,7 +193,8 @@ static int instantiate(cap_interp *I, PyObject *cls, PyObject *const *args, int 
 
 static const char *read_only_methods[] = {
     "get", "keys", "values", "items", "copy", "index", "count", "__contains__", "__len__",
-    "__getitem__", "__iter__", "startswith", "endswith", NULL,
+    "__getitem__", "__iter__", "startswith", "endswith", "union", "intersection", "difference",
+    "symmetric_difference", "issubset", "issuperset", "isdisjoint", NULL,
 };
 
 static bool is_read_only(const char *name)

@@ -989,18 +989,16 @@ bool cap_t_is_real_tensor(PyObject *o)
     return o && !cap_is_tensor(o) && PyObject_TypeCheck(o, (PyTypeObject *)cap_T.Tensor);
 }
 
-/* An outside list, tuple or dict an operator reads: the items it holds,
- * reached through sources (d | {...} is a new dict of them, l == m compares
- * them under their guards), kept by the trace (*o borrowed). A set breaks:
- * its items have no sources. */
+/* An outside list, tuple, dict or set an operator reads: the items it
+ * holds, reached through sources (d | {...} is a new dict of them, l == m
+ * compares them under their guards; a set's items, which have no sources,
+ * guarded equal), kept by the trace (*o borrowed). */
 static int operand_items(cap_trace *T, PyObject **o)
 {
     if (!cap_t_outside(T, *o) || cap_is_constant(*o))
         return CAP_NEXT;
-    if (PyAnySet_Check(*o))
-        return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "operator on an outside %s",
-                           cap_tpname(Py_TYPE(*o)));
-    if (!PyList_CheckExact(*o) && !PyTuple_CheckExact(*o) && !PyDict_CheckExact(*o))
+    if (!PyList_CheckExact(*o) && !PyTuple_CheckExact(*o) && !PyDict_CheckExact(*o) &&
+        !PyAnySet_Check(*o))
         return CAP_NEXT;
     PyObject *items = cap_t_stored_items(T, *o);
     int rc = items ? PyList_Append(T->keep, items) : -1;
@@ -1072,7 +1070,8 @@ PyObject *cap_t_flow(cap_trace *T, PyObject *obj)
     }
     if (cap_t_current(T->I, &obj) != CAP_NEXT)
         return NULL;
-    return plain_seq(obj) || plain_dict(obj) ? cap_t_stored_items(T, obj) : Py_NewRef(obj);
+    return plain_seq(obj) || plain_dict(obj) || PyAnySet_Check(obj) ? cap_t_stored_items(T, obj)
+                                                                    : Py_NewRef(obj);
 }
 
 /* Arguments made safe for a real call: outside containers become sourced
@@ -1110,6 +1109,33 @@ int cap_t_call_real_flowed(cap_trace *T, PyObject *callable, PyObject *const *ar
     return *out ? CAP_NEXT : CAP_ERR;
 }
 
+/* An outside set read whole by C code: the set itself, guarded equal on
+ * every call to a copy of what it holds now (a set's items have no sources
+ * of their own); one of a subclass, or holding what is not a constant,
+ * breaks (NULL with the signal). Its iteration order is what the guard does
+ * not fix, so iterating over one stays a break (listed_items). */
+static PyObject *set_items(cap_trace *T, PyObject *set, int src)
+{
+    bool frozen = PyFrozenSet_CheckExact(set);
+    if (!PySet_CheckExact(set) && !frozen)
+        return cap_signal_break(CAP_B_UNSUPPORTED_CALL, "read of an outside %s",
+                                cap_tpname(Py_TYPE(set)));
+    PyObject *copy = frozen ? PyFrozenSet_New(set) : PySet_New(set);
+    PyObject *it = copy ? PyObject_GetIter(copy) : NULL, *v;
+    bool keys = it != NULL;
+    while (keys && (v = PyIter_Next(it))) {
+        keys = cap_is_key(v);
+        Py_DECREF(v);
+    }
+    Py_XDECREF(it);
+    int rc = !copy || PyErr_Occurred() ? -1 : keys ? cap_guard_add(T, CAP_G_EQ, src, copy, 0) : 1;
+    Py_XDECREF(copy);
+    if (rc > 0)
+        return cap_signal_break(CAP_B_UNSUPPORTED_CALL,
+                                "read of an outside set of values that are not constants");
+    return rc < 0 ? NULL : Py_NewRef(set);
+}
+
 PyObject *cap_t_stored_items(cap_trace *T, PyObject *obj)
 {
     int src = cap_t_source_of(T, obj);
@@ -1135,6 +1161,8 @@ PyObject *cap_t_stored_items(cap_trace *T, PyObject *obj)
         Py_DECREF(keys);
         return d;
     }
+    if (PyAnySet_Check(obj))
+        return set_items(T, obj, src);
     return Py_NewRef(obj);
 }
 
