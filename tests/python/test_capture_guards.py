@@ -619,3 +619,37 @@ def test_a_set_of_tensors_read_whole_breaks_and_gives_eager_result():
     compiled = ptc.compile(reads_a_set_of_tensors, backend="eager")
     got = compiled(torch.zeros(1), {t})[1]
     assert len(got) == 1 and next(iter(got)) is t
+
+
+def formats_and_compares_what_it_holds(x, l):
+    return x + 1, str(l), l == [[1, 2]], "%s" % (l,), str([l]), f"{l}", [l] == [[[1, 2]]]
+
+
+@pytest.mark.parametrize("first,second", [([[1, 2]], [[4, 5]]), ({"k": [1]}, {"k": [2]}),
+                                          ([(1, [2])], [(1, [3])])])
+def test_what_outside_containers_hold_at_any_depth_is_guarded(first, second):
+    """main: C code reading an outside container's nested containers (str(l)
+    and l == [[1, 2]] of l = [[1, 2]]) or an outside container held in one
+    the trace made (str([l]), "%s" % (l,), f"{l}") gave the first call's
+    answer for [[4, 5]]: only the top level was guarded. One graph each."""
+    fn = formats_and_compares_what_it_holds
+    compiled = ptc.compile(fn, backend="eager")
+    for call, l in enumerate((first, second, first)):
+        assert repr(compiled(torch.zeros(1), l)) == repr(fn(torch.zeros(1), l)), l
+        if call == 0:
+            assert counts(compiled) == (1, 0)
+
+
+def reads_a_nested_list_after_writing_it(x, l):
+    l[0].append(3)
+    return x + 1, str(l), l == [[1, 2, 3]]
+
+
+def test_a_written_container_held_in_another_read_by_c_code_breaks():
+    """main: str(l) and l == [[1, 2, 3]] read the caller's inner list before
+    the replay appended 3 ('[[1, 2]]', False). Now C code reading it breaks
+    there (PTC-B009) and sees the write."""
+    compiled = ptc.compile(reads_a_nested_list_after_writing_it, backend="eager")
+    want_l, got_l = [[1, 2]], [[1, 2]]
+    want = reads_a_nested_list_after_writing_it(torch.zeros(1), want_l)
+    assert repr(compiled(torch.zeros(1), got_l)) == repr(want) and got_l == want_l

@@ -989,6 +989,56 @@ bool cap_t_is_real_tensor(PyObject *o)
     return o && !cap_is_tensor(o) && PyObject_TypeCheck(o, (PyTypeObject *)cap_T.Tensor);
 }
 
+/* ---- containers read whole by C code ---------------------------------------------------- */
+
+static bool is_container(PyObject *o)
+{
+    return (PyList_Check(o) || PyTuple_Check(o) || PyDict_Check(o) || PyAnySet_Check(o)) &&
+           !cap_is_constant(o);
+}
+
+/* The items of a container (a dict's values), as a new list. */
+static PyObject *contents(PyObject *o)
+{
+    return PyDict_Check(o) ? PyDict_Values(o) : PySequence_List(o);
+}
+
+/* C code (str, ==, json's encoder, any call ptc runs for real) reads obj
+ * and whatever it holds, at any depth, as they are now. Each outside
+ * container under obj is read through its source, so its items are guarded
+ * (l == [[1, 2]] and str(l) of an outside [[1, 2]] would otherwise be the
+ * first call's answer for [[4, 5]]); one this trace wrote breaks, as the C
+ * code would read it before the replay writes it (str(l) after
+ * l[0].append(3)). obj itself is handled by the caller (read through its
+ * source or its shadow). 0, or -1 with an error or a break signal. */
+static int guard_held(cap_trace *T, PyObject *obj, int depth)
+{
+    PyObject *items = is_container(obj) ? contents(obj) : NULL;
+    if (!items)
+        return PyErr_Occurred() ? -1 : 0;
+    int rc = 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < PyList_Size(items); i++) {
+        PyObject *v = PyList_GetItem(items, i), *held = NULL;
+        if (!is_container(v))
+            continue;
+        if (depth > 16) {
+            cap_signal_break(CAP_B_UNSUPPORTED_CALL, "containers nested too deep for C code");
+            rc = -1;
+        } else if (!cap_t_outside(T, v)) {
+            rc = guard_held(T, v, depth + 1);
+        } else if (cap_t_written(T, v)) {
+            cap_signal_break(CAP_B_MUTATE_OUTSIDE, "C code reads an outside %s written in this "
+                             "trace, held in another container", cap_tpname(Py_TYPE(v)));
+            rc = -1;
+        } else {
+            rc = (held = cap_t_stored_items(T, v)) ? guard_held(T, held, depth + 1) : -1;
+            Py_XDECREF(held);
+        }
+    }
+    Py_DECREF(items);
+    return rc;
+}
+
 /* An outside list, tuple, dict or set an operator reads: the items it
  * holds, reached through sources (d | {...} is a new dict of them, l == m
  * compares them under their guards; a set's items, which have no sources,
@@ -996,12 +1046,13 @@ bool cap_t_is_real_tensor(PyObject *o)
 static int operand_items(cap_trace *T, PyObject **o)
 {
     if (!cap_t_outside(T, *o) || cap_is_constant(*o))
-        return CAP_NEXT;
+        return guard_held(T, *o, 0) < 0 ? CAP_ERR : CAP_NEXT;
     if (!PyList_CheckExact(*o) && !PyTuple_CheckExact(*o) && !PyDict_CheckExact(*o) &&
         !PyAnySet_Check(*o))
         return CAP_NEXT;
     PyObject *items = cap_t_stored_items(T, *o);
-    int rc = items ? PyList_Append(T->keep, items) : -1;
+    int rc = items ? guard_held(T, items, 0) : -1;
+    rc = rc == 0 ? PyList_Append(T->keep, items) : -1;
     Py_XDECREF(items);
     if (rc < 0)
         return CAP_ERR;
@@ -1030,7 +1081,10 @@ int cap_t_check_format(cap_trace *T, PyObject *v)
 {
     if (cap_is_tensor(v) || cap_t_is_real_tensor(v))
         return cap_t_break(T, CAP_B_TENSOR_STR, "a tensor formatted as text");
-    return cap_t_check_id_use(T, v);
+    PyObject *read = cap_t_outside(T, v) ? cap_t_stored_items(T, v) : Py_NewRef(v);
+    int rc = read ? guard_held(T, read, 0) : -1;
+    Py_XDECREF(read);
+    return rc < 0 ? CAP_ERR : cap_t_check_id_use(T, v);
 }
 
 /* ---- flows of whole containers ---------------------------------------------------------- */
@@ -1070,8 +1124,12 @@ PyObject *cap_t_flow(cap_trace *T, PyObject *obj)
     }
     if (cap_t_current(T->I, &obj) != CAP_NEXT)
         return NULL;
-    return plain_seq(obj) || plain_dict(obj) || PyAnySet_Check(obj) ? cap_t_stored_items(T, obj)
-                                                                    : Py_NewRef(obj);
+    PyObject *read = plain_seq(obj) || plain_dict(obj) || PyAnySet_Check(obj)
+                         ? cap_t_stored_items(T, obj)
+                         : Py_NewRef(obj);
+    if (read && guard_held(T, read, 0) < 0)
+        Py_CLEAR(read);
+    return read;
 }
 
 /* Arguments made safe for a real call: outside containers become sourced
