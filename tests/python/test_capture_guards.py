@@ -10,6 +10,7 @@ PTC_STRICT=1). API: module wrappers behave like the module, explain's
 fields, callable backends and ptc.Graph, the trace directory, logs, reset,
 disable, decorators and methods.
 """
+import collections
 import json
 import os
 import re
@@ -653,3 +654,21 @@ def test_a_written_container_held_in_another_read_by_c_code_breaks():
     want_l, got_l = [[1, 2]], [[1, 2]]
     want = reads_a_nested_list_after_writing_it(torch.zeros(1), want_l)
     assert repr(compiled(torch.zeros(1), got_l)) == repr(want) and got_l == want_l
+
+
+def formats_a_typed_dict(x, d):
+    return x + 1, str(d), f"{d}", str([d])
+
+
+@pytest.mark.parametrize("first,second", [
+    (collections.OrderedDict(a=1, b=2), collections.OrderedDict(b=2, a=1)),
+    (collections.defaultdict(list, a=[1]), collections.defaultdict(int, a=[1]))])
+def test_an_outside_ordered_dict_or_defaultdict_read_by_c_code_keeps_its_type(first, second):
+    """main: str(od) of an outside OrderedDict gave "{'a': 1, 'b': 2}" (C
+    code got a plain dict of its items), and f"{d}" of a defaultdict kept
+    the first call's default_factory. One graph each."""
+    compiled = ptc.compile(formats_a_typed_dict, backend="eager")
+    for call, d in enumerate((first, second)):
+        assert repr(compiled(torch.zeros(1), d)) == repr(formats_a_typed_dict(torch.zeros(1), d))
+        if call == 0:
+            assert counts(compiled) == (1, 0)

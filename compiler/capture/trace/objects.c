@@ -1032,6 +1032,10 @@ static int guard_held(cap_trace *T, PyObject *obj, int depth)
             rc = -1;
         } else {
             rc = (held = cap_t_stored_items(T, v)) ? guard_held(T, held, depth + 1) : -1;
+            PyObject *typed = rc == 0 && PyDict_Check(v) ? cap_t_dict_as_its_type(T->I, v, held)
+                                                         : NULL; /* a default_factory, guarded */
+            rc = rc == 0 && PyDict_Check(v) && !typed ? -1 : rc;
+            Py_XDECREF(typed);
             Py_XDECREF(held);
         }
     }
@@ -1081,13 +1085,32 @@ int cap_t_check_format(cap_trace *T, PyObject *v)
 {
     if (cap_is_tensor(v) || cap_t_is_real_tensor(v))
         return cap_t_break(T, CAP_B_TENSOR_STR, "a tensor formatted as text");
-    PyObject *read = cap_t_outside(T, v) ? cap_t_stored_items(T, v) : Py_NewRef(v);
-    int rc = read ? guard_held(T, read, 0) : -1;
+    /* an outside container as a call ptc runs for real would get it */
+    PyObject *read = cap_t_outside(T, v) && is_container(v) ? cap_t_flow(T, v) : NULL;
+    int rc = read ? 0 : PyErr_Occurred() ? -1 : guard_held(T, v, 0);
     Py_XDECREF(read);
     return rc < 0 ? CAP_ERR : cap_t_check_id_use(T, v);
 }
 
 /* ---- flows of whole containers ---------------------------------------------------------- */
+
+PyObject *cap_t_dict_as_its_type(cap_interp *I, PyObject *d, PyObject *items)
+{
+    PyObject *type = (PyObject *)Py_TYPE(d), *factory = NULL, *name = NULL;
+    if (type == cap_P.OrderedDict)
+        return PyObject_CallFunctionObjArgs(cap_P.OrderedDict, items, NULL);
+    if (type != cap_P.defaultdict)
+        return Py_NewRef(items);
+    name = PyUnicode_InternFromString("default_factory");
+    int rc = name ? cap_t_getattr(I, d, name, &factory) : CAP_ERR;
+    PyObject *typed = rc == CAP_NEXT
+                          ? PyObject_CallFunctionObjArgs(cap_P.defaultdict, factory, items, NULL)
+                      : rc == CAP_BREAK ? cap_signal_break(I->T->brk.code, "%s", I->T->brk.detail)
+                                        : NULL;
+    Py_XDECREF(factory);
+    Py_XDECREF(name);
+    return typed;
+}
 
 PyObject *cap_t_flow(cap_trace *T, PyObject *obj)
 {
@@ -1129,6 +1152,8 @@ PyObject *cap_t_flow(cap_trace *T, PyObject *obj)
                          : Py_NewRef(obj);
     if (read && guard_held(T, read, 0) < 0)
         Py_CLEAR(read);
+    if (read && read != obj && PyDict_Check(obj)) /* str(od) is not str(dict(od)) */
+        Py_SETREF(read, cap_t_dict_as_its_type(T->I, obj, read));
     return read;
 }
 
