@@ -319,10 +319,11 @@ static int outside_container_method(cap_interp *I, PyObject *callable, PyObject 
     if (!copy)
         return CAP_ERR;
     /* a copy is a plain list, tuple or dict (so is the trace's shadow of
-       one it wrote): its method of that name is the one the program
-       called */
-    PyObject *m =
-        PyAnySet_Check(copy) ? bound_to(callable, copy) : PyObject_GetAttrString(copy, name);
+       one it wrote, a set's too): its method of that name is the one the
+       program called */
+    PyObject *m = PyAnySet_Check(copy) && !PySet_CheckExact(copy) && !PyFrozenSet_CheckExact(copy)
+                      ? bound_to(callable, copy)
+                      : PyObject_GetAttrString(copy, name);
     int rc = m ? cap_t_call_real_flowed(T, m, args, nargs, kwnames, out) : CAP_ERR;
     Py_XDECREF(m);
     if (rc == CAP_NEXT &&

@@ -1,12 +1,12 @@
 /* Side effects on objects that existed before the call: logged while
  * tracing, replayed after the graph.
  *
- * As torch.compile does, a write to an outside list, dict, cell, global or
- * attribute does not end the graph: the trace logs it (T->effects, in
+ * As torch.compile does, a write to an outside list, dict, set, cell, global
+ * or attribute does not end the graph: the trace logs it (T->effects, in
  * program order) and the entry replays the log after its graph, one routine
  * per kind of mutation (entry_run.c), with the values the graph computed.
- * Reads later in the trace must see the writes, so each written list, dict
- * or cell has a record in T->mut (keyed by the object's id; the interpreter
+ * Reads later in the trace must see the writes, so each written list, dict,
+ * set or cell has a record in T->mut (keyed by the object's id; the interpreter
  * keeps holding the object itself, so identity and aliasing are eager's):
  *
  *   [obj, shadow or None, pending writes]
@@ -117,6 +117,15 @@ static PyObject *shadow_of(PyObject *rec)
     return s == Py_None || s == Py_Ellipsis ? NULL : s;
 }
 
+/* A pending write of a set, (value, True) for add and (value, deleted) for
+ * discard, applied to its shadow s. */
+static int set_write(PyObject *s, PyObject *w)
+{
+    PyObject *v = PyTuple_GetItem(w, 0);
+    return PyTuple_GetItem(w, 1) == deleted() ? (PySet_Discard(s, v) < 0 ? -1 : 0)
+                                              : PySet_Add(s, v);
+}
+
 /* The shadow of rec's object, made on first need. Borrowed; NULL with an
  * error (a GraphBreak signal where ptc cannot read the object whole). */
 static PyObject *materialize(cap_interp *I, PyObject *rec)
@@ -125,13 +134,15 @@ static PyObject *materialize(cap_interp *I, PyObject *rec)
     if (s)
         return s;
     PyObject *obj = PyList_GetItem(rec, REC_OBJ), *pending = PyList_GetItem(rec, REC_PENDING);
-    if (!PyList_CheckExact(obj) && !PyDict_CheckExact(obj)) {
+    if (!PyList_CheckExact(obj) && !PyDict_CheckExact(obj) && !PySet_CheckExact(obj)) {
         cap_signal_break(CAP_B_MUTATE_OUTSIDE, "an outside %s read whole after a write",
                          cap_tpname(Py_TYPE(obj)));
         return NULL;
     }
     PyList_SetItem(rec, REC_SHADOW, Py_NewRef(Py_Ellipsis));
     s = cap_hooks.flow(I->T, obj);
+    if (s == obj) /* a set's flow is the set itself, guarded */
+        Py_SETREF(s, PySet_New(obj));
     if (!s) {
         PyList_SetItem(rec, REC_SHADOW, Py_NewRef(Py_None));
         if (PyErr_ExceptionMatches(PyExc_TypeError)) {
@@ -143,7 +154,8 @@ static PyObject *materialize(cap_interp *I, PyObject *rec)
     }
     for (Py_ssize_t i = 0; i < PyList_Size(pending); i++) {
         PyObject *w = PyList_GetItem(pending, i);
-        int rc = PyList_Check(s) ? PyList_Append(s, w)
+        int rc = PyList_Check(s)    ? PyList_Append(s, w)
+                 : PyAnySet_Check(s) ? set_write(s, w)
                  : PyTuple_GetItem(w, 1) == deleted()
                      ? PyDict_DelItem(s, PyTuple_GetItem(w, 0))
                      : PyDict_SetItem(s, PyTuple_GetItem(w, 0), PyTuple_GetItem(w, 1));
@@ -161,13 +173,14 @@ static PyObject *materialize(cap_interp *I, PyObject *rec)
 
 int cap_t_current(cap_interp *I, PyObject **obj)
 {
-    if (!I->T || !(PyList_Check(*obj) || PyDict_Check(*obj)))
+    if (!I->T || !(PyList_Check(*obj) || PyDict_Check(*obj) || PyAnySet_Check(*obj)))
         return CAP_NEXT;
     PyObject *rec = record_of(I->T, *obj);
     if (!rec || PyList_GetItem(rec, REC_OBJ) != *obj ||
         PyList_GetItem(rec, REC_SHADOW) == Py_Ellipsis)
         return CAP_NEXT;
-    if (!PyList_CheckExact(*obj) && !PyDict_CheckExact(*obj)) { /* a subclass: no shadow */
+    if (!PyList_CheckExact(*obj) && !PyDict_CheckExact(*obj) &&
+        !PySet_CheckExact(*obj)) { /* a subclass: no shadow */
         cap_signal_break(CAP_B_MUTATE_OUTSIDE, "an outside %s read after a write",
                          cap_tpname(Py_TYPE(*obj)));
         return CAP_ERR;
@@ -284,7 +297,9 @@ static int clear(cap_interp *I, PyObject *obj)
     PyObject *rec = rc == CAP_NEXT ? record_get(I->T, obj) : NULL;
     if (!rec)
         return rc == CAP_NEXT ? CAP_ERR : rc;
-    PyObject *empty = PyList_Check(obj) ? PyList_New(0) : PyDict_New();
+    PyObject *empty = PyList_Check(obj)    ? PyList_New(0)
+                      : PyAnySet_Check(obj) ? PySet_New(NULL)
+                                            : PyDict_New();
     PyObject *none = PyList_New(0);
     if (!empty || !none) {
         Py_XDECREF(empty);
@@ -645,6 +660,47 @@ static int list_slice_write(cap_interp *I, PyObject *l, PyObject *slice, PyObjec
     return rc == CAP_NEXT ? log_whole_list(I, l, s) : rc;
 }
 
+/* ---- sets ------------------------------------------------------------------------------ */
+
+/* s.add(v), s.discard(v), s.remove(v), s.clear() on an outside set, v a
+ * constant (a set holds keys: the guards compare them). add and discard
+ * are pending until a read needs the shadow, as a list's appends are, so a
+ * set that grows on every call is not guarded on what it holds; remove
+ * reads the shadow first (eager's KeyError when v is missing) and is
+ * replayed as a discard. Other methods, or other values, return CAP_NONE. */
+static int set_mutator(cap_interp *I, PyObject *set, const char *name, PyObject *const *args,
+                       int nargs, PyObject **out)
+{
+    bool add = strcmp(name, "add") == 0, discard = strcmp(name, "discard") == 0,
+         remove = strcmp(name, "remove") == 0;
+    if (strcmp(name, "clear") == 0 && nargs == 0) {
+        int rc = clear(I, set);
+        *out = rc == CAP_NEXT ? Py_NewRef(Py_None) : NULL;
+        return rc;
+    }
+    if (!(add || discard || remove) || nargs != 1 || !cap_is_key(args[0]))
+        return CAP_NONE;
+    PyObject *rec = record_get(I->T, set), *s = rec ? shadow_of(rec) : NULL;
+    if (!rec || (remove && !s && !(s = materialize(I, rec))))
+        return CAP_ERR;
+    if (remove && PySet_Contains(s, args[0]) != 1) {
+        if (!PyErr_Occurred())
+            PyErr_SetObject(PyExc_KeyError, args[0]);
+        return CAP_ERR;
+    }
+    int rc = cap_t_effect(I, add ? CAP_E_SET_ADD : CAP_E_SET_DISCARD, set, NULL, args[0]);
+    PyObject *w = rc == CAP_NEXT ? PyTuple_Pack(2, args[0], add ? Py_True : deleted()) : NULL;
+    if (w)
+        rc = (s ? set_write(s, w) : PyList_Append(PyList_GetItem(rec, REC_PENDING), w)) < 0
+                 ? CAP_ERR
+                 : CAP_NEXT;
+    else if (rc == CAP_NEXT)
+        rc = CAP_ERR;
+    Py_XDECREF(w);
+    *out = rc == CAP_NEXT ? Py_NewRef(Py_None) : NULL;
+    return rc;
+}
+
 /* ---- entry points ---------------------------------------------------------------------- */
 
 int cap_t_outside_mutator(cap_interp *I, PyObject *self, const char *name, PyObject *const *args,
@@ -664,6 +720,8 @@ int cap_t_outside_mutator(cap_interp *I, PyObject *self, const char *name, PyObj
         return list_reorder(I, self, name, args, nargs, kwnames, out);
     if (PyList_Check(self) && !kwnames)
         return list_mutator(I, self, name, args, nargs, out);
+    if (PySet_CheckExact(self) && !kwnames)
+        return set_mutator(I, self, name, args, nargs, out);
     return CAP_NONE;
 }
 

@@ -577,7 +577,9 @@ bool cap_t_dict_of_trace(cap_trace *T, PyObject *obj);
     X(POP, 1, 0)      /* obj.pop(key), key a list index */                                         \
     X(CLEAR, 0, 0)    /* obj.clear(): a list or dict */                                            \
     X(CELL_SET, 0, 1) /* obj.cell_contents = value */                                              \
-    X(CELL_DEL, 0, 0) /* del obj.cell_contents */
+    X(CELL_DEL, 0, 0) /* del obj.cell_contents */                                                  \
+    X(SET_ADD, 0, 1)  /* obj.add(value): a set */                                                  \
+    X(SET_DISCARD, 0, 1) /* obj.discard(value): a set */
 
 typedef enum {
 #define X(id, k, v) CAP_E_##id,
