@@ -672,3 +672,27 @@ def test_an_outside_ordered_dict_or_defaultdict_read_by_c_code_keeps_its_type(fi
         assert repr(compiled(torch.zeros(1), d)) == repr(formats_a_typed_dict(torch.zeros(1), d))
         if call == 0:
             assert counts(compiled) == (1, 0)
+
+
+Pair = collections.namedtuple("Pair", "a b")
+
+
+class Tagged(dict):
+    def __repr__(self):
+        return "Tagged" + dict.__repr__(self)
+
+
+def formats_a_subclass_instance(x, o):
+    return x + 1, str(o), f"{o!r}", str([o])
+
+
+@pytest.mark.parametrize("first,second", [(Pair(1, [2]), Pair(1, [3])), (Tagged(a=1), Tagged(a=2))])
+def test_an_outside_subclass_instance_read_by_c_code_keeps_its_type(first, second):
+    """main: str(p) of an outside namedtuple gave '(1, [2])', not
+    'Pair(a=1, b=[2])': C code got a plain tuple of its items. A subclass
+    instance whose items the trace reads as they are is handed over itself."""
+    compiled = ptc.compile(formats_a_subclass_instance, backend="eager")
+    for call, o in enumerate((first, second)):
+        assert repr(compiled(torch.zeros(1), o)) == repr(formats_a_subclass_instance(torch.zeros(1), o))
+        if call == 0:
+            assert counts(compiled) == (1, 0)

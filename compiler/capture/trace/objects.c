@@ -1094,6 +1094,34 @@ int cap_t_check_format(cap_trace *T, PyObject *v)
 
 /* ---- flows of whole containers ---------------------------------------------------------- */
 
+/* Whether read, the plain copy of what a subclass instance of list, tuple
+ * or dict obj stores, holds the very objects obj does (no tensor read as a
+ * symbolic one): C code may then be given obj itself, with its type (a
+ * namedtuple's repr), under the same guards. Exact containers keep their
+ * copy: the call must not see them otherwise than the trace does. */
+static bool holds_the_same(PyObject *obj, PyObject *read)
+{
+    if (PyList_CheckExact(obj) || PyTuple_CheckExact(obj) || PyDict_CheckExact(obj) ||
+        cap_stored_len(obj) != cap_stored_len(read))
+        return false;
+    if (PyDict_Check(obj)) {
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(read, &pos, &k, &v))
+            if (PyDict_GetItem(obj, k) != v)
+                return false;
+        return true;
+    }
+    for (Py_ssize_t i = 0; i < cap_stored_len(obj); i++) {
+        PyObject *mine = PyList_Check(obj) ? PyList_GetItem(obj, i) : PyTuple_GetItem(obj, i);
+        if (!PyList_Check(read) && !PyTuple_Check(read))
+            return false;
+        if (mine != (PyList_Check(read) ? PyList_GetItem(read, i) : PyTuple_GetItem(read, i)))
+            return false;
+    }
+    return true;
+}
+
 PyObject *cap_t_dict_as_its_type(cap_interp *I, PyObject *d, PyObject *items)
 {
     PyObject *type = (PyObject *)Py_TYPE(d), *factory = NULL, *name = NULL;
@@ -1152,7 +1180,9 @@ PyObject *cap_t_flow(cap_trace *T, PyObject *obj)
                          : Py_NewRef(obj);
     if (read && guard_held(T, read, 0) < 0)
         Py_CLEAR(read);
-    if (read && read != obj && PyDict_Check(obj)) /* str(od) is not str(dict(od)) */
+    if (read && read != obj && holds_the_same(obj, read))
+        Py_SETREF(read, Py_NewRef(obj)); /* str(nt) is not str(tuple(nt)) */
+    else if (read && read != obj && PyDict_Check(obj))
         Py_SETREF(read, cap_t_dict_as_its_type(T->I, obj, read));
     return read;
 }
