@@ -20,9 +20,10 @@
  * A single key of a written dict is answered from the pending writes.
  * Instances of list and dict subclasses are written the same way (through
  * the base type's methods, which is what the program called: no Python
- * override of them, or super() in one), but have no shadow: a read of one
- * that needs the whole object after a write breaks, since the subclass may
- * read itself otherwise than its storage.
+ * override of them, or super() in one); one of a subclass that adds no
+ * methods has a shadow too, others none: a read of one that needs the whole
+ * object after a write breaks, since the subclass may read itself otherwise
+ * than its storage.
  *
  * Mutations inside a nested run (a callback of a builtin, a generator
  * expression's body) are logged too: a break there reruns the builtin for
@@ -117,6 +118,55 @@ static PyObject *shadow_of(PyObject *rec)
     return s == Py_None || s == Py_Ellipsis ? NULL : s;
 }
 
+/* Whether a written outside obj can be read through a shadow: a list, dict
+ * or set, or an instance of a subclass of list or dict written in Python
+ * that adds no methods (class L(list): pass; an __init__ aside), so every
+ * read of it is the base type's and sees only its items. A subclass with
+ * methods of its own (a __len__, __missing__, keys, ...) or one written in
+ * C (OrderedDict, defaultdict) may read itself otherwise: no shadow. */
+/* Whether class t, written in Python, defines nothing but plain_names. */
+static bool adds_no_methods(PyObject *t)
+{
+    static const char *const plain_names[] = {
+        "__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__init__",
+        "__annotations__", "__slots__", "__orig_bases__", "__parameters__", NULL};
+    if (!(PyType_GetFlags((PyTypeObject *)t) & Py_TPFLAGS_HEAPTYPE))
+        return false;
+    PyObject *d = PyObject_GetAttrString(t, "__dict__"), *keys = d ? PyMapping_Keys(d) : NULL;
+    bool plain = keys != NULL;
+    for (Py_ssize_t i = 0; plain && i < PyList_Size(keys); i++) {
+        PyObject *k = PyList_GetItem(keys, i);
+        plain = PyUnicode_Check(k) && cap_name_index(PyUnicode_AsUTF8(k), plain_names) >= 0;
+    }
+    Py_XDECREF(keys);
+    Py_XDECREF(d);
+    PyErr_Clear();
+    return plain;
+}
+
+static bool shadowable(PyObject *obj)
+{
+    if (PyList_CheckExact(obj) || PyDict_CheckExact(obj) || PySet_CheckExact(obj))
+        return true;
+    PyObject *base = PyList_Check(obj)   ? (PyObject *)&PyList_Type
+                     : PyDict_Check(obj) ? (PyObject *)&PyDict_Type
+                                         : NULL;
+    PyObject *mro = base ? PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__mro__") : NULL;
+    bool ok = false;
+    for (Py_ssize_t i = 0; mro && i < PyTuple_Size(mro); i++) {
+        PyObject *t = PyTuple_GetItem(mro, i);
+        if (t == base) {
+            ok = true;
+            break;
+        }
+        if (!adds_no_methods(t))
+            break;
+    }
+    Py_XDECREF(mro);
+    PyErr_Clear();
+    return ok;
+}
+
 /* A pending write of a set, (value, True) for add and (value, deleted) for
  * discard, applied to its shadow s. */
 static int set_write(PyObject *s, PyObject *w)
@@ -134,15 +184,17 @@ static PyObject *materialize(cap_interp *I, PyObject *rec)
     if (s)
         return s;
     PyObject *obj = PyList_GetItem(rec, REC_OBJ), *pending = PyList_GetItem(rec, REC_PENDING);
-    if (!PyList_CheckExact(obj) && !PyDict_CheckExact(obj) && !PySet_CheckExact(obj)) {
+    if (!shadowable(obj)) {
         cap_signal_break(CAP_B_MUTATE_OUTSIDE, "an outside %s read whole after a write",
                          cap_tpname(Py_TYPE(obj)));
         return NULL;
     }
     PyList_SetItem(rec, REC_SHADOW, Py_NewRef(Py_Ellipsis));
     s = cap_hooks.flow(I->T, obj);
-    if (s == obj) /* a set's flow is the set itself, guarded */
-        Py_SETREF(s, PySet_New(obj));
+    if (s == obj) /* a set's flow, or a subclass instance's, is the object itself, guarded */
+        Py_SETREF(s, PyAnySet_Check(obj) ? PySet_New(obj)
+                     : PyList_Check(obj) ? PySequence_List(obj)
+                                         : PyDict_Copy(obj));
     if (!s) {
         PyList_SetItem(rec, REC_SHADOW, Py_NewRef(Py_None));
         if (PyErr_ExceptionMatches(PyExc_TypeError)) {
@@ -179,8 +231,7 @@ int cap_t_current(cap_interp *I, PyObject **obj)
     if (!rec || PyList_GetItem(rec, REC_OBJ) != *obj ||
         PyList_GetItem(rec, REC_SHADOW) == Py_Ellipsis)
         return CAP_NEXT;
-    if (!PyList_CheckExact(*obj) && !PyDict_CheckExact(*obj) &&
-        !PySet_CheckExact(*obj)) { /* a subclass: no shadow */
+    if (!shadowable(*obj)) { /* a subclass that may read itself otherwise: no shadow */
         cap_signal_break(CAP_B_MUTATE_OUTSIDE, "an outside %s read after a write",
                          cap_tpname(Py_TYPE(*obj)));
         return CAP_ERR;
