@@ -2,8 +2,8 @@
 
 As torch.compile does, ptc logs writes to outside lists and dicts (items,
 append/extend/insert/pop/remove/clear, update/pop/setdefault/clear, +=),
-add/discard/remove/clear of outside sets, attributes of outside objects
-and modules, globals and closure cells, and
+sets (add/discard/remove/clear/update/difference_update, |=, -=),
+attributes of outside objects and modules, globals and closure cells, and
 replays them after the graph in program order, with the values the graph
 computed; reads later in the same graph see the written values. main broke
 the graph at each of them (PTC-B009, B010, B011).
@@ -385,11 +385,22 @@ def set_cleared_then_added(x, seen):
     return x * len(seen)
 
 
+@case(1, 0, with_set)
+def set_update_and_in_place_operators(x, seen):
+    # main: a break at each (PTC-B009 'set.update() on an object from outside',
+    # 'in-place |= on a set from outside')
+    alias = seen
+    seen |= {7, 8}
+    seen -= frozenset({1, 99})
+    seen.update([x.shape[0], 9])
+    seen.difference_update((9,))
+    return x + len(seen), seen is alias, sorted(seen)
+
+
 @case(1, 1, with_set)
-def set_update_stays_a_break(x, seen):
-    seen.add(x.shape)  # a constant: logged
+def set_update_from_an_iterator_stays_a_break(x, seen):
     seen.add(len(seen) + 10)
-    seen.update([7, 8])  # not logged: runs for real
+    seen.update(iter([7, 8]))  # not logged: runs for real
     return x + len(seen)
 
 

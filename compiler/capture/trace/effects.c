@@ -713,34 +713,13 @@ static int list_slice_write(cap_interp *I, PyObject *l, PyObject *slice, PyObjec
 
 /* ---- sets ------------------------------------------------------------------------------ */
 
-/* s.add(v), s.discard(v), s.remove(v), s.clear() on an outside set, v a
- * constant (a set holds keys: the guards compare them). add and discard
- * are pending until a read needs the shadow, as a list's appends are, so a
- * set that grows on every call is not guarded on what it holds; remove
- * reads the shadow first (eager's KeyError when v is missing) and is
- * replayed as a discard. Other methods, or other values, return CAP_NONE. */
-static int set_mutator(cap_interp *I, PyObject *set, const char *name, PyObject *const *args,
-                       int nargs, PyObject **out)
+/* One logged add (or discard) of the key v to the outside set: applied to
+ * its shadow when it has one, else kept pending. */
+static int set_write_logged(cap_interp *I, PyObject *set, PyObject *rec, PyObject *v, bool add)
 {
-    bool add = strcmp(name, "add") == 0, discard = strcmp(name, "discard") == 0,
-         remove = strcmp(name, "remove") == 0;
-    if (strcmp(name, "clear") == 0 && nargs == 0) {
-        int rc = clear(I, set);
-        *out = rc == CAP_NEXT ? Py_NewRef(Py_None) : NULL;
-        return rc;
-    }
-    if (!(add || discard || remove) || nargs != 1 || !cap_is_key(args[0]))
-        return CAP_NONE;
-    PyObject *rec = record_get(I->T, set), *s = rec ? shadow_of(rec) : NULL;
-    if (!rec || (remove && !s && !(s = materialize(I, rec))))
-        return CAP_ERR;
-    if (remove && PySet_Contains(s, args[0]) != 1) {
-        if (!PyErr_Occurred())
-            PyErr_SetObject(PyExc_KeyError, args[0]);
-        return CAP_ERR;
-    }
-    int rc = cap_t_effect(I, add ? CAP_E_SET_ADD : CAP_E_SET_DISCARD, set, NULL, args[0]);
-    PyObject *w = rc == CAP_NEXT ? PyTuple_Pack(2, args[0], add ? Py_True : deleted()) : NULL;
+    PyObject *s = shadow_of(rec);
+    int rc = cap_t_effect(I, add ? CAP_E_SET_ADD : CAP_E_SET_DISCARD, set, NULL, v);
+    PyObject *w = rc == CAP_NEXT ? PyTuple_Pack(2, v, add ? Py_True : deleted()) : NULL;
     if (w)
         rc = (s ? set_write(s, w) : PyList_Append(PyList_GetItem(rec, REC_PENDING), w)) < 0
                  ? CAP_ERR
@@ -748,6 +727,64 @@ static int set_mutator(cap_interp *I, PyObject *set, const char *name, PyObject 
     else if (rc == CAP_NEXT)
         rc = CAP_ERR;
     Py_XDECREF(w);
+    return rc;
+}
+
+/* The keys s.update(arg) or s.difference_update(arg) (s |= arg, s -= arg)
+ * adds or discards, when arg is a list, tuple or set the trace made or a
+ * constant, all of whose items are keys: a new list, or NULL (no error). */
+static PyObject *update_keys(cap_trace *T, PyObject *arg)
+{
+    bool made = PyList_CheckExact(arg) || PyTuple_CheckExact(arg) || PySet_CheckExact(arg) ||
+                PyFrozenSet_CheckExact(arg);
+    if (!made || (cap_t_outside(T, arg) && !cap_is_constant(arg)))
+        return NULL;
+    PyObject *keys = PySequence_List(arg);
+    for (Py_ssize_t i = 0; keys && i < PyList_Size(keys); i++)
+        if (!cap_is_key(PyList_GetItem(keys, i)))
+            Py_CLEAR(keys);
+    PyErr_Clear();
+    return keys;
+}
+
+/* s.add(v), s.discard(v), s.remove(v), s.update(keys), s.difference_update
+ * (keys) and s.clear() on an outside set, v and the keys constants (a set
+ * holds keys: the guards compare them). Adds and discards are pending until
+ * a read needs the shadow, as a list's appends are, so a set that grows on
+ * every call is not guarded on what it holds; remove reads the shadow first
+ * (eager's KeyError when v is missing) and is replayed as a discard. Other
+ * methods, or other values, return CAP_NONE. */
+static int set_mutator(cap_interp *I, PyObject *set, const char *name, PyObject *const *args,
+                       int nargs, PyObject **out)
+{
+    bool add = strcmp(name, "add") == 0, discard = strcmp(name, "discard") == 0,
+         remove = strcmp(name, "remove") == 0, update = strcmp(name, "update") == 0,
+         diff = strcmp(name, "difference_update") == 0;
+    PyObject *rec, *keys = NULL;
+    int rc = CAP_NEXT;
+    if (strcmp(name, "clear") == 0 && nargs == 0) {
+        rc = clear(I, set);
+    } else if ((update || diff) && nargs == 1) {
+        if (!(keys = update_keys(I->T, args[0])))
+            return CAP_NONE;
+        rec = record_get(I->T, set);
+        rc = rec ? CAP_NEXT : CAP_ERR;
+        for (Py_ssize_t i = 0; rc == CAP_NEXT && i < PyList_Size(keys); i++)
+            rc = set_write_logged(I, set, rec, PyList_GetItem(keys, i), update);
+        Py_DECREF(keys);
+    } else if ((add || discard || remove) && nargs == 1 && cap_is_key(args[0])) {
+        PyObject *s = (rec = record_get(I->T, set)) ? shadow_of(rec) : NULL;
+        if (!rec || (remove && !s && !(s = materialize(I, rec))))
+            return CAP_ERR;
+        if (remove && PySet_Contains(s, args[0]) != 1) {
+            if (!PyErr_Occurred())
+                PyErr_SetObject(PyExc_KeyError, args[0]);
+            return CAP_ERR;
+        }
+        rc = set_write_logged(I, set, rec, args[0], add);
+    } else {
+        return CAP_NONE;
+    }
     *out = rc == CAP_NEXT ? Py_NewRef(Py_None) : NULL;
     return rc;
 }
