@@ -1112,10 +1112,10 @@ static bool holds_the_same(PyObject *obj, PyObject *read)
                 return false;
         return true;
     }
+    if (!PyList_Check(read) && !PyTuple_Check(read))
+        return false;
     for (Py_ssize_t i = 0; i < cap_stored_len(obj); i++) {
         PyObject *mine = PyList_Check(obj) ? PyList_GetItem(obj, i) : PyTuple_GetItem(obj, i);
-        if (!PyList_Check(read) && !PyTuple_Check(read))
-            return false;
         if (mine != (PyList_Check(read) ? PyList_GetItem(read, i) : PyTuple_GetItem(read, i)))
             return false;
     }
