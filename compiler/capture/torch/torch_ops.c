@@ -743,8 +743,8 @@ int cap_check_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv)
             return cap_t_break(T, CAP_B_INPLACE_INPUT,
                                cur == t ? "in-place op on a tensor from outside (%s)"
                                         : "in-place op on a view of a tensor from outside other "
-                                          "than basic indexing, permute/transpose or "
-                                          "view/reshape (%s)",
+                                          "than basic indexing, permute/transpose, view/reshape "
+                                          "or narrow/select/split/chunk/unbind (%s)",
                                cur->input_v->name);
     cap_tensor *root = alias_root(t);
     for (cap_tensor *cur = t; cur != root; cur = cur->base)
