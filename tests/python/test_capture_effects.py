@@ -2,6 +2,7 @@
 
 As torch.compile does, ptc logs writes to outside lists and dicts (items,
 append/extend/insert/pop/remove/clear, update/pop/setdefault/clear, +=),
+sets (add/discard/remove/clear/update/difference_update, |=, -=),
 attributes of outside objects and modules, globals and closure cells, and
 replays them after the graph in program order, with the values the graph
 computed; reads later in the same graph see the written values. main broke
@@ -346,6 +347,63 @@ def c_functions_that_write_their_argument(x, heap, table, counter):
     return x + 1
 
 
+with_set = lambda: (torch.ones(2, 3), {1, 2})
+
+
+@case(1, 0, with_set)
+def add_and_discard_on_a_set_argument(x, seen):
+    # main: a break at seen.add (PTC-B009 'set.add() on an object from outside')
+    seen.add(3)
+    seen.discard(1)
+    seen.discard("absent")
+    r = seen.add("k")
+    return x + 1, r
+
+
+@case(1, 0, with_set)
+def set_read_after_its_writes(x, seen):
+    seen.add(5)
+    seen.remove(2)
+    copy = seen.copy()
+    seen.add(6)
+    return x + len(seen), 5 in seen, 2 in seen, sorted(seen), copy, seen == {1, 5, 6}
+
+
+@case(1, 0, with_set)
+def remove_of_a_missing_item_raises_keyerror(x, seen):
+    seen.add(4)
+    try:
+        seen.remove(7)
+    except KeyError as e:
+        return x + 1, repr(e), len(seen)
+
+
+@case(1, 0, with_set)
+def set_cleared_then_added(x, seen):
+    seen.clear()
+    seen.add(9)
+    return x * len(seen)
+
+
+@case(1, 0, with_set)
+def set_update_and_in_place_operators(x, seen):
+    # main: a break at each (PTC-B009 'set.update() on an object from outside',
+    # 'in-place |= on a set from outside')
+    alias = seen
+    seen |= {7, 8}
+    seen -= frozenset({1, 99})
+    seen.update([x.shape[0], 9])
+    seen.difference_update((9,))
+    return x + len(seen), seen is alias, sorted(seen)
+
+
+@case(1, 1, with_set)
+def set_update_from_an_iterator_stays_a_break(x, seen):
+    seen.add(len(seen) + 10)
+    seen.update(iter([7, 8]))  # not logged: runs for real
+    return x + len(seen)
+
+
 def norm(v):
     if isinstance(v, torch.Tensor):
         return ("tensor", v.dtype, v.tolist())
@@ -446,3 +504,21 @@ def test_graph_raising_under_ptc_keeps_earlier_writes():
         return str(e.value), norm(log)
 
     assert observe(ptc.compile(f)) == observe(f)
+
+
+def test_a_growing_set_does_not_recompile():
+    """set.add reads nothing of the set: no guard on what it holds."""
+    def f(x, seen):
+        seen.add(x.shape[0])
+        return x + 1
+
+    compiled = ptc.compile(f, backend="eager")
+    seen, want = set(), set()
+    for i in range(1, 5):
+        x = torch.ones(2)
+        compiled(x, seen)
+        f(x, want)
+        seen.add(i * 100)
+        want.add(i * 100)
+    assert seen == want
+    assert [e for e in compiled._events() if e["kind"] == "compile"][1:] == []

@@ -10,6 +10,7 @@ PTC_STRICT=1). API: module wrappers behave like the module, explain's
 fields, callable backends and ptc.Graph, the trace directory, logs, reset,
 disable, decorators and methods.
 """
+import collections
 import json
 import os
 import re
@@ -24,6 +25,7 @@ nn = torch.nn
 F = torch.nn.functional
 
 import ptc  # noqa: E402
+from test_capture_iterators import counts  # noqa: E402
 
 FLAG = True
 
@@ -570,3 +572,127 @@ def test_replacing_a_parameter_recompiles():
         assert torch.equal(c(x.double()), m(x.double()))
     guards = recompiles(c)
     assert len(guards) == 1 and "f64" in guards[0], guards
+
+
+def copies_a_set(x, s):
+    return x + 1, s.copy(), s.union({9}), s.issubset({1, 2})
+
+
+def operates_on_a_set(x, s):
+    return x + 1, s - {1}, {3} | s, s == {1, 2}
+
+
+def hands_a_set_to_c_functions(x, s):
+    import math
+    return x + 1, str(s), math.fsum(s)
+
+
+def unpacks_into_a_tuple(x, s):
+    return x + 1, (*s,)  # the unpacking breaks (a set's items have no sources)
+
+
+@pytest.mark.parametrize("fn", [copies_a_set, operates_on_a_set, hands_a_set_to_c_functions,
+                                unpacks_into_a_tuple])
+def test_what_an_outside_set_holds_is_guarded(fn):
+    """main: s.copy(), str(s), math.fsum(s) and (*s,) of an outside set came
+    back with the first call's items for a set of the same size ({1, 2} then
+    {4, 5}): the set reached C code with no guard, and LIST_TO_TUPLE after
+    the unpacking's break read the resumed frame's list with none (s - {1}
+    and s.union broke). Now the set's items are guarded equal (a recompile)
+    and the list is read through its source; a graph each."""
+    compiled = ptc.compile(fn, backend="eager")
+    for call, s in enumerate(({1, 2}, {4, 5}, {1, 2}, {2, 7})):
+        want, got = fn(torch.zeros(1), set(s)), compiled(torch.zeros(1), set(s))
+        assert repr(got) == repr(want), (s, got, want)
+        if call == 0:
+            assert counts(compiled) == (1, 1 if fn is unpacks_into_a_tuple else 0)
+    fs = ptc.compile(fn, backend="eager")
+    for s in (frozenset({1, 2}), frozenset({4, 5})):
+        assert repr(fs(torch.zeros(1), s)) == repr(fn(torch.zeros(1), s))
+
+
+def reads_a_set_of_tensors(x, s):
+    return x + 1, s.copy()
+
+
+def test_a_set_of_tensors_read_whole_breaks_and_gives_eager_result():
+    t = torch.ones(1)
+    compiled = ptc.compile(reads_a_set_of_tensors, backend="eager")
+    got = compiled(torch.zeros(1), {t})[1]
+    assert len(got) == 1 and next(iter(got)) is t
+
+
+def formats_and_compares_what_it_holds(x, l):
+    return x + 1, str(l), l == [[1, 2]], "%s" % (l,), str([l]), f"{l}", [l] == [[[1, 2]]]
+
+
+@pytest.mark.parametrize("first,second", [([[1, 2]], [[4, 5]]), ({"k": [1]}, {"k": [2]}),
+                                          ([(1, [2])], [(1, [3])])])
+def test_what_outside_containers_hold_at_any_depth_is_guarded(first, second):
+    """main: C code reading an outside container's nested containers (str(l)
+    and l == [[1, 2]] of l = [[1, 2]]) or an outside container held in one
+    the trace made (str([l]), "%s" % (l,), f"{l}") gave the first call's
+    answer for [[4, 5]]: only the top level was guarded. One graph each."""
+    fn = formats_and_compares_what_it_holds
+    compiled = ptc.compile(fn, backend="eager")
+    for call, l in enumerate((first, second, first)):
+        assert repr(compiled(torch.zeros(1), l)) == repr(fn(torch.zeros(1), l)), l
+        if call == 0:
+            assert counts(compiled) == (1, 0)
+
+
+def reads_a_nested_list_after_writing_it(x, l):
+    l[0].append(3)
+    return x + 1, str(l), l == [[1, 2, 3]]
+
+
+def test_a_written_container_held_in_another_read_by_c_code_breaks():
+    """main: str(l) and l == [[1, 2, 3]] read the caller's inner list before
+    the replay appended 3 ('[[1, 2]]', False). Now C code reading it breaks
+    there (PTC-B009) and sees the write."""
+    compiled = ptc.compile(reads_a_nested_list_after_writing_it, backend="eager")
+    want_l, got_l = [[1, 2]], [[1, 2]]
+    want = reads_a_nested_list_after_writing_it(torch.zeros(1), want_l)
+    assert repr(compiled(torch.zeros(1), got_l)) == repr(want) and got_l == want_l
+
+
+def formats_a_typed_dict(x, d):
+    return x + 1, str(d), f"{d}", str([d])
+
+
+@pytest.mark.parametrize("first,second", [
+    (collections.OrderedDict(a=1, b=2), collections.OrderedDict(b=2, a=1)),
+    (collections.defaultdict(list, a=[1]), collections.defaultdict(int, a=[1]))])
+def test_an_outside_ordered_dict_or_defaultdict_read_by_c_code_keeps_its_type(first, second):
+    """main: str(od) of an outside OrderedDict gave "{'a': 1, 'b': 2}" (C
+    code got a plain dict of its items), and f"{d}" of a defaultdict kept
+    the first call's default_factory. One graph each."""
+    compiled = ptc.compile(formats_a_typed_dict, backend="eager")
+    for call, d in enumerate((first, second)):
+        assert repr(compiled(torch.zeros(1), d)) == repr(formats_a_typed_dict(torch.zeros(1), d))
+        if call == 0:
+            assert counts(compiled) == (1, 0)
+
+
+Pair = collections.namedtuple("Pair", "a b")
+
+
+class Tagged(dict):
+    def __repr__(self):
+        return "Tagged" + dict.__repr__(self)
+
+
+def formats_a_subclass_instance(x, o):
+    return x + 1, str(o), f"{o!r}", str([o])
+
+
+@pytest.mark.parametrize("first,second", [(Pair(1, [2]), Pair(1, [3])), (Tagged(a=1), Tagged(a=2))])
+def test_an_outside_subclass_instance_read_by_c_code_keeps_its_type(first, second):
+    """main: str(p) of an outside namedtuple gave '(1, [2])', not
+    'Pair(a=1, b=[2])': C code got a plain tuple of its items. A subclass
+    instance whose items the trace reads as they are is handed over itself."""
+    compiled = ptc.compile(formats_a_subclass_instance, backend="eager")
+    for call, o in enumerate((first, second)):
+        assert repr(compiled(torch.zeros(1), o)) == repr(formats_a_subclass_instance(torch.zeros(1), o))
+        if call == 0:
+            assert counts(compiled) == (1, 0)

@@ -179,13 +179,50 @@ def test_writes_through_basic_views_of_an_argument_are_one_graph():
     assert counts(compiled) == (1, 0, [])
 
 
-def writes_through_a_chunk(x):
-    x.chunk(2)[0].add_(1)
+def writes_through_pieces(x):
+    a, b = x.chunk(2)
+    b.add_(1)
+    x.split([1, 3], dim=1)[1][0].mul_(10)
+    rows = x.unbind()
+    rows[1].sub_(rows[0])
+    x.narrow(1, -2, 1).neg_()
+    x.select(1, 0).add_(100)
+    return torch.cat([x.flatten(), a.flatten(), b.flatten(), rows[1]])  # the views see every write
+
+
+def test_writes_through_chunk_split_unbind_narrow_select_are_one_graph():
+    # main: a break at b.add_ ('in-place op on a view of a tensor from
+    # outside other than basic indexing'); each piece is the part of x that
+    # basic indexing picks (x.chunk(2)[1] is x[2:4]), written back after the call
+    compiled = run_both(writes_through_pieces, lambda: (torch.arange(16.0).reshape(4, 4),))
+    assert counts(compiled) == (1, 0, [])
+    for fn in (ptc.compile(writes_through_pieces), ptc.compile(writes_through_pieces, fullgraph=True)):
+        want_x, got_x = torch.arange(16.0).reshape(4, 4), torch.arange(16.0).reshape(4, 4)
+        assert torch.equal(writes_through_pieces(want_x), fn(got_x)) and torch.equal(want_x, got_x)
+
+
+def returns_a_written_piece(x):
+    a, b = x.chunk(2, dim=1)
+    b.add_(1)
+    return b
+
+
+def test_a_returned_piece_is_a_view_of_the_argument():
+    x = torch.zeros(2, 4)
+    b = ptc.compile(returns_a_written_piece, backend="eager")(x)
+    b.fill_(5)  # eager: b is a view of x, so x sees it
+    assert torch.equal(x, torch.tensor([[0.0, 0, 5, 5], [0, 0, 5, 5]]))
+
+
+def writes_through_a_copying_reshape(x):
+    x.t().reshape(-1)[:2].add_(1)  # a reshape of a transposed x: a copy in eager
     return x.sum()
 
 
 def test_write_through_another_view_of_an_argument_stays_a_break():
-    # transposes and reshapes are followed now (test_capture_one_graph); chunk is not
-    compiled = run_both(writes_through_a_chunk, lambda: (torch.arange(6.0).reshape(2, 3),))
+    # basic indexing, transposes, reshapes of row-major inputs and the
+    # pieces of chunk, split, unbind, narrow and select are followed; a
+    # reshape that may copy is not
+    compiled = run_both(writes_through_a_copying_reshape, lambda: (torch.arange(6.0).reshape(2, 3),))
     graphs, breaks, details = counts(compiled)
     assert breaks == 1 and "other than basic indexing" in details[0], details

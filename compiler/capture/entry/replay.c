@@ -383,7 +383,21 @@ static int clear(PyObject *obj, PyObject *key, PyObject *value)
         PyDict_Clear(obj);
         return 0;
     }
+    if (PyAnySet_Check(obj))
+        return PySet_Clear(obj);
     return PyList_SetSlice(obj, 0, PyList_Size(obj), NULL);
+}
+
+static int set_add(PyObject *obj, PyObject *key, PyObject *value)
+{
+    (void)key;
+    return PySet_Add(obj, value);
+}
+
+static int set_discard(PyObject *obj, PyObject *key, PyObject *value)
+{
+    (void)key;
+    return PySet_Discard(obj, value) < 0 ? -1 : 0;
 }
 
 static int set_cell(PyObject *obj, PyObject *key, PyObject *value)
@@ -404,6 +418,7 @@ static const effect_fn replay[CAP_E_COUNT] = {
     [CAP_E_ITEM_DEL] = del_item, [CAP_E_APPEND] = append,     [CAP_E_EXTEND] = extend,
     [CAP_E_INSERT] = insert,     [CAP_E_POP] = pop,           [CAP_E_CLEAR] = clear,
     [CAP_E_CELL_SET] = set_cell, [CAP_E_CELL_DEL] = del_cell,
+    [CAP_E_SET_ADD] = set_add,   [CAP_E_SET_DISCARD] = set_discard,
 };
 
 int cap_entry_run_effects(cap_entry *e, PyObject **rv)

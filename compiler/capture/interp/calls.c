@@ -340,7 +340,7 @@ HANDLER(CALL_INTRINSIC_1)
         return rc;
     }
     if (which == 1) {
-        if (!(r = PyList_AsTuple(v)))
+        if (!(r = cap_op_list_to_tuple(I, v)))
             return CAP_ERR;
         cap_popn(f, 1);
         cap_push(f, r);

@@ -408,6 +408,10 @@ int cap_op_iter_now(cap_interp *I, PyObject *obj, PyObject **out);
 int cap_op_next_now(cap_interp *I, PyObject *it, PyObject **out);
 int cap_op_unpack(cap_interp *I, PyObject *seq, int before, int after, bool star,
                   PyObject **items);
+/* tuple(list) for LIST_TO_TUPLE (and 3.12's intrinsic): the list is the
+ * trace's own, except after a break, where it is the real one the resumed
+ * frame holds and is read through its source, guarded (new ref or NULL). */
+PyObject *cap_op_list_to_tuple(cap_interp *I, PyObject *list);
 
 /* Helpers on Python objects (pyobjects.c). */
 PyObject *cap_lookup_special(PyObject *obj, PyObject *name); /* bound, or NULL (no error) */

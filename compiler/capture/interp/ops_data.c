@@ -439,7 +439,7 @@ fail:
 HANDLER(LIST_TO_TUPLE)
 {
     UNUSED_ARGS;
-    PyObject *t = PyList_AsTuple(cap_peek(f, 1));
+    PyObject *t = cap_op_list_to_tuple(I, cap_peek(f, 1));
     return finish(f, t ? CAP_NEXT : CAP_ERR, 1, t);
 }
 

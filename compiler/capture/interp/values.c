@@ -211,13 +211,18 @@ int cap_ret_contains(cap_interp *I, cap_frame *p, const cap_instr *in, int arg, 
     return CAP_NEXT;
 }
 
-/* l += items on an outside list is l.extend(items), logged (trace/effects.c);
- * other in-place operators on outside containers are breaks. */
+/* l += items on an outside list is l.extend(items), s |= t and s -= t on an
+ * outside set s.update(t) and s.difference_update(t), logged
+ * (trace/effects.c); other in-place operators on outside containers are
+ * breaks. */
 static int inplace_outside(cap_interp *I, int op, PyObject *a, PyObject *b, PyObject **out)
 {
-    int rc = (op & 0xff) == CAP_NB_ADD && PyList_CheckExact(a)
-                 ? cap_hooks.outside_mutator(I, a, "extend", &b, 1, NULL, out)
-                 : CAP_NONE;
+    bool sets = PySet_CheckExact(a) && PyAnySet_Check(b);
+    const char *as = (op & 0xff) == CAP_NB_ADD && PyList_CheckExact(a) ? "extend"
+                     : (op & 0xff) == CAP_NB_OR && sets                ? "update"
+                     : (op & 0xff) == CAP_NB_SUBTRACT && sets          ? "difference_update"
+                                                                       : NULL;
+    int rc = as ? cap_hooks.outside_mutator(I, a, as, &b, 1, NULL, out) : CAP_NONE;
     if (rc == CAP_NONE)
         return cap_hooks.brk(I->T, CAP_B_MUTATE_OUTSIDE, "in-place %s= on a %s from outside",
                              nb_sym[op & 0xff], cap_tpname(Py_TYPE(a)));
@@ -491,6 +496,14 @@ int cap_op_iter_now(cap_interp *I, PyObject *obj, PyObject **out)
 int cap_op_next_now(cap_interp *I, PyObject *it, PyObject **out)
 {
     return I->T ? cap_hooks.next_sync(I, it, out) : cap_op_next(I, it, out);
+}
+
+PyObject *cap_op_list_to_tuple(cap_interp *I, PyObject *list)
+{
+    PyObject *items = I->T ? cap_hooks.flow(I->T, list) : Py_NewRef(list);
+    PyObject *t = items ? PySequence_Tuple(items) : NULL;
+    Py_XDECREF(items);
+    return t;
 }
 
 int cap_op_unpack(cap_interp *I, PyObject *seq, int before, int after, bool star,

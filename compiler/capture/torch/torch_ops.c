@@ -624,7 +624,8 @@ bool cap_op_returns_view(int op)
  * aliases: writing t makes its base base[key] = t's new value (and so on up
  * to the root), and every other live view of the root is recomputed as
  * root[key...]. Views made by permuting or reshaping ops follow it the same
- * way (torch_permviews.c); others (chunk, expand, reshape of a tensor that
+ * way (torch_permviews.c), as do narrow, select and the pieces of split,
+ * chunk and unbind; others (expand, reshape of a tensor that
  * may not be row-major, ...) cannot be recomputed, so a mutation while one
  * is alive is a break, as is one that reaches a tensor from outside. */
 int cap_t_add_view(cap_tensor *base, cap_tensor *view, PyObject *key)
@@ -670,7 +671,7 @@ static int check_views(cap_trace *T, cap_tensor *t, int depth)
         if (!v)
             continue;
         if (!cap_t_view_follows(v) || depth > 32)
-            return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a tensor that has views (chunk, expand, ...)");
+            return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a tensor that has views (expand, ...)");
         int rc = check_views(T, v, depth + 1);
         if (rc != CAP_NEXT)
             return rc;
@@ -742,13 +743,13 @@ int cap_check_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv)
             return cap_t_break(T, CAP_B_INPLACE_INPUT,
                                cur == t ? "in-place op on a tensor from outside (%s)"
                                         : "in-place op on a view of a tensor from outside other "
-                                          "than basic indexing, permute/transpose or "
-                                          "view/reshape (%s)",
+                                          "than basic indexing, permute/transpose, view/reshape "
+                                          "or narrow/select/split/chunk/unbind (%s)",
                                cur->input_v->name);
     cap_tensor *root = alias_root(t);
     for (cap_tensor *cur = t; cur != root; cur = cur->base)
         if (!cap_t_view_follows(cur))
-            return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a view other than basic indexing, permute/transpose or view/reshape (chunk, expand, ...)");
+            return cap_t_break(T, CAP_B_INPLACE_INPUT, "in-place op on a view other than basic indexing, permute/transpose or view/reshape (expand, ...)");
     return check_views(T, root, 0);
 }
 

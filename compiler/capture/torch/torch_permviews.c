@@ -1,5 +1,5 @@
 /* Views made by ops (permute, transpose, t; view, reshape, flatten,
- * squeeze, unsqueeze) and mutation.
+ * squeeze, unsqueeze; narrow, select, split, chunk, unbind) and mutation.
  *
  * A basic-indexing view follows a mutation through its key (torch_ops.c).
  * A permuted view follows one through its permutation: it is recomputed
@@ -10,10 +10,14 @@
  * reaches the base as value.reshape(the base's shape). All are exact for
  * every element, so x.t().add_(1) or x.view(-1)[0] = 1 on an argument is one
  * graph written back after the call, as torch.compile's functionalisation
- * does. The view must come straight from one of these ops (read from the
- * node that made it); reshape and flatten only of an argument whose layout
- * the guards fix as row-major, where eager's result is sure to be a view
- * (of anything else it may be a copy). Anything else stays a break.
+ * does. Views that take a part of their base along one dim (narrow, select,
+ * and the pieces of split, chunk and unbind) are given the basic-indexing
+ * key that picks the same part (x.chunk(2)[1] of a 4-row x is x[2:4]), and
+ * so follow mutations as indexing does; an expand stays a break (eager
+ * rejects most writes through one). The view must come straight from one of these ops (read from
+ * the node that made it); reshape and flatten only of an argument whose layout the guards fix as
+ * row-major, where eager's result is sure to be a view (of anything else it may be a copy).
+ * Anything else stays a break.
  */
 #include "capture/torch/torch.h"
 
@@ -75,11 +79,97 @@ static bool node_reshape(const ptc_value *v, const cap_tensor *base)
     }
 }
 
+/* A static int argument of n (false when absent or symbolic). */
+static bool static_int(const ptc_node *n, int k, int64_t *out)
+{
+    if (k >= n->nargs || n->args[k].kind != PTC_ARG_INT || !ptc_dim_is_static(n->args[k].i))
+        return false;
+    *out = n->args[k].i.value;
+    return true;
+}
+
+/* Where along its dim the piece of a split, chunk or unbind v starts: where
+ * the pieces before it end (false where a size is symbolic). */
+static bool piece_start(const ptc_value *v, int64_t dim, int64_t *start)
+{
+    const ptc_node *n = v->def;
+    *start = 0;
+    for (int i = 0; i < v->def_index; i++) {
+        ptc_dim d = n->op == PTC_OP_UNBIND ? (ptc_dim){.value = 1} : n->outs[i]->type.shape[dim];
+        if (!ptc_dim_is_static(d))
+            return false;
+        *start += d.value;
+    }
+    return true;
+}
+
+/* base[start] (drops the dim) or base[start:start + len] along dim: dim full
+ * slices, then that index (a new reference; NULL with an error set). */
+static PyObject *key_along(int64_t dim, int64_t start, const int64_t *len)
+{
+    PyObject *key = PyTuple_New(dim + 1);
+    for (int64_t i = 0; key && i < dim; i++)
+        if (PyTuple_SetItem(key, i, PySlice_New(NULL, NULL, NULL)) < 0)
+            Py_CLEAR(key);
+    PyObject *a = PyLong_FromLongLong(start), *b = len ? PyLong_FromLongLong(start + *len) : NULL;
+    PyObject *at = !a || (len && !b) ? NULL : len ? PySlice_New(a, b, NULL) : Py_NewRef(a);
+    if (key && PyTuple_SetItem(key, dim, at) < 0) /* steals at, also on failure */
+        Py_CLEAR(key);
+    else if (!key)
+        Py_XDECREF(at);
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    if (key && PyErr_Occurred()) /* a slice that could not be made */
+        Py_CLEAR(key);
+    return key;
+}
+
+/* The basic-indexing key base[key] that picks what v's node takes of base,
+ * so that x.narrow(1, 0, 2), x.select(0, 1), x.chunk(2)[1], x.split(1)[0]
+ * and x.unbind()[0] follow mutations as x[:, 0:2], x[1], x[2:4], x[0:1] and
+ * x[0] do. NULL, with no error set, where a size or argument is symbolic or
+ * the node is none of these. */
+static PyObject *slicing_key(const ptc_value *v, const ptc_value *base)
+{
+    const ptc_node *n = v->def;
+    bool pieces =
+        n->op == PTC_OP_SPLIT || n->op == PTC_OP_SPLIT_WITH_SIZES || n->op == PTC_OP_CHUNK;
+    bool selects = n->op == PTC_OP_SELECT || n->op == PTC_OP_UNBIND;
+    int64_t dim, start, size, len;
+    if (!pieces && !selects && n->op != PTC_OP_NARROW)
+        return NULL;
+    if (!static_int(n, pieces ? 2 : 1, &dim))
+        return NULL;
+    dim = dim < 0 ? dim + base->type.ndim : dim;
+    if (dim < 0 || dim >= base->type.ndim || !ptc_dim_is_static(base->type.shape[dim]))
+        return NULL;
+    size = base->type.shape[dim].value;
+    if (n->op == PTC_OP_SELECT || n->op == PTC_OP_NARROW) {
+        if (!static_int(n, 2, &start))
+            return NULL;
+        start = start < 0 ? start + size : start;
+    } else if (!piece_start(v, dim, &start)) {
+        return NULL;
+    }
+    if (selects)
+        return key_along(dim, start, NULL);
+    if (!ptc_dim_is_static(v->type.shape[dim]))
+        return NULL;
+    len = v->type.shape[dim].value;
+    return key_along(dim, start, &len);
+}
+
 int cap_t_note_op_view(cap_tensor *view)
 {
     int perm[PTC_MAX_DIMS];
     if (!view->base || view->view_key)
         return 0;
+    if (view->v->def && view->v->def->args[0].kind == PTC_ARG_VALUE &&
+        view->v->def->args[0].v == view->base->v &&
+        (view->view_key = slicing_key(view->v, view->base->v)))
+        return 0;
+    if (PyErr_Occurred())
+        return -1;
     if (node_reshape(view->v, view->base)) {
         view->view_reshape = true;
         return 0;

@@ -193,7 +193,8 @@ static int instantiate(cap_interp *I, PyObject *cls, PyObject *const *args, int 
 
 static const char *read_only_methods[] = {
     "get", "keys", "values", "items", "copy", "index", "count", "__contains__", "__len__",
-    "__getitem__", "__iter__", "startswith", "endswith", NULL,
+    "__getitem__", "__iter__", "startswith", "endswith", "union", "intersection", "difference",
+    "symmetric_difference", "issubset", "issuperset", "isdisjoint", NULL,
 };
 
 static bool is_read_only(const char *name)
@@ -260,24 +261,13 @@ static int view_result(cap_trace *T, const char *name, PyObject *copy, PyObject 
  * (read through the object's source, guarded). */
 static int typed_dict_copy(cap_interp *I, PyObject *self, PyObject **out)
 {
-    PyObject *items = NULL, *factory = NULL, *name = NULL;
     int rc = cap_t_current(I, &self); /* written in this trace: a break */
     if (rc != CAP_NEXT)
         return rc;
-    if (!(items = cap_t_stored_items(I->T, self)))
-        return CAP_ERR;
-    if ((PyObject *)Py_TYPE(self) == cap_P.OrderedDict) {
-        *out = PyObject_CallFunctionObjArgs(cap_P.OrderedDict, items, NULL);
-    } else {
-        name = PyUnicode_InternFromString("default_factory");
-        rc = name ? cap_t_getattr(I, self, name, &factory) : CAP_ERR;
-        *out = rc == CAP_NEXT ? PyObject_CallFunctionObjArgs(cap_P.defaultdict, factory, items, NULL)
-                              : NULL;
-    }
-    Py_DECREF(items);
-    Py_XDECREF(factory);
-    Py_XDECREF(name);
-    return rc != CAP_NEXT ? rc : *out ? CAP_NEXT : CAP_ERR;
+    PyObject *items = cap_t_stored_items(I->T, self);
+    *out = items ? cap_t_dict_as_its_type(I, self, items) : NULL;
+    Py_XDECREF(items);
+    return *out ? CAP_NEXT : CAP_ERR;
 }
 
 /* A C method of an outside list, tuple, dict or set. Mutators are logged
@@ -329,10 +319,11 @@ static int outside_container_method(cap_interp *I, PyObject *callable, PyObject 
     if (!copy)
         return CAP_ERR;
     /* a copy is a plain list, tuple or dict (so is the trace's shadow of
-       one it wrote): its method of that name is the one the program
-       called */
-    PyObject *m =
-        PyAnySet_Check(copy) ? bound_to(callable, copy) : PyObject_GetAttrString(copy, name);
+       one it wrote, a set's too): its method of that name is the one the
+       program called */
+    PyObject *m = PyAnySet_Check(copy) && !PySet_CheckExact(copy) && !PyFrozenSet_CheckExact(copy)
+                      ? bound_to(callable, copy)
+                      : PyObject_GetAttrString(copy, name);
     int rc = m ? cap_t_call_real_flowed(T, m, args, nargs, kwnames, out) : CAP_ERR;
     Py_XDECREF(m);
     if (rc == CAP_NEXT &&

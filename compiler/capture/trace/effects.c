@@ -1,12 +1,12 @@
 /* Side effects on objects that existed before the call: logged while
  * tracing, replayed after the graph.
  *
- * As torch.compile does, a write to an outside list, dict, cell, global or
- * attribute does not end the graph: the trace logs it (T->effects, in
+ * As torch.compile does, a write to an outside list, dict, set, cell, global
+ * or attribute does not end the graph: the trace logs it (T->effects, in
  * program order) and the entry replays the log after its graph, one routine
  * per kind of mutation (entry_run.c), with the values the graph computed.
- * Reads later in the trace must see the writes, so each written list, dict
- * or cell has a record in T->mut (keyed by the object's id; the interpreter
+ * Reads later in the trace must see the writes, so each written list, dict,
+ * set or cell has a record in T->mut (keyed by the object's id; the interpreter
  * keeps holding the object itself, so identity and aliasing are eager's):
  *
  *   [obj, shadow or None, pending writes]
@@ -20,9 +20,10 @@
  * A single key of a written dict is answered from the pending writes.
  * Instances of list and dict subclasses are written the same way (through
  * the base type's methods, which is what the program called: no Python
- * override of them, or super() in one), but have no shadow: a read of one
- * that needs the whole object after a write breaks, since the subclass may
- * read itself otherwise than its storage.
+ * override of them, or super() in one); one of a subclass that adds no
+ * methods has a shadow too, others none: a read of one that needs the whole
+ * object after a write breaks, since the subclass may read itself otherwise
+ * than its storage.
  *
  * Mutations inside a nested run (a callback of a builtin, a generator
  * expression's body) are logged too: a break there reruns the builtin for
@@ -117,6 +118,64 @@ static PyObject *shadow_of(PyObject *rec)
     return s == Py_None || s == Py_Ellipsis ? NULL : s;
 }
 
+/* Whether a written outside obj can be read through a shadow: a list, dict
+ * or set, or an instance of a subclass of list or dict written in Python
+ * that adds no methods (class L(list): pass; an __init__ aside), so every
+ * read of it is the base type's and sees only its items. A subclass with
+ * methods of its own (a __len__, __missing__, keys, ...) or one written in
+ * C (OrderedDict, defaultdict) may read itself otherwise: no shadow. */
+/* Whether class t, written in Python, defines nothing but plain_names. */
+static bool adds_no_methods(PyObject *t)
+{
+    static const char *const plain_names[] = {
+        "__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__init__",
+        "__annotations__", "__slots__", "__orig_bases__", "__parameters__", NULL};
+    if (!(PyType_GetFlags((PyTypeObject *)t) & Py_TPFLAGS_HEAPTYPE))
+        return false;
+    PyObject *d = PyObject_GetAttrString(t, "__dict__"), *keys = d ? PyMapping_Keys(d) : NULL;
+    bool plain = keys != NULL;
+    for (Py_ssize_t i = 0; plain && i < PyList_Size(keys); i++) {
+        PyObject *k = PyList_GetItem(keys, i);
+        plain = PyUnicode_Check(k) && cap_name_index(PyUnicode_AsUTF8(k), plain_names) >= 0;
+    }
+    Py_XDECREF(keys);
+    Py_XDECREF(d);
+    PyErr_Clear();
+    return plain;
+}
+
+static bool shadowable(PyObject *obj)
+{
+    if (PyList_CheckExact(obj) || PyDict_CheckExact(obj) || PySet_CheckExact(obj))
+        return true;
+    PyObject *base = PyList_Check(obj)   ? (PyObject *)&PyList_Type
+                     : PyDict_Check(obj) ? (PyObject *)&PyDict_Type
+                                         : NULL;
+    PyObject *mro = base ? PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__mro__") : NULL;
+    bool ok = false;
+    for (Py_ssize_t i = 0; mro && i < PyTuple_Size(mro); i++) {
+        PyObject *t = PyTuple_GetItem(mro, i);
+        if (t == base) {
+            ok = true;
+            break;
+        }
+        if (!adds_no_methods(t))
+            break;
+    }
+    Py_XDECREF(mro);
+    PyErr_Clear();
+    return ok;
+}
+
+/* A pending write of a set, (value, True) for add and (value, deleted) for
+ * discard, applied to its shadow s. */
+static int set_write(PyObject *s, PyObject *w)
+{
+    PyObject *v = PyTuple_GetItem(w, 0);
+    return PyTuple_GetItem(w, 1) == deleted() ? (PySet_Discard(s, v) < 0 ? -1 : 0)
+                                              : PySet_Add(s, v);
+}
+
 /* The shadow of rec's object, made on first need. Borrowed; NULL with an
  * error (a GraphBreak signal where ptc cannot read the object whole). */
 static PyObject *materialize(cap_interp *I, PyObject *rec)
@@ -125,13 +184,17 @@ static PyObject *materialize(cap_interp *I, PyObject *rec)
     if (s)
         return s;
     PyObject *obj = PyList_GetItem(rec, REC_OBJ), *pending = PyList_GetItem(rec, REC_PENDING);
-    if (!PyList_CheckExact(obj) && !PyDict_CheckExact(obj)) {
+    if (!shadowable(obj)) {
         cap_signal_break(CAP_B_MUTATE_OUTSIDE, "an outside %s read whole after a write",
                          cap_tpname(Py_TYPE(obj)));
         return NULL;
     }
     PyList_SetItem(rec, REC_SHADOW, Py_NewRef(Py_Ellipsis));
     s = cap_hooks.flow(I->T, obj);
+    if (s == obj) /* a set's flow, or a subclass instance's, is the object itself, guarded */
+        Py_SETREF(s, PyAnySet_Check(obj) ? PySet_New(obj)
+                     : PyList_Check(obj) ? PySequence_List(obj)
+                                         : PyDict_Copy(obj));
     if (!s) {
         PyList_SetItem(rec, REC_SHADOW, Py_NewRef(Py_None));
         if (PyErr_ExceptionMatches(PyExc_TypeError)) {
@@ -143,7 +206,8 @@ static PyObject *materialize(cap_interp *I, PyObject *rec)
     }
     for (Py_ssize_t i = 0; i < PyList_Size(pending); i++) {
         PyObject *w = PyList_GetItem(pending, i);
-        int rc = PyList_Check(s) ? PyList_Append(s, w)
+        int rc = PyList_Check(s)    ? PyList_Append(s, w)
+                 : PyAnySet_Check(s) ? set_write(s, w)
                  : PyTuple_GetItem(w, 1) == deleted()
                      ? PyDict_DelItem(s, PyTuple_GetItem(w, 0))
                      : PyDict_SetItem(s, PyTuple_GetItem(w, 0), PyTuple_GetItem(w, 1));
@@ -161,13 +225,13 @@ static PyObject *materialize(cap_interp *I, PyObject *rec)
 
 int cap_t_current(cap_interp *I, PyObject **obj)
 {
-    if (!I->T || !(PyList_Check(*obj) || PyDict_Check(*obj)))
+    if (!I->T || !(PyList_Check(*obj) || PyDict_Check(*obj) || PyAnySet_Check(*obj)))
         return CAP_NEXT;
     PyObject *rec = record_of(I->T, *obj);
     if (!rec || PyList_GetItem(rec, REC_OBJ) != *obj ||
         PyList_GetItem(rec, REC_SHADOW) == Py_Ellipsis)
         return CAP_NEXT;
-    if (!PyList_CheckExact(*obj) && !PyDict_CheckExact(*obj)) { /* a subclass: no shadow */
+    if (!shadowable(*obj)) { /* a subclass that may read itself otherwise: no shadow */
         cap_signal_break(CAP_B_MUTATE_OUTSIDE, "an outside %s read after a write",
                          cap_tpname(Py_TYPE(*obj)));
         return CAP_ERR;
@@ -284,7 +348,9 @@ static int clear(cap_interp *I, PyObject *obj)
     PyObject *rec = rc == CAP_NEXT ? record_get(I->T, obj) : NULL;
     if (!rec)
         return rc == CAP_NEXT ? CAP_ERR : rc;
-    PyObject *empty = PyList_Check(obj) ? PyList_New(0) : PyDict_New();
+    PyObject *empty = PyList_Check(obj)    ? PyList_New(0)
+                      : PyAnySet_Check(obj) ? PySet_New(NULL)
+                                            : PyDict_New();
     PyObject *none = PyList_New(0);
     if (!empty || !none) {
         Py_XDECREF(empty);
@@ -645,6 +711,84 @@ static int list_slice_write(cap_interp *I, PyObject *l, PyObject *slice, PyObjec
     return rc == CAP_NEXT ? log_whole_list(I, l, s) : rc;
 }
 
+/* ---- sets ------------------------------------------------------------------------------ */
+
+/* One logged add (or discard) of the key v to the outside set: applied to
+ * its shadow when it has one, else kept pending. */
+static int set_write_logged(cap_interp *I, PyObject *set, PyObject *rec, PyObject *v, bool add)
+{
+    PyObject *s = shadow_of(rec);
+    int rc = cap_t_effect(I, add ? CAP_E_SET_ADD : CAP_E_SET_DISCARD, set, NULL, v);
+    PyObject *w = rc == CAP_NEXT ? PyTuple_Pack(2, v, add ? Py_True : deleted()) : NULL;
+    if (w)
+        rc = (s ? set_write(s, w) : PyList_Append(PyList_GetItem(rec, REC_PENDING), w)) < 0
+                 ? CAP_ERR
+                 : CAP_NEXT;
+    else if (rc == CAP_NEXT)
+        rc = CAP_ERR;
+    Py_XDECREF(w);
+    return rc;
+}
+
+/* The keys s.update(arg) or s.difference_update(arg) (s |= arg, s -= arg)
+ * adds or discards, when arg is a list, tuple or set the trace made or a
+ * constant, all of whose items are keys: a new list, or NULL (no error). */
+static PyObject *update_keys(cap_trace *T, PyObject *arg)
+{
+    bool made = PyList_CheckExact(arg) || PyTuple_CheckExact(arg) || PySet_CheckExact(arg) ||
+                PyFrozenSet_CheckExact(arg);
+    if (!made || (cap_t_outside(T, arg) && !cap_is_constant(arg)))
+        return NULL;
+    PyObject *keys = PySequence_List(arg);
+    for (Py_ssize_t i = 0; keys && i < PyList_Size(keys); i++)
+        if (!cap_is_key(PyList_GetItem(keys, i)))
+            Py_CLEAR(keys);
+    PyErr_Clear();
+    return keys;
+}
+
+/* s.add(v), s.discard(v), s.remove(v), s.update(keys), s.difference_update
+ * (keys) and s.clear() on an outside set, v and the keys constants (a set
+ * holds keys: the guards compare them). Adds and discards are pending until
+ * a read needs the shadow, as a list's appends are, so a set that grows on
+ * every call is not guarded on what it holds; remove reads the shadow first
+ * (eager's KeyError when v is missing) and is replayed as a discard. Other
+ * methods, or other values, return CAP_NONE. */
+static int set_mutator(cap_interp *I, PyObject *set, const char *name, PyObject *const *args,
+                       int nargs, PyObject **out)
+{
+    bool add = strcmp(name, "add") == 0, discard = strcmp(name, "discard") == 0,
+         remove = strcmp(name, "remove") == 0, update = strcmp(name, "update") == 0,
+         diff = strcmp(name, "difference_update") == 0;
+    PyObject *rec, *keys = NULL;
+    int rc = CAP_NEXT;
+    if (strcmp(name, "clear") == 0 && nargs == 0) {
+        rc = clear(I, set);
+    } else if ((update || diff) && nargs == 1) {
+        if (!(keys = update_keys(I->T, args[0])))
+            return CAP_NONE;
+        rec = record_get(I->T, set);
+        rc = rec ? CAP_NEXT : CAP_ERR;
+        for (Py_ssize_t i = 0; rc == CAP_NEXT && i < PyList_Size(keys); i++)
+            rc = set_write_logged(I, set, rec, PyList_GetItem(keys, i), update);
+        Py_DECREF(keys);
+    } else if ((add || discard || remove) && nargs == 1 && cap_is_key(args[0])) {
+        PyObject *s = (rec = record_get(I->T, set)) ? shadow_of(rec) : NULL;
+        if (!rec || (remove && !s && !(s = materialize(I, rec))))
+            return CAP_ERR;
+        if (remove && PySet_Contains(s, args[0]) != 1) {
+            if (!PyErr_Occurred())
+                PyErr_SetObject(PyExc_KeyError, args[0]);
+            return CAP_ERR;
+        }
+        rc = set_write_logged(I, set, rec, args[0], add);
+    } else {
+        return CAP_NONE;
+    }
+    *out = rc == CAP_NEXT ? Py_NewRef(Py_None) : NULL;
+    return rc;
+}
+
 /* ---- entry points ---------------------------------------------------------------------- */
 
 int cap_t_outside_mutator(cap_interp *I, PyObject *self, const char *name, PyObject *const *args,
@@ -664,6 +808,8 @@ int cap_t_outside_mutator(cap_interp *I, PyObject *self, const char *name, PyObj
         return list_reorder(I, self, name, args, nargs, kwnames, out);
     if (PyList_Check(self) && !kwnames)
         return list_mutator(I, self, name, args, nargs, out);
+    if (PySet_CheckExact(self) && !kwnames)
+        return set_mutator(I, self, name, args, nargs, out);
     return CAP_NONE;
 }
 

@@ -989,21 +989,74 @@ bool cap_t_is_real_tensor(PyObject *o)
     return o && !cap_is_tensor(o) && PyObject_TypeCheck(o, (PyTypeObject *)cap_T.Tensor);
 }
 
-/* An outside list, tuple or dict an operator reads: the items it holds,
- * reached through sources (d | {...} is a new dict of them, l == m compares
- * them under their guards), kept by the trace (*o borrowed). A set breaks:
- * its items have no sources. */
+/* ---- containers read whole by C code ---------------------------------------------------- */
+
+static bool is_container(PyObject *o)
+{
+    return (PyList_Check(o) || PyTuple_Check(o) || PyDict_Check(o) || PyAnySet_Check(o)) &&
+           !cap_is_constant(o);
+}
+
+/* The items of a container (a dict's values), as a new list. */
+static PyObject *contents(PyObject *o)
+{
+    return PyDict_Check(o) ? PyDict_Values(o) : PySequence_List(o);
+}
+
+/* C code (str, ==, json's encoder, any call ptc runs for real) reads obj
+ * and whatever it holds, at any depth, as they are now. Each outside
+ * container under obj is read through its source, so its items are guarded
+ * (l == [[1, 2]] and str(l) of an outside [[1, 2]] would otherwise be the
+ * first call's answer for [[4, 5]]); one this trace wrote breaks, as the C
+ * code would read it before the replay writes it (str(l) after
+ * l[0].append(3)). obj itself is handled by the caller (read through its
+ * source or its shadow). 0, or -1 with an error or a break signal. */
+static int guard_held(cap_trace *T, PyObject *obj, int depth)
+{
+    PyObject *items = is_container(obj) ? contents(obj) : NULL;
+    if (!items)
+        return PyErr_Occurred() ? -1 : 0;
+    int rc = 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < PyList_Size(items); i++) {
+        PyObject *v = PyList_GetItem(items, i), *held = NULL;
+        if (!is_container(v))
+            continue;
+        if (depth > 16) {
+            cap_signal_break(CAP_B_UNSUPPORTED_CALL, "containers nested too deep for C code");
+            rc = -1;
+        } else if (!cap_t_outside(T, v)) {
+            rc = guard_held(T, v, depth + 1);
+        } else if (cap_t_written(T, v)) {
+            cap_signal_break(CAP_B_MUTATE_OUTSIDE, "C code reads an outside %s written in this "
+                             "trace, held in another container", cap_tpname(Py_TYPE(v)));
+            rc = -1;
+        } else {
+            rc = (held = cap_t_stored_items(T, v)) ? guard_held(T, held, depth + 1) : -1;
+            PyObject *typed = rc == 0 && PyDict_Check(v) ? cap_t_dict_as_its_type(T->I, v, held)
+                                                         : NULL; /* a default_factory, guarded */
+            rc = rc == 0 && PyDict_Check(v) && !typed ? -1 : rc;
+            Py_XDECREF(typed);
+            Py_XDECREF(held);
+        }
+    }
+    Py_DECREF(items);
+    return rc;
+}
+
+/* An outside list, tuple, dict or set an operator reads: the items it
+ * holds, reached through sources (d | {...} is a new dict of them, l == m
+ * compares them under their guards; a set's items, which have no sources,
+ * guarded equal), kept by the trace (*o borrowed). */
 static int operand_items(cap_trace *T, PyObject **o)
 {
     if (!cap_t_outside(T, *o) || cap_is_constant(*o))
-        return CAP_NEXT;
-    if (PyAnySet_Check(*o))
-        return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "operator on an outside %s",
-                           cap_tpname(Py_TYPE(*o)));
-    if (!PyList_CheckExact(*o) && !PyTuple_CheckExact(*o) && !PyDict_CheckExact(*o))
+        return guard_held(T, *o, 0) < 0 ? CAP_ERR : CAP_NEXT;
+    if (!PyList_CheckExact(*o) && !PyTuple_CheckExact(*o) && !PyDict_CheckExact(*o) &&
+        !PyAnySet_Check(*o))
         return CAP_NEXT;
     PyObject *items = cap_t_stored_items(T, *o);
-    int rc = items ? PyList_Append(T->keep, items) : -1;
+    int rc = items ? guard_held(T, items, 0) : -1;
+    rc = rc == 0 ? PyList_Append(T->keep, items) : -1;
     Py_XDECREF(items);
     if (rc < 0)
         return CAP_ERR;
@@ -1032,10 +1085,60 @@ int cap_t_check_format(cap_trace *T, PyObject *v)
 {
     if (cap_is_tensor(v) || cap_t_is_real_tensor(v))
         return cap_t_break(T, CAP_B_TENSOR_STR, "a tensor formatted as text");
-    return cap_t_check_id_use(T, v);
+    /* an outside container as a call ptc runs for real would get it */
+    PyObject *read = cap_t_outside(T, v) && is_container(v) ? cap_t_flow(T, v) : NULL;
+    int rc = read ? 0 : PyErr_Occurred() ? -1 : guard_held(T, v, 0);
+    Py_XDECREF(read);
+    return rc < 0 ? CAP_ERR : cap_t_check_id_use(T, v);
 }
 
 /* ---- flows of whole containers ---------------------------------------------------------- */
+
+/* Whether read, the plain copy of what a subclass instance of list, tuple
+ * or dict obj stores, holds the very objects obj does (no tensor read as a
+ * symbolic one): C code may then be given obj itself, with its type (a
+ * namedtuple's repr), under the same guards. Exact containers keep their
+ * copy: the call must not see them otherwise than the trace does. */
+static bool holds_the_same(PyObject *obj, PyObject *read)
+{
+    if (PyList_CheckExact(obj) || PyTuple_CheckExact(obj) || PyDict_CheckExact(obj) ||
+        cap_stored_len(obj) != cap_stored_len(read))
+        return false;
+    if (PyDict_Check(obj)) {
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(read, &pos, &k, &v))
+            if (PyDict_GetItem(obj, k) != v)
+                return false;
+        return true;
+    }
+    if (!PyList_Check(read) && !PyTuple_Check(read))
+        return false;
+    for (Py_ssize_t i = 0; i < cap_stored_len(obj); i++) {
+        PyObject *mine = PyList_Check(obj) ? PyList_GetItem(obj, i) : PyTuple_GetItem(obj, i);
+        if (mine != (PyList_Check(read) ? PyList_GetItem(read, i) : PyTuple_GetItem(read, i)))
+            return false;
+    }
+    return true;
+}
+
+PyObject *cap_t_dict_as_its_type(cap_interp *I, PyObject *d, PyObject *items)
+{
+    PyObject *type = (PyObject *)Py_TYPE(d), *factory = NULL, *name = NULL;
+    if (type == cap_P.OrderedDict)
+        return PyObject_CallFunctionObjArgs(cap_P.OrderedDict, items, NULL);
+    if (type != cap_P.defaultdict)
+        return Py_NewRef(items);
+    name = PyUnicode_InternFromString("default_factory");
+    int rc = name ? cap_t_getattr(I, d, name, &factory) : CAP_ERR;
+    PyObject *typed = rc == CAP_NEXT
+                          ? PyObject_CallFunctionObjArgs(cap_P.defaultdict, factory, items, NULL)
+                      : rc == CAP_BREAK ? cap_signal_break(I->T->brk.code, "%s", I->T->brk.detail)
+                                        : NULL;
+    Py_XDECREF(factory);
+    Py_XDECREF(name);
+    return typed;
+}
 
 PyObject *cap_t_flow(cap_trace *T, PyObject *obj)
 {
@@ -1072,7 +1175,16 @@ PyObject *cap_t_flow(cap_trace *T, PyObject *obj)
     }
     if (cap_t_current(T->I, &obj) != CAP_NEXT)
         return NULL;
-    return plain_seq(obj) || plain_dict(obj) ? cap_t_stored_items(T, obj) : Py_NewRef(obj);
+    PyObject *read = plain_seq(obj) || plain_dict(obj) || PyAnySet_Check(obj)
+                         ? cap_t_stored_items(T, obj)
+                         : Py_NewRef(obj);
+    if (read && guard_held(T, read, 0) < 0)
+        Py_CLEAR(read);
+    if (read && read != obj && holds_the_same(obj, read))
+        Py_SETREF(read, Py_NewRef(obj)); /* str(nt) is not str(tuple(nt)) */
+    else if (read && read != obj && PyDict_Check(obj))
+        Py_SETREF(read, cap_t_dict_as_its_type(T->I, obj, read));
+    return read;
 }
 
 /* Arguments made safe for a real call: outside containers become sourced
@@ -1110,6 +1222,33 @@ int cap_t_call_real_flowed(cap_trace *T, PyObject *callable, PyObject *const *ar
     return *out ? CAP_NEXT : CAP_ERR;
 }
 
+/* An outside set read whole by C code: the set itself, guarded equal on
+ * every call to a copy of what it holds now (a set's items have no sources
+ * of their own); one of a subclass, or holding what is not a constant,
+ * breaks (NULL with the signal). Its iteration order is what the guard does
+ * not fix, so iterating over one stays a break (listed_items). */
+static PyObject *set_items(cap_trace *T, PyObject *set, int src)
+{
+    bool frozen = PyFrozenSet_CheckExact(set);
+    if (!PySet_CheckExact(set) && !frozen)
+        return cap_signal_break(CAP_B_UNSUPPORTED_CALL, "read of an outside %s",
+                                cap_tpname(Py_TYPE(set)));
+    PyObject *copy = frozen ? PyFrozenSet_New(set) : PySet_New(set);
+    PyObject *it = copy ? PyObject_GetIter(copy) : NULL, *v;
+    bool keys = it != NULL;
+    while (keys && (v = PyIter_Next(it))) {
+        keys = cap_is_key(v);
+        Py_DECREF(v);
+    }
+    Py_XDECREF(it);
+    int rc = !copy || PyErr_Occurred() ? -1 : keys ? cap_guard_add(T, CAP_G_EQ, src, copy, 0) : 1;
+    Py_XDECREF(copy);
+    if (rc > 0)
+        return cap_signal_break(CAP_B_UNSUPPORTED_CALL,
+                                "read of an outside set of values that are not constants");
+    return rc < 0 ? NULL : Py_NewRef(set);
+}
+
 PyObject *cap_t_stored_items(cap_trace *T, PyObject *obj)
 {
     int src = cap_t_source_of(T, obj);
@@ -1135,6 +1274,8 @@ PyObject *cap_t_stored_items(cap_trace *T, PyObject *obj)
         Py_DECREF(keys);
         return d;
     }
+    if (PyAnySet_Check(obj))
+        return set_items(T, obj, src);
     return Py_NewRef(obj);
 }
 

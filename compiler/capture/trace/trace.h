@@ -577,7 +577,9 @@ bool cap_t_dict_of_trace(cap_trace *T, PyObject *obj);
     X(POP, 1, 0)      /* obj.pop(key), key a list index */                                         \
     X(CLEAR, 0, 0)    /* obj.clear(): a list or dict */                                            \
     X(CELL_SET, 0, 1) /* obj.cell_contents = value */                                              \
-    X(CELL_DEL, 0, 0) /* del obj.cell_contents */
+    X(CELL_DEL, 0, 0) /* del obj.cell_contents */                                                  \
+    X(SET_ADD, 0, 1)  /* obj.add(value): a set */                                                  \
+    X(SET_DISCARD, 0, 1) /* obj.discard(value): a set */
 
 typedef enum {
 #define X(id, k, v) CAP_E_##id,
@@ -737,6 +739,11 @@ PyObject *cap_t_flow(cap_trace *T, PyObject *obj);
  * list, tuple or dict of values reached through sources, under guards;
  * obj itself for other objects and those the trace made. */
 PyObject *cap_t_stored_items(cap_trace *T, PyObject *obj);
+/* A dict of the items an outside OrderedDict or defaultdict d stores (a
+ * plain dict, in d's order), as one of d's type: an OrderedDict, or a
+ * defaultdict with d's default_factory (read through d's source, guarded);
+ * items itself for d of another type. New ref, or NULL with an error. */
+PyObject *cap_t_dict_as_its_type(cap_interp *I, PyObject *d, PyObject *items);
 int cap_t_expand_call_args(cap_trace *T, PyObject *func, PyObject *args, PyObject *kw,
                            PyObject **t, PyObject **d);
 /* copy.copy(x) of a builtin container, traced as x.copy() (x itself for a
