@@ -94,15 +94,14 @@ int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, int n
  * from torch's generator by cap_runtime_rng_draw (a 0-dim int64 tensor) and
  * read by cap_runtime_rng_value (None reads as 0). */
 bool cap_runtime_draws(void *program);
-/* The kernels program generated and the extern calls it makes. */
-void cap_runtime_count_kernels(void *program, int *kernels, int *externs);
+/* What program is: its kernels, extern calls and the bytes of its arena of
+ * temporaries at its last run (on the CPU the arena is malloc'd, outside
+ * torch's allocator, and a memory count must add it). */
+struct ptc_program_info;
+void cap_runtime_info(void *program, struct ptc_program_info *info);
 PyObject *cap_runtime_rng_draw(void);
 int cap_runtime_rng_value(PyObject *draw, uint64_t *offset);
 void cap_runtime_release(void *program);
-/* The bytes of program's arena of temporaries at its last run
- * (ptc_program_info.arena_bytes): on the CPU it is malloc'd, outside
- * torch's allocator, and a memory count must add it. */
-size_t cap_runtime_arena_bytes(void *program);
 /* Can the entry's graph run through torch ops (its eager steps are whole)? */
 bool cap_backend_ready(cap_entry *e);
 

@@ -1095,19 +1095,9 @@ bool cap_runtime_draws(void *program)
     return ((cap_program *)program)->draws;
 }
 
-void cap_runtime_count_kernels(void *program, int *kernels, int *externs)
+void cap_runtime_info(void *program, ptc_program_info *info)
 {
-    ptc_program_info info;
-    ptc_program_get_info(((cap_program *)program)->p, &info);
-    *kernels = info.nkernels;
-    *externs = info.nexterns;
-}
-
-size_t cap_runtime_arena_bytes(void *program)
-{
-    ptc_program_info info;
-    ptc_program_get_info(((cap_program *)program)->p, &info);
-    return info.arena_bytes;
+    ptc_program_get_info(((cap_program *)program)->p, info);
 }
 
 PyObject *cap_runtime_rng_draw(void)

@@ -231,9 +231,12 @@ static PyObject *tp_get(PyObject *self, void *which)
         return PyLong_FromLong(t->nsaved + t->draws);
     case 3:
         return Py_NewRef(t->tangent_of);
-    case 5:
-        return Py_BuildValue("(nn)", (Py_ssize_t)cap_runtime_arena_bytes(t->forward),
-                             (Py_ssize_t)cap_runtime_arena_bytes(t->backward));
+    case 5: {
+        ptc_program_info f, b;
+        cap_runtime_info(t->forward, &f);
+        cap_runtime_info(t->backward, &b);
+        return Py_BuildValue("(nn)", (Py_ssize_t)f.arena_bytes, (Py_ssize_t)b.arena_bytes);
+    }
     default:
         return Py_NewRef(t->grad_of);
     }
@@ -430,8 +433,11 @@ PyObject *cap_train_program(const ptc_graph *g, const bool *written, ptc_trace_c
 void cap_train_count_kernels(PyObject *program, int kernels[2], int externs[2])
 {
     train_program *t = (train_program *)program;
-    cap_runtime_count_kernels(t->forward, &kernels[0], &externs[0]);
-    cap_runtime_count_kernels(t->backward, &kernels[1], &externs[1]);
+    ptc_program_info f, b;
+    cap_runtime_info(t->forward, &f);
+    cap_runtime_info(t->backward, &b);
+    kernels[0] = f.nkernels, externs[0] = f.nexterns;
+    kernels[1] = b.nkernels, externs[1] = b.nexterns;
 }
 
 /* ptc._autograd.apply(program, *inputs) -> the outputs, as one autograd node. */
