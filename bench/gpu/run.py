@@ -3,6 +3,10 @@ ptc, side by side, in one run.
 
     python3 bench/gpu/run.py [--out DIR] [--models m1,m2] [--dtypes fp32,bf16]
                              [--budget SECONDS] [--no-inductor] [--no-kernels]
+                             [--compilers inductor,ptc,inductor-ma,ptc-ma]
+
+A compiler named with "-ma" runs with mode="max-autotune-no-cudagraphs" (the
+kernel bandwidth table then has a column for it).
 
 Models (inference, random weights built from configs, nothing downloaded):
 torchvision resnet50, mobilenet_v3_large, convnext_tiny and vit_b_16 at batch
@@ -133,12 +137,22 @@ def autocast_ctx(dtype):
 
 # ---- workers --------------------------------------------------------------------------------------
 
+# A compiler's name, and "-ma" for its mode="max-autotune-no-cudagraphs" (the
+# kernels' launch configurations searched by timing; no CUDA graphs, so the
+# kernel table times the kernels themselves).
+MAX_AUTOTUNE = "-ma"
+
+
 def make_compiled(compiler, model):
     import torch
+    kwargs = {}
+    if compiler.endswith(MAX_AUTOTUNE):
+        compiler = compiler[:-len(MAX_AUTOTUNE)]
+        kwargs["mode"] = "max-autotune-no-cudagraphs"
     if compiler == "inductor":
-        return torch.compile(model)
+        return torch.compile(model, **kwargs)
     import ptc
-    return ptc.compile(model)
+    return ptc.compile(model, **kwargs)
 
 
 def counts(compiler, model, args, dtype):
@@ -351,16 +365,26 @@ def markdown(results, kernels, device, notes):
     for m, d, k, v in errs:
         lines.append("- %s %s %s: %s" % (m, d, k, v.replace("\n", " ")[:300]))
     if kernels:
-        lines += ["", "## Fused kernels: achieved bandwidth (bytes read + written / time)", "",
-                  "Device-to-device copy: %.0f GB/s" % kernels["copy_gbps"], "",
-                  "| kernel | eager GB/s | Inductor GB/s | ptc GB/s | ptc % of copy |", "|---|---|---|---|---|"]
-        for k in kernels["kernels"]:
-            lines.append("| %s | %s | %s | %s | %s |" % (k["name"], fmt(k.get("eager_gbps"), "%.0f"),
-                         fmt(k.get("inductor_gbps"), "%.0f"), fmt(k.get("ptc_gbps"), "%.0f"),
-                         fmt(k.get("ptc_pct_copy"), "%.0f%%")))
+        lines += kernel_table(kernels)
     if notes:
         lines += [""] + ["- " + n for n in notes]
     return "\n".join(lines) + "\n"
+
+
+def kernel_table(kernels):
+    """The bandwidth table: a column per compiler that ran (max-autotune too)."""
+    names = {"inductor": "Inductor", "ptc": "ptc", "inductor-ma": "Inductor max-autotune",
+             "ptc-ma": "ptc max-autotune"}
+    ran = [c for c in names if any(c + "_gbps" in k for k in kernels["kernels"])]
+    lines = ["", "## Fused kernels: achieved bandwidth (bytes read + written / time)", "",
+             "Device-to-device copy: %.0f GB/s" % kernels["copy_gbps"], "",
+             "| kernel | eager GB/s | " + " | ".join("%s GB/s (%% of copy)" % names[c] for c in ran) + " |",
+             "|---|---|" + "---|" * len(ran)]
+    for k in kernels["kernels"]:
+        cells = ["%s (%s)" % (fmt(k.get(c + "_gbps"), "%.0f"), fmt(k.get(c + "_pct_copy"), "%.0f%%"))
+                 for c in ran]
+        lines.append("| %s | %s | %s |" % (k["name"], fmt(k.get("eager_gbps"), "%.0f"), " | ".join(cells)))
+    return lines
 
 
 def svg(results):
