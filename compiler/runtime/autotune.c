@@ -175,6 +175,23 @@ static bool settled(const ptc_program *p, int at, ptc_tune_choice *out)
     return true;
 }
 
+/* Tuning happens at a slot's first run, on its sizes: a first run with one
+ * candidate settles the slot at it, or every later call would format the
+ * key and look again. */
+static bool only_choice(ptc_program *p, int at, const ptc_tune_target *t, ptc_tune_choice *out)
+{
+    if (t->n >= 2)
+        return false;
+    *out = t->cands[0];
+    if (claim(p, at)) {
+        settle(p, at, out);
+        pthread_mutex_lock(&counts_lock);
+        counts.only_choice++;
+        pthread_mutex_unlock(&counts_lock);
+    }
+    return true;
+}
+
 static int extern_slot(const ptc_program *p, const ptc_lnode *n)
 {
     return p->sched->nkernels * PTC_TUNE_STAGES + n->id;
@@ -186,9 +203,7 @@ static bool pick(ptc_program *p, int at, const ptc_buf *key, const char *label,
                  const ptc_tune_target *t, ptc_tune_choice *out)
 {
     *out = t->cands[0];
-    if (settled(p, at, out))
-        return false;
-    if (t->n < 2 || !claim(p, at)) /* nothing to choose, or another run is tuning it */
+    if (!claim(p, at)) /* another run is tuning it */
         return false;
     bool ran = false, cut = false;
     if (cached_choice(key, out)) {
@@ -212,7 +227,8 @@ bool ptc_autotune_pick(ptc_program *p, int ki, const ptc_tune_target *t, ptc_tun
         *out = t->cands[0];
         return false;
     }
-    if (settled(p, slot(ki, t->stage), out))
+    int at = slot(ki, t->stage);
+    if (settled(p, at, out) || only_choice(p, at, t, out))
         return false;
     const ptc_kernel *k = p->sched->kernels[ki];
     ptc_buf key = {0};
@@ -221,7 +237,7 @@ bool ptc_autotune_pick(ptc_program *p, int ki, const ptc_tune_target *t, ptc_tun
     ptc_buf_printf(&key, "\n%s\n", t->sizes);
     char label[160];
     snprintf(label, sizeof label, "kernel %d %s", k->id, k->name);
-    bool ran = pick(p, slot(ki, t->stage), &key, label, t, out);
+    bool ran = pick(p, at, &key, label, t, out);
     ptc_buf_free(&key);
     return ran;
 }
@@ -236,13 +252,14 @@ bool ptc_autotune_pick_extern(ptc_program *p, const ptc_lnode *n, const ptc_tune
         *out = t->cands[0];
         return false;
     }
-    if (settled(p, extern_slot(p, n), out))
+    int at = extern_slot(p, n);
+    if (settled(p, at, out) || only_choice(p, at, t, out))
         return false;
     ptc_buf key = {0};
     ptc_buf_printf(&key, "autotune v1 %s\n%s\n%s\n", t->what, ptc_op_name(n->xnode->op), t->sizes);
     char label[256];
     snprintf(label, sizeof label, "extern %s %.200s", ptc_op_name(n->xnode->op), t->sizes);
-    bool ran = pick(p, extern_slot(p, n), &key, label, t, out);
+    bool ran = pick(p, at, &key, label, t, out);
     ptc_buf_free(&key);
     return ran;
 }

@@ -133,9 +133,11 @@ const char *ptc_program_text(const ptc_program *p, const char *stage);
 /* What max-autotune did in this process: kernels tuned (candidates timed),
  * winners read from the disk cache instead, searches the budget cut short,
  * candidates timed, the milliseconds spent timing and the longest single
- * timed run (the most a budget can be overrun by). */
+ * timed run (the most a budget can be overrun by); only_choice: the
+ * configurations settled without a search because their first run had one
+ * candidate (a single outer iteration, one planned form). */
 typedef struct ptc_autotune_counts {
-    int tuned, cache_hits, budget_cut, candidates_timed;
+    int tuned, cache_hits, budget_cut, candidates_timed, only_choice;
     double ms, slowest_run_ms;
 } ptc_autotune_counts;
 void ptc_autotune_get_counts(ptc_autotune_counts *out);

@@ -531,6 +531,41 @@ START_TEST(calls_past_the_bound_run_the_64_bit_variant)
 }
 END_TEST
 
+/* Under max-autotune a kernel whose first run has one launch to choose
+ * from (one planned form, no vectorised entry) is settled at that launch:
+ * before, it was never settled, and every later call formatted the kernel's
+ * cache key and looked again (BERT-base ran 1.4x slower on the H100 under
+ * max-autotune than in the default mode). */
+START_TEST(a_kernel_with_one_launch_to_choose_is_settled_at_its_first_run)
+{
+#ifdef PTC_FAKE_CUDA
+    use_fake_cuda();
+    ptc_error err;
+    ptc_module *m = parse("# ptc ir v1\ngraph f(%x: i8[3,5] cuda) {\n"
+                          "  %0 = add(%x, %x) : i8[3,5]\n  return (%0)\n}\n");
+    ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA, .no_cache = true, .autotune = true};
+    ptc_program *p = ptc_compile(m->graphs[0], &o, &err);
+    ck_assert_msg(p != NULL, "%s", err.msg);
+    ptc_autotune_counts before, first, later;
+    ptc_autotune_get_counts(&before);
+    ptc_tensor x = fake_device_i8(3, 5), out;
+    ck_assert_msg(ptc_program_run(p, &x, 1, &out, NULL, 0, &err) == 0, "%s", err.msg);
+    ptc_tensor_release(&out);
+    ptc_autotune_get_counts(&first);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_msg(ptc_program_run(p, &x, 1, &out, NULL, 0, &err) == 0, "%s", err.msg);
+        ptc_tensor_release(&out);
+    }
+    ptc_autotune_get_counts(&later);
+    ck_assert_int_eq(first.only_choice - before.only_choice, 1);
+    ck_assert_int_eq(later.only_choice, first.only_choice);
+    ck_assert_int_eq(later.tuned, before.tuned);
+    ptc_program_release(p);
+    ptc_module_free(m);
+#endif
+}
+END_TEST
+
 /* The PTX cache's key names the emitter by a hash of its sources, so PTX
  * cached by an older emitter is never taken for a newer one's (main's key
  * said "cuda-1-dev" whatever the sources: the build's definition of the
@@ -660,6 +695,7 @@ int main(void)
     tcase_add_test(tc, symbolic_kernels_index_width);
     tcase_add_test(tc, scratch_offsets_are_64_bit);
     tcase_add_test(tc, calls_past_the_bound_run_the_64_bit_variant);
+    tcase_add_test(tc, a_kernel_with_one_launch_to_choose_is_settled_at_its_first_run);
     tcase_add_test(tc, ptx_cache_warm_start);
     tcase_add_test(tc, ptx_cache_key_names_the_emitter);
     tcase_add_test(tc, trace_holds_ptx_files);

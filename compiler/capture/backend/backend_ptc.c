@@ -1431,10 +1431,11 @@ PyObject *cap_autotune_counts(void)
 {
     ptc_autotune_counts c;
     ptc_autotune_get_counts(&c);
-    return Py_BuildValue("{s:i,s:i,s:i,s:i,s:d,s:d,s:d}", "tuned", c.tuned, "cache_hits",
+    return Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:d,s:d,s:d}", "tuned", c.tuned, "cache_hits",
                          c.cache_hits, "budget_cut", c.budget_cut, "candidates_timed",
-                         c.candidates_timed, "ms", c.ms, "slowest_run_ms", c.slowest_run_ms,
-                         "default_budget_ms", ptc_autotune_default_budget_ms());
+                         c.candidates_timed, "only_choice", c.only_choice, "ms", c.ms,
+                         "slowest_run_ms", c.slowest_run_ms, "default_budget_ms",
+                         ptc_autotune_default_budget_ms());
 }
 
 /* ---- CUDA launches by index width (ptc._C._cuda_index_counts) ----------------------------- */
