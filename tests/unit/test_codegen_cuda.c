@@ -179,6 +179,45 @@ START_TEST(ptx_for_sm80_and_sm90)
 }
 END_TEST
 
+/* The vectorised form of a bf16 or int8 pointwise kernel moves its lanes in
+ * one access, ld.global.v4.u32 / st.global.v4.u32 for 8 bf16 lanes as for 4
+ * f32: LLVM 16's NVPTX split 8 bf16 lanes into two 8-byte ld.global.v4.u16
+ * (89% of copy bandwidth on the H100 for x*sigmoid(x)+y in bf16, against 96%
+ * in f32). */
+START_TEST(narrow_lanes_move_16_bytes_per_access)
+{
+    ptc_module *m = parse("# ptc ir v1\n"
+                          "graph f(%x: bf16[1048576] cpu, %y: bf16[1048576] cpu, "
+                          "%c: i8[1048576] cpu) {\n"
+                          "  %s = sigmoid(%x) : bf16[1048576]\n"
+                          "  %m = mul(%x, %s) : bf16[1048576]\n"
+                          "  %o = add(%m, %y) : bf16[1048576]\n"
+                          "  %d = add(%c, %c) : i8[1048576]\n"
+                          "  return (%o, %d)\n"
+                          "}\n");
+    int sms[2] = {80, 90};
+    for (int i = 0; i < 2; i++) {
+        ptc_program *p = compile_ptx(m->graphs[0], sms[i], true, NULL);
+        const char *ptx = ptc_program_text(p, "ptx");
+        ck_assert_int_ge(count(ptx, "ld.global.nc.v4.u32"), 2); /* bf16: 8 lanes */
+        ck_assert_int_ge(count(ptx, "st.global.v4.u32"), 1);
+        ck_assert_int_ge(count(ptx, "ld.global.nc.v2.u32"), 1); /* int8: 8 lanes */
+        ck_assert_int_ge(count(ptx, "st.global.v2.u32"), 1);
+        ck_assert_int_eq(count(ptx, ".v4.u16"), 0);
+        ck_assert_int_eq(count(ptx, ".v4.u8"), 0);
+        ptc_program_info info;
+        ptc_program_get_info(p, &info);
+        for (int k = 0; k < info.nkernels; k++) {
+            char *one = kernel_ptx(ptx, k);
+            assemble(one, sms[i]);
+            free(one);
+        }
+        ptc_program_release(p);
+    }
+    ptc_module_free(m);
+}
+END_TEST
+
 /* Row lengths pick the team: a thread per row for tiny rows (no shuffles),
  * part of a warp or a warp for ordinary rows, a block (bar.sync through
  * shared memory) for one long reduction. */
@@ -694,6 +733,7 @@ int main(void)
     tcase_add_test(tc, symbolic_pointwise_vectorised);
     tcase_add_test(tc, symbolic_kernels_index_width);
     tcase_add_test(tc, scratch_offsets_are_64_bit);
+    tcase_add_test(tc, narrow_lanes_move_16_bytes_per_access);
     tcase_add_test(tc, calls_past_the_bound_run_the_64_bit_variant);
     tcase_add_test(tc, a_kernel_with_one_launch_to_choose_is_settled_at_its_first_run);
     tcase_add_test(tc, ptx_cache_warm_start);

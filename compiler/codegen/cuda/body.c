@@ -162,6 +162,62 @@ static bool aligned_w(const ptc_ix *off, int vec_var, int w)
     return true;
 }
 
+/* NVPTX (LLVM 16) splits a vector of 8- or 16-bit lanes into accesses of 4
+ * lanes at most: 8 bf16 values were two ld.global.v4.u16 of 8 bytes, and
+ * instcombine folds a load of 32-bit lanes bitcast to narrow ones back into a
+ * load of the narrow lanes. An aligned access of 8 or 16 bytes of such lanes
+ * is therefore inline PTX over 32-bit lanes, one ld/st.global.v2/v4.u32 (the
+ * load .nc where nothing in the kernel writes the buffer, as LLVM makes its
+ * own). The number of 32-bit words, or 0 where the lanes are wide already. */
+static int wide_words(unsigned esize, int w)
+{
+    unsigned bytes = esize * (unsigned)w;
+    return esize < 4 && (bytes == 8 || bytes == 16) ? (int)(bytes / 4) : 0;
+}
+
+static LLVMValueRef asm_call(gcg *c, LLVMTypeRef rt, const char *code, const char *cons,
+                             LLVMValueRef *args, int nargs, bool side_effects)
+{
+    LLVMTypeRef params[5];
+    for (int i = 0; i < nargs; i++)
+        params[i] = LLVMTypeOf(args[i]);
+    LLVMTypeRef ft = LLVMFunctionType(rt, params, (unsigned)nargs, 0);
+    LLVMValueRef fn = LLVMGetInlineAsm(ft, (char *)code, strlen(code), (char *)cons, strlen(cons),
+                                       side_effects, 0, LLVMInlineAsmDialectATT, 0);
+    return LLVMBuildCall2(c->b, ft, fn, args, (unsigned)nargs, "");
+}
+
+static LLVMValueRef wide_load(gcg *c, LLVMValueRef p, int words, bool nc, LLVMTypeRef vt)
+{
+    LLVMBuilderRef b = c->b;
+    LLVMTypeRef lanes[4] = {c->i32, c->i32, c->i32, c->i32};
+    LLVMTypeRef rt = LLVMStructTypeInContext(c->ctx, lanes, (unsigned)words, 0);
+    char code[96];
+    snprintf(code, sizeof code, "ld.global%s.v%d.u32 {%s}, [$%d];", nc ? ".nc" : "", words,
+             words == 4 ? "$0, $1, $2, $3" : "$0, $1", words);
+    LLVMValueRef addr = LLVMBuildPtrToInt(b, p, c->i64, "");
+    LLVMValueRef got =
+        asm_call(c, rt, code, words == 4 ? "=r,=r,=r,=r,l" : "=r,=r,l", &addr, 1, false);
+    LLVMValueRef v = LLVMGetPoison(LLVMVectorType(c->i32, (unsigned)words));
+    for (int i = 0; i < words; i++)
+        v = LLVMBuildInsertElement(b, v, LLVMBuildExtractValue(b, got, (unsigned)i, ""),
+                                   LLVMConstInt(c->i32, (unsigned)i, 0), "");
+    return LLVMBuildBitCast(b, v, vt, "");
+}
+
+static void wide_store(gcg *c, LLVMValueRef p, int words, LLVMValueRef raw)
+{
+    LLVMBuilderRef b = c->b;
+    LLVMValueRef v = LLVMBuildBitCast(b, raw, LLVMVectorType(c->i32, (unsigned)words), "");
+    LLVMValueRef args[5] = {LLVMBuildPtrToInt(b, p, c->i64, "")};
+    for (int i = 0; i < words; i++)
+        args[1 + i] = LLVMBuildExtractElement(b, v, LLVMConstInt(c->i32, (unsigned)i, 0), "");
+    const char *code = words == 4 ? "st.global.v4.u32 [$0], {$1, $2, $3, $4};"
+                                  : "st.global.v2.u32 [$0], {$1, $2};";
+    asm_call(c, LLVMVoidTypeInContext(c->ctx), code, words == 4 ? "l,r,r,r,r" : "l,r,r", args,
+             1 + words, true);
+}
+
 /* The launcher must check that buf's base is aligned to `align` bytes. */
 static void note_alignment(gcg *c, int buf, unsigned align)
 {
@@ -217,9 +273,14 @@ static LLVMValueRef emit_load(gcg *c, const ptc_lexpr *e, LLVMValueRef *vals, in
             c, scalar_load(c, e->buf, st, esize, ptc_emit_ix(&c->em, e->idx[0], vals, 1), mask), w);
     } else if (kind == PTC_ACC_CONTIG && !mask) {
         LLVMValueRef p = gep(c, st, e->buf, ptc_emit_ix(&c->em, e->idx[0], vals, 1));
-        raw = LLVMBuildLoad2(b, g_vec(c, st, w), p, "");
         bool al = c->vector_form && aligned_w(e->idx[0], c->vec_var, w);
-        LLVMSetAlignment(raw, al ? esize * (unsigned)w : esize);
+        int words = al ? wide_words(esize, w) : 0;
+        if (words) {
+            raw = wide_load(c, p, words, !c->written[e->buf], g_vec(c, st, w));
+        } else {
+            raw = LLVMBuildLoad2(b, g_vec(c, st, w), p, "");
+            LLVMSetAlignment(raw, al ? esize * (unsigned)w : esize);
+        }
         if (al)
             note_alignment(c, e->buf, esize * (unsigned)w);
     } else {
@@ -271,9 +332,12 @@ void g_store(gcg *c, int bufid, const ptc_ix *off, LLVMValueRef v, LLVMValueRef 
     int kind = w == 1 ? PTC_ACC_CONTIG : ptc_emit_access_kind(&c->em, off, vals);
     if (kind == PTC_ACC_CONTIG) {
         LLVMValueRef p = gep(c, st, bufid, ptc_emit_ix(&c->em, off, vals, 1));
-        LLVMValueRef s = LLVMBuildStore(b, raw, p);
         bool al = w > 1 && c->vector_form && aligned_w(off, c->vec_var, w);
-        LLVMSetAlignment(s, al ? esize * (unsigned)w : esize);
+        int words = al ? wide_words(esize, w) : 0;
+        if (words)
+            wide_store(c, p, words, raw);
+        else
+            LLVMSetAlignment(LLVMBuildStore(b, raw, p), al ? esize * (unsigned)w : esize);
         if (al)
             note_alignment(c, bufid, esize * (unsigned)w);
         return;
