@@ -1228,8 +1228,10 @@ static int lower_outputs(lowerer *L)
         const lval *lv = &L->vals[v->id];
         ptc_lbuf *b = p->bufs[lv->buf];
         /* a temporary the output is all of, in order, becomes the output
-           (a kernel's or an extern's result alike) */
-        if (b->kind == PTC_LB_TEMP && b->ndim == v->type.ndim && contiguous_alias(L, v)) {
+           (a kernel's or an extern's result alike), also where the output
+           is a reshape of it (a linear's [rows, out] product returned as
+           [batch, length, out]): the output's tensor is the buffer's memory */
+        if (b->kind == PTC_LB_TEMP && contiguous_alias(L, v)) {
             b->kind = PTC_LB_OUTPUT;
             b->output = i;
             p->outputs[i] = b->id;
