@@ -89,6 +89,21 @@ def test_a_bias_only_attention_reads_goes_into_the_matmul(tmp_path, backend):
                                                                                   externs)
 
 
+HEAD = """# ptc ir v1
+graph f(%x: f32[16,48] cpu, %w: f32[10,48] cpu, %b: f32[10] cpu) {
+  %0 = linear(%x, %w, %b) : f32[16,10]
+  return (%0)
+}
+"""
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cuda"])
+def test_a_returned_biased_product_is_one_addmm(tmp_path, backend):
+    """A classifier head's logits: addmm writes the output (main, on CUDA in
+    float32: an mm, then a kernel adding the bias into the output)."""
+    assert plan(tmp_path, HEAD, backend) == ([], ["addmm"])
+
+
 GELU_MLP = """# ptc ir v1
 graph f(%x: f32[16,48] cpu, %w: f32[96,48] cpu, %b: f32[96] cpu) {
   %0 = linear(%x, %w, %b) : f32[16,96]
