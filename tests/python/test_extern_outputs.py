@@ -20,28 +20,10 @@ import torch
 import ptc
 import ptcio
 
-TYPE = re.compile(r"((?:f32|f16|bf16|f64|i64|i32|i16|i8|u8|bool)\[[^\]]*\](?:\{[^}]*\})?)(?: cpu)?")
-
-
-def on_cuda(ptir):
-    """A graph captured on the CPU as the same graph on CUDA: every tensor
-    type (inputs and node results) and creation op moved to the GPU."""
-    lines = []
-    for line in ptir.splitlines():
-        line = line.replace("device=cpu", "device=cuda")
-        head, sep, rest = line.partition(" : ")
-        if not sep:  # the signature: its inputs' types
-            lines.append(TYPE.sub(lambda m: m.group(1) + " cuda", line))
-            continue
-        types, at, src = rest.partition("  @ ")
-        lines.append(head + sep + TYPE.sub(lambda m: m.group(1) + " cuda", types) + at + src)
-    return "\n".join(lines) + "\n"
-
-
 def plan(tmp_path, ptir, backend, name="g"):
     """The kernels and externs one call of ptir's graph runs on backend."""
     path = tmp_path / ("%s_%s.ptir" % (name, backend))
-    path.write_text(on_cuda(ptir) if backend == "cuda" else ptir)
+    path.write_text(ptcio.ptir_on_cuda(ptir) if backend == "cuda" else ptir)
     r = ptcio.ptc_run("--emit=kernels", "--backend", backend, path)
     assert r.returncode == 0, r.stderr
     kernels = re.findall(r"^kernel \d+ (\S+):", r.stdout, re.M)
