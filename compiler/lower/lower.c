@@ -732,25 +732,23 @@ static int index_users(lowerer *L)
     return 0;
 }
 
-/* Whether every use of v, looking through views, is computed by a loop
- * (pointwise, reduction, gather...): neither an extern's operand nor a
- * graph output, which need v in memory as it is. */
-static bool only_loops_read(lowerer *L, const ptc_value *v, int depth)
+/* Whether a loop (pointwise, reduction, gather...) reads v, looking
+ * through views, besides the externs that may read it and the graph
+ * outputs it may be. */
+static bool a_loop_reads(lowerer *L, const ptc_value *v, int depth)
 {
     const ptc_graph *g = L->g;
-    for (int i = 0; i < g->noutputs; i++)
-        if (g->outputs[i] == v)
-            return false;
     for (int u = L->user_start[v->id]; u < L->user_start[v->id + 1]; u++) {
         const ptc_node *n = g->nodes[L->users[u]];
         unsigned flags = ptc_op_flags(n->op);
         if ((flags & PTC_F_EXTERN) || n->op == PTC_OP_PRIMS_CUMSUM ||
-            n->op == PTC_OP_PRIMS_SCATTER_ADD || depth > 16)
-            return false;
-        if ((flags & PTC_F_VIEW) && n->nout == 1 && !only_loops_read(L, n->outs[0], depth + 1))
-            return false;
+            n->op == PTC_OP_PRIMS_SCATTER_ADD)
+            continue;
+        if (!(flags & PTC_F_VIEW) || n->nout != 1 || depth > 16 ||
+            a_loop_reads(L, n->outs[0], depth + 1))
+            return true;
     }
-    return true;
+    return false;
 }
 
 /* Whether a bias add after an mm (the sum `sum`) is better one addmm (the
@@ -758,18 +756,20 @@ static bool only_loops_read(lowerer *L, const ptc_value *v, int depth)
  * reads the product. Where no kernel reads the sum (only externs read it,
  * through views, or the graph returns it: GPT-2's qkv projection, which
  * attention reads), always: the add would be a kernel of its own, a launch
- * and a pass over the product that the BLAS's epilogue saves. Otherwise,
- * for a product seen through a reshape (a linear layer's [rows, out]
- * product as [batch, length, out]) the reading kernel adds it, and for a
- * 2-d product (Hugging Face's Conv1D: addmm(bias, x, W)) the BLAS does,
- * except on CUDA in float32: there torch's addmm is cuBLASLt's bias
- * epilogue, whose kernel choice is slower than mm's for some shapes (H100,
- * GPT-2's four 128-row matmuls: 26/34/32/65 us against mm's 24/29/33/33
- * us), so the reading kernel adds it, as Inductor does (its pass that
- * unfuses a bias add into pointwise users, taken when every use is one). */
+ * and a pass over the product that the BLAS's epilogue saves. Where a
+ * kernel reads it (an extern or the caller may too), the reading kernel
+ * adds it to a product seen through a reshape (a linear layer's [rows,
+ * out] product as [batch, length, out]), and the BLAS to a 2-d product
+ * (Hugging Face's Conv1D: addmm(bias, x, W)), except on CUDA in float32:
+ * there torch's addmm is cuBLASLt's bias epilogue, whose kernel choice is
+ * slower than mm's for some shapes (H100, GPT-2's four 128-row matmuls:
+ * 26/34/32/65 us against mm's 24/29/33/33 us), so the kernel adds it.
+ * (Inductor unfuses the add into the users only when every use is
+ * pointwise; a sum a kernel and an extern both read keeps the kernel's add
+ * here, as before, unmeasured either way.) */
 static bool bias_in_blas(lowerer *L, const ptc_value *sum, bool reshaped)
 {
-    if (!only_loops_read(L, sum, 0))
+    if (!a_loop_reads(L, sum, 0))
         return true;
     ptc_device dev = sum->type.device;
     return !reshaped && !(dev.kind == PTC_DEV_CUDA && sum->type.dtype == PTC_F32);
