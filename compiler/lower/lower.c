@@ -31,6 +31,9 @@ typedef struct lowerer {
     const ptc_graph *g;
     lval *vals;            /* by prims value id */
     int *uses;             /* prims use counts */
+    int *user_start;       /* by value id: its users are users[user_start[id] ..
+                              user_start[id + 1]) (node indices, repeated per use) */
+    int *users;
     const ptc_node *cur;
     ptc_error *err;
 } lowerer;
@@ -696,36 +699,117 @@ static ptc_lnode *new_extern(lowerer *L, const ptc_node *n, int xkind)
     return ln;
 }
 
-/* Whether a bias add after an mm on device dev in dtype dt is better one
- * addmm (the BLAS adds it) than the mm alone with the add fused into the
- * kernel that reads the product. Not for float32 on CUDA: there torch's
- * addmm runs cuBLAS's beta=1 path (the bias copied into the output, then a
- * gemm that accumulates), whose kernel choice is slower than mm's (H100,
- * GPT-2's four 128-row matmuls: 26/34/32/65 us against mm's 24/29/33/33
- * us), so the add goes to the next kernel, as Inductor does. */
-static bool bias_in_blas(ptc_device dev, ptc_dtype dt)
+/* The nodes using each value, as ranges of one array (lowerer.users). */
+static int index_users(lowerer *L)
 {
-    return !(dev.kind == PTC_DEV_CUDA && dt == PTC_F32);
+    const ptc_graph *g = L->g;
+    L->user_start = calloc((size_t)g->nvalues + 2, sizeof *L->user_start);
+    int total = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        for (int j = 0; j < g->nodes[i]->nargs; j++)
+            total += ptc_arg_nvalues(&g->nodes[i]->args[j]);
+    L->users = malloc(sizeof *L->users * (size_t)(total + 1));
+    if (!L->user_start || !L->users)
+        return -1;
+    for (int pass = 0; pass < 2; pass++) {
+        int *fill = pass ? calloc((size_t)g->nvalues + 1, sizeof *fill) : NULL;
+        if (pass && !fill)
+            return -1;
+        for (int i = 0; i < g->nnodes; i++)
+            for (int j = 0; j < g->nodes[i]->nargs; j++)
+                for (int k = 0; k < ptc_arg_nvalues(&g->nodes[i]->args[j]); k++) {
+                    const ptc_value *v = ptc_arg_value_at(&g->nodes[i]->args[j], k);
+                    if (v && !pass)
+                        L->user_start[v->id + 1]++;
+                    else if (v)
+                        L->users[L->user_start[v->id] + fill[v->id]++] = i;
+                }
+        if (!pass)
+            for (int v = 0; v < g->nvalues; v++)
+                L->user_start[v + 1] += L->user_start[v];
+        free(fill);
+    }
+    return 0;
+}
+
+/* Whether a loop (pointwise, reduction, gather...) reads v, looking
+ * through views, besides the externs that may read it and the graph
+ * outputs it may be. */
+static bool a_loop_reads(lowerer *L, const ptc_value *v, int depth)
+{
+    const ptc_graph *g = L->g;
+    for (int u = L->user_start[v->id]; u < L->user_start[v->id + 1]; u++) {
+        const ptc_node *n = g->nodes[L->users[u]];
+        unsigned flags = ptc_op_flags(n->op);
+        if ((flags & PTC_F_EXTERN) || n->op == PTC_OP_PRIMS_CUMSUM ||
+            n->op == PTC_OP_PRIMS_SCATTER_ADD)
+            continue;
+        if (!(flags & PTC_F_VIEW) || n->nout != 1 || depth > 16 ||
+            a_loop_reads(L, n->outs[0], depth + 1))
+            return true;
+    }
+    return false;
+}
+
+/* Whether a bias add after an mm (the sum `sum`) is better one addmm (the
+ * BLAS adds it) than the mm alone with the add fused into the kernel that
+ * reads the product. Where no kernel reads the sum (only externs read it,
+ * through views, or the graph returns it: GPT-2's qkv projection, which
+ * attention reads), always: the add would be a kernel of its own, a launch
+ * and a pass over the product that the BLAS's epilogue saves. Where a
+ * kernel reads it (an extern or the caller may too), the reading kernel
+ * adds it to a product seen through a reshape (a linear layer's [rows,
+ * out] product as [batch, length, out]), and the BLAS to a 2-d product
+ * (Hugging Face's Conv1D: addmm(bias, x, W)), except on CUDA in float32:
+ * there torch's addmm is cuBLASLt's bias epilogue, whose kernel choice is
+ * slower than mm's for some shapes (H100, GPT-2's four 128-row matmuls:
+ * 26/34/32/65 us against mm's 24/29/33/33 us), so the kernel adds it.
+ * (Inductor unfuses the add into the users only when every use is
+ * pointwise; a sum a kernel and an extern both read keeps the kernel's add
+ * here, as before, unmeasured either way.) */
+static bool bias_in_blas(lowerer *L, const ptc_value *sum, bool reshaped)
+{
+    if (!a_loop_reads(L, sum, 0))
+        return true;
+    ptc_device dev = sum->type.device;
+    return !reshaped && !(dev.kind == PTC_DEV_CUDA && sum->type.dtype == PTC_F32);
+}
+
+/* The mm whose product p is, or NULL: p itself, or p a reshape of it that
+ * splits its rows and keeps its columns; each used once. */
+static const ptc_value *mm_product(lowerer *L, const ptc_value *p)
+{
+    if (p->def && p->def->op == PTC_OP_PRIMS_RESHAPE && L->uses[p->id] == 1) {
+        const ptc_value *m = p->def->args[0].v;
+        if (m->type.ndim == 2 && p->type.ndim > 2 &&
+            ptc_dim_eq(m->type.shape[1], p->type.shape[p->type.ndim - 1]))
+            p = m;
+    }
+    if (!p->def || p->def->op != PTC_OP_MM || L->uses[p->id] != 1 || p->type.ndim != 2)
+        return NULL;
+    return p;
 }
 
 /* mm followed only by + bias[N] (broadcast over rows) is one addmm. */
 static bool try_addmm(lowerer *L, const ptc_node *n)
 {
-    if (n->op != PTC_OP_PRIMS_ADD || !bias_in_blas(n->outs[0]->type.device, n->outs[0]->type.dtype))
+    if (n->op != PTC_OP_PRIMS_ADD)
         return false;
     for (int side = 0; side < 2; side++) {
         const ptc_value *p = n->args[side].v, *bv = n->args[1 - side].v;
-        if (!p->def || p->def->op != PTC_OP_MM || L->uses[p->id] != 1 || p->type.ndim != 2)
+        const ptc_value *m = mm_product(L, p);
+        if (!m || !bias_in_blas(L, n->outs[0], m != p))
             continue;
         if (!bv->def || bv->def->op != PTC_OP_PRIMS_BROADCAST_IN_DIM)
             continue;
         const ptc_value *bias = bv->def->args[0].v;
         const ptc_arg *bd = ptc_node_arg(bv->def, "broadcast_dimensions");
-        if (bias->type.ndim != 1 || bd->is.d[0].value != 1 || bias->type.dtype != p->type.dtype)
+        if (bias->type.ndim != 1 || bd->is.d[0].value != p->type.ndim - 1 ||
+            bias->type.dtype != p->type.dtype)
             continue;
         /* the mm's extern node is the writer of p's buffer */
-        ptc_lnode *mmn = L->p->nodes[L->p->bufs[L->vals[p->id].buf]->def];
-        if (mmn->kind != PTC_LN_EXTERN || mmn->xnode != p->def)
+        ptc_lnode *mmn = L->p->nodes[L->p->bufs[L->vals[m->id].buf]->def];
+        if (mmn->kind != PTC_LN_EXTERN || mmn->xnode != m->def)
             continue;
         const lval *bl = &L->vals[bias->id];
         bool affine = true;
@@ -741,13 +825,13 @@ static bool try_addmm(lowerer *L, const ptc_node *n)
         an->nargs = 5;
         an->args = PTC_NEWN(L->a, ptc_arg, 5);
         an->args[0] = ptc_arg_value((ptc_value *)bias);
-        an->args[1] = p->def->args[0];
-        an->args[2] = p->def->args[1];
+        an->args[1] = m->def->args[0];
+        an->args[2] = m->def->args[1];
         an->args[3] = ptc_arg_int(1);
         an->args[4] = ptc_arg_int(1);
         an->nout = 1;
         an->outs = PTC_NEWN(L->a, ptc_value *, 1);
-        an->outs[0] = n->outs[0];
+        an->outs[0] = m == p ? n->outs[0] : (ptc_value *)m; /* the product's 2-d shape */
         an->nprov = n->nprov;
         an->prov = n->prov;
         ptc_lview *xin = PTC_NEWN(L->a, ptc_lview, 3);
@@ -1144,8 +1228,10 @@ static int lower_outputs(lowerer *L)
         const lval *lv = &L->vals[v->id];
         ptc_lbuf *b = p->bufs[lv->buf];
         /* a temporary the output is all of, in order, becomes the output
-           (a kernel's or an extern's result alike) */
-        if (b->kind == PTC_LB_TEMP && b->ndim == v->type.ndim && contiguous_alias(L, v)) {
+           (a kernel's or an extern's result alike), also where the output
+           is a reshape of it (a linear's [rows, out] product returned as
+           [batch, length, out]): the output's tensor is the buffer's memory */
+        if (b->kind == PTC_LB_TEMP && contiguous_alias(L, v)) {
             b->kind = PTC_LB_OUTPUT;
             b->output = i;
             p->outputs[i] = b->id;
@@ -1232,6 +1318,14 @@ ptc_lprog *ptc_lower(ptc_arena *a, const ptc_graph *g, ptc_error *err)
     ptc_graph_use_counts(g, L.uses);
     for (int i = 0; i < g->noutputs; i++)
         L.uses[g->outputs[i]->id]++;
+    if (index_users(&L) < 0) {
+        free(L.vals);
+        free(L.uses);
+        free(L.user_start);
+        free(L.users);
+        ptc_errorf(err, PTC_ERR_COMPILE, "loops", "out of memory");
+        return NULL;
+    }
     L.p->ninputs = g->ninputs;
     for (int i = 0; i < g->ninputs; i++) {
         const ptc_value *v = g->inputs[i];
@@ -1254,6 +1348,8 @@ ptc_lprog *ptc_lower(ptc_arena *a, const ptc_graph *g, ptc_error *err)
         rc = lower_outputs(&L);
     free(L.vals);
     free(L.uses);
+    free(L.user_start);
+    free(L.users);
     if (rc == 0 && ptc_lprog_verify(L.p, err))
         rc = -1;
     return rc ? NULL : L.p;

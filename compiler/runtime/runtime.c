@@ -595,6 +595,19 @@ static void result_as_output(const ptc_program *p, int buf, ptc_exec_kept *kept)
     ptc_tensor_release(t);
 }
 
+/* Output buffer lb has its graph output's sizes: it is not a reshape of
+ * the output (lower.c), so a result of the buffer's sizes can be the output. */
+static bool shaped_as_output(const ptc_program *p, const ptc_lbuf *lb)
+{
+    const ptc_ttype *t = &p->out_types[lb->output];
+    if (t->ndim != lb->ndim)
+        return false;
+    for (int d = 0; d < t->ndim; d++)
+        if (!ptc_dim_eq(t->shape[d], lb->shape[d]))
+            return false;
+    return true;
+}
+
 bool ptc_exec_extern_keeps(const ptc_program *p, const ptc_host *host, const ptc_lnode *n,
                            ptc_device dev, bool outs_given)
 {
@@ -602,8 +615,9 @@ bool ptc_exec_extern_keeps(const ptc_program *p, const ptc_host *host, const ptc
         (host->writes_in_place && host->writes_in_place(host->ctx, n->xnode)))
         return false;
     for (int o = 0; o < 2; o++) {
-        int kind = n->out[o] >= 0 ? p->prog->bufs[n->out[o]]->kind : PTC_LB_TEMP;
-        if (kind != PTC_LB_TEMP && !(kind == PTC_LB_OUTPUT && outs_given))
+        const ptc_lbuf *lb = n->out[o] >= 0 ? p->prog->bufs[n->out[o]] : NULL;
+        if (lb && lb->kind != PTC_LB_TEMP &&
+            !(lb->kind == PTC_LB_OUTPUT && outs_given && shaped_as_output(p, lb)))
             return false;
     }
     return true;

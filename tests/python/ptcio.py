@@ -2,6 +2,7 @@
 reader and writer, ptc._tensorfile), and run ptc-run.
 """
 import os
+import re
 import subprocess
 
 from ptc._tensorfile import CODE, DTYPES, NAMES, PTIR_NAME, read_tensors, write_tensors  # noqa: F401
@@ -15,6 +16,26 @@ def ptir_type(t, device=True):
     if device:
         s += " cpu"
     return s
+
+
+_TYPE = re.compile(r"((?:f32|f16|bf16|f64|i64|i32|i16|i8|u8|bool)\[[^\]]*\](?:\{[^}]*\})?)(?: cpu)?")
+
+
+def ptir_on_cuda(ptir):
+    """A graph captured on the CPU (.ptir text) as the same graph on CUDA:
+    every tensor type (inputs and node results) and creation op moved to
+    the GPU, so that ptc-run --backend cuda plans it as a CUDA graph."""
+    cuda = lambda m: m.group(1) + " cuda"  # noqa: E731
+    lines = []
+    for line in ptir.splitlines():
+        line = line.replace("device=cpu", "device=cuda")
+        head, sep, rest = line.partition(" : ")
+        if not sep:  # the signature: its inputs' types
+            lines.append(_TYPE.sub(cuda, line))
+            continue
+        types, at, src = rest.partition("  @ ")
+        lines.append(head + sep + _TYPE.sub(cuda, types) + at + src)
+    return "\n".join(lines) + "\n"
 
 
 def build_dir():
