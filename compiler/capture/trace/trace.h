@@ -429,6 +429,9 @@ struct cap_trace {
     PyObject *strings;
     PyObject *skipped;        /* generators run untouched while tracing */
     PyObject *made_funcs;     /* dict: id(fn) -> fn, the functions MAKE_FUNCTION made */
+    PyObject *like_inputs;    /* dict: id of a node a *_like call built -> its input's
+                                 ptc_value (a pointer): the result's layout is the
+                                 input's (torch_strides.c) */
     PyObject *made_ids;       /* dict: an id() the trace took -> its object (ids.c) */
     PyObject *resumed_ids;    /* the resume state's ids (cap_interp.ids, or NULL):
                                  loaded without a guard (ids.c) */
