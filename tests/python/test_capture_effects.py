@@ -2,7 +2,9 @@
 
 As torch.compile does, ptc logs writes to outside lists and dicts (items,
 append/extend/insert/pop/remove/clear, update/pop/setdefault/clear, +=),
-sets (add/discard/remove/clear/update/difference_update, |=, -=),
+sets (add/discard/remove/clear/update/difference_update/
+symmetric_difference_update, |=, -=, ^=; the operand a set of constants,
+also one from outside),
 attributes of outside objects and modules, globals and closure cells, and
 replays them after the graph in program order, with the values the graph
 computed; reads later in the same graph see the written values. main broke
@@ -395,6 +397,32 @@ def set_update_and_in_place_operators(x, seen):
     seen.update([x.shape[0], 9])
     seen.difference_update((9,))
     return x + len(seen), seen is alias, sorted(seen)
+
+
+@case(1, 0, with_set)
+def set_symmetric_difference_on_a_set_argument(x, seen):
+    # main: a break at each (PTC-B009 'in-place ^= on a set from outside',
+    # 'set.symmetric_difference_update() on an object from outside')
+    seen ^= {2, 4}
+    seen.symmetric_difference_update([1, 1, 5, 5])  # each key once, as eager
+    seen.add(len(seen))
+    return x + len(seen), 4 in seen, 1 in seen, sorted(seen)
+
+
+@case(1, 0, lambda: (torch.ones(2, 3), {1, 2, 3}, {3, 4}, {1, 7}, {2, 8}))
+def set_operators_with_set_arguments(x, s, a, b, c):
+    # main: a break at each (PTC-B009 'in-place |= on a set from outside', ...):
+    # an outside set operand is read whole (guarded equal)
+    s |= a
+    s -= b
+    s ^= c
+    return x * len(s), sorted(s)
+
+
+@case(1, 0, lambda: (torch.ones(2, 3), {1, 2}))
+def set_xor_with_itself_empties_it(x, s):
+    s ^= s
+    return x + len(s)
 
 
 @case(1, 1, with_set)
