@@ -757,9 +757,11 @@ static PyObject *update_keys(cap_trace *T, PyObject *arg)
 
 /* s.symmetric_difference_update(arg) (s ^= arg): each of arg's keys, in
  * the order of a set made of them (eager's), is discarded where the set
- * holds it and added where not, read on its shadow. */
+ * holds it and added where not, read on its shadow; s ^= s clears s. */
 static int set_symmetric_update(cap_interp *I, PyObject *set, PyObject *rec, PyObject *arg)
 {
+    if (arg == set)
+        return clear(I, set);
     PyObject *unique = PyAnySet_Check(arg) ? Py_NewRef(arg) : PySet_New(arg);
     PyObject *keys = unique ? update_keys(I->T, unique) : NULL, *s = shadow_of(rec);
     Py_XDECREF(unique);

@@ -74,29 +74,31 @@ typedef struct cap_source {
 
 /* ---- guards ---------------------------------------------------------------- */
 
-#define CAP_GUARD_KINDS(X)                                                      \
-    X(ID, "is")            /* value is obj */                                   \
-    X(TYPE, "type is")     /* type(value) is obj */                             \
-    X(EQ, "==")            /* type(value) is type(obj) and value == obj */      \
-    X(LEN, "len ==")       /* cap_stored_len(value) == n */                     \
-    X(KEYS, "keys ==")     /* cap_stored_keys(value) == obj */                  \
-    X(TENSOR, "tensor")    /* tensor type, dtype, device, sizes, strides, grad */\
-    X(HASATTR, "hasattr")  /* hasattr(value, key) == n */                       \
-    X(DICT_HAS, "has key") /* (key in value) == n */                            \
-    X(NOHOOKS, "no hooks") /* module has no forward (pre-)hooks */              \
-    X(CLASSATTR, "method") /* obj = (name, f): name not in value's __dict__ and  \
-                              type(value).name is f (a method, without binding) */ \
-    X(GRAD, "grad mode")   /* torch.is_grad_enabled() == n (no source) */       \
-    X(AUTOCAST, "autocast")/* autocast state == n (no source) */                \
-    X(ITERPOS, "iterator at") /* a cap_iter at position n (obj: range or None) */ \
-    X(GLOBAL_HOOKS, "no global module hooks") /* (no source) */                 \
-    X(SAME, "is the object of") /* value is the object source n reached */      \
-    X(DISTINCT, "distinct")  /* obj: tuple of source ids (src the largest), all \
-                                distinct objects: tensors that were not aliases */ \
-    X(NOALIAS, "share no memory") /* obj: source ids (src the largest), the first n \
-                                     written in place: they share no storage with the rest */ \
-    X(SYM, "size relation")  /* expr n 0, n a Py_LT.. relation; obj: expr's text */ \
-    X(SYMSIZE, "size is")    /* value.size(n & 255) == symbol n >> 8 */
+#define CAP_GUARD_KINDS(X)                                                                                \
+    X(ID, "is")               /* value is obj */                                                          \
+    X(TYPE, "type is")        /* type(value) is obj */                                                    \
+    X(EQ, "==")               /* type(value) is type(obj) and value == obj */                             \
+    X(LEN, "len ==")          /* cap_stored_len(value) == n */                                            \
+    X(KEYS, "keys ==")        /* cap_stored_keys(value) == obj */                                         \
+    X(ORDER, "iterates as")   /* value a set or frozenset whose items, in its                             \
+                                 iteration order, are obj's (type and ==) */                              \
+    X(TENSOR, "tensor")       /* tensor type, dtype, device, sizes, strides, grad */                      \
+    X(HASATTR, "hasattr")     /* hasattr(value, key) == n */                                              \
+    X(DICT_HAS, "has key")    /* (key in value) == n */                                                   \
+    X(NOHOOKS, "no hooks")    /* module has no forward (pre-)hooks */                                     \
+    X(CLASSATTR, "method")    /* obj = (name, f): name not in value's __dict__ and                        \
+                                 type(value).name is f (a method, without binding) */                     \
+    X(GRAD, "grad mode")      /* torch.is_grad_enabled() == n (no source) */                              \
+    X(AUTOCAST, "autocast")   /* autocast state == n (no source) */                                       \
+    X(ITERPOS, "iterator at") /* a cap_iter at position n (obj: range or None) */                         \
+    X(GLOBAL_HOOKS, "no global module hooks") /* (no source) */                                           \
+    X(SAME, "is the object of")               /* value is the object source n reached */                  \
+    X(DISTINCT, "distinct")                   /* obj: tuple of source ids (src the largest), all          \
+                                                 distinct objects: tensors that were not aliases */       \
+    X(NOALIAS, "share no memory")             /* obj: source ids (src the largest), the first n           \
+                                                 written in place: they share no storage with the rest */ \
+    X(SYM, "size relation") /* expr n 0, n a Py_LT.. relation; obj: expr's text */                        \
+    X(SYMSIZE, "size is")   /* value.size(n & 255) == symbol n >> 8 */
 
 /* What an outside list, tuple, dict or set holds in its own storage, which
  * is what its type's C methods read and what INDEX and ITEM sources reach,
@@ -429,6 +431,8 @@ struct cap_trace {
     PyObject *strings;
     PyObject *skipped;        /* generators run untouched while tracing */
     PyObject *made_funcs;     /* dict: id(fn) -> fn, the functions MAKE_FUNCTION made */
+    bool any_order;           /* a builtin reading a set whatever its order (set,
+                                 sorted, min, max: builtins.c) is iterating it */
     PyObject *like_inputs;    /* dict: id of a node a *_like call built -> its input's
                                  ptc_value (a pointer): the result's layout is the
                                  input's (torch_strides.c) */
