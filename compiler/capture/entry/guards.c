@@ -182,6 +182,11 @@ static PyObject *eval_source(const cap_source *s, PyObject **vals, cap_frame **f
         return NULL;
     case CAP_S_ITERSEQ:
         return Py_TYPE(p) == cap_iter_type ? ((cap_iter *)p)->seq : NULL;
+    case CAP_S_ITERREST:
+        v = cap_iter_rest(p);
+        PyErr_Clear();
+        *owned = v != NULL;
+        return v;
     case CAP_S_CELL:
         v = cap_cell_get(p);
         PyErr_Clear();

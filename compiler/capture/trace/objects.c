@@ -920,6 +920,10 @@ int cap_t_iter(cap_interp *I, PyObject *obj, PyObject **out)
     }
     if (cap_t_is_real_tensor(obj))
         return cap_t_real_tensor(T, obj, "iteration");
+    if (cap_t_outside_seq_iter(T, obj)) { /* iter(it) is it; next() is logged */
+        *out = Py_NewRef(obj);
+        return CAP_NEXT;
+    }
     PyObject *orig = obj;
     int rc = cap_t_current(I, &obj);
     if (rc != CAP_NEXT)
@@ -964,6 +968,8 @@ int cap_t_next(cap_interp *I, PyObject *it, PyObject **out)
     }
     if (Py_TYPE(it) == cap_lazy_type)
         return cap_t_lazy_next(I, (cap_lazy *)it, out);
+    if (cap_t_outside_seq_iter(T, it))
+        return cap_t_outside_iter_next(I, it, out);
     PyObject *m = python_method(it, "__next__", NULL);
     if (m) {
         PyObject *args[1] = {it};
@@ -1226,6 +1232,10 @@ PyObject *cap_t_flow(cap_trace *T, PyObject *obj)
         Py_XDECREF(list);
         return it;
     }
+    if (cap_t_outside_iter_advanced(T, obj))
+        return cap_signal_break(CAP_B_OPAQUE_ITERATOR,
+                                "an outside %s handed to C code after next()",
+                                cap_tpname(Py_TYPE(obj)));
     PyObject *orig = obj;
     if (cap_t_current(T->I, &obj) != CAP_NEXT)
         return NULL;
