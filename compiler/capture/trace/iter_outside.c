@@ -45,11 +45,15 @@ PyObject *cap_iter_rest(PyObject *it)
     PyObject *r = PyObject_CallMethod(it, "__reduce__", NULL), *rest = NULL;
     if (r && PyTuple_Check(r) && PyTuple_Size(r) >= 2 && PyTuple_Check(PyTuple_GetItem(r, 1)) &&
         PyTuple_Size(PyTuple_GetItem(r, 1)) == 1) {
+        /* 3.12's range iterator gives a range of what is left and None */
         PyObject *seq = PyTuple_GetItem(PyTuple_GetItem(r, 1), 0);
-        Py_ssize_t at = PyTuple_Size(r) > 2 ? PyLong_AsSsize_t(PyTuple_GetItem(r, 2)) : 0;
+        PyObject *state = PyTuple_Size(r) > 2 ? PyTuple_GetItem(r, 2) : Py_None;
+        Py_ssize_t at = state == Py_None ? 0 : PyLong_AsSsize_t(state);
         rest = at < 0 ? NULL : PySequence_GetSlice(seq, at, PY_SSIZE_T_MAX);
     }
     Py_XDECREF(r);
+    if (!rest)
+        PyErr_Clear(); /* a form of __reduce__ not known here: not followed */
     return rest;
 }
 

@@ -814,7 +814,7 @@ extern PyTypeObject *cap_iter_type;
 PyObject *cap_iter_seq(PyObject *seq, int src, cap_trace *T);
 /* Outside iterators advanced in the graph (iter_outside.c): whether it is
  * an outside tuple or range iterator; what one has left (a tuple or range,
- * new; NULL for other objects); next(it) on it, logged; whether this trace
+ * new; NULL, no error, for other objects); next(it) on it, logged; whether this trace
  * advanced it. */
 bool cap_t_outside_seq_iter(cap_trace *T, PyObject *it);
 PyObject *cap_iter_rest(PyObject *it);
