@@ -2,7 +2,9 @@
 
 As torch.compile does, ptc logs writes to outside lists and dicts (items,
 append/extend/insert/pop/remove/clear, update/pop/setdefault/clear, +=),
-sets (add/discard/remove/clear/update/difference_update, |=, -=),
+sets (add/discard/remove/clear/update/difference_update/
+symmetric_difference_update, |=, -=, ^=; the operand a set of constants,
+also one from outside),
 attributes of outside objects and modules, globals and closure cells, and
 replays them after the graph in program order, with the values the graph
 computed; reads later in the same graph see the written values. main broke
@@ -395,6 +397,60 @@ def set_update_and_in_place_operators(x, seen):
     seen.update([x.shape[0], 9])
     seen.difference_update((9,))
     return x + len(seen), seen is alias, sorted(seen)
+
+
+@case(1, 0, with_set)
+def set_symmetric_difference_on_a_set_argument(x, seen):
+    # main: a break at each (PTC-B009 'in-place ^= on a set from outside',
+    # 'set.symmetric_difference_update() on an object from outside')
+    seen ^= {2, 4}
+    seen.symmetric_difference_update([1, 1, 5, 5])  # each key once, as eager
+    seen.add(len(seen))
+    return x + len(seen), 4 in seen, 1 in seen
+
+
+@case(1, 0, lambda: (torch.ones(2, 3), {1, 2, 3}, {3, 4}, {1, 7}, {2, 8}))
+def set_operators_with_set_arguments(x, s, a, b, c):
+    # main: a break at each (PTC-B009 'in-place |= on a set from outside', ...):
+    # an outside set operand is read whole (guarded equal)
+    s |= a
+    s -= b
+    s ^= c
+    return x * len(s), 8 in s, 3 in s
+
+
+@case(1, 0, lambda: (torch.ones(2, 3), {1, 2}))
+def set_xor_with_itself_empties_it(x, s):
+    s ^= s
+    return x + len(s)
+
+
+@case(1, 0, lambda: (torch.ones(2, 3), {9, 1}, {1, 9}))
+def iterating_set_arguments_follows_their_order(x, a, b):
+    # main: a break (PTC-B021 'iteration over an outside set'); equal sets
+    # may iterate in other orders: the order is guarded
+    out = [v for v in a] + list(b)
+    for v in b:
+        x = x * v + 1
+    return x, out
+
+
+def set_made(*order, drop=()):
+    s = set()
+    for v in order:
+        s.add(v)
+    for v in drop:
+        s.discard(v)
+    return s
+
+
+@case(1, 1, lambda: (torch.ones(2, 3), set_made(1, 9, 17, drop=(1,))))
+def iterating_a_written_set_breaks(x, s):
+    # its shadow, a copy, iterates otherwise than the real set after the
+    # writes (main: [9, 25, 17, 1] where eager gives [1, 25, 9, 17])
+    s.add(1)
+    s.add(25)
+    return x + len(s), list(s), sorted(s)  # sorted: any order gives its answer
 
 
 @case(1, 1, with_set)

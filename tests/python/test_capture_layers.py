@@ -142,7 +142,7 @@ FILE_ORDER = {
     # calls and the hook rows
     "trace": ["breaks.c", "source_table.c", "torch_objects.c", "trace_split.c", "guards.c", "ids.c",
               "sync_calls.c", "symint.c", "autocast.c", "lifecycle.c", "nodes.c", "inplace.c",
-              "iter.c", "sources.c", "callables.c", "effects.c", "objects.c", "generators.c",
+              "iter.c", "sources.c", "callables.c", "effects.c", "iter_outside.c", "objects.c", "generators.c",
               "modules.c", "trace_operator.c", "lru.c", "copies.c", "builtins.c", "calls.c",
               "hooks.c"],
     # the dispatcher backend.c last

@@ -33,6 +33,31 @@ def channels_last(x):
             (x + 1).is_contiguous(memory_format=torch.channels_last), (x * x).stride())
 
 
+def created(x):
+    # factories are row-major (main: a break, PTC-B007, at each query)
+    z = torch.zeros(2, 3)
+    return (z.stride(), torch.empty(4, 5).stride(0), torch.full((2, 3, 4), 1.0).stride(),
+            torch.arange(6).view(2, 3).stride(), torch.randn(2, 3).t().stride(),
+            x.new_zeros(4, 2).stride(), z.is_contiguous(), x + z.stride(0))
+
+
+def created_like(x):
+    # a *_like has its input's strides where the input is dense, else dense
+    # strides in its order (torch's preserve_format; main answered
+    # row-major for zeros_like(x.t()) from the graph's row-major result: a
+    # silent wrong answer)
+    return (torch.zeros_like(x.t()).stride(), torch.empty_like(x.t()).is_contiguous(),
+            torch.ones_like(x.unsqueeze(2).expand(2, 4, 3)).stride(),
+            torch.zeros_like(x.t(), memory_format=torch.contiguous_format).stride(),
+            torch.randn_like(x[:, ::2].t()).stride(), x + torch.full_like(x.t(), 2).stride(0))
+
+
+def created_channels_last(x):
+    # empty(memory_format=) is not modelled: a break, the call runs for real
+    return (torch.zeros_like(x[:, :, ::2]).stride(), torch.empty_like(x.permute(0, 2, 3, 1)).stride(),
+            torch.empty(1, 2, 3, 3, memory_format=torch.channels_last).stride(), x * 2)
+
+
 def unknown_layout(x):
     # reshape of a transposed tensor may copy: ptc breaks and asks eager
     return x.t().reshape(-1).stride(), x + 1
@@ -44,6 +69,9 @@ def unknown_layout(x):
     (channels_last, lambda: torch.ones(2, 3, 4, 5).to(memory_format=torch.channels_last), 0),
     (channels_last, lambda: torch.ones(2, 3, 4, 5), 0),
     (unknown_layout, lambda: torch.ones(2, 4), 1),
+    (created, lambda: torch.ones(2, 4), 0),
+    (created_like, lambda: torch.ones(2, 4), 0),
+    (created_channels_last, lambda: torch.ones(2, 3, 4, 5).to(memory_format=torch.channels_last), 1),
 ])
 @pytest.mark.parametrize("backend", ["eager", "ptc"])
 def test_strides_are_eagers(fn, make, breaks, backend):
@@ -52,3 +80,16 @@ def test_strides_are_eagers(fn, make, breaks, backend):
         want, got = fn(make()), compiled(make())
         assert str(want) == str(got)
     assert counts(compiled)[1] == breaks
+
+
+def test_memory_format_where_eager_rejects_it_raises_eagers_error():
+    """torch.zeros takes no memory_format: eager's TypeError (main ignored
+    the keyword and returned zeros)."""
+    def f(x):
+        return x + torch.zeros(3, memory_format=torch.contiguous_format)
+
+    with pytest.raises(TypeError) as want:
+        f(torch.ones(3))
+    with pytest.raises(TypeError) as got:
+        ptc.compile(f, backend="eager")(torch.ones(3))
+    assert str(got.value) == str(want.value)

@@ -182,6 +182,11 @@ static PyObject *eval_source(const cap_source *s, PyObject **vals, cap_frame **f
         return NULL;
     case CAP_S_ITERSEQ:
         return Py_TYPE(p) == cap_iter_type ? ((cap_iter *)p)->seq : NULL;
+    case CAP_S_ITERREST:
+        v = cap_iter_rest(p);
+        PyErr_Clear();
+        *owned = v != NULL;
+        return v;
     case CAP_S_CELL:
         v = cap_cell_get(p);
         PyErr_Clear();
@@ -232,6 +237,24 @@ static int keys_equal(PyObject *d, PyObject *keys)
         }
     }
     return 1;
+}
+
+/* Whether set s iterates as the tuple items: each item of the same type
+ * and equal (equal sets may iterate in other orders). */
+static int iterates_as(PyObject *s, PyObject *items)
+{
+    if (!(PySet_CheckExact(s) || PyFrozenSet_CheckExact(s)) || PySet_Size(s) != PyTuple_Size(items))
+        return 0;
+    PyObject *it = PyObject_GetIter(s), *v;
+    int same = it != NULL;
+    for (Py_ssize_t i = 0; same && (v = PyIter_Next(it)); i++) {
+        PyObject *e = PyTuple_GetItem(items, i);
+        same = v == e || (Py_TYPE(v) == Py_TYPE(e) && PyObject_RichCompareBool(v, e, Py_EQ) == 1);
+        Py_DECREF(v);
+    }
+    Py_XDECREF(it);
+    PyErr_Clear();
+    return same;
 }
 
 static bool plain_value(PyObject *v)
@@ -298,6 +321,8 @@ static int check_guard(const cap_guard *g, PyObject *v, cap_hint *hints, cap_dca
     }
     case CAP_G_KEYS:
         return keys_equal(v, g->obj);
+    case CAP_G_ORDER:
+        return iterates_as(v, g->obj);
     case CAP_G_ITERPOS: {
         if (Py_TYPE(v) != cap_iter_type)
             return 0;
@@ -991,6 +1016,10 @@ void cap_guard_str(const cap_source *src, int nsrc, const cap_guard *g, char *bu
     case CAP_G_KEYS:
         repr_into(g->obj, v, sizeof v);
         snprintf(buf, size, "list(%s.keys()) == %s", s, v);
+        return;
+    case CAP_G_ORDER:
+        repr_into(g->obj, v, sizeof v);
+        snprintf(buf, size, "tuple(%s) == %s, in order", s, v);
         return;
     case CAP_G_HASATTR:
         snprintf(buf, size, "hasattr(%s, '%s') == %s", s, PyUnicode_AsUTF8(g->obj), g->n ? "True" : "False");

@@ -400,6 +400,14 @@ static int set_discard(PyObject *obj, PyObject *key, PyObject *value)
     return PySet_Discard(obj, value) < 0 ? -1 : 0;
 }
 
+static int iter_next(PyObject *obj, PyObject *key, PyObject *value)
+{
+    (void)key, (void)value;
+    PyObject *v = PyIter_Next(obj);
+    Py_XDECREF(v);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
 static int set_cell(PyObject *obj, PyObject *key, PyObject *value)
 {
     (void)key;
@@ -419,6 +427,7 @@ static const effect_fn replay[CAP_E_COUNT] = {
     [CAP_E_INSERT] = insert,     [CAP_E_POP] = pop,           [CAP_E_CLEAR] = clear,
     [CAP_E_CELL_SET] = set_cell, [CAP_E_CELL_DEL] = del_cell,
     [CAP_E_SET_ADD] = set_add,   [CAP_E_SET_DISCARD] = set_discard,
+    [CAP_E_ITER_NEXT] = iter_next,
 };
 
 int cap_entry_run_effects(cap_entry *e, PyObject **rv)

@@ -211,8 +211,9 @@ int cap_ret_contains(cap_interp *I, cap_frame *p, const cap_instr *in, int arg, 
     return CAP_NEXT;
 }
 
-/* l += items on an outside list is l.extend(items), s |= t and s -= t on an
- * outside set s.update(t) and s.difference_update(t), logged
+/* l += items on an outside list is l.extend(items), s |= t, s -= t and
+ * s ^= t on an outside set s.update(t), s.difference_update(t) and
+ * s.symmetric_difference_update(t), logged
  * (trace/effects.c); other in-place operators on outside containers are
  * breaks. */
 static int inplace_outside(cap_interp *I, int op, PyObject *a, PyObject *b, PyObject **out)
@@ -221,7 +222,8 @@ static int inplace_outside(cap_interp *I, int op, PyObject *a, PyObject *b, PyOb
     const char *as = (op & 0xff) == CAP_NB_ADD && PyList_CheckExact(a) ? "extend"
                      : (op & 0xff) == CAP_NB_OR && sets                ? "update"
                      : (op & 0xff) == CAP_NB_SUBTRACT && sets          ? "difference_update"
-                                                                       : NULL;
+                     : (op & 0xff) == CAP_NB_XOR && sets ? "symmetric_difference_update"
+                                                         : NULL;
     int rc = as ? cap_hooks.outside_mutator(I, a, as, &b, 1, NULL, out) : CAP_NONE;
     if (rc == CAP_NONE)
         return cap_hooks.brk(I->T, CAP_B_MUTATE_OUTSIDE, "in-place %s= on a %s from outside",

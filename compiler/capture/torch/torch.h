@@ -50,11 +50,15 @@ int cap_torch_setitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v);
 /* Views and mutation through aliases (torch_ops.c): t's value becomes nv,
  * as seen by its base and every live view; key is NULL for views that are
  * not basic indexing (they cannot follow a mutation: a break). */
-/* Eager's strides of traced value v into st (static sizes), or false where
- * ptc does not know them (torch_strides.c); whether st is contiguous in a
- * memory format, as torch's is_contiguous(memory_format) says. */
+/* Eager's strides of traced value v of trace T into st (static sizes), or
+ * false where ptc does not know them (torch_strides.c); whether st is
+ * contiguous in a memory format, as torch's is_contiguous(memory_format)
+ * says. */
 typedef enum { CAP_ROW_MAJOR, CAP_CHANNELS_LAST, CAP_CHANNELS_LAST_3D } cap_memory_format;
-bool cap_value_strides(const ptc_value *v, int64_t *st);
+bool cap_value_strides(cap_trace *T, const ptc_value *v, int64_t *st);
+/* Notes that node n, a creation op, was built by a *_like call of input:
+ * n's layout is then input's, as torch's preserve_format gives it. */
+int cap_note_like(cap_trace *T, const ptc_node *n, const ptc_value *input);
 bool cap_strides_contiguous(const ptc_value *v, const int64_t *st, cap_memory_format format);
 /* Are strides st a dense layout of t (a permutation of row-major)? Puts its
  * dims outermost first in perm. */

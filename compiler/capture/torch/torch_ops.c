@@ -1088,7 +1088,7 @@ static void strides_of(ptc_arena *a, const ptc_ttype *t, ptc_dim *st)
  * does not know them (torch_strides.c). */
 static int made_strides(cap_tcall *c, cap_tensor *t, int64_t *st)
 {
-    if (cap_value_strides(t->v, st))
+    if (cap_value_strides(c->T, t->v, st))
         return CAP_NEXT;
     return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
                        "%s() of a result whose strides ptc does not model", c->m->name);
@@ -1159,7 +1159,7 @@ int cap_th_is_contiguous(cap_tcall *c, PyObject **out)
     } else if (format == CAP_ROW_MAJOR) {
         *out = Py_NewRef(ty(t)->layout == PTC_LAYOUT_CONTIGUOUS ? Py_True : Py_False);
         return CAP_NEXT;
-    } else if (!cap_value_strides(t->v, st)) {
+    } else if (!cap_value_strides(c->T, t->v, st)) {
         return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
                            "is_contiguous(memory_format) of symbolic sizes");
     }

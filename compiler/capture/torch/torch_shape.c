@@ -398,12 +398,45 @@ int cap_th_cpu(cap_tcall *c, PyObject **out)
 
 /* ---- creation ---------------------------------------------------------------------------- */
 
-/* dtype= / device= keywords (with defaults) for creation ops. */
+/* The memory_format= keyword of a creation call: none, or preserve_format
+ * for a *_like (*row_major false), or contiguous_format where the call
+ * takes one (true); any other format, or one given to a factory that takes
+ * none (eager raises TypeError), is a break: the call runs for real. */
+static int creation_format(cap_tcall *c, bool like, bool *row_major)
+{
+    PyObject *f = ARG(-1, "memory_format");
+    *row_major = false;
+    if (!f || f == Py_None)
+        return CAP_NEXT;
+    PyObject *contiguous = PyObject_GetAttrString(cap_T.torch, "contiguous_format"),
+             *preserve = PyObject_GetAttrString(cap_T.torch, "preserve_format");
+    Py_XDECREF(contiguous); /* torch keeps them */
+    Py_XDECREF(preserve);
+    PyErr_Clear();
+    bool takes_one = like || (c->m->fn == cap_th_factory && c->m->op == PTC_OP_EMPTY);
+    if (takes_one && (f == contiguous || (like && f == preserve))) {
+        *row_major = f == contiguous;
+        return CAP_NEXT;
+    }
+    PyObject *text = PyObject_Str(f);
+    int rc = cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "%s(memory_format=%s)", c->m->name,
+                         text ? PyUnicode_AsUTF8(text) : "?");
+    Py_XDECREF(text);
+    PyErr_Clear();
+    return rc;
+}
+
+/* dtype= / device= keywords (with defaults) for creation ops; the
+ * memory_format= of those but the *_like family (cap_th_like reads its own). */
 static int dtype_device(cap_tcall *c, ptc_arg *dt, ptc_arg *dev, ptc_dtype ddt, ptc_device ddev)
 {
     PyObject *d = ARG(-1, "dtype"), *v = ARG(-1, "device"), *rg = ARG(-1, "requires_grad");
     *dt = ptc_arg_dtype(ddt);
     *dev = ptc_arg_device(ddev);
+    bool row_major;
+    int rc = c->m->fn == cap_th_like ? CAP_NEXT : creation_format(c, false, &row_major);
+    if (rc != CAP_NEXT)
+        return rc;
     if (rg && PyObject_IsTrue(rg) == 1)
         return cap_t_break(c->T, CAP_B_AUTOGRAD, "%s(requires_grad=True)", c->m->name);
     if (d && d != Py_None) {
@@ -519,6 +552,20 @@ int cap_th_random(cap_tcall *c, PyObject **out)
     return cap_build(c->T, (ptc_op)c->m->op, a, 4, out);
 }
 
+/* A *_like call's creation op, noted as made like t (its layout is t's;
+ * t NULL: row-major, memory_format=torch.contiguous_format). */
+static int build_like(cap_tcall *c, cap_tensor *t, ptc_op op, ptc_arg *a, int nargs, PyObject **out)
+{
+    int rc = cap_build(c->T, op, a, nargs, out);
+    if (rc != CAP_NEXT || !t || !cap_is_tensor(*out))
+        return rc;
+    if (cap_note_like(c->T, ((cap_tensor *)*out)->v->def, t->v) < 0) {
+        Py_CLEAR(*out);
+        return CAP_ERR;
+    }
+    return CAP_NEXT;
+}
+
 /* zeros_like(x, dtype=, device=) and friends. */
 int cap_th_like(cap_tcall *c, PyObject **out)
 {
@@ -527,9 +574,13 @@ int cap_th_like(cap_tcall *c, PyObject **out)
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s needs a tensor", c->m->name);
     const ptc_ttype *tt = ty(t);
     ptc_arg dt, dev, a[5];
-    int rc = dtype_device(c, &dt, &dev, tt->dtype, tt->device);
+    bool row_major;
+    int rc = creation_format(c, true, &row_major);
+    if (rc == CAP_NEXT)
+        rc = dtype_device(c, &dt, &dev, tt->dtype, tt->device);
     if (rc != CAP_NEXT)
         return rc;
+    cap_tensor *layout_of = row_major ? NULL : t;
     a[0] = ptc_arg_dims(c->T->arena, tt->shape, tt->ndim);
     ptc_op op = (ptc_op)c->m->op;
     if (op == PTC_OP_FULL) {
@@ -537,14 +588,14 @@ int cap_th_like(cap_tcall *c, PyObject **out)
         if (!fill || cap_tconvert(c->T, fill, PTC_PK_SCALAR, 0, &a[1], "full_like") != CAP_NEXT)
             return CAP_BREAK;
         a[2] = dt, a[3] = dev;
-        return cap_build(c->T, op, a, 4, out);
+        return build_like(c, layout_of, op, a, 4, out);
     }
     a[1] = dt, a[2] = dev;
     if (op == PTC_OP_RAND || op == PTC_OP_RANDN) {
         a[3] = ptc_arg_int((int64_t)cap_t_next_seed(c->T));
-        return cap_build(c->T, op, a, 4, out);
+        return build_like(c, layout_of, op, a, 4, out);
     }
-    return cap_build(c->T, op, a, 3, out);
+    return build_like(c, layout_of, op, a, 3, out);
 }
 
 /* x.new_zeros(size, dtype=, device=): creation with x's dtype and device. */

@@ -8,10 +8,13 @@
  * transpose, expand, unsqueeze, slice, select, narrow, split; view, reshape
  * and squeeze of a row-major operand), and any other op of row-major
  * operands gives a row-major result, as TensorIterator and the library
- * kernels do. Anything else (an op over a permuted operand, whose layout
- * eager derives from its operands' strides; advanced indexing; a tensor
- * created here, which may be a *_like of a permuted one; symbolic sizes) is
- * unknown, and the caller breaks rather than answer wrongly.
+ * kernels do. A tensor created here by a factory (zeros, empty, full,
+ * arange, randn, new_*) is row-major, as torch makes it; one a *_like call
+ * made has its input's layout where that is dense (torch's preserve_format;
+ * the trace notes which input, cap_note_like). Anything else (an op over a
+ * permuted operand, whose layout eager derives from its operands' strides;
+ * advanced indexing; a *_like of such a value; symbolic sizes) is unknown,
+ * and the caller breaks rather than answer wrongly.
  */
 #include "capture/torch/torch.h"
 #include "ops/ops.h"
@@ -59,7 +62,7 @@ static int64_t dim_index(ptc_dim d, int ndim)
     return d.value < 0 ? d.value + ndim : d.value;
 }
 
-static bool strides_of_value(const ptc_value *v, int64_t *st, int depth);
+static bool strides_of_value(cap_trace *T, const ptc_value *v, int64_t *st, int depth);
 
 /* The strides of a view op's result v from its operand's (in). */
 static bool view_strides(const ptc_node *n, const ptc_value *v, const ptc_ttype *it,
@@ -160,7 +163,8 @@ static bool same_shape(const ptc_ttype *a, const ptc_ttype *b)
  * whose operands all have its shape and one dense layout has that layout
  * (TensorIterator's fast path: channels-last stays channels-last); else
  * row-major when every tensor operand is, and it has one. */
-static bool computed_strides(const ptc_node *n, const ptc_value *v, int64_t *st, int depth)
+static bool computed_strides(cap_trace *T, const ptc_node *n, const ptc_value *v, int64_t *st,
+                             int depth)
 {
     if (n->op == PTC_OP_MATMUL || n->op == PTC_OP_ADDMM || n->op == PTC_OP_LINEAR ||
         n->op == PTC_OP_BADDBMM) {
@@ -178,7 +182,7 @@ static bool computed_strides(const ptc_node *n, const ptc_value *v, int64_t *st,
         int count = arg->kind == PTC_ARG_VALUE ? 1 : arg->kind == PTC_ARG_VALUES ? arg->vs.n : 0;
         for (int k = 0; k < count; k++) {
             const ptc_value *x = arg->kind == PTC_ARG_VALUE ? arg->v : arg->vs.v[k];
-            if (!strides_of_value(x, in, depth + 1))
+            if (!strides_of_value(T, x, in, depth + 1))
                 return false;
             all_row_major = all_row_major && is_row_major(&x->type, in);
             if (x->type.ndim == 0)
@@ -220,7 +224,77 @@ static bool is_detach(const ptc_node *n)
     return n->op == PTC_OP_TO && n->args[1].kind == PTC_ARG_NONE && n->args[2].kind == PTC_ARG_NONE;
 }
 
-static bool strides_of_value(const ptc_value *v, int64_t *st, int depth)
+/* Node ids a *_like built, as the dict's keys. */
+static PyObject *node_key(const ptc_node *n)
+{
+    return PyLong_FromLong(n->id);
+}
+
+int cap_note_like(cap_trace *T, const ptc_node *n, const ptc_value *input)
+{
+    PyObject *k = node_key(n), *v = PyLong_FromVoidPtr((void *)input);
+    int rc = k && v ? PyDict_SetItem(T->like_inputs, k, v) : -1;
+    Py_XDECREF(k);
+    Py_XDECREF(v);
+    return rc;
+}
+
+/* Dense strides in the order of in's (torch's infer_dense_strides): dims
+ * sorted innermost first by stride, a stride 0 comparing with nothing
+ * (the row-major order stays), equal strides putting the smaller size
+ * inside. */
+static void dense_in_order_of(const ptc_ttype *t, const int64_t *in, int64_t *st)
+{
+    int nd = t->ndim, perm[PTC_MAX_DIMS];
+    for (int i = 0; i < nd; i++)
+        perm[i] = nd - 1 - i;
+    for (int i = 1; i < nd; i++)
+        for (int d1 = i, d0 = i - 1; d0 >= 0; d0--) {
+            int64_t s0 = in[perm[d0]], s1 = in[perm[d1]];
+            int cmp = s0 == 0 || s1 == 0 ? 0
+                      : s0 != s1         ? (s0 < s1 ? -1 : 1)
+                                         : (t->shape[perm[d0]].value > t->shape[perm[d1]].value);
+            if (cmp > 0) {
+                int x = perm[d0];
+                perm[d0] = perm[d1];
+                perm[d1] = x;
+                d1 = d0;
+            } else if (cmp < 0) {
+                break;
+            }
+        }
+    int64_t step = 1;
+    for (int i = 0; i < nd; i++) {
+        st[perm[i]] = step;
+        step *= t->shape[perm[i]].value > 1 ? t->shape[perm[i]].value : 1;
+    }
+}
+
+/* A creation op's result: row-major from a factory; from a *_like, its
+ * input's strides where the input is dense, else dense strides in the
+ * input's order (torch's empty_like with preserve_format). */
+static bool created_strides(cap_trace *T, const ptc_node *n, const ptc_value *v, int64_t *st,
+                            int depth)
+{
+    PyObject *k = node_key(n), *input = k ? PyDict_GetItem(T->like_inputs, k) : NULL;
+    Py_XDECREF(k);
+    if (!input) {
+        row_major(&v->type, st);
+        return true;
+    }
+    const ptc_value *in = PyLong_AsVoidPtr(input);
+    int64_t in_st[PTC_MAX_DIMS];
+    int8_t perm[PTC_MAX_DIMS];
+    if (!strides_of_value(T, in, in_st, depth + 1))
+        return false;
+    if (cap_dense_order(&in->type, in_st, perm))
+        memcpy(st, in_st, sizeof(int64_t) * (size_t)v->type.ndim);
+    else
+        dense_in_order_of(&v->type, in_st, st);
+    return true;
+}
+
+static bool strides_of_value(cap_trace *T, const ptc_value *v, int64_t *st, int depth)
 {
     const ptc_ttype *t = &v->type;
     if (depth > MAX_CHAIN || !static_dims(t))
@@ -238,11 +312,13 @@ static bool strides_of_value(const ptc_value *v, int64_t *st, int depth)
         row_major(t, st);
         return true;
     }
+    if (ptc_op_flags(n->op) & PTC_F_CREATION)
+        return created_strides(T, n, v, st, depth);
     if (!is_view(n->op) && !is_detach(n))
-        return computed_strides(n, v, st, depth);
+        return computed_strides(T, n, v, st, depth);
     const ptc_value *base = n->args[0].kind == PTC_ARG_VALUE ? n->args[0].v : NULL;
     int64_t in[PTC_MAX_DIMS];
-    if (!base || !strides_of_value(base, in, depth + 1))
+    if (!base || !strides_of_value(T, base, in, depth + 1))
         return false;
     if (is_detach(n)) {
         memcpy(st, in, sizeof(int64_t) * (size_t)t->ndim);
@@ -251,9 +327,9 @@ static bool strides_of_value(const ptc_value *v, int64_t *st, int depth)
     return view_strides(n, v, &base->type, in, st);
 }
 
-bool cap_value_strides(const ptc_value *v, int64_t *st)
+bool cap_value_strides(cap_trace *T, const ptc_value *v, int64_t *st)
 {
-    return strides_of_value(v, st, 0);
+    return strides_of_value(T, v, st, 0);
 }
 
 /* torch's is_contiguous(memory_format): dense with the dims innermost

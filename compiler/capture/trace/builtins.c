@@ -427,6 +427,16 @@ static int any_all(cap_interp *I, bool want, PyObject *iterable, PyObject **res)
     return rc;
 }
 
+/* Whether builtin id's answer for the set s does not depend on the order
+ * it iterates in: set, frozenset, and sorted, min and max by no key. */
+static bool reads_in_any_order(int id, PyObject *s, PyObject *const *args, int nargs,
+                               PyObject *kwnames)
+{
+    bool keyed = kw_get(args, nargs, kwnames, "key") != NULL;
+    return PyAnySet_Check(s) && (id == B_set || id == B_frozenset ||
+                                 ((id == B_sorted || id == B_min || id == B_max) && !keyed));
+}
+
 /* Builtins that consume an iterable (list, tuple, set, frozenset, sorted,
  * min, max, sum, any, all), through the tracer. A break midway puts the
  * iterators it advanced back: the call then reruns for real. */
@@ -436,7 +446,9 @@ static int consume_items(cap_interp *I, int id, PyObject *const *args, int nargs
     int npos = nargs - kw_count(kwnames), rc = CAP_NEXT;
     if (id == B_any || id == B_all)
         return npos == 1 ? any_all(I, id == B_any, args[0], out) : CAP_ERR;
+    I->T->any_order = npos > 0 && reads_in_any_order(id, args[0], args, nargs, kwnames);
     PyObject *items = npos > 0 ? cap_t_materialize(I, args[0], &rc) : PyList_New(0);
+    I->T->any_order = false;
     if (!items)
         return npos > 0 ? rc : CAP_ERR;
     switch (id) {

@@ -732,19 +732,48 @@ static int set_write_logged(cap_interp *I, PyObject *set, PyObject *rec, PyObjec
 
 /* The keys s.update(arg) or s.difference_update(arg) (s |= arg, s -= arg)
  * adds or discards, when arg is a list, tuple or set the trace made or a
- * constant, all of whose items are keys: a new list, or NULL (no error). */
+ * constant, or an outside set (read whole: guarded equal), all of whose
+ * items are keys: a new list, or NULL (no error). */
 static PyObject *update_keys(cap_trace *T, PyObject *arg)
 {
     bool made = PyList_CheckExact(arg) || PyTuple_CheckExact(arg) || PySet_CheckExact(arg) ||
                 PyFrozenSet_CheckExact(arg);
-    if (!made || (cap_t_outside(T, arg) && !cap_is_constant(arg)))
+    bool outside = made && cap_t_outside(T, arg) && !cap_is_constant(arg);
+    if (!made || (outside && !PyAnySet_Check(arg)))
         return NULL;
-    PyObject *keys = PySequence_List(arg);
+    PyObject *read = outside ? cap_hooks.flow(T, arg) : Py_NewRef(arg);
+    if (!read) {
+        PyErr_Clear(); /* a set of values that are not constants: not logged */
+        return NULL;
+    }
+    PyObject *keys = PySequence_List(read);
+    Py_DECREF(read);
     for (Py_ssize_t i = 0; keys && i < PyList_Size(keys); i++)
         if (!cap_is_key(PyList_GetItem(keys, i)))
             Py_CLEAR(keys);
     PyErr_Clear();
     return keys;
+}
+
+/* s.symmetric_difference_update(arg) (s ^= arg): each of arg's keys, in
+ * the order of a set made of them (eager's), is discarded where the set
+ * holds it and added where not, read on its shadow; s ^= s clears s. */
+static int set_symmetric_update(cap_interp *I, PyObject *set, PyObject *rec, PyObject *arg)
+{
+    if (arg == set)
+        return clear(I, set);
+    PyObject *unique = PyAnySet_Check(arg) ? Py_NewRef(arg) : PySet_New(arg);
+    PyObject *keys = unique ? update_keys(I->T, unique) : NULL, *s = shadow_of(rec);
+    Py_XDECREF(unique);
+    if (!keys)
+        return PyErr_Occurred() ? CAP_ERR : CAP_NONE;
+    int rc = s || (s = materialize(I, rec)) ? CAP_NEXT : CAP_ERR;
+    for (Py_ssize_t i = 0; rc == CAP_NEXT && i < PyList_Size(keys); i++) {
+        int held = PySet_Contains(s, PyList_GetItem(keys, i));
+        rc = held < 0 ? CAP_ERR : set_write_logged(I, set, rec, PyList_GetItem(keys, i), !held);
+    }
+    Py_DECREF(keys);
+    return rc;
 }
 
 /* s.add(v), s.discard(v), s.remove(v), s.update(keys), s.difference_update
@@ -753,7 +782,8 @@ static PyObject *update_keys(cap_trace *T, PyObject *arg)
  * a read needs the shadow, as a list's appends are, so a set that grows on
  * every call is not guarded on what it holds; remove reads the shadow first
  * (eager's KeyError when v is missing) and is replayed as a discard. Other
- * methods, or other values, return CAP_NONE. */
+ * methods, or other values, return CAP_NONE; symmetric_difference_update
+ * is set_symmetric_update's. */
 static int set_mutator(cap_interp *I, PyObject *set, const char *name, PyObject *const *args,
                        int nargs, PyObject **out)
 {
@@ -764,6 +794,11 @@ static int set_mutator(cap_interp *I, PyObject *set, const char *name, PyObject 
     int rc = CAP_NEXT;
     if (strcmp(name, "clear") == 0 && nargs == 0) {
         rc = clear(I, set);
+    } else if (strcmp(name, "symmetric_difference_update") == 0 && nargs == 1) {
+        if (!(rec = record_get(I->T, set)))
+            return CAP_ERR;
+        if ((rc = set_symmetric_update(I, set, rec, args[0])) == CAP_NONE)
+            return rc;
     } else if ((update || diff) && nargs == 1) {
         if (!(keys = update_keys(I->T, args[0])))
             return CAP_NONE;

@@ -16,8 +16,8 @@ int cap_guard_add(cap_trace *T, int kind, int src, PyObject *obj, int64_t n)
     PyObject *key = Py_BuildValue("(iinL)", kind, src, (Py_ssize_t)(uintptr_t)obj, (long long)n);
     if (!key)
         return -1;
-    if (kind == CAP_G_EQ || kind == CAP_G_KEYS || kind == CAP_G_HASATTR || kind == CAP_G_DICT_HAS ||
-        kind == CAP_G_SYM || kind == CAP_G_SYMSIZE) {
+    if (kind == CAP_G_EQ || kind == CAP_G_KEYS || kind == CAP_G_ORDER || kind == CAP_G_HASATTR ||
+        kind == CAP_G_DICT_HAS || kind == CAP_G_SYM || kind == CAP_G_SYMSIZE) {
         /* Value guards: identical values dedupe even when the objects differ
            (unhashable values, a dict or a slice, by identity). */
         Py_DECREF(key);

@@ -823,6 +823,26 @@ static int iter_range(PyObject *obj, PyObject **out)
     return *out ? CAP_NEXT : CAP_ERR;
 }
 
+/* The items of an outside set or frozenset, in its iteration order (*list),
+ * guarded on that order: equal sets may iterate in other orders. Items that
+ * are not constants break. */
+static int set_in_order(cap_trace *T, PyObject *set, int src, PyObject **list)
+{
+    PyObject *items = PySequence_Tuple(set);
+    if (!items)
+        return CAP_ERR;
+    for (Py_ssize_t i = 0; i < PyTuple_Size(items); i++)
+        if (!cap_is_key(PyTuple_GetItem(items, i))) {
+            Py_DECREF(items);
+            return cap_t_break(T, CAP_B_OPAQUE_ITERATOR,
+                               "iteration over an outside set of values that are not constants");
+        }
+    int rc = cap_guard_add(T, CAP_G_ORDER, src, items, 0);
+    *list = rc < 0 ? NULL : PySequence_List(items);
+    Py_DECREF(items);
+    return *list ? CAP_NEXT : CAP_ERR;
+}
+
 /* The items of any other iterable, listed now (*list): a container module's
  * children (wrapped), or what iterating it for real gives where it was made
  * in the trace; a Python __iter__ is inlined instead (CAP_FRAME). A C
@@ -846,6 +866,8 @@ static int listed_items(cap_interp *I, PyObject *obj, int src, PyObject **list, 
     }
     if (src >= 0 && PyObject_TypeCheck(obj, (PyTypeObject *)cap_P.GeneratorType))
         return cap_t_break(T, CAP_B_GENERATOR, "iteration over a generator");
+    if (src >= 0 && (PySet_CheckExact(obj) || PyFrozenSet_CheckExact(obj)))
+        return set_in_order(T, obj, src, list);
     if (src >= 0 && !cap_is_constant(obj))
         return cap_t_break(T, CAP_B_OPAQUE_ITERATOR, "iteration over an outside %s",
                            cap_tpname(Py_TYPE(obj)));
@@ -859,6 +881,34 @@ static int listed_items(cap_interp *I, PyObject *obj, int src, PyObject **list, 
     return *list ? CAP_NEXT : CAP_ERR;
 }
 
+/* Whether a set holds a float (a NaN compares in no order). */
+static bool holds_floats(PyObject *set)
+{
+    PyObject *it = PyObject_GetIter(set), *v;
+    bool floats = it == NULL;
+    while (!floats && (v = PyIter_Next(it))) {
+        floats = PyFloat_Check(v);
+        Py_DECREF(v);
+    }
+    Py_XDECREF(it);
+    PyErr_Clear();
+    return floats;
+}
+
+/* Whether orig, read as now, is a written outside set read through its
+ * shadow in its order: a set's order depends on its table's history, which
+ * no copy keeps, so iterating the shadow, or C code reading it whole, would
+ * differ from the real set after the replay. A builtin whose answer does
+ * not depend on the order (T->any_order) may iterate it, if no item is a
+ * float. */
+static bool set_order_unknown(cap_trace *T, PyObject *orig, PyObject *now)
+{
+    return orig != now && PyAnySet_Check(orig) && !(T->any_order && !holds_floats(now));
+}
+
+static const char set_order_detail[] =
+    "an outside set read in its order after a write (a copy may iterate otherwise)";
+
 int cap_t_iter(cap_interp *I, PyObject *obj, PyObject **out)
 {
     cap_trace *T = I->T;
@@ -870,9 +920,16 @@ int cap_t_iter(cap_interp *I, PyObject *obj, PyObject **out)
     }
     if (cap_t_is_real_tensor(obj))
         return cap_t_real_tensor(T, obj, "iteration");
+    if (cap_t_outside_seq_iter(T, obj)) { /* iter(it) is it; next() is logged */
+        *out = Py_NewRef(obj);
+        return CAP_NEXT;
+    }
+    PyObject *orig = obj;
     int rc = cap_t_current(I, &obj);
     if (rc != CAP_NEXT)
         return rc;
+    if (set_order_unknown(T, orig, obj))
+        return cap_t_break(T, CAP_B_MUTATE_OUTSIDE, "%s", set_order_detail);
     int src = cap_t_source_of(T, obj);
     if (plain_seq(obj)) {
         if (len_guard(T, obj, src) < 0)
@@ -911,6 +968,8 @@ int cap_t_next(cap_interp *I, PyObject *it, PyObject **out)
     }
     if (Py_TYPE(it) == cap_lazy_type)
         return cap_t_lazy_next(I, (cap_lazy *)it, out);
+    if (cap_t_outside_seq_iter(T, it))
+        return cap_t_outside_iter_next(I, it, out);
     PyObject *m = python_method(it, "__next__", NULL);
     if (m) {
         PyObject *args[1] = {it};
@@ -1173,8 +1232,15 @@ PyObject *cap_t_flow(cap_trace *T, PyObject *obj)
         Py_XDECREF(list);
         return it;
     }
+    if (cap_t_outside_iter_advanced(T, obj))
+        return cap_signal_break(CAP_B_OPAQUE_ITERATOR,
+                                "an outside %s handed to C code after next()",
+                                cap_tpname(Py_TYPE(obj)));
+    PyObject *orig = obj;
     if (cap_t_current(T->I, &obj) != CAP_NEXT)
         return NULL;
+    if (set_order_unknown(T, orig, obj))
+        return cap_signal_break(CAP_B_MUTATE_OUTSIDE, "%s", set_order_detail);
     PyObject *read = plain_seq(obj) || plain_dict(obj) || PyAnySet_Check(obj)
                          ? cap_t_stored_items(T, obj)
                          : Py_NewRef(obj);

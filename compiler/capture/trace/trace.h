@@ -34,22 +34,24 @@ typedef struct cap_break {
 
 /* ---- sources --------------------------------------------------------------- */
 
-#define CAP_SOURCE_KINDS(X)                                                     \
-    X(LOCAL, "L")       /* frame `frame`'s localsplus slot `index` */            \
-    X(STACK, "S")       /* frame `frame`'s stack slot `index` */                 \
-    X(FUNC, "F")        /* frame `frame`'s function */                          \
-    X(RETA, "R")        /* frame `frame`'s pending result (an __init__'s self) */ \
-    X(CONST, "C")       /* `key` itself: an object assumed constant */           \
-    X(ATTR, ".")        /* getattr(parent, key) */                              \
-    X(INSTDICT, ".")    /* parent.__dict__[key] */                              \
-    X(MODPARAM, ".")    /* parent._parameters[key] */                           \
-    X(MODBUF, ".")      /* parent._buffers[key] */                              \
-    X(MODCHILD, ".")    /* parent._modules[key] */                              \
-    X(ITEM, "[]")       /* parent[key] of a dict */                             \
-    X(INDEX, "[]")      /* parent[index] of a list or tuple */                  \
-    X(CELL, "cell")     /* the contents of cell parent */                       \
-    X(TYPE, "type")     /* type(parent) */                                      \
-    X(ITERSEQ, "seq")   /* the sequence a ptc iterator (cap_iter) walks */
+#define CAP_SOURCE_KINDS(X)                                                                        \
+    X(LOCAL, "L")       /* frame `frame`'s localsplus slot `index` */                              \
+    X(STACK, "S")       /* frame `frame`'s stack slot `index` */                                   \
+    X(FUNC, "F")        /* frame `frame`'s function */                                             \
+    X(RETA, "R")        /* frame `frame`'s pending result (an __init__'s self) */                  \
+    X(CONST, "C")       /* `key` itself: an object assumed constant */                             \
+    X(ATTR, ".")        /* getattr(parent, key) */                                                 \
+    X(INSTDICT, ".")    /* parent.__dict__[key] */                                                 \
+    X(MODPARAM, ".")    /* parent._parameters[key] */                                              \
+    X(MODBUF, ".")      /* parent._buffers[key] */                                                 \
+    X(MODCHILD, ".")    /* parent._modules[key] */                                                 \
+    X(ITEM, "[]")       /* parent[key] of a dict */                                                \
+    X(INDEX, "[]")      /* parent[index] of a list or tuple */                                     \
+    X(CELL, "cell")     /* the contents of cell parent */                                          \
+    X(TYPE, "type")     /* type(parent) */                                                         \
+    X(ITERSEQ, "seq")   /* the sequence a ptc iterator (cap_iter) walks */                         \
+    X(ITERREST, "rest") /* what an outside tuple or range iterator has left                        \
+                           (cap_iter_rest), read without advancing it */
 
 typedef enum {
 #define X(id, s) CAP_S_##id,
@@ -74,29 +76,31 @@ typedef struct cap_source {
 
 /* ---- guards ---------------------------------------------------------------- */
 
-#define CAP_GUARD_KINDS(X)                                                      \
-    X(ID, "is")            /* value is obj */                                   \
-    X(TYPE, "type is")     /* type(value) is obj */                             \
-    X(EQ, "==")            /* type(value) is type(obj) and value == obj */      \
-    X(LEN, "len ==")       /* cap_stored_len(value) == n */                     \
-    X(KEYS, "keys ==")     /* cap_stored_keys(value) == obj */                  \
-    X(TENSOR, "tensor")    /* tensor type, dtype, device, sizes, strides, grad */\
-    X(HASATTR, "hasattr")  /* hasattr(value, key) == n */                       \
-    X(DICT_HAS, "has key") /* (key in value) == n */                            \
-    X(NOHOOKS, "no hooks") /* module has no forward (pre-)hooks */              \
-    X(CLASSATTR, "method") /* obj = (name, f): name not in value's __dict__ and  \
-                              type(value).name is f (a method, without binding) */ \
-    X(GRAD, "grad mode")   /* torch.is_grad_enabled() == n (no source) */       \
-    X(AUTOCAST, "autocast")/* autocast state == n (no source) */                \
-    X(ITERPOS, "iterator at") /* a cap_iter at position n (obj: range or None) */ \
-    X(GLOBAL_HOOKS, "no global module hooks") /* (no source) */                 \
-    X(SAME, "is the object of") /* value is the object source n reached */      \
-    X(DISTINCT, "distinct")  /* obj: tuple of source ids (src the largest), all \
-                                distinct objects: tensors that were not aliases */ \
-    X(NOALIAS, "share no memory") /* obj: source ids (src the largest), the first n \
-                                     written in place: they share no storage with the rest */ \
-    X(SYM, "size relation")  /* expr n 0, n a Py_LT.. relation; obj: expr's text */ \
-    X(SYMSIZE, "size is")    /* value.size(n & 255) == symbol n >> 8 */
+#define CAP_GUARD_KINDS(X)                                                                                \
+    X(ID, "is")               /* value is obj */                                                          \
+    X(TYPE, "type is")        /* type(value) is obj */                                                    \
+    X(EQ, "==")               /* type(value) is type(obj) and value == obj */                             \
+    X(LEN, "len ==")          /* cap_stored_len(value) == n */                                            \
+    X(KEYS, "keys ==")        /* cap_stored_keys(value) == obj */                                         \
+    X(ORDER, "iterates as")   /* value a set or frozenset whose items, in its                             \
+                                 iteration order, are obj's (type and ==) */                              \
+    X(TENSOR, "tensor")       /* tensor type, dtype, device, sizes, strides, grad */                      \
+    X(HASATTR, "hasattr")     /* hasattr(value, key) == n */                                              \
+    X(DICT_HAS, "has key")    /* (key in value) == n */                                                   \
+    X(NOHOOKS, "no hooks")    /* module has no forward (pre-)hooks */                                     \
+    X(CLASSATTR, "method")    /* obj = (name, f): name not in value's __dict__ and                        \
+                                 type(value).name is f (a method, without binding) */                     \
+    X(GRAD, "grad mode")      /* torch.is_grad_enabled() == n (no source) */                              \
+    X(AUTOCAST, "autocast")   /* autocast state == n (no source) */                                       \
+    X(ITERPOS, "iterator at") /* a cap_iter at position n (obj: range or None) */                         \
+    X(GLOBAL_HOOKS, "no global module hooks") /* (no source) */                                           \
+    X(SAME, "is the object of")               /* value is the object source n reached */                  \
+    X(DISTINCT, "distinct")                   /* obj: tuple of source ids (src the largest), all          \
+                                                 distinct objects: tensors that were not aliases */       \
+    X(NOALIAS, "share no memory")             /* obj: source ids (src the largest), the first n           \
+                                                 written in place: they share no storage with the rest */ \
+    X(SYM, "size relation") /* expr n 0, n a Py_LT.. relation; obj: expr's text */                        \
+    X(SYMSIZE, "size is")   /* value.size(n & 255) == symbol n >> 8 */
 
 /* What an outside list, tuple, dict or set holds in its own storage, which
  * is what its type's C methods read and what INDEX and ITEM sources reach,
@@ -429,6 +433,13 @@ struct cap_trace {
     PyObject *strings;
     PyObject *skipped;        /* generators run untouched while tracing */
     PyObject *made_funcs;     /* dict: id(fn) -> fn, the functions MAKE_FUNCTION made */
+    PyObject *iter_shadows;   /* dict: id(it) -> the ptc iterator over what the outside
+                                 iterator it has left (iter_outside.c) */
+    bool any_order;           /* a builtin reading a set whatever its order (set,
+                                 sorted, min, max: builtins.c) is iterating it */
+    PyObject *like_inputs;    /* dict: id of a node a *_like call built -> its input's
+                                 ptc_value (a pointer): the result's layout is the
+                                 input's (torch_strides.c) */
     PyObject *made_ids;       /* dict: an id() the trace took -> its object (ids.c) */
     PyObject *resumed_ids;    /* the resume state's ids (cap_interp.ids, or NULL):
                                  loaded without a guard (ids.c) */
@@ -567,19 +578,20 @@ bool cap_t_dict_of_trace(cap_trace *T, PyObject *obj);
 /* The kinds of logged mutation, each replayed after the graph by one
  * routine (entry_run.c): X(id, uses key, uses value). */
 #define CAP_EFFECT_KINDS(X)                                                                        \
-    X(ATTR_SET, 1, 1) /* setattr(obj, key, value) */                                               \
-    X(ATTR_DEL, 1, 0) /* delattr(obj, key) */                                                      \
-    X(ITEM_SET, 1, 1) /* obj[key] = value: a list, dict or a module's globals */                   \
-    X(ITEM_DEL, 1, 0) /* del obj[key] */                                                           \
-    X(APPEND, 0, 1)   /* obj.append(value) */                                                      \
-    X(EXTEND, 0, 1)   /* obj.extend(value), value the list of items */                             \
-    X(INSERT, 1, 1)   /* obj.insert(key, value) */                                                 \
-    X(POP, 1, 0)      /* obj.pop(key), key a list index */                                         \
-    X(CLEAR, 0, 0)    /* obj.clear(): a list or dict */                                            \
-    X(CELL_SET, 0, 1) /* obj.cell_contents = value */                                              \
-    X(CELL_DEL, 0, 0) /* del obj.cell_contents */                                                  \
-    X(SET_ADD, 0, 1)  /* obj.add(value): a set */                                                  \
-    X(SET_DISCARD, 0, 1) /* obj.discard(value): a set */
+    X(ATTR_SET, 1, 1)    /* setattr(obj, key, value) */                                            \
+    X(ATTR_DEL, 1, 0)    /* delattr(obj, key) */                                                   \
+    X(ITEM_SET, 1, 1)    /* obj[key] = value: a list, dict or a module's globals */                \
+    X(ITEM_DEL, 1, 0)    /* del obj[key] */                                                        \
+    X(APPEND, 0, 1)      /* obj.append(value) */                                                   \
+    X(EXTEND, 0, 1)      /* obj.extend(value), value the list of items */                          \
+    X(INSERT, 1, 1)      /* obj.insert(key, value) */                                              \
+    X(POP, 1, 0)         /* obj.pop(key), key a list index */                                      \
+    X(CLEAR, 0, 0)       /* obj.clear(): a list or dict */                                         \
+    X(CELL_SET, 0, 1)    /* obj.cell_contents = value */                                           \
+    X(CELL_DEL, 0, 0)    /* del obj.cell_contents */                                               \
+    X(SET_ADD, 0, 1)     /* obj.add(value): a set */                                               \
+    X(SET_DISCARD, 0, 1) /* obj.discard(value): a set */                                           \
+    X(ITER_NEXT, 0, 0)   /* next(obj): an outside iterator */
 
 typedef enum {
 #define X(id, k, v) CAP_E_##id,
@@ -800,6 +812,14 @@ typedef struct cap_iter {
 } cap_iter;
 extern PyTypeObject *cap_iter_type;
 PyObject *cap_iter_seq(PyObject *seq, int src, cap_trace *T);
+/* Outside iterators advanced in the graph (iter_outside.c): whether it is
+ * an outside tuple or range iterator; what one has left (a tuple or range,
+ * new; NULL, no error, for other objects); next(it) on it, logged; whether this trace
+ * advanced it. */
+bool cap_t_outside_seq_iter(cap_trace *T, PyObject *it);
+PyObject *cap_iter_rest(PyObject *it);
+int cap_t_outside_iter_next(cap_interp *I, PyObject *it, PyObject **out);
+bool cap_t_outside_iter_advanced(cap_trace *T, PyObject *it);
 PyObject *cap_iter_range(long long start, long long step, Py_ssize_t n);
 PyObject *cap_iter_next_raw(cap_iter *it);
 /* The dict behind a keys/values/items view (its one referent: the limited
