@@ -120,6 +120,9 @@ typedef struct ptc_metrics {
 /* Adds to (or creates) a named metric. Times are milliseconds. */
 void ptc_metrics_add(ptc_metrics *m, const char *name, double value, bool is_time);
 double ptc_metrics_get(const ptc_metrics *m, const char *name);
+/* Adds every metric of src to dst, each named prefix + its name (a
+ * backward's "prims" as "backward_prims"); NULL prefix: the same names. */
+void ptc_metrics_add_all(ptc_metrics *dst, const ptc_metrics *src, const char *prefix);
 void ptc_metrics_json(const ptc_metrics *m, ptc_jw *w);
 
 /* Times a pass: t = ptc_timer_start(); ...; ptc_timer_stop(&metrics, "prims", t). */
