@@ -11,6 +11,9 @@
  *   DIR/<frame>_<recompile>/ captured.ptir prims.ptir joint.ptir forward.ptir
  *                            backward.ptir loops.txt kernels.txt kernel_<n>.ll
  *                            kernel_<n>.ptx guards.txt breaks.json metrics.json
+ *   DIR/<frame>_<recompile>.program_<k>/  a graph cut into pieces: each distinct
+ *                            piece's program (its captured graph and stages;
+ *                            the graph's own folder keeps the whole)
  * index.json is rewritten (atomically, via rename) whenever a compile closes,
  * so a trace cut short still opens. (It is also rewritten when a compile
  * begins and after each file, with "complete": false until ptc_trace_end, so
@@ -146,6 +149,12 @@ typedef struct ptc_trace_compile ptc_trace_compile;
 ptc_trace_compile *ptc_trace_begin(ptc_trace *t, const char *frame, int recompile,
                                    const char *function, const char *file, int line,
                                    const char *reason, ptc_error *err);
+/* A compile of part of whole's graph (one program of a graph cut into
+ * pieces): a folder and an index entry of its own, "<whole's id>.<part>"
+ * (made unique as above), with whole's frame, function and place, and
+ * reason saying which part it is. Ended with ptc_trace_end. */
+ptc_trace_compile *ptc_trace_begin_part(ptc_trace_compile *whole, const char *part,
+                                        const char *reason, ptc_error *err);
 /* Writes <folder>/<file> and records the stage name ("captured", "prims",
  * "loops", ...; NULL for auxiliary files such as guards.txt). */
 int ptc_trace_write(ptc_trace_compile *c, const char *stage, const char *file,
