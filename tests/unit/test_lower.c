@@ -347,6 +347,20 @@ START_TEST(plan_of_a_chain)
 }
 END_TEST
 
+/* The loop program of a graph's text (its module and prims kept for the
+ * caller to free). */
+static ptc_lprog *lower_text(ptc_arena *a, const char *text, ptc_module **m, ptc_graph **prims)
+{
+    ptc_error err;
+    *m = ptc_parse_module(text, strlen(text), "g", &err);
+    ck_assert_msg(*m != NULL, "%s", err.msg);
+    *prims = ptc_decompose((*m)->graphs[0], &err);
+    ck_assert_int_eq(ptc_simplify(*prims, &err), 0);
+    ptc_lprog *lp = ptc_lower(a, *prims, &err);
+    ck_assert_msg(lp != NULL, "%s", err.msg);
+    return lp;
+}
+
 /* ptc_lprog_last_reads, one pass over the bodies, finds for every buffer
  * the step of its last reader that a scan of all nodes per buffer finds
  * (how the scheduler and the memory plan used to ask, quadratic in the
@@ -361,14 +375,10 @@ START_TEST(last_reads_match_a_scan_per_buffer)
                        "  %3 = mul(%2, %0) : f32[8,16]\n"
                        "  %4 = mm(%3, %w) : f32[8,16]\n"
                        "  return (%4, %2)\n}\n";
-    ptc_error err;
-    ptc_module *m = ptc_parse_module(text, strlen(text), "g", &err);
-    ck_assert_msg(m != NULL, "%s", err.msg);
-    ptc_graph *prims = ptc_decompose(m->graphs[0], &err);
-    ck_assert_int_eq(ptc_simplify(prims, &err), 0);
+    ptc_module *m;
+    ptc_graph *prims;
     ptc_arena *a = ptc_arena_new();
-    ptc_lprog *lp = ptc_lower(a, prims, &err);
-    ck_assert_ptr_nonnull(lp);
+    ptc_lprog *lp = lower_text(a, text, &m, &prims);
     int step_of[256], last[256];
     ck_assert_int_lt(lp->nnodes, 256);
     ck_assert_int_lt(lp->nbufs, 256);
@@ -417,13 +427,10 @@ static size_t chain_schedule_bytes(int n)
 {
     char *text = chain_text(n);
     ptc_error err;
-    ptc_module *m = ptc_parse_module(text, strlen(text), "chain", &err);
-    ck_assert_msg(m != NULL, "%s", err.msg);
-    ptc_graph *prims = ptc_decompose(m->graphs[0], &err);
-    ck_assert_int_eq(ptc_simplify(prims, &err), 0);
+    ptc_module *m;
+    ptc_graph *prims;
     ptc_arena *a = ptc_arena_new();
-    ptc_lprog *lp = ptc_lower(a, prims, &err);
-    ck_assert_ptr_nonnull(lp);
+    ptc_lprog *lp = lower_text(a, text, &m, &prims);
     size_t before = ptc_arena_bytes(a);
     ptc_sched_opts so = {.nthreads = 2};
     ptc_schedule *s = ptc_schedule_build(a, lp, &so, &err);
