@@ -11,6 +11,9 @@
  *   DIR/<frame>_<recompile>/ captured.ptir prims.ptir joint.ptir forward.ptir
  *                            backward.ptir loops.txt kernels.txt kernel_<n>.ll
  *                            kernel_<n>.ptx guards.txt breaks.json metrics.json
+ *   DIR/<frame>_<recompile>.program_<k>/  a graph cut into pieces: each distinct
+ *                            piece's program (its captured graph and stages;
+ *                            the graph's own folder keeps the whole)
  * index.json is rewritten (atomically, via rename) whenever a compile closes,
  * so a trace cut short still opens. (It is also rewritten when a compile
  * begins and after each file, with "complete": false until ptc_trace_end, so
@@ -120,6 +123,9 @@ typedef struct ptc_metrics {
 /* Adds to (or creates) a named metric. Times are milliseconds. */
 void ptc_metrics_add(ptc_metrics *m, const char *name, double value, bool is_time);
 double ptc_metrics_get(const ptc_metrics *m, const char *name);
+/* Adds every metric of src to dst, each named prefix + its name (a
+ * backward's "prims" as "backward_prims"); NULL prefix: the same names. */
+void ptc_metrics_add_all(ptc_metrics *dst, const ptc_metrics *src, const char *prefix);
 void ptc_metrics_json(const ptc_metrics *m, ptc_jw *w);
 
 /* Times a pass: t = ptc_timer_start(); ...; ptc_timer_stop(&metrics, "prims", t). */
@@ -143,6 +149,12 @@ typedef struct ptc_trace_compile ptc_trace_compile;
 ptc_trace_compile *ptc_trace_begin(ptc_trace *t, const char *frame, int recompile,
                                    const char *function, const char *file, int line,
                                    const char *reason, ptc_error *err);
+/* A compile of part of whole's graph (one program of a graph cut into
+ * pieces): a folder and an index entry of its own, "<whole's id>.<part>"
+ * (made unique as above), with whole's frame, function and place, and
+ * reason saying which part it is. Ended with ptc_trace_end. */
+ptc_trace_compile *ptc_trace_begin_part(ptc_trace_compile *whole, const char *part,
+                                        const char *reason, ptc_error *err);
 /* Writes <folder>/<file> and records the stage name ("captured", "prims",
  * "loops", ...; NULL for auxiliary files such as guards.txt). */
 int ptc_trace_write(ptc_trace_compile *c, const char *stage, const char *file,

@@ -76,6 +76,15 @@ void ptc_metrics_json(const ptc_metrics *m, ptc_jw *w)
     ptc_jw_obj_end(w);
 }
 
+void ptc_metrics_add_all(ptc_metrics *dst, const ptc_metrics *src, const char *prefix)
+{
+    for (int i = 0; i < src->n; i++) {
+        char name[sizeof src->items[i].name];
+        snprintf(name, sizeof name, "%s%s", prefix ? prefix : "", src->items[i].name);
+        ptc_metrics_add(dst, name, src->items[i].value, src->items[i].is_time);
+    }
+}
+
 void ptc_timer_stop(ptc_metrics *m, const char *pass, double started)
 {
     ptc_metrics_add(m, pass, ptc_now_ms() - started, true);

@@ -180,6 +180,18 @@ static int write_index(ptc_trace *t, ptc_error *err)
 
 /* ---- compiles -------------------------------------------------------------- */
 
+/* A plain file name: no separators, no "." or "..", printable. */
+static bool file_name_ok(const char *s)
+{
+    if (!s || !*s || strcmp(s, ".") == 0 || strcmp(s, "..") == 0 || strlen(s) > 200)
+        return false;
+    for (; *s; s++)
+        if (*s == '/' || (unsigned char)*s < 0x20 || *s == 0x7f)
+            return false;
+    return true;
+}
+
+
 static bool id_taken(const ptc_trace *t, const char *id)
 {
     for (int i = 0; t->old && i < t->old->n; i++) {
@@ -196,6 +208,15 @@ static bool id_taken(const ptc_trace *t, const char *id)
     return stat(path, &st) == 0;
 }
 
+/* base, else base-2, base-3, ...: the first name no compile has taken. */
+static const char *unique_id(ptc_trace *t, const char *base)
+{
+    const char *id = base;
+    for (int k = 2; id_taken(t, id); k++)
+        id = ptc_arena_printf(t->arena, "%s-%d", base, k);
+    return id;
+}
+
 /* "<frame>_<recompile>" with frame reduced to [A-Za-z0-9_.-], made unique. */
 static const char *folder_id(ptc_trace *t, const char *frame, int recompile)
 {
@@ -210,20 +231,17 @@ static const char *folder_id(ptc_trace *t, const char *frame, int recompile)
     clean[n] = 0;
     if (clean[0] == '.' || clean[0] == '-') /* no hidden folders, no option-like names */
         clean[0] = '_';
-    const char *id = ptc_arena_printf(t->arena, "%s_%d", clean, recompile);
-    for (int k = 2; id_taken(t, id); k++)
-        id = ptc_arena_printf(t->arena, "%s_%d-%d", clean, recompile, k);
-    return id;
+    return unique_id(t, ptc_arena_printf(t->arena, "%s_%d", clean, recompile));
 }
 
-ptc_trace_compile *ptc_trace_begin(ptc_trace *t, const char *frame, int recompile,
-                                   const char *function, const char *file, int line,
-                                   const char *reason, ptc_error *err)
+/* A compile in folder id (unique_id or folder_id's, under the lock). */
+static ptc_trace_compile *begin(ptc_trace *t, const char *id, const char *frame, int recompile,
+                                const char *function, const char *file, int line,
+                                const char *reason, ptc_error *err)
 {
-    pthread_mutex_lock(&t->lock);
     ptc_trace_compile *c = PTC_NEW(t->arena, ptc_trace_compile);
     c->trace = t;
-    c->id = folder_id(t, frame, recompile);
+    c->id = id;
     c->dir = ptc_arena_printf(t->arena, "%s/%s", t->dir, c->id);
     c->frame = xstrdup(t->arena, frame ? frame : "graph");
     c->recompile = recompile;
@@ -232,10 +250,8 @@ ptc_trace_compile *ptc_trace_begin(ptc_trace *t, const char *frame, int recompil
     c->line = line;
     c->reason = xstrdup(t->arena, reason);
     c->started = ptc_now_ms();
-    if (ptc_mkdirs(c->dir, err)) {
-        pthread_mutex_unlock(&t->lock);
+    if (ptc_mkdirs(c->dir, err))
         return NULL;
-    }
     if (t->ncompiles == t->cap) {
         int ncap = t->cap ? t->cap * 2 : 8;
         ptc_trace_compile **bigger = PTC_NEWN(t->arena, ptc_trace_compile *, ncap);
@@ -245,9 +261,34 @@ ptc_trace_compile *ptc_trace_begin(ptc_trace *t, const char *frame, int recompil
         t->cap = ncap;
     }
     t->compiles[t->ncompiles++] = c;
-    int rc = write_index(t, err);
+    return write_index(t, err) ? NULL : c;
+}
+
+ptc_trace_compile *ptc_trace_begin(ptc_trace *t, const char *frame, int recompile,
+                                   const char *function, const char *file, int line,
+                                   const char *reason, ptc_error *err)
+{
+    pthread_mutex_lock(&t->lock);
+    ptc_trace_compile *c = begin(t, folder_id(t, frame, recompile), frame, recompile, function,
+                                 file, line, reason, err);
     pthread_mutex_unlock(&t->lock);
-    return rc ? NULL : c;
+    return c;
+}
+
+ptc_trace_compile *ptc_trace_begin_part(ptc_trace_compile *whole, const char *part,
+                                        const char *reason, ptc_error *err)
+{
+    if (!file_name_ok(part)) {
+        ptc_errorf(err, PTC_ERR_IO, "trace", "bad trace part name '%s'", part ? part : "");
+        return NULL;
+    }
+    ptc_trace *t = whole->trace;
+    pthread_mutex_lock(&t->lock);
+    const char *id = unique_id(t, ptc_arena_printf(t->arena, "%s.%s", whole->id, part));
+    ptc_trace_compile *c = begin(t, id, whole->frame, whole->recompile, whole->function,
+                                 whole->file, whole->line, reason, err);
+    pthread_mutex_unlock(&t->lock);
+    return c;
 }
 
 /* Adds s to a list unless present. Caller holds the lock. */
@@ -265,17 +306,6 @@ static void note(ptc_arena *a, const char ***list, int *n, int *cap, const char 
         *cap = ncap;
     }
     (*list)[(*n)++] = ptc_arena_strdup(a, s);
-}
-
-/* A plain file name: no separators, no "." or "..", printable. */
-static bool file_name_ok(const char *s)
-{
-    if (!s || !*s || strcmp(s, ".") == 0 || strcmp(s, "..") == 0 || strlen(s) > 200)
-        return false;
-    for (; *s; s++)
-        if (*s == '/' || (unsigned char)*s < 0x20 || *s == 0x7f)
-            return false;
-    return true;
 }
 
 int ptc_trace_write(ptc_trace_compile *c, const char *stage, const char *file, const char *data,

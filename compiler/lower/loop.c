@@ -324,6 +324,25 @@ bool ptc_lnode_reads(const ptc_lnode *n, int buf)
     return false;
 }
 
+void ptc_lprog_last_reads(const ptc_lprog *p, const int *step_of, int *last)
+{
+    for (int r = 0; r < p->nnodes; r++) {
+        const ptc_lnode *n = p->nodes[r];
+        if (!n)
+            continue;
+        int st = step_of[r];
+        if (n->kind == PTC_LN_EXTERN) {
+            for (int i = 0; i < n->nxin; i++)
+                if (n->xin[i].buf >= 0 && st > last[n->xin[i].buf])
+                    last[n->xin[i].buf] = st;
+            continue;
+        }
+        for (int i = 0; i < n->body.n; i++)
+            if (n->body.e[i].op == PTC_L_LOAD && st > last[n->body.e[i].buf])
+                last[n->body.e[i].buf] = st;
+    }
+}
+
 int ptc_lprog_readers(const ptc_lprog *p, int buf, int *nodes, int max)
 {
     int k = 0;

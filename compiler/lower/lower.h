@@ -306,6 +306,11 @@ void ptc_lnode_set_prov(ptc_lprog *p, ptc_lnode *n, int nprov, const char *const
 /* Nodes reading buffer `buf` (loads or extern inputs), counted per node. */
 int ptc_lprog_readers(const ptc_lprog *p, int buf, int *nodes, int max);
 bool ptc_lnode_reads(const ptc_lnode *n, int buf);
+/* Raises last[b] to step_of[r] for every node r that reads buffer b (loads
+ * or extern inputs): with last[] set to where each buffer's life begins, the
+ * step of its last read. One pass over the bodies, not one per buffer: the
+ * scheduler asks it for every horizontal join it weighs. */
+void ptc_lprog_last_reads(const ptc_lprog *p, const int *step_of, int *last);
 
 /* Structural checks: operands before uses, dtypes of operands, load indices
  * matching buffer ranks, variables within the node's ranges, every buffer

@@ -133,9 +133,10 @@ static void node_steps(const ptc_schedule *s, int *step_of)
     }
 }
 
-/* The last step reading each graph input (any of its buffers), and the
- * inputs in that order (an insertion sort: a graph has few inputs). */
-static void input_lifetimes(const ptc_lprog *p, const int *step_of, ptc_mplan *mp)
+/* The last step reading each graph input (any of its buffers; last: each
+ * buffer's last read, -1 where none), and the inputs in that order (an
+ * insertion sort: a graph has few inputs). */
+static void input_lifetimes(const ptc_lprog *p, const int *last, ptc_mplan *mp)
 {
     for (int i = 0; i < mp->ninputs; i++)
         mp->input_last[i] = -1;
@@ -143,10 +144,8 @@ static void input_lifetimes(const ptc_lprog *p, const int *step_of, ptc_mplan *m
         const ptc_lbuf *buf = p->bufs[b];
         if (buf->kind != PTC_LB_INPUT || buf->input < 0 || buf->input >= mp->ninputs)
             continue;
-        int *last = &mp->input_last[buf->input];
-        for (int r = 0; r < p->nnodes; r++)
-            if (p->nodes[r] && ptc_lnode_reads(p->nodes[r], b) && step_of[r] > *last)
-                *last = step_of[r];
+        if (last[b] > mp->input_last[buf->input])
+            mp->input_last[buf->input] = last[b];
     }
     for (int i = 0; i < mp->ninputs; i++) {
         int j = i;
@@ -189,17 +188,19 @@ void ptc_mplan_build(ptc_arena *a, ptc_schedule *s)
     mp->output_order = PTC_NEWN(a, int, p->noutputs + 1);
     mp->nbytes = PTC_NEWN(a, int64_t, n + 1);
     int *step_of = malloc(sizeof(int) * ((size_t)p->nnodes + 1));
+    int *last_read = malloc(sizeof(int) * ((size_t)n + 1));
     node_steps(s, step_of);
+    for (int b = 0; b < n; b++)
+        last_read[b] = -1;
+    ptc_lprog_last_reads(p, step_of, last_read);
     mp->is_static = true;
     for (int b = 0; b < n; b++) {
         const ptc_lbuf *buf = p->bufs[b];
         mp->in_arena[b] = !buf->removed && buf->kind == PTC_LB_TEMP && !s->is_local[b];
         if (!mp->in_arena[b])
             continue;
-        mp->first[b] = mp->last[b] = step_of[buf->def];
-        for (int r = 0; r < p->nnodes; r++)
-            if (p->nodes[r] && ptc_lnode_reads(p->nodes[r], b) && step_of[r] > mp->last[b])
-                mp->last[b] = step_of[r];
+        mp->first[b] = step_of[buf->def];
+        mp->last[b] = mp->first[b] > last_read[b] ? mp->first[b] : last_read[b];
         int64_t bytes = (int64_t)ptc_dtype_size(buf->dtype);
         for (int d = 0; d < buf->ndim; d++) {
             if (!ptc_dim_is_static(buf->shape[d]))
@@ -209,8 +210,9 @@ void ptc_mplan_build(ptc_arena *a, ptc_schedule *s)
         }
         mp->nbytes[b] = bytes;
     }
-    input_lifetimes(p, step_of, mp);
+    input_lifetimes(p, last_read, mp);
     output_births(p, step_of, mp);
+    free(last_read);
     free(step_of);
     if (mp->is_static)
         mp->arena_bytes =

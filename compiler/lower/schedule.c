@@ -102,12 +102,23 @@ static bool shares_loads(const sched *s, const ptc_lnode *n, const kb *k)
     return false;
 }
 
-/* Estimated peak bytes of live temporaries if node n runs at step `at`. */
+/* Estimated peak bytes of live temporaries if node n runs at step `at`: a
+ * temporary lives from its writer's step to its last reader's (nsteps for a
+ * reader not scheduled yet), summed over steps through a difference array. */
 static double peak_with(const sched *s, int n, int at)
 {
     const ptc_lprog *p = s->p;
     int nsteps = s->nsteps + 1;
-    double *live = calloc((size_t)nsteps + 1, sizeof(double));
+    int *step_of = malloc(sizeof(int) * ((size_t)p->nnodes + 1));
+    int *last = malloc(sizeof(int) * ((size_t)p->nbufs + 1));
+    double *live = calloc((size_t)nsteps + 2, sizeof(double));
+    for (int r = 0; r < p->nnodes; r++)
+        step_of[r] = r == n ? at : s->node_step[r] < 0 ? nsteps : s->node_step[r];
+    for (int b = 0; b < p->nbufs; b++) {
+        int w = p->bufs[b]->def;
+        last[b] = w < 0 ? -1 : w == n ? at : s->node_step[w];
+    }
+    ptc_lprog_last_reads(p, step_of, last);
     for (int b = 0; b < p->nbufs; b++) {
         const ptc_lbuf *buf = p->bufs[b];
         if (buf->removed || buf->kind != PTC_LB_TEMP)
@@ -116,22 +127,19 @@ static double peak_with(const sched *s, int n, int at)
         int first = w == n ? at : s->node_step[w];
         if (first < 0)
             continue;
-        int last = first;
-        for (int r = 0; r < p->nnodes; r++) {
-            const ptc_lnode *rn = p->nodes[r];
-            if (!rn || !ptc_lnode_reads(rn, b))
-                continue;
-            int st = r == n ? at : s->node_step[r];
-            last = st < 0 ? nsteps : (st > last ? st : last);
-        }
         double bytes = ptc_buf_numel_hint(buf) * (double)ptc_dtype_size(buf->dtype);
-        for (int t = first; t <= last && t <= nsteps; t++)
-            live[t] += bytes;
+        live[first] += bytes;
+        live[(last[b] < nsteps ? last[b] : nsteps) + 1] -= bytes;
     }
-    double peak = 0;
-    for (int t = 0; t <= nsteps; t++)
-        peak = live[t] > peak ? live[t] : peak;
+    /* bytes are whole numbers, so the running sum is exact in any order */
+    double peak = 0, now = 0;
+    for (int t = 0; t <= nsteps; t++) {
+        now += live[t];
+        peak = now > peak ? now : peak;
+    }
     free(live);
+    free(last);
+    free(step_of);
     return peak;
 }
 

@@ -200,3 +200,70 @@ def test_ptexplain_shows_the_pieces_of_ddp_buckets(tmp_path):
 def test_ptexplain_trace_dir_without_measurements(tmp_path):
     r = ptexplain(str(tmp_path), cwd=tmp_path)
     assert r.returncode == 2 and "holds no measurements" in r.stderr, r.stderr
+
+
+# One rank, buckets of 200 bytes: DDP's compiled forward cut into three pieces.
+ONE_RANK_SCRIPT = '''
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import ptc
+
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[1])
+torch.set_num_threads(1)
+dist.init_process_group("gloo", rank=0, world_size=1)
+ptc.config.compiled_autograd = True
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 16),
+                            torch.nn.Tanh(), torch.nn.Linear(16, 4))
+ddp = DDP(ptc.compile(model), bucket_cap_mb=200 / 2**20)
+for step in range(2):
+    ddp(torch.randn(5, 8)).sum().backward()
+dist.destroy_process_group()
+'''
+
+
+def test_trace_of_ddp_pieces_holds_every_piece(tmp_path):
+    """A graph cut at DDP's bucket boundaries writes each piece's program
+    to a trace folder of its own beside the graph's (it used to hold the
+    first piece's stages only): its captured piece, joint, forward, backward,
+    loops and kernels, listed in index.json, and ptview opens each."""
+    import subprocess as sp
+    import sys
+
+    (tmp_path / "one_rank.py").write_text(ONE_RANK_SCRIPT)
+    trace = tmp_path / "trace"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PTC_")}
+    env.update(PTC_TRACE_DIR=str(trace), PYTHONPATH=os.pathsep.join(sys.path))
+    r = sp.run([sys.executable, "one_rank.py", str(free_port())], cwd=tmp_path, env=env,
+               capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (index,) = trace.rglob("index.json")
+    compiles = {c["id"]: c for c in json.loads(index.read_text())["compiles"]}
+    whole = [i for i in compiles if ".program_" not in i]
+    assert len(whole) == 1, compiles
+    parts = sorted(i for i in compiles if i.startswith(whole[0] + ".program_"))
+    assert parts == [whole[0] + ".program_%d" % k for k in (1, 2, 3)], compiles
+    forwards = set()
+    for part in parts:
+        c = compiles[part]
+        assert c["complete"] and c["frame"] == compiles[whole[0]]["frame"], c
+        for stage in ("captured", "joint", "forward", "backward", "loops", "kernels"):
+            assert stage in c["stages"], (part, c["stages"])
+        folder = index.parent / part
+        forwards.add((folder / "forward.ptir").read_text())
+        assert "times_ms" in json.loads((folder / "metrics.json").read_text())
+    assert len(forwards) == 3  # each piece's own forward
+    view = os.path.join(os.environ.get("PTC_BUILD_DIR", "build"), "tools", "viewer", "ptview")
+    check = sp.run([view, "--check", str(index.parent)], capture_output=True, text=True,
+                   timeout=120)
+    assert check.returncode == 0, check.stdout + check.stderr
+    for part in parts:
+        out = tmp_path / (part + ".dot")
+        drawn = sp.run([view, "--render", str(out), "--compile", part, "--stage", "backward",
+                        str(index.parent)], capture_output=True, text=True, timeout=120)
+        assert drawn.returncode == 0 and "digraph" in out.read_text(), drawn.stderr

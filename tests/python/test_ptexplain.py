@@ -365,3 +365,37 @@ def test_measuring_costs_a_training_step_little(tmp_path):
     ratio = float(re.search(r"measured/unmeasured (\S+)", p.stdout).group(1))
     assert ratio < 2.0, p.stdout
     assert "1 site, %d breaks run" % (5 + 3 * rounds) in p.stdout, p.stdout
+
+
+TRAINED_MLP = '''
+import torch
+import ptc
+
+model = ptc.compile(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(),
+                                        torch.nn.Linear(16, 4)))
+model(torch.randn(2, 8)).sum().backward()
+'''
+
+
+def test_compile_time_of_a_training_graph_has_its_backward_stages(tmp_path):
+    """A graph compiled for training reports the joint graph, the partition
+    and the backward's own stages, which used to be lumped into "other"; an
+    inference graph's line keeps its stages only."""
+    script = tmp_path / "mlp.py"
+    script.write_text(TRAINED_MLP)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PTC_")}
+    p = subprocess.run([EXE, "--json", str(script)], cwd=SRC, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    stages = json.loads(p.stdout[p.stdout.index("{"):])["summary"]["compile_stages_ms"]
+    assert list(stages) == ["tracing", "joint", "partition", "prims", "loops", "kernels",
+                            "codegen", "backward_prims", "backward_loops", "backward_kernels",
+                            "backward_codegen", "other"], stages
+    assert stages["backward_codegen"] > 0 and stages["partition"] > 0, stages
+    script.write_text(TRAINED_MLP.replace("model(torch.randn(2, 8)).sum().backward()",
+                                          "with torch.no_grad():\n    model(torch.randn(2, 8))"))
+    p = subprocess.run([EXE, "--json", str(script)], cwd=SRC, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    stages = json.loads(p.stdout[p.stdout.index("{"):])["summary"]["compile_stages_ms"]
+    assert list(stages) == ["tracing", "prims", "loops", "kernels", "codegen", "other"], stages

@@ -528,6 +528,54 @@ static ptc_module *sample_module(void)
     return m;
 }
 
+/* A part of a compile (a program of a graph cut into pieces) is a compile
+ * of its own beside it: "<whole's id>.<part>", the whole's frame and place,
+ * its own reason; a second part of the same name gets a suffix, a name with
+ * a separator is refused. */
+START_TEST(trace_parts)
+{
+    char *dir = make_tmpdir();
+    ptc_error err;
+    ptc_trace *t = ptc_trace_open(dir, &err);
+    ck_assert_msg(t, "%s", err.msg);
+    ptc_trace_compile *c = ptc_trace_begin(t, "Net.forward", 1, "forward", "net.py", 7, "first call",
+                                           &err);
+    ck_assert_msg(c, "%s", err.msg);
+    ptc_trace_compile *p1 = ptc_trace_begin_part(c, "program_1", "program 1", &err);
+    ck_assert_msg(p1, "%s", err.msg);
+    ptc_trace_compile *again = ptc_trace_begin_part(c, "program_1", "program 1 again", &err);
+    ck_assert_msg(again, "%s", err.msg);
+    ck_assert_ptr_null(ptc_trace_begin_part(c, "a/b", "no", &err));
+    ck_assert_ptr_nonnull(strstr(err.msg, "bad trace part name"));
+    ck_assert_str_eq(strrchr(ptc_trace_compile_dir(p1), '/') + 1, "Net.forward_1.program_1");
+    ck_assert_str_eq(strrchr(ptc_trace_compile_dir(again), '/') + 1, "Net.forward_1.program_1-2");
+    ptc_module *m = sample_module();
+    ck_assert_int_eq(ptc_trace_graph(p1, "forward", m->graphs[0], &err), 0);
+    ptc_module_free(m);
+    ck_assert_int_eq(ptc_trace_end(p1, &err), 0);
+    ck_assert_int_eq(ptc_trace_end(again, &err), 0);
+    ck_assert_int_eq(ptc_trace_end(c, &err), 0);
+    ck_assert(file_exists(ptc_trace_compile_dir(p1), "forward.ptir"));
+    ptc_arena *a = ptc_arena_new();
+    char path[1024];
+    snprintf(path, sizeof path, "%s/index.json", dir);
+    const ptc_json *list = ptc_json_get(read_json(a, path), "compiles");
+    ck_assert_int_eq(list->n, 3);
+    const ptc_json *e = list->items[1];
+    ck_assert_str_eq(ptc_json_str(e, "id", ""), "Net.forward_1.program_1");
+    ck_assert_str_eq(ptc_json_str(e, "frame", ""), "Net.forward");
+    ck_assert(ptc_json_num(e, "recompile", -1) == 1);
+    ck_assert_str_eq(ptc_json_str(e, "file", ""), "net.py");
+    ck_assert(ptc_json_num(e, "line", 0) == 7);
+    ck_assert_str_eq(ptc_json_str(e, "reason", ""), "program 1");
+    ck_assert_str_eq(ptc_json_get(e, "stages")->items[0]->str, "forward");
+    ptc_arena_free(a);
+    ptc_trace_close(t);
+    rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 START_TEST(trace_layout)
 {
     char *dir = make_tmpdir();
@@ -857,6 +905,7 @@ int main(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("trace");
     tcase_add_test(tc, trace_layout);
+    tcase_add_test(tc, trace_parts);
     tcase_add_test(tc, trace_extends_index);
     tcase_add_test(tc, trace_env_and_errors);
     suite_add_tcase(s, tc);

@@ -532,16 +532,39 @@ static void other_hints(xp_report *r)
             hint(r, XP_HINT_RECOMPILE, r->recompiles[i].loc, NULL, xp_recompile_advice(&r->recompiles[i]));
 }
 
+static bool has_metric(const ptc_metrics *m, const char *name)
+{
+    for (int i = 0; i < m->n; i++)
+        if (strcmp(m->items[i].name, name) == 0)
+            return true;
+    return false;
+}
+
+/* Compile time per stage, summed over the graphs: tracing, then the stages
+ * of metrics.json in pipeline order. A training graph's joint graph,
+ * partition and backward stages are listed when some graph was compiled for
+ * training (their presence, not their times, decides the line's words). */
 static void stage_times(xp_report *r)
 {
-    static const char *stages[] = {"prims", "loops", "kernels", "codegen"};
+    static const struct {
+        const char *name;
+        bool training;
+    } stages[] = {{"joint", true},          {"partition", true},       {"prims", false},
+                  {"loops", false},         {"kernels", false},        {"codegen", false},
+                  {"backward_prims", true}, {"backward_loops", true},  {"backward_kernels", true},
+                  {"backward_codegen", true}};
+    bool training = false;
+    for (int i = 0; i < r->ngraphs; i++)
+        training |= has_metric(&r->graphs[i].times, "joint");
     double tracing = 0;
     for (int i = 0; i < r->ngraphs; i++) {
         tracing += r->graphs[i].trace_ms;
         for (size_t s = 0; s < sizeof stages / sizeof *stages; s++) {
+            if (stages[s].training && !training)
+                continue;
             /* every stage, also at 0 ms: the line's words must not depend on timing */
-            double v = ptc_metrics_get(&r->graphs[i].times, stages[s]);
-            ptc_metrics_add(&r->stages, stages[s], v > 0 ? v : 0, true);
+            double v = ptc_metrics_get(&r->graphs[i].times, stages[s].name);
+            ptc_metrics_add(&r->stages, stages[s].name, v > 0 ? v : 0, true);
         }
     }
     double parts = tracing;

@@ -77,8 +77,9 @@ PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors);
  * write them (a .ptir text's graph). */
 int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_compile *tc,
                               ptc_error *err);
-/* A training step's forward or backward (tc: its stages go to the trace).
- * A backward's gradients that torch's externs compute keep torch's dense
+/* A training step's forward or backward (tc: the trace compile; the
+ * forward's stage files go there, and both halves' compile times, the
+ * backward's named "backward_<stage>", to its metrics.json). A backward's gradients that torch's externs compute keep torch's dense
  * layout (ptc_compile_opts.extern_output_layouts), which ptc._autograd then
  * fits to the inputs' layouts. On the CPU both keep contiguous layouts
  * (backend_ptc.c says why). */

@@ -172,16 +172,45 @@ static char *piece_key(const ptc_graph *pg, const bool *written)
     return b.data;
 }
 
-/* The program of piece pg: an alike piece's (keys / programs: the distinct
- * ones so far), or a new one, wrapped for mode per piece (a CUDA graph
- * recorder per piece: alike pieces run in one step, each holding its
- * recording until its backward). Its stages go to e's trace folder for the
- * first piece only (each would overwrite the one before). *index: its place
- * in programs; *compile_ms: the time compiling it took (0: an alike piece's).
- * New reference. */
-static PyObject *piece_program(cutter *C, const ptc_graph *pg, const bool *written, PyObject *keys,
-                               PyObject *programs, const char *mode, Py_ssize_t *index,
-                               double *compile_ms, ptc_error *err)
+/* A new program for piece p (pg), the k-th distinct one. Traced, its stages
+ * go to a folder of its own beside the graph's, "<graph's>.program_<k>"
+ * (each would overwrite the one before in the graph's), its piece as its
+ * captured graph; its compile times add to the graph's metrics.json, which
+ * ptexplain's compile time line reads. New reference. */
+static PyObject *new_program(cutter *C, int p, const ptc_graph *pg, const bool *written, int k,
+                             ptc_error *err)
+{
+    ptc_trace_compile *whole = C->e->tc, *tc = NULL;
+    if (whole) {
+        char part[32], reason[160];
+        snprintf(part, sizeof part, "program_%d", k);
+        snprintf(reason, sizeof reason, "program %d: piece %d of %d of a graph cut into pieces", k,
+                 p + 1, C->npieces);
+        if (!(tc = ptc_trace_begin_part(whole, part, reason, err)) ||
+            ptc_trace_graph(tc, "captured", pg, err))
+            return NULL;
+    }
+    PyObject *program = cap_train_program(pg, written, tc, err);
+    if (tc) {
+        ptc_error terr;
+        ptc_metrics_add_all(ptc_trace_metrics(whole), ptc_trace_metrics(tc), NULL);
+        if (ptc_trace_end(tc, &terr) && program) {
+            *err = terr;
+            Py_CLEAR(program);
+        }
+    }
+    return program;
+}
+
+/* The program of piece p (pg): an alike piece's (keys / programs: the
+ * distinct ones so far), or a new one, wrapped for mode per piece (a CUDA
+ * graph recorder per piece: alike pieces run in one step, each holding its
+ * recording until its backward). *index: its place in programs;
+ * *compile_ms: the time compiling it took (0: an alike piece's). New
+ * reference. */
+static PyObject *piece_program(cutter *C, int p, const ptc_graph *pg, const bool *written,
+                               PyObject *keys, PyObject *programs, const char *mode,
+                               Py_ssize_t *index, double *compile_ms, ptc_error *err)
 {
     char *text = piece_key(pg, written);
     PyObject *key = text ? PyUnicode_FromString(text) : NULL;
@@ -193,9 +222,8 @@ static PyObject *piece_program(cutter *C, const ptc_graph *pg, const bool *writt
         program = Py_NewRef(PyList_GetItem(programs, *index));
     } else if (key) {
         PyErr_Clear();
-        ptc_trace_compile *tc = PyList_Size(programs) == 0 ? C->e->tc : NULL;
         double t0 = ptc_now_ms();
-        program = cap_train_program(pg, written, tc, err);
+        program = new_program(C, p, pg, written, (int)PyList_Size(programs) + 1, err);
         *compile_ms = ptc_now_ms() - t0;
         *index = PyList_Size(programs);
         if (program && (PyList_Append(keys, key) < 0 || PyList_Append(programs, program) < 0))
@@ -272,7 +300,7 @@ static int make_steps(cutter *C, PyObject *steps, PyObject *reports, PyObject *p
         Py_ssize_t index;
         double ms;
         PyObject *program =
-            pg ? piece_program(C, pg, written, keys, programs, mode, &index, &ms, err) : NULL;
+            pg ? piece_program(C, p, pg, written, keys, programs, mode, &index, &ms, err) : NULL;
         PyObject *step =
             program ? Py_BuildValue("(NNN)", program, PyList_AsTuple(ins), PyList_AsTuple(outs))
                     : NULL;

@@ -1004,12 +1004,18 @@ int cap_runtime_compile_training(const ptc_graph *g, bool backward, void **progr
                                  ptc_trace_compile *tc, ptc_error *err)
 {
     ptc_backend backend = on_cuda(g) ? PTC_BACKEND_CUDA : PTC_BACKEND_CPU;
+    /* the backward's stage files would overwrite the forward's */
+    ptc_metrics backward_times = {0};
     ptc_compile_opts opts = {.backend = backend,
-                             .trace = tc,
+                             .trace = backward ? NULL : tc,
+                             .metrics = backward && tc ? &backward_times : NULL,
                              .extern_output_layouts = backward,
                              .contiguous_layouts = backend == PTC_BACKEND_CPU,
                              .trace_keeps_captured = true};
-    return compile_with(g, &opts, false, program, err);
+    int rc = compile_with(g, &opts, false, program, err);
+    if (opts.metrics)
+        ptc_metrics_add_all(ptc_trace_metrics(tc), &backward_times, "backward_");
+    return rc;
 }
 
 static int apply_mode(void *program, const char *mode, const cap_entry *e, ptc_error *err);

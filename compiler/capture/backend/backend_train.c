@@ -299,6 +299,16 @@ static void keep_heap(const ptc_graph *backward)
     ptc_runtime_keep_heap(bytes);
 }
 
+/* A phase of building the training program, begun at t0: its time goes to
+ * the perf log and to the trace's metrics.json (ptexplain's compile time). */
+static void phase_done(ptc_trace_compile *tc, const char *phase, double t0)
+{
+    double ms = ptc_now_ms() - t0;
+    ptc_log(PTC_LOG_PERF, PTC_LOG_INFO, "%s: %.2f ms", phase, ms);
+    if (tc)
+        ptc_metrics_add(ptc_trace_metrics(tc), phase, ms, true);
+}
+
 /* Joint, partition and both compiles of g (written: its outputs that are
  * new values of inputs written in place); err says why not. */
 static int build(const ptc_graph *g, const bool *written, ptc_trace_compile *tc, ptc_graph **prims,
@@ -312,16 +322,21 @@ static int build(const ptc_graph *g, const bool *written, ptc_trace_compile *tc,
     }
     for (int i = 0; i < g->ninputs; i++)
         wants[i] = g->inputs[i]->type.requires_grad;
+    double t0 = ptc_now_ms();
     if (!(*prims = ptc_decompose_for_autograd(g, err)) || ptc_simplify(*prims, err) ||
-        ptc_autograd_joint(*prims, wants, written, j, err) || ptc_autograd_partition(j, p, err))
+        ptc_autograd_joint(*prims, wants, written, j, err))
         goto done;
+    phase_done(tc, "joint", t0);
+    t0 = ptc_now_ms();
+    if (ptc_autograd_partition(j, p, err))
+        goto done;
+    phase_done(tc, "partition", t0);
     if (tc && (ptc_trace_graph(tc, "joint", j->graph, err) ||
                ptc_trace_graph(tc, "forward", p->forward, err) ||
                ptc_trace_graph(tc, "backward", p->backward, err)))
         goto done;
-    /* The forward's stages go to the trace; the backward's would overwrite them. */
     if (cap_runtime_compile_training(p->forward, false, &t->forward, tc, err) ||
-        cap_runtime_compile_training(p->backward, true, &t->backward, NULL, err))
+        cap_runtime_compile_training(p->backward, true, &t->backward, tc, err))
         goto done;
     keep_heap(p->backward);
     rc = 0;
