@@ -169,9 +169,10 @@ def _adam_group(opt, group):
     amsgrad = bool(group["amsgrad"])
     for idx in _by_device(params):
         rows = []
-        for i in idx:
+        # each step's value, read at once (with fused=True they are on the device)
+        step_values = torch.stack([steps[i] for i in idx]).tolist()
+        for i, t in zip(idx, step_values):
             # torch's single-tensor Adam, in Python doubles
-            t = steps[i].item()
             bias_correction1 = 1 - beta1 ** t
             bias_correction2 = 1 - beta2 ** t
             step_size = lr / bias_correction1

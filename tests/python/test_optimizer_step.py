@@ -212,3 +212,34 @@ def test_compiling_opt_step_itself_runs_the_compiled_update():
         warnings.simplefilter("always")
         ptc.compile(opt.step)(lambda: None)
     assert any("does not support a closure" in str(x.message) for x in w), [str(x.message) for x in w]
+
+
+def test_the_same_update_plans_for_cuda(tmp_path):
+    """The update's captured graph with its tensors on CUDA: ptc-run plans it
+    for the CUDA backend (no GPU needed): one kernel per leading size
+    (Linear(12, 24) and Linear(24, 3): weight and bias share one); on the CPU
+    at most one per parameter (a bias of 3 joins its weight's kernel there
+    only when the scheduler finds enough parallelism)."""
+    import os
+    import re
+    import ptcio
+    m = model(torch.float32)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-2, amsgrad=True)
+    set_grads(m, 0)
+    _optim._updates.clear()
+    old = ptc.config.trace_dir
+    ptc.config.trace_dir = str(tmp_path / "trace")
+    try:
+        _optim.step(opt)
+    finally:
+        ptc.config.trace_dir = old
+    [folder] = [d for d in os.listdir(tmp_path / "trace") if (tmp_path / "trace" / d).is_dir()]
+    graph = (tmp_path / "trace" / folder / "captured.ptir").read_text()
+    assert graph.count(" cpu") == 4 * 5 + 1  # p, grad, exp_avg, exp_avg_sq, max: 4 params; scalars
+    cuda = tmp_path / "adamw_cuda.ptir"
+    cuda.write_text(re.sub(r" cpu([,)])", r" cuda\1", graph))
+    r = ptcio.ptc_run("--emit=kernels", "--backend", "cuda", "--cuda-arch", "sm_90", cuda)
+    assert r.returncode == 0, r.stderr
+    assert len(re.findall(r"^kernel \d+", r.stdout, re.M)) == 2, r.stdout
+    cpu = (tmp_path / "trace" / folder / "kernels.txt").read_text()
+    assert 2 <= len(re.findall(r"^kernel \d+", cpu, re.M)) <= 4, cpu
