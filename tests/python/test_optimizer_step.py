@@ -11,7 +11,8 @@ may differ in the last bits. The tests bound the difference after 20 steps in
 magnitude (measured on this machine: at most 2.5 for torch's default
 single-tensor step; 8.9 for foreach / fused, whose op order differs)."""
 import copy
-import math
+import json
+import os
 import warnings
 
 import pytest
@@ -225,7 +226,6 @@ def test_the_same_update_plans_for_cuda(tmp_path):
     (Linear(12, 24) and Linear(24, 3): weight and bias share one); on the CPU
     at most one per parameter (a bias of 3 joins its weight's kernel there
     only when the scheduler finds enough parallelism)."""
-    import os
     import re
     import ptcio
     m = model(torch.float32)
@@ -248,3 +248,47 @@ def test_the_same_update_plans_for_cuda(tmp_path):
     assert len(re.findall(r"^kernel \d+", r.stdout, re.M)) == 2, r.stdout
     cpu = (tmp_path / "trace" / folder / "kernels.txt").read_text()
     assert 2 <= len(re.findall(r"^kernel \d+", cpu, re.M)) <= 4, cpu
+    # each kernel writes parameters and state in place: no output to copy back
+    metrics = json.loads((tmp_path / "trace" / folder / "metrics.json").read_text())
+    assert in_place(metrics) == 4 * 4, metrics
+
+
+def in_place(metrics):
+    """The metric outputs_in_place of a compile's metrics.json, wherever it sits."""
+    if isinstance(metrics, dict):
+        if "outputs_in_place" in metrics:
+            return metrics["outputs_in_place"]
+        found = [in_place(v) for v in metrics.values()]
+    elif isinstance(metrics, list):
+        found = [in_place(v) for v in metrics]
+    else:
+        return None
+    found = [f for f in found if f is not None]
+    return found[0] if found else None
+
+
+@pytest.mark.parametrize("flip", [False, True], ids=["same_element", "flipped"])
+def test_an_input_written_in_place_is_written_by_the_kernel_itself(tmp_path, flip):
+    """x.mul_(2).add_(y) on an argument: the kernel stores into x's memory
+    (no new output, no copy after the run). Reading x at other elements than
+    it writes (x.add_(x.flip(0))) keeps the output and the copy: the kernel
+    would otherwise read elements it already wrote."""
+    def f(x, y):
+        if flip:
+            x.add_(x.flip(0))
+        else:
+            x.mul_(2).add_(y)
+        return y.sum()
+    old = ptc.config.trace_dir
+    ptc.config.trace_dir = str(tmp_path)
+    try:
+        x, y = torch.randn(64, 32), torch.randn(64, 32)
+        xe, ptr = x.clone(), x.data_ptr()
+        f(xe, y)
+        ptc.compile(f)(x, y)
+    finally:
+        ptc.config.trace_dir = old
+    assert torch.equal(x, xe) and x.data_ptr() == ptr
+    [folder] = [d for d in os.listdir(tmp_path) if (tmp_path / d).is_dir()]
+    metrics = json.loads((tmp_path / folder / "metrics.json").read_text())
+    assert in_place(metrics) == (0 if flip else 1), metrics
