@@ -1185,8 +1185,9 @@ int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, int n
         ptc_storage *s = outs[i].storage;
         int in = ptc_program_output_input(cp->p, i);
         if (in >= 0) { /* written into input `in`: it, or the copy the run conformed it to */
-            outputs[i] = outs[i].data == ins[in].data ? Py_NewRef(inputs[in])
-                                                      : cap_torch_from_ptc(&outs[i]);
+            outputs[i] = outs[i].data == ins[in].data && inputs[in]
+                             ? Py_NewRef(inputs[in])
+                             : cap_torch_from_ptc(&outs[i]);
             if (!outputs[i])
                 goto done;
             continue;
