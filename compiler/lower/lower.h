@@ -455,6 +455,12 @@ typedef struct ptc_sched_opts {
  * and plans memory. */
 ptc_schedule *ptc_schedule_build(ptc_arena *a, ptc_lprog *p, const ptc_sched_opts *opts,
                                  ptc_error *err);
+/* Output `output` (a graph output index) written into the memory of graph
+ * input `input` (its new value, which the caller would otherwise copy into
+ * it): where the kernel writing it is the last reader of the input and
+ * reads each element before writing it, the output's buffer is merged into
+ * the input's (inplace.c) and true returned; false leaves s as it was. */
+bool ptc_schedule_write_in_place(ptc_schedule *s, int output, int input);
 /* Checks kernels (variables in range, members legal in their group, every
  * read after its write) and the memory plan. */
 int ptc_schedule_verify(const ptc_schedule *s, ptc_error *err);

@@ -144,6 +144,18 @@ static int stage_loops(pipe_t *s)
     return emit_text(s, PTC_TEXT_LOOPS, PTC_LOG_LOOPS, "loops", "loops.txt", b.data);
 }
 
+/* The outputs the caller would copy into inputs, written into them where
+ * the schedule allows (ptc_compile_opts.output_inputs). */
+static int write_outputs_in_place(pipe_t *s)
+{
+    const int *want = s->o ? s->o->output_inputs : NULL;
+    int n = 0;
+    for (int i = 0; want && i < s->p->noutputs; i++)
+        n += want[i] >= 0 && ptc_schedule_write_in_place(s->p->sched, i, want[i]);
+    ptc_metrics_add(&s->m, "outputs_in_place", n, false);
+    return n ? ptc_schedule_verify(s->p->sched, s->err) : 0;
+}
+
 static int stage_kernels(pipe_t *s)
 {
     double t0 = ptc_now_ms();
@@ -156,7 +168,7 @@ static int stage_kernels(pipe_t *s)
         so.team_threads = 1024;
     }
     p->sched = ptc_schedule_build(p->arena, p->prog, &so, s->err);
-    if (!p->sched)
+    if (!p->sched || write_outputs_in_place(s) < 0)
         return -1;
     stage_done(s, "kernels", t0);
     int nx = 0;

@@ -564,6 +564,7 @@ typedef struct crun {
     bool capturing; /* the stream is being recorded into a CUDA graph */
     ptc_bindings b;
     void **bufptr;
+    const ptc_tensor *inputs; /* the call's (CUDA inputs are never conformed) */
     ptc_tensor *outs;
     int outputs_made;    /* ptc_mplan.output_order: the outputs allocated so far */
     ptc_tensor arena;    /* host-allocated arena (storage set) */
@@ -671,7 +672,8 @@ static int alloc_outputs(crun *r, int t)
                         .device = {PTC_DEV_CUDA, (int16_t)r->dev->ordinal},
                         .own = own_alloc,
                         .ctx = r,
-                        .empty = (void *)(uintptr_t)r->dev->zeros};
+                        .empty = (void *)(uintptr_t)r->dev->zeros,
+                        .inputs = r->inputs};
     return ptc_exec_alloc_outputs(r->p, &a, t, &r->outputs_made, r->outs, r->bufptr, r->err);
 }
 
@@ -1308,7 +1310,7 @@ int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_ten
 {
     (void)ninputs;
     const char *why = NULL;
-    crun r = {.p = p, .host = host, .rng_offset = rng_offset, .err = err};
+    crun r = {.p = p, .host = host, .inputs = inputs, .rng_offset = rng_offset, .err = err};
     r.A = ptc_cuda_api_get(&why);
     if (!r.A)
         return ptc_errorf(err, PTC_ERR_UNSUPPORTED, "runtime",

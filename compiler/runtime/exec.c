@@ -37,6 +37,7 @@ typedef struct run {
     const ptc_host *host;
     ptc_bindings b;
     void **bufptr;        /* per loop buffer */
+    const ptc_tensor *inputs; /* the call's */
     ptc_tensor *conformed; /* inputs copied to their typed layout */
     ptc_tensor *outs;     /* per graph output */
     int outputs_made;     /* ptc_mplan.output_order: the outputs allocated so far */
@@ -90,6 +91,8 @@ static int alloc_outputs(run *r, int t)
                         .device = PTC_CPU,
                         .own = own_alloc,
                         .empty = (void *)empty_buffer,
+                        .inputs = r->inputs,
+                        .conformed = r->conformed,
                         .extern_results_are_outputs = r->kept.outs != NULL};
     return ptc_exec_alloc_outputs(r->p, &a, t, &r->outputs_made, r->outs, r->bufptr, r->err);
 }
@@ -595,6 +598,7 @@ int ptc_exec_cpu(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tens
     run r = {.p = p, .host = host, .rng_offset = rng_offset, .err = err};
     const ptc_lprog *lp = p->prog;
     r.bufptr = calloc((size_t)lp->nbufs + 1, sizeof *r.bufptr);
+    r.inputs = inputs;
     r.conformed = calloc((size_t)p->ninputs + 1, sizeof *r.conformed);
     r.outs = calloc((size_t)p->noutputs + 1, sizeof *r.outs);
     r.kept.outs = r.outs; /* extern results become graph outputs without a copy */

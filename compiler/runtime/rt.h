@@ -177,6 +177,9 @@ typedef struct ptc_exec_alloc {
                ptc_error *err);
     void *ctx;
     void *empty; /* what an output without elements points its buffer at */
+    /* the run's inputs, and their typed-layout copies (storage NULL where
+     * none): an output written into an input's memory is that tensor */
+    const ptc_tensor *inputs, *conformed;
     /* the run's externs hand their results over as graph outputs
      * (ptc_exec_kept.outs): those outputs are not allocated */
     bool extern_results_are_outputs;

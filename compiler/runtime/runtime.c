@@ -49,6 +49,14 @@ void ptc_program_get_info(const ptc_program *p, ptc_program_info *info)
     info->arena_bytes = __atomic_load_n(&p->info.arena_bytes, __ATOMIC_RELAXED);
 }
 
+int ptc_program_output_input(const ptc_program *p, int i)
+{
+    if (!p->prog || i < 0 || i >= p->noutputs)
+        return -1;
+    const ptc_lbuf *lb = p->prog->bufs[p->prog->outputs[i]];
+    return lb->kind == PTC_LB_INPUT ? lb->input : -1;
+}
+
 const char *ptc_program_text(const ptc_program *p, const char *stage)
 {
     static const char *names[PTC_TEXT_COUNT] = {"prims", "loops", "kernels", "llvm", "ptx"};
@@ -378,6 +386,13 @@ static int alloc_output(const ptc_program *p, const ptc_exec_alloc *a, int i, pt
                         void **bufptr, ptc_error *err)
 {
     int b = p->prog->outputs[i];
+    const ptc_lbuf *lb = p->prog->bufs[b];
+    if (lb->kind == PTC_LB_INPUT) { /* written into the input (ptc_schedule_write_in_place) */
+        const ptc_tensor *c = a->conformed ? &a->conformed[lb->input] : NULL;
+        outs[i] = c && c->storage ? *c : a->inputs[lb->input];
+        ptc_tensor_retain(&outs[i]);
+        return 0;
+    }
     for (int j = 0; j < i; j++)
         if (p->prog->outputs[j] == b && (outs[j].data || outs[j].storage)) {
             outs[i] = outs[j];

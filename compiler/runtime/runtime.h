@@ -57,6 +57,12 @@ typedef struct ptc_compile_opts {
                                  * copied contiguous) */
     bool contiguous_layouts;    /* no channels-last layout planning unless
                                  * PTC_LAYOUT=channels_last (ptc_layout_plan) */
+    /* Optional, [graph outputs]: the input whose memory output i may be
+     * written into (its new value, which the caller copies into that input
+     * after the run), -1 for none. Where the schedule allows it
+     * (ptc_schedule_write_in_place) the run writes the input itself and
+     * hands it back as the output (ptc_program_output_input). */
+    const int *output_inputs;
     bool trace_keeps_captured;  /* the trace's captured stage is the caller's (a
                                  * training forward: captured.ptir stays the user's
                                  * graph, forward.ptir is this one); the stages
@@ -126,6 +132,9 @@ typedef struct ptc_program_info {
                            run whose externs' kept results provide buffers places less */
 } ptc_program_info;
 void ptc_program_get_info(const ptc_program *p, ptc_program_info *info);
+/* The graph input whose memory output i is written into (the run hands that
+ * input back as output i; ptc_compile_opts.output_inputs), or -1. */
+int ptc_program_output_input(const ptc_program *p, int i);
 /* The printed form of a stage of the compile ("prims", "loops", "kernels",
  * "llvm" (CPU), "ptx" (CUDA)), kept when opts->keep_text was set; NULL otherwise. */
 const char *ptc_program_text(const ptc_program *p, const char *stage);

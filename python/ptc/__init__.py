@@ -138,6 +138,10 @@ def compile(model_or_fn=None, *, mode="default", dynamic=None, fullgraph=False, 
         _distributed.prepare_fsdp1(model_or_fn)
         return wrap_module(model_or_fn, be, bool(fullgraph), dynamic, mode)
     if isinstance(model_or_fn, _types.MethodType):
+        from . import _optim
+        step = _optim.compiled_step_of(model_or_fn)
+        if step is not None:  # an optimizer's step: ptc's compiled update (_optim.py)
+            return step
         compiled = _compile_function(model_or_fn.__func__, be, fullgraph, dynamic, mode)
         return _types.MethodType(compiled, model_or_fn.__self__)
     if not callable(model_or_fn):

@@ -70,13 +70,42 @@ done:
     return rc;
 }
 
-/* Inputs the graph wrote in place get their new values, in write order. */
+/* Is output `out` the memory of input `in` itself (a program that wrote the
+ * input in place, ptc_schedule_write_in_place), laid out alike? -1 on error. */
+static int same_memory(PyObject *in, PyObject *out)
+{
+    static PyObject *data_ptr;
+    if (!data_ptr && !(data_ptr = PyUnicode_InternFromString("data_ptr")))
+        return -1;
+    PyObject *a = PyObject_CallMethodObjArgs(in, data_ptr, NULL);
+    PyObject *b = a ? PyObject_CallMethodObjArgs(out, data_ptr, NULL) : NULL;
+    int same = b ? PyObject_RichCompareBool(a, b, Py_EQ) : -1;
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    if (same != 1)
+        return same;
+    PyObject *sa = PyObject_CallMethodObjArgs(in, cap_T.s_stride, NULL);
+    PyObject *sb = sa ? PyObject_CallMethodObjArgs(out, cap_T.s_stride, NULL) : NULL;
+    same = sb ? PyObject_RichCompareBool(sa, sb, Py_EQ) : -1;
+    Py_XDECREF(sa);
+    Py_XDECREF(sb);
+    return same;
+}
+
+/* Inputs the graph wrote in place get their new values, in write order
+ * (none to copy where the program wrote the input itself). */
 static int write_back(const cap_entry *e, PyObject **inputs, PyObject **outputs)
 {
     static PyObject *copy_;
     if (!copy_ && !(copy_ = PyUnicode_InternFromString("copy_")))
         return -1;
     for (int k = 0; k < e->nwriteback; k++) {
+        PyObject *in = inputs[e->writeback[k].input], *out = outputs[e->writeback[k].output];
+        int same = same_memory(in, out);
+        if (same < 0)
+            return -1;
+        if (same)
+            continue;
         PyObject *r = PyObject_CallMethodObjArgs(inputs[e->writeback[k].input], copy_,
                                                  outputs[e->writeback[k].output], NULL);
         if (!r)

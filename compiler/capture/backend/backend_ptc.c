@@ -977,19 +977,21 @@ static int compile_with(const ptc_graph *g, const ptc_compile_opts *opts, bool p
  * autograd runs) returns its outputs as its kernels write them; an inference
  * graph returns eager's output strides. autotune: its kernels are tuned at
  * their first run (runtime/autotune.c). */
-static int compile_program(const ptc_graph *g, bool training, bool autotune, void **program,
-                           ptc_trace_compile *tc, ptc_error *err)
+static int compile_program(const ptc_graph *g, bool training, bool autotune,
+                           const int *output_inputs, void **program, ptc_trace_compile *tc,
+                           ptc_error *err)
 {
     ptc_compile_opts opts = {.backend = on_cuda(g) ? PTC_BACKEND_CUDA : PTC_BACKEND_CPU,
                              .trace = tc,
-                             .autotune = autotune};
+                             .autotune = autotune,
+                             .output_inputs = output_inputs};
     return compile_with(g, &opts, !training, program, err);
 }
 
 int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_compile *tc,
                               ptc_error *err)
 {
-    return compile_program(g, true, false, program, tc, err);
+    return compile_program(g, true, false, NULL, program, tc, err);
 }
 
 /* Layouts of a training step: on CUDA the convolution chains are planned
@@ -1024,7 +1026,18 @@ int cap_runtime_compile(cap_entry *e, const char *mode, void **program, ptc_trac
                         ptc_error *err)
 {
     bool autotune = strncmp(mode, "max-autotune", 12) == 0;
-    if (compile_program(e->graph, false, autotune, program, tc, err) < 0)
+    /* the inputs written in place (cap_entry.writeback): the program may
+       write them itself instead of returning values to copy into them */
+    int *output_inputs = malloc(sizeof(int) * ((size_t)e->graph->noutputs + 1));
+    if (!output_inputs)
+        return ptc_errorf(err, PTC_ERR_INTERNAL, "runtime", "out of memory");
+    for (int i = 0; i < e->graph->noutputs; i++)
+        output_inputs[i] = -1;
+    for (int k = 0; k < e->nwriteback; k++)
+        output_inputs[e->writeback[k].output] = e->writeback[k].input;
+    int rc = compile_program(e->graph, false, autotune, output_inputs, program, tc, err);
+    free(output_inputs);
+    if (rc < 0)
         return -1;
     return apply_mode(*program, mode, e, err);
 }
@@ -1176,6 +1189,15 @@ int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, int n
     }
     for (int i = 0; i < noutputs; i++) {
         ptc_storage *s = outs[i].storage;
+        int in = ptc_program_output_input(cp->p, i);
+        if (in >= 0) { /* written into input `in`: it, or the copy the run conformed it to */
+            outputs[i] = outs[i].data == ins[in].data && inputs[in]
+                             ? Py_NewRef(inputs[in])
+                             : cap_torch_from_ptc(&outs[i]);
+            if (!outputs[i])
+                goto done;
+            continue;
+        }
         if (!s || s->release != release_owned || !s->owner) {
             PyErr_SetString(cap_InternalError, "ptc: a compiled output was not allocated by torch");
             goto done;

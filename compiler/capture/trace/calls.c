@@ -571,8 +571,9 @@ static bool class_factory_call(PyObject *fn, PyObject *const *args, int nargs)
 /* A method of a torch.optim optimizer (step, with its profiling and grad-mode
  * wrappers): it reads every parameter's .grad, which a compiled backward
  * has just written, and updates parameters and its state in place, so it
- * runs for real as one call, as loss.backward() does, instead of breaking
- * at each .grad read and state write inside it. */
+ * runs as one call at a break, as loss.backward() does, instead of breaking
+ * at each .grad read and state write inside it (step: ptc's compiled update
+ * where it can, optim_step.c). */
 static bool optimizer_method(PyObject *fn, PyObject *const *args, int nargs)
 {
     static PyObject *optimizer;
@@ -624,9 +625,8 @@ static int call_function(cap_interp *I, PyObject *fn, PyObject *const *args, int
     int mk = cap_module_iter_kind(fn);
     if (mk >= 0)
         return cap_module_iter_call(I, mk, args, nargs, kwnames, out);
-    if (optimizer_method(fn, args, nargs))
-        return cap_t_break(T, CAP_B_AUTOGRAD, "optimizer %s (runs for real as one call)",
-                           cap_func_name(fn));
+    if (optimizer_method(fn, args, nargs) || cap_t_is_lr_scheduler_step(fn))
+        return cap_t_optimizer_step(I, fn, args, nargs, kwnames);
     if (class_factory_call(fn, args, nargs))
         return cap_t_call_real_flowed(T, fn, args, nargs, kwnames, out);
     int copied = cap_t_copy_call(I, fn, args, nargs, kwnames, out);

@@ -774,6 +774,13 @@ int cap_t_yield_from(cap_interp *I, PyObject *receiver, PyObject **item, PyObjec
 void cap_t_raise_stop_iteration(PyObject *it);
 int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                PyObject *kwnames, PyObject **out);
+/* A method fn of a torch.optim optimizer (args[0]) called, or the wrapper
+ * an LR scheduler puts on an optimizer's step (cap_t_is_lr_scheduler_step):
+ * a break that runs it as one call; step, where ptc._optim supports it, as
+ * ptc's compiled update (optim_step.c). CAP_BREAK or CAP_ERR. */
+int cap_t_optimizer_step(cap_interp *I, PyObject *fn, PyObject *const *args, int nargs,
+                         PyObject *kwnames);
+bool cap_t_is_lr_scheduler_step(PyObject *fn);
 /* Builtins (builtins.c): the id of a builtin answered while tracing (0 for
  * other callables), and its call. */
 int cap_t_builtin_of(PyObject *callable);
