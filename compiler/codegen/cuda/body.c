@@ -166,13 +166,17 @@ static bool aligned_w(const ptc_ix *off, int vec_var, int w)
  * lanes at most: 8 bf16 values were two ld.global.v4.u16 of 8 bytes, and
  * instcombine folds a load of 32-bit lanes bitcast to narrow ones back into a
  * load of the narrow lanes. An aligned access of 8 or 16 bytes of such lanes
- * is therefore inline PTX over 32-bit lanes, one ld/st.global.v2/v4.u32 (the
- * load .nc where nothing in the kernel writes the buffer, as LLVM makes its
- * own). The number of 32-bit words, or 0 where the lanes are wide already. */
-static int wide_words(unsigned esize, int w)
+ * of a kernel argument is therefore inline PTX over 32-bit lanes, one
+ * ld/st.global.v2/v4.u32 (the load .nc where nothing in the kernel writes the
+ * buffer, as LLVM makes its own). The number of 32-bit words, or 0 where the
+ * lanes are wide already or the buffer is a local. */
+static int wide_words(const gcg *c, int buf, unsigned esize, int w)
 {
     unsigned bytes = esize * (unsigned)w;
-    return esize < 4 && (bytes == 8 || bytes == 16) ? (int)(bytes / 4) : 0;
+    /* global memory the launcher checks the alignment of: a kernel argument
+     * (ld.global on a local's shared or private address is an error) */
+    bool argument = c->bufspace[buf] == 1 && !c->s->is_local[buf];
+    return argument && esize < 4 && (bytes == 8 || bytes == 16) ? (int)(bytes / 4) : 0;
 }
 
 static LLVMValueRef asm_call(gcg *c, LLVMTypeRef rt, const char *code, const char *cons,
@@ -274,7 +278,7 @@ static LLVMValueRef emit_load(gcg *c, const ptc_lexpr *e, LLVMValueRef *vals, in
     } else if (kind == PTC_ACC_CONTIG && !mask) {
         LLVMValueRef p = gep(c, st, e->buf, ptc_emit_ix(&c->em, e->idx[0], vals, 1));
         bool al = c->vector_form && aligned_w(e->idx[0], c->vec_var, w);
-        int words = al ? wide_words(esize, w) : 0;
+        int words = al ? wide_words(c, e->buf, esize, w) : 0;
         if (words) {
             raw = wide_load(c, p, words, !c->written[e->buf], g_vec(c, st, w));
         } else {
@@ -333,7 +337,7 @@ void g_store(gcg *c, int bufid, const ptc_ix *off, LLVMValueRef v, LLVMValueRef 
     if (kind == PTC_ACC_CONTIG) {
         LLVMValueRef p = gep(c, st, bufid, ptc_emit_ix(&c->em, off, vals, 1));
         bool al = w > 1 && c->vector_form && aligned_w(off, c->vec_var, w);
-        int words = al ? wide_words(esize, w) : 0;
+        int words = al ? wide_words(c, bufid, esize, w) : 0;
         if (words)
             wide_store(c, p, words, raw);
         else
