@@ -154,7 +154,7 @@ static int lop_of(ptc_op op)
 #define PW_PRIM(id, lop, lname, cost, kind, ref, fold)                                                          \
     case PTC_OP_##id:                                                                              \
         return PTC_L_##lop;
-#include "ops/pointwise.def"
+#include "ir/pointwise.def"
     default: return -1;
     }
 }

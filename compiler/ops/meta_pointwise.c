@@ -306,7 +306,7 @@ static bool prim_has_formula(ptc_op op, bool floating)
 #define PW_PRIM(id, lop, lname, cost, kind, ref, fold)                                             \
     case PTC_OP_##id:                                                                              \
         return ref;
-#include "ops/pointwise.def"
+#include "ir/pointwise.def"
 #undef NONE
     default:
         return true;

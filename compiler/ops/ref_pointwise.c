@@ -7,7 +7,7 @@
  * promotion does, then one formula runs in one of three precisions: int64
  * (bool and integer dtypes, wrapped to the width at the store), float (f16,
  * bf16, f32, rounded once at the store) or double (f64). The formulas are
- * the ref column of ops/pointwise.def, a switch case per row: the float ones
+ * the ref column of ir/pointwise.def, a switch case per row: the float ones
  * expanded in ref_math.inc (instantiated for both float types), the integer
  * ones in unary_int and binary_int.
  */
@@ -90,7 +90,7 @@ static ptc_op formula_op(ptc_op op)
     switch (op) {
 #define PW_UNARY ROW
 #define PW_BINARY ROW
-#include "ops/pointwise.def"
+#include "ir/pointwise.def"
     default:
         return op;
     }
@@ -159,7 +159,7 @@ static int64_t unary_int(ptc_op op, int64_t x, ptc_dtype dt, const uparams *p)
 #define PRIM NOREF
 #define PW_UNARY(id, how, bind, name, sig, ref) CASE(id, ref)
 #define PW_PRIM(id, lop, lname, cost, kind, ref, fold) UNARY_##kind(id, ref)
-#include "ops/pointwise.def"
+#include "ir/pointwise.def"
     default:
         PTC_ASSERT(!"not an integer unary op");
     }
@@ -245,7 +245,7 @@ static int unary_params(ptc_kctx *k, ptc_dtype dt, uparams *p)
     memset(p, 0, sizeof *p);
     switch (k->node->op) {
 #define PW_UNARY READ_CASE
-#include "ops/pointwise.def"
+#include "ir/pointwise.def"
     default:
         break;
     }
@@ -310,7 +310,7 @@ static binkind binary_kind(ptc_op op)
 #define BINKIND_ARITH(id)
 #define BINKIND_PREDICATE(id)
 #define BINKIND_SELECT(id)
-#include "ops/pointwise.def"
+#include "ir/pointwise.def"
     default:
         return BIN_ARITH;
     }
@@ -379,7 +379,7 @@ static int64_t binary_int(ptc_op op, int64_t a, int64_t b, const bparams *p)
 #define PRIM NOREF
 #define PW_BINARY(id, how, bind, name, sig, ref) CASE(id, ref)
 #define PW_PRIM(id, lop, lname, cost, kind, ref, fold) BINARY_##kind(id, ref)
-#include "ops/pointwise.def"
+#include "ir/pointwise.def"
     default:
         PTC_ASSERT(!"not an integer binary op");
     }
@@ -428,7 +428,7 @@ static int binary_params(ptc_kctx *k, ptc_dtype dt, bparams *p)
     p->alpha.i = 1, p->alpha.f = 1;
     switch (k->node->op) {
 #define PW_BINARY READ_CASE
-#include "ops/pointwise.def"
+#include "ir/pointwise.def"
     default:
         break;
     }

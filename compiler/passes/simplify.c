@@ -261,7 +261,7 @@ static bool folds(ptc_op op, ptc_dtype dt)
 #define PW_PRIM(id, lop, lname, cost, kind, ref, fold)                                             \
     case PTC_OP_##id:                                                                              \
         FOLDS_##fold
-#include "ops/pointwise.def"
+#include "ir/pointwise.def"
     default:
         break;
     }
@@ -369,7 +369,7 @@ static range node_range(const range *r, const ptc_node *n)
 #define PW_PRIM(id, lop, lname, cost, kind, ref, fold)                                             \
     case PTC_OP_##id:                                                                              \
         RANGE_##fold
-#include "ops/pointwise.def"
+#include "ir/pointwise.def"
 #undef RANGE_FOLD
 #undef RANGE_DECIDE
 #undef RANGE_KEEP
@@ -433,7 +433,7 @@ static int decided_compare(const range *r, const ptc_node *n)
 #define PW_PRIM(id, lop, lname, cost, kind, ref, fold)                                             \
     case PTC_OP_##id:                                                                              \
         DECIDED_##fold
-#include "ops/pointwise.def"
+#include "ir/pointwise.def"
 #undef DECIDED_FOLD
 #undef DECIDED_DECIDE
 #undef DECIDED_KEEP
