@@ -25,7 +25,7 @@ static ptc_value *B(dctx *d, ptc_op op, ptc_value *a, ptc_value *b) { return dp_
 
 /* A row of pointwise.def as a case of a switch over ops: its `how` macro,
  * defined by the switch, says what the case does. */
-#define ROW_CASE(id, how, bind, name, sig, ref)                                                       \
+#define ROW_CASE(id, name, params, meta, eager, how, bind, sig, ref)                               \
     case PTC_OP_##id:                                                                              \
         how
 
@@ -495,14 +495,14 @@ void ptc_decomp_pointwise(ptc_decomp_fn *fns)
 #define AS(p) d_unary
 #define FORMULA(fn) d_unary
 #define RAW(p) d_unary_raw
-#define PW_UNARY(id, how, bind, name, sig, ref) fns[PTC_OP_##id] = how;
+#define PW_UNARY(id, name, params, meta, eager, how, bind, sig, ref) fns[PTC_OP_##id] = how;
 #include "ir/pointwise.def"
 #define AS(p) d_binary
 #define COMPARE(p) d_binary
 #define BITWISE(p) d_binary
 #define FORMULA(fn) d_binary
 #define LOGICAL(p) d_logical
-#define PW_BINARY(id, how, bind, name, sig, ref) fns[PTC_OP_##id] = how;
+#define PW_BINARY(id, name, params, meta, eager, how, bind, sig, ref) fns[PTC_OP_##id] = how;
 #include "ir/pointwise.def"
     fns[PTC_OP_WHERE] = d_where;
     fns[PTC_OP_CLAMP] = d_clamp;

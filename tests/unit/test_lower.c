@@ -452,10 +452,11 @@ START_TEST(lowering_out_of_memory_is_an_error)
 }
 END_TEST
 
-/* ir/pointwise.def agrees with ops.def: its torch-level rows are pointwise
- * torch ops built from pointwise prims that have rows, each prim row lowers to
- * a loop op taking as many operands as the prim has tensors, and every
- * pointwise op of ops.def has a row (but those decomposed on their own). */
+/* ir/pointwise.def's rows, as ops.def makes them ops, are what they say: its
+ * torch-level rows are pointwise torch ops of one or two operands built from
+ * pointwise prims that have rows, each prim row lowers to a loop op taking as
+ * many operands as the prim has tensors, and the pointwise ops that ops.def
+ * keeps rows of its own for are those decomposed on their own. */
 static int tensor_params(ptc_op op)
 {
     const ptc_schema *s = ptc_op_schema(op);
@@ -480,8 +481,8 @@ START_TEST(pointwise_table_matches_ops)
 #define BITWISE(p) AS(p)
 #define LOGICAL(p) AS(p)
 #define FORMULA(fn)
-#define PW_UNARY(id, how, bind, name, sig, ref) how
-#define PW_BINARY(id, how, bind, name, sig, ref) how
+#define PW_UNARY(id, name, params, meta, eager, how, bind, sig, ref) how
+#define PW_BINARY(id, name, params, meta, eager, how, bind, sig, ref) how
 #include "ir/pointwise.def"
     };
     for (size_t i = 0; i < sizeof uses / sizeof *uses; i++)
@@ -491,8 +492,8 @@ START_TEST(pointwise_table_matches_ops)
         ptc_op op;
         int tensors;
     } torch_rows[] = {
-#define PW_UNARY(id, how, bind, name, sig, ref) {PTC_OP_##id, 1},
-#define PW_BINARY(id, how, bind, name, sig, ref) {PTC_OP_##id, 2},
+#define PW_UNARY(id, name, params, meta, eager, how, bind, sig, ref) {PTC_OP_##id, 1},
+#define PW_BINARY(id, name, params, meta, eager, how, bind, sig, ref) {PTC_OP_##id, 2},
 #include "ir/pointwise.def"
     };
     for (size_t i = 0; i < sizeof torch_rows / sizeof *torch_rows; i++) {

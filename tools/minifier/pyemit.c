@@ -34,8 +34,8 @@ typedef struct pyop {
 #define PY_UNARY(name, id) [PTC_OP_##id] = {"torch." name, CALL},
 #define PY_BINARY(name, id) PY_UNARY(name, id)
 #define PY_NONE(name, id)
-#define PW_UNARY(id, how, bind, name, sig, ref) PY_##bind(name, id)
-#define PW_BINARY(id, how, bind, name, sig, ref) PY_##bind(name, id)
+#define PW_UNARY(id, name, params, meta, eager, how, bind, sig, ref) PY_##bind(name, id)
+#define PW_BINARY(id, name, params, meta, eager, how, bind, sig, ref) PY_##bind(name, id)
 
 static const pyop pyops[PTC_OP_COUNT] = {
 #include "ir/pointwise.def"

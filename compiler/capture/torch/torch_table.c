@@ -29,8 +29,8 @@
 #define BIND_UNARY(name, OP, sig) UNARY(name, OP, sig)
 #define BIND_BINARY(name, OP, sig) BINARY(name, OP, sig)
 #define BIND_NONE(name, OP, sig)
-#define PW_UNARY(id, how, bind, name, sig, ref) BIND_##bind(name, id, sig)
-#define PW_BINARY(id, how, bind, name, sig, ref) BIND_##bind(name, id, sig)
+#define PW_UNARY(id, name, params, meta, eager, how, bind, sig, ref) BIND_##bind(name, id, sig)
+#define PW_BINARY(id, name, params, meta, eager, how, bind, sig, ref) BIND_##bind(name, id, sig)
 
 #define F "torch.nn.functional."
 
