@@ -970,6 +970,52 @@ END_TEST
 
 /* ---- prims ---------------------------------------------------------------------- */
 
+/* Bool operands of every pointwise prim: accepted (sign, bitwise_not; add and
+ * mul as or and and; min, max, bitwise ops, comparisons, predicates, where),
+ * refused where torch's kernels refuse bool though the prim has an integer
+ * formula (abs, neg, rounding, sub, floor_divide, remainder, pow; div, which
+ * torch computes in floats), and by the float-only prims as needing floats
+ * (the decomposition converts first where torch promotes). */
+START_TEST(prims_bool_operands)
+{
+    static const char *const refused[] = {"abs", "neg", "floor", "ceil", "round", "trunc"};
+    static const char *const floats[] = {"exp", "log", "log1p", "expm1", "sqrt", "rsqrt",
+                                         "sin", "cos", "tanh", "erf", "reciprocal"};
+    static const char *const refused2[] = {"sub", "div", "floor_divide", "remainder", "pow"};
+    static const char *const taken2[] = {"add", "mul", "maximum", "minimum", "bitwise_and",
+                                         "bitwise_or", "bitwise_xor"};
+    static const char *const compares[] = {"eq", "ne", "lt", "le", "gt", "ge"};
+    char call[64];
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        snprintf(call, sizeof call, "prims.%s(%%x)", refused[i]);
+        BAD("x=bool[2]", call, "not supported for bool tensors (bool[2])");
+    }
+    for (size_t i = 0; i < sizeof floats / sizeof *floats; i++) {
+        snprintf(call, sizeof call, "prims.%s(%%x)", floats[i]);
+        BAD("x=bool[2]", call, "expected a floating point tensor, got bool[2]");
+    }
+    OK("x=bool[2]", "prims.sign(%x)", "bool[2]");
+    OK("x=bool[2]", "prims.bitwise_not(%x)", "bool[2]");
+    OK("x=bool[2]", "prims.logical_not(%x)", "bool[2]");
+    OK("x=bool[2]", "prims.isnan(%x)", "bool[2]");
+    for (size_t i = 0; i < sizeof refused2 / sizeof *refused2; i++) {
+        snprintf(call, sizeof call, "prims.%s(%%x, %%x)", refused2[i]);
+        BAD("x=bool[2]", call, "not supported for bool operands (bool[2])");
+    }
+    BAD("x=bool[2]", "prims.atan2(%x, %x)", "expected a floating point operand, got bool[2]");
+    BAD("x=bool[2]", "prims.copysign(%x, %x)", "expected a floating point operand, got bool[2]");
+    for (size_t i = 0; i < sizeof taken2 / sizeof *taken2; i++) {
+        snprintf(call, sizeof call, "prims.%s(%%x, %%x)", taken2[i]);
+        OK("x=bool[2]", call, "bool[2]");
+    }
+    for (size_t i = 0; i < sizeof compares / sizeof *compares; i++) {
+        snprintf(call, sizeof call, "prims.%s(%%x, %%x)", compares[i]);
+        OK("x=bool[2]", call, "bool[2]");
+    }
+    OK("x=bool[2]", "prims.where(%x, %x, %x)", "bool[2]");
+}
+END_TEST
+
 START_TEST(prims_pointwise)
 {
     OK("x=f32[2,3] grad", "prims.exp(%x)", "f32[2,3] grad");
@@ -1260,6 +1306,7 @@ static Suite *suite(void)
     tcase_add_test(t, copies_pad_repeat);
     tcase_add_test(t, creation);
     tcase_add_test(t, prims_pointwise);
+    tcase_add_test(t, prims_bool_operands);
     tcase_add_test(t, prims_shape);
     tcase_add_test(t, prims_reduce_index);
     tcase_add_test(t, build_graph);
