@@ -978,41 +978,71 @@ END_TEST
  * (the decomposition converts first where torch promotes). */
 START_TEST(prims_bool_operands)
 {
-    static const char *const refused[] = {"abs", "neg", "floor", "ceil", "round", "trunc"};
-    static const char *const floats[] = {"exp", "log", "log1p", "expm1", "sqrt", "rsqrt",
-                                         "sin", "cos", "tanh", "erf", "reciprocal"};
-    static const char *const refused2[] = {"sub", "div", "floor_divide", "remainder", "pow"};
-    static const char *const taken2[] = {"add", "mul", "maximum", "minimum", "bitwise_and",
-                                         "bitwise_or", "bitwise_xor"};
-    static const char *const compares[] = {"eq", "ne", "lt", "le", "gt", "ge"};
-    char call[64];
-    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
-        snprintf(call, sizeof call, "prims.%s(%%x)", refused[i]);
-        BAD("x=bool[2]", call, "not supported for bool tensors (bool[2])");
-    }
-    for (size_t i = 0; i < sizeof floats / sizeof *floats; i++) {
-        snprintf(call, sizeof call, "prims.%s(%%x)", floats[i]);
-        BAD("x=bool[2]", call, "expected a floating point tensor, got bool[2]");
-    }
-    OK("x=bool[2]", "prims.sign(%x)", "bool[2]");
-    OK("x=bool[2]", "prims.bitwise_not(%x)", "bool[2]");
-    OK("x=bool[2]", "prims.logical_not(%x)", "bool[2]");
-    OK("x=bool[2]", "prims.isnan(%x)", "bool[2]");
-    for (size_t i = 0; i < sizeof refused2 / sizeof *refused2; i++) {
-        snprintf(call, sizeof call, "prims.%s(%%x, %%x)", refused2[i]);
-        BAD("x=bool[2]", call, "not supported for bool operands (bool[2])");
-    }
-    BAD("x=bool[2]", "prims.atan2(%x, %x)", "expected a floating point operand, got bool[2]");
-    BAD("x=bool[2]", "prims.copysign(%x, %x)", "expected a floating point operand, got bool[2]");
-    for (size_t i = 0; i < sizeof taken2 / sizeof *taken2; i++) {
-        snprintf(call, sizeof call, "prims.%s(%%x, %%x)", taken2[i]);
-        OK("x=bool[2]", call, "bool[2]");
-    }
-    for (size_t i = 0; i < sizeof compares / sizeof *compares; i++) {
-        snprintf(call, sizeof call, "prims.%s(%%x, %%x)", compares[i]);
-        OK("x=bool[2]", call, "bool[2]");
+#define UNARY_REFUSED "not supported for bool tensors (bool[2])"
+#define BINARY_REFUSED "not supported for bool operands (bool[2])"
+#define NEEDS_FLOATS "expected a floating point"
+    static const struct {
+        const char *op;
+        int operands;
+        const char *want; /* the result type, or a part of the error */
+    } cases[] = {
+        {"abs", 1, UNARY_REFUSED},
+        {"neg", 1, UNARY_REFUSED},
+        {"floor", 1, UNARY_REFUSED},
+        {"ceil", 1, UNARY_REFUSED},
+        {"round", 1, UNARY_REFUSED},
+        {"trunc", 1, UNARY_REFUSED},
+        {"exp", 1, NEEDS_FLOATS},
+        {"log", 1, NEEDS_FLOATS},
+        {"log1p", 1, NEEDS_FLOATS},
+        {"expm1", 1, NEEDS_FLOATS},
+        {"sqrt", 1, NEEDS_FLOATS},
+        {"rsqrt", 1, NEEDS_FLOATS},
+        {"sin", 1, NEEDS_FLOATS},
+        {"cos", 1, NEEDS_FLOATS},
+        {"tanh", 1, NEEDS_FLOATS},
+        {"erf", 1, NEEDS_FLOATS},
+        {"reciprocal", 1, NEEDS_FLOATS},
+        {"sign", 1, "bool[2]"},
+        {"bitwise_not", 1, "bool[2]"},
+        {"logical_not", 1, "bool[2]"},
+        {"isnan", 1, "bool[2]"},
+        {"sub", 2, BINARY_REFUSED},
+        {"div", 2, BINARY_REFUSED},
+        {"floor_divide", 2, BINARY_REFUSED},
+        {"remainder", 2, BINARY_REFUSED},
+        {"pow", 2, BINARY_REFUSED},
+        {"atan2", 2, NEEDS_FLOATS},
+        {"copysign", 2, NEEDS_FLOATS},
+        {"add", 2, "bool[2]"},
+        {"mul", 2, "bool[2]"},
+        {"maximum", 2, "bool[2]"},
+        {"minimum", 2, "bool[2]"},
+        {"bitwise_and", 2, "bool[2]"},
+        {"bitwise_or", 2, "bool[2]"},
+        {"bitwise_xor", 2, "bool[2]"},
+        {"eq", 2, "bool[2]"},
+        {"ne", 2, "bool[2]"},
+        {"lt", 2, "bool[2]"},
+        {"le", 2, "bool[2]"},
+        {"gt", 2, "bool[2]"},
+        {"ge", 2, "bool[2]"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char call[64];
+        if (cases[i].operands == 1)
+            snprintf(call, sizeof call, "prims.%s(%%x)", cases[i].op);
+        else
+            snprintf(call, sizeof call, "prims.%s(%%x, %%x)", cases[i].op);
+        if (strcmp(cases[i].want, "bool[2]") == 0)
+            OK("x=bool[2]", call, "bool[2]");
+        else
+            BAD("x=bool[2]", call, cases[i].want);
     }
     OK("x=bool[2]", "prims.where(%x, %x, %x)", "bool[2]");
+#undef UNARY_REFUSED
+#undef BINARY_REFUSED
+#undef NEEDS_FLOATS
 }
 END_TEST
 
