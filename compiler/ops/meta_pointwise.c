@@ -304,7 +304,7 @@ static bool prim_has_formula(ptc_op op, bool floating)
     switch (op) {
 #define REF(f, i) strcmp(floating ? #f : #i, "NOREF") != 0
 #define NONE true /* where, logical_not, isnan: kernels of their own, any dtype */
-#define PW_PRIM(id, lop, lname, cost, kind, ref, bools, fold)                                      \
+#define PW_PRIM(id, lop, lname, cost, kind, ref, bools, fold, emit)                                \
     case PTC_OP_##id:                                                                              \
         return ref;
 #include "ir/pointwise.def"
@@ -321,7 +321,7 @@ static bool prim_takes_bool(ptc_op op)
     switch (op) {
 #define TAKES_BOOL true
 #define NO_BOOL false
-#define PW_PRIM(id, lop, lname, cost, kind, ref, bools, fold)                                      \
+#define PW_PRIM(id, lop, lname, cost, kind, ref, bools, fold, emit)                                \
     case PTC_OP_##id:                                                                              \
         return bools;
 #include "ir/pointwise.def"

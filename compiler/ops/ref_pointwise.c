@@ -158,7 +158,7 @@ static int64_t unary_int(ptc_op op, int64_t x, ptc_dtype dt, const uparams *p)
 #define NOREF (PTC_ASSERT(!"no integer formula"), x)
 #define BY_PRIM NOREF
 #define PW_UNARY(id, name, params, meta, eager, how, bind, sig, ref) CASE(id, ref)
-#define PW_PRIM(id, lop, lname, cost, kind, ref, bools, fold) UNARY_##kind(id, ref)
+#define PW_PRIM(id, lop, lname, cost, kind, ref, bools, fold, emit) UNARY_##kind(id, ref)
 #include "ir/pointwise.def"
     default:
         PTC_ASSERT(!"not an integer unary op");
@@ -299,7 +299,7 @@ static binkind binary_kind(ptc_op op)
 #define PW_BINARY(id, name, params, meta, eager, how, bind, sig, ref)                              \
     case PTC_OP_##id:                                                                              \
         return KIND_##how;
-#define PW_PRIM(id, lop, lname, cost, kind, ref, bools, fold) BINKIND_##kind(id)
+#define PW_PRIM(id, lop, lname, cost, kind, ref, bools, fold, emit) BINKIND_##kind(id)
 #define BINKIND_COMPARE(id)                                                                        \
     case PTC_OP_##id:                                                                              \
         return BIN_COMPARE;
@@ -378,7 +378,7 @@ static int64_t binary_int(ptc_op op, int64_t a, int64_t b, const bparams *p)
 #define NOREF (PTC_ASSERT(!"no integer formula"), a)
 #define BY_PRIM NOREF
 #define PW_BINARY(id, name, params, meta, eager, how, bind, sig, ref) CASE(id, ref)
-#define PW_PRIM(id, lop, lname, cost, kind, ref, bools, fold) BINARY_##kind(id, ref)
+#define PW_PRIM(id, lop, lname, cost, kind, ref, bools, fold, emit) BINARY_##kind(id, ref)
 #include "ir/pointwise.def"
     default:
         PTC_ASSERT(!"not an integer binary op");

@@ -5,8 +5,8 @@ every float dtype, with and without eps, and its gradient (through its prims)
 matches eager's and central finite differences. frac is the experiment of
 issue 14 (a pointwise op built from prims that exist): its pointwise.def
 row, its decomposition pw_frac and its reference test.
-copysign walks a new prim through: its rows, its emitter case (llvm.copysign)
-and its derivative d_copysign."""
+copysign walks a new prim through: its two pointwise.def rows (the prim's
+emit column names llvm.copysign) and its derivative d_copysign."""
 import os
 import warnings
 
@@ -228,7 +228,7 @@ def assert_same_bits(got, want):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
 def test_copysign_matches_eager(dtype):
     # copysign is the walk-through of issue 14 item 2 with a new prim: rows in
-    # pointwise.def, the emitter's llvm.copysign and d_copysign
+    # pointwise.def (the emit column's llvm.copysign) and d_copysign
     x, y = signed_pair(dtype)
 
     def f(a, b):

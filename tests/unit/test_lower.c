@@ -472,7 +472,7 @@ START_TEST(pointwise_table_matches_ops)
     static bool row[PTC_OP_COUNT];
     for (int op = 0; op < PTC_OP_COUNT; op++)
         lop[op] = -1;
-#define PW_PRIM(id, l, lname, cost, kind, ref, bools, fold) lop[PTC_OP_##id] = PTC_L_##l, row[PTC_OP_##id] = true;
+#define PW_PRIM(id, l, lname, cost, kind, ref, bools, fold, emit) lop[PTC_OP_##id] = PTC_L_##l, row[PTC_OP_##id] = true;
 #include "ir/pointwise.def"
     static const ptc_op uses[] = {
 #define AS(p) PTC_OP_##p,

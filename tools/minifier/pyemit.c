@@ -583,7 +583,7 @@ static void taint(void *ctx, const ptc_arg *a, bool *out)
 /* The pointwise prims not spelled above are torch.<lname> (pointwise.def's
  * PW_PRIM rows: the loop op's name is the torch function's). */
 static const pyop pointwise_prims[PTC_OP_COUNT] = {
-#define PW_PRIM(id, lop, lname, cost, kind, ref, bools, fold) [PTC_OP_##id] = {"torch." lname, CALL},
+#define PW_PRIM(id, lop, lname, cost, kind, ref, bools, fold, emit) [PTC_OP_##id] = {"torch." lname, CALL},
 #include "ir/pointwise.def"
 };
 
