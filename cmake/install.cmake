@@ -39,8 +39,8 @@ endif()
 # as the sources include them: add -I<prefix>/include/ptc).
 if(NOT SKBUILD)
   install(TARGETS ptc ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-  foreach(header ir/ir.h ir/ops.def ops/ops.h ops/meta.h ops/ref.h passes/passes.h lower/lower.h
-                 codegen/codegen.h runtime/runtime.h pipeline/pipeline.h
+  foreach(header ir/ir.h ir/ops.def ir/pointwise.def ops/ops.h ops/meta.h ops/ref.h passes/passes.h
+                 lower/lower.h codegen/codegen.h runtime/runtime.h pipeline/pipeline.h
                  export/export.h)
     get_filename_component(dir ${header} DIRECTORY)
     install(FILES ${CMAKE_SOURCE_DIR}/compiler/${header}

@@ -9,7 +9,9 @@
  * around masked loads, aligned vector accesses and row cache), f16/bf16
  * conversions (LLVM's on the CPU, PTX cvt instructions on the GPU), the
  * math functions (libm and ptc's polynomials on the CPU, inline code on the
- * GPU) and fmod.
+ * GPU) and fmod. Which instruction, intrinsic or formula computes each
+ * pointwise op is ir/pointwise.def's emit column; the formulas it names
+ * (EMIT rows) are here.
  *
  * Semantics follow the reference interpreter: f16/bf16 are computed in f32
  * and rounded after every op, as torch does; bools are i1 in registers and
@@ -300,9 +302,78 @@ static LLVMValueRef fcall2(ptc_emitter *c, const char *intr, LLVMValueRef x, LLV
     return ptc_ll_intrinsic(c->mod, c->b, intr, &t, 1, xy, 2);
 }
 
-static LLVMValueRef emit_sign(ptc_emitter *c, ptc_dtype dt, LLVMValueRef x, int w)
+/* A pointwise entry's operands, for the formulas of pointwise.def's emit
+ * column (see emit_unary, emit_binary). */
+typedef struct {
+    int op;              /* PTC_L_* */
+    ptc_dtype dt;        /* the operands' dtype */
+    LLVMValueRef x, y;   /* y: binary ops only */
+    int w;               /* lanes */
+    const ptc_lexpr *ye; /* y's entry (pow by a constant) */
+    bool y_uniform;      /* y is the same in every lane (see uniform_div_as_mul) */
+} operands;
+
+typedef LLVMValueRef (*build_unary)(LLVMBuilderRef, LLVMValueRef, const char *);
+typedef LLVMValueRef (*build_binary)(LLVMBuilderRef, LLVMValueRef, LLVMValueRef, const char *);
+
+/* An INSTR(float, integer, bool) row: the instruction for the operands' class. */
+static LLVMValueRef instruction1(ptc_emitter *c, const operands *o, build_unary fl, build_unary in,
+                                 build_unary bo)
+{
+    build_unary build = is_float(o->dt) ? fl : o->dt == PTC_BOOL ? bo : in;
+    return build(c->b, o->x, "");
+}
+
+static LLVMValueRef instruction2(ptc_emitter *c, const operands *o, build_binary fl,
+                                 build_binary in, build_binary bo)
+{
+    build_binary build = is_float(o->dt) ? fl : o->dt == PTC_BOOL ? bo : in;
+    return build(c->b, o->x, o->y, "");
+}
+
+/* A CMP(float, signed, unsigned) row: fcmp or icmp with the predicate for the
+ * operands' class (bool compares as unsigned). */
+static LLVMValueRef compare(ptc_emitter *c, const operands *o, LLVMRealPredicate fl,
+                            LLVMIntPredicate si, LLVMIntPredicate un)
+{
+    if (is_float(o->dt))
+        return LLVMBuildFCmp(c->b, fl, o->x, o->y, "");
+    return LLVMBuildICmp(c->b, is_unsigned(o->dt) ? un : si, o->x, o->y, "");
+}
+
+/* ---- the formulas of pointwise.def's EMIT(fn) rows ---- */
+
+static LLVMValueRef emit_abs(ptc_emitter *c, const operands *o)
 {
     LLVMBuilderRef b = c->b;
+    ptc_dtype dt = o->dt;
+    LLVMValueRef x = o->x;
+    if (is_float(dt))
+        return fcall1(c, "llvm.fabs", x);
+    if (is_unsigned(dt))
+        return x;
+    return LLVMBuildSelect(b,
+                           LLVMBuildICmp(b, LLVMIntSLT, x, ptc_emit_kconst(c, dt, 0, 0, o->w), ""),
+                           LLVMBuildNeg(b, x, ""), x, "");
+}
+
+static LLVMValueRef emit_rsqrt(ptc_emitter *c, const operands *o)
+{
+    return LLVMBuildFDiv(c->b, ptc_emit_kconst(c, o->dt, 1, 1, o->w), fcall1(c, "llvm.sqrt", o->x),
+                         "");
+}
+
+static LLVMValueRef emit_reciprocal(ptc_emitter *c, const operands *o)
+{
+    return LLVMBuildFDiv(c->b, ptc_emit_kconst(c, o->dt, 1, 1, o->w), o->x, "");
+}
+
+static LLVMValueRef emit_sign(ptc_emitter *c, const operands *o)
+{
+    LLVMBuilderRef b = c->b;
+    ptc_dtype dt = o->dt;
+    LLVMValueRef x = o->x;
+    int w = o->w;
     bool f = is_float(dt);
     LLVMValueRef zero = ptc_emit_kconst(c, dt, 0, 0, w);
     if (dt == PTC_BOOL)
@@ -316,46 +387,14 @@ static LLVMValueRef emit_sign(ptc_emitter *c, ptc_dtype dt, LLVMValueRef x, int 
     return f ? LLVMBuildSelect(b, ptc_ll_isnan(b, x), x, r, "") : r;
 }
 
-static LLVMValueRef emit_unary(ptc_emitter *c, int op, ptc_dtype dt, LLVMValueRef x, int w)
+static LLVMValueRef emit_logical_not(ptc_emitter *c, const operands *o)
 {
-    LLVMBuilderRef b = c->b;
-    bool f = is_float(dt);
-    switch (op) {
-    case PTC_L_ABS:
-        if (f)
-            return fcall1(c, "llvm.fabs", x);
-        if (is_unsigned(dt))
-            return x;
-        return LLVMBuildSelect(b,
-                               LLVMBuildICmp(b, LLVMIntSLT, x, ptc_emit_kconst(c, dt, 0, 0, w), ""),
-                               LLVMBuildNeg(b, x, ""), x, "");
-    case PTC_L_NEG:
-        return f ? LLVMBuildFNeg(b, x, "") : LLVMBuildNeg(b, x, "");
-    case PTC_L_SQRT:
-        return fcall1(c, "llvm.sqrt", x);
-    case PTC_L_RSQRT:
-        return LLVMBuildFDiv(b, ptc_emit_kconst(c, dt, 1, 1, w), fcall1(c, "llvm.sqrt", x), "");
-    case PTC_L_RECIPROCAL:
-        return LLVMBuildFDiv(b, ptc_emit_kconst(c, dt, 1, 1, w), x, "");
-    case PTC_L_FLOOR:
-        return f ? fcall1(c, "llvm.floor", x) : x;
-    case PTC_L_CEIL:
-        return f ? fcall1(c, "llvm.ceil", x) : x;
-    case PTC_L_ROUND:
-        return f ? fcall1(c, "llvm.roundeven", x) : x;
-    case PTC_L_TRUNC:
-        return f ? fcall1(c, "llvm.trunc", x) : x;
-    case PTC_L_SIGN:
-        return emit_sign(c, dt, x, w);
-    case PTC_L_BITWISE_NOT:
-        return LLVMBuildNot(b, x, "");
-    case PTC_L_LOGICAL_NOT:
-        return LLVMBuildNot(b, ptc_emit_cast(c, x, dt, PTC_BOOL, w), "");
-    case PTC_L_ISNAN:
-        return f ? ptc_ll_isnan(b, x) : int_splat(c->i1, 0, w);
-    default: /* exp, log, tanh, erf, ...: the target's math functions */
-        return c->target->math(c, op, dt, x, NULL);
-    }
+    return LLVMBuildNot(c->b, ptc_emit_cast(c, o->x, o->dt, PTC_BOOL, o->w), "");
+}
+
+static LLVMValueRef emit_isnan(ptc_emitter *c, const operands *o)
+{
+    return is_float(o->dt) ? ptc_ll_isnan(c->b, o->x) : int_splat(c->i1, 0, o->w);
 }
 
 /* base ** e on one integer lane by squaring (exponents are small in
@@ -452,78 +491,119 @@ static LLVMValueRef ipow(ptc_emitter *c, LLVMValueRef x, LLVMValueRef y, ptc_dty
     return out;
 }
 
-static LLVMValueRef emit_pow(ptc_emitter *c, ptc_dtype dt, LLVMValueRef x, LLVMValueRef y,
-                             const ptc_lexpr *ye)
+static LLVMValueRef emit_pow(ptc_emitter *c, const operands *o)
 {
-    if (!is_float(dt))
-        return ipow(c, x, y, dt);
+    if (!is_float(o->dt))
+        return ipow(c, o->x, o->y, o->dt);
+    const ptc_lexpr *ye = o->ye;
     LLVMValueRef short_form =
-        ye && ye->op == PTC_L_CONST ? ptc_ll_pow_const(c->mod, c->b, x, ye->fval) : NULL;
-    return short_form ? short_form : c->target->math(c, PTC_L_POW, dt, x, y);
+        ye && ye->op == PTC_L_CONST ? ptc_ll_pow_const(c->mod, c->b, o->x, ye->fval) : NULL;
+    return short_form ? short_form : c->target->math(c, PTC_L_POW, o->dt, o->x, o->y);
 }
 
-/* y_uniform: the divisor is the same in every lane (see uniform_div_as_mul). */
-static LLVMValueRef emit_binary(ptc_emitter *c, const ptc_lbody *body, const ptc_lexpr *e,
-                                LLVMValueRef x, LLVMValueRef y, int w, bool y_uniform)
+static LLVMValueRef emit_div(ptc_emitter *c, const operands *o)
 {
     LLVMBuilderRef b = c->b;
-    ptc_dtype dt = body->e[e->arg[0]].dtype; /* operand dtype */
-    bool f = is_float(dt);
-    LLVMValueRef r;
-    switch (e->op) {
-    case PTC_L_ADD:
-        r = f                ? LLVMBuildFAdd(b, x, y, "")
-            : dt == PTC_BOOL ? LLVMBuildOr(b, x, y, "")
-                             : LLVMBuildAdd(b, x, y, "");
-        break;
-    case PTC_L_SUB:
-        r = f                ? LLVMBuildFSub(b, x, y, "")
-            : dt == PTC_BOOL ? LLVMBuildXor(b, x, y, "")
-                             : LLVMBuildSub(b, x, y, "");
-        break;
-    case PTC_L_MUL:
-        r = f                ? LLVMBuildFMul(b, x, y, "")
-            : dt == PTC_BOOL ? LLVMBuildAnd(b, x, y, "")
-                             : LLVMBuildMul(b, x, y, "");
-        break;
-    case PTC_L_DIV:
-        if (f && w > 1 && y_uniform && c->target->uniform_div_as_mul)
-            r = LLVMBuildFMul(b, x, LLVMBuildFDiv(b, ptc_emit_kconst(c, dt, 1, 1, w), y, ""), "");
-        else
-            r = f ? LLVMBuildFDiv(b, x, y, "") : ptc_ll_int_divmod(b, e->op, is_unsigned(dt), x, y);
-        break;
-    case PTC_L_FLOOR_DIVIDE:
-    case PTC_L_REMAINDER:
-        r = f ? ptc_ll_float_floordiv_rem(c->mod, b, e->op, x, y, c->target->fmod(c, x, y))
-              : ptc_ll_int_divmod(b, e->op, is_unsigned(dt), x, y);
-        break;
-    case PTC_L_POW:
-        r = emit_pow(c, dt, x, y, &body->e[e->arg[1]]);
-        break;
-    case PTC_L_MAXIMUM:
-    case PTC_L_MINIMUM:
-        r = ptc_ll_minmax(b, e->op == PTC_L_MAXIMUM, dt, x, y);
-        break;
-    case PTC_L_ATAN2:
-        r = c->target->math(c, PTC_L_ATAN2, dt, x, y);
-        break;
-    case PTC_L_COPYSIGN:
-        r = fcall2(c, "llvm.copysign", x, y);
-        break;
-    case PTC_L_BITWISE_AND:
-        r = LLVMBuildAnd(b, x, y, "");
-        break;
-    case PTC_L_BITWISE_OR:
-        r = LLVMBuildOr(b, x, y, "");
-        break;
-    case PTC_L_BITWISE_XOR:
-        r = LLVMBuildXor(b, x, y, "");
-        break;
-    default:
-        return ptc_ll_compare(b, e->op, dt, x, y);
-    }
-    return f ? round_to(c, r, dt, w) : r; /* torch rounds f16/bf16 results per op */
+    bool f = is_float(o->dt);
+    if (f && o->w > 1 && o->y_uniform && c->target->uniform_div_as_mul)
+        return LLVMBuildFMul(b, o->x,
+                             LLVMBuildFDiv(b, ptc_emit_kconst(c, o->dt, 1, 1, o->w), o->y, ""), "");
+    return f ? LLVMBuildFDiv(b, o->x, o->y, "")
+             : ptc_ll_int_divmod(b, o->op, is_unsigned(o->dt), o->x, o->y);
 }
+
+/* floor_divide and remainder: Python's, rounding to minus infinity. */
+static LLVMValueRef emit_floor_divmod(ptc_emitter *c, const operands *o)
+{
+    if (is_float(o->dt))
+        return ptc_ll_float_floordiv_rem(c->mod, c->b, o->op, o->x, o->y,
+                                         c->target->fmod(c, o->x, o->y));
+    return ptc_ll_int_divmod(c->b, o->op, is_unsigned(o->dt), o->x, o->y);
+}
+
+static LLVMValueRef emit_minmax(ptc_emitter *c, const operands *o)
+{
+    return ptc_ll_minmax(c->b, o->op == PTC_L_MAXIMUM, o->dt, o->x, o->y);
+}
+
+/* ---- pointwise ops: pointwise.def's emit column ---- */
+
+/* A row's case in a switch over loop ops, for the rows of one (ONE_OPERAND)
+ * or two (TWO_OPERANDS) operands; where has a case of its own (emit_entry). */
+#define ONE_OPERAND_UNARY(lop, emit)                                                               \
+    case PTC_L_##lop:                                                                              \
+        emit
+#define ONE_OPERAND_PREDICATE ONE_OPERAND_UNARY
+#define ONE_OPERAND_ARITH(lop, emit)
+#define ONE_OPERAND_COMPARE(lop, emit)
+#define ONE_OPERAND_BITWISE(lop, emit)
+#define ONE_OPERAND_SELECT(lop, emit)
+#define TWO_OPERANDS_UNARY(lop, emit)
+#define TWO_OPERANDS_PREDICATE(lop, emit)
+#define TWO_OPERANDS_ARITH ONE_OPERAND_UNARY
+#define TWO_OPERANDS_COMPARE ONE_OPERAND_UNARY
+#define TWO_OPERANDS_BITWISE ONE_OPERAND_UNARY
+#define TWO_OPERANDS_SELECT(lop, emit)
+
+/* The value of a unary entry, before its f16/bf16 rounding. */
+static LLVMValueRef emit_unary(ptc_emitter *c, const operands *o)
+{
+    switch (o->op) {
+#define INSTR(fl, in, bo) return instruction1(c, o, LLVMBuild##fl, LLVMBuild##in, LLVMBuild##bo);
+#define INT_INSTR(in) return LLVMBuild##in(c->b, o->x, "");
+#define INTRINSIC(name) return is_float(o->dt) ? fcall1(c, name, o->x) : o->x;
+#define TARGET_MATH return c->target->math(c, o->op, o->dt, o->x, NULL);
+#define EMIT(fn) return fn(c, o);
+#define PW_PRIM(id, lop, lname, cost, kind, ref, bools, fold, emit) ONE_OPERAND_##kind(lop, emit)
+#include "ir/pointwise.def"
+    default:
+        PTC_ASSERT(!"not a unary loop op");
+        return NULL;
+    }
+}
+
+/* The value of a binary entry, f16/bf16 results rounded (torch rounds them
+ * per op). */
+static LLVMValueRef emit_binary(ptc_emitter *c, const operands *o)
+{
+    LLVMValueRef r;
+    switch (o->op) {
+#define INSTR(fl, in, bo)                                                                          \
+    r = instruction2(c, o, LLVMBuild##fl, LLVMBuild##in, LLVMBuild##bo);                           \
+    break;
+#define INT_INSTR(in)                                                                              \
+    r = LLVMBuild##in(c->b, o->x, o->y, "");                                                       \
+    break;
+#define CMP(fl, si, un) return compare(c, o, LLVMReal##fl, LLVMInt##si, LLVMInt##un);
+#define INTRINSIC(name)                                                                            \
+    r = is_float(o->dt) ? fcall2(c, name, o->x, o->y) : o->x;                                      \
+    break;
+#define TARGET_MATH                                                                                \
+    r = c->target->math(c, o->op, o->dt, o->x, o->y);                                              \
+    break;
+#define EMIT(fn)                                                                                   \
+    r = fn(c, o);                                                                                  \
+    break;
+#define PW_PRIM(id, lop, lname, cost, kind, ref, bools, fold, emit) TWO_OPERANDS_##kind(lop, emit)
+#include "ir/pointwise.def"
+    default:
+        PTC_ASSERT(!"not a binary loop op");
+        return NULL;
+    }
+    return is_float(o->dt) ? round_to(c, r, o->dt, o->w) : r;
+}
+#undef ONE_OPERAND_UNARY
+#undef ONE_OPERAND_PREDICATE
+#undef ONE_OPERAND_ARITH
+#undef ONE_OPERAND_COMPARE
+#undef ONE_OPERAND_BITWISE
+#undef ONE_OPERAND_SELECT
+#undef TWO_OPERANDS_UNARY
+#undef TWO_OPERANDS_PREDICATE
+#undef TWO_OPERANDS_ARITH
+#undef TWO_OPERANDS_COMPARE
+#undef TWO_OPERANDS_BITWISE
+#undef TWO_OPERANDS_SELECT
 
 /* Lanes past the end of a masked tail computed on zeros: their checks pass. */
 static LLVMValueRef emit_check(ptc_emitter *c, const ptc_lexpr *e, LLVMValueRef *v, int w)
@@ -616,11 +696,14 @@ static LLVMValueRef emit_entry(ptc_emitter *c, const ptc_lbody *body, int i, LLV
         return LLVMBuildSelect(c->b, x, y, v[e->arg[2]], "");
     case PTC_L_CHECK:
         return emit_check(c, e, v, w);
-    default:
-        if (ptc_lop_arity(e->op) == 2)
-            return emit_binary(c, body, e, x, y, w, uni[e->arg[1]]);
-        LLVMValueRef r = emit_unary(c, e->op, body->e[e->arg[0]].dtype, x, w);
-        return e->op == PTC_L_ISNAN ? r : round_to(c, r, e->dtype, w);
+    default: {
+        operands o = {e->op, body->e[e->arg[0]].dtype, x, y, w, NULL, false};
+        if (ptc_lop_arity(e->op) == 1)
+            return round_to(c, emit_unary(c, &o), e->dtype, w);
+        o.ye = &body->e[e->arg[1]];
+        o.y_uniform = uni[e->arg[1]];
+        return emit_binary(c, &o);
+    }
     }
 }
 

@@ -40,9 +40,9 @@ typedef struct ptc_emit_target {
     /* An f32 value rounded to f16 / bf16 precision, or NULL: a store's
      * conversion and back. */
     LLVMValueRef (*half_round)(ptc_emitter *c, LLVMValueRef v, ptc_dtype dt, int w);
-    /* The math functions on floats of dtype dt: every unary op body.c does
-     * not build itself (exp, log, tanh, erf, log1p, expm1, sin, cos; y
-     * NULL), atan2 and pow (general float exponents). */
+    /* The math functions on floats of dtype dt: the TARGET_MATH rows of
+     * ir/pointwise.def's emit column (exp, log, tanh, erf, log1p, expm1, sin,
+     * cos: y NULL; atan2) and pow (general float exponents). */
     LLVMValueRef (*math)(ptc_emitter *c, int op, ptc_dtype dt, LLVMValueRef x, LLVMValueRef y);
     /* C's fmod on floats. */
     LLVMValueRef (*fmod)(ptc_emitter *c, LLVMValueRef x, LLVMValueRef y);

@@ -143,20 +143,6 @@ LLVMValueRef ptc_ll_float_floordiv_rem(LLVMModuleRef m, LLVMBuilderRef b, int op
     return LLVMBuildSelect(b, y0, q, r, "");
 }
 
-LLVMValueRef ptc_ll_compare(LLVMBuilderRef b, int op, ptc_dtype dt, LLVMValueRef x, LLVMValueRef y)
-{
-    if (ptc_dtype_is_float(dt)) {
-        static const LLVMRealPredicate fp[] = {LLVMRealOEQ, LLVMRealUNE, LLVMRealOLT,
-                                               LLVMRealOLE, LLVMRealOGT, LLVMRealOGE};
-        return LLVMBuildFCmp(b, fp[op - PTC_L_EQ], x, y, "");
-    }
-    static const LLVMIntPredicate sp[] = {LLVMIntEQ,  LLVMIntNE,  LLVMIntSLT,
-                                          LLVMIntSLE, LLVMIntSGT, LLVMIntSGE};
-    static const LLVMIntPredicate up[] = {LLVMIntEQ,  LLVMIntNE,  LLVMIntULT,
-                                          LLVMIntULE, LLVMIntUGT, LLVMIntUGE};
-    return LLVMBuildICmp(b, is_unsigned(dt) ? up[op - PTC_L_EQ] : sp[op - PTC_L_EQ], x, y, "");
-}
-
 LLVMValueRef ptc_ll_minmax(LLVMBuilderRef b, bool max, ptc_dtype dt, LLVMValueRef x, LLVMValueRef y)
 {
     if (ptc_dtype_is_float(dt)) {

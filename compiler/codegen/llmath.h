@@ -38,8 +38,6 @@ LLVMValueRef ptc_ll_int_divmod(LLVMBuilderRef b, int op, bool is_unsigned, LLVMV
  * given mod = fmod(x, y) (the target's own). */
 LLVMValueRef ptc_ll_float_floordiv_rem(LLVMModuleRef m, LLVMBuilderRef b, int op, LLVMValueRef x,
                                        LLVMValueRef y, LLVMValueRef mod);
-/* PTC_L_EQ .. PTC_L_GE in dtype dt (i1 results). */
-LLVMValueRef ptc_ll_compare(LLVMBuilderRef b, int op, ptc_dtype dt, LLVMValueRef x, LLVMValueRef y);
 /* maximum / minimum: a NaN in x propagates (as torch's). */
 LLVMValueRef ptc_ll_minmax(LLVMBuilderRef b, bool max, ptc_dtype dt, LLVMValueRef x,
                            LLVMValueRef y);

@@ -154,10 +154,10 @@ static ptc_lnode *new_node(lowerer *L, int kind, const ptc_value *v, ptc_dtype d
 static int lop_of(ptc_op op)
 {
     switch (op) {
-#define PW_PRIM(id, lop, lname, cost, kind, ref, fold)                                                          \
+#define PW_PRIM(id, lop, lname, cost, kind, ref, bools, fold, emit)                                \
     case PTC_OP_##id:                                                                              \
         return PTC_L_##lop;
-#include "ops/pointwise.def"
+#include "ir/pointwise.def"
     default: return -1;
     }
 }

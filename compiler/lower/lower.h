@@ -91,7 +91,7 @@ void ptc_ix_print(ptc_buf *b, const ptc_ix *x, const char *const *names, int nna
  * in f32). Bool values are 0/1.
  * ---------------------------------------------------------------------------- */
 
-/* The loop ops (lops.def: the pointwise ones are ops/pointwise.def's). */
+/* The loop ops (lops.def: the pointwise ones are ir/pointwise.def's). */
 typedef enum {
 #define LOP(id, name, arity, cost) PTC_L_##id,
 #include "lower/lops.def"

@@ -297,17 +297,34 @@ int meta_to(ptc_meta *m)
 
 /* The dtypes a pointwise prim takes are those its reference computes in:
  * whether pointwise.def's ref column, REF(float formula, integer formula),
- * has a formula in floats (floating) or in integers and bool. */
+ * has a formula in floats (floating) or in integers (and bool, where its
+ * bools column says so). */
 static bool prim_has_formula(ptc_op op, bool floating)
 {
     switch (op) {
 #define REF(f, i) strcmp(floating ? #f : #i, "NOREF") != 0
 #define NONE true /* where, logical_not, isnan: kernels of their own, any dtype */
-#define PW_PRIM(id, lop, lname, cost, kind, ref, fold)                                             \
+#define PW_PRIM(id, lop, lname, cost, kind, ref, bools, fold, emit)                                \
     case PTC_OP_##id:                                                                              \
         return ref;
-#include "ops/pointwise.def"
+#include "ir/pointwise.def"
 #undef NONE
+    default:
+        return true;
+    }
+}
+
+/* Whether a pointwise prim takes bool operands (pointwise.def's bools column;
+ * computed by the integer formula). */
+static bool prim_takes_bool(ptc_op op)
+{
+    switch (op) {
+#define TAKES_BOOL true
+#define NO_BOOL false
+#define PW_PRIM(id, lop, lname, cost, kind, ref, bools, fold, emit)                                \
+    case PTC_OP_##id:                                                                              \
+        return bools;
+#include "ir/pointwise.def"
     default:
         return true;
     }
@@ -320,7 +337,7 @@ int meta_prim_unary(ptc_meta *m)
         return -1;
     if (!prim_has_formula(m->op, true) && ptc_dtype_is_float(x->dtype))
         return ptc_meta_fail(m, "expected an integer or bool tensor, got %s", meta_tstr(m, x));
-    if (x->dtype == PTC_BOOL && m->op != PTC_OP_PRIMS_SIGN && m->op != PTC_OP_PRIMS_BITWISE_NOT)
+    if (x->dtype == PTC_BOOL && !prim_takes_bool(m->op))
         return ptc_meta_fail(m, "not supported for bool tensors (%s)", meta_tstr(m, x));
     meta_out_like(m, x);
     return 0;
@@ -359,15 +376,12 @@ int meta_prim_binary(ptc_meta *m)
         return -1;
     const ptc_ttype *a = meta_t(m, 0);
     ptc_op op = m->op;
-    bool no_bool = op == PTC_OP_PRIMS_SUB || op == PTC_OP_PRIMS_DIV ||
-                   op == PTC_OP_PRIMS_FLOOR_DIVIDE || op == PTC_OP_PRIMS_REMAINDER ||
-                   op == PTC_OP_PRIMS_POW;
     if (!prim_has_formula(op, true) && ptc_dtype_is_float(a->dtype))
         return ptc_meta_fail(m, "expected integer or bool operands, got %s", meta_tstr(m, a));
-    if (no_bool && a->dtype == PTC_BOOL)
-        return ptc_meta_fail(m, "not supported for bool operands (%s)", meta_tstr(m, a));
     if (!prim_has_formula(op, false) && meta_need_float(m, a, "operand"))
         return -1;
+    if (a->dtype == PTC_BOOL && !prim_takes_bool(op))
+        return ptc_meta_fail(m, "not supported for bool operands (%s)", meta_tstr(m, a));
     meta_out_like(m, a);
     return 0;
 }

@@ -7,7 +7,7 @@
  * promotion does, then one formula runs in one of three precisions: int64
  * (bool and integer dtypes, wrapped to the width at the store), float (f16,
  * bf16, f32, rounded once at the store) or double (f64). The formulas are
- * the ref column of ops/pointwise.def, a switch case per row: the float ones
+ * the ref column of ir/pointwise.def, a switch case per row: the float ones
  * expanded in ref_math.inc (instantiated for both float types), the integer
  * ones in unary_int and binary_int.
  */
@@ -70,11 +70,11 @@ static uint64_t uabs(int64_t x)
 #undef FN
 
 /* The op whose formula computes op: a torch-level row whose reference is
- * PRIM computes with the prim its `how` names (AS, RAW, COMPARE and
+ * BY_PRIM computes with the prim its `how` names (AS, RAW, COMPARE and
  * BITWISE rows; FORMULA and LOGICAL rows have formulas of their own). */
 static ptc_op formula_op(ptc_op op)
 {
-#define IS_PRIM_PRIM 1
+#define IS_PRIM_BY_PRIM 1
 #define IS_PRIM_REF(f, i) 0
 #define IS_PRIM_ARGS(read, ref) IS_PRIM_##ref
 #define PRIM_OF_AS(p) PTC_OP_##p
@@ -83,14 +83,14 @@ static ptc_op formula_op(ptc_op op)
 #define PRIM_OF_BITWISE(p) PTC_OP_##p
 #define PRIM_OF_FORMULA(fn) op
 #define PRIM_OF_LOGICAL(p) op
-#define ROW(id, how, bind, name, sig, ref)                                                         \
+#define ROW(id, name, params, meta, eager, how, bind, sig, ref)                                    \
     case PTC_OP_##id:                                                                              \
         PTC_ASSERT((PRIM_OF_##how != op) == IS_PRIM_##ref);                                        \
         return PRIM_OF_##how;
     switch (op) {
 #define PW_UNARY ROW
 #define PW_BINARY ROW
-#include "ops/pointwise.def"
+#include "ir/pointwise.def"
     default:
         return op;
     }
@@ -156,10 +156,10 @@ static int64_t unary_int(ptc_op op, int64_t x, ptc_dtype dt, const uparams *p)
     switch (op) {
 #define REF(f, i) i
 #define NOREF (PTC_ASSERT(!"no integer formula"), x)
-#define PRIM NOREF
-#define PW_UNARY(id, how, bind, name, sig, ref) CASE(id, ref)
-#define PW_PRIM(id, lop, lname, cost, kind, ref, fold) UNARY_##kind(id, ref)
-#include "ops/pointwise.def"
+#define BY_PRIM NOREF
+#define PW_UNARY(id, name, params, meta, eager, how, bind, sig, ref) CASE(id, ref)
+#define PW_PRIM(id, lop, lname, cost, kind, ref, bools, fold, emit) UNARY_##kind(id, ref)
+#include "ir/pointwise.def"
     default:
         PTC_ASSERT(!"not an integer unary op");
     }
@@ -235,8 +235,8 @@ static int params_gelu(ptc_kctx *k, ptc_dtype dt, uparams *p)
  * ARGS(read, ref) row and reads nothing otherwise. */
 #define READ_ARGS(read, ref) return read(k, dt, p);
 #define READ_REF(f, i) break;
-#define READ_PRIM break;
-#define READ_CASE(id, how, bind, name, sig, ref)                                                   \
+#define READ_BY_PRIM break;
+#define READ_CASE(id, name, params, meta, eager, how, bind, sig, ref)                              \
     case PTC_OP_##id:                                                                              \
         READ_##ref
 
@@ -245,7 +245,7 @@ static int unary_params(ptc_kctx *k, ptc_dtype dt, uparams *p)
     memset(p, 0, sizeof *p);
     switch (k->node->op) {
 #define PW_UNARY READ_CASE
-#include "ops/pointwise.def"
+#include "ir/pointwise.def"
     default:
         break;
     }
@@ -296,10 +296,10 @@ static binkind binary_kind(ptc_op op)
 #define KIND_LOGICAL(p) BIN_LOGICAL
 #define KIND_BITWISE(p) BIN_BITWISE
     switch (op) {
-#define PW_BINARY(id, how, bind, name, sig, ref)                                                   \
+#define PW_BINARY(id, name, params, meta, eager, how, bind, sig, ref)                              \
     case PTC_OP_##id:                                                                              \
         return KIND_##how;
-#define PW_PRIM(id, lop, lname, cost, kind, ref, fold) BINKIND_##kind(id)
+#define PW_PRIM(id, lop, lname, cost, kind, ref, bools, fold, emit) BINKIND_##kind(id)
 #define BINKIND_COMPARE(id)                                                                        \
     case PTC_OP_##id:                                                                              \
         return BIN_COMPARE;
@@ -310,7 +310,7 @@ static binkind binary_kind(ptc_op op)
 #define BINKIND_ARITH(id)
 #define BINKIND_PREDICATE(id)
 #define BINKIND_SELECT(id)
-#include "ops/pointwise.def"
+#include "ir/pointwise.def"
     default:
         return BIN_ARITH;
     }
@@ -376,10 +376,10 @@ static int64_t binary_int(ptc_op op, int64_t a, int64_t b, const bparams *p)
     switch (op) {
 #define REF(f, i) i
 #define NOREF (PTC_ASSERT(!"no integer formula"), a)
-#define PRIM NOREF
-#define PW_BINARY(id, how, bind, name, sig, ref) CASE(id, ref)
-#define PW_PRIM(id, lop, lname, cost, kind, ref, fold) BINARY_##kind(id, ref)
-#include "ops/pointwise.def"
+#define BY_PRIM NOREF
+#define PW_BINARY(id, name, params, meta, eager, how, bind, sig, ref) CASE(id, ref)
+#define PW_PRIM(id, lop, lname, cost, kind, ref, bools, fold, emit) BINARY_##kind(id, ref)
+#include "ir/pointwise.def"
     default:
         PTC_ASSERT(!"not an integer binary op");
     }
@@ -428,7 +428,7 @@ static int binary_params(ptc_kctx *k, ptc_dtype dt, bparams *p)
     p->alpha.i = 1, p->alpha.f = 1;
     switch (k->node->op) {
 #define PW_BINARY READ_CASE
-#include "ops/pointwise.def"
+#include "ir/pointwise.def"
     default:
         break;
     }
@@ -436,7 +436,7 @@ static int binary_params(ptc_kctx *k, ptc_dtype dt, bparams *p)
 }
 #undef READ_ARGS
 #undef READ_REF
-#undef READ_PRIM
+#undef READ_BY_PRIM
 #undef READ_CASE
 
 void ptc_ref_binary_scalar(ptc_op op, ptc_dtype dt, double fa, double fb, int64_t ia, int64_t ib,

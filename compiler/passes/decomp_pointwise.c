@@ -25,7 +25,7 @@ static ptc_value *B(dctx *d, ptc_op op, ptc_value *a, ptc_value *b) { return dp_
 
 /* A row of pointwise.def as a case of a switch over ops: its `how` macro,
  * defined by the switch, says what the case does. */
-#define ROW_CASE(id, how, bind, name, sig, ref)                                                       \
+#define ROW_CASE(id, name, params, meta, eager, how, bind, sig, ref)                               \
     case PTC_OP_##id:                                                                              \
         how
 
@@ -206,7 +206,7 @@ static ptc_value *unary_body(dctx *d, const ptc_node *n, ptc_value *x)
 #define FORMULA(fn) return fn(d, n, x);
 #define RAW(p) break;
 #define PW_UNARY ROW_CASE
-#include "ops/pointwise.def"
+#include "ir/pointwise.def"
     default:
         break;
     }
@@ -236,7 +236,7 @@ static int d_unary_raw(dctx *d, const ptc_node *n, ptc_value **outs)
 #define AS(p) break;
 #define FORMULA(fn) break;
 #define PW_UNARY ROW_CASE
-#include "ops/pointwise.def"
+#include "ir/pointwise.def"
     default:
         break;
     }
@@ -316,7 +316,7 @@ static ptc_value *binary_body(dctx *d, const ptc_node *n, ptc_value *a, ptc_valu
 #define LOGICAL(p) break;
 #define FORMULA(fn) return fn(d, n, a, b);
 #define PW_BINARY ROW_CASE
-#include "ops/pointwise.def"
+#include "ir/pointwise.def"
     default:
         break;
     }
@@ -336,7 +336,7 @@ static int compute_rule(ptc_op op)
 #define COMPARE(p) return BY_COMPARE;
 #define BITWISE(p) return BY_OUTPUT;
 #define PW_BINARY ROW_CASE
-#include "ops/pointwise.def"
+#include "ir/pointwise.def"
     default:
         return BY_RESULT;
     }
@@ -386,7 +386,7 @@ static int d_logical(dctx *d, const ptc_node *n, ptc_value **outs)
 #define BITWISE(p) break;
 #define FORMULA(fn) break;
 #define PW_BINARY ROW_CASE
-#include "ops/pointwise.def"
+#include "ir/pointwise.def"
     default:
         break;
     }
@@ -495,15 +495,15 @@ void ptc_decomp_pointwise(ptc_decomp_fn *fns)
 #define AS(p) d_unary
 #define FORMULA(fn) d_unary
 #define RAW(p) d_unary_raw
-#define PW_UNARY(id, how, bind, name, sig, ref) fns[PTC_OP_##id] = how;
-#include "ops/pointwise.def"
+#define PW_UNARY(id, name, params, meta, eager, how, bind, sig, ref) fns[PTC_OP_##id] = how;
+#include "ir/pointwise.def"
 #define AS(p) d_binary
 #define COMPARE(p) d_binary
 #define BITWISE(p) d_binary
 #define FORMULA(fn) d_binary
 #define LOGICAL(p) d_logical
-#define PW_BINARY(id, how, bind, name, sig, ref) fns[PTC_OP_##id] = how;
-#include "ops/pointwise.def"
+#define PW_BINARY(id, name, params, meta, eager, how, bind, sig, ref) fns[PTC_OP_##id] = how;
+#include "ir/pointwise.def"
     fns[PTC_OP_WHERE] = d_where;
     fns[PTC_OP_CLAMP] = d_clamp;
     fns[PTC_OP_MASKED_FILL] = d_masked_fill;

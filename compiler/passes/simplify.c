@@ -258,10 +258,10 @@ static bool folds(ptc_op op, ptc_dtype dt)
 #define FOLDS_DECIDE(fn) break;
 #define FOLDS_KEEP break;
     switch (op) {
-#define PW_PRIM(id, lop, lname, cost, kind, ref, fold)                                             \
+#define PW_PRIM(id, lop, lname, cost, kind, ref, bools, fold, emit)                                \
     case PTC_OP_##id:                                                                              \
         FOLDS_##fold
-#include "ops/pointwise.def"
+#include "ir/pointwise.def"
     default:
         break;
     }
@@ -366,10 +366,10 @@ static range node_range(const range *r, const ptc_node *n)
     break;
 #define RANGE_DECIDE(fn) return out;
 #define RANGE_KEEP return out;
-#define PW_PRIM(id, lop, lname, cost, kind, ref, fold)                                             \
+#define PW_PRIM(id, lop, lname, cost, kind, ref, bools, fold, emit)                                \
     case PTC_OP_##id:                                                                              \
         RANGE_##fold
-#include "ops/pointwise.def"
+#include "ir/pointwise.def"
 #undef RANGE_FOLD
 #undef RANGE_DECIDE
 #undef RANGE_KEEP
@@ -430,10 +430,10 @@ static int decided_compare(const range *r, const ptc_node *n)
 #define DECIDED_FOLD(dtypes, range) break;
 #define DECIDED_DECIDE(fn) return fn(x, y);
 #define DECIDED_KEEP break;
-#define PW_PRIM(id, lop, lname, cost, kind, ref, fold)                                             \
+#define PW_PRIM(id, lop, lname, cost, kind, ref, bools, fold, emit)                                \
     case PTC_OP_##id:                                                                              \
         DECIDED_##fold
-#include "ops/pointwise.def"
+#include "ir/pointwise.def"
 #undef DECIDED_FOLD
 #undef DECIDED_DECIDE
 #undef DECIDED_KEEP

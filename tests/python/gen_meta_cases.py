@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ptcio import PTIR_NAME  # noqa: E402
+from ptcio import PTIR_NAME, op_names  # noqa: E402
 
 aten = torch.ops.aten
 TORCH_VERSION = tuple(int(x) for x in re.findall(r"\d+", torch.__version__)[:2])
@@ -1110,12 +1110,6 @@ def size_sweep():
 NRETURNS2 = {"max_pool2d_with_indices", "prims.var_mean", "convolution_backward"}
 
 
-def ops_def_names(src_dir):
-    """Op names of ops.def, to check the corpus covers every op."""
-    with open(os.path.join(src_dir, "compiler", "ir", "ops.def")) as f:
-        return re.findall(r'^OP\(\w+, \w+, "([\w.]+)\(', f.read(), re.M)
-
-
 def run_case(case):
     """-> ("ok", [tensors]) | ("error", message) | ("skip", why)."""
     if case.since and TORCH_VERSION < case.since:
@@ -1172,7 +1166,7 @@ def generate(out_dir, src_dir=None):
     cat_cases(), split_cases(), misc_shape_cases(), creation_cases(), prim_cases()
     promotion_sweep(), dtype_sweep(), pool_sweep(), conv_sweep(), slice_sweep(), size_sweep()
     src_dir = src_dir or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-    known = ops_def_names(src_dir)
+    known = op_names(src_dir)
     counts = {op: 0 for op in known}
     for c in CASES:
         if c.op not in counts:

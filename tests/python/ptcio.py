@@ -48,3 +48,17 @@ def ptc_run(*args, check=False, timeout=120):
     exe = os.path.join(build_dir(), "tools", "run", "ptc-run")
     return subprocess.run([exe, *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, check=check)
+
+
+def op_names(src_dir):
+    """The printed names of the ops of compiler/ir/ops.def: its own OP rows and
+    those it generates from pointwise.def (a torch-level row's name column, a
+    prim row's prims.<lname>)."""
+    ir = os.path.join(src_dir, "compiler", "ir")
+    with open(os.path.join(ir, "ops.def")) as f:
+        names = re.findall(r'^OP\(\w+, \w+, "([\w.]+)\(', f.read(), re.M)
+    with open(os.path.join(ir, "pointwise.def")) as f:
+        rows = f.read()
+    names += re.findall(r'^PW_(?:UNARY|BINARY)\(\w+, "(\w+)"', rows, re.M)
+    names += ["prims." + n for n in re.findall(r'^PW_PRIM\(\w+, \w+, "(\w+)"', rows, re.M)]
+    return names

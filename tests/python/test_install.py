@@ -168,6 +168,7 @@ def test_cmake_install(tmp_path):
     assert (prefix / "lib" / "libptc.a").is_file()
     assert (prefix / "include" / "ptc" / "ir" / "ir.h").is_file()
     assert (prefix / "include" / "ptc" / "ir" / "ops.def").is_file()
+    assert (prefix / "include" / "ptc" / "ir" / "pointwise.def").is_file()  # ops.def includes it
     assert (prefix / "include" / "ptc" / "pipeline" / "pipeline.h").is_file()
     site = list(prefix.glob("lib/python3*/site-packages/ptc/_C.abi3.so"))
     assert len(site) == 1, site

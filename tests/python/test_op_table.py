@@ -1,12 +1,12 @@
-"""Ops added through the op table (compiler/ops/ops.def + pointwise.def): one
-row each, plus the functions it names. logit is the walk-through: its
+"""Ops added through the op table (compiler/ir/pointwise.def, from which
+ops.def's elementwise rows come): one row each, plus the functions it names. logit is the walk-through: its
 captured graph holds one logit node, compiled results match eager torch in
 every float dtype, with and without eps, and its gradient (through its prims)
 matches eager's and central finite differences. frac is the experiment of
-issue 14 (a pointwise op built from prims that exist): ops.def and
-pointwise.def rows, its decomposition pw_frac and its reference test.
-copysign walks a new prim through: its rows, its emitter case (llvm.copysign)
-and its derivative d_copysign."""
+issue 14 (a pointwise op built from prims that exist): its pointwise.def
+row, its decomposition pw_frac and its reference test.
+copysign walks a new prim through: its two pointwise.def rows (the prim's
+emit column names llvm.copysign) and its derivative d_copysign."""
 import os
 import warnings
 
@@ -155,8 +155,8 @@ def pair(dtype):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
 def test_logaddexp_matches_eager(dtype):
     # logaddexp is the second experiment of issue 14 (a binary op): one
-    # ops.def row, one pointwise.def row, pw_logaddexp, the reference
-    # formula, meta_binary_float_only and the op count
+    # pointwise.def row, pw_logaddexp, the reference formula and
+    # meta_binary_float_only
     a, b = pair(dtype)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a fallback to eager warns: not here
@@ -228,7 +228,7 @@ def assert_same_bits(got, want):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
 def test_copysign_matches_eager(dtype):
     # copysign is the walk-through of issue 14 item 2 with a new prim: rows in
-    # ops.def and pointwise.def, the emitter's llvm.copysign and d_copysign
+    # pointwise.def (the emit column's llvm.copysign) and d_copysign
     x, y = signed_pair(dtype)
 
     def f(a, b):

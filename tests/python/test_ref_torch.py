@@ -1209,8 +1209,7 @@ def test_every_op_is_covered():
     import re
     src_dir = os.environ.get("PTC_SOURCE_DIR") or os.path.join(os.path.dirname(__file__), "..",
                                                                 "..")
-    with open(os.path.join(src_dir, "compiler", "ir", "ops.def")) as f:
-        ops = re.findall(r'^OP\(\w+, \w+, "([\w.]+)\(', f.read(), re.M)
+    ops = ptcio.op_names(src_dir)
     with open(__file__) as f:
         literals = set(re.findall(r'"([\w.]+)"', f.read()))
     literals |= {"prims." + n for n in list(PRIM_UNARY) + list(PRIM_BINARY) + list(PRIM_REDUCE)}

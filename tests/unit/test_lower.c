@@ -505,10 +505,11 @@ START_TEST(lowering_out_of_memory_is_an_error)
 }
 END_TEST
 
-/* ops/pointwise.def agrees with ops.def: its torch-level rows are pointwise
- * torch ops built from pointwise prims that have rows, each prim row lowers to
- * a loop op taking as many operands as the prim has tensors, and every
- * pointwise op of ops.def has a row (but those decomposed on their own). */
+/* ir/pointwise.def's rows, as ops.def makes them ops, are what they say: its
+ * torch-level rows are pointwise torch ops of one or two operands built from
+ * pointwise prims that have rows, each prim row lowers to a loop op taking as
+ * many operands as the prim has tensors, and the pointwise ops that ops.def
+ * keeps rows of its own for are those decomposed on their own. */
 static int tensor_params(ptc_op op)
 {
     const ptc_schema *s = ptc_op_schema(op);
@@ -524,8 +525,8 @@ START_TEST(pointwise_table_matches_ops)
     static bool row[PTC_OP_COUNT];
     for (int op = 0; op < PTC_OP_COUNT; op++)
         lop[op] = -1;
-#define PW_PRIM(id, l, lname, cost, kind, ref, fold) lop[PTC_OP_##id] = PTC_L_##l, row[PTC_OP_##id] = true;
-#include "ops/pointwise.def"
+#define PW_PRIM(id, l, lname, cost, kind, ref, bools, fold, emit) lop[PTC_OP_##id] = PTC_L_##l, row[PTC_OP_##id] = true;
+#include "ir/pointwise.def"
     static const ptc_op uses[] = {
 #define AS(p) PTC_OP_##p,
 #define RAW(p) AS(p)
@@ -533,9 +534,9 @@ START_TEST(pointwise_table_matches_ops)
 #define BITWISE(p) AS(p)
 #define LOGICAL(p) AS(p)
 #define FORMULA(fn)
-#define PW_UNARY(id, how, bind, name, sig, ref) how
-#define PW_BINARY(id, how, bind, name, sig, ref) how
-#include "ops/pointwise.def"
+#define PW_UNARY(id, name, params, meta, eager, how, bind, sig, ref) how
+#define PW_BINARY(id, name, params, meta, eager, how, bind, sig, ref) how
+#include "ir/pointwise.def"
     };
     for (size_t i = 0; i < sizeof uses / sizeof *uses; i++)
         ck_assert_msg(lop[uses[i]] >= 0, "%s is used by a row but has no PW_PRIM row",
@@ -544,9 +545,9 @@ START_TEST(pointwise_table_matches_ops)
         ptc_op op;
         int tensors;
     } torch_rows[] = {
-#define PW_UNARY(id, how, bind, name, sig, ref) {PTC_OP_##id, 1},
-#define PW_BINARY(id, how, bind, name, sig, ref) {PTC_OP_##id, 2},
-#include "ops/pointwise.def"
+#define PW_UNARY(id, name, params, meta, eager, how, bind, sig, ref) {PTC_OP_##id, 1},
+#define PW_BINARY(id, name, params, meta, eager, how, bind, sig, ref) {PTC_OP_##id, 2},
+#include "ir/pointwise.def"
     };
     for (size_t i = 0; i < sizeof torch_rows / sizeof *torch_rows; i++) {
         ptc_op op = torch_rows[i].op;
@@ -567,7 +568,7 @@ START_TEST(pointwise_table_matches_ops)
                    op == PTC_OP_TRIL || op == PTC_OP_PRIMS_CONVERT_ELEMENT_TYPE ||
                    op == PTC_OP_PRIMS_DEVICE_PUT;
         if ((ptc_op_flags(op) & PTC_F_POINTWISE) && !own)
-            ck_assert_msg(row[op], "%s is pointwise but has no row in ops/pointwise.def",
+            ck_assert_msg(row[op], "%s is pointwise but has no row in ir/pointwise.def",
                           ptc_op_name(op));
     }
 }

@@ -970,6 +970,82 @@ END_TEST
 
 /* ---- prims ---------------------------------------------------------------------- */
 
+/* Bool operands of every pointwise prim: accepted (sign, bitwise_not; add and
+ * mul as or and and; min, max, bitwise ops, comparisons, predicates, where),
+ * refused where torch's kernels refuse bool though the prim has an integer
+ * formula (abs, neg, rounding, sub, floor_divide, remainder, pow; div, which
+ * torch computes in floats), and by the float-only prims as needing floats
+ * (the decomposition converts first where torch promotes). */
+START_TEST(prims_bool_operands)
+{
+#define UNARY_REFUSED "not supported for bool tensors (bool[2])"
+#define BINARY_REFUSED "not supported for bool operands (bool[2])"
+#define NEEDS_FLOATS "expected a floating point"
+    static const struct {
+        const char *op;
+        int operands;
+        const char *want; /* the result type, or a part of the error */
+    } cases[] = {
+        {"abs", 1, UNARY_REFUSED},
+        {"neg", 1, UNARY_REFUSED},
+        {"floor", 1, UNARY_REFUSED},
+        {"ceil", 1, UNARY_REFUSED},
+        {"round", 1, UNARY_REFUSED},
+        {"trunc", 1, UNARY_REFUSED},
+        {"exp", 1, NEEDS_FLOATS},
+        {"log", 1, NEEDS_FLOATS},
+        {"log1p", 1, NEEDS_FLOATS},
+        {"expm1", 1, NEEDS_FLOATS},
+        {"sqrt", 1, NEEDS_FLOATS},
+        {"rsqrt", 1, NEEDS_FLOATS},
+        {"sin", 1, NEEDS_FLOATS},
+        {"cos", 1, NEEDS_FLOATS},
+        {"tanh", 1, NEEDS_FLOATS},
+        {"erf", 1, NEEDS_FLOATS},
+        {"reciprocal", 1, NEEDS_FLOATS},
+        {"sign", 1, "bool[2]"},
+        {"bitwise_not", 1, "bool[2]"},
+        {"logical_not", 1, "bool[2]"},
+        {"isnan", 1, "bool[2]"},
+        {"sub", 2, BINARY_REFUSED},
+        {"div", 2, BINARY_REFUSED},
+        {"floor_divide", 2, BINARY_REFUSED},
+        {"remainder", 2, BINARY_REFUSED},
+        {"pow", 2, BINARY_REFUSED},
+        {"atan2", 2, NEEDS_FLOATS},
+        {"copysign", 2, NEEDS_FLOATS},
+        {"add", 2, "bool[2]"},
+        {"mul", 2, "bool[2]"},
+        {"maximum", 2, "bool[2]"},
+        {"minimum", 2, "bool[2]"},
+        {"bitwise_and", 2, "bool[2]"},
+        {"bitwise_or", 2, "bool[2]"},
+        {"bitwise_xor", 2, "bool[2]"},
+        {"eq", 2, "bool[2]"},
+        {"ne", 2, "bool[2]"},
+        {"lt", 2, "bool[2]"},
+        {"le", 2, "bool[2]"},
+        {"gt", 2, "bool[2]"},
+        {"ge", 2, "bool[2]"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char call[64];
+        if (cases[i].operands == 1)
+            snprintf(call, sizeof call, "prims.%s(%%x)", cases[i].op);
+        else
+            snprintf(call, sizeof call, "prims.%s(%%x, %%x)", cases[i].op);
+        if (strcmp(cases[i].want, "bool[2]") == 0)
+            OK("x=bool[2]", call, "bool[2]");
+        else
+            BAD("x=bool[2]", call, cases[i].want);
+    }
+    OK("x=bool[2]", "prims.where(%x, %x, %x)", "bool[2]");
+#undef UNARY_REFUSED
+#undef BINARY_REFUSED
+#undef NEEDS_FLOATS
+}
+END_TEST
+
 START_TEST(prims_pointwise)
 {
     OK("x=f32[2,3] grad", "prims.exp(%x)", "f32[2,3] grad");
@@ -1260,6 +1336,7 @@ static Suite *suite(void)
     tcase_add_test(t, copies_pad_repeat);
     tcase_add_test(t, creation);
     tcase_add_test(t, prims_pointwise);
+    tcase_add_test(t, prims_bool_operands);
     tcase_add_test(t, prims_shape);
     tcase_add_test(t, prims_reduce_index);
     tcase_add_test(t, build_graph);

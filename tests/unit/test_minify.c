@@ -234,7 +234,7 @@ START_TEST(test_repro_write)
 END_TEST
 
 /* repro.py spells a pointwise prim torch.<its loop op's name> (the PW_PRIM
- * rows of ops/pointwise.def), but for those with a spelling of their own. */
+ * rows of ir/pointwise.def), but for those with a spelling of their own. */
 START_TEST(test_repro_py_prim_spellings)
 {
     ptc_module *mod = parse("graph g(%x: f32[3] cpu, %y: f32[3] cpu, %i: i64[3] cpu) {\n"

@@ -30,15 +30,15 @@ typedef struct pyop {
     style how;
 } pyop;
 
-/* The pointwise ops bound to torch.<name> (ops/pointwise.def's bind column). */
+/* The pointwise ops bound to torch.<name> (ir/pointwise.def's bind column). */
 #define PY_UNARY(name, id) [PTC_OP_##id] = {"torch." name, CALL},
 #define PY_BINARY(name, id) PY_UNARY(name, id)
 #define PY_NONE(name, id)
-#define PW_UNARY(id, how, bind, name, sig, ref) PY_##bind(name, id)
-#define PW_BINARY(id, how, bind, name, sig, ref) PY_##bind(name, id)
+#define PW_UNARY(id, name, params, meta, eager, how, bind, sig, ref) PY_##bind(name, id)
+#define PW_BINARY(id, name, params, meta, eager, how, bind, sig, ref) PY_##bind(name, id)
 
 static const pyop pyops[PTC_OP_COUNT] = {
-#include "ops/pointwise.def"
+#include "ir/pointwise.def"
     [PTC_OP_ROUND] = {"torch.round", CALL},
     [PTC_OP_HARDTANH] = {"F.hardtanh", CALL},
     [PTC_OP_GELU] = {"F.gelu", CALL},
@@ -583,8 +583,8 @@ static void taint(void *ctx, const ptc_arg *a, bool *out)
 /* The pointwise prims not spelled above are torch.<lname> (pointwise.def's
  * PW_PRIM rows: the loop op's name is the torch function's). */
 static const pyop pointwise_prims[PTC_OP_COUNT] = {
-#define PW_PRIM(id, lop, lname, cost, kind, ref, fold) [PTC_OP_##id] = {"torch." lname, CALL},
-#include "ops/pointwise.def"
+#define PW_PRIM(id, lop, lname, cost, kind, ref, bools, fold, emit) [PTC_OP_##id] = {"torch." lname, CALL},
+#include "ir/pointwise.def"
 };
 
 static int emit_node(emitter *e, const ptc_node *n)

@@ -25,18 +25,18 @@
     MT(f, OP, "self,other" extra)                                               \
     MI(f "_", OP, "self,other" extra)
 
-/* The pointwise ops whose names bind as above (ops/pointwise.def's bind column). */
+/* The pointwise ops whose names bind as above (ir/pointwise.def's bind column). */
 #define BIND_UNARY(name, OP, sig) UNARY(name, OP, sig)
 #define BIND_BINARY(name, OP, sig) BINARY(name, OP, sig)
 #define BIND_NONE(name, OP, sig)
-#define PW_UNARY(id, how, bind, name, sig, ref) BIND_##bind(name, id, sig)
-#define PW_BINARY(id, how, bind, name, sig, ref) BIND_##bind(name, id, sig)
+#define PW_UNARY(id, name, params, meta, eager, how, bind, sig, ref) BIND_##bind(name, id, sig)
+#define PW_BINARY(id, name, params, meta, eager, how, bind, sig, ref) BIND_##bind(name, id, sig)
 
 #define F "torch.nn.functional."
 
 cap_tmap cap_tmaps[] = {
     /* unary and binary pointwise: the plain names from pointwise.def, then the rest */
-#include "ops/pointwise.def"
+#include "ir/pointwise.def"
     UNARY("absolute", ABS, "") UNARY("negative", NEG, "") UNARY("fix", TRUNC, "")
     FN("torch.isnan", ISNAN, "input:self") MT("isnan", ISNAN, "self")
     FN("torch.round", ROUND, "input:self,*,decimals,^out") MT("round", ROUND, "self,*,decimals")

@@ -225,6 +225,73 @@ static int custom_getattribute(cap_interp *I, PyObject *obj, PyObject *name, int
     return real_attr(T, obj, name, src, out);
 }
 
+/* A property whose getter is a Python function: the getter inlined. CAP_NEXT:
+ * it was not (a getter in C, or one that cannot be inlined). */
+static int inline_property(cap_interp *I, PyObject *obj, PyObject *descr)
+{
+    PyObject *fget = PyObject_GetAttrString(descr, "fget");
+    if (fget && cap_is_function(fget)) {
+        PyObject *args[1] = {obj};
+        int rc = cap_call_inline(I, fget, args, 1, NULL, cap_ret_push);
+        Py_DECREF(fget);
+        return rc;
+    }
+    Py_XDECREF(fget);
+    PyErr_Clear();
+    return CAP_NEXT;
+}
+
+/* obj's own `name`: written earlier in the trace, else in its instance dict.
+ * CAP_NONE: it has none. */
+static int instance_attr(cap_trace *T, PyObject *obj, PyObject *name, int src, PyObject **out)
+{
+    PyObject *written = NULL;
+    int w = src >= 0 ? inst_dict_written(T, obj, name, &written) : -1;
+    if (w == 1) {
+        *out = Py_NewRef(written);
+        return CAP_NEXT;
+    }
+    if (PyType_Check(obj) || w >= 0)
+        return CAP_NONE;
+    PyObject *d = inst_dict(obj);
+    PyObject *v = d && PyDict_Check(d) ? PyDict_GetItem(d, name) : NULL;
+    if (!v) {
+        Py_XDECREF(d);
+        return CAP_NONE;
+    }
+    Py_INCREF(v);
+    Py_DECREF(d);
+    int rc = cap_t_derived(T, v, CAP_S_INSTDICT, src, 0, name, out);
+    Py_DECREF(v);
+    return rc;
+}
+
+/* The class attribute descr as obj's `name`: a method bound to obj, what a
+ * non-data descriptor gives, or descr itself. */
+static int class_attr(cap_trace *T, PyObject *obj, PyObject *name, PyObject *descr, int src,
+                      PyObject **out)
+{
+    if (cap_is_function(descr)) {
+        /* A method of an outside object's class: guarded (the class
+           still has it, the instance does not shadow it), so that
+           replacing it recompiles. */
+        PyObject *m = bound_method(descr, obj);
+        if (!m || src < 0) {
+            *out = m;
+            return m ? CAP_NEXT : CAP_ERR;
+        }
+        int rc = cap_t_derived(T, m, CAP_S_ATTR, src, 0, name, out);
+        Py_DECREF(m);
+        return rc;
+    }
+    descrgetfunc get = (descrgetfunc)PyType_GetSlot(Py_TYPE(descr), Py_tp_descr_get);
+    if (get) {
+        *out = get(descr, obj, (PyObject *)Py_TYPE(obj));
+        return *out ? CAP_NEXT : CAP_ERR;
+    }
+    return cap_t_derived(T, descr, CAP_S_ATTR, src, 0, name, out);
+}
+
 /* Properties, data descriptors, the instance dict, then the class's other
  * attributes, in Python's order. CAP_NONE: none of them has `name`. */
 static int class_lookup(cap_interp *I, PyObject *obj, PyObject *name, int src, PyObject **out)
@@ -232,60 +299,16 @@ static int class_lookup(cap_interp *I, PyObject *obj, PyObject *name, int src, P
     cap_trace *T = I->T;
     PyObject *descr = PyType_Check(obj) ? NULL : cap_type_lookup(Py_TYPE(obj), name);
     if (descr && PyObject_TypeCheck(descr, &PyProperty_Type)) {
-        PyObject *fget = PyObject_GetAttrString(descr, "fget");
-        if (fget && cap_is_function(fget)) {
-            PyObject *args[1] = {obj};
-            int rc = cap_call_inline(I, fget, args, 1, NULL, cap_ret_push);
-            Py_DECREF(fget);
-            if (rc != CAP_NEXT)
-                return rc;
-        } else {
-            Py_XDECREF(fget);
-            PyErr_Clear();
-        }
+        int rc = inline_property(I, obj, descr);
+        if (rc != CAP_NEXT)
+            return rc;
     }
     if (descr && is_data_descr(descr))
         return real_attr(T, obj, name, src, out);
-    PyObject *written = NULL;
-    int w = src >= 0 ? inst_dict_written(T, obj, name, &written) : -1;
-    if (w == 1) {
-        *out = Py_NewRef(written);
-        return CAP_NEXT;
-    }
-    if (!PyType_Check(obj) && w < 0) {
-        PyObject *d = inst_dict(obj);
-        PyObject *v = d && PyDict_Check(d) ? PyDict_GetItem(d, name) : NULL;
-        if (v) {
-            Py_INCREF(v);
-            Py_DECREF(d);
-            int rc = cap_t_derived(T, v, CAP_S_INSTDICT, src, 0, name, out);
-            Py_DECREF(v);
-            return rc;
-        }
-        Py_XDECREF(d);
-    }
-    if (descr) {
-        if (cap_is_function(descr)) {
-            /* A method of an outside object's class: guarded (the class
-               still has it, the instance does not shadow it), so that
-               replacing it recompiles. */
-            PyObject *m = bound_method(descr, obj);
-            if (!m || src < 0) {
-                *out = m;
-                return m ? CAP_NEXT : CAP_ERR;
-            }
-            int rc = cap_t_derived(T, m, CAP_S_ATTR, src, 0, name, out);
-            Py_DECREF(m);
-            return rc;
-        }
-        descrgetfunc get = (descrgetfunc)PyType_GetSlot(Py_TYPE(descr), Py_tp_descr_get);
-        if (get) {
-            *out = get(descr, obj, (PyObject *)Py_TYPE(obj));
-            return *out ? CAP_NEXT : CAP_ERR;
-        }
-        return cap_t_derived(T, descr, CAP_S_ATTR, src, 0, name, out);
-    }
-    return CAP_NONE;
+    int rc = instance_attr(T, obj, name, src, out);
+    if (rc != CAP_NONE)
+        return rc;
+    return descr ? class_attr(T, obj, name, descr, src, out) : CAP_NONE;
 }
 
 /* Nothing on the class or the instance: nn.Module's parameters, buffers and
@@ -1367,10 +1390,9 @@ static int star_items(cap_interp *I, PyObject *a, PyObject **t)
     return rc == CAP_ERR ? CAP_NEXT : rc; /* an error: *t NULL, reported below */
 }
 
-int cap_t_expand_call_args(cap_trace *T, PyObject *func, PyObject *args, PyObject *kw,
-                           PyObject **t, PyObject **d)
+/* The tuple of f(*args): a tensor's rows, an iterable's items. */
+static int star_args(cap_trace *T, PyObject *func, PyObject *args, PyObject **t)
 {
-    *t = *d = NULL;
     PyObject *a = cap_t_flow(T, args);
     if (!a)
         return CAP_ERR;
@@ -1392,13 +1414,16 @@ int cap_t_expand_call_args(cap_trace *T, PyObject *func, PyObject *args, PyObjec
         }
         return CAP_ERR;
     }
-    if (!kw)
-        return CAP_NEXT;
+    return CAP_NEXT;
+}
+
+/* The dict of f(**kw): kw itself when it is a dict, else a dict of the
+ * mapping's items. */
+static int star_star_args(cap_trace *T, PyObject *kw, PyObject **d)
+{
     PyObject *k = cap_t_flow(T, kw);
-    if (!k) {
-        Py_CLEAR(*t);
+    if (!k)
         return CAP_ERR;
-    }
     if (PyDict_CheckExact(k)) {
         *d = k;
         return CAP_NEXT;
@@ -1406,7 +1431,6 @@ int cap_t_expand_call_args(cap_trace *T, PyObject *func, PyObject *args, PyObjec
     *d = PyDict_New();
     if (!*d || PyDict_Update(*d, k) < 0) {
         Py_CLEAR(*d);
-        Py_CLEAR(*t);
         Py_DECREF(k);
         if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
             PyErr_Clear();
@@ -1417,6 +1441,19 @@ int cap_t_expand_call_args(cap_trace *T, PyObject *func, PyObject *args, PyObjec
     }
     Py_DECREF(k);
     return CAP_NEXT;
+}
+
+int cap_t_expand_call_args(cap_trace *T, PyObject *func, PyObject *args, PyObject *kw,
+                           PyObject **t, PyObject **d)
+{
+    *t = *d = NULL;
+    int rc = star_args(T, func, args, t);
+    if (rc != CAP_NEXT || !kw)
+        return rc;
+    rc = star_star_args(T, kw, d);
+    if (rc != CAP_NEXT)
+        Py_CLEAR(*t);
+    return rc;
 }
 
 /* ---- with-blocks ------------------------------------------------------------------------ */
