@@ -126,6 +126,7 @@ int cap_eager_remake_aliases(const ptc_graph *g, const cap_eager *ep, PyObject *
  * a ptc tensor (CPU) -> a new torch tensor with its contents (tensors.c). */
 int cap_torch_to_ptc(PyObject *t, ptc_tensor *out, PyObject **held);
 PyObject *cap_torch_from_ptc(const ptc_tensor *t);
+PyObject *cap_torch_view_of_ptc(const ptc_tensor *t); /* no copy (DLPack) */
 
 /* The Graph handle handed to callable backends and to ptc.explain. */
 PyObject *cap_graph_object(cap_entry *e);

@@ -15,88 +15,6 @@
 #ifdef PTC_HAVE_RUNTIME
 #include "pipeline/pipeline.h"
 
-/* ---- DLPack (the stable C ABI of dlpack.h, v0.8) ------------------------------------------- */
-
-typedef struct {
-    int32_t device_type; /* kDLCPU 1, kDLCUDA 2 */
-    int32_t device_id;
-} dl_device;
-typedef struct {
-    uint8_t code; /* kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4, kDLBool 6 */
-    uint8_t bits;
-    uint16_t lanes;
-} dl_dtype;
-typedef struct {
-    void *data;
-    dl_device device;
-    int32_t ndim;
-    dl_dtype dtype;
-    int64_t *shape;
-    int64_t *strides;
-    uint64_t byte_offset;
-} dl_tensor;
-typedef struct dl_managed {
-    dl_tensor t;
-    void *manager_ctx;
-    void (*deleter)(struct dl_managed *self);
-    int64_t shape[PTC_MAX_DIMS], strides[PTC_MAX_DIMS];
-} dl_managed;
-
-static void dl_delete(dl_managed *m)
-{
-    free(m);
-}
-
-static void capsule_destructor(PyObject *cap)
-{
-    /* An unconsumed capsule still owns its tensor description. */
-    if (PyCapsule_IsValid(cap, "dltensor")) {
-        dl_managed *m = PyCapsule_GetPointer(cap, "dltensor");
-        if (m && m->deleter)
-            m->deleter(m);
-    }
-    PyErr_Clear();
-}
-
-static const dl_dtype dl_dtypes[PTC_DTYPE_COUNT] = {
-    [PTC_BOOL] = {6, 8, 1}, [PTC_U8] = {1, 8, 1},   [PTC_I8] = {0, 8, 1},
-    [PTC_I16] = {0, 16, 1}, [PTC_I32] = {0, 32, 1}, [PTC_I64] = {0, 64, 1},
-    [PTC_F16] = {2, 16, 1}, [PTC_BF16] = {4, 16, 1}, [PTC_F32] = {2, 32, 1},
-    [PTC_F64] = {2, 64, 1},
-};
-
-/* A torch tensor viewing t's memory (no copy). */
-static PyObject *torch_view(const ptc_tensor *t)
-{
-    static PyObject *from_dlpack;
-    if (!from_dlpack && !(from_dlpack = cap_import_path("torch._C._from_dlpack")) &&
-        !(PyErr_Clear(), from_dlpack = cap_import_path("torch.utils.dlpack.from_dlpack")))
-        return PyErr_Format(cap_InternalError, "ptc: torch.utils.dlpack is missing");
-    dl_managed *m = calloc(1, sizeof *m);
-    if (!m)
-        return PyErr_NoMemory();
-    m->t.data = t->data;
-    m->t.device.device_type = t->device.kind == PTC_DEV_CUDA ? 2 : 1;
-    m->t.device.device_id = t->device.kind == PTC_DEV_CUDA && t->device.index > 0 ? t->device.index : 0;
-    m->t.ndim = t->ndim;
-    m->t.dtype = dl_dtypes[t->dtype];
-    for (int i = 0; i < t->ndim; i++) {
-        m->shape[i] = t->sizes[i];
-        m->strides[i] = t->strides[i];
-    }
-    m->t.shape = m->shape;
-    m->t.strides = m->strides;
-    m->deleter = dl_delete;
-    PyObject *cap = PyCapsule_New(m, "dltensor", capsule_destructor);
-    if (!cap) {
-        free(m);
-        return NULL;
-    }
-    PyObject *r = PyObject_CallOneArg_compat(from_dlpack, cap);
-    Py_DECREF(cap);
-    return r;
-}
-
 /* ---- host hooks ---------------------------------------------------------------------------------- */
 
 /* Memory a torch tensor owns for ptc: an output torch.empty allocated, or an
@@ -302,7 +220,7 @@ static PyObject *cached_view(const ptc_tensor *t)
         if (!vcache[j].t && slot < 0)
             slot = j;
     }
-    PyObject *v = torch_view(t);
+    PyObject *v = cap_torch_view_of_ptc(t);
     if (!v)
         return NULL;
     if (slot < 0) {
