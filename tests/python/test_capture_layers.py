@@ -138,13 +138,13 @@ FILE_ORDER = {
     # symbolic tensors; graph nodes; in-place writes to inputs; the iterator
     # types (which advance what they hold through cap_hooks); values and
     # their sources; callables; side effects (which flow a container out
-    # through cap_hooks); tracing objects; generator functions; modules,
-    # an optimizer's step, calls and the hook rows
+    # through cap_hooks); tracing objects; with-blocks; generator functions;
+    # modules, an optimizer's step, calls and the hook rows
     "trace": ["breaks.c", "source_table.c", "torch_objects.c", "trace_split.c", "guards.c", "ids.c",
               "sync_calls.c", "symint.c", "autocast.c", "lifecycle.c", "nodes.c", "inplace.c",
               "iter.c", "sources.c", "callables.c", "effects.c", "iter_outside.c", "objects.c",
-              "generators.c", "modules.c", "trace_operator.c", "lru.c", "copies.c", "builtins.c",
-              "optim_step.c", "calls.c",
+              "with_blocks.c", "generators.c", "modules.c", "trace_operator.c", "lru.c", "copies.c",
+              "builtins.c", "optim_step.c", "calls.c",
               "hooks.c"],
     # the dispatcher backend.c last
     "backend": ["tensors.c", "eager.c", "graphobj.c", "backend_ptc.c", "backend_train.c",
