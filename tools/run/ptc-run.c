@@ -920,9 +920,9 @@ static void print_package_stats(const ptc_model *m, const options *o, proc_usage
 {
     int n = o->repeat ? o->repeat : 1;
     printf("load ms: %.2f (cpu %.2f; kernels compiled at load: %d; minor faults %ld; "
-           "threads started %d)\n",
+           "threads started %d; memory readied %.1f MiB)\n",
            ptc_model_load_ms(m), load.cpu_ms, ptc_model_compiled_kernels(m), load.minor_faults,
-           load.threads);
+           load.threads, (double)ptc_model_warm_bytes(m) / (1 << 20));
     printf("first run ms: %.3f (cpu %.2f; minor faults %ld; threads started %d)\n", first.wall_ms,
            first.cpu_ms, first.minor_faults, first.threads);
     if (o->repeat)
