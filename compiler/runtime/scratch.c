@@ -60,9 +60,7 @@ void *ptc_scratch(ptc_scratch_slot slot, size_t bytes)
 
 void ptc_touch_pages(void *mem, size_t bytes)
 {
-    static size_t page;
-    if (!page)
-        page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
     volatile char *p = mem;
     for (size_t off = 0; off < bytes; off += page)
         p[off] = 0;
