@@ -19,10 +19,12 @@ processes the same way (aoti_load_package; Python is in that process).
     python3 bench/export_load.py [--build BUILD] [--models resnet50,bert,mlp]
                                  [--runs 3] [--repeat 5] [--no-aoti]
 
-The first call against the steady state on a many-core machine, both rows
-in one run (about a minute on 16 cores):
+The first call against the steady state on a many-core machine (OpenMP's
+default team: a thread per core), both rows in one run, about a minute on 16
+cores; on the GPU machine, from scripts/gpu/build.sh's package:
 
-    OMP_NUM_THREADS=16 python3 bench/export_load.py --models resnet50 --runs 3 --repeat 5 --no-aoti
+    python3 bench/export_load.py --models resnet50 --runs 3 --repeat 5 --no-aoti
+    sh .device/run.sh cmd "python3 bench/export_load.py --models resnet50 --no-aoti"
 """
 import argparse
 import os
