@@ -4,14 +4,27 @@ benchmark, not a test).
 
 Each model is exported with ptc.export and saved as a package; then, in fresh
 processes, `ptc-run --package DIR --stats --repeat N` reports the load (verify
-the manifest and every file's checksum, map the weights, load the kernels),
-the first run and the mean of the next N. Where torch has AOTInductor
+the manifest and every file's checksum, map the weights, load the kernels,
+ready the first run), the first run and the mean of the next N, each with its
+minor page faults and the threads it started. Each process runs twice, as
+loaded (the row "ptc") and with PTC_EXPORT_WARM=0 (the row "ptc-cold"): the
+load then leaves the OpenMP team's start and the first touches of the arena
+and the C kernels' scratch to the first run, as ptc did before the load
+readied it; both rows come from one run of this script, on one machine.
+Where torch has AOTInductor
 (torch._inductor.aoti_compile_and_package), the same model is exported with
 torch.export, compiled into a .pt2 package, and loaded and called in fresh
 processes the same way (aoti_load_package; Python is in that process).
 
     python3 bench/export_load.py [--build BUILD] [--models resnet50,bert,mlp]
                                  [--runs 3] [--repeat 5] [--no-aoti]
+
+The first call against the steady state on a many-core machine (OpenMP's
+default team: a thread per core), both rows in one run, about a minute on 16
+cores; on the GPU machine, from scripts/gpu/build.sh's package:
+
+    python3 bench/export_load.py --models resnet50 --runs 3 --repeat 5 --no-aoti
+    sh .device/run.sh cmd "python3 bench/export_load.py --models resnet50 --no-aoti"
 """
 import argparse
 import os
@@ -60,19 +73,26 @@ def ptc_leg(name, build, work, runs, repeat):
     inputs = os.path.join(work, name + ".in.bin")
     _tensorfile.write_tensors(inputs, [(e["path"], leaves[e["leaf"]][1]) for e in ep.inputs])
     exe = os.path.join(build, "tools", "run", "ptc-run")
-    rows = []
+    rows = {"ptc": [], "ptc-cold": []}
     for _ in range(runs):
-        t0 = time.perf_counter()
-        r = subprocess.run([exe, "--package", pkg, "--inputs", inputs, "--stats", "--repeat",
-                            str(repeat)], capture_output=True, text=True, check=True)
-        wall = time.perf_counter() - t0
-        load = float(re.search(r"load ms: ([\d.]+)", r.stdout).group(1))
-        load_cpu = float(re.search(r"\(cpu ([\d.]+);", r.stdout).group(1))
-        first = float(re.search(r"first run ms: ([\d.]+)", r.stdout).group(1))
-        steady = float(re.search(r"run ms: ([\d.]+) \(mean", r.stdout).group(1))
-        compiled = int(re.search(r"compiled at load: (\d+)", r.stdout).group(1))
-        rows.append((load, first, steady, compiled, load_cpu))
+        for who, warm in (("ptc", "1"), ("ptc-cold", "0")):
+            r = subprocess.run([exe, "--package", pkg, "--inputs", inputs, "--stats", "--repeat",
+                                str(repeat)], capture_output=True, text=True, check=True,
+                               env=dict(os.environ, PTC_EXPORT_WARM=warm))
+            rows[who].append(parse_stats(r.stdout))
     return export_s, rows
+
+
+def parse_stats(out):
+    """(load ms, first ms, steady ms, kernels compiled at load, load CPU ms,
+    first run's minor faults, a later run's, threads the first run started)."""
+    load = float(re.search(r"load ms: ([\d.]+)", out).group(1))
+    load_cpu = float(re.search(r"\(cpu ([\d.]+);", out).group(1))
+    first = re.search(r"first run ms: ([\d.]+) .*minor faults (\d+); threads started (\d+)", out)
+    later = re.search(r"run ms: ([\d.]+) \(mean.*minor faults ([\d.]+)", out)
+    compiled = int(re.search(r"compiled at load: (\d+)", out).group(1))
+    return (load, float(first.group(1)), float(later.group(1)), compiled, load_cpu,
+            int(first.group(2)), float(later.group(2)), int(first.group(3)))
 
 
 AOTI_CHILD = r"""
@@ -116,12 +136,20 @@ def aoti_leg(name, work, runs, repeat):
 
 def report(who, name, export_s, rows):
     """Medians; the load's CPU time beside its wall time (on a shared machine
-    the wall time is mostly waiting for a core)."""
+    the wall time is mostly waiting for a core); for ptc, the page faults of
+    the first and a later run and the threads the first started (counts, the
+    same on a busy machine)."""
     med = [statistics.median(r[i] for r in rows) for i in (0, 1, 2, 4)]
-    print("%-6s %-9s export+save %6.1f s  load %8.2f ms (cpu %7.2f)  first call %9.2f ms  "
+    counts = ""
+    if who.startswith("ptc"):
+        counts = ("; kernels compiled at load: %d; minor faults first %d, later %.0f; threads "
+                  "started by the first %d" % (rows[0][3], statistics.median(r[5] for r in rows),
+                                               statistics.median(r[6] for r in rows),
+                                               statistics.median(r[7] for r in rows)))
+    print("%-8s %-9s export+save %6.1f s  load %8.2f ms (cpu %7.2f)  first call %9.2f ms  "
           "steady %9.2f ms  first/steady %.2f  (median of %d fresh processes%s)"
           % (who, name, export_s, med[0], med[3], med[1], med[2], med[1] / med[2], len(rows),
-             "; kernels compiled at load: %d" % rows[0][3] if who == "ptc" else ""))
+             counts))
 
 
 def main():
@@ -135,7 +163,9 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         os.environ.setdefault("PTC_CACHE_DIR", os.path.join(work, "cache"))
         for name in o.models.split(","):
-            report("ptc", name, *ptc_leg(name, o.build, work, o.runs, o.repeat))
+            export_s, rows = ptc_leg(name, o.build, work, o.runs, o.repeat)
+            for who in ("ptc", "ptc-cold"):
+                report(who, name, export_s, rows[who])
             if not o.no_aoti:
                 aoti = aoti_leg(name, work, o.runs, o.repeat)
                 if aoti:

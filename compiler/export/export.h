@@ -81,8 +81,15 @@ void ptc_model_input_type(const ptc_model *m, int i, ptc_buf *b);
  * so. Calls on one model are serialised. */
 int ptc_model_run(ptc_model *m, const ptc_tensor *inputs, ptc_tensor *outputs, ptc_error *err);
 
-/* How long loading took (ms): verifying, reading weights, loading kernels. */
+/* How long loading took (ms): verifying, reading weights, loading kernels,
+ * readying the first run. */
 double ptc_model_load_ms(const ptc_model *m);
+/* The memory the load touched so that the first run costs what later ones
+ * do (on the CPU: the arena of intermediates and the scratch of the C
+ * kernels on each OpenMP thread, whose team it started; runtime.h's
+ * ptc_program_warm). 0 with PTC_EXPORT_WARM=0, for CUDA, and where sizes are
+ * symbolic (the team is started all the same). Load on the thread that runs. */
+size_t ptc_model_warm_bytes(const ptc_model *m);
 /* Kernels the load had to compile (0 when the package's served them all). */
 int ptc_model_compiled_kernels(const ptc_model *m);
 

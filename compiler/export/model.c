@@ -49,6 +49,7 @@ struct ptc_model {
     pthread_mutex_t lock;
     double load_ms;
     int compiled;
+    size_t warm_bytes; /* touched at load (ptc_program_warm) */
 };
 
 static int spec_error(ptc_error *err, const char *dir, const char *what)
@@ -216,6 +217,20 @@ static int compile_graph(ptc_model *m, const char *dir, const ptc_pkg_manifest *
     return 0;
 }
 
+/* The first run costs what later ones do (ptc_program_warm), unless
+ * PTC_EXPORT_WARM=0: the load's share of the difference, for comparing. */
+static void warm(ptc_model *m)
+{
+    const char *env = getenv("PTC_EXPORT_WARM");
+    if (env && strcmp(env, "0") == 0) {
+        ptc_log(PTC_LOG_PERF, PTC_LOG_INFO,
+                "PTC_EXPORT_WARM=0: the model's first run starts its threads and touches "
+                "its memory");
+        return;
+    }
+    m->warm_bytes = ptc_program_warm(m->prog);
+}
+
 static int load_graph(ptc_model *m, const char *dir, ptc_error *err)
 {
     char path[PTC_PKG_PATH];
@@ -278,6 +293,8 @@ ptc_model *ptc_model_load(const char *dir, const ptc_model_opts *opts, ptc_error
     ptc_pkg_unmap(man.weights); /* the tensors in it hold their own references */
     if (rc == 0)
         rc = compile_graph(m, dir, &man, err);
+    if (rc == 0)
+        warm(m);
     if (rc) {
         ptc_model_free(m);
         return NULL;
@@ -327,6 +344,10 @@ double ptc_model_load_ms(const ptc_model *m)
 int ptc_model_compiled_kernels(const ptc_model *m)
 {
     return m->compiled;
+}
+size_t ptc_model_warm_bytes(const ptc_model *m)
+{
+    return m->warm_bytes;
 }
 
 void ptc_model_input_type(const ptc_model *m, int i, ptc_buf *b)

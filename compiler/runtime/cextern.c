@@ -46,6 +46,32 @@ static int to_contig(const ptc_tensor *t, ptc_dtype dt, ptc_tensor *out, ptc_err
     return ptc_tensor_copy(out, t, err);
 }
 
+static bool needs_copy(const ptc_tensor *t, ptc_dtype dt)
+{
+    return t->dtype != dt || !ptc_tensor_is_contiguous(t);
+}
+
+/* A contiguous tensor of t's sizes and dtype dt in the calling thread's
+ * scratch slot (ptc_scratch: borrowed, nothing to release). */
+static ptc_tensor scratch_tensor(const ptc_tensor *t, ptc_dtype dt, ptc_scratch_slot slot)
+{
+    size_t bytes = (size_t)ptc_tensor_numel(t) * ptc_dtype_size(dt);
+    return ptc_tensor_borrow(ptc_scratch(slot, bytes ? bytes : 1), dt, t->ndim, t->sizes, NULL);
+}
+
+/* to_contig, the copy in a scratch slot. */
+static int to_contig_scratch(const ptc_tensor *t, ptc_dtype dt, ptc_scratch_slot slot,
+                             ptc_tensor *out, ptc_error *err)
+{
+    if (!needs_copy(t, dt)) {
+        *out = *t;
+        out->storage = NULL;
+        return 0;
+    }
+    *out = scratch_tensor(t, dt, slot);
+    return ptc_tensor_copy(out, t, err);
+}
+
 static void release_copy(ptc_tensor *t)
 {
     if (t->storage)
@@ -194,6 +220,28 @@ static bool pointwise_conv(const conv *c)
     return !c->transposed;
 }
 
+/* The bytes of a task's im2col (col2im) matrix of elements of elem bytes. */
+static size_t conv_columns_bytes(const conv *c, size_t elem)
+{
+    int64_t n = c->transposed ? c->Og * c->kprod * c->iprod : c->Cg * c->kprod * c->oprod;
+    return elem * (size_t)(n > 0 ? n : 1);
+}
+
+/* The calling thread's im2col (col2im) matrix, of elements of elem bytes. */
+static void *conv_columns(const conv *c, size_t elem)
+{
+    return ptc_scratch(PTC_SCRATCH_COLUMNS, conv_columns_bytes(c, elem));
+}
+
+/* Whether a convolution's tasks (images x groups, or groups) split over the
+ * team: several of them, worth waking it for. Else they run on the calling
+ * thread, and each GEMM splits. */
+static bool split_tasks(const conv *c, int64_t tasks)
+{
+    return tasks > 1 && !omp_in_parallel() &&
+           c->N * c->O * c->oprod * c->Cg * c->kprod >= ((int64_t)1 << 23);
+}
+
 #define T float
 #define FN(name) name##_f32
 #define GEMM ptc_sgemm
@@ -250,42 +298,33 @@ static int run_conv_geom(const conv *c, const ptc_tensor *const *in, ptc_tensor 
     /* f64 in f64, everything else in f32 */
     ptc_dtype ct = out->dtype == PTC_F64 ? PTC_F64 : PTC_F32;
     ptc_tensor xf, wf, yf;
-    if (to_contig(x, ct, &xf, err))
+    if (to_contig_scratch(x, ct, PTC_SCRATCH_CONV_X, &xf, err))
         return -1;
-    if (to_contig(w, ct, &wf, err)) {
-        release_copy(&xf);
+    if (to_contig(w, ct, &wf, err))
         return -1;
-    }
-    bool direct_out = out->dtype == ct && ptc_tensor_is_contiguous(out);
-    int rc = 0;
+    bool direct_out = !needs_copy(out, ct);
     if (direct_out) {
         yf = *out;
         yf.storage = NULL;
     } else {
-        rc = ptc_tensor_alloc(&yf, ct, out->ndim, out->sizes, err);
+        yf = scratch_tensor(out, ct, PTC_SCRATCH_CONV_Y);
     }
-    if (rc == 0) {
-        if (ptc_tensor_numel(&yf) > 0 && ct == PTC_F64)
-            conv_f64(c, xf.data, wf.data, yf.data);
-        else if (ptc_tensor_numel(&yf) > 0)
-            conv_f32(c, xf.data, wf.data, yf.data);
-        for (int64_t i = 0; bias && i < c->N; i++)
-            for (int64_t o = 0; o < c->O; o++) {
-                int64_t bi[1] = {o}, base = (i * c->O + o) * c->oprod;
-                double bv = ptc_tensor_get_f64(bias, bi);
-                for (int64_t p = 0; p < c->oprod; p++) {
-                    if (ct == PTC_F64)
-                        ((double *)yf.data)[base + p] += bv;
-                    else
-                        ((float *)yf.data)[base + p] += (float)bv;
-                }
+    if (ptc_tensor_numel(&yf) > 0 && ct == PTC_F64)
+        conv_f64(c, xf.data, wf.data, yf.data);
+    else if (ptc_tensor_numel(&yf) > 0)
+        conv_f32(c, xf.data, wf.data, yf.data);
+    for (int64_t i = 0; bias && i < c->N; i++)
+        for (int64_t o = 0; o < c->O; o++) {
+            int64_t bi[1] = {o}, base = (i * c->O + o) * c->oprod;
+            double bv = ptc_tensor_get_f64(bias, bi);
+            for (int64_t p = 0; p < c->oprod; p++) {
+                if (ct == PTC_F64)
+                    ((double *)yf.data)[base + p] += bv;
+                else
+                    ((float *)yf.data)[base + p] += (float)bv;
             }
-        if (!direct_out) {
-            rc = ptc_tensor_copy(out, &yf, err);
-            ptc_tensor_release(&yf);
         }
-    }
-    release_copy(&xf);
+    int rc = direct_out ? 0 : ptc_tensor_copy(out, &yf, err);
     release_copy(&wf);
     return rc;
 }
@@ -296,6 +335,52 @@ static int run_conv(const ptc_node *n, const ptc_tensor *const *in, ptc_tensor *
     if (conv_geometry(n, in[0], in[1], out, &c, err))
         return -1;
     return run_conv_geom(&c, in, out, err);
+}
+
+/* What run_conv_geom asks of the scratch: its copies, and the columns and
+ * GEMMs of its tasks on the calling thread or on each team thread. */
+static void conv_scratch(const conv *c, const ptc_tensor *x, const ptc_tensor *out,
+                         ptc_scratch_need *need)
+{
+    ptc_dtype ct = out->dtype == PTC_F64 ? PTC_F64 : PTC_F32;
+    size_t elem = ptc_dtype_size(ct);
+    if (needs_copy(x, ct))
+        ptc_scratch_need_at_least(need, false, PTC_SCRATCH_CONV_X,
+                                  elem * (size_t)ptc_tensor_numel(x));
+    if (needs_copy(out, ct))
+        ptc_scratch_need_at_least(need, false, PTC_SCRATCH_CONV_Y,
+                                  elem * (size_t)ptc_tensor_numel(out));
+    bool team = split_tasks(c, c->N * c->G);
+    if (!pointwise_conv(c))
+        ptc_scratch_need_at_least(need, team, PTC_SCRATCH_COLUMNS, conv_columns_bytes(c, elem));
+    int64_t M = c->transposed ? c->Og * c->kprod : c->Og;
+    int64_t N = c->transposed ? c->iprod : c->oprod, K = c->transposed ? c->Cg : c->Cg * c->kprod;
+    ptc_gemm_scratch(M, N, K, ct == PTC_F64, team, need);
+}
+
+void ptc_cextern_scratch(const ptc_node *node, const ptc_tensor *const *in, const ptc_tensor *outs,
+                         ptc_scratch_need *need)
+{
+    conv c;
+    ptc_error err;
+    switch (node->op) {
+    case PTC_OP_MM:
+    case PTC_OP_BMM:
+    case PTC_OP_ADDMM: { /* matmul2's GEMM, of each 2-d slice for bmm */
+        const ptc_tensor *a = in[node->op == PTC_OP_ADDMM], *b = in[1 + (node->op == PTC_OP_ADDMM)];
+        int d = a->ndim - 2;
+        if (ptc_dtype_is_float(outs[0].dtype))
+            ptc_gemm_scratch(a->sizes[d], b->sizes[d + 1], a->sizes[d + 1],
+                             outs[0].dtype == PTC_F64, false, need);
+        break;
+    }
+    case PTC_OP_CONVOLUTION:
+        if (conv_geometry(node, in[0], in[1], &outs[0], &c, &err) == 0)
+            conv_scratch(&c, in[0], &outs[0], need);
+        break;
+    default: /* training's convolution gradients: their first calls grow the scratch */
+        break;
+    }
 }
 
 /* The weight gradient in f64 for f64, else in f32, written into out. */

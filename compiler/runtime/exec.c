@@ -97,6 +97,33 @@ static int alloc_outputs(run *r, int t)
     return ptc_exec_alloc_outputs(r->p, &a, t, &r->outputs_made, r->outs, r->bufptr, r->err);
 }
 
+/* The program's cached arena, grown to size bytes, unless another run holds
+ * it (NULL then); held until give_back_arena. */
+static void *take_cached_arena(ptc_program *p, size_t size)
+{
+    void *mem = NULL;
+    pthread_mutex_lock(&p->lock);
+    if (!p->mem_busy) {
+        if (p->mem_size < size) {
+            free(p->mem);
+            p->mem = size ? aligned_alloc(ARENA_ALIGN, size) : NULL;
+            p->mem_size = p->mem ? size : 0;
+        }
+        p->mem_busy = true;
+        mem = p->mem;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return mem;
+}
+
+static void give_back_arena(ptc_program *p, const void *mem)
+{
+    pthread_mutex_lock(&p->lock);
+    if (mem == p->mem)
+        p->mem_busy = false;
+    pthread_mutex_unlock(&p->lock);
+}
+
 static int plan_arena(run *r)
 {
     ptc_program *p = r->p;
@@ -109,18 +136,7 @@ static int plan_arena(run *r)
         return -1;
     int64_t size = l.size;
     int rc = 0;
-    /* the program's cached arena, unless another run holds it */
-    pthread_mutex_lock(&p->lock);
-    if (!p->mem_busy) {
-        if (p->mem_size < (size_t)size) {
-            free(p->mem);
-            p->mem = size ? aligned_alloc(ARENA_ALIGN, (size_t)size) : NULL;
-            p->mem_size = p->mem ? (size_t)size : 0;
-        }
-        p->mem_busy = true;
-        r->mem = p->mem;
-    }
-    pthread_mutex_unlock(&p->lock);
+    r->mem = take_cached_arena(p, (size_t)size);
     if (!r->mem && size) {
         r->mem = aligned_alloc(ARENA_ALIGN, (size_t)size);
         r->mem_owned = true;
@@ -576,14 +592,10 @@ static void finish(run *r, bool ok, ptc_tensor *outputs)
     for (int i = 0; i < p->ninputs; i++)
         if (r->conformed[i].storage)
             ptc_tensor_release(&r->conformed[i]);
-    if (r->mem_owned) {
+    if (r->mem_owned)
         free(r->mem);
-    } else if (r->mem || p->mem_busy) {
-        pthread_mutex_lock(&p->lock);
-        if (r->mem == p->mem)
-            p->mem_busy = false;
-        pthread_mutex_unlock(&p->lock);
-    }
+    else if (r->mem || p->mem_busy)
+        give_back_arena(p, r->mem);
     ptc_exec_hand_over(p, ok, r->outs, outputs);
     ptc_exec_kept_release(&r->kept);
     free(r->bufptr);
@@ -636,4 +648,87 @@ int ptc_exec_cpu(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tens
         ptc_exec_note_failure(p, ran, r.err);
     finish(&r, rc == 0, outputs);
     return rc;
+}
+
+/* ---- readying a program for its first run ------------------------------------------ */
+
+/* What the externs of a program with a static plan ask of the scratch when
+ * they run on ptc's C kernels (no host). */
+static void externs_scratch(const ptc_program *p, ptc_scratch_need *need)
+{
+    static char anywhere[ARENA_ALIGN]; /* the views' data, never read */
+    void **bufptr = malloc(sizeof *bufptr * ((size_t)p->prog->nbufs + 1));
+    PTC_ASSERT(bufptr);
+    for (int b = 0; b < p->prog->nbufs; b++)
+        bufptr[b] = anywhere;
+    const ptc_bindings none = {0};
+    for (int t = 0; t < p->sched->nsteps; t++) {
+        if (p->sched->steps[t].kind != PTC_STEP_EXTERN)
+            continue;
+        const ptc_lnode *n = p->prog->nodes[p->sched->steps[t].index];
+        ptc_tensor in[16], outs[2];
+        const ptc_tensor *inp[16];
+        ptc_exec_bound bound;
+        const ptc_node *node = ptc_exec_bind_node(n->xnode, &none, &bound);
+        ptc_exec_extern_args(p, &none, bufptr, n, PTC_CPU, in, inp, outs);
+        ptc_cextern_scratch(node, inp, outs, need);
+    }
+    free(bufptr);
+}
+
+/* A share of memory the team touches: [mem, mem + bytes) split over it. */
+typedef struct shared_pages {
+    char *mem;
+    size_t bytes;
+} shared_pages;
+
+size_t ptc_program_warm(ptc_program *p)
+{
+    if (p->backend != PTC_BACKEND_CPU)
+        return 0;
+    double t0 = ptc_now_ms();
+    ptc_scratch_need need = {{0}};
+    shared_pages shared[1 + PTC_SCRATCH_SLOTS];
+    int nshared = 0;
+    ptc_exec_layout l;
+    ptc_error err;
+    void *arena = NULL;
+    if (p->sched->plan.is_static &&
+        ptc_exec_arena_layout(p, &(ptc_bindings){0}, NULL, PTC_CPU, true, &l, &err) == 0) {
+        externs_scratch(p, &need);
+        arena = take_cached_arena(p, (size_t)l.size);
+        if (arena)
+            shared[nshared++] = (shared_pages){arena, (size_t)l.size};
+        ptc_exec_layout_free(&l);
+    }
+    /* this thread's scratch (it is thread 0 of the team) is touched by all */
+    for (int i = 0; i < PTC_SCRATCH_SLOTS; i++) {
+        size_t bytes = need.caller[i] > need.team[i] ? need.caller[i] : need.team[i];
+        if (bytes)
+            shared[nshared++] = (shared_pages){ptc_scratch((ptc_scratch_slot)i, bytes), bytes};
+    }
+    size_t touched = 0, team_bytes = 0;
+    for (int k = 0; k < nshared; k++)
+        touched += shared[k].bytes;
+    for (int i = 0; i < PTC_SCRATCH_SLOTS; i++)
+        team_bytes += need.team[i];
+    int nt = omp_get_max_threads();
+    /* the team starts here; each other thread readies its own scratch */
+#pragma omp parallel num_threads(nt)
+    {
+        size_t id = (size_t)omp_get_thread_num(), n = (size_t)omp_get_num_threads();
+        if (id > 0)
+            ptc_scratch_reserve(need.team);
+        for (int k = 0; k < nshared; k++) {
+            size_t lo = shared[k].bytes * id / n, hi = shared[k].bytes * (id + 1) / n;
+            ptc_touch_pages(shared[k].mem + lo, hi - lo);
+        }
+    }
+    if (arena)
+        give_back_arena(p, arena);
+    touched += team_bytes * (size_t)(nt - 1);
+    ptc_log(PTC_LOG_PERF, PTC_LOG_INFO,
+            "readied the first run in %.2f ms: %d threads, %.1f MiB touched", ptc_now_ms() - t0, nt,
+            (double)touched / (1 << 20));
+    return touched;
 }

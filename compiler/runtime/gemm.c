@@ -24,6 +24,18 @@
 
 enum { MC = 96, KC = 256, NC = 2048 };
 
+/* The packed panels of a serial GEMM of N columns, K deep, in tiles of
+ * mr x nr elements of elem bytes: A's MC rows (tiles rounded up) by KC, B's
+ * KC by NC columns, each no deeper or wider than the product is. */
+static void pack_bytes(int64_t N, int64_t K, size_t elem, int64_t mr, int64_t nr, size_t *a,
+                       size_t *b)
+{
+    int64_t kc = K < KC ? K : KC, nc = N < NC ? N : NC;
+    nc = (nc + nr - 1) / nr * nr;
+    *a = elem * (size_t)((MC + mr) * kc);
+    *b = elem * (size_t)(kc * (nc + nr));
+}
+
 /* ---- f32: 6 x 32 tiles ------------------------------------------------------------ */
 
 /* Twelve 16-wide accumulators: enough independent FMA chains to cover the
@@ -128,25 +140,23 @@ static void sgemm_serial(int64_t M, int64_t N, int64_t K, const float *A, int64_
                 C[i * scm + j * scn] = 0;
     if (M == 0 || N == 0 || K == 0)
         return;
-    float *pb = aligned_alloc(64, sizeof(float) * (size_t)(KC * (NC + SNR)));
+    size_t a_bytes, b_bytes;
+    pack_bytes(N, K, sizeof(float), SMR, SNR, &a_bytes, &b_bytes);
+    float *pb = ptc_scratch(PTC_SCRATCH_PACK_B, b_bytes);
+    float *pa = ptc_scratch(PTC_SCRATCH_PACK_A, a_bytes);
     int64_t nblocks = (M + MC - 1) / MC;
     for (int64_t jc = 0; jc < N; jc += NC) {
         int64_t nc = N - jc < NC ? N - jc : NC;
         for (int64_t pc = 0; pc < K; pc += KC) {
             int64_t kc = K - pc < KC ? K - pc : KC;
             spack_b(kc, nc, B + pc * sbk + jc * sbn, sbk, sbn, pb);
-            {
-                float *pa = aligned_alloc(64, sizeof(float) * (size_t)((MC + SMR) * KC));
-                for (int64_t ib = 0; ib < nblocks; ib++) {
-                    int64_t ic = ib * MC, mc = M - ic < MC ? M - ic : MC;
-                    spack_a(mc, kc, A + ic * sam + pc * sak, sam, sak, pa);
-                    sblock(mc, nc, kc, pa, pb, C + ic * scm + jc * scn, scm, scn);
-                }
-                free(pa);
+            for (int64_t ib = 0; ib < nblocks; ib++) {
+                int64_t ic = ib * MC, mc = M - ic < MC ? M - ic : MC;
+                spack_a(mc, kc, A + ic * sam + pc * sak, sam, sak, pa);
+                sblock(mc, nc, kc, pa, pb, C + ic * scm + jc * scn, scm, scn);
             }
         }
     }
-    free(pb);
 }
 
 /* ---- f64: 6 x 8 tiles ---------------------------------------------------------------- */
@@ -189,7 +199,10 @@ static void dgemm_serial(int64_t M, int64_t N, int64_t K, const double *A, int64
                 C[i * scm + j * scn] = 0;
     if (M == 0 || N == 0 || K == 0)
         return;
-    double *pb = aligned_alloc(64, sizeof(double) * (size_t)(KC * (NC + DNR)));
+    size_t a_bytes, b_bytes;
+    pack_bytes(N, K, sizeof(double), DMR, DNR, &a_bytes, &b_bytes);
+    double *pb = ptc_scratch(PTC_SCRATCH_PACK_B, b_bytes);
+    double *pa = ptc_scratch(PTC_SCRATCH_PACK_A, a_bytes);
     int64_t nblocks = (M + MC - 1) / MC;
     for (int64_t jc = 0; jc < N; jc += NC) {
         int64_t nc = N - jc < NC ? N - jc : NC;
@@ -201,7 +214,6 @@ static void dgemm_serial(int64_t M, int64_t N, int64_t K, const double *A, int64
                         pb[j0 * kc + k * DNR + j] =
                             j0 + j < nc ? B[(pc + k) * sbk + (jc + j0 + j) * sbn] : 0.0;
             {
-                double *pa = aligned_alloc(64, sizeof(double) * (size_t)((MC + DMR) * KC));
                 double tile[DMR * DNR];
                 for (int64_t ib = 0; ib < nblocks; ib++) {
                     int64_t ic = ib * MC, mc = M - ic < MC ? M - ic : MC;
@@ -220,21 +232,43 @@ static void dgemm_serial(int64_t M, int64_t N, int64_t K, const double *A, int64
                                     C[(ic + i0 + i) * scm + (jc + j0 + j) * scn] += tile[i * DNR + j];
                         }
                 }
-                free(pa);
             }
         }
     }
-    free(pb);
 }
 
 /* ---- threads ---------------------------------------------------------------------- */
+
+/* The threads of a GEMM: the team for a product worth waking it for, else
+ * the calling thread alone. */
+static int gemm_threads(int64_t M, int64_t N, int64_t K)
+{
+    int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+    return M * N * K < ((int64_t)1 << 23) ? 1 : nt;
+}
+
+void ptc_gemm_scratch(int64_t M, int64_t N, int64_t K, bool f64, bool in_team,
+                      ptc_scratch_need *need)
+{
+    int nt = in_team ? 1 : gemm_threads(M, N, K);
+    int64_t slab = N; /* the columns of a thread's serial GEMM (PARALLEL_GEMM) */
+    if (nt > 1 && M < N)
+        slab = ((N + SNR - 1) / SNR + nt - 1) / nt * SNR;
+    size_t a, b;
+    if (f64)
+        pack_bytes(slab, K, sizeof(double), DMR, DNR, &a, &b);
+    else
+        pack_bytes(slab, K, sizeof(float), SMR, SNR, &a, &b);
+    ptc_scratch_need_at_least(need, in_team || nt > 1, PTC_SCRATCH_PACK_A, a);
+    ptc_scratch_need_at_least(need, in_team || nt > 1, PTC_SCRATCH_PACK_B, b);
+}
 
 /* Splits C into one slab per thread, along the longer of M and N, each slab a
  * serial GEMM with its own packed panels. */
 #define PARALLEL_GEMM(T, serial)                                                          \
     do {                                                                                  \
-        int nt = omp_in_parallel() ? 1 : omp_get_max_threads();                           \
-        if (nt <= 1 || M * N * K < ((int64_t)1 << 23)) {                                  \
+        int nt = gemm_threads(M, N, K);                                                   \
+        if (nt <= 1) {                                                                    \
             serial(M, N, K, A, sam, sak, B, sbk, sbn, C, scm, scn, accumulate);           \
             return;                                                                       \
         }                                                                                 \

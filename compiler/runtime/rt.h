@@ -13,6 +13,45 @@ void ptc_dgemm(int64_t M, int64_t N, int64_t K, const double *A, int64_t sam, in
                const double *B, int64_t sbk, int64_t sbn, double *C, int64_t scm, int64_t scn,
                bool accumulate);
 
+/* ---- per-thread scratch of the C kernels (scratch.c) ---- */
+
+/* What a scratch buffer is for; a call holds one slot at a time per use,
+ * and the kernels it calls hold others. */
+typedef enum {
+    PTC_SCRATCH_PACK_A,  /* a GEMM thread's packed panel of A */
+    PTC_SCRATCH_PACK_B,  /* ... of B */
+    PTC_SCRATCH_COLUMNS, /* a convolution task's im2col (col2im) matrix */
+    PTC_SCRATCH_CONV_X,  /* a convolution's contiguous copy of its input */
+    PTC_SCRATCH_CONV_Y,  /* ... the contiguous result it copies out */
+    PTC_SCRATCH_SLOTS
+} ptc_scratch_slot;
+/* The calling thread's buffer for slot, of at least bytes (64-aligned),
+ * kept for the thread's life and grown as calls need: not freed by callers. */
+void *ptc_scratch(ptc_scratch_slot slot, size_t bytes);
+/* What a program's C externs will ask of the thread that runs the program
+ * (caller) and of every thread of the OpenMP team (team). */
+typedef struct ptc_scratch_need {
+    size_t caller[PTC_SCRATCH_SLOTS], team[PTC_SCRATCH_SLOTS];
+} ptc_scratch_need;
+void ptc_scratch_need_at_least(ptc_scratch_need *need, bool team, ptc_scratch_slot slot,
+                               size_t bytes);
+/* Grows the calling thread's slots to bytes[PTC_SCRATCH_SLOTS] and touches
+ * every page, so that calls find them in memory. */
+void ptc_scratch_reserve(const size_t *bytes);
+/* Writes a byte of every page of [mem, mem + bytes): the first-touch page
+ * faults happen now rather than in a later call. */
+void ptc_touch_pages(void *mem, size_t bytes);
+/* Adds to need what one GEMM of M x N x K (f64 or f32) asks: the packed
+ * panels of the calling thread, or of every team thread when it splits or
+ * runs on each of them (in_team: inside a parallel region, serially).
+ * Called outside parallel regions. */
+void ptc_gemm_scratch(int64_t M, int64_t N, int64_t K, bool f64, bool in_team,
+                      ptc_scratch_need *need);
+/* Adds to need what extern node asks when it runs on ptc's C kernels with
+ * these arguments (their sizes and strides; data is not read). */
+void ptc_cextern_scratch(const ptc_node *node, const ptc_tensor *const *inputs,
+                         const ptc_tensor *outs, ptc_scratch_need *need);
+
 /* Runs an extern node on C kernels: mm, bmm, addmm, convolution,
  * scaled_dot_product_attention, prims.cumsum, prims.scatter_add. inputs are
  * the node's tensor args in schema order (NULL: absent); outs are allocated

@@ -75,6 +75,16 @@ typedef struct ptc_compile_opts {
  * malloc. Returns the trim threshold in force (0: left alone). */
 size_t ptc_runtime_keep_heap(size_t gradient_bytes);
 
+/* Readies a CPU program for a first run that costs what later ones do, on
+ * its C kernels (no host: an exported model run from C): starts the OpenMP
+ * team and, for a static memory plan, allocates the program's arena and
+ * gives every team thread the scratch memory the C kernels behind its
+ * externs will ask for (runtime/rt.h, ptc_scratch), touching every page,
+ * so that no run takes their first-touch page faults. The calling thread's
+ * scratch is readied for the externs' serial work: warm a program on the
+ * thread that will run it. Returns the bytes touched (0 for other backends). */
+size_t ptc_program_warm(ptc_program *p);
+
 void ptc_program_retain(ptc_program *p);
 void ptc_program_release(ptc_program *p);
 

@@ -13,8 +13,11 @@
 #include <check.h>
 #include <dirent.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static const char GRAPH[] = "# ptc ir v1\n"
@@ -80,14 +83,38 @@ static void write_weights_v2(const char *path, const ptc_tensor *w, const char *
     ptc_buf_free(&b);
 }
 
-/* A sealed package in a fresh temporary folder. */
-static void make_package(void)
+/* The unsealed package of graph, spec and weights in a fresh temporary folder. */
+static void write_package(const char *graph, const char *spec, const ptc_tensor *w,
+                          const char *const *names, int n)
 {
     char tmpl[] = "/tmp/ptc_export_XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(tmpl));
     snprintf(pkg, sizeof pkg, "%s", tmpl);
-    write_text(pkg, "graph.ptir", GRAPH);
-    write_text(pkg, "spec.json", SPEC);
+    write_text(pkg, "graph.ptir", graph);
+    write_text(pkg, "spec.json", spec);
+    char path[512];
+    snprintf(path, sizeof path, "%s/weights.bin", pkg);
+    write_weights_v2(path, w, names, n);
+}
+
+static int seal_cpu(ptc_error *err)
+{
+    const char *targets[] = {"cpu"};
+    return ptc_package_seal(pkg, targets, 1, err);
+}
+
+/* The same package, sealed. */
+static void make_package_of(const char *graph, const char *spec, const ptc_tensor *w,
+                            const char *const *names, int n)
+{
+    write_package(graph, spec, w, names, n);
+    ptc_error err;
+    ck_assert_msg(seal_cpu(&err) == 0, "%s", err.msg);
+}
+
+/* The package of GRAPH, its weights W and B. */
+static void make_package(void)
+{
     for (int o = 0; o < 3; o++) {
         B[o] = 0.25f * (float)o - 0.3f;
         for (int i = 0; i < 4; i++)
@@ -96,12 +123,7 @@ static void make_package(void)
     ptc_tensor w[2] = {ptc_tensor_borrow(W, PTC_F32, 2, (int64_t[]){3, 4}, NULL),
                        ptc_tensor_borrow(B, PTC_F32, 1, (int64_t[]){3}, NULL)};
     const char *names[] = {"fc.weight", "fc.bias"};
-    char path[512];
-    ptc_error err;
-    snprintf(path, sizeof path, "%s/weights.bin", pkg);
-    write_weights_v2(path, w, names, 2);
-    const char *targets[] = {"cpu"};
-    ck_assert_msg(ptc_package_seal(pkg, targets, 1, &err) == 0, "%s", err.msg);
+    make_package_of(GRAPH, SPEC, w, names, 2);
 }
 
 static void remove_package(void)
@@ -592,6 +614,131 @@ START_TEST(an_older_ptcs_package_is_refused_at_load)
 END_TEST
 #endif
 
+/* ---- the first run ------------------------------------------------------------------- */
+
+/* Two 3x3 convolutions of 32 channels at 128x128 (their im2col matrices 18
+ * MiB, 2 MiB intermediates in the arena), summed to a small output. */
+static const char CONV_GRAPH[] =
+    "# ptc ir v1\n"
+    "graph forward(%x: f32[1,32,128,128] cpu, %w: f32[32,32,3,3] cpu) {\n"
+    "  %0 = conv2d(%x, %w, padding=1) : f32[1,32,128,128]\n"
+    "  %1 = relu(%0) : f32[1,32,128,128]\n"
+    "  %2 = conv2d(%1, %w, padding=1) : f32[1,32,128,128]\n"
+    "  %3 = sum(%2, [2, 3]) : f32[1,32]\n"
+    "  return (%3)\n"
+    "}\n";
+static const char CONV_SPEC[] =
+    "{\"spec_version\": 1,\n"
+    " \"inputs\": [{\"name\": \"x\", \"kind\": \"user\", \"path\": \"x\"},\n"
+    "            {\"name\": \"w\", \"kind\": \"parameter\", \"path\": \"w\"}],\n"
+    " \"symbols\": [], \"outputs\": [{\"path\": \"[0]\", \"graph_output\": 0}]}\n";
+
+static long minor_faults(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru); /* every thread of the process */
+    return ru.ru_minflt;
+}
+
+static int live_threads(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    int n = -1;
+    while (f && fgets(line, sizeof line, f) && sscanf(line, "Threads: %d", &n) != 1)
+        ;
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* One run of the model: the page faults it took and the threads it started. */
+static void run_counted(ptc_model *m, const ptc_tensor *x, float *first, long *faults,
+                        int *threads)
+{
+    ptc_tensor out;
+    ptc_error err;
+    int threads0 = live_threads();
+    long faults0 = minor_faults();
+    ck_assert_msg(ptc_model_run(m, x, &out, &err) == 0, "%s", err.msg);
+    *faults = minor_faults() - faults0;
+    *threads = live_threads() - threads0;
+    *first = ((float *)out.data)[0];
+    ptc_tensor_release(&out);
+}
+
+/* Two runs of a fresh load of the convolutions' package (warmed or not):
+ * their page faults and the threads they started, the bytes the load
+ * readied; both runs give one result and tune nothing. */
+static size_t two_runs(bool warm, long faults[2], int threads[2])
+{
+    omp_set_num_threads(2);
+    static float w[32 * 32 * 9], x[32 * 128 * 128];
+    for (size_t i = 0; i < sizeof w / sizeof *w; i++)
+        w[i] = (float)((i * 37) % 19) * 0.01f - 0.09f;
+    for (size_t i = 0; i < sizeof x / sizeof *x; i++)
+        x[i] = (float)((i * 13) % 23) * 0.05f - 0.5f;
+    ptc_tensor wt = ptc_tensor_borrow(w, PTC_F32, 4, (int64_t[]){32, 32, 3, 3}, NULL);
+    ptc_tensor xt = ptc_tensor_borrow(x, PTC_F32, 4, (int64_t[]){1, 32, 128, 128}, NULL);
+    const char *names[] = {"w"};
+    write_package(CONV_GRAPH, CONV_SPEC, &wt, names, 1);
+    pid_t sealer = fork(); /* compiling would start threads in this process */
+    if (sealer == 0) {
+        ptc_error err;
+        _exit(seal_cpu(&err) == 0 ? 0 : 1);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(sealer, &status, 0), sealer);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "sealing failed");
+    setenv("PTC_EXPORT_WARM", warm ? "1" : "0", 1);
+    ptc_model *m = load_ok();
+    unsetenv("PTC_EXPORT_WARM");
+    float y[2];
+    ptc_autotune_counts before, after;
+    ptc_autotune_get_counts(&before);
+    for (int r = 0; r < 2; r++)
+        run_counted(m, &xt, &y[r], &faults[r], &threads[r]);
+    ptc_autotune_get_counts(&after);
+    ck_assert_float_eq(y[0], y[1]);
+    ck_assert_int_eq(after.tuned + after.candidates_timed, before.tuned + before.candidates_timed);
+    size_t readied = ptc_model_warm_bytes(m);
+    ptc_model_free(m);
+    remove_package();
+    return readied;
+}
+
+/* The load readies the first run: the OpenMP team started, the arena of
+ * intermediates and the C kernels' scratch (im2col, GEMM panels, layout
+ * copies) allocated and touched, so the first run takes no page faults and
+ * starts no threads, as the second; nothing is tuned. (Each test runs in a
+ * process of its own: the team and the scratch outlive a model.) */
+START_TEST(the_first_run_costs_what_later_runs_do)
+{
+    long faults[2];
+    int threads[2];
+    size_t readied = two_runs(true, faults, threads);
+    for (int r = 0; r < 2; r++) /* a few pages of malloc's at most */
+        ck_assert_msg(faults[r] < 64 && threads[r] == 0,
+                      "run %d: %ld page faults, %d threads started", r + 1, faults[r], threads[r]);
+    ck_assert_msg(readied > (18u << 20), "readied %zu bytes", readied);
+}
+END_TEST
+
+/* PTC_EXPORT_WARM=0 (the benchmark's baseline): the first run starts the
+ * team and faults the arena and the scratch in, 20 MiB and more; the second
+ * finds them. */
+START_TEST(without_warming_the_first_run_faults_its_memory_in)
+{
+    long faults[2];
+    int threads[2];
+    ck_assert_int_eq(two_runs(false, faults, threads), 0);
+    ck_assert_msg(faults[0] > 5000 && threads[0] == 1, "first run: %ld page faults, %d threads",
+                  faults[0], threads[0]);
+    ck_assert_msg(faults[1] < 64 && threads[1] == 0, "second run: %ld page faults, %d threads",
+                  faults[1], threads[1]);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("export");
@@ -601,6 +748,8 @@ int main(void)
     tcase_add_test(tc, corrupt_packages_are_refused);
     tcase_add_test(tc, packages_of_another_format_are_refused_at_load);
     tcase_add_test(tc, xxh64_is_the_published_function);
+    tcase_add_test(tc, the_first_run_costs_what_later_runs_do);
+    tcase_add_test(tc, without_warming_the_first_run_faults_its_memory_in);
 #ifdef PTC_HAVE_CUDA
     tcase_add_test(tc, ptx_is_planned_for_each_gpu_of_its_arch);
 #endif

@@ -38,6 +38,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 static const char TOOL[] = "ptc-run";
@@ -875,15 +876,71 @@ static int package_outputs(const options *o, const ptc_model *m, ptc_tensor *out
     return rc;
 }
 
+/* What the process did between two points: wall and CPU milliseconds,
+ * minor page faults (first touches of memory: machine-independent, unlike
+ * the times) and threads started. */
+typedef struct proc_usage {
+    double wall_ms, cpu_ms;
+    long minor_faults;
+    int threads;
+} proc_usage;
+
+static int thread_count(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    int n = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "Threads: %d", &n) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return n;
+}
+
+static proc_usage usage_now(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (proc_usage){ptc_now_ms(),
+                        (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+                            (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3,
+                        ru.ru_minflt, thread_count()};
+}
+
+static proc_usage usage_since(proc_usage from)
+{
+    proc_usage now = usage_now();
+    return (proc_usage){now.wall_ms - from.wall_ms, now.cpu_ms - from.cpu_ms,
+                        now.minor_faults - from.minor_faults, now.threads - from.threads};
+}
+
+static void print_package_stats(const ptc_model *m, const options *o, proc_usage load,
+                                proc_usage first, proc_usage later)
+{
+    int n = o->repeat ? o->repeat : 1;
+    printf("load ms: %.2f (cpu %.2f; kernels compiled at load: %d; minor faults %ld; "
+           "threads started %d; memory readied %.1f MiB)\n",
+           ptc_model_load_ms(m), load.cpu_ms, ptc_model_compiled_kernels(m), load.minor_faults,
+           load.threads, (double)ptc_model_warm_bytes(m) / (1 << 20));
+    printf("first run ms: %.3f (cpu %.2f; minor faults %ld; threads started %d)\n", first.wall_ms,
+           first.cpu_ms, first.minor_faults, first.threads);
+    if (o->repeat)
+        printf("run ms: %.4f (mean of %d runs after the first; cpu %.2f; minor faults %.1f; "
+               "threads started %d)\n",
+               later.wall_ms / n, o->repeat, later.cpu_ms / n, (double)later.minor_faults / n,
+               later.threads);
+}
+
 /* ptc-run --package DIR: load (verify, weights, kernels), check and run. A
  * refused package or input exits 2, a failing run 1. */
 static int run_package(const options *o)
 {
     ptc_error err;
     ptc_model_opts mo = {.target = o->backend && strcmp(o->backend, "cuda") == 0 ? "cuda" : "cpu"};
-    clock_t cpu0 = clock(); /* the load's CPU time: wall time on a busy machine says little */
+    proc_usage load = usage_now(), first = {0}, later = {0};
     ptc_model *m = ptc_model_load(o->package, &mo, &err);
-    double load_cpu_ms = (double)(clock() - cpu0) * 1e3 / CLOCKS_PER_SEC;
+    load = usage_since(load); /* its CPU time too: wall time on a busy machine says little */
     if (!m)
         return ptc_cli_report(TOOL, &err, strcmp(err.stage, "package") == 0 ? 2 : 1);
     ptc_tensorfile tf = {0};
@@ -891,29 +948,24 @@ static int run_package(const options *o)
     ptc_tensor *in = calloc((size_t)nin + 1, sizeof *in);
     ptc_tensor *out = calloc((size_t)nout + 1, sizeof *out);
     int rc = package_inputs(o, m, &tf, in);
-    double t0 = ptc_now_ms(), first_ms = 0, mean_ms = 0;
+    first = usage_now();
     if (rc == 0 && package_call(o, m, in, out, &err))
         rc = ptc_cli_report(TOOL, &err, strcmp(err.stage, "inputs") == 0 ? 2 : 1);
-    first_ms = ptc_now_ms() - t0;
+    first = usage_since(first);
     if (rc == 0)
         rc = package_outputs(o, m, out);
     for (int i = 0; i < nout && (out[i].storage || out[i].data); i++)
         ptc_tensor_release(&out[i]);
-    t0 = ptc_now_ms();
+    later = usage_now();
     for (int k = 0; rc == 0 && k < o->repeat; k++) {
         if (package_call(o, m, in, out, &err))
             rc = ptc_cli_report(TOOL, &err, 1);
         for (int i = 0; rc == 0 && i < nout; i++)
             ptc_tensor_release(&out[i]);
     }
-    mean_ms = o->repeat ? (ptc_now_ms() - t0) / o->repeat : 0;
-    if (rc == 0 && o->stats) {
-        printf("load ms: %.2f (cpu %.2f; kernels compiled at load: %d)\n", ptc_model_load_ms(m),
-               load_cpu_ms, ptc_model_compiled_kernels(m));
-        printf("first run ms: %.3f\n", first_ms);
-        if (o->repeat)
-            printf("run ms: %.4f (mean of %d runs after the first)\n", mean_ms, o->repeat);
-    }
+    later = usage_since(later);
+    if (rc == 0 && o->stats)
+        print_package_stats(m, o, load, first, later);
     ptc_tensorfile_free(&tf);
     free(in);
     free(out);
