@@ -4,11 +4,14 @@
  * index.json is the table of contents that ptview opens, so it must always
  * be whole: it is written to a temporary file and renamed over the old one
  * (rename is atomic on POSIX), each time a compile begins, writes a file or
- * ends. A process killed mid-compile therefore leaves a trace that opens,
- * with that compile marked "complete": false. Compiles recorded by an earlier
- * run (an existing index.json) are kept verbatim and new ones appended; a
- * folder name already taken gets a "-2", "-3", ... suffix rather than
- * overwriting an earlier run's files.
+ * a batch of files, or ends. A process killed mid-compile therefore leaves a
+ * trace that opens, with that compile marked "complete": false. A program's
+ * kernel files are one batch: a rewrite per file, each longer as the index
+ * grows, made writing resnet50's 211 kernel files 3-4 times as costly as the
+ * files themselves. Compiles recorded by an earlier run (an existing
+ * index.json) are kept verbatim and new ones appended; a folder name already
+ * taken gets a "-2", "-3", ... suffix rather than overwriting an earlier
+ * run's files.
  *
  * Everything lives in the trace's arena under one mutex: compiles may begin
  * and end on several threads.
@@ -308,23 +311,53 @@ static void note(ptc_arena *a, const char ***list, int *n, int *cap, const char 
     (*list)[(*n)++] = ptc_arena_strdup(a, s);
 }
 
-int ptc_trace_write(ptc_trace_compile *c, const char *stage, const char *file, const char *data,
-                    size_t len, ptc_error *err)
+/* Writes <folder>/<file>; not yet listed in the index. */
+static int write_file(ptc_trace_compile *c, const char *file, const char *data, size_t len,
+                      ptc_error *err)
 {
     if (!file_name_ok(file))
         return ptc_errorf(err, PTC_ERR_IO, "trace", "bad trace file name '%s'", file ? file : "");
-    ptc_trace *t = c->trace;
     char path[4400];
     snprintf(path, sizeof path, "%s/%s", c->dir, file);
-    if (ptc_write_file(path, data, len, err))
-        return -1;
+    return ptc_write_file(path, data, len, err);
+}
+
+/* Lists files[0..n), written, stage with the first, and rewrites the index. */
+static int list_files(ptc_trace_compile *c, const char *stage, const char *const *files, int n,
+                      ptc_error *err)
+{
+    ptc_trace *t = c->trace;
     pthread_mutex_lock(&t->lock);
-    if (stage)
+    if (stage && n > 0)
         note(t->arena, &c->stages, &c->nstages, &c->cap_stages, stage);
-    note(t->arena, &c->files, &c->nfiles, &c->cap_files, file);
+    for (int i = 0; i < n; i++)
+        note(t->arena, &c->files, &c->nfiles, &c->cap_files, files[i]);
     int rc = write_index(t, err);
     pthread_mutex_unlock(&t->lock);
     return rc;
+}
+
+int ptc_trace_write(ptc_trace_compile *c, const char *stage, const char *file, const char *data,
+                    size_t len, ptc_error *err)
+{
+    if (write_file(c, file, data, len, err))
+        return -1;
+    return list_files(c, stage, &file, 1, err);
+}
+
+int ptc_trace_write_texts(ptc_trace_compile *c, const char *stage, const char *const *files,
+                          const char *const *texts, int n, ptc_error *err)
+{
+    if (n == 0)
+        return 0;
+    int written = 0;
+    while (written < n &&
+           write_file(c, files[written], texts[written], strlen(texts[written]), err) == 0)
+        written++;
+    ptc_error index_err;
+    if (list_files(c, stage, files, written, written < n ? &index_err : err))
+        return -1;
+    return written < n ? -1 : 0;
 }
 
 int ptc_trace_graph(ptc_trace_compile *c, const char *stage, const ptc_graph *g, ptc_error *err)
