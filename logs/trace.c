@@ -41,7 +41,8 @@ struct ptc_trace {
     char *dir;
     pthread_mutex_t lock;
     ptc_arena *arena;
-    const ptc_json *old; /* "compiles" of an existing index.json, or NULL */
+    ptc_arena *old_arena; /* holds old, parsed anew before each index write */
+    const ptc_json *old;  /* "compiles" of index.json as last read, or NULL */
     int ncompiles, cap;
     ptc_trace_compile **compiles;
 };
@@ -52,30 +53,35 @@ static const char *xstrdup(ptc_arena *a, const char *s) { return s ? ptc_arena_s
 
 static int load_index(ptc_trace *t, ptc_error *err)
 {
-    char *path = ptc_arena_printf(t->arena, "%s/index.json", t->dir);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/index.json", t->dir);
     if (access(path, F_OK) != 0)
         return 0;
     size_t len;
     char *text = ptc_read_file(path, &len, err);
     if (!text)
         return -1;
-    ptc_json *root = ptc_json_parse(t->arena, text, len, path, err);
+    ptc_arena *a = ptc_arena_new();
+    ptc_json *root = ptc_json_parse(a, text, len, path, err);
     free(text);
-    if (!root)
-        return -1;
-    const ptc_json *compiles = ptc_json_get(root, "compiles");
-    if (root->kind != PTC_JOBJ || !compiles || compiles->kind != PTC_JARR) {
+    const ptc_json *compiles = root ? ptc_json_get(root, "compiles") : NULL;
+    bool ok = root != NULL;
+    if (ok && (root->kind != PTC_JOBJ || !compiles || compiles->kind != PTC_JARR)) {
         ptc_errorf(err, PTC_ERR_PARSE, "trace", "not a ptc trace index (no \"compiles\" list)");
         ptc_error_at(err, path, 0, 0);
-        return -1;
-    }
-    double version = ptc_json_num(root, "version", 1);
-    if (version != 1) {
+        ok = false;
+    } else if (ok && ptc_json_num(root, "version", 1) != 1) {
         ptc_errorf(err, PTC_ERR_PARSE, "trace", "trace index version %g; this ptc writes 1",
-                   version);
+                   ptc_json_num(root, "version", 1));
         ptc_error_at(err, path, 0, 0);
+        ok = false;
+    }
+    if (!ok) {
+        ptc_arena_free(a);
         return -1;
     }
+    ptc_arena_free(t->old_arena);
+    t->old_arena = a;
     t->old = compiles;
     return 0;
 }
@@ -103,6 +109,7 @@ ptc_trace *ptc_trace_open(const char *dir, ptc_error *err)
     if (load_index(t, err)) {
         pthread_mutex_destroy(&t->lock);
         ptc_arena_free(t->arena);
+        ptc_arena_free(t->old_arena);
         free(t->dir);
         free(t);
         return NULL;
@@ -148,9 +155,23 @@ static void emit_compile(ptc_jw *w, const ptc_trace_compile *c)
     ptc_jw_obj_end(w);
 }
 
-/* Writes index.json through a temporary file and rename. Caller holds the lock. */
+static bool is_ours(const ptc_trace *t, const char *id)
+{
+    for (int i = 0; id && i < t->ncompiles; i++)
+        if (strcmp(t->compiles[i]->id, id) == 0)
+            return true;
+    return false;
+}
+
+/* Writes index.json through a temporary file and rename: the compiles it
+ * lists now that are not this trace's (an earlier run's; another trace's of
+ * this process, as each compiled function keeps its own: the last to write
+ * used to drop the other's), then this trace's. An index that cannot be
+ * read again keeps what was read before. Caller holds the lock. */
 static int write_index(ptc_trace *t, ptc_error *err)
 {
+    ptc_error reread;
+    load_index(t, &reread);
     ptc_buf b = {0};
     ptc_jw w;
     ptc_jw_init(&w, &b, true);
@@ -162,7 +183,8 @@ static int write_index(ptc_trace *t, ptc_error *err)
     ptc_jw_key(&w, "compiles");
     ptc_jw_arr_begin(&w);
     for (int i = 0; t->old && i < t->old->n; i++)
-        ptc_jw_value(&w, t->old->items[i], 49); /* deeper than any index we write: null */
+        if (!is_ours(t, ptc_json_str(t->old->items[i], "id", NULL)))
+            ptc_jw_value(&w, t->old->items[i], 49); /* deeper than any index we write: null */
     for (int i = 0; i < t->ncompiles; i++)
         emit_compile(&w, t->compiles[i]);
     ptc_jw_arr_end(&w);
@@ -409,6 +431,7 @@ void ptc_trace_close(ptc_trace *t)
     pthread_mutex_unlock(&t->lock);
     pthread_mutex_destroy(&t->lock);
     ptc_arena_free(t->arena);
+    ptc_arena_free(t->old_arena);
     free(t->dir);
     free(t);
 }

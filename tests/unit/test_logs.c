@@ -713,6 +713,44 @@ START_TEST(trace_kernel_files_in_one_batch)
 }
 END_TEST
 
+/* Two traces of one directory in one process (each compiled function keeps
+ * its own): whichever closes last keeps the other's compiles in the index. */
+START_TEST(trace_two_writers_keep_each_others_compiles)
+{
+    char *dir = make_tmpdir();
+    ptc_error err;
+    ptc_trace *first = ptc_trace_open(dir, &err);
+    ck_assert_msg(first, "%s", err.msg);
+    ptc_trace_compile *a = ptc_trace_begin(first, "A.forward", 0, "forward", "a.py", 1, "first call",
+                                           &err);
+    ck_assert_int_eq(ptc_trace_end(a, &err), 0);
+    ptc_trace *second = ptc_trace_open(dir, &err);
+    ck_assert_msg(second, "%s", err.msg);
+    ptc_trace_compile *b = ptc_trace_begin(second, "B.forward", 0, "forward", "b.py", 1,
+                                           "first call", &err);
+    ck_assert_int_eq(ptc_trace_end(b, &err), 0);
+    ptc_trace_close(second);
+    ptc_trace_close(first); /* knew of A only when it opened */
+
+    ptc_arena *ar = ptc_arena_new();
+    char path[1024];
+    snprintf(path, sizeof path, "%s/index.json", dir);
+    const ptc_json *list = ptc_json_get(read_json(ar, path), "compiles");
+    ck_assert_int_eq(list->n, 2);
+    bool seen_a = false, seen_b = false;
+    for (int i = 0; i < list->n; i++) {
+        const char *id = ptc_json_str(list->items[i], "id", "");
+        seen_a |= strcmp(id, "A.forward_0") == 0;
+        seen_b |= strcmp(id, "B.forward_0") == 0;
+        ck_assert(ptc_json_get(list->items[i], "complete")->b);
+    }
+    ck_assert(seen_a && seen_b);
+    ptc_arena_free(ar);
+    rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 START_TEST(trace_extends_index)
 {
     char *dir = make_tmpdir();
@@ -948,6 +986,7 @@ int main(void)
     tc = tcase_create("trace");
     tcase_add_test(tc, trace_layout);
     tcase_add_test(tc, trace_kernel_files_in_one_batch);
+    tcase_add_test(tc, trace_two_writers_keep_each_others_compiles);
     tcase_add_test(tc, trace_parts);
     tcase_add_test(tc, trace_extends_index);
     tcase_add_test(tc, trace_env_and_errors);
