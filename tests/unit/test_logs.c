@@ -721,13 +721,13 @@ START_TEST(trace_two_writers_keep_each_others_compiles)
     ptc_error err;
     ptc_trace *first = ptc_trace_open(dir, &err);
     ck_assert_msg(first, "%s", err.msg);
-    ptc_trace_compile *a = ptc_trace_begin(first, "A.forward", 0, "forward", "a.py", 1, "first call",
-                                           &err);
+    ptc_trace_compile *a =
+        ptc_trace_begin(first, "A.forward", 0, "forward", "a.py", 1, "first call", &err);
     ck_assert_int_eq(ptc_trace_end(a, &err), 0);
     ptc_trace *second = ptc_trace_open(dir, &err);
     ck_assert_msg(second, "%s", err.msg);
-    ptc_trace_compile *b = ptc_trace_begin(second, "B.forward", 0, "forward", "b.py", 1,
-                                           "first call", &err);
+    ptc_trace_compile *b =
+        ptc_trace_begin(second, "B.forward", 0, "forward", "b.py", 1, "first call", &err);
     ck_assert_int_eq(ptc_trace_end(b, &err), 0);
     ptc_trace_close(second);
     ptc_trace_close(first); /* knew of A only when it opened */
