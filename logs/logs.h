@@ -16,9 +16,10 @@
  *                            the graph's own folder keeps the whole)
  * index.json is rewritten (atomically, via rename) whenever a compile closes,
  * so a trace cut short still opens. (It is also rewritten when a compile
- * begins and after each file, with "complete": false until ptc_trace_end, so
- * a compile that crashed is listed too. A folder name already used by an
- * earlier run in the same directory gets a "-2", "-3", ... suffix.)
+ * begins and after each file or batch of files, with "complete": false
+ * until ptc_trace_end, so a compile that crashed is listed too. A folder
+ * name already used by an earlier run in the same directory gets a "-2",
+ * "-3", ... suffix.)
  * metrics.json: {"times_ms": {"<pass>": ms, ..., "total": ms},
  *                "counts": {"<name>": n, ...}}
  */
@@ -159,6 +160,11 @@ ptc_trace_compile *ptc_trace_begin_part(ptc_trace_compile *whole, const char *pa
  * "loops", ...; NULL for auxiliary files such as guards.txt). */
 int ptc_trace_write(ptc_trace_compile *c, const char *stage, const char *file,
                     const char *data, size_t len, ptc_error *err);
+/* Writes texts[i] (NUL-terminated) as files[i], for i < n, recording stage
+ * (or NULL) with them, and updates index.json once, not once per file. On
+ * an error the files written before it are listed. */
+int ptc_trace_write_texts(ptc_trace_compile *c, const char *stage, const char *const *files,
+                          const char *const *texts, int n, ptc_error *err);
 /* Writes a graph as .ptir under its stage name ("captured" -> captured.ptir). */
 int ptc_trace_graph(ptc_trace_compile *c, const char *stage, const ptc_graph *g, ptc_error *err);
 ptc_metrics *ptc_trace_metrics(ptc_trace_compile *c);

@@ -4,11 +4,14 @@
  * index.json is the table of contents that ptview opens, so it must always
  * be whole: it is written to a temporary file and renamed over the old one
  * (rename is atomic on POSIX), each time a compile begins, writes a file or
- * ends. A process killed mid-compile therefore leaves a trace that opens,
- * with that compile marked "complete": false. Compiles recorded by an earlier
- * run (an existing index.json) are kept verbatim and new ones appended; a
- * folder name already taken gets a "-2", "-3", ... suffix rather than
- * overwriting an earlier run's files.
+ * a batch of files, or ends. A process killed mid-compile therefore leaves a
+ * trace that opens, with that compile marked "complete": false. A program's
+ * kernel files are one batch: a rewrite per file, each longer as the index
+ * grows, made writing resnet50's 211 kernel files 3-4 times as costly as the
+ * files themselves. Compiles recorded by an earlier run (an existing
+ * index.json) are kept verbatim and new ones appended; a folder name already
+ * taken gets a "-2", "-3", ... suffix rather than overwriting an earlier
+ * run's files.
  *
  * Everything lives in the trace's arena under one mutex: compiles may begin
  * and end on several threads.
@@ -38,7 +41,8 @@ struct ptc_trace {
     char *dir;
     pthread_mutex_t lock;
     ptc_arena *arena;
-    const ptc_json *old; /* "compiles" of an existing index.json, or NULL */
+    ptc_arena *old_arena; /* holds old, parsed anew before each index write */
+    const ptc_json *old;  /* "compiles" of index.json as last read, or NULL */
     int ncompiles, cap;
     ptc_trace_compile **compiles;
 };
@@ -49,30 +53,35 @@ static const char *xstrdup(ptc_arena *a, const char *s) { return s ? ptc_arena_s
 
 static int load_index(ptc_trace *t, ptc_error *err)
 {
-    char *path = ptc_arena_printf(t->arena, "%s/index.json", t->dir);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/index.json", t->dir);
     if (access(path, F_OK) != 0)
         return 0;
     size_t len;
     char *text = ptc_read_file(path, &len, err);
     if (!text)
         return -1;
-    ptc_json *root = ptc_json_parse(t->arena, text, len, path, err);
+    ptc_arena *a = ptc_arena_new();
+    ptc_json *root = ptc_json_parse(a, text, len, path, err);
     free(text);
-    if (!root)
-        return -1;
-    const ptc_json *compiles = ptc_json_get(root, "compiles");
-    if (root->kind != PTC_JOBJ || !compiles || compiles->kind != PTC_JARR) {
+    const ptc_json *compiles = root ? ptc_json_get(root, "compiles") : NULL;
+    bool ok = root != NULL;
+    if (ok && (root->kind != PTC_JOBJ || !compiles || compiles->kind != PTC_JARR)) {
         ptc_errorf(err, PTC_ERR_PARSE, "trace", "not a ptc trace index (no \"compiles\" list)");
         ptc_error_at(err, path, 0, 0);
-        return -1;
-    }
-    double version = ptc_json_num(root, "version", 1);
-    if (version != 1) {
+        ok = false;
+    } else if (ok && ptc_json_num(root, "version", 1) != 1) {
         ptc_errorf(err, PTC_ERR_PARSE, "trace", "trace index version %g; this ptc writes 1",
-                   version);
+                   ptc_json_num(root, "version", 1));
         ptc_error_at(err, path, 0, 0);
+        ok = false;
+    }
+    if (!ok) {
+        ptc_arena_free(a);
         return -1;
     }
+    ptc_arena_free(t->old_arena);
+    t->old_arena = a;
     t->old = compiles;
     return 0;
 }
@@ -100,6 +109,7 @@ ptc_trace *ptc_trace_open(const char *dir, ptc_error *err)
     if (load_index(t, err)) {
         pthread_mutex_destroy(&t->lock);
         ptc_arena_free(t->arena);
+        ptc_arena_free(t->old_arena);
         free(t->dir);
         free(t);
         return NULL;
@@ -145,9 +155,23 @@ static void emit_compile(ptc_jw *w, const ptc_trace_compile *c)
     ptc_jw_obj_end(w);
 }
 
-/* Writes index.json through a temporary file and rename. Caller holds the lock. */
+static bool is_ours(const ptc_trace *t, const char *id)
+{
+    for (int i = 0; id && i < t->ncompiles; i++)
+        if (strcmp(t->compiles[i]->id, id) == 0)
+            return true;
+    return false;
+}
+
+/* Writes index.json through a temporary file and rename: the compiles it
+ * lists now that are not this trace's (an earlier run's; another trace's of
+ * this process, as each compiled function keeps its own: the last to write
+ * used to drop the other's), then this trace's. An index that cannot be
+ * read again keeps what was read before. Caller holds the lock. */
 static int write_index(ptc_trace *t, ptc_error *err)
 {
+    ptc_error reread;
+    load_index(t, &reread);
     ptc_buf b = {0};
     ptc_jw w;
     ptc_jw_init(&w, &b, true);
@@ -159,7 +183,8 @@ static int write_index(ptc_trace *t, ptc_error *err)
     ptc_jw_key(&w, "compiles");
     ptc_jw_arr_begin(&w);
     for (int i = 0; t->old && i < t->old->n; i++)
-        ptc_jw_value(&w, t->old->items[i], 49); /* deeper than any index we write: null */
+        if (!is_ours(t, ptc_json_str(t->old->items[i], "id", NULL)))
+            ptc_jw_value(&w, t->old->items[i], 49); /* deeper than any index we write: null */
     for (int i = 0; i < t->ncompiles; i++)
         emit_compile(&w, t->compiles[i]);
     ptc_jw_arr_end(&w);
@@ -308,23 +333,53 @@ static void note(ptc_arena *a, const char ***list, int *n, int *cap, const char 
     (*list)[(*n)++] = ptc_arena_strdup(a, s);
 }
 
-int ptc_trace_write(ptc_trace_compile *c, const char *stage, const char *file, const char *data,
-                    size_t len, ptc_error *err)
+/* Writes <folder>/<file>; not yet listed in the index. */
+static int write_file(ptc_trace_compile *c, const char *file, const char *data, size_t len,
+                      ptc_error *err)
 {
     if (!file_name_ok(file))
         return ptc_errorf(err, PTC_ERR_IO, "trace", "bad trace file name '%s'", file ? file : "");
-    ptc_trace *t = c->trace;
     char path[4400];
     snprintf(path, sizeof path, "%s/%s", c->dir, file);
-    if (ptc_write_file(path, data, len, err))
-        return -1;
+    return ptc_write_file(path, data, len, err);
+}
+
+/* Lists files[0..n), written, stage with the first, and rewrites the index. */
+static int list_files(ptc_trace_compile *c, const char *stage, const char *const *files, int n,
+                      ptc_error *err)
+{
+    ptc_trace *t = c->trace;
     pthread_mutex_lock(&t->lock);
-    if (stage)
+    if (stage && n > 0)
         note(t->arena, &c->stages, &c->nstages, &c->cap_stages, stage);
-    note(t->arena, &c->files, &c->nfiles, &c->cap_files, file);
+    for (int i = 0; i < n; i++)
+        note(t->arena, &c->files, &c->nfiles, &c->cap_files, files[i]);
     int rc = write_index(t, err);
     pthread_mutex_unlock(&t->lock);
     return rc;
+}
+
+int ptc_trace_write(ptc_trace_compile *c, const char *stage, const char *file, const char *data,
+                    size_t len, ptc_error *err)
+{
+    if (write_file(c, file, data, len, err))
+        return -1;
+    return list_files(c, stage, &file, 1, err);
+}
+
+int ptc_trace_write_texts(ptc_trace_compile *c, const char *stage, const char *const *files,
+                          const char *const *texts, int n, ptc_error *err)
+{
+    if (n == 0)
+        return 0;
+    int written = 0;
+    while (written < n &&
+           write_file(c, files[written], texts[written], strlen(texts[written]), err) == 0)
+        written++;
+    ptc_error index_err;
+    if (list_files(c, stage, files, written, written < n ? &index_err : err))
+        return -1;
+    return written < n ? -1 : 0;
 }
 
 int ptc_trace_graph(ptc_trace_compile *c, const char *stage, const ptc_graph *g, ptc_error *err)
@@ -376,6 +431,7 @@ void ptc_trace_close(ptc_trace *t)
     pthread_mutex_unlock(&t->lock);
     pthread_mutex_destroy(&t->lock);
     ptc_arena_free(t->arena);
+    ptc_arena_free(t->old_arena);
     free(t->dir);
     free(t);
 }

@@ -145,6 +145,23 @@ static double save_cost(const split *s, const ptc_value *v, int depth)
     return from < own ? from : own;
 }
 
+/* What mark_saved gives once node n is recomputed, without its pass over
+ * the graph (one pass per value moved made the partition quadratic in the
+ * graph's size). Only two things change: n's outputs are no longer computed
+ * by the forward, so nothing saves them, and n has joined the nodes whose
+ * forward inputs are saved. */
+static void saved_after_recompute(split *s, const ptc_joint *jt, const ptc_node *n)
+{
+    for (int k = 0; k < n->nout; k++)
+        s->saved[n->outs[k]->id] = false;
+    ptc_value *v;
+    FOR_INPUTS(n, v)
+    {
+        if (on_forward(s, v) && !is_tangent(jt, v))
+            s->saved[v->id] = true;
+    }
+}
+
 /* One round of recomputation; whether anything moved. */
 static bool recompute_round(split *s, const ptc_joint *jt)
 {
@@ -167,7 +184,7 @@ static bool recompute_round(split *s, const ptc_joint *jt)
         if (extra > bytes(j->values[id]))
             continue;
         s->recompute[ni] = true;
-        mark_saved(s, jt);
+        saved_after_recompute(s, jt, n);
         moved = true;
     }
     return moved;

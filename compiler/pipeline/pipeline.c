@@ -190,6 +190,29 @@ static int stage_kernels(pipe_t *s)
     return emit_text(s, PTC_TEXT_KERNELS, PTC_LOG_KERNELS, "kernels", "kernels.txt", b.data);
 }
 
+/* Each kernel's code as kernel_<k>.ll (.ptx on CUDA), in one batch: the
+ * trace's index is rewritten once, not once per kernel. */
+static int trace_kernel_texts(ptc_trace_compile *tc, bool cuda, const char *const *texts, int nk,
+                              ptc_error *err)
+{
+    char(*names)[32] = calloc((size_t)nk + 1, sizeof *names);
+    const char **files = calloc((size_t)nk + 1, sizeof *files);
+    int rc = -1;
+    if (!names || !files) {
+        ptc_errorf(err, PTC_ERR_INTERNAL, "trace", "out of memory");
+        goto done;
+    }
+    for (int k = 0; k < nk; k++) {
+        snprintf(names[k], sizeof names[k], "kernel_%d.%s", k, cuda ? "ptx" : "ll");
+        files[k] = names[k];
+    }
+    rc = ptc_trace_write_texts(tc, cuda ? "ptx" : "llvm", files, texts, nk, err);
+done:
+    free(names);
+    free(files);
+    return rc;
+}
+
 static int stage_codegen(pipe_t *s)
 {
     double t0 = ptc_now_ms();
@@ -221,14 +244,10 @@ static int stage_codegen(pipe_t *s)
                 p->info.ncompiled, p->info.ncached,
                 s->o && s->o->kernel_dir ? s->o->kernel_dir : ptc_cache_dir());
     }
+    if (rc == 0 && texts && s->o && s->o->trace)
+        rc = trace_kernel_texts(s->o->trace, cuda, (const char *const *)texts, nk, s->err);
     ptc_buf all = {0};
     for (int k = 0; texts && k < nk; k++) {
-        if (rc == 0 && s->o && s->o->trace) {
-            char file[32];
-            snprintf(file, sizeof file, "kernel_%d.%s", k, cuda ? "ptx" : "ll");
-            rc = ptc_trace_write(s->o->trace, k == 0 ? (cuda ? "ptx" : "llvm") : NULL, file, texts[k],
-                                 strlen(texts[k]), s->err);
-        }
         if (texts[k])
             ptc_buf_puts(&all, texts[k]);
         free(texts[k]);

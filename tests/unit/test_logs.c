@@ -671,6 +671,86 @@ START_TEST(trace_layout)
 }
 END_TEST
 
+/* A program's kernel files in one batch: each written and listed, in order,
+ * under one stage; a bad name stops the batch, and what was written before
+ * it stays listed. */
+START_TEST(trace_kernel_files_in_one_batch)
+{
+    char *dir = make_tmpdir();
+    ptc_error err;
+    ptc_trace *t = ptc_trace_open(dir, &err);
+    ck_assert_msg(t, "%s", err.msg);
+    ptc_trace_compile *c = ptc_trace_begin(t, "f", 0, "f", "f.py", 1, "first call", &err);
+    const char *files[] = {"kernel_0.ll", "kernel_1.ll", "kernel_2.ll"};
+    const char *texts[] = {"define void @k0()\n", "define void @k1()\n", "define void @k2()\n"};
+    ck_assert_int_eq(ptc_trace_write_texts(c, "llvm", files, texts, 0, &err), 0);
+    ck_assert_int_eq(ptc_trace_write_texts(c, "llvm", files, texts, 3, &err), 0);
+    const char *bad[] = {"kernel_3.ll", "../kernel_4.ll", "kernel_5.ll"};
+    ck_assert_int_eq(ptc_trace_write_texts(c, NULL, bad, texts, 3, &err), -1);
+    ck_assert_msg(strstr(err.msg, "../kernel_4.ll"), "%s", err.msg);
+    ck_assert_int_eq(ptc_trace_end(c, &err), 0);
+    const char *cdir = ptc_trace_compile_dir(c);
+    for (int i = 0; i < 3; i++)
+        ck_assert(file_exists(cdir, files[i]));
+    ck_assert(file_exists(cdir, "kernel_3.ll"));
+    ck_assert(!file_exists(cdir, "kernel_5.ll"));
+
+    ptc_arena *a = ptc_arena_new();
+    char path[1024];
+    snprintf(path, sizeof path, "%s/index.json", dir);
+    const ptc_json *e = ptc_json_get(read_json(a, path), "compiles")->items[0];
+    const ptc_json *stages = ptc_json_get(e, "stages"), *listed = ptc_json_get(e, "files");
+    ck_assert_int_eq(stages->n, 1);
+    ck_assert_str_eq(stages->items[0]->str, "llvm");
+    ck_assert_int_eq(listed->n, 5); /* kernel_0..3, metrics.json */
+    for (int i = 0; i < 3; i++)
+        ck_assert_str_eq(listed->items[i]->str, files[i]);
+    ck_assert_str_eq(listed->items[3]->str, "kernel_3.ll");
+    ptc_trace_close(t);
+    ptc_arena_free(a);
+    rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+/* Two traces of one directory in one process (each compiled function keeps
+ * its own): whichever closes last keeps the other's compiles in the index. */
+START_TEST(trace_two_writers_keep_each_others_compiles)
+{
+    char *dir = make_tmpdir();
+    ptc_error err;
+    ptc_trace *first = ptc_trace_open(dir, &err);
+    ck_assert_msg(first, "%s", err.msg);
+    ptc_trace_compile *a =
+        ptc_trace_begin(first, "A.forward", 0, "forward", "a.py", 1, "first call", &err);
+    ck_assert_int_eq(ptc_trace_end(a, &err), 0);
+    ptc_trace *second = ptc_trace_open(dir, &err);
+    ck_assert_msg(second, "%s", err.msg);
+    ptc_trace_compile *b =
+        ptc_trace_begin(second, "B.forward", 0, "forward", "b.py", 1, "first call", &err);
+    ck_assert_int_eq(ptc_trace_end(b, &err), 0);
+    ptc_trace_close(second);
+    ptc_trace_close(first); /* knew of A only when it opened */
+
+    ptc_arena *ar = ptc_arena_new();
+    char path[1024];
+    snprintf(path, sizeof path, "%s/index.json", dir);
+    const ptc_json *list = ptc_json_get(read_json(ar, path), "compiles");
+    ck_assert_int_eq(list->n, 2);
+    bool seen_a = false, seen_b = false;
+    for (int i = 0; i < list->n; i++) {
+        const char *id = ptc_json_str(list->items[i], "id", "");
+        seen_a |= strcmp(id, "A.forward_0") == 0;
+        seen_b |= strcmp(id, "B.forward_0") == 0;
+        ck_assert(ptc_json_get(list->items[i], "complete")->b);
+    }
+    ck_assert(seen_a && seen_b);
+    ptc_arena_free(ar);
+    rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 START_TEST(trace_extends_index)
 {
     char *dir = make_tmpdir();
@@ -905,6 +985,8 @@ int main(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("trace");
     tcase_add_test(tc, trace_layout);
+    tcase_add_test(tc, trace_kernel_files_in_one_batch);
+    tcase_add_test(tc, trace_two_writers_keep_each_others_compiles);
     tcase_add_test(tc, trace_parts);
     tcase_add_test(tc, trace_extends_index);
     tcase_add_test(tc, trace_env_and_errors);
