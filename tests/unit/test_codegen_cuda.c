@@ -286,6 +286,28 @@ START_TEST(half_lanes_are_stored_in_pairs_from_one_rounding)
 }
 END_TEST
 
+/* f32 erf is two fitted polynomials and one ex2.approx per element, with no
+ * reciprocal: gelu's bf16 kernel was issue-bound on the old erf (a Taylor
+ * series, an erfc fit through rcp.approx and a corrected exp per element). */
+START_TEST(erf_takes_one_ex2_and_no_reciprocal)
+{
+    ptc_program *p = compile_text("# ptc ir v1\n"
+                                  "graph f(%x: f32[1048576] cpu) {\n"
+                                  "  %e = erf(%x) : f32[1048576]\n"
+                                  "  return (%e)\n"
+                                  "}\n",
+                                  90);
+    char *v = vector_entry(p);
+    ck_assert(v != NULL);
+    ck_assert_int_eq(count(v, "ex2.approx"), 4); /* 4 f32 lanes */
+    ck_assert_int_eq(count(v, "rcp."), 0);
+    ck_assert_int_eq(count(v, "div."), 0);
+    free(v);
+    assemble_kernel0(p, 90);
+    ptc_program_release(p);
+}
+END_TEST
+
 /* Row lengths pick the team: a thread per row for tiny rows (no shuffles),
  * part of a warp or a warp for ordinary rows, a block (bar.sync through
  * shared memory) for one long reduction. */
@@ -803,6 +825,7 @@ int main(void)
     tcase_add_test(tc, scratch_offsets_are_64_bit);
     tcase_add_test(tc, narrow_lanes_move_16_bytes_per_access);
     tcase_add_test(tc, half_lanes_are_stored_in_pairs_from_one_rounding);
+    tcase_add_test(tc, erf_takes_one_ex2_and_no_reciprocal);
     tcase_add_test(tc, calls_past_the_bound_run_the_64_bit_variant);
     tcase_add_test(tc, a_kernel_with_one_launch_to_choose_is_settled_at_its_first_run);
     tcase_add_test(tc, ptx_cache_warm_start);
