@@ -308,6 +308,28 @@ START_TEST(erf_takes_one_ex2_and_no_reciprocal)
 }
 END_TEST
 
+/* A division by a value that is the same in every lane (softmax's sum) is a
+ * multiplication by its reciprocal, as on the CPU: the IEEE division per
+ * element (div.rn.f32, a slow path and a call) made softmax issue-bound in
+ * bf16. The reciprocal itself stays IEEE. */
+START_TEST(division_by_a_row_value_is_a_multiplication)
+{
+    ptc_program *p = compile_text("# ptc ir v1\n"
+                                  "graph f(%x: f32[4096,1024] cpu) {\n"
+                                  "  %s = softmax(%x, -1) : f32[4096,1024]\n"
+                                  "  return (%s)\n"
+                                  "}\n",
+                                  90);
+    char *v = vector_entry(p);
+    ck_assert(v != NULL);
+    ck_assert_int_eq(count(v, "div.rn.f32"), 0);
+    ck_assert_int_gt(count(v, "rcp.rn.f32"), 0);
+    free(v);
+    assemble_kernel0(p, 90);
+    ptc_program_release(p);
+}
+END_TEST
+
 /* Row lengths pick the team: a thread per row for tiny rows (no shuffles),
  * part of a warp or a warp for ordinary rows, a block (bar.sync through
  * shared memory) for one long reduction. */
@@ -826,6 +848,7 @@ int main(void)
     tcase_add_test(tc, narrow_lanes_move_16_bytes_per_access);
     tcase_add_test(tc, half_lanes_are_stored_in_pairs_from_one_rounding);
     tcase_add_test(tc, erf_takes_one_ex2_and_no_reciprocal);
+    tcase_add_test(tc, division_by_a_row_value_is_a_multiplication);
     tcase_add_test(tc, calls_past_the_bound_run_the_64_bit_variant);
     tcase_add_test(tc, a_kernel_with_one_launch_to_choose_is_settled_at_its_first_run);
     tcase_add_test(tc, ptx_cache_warm_start);

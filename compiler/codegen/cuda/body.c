@@ -499,7 +499,7 @@ static LLVMValueRef status_ptr(void *ctx)
 
 const ptc_emit_target g_target = {
     .f16_as_bits = true,
-    .uniform_div_as_mul = false,
+    .uniform_div_as_mul = true,
     .ipow_as_call = false,
     .load = load,
     .half_to_storage = half_to_storage,
