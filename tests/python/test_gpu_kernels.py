@@ -57,6 +57,15 @@ def test_pointwise_vectorised(workdir, dt):
     check(workdir, "pw_" + dt, body, "%%x: %s[256,4096] cpu, %%b: %s[4096] cpu" % (dt, dt))
 
 
+@pytest.mark.parametrize("dt", ["f32", "bf16", "f16"])
+def test_gelu_vectorised(workdir, dt):
+    """erf's two polynomials in the vectorised entry, and half lanes stored in
+    pairs from the unrounded values (x + b rounded as eager rounds it)."""
+    body = ("  %%a = add(%%x, %%b) : %s[256,4096]\n  %%g = gelu(%%a) : %s[256,4096]\n"
+            "  return (%%g)" % (dt, dt))
+    check(workdir, "gelu_" + dt, body, "%%x: %s[256,4096] cpu, %%b: %s[4096] cpu" % (dt, dt))
+
+
 def test_pointwise_mixed_and_odd(workdir):
     body = ("  %hf = to(%h, f32) : f32[1000,333]\n  %s = sigmoid(%x) : f32[1000,333]\n"
             "  %m = mul(%s, %hf) : f32[1000,333]\n  %o = to(%m, bf16) : bf16[1000,333]\n"

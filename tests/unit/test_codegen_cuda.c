@@ -218,6 +218,118 @@ START_TEST(narrow_lanes_move_16_bytes_per_access)
 }
 END_TEST
 
+/* The PTX of kernel 0's vectorised entry (its name ends in _v), or NULL. */
+static char *vector_entry(const ptc_program *p)
+{
+    char *one = kernel_ptx(ptc_program_text(p, "ptx"), 0);
+    ck_assert(one != NULL);
+    const char *v = strstr(one, "_v(");
+    char *out = v ? strdup(v) : NULL;
+    free(one);
+    return out;
+}
+
+/* Assembles kernel 0's module with ptxas where it is installed. */
+static void assemble_kernel0(const ptc_program *p, int sm)
+{
+    char *one = kernel_ptx(ptc_program_text(p, "ptx"), 0);
+    assemble(one, sm);
+    free(one);
+}
+
+static ptc_program *compile_text(const char *text, int sm)
+{
+    ptc_module *m = parse(text);
+    ptc_program *p = compile_ptx(m->graphs[0], sm, true, NULL);
+    ptc_module_free(m);
+    return p;
+}
+
+/* f16 / bf16 values are stored two lanes per cvt.rn.{bf16x2,f16x2}.f32,
+ * converted from the f32 value before the cast's rounding (rounding twice is
+ * rounding once). gelu(x + b) in bf16 (x + b rounded as eager rounds it):
+ * 8 roundings and 4 packing conversions for 8 lanes, where each lane was
+ * rounded, converted again and packed with shifts (24 conversions). */
+START_TEST(half_lanes_are_stored_in_pairs_from_one_rounding)
+{
+    static const char *GELU = "# ptc ir v1\n"
+                              "graph f(%x: bf16[256,4096] cpu, %b: bf16[4096] cpu) {\n"
+                              "  %s = add(%x, %b) : bf16[256,4096]\n"
+                              "  %g = gelu(%s) : bf16[256,4096]\n"
+                              "  return (%g)\n"
+                              "}\n";
+    static const char *ADD16 = "# ptc ir v1\n"
+                               "graph f(%x: f16[65536] cpu, %y: f16[65536] cpu) {\n"
+                               "  %s = add(%x, %y) : f16[65536]\n"
+                               "  return (%s)\n"
+                               "}\n";
+    int sms[2] = {80, 90};
+    for (int i = 0; i < 2; i++) {
+        ptc_program *p = compile_text(GELU, sms[i]);
+        char *v = vector_entry(p);
+        ck_assert(v != NULL);
+        ck_assert_int_eq(count(v, "cvt.rn.bf16.f32"), 0);
+        ck_assert_int_eq(count(v, "cvt.rn.bf16x2.f32"), 8 + 4);
+        ck_assert_int_eq(count(v, "st.global.v4.u32"), 1);
+        free(v);
+        assemble_kernel0(p, sms[i]);
+        ptc_program_release(p);
+        p = compile_text(ADD16, sms[i]);
+        v = vector_entry(p);
+        ck_assert(v != NULL);
+        ck_assert_int_eq(count(v, "cvt.rn.f16.f32"), 0); /* the rounding is dead */
+        ck_assert_int_eq(count(v, "cvt.rn.f16x2.f32"), 4);
+        free(v);
+        assemble_kernel0(p, sms[i]);
+        ptc_program_release(p);
+    }
+}
+END_TEST
+
+/* f32 erf is two fitted polynomials and one ex2.approx per element, with no
+ * reciprocal: gelu's bf16 kernel was issue-bound on the old erf (a Taylor
+ * series, an erfc fit through rcp.approx and a corrected exp per element). */
+START_TEST(erf_takes_one_ex2_and_no_reciprocal)
+{
+    ptc_program *p = compile_text("# ptc ir v1\n"
+                                  "graph f(%x: f32[1048576] cpu) {\n"
+                                  "  %e = erf(%x) : f32[1048576]\n"
+                                  "  return (%e)\n"
+                                  "}\n",
+                                  90);
+    char *v = vector_entry(p);
+    ck_assert(v != NULL);
+    ck_assert_int_eq(count(v, "ex2.approx"), 4); /* 4 f32 lanes */
+    ck_assert_int_eq(count(v, "rcp."), 0);
+    ck_assert_int_eq(count(v, "div."), 0);
+    free(v);
+    assemble_kernel0(p, 90);
+    ptc_program_release(p);
+}
+END_TEST
+
+/* A division by a value that is the same in every lane (softmax's sum) is a
+ * multiplication by its reciprocal, as on the CPU: the IEEE division per
+ * element (div.rn.f32, a slow path and a call) made softmax issue-bound in
+ * bf16. The reciprocal itself stays IEEE. */
+START_TEST(division_by_a_row_value_is_a_multiplication)
+{
+    ptc_program *p = compile_text("# ptc ir v1\n"
+                                  "graph f(%x: f32[4096,1024] cpu) {\n"
+                                  "  %s = softmax(%x, -1) : f32[4096,1024]\n"
+                                  "  return (%s)\n"
+                                  "}\n",
+                                  90);
+    char *v = vector_entry(p);
+    ck_assert(v != NULL);
+    ck_assert_int_eq(count(v, "div.rn.f32"), 0);
+    ck_assert_int_gt(count(v, "rcp.rn.f32"), 0);
+    free(v);
+    assemble_kernel0(p, 90);
+    ptc_program_release(p);
+}
+END_TEST
+
 /* Row lengths pick the team: a thread per row for tiny rows (no shuffles),
  * part of a warp or a warp for ordinary rows, a block (bar.sync through
  * shared memory) for one long reduction. */
@@ -734,6 +846,9 @@ int main(void)
     tcase_add_test(tc, symbolic_kernels_index_width);
     tcase_add_test(tc, scratch_offsets_are_64_bit);
     tcase_add_test(tc, narrow_lanes_move_16_bytes_per_access);
+    tcase_add_test(tc, half_lanes_are_stored_in_pairs_from_one_rounding);
+    tcase_add_test(tc, erf_takes_one_ex2_and_no_reciprocal);
+    tcase_add_test(tc, division_by_a_row_value_is_a_multiplication);
     tcase_add_test(tc, calls_past_the_bound_run_the_64_bit_variant);
     tcase_add_test(tc, a_kernel_with_one_launch_to_choose_is_settled_at_its_first_run);
     tcase_add_test(tc, ptx_cache_warm_start);

@@ -11,10 +11,13 @@
  * a gather, which LLVM scalarises; masked loads branch around the memory
  * access, so masked-off lanes never touch memory.
  *
- * f16/bf16 values are kept in memory as i16 bits and converted with PTX cvt
- * instructions (inline assembly: LLVM 16's NVPTX has no bfloat conversions
- * and miscompiles wide half vectors); their rounding after each op is one
- * instruction where the target has it.
+ * f16/bf16 values are kept in memory as i16 bits. bf16 widens to f32 by a
+ * shift, which LLVM folds into the 32-bit words of a vector load (one
+ * instruction per lane); the other conversions are PTX cvt instructions
+ * (inline assembly: LLVM 16's NVPTX has no bfloat conversions and
+ * miscompiles wide half vectors). Their rounding after each op is one
+ * instruction where the target has it, and a store converts pairs of lanes
+ * from the unrounded values (half_to_storage).
  */
 #include "codegen/cuda/gpu.h"
 #include "codegen/llmath.h"
@@ -109,19 +112,56 @@ static LLVMValueRef half_from_storage(ptc_emitter *em, LLVMValueRef v, ptc_dtype
     (void)w;
     if (dt == PTC_F16)
         return asm_lanes(c, "cvt.f32.f16 $0, $1;", "=f,h", c->f32, v, NULL);
-    if (c->sm >= 90)
-        return asm_lanes(c, "cvt.f32.bf16 $0, $1;", "=f,h", c->f32, v, NULL);
     return ptc_ll_bf16_bits_to_f32(c->b, v);
 }
 
-/* f32 -> f16 / bf16 bits, round to nearest even. For bf16, sm_80 and later
- * convert in one instruction (cvt.rn.bf16.f32); older targets use integer
+/* The f32 value that half_round rounded to v (v itself if none). */
+static LLVMValueRef before_rounding(gcg *c, LLVMValueRef v)
+{
+    int n = c->rounded.n < ROUNDED_MAX ? c->rounded.n : ROUNDED_MAX;
+    for (int i = 0; i < n; i++)
+        if (c->rounded.e[i].rounded == v)
+            return c->rounded.e[i].exact;
+    return v;
+}
+
+static void remember_rounding(gcg *c, LLVMValueRef rounded, LLVMValueRef exact)
+{
+    int i = c->rounded.n++ % ROUNDED_MAX;
+    c->rounded.e[i].rounded = rounded;
+    c->rounded.e[i].exact = exact;
+}
+
+/* Lanes first, first + 2, ... of v (w / 2 of them). */
+static LLVMValueRef every_other_lane(gcg *c, LLVMValueRef v, int w, int first)
+{
+    LLVMValueRef idx[MAX_VEC / 2];
+    for (int i = 0; i < w / 2; i++)
+        idx[i] = LLVMConstInt(c->i32, (unsigned)(2 * i + first), 0);
+    return LLVMBuildShuffleVector(c->b, v, LLVMGetPoison(LLVMTypeOf(v)),
+                                  LLVMConstVector(idx, (unsigned)(w / 2)), "");
+}
+
+/* f32 -> f16 / bf16 bits, round to nearest even. A value half_round made is
+ * converted from the value it rounded: one rounding, not two. On sm_80 and
+ * later an even number of lanes converts two at a time, cvt.rn.bf16x2.f32
+ * (or f16x2) packing lanes 2i + 1 and 2i into the upper and lower halves of
+ * one 32-bit word (memory order), which is what a 16-byte store writes; one
+ * lane is cvt.rn.bf16.f32. Older targets convert bf16 with integer
  * arithmetic, nan quieted as ptc_f32_to_bf16 does. */
 static LLVMValueRef half_to_storage(ptc_emitter *em, LLVMValueRef v, ptc_dtype dt, int w)
 {
     gcg *c = gpu_of(em);
-    (void)w;
-    if (dt == PTC_F16)
+    bool bf = dt == PTC_BF16;
+    v = before_rounding(c, v);
+    if (c->sm >= 80 && w > 1 && w % 2 == 0 && w <= MAX_VEC) {
+        LLVMValueRef hi = every_other_lane(c, v, w, 1), lo = every_other_lane(c, v, w, 0);
+        LLVMValueRef words =
+            asm_lanes(c, bf ? "cvt.rn.bf16x2.f32 $0, $1, $2;" : "cvt.rn.f16x2.f32 $0, $1, $2;",
+                      "=r,f,f", c->i32, hi, lo);
+        return LLVMBuildBitCast(c->b, words, g_vec(c, c->i16, w), "");
+    }
+    if (!bf)
         return asm_lanes(c, "cvt.rn.f16.f32 $0, $1;", "=h,f", c->i16, v, NULL);
     if (c->sm >= 80)
         return asm_lanes(c, "cvt.rn.bf16.f32 $0, $1;", "=h,f", c->i16, v, NULL);
@@ -134,15 +174,18 @@ static LLVMValueRef half_to_storage(ptc_emitter *em, LLVMValueRef v, ptc_dtype d
 static LLVMValueRef half_round(ptc_emitter *em, LLVMValueRef v, ptc_dtype dt, int w)
 {
     gcg *c = gpu_of(em);
+    LLVMValueRef r = NULL;
     if (dt == PTC_BF16 && c->sm >= 80) {
-        LLVMValueRef r = asm_lanes(c, "cvt.rn.bf16x2.f32 $0, $1, $2;", "=r,f,f", c->i32, v,
-                                   g_const_f(c->f32, 0, w));
-        return LLVMBuildBitCast(c->b, r, g_vec(c, c->f32, w), "");
+        r = asm_lanes(c, "cvt.rn.bf16x2.f32 $0, $1, $2;", "=r,f,f", c->i32, v,
+                      g_const_f(c->f32, 0, w));
+        r = LLVMBuildBitCast(c->b, r, g_vec(c, c->f32, w), "");
+    } else if (dt == PTC_F16) {
+        r = asm_lanes(c, "{ .reg .b16 t; cvt.rn.f16.f32 t, $1; cvt.f32.f16 $0, t; }", "=f,f",
+                      c->f32, v, NULL);
     }
-    if (dt == PTC_F16)
-        return asm_lanes(c, "{ .reg .b16 t; cvt.rn.f16.f32 t, $1; cvt.f32.f16 $0, t; }", "=f,f",
-                         c->f32, v, NULL);
-    return NULL;
+    if (r)
+        remember_rounding(c, r, v);
+    return r;
 }
 
 /* ---- loads and stores ------------------------------------------------------------- */
@@ -456,7 +499,7 @@ static LLVMValueRef status_ptr(void *ctx)
 
 const ptc_emit_target g_target = {
     .f16_as_bits = true,
-    .uniform_div_as_mul = false,
+    .uniform_div_as_mul = true,
     .ipow_as_call = false,
     .load = load,
     .half_to_storage = half_to_storage,

@@ -21,6 +21,9 @@
 enum { WARP = 32, MAX_BLOCK = 1024, MAX_WARPS = MAX_BLOCK / WARP, RED_FIELDS = 5 };
 enum { RED_FIELD_BYTES = MAX_WARPS * 8, RED_MEMBER_BYTES = RED_FIELDS * RED_FIELD_BYTES };
 
+/* Lanes a thread of a vectorised form handles at most (8 bf16: 16 bytes). */
+enum { MAX_VEC = 8 };
+
 /* Where a kernel-local buffer lives. */
 enum { LOC_NONE, LOC_PRIVATE, LOC_SHARED, LOC_SCRATCH };
 
@@ -55,6 +58,19 @@ typedef struct gcache {
     } e[256];
 } gcache;
 
+/* f16/bf16 roundings emitted in this kernel: each rounded value with the f32
+ * value it came from, so that a store converts that value in one rounding
+ * (rounding twice to the same precision is rounding once) instead of
+ * converting the already rounded one again. A ring: an entry forgotten only
+ * costs a redundant conversion. */
+enum { ROUNDED_MAX = 64 };
+typedef struct grounded {
+    int n;
+    struct {
+        LLVMValueRef rounded, exact;
+    } e[ROUNDED_MAX];
+} grounded;
+
 typedef struct gcg {
     PTC_EMITTER_UNION; /* ctx, mod, b, fn, entry, s, k, W, vec_var, ix, ... (body.h) */
     const gplan *plan;
@@ -68,6 +84,7 @@ typedef struct gcg {
     bool *written;  /* per buffer id: stored to by this kernel */
     gcache *cache;  /* row mode: loads of read-only buffers, or NULL */
     int cache_j;    /* the chunk the values being emitted belong to */
+    grounded rounded;
 } gcg;
 
 /* ---- body.c ---- */

@@ -820,6 +820,7 @@ void g_emit_kernel(gcg *c, const char *name, bool vector_form)
     LLVMBasicBlockRef start = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "start");
     LLVMPositionBuilderAtEnd(c->b, start);
     c->vector_form = vector_form;
+    c->rounded.n = 0;
     c->W = vector_form ? p->vec : 1;
     c->vec_var = c->W == 1 ? -1 : p->row ? kn->nouter + p->row_ndim - 1 : kn->nouter - 1;
     for (int b = 0; b < c->s->prog->nbufs; b++)

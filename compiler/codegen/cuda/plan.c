@@ -96,8 +96,8 @@ enum {
     ROW_MAX_CHUNKS = 16,
 };
 static const double SYM_SCALES[] = {256, 4, 8192}; /* the first gives form 0 */
-/* Vectorised accesses move 16 bytes (ld.global.v4.f32), at most 8 elements. */
-enum { VEC_BYTES = 16, MAX_VEC = 8 };
+/* Vectorised accesses move 16 bytes (ld.global.v4.f32), at most MAX_VEC elements. */
+enum { VEC_BYTES = 16 };
 
 static int env_int(const char *name, int lo, int hi, int dflt)
 {
