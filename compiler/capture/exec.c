@@ -79,7 +79,6 @@ typedef struct segment_result {
     PyObject *result;
     bool intact; /* CAP_ERR before anything of the segment took effect: S can run for real */
     bool graph_raised; /* the graph raised the user's error (an index out of range, say) */
-    bool partial; /* the graph failed after writing inputs in place: nothing may run it again */
 } segment_result;
 
 static void set_grad(bool on)
@@ -150,7 +149,6 @@ static bool graph_raised_users_error(void)
 {
     return PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_Exception) &&
            !PyErr_ExceptionMatches(cap_InternalError) &&
-           !PyErr_ExceptionMatches(cap_PartialRunError) &&
            !PyErr_ExceptionMatches(cap_GraphBreakError);
 }
 
@@ -196,7 +194,6 @@ static segment_result run_entry(cap_compiled *c, cap_entry *e, cap_interp *S, Py
         cap_clock_graph_begin(k, e, vals);
     if (e->graph && run_graph(e, vals, outs) < 0) {
         r.graph_raised = graph_raised_users_error();
-        r.partial = PyErr_ExceptionMatches(cap_PartialRunError);
         goto done;
     }
     if (k)
@@ -678,14 +675,9 @@ static PyObject *drive(cap_compiled *c, cap_interp *S, PyObject *fn, PyObject *a
             valbuf_free(&b);
             return r.result;
         }
-        if (r.partial) { /* its error is the call's: the inputs it wrote stay written */
-            valbuf_free(&b);
-            return NULL;
-        }
         if (r.graph_raised) {
             /* The graph is functional: nothing of its segment took effect
-               (writes to outside objects are replayed after it; a kernel's
-               in-place write to an input is r.partial's case), while
+               (writes to outside objects are replayed after it), while
                eager made the writes before the raising op. Running the
                segment for real from its start does both in eager's order
                and raises eager's error from the user's own frame. */

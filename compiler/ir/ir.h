@@ -68,8 +68,6 @@ typedef struct ptc_error {
     char text[256];    /* user source text (for a caret), "" if none */
     bool has_node;     /* the error is about one node of a graph: */
     int node_id;       /*   its ptc_node.id */
-    bool inputs_written; /* a run failed after writing inputs of its program in place:
-                            running the graph again would write them twice */
 } ptc_error;
 
 /* Fills err (if non-NULL) and returns -1. */

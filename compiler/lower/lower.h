@@ -442,11 +442,6 @@ typedef struct ptc_schedule {
  * long chain is compiled as several kernels of bounded size, each reading
  * the previous one's output. */
 #define PTC_KERNEL_MAX_ENTRIES 256
-/* The buffers one kernel may read and write: its arguments. CUDA's launch
- * takes at most 63 (cuda_exec.c), and a node that would pass this bound
- * starts a kernel of its own (an optimizer's update of 50 parameters of one
- * row length was one kernel of 145 buffers, which failed at its launch). */
-#define PTC_KERNEL_MAX_ARGS 60
 
 typedef struct ptc_sched_opts {
     int recompute_limit;   /* max extra cost per element when inlining (default 8) */

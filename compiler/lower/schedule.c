@@ -31,8 +31,6 @@ typedef struct kb {
     int *mem;
     int step;
     int nentries; /* body entries of its members, at most PTC_KERNEL_MAX_ENTRIES */
-    int nbufs, capb;
-    int *bufs; /* the buffers its members read or write: at most PTC_KERNEL_MAX_ARGS */
 } kb;
 
 typedef struct sched {
@@ -59,64 +57,6 @@ static int add_step(sched *s, int kind, int index)
     return s->nsteps++;
 }
 
-static bool kb_has_buf(const kb *k, int buf)
-{
-    for (int i = 0; i < k->nbufs; i++)
-        if (k->bufs[i] == buf)
-            return true;
-    return false;
-}
-
-/* Calls fn on each buffer n reads or writes (repeats included). */
-static void node_bufs(const ptc_lnode *n, void (*fn)(void *ctx, int buf), void *ctx)
-{
-    for (int i = 0; i < n->body.n; i++)
-        if (n->body.e[i].op == PTC_L_LOAD)
-            fn(ctx, n->body.e[i].buf);
-    for (int j = 0; j < 2; j++)
-        if (n->out[j] >= 0)
-            fn(ctx, n->out[j]);
-}
-
-static void add_buf(void *ctx, int buf)
-{
-    kb *k = ctx;
-    if (kb_has_buf(k, buf))
-        return;
-    if (k->nbufs == k->capb) {
-        k->capb = k->capb ? k->capb * 2 : 16;
-        k->bufs = realloc(k->bufs, sizeof(int) * (size_t)k->capb);
-    }
-    k->bufs[k->nbufs++] = buf;
-}
-
-typedef struct new_bufs {
-    const kb *k;
-    int n, seen[2 * PTC_KERNEL_MAX_ARGS];
-} new_bufs;
-
-static void count_new_buf(void *ctx, int buf)
-{
-    new_bufs *c = ctx;
-    if (kb_has_buf(c->k, buf))
-        return;
-    for (int i = 0; i < c->n && i < 2 * PTC_KERNEL_MAX_ARGS; i++)
-        if (c->seen[i] == buf)
-            return;
-    if (c->n < 2 * PTC_KERNEL_MAX_ARGS)
-        c->seen[c->n] = buf;
-    c->n++;
-}
-
-/* Whether n's buffers fit in kernel k's arguments (a bound every device's
- * launch meets; buffers that end up as locals are counted too). */
-static bool args_fit(const kb *k, const ptc_lnode *n)
-{
-    new_bufs c = {.k = k};
-    node_bufs(n, count_new_buf, &c);
-    return k->nbufs + c.n <= PTC_KERNEL_MAX_ARGS;
-}
-
 static void kb_add(kb *k, int node, const ptc_lnode *n)
 {
     if (k->nmem == k->cap) {
@@ -125,7 +65,6 @@ static void kb_add(kb *k, int node, const ptc_lnode *n)
     }
     k->mem[k->nmem++] = node;
     k->nentries += n->body.n;
-    node_bufs(n, add_buf, k);
 }
 
 static double outer_product(const ptc_dim *d, int n)
@@ -284,7 +223,7 @@ static void schedule_node(sched *s, int ni)
     }
     int lo = s->nk > 8 ? s->nk - 8 : 0;
     for (int k = s->nk - 1; k >= lo; k--) {
-        if (s->ks[k].nentries + n->body.n > PTC_KERNEL_MAX_ENTRIES || !args_fit(&s->ks[k], n))
+        if (s->ks[k].nentries + n->body.n > PTC_KERNEL_MAX_ENTRIES)
             continue;
         bool vertical = reads_from_kernel(s, n, k);
         if (!vertical && !shares_loads(s, n, &s->ks[k]))
@@ -866,10 +805,8 @@ ptc_schedule *ptc_schedule_build(ptc_arena *a, ptc_lprog *p, const ptc_sched_opt
     if (s.nsteps)
         memcpy(out->steps, s.steps, sizeof *s.steps * (size_t)s.nsteps);
     out->nrefused_memory = s.nrefused_memory;
-    for (int k = 0; k < s.nk; k++) {
+    for (int k = 0; k < s.nk; k++)
         free(s.ks[k].mem);
-        free(s.ks[k].bufs);
-    }
     free(s.ks);
     free(s.steps);
     free(s.node_step);

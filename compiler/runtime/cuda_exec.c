@@ -48,7 +48,6 @@
 #include <unistd.h>
 
 enum { MAX_DEV = 16, MAX_PARAMS = 64 };
-_Static_assert(PTC_KERNEL_MAX_ARGS + 1 <= MAX_PARAMS, "the scheduler's bound on a kernel's buffers fits a launch");
 
 typedef struct ckernel {
     ptc_cuda_code code;
@@ -1350,7 +1349,6 @@ int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_ten
     if (rc == 0)
         rc = plan_arena(&r);
     int inputs_done = 0; /* ptc_mplan.input_order: the inputs let go so far */
-    int ran = 0;
     for (int t = 0; rc == 0 && t < s->nsteps; t++) {
         rc = alloc_outputs(&r, t);
         if (rc)
@@ -1360,10 +1358,8 @@ int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_ten
         else
             rc = run_extern(&r, lp->nodes[s->steps[t].index]);
         ptc_exec_kept_release_after(p, &r.kept, t);
-        if (rc == 0) {
+        if (rc == 0)
             ptc_exec_inputs_done_after(p, host, t, &inputs_done);
-            ran++;
-        }
     }
     if (rc == 0) /* every output is had, whatever the plan says */
         rc = alloc_outputs(&r, s->nsteps);
@@ -1371,8 +1367,6 @@ int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_ten
         rc = check_sync(&r, NULL, "the run failed on the device");
     if (rc == 0 && r.status && read_checks_on() && !r.capturing)
         rc = read_checks(&r);
-    if (rc)
-        ptc_exec_note_failure(p, ran, r.err);
     finish(&r, rc == 0, outputs);
     ptc_cuda_leave(pushed);
     return rc;

@@ -624,7 +624,6 @@ int ptc_exec_cpu(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tens
     const ptc_schedule *s = p->sched;
     bool timed = ptc_log_on(PTC_LOG_PERF, PTC_LOG_DEBUG);
     int inputs_done = 0; /* ptc_mplan.input_order: the inputs let go so far */
-    int ran = 0;
     for (int t = 0; rc == 0 && t < s->nsteps; t++) {
         double t0 = timed ? ptc_now_ms() : 0;
         rc = alloc_outputs(&r, t);
@@ -635,17 +634,13 @@ int ptc_exec_cpu(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tens
         else
             rc = run_extern(&r, lp->nodes[s->steps[t].index]);
         ptc_exec_kept_release_after(p, &r.kept, t);
-        if (rc == 0) {
+        if (rc == 0)
             ptc_exec_inputs_done_after(p, host, t, &inputs_done);
-            ran++;
-        }
         if (timed)
             log_step_time(&r, &s->steps[t], ptc_now_ms() - t0);
     }
     if (rc == 0) /* every output is had, whatever the plan says */
         rc = alloc_outputs(&r, s->nsteps);
-    if (rc)
-        ptc_exec_note_failure(p, ran, r.err);
     finish(&r, rc == 0, outputs);
     return rc;
 }

@@ -309,10 +309,6 @@ void ptc_exec_kept_release_after(const ptc_program *p, ptc_exec_kept *kept, int 
 /* Tells the host (ptc_host.input_done) which inputs step t was the last to
  * read; *next (0 at the start of a run) walks ptc_mplan.input_order. */
 void ptc_exec_inputs_done_after(const ptc_program *p, const ptc_host *host, int t, int *next);
-/* A run of p failed after `ran` of its steps had run: where p writes inputs
- * in place (ptc_schedule_write_in_place), err->inputs_written is set, for
- * the caller must not run the graph again (a fallback would write twice). */
-void ptc_exec_note_failure(const ptc_program *p, int ran, ptc_error *err);
 /* The tensor of view v over bufptr[v->buf] on dev. */
 ptc_tensor ptc_exec_view(const ptc_program *p, const ptc_bindings *b, void *const *bufptr,
                          const ptc_lview *v, ptc_device dev);

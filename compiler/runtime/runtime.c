@@ -57,20 +57,6 @@ int ptc_program_output_input(const ptc_program *p, int i)
     return lb->kind == PTC_LB_INPUT ? lb->input : -1;
 }
 
-static bool writes_inputs(const ptc_program *p)
-{
-    for (int i = 0; i < p->noutputs; i++)
-        if (ptc_program_output_input(p, i) >= 0)
-            return true;
-    return false;
-}
-
-void ptc_exec_note_failure(const ptc_program *p, int ran, ptc_error *err)
-{
-    if (err && ran > 0 && writes_inputs(p))
-        err->inputs_written = true;
-}
-
 const char *ptc_program_text(const ptc_program *p, const char *stage)
 {
     static const char *names[PTC_TEXT_COUNT] = {"prims", "loops", "kernels", "llvm", "ptx"};
@@ -180,7 +166,6 @@ int ptc_program_run(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_t
             cuda_accuracy(p, inputs, ninputs, outputs, rng_offset, err)) {
             for (int i = 0; i < p->noutputs; i++)
                 ptc_tensor_release(&outputs[i]);
-            ptc_exec_note_failure(p, 1, err);
             return -1;
         }
         return 0;
@@ -194,7 +179,6 @@ int ptc_program_run(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_t
         ptc_accuracy_check(p->source, inputs, ninputs, outputs, rng_offset, "cpu", err)) {
         for (int i = 0; i < p->noutputs; i++)
             ptc_tensor_release(&outputs[i]);
-        ptc_exec_note_failure(p, 1, err);
         return -1;
     }
     return 0;

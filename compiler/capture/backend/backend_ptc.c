@@ -975,27 +975,18 @@ void cap_runtime_release(void *program)
 }
 
 /* A kernel's failed check (stage "check", lower.h) is the user's error, not
- * ptc's: eager's exception, IndexError where the message says so. A run
- * that failed after writing some of its inputs in place must not run again
- * (through torch ops or eagerly: the inputs would be written twice):
- * PartialRunError says so, whatever the failure. */
+ * ptc's: eager's exception, IndexError where the message says so. */
 static void raise_run_error(const ptc_error *err)
 {
     static const char index_error[] = "IndexError: ";
-    char buf[1200];
-    ptc_error_format(err, buf, sizeof buf);
-    if (err->inputs_written) {
-        PyErr_Format(cap_PartialRunError,
-                     "ptc: the compiled graph failed after writing some of its inputs in place, "
-                     "so it cannot run again: %s", buf);
-        return;
-    }
     if (strcmp(err->stage, "check") == 0) {
         bool index = strncmp(err->msg, index_error, strlen(index_error)) == 0;
         PyErr_SetString(index ? PyExc_IndexError : PyExc_RuntimeError,
                         err->msg + (index ? strlen(index_error) : 0));
         return;
     }
+    char buf[1200];
+    ptc_error_format(err, buf, sizeof buf);
     PyErr_Format(cap_InternalError, "ptc: running the compiled graph: %s", buf);
 }
 

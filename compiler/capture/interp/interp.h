@@ -436,9 +436,6 @@ PyObject *cap_import_path(const char *path);
  * whole sentence), and a line in ptexplain's Notes (ptc._notices). */
 void cap_not_acted_on(const char *text);
 extern PyObject *cap_InternalError;
-/* public: a compiled graph failed after writing some of its inputs in place,
- * so neither a fallback nor an eager rerun may run it again */
-extern PyObject *cap_PartialRunError;
 
 /* Frames for Python functions (frames.c). */
 /* Pushes a frame running func(args) that finishes with `ret`: CAP_FRAME;
