@@ -118,13 +118,22 @@ def step(opt, closure=None, warn=False):
         return opt.step(closure)
     if getattr(opt.__dict__.get("step"), "_wrapped_by_lr_sched", False):
         opt._opt_called = True  # what the LR scheduler's wrapper of step records
-    kind = _KINDS[type(opt)]
     with torch.no_grad(), torch.autograd.profiler.record_function(
             "Optimizer.step#%s.step" % type(opt).__name__):
-        for group in opt.param_groups:
-            (_sgd_group if kind == "sgd" else _adam_group)(opt, group)
+        update_groups(opt)
         opt._optimizer_step_code()
     return None
+
+
+def update_groups(opt):
+    """ptc's compiled update of every parameter group of opt (an SGD, Adam
+    or AdamW), under no_grad, whatever unsupported() says: step() calls it
+    where unsupported() found nothing; the GPU tests call it to check the
+    update on CUDA, which step() leaves to torch."""
+    kind = _KINDS[type(opt)]
+    with torch.no_grad():
+        for group in opt.param_groups:
+            (_sgd_group if kind == "sgd" else _adam_group)(opt, group)
 
 
 def _compiled(update, flags, tensors):
