@@ -703,7 +703,8 @@ int ptc_exec_cpu(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tens
     const ptc_schedule *s = p->sched;
     bool timed = ptc_log_on(PTC_LOG_PERF, PTC_LOG_DEBUG);
     int inputs_done = 0; /* ptc_mplan.input_order: the inputs let go so far */
-    for (int t = 0; rc == 0 && t < s->nsteps; t++) {
+    int t = 0;
+    for (; rc == 0 && t < s->nsteps; t++) {
         double t0 = timed ? ptc_now_ms() : 0;
         /* max-autotune times each kernel on its own */
         const ptc_combo *combo = p->tune ? NULL : ptc_schedule_combo_at(s, t);
@@ -728,6 +729,8 @@ int ptc_exec_cpu(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tens
     }
     if (rc == 0) /* every output is had, whatever the plan says */
         rc = alloc_outputs(&r, s->nsteps);
+    if (rc)
+        ptc_exec_failed_after(p, t, err);
     finish(&r, rc == 0, outputs);
     return rc;
 }

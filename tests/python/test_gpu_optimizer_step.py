@@ -99,3 +99,24 @@ def test_compiled_sgd_update_matches_torch_on_cuda(kw):
 
 def test_compiled_adamw_update_matches_torch_on_cuda():
     run_and_compare(lambda ps: torch.optim.AdamW(ps, lr=1e-3, weight_decay=0.01, foreach=False))
+
+
+def test_a_kernel_of_many_buffers_launches(tmp_path):
+    """200 tensors each scaled by a shared one: kernels of up to 171 buffer
+    arguments (the scheduler's horizontal joins), more than the 63 the CUDA
+    launcher once took (it refused GPT-2's first SGD step, a kernel of 105)."""
+    import re
+    import ptcio
+    n = 200
+    ins = ", ".join(["%s: f32[64] cpu"] + ["%%x%d: f32[64] cpu" % i for i in range(n)])
+    body = "".join("  %%%d = prims.mul(%%x%d, %%s) : f32[64]\n" % (i, i) for i in range(n))
+    outs = ", ".join("%%%d" % i for i in range(n))
+    ptir = tmp_path / "many.ptir"
+    ptir.write_text(ptcio.ptir_on_cuda(
+        "# ptc ir v1\ngraph forward(%s) {\n%s  return (%s)\n}\n" % (ins, body, outs)))
+    r = ptcio.ptc_run("--emit=kernels", "--backend", "cuda", ptir)
+    assert r.returncode == 0, r.stderr
+    args = [len(a.split()) for a in re.findall(r"^  args ([^\n]*)$", r.stdout, re.M)]
+    assert max(args) > 64, args
+    r = ptcio.ptc_run("--backend", "cuda", "--check", ptir)
+    assert r.returncode == 0, r.stderr

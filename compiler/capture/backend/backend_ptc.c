@@ -975,7 +975,9 @@ void cap_runtime_release(void *program)
 }
 
 /* A kernel's failed check (stage "check", lower.h) is the user's error, not
- * ptc's: eager's exception, IndexError where the message says so. */
+ * ptc's: eager's exception, IndexError where the message says so. A failure
+ * after the run wrote inputs in place is ptc.PartialRunError: an internal
+ * error would fall back to eager, which would redo those writes. */
 static void raise_run_error(const ptc_error *err)
 {
     static const char index_error[] = "IndexError: ";
@@ -987,6 +989,14 @@ static void raise_run_error(const ptc_error *err)
     }
     char buf[1200];
     ptc_error_format(err, buf, sizeof buf);
+    if (strcmp(err->stage, PTC_STAGE_INPUTS_WRITTEN) == 0) { /* not rerun eagerly */
+        PyErr_Format(cap_PartialRunError,
+                     "ptc: the compiled graph failed after writing some of its inputs in "
+                     "place, which now hold part of the new values (running it again "
+                     "through torch ops would apply those writes twice): %s",
+                     buf);
+        return;
+    }
     PyErr_Format(cap_InternalError, "ptc: running the compiled graph: %s", buf);
 }
 
