@@ -709,11 +709,13 @@ static bool step_writes_input(const ptc_program *p, int t)
 
 void ptc_exec_failed_after(const ptc_program *p, int t, ptc_error *err)
 {
-    if (!err || strcmp(err->stage, "check") == 0)
+    if (!err)
         return;
+    bool check = strcmp(err->stage, "check") == 0;
     for (int u = 0; u < t && u < p->sched->nsteps; u++)
         if (step_writes_input(p, u)) {
-            snprintf(err->stage, sizeof err->stage, "%s", PTC_STAGE_INPUTS_WRITTEN);
+            snprintf(err->stage, sizeof err->stage, "%s",
+                     check ? PTC_STAGE_CHECK_INPUTS_WRITTEN : PTC_STAGE_INPUTS_WRITTEN);
             return;
         }
 }

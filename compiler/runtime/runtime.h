@@ -139,6 +139,8 @@ int ptc_program_output_input(const ptc_program *p, int i);
  * place: the inputs hold part of the new values, so the graph must not be
  * run again from them (a fallback to eager would apply an update twice). */
 #define PTC_STAGE_INPUTS_WRITTEN "inputs written"
+/* A kernel's failed check (the user's error, lower.h) after such a write. */
+#define PTC_STAGE_CHECK_INPUTS_WRITTEN "check, inputs written"
 
 /* The printed form of a stage of the compile ("prims", "loops", "kernels",
  * "llvm" (CPU), "ptx" (CUDA)), kept when opts->keep_text was set; NULL otherwise. */

@@ -336,3 +336,18 @@ def test_a_run_that_fails_after_writing_inputs_in_place_is_not_run_again():
                        env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["raised", "2.0", "True"], (r.stdout, r.stderr)
+
+
+def test_an_index_error_after_an_in_place_write_leaves_eagers_state():
+    """x.mul_(2), then y[idx] with an index out of bounds: eager doubles x
+    once and raises IndexError. ptc's first kernel writes x in place and the
+    next one's check fails; running the segment again eagerly (to raise
+    eager's error) doubled x a second time. Now eager's IndexError comes
+    from the run itself and x is doubled once."""
+    def f(x, y, idx):
+        x.mul_(2)
+        return (y[idx] * 3).sum()
+    x, y, idx = torch.ones(64, 32), torch.randn(100), torch.tensor([1, 500])
+    with pytest.raises(IndexError, match="index 500 is out of bounds"):
+        ptc.compile(f)(x, y, idx)
+    assert torch.equal(x, torch.full((64, 32), 2.0))
