@@ -148,7 +148,7 @@ static int run_graph(cap_entry *e, PyObject **vals, PyObject **outs)
 static bool graph_raised_users_error(void)
 {
     return PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_Exception) &&
-           !PyErr_ExceptionMatches(cap_InternalError) &&
+           !PyErr_ExceptionMatches(cap_InternalError) && !cap_is_partial_run() &&
            !PyErr_ExceptionMatches(cap_GraphBreakError);
 }
 
@@ -689,7 +689,8 @@ static PyObject *drive(cap_compiled *c, cap_interp *S, PyObject *fn, PyObject *a
             /* Until the first segment finished nothing of the call ran for
                real; a segment that failed before taking effect leaves S as
                it was: either way the call can go on eagerly. */
-            bool redo = (first || r.intact) && recoverable(c, S->base->code->qualname_s);
+            bool redo = !cap_is_partial_run() && (first || r.intact) &&
+                        recoverable(c, S->base->code->qualname_s);
             valbuf_free(&b);
             return redo ? run_eagerly(S, first, fn, args, kwargs, k != NULL) : NULL;
         }

@@ -3,8 +3,9 @@
  * ptc_schedule_verify replays the steps in order: every load of a kernel must
  * read an input or a buffer some earlier step (or an earlier member of the
  * same kernel) wrote, every index must use only its group's variables, every
- * node must be in exactly one step, and a static memory plan must keep live
- * buffers apart. A failure is an internal error naming the kernel.
+ * node must be in exactly one step, a static memory plan must keep live
+ * buffers apart, and the kernels of a horizontal combination must be
+ * independent (combo.c). A failure is an internal error naming the kernel.
  */
 #include "lower/lower_int.h"
 
@@ -122,6 +123,8 @@ int ptc_schedule_verify(const ptc_schedule *s, ptc_error *err)
     if (rc == 0 && s->plan.is_static)
         rc = ptc_mplan_check(s->plan.nbufs, s->plan.nbytes, s->plan.first, s->plan.last,
                              s->plan.in_arena, s->plan.offset, s->plan.arena_bytes, err);
+    if (rc == 0)
+        rc = ptc_combo_verify(s, err);
     free(written);
     free(done);
     return rc;

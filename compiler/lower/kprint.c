@@ -3,7 +3,9 @@
  * kernels.txt lists the steps in order. Each kernel starts with
  * "kernel <n> <name>:" and lists its outer loop, its groups and their
  * members; member lines end with the stage-1 provenance. Externs are
- * "extern <n> <op>:" blocks. The memory plan closes the file.
+ * "extern <n> <op>:" blocks. A "combo <i>: ..." line before a step opens a
+ * horizontal combination (combo.c) and lists its kernels. The memory plan
+ * closes the file.
  *
  * The cache key of a kernel is the same text with buffers named by argument
  * position and without provenance: two kernels with equal keys compile to the
@@ -228,8 +230,14 @@ void ptc_schedule_print(ptc_buf *b, const ptc_schedule *s)
         ncl += s->prog->bufs[i]->permuted && !s->prog->bufs[i]->removed;
     if (ncl)
         ptc_buf_printf(b, "# layout: %d buffers stored channels-last (NHWC)\n", ncl);
+    if (s->ncombos)
+        ptc_buf_printf(b, "# %d horizontal combinations (combo lines: kernels run as one)\n",
+                       s->ncombos);
     int nx = 0;
     for (int t = 0; t < s->nsteps; t++) {
+        const ptc_combo *c = ptc_schedule_combo_at(s, t);
+        if (c)
+            ptc_combo_print(b, s, c);
         if (s->steps[t].kind == PTC_STEP_KERNEL)
             ptc_kernel_print(b, s, s->kernels[s->steps[t].index]);
         else

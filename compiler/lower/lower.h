@@ -423,12 +423,20 @@ typedef struct ptc_mplan {
     int64_t arena_bytes;
 } ptc_mplan;
 
+/* A horizontal combination (combo.c): steps first..first+n-1, kernels that
+ * touch no buffer another of them writes, run together. */
+typedef struct ptc_combo {
+    int first, n;
+} ptc_combo;
+
 typedef struct ptc_schedule {
     const ptc_lprog *prog;
     int nkernels;
     ptc_kernel **kernels;
     int nsteps;
     ptc_step *steps;
+    int ncombos; /* ptc_schedule_combine's, in step order; 0 until it ran */
+    ptc_combo *combos;
     ptc_mplan plan;
     bool *is_local; /* per buffer */
     /* decisions, for the kernels stage and tests */
@@ -461,6 +469,18 @@ ptc_schedule *ptc_schedule_build(ptc_arena *a, ptc_lprog *p, const ptc_sched_opt
  * reads each element before writing it, the output's buffer is merged into
  * the input's (inplace.c) and true returned; false leaves s as it was. */
 bool ptc_schedule_write_in_place(ptc_schedule *s, int output, int input);
+/* The most kernels one horizontal combination holds. */
+#define PTC_COMBO_MAX_KERNELS 64
+
+/* Groups runs of consecutive independent kernels into combinations that the
+ * CPU runtime runs as one parallel region (combo.c); call after the in-place
+ * writes are settled. Returns the number of combinations. */
+int ptc_schedule_combine(ptc_schedule *s);
+/* The combination that starts at step `step`, or NULL. */
+const ptc_combo *ptc_schedule_combo_at(const ptc_schedule *s, int step);
+int ptc_combo_verify(const ptc_schedule *s, ptc_error *err);
+/* "combo <i>: <n> kernels, one parallel region: <kernel ids>" (kernels.txt). */
+void ptc_combo_print(ptc_buf *b, const ptc_schedule *s, const ptc_combo *c);
 /* Checks kernels (variables in range, members legal in their group, every
  * read after its write) and the memory plan. */
 int ptc_schedule_verify(const ptc_schedule *s, ptc_error *err);

@@ -170,6 +170,10 @@ static int stage_kernels(pipe_t *s)
     p->sched = ptc_schedule_build(p->arena, p->prog, &so, s->err);
     if (!p->sched || write_outputs_in_place(s) < 0)
         return -1;
+    /* the CPU runs independent kernels in one parallel region; CUDA launches each */
+    if (p->backend == PTC_BACKEND_CPU && ptc_schedule_combine(p->sched) &&
+        ptc_schedule_verify(p->sched, s->err))
+        return -1;
     stage_done(s, "kernels", t0);
     int nx = 0;
     for (int i = 0; i < p->sched->nsteps; i++)
@@ -179,6 +183,7 @@ static int stage_kernels(pipe_t *s)
     p->info.arena_bytes = p->sched->plan.is_static ? (size_t)p->sched->plan.arena_bytes : 0;
     /* not "kernels": a count of that name would add to the stage's time */
     ptc_metrics_add(&s->m, "kernel_count", p->sched->nkernels, false);
+    ptc_metrics_add(&s->m, "kernel_combos", p->sched->ncombos, false);
     ptc_metrics_add(&s->m, "externs", nx, false);
     ptc_metrics_add(&s->m, "inlined", p->sched->ninlined, false);
     ptc_metrics_add(&s->m, "fusions_refused",

@@ -47,7 +47,9 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { MAX_DEV = 16, MAX_PARAMS = 64 };
+/* A launch's parameters: 4 KB of kernel parameter space (CUDA's limit
+ * before 12.1 and on every device), 8 bytes each. */
+enum { MAX_DEV = 16, MAX_PARAMS = 4096 / 8 };
 
 typedef struct ckernel {
     ptc_cuda_code code;
@@ -431,6 +433,19 @@ static int generate_wide_variants(ptc_cuda_prog *cp, const ptc_schedule *s,
     return rc;
 }
 
+/* A launch's parameters: buffers, scratch, rng offset, sizes, [status record]. */
+static int launch_params(const ptc_kernel *k)
+{
+    return k->nargs + 2 + k->nparams + ptc_kernel_has_checks(k);
+}
+
+static int too_many_params(const ptc_kernel *k, ptc_error *err)
+{
+    return ptc_errorf(err, PTC_ERR_UNSUPPORTED, "runtime",
+                      "kernel %d %s takes %d parameters, more than the %d of a CUDA launch",
+                      k->id, k->name, launch_params(k), MAX_PARAMS);
+}
+
 int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, char **texts,
                      ptc_error *err)
 {
@@ -457,6 +472,9 @@ int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, 
             err, PTC_ERR_UNSUPPORTED, "codegen",
             "CUDA compute capability %d.%d is not supported (sm_70 .. sm_90 and newer)",
             cp->target.sm / 10, cp->target.sm % 10);
+    for (int k = 0; k < cp->nk; k++) /* fail here, before a run writes anything */
+        if (launch_params(p->sched->kernels[k]) > MAX_PARAMS)
+            return too_many_params(p->sched->kernels[k], err);
     int *pending = calloc((size_t)cp->nk + 1, sizeof *pending);
     if (!pending)
         return ptc_errorf(err, PTC_ERR_INTERNAL, "runtime", "out of memory listing the CUDA kernels");
@@ -1021,11 +1039,9 @@ static int launch(crun *r, int ki, int f, bool vec)
         return 0;
     CUdeviceptr ptrs[MAX_PARAMS];
     int64_t ints[MAX_PARAMS];
-    void *params[2 * MAX_PARAMS];
-    if (k->nargs + 1 > MAX_PARAMS || k->nparams + 2 > MAX_PARAMS)
-        return ptc_errorf(r->err, PTC_ERR_UNSUPPORTED, "runtime",
-                          "kernel %d %s has more than %d arguments", k->id, k->name,
-                          MAX_PARAMS - 1);
+    void *params[MAX_PARAMS];
+    if (launch_params(k) > MAX_PARAMS) /* ptc_cuda_prepare refused it */
+        return too_many_params(k, r->err);
     int np = 0;
     for (int a = 0; a < k->nargs; a++) {
         ptrs[a] = (CUdeviceptr)(uintptr_t)r->bufptr[k->args[a]];
@@ -1349,7 +1365,8 @@ int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_ten
     if (rc == 0)
         rc = plan_arena(&r);
     int inputs_done = 0; /* ptc_mplan.input_order: the inputs let go so far */
-    for (int t = 0; rc == 0 && t < s->nsteps; t++) {
+    int t = 0;
+    for (; rc == 0 && t < s->nsteps; t++) {
         rc = alloc_outputs(&r, t);
         if (rc)
             break;
@@ -1367,6 +1384,8 @@ int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_ten
         rc = check_sync(&r, NULL, "the run failed on the device");
     if (rc == 0 && r.status && read_checks_on() && !r.capturing)
         rc = read_checks(&r);
+    if (rc)
+        ptc_exec_failed_after(p, t, err);
     finish(&r, rc == 0, outputs);
     ptc_cuda_leave(pushed);
     return rc;

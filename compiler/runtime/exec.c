@@ -5,7 +5,8 @@
  * allocates the outputs (through the host when there is one, so they belong
  * to the user) and the arena of temporaries (planned at compile time, or for
  * the run's sizes when they are symbolic: ptc_exec_arena_layout), then runs
- * the steps in order. Kernels get the run's sizes as parameters.
+ * the steps in order. Kernels get the run's sizes as parameters; the kernels
+ * of a horizontal combination (lower/combo.c) share one parallel region.
  * A kernel's parallel range is split into one contiguous chunk per OpenMP
  * thread; small kernels run on the calling thread, because waking a team
  * costs more than they do. Externs go to the host's kernels when it has them
@@ -213,6 +214,46 @@ typedef struct split_call {
     int64_t *params;
 } split_call;
 
+/* Chunk i of a table of kernel calls: call m (prefix[m] <= i < prefix[m + 1])
+ * and its share of that call's outer range. */
+static void run_chunk(const split_call *calls, const int64_t *prefix, int n, int64_t i)
+{
+    int lo = 0, hi = n - 1;
+    while (lo < hi) { /* the last call whose chunks start at or before i */
+        int mid = (lo + hi + 1) / 2;
+        if (prefix[mid] <= i)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    const split_call *c = &calls[lo];
+    int64_t nchunk = prefix[lo + 1] - prefix[lo], j = i - prefix[lo];
+    int64_t from = c->P * j / nchunk, to = c->P * (j + 1) / nchunk;
+    if (from < to)
+        c->ck->fn(from, to, c->bufs, c->params);
+}
+
+/* The prefix[n] chunks of n calls, handed out in order to nt threads (the
+ * calling thread alone when nt <= 1). */
+static void run_chunks(const split_call *calls, const int64_t *prefix, int n, int nt)
+{
+    int64_t nchunk = prefix[n], next = 0;
+    if (nt <= 1 || nchunk < 2) {
+        for (int64_t i = 0; i < nchunk; i++)
+            run_chunk(calls, prefix, n, i);
+        return;
+    }
+#pragma omp parallel num_threads(nt) shared(next)
+    for (;;) {
+        int64_t i;
+#pragma omp atomic capture
+        i = next++;
+        if (i >= nchunk)
+            break;
+        run_chunk(calls, prefix, n, i);
+    }
+}
+
 /* Runs a kernel's P outer iterations on split.a threads in split.b chunks. */
 static void run_split(const split_call *c, const ptc_tune_choice *split)
 {
@@ -222,20 +263,9 @@ static void run_split(const split_call *c, const ptc_tune_choice *split)
         return;
     }
     int nt = split->a > P ? (int)P : split->a;
-    int64_t nchunk = split->b < nt ? nt : split->b, next = 0;
-    if (nchunk > P)
-        nchunk = P;
-#pragma omp parallel num_threads(nt) shared(next)
-    for (;;) {
-        int64_t i;
-#pragma omp atomic capture
-        i = next++;
-        if (i >= nchunk)
-            break;
-        int64_t lo = P * i / nchunk, hi = P * (i + 1) / nchunk;
-        if (lo < hi)
-            c->ck->fn(lo, hi, c->bufs, c->params);
-    }
+    int64_t nchunk = split->b < nt ? nt : split->b;
+    int64_t prefix[2] = {0, nchunk > P ? P : nchunk};
+    run_chunks(c, prefix, 1, nt);
 }
 
 static double time_split(void *ctx, const ptc_tune_choice *split)
@@ -402,18 +432,17 @@ static void tuned_form(run *r, int ki, const split_call *call, int64_t work, ptc
     keep_form(tune, &f, won, code);
 }
 
-static int run_kernel_code(run *r, const ptc_kernel *k, const ptc_cpu_kernel *ck)
+/* Fills call (its bufs and params arrays given: k->nargs and k->nparams + 2
+ * entries) for kernel k's run; returns its work in element-iterations. */
+static int64_t bind_call(run *r, const ptc_kernel *k, const ptc_cpu_kernel *ck, split_call *call)
 {
-    int64_t params[2 + 64];
-    int64_t *pp = k->nparams < 64 ? params : malloc(sizeof(int64_t) * (size_t)(k->nparams + 2));
+    int64_t *pp = call->params;
     pp[0] = (int64_t)r->rng_offset;
     for (int i = 0; i < k->nparams; i++)
         pp[1 + i] = eval(r, k->params[i]);
     pp[1 + k->nparams] = (int64_t)(intptr_t)&r->status;
-    void *bufs_stack[32];
-    void **bufs = k->nargs <= 32 ? bufs_stack : malloc(sizeof(void *) * (size_t)k->nargs);
     for (int i = 0; i < k->nargs; i++)
-        bufs[i] = r->bufptr[k->args[i]];
+        call->bufs[i] = r->bufptr[k->args[i]];
     int64_t P = 1, work = 1;
     for (int d = 0; d < k->nouter; d++) {
         int64_t e = eval(r, k->outer[d]);
@@ -430,10 +459,21 @@ static int run_kernel_code(run *r, const ptc_kernel *k, const ptc_cpu_kernel *ck
             w *= eval(r, k->groups[g].red[d]);
         inner = w > inner ? w : inner;
     }
-    work *= inner;
+    call->ck = ck;
+    call->P = P;
+    return work * inner;
+}
+
+static int run_kernel_code(run *r, const ptc_kernel *k, const ptc_cpu_kernel *ck)
+{
+    int64_t params[2 + 64];
+    void *bufs_stack[32];
+    split_call call = {
+        .params = k->nparams < 64 ? params : malloc(sizeof(int64_t) * (size_t)(k->nparams + 2)),
+        .bufs = k->nargs <= 32 ? bufs_stack : malloc(sizeof(void *) * (size_t)k->nargs)};
+    int64_t work = bind_call(r, k, ck, &call), P = call.P;
     int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
     ptc_tune_choice split = default_split(P, work, nt);
-    split_call call = {ck, P, bufs, pp};
     int ki = (int)(ck - r->p->kernels);
     /* Timing the forms ran the kernel, the last form's code last: it runs
      * again in the winner's (split tuning included), so this call's results
@@ -444,11 +484,56 @@ static int run_kernel_code(run *r, const ptc_kernel *k, const ptc_cpu_kernel *ck
         run_tuned(r, ki, &call, work, nt, split);
     else if (P > 0)
         run_split(&call, &split);
-    if (pp != params)
-        free(pp);
-    if (bufs != bufs_stack)
-        free(bufs);
+    if (call.params != params)
+        free(call.params);
+    if (call.bufs != bufs_stack)
+        free(call.bufs);
     return r->status.code ? ptc_check_fail(&r->status, r->err) : 0;
+}
+
+/* ---- horizontal combinations (lower/combo.c) ----------------------------------------- */
+
+/* The kernels of combination c, in one parallel region whose threads take
+ * chunks of every member in turn (each chunk a share of one member's outer
+ * range, about SERIAL_WORK / 4 element-iterations); on the calling thread,
+ * member by member, when all of them together are small. Each element is
+ * computed by the same code as in the member's own run: results are equal
+ * bit for bit. */
+static int run_combo(run *r, const ptc_combo *c)
+{
+    const ptc_schedule *s = r->p->sched;
+    split_call *calls = calloc((size_t)c->n, sizeof *calls);
+    int64_t *prefix = calloc((size_t)c->n + 1, sizeof *prefix), total = 0;
+    int rc = 0;
+    bool wrong[PTC_COMBO_MAX_KERNELS] = {false};
+    for (int i = 0; i < c->n && rc == 0; i++) {
+        const ptc_step *st = &s->steps[c->first + i];
+        const ptc_kernel *k = s->kernels[st->index];
+        ptc_inject_kind ik = ptc_kernel_inject(s, k, "runtime", r->err);
+        rc = ik == PTC_INJECT_ERROR ? -1 : 0;
+        wrong[i] = ik == PTC_INJECT_WRONG;
+        calls[i].params = malloc(sizeof(int64_t) * (size_t)(k->nparams + 2));
+        calls[i].bufs = malloc(sizeof(void *) * (size_t)(k->nargs + 1));
+        int64_t work = bind_call(r, k, &r->p->kernels[st->index], &calls[i]);
+        int64_t chunks = calls[i].P > 0 ? work / (SERIAL_WORK / 4) : 0;
+        chunks = chunks < 1 ? (calls[i].P > 0) : chunks > calls[i].P ? calls[i].P : chunks;
+        prefix[i + 1] = prefix[i] + chunks;
+        total += work;
+    }
+    int nt = omp_in_parallel() || total < SERIAL_WORK ? 1 : omp_get_max_threads();
+    if (rc == 0)
+        run_chunks(calls, prefix, c->n, nt);
+    for (int i = 0; i < c->n; i++) {
+        const ptc_kernel *k = s->kernels[s->steps[c->first + i].index];
+        for (int g = 0; rc == 0 && wrong[i] && g < k->ngroups; g++)
+            for (int m = 0; m < k->groups[g].nmembers; m++)
+                perturb_outputs(r, r->p->prog->nodes[k->groups[g].members[m].node]);
+        free(calls[i].params);
+        free(calls[i].bufs);
+    }
+    free(calls);
+    free(prefix);
+    return rc;
 }
 
 /* ---- max-autotune's matmul implementations ---------------------------------------- */
@@ -567,8 +652,14 @@ static int run_extern_code(run *r, const ptc_lnode *n)
 
 /* PTC_LOGS=+perf: one line per step with its run time, what it is and the
  * graph nodes it came from, for finding the hot kernels of a program. */
-static void log_step_time(run *r, const ptc_step *st, double ms)
+/* The time of step st, or of the combination of n kernels it ends. */
+static void log_step_time(run *r, const ptc_step *st, int n, double ms)
 {
+    if (n > 1) {
+        ptc_log(PTC_LOG_PERF, PTC_LOG_DEBUG, "run %.3f ms combo of %d kernels ending with %s", ms,
+                n, r->p->sched->kernels[st->index]->name);
+        return;
+    }
     if (st->kind == PTC_STEP_EXTERN) {
         const ptc_lnode *n = r->p->prog->nodes[st->index];
         ptc_log(PTC_LOG_PERF, PTC_LOG_DEBUG, "run %.3f ms extern %s", ms,
@@ -624,23 +715,34 @@ int ptc_exec_cpu(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tens
     const ptc_schedule *s = p->sched;
     bool timed = ptc_log_on(PTC_LOG_PERF, PTC_LOG_DEBUG);
     int inputs_done = 0; /* ptc_mplan.input_order: the inputs let go so far */
-    for (int t = 0; rc == 0 && t < s->nsteps; t++) {
+    int t = 0;
+    for (; rc == 0 && t < s->nsteps; t++) {
         double t0 = timed ? ptc_now_ms() : 0;
-        rc = alloc_outputs(&r, t);
+        /* max-autotune times each kernel on its own */
+        const ptc_combo *combo = p->tune ? NULL : ptc_schedule_combo_at(s, t);
+        int last = combo ? t + combo->n - 1 : t;
+        rc = alloc_outputs(&r, last);
         if (rc)
             break;
-        if (s->steps[t].kind == PTC_STEP_KERNEL)
+        if (combo)
+            rc = run_combo(&r, combo);
+        else if (s->steps[t].kind == PTC_STEP_KERNEL)
             rc = run_kernel(&r, s->kernels[s->steps[t].index], &p->kernels[s->steps[t].index]);
         else
             rc = run_extern(&r, lp->nodes[s->steps[t].index]);
-        ptc_exec_kept_release_after(p, &r.kept, t);
-        if (rc == 0)
-            ptc_exec_inputs_done_after(p, host, t, &inputs_done);
+        for (; t <= last; t++) {
+            ptc_exec_kept_release_after(p, &r.kept, t);
+            if (rc == 0)
+                ptc_exec_inputs_done_after(p, host, t, &inputs_done);
+        }
+        t = last;
         if (timed)
-            log_step_time(&r, &s->steps[t], ptc_now_ms() - t0);
+            log_step_time(&r, &s->steps[t], combo ? combo->n : 1, ptc_now_ms() - t0);
     }
     if (rc == 0) /* every output is had, whatever the plan says */
         rc = alloc_outputs(&r, s->nsteps);
+    if (rc)
+        ptc_exec_failed_after(p, t, err);
     finish(&r, rc == 0, outputs);
     return rc;
 }

@@ -690,6 +690,36 @@ void ptc_exec_inputs_done_after(const ptc_program *p, const ptc_host *host, int 
         host->input_done(host->ctx, mp->input_order[*next]);
 }
 
+/* Does step t store into a graph input (an output merged into it)? */
+static bool step_writes_input(const ptc_program *p, int t)
+{
+    const ptc_schedule *s = p->sched;
+    if (s->steps[t].kind != PTC_STEP_KERNEL)
+        return false;
+    const ptc_kernel *k = s->kernels[s->steps[t].index];
+    for (int g = 0; g < k->ngroups; g++)
+        for (int m = 0; m < k->groups[g].nmembers; m++) {
+            const ptc_lnode *n = p->prog->nodes[k->groups[g].members[m].node];
+            for (int o = 0; o < 2; o++)
+                if (n->out[o] >= 0 && p->prog->bufs[n->out[o]]->kind == PTC_LB_INPUT)
+                    return true;
+        }
+    return false;
+}
+
+void ptc_exec_failed_after(const ptc_program *p, int t, ptc_error *err)
+{
+    if (!err)
+        return;
+    bool check = strcmp(err->stage, "check") == 0;
+    for (int u = 0; u < t && u < p->sched->nsteps; u++)
+        if (step_writes_input(p, u)) {
+            snprintf(err->stage, sizeof err->stage, "%s",
+                     check ? PTC_STAGE_CHECK_INPUTS_WRITTEN : PTC_STAGE_INPUTS_WRITTEN);
+            return;
+        }
+}
+
 void ptc_exec_kept_release_after(const ptc_program *p, ptc_exec_kept *kept, int t)
 {
     const ptc_mplan *mp = &p->sched->plan;

@@ -145,6 +145,13 @@ void ptc_program_get_info(const ptc_program *p, ptc_program_info *info);
 /* The graph input whose memory output i is written into (the run hands that
  * input back as output i; ptc_compile_opts.output_inputs), or -1. */
 int ptc_program_output_input(const ptc_program *p, int i);
+/* The stage of a run's error once a kernel had written a graph input in
+ * place: the inputs hold part of the new values, so the graph must not be
+ * run again from them (a fallback to eager would apply an update twice). */
+#define PTC_STAGE_INPUTS_WRITTEN "inputs written"
+/* A kernel's failed check (the user's error, lower.h) after such a write. */
+#define PTC_STAGE_CHECK_INPUTS_WRITTEN "check, inputs written"
+
 /* The printed form of a stage of the compile ("prims", "loops", "kernels",
  * "llvm" (CPU), "ptx" (CUDA)), kept when opts->keep_text was set; NULL otherwise. */
 const char *ptc_program_text(const ptc_program *p, const char *stage);

@@ -23,10 +23,11 @@ from ._module import OptimizedModule, wrap_module
 
 __all__ = ["compile", "reset", "disable", "set_stance", "config", "explain", "Graph", "GraphBreakError",
            "ExplainOutput", "break_codes", "mark_dynamic", "mark_static", "maybe_mark_dynamic",
-           "export", "load", "ExportedProgram", "ExportError", "Dim"]
+           "export", "load", "ExportedProgram", "ExportError", "Dim", "PartialRunError"]
 __version__ = _C.PTC_VERSION
 
 GraphBreakError = _C.GraphBreakError
+PartialRunError = _C.PartialRunError
 
 _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 # reduce-overhead records CUDA graphs (_cudagraphs.py; on the CPU a notice at

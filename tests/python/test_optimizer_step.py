@@ -306,3 +306,48 @@ def test_parameters_off_the_cpu_keep_torchs_step():
     q = torch.nn.Parameter(torch.zeros(4))
     q.grad = torch.ones(4)
     assert _optim.unsupported(torch.optim.SGD([q], lr=0.1, momentum=0.9)) is None
+
+
+PARTIAL_RUN = """
+import torch, ptc
+def f(x, y):
+    x.mul_(2)                             # a kernel writes x itself (in place)
+    return (y.exp() * 2).sum(1).sum()     # a later kernel fails (PTC_INJECT)
+x, y = torch.ones(64, 32), torch.randn(16, 300)
+try:
+    ptc.compile(f)(x, y)
+    print("ran", x[0, 0].item())
+except ptc.PartialRunError as e:
+    print("raised", x[0, 0].item(), "in place" in str(e))
+"""
+
+
+def test_a_run_that_fails_after_writing_inputs_in_place_is_not_run_again():
+    """x.mul_(2) is written into x by the program's first kernel; the next
+    kernel fails. Falling back to eager then doubled x again (x == 4): on an
+    H100 the first SGD step of GPT-2 failed so (a launch of more than 63
+    parameters) after two kernels had updated wte and wpe, which the eager
+    fallback updated once more. The failure is ptc.PartialRunError now, and
+    x was written once."""
+    import subprocess
+    import sys
+    env = dict(os.environ, PTC_INJECT="runtime:prims.exp:error")
+    r = subprocess.run([sys.executable, "-c", PARTIAL_RUN], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["raised", "2.0", "True"], (r.stdout, r.stderr)
+
+
+def test_an_index_error_after_an_in_place_write_leaves_eagers_state():
+    """x.mul_(2), then y[idx] with an index out of bounds: eager doubles x
+    once and raises IndexError. ptc's first kernel writes x in place and the
+    next one's check fails; running the segment again eagerly (to raise
+    eager's error) doubled x a second time. Now eager's IndexError comes
+    from the run itself and x is doubled once."""
+    def f(x, y, idx):
+        x.mul_(2)
+        return (y[idx] * 3).sum()
+    x, y, idx = torch.ones(64, 32), torch.randn(100), torch.tensor([1, 500])
+    with pytest.raises(IndexError, match="index 500 is out of bounds"):
+        ptc.compile(f)(x, y, idx)
+    assert torch.equal(x, torch.full((64, 32), 2.0))

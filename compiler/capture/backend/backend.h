@@ -16,6 +16,11 @@
  * *fell_back (malloc'd, NULL if none): the failure of a compiling backend
  * after which the graph ran through torch ops instead; the caller reports it. */
 int cap_entry_run_graph(cap_entry *e, PyObject **vals, PyObject **outputs, char **fell_back);
+/* A run that failed after writing graph inputs in place must not run again
+ * (eagerly: the writes would repeat): the pending error is ptc.PartialRunError,
+ * or the user's own (a failed check) marked by cap_mark_partial_run. */
+void cap_mark_partial_run(void);
+bool cap_is_partial_run(void);
 /* Preparing, running and freeing an entry's backend. */
 int cap_backend_prepare(cap_entry *e, const cap_options *opts, ptc_error *err);
 void cap_backend_free(cap_entry *e);

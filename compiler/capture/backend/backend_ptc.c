@@ -974,19 +974,57 @@ void cap_runtime_release(void *program)
     free(cp);
 }
 
+void cap_mark_partial_run(void)
+{
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    PyErr_NormalizeException(&t, &v, &tb);
+    if (v && PyObject_SetAttrString(v, "_ptc_partial_run", Py_True) < 0)
+        PyErr_Clear();
+    PyErr_Restore(t, v, tb);
+}
+
+bool cap_is_partial_run(void)
+{
+    if (!PyErr_Occurred())
+        return false;
+    if (PyErr_ExceptionMatches(cap_PartialRunError))
+        return true;
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    PyErr_NormalizeException(&t, &v, &tb);
+    bool marked = v && PyObject_HasAttrString(v, "_ptc_partial_run");
+    PyErr_Restore(t, v, tb);
+    return marked;
+}
+
 /* A kernel's failed check (stage "check", lower.h) is the user's error, not
- * ptc's: eager's exception, IndexError where the message says so. */
+ * ptc's: eager's exception, IndexError where the message says so. A failure
+ * after the run wrote inputs in place is ptc.PartialRunError: an internal
+ * error would fall back to eager, which would redo those writes; a check
+ * failing then keeps eager's exception, marked not to be rerun. */
 static void raise_run_error(const ptc_error *err)
 {
     static const char index_error[] = "IndexError: ";
-    if (strcmp(err->stage, "check") == 0) {
+    bool written = strcmp(err->stage, PTC_STAGE_CHECK_INPUTS_WRITTEN) == 0;
+    if (strcmp(err->stage, "check") == 0 || written) {
         bool index = strncmp(err->msg, index_error, strlen(index_error)) == 0;
         PyErr_SetString(index ? PyExc_IndexError : PyExc_RuntimeError,
                         err->msg + (index ? strlen(index_error) : 0));
+        if (written)
+            cap_mark_partial_run();
         return;
     }
     char buf[1200];
     ptc_error_format(err, buf, sizeof buf);
+    if (strcmp(err->stage, PTC_STAGE_INPUTS_WRITTEN) == 0) { /* not rerun eagerly */
+        PyErr_Format(cap_PartialRunError,
+                     "ptc: the compiled graph failed after writing some of its inputs in "
+                     "place, which now hold part of the new values (running it again "
+                     "through torch ops would apply those writes twice): %s",
+                     buf);
+        return;
+    }
     PyErr_Format(cap_InternalError, "ptc: running the compiled graph: %s", buf);
 }
 

@@ -18,7 +18,7 @@
 cap_config cap_cfg = {.recompile_limit = 8, .strict = false, .inline_depth = 48};
 /* ptc's internal failure (ptc._C.InternalError, made with the module's other
  * exceptions at start-up): the interpreter raises it too. */
-PyObject *cap_InternalError, *cap_GraphBreak;
+PyObject *cap_InternalError, *cap_PartialRunError, *cap_GraphBreak;
 cap_trace_hooks cap_hooks;
 
 cap_frame *cap_frame_new(cap_code *code, PyObject *func, PyObject *globals, PyObject *builtins)

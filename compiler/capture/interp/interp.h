@@ -436,6 +436,10 @@ PyObject *cap_import_path(const char *path);
  * whole sentence), and a line in ptexplain's Notes (ptc._notices). */
 void cap_not_acted_on(const char *text);
 extern PyObject *cap_InternalError;
+/* ptc.PartialRunError: a compiled graph failed after it wrote inputs in
+ * place (runtime.h's PTC_STAGE_INPUTS_WRITTEN); neither a fallback nor an
+ * eager rerun of its segment may follow. */
+extern PyObject *cap_PartialRunError;
 
 /* Frames for Python functions (frames.c). */
 /* Pushes a frame running func(args) that finishes with `ret`: CAP_FRAME;

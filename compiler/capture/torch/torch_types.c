@@ -351,7 +351,11 @@ int cap_types_init(PyObject *module)
                                         "A graph break where fullgraph=True forbids one.");
     cap_InternalError = new_exception(module, "InternalError", PyExc_RuntimeError,
                                       "An internal error of ptc's capture.");
-    if (!cap_GraphBreak || !cap_GraphBreakError || !cap_InternalError)
+    cap_PartialRunError =
+        new_exception(module, "PartialRunError", PyExc_RuntimeError,
+                      "A compiled graph failed after writing some of its inputs in place: "
+                      "it is not run again (eagerly), which would repeat those writes.");
+    if (!cap_GraphBreak || !cap_GraphBreakError || !cap_InternalError || !cap_PartialRunError)
         return -1;
     cap_tensor_type = (PyTypeObject *)PyType_FromSpec(&tensor_spec);
     cap_method_type = (PyTypeObject *)PyType_FromSpec(&method_spec);

@@ -1,0 +1,133 @@
+/* Horizontal combinations: independent kernels run as one.
+ *
+ * An optimizer's update over parameters of many sizes schedules as a run of
+ * small kernels with no data flowing between them (the scheduler joins only
+ * members that share an outer loop nest). Run one by one, each pays its own
+ * parallel region, and a small one runs on one thread while the others wait.
+ * A combination is a run of consecutive kernel steps in which no member reads
+ * or writes a buffer another member writes; the CPU runtime runs it as one
+ * OpenMP parallel region that hands out the chunks of every member's outer
+ * range (runtime/exec.c), as torch's multi_tensor_apply and Inductor's combo
+ * kernels cover many tensors with one launch.
+ *
+ * Members touch only graph inputs, outputs and their own locals: an arena
+ * temporary may share memory with a buffer whose live range ends or begins
+ * at another member's step (the memory plan reuses memory by step), so a
+ * kernel that touches one stays alone. Kernels with checks stay alone too
+ * (their status record is read after each step). A combination holds at most
+ * PTC_COMBO_MAX_KERNELS kernels.
+ */
+#include "lower/lower_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Does kernel k store to buffer buf? */
+static bool kernel_writes(const ptc_schedule *s, const ptc_kernel *k, int buf)
+{
+    for (int g = 0; g < k->ngroups; g++)
+        for (int m = 0; m < k->groups[g].nmembers; m++) {
+            const ptc_lnode *n = s->prog->nodes[k->groups[g].members[m].node];
+            if (n->out[0] == buf || n->out[1] == buf)
+                return true;
+        }
+    return false;
+}
+
+/* Can kernel k run beside other kernels at all? */
+static bool combinable(const ptc_schedule *s, const ptc_kernel *k)
+{
+    if (ptc_kernel_has_checks(k))
+        return false;
+    for (int i = 0; i < k->nargs; i++)
+        if (s->plan.in_arena[k->args[i]])
+            return false;
+    return true;
+}
+
+/* No buffer that one of kernels a, b writes is touched by the other. Every
+ * buffer a kernel loads or stores is among its arguments (or its locals,
+ * which no other kernel sees). */
+static bool independent(const ptc_schedule *s, const ptc_kernel *a, const ptc_kernel *b)
+{
+    for (int i = 0; i < a->nargs; i++)
+        for (int j = 0; j < b->nargs; j++)
+            if (a->args[i] == b->args[j] &&
+                (kernel_writes(s, a, a->args[i]) || kernel_writes(s, b, b->args[j])))
+                return false;
+    return true;
+}
+
+static const ptc_kernel *step_kernel(const ptc_schedule *s, int t)
+{
+    return s->steps[t].kind == PTC_STEP_KERNEL ? s->kernels[s->steps[t].index] : NULL;
+}
+
+/* May step t join the combination of steps first..t-1? */
+static bool joins(const ptc_schedule *s, int first, int t)
+{
+    const ptc_kernel *k = step_kernel(s, t);
+    if (!k || !combinable(s, k) || t - first >= PTC_COMBO_MAX_KERNELS)
+        return false;
+    for (int u = first; u < t; u++)
+        if (!independent(s, step_kernel(s, u), k))
+            return false;
+    return true;
+}
+
+int ptc_schedule_combine(ptc_schedule *s)
+{
+    ptc_arena *a = s->prog->arena;
+    s->ncombos = 0;
+    s->combos = PTC_NEWN(a, ptc_combo, s->nsteps / 2 + 1);
+    for (int t = 0; t < s->nsteps;) {
+        const ptc_kernel *k = step_kernel(s, t);
+        int end = t + 1;
+        if (k && combinable(s, k))
+            while (end < s->nsteps && joins(s, t, end))
+                end++;
+        if (end - t >= 2)
+            s->combos[s->ncombos++] = (ptc_combo){t, end - t};
+        t = end;
+    }
+    return s->ncombos;
+}
+
+const ptc_combo *ptc_schedule_combo_at(const ptc_schedule *s, int step)
+{
+    for (int i = 0; i < s->ncombos; i++)
+        if (s->combos[i].first == step)
+            return &s->combos[i];
+    return NULL;
+}
+
+int ptc_combo_verify(const ptc_schedule *s, ptc_error *err)
+{
+    int end = 0;
+    for (int i = 0; i < s->ncombos; i++) {
+        const ptc_combo *c = &s->combos[i];
+        bool ok = c->first >= end && c->n >= 2 && c->n <= PTC_COMBO_MAX_KERNELS &&
+                  c->first + c->n <= s->nsteps;
+        for (int t = c->first; ok && t < c->first + c->n; t++) {
+            ok = step_kernel(s, t) && combinable(s, step_kernel(s, t));
+            for (int u = c->first; ok && u < t; u++)
+                ok = independent(s, step_kernel(s, u), step_kernel(s, t));
+        }
+        if (!ok)
+            return ptc_errorf(err, PTC_ERR_INTERNAL, "kernels",
+                              "combination %d (steps %d..%d): members are not independent "
+                              "kernels without arena buffers",
+                              i, c->first, c->first + c->n - 1);
+        end = c->first + c->n;
+    }
+    return 0;
+}
+
+void ptc_combo_print(ptc_buf *b, const ptc_schedule *s, const ptc_combo *c)
+{
+    int i = (int)(c - s->combos);
+    ptc_buf_printf(b, "combo %d: %d kernels, one parallel region:", i, c->n);
+    for (int t = c->first; t < c->first + c->n; t++)
+        ptc_buf_printf(b, " %d", s->steps[t].index);
+    ptc_buf_putc(b, '\n');
+}

@@ -1,0 +1,123 @@
+"""Horizontal combinations (compiler/lower/combo.c): consecutive kernels with
+no data between them run in one OpenMP parallel region on the CPU, as torch's
+multi-tensor kernels cover many tensors with one launch. kernels.txt shows
+each combination as a "combo" line; results are the members' own, bit for
+bit, whichever thread computes a chunk."""
+import json
+import os
+import re
+
+import torch
+
+import ptc
+import ptcio
+
+
+def traced(fn, *args, tmp_path):
+    old = ptc.config.trace_dir
+    ptc.config.trace_dir = str(tmp_path)
+    try:
+        out = ptc.compile(fn)(*args)
+    finally:
+        ptc.config.trace_dir = old
+    [folder] = [d for d in os.listdir(tmp_path) if (tmp_path / d).is_dir()]
+    kernels = (tmp_path / folder / "kernels.txt").read_text()
+    metrics = json.loads((tmp_path / folder / "metrics.json").read_text())
+    return out, kernels, metrics
+
+
+def combos(kernels):
+    """[(number of kernels, [kernel ids])] of kernels.txt's combo lines."""
+    found = re.findall(r"^combo \d+: (\d+) kernels, one parallel region:([\d ]+)$", kernels, re.M)
+    return [(int(n), [int(k) for k in ids.split()]) for n, ids in found]
+
+
+def find_metric(m, name):
+    if isinstance(m, dict):
+        if name in m:
+            return m[name]
+        m = list(m.values())
+    if isinstance(m, list):
+        for v in m:
+            f = find_metric(v, name)
+            if f is not None:
+                return f
+    return None
+
+
+def test_independent_updates_of_different_sizes_run_as_one_combination(tmp_path):
+    """Three in-place updates of tensors of three sizes (an optimizer's
+    shape): three kernels, one combination, eager's values bit for bit. The
+    sizes add up to more work than one thread takes, so the chunks of all
+    three are shared out over the team."""
+    def update(a, b, c, ga, gb, gc):
+        a.add_(ga * -0.1)
+        b.mul_(0.9).add_(gb)
+        c.copy_(c * 0.5 + gc.abs())
+        return None
+
+    torch.manual_seed(0)
+    tensors = [torch.randn(n) for n in (300_001, 4_097, 77)]
+    grads = [torch.randn_like(t) for t in tensors]
+    mine = [t.clone() for t in tensors]
+    update(*tensors, *grads)
+    _, kernels, metrics = traced(update, *mine, *grads, tmp_path=tmp_path)
+    for x, y in zip(mine, tensors):
+        assert torch.equal(x, y)
+    nkernels = len(re.findall(r"^kernel \d+", kernels, re.M))
+    assert nkernels == 3, kernels
+    assert combos(kernels) == [(3, [0, 1, 2])], kernels
+    assert find_metric(metrics, "kernel_combos") == 1, metrics
+    # the same program runs again (the cached entry) with new values
+    again = [torch.randn_like(t) for t in tensors]
+    ref = [t.clone() for t in again]
+    update(*ref, *grads)
+    ptc.compile(update)(*again, *grads)
+    for x, y in zip(again, ref):
+        assert torch.equal(x, y)
+
+
+def test_a_kernel_that_reads_what_another_writes_is_not_combined(tmp_path):
+    """y = a.sin() feeds z's kernel through a reduction: the kernels that
+    depend on each other run one after the other, never in one region."""
+    def f(a, b):
+        y = a.sin() * 2
+        s = y.sum(1, keepdim=True)
+        return y, b * s.mean() + 1
+
+    a, b = torch.randn(64, 300), torch.randn(1000)
+    (y, z), kernels, _ = traced(f, a, b, tmp_path=tmp_path)
+    ye, ze = f(a, b)
+    torch.testing.assert_close(y, ye)
+    torch.testing.assert_close(z, ze)
+    writes = {}
+    for m in re.finditer(r"^kernel (\d+)[^\n]*\n((?:  [^\n]*\n)*)", kernels, re.M):
+        writes[int(m.group(1))] = m.group(2)
+    for _, ids in combos(kernels):
+        for i in ids:
+            for j in ids:
+                if i < j:
+                    # no buffer stored by kernel i is loaded by kernel j
+                    stored = set(re.findall(r"-> (buf\d+)\[", writes[i]))
+                    loaded = set(re.findall(r"load (buf\d+)\[", writes[j]))
+                    assert not stored & loaded, kernels
+
+
+def test_cuda_plans_have_no_combinations(tmp_path):
+    """The CUDA backend launches each kernel (one launch per combination is
+    not built yet): ptc-run plans the same update for CUDA without combos."""
+    ptir = tmp_path / "update.ptir"
+    ptir.write_text(
+        "# ptc ir v1\n"
+        "graph forward(%a: f32[1000] cuda, %b: f32[37] cuda) {\n"
+        "  %0 = prims.sin(%a) : f32[1000]\n"
+        "  %1 = prims.cos(%b) : f32[37]\n"
+        "  return (%0, %1)\n"
+        "}\n")
+    cuda = ptcio.ptc_run("--emit=kernels", "--backend", "cuda", "--cuda-arch", "sm_90", ptir)
+    assert cuda.returncode == 0, cuda.stderr
+    assert len(re.findall(r"^kernel \d+", cuda.stdout, re.M)) == 2, cuda.stdout
+    assert combos(cuda.stdout) == [], cuda.stdout
+    cpu = ptcio.ptc_run("--emit=kernels", "--backend", "cpu", ptir.with_suffix(".ptir"))
+    assert cpu.returncode == 0, cpu.stderr
+    assert combos(cpu.stdout) == [(2, [0, 1])], cpu.stdout
