@@ -360,11 +360,16 @@ static void plan_row(const ptc_schedule *s, const ptc_kernel *k, const access_in
     while (w > 1 && r0[nd - 1].value % w)
         w /= 2;
     int64_t nc = n / w;
+    /* 16-bit elements come 8 to a chunk: a lane takes at most as many
+       elements as a lane of 4-byte ones (widened to f32, they take as many
+       registers), so bf16 layer_norm's team is a warp, as f32's, not 16
+       lanes of 125 registers each */
+    int scale = w > 4 ? w / 4 : 1;
     int t = 1;
-    while (t < ROW_TEAM && (nc + t - 1) / t > ROW_CHUNKS)
+    while (t < ROW_TEAM && (nc + t - 1) / t > ROW_CHUNKS / scale)
         t *= 2;
     int64_t j = (nc + t - 1) / t;
-    if (j > ROW_MAX_CHUNKS)
+    if (j > ROW_MAX_CHUNKS / scale)
         return;
     p->row = true;
     p->row_n = (int)n;
