@@ -346,6 +346,16 @@ const cap_exc_entry *cap_code_handler(const cap_code *c, int pc)
     return NULL;
 }
 
+bool cap_code_cleanup_at(const cap_code *c, int pc)
+{
+    enum { INTRINSIC_STOPITERATION_ERROR = 3 };
+    const cap_exc_entry *h = cap_code_handler(c, pc);
+    if (!h)
+        return false;
+    const cap_instr *in = &c->ins[h->target];
+    return in->h != H_CALL_INTRINSIC_1 || in->arg != INTRINSIC_STOPITERATION_ERROR;
+}
+
 static int decode_positions(cap_code *c)
 {
     c->pos = malloc(sizeof *c->pos * 4 * (size_t)(c->nunits + 1));
@@ -428,21 +438,6 @@ done:
     return rc;
 }
 
-/* A generator function's only handlers are CPython's own (3.12 wraps the
- * body in one that turns StopIteration into RuntimeError, PEP 479): a try or
- * with block would need its clean-up run when an unfinished generator is
- * closed, which a trace does not model. */
-static bool only_stop_iteration_handlers(const cap_code *c)
-{
-    enum { INTRINSIC_STOPITERATION_ERROR = 3 };
-    for (int i = 0; i < c->nexc; i++) {
-        const cap_instr *in = &c->ins[c->exc[i].target];
-        if (in->h != H_CALL_INTRINSIC_1 || in->arg != INTRINSIC_STOPITERATION_ERROR)
-            return false;
-    }
-    return true;
-}
-
 static cap_code *decode(PyObject *code)
 {
     cap_code *c = calloc(1, sizeof *c);
@@ -476,7 +471,7 @@ static cap_code *decode(PyObject *code)
            in a trace (iter.c); other generators never run. */
         size_t n = strlen(c->qualname_s);
         c->genexpr = !c->notrace && n >= 9 && strcmp(c->qualname_s + n - 9, "<genexpr>") == 0;
-        c->genfunc = !c->notrace && !c->genexpr && only_stop_iteration_handlers(c);
+        c->genfunc = !c->notrace && !c->genexpr;
         c->notrace = "a generator";
     }
     else if (c->flags & (0x80 | 0x100))

@@ -445,6 +445,11 @@ static int c_method_call(cap_interp *I, PyObject *callable, PyObject *self, bool
                          PyObject **out)
 {
     cap_trace *T = I->T;
+    if (Py_TYPE(self) == cap_lazy_type) {
+        int rc = cap_t_generator_method(I, (cap_lazy *)self, name, args, nargs, kwnames, out);
+        if (rc != CAP_NONE)
+            return rc;
+    }
     if (cap_is_tensor(self))
         return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "Tensor.%s", name);
     if (PyObject_TypeCheck(self, (PyTypeObject *)cap_T.Tensor)) {
