@@ -20,7 +20,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import ptc  # noqa: E402
-from test_capture_iterators import assert_like_eager, observe  # noqa: E402
+from test_capture_iterators import assert_like_eager, counts, observe  # noqa: E402
 
 COUNTS = {}  # program -> (graphs, breaks) on the first call
 
@@ -433,6 +433,36 @@ def unfinished_generator_with_finally_runs_for_real(x):
     return v + 1, log
 
 
+# ---- updates consume a generator item by item -------------------------------------
+
+@case(1, 0)
+def updates_consume_generators_lazily(x):
+    # list.extend, set.update, set.difference_update and dict.update take a
+    # generator's items one at a time: its body sees the items added so far
+    # (main drained it first: [1, 1, 1])
+    seen = []
+    items, s, d = [1], {1}, {}
+
+    def watching(size_of, n, make=lambda i: i):
+        for i in range(n):
+            seen.append(size_of())
+            yield make(i)
+
+    items.extend(watching(lambda: len(items), 3))
+    s.update(watching(lambda: len(s), 3, lambda i: i + 10), [7, 8])
+    s.difference_update(watching(lambda: len(s), 2, lambda i: i + 10))
+    d.update(watching(lambda: len(d), 3, lambda i: (i, x * i)), z=x)
+    try:
+        s.update(watching(lambda: len(s), 3, lambda i: [i] if i == 1 else i + 20))
+    except TypeError as err:  # unhashable: the items before it stay added
+        seen.append(str(err))
+    try:
+        d.update(watching(lambda: len(d), 2, lambda i: (i,)))
+    except ValueError as err:
+        seen.append(str(err))
+    return items, sorted(s), d, seen
+
+
 CASES = [pytest.param(fn, *n, id=fn.__name__) for fn, n in COUNTS.items()]
 
 
@@ -449,3 +479,66 @@ def test_fullgraph_like_eager(fn):
 @pytest.mark.parametrize("fn", [consumed_by_sum_list_and_for, generators_of_generators])
 def test_compiled_backend_like_eager(fn):
     assert observe(ptc.compile(fn)) == observe(fn)
+
+
+OUTSIDE = {"list": [0], "set": {0}, "dict": {"k": 0}}
+
+
+def extend_outside(x):
+    seen = []
+    out = OUTSIDE
+
+    def watching(size_of, make):
+        for i in range(3):
+            seen.append(size_of())
+            yield make(i)
+
+    out["list"].extend(watching(lambda: len(out["list"]), lambda i: i))
+    out["set"].update(watching(lambda: len(out["set"]), lambda i: i + 1))
+    out["dict"].update(watching(lambda: len(out["dict"]), lambda i: (str(i), i)))
+    return x + 1, seen
+
+
+def extend_outside_then_fail(x):
+    out = OUTSIDE
+
+    def failing():
+        yield 5
+        yield [6]  # unhashable: eager has added 5, then raises
+
+    out["set"].update(failing())
+    return x + 1
+
+
+def extend_outside_print_inside(x):
+    out = OUTSIDE
+
+    def printing():
+        yield 1
+        print("inside", len(out["list"]))  # a break inside: the call reruns for real
+        yield 2
+
+    out["list"].extend(printing())
+    return x + 1
+
+
+@pytest.mark.parametrize("fn,graphs,breaks", [
+    (extend_outside, 1, 0), (extend_outside_then_fail, 0, 1), (extend_outside_print_inside, 1, 1)])
+def test_outside_updates_from_generators_like_eager(fn, graphs, breaks):
+    def reset():
+        OUTSIDE["list"][:] = [0]
+        OUTSIDE["set"].clear()
+        OUTSIDE["set"].add(0)
+        OUTSIDE["dict"].clear()
+        OUTSIDE["dict"]["k"] = 0
+
+    compiled = ptc.compile(fn, backend="eager")
+    for call in range(2):
+        reset()
+        want = observe(fn), repr(OUTSIDE)
+        reset()
+        got = observe(compiled), repr(OUTSIDE)
+        assert not got[0]["warnings"], got[0]["warnings"]
+        assert got == want, "call %d" % (call + 1)
+        if call == 0:
+            assert counts(compiled) == (graphs, breaks)

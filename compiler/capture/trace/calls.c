@@ -343,26 +343,123 @@ static bool plain_new(PyObject *type)
            type == (PyObject *)&PyUnicode_Type;
 }
 
-/* l.extend(it) on a list made in the trace: item by item, as CPython does
- * for an iterator, so callbacks under it see the items added so far. A
- * break or an uncaught error takes the list and the iterators back. */
-static int extend_lazily(cap_interp *I, PyObject *list, PyObject *it, PyObject **out)
+/* ---- updates from lazy iterators -------------------------------------------------- */
+
+/* list.extend, set.update, set.difference_update and dict.update consume an
+ * iterator argument item by item, as CPython does, so that code under it (a
+ * generator's body) sees the items added so far: each item goes through the
+ * base type's one-item method (append, add, discard, __setitem__), which
+ * logs writes to an outside container as usual. A break or an uncaught
+ * error reruns the call for real from its start, the trace made again up to
+ * it (cap_t_rerun_from_start), so none of its writes happened. */
+static const char *const lazy_updates[][2] = {
+    {"extend", "append"},
+    {"update", "add"},
+    {"difference_update", "discard"},
+    {"update", "__setitem__"},
+};
+
+/* The one-item method of self.name(...) (a descriptor of self's base
+ * type), where an argument is one of ptc's iterators; else NULL. */
+static PyObject *one_item_method(PyObject *self, const char *name, PyObject *const *args, int nargs,
+                                 PyObject *kwnames)
 {
-    Py_ssize_t n0 = PyList_Size(list);
-    cap_iter_marks marks;
-    cap_iter_mark(&marks, &it, 1);
-    PyObject *v = NULL;
-    int rc;
-    while ((rc = cap_t_next_sync(I, it, &v)) == CAP_NEXT && v) {
-        int r = PyList_Append(list, v);
-        Py_DECREF(v);
-        if (r < 0) {
-            rc = CAP_ERR;
-            break;
-        }
+    PyTypeObject *base = PyList_Check(self) ? &PyList_Type
+                         : PySet_Check(self) ? &PySet_Type
+                         : PyDict_Check(self) ? &PyDict_Type : NULL;
+    int row = base == &PyList_Type ? 0 : base == &PyDict_Type ? 3 : 1;
+    int npos = nargs - (kwnames ? (int)PyTuple_Size(kwnames) : 0);
+    bool lazy = false;
+    for (int a = 0; a < npos; a++)
+        lazy = lazy || cap_is_ptc_iter(args[a]);
+    bool keywords = npos < nargs;
+    if (!base || !lazy || (keywords && base != &PyDict_Type) || (base != &PySet_Type && npos != 1))
+        return NULL;
+    if (row == 1 && strcmp(name, lazy_updates[2][0]) == 0)
+        row = 2;
+    if (strcmp(name, lazy_updates[row][0]) != 0)
+        return NULL;
+    return PyObject_GetAttrString((PyObject *)base, lazy_updates[row][1]);
+}
+
+/* The (key, value) of dict.update's item number k, as CPython unpacks it. */
+static int update_pair(cap_trace *T, PyObject *item, Py_ssize_t k, PyObject *kv[2])
+{
+    if (cap_is_tensor(item) || cap_is_ptc_iter(item))
+        return cap_t_break(T, CAP_B_TENSOR_DATA, "dict.update() item that is a %s",
+                           cap_tpname(Py_TYPE(item)));
+    PyObject *seq = PySequence_Fast(item, "");
+    if (!seq) {
+        PyErr_Format(PyExc_TypeError,
+                     "cannot convert dictionary update sequence element #%zd to a sequence", k);
+        return CAP_ERR;
     }
+    Py_ssize_t n = PySequence_Size(seq);
+    if (n != 2) {
+        Py_DECREF(seq);
+        if (n >= 0)
+            PyErr_Format(PyExc_ValueError,
+                         "dictionary update sequence element #%zd has length %zd; 2 is required",
+                         k, n);
+        return CAP_ERR;
+    }
+    kv[0] = PySequence_GetItem(seq, 0);
+    kv[1] = kv[0] ? PySequence_GetItem(seq, 1) : NULL;
+    Py_DECREF(seq);
+    if (!kv[1]) {
+        Py_CLEAR(kv[0]);
+        return CAP_ERR;
+    }
+    return CAP_NEXT;
+}
+
+/* method(self, item) (dict: method(self, key, value)) for each item of obj. */
+static int update_from(cap_interp *I, PyObject *method, PyObject *self, PyObject *obj)
+{
+    PyObject *it = NULL, *v = NULL, *none = NULL;
+    int rc = cap_t_iter_sync(I, obj, &it);
+    for (Py_ssize_t k = 0; rc == CAP_NEXT && (rc = cap_t_next_sync(I, it, &v)) == CAP_NEXT && v;
+         k++) {
+        PyObject *call[3] = {self, v, NULL};
+        if (PyDict_Check(self) && (rc = update_pair(I->T, v, k, call + 1)) == CAP_NEXT) {
+            rc = cap_t_call_sync(I, method, call, 3, NULL, &none);
+            Py_DECREF(call[1]);
+            Py_DECREF(call[2]);
+        } else if (!PyDict_Check(self)) {
+            rc = cap_t_call_sync(I, method, call, 2, NULL, &none);
+        }
+        Py_CLEAR(none);
+        Py_CLEAR(v);
+    }
+    Py_XDECREF(it);
+    return rc;
+}
+
+/* dict.update's keywords, after its positional argument. */
+static int update_keywords(cap_interp *I, PyObject *method, PyObject *self, PyObject *const *values,
+                           PyObject *kwnames)
+{
+    int rc = CAP_NEXT;
+    for (Py_ssize_t k = 0; kwnames && rc == CAP_NEXT && k < PyTuple_Size(kwnames); k++) {
+        PyObject *call[3] = {self, PyTuple_GetItem(kwnames, k), values[k]}, *none = NULL;
+        rc = cap_t_call_sync(I, method, call, 3, NULL, &none);
+        Py_XDECREF(none);
+    }
+    return rc;
+}
+
+static int update_lazily(cap_interp *I, PyObject *method, PyObject *self, PyObject *const *args,
+                         int nargs, PyObject *kwnames, PyObject **out)
+{
+    int npos = nargs - (kwnames ? (int)PyTuple_Size(kwnames) : 0), rc = CAP_NEXT;
+    cap_iter_marks marks;
+    cap_iter_mark(&marks, args, npos);
+    for (int a = 0; a < npos && rc == CAP_NEXT; a++)
+        rc = update_from(I, method, self, args[a]);
+    if (rc == CAP_NEXT)
+        rc = update_keywords(I, method, self, args + npos, kwnames);
     if (cap_t_reruns(I, rc))
-        PyList_SetSlice(list, n0, PyList_Size(list), NULL);
+        cap_t_rerun_from_start(I);
     rc = cap_iter_rewind(I, &marks, rc);
     if (rc == CAP_NEXT)
         *out = Py_NewRef(Py_None);
@@ -452,6 +549,14 @@ static int c_method_call(cap_interp *I, PyObject *callable, PyObject *self, bool
     }
     if (cap_is_tensor(self))
         return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "Tensor.%s", name);
+    PyObject *one_item = one_item_method(self, name, args, nargs, kwnames);
+    if (one_item) {
+        int rc = update_lazily(I, one_item, self, args, nargs, kwnames, out);
+        Py_DECREF(one_item);
+        return rc;
+    }
+    if (PyErr_Occurred())
+        return CAP_ERR;
     if (PyObject_TypeCheck(self, (PyTypeObject *)cap_T.Tensor)) {
         char what[80];
         snprintf(what, sizeof what, "Tensor.%s", name);
@@ -463,9 +568,6 @@ static int c_method_call(cap_interp *I, PyObject *callable, PyObject *self, bool
         return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "%s.%s() on an object from outside",
                            cap_tpname(Py_TYPE(self)), name);
     }
-    if (PyList_CheckExact(self) && strcmp(name, "extend") == 0 && nargs == 1 && !kwnames &&
-        cap_is_ptc_iter(args[0]))
-        return extend_lazily(I, self, args[0], out);
     PyObject *m = PyCFunction_Check(callable) || by_self ? Py_NewRef(callable)
                                                          : PyObject_GetAttrString(self, name);
     int rc = m ? cap_t_call_real_flowed(T, m, args, nargs, kwnames, out) : CAP_ERR;

@@ -906,6 +906,10 @@ void cap_t_generators_reset(void);
 /* next(it) run to its end here: a Python __next__ in a nested run, whose
  * StopIteration is the end (*out NULL). */
 int cap_t_next_sync(cap_interp *I, PyObject *it, PyObject **out);
+/* The running instruction, which wrote to objects item by item (its writes
+ * logged), breaks and reruns for real: the trace is made again, breaking
+ * before it, so that none of its writes happened (sync_calls.c). */
+void cap_t_rerun_from_start(cap_interp *I);
 /* iter(obj) run to its end here: a Python __iter__ in a nested run. */
 int cap_t_iter_sync(cap_interp *I, PyObject *obj, PyObject **out);
 /* Positions of the ptc iterators reachable from some values, taken before a
