@@ -460,6 +460,33 @@ def set_update_from_an_iterator(x, seen):
     return x + len(seen)
 
 
+@case(1, 0, lambda: (torch.ones(2, 3), {3}))
+def sets_copied_whole_iterate_as_eagers(x, s):
+    # a literal of 3 or more constants is a frozenset's update, and set(t)
+    # copies t's table: main added item by item, which can lay the table out
+    # otherwise ({97, 175, 55} iterated [97, 175, 55] where eager gives
+    # [97, 55, 175], and popped another item)
+    lit = {97, 175, 55}
+    t = {108, 185, 7, 135}
+    return x + lit.pop(), list(lit), list(set(t)), list(frozenset(t)), list({*t}), len(s)
+
+
+@case(1, 1, with_set)
+def pop_of_an_outside_set_stays_a_break(x, seen):
+    # the item set.pop() takes depends on where the set's last pop stopped,
+    # state Python does not expose, so no guard can pin it: it runs for real
+    v = seen.pop()
+    return x + v, sorted(seen)
+
+
+def test_outside_set_pop_says_why_it_breaks():
+    compiled = ptc.compile(pop_of_an_outside_set_stays_a_break, backend="eager")
+    compiled(*with_set())
+    handle = getattr(compiled, "_ptc_compiled", compiled)
+    (only,) = ptc.ExplainOutput(list(handle._events()), None).breaks
+    assert only["code"] == "PTC-B009" and "where its last pop stopped" in only["detail"]
+
+
 def norm(v):
     if isinstance(v, torch.Tensor):
         return ("tensor", v.dtype, v.tolist())

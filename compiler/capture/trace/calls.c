@@ -285,6 +285,10 @@ static int outside_container_method(cap_interp *I, PyObject *callable, PyObject 
         int rc = cap_t_outside_mutator(I, self, name, args, nargs, kwnames, out);
         if (rc != CAP_NONE)
             return rc;
+        if (PyAnySet_Check(self) && strcmp(name, "pop") == 0)
+            return cap_t_break(T, CAP_B_MUTATE_OUTSIDE,
+                               "set.pop() of a set from outside: the item it takes depends on where "
+                               "its last pop stopped, which Python does not expose");
         return cap_t_break(T, CAP_B_MUTATE_OUTSIDE, "%s.%s() on an object from outside",
                            cap_tpname(Py_TYPE(self)), name);
     }
