@@ -452,6 +452,45 @@ static int update_keywords(cap_interp *I, PyObject *method, PyObject *self, PyOb
     return rc;
 }
 
+/* set.symmetric_difference_update and intersection_update of lazy
+ * iterators: CPython first makes a set of each, so their items are taken
+ * whole (traced), and the call goes on with lists of them, which CPython
+ * reads in the same order. */
+static int update_from_drained(cap_interp *I, PyObject *self, const char *name,
+                               PyObject *const *args, int nargs, PyObject **out)
+{
+    PyObject *call[ARGS_MAX] = {self};
+    int rc = CAP_NEXT, n = 1;
+    if (nargs + 1 > ARGS_MAX)
+        return too_many_args(I->T);
+    cap_iter_marks marks;
+    cap_iter_mark(&marks, args, nargs);
+    for (int a = 0; a < nargs && rc == CAP_NEXT; a++, n++)
+        call[n] = cap_is_ptc_iter(args[a]) ? cap_t_materialize(I, args[a], &rc)
+                                           : Py_NewRef(args[a]);
+    PyObject *method =
+        rc == CAP_NEXT ? PyObject_GetAttrString((PyObject *)&PySet_Type, name) : NULL;
+    if (method)
+        rc = cap_t_call(I, method, call, n, NULL, out);
+    else if (rc == CAP_NEXT)
+        rc = CAP_ERR;
+    Py_XDECREF(method);
+    for (int k = 1; k < n; k++)
+        Py_XDECREF(call[k]);
+    return cap_iter_rewind(I, &marks, rc);
+}
+
+static bool drains_first(PyObject *self, const char *name, PyObject *const *args, int nargs,
+                         PyObject *kwnames)
+{
+    bool lazy = false;
+    for (int a = 0; a < nargs; a++)
+        lazy = lazy || cap_is_ptc_iter(args[a]);
+    return lazy && !kwnames && PySet_Check(self) &&
+           (strcmp(name, "symmetric_difference_update") == 0 ||
+            strcmp(name, "intersection_update") == 0);
+}
+
 static int update_lazily(cap_interp *I, PyObject *method, PyObject *self, PyObject *const *args,
                          int nargs, PyObject *kwnames, PyObject **out)
 {
@@ -561,6 +600,8 @@ static int c_method_call(cap_interp *I, PyObject *callable, PyObject *self, bool
     }
     if (PyErr_Occurred())
         return CAP_ERR;
+    if (drains_first(self, name, args, nargs, kwnames))
+        return update_from_drained(I, self, name, args, nargs, out);
     if (PyObject_TypeCheck(self, (PyTypeObject *)cap_T.Tensor)) {
         char what[80];
         snprintf(what, sizeof what, "Tensor.%s", name);
