@@ -349,6 +349,15 @@ def throw_raises_at_the_yield(x):
 
 
 @case(1, 0)
+def dropped_inside_an_except_block(x):
+    # left suspended in an except block: closing it only leaves the block,
+    # no code of the program's runs, so the trace need not place it
+    gen = recovering(x)
+    next(gen)
+    return gen.throw(ValueError("v")), x + 1
+
+
+@case(1, 0)
 def finally_and_except_blocks_run_through(x):
     log = []
     total = sum(logged_steps(x, log))

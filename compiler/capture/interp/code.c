@@ -346,14 +346,42 @@ const cap_exc_entry *cap_code_handler(const cap_code *c, int pc)
     return NULL;
 }
 
+static bool is_op(const cap_instr *in, const char *name)
+{
+    return strcmp(cap_opname(in->raw), name) == 0;
+}
+
+/* The RERAISE ending the handler at target, if that handler only leaves an
+ * except block (COPY 3, POP_EXCEPT, RERAISE 1) or clears its `as` name
+ * (LOAD_CONST None, STORE_FAST n, DELETE_FAST n, RERAISE 1): it runs no code
+ * of the program's. Else -1. */
+static int except_block_exit(const cap_code *c, int target)
+{
+    const cap_instr *first = &c->ins[target], *second = &c->ins[first->next];
+    if (is_op(first, "COPY") && first->arg == 3 && is_op(second, "POP_EXCEPT"))
+        return is_op(&c->ins[second->next], "RERAISE") ? second->next : -1;
+    if (!is_op(first, "LOAD_CONST") || PyTuple_GetItem(c->consts, first->arg) != Py_None ||
+        !is_op(second, "STORE_FAST"))
+        return -1;
+    const cap_instr *del = &c->ins[second->next];
+    bool clears = is_op(del, "DELETE_FAST") && del->arg == second->arg;
+    return clears && is_op(&c->ins[del->next], "RERAISE") ? del->next : -1;
+}
+
 bool cap_code_cleanup_at(const cap_code *c, int pc)
 {
     enum { INTRINSIC_STOPITERATION_ERROR = 3 };
-    const cap_exc_entry *h = cap_code_handler(c, pc);
-    if (!h)
-        return false;
-    const cap_instr *in = &c->ins[h->target];
-    return in->h != H_CALL_INTRINSIC_1 || in->arg != INTRINSIC_STOPITERATION_ERROR;
+    for (int hops = 0; hops < c->nexc + 1; hops++) {
+        const cap_exc_entry *h = cap_code_handler(c, pc);
+        if (!h)
+            return false;
+        const cap_instr *in = &c->ins[h->target];
+        if (in->h == H_CALL_INTRINSIC_1 && in->arg == INTRINSIC_STOPITERATION_ERROR)
+            return false;
+        if ((pc = except_block_exit(c, h->target)) < 0)
+            return true;
+    }
+    return true;
 }
 
 static int decode_positions(cap_code *c)
