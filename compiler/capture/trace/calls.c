@@ -204,6 +204,16 @@ static bool is_read_only(const char *name)
 
 /* A method of an outside dict/list: reads go through the tracer. */
 
+/* Whether a set's method of that name answers the same whatever order the
+ * set iterates in (a copy or a union of it iterates as its table does). */
+static bool order_free_set_read(const char *name)
+{
+    static const char *const names[] = {"__contains__", "__len__", "isdisjoint", "issubset",
+                                        "issuperset", "__eq__", "__ne__", "__le__", "__lt__",
+                                        "__ge__", "__gt__", NULL};
+    return cap_name_index(name, names) >= 0;
+}
+
 /* The class whose C method callable is (a method-wrapper and a method
  * descriptor say; a bound builtin's descriptor does), new ref or NULL. */
 static PyObject *method_owner(PyObject *callable, PyObject *self)
@@ -317,8 +327,14 @@ static int outside_container_method(cap_interp *I, PyObject *callable, PyObject 
             *out = Py_NewRef(nargs > 1 ? args[1] : Py_None);
         return rc;
     }
+    PyObject *orig = self;
     if (cap_t_current(I, &self) != CAP_NEXT)
         return CAP_ERR;
+    if (PyAnySet_Check(orig) && !order_free_set_read(name)) {
+        int rc = cap_t_written_set_read(T, orig, self);
+        if (rc != CAP_NEXT)
+            return rc;
+    }
     PyObject *copy = cap_t_stored_items(T, self);
     if (!copy)
         return CAP_ERR;

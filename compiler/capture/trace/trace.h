@@ -748,6 +748,10 @@ int cap_t_check_operands(cap_trace *T, PyObject **a, PyObject **b, bool arithmet
 int cap_t_check_format(cap_trace *T, PyObject *v);
 int cap_t_before_with(cap_interp *I, cap_frame *f, PyObject *mgr);
 PyObject *cap_t_flow(cap_trace *T, PyObject *obj);
+/* A read of orig, an outside set seen as now, whose answer depends on its
+ * order (a copy, a union...): CAP_NEXT, or a break (B009) where the trace
+ * wrote it, its order then being the real set's, which no copy keeps. */
+int cap_t_written_set_read(cap_trace *T, PyObject *orig, PyObject *now);
 /* The items an outside list, tuple or dict holds in its own storage (what
  * its type's C methods read, whatever a subclass overrides) as a plain
  * list, tuple or dict of values reached through sources, under guards;
