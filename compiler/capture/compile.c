@@ -205,7 +205,7 @@ static int trace_state(cap_trace *T, cap_interp *S, cap_interp *It)
 
 static int add_no_inline(PyObject *set, cap_frame *f)
 {
-    PyObject *key = Py_BuildValue("(ni)", (Py_ssize_t)(uintptr_t)f->code->code, f->pc);
+    PyObject *key = cap_t_call_site(f);
     int rc = key ? PySet_Add(set, key) : -1;
     Py_XDECREF(key);
     return rc;
@@ -482,10 +482,16 @@ static bool trace_once(cap_compiled *c, cap_interp *S, compile_job *J, int dynam
     cap_trace *T = cap_trace_new(c->module_names, &It);
     if (!T)
         return false;
+    cap_t_generators_reset();
     bool again = false;
     int rc = run_trace(c, S, &It, T, J->redo, J->no_inline, dynamic);
     if (symbolic_failed(T, rc, why, whysize)) {
         /* the caller retraces with fewer symbols */
+    } else if ((rc == CAP_DONE || rc == CAP_BREAK) &&
+               cap_t_generators_unfinished(J->no_inline) != 0) {
+        /* A generator with clean-up left unfinished: its call runs for real. */
+        J->redo_at = 0;
+        again = !PyErr_Occurred();
     } else if (rc == CAP_BREAK && c->opts.fullgraph) {
         raise_fullgraph(&T->brk);
     } else if (retrace(T, &It, rc, J)) {

@@ -122,12 +122,12 @@ def b014(x):
 
 
 def _gen(n):
-    try: yield from range(n)  # noqa: E701 (a try block: not traced)
+    try: yield from range(n)  # noqa: E701 (a try block, left unfinished below)
     finally: pass  # noqa: E701
 
 
 def b015(x):
-    return x * sum(_gen(3))
+    for i in _gen(3): return x * i  # noqa: E701 (left unfinished)
 
 
 def b016(x):

@@ -6,9 +6,11 @@ the generator's body traced, one item at a time when the program asks for
 it, so side effects (printed text, appends, closures read late) happen in
 eager's order; a generator the function returns, or that is live at a break,
 comes back as a real generator at eager's position, or the function runs
-for real where that position cannot be rebuilt. A generator function with a
-try or with block stays a break (PTC-B015): closing an unfinished one runs
-its clean-up, which ptc does not model. Each program runs eagerly and under
+for real where that position cannot be rebuilt. send(), throw() and close()
+are traced with CPython 3.11's semantics, and so are generator functions
+with try/finally, try/except and with blocks; one left unfinished inside
+such a block (CPython runs its clean-up when it frees it) makes its call run
+for real (PTC-B015). Each program runs eagerly and under
 ptc.compile(backend="eager") twice (test_capture_iterators.observe: results,
 iterators by type and remaining items, exceptions, printed text, the
 argument, no ptc warning) and pins the first call's graph and break counts.
@@ -18,7 +20,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import ptc  # noqa: E402
-from test_capture_iterators import assert_like_eager, observe  # noqa: E402
+from test_capture_iterators import assert_like_eager, counts, observe  # noqa: E402
 
 COUNTS = {}  # program -> (graphs, breaks) on the first call
 
@@ -221,8 +223,211 @@ def bad_arguments_raise_at_the_call(x):
         return x + 1, str(e)
 
 
+def accumulator():
+    total = 0
+    while True:
+        got = yield total
+        total = total + got
+
+
+@case(1, 0)
+def send_values_into_a_yield(x):
+    acc = accumulator()
+    first = acc.send(None)  # starts it, as next() does
+    acc.send(x)
+    doubled = acc.send(x * 2)
+
+    def echo():
+        a = yield 1
+        b = yield a
+        return (a, b)
+
+    e = echo()
+    seen = [next(e), e.send("a")]
+    try:
+        e.send("b")
+    except StopIteration as stop:
+        seen.append(stop.value)
+    try:
+        e.send(None)  # finished: StopIteration with no value
+    except StopIteration as stop:
+        seen.append(stop.value)
+    try:
+        echo().send(5)
+    except TypeError as err:
+        seen.append(str(err))
+    return first, doubled, seen
+
+
+def logged_steps(x, log):
+    try:
+        log.append("start")
+        yield x + 1
+        log.append("resumed")
+        yield x + 2
+    finally:
+        log.append("finally")
+
+
+@case(1, 0)
+def close_runs_finally_at_the_yield(x):
+    log = []
+    gen = logged_steps(x, log)
+    v = next(gen)
+    log.append("closing")
+    r = gen.close()
+    log.append(("closed", r, list(gen)))
+    unstarted = logged_steps(x, log)
+    unstarted.close()  # not started: no code of its runs
+    unstarted.close()
+    done = logged_steps(x, log)
+    items = list(done)
+    done.close()
+    return v, items, log
+
+
+def reraising_generator_exit():
+    try:
+        yield 1
+    except GeneratorExit:
+        raise
+
+
+def ignoring_generator_exit(log):
+    try:
+        yield 1
+    except GeneratorExit:
+        log.append("caught")
+    yield 2
+
+
+@case(1, 0)
+def close_of_a_generator_that_handles_generator_exit(x):
+    log = []
+    gen = reraising_generator_exit()
+    next(gen)
+    log.append(gen.close())
+    bad = ignoring_generator_exit(log)
+    next(bad)
+    try:
+        bad.close()
+    except RuntimeError as err:
+        log.append(str(err))
+    log.append(next(bad, "exhausted"))
+    return x + 1, log
+
+
+def recovering(x):
+    for i in range(3):
+        try:
+            yield x + i
+        except ValueError as err:
+            yield ("recovered", str(err))
+
+
+@case(1, 0)
+def throw_raises_at_the_yield(x):
+    gen = recovering(x)
+    a = next(gen)
+    b = gen.throw(ValueError("bad"))
+    c = next(gen)
+    d = gen.throw(ValueError)  # a class: raised as ValueError()
+    seen = [a, b, c, d, next(gen)]
+    try:
+        gen.throw(KeyError("k"))  # not caught inside: ends the generator
+    except KeyError as err:
+        seen.append(("caller", str(err), list(gen)))
+    try:
+        recovering(x).throw(ValueError("early"))  # not started: no code of its runs
+    except ValueError as err:
+        seen.append(str(err))
+    try:
+        recovering(x).throw(3)
+    except TypeError as err:
+        seen.append(str(err))
+    return seen
+
+
+@case(1, 0)
+def dropped_inside_an_except_block(x):
+    # left suspended in an except block: closing it only leaves the block,
+    # no code of the program's runs, so the trace need not place it
+    gen = recovering(x)
+    next(gen)
+    return gen.throw(ValueError("v")), x + 1
+
+
+@case(1, 0)
+def finally_and_except_blocks_run_through(x):
+    log = []
+    total = sum(logged_steps(x, log))
+    for v in logged_steps(x * 2, log):
+        total = total + v
+
+    def skipping(x):
+        for i in range(3):
+            try:
+                yield x / (i - 1) if i != 1 else 1 // 0
+            except ZeroDivisionError:
+                log.append("skipped")
+
+    return total, list(skipping(x)), log
+
+
+WEIGHT = torch.ones(2, requires_grad=True)
+
+
+class Recorder:
+    def __init__(self, log):
+        self.log = log
+
+    def __enter__(self):
+        self.log.append("enter")
+        return self
+
+    def __exit__(self, *exc):
+        self.log.append(("exit", exc[0]))
+        return False
+
+
+@case(1, 0)
+def with_blocks_in_the_generator(x):
+    w = WEIGHT
+    log = []
+
+    def under_no_grad(t):
+        with torch.no_grad():
+            yield t * 2
+            yield t * 3
+
+    outside = []
+    for v in under_no_grad(w):  # the block is on while the loop body runs
+        outside.append((v.requires_grad, (w * 4).requires_grad))
+
+    def recorded(t):
+        with Recorder(log):
+            yield t + 1
+            log.append("inside")
+
+    gen = recorded(x)
+    first = next(gen)
+    gen.close()
+    return outside, (w * 5).requires_grad, first, log, list(recorded(x))
+
+
+@case(0, 1)
+def send_into_a_yield_from_breaks(x):
+    def outer():
+        got = yield from accumulator()
+        yield got
+
+    gen = outer()
+    next(gen)
+    return gen.send(x), x + 1
+
+
 @case(1, 3)
-def generator_with_finally_stays_a_break(x):
+def unfinished_generator_with_finally_runs_for_real(x):
     log = []
 
     def closing():
@@ -235,6 +440,36 @@ def generator_with_finally_stays_a_break(x):
     for v in closing():
         break
     return v + 1, log
+
+
+# ---- updates consume a generator item by item -------------------------------------
+
+@case(1, 0)
+def updates_consume_generators_lazily(x):
+    # list.extend, set.update, set.difference_update and dict.update take a
+    # generator's items one at a time: its body sees the items added so far
+    # (main drained it first: [1, 1, 1])
+    seen = []
+    items, s, d = [1], {1}, {}
+
+    def watching(size_of, n, make=lambda i: i):
+        for i in range(n):
+            seen.append(size_of())
+            yield make(i)
+
+    items.extend(watching(lambda: len(items), 3))
+    s.update(watching(lambda: len(s), 3, lambda i: i + 10), [7, 8])
+    s.difference_update(watching(lambda: len(s), 2, lambda i: i + 10))
+    d.update(watching(lambda: len(d), 3, lambda i: (i, x * i)), z=x)
+    try:
+        s.update(watching(lambda: len(s), 3, lambda i: [i] if i == 1 else i + 20))
+    except TypeError as err:  # unhashable: the items before it stay added
+        seen.append(str(err))
+    try:
+        d.update(watching(lambda: len(d), 2, lambda i: (i,)))
+    except ValueError as err:
+        seen.append(str(err))
+    return items, sorted(s), d, seen
 
 
 CASES = [pytest.param(fn, *n, id=fn.__name__) for fn, n in COUNTS.items()]
@@ -253,3 +488,66 @@ def test_fullgraph_like_eager(fn):
 @pytest.mark.parametrize("fn", [consumed_by_sum_list_and_for, generators_of_generators])
 def test_compiled_backend_like_eager(fn):
     assert observe(ptc.compile(fn)) == observe(fn)
+
+
+OUTSIDE = {"list": [0], "set": {0}, "dict": {"k": 0}}
+
+
+def extend_outside(x):
+    seen = []
+    out = OUTSIDE
+
+    def watching(size_of, make):
+        for i in range(3):
+            seen.append(size_of())
+            yield make(i)
+
+    out["list"].extend(watching(lambda: len(out["list"]), lambda i: i))
+    out["set"].update(watching(lambda: len(out["set"]), lambda i: i + 1))
+    out["dict"].update(watching(lambda: len(out["dict"]), lambda i: (str(i), i)))
+    return x + 1, seen
+
+
+def extend_outside_then_fail(x):
+    out = OUTSIDE
+
+    def failing():
+        yield 5
+        yield [6]  # unhashable: eager has added 5, then raises
+
+    out["set"].update(failing())
+    return x + 1
+
+
+def extend_outside_print_inside(x):
+    out = OUTSIDE
+
+    def printing():
+        yield 1
+        print("inside", len(out["list"]))  # a break inside: the call reruns for real
+        yield 2
+
+    out["list"].extend(printing())
+    return x + 1
+
+
+@pytest.mark.parametrize("fn,graphs,breaks", [
+    (extend_outside, 1, 0), (extend_outside_then_fail, 0, 1), (extend_outside_print_inside, 1, 1)])
+def test_outside_updates_from_generators_like_eager(fn, graphs, breaks):
+    def reset():
+        OUTSIDE["list"][:] = [0]
+        OUTSIDE["set"].clear()
+        OUTSIDE["set"].add(0)
+        OUTSIDE["dict"].clear()
+        OUTSIDE["dict"]["k"] = 0
+
+    compiled = ptc.compile(fn, backend="eager")
+    for call in range(2):
+        reset()
+        want = observe(fn), repr(OUTSIDE)
+        reset()
+        got = observe(compiled), repr(OUTSIDE)
+        assert not got[0]["warnings"], got[0]["warnings"]
+        assert got == want, "call %d" % (call + 1)
+        if call == 0:
+            assert counts(compiled) == (graphs, breaks)

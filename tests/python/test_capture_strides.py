@@ -93,3 +93,28 @@ def test_memory_format_where_eager_rejects_it_raises_eagers_error():
     with pytest.raises(TypeError) as got:
         ptc.compile(f, backend="eager")(torch.ones(3))
     assert str(got.value) == str(want.value)
+
+
+def returned_like(x):
+    # returned, a *_like keeps its input's layout (main: row-major, values right)
+    return (torch.zeros_like(x), torch.empty_like(x), torch.ones_like(x), torch.full_like(x, 2.0),
+            torch.rand_like(x), torch.randn_like(x), torch.zeros_like(x) + x,
+            torch.zeros_like(x, memory_format=torch.contiguous_format))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.arange(12.0).view(3, 4).t(),
+    lambda: torch.arange(24.0).view(2, 3, 4).permute(2, 0, 1),
+    lambda: torch.arange(24.0).view(4, 6)[:, ::2],  # not dense: dense in its order
+    lambda: torch.arange(48.0).view(1, 3, 4, 4).to(memory_format=torch.channels_last),
+], ids=["transposed", "permuted", "strided", "channels_last"])
+@pytest.mark.parametrize("backend", ["eager", "ptc"])
+def test_returned_like_has_eagers_strides(make, backend):
+    compiled = ptc.compile(returned_like, backend=backend)
+    for _ in range(2):
+        x = make()
+        want, got = returned_like(x), compiled(x)
+        assert [w.stride() for w in want] == [g.stride() for g in got]
+        for i in (0, 2, 3, 6, 7):  # the deterministic ones
+            assert torch.equal(want[i], got[i])
+    assert counts(compiled)[:2] == (1, 0)

@@ -82,8 +82,9 @@ static const advice table[] = {
     {"PTC-B014",
      "%3$s, so `%1$s` always runs eagerly. Remove the decorator if it should be compiled."},
     {"PTC-B015",
-     "`%1$s` runs a generator ptc does not trace (one with a try or with block). Move that block "
-     "out of the generator, return a list instead of yielding, or build the list before %2$s."},
+     "`%1$s` runs a generator ptc does not trace (one left unfinished inside a try or with "
+     "block, or a coroutine). Run the generator to its end or close() it inside %2$s, or return a "
+     "list instead of yielding."},
     {"PTC-B016",
      "The with-statement at `%1$s` uses a context manager ptc does not model (%3$s). Move the "
      "block out of %2$s if it need not be inside."},

@@ -358,15 +358,16 @@ static int symint_recipe(builder *B, PyObject *o)
 /* A builtin bound to an object: its type's descriptor bound to the rebuilt
  * object, not getattr by name, which would find a subclass's override
  * (super().append(v) replayed as self.append(v) ran the override twice).
- * getattr for a builtin no descriptor binds to; module functions and
- * unbound builtins are constants. */
+ * getattr for a builtin no descriptor binds to, and for one of ptc's
+ * iterators (rebuilt as the real one: gen.send is the generator's own);
+ * module functions and unbound builtins are constants. */
 static int bound_builtin_recipe(builder *B, PyObject *o)
 {
     PyObject *self = PyCFunction_GetSelf(o);
     PyObject *name = PyObject_GetAttr(o, cap_P.s_name);
     if (!name)
         return -1;
-    PyObject *descr = cap_builtin_descriptor(o, self, name);
+    PyObject *descr = cap_is_ptc_iter(self) ? NULL : cap_builtin_descriptor(o, self, name);
     int r;
     if (descr) {
         int of = recipe_of(B, self);

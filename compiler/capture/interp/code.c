@@ -346,6 +346,44 @@ const cap_exc_entry *cap_code_handler(const cap_code *c, int pc)
     return NULL;
 }
 
+static bool is_op(const cap_instr *in, const char *name)
+{
+    return strcmp(cap_opname(in->raw), name) == 0;
+}
+
+/* The RERAISE ending the handler at target, if that handler only leaves an
+ * except block (COPY 3, POP_EXCEPT, RERAISE 1) or clears its `as` name
+ * (LOAD_CONST None, STORE_FAST n, DELETE_FAST n, RERAISE 1): it runs no code
+ * of the program's. Else -1. */
+static int except_block_exit(const cap_code *c, int target)
+{
+    const cap_instr *first = &c->ins[target], *second = &c->ins[first->next];
+    if (is_op(first, "COPY") && first->arg == 3 && is_op(second, "POP_EXCEPT"))
+        return is_op(&c->ins[second->next], "RERAISE") ? second->next : -1;
+    if (!is_op(first, "LOAD_CONST") || PyTuple_GetItem(c->consts, first->arg) != Py_None ||
+        !is_op(second, "STORE_FAST"))
+        return -1;
+    const cap_instr *del = &c->ins[second->next];
+    bool clears = is_op(del, "DELETE_FAST") && del->arg == second->arg;
+    return clears && is_op(&c->ins[del->next], "RERAISE") ? del->next : -1;
+}
+
+bool cap_code_cleanup_at(const cap_code *c, int pc)
+{
+    enum { INTRINSIC_STOPITERATION_ERROR = 3 };
+    for (int hops = 0; hops < c->nexc + 1; hops++) {
+        const cap_exc_entry *h = cap_code_handler(c, pc);
+        if (!h)
+            return false;
+        const cap_instr *in = &c->ins[h->target];
+        if (in->h == H_CALL_INTRINSIC_1 && in->arg == INTRINSIC_STOPITERATION_ERROR)
+            return false;
+        if ((pc = except_block_exit(c, h->target)) < 0)
+            return true;
+    }
+    return true;
+}
+
 static int decode_positions(cap_code *c)
 {
     c->pos = malloc(sizeof *c->pos * 4 * (size_t)(c->nunits + 1));
@@ -428,21 +466,6 @@ done:
     return rc;
 }
 
-/* A generator function's only handlers are CPython's own (3.12 wraps the
- * body in one that turns StopIteration into RuntimeError, PEP 479): a try or
- * with block would need its clean-up run when an unfinished generator is
- * closed, which a trace does not model. */
-static bool only_stop_iteration_handlers(const cap_code *c)
-{
-    enum { INTRINSIC_STOPITERATION_ERROR = 3 };
-    for (int i = 0; i < c->nexc; i++) {
-        const cap_instr *in = &c->ins[c->exc[i].target];
-        if (in->h != H_CALL_INTRINSIC_1 || in->arg != INTRINSIC_STOPITERATION_ERROR)
-            return false;
-    }
-    return true;
-}
-
 static cap_code *decode(PyObject *code)
 {
     cap_code *c = calloc(1, sizeof *c);
@@ -476,7 +499,7 @@ static cap_code *decode(PyObject *code)
            in a trace (iter.c); other generators never run. */
         size_t n = strlen(c->qualname_s);
         c->genexpr = !c->notrace && n >= 9 && strcmp(c->qualname_s + n - 9, "<genexpr>") == 0;
-        c->genfunc = !c->notrace && !c->genexpr && only_stop_iteration_handlers(c);
+        c->genfunc = !c->notrace && !c->genexpr;
         c->notrace = "a generator";
     }
     else if (c->flags & (0x80 | 0x100))

@@ -251,6 +251,14 @@ cap_frame *cap_generator_frame(PyObject *func, PyObject *args, PyObject *kwnames
     return f;
 }
 
+int cap_frame_yield_pc(const cap_frame *f)
+{
+    /* YIELD_VALUE is one code unit with no cache, before the RESUME that
+       f->pc stands at (3.11, 3.12) */
+    int pc = f->pc - 1;
+    return pc >= 0 && f->code->ins[pc].h == H_YIELD_VALUE ? pc : f->pc;
+}
+
 /* ptc.config.trust_module_state wraps nn.Module's state-changing methods
  * (python/ptc/_module_state.py). A trace follows the method they wrap: the
  * epoch bump is for real calls, and writes to modules from outside the

@@ -110,9 +110,7 @@ typedef struct cap_code {
     int32_t *pos;                  /* [4 * nunits]: line, endline, col, endcol (-1) */
     const char *notrace;           /* why this code is never interpreted, or NULL */
     bool genexpr;                  /* a generator expression a trace runs lazily (iter.c) */
-    bool genfunc;                  /* a generator function a trace runs lazily (generators.c):
-                                      no try or with block, whose clean-up at close() it
-                                      would have to model */
+    bool genfunc;                  /* a generator function a trace runs lazily (generators.c) */
     int refs;                      /* the cache's, frames', guards' and entries' (GIL-held) */
 } cap_code;
 
@@ -127,6 +125,11 @@ int cap_opcodes_init(void);
 const char *cap_opname(int raw);
 /* Handler for an exception raised at pc, or NULL. */
 const cap_exc_entry *cap_code_handler(const cap_code *c, int pc);
+/* Whether an exception raised at pc runs code of c's own (a try or with
+ * block's handler), not only 3.12's PEP 479 wrapper of a generator's body
+ * or the exits of the except blocks it is in: closing a generator suspended
+ * there runs its clean-up. */
+bool cap_code_cleanup_at(const cap_code *c, int pc);
 /* Source position of the instruction at pc (line 0 if unknown). */
 void cap_code_pos(const cap_code *c, int pc, int *line, int *col, int *endline, int *endcol);
 
@@ -322,6 +325,10 @@ struct cap_interp {
     /* The failing instruction re-raised an exception (RERAISE, a bare raise):
        its frame has its traceback entry already. */
     bool reraised;
+    /* generator.throw(): the innermost frame (a generator's, just resumed)
+       runs no instruction first: the pending exception is raised at its pc,
+       the yield it was suspended at, as CPython raises it there. */
+    bool throw_in;
     /* The ints of a resume state that are id()s of its objects (dict:
        address -> the int, set by the entry that made the state): new each
        call, so the trace that goes on from it does not specialise on them. */
@@ -331,6 +338,8 @@ struct cap_interp {
 /* Frames. */
 cap_frame *cap_frame_new(cap_code *code, PyObject *func, PyObject *globals, PyObject *builtins);
 void cap_frame_free(cap_frame *f);
+/* The pc of the yield a suspended generator's frame f stands after. */
+int cap_frame_yield_pc(const cap_frame *f);
 /* Adds f's entry, at its current instruction, to the pending exception's
  * traceback, as CPython does in each frame an exception passes through
  * (tracebacks.c). */

@@ -107,7 +107,8 @@ int cap_run(cap_interp *I)
             return cap_hooks.break_again(I->T);
         const cap_instr *in = &f->code->ins[f->pc];
         I->instr_step = I->steps;
-        int rc = cap_handlers[in->h](I, f, in);
+        int rc = I->throw_in ? CAP_ERR : cap_handlers[in->h](I, f, in);
+        I->throw_in = false;
         I->steps++;
         switch (rc) {
         case CAP_NEXT:

@@ -354,10 +354,28 @@ HANDLER(LIST_EXTEND)
     return rc;
 }
 
+/* CPython's set.update of a set copies its table, and presizes for a dict
+ * (a set literal {"a", "b", "c"} is a frozenset constant's update): adding
+ * item by item could lay the table out otherwise, so that the set iterates,
+ * and pops, in another order than eager's. Those run as set.update on the
+ * object as the trace sees it (cap_hooks.flow: a written outside set breaks
+ * there, its order unknown). */
+static int merge_update(cap_interp *I, PyObject *set, PyObject *src)
+{
+    PyObject *seen = I->T ? cap_hooks.flow(I->T, src) : Py_NewRef(src);
+    PyObject *r = seen ? PyObject_CallMethod(set, "update", "O", seen) : NULL;
+    Py_XDECREF(seen);
+    Py_XDECREF(r);
+    return r ? CAP_NEXT : CAP_ERR;
+}
+
 /* (set, ..., iterable -- set, ...) */
 HANDLER(SET_UPDATE)
 {
-    int rc = for_each(I, cap_peek(f, 1), set_add, cap_peek(f, in->arg + 1));
+    PyObject *src = cap_peek(f, 1);
+    int rc = PyAnySet_Check(src) || PyDict_CheckExact(src)
+                 ? merge_update(I, cap_peek(f, in->arg + 1), src)
+                 : for_each(I, src, set_add, cap_peek(f, in->arg + 1));
     if (rc == CAP_NEXT)
         cap_popn(f, 1);
     return rc;

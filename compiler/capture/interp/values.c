@@ -233,6 +233,18 @@ static int inplace_outside(cap_interp *I, int op, PyObject *a, PyObject *b, PyOb
     return rc;
 }
 
+/* A set operator's result iterates as its operands' tables do: an outside
+ * set the trace wrote, whose order is unknown, is read as a call ptc runs
+ * for real would read it (cap_hooks.flow: a break there). */
+static int set_operand_order(cap_interp *I, PyObject *x)
+{
+    if (!PyAnySet_Check(x) || cap_hooks.source_of(I->T, x) < 0)
+        return CAP_NEXT;
+    PyObject *read = cap_hooks.flow(I->T, x);
+    Py_XDECREF(read);
+    return read ? CAP_NEXT : CAP_ERR;
+}
+
 int cap_op_binary(cap_interp *I, int op, PyObject *a, PyObject *b, PyObject **out)
 {
     if (I->T) {
@@ -244,7 +256,11 @@ int cap_op_binary(cap_interp *I, int op, PyObject *a, PyObject *b, PyObject **ou
             return binop_from(I, op, a, b, ST_INPLACE, out);
         if ((op & CAP_NB_INPLACE) && cap_hooks.source_of(I->T, a) >= 0 && !cap_hooks.is_constant(a))
             return inplace_outside(I, op, a, b, out);
-        int rc = cap_hooks.current(I, &a);
+        int rc = set_operand_order(I, a);
+        if (rc == CAP_NEXT)
+            rc = set_operand_order(I, b);
+        if (rc == CAP_NEXT)
+            rc = cap_hooks.current(I, &a);
         if (rc == CAP_NEXT)
             rc = cap_hooks.current(I, &b);
         if (rc == CAP_NEXT)

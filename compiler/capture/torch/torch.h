@@ -56,6 +56,11 @@ int cap_torch_setitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v);
  * says. */
 typedef enum { CAP_ROW_MAJOR, CAP_CHANNELS_LAST, CAP_CHANNELS_LAST_3D } cap_memory_format;
 bool cap_value_strides(cap_trace *T, const ptc_value *v, int64_t *st);
+/* The order, outermost dim first, in which a *_like of input lays out its
+ * dims (torch's preserve_format: input's own order where it is dense, else
+ * infer_dense_strides'); false where that is row-major or ptc does not know
+ * input's strides. */
+bool cap_like_order(cap_trace *T, const ptc_value *input, int8_t *perm);
 /* Notes that node n, a creation op, was built by a *_like call of input:
  * n's layout is then input's, as torch's preserve_format gives it. */
 int cap_note_like(cap_trace *T, const ptc_node *n, const ptc_value *input);

@@ -552,10 +552,36 @@ int cap_th_random(cap_tcall *c, PyObject **out)
     return cap_build(c->T, (ptc_op)c->m->op, a, 4, out);
 }
 
-/* A *_like call's creation op, noted as made like t (its layout is t's;
- * t NULL: row-major, memory_format=torch.contiguous_format). */
+/* A *_like of a tensor of type tt laid out in order perm (outermost dim
+ * first, not row-major): the creation over tt's dims in that order, permuted
+ * back. The graph's result then has eager's strides (a returned one comes
+ * back with them), and stride() follows the permute. */
+static int build_permuted(cap_tcall *c, const ptc_ttype *tt, const int8_t *perm, ptc_op op,
+                          ptc_arg *a, int nargs, PyObject **out)
+{
+    ptc_dim shape[PTC_MAX_DIMS];
+    int64_t back[PTC_MAX_DIMS];
+    for (int k = 0; k < tt->ndim; k++) {
+        shape[k] = tt->shape[perm[k]];
+        back[perm[k]] = k;
+    }
+    a[0] = ptc_arg_dims(c->T->arena, shape, tt->ndim);
+    ptc_value *made = cap_build1(c->T, op, a, nargs);
+    if (!made)
+        return PyErr_Occurred() ? CAP_ERR : CAP_BREAK;
+    ptc_arg p[2] = {ptc_arg_value(made), ptc_arg_ints(c->T->arena, back, tt->ndim)};
+    return cap_build(c->T, PTC_OP_PERMUTE, p, 2, out);
+}
+
+/* A *_like call's creation op: in t's layout (t NULL: row-major,
+ * memory_format=torch.contiguous_format), permuted where that is not
+ * row-major, else noted as made like t (a size-1 dim's stride, or strides
+ * ptc does not know, are t's: torch_strides.c). */
 static int build_like(cap_tcall *c, cap_tensor *t, ptc_op op, ptc_arg *a, int nargs, PyObject **out)
 {
+    int8_t perm[PTC_MAX_DIMS];
+    if (t && cap_like_order(c->T, t->v, perm))
+        return build_permuted(c, ty(t), perm, op, a, nargs, out);
     int rc = cap_build(c->T, op, a, nargs, out);
     if (rc != CAP_NEXT || !t || !cap_is_tensor(*out))
         return rc;

@@ -332,6 +332,21 @@ bool cap_value_strides(cap_trace *T, const ptc_value *v, int64_t *st)
     return strides_of_value(T, v, st, 0);
 }
 
+bool cap_like_order(cap_trace *T, const ptc_value *in, int8_t *perm)
+{
+    int64_t in_st[PTC_MAX_DIMS], st[PTC_MAX_DIMS];
+    if (!strides_of_value(T, in, in_st, 0))
+        return false;
+    if (!cap_dense_order(&in->type, in_st, perm)) {
+        dense_in_order_of(&in->type, in_st, st);
+        cap_dense_order(&in->type, st, perm);
+    }
+    for (int d = 0; d < in->type.ndim; d++)
+        if (perm[d] != d)
+            return true;
+    return false;
+}
+
 /* torch's is_contiguous(memory_format): dense with the dims innermost
  * first in the format's order (size-1 dims do not count). */
 bool cap_strides_contiguous(const ptc_value *v, const int64_t *st, cap_memory_format format)

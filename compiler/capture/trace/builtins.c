@@ -428,13 +428,26 @@ static int any_all(cap_interp *I, bool want, PyObject *iterable, PyObject **res)
 }
 
 /* Whether builtin id's answer for the set s does not depend on the order
- * it iterates in: set, frozenset, and sorted, min and max by no key. */
+ * it iterates in: sorted, min and max by no key. */
 static bool reads_in_any_order(int id, PyObject *s, PyObject *const *args, int nargs,
                                PyObject *kwnames)
 {
     bool keyed = kw_get(args, nargs, kwnames, "key") != NULL;
-    return PyAnySet_Check(s) && (id == B_set || id == B_frozenset ||
-                                 ((id == B_sorted || id == B_min || id == B_max) && !keyed));
+    return PyAnySet_Check(s) && (id == B_sorted || id == B_min || id == B_max) && !keyed;
+}
+
+/* set(s) and frozenset(s) of a set or dict copy its table (CPython merges a
+ * set's, and presizes for a dict's keys): made item by item, the result
+ * could iterate, and pop, in another order than eager's. Made for real from
+ * the object as the trace sees it (a written outside set breaks there: its
+ * order is the real set's, which no copy keeps). */
+static int copy_of_table(cap_trace *T, int id, PyObject *src, PyObject **out)
+{
+    PyObject *seen = cap_t_flow(T, src);
+    PyObject *type = (PyObject *)(id == B_set ? &PySet_Type : &PyFrozenSet_Type);
+    *out = seen ? PyObject_CallOneArg_compat(type, seen) : NULL;
+    Py_XDECREF(seen);
+    return *out ? CAP_NEXT : CAP_ERR;
 }
 
 /* Builtins that consume an iterable (list, tuple, set, frozenset, sorted,
@@ -446,6 +459,9 @@ static int consume_items(cap_interp *I, int id, PyObject *const *args, int nargs
     int npos = nargs - kw_count(kwnames), rc = CAP_NEXT;
     if (id == B_any || id == B_all)
         return npos == 1 ? any_all(I, id == B_any, args[0], out) : CAP_ERR;
+    if ((id == B_set || id == B_frozenset) && npos == 1 &&
+        (PyAnySet_Check(args[0]) || PyDict_CheckExact(args[0])))
+        return copy_of_table(I->T, id, args[0], out);
     I->T->any_order = npos > 0 && reads_in_any_order(id, args[0], args, nargs, kwnames);
     PyObject *items = npos > 0 ? cap_t_materialize(I, args[0], &rc) : PyList_New(0);
     I->T->any_order = false;

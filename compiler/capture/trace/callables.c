@@ -10,11 +10,16 @@
 
 /* ---- inlining decisions ------------------------------------------------------------------ */
 
+PyObject *cap_t_call_site(const cap_frame *f)
+{
+    return Py_BuildValue("(ni)", (Py_ssize_t)(uintptr_t)f->code->code, f->pc);
+}
+
 bool cap_t_no_inline(cap_trace *T, cap_frame *f)
 {
     if (PySet_Size(T->no_inline) == 0)
         return false;
-    PyObject *key = Py_BuildValue("(ni)", (Py_ssize_t)(uintptr_t)f->code->code, f->pc);
+    PyObject *key = cap_t_call_site(f);
     int r = key ? PySet_Contains(T->no_inline, key) : 0;
     Py_XDECREF(key);
     PyErr_Clear();

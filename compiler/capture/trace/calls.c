@@ -204,6 +204,16 @@ static bool is_read_only(const char *name)
 
 /* A method of an outside dict/list: reads go through the tracer. */
 
+/* Whether a set's method of that name answers the same whatever order the
+ * set iterates in (a copy or a union of it iterates as its table does). */
+static bool order_free_set_read(const char *name)
+{
+    static const char *const names[] = {"__contains__", "__len__", "isdisjoint", "issubset",
+                                        "issuperset", "__eq__", "__ne__", "__le__", "__lt__",
+                                        "__ge__", "__gt__", NULL};
+    return cap_name_index(name, names) >= 0;
+}
+
 /* The class whose C method callable is (a method-wrapper and a method
  * descriptor say; a bound builtin's descriptor does), new ref or NULL. */
 static PyObject *method_owner(PyObject *callable, PyObject *self)
@@ -285,6 +295,10 @@ static int outside_container_method(cap_interp *I, PyObject *callable, PyObject 
         int rc = cap_t_outside_mutator(I, self, name, args, nargs, kwnames, out);
         if (rc != CAP_NONE)
             return rc;
+        if (PyAnySet_Check(self) && strcmp(name, "pop") == 0)
+            return cap_t_break(T, CAP_B_MUTATE_OUTSIDE,
+                               "set.pop() of a set from outside: the item it takes depends on where "
+                               "its last pop stopped, which Python does not expose");
         return cap_t_break(T, CAP_B_MUTATE_OUTSIDE, "%s.%s() on an object from outside",
                            cap_tpname(Py_TYPE(self)), name);
     }
@@ -313,8 +327,14 @@ static int outside_container_method(cap_interp *I, PyObject *callable, PyObject 
             *out = Py_NewRef(nargs > 1 ? args[1] : Py_None);
         return rc;
     }
+    PyObject *orig = self;
     if (cap_t_current(I, &self) != CAP_NEXT)
         return CAP_ERR;
+    if (PyAnySet_Check(orig) && !order_free_set_read(name)) {
+        int rc = cap_t_written_set_read(T, orig, self);
+        if (rc != CAP_NEXT)
+            return rc;
+    }
     PyObject *copy = cap_t_stored_items(T, self);
     if (!copy)
         return CAP_ERR;
@@ -343,26 +363,162 @@ static bool plain_new(PyObject *type)
            type == (PyObject *)&PyUnicode_Type;
 }
 
-/* l.extend(it) on a list made in the trace: item by item, as CPython does
- * for an iterator, so callbacks under it see the items added so far. A
- * break or an uncaught error takes the list and the iterators back. */
-static int extend_lazily(cap_interp *I, PyObject *list, PyObject *it, PyObject **out)
+/* ---- updates from lazy iterators -------------------------------------------------- */
+
+/* list.extend, set.update, set.difference_update and dict.update consume an
+ * iterator argument item by item, as CPython does, so that code under it (a
+ * generator's body) sees the items added so far: each item goes through the
+ * base type's one-item method (append, add, discard, __setitem__), which
+ * logs writes to an outside container as usual. A break or an uncaught
+ * error reruns the call for real from its start, the trace made again up to
+ * it (cap_t_rerun_from_start), so none of its writes happened. */
+static const char *const lazy_updates[][2] = {
+    {"extend", "append"},
+    {"update", "add"},
+    {"difference_update", "discard"},
+    {"update", "__setitem__"},
+};
+
+/* The one-item method of self.name(...) (a descriptor of self's base
+ * type), where an argument is one of ptc's iterators; else NULL. */
+static PyObject *one_item_method(PyObject *self, const char *name, PyObject *const *args, int nargs,
+                                 PyObject *kwnames)
 {
-    Py_ssize_t n0 = PyList_Size(list);
-    cap_iter_marks marks;
-    cap_iter_mark(&marks, &it, 1);
-    PyObject *v = NULL;
-    int rc;
-    while ((rc = cap_t_next_sync(I, it, &v)) == CAP_NEXT && v) {
-        int r = PyList_Append(list, v);
-        Py_DECREF(v);
-        if (r < 0) {
-            rc = CAP_ERR;
-            break;
-        }
+    PyTypeObject *base = PyList_Check(self) ? &PyList_Type
+                         : PySet_Check(self) ? &PySet_Type
+                         : PyDict_Check(self) ? &PyDict_Type : NULL;
+    int row = base == &PyList_Type ? 0 : base == &PyDict_Type ? 3 : 1;
+    int npos = nargs - (kwnames ? (int)PyTuple_Size(kwnames) : 0);
+    bool lazy = false;
+    for (int a = 0; a < npos; a++)
+        lazy = lazy || cap_is_ptc_iter(args[a]);
+    bool keywords = npos < nargs;
+    if (!base || !lazy || (keywords && base != &PyDict_Type) || (base != &PySet_Type && npos != 1))
+        return NULL;
+    if (row == 1 && strcmp(name, lazy_updates[2][0]) == 0)
+        row = 2;
+    if (strcmp(name, lazy_updates[row][0]) != 0)
+        return NULL;
+    return PyObject_GetAttrString((PyObject *)base, lazy_updates[row][1]);
+}
+
+/* The (key, value) of dict.update's item number k, as CPython unpacks it. */
+static int update_pair(cap_trace *T, PyObject *item, Py_ssize_t k, PyObject *kv[2])
+{
+    if (cap_is_tensor(item) || cap_is_ptc_iter(item))
+        return cap_t_break(T, CAP_B_TENSOR_DATA, "dict.update() item that is a %s",
+                           cap_tpname(Py_TYPE(item)));
+    PyObject *seq = PySequence_Fast(item, "");
+    if (!seq) {
+        PyErr_Format(PyExc_TypeError,
+                     "cannot convert dictionary update sequence element #%zd to a sequence", k);
+        return CAP_ERR;
     }
+    Py_ssize_t n = PySequence_Size(seq);
+    if (n != 2) {
+        Py_DECREF(seq);
+        if (n >= 0)
+            PyErr_Format(PyExc_ValueError,
+                         "dictionary update sequence element #%zd has length %zd; 2 is required",
+                         k, n);
+        return CAP_ERR;
+    }
+    kv[0] = PySequence_GetItem(seq, 0);
+    kv[1] = kv[0] ? PySequence_GetItem(seq, 1) : NULL;
+    Py_DECREF(seq);
+    if (!kv[1]) {
+        Py_CLEAR(kv[0]);
+        return CAP_ERR;
+    }
+    return CAP_NEXT;
+}
+
+/* method(self, item) (dict: method(self, key, value)) for each item of obj. */
+static int update_from(cap_interp *I, PyObject *method, PyObject *self, PyObject *obj)
+{
+    PyObject *it = NULL, *v = NULL, *none = NULL;
+    int rc = cap_t_iter_sync(I, obj, &it);
+    for (Py_ssize_t k = 0; rc == CAP_NEXT && (rc = cap_t_next_sync(I, it, &v)) == CAP_NEXT && v;
+         k++) {
+        PyObject *call[3] = {self, v, NULL};
+        if (PyDict_Check(self) && (rc = update_pair(I->T, v, k, call + 1)) == CAP_NEXT) {
+            rc = cap_t_call_sync(I, method, call, 3, NULL, &none);
+            Py_DECREF(call[1]);
+            Py_DECREF(call[2]);
+        } else if (!PyDict_Check(self)) {
+            rc = cap_t_call_sync(I, method, call, 2, NULL, &none);
+        }
+        Py_CLEAR(none);
+        Py_CLEAR(v);
+    }
+    Py_XDECREF(it);
+    return rc;
+}
+
+/* dict.update's keywords, after its positional argument. */
+static int update_keywords(cap_interp *I, PyObject *method, PyObject *self, PyObject *const *values,
+                           PyObject *kwnames)
+{
+    int rc = CAP_NEXT;
+    for (Py_ssize_t k = 0; kwnames && rc == CAP_NEXT && k < PyTuple_Size(kwnames); k++) {
+        PyObject *call[3] = {self, PyTuple_GetItem(kwnames, k), values[k]}, *none = NULL;
+        rc = cap_t_call_sync(I, method, call, 3, NULL, &none);
+        Py_XDECREF(none);
+    }
+    return rc;
+}
+
+/* set.symmetric_difference_update and intersection_update of lazy
+ * iterators: CPython first makes a set of each, so their items are taken
+ * whole (traced), and the call goes on with lists of them, which CPython
+ * reads in the same order. */
+static int update_from_drained(cap_interp *I, PyObject *self, const char *name,
+                               PyObject *const *args, int nargs, PyObject **out)
+{
+    PyObject *call[ARGS_MAX] = {self};
+    int rc = CAP_NEXT, n = 1;
+    if (nargs + 1 > ARGS_MAX)
+        return too_many_args(I->T);
+    cap_iter_marks marks;
+    cap_iter_mark(&marks, args, nargs);
+    for (int a = 0; a < nargs && rc == CAP_NEXT; a++, n++)
+        call[n] = cap_is_ptc_iter(args[a]) ? cap_t_materialize(I, args[a], &rc)
+                                           : Py_NewRef(args[a]);
+    PyObject *method =
+        rc == CAP_NEXT ? PyObject_GetAttrString((PyObject *)&PySet_Type, name) : NULL;
+    if (method)
+        rc = cap_t_call(I, method, call, n, NULL, out);
+    else if (rc == CAP_NEXT)
+        rc = CAP_ERR;
+    Py_XDECREF(method);
+    for (int k = 1; k < n; k++)
+        Py_XDECREF(call[k]);
+    return cap_iter_rewind(I, &marks, rc);
+}
+
+static bool drains_first(PyObject *self, const char *name, PyObject *const *args, int nargs,
+                         PyObject *kwnames)
+{
+    bool lazy = false;
+    for (int a = 0; a < nargs; a++)
+        lazy = lazy || cap_is_ptc_iter(args[a]);
+    return lazy && !kwnames && PySet_Check(self) &&
+           (strcmp(name, "symmetric_difference_update") == 0 ||
+            strcmp(name, "intersection_update") == 0);
+}
+
+static int update_lazily(cap_interp *I, PyObject *method, PyObject *self, PyObject *const *args,
+                         int nargs, PyObject *kwnames, PyObject **out)
+{
+    int npos = nargs - (kwnames ? (int)PyTuple_Size(kwnames) : 0), rc = CAP_NEXT;
+    cap_iter_marks marks;
+    cap_iter_mark(&marks, args, npos);
+    for (int a = 0; a < npos && rc == CAP_NEXT; a++)
+        rc = update_from(I, method, self, args[a]);
+    if (rc == CAP_NEXT)
+        rc = update_keywords(I, method, self, args + npos, kwnames);
     if (cap_t_reruns(I, rc))
-        PyList_SetSlice(list, n0, PyList_Size(list), NULL);
+        cap_t_rerun_from_start(I);
     rc = cap_iter_rewind(I, &marks, rc);
     if (rc == CAP_NEXT)
         *out = Py_NewRef(Py_None);
@@ -445,8 +601,23 @@ static int c_method_call(cap_interp *I, PyObject *callable, PyObject *self, bool
                          PyObject **out)
 {
     cap_trace *T = I->T;
+    if (Py_TYPE(self) == cap_lazy_type) {
+        int rc = cap_t_generator_method(I, (cap_lazy *)self, name, args, nargs, kwnames, out);
+        if (rc != CAP_NONE)
+            return rc;
+    }
     if (cap_is_tensor(self))
         return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "Tensor.%s", name);
+    PyObject *one_item = one_item_method(self, name, args, nargs, kwnames);
+    if (one_item) {
+        int rc = update_lazily(I, one_item, self, args, nargs, kwnames, out);
+        Py_DECREF(one_item);
+        return rc;
+    }
+    if (PyErr_Occurred())
+        return CAP_ERR;
+    if (drains_first(self, name, args, nargs, kwnames))
+        return update_from_drained(I, self, name, args, nargs, out);
     if (PyObject_TypeCheck(self, (PyTypeObject *)cap_T.Tensor)) {
         char what[80];
         snprintf(what, sizeof what, "Tensor.%s", name);
@@ -458,9 +629,6 @@ static int c_method_call(cap_interp *I, PyObject *callable, PyObject *self, bool
         return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "%s.%s() on an object from outside",
                            cap_tpname(Py_TYPE(self)), name);
     }
-    if (PyList_CheckExact(self) && strcmp(name, "extend") == 0 && nargs == 1 && !kwnames &&
-        cap_is_ptc_iter(args[0]))
-        return extend_lazily(I, self, args[0], out);
     PyObject *m = PyCFunction_Check(callable) || by_self ? Py_NewRef(callable)
                                                          : PyObject_GetAttrString(self, name);
     int rc = m ? cap_t_call_real_flowed(T, m, args, nargs, kwnames, out) : CAP_ERR;

@@ -3,22 +3,50 @@
  * def g(): ... yield ... called inside the compiled function gives a lazy
  * generator (iter.c's cap_lazy, as a generator expression does): its body
  * runs traced, in a nested run up to its next yield, only when the program
- * advances it (a for-loop, list(), sum(), zip(), next()), so its tensor work
- * joins the caller's graph and its side effects happen in eager's order, as
- * torch.compile inlines generators. The arguments are bound once at the call,
- * so a call CPython rejects raises there; the generator keeps them, to make
- * its frame on the first step and to be rebuilt as fn(*args, **kwargs) while
- * it has not started. yield from (interp's SEND) advances the inner
- * iterator the same way and reads a generator's return value. A generator
- * function with a try or with block stays a break (interp's
- * cap_code.genfunc): closing an unfinished one runs its clean-up, which a
- * trace does not model.
+ * advances it (a for-loop, list(), sum(), zip(), next(), send()), so its
+ * tensor work joins the caller's graph and its side effects happen in
+ * eager's order, as torch.compile inlines generators. The arguments are
+ * bound once at the call, so a call CPython rejects raises there; the
+ * generator keeps them, to make its frame on the first step and to be
+ * rebuilt as fn(*args, **kwargs) while it has not started. yield from
+ * (interp's SEND) advances the inner iterator the same way and reads a
+ * generator's return value.
+ *
+ * send(v), throw(exc) and close() follow CPython 3.11's generator object:
+ * the value sent is what the yield evaluates to, an exception thrown is
+ * raised at the yield (interp's throw_in), and close() throws GeneratorExit
+ * there, so finally blocks and __exit__ run, traced, in eager's order.
+ *
+ * A try or with block that CPython would run when it frees an unfinished
+ * generator is the one clean-up a trace cannot place: it happens when the
+ * last reference goes. Such generators are tracked while they live (iter.c,
+ * whose dealloc sees them go); one the trace drops, or leaves suspended
+ * inside such a block, sends the compile back to trace again with its call
+ * not inlined (compile.c): that call runs for real and makes a real
+ * generator, CPython's to clean up.
  */
 #include "capture/trace/trace.h"
+
+#include <string.h>
+
+/* ---- generators with clean-up code ---------------------------------------------- */
+
+static bool has_cleanup(const cap_code *c)
+{
+    for (int pc = 0; pc < c->nunits; pc++)
+        if (c->ins[pc].h == H_YIELD_VALUE && cap_code_cleanup_at(c, pc))
+            return true;
+    return false;
+}
 
 int cap_t_generator_call(cap_interp *I, PyObject *fn, cap_code *c, PyObject *const *args, int nargs,
                          PyObject *kwnames, PyObject **out)
 {
+    if (cap_t_no_inline(I->T, I->frame))
+        return cap_t_break(I->T, CAP_B_GENERATOR,
+                           "call to generator function %s runs for real: a generator it made was "
+                           "left unfinished in a try or with block, or could not be rebuilt",
+                           c->qualname_s);
     const char *why = NULL;
     PyObject *its = cap_tuple_from_array(args, nargs); /* keyword values last */
     cap_frame *f = its ? cap_generator_frame(fn, its, kwnames, Py_None, &why) : NULL;
@@ -36,6 +64,15 @@ int cap_t_generator_call(cap_interp *I, PyObject *fn, cap_code *c, PyObject *con
         return CAP_ERR;
     g->kwnames = Py_XNewRef(kwnames);
     g->genfunc = true;
+    if (has_cleanup(c)) {
+        PyObject *site = cap_t_call_site(I->frame);
+        int rc = site ? cap_t_generator_track(g, site) : -1;
+        Py_XDECREF(site);
+        if (rc < 0) {
+            Py_DECREF(g);
+            return CAP_ERR;
+        }
+    }
     *out = (PyObject *)g;
     return CAP_NEXT;
 }
@@ -79,4 +116,153 @@ int cap_t_yield_from(cap_interp *I, PyObject *receiver, PyObject **item, PyObjec
     if (!*value)
         *value = Py_NewRef(Py_None);
     return CAP_NEXT;
+}
+
+/* ---- send, throw, close -------------------------------------------------------------- */
+
+/* Whether g stands at a yield from (RESUME 2 after its yield): send, throw
+ * and close would go to the inner iterator first. */
+static bool in_yield_from(const cap_lazy *g)
+{
+    const cap_instr *in = &g->frame->code->ins[g->frame->pc];
+    return in->arg == 2 && strcmp(cap_opname(in->raw), "RESUME") == 0;
+}
+
+/* Resumes g (sent, or thrown raised at its yield) with g's iterators marked,
+ * so that a break inside puts them back; closing: close()'s ending. */
+static int resume(cap_interp *I, cap_lazy *g, PyObject *sent, PyObject *thrown, bool closing,
+                  PyObject **out)
+{
+    PyObject *self = (PyObject *)g, *item = NULL;
+    cap_iter_marks marks;
+    cap_iter_mark(&marks, &self, 1);
+    int rc = cap_t_gen_run(I, g, sent, thrown, &item);
+    if (closing && rc == CAP_NEXT && item) {
+        Py_DECREF(item);
+        PyErr_SetString(PyExc_RuntimeError, "generator ignored GeneratorExit");
+        rc = CAP_ERR;
+    } else if (closing && (rc == CAP_NEXT ||
+                           (rc == CAP_ERR && PyErr_ExceptionMatches(PyExc_GeneratorExit)))) {
+        PyErr_Clear();
+        Py_CLEAR(g->retval);
+        *out = Py_NewRef(Py_None);
+        rc = CAP_NEXT;
+    } else if (rc == CAP_NEXT && !item) {
+        cap_t_raise_stop_iteration(self); /* finished: StopIteration(its value) */
+        rc = CAP_ERR;
+    } else if (rc == CAP_NEXT) {
+        *out = item;
+    }
+    return cap_iter_rewind(I, &marks, cap_t_gen_error(I, rc));
+}
+
+static int gen_send(cap_interp *I, cap_lazy *g, PyObject *v, PyObject **out)
+{
+    if (g->state == CAP_GEN_READY && v != Py_None) {
+        PyErr_SetString(PyExc_TypeError, "can't send non-None value to a just-started generator");
+        return CAP_ERR;
+    }
+    if (g->state == CAP_GEN_DONE) {
+        PyErr_SetNone(PyExc_StopIteration);
+        return CAP_ERR;
+    }
+    if (g->state == CAP_GEN_SUSPENDED && g->frame && in_yield_from(g) && v != Py_None)
+        return cap_t_break(I->T, CAP_B_GENERATOR, "generator.send() into a yield from");
+    return resume(I, g, v, NULL, false, out);
+}
+
+/* The exception throw(x) raises: x, or x() for an exception class. */
+static int thrown_exception(cap_interp *I, PyObject *x, PyObject **exc)
+{
+    if (PyExceptionInstance_Check(x)) {
+        *exc = Py_NewRef(x);
+        return CAP_NEXT;
+    }
+    if (!PyExceptionClass_Check(x)) {
+        PyErr_Format(PyExc_TypeError,
+                     "exceptions must be classes or instances deriving from BaseException, not %s",
+                     cap_tpname(Py_TYPE(x)));
+        return CAP_ERR;
+    }
+    int rc = cap_t_call_sync(I, x, NULL, 0, NULL, exc);
+    if (rc == CAP_NEXT && !PyExceptionInstance_Check(*exc)) {
+        Py_CLEAR(*exc);
+        return cap_t_break(I->T, CAP_B_GENERATOR,
+                           "generator.throw() of a class that makes no exception");
+    }
+    return rc;
+}
+
+static int gen_throw(cap_interp *I, cap_lazy *g, PyObject *x, PyObject **out)
+{
+    PyObject *exc = NULL;
+    int rc = thrown_exception(I, x, &exc);
+    if (rc != CAP_NEXT)
+        return rc;
+    if (g->state == CAP_GEN_SUSPENDED && g->frame && in_yield_from(g))
+        rc = cap_t_break(I->T, CAP_B_GENERATOR, "generator.throw() into a yield from");
+    else if (g->state == CAP_GEN_SUSPENDED)
+        rc = resume(I, g, NULL, exc, false, out);
+    else if (g->state == CAP_GEN_RUNNING) {
+        PyErr_SetString(PyExc_ValueError, "generator already executing");
+        rc = CAP_ERR;
+    } else { /* not started, or finished: raised with no code of g's run */
+        g->state = CAP_GEN_DONE;
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+        rc = CAP_ERR;
+    }
+    Py_DECREF(exc);
+    return rc;
+}
+
+static int gen_close(cap_interp *I, cap_lazy *g, PyObject **out)
+{
+    if (g->state == CAP_GEN_RUNNING) {
+        PyErr_SetString(PyExc_ValueError, "generator already executing");
+        return CAP_ERR;
+    }
+    if (g->state != CAP_GEN_SUSPENDED) { /* not started, or finished: nothing runs */
+        g->state = CAP_GEN_DONE;
+        *out = Py_NewRef(Py_None);
+        return CAP_NEXT;
+    }
+    if (g->frame && in_yield_from(g))
+        return cap_t_break(I->T, CAP_B_GENERATOR, "generator.close() of one in a yield from");
+    PyObject *exc = PyObject_CallNoArgs(PyExc_GeneratorExit);
+    if (!exc)
+        return CAP_ERR;
+    int rc = resume(I, g, NULL, exc, true, out);
+    Py_DECREF(exc);
+    return rc;
+}
+
+static int wrong_arguments(const char *name, int nargs, PyObject *kwnames)
+{
+    if (kwnames && PyTuple_Size(kwnames) > 0)
+        PyErr_Format(PyExc_TypeError, "generator.%s() takes no keyword arguments", name);
+    else if (name[0] == 's')
+        PyErr_Format(PyExc_TypeError, "generator.send() takes exactly one argument (%d given)",
+                     nargs);
+    else if (name[0] == 'c')
+        PyErr_Format(PyExc_TypeError, "generator.close() takes no arguments (%d given)", nargs);
+    else
+        PyErr_Format(PyExc_TypeError, "throw expected at least 1 argument, got %d", nargs);
+    return CAP_ERR;
+}
+
+int cap_t_generator_method(cap_interp *I, cap_lazy *g, const char *name, PyObject *const *args,
+                           int nargs, PyObject *kwnames, PyObject **out)
+{
+    bool send = strcmp(name, "send") == 0, thr = strcmp(name, "throw") == 0,
+         close = strcmp(name, "close") == 0;
+    if (g->kind != CAP_LAZY_GEN || !(send || thr || close))
+        return CAP_NONE;
+    bool kw = kwnames && PyTuple_Size(kwnames) > 0;
+    if (kw || (send && nargs != 1) || (close && nargs != 0) || (thr && nargs < 1))
+        return wrong_arguments(name, nargs, kwnames);
+    if (thr && nargs > 1)
+        return cap_t_break(I->T, CAP_B_GENERATOR, "generator.throw(type, value, traceback)");
+    if (send)
+        return gen_send(I, g, args[0], out);
+    return thr ? gen_throw(I, g, args[0], out) : gen_close(I, g, out);
 }

@@ -23,6 +23,7 @@
  */
 #include "capture/trace/trace.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <structmember.h>
 
@@ -258,6 +259,81 @@ PyTypeObject *cap_lazy_type;
 
 static const char *lazy_names[] = {"map", "filter", "zip", "enumerate", "generator"};
 
+/* ---- generators with clean-up code (generators.c tracks them) ------------------------ */
+
+/* The live generators with clean-up code (borrowed: each leaves at its
+ * dealloc), and the call sites of those freed while suspended in a try or
+ * with block, since the last check. */
+static cap_lazy **live;
+static int nlive, caplive;
+static PyObject *dropped;
+
+/* Whether CPython would run code of g's when it frees g now. */
+static bool cleanup_pending(const cap_lazy *g)
+{
+    return g->state == CAP_GEN_SUSPENDED && g->frame &&
+           cap_code_cleanup_at(g->frame->code, cap_frame_yield_pc(g->frame));
+}
+
+int cap_t_generator_track(cap_lazy *g, PyObject *site)
+{
+    if (nlive == caplive) {
+        int cap = caplive ? 2 * caplive : 16;
+        cap_lazy **grown = realloc(live, sizeof *live * (size_t)cap);
+        if (!grown) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        live = grown, caplive = cap;
+    }
+    g->site = Py_NewRef(site);
+    live[nlive++] = g;
+    return 0;
+}
+
+static void generator_freed(cap_lazy *g)
+{
+    for (int i = 0; i < nlive; i++)
+        if (live[i] == g) {
+            live[i] = live[--nlive];
+            break;
+        }
+    if (!cleanup_pending(g))
+        return;
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    if (dropped || (dropped = PySet_New(NULL)))
+        PySet_Add(dropped, g->site);
+    PyErr_Clear();
+    PyErr_Restore(t, v, tb);
+}
+
+int cap_t_generators_unfinished(PyObject *no_inline)
+{
+    Py_ssize_t before = PySet_Size(no_inline);
+    for (int i = 0; i < nlive; i++)
+        if (cleanup_pending(live[i]) && PySet_Add(no_inline, live[i]->site) < 0)
+            return -1;
+    PyObject *it = dropped ? PyObject_GetIter(dropped) : NULL, *site;
+    while (it && (site = PyIter_Next(it))) {
+        int rc = PySet_Add(no_inline, site);
+        Py_DECREF(site);
+        if (rc < 0)
+            break;
+    }
+    Py_XDECREF(it);
+    if (PyErr_Occurred())
+        return -1;
+    cap_t_generators_reset();
+    return (int)(PySet_Size(no_inline) - before);
+}
+
+void cap_t_generators_reset(void)
+{
+    if (dropped)
+        PySet_Clear(dropped);
+}
+
 static void lazy_dealloc(PyObject *self)
 {
     cap_lazy *lz = (cap_lazy *)self;
@@ -266,6 +342,9 @@ static void lazy_dealloc(PyObject *self)
     Py_XDECREF(lz->kwnames);
     Py_XDECREF(lz->retval);
     Py_XDECREF(lz->count);
+    if (lz->site)
+        generator_freed(lz);
+    Py_XDECREF(lz->site);
     cap_frame_free(lz->frame);
     PyTypeObject *t = Py_TYPE(self);
     ((freefunc)PyType_GetSlot(t, Py_tp_free))(self);
@@ -359,8 +438,34 @@ static PyObject *lazy_reduce(PyObject *self, PyObject *unused)
     }
 }
 
+/* send, throw and close of a generator are traced (generators.c); code
+ * ptc runs for real that calls them breaks, as lazy_next_real. */
+static PyObject *gen_method_real(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)args, (void)nargs;
+    return cap_signal_break(CAP_B_OPAQUE_ITERATOR,
+                            "a generator resumed by a call ptc runs for real");
+}
+
+/* The methods only a generator has: map and the rest have no send. */
+static PyObject *lazy_getattro(PyObject *self, PyObject *name)
+{
+    if (((cap_lazy *)self)->kind != CAP_LAZY_GEN && PyUnicode_Check(name) &&
+        (PyUnicode_CompareWithASCIIString(name, "send") == 0 ||
+         PyUnicode_CompareWithASCIIString(name, "throw") == 0 ||
+         PyUnicode_CompareWithASCIIString(name, "close") == 0)) {
+        PyErr_Format(PyExc_AttributeError, "'%s' object has no attribute '%U'",
+                     lazy_names[((cap_lazy *)self)->kind], name);
+        return NULL;
+    }
+    return PyObject_GenericGetAttr(self, name);
+}
+
 static PyMethodDef lazy_methods[] = {
     {"__reduce__", lazy_reduce, METH_NOARGS, NULL},
+    {"send", (PyCFunction)(void (*)(void))gen_method_real, METH_FASTCALL, NULL},
+    {"throw", (PyCFunction)(void (*)(void))gen_method_real, METH_FASTCALL, NULL},
+    {"close", (PyCFunction)(void (*)(void))gen_method_real, METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL},
 };
 
@@ -369,6 +474,7 @@ static PyType_Slot lazy_slots[] = {
     {Py_tp_iter, iter_iter},
     {Py_tp_iternext, lazy_next_real},
     {Py_tp_methods, lazy_methods},
+    {Py_tp_getattro, lazy_getattro},
     {Py_tp_doc, "ptc: a map, filter, zip or enumerate made while tracing, advanced by the trace"},
     {0, NULL},
 };
@@ -391,6 +497,7 @@ PyObject *cap_lazy_new(int kind, PyObject *fn, PyObject *its, PyObject *count, b
     lz->frame = NULL;
     lz->state = CAP_GEN_READY;
     lz->steps = 0;
+    lz->site = NULL;
     return (PyObject *)lz;
 }
 
@@ -637,11 +744,7 @@ static int filter_keeps(cap_interp *I, cap_lazy *lz, PyObject *v, int *keep)
     return *keep < 0 ? CAP_ERR : CAP_NEXT;
 }
 
-/* Runs generator g's frame in a nested run up to its next yield (*out) or
- * its end (*out NULL). An exception it raises ends it: a traced except
- * block of the consumer's frames catches it, else the instruction advancing
- * it reruns for real (a break). */
-static int gen_step(cap_interp *I, cap_lazy *g, PyObject **out)
+int cap_t_gen_run(cap_interp *I, cap_lazy *g, PyObject *sent, PyObject *thrown, PyObject **out)
 {
     cap_trace *T = I->T;
     cap_frame *outer = I->frame;
@@ -668,11 +771,18 @@ static int gen_step(cap_interp *I, cap_lazy *g, PyObject **out)
             cap_frame_free(f);
             return CAP_ERR;
         }
+    } else if (sent) { /* what the yield evaluates to: YIELD_VALUE left None */
+        Py_SETREF(f->stack[f->sp - 1], Py_NewRef(sent));
     }
     g->frame = NULL;
     g->state = CAP_GEN_RUNNING;
     g->steps++;
     cap_push_frame(I, f);
+    if (thrown) { /* raised at the yield (the frame's start if it had not begun) */
+        f->pc = cap_frame_yield_pc(f);
+        PyErr_SetObject((PyObject *)Py_TYPE(thrown), thrown);
+        I->throw_in = true;
+    }
     PyObject *v = NULL;
     int rc = cap_t_run_sync(I, outer, &v);
     if (rc == CAP_NEXT && g->frame) { /* it yielded */
@@ -686,8 +796,6 @@ static int gen_step(cap_interp *I, cap_lazy *g, PyObject **out)
         PyErr_Clear(); /* PEP 479 */
         PyErr_SetString(PyExc_RuntimeError, "generator raised StopIteration");
     }
-    if (rc == CAP_ERR && !PyErr_ExceptionMatches(cap_InternalError) && !error_caught(I))
-        return cap_trace_error(I);
     if (rc == CAP_BREAK) {
         const char *pre = "inside a callback: ";
         char inner[sizeof T->brk.detail];
@@ -697,6 +805,22 @@ static int gen_step(cap_interp *I, cap_lazy *g, PyObject **out)
                  g->genfunc ? "" : " expression", inner);
     }
     return rc;
+}
+
+int cap_t_gen_error(cap_interp *I, int rc)
+{
+    if (rc == CAP_ERR && !PyErr_ExceptionMatches(cap_InternalError) && !error_caught(I))
+        return cap_trace_error(I);
+    return rc;
+}
+
+/* Runs generator g up to its next yield (*out) or its end (*out NULL). An
+ * exception it raises ends it: a traced except block of the consumer's
+ * frames catches it, else the instruction advancing it reruns for real (a
+ * break). */
+static int gen_step(cap_interp *I, cap_lazy *g, PyObject **out)
+{
+    return cap_t_gen_error(I, cap_t_gen_run(I, g, NULL, NULL, out));
 }
 
 static int lazy_step(cap_interp *I, cap_lazy *lz, PyObject **out)

@@ -932,6 +932,13 @@ static bool set_order_unknown(cap_trace *T, PyObject *orig, PyObject *now)
 static const char set_order_detail[] =
     "an outside set read in its order after a write (a copy may iterate otherwise)";
 
+int cap_t_written_set_read(cap_trace *T, PyObject *orig, PyObject *now)
+{
+    if (!set_order_unknown(T, orig, now))
+        return CAP_NEXT;
+    return cap_t_break(T, CAP_B_MUTATE_OUTSIDE, "%s", set_order_detail);
+}
+
 int cap_t_iter(cap_interp *I, PyObject *obj, PyObject **out)
 {
     cap_trace *T = I->T;

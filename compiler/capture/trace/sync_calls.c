@@ -40,6 +40,15 @@ int cap_t_run_sync(cap_interp *I, cap_frame *outer, PyObject **out)
     return rc;
 }
 
+void cap_t_rerun_from_start(cap_interp *I)
+{
+    for (cap_frame *f = I->frame; f; f = f->parent)
+        if (f->ret == cap_ret_sync)
+            return; /* inside a nested run: the instruction that began it reruns */
+    I->T->sync_step = I->instr_step;
+    I->T->sync_exit = I->steps;
+}
+
 /* Calls callable(args) and waits for the result, tracing Python callees in a
  * nested run. An exception raised inside becomes a break at the current
  * instruction (it reruns for real). */

@@ -688,6 +688,8 @@ uint64_t cap_t_next_seed(cap_trace *T);
  * ops must give torch's values. */
 bool cap_t_seeds_torch(cap_trace *T);
 const char *cap_module_path(cap_trace *T, PyObject *mod);
+/* The key of the call f is making, as no_inline holds it: (id(code), pc). */
+PyObject *cap_t_call_site(const cap_frame *f);
 bool cap_t_no_inline(cap_trace *T, cap_frame *f);
 void cap_t_note_skipped(cap_trace *T, PyObject *obj);
 /* What marks fn never to be traced ("ptc.disable", "torch.compiler.disable"), or NULL. */
@@ -746,6 +748,10 @@ int cap_t_check_operands(cap_trace *T, PyObject **a, PyObject **b, bool arithmet
 int cap_t_check_format(cap_trace *T, PyObject *v);
 int cap_t_before_with(cap_interp *I, cap_frame *f, PyObject *mgr);
 PyObject *cap_t_flow(cap_trace *T, PyObject *obj);
+/* A read of orig, an outside set seen as now, whose answer depends on its
+ * order (a copy, a union...): CAP_NEXT, or a break (B009) where the trace
+ * wrote it, its order then being the real set's, which no copy keeps. */
+int cap_t_written_set_read(cap_trace *T, PyObject *orig, PyObject *now);
 /* The items an outside list, tuple or dict holds in its own storage (what
  * its type's C methods read, whatever a subclass overrides) as a plain
  * list, tuple or dict of values reached through sources, under guards;
@@ -861,6 +867,9 @@ typedef struct cap_lazy {
     cap_frame *frame;
     uint8_t state;          /* cap_gen_state */
     long steps;
+    PyObject *site;         /* a generator function's whose body has a try or with
+                               block: the call that made it, as a no_inline key, while
+                               it lives (generators.c); else NULL */
 } cap_lazy;
 extern PyTypeObject *cap_lazy_type;
 PyObject *cap_lazy_new(int kind, PyObject *fn, PyObject *its, PyObject *count, bool strict);
@@ -878,9 +887,33 @@ PyObject *cap_eager_type(PyObject *o);
  * *out NULL when exhausted. A break inside puts every iterator under it
  * back where it was. */
 int cap_t_lazy_next(cap_interp *I, cap_lazy *lz, PyObject **out);
+/* Resumes generator g in a nested run, with sent as the value of the yield
+ * it stands at (NULL: None) or with exception thrown raised there, up to its
+ * next yield (*out) or its end (*out NULL; its return value kept). An
+ * exception it raises comes back pending (CAP_ERR); cap_t_gen_error then
+ * makes one that no traced handler catches a break. */
+int cap_t_gen_run(cap_interp *I, cap_lazy *g, PyObject *sent, PyObject *thrown, PyObject **out);
+int cap_t_gen_error(cap_interp *I, int rc);
+/* generator.send(v), .throw(exc) and .close() of a generator the trace made
+ * (CAP_NONE for another method). */
+int cap_t_generator_method(cap_interp *I, cap_lazy *g, const char *name, PyObject *const *args,
+                           int nargs, PyObject *kwnames, PyObject **out);
+/* Tracks generator g, whose body has clean-up code, while it lives (iter.c);
+ * site: the call that made it (cap_t_call_site). 0, or -1 with an error. */
+int cap_t_generator_track(cap_lazy *g, PyObject *site);
+/* Adds to no_inline the call sites of the generators with clean-up code that
+ * this trace dropped or leaves suspended in a try or with block (their
+ * clean-up would run when CPython frees them); returns how many it added. */
+int cap_t_generators_unfinished(PyObject *no_inline);
+/* Forgets the generators of an earlier trace. */
+void cap_t_generators_reset(void);
 /* next(it) run to its end here: a Python __next__ in a nested run, whose
  * StopIteration is the end (*out NULL). */
 int cap_t_next_sync(cap_interp *I, PyObject *it, PyObject **out);
+/* The running instruction, which wrote to objects item by item (its writes
+ * logged), breaks and reruns for real: the trace is made again, breaking
+ * before it, so that none of its writes happened (sync_calls.c). */
+void cap_t_rerun_from_start(cap_interp *I);
 /* iter(obj) run to its end here: a Python __iter__ in a nested run. */
 int cap_t_iter_sync(cap_interp *I, PyObject *obj, PyObject **out);
 /* Positions of the ptc iterators reachable from some values, taken before a
