@@ -1,6 +1,7 @@
 """CNN training under ptc.compile: graph inputs written in place (a buffer's
 add_, BatchNorm's running statistics and num_batches_tracked) are outputs of
-one functional graph, copied into the caller's tensors after the call, so a
+one functional graph, copied into the caller's tensors after the call (or
+written into them by the compiled forward's kernels, lower/inplace.c), so a
 BatchNorm in train mode is no graph break; its backward with batch
 statistics, the convolution's gradients through torch's
 convolution_backward, and whole training runs of resnet18 are compared with
@@ -142,6 +143,35 @@ def test_batchnorm_train_is_one_graph_with_eager_stats_and_grads(dims):
     ex = explain(bn2, x)
     assert (ex.graph_count, ex.break_count) == (1, 0)
     assert not ex.autograd_fallback
+
+
+def test_batchnorm_statistics_are_written_by_the_forward_itself(tmp_path):
+    """The compiled forward writes the running statistics and
+    num_batches_tracked into the module's own tensors (no output copied
+    back after the call: on CUDA a device-to-device copy each, 159 of
+    resnet50's 1055 operations a training step), equal to eager's."""
+    import glob
+    import json
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                            torch.nn.Conv2d(8, 8, 3), torch.nn.BatchNorm2d(8))
+    me = copy.deepcopy(m)
+    addresses = [b.data_ptr() for b in m.buffers()]
+    old = ptc.config.trace_dir
+    ptc.config.trace_dir = str(tmp_path)
+    try:
+        cm = ptc.compile(m)
+        for _ in range(3):
+            x = torch.randn(4, 3, 16, 16)
+            cm(x).sum().backward()
+            me(x).sum().backward()
+    finally:
+        ptc.config.trace_dir = old
+    for b, e in zip(m.buffers(), me.buffers()):
+        assert torch.allclose(b, e, rtol=1e-5, atol=1e-6)
+    assert [b.data_ptr() for b in m.buffers()] == addresses
+    [metrics] = glob.glob(str(tmp_path / "*" / "metrics.json"))
+    assert json.load(open(metrics))["counts"].get("outputs_in_place") == 6  # 2 x (mean, var, count)
 
 
 def test_batchnorm_train_through_torch_ops_when_compiled_autograd_is_off():

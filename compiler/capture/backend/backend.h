@@ -44,10 +44,11 @@ bool cap_runtime_records_training(const ptc_graph *g, const char *mode, bool com
 int cap_train_prepare(cap_entry *e, const char *mode, PyObject **program, ptc_error *err);
 int cap_train_run(cap_entry *e, PyObject *program, PyObject **inputs, PyObject **outputs);
 /* The TrainProgram of graph g (e's, or a piece of it; written[k]: output k
- * is the new value of an input written in place); its stages go to tc (or
- * nowhere: NULL). NULL with err set on failure. */
-PyObject *cap_train_program(const ptc_graph *g, const bool *written, ptc_trace_compile *tc,
-                            ptc_error *err);
+ * is the new value of an input written in place, output_inputs[k] (or
+ * NULL: none) the input its forward may write it into itself); its stages
+ * go to tc (or nowhere: NULL). NULL with err set on failure. */
+PyObject *cap_train_program(const ptc_graph *g, const bool *written, const int *output_inputs,
+                            ptc_trace_compile *tc, ptc_error *err);
 /* A TrainProgram's kernels and extern calls: [0] its forward's, [1] its
  * backward's. */
 void cap_train_count_kernels(PyObject *program, int kernels[2], int externs[2]);
@@ -87,9 +88,11 @@ int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_comp
  * backward's named "backward_<stage>", to its metrics.json). A backward's gradients that torch's externs compute keep torch's dense
  * layout (ptc_compile_opts.extern_output_layouts), which ptc._autograd then
  * fits to the inputs' layouts. On the CPU both keep contiguous layouts
- * (backend_ptc.c says why). */
-int cap_runtime_compile_training(const ptc_graph *g, bool backward, void **program,
-                                 ptc_trace_compile *tc, ptc_error *err);
+ * (backend_ptc.c says why). output_inputs (or NULL): for each output, the
+ * input it is the new value of (-1: none), which the program may write
+ * itself (ptc_compile_opts.output_inputs): a forward's BatchNorm statistics. */
+int cap_runtime_compile_training(const ptc_graph *g, bool backward, const int *output_inputs,
+                                 void **program, ptc_trace_compile *tc, ptc_error *err);
 /* Runs a compiled program on torch tensors; outputs receive new references.
  * The first nconsumed inputs are references the caller hands over: each is
  * released (and set to NULL) after the last step that reads it, or at the

@@ -190,7 +190,7 @@ static PyObject *new_program(cutter *C, int p, const ptc_graph *pg, const bool *
             ptc_trace_graph(tc, "captured", pg, err))
             return NULL;
     }
-    PyObject *program = cap_train_program(pg, written, tc, err);
+    PyObject *program = cap_train_program(pg, written, NULL, tc, err);
     if (tc) {
         ptc_error terr;
         ptc_metrics_add_all(ptc_trace_metrics(whole), ptc_trace_metrics(tc), NULL);

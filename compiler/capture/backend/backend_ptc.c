@@ -920,8 +920,8 @@ int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_comp
  * CPU), and a channels-last activation makes each contiguous weight's
  * gradient channels-last, which AccumulateGrad's layout contract then copies
  * (ptc._autograd); PTC_LAYOUT=channels_last plans them all the same. */
-int cap_runtime_compile_training(const ptc_graph *g, bool backward, void **program,
-                                 ptc_trace_compile *tc, ptc_error *err)
+int cap_runtime_compile_training(const ptc_graph *g, bool backward, const int *output_inputs,
+                                 void **program, ptc_trace_compile *tc, ptc_error *err)
 {
     ptc_backend backend = on_cuda(g) ? PTC_BACKEND_CUDA : PTC_BACKEND_CPU;
     /* the backward's stage files would overwrite the forward's */
@@ -931,7 +931,8 @@ int cap_runtime_compile_training(const ptc_graph *g, bool backward, void **progr
                              .metrics = backward && tc ? &backward_times : NULL,
                              .extern_output_layouts = backward,
                              .contiguous_layouts = backend == PTC_BACKEND_CPU,
-                             .trace_keeps_captured = true};
+                             .trace_keeps_captured = true,
+                             .output_inputs = output_inputs};
     int rc = compile_with(g, &opts, false, program, err);
     if (opts.metrics)
         ptc_metrics_add_all(ptc_trace_metrics(tc), &backward_times, "backward_");

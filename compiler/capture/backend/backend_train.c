@@ -310,9 +310,11 @@ static void phase_done(ptc_trace_compile *tc, const char *phase, double t0)
 }
 
 /* Joint, partition and both compiles of g (written: its outputs that are
- * new values of inputs written in place); err says why not. */
-static int build(const ptc_graph *g, const bool *written, ptc_trace_compile *tc, ptc_graph **prims,
-                 ptc_joint *j, ptc_partition *p, train_program *t, ptc_error *err)
+ * new values of inputs written in place; output_inputs, or NULL: the input
+ * each is written into, for the forward to write itself); err says why not. */
+static int build(const ptc_graph *g, const bool *written, const int *output_inputs,
+                 ptc_trace_compile *tc, ptc_graph **prims, ptc_joint *j, ptc_partition *p,
+                 train_program *t, ptc_error *err)
 {
     bool *wants = calloc((size_t)g->ninputs + 1, sizeof *wants);
     int rc = -1;
@@ -335,8 +337,9 @@ static int build(const ptc_graph *g, const bool *written, ptc_trace_compile *tc,
                ptc_trace_graph(tc, "forward", p->forward, err) ||
                ptc_trace_graph(tc, "backward", p->backward, err)))
         goto done;
-    if (cap_runtime_compile_training(p->forward, false, &t->forward, tc, err) ||
-        cap_runtime_compile_training(p->backward, true, &t->backward, tc, err))
+    /* the forward's first outputs and its inputs are g's (autograd.h) */
+    if (cap_runtime_compile_training(p->forward, false, output_inputs, &t->forward, tc, err) ||
+        cap_runtime_compile_training(p->backward, true, NULL, &t->backward, tc, err))
         goto done;
     keep_heap(p->backward);
     rc = 0;
@@ -374,10 +377,20 @@ int cap_train_prepare(cap_entry *e, const char *mode, PyObject **program, ptc_er
     bool *written = calloc((size_t)e->graph->noutputs + 1, sizeof *written);
     if (!written)
         return ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "out of memory");
-    for (int k = 0; k < e->nwriteback; k++)
+    int *output_inputs = malloc(sizeof(int) * ((size_t)e->graph->noutputs + 1));
+    if (!output_inputs) {
+        free(written);
+        return ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "out of memory");
+    }
+    for (int i = 0; i < e->graph->noutputs; i++)
+        output_inputs[i] = -1;
+    for (int k = 0; k < e->nwriteback; k++) {
         written[e->writeback[k].output] = true;
-    PyObject *t = cap_train_program(e->graph, written, e->tc, err);
+        output_inputs[e->writeback[k].output] = e->writeback[k].input;
+    }
+    PyObject *t = cap_train_program(e->graph, written, output_inputs, e->tc, err);
     free(written);
+    free(output_inputs);
     *program = t ? cap_train_recorded(e, mode, t, true, err) : NULL;
     Py_XDECREF(t);
     return *program ? 0 : -1;
@@ -409,8 +422,8 @@ static int take_shape(train_program *t, const ptc_joint *j, ptc_partition *p, pt
     return 0;
 }
 
-PyObject *cap_train_program(const ptc_graph *g, const bool *written, ptc_trace_compile *tc,
-                            ptc_error *err)
+PyObject *cap_train_program(const ptc_graph *g, const bool *written, const int *output_inputs,
+                            ptc_trace_compile *tc, ptc_error *err)
 {
     if (!train_type && !(train_type = PyType_FromSpec(&tp_spec))) {
         ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "cannot create TrainProgram");
@@ -429,7 +442,7 @@ PyObject *cap_train_program(const ptc_graph *g, const bool *written, ptc_trace_c
     ptc_graph *prims = NULL;
     ptc_joint j = {0};
     ptc_partition p = {0};
-    int rc = build(g, written, tc, &prims, &j, &p, t, err);
+    int rc = build(g, written, output_inputs, tc, &prims, &j, &p, t, err);
     if (rc == 0)
         rc = take_shape(t, &j, &p, err);
     ptc_graph_free(p.forward);
