@@ -63,10 +63,10 @@ def _group_unsupported(kind, group):
         if p.device.type != "cpu":
             # Measured on an H100 (bench/optimizer_step.py --device cuda): the
             # update, a kernel per parameter, was slower than torch's foreach and
-            # fused kernels (resnet18 AdamW 3.19 ms against 1.57 / 0.70), and SGD
-            # with momentum ended 5.4e-2 away from eager's on GPT-2's parameters
-            # (a launch refused after two in-place kernels, then an eager rerun:
-            # fixed, not yet checked on a GPU: tests/python/test_gpu_optimizer_step.py).
+            # fused kernels (resnet18 AdamW 3.19 ms against 1.57 / 0.70). Its
+            # values are right there (test_gpu_optimizer_step.py passed on an
+            # H100; SGD's 5.4e-2 was a refused launch after two in-place kernels,
+            # then an eager rerun, fixed): CUDA waits for one-launch combinations.
             return "parameters on %s (ptc's compiled update runs on the CPU only)" % p.device.type
     return None
 
