@@ -309,6 +309,23 @@ static void phase_done(ptc_trace_compile *tc, const char *phase, double t0)
         ptc_metrics_add(ptc_trace_metrics(tc), phase, ms, true);
 }
 
+/* The inputs the forward fw may write itself, one per output of fw (NULL
+ * where g writes none): fw's inputs and first outputs are g's (autograd.h),
+ * its saved values after them write nothing. */
+static int forward_writes(const ptc_graph *g, const int *output_inputs, const ptc_graph *fw,
+                          int **out, ptc_error *err)
+{
+    *out = NULL;
+    if (!output_inputs)
+        return 0;
+    *out = malloc(sizeof(int) * ((size_t)fw->noutputs + 1));
+    if (!*out)
+        return ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "out of memory");
+    for (int i = 0; i < fw->noutputs; i++)
+        (*out)[i] = i < g->noutputs ? output_inputs[i] : -1;
+    return 0;
+}
+
 /* Joint, partition and both compiles of g (written: its outputs that are
  * new values of inputs written in place; output_inputs, or NULL: the input
  * each is written into, for the forward to write itself); err says why not. */
@@ -317,6 +334,7 @@ static int build(const ptc_graph *g, const bool *written, const int *output_inpu
                  train_program *t, ptc_error *err)
 {
     bool *wants = calloc((size_t)g->ninputs + 1, sizeof *wants);
+    int *fwd_writes = NULL;
     int rc = -1;
     if (!wants) {
         ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "out of memory");
@@ -337,14 +355,15 @@ static int build(const ptc_graph *g, const bool *written, const int *output_inpu
                ptc_trace_graph(tc, "forward", p->forward, err) ||
                ptc_trace_graph(tc, "backward", p->backward, err)))
         goto done;
-    /* the forward's first outputs and its inputs are g's (autograd.h) */
-    if (cap_runtime_compile_training(p->forward, false, output_inputs, &t->forward, tc, err) ||
+    if (forward_writes(g, output_inputs, p->forward, &fwd_writes, err) ||
+        cap_runtime_compile_training(p->forward, false, fwd_writes, &t->forward, tc, err) ||
         cap_runtime_compile_training(p->backward, true, NULL, &t->backward, tc, err))
         goto done;
     keep_heap(p->backward);
     rc = 0;
 done:
     free(wants);
+    free(fwd_writes);
     return rc;
 }
 
