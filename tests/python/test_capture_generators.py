@@ -472,6 +472,25 @@ def updates_consume_generators_lazily(x):
     return items, sorted(s), d, seen
 
 
+@case(1, 0)
+def list_iadd_consumes_a_generator_lazily(x):
+    # l += gen is l.extend(gen): the generator sees the items added so far,
+    # and an error half way leaves the items before it (main broke: B-opaque)
+    items = [1]
+    items += (items[-1] + i for i in range(3))
+
+    def failing():
+        yield x * 2
+        raise ValueError("half way")
+
+    try:
+        items += failing()
+    except ValueError as err:
+        items.append(str(err))
+    items += map(lambda i: i + len(items), range(2))
+    return items
+
+
 CASES = [pytest.param(fn, *n, id=fn.__name__) for fn, n in COUNTS.items()]
 
 
@@ -531,8 +550,17 @@ def extend_outside_print_inside(x):
     return x + 1
 
 
+def iadd_outside(x):
+    # l += gen on an outside list: main drained the generator before the
+    # write, so it read [0] three times (a silent wrong result: [0, 1, 1, 1])
+    out = OUTSIDE["list"]
+    out += (out[-1] + 1 for i in range(3))
+    return x + 1
+
+
 @pytest.mark.parametrize("fn,graphs,breaks", [
-    (extend_outside, 1, 0), (extend_outside_then_fail, 0, 1), (extend_outside_print_inside, 1, 1)])
+    (extend_outside, 1, 0), (extend_outside_then_fail, 0, 1), (extend_outside_print_inside, 1, 1),
+    (iadd_outside, 1, 0)])
 def test_outside_updates_from_generators_like_eager(fn, graphs, breaks):
     def reset():
         OUTSIDE["list"][:] = [0]

@@ -283,6 +283,9 @@ typedef struct cap_trace_hooks {
     int (*yield_from)(cap_interp *I, PyObject *receiver, PyObject **item, PyObject **value);
     int (*outside_mutator)(cap_interp *I, PyObject *self, const char *name, PyObject *const *args,
                            int nargs, PyObject *kwnames, PyObject **out);
+    /* list += items where items is one of the trace's lazy iterators:
+       list.extend item by item (CAP_NONE for other items) */
+    int (*list_iadd)(cap_interp *I, PyObject *list, PyObject *items);
     int (*truth_guard)(cap_trace *T, PyObject *v);
     int (*contains_guard)(cap_trace *T, PyObject *container, PyObject *item);
     /* may replace an operand by what the operator reads of it (borrowed) */

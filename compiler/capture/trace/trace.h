@@ -619,6 +619,10 @@ int cap_t_dict_lookup(cap_interp *I, PyObject *d, PyObject *key, PyObject **out)
 /* obj[key] = v (v NULL: del) on an outside list or dict; CAP_NONE for
  * other objects. */
 int cap_t_outside_item_write(cap_interp *I, PyObject *obj, PyObject *key, PyObject *v);
+/* list += items for one of ptc's lazy iterators: list.extend consuming it
+ * item by item, as CPython's list_extend does (calls.c); CAP_NONE for any
+ * other items. */
+int cap_t_list_iadd(cap_interp *I, PyObject *list, PyObject *items);
 /* A mutating method of an outside list or dict (append, extend, insert,
  * pop, remove, clear; update, pop, setdefault, clear); CAP_NONE for others. */
 int cap_t_outside_mutator(cap_interp *I, PyObject *self, const char *name, PyObject *const *args,
