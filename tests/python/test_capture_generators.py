@@ -348,6 +348,42 @@ def throw_raises_at_the_yield(x):
     return seen
 
 
+class PairError(Exception):
+    def __init__(self, a, b=0):
+        super().__init__(a, b)
+        self.total = a + b
+
+
+def logging_errors(x, log):
+    while True:
+        try:
+            yield x
+        except Exception as err:
+            log.append((type(err).__name__, repr(err.args)))
+
+
+@case(1, 0)
+def throw_of_type_and_value(x):
+    # throw(type, value[, None]) normalised as CPython 3.11 does (main broke)
+    log = []
+    gen = logging_errors(x, log)
+    next(gen)
+    gen.throw(ValueError, "v")
+    gen.throw(ValueError, None)
+    gen.throw(PairError, (1, 2))  # a tuple: the class's arguments
+    gen.throw(KeyError, KeyError("same"), None)
+    gen.throw(LookupError, KeyError("subclass"))  # an instance of a subclass: itself
+    gen.throw(KeyError, ValueError("other"))  # another class's: the argument
+    gen.throw(ValueError("instance"), None)
+    for wrong in [(ValueError("i"), 1), (3,), (ValueError, 1, 5), (1, 2, 3, 4), ()]:
+        try:
+            gen.throw(*wrong)
+        except TypeError as err:
+            log.append(str(err))
+    gen.close()
+    return x + 1, log
+
+
 @case(1, 0)
 def dropped_inside_an_except_block(x):
     # left suspended in an except block: closing it only leaves the block,

@@ -12,7 +12,8 @@
  * (interp's SEND) advances the inner iterator the same way and reads a
  * generator's return value.
  *
- * send(v), throw(exc) and close() follow CPython 3.11's generator object:
+ * send(v), throw(exc) (or throw(type, value)) and close() follow CPython
+ * 3.11's generator object:
  * the value sent is what the yield evaluates to, an exception thrown is
  * raised at the yield (interp's throw_in), and close() throws GeneratorExit
  * there, so finally blocks and __exit__ run, traced, in eager's order.
@@ -171,20 +172,22 @@ static int gen_send(cap_interp *I, cap_lazy *g, PyObject *v, PyObject **out)
     return resume(I, g, v, NULL, false, out);
 }
 
-/* The exception throw(x) raises: x, or x() for an exception class. */
-static int thrown_exception(cap_interp *I, PyObject *x, PyObject **exc)
+/* typ(val) as CPython's PyErr_NormalizeException makes it: val itself when
+ * it is an instance of typ, else typ() for None, typ(*val) for a tuple. */
+static int normalized_exception(cap_interp *I, PyObject *typ, PyObject *val, PyObject **exc)
 {
-    if (PyExceptionInstance_Check(x)) {
-        *exc = Py_NewRef(x);
+    if (PyExceptionInstance_Check(val) && PyObject_IsSubclass((PyObject *)Py_TYPE(val), typ) > 0) {
+        *exc = Py_NewRef(val);
         return CAP_NEXT;
     }
-    if (!PyExceptionClass_Check(x)) {
-        PyErr_Format(PyExc_TypeError,
-                     "exceptions must be classes or instances deriving from BaseException, not %s",
-                     cap_tpname(Py_TYPE(x)));
+    int nargs = PyTuple_Check(val) ? (int)PyTuple_Size(val) : val == Py_None ? 0 : 1;
+    PyObject **args = PyMem_Malloc(sizeof(PyObject *) * (nargs + 1));
+    if (!args)
         return CAP_ERR;
-    }
-    int rc = cap_t_call_sync(I, x, NULL, 0, NULL, exc);
+    for (int a = 0; a < nargs; a++)
+        args[a] = PyTuple_Check(val) ? PyTuple_GetItem(val, a) : val; /* borrowed */
+    int rc = cap_t_call_sync(I, typ, args, nargs, NULL, exc);
+    PyMem_Free(args);
     if (rc == CAP_NEXT && !PyExceptionInstance_Check(*exc)) {
         Py_CLEAR(*exc);
         return cap_t_break(I->T, CAP_B_GENERATOR,
@@ -193,10 +196,41 @@ static int thrown_exception(cap_interp *I, PyObject *x, PyObject **exc)
     return rc;
 }
 
-static int gen_throw(cap_interp *I, cap_lazy *g, PyObject *x, PyObject **out)
+/* The exception throw(typ[, val[, tb]]) raises, checked and normalised as
+ * CPython 3.11's _gen_throw does: typ an instance (val None), or a class
+ * made into one with val. A traceback given breaks: the trace does not
+ * carry one into the generator's frame. */
+static int thrown_exception(cap_interp *I, PyObject *const *args, int nargs, PyObject **exc)
+{
+    PyObject *typ = args[0], *val = nargs > 1 ? args[1] : Py_None;
+    PyObject *tb = nargs > 2 ? args[2] : Py_None;
+    if (tb != Py_None && !PyTraceBack_Check(tb)) {
+        PyErr_SetString(PyExc_TypeError, "throw() third argument must be a traceback object");
+        return CAP_ERR;
+    }
+    if (tb != Py_None)
+        return cap_t_break(I->T, CAP_B_GENERATOR, "generator.throw() with a traceback");
+    if (PyExceptionClass_Check(typ))
+        return normalized_exception(I, typ, val, exc);
+    if (!PyExceptionInstance_Check(typ)) {
+        PyErr_Format(PyExc_TypeError,
+                     "exceptions must be classes or instances deriving from BaseException, not %s",
+                     cap_tpname(Py_TYPE(typ)));
+        return CAP_ERR;
+    }
+    if (val != Py_None) {
+        PyErr_SetString(PyExc_TypeError, "instance exception may not have a separate value");
+        return CAP_ERR;
+    }
+    *exc = Py_NewRef(typ);
+    return CAP_NEXT;
+}
+
+static int gen_throw(cap_interp *I, cap_lazy *g, PyObject *const *args, int nargs,
+                     PyObject **out)
 {
     PyObject *exc = NULL;
-    int rc = thrown_exception(I, x, &exc);
+    int rc = thrown_exception(I, args, nargs, &exc);
     if (rc != CAP_NEXT)
         return rc;
     if (g->state == CAP_GEN_SUSPENDED && g->frame && in_yield_from(g))
@@ -246,7 +280,8 @@ static int wrong_arguments(const char *name, int nargs, PyObject *kwnames)
     else if (name[0] == 'c')
         PyErr_Format(PyExc_TypeError, "generator.close() takes no arguments (%d given)", nargs);
     else
-        PyErr_Format(PyExc_TypeError, "throw expected at least 1 argument, got %d", nargs);
+        PyErr_Format(PyExc_TypeError, "throw expected at %s, got %d",
+                     nargs < 1 ? "least 1 argument" : "most 3 arguments", nargs);
     return CAP_ERR;
 }
 
@@ -258,11 +293,9 @@ int cap_t_generator_method(cap_interp *I, cap_lazy *g, const char *name, PyObjec
     if (g->kind != CAP_LAZY_GEN || !(send || thr || close))
         return CAP_NONE;
     bool kw = kwnames && PyTuple_Size(kwnames) > 0;
-    if (kw || (send && nargs != 1) || (close && nargs != 0) || (thr && nargs < 1))
+    if (kw || (send && nargs != 1) || (close && nargs != 0) || (thr && (nargs < 1 || nargs > 3)))
         return wrong_arguments(name, nargs, kwnames);
-    if (thr && nargs > 1)
-        return cap_t_break(I->T, CAP_B_GENERATOR, "generator.throw(type, value, traceback)");
     if (send)
         return gen_send(I, g, args[0], out);
-    return thr ? gen_throw(I, g, args[0], out) : gen_close(I, g, out);
+    return thr ? gen_throw(I, g, args, nargs, out) : gen_close(I, g, out);
 }
