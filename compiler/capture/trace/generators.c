@@ -102,15 +102,36 @@ void cap_t_raise_stop_iteration(PyObject *it)
     Py_XDECREF(v);
 }
 
+/* A value other than None sent through a yield from, as CPython's
+ * PyIter_Send passes it: into a generator's send(), or a call of the
+ * receiver's send method, which ptc's other iterators (list_iterator, map)
+ * have not. */
+static int send_into(cap_interp *I, PyObject *receiver, PyObject *sent, PyObject **item)
+{
+    cap_lazy *g = (cap_lazy *)receiver;
+    if (Py_TYPE(receiver) != cap_lazy_type || g->kind != CAP_LAZY_GEN) {
+        PyErr_Format(PyExc_AttributeError, "'%s' object has no attribute 'send'",
+                     cap_tpname((PyTypeObject *)cap_eager_type(receiver)));
+        return CAP_ERR;
+    }
+    if (g->state == CAP_GEN_READY) {
+        PyErr_SetString(PyExc_TypeError, "can't send non-None value to a just-started generator");
+        return CAP_ERR;
+    }
+    return cap_t_gen_error(I, cap_t_gen_run(I, g, sent, NULL, item));
+}
+
 /* yield from over ptc's own iterators only: a generator's return value is
  * kept when it finishes (iter.c), and the others return None; another
  * iterator's StopIteration may carry a value that the trace's next() drops. */
-int cap_t_yield_from(cap_interp *I, PyObject *receiver, PyObject **item, PyObject **value)
+int cap_t_yield_from(cap_interp *I, PyObject *receiver, PyObject *sent, PyObject **item,
+                     PyObject **value)
 {
     *item = *value = NULL;
     if (!cap_is_ptc_iter(receiver))
         return cap_t_break(I->T, CAP_B_GENERATOR, "yield from a %s", cap_tpname(Py_TYPE(receiver)));
-    int rc = cap_t_next_sync(I, receiver, item);
+    int rc = sent == Py_None ? cap_t_next_sync(I, receiver, item)
+                             : send_into(I, receiver, sent, item);
     if (rc != CAP_NEXT || *item)
         return rc;
     *value = take_return_value(receiver);
@@ -167,8 +188,6 @@ static int gen_send(cap_interp *I, cap_lazy *g, PyObject *v, PyObject **out)
         PyErr_SetNone(PyExc_StopIteration);
         return CAP_ERR;
     }
-    if (g->state == CAP_GEN_SUSPENDED && g->frame && in_yield_from(g) && v != Py_None)
-        return cap_t_break(I->T, CAP_B_GENERATOR, "generator.send() into a yield from");
     return resume(I, g, v, NULL, false, out);
 }
 

@@ -777,8 +777,10 @@ int cap_t_copy_call(cap_interp *I, PyObject *fn, PyObject *const *args, int narg
 int cap_t_generator_call(cap_interp *I, PyObject *fn, cap_code *c, PyObject *const *args, int nargs,
                          PyObject *kwnames, PyObject **out);
 /* cap_hooks.yield_from: `yield from receiver`, one of ptc's iterators,
- * advanced: *item, or NULL and *value the receiver's return value. */
-int cap_t_yield_from(cap_interp *I, PyObject *receiver, PyObject **item, PyObject **value);
+ * advanced (sent: the value sent into the outer generator, None for a
+ * plain step): *item, or NULL and *value the receiver's return value. */
+int cap_t_yield_from(cap_interp *I, PyObject *receiver, PyObject *sent, PyObject **item,
+                     PyObject **value);
 /* next(it) found it exhausted: StopIteration, with the return value of a
  * generator that finished at this step (generators.c). */
 void cap_t_raise_stop_iteration(PyObject *it);
