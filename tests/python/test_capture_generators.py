@@ -424,6 +424,75 @@ def send_through_a_yield_from(x):
     return seen, log
 
 
+def inner_with_finally(x, log):
+    try:
+        yield x
+        yield x * 2
+    finally:
+        log.append("inner finally")
+
+
+def outer_with_finally(x, log):
+    try:
+        yield from inner_with_finally(x, log)
+    finally:
+        log.append("outer finally")
+
+
+def closing_raises(log):
+    try:
+        yield 1
+    finally:
+        log.append("inner closing")
+        raise KeyError("from the inner close")
+
+
+def catching_the_inner_close(log):
+    try:
+        yield from closing_raises(log)
+    except KeyError as err:
+        log.append(("outer caught", err.args))
+    yield 5
+
+
+@case(1, 0)
+def close_and_throw_through_a_yield_from(x):
+    # close() and throw(GeneratorExit) close the inner generator first, then
+    # raise GeneratorExit (or what the inner close raised) in the outer one;
+    # throw() into a list's iterator is raised at the yield from (main broke)
+    log = []
+    gen = outer_with_finally(x, log)
+    first = next(gen)
+    log.append(gen.close())
+    log.append(next(gen, "exhausted"))
+    gen = outer_with_finally(x, log)
+    next(gen)
+    try:
+        gen.throw(GeneratorExit)
+    except GeneratorExit:
+        log.append("GeneratorExit out")
+    gen = catching_the_inner_close(log)
+    next(gen)
+    try:
+        gen.close()
+    except RuntimeError as err:  # it yields 5 after catching: ignored GeneratorExit
+        log.append(str(err))
+    log.append(list(gen))
+
+    def over_a_list():
+        try:
+            yield from [x, x + 1]
+        except ValueError as err:
+            log.append(("caught", err.args))
+            yield x * 5
+
+    gen = over_a_list()
+    next(gen)
+    caught = gen.throw(ValueError("v"))
+    gen.close()
+    return first, caught, log
+
+
 @case(1, 0)
 def dropped_inside_an_except_block(x):
     # left suspended in an except block: closing it only leaves the block,

@@ -245,6 +245,34 @@ static int thrown_exception(cap_interp *I, PyObject *const *args, int nargs, PyO
     return CAP_NEXT;
 }
 
+static int gen_close(cap_interp *I, cap_lazy *g, PyObject **out);
+
+/* g's receiver closed first, as CPython's gen_close_iter does before close()
+ * or throw(GeneratorExit) reaches a generator at a yield from: an inner
+ * generator's close() (traced; g is executing meanwhile), nothing for ptc's
+ * other iterators, which have no close method. *raised: the exception the
+ * inner close raised, to throw into g in GeneratorExit's place, or NULL. */
+static int close_receiver(cap_interp *I, cap_lazy *g, PyObject **raised)
+{
+    *raised = NULL;
+    PyObject *receiver = g->frame->stack[g->frame->sp - 2], *none = NULL;
+    cap_lazy *inner = (cap_lazy *)receiver;
+    if (Py_TYPE(receiver) != cap_lazy_type || inner->kind != CAP_LAZY_GEN)
+        return CAP_NEXT;
+    g->state = CAP_GEN_RUNNING;
+    int rc = gen_close(I, inner, &none);
+    g->state = CAP_GEN_SUSPENDED;
+    Py_XDECREF(none);
+    if (rc != CAP_ERR || PyErr_ExceptionMatches(cap_InternalError))
+        return rc;
+    PyObject *type, *tb;
+    PyErr_Fetch(&type, raised, &tb);
+    PyErr_NormalizeException(&type, raised, &tb);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+    return *raised ? CAP_NEXT : CAP_ERR;
+}
+
 static int gen_throw(cap_interp *I, cap_lazy *g, PyObject *const *args, int nargs,
                      PyObject **out)
 {
@@ -252,9 +280,16 @@ static int gen_throw(cap_interp *I, cap_lazy *g, PyObject *const *args, int narg
     int rc = thrown_exception(I, args, nargs, &exc);
     if (rc != CAP_NEXT)
         return rc;
-    if (g->state == CAP_GEN_SUSPENDED && g->frame && in_yield_from(g))
-        rc = cap_t_break(I->T, CAP_B_GENERATOR, "generator.throw() into a yield from");
-    else if (g->state == CAP_GEN_SUSPENDED)
+    bool delegating = g->state == CAP_GEN_SUSPENDED && g->frame && in_yield_from(g);
+    PyObject *receiver = delegating ? g->frame->stack[g->frame->sp - 2] : NULL, *raised = NULL;
+    if (delegating && PyErr_GivenExceptionMatches(exc, PyExc_GeneratorExit)) {
+        if ((rc = close_receiver(I, g, &raised)) == CAP_NEXT)
+            rc = resume(I, g, NULL, raised ? raised : exc, false, out);
+        Py_XDECREF(raised);
+    } else if (delegating && Py_TYPE(receiver) == cap_lazy_type &&
+               ((cap_lazy *)receiver)->kind == CAP_LAZY_GEN)
+        rc = cap_t_break(I->T, CAP_B_GENERATOR, "generator.throw() into a yield from a generator");
+    else if (g->state == CAP_GEN_SUSPENDED) /* ptc's other iterators have no throw method */
         rc = resume(I, g, NULL, exc, false, out);
     else if (g->state == CAP_GEN_RUNNING) {
         PyErr_SetString(PyExc_ValueError, "generator already executing");
@@ -279,12 +314,13 @@ static int gen_close(cap_interp *I, cap_lazy *g, PyObject **out)
         *out = Py_NewRef(Py_None);
         return CAP_NEXT;
     }
-    if (g->frame && in_yield_from(g))
-        return cap_t_break(I->T, CAP_B_GENERATOR, "generator.close() of one in a yield from");
-    PyObject *exc = PyObject_CallNoArgs(PyExc_GeneratorExit);
-    if (!exc)
+    PyObject *exc = NULL;
+    int rc = g->frame && in_yield_from(g) ? close_receiver(I, g, &exc) : CAP_NEXT;
+    if (rc != CAP_NEXT)
+        return rc;
+    if (!exc && !(exc = PyObject_CallNoArgs(PyExc_GeneratorExit)))
         return CAP_ERR;
-    int rc = resume(I, g, NULL, exc, true, out);
+    rc = resume(I, g, NULL, exc, true, out);
     Py_DECREF(exc);
     return rc;
 }
