@@ -493,6 +493,61 @@ def close_and_throw_through_a_yield_from(x):
     return first, caught, log
 
 
+def inner_handling(x, log):
+    try:
+        yield x
+    except ValueError as err:
+        log.append(("inner caught", err.args))
+        yield x * 2
+    return "inner returned"
+
+
+def inner_passing(x, log):
+    yield x
+    yield x * 3
+
+
+def inner_returning(x, log):
+    try:
+        yield x
+    except ValueError:
+        return "returned on the throw"
+
+
+def outer_catching(inner, x, log):
+    try:
+        returned = yield from inner(x, log)
+        log.append(("returned", returned))
+    except ValueError as err:
+        log.append(("outer caught", err.args))
+        yield x * 4
+    yield x * 5
+
+
+@case(1, 0)
+def throw_through_a_yield_from_a_generator(x):
+    # throw() into a generator at a yield from a generator: the inner one
+    # first; its next item, its return value (yield from's value) or what it
+    # raises (thrown in the outer one past the loop) decide (main broke)
+    log, got = [], []
+    for inner in (inner_handling, inner_passing, inner_returning):
+        gen = outer_catching(inner, x, log)
+        next(gen)
+        got.append(gen.throw(ValueError("v")))
+        got.append(list(gen))
+
+    def not_catching():
+        return (yield from inner_handling(x, log))
+
+    gen = not_catching()
+    next(gen)
+    try:
+        gen.throw(KeyError("k"))
+    except KeyError as err:
+        log.append(("escaped", err.args))
+    return got, log
+
+
 @case(1, 0)
 def dropped_inside_an_except_block(x):
     # left suspended in an except block: closing it only leaves the block,

@@ -16,7 +16,10 @@
  * 3.11's generator object:
  * the value sent is what the yield evaluates to, an exception thrown is
  * raised at the yield (interp's throw_in), and close() throws GeneratorExit
- * there, so finally blocks and __exit__ run, traced, in eager's order.
+ * there, so finally blocks and __exit__ run, traced, in eager's order. At a
+ * yield from they go to the inner iterator first, as CPython's do: send
+ * through interp's SEND, close and throw here, the outer generator taken
+ * past its SEND loop when a throw ends the inner one (leave_yield_from).
  *
  * A try or with block that CPython would run when it frees an unfinished
  * generator is the one clean-up a trace cannot place: it happens when the
@@ -247,6 +250,18 @@ static int thrown_exception(cap_interp *I, PyObject *const *args, int nargs, PyO
 
 static int gen_close(cap_interp *I, cap_lazy *g, PyObject **out);
 
+/* The pending error taken as an exception object (*raised), to be thrown
+ * on into the outer generator. */
+static int take_error(PyObject **raised)
+{
+    PyObject *type, *tb;
+    PyErr_Fetch(&type, raised, &tb);
+    PyErr_NormalizeException(&type, raised, &tb);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+    return *raised ? CAP_NEXT : CAP_ERR;
+}
+
 /* g's receiver closed first, as CPython's gen_close_iter does before close()
  * or throw(GeneratorExit) reaches a generator at a yield from: an inner
  * generator's close() (traced; g is executing meanwhile), nothing for ptc's
@@ -265,12 +280,76 @@ static int close_receiver(cap_interp *I, cap_lazy *g, PyObject **raised)
     Py_XDECREF(none);
     if (rc != CAP_ERR || PyErr_ExceptionMatches(cap_InternalError))
         return rc;
-    PyObject *type, *tb;
-    PyErr_Fetch(&type, raised, &tb);
-    PyErr_NormalizeException(&type, raised, &tb);
-    Py_XDECREF(type);
-    Py_XDECREF(tb);
-    return *raised ? CAP_NEXT : CAP_ERR;
+    return take_error(raised);
+}
+
+/* Takes g out of its yield from as CPython's _gen_throw does when the inner
+ * generator ends under a throw: the receiver popped, and g standing past
+ * its SEND loop with the inner one's return value pushed, or (value NULL)
+ * at the loop's last instruction, where what the inner one raised is
+ * thrown (the handlers of the yield from's own place). Steals value. */
+static void leave_yield_from(cap_lazy *g, PyObject *value)
+{
+    cap_frame *f = g->frame;
+    const cap_code *c = f->code;
+    int loop_back = c->ins[f->pc].next; /* JUMP_BACKWARD_NO_INTERRUPT to SEND */
+    int send = c->ins[loop_back].target;
+    cap_popn(f, 2); /* YIELD_VALUE's None, the receiver */
+    if (value)
+        cap_push(f, value);
+    f->pc = value ? c->ins[send].target : loop_back;
+}
+
+static int gen_throw(cap_interp *I, cap_lazy *g, PyObject *const *args, int nargs,
+                     PyObject **out);
+
+/* How the inner generator's throw ended, for g (CAP_NEXT): *value its
+ * return value, or *raised what it raised; other codes pass through. */
+static int inner_ending(cap_lazy *inner, int rc, PyObject **value, PyObject **raised)
+{
+    *value = *raised = NULL;
+    if (rc == CAP_NEXT) {
+        *value = take_return_value((PyObject *)inner);
+        if (!*value)
+            *value = Py_NewRef(Py_None);
+        return CAP_NEXT;
+    }
+    if (rc != CAP_ERR || PyErr_ExceptionMatches(cap_InternalError))
+        return rc;
+    return take_error(raised);
+}
+
+/* throw(exc) into g at a yield from a generator: thrown into the inner one
+ * first (its error not yet the caller's: g may catch it); while it yields,
+ * g stays where it is; when it ends, g resumes past its loop with the inner
+ * one's return value, or has what it raised thrown there. A break or an
+ * uncaught error puts both generators back. */
+static int throw_through(cap_interp *I, cap_lazy *g, cap_lazy *inner, PyObject *exc,
+                         PyObject **out)
+{
+    PyObject *self = (PyObject *)inner, *item = NULL, *value, *raised;
+    cap_iter_marks marks;
+    cap_iter_mark(&marks, &self, 1);
+    g->state = CAP_GEN_RUNNING;
+    int rc = inner->state == CAP_GEN_SUSPENDED ? cap_t_gen_run(I, inner, NULL, exc, &item)
+                                               : gen_throw(I, inner, &exc, 1, &item);
+    g->state = CAP_GEN_SUSPENDED;
+    if (rc == CAP_NEXT && item)
+        *out = item;
+    else if ((rc = inner_ending(inner, rc, &value, &raised)) == CAP_NEXT) {
+        if (PyErr_GivenExceptionMatches(raised, PyExc_StopIteration)) {
+            value = PyObject_GetAttrString(raised, "value");
+            Py_CLEAR(raised);
+        }
+        if (value || raised) {
+            leave_yield_from(g, value);
+            rc = resume(I, g, NULL, raised, false, out);
+        } else {
+            rc = CAP_ERR;
+        }
+        Py_XDECREF(raised);
+    }
+    return cap_iter_rewind(I, &marks, cap_t_gen_error(I, rc));
 }
 
 static int gen_throw(cap_interp *I, cap_lazy *g, PyObject *const *args, int nargs,
@@ -288,7 +367,7 @@ static int gen_throw(cap_interp *I, cap_lazy *g, PyObject *const *args, int narg
         Py_XDECREF(raised);
     } else if (delegating && Py_TYPE(receiver) == cap_lazy_type &&
                ((cap_lazy *)receiver)->kind == CAP_LAZY_GEN)
-        rc = cap_t_break(I->T, CAP_B_GENERATOR, "generator.throw() into a yield from a generator");
+        rc = throw_through(I, g, (cap_lazy *)receiver, exc, out);
     else if (g->state == CAP_GEN_SUSPENDED) /* ptc's other iterators have no throw method */
         rc = resume(I, g, NULL, exc, false, out);
     else if (g->state == CAP_GEN_RUNNING) {
