@@ -133,8 +133,8 @@ int cap_t_yield_from(cap_interp *I, PyObject *receiver, PyObject *sent, PyObject
     *item = *value = NULL;
     if (!cap_is_ptc_iter(receiver))
         return cap_t_break(I->T, CAP_B_GENERATOR, "yield from a %s", cap_tpname(Py_TYPE(receiver)));
-    int rc = sent == Py_None ? cap_t_next_sync(I, receiver, item)
-                             : send_into(I, receiver, sent, item);
+    int rc =
+        sent == Py_None ? cap_t_next_sync(I, receiver, item) : send_into(I, receiver, sent, item);
     if (rc != CAP_NEXT || *item)
         return rc;
     *value = take_return_value(receiver);
@@ -166,8 +166,8 @@ static int resume(cap_interp *I, cap_lazy *g, PyObject *sent, PyObject *thrown, 
         Py_DECREF(item);
         PyErr_SetString(PyExc_RuntimeError, "generator ignored GeneratorExit");
         rc = CAP_ERR;
-    } else if (closing && (rc == CAP_NEXT ||
-                           (rc == CAP_ERR && PyErr_ExceptionMatches(PyExc_GeneratorExit)))) {
+    } else if (closing &&
+               (rc == CAP_NEXT || (rc == CAP_ERR && PyErr_ExceptionMatches(PyExc_GeneratorExit)))) {
         PyErr_Clear();
         Py_CLEAR(g->retval);
         *out = Py_NewRef(Py_None);
@@ -300,8 +300,7 @@ static void leave_yield_from(cap_lazy *g, PyObject *value)
     f->pc = value ? c->ins[send].target : loop_back;
 }
 
-static int gen_throw(cap_interp *I, cap_lazy *g, PyObject *const *args, int nargs,
-                     PyObject **out);
+static int gen_throw(cap_interp *I, cap_lazy *g, PyObject *const *args, int nargs, PyObject **out);
 
 /* How the inner generator's throw ended, for g (CAP_NEXT): *value its
  * return value, or *raised what it raised; other codes pass through. */
@@ -324,8 +323,7 @@ static int inner_ending(cap_lazy *inner, int rc, PyObject **value, PyObject **ra
  * g stays where it is; when it ends, g resumes past its loop with the inner
  * one's return value, or has what it raised thrown there. A break or an
  * uncaught error puts both generators back. */
-static int throw_through(cap_interp *I, cap_lazy *g, cap_lazy *inner, PyObject *exc,
-                         PyObject **out)
+static int throw_through(cap_interp *I, cap_lazy *g, cap_lazy *inner, PyObject *exc, PyObject **out)
 {
     PyObject *self = (PyObject *)inner, *item = NULL, *value, *raised;
     cap_iter_marks marks;
@@ -352,8 +350,7 @@ static int throw_through(cap_interp *I, cap_lazy *g, cap_lazy *inner, PyObject *
     return cap_iter_rewind(I, &marks, cap_t_gen_error(I, rc));
 }
 
-static int gen_throw(cap_interp *I, cap_lazy *g, PyObject *const *args, int nargs,
-                     PyObject **out)
+static int gen_throw(cap_interp *I, cap_lazy *g, PyObject *const *args, int nargs, PyObject **out)
 {
     PyObject *exc = NULL;
     int rc = thrown_exception(I, args, nargs, &exc);
