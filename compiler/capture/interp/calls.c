@@ -44,17 +44,18 @@ HANDLER(YIELD_VALUE)
     return CAP_SYNC;
 }
 
-/* (receiver, None -- receiver, item) yield from advances its receiver (the
-   None is what ptc's YIELD_VALUE resumes with); finished, 3.11's SEND
-   leaves (value) instead, the receiver's return value, and jumps */
+/* (receiver, sent -- receiver, item) yield from advances its receiver,
+   sending it what the outer generator was sent (None, as ptc's YIELD_VALUE
+   resumes, for a plain step); finished, 3.11's SEND leaves (value) instead,
+   the receiver's return value, and jumps */
 HANDLER(SEND)
 {
-    if (!I->T || cap_peek(f, 1) != Py_None) {
+    if (!I->T) {
         PyErr_SetString(cap_InternalError, "ptc: SEND outside a traced generator");
         return CAP_ERR;
     }
     PyObject *item = NULL, *value = NULL;
-    int rc = cap_hooks.yield_from(I, cap_peek(f, 2), &item, &value);
+    int rc = cap_hooks.yield_from(I, cap_peek(f, 2), cap_peek(f, 1), &item, &value);
     if (rc != CAP_NEXT)
         return rc;
     cap_popn(f, 1);

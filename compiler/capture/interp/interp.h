@@ -279,10 +279,15 @@ typedef struct cap_trace_hooks {
     int (*iter_sync)(cap_interp *I, PyObject *obj, PyObject **out);
     int (*next_sync)(cap_interp *I, PyObject *it, PyObject **out);
     int (*iter_contains)(cap_interp *I, PyObject *it, PyObject *item, PyObject **out);
-    /* yield from: the receiver's next item, or NULL and its return value */
-    int (*yield_from)(cap_interp *I, PyObject *receiver, PyObject **item, PyObject **value);
+    /* yield from: the receiver's next item (sent: what the outer generator
+       was sent), or NULL and its return value */
+    int (*yield_from)(cap_interp *I, PyObject *receiver, PyObject *sent, PyObject **item,
+                      PyObject **value);
     int (*outside_mutator)(cap_interp *I, PyObject *self, const char *name, PyObject *const *args,
                            int nargs, PyObject *kwnames, PyObject **out);
+    /* list += items where items is one of the trace's lazy iterators:
+       list.extend item by item (CAP_NONE for other items) */
+    int (*list_iadd)(cap_interp *I, PyObject *list, PyObject *items);
     int (*truth_guard)(cap_trace *T, PyObject *v);
     int (*contains_guard)(cap_trace *T, PyObject *container, PyObject *item);
     /* may replace an operand by what the operator reads of it (borrowed) */

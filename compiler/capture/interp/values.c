@@ -254,9 +254,16 @@ int cap_op_binary(cap_interp *I, int op, PyObject *a, PyObject *b, PyObject **ou
             return cap_hooks.tensor_binary(I->T, op, a, b, out);
         if (op_has_python_dunder(op, a, b))
             return binop_from(I, op, a, b, ST_INPLACE, out);
+        int rc = (op & CAP_NB_INPLACE) && (op & 0xff) == CAP_NB_ADD && PyList_Check(a)
+                     ? cap_hooks.list_iadd(I, a, b)
+                     : CAP_NONE;
+        if (rc != CAP_NONE) {
+            *out = rc == CAP_NEXT ? Py_NewRef(a) : NULL;
+            return rc;
+        }
         if ((op & CAP_NB_INPLACE) && cap_hooks.source_of(I->T, a) >= 0 && !cap_hooks.is_constant(a))
             return inplace_outside(I, op, a, b, out);
-        int rc = set_operand_order(I, a);
+        rc = set_operand_order(I, a);
         if (rc == CAP_NEXT)
             rc = set_operand_order(I, b);
         if (rc == CAP_NEXT)

@@ -525,6 +525,17 @@ static int update_lazily(cap_interp *I, PyObject *method, PyObject *self, PyObje
     return rc;
 }
 
+int cap_t_list_iadd(cap_interp *I, PyObject *list, PyObject *items)
+{
+    if (!cap_is_ptc_iter(items))
+        return CAP_NONE;
+    PyObject *one_item = one_item_method(list, "extend", &items, 1, NULL), *none = NULL;
+    int rc = one_item ? update_lazily(I, one_item, list, &items, 1, NULL, &none) : CAP_ERR;
+    Py_XDECREF(one_item);
+    Py_XDECREF(none);
+    return rc;
+}
+
 /* The object a C callable is bound to: a builtin method's self, a
  * method-wrapper's (*held: a new reference), or a method descriptor's first
  * argument, taken off args. NULL for a plain C function. */

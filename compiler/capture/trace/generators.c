@@ -12,10 +12,14 @@
  * (interp's SEND) advances the inner iterator the same way and reads a
  * generator's return value.
  *
- * send(v), throw(exc) and close() follow CPython 3.11's generator object:
+ * send(v), throw(exc) (or throw(type, value)) and close() follow CPython
+ * 3.11's generator object:
  * the value sent is what the yield evaluates to, an exception thrown is
  * raised at the yield (interp's throw_in), and close() throws GeneratorExit
- * there, so finally blocks and __exit__ run, traced, in eager's order.
+ * there, so finally blocks and __exit__ run, traced, in eager's order. At a
+ * yield from they go to the inner iterator first, as CPython's do: send
+ * through interp's SEND, close and throw here, the outer generator taken
+ * past its SEND loop when a throw ends the inner one (leave_yield_from).
  *
  * A try or with block that CPython would run when it frees an unfinished
  * generator is the one clean-up a trace cannot place: it happens when the
@@ -101,15 +105,36 @@ void cap_t_raise_stop_iteration(PyObject *it)
     Py_XDECREF(v);
 }
 
+/* A value other than None sent through a yield from, as CPython's
+ * PyIter_Send passes it: into a generator's send(), or a call of the
+ * receiver's send method, which ptc's other iterators (list_iterator, map)
+ * have not. */
+static int send_into(cap_interp *I, PyObject *receiver, PyObject *sent, PyObject **item)
+{
+    cap_lazy *g = (cap_lazy *)receiver;
+    if (Py_TYPE(receiver) != cap_lazy_type || g->kind != CAP_LAZY_GEN) {
+        PyErr_Format(PyExc_AttributeError, "'%s' object has no attribute 'send'",
+                     cap_tpname((PyTypeObject *)cap_eager_type(receiver)));
+        return CAP_ERR;
+    }
+    if (g->state == CAP_GEN_READY) {
+        PyErr_SetString(PyExc_TypeError, "can't send non-None value to a just-started generator");
+        return CAP_ERR;
+    }
+    return cap_t_gen_error(I, cap_t_gen_run(I, g, sent, NULL, item));
+}
+
 /* yield from over ptc's own iterators only: a generator's return value is
  * kept when it finishes (iter.c), and the others return None; another
  * iterator's StopIteration may carry a value that the trace's next() drops. */
-int cap_t_yield_from(cap_interp *I, PyObject *receiver, PyObject **item, PyObject **value)
+int cap_t_yield_from(cap_interp *I, PyObject *receiver, PyObject *sent, PyObject **item,
+                     PyObject **value)
 {
     *item = *value = NULL;
     if (!cap_is_ptc_iter(receiver))
         return cap_t_break(I->T, CAP_B_GENERATOR, "yield from a %s", cap_tpname(Py_TYPE(receiver)));
-    int rc = cap_t_next_sync(I, receiver, item);
+    int rc =
+        sent == Py_None ? cap_t_next_sync(I, receiver, item) : send_into(I, receiver, sent, item);
     if (rc != CAP_NEXT || *item)
         return rc;
     *value = take_return_value(receiver);
@@ -141,8 +166,8 @@ static int resume(cap_interp *I, cap_lazy *g, PyObject *sent, PyObject *thrown, 
         Py_DECREF(item);
         PyErr_SetString(PyExc_RuntimeError, "generator ignored GeneratorExit");
         rc = CAP_ERR;
-    } else if (closing && (rc == CAP_NEXT ||
-                           (rc == CAP_ERR && PyErr_ExceptionMatches(PyExc_GeneratorExit)))) {
+    } else if (closing &&
+               (rc == CAP_NEXT || (rc == CAP_ERR && PyErr_ExceptionMatches(PyExc_GeneratorExit)))) {
         PyErr_Clear();
         Py_CLEAR(g->retval);
         *out = Py_NewRef(Py_None);
@@ -166,25 +191,25 @@ static int gen_send(cap_interp *I, cap_lazy *g, PyObject *v, PyObject **out)
         PyErr_SetNone(PyExc_StopIteration);
         return CAP_ERR;
     }
-    if (g->state == CAP_GEN_SUSPENDED && g->frame && in_yield_from(g) && v != Py_None)
-        return cap_t_break(I->T, CAP_B_GENERATOR, "generator.send() into a yield from");
     return resume(I, g, v, NULL, false, out);
 }
 
-/* The exception throw(x) raises: x, or x() for an exception class. */
-static int thrown_exception(cap_interp *I, PyObject *x, PyObject **exc)
+/* typ(val) as CPython's PyErr_NormalizeException makes it: val itself when
+ * it is an instance of typ, else typ() for None, typ(*val) for a tuple. */
+static int normalized_exception(cap_interp *I, PyObject *typ, PyObject *val, PyObject **exc)
 {
-    if (PyExceptionInstance_Check(x)) {
-        *exc = Py_NewRef(x);
+    if (PyExceptionInstance_Check(val) && PyObject_IsSubclass((PyObject *)Py_TYPE(val), typ) > 0) {
+        *exc = Py_NewRef(val);
         return CAP_NEXT;
     }
-    if (!PyExceptionClass_Check(x)) {
-        PyErr_Format(PyExc_TypeError,
-                     "exceptions must be classes or instances deriving from BaseException, not %s",
-                     cap_tpname(Py_TYPE(x)));
+    int nargs = PyTuple_Check(val) ? (int)PyTuple_Size(val) : val == Py_None ? 0 : 1;
+    PyObject **args = PyMem_Malloc(sizeof(PyObject *) * (nargs + 1));
+    if (!args)
         return CAP_ERR;
-    }
-    int rc = cap_t_call_sync(I, x, NULL, 0, NULL, exc);
+    for (int a = 0; a < nargs; a++)
+        args[a] = PyTuple_Check(val) ? PyTuple_GetItem(val, a) : val; /* borrowed */
+    int rc = cap_t_call_sync(I, typ, args, nargs, NULL, exc);
+    PyMem_Free(args);
     if (rc == CAP_NEXT && !PyExceptionInstance_Check(*exc)) {
         Py_CLEAR(*exc);
         return cap_t_break(I->T, CAP_B_GENERATOR,
@@ -193,15 +218,154 @@ static int thrown_exception(cap_interp *I, PyObject *x, PyObject **exc)
     return rc;
 }
 
-static int gen_throw(cap_interp *I, cap_lazy *g, PyObject *x, PyObject **out)
+/* The exception throw(typ[, val[, tb]]) raises, checked and normalised as
+ * CPython 3.11's _gen_throw does: typ an instance (val None), or a class
+ * made into one with val. A traceback given breaks: the trace does not
+ * carry one into the generator's frame. */
+static int thrown_exception(cap_interp *I, PyObject *const *args, int nargs, PyObject **exc)
+{
+    PyObject *typ = args[0], *val = nargs > 1 ? args[1] : Py_None;
+    PyObject *tb = nargs > 2 ? args[2] : Py_None;
+    if (tb != Py_None && !PyTraceBack_Check(tb)) {
+        PyErr_SetString(PyExc_TypeError, "throw() third argument must be a traceback object");
+        return CAP_ERR;
+    }
+    if (tb != Py_None)
+        return cap_t_break(I->T, CAP_B_GENERATOR, "generator.throw() with a traceback");
+    if (PyExceptionClass_Check(typ))
+        return normalized_exception(I, typ, val, exc);
+    if (!PyExceptionInstance_Check(typ)) {
+        PyErr_Format(PyExc_TypeError,
+                     "exceptions must be classes or instances deriving from BaseException, not %s",
+                     cap_tpname(Py_TYPE(typ)));
+        return CAP_ERR;
+    }
+    if (val != Py_None) {
+        PyErr_SetString(PyExc_TypeError, "instance exception may not have a separate value");
+        return CAP_ERR;
+    }
+    *exc = Py_NewRef(typ);
+    return CAP_NEXT;
+}
+
+static int gen_close(cap_interp *I, cap_lazy *g, PyObject **out);
+
+/* The pending error taken as an exception object (*raised), to be thrown
+ * on into the outer generator. */
+static int take_error(PyObject **raised)
+{
+    PyObject *type, *tb;
+    PyErr_Fetch(&type, raised, &tb);
+    PyErr_NormalizeException(&type, raised, &tb);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+    return *raised ? CAP_NEXT : CAP_ERR;
+}
+
+/* g's receiver closed first, as CPython's gen_close_iter does before close()
+ * or throw(GeneratorExit) reaches a generator at a yield from: an inner
+ * generator's close() (traced; g is executing meanwhile), nothing for ptc's
+ * other iterators, which have no close method. *raised: the exception the
+ * inner close raised, to throw into g in GeneratorExit's place, or NULL. */
+static int close_receiver(cap_interp *I, cap_lazy *g, PyObject **raised)
+{
+    *raised = NULL;
+    PyObject *receiver = g->frame->stack[g->frame->sp - 2], *none = NULL;
+    cap_lazy *inner = (cap_lazy *)receiver;
+    if (Py_TYPE(receiver) != cap_lazy_type || inner->kind != CAP_LAZY_GEN)
+        return CAP_NEXT;
+    g->state = CAP_GEN_RUNNING;
+    int rc = gen_close(I, inner, &none);
+    g->state = CAP_GEN_SUSPENDED;
+    Py_XDECREF(none);
+    if (rc != CAP_ERR || PyErr_ExceptionMatches(cap_InternalError))
+        return rc;
+    return take_error(raised);
+}
+
+/* Takes g out of its yield from as CPython's _gen_throw does when the inner
+ * generator ends under a throw: the receiver popped, and g standing past
+ * its SEND loop with the inner one's return value pushed, or (value NULL)
+ * at the loop's last instruction, where what the inner one raised is
+ * thrown (the handlers of the yield from's own place). Steals value. */
+static void leave_yield_from(cap_lazy *g, PyObject *value)
+{
+    cap_frame *f = g->frame;
+    const cap_code *c = f->code;
+    int loop_back = c->ins[f->pc].next; /* JUMP_BACKWARD_NO_INTERRUPT to SEND */
+    int send = c->ins[loop_back].target;
+    cap_popn(f, 2); /* YIELD_VALUE's None, the receiver */
+    if (value)
+        cap_push(f, value);
+    f->pc = value ? c->ins[send].target : loop_back;
+}
+
+static int gen_throw(cap_interp *I, cap_lazy *g, PyObject *const *args, int nargs, PyObject **out);
+
+/* How the inner generator's throw ended, for g (CAP_NEXT): *value its
+ * return value, or *raised what it raised; other codes pass through. */
+static int inner_ending(cap_lazy *inner, int rc, PyObject **value, PyObject **raised)
+{
+    *value = *raised = NULL;
+    if (rc == CAP_NEXT) {
+        *value = take_return_value((PyObject *)inner);
+        if (!*value)
+            *value = Py_NewRef(Py_None);
+        return CAP_NEXT;
+    }
+    if (rc != CAP_ERR || PyErr_ExceptionMatches(cap_InternalError))
+        return rc;
+    return take_error(raised);
+}
+
+/* throw(exc) into g at a yield from a generator: thrown into the inner one
+ * first (its error not yet the caller's: g may catch it); while it yields,
+ * g stays where it is; when it ends, g resumes past its loop with the inner
+ * one's return value, or has what it raised thrown there. A break or an
+ * uncaught error puts both generators back. */
+static int throw_through(cap_interp *I, cap_lazy *g, cap_lazy *inner, PyObject *exc, PyObject **out)
+{
+    PyObject *self = (PyObject *)inner, *item = NULL, *value, *raised;
+    cap_iter_marks marks;
+    cap_iter_mark(&marks, &self, 1);
+    g->state = CAP_GEN_RUNNING;
+    int rc = inner->state == CAP_GEN_SUSPENDED ? cap_t_gen_run(I, inner, NULL, exc, &item)
+                                               : gen_throw(I, inner, &exc, 1, &item);
+    g->state = CAP_GEN_SUSPENDED;
+    if (rc == CAP_NEXT && item)
+        *out = item;
+    else if ((rc = inner_ending(inner, rc, &value, &raised)) == CAP_NEXT) {
+        if (PyErr_GivenExceptionMatches(raised, PyExc_StopIteration)) {
+            value = PyObject_GetAttrString(raised, "value");
+            Py_CLEAR(raised);
+        }
+        if (value || raised) {
+            leave_yield_from(g, value);
+            rc = resume(I, g, NULL, raised, false, out);
+        } else {
+            rc = CAP_ERR;
+        }
+        Py_XDECREF(raised);
+    }
+    return cap_iter_rewind(I, &marks, cap_t_gen_error(I, rc));
+}
+
+static int gen_throw(cap_interp *I, cap_lazy *g, PyObject *const *args, int nargs, PyObject **out)
 {
     PyObject *exc = NULL;
-    int rc = thrown_exception(I, x, &exc);
+    int rc = thrown_exception(I, args, nargs, &exc);
     if (rc != CAP_NEXT)
         return rc;
-    if (g->state == CAP_GEN_SUSPENDED && g->frame && in_yield_from(g))
-        rc = cap_t_break(I->T, CAP_B_GENERATOR, "generator.throw() into a yield from");
-    else if (g->state == CAP_GEN_SUSPENDED)
+    bool delegating = g->state == CAP_GEN_SUSPENDED && g->frame && in_yield_from(g);
+    PyObject *receiver = delegating ? g->frame->stack[g->frame->sp - 2] : NULL, *raised = NULL;
+    if (delegating && PyErr_GivenExceptionMatches(exc, PyExc_GeneratorExit)) {
+        if ((rc = close_receiver(I, g, &raised)) == CAP_NEXT)
+            rc = resume(I, g, NULL, raised ? raised : exc, false, out);
+        Py_XDECREF(raised);
+    } else if (delegating && Py_TYPE(receiver) == cap_lazy_type &&
+               ((cap_lazy *)receiver)->kind == CAP_LAZY_GEN)
+        rc = throw_through(I, g, (cap_lazy *)receiver, exc, out);
+    else if (g->state == CAP_GEN_SUSPENDED) /* ptc's other iterators have no throw method */
         rc = resume(I, g, NULL, exc, false, out);
     else if (g->state == CAP_GEN_RUNNING) {
         PyErr_SetString(PyExc_ValueError, "generator already executing");
@@ -226,12 +390,13 @@ static int gen_close(cap_interp *I, cap_lazy *g, PyObject **out)
         *out = Py_NewRef(Py_None);
         return CAP_NEXT;
     }
-    if (g->frame && in_yield_from(g))
-        return cap_t_break(I->T, CAP_B_GENERATOR, "generator.close() of one in a yield from");
-    PyObject *exc = PyObject_CallNoArgs(PyExc_GeneratorExit);
-    if (!exc)
+    PyObject *exc = NULL;
+    int rc = g->frame && in_yield_from(g) ? close_receiver(I, g, &exc) : CAP_NEXT;
+    if (rc != CAP_NEXT)
+        return rc;
+    if (!exc && !(exc = PyObject_CallNoArgs(PyExc_GeneratorExit)))
         return CAP_ERR;
-    int rc = resume(I, g, NULL, exc, true, out);
+    rc = resume(I, g, NULL, exc, true, out);
     Py_DECREF(exc);
     return rc;
 }
@@ -246,7 +411,8 @@ static int wrong_arguments(const char *name, int nargs, PyObject *kwnames)
     else if (name[0] == 'c')
         PyErr_Format(PyExc_TypeError, "generator.close() takes no arguments (%d given)", nargs);
     else
-        PyErr_Format(PyExc_TypeError, "throw expected at least 1 argument, got %d", nargs);
+        PyErr_Format(PyExc_TypeError, "throw expected at %s, got %d",
+                     nargs < 1 ? "least 1 argument" : "most 3 arguments", nargs);
     return CAP_ERR;
 }
 
@@ -258,11 +424,9 @@ int cap_t_generator_method(cap_interp *I, cap_lazy *g, const char *name, PyObjec
     if (g->kind != CAP_LAZY_GEN || !(send || thr || close))
         return CAP_NONE;
     bool kw = kwnames && PyTuple_Size(kwnames) > 0;
-    if (kw || (send && nargs != 1) || (close && nargs != 0) || (thr && nargs < 1))
+    if (kw || (send && nargs != 1) || (close && nargs != 0) || (thr && (nargs < 1 || nargs > 3)))
         return wrong_arguments(name, nargs, kwnames);
-    if (thr && nargs > 1)
-        return cap_t_break(I->T, CAP_B_GENERATOR, "generator.throw(type, value, traceback)");
     if (send)
         return gen_send(I, g, args[0], out);
-    return thr ? gen_throw(I, g, args[0], out) : gen_close(I, g, out);
+    return thr ? gen_throw(I, g, args, nargs, out) : gen_close(I, g, out);
 }

@@ -58,6 +58,7 @@ void cap_trace_hooks_install(void)
     h->iter_contains = cap_t_iter_contains;
     h->yield_from = cap_t_yield_from;
     h->outside_mutator = cap_t_outside_mutator;
+    h->list_iadd = cap_t_list_iadd;
     h->truth_guard = cap_t_truth_guard;
     h->contains_guard = cap_t_contains_guard;
     h->check_operands = cap_t_check_operands;

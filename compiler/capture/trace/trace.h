@@ -619,6 +619,10 @@ int cap_t_dict_lookup(cap_interp *I, PyObject *d, PyObject *key, PyObject **out)
 /* obj[key] = v (v NULL: del) on an outside list or dict; CAP_NONE for
  * other objects. */
 int cap_t_outside_item_write(cap_interp *I, PyObject *obj, PyObject *key, PyObject *v);
+/* list += items for one of ptc's lazy iterators: list.extend consuming it
+ * item by item, as CPython's list_extend does (calls.c); CAP_NONE for any
+ * other items. */
+int cap_t_list_iadd(cap_interp *I, PyObject *list, PyObject *items);
 /* A mutating method of an outside list or dict (append, extend, insert,
  * pop, remove, clear; update, pop, setdefault, clear); CAP_NONE for others. */
 int cap_t_outside_mutator(cap_interp *I, PyObject *self, const char *name, PyObject *const *args,
@@ -773,8 +777,10 @@ int cap_t_copy_call(cap_interp *I, PyObject *fn, PyObject *const *args, int narg
 int cap_t_generator_call(cap_interp *I, PyObject *fn, cap_code *c, PyObject *const *args, int nargs,
                          PyObject *kwnames, PyObject **out);
 /* cap_hooks.yield_from: `yield from receiver`, one of ptc's iterators,
- * advanced: *item, or NULL and *value the receiver's return value. */
-int cap_t_yield_from(cap_interp *I, PyObject *receiver, PyObject **item, PyObject **value);
+ * advanced (sent: the value sent into the outer generator, None for a
+ * plain step): *item, or NULL and *value the receiver's return value. */
+int cap_t_yield_from(cap_interp *I, PyObject *receiver, PyObject *sent, PyObject **item,
+                     PyObject **value);
 /* next(it) found it exhausted: StopIteration, with the return value of a
  * generator that finished at this step (generators.c). */
 void cap_t_raise_stop_iteration(PyObject *it);
