@@ -174,6 +174,29 @@ def test_batchnorm_statistics_are_written_by_the_forward_itself(tmp_path):
     assert json.load(open(metrics))["counts"].get("outputs_in_place") == 6  # 2 x (mean, var, count)
 
 
+def test_a_buffer_the_backward_reads_is_not_written_by_the_forward():
+    """y = x * s; s.add_(1): the backward needs the old s. Eager raises at the
+    backward (s was modified in place after it was saved), and so must ptc:
+    had the forward's kernel written s itself, torch's version check would not
+    see it and the gradient would silently use the new s (3, not 2)."""
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("s", torch.full((4,), 2.0))
+
+        def forward(self, x):
+            y = x * self.s
+            self.s.add_(1)
+            return y
+
+    for fn in (lambda m: m, ptc.compile):
+        m = Scaled()
+        x = torch.ones(4, requires_grad=True)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            fn(m)(x).sum().backward()
+        assert m.s.tolist() == [3.0] * 4
+
+
 def test_batchnorm_train_through_torch_ops_when_compiled_autograd_is_off():
     ptc.config.compiled_autograd = False
     torch.manual_seed(0)

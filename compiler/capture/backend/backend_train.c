@@ -309,20 +309,34 @@ static void phase_done(ptc_trace_compile *tc, const char *phase, double t0)
         ptc_metrics_add(ptc_trace_metrics(tc), phase, ms, true);
 }
 
-/* The inputs the forward fw may write itself, one per output of fw (NULL
- * where g writes none): fw's inputs and first outputs are g's (autograd.h),
- * its saved values after them write nothing. */
-static int forward_writes(const ptc_graph *g, const int *output_inputs, const ptc_graph *fw,
+static bool saved_for_backward(const ptc_partition *p, int input)
+{
+    for (int k = 0; k < p->nsaved; k++)
+        if (p->saved_input[k] == input)
+            return true;
+    return false;
+}
+
+/* The inputs the forward of p may write itself, one per output of the
+ * forward (NULL where g writes none): its inputs and first outputs are g's
+ * (autograd.h), its saved values after them write nothing. An input the
+ * backward reads as it was (y = x * buf; buf.add_(1)) is copied into after
+ * the call instead, so that torch's version check raises at the backward,
+ * as eager does, where a kernel's write would go unseen. */
+static int forward_writes(const ptc_graph *g, const int *output_inputs, const ptc_partition *p,
                           int **out, ptc_error *err)
 {
     *out = NULL;
     if (!output_inputs)
         return 0;
+    const ptc_graph *fw = p->forward;
     *out = malloc(sizeof(int) * ((size_t)fw->noutputs + 1));
     if (!*out)
         return ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "out of memory");
-    for (int i = 0; i < fw->noutputs; i++)
-        (*out)[i] = i < g->noutputs ? output_inputs[i] : -1;
+    for (int i = 0; i < fw->noutputs; i++) {
+        int in = i < g->noutputs ? output_inputs[i] : -1;
+        (*out)[i] = in >= 0 && !saved_for_backward(p, in) ? in : -1;
+    }
     return 0;
 }
 
@@ -355,7 +369,7 @@ static int build(const ptc_graph *g, const bool *written, const int *output_inpu
                ptc_trace_graph(tc, "forward", p->forward, err) ||
                ptc_trace_graph(tc, "backward", p->backward, err)))
         goto done;
-    if (forward_writes(g, output_inputs, p->forward, &fwd_writes, err) ||
+    if (forward_writes(g, output_inputs, p, &fwd_writes, err) ||
         cap_runtime_compile_training(p->forward, false, fwd_writes, &t->forward, tc, err) ||
         cap_runtime_compile_training(p->backward, true, NULL, &t->backward, tc, err))
         goto done;
