@@ -26,6 +26,9 @@ int cap_backend_prepare(cap_entry *e, const cap_options *opts, ptc_error *err);
 void cap_backend_free(cap_entry *e);
 int cap_backend_run(cap_entry *e, PyObject **inputs, PyObject **outputs);
 /* The runtime (backend "ptc"): compile, run with torch as the host, release. */
+/* For each output of e's graph, the input it is the new value of
+ * (cap_entry.writeback), or -1; malloc'd, NULL with err set. */
+int *cap_writeback_inputs(const cap_entry *e, ptc_error *err);
 /* mode: ptc.compile's; reduce-overhead and max-autotune record the
  * program's CUDA runs into CUDA graphs (a notice where they cannot: CPU
  * programs, random ops), the max-autotune modes tune its kernels. */

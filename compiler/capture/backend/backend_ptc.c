@@ -939,6 +939,20 @@ int cap_runtime_compile_training(const ptc_graph *g, bool backward, const int *o
     return rc;
 }
 
+int *cap_writeback_inputs(const cap_entry *e, ptc_error *err)
+{
+    int *into = malloc(sizeof(int) * ((size_t)e->graph->noutputs + 1));
+    if (!into) {
+        ptc_errorf(err, PTC_ERR_INTERNAL, "runtime", "out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < e->graph->noutputs; i++)
+        into[i] = -1;
+    for (int k = 0; k < e->nwriteback; k++)
+        into[e->writeback[k].output] = e->writeback[k].input;
+    return into;
+}
+
 static int apply_mode(void *program, const char *mode, const cap_entry *e, ptc_error *err);
 
 int cap_runtime_compile(cap_entry *e, const char *mode, void **program, ptc_trace_compile *tc,
@@ -947,13 +961,9 @@ int cap_runtime_compile(cap_entry *e, const char *mode, void **program, ptc_trac
     bool autotune = strncmp(mode, "max-autotune", 12) == 0;
     /* the inputs written in place (cap_entry.writeback): the program may
        write them itself instead of returning values to copy into them */
-    int *output_inputs = malloc(sizeof(int) * ((size_t)e->graph->noutputs + 1));
+    int *output_inputs = cap_writeback_inputs(e, err);
     if (!output_inputs)
-        return ptc_errorf(err, PTC_ERR_INTERNAL, "runtime", "out of memory");
-    for (int i = 0; i < e->graph->noutputs; i++)
-        output_inputs[i] = -1;
-    for (int k = 0; k < e->nwriteback; k++)
-        output_inputs[e->writeback[k].output] = e->writeback[k].input;
+        return -1;
     int rc = compile_program(e->graph, false, autotune, output_inputs, program, tc, err);
     free(output_inputs);
     if (rc < 0)

@@ -407,20 +407,14 @@ int cap_train_prepare(cap_entry *e, const char *mode, PyObject **program, ptc_er
     *program = NULL;
     /* the new values of inputs written in place are forward-only, as eager
        updates buffers (BatchNorm's running statistics) outside autograd */
-    bool *written = calloc((size_t)e->graph->noutputs + 1, sizeof *written);
-    if (!written)
-        return ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "out of memory");
-    int *output_inputs = malloc(sizeof(int) * ((size_t)e->graph->noutputs + 1));
-    if (!output_inputs) {
-        free(written);
-        return ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "out of memory");
+    int *output_inputs = cap_writeback_inputs(e, err);
+    bool *written = output_inputs ? calloc((size_t)e->graph->noutputs + 1, sizeof *written) : NULL;
+    if (!written) {
+        free(output_inputs);
+        return output_inputs ? ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "out of memory") : -1;
     }
     for (int i = 0; i < e->graph->noutputs; i++)
-        output_inputs[i] = -1;
-    for (int k = 0; k < e->nwriteback; k++) {
-        written[e->writeback[k].output] = true;
-        output_inputs[e->writeback[k].output] = e->writeback[k].input;
-    }
+        written[i] = output_inputs[i] >= 0;
     PyObject *t = cap_train_program(e->graph, written, output_inputs, e->tc, err);
     free(written);
     free(output_inputs);
