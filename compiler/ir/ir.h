@@ -68,6 +68,10 @@ typedef struct ptc_error {
     char text[256];    /* user source text (for a caret), "" if none */
     bool has_node;     /* the error is about one node of a graph: */
     int node_id;       /*   its ptc_node.id */
+    /* A run failed after a kernel had written a graph input in place: the
+     * inputs hold part of the new values, so the graph must not be run again
+     * from them (a fallback to eager would apply an update twice). */
+    bool inputs_written;
 } ptc_error;
 
 /* Fills err (if non-NULL) and returns -1. */

@@ -328,3 +328,20 @@ int ptc_tensor_to_device(const ptc_tensor *t, ptc_device dev, ptc_tensor *out, p
     out->data = out->storage->data;
     return 0;
 }
+
+int ptc_tensor_put_back(const ptc_tensor *t, const ptc_tensor *copy, ptc_error *err)
+{
+    if (t->device.kind != PTC_DEV_CUDA) {
+        ptc_tensor dst = *t;
+        return ptc_tensor_copy(&dst, copy, err);
+    }
+    ptc_cuda_device *d = ptc_cuda_device_get(t->device.index, err);
+    bool pushed = false;
+    if (!d || ptc_cuda_enter(d, &pushed, err))
+        return -1;
+    size_t bytes = (size_t)span_of(t) * ptc_dtype_size(t->dtype);
+    CUresult r = bytes ? D.api.cuMemcpyHtoD((CUdeviceptr)(uintptr_t)t->data, copy->data, bytes)
+                       : CUDA_SUCCESS;
+    ptc_cuda_leave(pushed);
+    return r == CUDA_SUCCESS ? 0 : ptc_cuda_fail(err, r, "putting a tensor back on cuda:%d", d->ordinal);
+}

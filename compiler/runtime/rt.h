@@ -310,8 +310,7 @@ void ptc_exec_kept_release_after(const ptc_program *p, ptc_exec_kept *kept, int 
  * read; *next (0 at the start of a run) walks ptc_mplan.input_order. */
 void ptc_exec_inputs_done_after(const ptc_program *p, const ptc_host *host, int t, int *next);
 /* A run failed with steps [0, t) started: where one of them wrote a graph
- * input in place, err's stage becomes PTC_STAGE_INPUTS_WRITTEN (a kernel's
- * failed check: PTC_STAGE_CHECK_INPUTS_WRITTEN). */
+ * input in place, err->inputs_written is set. */
 void ptc_exec_failed_after(const ptc_program *p, int t, ptc_error *err);
 /* The tensor of view v over bufptr[v->buf] on dev. */
 ptc_tensor ptc_exec_view(const ptc_program *p, const ptc_bindings *b, void *const *bufptr,

@@ -123,32 +123,102 @@ static int run_reference(ptc_program *p, const ptc_tensor *inputs, int ninputs,
     return 0;
 }
 
-#ifdef PTC_HAVE_CUDA
-/* PTC_ACCURACY on the CUDA backend: the interpreter runs on host copies of
- * the inputs and is compared with host copies of the outputs. */
-static int cuda_accuracy(ptc_program *p, const ptc_tensor *inputs, int ninputs,
-                         const ptc_tensor *outputs, uint64_t rng_offset, ptc_error *err)
+static int exec_on_backend(ptc_program *p, const ptc_tensor *inputs, int ninputs,
+                           ptc_tensor *outputs, const ptc_host *host, uint64_t rng_offset,
+                           ptc_error *err)
 {
-    ptc_tensor *hin = calloc((size_t)ninputs + 1, sizeof *hin);
-    ptc_tensor *hout = calloc((size_t)p->noutputs + 1, sizeof *hout);
-    int rc = 0, nin = 0, nout = 0;
-    for (; rc == 0 && nin < ninputs; nin++)
-        rc = ptc_tensor_to_device(&inputs[nin], PTC_CPU, &hin[nin], err);
-    for (; rc == 0 && nout < p->noutputs; nout++)
-        rc = ptc_tensor_to_device(&outputs[nout], PTC_CPU, &hout[nout], err);
+#ifdef PTC_HAVE_CUDA
+    if (p->backend == PTC_BACKEND_CUDA)
+        return ptc_exec_cuda(p, inputs, ninputs, outputs, host, rng_offset, err);
+#endif
+    return ptc_exec_cpu(p, inputs, ninputs, outputs, host, rng_offset, err);
+}
+
+/* ts[0, n) on the host: a copy of ts[i] where copy[i] (every one where copy
+ * is NULL), else ts[i] itself, not owned. NULL with err on failure. */
+static ptc_tensor *on_host(const ptc_tensor *ts, int n, const bool *copy, ptc_error *err)
+{
+    ptc_tensor *h = calloc((size_t)n + 1, sizeof *h);
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        if (copy && !copy[i])
+            h[i] = ts[i];
+        else
+            rc = ptc_tensor_to_device(&ts[i], PTC_CPU, &h[i], err);
+    }
     if (rc == 0)
-        rc = ptc_accuracy_check(p->source, hin, ninputs, hout, rng_offset, "cuda", err);
+        return h;
+    for (int i = 0; i < n; i++)
+        if ((!copy || copy[i]) && h[i].storage)
+            ptc_tensor_release(&h[i]);
+    free(h);
+    return NULL;
+}
+
+static void release_on_host(ptc_tensor *h, int n, const bool *copy)
+{
+    for (int i = 0; h && i < n; i++)
+        if (!copy || copy[i])
+            ptc_tensor_release(&h[i]);
+    free(h);
+}
+
+/* The inputs the run writes in place (outputs merged into them,
+ * lower/inplace.c). */
+static bool *written_inputs(const ptc_program *p)
+{
+    bool *written = calloc((size_t)p->ninputs + 1, sizeof *written);
+    for (int i = 0; i < p->noutputs; i++) {
+        int in = ptc_program_output_input(p, i);
+        if (in >= 0)
+            written[in] = true;
+    }
+    return written;
+}
+
+/* Puts the written inputs back as they were before the run; where that
+ * fails, err says the inputs hold the run's writes. */
+static void put_back_written(const ptc_tensor *inputs, const ptc_tensor *before,
+                             const bool *written, int ninputs, ptc_error *err)
+{
+    ptc_error ignored;
     for (int i = 0; i < ninputs; i++)
-        if (hin[i].storage)
-            ptc_tensor_release(&hin[i]);
-    for (int i = 0; i < p->noutputs; i++)
-        if (hout[i].storage)
-            ptc_tensor_release(&hout[i]);
-    free(hin);
-    free(hout);
+        if (written[i] && ptc_tensor_put_back(&inputs[i], &before[i], &ignored)) {
+            err->inputs_written = true;
+            return;
+        }
+}
+
+/* PTC_ACCURACY=1: the first run of a new compile is checked against the
+ * interpreter, which runs on the inputs as they were before the run (host
+ * copies of those the run writes in place; on CUDA of all of them) and is
+ * compared with the outputs (on CUDA, host copies). A divergence writes a
+ * repro folder and fails the run after putting the written inputs back, so
+ * that the fallback to eager starts from the values it was given. */
+static int run_checked(ptc_program *p, const ptc_tensor *inputs, int ninputs,
+                       ptc_tensor *outputs, const ptc_host *host, uint64_t rng_offset,
+                       ptc_error *err)
+{
+    bool cuda = p->backend == PTC_BACKEND_CUDA, *written = written_inputs(p);
+    ptc_tensor *before = on_host(inputs, ninputs, cuda ? NULL : written, err), *after = NULL;
+    if (!before || exec_on_backend(p, inputs, ninputs, outputs, host, rng_offset, err)) {
+        release_on_host(before, ninputs, cuda ? NULL : written);
+        free(written);
+        return -1;
+    }
+    int rc = cuda && !(after = on_host(outputs, p->noutputs, NULL, err)) ? -1 : 0;
+    if (rc == 0 && ptc_accuracy_check(p->source, before, ninputs, after ? after : outputs,
+                                      rng_offset, cuda ? "cuda" : "cpu", err)) {
+        put_back_written(inputs, before, written, ninputs, err);
+        rc = -1;
+    }
+    release_on_host(after, p->noutputs, NULL);
+    release_on_host(before, ninputs, cuda ? NULL : written);
+    free(written);
+    for (int i = 0; rc && i < p->noutputs; i++)
+        ptc_tensor_release(&outputs[i]);
     return rc;
 }
-#endif
 
 int ptc_program_run(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tensor *outputs,
                     const ptc_host *host, uint64_t rng_offset, ptc_error *err)
@@ -158,30 +228,9 @@ int ptc_program_run(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_t
                           ninputs);
     if (p->backend == PTC_BACKEND_REFERENCE)
         return run_reference(p, inputs, ninputs, outputs, host, rng_offset, err);
-#ifdef PTC_HAVE_CUDA
-    if (p->backend == PTC_BACKEND_CUDA) {
-        if (ptc_exec_cuda(p, inputs, ninputs, outputs, host, rng_offset, err))
-            return -1;
-        if (p->source && __atomic_exchange_n(&p->accuracy_checked, 1, __ATOMIC_ACQ_REL) == 0 &&
-            cuda_accuracy(p, inputs, ninputs, outputs, rng_offset, err)) {
-            for (int i = 0; i < p->noutputs; i++)
-                ptc_tensor_release(&outputs[i]);
-            return -1;
-        }
-        return 0;
-    }
-#endif
-    if (ptc_exec_cpu(p, inputs, ninputs, outputs, host, rng_offset, err))
-        return -1;
-    /* PTC_ACCURACY=1: the first run of a new compile is checked against the
-     * interpreter; a divergence writes a repro folder and fails the run. */
-    if (p->source && __atomic_exchange_n(&p->accuracy_checked, 1, __ATOMIC_ACQ_REL) == 0 &&
-        ptc_accuracy_check(p->source, inputs, ninputs, outputs, rng_offset, "cpu", err)) {
-        for (int i = 0; i < p->noutputs; i++)
-            ptc_tensor_release(&outputs[i]);
-        return -1;
-    }
-    return 0;
+    if (p->source && __atomic_exchange_n(&p->accuracy_checked, 1, __ATOMIC_ACQ_REL) == 0)
+        return run_checked(p, inputs, ninputs, outputs, host, rng_offset, err);
+    return exec_on_backend(p, inputs, ninputs, outputs, host, rng_offset, err);
 }
 
 /* ---- shared by the executors ---------------------------------------------------------- */
@@ -711,11 +760,9 @@ void ptc_exec_failed_after(const ptc_program *p, int t, ptc_error *err)
 {
     if (!err)
         return;
-    bool check = strcmp(err->stage, "check") == 0;
     for (int u = 0; u < t && u < p->sched->nsteps; u++)
         if (step_writes_input(p, u)) {
-            snprintf(err->stage, sizeof err->stage, "%s",
-                     check ? PTC_STAGE_CHECK_INPUTS_WRITTEN : PTC_STAGE_INPUTS_WRITTEN);
+            err->inputs_written = true;
             return;
         }
 }

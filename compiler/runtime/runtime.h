@@ -145,12 +145,6 @@ void ptc_program_get_info(const ptc_program *p, ptc_program_info *info);
 /* The graph input whose memory output i is written into (the run hands that
  * input back as output i; ptc_compile_opts.output_inputs), or -1. */
 int ptc_program_output_input(const ptc_program *p, int i);
-/* The stage of a run's error once a kernel had written a graph input in
- * place: the inputs hold part of the new values, so the graph must not be
- * run again from them (a fallback to eager would apply an update twice). */
-#define PTC_STAGE_INPUTS_WRITTEN "inputs written"
-/* A kernel's failed check (the user's error, lower.h) after such a write. */
-#define PTC_STAGE_CHECK_INPUTS_WRITTEN "check, inputs written"
 
 /* The printed form of a stage of the compile ("prims", "loops", "kernels",
  * "llvm" (CPU), "ptx" (CUDA)), kept when opts->keep_text was set; NULL otherwise. */
@@ -190,5 +184,8 @@ int ptc_cuda_device_arch(ptc_error *err);
  * CPU -> CUDA, CUDA -> CPU or CUDA -> CUDA through the host, synchronously.
  * The copy holds one reference. */
 int ptc_tensor_to_device(const ptc_tensor *t, ptc_device dev, ptc_tensor *out, ptc_error *err);
+/* Writes copy, made from t by ptc_tensor_to_device(t, PTC_CPU, copy), back
+ * into t's memory (undoing writes made to t since), synchronously. */
+int ptc_tensor_put_back(const ptc_tensor *t, const ptc_tensor *copy, ptc_error *err);
 
 #endif /* PTC_RUNTIME_H */

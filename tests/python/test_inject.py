@@ -113,3 +113,34 @@ def test_compile_error_writes_a_repro(tmp_path):
     assert meta["kind"] == "error" and meta["stage"] == "lower"
     assert meta["error_class"] == "InjectedError"
     assert sorted(os.listdir(folder)) == ["graph.ptir", "inputs.bin", "repro.json"]
+
+
+ACCURACY_IN_PLACE = """
+import warnings
+import torch, ptc
+def f(x, y):
+    x.mul_(2).add_(y)                     # a kernel writes x itself (in place)
+    return x.sum()
+x, y = torch.ones(64, 32), torch.ones(64, 32)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    s = ptc.compile(f)(x, y)
+print(x[0, 0].item(), s.item(), sum("PTC_ACCURACY" in str(w.message) for w in caught))
+"""
+
+
+@pytest.mark.parametrize("inject,diverges", [("", 0), ("runtime:prims.add:wrong", 1)])
+def test_accuracy_checks_a_program_that_writes_its_inputs_on_their_old_values(inject, diverges,
+                                                                             tmp_path):
+    """PTC_ACCURACY ran the interpreter on inputs the program had already
+    written in place: x.mul_(2).add_(y) was reported as diverging, and the
+    fallback to eager wrote x a second time (7 where eager gives 3; 10.5
+    after a wrong kernel). The check now reads the inputs as they were, and
+    a real divergence puts them back before eager runs."""
+    import sys
+    env = {k: v for k, v in os.environ.items() if k not in ("PTC_INJECT", "PTC_ACCURACY")}
+    env.update(PTC_ACCURACY="1", PTC_REPRO=str(tmp_path), PTC_INJECT=inject)
+    r = subprocess.run([sys.executable, "-c", ACCURACY_IN_PLACE], capture_output=True,
+                       text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["3.0", "6144.0", str(diverges)], (r.stdout, r.stderr)

@@ -1017,8 +1017,8 @@ bool cap_is_partial_run(void)
 static void raise_run_error(const ptc_error *err)
 {
     static const char index_error[] = "IndexError: ";
-    bool written = strcmp(err->stage, PTC_STAGE_CHECK_INPUTS_WRITTEN) == 0;
-    if (strcmp(err->stage, "check") == 0 || written) {
+    bool written = err->inputs_written;
+    if (strcmp(err->stage, "check") == 0) {
         bool index = strncmp(err->msg, index_error, strlen(index_error)) == 0;
         PyErr_SetString(index ? PyExc_IndexError : PyExc_RuntimeError,
                         err->msg + (index ? strlen(index_error) : 0));
@@ -1028,7 +1028,7 @@ static void raise_run_error(const ptc_error *err)
     }
     char buf[1200];
     ptc_error_format(err, buf, sizeof buf);
-    if (strcmp(err->stage, PTC_STAGE_INPUTS_WRITTEN) == 0) { /* not rerun eagerly */
+    if (written) { /* not rerun eagerly */
         PyErr_Format(cap_PartialRunError,
                      "ptc: the compiled graph failed after writing some of its inputs in "
                      "place, which now hold part of the new values (running it again "

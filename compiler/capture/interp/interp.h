@@ -451,7 +451,7 @@ PyObject *cap_import_path(const char *path);
 void cap_not_acted_on(const char *text);
 extern PyObject *cap_InternalError;
 /* ptc.PartialRunError: a compiled graph failed after it wrote inputs in
- * place (runtime.h's PTC_STAGE_INPUTS_WRITTEN); neither a fallback nor an
+ * place (ptc_error.inputs_written); neither a fallback nor an
  * eager rerun of its segment may follow. */
 extern PyObject *cap_PartialRunError;
 
