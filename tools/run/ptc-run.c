@@ -915,8 +915,24 @@ static proc_usage usage_since(proc_usage from)
                         now.minor_faults - from.minor_faults, now.threads - from.threads};
 }
 
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The later runs' wall times: their least, median and largest (a first run
+ * is judged against their spread, not only their mean). */
+static void print_run_spread(double *ms, int n)
+{
+    qsort(ms, (size_t)n, sizeof *ms, by_value);
+    double median = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
+    printf("run ms spread: min %.3f median %.3f max %.3f (%d runs after the first)\n", ms[0],
+           median, ms[n - 1], n);
+}
+
 static void print_package_stats(const ptc_model *m, const options *o, proc_usage load,
-                                proc_usage first, proc_usage later)
+                                proc_usage first, proc_usage later, double *later_ms)
 {
     int n = o->repeat ? o->repeat : 1;
     printf("load ms: %.2f (cpu %.2f; kernels compiled at load: %d; minor faults %ld; "
@@ -930,6 +946,8 @@ static void print_package_stats(const ptc_model *m, const options *o, proc_usage
                "threads started %d)\n",
                later.wall_ms / n, o->repeat, later.cpu_ms / n, (double)later.minor_faults / n,
                later.threads);
+    if (o->repeat)
+        print_run_spread(later_ms, o->repeat);
 }
 
 /* ptc-run --package DIR: load (verify, weights, kernels), check and run. A
@@ -947,6 +965,7 @@ static int run_package(const options *o)
     int nin = ptc_model_ninputs(m), nout = ptc_model_noutputs(m);
     ptc_tensor *in = calloc((size_t)nin + 1, sizeof *in);
     ptc_tensor *out = calloc((size_t)nout + 1, sizeof *out);
+    double *later_ms = calloc((size_t)o->repeat + 1, sizeof *later_ms);
     int rc = package_inputs(o, m, &tf, in);
     first = usage_now();
     if (rc == 0 && package_call(o, m, in, out, &err))
@@ -958,14 +977,17 @@ static int run_package(const options *o)
         ptc_tensor_release(&out[i]);
     later = usage_now();
     for (int k = 0; rc == 0 && k < o->repeat; k++) {
+        double t0 = ptc_now_ms();
         if (package_call(o, m, in, out, &err))
             rc = ptc_cli_report(TOOL, &err, 1);
+        later_ms[k] = ptc_now_ms() - t0;
         for (int i = 0; rc == 0 && i < nout; i++)
             ptc_tensor_release(&out[i]);
     }
     later = usage_since(later);
     if (rc == 0 && o->stats)
-        print_package_stats(m, o, load, first, later);
+        print_package_stats(m, o, load, first, later, later_ms);
+    free(later_ms);
     ptc_tensorfile_free(&tf);
     free(in);
     free(out);
