@@ -476,3 +476,79 @@ int ptc_inline_pass(ptc_lprog *p, int limit, int *ninlined, int *nrefused)
     free(canonical);
     return 0;
 }
+
+/* ---- narrow stores ----------------------------------------------------------- */
+
+/* Does widening a float of type `from` to `to` keep every value exactly? */
+static bool widens_exactly(ptc_dtype from, ptc_dtype to)
+{
+    return ptc_dtype_is_float(from) && ptc_dtype_is_float(to) &&
+           ptc_dtype_size(from) < ptc_dtype_size(to);
+}
+
+/* The narrower value n's buffer could hold instead (n's value is an exact
+ * widening cast of it), or -1: only a temporary that loop nodes alone read,
+ * stored in its own order. */
+static int narrower_value(const ptc_lprog *p, const ptc_lnode *n, const bool *extern_read)
+{
+    if (n->kind != PTC_LN_POINTWISE || n->out[1] >= 0 || n->value < 0)
+        return -1;
+    const ptc_lbuf *b = p->bufs[n->out[0]];
+    const ptc_lexpr *v = &n->body.e[n->value];
+    if (b->kind != PTC_LB_TEMP || b->permuted || extern_read[b->id] || v->op != PTC_L_CAST ||
+        v->dtype != b->dtype || !widens_exactly(n->body.e[v->arg[0]].dtype, v->dtype))
+        return -1;
+    return v->arg[0];
+}
+
+/* n stores the value `narrow` into its buffer, which its readers widen as
+ * they load it (the widening is inlined into each, as a producer is). */
+static void store_narrow(ptc_lprog *p, ptc_lnode *n, int narrow)
+{
+    ptc_arena *a = p->arena;
+    ptc_lbuf *b = p->bufs[n->out[0]];
+    ptc_dtype wide = b->dtype, dt = n->body.e[narrow].dtype;
+    ptc_lbody nb = {0};
+    n->value = ptc_body_copy(a, &nb, &n->body, narrow, NULL, 0, -1);
+    n->body = nb;
+    b->dtype = dt;
+    ptc_lnode widen = {.kind = PTC_LN_POINTWISE, .ndim = n->ndim, .out = {b->id, -1}};
+    ptc_lexpr load = {.op = PTC_L_LOAD, .dtype = dt, .arg = {-1, -1, -1}, .buf = b->id,
+                      .nidx = n->ndim, .idx = PTC_NEWN(a, const ptc_ix *, n->ndim + 1)};
+    for (int d = 0; d < n->ndim; d++) {
+        widen.ranges[d] = n->ranges[d];
+        load.idx[d] = ptc_ix_var(a, d, n->ranges[d]);
+    }
+    ptc_lexpr cast = {.op = PTC_L_CAST, .dtype = wide, .arg = {0, -1, -1}, .buf = -1};
+    ptc_lbody_add(a, &widen.body, &load);
+    widen.value = ptc_lbody_add(a, &widen.body, &cast);
+    for (int i = 0; i < p->nnodes; i++) {
+        ptc_lnode *c = p->nodes[i];
+        if (c && c != n && c->kind != PTC_LN_EXTERN && count_loads(c, b->id)) {
+            widen.label = c->label; /* the reader keeps its name */
+            inline_into(p, c, &widen, false);
+        }
+    }
+}
+
+int ptc_store_narrow_pass(ptc_lprog *p)
+{
+    bool *extern_read = calloc((size_t)p->nbufs + 1, sizeof *extern_read);
+    PTC_ASSERT(extern_read);
+    for (int i = 0; i < p->nnodes; i++) {
+        const ptc_lnode *n = p->nodes[i];
+        for (int k = 0; n && n->kind == PTC_LN_EXTERN && k < n->nxin; k++)
+            if (n->xin[k].buf >= 0)
+                extern_read[n->xin[k].buf] = true;
+    }
+    int narrowed = 0;
+    for (int i = 0; i < p->nnodes && !ptc_arena_failed(p->arena); i++) {
+        int narrow = p->nodes[i] ? narrower_value(p, p->nodes[i], extern_read) : -1;
+        if (narrow >= 0) {
+            store_narrow(p, p->nodes[i], narrow);
+            narrowed++;
+        }
+    }
+    free(extern_read);
+    return narrowed;
+}

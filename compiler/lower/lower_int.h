@@ -32,6 +32,11 @@ int ptc_body_copy(ptc_arena *a, ptc_lbody *dst, const ptc_lbody *src, int root,
                   const ptc_ix *const *vars, int nvars, int mask);
 
 int ptc_inline_pass(ptc_lprog *p, int limit, int *ninlined, int *nrefused);
+/* After inlining: a kept temporary whose value is a float widened exactly
+ * from a narrower one (autocast's bf16 result read back as f32, kept for a
+ * max-pool's window) is stored narrow and widened by its readers as they
+ * load it: the same values in half the memory. Returns how many. */
+int ptc_store_narrow_pass(ptc_lprog *p);
 /* Removes dead loop nodes and turns reductions of a few elements per output
  * (pooling windows) into pointwise nodes; returns how many it unrolled. */
 int ptc_unroll_small_reductions(ptc_lprog *p);
