@@ -1,6 +1,7 @@
 """Read and write ptc tensor files (.bin) with torch (the package's own
-reader and writer, ptc._tensorfile), and run ptc-run.
+reader and writer, ptc._tensorfile), run ptc-run, and read a compile's trace.
 """
+import json
 import os
 import re
 import subprocess
@@ -62,3 +63,19 @@ def op_names(src_dir):
     names += re.findall(r'^PW_(?:UNARY|BINARY)\(\w+, "(\w+)"', rows, re.M)
     names += ["prims." + n for n in re.findall(r'^PW_PRIM\(\w+, \w+, "(\w+)"', rows, re.M)]
     return names
+
+
+def traced(fn, *args, tmp_path):
+    """fn compiled and called with tracing into tmp_path (one compile): its
+    result, the compile's kernels.txt and its metrics.json."""
+    import ptc
+    old = ptc.config.trace_dir
+    ptc.config.trace_dir = str(tmp_path)
+    try:
+        out = ptc.compile(fn)(*args)
+    finally:
+        ptc.config.trace_dir = old
+    [folder] = [d for d in os.listdir(tmp_path) if (tmp_path / d).is_dir()]
+    kernels = (tmp_path / folder / "kernels.txt").read_text()
+    metrics = json.loads((tmp_path / folder / "metrics.json").read_text())
+    return out, kernels, metrics

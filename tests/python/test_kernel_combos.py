@@ -3,27 +3,13 @@ no data between them run in one OpenMP parallel region on the CPU, as torch's
 multi-tensor kernels cover many tensors with one launch. kernels.txt shows
 each combination as a "combo" line; results are the members' own, bit for
 bit, whichever thread computes a chunk."""
-import json
-import os
 import re
 
 import torch
 
 import ptc
 import ptcio
-
-
-def traced(fn, *args, tmp_path):
-    old = ptc.config.trace_dir
-    ptc.config.trace_dir = str(tmp_path)
-    try:
-        out = ptc.compile(fn)(*args)
-    finally:
-        ptc.config.trace_dir = old
-    [folder] = [d for d in os.listdir(tmp_path) if (tmp_path / d).is_dir()]
-    kernels = (tmp_path / folder / "kernels.txt").read_text()
-    metrics = json.loads((tmp_path / folder / "metrics.json").read_text())
-    return out, kernels, metrics
+from ptcio import traced
 
 
 def combos(kernels):

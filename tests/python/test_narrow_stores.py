@@ -5,24 +5,12 @@ such values: BatchNorm's bf16 output read back as f32 by relu and a
 max-pool's window was kept as f32 in resnet50's training forward, 98 MiB
 of a 32-image batch's arena on an H100 (ptc's peak 1965 MiB against eager's
 1883). The values are the same."""
-import os
 import re
 
 import torch
 import torch.nn.functional as F
 
-import ptc
-
-
-def traced_kernels(fn, *args, tmp_path):
-    old = ptc.config.trace_dir
-    ptc.config.trace_dir = str(tmp_path)
-    try:
-        out = ptc.compile(fn)(*args)
-    finally:
-        ptc.config.trace_dir = old
-    [folder] = [d for d in os.listdir(tmp_path) if (tmp_path / d).is_dir()]
-    return out, (tmp_path / folder / "kernels.txt").read_text()
+from ptcio import traced
 
 
 def kept_dtypes(kernels):
@@ -41,7 +29,7 @@ def bf16_read_back_by_a_pool(x, s):
 def test_a_widened_bf16_value_is_kept_as_bf16(tmp_path):
     torch.manual_seed(0)
     x, s = torch.randn(2, 8, 32, 32), torch.randn(8, 1, 1)
-    out, kernels = traced_kernels(bf16_read_back_by_a_pool, x, s, tmp_path=tmp_path)
+    out, kernels, _ = traced(bf16_read_back_by_a_pool, x, s, tmp_path=tmp_path)
     assert torch.equal(out, bf16_read_back_by_a_pool(x, s))
     assert kept_dtypes(kernels) == ["bf16"], kernels
 
@@ -54,7 +42,7 @@ def f32_read_back_as_f64(x):
 def test_a_widened_f32_value_is_kept_as_f32(tmp_path):
     torch.manual_seed(0)
     x = torch.randn(4, 64)
-    out, kernels = traced_kernels(f32_read_back_as_f64, x, tmp_path=tmp_path)
+    out, kernels, _ = traced(f32_read_back_as_f64, x, tmp_path=tmp_path)
     # computed in f32 (ptc's exp is its own): f32's tolerance
     torch.testing.assert_close(out, f32_read_back_as_f64(x), rtol=1e-5, atol=1e-5)
     assert kept_dtypes(kernels) == ["f32"], kernels
