@@ -124,6 +124,8 @@ typedef struct ptc_cuda_code {
      * kernel's 64-bit variant (ptc_codegen_opts.wide_index), made when one
      * first does */
     bool i32, i32_symbolic;
+    int *member_vec;     /* a combination's: per member, elements per thread in the
+                          * vectorised entry (1: scalar there too); malloc'd, else NULL */
     char *ptx;           /* NUL-terminated PTX of one module holding both entries */
     char *key;           /* the cache key the PTX is stored under (cubins extend it) */
     bool cached;         /* the PTX came from the disk cache */
@@ -144,6 +146,17 @@ int ptc_cuda_codegen(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_
 int ptc_cuda_codegen_all(const ptc_schedule *s, const int *ks, int n, const ptc_cuda_target *t,
                          const ptc_codegen_opts *o, ptc_cuda_code *const *outs, int nthreads,
                          ptc_error *err);
+/* The code of horizontal combination c of s (lower/combo.c: flat kernels
+ * over static sizes) as one module: its entry takes (the buffers of
+ * ptc_combo_args, the rng offset, per member i the i32 end of its blocks)
+ * and runs member i on blocks end[i-1] .. end[i]-1 as if launched alone on
+ * that many blocks of launch.block threads; its vectorised entry (ventry,
+ * where a member has one) runs those members' vectorised forms, each over
+ * member_vec[i] elements a thread. With want_text, *text receives "; ptc
+ * combination <i>, one launch of kernels <ids>" and the PTX. */
+int ptc_cuda_codegen_combo(const ptc_schedule *s, const ptc_combo *c, const ptc_cuda_target *t,
+                           const ptc_codegen_opts *o, ptc_cuda_code *out, char **text,
+                           ptc_error *err);
 void ptc_cuda_code_free(ptc_cuda_code *c);
 /* The form of c for a call whose kernel runs `outer` outer iterations of at
  * most `work` elements each, on a device of `sms` multiprocessors: the one

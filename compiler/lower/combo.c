@@ -16,6 +16,14 @@
  * kernel that touches one stays alone. Kernels with checks stay alone too
  * (their status record is read after each step). A combination holds at most
  * PTC_COMBO_MAX_KERNELS kernels.
+ *
+ * On CUDA a combination is one launch whose grid covers every member (the
+ * codegen's combo entry finds a block's member in a table of block offsets,
+ * as multi_tensor_apply does). Its members are flat kernels, a thread per
+ * element with no team barriers, so a block may run any member; over static
+ * sizes, so the entry takes no size parameters; and the buffers of all of
+ * them, each once, with the rng offset and one block offset per member, fit
+ * a launch's parameter space: a run that would pass it ends the combination.
  */
 #include "lower/lower_int.h"
 
@@ -34,10 +42,21 @@ static bool kernel_writes(const ptc_schedule *s, const ptc_kernel *k, int buf)
     return false;
 }
 
+/* May kernel k be one member of a CUDA combination's launch? */
+static bool launch_member(const ptc_kernel *k)
+{
+    if (!ptc_kernel_is_flat(k) || k->nparams > 0)
+        return false;
+    for (int d = 0; d < k->nouter; d++)
+        if (!ptc_dim_is_static(k->outer[d]))
+            return false;
+    return true;
+}
+
 /* Can kernel k run beside other kernels at all? */
 static bool combinable(const ptc_schedule *s, const ptc_kernel *k)
 {
-    if (ptc_kernel_has_checks(k))
+    if (ptc_kernel_has_checks(k) || (s->combos_launch && !launch_member(k)))
         return false;
     for (int i = 0; i < k->nargs; i++)
         if (s->plan.in_arena[k->args[i]])
@@ -63,6 +82,35 @@ static const ptc_kernel *step_kernel(const ptc_schedule *s, int t)
     return s->steps[t].kind == PTC_STEP_KERNEL ? s->kernels[s->steps[t].index] : NULL;
 }
 
+int ptc_combo_args(const ptc_schedule *s, const ptc_combo *c, int *args)
+{
+    int n = 0;
+    for (int t = c->first; t < c->first + c->n; t++) {
+        const ptc_kernel *k = step_kernel(s, t);
+        for (int i = 0; i < k->nargs; i++) {
+            bool seen = false;
+            for (int j = 0; j < n && !seen; j++)
+                seen = args[j] == k->args[i];
+            if (!seen)
+                args[n++] = k->args[i];
+        }
+    }
+    return n;
+}
+
+/* The parameter slots of combination c's CUDA launch: its buffers, the rng
+ * offset and a block offset per member (codegen/cuda's combo entry). */
+static int launch_slots(const ptc_schedule *s, const ptc_combo *c)
+{
+    int most = 0;
+    for (int t = c->first; t < c->first + c->n; t++)
+        most += step_kernel(s, t)->nargs;
+    int *args = malloc(sizeof *args * (size_t)(most + 1));
+    int slots = ptc_combo_args(s, c, args) + 1 + c->n;
+    free(args);
+    return slots;
+}
+
 /* May step t join the combination of steps first..t-1? */
 static bool joins(const ptc_schedule *s, int first, int t)
 {
@@ -72,13 +120,15 @@ static bool joins(const ptc_schedule *s, int first, int t)
     for (int u = first; u < t; u++)
         if (!independent(s, step_kernel(s, u), k))
             return false;
-    return true;
+    ptc_combo grown = {first, t - first + 1};
+    return !s->combos_launch || launch_slots(s, &grown) <= PTC_LAUNCH_PARAM_SLOTS;
 }
 
-int ptc_schedule_combine(ptc_schedule *s)
+int ptc_schedule_combine(ptc_schedule *s, bool one_launch)
 {
     ptc_arena *a = s->prog->arena;
     s->ncombos = 0;
+    s->combos_launch = one_launch;
     s->combos = PTC_NEWN(a, ptc_combo, s->nsteps / 2 + 1);
     for (int t = 0; t < s->nsteps;) {
         const ptc_kernel *k = step_kernel(s, t);
@@ -113,11 +163,18 @@ int ptc_combo_verify(const ptc_schedule *s, ptc_error *err)
             for (int u = c->first; ok && u < t; u++)
                 ok = independent(s, step_kernel(s, u), step_kernel(s, t));
         }
+        if (ok && s->combos_launch && launch_slots(s, c) > PTC_LAUNCH_PARAM_SLOTS)
+            return ptc_errorf(err, PTC_ERR_INTERNAL, "kernels",
+                              "combination %d (steps %d..%d) takes %d launch parameters, more "
+                              "than %d",
+                              i, c->first, c->first + c->n - 1, launch_slots(s, c),
+                              PTC_LAUNCH_PARAM_SLOTS);
         if (!ok)
             return ptc_errorf(err, PTC_ERR_INTERNAL, "kernels",
                               "combination %d (steps %d..%d): members are not independent "
-                              "kernels without arena buffers",
-                              i, c->first, c->first + c->n - 1);
+                              "kernels without arena buffers%s",
+                              i, c->first, c->first + c->n - 1,
+                              s->combos_launch ? " (flat, over static sizes)" : "");
         end = c->first + c->n;
     }
     return 0;
@@ -126,7 +183,8 @@ int ptc_combo_verify(const ptc_schedule *s, ptc_error *err)
 void ptc_combo_print(ptc_buf *b, const ptc_schedule *s, const ptc_combo *c)
 {
     int i = (int)(c - s->combos);
-    ptc_buf_printf(b, "combo %d: %d kernels, one parallel region:", i, c->n);
+    ptc_buf_printf(b, "combo %d: %d kernels, %s:", i, c->n,
+                   s->combos_launch ? "one launch" : "one parallel region");
     for (int t = c->first; t < c->first + c->n; t++)
         ptc_buf_printf(b, " %d", s->steps[t].index);
     ptc_buf_putc(b, '\n');

@@ -156,6 +156,16 @@ static int write_outputs_in_place(pipe_t *s)
     return n ? ptc_schedule_verify(s->p->sched, s->err) : 0;
 }
 
+/* Whether the backend runs horizontal combinations: the CPU and CUDA, unless
+ * PTC_CUDA_COMBOS=0 (a launch per kernel, to compare). */
+static bool combine_kernels(const ptc_program *p)
+{
+    const char *env = getenv("PTC_CUDA_COMBOS");
+    if (p->backend == PTC_BACKEND_CUDA)
+        return !(env && strcmp(env, "0") == 0);
+    return p->backend == PTC_BACKEND_CPU;
+}
+
 static int stage_kernels(pipe_t *s)
 {
     double t0 = ptc_now_ms();
@@ -170,8 +180,8 @@ static int stage_kernels(pipe_t *s)
     p->sched = ptc_schedule_build(p->arena, p->prog, &so, s->err);
     if (!p->sched || write_outputs_in_place(s) < 0)
         return -1;
-    /* the CPU runs independent kernels in one parallel region; CUDA launches each */
-    if (p->backend == PTC_BACKEND_CPU && ptc_schedule_combine(p->sched) &&
+    /* the CPU runs independent kernels in one parallel region, CUDA in one launch */
+    if (combine_kernels(p) && ptc_schedule_combine(p->sched, p->backend == PTC_BACKEND_CUDA) &&
         ptc_schedule_verify(p->sched, s->err))
         return -1;
     stage_done(s, "kernels", t0);

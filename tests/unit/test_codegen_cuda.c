@@ -85,18 +85,25 @@ static int count(const char *text, const char *what)
     return n;
 }
 
-/* The PTX of kernel k (between its "; ptc kernel k" line and the next). */
-static char *kernel_ptx(const char *all, int k)
+/* The PTX module under header `head` (up to the next "; ptc " header: a
+ * kernel's, or a horizontal combination's after its first member's). */
+static char *module_ptx(const char *all, const char *head)
 {
-    char head[32];
-    snprintf(head, sizeof head, "; ptc kernel %d ", k);
     const char *p = strstr(all, head);
     if (!p)
         return NULL;
     p = strchr(p, '\n') + 1;
-    const char *end = strstr(p, "\n; ptc kernel ");
+    const char *end = strstr(p, "\n; ptc ");
     size_t n = end ? (size_t)(end - p + 1) : strlen(p);
     return strndup(p, n);
+}
+
+/* The PTX of kernel k. */
+static char *kernel_ptx(const char *all, int k)
+{
+    char head[32];
+    snprintf(head, sizeof head, "; ptc kernel %d ", k);
+    return module_ptx(all, head);
 }
 
 static const char *ptxas(void)
@@ -648,6 +655,93 @@ START_TEST(scratch_offsets_are_64_bit)
 }
 END_TEST
 
+/* ---- horizontal combinations: one launch ---- */
+
+/* Independent flat kernels over static sizes of different shapes (which the
+ * scheduler cannot fuse) run as one launch: kernels.txt says so, and the
+ * combination's module has one entry taking every buffer once, the rng
+ * offset and an i32 block end per member, and picks the member by comparing
+ * its block index with those ends. Before, CUDA launched each kernel. */
+static const char *THREE = "# ptc ir v1\n"
+                           "graph f(%a: i8[1,1000] cuda, %b: i8[1,185] cuda, %c: i8[1,64] cuda) {\n"
+                           "  %0 = mul(%a, %a) : i8[1,1000]\n"
+                           "  %1 = add(%b, %b) : i8[1,185]\n"
+                           "  %2 = neg(%c) : i8[1,64]\n"
+                           "  return (%0, %1, %2)\n}\n";
+
+START_TEST(independent_kernels_are_one_launch)
+{
+    for (int sm = 80; sm <= 90; sm += 10) {
+        ptc_program *p = compile_text(THREE, sm);
+        const char *kt = ptc_program_text(p, "kernels");
+        ck_assert_msg(strstr(kt, "combo 0: 3 kernels, one launch: 0 1 2\n") != NULL, "%s", kt);
+        char *combo = module_ptx(ptc_program_text(p, "ptx"), "; ptc combination 0, one launch");
+        ck_assert_msg(combo != NULL, "%s", ptc_program_text(p, "ptx"));
+        /* 6 buffers + rng offset, then the 3 ends */
+        ck_assert_int_eq(count(combo, "_param_6,\n\t.param .u32 "), 2); /* both entries */
+        ck_assert_int_eq(count(combo, "_param_9\n)"), 2);
+        ck_assert_msg(count(combo, "%ctaid.x") >= 1 && count(combo, "setp.lt.u32") >= 2, "%s",
+                      combo);
+        assemble(combo, sm);
+        free(combo);
+        ptc_program_release(p);
+    }
+}
+END_TEST
+
+/* A combination's launch takes each member's buffers, the rng offset and a
+ * block end per member: 9 kernels of 70 inputs each (71 buffers) pass the
+ * 512 slots of a launch, so the run is split where the next would pass it
+ * (7 members: 7 * 71 + 1 + 7 = 505), and the rest make a second one. The
+ * CPU's parallel region has no such limit. */
+static char *wide_kernels_text(void)
+{
+    ptc_buf b = {0};
+    ptc_buf_puts(&b, "# ptc ir v1\ngraph f(");
+    for (int k = 0; k < 9; k++)
+        for (int i = 0; i < 70; i++)
+            ptc_buf_printf(&b, "%s%%x%d_%d: i8[1,%d] cuda", k || i ? ", " : "", k, i, k + 2);
+    ptc_buf_puts(&b, ") {\n");
+    for (int k = 0; k < 9; k++) {
+        ptc_buf_printf(&b, "  %%s%d_1 = add(%%x%d_0, %%x%d_1) : i8[1,%d]\n", k, k, k, k + 2);
+        for (int i = 2; i < 70; i++)
+            ptc_buf_printf(&b, "  %%s%d_%d = add(%%s%d_%d, %%x%d_%d) : i8[1,%d]\n", k, i, k, i - 1,
+                           k, i, k + 2);
+    }
+    ptc_buf_puts(&b, "  return (");
+    for (int k = 0; k < 9; k++)
+        ptc_buf_printf(&b, "%s%%s%d_69", k ? ", " : "", k);
+    ptc_buf_puts(&b, ")\n}\n");
+    return b.data;
+}
+
+START_TEST(a_combination_ends_at_the_launch_parameter_limit)
+{
+    char *text = wide_kernels_text();
+    ptc_program *p = compile_text(text, 90);
+    const char *kt = ptc_program_text(p, "kernels");
+    ck_assert_msg(strstr(kt, "combo 0: 7 kernels, one launch: 0 1 2 3 4 5 6\n") != NULL &&
+                      strstr(kt, "combo 1: 2 kernels, one launch: 7 8\n") != NULL,
+                  "%.3000s", kt);
+    char *combo = module_ptx(ptc_program_text(p, "ptx"), "; ptc combination 0, one launch");
+    ck_assert_int_eq(count(combo, "_param_504\n)"), 2); /* both entries */
+    ck_assert_int_eq(count(combo, "_param_505"), 0);
+    assemble(combo, 90);
+    free(combo);
+    ptc_program_release(p);
+    ptc_module *m = parse(text);
+    ptc_error err;
+    ptc_compile_opts o = {.backend = PTC_BACKEND_CPU, .no_cache = true, .keep_text = true};
+    p = ptc_compile(m->graphs[0], &o, &err);
+    ck_assert_msg(p != NULL, "%s", err.msg);
+    kt = ptc_program_text(p, "kernels");
+    ck_assert_msg(strstr(kt, "combo 0: 9 kernels, one parallel region") != NULL, "%.3000s", kt);
+    ptc_program_release(p);
+    ptc_module_free(m);
+    free(text);
+}
+END_TEST
+
 /* ---- the runtime against a stand-in driver (fake_cuda.c) ---- */
 
 #ifdef PTC_FAKE_CUDA
@@ -698,6 +792,43 @@ START_TEST(calls_past_the_bound_run_the_64_bit_variant)
     d = run_rows(p, 7, 5, ptx, &in_ptx);
     ck_assert(d.launches_i32 == 1 && d.launches_i64 == 0 && in_ptx);
     ptc_program_release(p);
+    ptc_module_free(m);
+#endif
+}
+END_TEST
+
+/* The three kernels of THREE run as one launch of the combination's entry
+ * (PTC_CUDA_COMBOS=0: a launch each, as before); max-autotune, which times
+ * each kernel alone, launches them one by one (each of its candidates). */
+START_TEST(a_combination_runs_as_one_launch)
+{
+#ifdef PTC_FAKE_CUDA
+    use_fake_cuda();
+    ptc_module *m = parse(THREE);
+    ptc_tensor in[3] = {fake_device_i8(1, 1000), fake_device_i8(1, 185), fake_device_i8(1, 64)};
+    for (int mode = 0; mode < 3; mode++) {
+        if (mode == 1)
+            setenv("PTC_CUDA_COMBOS", "0", 1);
+        ptc_error err;
+        ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA, .no_cache = true, .autotune = mode == 2};
+        ptc_program *p = ptc_compile(m->graphs[0], &o, &err);
+        unsetenv("PTC_CUDA_COMBOS");
+        ck_assert_msg(p != NULL, "%s", err.msg);
+        int first = fake_nlaunched();
+        ptc_tensor out[3];
+        ck_assert_msg(ptc_program_run(p, in, 3, out, NULL, 0, &err) == 0, "%s", err.msg);
+        for (int i = 0; i < 3; i++)
+            ptc_tensor_release(&out[i]);
+        int n = fake_nlaunched() - first;
+        if (mode < 2)
+            ck_assert_int_eq(n, mode == 0 ? 1 : 3);
+        else /* each kernel's candidates, timed */
+            ck_assert_int_ge(n, 3);
+        for (int i = first; i < fake_nlaunched(); i++)
+            ck_assert_msg((strncmp(fake_launched(i), "ptc_combo_", 10) == 0) == (mode == 0), "%s",
+                          fake_launched(i));
+        ptc_program_release(p);
+    }
     ptc_module_free(m);
 #endif
 }
@@ -877,6 +1008,9 @@ int main(void)
     tcase_add_test(tc, ptx_cache_key_names_the_emitter);
     tcase_add_test(tc, trace_holds_ptx_files);
     tcase_add_test(tc, unavailable_without_driver);
+    tcase_add_test(tc, independent_kernels_are_one_launch);
+    tcase_add_test(tc, a_combination_ends_at_the_launch_parameter_limit);
+    tcase_add_test(tc, a_combination_runs_as_one_launch);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
