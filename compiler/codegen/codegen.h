@@ -112,6 +112,14 @@ typedef struct ptc_cuda_form {
     int64_t scratch_team;
 } ptc_cuda_form;
 
+/* How one member of a horizontal combination runs in its launch: its team,
+ * and in the vectorised entry its vectorised form (vec > 1; vec_rows as in
+ * ptc_cuda_launch). */
+typedef struct ptc_cuda_member {
+    int team, vec;
+    bool vec_rows;
+} ptc_cuda_member;
+
 typedef struct ptc_cuda_code {
     char entry[64];      /* the kernel's symbol in its PTX: ptc_<ops>_<hash> */
     char ventry[72];     /* the vectorised entry ("" when launch.vec == 1) */
@@ -124,8 +132,7 @@ typedef struct ptc_cuda_code {
      * kernel's 64-bit variant (ptc_codegen_opts.wide_index), made when one
      * first does */
     bool i32, i32_symbolic;
-    int *member_vec;     /* a combination's: per member, elements per thread in the
-                          * vectorised entry (1: scalar there too); malloc'd, else NULL */
+    struct ptc_cuda_member *members; /* a combination's, per member; malloc'd, else NULL */
     char *ptx;           /* NUL-terminated PTX of one module holding both entries */
     char *key;           /* the cache key the PTX is stored under (cubins extend it) */
     bool cached;         /* the PTX came from the disk cache */
@@ -146,14 +153,20 @@ int ptc_cuda_codegen(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_
 int ptc_cuda_codegen_all(const ptc_schedule *s, const int *ks, int n, const ptc_cuda_target *t,
                          const ptc_codegen_opts *o, ptc_cuda_code *const *outs, int nthreads,
                          ptc_error *err);
-/* The code of horizontal combination c of s (lower/combo.c: flat kernels
- * over static sizes) as one module: its entry takes (the buffers of
- * ptc_combo_args, the rng offset, per member i the i32 end of its blocks)
- * and runs member i on blocks end[i-1] .. end[i]-1 as if launched alone on
- * that many blocks of launch.block threads; its vectorised entry (ventry,
- * where a member has one) runs those members' vectorised forms, each over
- * member_vec[i] elements a thread. With want_text, *text receives "; ptc
- * combination <i>, one launch of kernels <ids>" and the PTX. */
+/* The block kernel k of s must run with as a member of a horizontal
+ * combination on target t (ptc_combo_launch.block): 0 for a thread per
+ * element (any block), -1 where it cannot share a launch (several forms, or
+ * a scratch area sized by its own grid). */
+int ptc_cuda_combo_block(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_target *t);
+/* The code of horizontal combination c of s (lower/combo.c: kernels over
+ * static sizes of one block size, ptc_cuda_combo_block) as one module: its
+ * entry takes (the buffers of ptc_combo_args, the rng offset, per member i
+ * the i32 end of its blocks) and runs member i on blocks end[i-1] ..
+ * end[i]-1 as if launched alone on that many blocks of launch.block threads
+ * with launch.smem bytes of shared memory; its vectorised entry (ventry,
+ * where a member has one) runs those members' vectorised forms
+ * (members[i]). With want_text, *text receives "; ptc combination <i>, one
+ * launch of kernels <ids>" and the PTX. */
 int ptc_cuda_codegen_combo(const ptc_schedule *s, const ptc_combo *c, const ptc_cuda_target *t,
                            const ptc_codegen_opts *o, ptc_cuda_code *out, char **text,
                            ptc_error *err);

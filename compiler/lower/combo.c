@@ -19,11 +19,13 @@
  *
  * On CUDA a combination is one launch whose grid covers every member (the
  * codegen's combo entry finds a block's member in a table of block offsets,
- * as multi_tensor_apply does). Its members are flat kernels, a thread per
- * element with no team barriers, so a block may run any member; over static
- * sizes, so the entry takes no size parameters; and the buffers of all of
- * them, each once, with the rng offset and one block offset per member, fit
- * a launch's parameter space: a run that would pass it ends the combination.
+ * as multi_tensor_apply does). Its members are kernels over static sizes,
+ * so that the entry takes no size parameters, whose launches the backend
+ * says can share a grid (ptc_combo_launch: the threads per block each needs,
+ * any for a thread per element; a team kernel's barriers need the whole
+ * block); and the buffers of all of them, each once, with the rng offset and
+ * one block offset per member, fit a launch's parameter space: a kernel
+ * that would pass it, or needs another block size, ends the combination.
  */
 #include "lower/lower_int.h"
 
@@ -42,10 +44,10 @@ static bool kernel_writes(const ptc_schedule *s, const ptc_kernel *k, int buf)
     return false;
 }
 
-/* May kernel k be one member of a CUDA combination's launch? */
+/* Are kernel k's sizes static, as a CUDA combination's members' are? */
 static bool launch_member(const ptc_kernel *k)
 {
-    if (!ptc_kernel_is_flat(k) || k->nparams > 0)
+    if (k->nparams > 0)
         return false;
     for (int d = 0; d < k->nouter; d++)
         if (!ptc_dim_is_static(k->outer[d]))
@@ -111,30 +113,56 @@ static int launch_slots(const ptc_schedule *s, const ptc_combo *c)
     return slots;
 }
 
-/* May step t join the combination of steps first..t-1? */
-static bool joins(const ptc_schedule *s, int first, int t)
+/* A combining pass: per kernel, the block its launch needs (CUDA), or 0. */
+typedef struct combiner {
+    const ptc_schedule *s;
+    int *block; /* ptc_combo_launch.block's, or NULL (the CPU) */
+} combiner;
+
+static int block_of(const combiner *cb, int t)
 {
+    return cb->block ? cb->block[cb->s->steps[t].index] : 0;
+}
+
+static bool starts(const combiner *cb, int t)
+{
+    const ptc_kernel *k = step_kernel(cb->s, t);
+    return k && combinable(cb->s, k) && block_of(cb, t) >= 0;
+}
+
+/* May step t join the combination of steps first..t-1? */
+static bool joins(const combiner *cb, int first, int t)
+{
+    const ptc_schedule *s = cb->s;
     const ptc_kernel *k = step_kernel(s, t);
-    if (!k || !combinable(s, k) || t - first >= PTC_COMBO_MAX_KERNELS)
+    if (!starts(cb, t) || t - first >= PTC_COMBO_MAX_KERNELS)
         return false;
     for (int u = first; u < t; u++)
-        if (!independent(s, step_kernel(s, u), k))
+        if (!independent(s, step_kernel(s, u), k) ||
+            (block_of(cb, u) && block_of(cb, t) && block_of(cb, u) != block_of(cb, t)))
             return false;
     ptc_combo grown = {first, t - first + 1};
     return !s->combos_launch || launch_slots(s, &grown) <= PTC_LAUNCH_PARAM_SLOTS;
 }
 
-int ptc_schedule_combine(ptc_schedule *s, bool one_launch)
+int ptc_schedule_combine(ptc_schedule *s, const ptc_combo_launch *launch)
 {
     ptc_arena *a = s->prog->arena;
     s->ncombos = 0;
-    s->combos_launch = one_launch;
+    s->combos_launch = launch != NULL;
     s->combos = PTC_NEWN(a, ptc_combo, s->nsteps / 2 + 1);
+    combiner cb = {s, NULL};
+    if (launch) {
+        cb.block = PTC_NEWN(a, int, s->nkernels + 1);
+        for (int k = 0; k < s->nkernels; k++)
+            cb.block[k] = launch_member(s->kernels[k])
+                              ? launch->block(launch->ctx, s, s->kernels[k])
+                              : -1;
+    }
     for (int t = 0; t < s->nsteps;) {
-        const ptc_kernel *k = step_kernel(s, t);
         int end = t + 1;
-        if (k && combinable(s, k))
-            while (end < s->nsteps && joins(s, t, end))
+        if (starts(&cb, t))
+            while (end < s->nsteps && joins(&cb, t, end))
                 end++;
         if (end - t >= 2)
             s->combos[s->ncombos++] = (ptc_combo){t, end - t};

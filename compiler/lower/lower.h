@@ -477,13 +477,21 @@ bool ptc_schedule_write_in_place(ptc_schedule *s, int output, int input);
  * every device), 8 bytes a slot. */
 #define PTC_LAUNCH_PARAM_SLOTS 512
 
+/* What a backend's launch asks of a combination's members (CUDA): block
+ * returns the threads per block kernel k must run with (0: any, a thread
+ * per element; -1: it cannot share a launch). */
+typedef struct ptc_combo_launch {
+    int (*block)(void *ctx, const ptc_schedule *s, const ptc_kernel *k);
+    void *ctx;
+} ptc_combo_launch;
+
 /* Groups runs of consecutive independent kernels into combinations (combo.c);
- * call after the in-place writes are settled. The CPU runtime runs one as a
- * parallel region. With one_launch (CUDA) it is one launch: its members are
- * flat pointwise kernels over static sizes, and their buffers, the rng
- * offset and a block offset per member fit PTC_LAUNCH_PARAM_SLOTS.
- * Returns the number of combinations. */
-int ptc_schedule_combine(ptc_schedule *s, bool one_launch);
+ * call after the in-place writes are settled. The CPU runtime (launch NULL)
+ * runs one as a parallel region. With a launch (CUDA) it is one launch: its
+ * members are kernels over static sizes of one block size (or any), and
+ * their buffers, the rng offset and a block offset per member fit
+ * PTC_LAUNCH_PARAM_SLOTS. Returns the number of combinations. */
+int ptc_schedule_combine(ptc_schedule *s, const ptc_combo_launch *launch);
 /* The buffers combination c's launch takes, each once, in order of first
  * use by its members (kernel args order); returns their count (at most the
  * members' args together). */

@@ -497,6 +497,29 @@ static int too_many_params(const ptc_kernel *k, ptc_error *err)
                       k->id, k->name, launch_params(k), MAX_PARAMS);
 }
 
+int ptc_cuda_target_of(const ptc_program *p, const ptc_compile_opts *o, ptc_cuda_target *t,
+                       ptc_cuda_device **dev, ptc_error *err)
+{
+    *dev = NULL;
+    if (o && o->cuda_sm > 0) {
+        t->sm = o->cuda_sm;
+        t->sms = o->cuda_sms > 0 ? o->cuda_sms : PTC_CUDA_DEFAULT_SMS;
+    } else {
+        *dev = ptc_cuda_device_get(graph_device(p), err);
+        if (!*dev)
+            return -1;
+        /* LLVM 16 writes PTX up to sm_90; newer GPUs JIT it forward */
+        t->sm = (*dev)->sm > 90 ? 90 : (*dev)->sm;
+        t->sms = (*dev)->sms;
+    }
+    if (!ptc_cuda_arch_name(t->sm))
+        return ptc_errorf(
+            err, PTC_ERR_UNSUPPORTED, "codegen",
+            "CUDA compute capability %d.%d is not supported (sm_70 .. sm_90 and newer)",
+            t->sm / 10, t->sm % 10);
+    return 0;
+}
+
 int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, char **texts,
                      ptc_error *err)
 {
@@ -509,22 +532,8 @@ int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, 
     cp->combos = calloc((size_t)cp->ncombos + 1, sizeof *cp->combos);
     cp->mem_dev = -1;
     ptc_cuda_device *dev = NULL;
-    if (o && o->cuda_sm > 0) {
-        cp->target.sm = o->cuda_sm;
-        cp->target.sms = o->cuda_sms > 0 ? o->cuda_sms : PTC_CUDA_DEFAULT_SMS;
-    } else {
-        dev = ptc_cuda_device_get(graph_device(p), err);
-        if (!dev)
-            return -1;
-        /* LLVM 16 writes PTX up to sm_90; newer GPUs JIT it forward */
-        cp->target.sm = dev->sm > 90 ? 90 : dev->sm;
-        cp->target.sms = dev->sms;
-    }
-    if (!ptc_cuda_arch_name(cp->target.sm))
-        return ptc_errorf(
-            err, PTC_ERR_UNSUPPORTED, "codegen",
-            "CUDA compute capability %d.%d is not supported (sm_70 .. sm_90 and newer)",
-            cp->target.sm / 10, cp->target.sm % 10);
+    if (ptc_cuda_target_of(p, o, &cp->target, &dev, err))
+        return -1;
     for (int k = 0; k < cp->nk; k++) /* fail here, before a run writes anything */
         if (launch_params(p->sched->kernels[k]) > MAX_PARAMS)
             return too_many_params(p->sched->kernels[k], err);
@@ -1156,8 +1165,9 @@ static int launch(crun *r, int ki, int f, bool vec)
 /* ---- horizontal combinations: one launch (lower/combo.c) -------------------------------------- */
 
 /* Launches combination ci (the steps of c) as one grid: member i gets the
- * blocks its own launch would have (at the combination's block size) and
- * runs on blocks end[i-1] .. end[i]-1 (codegen: ptc_cuda_codegen_combo). */
+ * blocks its own launch would have (at the combination's block size, which
+ * a member with teams has itself) and runs on blocks end[i-1] .. end[i]-1
+ * (codegen: ptc_cuda_codegen_combo). */
 static int launch_combo(crun *r, int ci, const ptc_combo *c)
 {
     const ptc_schedule *s = r->p->sched;
@@ -1183,12 +1193,14 @@ static int launch_combo(crun *r, int ci, const ptc_combo *c)
     int64_t total = 0, cap = (int64_t)r->dev->sms * (MAX_THREADS_PER_SM / block) * GRID_WAVES;
     for (int i = 0; i < c->n; i++) {
         const ptc_kernel *k = s->kernels[s->steps[c->first + i].index];
+        const ptc_cuda_member *mb = &code->members[i];
         int64_t O = 1;
         for (int d = 0; d < k->nouter; d++)
             O *= eval(r, k->outer[d]);
-        if (vec)
-            O /= code->member_vec[i];
-        int64_t blocks = (O + block - 1) / block;
+        if (vec && !mb->vec_rows)
+            O /= mb->vec;
+        int64_t tpb = block / mb->team;
+        int64_t blocks = (O + tpb - 1) / tpb;
         total += blocks < cap ? blocks : cap;
         ends[i] = (uint32_t)total;
         params[np++] = &ends[i];
@@ -1196,8 +1208,8 @@ static int launch_combo(crun *r, int ci, const ptc_combo *c)
     if (total == 0)
         return 0;
     CUfunction fn = vec ? r->L->cvfn[ci] : r->L->cfn[ci];
-    CUresult cr = r->A->cuLaunchKernel(fn, (unsigned)total, 1, 1, (unsigned)block, 1, 1, 0,
-                                       r->stream, params, NULL);
+    CUresult cr = r->A->cuLaunchKernel(fn, (unsigned)total, 1, 1, (unsigned)block, 1, 1,
+                                       (unsigned)code->launch.smem, r->stream, params, NULL);
     if (cr != CUDA_SUCCESS)
         return ptc_cuda_fail(r->err, cr,
                              "combination %d of %d kernels (%s): launch of grid %lld x block %d", ci,

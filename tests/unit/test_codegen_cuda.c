@@ -166,7 +166,8 @@ START_TEST(ptx_for_sm80_and_sm90)
         ptc_program_get_info(p, &info);
         ck_assert_int_ge(info.nkernels, 3);
         ck_assert_int_eq(count(ptx, "; ptc kernel "), info.nkernels);
-        ck_assert_int_eq(count(ptx, target), info.nkernels);
+        /* a module per kernel and per horizontal combination (one launch) */
+        ck_assert_int_eq(count(ptx, target), info.nkernels + count(ptx, "; ptc combination "));
         ck_assert_int_eq(info.ncached, 0);
         /* 16-byte loads and stores, warp shuffles, bf16 conversions in one instruction */
         ck_assert_int_gt(count(ptx, "ld.global.nc.v4.f32"), 0);
@@ -180,6 +181,10 @@ START_TEST(ptx_for_sm80_and_sm90)
             assemble(one, sms[i]);
             free(one);
         }
+        char *combo = module_ptx(ptx, "; ptc combination ");
+        if (combo)
+            assemble(combo, sms[i]);
+        free(combo);
         ptc_program_release(p);
     }
     ptc_module_free(m);
@@ -689,6 +694,42 @@ START_TEST(independent_kernels_are_one_launch)
 }
 END_TEST
 
+/* Kernels with teams share a launch with others of their block size (their
+ * barriers need the whole block), the flat ones take that block: a row sum
+ * of 768 (warp teams, 256-thread blocks) joins the multiply before it, a
+ * row sum of 65536 over 8 rows (a team of a 1024-thread block) starts
+ * another combination, which the negation joins. Every module assembles. */
+static const char *TEAMS = "# ptc ir v1\n"
+                           "graph f(%a: f32[1000] cuda, %r: f32[64,768] cuda, %w: f32[8,65536] "
+                           "cuda, %c: f32[77] cuda) {\n"
+                           "  %0 = mul(%a, %a) : f32[1000]\n"
+                           "  %1 = sum(%r, [1]) : f32[64]\n"
+                           "  %2 = sum(%w, [1]) : f32[8]\n"
+                           "  %3 = neg(%c) : f32[77]\n"
+                           "  return (%0, %1, %2, %3)\n}\n";
+
+START_TEST(kernels_with_teams_share_a_launch_of_their_block)
+{
+    ptc_program *p = compile_text(TEAMS, 90);
+    const char *kt = ptc_program_text(p, "kernels");
+    ck_assert_msg(strstr(kt, "combo 0: 2 kernels, one launch: 0 1\n") != NULL &&
+                      strstr(kt, "combo 1: 2 kernels, one launch: 2 3\n") != NULL,
+                  "%s", kt);
+    const char *heads[2] = {"; ptc combination 0, one launch", "; ptc combination 1, one launch"};
+    const char *blocks[2] = {".maxntid 256, 1, 1", ".maxntid 1024, 1, 1"};
+    for (int i = 0; i < 2; i++) {
+        char *combo = module_ptx(ptc_program_text(p, "ptx"), heads[i]);
+        ck_assert_msg(combo && strstr(combo, blocks[i]) && count(combo, ".maxntid") ==
+                                                               count(combo, blocks[i]),
+                      "%s", combo ? combo : "no module");
+        ck_assert_msg(strstr(combo, i ? "bar.sync" : "shfl.sync.bfly") != NULL, "%s", combo);
+        assemble(combo, 90);
+        free(combo);
+    }
+    ptc_program_release(p);
+}
+END_TEST
+
 /* A combination's launch takes each member's buffers, the rng offset and a
  * block end per member: 9 kernels of 70 inputs each (71 buffers) pass the
  * 512 slots of a launch, so the run is split where the next would pass it
@@ -829,6 +870,29 @@ START_TEST(a_combination_runs_as_one_launch)
                           fake_launched(i));
         ptc_program_release(p);
     }
+    ptc_module_free(m);
+    /* two combinations of two (TEAMS): two launches */
+    m = parse(TEAMS);
+    static float bytes[64];
+    ptc_tensor t[4];
+    int64_t shapes[4][2] = {{1000, 1}, {64, 768}, {8, 65536}, {77, 1}};
+    for (int i = 0; i < 4; i++) {
+        t[i] = (ptc_tensor){.dtype = PTC_F32, .ndim = i == 1 || i == 2 ? 2 : 1,
+                            .device = {PTC_DEV_CUDA, 0}, .data = bytes};
+        t[i].sizes[0] = shapes[i][0], t[i].sizes[1] = shapes[i][1];
+        t[i].strides[0] = t[i].ndim == 2 ? shapes[i][1] : 1, t[i].strides[1] = 1;
+    }
+    ptc_error err;
+    ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA, .no_cache = true};
+    ptc_program *p = ptc_compile(m->graphs[0], &o, &err);
+    ck_assert_msg(p != NULL, "%s", err.msg);
+    int first = fake_nlaunched();
+    ptc_tensor out[4];
+    ck_assert_msg(ptc_program_run(p, t, 4, out, NULL, 0, &err) == 0, "%s", err.msg);
+    for (int i = 0; i < 4; i++)
+        ptc_tensor_release(&out[i]);
+    ck_assert_int_eq(fake_nlaunched() - first, 2);
+    ptc_program_release(p);
     ptc_module_free(m);
 #endif
 }
@@ -1009,6 +1073,7 @@ int main(void)
     tcase_add_test(tc, trace_holds_ptx_files);
     tcase_add_test(tc, unavailable_without_driver);
     tcase_add_test(tc, independent_kernels_are_one_launch);
+    tcase_add_test(tc, kernels_with_teams_share_a_launch_of_their_block);
     tcase_add_test(tc, a_combination_ends_at_the_launch_parameter_limit);
     tcase_add_test(tc, a_combination_runs_as_one_launch);
     suite_add_tcase(s, tc);

@@ -526,6 +526,16 @@ int g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_c
     return nforms;
 }
 
+int ptc_cuda_combo_block(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_target *t)
+{
+    ptc_arena *a = ptc_arena_new();
+    gplan forms[PTC_CUDA_MAX_FORMS];
+    int n = g_plan(a, s, k, t, false, forms);
+    int block = n != 1 || forms[0].scratch_team > 0 ? -1 : forms[0].flat ? 0 : forms[0].block;
+    ptc_arena_free(a);
+    return block;
+}
+
 int ptc_cuda_pick(const ptc_cuda_code *code, double outer, double work, int sms)
 {
     access_info ai = {code->outer_contig, code->inner_contig};

@@ -507,10 +507,10 @@ static int gen_begin(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_
     return 0;
 }
 
-/* gen_begin for horizontal combination c of s (lower/combo.c): its members
- * are flat kernels over static sizes, each planned as alone but all with
- * the largest block any of them takes, and with 64-bit indices where one
- * needs them. */
+/* gen_begin for horizontal combination c of s (lower/combo.c): each member
+ * is planned as alone, a member with teams keeps its block (all of them
+ * have the same, ptc_cuda_combo_block), the flat ones take it too (else the
+ * largest of theirs), and all take 64-bit indices where one needs them. */
 static int gen_begin_combo(const ptc_schedule *s, const ptc_combo *c, const ptc_cuda_target *t,
                            const ptc_codegen_opts *o, ptc_cuda_code *out, gen *g, ptc_error *err)
 {
@@ -518,36 +518,48 @@ static int gen_begin_combo(const ptc_schedule *s, const ptc_combo *c, const ptc_
         return -1;
     const ptc_kernel **members = PTC_NEWN(g->a, const ptc_kernel *, c->n);
     gplan *plans = PTC_NEWN(g->a, gplan, c->n);
-    int block = 0, vec = 1, most = 0;
+    int block = 0, team_block = 0, vec = 1, most = 0, smem = 0;
     bool i32 = true;
     for (int i = 0; i < c->n; i++) {
         members[i] = s->kernels[s->steps[c->first + i].index];
-        PTC_ASSERT(g_plan(g->a, s, members[i], t, false, &plans[i]) == 1 && plans[i].flat);
+        if (g_plan(g->a, s, members[i], t, false, &plans[i]) != 1 || plans[i].scratch_team > 0 ||
+            (!plans[i].flat && team_block && plans[i].block != team_block))
+            return ptc_errorf(err, PTC_ERR_INTERNAL, "codegen",
+                              "combination %d: kernel %d cannot share its launch",
+                              (int)(c - s->combos), members[i]->id);
+        if (!plans[i].flat)
+            team_block = plans[i].block;
         block = plans[i].block > block ? plans[i].block : block;
         vec = plans[i].vec > vec ? plans[i].vec : vec;
         i32 &= plans[i].i32;
         most += members[i]->nargs;
     }
+    block = team_block ? team_block : block;
     int *args = PTC_NEWN(g->a, int, most + 1);
     int nargs = ptc_combo_args(s, c, args);
     ptc_buf *key = &g->key;
     ptc_buf_printf(key, "ptc %s codegen %s target %s ptx78 combo of %d\n", PTC_VERSION,
                    CODEGEN_VERSION, ptc_cuda_arch_name(t->sm), c->n);
-    out->member_vec = calloc((size_t)c->n, sizeof *out->member_vec);
+    out->members = calloc((size_t)c->n, sizeof *out->members);
     for (int i = 0; i < c->n; i++) {
-        plans[i].block = block;
-        plans[i].i32 = i32;
-        out->member_vec[i] = plans[i].vec;
-        plan_text(key, members[i], &plans[i]);
+        gplan *p = &plans[i];
+        p->block = block;
+        p->i32 = i32;
+        out->members[i] = (ptc_cuda_member){p->team, p->vec, p->row};
+        int b = (int)((block / p->team) * p->smem_team + p->smem_red);
+        smem = b > smem ? b : smem;
+        plan_text(key, members[i], p);
         ptc_kernel_print_key(key, s, members[i]);
     }
     gplan whole = plans[0];
     whole.vec = vec;
     gen_name(g, "combo", &whole, nargs);
+    out->launch.smem = smem;
     out->nforms = 1;
     snprintf(out->forms[0].entry, sizeof out->forms[0].entry, "%s", out->entry);
-    out->forms[0].team = 1;
+    out->forms[0].team = plans[0].team;
     out->forms[0].block = block;
+    out->forms[0].smem = smem;
     g->job =
         (ptx_job){s, members[0], plans, 1, t, out->ventry, out->forms, members, c->n, args, nargs};
     snprintf(g->job.what, sizeof g->job.what, "combination %d", (int)(c - s->combos));
@@ -676,6 +688,6 @@ void ptc_cuda_code_free(ptc_cuda_code *c)
     free(c->ptx);
     free(c->key);
     free(c->launch.valign);
-    free(c->member_vec);
+    free(c->members);
     memset(c, 0, sizeof *c);
 }
