@@ -146,13 +146,15 @@ const char *ptc_cuda_arch_name(int sm);
  * With o->no_generate, 1 (err set, out freed) when the cache lacks it. */
 int ptc_cuda_codegen(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_target *t,
                      const ptc_codegen_opts *o, ptc_cuda_code *out, char **text, ptc_error *err);
-/* ptc_cuda_codegen for kernels ks[0..n) of s into *outs[i], whose PTX not
- * in the cache is generated in one compile worker on nthreads threads (one
- * fork for all of them, from this thread alone; the caller's threads only
- * load). -1 with err: the first failure; every out is then freed or whole. */
-int ptc_cuda_codegen_all(const ptc_schedule *s, const int *ks, int n, const ptc_cuda_target *t,
-                         const ptc_codegen_opts *o, ptc_cuda_code *const *outs, int nthreads,
-                         ptc_error *err);
+/* ptc_cuda_codegen for kernels ks[0..nk) of s into *outs[i], and
+ * ptc_cuda_codegen_combo for its combinations 0..ncombos-1 into
+ * *outs[nk + i], whose PTX not in the cache is generated in one compile
+ * worker on nthreads threads (one fork for all of them, from this thread
+ * alone; the caller's threads only load). -1 with err: the first failure;
+ * every out is then freed or whole. */
+int ptc_cuda_codegen_all(const ptc_schedule *s, const int *ks, int nk, int ncombos,
+                         const ptc_cuda_target *t, const ptc_codegen_opts *o,
+                         ptc_cuda_code *const *outs, int nthreads, ptc_error *err);
 /* The block kernel k of s must run with as a member of a horizontal
  * combination on target t (ptc_combo_launch.block): 0 for a thread per
  * element (any block), -1 where it cannot share a launch (several forms, or
@@ -165,11 +167,9 @@ int ptc_cuda_combo_block(const ptc_schedule *s, const ptc_kernel *k, const ptc_c
  * end[i]-1 as if launched alone on that many blocks of launch.block threads
  * with launch.smem bytes of shared memory; its vectorised entry (ventry,
  * where a member has one) runs those members' vectorised forms
- * (members[i]). With want_text, *text receives "; ptc combination <i>, one
- * launch of kernels <ids>" and the PTX. */
+ * (members[i]). */
 int ptc_cuda_codegen_combo(const ptc_schedule *s, const ptc_combo *c, const ptc_cuda_target *t,
-                           const ptc_codegen_opts *o, ptc_cuda_code *out, char **text,
-                           ptc_error *err);
+                           const ptc_codegen_opts *o, ptc_cuda_code *out, ptc_error *err);
 void ptc_cuda_code_free(ptc_cuda_code *c);
 /* The form of c for a call whose kernel runs `outer` outer iterations of at
  * most `work` elements each, on a device of `sms` multiprocessors: the one

@@ -53,6 +53,7 @@ typedef struct ckernel {
     ptc_cuda_code code;
     ptc_cuda_code wide; /* code.i32_symbolic: the 64-bit variant once a call needed it */
     int same_as; /* an identical earlier kernel whose code this one uses, or -1 */
+    bool combined_only; /* runs only in a one-launch combination: no code of its own */
 } ckernel;
 
 /* A kernel's 64-bit variant loaded on a device: fn[f] is form f's entry. */
@@ -227,6 +228,7 @@ typedef struct work {
     cloaded *L; /* NULL: generate PTX only */
     bool gen;   /* generate PTX (else it exists: load only) */
     bool wide;  /* the kernels' 64-bit variants (ckernel.wide), not their code */
+    bool combos; /* the compile worker makes the combinations' code too */
     int *pending;
     int npending;
     int next; /* atomic */
@@ -323,6 +325,13 @@ static bool room_for_one_worker(const work *w, int nthreads)
         size_t r = ptc_llvm_room(w->s->kernels[w->pending[i]]);
         most = r > most ? r : most;
     }
+    for (int i = 0; w->combos && i < w->cp->ncombos; i++) {
+        const ptc_combo *c = &w->s->combos[i];
+        size_t r = 0;
+        for (int t = c->first; t < c->first + c->n; t++)
+            r += ptc_llvm_room(w->s->kernels[w->s->steps[t].index]);
+        most = r > most ? r : most;
+    }
     return ptc_llvm_have_room((size_t)nthreads * most);
 }
 
@@ -330,11 +339,14 @@ static bool room_for_one_worker(const work *w, int nthreads)
  * compile, from this thread, before any compile thread starts). */
 static int gen_in_worker(work *w, ptc_error *err)
 {
-    ptc_cuda_code **outs = calloc((size_t)w->npending + 1, sizeof *outs);
+    int ncombos = w->combos ? w->cp->ncombos : 0;
+    ptc_cuda_code **outs = calloc((size_t)(w->npending + ncombos) + 1, sizeof *outs);
     for (int i = 0; i < w->npending; i++)
         outs[i] = work_code(w, w->pending[i]);
-    int rc = ptc_cuda_codegen_all(w->s, w->pending, w->npending, &w->cp->target, w->co, outs,
-                                  nthreads_for(w->npending), err);
+    for (int i = 0; i < ncombos; i++)
+        outs[w->npending + i] = &w->cp->combos[i];
+    int rc = ptc_cuda_codegen_all(w->s, w->pending, w->npending, ncombos, &w->cp->target, w->co,
+                                  outs, nthreads_for(w->npending + ncombos), err);
     free(outs);
     return rc;
 }
@@ -419,6 +431,42 @@ static int dedup(ptc_cuda_prog *cp, const ptc_schedule *s, int *pending)
     return n;
 }
 
+/* Takes out of pending[0..n) the kernels that run only inside one-launch
+ * combinations (whose code is the combination's), unless a kernel outside
+ * one runs their code (an identical kernel); returns the count left. Under
+ * max-autotune, which times each kernel alone, every kernel keeps its code. */
+static int drop_combined(ptc_cuda_prog *cp, const ptc_schedule *s, int *pending, int n)
+{
+    bool *member = calloc((size_t)cp->nk + 1, sizeof *member);
+    bool *needed = calloc((size_t)cp->nk + 1, sizeof *needed);
+    for (int i = 0; i < cp->ncombos; i++)
+        for (int t = s->combos[i].first; t < s->combos[i].first + s->combos[i].n; t++)
+            member[s->steps[t].index] = true;
+    for (int k = 0; k < cp->nk; k++)
+        if (!member[k] && cp->k[k].same_as >= 0)
+            needed[cp->k[k].same_as] = true;
+    int left = 0;
+    for (int i = 0; i < n; i++) {
+        int k = pending[i];
+        cp->k[k].combined_only = member[k] && !needed[k];
+        if (!cp->k[k].combined_only)
+            pending[left++] = k;
+    }
+    free(member);
+    free(needed);
+    return left;
+}
+
+/* The combination kernel k runs in, or -1. */
+static int combo_of(const ptc_cuda_prog *cp, const ptc_schedule *s, int k)
+{
+    for (int i = 0; i < cp->ncombos; i++)
+        for (int t = s->combos[i].first; t < s->combos[i].first + s->combos[i].n; t++)
+            if (s->steps[t].index == k)
+                return i;
+    return -1;
+}
+
 /* The kernels with code of their own (not the same as an earlier one's),
  * only those planned 32-bit over symbolic sizes with wide_only: a malloc'd
  * list of *n, NULL when out of memory (err says so). */
@@ -431,7 +479,8 @@ static int *own_kernels(const ptc_cuda_prog *cp, bool wide_only, int *n, ptc_err
         return NULL;
     }
     for (int k = 0; k < cp->nk; k++)
-        if (cp->k[k].same_as < 0 && (!wide_only || cp->k[k].code.i32_symbolic))
+        if (cp->k[k].same_as < 0 && !cp->k[k].combined_only &&
+            (!wide_only || cp->k[k].code.i32_symbolic))
             pending[(*n)++] = k;
     return pending;
 }
@@ -471,16 +520,24 @@ static int generate_wide_variants(ptc_cuda_prog *cp, const ptc_schedule *s,
 }
 
 /* The code of every horizontal combination (one module each, a launch of
- * all its members: lower/combo.c), loaded where L is set; texts[i] (when
- * set) receive their PTX. The members keep their own code too: max-autotune
- * times each kernel alone. */
+ * all its members: lower/combo.c) that the kernels' compile worker did not
+ * make, loaded where L is set; texts[i] (when set) receive their PTX. */
 static int generate_combos(ptc_cuda_prog *cp, const ptc_schedule *s, const ptc_codegen_opts *co,
                            cloaded *L, char **texts, ptc_error *err)
 {
-    for (int i = 0; i < cp->ncombos; i++)
-        if (ptc_cuda_codegen_combo(s, &s->combos[i], &cp->target, co, &cp->combos[i],
-                                   texts ? &texts[i] : NULL, err))
+    for (int i = 0; i < cp->ncombos; i++) {
+        ptc_cuda_code *code = &cp->combos[i];
+        if (!code->ptx && ptc_cuda_codegen_combo(s, &s->combos[i], &cp->target, co, code, err))
             return -1;
+        if (texts) {
+            ptc_buf b = {0};
+            ptc_buf_printf(&b, "; ptc combination %d, one launch of kernels", i);
+            for (int t = s->combos[i].first; t < s->combos[i].first + s->combos[i].n; t++)
+                ptc_buf_printf(&b, " %d", s->steps[t].index);
+            ptc_buf_printf(&b, "\n%s", code->ptx);
+            texts[i] = b.data;
+        }
+    }
     return L ? load_combos(cp, L, co->no_cache, co->metrics, err) : 0;
 }
 
@@ -544,8 +601,10 @@ int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, 
         .no_cache = o && o->no_cache, .kernel_dir = o ? o->kernel_dir : NULL, .metrics = m};
     cp->no_cache = co.no_cache;
     cp->kernel_dir = co.kernel_dir ? strdup(co.kernel_dir) : NULL;
-    work w = {.cp = cp, .s = p->sched, .co = &co, .gen = true, .pending = pending};
+    work w = {.cp = cp, .s = p->sched, .co = &co, .gen = true, .combos = true, .pending = pending};
     w.npending = dedup(cp, p->sched, pending);
+    if (!(o && o->autotune))
+        w.npending = drop_combined(cp, p->sched, pending, w.npending);
     if (dev) {
         cp->loaded[dev->ordinal] = loaded_new(cp, dev);
         w.L = cp->loaded[dev->ordinal];
@@ -562,7 +621,10 @@ int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, 
     free(pending);
     for (int k = 0; rc == 0 && k < cp->nk; k++) {
         const ptc_kernel *kn = p->sched->kernels[k];
-        p->info.ncached += code_of(cp, k)->cached;
+        int combo = combo_of(cp, p->sched, k);
+        /* a kernel only combined comes from the cache as its combination does */
+        p->info.ncached += cp->k[k].combined_only ? cp->combos[combo].cached
+                                                  : code_of(cp, k)->cached;
         if (texts) {
             ptc_buf b = {0};
             ptc_buf_printf(&b, "; ptc kernel %d %s", kn->id, kn->name);
@@ -571,7 +633,11 @@ int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, 
                 for (int i = 0; i < kn->nprov; i++)
                     ptc_buf_printf(&b, "%s %%%s", i ? "," : "", kn->prov[i]);
             }
-            ptc_buf_printf(&b, "\n%s", code_of(cp, k)->ptx);
+            if (code_of(cp, k)->ptx)
+                ptc_buf_printf(&b, "\n%s", code_of(cp, k)->ptx);
+            else
+                ptc_buf_puts(&b, "\n// runs only in its horizontal combination, whose PTX "
+                                 "follows the combination's first kernel's\n");
             texts[k] = b.data;
         }
     }
@@ -1119,6 +1185,10 @@ static int launch(crun *r, int ki, int f, bool vec)
                     : f > 0     ? r->L->ffn[src * PTC_CUDA_MAX_FORMS + f]
                     : vec       ? r->L->vfn[src]
                                 : r->L->fn[src];
+    if (!fn) /* ptc_cuda_prepare made none: it runs in its combination */
+        return ptc_errorf(r->err, PTC_ERR_INTERNAL, "runtime",
+                          "kernel %d %s has no code of its own (it runs only in a combination)",
+                          k->id, k->name);
     int64_t blocks = launch_blocks(r, k, code, f, vec);
     if (blocks <= 0)
         return 0;

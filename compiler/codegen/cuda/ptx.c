@@ -351,21 +351,14 @@ static void plan_text(ptc_buf *b, const ptc_kernel *k, const gplan *p)
     ptc_buf_putc(b, '\n');
 }
 
-static char *with_header(const ptx_job *j, const char *ptx)
+static char *with_header(const ptc_kernel *k, const char *ptx)
 {
     ptc_buf b = {0};
-    const ptc_kernel *k = j->k;
-    if (j->members) {
-        ptc_buf_printf(&b, "; ptc %s, one launch of kernels", j->what);
-        for (int i = 0; i < j->nmembers; i++)
-            ptc_buf_printf(&b, " %d", j->members[i]->id);
-    } else {
-        ptc_buf_printf(&b, "; ptc kernel %d %s", k->id, k->name);
-        if (k->nprov > 0) {
-            ptc_buf_puts(&b, "  <-");
-            for (int i = 0; i < k->nprov; i++)
-                ptc_buf_printf(&b, "%s %%%s", i ? "," : "", k->prov[i]);
-        }
+    ptc_buf_printf(&b, "; ptc kernel %d %s", k->id, k->name);
+    if (k->nprov > 0) {
+        ptc_buf_puts(&b, "  <-");
+        for (int i = 0; i < k->nprov; i++)
+            ptc_buf_printf(&b, "%s %%%s", i ? "," : "", k->prov[i]);
     }
     ptc_buf_printf(&b, "\n%s", ptx);
     return b.data;
@@ -578,7 +571,7 @@ static int gen_end(gen *g, int rc, char **text, ptc_error *err)
         ptc_cache_store_in(g->dir, g->key.data, g->key.len, (const uint8_t *)out->ptx,
                            strlen(out->ptx));
     if (rc == 0 && text)
-        *text = with_header(&g->job, out->ptx);
+        *text = with_header(g->job.k, out->ptx);
     ptc_arena_free(g->a);
     if (rc) {
         ptc_buf_free(&g->key);
@@ -619,13 +612,12 @@ int ptc_cuda_codegen(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_
 }
 
 int ptc_cuda_codegen_combo(const ptc_schedule *s, const ptc_combo *c, const ptc_cuda_target *t,
-                           const ptc_codegen_opts *o, ptc_cuda_code *out, char **text,
-                           ptc_error *err)
+                           const ptc_codegen_opts *o, ptc_cuda_code *out, ptc_error *err)
 {
     gen g;
     if (gen_begin_combo(s, c, t, o, out, &g, err))
         return -1;
-    return gen_generate(&g, o, text, err);
+    return gen_generate(&g, o, NULL, err);
 }
 
 /* In the compile worker: item i of the jobs -> its PTX. */
@@ -646,10 +638,11 @@ static void build_all_in_worker(const ptx_job **jobs, int n, int nthreads, char 
     free(res);
 }
 
-int ptc_cuda_codegen_all(const ptc_schedule *s, const int *ks, int n, const ptc_cuda_target *t,
-                         const ptc_codegen_opts *o, ptc_cuda_code *const *outs, int nthreads,
-                         ptc_error *err)
+int ptc_cuda_codegen_all(const ptc_schedule *s, const int *ks, int nk, int ncombos,
+                         const ptc_cuda_target *t, const ptc_codegen_opts *o,
+                         ptc_cuda_code *const *outs, int nthreads, ptc_error *err)
 {
+    int n = nk + ncombos;
     gen *g = calloc((size_t)n + 1, sizeof *g);
     const ptx_job **jobs = calloc((size_t)n + 1, sizeof *jobs);
     char ***ptx = calloc((size_t)n + 1, sizeof *ptx);
@@ -657,7 +650,9 @@ int ptc_cuda_codegen_all(const ptc_schedule *s, const int *ks, int n, const ptc_
     ptc_error *errs = calloc((size_t)n + 1, sizeof *errs);
     int nmiss = 0, begun = 0, failed = 0;
     for (; begun < n && !failed; begun++) {
-        failed = gen_begin(s, s->kernels[ks[begun]], t, o, outs[begun], &g[begun], err) != 0;
+        failed = (begun < nk ? gen_begin(s, s->kernels[ks[begun]], t, o, outs[begun], &g[begun], err)
+                             : gen_begin_combo(s, &s->combos[begun - nk], t, o, outs[begun],
+                                               &g[begun], err)) != 0;
         if (!failed && !outs[begun]->ptx)
             miss[nmiss] = begun, jobs[nmiss] = &g[begun].job, ptx[nmiss++] = &outs[begun]->ptx;
     }
