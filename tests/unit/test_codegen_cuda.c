@@ -862,6 +862,7 @@ START_TEST(a_combination_runs_as_one_launch)
     use_fake_cuda();
     ptc_module *m = parse(THREE);
     ptc_tensor in[3] = {fake_device_i8(1, 1000), fake_device_i8(1, 185), fake_device_i8(1, 64)};
+    setenv("PTC_CUDA_VECTOR", "0", 1);
     for (int mode = 0; mode < 3; mode++) {
         if (mode == 1)
             setenv("PTC_CUDA_COMBOS", "0", 1);
@@ -880,11 +881,19 @@ START_TEST(a_combination_runs_as_one_launch)
             ck_assert_int_eq(n, mode == 0 ? 1 : 3);
         else /* each kernel's candidates, timed */
             ck_assert_int_ge(n, 3);
+        /* scalar entries of 128 threads: 1000, 185 and 64 elements take 8, 2
+         * and 1 blocks, alone or in the combination's one grid */
+        if (mode == 0)
+            ck_assert(fake_grid(first, 0) == 11 && fake_grid(first, 1) == 128);
+        static const unsigned alone[3] = {8, 2, 1};
+        for (int i = 0; mode == 1 && i < 3; i++)
+            ck_assert_uint_eq(fake_grid(first + i, 0), alone[i]);
         for (int i = first; i < fake_nlaunched(); i++)
             ck_assert_msg((strncmp(fake_launched(i), "ptc_combo_", 10) == 0) == (mode == 0), "%s",
                           fake_launched(i));
         ptc_program_release(p);
     }
+    unsetenv("PTC_CUDA_VECTOR");
     ptc_module_free(m);
     /* two combinations of two (TEAMS): two launches */
     m = parse(TEAMS);
@@ -903,10 +912,20 @@ START_TEST(a_combination_runs_as_one_launch)
     ck_assert_msg(p != NULL, "%s", err.msg);
     int first = fake_nlaunched();
     ptc_tensor out[4];
+    setenv("PTC_CUDA_VECTOR", "0", 1);
     ck_assert_msg(ptc_program_run(p, t, 4, out, NULL, 0, &err) == 0, "%s", err.msg);
+    unsetenv("PTC_CUDA_VECTOR");
     for (int i = 0; i < 4; i++)
         ptc_tensor_release(&out[i]);
     ck_assert_int_eq(fake_nlaunched() - first, 2);
+    /* 256 threads: the multiply's 1000 elements 4 blocks, the 64 rows of
+     * warp teams 8 a block, 8 blocks; 1024 threads: a block per row of the
+     * long sum (8), the negation's 77 one; the long sum's warps meet in
+     * shared memory (5 fields of 8 bytes for each of 32 warps) */
+    ck_assert(fake_grid(first, 0) == 12 && fake_grid(first, 1) == 256 &&
+              fake_grid(first, 2) == 0);
+    ck_assert(fake_grid(first + 1, 0) == 9 && fake_grid(first + 1, 1) == 1024 &&
+              fake_grid(first + 1, 2) == 1280);
     ptc_program_release(p);
     ptc_module_free(m);
 #endif
