@@ -78,6 +78,8 @@ struct ptc_cuda_prog {
     ckernel *k;
     int ncombos; /* the schedule's horizontal combinations, each one launch */
     ptc_cuda_code *combos;
+    int **combo_args; /* per combination: the buffers its launch takes (ptc_combo_args) */
+    int *combo_nargs;
     pthread_mutex_t lock;
     cloaded *loaded[MAX_DEV];
     bool no_cache;    /* the compile's, for the 64-bit variants made later */
@@ -587,6 +589,16 @@ int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, 
     cp->k = calloc((size_t)cp->nk + 1, sizeof *cp->k);
     cp->ncombos = p->sched->combos_launch ? p->sched->ncombos : 0;
     cp->combos = calloc((size_t)cp->ncombos + 1, sizeof *cp->combos);
+    cp->combo_args = calloc((size_t)cp->ncombos + 1, sizeof *cp->combo_args);
+    cp->combo_nargs = calloc((size_t)cp->ncombos + 1, sizeof *cp->combo_nargs);
+    for (int i = 0; i < cp->ncombos; i++) {
+        const ptc_combo *c = &p->sched->combos[i];
+        size_t most = 1;
+        for (int t = c->first; t < c->first + c->n; t++)
+            most += (size_t)p->sched->kernels[p->sched->steps[t].index]->nargs;
+        cp->combo_args[i] = calloc(most, sizeof **cp->combo_args);
+        cp->combo_nargs[i] = ptc_combo_args(p->sched, c, cp->combo_args[i]);
+    }
     cp->mem_dev = -1;
     ptc_cuda_device *dev = NULL;
     if (ptc_cuda_target_of(p, o, &cp->target, &dev, err))
@@ -676,9 +688,13 @@ void ptc_cuda_prog_free(ptc_cuda_prog *cp)
         ptc_cuda_code_free(&cp->k[k].code);
         ptc_cuda_code_free(&cp->k[k].wide);
     }
-    for (int i = 0; i < cp->ncombos; i++)
+    for (int i = 0; i < cp->ncombos; i++) {
         ptc_cuda_code_free(&cp->combos[i]);
+        free(cp->combo_args[i]);
+    }
     free(cp->combos);
+    free(cp->combo_args);
+    free(cp->combo_nargs);
     free(cp->k);
     free(cp->kernel_dir);
     pthread_mutex_destroy(&cp->lock);
@@ -1242,8 +1258,8 @@ static int launch_combo(crun *r, int ci, const ptc_combo *c)
 {
     const ptc_schedule *s = r->p->sched;
     const ptc_cuda_code *code = &r->p->cuda->combos[ci];
-    int args[MAX_PARAMS];
-    int nargs = ptc_combo_args(s, c, args);
+    const int *args = r->p->cuda->combo_args[ci];
+    int nargs = r->p->cuda->combo_nargs[ci];
     PTC_ASSERT(nargs + 1 + c->n <= MAX_PARAMS);
     bool vec = code->launch.vec > 1 && !r->no_vector && r->L->cvfn[ci];
     for (int a = 0; vec && a < nargs; a++) {
