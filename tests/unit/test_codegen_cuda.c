@@ -745,6 +745,44 @@ START_TEST(kernels_with_teams_share_a_launch_of_their_block)
 }
 END_TEST
 
+/* Two combinations of the same three kernels over the same number of
+ * buffers, whose members share their inputs differently (the first two
+ * read %w in one, the first and the last in the other): their launches
+ * take the buffers in other orders, so the second must not be given the
+ * first's PTX from the cache (a kernel's key names its own buffers only). */
+static char *sharing_text(const char *second, const char *third)
+{
+    ptc_buf b = {0};
+    ptc_buf_printf(&b,
+                   "# ptc ir v1\ngraph f(%%a: i8[1000] cuda, %%b: i8[185] cuda, %%c: i8[64] cuda, "
+                   "%%w: i8[1] cuda, %%v: i8[1] cuda) {\n"
+                   "  %%0 = add(%%a, %%w) : i8[1000]\n  %%1 = add(%%b, %%%s) : i8[185]\n"
+                   "  %%2 = add(%%c, %%%s) : i8[64]\n  return (%%0, %%1, %%2)\n}\n",
+                   second, third);
+    return b.data;
+}
+
+START_TEST(a_combination_is_cached_with_its_members_buffers)
+{
+    char entries[2][80];
+    for (int i = 0; i < 2; i++) {
+        char *text = sharing_text(i ? "v" : "w", i ? "w" : "v");
+        ptc_module *m = parse(text);
+        ptc_program *p = compile_ptx(m->graphs[0], 90, false, NULL);
+        char *combo = module_ptx(ptc_program_text(p, "ptx"), "; ptc combination 0, one launch");
+        ck_assert_msg(combo != NULL, "%s", ptc_program_text(p, "kernels"));
+        const char *e = strstr(combo, ".visible .entry ");
+        ck_assert(e != NULL);
+        sscanf(e + strlen(".visible .entry "), "%79[^(]", entries[i]);
+        free(combo);
+        ptc_program_release(p);
+        ptc_module_free(m);
+        free(text);
+    }
+    ck_assert_str_ne(entries[0], entries[1]);
+}
+END_TEST
+
 /* A combination's launch takes each member's buffers, the rng offset and a
  * block end per member: 9 kernels of 70 inputs each (71 buffers) pass the
  * 512 slots of a launch, so the run is split where the next would pass it
@@ -1108,6 +1146,7 @@ int main(void)
     tcase_add_test(tc, unavailable_without_driver);
     tcase_add_test(tc, independent_kernels_are_one_launch);
     tcase_add_test(tc, kernels_with_teams_share_a_launch_of_their_block);
+    tcase_add_test(tc, a_combination_is_cached_with_its_members_buffers);
     tcase_add_test(tc, a_combination_ends_at_the_launch_parameter_limit);
     tcase_add_test(tc, a_combination_runs_as_one_launch);
     suite_add_tcase(s, tc);

@@ -516,10 +516,12 @@ static int gen_begin_combo(const ptc_schedule *s, const ptc_combo *c, const ptc_
     for (int i = 0; i < c->n; i++) {
         members[i] = s->kernels[s->steps[c->first + i].index];
         if (g_plan(g->a, s, members[i], t, false, &plans[i]) != 1 || plans[i].scratch_team > 0 ||
-            (!plans[i].flat && team_block && plans[i].block != team_block))
+            (!plans[i].flat && team_block && plans[i].block != team_block)) {
+            ptc_arena_free(g->a);
             return ptc_errorf(err, PTC_ERR_INTERNAL, "codegen",
                               "combination %d: kernel %d cannot share its launch",
                               (int)(c - s->combos), members[i]->id);
+        }
         if (!plans[i].flat)
             team_block = plans[i].block;
         block = plans[i].block > block ? plans[i].block : block;
@@ -543,6 +545,13 @@ static int gen_begin_combo(const ptc_schedule *s, const ptc_combo *c, const ptc_
         smem = b > smem ? b : smem;
         plan_text(key, members[i], p);
         ptc_kernel_print_key(key, s, members[i]);
+        /* a kernel's key names its own buffers: which parameters they are */
+        ptc_buf_puts(key, "params");
+        for (int a = 0; a < members[i]->nargs; a++)
+            for (int j = 0; j < nargs; j++)
+                if (args[j] == members[i]->args[a])
+                    ptc_buf_printf(key, " %d", j);
+        ptc_buf_putc(key, '\n');
     }
     gplan whole = plans[0];
     whole.vec = vec;
