@@ -112,6 +112,14 @@ typedef struct ptc_cuda_form {
     int64_t scratch_team;
 } ptc_cuda_form;
 
+/* How one member of a horizontal combination runs in its launch: its team,
+ * and in the vectorised entry its vectorised form (vec > 1; vec_rows as in
+ * ptc_cuda_launch). */
+typedef struct ptc_cuda_member {
+    int team, vec;
+    bool vec_rows;
+} ptc_cuda_member;
+
 typedef struct ptc_cuda_code {
     char entry[64];      /* the kernel's symbol in its PTX: ptc_<ops>_<hash> */
     char ventry[72];     /* the vectorised entry ("" when launch.vec == 1) */
@@ -124,6 +132,7 @@ typedef struct ptc_cuda_code {
      * kernel's 64-bit variant (ptc_codegen_opts.wide_index), made when one
      * first does */
     bool i32, i32_symbolic;
+    struct ptc_cuda_member *members; /* a combination's, per member; malloc'd, else NULL */
     char *ptx;           /* NUL-terminated PTX of one module holding both entries */
     char *key;           /* the cache key the PTX is stored under (cubins extend it) */
     bool cached;         /* the PTX came from the disk cache */
@@ -137,13 +146,30 @@ const char *ptc_cuda_arch_name(int sm);
  * With o->no_generate, 1 (err set, out freed) when the cache lacks it. */
 int ptc_cuda_codegen(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_target *t,
                      const ptc_codegen_opts *o, ptc_cuda_code *out, char **text, ptc_error *err);
-/* ptc_cuda_codegen for kernels ks[0..n) of s into *outs[i], whose PTX not
- * in the cache is generated in one compile worker on nthreads threads (one
- * fork for all of them, from this thread alone; the caller's threads only
- * load). -1 with err: the first failure; every out is then freed or whole. */
-int ptc_cuda_codegen_all(const ptc_schedule *s, const int *ks, int n, const ptc_cuda_target *t,
-                         const ptc_codegen_opts *o, ptc_cuda_code *const *outs, int nthreads,
-                         ptc_error *err);
+/* ptc_cuda_codegen for kernels ks[0..nk) of s into *outs[i], and
+ * ptc_cuda_codegen_combo for its combinations 0..ncombos-1 into
+ * *outs[nk + i], whose PTX not in the cache is generated in one compile
+ * worker on nthreads threads (one fork for all of them, from this thread
+ * alone; the caller's threads only load). -1 with err: the first failure;
+ * every out is then freed or whole. */
+int ptc_cuda_codegen_all(const ptc_schedule *s, const int *ks, int nk, int ncombos,
+                         const ptc_cuda_target *t, const ptc_codegen_opts *o,
+                         ptc_cuda_code *const *outs, int nthreads, ptc_error *err);
+/* The block kernel k of s must run with as a member of a horizontal
+ * combination on target t (ptc_combo_launch.block): 0 for a thread per
+ * element (any block), -1 where it cannot share a launch (several forms, or
+ * a scratch area sized by its own grid). */
+int ptc_cuda_combo_block(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_target *t);
+/* The code of horizontal combination c of s (lower/combo.c: kernels over
+ * static sizes of one block size, ptc_cuda_combo_block) as one module: its
+ * entry takes (the buffers of ptc_combo_args, the rng offset, per member i
+ * the i32 end of its blocks) and runs member i on blocks end[i-1] ..
+ * end[i]-1 as if launched alone on that many blocks of launch.block threads
+ * with launch.smem bytes of shared memory; its vectorised entry (ventry,
+ * where a member has one) runs those members' vectorised forms
+ * (members[i]). */
+int ptc_cuda_codegen_combo(const ptc_schedule *s, const ptc_combo *c, const ptc_cuda_target *t,
+                           const ptc_codegen_opts *o, ptc_cuda_code *out, ptc_error *err);
 void ptc_cuda_code_free(ptc_cuda_code *c);
 /* The form of c for a call whose kernel runs `outer` outer iterations of at
  * most `work` elements each, on a device of `sms` multiprocessors: the one

@@ -16,6 +16,16 @@
  * kernel that touches one stays alone. Kernels with checks stay alone too
  * (their status record is read after each step). A combination holds at most
  * PTC_COMBO_MAX_KERNELS kernels.
+ *
+ * On CUDA a combination is one launch whose grid covers every member (the
+ * codegen's combo entry finds a block's member in a table of block offsets,
+ * as multi_tensor_apply does). Its members are kernels over static sizes,
+ * so that the entry takes no size parameters, whose launches the backend
+ * says can share a grid (ptc_combo_launch: the threads per block each needs,
+ * any for a thread per element; a team kernel's barriers need the whole
+ * block); and the buffers of all of them, each once, with the rng offset and
+ * one block offset per member, fit a launch's parameter space: a kernel
+ * that would pass it, or needs another block size, ends the combination.
  */
 #include "lower/lower_int.h"
 
@@ -34,10 +44,21 @@ static bool kernel_writes(const ptc_schedule *s, const ptc_kernel *k, int buf)
     return false;
 }
 
+/* Are kernel k's sizes static, as a CUDA combination's members' are? */
+static bool launch_member(const ptc_kernel *k)
+{
+    if (k->nparams > 0)
+        return false;
+    for (int d = 0; d < k->nouter; d++)
+        if (!ptc_dim_is_static(k->outer[d]))
+            return false;
+    return true;
+}
+
 /* Can kernel k run beside other kernels at all? */
 static bool combinable(const ptc_schedule *s, const ptc_kernel *k)
 {
-    if (ptc_kernel_has_checks(k))
+    if (ptc_kernel_has_checks(k) || (s->combos_launch && !launch_member(k)))
         return false;
     for (int i = 0; i < k->nargs; i++)
         if (s->plan.in_arena[k->args[i]])
@@ -63,28 +84,85 @@ static const ptc_kernel *step_kernel(const ptc_schedule *s, int t)
     return s->steps[t].kind == PTC_STEP_KERNEL ? s->kernels[s->steps[t].index] : NULL;
 }
 
-/* May step t join the combination of steps first..t-1? */
-static bool joins(const ptc_schedule *s, int first, int t)
+int ptc_combo_args(const ptc_schedule *s, const ptc_combo *c, int *args)
 {
-    const ptc_kernel *k = step_kernel(s, t);
-    if (!k || !combinable(s, k) || t - first >= PTC_COMBO_MAX_KERNELS)
-        return false;
-    for (int u = first; u < t; u++)
-        if (!independent(s, step_kernel(s, u), k))
-            return false;
-    return true;
+    int n = 0;
+    for (int t = c->first; t < c->first + c->n; t++) {
+        const ptc_kernel *k = step_kernel(s, t);
+        for (int i = 0; i < k->nargs; i++) {
+            bool seen = false;
+            for (int j = 0; j < n && !seen; j++)
+                seen = args[j] == k->args[i];
+            if (!seen)
+                args[n++] = k->args[i];
+        }
+    }
+    return n;
 }
 
-int ptc_schedule_combine(ptc_schedule *s)
+/* The parameter slots of combination c's CUDA launch: its buffers, the rng
+ * offset and a block offset per member (codegen/cuda's combo entry). */
+static int launch_slots(const ptc_schedule *s, const ptc_combo *c)
+{
+    int most = 0;
+    for (int t = c->first; t < c->first + c->n; t++)
+        most += step_kernel(s, t)->nargs;
+    int *args = malloc(sizeof *args * (size_t)(most + 1));
+    int slots = ptc_combo_args(s, c, args) + 1 + c->n;
+    free(args);
+    return slots;
+}
+
+/* A combining pass: per kernel, the block its launch needs (CUDA), or 0. */
+typedef struct combiner {
+    const ptc_schedule *s;
+    int *block; /* ptc_combo_launch.block's, or NULL (the CPU) */
+} combiner;
+
+static int block_of(const combiner *cb, int t)
+{
+    return cb->block ? cb->block[cb->s->steps[t].index] : 0;
+}
+
+static bool starts(const combiner *cb, int t)
+{
+    const ptc_kernel *k = step_kernel(cb->s, t);
+    return k && combinable(cb->s, k) && block_of(cb, t) >= 0;
+}
+
+/* May step t join the combination of steps first..t-1? */
+static bool joins(const combiner *cb, int first, int t)
+{
+    const ptc_schedule *s = cb->s;
+    const ptc_kernel *k = step_kernel(s, t);
+    if (!starts(cb, t) || t - first >= PTC_COMBO_MAX_KERNELS)
+        return false;
+    for (int u = first; u < t; u++)
+        if (!independent(s, step_kernel(s, u), k) ||
+            (block_of(cb, u) && block_of(cb, t) && block_of(cb, u) != block_of(cb, t)))
+            return false;
+    ptc_combo grown = {first, t - first + 1};
+    return !s->combos_launch || launch_slots(s, &grown) <= PTC_LAUNCH_PARAM_SLOTS;
+}
+
+int ptc_schedule_combine(ptc_schedule *s, const ptc_combo_launch *launch)
 {
     ptc_arena *a = s->prog->arena;
     s->ncombos = 0;
+    s->combos_launch = launch != NULL;
     s->combos = PTC_NEWN(a, ptc_combo, s->nsteps / 2 + 1);
+    combiner cb = {s, NULL};
+    if (launch) {
+        cb.block = PTC_NEWN(a, int, s->nkernels + 1);
+        for (int k = 0; k < s->nkernels; k++)
+            cb.block[k] = launch_member(s->kernels[k])
+                              ? launch->block(launch->ctx, s, s->kernels[k])
+                              : -1;
+    }
     for (int t = 0; t < s->nsteps;) {
-        const ptc_kernel *k = step_kernel(s, t);
         int end = t + 1;
-        if (k && combinable(s, k))
-            while (end < s->nsteps && joins(s, t, end))
+        if (starts(&cb, t))
+            while (end < s->nsteps && joins(&cb, t, end))
                 end++;
         if (end - t >= 2)
             s->combos[s->ncombos++] = (ptc_combo){t, end - t};
@@ -113,11 +191,18 @@ int ptc_combo_verify(const ptc_schedule *s, ptc_error *err)
             for (int u = c->first; ok && u < t; u++)
                 ok = independent(s, step_kernel(s, u), step_kernel(s, t));
         }
+        if (ok && s->combos_launch && launch_slots(s, c) > PTC_LAUNCH_PARAM_SLOTS)
+            return ptc_errorf(err, PTC_ERR_INTERNAL, "kernels",
+                              "combination %d (steps %d..%d) takes %d launch parameters, more "
+                              "than %d",
+                              i, c->first, c->first + c->n - 1, launch_slots(s, c),
+                              PTC_LAUNCH_PARAM_SLOTS);
         if (!ok)
             return ptc_errorf(err, PTC_ERR_INTERNAL, "kernels",
                               "combination %d (steps %d..%d): members are not independent "
-                              "kernels without arena buffers",
-                              i, c->first, c->first + c->n - 1);
+                              "kernels without arena buffers%s",
+                              i, c->first, c->first + c->n - 1,
+                              s->combos_launch ? " (flat, over static sizes)" : "");
         end = c->first + c->n;
     }
     return 0;
@@ -126,7 +211,8 @@ int ptc_combo_verify(const ptc_schedule *s, ptc_error *err)
 void ptc_combo_print(ptc_buf *b, const ptc_schedule *s, const ptc_combo *c)
 {
     int i = (int)(c - s->combos);
-    ptc_buf_printf(b, "combo %d: %d kernels, one parallel region:", i, c->n);
+    ptc_buf_printf(b, "combo %d: %d kernels, %s:", i, c->n,
+                   s->combos_launch ? "one launch" : "one parallel region");
     for (int t = c->first; t < c->first + c->n; t++)
         ptc_buf_printf(b, " %d", s->steps[t].index);
     ptc_buf_putc(b, '\n');

@@ -174,6 +174,14 @@ bool ptc_kernel_has_checks(const ptc_kernel *k)
     return false;
 }
 
+bool ptc_kernel_is_flat(const ptc_kernel *k)
+{
+    for (int g = 0; g < k->ngroups; g++)
+        if (k->groups[g].reduction || k->groups[g].ninner || k->groups[g].nred)
+            return false;
+    return true;
+}
+
 int ptc_lbody_cast(ptc_arena *a, ptc_lbody *b, ptc_dtype dt, int x)
 {
     if (b->e[x].dtype == dt)

@@ -437,6 +437,7 @@ typedef struct ptc_schedule {
     ptc_step *steps;
     int ncombos; /* ptc_schedule_combine's, in step order; 0 until it ran */
     ptc_combo *combos;
+    bool combos_launch; /* each combination is one CUDA launch (else one parallel region) */
     ptc_mplan plan;
     bool *is_local; /* per buffer */
     /* decisions, for the kernels stage and tests */
@@ -472,14 +473,34 @@ bool ptc_schedule_write_in_place(ptc_schedule *s, int output, int input);
 /* The most kernels one horizontal combination holds. */
 #define PTC_COMBO_MAX_KERNELS 64
 
-/* Groups runs of consecutive independent kernels into combinations that the
- * CPU runtime runs as one parallel region (combo.c); call after the in-place
- * writes are settled. Returns the number of combinations. */
-int ptc_schedule_combine(ptc_schedule *s);
+/* A CUDA launch's parameters: 4 KB (CUDA's limit before 12.1, and on
+ * every device), 8 bytes a slot. */
+#define PTC_LAUNCH_PARAM_SLOTS 512
+
+/* What a backend's launch asks of a combination's members (CUDA): block
+ * returns the threads per block kernel k must run with (0: any, a thread
+ * per element; -1: it cannot share a launch). */
+typedef struct ptc_combo_launch {
+    int (*block)(void *ctx, const ptc_schedule *s, const ptc_kernel *k);
+    void *ctx;
+} ptc_combo_launch;
+
+/* Groups runs of consecutive independent kernels into combinations (combo.c);
+ * call after the in-place writes are settled. The CPU runtime (launch NULL)
+ * runs one as a parallel region. With a launch (CUDA) it is one launch: its
+ * members are kernels over static sizes of one block size (or any), and
+ * their buffers, the rng offset and a block offset per member fit
+ * PTC_LAUNCH_PARAM_SLOTS. Returns the number of combinations. */
+int ptc_schedule_combine(ptc_schedule *s, const ptc_combo_launch *launch);
+/* The buffers combination c's launch takes, each once, in order of first
+ * use by its members (kernel args order); returns their count (at most the
+ * members' args together). */
+int ptc_combo_args(const ptc_schedule *s, const ptc_combo *c, int *args);
 /* The combination that starts at step `step`, or NULL. */
 const ptc_combo *ptc_schedule_combo_at(const ptc_schedule *s, int step);
 int ptc_combo_verify(const ptc_schedule *s, ptc_error *err);
-/* "combo <i>: <n> kernels, one parallel region: <kernel ids>" (kernels.txt). */
+/* "combo <i>: <n> kernels, one parallel region: <kernel ids>" (kernels.txt;
+ * "one launch" on CUDA). */
 void ptc_combo_print(ptc_buf *b, const ptc_schedule *s, const ptc_combo *c);
 /* Checks kernels (variables in range, members legal in their group, every
  * read after its write) and the memory plan. */
@@ -490,6 +511,8 @@ void ptc_kernel_print_key(ptc_buf *b, const ptc_schedule *s, const ptc_kernel *k
 void ptc_kernel_print(ptc_buf *b, const ptc_schedule *s, const ptc_kernel *k);
 /* Does a member body hold a CHECK (the kernel then reports to a status record)? */
 bool ptc_kernel_has_checks(const ptc_kernel *k);
+/* Only pointwise groups without inner ranges: one element per iteration. */
+bool ptc_kernel_is_flat(const ptc_kernel *k);
 
 /* Plans the arena for concrete sizes (bytes per buffer; 0 = not in arena). */
 int64_t ptc_mplan_place(int nbufs, const int64_t *nbytes, const int *first, const int *last,

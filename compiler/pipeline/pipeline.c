@@ -156,6 +156,37 @@ static int write_outputs_in_place(pipe_t *s)
     return n ? ptc_schedule_verify(s->p->sched, s->err) : 0;
 }
 
+/* Groups independent kernels into horizontal combinations: on the CPU one
+ * parallel region each, on CUDA one launch each (for the target the
+ * program is compiled for: the plan's blocks depend on its multiprocessors),
+ * unless PTC_CUDA_COMBOS=0 (a launch per kernel, to compare). */
+#ifdef PTC_HAVE_CUDA
+static int cuda_block(void *target, const ptc_schedule *s, const ptc_kernel *k)
+{
+    return ptc_cuda_combo_block(s, k, target);
+}
+#endif
+
+static int combine_kernels(pipe_t *s)
+{
+    ptc_program *p = s->p;
+    if (p->backend == PTC_BACKEND_CPU)
+        return ptc_schedule_combine(p->sched, NULL) ? ptc_schedule_verify(p->sched, s->err) : 0;
+#ifdef PTC_HAVE_CUDA
+    const char *env = getenv("PTC_CUDA_COMBOS");
+    if (p->backend != PTC_BACKEND_CUDA || (env && strcmp(env, "0") == 0))
+        return 0;
+    ptc_cuda_target target;
+    ptc_cuda_device *dev;
+    if (ptc_cuda_target_of(p, s->o, &target, &dev, s->err))
+        return -1;
+    ptc_combo_launch launch = {cuda_block, &target};
+    return ptc_schedule_combine(p->sched, &launch) ? ptc_schedule_verify(p->sched, s->err) : 0;
+#else
+    return 0;
+#endif
+}
+
 static int stage_kernels(pipe_t *s)
 {
     double t0 = ptc_now_ms();
@@ -170,9 +201,7 @@ static int stage_kernels(pipe_t *s)
     p->sched = ptc_schedule_build(p->arena, p->prog, &so, s->err);
     if (!p->sched || write_outputs_in_place(s) < 0)
         return -1;
-    /* the CPU runs independent kernels in one parallel region; CUDA launches each */
-    if (p->backend == PTC_BACKEND_CPU && ptc_schedule_combine(p->sched) &&
-        ptc_schedule_verify(p->sched, s->err))
+    if (combine_kernels(s))
         return -1;
     stage_done(s, "kernels", t0);
     int nx = 0;

@@ -47,14 +47,13 @@
 #include <string.h>
 #include <unistd.h>
 
-/* A launch's parameters: 4 KB of kernel parameter space (CUDA's limit
- * before 12.1 and on every device), 8 bytes each. */
-enum { MAX_DEV = 16, MAX_PARAMS = 4096 / 8 };
+enum { MAX_DEV = 16, MAX_PARAMS = PTC_LAUNCH_PARAM_SLOTS };
 
 typedef struct ckernel {
     ptc_cuda_code code;
     ptc_cuda_code wide; /* code.i32_symbolic: the 64-bit variant once a call needed it */
     int same_as; /* an identical earlier kernel whose code this one uses, or -1 */
+    bool combined_only; /* runs only in a one-launch combination: no code of its own */
 } ckernel;
 
 /* A kernel's 64-bit variant loaded on a device: fn[f] is form f's entry. */
@@ -69,12 +68,18 @@ typedef struct cloaded {
     CUfunction *fn, *vfn;
     CUfunction *ffn; /* [kernel * PTC_CUDA_MAX_FORMS + form]: the forms after the first */
     cwide *wide;     /* per kernel: its 64-bit variant, loaded when a call first needs it */
+    CUmodule *cmods; /* per horizontal combination: its module, entry, vectorised entry */
+    CUfunction *cfn, *cvfn;
 } cloaded;
 
 struct ptc_cuda_prog {
     ptc_cuda_target target;
     int nk;
     ckernel *k;
+    int ncombos; /* the schedule's horizontal combinations, each one launch */
+    ptc_cuda_code *combos;
+    int **combo_args; /* per combination: the buffers its launch takes (ptc_combo_args) */
+    int *combo_nargs;
     pthread_mutex_t lock;
     cloaded *loaded[MAX_DEV];
     bool no_cache;    /* the compile's, for the 64-bit variants made later */
@@ -98,7 +103,7 @@ static const ptc_cuda_code *code_of(const ptc_cuda_prog *cp, int k)
 
 /* ---- cubins -------------------------------------------------------------------------------- */
 
-static int jit(const ptc_cuda_api *A, const ptc_cuda_code *code, const ptc_kernel *k,
+static int jit(const ptc_cuda_api *A, const ptc_cuda_code *code, const char *what,
                uint8_t **cubin, size_t *len, ptc_error *err)
 {
     char errlog[4096] = "", infolog[1024] = "";
@@ -127,8 +132,8 @@ static int jit(const ptc_cuda_api *A, const ptc_cuda_code *code, const ptc_kerne
         char *nl = strchr(errlog, '\n');
         if (nl && nl[1] == 0)
             *nl = 0;
-        return ptc_cuda_fail(err, r, "kernel %d %s: the driver's PTX JIT failed (%.300s)", k->id,
-                             k->name, errlog[0] ? errlog : "no log");
+        return ptc_cuda_fail(err, r, "%s: the driver's PTX JIT failed (%.300s)", what,
+                             errlog[0] ? errlog : "no log");
     }
     return 0;
 }
@@ -138,10 +143,10 @@ static void cubin_key(const ptc_cuda_code *code, const ptc_cuda_device *d, ptc_b
     ptc_buf_printf(key, "%s\ncubin sm_%d driver %d O4\n", code->key, d->sm, d->driver);
 }
 
-/* Loads code's module on L's device (the cubin from the cache or the JIT)
- * and looks up its entries: fn for form 0, vfn for the vectorised one,
- * ffn[f] for form f > 0. */
-static int load_code(const ptc_cuda_code *code, const ptc_kernel *kn, cloaded *L, bool no_cache,
+/* Loads code's module (of `what`: "kernel 3 add", for messages) on L's
+ * device (the cubin from the cache or the JIT) and looks up its entries: fn
+ * for form 0, vfn for the vectorised one, ffn[f] for form f > 0. */
+static int load_code(const ptc_cuda_code *code, const char *what, cloaded *L, bool no_cache,
                      ptc_metrics *m, pthread_mutex_t *mlock, CUmodule *mod, CUfunction *fn,
                      CUfunction *vfn, CUfunction *ffn, ptc_error *err)
 {
@@ -153,7 +158,7 @@ static int load_code(const ptc_cuda_code *code, const ptc_kernel *kn, cloaded *L
     int rc = 0;
     if (no_cache || !ptc_cache_load(key.data, key.len, &cubin, &len)) {
         double t0 = ptc_now_ms();
-        rc = jit(A, code, kn, &cubin, &len, err);
+        rc = jit(A, code, what, &cubin, &len, err);
         if (rc == 0 && !no_cache)
             ptc_cache_store(key.data, key.len, cubin, len);
         if (m) {
@@ -174,19 +179,45 @@ static int load_code(const ptc_cuda_code *code, const ptc_kernel *kn, cloaded *L
         for (int f = 1; r == CUDA_SUCCESS && f < code->nforms; f++)
             r = A->cuModuleGetFunction(&ffn[f], *mod, code->forms[f].entry);
         if (r != CUDA_SUCCESS)
-            rc = ptc_cuda_fail(err, r, "kernel %d %s: loading its module on device %d", kn->id,
-                               kn->name, L->dev->ordinal);
+            rc = ptc_cuda_fail(err, r, "%s: loading its module on device %d", what,
+                               L->dev->ordinal);
     }
     free(cubin);
     return rc;
+}
+
+static void kernel_what(const ptc_kernel *k, char *what, size_t size)
+{
+    snprintf(what, size, "kernel %d %s", k->id, k->name);
 }
 
 /* Loads kernel k's module on d. */
 static int load_one(ptc_cuda_prog *cp, const ptc_schedule *s, int k, cloaded *L, bool no_cache,
                     ptc_metrics *m, pthread_mutex_t *mlock, ptc_error *err)
 {
-    return load_code(&cp->k[k].code, s->kernels[k], L, no_cache, m, mlock, &L->mods[k], &L->fn[k],
+    char what[96];
+    kernel_what(s->kernels[k], what, sizeof what);
+    return load_code(&cp->k[k].code, what, L, no_cache, m, mlock, &L->mods[k], &L->fn[k],
                      &L->vfn[k], &L->ffn[k * PTC_CUDA_MAX_FORMS], err);
+}
+
+/* Loads the combinations' modules on L's device. */
+static int load_combos(ptc_cuda_prog *cp, cloaded *L, bool no_cache, ptc_metrics *m,
+                       ptc_error *err)
+{
+    pthread_mutex_t mlock = PTHREAD_MUTEX_INITIALIZER;
+    bool pushed = false;
+    if (cp->ncombos == 0 || ptc_cuda_enter(L->dev, &pushed, err))
+        return cp->ncombos == 0 ? 0 : -1;
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < cp->ncombos; i++) {
+        char what[32];
+        snprintf(what, sizeof what, "combination %d", i);
+        rc = load_code(&cp->combos[i], what, L, no_cache, m, &mlock, &L->cmods[i], &L->cfn[i],
+                       &L->cvfn[i], NULL, err);
+    }
+    ptc_cuda_leave(pushed);
+    return rc;
 }
 
 /* ---- parallel compilation ---------------------------------------------------------------------
@@ -199,6 +230,7 @@ typedef struct work {
     cloaded *L; /* NULL: generate PTX only */
     bool gen;   /* generate PTX (else it exists: load only) */
     bool wide;  /* the kernels' 64-bit variants (ckernel.wide), not their code */
+    bool combos; /* the compile worker makes the combinations' code too */
     int *pending;
     int npending;
     int next; /* atomic */
@@ -295,6 +327,13 @@ static bool room_for_one_worker(const work *w, int nthreads)
         size_t r = ptc_llvm_room(w->s->kernels[w->pending[i]]);
         most = r > most ? r : most;
     }
+    for (int i = 0; w->combos && i < w->cp->ncombos; i++) {
+        const ptc_combo *c = &w->s->combos[i];
+        size_t r = 0;
+        for (int t = c->first; t < c->first + c->n; t++)
+            r += ptc_llvm_room(w->s->kernels[w->s->steps[t].index]);
+        most = r > most ? r : most;
+    }
     return ptc_llvm_have_room((size_t)nthreads * most);
 }
 
@@ -302,11 +341,14 @@ static bool room_for_one_worker(const work *w, int nthreads)
  * compile, from this thread, before any compile thread starts). */
 static int gen_in_worker(work *w, ptc_error *err)
 {
-    ptc_cuda_code **outs = calloc((size_t)w->npending + 1, sizeof *outs);
+    int ncombos = w->combos ? w->cp->ncombos : 0;
+    ptc_cuda_code **outs = calloc((size_t)(w->npending + ncombos) + 1, sizeof *outs);
     for (int i = 0; i < w->npending; i++)
         outs[i] = work_code(w, w->pending[i]);
-    int rc = ptc_cuda_codegen_all(w->s, w->pending, w->npending, &w->cp->target, w->co, outs,
-                                  nthreads_for(w->npending), err);
+    for (int i = 0; i < ncombos; i++)
+        outs[w->npending + i] = &w->cp->combos[i];
+    int rc = ptc_cuda_codegen_all(w->s, w->pending, w->npending, ncombos, &w->cp->target, w->co,
+                                  outs, nthreads_for(w->npending + ncombos), err);
     free(outs);
     return rc;
 }
@@ -333,10 +375,13 @@ static cloaded *loaded_new(const ptc_cuda_prog *cp, ptc_cuda_device *d)
     L->vfn = calloc((size_t)cp->nk + 1, sizeof *L->vfn);
     L->ffn = calloc((size_t)(cp->nk + 1) * PTC_CUDA_MAX_FORMS, sizeof *L->ffn);
     L->wide = calloc((size_t)cp->nk + 1, sizeof *L->wide);
+    L->cmods = calloc((size_t)cp->ncombos + 1, sizeof *L->cmods);
+    L->cfn = calloc((size_t)cp->ncombos + 1, sizeof *L->cfn);
+    L->cvfn = calloc((size_t)cp->ncombos + 1, sizeof *L->cvfn);
     return L;
 }
 
-static void loaded_free(cloaded *L, int nk)
+static void loaded_free(cloaded *L, int nk, int ncombos)
 {
     if (!L)
         return;
@@ -350,6 +395,9 @@ static void loaded_free(cloaded *L, int nk)
             if (L->wide[k].mod)
                 A->cuModuleUnload(L->wide[k].mod);
         }
+        for (int i = 0; i < ncombos; i++)
+            if (L->cmods[i])
+                A->cuModuleUnload(L->cmods[i]);
         ptc_cuda_leave(pushed);
     }
     free(L->mods);
@@ -357,6 +405,9 @@ static void loaded_free(cloaded *L, int nk)
     free(L->vfn);
     free(L->ffn);
     free(L->wide);
+    free(L->cmods);
+    free(L->cfn);
+    free(L->cvfn);
     free(L);
 }
 
@@ -382,6 +433,42 @@ static int dedup(ptc_cuda_prog *cp, const ptc_schedule *s, int *pending)
     return n;
 }
 
+/* Takes out of pending[0..n) the kernels that run only inside one-launch
+ * combinations (whose code is the combination's), unless a kernel outside
+ * one runs their code (an identical kernel); returns the count left. Under
+ * max-autotune, which times each kernel alone, every kernel keeps its code. */
+static int drop_combined(ptc_cuda_prog *cp, const ptc_schedule *s, int *pending, int n)
+{
+    bool *member = calloc((size_t)cp->nk + 1, sizeof *member);
+    bool *needed = calloc((size_t)cp->nk + 1, sizeof *needed);
+    for (int i = 0; i < cp->ncombos; i++)
+        for (int t = s->combos[i].first; t < s->combos[i].first + s->combos[i].n; t++)
+            member[s->steps[t].index] = true;
+    for (int k = 0; k < cp->nk; k++)
+        if (!member[k] && cp->k[k].same_as >= 0)
+            needed[cp->k[k].same_as] = true;
+    int left = 0;
+    for (int i = 0; i < n; i++) {
+        int k = pending[i];
+        cp->k[k].combined_only = member[k] && !needed[k];
+        if (!cp->k[k].combined_only)
+            pending[left++] = k;
+    }
+    free(member);
+    free(needed);
+    return left;
+}
+
+/* The combination kernel k runs in, or -1. */
+static int combo_of(const ptc_cuda_prog *cp, const ptc_schedule *s, int k)
+{
+    for (int i = 0; i < cp->ncombos; i++)
+        for (int t = s->combos[i].first; t < s->combos[i].first + s->combos[i].n; t++)
+            if (s->steps[t].index == k)
+                return i;
+    return -1;
+}
+
 /* The kernels with code of their own (not the same as an earlier one's),
  * only those planned 32-bit over symbolic sizes with wide_only: a malloc'd
  * list of *n, NULL when out of memory (err says so). */
@@ -394,7 +481,8 @@ static int *own_kernels(const ptc_cuda_prog *cp, bool wide_only, int *n, ptc_err
         return NULL;
     }
     for (int k = 0; k < cp->nk; k++)
-        if (cp->k[k].same_as < 0 && (!wide_only || cp->k[k].code.i32_symbolic))
+        if (cp->k[k].same_as < 0 && !cp->k[k].combined_only &&
+            (!wide_only || cp->k[k].code.i32_symbolic))
             pending[(*n)++] = k;
     return pending;
 }
@@ -433,6 +521,28 @@ static int generate_wide_variants(ptc_cuda_prog *cp, const ptc_schedule *s,
     return rc;
 }
 
+/* The code of every horizontal combination (one module each, a launch of
+ * all its members: lower/combo.c) that the kernels' compile worker did not
+ * make, loaded where L is set; texts[i] (when set) receive their PTX. */
+static int generate_combos(ptc_cuda_prog *cp, const ptc_schedule *s, const ptc_codegen_opts *co,
+                           cloaded *L, char **texts, ptc_error *err)
+{
+    for (int i = 0; i < cp->ncombos; i++) {
+        ptc_cuda_code *code = &cp->combos[i];
+        if (!code->ptx && ptc_cuda_codegen_combo(s, &s->combos[i], &cp->target, co, code, err))
+            return -1;
+        if (texts) {
+            ptc_buf b = {0};
+            ptc_buf_printf(&b, "; ptc combination %d, one launch of kernels", i);
+            for (int t = s->combos[i].first; t < s->combos[i].first + s->combos[i].n; t++)
+                ptc_buf_printf(&b, " %d", s->steps[t].index);
+            ptc_buf_printf(&b, "\n%s", code->ptx);
+            texts[i] = b.data;
+        }
+    }
+    return L ? load_combos(cp, L, co->no_cache, co->metrics, err) : 0;
+}
+
 /* A launch's parameters: buffers, scratch, rng offset, sizes, [status record]. */
 static int launch_params(const ptc_kernel *k)
 {
@@ -446,6 +556,29 @@ static int too_many_params(const ptc_kernel *k, ptc_error *err)
                       k->id, k->name, launch_params(k), MAX_PARAMS);
 }
 
+int ptc_cuda_target_of(const ptc_program *p, const ptc_compile_opts *o, ptc_cuda_target *t,
+                       ptc_cuda_device **dev, ptc_error *err)
+{
+    *dev = NULL;
+    if (o && o->cuda_sm > 0) {
+        t->sm = o->cuda_sm;
+        t->sms = o->cuda_sms > 0 ? o->cuda_sms : PTC_CUDA_DEFAULT_SMS;
+    } else {
+        *dev = ptc_cuda_device_get(graph_device(p), err);
+        if (!*dev)
+            return -1;
+        /* LLVM 16 writes PTX up to sm_90; newer GPUs JIT it forward */
+        t->sm = (*dev)->sm > 90 ? 90 : (*dev)->sm;
+        t->sms = (*dev)->sms;
+    }
+    if (!ptc_cuda_arch_name(t->sm))
+        return ptc_errorf(
+            err, PTC_ERR_UNSUPPORTED, "codegen",
+            "CUDA compute capability %d.%d is not supported (sm_70 .. sm_90 and newer)",
+            t->sm / 10, t->sm % 10);
+    return 0;
+}
+
 int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, char **texts,
                      ptc_error *err)
 {
@@ -454,24 +587,22 @@ int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, 
     pthread_mutex_init(&cp->lock, NULL);
     cp->nk = p->sched->nkernels;
     cp->k = calloc((size_t)cp->nk + 1, sizeof *cp->k);
+    cp->ncombos = p->sched->combos_launch ? p->sched->ncombos : 0;
+    cp->combos = calloc((size_t)cp->ncombos + 1, sizeof *cp->combos);
+    cp->combo_args = calloc((size_t)cp->ncombos + 1, sizeof *cp->combo_args);
+    cp->combo_nargs = calloc((size_t)cp->ncombos + 1, sizeof *cp->combo_nargs);
+    for (int i = 0; i < cp->ncombos; i++) {
+        const ptc_combo *c = &p->sched->combos[i];
+        size_t most = 1;
+        for (int t = c->first; t < c->first + c->n; t++)
+            most += (size_t)p->sched->kernels[p->sched->steps[t].index]->nargs;
+        cp->combo_args[i] = calloc(most, sizeof **cp->combo_args);
+        cp->combo_nargs[i] = ptc_combo_args(p->sched, c, cp->combo_args[i]);
+    }
     cp->mem_dev = -1;
     ptc_cuda_device *dev = NULL;
-    if (o && o->cuda_sm > 0) {
-        cp->target.sm = o->cuda_sm;
-        cp->target.sms = o->cuda_sms > 0 ? o->cuda_sms : PTC_CUDA_DEFAULT_SMS;
-    } else {
-        dev = ptc_cuda_device_get(graph_device(p), err);
-        if (!dev)
-            return -1;
-        /* LLVM 16 writes PTX up to sm_90; newer GPUs JIT it forward */
-        cp->target.sm = dev->sm > 90 ? 90 : dev->sm;
-        cp->target.sms = dev->sms;
-    }
-    if (!ptc_cuda_arch_name(cp->target.sm))
-        return ptc_errorf(
-            err, PTC_ERR_UNSUPPORTED, "codegen",
-            "CUDA compute capability %d.%d is not supported (sm_70 .. sm_90 and newer)",
-            cp->target.sm / 10, cp->target.sm % 10);
+    if (ptc_cuda_target_of(p, o, &cp->target, &dev, err))
+        return -1;
     for (int k = 0; k < cp->nk; k++) /* fail here, before a run writes anything */
         if (launch_params(p->sched->kernels[k]) > MAX_PARAMS)
             return too_many_params(p->sched->kernels[k], err);
@@ -482,14 +613,19 @@ int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, 
         .no_cache = o && o->no_cache, .kernel_dir = o ? o->kernel_dir : NULL, .metrics = m};
     cp->no_cache = co.no_cache;
     cp->kernel_dir = co.kernel_dir ? strdup(co.kernel_dir) : NULL;
-    work w = {.cp = cp, .s = p->sched, .co = &co, .gen = true, .pending = pending};
+    work w = {.cp = cp, .s = p->sched, .co = &co, .gen = true, .combos = true, .pending = pending};
     w.npending = dedup(cp, p->sched, pending);
+    if (!(o && o->autotune))
+        w.npending = drop_combined(cp, p->sched, pending, w.npending);
     if (dev) {
         cp->loaded[dev->ordinal] = loaded_new(cp, dev);
         w.L = cp->loaded[dev->ordinal];
     }
     double t0 = ptc_now_ms();
     int rc = generate(&w, err);
+    char **combo_texts = calloc((size_t)cp->ncombos + 1, sizeof *combo_texts);
+    if (rc == 0)
+        rc = generate_combos(cp, p->sched, &co, w.L, texts ? combo_texts : NULL, err);
     if (rc == 0 && o && o->cuda_wide_variants)
         rc = generate_wide_variants(cp, p->sched, &co, err);
     if (m)
@@ -497,7 +633,10 @@ int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, 
     free(pending);
     for (int k = 0; rc == 0 && k < cp->nk; k++) {
         const ptc_kernel *kn = p->sched->kernels[k];
-        p->info.ncached += code_of(cp, k)->cached;
+        int combo = combo_of(cp, p->sched, k);
+        /* a kernel only combined comes from the cache as its combination does */
+        p->info.ncached += cp->k[k].combined_only ? cp->combos[combo].cached
+                                                  : code_of(cp, k)->cached;
         if (texts) {
             ptc_buf b = {0};
             ptc_buf_printf(&b, "; ptc kernel %d %s", kn->id, kn->name);
@@ -506,10 +645,26 @@ int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, 
                 for (int i = 0; i < kn->nprov; i++)
                     ptc_buf_printf(&b, "%s %%%s", i ? "," : "", kn->prov[i]);
             }
-            ptc_buf_printf(&b, "\n%s", code_of(cp, k)->ptx);
+            if (code_of(cp, k)->ptx)
+                ptc_buf_printf(&b, "\n%s", code_of(cp, k)->ptx);
+            else
+                ptc_buf_puts(&b, "\n// runs only in its horizontal combination, whose PTX "
+                                 "follows the combination's first kernel's\n");
             texts[k] = b.data;
         }
     }
+    for (int i = 0; i < cp->ncombos; i++) {
+        /* after the PTX of the combination's first member: kernel_<k>.ptx */
+        int k = p->sched->steps[p->sched->combos[i].first].index;
+        if (rc == 0 && texts && combo_texts[i]) {
+            ptc_buf b = {0};
+            ptc_buf_printf(&b, "%s%s", texts[k], combo_texts[i]);
+            free(texts[k]);
+            texts[k] = b.data;
+        }
+        free(combo_texts[i]);
+    }
+    free(combo_texts);
     return rc;
 }
 
@@ -518,7 +673,7 @@ void ptc_cuda_prog_free(ptc_cuda_prog *cp)
     if (!cp)
         return;
     for (int d = 0; d < MAX_DEV; d++)
-        loaded_free(cp->loaded[d], cp->nk);
+        loaded_free(cp->loaded[d], cp->nk, cp->ncombos);
     if (cp->mem) {
         const ptc_cuda_api *A = ptc_cuda_api_get(NULL);
         ptc_error err;
@@ -533,6 +688,13 @@ void ptc_cuda_prog_free(ptc_cuda_prog *cp)
         ptc_cuda_code_free(&cp->k[k].code);
         ptc_cuda_code_free(&cp->k[k].wide);
     }
+    for (int i = 0; i < cp->ncombos; i++) {
+        ptc_cuda_code_free(&cp->combos[i]);
+        free(cp->combo_args[i]);
+    }
+    free(cp->combos);
+    free(cp->combo_args);
+    free(cp->combo_nargs);
     free(cp->k);
     free(cp->kernel_dir);
     pthread_mutex_destroy(&cp->lock);
@@ -560,8 +722,10 @@ static cloaded *loaded_on(ptc_program *p, ptc_cuda_device *d, ptc_error *err)
                   .npending = n};
         rc = pending ? run_workers(&w, err) : -1;
         free(pending);
+        if (rc == 0)
+            rc = load_combos(cp, L, cp->no_cache, NULL, err);
         if (rc)
-            loaded_free(L, cp->nk);
+            loaded_free(L, cp->nk, cp->ncombos);
         else
             cp->loaded[d->ordinal] = L;
     }
@@ -806,9 +970,12 @@ static int wide_ready(crun *r, int *srcs, int n)
                             "not loaded yet (run the program once at these sizes outside the "
                             "capture first, as a warm-up)",
                             k->id, k->name);
-        else
-            rc = load_code(&cp->k[srcs[i]].wide, k, r->L, cp->no_cache, NULL, NULL, &w->mod,
+        else {
+            char what[96];
+            kernel_what(k, what, sizeof what);
+            rc = load_code(&cp->k[srcs[i]].wide, what, r->L, cp->no_cache, NULL, NULL, &w->mod,
                            &w->fn[0], &w->vfn, w->fn, r->err);
+        }
     }
     pthread_mutex_unlock(&cp->lock);
     free(miss);
@@ -1034,6 +1201,10 @@ static int launch(crun *r, int ki, int f, bool vec)
                     : f > 0     ? r->L->ffn[src * PTC_CUDA_MAX_FORMS + f]
                     : vec       ? r->L->vfn[src]
                                 : r->L->fn[src];
+    if (!fn) /* ptc_cuda_prepare made none: it runs in its combination */
+        return ptc_errorf(r->err, PTC_ERR_INTERNAL, "runtime",
+                          "kernel %d %s has no code of its own (it runs only in a combination)",
+                          k->id, k->name);
     int64_t blocks = launch_blocks(r, k, code, f, vec);
     if (blocks <= 0)
         return 0;
@@ -1074,6 +1245,66 @@ static int launch(crun *r, int ki, int f, bool vec)
             r->wide[ki] ? " (64-bit indices for these sizes)" : "");
     if (r->sync_each && !r->capturing)
         return check_sync(r, k, "failed while running");
+    return 0;
+}
+
+/* ---- horizontal combinations: one launch (lower/combo.c) -------------------------------------- */
+
+/* Launches combination ci (the steps of c) as one grid: member i gets the
+ * blocks its own launch would have (at the combination's block size, which
+ * a member with teams has itself) and runs on blocks end[i-1] .. end[i]-1
+ * (codegen: ptc_cuda_codegen_combo). */
+static int launch_combo(crun *r, int ci, const ptc_combo *c)
+{
+    const ptc_schedule *s = r->p->sched;
+    const ptc_cuda_code *code = &r->p->cuda->combos[ci];
+    const int *args = r->p->cuda->combo_args[ci];
+    int nargs = r->p->cuda->combo_nargs[ci];
+    PTC_ASSERT(nargs + 1 + c->n <= MAX_PARAMS);
+    bool vec = code->launch.vec > 1 && !r->no_vector && r->L->cvfn[ci];
+    for (int a = 0; vec && a < nargs; a++) {
+        int al = code->launch.valign[a];
+        vec = al <= 1 || (uintptr_t)r->bufptr[args[a]] % (uintptr_t)al == 0;
+    }
+    CUdeviceptr ptrs[MAX_PARAMS];
+    uint32_t ends[PTC_COMBO_MAX_KERNELS];
+    int64_t rng = (int64_t)r->rng_offset;
+    void *params[MAX_PARAMS];
+    int np = 0, block = code->launch.block;
+    for (int a = 0; a < nargs; a++) {
+        ptrs[a] = (CUdeviceptr)(uintptr_t)r->bufptr[args[a]];
+        params[np++] = &ptrs[a];
+    }
+    params[np++] = &rng;
+    int64_t total = 0, cap = (int64_t)r->dev->sms * (MAX_THREADS_PER_SM / block) * GRID_WAVES;
+    for (int i = 0; i < c->n; i++) {
+        const ptc_kernel *k = s->kernels[s->steps[c->first + i].index];
+        const ptc_cuda_member *mb = &code->members[i];
+        int64_t O = 1;
+        for (int d = 0; d < k->nouter; d++)
+            O *= eval(r, k->outer[d]);
+        if (vec && !mb->vec_rows)
+            O /= mb->vec;
+        int64_t tpb = block / mb->team;
+        int64_t blocks = (O + tpb - 1) / tpb;
+        total += blocks < cap ? blocks : cap;
+        ends[i] = (uint32_t)total;
+        params[np++] = &ends[i];
+    }
+    if (total == 0)
+        return 0;
+    CUfunction fn = vec ? r->L->cvfn[ci] : r->L->cfn[ci];
+    CUresult cr = r->A->cuLaunchKernel(fn, (unsigned)total, 1, 1, (unsigned)block, 1, 1,
+                                       (unsigned)code->launch.smem, r->stream, params, NULL);
+    if (cr != CUDA_SUCCESS)
+        return ptc_cuda_fail(r->err, cr,
+                             "combination %d of %d kernels (%s): launch of grid %lld x block %d", ci,
+                             c->n, vec ? code->ventry : code->entry, (long long)total, block);
+    ptc_cuda_count_launch(code->i32);
+    ptc_log(PTC_LOG_RUNTIME, PTC_LOG_DEBUG, "combination %d of %d kernels: grid %lld block %d%s",
+            ci, c->n, (long long)total, block, vec ? " vectorised" : "");
+    if (r->sync_each && !r->capturing)
+        return check_sync(r, s->kernels[s->steps[c->first].index], "failed while running");
     return 0;
 }
 
@@ -1308,6 +1539,13 @@ static cloaded *loaded_for_capture(ptc_program *p, crun *r)
     return L;
 }
 
+/* The CUDA combination that starts at step t, or -1. */
+static int combo_index(const ptc_cuda_prog *cp, const ptc_schedule *s, int t)
+{
+    const ptc_combo *c = cp->ncombos ? ptc_schedule_combo_at(s, t) : NULL;
+    return c ? (int)(c - s->combos) : -1;
+}
+
 static void finish(crun *r, bool ok, ptc_tensor *outputs)
 {
     ptc_program *p = r->p;
@@ -1367,16 +1605,24 @@ int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_ten
     int inputs_done = 0; /* ptc_mplan.input_order: the inputs let go so far */
     int t = 0;
     for (; rc == 0 && t < s->nsteps; t++) {
-        rc = alloc_outputs(&r, t);
+        /* max-autotune times each kernel on its own */
+        int ci = p->tune ? -1 : combo_index(p->cuda, s, t);
+        int last = ci >= 0 ? t + s->combos[ci].n - 1 : t;
+        rc = alloc_outputs(&r, last);
         if (rc)
             break;
-        if (s->steps[t].kind == PTC_STEP_KERNEL)
+        if (ci >= 0)
+            rc = launch_combo(&r, ci, &s->combos[ci]);
+        else if (s->steps[t].kind == PTC_STEP_KERNEL)
             rc = run_kernel(&r, s->steps[t].index);
         else
             rc = run_extern(&r, lp->nodes[s->steps[t].index]);
-        ptc_exec_kept_release_after(p, &r.kept, t);
-        if (rc == 0)
-            ptc_exec_inputs_done_after(p, host, t, &inputs_done);
+        for (; t <= last; t++) {
+            ptc_exec_kept_release_after(p, &r.kept, t);
+            if (rc == 0)
+                ptc_exec_inputs_done_after(p, host, t, &inputs_done);
+        }
+        t = last;
     }
     if (rc == 0) /* every output is had, whatever the plan says */
         rc = alloc_outputs(&r, s->nsteps);

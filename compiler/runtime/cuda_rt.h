@@ -121,6 +121,10 @@ void ptc_cuda_count_wide_variant(void);
 /* ---- programs (cuda_exec.c) ---- */
 
 typedef struct ptc_cuda_prog ptc_cuda_prog;
+/* The target program p is compiled for: opts->cuda_sm (no device needed),
+ * else its inputs' device (*dev), at most sm_90. */
+int ptc_cuda_target_of(const ptc_program *p, const ptc_compile_opts *o, ptc_cuda_target *t,
+                       ptc_cuda_device **dev, ptc_error *err);
 /* Generates the program's PTX (in parallel) and, when a device is at hand,
  * loads it; texts[k] (optional) receive each kernel's PTX with its header. */
 int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, char **texts,

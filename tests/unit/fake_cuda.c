@@ -3,7 +3,7 @@
  * (an H100's sm_90 and 132 multiprocessors), "device" memory that is host
  * memory, a "JIT" that keeps the PTX as the cubin, modules that find their
  * entries in it, and launches that run nothing but record the entry they
- * were given (fake_cuda_launched). Results are never computed: a test reads
+ * were given (fake_cuda_launched) and their grid (fake_cuda_grid). Results are never computed: a test reads
  * which code ran, not what it wrote.
  */
 #include <stdlib.h>
@@ -22,12 +22,19 @@ typedef struct module {
 
 static char context, *current;
 static char launched[LOG][NAME];
+static unsigned grids[LOG][3]; /* blocks, threads per block, shared bytes */
 static int nlaunched;
 
 /* The entry of launch i of this process (oldest first), NULL past the last. */
 const char *fake_cuda_launched(int i)
 {
     return i >= 0 && i < nlaunched && i < LOG ? launched[i] : NULL;
+}
+
+/* Launch i's blocks (what 0), threads per block (1), shared memory bytes (2). */
+unsigned fake_cuda_grid(int i, int what)
+{
+    return i >= 0 && i < nlaunched && i < LOG && what >= 0 && what < 3 ? grids[i][what] : 0;
 }
 
 int fake_cuda_nlaunched(void)
@@ -244,10 +251,12 @@ CUresult cuFuncSetAttribute(void *f, int attr, int v)
 CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                         unsigned bz, unsigned smem, void *stream, void **params, void **extra)
 {
-    (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)smem, (void)stream;
+    (void)gy, (void)gz, (void)by, (void)bz, (void)stream;
     (void)params, (void)extra;
-    if (nlaunched < LOG)
+    if (nlaunched < LOG) {
         strcpy(launched[nlaunched], f);
+        grids[nlaunched][0] = gx, grids[nlaunched][1] = bx, grids[nlaunched][2] = smem;
+    }
     nlaunched++;
     return OK;
 }

@@ -12,6 +12,8 @@
  * the number of launches. */
 static const char *(*fake_launched)(int);
 static int (*fake_nlaunched)(void);
+/* Launch i's blocks (what 0), threads per block (1), shared memory bytes (2). */
+static unsigned (*fake_grid)(int, int);
 
 /* Makes the stand-in this process's libcuda and finds its two readers. */
 static void use_fake_cuda(void)
@@ -23,7 +25,8 @@ static void use_fake_cuda(void)
     ck_assert_ptr_nonnull(lib);
     *(void **)&fake_launched = dlsym(lib, "fake_cuda_launched");
     *(void **)&fake_nlaunched = dlsym(lib, "fake_cuda_nlaunched");
-    ck_assert(fake_launched && fake_nlaunched);
+    *(void **)&fake_grid = dlsym(lib, "fake_cuda_grid");
+    ck_assert(fake_launched && fake_nlaunched && fake_grid);
     dlclose(lib); /* ptc's own handle keeps it loaded */
 }
 

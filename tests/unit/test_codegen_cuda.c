@@ -85,18 +85,25 @@ static int count(const char *text, const char *what)
     return n;
 }
 
-/* The PTX of kernel k (between its "; ptc kernel k" line and the next). */
-static char *kernel_ptx(const char *all, int k)
+/* The PTX module under header `head` (up to the next "; ptc " header: a
+ * kernel's, or a horizontal combination's after its first member's). */
+static char *module_ptx(const char *all, const char *head)
 {
-    char head[32];
-    snprintf(head, sizeof head, "; ptc kernel %d ", k);
     const char *p = strstr(all, head);
     if (!p)
         return NULL;
     p = strchr(p, '\n') + 1;
-    const char *end = strstr(p, "\n; ptc kernel ");
+    const char *end = strstr(p, "\n; ptc ");
     size_t n = end ? (size_t)(end - p + 1) : strlen(p);
     return strndup(p, n);
+}
+
+/* The PTX of kernel k. */
+static char *kernel_ptx(const char *all, int k)
+{
+    char head[32];
+    snprintf(head, sizeof head, "; ptc kernel %d ", k);
+    return module_ptx(all, head);
 }
 
 static const char *ptxas(void)
@@ -129,6 +136,25 @@ static int assemble(const char *ptx, int sm)
     return 1;
 }
 
+/* What the text of a kernel that runs only in its horizontal combination
+ * says in place of its own PTX. */
+static const char *COMBINED_ONLY = "// runs only in its horizontal combination";
+
+/* Assembles every module of a program's PTX text (kernels' and
+ * combinations'). */
+static void assemble_all(const char *all, int sm)
+{
+    for (const char *p = strstr(all, "; ptc "); p; p = strstr(p + 1, "\n; ptc ")) {
+        const char *head = *p == '\n' ? p + 1 : p;
+        const char *body = strchr(head, '\n') + 1;
+        const char *end = strstr(body, "\n; ptc ");
+        char *one = strndup(body, end ? (size_t)(end - body + 1) : strlen(body));
+        if (strstr(one, ".version"))
+            assemble(one, sm);
+        free(one);
+    }
+}
+
 static const char *MODEL = "# ptc ir v1\n"
                            "graph forward(%x: f32[4096,1024] cpu, %w: f32[1024] cpu, %b: f32[1024] "
                            "cpu, %h: bf16[4096,1024] cpu) {\n"
@@ -159,7 +185,11 @@ START_TEST(ptx_for_sm80_and_sm90)
         ptc_program_get_info(p, &info);
         ck_assert_int_ge(info.nkernels, 3);
         ck_assert_int_eq(count(ptx, "; ptc kernel "), info.nkernels);
-        ck_assert_int_eq(count(ptx, target), info.nkernels);
+        /* a module per horizontal combination (one launch) and per kernel
+         * outside one */
+        int combined = count(ptx, COMBINED_ONLY);
+        ck_assert_int_eq(count(ptx, target),
+                         info.nkernels - combined + count(ptx, "; ptc combination "));
         ck_assert_int_eq(info.ncached, 0);
         /* 16-byte loads and stores, warp shuffles, bf16 conversions in one instruction */
         ck_assert_int_gt(count(ptx, "ld.global.nc.v4.f32"), 0);
@@ -168,11 +198,11 @@ START_TEST(ptx_for_sm80_and_sm90)
         for (int k = 0; k < info.nkernels; k++) {
             char *one = kernel_ptx(ptx, k);
             ck_assert(one != NULL);
-            ck_assert_int_ge(count(one, ".visible .entry ptc_"), 1);
-            ck_assert_int_ge(count(one, ".maxntid"), 1);
-            assemble(one, sms[i]);
+            ck_assert(strstr(one, COMBINED_ONLY) || (count(one, ".visible .entry ptc_") >= 1 &&
+                                                     count(one, ".maxntid") >= 1));
             free(one);
         }
+        assemble_all(ptx, sms[i]);
         ptc_program_release(p);
     }
     ptc_module_free(m);
@@ -205,13 +235,7 @@ START_TEST(narrow_lanes_move_16_bytes_per_access)
         ck_assert_int_ge(count(ptx, "st.global.v2.u32"), 1);
         ck_assert_int_eq(count(ptx, ".v4.u16"), 0);
         ck_assert_int_eq(count(ptx, ".v4.u8"), 0);
-        ptc_program_info info;
-        ptc_program_get_info(p, &info);
-        for (int k = 0; k < info.nkernels; k++) {
-            char *one = kernel_ptx(ptx, k);
-            assemble(one, sms[i]);
-            free(one);
-        }
+        assemble_all(ptx, sms[i]);
         ptc_program_release(p);
     }
     ptc_module_free(m);
@@ -648,6 +672,170 @@ START_TEST(scratch_offsets_are_64_bit)
 }
 END_TEST
 
+/* ---- horizontal combinations: one launch ---- */
+
+/* Independent flat kernels over static sizes of different shapes (which the
+ * scheduler cannot fuse) run as one launch: kernels.txt says so, and the
+ * combination's module has one entry taking every buffer once, the rng
+ * offset and an i32 block end per member, and picks the member by comparing
+ * its block index with those ends. Before, CUDA launched each kernel. */
+static const char *THREE = "# ptc ir v1\n"
+                           "graph f(%a: i8[1,1000] cuda, %b: i8[1,185] cuda, %c: i8[1,64] cuda) {\n"
+                           "  %0 = mul(%a, %a) : i8[1,1000]\n"
+                           "  %1 = add(%b, %b) : i8[1,185]\n"
+                           "  %2 = neg(%c) : i8[1,64]\n"
+                           "  return (%0, %1, %2)\n}\n";
+
+START_TEST(independent_kernels_are_one_launch)
+{
+    for (int sm = 80; sm <= 90; sm += 10) {
+        ptc_program *p = compile_text(THREE, sm);
+        const char *kt = ptc_program_text(p, "kernels");
+        ck_assert_msg(strstr(kt, "combo 0: 3 kernels, one launch: 0 1 2\n") != NULL, "%s", kt);
+        /* the members have no module of their own: the combination's is theirs */
+        ck_assert_int_eq(count(ptc_program_text(p, "ptx"), COMBINED_ONLY), 3);
+        ck_assert_int_eq(count(ptc_program_text(p, "ptx"), ".target sm_"), 1);
+        char *combo = module_ptx(ptc_program_text(p, "ptx"), "; ptc combination 0, one launch");
+        ck_assert_msg(combo != NULL, "%s", ptc_program_text(p, "ptx"));
+        /* 6 buffers + rng offset, then the 3 ends */
+        ck_assert_int_eq(count(combo, "_param_6,\n\t.param .u32 "), 2); /* both entries */
+        ck_assert_int_eq(count(combo, "_param_9\n)"), 2);
+        ck_assert_msg(count(combo, "%ctaid.x") >= 1 && count(combo, "setp.lt.u32") >= 2, "%s",
+                      combo);
+        assemble(combo, sm);
+        free(combo);
+        ptc_program_release(p);
+    }
+}
+END_TEST
+
+/* Kernels with teams share a launch with others of their block size (their
+ * barriers need the whole block), the flat ones take that block: a row sum
+ * of 768 (warp teams, 256-thread blocks) joins the multiply before it, a
+ * row sum of 65536 over 8 rows (a team of a 1024-thread block) starts
+ * another combination, which the negation joins. Every module assembles. */
+static const char *TEAMS = "# ptc ir v1\n"
+                           "graph f(%a: f32[1000] cuda, %r: f32[64,768] cuda, %w: f32[8,65536] "
+                           "cuda, %c: f32[77] cuda) {\n"
+                           "  %0 = mul(%a, %a) : f32[1000]\n"
+                           "  %1 = sum(%r, [1]) : f32[64]\n"
+                           "  %2 = sum(%w, [1]) : f32[8]\n"
+                           "  %3 = neg(%c) : f32[77]\n"
+                           "  return (%0, %1, %2, %3)\n}\n";
+
+START_TEST(kernels_with_teams_share_a_launch_of_their_block)
+{
+    ptc_program *p = compile_text(TEAMS, 90);
+    const char *kt = ptc_program_text(p, "kernels");
+    ck_assert_msg(strstr(kt, "combo 0: 2 kernels, one launch: 0 1\n") != NULL &&
+                      strstr(kt, "combo 1: 2 kernels, one launch: 2 3\n") != NULL,
+                  "%s", kt);
+    const char *heads[2] = {"; ptc combination 0, one launch", "; ptc combination 1, one launch"};
+    const char *blocks[2] = {".maxntid 256, 1, 1", ".maxntid 1024, 1, 1"};
+    for (int i = 0; i < 2; i++) {
+        char *combo = module_ptx(ptc_program_text(p, "ptx"), heads[i]);
+        ck_assert_msg(combo && strstr(combo, blocks[i]) && count(combo, ".maxntid") ==
+                                                               count(combo, blocks[i]),
+                      "%s", combo ? combo : "no module");
+        ck_assert_msg(strstr(combo, i ? "bar.sync" : "shfl.sync.bfly") != NULL, "%s", combo);
+        assemble(combo, 90);
+        free(combo);
+    }
+    ptc_program_release(p);
+}
+END_TEST
+
+/* Two combinations of the same three kernels over the same number of
+ * buffers, whose members share their inputs differently (the first two
+ * read %w in one, the first and the last in the other): their launches
+ * take the buffers in other orders, so the second must not be given the
+ * first's PTX from the cache (a kernel's key names its own buffers only). */
+static char *sharing_text(const char *second, const char *third)
+{
+    ptc_buf b = {0};
+    ptc_buf_printf(&b,
+                   "# ptc ir v1\ngraph f(%%a: i8[1000] cuda, %%b: i8[185] cuda, %%c: i8[64] cuda, "
+                   "%%w: i8[1] cuda, %%v: i8[1] cuda) {\n"
+                   "  %%0 = add(%%a, %%w) : i8[1000]\n  %%1 = add(%%b, %%%s) : i8[185]\n"
+                   "  %%2 = add(%%c, %%%s) : i8[64]\n  return (%%0, %%1, %%2)\n}\n",
+                   second, third);
+    return b.data;
+}
+
+START_TEST(a_combination_is_cached_with_its_members_buffers)
+{
+    char entries[2][80];
+    for (int i = 0; i < 2; i++) {
+        char *text = sharing_text(i ? "v" : "w", i ? "w" : "v");
+        ptc_module *m = parse(text);
+        ptc_program *p = compile_ptx(m->graphs[0], 90, false, NULL);
+        char *combo = module_ptx(ptc_program_text(p, "ptx"), "; ptc combination 0, one launch");
+        ck_assert_msg(combo != NULL, "%s", ptc_program_text(p, "kernels"));
+        const char *e = strstr(combo, ".visible .entry ");
+        ck_assert(e != NULL);
+        sscanf(e + strlen(".visible .entry "), "%79[^(]", entries[i]);
+        free(combo);
+        ptc_program_release(p);
+        ptc_module_free(m);
+        free(text);
+    }
+    ck_assert_str_ne(entries[0], entries[1]);
+}
+END_TEST
+
+/* A combination's launch takes each member's buffers, the rng offset and a
+ * block end per member: 9 kernels of 70 inputs each (71 buffers) pass the
+ * 512 slots of a launch, so the run is split where the next would pass it
+ * (7 members: 7 * 71 + 1 + 7 = 505), and the rest make a second one. The
+ * CPU's parallel region has no such limit. */
+static char *wide_kernels_text(void)
+{
+    ptc_buf b = {0};
+    ptc_buf_puts(&b, "# ptc ir v1\ngraph f(");
+    for (int k = 0; k < 9; k++)
+        for (int i = 0; i < 70; i++)
+            ptc_buf_printf(&b, "%s%%x%d_%d: i8[1,%d] cuda", k || i ? ", " : "", k, i, k + 2);
+    ptc_buf_puts(&b, ") {\n");
+    for (int k = 0; k < 9; k++) {
+        ptc_buf_printf(&b, "  %%s%d_1 = add(%%x%d_0, %%x%d_1) : i8[1,%d]\n", k, k, k, k + 2);
+        for (int i = 2; i < 70; i++)
+            ptc_buf_printf(&b, "  %%s%d_%d = add(%%s%d_%d, %%x%d_%d) : i8[1,%d]\n", k, i, k, i - 1,
+                           k, i, k + 2);
+    }
+    ptc_buf_puts(&b, "  return (");
+    for (int k = 0; k < 9; k++)
+        ptc_buf_printf(&b, "%s%%s%d_69", k ? ", " : "", k);
+    ptc_buf_puts(&b, ")\n}\n");
+    return b.data;
+}
+
+START_TEST(a_combination_ends_at_the_launch_parameter_limit)
+{
+    char *text = wide_kernels_text();
+    ptc_program *p = compile_text(text, 90);
+    const char *kt = ptc_program_text(p, "kernels");
+    ck_assert_msg(strstr(kt, "combo 0: 7 kernels, one launch: 0 1 2 3 4 5 6\n") != NULL &&
+                      strstr(kt, "combo 1: 2 kernels, one launch: 7 8\n") != NULL,
+                  "%.3000s", kt);
+    char *combo = module_ptx(ptc_program_text(p, "ptx"), "; ptc combination 0, one launch");
+    ck_assert_int_eq(count(combo, "_param_504\n)"), 2); /* both entries */
+    ck_assert_int_eq(count(combo, "_param_505"), 0);
+    assemble(combo, 90);
+    free(combo);
+    ptc_program_release(p);
+    ptc_module *m = parse(text);
+    ptc_error err;
+    ptc_compile_opts o = {.backend = PTC_BACKEND_CPU, .no_cache = true, .keep_text = true};
+    p = ptc_compile(m->graphs[0], &o, &err);
+    ck_assert_msg(p != NULL, "%s", err.msg);
+    kt = ptc_program_text(p, "kernels");
+    ck_assert_msg(strstr(kt, "combo 0: 9 kernels, one parallel region") != NULL, "%.3000s", kt);
+    ptc_program_release(p);
+    ptc_module_free(m);
+    free(text);
+}
+END_TEST
+
 /* ---- the runtime against a stand-in driver (fake_cuda.c) ---- */
 
 #ifdef PTC_FAKE_CUDA
@@ -697,6 +885,85 @@ START_TEST(calls_past_the_bound_run_the_64_bit_variant)
     ck_assert(d.launches_i32 == 0 && d.launches_i64 == 1 && d.wide_variants == 0 && !in_ptx);
     d = run_rows(p, 7, 5, ptx, &in_ptx);
     ck_assert(d.launches_i32 == 1 && d.launches_i64 == 0 && in_ptx);
+    ptc_program_release(p);
+    ptc_module_free(m);
+#endif
+}
+END_TEST
+
+/* The three kernels of THREE run as one launch of the combination's entry
+ * (PTC_CUDA_COMBOS=0: a launch each, as before); max-autotune, which times
+ * each kernel alone, launches them one by one (each of its candidates). */
+START_TEST(a_combination_runs_as_one_launch)
+{
+#ifdef PTC_FAKE_CUDA
+    use_fake_cuda();
+    ptc_module *m = parse(THREE);
+    ptc_tensor in[3] = {fake_device_i8(1, 1000), fake_device_i8(1, 185), fake_device_i8(1, 64)};
+    setenv("PTC_CUDA_VECTOR", "0", 1);
+    for (int mode = 0; mode < 3; mode++) {
+        if (mode == 1)
+            setenv("PTC_CUDA_COMBOS", "0", 1);
+        ptc_error err;
+        ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA, .no_cache = true, .autotune = mode == 2};
+        ptc_program *p = ptc_compile(m->graphs[0], &o, &err);
+        unsetenv("PTC_CUDA_COMBOS");
+        ck_assert_msg(p != NULL, "%s", err.msg);
+        int first = fake_nlaunched();
+        ptc_tensor out[3];
+        ck_assert_msg(ptc_program_run(p, in, 3, out, NULL, 0, &err) == 0, "%s", err.msg);
+        for (int i = 0; i < 3; i++)
+            ptc_tensor_release(&out[i]);
+        int n = fake_nlaunched() - first;
+        if (mode < 2)
+            ck_assert_int_eq(n, mode == 0 ? 1 : 3);
+        else /* each kernel's candidates, timed */
+            ck_assert_int_ge(n, 3);
+        /* scalar entries of 128 threads: 1000, 185 and 64 elements take 8, 2
+         * and 1 blocks, alone or in the combination's one grid */
+        if (mode == 0)
+            ck_assert(fake_grid(first, 0) == 11 && fake_grid(first, 1) == 128);
+        static const unsigned alone[3] = {8, 2, 1};
+        for (int i = 0; mode == 1 && i < 3; i++)
+            ck_assert_uint_eq(fake_grid(first + i, 0), alone[i]);
+        for (int i = first; i < fake_nlaunched(); i++)
+            ck_assert_msg((strncmp(fake_launched(i), "ptc_combo_", 10) == 0) == (mode == 0), "%s",
+                          fake_launched(i));
+        ptc_program_release(p);
+    }
+    unsetenv("PTC_CUDA_VECTOR");
+    ptc_module_free(m);
+    /* two combinations of two (TEAMS): two launches */
+    m = parse(TEAMS);
+    static float bytes[64];
+    ptc_tensor t[4];
+    int64_t shapes[4][2] = {{1000, 1}, {64, 768}, {8, 65536}, {77, 1}};
+    for (int i = 0; i < 4; i++) {
+        t[i] = (ptc_tensor){.dtype = PTC_F32, .ndim = i == 1 || i == 2 ? 2 : 1,
+                            .device = {PTC_DEV_CUDA, 0}, .data = bytes};
+        t[i].sizes[0] = shapes[i][0], t[i].sizes[1] = shapes[i][1];
+        t[i].strides[0] = t[i].ndim == 2 ? shapes[i][1] : 1, t[i].strides[1] = 1;
+    }
+    ptc_error err;
+    ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA, .no_cache = true};
+    ptc_program *p = ptc_compile(m->graphs[0], &o, &err);
+    ck_assert_msg(p != NULL, "%s", err.msg);
+    int first = fake_nlaunched();
+    ptc_tensor out[4];
+    setenv("PTC_CUDA_VECTOR", "0", 1);
+    ck_assert_msg(ptc_program_run(p, t, 4, out, NULL, 0, &err) == 0, "%s", err.msg);
+    unsetenv("PTC_CUDA_VECTOR");
+    for (int i = 0; i < 4; i++)
+        ptc_tensor_release(&out[i]);
+    ck_assert_int_eq(fake_nlaunched() - first, 2);
+    /* 256 threads: the multiply's 1000 elements 4 blocks, the 64 rows of
+     * warp teams 8 a block, 8 blocks; 1024 threads: a block per row of the
+     * long sum (8), the negation's 77 one; the long sum's warps meet in
+     * shared memory (5 fields of 8 bytes for each of 32 warps) */
+    ck_assert(fake_grid(first, 0) == 12 && fake_grid(first, 1) == 256 &&
+              fake_grid(first, 2) == 0);
+    ck_assert(fake_grid(first + 1, 0) == 9 && fake_grid(first + 1, 1) == 1024 &&
+              fake_grid(first + 1, 2) == 1280);
     ptc_program_release(p);
     ptc_module_free(m);
 #endif
@@ -877,6 +1144,11 @@ int main(void)
     tcase_add_test(tc, ptx_cache_key_names_the_emitter);
     tcase_add_test(tc, trace_holds_ptx_files);
     tcase_add_test(tc, unavailable_without_driver);
+    tcase_add_test(tc, independent_kernels_are_one_launch);
+    tcase_add_test(tc, kernels_with_teams_share_a_launch_of_their_block);
+    tcase_add_test(tc, a_combination_is_cached_with_its_members_buffers);
+    tcase_add_test(tc, a_combination_ends_at_the_launch_parameter_limit);
+    tcase_add_test(tc, a_combination_runs_as_one_launch);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);

@@ -710,13 +710,13 @@ static void add_attr(gcg *c, LLVMValueRef fn, unsigned idx, const char *name)
     LLVMAddAttributeAtIndex(fn, idx, LLVMCreateEnumAttribute(c->ctx, kind, 0));
 }
 
-/* Arguments that some member stores to (others are read-only: ld.global.nc). */
-static bool arg_written(gcg *c, int buf)
+/* Whether some member of kernel k stores to buf (buffers no kernel of an
+ * entry stores to are read-only: ld.global.nc). */
+static bool kernel_stores(const ptc_schedule *s, const ptc_kernel *k, int buf)
 {
-    const ptc_kernel *k = c->k;
     for (int g = 0; g < k->ngroups; g++)
         for (int m = 0; m < k->groups[g].nmembers; m++) {
-            const ptc_lnode *n = c->s->prog->nodes[k->groups[g].members[m].node];
+            const ptc_lnode *n = s->prog->nodes[k->groups[g].members[m].node];
             if (n->out[0] == buf || n->out[1] == buf)
                 return true;
         }
@@ -792,60 +792,59 @@ static void emit_iteration(gcg *c, const kctx *k, LLVMValueRef o)
     c->cache = NULL;
 }
 
-void g_emit_kernel(gcg *c, const char *name, bool vector_form)
+/* Declares entry `name` over params pt[0..np) (the first nbufs global
+ * pointers to buffers bufs[i], noalias, readonly where no kernel of ks
+ * stores to them) and positions the builder in its body. */
+static void open_entry(gcg *c, const char *name, LLVMTypeRef *pt, int np, const int *bufs,
+                       int nbufs, const ptc_kernel *const *ks, int nks, int block)
 {
-    c->target = &g_target;
-    const ptc_kernel *kn = c->k;
-    const gplan *p = c->plan;
-    /* (bufs..., scratch, rng offset, params..., [status record address]) */
-    bool checks = ptc_kernel_has_checks(kn);
-    int nargs = kn->nargs, np = nargs + 2 + kn->nparams + checks;
-    LLVMTypeRef *pt = calloc((size_t)np + 1, sizeof *pt);
-    for (int i = 0; i < nargs + 1; i++)
-        pt[i] = c->gptr;
-    for (int i = nargs + 1; i < np; i++)
-        pt[i] = c->i64;
     LLVMTypeRef ft = LLVMFunctionType(c->void_, pt, (unsigned)np, 0);
-    free(pt);
     c->fn = LLVMAddFunction(c->mod, name, ft);
     annotate(c, c->fn, "kernel", 1);
-    annotate(c, c->fn, "maxntidx", p->block);
+    annotate(c, c->fn, "maxntidx", block);
     add_attr(c, c->fn, LLVMAttributeFunctionIndex, "nounwind");
-    for (int i = 0; i < nargs; i++) {
+    for (int b = 0; b < c->s->prog->nbufs; b++)
+        c->written[b] = c->s->is_local[b];
+    for (int i = 0; i < nbufs; i++) {
+        for (int j = 0; j < nks; j++)
+            c->written[bufs[i]] |= kernel_stores(c->s, ks[j], bufs[i]);
         add_attr(c, c->fn, 1 + (unsigned)i, "noalias");
-        if (!arg_written(c, kn->args[i]))
+        if (!c->written[bufs[i]])
             add_attr(c, c->fn, 1 + (unsigned)i, "readonly");
+        c->bufptr[bufs[i]] = LLVMGetParam(c->fn, (unsigned)i);
+        c->bufspace[bufs[i]] = 1;
     }
     c->entry = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "entry");
     LLVMBasicBlockRef start = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "start");
     LLVMPositionBuilderAtEnd(c->b, start);
+}
+
+/* Closes the entry: its allocas' block falls through to the body. */
+static void close_entry(gcg *c)
+{
+    LLVMBuildRetVoid(c->b);
+    LLVMBasicBlockRef start = LLVMGetNextBasicBlock(c->entry);
+    LLVMPositionBuilderAtEnd(c->b, c->entry);
+    LLVMBuildBr(c->b, start);
+}
+
+/* Kernel c->k's outer iterations, run by the blocks `ctaid` of the `nctaid`
+ * (ix values) its launch gives it, as a grid-stride loop over teams. */
+static void emit_grid(gcg *c, bool vector_form, LLVMValueRef scratch, LLVMValueRef ctaid,
+                      LLVMValueRef nctaid)
+{
+    const ptc_kernel *kn = c->k;
+    const gplan *p = c->plan;
     c->vector_form = vector_form;
     c->rounded.n = 0;
     c->W = vector_form ? p->vec : 1;
     c->vec_var = c->W == 1 ? -1 : p->row ? kn->nouter + p->row_ndim - 1 : kn->nouter - 1;
-    for (int b = 0; b < c->s->prog->nbufs; b++)
-        c->written[b] = c->s->is_local[b];
-    for (int i = 0; i < nargs; i++)
-        c->written[kn->args[i]] = arg_written(c, kn->args[i]);
-    for (int i = 0; i < nargs; i++) {
-        c->bufptr[kn->args[i]] = LLVMGetParam(c->fn, (unsigned)i);
-        c->bufspace[kn->args[i]] = 1;
-    }
-    LLVMValueRef scratch = LLVMGetParam(c->fn, (unsigned)nargs);
-    c->rng_offset = LLVMGetParam(c->fn, (unsigned)nargs + 1);
-    for (int i = 0; i < kn->nparams; i++) {
-        LLVMValueRef v = LLVMGetParam(c->fn, (unsigned)(nargs + 2 + i));
-        c->param[i] = c->ix == c->i64 ? v : LLVMBuildTrunc(c->b, v, c->ix, "");
-    }
-    c->status = checks ? LLVMGetParam(c->fn, (unsigned)(np - 1)) : NULL;
     kctx k = {.T = p->team};
     int tpb = p->block / p->team;
     k.tid = sreg(c, "llvm.nvvm.read.ptx.sreg.tid.x");
     k.lane = LLVMBuildURem(c->b, k.tid, ixc(c, 32), "");
     k.t = k.T == 1 ? ixc(c, 0) : LLVMBuildURem(c->b, k.tid, ixc(c, k.T), "");
     k.team_local = k.T == 1 ? k.tid : LLVMBuildUDiv(c->b, k.tid, ixc(c, k.T), "");
-    LLVMValueRef ctaid = sreg(c, "llvm.nvvm.read.ptx.sreg.ctaid.x");
-    LLVMValueRef nctaid = sreg(c, "llvm.nvvm.read.ptx.sreg.nctaid.x");
     LLVMValueRef slot =
         LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ctaid, ixc(c, tpb), ""), k.team_local, "");
     LLVMValueRef nteams = LLVMBuildMul(c->b, nctaid, ixc(c, tpb), "");
@@ -857,7 +856,91 @@ void g_emit_kernel(gcg *c, const char *name, bool vector_form)
     loop_open(c, &ol, slot, O, nteams, "outer");
     emit_iteration(c, &k, ol.iv);
     loop_close(c, &ol);
-    LLVMBuildRetVoid(c->b);
-    LLVMPositionBuilderAtEnd(c->b, c->entry);
-    LLVMBuildBr(c->b, start);
+}
+
+void g_emit_kernel(gcg *c, const char *name, bool vector_form)
+{
+    c->target = &g_target;
+    const ptc_kernel *kn = c->k;
+    /* (bufs..., scratch, rng offset, params..., [status record address]) */
+    bool checks = ptc_kernel_has_checks(kn);
+    int nargs = kn->nargs, np = nargs + 2 + kn->nparams + checks;
+    LLVMTypeRef *pt = calloc((size_t)np + 1, sizeof *pt);
+    for (int i = 0; i < nargs + 1; i++)
+        pt[i] = c->gptr;
+    for (int i = nargs + 1; i < np; i++)
+        pt[i] = c->i64;
+    open_entry(c, name, pt, np, kn->args, nargs, &c->k, 1, c->plan->block);
+    free(pt);
+    LLVMValueRef scratch = LLVMGetParam(c->fn, (unsigned)nargs);
+    c->rng_offset = LLVMGetParam(c->fn, (unsigned)nargs + 1);
+    for (int i = 0; i < kn->nparams; i++) {
+        LLVMValueRef v = LLVMGetParam(c->fn, (unsigned)(nargs + 2 + i));
+        c->param[i] = c->ix == c->i64 ? v : LLVMBuildTrunc(c->b, v, c->ix, "");
+    }
+    c->status = checks ? LLVMGetParam(c->fn, (unsigned)(np - 1)) : NULL;
+    emit_grid(c, vector_form, scratch, sreg(c, "llvm.nvvm.read.ptx.sreg.ctaid.x"),
+              sreg(c, "llvm.nvvm.read.ptx.sreg.nctaid.x"));
+    close_entry(c);
+}
+
+/* ---- horizontal combinations: one launch, a member per block --------------------------------- */
+
+typedef struct combo_emit {
+    const ptc_kernel *const *ks;
+    const gplan *plans;
+    LLVMValueRef bid;
+    LLVMBasicBlockRef exit;
+    LLVMValueRef *ends; /* per member: the block after its last (ix) */
+    bool vector_form;
+} combo_emit;
+
+/* Members lo..hi-1 for the blocks from `start` on: a binary search over the
+ * block offsets, then the member's grid (its blocks, renumbered from 0). */
+static void emit_members(gcg *c, const combo_emit *e, int lo, int hi, LLVMValueRef start)
+{
+    if (hi - lo == 1) {
+        c->k = e->ks[lo];
+        c->plan = &e->plans[lo];
+        emit_grid(c, e->vector_form && c->plan->vec > 1, NULL,
+                  LLVMBuildSub(c->b, e->bid, start, ""), LLVMBuildSub(c->b, e->ends[lo], start, ""));
+        LLVMBuildBr(c->b, e->exit);
+        return;
+    }
+    int mid = (lo + hi) / 2;
+    LLVMBasicBlockRef left = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "members");
+    LLVMBasicBlockRef right = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "members");
+    LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntULT, e->bid, e->ends[mid - 1], ""), left,
+                    right);
+    LLVMPositionBuilderAtEnd(c->b, left);
+    emit_members(c, e, lo, mid, start);
+    LLVMPositionBuilderAtEnd(c->b, right);
+    emit_members(c, e, mid, hi, e->ends[mid - 1]);
+}
+
+void g_emit_combo(gcg *c, const char *name, const ptc_kernel *const *ks, const gplan *plans,
+                  int n, const int *args, int nargs, bool vector_form)
+{
+    c->target = &g_target;
+    /* (bufs..., rng offset, ends[n]) */
+    int np = nargs + 1 + n;
+    LLVMTypeRef *pt = calloc((size_t)np + 1, sizeof *pt);
+    for (int i = 0; i < np; i++)
+        pt[i] = i < nargs ? c->gptr : i == nargs ? c->i64 : c->i32;
+    open_entry(c, name, pt, np, args, nargs, ks, n, plans[0].block);
+    free(pt);
+    c->rng_offset = LLVMGetParam(c->fn, (unsigned)nargs);
+    c->status = NULL;
+    LLVMValueRef *ends = calloc((size_t)n + 1, sizeof *ends);
+    for (int i = 0; i < n; i++) {
+        LLVMValueRef v = LLVMGetParam(c->fn, (unsigned)(nargs + 1 + i));
+        ends[i] = c->ix == c->i32 ? v : LLVMBuildZExt(c->b, v, c->ix, "");
+    }
+    LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "done");
+    combo_emit e = {ks, plans, sreg(c, "llvm.nvvm.read.ptx.sreg.ctaid.x"), exit, ends,
+                    vector_form};
+    emit_members(c, &e, 0, n, ixc(c, 0));
+    LLVMPositionBuilderAtEnd(c->b, exit);
+    close_entry(c);
+    free(ends);
 }

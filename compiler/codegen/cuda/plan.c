@@ -186,14 +186,6 @@ static void scan_accesses(const ptc_schedule *s, const ptc_kernel *k, access_inf
     }
 }
 
-static bool kernel_flat(const ptc_kernel *k)
-{
-    for (int g = 0; g < k->ngroups; g++)
-        if (k->groups[g].reduction || k->groups[g].ninner || k->groups[g].nred)
-            return false;
-    return true;
-}
-
 /* Elements per thread of a flat kernel's vectorised form (1: none). */
 /* Does w divide the range for every value of its symbols? */
 static bool divides(ptc_dim range, int w)
@@ -463,7 +455,7 @@ static void plan_init(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, 
                       gplan *p)
 {
     memset(p, 0, sizeof *p);
-    p->flat = kernel_flat(k);
+    p->flat = ptc_kernel_is_flat(k);
     p->i32 = !wide_index && fits_i32(s, k);
     p->red_lanes = PTC_NEWN(a, int, k->ngroups + 1);
     p->loc = PTC_NEWN(a, uint8_t, k->nlocal + 1);
@@ -532,6 +524,16 @@ int g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_c
         plan_team(s, k, teams[f], &forms[f]);
     }
     return nforms;
+}
+
+int ptc_cuda_combo_block(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_target *t)
+{
+    ptc_arena *a = ptc_arena_new();
+    gplan forms[PTC_CUDA_MAX_FORMS];
+    int n = g_plan(a, s, k, t, false, forms);
+    int block = n != 1 || forms[0].scratch_team > 0 ? -1 : forms[0].flat ? 0 : forms[0].block;
+    ptc_arena_free(a);
+    return block;
 }
 
 int ptc_cuda_pick(const ptc_cuda_code *code, double outer, double work, int sms)

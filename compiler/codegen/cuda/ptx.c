@@ -126,27 +126,58 @@ static char *take_message(char *m)
     return s;
 }
 
-/* Emits, verifies, optimises and prints the module; *ptx is malloc'd and
- * starts with a comment line "// ptc valign A0 A1 ..." giving the alignment
- * the vectorised entry assumes for each argument. */
-/* The module's entries: form 0's (and its vectorised one), then the others. */
+/* The module's entries: form 0's (and its vectorised one), then the others;
+ * or, for a horizontal combination (members set), its entry and vectorised
+ * one. */
 typedef struct ptx_job {
     const ptc_schedule *s;
-    const ptc_kernel *k;
-    const gplan *plans; /* [nforms] */
+    const ptc_kernel *k; /* a combination: its first member */
+    const gplan *plans;  /* [nforms], a combination's [nmembers] */
     int nforms;
     const ptc_cuda_target *t;
     const char *ventry;
     const ptc_cuda_form *forms; /* [nforms]: entry names */
+    const ptc_kernel *const *members; /* a combination's kernels, else NULL */
+    int nmembers;
+    const int *args; /* the module's buffer parameters */
+    int nargs;
+    char what[48]; /* "kernel 3 add_mul" or "combination 2", for messages */
 } ptx_job;
 
+/* The module's entries. */
+static void emit_entries(gcg *c, const ptx_job *j)
+{
+    const ptc_schedule *s = j->s;
+    bool vector = j->plans[0].vec > 1;
+    for (int i = 0; j->members && i < j->nmembers; i++)
+        vector |= j->plans[i].vec > 1;
+    for (int v = 0; v <= (int)vector; v++) {
+        memset(c->bufptr, 0, sizeof *c->bufptr * (size_t)s->prog->nbufs);
+        memset(c->vars, 0, sizeof c->vars);
+        const char *name = v ? j->ventry : j->forms[0].entry;
+        if (j->members)
+            g_emit_combo(c, name, j->members, j->plans, j->nmembers, j->args, j->nargs, v);
+        else
+            g_emit_kernel(c, name, v);
+    }
+    for (int f = 1; !j->members && f < j->nforms; f++) {
+        memset(c->bufptr, 0, sizeof *c->bufptr * (size_t)s->prog->nbufs);
+        memset(c->vars, 0, sizeof c->vars);
+        c->plan = &j->plans[f];
+        g_emit_kernel(c, j->forms[f].entry, false);
+    }
+}
+
+/* Emits, verifies, optimises and prints the module; *ptx is malloc'd and
+ * starts with a comment line "// ptc valign A0 A1 ..." giving the alignment
+ * the vectorised entry assumes for each argument. */
 static int build_ptx(const ptx_job *j, char **ptx, ptc_error *err)
 {
     const ptc_schedule *s = j->s;
     const ptc_kernel *k = j->k;
     const gplan *plan = &j->plans[0];
     const ptc_cuda_target *t = j->t;
-    const char *entry = j->forms[0].entry, *ventry = j->ventry;
+    const char *entry = j->forms[0].entry;
     LLVMTargetMachineRef tm = target_machine(t->sm, err);
     if (!tm)
         return -1;
@@ -174,25 +205,14 @@ static int build_ptx(const ptx_job *j, char **ptx, ptc_error *err)
     c.smem = LLVMAddGlobalInAddressSpace(mod, LLVMArrayType(c.i8, 0), "ptc_smem", 3);
     LLVMSetLinkage(c.smem, LLVMExternalLinkage);
     LLVMSetAlignment(c.smem, 16);
-    g_emit_kernel(&c, entry, false);
-    if (plan->vec > 1) {
-        memset(c.bufptr, 0, sizeof *c.bufptr * (size_t)s->prog->nbufs);
-        memset(c.vars, 0, sizeof c.vars);
-        g_emit_kernel(&c, ventry, true);
-    }
-    for (int f = 1; f < j->nforms; f++) {
-        memset(c.bufptr, 0, sizeof *c.bufptr * (size_t)s->prog->nbufs);
-        memset(c.vars, 0, sizeof c.vars);
-        c.plan = &j->plans[f];
-        g_emit_kernel(&c, j->forms[f].entry, false);
-    }
+    emit_entries(&c, j);
     int rc = 0;
     char *msg = NULL;
     if (LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg)) {
         char *m = take_message(msg);
         msg = NULL;
-        rc = ptc_errorf(err, PTC_ERR_INTERNAL, "codegen", "kernel %d %s: LLVM verifier: %.600s",
-                        k->id, k->name, m);
+        rc = ptc_errorf(err, PTC_ERR_INTERNAL, "codegen", "%s: LLVM verifier: %.600s", j->what,
+                        m);
         free(m);
     }
     if (msg)
@@ -203,8 +223,7 @@ static int build_ptx(const ptx_job *j, char **ptx, ptc_error *err)
         LLVMDisposePassBuilderOptions(po);
         if (e) {
             char *m = LLVMGetErrorMessage(e);
-            rc = ptc_errorf(err, PTC_ERR_COMPILE, "codegen", "kernel %d %s: LLVM passes: %s", k->id,
-                            k->name, m);
+            rc = ptc_errorf(err, PTC_ERR_COMPILE, "codegen", "%s: LLVM passes: %s", j->what, m);
             LLVMDisposeErrorMessage(m);
         }
     }
@@ -213,14 +232,13 @@ static int build_ptx(const ptx_job *j, char **ptx, ptc_error *err)
         msg = NULL;
         if (LLVMTargetMachineEmitToMemoryBuffer(tm, mod, LLVMAssemblyFile, &msg, &mb)) {
             char *m = take_message(msg);
-            rc = ptc_errorf(err, PTC_ERR_COMPILE, "codegen", "kernel %d %s: NVPTX: %s", k->id,
-                            k->name, m);
+            rc = ptc_errorf(err, PTC_ERR_COMPILE, "codegen", "%s: NVPTX: %s", j->what, m);
             free(m);
         } else {
             ptc_buf b = {0};
             ptc_buf_puts(&b, "// ptc valign");
-            for (int i = 0; i < k->nargs; i++)
-                ptc_buf_printf(&b, " %d", c.bufalign[k->args[i]]);
+            for (int i = 0; i < j->nargs; i++)
+                ptc_buf_printf(&b, " %d", c.bufalign[j->args[i]]);
             ptc_buf_putc(&b, '\n');
             ptc_buf_putn(&b, LLVMGetBufferStart(mb), LLVMGetBufferSize(mb));
             *ptx = b.data;
@@ -264,8 +282,7 @@ static int take_ptx(const ptx_job *j, ptc_worker_result *r, char **ptx, ptc_erro
     ptc_buf_free(&r->out);
     *err = r->err;
     if (r->died)
-        ptc_errorf(err, PTC_ERR_COMPILE, "codegen", "kernel %d %s: %s", j->k->id, j->k->name,
-                   r->err.msg);
+        ptc_errorf(err, PTC_ERR_COMPILE, "codegen", "%s: %s", j->what, r->err.msg);
     return -1;
 }
 
@@ -281,6 +298,17 @@ static int build_in_worker(const ptx_job *j, char **ptx, ptc_error *err)
 /* PTX generations running in this process now (their threads' room adds up). */
 static int in_process;
 
+/* The address space LLVM needs for job j (codegen.h). */
+static size_t job_room(const ptx_job *j)
+{
+    if (!j->members)
+        return ptc_llvm_room(j->k);
+    size_t room = 0;
+    for (int i = 0; i < j->nmembers; i++)
+        room += ptc_llvm_room(j->members[i]);
+    return room;
+}
+
 /* build_ptx in a compile worker where there is one, or where this process
  * lacks the room LLVM would need (codegen.h: running out of memory inside
  * LLVM ends the process); else in this thread. The child only runs LLVM: it
@@ -288,19 +316,19 @@ static int in_process;
 static int build_isolated(const ptx_job *j, char **ptx, ptc_error *err)
 {
     int running = __atomic_add_fetch(&in_process, 1, __ATOMIC_ACQ_REL);
-    size_t room = (size_t)running * ptc_llvm_room(j->k);
+    size_t room = (size_t)running * job_room(j);
     bool tight = !ptc_llvm_have_room(room);
     if (tight)
         ptc_log(PTC_LOG_PERF, PTC_LOG_INFO,
-                "less than %zu MiB of address space left for LLVM: generating the PTX of kernel "
-                "%d in a worker",
-                room >> 20, j->k->id);
+                "less than %zu MiB of address space left for LLVM: generating the PTX of %s in a "
+                "worker",
+                room >> 20, j->what);
     int rc = ptc_worker_enabled() || tight ? build_in_worker(j, ptx, err) : 1;
     if (rc == 1 && tight)
         rc = ptc_errorf(err, PTC_ERR_COMPILE, "codegen",
-                        "out of memory: LLVM needs about %zu MiB to generate the PTX of kernel %d "
-                        "%s, and no compile worker could be started",
-                        ptc_llvm_room(j->k) >> 20, j->k->id, j->k->name);
+                        "out of memory: LLVM needs about %zu MiB to generate the PTX of %s, and no "
+                        "compile worker could be started",
+                        job_room(j) >> 20, j->what);
     else if (rc == 1)
         rc = build_ptx(j, ptx, err);
     __atomic_sub_fetch(&in_process, 1, __ATOMIC_ACQ_REL);
@@ -355,7 +383,8 @@ static bool parse_valign(const char *ptx, int nargs, uint8_t *valign)
     return *p == '\n';
 }
 
-/* A kernel's code short of its PTX: planned, named, looked up in the cache. */
+/* A kernel's (or combination's) code short of its PTX: planned, named,
+ * looked up in the cache. */
 typedef struct gen {
     ptc_cuda_code *out;
     ptc_arena *a; /* the plans' */
@@ -366,9 +395,7 @@ typedef struct gen {
     const char *dir;
 } gen;
 
-/* Everything but LLVM's part: g->out->ptx is set where the cache had it. */
-static int gen_begin(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_target *t,
-                     const ptc_codegen_opts *o, ptc_cuda_code *out, gen *g, ptc_error *err)
+static int gen_init(gen *g, const ptc_cuda_target *t, ptc_cuda_code *out, ptc_error *err)
 {
     memset(out, 0, sizeof *out);
     memset(g, 0, sizeof *g);
@@ -379,9 +406,63 @@ static int gen_begin(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_
                           t->sm);
     g->out = out;
     g->a = ptc_arena_new();
+    return 0;
+}
+
+/* Names the code after its key ("ptc_<label>_<hash>") and fills its launch
+ * from plan (form 0) and forms; the key is g->key, complete. */
+static void gen_name(gen *g, const char *label, const gplan *plan, int nargs)
+{
+    ptc_cuda_code *out = g->out;
+    ptc_buf *key = &g->key;
+    uint64_t h1 = ptc_hash_bytes(PTC_HASH_INIT, key->data, key->len);
+    uint64_t h2 = ptc_hash_bytes(0x84222325cbf29ce4ULL, key->data, key->len);
+    snprintf(out->entry, sizeof out->entry, "ptc_%s_%016llx%08llx", label, (unsigned long long)h1,
+             (unsigned long long)(h2 & 0xffffffffu));
+    if (plan->vec > 1)
+        snprintf(out->ventry, sizeof out->ventry, "%s_v", out->entry);
+    out->launch.team = plan->team;
+    out->launch.block = plan->block;
+    out->launch.vec = plan->vec;
+    out->launch.vec_rows = plan->row;
+    out->launch.smem = (int)((plan->block / plan->team) * plan->smem_team + plan->smem_red);
+    out->launch.scratch_team = plan->scratch_team;
+    out->launch.valign = calloc((size_t)nargs + 1, 1);
+    out->outer_contig = plan->outer_contig;
+    out->inner_contig = plan->inner_contig;
+    out->i32 = plan->i32;
+}
+
+/* The cache's PTX for g's key, when it has it whole. */
+static void gen_lookup(gen *g, const ptc_codegen_opts *o)
+{
+    ptc_cuda_code *out = g->out;
+    uint8_t *cached = NULL;
+    size_t len = 0;
+    g->use_cache = !(o && o->no_cache);
+    g->dir = o ? o->kernel_dir : NULL;
+    if (g->use_cache && ptc_cache_load_in(g->dir, g->key.data, g->key.len, &cached, &len) &&
+        len > 0 && memchr(cached, 0, len) == NULL) {
+        out->ptx = malloc(len + 1);
+        memcpy(out->ptx, cached, len);
+        out->ptx[len] = 0;
+        out->cached = parse_valign(out->ptx, g->job.nargs, out->launch.valign);
+        if (!out->cached) {
+            free(out->ptx);
+            out->ptx = NULL;
+        }
+    }
+    free(cached);
+}
+
+/* Everything but LLVM's part: g->out->ptx is set where the cache had it. */
+static int gen_begin(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_target *t,
+                     const ptc_codegen_opts *o, ptc_cuda_code *out, gen *g, ptc_error *err)
+{
+    if (gen_init(g, t, out, err))
+        return -1;
     gplan *plans = g->plans;
     int nforms = g_plan(g->a, s, k, t, o && o->wide_index, plans);
-    const gplan plan = plans[0];
     /* the symbol names the fused ops (for profilers) and is part of the key */
     char label[28];
     const char *nm = k->name;
@@ -399,24 +480,9 @@ static int gen_begin(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_
     for (int f = 0; f < nforms; f++)
         plan_text(key, k, &plans[f]);
     ptc_kernel_print_key(key, s, k);
-    uint64_t h1 = ptc_hash_bytes(PTC_HASH_INIT, key->data, key->len);
-    uint64_t h2 = ptc_hash_bytes(0x84222325cbf29ce4ULL, key->data, key->len);
-    snprintf(out->entry, sizeof out->entry, "ptc_%s_%016llx%08llx", label, (unsigned long long)h1,
-             (unsigned long long)(h2 & 0xffffffffu));
-    if (plan.vec > 1)
-        snprintf(out->ventry, sizeof out->ventry, "%s_v", out->entry);
-    out->launch.team = plan.team;
-    out->launch.block = plan.block;
-    out->launch.vec = plan.vec;
-    out->launch.vec_rows = plan.row;
-    out->launch.smem = (int)((plan.block / plan.team) * plan.smem_team + plan.smem_red);
-    out->launch.scratch_team = plan.scratch_team;
-    out->launch.valign = calloc((size_t)k->nargs + 1, 1);
+    gen_name(g, label, &plans[0], k->nargs);
     out->nforms = nforms;
-    out->outer_contig = plan.outer_contig;
-    out->inner_contig = plan.inner_contig;
-    out->i32 = plan.i32;
-    out->i32_symbolic = plan.i32 && k->nparams > 0;
+    out->i32_symbolic = plans[0].i32 && k->nparams > 0;
     for (int f = 0; f < nforms; f++) {
         ptc_cuda_form *fm = &out->forms[f];
         if (f == 0)
@@ -428,23 +494,78 @@ static int gen_begin(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_
         fm->smem = (int)((plans[f].block / plans[f].team) * plans[f].smem_team + plans[f].smem_red);
         fm->scratch_team = plans[f].scratch_team;
     }
-    uint8_t *cached = NULL;
-    size_t len = 0;
-    g->use_cache = !(o && o->no_cache);
-    g->dir = o ? o->kernel_dir : NULL;
-    g->job = (ptx_job){s, k, plans, nforms, t, out->ventry, out->forms};
-    if (g->use_cache && ptc_cache_load_in(g->dir, key->data, key->len, &cached, &len) && len > 0 &&
-        memchr(cached, 0, len) == NULL) {
-        out->ptx = malloc(len + 1);
-        memcpy(out->ptx, cached, len);
-        out->ptx[len] = 0;
-        out->cached = parse_valign(out->ptx, k->nargs, out->launch.valign);
-        if (!out->cached) {
-            free(out->ptx);
-            out->ptx = NULL;
+    g->job = (ptx_job){s, k, plans, nforms, t, out->ventry, out->forms, NULL, 0, k->args, k->nargs};
+    snprintf(g->job.what, sizeof g->job.what, "kernel %d %.30s", k->id, k->name);
+    gen_lookup(g, o);
+    return 0;
+}
+
+/* gen_begin for horizontal combination c of s (lower/combo.c): each member
+ * is planned as alone, a member with teams keeps its block (all of them
+ * have the same, ptc_cuda_combo_block), the flat ones take it too (else the
+ * largest of theirs), and all take 64-bit indices where one needs them. */
+static int gen_begin_combo(const ptc_schedule *s, const ptc_combo *c, const ptc_cuda_target *t,
+                           const ptc_codegen_opts *o, ptc_cuda_code *out, gen *g, ptc_error *err)
+{
+    if (gen_init(g, t, out, err))
+        return -1;
+    const ptc_kernel **members = PTC_NEWN(g->a, const ptc_kernel *, c->n);
+    gplan *plans = PTC_NEWN(g->a, gplan, c->n);
+    int block = 0, team_block = 0, vec = 1, most = 0, smem = 0;
+    bool i32 = true;
+    for (int i = 0; i < c->n; i++) {
+        members[i] = s->kernels[s->steps[c->first + i].index];
+        if (g_plan(g->a, s, members[i], t, false, &plans[i]) != 1 || plans[i].scratch_team > 0 ||
+            (!plans[i].flat && team_block && plans[i].block != team_block)) {
+            ptc_arena_free(g->a);
+            return ptc_errorf(err, PTC_ERR_INTERNAL, "codegen",
+                              "combination %d: kernel %d cannot share its launch",
+                              (int)(c - s->combos), members[i]->id);
         }
+        if (!plans[i].flat)
+            team_block = plans[i].block;
+        block = plans[i].block > block ? plans[i].block : block;
+        vec = plans[i].vec > vec ? plans[i].vec : vec;
+        i32 &= plans[i].i32;
+        most += members[i]->nargs;
     }
-    free(cached);
+    block = team_block ? team_block : block;
+    int *args = PTC_NEWN(g->a, int, most + 1);
+    int nargs = ptc_combo_args(s, c, args);
+    ptc_buf *key = &g->key;
+    ptc_buf_printf(key, "ptc %s codegen %s target %s ptx78 combo of %d\n", PTC_VERSION,
+                   CODEGEN_VERSION, ptc_cuda_arch_name(t->sm), c->n);
+    out->members = calloc((size_t)c->n, sizeof *out->members);
+    for (int i = 0; i < c->n; i++) {
+        gplan *p = &plans[i];
+        p->block = block;
+        p->i32 = i32;
+        out->members[i] = (ptc_cuda_member){p->team, p->vec, p->row};
+        int b = (int)((block / p->team) * p->smem_team + p->smem_red);
+        smem = b > smem ? b : smem;
+        plan_text(key, members[i], p);
+        ptc_kernel_print_key(key, s, members[i]);
+        /* a kernel's key names its own buffers: which parameters they are */
+        ptc_buf_puts(key, "params");
+        for (int a = 0; a < members[i]->nargs; a++)
+            for (int j = 0; j < nargs; j++)
+                if (args[j] == members[i]->args[a])
+                    ptc_buf_printf(key, " %d", j);
+        ptc_buf_putc(key, '\n');
+    }
+    gplan whole = plans[0];
+    whole.vec = vec;
+    gen_name(g, "combo", &whole, nargs);
+    out->launch.smem = smem;
+    out->nforms = 1;
+    snprintf(out->forms[0].entry, sizeof out->forms[0].entry, "%s", out->entry);
+    out->forms[0].team = plans[0].team;
+    out->forms[0].block = block;
+    out->forms[0].smem = smem;
+    g->job =
+        (ptx_job){s, members[0], plans, 1, t, out->ventry, out->forms, members, c->n, args, nargs};
+    snprintf(g->job.what, sizeof g->job.what, "combination %d", (int)(c - s->combos));
+    gen_lookup(g, o);
     return 0;
 }
 
@@ -452,13 +573,14 @@ static int gen_begin(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_
 static int gen_end(gen *g, int rc, char **text, ptc_error *err)
 {
     ptc_cuda_code *out = g->out;
-    const ptc_kernel *k = g->job.k;
-    if (rc == 0 && !parse_valign(out->ptx, k->nargs, out->launch.valign))
-        rc = ptc_errorf(err, PTC_ERR_INTERNAL, "codegen", "kernel %d: PTX without its valign line",
-                        k->id);
+    if (rc == 0 && !parse_valign(out->ptx, g->job.nargs, out->launch.valign))
+        rc = ptc_errorf(err, PTC_ERR_INTERNAL, "codegen", "%s: PTX without its valign line",
+                        g->job.what);
     if (rc == 0 && !out->cached && g->use_cache)
         ptc_cache_store_in(g->dir, g->key.data, g->key.len, (const uint8_t *)out->ptx,
                            strlen(out->ptx));
+    if (rc == 0 && text)
+        *text = with_header(g->job.k, out->ptx);
     ptc_arena_free(g->a);
     if (rc) {
         ptc_buf_free(&g->key);
@@ -466,9 +588,27 @@ static int gen_end(gen *g, int rc, char **text, ptc_error *err)
         return -1;
     }
     out->key = g->key.data;
-    if (text)
-        *text = with_header(k, out->ptx);
     return 0;
+}
+
+/* The PTX of g's job from the cache, else from LLVM. */
+static int gen_generate(gen *g, const ptc_codegen_opts *o, char **text, ptc_error *err)
+{
+    ptc_cuda_code *out = g->out;
+    int rc = 0;
+    if (!out->ptx && o && o->no_generate) {
+        ptc_errorf(err, PTC_ERR_RUNTIME, "codegen", "%s: no PTX for it in %s", g->job.what,
+                   g->dir ? g->dir : ptc_cache_dir());
+        gen_end(g, -1, NULL, err);
+        return 1;
+    }
+    if (!out->ptx) {
+        double t0 = ptc_now_ms();
+        rc = build_isolated(&g->job, &out->ptx, err);
+        if (o && o->metrics)
+            ptc_metrics_add(o->metrics, "llvm_compile_ms", ptc_now_ms() - t0, true);
+    }
+    return gen_end(g, rc, text, err);
 }
 
 int ptc_cuda_codegen(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_target *t,
@@ -477,20 +617,16 @@ int ptc_cuda_codegen(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_
     gen g;
     if (gen_begin(s, k, t, o, out, &g, err))
         return -1;
-    int rc = 0;
-    if (!out->ptx && o && o->no_generate) {
-        ptc_errorf(err, PTC_ERR_RUNTIME, "codegen", "kernel %d %s: no PTX for it in %s", k->id,
-                   k->name, g.dir ? g.dir : ptc_cache_dir());
-        gen_end(&g, -1, NULL, err);
-        return 1;
-    }
-    if (!out->ptx) {
-        double t0 = ptc_now_ms();
-        rc = build_isolated(&g.job, &out->ptx, err);
-        if (o && o->metrics)
-            ptc_metrics_add(o->metrics, "llvm_compile_ms", ptc_now_ms() - t0, true);
-    }
-    return gen_end(&g, rc, text, err);
+    return gen_generate(&g, o, text, err);
+}
+
+int ptc_cuda_codegen_combo(const ptc_schedule *s, const ptc_combo *c, const ptc_cuda_target *t,
+                           const ptc_codegen_opts *o, ptc_cuda_code *out, ptc_error *err)
+{
+    gen g;
+    if (gen_begin_combo(s, c, t, o, out, &g, err))
+        return -1;
+    return gen_generate(&g, o, NULL, err);
 }
 
 /* In the compile worker: item i of the jobs -> its PTX. */
@@ -511,10 +647,11 @@ static void build_all_in_worker(const ptx_job **jobs, int n, int nthreads, char 
     free(res);
 }
 
-int ptc_cuda_codegen_all(const ptc_schedule *s, const int *ks, int n, const ptc_cuda_target *t,
-                         const ptc_codegen_opts *o, ptc_cuda_code *const *outs, int nthreads,
-                         ptc_error *err)
+int ptc_cuda_codegen_all(const ptc_schedule *s, const int *ks, int nk, int ncombos,
+                         const ptc_cuda_target *t, const ptc_codegen_opts *o,
+                         ptc_cuda_code *const *outs, int nthreads, ptc_error *err)
 {
+    int n = nk + ncombos;
     gen *g = calloc((size_t)n + 1, sizeof *g);
     const ptx_job **jobs = calloc((size_t)n + 1, sizeof *jobs);
     char ***ptx = calloc((size_t)n + 1, sizeof *ptx);
@@ -522,7 +659,9 @@ int ptc_cuda_codegen_all(const ptc_schedule *s, const int *ks, int n, const ptc_
     ptc_error *errs = calloc((size_t)n + 1, sizeof *errs);
     int nmiss = 0, begun = 0, failed = 0;
     for (; begun < n && !failed; begun++) {
-        failed = gen_begin(s, s->kernels[ks[begun]], t, o, outs[begun], &g[begun], err) != 0;
+        failed = (begun < nk ? gen_begin(s, s->kernels[ks[begun]], t, o, outs[begun], &g[begun], err)
+                             : gen_begin_combo(s, &s->combos[begun - nk], t, o, outs[begun],
+                                               &g[begun], err)) != 0;
         if (!failed && !outs[begun]->ptx)
             miss[nmiss] = begun, jobs[nmiss] = &g[begun].job, ptx[nmiss++] = &outs[begun]->ptx;
     }
@@ -553,5 +692,6 @@ void ptc_cuda_code_free(ptc_cuda_code *c)
     free(c->ptx);
     free(c->key);
     free(c->launch.valign);
+    free(c->members);
     memset(c, 0, sizeof *c);
 }
