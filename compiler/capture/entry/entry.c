@@ -979,6 +979,27 @@ static int take_cuts(cap_entry *e, cap_trace *T)
     return 0;
 }
 
+/* Eager's strides of the graph's outputs, asked of the trace while it still
+ * knows how each was made. */
+static int take_output_strides(cap_entry *e, cap_trace *T)
+{
+    const ptc_graph *g = T->g;
+    bool any = false;
+    if (!(e->out_strides = calloc((size_t)g->noutputs + 1, sizeof *e->out_strides))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int i = 0; i < g->noutputs; i++) {
+        e->out_strides[i].known = cap_value_strides(T, g->outputs[i], e->out_strides[i].st);
+        any = any || e->out_strides[i].known;
+    }
+    if (!any) {
+        free(e->out_strides);
+        e->out_strides = NULL;
+    }
+    return 0;
+}
+
 /* The graph, its outputs set and dead nodes dropped, is verified and moves
  * from the trace to the entry with what is kept per input and per node. An
  * empty graph stays with the trace (the entry has none). */
@@ -997,6 +1018,8 @@ static int take_graph(builder *B, cap_entry *e)
         PyErr_Format(cap_InternalError, "ptc: the captured graph does not verify: %s", buf);
         return -1;
     }
+    if (take_output_strides(e, T) < 0)
+        return -1;
     e->graph = T->g;
     e->graph->shape_env = NULL; /* it answers from the trace, which ends here */
     T->g = NULL;
@@ -1138,6 +1161,7 @@ static void entry_free(cap_entry *e)
         ptc_graph_free(e->graph);
     }
     free(e->input_const);
+    free(e->out_strides);
     free(e->input_src);
     free(e->node_grad);
     free(e->cut_at);

@@ -440,6 +440,9 @@ struct cap_trace {
     PyObject *like_inputs;    /* dict: id of a node a *_like call built -> its input's
                                  ptc_value (a pointer): the result's layout is the
                                  input's (torch_strides.c) */
+    PyObject *kept_layouts;   /* dict: id of a node whose value an in-place op gave a
+                                 tensor -> the value it replaced (a pointer): the
+                                 same strides (torch_strides.c) */
     PyObject *made_ids;       /* dict: an id() the trace took -> its object (ids.c) */
     PyObject *resumed_ids;    /* the resume state's ids (cap_interp.ids, or NULL):
                                  loaded without a guard (ids.c) */
