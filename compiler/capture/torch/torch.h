@@ -65,6 +65,8 @@ bool cap_like_order(cap_trace *T, const ptc_value *input, int8_t *perm);
  * built by a *_like call of input: n's layout is then input's, as torch's
  * preserve_format gives it. */
 int cap_note_like(cap_trace *T, const ptc_node *n, const ptc_value *input);
+/* Did a *_like call make node n (cap_note_like)? */
+bool cap_made_like(cap_trace *T, const ptc_node *n);
 /* Notes that value nv replaced old as a tensor's value by an in-place op:
  * its strides are old's, as eager's in-place ops keep them. */
 int cap_note_in_place(cap_trace *T, const ptc_value *old, const ptc_value *nv);

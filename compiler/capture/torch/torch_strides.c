@@ -246,6 +246,11 @@ static const ptc_value *noted(PyObject *notes, const ptc_node *n)
     return p ? PyLong_AsVoidPtr(p) : NULL;
 }
 
+bool cap_made_like(cap_trace *T, const ptc_node *n)
+{
+    return noted(T->like_inputs, n) != NULL;
+}
+
 int cap_note_like(cap_trace *T, const ptc_node *n, const ptc_value *input)
 {
     return note(T->like_inputs, n, input);
