@@ -814,3 +814,30 @@ def test_throw_with_a_traceback_breaks_and_keeps_it():
     assert only["code"] == "PTC-B015" and only["detail"] == "generator.throw() with a traceback"
     with pytest.raises(ptc.GraphBreakError, match="PTC-B015"):
         ptc.compile(throw_with_a_traceback, fullgraph=True)(torch.zeros(1))
+
+
+def throw_with_a_traceback_into_a_try(x):
+    # the generator catches it in a try block: left suspended there by the
+    # break, its call runs for real, and that break says why
+    def g():
+        try:
+            yield 1
+        except ValueError as e:
+            yield 2 + len(traceback.extract_tb(e.__traceback__))
+
+    it = g()
+    next(it)
+    r = it.throw(ValueError, ValueError("a"), OUTSIDE_TB)
+    it.close()
+    return x + r
+
+
+def test_a_generator_run_for_real_says_where_the_trace_stopped():
+    compiled = ptc.compile(throw_with_a_traceback_into_a_try, backend="eager")
+    for _ in range(2):
+        want = throw_with_a_traceback_into_a_try(torch.zeros(1))
+        assert torch.equal(compiled(torch.zeros(1)), want)
+    handle = getattr(compiled, "_ptc_compiled", compiled)
+    first = ptc.ExplainOutput(list(handle._events()), None).breaks[0]
+    assert first["code"] == "PTC-B015"
+    assert first["detail"].endswith("(the trace stopped at: generator.throw() with a traceback)")

@@ -413,6 +413,8 @@ struct cap_trace {
     cap_break redo;
     /* Inlining decisions. */
     PyObject *no_inline;      /* set of (id(code), pc) that must not be inlined */
+    const char *unfinished_at; /* the break an earlier trace stopped at with a generator
+                                  left unfinished (its call's break says it), or "" */
     PyObject *tensors;        /* weakrefs to every symbolic tensor made */
     /* Side effects on outside objects, replayed after the graph
        (effects.c): the attribute values the trace wrote (id(obj) ->
