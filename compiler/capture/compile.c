@@ -296,11 +296,12 @@ static bool symbolic_failed(cap_trace *T, int rc, char *why, size_t size);
 /* Sets up the trace T of It over the state in S and runs it: the CAP_* of
  * cap_run, or CAP_ERR. */
 static int run_trace(cap_compiled *c, cap_interp *S, cap_interp *It, cap_trace *T, cap_break redo,
-                     PyObject *no_inline, int dynamic)
+                     PyObject *no_inline, const char *unfinished_at, int dynamic)
 {
     It->T = T;
     T->redo = redo;
     Py_SETREF(T->no_inline, Py_NewRef(no_inline));
+    T->unfinished_at = unfinished_at;
     T->dynamic = dynamic;
     T->symint_results = c->opts.symint_results;
     T->auto_dyn = c->auto_dyn;
@@ -415,6 +416,8 @@ typedef struct compile_job {
     cap_break redo;         /* the break that redo_at stops at */
     char followed[600];     /* the sizes that were followed, for the reason */
     cap_break unbuildable;  /* reported if every retry fails */
+    char unfinished_at[512]; /* the break a trace stopped at with a generator left
+                                unfinished (cap_trace.unfinished_at), or "" */
 } compile_job;
 
 /* Whether a finished trace is traced again for its sizes or a nested run. */
@@ -484,12 +487,14 @@ static bool trace_once(cap_compiled *c, cap_interp *S, compile_job *J, int dynam
         return false;
     cap_t_generators_reset();
     bool again = false;
-    int rc = run_trace(c, S, &It, T, J->redo, J->no_inline, dynamic);
+    int rc = run_trace(c, S, &It, T, J->redo, J->no_inline, J->unfinished_at, dynamic);
     if (symbolic_failed(T, rc, why, whysize)) {
         /* the caller retraces with fewer symbols */
     } else if ((rc == CAP_DONE || rc == CAP_BREAK) &&
                cap_t_generators_unfinished(J->no_inline) != 0) {
         /* A generator with clean-up left unfinished: its call runs for real. */
+        if (rc == CAP_BREAK)
+            snprintf(J->unfinished_at, sizeof J->unfinished_at, "%s", T->brk.detail);
         J->redo_at = 0;
         again = !PyErr_Occurred();
     } else if (rc == CAP_BREAK && c->opts.fullgraph) {

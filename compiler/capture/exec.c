@@ -658,6 +658,13 @@ static PyObject *drive(cap_compiled *c, cap_interp *S, PyObject *fn, PyObject *a
     bool first = true;
     valbuf b = {0};
     for (;;) {
+        if (!first && cap_torch_function_mode_active()) {
+            /* a mode the function entered (with Mode(): ...) sees each
+               torch call from here on, as in eager, and none of ptc's */
+            cap_warn_mode(&c->rep, fn);
+            valbuf_free(&b);
+            return run_eagerly(S, first, fn, args, kwargs, k != NULL);
+        }
         bool eager;
         cap_entry *e = lookup(c, S, &b, &eager);
         if (!e) {

@@ -353,6 +353,12 @@ LAYOUTS = [
     ("clone", lambda x: x.t().clone(), A),
     ("after_matmul", lambda x: (x @ x.t()).t() + 1, A),
     ("view_of_an_intermediate", lambda x: (x * 2).t(), A),
+    # a view that covers part of an intermediate is eager's view of all of
+    # it: strides and storage offset (main: a contiguous copy)
+    ("column_of_an_intermediate", lambda x: (x * 2)[:, 1], A),
+    ("row_of_a_like", lambda x: torch.ones_like(x.permute(2, 0, 1))[1], B),
+    ("slice_of_a_transposed_result", lambda x: (x.t() + 1)[1:, ::2], A),
+    ("narrowed_sum", lambda x: x.sum(0).narrow(1, 1, 2), B),
 ]
 
 
@@ -364,6 +370,25 @@ def test_outputs_keep_eager_strides(name, fn, make, backend):
     assert got.stride() == expected.stride() and got.storage_offset() == expected.storage_offset()
     if expected._base is None:  # a view of an intermediate keeps a base ptc does not return
         assert got._base is None
+    elif name.endswith(("intermediate", "like", "result", "sum")) and "view_of" not in name:
+        assert got._base is not None and got._base.numel() == expected._base.numel()
+
+
+def test_views_of_one_intermediate_share_it_as_in_eager():
+    # two returned views of one unreturned intermediate share its storage,
+    # and a view of a returned view is a view of it (main: three copies)
+    def f(x):
+        y = x * 2
+        z = y.t()
+        return y[0], y[:, 1], z, z[1]
+
+    for backend in ("ptc", "eager"):
+        want, got = f(A()), ptc.compile(f, backend=backend, fullgraph=True)(A())
+        for w, g in zip(want, got):
+            assert torch.equal(w, g) and w.stride() == g.stride()
+            assert w.storage_offset() == g.storage_offset()
+        got[0].fill_(-1)
+        assert got[1][0].item() == -1 and got[2][1, 0].item() == -1 and got[3][0].item() == -1
 
 
 def test_views_of_constants_made_while_tracing_stay_copies():

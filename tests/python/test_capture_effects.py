@@ -507,6 +507,25 @@ def pop_of_an_outside_set_stays_a_break(x, seen):
     return x + v, sorted(seen)
 
 
+def test_outside_set_pop_takes_eagers_item_after_earlier_pops():
+    # after two pops CPython's next pop starts past them: 2 here, where torch
+    # 2.11's Dynamo (one graph, fullgraph=True too) pops 0, the first item
+    def fresh():
+        s = set(range(8))
+        s.pop()
+        s.pop()
+        s.add(0)
+        return s
+
+    compiled = ptc.compile(pop_of_an_outside_set_stays_a_break, backend="eager")
+    for _ in range(2):
+        want_set, got_set = fresh(), fresh()
+        want = pop_of_an_outside_set_stays_a_break(torch.zeros(1), want_set)
+        got = compiled(torch.zeros(1), got_set)
+        assert want[0].item() == 2 and torch.equal(got[0], want[0]) and got[1] == want[1]
+        assert got_set == want_set
+
+
 def test_outside_set_pop_says_why_it_breaks():
     compiled = ptc.compile(pop_of_an_outside_set_stays_a_break, backend="eager")
     compiled(*with_set())

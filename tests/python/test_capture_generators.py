@@ -15,6 +15,8 @@ ptc.compile(backend="eager") twice (test_capture_iterators.observe: results,
 iterators by type and remaining items, exceptions, printed text, the
 argument, no ptc warning) and pins the first call's graph and break counts.
 """
+import traceback
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -779,3 +781,63 @@ def test_outside_updates_from_generators_like_eager(fn, graphs, breaks):
         assert got == want, "call %d" % (call + 1)
         if call == 0:
             assert counts(compiled) == (graphs, breaks)
+
+
+try:
+    raise ValueError("outside")
+except ValueError as _e:
+    OUTSIDE_TB = _e.__traceback__
+
+
+def throw_with_a_traceback(x):
+    # throw(type, value, tb): the exception carries tb into the generator,
+    # and out of it. ptc breaks (PTC-B015) and runs it for real; torch 2.11's
+    # Dynamo makes one graph that drops tb (1 where eager gives 3) and
+    # raises Unsupported under fullgraph=True when the generator catches it
+    def g():
+        yield 1
+
+    it = g()
+    next(it)
+    try:
+        it.throw(ValueError, ValueError("a"), OUTSIDE_TB)
+    except ValueError as e:
+        return x + len(traceback.extract_tb(e.__traceback__))
+
+
+def test_throw_with_a_traceback_breaks_and_keeps_it():
+    compiled = ptc.compile(throw_with_a_traceback, backend="eager")
+    for _ in range(2):
+        assert torch.equal(compiled(torch.zeros(1)), throw_with_a_traceback(torch.zeros(1)))
+    handle = getattr(compiled, "_ptc_compiled", compiled)
+    (only,) = ptc.ExplainOutput(list(handle._events()), None).breaks
+    assert only["code"] == "PTC-B015" and only["detail"] == "generator.throw() with a traceback"
+    with pytest.raises(ptc.GraphBreakError, match="PTC-B015"):
+        ptc.compile(throw_with_a_traceback, fullgraph=True)(torch.zeros(1))
+
+
+def throw_with_a_traceback_into_a_try(x):
+    # the generator catches it in a try block: left suspended there by the
+    # break, its call runs for real, and that break says why
+    def g():
+        try:
+            yield 1
+        except ValueError as e:
+            yield 2 + len(traceback.extract_tb(e.__traceback__))
+
+    it = g()
+    next(it)
+    r = it.throw(ValueError, ValueError("a"), OUTSIDE_TB)
+    it.close()
+    return x + r
+
+
+def test_a_generator_run_for_real_says_where_the_trace_stopped():
+    compiled = ptc.compile(throw_with_a_traceback_into_a_try, backend="eager")
+    for _ in range(2):
+        want = throw_with_a_traceback_into_a_try(torch.zeros(1))
+        assert torch.equal(compiled(torch.zeros(1)), want)
+    handle = getattr(compiled, "_ptc_compiled", compiled)
+    first = ptc.ExplainOutput(list(handle._events()), None).breaks[0]
+    assert first["code"] == "PTC-B015"
+    assert first["detail"].endswith("(the trace stopped at: generator.throw() with a traceback)")

@@ -9,6 +9,7 @@ the same program run eagerly.
 """
 import inspect
 import traceback
+import warnings
 
 import pytest
 
@@ -463,6 +464,30 @@ def test_torch_function_mode_sees_what_eager_shows(backend):
     with got:  # one warning per compiled function
         compiled(x)
     assert torch.equal(compiled(x), expected)  # compiled again once the mode is gone
+
+
+def mode_entered_inside(x):
+    mode = RecordingMode()
+    y = x * 2
+    with mode:
+        z = torch.sin(y) + 1
+    return z - 1, mode.seen
+
+
+@pytest.mark.parametrize("backend", ["ptc", "eager"])
+def test_torch_function_mode_entered_inside_sees_what_eager_shows(backend):
+    # entered after a graph, the mode sees the torch calls of the rest of
+    # the call run for real, as in eager (main: ptc's own __get__ and
+    # stride calls, and not the graph's sin and add)
+    compiled = ptc.compile(mode_entered_inside, backend=backend)
+    for call in range(2):
+        want = mode_entered_inside(torch.ones(3))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = compiled(torch.ones(3))
+        said = [str(w.message) for w in caught if "TorchFunctionMode is active" in str(w.message)]
+        assert len(said) == (1 if call == 0 else 0)  # once per compiled function
+        assert torch.equal(got[0], want[0]) and got[1] == want[1] == ["sin", "add"]
 
 
 # ---- objects the trace makes ----------------------------------------------

@@ -102,14 +102,25 @@ def returned_like(x):
             torch.zeros_like(x, memory_format=torch.contiguous_format))
 
 
+# size-1 dims: their strides are the input's, which no permutation of
+# row-major gives (main: (4, 1, 4) for eager's (1, 1, 4))
+SIZE1_MAKES = [
+    lambda: torch.arange(12.0).view(3, 4, 1).permute(2, 1, 0),
+    lambda: torch.arange(12.0).view(4, 1, 3).permute(1, 2, 0),
+]
+
+
 @pytest.mark.parametrize("make", [
     lambda: torch.arange(12.0).view(3, 4).t(),
     lambda: torch.arange(24.0).view(2, 3, 4).permute(2, 0, 1),
     lambda: torch.arange(24.0).view(4, 6)[:, ::2],  # not dense: dense in its order
     lambda: torch.arange(48.0).view(1, 3, 4, 4).to(memory_format=torch.channels_last),
-], ids=["transposed", "permuted", "strided", "channels_last"])
+    *SIZE1_MAKES,
+], ids=["transposed", "permuted", "strided", "channels_last", "size1_inner", "size1_outer"])
 @pytest.mark.parametrize("backend", ["eager", "ptc"])
 def test_returned_like_has_eagers_strides(make, backend):
+    if backend == "eager" and make in SIZE1_MAKES:
+        pytest.skip("the eager backend returns a size-1 dim's stride as torch's permute gives it")
     compiled = ptc.compile(returned_like, backend=backend)
     for _ in range(2):
         x = make()
@@ -118,3 +129,31 @@ def test_returned_like_has_eagers_strides(make, backend):
         for i in (0, 2, 3, 6, 7):  # the deterministic ones
             assert torch.equal(want[i], got[i])
     assert counts(compiled)[:2] == (1, 0)
+
+
+def size1_dims(x):
+    # TensorIterator keeps a size-1 dim's stride when the result's dim is 1
+    # too, and orders dims by it (main: (12, 1, 3) for eager's (3, 1, 3));
+    # an in-place op keeps its tensor's strides (main: row-major after
+    # empty_like(x).fill_)
+    z = torch.empty_like(x)
+    z.fill_(1)
+    return (x + 1, x * x, torch.zeros_like(x) + x, torch.ones_like(x).mul_(x), z, x.exp(),
+            (x + 1).stride(), z.stride(), (torch.zeros_like(x) + x).stride())
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.arange(12.0).view(3, 4, 1).permute(2, 1, 0),
+    lambda: torch.arange(12.0).view(4, 1, 3).permute(1, 2, 0),
+], ids=["size1_inner", "size1_outer"])
+@pytest.mark.parametrize("backend", ["eager", "ptc"])
+def test_size1_dims_keep_eagers_strides(make, backend):
+    compiled = ptc.compile(size1_dims, backend=backend, fullgraph=True)
+    for _ in range(2):
+        x = make()
+        want, got = size1_dims(x), compiled(x)
+        if backend == "ptc":  # the eager backend's: as torch's ops on the graph give them
+            assert [w.stride() for w in want[:6]] == [g.stride() for g in got[:6]]
+        assert want[6:] == got[6:]
+        for w, g in zip(want[:6], got[:6]):
+            torch.testing.assert_close(g, w)

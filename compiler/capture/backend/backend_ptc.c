@@ -641,80 +641,22 @@ static void contiguous_strides(const ptc_ttype *t, int64_t *st)
     }
 }
 
-/* TensorIterator's fast path: operands of the output's shape with one and
- * the same dense layout give it that layout exactly (size-1 dims too). */
-static bool same_dense_operands(const ptc_node *n, stride_row *strides, int64_t *out)
-{
-    const ptc_ttype *ot = &n->outs[0]->type;
-    const int64_t *first = NULL;
-    for (int a = 0; a < n->nargs; a++) {
-        const ptc_value *v = n->args[a].kind == PTC_ARG_VALUE ? n->args[a].v : NULL;
-        if (!v || v->type.ndim == 0)
-            continue;
-        if (v->type.ndim != ot->ndim)
-            return false;
-        for (int d = 0; d < ot->ndim; d++)
-            if (v->type.shape[d].value != ot->shape[d].value ||
-                (first && strides[v->id][d] != first[d]))
-                return false;
-        first = strides[v->id];
-    }
-    int8_t perm[PTC_MAX_DIMS];
-    if (!first || !cap_dense_order(ot, first, perm))
-        return false;
-    memcpy(out, first, sizeof(int64_t) * (size_t)ot->ndim);
-    return true;
-}
-
-/* TensorIterator's reorder_dimensions: dims innermost first, ordered by the
- * operands' strides (broadcast dims ignored, the first operand that tells
- * two dims apart decides); the result is contiguous in that order. */
+/* TensorIterator's layout of a pointwise result (cap_pointwise_strides). */
 static void pointwise_strides(const ptc_node *n, stride_row *strides, int64_t *out)
 {
-    const ptc_ttype *ot = &n->outs[0]->type;
-    int nd = ot->ndim, perm[PTC_MAX_DIMS];
-    if (same_dense_operands(n, strides, out))
-        return;
-    for (int k = 0; k < nd; k++)
-        perm[k] = nd - 1 - k;
-    /* operand strides aligned to the output's dims; 0 where broadcast */
-    int64_t ops[8][PTC_MAX_DIMS];
+    enum { MAX_OPERANDS = 8 };
+    const ptc_ttype *types[MAX_OPERANDS];
+    const int64_t *operand_strides[MAX_OPERANDS];
     int nops = 0;
-    for (int a = 0; a < n->nargs && nops < 8; a++) {
+    for (int a = 0; a < n->nargs && nops < MAX_OPERANDS; a++) {
         const ptc_value *v = n->args[a].kind == PTC_ARG_VALUE ? n->args[a].v : NULL;
         if (!v || v->type.ndim == 0)
             continue;
-        for (int d = 0; d < nd; d++) {
-            int vd = d - (nd - v->type.ndim);
-            bool real = vd >= 0 && v->type.shape[vd].value == ot->shape[d].value;
-            ops[nops][d] = real && ot->shape[d].value > 1 ? strides[v->id][vd] : 0;
-        }
-        nops++;
+        types[nops] = &v->type;
+        operand_strides[nops++] = strides[v->id];
     }
-    for (int i = 1; i < nd; i++)
-        for (int d1 = i, d0 = i - 1; d0 >= 0; d0--) {
-            int cmp = 0;
-            for (int o = 0; o < nops && !cmp; o++) {
-                int64_t s0 = ops[o][perm[d0]], s1 = ops[o][perm[d1]];
-                if (s0 == 0 || s1 == 0)
-                    continue;
-                if (s0 != s1)
-                    cmp = s0 < s1 ? -1 : 1;
-                else
-                    cmp = ot->shape[perm[d0]].value > ot->shape[perm[d1]].value;
-            }
-            if (cmp <= 0)
-                break;
-            int t = perm[d0];
-            perm[d0] = perm[d1];
-            perm[d1] = t;
-            d1 = d0;
-        }
-    int64_t step = 1;
-    for (int k = 0; k < nd; k++) {
-        out[perm[k]] = step;
-        step *= ot->shape[perm[k]].value > 1 ? ot->shape[perm[k]].value : 1;
-    }
+    cap_pointwise_strides(&n->outs[0]->type, nops, types, operand_strides,
+                          cap_has_scalar_operand(n), out);
 }
 
 /* The strides eager gives node n's (single) output, from its operands'. */
@@ -807,8 +749,11 @@ static ptc_graph *permute_outputs(const ptc_graph *g, const cap_program *cp, ptc
 }
 
 /* Which outputs need eager's strides, and a graph that returns those
- * permuted (*permuted stays NULL when none does). */
-static int plan_layouts(const ptc_graph *g, cap_program *cp, ptc_graph **permuted, ptc_error *err)
+ * permuted (*permuted stays NULL when none does). known: the strides the
+ * trace knew (cap_entry.out_strides, or NULL), which win over these ops'
+ * (a *_like's size-1 dims). */
+static int plan_layouts(const ptc_graph *g, const cap_out_strides *known, cap_program *cp,
+                        ptc_graph **permuted, ptc_error *err)
 {
     *permuted = NULL;
     for (int i = 0; i < g->nvalues; i++)
@@ -832,6 +777,8 @@ static int plan_layouts(const ptc_graph *g, cap_program *cp, ptc_graph **permute
     bool any = false;
     for (int i = 0; i < g->noutputs; i++) {
         const ptc_value *v = g->outputs[i];
+        if (known && known[i].known && v->def)
+            memcpy(strides[v->id], known[i].st, sizeof strides[v->id]);
         bool p = v->def && output_perm(&v->type, strides[v->id], cp->layout[i].perm);
         memcpy(cp->layout[i].strides, strides[v->id], sizeof strides[v->id]);
         cp->layout[i].perm[0] = p ? cp->layout[i].perm[0] : -1;
@@ -863,9 +810,9 @@ static bool on_cuda(const ptc_graph *g)
 }
 
 /* g compiled with opts into *program; plan_outputs: with eager's output
- * strides (plan_layouts). */
+ * strides (plan_layouts, known: those the trace knew, or NULL). */
 static int compile_with(const ptc_graph *g, const ptc_compile_opts *opts, bool plan_outputs,
-                        void **program, ptc_error *err)
+                        const cap_out_strides *known, void **program, ptc_error *err)
 {
     cap_program *cp = calloc(1, sizeof *cp);
     if (!cp)
@@ -876,7 +823,7 @@ static int compile_with(const ptc_graph *g, const ptc_compile_opts *opts, bool p
     for (int i = 0; i < g->nnodes; i++)
         cp->draws |= draws_random(g->nodes[i]);
     ptc_graph *permuted = NULL;
-    if (plan_outputs && plan_layouts(g, cp, &permuted, err) < 0) {
+    if (plan_outputs && plan_layouts(g, known, cp, &permuted, err) < 0) {
         cap_runtime_release(cp);
         return -1;
     }
@@ -896,20 +843,20 @@ static int compile_with(const ptc_graph *g, const ptc_compile_opts *opts, bool p
  * graph returns eager's output strides. autotune: its kernels are tuned at
  * their first run (runtime/autotune.c). */
 static int compile_program(const ptc_graph *g, bool training, bool autotune,
-                           const int *output_inputs, void **program, ptc_trace_compile *tc,
-                           ptc_error *err)
+                           const int *output_inputs, const cap_out_strides *known,
+                           void **program, ptc_trace_compile *tc, ptc_error *err)
 {
     ptc_compile_opts opts = {.backend = on_cuda(g) ? PTC_BACKEND_CUDA : PTC_BACKEND_CPU,
                              .trace = tc,
                              .autotune = autotune,
                              .output_inputs = output_inputs};
-    return compile_with(g, &opts, !training, program, err);
+    return compile_with(g, &opts, !training, known, program, err);
 }
 
 int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_compile *tc,
                               ptc_error *err)
 {
-    return compile_program(g, true, false, NULL, program, tc, err);
+    return compile_program(g, true, false, NULL, NULL, program, tc, err);
 }
 
 /* Layouts of a training step: on CUDA the convolution chains are planned
@@ -933,7 +880,7 @@ int cap_runtime_compile_training(const ptc_graph *g, bool backward, const int *o
                              .contiguous_layouts = backend == PTC_BACKEND_CPU,
                              .trace_keeps_captured = true,
                              .output_inputs = output_inputs};
-    int rc = compile_with(g, &opts, false, program, err);
+    int rc = compile_with(g, &opts, false, NULL, program, err);
     if (opts.metrics)
         ptc_metrics_add_all(ptc_trace_metrics(tc), &backward_times, "backward_");
     return rc;
@@ -964,7 +911,8 @@ int cap_runtime_compile(cap_entry *e, const char *mode, void **program, ptc_trac
     int *output_inputs = cap_writeback_inputs(e, err);
     if (!output_inputs)
         return -1;
-    int rc = compile_program(e->graph, false, autotune, output_inputs, program, tc, err);
+    int rc = compile_program(e->graph, false, autotune, output_inputs, e->out_strides, program, tc,
+                             err);
     free(output_inputs);
     if (rc < 0)
         return -1;
@@ -1244,7 +1192,7 @@ static int compile_as_sealed(const ptc_graph *g, const char *kernel_dir, void **
 {
     ptc_compile_opts opts = {.backend = on_cuda(g) ? PTC_BACKEND_CUDA : PTC_BACKEND_CPU,
                              .kernel_dir = kernel_dir};
-    return compile_with(g, &opts, false, program, err);
+    return compile_with(g, &opts, false, NULL, program, err);
 }
 
 PyObject *cap_compile_ptir(PyObject *text, const char *kernel_dir)

@@ -535,7 +535,9 @@ static int written_input(const cap_entry *e, const ptc_value *v)
     return -1;
 }
 
-/* Output i's view chain down to an input or to an output no view op made.
+/* Output i's view chain down to an input or to another output (the first
+ * the chain meets: an intermediate the entry returns for its views,
+ * entry.c's add_view_bases, or an output no view op made).
  * A view of an input's new value written in place (x.t().add_(1); return
  * x.t()) is a view of the caller's tensor, which gets that value after the
  * graph. Constant tensors (input_src -1) are ptc's own: their views stay
@@ -546,7 +548,8 @@ static int plan_alias(const cap_entry *e, int i, alias_out *a)
     const ptc_node *chain[64];
     int n = 0, written = -1;
     const ptc_value *v = g->outputs[i];
-    for (const ptc_node *d; n < 64 && (written = written_input(e, v)) < 0 && (d = view_node(v));
+    for (const ptc_node *d; n < 64 && (written = written_input(e, v)) < 0 &&
+                            (n == 0 || output_of(g, v) < 0) && (d = view_node(v));
          v = d->args[0].v)
         chain[n++] = d;
     int in = written >= 0 ? written : v->input_index;

@@ -979,6 +979,68 @@ static int take_cuts(cap_entry *e, cap_trace *T)
     return 0;
 }
 
+/* Eager's strides of the graph's outputs, asked of the trace while it still
+ * knows how each was made. */
+static int take_output_strides(cap_entry *e, cap_trace *T)
+{
+    const ptc_graph *g = T->g;
+    bool any = false;
+    if (!(e->out_strides = calloc((size_t)g->noutputs + 1, sizeof *e->out_strides))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int i = 0; i < g->noutputs; i++) {
+        e->out_strides[i].known = cap_value_strides(T, g->outputs[i], e->out_strides[i].st);
+        any = any || e->out_strides[i].known;
+    }
+    if (!any) {
+        free(e->out_strides);
+        e->out_strides = NULL;
+    }
+    return 0;
+}
+
+/* The intermediate a returned view was taken of, following view ops down
+ * to a value no view op made (or a *_like's own layout), or NULL: v is no
+ * view, or one of an input, of another output, or of symbolic sizes. */
+static ptc_value *view_base(builder *B, ptc_value *v)
+{
+    ptc_value *base = v;
+    for (int n = 0; n < 64 && base->def && cap_op_returns_view(base->def->op) &&
+                    !cap_made_like(B->T, base->def);
+         n++) {
+        base = base->def->args[0].v;
+        for (int i = 0; i < B->nouts; i++)
+            if (B->outs[i] == base)
+                return NULL;
+    }
+    bool static_sizes = ptc_ttype_is_static(&v->type) && ptc_ttype_is_static(&base->type);
+    return base != v && base->def && static_sizes ? base : NULL;
+}
+
+static int64_t elements(const ptc_ttype *t)
+{
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++)
+        n *= t->shape[d].value;
+    return n;
+}
+
+/* A returned view that covers only part of an intermediate (ones_like(x)[0],
+ * (x * 2)[:, 1]) is eager's view of that whole tensor, with its strides and
+ * storage offset: the graph returns the intermediate too, after the outputs
+ * the recipes read, and the backend remakes the view from it
+ * (cap_eager_plan_aliases), as torch.compile returns such a view's base. */
+static void add_view_bases(builder *B)
+{
+    int returned = B->nouts;
+    for (int i = 0; i < returned; i++) {
+        ptc_value *base = view_base(B, B->outs[i]);
+        if (base && elements(&B->outs[i]->type) < elements(&base->type))
+            output_index(B, base);
+    }
+}
+
 /* The graph, its outputs set and dead nodes dropped, is verified and moves
  * from the trace to the entry with what is kept per input and per node. An
  * empty graph stays with the trace (the entry has none). */
@@ -986,6 +1048,7 @@ static int take_graph(builder *B, cap_entry *e)
 {
     cap_trace *T = B->T;
     ptc_value *none[1] = {NULL};
+    add_view_bases(B);
     ptc_graph_set_outputs(T->g, B->nouts ? B->outs : none, B->nouts);
     dce(T->g);
     if (T->g->nnodes == 0)
@@ -997,6 +1060,8 @@ static int take_graph(builder *B, cap_entry *e)
         PyErr_Format(cap_InternalError, "ptc: the captured graph does not verify: %s", buf);
         return -1;
     }
+    if (take_output_strides(e, T) < 0)
+        return -1;
     e->graph = T->g;
     e->graph->shape_env = NULL; /* it answers from the trace, which ends here */
     T->g = NULL;
@@ -1138,6 +1203,7 @@ static void entry_free(cap_entry *e)
         ptc_graph_free(e->graph);
     }
     free(e->input_const);
+    free(e->out_strides);
     free(e->input_src);
     free(e->node_grad);
     free(e->cut_at);

@@ -55,6 +55,12 @@ typedef struct cap_clsmemo {
     unsigned int tag;
 } cap_clsmemo;
 
+/* Eager's strides of a graph output, where the trace knew them. */
+typedef struct cap_out_strides {
+    bool known;
+    int64_t st[PTC_MAX_DIMS];
+} cap_out_strides;
+
 struct cap_entry {
     struct cap_entry *next;  /* the next entry at the same position */
     int refs;                /* its position's, and each call running it (GIL-held) */
@@ -111,6 +117,10 @@ struct cap_entry {
     int *input_src;          /* per graph input: source, or -1 (constant) */
     PyObject **input_const;  /* per graph input: the constant tensor or NULL */
     uint8_t *node_grad;      /* per node id: grad mode */
+    /* Eager's strides of each graph output, where the trace knew them
+       (cap_value_strides: a *_like's size-1 dims, which the graph's ops do
+       not carry), for the ptc backend to return; NULL where none is known. */
+    cap_out_strides *out_strides; /* [graph->noutputs] */
     /* Cuts (ptc._split.graph_cut): the first node id of each piece after
        the first, ascending; the training backend compiles the pieces. */
     int ncuts;

@@ -61,10 +61,28 @@ bool cap_value_strides(cap_trace *T, const ptc_value *v, int64_t *st);
  * infer_dense_strides'); false where that is row-major or ptc does not know
  * input's strides. */
 bool cap_like_order(cap_trace *T, const ptc_value *input, int8_t *perm);
-/* Notes that node n, a creation op, was built by a *_like call of input:
- * n's layout is then input's, as torch's preserve_format gives it. */
+/* Notes that node n, a creation op or the permute that lays one out, was
+ * built by a *_like call of input: n's layout is then input's, as torch's
+ * preserve_format gives it. */
 int cap_note_like(cap_trace *T, const ptc_node *n, const ptc_value *input);
-bool cap_strides_contiguous(const ptc_value *v, const int64_t *st, cap_memory_format format);
+/* Did a *_like call make node n (cap_note_like)? */
+bool cap_made_like(cap_trace *T, const ptc_node *n);
+/* Notes that value nv replaced old as a tensor's value by an in-place op:
+ * its strides are old's, as eager's in-place ops keep them. */
+int cap_note_in_place(cap_trace *T, const ptc_value *old, const ptc_value *nv);
+bool cap_strides_contiguous(const ptc_ttype *t, const int64_t *st, cap_memory_format format);
+/* The strides eager gives a pointwise result of shape ot over nops tensor
+ * operands (their types and strides, in argument order; 0-dim ones left
+ * out), as TensorIterator lays it out: its fast setup where they all share
+ * ot's shape and one layout and no scalar is an operand (scalar_operand:
+ * cap_has_scalar_operand), else dense in the order their strides give
+ * (compute_strides, reorder_dimensions). Static sizes. */
+void cap_pointwise_strides(const ptc_ttype *ot, int nops, const ptc_ttype *const *types,
+                           const int64_t *const *strides, bool scalar_operand, int64_t *st);
+/* Is one of pointwise node n's TensorIterator operands a scalar: a number
+ * in a Tensor|Scalar slot (x + 1: torch wraps it as a 0-dim tensor), or a
+ * 0-dim tensor beside a result with dims? */
+bool cap_has_scalar_operand(const ptc_node *n);
 /* Are strides st a dense layout of t (a permutation of row-major)? Puts its
  * dims outermost first in perm. */
 bool cap_dense_order(const ptc_ttype *t, const int64_t *st, int8_t *perm);

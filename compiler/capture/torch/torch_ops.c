@@ -805,7 +805,10 @@ int cap_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv)
     if (rc != CAP_NEXT)
         return rc;
     cap_tensor *root = alias_root(t);
+    const ptc_value *root_was = root->v;
     rc = write_up_the_chain(T, t, root, nv);
+    if (rc == CAP_NEXT && cap_note_in_place(T, root_was, root == t ? nv : root->v) < 0)
+        rc = CAP_ERR;
     if (rc != CAP_NEXT)
         return rc;
     t->v = nv; /* the root itself when t is one */
@@ -1163,7 +1166,7 @@ int cap_th_is_contiguous(cap_tcall *c, PyObject **out)
         return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
                            "is_contiguous(memory_format) of symbolic sizes");
     }
-    *out = Py_NewRef(cap_strides_contiguous(t->v, st, format) ? Py_True : Py_False);
+    *out = Py_NewRef(cap_strides_contiguous(ty(t), st, format) ? Py_True : Py_False);
     return CAP_NEXT;
 }
 

@@ -575,14 +575,15 @@ static int build_permuted(cap_tcall *c, const ptc_ttype *tt, const int8_t *perm,
 
 /* A *_like call's creation op: in t's layout (t NULL: row-major,
  * memory_format=torch.contiguous_format), permuted where that is not
- * row-major, else noted as made like t (a size-1 dim's stride, or strides
- * ptc does not know, are t's: torch_strides.c). */
+ * row-major, and noted as made like t: its strides are t's exactly where t
+ * is dense, a size-1 dim's too, which no permutation gives
+ * (torch_strides.c). */
 static int build_like(cap_tcall *c, cap_tensor *t, ptc_op op, ptc_arg *a, int nargs, PyObject **out)
 {
     int8_t perm[PTC_MAX_DIMS];
-    if (t && cap_like_order(c->T, t->v, perm))
-        return build_permuted(c, ty(t), perm, op, a, nargs, out);
-    int rc = cap_build(c->T, op, a, nargs, out);
+    int rc = t && cap_like_order(c->T, t->v, perm)
+                 ? build_permuted(c, ty(t), perm, op, a, nargs, out)
+                 : cap_build(c->T, op, a, nargs, out);
     if (rc != CAP_NEXT || !t || !cap_is_tensor(*out))
         return rc;
     if (cap_note_like(c->T, ((cap_tensor *)*out)->v->def, t->v) < 0) {

@@ -22,7 +22,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-enum { MAX_CHAIN = 64 };
+enum { MAX_CHAIN = 64, MAX_OPERANDS = 8 };
 
 static bool static_dims(const ptc_ttype *t)
 {
@@ -160,9 +160,8 @@ static bool same_shape(const ptc_ttype *a, const ptc_ttype *b)
 }
 
 /* Any other op: the matmul family's result is row-major; a pointwise op's
- * whose operands all have its shape and one dense layout has that layout
- * (TensorIterator's fast path: channels-last stays channels-last); else
- * row-major when every tensor operand is, and it has one. */
+ * is TensorIterator's (cap_pointwise_strides); any other op's is row-major
+ * when every tensor operand is, and it has one. */
 static bool computed_strides(cap_trace *T, const ptc_node *n, const ptc_value *v, int64_t *st,
                              int depth)
 {
@@ -173,34 +172,34 @@ static bool computed_strides(cap_trace *T, const ptc_node *n, const ptc_value *v
     }
     if (n->op == PTC_OP_INDEX)
         return false;
-    const ptc_ttype *ot = &v->type;
-    bool all_row_major = true, same_layout = (ptc_op_flags(n->op) & PTC_F_POINTWISE) != 0;
+    bool all_row_major = true;
     int operands = 0;
-    int64_t in[PTC_MAX_DIMS], first[PTC_MAX_DIMS];
+    int64_t in[MAX_OPERANDS][PTC_MAX_DIMS];
+    const ptc_ttype *types[MAX_OPERANDS];
+    const int64_t *strides[MAX_OPERANDS];
     for (int a = 0; a < n->nargs; a++) {
         const ptc_arg *arg = &n->args[a];
         int count = arg->kind == PTC_ARG_VALUE ? 1 : arg->kind == PTC_ARG_VALUES ? arg->vs.n : 0;
         for (int k = 0; k < count; k++) {
             const ptc_value *x = arg->kind == PTC_ARG_VALUE ? arg->v : arg->vs.v[k];
-            if (!strides_of_value(T, x, in, depth + 1))
+            int64_t *xs = in[operands < MAX_OPERANDS ? operands : MAX_OPERANDS - 1];
+            if (!strides_of_value(T, x, xs, depth + 1))
                 return false;
-            all_row_major = all_row_major && is_row_major(&x->type, in);
-            if (x->type.ndim == 0)
-                continue;
-            same_layout = same_layout && same_shape(&x->type, ot) &&
-                          (operands == 0 || !memcmp(first, in, sizeof(int64_t) * (size_t)ot->ndim));
-            if (operands++ == 0)
-                memcpy(first, in, sizeof(int64_t) * (size_t)x->type.ndim);
+            all_row_major = all_row_major && is_row_major(&x->type, xs);
+            if (x->type.ndim == 0 || operands == MAX_OPERANDS)
+                continue; /* a 0-dim operand broadcasts: it has no say */
+            types[operands] = &x->type;
+            strides[operands] = xs;
+            operands++;
         }
     }
-    int8_t perm[PTC_MAX_DIMS];
-    if (operands && same_layout && cap_dense_order(ot, first, perm)) {
-        memcpy(st, first, sizeof(int64_t) * (size_t)ot->ndim);
+    if (operands && (ptc_op_flags(n->op) & PTC_F_POINTWISE)) {
+        cap_pointwise_strides(&v->type, operands, types, strides, cap_has_scalar_operand(n), st);
         return true;
     }
     if (!operands || !all_row_major)
         return false;
-    row_major(ot, st);
+    row_major(&v->type, st);
     return true;
 }
 
@@ -230,38 +229,70 @@ static PyObject *node_key(const ptc_node *n)
     return PyLong_FromLong(n->id);
 }
 
-int cap_note_like(cap_trace *T, const ptc_node *n, const ptc_value *input)
+static int note(PyObject *notes, const ptc_node *n, const ptc_value *v)
 {
-    PyObject *k = node_key(n), *v = PyLong_FromVoidPtr((void *)input);
-    int rc = k && v ? PyDict_SetItem(T->like_inputs, k, v) : -1;
+    PyObject *k = node_key(n), *p = PyLong_FromVoidPtr((void *)v);
+    int rc = k && p ? PyDict_SetItem(notes, k, p) : -1;
     Py_XDECREF(k);
-    Py_XDECREF(v);
+    Py_XDECREF(p);
     return rc;
 }
 
-/* Dense strides in the order of in's (torch's infer_dense_strides): dims
- * sorted innermost first by stride, a stride 0 comparing with nothing
- * (the row-major order stays), equal strides putting the smaller size
- * inside. */
-static void dense_in_order_of(const ptc_ttype *t, const int64_t *in, int64_t *st)
+/* The value noted for node n in notes, or NULL. */
+static const ptc_value *noted(PyObject *notes, const ptc_node *n)
+{
+    PyObject *k = node_key(n), *p = k ? PyDict_GetItem(notes, k) : NULL;
+    Py_XDECREF(k);
+    return p ? PyLong_AsVoidPtr(p) : NULL;
+}
+
+bool cap_made_like(cap_trace *T, const ptc_node *n)
+{
+    return noted(T->like_inputs, n) != NULL;
+}
+
+int cap_note_like(cap_trace *T, const ptc_node *n, const ptc_value *input)
+{
+    return note(T->like_inputs, n, input);
+}
+
+int cap_note_in_place(cap_trace *T, const ptc_value *old, const ptc_value *nv)
+{
+    return nv->def && nv != old ? note(T->kept_layouts, nv->def, old) : 0;
+}
+
+/* Dense strides of shape t in the order the operands' strides give (torch's
+ * reorder_dimensions and infer_dense_strides, one sort): dims innermost
+ * first; two dims compare by the first operand whose strides for them are
+ * both nonzero and differ, equal strides putting the smaller size inside; a
+ * stride 0 (broadcast) compares with nothing, and where no operand tells,
+ * the row-major order stays. ops[o] are aligned with t's dims. */
+static void dense_in_operand_order(const ptc_ttype *t, int nops, int64_t (*ops)[PTC_MAX_DIMS],
+                                   int64_t *st)
 {
     int nd = t->ndim, perm[PTC_MAX_DIMS];
     for (int i = 0; i < nd; i++)
         perm[i] = nd - 1 - i;
     for (int i = 1; i < nd; i++)
         for (int d1 = i, d0 = i - 1; d0 >= 0; d0--) {
-            int64_t s0 = in[perm[d0]], s1 = in[perm[d1]];
-            int cmp = s0 == 0 || s1 == 0 ? 0
-                      : s0 != s1         ? (s0 < s1 ? -1 : 1)
-                                         : (t->shape[perm[d0]].value > t->shape[perm[d1]].value);
-            if (cmp > 0) {
-                int x = perm[d0];
-                perm[d0] = perm[d1];
-                perm[d1] = x;
-                d1 = d0;
-            } else if (cmp < 0) {
-                break;
+            int cmp = 0;
+            for (int o = 0; o < nops && !cmp; o++) {
+                int64_t s0 = ops[o][perm[d0]], s1 = ops[o][perm[d1]];
+                if (s0 == 0 || s1 == 0)
+                    continue;
+                if (s0 != s1)
+                    cmp = s0 < s1 ? -1 : 1;
+                else
+                    cmp = t->shape[perm[d0]].value > t->shape[perm[d1]].value;
             }
+            if (cmp < 0)
+                break;
+            if (cmp == 0) /* ambiguous: compare with the dims further out */
+                continue;
+            int x = perm[d0];
+            perm[d0] = perm[d1];
+            perm[d1] = x;
+            d1 = d0;
         }
     int64_t step = 1;
     for (int i = 0; i < nd; i++) {
@@ -270,19 +301,99 @@ static void dense_in_order_of(const ptc_ttype *t, const int64_t *in, int64_t *st
     }
 }
 
+static void dense_in_order_of(const ptc_ttype *t, const int64_t *in, int64_t *st)
+{
+    int64_t ops[1][PTC_MAX_DIMS];
+    memcpy(ops[0], in, sizeof(int64_t) * (size_t)t->ndim);
+    dense_in_operand_order(t, 1, ops, st);
+}
+
+/* torch's channels-last strides of a 4-d or 5-d shape. */
+static void channels_last(const ptc_ttype *t, int64_t *st)
+{
+    int64_t step = 1;
+    for (int k = 0; k < t->ndim; k++) {
+        int d = k == 0 ? 1 : k == t->ndim - 1 ? 0 : t->ndim - k;
+        st[d] = step;
+        step *= t->shape[d].value > 1 ? t->shape[d].value : 1;
+    }
+}
+
+/* TensorIterator's fast setup: operands all of the result's shape, all
+ * contiguous (row-major), all channels-last, or all one and the same dense
+ * layout, give the result that layout exactly (size-1 dims included). */
+static bool fast_setup(const ptc_ttype *ot, int nops, const ptc_ttype *const *types,
+                       const int64_t *const *strides, int64_t *st)
+{
+    bool row = true, cl = ot->ndim == 4 || ot->ndim == 5, same = true;
+    int8_t perm[PTC_MAX_DIMS];
+    for (int o = 0; o < nops; o++) {
+        if (!same_shape(types[o], ot))
+            return false;
+        row = row && is_row_major(ot, strides[o]);
+        cl = cl && cap_strides_contiguous(ot, strides[o],
+                                          ot->ndim == 4 ? CAP_CHANNELS_LAST : CAP_CHANNELS_LAST_3D);
+        same = same && cap_dense_order(ot, strides[o], perm) &&
+               !memcmp(strides[o], strides[0], sizeof(int64_t) * (size_t)ot->ndim);
+    }
+    if (row)
+        row_major(ot, st);
+    else if (cl)
+        channels_last(ot, st);
+    else if (same)
+        memcpy(st, strides[0], sizeof(int64_t) * (size_t)ot->ndim);
+    return row || cl || same;
+}
+
+bool cap_has_scalar_operand(const ptc_node *n)
+{
+    const ptc_schema *sc = ptc_op_schema(n->op);
+    for (int a = 0; a < n->nargs && a < sc->nparams; a++) {
+        int kind = sc->params[a].kind;
+        bool number = n->args[a].kind != PTC_ARG_VALUE && n->args[a].kind != PTC_ARG_NONE;
+        bool zero_dim = n->args[a].kind == PTC_ARG_VALUE && n->args[a].v->type.ndim == 0;
+        if ((kind == PTC_PK_TENSOR_SCALAR || kind == PTC_PK_TENSOR_SCALAR_OPT) && number)
+            return true;
+        if (zero_dim && n->outs[0]->type.ndim > 0)
+            return true;
+    }
+    return false;
+}
+
+void cap_pointwise_strides(const ptc_ttype *ot, int nops, const ptc_ttype *const *types,
+                           const int64_t *const *strides, bool scalar_operand, int64_t *st)
+{
+    if (nops == 0) {
+        row_major(ot, st);
+        return;
+    }
+    if (!scalar_operand && nops <= MAX_OPERANDS && fast_setup(ot, nops, types, strides, st))
+        return;
+    /* compute_strides: a dim an operand broadcasts (absent, or size 1 where
+       the result's is not) has stride 0; a size-1 dim of a size-1 result
+       keeps its stride, and takes part in the order */
+    int64_t ops[MAX_OPERANDS][PTC_MAX_DIMS];
+    int n = nops < MAX_OPERANDS ? nops : MAX_OPERANDS;
+    for (int o = 0; o < n; o++)
+        for (int d = 0; d < ot->ndim; d++) {
+            int od = d - (ot->ndim - types[o]->ndim);
+            bool broadcast = od < 0 || (types[o]->shape[od].value == 1 && ot->shape[d].value != 1);
+            ops[o][d] = broadcast ? 0 : strides[o][od];
+        }
+    dense_in_operand_order(ot, n, ops, st);
+}
+
 /* A creation op's result: row-major from a factory; from a *_like, its
  * input's strides where the input is dense, else dense strides in the
  * input's order (torch's empty_like with preserve_format). */
 static bool created_strides(cap_trace *T, const ptc_node *n, const ptc_value *v, int64_t *st,
                             int depth)
 {
-    PyObject *k = node_key(n), *input = k ? PyDict_GetItem(T->like_inputs, k) : NULL;
-    Py_XDECREF(k);
-    if (!input) {
+    const ptc_value *in = noted(T->like_inputs, n);
+    if (!in) {
         row_major(&v->type, st);
         return true;
     }
-    const ptc_value *in = PyLong_AsVoidPtr(input);
     int64_t in_st[PTC_MAX_DIMS];
     int8_t perm[PTC_MAX_DIMS];
     if (!strides_of_value(T, in, in_st, depth + 1))
@@ -312,7 +423,10 @@ static bool strides_of_value(cap_trace *T, const ptc_value *v, int64_t *st, int 
         row_major(t, st);
         return true;
     }
-    if (ptc_op_flags(n->op) & PTC_F_CREATION)
+    const ptc_value *replaced = noted(T->kept_layouts, n);
+    if (replaced) /* an in-place op keeps the tensor's strides */
+        return strides_of_value(T, replaced, st, depth + 1);
+    if (noted(T->like_inputs, n) || (ptc_op_flags(n->op) & PTC_F_CREATION))
         return created_strides(T, n, v, st, depth);
     if (!is_view(n->op) && !is_detach(n))
         return computed_strides(T, n, v, st, depth);
@@ -349,10 +463,9 @@ bool cap_like_order(cap_trace *T, const ptc_value *in, int8_t *perm)
 
 /* torch's is_contiguous(memory_format): dense with the dims innermost
  * first in the format's order (size-1 dims do not count). */
-bool cap_strides_contiguous(const ptc_value *v, const int64_t *st, cap_memory_format format)
+bool cap_strides_contiguous(const ptc_ttype *t, const int64_t *st, cap_memory_format format)
 {
     static const int channels_last[] = {1, 3, 2, 0}, channels_last_3d[] = {1, 4, 3, 2, 0};
-    const ptc_ttype *t = &v->type;
     if (format == CAP_ROW_MAJOR)
         return is_row_major(t, st);
     const int *order = format == CAP_CHANNELS_LAST ? channels_last : channels_last_3d;

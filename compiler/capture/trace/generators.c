@@ -46,11 +46,13 @@ static bool has_cleanup(const cap_code *c)
 int cap_t_generator_call(cap_interp *I, PyObject *fn, cap_code *c, PyObject *const *args, int nargs,
                          PyObject *kwnames, PyObject **out)
 {
+    const char *at = I->T->unfinished_at;
     if (cap_t_no_inline(I->T, I->frame))
         return cap_t_break(I->T, CAP_B_GENERATOR,
                            "call to generator function %s runs for real: a generator it made was "
-                           "left unfinished in a try or with block, or could not be rebuilt",
-                           c->qualname_s);
+                           "left unfinished in a try or with block, or could not be rebuilt%s%s%s",
+                           c->qualname_s, at && at[0] ? " (the trace stopped at: " : "",
+                           at && at[0] ? at : "", at && at[0] ? ")" : "");
     const char *why = NULL;
     PyObject *its = cap_tuple_from_array(args, nargs); /* keyword values last */
     cap_frame *f = its ? cap_generator_frame(fn, its, kwnames, Py_None, &why) : NULL;

@@ -38,13 +38,15 @@ cap_trace *cap_trace_new(PyObject *module_names, cap_interp *I)
     T->exc_stack = PyList_New(0);
     T->made_funcs = PyDict_New();
     T->like_inputs = PyDict_New();
+    T->kept_layouts = PyDict_New();
     T->iter_shadows = PyDict_New();
     T->made_ids = PyDict_New();
     T->input_storage = PyDict_New();
     T->symints = PyList_New(0);
     T->specialised = PyList_New(0);
     T->dynamic = -1;
-    if (!T->symints || !T->specialised || !T->made_funcs || !T->like_inputs || !T->iter_shadows ||
+    if (!T->symints || !T->specialised || !T->made_funcs || !T->like_inputs || !T->kept_layouts ||
+        !T->iter_shadows ||
         !T->made_ids || !T->input_storage || !T->exc_stack || !T->shadow || !T->mut ||
         !T->effects || !T->written || !T->src_index || !T->guard_index || !T->obj_src || !T->keep ||
         !T->input_const || !T->tensors || !T->strings || !T->no_inline || !T->skipped) {
@@ -111,6 +113,7 @@ void cap_trace_free(cap_trace *T)
     Py_XDECREF(T->exc_stack);
     Py_XDECREF(T->made_funcs);
     Py_XDECREF(T->like_inputs);
+    Py_XDECREF(T->kept_layouts);
     Py_XDECREF(T->iter_shadows);
     Py_XDECREF(T->made_ids);
     Py_XDECREF(T->input_storage);

@@ -413,6 +413,8 @@ struct cap_trace {
     cap_break redo;
     /* Inlining decisions. */
     PyObject *no_inline;      /* set of (id(code), pc) that must not be inlined */
+    const char *unfinished_at; /* the break an earlier trace stopped at with a generator
+                                  left unfinished (its call's break says it), or "" */
     PyObject *tensors;        /* weakrefs to every symbolic tensor made */
     /* Side effects on outside objects, replayed after the graph
        (effects.c): the attribute values the trace wrote (id(obj) ->
@@ -440,6 +442,9 @@ struct cap_trace {
     PyObject *like_inputs;    /* dict: id of a node a *_like call built -> its input's
                                  ptc_value (a pointer): the result's layout is the
                                  input's (torch_strides.c) */
+    PyObject *kept_layouts;   /* dict: id of a node whose value an in-place op gave a
+                                 tensor -> the value it replaced (a pointer): the
+                                 same strides (torch_strides.c) */
     PyObject *made_ids;       /* dict: an id() the trace took -> its object (ids.c) */
     PyObject *resumed_ids;    /* the resume state's ids (cap_interp.ids, or NULL):
                                  loaded without a guard (ids.c) */
