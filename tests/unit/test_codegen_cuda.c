@@ -330,6 +330,48 @@ START_TEST(division_by_a_row_value_is_a_multiplication)
 }
 END_TEST
 
+/* Where `what` first occurs in text (its length if nowhere). */
+static size_t first_at(const char *text, const char *what)
+{
+    const char *p = strstr(text, what);
+    return p ? (size_t)(p - text) : strlen(text);
+}
+
+/* Where `what` last occurs in text (0 if nowhere). */
+static size_t last_at(const char *text, const char *what)
+{
+    size_t at = 0;
+    for (const char *p = text; (p = strstr(p, what)); p++)
+        at = (size_t)(p - text);
+    return at;
+}
+
+/* A flat kernel's loads are issued together before its arithmetic: the
+ * sigmoid's IEEE reciprocal has a slow path that ptxas does not move a load
+ * above, and x*sigmoid(x)+y in bf16 read y only after it, a second memory
+ * latency per element. */
+START_TEST(flat_loads_come_before_the_arithmetic)
+{
+    ptc_program *p = compile_text("# ptc ir v1\n"
+                                  "graph f(%x: bf16[1048576] cpu, %y: bf16[1048576] cpu) {\n"
+                                  "  %s = sigmoid(%x) : bf16[1048576]\n"
+                                  "  %m = mul(%x, %s) : bf16[1048576]\n"
+                                  "  %a = add(%m, %y) : bf16[1048576]\n"
+                                  "  return (%a)\n"
+                                  "}\n",
+                                  90);
+    char *v = vector_entry(p);
+    ck_assert(v != NULL);
+    ck_assert_int_eq(count(v, "ld.global.nc.v4.u32"), 2);
+    ck_assert_int_gt(count(v, "rcp.rn.f32"), 0);
+    ck_assert_msg(last_at(v, "ld.global") < first_at(v, "rcp.rn.f32"),
+                  "a load after the reciprocal:\n%.3000s", v);
+    free(v);
+    assemble_kernel0(p, 90);
+    ptc_program_release(p);
+}
+END_TEST
+
 /* Row lengths pick the team: a thread per row for tiny rows (no shuffles),
  * part of a warp or a warp for ordinary rows, a block (bar.sync through
  * shared memory) for one long reduction. */
@@ -871,6 +913,7 @@ int main(void)
     tcase_add_test(tc, half_lanes_are_stored_in_pairs_from_one_rounding);
     tcase_add_test(tc, erf_takes_one_ex2_and_no_reciprocal);
     tcase_add_test(tc, division_by_a_row_value_is_a_multiplication);
+    tcase_add_test(tc, flat_loads_come_before_the_arithmetic);
     tcase_add_test(tc, calls_past_the_bound_run_the_64_bit_variant);
     tcase_add_test(tc, a_kernel_with_one_launch_to_choose_is_settled_at_its_first_run);
     tcase_add_test(tc, ptx_cache_warm_start);

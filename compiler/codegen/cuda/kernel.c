@@ -173,6 +173,9 @@ static void emit_flat(gcg *c)
     fw.n = 0;
     for (int g = 0; g < c->k->ngroups; g++)
         for (int m = 0; m < c->k->groups[g].nmembers; m++)
+            g_prefetch(c, &c->k->groups[g].members[m].body, c->W);
+    for (int g = 0; g < c->k->ngroups; g++)
+        for (int m = 0; m < c->k->groups[g].nmembers; m++)
             emit_pw_member(c, &c->k->groups[g].members[m], &fw, c->W, true);
 }
 
@@ -544,6 +547,23 @@ static void row_pw_member(gcg *c, const ptc_kmember *mem, ptc_emit_fwd *fw, LLVM
     free(v);
 }
 
+/* Issues the read-only loads of every chunk of reduction group G first:
+ * its statistics need the whole row. A pointwise group loads chunk by
+ * chunk, and ptxas hoists what its registers allow: layer_norm's weights
+ * issued together (after the statistics) were 48 f32 values a lane beside
+ * the row's 24, spilled at 64 registers. */
+static void row_prefetch(gcg *c, const kctx *k, const ptc_kgroup *G)
+{
+    const ptc_dim *ranges = G->reduction ? G->red : G->inner;
+    int first = c->k->nouter + (G->reduction ? G->ninner : 0);
+    for (int j = 0; j < c->plan->row_j; j++) {
+        LLVMValueRef valid;
+        row_chunk(c, k, j, ranges, first, &valid);
+        for (int m = 0; m < G->nmembers; m++)
+            g_prefetch(c, &G->members[m].body, c->W);
+    }
+}
+
 static void emit_row_pw_group(gcg *c, const kctx *k, const ptc_kgroup *G)
 {
     for (int j = 0; j < c->plan->row_j; j++) {
@@ -765,20 +785,24 @@ static void bind_locals(gcg *c, const kctx *k, LLVMValueRef scratch, LLVMValueRe
 static void emit_iteration(gcg *c, const kctx *k, LLVMValueRef o)
 {
     const ptc_kernel *kn = c->k;
+    gcache cache;
+    cache.n = 0;
     if (c->plan->flat) {
         LLVMValueRef e = c->W > 1 ? LLVMBuildNSWMul(c->b, o, ixc(c, c->W), "") : o;
         decompose(c, e, kn->outer, kn->nouter, 0);
+        c->cache = &cache;
+        c->cache_j = 0;
         emit_flat(c);
+        c->cache = NULL;
         return;
     }
     decompose(c, o, kn->outer, kn->nouter, 0);
-    gcache cache;
     bool row = c->plan->row && (c->vector_form || c->plan->vec == 1);
-    if (row) {
-        cache.n = 0;
+    if (row)
         c->cache = &cache;
-    }
     for (int g = 0; g < kn->ngroups; g++) {
+        if (row && kn->groups[g].reduction)
+            row_prefetch(c, k, &kn->groups[g]);
         if (row && kn->groups[g].reduction)
             emit_row_red_group(c, k, &kn->groups[g], g);
         else if (row)
