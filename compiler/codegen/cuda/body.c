@@ -374,6 +374,15 @@ static LLVMValueRef masked(gcg *c, const ptc_lexpr *e, LLVMValueRef *vals, LLVMV
                            ptc_emit_kconst(&c->em, e->dtype, e->fval, e->ival, w), "");
 }
 
+/* A reduction's result this iteration holds in registers for the load (NULL: none). */
+static LLVMValueRef forwarded(gcg *c, const ptc_lexpr *e, int w)
+{
+    for (int k = 0; c->cache && k < c->cache->nfwd; k++)
+        if (c->cache->fwd[k].buf == e->buf && ptc_ix_eq(c->cache->fwd[k].off, e->idx[0]))
+            return g_splat(c, c->cache->fwd[k].val, w);
+    return NULL;
+}
+
 /* A load's stored form, through the iteration's cache when one is active
  * (cacheable loads only). The cache holds the stored form, so that a
  * prefetched bf16 row takes a register per two elements until it is used. */
@@ -400,8 +409,10 @@ static LLVMValueRef load_raw(gcg *c, const ptc_lexpr *e, LLVMValueRef *vals, int
 static LLVMValueRef load(ptc_emitter *em, const ptc_lexpr *e, LLVMValueRef *vals, int w)
 {
     gcg *c = gpu_of(em);
-    LLVMValueRef v =
-        ptc_emit_from_storage(&c->em, load_raw(c, e, vals, w), c->s->prog->bufs[e->buf]->dtype, w);
+    LLVMValueRef v = forwarded(c, e, w);
+    if (!v)
+        v = ptc_emit_from_storage(&c->em, load_raw(c, e, vals, w), c->s->prog->bufs[e->buf]->dtype,
+                                  w);
     return masked(c, e, vals, v, w);
 }
 
