@@ -36,7 +36,6 @@ typedef struct gplan {
     int row_n;            /* N */
     int row_ndim;         /* number of ranges of each group (flattened into N) */
     int row_j;            /* chunks of W elements per lane in the vectorised form */
-    int min_blocks;       /* blocks an SM must hold at once (.minnctapersm; 0: no bound) */
     bool i32;             /* index arithmetic fits in 32 bits */
     int *red_lanes;       /* per group: threads of a team sharing one reduction (Tr) */
     uint8_t *loc;         /* per local (kernel->locals order): LOC_* */

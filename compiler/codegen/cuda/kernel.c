@@ -950,8 +950,6 @@ void g_emit_kernel(gcg *c, const char *name, bool vector_form)
     c->fn = LLVMAddFunction(c->mod, name, ft);
     annotate(c, c->fn, "kernel", 1);
     annotate(c, c->fn, "maxntidx", p->block);
-    if (p->min_blocks > 0)
-        annotate(c, c->fn, "minctasm", p->min_blocks);
     add_attr(c, c->fn, LLVMAttributeFunctionIndex, "nounwind");
     for (int i = 0; i < nargs; i++) {
         add_attr(c, c->fn, 1 + (unsigned)i, "noalias");

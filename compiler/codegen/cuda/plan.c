@@ -73,12 +73,7 @@
  *   this many bytes, the widest (16-byte vector) access's alignment.
  * ROW_MAX, ROW_TEAM, ROW_CHUNKS, ROW_MAX_CHUNKS: row mode takes rows of at most
  *   ROW_MAX elements, grows the team (to ROW_TEAM) until a thread has at most
- *   ROW_CHUNKS vector chunks, and gives up above ROW_MAX_CHUNKS (registers).
- * ROW_RESIDENT: threads of a row-mode kernel an SM holds at once, at least
- *   (ptxas keeps to 64 registers a thread): a row kernel's loads are issued
- *   together at the start of a row, so the rows in flight are what hides
- *   memory latency, and ptxas left alone spends registers on scheduling (bf16
- *   layer_norm: 122, two blocks of 256 threads a SM). */
+ *   ROW_CHUNKS vector chunks, and gives up above ROW_MAX_CHUNKS (registers). */
 enum {
     SMEM_LIMIT = 48 * 1024,
     LARGE = 1 << 30,
@@ -99,7 +94,6 @@ enum {
     ROW_TEAM = 512,
     ROW_CHUNKS = 8,
     ROW_MAX_CHUNKS = 16,
-    ROW_RESIDENT = 1024,
 };
 static const double SYM_SCALES[] = {256, 4, 8192}; /* the first gives form 0 */
 /* Vectorised accesses move 16 bytes (ld.global.v4.f32), at most MAX_VEC elements. */
@@ -531,8 +525,6 @@ int g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_c
         T = teams[0];
     }
     plan_team(s, k, T, p);
-    if (p->row)
-        p->min_blocks = p->block < ROW_RESIDENT ? ROW_RESIDENT / p->block : 1;
     for (int f = 1; f < nforms; f++) {
         plan_init(a, s, k, wide_index, &forms[f]);
         forms[f].outer_contig = ai.outer_contig;
