@@ -172,6 +172,30 @@ def test_half_rows(workdir):
         check(workdir, "half_rows_" + dt, body, params)
 
 
+ROW_STATS = [("bf16", 512, 768), ("f16", 300, 700), ("f32", 1000, 777), ("f32", 16, 8192)]
+
+
+@pytest.mark.parametrize("dt,rows,cols", ROW_STATS, ids=["%s_%dx%d" % r for r in ROW_STATS])
+def test_row_statistics(workdir, dt, rows, cols):
+    """Row mode's two-pass Welford (mean, then squared deviations from it, over
+    the row in registers) and its results taken from registers by later
+    groups: layer_norm (no correction), var (a correction of 1), std, next to a max;
+    rows that fill every lane's chunks (768), rows that leave the last chunk
+    partly empty (700, 777), and a block team (8192)."""
+    r, c = rows, cols
+    body = ("  %%l = layer_norm(%%x, [%d], %%w, %%b) : %s[%d,%d]\n"
+            "  %%v = var(%%x, [1]) : %s[%d]\n"
+            "  %%vv = var(%%x, [1], keepdim=true) : %s[%d,1]\n"
+            "  %%sd = std(%%x, [1]) : %s[%d]\n"
+            "  %%mx = amax(%%x, [1], true) : %s[%d,1]\n"
+            "  %%d = sub(%%x, %%mx) : %s[%d,%d]\n"
+            "  %%z = div(%%d, %%vv) : %s[%d,%d]\n"
+            "  return (%%l, %%v, %%sd, %%z)"
+            % (c, dt, r, c, dt, r, dt, r, dt, r, dt, r, dt, r, c, dt, r, c))
+    params = "%%x: %s[%d,%d] cpu, %%w: %s[%d] cpu, %%b: %s[%d] cpu" % (dt, r, c, dt, c, dt, c)
+    check(workdir, "row_stats_%s_%d_%d" % (dt, r, c), body, params)
+
+
 def test_scratch_locals(workdir):
     body = ("  %s = softmax(%x, -1) : f32[777,1000]\n  %l = log_softmax(%x, 0) : f32[777,1000]\n"
             "  return (%s, %l)")

@@ -354,6 +354,81 @@ START_TEST(division_by_a_row_value_is_a_multiplication)
 }
 END_TEST
 
+/* Where `what` first occurs in text (its length if nowhere). */
+static size_t first_at(const char *text, const char *what)
+{
+    const char *p = strstr(text, what);
+    return p ? (size_t)(p - text) : strlen(text);
+}
+
+/* Where `what` last occurs in text (0 if nowhere). */
+static size_t last_at(const char *text, const char *what)
+{
+    size_t at = 0;
+    for (const char *p = text; (p = strstr(p, what)); p++)
+        at = (size_t)(p - text);
+    return at;
+}
+
+/* A flat kernel's loads are issued together before its arithmetic: the
+ * sigmoid's IEEE reciprocal has a slow path that ptxas does not move a load
+ * above, and x*sigmoid(x)+y in bf16 read y only after it, a second memory
+ * latency per element. */
+START_TEST(flat_loads_come_before_the_arithmetic)
+{
+    ptc_program *p = compile_text("# ptc ir v1\n"
+                                  "graph f(%x: bf16[1048576] cpu, %y: bf16[1048576] cpu) {\n"
+                                  "  %s = sigmoid(%x) : bf16[1048576]\n"
+                                  "  %m = mul(%x, %s) : bf16[1048576]\n"
+                                  "  %a = add(%m, %y) : bf16[1048576]\n"
+                                  "  return (%a)\n"
+                                  "}\n",
+                                  90);
+    char *v = vector_entry(p);
+    ck_assert(v != NULL);
+    ck_assert_int_eq(count(v, "ld.global.nc.v4.u32"), 2);
+    ck_assert_int_gt(count(v, "rcp.rn.f32"), 0);
+    ck_assert_msg(last_at(v, "ld.global") < first_at(v, "rcp.rn.f32"),
+                  "a load after the reciprocal:\n%.3000s", v);
+    free(v);
+    assemble_kernel0(p, 90);
+    ptc_program_release(p);
+}
+END_TEST
+
+/* A row's statistics (layer_norm's Welford mean and variance) are two sums
+ * over the row held in registers: a warp team shuffles one value per step
+ * of each sum (10 shuffles), divides twice (the mean and the variance) and
+ * normalises with values every lane holds: no reading back through shared
+ * memory, one square root per row, not one per chunk. It was Welford's
+ * update and merge: 20 shuffles, a division per merge (7), 3 square roots
+ * and 6 shared loads for 24 bf16 elements a lane. The row's loads stay in
+ * the loop over rows (machine LICM had hoisted the weights out of it, held
+ * in registers across rows). */
+START_TEST(row_statistics_are_two_sums_in_registers)
+{
+    ptc_program *p = compile_text("# ptc ir v1\n"
+                                  "graph f(%x: bf16[4096,768] cpu, %w: bf16[768] cpu, "
+                                  "%b: bf16[768] cpu) {\n"
+                                  "  %l = layer_norm(%x, [768], %w, %b) : bf16[4096,768]\n"
+                                  "  return (%l)\n"
+                                  "}\n",
+                                  90);
+    char *v = vector_entry(p);
+    ck_assert(v != NULL);
+    ck_assert_int_eq(count(v, "shfl.sync.bfly"), 10);
+    ck_assert_int_eq(count(v, "div.rn.f32"), 2);
+    ck_assert_int_eq(count(v, "sqrt.rn.f32"), 1);
+    ck_assert_int_eq(count(v, "ld.shared"), 0);
+    ck_assert_int_eq(count(v, "ld.global.nc.v4.u32"), 9); /* x, w, b: 3 chunks each */
+    ck_assert_msg(first_at(v, "ld.global") > first_at(v, "$L__BB"),
+                  "a load hoisted out of the loop over rows:\n%.3000s", v);
+    free(v);
+    assemble_kernel0(p, 90);
+    ptc_program_release(p);
+}
+END_TEST
+
 /* Row lengths pick the team: a thread per row for tiny rows (no shuffles),
  * part of a warp or a warp for ordinary rows, a block (bar.sync through
  * shared memory) for one long reduction. */
@@ -1138,6 +1213,8 @@ int main(void)
     tcase_add_test(tc, half_lanes_are_stored_in_pairs_from_one_rounding);
     tcase_add_test(tc, erf_takes_one_ex2_and_no_reciprocal);
     tcase_add_test(tc, division_by_a_row_value_is_a_multiplication);
+    tcase_add_test(tc, flat_loads_come_before_the_arithmetic);
+    tcase_add_test(tc, row_statistics_are_two_sums_in_registers);
     tcase_add_test(tc, calls_past_the_bound_run_the_64_bit_variant);
     tcase_add_test(tc, a_kernel_with_one_launch_to_choose_is_settled_at_its_first_run);
     tcase_add_test(tc, ptx_cache_warm_start);

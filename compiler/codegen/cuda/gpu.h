@@ -47,8 +47,9 @@ typedef struct gplan {
     bool outer_contig, inner_contig; /* the accesses the team choice weighs */
 } gplan;
 
-/* Loads already emitted in this outer iteration (row mode): the row is read
- * from memory once and kept in registers across groups. */
+/* Loads already emitted in this outer iteration (row mode and flat
+ * kernels): issued first (g_prefetch), and in row mode read from memory once
+ * and kept in registers across groups. */
 typedef struct gcache {
     int n;
     struct {
@@ -56,6 +57,12 @@ typedef struct gcache {
         const ptc_ix *off;
         LLVMValueRef val;
     } e[256];
+    int nfwd; /* row mode: the reductions' results, which every lane holds */
+    struct {
+        int buf;
+        const ptc_ix *off;
+        LLVMValueRef val; /* scalar */
+    } fwd[32];
 } gcache;
 
 /* f16/bf16 roundings emitted in this kernel: each rounded value with the f32
@@ -99,6 +106,12 @@ LLVMValueRef g_intrinsic(gcg *c, const char *name, LLVMTypeRef *over, int nover,
                          int nargs);
 LLVMValueRef g_alloca(gcg *c, LLVMTypeRef t, const char *name);
 void g_store(gcg *c, int bufid, const ptc_ix *off, LLVMValueRef v, LLVMValueRef *vals, int w);
+/* Issues body's cacheable loads (read-only buffers, unmasked, direct
+ * offsets) now, into c->cache, so that they are in flight together before
+ * the arithmetic that uses them: ptxas does not move a load above the slow
+ * path of an IEEE division or square root (a call in the SASS), and a load
+ * issued after one waits a second memory latency. */
+void g_prefetch(gcg *c, const ptc_lbody *body, int w);
 
 /* ---- gmath.c: f32 / f64 math of any vector width ---- */
 LLVMValueRef g_exp(gcg *c, LLVMValueRef x);

@@ -173,6 +173,9 @@ static void emit_flat(gcg *c)
     fw.n = 0;
     for (int g = 0; g < c->k->ngroups; g++)
         for (int m = 0; m < c->k->groups[g].nmembers; m++)
+            g_prefetch(c, &c->k->groups[g].members[m].body, c->W);
+    for (int g = 0; g < c->k->ngroups; g++)
+        for (int m = 0; m < c->k->groups[g].nmembers; m++)
             emit_pw_member(c, &c->k->groups[g].members[m], &fw, c->W, true);
 }
 
@@ -206,17 +209,20 @@ typedef struct red {
     const ptc_lnode *n;
     ptc_dtype dt;  /* the reduced value's dtype */
     LLVMTypeRef t; /* its compute type */
+    int reduce;    /* how its states combine: n->reduce, or PTC_RED_SUM for the
+                      sums of a row's two-pass Welford */
     ptc_red_state acc;  /* allocas */
     ptc_red_state vacc; /* row mode: W-lane allocas */
+    LLVMValueRef *row_x, *row_valid; /* two-pass Welford: each chunk's values and valid */
 } red;
 
 static bool is_arg(const red *r)
 {
-    return r->n->reduce == PTC_RED_ARGMAX || r->n->reduce == PTC_RED_ARGMIN;
+    return r->reduce == PTC_RED_ARGMAX || r->reduce == PTC_RED_ARGMIN;
 }
 static bool is_welford(const red *r)
 {
-    return r->n->reduce == PTC_RED_WELFORD;
+    return r->reduce == PTC_RED_WELFORD;
 }
 
 static LLVMValueRef load_(gcg *c, LLVMTypeRef t, LLVMValueRef p)
@@ -232,7 +238,7 @@ static void red_init(gcg *c, red *r)
 {
     double f;
     int64_t i;
-    ptc_emit_red_identity(r->n->reduce, r->dt, &f, &i);
+    ptc_emit_red_identity(r->reduce, r->dt, &f, &i);
     store_(c, r->acc.v, ptc_emit_kconst(&c->em, r->dt, f, i, 1));
     store_(c, r->acc.i, LLVMConstInt(c->i64, 0, 0));
     if (is_welford(r)) {
@@ -278,7 +284,7 @@ static void red_save(gcg *c, const red *r, ptc_red_state s)
 /* Combines two states (Chan's merge for Welford). */
 static ptc_red_state red_combine(gcg *c, const red *r, ptc_red_state a, ptc_red_state x)
 {
-    return ptc_emit_red_combine(&c->em, r->n->reduce, r->n->nan_last, r->dt, a, x, 1);
+    return ptc_emit_red_combine(&c->em, r->reduce, r->n->nan_last, r->dt, a, x, 1);
 }
 
 /* Folds one element (value x, linear reduction index idx) into a state. */
@@ -419,15 +425,17 @@ static void red_across(gcg *c, const kctx *k, red *reds, int nred, int Tr)
     call0(c, "llvm.nvvm.barrier0");
 }
 
-static void red_store(gcg *c, const red *r)
+/* The member's outputs from its final state f. */
+static void red_outputs(gcg *c, const red *r, ptc_red_state f, LLVMValueRef outs[2])
 {
-    ptc_red_state f = red_load(c, r);
-    LLVMValueRef outs[2] = {f.v, NULL};
     LLVMBuilderRef b = c->b;
-    if (is_arg(r)) {
+    int kind = r->n->reduce;
+    outs[0] = f.v;
+    outs[1] = NULL;
+    if (kind == PTC_RED_ARGMAX || kind == PTC_RED_ARGMIN) {
         outs[0] = f.i;
         outs[1] = f.v;
-    } else if (is_welford(r)) {
+    } else if (kind == PTC_RED_WELFORD) {
         LLVMValueRef dof = LLVMBuildFSub(b, f.n, LLVMConstReal(r->t, r->n->correction), "");
         LLVMValueRef zero = LLVMConstReal(r->t, 0);
         dof = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, dof, zero, ""), zero, dof, "");
@@ -436,9 +444,20 @@ static void red_store(gcg *c, const red *r)
         LLVMValueRef none = LLVMBuildFCmp(b, LLVMRealOLE, f.n, zero, "");
         outs[1] = LLVMBuildSelect(b, none, LLVMConstReal(r->t, NAN), f.m, "");
     }
+}
+
+static void red_store_outputs(gcg *c, const red *r, LLVMValueRef outs[2])
+{
     for (int k = 0; k < 2; k++)
         if (r->mem->store[k] && r->n->out[k] >= 0)
             g_store(c, r->n->out[k], r->mem->store[k], outs[k], NULL, 1);
+}
+
+static void red_store(gcg *c, const red *r)
+{
+    LLVMValueRef outs[2];
+    red_outputs(c, r, red_load(c, r), outs);
+    red_store_outputs(c, r, outs);
 }
 
 static void emit_red_group(gcg *c, const kctx *k, const ptc_kgroup *G, int g)
@@ -456,6 +475,7 @@ static void emit_red_group(gcg *c, const kctx *k, const ptc_kgroup *G, int g)
         r->n = n;
         r->dt = r->mem->body.e[r->mem->value].dtype;
         r->t = ptc_emit_compute_type(&c->em, r->dt);
+        r->reduce = n->reduce;
         r->acc.v = g_alloca(c, r->t, "acc");
         r->acc.i = g_alloca(c, c->i64, "acc.i");
         r->acc.m = g_alloca(c, r->t, "acc.mean");
@@ -544,6 +564,23 @@ static void row_pw_member(gcg *c, const ptc_kmember *mem, ptc_emit_fwd *fw, LLVM
     free(v);
 }
 
+/* Issues the read-only loads of every chunk of reduction group G first:
+ * its statistics need the whole row. A pointwise group loads chunk by
+ * chunk, and ptxas hoists what its registers allow: layer_norm's weights
+ * issued together (after the statistics) were 48 f32 values a lane beside
+ * the row's 24, spilled at 64 registers. */
+static void row_prefetch(gcg *c, const kctx *k, const ptc_kgroup *G)
+{
+    const ptc_dim *ranges = G->reduction ? G->red : G->inner;
+    int first = c->k->nouter + (G->reduction ? G->ninner : 0);
+    for (int j = 0; j < c->plan->row_j; j++) {
+        LLVMValueRef valid;
+        row_chunk(c, k, j, ranges, first, &valid);
+        for (int m = 0; m < G->nmembers; m++)
+            g_prefetch(c, &G->members[m].body, c->W);
+    }
+}
+
 static void emit_row_pw_group(gcg *c, const kctx *k, const ptc_kgroup *G)
 {
     for (int j = 0; j < c->plan->row_j; j++) {
@@ -614,37 +651,150 @@ static void row_fold_lanes(gcg *c, red *r)
     red_save(c, r, o);
 }
 
-static void emit_row_red_group(gcg *c, const kctx *k, const ptc_kgroup *G, int g)
+/* Member r's W-lane accumulators back to the identity of how it combines. */
+static void row_acc_reset(gcg *c, red *r)
 {
-    int w = c->W, nouter = c->k->nouter;
+    int w = c->W;
+    double f;
+    int64_t iv;
+    ptc_emit_red_identity(r->reduce, r->dt, &f, &iv);
+    store_(c, r->vacc.v, ptc_emit_kconst(&c->em, r->dt, f, iv, w));
+    store_(c, r->vacc.i, g_const_i(c->i64, 0, w));
+    store_(c, r->vacc.m, LLVMConstNull(g_vec(c, r->t, w)));
+    store_(c, r->vacc.m2, LLVMConstNull(g_vec(c, r->t, w)));
+    store_(c, r->vacc.n, LLVMConstNull(g_vec(c, r->t, w)));
+}
+
+/* A reduction member of a row group: scalar and W-lane accumulators. A
+ * Welford member sums first and keeps each chunk's values for its second
+ * pass (row_second_pass). */
+static void row_red_init(gcg *c, red *r, const ptc_kmember *mem, const ptc_lnode *n)
+{
+    int w = c->W;
+    r->mem = mem;
+    r->n = n;
+    r->dt = mem->body.e[mem->value].dtype;
+    r->t = ptc_emit_compute_type(&c->em, r->dt);
+    r->reduce = n->reduce == PTC_RED_WELFORD ? PTC_RED_SUM : n->reduce;
+    if (n->reduce == PTC_RED_WELFORD) {
+        r->row_x = calloc((size_t)c->plan->row_j, sizeof *r->row_x);
+        r->row_valid = calloc((size_t)c->plan->row_j, sizeof *r->row_valid);
+    }
+    ptc_red_state *a[2] = {&r->acc, &r->vacc};
+    for (int i = 0; i < 2; i++) {
+        int lanes = i ? w : 1;
+        a[i]->v = g_alloca(c, g_vec(c, r->t, lanes), "acc");
+        a[i]->i = g_alloca(c, g_vec(c, c->i64, lanes), "acc.i");
+        a[i]->m = g_alloca(c, g_vec(c, r->t, lanes), "acc.mean");
+        a[i]->m2 = g_alloca(c, g_vec(c, r->t, lanes), "acc.m2");
+        a[i]->n = g_alloca(c, g_vec(c, r->t, lanes), "acc.n");
+    }
+    row_acc_reset(c, r);
+}
+
+/* The second pass of the group's Welford members. The first summed the row:
+ * the mean is sum / n, and M2 the sum of the squared deviations from it over
+ * the values kept in registers; the state becomes Welford's (mean, M2, n).
+ * Over a row in registers this is cheaper than Welford's update (a division
+ * per element, and per lane merge) and at least as accurate. */
+static void row_second_pass(gcg *c, const kctx *k, red *reds, int nred)
+{
+    LLVMBuilderRef b = c->b;
+    red *two = calloc((size_t)nred + 1, sizeof *two);
+    int ntwo = 0;
+    for (int i = 0; i < nred; i++) {
+        red *r = &reds[i];
+        if (!r->row_x)
+            continue;
+        LLVMValueRef count = LLVMConstReal(r->t, (double)c->plan->row_n);
+        LLVMValueRef mean = LLVMBuildFDiv(b, load_(c, r->t, r->acc.v), count, "mean");
+        LLVMValueRef means = g_splat(c, mean, c->W);
+        row_acc_reset(c, r);
+        for (int j = 0; j < c->plan->row_j; j++) {
+            LLVMValueRef d = LLVMBuildFSub(b, r->row_x[j], means, "");
+            row_update(c, r, LLVMBuildFMul(b, d, d, ""), NULL, r->row_valid[j]);
+        }
+        row_fold_lanes(c, r);
+        store_(c, r->acc.m, mean);
+        store_(c, r->acc.n, count);
+        two[ntwo++] = *r;
+    }
+    if (k->T > 1 && ntwo)
+        red_across(c, k, two, ntwo, k->T);
+    for (int i = 0; i < nred; i++)
+        if (reds[i].row_x) {
+            store_(c, reds[i].acc.m2, load_(c, reds[i].t, reds[i].acc.v));
+            reds[i].reduce = PTC_RED_WELFORD;
+        }
+    free(two);
+}
+
+/* Later groups of this iteration take out k of r from registers instead of
+ * loading what lane 0 stores (every lane holds the final state: the
+ * combines are commutative and a block's threads read the same slots), as
+ * stored: rounded to the buffer's dtype. */
+static void row_forward(gcg *c, const red *r, LLVMValueRef outs[2])
+{
+    gcache *ca = c->cache;
+    for (int k = 0; k < 2; k++) {
+        int buf = r->n->out[k];
+        if (!r->mem->store[k] || buf < 0 || ca->nfwd >= (int)(sizeof ca->fwd / sizeof ca->fwd[0]))
+            continue;
+        ptc_dtype dt = c->s->prog->bufs[buf]->dtype;
+        ca->fwd[ca->nfwd].buf = buf;
+        ca->fwd[ca->nfwd].off = r->mem->store[k];
+        ca->fwd[ca->nfwd++].val =
+            ptc_emit_from_storage(&c->em, ptc_emit_to_storage(&c->em, outs[k], dt, 1), dt, 1);
+    }
+}
+
+/* One chunk of a row reduction group: its pointwise members, and each
+ * reduction member's values folded into its W-lane state. */
+static void row_red_chunk(gcg *c, const kctx *k, const ptc_kgroup *G, red *reds, int j,
+                          LLVMValueRef iota)
+{
+    int w = c->W;
+    LLVMValueRef valid;
+    row_chunk(c, k, j, G->red, c->k->nouter + G->ninner, &valid);
+    ptc_emit_fwd fw;
+    fw.n = 0;
+    int ri = 0;
+    for (int m = 0; m < G->nmembers; m++) {
+        const ptc_kmember *mem = &G->members[m];
+        const ptc_lnode *n = c->s->prog->nodes[mem->node];
+        if (n->kind != PTC_LN_REDUCTION) {
+            row_pw_member(c, mem, &fw, valid);
+            continue;
+        }
+        red *r = &reds[ri++];
+        LLVMValueRef *v = ptc_emit_body(&c->em, &mem->body, w, &fw);
+        LLVMValueRef idx = NULL;
+        if (is_arg(r)) {
+            /* the linear reduction index of each lane: chunk base + lane */
+            LLVMValueRef f = LLVMBuildNSWMul(
+                c->b, LLVMBuildAdd(c->b, ixc(c, (int64_t)j * k->T), k->t, ""), ixc(c, w), "");
+            if (c->ix != c->i64)
+                f = LLVMBuildSExt(c->b, f, c->i64, "");
+            idx = w > 1 ? LLVMBuildAdd(c->b, g_splat(c, f, w), iota, "") : f;
+        }
+        if (r->row_x) {
+            r->row_x[j] = v[mem->value];
+            r->row_valid[j] = valid;
+        }
+        row_update(c, r, v[mem->value], idx, valid);
+        free(v);
+    }
+}
+
+static void emit_row_red_group(gcg *c, const kctx *k, const ptc_kgroup *G)
+{
+    int w = c->W;
     red *reds = calloc((size_t)G->nmembers + 1, sizeof *reds);
     int nred = 0;
     for (int m = 0; m < G->nmembers; m++) {
         const ptc_lnode *n = c->s->prog->nodes[G->members[m].node];
-        if (n->kind != PTC_LN_REDUCTION)
-            continue;
-        red *r = &reds[nred++];
-        r->mem = &G->members[m];
-        r->n = n;
-        r->dt = r->mem->body.e[r->mem->value].dtype;
-        r->t = ptc_emit_compute_type(&c->em, r->dt);
-        ptc_red_state *a[2] = {&r->acc, &r->vacc};
-        for (int i = 0; i < 2; i++) {
-            int lanes = i ? w : 1;
-            a[i]->v = g_alloca(c, g_vec(c, r->t, lanes), "acc");
-            a[i]->i = g_alloca(c, g_vec(c, c->i64, lanes), "acc.i");
-            a[i]->m = g_alloca(c, g_vec(c, r->t, lanes), "acc.mean");
-            a[i]->m2 = g_alloca(c, g_vec(c, r->t, lanes), "acc.m2");
-            a[i]->n = g_alloca(c, g_vec(c, r->t, lanes), "acc.n");
-        }
-        double f;
-        int64_t iv;
-        ptc_emit_red_identity(r->n->reduce, r->dt, &f, &iv);
-        store_(c, r->vacc.v, ptc_emit_kconst(&c->em, r->dt, f, iv, w));
-        store_(c, r->vacc.i, g_const_i(c->i64, 0, w));
-        store_(c, r->vacc.m, LLVMConstNull(g_vec(c, r->t, w)));
-        store_(c, r->vacc.m2, LLVMConstNull(g_vec(c, r->t, w)));
-        store_(c, r->vacc.n, LLVMConstNull(g_vec(c, r->t, w)));
+        if (n->kind == PTC_LN_REDUCTION)
+            row_red_init(c, &reds[nred++], &G->members[m], n);
     }
     LLVMValueRef iota = NULL;
     if (w > 1) {
@@ -653,45 +803,30 @@ static void emit_row_red_group(gcg *c, const kctx *k, const ptc_kgroup *G, int g
             ks[l] = LLVMConstInt(c->i64, (unsigned)l, 0);
         iota = LLVMConstVector(ks, (unsigned)w);
     }
-    for (int j = 0; j < c->plan->row_j; j++) {
-        LLVMValueRef valid;
-        row_chunk(c, k, j, G->red, nouter + G->ninner, &valid);
-        ptc_emit_fwd fw;
-        fw.n = 0;
-        int ri = 0;
-        for (int m = 0; m < G->nmembers; m++) {
-            const ptc_kmember *mem = &G->members[m];
-            const ptc_lnode *n = c->s->prog->nodes[mem->node];
-            if (n->kind != PTC_LN_REDUCTION) {
-                row_pw_member(c, mem, &fw, valid);
-                continue;
-            }
-            red *r = &reds[ri++];
-            LLVMValueRef *v = ptc_emit_body(&c->em, &mem->body, w, &fw);
-            LLVMValueRef idx = NULL;
-            if (is_arg(r)) {
-                /* the linear reduction index of each lane: chunk base + lane */
-                LLVMValueRef f = LLVMBuildNSWMul(
-                    c->b, LLVMBuildAdd(c->b, ixc(c, (int64_t)j * k->T), k->t, ""), ixc(c, w), "");
-                if (c->ix != c->i64)
-                    f = LLVMBuildSExt(c->b, f, c->i64, "");
-                idx = w > 1 ? LLVMBuildAdd(c->b, g_splat(c, f, w), iota, "") : f;
-            }
-            row_update(c, r, v[mem->value], idx, valid);
-            free(v);
-        }
-    }
+    for (int j = 0; j < c->plan->row_j; j++)
+        row_red_chunk(c, k, G, reds, j, iota);
     for (int r = 0; r < nred; r++)
         row_fold_lanes(c, &reds[r]);
     if (k->T > 1)
         red_across(c, k, reds, nred, k->T);
+    row_second_pass(c, k, reds, nred);
+    LLVMValueRef(*outs)[2] = calloc((size_t)nred + 1, sizeof *outs);
+    for (int r = 0; r < nred; r++) {
+        red_outputs(c, &reds[r], red_load(c, &reds[r]), outs[r]);
+        row_forward(c, &reds[r], outs[r]);
+    }
     LLVMBasicBlockRef join = NULL;
     if (k->T > 1)
         join = if_open(c, LLVMBuildICmp(c->b, LLVMIntEQ, k->t, ixc(c, 0), ""), "red.store");
     for (int r = 0; r < nred; r++)
-        red_store(c, &reds[r]);
+        red_store_outputs(c, &reds[r], outs[r]);
     if (join)
         if_close(c, join);
+    for (int r = 0; r < nred; r++) {
+        free(reds[r].row_x);
+        free(reds[r].row_valid);
+    }
+    free(outs);
     free(reds);
 }
 
@@ -765,22 +900,27 @@ static void bind_locals(gcg *c, const kctx *k, LLVMValueRef scratch, LLVMValueRe
 static void emit_iteration(gcg *c, const kctx *k, LLVMValueRef o)
 {
     const ptc_kernel *kn = c->k;
+    gcache cache;
+    cache.n = 0;
+    cache.nfwd = 0;
     if (c->plan->flat) {
         LLVMValueRef e = c->W > 1 ? LLVMBuildNSWMul(c->b, o, ixc(c, c->W), "") : o;
         decompose(c, e, kn->outer, kn->nouter, 0);
+        c->cache = &cache;
+        c->cache_j = 0;
         emit_flat(c);
+        c->cache = NULL;
         return;
     }
     decompose(c, o, kn->outer, kn->nouter, 0);
-    gcache cache;
     bool row = c->plan->row && (c->vector_form || c->plan->vec == 1);
-    if (row) {
-        cache.n = 0;
+    if (row)
         c->cache = &cache;
-    }
     for (int g = 0; g < kn->ngroups; g++) {
         if (row && kn->groups[g].reduction)
-            emit_row_red_group(c, k, &kn->groups[g], g);
+            row_prefetch(c, k, &kn->groups[g]);
+        if (row && kn->groups[g].reduction)
+            emit_row_red_group(c, k, &kn->groups[g]);
         else if (row)
             emit_row_pw_group(c, k, &kn->groups[g]);
         else if (kn->groups[g].reduction)
