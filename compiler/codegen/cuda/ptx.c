@@ -20,10 +20,11 @@
  * context and target machine, so kernels of a schedule compile in parallel.
  * In a compile worker (worker.c; PTC_COMPILE_WORKER=0 turns it off), a
  * program's PTX is printed by one forked child for all its kernels that
- * miss the cache (ptc_cuda_codegen_all: one fork per compile, from the
- * compiling thread before the loading threads start; the child only runs
- * LLVM, never the CUDA driver), so that a crash inside LLVM fails the
- * compile and not the program. A kernel generated alone (ptc_cuda_codegen)
+ * miss the cache (ptc_cuda_codegen_all: one fork per compile, or per batch
+ * of programs compiled together, such as a training step's forward and
+ * backward; from the compiling thread before the loading threads start;
+ * the child only runs LLVM, never the CUDA driver), so that a crash inside
+ * LLVM fails the compile and not the program. A kernel generated alone (ptc_cuda_codegen)
  * gets a worker of its own, and so it does, whatever the setting, when the
  * process lacks the address space LLVM would need, since LLVM running out of
  * memory aborts the process it runs in.
@@ -323,19 +324,6 @@ static void plan_text(ptc_buf *b, const ptc_kernel *k, const gplan *p)
     ptc_buf_putc(b, '\n');
 }
 
-static char *with_header(const ptc_kernel *k, const char *ptx)
-{
-    ptc_buf b = {0};
-    ptc_buf_printf(&b, "; ptc kernel %d %s", k->id, k->name);
-    if (k->nprov > 0) {
-        ptc_buf_puts(&b, "  <-");
-        for (int i = 0; i < k->nprov; i++)
-            ptc_buf_printf(&b, "%s %%%s", i ? "," : "", k->prov[i]);
-    }
-    ptc_buf_printf(&b, "\n%s", ptx);
-    return b.data;
-}
-
 /* Reads the "// ptc valign" line; false when it is missing or malformed
  * (a foreign or truncated cache file). */
 static bool parse_valign(const char *ptx, int nargs, uint8_t *valign)
@@ -467,7 +455,7 @@ static int gen_end(gen *g, int rc, char **text, ptc_error *err)
     }
     out->key = g->key.data;
     if (text)
-        *text = with_header(k, out->ptx);
+        *text = ptc_kernel_code_text(k, out->ptx);
     return 0;
 }
 
@@ -511,9 +499,7 @@ static void build_all_in_worker(const ptx_job **jobs, int n, int nthreads, char 
     free(res);
 }
 
-int ptc_cuda_codegen_all(const ptc_schedule *s, const int *ks, int n, const ptc_cuda_target *t,
-                         const ptc_codegen_opts *o, ptc_cuda_code *const *outs, int nthreads,
-                         ptc_error *err)
+int ptc_cuda_codegen_all(const ptc_cuda_gen *items, int n, int nthreads, ptc_error *err)
 {
     gen *g = calloc((size_t)n + 1, sizeof *g);
     const ptx_job **jobs = calloc((size_t)n + 1, sizeof *jobs);
@@ -522,9 +508,11 @@ int ptc_cuda_codegen_all(const ptc_schedule *s, const int *ks, int n, const ptc_
     ptc_error *errs = calloc((size_t)n + 1, sizeof *errs);
     int nmiss = 0, begun = 0, failed = 0;
     for (; begun < n && !failed; begun++) {
-        failed = gen_begin(s, s->kernels[ks[begun]], t, o, outs[begun], &g[begun], err) != 0;
-        if (!failed && !outs[begun]->ptx)
-            miss[nmiss] = begun, jobs[nmiss] = &g[begun].job, ptx[nmiss++] = &outs[begun]->ptx;
+        const ptc_cuda_gen *it = &items[begun];
+        failed =
+            gen_begin(it->s, it->s->kernels[it->k], it->t, it->o, it->out, &g[begun], err) != 0;
+        if (!failed && !it->out->ptx)
+            miss[nmiss] = begun, jobs[nmiss] = &g[begun].job, ptx[nmiss++] = &it->out->ptx;
     }
     begun -= failed; /* the one that failed has nothing to end */
     double t0 = ptc_now_ms();
@@ -537,8 +525,9 @@ int ptc_cuda_codegen_all(const ptc_schedule *s, const int *ks, int n, const ptc_
         free(mrc);
         free(merr);
     }
-    if (o && o->metrics && nmiss > 0)
-        ptc_metrics_add(o->metrics, "llvm_compile_ms", ptc_now_ms() - t0, true);
+    ptc_metrics *metrics = n > 0 && items[0].o ? items[0].o->metrics : NULL;
+    if (metrics && nmiss > 0) /* the batch's time is its first kernel's program's */
+        ptc_metrics_add(metrics, "llvm_compile_ms", ptc_now_ms() - t0, true);
     for (int i = 0; i < begun; i++) {
         ptc_error e = errs[i];
         if (gen_end(&g[i], rc[i], NULL, &e) && !failed)
