@@ -37,7 +37,6 @@ typedef struct pipe {
     double spent_ms; /* on this graph: its stages, and its batch's codegen when first */
     /* code generation's */
     ptc_codegen_opts co;
-    bool want_code_text;
     char **texts; /* [nkernels]: each kernel's code, when asked for */
 } pipe_t;
 
@@ -234,12 +233,12 @@ static void codegen_begin(pipe_t *s)
 {
     ptc_program *p = s->p;
     int nk = p->sched->nkernels;
-    s->want_code_text = s->want_text || want_log(PTC_LOG_OUTPUT_CODE);
-    s->texts = s->want_code_text ? calloc((size_t)nk + 1, sizeof *s->texts) : NULL;
+    bool want_code_text = s->want_text || want_log(PTC_LOG_OUTPUT_CODE);
+    s->texts = want_code_text ? calloc((size_t)nk + 1, sizeof *s->texts) : NULL;
     p->kernels = calloc((size_t)nk + 1, sizeof *p->kernels);
     s->co = (ptc_codegen_opts){.no_cache = s->o && s->o->no_cache,
                                .kernel_dir = s->o ? s->o->kernel_dir : NULL,
-                               .want_text = s->want_code_text,
+                               .want_text = want_code_text,
                                .metrics = &s->m};
 }
 

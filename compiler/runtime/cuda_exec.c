@@ -211,8 +211,8 @@ typedef struct work {
  * time in order: ws[0]'s, then ws[1]'s... */
 typedef struct crew {
     work *ws;
-    int nw, total;
-    int next; /* atomic */
+    int total; /* kernels of all the works */
+    int next;  /* atomic */
     pthread_mutex_t mlock;
     int failed; /* atomic */
     ptc_error err;
@@ -298,7 +298,7 @@ static int pending_in(const work *ws, int nw)
  * the first failure seen (the others stop at their next kernel). */
 static int run_workers(work *ws, int nw, ptc_error *err)
 {
-    crew c = {.ws = ws, .nw = nw, .total = pending_in(ws, nw)};
+    crew c = {.ws = ws, .total = pending_in(ws, nw)};
     int nt = nthreads_for(c.total);
     pthread_mutex_init(&c.mlock, NULL);
     if (nt <= 1) {
