@@ -158,7 +158,8 @@ typedef struct ptc_cuda_gen {
 /* ptc_cuda_codegen for items[0..n) (kernels of one schedule or of several:
  * a batch of programs), whose PTX not in the cache is generated in one
  * compile worker on nthreads threads (one fork for all of them, from this
- * thread alone; the caller's threads only load). The LLVM time goes to
+ * thread alone; the caller's threads only load), once per cache key: an
+ * item whose kernel an earlier item has takes a copy of its PTX. The LLVM time goes to
  * items[0].o's metrics. -1 with err: the first failure in item order; every
  * out is then freed or whole. */
 int ptc_cuda_codegen_all(const ptc_cuda_gen *items, int n, int nthreads, ptc_error *err);

@@ -499,22 +499,37 @@ static void build_all_in_worker(const ptx_job **jobs, int n, int nthreads, char 
     free(res);
 }
 
+/* The item before i whose kernel has i's key (its code is i's: a batch's
+ * programs may share kernels), or -1. */
+static int same_key_before(const gen *g, int i)
+{
+    for (int j = 0; j < i; j++)
+        if (g[j].key.len == g[i].key.len && memcmp(g[j].key.data, g[i].key.data, g[i].key.len) == 0)
+            return j;
+    return -1;
+}
+
 int ptc_cuda_codegen_all(const ptc_cuda_gen *items, int n, int nthreads, ptc_error *err)
 {
     gen *g = calloc((size_t)n + 1, sizeof *g);
     const ptx_job **jobs = calloc((size_t)n + 1, sizeof *jobs);
     char ***ptx = calloc((size_t)n + 1, sizeof *ptx);
     int *miss = calloc((size_t)n + 1, sizeof *miss), *rc = calloc((size_t)n + 1, sizeof *rc);
+    int *same = calloc((size_t)n + 1, sizeof *same);
     ptc_error *errs = calloc((size_t)n + 1, sizeof *errs);
     int nmiss = 0, begun = 0, failed = 0;
     for (; begun < n && !failed; begun++) {
         const ptc_cuda_gen *it = &items[begun];
         failed =
             gen_begin(it->s, it->s->kernels[it->k], it->t, it->o, it->out, &g[begun], err) != 0;
-        if (!failed && !it->out->ptx)
+        same[begun] = failed || it->out->ptx ? -1 : same_key_before(g, begun);
+        if (!failed && !it->out->ptx && same[begun] < 0)
             miss[nmiss] = begun, jobs[nmiss] = &g[begun].job, ptx[nmiss++] = &it->out->ptx;
     }
-    begun -= failed; /* the one that failed has nothing to end */
+    /* the one that failed has nothing to end; nothing is built, and the
+       items begun end freed */
+    begun -= failed;
+    bool begin_failed = failed;
     double t0 = ptc_now_ms();
     if (!failed && nmiss > 0) {
         int *mrc = calloc((size_t)nmiss, sizeof *mrc);
@@ -525,15 +540,22 @@ int ptc_cuda_codegen_all(const ptc_cuda_gen *items, int n, int nthreads, ptc_err
         free(mrc);
         free(merr);
     }
+    for (int i = 0; i < begun; i++) /* a kernel another item built: its PTX, or its error */
+        if (same[i] >= 0 && !failed) {
+            const ptc_cuda_code *src = items[same[i]].out;
+            rc[i] = rc[same[i]], errs[i] = errs[same[i]];
+            if (rc[i] == 0 && src->ptx && !(items[i].out->ptx = strdup(src->ptx)))
+                rc[i] = ptc_errorf(&errs[i], PTC_ERR_INTERNAL, "codegen", "out of memory");
+        }
     ptc_metrics *metrics = n > 0 && items[0].o ? items[0].o->metrics : NULL;
     if (metrics && nmiss > 0) /* the batch's time is its first kernel's program's */
         ptc_metrics_add(metrics, "llvm_compile_ms", ptc_now_ms() - t0, true);
     for (int i = 0; i < begun; i++) {
         ptc_error e = errs[i];
-        if (gen_end(&g[i], rc[i], NULL, &e) && !failed)
+        if (gen_end(&g[i], begin_failed ? -1 : rc[i], NULL, &e) && !failed)
             failed = 1, *err = e;
     }
-    free(g), free(jobs), free(ptx), free(miss), free(rc), free(errs);
+    free(g), free(jobs), free(ptx), free(miss), free(rc), free(same), free(errs);
     return failed ? -1 : 0;
 }
 
