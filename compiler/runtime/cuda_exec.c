@@ -6,7 +6,10 @@
  * cubin (cuLink*, also disk-cached under the PTX key plus the device's
  * architecture and the driver version, so a warm start runs no JIT) and
  * cuModuleLoadData. With an explicit target (opts->cuda_sm) no device is
- * needed and modules load at the first run, on the run's device.
+ * needed and modules load at the first run, on the run's device. Programs
+ * compiled together (ptc_cuda_prepare_all: a training step's forward and
+ * backward) share one compile worker for their PTX and one pool of threads
+ * that loads it, so the batch waits for its slowest kernel once.
  *
  * Run: every input must be a CUDA tensor of one device laid out as its type
  * says. The run makes that device's primary context current, allocates the
@@ -223,6 +226,7 @@ static int load_combos(ptc_cuda_prog *cp, cloaded *L, bool no_cache, ptc_metrics
 /* ---- parallel compilation ---------------------------------------------------------------------
  */
 
+/* One program's kernels to compile. */
 typedef struct work {
     ptc_cuda_prog *cp;
     const ptc_schedule *s;
@@ -233,11 +237,18 @@ typedef struct work {
     bool combos; /* the compile worker makes the combinations' code too */
     int *pending;
     int npending;
-    int next; /* atomic */
+} work;
+
+/* The threads compiling the kernels of works ws[0..nw), taken one at a
+ * time in order: ws[0]'s, then ws[1]'s... */
+typedef struct crew {
+    work *ws;
+    int total; /* kernels of all the works */
+    int next;  /* atomic */
     pthread_mutex_t mlock;
     int failed; /* atomic */
     ptc_error err;
-} work;
+} crew;
 
 /* The code w generates for kernel k. */
 static ptc_cuda_code *work_code(const work *w, int k)
@@ -245,32 +256,52 @@ static ptc_cuda_code *work_code(const work *w, int k)
     return w->wide ? &w->cp->k[k].wide : &w->cp->k[k].code;
 }
 
+static void crew_fail(crew *c, const ptc_error *err)
+{
+    if (__atomic_fetch_add(&c->failed, 1, __ATOMIC_ACQ_REL) == 0)
+        c->err = *err;
+}
+
+/* Kernel k of w: generated where w->gen, loaded where w->L. */
+static int compile_kernel(const work *w, int k, pthread_mutex_t *mlock, ptc_error *err)
+{
+    int rc = 0;
+    if (w->gen) {
+        ptc_codegen_opts co = *w->co;
+        co.metrics = NULL; /* not thread-safe: timed by the caller */
+        rc = ptc_cuda_codegen(w->s, w->s->kernels[k], &w->cp->target, &co, work_code(w, k), NULL,
+                              err);
+    }
+    if (rc == 0 && w->L)
+        rc = load_one(w->cp, w->s, k, w->L, w->co->no_cache, w->co->metrics, mlock, err);
+    return rc;
+}
+
 static void *worker(void *arg)
 {
-    work *w = arg;
+    crew *c = arg;
+    const ptc_cuda_device *current = NULL; /* the device whose context this thread entered */
     bool pushed = false;
     ptc_error err;
-    if (w->L && ptc_cuda_enter(w->L->dev, &pushed, &err)) {
-        if (__atomic_fetch_add(&w->failed, 1, __ATOMIC_ACQ_REL) == 0)
-            w->err = err;
-        return NULL;
-    }
     for (;;) {
-        int i = __atomic_fetch_add(&w->next, 1, __ATOMIC_ACQ_REL);
-        if (i >= w->npending || __atomic_load_n(&w->failed, __ATOMIC_ACQUIRE))
+        int i = __atomic_fetch_add(&c->next, 1, __ATOMIC_ACQ_REL);
+        if (i >= c->total || __atomic_load_n(&c->failed, __ATOMIC_ACQUIRE))
             break;
-        int k = w->pending[i];
-        int rc = 0;
-        if (w->gen) {
-            ptc_codegen_opts co = *w->co;
-            co.metrics = NULL; /* not thread-safe: timed by the caller */
-            rc = ptc_cuda_codegen(w->s, w->s->kernels[k], &w->cp->target, &co, work_code(w, k),
-                                  NULL, &err);
+        const work *w = c->ws;
+        for (; i >= w->npending; w++)
+            i -= w->npending;
+        if (w->L && w->L->dev != current) {
+            ptc_cuda_leave(pushed);
+            pushed = false;
+            current = NULL;
+            if (ptc_cuda_enter(w->L->dev, &pushed, &err)) {
+                crew_fail(c, &err);
+                break;
+            }
+            current = w->L->dev;
         }
-        if (rc == 0 && w->L)
-            rc = load_one(w->cp, w->s, k, w->L, w->co->no_cache, w->co->metrics, &w->mlock, &err);
-        if (rc && __atomic_fetch_add(&w->failed, 1, __ATOMIC_ACQ_REL) == 0)
-            w->err = err;
+        if (compile_kernel(w, w->pending[i], &c->mlock, &err))
+            crew_fail(c, &err);
     }
     ptc_cuda_leave(pushed);
     return NULL;
@@ -287,83 +318,115 @@ static int nthreads_for(int n)
     return t < 1 ? 1 : (int)t;
 }
 
-static int run_workers(work *w, ptc_error *err)
+static int pending_in(const work *ws, int nw)
 {
-    int nt = nthreads_for(w->npending);
-    pthread_mutex_init(&w->mlock, NULL);
+    int n = 0;
+    for (int i = 0; i < nw; i++)
+        n += ws[i].npending;
+    return n;
+}
+
+/* Compiles the kernels of ws[0..nw) on one pool of threads. -1 with err:
+ * the first failure seen (the others stop at their next kernel). */
+static int run_workers(work *ws, int nw, ptc_error *err)
+{
+    crew c = {.ws = ws, .total = pending_in(ws, nw)};
+    int nt = nthreads_for(c.total);
+    pthread_mutex_init(&c.mlock, NULL);
     if (nt <= 1) {
-        worker(w);
+        worker(&c);
     } else {
         pthread_t th[16];
         int started = 0;
         for (int i = 0; i < nt; i++)
-            if (pthread_create(&th[i], NULL, worker, w) == 0)
+            if (pthread_create(&th[i], NULL, worker, &c) == 0)
                 started++;
             else
                 break;
         if (started == 0)
-            worker(w);
+            worker(&c);
         for (int i = 0; i < started; i++)
             pthread_join(th[i], NULL);
     }
-    pthread_mutex_destroy(&w->mlock);
-    if (w->failed) {
+    pthread_mutex_destroy(&c.mlock);
+    if (c.failed) {
         if (err)
-            *err = w->err;
+            *err = c.err;
         return -1;
     }
     return 0;
 }
 
-/* Whether the process has the room LLVM would need to generate w's PTX on
- * nthreads threads (codegen.h). Where it has not, each kernel goes to a
- * worker of its own, as it did before a compile had one worker: the parent
- * then lives as near its limit as ever, and a compile that succeeds leaves
- * it with too little for ptc's own work after it. */
-static bool room_for_one_worker(const work *w, int nthreads)
+/* Whether the process has the room LLVM would need to generate the PTX of
+ * ws[0..nw) on nthreads threads (codegen.h). Where it has not, each kernel
+ * goes to a worker of its own, as it did before a compile had one worker:
+ * the parent then lives as near its limit as ever, and a compile that
+ * succeeds leaves it with too little for ptc's own work after it. */
+static bool room_for_one_worker(const work *ws, int nw, int nthreads)
 {
     size_t most = 0;
-    for (int i = 0; i < w->npending; i++) {
-        size_t r = ptc_llvm_room(w->s->kernels[w->pending[i]]);
-        most = r > most ? r : most;
-    }
-    for (int i = 0; w->combos && i < w->cp->ncombos; i++) {
-        const ptc_combo *c = &w->s->combos[i];
-        size_t r = 0;
-        for (int t = c->first; t < c->first + c->n; t++)
-            r += ptc_llvm_room(w->s->kernels[w->s->steps[t].index]);
-        most = r > most ? r : most;
+    for (int w = 0; w < nw; w++) {
+        const work *wk = &ws[w];
+        for (int i = 0; i < wk->npending; i++) {
+            size_t r = ptc_llvm_room(wk->s->kernels[wk->pending[i]]);
+            most = r > most ? r : most;
+        }
+        for (int i = 0; wk->combos && i < wk->cp->ncombos; i++) {
+            const ptc_combo *c = &wk->s->combos[i];
+            size_t r = 0;
+            for (int t = c->first; t < c->first + c->n; t++)
+                r += ptc_llvm_room(wk->s->kernels[wk->s->steps[t].index]);
+            most = r > most ? r : most;
+        }
     }
     return ptc_llvm_have_room((size_t)nthreads * most);
 }
 
-/* The PTX of w's kernels, generated in one compile worker (a fork per
- * compile, from this thread, before any compile thread starts). */
-static int gen_in_worker(work *w, ptc_error *err)
+/* The PTX of the kernels of ws[0..nw), and of the combinations of those
+ * whose combos is set, generated in one compile worker (a fork per batch,
+ * from this thread, before any compile thread starts). */
+static int gen_in_worker(work *ws, int nw, ptc_error *err)
 {
-    int ncombos = w->combos ? w->cp->ncombos : 0;
-    ptc_cuda_code **outs = calloc((size_t)(w->npending + ncombos) + 1, sizeof *outs);
-    for (int i = 0; i < w->npending; i++)
-        outs[i] = work_code(w, w->pending[i]);
-    for (int i = 0; i < ncombos; i++)
-        outs[w->npending + i] = &w->cp->combos[i];
-    int rc = ptc_cuda_codegen_all(w->s, w->pending, w->npending, ncombos, &w->cp->target, w->co,
-                                  outs, nthreads_for(w->npending + ncombos), err);
-    free(outs);
+    int most = pending_in(ws, nw);
+    for (int w = 0; w < nw; w++)
+        most += ws[w].combos ? ws[w].cp->ncombos : 0;
+    ptc_cuda_gen *items = calloc((size_t)most + 1, sizeof *items);
+    if (!items)
+        return ptc_errorf(err, PTC_ERR_INTERNAL, "runtime",
+                          "out of memory listing the CUDA kernels");
+    int n = 0;
+    for (int w = 0; w < nw; w++) {
+        const work *wk = &ws[w];
+        ptc_cuda_gen item = {.s = wk->s, .t = &wk->cp->target, .o = wk->co};
+        for (int i = 0; i < wk->npending; i++) {
+            item.k = wk->pending[i];
+            item.out = work_code(wk, item.k);
+            items[n++] = item;
+        }
+        item.combo = true;
+        for (int i = 0; wk->combos && i < wk->cp->ncombos; i++) {
+            item.k = i;
+            item.out = &wk->cp->combos[i];
+            items[n++] = item;
+        }
+    }
+    int rc = ptc_cuda_codegen_all(items, n, nthreads_for(n), err);
+    free(items);
     return rc;
 }
 
-/* Generates w's PTX (in one compile worker where the process has the room)
- * and, where w->L is set, loads it. */
-static int generate(work *w, ptc_error *err)
+/* Generates the PTX of ws[0..nw) (in one compile worker where the process
+ * has the room) and, where a work's L is set, loads it. */
+static int generate(work *ws, int nw, ptc_error *err)
 {
-    int rc = 0;
-    if (ptc_worker_enabled() && room_for_one_worker(w, nthreads_for(w->npending))) {
+    if (ptc_worker_enabled() && room_for_one_worker(ws, nw, nthreads_for(pending_in(ws, nw)))) {
         /* one compile worker for the PTX; the threads only load */
-        rc = gen_in_worker(w, err);
-        w->gen = false;
+        if (gen_in_worker(ws, nw, err))
+            return -1;
+        for (int w = 0; w < nw; w++)
+            ws[w].gen = false;
     }
-    return rc ? rc : run_workers(w, err);
+    return run_workers(ws, nw, err);
 }
 
 static cloaded *loaded_new(const ptc_cuda_prog *cp, ptc_cuda_device *d)
@@ -516,29 +579,21 @@ static int generate_wide_variants(ptc_cuda_prog *cp, const ptc_schedule *s,
               .wide = true,
               .pending = pending,
               .npending = n};
-    int rc = n > 0 ? generate(&w, err) : 0;
+    int rc = n > 0 ? generate(&w, 1, err) : 0;
     free(pending);
     return rc;
 }
 
 /* The code of every horizontal combination (one module each, a launch of
  * all its members: lower/combo.c) that the kernels' compile worker did not
- * make, loaded where L is set; texts[i] (when set) receive their PTX. */
+ * make, loaded where L is set. */
 static int generate_combos(ptc_cuda_prog *cp, const ptc_schedule *s, const ptc_codegen_opts *co,
-                           cloaded *L, char **texts, ptc_error *err)
+                           cloaded *L, ptc_error *err)
 {
     for (int i = 0; i < cp->ncombos; i++) {
         ptc_cuda_code *code = &cp->combos[i];
         if (!code->ptx && ptc_cuda_codegen_combo(s, &s->combos[i], &cp->target, co, code, err))
             return -1;
-        if (texts) {
-            ptc_buf b = {0};
-            ptc_buf_printf(&b, "; ptc combination %d, one launch of kernels", i);
-            for (int t = s->combos[i].first; t < s->combos[i].first + s->combos[i].n; t++)
-                ptc_buf_printf(&b, " %d", s->steps[t].index);
-            ptc_buf_printf(&b, "\n%s", code->ptx);
-            texts[i] = b.data;
-        }
     }
     return L ? load_combos(cp, L, co->no_cache, co->metrics, err) : 0;
 }
@@ -579,8 +634,11 @@ int ptc_cuda_target_of(const ptc_program *p, const ptc_compile_opts *o, ptc_cuda
     return 0;
 }
 
-int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, char **texts,
-                     ptc_error *err)
+/* A program's compile set up: its target, its kernels checked, the work of
+ * making their code (*w, its options in *co): its kernels' and its
+ * combinations'. */
+static int prepare_begin(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m,
+                         ptc_codegen_opts *co, work *w, ptc_error *err)
 {
     ptc_cuda_prog *cp = calloc(1, sizeof *cp);
     p->cuda = cp;
@@ -608,64 +666,94 @@ int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, 
             return too_many_params(p->sched->kernels[k], err);
     int *pending = calloc((size_t)cp->nk + 1, sizeof *pending);
     if (!pending)
-        return ptc_errorf(err, PTC_ERR_INTERNAL, "runtime", "out of memory listing the CUDA kernels");
-    ptc_codegen_opts co = {
+        return ptc_errorf(err, PTC_ERR_INTERNAL, "runtime",
+                          "out of memory listing the CUDA kernels");
+    *co = (ptc_codegen_opts){
         .no_cache = o && o->no_cache, .kernel_dir = o ? o->kernel_dir : NULL, .metrics = m};
-    cp->no_cache = co.no_cache;
-    cp->kernel_dir = co.kernel_dir ? strdup(co.kernel_dir) : NULL;
-    work w = {.cp = cp, .s = p->sched, .co = &co, .gen = true, .combos = true, .pending = pending};
-    w.npending = dedup(cp, p->sched, pending);
+    cp->no_cache = co->no_cache;
+    cp->kernel_dir = co->kernel_dir ? strdup(co->kernel_dir) : NULL;
+    *w = (work){.cp = cp, .s = p->sched, .co = co, .gen = true, .combos = true, .pending = pending};
+    w->npending = dedup(cp, p->sched, pending);
     if (!(o && o->autotune))
-        w.npending = drop_combined(cp, p->sched, pending, w.npending);
+        w->npending = drop_combined(cp, p->sched, pending, w->npending);
     if (dev) {
         cp->loaded[dev->ordinal] = loaded_new(cp, dev);
-        w.L = cp->loaded[dev->ordinal];
+        w->L = cp->loaded[dev->ordinal];
     }
-    double t0 = ptc_now_ms();
-    int rc = generate(&w, err);
-    char **combo_texts = calloc((size_t)cp->ncombos + 1, sizeof *combo_texts);
-    if (rc == 0)
-        rc = generate_combos(cp, p->sched, &co, w.L, texts ? combo_texts : NULL, err);
-    if (rc == 0 && o && o->cuda_wide_variants)
-        rc = generate_wide_variants(cp, p->sched, &co, err);
-    if (m)
-        ptc_metrics_add(m, "cuda_compile_wall_ms", ptc_now_ms() - t0, true);
-    free(pending);
-    for (int k = 0; rc == 0 && k < cp->nk; k++) {
-        const ptc_kernel *kn = p->sched->kernels[k];
-        int combo = combo_of(cp, p->sched, k);
+    return 0;
+}
+
+/* Counts p's kernels whose code came from the cache. */
+static void count_cached(ptc_program *p)
+{
+    const ptc_cuda_prog *cp = p->cuda;
+    for (int k = 0; k < cp->nk; k++) {
         /* a kernel only combined comes from the cache as its combination does */
-        p->info.ncached += cp->k[k].combined_only ? cp->combos[combo].cached
-                                                  : code_of(cp, k)->cached;
-        if (texts) {
-            ptc_buf b = {0};
-            ptc_buf_printf(&b, "; ptc kernel %d %s", kn->id, kn->name);
-            if (kn->nprov > 0) {
-                ptc_buf_puts(&b, "  <-");
-                for (int i = 0; i < kn->nprov; i++)
-                    ptc_buf_printf(&b, "%s %%%s", i ? "," : "", kn->prov[i]);
-            }
-            if (code_of(cp, k)->ptx)
-                ptc_buf_printf(&b, "\n%s", code_of(cp, k)->ptx);
-            else
-                ptc_buf_puts(&b, "\n// runs only in its horizontal combination, whose PTX "
-                                 "follows the combination's first kernel's\n");
-            texts[k] = b.data;
-        }
+        p->info.ncached += cp->k[k].combined_only
+                               ? cp->combos[combo_of(cp, p->sched, k)].cached
+                               : code_of(cp, k)->cached;
+    }
+}
+
+/* Each kernel's PTX with its header, into texts[k]; a combination's PTX
+ * follows its first member's (kernel_<k>.ptx). */
+static void kernel_texts(const ptc_program *p, char **texts)
+{
+    const ptc_cuda_prog *cp = p->cuda;
+    const ptc_schedule *s = p->sched;
+    for (int k = 0; k < cp->nk; k++) {
+        const char *ptx = code_of(cp, k)->ptx;
+        texts[k] = ptc_kernel_code_text(s->kernels[k],
+                                        ptx ? ptx
+                                            : "// runs only in its horizontal combination, whose "
+                                              "PTX follows the combination's first kernel's\n");
     }
     for (int i = 0; i < cp->ncombos; i++) {
-        /* after the PTX of the combination's first member: kernel_<k>.ptx */
-        int k = p->sched->steps[p->sched->combos[i].first].index;
-        if (rc == 0 && texts && combo_texts[i]) {
-            ptc_buf b = {0};
-            ptc_buf_printf(&b, "%s%s", texts[k], combo_texts[i]);
-            free(texts[k]);
-            texts[k] = b.data;
-        }
-        free(combo_texts[i]);
+        int k = s->steps[s->combos[i].first].index;
+        ptc_buf b = {0};
+        ptc_buf_printf(&b, "%s; ptc combination %d, one launch of kernels", texts[k], i);
+        for (int t = s->combos[i].first; t < s->combos[i].first + s->combos[i].n; t++)
+            ptc_buf_printf(&b, " %d", s->steps[t].index);
+        ptc_buf_printf(&b, "\n%s", cp->combos[i].ptx);
+        free(texts[k]);
+        texts[k] = b.data;
     }
-    free(combo_texts);
+}
+
+int ptc_cuda_prepare_all(ptc_program *const *ps, int n, const ptc_compile_opts *const *os,
+                         ptc_metrics *const *ms, char **const *texts, ptc_error *err)
+{
+    work *ws = calloc((size_t)n + 1, sizeof *ws);
+    ptc_codegen_opts *cos = calloc((size_t)n + 1, sizeof *cos);
+    int rc = ws && cos ? 0 : ptc_errorf(err, PTC_ERR_INTERNAL, "runtime", "out of memory");
+    for (int i = 0; i < n && rc == 0; i++)
+        rc = prepare_begin(ps[i], os[i], ms[i], &cos[i], &ws[i], err);
+    double t0 = ptc_now_ms();
+    if (rc == 0)
+        rc = generate(ws, n, err);
+    for (int i = 0; i < n && rc == 0; i++)
+        rc = generate_combos(ps[i]->cuda, ps[i]->sched, &cos[i], ws[i].L, err);
+    for (int i = 0; i < n && rc == 0; i++)
+        if (os[i] && os[i]->cuda_wide_variants)
+            rc = generate_wide_variants(ps[i]->cuda, ps[i]->sched, &cos[i], err);
+    if (ms[0]) /* the batch's time is its first program's */
+        ptc_metrics_add(ms[0], "cuda_compile_wall_ms", ptc_now_ms() - t0, true);
+    for (int i = 0; i < n && rc == 0; i++) {
+        count_cached(ps[i]);
+        if (texts[i])
+            kernel_texts(ps[i], texts[i]);
+    }
+    for (int i = 0; ws && i < n; i++)
+        free(ws[i].pending);
+    free(ws);
+    free(cos);
     return rc;
+}
+
+int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, char **texts,
+                     ptc_error *err)
+{
+    return ptc_cuda_prepare_all(&p, 1, &o, &m, &texts, err);
 }
 
 void ptc_cuda_prog_free(ptc_cuda_prog *cp)
@@ -720,7 +808,7 @@ static cloaded *loaded_on(ptc_program *p, ptc_cuda_device *d, ptc_error *err)
                   .gen = false,
                   .pending = pending,
                   .npending = n};
-        rc = pending ? run_workers(&w, err) : -1;
+        rc = pending ? run_workers(&w, 1, err) : -1;
         free(pending);
         if (rc == 0)
             rc = load_combos(cp, L, cp->no_cache, NULL, err);
@@ -951,7 +1039,7 @@ static int wide_ready(crun *r, int *srcs, int n)
         ptc_codegen_opts co = {.no_cache = cp->no_cache, .wide_index = true};
         work w = {.cp = cp, .s = s, .co = &co, .gen = true, .wide = true, .pending = miss};
         w.npending = nmiss;
-        rc = generate(&w, r->err);
+        rc = generate(&w, 1, r->err);
         for (int i = 0; rc == 0 && i < nmiss; i++) {
             /* the same plan but for the index width: form f is the same team in both */
             const ckernel *ck = &cp->k[miss[i]];

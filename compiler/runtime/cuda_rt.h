@@ -129,6 +129,14 @@ int ptc_cuda_target_of(const ptc_program *p, const ptc_compile_opts *o, ptc_cuda
  * loads it; texts[k] (optional) receive each kernel's PTX with its header. */
 int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, char **texts,
                      ptc_error *err);
+/* ptc_cuda_prepare for programs ps[0..n) together (os[i], ms[i], texts[i]
+ * each's): the PTX of all their kernels and horizontal combinations the
+ * cache lacks is generated in one compile worker, then all are loaded (the
+ * kernels by one pool of threads). The batch's
+ * wall time goes to ms[0]. -1 with err: the first failure (in program
+ * order for the PTX). */
+int ptc_cuda_prepare_all(ptc_program *const *ps, int n, const ptc_compile_opts *const *os,
+                         ptc_metrics *const *ms, char **const *texts, ptc_error *err);
 void ptc_cuda_prog_free(ptc_cuda_prog *cp);
 int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tensor *outputs,
                   const ptc_host *host, uint64_t rng_offset, ptc_error *err);
