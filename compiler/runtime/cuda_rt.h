@@ -4,8 +4,8 @@
  * time and the few driver entry points ptc needs are looked up by name
  * (their ABI is stable; the _v2 names are the ones cuda.h maps to). The
  * types below mirror cuda.h's. cuda_drv.c owns the library, the devices'
- * primary contexts and error messages; cuda_exec.c compiles programs for a
- * device and runs them.
+ * primary contexts and error messages; cuda_compile.c compiles programs for
+ * a device and cuda_exec.c runs them (cuda_prog.h).
  */
 #ifndef PTC_CUDA_RT_H
 #define PTC_CUDA_RT_H
@@ -118,7 +118,7 @@ void ptc_cuda_leave(bool pushed);
 void ptc_cuda_count_launch(bool i32);
 void ptc_cuda_count_wide_variant(void);
 
-/* ---- programs (cuda_exec.c) ---- */
+/* ---- programs (cuda_compile.c, cuda_exec.c) ---- */
 
 typedef struct ptc_cuda_prog ptc_cuda_prog;
 /* The target program p is compiled for: opts->cuda_sm (no device needed),
