@@ -52,6 +52,15 @@ typedef struct ptc_codegen_opts {
  * "; ptc kernel <n> <name>  <- %a, %b". On error nothing is kept. */
 int ptc_cpu_compile(const ptc_schedule *s, const ptc_codegen_opts *o, ptc_cpu_kernel *out,
                     char **texts, ptc_error *err);
+/* ptc_cpu_compile for schedules ss[0..n) together (a training step's
+ * forward and backward), with options os[p], into outs[p] and texts[p] (an
+ * array of n; texts[p] NULL for no text): the kernels of all of them that
+ * need LLVM are built in one batch (one compile worker, one pool of
+ * threads), a kernel identical to an earlier one of the batch once. Its
+ * LLVM time goes to os[0]'s metrics. All or nothing: on error no program
+ * keeps a kernel, and err is the first failure in program order. */
+int ptc_cpu_compile_all(const ptc_schedule *const *ss, const ptc_codegen_opts *const *os, int n,
+                        ptc_cpu_kernel *const *outs, char **const *texts, ptc_error *err);
 void ptc_cpu_kernel_release(ptc_cpu_kernel *k);
 
 /* A form of a kernel's CPU code that max-autotune may pick: the vector width
@@ -146,15 +155,26 @@ const char *ptc_cuda_arch_name(int sm);
  * With o->no_generate, 1 (err set, out freed) when the cache lacks it. */
 int ptc_cuda_codegen(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_target *t,
                      const ptc_codegen_opts *o, ptc_cuda_code *out, char **text, ptc_error *err);
-/* ptc_cuda_codegen for kernels ks[0..nk) of s into *outs[i], and
- * ptc_cuda_codegen_combo for its combinations 0..ncombos-1 into
- * *outs[nk + i], whose PTX not in the cache is generated in one compile
- * worker on nthreads threads (one fork for all of them, from this thread
- * alone; the caller's threads only load). -1 with err: the first failure;
- * every out is then freed or whole. */
-int ptc_cuda_codegen_all(const ptc_schedule *s, const int *ks, int nk, int ncombos,
-                         const ptc_cuda_target *t, const ptc_codegen_opts *o,
-                         ptc_cuda_code *const *outs, int nthreads, ptc_error *err);
+/* One module for ptc_cuda_codegen_all: kernel k of s (ptc_cuda_codegen),
+ * or with combo its combination k (ptc_cuda_codegen_combo), for target t
+ * with options o, into *out. */
+typedef struct ptc_cuda_gen {
+    const ptc_schedule *s;
+    int k;
+    bool combo;
+    const ptc_cuda_target *t;
+    const ptc_codegen_opts *o;
+    ptc_cuda_code *out;
+} ptc_cuda_gen;
+/* ptc_cuda_codegen and ptc_cuda_codegen_combo for items[0..n) (kernels and
+ * combinations of one schedule or of several: a batch of programs), whose
+ * PTX not in the cache is generated in one compile worker on nthreads
+ * threads (one fork for all of them, from this thread alone; the caller's
+ * threads only load), once per cache key: an item whose code an earlier
+ * item has takes a copy of its PTX. The LLVM time goes to items[0].o's
+ * metrics. -1 with err: the first failure in item order; every out is then
+ * freed or whole. */
+int ptc_cuda_codegen_all(const ptc_cuda_gen *items, int n, int nthreads, ptc_error *err);
 /* The block kernel k of s must run with as a member of a horizontal
  * combination on target t (ptc_combo_launch.block): 0 for a thread per
  * element (any block), -1 where it cannot share a launch (several forms, or

@@ -133,6 +133,19 @@ void ptc_kernel_print(ptc_buf *b, const ptc_schedule *s, const ptc_kernel *k)
     free(names);
 }
 
+char *ptc_kernel_code_text(const ptc_kernel *k, const char *code)
+{
+    ptc_buf b = {0};
+    ptc_buf_printf(&b, "; ptc kernel %d %s", k->id, k->name);
+    if (k->nprov > 0) {
+        ptc_buf_puts(&b, "  <-");
+        for (int i = 0; i < k->nprov; i++)
+            ptc_buf_printf(&b, "%s %%%s", i ? "," : "", k->prov[i]);
+    }
+    ptc_buf_printf(&b, "\n%s", code);
+    return b.data;
+}
+
 void ptc_kernel_print_key(ptc_buf *b, const ptc_schedule *s, const ptc_kernel *k)
 {
     const ptc_lprog *p = s->prog;

@@ -509,6 +509,10 @@ void ptc_schedule_print(ptc_buf *b, const ptc_schedule *s);
 /* One kernel as text that determines its code (no names): the cache key. */
 void ptc_kernel_print_key(ptc_buf *b, const ptc_schedule *s, const ptc_kernel *k);
 void ptc_kernel_print(ptc_buf *b, const ptc_schedule *s, const ptc_kernel *k);
+/* A kernel's generated code (LLVM IR, PTX) headed by the line naming it and
+ * the captured nodes it came from, "; ptc kernel <n> <name>  <- %a, %b"
+ * (malloc'd; the trace's kernel_<n> files and the output_code log). */
+char *ptc_kernel_code_text(const ptc_kernel *k, const char *code);
 /* Does a member body hold a CHECK (the kernel then reports to a status record)? */
 bool ptc_kernel_has_checks(const ptc_kernel *k);
 /* Only pointwise groups without inner ranges: one element per iteration. */

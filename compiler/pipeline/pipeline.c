@@ -8,7 +8,9 @@
  * that is on, and written to the trace directory when there is one
  * (captured.ptir, prims.ptir, loops.txt, kernels.txt, kernel_<n>.ll). A
  * failing stage leaves its name in err->stage. The reference backend keeps a
- * copy of the input graph and runs the interpreter on it.
+ * copy of the input graph and runs the interpreter on it. ptc_compile_all
+ * runs the stages before codegen for several graphs, then codegen for all
+ * of them in one batch (one compile worker for their kernels).
  *
  * The driver sits above every stage and fills the program that runtime/
  * executes, so it is the one module outside runtime/ that sees a program's
@@ -32,13 +34,21 @@ typedef struct pipe {
     ptc_error *err;
     bool want_text;
     ptc_program *p;
+    double spent_ms; /* on this graph: its stages, and its batch's codegen when first */
+    /* code generation's */
+    ptc_codegen_opts co;
+    char **texts; /* [nkernels]: each kernel's code, when asked for */
 } pipe_t;
+
+static void stage_took(pipe_t *s, const char *stage, double ms)
+{
+    ptc_metrics_add(&s->m, stage, ms, true);
+    ptc_log(PTC_LOG_PERF, PTC_LOG_INFO, "%s: %.2f ms", stage, ms);
+}
 
 static void stage_done(pipe_t *s, const char *stage, double t0)
 {
-    double ms = ptc_now_ms() - t0;
-    ptc_metrics_add(&s->m, stage, ms, true);
-    ptc_log(PTC_LOG_PERF, PTC_LOG_INFO, "%s: %.2f ms", stage, ms);
+    stage_took(s, stage, ptc_now_ms() - t0);
 }
 
 /* Keeps a stage's text, logs it and writes it to the trace. */
@@ -247,28 +257,30 @@ done:
     return rc;
 }
 
-static int stage_codegen(pipe_t *s)
+/* A compile's code generation, begun: where each kernel's code and text go. */
+static void codegen_begin(pipe_t *s)
 {
-    double t0 = ptc_now_ms();
     ptc_program *p = s->p;
     int nk = p->sched->nkernels;
-    bool text = s->want_text || want_log(PTC_LOG_OUTPUT_CODE);
-    char **texts = text ? calloc((size_t)nk + 1, sizeof *texts) : NULL;
+    bool want_code_text = s->want_text || want_log(PTC_LOG_OUTPUT_CODE);
+    s->texts = want_code_text ? calloc((size_t)nk + 1, sizeof *s->texts) : NULL;
     p->kernels = calloc((size_t)nk + 1, sizeof *p->kernels);
-    ptc_codegen_opts co = {.no_cache = s->o && s->o->no_cache,
-                           .kernel_dir = s->o ? s->o->kernel_dir : NULL,
-                           .want_text = text,
-                           .metrics = &s->m};
+    s->co = (ptc_codegen_opts){.no_cache = s->o && s->o->no_cache,
+                               .kernel_dir = s->o ? s->o->kernel_dir : NULL,
+                               .want_text = want_code_text,
+                               .metrics = &s->m};
+}
+
+/* Ends the code generation that returned rc (first: the first pipe of its
+ * batch, whose codegen stage took ms): counts, trace files, the code's log. */
+static int codegen_end(pipe_t *s, int rc, bool first, double ms)
+{
+    ptc_program *p = s->p;
+    int nk = p->sched->nkernels;
     bool cuda = p->backend == PTC_BACKEND_CUDA;
-    int rc;
-#ifdef PTC_HAVE_CUDA
-    if (cuda)
-        rc = ptc_cuda_prepare(p, s->o, &s->m, texts, s->err);
-    else
-#endif
-        rc = ptc_cpu_compile(p->sched, &co, p->kernels, texts, s->err);
     if (rc == 0) {
-        stage_done(s, "codegen", t0);
+        if (first)
+            stage_took(s, "codegen", ms);
         for (int k = 0; k < nk; k++)
             p->info.ncached += p->kernels[k].cached;
         p->info.ncompiled = nk - p->info.ncached;
@@ -278,6 +290,8 @@ static int stage_codegen(pipe_t *s)
                 p->info.ncompiled, p->info.ncached,
                 s->o && s->o->kernel_dir ? s->o->kernel_dir : ptc_cache_dir());
     }
+    char **texts = s->texts;
+    s->texts = NULL;
     if (rc == 0 && texts && s->o && s->o->trace)
         rc = trace_kernel_texts(s->o->trace, cuda, (const char *const *)texts, nk, s->err);
     ptc_buf all = {0};
@@ -292,6 +306,61 @@ static int stage_codegen(pipe_t *s)
                        NULL, all.data);
     else
         ptc_buf_free(&all);
+    return rc;
+}
+
+/* The code of the kernels of pipes ss[0..n), all of one backend, made
+ * together (codegen.h: one compile worker for the batch). */
+static int codegen_batch(pipe_t *const *ss, int n, ptc_error *err)
+{
+    const ptc_schedule *scheds[n];
+    ptc_program *progs[n];
+    const ptc_codegen_opts *cos[n];
+    ptc_cpu_kernel *outs[n];
+    char **texts[n];
+    for (int i = 0; i < n; i++) {
+        progs[i] = ss[i]->p;
+        scheds[i] = ss[i]->p->sched;
+        cos[i] = &ss[i]->co;
+        outs[i] = ss[i]->p->kernels;
+        texts[i] = ss[i]->texts;
+    }
+#ifdef PTC_HAVE_CUDA
+    if (ss[0]->p->backend == PTC_BACKEND_CUDA) {
+        const ptc_compile_opts *os[n];
+        ptc_metrics *ms[n];
+        for (int i = 0; i < n; i++)
+            os[i] = ss[i]->o, ms[i] = &ss[i]->m;
+        return ptc_cuda_prepare_all(progs, n, os, ms, texts, err);
+    }
+#endif
+    return ptc_cpu_compile_all(scheds, cos, n, outs, texts, err);
+}
+
+/* Code generation for the pipes ss[0..n) (every one through its kernels
+ * stage): those of one backend in one batch. The batch's time is its first
+ * program's codegen stage. -1 with err: the first failure in pipe order. */
+static int stage_codegen(pipe_t *const *ss, int n, ptc_error *err)
+{
+    double t0 = ptc_now_ms();
+    for (int i = 0; i < n; i++)
+        codegen_begin(ss[i]);
+    bool one_backend = true;
+    for (int i = 1; i < n; i++)
+        one_backend = one_backend && ss[i]->p->backend == ss[0]->p->backend;
+    int rc = 0;
+    if (one_backend) {
+        rc = codegen_batch(ss, n, err);
+    } else {
+        for (int i = 0; i < n && rc == 0; i++)
+            rc = codegen_batch(&ss[i], 1, err);
+    }
+    double ms = ptc_now_ms() - t0;
+    ss[0]->spent_ms += ms;
+    for (int i = 0; i < n; i++) {
+        int r = codegen_end(ss[i], rc, i == 0, ms);
+        rc = rc ? rc : r;
+    }
     return rc;
 }
 
@@ -310,9 +379,9 @@ static int memory_left(pipe_t *s, const ptc_graph *g, const char *stage, int rc)
                       g->nnodes);
 }
 
-static void merge_metrics(pipe_t *s, double t0)
+static void merge_metrics(pipe_t *s)
 {
-    ptc_metrics_add(&s->m, "total", ptc_now_ms() - t0, true);
+    ptc_metrics_add(&s->m, "total", s->spent_ms, true);
     ptc_metrics *dst[2] = {s->o ? s->o->metrics : NULL,
                            s->o && s->o->trace ? ptc_trace_metrics(s->o->trace) : NULL};
     for (int d = 0; d < 2; d++)
@@ -320,31 +389,26 @@ static void merge_metrics(pipe_t *s, double t0)
             ptc_metrics_add_all(dst[d], &s->m, NULL);
 }
 
-ptc_program *ptc_compile(const ptc_graph *g, const ptc_compile_opts *opts, ptc_error *err)
+/* compile_front's checks and stages. */
+static int front_stages(pipe_t *s, const ptc_graph *g, const ptc_compile_opts *opts, ptc_error *err)
 {
-    ptc_log_init();
-    double t0 = ptc_now_ms();
     ptc_backend backend = opts ? opts->backend : PTC_BACKEND_CPU;
 #ifndef PTC_HAVE_CUDA
-    if (backend == PTC_BACKEND_CUDA) {
-        ptc_errorf(err, PTC_ERR_UNSUPPORTED, "codegen",
-                   "the CUDA backend is not part of this build (configured with PTC_CUDA=OFF)");
-        return NULL;
-    }
+    if (backend == PTC_BACKEND_CUDA)
+        return ptc_errorf(
+            err, PTC_ERR_UNSUPPORTED, "codegen",
+            "the CUDA backend is not part of this build (configured with PTC_CUDA=OFF)");
 #endif
     if (backend != PTC_BACKEND_CPU && backend != PTC_BACKEND_REFERENCE &&
-        backend != PTC_BACKEND_CUDA) {
-        ptc_errorf(err, PTC_ERR_UNSUPPORTED, "codegen", "unknown backend %d", (int)backend);
-        return NULL;
-    }
+        backend != PTC_BACKEND_CUDA)
+        return ptc_errorf(err, PTC_ERR_UNSUPPORTED, "codegen", "unknown backend %d", (int)backend);
     if (ptc_ops_verify(g, 0, err))
-        return NULL;
-    pipe_t s = {.o = opts, .err = err};
-    s.want_text = opts && (opts->keep_text || opts->trace);
+        return -1;
+    s->want_text = opts && (opts->keep_text || opts->trace);
     ptc_program *p = program_new(backend);
-    s.p = p;
+    s->p = p;
     copy_types(p, g);
-    ptc_metrics_add(&s.m, "captured_nodes", g->nnodes, false);
+    ptc_metrics_add(&s->m, "captured_nodes", g->nnodes, false);
     int rc = 0;
     if (opts && opts->trace && !opts->trace_keeps_captured)
         rc = ptc_trace_graph(opts->trace, "captured", g, err);
@@ -358,19 +422,92 @@ ptc_program *ptc_compile(const ptc_graph *g, const ptc_compile_opts *opts, ptc_e
     } else if (rc == 0) {
         if (ptc_accuracy_enabled())
             p->source = ptc_graph_clone(g, NULL);
-        rc = memory_left(&s, g, "capture", 0) || memory_left(&s, g, "prims", stage_prims(&s, g)) ||
-             memory_left(&s, g, "loops", stage_loops(&s)) ||
-             memory_left(&s, g, "kernels", stage_kernels(&s)) || stage_codegen(&s);
+        rc = memory_left(s, g, "capture", 0) || memory_left(s, g, "prims", stage_prims(s, g)) ||
+             memory_left(s, g, "loops", stage_loops(s)) ||
+             memory_left(s, g, "kernels", stage_kernels(s));
     }
-    if (rc == 0 && opts && opts->extern_output_layouts && backend == PTC_BACKEND_CPU)
+    return rc;
+}
+
+/* A compile begun: the checks, then every stage before code generation.
+ * s->p is the program once the checks pass; -1 with err when a stage
+ * failed (compile_finish releases it). */
+static int compile_front(pipe_t *s, const ptc_graph *g, const ptc_compile_opts *opts,
+                         ptc_error *err)
+{
+    ptc_log_init();
+    *s = (pipe_t){.o = opts, .err = err};
+    double t0 = ptc_now_ms();
+    int rc = front_stages(s, g, opts, err);
+    s->spent_ms += ptc_now_ms() - t0;
+    return rc;
+}
+
+/* Whether s's program has kernels to make code for. */
+static bool needs_code(const pipe_t *s)
+{
+    return s->p && s->p->backend != PTC_BACKEND_REFERENCE;
+}
+
+/* Ends a compile whose stages returned rc: the program, or NULL (released). */
+static ptc_program *compile_finish(pipe_t *s, int rc)
+{
+    double t0 = ptc_now_ms();
+    ptc_program *p = s->p;
+    const ptc_compile_opts *opts = s->o;
+    if (!p)
+        return NULL;
+    if (rc == 0 && opts && opts->extern_output_layouts && p->backend == PTC_BACKEND_CPU)
         ptc_exec_mark_any_layouts(p);
-    if (rc == 0 && opts && opts->autotune && backend != PTC_BACKEND_REFERENCE &&
+    if (rc == 0 && opts && opts->autotune && p->backend != PTC_BACKEND_REFERENCE &&
         ptc_autotune_prepare(p, opts->autotune_budget_ms) < 0)
-        rc = ptc_errorf(err, PTC_ERR_INTERNAL, "runtime", "out of memory");
-    merge_metrics(&s, t0);
+        rc = ptc_errorf(s->err, PTC_ERR_INTERNAL, "runtime", "out of memory");
+    s->spent_ms += ptc_now_ms() - t0;
+    merge_metrics(s);
     if (rc) {
         ptc_program_release(p);
         return NULL;
     }
     return p;
+}
+
+ptc_program *ptc_compile(const ptc_graph *g, const ptc_compile_opts *opts, ptc_error *err)
+{
+    pipe_t s, *code = &s;
+    int rc = compile_front(&s, g, opts, err);
+    if (rc == 0 && needs_code(&s))
+        rc = stage_codegen(&code, 1, err);
+    return compile_finish(&s, rc);
+}
+
+int ptc_compile_all(const ptc_graph *const *gs, const ptc_compile_opts *const *opts, int n,
+                    ptc_program **out, ptc_error *err)
+{
+    pipe_t *ss = calloc((size_t)n + 1, sizeof *ss);
+    pipe_t **code = calloc((size_t)n + 1, sizeof *code);
+    if (!ss || !code) {
+        free(ss);
+        free(code);
+        return ptc_errorf(err, PTC_ERR_INTERNAL, "pipeline", "out of memory");
+    }
+    int rc = 0, begun = 0, ncode = 0;
+    for (; begun < n && rc == 0; begun++) {
+        rc = compile_front(&ss[begun], gs[begun], opts[begun], err);
+        if (rc == 0 && needs_code(&ss[begun]))
+            code[ncode++] = &ss[begun];
+    }
+    if (rc == 0 && ncode > 0)
+        rc = stage_codegen(code, ncode, err);
+    for (int i = 0; i < n; i++) {
+        out[i] = i < begun ? compile_finish(&ss[i], rc) : NULL;
+        rc = rc || (i < begun && !out[i]) ? -1 : 0;
+    }
+    for (int i = 0; rc && i < n; i++) { /* all or nothing */
+        if (out[i])
+            ptc_program_release(out[i]);
+        out[i] = NULL;
+    }
+    free(ss);
+    free(code);
+    return rc;
 }

@@ -4,8 +4,8 @@
  * time and the few driver entry points ptc needs are looked up by name
  * (their ABI is stable; the _v2 names are the ones cuda.h maps to). The
  * types below mirror cuda.h's. cuda_drv.c owns the library, the devices'
- * primary contexts and error messages; cuda_exec.c compiles programs for a
- * device and runs them.
+ * primary contexts and error messages; cuda_compile.c compiles programs for
+ * a device and cuda_exec.c runs them (cuda_prog.h).
  */
 #ifndef PTC_CUDA_RT_H
 #define PTC_CUDA_RT_H
@@ -118,7 +118,7 @@ void ptc_cuda_leave(bool pushed);
 void ptc_cuda_count_launch(bool i32);
 void ptc_cuda_count_wide_variant(void);
 
-/* ---- programs (cuda_exec.c) ---- */
+/* ---- programs (cuda_compile.c, cuda_exec.c) ---- */
 
 typedef struct ptc_cuda_prog ptc_cuda_prog;
 /* The target program p is compiled for: opts->cuda_sm (no device needed),
@@ -129,6 +129,14 @@ int ptc_cuda_target_of(const ptc_program *p, const ptc_compile_opts *o, ptc_cuda
  * loads it; texts[k] (optional) receive each kernel's PTX with its header. */
 int ptc_cuda_prepare(ptc_program *p, const ptc_compile_opts *o, ptc_metrics *m, char **texts,
                      ptc_error *err);
+/* ptc_cuda_prepare for programs ps[0..n) together (os[i], ms[i], texts[i]
+ * each's): the PTX of all their kernels and horizontal combinations the
+ * cache lacks is generated in one compile worker, then all are loaded (the
+ * kernels by one pool of threads). The batch's
+ * wall time goes to ms[0]. -1 with err: the first failure (in program
+ * order for the PTX). */
+int ptc_cuda_prepare_all(ptc_program *const *ps, int n, const ptc_compile_opts *const *os,
+                         ptc_metrics *const *ms, char **const *texts, ptc_error *err);
 void ptc_cuda_prog_free(ptc_cuda_prog *cp);
 int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tensor *outputs,
                   const ptc_host *host, uint64_t rng_offset, ptc_error *err);

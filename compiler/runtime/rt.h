@@ -109,7 +109,7 @@ struct ptc_program {
     ptc_lprog *prog;
     ptc_schedule *sched;
     ptc_cpu_kernel *kernels;
-    struct ptc_cuda_prog *cuda; /* CUDA: PTX, launch plans, loaded modules (cuda_exec.c) */
+    struct ptc_cuda_prog *cuda; /* CUDA: PTX, launch plans, loaded modules (cuda_prog.h) */
     ptc_program_info info;
     char *text[PTC_TEXT_COUNT];
     /* a cached arena for runs (one run at a time uses it; others malloc) */

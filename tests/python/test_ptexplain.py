@@ -390,8 +390,9 @@ def test_compile_time_of_a_training_graph_has_its_backward_stages(tmp_path):
     stages = json.loads(p.stdout[p.stdout.index("{"):])["summary"]["compile_stages_ms"]
     assert list(stages) == ["tracing", "joint", "partition", "prims", "loops", "kernels",
                             "codegen", "backward_prims", "backward_loops", "backward_kernels",
-                            "backward_codegen", "other"], stages
-    assert stages["backward_codegen"] > 0 and stages["partition"] > 0, stages
+                            "other"], stages
+    # the code of both halves is made in one batch, under codegen
+    assert stages["codegen"] > 0 and stages["partition"] > 0, stages
     script.write_text(TRAINED_MLP.replace("model(torch.randn(2, 8)).sum().backward()",
                                           "with torch.no_grad():\n    model(torch.randn(2, 8))"))
     p = subprocess.run([EXE, "--json", str(script)], cwd=SRC, env=env, capture_output=True,

@@ -498,6 +498,49 @@ START_TEST(in_process_sharing)
 }
 END_TEST
 
+/* Programs compiled together (a training step's forward and backward) build
+ * a kernel they share once, and run as each would alone. */
+START_TEST(a_batch_builds_a_shared_kernel_once)
+{
+    set_cache();
+    ptc_module *m = parse(cache_graph);
+    ptc_error err;
+    ptc_compile_opts o = {.backend = PTC_BACKEND_CPU, .no_cache = true};
+    const ptc_graph *gs[2] = {m->graphs[0], m->graphs[0]};
+    const ptc_compile_opts *os[2] = {&o, &o};
+    ptc_program *ps[2];
+    FILE *log = tmpfile();
+    ck_assert_ptr_nonnull(log);
+    ck_assert_int_eq(ptc_log_configure("perf", &err), 0);
+    ptc_log_set_stream(log);
+    int rc = ptc_compile_all(gs, os, 2, ps, &err);
+    ptc_log_set_stream(stderr);
+    ck_assert_int_eq(ptc_log_configure("", &err), 0);
+    ck_assert_msg(rc == 0, "%s", err.msg);
+    char said[4096] = "";
+    rewind(log);
+    said[fread(said, 1, sizeof said - 1, log)] = 0;
+    fclose(log);
+    if (ptc_worker_enabled()) /* off in ASan builds: built in process */
+        ck_assert_msg(strstr(said, "compile workers: 1 item(s), 1 fork(s)"), "%s", said);
+    ptc_program_info i1, i2;
+    ptc_program_get_info(ps[0], &i1);
+    ptc_program_get_info(ps[1], &i2);
+    ck_assert_int_eq(i1.ncompiled, 1);
+    ck_assert_int_eq(i2.ncached, 1); /* the first's kernel, linked once */
+    ptc_tensor in[1];
+    ptc_bindings b = {0};
+    make_inputs(m->graphs[0], in, &b, 3);
+    for (int i = 0; i < 2; i++)
+        ck_assert(run_vs_reference(ps[i], m->graphs[0], in, NULL, 0) < 1e-5);
+    ptc_tensor_release(&in[0]);
+    ptc_program_release(ps[0]);
+    ptc_program_release(ps[1]);
+    ptc_module_free(m);
+    clear_dir(cache_dir);
+}
+END_TEST
+
 /* ---- host hooks ------------------------------------------------------------------------ */
 
 typedef struct fake_host {
@@ -1011,6 +1054,7 @@ int main(void)
     tcase_add_test(tc, dropout_and_rand_bit_exact);
     tcase_add_test(tc, cache_warm_and_corrupt);
     tcase_add_test(tc, in_process_sharing);
+    tcase_add_test(tc, a_batch_builds_a_shared_kernel_once);
     tcase_add_test(tc, sections_stay_within_reach);
     tcase_add_test(tc, host_hooks);
     tcase_add_test(tc, extern_results_are_freed_after_their_last_read);

@@ -1117,6 +1117,96 @@ START_TEST(ptx_cache_warm_start)
 }
 END_TEST
 
+/* The "N item(s)" of each "compile workers" line of a perf log. */
+static int worker_items(FILE *log, int *items, int most)
+{
+    char line[512];
+    int n = 0;
+    rewind(log);
+    while (fgets(line, sizeof line, log))
+        if (strstr(line, "compile workers: ") && n < most)
+            items[n++] = atoi(strstr(line, "compile workers: ") + 17);
+    return n;
+}
+
+/* Compiles g with o on its own or, with batch, twice together
+ * (ptc_compile_all); the perf log's worker lines into items[]. */
+static int compile_logged(const ptc_graph *g, bool batch, ptc_program **ps, int *items, int most)
+{
+    ptc_error err;
+    ptc_compile_opts o = {
+        .backend = PTC_BACKEND_CUDA, .cuda_sm = 90, .keep_text = true, .no_cache = true};
+    FILE *log = tmpfile();
+    ck_assert_ptr_nonnull(log);
+    ck_assert_int_eq(ptc_log_configure("perf", &err), 0);
+    ptc_log_set_stream(log);
+    const ptc_graph *gs[2] = {g, g};
+    const ptc_compile_opts *os[2] = {&o, &o};
+    int rc = 0;
+    if (batch)
+        rc = ptc_compile_all(gs, os, 2, ps, &err);
+    else if (!(ps[0] = ptc_compile(g, &o, &err)))
+        rc = -1;
+    ptc_log_set_stream(stderr);
+    ck_assert_int_eq(ptc_log_configure("", &err), 0);
+    ck_assert_msg(rc == 0, "%s", err.msg);
+    int n = worker_items(log, items, most);
+    fclose(log);
+    return n;
+}
+
+/* Programs compiled together (a training step's forward and backward) make
+ * ptc_compile's PTX in one compile worker, a kernel they share once. */
+START_TEST(a_batch_builds_each_kernel_once_in_one_worker)
+{
+    ptc_module *m = parse(MODEL);
+    ptc_program *alone, *both[2];
+    int items_alone[4], items_both[4];
+    int lines_alone = compile_logged(m->graphs[0], false, &alone, items_alone, 4);
+    int lines_both = compile_logged(m->graphs[0], true, both, items_both, 4);
+    for (int i = 0; i < 2; i++)
+        ck_assert_str_eq(ptc_program_text(both[i], "ptx"), ptc_program_text(alone, "ptx"));
+    if (ptc_worker_enabled()) { /* off in ASan builds: the PTX is made in process */
+        ck_assert_int_eq(lines_alone, 1);
+        ck_assert_int_eq(lines_both, 1);
+        ck_assert_int_eq(items_both[0], items_alone[0]);
+    }
+    ptc_program_release(alone);
+    ptc_program_release(both[0]);
+    ptc_program_release(both[1]);
+    ptc_module_free(m);
+}
+END_TEST
+
+/* A batch makes its programs' horizontal combinations in the same compile
+ * worker as their kernels, a combination they share once: THREE's members
+ * have no module of their own, so its one item is the combination. */
+START_TEST(a_batch_builds_its_combinations_in_its_worker)
+{
+    ptc_module *m = parse(THREE);
+    ptc_program *alone, *both[2];
+    int items_alone[4], items_both[4];
+    int lines_alone = compile_logged(m->graphs[0], false, &alone, items_alone, 4);
+    int lines_both = compile_logged(m->graphs[0], true, both, items_both, 4);
+    for (int i = 0; i < 2; i++) {
+        const char *ptx = ptc_program_text(both[i], "ptx");
+        ck_assert_str_eq(ptx, ptc_program_text(alone, "ptx"));
+        ck_assert_ptr_nonnull(strstr(ptx, "; ptc combination 0, one launch"));
+        ck_assert_int_eq(count(ptx, COMBINED_ONLY), 3);
+    }
+    if (ptc_worker_enabled()) { /* off in ASan builds: the PTX is made in process */
+        ck_assert_int_eq(lines_alone, 1);
+        ck_assert_int_eq(lines_both, 1);
+        ck_assert_int_eq(items_alone[0], 1);
+        ck_assert_int_eq(items_both[0], 1);
+    }
+    ptc_program_release(alone);
+    ptc_program_release(both[0]);
+    ptc_program_release(both[1]);
+    ptc_module_free(m);
+}
+END_TEST
+
 START_TEST(trace_holds_ptx_files)
 {
     char dir[300];
@@ -1220,12 +1310,14 @@ int main(void)
     tcase_add_test(tc, ptx_cache_warm_start);
     tcase_add_test(tc, ptx_cache_key_names_the_emitter);
     tcase_add_test(tc, trace_holds_ptx_files);
+    tcase_add_test(tc, a_batch_builds_each_kernel_once_in_one_worker);
     tcase_add_test(tc, unavailable_without_driver);
     tcase_add_test(tc, independent_kernels_are_one_launch);
     tcase_add_test(tc, kernels_with_teams_share_a_launch_of_their_block);
     tcase_add_test(tc, a_combination_is_cached_with_its_members_buffers);
     tcase_add_test(tc, a_combination_ends_at_the_launch_parameter_limit);
     tcase_add_test(tc, a_combination_runs_as_one_launch);
+    tcase_add_test(tc, a_batch_builds_its_combinations_in_its_worker);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);

@@ -551,8 +551,7 @@ static void stage_times(xp_report *r)
         bool training;
     } stages[] = {{"joint", true},          {"partition", true},       {"prims", false},
                   {"loops", false},         {"kernels", false},        {"codegen", false},
-                  {"backward_prims", true}, {"backward_loops", true},  {"backward_kernels", true},
-                  {"backward_codegen", true}};
+                  {"backward_prims", true}, {"backward_loops", true},  {"backward_kernels", true}};
     bool training = false;
     for (int i = 0; i < r->ngraphs; i++)
         training |= has_metric(&r->graphs[i].times, "joint");

@@ -86,16 +86,21 @@ PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors);
  * write them (a .ptir text's graph). */
 int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_compile *tc,
                               ptc_error *err);
-/* A training step's forward or backward (tc: the trace compile; the
- * forward's stage files go there, and both halves' compile times, the
- * backward's named "backward_<stage>", to its metrics.json). A backward's gradients that torch's externs compute keep torch's dense
- * layout (ptc_compile_opts.extern_output_layouts), which ptc._autograd then
- * fits to the inputs' layouts. On the CPU both keep contiguous layouts
- * (backend_ptc.c says why). output_inputs (or NULL): for each output, the
- * input it is the new value of (-1: none), which the program may write
- * itself (ptc_compile_opts.output_inputs): a forward's BatchNorm statistics. */
-int cap_runtime_compile_training(const ptc_graph *g, bool backward, const int *output_inputs,
-                                 void **program, ptc_trace_compile *tc, ptc_error *err);
+/* A training step's forward and backward, compiled together (one compile
+ * worker for both halves' kernels; tc: the trace compile; the forward's
+ * stage files go there, and both halves' compile times, the backward's
+ * named "backward_<stage>", to its metrics.json, the code of both under the
+ * forward's "codegen"). A backward's gradients that torch's externs compute
+ * keep torch's dense layout (ptc_compile_opts.extern_output_layouts), which
+ * ptc._autograd then fits to the inputs' layouts. On the CPU both keep
+ * contiguous layouts (backend_ptc.c says why). output_inputs (or NULL): for
+ * each output of the forward, the input it is the new value of (-1: none),
+ * which the program may write itself (ptc_compile_opts.output_inputs): a
+ * forward's BatchNorm statistics. All or nothing: -1 with err, the first
+ * failure (the forward's before the backward's). */
+int cap_runtime_compile_training(const ptc_graph *forward, const int *output_inputs,
+                                 const ptc_graph *backward, void **forward_program,
+                                 void **backward_program, ptc_trace_compile *tc, ptc_error *err);
 /* Runs a compiled program on torch tensors; outputs receive new references.
  * The first nconsumed inputs are references the caller hands over: each is
  * released (and set to NULL) after the last step that reads it, or at the

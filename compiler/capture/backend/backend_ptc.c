@@ -809,19 +809,30 @@ static bool on_cuda(const ptc_graph *g)
     return false;
 }
 
-/* g compiled with opts into *program; plan_outputs: with eager's output
- * strides (plan_layouts, known: those the trace knew, or NULL). */
-static int compile_with(const ptc_graph *g, const ptc_compile_opts *opts, bool plan_outputs,
-                        const cap_out_strides *known, void **program, ptc_error *err)
+/* A program for g compiled with opts, short of its ptc program. */
+static cap_program *program_for(const ptc_graph *g, const ptc_compile_opts *opts, ptc_error *err)
 {
     cap_program *cp = calloc(1, sizeof *cp);
-    if (!cp)
-        return ptc_errorf(err, PTC_ERR_INTERNAL, "runtime", "out of memory");
+    if (!cp) {
+        ptc_errorf(err, PTC_ERR_INTERNAL, "runtime", "out of memory");
+        return NULL;
+    }
     cp->ninputs = g->ninputs;
     cp->noutputs = g->noutputs;
     cp->cuda = opts->backend == PTC_BACKEND_CUDA;
     for (int i = 0; i < g->nnodes; i++)
         cp->draws |= draws_random(g->nodes[i]);
+    return cp;
+}
+
+/* g compiled with opts into *program; plan_outputs: with eager's output
+ * strides (plan_layouts, known: those the trace knew, or NULL). */
+static int compile_with(const ptc_graph *g, const ptc_compile_opts *opts, bool plan_outputs,
+                        const cap_out_strides *known, void **program, ptc_error *err)
+{
+    cap_program *cp = program_for(g, opts, err);
+    if (!cp)
+        return -1;
     ptc_graph *permuted = NULL;
     if (plan_outputs && plan_layouts(g, known, cp, &permuted, err) < 0) {
         cap_runtime_release(cp);
@@ -867,23 +878,48 @@ int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_comp
  * CPU), and a channels-last activation makes each contiguous weight's
  * gradient channels-last, which AccumulateGrad's layout contract then copies
  * (ptc._autograd); PTC_LAYOUT=channels_last plans them all the same. */
-int cap_runtime_compile_training(const ptc_graph *g, bool backward, const int *output_inputs,
-                                 void **program, ptc_trace_compile *tc, ptc_error *err)
+static ptc_compile_opts training_opts(const ptc_graph *g, bool backward, const int *output_inputs,
+                                      ptc_trace_compile *tc, ptc_metrics *backward_times)
 {
     ptc_backend backend = on_cuda(g) ? PTC_BACKEND_CUDA : PTC_BACKEND_CPU;
     /* the backward's stage files would overwrite the forward's */
+    return (ptc_compile_opts){.backend = backend,
+                              .trace = backward ? NULL : tc,
+                              .metrics = backward && tc ? backward_times : NULL,
+                              .extern_output_layouts = backward,
+                              .contiguous_layouts = backend == PTC_BACKEND_CPU,
+                              .trace_keeps_captured = true,
+                              .output_inputs = output_inputs};
+}
+
+/* Both halves are compiled together (ptc_compile_all): one compile worker
+ * makes the code of the forward's and the backward's kernels. */
+int cap_runtime_compile_training(const ptc_graph *forward, const int *output_inputs,
+                                 const ptc_graph *backward, void **forward_program,
+                                 void **backward_program, ptc_trace_compile *tc, ptc_error *err)
+{
     ptc_metrics backward_times = {0};
-    ptc_compile_opts opts = {.backend = backend,
-                             .trace = backward ? NULL : tc,
-                             .metrics = backward && tc ? &backward_times : NULL,
-                             .extern_output_layouts = backward,
-                             .contiguous_layouts = backend == PTC_BACKEND_CPU,
-                             .trace_keeps_captured = true,
-                             .output_inputs = output_inputs};
-    int rc = compile_with(g, &opts, false, NULL, program, err);
-    if (opts.metrics)
+    ptc_compile_opts opts[2] = {training_opts(forward, false, output_inputs, tc, NULL),
+                                training_opts(backward, true, NULL, tc, &backward_times)};
+    const ptc_graph *gs[2] = {forward, backward};
+    const ptc_compile_opts *os[2] = {&opts[0], &opts[1]};
+    cap_program *cps[2] = {program_for(forward, &opts[0], err), NULL};
+    cps[1] = cps[0] ? program_for(backward, &opts[1], err) : NULL;
+    ptc_program *ps[2] = {NULL, NULL};
+    int rc = cps[1] ? ptc_compile_all(gs, os, 2, ps, err) : -1;
+    if (tc)
         ptc_metrics_add_all(ptc_trace_metrics(tc), &backward_times, "backward_");
-    return rc;
+    for (int i = 0; i < 2; i++) {
+        if (cps[i])
+            cps[i]->p = ps[i];
+        if (rc && cps[i])
+            cap_runtime_release(cps[i]);
+    }
+    if (rc)
+        return -1;
+    *forward_program = cps[0];
+    *backward_program = cps[1];
+    return 0;
 }
 
 int *cap_writeback_inputs(const cap_entry *e, ptc_error *err)

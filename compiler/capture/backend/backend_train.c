@@ -370,8 +370,8 @@ static int build(const ptc_graph *g, const bool *written, const int *output_inpu
                ptc_trace_graph(tc, "backward", p->backward, err)))
         goto done;
     if (forward_writes(g, output_inputs, p, &fwd_writes, err) ||
-        cap_runtime_compile_training(p->forward, false, fwd_writes, &t->forward, tc, err) ||
-        cap_runtime_compile_training(p->backward, true, NULL, &t->backward, tc, err))
+        cap_runtime_compile_training(p->forward, fwd_writes, p->backward, &t->forward, &t->backward,
+                                     tc, err))
         goto done;
     keep_heap(p->backward);
     rc = 0;

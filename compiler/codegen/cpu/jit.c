@@ -8,9 +8,10 @@
  * object, stored in the disk cache and linked. A registry maps symbols to
  * loaded kernels with reference counts, so identical kernels of different
  * programs share one copy of the code, and the last release removes it from
- * the JIT through its resource tracker. The kernels of a schedule that are
- * neither loaded nor cached compile in parallel in one forked compile
- * worker, on as many threads of its own as OpenMP would use here (worker.c:
+ * the JIT through its resource tracker. The kernels of a schedule (or of a
+ * batch of schedules: ptc_cpu_compile_all, a training step's forward and
+ * backward) that are neither loaded nor cached compile in parallel in one
+ * forked compile worker, on as many threads of its own as OpenMP would use here (worker.c:
  * a crash inside LLVM fails the compile, not the process), each kernel its
  * own LLVM context; the objects come back through a pipe and are linked
  * here. With PTC_COMPILE_WORKER=0, or where fork fails, they compile
@@ -590,21 +591,9 @@ static void make_key(const ptc_schedule *s, const ptc_kernel *k, const ptc_cpu_c
     snprintf(sym, symsz, "ptc_k%016llx%016llx", (unsigned long long)h1, (unsigned long long)h2);
 }
 
-static char *with_header(const ptc_kernel *k, const char *text)
-{
-    ptc_buf b = {0};
-    ptc_buf_printf(&b, "; ptc kernel %d %s", k->id, k->name);
-    if (k->nprov > 0) {
-        ptc_buf_puts(&b, "  <-");
-        for (int i = 0; i < k->nprov; i++)
-            ptc_buf_printf(&b, "%s %%%s", i ? "," : "", k->prov[i]);
-    }
-    ptc_buf_printf(&b, "\n%s", text);
-    return b.data;
-}
-
 /* One kernel's way through the compile. */
 typedef struct job {
+    const ptc_schedule *s;
     const ptc_kernel *k;
     ptc_buf key;
     char sym[48];
@@ -612,6 +601,7 @@ typedef struct job {
     uint8_t *obj;       /* from the disk cache or just compiled */
     size_t objlen;
     bool from_disk, build, wrong;
+    bool want_text; /* its LLVM IR is asked for */
     ptc_cpu_code code;     /* the form built (max-autotune's candidates; zero: the default) */
     ptc_inject_kind plant; /* a PTC_INJECT crash, hang or abort, carried out where LLVM runs */
     char *text;
@@ -626,47 +616,45 @@ static LLVMTargetMachineRef thread_tm(void)
 }
 
 /* One job's LLVM work, in a compile worker or in process. */
-static void build_one(LLVMTargetMachineRef tm, const ptc_schedule *s, job *j, bool want_text)
+static void build_one(LLVMTargetMachineRef tm, job *j)
 {
     if (j->plant == PTC_INJECT_ABORT)
         ptc_llvm_planted_fatal_error();
     if (j->plant)
         ptc_inject_act(j->plant); /* the planted crash or hang is LLVM's */
     built bl = {0};
-    j->rc =
-        build_kernel(tm, s, j->k, &j->code, j->sym, j->build, want_text, j->wrong, &bl, &j->err);
+    j->rc = build_kernel(tm, j->s, j->k, &j->code, j->sym, j->build, j->want_text, j->wrong, &bl,
+                         &j->err);
     if (j->rc == 0 && j->build) {
         j->obj = bl.obj;
         j->objlen = bl.objlen;
     }
-    if (j->rc == 0 && want_text)
-        j->text = with_header(j->k, bl.text);
+    if (j->rc == 0 && j->want_text)
+        j->text = ptc_kernel_code_text(j->k, bl.text);
     free(bl.text);
 }
 
-static bool wants_llvm(const job *j, bool want_text)
+static bool wants_llvm(const job *j)
 {
-    return j->build || want_text;
+    return j->build || j->want_text;
 }
 
 /* In process: OpenMP threads, each with its own target machine. */
-static void build_in_process(const ptc_schedule *s, job *jobs, int n, bool want_text, int nt)
+static void build_in_process(job *jobs, int n, int nt)
 {
 #pragma omp parallel num_threads(nt > 0 ? nt : 1)
     {
         LLVMTargetMachineRef tm = thread_tm();
 #pragma omp for schedule(dynamic)
         for (int i = 0; i < n; i++)
-            if (wants_llvm(&jobs[i], want_text))
-                build_one(tm, s, &jobs[i], want_text);
+            if (wants_llvm(&jobs[i]))
+                build_one(tm, &jobs[i]);
         LLVMDisposeTargetMachine(tm);
     }
 }
 
 typedef struct worker_ctx {
-    const ptc_schedule *s;
     job **todo;
-    bool want_text;
 } worker_ctx;
 
 /* In a compile worker: item -> u64 object length, object, text. */
@@ -677,7 +665,7 @@ static int build_in_child(void *arg, int item, ptc_buf *out, ptc_error *err)
     job *j = w->todo[item];
     if (!tm)
         tm = thread_tm();
-    build_one(tm, w->s, j, w->want_text);
+    build_one(tm, j);
     if (j->rc) {
         *err = j->err;
         return -1;
@@ -724,14 +712,14 @@ static void take_result(job *j, ptc_worker_result *r)
 /* Builds the jobs that need an object or text, in parallel. 0 when the
  * compile workers ran (each job's rc says how it went); -1 when none
  * could be forked. */
-static int build_in_workers(const ptc_schedule *s, job *jobs, int n, bool want_text, int nt)
+static int build_in_workers(job *jobs, int n, int nt)
 {
     job **todo = calloc((size_t)n + 1, sizeof *todo);
     int ntodo = 0;
     for (int i = 0; i < n; i++)
-        if (wants_llvm(&jobs[i], want_text))
+        if (wants_llvm(&jobs[i]))
             todo[ntodo++] = &jobs[i];
-    worker_ctx w = {.s = s, .todo = todo, .want_text = want_text};
+    worker_ctx w = {.todo = todo};
     ptc_worker_result *res = calloc((size_t)ntodo + 1, sizeof *res);
     int rc = ptc_worker_run(ntodo, nt, build_in_child, &w, res) == 0 ? 0 : -1;
     for (int i = 0; i < ntodo; i++) {
@@ -748,19 +736,19 @@ static int build_in_workers(const ptc_schedule *s, job *jobs, int n, bool want_t
 
 /* Room for nthreads compiling the largest kernel to build (worker.c says how
  * it is estimated and why it is asked for before LLVM runs in process). */
-static size_t llvm_room(const job *jobs, int n, bool want_text, int nthreads)
+static size_t llvm_room(const job *jobs, int n, int nthreads)
 {
     size_t most = 0;
     for (int i = 0; i < n; i++)
-        if (wants_llvm(&jobs[i], want_text) && ptc_llvm_room(jobs[i].k) > most)
+        if (wants_llvm(&jobs[i]) && ptc_llvm_room(jobs[i].k) > most)
             most = ptc_llvm_room(jobs[i].k);
     return (size_t)nthreads * most;
 }
 
-static void fail_out_of_memory(job *jobs, int n, bool want_text, size_t room)
+static void fail_out_of_memory(job *jobs, int n, size_t room)
 {
     for (int i = 0; i < n; i++)
-        if (wants_llvm(&jobs[i], want_text)) {
+        if (wants_llvm(&jobs[i])) {
             jobs[i].rc = ptc_errorf(&jobs[i].err, PTC_ERR_COMPILE, "codegen",
                                     "out of memory: LLVM needs about %zu MiB to compile kernel %d "
                                     "%s, and no compile worker could be started",
@@ -768,39 +756,39 @@ static void fail_out_of_memory(job *jobs, int n, bool want_text, size_t room)
         }
 }
 
-static void build_jobs(const ptc_schedule *s, job *jobs, int n, bool want_text)
+static void build_jobs(job *jobs, int n)
 {
     int todo = 0;
     for (int i = 0; i < n; i++)
-        todo += wants_llvm(&jobs[i], want_text);
+        todo += wants_llvm(&jobs[i]);
     int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
     if (nt > todo)
         nt = todo;
     if (todo == 0)
         return;
-    size_t room = llvm_room(jobs, n, want_text, nt);
+    size_t room = llvm_room(jobs, n, nt);
     bool tight = !ptc_llvm_have_room(room);
     if (tight)
         ptc_log(PTC_LOG_PERF, PTC_LOG_INFO,
                 "less than %zu MiB of address space left for LLVM: compiling in one worker",
                 room >> 20);
-    if ((ptc_worker_enabled() || tight) &&
-        build_in_workers(s, jobs, n, want_text, tight ? 1 : nt) == 0)
+    if ((ptc_worker_enabled() || tight) && build_in_workers(jobs, n, tight ? 1 : nt) == 0)
         return;
     if (tight)
-        fail_out_of_memory(jobs, n, want_text, llvm_room(jobs, n, want_text, 1));
+        fail_out_of_memory(jobs, n, llvm_room(jobs, n, 1));
     else
-        build_in_process(s, jobs, n, want_text, nt);
+        build_in_process(jobs, n, nt);
 }
 
 /* Links a job's object; a cached object that fails to link is rebuilt. */
-static int link_job(const ptc_schedule *s, const ptc_codegen_opts *o, job *j, ptc_error *err)
+static int link_job(const ptc_codegen_opts *o, job *j, ptc_error *err)
 {
     for (int attempt = 0; !j->e && attempt < 2; attempt++) {
         if (!j->obj) {
             j->build = true;
             j->from_disk = false;
-            build_jobs(s, j, 1, false);
+            j->want_text = false;
+            build_jobs(j, 1);
             if (j->rc) {
                 *err = j->err;
                 return -1;
@@ -825,18 +813,32 @@ static int link_job(const ptc_schedule *s, const ptc_codegen_opts *o, job *j, pt
     return 0;
 }
 
-/* Builds the jobs that need LLVM (in parallel), keeps new objects in the
- * cache and links every job into out[]; on error nothing is kept. */
-static int build_and_link(const ptc_schedule *s, const ptc_codegen_opts *o, job *jobs, int n,
-                          bool want_text, ptc_cpu_kernel *out, char **texts, ptc_error *err)
+/* The jobs that need LLVM, built in parallel; the time goes to metrics. */
+static void build_timed(job *jobs, int n, ptc_metrics *metrics)
+{
+    double t0 = ptc_now_ms();
+    build_jobs(jobs, n);
+    if (metrics)
+        ptc_metrics_add(metrics, "llvm", ptc_now_ms() - t0, true);
+}
+
+static void release_kernels(ptc_cpu_kernel *out, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (out[i].entry) {
+            release_locked(out[i].entry);
+            out[i] = (ptc_cpu_kernel){0}; /* the program releases them again */
+        }
+}
+
+/* Keeps the jobs' new objects in the cache and links every job, built,
+ * into out[]; on error nothing is kept. */
+static int link_all(const ptc_codegen_opts *o, job *jobs, int n, ptc_cpu_kernel *out, char **texts,
+                    ptc_error *err)
 {
     bool use_cache = !(o && o->no_cache);
     const char *dir = o ? o->kernel_dir : NULL;
     int rc = 0;
-    double t0 = ptc_now_ms();
-    build_jobs(s, jobs, n, want_text);
-    if (o && o->metrics)
-        ptc_metrics_add(o->metrics, "llvm", ptc_now_ms() - t0, true);
     for (int i = 0; i < n && rc == 0; i++) {
         job *j = &jobs[i];
         if (j->rc) {
@@ -846,10 +848,10 @@ static int build_and_link(const ptc_schedule *s, const ptc_codegen_opts *o, job 
         }
         if (j->build && j->obj && use_cache)
             ptc_cache_store_in(dir, j->key.data, j->key.len, j->obj, j->objlen);
-        if (!j->e) /* an identical kernel earlier in this program */
+        if (!j->e) /* an identical kernel earlier in this program or its batch */
             j->e = find_entry(j->sym);
         bool was_loaded = j->e != NULL;
-        rc = link_job(s, o, j, err);
+        rc = link_job(o, j, err);
         if (rc)
             break;
         j->e->refs++;
@@ -859,11 +861,7 @@ static int build_and_link(const ptc_schedule *s, const ptc_codegen_opts *o, job 
             texts[i] = j->text, j->text = NULL;
     }
     if (rc)
-        for (int i = 0; i < n; i++)
-            if (out[i].entry) {
-                release_locked(out[i].entry);
-                out[i] = (ptc_cpu_kernel){0}; /* the program releases them again */
-            }
+        release_kernels(out, n);
     return rc;
 }
 
@@ -877,35 +875,25 @@ static void free_jobs(job *jobs, int n)
     free(jobs);
 }
 
-int ptc_cpu_compile(const ptc_schedule *s, const ptc_codegen_opts *o, ptc_cpu_kernel *out,
-                    char **texts, ptc_error *err)
+/* The jobs of schedule s's kernels, after those of the batch before it
+ * (jobs[-before..0)): loaded in this process, in the disk cache, built by
+ * an earlier job, or to build. -1 (err set) at a planted error. */
+static int plan_jobs(const ptc_schedule *s, const ptc_codegen_opts *o, bool want_text, job *jobs,
+                     int before, ptc_error *err)
 {
-    pthread_mutex_lock(&lock);
-    int n = s->nkernels, rc = 0;
-    if (!init_locked()) {
-        pthread_mutex_unlock(&lock);
-        return ptc_errorf(err, PTC_ERR_UNSUPPORTED, "codegen", "CPU backend unavailable: %s", G.why);
-    }
-    job *jobs = calloc((size_t)n + 1, sizeof *jobs);
-    memset(out, 0, sizeof *out * (size_t)n);
-    bool want_text = o && o->want_text && texts;
     bool use_cache = !(o && o->no_cache);
     const char *dir = o ? o->kernel_dir : NULL; /* a package wants every object on disk */
     bool worker = ptc_worker_enabled();
-    /* loaded in this process, or in the disk cache */
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < s->nkernels; i++) {
         job *j = &jobs[i];
-        j->k = s->kernels[i];
+        *j = (job){.s = s, .k = s->kernels[i], .want_text = want_text};
         /* Asked before the cache: a planted crash or error happens on every
          * compile, and a wrong kernel is cached apart from the right one. */
         ptc_inject_defer(worker);
         ptc_inject_kind ik = ptc_kernel_inject(s, j->k, "codegen", err);
         ptc_inject_defer(false);
-        if (ik == PTC_INJECT_ERROR) {
-            rc = -1;
-            n = i; /* only these jobs have anything to free */
-            break;
-        }
+        if (ik == PTC_INJECT_ERROR)
+            return -1;
         j->wrong = ik == PTC_INJECT_WRONG;
         if (ik == PTC_INJECT_CRASH || ik == PTC_INJECT_HANG || ik == PTC_INJECT_ABORT)
             j->plant = ik; /* built, never loaded, so that it happens every compile */
@@ -915,15 +903,50 @@ int ptc_cpu_compile(const ptc_schedule *s, const ptc_codegen_opts *o, ptc_cpu_ke
             j->from_disk =
                 ptc_cache_load_in(dir, j->key.data, j->key.len, &j->obj, &j->objlen) == 1;
         j->build = (!j->e || dir) && !j->from_disk;
-        for (int q = 0; q < i && j->build && !j->plant; q++) /* identical kernels build once */
+        /* identical kernels build once, in this program or an earlier one of the batch */
+        for (int q = -before; q < i && j->build && !j->plant; q++)
             if (strcmp(jobs[q].sym, j->sym) == 0)
                 j->build = false;
     }
-    if (rc == 0)
-        rc = build_and_link(s, o, jobs, n, want_text, out, texts, err);
-    free_jobs(jobs, n);
+    return 0;
+}
+
+int ptc_cpu_compile_all(const ptc_schedule *const *ss, const ptc_codegen_opts *const *os, int n,
+                        ptc_cpu_kernel *const *outs, char **const *texts, ptc_error *err)
+{
+    pthread_mutex_lock(&lock);
+    if (!init_locked()) {
+        pthread_mutex_unlock(&lock);
+        return ptc_errorf(err, PTC_ERR_UNSUPPORTED, "codegen", "CPU backend unavailable: %s",
+                          G.why);
+    }
+    int total = 0, rc = 0;
+    for (int p = 0; p < n; p++) {
+        memset(outs[p], 0, sizeof *outs[p] * (size_t)ss[p]->nkernels);
+        total += ss[p]->nkernels;
+    }
+    job *jobs = calloc((size_t)total + 1, sizeof *jobs);
+    for (int p = 0, at = 0; p < n && rc == 0; at += ss[p++]->nkernels)
+        rc = plan_jobs(ss[p], os[p], os[p] && os[p]->want_text && texts[p], jobs + at, at, err);
+    if (rc == 0) /* the batch's LLVM time is its first program's */
+        build_timed(jobs, total, os[0] ? os[0]->metrics : NULL);
+    int linked = 0;
+    for (int at = 0; rc == 0 && linked < n; linked++) {
+        rc =
+            link_all(os[linked], jobs + at, ss[linked]->nkernels, outs[linked], texts[linked], err);
+        at += ss[linked]->nkernels;
+    }
+    for (int p = 0; rc && p < linked; p++) /* all or nothing */
+        release_kernels(outs[p], ss[p]->nkernels);
+    free_jobs(jobs, total);
     pthread_mutex_unlock(&lock);
     return rc;
+}
+
+int ptc_cpu_compile(const ptc_schedule *s, const ptc_codegen_opts *o, ptc_cpu_kernel *out,
+                    char **texts, ptc_error *err)
+{
+    return ptc_cpu_compile_all(&s, &o, 1, &out, &texts, err);
 }
 
 /* max-autotune's candidate forms of one kernel, built in parallel, through
@@ -941,7 +964,7 @@ int ptc_cpu_compile_forms(const ptc_schedule *s, int ki, const ptc_cpu_code *cod
     job *jobs = calloc((size_t)n + 1, sizeof *jobs);
     for (int i = 0; i < n; i++) {
         job *j = &jobs[i];
-        *j = (job){.k = s->kernels[ki], .code = codes[i]};
+        *j = (job){.s = s, .k = s->kernels[ki], .code = codes[i]};
         make_key(s, j->k, &j->code, false, &j->key, j->sym, sizeof j->sym);
         j->e = find_entry(j->sym);
         if (!j->e)
@@ -949,7 +972,8 @@ int ptc_cpu_compile_forms(const ptc_schedule *s, int ki, const ptc_cpu_code *cod
                 ptc_cache_load_in(NULL, j->key.data, j->key.len, &j->obj, &j->objlen) == 1;
         j->build = !j->e && !j->from_disk;
     }
-    int rc = build_and_link(s, NULL, jobs, n, false, out, NULL, err);
+    build_timed(jobs, n, NULL);
+    int rc = link_all(NULL, jobs, n, out, NULL, err);
     free_jobs(jobs, n);
     pthread_mutex_unlock(&lock);
     return rc;

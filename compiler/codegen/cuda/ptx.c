@@ -19,11 +19,13 @@
  * LLVM's global initialisation happens once; every compile has its own
  * context and target machine, so kernels of a schedule compile in parallel.
  * In a compile worker (worker.c; PTC_COMPILE_WORKER=0 turns it off), a
- * program's PTX is printed by one forked child for all its kernels that
- * miss the cache (ptc_cuda_codegen_all: one fork per compile, from the
- * compiling thread before the loading threads start; the child only runs
- * LLVM, never the CUDA driver), so that a crash inside LLVM fails the
- * compile and not the program. A kernel generated alone (ptc_cuda_codegen)
+ * program's PTX is printed by one forked child for all its kernels (and
+ * horizontal combinations) that miss the cache (ptc_cuda_codegen_all: one
+ * fork per compile, or per batch of programs compiled together, such as a
+ * training step's forward and backward; from the compiling thread before
+ * the loading threads start; the child only runs LLVM, never the CUDA
+ * driver), so that a crash inside LLVM fails the compile and not the
+ * program. A kernel generated alone (ptc_cuda_codegen)
  * gets a worker of its own, and so it does, whatever the setting, when the
  * process lacks the address space LLVM would need, since LLVM running out of
  * memory aborts the process it runs in.
@@ -351,19 +353,6 @@ static void plan_text(ptc_buf *b, const ptc_kernel *k, const gplan *p)
     ptc_buf_putc(b, '\n');
 }
 
-static char *with_header(const ptc_kernel *k, const char *ptx)
-{
-    ptc_buf b = {0};
-    ptc_buf_printf(&b, "; ptc kernel %d %s", k->id, k->name);
-    if (k->nprov > 0) {
-        ptc_buf_puts(&b, "  <-");
-        for (int i = 0; i < k->nprov; i++)
-            ptc_buf_printf(&b, "%s %%%s", i ? "," : "", k->prov[i]);
-    }
-    ptc_buf_printf(&b, "\n%s", ptx);
-    return b.data;
-}
-
 /* Reads the "// ptc valign" line; false when it is missing or malformed
  * (a foreign or truncated cache file). */
 static bool parse_valign(const char *ptx, int nargs, uint8_t *valign)
@@ -580,7 +569,7 @@ static int gen_end(gen *g, int rc, char **text, ptc_error *err)
         ptc_cache_store_in(g->dir, g->key.data, g->key.len, (const uint8_t *)out->ptx,
                            strlen(out->ptx));
     if (rc == 0 && text)
-        *text = with_header(g->job.k, out->ptx);
+        *text = ptc_kernel_code_text(g->job.k, out->ptx);
     ptc_arena_free(g->a);
     if (rc) {
         ptc_buf_free(&g->key);
@@ -647,25 +636,39 @@ static void build_all_in_worker(const ptx_job **jobs, int n, int nthreads, char 
     free(res);
 }
 
-int ptc_cuda_codegen_all(const ptc_schedule *s, const int *ks, int nk, int ncombos,
-                         const ptc_cuda_target *t, const ptc_codegen_opts *o,
-                         ptc_cuda_code *const *outs, int nthreads, ptc_error *err)
+/* The item before i whose kernel has i's key (its code is i's: a batch's
+ * programs may share kernels), or -1. */
+static int same_key_before(const gen *g, int i)
 {
-    int n = nk + ncombos;
+    for (int j = 0; j < i; j++)
+        if (g[j].key.len == g[i].key.len && memcmp(g[j].key.data, g[i].key.data, g[i].key.len) == 0)
+            return j;
+    return -1;
+}
+
+int ptc_cuda_codegen_all(const ptc_cuda_gen *items, int n, int nthreads, ptc_error *err)
+{
     gen *g = calloc((size_t)n + 1, sizeof *g);
     const ptx_job **jobs = calloc((size_t)n + 1, sizeof *jobs);
     char ***ptx = calloc((size_t)n + 1, sizeof *ptx);
     int *miss = calloc((size_t)n + 1, sizeof *miss), *rc = calloc((size_t)n + 1, sizeof *rc);
+    int *same = calloc((size_t)n + 1, sizeof *same);
     ptc_error *errs = calloc((size_t)n + 1, sizeof *errs);
     int nmiss = 0, begun = 0, failed = 0;
     for (; begun < n && !failed; begun++) {
-        failed = (begun < nk ? gen_begin(s, s->kernels[ks[begun]], t, o, outs[begun], &g[begun], err)
-                             : gen_begin_combo(s, &s->combos[begun - nk], t, o, outs[begun],
-                                               &g[begun], err)) != 0;
-        if (!failed && !outs[begun]->ptx)
-            miss[nmiss] = begun, jobs[nmiss] = &g[begun].job, ptx[nmiss++] = &outs[begun]->ptx;
+        const ptc_cuda_gen *it = &items[begun];
+        failed = (it->combo ? gen_begin_combo(it->s, &it->s->combos[it->k], it->t, it->o, it->out,
+                                              &g[begun], err)
+                            : gen_begin(it->s, it->s->kernels[it->k], it->t, it->o, it->out,
+                                        &g[begun], err)) != 0;
+        same[begun] = failed || it->out->ptx ? -1 : same_key_before(g, begun);
+        if (!failed && !it->out->ptx && same[begun] < 0)
+            miss[nmiss] = begun, jobs[nmiss] = &g[begun].job, ptx[nmiss++] = &it->out->ptx;
     }
-    begun -= failed; /* the one that failed has nothing to end */
+    /* the one that failed has nothing to end; nothing is built, and the
+       items begun end freed */
+    begun -= failed;
+    bool begin_failed = failed;
     double t0 = ptc_now_ms();
     if (!failed && nmiss > 0) {
         int *mrc = calloc((size_t)nmiss, sizeof *mrc);
@@ -676,14 +679,22 @@ int ptc_cuda_codegen_all(const ptc_schedule *s, const int *ks, int nk, int ncomb
         free(mrc);
         free(merr);
     }
-    if (o && o->metrics && nmiss > 0)
-        ptc_metrics_add(o->metrics, "llvm_compile_ms", ptc_now_ms() - t0, true);
+    for (int i = 0; i < begun; i++) /* a kernel another item built: its PTX, or its error */
+        if (same[i] >= 0 && !failed) {
+            const ptc_cuda_code *src = items[same[i]].out;
+            rc[i] = rc[same[i]], errs[i] = errs[same[i]];
+            if (rc[i] == 0 && src->ptx && !(items[i].out->ptx = strdup(src->ptx)))
+                rc[i] = ptc_errorf(&errs[i], PTC_ERR_INTERNAL, "codegen", "out of memory");
+        }
+    ptc_metrics *metrics = n > 0 && items[0].o ? items[0].o->metrics : NULL;
+    if (metrics && nmiss > 0) /* the batch's time is its first kernel's program's */
+        ptc_metrics_add(metrics, "llvm_compile_ms", ptc_now_ms() - t0, true);
     for (int i = 0; i < begun; i++) {
         ptc_error e = errs[i];
-        if (gen_end(&g[i], rc[i], NULL, &e) && !failed)
+        if (gen_end(&g[i], begin_failed ? -1 : rc[i], NULL, &e) && !failed)
             failed = 1, *err = e;
     }
-    free(g), free(jobs), free(ptx), free(miss), free(rc), free(errs);
+    free(g), free(jobs), free(ptx), free(miss), free(rc), free(same), free(errs);
     return failed ? -1 : 0;
 }
 
