@@ -214,6 +214,12 @@ static void hang(const char *stage, ptc_op op, ptc_error *err)
     }
 }
 
+bool ptc_inject_armed(void)
+{
+    pthread_once(&env_once, read_env);
+    return inj.nrules > 0 || track_buf;
+}
+
 ptc_inject_kind ptc_inject_hit(const char *stage, ptc_op op, ptc_error *err)
 {
     char *buf = track_buf;

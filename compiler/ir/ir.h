@@ -700,6 +700,10 @@ const char *ptc_inject_spec(void);
  * PTC_INJECT_WRONG and the caller perturbs that op's result (with
  * ptc_inject_perturb for a tensor); else PTC_INJECT_NONE. Thread-safe. */
 ptc_inject_kind ptc_inject_hit(const char *stage, ptc_op op, ptc_error *err);
+/* Whether any query can matter: a rule is configured or a stage is tracked
+ * (ptc_inject_track). When not, a stage that asks on every run (the
+ * runtime, per kernel) skips gathering the ops it would ask about. */
+bool ptc_inject_armed(void);
 /* With on, this thread's crash and hang rules are returned from
  * ptc_inject_hit (PTC_INJECT_CRASH, PTC_INJECT_HANG) instead of carried out,
  * for a caller that carries them out with ptc_inject_act where the stage's

@@ -14,7 +14,11 @@ live until the whole backward ended, beside the gradients. An output torch
 gives no gradient (BERT's logits when the loss is computed inside the
 model) gets zeros, read once at the backward's start and freed then.
 Outputs that do not depend on an input requiring gradients are marked
-non-differentiable, as eager leaves them. The backward is not itself
+non-differentiable, as eager leaves them. An output the forward wrote into
+its input itself (BatchNorm's running statistics, ``program.written_into``)
+is that input: it is not returned through the node, where torch would make
+a view of it on every call (a view_as and a view per statistic), but put
+back in its place by ``apply``. The backward is not itself
 differentiable: ``create_graph=True`` through it raises an error saying so.
 
 Under reduce-overhead on CUDA the program is a ``_cudagraphs.TrainGraphs``,
@@ -44,17 +48,30 @@ import torch
 
 class CompiledFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, program, *inputs):
+    def forward(ctx, program, in_place, *inputs):
         results = program.forward(*inputs)
         n = program.noutputs
         outputs, saved = results[:n], results[n:]
         ctx.program = program
         ctx.save_for_backward(*saved)
+        # an output the forward wrote into its input is that input: it is not
+        # returned (torch would make a view of it per output, per call) but
+        # put back by apply; in_place (a list) says which
+        if in_place is not None:
+            tangent_of = program.tangent_of
+            in_place.extend(o for o, i in program.written_into
+                            if outputs[o] is inputs[i] and tangent_of[o] < 0)
+            if len(in_place) == n:  # the node returns something
+                in_place.clear()
+        dropped = set(in_place or ())
+        kept = [k for k in range(n) if k not in dropped]
+        outputs = [outputs[k] for k in kept]
+        tangent_of = [program.tangent_of[k] for k in kept]
         # an output torch gives no gradient comes as None, not as zeros the
         # engine would hold through the whole backward: backward makes them
         ctx.set_materialize_grads(False)
-        ctx.output_meta = [(o.shape, o.dtype, o.device) for o in outputs]
-        ctx.mark_non_differentiable(*[o for o, t in zip(outputs, program.tangent_of) if t < 0])
+        ctx.output_meta = [(o.shape, o.dtype, o.device, t) for o, t in zip(outputs, tangent_of)]
+        ctx.mark_non_differentiable(*[o for o, t in zip(outputs, tangent_of) if t < 0])
         ctx.grad_layouts = [_grad_layout(inputs[i]) for i in program.grad_of]
         if hasattr(program, "backward_pending"):
             ctx.pending = program.backward_pending()
@@ -71,7 +88,7 @@ class CompiledFunction(torch.autograd.Function):
                 "with backend=\"eager\" (or run eagerly) where higher-order gradients are needed")
         program = ctx.program
         tangents = []
-        for g, t, (shape, dtype, device) in zip(grads, program.tangent_of, ctx.output_meta):
+        for g, (shape, dtype, device, t) in zip(grads, ctx.output_meta):
             if t < 0:
                 continue
             tangents.append(torch.zeros(shape, dtype=dtype, device=device) if g is None
@@ -92,9 +109,9 @@ class CompiledFunction(torch.autograd.Function):
             fitted = [(s if fresh is None else fresh, None) for s, (_, fresh) in zip(static, fitted)]
             ctx.pending = None  # the forward recording may be replayed again
         grads_in = [g for g, _ in fitted]
-        result = [None] * (1 + program.ninputs)
+        result = [None] * (2 + program.ninputs)
         for g, i in zip(grads_in, program.grad_of):
-            result[1 + i] = g
+            result[2 + i] = g
         return tuple(result)
 
 
@@ -154,4 +171,13 @@ def _fit_layout(g, want):
 
 def apply(program, *inputs):
     """The outputs of program on inputs, recorded as one autograd node."""
-    return CompiledFunction.apply(program, *inputs)
+    written = getattr(program, "written_into", ())  # a CUDA graph recorder has none
+    in_place = [] if written else None
+    outputs = CompiledFunction.apply(program, in_place, *inputs)
+    if not in_place:
+        return outputs
+    into = dict(written)
+    outputs = list(outputs)
+    for o in in_place:  # ascending
+        outputs.insert(o, inputs[into[o]])
+    return tuple(outputs)

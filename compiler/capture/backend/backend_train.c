@@ -32,6 +32,8 @@ typedef struct train_program {
     bool draws;           /* random ops: the RNG offset is saved after the values */
     PyObject *tangent_of; /* tuple: per output, its position among tangents or -1 */
     PyObject *grad_of;    /* tuple: per gradient, the input it belongs to */
+    PyObject *written_into; /* tuple of (output, input): outputs the forward may write
+                               into that input itself (forward_writes) */
 } train_program;
 
 static PyObject *train_type;
@@ -43,6 +45,7 @@ static void tp_dealloc(PyObject *self)
     cap_runtime_release(t->backward);
     Py_XDECREF(t->tangent_of);
     Py_XDECREF(t->grad_of);
+    Py_XDECREF(t->written_into);
     free(t->saved_input);
     PyTypeObject *type = Py_TYPE(self);
     freefunc free_fn = (freefunc)PyType_GetSlot(type, Py_tp_free);
@@ -231,6 +234,8 @@ static PyObject *tp_get(PyObject *self, void *which)
         return PyLong_FromLong(t->nsaved + t->draws);
     case 3:
         return Py_NewRef(t->tangent_of);
+    case 6:
+        return Py_NewRef(t->written_into);
     case 5: {
         ptc_program_info f, b;
         cap_runtime_info(t->forward, &f);
@@ -258,6 +263,10 @@ static PyGetSetDef tp_getset[] = {
     {"nsaved", tp_get, NULL, NULL, (void *)2},
     {"tangent_of", tp_get, NULL, "per output: its gradient's position, or -1", (void *)3},
     {"grad_of", tp_get, NULL, "per gradient: the input it belongs to", (void *)4},
+    {"written_into", tp_get, NULL,
+     "(output, input) pairs: outputs the forward may write into that input itself (then "
+     "the output is the input)",
+     (void *)6},
     {"arena_bytes", tp_get, NULL,
      "(forward, backward): the bytes of each program's arena of temporaries at its last run",
      (void *)5},
@@ -340,6 +349,22 @@ static int forward_writes(const ptc_graph *g, const int *output_inputs, const pt
     return 0;
 }
 
+/* The (output, input) pairs of writes, the forward's first n outputs'
+ * inputs (forward_writes; NULL: none). */
+static PyObject *written_pairs(const int *writes, int n)
+{
+    PyObject *pairs = PyList_New(0);
+    for (int i = 0; pairs && writes && i < n; i++) {
+        PyObject *pair = writes[i] >= 0 ? Py_BuildValue("(ii)", i, writes[i]) : NULL;
+        if (writes[i] >= 0 && (!pair || PyList_Append(pairs, pair) < 0))
+            Py_CLEAR(pairs);
+        Py_XDECREF(pair);
+    }
+    PyObject *t = pairs ? PyList_AsTuple(pairs) : NULL;
+    Py_XDECREF(pairs);
+    return t;
+}
+
 /* Joint, partition and both compiles of g (written: its outputs that are
  * new values of inputs written in place; output_inputs, or NULL: the input
  * each is written into, for the forward to write itself); err says why not. */
@@ -374,6 +399,10 @@ static int build(const ptc_graph *g, const bool *written, const int *output_inpu
                                      tc, err))
         goto done;
     keep_heap(p->backward);
+    if (!(t->written_into = written_pairs(fwd_writes, g->noutputs))) {
+        ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "out of memory");
+        goto done;
+    }
     rc = 0;
 done:
     free(wants);
@@ -463,7 +492,7 @@ PyObject *cap_train_program(const ptc_graph *g, const bool *written, const int *
     }
     t->forward = t->backward = NULL;
     t->draws = false;
-    t->tangent_of = t->grad_of = NULL;
+    t->tangent_of = t->grad_of = t->written_into = NULL;
     t->saved_input = NULL;
     Py_INCREF(train_type); /* instances of heap types hold their type */
     ptc_graph *prims = NULL;
