@@ -1,10 +1,10 @@
 """ptc's compiled optimizer update on CUDA (python/ptc/_optim.py), against
 torch's single-tensor step on the same device; skipped without a GPU.
 
-opt.step() under ptc runs the compiled update for CUDA parameters (the
-device rule of _optim._group_unsupported; before its one-launch
-combinations it kept torch's step there). These tests run the compiled
-update itself (_optim.update_groups) over GPT-2's
+opt.step() under ptc keeps torch's step for CUDA parameters (the device rule
+of _optim._group_unsupported): on an H100, SGD with momentum over GPT-2's
+parameters ended 5.4e-2 away from eager's (session 13, unexplained). These
+tests run the compiled update itself (_optim.update_groups) over GPT-2's
 parameter shapes (4 layers, n_embd 768: 52 tensors, 67.7M values, the
 38.6M-value token embedding among them) and say, on a mismatch, which step,
 which tensor (parameter or state), how many elements and where, so the
@@ -130,10 +130,10 @@ def test_a_kernel_of_many_buffers_launches(tmp_path):
 # 1e-6 relative (fp32). And the launches of one compiled step, read from
 # ptc's launch counters, with the horizontal combinations as one launch each
 # (the default) and with PTC_CUDA_COMBOS=0 (a launch per kernel): a step of
-# combinations takes no more. This is the gate for python/ptc/_optim.py's
-# device rule (_group_unsupported), which lets the compiled update run on
-# CUDA: this file must pass on a GPU, and bench/optimizer_step.py --device
-# cuda show the update at least as fast as torch's foreach step.
+# combinations takes fewer. This is the gate for python/ptc/_optim.py's
+# device rule (_group_unsupported): it keeps torch's step on CUDA until this
+# file passes on a GPU and bench/optimizer_step.py --device cuda shows the
+# update at least as fast as torch's foreach step.
 
 MODEL_STEPS = 20
 REL = 1e-6
@@ -192,12 +192,6 @@ def test_compiled_update_of_a_model_matches_eager_for_20_steps(model, opt_name):
                 p.grad = g
         eager.step()
         _optim.update_groups(mine)
-    assert_near_eager(ptc_params, eager_params, "%s %s after %d steps" % (model, opt_name,
-                                                                           MODEL_STEPS))
-
-
-def assert_near_eager(ptc_params, eager_params, what):
-    """Every parameter within REL of eager's, relative to its largest value."""
     torch.cuda.synchronize()
     bad = []
     for k, (a, b) in enumerate(zip(ptc_params, eager_params)):
@@ -205,7 +199,8 @@ def assert_near_eager(ptc_params, eager_params, what):
                b.double().abs().max().clamp_min(1e-30)).item()
         if rel > REL:
             bad.append(describe("param %d" % k, a.detach(), b.detach()))
-    assert not bad, "%s:\n  %s" % (what, "\n  ".join(bad[:12]))
+    assert not bad, "%s %s after %d steps:\n  %s" % (model, opt_name, MODEL_STEPS,
+                                                     "\n  ".join(bad[:12]))
 
 
 def launches_per_step(model, opt_name, combos, monkeypatch):
@@ -235,23 +230,3 @@ def test_launches_of_a_compiled_step(model, opt_name, monkeypatch, capsys):
         print("\n%s %s: %d launches a step with combinations, %d with a launch per kernel"
               % (model, opt_name, combined, alone))
     assert 0 < combined <= alone
-
-
-def test_cuda_parameters_take_the_compiled_step():
-    """ptc.compile(opt.step) runs the compiled update for CUDA parameters
-    (no break), with eager's values."""
-    import ptc
-    eager_params, ptc_params = twin_params(resnet18_params)
-    eager = OPTIMIZERS["adamw"](eager_params)
-    mine = OPTIMIZERS["adamw"](ptc_params)
-    assert _optim.unsupported(mine) is None
-    step = ptc.compile(mine.step)
-    _optim._updates.clear()
-    for s in range(3):
-        for ps in (eager_params, ptc_params):
-            for p, g in zip(ps, model_grads(ps, s)):
-                p.grad = g
-        eager.step()
-        step()
-    assert _optim._updates  # the compiled update ran, not torch's step
-    assert_near_eager(ptc_params, eager_params, "resnet18 adamw under ptc.compile(opt.step)")

@@ -296,14 +296,15 @@ def test_an_input_written_in_place_is_written_by_the_kernel_itself(tmp_path, fli
     assert in_place(metrics) == (0 if flip else 1), metrics
 
 
-def test_parameters_off_the_cpu_and_cuda_keep_torchs_step():
-    # The compiled update runs on the CPU and CUDA; elsewhere torch's step
-    # runs, and the break says why. A meta-device parameter stands for one.
+def test_parameters_off_the_cpu_keep_torchs_step():
+    # On CUDA the compiled update measured slower than torch's kernels and
+    # SGD with momentum differed from eager (H100): torch's step runs there,
+    # and the break says why. A meta-device parameter stands for one.
     from ptc import _optim
     p = torch.nn.Parameter(torch.empty(4, device="meta"))
     p.grad = torch.empty(4, device="meta")
     why = _optim.unsupported(torch.optim.SGD([p], lr=0.1, momentum=0.9))
-    assert why and "parameters on meta" in why, why
+    assert why and "CPU only" in why, why
     q = torch.nn.Parameter(torch.zeros(4))
     q.grad = torch.ones(4)
     assert _optim.unsupported(torch.optim.SGD([q], lr=0.1, momentum=0.9)) is None
