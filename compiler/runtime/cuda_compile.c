@@ -125,25 +125,6 @@ static int load_one(ptc_cuda_prog *cp, const ptc_schedule *s, int k, cloaded *L,
                      &L->vfn[k], &L->ffn[k * PTC_CUDA_MAX_FORMS], err);
 }
 
-/* Loads the combinations' modules on L's device. */
-static int load_combos(ptc_cuda_prog *cp, cloaded *L, bool no_cache, ptc_metrics *m,
-                       ptc_error *err)
-{
-    pthread_mutex_t mlock = PTHREAD_MUTEX_INITIALIZER;
-    bool pushed = false;
-    if (cp->ncombos == 0 || ptc_cuda_enter(L->dev, &pushed, err))
-        return cp->ncombos == 0 ? 0 : -1;
-    int rc = 0;
-    for (int i = 0; rc == 0 && i < cp->ncombos; i++) {
-        char what[32];
-        snprintf(what, sizeof what, "combination %d", i);
-        rc = load_code(&cp->combos[i], what, L, no_cache, m, &mlock, &L->cmods[i], &L->cfn[i],
-                       &L->cvfn[i], NULL, err);
-    }
-    ptc_cuda_leave(pushed);
-    return rc;
-}
-
 /* ---- parallel compilation ---------------------------------------------------------------------
  */
 
@@ -247,28 +228,31 @@ static int pending_in(const work *ws, int nw)
     return n;
 }
 
+/* fn(arg) on a pool of threads for n items (on this thread alone where
+ * one is enough or none starts); fn takes the items itself. */
+static void run_pool(void *(*fn)(void *), void *arg, int n)
+{
+    int nt = nthreads_for(n);
+    pthread_t th[16];
+    int started = 0;
+    for (int i = 0; nt > 1 && i < nt; i++)
+        if (pthread_create(&th[i], NULL, fn, arg) == 0)
+            started++;
+        else
+            break;
+    if (started == 0)
+        fn(arg);
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+}
+
 /* Compiles the kernels of ws[0..nw) on one pool of threads. -1 with err:
  * the first failure seen (the others stop at their next kernel). */
 static int run_workers(work *ws, int nw, ptc_error *err)
 {
     crew c = {.ws = ws, .total = pending_in(ws, nw)};
-    int nt = nthreads_for(c.total);
     pthread_mutex_init(&c.mlock, NULL);
-    if (nt <= 1) {
-        worker(&c);
-    } else {
-        pthread_t th[16];
-        int started = 0;
-        for (int i = 0; i < nt; i++)
-            if (pthread_create(&th[i], NULL, worker, &c) == 0)
-                started++;
-            else
-                break;
-        if (started == 0)
-            worker(&c);
-        for (int i = 0; i < started; i++)
-            pthread_join(th[i], NULL);
-    }
+    run_pool(worker, &c, c.total);
     pthread_mutex_destroy(&c.mlock);
     if (c.failed) {
         if (err)
@@ -276,6 +260,60 @@ static int run_workers(work *ws, int nw, ptc_error *err)
         return -1;
     }
     return 0;
+}
+
+/* The combinations of one program to load, taken one at a time. */
+typedef struct combo_crew {
+    ptc_cuda_prog *cp;
+    cloaded *L;
+    bool no_cache;
+    ptc_metrics *m;
+    pthread_mutex_t mlock;
+    int next;   /* atomic */
+    int failed; /* atomic */
+    ptc_error err;
+} combo_crew;
+
+static void *combo_loader(void *arg)
+{
+    combo_crew *c = arg;
+    bool pushed = false;
+    ptc_error err;
+    if (ptc_cuda_enter(c->L->dev, &pushed, &err)) {
+        if (__atomic_fetch_add(&c->failed, 1, __ATOMIC_ACQ_REL) == 0)
+            c->err = err;
+        return NULL;
+    }
+    for (;;) {
+        int i = __atomic_fetch_add(&c->next, 1, __ATOMIC_ACQ_REL);
+        if (i >= c->cp->ncombos || __atomic_load_n(&c->failed, __ATOMIC_ACQUIRE))
+            break;
+        char what[32];
+        snprintf(what, sizeof what, "combination %d", i);
+        if (load_code(&c->cp->combos[i], what, c->L, c->no_cache, c->m, &c->mlock,
+                      &c->L->cmods[i], &c->L->cfn[i], &c->L->cvfn[i], NULL, &err) &&
+            __atomic_fetch_add(&c->failed, 1, __ATOMIC_ACQ_REL) == 0)
+            c->err = err;
+    }
+    ptc_cuda_leave(pushed);
+    return NULL;
+}
+
+/* Loads the combinations' modules on L's device, on a pool of threads as
+ * the kernels' are: each is the driver's JIT of its PTX where the cache has
+ * no cubin, and resnet50's training forward has 102 of them. */
+static int load_combos(ptc_cuda_prog *cp, cloaded *L, bool no_cache, ptc_metrics *m,
+                       ptc_error *err)
+{
+    if (cp->ncombos == 0)
+        return 0;
+    combo_crew c = {.cp = cp, .L = L, .no_cache = no_cache, .m = m};
+    pthread_mutex_init(&c.mlock, NULL);
+    run_pool(combo_loader, &c, cp->ncombos);
+    pthread_mutex_destroy(&c.mlock);
+    if (c.failed && err)
+        *err = c.err;
+    return c.failed ? -1 : 0;
 }
 
 /* Whether the process has the room LLVM would need to generate the PTX of
