@@ -653,16 +653,12 @@ static void build_in_process(job *jobs, int n, int nt)
     }
 }
 
-typedef struct worker_ctx {
-    job **todo;
-} worker_ctx;
-
-/* In a compile worker: item -> u64 object length, object, text. */
+/* In a compile worker: item (of arg, the jobs to build) -> u64 object
+ * length, object, text. */
 static int build_in_child(void *arg, int item, ptc_buf *out, ptc_error *err)
 {
     static _Thread_local LLVMTargetMachineRef tm; /* each child thread's own; gone with the child */
-    worker_ctx *w = arg;
-    job *j = w->todo[item];
+    job *j = ((job **)arg)[item];
     if (!tm)
         tm = thread_tm();
     build_one(tm, j);
@@ -719,9 +715,8 @@ static int build_in_workers(job *jobs, int n, int nt)
     for (int i = 0; i < n; i++)
         if (wants_llvm(&jobs[i]))
             todo[ntodo++] = &jobs[i];
-    worker_ctx w = {.todo = todo};
     ptc_worker_result *res = calloc((size_t)ntodo + 1, sizeof *res);
-    int rc = ptc_worker_run(ntodo, nt, build_in_child, &w, res) == 0 ? 0 : -1;
+    int rc = ptc_worker_run(ntodo, nt, build_in_child, todo, res) == 0 ? 0 : -1;
     for (int i = 0; i < ntodo; i++) {
         if (rc == 0)
             take_result(todo[i], &res[i]);
