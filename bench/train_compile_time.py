@@ -7,7 +7,10 @@ summed per stage, forward and backward together: joint, partition, prims,
 loops, kernels, codegen (the kernels' code: LLVM, and on CUDA the PTX JIT)
 and "compile workers" (the wall time of the forked LLVM workers, part of
 codegen). Also the first step's wall time and the process's CPU time, its
-own and its compile workers' (children).
+own and its compile workers' (children), and the first step of the same
+model run eagerly in another fresh process (torch's own first-call costs:
+the CUDA context, cuDNN/cuBLAS set-up, the allocator), so that the time ptc
+adds to a cold first step is the difference of the two.
 
     python3 bench/train_compile_time.py [--device cpu|cuda] [--models resnet50,bert,gpt2]
                                         [--batch N] [--size N] [--threads N]
@@ -54,8 +57,9 @@ def worker(a):
     model, (args, kwargs), lossf = build(a.worker, a.device, a.batch, a.size)
     model = model.to(a.device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=a.device == "cuda")
-    import ptc
-    model = ptc.compile(model)
+    if not a.eager:
+        import ptc
+        model = ptc.compile(model)
     sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
     sync()
     t = os.times()
@@ -90,30 +94,41 @@ def main():
     ap.add_argument("--size", type=int)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--worker")
+    ap.add_argument("--eager", action="store_true", help="(worker) run the step without ptc")
     a = ap.parse_args()
     if a.worker:
         return worker(a)
-    print("| model | first step s | CPU s (process / compile workers) | "
+    print("| model | first step s (ptc / eager) | ptc adds s | CPU s (process / compile workers) | "
           + " | ".join(s + " ms" for s in STAGES) + " |")
-    print("|---" * (3 + len(STAGES)) + "|")
+    print("|---" * (5 + len(STAGES)) + "|")
     for name in a.models.split(","):
         batch, size = SHAPES[name == "resnet50", a.device]
         batch, size = a.batch or batch, a.size or size
-        env = dict(os.environ, PTC_CACHE_DIR=tempfile.mkdtemp(), PTC_LOGS="perf",
-                   OMP_NUM_THREADS=str(a.threads))
-        r = subprocess.run([sys.executable, __file__, "--worker", name, "--device", a.device,
-                            "--batch", str(batch), "--size", str(size), "--threads", str(a.threads)],
-                           capture_output=True, text=True, env=env)
-        rows = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
-        if r.returncode or not rows:
-            print("| %s | error: %s |" % (name, r.stderr.strip()[-300:].replace("\n", " ")))
+        rows = [first_step(a, name, batch, size, eager) for eager in (False, True)]
+        err = next((r for r in rows if isinstance(r, str)), None)
+        if err:
+            print("| %s | error: %s |" % (name, err))
             continue
-        row = json.loads(rows[-1])
-        ms = stage_times(r.stderr)
-        print("| %s b%d x %d | %.2f | %.2f / %.2f | %s |" % (
-            name, batch, size, row["first_step_s"], row["cpu_s"], row["workers_cpu_s"],
-            " | ".join("%.0f" % ms[s] for s in STAGES)), flush=True)
+        (ptc_row, log), (eager_row, _) = rows
+        ms = stage_times(log)
+        print("| %s b%d x %d | %.2f / %.2f | %.2f | %.2f / %.2f | %s |" % (
+            name, batch, size, ptc_row["first_step_s"], eager_row["first_step_s"],
+            ptc_row["first_step_s"] - eager_row["first_step_s"], ptc_row["cpu_s"],
+            ptc_row["workers_cpu_s"], " | ".join("%.0f" % ms[s] for s in STAGES)), flush=True)
 
+
+def first_step(a, name, batch, size, eager):
+    """One fresh process's first training step -> (its JSON row, its stderr) or an error."""
+    env = dict(os.environ, PTC_CACHE_DIR=tempfile.mkdtemp(), PTC_LOGS="perf",
+               OMP_NUM_THREADS=str(a.threads))
+    r = subprocess.run([sys.executable, __file__, "--worker", name, "--device", a.device,
+                        "--batch", str(batch), "--size", str(size), "--threads", str(a.threads)]
+                       + (["--eager"] if eager else []),
+                       capture_output=True, text=True, env=env)
+    rows = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    if r.returncode or not rows:
+        return r.stderr.strip()[-300:].replace("\n", " ")
+    return json.loads(rows[-1]), r.stderr
 
 if __name__ == "__main__":
     main()
