@@ -32,7 +32,7 @@ typedef struct cutter {
     int npieces;
     int *piece;    /* [nnodes]: the piece of each node, by position */
     int *last_use; /* [nvalues]: the last piece reading the value (npieces: the caller) */
-    bool *written; /* [nvalues]: the new value of an input written in place */
+    int *write_target; /* [nvalues]: the graph input the value is written into, or -1 */
 } cutter;
 
 static int slot_of(const cutter *C, const ptc_value *v)
@@ -83,8 +83,10 @@ static int assign_pieces(cutter *C)
     }
     for (int i = 0; i < g->noutputs; i++)
         note_use(C, g->outputs[i], C->npieces);
+    for (int i = 0; i < g->nvalues; i++)
+        C->write_target[i] = -1;
     for (int k = 0; k < C->e->nwriteback; k++)
-        C->written[g->outputs[C->e->writeback[k].output]->id] = true;
+        C->write_target[g->outputs[C->e->writeback[k].output]->id] = C->e->writeback[k].input;
     free(def_piece);
     return rc;
 }
@@ -97,11 +99,29 @@ static int append_int(PyObject *list, int v)
     return rc;
 }
 
+/* Where piece p (pg, map: the graph's values to its own) may write the new
+ * value of graph input `input` itself: the position of that input among
+ * the piece's, if the piece reads it and no later piece does (a later piece
+ * reads the input's old value, which the graph writes back only after the
+ * call), else -1. */
+static int piece_write_target(const cutter *C, int p, const ptc_graph *pg, ptc_value **map,
+                              int input)
+{
+    const ptc_value *in = C->g->inputs[input];
+    if (!map[in->id] || C->last_use[in->id] > p)
+        return -1;
+    for (int i = 0; i < pg->ninputs; i++)
+        if (pg->inputs[i] == map[in->id])
+            return i;
+    return -1;
+}
+
 /* Piece p as a graph of its own; in_slots / out_slots get where its inputs
- * come from and its outputs go, written its outputs' flags. NULL if the
- * piece has no node. */
+ * come from and its outputs go, written its outputs' flags and into the
+ * piece's input each written output may be written into itself (-1: none;
+ * piece_write_target). NULL if the piece has no node. */
 static ptc_graph *cut_piece(cutter *C, int p, ptc_value **map, PyObject *in_slots,
-                            PyObject *out_slots, bool *written)
+                            PyObject *out_slots, bool *written, int *into)
 {
     const ptc_graph *g = C->g;
     ptc_graph *pg = NULL;
@@ -134,7 +154,9 @@ static ptc_graph *cut_piece(cutter *C, int p, ptc_value **map, PyObject *in_slot
             const ptc_value *v = g->nodes[i]->outs[k];
             if (C->last_use[v->id] <= p)
                 continue;
-            written[nouts] = C->written[v->id];
+            int target = C->write_target[v->id];
+            written[nouts] = target >= 0;
+            into[nouts] = target >= 0 ? piece_write_target(C, p, pg, map, target) : -1;
             outs[nouts++] = map[v->id];
             if (append_int(out_slots, slot_of(C, v)) < 0)
                 nouts = -1;
@@ -150,9 +172,9 @@ fail:
 }
 
 /* The piece as text without what differs between alike pieces (value
- * names, source locations, module paths, provenance), its written flags
- * after it. Malloc'd. */
-static char *piece_key(const ptc_graph *pg, const bool *written)
+ * names, source locations, module paths, provenance), its written flags and
+ * the inputs they are written into after it. Malloc'd. */
+static char *piece_key(const ptc_graph *pg, const bool *written, const int *into)
 {
     ptc_graph *k = ptc_graph_clone(pg, NULL);
     if (!k)
@@ -167,7 +189,10 @@ static char *piece_key(const ptc_graph *pg, const bool *written)
     ptc_buf b = {0};
     ptc_print_graph(&b, k);
     for (int i = 0; i < pg->noutputs; i++)
-        ptc_buf_putc(&b, written[i] ? 'w' : '-');
+        if (written[i])
+            ptc_buf_printf(&b, "w%d ", into[i]);
+        else
+            ptc_buf_putc(&b, '-');
     ptc_graph_free(k);
     return b.data;
 }
@@ -177,8 +202,8 @@ static char *piece_key(const ptc_graph *pg, const bool *written)
  * (each would overwrite the one before in the graph's), its piece as its
  * captured graph; its compile times add to the graph's metrics.json, which
  * ptexplain's compile time line reads. New reference. */
-static PyObject *new_program(cutter *C, int p, const ptc_graph *pg, const bool *written, int k,
-                             ptc_error *err)
+static PyObject *new_program(cutter *C, int p, const ptc_graph *pg, const bool *written,
+                             const int *into, int k, ptc_error *err)
 {
     ptc_trace_compile *whole = C->e->tc, *tc = NULL;
     if (whole) {
@@ -190,7 +215,7 @@ static PyObject *new_program(cutter *C, int p, const ptc_graph *pg, const bool *
             ptc_trace_graph(tc, "captured", pg, err))
             return NULL;
     }
-    PyObject *program = cap_train_program(pg, written, NULL, tc, err);
+    PyObject *program = cap_train_program(pg, written, into, tc, err);
     if (tc) {
         ptc_error terr;
         ptc_metrics_add_all(ptc_trace_metrics(whole), ptc_trace_metrics(tc), NULL);
@@ -209,10 +234,10 @@ static PyObject *new_program(cutter *C, int p, const ptc_graph *pg, const bool *
  * *compile_ms: the time compiling it took (0: an alike piece's). New
  * reference. */
 static PyObject *piece_program(cutter *C, int p, const ptc_graph *pg, const bool *written,
-                               PyObject *keys, PyObject *programs, const char *mode,
+                               const int *into, PyObject *keys, PyObject *programs, const char *mode,
                                Py_ssize_t *index, double *compile_ms, ptc_error *err)
 {
-    char *text = piece_key(pg, written);
+    char *text = piece_key(pg, written, into);
     PyObject *key = text ? PyUnicode_FromString(text) : NULL;
     free(text);
     PyObject *program = NULL;
@@ -223,7 +248,7 @@ static PyObject *piece_program(cutter *C, int p, const ptc_graph *pg, const bool
     } else if (key) {
         PyErr_Clear();
         double t0 = ptc_now_ms();
-        program = new_program(C, p, pg, written, (int)PyList_Size(programs) + 1, err);
+        program = new_program(C, p, pg, written, into, (int)PyList_Size(programs) + 1, err);
         *compile_ms = ptc_now_ms() - t0;
         *index = PyList_Size(programs);
         if (program && (PyList_Append(keys, key) < 0 || PyList_Append(programs, program) < 0))
@@ -292,15 +317,17 @@ static int make_steps(cutter *C, PyObject *steps, PyObject *reports, PyObject *p
     const ptc_graph *g = C->g;
     ptc_value **map = malloc(sizeof *map * ((size_t)g->nvalues + 1));
     bool *written = malloc(sizeof *written * ((size_t)g->nvalues + 1));
+    int *into = malloc(sizeof *into * ((size_t)g->nvalues + 1));
     PyObject *keys = PyList_New(0);
-    int rc = map && written && keys ? 0 : -1;
+    int rc = map && written && into && keys ? 0 : -1;
     for (int p = 0; rc == 0 && p < C->npieces; p++) {
         PyObject *ins = PyList_New(0), *outs = PyList_New(0);
-        ptc_graph *pg = ins && outs ? cut_piece(C, p, map, ins, outs, written) : NULL;
+        ptc_graph *pg = ins && outs ? cut_piece(C, p, map, ins, outs, written, into) : NULL;
         Py_ssize_t index;
         double ms;
         PyObject *program =
-            pg ? piece_program(C, p, pg, written, keys, programs, mode, &index, &ms, err) : NULL;
+            pg ? piece_program(C, p, pg, written, into, keys, programs, mode, &index, &ms, err)
+               : NULL;
         PyObject *step =
             program ? Py_BuildValue("(NNN)", program, PyList_AsTuple(ins), PyList_AsTuple(outs))
                     : NULL;
@@ -316,6 +343,7 @@ static int make_steps(cutter *C, PyObject *steps, PyObject *reports, PyObject *p
     }
     free(map);
     free(written);
+    free(into);
     Py_XDECREF(keys);
     return rc;
 }
@@ -326,13 +354,13 @@ int cap_pieces_prepare(cap_entry *e, const char *mode, PyObject **program, ptc_e
     cutter C = {.e = e, .g = g, .npieces = e->ncuts + 1};
     C.piece = calloc((size_t)g->nnodes + 1, sizeof *C.piece);
     C.last_use = calloc((size_t)g->nvalues + 1, sizeof *C.last_use);
-    C.written = calloc((size_t)g->nvalues + 1, sizeof *C.written);
+    C.write_target = calloc((size_t)g->nvalues + 1, sizeof *C.write_target);
     PyObject *steps = PyList_New(0), *programs = PyList_New(0), *outputs = NULL;
     PyObject *reports = PyList_New(0);
     PyObject *make = cap_import_path("ptc._split.GraphPieces");
     ptc_error_clear(err);
     int rc = -1;
-    if (!C.piece || !C.last_use || !C.written || !steps || !programs || !reports || !make)
+    if (!C.piece || !C.last_use || !C.write_target || !steps || !programs || !reports || !make)
         ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "cannot cut the graph into pieces");
     else if (assign_pieces(&C) < 0)
         ptc_errorf(err, PTC_ERR_INTERNAL, "autograd",
@@ -352,7 +380,7 @@ int cap_pieces_prepare(cap_entry *e, const char *mode, PyObject **program, ptc_e
     PyErr_Clear();
     free(C.piece);
     free(C.last_use);
-    free(C.written);
+    free(C.write_target);
     Py_XDECREF(steps);
     Py_XDECREF(programs);
     Py_XDECREF(reports);
