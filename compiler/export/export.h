@@ -42,8 +42,9 @@
  * package of another version is refused at load, saying what the versions
  * since its own added (package.c: FORMAT_ADDED). 2: weights.bin is a
  * version-2 tensor file pinned by its XXH64; 3: a CUDA kernel over symbolic
- * sizes is there with its 64-bit index variant. */
-enum { PTC_PACKAGE_FORMAT = 3 };
+ * sizes is there with its 64-bit index variant; 4: weights.bin is pinned by
+ * the XXH64 of each 4 MiB chunk, which loading checks in parallel. */
+enum { PTC_PACKAGE_FORMAT = 4 };
 
 typedef struct ptc_model ptc_model;
 

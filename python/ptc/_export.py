@@ -483,7 +483,8 @@ class ExportedProgram:
         """Writes the package folder: graph.ptir, weights.bin, spec.json,
         kernels/<target>/ for each target ("cpu", "sm_80", "sm_90") and
         manifest.json with ptc's version and every file's checksum (SHA-256;
-        the weights, a version-2 tensor file mapped at load, their XXH64)."""
+        the weights, a version-2 tensor file mapped at load, the XXH64 of
+        each 4 MiB chunk)."""
         os.makedirs(path, exist_ok=True)
         if os.path.exists(os.path.join(path, "manifest.json")):
             os.unlink(os.path.join(path, "manifest.json"))

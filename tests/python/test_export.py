@@ -129,7 +129,9 @@ def test_weights_are_aligned_for_mapping(tmp_path):
     data = (pkg / "weights.bin").read_bytes()
     assert data[:4] == b"PTCT" and struct.unpack_from("<II", data, 4) == (2, len(ep.weights))
     manifest = json.loads((pkg / "manifest.json").read_text())
-    assert re.fullmatch(r"xxh64:[0-9a-f]{16}:%d" % len(data), manifest["files"]["weights.bin"])
+    pin = manifest["files"]["weights.bin"]  # its size and the XXH64 of each 4 MiB chunk
+    assert (pin["bytes"], pin["chunk_bytes"], len(pin["xxh64"])) == (len(data), 4 << 20, 1)
+    assert re.fullmatch(r"[0-9a-f]{16}", pin["xxh64"][0])
     pos = 12
     for name, t in _tensorfile.read_tensors(pkg / "weights.bin"):
         pos += 4 + len(name.encode()) + 4 + 16 * t.dim() + 8  # name, dtype..., sizes, strides
@@ -364,8 +366,8 @@ def test_corrupt_packages_are_refused(tmp_path):
         (d / "manifest.json").write_text(json.dumps(m))
 
     cases = [
-        ("weights.bin", truncate("weights.bin"), "checksum mismatch"),
-        ("weights.bin", flip("weights.bin"), "checksum mismatch"),  # found when it is read
+        ("weights.bin", truncate("weights.bin"), "size mismatch"),
+        ("weights.bin", flip("weights.bin"), "checksum mismatch in chunk 1 of 1"),
         ("graph.ptir", flip("graph.ptir"), "checksum mismatch"),
         (kernel, flip(kernel), "checksum mismatch"),
         ("spec.json", lambda d: os.unlink(d / "spec.json"), "missing or unreadable"),
@@ -383,11 +385,11 @@ def test_corrupt_packages_are_refused(tmp_path):
 
 
 def test_an_older_format_is_refused_at_load(tmp_path):
-    """A package whose manifest an older ptc wrote (format 2: its CUDA
-    kernels over symbolic sizes lack their 64-bit index variants) is refused
+    """A package whose manifest an older ptc wrote (format 3: weights.bin
+    pinned by one XXH64 of the whole file, "xxh64:<hex>:<bytes>") is refused
     when it is loaded, by ptc.load, ptc-run --package and the C API's example
-    program, in one line naming the manifest and what this ptc expects of it
-    (main loaded it, and a CUDA call past 2^30 elements failed at run time)."""
+    program, in one line naming the manifest, the versions and what this ptc
+    expects of it: export the model again."""
     torch.manual_seed(0)
     ep = ptc.export(Block().eval(), (torch.randn(4, 8),),
                     dynamic_shapes={"x": {0: ptc.Dim("batch", max=64)}})
@@ -397,14 +399,16 @@ def test_an_older_format_is_refused_at_load(tmp_path):
 
     def older(d):
         m = json.loads((d / "manifest.json").read_text())
-        assert m["format_version"] == 3
-        m["format_version"] = 2
+        assert m["format_version"] == 4
+        m["format_version"] = 3
+        pin = m["files"]["weights.bin"]
+        m["files"]["weights.bin"] = "xxh64:%s:%d" % (pin["xxh64"][0], pin["bytes"])
         (d / "manifest.json").write_text(json.dumps(m))
 
     bad = corrupt(pkg, tmp_path, "older", older)
-    message = ("package format version 2, sealed by an older ptc: this ptc reads version 3, whose "
-               "packages also carry the 64-bit index variant of each CUDA kernel over symbolic "
-               "sizes")
+    message = ("package format version 3, sealed by an older ptc: this ptc reads version 4, whose "
+               "packages also carry weights.bin pinned by the XXH64 of each 4 MiB chunk, checked "
+               "in parallel")
     with pytest.raises(ValueError, match=message) as info:
         ptc.load(bad)
     assert str(bad / "manifest.json") in str(info.value) and "\n" not in str(info.value)

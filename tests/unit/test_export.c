@@ -5,7 +5,8 @@
  * byte, another ptc version or another package format are refused, naming
  * the check or the file.
  * The weights of a version-2 tensor file are used where the loader mapped
- * them; XXH64 (their pin) against the algorithm's published values.
+ * them; XXH64 against the algorithm's published values, and the weights'
+ * pin (the XXH64 of each 4 MiB chunk) against it, chunk by chunk.
  */
 #define _GNU_SOURCE
 #include "export/pkg.h"
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -112,18 +114,30 @@ static void make_package_of(const char *graph, const char *spec, const ptc_tenso
     ck_assert_msg(seal_cpu(&err) == 0, "%s", err.msg);
 }
 
-/* The package of GRAPH, its weights W and B. */
-static void make_package(void)
+/* The package of GRAPH, its weights W and B after `padding` floats of an
+ * unused tensor (0: none). */
+static void make_padded_package(int64_t padding)
 {
     for (int o = 0; o < 3; o++) {
         B[o] = 0.25f * (float)o - 0.3f;
         for (int i = 0; i < 4; i++)
             W[o][i] = 0.1f * (float)(o * 4 + i) - 0.5f;
     }
-    ptc_tensor w[2] = {ptc_tensor_borrow(W, PTC_F32, 2, (int64_t[]){3, 4}, NULL),
+    float *pad = calloc((size_t)(padding ? padding : 1), sizeof *pad);
+    for (int64_t i = 0; i < padding; i++)
+        pad[i] = (float)(i % 1000);
+    ptc_tensor w[3] = {ptc_tensor_borrow(pad, PTC_F32, 1, (int64_t[]){padding}, NULL),
+                       ptc_tensor_borrow(W, PTC_F32, 2, (int64_t[]){3, 4}, NULL),
                        ptc_tensor_borrow(B, PTC_F32, 1, (int64_t[]){3}, NULL)};
-    const char *names[] = {"fc.weight", "fc.bias"};
-    make_package_of(GRAPH, SPEC, w, names, 2);
+    const char *names[] = {"padding", "fc.weight", "fc.bias"};
+    make_package_of(GRAPH, SPEC, padding ? w : w + 1, padding ? names : names + 1, padding ? 3 : 2);
+    free(pad);
+}
+
+/* The package of GRAPH, its weights W and B. */
+static void make_package(void)
+{
+    make_padded_package(0);
 }
 
 static void remove_package(void)
@@ -216,6 +230,87 @@ START_TEST(xxh64_is_the_published_function)
 }
 END_TEST
 
+/* The sealed manifest's text (malloc'd). */
+static char *read_manifest(void)
+{
+    char path[512];
+    size_t len;
+    ptc_error err;
+    snprintf(path, sizeof path, "%s/manifest.json", pkg);
+    char *text = ptc_read_file(path, &len, &err);
+    ck_assert_msg(text != NULL, "%s", err.msg);
+    return text;
+}
+
+/* Rewrites the first `old` in the sealed manifest as `new`. */
+static void edit_manifest(const char *old, const char *new)
+{
+    char path[512], *text = read_manifest();
+    char *at = strstr(text, old);
+    ck_assert_msg(at != NULL, "no '%s' in the manifest", old);
+    ptc_buf b = {0};
+    ptc_buf_printf(&b, "%.*s%s%s", (int)(at - text), text, new, at + strlen(old));
+    ptc_error err;
+    snprintf(path, sizeof path, "%s/manifest.json", pkg);
+    ck_assert_int_eq(ptc_write_file(path, b.data, b.len, &err), 0);
+    ptc_buf_free(&b);
+    free(text);
+}
+
+/* 2.6 million floats before fc's weights: a weights.bin of three chunks
+ * (4 MiB, 4 MiB and a shorter last one), fc's weights in the last. */
+enum { PADDING = 2600000 };
+
+/* A package whose weights span several chunks is pinned by the XXH64 of
+ * each, in order, and loads, on a team of one thread or several, and runs
+ * on the weights in its last chunk. */
+START_TEST(weights_of_several_chunks_round_trip)
+{
+    make_padded_package(PADDING);
+    char path[512], *text = read_manifest();
+    size_t len;
+    ptc_error err;
+    snprintf(path, sizeof path, "%s/weights.bin", pkg);
+    unsigned char *data = (unsigned char *)ptc_read_file(path, &len, &err);
+    ck_assert_ptr_nonnull(data);
+    ck_assert_uint_eq(len / (4 << 20), 2); /* and a shorter third chunk */
+    char want[160];
+    snprintf(want, sizeof want, "\"bytes\": %zu,\n      \"chunk_bytes\": 4194304", len);
+    ck_assert_msg(strstr(text, want), "%s", text);
+    const char *at = text;
+    for (size_t i = 0; i < 3; i++) {
+        size_t from = i << 22, size = len - from < (4u << 20) ? len - from : 4u << 20;
+        snprintf(want, sizeof want, "\"%016llx\"",
+                 (unsigned long long)ptc_pkg_xxh64(data + from, size, 0));
+        at = strstr(at, want);
+        ck_assert_msg(at != NULL, "chunk %zu: no %s after the one before in %s", i, want, text);
+    }
+    free(data);
+    free(text);
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    ptc_model_free(load_ok());
+    omp_set_num_threads(3);
+    ptc_model *m = load_ok();
+    omp_set_num_threads(threads);
+    float x[2][4] = {{1, 2, 3, 4}, {-1, 0.5f, 0, 2}};
+    ptc_tensor in = ptc_tensor_borrow(x, PTC_F32, 2, (int64_t[]){2, 4}, NULL), out[3];
+    ck_assert_msg(ptc_model_run(m, &in, out, &err) == 0, "%s", err.msg);
+    for (int r = 0; r < 2; r++)
+        for (int o = 0; o < 3; o++) {
+            float y = B[o];
+            for (int i = 0; i < 4; i++)
+                y += x[r][i] * W[o][i];
+            double got = ptc_tensor_get_f64(&out[0], (int64_t[]){r, o});
+            ck_assert_msg(fabs(got - (y > 0 ? y : 0)) < 1e-5, "[%d,%d]: %g", r, o, got);
+        }
+    for (int k = 0; k < 3; k++)
+        ptc_tensor_release(&out[k]);
+    ptc_model_free(m);
+    remove_package();
+}
+END_TEST
+
 /* Runs the model on x[rows][cols] of dtype dt; returns the error message. */
 static const char *refusal(ptc_model *m, ptc_dtype dt, int rows, int cols, ptc_error *err)
 {
@@ -241,7 +336,8 @@ START_TEST(inputs_that_break_the_spec_are_refused)
 }
 END_TEST
 
-static void flip_byte(const char *rel)
+/* Flips a bit of rel's byte at `at` (-1: its middle one). */
+static void flip_byte_at(const char *rel, long at)
 {
     char path[512];
     ptc_error err;
@@ -249,9 +345,14 @@ static void flip_byte(const char *rel)
     snprintf(path, sizeof path, "%s/%s", pkg, rel);
     char *data = ptc_read_file(path, &len, &err);
     ck_assert_ptr_nonnull(data);
-    data[len / 2] ^= 0x20;
+    data[at < 0 ? len / 2 : (size_t)at] ^= 0x20;
     ck_assert_int_eq(ptc_write_file(path, data, len, &err), 0);
     free(data);
+}
+
+static void flip_byte(const char *rel)
+{
+    flip_byte_at(rel, -1);
 }
 
 /* Loading is refused naming rel, and so is verifying alone. */
@@ -305,7 +406,7 @@ START_TEST(corrupt_packages_are_refused)
     char path[512];
     snprintf(path, sizeof path, "%s/weights.bin", pkg);
     ck_assert_int_eq(truncate(path, 100), 0);
-    assert_refused("weights.bin", "checksum mismatch");
+    assert_refused("weights.bin", "size mismatch: 100 bytes, the package was sealed with");
     remove_package();
 
     make_package();
@@ -323,6 +424,49 @@ START_TEST(corrupt_packages_are_refused)
 }
 END_TEST
 
+/* Weights of three chunks: a flipped byte is found in whichever chunk it
+ * is, which the refusal names; so is a file of another size (its last
+ * chunk cut short, or a chunk more), and a manifest whose digests are not
+ * one per chunk. */
+START_TEST(a_corrupt_chunk_of_the_weights_is_refused)
+{
+    make_padded_package(PADDING);
+    flip_byte_at("weights.bin", (4 << 20) + 12345);
+    assert_refused("weights.bin", "checksum mismatch in chunk 2 of 3 (bytes 4194304 to 8388608)");
+    flip_byte_at("weights.bin", (4 << 20) + 12345); /* put back: loads */
+    ptc_model_free(load_ok());
+    flip_byte_at("weights.bin", (8 << 20) + 1);
+    assert_refused("weights.bin", "checksum mismatch in chunk 3 of 3 (bytes 8388608 to ");
+    flip_byte_at("weights.bin", (8 << 20) + 1);
+    flip_byte_at("weights.bin", 0);
+    assert_refused("weights.bin", "checksum mismatch in chunk 1 of 3");
+    flip_byte_at("weights.bin", 0);
+
+    char path[512];
+    snprintf(path, sizeof path, "%s/weights.bin", pkg);
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_int_eq(truncate(path, st.st_size + (4 << 20)), 0); /* a fourth chunk */
+    assert_refused("weights.bin", "size mismatch");
+    ck_assert_int_eq(truncate(path, st.st_size - 8), 0); /* the last chunk cut short */
+    assert_refused("weights.bin", "size mismatch");
+    ck_assert_int_eq(truncate(path, st.st_size), 0); /* zeros for its last 8 bytes */
+    assert_refused("weights.bin", "checksum mismatch in chunk 3 of 3");
+    remove_package();
+
+    make_padded_package(PADDING);
+    edit_manifest("\"chunk_bytes\": 4194304", "\"chunk_bytes\": 8388608");
+    assert_refused("manifest.json", "weights.bin's pin has 3 chunk digests, its ");
+    remove_package();
+
+    make_package(); /* a format-3 pin in a format-4 manifest */
+    edit_manifest("\"weights.bin\": {",
+                  "\"weights.bin\": \"xxh64:0123456789abcdef:272\", \"x\": {");
+    assert_refused("manifest.json", "weights.bin's pin is not {\"bytes\", \"chunk_bytes\", ");
+    remove_package();
+}
+END_TEST
+
 /* A package of an older format (one sealed before CUDA kernels carried
  * their 64-bit variants: format 2) is refused at load, in one line naming
  * the manifest, the format it has and what this ptc expects of it; so is
@@ -333,9 +477,14 @@ START_TEST(packages_of_another_format_are_refused_at_load)
     make_package();
     set_format_version(PTC_PACKAGE_FORMAT - 1);
     assert_refused("manifest.json",
-                   "package format version 2, sealed by an older ptc: this ptc reads version 3, "
+                   "package format version 3, sealed by an older ptc: this ptc reads version 4, "
+                   "whose packages also carry weights.bin pinned by the XXH64 of each 4 MiB "
+                   "chunk");
+    set_format_version(PTC_PACKAGE_FORMAT - 2);
+    assert_refused("manifest.json",
+                   "package format version 2, sealed by an older ptc: this ptc reads version 4, "
                    "whose packages also carry the 64-bit index variant of each CUDA kernel over "
-                   "symbolic sizes");
+                   "symbolic sizes (for calls past 2^30 elements); weights.bin pinned by");
     ptc_error err;
     ck_assert_ptr_null(ptc_model_load(pkg, NULL, &err));
     ck_assert_msg(strstr(err.msg, "export the model again") && !strchr(err.msg, '\n'), "%s",
@@ -343,7 +492,7 @@ START_TEST(packages_of_another_format_are_refused_at_load)
     set_format_version(PTC_PACKAGE_FORMAT); /* the package as sealed loads */
     ptc_model_free(load_ok());
     set_format_version(PTC_PACKAGE_FORMAT + 1);
-    assert_refused("manifest.json", "package format version 4, this ptc reads version 3: load it "
+    assert_refused("manifest.json", "package format version 5, this ptc reads version 4: load it "
                                     "with the ptc that sealed it");
     remove_package();
 }
@@ -748,6 +897,8 @@ int main(void)
     tcase_add_test(tc, corrupt_packages_are_refused);
     tcase_add_test(tc, packages_of_another_format_are_refused_at_load);
     tcase_add_test(tc, xxh64_is_the_published_function);
+    tcase_add_test(tc, weights_of_several_chunks_round_trip);
+    tcase_add_test(tc, a_corrupt_chunk_of_the_weights_is_refused);
     tcase_add_test(tc, the_first_run_costs_what_later_runs_do);
     tcase_add_test(tc, without_warming_the_first_run_faults_its_memory_in);
 #ifdef PTC_HAVE_CUDA
