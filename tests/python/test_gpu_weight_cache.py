@@ -27,6 +27,10 @@ def test_a_new_weight_tensor_makes_a_new_copy_cuda():
     cases.test_a_new_weight_tensor_makes_a_new_copy("cuda")
 
 
+def test_inference_tensors_are_never_kept_cuda():
+    cases.test_inference_tensors_are_never_kept("cuda")
+
+
 def test_a_weight_the_graph_writes_is_never_kept_cuda():
     cases.test_a_weight_the_graph_writes_is_never_kept("cuda")
 

@@ -6,7 +6,8 @@ version, instead of torch's convolution copying each weight into that layout
 on every call. An in-place write to a weight makes a new copy on the next
 call; results equal eager's throughout. test_gpu_weight_cache.py runs these
 on CUDA tensors."""
-import pytest
+import warnings
+
 import torch
 import torch.nn as nn
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -106,6 +107,22 @@ def test_a_new_weight_tensor_makes_a_new_copy(dev="cpu"):
         assert_near(cm(x), net(x))
         net.conv2.weight.data = torch.randn_like(net.conv2.weight)  # same tensor, new memory
         assert_near(cm(x), net(x))
+
+
+def test_inference_tensors_are_never_kept(dev="cpu"):
+    """Parameters made under torch.inference_mode have no version counter:
+    their convolutions take them as given, and an in-place update shows."""
+    with torch.inference_mode():
+        net, x = model(dev), X.to(dev)
+        cm = ptc.compile(net)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no fallback to torch ops
+            cm(x)
+            with ConvOps() as later:
+                assert_near(cm(x), net(x))
+            net.conv2.weight.mul_(-2)
+            assert_near(cm(x), net(x))
+    assert later.copies == 0 and later.weights == [False, False]
 
 
 class ScalesItsWeight(ConvChain):

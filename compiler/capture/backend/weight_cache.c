@@ -16,8 +16,9 @@
  * a new copy on the next call. An input the program itself writes in place
  * is never kept: the program's own writes leave its version as it was.
  * Writes that bypass the version counter (through `.data`, or memory shared
- * through DLPack or numpy) are not seen, as autograd does not see them. The
- * copies go with the program.
+ * through DLPack or numpy) are not seen, as autograd does not see them;
+ * inference tensors (torch.inference_mode) have none and are never kept.
+ * The copies go with the program.
  */
 #include "capture/backend/backend.h"
 
@@ -147,8 +148,14 @@ PyObject *cap_weight_cache_get(cap_weight_cache *c, PyObject *const *given, cons
         return Py_NewRef(view);
     kept_weight *k = &c->kept[input];
     int64_t version = version_of(given[input]);
-    if (version < 0 && PyErr_Occurred())
-        return NULL;
+    if (version < 0 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_RuntimeError))
+            return NULL;
+        /* an inference tensor (made under torch.inference_mode) has no
+           version counter: no copy of it can be trusted */
+        PyErr_Clear();
+        return Py_NewRef(view);
+    }
     if (k->src == given[input] && k->version == version && same_operand(&k->as, t))
         return Py_NewRef(k->copy);
     return keep_copy(k, input, given[input], version, t, view);
