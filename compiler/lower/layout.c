@@ -4,7 +4,9 @@
  * channels-last tensors and return channels-last results for them, so, as
  * Inductor's layout optimisation does, the temporaries of a convolution chain
  * are stored NHWC: every 2-d convolution's result, every convolution input
- * written by ptc, and each 4-d temporary whose kernel reads a channels-last
+ * and weight written by ptc (a weight cast under autocast: torch's
+ * convolution would copy a contiguous one into its input's layout every
+ * call), and each 4-d temporary whose kernel reads a channels-last
  * buffer element-aligned in its batch and channel dims (pointwise ops,
  * batch norm, pooling, residual adds) — so a layout once chosen flows down
  * the chain and no conversion runs between convolutions.
@@ -164,16 +166,21 @@ static void set_outputs(const ptc_lnode *w, bool *cl, bool v)
 static int choose(ptc_arena *a, const ptc_lprog *p, bool *cl)
 {
     int n = 0;
-    /* a convolution's input that ptc writes is written channels-last, unless
-     * the convolution's result must be contiguous (a graph output): torch
-     * would return it channels-last and the runtime copy it */
+    /* a convolution's input or weight that ptc writes (a weight cast under
+     * autocast) is written channels-last, unless the convolution's result
+     * must be contiguous (a graph output): torch would return it
+     * channels-last and the runtime copy it, and given a contiguous weight
+     * torch's convolution copies it into its input's layout every call */
     for (int i = 0; i < p->nnodes; i++) {
         const ptc_lnode *c = p->nodes[i];
-        if (!c || !is_conv2d(c) || c->xin[0].buf < 0 || !can_permute(p, c))
+        if (!c || !is_conv2d(c) || !can_permute(p, c))
             continue;
-        const ptc_lbuf *in = p->bufs[c->xin[0].buf];
-        if (in->def >= 0 && can_permute(p, p->nodes[in->def]) && whole_view(&c->xin[0], in))
-            set_outputs(p->nodes[in->def], cl, true);
+        for (int k = 0; k < 2; k++) {
+            const ptc_lbuf *in = c->xin[k].buf >= 0 ? p->bufs[c->xin[k].buf] : NULL;
+            if (in && in->def >= 0 && can_permute(p, p->nodes[in->def]) &&
+                whole_view(&c->xin[k], in))
+                set_outputs(p->nodes[in->def], cl, true);
+        }
     }
     bool *bad = calloc((size_t)p->nbufs + 1, 1);
     find_unfollowable(a, p, bad);

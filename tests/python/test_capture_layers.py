@@ -147,8 +147,8 @@ FILE_ORDER = {
               "builtins.c", "optim_step.c", "calls.c",
               "hooks.c"],
     # the dispatcher backend.c last
-    "backend": ["tensors.c", "eager.c", "graphobj.c", "backend_ptc.c", "backend_train.c",
-                "backend_pieces.c", "backend.c"],
+    "backend": ["tensors.c", "weight_cache.c", "eager.c", "graphobj.c", "backend_ptc.c",
+                "backend_train.c", "backend_pieces.c", "backend.c"],
 }
 
 

@@ -1,5 +1,6 @@
 """test_layout.py's cases on CUDA tensors (skipped without a GPU): resnet's
-convolutions read channels-last buffers with no copy between them, models
+convolutions read channels-last buffers with no copy between them, and
+channels-last weights where ptc casts them under autocast; models
 in fp32 and bf16 equal eager, outputs keep the user's layout, a symbolic
 batch; max_pool2d unrolled into a pointwise kernel equals eager with NaN and
 infinities. Small inputs: a few seconds on an H100."""
@@ -26,6 +27,10 @@ def test_resnet_convolutions_read_channels_last_cuda(tmp_path):
 ])
 def test_models_equal_eager_cuda(name, dtype, tmp_path):
     cases.test_models_equal_eager(name, dtype, tmp_path, "cuda")
+
+
+def test_weights_cast_under_autocast_are_written_channels_last_cuda(tmp_path):
+    cases.test_weights_cast_under_autocast_are_written_channels_last(tmp_path, "cuda")
 
 
 def test_outputs_keep_the_users_layout_cuda(tmp_path):

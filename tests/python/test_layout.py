@@ -32,6 +32,16 @@ def compile_traced(fn, args, tmp_path, **kw):
 CONV = re.compile(r"^  n\d+ convolution\((buf\d+)\[([^\]]*)\]\{([^}]*)\}", re.M)
 
 
+WEIGHT = re.compile(r"^  n\d+ convolution\(buf\d+\[[^\]]*\]\{[^}]*\}, "
+                    r"buf\d+\[([^\]]*)\]\{([^}]*)\}", re.M)
+
+
+def conv_weights(kernels):
+    """(sizes, strides) of each convolution's weight, in program order."""
+    return [([int(v) for v in m.group(1).split(",")], [int(v) for v in m.group(2).split(",")])
+            for m in WEIGHT.finditer(kernels)]
+
+
 def conv_inputs(kernels):
     """(sizes, strides) of each convolution's input, in program order."""
     return [([int(v) for v in m.group(2).split(",")], [int(v) for v in m.group(3).split(",")])
@@ -83,6 +93,23 @@ def test_resnet_convolutions_read_channels_last_with_no_copy_between(tmp_path, d
     copies = [k for k, _ in order if k and ("copy" in k or "channels_last" in k)]
     assert copies == [order[0][0]] and first_conv == 1, order
     assert "# layout: " in kernels and "channels-last" in kernels
+
+
+def test_weights_cast_under_autocast_are_written_channels_last(tmp_path, dev="cpu"):
+    """A convolution weight ptc writes (its bfloat16 cast under autocast) is
+    written channels-last, as its convolution's input is: torch's
+    convolution would copy a contiguous one into that layout every call."""
+    model = resnet18(dev)
+    x = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(0)).to(dev)
+    with torch.autocast(dev, dtype=torch.bfloat16):
+        got, kernels = compile_traced(model, (x,), tmp_path)
+        with torch.no_grad():
+            want = model(x)
+    weights = conv_weights(kernels)
+    assert len(weights) == 20, kernels
+    for sizes, strides in weights:
+        assert is_channels_last(sizes, strides), (sizes, strides)
+    assert_near(got, want, dev, torch.bfloat16)
 
 
 def test_layout_off_keeps_contiguous_buffers(tmp_path, monkeypatch):

@@ -143,6 +143,32 @@ int cap_eager_remake_aliases(const ptc_graph *g, const cap_eager *ep, PyObject *
 int cap_torch_to_ptc(PyObject *t, ptc_tensor *out, PyObject **held);
 PyObject *cap_torch_from_ptc(const ptc_tensor *t);
 PyObject *cap_torch_view_of_ptc(const ptc_tensor *t); /* no copy (DLPack) */
+/* v.contiguous(), or v.contiguous(memory_format=torch.channels_last): a new
+ * reference (v itself when it is laid out so already). */
+PyObject *cap_contiguous_as(PyObject *v, bool channels_last);
+
+/* An inference program's channels-last copies of the convolution weights
+ * among its graph inputs, kept from run to run while each input is the same
+ * tensor at the same version (weight_cache.c). */
+typedef struct cap_weight_cache cap_weight_cache;
+/* The cache of an inference program of g: NULL where g has no convolution,
+ * under PTC_WEIGHT_CACHE=0, or out of memory (the program then runs as
+ * without one). output_inputs (or NULL): for each output of g, the input it
+ * is the new value of (-1: none); those inputs are never kept. */
+cap_weight_cache *cap_weight_cache_new(const ptc_graph *g, const int *output_inputs);
+void cap_weight_cache_free(cap_weight_cache *c); /* takes the GIL */
+/* Whether a convolution reading channels-last `input` takes `weight`
+ * (contiguous, not channels-last as well) as a channels-last copy. */
+bool cap_weight_wants_channels_last(const ptc_tensor *input, const ptc_tensor *weight);
+/* Convolution operand t, shown by torch tensor view, in channels-last
+ * layout: where t is the memory of one of the run's graph inputs (given[i],
+ * read by the runtime as ins[i]), the copy kept for that input when given[i]
+ * is the tensor copied last time, at the same address, layout and
+ * `_version`, else a new copy, kept (each logged: PTC_LOGS=+runtime); view
+ * itself for any other operand, and for an input the program writes. A new
+ * reference; NULL with an exception. */
+PyObject *cap_weight_cache_get(cap_weight_cache *c, PyObject *const *given, const ptc_tensor *ins,
+                               int ninputs, const ptc_tensor *t, PyObject *view);
 
 /* The Graph handle handed to callable backends and to ptc.explain. */
 PyObject *cap_graph_object(cap_entry *e);

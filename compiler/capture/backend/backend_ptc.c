@@ -308,35 +308,34 @@ static int extern_layout(const ptc_node *node, int ti, const ptc_tensor *t)
     return 0;
 }
 
-/* v.contiguous(), or v.contiguous(memory_format=torch.channels_last): a new
- * reference (v itself when it is laid out so already). */
-static PyObject *contiguous_as(PyObject *v, bool channels_last)
-{
-    static PyObject *no_args, *cl_kwargs; /* () and {"memory_format": torch.channels_last} */
-    if (!no_args) {
-        PyObject *fmt = cap_import_path("torch.channels_last");
-        cl_kwargs = fmt ? Py_BuildValue("{s:O}", "memory_format", fmt) : NULL;
-        no_args = cl_kwargs ? PyTuple_New(0) : NULL;
-        Py_XDECREF(fmt);
-        if (!no_args) {
-            Py_CLEAR(cl_kwargs);
-            return NULL;
-        }
-    }
-    PyObject *meth = PyObject_GetAttrString(v, "contiguous");
-    PyObject *r = meth ? PyObject_Call(meth, no_args, channels_last ? cl_kwargs : NULL) : NULL;
-    Py_XDECREF(meth);
-    return r;
-}
+/* What the host hooks know of the run under way (ptc_host.ctx): the torch
+ * tensors given for the graph's inputs (given, and held: cap_torch_to_ptc's
+ * references), as the runtime reads them (ins); the first nconsumed are
+ * handed over (host_input_done); weights: the program's kept channels-last
+ * copies of convolution weights, or NULL. */
+typedef struct host_run {
+    PyObject **given, **held;
+    const ptc_tensor *ins;
+    int ninputs, nconsumed;
+    cap_weight_cache *weights;
+} host_run;
 
-/* t as a torch tensor, in the layout extern_layout asks for. */
-static PyObject *extern_input(const ptc_node *node, int ti, const ptc_tensor *t)
+/* Operand ti of node as a torch tensor, in the layout extern_layout asks
+ * for; a convolution's weight that is a graph input, as the program's kept
+ * channels-last copy where the convolution's input is channels-last (torch's
+ * convolution would copy it into that layout itself, every call). */
+static PyObject *extern_input(const host_run *run, const ptc_node *node,
+                              const ptc_tensor *const *inputs, int ti)
 {
+    const ptc_tensor *t = inputs[ti];
     PyObject *v = cached_view(t);
+    if (v && node->op == PTC_OP_CONVOLUTION && ti == 1 && run->weights &&
+        cap_weight_wants_channels_last(inputs[0], t))
+        Py_SETREF(v, cap_weight_cache_get(run->weights, run->given, run->ins, run->ninputs, t, v));
     int layout = v ? extern_layout(node, ti, t) : 0;
     if (!layout)
         return v;
-    PyObject *r = contiguous_as(v, layout == 2);
+    PyObject *r = cap_contiguous_as(v, layout == 2);
     Py_DECREF(v);
     return r;
 }
@@ -382,8 +381,8 @@ static bool ptc_only_param(const char *name)
 
 /* node(inputs) through torch: the result (a new reference), written into
  * `into` directly when the op has an out= form and into is given. */
-static PyObject *call_extern(const ptc_node *node, const ptc_tensor *const *inputs, int ninputs,
-                             PyObject *into)
+static PyObject *call_extern(const host_run *run, const ptc_node *node,
+                             const ptc_tensor *const *inputs, int ninputs, PyObject *into)
 {
     static PyObject *fns[PTC_OP_COUNT + 1];
     const ptc_schema *s = ptc_op_schema(node->op);
@@ -407,7 +406,7 @@ static PyObject *call_extern(const ptc_node *node, const ptc_tensor *const *inpu
         if (tensor) {
             const ptc_tensor *t = ti < ninputs ? inputs[ti] : NULL;
             ti++;
-            v = t ? extern_input(node, ti - 1, t) : Py_NewRef(Py_None);
+            v = t ? extern_input(run, node, inputs, ti - 1) : Py_NewRef(Py_None);
         } else {
             v = cap_arg_obj(&node->args[i], NULL);
         }
@@ -476,7 +475,7 @@ static int host_extern(void *ctx, const ptc_node *node, const ptc_tensor *const 
     PyGILState_STATE g = PyGILState_Ensure();
     int rc = -1;
     PyObject *dst = has_out(node->op) ? cached_view(&outs[0]) : NULL;
-    PyObject *res = dst || !has_out(node->op) ? call_extern(node, inputs, ninputs, dst) : NULL;
+    PyObject *res = dst || !has_out(node->op) ? call_extern(ctx, node, inputs, ninputs, dst) : NULL;
     if (res)
         rc = has_out(node->op) ? 0 : copy_results(node, res, outs);
     if (rc < 0)
@@ -484,7 +483,6 @@ static int host_extern(void *ctx, const ptc_node *node, const ptc_tensor *const 
     Py_XDECREF(dst);
     Py_XDECREF(res);
     PyGILState_Release(g);
-    (void)ctx;
     return rc;
 }
 
@@ -527,7 +525,7 @@ static int hand_over(PyObject *t, ptc_tensor *out)
     if (cap_torch_to_ptc(t, &got, &held) < 0)
         return -1;
     if (!laid_out_as_asked(out, &got)) {
-        PyObject *c = contiguous_as(t, wants_channels_last(out));
+        PyObject *c = cap_contiguous_as(t, wants_channels_last(out));
         Py_CLEAR(held);
         int bad = !c || cap_torch_to_ptc(c, &got, &held) < 0;
         Py_XDECREF(c);
@@ -550,7 +548,7 @@ static int host_extern_new(void *ctx, const ptc_node *node, const ptc_tensor *co
 {
     PyGILState_STATE g = PyGILState_Ensure();
     int rc = -1, nout = node->nout < 2 ? node->nout : 2, done = 0;
-    PyObject *res = call_extern(node, inputs, ninputs, NULL);
+    PyObject *res = call_extern(ctx, node, inputs, ninputs, NULL);
     for (; res && done < nout; done++) {
         PyObject *t = extern_result(node, res, done);
         int bad = !t || hand_over(t, &outs[done]) < 0;
@@ -566,7 +564,6 @@ static int host_extern_new(void *ctx, const ptc_node *node, const ptc_tensor *co
         extern_error(err, ptc_op_schema(node->op));
     Py_XDECREF(res);
     PyGILState_Release(g);
-    (void)ctx;
     return rc;
 }
 
@@ -620,9 +617,10 @@ struct ptir_compiled;
 typedef struct cap_program {
     ptc_program *p;
     int ninputs, noutputs;
-    out_layout *layout; /* per output */
-    bool draws;         /* has random ops: each run needs an RNG offset */
-    bool cuda;          /* compiled for a CUDA device */
+    out_layout *layout;        /* per output */
+    bool draws;                /* has random ops: each run needs an RNG offset */
+    bool cuda;                 /* compiled for a CUDA device */
+    cap_weight_cache *weights; /* an inference program's kept weights, or NULL */
     /* reduce-overhead: the CUDA graph recorder (python/ptc/_cudagraphs.py)
      * that runs the program, and the capsule's view of it that it runs
      * the program through (cleared when the program goes) */
@@ -861,7 +859,13 @@ static int compile_program(const ptc_graph *g, bool training, bool autotune,
                              .trace = tc,
                              .autotune = autotune,
                              .output_inputs = output_inputs};
-    return compile_with(g, &opts, !training, known, program, err);
+    if (compile_with(g, &opts, !training, known, program, err) < 0)
+        return -1;
+    /* a training graph's weights change every step: copies would only
+       double their memory */
+    if (!training)
+        ((cap_program *)*program)->weights = cap_weight_cache_new(g, output_inputs);
+    return 0;
 }
 
 int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_compile *tc,
@@ -966,6 +970,7 @@ void cap_runtime_release(void *program)
     if (cp->p)
         ptc_program_release(cp->p);
     free(cp->layout);
+    cap_weight_cache_free(cp->weights);
     free(cp);
 }
 
@@ -1100,15 +1105,10 @@ int cap_runtime_rng_value(PyObject *draw, uint64_t *offset)
 
 /* A run's inputs handed over for good (cap_runtime_run_program's
  * nconsumed): both references of input i go at its last reading step. */
-typedef struct consumed_inputs {
-    PyObject **given, **held;
-    int n;
-} consumed_inputs;
-
 static void host_input_done(void *ctx, int input)
 {
-    consumed_inputs *c = ctx;
-    if (input >= c->n)
+    host_run *c = ctx;
+    if (input >= c->nconsumed)
         return;
     PyGILState_STATE g = PyGILState_Ensure();
     Py_CLEAR(c->given[input]);
@@ -1123,12 +1123,13 @@ int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, int n
     ptc_tensor *ins = calloc((size_t)ninputs + 1, sizeof *ins);
     ptc_tensor *outs = calloc((size_t)noutputs + 1, sizeof *outs);
     PyObject **held = calloc((size_t)ninputs + 1, sizeof *held);
-    consumed_inputs consumed = {inputs, held, nconsumed};
+    /* a CUDA graph recorder's program keeps no copies: a replay would read
+       a copy of the weights as they were when it recorded */
+    host_run run = {inputs, held, ins, ninputs, nconsumed, cp->graphs ? NULL : cp->weights};
     ptc_host host = torch_host;
-    if (nconsumed > 0) {
-        host.ctx = &consumed;
+    host.ctx = &run;
+    if (nconsumed > 0)
         host.input_done = host_input_done;
-    }
     int rc = -1;
     for (int i = 0; i < ninputs; i++)
         if (cap_torch_to_ptc(inputs[i], &ins[i], &held[i]) < 0)

@@ -138,3 +138,24 @@ PyObject *cap_torch_view_of_ptc(const ptc_tensor *t)
     Py_DECREF(cap);
     return r;
 }
+
+/* v.contiguous(), or v.contiguous(memory_format=torch.channels_last): a new
+ * reference (v itself when it is laid out so already). */
+PyObject *cap_contiguous_as(PyObject *v, bool channels_last)
+{
+    static PyObject *no_args, *cl_kwargs; /* () and {"memory_format": torch.channels_last} */
+    if (!no_args) {
+        PyObject *fmt = cap_import_path("torch.channels_last");
+        cl_kwargs = fmt ? Py_BuildValue("{s:O}", "memory_format", fmt) : NULL;
+        no_args = cl_kwargs ? PyTuple_New(0) : NULL;
+        Py_XDECREF(fmt);
+        if (!no_args) {
+            Py_CLEAR(cl_kwargs);
+            return NULL;
+        }
+    }
+    PyObject *meth = PyObject_GetAttrString(v, "contiguous");
+    PyObject *r = meth ? PyObject_Call(meth, no_args, channels_last ? cl_kwargs : NULL) : NULL;
+    Py_XDECREF(meth);
+    return r;
+}
