@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Convolution weights per call: eager, ptc, and ptc with PTC_WEIGHT_CACHE=0
+"""Convolution weights per call: eager, ptc, and ptc with PTC_WEIGHT_CACHE=1
 (a benchmark, not a test).
 
 For each model and dtype (fp32, or bf16 under autocast), in one process:
@@ -57,7 +57,7 @@ def run(name, dtype, args):
     model = build(name, args.device)
     x = torch.randn(args.batch, 3, args.size, args.size, device=args.device)
     fns = {"eager": model, "ptc": ptc.compile(model),
-           "ptc, PTC_WEIGHT_CACHE=0": with_env(ptc.compile(model), "PTC_WEIGHT_CACHE", "0")}
+           "ptc, PTC_WEIGHT_CACHE=1": with_env(ptc.compile(model), "PTC_WEIGHT_CACHE", "1")}
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
     autocast = torch.autocast(args.device, dtype=torch.bfloat16, enabled=dtype == "bf16")
     ms = {k: [] for k in fns}

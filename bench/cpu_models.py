@@ -30,9 +30,9 @@ table). Compile times are the first call's.
 
 --contenders ptc-contiguous times ptc compiled with PTC_LAYOUT=contiguous (no
 layout planning: every buffer contiguous) in the same rounds: the before/after
-of layout planning in one process. --contenders ptc-weights-copied likewise
-times ptc compiled with PTC_WEIGHT_CACHE=0 (no kept channels-last copies of
-convolution weights: torch's convolutions copy them every call).
+of layout planning in one process. --contenders ptc-weights-kept likewise
+times ptc compiled with PTC_WEIGHT_CACHE=1 (kept channels-last copies of
+convolution weights; by default torch's convolutions copy them every call).
 """
 import argparse
 import json
@@ -45,7 +45,7 @@ MODELS = ["resnet18", "mobilenet_v3_small", "bert_4l", "gpt2_4l", "vit_tiny"]
 CONTENDERS = ["eager", "inductor", "ptc", "dynamo_ptc"]
 LABELS = {"eager": "eager", "inductor": "Inductor", "ptc": "ptc.compile",
           "dynamo_ptc": "torch.compile(backend=ptc)", "ptc-contiguous": "ptc, PTC_LAYOUT=contiguous",
-          "ptc-weights-copied": "ptc, PTC_WEIGHT_CACHE=0"}
+          "ptc-weights-kept": "ptc, PTC_WEIGHT_CACHE=1"}
 
 
 def build_model(name):
@@ -147,8 +147,8 @@ def contenders(model, names):
             made[k] = (m, lambda m=m: ptc_counts(m)())
         elif k == "ptc-contiguous":
             made[k] = (with_env(ptc.compile(model), "PTC_LAYOUT", "contiguous"), lambda: None)
-        elif k == "ptc-weights-copied":
-            made[k] = (with_env(ptc.compile(model), "PTC_WEIGHT_CACHE", "0"), lambda: None)
+        elif k == "ptc-weights-kept":
+            made[k] = (with_env(ptc.compile(model), "PTC_WEIGHT_CACHE", "1"), lambda: None)
         elif k == "dynamo_ptc":
             made[k] = dynamo(ptc._dynamo.ptc_backend)
         else:

@@ -11,8 +11,9 @@ from gpucheck import require_gpu
 
 
 @pytest.fixture(autouse=True)
-def _gpu():
+def _gpu(monkeypatch):
     require_gpu()
+    monkeypatch.setenv("PTC_WEIGHT_CACHE", "1")  # opt-in
 
 
 def test_weights_are_copied_once_across_calls_cuda():
@@ -37,6 +38,10 @@ def test_a_weight_the_graph_writes_is_never_kept_cuda():
 
 def test_weight_cache_off_hands_weights_as_they_are_cuda(monkeypatch):
     cases.test_weight_cache_off_hands_weights_as_they_are(monkeypatch, "cuda")
+
+
+def test_weight_cache_is_off_by_default_cuda(monkeypatch):
+    cases.test_weight_cache_is_off_by_default(monkeypatch, "cuda")
 
 
 def test_training_graphs_keep_no_copies_cuda(monkeypatch):

@@ -8,11 +8,18 @@ call; results equal eager's throughout. test_gpu_weight_cache.py runs these
 on CUDA tensors."""
 import warnings
 
+import pytest
 import torch
 import torch.nn as nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import ptc
+
+
+@pytest.fixture(autouse=True)
+def _weight_cache_on(monkeypatch):
+    """The cache is opt-in (PTC_WEIGHT_CACHE=1); each test turns it on."""
+    monkeypatch.setenv("PTC_WEIGHT_CACHE", "1")
 
 
 class ConvOps(TorchDispatchMode):
@@ -149,6 +156,17 @@ def test_a_weight_the_graph_writes_is_never_kept(dev="cpu"):
 
 def test_weight_cache_off_hands_weights_as_they_are(monkeypatch, dev="cpu"):
     monkeypatch.setenv("PTC_WEIGHT_CACHE", "0")
+    hands_weights_as_they_are(dev)
+
+
+def test_weight_cache_is_off_by_default(monkeypatch, dev="cpu"):
+    """Unset, the cache is off: a write through .data moves no version
+    counter and would leave a kept copy stale."""
+    monkeypatch.delenv("PTC_WEIGHT_CACHE")
+    hands_weights_as_they_are(dev)
+
+
+def hands_weights_as_they_are(dev):
     net, x = model(dev), X.to(dev)
     cm = ptc.compile(net)
     with torch.no_grad():

@@ -42,13 +42,15 @@ struct cap_weight_cache {
 
 cap_weight_cache *cap_weight_cache_new(const ptc_graph *g, const int *output_inputs)
 {
-    const char *off = getenv("PTC_WEIGHT_CACHE");
+    /* opt-in: a write that bypasses the version counter (p.data.mul_())
+       would leave a kept copy stale, where eager and torch.compile see it */
+    const char *on = getenv("PTC_WEIGHT_CACHE");
     bool conv = false; /* a 2-d convolution, as captured */
     for (int i = 0; i < g->nnodes && !conv; i++) {
         ptc_op op = g->nodes[i]->op;
         conv = op == PTC_OP_CONV2D || op == PTC_OP_CONV_TRANSPOSE2D || op == PTC_OP_CONVOLUTION;
     }
-    if (!conv || (off && strcmp(off, "0") == 0))
+    if (!conv || !on || !on[0] || strcmp(on, "0") == 0)
         return NULL;
     cap_weight_cache *c = calloc(1, sizeof *c + sizeof(kept_weight) * (size_t)g->ninputs);
     if (!c)
