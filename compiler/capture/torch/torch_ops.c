@@ -87,9 +87,10 @@ static ptc_value *scalar_tensor(cap_trace *T, PyObject *scalar, cap_tensor *like
 
 /* ---- operators ---------------------------------------------------------------------- */
 
+/* numpy scalars too: scalar() reads them as torch does (cap_numpy_scalar_number) */
 static bool is_number(PyObject *o)
 {
-    return PyLong_Check(o) || PyFloat_Check(o);
+    return PyLong_Check(o) || PyFloat_Check(o) || cap_is_numpy_scalar(o);
 }
 
 int cap_torch_binop(cap_trace *T, int op, PyObject *a, PyObject *b, PyObject **out)
@@ -130,6 +131,17 @@ int cap_torch_binop(cap_trace *T, int op, PyObject *a, PyObject *b, PyObject **o
         args[1] = ptc_arg_value(cap_val(b));
         break;
     case CAP_NB_TRUE_DIVIDE:
+        if (swapped) {
+            /* eager's Tensor.__rtruediv__ is self.reciprocal() * other: two
+               roundings, which a division would not match */
+            ptc_value *recip = cap_build1(T, PTC_OP_RECIPROCAL, args, 1);
+            if (!recip)
+                return CAP_BREAK;
+            args[0] = ptc_arg_value(recip);
+            pop = PTC_OP_MUL;
+            break;
+        }
+        /* fall through */
     case CAP_NB_FLOOR_DIVIDE:
     case CAP_NB_REMAINDER:
         pop = k == CAP_NB_REMAINDER ? PTC_OP_REMAINDER : PTC_OP_DIV;

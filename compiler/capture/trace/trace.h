@@ -564,6 +564,11 @@ int cap_t_load_cell(cap_trace *T, PyObject *cell, PyObject **v);
 /* Is obj a value that can be used as a compile-time constant (immutable and
  * made of constants)? */
 bool cap_is_constant(PyObject *obj);
+/* A numpy scalar of a bool, integer or floating type (numpy_scalars.c): a
+ * constant, and as a torch operand the Python number torch reads it as
+ * (an int for numpy integers, a float for the rest; new reference). */
+bool cap_is_numpy_scalar(PyObject *o);
+PyObject *cap_numpy_scalar_number(PyObject *o);
 /* An enum member (compared by identity and taken as a constant). */
 bool cap_is_enum_member(PyObject *o);
 /* __defaults__ (kw false) or __kwdefaults__ (kw true) made of constants only. */
