@@ -117,3 +117,101 @@ def test_a_number_divided_by_a_tensor_rounds_as_eager():
     x = torch.arange(1.0, 9.0)
     compiled = ptc.compile(f, backend="eager", fullgraph=True)
     assert described(compiled(x)) == described(f(x))
+
+
+# ---- torch.from_numpy of arrays from outside the graph ---------------------------
+
+
+def add_array(x, a):
+    return x + torch.from_numpy(a)
+
+
+def test_from_numpy_of_an_argument_is_a_graph_input():
+    """Each call's array, not the first one's; a new dtype recompiles
+    (main: a break, PTC-B007; torch.compile: one graph)."""
+    compiled = ptc.compile(add_array, fullgraph=True)
+    a = np.ones(3, dtype=np.float32)
+    x = torch.zeros(3)
+    assert compiled(x, a).tolist() == [1.0] * 3
+    assert counts(compiled) == (1, 0)
+    a[:] = 7
+    assert compiled(x, a).tolist() == [7.0] * 3
+    assert compiled(x, np.arange(3, dtype=np.float32)).tolist() == [0.0, 1.0, 2.0]
+    assert described(compiled(x, np.arange(3))) == described(add_array(x, np.arange(3)))
+    recompiles = [e["guard"] for e in compiled._events() if e["kind"] == "recompile"]
+    assert len(recompiles) == 1 and recompiles[0].startswith("torch.from_numpy(L['a'])")
+
+
+ARRAY = np.ones((2, 3), dtype=np.float32)
+
+
+def scale_by_global_array(x):
+    return x * torch.from_numpy(ARRAY)
+
+
+def test_from_numpy_of_a_global_reads_it_on_every_call():
+    compiled = ptc.compile(scale_by_global_array, backend="eager", fullgraph=True)
+    x = torch.full((2, 3), 2.0)
+    try:
+        assert compiled(x).tolist() == [[2.0] * 3] * 2
+        ARRAY[1] = 5
+        assert compiled(x).tolist() == [[2.0] * 3, [10.0] * 3]
+    finally:
+        ARRAY[1] = 1
+
+
+def write_through_from_numpy(x, a):
+    t = torch.from_numpy(a)
+    t.mul_(2)
+    return x + t, t.sum()
+
+
+@pytest.mark.parametrize("backend", ["eager", "ptc"])
+@pytest.mark.parametrize("columns", [False, True], ids=["whole", "strided"])
+def test_in_place_writes_through_from_numpy_reach_the_array(backend, columns):
+    def arrays():
+        a = np.arange(6, dtype=np.float32).reshape(2, 3)
+        return a[:, 1] if columns else a
+
+    compiled = ptc.compile(write_through_from_numpy, backend=backend, fullgraph=True)
+    a, b = arrays(), arrays()
+    x = torch.ones(a.shape)
+    want = write_through_from_numpy(x, a)
+    assert described(compiled(x, b)) == described(want) and b.tolist() == a.tolist()
+    assert described(compiled(x, b)) == described(write_through_from_numpy(x, a))
+    assert b.tolist() == a.tolist()
+    assert counts(compiled) == (1, 0)
+
+
+def numpy_of_input_then_write(x):
+    a = x.numpy()  # a break (PTC-B003): ptc does not trace numpy
+    t = torch.from_numpy(a)
+    t.add_(1)
+    return x * 2
+
+
+def test_from_numpy_of_an_input_s_array_keeps_eagers_aliasing():
+    """t shares x's memory: the write through t is seen by x * 2 (ptc runs
+    it for real, PTC-B012, as the two inputs alias)."""
+    x, y = torch.ones(2), torch.ones(2)
+    compiled = ptc.compile(numpy_of_input_then_write, backend="eager")
+    assert compiled(x).tolist() == numpy_of_input_then_write(y).tolist() == [4.0, 4.0]
+    assert x.tolist() == y.tolist() == [2.0, 2.0]
+    codes = [e["break"]["code"] for e in compiled._events() if e.get("break")]
+    assert codes[:2] == ["PTC-B003", "PTC-B012"]
+
+
+def test_from_numpy_of_a_read_only_array_runs_for_real_with_eagers_warning():
+    a = np.ones(2, dtype=np.float32)
+    a.flags.writeable = False
+    compiled = ptc.compile(add_array, backend="eager")
+    with pytest.warns(UserWarning, match="not writable"):
+        assert compiled(torch.zeros(2), a).tolist() == [1.0, 1.0]
+    codes = [e["break"]["code"] for e in compiled._events() if e.get("break")]
+    assert codes == ["PTC-B007"]
+
+
+def test_from_numpy_of_an_unsupported_dtype_raises_eagers_error():
+    compiled = ptc.compile(add_array, backend="eager")
+    with pytest.raises(TypeError, match="can't convert np.ndarray of type numpy.str_"):
+        compiled(torch.zeros(2), np.array(["a", "b"]))

@@ -198,7 +198,7 @@ int cap_torch_foreach_call(cap_interp *I, PyObject *callable, PyObject *const *a
 /* torch.tensor(t) / torch.as_tensor(t) of a symbolic tensor (torch_builtins.c). */
 int cap_th_tensor_of_tensor(cap_tcall *c, PyObject **out);
 
-/* Special handlers (torch_ops.c, torch_shape.c, torch_query.c). */
+/* Special handlers (torch_ops.c, torch_shape.c, torch_query.c, torch_numpy.c). */
 #define CAP_SPECIAL_HANDLERS(X)                                                 \
     X(view) X(reshape) X(permute) X(expand) X(expand_as) X(repeat) X(transpose) \
     X(unflatten) X(split) X(chunk) X(size) X(dim) X(numel) X(stride)            \
@@ -217,7 +217,7 @@ int cap_th_tensor_of_tensor(cap_tcall *c, PyObject **out);
     X(isinf) X(nan_to_num) X(isclose) X(dot) X(flip) X(repeat_interleave)       \
     X(tile) X(broadcast_to) X(broadcast_tensors) X(diff) X(pointwise_loss)      \
     X(bce) X(nll_loss) X(cross_entropy) X(stack_dims) X(native_mha)            \
-    X(new) X(type)
+    X(new) X(type) X(from_numpy)
 
 #define X(n) int cap_th_##n(cap_tcall *c, PyObject **out);
 CAP_SPECIAL_HANDLERS(X)
