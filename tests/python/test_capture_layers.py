@@ -130,9 +130,8 @@ FILE_ORDER = {
     # the binder first; the special handlers; the call path, which knows the
     # handlers that draw random numbers; the table naming every handler; the
     # symbolic tensor type, which sets the tables up and fills the hook tables
-    "torch": ["torch_map.c", "torch_strides.c", "torch_permviews.c", "torch_builtins.c",
+    "torch": ["torch_map.c", "torch_strides.c", "torch_permviews.c", "torch_builtins.c", "torch_numpy.c",
               "torch_ops.c", "torch_nn.c", "torch_shape.c", "torch_composite.c", "torch_query.c", "torch_einsum.c",
-              "torch_numpy.c",
               "torch_foreach.c", "torch_call.c", "torch_table.c", "torch_types.c"],
     # numpy values (scalars as the numbers torch reads them as, arrays as
     # tensors by from_numpy); breaks, the

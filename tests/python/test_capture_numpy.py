@@ -215,3 +215,39 @@ def test_from_numpy_of_an_unsupported_dtype_raises_eagers_error():
     compiled = ptc.compile(add_array, backend="eager")
     with pytest.raises(TypeError, match="can't convert np.ndarray of type numpy.str_"):
         compiled(torch.zeros(2), np.array(["a", "b"]))
+
+
+def tensor_of_array(x, a):
+    return x + torch.tensor(a)
+
+
+def tensor_of_array_written(x, a):
+    t = torch.tensor(a)  # a copy: the write stays in t
+    t.add_(1)
+    return x + t
+
+
+def as_tensor_of_array_written(x, a):
+    t = torch.as_tensor(a)  # a's memory: the write reaches a
+    t.add_(1)
+    return x + t
+
+
+def as_tensor_of_array_converted(x, a):
+    t = torch.as_tensor(a, dtype=torch.float64)  # a copy
+    t.add_(1)
+    return x + t
+
+
+@pytest.mark.parametrize("backend", ["eager", "ptc"])
+@pytest.mark.parametrize("fn", [tensor_of_array, tensor_of_array_written, as_tensor_of_array_written,
+                                as_tensor_of_array_converted], ids=lambda f: f.__name__)
+def test_tensor_and_as_tensor_of_an_array_copy_or_share_as_eager(fn, backend):
+    """main: a break (PTC-B007); torch.compile: one graph, no break."""
+    a, b = np.arange(3, dtype=np.float32), np.arange(3, dtype=np.float32)
+    compiled = ptc.compile(fn, backend=backend, fullgraph=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning: eager gives none
+        assert described(compiled(torch.ones(3), b)) == described(fn(torch.ones(3), a))
+    assert b.tolist() == a.tolist()
+    assert counts(compiled) == (1, 0)

@@ -195,8 +195,12 @@ static inline ptc_value *cap_val(PyObject *o) { return ((cap_tensor *)o)->v; }
  * callable is not a foreach op. */
 int cap_torch_foreach_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                            PyObject *kwnames, PyObject **out);
-/* torch.tensor(t) / torch.as_tensor(t) of a symbolic tensor (torch_builtins.c). */
-int cap_th_tensor_of_tensor(cap_tcall *c, PyObject **out);
+/* torch.tensor(t) / torch.as_tensor(t) of symbolic tensor t, the call's
+ * first argument or the tensor of its ndarray (of_array) (torch_builtins.c). */
+int cap_th_tensor_of_tensor(cap_tcall *c, cap_tensor *t, bool of_array, PyObject **out);
+/* torch.tensor(a) / torch.as_tensor(a) of an ndarray from outside: of its
+ * torch.from_numpy input (torch_numpy.c). */
+int cap_th_tensor_of_array(cap_tcall *c, PyObject **out);
 
 /* Special handlers (torch_ops.c, torch_shape.c, torch_query.c, torch_numpy.c). */
 #define CAP_SPECIAL_HANDLERS(X)                                                 \
