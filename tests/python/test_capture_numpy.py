@@ -7,6 +7,7 @@ eagerly and under ptc.compile(backend="eager"): values, dtypes and types must
 agree, and the first call gives the pinned graph and break counts (those of
 torch.compile(backend="eager"), measured with torch 2.11).
 """
+import re
 import warnings
 
 import pytest
@@ -25,8 +26,8 @@ def described(v):
     """What a comparison with eager looks at: type, dtype and values."""
     if isinstance(v, (tuple, list)):
         return type(v).__name__, [described(i) for i in v]
-    if isinstance(v, torch.Tensor):
-        return "Tensor", str(v.dtype), v.tolist()
+    if isinstance(v, torch.Tensor):  # repr: -0.0 and nan as themselves
+        return "Tensor", str(v.dtype), repr(v.tolist())
     return type(v).__name__, repr(v)
 
 
@@ -251,3 +252,68 @@ def test_tensor_and_as_tensor_of_an_array_copy_or_share_as_eager(fn, backend):
         assert described(compiled(torch.ones(3), b)) == described(fn(torch.ones(3), a))
     assert b.tolist() == a.tolist()
     assert counts(compiled) == (1, 0)
+
+
+# ---- tensor operators with an array -----------------------------------------------
+
+
+def array_operators(x, a):
+    return x + a, x - a, x * a, x / a, x // a, x == a, a == x, x != a
+
+
+def in_place_operator_with_an_array(x, a):
+    y = x
+    y += a  # Tensor.__iadd__ returns NotImplemented: y = y + a, x unchanged
+    return x, y
+
+
+ARRAYS = [np.array([2.0, -3.0, 0.5]), np.array([2.0, -3.0, 0.5], dtype=np.float32),
+          np.array([2, -3, 1]), np.array([2, -3, 1], dtype=np.int32), np.array([True, False, True]),
+          np.array(1.5), np.array([2.0, -3.0, 0.5], dtype=np.float16)]
+OPERAND_TENSORS = [torch.float32, torch.float64, torch.int64, torch.int32, torch.float16]
+
+
+@pytest.mark.parametrize("dtype", OPERAND_TENSORS, ids=str)
+@pytest.mark.parametrize("a", ARRAYS, ids=lambda a: "%s%d" % (a.dtype, a.ndim))
+@pytest.mark.parametrize("fn", [array_operators, in_place_operator_with_an_array], ids=lambda f: f.__name__)
+def test_tensor_operators_with_an_array_are_numpys(fn, a, dtype):
+    """Eager's x + a is numpy's add on x.numpy(), wrapped back as a tensor:
+    numpy's dtypes (float32 tensor + int64 array is float64). main: x == a
+    was False (a silent wrong result), the rest a break (PTC-B022)."""
+    x = torch.tensor([4.0, 5.0, -7.0]).to(dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # numpy 2 on Tensor.__array_wrap__
+        want = described(fn(x.clone(), a))
+        compiled = ptc.compile(fn, backend="eager", fullgraph=True)
+        assert described(compiled(x.clone(), a)) == want
+    assert counts(compiled) == (1, 0)
+
+
+def test_operators_eager_runs_through_numpy_s_errors_run_for_real():
+    """a tensor that requires grad (x.numpy() raises), ** and @ (numpy's
+    kernels round otherwise than torch's), % (numpy's zero takes the
+    divisor's sign), comparisons but == (both sides refuse): each runs for
+    real, eager's result or error."""
+    def f(x, a):
+        return x ** a
+
+    def g(x, a):
+        return x < a
+
+    def h(x, a):
+        return x % a
+
+    a = np.array([1.5, 2.0])
+    for fn, x in ((f, torch.tensor([2.0, 3.0])), (f, torch.tensor([2.0, 3.0], requires_grad=True)),
+                  (g, torch.tensor([2.0, 3.0])), (h, torch.tensor([-3.0, 3.0]))):
+        compiled = ptc.compile(fn, backend="eager")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            try:
+                want = described(fn(x, a))
+            except (TypeError, RuntimeError) as e:
+                with pytest.raises(type(e), match=re.escape(str(e))):
+                    compiled(x, a)
+            else:
+                assert described(compiled(x, a)) == want
+        assert counts(compiled)[1] == 1

@@ -201,6 +201,19 @@ int cap_th_tensor_of_tensor(cap_tcall *c, cap_tensor *t, bool of_array, PyObject
 /* torch.tensor(a) / torch.as_tensor(a) of an ndarray from outside: of its
  * torch.from_numpy input (torch_numpy.c). */
 int cap_th_tensor_of_array(cap_tcall *c, PyObject **out);
+/* The symbolic tensor (new reference) standing for ndarray a from outside
+ * where torch takes it as a tensor (x + a), or the break (what: the call or
+ * operator, for messages). */
+int cap_ndarray_operand(cap_trace *T, PyObject *a, const char *what, PyObject **out);
+/* x OP array (k: CAP_NB_* or CAP_NB_EQ) as eager computes it, numpy's ufunc
+ * on x.numpy(): the operands cast to numpy's loop dtypes, built by build(T,
+ * k, x', a', out), the result cast to numpy's; a break where eager's numpy
+ * raises (x_requires_grad: cap_tensor_requires_grad's answer for x) or ptc
+ * does not match it (torch_numpy.c). */
+typedef int (*cap_ndarray_build)(cap_trace *T, int k, PyObject *x, PyObject *a, PyObject **out);
+#define CAP_NB_EQ 0xfe
+int cap_ndarray_operator(cap_trace *T, int k, cap_tensor *x, bool x_requires_grad, PyObject *array,
+                         cap_ndarray_build build, PyObject **out);
 
 /* Special handlers (torch_ops.c, torch_shape.c, torch_query.c, torch_numpy.c). */
 #define CAP_SPECIAL_HANDLERS(X)                                                 \
