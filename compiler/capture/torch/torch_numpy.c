@@ -1,9 +1,9 @@
 /* torch.from_numpy, and torch.tensor and torch.as_tensor of an ndarray, and
- * tensor operators with one (x + a), in the trace. ptc does not trace numpy itself (a numpy call or an ndarray's
- * method runs for real at a break, and .numpy() of a traced tensor is a
- * break, PTC-B003), so the arrays a traced function hands torch come from
- * outside the graph: arguments, globals, attributes, or values made before
- * a break. Each is a tensor input of the
+ * tensor operators with one (x + a), in the trace. ptc does not trace numpy
+ * itself (a numpy call or an ndarray's method runs for real at a break, and
+ * .numpy() of a traced tensor is a break, PTC-B003), so the arrays a traced
+ * function hands torch come from outside the graph: arguments, globals,
+ * attributes, or values made before a break. Each is a tensor input of the
  * graph (trace.h's CAP_S_FROM_NUMPY source): torch.from_numpy of the array,
  * made again on every call and guarded like any tensor input (dtype, sizes,
  * strides), so the tensor shares the array's memory as in eager, and in-place
@@ -129,7 +129,8 @@ static PyObject *numpy_dtype(PyObject *np, ptc_dtype dt)
     PyObject *td = cap_dtype_obj(dt);
     PyObject *text = td ? PyObject_Str(td) : NULL;
     const char *s = text ? PyUnicode_AsUTF8(text) : NULL;
-    PyObject *d = s && strncmp(s, "torch.", 6) == 0 ? PyObject_CallMethod(np, "dtype", "s", s + 6) : NULL;
+    PyObject *d =
+        s && strncmp(s, "torch.", 6) == 0 ? PyObject_CallMethod(np, "dtype", "s", s + 6) : NULL;
     Py_XDECREF(text);
     return d;
 }
@@ -185,7 +186,8 @@ int cap_ndarray_operator(cap_trace *T, int k, cap_tensor *x, bool x_requires_gra
     ptc_value *xv = cast(T, x->v, loop[0]);
     av = cast(T, av, loop[1]);
     Py_DECREF(at);
-    PyObject *xt = xv ? cap_tensor_new(T, xv) : NULL, *ct = av ? cap_tensor_new(T, av) : NULL, *res = NULL;
+    PyObject *xt = xv ? cap_tensor_new(T, xv) : NULL, *ct = av ? cap_tensor_new(T, av) : NULL;
+    PyObject *res = NULL;
     rc = xt && ct ? build(T, k, xt, ct, &res) : (xv && av ? CAP_ERR : CAP_BREAK);
     Py_XDECREF(xt);
     Py_XDECREF(ct);

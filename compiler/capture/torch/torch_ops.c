@@ -194,7 +194,8 @@ int cap_torch_compare(cap_trace *T, int cmp, PyObject *a, PyObject *b, PyObject 
 {
     /* x == a is numpy's (both ways round); x != a is eager's identity
        answer, True, as both sides return NotImplemented (below) */
-    if (cmp == Py_EQ && (cap_is_ndarray(a) || cap_is_ndarray(b)) && (cap_is_tensor(a) || cap_is_tensor(b))) {
+    bool with_array = (cap_is_ndarray(a) && cap_is_tensor(b)) || (cap_is_tensor(a) && cap_is_ndarray(b));
+    if (cmp == Py_EQ && with_array) {
         cap_tensor *x = (cap_tensor *)(cap_is_tensor(a) ? a : b);
         return cap_ndarray_operator(T, CAP_NB_EQ, x, cap_tensor_requires_grad(T, x),
                                     cap_is_tensor(a) ? b : a, array_op, out);
