@@ -130,17 +130,19 @@ FILE_ORDER = {
     # the binder first; the special handlers; the call path, which knows the
     # handlers that draw random numbers; the table naming every handler; the
     # symbolic tensor type, which sets the tables up and fills the hook tables
-    "torch": ["torch_map.c", "torch_strides.c", "torch_permviews.c", "torch_builtins.c",
+    "torch": ["torch_map.c", "torch_strides.c", "torch_permviews.c", "torch_builtins.c", "torch_numpy.c",
               "torch_ops.c", "torch_nn.c", "torch_shape.c", "torch_composite.c", "torch_query.c", "torch_einsum.c",
               "torch_foreach.c", "torch_call.c", "torch_table.c", "torch_types.c"],
-    # breaks, the source table, torch objects, guards, ids, nested runs,
+    # numpy values (scalars as the numbers torch reads them as, arrays as
+    # tensors by from_numpy); breaks, the
+    # source table, torch objects, guards, ids, nested runs,
     # symbolic sizes; autocast's state and policy; the trace's life and its
     # symbolic tensors; graph nodes; in-place writes to inputs; the iterator
     # types (which advance what they hold through cap_hooks); values and
     # their sources; callables; side effects (which flow a container out
     # through cap_hooks); tracing objects; with-blocks; generator functions;
     # modules, an optimizer's step, calls and the hook rows
-    "trace": ["breaks.c", "source_table.c", "torch_objects.c", "trace_split.c", "guards.c", "ids.c",
+    "trace": ["numpy_values.c", "breaks.c", "source_table.c", "torch_objects.c", "trace_split.c", "guards.c", "ids.c",
               "sync_calls.c", "symint.c", "autocast.c", "lifecycle.c", "nodes.c", "inplace.c",
               "iter.c", "sources.c", "callables.c", "effects.c", "iter_outside.c", "objects.c",
               "with_blocks.c", "generators.c", "modules.c", "trace_operator.c", "lru.c", "copies.c",

@@ -157,3 +157,25 @@ def test_depthwise_convolution_in_bf16_runs_on_cudnn():
     names = [e.key for e in prof.key_averages()]
     assert not [n for n in names if "conv_depthwise2d" in n], names
     assert got.dtype == want.dtype and torch.allclose(got.float(), want.float(), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("backend", ["eager", "ptc"])
+def test_a_cuda_tensor_operator_with_an_ndarray_raises_eagers_error(backend):
+    """x + a of a CUDA tensor and an ndarray is numpy's operator on
+    x.numpy() in eager, which raises: ptc runs it for real (PTC-B003) and
+    raises the same error."""
+    np = pytest.importorskip("numpy")
+
+    def operator(x, a):
+        return x + a
+
+    a = np.arange(3, dtype=np.float32)
+    x = torch.full((3,), 2.0, device=DEV)
+    outcomes = []
+    for fn in (operator, ptc.compile(operator, backend=backend)):
+        try:
+            fn(x, a)
+            outcomes.append(None)
+        except Exception as e:  # noqa: BLE001 - eager's error is what is compared
+            outcomes.append((type(e), str(e)))
+    assert outcomes[0] is not None and outcomes[1] == outcomes[0]

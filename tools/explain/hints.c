@@ -45,8 +45,9 @@ static const advice table[] = {
      "and use it in tensor ops; if it must steer Python code, compute it before calling %2$s "
      "and pass the number in."},
     {"PTC-B003",
-     "`%1$s` hands tensor data to Python (%3$s). Do that work with tensor ops, or return the "
-     "tensor and convert it after %2$s returns."},
+     "`%1$s` hands tensor data to Python (%3$s). Do that work with tensor ops (an array passed "
+     "in to %2$s becomes a tensor by torch.from_numpy, which ptc traces), or return the tensor "
+     "and convert it after %2$s returns."},
     {"PTC-B004",
      "`%1$s` formats tensor values as text. Log shapes or dtypes instead (they are constants), "
      "or format after %2$s returns."},

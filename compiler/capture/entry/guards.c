@@ -194,6 +194,11 @@ static PyObject *eval_source(const cap_source *s, PyObject **vals, cap_frame **f
         return v;
     case CAP_S_TYPE:
         return (PyObject *)Py_TYPE(p);
+    case CAP_S_FROM_NUMPY:
+        v = cap_ndarray_tensor(p);
+        PyErr_Clear();
+        *owned = v != NULL;
+        return v;
     }
     return NULL;
 }

@@ -195,10 +195,27 @@ static inline ptc_value *cap_val(PyObject *o) { return ((cap_tensor *)o)->v; }
  * callable is not a foreach op. */
 int cap_torch_foreach_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                            PyObject *kwnames, PyObject **out);
-/* torch.tensor(t) / torch.as_tensor(t) of a symbolic tensor (torch_builtins.c). */
-int cap_th_tensor_of_tensor(cap_tcall *c, PyObject **out);
+/* torch.tensor(t) / torch.as_tensor(t) of symbolic tensor t, the call's
+ * first argument or the tensor of its ndarray (of_array) (torch_builtins.c). */
+int cap_th_tensor_of_tensor(cap_tcall *c, cap_tensor *t, bool of_array, PyObject **out);
+/* torch.tensor(a) / torch.as_tensor(a) of an ndarray from outside: of its
+ * torch.from_numpy input (torch_numpy.c). */
+int cap_th_tensor_of_array(cap_tcall *c, PyObject **out);
+/* The symbolic tensor (new reference) standing for ndarray a from outside
+ * where torch takes it as a tensor (x + a), or the break (what: the call or
+ * operator, for messages). */
+int cap_ndarray_operand(cap_trace *T, PyObject *a, const char *what, PyObject **out);
+/* x OP array (k: CAP_NB_* or CAP_NB_EQ) as eager computes it, numpy's ufunc
+ * on x.numpy(): the operands cast to numpy's loop dtypes, built by build(T,
+ * k, x', a', out), the result cast to numpy's; a break where eager's numpy
+ * raises (x_requires_grad: cap_tensor_requires_grad's answer for x) or ptc
+ * does not match it (torch_numpy.c). */
+typedef int (*cap_ndarray_build)(cap_trace *T, int k, PyObject *x, PyObject *a, PyObject **out);
+#define CAP_NB_EQ 0xfe
+int cap_ndarray_operator(cap_trace *T, int k, cap_tensor *x, bool x_requires_grad, PyObject *array,
+                         cap_ndarray_build build, PyObject **out);
 
-/* Special handlers (torch_ops.c, torch_shape.c, torch_query.c). */
+/* Special handlers (torch_ops.c, torch_shape.c, torch_query.c, torch_numpy.c). */
 #define CAP_SPECIAL_HANDLERS(X)                                                 \
     X(view) X(reshape) X(permute) X(expand) X(expand_as) X(repeat) X(transpose) \
     X(unflatten) X(split) X(chunk) X(size) X(dim) X(numel) X(stride)            \
@@ -217,7 +234,7 @@ int cap_th_tensor_of_tensor(cap_tcall *c, PyObject **out);
     X(isinf) X(nan_to_num) X(isclose) X(dot) X(flip) X(repeat_interleave)       \
     X(tile) X(broadcast_to) X(broadcast_tensors) X(diff) X(pointwise_loss)      \
     X(bce) X(nll_loss) X(cross_entropy) X(stack_dims) X(native_mha)            \
-    X(new) X(type)
+    X(new) X(type) X(from_numpy)
 
 #define X(n) int cap_th_##n(cap_tcall *c, PyObject **out);
 CAP_SPECIAL_HANDLERS(X)

@@ -60,17 +60,18 @@ int cap_torch_builtin_minmax(cap_trace *T, bool is_max, PyObject *const *args, i
 /* torch.tensor copies t's data, detached from autograd, converted to dtype
  * and device when given (a graph copy: writes to one never reach the
  * other); as_tensor returns t itself when nothing changes. Eager's
- * UserWarning of torch.tensor is given once, when the call is traced.
+ * UserWarning of torch.tensor is given once, when the call is traced (not
+ * for t standing for the call's ndarray, torch_numpy.c: eager gives none).
  * requires_grad=True or pin_memory=True (a new leaf, pinned memory) break. */
-int cap_th_tensor_of_tensor(cap_tcall *c, PyObject **out)
+int cap_th_tensor_of_tensor(cap_tcall *c, cap_tensor *t, bool of_array, PyObject **out)
 {
     bool copies = strcmp(c->m->name, "torch.tensor") == 0;
-    cap_tensor *t = (cap_tensor *)c->pos[0];
     PyObject *kd = cap_targ(c, 1, "dtype"), *kdev = cap_targ(c, 2, "device");
     PyObject *rg = cap_targ(c, -1, "requires_grad"), *pin = cap_targ(c, -1, "pin_memory");
     if ((rg && PyObject_IsTrue(rg)) || (pin && PyObject_IsTrue(pin)) || c->npos > (copies ? 1 : 3))
         return cap_t_break(c->T, CAP_B_TENSOR_DATA,
-                           "%s of a traced tensor (requires_grad or pin_memory)", c->m->name);
+                           "%s of a traced %s (requires_grad or pin_memory)", c->m->name,
+                           of_array ? "array" : "tensor");
     ptc_arg a[3] = {ptc_arg_value(t->v), ptc_arg_none(), ptc_arg_none()};
     int dt = kd && kd != Py_None ? cap_dtype_from_obj(kd) : -1;
     ptc_device dev = t->v->type.device;
@@ -86,7 +87,7 @@ int cap_th_tensor_of_tensor(cap_tcall *c, PyObject **out)
         a[1] = ptc_arg_dtype((ptc_dtype)dt);
     if (!ptc_device_eq(dev, t->v->type.device))
         a[2] = ptc_arg_device(dev);
-    if (copies && PyErr_WarnEx(PyExc_UserWarning,
+    if (copies && !of_array && PyErr_WarnEx(PyExc_UserWarning,
                                "To copy construct from a tensor, it is recommended to use "
                                "sourceTensor.detach().clone() or "
                                "sourceTensor.detach().clone().requires_grad_(True), rather than "

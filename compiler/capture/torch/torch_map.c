@@ -164,8 +164,25 @@ static int to_dim(cap_trace *T, PyObject *v, ptc_dim *out, const char *what)
     return rc;
 }
 
+/* A numpy integer where an int or a list of ints goes (x.sum(np.int64(0))):
+ * the int it stands for (new reference), or NULL for anything else. */
+static PyObject *numpy_int(PyObject *v)
+{
+    PyObject *number = cap_is_numpy_scalar(v) ? cap_numpy_scalar_number(v) : NULL;
+    if (number && !PyLong_Check(number))
+        Py_CLEAR(number);
+    PyErr_Clear();
+    return number;
+}
+
 int cap_int_list(cap_trace *T, PyObject *v, ptc_arg *out, const char *what)
 {
+    PyObject *number = numpy_int(v);
+    if (number) {
+        int rc = cap_int_list(T, number, out, what);
+        Py_DECREF(number);
+        return rc;
+    }
     if (PyLong_Check(v) || cap_is_symint(v)) {
         ptc_dim d;
         int rc = to_dim(T, v, &d, what);
@@ -204,6 +221,12 @@ int cap_int_varargs(cap_trace *T, PyObject *const *pos, int n, ptc_arg *out, con
 
 static int scalar(cap_trace *T, PyObject *v, ptc_arg *out, const char *what)
 {
+    if (cap_is_numpy_scalar(v)) {
+        PyObject *number = cap_numpy_scalar_number(v);
+        int rc = number ? scalar(T, number, out, what) : CAP_ERR;
+        Py_XDECREF(number);
+        return rc;
+    }
     if (PyBool_Check(v))
         *out = ptc_arg_bool(v == Py_True);
     else if (PyLong_Check(v))
@@ -293,7 +316,7 @@ int cap_tconvert(cap_trace *T, PyObject *v, int kind, int list_len, ptc_arg *out
     case PTC_PK_INT_LIST_OPT:
         if ((rc = cap_int_list(T, v, out, what)) != CAP_NEXT)
             return rc;
-        if (list_len > 0 && out->is.n == 1 && PyLong_Check(v)) {
+        if (list_len > 0 && out->is.n == 1 && (PyLong_Check(v) || cap_is_numpy_scalar(v))) {
             int64_t vals[8];
             for (int k = 0; k < list_len && k < 8; k++)
                 vals[k] = out->is.d[0].value;
@@ -304,7 +327,7 @@ int cap_tconvert(cap_trace *T, PyObject *v, int kind, int list_len, ptc_arg *out
     case PTC_PK_FLOAT_OPT:
         if (cap_is_tensor(v))
             return cap_t_break(T, CAP_B_TENSOR_ITEM, "%s: a tensor used as a float", what);
-        if (!PyFloat_Check(v) && !PyLong_Check(v))
+        if (!PyFloat_Check(v) && !PyLong_Check(v) && !cap_is_numpy_scalar(v))
             return bad_arg(T, what, v, "a float");
         *out = ptc_arg_float(PyFloat_AsDouble(v));
         return CAP_NEXT;

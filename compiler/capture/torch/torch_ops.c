@@ -87,12 +87,13 @@ static ptc_value *scalar_tensor(cap_trace *T, PyObject *scalar, cap_tensor *like
 
 /* ---- operators ---------------------------------------------------------------------- */
 
+/* numpy scalars too: scalar() reads them as torch does (cap_numpy_scalar_number) */
 static bool is_number(PyObject *o)
 {
-    return PyLong_Check(o) || PyFloat_Check(o);
+    return PyLong_Check(o) || PyFloat_Check(o) || cap_is_numpy_scalar(o);
 }
 
-int cap_torch_binop(cap_trace *T, int op, PyObject *a, PyObject *b, PyObject **out)
+static int binop(cap_trace *T, int op, PyObject *a, PyObject *b, PyObject **out)
 {
     bool inplace = (op & CAP_NB_INPLACE) && cap_is_tensor(a);
     int k = op & 0xff;
@@ -130,6 +131,17 @@ int cap_torch_binop(cap_trace *T, int op, PyObject *a, PyObject *b, PyObject **o
         args[1] = ptc_arg_value(cap_val(b));
         break;
     case CAP_NB_TRUE_DIVIDE:
+        if (swapped) {
+            /* eager's Tensor.__rtruediv__ is self.reciprocal() * other: two
+               roundings, which a division would not match */
+            ptc_value *recip = cap_build1(T, PTC_OP_RECIPROCAL, args, 1);
+            if (!recip)
+                return CAP_BREAK;
+            args[0] = ptc_arg_value(recip);
+            pop = PTC_OP_MUL;
+            break;
+        }
+        /* fall through */
     case CAP_NB_FLOOR_DIVIDE:
     case CAP_NB_REMAINDER:
         pop = k == CAP_NB_REMAINDER ? PTC_OP_REMAINDER : PTC_OP_DIV;
@@ -158,8 +170,36 @@ int cap_torch_binop(cap_trace *T, int op, PyObject *a, PyObject *b, PyObject **o
     return CAP_NEXT;
 }
 
+/* The op of x OP a, a an ndarray, at numpy's dtypes (cap_ndarray_operator). */
+static int array_op(cap_trace *T, int k, PyObject *x, PyObject *a, PyObject **out)
+{
+    if (k == CAP_NB_EQ)
+        return cap_torch_compare(T, Py_EQ, x, a, out);
+    return binop(T, k, x, a, out);
+}
+
+/* tensor OP ndarray is numpy's operator (cap_ndarray_operator); its in-place
+ * forms too, since torch's return NotImplemented and Python falls back to
+ * the operator, rebinding the name (x += a leaves x's tensor as it was). An
+ * array on the left is numpy's own operator: it runs for real. */
+int cap_torch_binop(cap_trace *T, int op, PyObject *a, PyObject *b, PyObject **out)
+{
+    if (cap_is_tensor(a) && cap_is_ndarray(b))
+        return cap_ndarray_operator(T, op & 0xff, (cap_tensor *)a,
+                                    cap_tensor_requires_grad(T, (cap_tensor *)a), b, array_op, out);
+    return binop(T, op, a, b, out);
+}
+
 int cap_torch_compare(cap_trace *T, int cmp, PyObject *a, PyObject *b, PyObject **out)
 {
+    /* x == a is numpy's (both ways round); x != a is eager's identity
+       answer, True, as both sides return NotImplemented (below) */
+    bool with_array = (cap_is_ndarray(a) && cap_is_tensor(b)) || (cap_is_tensor(a) && cap_is_ndarray(b));
+    if (cmp == Py_EQ && with_array) {
+        cap_tensor *x = (cap_tensor *)(cap_is_tensor(a) ? a : b);
+        return cap_ndarray_operator(T, CAP_NB_EQ, x, cap_tensor_requires_grad(T, x),
+                                    cap_is_tensor(a) ? b : a, array_op, out);
+    }
     static const ptc_op ops[] = {PTC_OP_LT, PTC_OP_LE, PTC_OP_EQ, PTC_OP_NE, PTC_OP_GT, PTC_OP_GE};
     static const int swap[] = {Py_GT, Py_GE, Py_EQ, Py_NE, Py_LT, Py_LE};
     PyObject *other = cap_is_tensor(a) ? b : a;

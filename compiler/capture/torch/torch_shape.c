@@ -654,9 +654,11 @@ int cap_th_new_full(cap_tcall *c, PyObject **out)
 /* torch.tensor(data) and friends: evaluated now, a constant of the graph. */
 int cap_th_tensor_const(cap_tcall *c, PyObject **out)
 {
-    if (c->npos >= 1 && cap_is_tensor(c->pos[0]) &&
-        (strcmp(c->m->name, "torch.tensor") == 0 || strcmp(c->m->name, "torch.as_tensor") == 0))
-        return cap_th_tensor_of_tensor(c, out);
+    bool of_data = strcmp(c->m->name, "torch.tensor") == 0 || strcmp(c->m->name, "torch.as_tensor") == 0;
+    if (c->npos >= 1 && cap_is_tensor(c->pos[0]) && of_data)
+        return cap_th_tensor_of_tensor(c, (cap_tensor *)c->pos[0], false, out);
+    if (c->npos >= 1 && cap_is_ndarray(c->pos[0]) && of_data)
+        return cap_th_tensor_of_array(c, out);
     for (int i = 0; i < c->npos + c->nkw; i++) {
         PyObject *v = i < c->npos ? c->pos[i] : c->kwv[i - c->npos];
         if (cap_is_tensor(v))

@@ -202,7 +202,7 @@ cap_tmap cap_tmaps[] = {
     MX("new", new, PTC_OP_EMPTY, "") MX("type", type, -1, "")
     MX("new_tensor", new_tensor, -1, "")
     FX("torch.tensor", tensor_const, -1, "") FX("torch.as_tensor", tensor_const, -1, "")
-    FX("torch.scalar_tensor", tensor_const, -1, "") FX("torch.from_numpy", tensor_const, -1, "")
+    FX("torch.scalar_tensor", tensor_const, -1, "") FX("torch.from_numpy", from_numpy, -1, "")
     MXI("fill_", fill, -1, "") MXI("zero_", zero, -1, "") MXI("copy_", copy, -1, "")
     /* values needed in Python: breaks */
     MX("item", item, CAP_B_TENSOR_ITEM, "") MX("tolist", item, CAP_B_TENSOR_DATA, "")

@@ -163,7 +163,7 @@ bool cap_is_constant(PyObject *o)
         return true;
     PyTypeObject *t = Py_TYPE(o);
     if (t == &PyLong_Type || t == &PyFloat_Type || t == &PyUnicode_Type || t == &PyBytes_Type ||
-        t == &PyComplex_Type || t == &PyRange_Type)
+        t == &PyComplex_Type || t == &PyRange_Type || cap_is_numpy_scalar(o))
         return true;
     if (t == (PyTypeObject *)cap_T.dtype_type || t == (PyTypeObject *)cap_T.device_type)
         return true;

@@ -51,7 +51,8 @@ typedef struct cap_break {
     X(TYPE, "type")     /* type(parent) */                                                         \
     X(ITERSEQ, "seq")   /* the sequence a ptc iterator (cap_iter) walks */                         \
     X(ITERREST, "rest") /* what an outside tuple or range iterator has left                        \
-                           (cap_iter_rest), read without advancing it */
+                           (cap_iter_rest), read without advancing it */                           \
+    X(FROM_NUMPY, "from_numpy") /* torch.from_numpy(parent), parent an ndarray (cap_ndarray_tensor) */
 
 typedef enum {
 #define X(id, s) CAP_S_##id,
@@ -564,6 +565,16 @@ int cap_t_load_cell(cap_trace *T, PyObject *cell, PyObject **v);
 /* Is obj a value that can be used as a compile-time constant (immutable and
  * made of constants)? */
 bool cap_is_constant(PyObject *obj);
+/* numpy values (numpy_values.c). A numpy scalar of a bool, integer or
+ * floating type is a constant, and as a torch operand the Python number
+ * torch reads it as (an int for numpy integers, a float for the rest; new
+ * reference). An ndarray (exactly that type) reaches a graph as
+ * torch.from_numpy of it: a new tensor sharing its memory, or NULL with an
+ * error (a read-only array too: torch warns of writes through it). */
+bool cap_is_numpy_scalar(PyObject *o);
+PyObject *cap_numpy_scalar_number(PyObject *o);
+bool cap_is_ndarray(PyObject *o);
+PyObject *cap_ndarray_tensor(PyObject *a);
 /* An enum member (compared by identity and taken as a constant). */
 bool cap_is_enum_member(PyObject *o);
 /* __defaults__ (kw false) or __kwdefaults__ (kw true) made of constants only. */
