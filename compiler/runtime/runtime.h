@@ -145,6 +145,10 @@ void ptc_program_get_info(const ptc_program *p, ptc_program_info *info);
 /* The graph input whose memory output i is written into (the run hands that
  * input back as output i; ptc_compile_opts.output_inputs), or -1. */
 int ptc_program_output_input(const ptc_program *p, int i);
+/* The first graph output that is the same tensor as output i (a value the
+ * graph returns twice is one buffer, and the run hands out one tensor for
+ * it): i itself when no earlier output is. */
+int ptc_program_output_first(const ptc_program *p, int i);
 
 /* The printed form of a stage of the compile ("prims", "loops", "kernels",
  * "llvm" (CPU), "ptx" (CUDA)), kept when opts->keep_text was set; NULL otherwise. */

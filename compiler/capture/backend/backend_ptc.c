@@ -1154,10 +1154,8 @@ int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, int n
             PyErr_SetString(cap_InternalError, "ptc: a compiled output was not allocated by torch");
             goto done;
         }
-        int same = -1; /* an output listed twice is one tensor */
-        for (int j = 0; j < i && same < 0; j++)
-            same = outs[j].storage == s ? j : -1;
-        if (same >= 0)
+        int same = ptc_program_output_first(cp->p, i); /* an output listed twice is one tensor */
+        if (same != i && outs[same].storage == s)
             outputs[i] = Py_NewRef(outputs[same]);
         else if (cp->layout && cp->layout[i].perm[0] >= 0)
             outputs[i] = unpermute((PyObject *)s->owner, &cp->layout[i]);
