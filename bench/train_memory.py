@@ -23,7 +23,10 @@ torch.autocast(dtype=bfloat16) for bf16 (the GPU bench's setting). Columns:
               so a ptc program's arena (ptc_program_info.arena_bytes, from
               TrainProgram.arena_bytes) is added while that program runs, as
               on CUDA, where the arena comes from torch's allocator per run;
-              on CUDA: torch.cuda.max_memory_allocated;
+              an arena split into segments (TrainProgram.arena_segments > 1)
+              comes from torch's allocator on the CPU too and is not added;
+              on CUDA: torch.cuda.max_memory_allocated, reset before each
+              phase (forward, backward, optimizer);
   arena MiB   the largest arena of a ptc forward / backward program;
   rss MiB     the process's peak resident set (ru_maxrss), a cross-check that
               counts everything (imports, the compiler, glibc's free pages).
@@ -135,8 +138,10 @@ def cpu_peaks(prof, arenas):
 
 def ptc_arenas(loss):
     """The largest forward and backward arenas of the compiled programs
-    whose autograd nodes lead to loss."""
-    fwd = bwd = 0
+    whose autograd nodes lead to loss, and of those the ones held outside
+    torch's allocator (one arena: ptc's own; an arena split into segments
+    comes from torch's allocator, which the profile sees)."""
+    fwd = bwd = fwd_own = bwd_own = 0
     seen, todo = set(), [loss.grad_fn]
     while todo:
         node = todo.pop()
@@ -146,9 +151,12 @@ def ptc_arenas(loss):
         program = getattr(node, "program", None)
         if program is not None and hasattr(program, "arena_bytes"):
             f, b = program.arena_bytes
+            fs, bs = program.arena_segments
             fwd, bwd = max(fwd, f), max(bwd, b)
+            fwd_own = max(fwd_own, f if fs == 1 else 0)
+            bwd_own = max(bwd_own, b if bs == 1 else 0)
         todo += [n for n, _ in node.next_functions]
-    return fwd, bwd
+    return (fwd, bwd), (fwd_own, bwd_own)
 
 
 def worker(a, name, dtype, compiler):
@@ -196,16 +204,28 @@ def worker(a, name, dtype, compiler):
     loss.backward()
     opt.step()
     with cast:
-        arenas = ptc_arenas(forward()) if compiler == "ptc" else None
+        arenas, own = ptc_arenas(forward()) if compiler == "ptc" else (None, None)
     # the step's peak
     opt.zero_grad(set_to_none=True)
     if device == "cuda":
         torch.cuda.synchronize()
         base = torch.cuda.memory_allocated()
+        phase_peak = []
+
+        def phase_done():
+            torch.cuda.synchronize()
+            phase_peak.append(torch.cuda.max_memory_allocated() - base)
+            torch.cuda.reset_peak_memory_stats()
+
         torch.cuda.reset_peak_memory_stats()
-        step()
-        torch.cuda.synchronize()
-        peak = torch.cuda.max_memory_allocated() - base
+        loss = forward()
+        phase_done()
+        loss.backward()
+        phase_done()
+        opt.step()
+        phase_done()
+        phases = {p: {"peak": x} for p, x in zip(PHASES, phase_peak)}
+        peak = max(phase_peak)
     else:
         from torch.profiler import ProfilerActivity, profile
         from torch.profiler import record_function
@@ -216,15 +236,14 @@ def worker(a, name, dtype, compiler):
                 loss.backward()
             with record_function("phase:optimizer"):
                 opt.step()
-        phases = cpu_peaks(prof, arenas)
+        phases = cpu_peaks(prof, own)
         peak = max(p["peak"] for p in phases.values())
         fwd_alive = phases["forward"]["end"]
     row = {"model": name, "dtype": dtype, "compiler": compiler,
            "saved_mib": counter.bytes() / MIB, "fwd_mib": fwd_alive / MIB,
            "peak_mib": peak / MIB,
            "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
-    if device != "cuda":
-        row["phase_peak_mib"] = [phases[p]["peak"] / MIB for p in PHASES]
+    row["phase_peak_mib"] = [phases[p]["peak"] / MIB for p in PHASES]
     if arenas:
         row["arena_mib"] = [x / MIB for x in arenas]
     print(json.dumps(row))

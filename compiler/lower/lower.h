@@ -521,6 +521,24 @@ bool ptc_kernel_is_flat(const ptc_kernel *k);
 /* Plans the arena for concrete sizes (bytes per buffer; 0 = not in arena). */
 int64_t ptc_mplan_place(int nbufs, const int64_t *nbytes, const int *first, const int *last,
                         const bool *in_arena, int64_t *offset);
+/* Segments (memplan.c): the arena split by phase of the run, each segment
+ * allocated at its first buffer's first step and freed after its last
+ * buffer's last step, where that lowers the peak of outside[t] (bytes live
+ * outside the arena at step t, nsteps of them) plus the segments held.
+ * Fills seg_of (per arena buffer), offset (within its segment) and
+ * seg_bytes[PTC_MPLAN_MAX_SEGMENTS]; returns the number of segments (1: one
+ * arena, placed as ptc_mplan_place does). */
+enum { PTC_MPLAN_MAX_SEGMENTS = 8 };
+int ptc_mplan_segment(int nbufs, const int64_t *nbytes, const int *first, const int *last,
+                      const bool *in_arena, int nsteps, const int64_t *outside, int *seg_of,
+                      int64_t *offset, int64_t *seg_bytes);
+/* Places each segment's buffers as ptc_mplan_place does, offsets within it. */
+void ptc_mplan_place_segments(int nbufs, const int64_t *nbytes, const int *first, const int *last,
+                              const bool *in_arena, int nsegs, const int *seg_of, int64_t *offset,
+                              int64_t *seg_bytes);
+/* The steps each segment is held: its buffers' first first and last last. */
+void ptc_mplan_segment_spans(int nbufs, const int *first, const int *last, const bool *in_arena,
+                             int nsegs, const int *seg_of, int *seg_first, int *seg_last);
 /* No two arena buffers live at the same step overlap. */
 int ptc_mplan_check(int nbufs, const int64_t *nbytes, const int *first, const int *last,
                     const bool *in_arena, const int64_t *offset, int64_t arena_bytes,

@@ -218,3 +218,196 @@ void ptc_mplan_build(ptc_arena *a, ptc_schedule *s)
         mp->arena_bytes =
             ptc_mplan_place(n, mp->nbytes, mp->first, mp->last, mp->in_arena, mp->offset);
 }
+
+/* ---- segments ------------------------------------------------------------------------ *
+ *
+ * One arena held from a run's first step to its last costs its whole size at
+ * every step, also where the memory outside it (a backward's saved tensors,
+ * let go one by one; a forward's outputs, made one by one) is at its highest.
+ * Segments split the arena by phase: cuts at steps, each buffer in the
+ * segment of the phase in which it is first written; a segment is allocated
+ * at its first buffer's first step and freed after its buffers' last step.
+ * The cuts are chosen greedily on a lower bound of each segment's size (its
+ * buffers' live bytes at its fullest step), one at a time while the peak
+ * (outside bytes plus the segments live, per step) falls; the result is then
+ * placed for real and kept only where its real peak beats one arena's. */
+
+enum { MAX_SEGMENTS = PTC_MPLAN_MAX_SEGMENTS };
+
+/* The lower-bound peak of the segments that cuts[0..ncuts) make; held and
+ * diff are scratch of nsteps + 1. */
+static int64_t estimated_peak(int nbufs, const int64_t *nbytes, const int *first, const int *last,
+                              const bool *in_arena, int nsteps, const int64_t *outside,
+                              const int *cuts, int ncuts, int64_t *held, int64_t *diff)
+{
+    for (int t = 0; t <= nsteps; t++)
+        held[t] = 0;
+    for (int s = 0; s <= ncuts; s++) {
+        int lo = s ? cuts[s - 1] : 0, hi = s < ncuts ? cuts[s] : nsteps;
+        int seg_first = nsteps, seg_last = -1;
+        for (int t = 0; t <= nsteps; t++)
+            diff[t] = 0;
+        for (int b = 0; b < nbufs; b++) {
+            if (!in_arena[b] || first[b] < lo || first[b] >= hi)
+                continue;
+            seg_first = first[b] < seg_first ? first[b] : seg_first;
+            seg_last = last[b] > seg_last ? last[b] : seg_last;
+            diff[first[b]] += nbytes[b];
+            diff[last[b] + 1 < nsteps ? last[b] + 1 : nsteps] -= nbytes[b];
+        }
+        int64_t size = 0, live = 0;
+        for (int t = 0; t < nsteps; t++) {
+            live += diff[t];
+            size = live > size ? live : size;
+        }
+        for (int t = seg_first; t <= seg_last && t < nsteps; t++)
+            held[t] += size;
+    }
+    int64_t peak = 0;
+    for (int t = 0; t < nsteps; t++)
+        peak = outside[t] + held[t] > peak ? outside[t] + held[t] : peak;
+    return peak;
+}
+
+/* The segment of each arena buffer for cuts[0..ncuts). */
+static void assign_segments(int nbufs, const int *first, const bool *in_arena, const int *cuts,
+                            int ncuts, int *seg_of)
+{
+    for (int b = 0; b < nbufs; b++) {
+        seg_of[b] = 0;
+        if (!in_arena[b])
+            continue;
+        while (seg_of[b] < ncuts && first[b] >= cuts[seg_of[b]])
+            seg_of[b]++;
+    }
+}
+
+void ptc_mplan_place_segments(int nbufs, const int64_t *nbytes, const int *first, const int *last,
+                              const bool *in_arena, int nsegs, const int *seg_of, int64_t *offset,
+                              int64_t *seg_bytes)
+{
+    bool *mine = malloc((size_t)nbufs + 1);
+    PTC_ASSERT(mine);
+    for (int s = 0; s < nsegs; s++) {
+        for (int b = 0; b < nbufs; b++)
+            mine[b] = in_arena[b] && seg_of[b] == s;
+        int64_t *at = malloc(sizeof *at * ((size_t)nbufs + 1));
+        PTC_ASSERT(at);
+        seg_bytes[s] = ptc_mplan_place(nbufs, nbytes, first, last, mine, at);
+        for (int b = 0; b < nbufs; b++)
+            if (mine[b])
+                offset[b] = at[b];
+        free(at);
+    }
+    free(mine);
+}
+
+void ptc_mplan_segment_spans(int nbufs, const int *first, const int *last, const bool *in_arena,
+                             int nsegs, const int *seg_of, int *seg_first, int *seg_last)
+{
+    for (int s = 0; s < nsegs; s++)
+        seg_first[s] = INT32_MAX, seg_last[s] = -1;
+    for (int b = 0; b < nbufs; b++) {
+        if (!in_arena[b])
+            continue;
+        int s = seg_of[b];
+        seg_first[s] = first[b] < seg_first[s] ? first[b] : seg_first[s];
+        seg_last[s] = last[b] > seg_last[s] ? last[b] : seg_last[s];
+    }
+}
+
+/* The highest of outside[t] plus the segments held at step t. */
+static int64_t segments_peak(int nsteps, const int64_t *outside, int nsegs, const int *seg_first,
+                             const int *seg_last, const int64_t *seg_bytes)
+{
+    int64_t peak = 0;
+    for (int t = 0; t < nsteps; t++) {
+        int64_t at = outside[t];
+        for (int s = 0; s < nsegs; s++)
+            if (seg_first[s] <= t && t <= seg_last[s])
+                at += seg_bytes[s];
+        peak = at > peak ? at : peak;
+    }
+    return peak;
+}
+
+/* The greedy cuts (see above): their count; cuts[] ascending. */
+static int choose_cuts(int nbufs, const int64_t *nbytes, const int *first, const int *last,
+                       const bool *in_arena, int nsteps, const int64_t *outside, int *cuts)
+{
+    int64_t *held = malloc(sizeof *held * ((size_t)nsteps + 1));
+    int64_t *diff = malloc(sizeof *diff * ((size_t)nsteps + 1));
+    bool *starts = calloc((size_t)nsteps + 1, 1);
+    int trial[MAX_SEGMENTS];
+    PTC_ASSERT(held && diff && starts);
+    for (int b = 0; b < nbufs; b++)
+        if (in_arena[b] && first[b] >= 0 && first[b] < nsteps)
+            starts[first[b]] = true;
+    int ncuts = 0;
+    int64_t best =
+        estimated_peak(nbufs, nbytes, first, last, in_arena, nsteps, outside, cuts, 0, held, diff);
+    while (ncuts + 1 < MAX_SEGMENTS) {
+        int best_cut = -1;
+        for (int c = 1; c < nsteps; c++) {
+            if (!starts[c])
+                continue;
+            int at = 0, k = 0;
+            for (; at < ncuts && cuts[at] < c; at++)
+                trial[k++] = cuts[at];
+            if (at < ncuts && cuts[at] == c)
+                continue;
+            trial[k++] = c;
+            for (; at < ncuts; at++)
+                trial[k++] = cuts[at];
+            int64_t peak = estimated_peak(nbufs, nbytes, first, last, in_arena, nsteps, outside,
+                                          trial, k, held, diff);
+            if (peak < best)
+                best = peak, best_cut = c;
+        }
+        if (best_cut < 0)
+            break;
+        int at = ncuts++;
+        for (; at > 0 && cuts[at - 1] > best_cut; at--)
+            cuts[at] = cuts[at - 1];
+        cuts[at] = best_cut;
+    }
+    free(held);
+    free(diff);
+    free(starts);
+    return ncuts;
+}
+
+int ptc_mplan_segment(int nbufs, const int64_t *nbytes, const int *first, const int *last,
+                      const bool *in_arena, int nsteps, const int64_t *outside, int *seg_of,
+                      int64_t *offset, int64_t *seg_bytes)
+{
+    int cuts[MAX_SEGMENTS] = {0};
+    int ncuts =
+        nsteps > 1 ? choose_cuts(nbufs, nbytes, first, last, in_arena, nsteps, outside, cuts) : 0;
+    int seg_first[MAX_SEGMENTS], seg_last[MAX_SEGMENTS];
+    int64_t one = ptc_mplan_place(nbufs, nbytes, first, last, in_arena, offset);
+    int64_t one_peak = segments_peak(nsteps, outside, 1, (int[]){0}, (int[]){nsteps}, &one);
+    if (ncuts > 0) {
+        int64_t *at = malloc(sizeof *at * ((size_t)nbufs + 1));
+        int *of = malloc(sizeof *of * ((size_t)nbufs + 1));
+        PTC_ASSERT(at && of);
+        assign_segments(nbufs, first, in_arena, cuts, ncuts, of);
+        ptc_mplan_place_segments(nbufs, nbytes, first, last, in_arena, ncuts + 1, of, at,
+                                 seg_bytes);
+        ptc_mplan_segment_spans(nbufs, first, last, in_arena, ncuts + 1, of, seg_first, seg_last);
+        bool better =
+            segments_peak(nsteps, outside, ncuts + 1, seg_first, seg_last, seg_bytes) < one_peak;
+        if (better) {
+            memcpy(offset, at, sizeof *at * (size_t)nbufs);
+            memcpy(seg_of, of, sizeof *of * (size_t)nbufs);
+        }
+        free(at);
+        free(of);
+        if (better)
+            return ncuts + 1;
+    }
+    for (int b = 0; b < nbufs; b++)
+        seg_of[b] = 0;
+    seg_bytes[0] = one;
+    return 1;
+}

@@ -220,6 +220,7 @@ static int stage_kernels(pipe_t *s)
     p->info.nkernels = p->sched->nkernels;
     p->info.nexterns = nx;
     p->info.arena_bytes = p->sched->plan.is_static ? (size_t)p->sched->plan.arena_bytes : 0;
+    p->info.arena_segments = 1;
     /* not "kernels": a count of that name would add to the stage's time */
     ptc_metrics_add(&s->m, "kernel_count", p->sched->nkernels, false);
     ptc_metrics_add(&s->m, "kernel_combos", p->sched->ncombos, false);

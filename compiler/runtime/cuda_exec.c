@@ -57,6 +57,9 @@ typedef struct crun {
     ptc_tensor *outs;
     int outputs_made;    /* ptc_mplan.output_order: the outputs allocated so far */
     ptc_tensor arena;    /* host-allocated arena (storage set) */
+    ptc_exec_layout segmented; /* the temporaries' segments where several (nsegs > 1) */
+    ptc_tensor *segs;          /* per segment, from the host, while held */
+    int segs_made;             /* the segments allocated so far */
     ptc_exec_kept kept;  /* extern results whose memory serves as buffers */
     CUdeviceptr scratch; /* kernels' scratch area */
     int64_t scratch_bytes;
@@ -405,9 +408,13 @@ static int plan_arena(crun *r)
     ptc_program *p = r->p;
     ptc_exec_layout l;
     ptc_device dev = {PTC_DEV_CUDA, (int16_t)r->dev->ordinal};
-    if (ptc_exec_arena_layout(p, &r->b, r->host, dev, r->kept.outs != NULL, &l, r->err))
+    /* a CUDA graph's recording keeps one arena: its replays reuse the addresses */
+    bool segmented = !r->capturing && ptc_exec_segments_on(r->host, dev);
+    if (ptc_exec_arena_layout(p, &r->b, r->host, dev, r->kept.outs != NULL, segmented, &l, r->err))
         return -1;
-    int64_t temps = section_aligned(l.size);
+    /* several segments come one by one (alloc_segments); the block below
+       holds the scratch and the status record then */
+    int64_t temps = l.nsegs > 1 ? 0 : section_aligned(l.size);
     r->scratch_bytes = scratch_need(r);
     bool checks = false;
     for (int k = 0; k < p->sched->nkernels && !checks; k++)
@@ -418,7 +425,14 @@ static int plan_arena(crun *r)
     CUdeviceptr base = 0;
     int rc = arena_base(r, total, &base);
     if (rc == 0)
-        ptc_exec_point_arena(p, &l, (uintptr_t)base, (void *)(uintptr_t)r->dev->zeros, r->bufptr);
+        ptc_exec_point_arena(p, &l, l.nsegs > 1 ? 0 : (uintptr_t)base,
+                             (void *)(uintptr_t)r->dev->zeros, r->bufptr);
+    if (rc == 0 && l.nsegs > 1) {
+        r->segmented = l;
+        r->segs = calloc((size_t)l.nsegs, sizeof *r->segs);
+        PTC_ASSERT(r->segs);
+        l = (ptc_exec_layout){0};
+    }
     r->scratch = r->scratch_bytes ? base + (CUdeviceptr)temps : 0;
     r->status = checks && rc == 0 ? base + (CUdeviceptr)scratch_end : 0;
     if (r->status) {
@@ -847,11 +861,27 @@ static int combo_index(const ptc_cuda_prog *cp, const ptc_schedule *s, int t)
     return c ? (int)(c - s->combos) : -1;
 }
 
+/* The arena's segments step t (or one before it) writes, not allocated yet. */
+static int alloc_segments(crun *r, int t)
+{
+    if (!r->segs)
+        return 0;
+    ptc_device dev = {PTC_DEV_CUDA, (int16_t)r->dev->ordinal};
+    return ptc_exec_segments_alloc(r->p, &r->segmented, r->host, dev, t, &r->segs_made, r->segs,
+                                   r->bufptr, r->err);
+}
+
 static void finish(crun *r, bool ok, ptc_tensor *outputs)
 {
     ptc_program *p = r->p;
     if (r->arena.storage || r->arena.data)
         ptc_tensor_release(&r->arena);
+    for (int i = 0; r->segs && i < r->segmented.nsegs; i++)
+        if (r->segs[i].storage || r->segs[i].data)
+            ptc_tensor_release(&r->segs[i]);
+    if (r->segs)
+        ptc_exec_layout_free(&r->segmented);
+    free(r->segs);
     ptc_exec_kept_release(&r->kept);
     ptc_exec_hand_over(p, ok, r->outs, outputs);
     free(r->bufptr);
@@ -910,6 +940,8 @@ int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_ten
         int ci = p->tune ? -1 : combo_index(p->cuda, s, t);
         int last = ci >= 0 ? t + s->combos[ci].n - 1 : t;
         rc = alloc_outputs(&r, last);
+        if (rc == 0)
+            rc = alloc_segments(&r, last);
         if (rc)
             break;
         if (ci >= 0)
@@ -920,6 +952,8 @@ int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_ten
             rc = run_extern(&r, lp->nodes[s->steps[t].index]);
         for (; t <= last; t++) {
             ptc_exec_kept_release_after(p, &r.kept, t);
+            if (r.segs)
+                ptc_exec_segments_release_after(&r.segmented, t, r.segs);
             if (rc == 0)
                 ptc_exec_inputs_done_after(p, host, t, &inputs_done);
         }

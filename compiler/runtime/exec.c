@@ -42,8 +42,11 @@ typedef struct run {
     ptc_tensor *conformed; /* inputs copied to their typed layout */
     ptc_tensor *outs;     /* per graph output */
     int outputs_made;     /* ptc_mplan.output_order: the outputs allocated so far */
-    void *mem;            /* the arena */
+    void *mem;            /* the arena (one segment) */
     bool mem_owned;
+    ptc_exec_layout segmented; /* its segments where it has several (nsegs > 1) */
+    ptc_tensor *segs;          /* per segment, from the host, while held */
+    int segs_made;             /* the segments allocated so far */
     uint64_t rng_offset;
     ptc_check_status status; /* what the kernels' checks report (lower.h) */
     ptc_exec_kept kept;      /* extern results whose memory serves as buffers */
@@ -133,8 +136,17 @@ static int plan_arena(run *r)
        writing its buffer (both are timed at its first run): every buffer
        keeps its room */
     const ptc_host *keeps = p->tune ? NULL : r->host;
-    if (ptc_exec_arena_layout(p, &r->b, keeps, PTC_CPU, r->kept.outs != NULL, &l, r->err))
+    bool segmented = !p->tune && ptc_exec_segments_on(r->host, PTC_CPU);
+    if (ptc_exec_arena_layout(p, &r->b, keeps, PTC_CPU, r->kept.outs != NULL, segmented, &l,
+                              r->err))
         return -1;
+    if (l.nsegs > 1) { /* allocated step by step: alloc_segments */
+        ptc_exec_point_arena(p, &l, 0, empty_buffer, r->bufptr);
+        r->segmented = l;
+        r->segs = calloc((size_t)l.nsegs, sizeof *r->segs);
+        PTC_ASSERT(r->segs);
+        return 0;
+    }
     int64_t size = l.size;
     int rc = 0;
     r->mem = take_cached_arena(p, (size_t)size);
@@ -149,6 +161,15 @@ static int plan_arena(run *r)
         ptc_exec_point_arena(p, &l, (uintptr_t)r->mem, empty_buffer, r->bufptr);
     ptc_exec_layout_free(&l);
     return rc;
+}
+
+/* The arena's segments step t (or one before it) writes, not allocated yet. */
+static int alloc_segments(run *r, int t)
+{
+    if (!r->segs)
+        return 0;
+    return ptc_exec_segments_alloc(r->p, &r->segmented, r->host, PTC_CPU, t, &r->segs_made, r->segs,
+                                   r->bufptr, r->err);
 }
 
 /* ---- steps ----------------------------------------------------------------------------- */
@@ -687,6 +708,12 @@ static void finish(run *r, bool ok, ptc_tensor *outputs)
         free(r->mem);
     else if (r->mem || p->mem_busy)
         give_back_arena(p, r->mem);
+    for (int i = 0; r->segs && i < r->segmented.nsegs; i++)
+        if (r->segs[i].storage || r->segs[i].data)
+            ptc_tensor_release(&r->segs[i]);
+    free(r->segs);
+    if (r->segs)
+        ptc_exec_layout_free(&r->segmented);
     ptc_exec_hand_over(p, ok, r->outs, outputs);
     ptc_exec_kept_release(&r->kept);
     free(r->bufptr);
@@ -722,6 +749,8 @@ int ptc_exec_cpu(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tens
         const ptc_combo *combo = p->tune ? NULL : ptc_schedule_combo_at(s, t);
         int last = combo ? t + combo->n - 1 : t;
         rc = alloc_outputs(&r, last);
+        if (rc == 0)
+            rc = alloc_segments(&r, last);
         if (rc)
             break;
         if (combo)
@@ -732,6 +761,8 @@ int ptc_exec_cpu(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_tens
             rc = run_extern(&r, lp->nodes[s->steps[t].index]);
         for (; t <= last; t++) {
             ptc_exec_kept_release_after(p, &r.kept, t);
+            if (r.segs)
+                ptc_exec_segments_release_after(&r.segmented, t, r.segs);
             if (rc == 0)
                 ptc_exec_inputs_done_after(p, host, t, &inputs_done);
         }
@@ -791,7 +822,7 @@ size_t ptc_program_warm(ptc_program *p)
     ptc_error err;
     void *arena = NULL;
     if (p->sched->plan.is_static &&
-        ptc_exec_arena_layout(p, &(ptc_bindings){0}, NULL, PTC_CPU, true, &l, &err) == 0) {
+        ptc_exec_arena_layout(p, &(ptc_bindings){0}, NULL, PTC_CPU, true, false, &l, &err) == 0) {
         externs_scratch(p, &need);
         arena = take_cached_arena(p, (size_t)l.size);
         if (arena)

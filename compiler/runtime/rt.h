@@ -121,7 +121,9 @@ struct ptc_program {
      * lock), which a loop of same-sized calls reuses */
     ptc_bindings layout_sizes;
     bool layout_provided; /* laid out without the extern-provided buffers */
+    bool layout_segmented; /* split into segments (ptc_exec_layout.nsegs) */
     int64_t *layout_offset, *layout_nbytes, layout_size;
+    int *layout_seg_of, layout_nsegs;
     /* PTC_ACCURACY: the input graph, which the interpreter runs on the first
      * run's inputs to check its outputs */
     ptc_graph *source;
@@ -182,17 +184,41 @@ int64_t ptc_exec_dim(const ptc_bindings *b, ptc_dim d);
  * nbytes[n] for the schedule's n buffers; 0 bytes outside the arena) and the
  * arena's total. */
 typedef struct ptc_exec_layout {
-    int64_t *offset, *nbytes;
-    int64_t size;
+    int64_t *offset, *nbytes; /* per buffer; offsets within its segment */
+    int64_t size;             /* all segments' bytes */
+    int nsegs;                /* 1: one arena for the whole run */
+    int *seg_of;              /* per arena buffer */
+    int64_t seg_bytes[PTC_MPLAN_MAX_SEGMENTS];
+    int seg_first[PTC_MPLAN_MAX_SEGMENTS], seg_last[PTC_MPLAN_MAX_SEGMENTS];
 } ptc_exec_layout;
-/* Fills l (freed by ptc_exec_layout_free, or on failure). A static plan
+/* Fills l (freed by ptc_exec_layout_free, or on failure). segmented: split
+ * into segments where that lowers the run's peak (ptc_mplan_segment, with
+ * the inputs counted as let go at their last read where host takes them).
+ * A static plan
  * gives the compile's layout; a symbolic one is placed for the run's sizes
  * and checked, once per new set of sizes: the program keeps the last layout
  * for calls of the same sizes. Temporaries an extern's kept result will
  * provide in this run (ptc_exec_extern_keeps with host, dev, outs_given)
  * take no room: the arena is placed without them, once, and kept alike. */
 int ptc_exec_arena_layout(ptc_program *p, const ptc_bindings *b, const ptc_host *host,
-                          ptc_device dev, bool outs_given, ptc_exec_layout *l, ptc_error *err);
+                          ptc_device dev, bool outs_given, bool segmented, ptc_exec_layout *l,
+                          ptc_error *err);
+/* Whether a run with host on dev splits its arena into segments (each
+ * allocated through host->alloc at its first step, released after its last:
+ * ptc_mplan_segment): on CUDA with a host allocator (torch's caching
+ * allocator keeps the blocks), on the CPU only with PTC_ARENA_SEGMENTS=1
+ * (malloc gives a freed segment's pages back and the next run faults them
+ * in again: BERT-2L's CPU step 70.8 -> 80.7 ms, 2,000 more faults a step);
+ * never with PTC_ARENA_SEGMENTS=0. */
+bool ptc_exec_segments_on(const ptc_host *host, ptc_device dev);
+/* Allocates the segments of l whose first step is at most t (from *next on,
+ * which it advances) through host on dev, and points their buffers there
+ * (buffers of no bytes: ptc_exec_point_arena, called first with base 0). */
+int ptc_exec_segments_alloc(const ptc_program *p, const ptc_exec_layout *l, const ptc_host *host,
+                            ptc_device dev, int t, int *next, ptc_tensor *segs, void **bufptr,
+                            ptc_error *err);
+/* Releases the segments of l whose last step is t. */
+void ptc_exec_segments_release_after(const ptc_exec_layout *l, int t, ptc_tensor *segs);
 void ptc_exec_layout_free(ptc_exec_layout *l);
 /* Points bufptr at each buffer in the arena: the arena's base address plus
  * its offset, or empty (readable zeros) where it has no bytes. */

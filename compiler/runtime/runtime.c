@@ -39,6 +39,7 @@ void ptc_program_release(ptc_program *p)
     free(p->mem);
     free(p->layout_offset);
     free(p->layout_nbytes);
+    free(p->layout_seg_of);
     pthread_mutex_destroy(&p->lock);
     free(p);
 }
@@ -47,6 +48,7 @@ void ptc_program_get_info(const ptc_program *p, ptc_program_info *info)
 {
     *info = p->info;
     info->arena_bytes = __atomic_load_n(&p->info.arena_bytes, __ATOMIC_RELAXED);
+    info->arena_segments = __atomic_load_n(&p->info.arena_segments, __ATOMIC_RELAXED);
 }
 
 int ptc_program_output_input(const ptc_program *p, int i)
@@ -302,22 +304,69 @@ static bool same_sizes(const ptc_bindings *x, const ptc_bindings *y)
     return true;
 }
 
-/* Places the plan's arena buffers (in_arena) for the sizes in b. */
-static int place_layout(const ptc_program *p, const ptc_bindings *b, const bool *in_arena,
-                        int64_t *offset, int64_t *nbytes, int64_t *size, ptc_error *err)
+static int64_t buf_bytes(const ptc_program *p, const ptc_bindings *b, int buf)
+{
+    const ptc_lbuf *lb = p->prog->bufs[buf];
+    int64_t n = (int64_t)ptc_dtype_size(lb->dtype);
+    for (int d = 0; d < lb->ndim; d++)
+        n *= ptc_exec_dim(b, lb->shape[d]);
+    return n;
+}
+
+/* The bytes live outside the arena at each step that change along the run:
+ * the outputs from the step that writes each, and the inputs up to their
+ * last read where the host lets them go (inputs_let_go). */
+static int64_t *outside_bytes(const ptc_program *p, const ptc_bindings *b, bool inputs_let_go)
 {
     const ptc_mplan *mp = &p->sched->plan;
-    for (int i = 0; i < mp->nbufs; i++) {
-        nbytes[i] = 0;
-        if (!in_arena[i])
+    int nsteps = p->sched->nsteps;
+    int64_t *outside = calloc((size_t)nsteps + 1, sizeof *outside);
+    PTC_ASSERT(outside);
+    for (int i = 0; i < mp->noutputs; i++)
+        for (int t = mp->output_first[i] < 0 ? nsteps : mp->output_first[i]; t < nsteps; t++)
+            outside[t] += buf_bytes(p, b, p->prog->outputs[i]);
+    for (int buf = 0; inputs_let_go && buf < p->prog->nbufs; buf++) {
+        const ptc_lbuf *lb = p->prog->bufs[buf];
+        if (lb->kind != PTC_LB_INPUT || lb->input < 0 || lb->input >= mp->ninputs)
             continue;
-        const ptc_lbuf *lb = p->prog->bufs[i];
-        nbytes[i] = (int64_t)ptc_dtype_size(lb->dtype);
-        for (int d = 0; d < lb->ndim; d++)
-            nbytes[i] *= ptc_exec_dim(b, lb->shape[d]);
+        int last = mp->input_last[lb->input];
+        for (int t = 0; t <= (last < 0 ? 0 : last) && t < nsteps; t++)
+            outside[t] += buf_bytes(p, b, buf);
     }
-    *size = ptc_mplan_place(mp->nbufs, nbytes, mp->first, mp->last, in_arena, offset);
-    return ptc_mplan_check(mp->nbufs, nbytes, mp->first, mp->last, in_arena, offset, *size, err);
+    return outside;
+}
+
+/* Places the plan's arena buffers (in_arena) for the sizes in b, in
+ * segments where segmented. */
+static int place_layout(const ptc_program *p, const ptc_bindings *b, const bool *in_arena,
+                        bool segmented, bool inputs_let_go, ptc_exec_layout *l, ptc_error *err)
+{
+    const ptc_mplan *mp = &p->sched->plan;
+    for (int i = 0; i < mp->nbufs; i++)
+        l->nbytes[i] = in_arena[i] ? buf_bytes(p, b, i) : 0;
+    if (segmented) {
+        int64_t *outside = outside_bytes(p, b, inputs_let_go);
+        l->nsegs = ptc_mplan_segment(mp->nbufs, l->nbytes, mp->first, mp->last, in_arena,
+                                     p->sched->nsteps, outside, l->seg_of, l->offset, l->seg_bytes);
+        free(outside);
+    } else {
+        l->nsegs = 1;
+        for (int i = 0; i < mp->nbufs; i++)
+            l->seg_of[i] = 0;
+        l->seg_bytes[0] =
+            ptc_mplan_place(mp->nbufs, l->nbytes, mp->first, mp->last, in_arena, l->offset);
+    }
+    bool *mine = malloc((size_t)mp->nbufs + 1);
+    PTC_ASSERT(mine);
+    int rc = 0;
+    for (int s = 0; s < l->nsegs && rc == 0; s++) {
+        for (int i = 0; i < mp->nbufs; i++)
+            mine[i] = in_arena[i] && l->seg_of[i] == s;
+        rc = ptc_mplan_check(mp->nbufs, l->nbytes, mp->first, mp->last, mine, l->offset,
+                             l->seg_bytes[s], err);
+    }
+    free(mine);
+    return rc;
 }
 
 /* The plan's arena buffers less those an extern's kept result provides in
@@ -344,57 +393,106 @@ static bool *arena_without_provided(const ptc_program *p, const ptc_host *host, 
     return in_arena;
 }
 
-static int arena_layout(ptc_program *p, const ptc_bindings *b, const bool *provided_out,
-                        int64_t *offset, int64_t *nbytes, int64_t *size, ptc_error *err)
+/* The segments' sizes and spans from seg_of and the offsets. */
+static void segment_table(const ptc_program *p, ptc_exec_layout *l)
 {
     const ptc_mplan *mp = &p->sched->plan;
-    size_t n = (size_t)mp->nbufs * sizeof(int64_t);
-    if (mp->is_static && !provided_out) {
-        memcpy(offset, mp->offset, n);
-        memcpy(nbytes, mp->nbytes, n);
-        *size = mp->arena_bytes;
+    l->size = 0;
+    for (int s = 0; s < l->nsegs; s++)
+        l->seg_bytes[s] = 0;
+    for (int i = 0; i < mp->nbufs; i++)
+        if (mp->in_arena[i] && l->nbytes[i] > 0) {
+            int64_t end = l->offset[i] + l->nbytes[i];
+            int s = l->seg_of[i];
+            l->seg_bytes[s] = end > l->seg_bytes[s] ? end : l->seg_bytes[s];
+        }
+    for (int s = 0; s < l->nsegs; s++) {
+        l->seg_bytes[s] = (l->seg_bytes[s] + 63) / 64 * 64;
+        l->size += l->seg_bytes[s];
+    }
+    if (l->nsegs == 1) { /* one arena: held for the whole run */
+        l->seg_first[0] = -1;
+        l->seg_last[0] = p->sched->nsteps;
+        return;
+    }
+    bool *placed = malloc((size_t)mp->nbufs + 1); /* less the buffers given no room */
+    PTC_ASSERT(placed);
+    for (int i = 0; i < mp->nbufs; i++)
+        placed[i] = mp->in_arena[i] && l->nbytes[i] > 0;
+    ptc_mplan_segment_spans(mp->nbufs, mp->first, mp->last, placed, l->nsegs, l->seg_of,
+                            l->seg_first, l->seg_last);
+    free(placed);
+}
+
+static int arena_layout(ptc_program *p, const ptc_bindings *b, const bool *provided_out,
+                        bool segmented, bool inputs_let_go, ptc_exec_layout *l, ptc_error *err)
+{
+    const ptc_mplan *mp = &p->sched->plan;
+    size_t n = (size_t)mp->nbufs * sizeof(int64_t), nseg = (size_t)mp->nbufs * sizeof(int);
+    if (mp->is_static && !provided_out && !segmented) {
+        memcpy(l->offset, mp->offset, n);
+        memcpy(l->nbytes, mp->nbytes, n);
+        memset(l->seg_of, 0, nseg);
+        l->nsegs = 1;
+        l->size = mp->arena_bytes;
+        l->seg_bytes[0] = mp->arena_bytes;
+        l->seg_first[0] = -1;
+        l->seg_last[0] = p->sched->nsteps;
         return 0;
     }
     bool hit = false, provided = provided_out != NULL;
     pthread_mutex_lock(&p->lock);
-    if (p->layout_offset && p->layout_provided == provided && same_sizes(&p->layout_sizes, b)) {
-        memcpy(offset, p->layout_offset, n);
-        memcpy(nbytes, p->layout_nbytes, n);
-        *size = p->layout_size;
+    if (p->layout_offset && p->layout_provided == provided && p->layout_segmented == segmented &&
+        same_sizes(&p->layout_sizes, b)) {
+        memcpy(l->offset, p->layout_offset, n);
+        memcpy(l->nbytes, p->layout_nbytes, n);
+        memcpy(l->seg_of, p->layout_seg_of, nseg);
+        l->nsegs = p->layout_nsegs;
         hit = true;
     }
     pthread_mutex_unlock(&p->lock);
-    if (hit)
+    if (hit) {
+        segment_table(p, l);
         return 0;
-    if (place_layout(p, b, provided ? provided_out : mp->in_arena, offset, nbytes, size, err))
+    }
+    if (place_layout(p, b, provided ? provided_out : mp->in_arena, segmented, inputs_let_go, l,
+                     err))
         return -1;
+    segment_table(p, l);
     pthread_mutex_lock(&p->lock);
     if (!p->layout_offset) {
         p->layout_offset = malloc(n + sizeof(int64_t));
         p->layout_nbytes = malloc(n + sizeof(int64_t));
+        p->layout_seg_of = malloc(nseg + sizeof(int));
     }
-    if (p->layout_offset && p->layout_nbytes) {
-        memcpy(p->layout_offset, offset, n);
-        memcpy(p->layout_nbytes, nbytes, n);
-        p->layout_size = *size;
+    if (p->layout_offset && p->layout_nbytes && p->layout_seg_of) {
+        memcpy(p->layout_offset, l->offset, n);
+        memcpy(p->layout_nbytes, l->nbytes, n);
+        memcpy(p->layout_seg_of, l->seg_of, nseg);
+        p->layout_nsegs = l->nsegs;
         p->layout_sizes = *b;
         p->layout_provided = provided;
+        p->layout_segmented = segmented;
     }
-    __atomic_store_n(&p->info.arena_bytes, (size_t)*size, __ATOMIC_RELAXED); /* for tools */
+    /* for tools */
+    __atomic_store_n(&p->info.arena_bytes, (size_t)l->size, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->info.arena_segments, l->nsegs, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&p->lock);
     return 0;
 }
 
 int ptc_exec_arena_layout(ptc_program *p, const ptc_bindings *b, const ptc_host *host,
-                          ptc_device dev, bool outs_given, ptc_exec_layout *l, ptc_error *err)
+                          ptc_device dev, bool outs_given, bool segmented, ptc_exec_layout *l,
+                          ptc_error *err)
 {
     size_t n = (size_t)p->sched->plan.nbufs + 1;
-    l->offset = malloc(sizeof(int64_t) * n);
-    l->nbytes = malloc(sizeof(int64_t) * n);
-    l->size = 0;
-    PTC_ASSERT(l->offset && l->nbytes);
+    *l = (ptc_exec_layout){.offset = malloc(sizeof(int64_t) * n),
+                           .nbytes = malloc(sizeof(int64_t) * n),
+                           .seg_of = malloc(sizeof(int) * n)};
+    PTC_ASSERT(l->offset && l->nbytes && l->seg_of);
     bool *in_arena = arena_without_provided(p, host, dev, outs_given);
-    int rc = arena_layout(p, b, in_arena, l->offset, l->nbytes, &l->size, err);
+    bool inputs_let_go = host && host->input_done && !p->source;
+    int rc = arena_layout(p, b, in_arena, segmented, inputs_let_go, l, err);
     free(in_arena);
     if (rc == 0)
         return 0;
@@ -406,7 +504,42 @@ void ptc_exec_layout_free(ptc_exec_layout *l)
 {
     free(l->offset);
     free(l->nbytes);
+    free(l->seg_of);
     l->offset = l->nbytes = NULL;
+    l->seg_of = NULL;
+}
+
+bool ptc_exec_segments_on(const ptc_host *host, ptc_device dev)
+{
+    const char *v = getenv("PTC_ARENA_SEGMENTS");
+    if (!host || !host->alloc || (v && strcmp(v, "0") == 0))
+        return false;
+    return dev.kind == PTC_DEV_CUDA || (v && strcmp(v, "1") == 0);
+}
+
+int ptc_exec_segments_alloc(const ptc_program *p, const ptc_exec_layout *l, const ptc_host *host,
+                            ptc_device dev, int t, int *next, ptc_tensor *segs, void **bufptr,
+                            ptc_error *err)
+{
+    const ptc_mplan *mp = &p->sched->plan;
+    for (; *next < l->nsegs && l->seg_first[*next] <= t; ++*next) {
+        int s = *next;
+        int64_t bytes = l->seg_bytes[s];
+        if (bytes > 0 && host->alloc(host->ctx, &segs[s], PTC_U8, 1, &bytes, dev, err))
+            return -1;
+        uintptr_t base = (uintptr_t)segs[s].data;
+        for (int b = 0; b < mp->nbufs; b++) /* those of no bytes: ptc_exec_point_arena's */
+            if (mp->in_arena[b] && l->seg_of[b] == s && l->nbytes[b] > 0)
+                bufptr[b] = (void *)(base + (uintptr_t)l->offset[b]);
+    }
+    return 0;
+}
+
+void ptc_exec_segments_release_after(const ptc_exec_layout *l, int t, ptc_tensor *segs)
+{
+    for (int s = 0; s < l->nsegs; s++)
+        if (l->seg_last[s] == t && (segs[s].storage || segs[s].data))
+            ptc_tensor_release(&segs[s]);
 }
 
 void ptc_exec_point_arena(const ptc_program *p, const ptc_exec_layout *l, uintptr_t base,

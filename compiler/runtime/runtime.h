@@ -139,7 +139,10 @@ typedef struct ptc_program_info {
     int ncached;
     int nexterns;
     size_t arena_bytes; /* the last run's arena: before one, a static plan's (symbolic: 0); a
-                           run whose externs' kept results provide buffers places less */
+                           run whose externs' kept results provide buffers places less; all
+                           its segments' bytes */
+    int arena_segments; /* the segments the last run's arena was split into (ptc_mplan_segment;
+                           1: one arena) */
 } ptc_program_info;
 void ptc_program_get_info(const ptc_program *p, ptc_program_info *info);
 /* The graph input whose memory output i is written into (the run hands that

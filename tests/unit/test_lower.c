@@ -195,6 +195,51 @@ START_TEST(memplan_puts_the_longer_lived_of_equal_sizes_lower)
 }
 END_TEST
 
+/* A backward in small: 10 steps; the saved tensors (1000 bytes outside the
+ * arena) are let go at step 4; a 64-byte temporary lives in steps 0..2, a
+ * 960-byte one in steps 6..8. One arena (960 bytes, held from the start)
+ * peaks at 1000 + 960; two segments at 1000 + 64 (early) and 960 (late). */
+START_TEST(memplan_segments_allocate_late_temporaries_late)
+{
+    int64_t bytes[2] = {64, 960}, off[2], seg_bytes[PTC_MPLAN_MAX_SEGMENTS];
+    int first[2] = {0, 6}, last[2] = {2, 8}, seg_of[2];
+    bool in[2] = {true, true};
+    int64_t outside[10];
+    for (int t = 0; t < 10; t++)
+        outside[t] = t <= 4 ? 1000 : 0;
+    int n = ptc_mplan_segment(2, bytes, first, last, in, 10, outside, seg_of, off, seg_bytes);
+    ck_assert_int_eq(n, 2);
+    ck_assert_int_eq(seg_of[0], 0);
+    ck_assert_int_eq(seg_of[1], 1);
+    ck_assert_int_eq(seg_bytes[0], 64);
+    ck_assert_int_eq(seg_bytes[1], 960);
+    ck_assert_int_eq(off[0], 0);
+    ck_assert_int_eq(off[1], 0);
+    int seg_first[2], seg_last[2];
+    ptc_mplan_segment_spans(2, first, last, in, n, seg_of, seg_first, seg_last);
+    ck_assert_int_eq(seg_first[1], 6);
+    ck_assert_int_eq(seg_last[0], 2);
+}
+END_TEST
+
+/* Where nothing outside the arena falls along the run, splitting it saves
+ * nothing: one arena, placed as ptc_mplan_place places it. */
+START_TEST(memplan_keeps_one_arena_where_segments_save_nothing)
+{
+    int64_t bytes[3] = {512, 256, 512}, off[3], want[3], seg_bytes[PTC_MPLAN_MAX_SEGMENTS];
+    int first[3] = {0, 1, 3}, last[3] = {2, 4, 5}, seg_of[3];
+    bool in[3] = {true, true, true};
+    int64_t outside[6] = {100, 100, 100, 100, 100, 100};
+    int n = ptc_mplan_segment(3, bytes, first, last, in, 6, outside, seg_of, off, seg_bytes);
+    ck_assert_int_eq(n, 1);
+    ck_assert_int_eq(seg_bytes[0], ptc_mplan_place(3, bytes, first, last, in, want));
+    for (int b = 0; b < 3; b++) {
+        ck_assert_int_eq(off[b], want[b]);
+        ck_assert_int_eq(seg_of[b], 0);
+    }
+}
+END_TEST
+
 /* ---- fusion goldens -------------------------------------------------------------------- */
 
 typedef struct expect {
@@ -585,6 +630,8 @@ int main(void)
     tcase_add_test(tc, verifier_catches);
     tcase_add_test(tc, memplan_reuse_and_check);
     tcase_add_test(tc, memplan_puts_the_longer_lived_of_equal_sizes_lower);
+    tcase_add_test(tc, memplan_segments_allocate_late_temporaries_late);
+    tcase_add_test(tc, memplan_keeps_one_arena_where_segments_save_nothing);
     tcase_add_test(tc, fusion_goldens);
     tcase_add_test(tc, plan_of_a_chain);
     tcase_add_test(tc, last_reads_match_a_scan_per_buffer);

@@ -242,6 +242,12 @@ static PyObject *tp_get(PyObject *self, void *which)
         cap_runtime_info(t->backward, &b);
         return Py_BuildValue("(nn)", (Py_ssize_t)f.arena_bytes, (Py_ssize_t)b.arena_bytes);
     }
+    case 7: {
+        ptc_program_info f, b;
+        cap_runtime_info(t->forward, &f);
+        cap_runtime_info(t->backward, &b);
+        return Py_BuildValue("(ii)", f.arena_segments, b.arena_segments);
+    }
     default:
         return Py_NewRef(t->grad_of);
     }
@@ -270,6 +276,11 @@ static PyGetSetDef tp_getset[] = {
     {"arena_bytes", tp_get, NULL,
      "(forward, backward): the bytes of each program's arena of temporaries at its last run",
      (void *)5},
+    {"arena_segments", tp_get, NULL,
+     "(forward, backward): the segments each program's arena was split into at its last run "
+     "(1: one arena held through the run; more: each allocated through torch when first "
+     "needed and freed after its last use)",
+     (void *)7},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyType_Slot tp_slots[] = {{Py_tp_dealloc, tp_dealloc},
