@@ -676,6 +676,21 @@ static LLVMValueRef emit_random(ptc_emitter *c, const ptc_lexpr *e, LLVMValueRef
     return ptc_emit_cast(c, u, PTC_F32, e->dtype, w);
 }
 
+/* The entry whose erf an f32 entry e adds 1 to (1 + erf(z), either order:
+ * gelu's), or -1. */
+static int erf_plus_one(const ptc_lbody *body, const ptc_lexpr *e)
+{
+    if (e->op != PTC_L_ADD || e->dtype != PTC_F32)
+        return -1;
+    for (int k = 0; k < 2; k++) {
+        const ptc_lexpr *one = &body->e[e->arg[k]], *erf = &body->e[e->arg[1 - k]];
+        if (one->op == PTC_L_CONST && one->dtype == PTC_F32 && one->fval == 1.0 &&
+            erf->op == PTC_L_ERF && erf->dtype == PTC_F32)
+            return e->arg[1 - k];
+    }
+    return -1;
+}
+
 static LLVMValueRef emit_entry(ptc_emitter *c, const ptc_lbody *body, int i, LLVMValueRef *v, int w,
                                const bool *uni)
 {
@@ -697,6 +712,11 @@ static LLVMValueRef emit_entry(ptc_emitter *c, const ptc_lbody *body, int i, LLV
     case PTC_L_CHECK:
         return emit_check(c, e, v, w);
     default: {
+        /* the erf(z) it replaces is left unused, for LLVM to delete */
+        int erf = c->target->one_plus_erf ? erf_plus_one(body, e) : -1;
+        LLVMValueRef sum = erf >= 0 ? c->target->one_plus_erf(c, v[body->e[erf].arg[0]]) : NULL;
+        if (sum)
+            return sum;
         operands o = {e->op, body->e[e->arg[0]].dtype, x, y, w, NULL, false};
         if (ptc_lop_arity(e->op) == 1)
             return round_to(c, emit_unary(c, &o), e->dtype, w);

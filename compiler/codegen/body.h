@@ -44,6 +44,10 @@ typedef struct ptc_emit_target {
      * ir/pointwise.def's emit column (exp, log, tanh, erf, log1p, expm1, sin,
      * cos: y NULL; atan2) and pow (general float exponents). */
     LLVMValueRef (*math)(ptc_emitter *c, int op, ptc_dtype dt, LLVMValueRef x, LLVMValueRef y);
+    /* 1 + erf(z) for f32 z (gelu's form), as erfc(-z) in one evaluation, or
+     * NULL where the target has no such form (the hook or its value): the
+     * body then adds 1 to erf(z). */
+    LLVMValueRef (*one_plus_erf)(ptc_emitter *c, LLVMValueRef z);
     /* C's fmod on floats. */
     LLVMValueRef (*fmod)(ptc_emitter *c, LLVMValueRef x, LLVMValueRef y);
     /* A normal f32 draw for counter idx (i64 lanes) under key. */

@@ -66,6 +66,18 @@ def test_gelu_vectorised(workdir, dt):
     check(workdir, "gelu_" + dt, body, "%%x: %s[256,4096] cpu, %%b: %s[4096] cpu" % (dt, dt))
 
 
+@pytest.mark.parametrize("erfc", ["0", "2"])
+@pytest.mark.parametrize("dt", ["f32", "bf16"])
+def test_gelu_erfc_forms(workdir, dt, erfc):
+    """gelu's 1 + erf(z) as erfc(-z) (PTC_CUDA_ERFC=2, every kernel; bf16
+    kernels have it by default) and as erf (0), over inputs to +-12: the
+    erfc form's tail past |z| = 5 and its infinities' limits."""
+    body = ("  %%s = mul(%%x, 4.0) : %s[256,4096]\n  %%a = add(%%s, %%b) : %s[256,4096]\n"
+            "  %%g = gelu(%%a) : %s[256,4096]\n  return (%%g)" % (dt, dt, dt))
+    check(workdir, "gelu_erfc%s_%s" % (erfc, dt), body,
+          "%%x: %s[256,4096] cpu, %%b: %s[4096] cpu" % (dt, dt), env={"PTC_CUDA_ERFC": erfc})
+
+
 def test_pointwise_mixed_and_odd(workdir):
     body = ("  %hf = to(%h, f32) : f32[1000,333]\n  %s = sigmoid(%x) : f32[1000,333]\n"
             "  %m = mul(%s, %hf) : f32[1000,333]\n  %o = to(%m, bf16) : bf16[1000,333]\n"

@@ -332,6 +332,60 @@ START_TEST(erf_takes_one_ex2_and_no_reciprocal)
 }
 END_TEST
 
+/* gelu's 1 + erf(z) in a kernel that stores bf16 is erfc(-z): one
+ * polynomial of degree 9 and one ex2 per element (10 FMAs a lane, erf's two
+ * polynomials took 14, and a select between them), issue-bound bf16 gelu
+ * having most of its instructions in erf. An f32 kernel keeps erf (1.5 ulp
+ * against the erfc form's 50); PTC_CUDA_ERFC=0 or 2 gives every kernel the
+ * one or the other, as another plan, so another cache key and entry. */
+START_TEST(half_gelu_is_one_polynomial_of_erfc)
+{
+    static const char *GELU = "# ptc ir v1\n"
+                              "graph f(%%x: %s[256,4096] cpu, %%b: %s[4096] cpu) {\n"
+                              "  %%s = add(%%x, %%b) : %s[256,4096]\n"
+                              "  %%g = gelu(%%s) : %s[256,4096]\n"
+                              "  return (%%g)\n"
+                              "}\n";
+    static const struct {
+        const char *dt, *env;
+        int lanes, fmas_per_lane;
+    } cases[] = {
+        {"bf16", NULL, 8, 10},
+        {"f32", NULL, 4, 14},
+        {"bf16", "0", 8, 14},
+        {"f32", "2", 4, 10},
+    };
+    char *names[4];
+    for (int i = 0; i < 4; i++) {
+        char text[512];
+        const char *dt = cases[i].dt;
+        snprintf(text, sizeof text, GELU, dt, dt, dt, dt);
+        if (cases[i].env)
+            setenv("PTC_CUDA_ERFC", cases[i].env, 1);
+        ptc_program *p = compile_text(text, 90);
+        unsetenv("PTC_CUDA_ERFC");
+        char *v = vector_entry(p);
+        ck_assert(v != NULL);
+        ck_assert_int_eq(count(v, "ex2.approx"), cases[i].lanes);
+        ck_assert_msg(count(v, "fma.rn.f32") == cases[i].lanes * cases[i].fmas_per_lane,
+                      "%s, PTC_CUDA_ERFC=%s: %d FMAs for %d lanes", dt,
+                      cases[i].env ? cases[i].env : "(unset)", count(v, "fma.rn.f32"),
+                      cases[i].lanes);
+        free(v);
+        char *one = kernel_ptx(ptc_program_text(p, "ptx"), 0);
+        const char *entry = strstr(one, ".entry ") + 7;
+        names[i] = strndup(entry, strcspn(entry, "("));
+        free(one);
+        assemble_kernel0(p, 90);
+        ptc_program_release(p);
+    }
+    ck_assert_str_ne(names[0], names[2]); /* bf16: the variable changed the key */
+    ck_assert_str_ne(names[1], names[3]); /* f32 */
+    for (int i = 0; i < 4; i++)
+        free(names[i]);
+}
+END_TEST
+
 /* A division by a value that is the same in every lane (softmax's sum) is a
  * multiplication by its reciprocal, as on the CPU: the IEEE division per
  * element (div.rn.f32, a slow path and a call) made softmax issue-bound in
@@ -1302,6 +1356,7 @@ int main(void)
     tcase_add_test(tc, narrow_lanes_move_16_bytes_per_access);
     tcase_add_test(tc, half_lanes_are_stored_in_pairs_from_one_rounding);
     tcase_add_test(tc, erf_takes_one_ex2_and_no_reciprocal);
+    tcase_add_test(tc, half_gelu_is_one_polynomial_of_erfc);
     tcase_add_test(tc, division_by_a_row_value_is_a_multiplication);
     tcase_add_test(tc, flat_loads_come_before_the_arithmetic);
     tcase_add_test(tc, row_statistics_are_two_sums_in_registers);

@@ -539,6 +539,12 @@ static LLVMValueRef math(ptc_emitter *em, int op, ptc_dtype dt, LLVMValueRef x, 
     }
 }
 
+static LLVMValueRef one_plus_erf(ptc_emitter *em, LLVMValueRef z)
+{
+    gcg *c = gpu_of(em);
+    return c->plan->erfc_sum ? g_one_plus_erf(c, z) : NULL;
+}
+
 static LLVMValueRef randn(ptc_emitter *em, LLVMValueRef key, LLVMValueRef idx)
 {
     return g_randn(gpu_of(em), key, idx);
@@ -560,6 +566,7 @@ const ptc_emit_target g_target = {
     .half_from_storage = half_from_storage,
     .half_round = half_round,
     .math = math,
+    .one_plus_erf = one_plus_erf,
     .fmod = fmod_hook,
     .randn = randn,
     .status_ptr = status_ptr,
