@@ -184,6 +184,18 @@ def test_half_rows(workdir):
         check(workdir, "half_rows_" + dt, body, params)
 
 
+@pytest.mark.parametrize("blocks", ["5", "8"])
+def test_half_rows_under_register_caps(workdir, blocks):
+    """Row kernels asked for registers that fit 5 or 8 blocks of 256 threads
+    per SM (PTC_CUDA_ROW_MIN_BLOCKS; 48 and 32 registers, spilling part of
+    the row): the same results."""
+    body = ("  %s = softmax(%x, -1) : bf16[4096,768]\n"
+            "  %l = layer_norm(%x, [768], %w, %b) : bf16[4096,768]\n  return (%s, %l)")
+    check(workdir, "half_rows_blocks" + blocks, body,
+          "%x: bf16[4096,768] cpu, %w: bf16[768] cpu, %b: bf16[768] cpu",
+          env={"PTC_CUDA_ROW_MIN_BLOCKS": blocks})
+
+
 ROW_STATS = [("bf16", 512, 768), ("f16", 300, 700), ("f32", 1000, 777), ("f32", 16, 8192)]
 
 

@@ -483,6 +483,49 @@ START_TEST(row_statistics_are_two_sums_in_registers)
 }
 END_TEST
 
+/* PTC_CUDA_ROW_MIN_BLOCKS=N asks ptxas, through .minnctapersm on both
+ * entries of a row-mode kernel, for registers that let N blocks share an SM
+ * (bf16 layer_norm: 64 registers, 4 blocks of 256 threads; with 5, 48 and a
+ * 16-byte spill). Another plan, so another entry name; flat kernels are
+ * untouched. */
+START_TEST(row_kernels_ask_for_blocks_per_sm)
+{
+    static const char *LN = "# ptc ir v1\n"
+                            "graph f(%x: bf16[4096,768] cpu, %w: bf16[768] cpu, "
+                            "%b: bf16[768] cpu) {\n"
+                            "  %l = layer_norm(%x, [768], %w, %b) : bf16[4096,768]\n"
+                            "  return (%l)\n"
+                            "}\n";
+    static const char *ADD = "# ptc ir v1\n"
+                             "graph f(%x: bf16[65536] cpu) {\n"
+                             "  %a = add(%x, %x) : bf16[65536]\n"
+                             "  return (%a)\n"
+                             "}\n";
+    char *names[2];
+    for (int i = 0; i < 2; i++) {
+        if (i)
+            setenv("PTC_CUDA_ROW_MIN_BLOCKS", "5", 1);
+        ptc_program *p = compile_text(LN, 90), *flat = compile_text(ADD, 90);
+        unsetenv("PTC_CUDA_ROW_MIN_BLOCKS");
+        char *one = kernel_ptx(ptc_program_text(p, "ptx"), 0);
+        ck_assert_int_eq(count(one, ".minnctapersm 5"), (i ? 2 : 0));
+        ck_assert_int_eq(count(one, ".minnctapersm"), (i ? 2 : 0));
+        const char *entry = strstr(one, ".entry ") + 7;
+        names[i] = strndup(entry, strcspn(entry, "("));
+        assemble(one, 90);
+        free(one);
+        one = kernel_ptx(ptc_program_text(flat, "ptx"), 0);
+        ck_assert_int_eq(count(one, ".minnctapersm"), 0);
+        free(one);
+        ptc_program_release(flat);
+        ptc_program_release(p);
+    }
+    ck_assert_str_ne(names[0], names[1]);
+    free(names[0]);
+    free(names[1]);
+}
+END_TEST
+
 /* Row lengths pick the team: a thread per row for tiny rows (no shuffles),
  * part of a warp or a warp for ordinary rows, a block (bar.sync through
  * shared memory) for one long reduction. */
@@ -1357,6 +1400,7 @@ int main(void)
     tcase_add_test(tc, half_lanes_are_stored_in_pairs_from_one_rounding);
     tcase_add_test(tc, erf_takes_one_ex2_and_no_reciprocal);
     tcase_add_test(tc, half_gelu_is_one_polynomial_of_erfc);
+    tcase_add_test(tc, row_kernels_ask_for_blocks_per_sm);
     tcase_add_test(tc, division_by_a_row_value_is_a_multiplication);
     tcase_add_test(tc, flat_loads_come_before_the_arithmetic);
     tcase_add_test(tc, row_statistics_are_two_sums_in_registers);

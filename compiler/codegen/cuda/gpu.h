@@ -46,6 +46,7 @@ typedef struct gplan {
     uint8_t *valign;      /* per kernel arg: alignment the vector form needs (0: none) */
     bool outer_contig, inner_contig; /* the accesses the team choice weighs */
     bool erfc_sum;                   /* 1 + erf(z) is g_one_plus_erf's (plan.c says when) */
+    int min_blocks; /* row mode: blocks per SM the entry asks registers for (0: any) */
 } gplan;
 
 /* Loads already emitted in this outer iteration (row mode and flat

@@ -42,7 +42,10 @@
  * For tests, PTC_CUDA_TEAM=N forces the team size of non-flat kernels and
  * PTC_CUDA_SMEM_LIMIT=BYTES the shared memory a block may use for locals;
  * for timing, PTC_CUDA_ERFC=0 turns the erfc form off and =2 gives it to
- * every kernel. All are part of the plan, hence of the cache key.
+ * every kernel, and PTC_CUDA_ROW_MIN_BLOCKS=N has row-mode kernels ask
+ * ptxas for registers that let N blocks share an SM (.minnctapersm: more
+ * rows in flight, at the price of spills where the row does not fit). All
+ * are part of the plan, hence of the cache key.
  */
 #include "codegen/cuda/gpu.h"
 
@@ -375,6 +378,7 @@ static void plan_row(const ptc_schedule *s, const ptc_kernel *k, const access_in
     p->row_j = (int)j;
     p->vec = w;
     p->team = t;
+    p->min_blocks = env_int("PTC_CUDA_ROW_MIN_BLOCKS", 0, 32, 0);
 }
 
 /* The work of one outer iteration: the largest group's. */
