@@ -691,6 +691,24 @@ static int erf_plus_one(const ptc_lbody *body, const ptc_lexpr *e)
     return -1;
 }
 
+/* Cast entry e rounding to f16 / bf16 the f32 sum of two values cast from
+ * that dtype: the target's half_add of them, or NULL. */
+static LLVMValueRef half_sum(ptc_emitter *c, const ptc_lbody *body, const ptc_lexpr *e,
+                             LLVMValueRef *v, int w)
+{
+    if (!c->target->half_add || !is_half(e->dtype))
+        return NULL;
+    const ptc_lexpr *add = &body->e[e->arg[0]];
+    if (add->op != PTC_L_ADD || add->dtype != PTC_F32)
+        return NULL;
+    for (int k = 0; k < 2; k++) {
+        const ptc_lexpr *x = &body->e[add->arg[k]];
+        if (x->op != PTC_L_CAST || body->e[x->arg[0]].dtype != e->dtype)
+            return NULL;
+    }
+    return c->target->half_add(c, v[add->arg[0]], v[add->arg[1]], e->dtype, w);
+}
+
 static LLVMValueRef emit_entry(ptc_emitter *c, const ptc_lbody *body, int i, LLVMValueRef *v, int w,
                                const bool *uni)
 {
@@ -705,8 +723,11 @@ static LLVMValueRef emit_entry(ptc_emitter *c, const ptc_lbody *body, int i, LLV
     case PTC_L_RAND:
     case PTC_L_RANDN:
         return emit_random(c, e, v, w);
-    case PTC_L_CAST:
-        return ptc_emit_cast(c, x, body->e[e->arg[0]].dtype, e->dtype, w);
+    case PTC_L_CAST: {
+        /* the f32 sum it replaces is left unused, for LLVM to delete */
+        LLVMValueRef sum = half_sum(c, body, e, v, w);
+        return sum ? sum : ptc_emit_cast(c, x, body->e[e->arg[0]].dtype, e->dtype, w);
+    }
     case PTC_L_WHERE:
         return LLVMBuildSelect(c->b, x, y, v[e->arg[2]], "");
     case PTC_L_CHECK:

@@ -271,9 +271,10 @@ static ptc_program *compile_text(const char *text, int sm)
 
 /* f16 / bf16 values are stored two lanes per cvt.rn.{bf16x2,f16x2}.f32,
  * converted from the f32 value before the cast's rounding (rounding twice is
- * rounding once). gelu(x + b) in bf16 (x + b rounded as eager rounds it):
- * 8 roundings and 4 packing conversions for 8 lanes, where each lane was
- * rounded, converted again and packed with shifts (24 conversions). */
+ * rounding once). gelu(x + b) in bf16 (x + b rounded as eager rounds it),
+ * its sum in f32 (PTC_CUDA_PACKED_ADD=0, see the next test): 8 roundings and
+ * 4 packing conversions for 8 lanes, where each lane was rounded, converted
+ * again and packed with shifts (24 conversions). */
 START_TEST(half_lanes_are_stored_in_pairs_from_one_rounding)
 {
     static const char *GELU = "# ptc ir v1\n"
@@ -289,7 +290,9 @@ START_TEST(half_lanes_are_stored_in_pairs_from_one_rounding)
                                "}\n";
     int sms[2] = {80, 90};
     for (int i = 0; i < 2; i++) {
+        setenv("PTC_CUDA_PACKED_ADD", "0", 1);
         ptc_program *p = compile_text(GELU, sms[i]);
+        unsetenv("PTC_CUDA_PACKED_ADD");
         char *v = vector_entry(p);
         ck_assert(v != NULL);
         ck_assert_int_eq(count(v, "cvt.rn.bf16.f32"), 0);
@@ -307,6 +310,59 @@ START_TEST(half_lanes_are_stored_in_pairs_from_one_rounding)
         assemble_kernel0(p, sms[i]);
         ptc_program_release(p);
     }
+}
+END_TEST
+
+/* A bf16 sum rounded to bf16 (torch adds in f32 and rounds) is one
+ * fma.rn.bf16x2 (x * 1 + y) per two lanes on sm_80+: the same value (f32
+ * holds more than 2 * 8 + 2 bits, so rounding twice is rounding once) in one
+ * instruction where unpacking, adding and rounding took six. gelu(x + b):
+ * 4 for 8 lanes, and only the store's 4 packing conversions left; another
+ * entry name under PTC_CUDA_PACKED_ADD=0 (the f32 form); none on sm_70 or
+ * in the scalar entry. */
+START_TEST(half_sums_are_one_fma_per_pair)
+{
+    static const char *GELU = "# ptc ir v1\n"
+                              "graph f(%x: bf16[256,4096] cpu, %b: bf16[4096] cpu) {\n"
+                              "  %s = add(%x, %b) : bf16[256,4096]\n"
+                              "  %g = gelu(%s) : bf16[256,4096]\n"
+                              "  return (%g)\n"
+                              "}\n";
+    int sms[2] = {80, 90};
+    for (int i = 0; i < 2; i++) {
+        ptc_program *p = compile_text(GELU, sms[i]);
+        char *v = vector_entry(p);
+        ck_assert(v != NULL);
+        ck_assert_int_eq(count(v, "fma.rn.bf16x2"), 4);
+        ck_assert_int_eq(count(v, "cvt.rn.bf16x2.f32"), 4);
+        free(v);
+        char *one = kernel_ptx(ptc_program_text(p, "ptx"), 0);
+        ck_assert_int_eq(count(one, "fma.rn.bf16x2"), 4); /* the scalar entry has none */
+        free(one);
+        assemble_kernel0(p, sms[i]);
+        ptc_program_release(p);
+    }
+    ptc_program *p = compile_text(GELU, 70);
+    char *one = kernel_ptx(ptc_program_text(p, "ptx"), 0);
+    ck_assert_int_eq(count(one, "fma.rn.bf16x2"), 0);
+    free(one);
+    ptc_program_release(p);
+    char *names[2];
+    for (int i = 0; i < 2; i++) {
+        if (i)
+            setenv("PTC_CUDA_PACKED_ADD", "0", 1);
+        p = compile_text(GELU, 90);
+        unsetenv("PTC_CUDA_PACKED_ADD");
+        one = kernel_ptx(ptc_program_text(p, "ptx"), 0);
+        ck_assert_int_eq(count(one, "fma.rn.bf16x2"), (i ? 0 : 4));
+        const char *entry = strstr(one, ".entry ") + 7;
+        names[i] = strndup(entry, strcspn(entry, "("));
+        free(one);
+        ptc_program_release(p);
+    }
+    ck_assert_str_ne(names[0], names[1]);
+    free(names[0]);
+    free(names[1]);
 }
 END_TEST
 
@@ -1400,6 +1456,7 @@ int main(void)
     tcase_add_test(tc, half_lanes_are_stored_in_pairs_from_one_rounding);
     tcase_add_test(tc, erf_takes_one_ex2_and_no_reciprocal);
     tcase_add_test(tc, half_gelu_is_one_polynomial_of_erfc);
+    tcase_add_test(tc, half_sums_are_one_fma_per_pair);
     tcase_add_test(tc, row_kernels_ask_for_blocks_per_sm);
     tcase_add_test(tc, division_by_a_row_value_is_a_multiplication);
     tcase_add_test(tc, flat_loads_come_before_the_arithmetic);

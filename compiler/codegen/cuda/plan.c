@@ -42,7 +42,8 @@
  * For tests, PTC_CUDA_TEAM=N forces the team size of non-flat kernels and
  * PTC_CUDA_SMEM_LIMIT=BYTES the shared memory a block may use for locals;
  * for timing, PTC_CUDA_ERFC=0 turns the erfc form off and =2 gives it to
- * every kernel, and PTC_CUDA_ROW_MIN_BLOCKS=N has row-mode kernels ask
+ * every kernel, PTC_CUDA_PACKED_ADD=0 turns off bf16 sums in pairs
+ * (cuda/body.c's half_add), and PTC_CUDA_ROW_MIN_BLOCKS=N has row-mode kernels ask
  * ptxas for registers that let N blocks share an SM (.minnctapersm: more
  * rows in flight, at the price of spills where the row does not fit). All
  * are part of the plan, hence of the cache key.
@@ -492,6 +493,7 @@ static void plan_init(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, 
     p->vec = 1;
     int erfc = env_int("PTC_CUDA_ERFC", 0, 2, 1);
     p->erfc_sum = erfc == 2 || (erfc == 1 && stores_only_halves(s, k));
+    p->packed_add = env_int("PTC_CUDA_PACKED_ADD", 0, 1, 1);
 }
 
 /* The distinct teams the kernel gets with its symbols short, tiny and long;
