@@ -676,6 +676,39 @@ static LLVMValueRef emit_random(ptc_emitter *c, const ptc_lexpr *e, LLVMValueRef
     return ptc_emit_cast(c, u, PTC_F32, e->dtype, w);
 }
 
+/* The entry whose erf an f32 entry e adds 1 to (1 + erf(z), either order:
+ * gelu's), or -1. */
+static int erf_plus_one(const ptc_lbody *body, const ptc_lexpr *e)
+{
+    if (e->op != PTC_L_ADD || e->dtype != PTC_F32)
+        return -1;
+    for (int k = 0; k < 2; k++) {
+        const ptc_lexpr *one = &body->e[e->arg[k]], *erf = &body->e[e->arg[1 - k]];
+        if (one->op == PTC_L_CONST && one->dtype == PTC_F32 && one->fval == 1.0 &&
+            erf->op == PTC_L_ERF && erf->dtype == PTC_F32)
+            return e->arg[1 - k];
+    }
+    return -1;
+}
+
+/* Cast entry e rounding to f16 / bf16 the f32 sum of two values cast from
+ * that dtype: the target's half_add of them, or NULL. */
+static LLVMValueRef half_sum(ptc_emitter *c, const ptc_lbody *body, const ptc_lexpr *e,
+                             LLVMValueRef *v, int w)
+{
+    if (!c->target->half_add || !is_half(e->dtype))
+        return NULL;
+    const ptc_lexpr *add = &body->e[e->arg[0]];
+    if (add->op != PTC_L_ADD || add->dtype != PTC_F32)
+        return NULL;
+    for (int k = 0; k < 2; k++) {
+        const ptc_lexpr *x = &body->e[add->arg[k]];
+        if (x->op != PTC_L_CAST || body->e[x->arg[0]].dtype != e->dtype)
+            return NULL;
+    }
+    return c->target->half_add(c, v[add->arg[0]], v[add->arg[1]], e->dtype, w);
+}
+
 static LLVMValueRef emit_entry(ptc_emitter *c, const ptc_lbody *body, int i, LLVMValueRef *v, int w,
                                const bool *uni)
 {
@@ -690,13 +723,21 @@ static LLVMValueRef emit_entry(ptc_emitter *c, const ptc_lbody *body, int i, LLV
     case PTC_L_RAND:
     case PTC_L_RANDN:
         return emit_random(c, e, v, w);
-    case PTC_L_CAST:
-        return ptc_emit_cast(c, x, body->e[e->arg[0]].dtype, e->dtype, w);
+    case PTC_L_CAST: {
+        /* the f32 sum it replaces is left unused, for LLVM to delete */
+        LLVMValueRef sum = half_sum(c, body, e, v, w);
+        return sum ? sum : ptc_emit_cast(c, x, body->e[e->arg[0]].dtype, e->dtype, w);
+    }
     case PTC_L_WHERE:
         return LLVMBuildSelect(c->b, x, y, v[e->arg[2]], "");
     case PTC_L_CHECK:
         return emit_check(c, e, v, w);
     default: {
+        /* the erf(z) it replaces is left unused, for LLVM to delete */
+        int erf = c->target->one_plus_erf ? erf_plus_one(body, e) : -1;
+        LLVMValueRef sum = erf >= 0 ? c->target->one_plus_erf(c, v[body->e[erf].arg[0]]) : NULL;
+        if (sum)
+            return sum;
         operands o = {e->op, body->e[e->arg[0]].dtype, x, y, w, NULL, false};
         if (ptc_lop_arity(e->op) == 1)
             return round_to(c, emit_unary(c, &o), e->dtype, w);

@@ -40,10 +40,18 @@ typedef struct ptc_emit_target {
     /* An f32 value rounded to f16 / bf16 precision, or NULL: a store's
      * conversion and back. */
     LLVMValueRef (*half_round)(ptc_emitter *c, LLVMValueRef v, ptc_dtype dt, int w);
+    /* x + y rounded to f16 / bf16 dt, for f32 x, y that are values of dt
+     * (torch's sum of two half tensors), as a value like half_round's, or
+     * NULL: the body adds in f32 and rounds. */
+    LLVMValueRef (*half_add)(ptc_emitter *c, LLVMValueRef x, LLVMValueRef y, ptc_dtype dt, int w);
     /* The math functions on floats of dtype dt: the TARGET_MATH rows of
      * ir/pointwise.def's emit column (exp, log, tanh, erf, log1p, expm1, sin,
      * cos: y NULL; atan2) and pow (general float exponents). */
     LLVMValueRef (*math)(ptc_emitter *c, int op, ptc_dtype dt, LLVMValueRef x, LLVMValueRef y);
+    /* 1 + erf(z) for f32 z (gelu's form), as erfc(-z) in one evaluation, or
+     * NULL where the target has no such form (the hook or its value): the
+     * body then adds 1 to erf(z). */
+    LLVMValueRef (*one_plus_erf)(ptc_emitter *c, LLVMValueRef z);
     /* C's fmod on floats. */
     LLVMValueRef (*fmod)(ptc_emitter *c, LLVMValueRef x, LLVMValueRef y);
     /* A normal f32 draw for counter idx (i64 lanes) under key. */

@@ -66,6 +66,18 @@ def test_gelu_vectorised(workdir, dt):
     check(workdir, "gelu_" + dt, body, "%%x: %s[256,4096] cpu, %%b: %s[4096] cpu" % (dt, dt))
 
 
+@pytest.mark.parametrize("erfc", ["0", "2"])
+@pytest.mark.parametrize("dt", ["f32", "bf16"])
+def test_gelu_erfc_forms(workdir, dt, erfc):
+    """gelu's 1 + erf(z) as erfc(-z) (PTC_CUDA_ERFC=2, every kernel; bf16
+    kernels have it by default) and as erf (0), over inputs to +-12: the
+    erfc form's tail past |z| = 5 and its infinities' limits."""
+    body = ("  %%s = mul(%%x, 4.0) : %s[256,4096]\n  %%a = add(%%s, %%b) : %s[256,4096]\n"
+            "  %%g = gelu(%%a) : %s[256,4096]\n  return (%%g)" % (dt, dt, dt))
+    check(workdir, "gelu_erfc%s_%s" % (erfc, dt), body,
+          "%%x: %s[256,4096] cpu, %%b: %s[4096] cpu" % (dt, dt), env={"PTC_CUDA_ERFC": erfc})
+
+
 def test_pointwise_mixed_and_odd(workdir):
     body = ("  %hf = to(%h, f32) : f32[1000,333]\n  %s = sigmoid(%x) : f32[1000,333]\n"
             "  %m = mul(%s, %hf) : f32[1000,333]\n  %o = to(%m, bf16) : bf16[1000,333]\n"
@@ -170,6 +182,18 @@ def test_half_rows(workdir):
                 "  %%l = layer_norm(%%x, [512], %%w, %%b) : %s[2048,512]\n  return (%%s, %%l)" % (dt, dt))
         params = "%%x: %s[2048,512] cpu, %%w: %s[512] cpu, %%b: %s[512] cpu" % (dt, dt, dt)
         check(workdir, "half_rows_" + dt, body, params)
+
+
+@pytest.mark.parametrize("blocks", ["5", "8"])
+def test_half_rows_under_register_caps(workdir, blocks):
+    """Row kernels asked for registers that fit 5 or 8 blocks of 256 threads
+    per SM (PTC_CUDA_ROW_MIN_BLOCKS; 48 and 32 registers, spilling part of
+    the row): the same results."""
+    body = ("  %s = softmax(%x, -1) : bf16[4096,768]\n"
+            "  %l = layer_norm(%x, [768], %w, %b) : bf16[4096,768]\n  return (%s, %l)")
+    check(workdir, "half_rows_blocks" + blocks, body,
+          "%x: bf16[4096,768] cpu, %w: bf16[768] cpu, %b: bf16[768] cpu",
+          env={"PTC_CUDA_ROW_MIN_BLOCKS": blocks})
 
 
 ROW_STATS = [("bf16", 512, 768), ("f16", 300, 700), ("f32", 1000, 777), ("f32", 16, 8192)]

@@ -271,9 +271,10 @@ static ptc_program *compile_text(const char *text, int sm)
 
 /* f16 / bf16 values are stored two lanes per cvt.rn.{bf16x2,f16x2}.f32,
  * converted from the f32 value before the cast's rounding (rounding twice is
- * rounding once). gelu(x + b) in bf16 (x + b rounded as eager rounds it):
- * 8 roundings and 4 packing conversions for 8 lanes, where each lane was
- * rounded, converted again and packed with shifts (24 conversions). */
+ * rounding once). gelu(x + b) in bf16 (x + b rounded as eager rounds it),
+ * its sum in f32 (PTC_CUDA_PACKED_ADD=0, see the next test): 8 roundings and
+ * 4 packing conversions for 8 lanes, where each lane was rounded, converted
+ * again and packed with shifts (24 conversions). */
 START_TEST(half_lanes_are_stored_in_pairs_from_one_rounding)
 {
     static const char *GELU = "# ptc ir v1\n"
@@ -289,7 +290,9 @@ START_TEST(half_lanes_are_stored_in_pairs_from_one_rounding)
                                "}\n";
     int sms[2] = {80, 90};
     for (int i = 0; i < 2; i++) {
+        setenv("PTC_CUDA_PACKED_ADD", "0", 1);
         ptc_program *p = compile_text(GELU, sms[i]);
+        unsetenv("PTC_CUDA_PACKED_ADD");
         char *v = vector_entry(p);
         ck_assert(v != NULL);
         ck_assert_int_eq(count(v, "cvt.rn.bf16.f32"), 0);
@@ -307,6 +310,59 @@ START_TEST(half_lanes_are_stored_in_pairs_from_one_rounding)
         assemble_kernel0(p, sms[i]);
         ptc_program_release(p);
     }
+}
+END_TEST
+
+/* A bf16 sum rounded to bf16 (torch adds in f32 and rounds) is one
+ * fma.rn.bf16x2 (x * 1 + y) per two lanes on sm_80+: the same value (f32
+ * holds more than 2 * 8 + 2 bits, so rounding twice is rounding once) in one
+ * instruction where unpacking, adding and rounding took six. gelu(x + b):
+ * 4 for 8 lanes, and only the store's 4 packing conversions left; another
+ * entry name under PTC_CUDA_PACKED_ADD=0 (the f32 form); none on sm_70 or
+ * in the scalar entry. */
+START_TEST(half_sums_are_one_fma_per_pair)
+{
+    static const char *GELU = "# ptc ir v1\n"
+                              "graph f(%x: bf16[256,4096] cpu, %b: bf16[4096] cpu) {\n"
+                              "  %s = add(%x, %b) : bf16[256,4096]\n"
+                              "  %g = gelu(%s) : bf16[256,4096]\n"
+                              "  return (%g)\n"
+                              "}\n";
+    int sms[2] = {80, 90};
+    for (int i = 0; i < 2; i++) {
+        ptc_program *p = compile_text(GELU, sms[i]);
+        char *v = vector_entry(p);
+        ck_assert(v != NULL);
+        ck_assert_int_eq(count(v, "fma.rn.bf16x2"), 4);
+        ck_assert_int_eq(count(v, "cvt.rn.bf16x2.f32"), 4);
+        free(v);
+        char *one = kernel_ptx(ptc_program_text(p, "ptx"), 0);
+        ck_assert_int_eq(count(one, "fma.rn.bf16x2"), 4); /* the scalar entry has none */
+        free(one);
+        assemble_kernel0(p, sms[i]);
+        ptc_program_release(p);
+    }
+    ptc_program *p = compile_text(GELU, 70);
+    char *one = kernel_ptx(ptc_program_text(p, "ptx"), 0);
+    ck_assert_int_eq(count(one, "fma.rn.bf16x2"), 0);
+    free(one);
+    ptc_program_release(p);
+    char *names[2];
+    for (int i = 0; i < 2; i++) {
+        if (i)
+            setenv("PTC_CUDA_PACKED_ADD", "0", 1);
+        p = compile_text(GELU, 90);
+        unsetenv("PTC_CUDA_PACKED_ADD");
+        one = kernel_ptx(ptc_program_text(p, "ptx"), 0);
+        ck_assert_int_eq(count(one, "fma.rn.bf16x2"), (i ? 0 : 4));
+        const char *entry = strstr(one, ".entry ") + 7;
+        names[i] = strndup(entry, strcspn(entry, "("));
+        free(one);
+        ptc_program_release(p);
+    }
+    ck_assert_str_ne(names[0], names[1]);
+    free(names[0]);
+    free(names[1]);
 }
 END_TEST
 
@@ -329,6 +385,60 @@ START_TEST(erf_takes_one_ex2_and_no_reciprocal)
     free(v);
     assemble_kernel0(p, 90);
     ptc_program_release(p);
+}
+END_TEST
+
+/* gelu's 1 + erf(z) in a kernel that stores bf16 is erfc(-z): one
+ * polynomial of degree 9 and one ex2 per element (10 FMAs a lane, erf's two
+ * polynomials took 14, and a select between them), issue-bound bf16 gelu
+ * having most of its instructions in erf. An f32 kernel keeps erf (1.5 ulp
+ * against the erfc form's 50); PTC_CUDA_ERFC=0 or 2 gives every kernel the
+ * one or the other, as another plan, so another cache key and entry. */
+START_TEST(half_gelu_is_one_polynomial_of_erfc)
+{
+    static const char *GELU = "# ptc ir v1\n"
+                              "graph f(%%x: %s[256,4096] cpu, %%b: %s[4096] cpu) {\n"
+                              "  %%s = add(%%x, %%b) : %s[256,4096]\n"
+                              "  %%g = gelu(%%s) : %s[256,4096]\n"
+                              "  return (%%g)\n"
+                              "}\n";
+    static const struct {
+        const char *dt, *env;
+        int lanes, fmas_per_lane;
+    } cases[] = {
+        {"bf16", NULL, 8, 10},
+        {"f32", NULL, 4, 14},
+        {"bf16", "0", 8, 14},
+        {"f32", "2", 4, 10},
+    };
+    char *names[4];
+    for (int i = 0; i < 4; i++) {
+        char text[512];
+        const char *dt = cases[i].dt;
+        snprintf(text, sizeof text, GELU, dt, dt, dt, dt);
+        if (cases[i].env)
+            setenv("PTC_CUDA_ERFC", cases[i].env, 1);
+        ptc_program *p = compile_text(text, 90);
+        unsetenv("PTC_CUDA_ERFC");
+        char *v = vector_entry(p);
+        ck_assert(v != NULL);
+        ck_assert_int_eq(count(v, "ex2.approx"), cases[i].lanes);
+        ck_assert_msg(count(v, "fma.rn.f32") == cases[i].lanes * cases[i].fmas_per_lane,
+                      "%s, PTC_CUDA_ERFC=%s: %d FMAs for %d lanes", dt,
+                      cases[i].env ? cases[i].env : "(unset)", count(v, "fma.rn.f32"),
+                      cases[i].lanes);
+        free(v);
+        char *one = kernel_ptx(ptc_program_text(p, "ptx"), 0);
+        const char *entry = strstr(one, ".entry ") + 7;
+        names[i] = strndup(entry, strcspn(entry, "("));
+        free(one);
+        assemble_kernel0(p, 90);
+        ptc_program_release(p);
+    }
+    ck_assert_str_ne(names[0], names[2]); /* bf16: the variable changed the key */
+    ck_assert_str_ne(names[1], names[3]); /* f32 */
+    for (int i = 0; i < 4; i++)
+        free(names[i]);
 }
 END_TEST
 
@@ -426,6 +536,49 @@ START_TEST(row_statistics_are_two_sums_in_registers)
     free(v);
     assemble_kernel0(p, 90);
     ptc_program_release(p);
+}
+END_TEST
+
+/* PTC_CUDA_ROW_MIN_BLOCKS=N asks ptxas, through .minnctapersm on both
+ * entries of a row-mode kernel, for registers that let N blocks share an SM
+ * (bf16 layer_norm: 64 registers, 4 blocks of 256 threads; with 5, 48 and a
+ * 16-byte spill). Another plan, so another entry name; flat kernels are
+ * untouched. */
+START_TEST(row_kernels_ask_for_blocks_per_sm)
+{
+    static const char *LN = "# ptc ir v1\n"
+                            "graph f(%x: bf16[4096,768] cpu, %w: bf16[768] cpu, "
+                            "%b: bf16[768] cpu) {\n"
+                            "  %l = layer_norm(%x, [768], %w, %b) : bf16[4096,768]\n"
+                            "  return (%l)\n"
+                            "}\n";
+    static const char *ADD = "# ptc ir v1\n"
+                             "graph f(%x: bf16[65536] cpu) {\n"
+                             "  %a = add(%x, %x) : bf16[65536]\n"
+                             "  return (%a)\n"
+                             "}\n";
+    char *names[2];
+    for (int i = 0; i < 2; i++) {
+        if (i)
+            setenv("PTC_CUDA_ROW_MIN_BLOCKS", "5", 1);
+        ptc_program *p = compile_text(LN, 90), *flat = compile_text(ADD, 90);
+        unsetenv("PTC_CUDA_ROW_MIN_BLOCKS");
+        char *one = kernel_ptx(ptc_program_text(p, "ptx"), 0);
+        ck_assert_int_eq(count(one, ".minnctapersm 5"), (i ? 2 : 0));
+        ck_assert_int_eq(count(one, ".minnctapersm"), (i ? 2 : 0));
+        const char *entry = strstr(one, ".entry ") + 7;
+        names[i] = strndup(entry, strcspn(entry, "("));
+        assemble(one, 90);
+        free(one);
+        one = kernel_ptx(ptc_program_text(flat, "ptx"), 0);
+        ck_assert_int_eq(count(one, ".minnctapersm"), 0);
+        free(one);
+        ptc_program_release(flat);
+        ptc_program_release(p);
+    }
+    ck_assert_str_ne(names[0], names[1]);
+    free(names[0]);
+    free(names[1]);
 }
 END_TEST
 
@@ -1302,6 +1455,9 @@ int main(void)
     tcase_add_test(tc, narrow_lanes_move_16_bytes_per_access);
     tcase_add_test(tc, half_lanes_are_stored_in_pairs_from_one_rounding);
     tcase_add_test(tc, erf_takes_one_ex2_and_no_reciprocal);
+    tcase_add_test(tc, half_gelu_is_one_polynomial_of_erfc);
+    tcase_add_test(tc, half_sums_are_one_fma_per_pair);
+    tcase_add_test(tc, row_kernels_ask_for_blocks_per_sm);
     tcase_add_test(tc, division_by_a_row_value_is_a_multiplication);
     tcase_add_test(tc, flat_loads_come_before_the_arithmetic);
     tcase_add_test(tc, row_statistics_are_two_sums_in_registers);

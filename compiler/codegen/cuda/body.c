@@ -168,6 +168,38 @@ static LLVMValueRef half_to_storage(ptc_emitter *em, LLVMValueRef v, ptc_dtype d
     return ptc_ll_f32_to_bf16_bits(c->b, v);
 }
 
+/* x + y rounded to bf16, for f32 x, y that are bf16 values, two lanes per
+ * fma.rn.bf16x2 (x * 1 + y) on sm_80+ (where the plan says so): torch's f32
+ * sum rounded to bf16 is the exact sum rounded once, f32 having more than
+ * 2 * 8 + 2 bits, so this is the same value in one instruction per pair
+ * where the f32 form took six (two of them to unpack). The halves' bits are
+ * the f32 values' upper 16, which LLVM folds back into the loaded words. */
+static LLVMValueRef half_add(ptc_emitter *em, LLVMValueRef x, LLVMValueRef y, ptc_dtype dt, int w)
+{
+    gcg *c = gpu_of(em);
+    if (dt != PTC_BF16 || c->sm < 80 || !c->plan->packed_add || w < 2 || w % 2 || w > MAX_VEC)
+        return NULL;
+    LLVMBuilderRef b = c->b;
+    LLVMTypeRef words = g_vec(c, c->i32, w / 2);
+    LLVMValueRef in[2];
+    for (int k = 0; k < 2; k++) {
+        LLVMValueRef bits = LLVMBuildBitCast(b, k ? y : x, g_vec(c, c->i32, w), "");
+        bits = LLVMBuildLShr(b, bits, g_const_i(c->i32, 16, w), "");
+        bits = LLVMBuildTrunc(b, bits, g_vec(c, c->i16, w), "");
+        in[k] = LLVMBuildBitCast(b, bits, words, "");
+    }
+    LLVMValueRef ones = LLVMConstInt(c->i32, 0x3f803f80, 0); /* bf16x2 (1, 1) */
+    LLVMValueRef out = LLVMGetPoison(words);
+    for (int i = 0; i < w / 2; i++) {
+        LLVMValueRef lane = LLVMConstInt(c->i32, (unsigned)i, 0);
+        LLVMValueRef args[3] = {LLVMBuildExtractElement(b, in[0], lane, ""), ones,
+                                LLVMBuildExtractElement(b, in[1], lane, "")};
+        LLVMValueRef sum = g_intrinsic(c, "llvm.nvvm.fma.rn.bf16x2", NULL, 0, args, 3);
+        out = LLVMBuildInsertElement(b, out, sum, lane, "");
+    }
+    return half_from_storage(em, LLVMBuildBitCast(b, out, g_vec(c, c->i16, w), ""), dt, w);
+}
+
 /* Rounds an f32 value to f16 / bf16 precision in one instruction where there
  * is one (NULL: through the storage conversions). For bf16 on sm_80+, the
  * upper half of cvt.rn.bf16x2 of (v, 0) is the rounded value's f32 bits. */
@@ -539,6 +571,12 @@ static LLVMValueRef math(ptc_emitter *em, int op, ptc_dtype dt, LLVMValueRef x, 
     }
 }
 
+static LLVMValueRef one_plus_erf(ptc_emitter *em, LLVMValueRef z)
+{
+    gcg *c = gpu_of(em);
+    return c->plan->erfc_sum ? g_one_plus_erf(c, z) : NULL;
+}
+
 static LLVMValueRef randn(ptc_emitter *em, LLVMValueRef key, LLVMValueRef idx)
 {
     return g_randn(gpu_of(em), key, idx);
@@ -559,7 +597,9 @@ const ptc_emit_target g_target = {
     .half_to_storage = half_to_storage,
     .half_from_storage = half_from_storage,
     .half_round = half_round,
+    .half_add = half_add,
     .math = math,
+    .one_plus_erf = one_plus_erf,
     .fmod = fmod_hook,
     .randn = randn,
     .status_ptr = status_ptr,

@@ -45,6 +45,9 @@ typedef struct gplan {
     int64_t scratch_team; /* global scratch bytes per team (static) */
     uint8_t *valign;      /* per kernel arg: alignment the vector form needs (0: none) */
     bool outer_contig, inner_contig; /* the accesses the team choice weighs */
+    bool erfc_sum;                   /* 1 + erf(z) is g_one_plus_erf's (plan.c says when) */
+    int min_blocks; /* row mode: blocks per SM the entry asks registers for (0: any) */
+    bool packed_add; /* bf16 sums are fma.rn.bf16x2 (cuda/body.c's half_add) */
 } gplan;
 
 /* Loads already emitted in this outer iteration (row mode and flat
@@ -120,6 +123,9 @@ LLVMValueRef g_log1p(gcg *c, LLVMValueRef x);
 LLVMValueRef g_expm1(gcg *c, LLVMValueRef x);
 LLVMValueRef g_tanh(gcg *c, LLVMValueRef x);
 LLVMValueRef g_erf(gcg *c, LLVMValueRef x);
+/* 1 + erf(z) for f32 z, as erfc(-z), in 2/3 of erf's instructions: 3e-6
+ * relative error for every z (gmath.c), where 1 + erf(z) is within 6e-8. */
+LLVMValueRef g_one_plus_erf(gcg *c, LLVMValueRef z);
 LLVMValueRef g_sin(gcg *c, LLVMValueRef x);
 LLVMValueRef g_cos(gcg *c, LLVMValueRef x);
 LLVMValueRef g_atan2(gcg *c, LLVMValueRef y, LLVMValueRef x);

@@ -1011,6 +1011,8 @@ void g_emit_kernel(gcg *c, const char *name, bool vector_form)
     for (int i = nargs + 1; i < np; i++)
         pt[i] = c->i64;
     open_entry(c, name, pt, np, kn->args, nargs, &c->k, 1, c->plan->block);
+    if (c->plan->min_blocks) /* .minnctapersm: ptxas caps registers to fit them */
+        annotate(c, c->fn, "minctasm", c->plan->min_blocks);
     free(pt);
     LLVMValueRef scratch = LLVMGetParam(c->fn, (unsigned)nargs);
     c->rng_offset = LLVMGetParam(c->fn, (unsigned)nargs + 1);

@@ -34,9 +34,19 @@
  * range divisible by W, which a symbolic range shows when W divides every
  * term (768*s0).
  *
+ * A kernel whose every store is to an f16 / bf16 buffer evaluates gelu's
+ * 1 + erf(z) as erfc(-z) (g_one_plus_erf): one polynomial and one ex2
+ * instead of erf's two and a select, 3e-6 relative error where a bf16 ulp is
+ * 4e-3; f32 kernels keep erf's 1.5 ulp.
+ *
  * For tests, PTC_CUDA_TEAM=N forces the team size of non-flat kernels and
  * PTC_CUDA_SMEM_LIMIT=BYTES the shared memory a block may use for locals;
- * both are part of the plan, hence of the cache key.
+ * for timing, PTC_CUDA_ERFC=0 turns the erfc form off and =2 gives it to
+ * every kernel, PTC_CUDA_PACKED_ADD=0 turns off bf16 sums in pairs
+ * (cuda/body.c's half_add), and PTC_CUDA_ROW_MIN_BLOCKS=N has row-mode kernels ask
+ * ptxas for registers that let N blocks share an SM (.minnctapersm: more
+ * rows in flight, at the price of spills where the row does not fit). All
+ * are part of the plan, hence of the cache key.
  */
 #include "codegen/cuda/gpu.h"
 
@@ -369,6 +379,7 @@ static void plan_row(const ptc_schedule *s, const ptc_kernel *k, const access_in
     p->row_j = (int)j;
     p->vec = w;
     p->team = t;
+    p->min_blocks = env_int("PTC_CUDA_ROW_MIN_BLOCKS", 0, 32, 0);
 }
 
 /* The work of one outer iteration: the largest group's. */
@@ -451,6 +462,24 @@ static void plan_team(const ptc_schedule *s, const ptc_kernel *k, int T, gplan *
     p->block = T * tpb;
 }
 
+/* Does every store of kernel k go to an f16 / bf16 buffer? */
+static bool stores_only_halves(const ptc_schedule *s, const ptc_kernel *k)
+{
+    for (int g = 0; g < k->ngroups; g++)
+        for (int m = 0; m < k->groups[g].nmembers; m++) {
+            const ptc_kmember *mem = &k->groups[g].members[m];
+            const ptc_lnode *n = s->prog->nodes[mem->node];
+            for (int o = 0; o < 2; o++) {
+                if (!mem->store[o] || n->out[o] < 0 || is_local(s, n->out[o]))
+                    continue;
+                ptc_dtype dt = s->prog->bufs[n->out[o]]->dtype;
+                if (dt != PTC_F16 && dt != PTC_BF16)
+                    return false;
+            }
+        }
+    return true;
+}
+
 static void plan_init(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, bool wide_index,
                       gplan *p)
 {
@@ -462,6 +491,9 @@ static void plan_init(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, 
     p->loc_off = PTC_NEWN(a, int64_t, k->nlocal + 1);
     p->valign = PTC_NEWN(a, uint8_t, k->nargs + 1);
     p->vec = 1;
+    int erfc = env_int("PTC_CUDA_ERFC", 0, 2, 1);
+    p->erfc_sum = erfc == 2 || (erfc == 1 && stores_only_halves(s, k));
+    p->packed_add = env_int("PTC_CUDA_PACKED_ADD", 0, 1, 1);
 }
 
 /* The distinct teams the kernel gets with its symbols short, tiny and long;
