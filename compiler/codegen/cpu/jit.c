@@ -707,17 +707,18 @@ static void take_result(job *j, ptc_worker_result *r)
 
 /* Builds the jobs that need an object or text, in parallel. 0 when the
  * compile workers ran (each job's rc says how it went); -1 when none
- * could be forked. */
+ * could be forked, or their lists not allocated: the caller builds in
+ * process. */
 static int build_in_workers(job *jobs, int n, int nt)
 {
     job **todo = calloc((size_t)n + 1, sizeof *todo);
     int ntodo = 0;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; todo && i < n; i++)
         if (wants_llvm(&jobs[i]))
             todo[ntodo++] = &jobs[i];
-    ptc_worker_result *res = calloc((size_t)ntodo + 1, sizeof *res);
-    int rc = ptc_worker_run(ntodo, nt, build_in_child, todo, res) == 0 ? 0 : -1;
-    for (int i = 0; i < ntodo; i++) {
+    ptc_worker_result *res = todo ? calloc((size_t)ntodo + 1, sizeof *res) : NULL;
+    int rc = res && ptc_worker_run(ntodo, nt, build_in_child, todo, res) == 0 ? 0 : -1;
+    for (int i = 0; res && i < ntodo; i++) {
         if (rc == 0)
             take_result(todo[i], &res[i]);
         ptc_buf_free(&res[i].out);
