@@ -16,9 +16,10 @@ neither contender's convolutions clone them.
                                   [--rounds 10] [--calls 10] [--threads 2]
 """
 import argparse
-import os
 import statistics
 import time
+
+from cpu_models import with_env  # bench/: the environment of the compiling first call
 
 
 def build(name, device):
@@ -26,20 +27,6 @@ def build(name, device):
     import torchvision
     torch.manual_seed(0)
     return getattr(torchvision.models, name)().eval().to(device)
-
-
-def with_env(fn, name, value):
-    def call(*args):
-        old = os.environ.get(name)
-        os.environ[name] = value
-        try:
-            return fn(*args)
-        finally:
-            if old is None:
-                del os.environ[name]
-            else:
-                os.environ[name] = old
-    return call
 
 
 def counts(fn, x):
