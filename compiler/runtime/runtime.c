@@ -9,6 +9,7 @@
 #include "runtime/cuda_rt.h"
 #endif
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -509,12 +510,24 @@ void ptc_exec_layout_free(ptc_exec_layout *l)
     l->seg_of = NULL;
 }
 
+/* PTC_ARENA_SEGMENTS=0 turns segments off, 1 on on every device; unset,
+ * they are on CUDA only; anything else warns once and acts as unset. */
 bool ptc_exec_segments_on(const ptc_host *host, ptc_device dev)
 {
+    static int warned;
     const char *v = getenv("PTC_ARENA_SEGMENTS");
-    if (!host || !host->alloc || (v && strcmp(v, "0") == 0))
+    bool set = v && *v;
+    if (set && strcmp(v, "0") != 0 && strcmp(v, "1") != 0) {
+        if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+            fprintf(stderr,
+                    "ptc: warning: PTC_ARENA_SEGMENTS=%s is neither 0 nor 1; arenas are "
+                    "planned in segments on CUDA only, as by default\n",
+                    v);
+        set = false;
+    }
+    if (!host || !host->alloc || (set && strcmp(v, "0") == 0))
         return false;
-    return dev.kind == PTC_DEV_CUDA || (v && strcmp(v, "1") == 0);
+    return dev.kind == PTC_DEV_CUDA || (set && strcmp(v, "1") == 0);
 }
 
 int ptc_exec_segments_alloc(const ptc_program *p, const ptc_exec_layout *l, const ptc_host *host,

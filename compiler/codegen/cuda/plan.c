@@ -50,6 +50,7 @@
  */
 #include "codegen/cuda/gpu.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,12 +112,26 @@ enum { VEC_BYTES = 16 };
 
 static int env_int(const char *name, int lo, int hi, int dflt)
 {
+    static const char *warned[8]; /* the names warned about (literals) */
     const char *v = getenv(name);
     if (!v || !*v)
         return dflt;
     char *end;
     long x = strtol(v, &end, 10);
-    return *end || x < lo || x > hi ? dflt : (int)x;
+    if (!*end && x >= lo && x <= hi)
+        return (int)x;
+    for (int i = 0; i < 8; i++) {
+        const char *seen = NULL;
+        if (__atomic_compare_exchange_n(&warned[i], &seen, name, false, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED)) {
+            fprintf(stderr, "ptc: warning: %s=%s is not a whole number in [%d, %d]; %d is used\n",
+                    name, v, lo, hi, dflt);
+            break;
+        }
+        if (seen == name)
+            break;
+    }
+    return dflt;
 }
 
 /* The product of sizes for planning, a symbolic size with each of its
