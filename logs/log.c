@@ -36,6 +36,18 @@ const char *ptc_log_name(ptc_logc c)
     return (unsigned)c < PTC_LOG_COUNT ? components[c].name : "?";
 }
 
+bool ptc_env_switch(const char *name, bool dflt, int *warned, const char *as_by_default)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return dflt;
+    if (strcmp(v, "0") == 0 || strcmp(v, "1") == 0)
+        return v[0] == '1';
+    if (!__atomic_exchange_n(warned, 1, __ATOMIC_RELAXED))
+        fprintf(stderr, "ptc: warning: %s=%s is neither 0 nor 1; %s\n", name, v, as_by_default);
+    return dflt;
+}
+
 /* "all, graph_breaks, guards, ..." for error messages. */
 static void valid_names(char *buf, size_t size)
 {

@@ -67,6 +67,10 @@ void ptc_log(ptc_logc c, int level, const char *fmt, ...) __attribute__((format(
 void ptc_log_block(ptc_logc c, int level, const char *title, const char *text);
 void ptc_log_set_stream(FILE *f);
 const char *ptc_log_name(ptc_logc c);
+/* A 0/1 environment switch: what `name` is set to, or dflt when it is unset
+ * or empty; any other value warns once (through *warned) that
+ * `as_by_default` (what the default does) applies, and gives dflt. */
+bool ptc_env_switch(const char *name, bool dflt, int *warned, const char *as_by_default);
 
 /* ------------------------------------------------------------------------------
  * JSON: a writer that builds text into a ptc_buf, and a reader into a tree.

@@ -223,6 +223,8 @@ static void print_plan(ptc_buf *b, const ptc_schedule *s)
             ptc_dim_print(b, buf->shape[d]);
         }
         ptc_buf_puts(b, buf->permuted ? "] channels-last" : "]");
+        if (buf->padded)
+            ptc_buf_printf(b, " rows of %lld", (long long)buf->strides[buf->ndim - 2].value);
         if (mp->is_static)
             ptc_buf_printf(b, " %lld bytes at %lld", (long long)mp->nbytes[i],
                            (long long)mp->offset[i]);
@@ -243,6 +245,12 @@ void ptc_schedule_print(ptc_buf *b, const ptc_schedule *s)
         ncl += s->prog->bufs[i]->permuted && !s->prog->bufs[i]->removed;
     if (ncl)
         ptc_buf_printf(b, "# layout: %d buffers stored channels-last (NHWC)\n", ncl);
+    int npad = 0;
+    for (int i = 0; i < s->prog->nbufs; i++)
+        npad += s->prog->bufs[i]->padded && !s->prog->bufs[i]->removed;
+    if (npad)
+        ptc_buf_printf(
+            b, "# layout: %d buffers stored with padded rows (aligned matmul operands)\n", npad);
     if (s->ncombos)
         ptc_buf_printf(b, "# %d horizontal combinations (combo lines: kernels run as one)\n",
                        s->ncombos);

@@ -272,53 +272,17 @@ static void apply(ptc_arena *a, ptc_lprog *p, const bool *cl)
 
 /* ---- conversions at the graph's boundary ---------------------------------------- */
 
-/* Moves the node just appended to position `at`, renumbering later nodes
- * and the buffers they write. */
-static void move_last_node_to(ptc_lprog *p, int at)
-{
-    int last = p->nnodes - 1;
-    ptc_lnode *n = p->nodes[last];
-    memmove(&p->nodes[at + 1], &p->nodes[at], sizeof *p->nodes * (size_t)(last - at));
-    p->nodes[at] = n;
-    for (int i = at; i < p->nnodes; i++)
-        if (p->nodes[i])
-            p->nodes[i]->id = i;
-    for (int b = 0; b < p->nbufs; b++) {
-        ptc_lbuf *buf = p->bufs[b];
-        if (buf->def == last)
-            buf->def = at;
-        else if (buf->def >= at)
-            buf->def++;
-    }
-}
-
 /* Convolution c, whose result is channels-last, reads a contiguous whole
  * buffer: it reads a channels-last copy (written by a kernel just before it)
  * instead, so torch returns the result in the planned layout. */
 static void convert_input(ptc_lprog *p, ptc_lnode *c, bool **cl)
 {
-    ptc_arena *a = p->arena;
     const ptc_lbuf *src = p->bufs[c->xin[0].buf];
-    ptc_lnode *cp = ptc_lprog_add_node(p, PTC_LN_POINTWISE);
     ptc_lbuf *nb = ptc_lprog_add_buf(p, src->dtype, 4, src->shape, PTC_LB_TEMP);
     *cl = realloc(*cl, (size_t)p->nbufs);
     (*cl)[nb->id] = true;
-    nb->def = cp->id;
-    cp->out[0] = nb->id;
-    cp->ndim = 4;
-    const ptc_ix *idx[4];
-    for (int d = 0; d < 4; d++) {
-        cp->ranges[d] = src->shape[d];
-        idx[d] = ptc_ix_var(a, d, src->shape[d]);
-    }
-    cp->value = ptc_lbody_load(a, &cp->body, src->id, src->dtype, 4, idx);
-    cp->label = "to_channels_last";
-    memcpy(cp->ops, c->ops, sizeof cp->ops);
-    ptc_lnode_set_prov(p, cp, c->nprov, c->prov);
-    nb->nprov = cp->nprov;
-    nb->prov = cp->prov;
+    ptc_lprog_insert_copy(p, c->id, src->id, nb->id, c, "to_channels_last");
     c->xin[0].buf = nb->id;
-    move_last_node_to(p, c->id);
 }
 
 static int convert_inputs(ptc_lprog *p, bool **cl)
@@ -379,6 +343,13 @@ int ptc_layout_plan(ptc_lprog *p, bool contiguous)
 void ptc_lbuf_logical(const ptc_lbuf *b, const int64_t *stored_sizes, int64_t *sizes,
                       int64_t *strides)
 {
+    if (b->padded) {
+        for (int d = 0; d < b->ndim; d++) {
+            sizes[d] = stored_sizes[d];
+            strides[d] = b->strides[d].value;
+        }
+        return;
+    }
     int64_t s = 1;
     for (int d = b->ndim - 1; d >= 0; d--) {
         int dim = b->permuted ? b->perm[d] : d;
@@ -386,4 +357,14 @@ void ptc_lbuf_logical(const ptc_lbuf *b, const int64_t *stored_sizes, int64_t *s
         strides[dim] = s;
         s *= stored_sizes[d];
     }
+}
+
+int64_t ptc_lbuf_elems(const ptc_lbuf *b, const int64_t *stored_sizes)
+{
+    int64_t n = 1;
+    for (int d = 0; d < b->ndim; d++)
+        n *= stored_sizes[d];
+    if (b->padded && n > 0)
+        n = stored_sizes[0] * b->strides[0].value;
+    return n;
 }

@@ -310,6 +310,33 @@ ptc_lnode *ptc_lprog_insert_node(ptc_lprog *p, int at, int kind)
     return n;
 }
 
+ptc_lnode *ptc_lprog_insert_copy(ptc_lprog *p, int at, int src, int dst, const ptc_lnode *like,
+                                 const char *label)
+{
+    ptc_arena *a = p->arena;
+    ptc_lnode *cp = ptc_lprog_insert_node(p, at, PTC_LN_POINTWISE);
+    const ptc_lbuf *from = p->bufs[src];
+    ptc_lbuf *to = p->bufs[dst];
+    PTC_ASSERT(from->ndim == to->ndim && from->dtype == to->dtype);
+    const ptc_ix *idx[PTC_MAX_DIMS];
+    cp->ndim = to->ndim;
+    for (int d = 0; d < to->ndim; d++) {
+        cp->ranges[d] = to->shape[d];
+        idx[d] = ptc_ix_var(a, d, to->shape[d]);
+    }
+    cp->value = ptc_lbody_load(a, &cp->body, src, from->dtype, to->ndim, idx);
+    cp->out[0] = dst;
+    to->def = cp->id;
+    cp->label = label;
+    memcpy(cp->ops, like->ops, sizeof cp->ops);
+    ptc_lnode_set_prov(p, cp, like->nprov, like->prov);
+    if (to->kind == PTC_LB_TEMP) {
+        to->nprov = cp->nprov;
+        to->prov = cp->prov;
+    }
+    return cp;
+}
+
 void ptc_lnode_set_prov(ptc_lprog *p, ptc_lnode *n, int nprov, const char *const *prov)
 {
     n->nprov = nprov;

@@ -224,6 +224,10 @@ typedef struct ptc_lbuf {
      * the stored order; externs and the runtime see the logical tensor. */
     bool permuted;
     uint8_t perm[PTC_MAX_DIMS];
+    /* Row padding (pad.c) may store a temporary's rows further apart than
+     * its last dim is long: the strides above are then static, 1 for the
+     * last dim and whole padded rows for the others. */
+    bool padded;
     int nprov;
     const char **prov;
 } ptc_lbuf;
@@ -301,6 +305,11 @@ static inline bool ptc_lnode_has_op(const ptc_lnode *n, ptc_op op)
 /* A new node at position `at` of the execution order: the nodes from `at`
  * on move one place later (their ids and their buffers' defs follow). */
 ptc_lnode *ptc_lprog_insert_node(ptc_lprog *p, int at, int kind);
+/* A pointwise node at position `at` (ptc_lprog_insert_node) writing
+ * dst[i] = src[i] over dst's shape (the two of one dtype and rank), named
+ * `label`, with the ops and provenance of `like`; dst->def is set to it. */
+ptc_lnode *ptc_lprog_insert_copy(ptc_lprog *p, int at, int src, int dst, const ptc_lnode *like,
+                                 const char *label);
 /* Sets a node's provenance (copied). */
 void ptc_lnode_set_prov(ptc_lprog *p, ptc_lnode *n, int nprov, const char *const *prov);
 /* Nodes reading buffer `buf` (loads or extern inputs), counted per node. */
@@ -333,9 +342,22 @@ void ptc_lbody_print(ptc_buf *b, const ptc_lbody *body, const char *const *names
  * channels_last plans even where contiguous is asked. */
 int ptc_layout_plan(ptc_lprog *p, bool contiguous);
 /* The logical sizes and element strides of buffer b (its own when it is not
- * permuted), given its stored sizes. */
+ * permuted), given its stored sizes: contiguous in the stored order, or the
+ * padded rows of a padded buffer. */
 void ptc_lbuf_logical(const ptc_lbuf *b, const int64_t *stored_sizes, int64_t *sizes,
                       int64_t *strides);
+/* The elements buffer b's memory holds, given its stored sizes: their
+ * product, or whole padded rows for a padded buffer. */
+int64_t ptc_lbuf_elems(const ptc_lbuf *b, const int64_t *stored_sizes);
+
+/* Aligned matmul operands (pad.c): every matrix an mm or bmm extern reads or
+ * writes gets a leading dimension that is a multiple of 16 bytes, as
+ * Inductor's pad_mm does for cuBLAS: temporaries are stored with padded
+ * rows, graph inputs and outputs are copied to or from padded temporaries
+ * where the matmul is large enough to pay for the copy. Run after
+ * inlining, before scheduling; `on` is the target's default (CUDA),
+ * PTC_PAD_MM=0/1 overrides it. Returns the number of matrices aligned. */
+int ptc_pad_plan(ptc_lprog *p, bool on);
 
 /* Lowers a verified prims graph. Fails with Unsupported naming the op for what
  * cannot be lowered. */
@@ -458,6 +480,7 @@ typedef struct ptc_sched_opts {
     int team_threads;      /* threads that may share one outer iteration (a CUDA
                               block's 1024; 0 or 1: one thread, the CPU) */
     bool contiguous_layouts; /* no channels-last planning (ptc_layout_plan) */
+    bool pad_matmuls;        /* aligned matmul operands by default (ptc_pad_plan) */
 } ptc_sched_opts;
 
 /* Fuses a loop program (modified: inlined producers are removed) into kernels

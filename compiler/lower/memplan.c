@@ -201,14 +201,13 @@ void ptc_mplan_build(ptc_arena *a, ptc_schedule *s)
             continue;
         mp->first[b] = step_of[buf->def];
         mp->last[b] = mp->first[b] > last_read[b] ? mp->first[b] : last_read[b];
-        int64_t bytes = (int64_t)ptc_dtype_size(buf->dtype);
+        int64_t sizes[PTC_MAX_DIMS];
         for (int d = 0; d < buf->ndim; d++) {
             if (!ptc_dim_is_static(buf->shape[d]))
                 mp->is_static = false;
-            else
-                bytes *= buf->shape[d].value;
+            sizes[d] = ptc_dim_is_static(buf->shape[d]) ? buf->shape[d].value : 1;
         }
-        mp->nbytes[b] = bytes;
+        mp->nbytes[b] = (int64_t)ptc_dtype_size(buf->dtype) * ptc_lbuf_elems(buf, sizes);
     }
     input_lifetimes(p, last_read, mp);
     output_births(p, step_of, mp);

@@ -782,6 +782,7 @@ ptc_schedule *ptc_schedule_build(ptc_arena *a, ptc_lprog *p, const ptc_sched_opt
     ptc_layout_plan(p, opts && opts->contiguous_layouts);
     ptc_inline_pass(p, limit, &out->ninlined, &out->nrefused_recompute);
     ptc_store_narrow_pass(p);
+    ptc_pad_plan(p, opts && opts->pad_matmuls);
     sched s = {0};
     s.a = a;
     s.p = p;

@@ -207,6 +207,7 @@ static int stage_kernels(pipe_t *s)
     if (p->backend == PTC_BACKEND_CUDA) {
         so.nthreads = 1024;
         so.team_threads = 1024;
+        so.pad_matmuls = true; /* cuBLAS's aligned kernels (lower/pad.c) */
     }
     p->sched = ptc_schedule_build(p->arena, p->prog, &so, s->err);
     if (!p->sched || write_outputs_in_place(s) < 0)

@@ -726,10 +726,10 @@ static ptc_tensor view_tensor(crun *r, const ptc_lview *v)
 
 static int64_t buf_bytes(crun *r, const ptc_lbuf *b)
 {
-    int64_t n = (int64_t)ptc_dtype_size(b->dtype);
+    int64_t sizes[PTC_MAX_DIMS];
     for (int d = 0; d < b->ndim; d++)
-        n *= eval(r, b->shape[d]);
-    return n;
+        sizes[d] = eval(r, b->shape[d]);
+    return (int64_t)ptc_dtype_size(b->dtype) * ptc_lbuf_elems(b, sizes);
 }
 
 /* A host copy of a whole device buffer; views keep their offsets into it. */
@@ -768,13 +768,12 @@ static int run_extern_staged(crun *r, const ptc_lnode *n)
     for (int o = 0; o < 2 && rc == 0; o++) {
         if (n->out[o] < 0)
             continue;
-        /* allocated in the buffer's stored order, seen in the logical one */
+        /* the buffer's memory (stored order, padded rows), seen in the
+           logical order */
         const ptc_lbuf *b = r->p->prog->bufs[n->out[o]];
-        int64_t sizes[PTC_MAX_DIMS];
-        for (int d = 0; d < b->ndim; d++)
-            sizes[d] = eval(r, b->shape[d]);
+        int64_t elems = buf_bytes(r, b) / (int64_t)ptc_dtype_size(b->dtype);
         ptc_tensor *t = &outs[nout++];
-        rc = ptc_tensor_alloc(t, b->dtype, b->ndim, sizes, r->err);
+        rc = ptc_tensor_alloc(t, b->dtype, 1, &elems, r->err);
         if (rc == 0)
             ptc_exec_buf_logical(&r->b, b, t);
     }
@@ -787,7 +786,7 @@ static int run_extern_staged(crun *r, const ptc_lnode *n)
         if (n->out[o] < 0)
             continue;
         ptc_tensor *t = &outs[nout++];
-        int64_t bytes = (int64_t)ptc_tensor_numel(t) * (int64_t)ptc_dtype_size(t->dtype);
+        int64_t bytes = buf_bytes(r, r->p->prog->bufs[n->out[o]]);
         if (rc == 0 && bytes > 0) {
             CUresult cr = r->A->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)r->bufptr[n->out[o]], t->data,
                                              (size_t)bytes);

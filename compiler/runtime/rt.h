@@ -319,7 +319,7 @@ typedef struct ptc_exec_kept {
 /* Whether ptc_exec_extern_kept applies to extern n in a run with host on
  * dev: the host runs it, has run_extern_new, and each of its outputs is a
  * temporary or (outs_given: the run's graph outputs are kept->outs) a graph
- * output. */
+ * output, none of them with padded rows (written through out=). */
 bool ptc_exec_extern_keeps(const ptc_program *p, const ptc_host *host, const ptc_lnode *n,
                            ptc_device dev, bool outs_given);
 int ptc_exec_extern_kept(const ptc_program *p, const ptc_bindings *b, void **bufptr,

@@ -308,10 +308,10 @@ static bool same_sizes(const ptc_bindings *x, const ptc_bindings *y)
 static int64_t buf_bytes(const ptc_program *p, const ptc_bindings *b, int buf)
 {
     const ptc_lbuf *lb = p->prog->bufs[buf];
-    int64_t n = (int64_t)ptc_dtype_size(lb->dtype);
+    int64_t sizes[PTC_MAX_DIMS];
     for (int d = 0; d < lb->ndim; d++)
-        n *= ptc_exec_dim(b, lb->shape[d]);
-    return n;
+        sizes[d] = ptc_exec_dim(b, lb->shape[d]);
+    return (int64_t)ptc_dtype_size(lb->dtype) * ptc_lbuf_elems(lb, sizes);
 }
 
 /* The bytes live outside the arena at each step that change along the run:
@@ -515,19 +515,9 @@ void ptc_exec_layout_free(ptc_exec_layout *l)
 bool ptc_exec_segments_on(const ptc_host *host, ptc_device dev)
 {
     static int warned;
-    const char *v = getenv("PTC_ARENA_SEGMENTS");
-    bool set = v && *v;
-    if (set && strcmp(v, "0") != 0 && strcmp(v, "1") != 0) {
-        if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-            fprintf(stderr,
-                    "ptc: warning: PTC_ARENA_SEGMENTS=%s is neither 0 nor 1; arenas are "
-                    "planned in segments on CUDA only, as by default\n",
-                    v);
-        set = false;
-    }
-    if (!host || !host->alloc || (set && strcmp(v, "0") == 0))
-        return false;
-    return dev.kind == PTC_DEV_CUDA || (set && strcmp(v, "1") == 0);
+    bool on = ptc_env_switch("PTC_ARENA_SEGMENTS", dev.kind == PTC_DEV_CUDA, &warned,
+                             "arenas are planned in segments on CUDA only, as by default");
+    return host && host->alloc && on;
 }
 
 int ptc_exec_segments_alloc(const ptc_program *p, const ptc_exec_layout *l, const ptc_host *host,
@@ -844,6 +834,10 @@ bool ptc_exec_extern_keeps(const ptc_program *p, const ptc_host *host, const ptc
         const ptc_lbuf *lb = n->out[o] >= 0 ? p->prog->bufs[n->out[o]] : NULL;
         if (lb && lb->kind != PTC_LB_TEMP &&
             !(lb->kind == PTC_LB_OUTPUT && outs_given && shaped_as_output(p, lb)))
+            return false;
+        /* torch allocates its results contiguous: a padded buffer is
+           written through out= (host->run_extern) */
+        if (lb && lb->padded)
             return false;
     }
     return true;

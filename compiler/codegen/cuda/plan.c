@@ -280,6 +280,8 @@ bool ptc_cuda_fits_i32(const ptc_lprog *prog, const ptc_kernel *k, ptc_cuda_size
         double n = 1;
         for (int d = 0; d < b->ndim; d++)
             n *= value(ctx, b->shape[d]);
+        if (b->padded) /* static: whole padded rows */
+            n = (double)b->shape[0].value * (double)b->strides[0].value;
         if (n >= LARGE)
             return false;
     }

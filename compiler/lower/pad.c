@@ -1,0 +1,292 @@
+/* Aligned matmul operands: padded rows for the matrices of mm and bmm.
+ *
+ * cuBLAS chooses its kernel by the alignment of each matrix's leading
+ * dimension: GPT-2's bf16 logits, 50257 elements (100514 bytes) a row, get
+ * the align1 cutlass kernels, which took 1.1-1.7 ms each on an H200 where
+ * Inductor's aligned nvjet kernels took 0.2 ms. As Inductor's pad_mm and its
+ * padded strides do, this pass gives every matrix an extern mm or bmm reads
+ * or writes a leading dimension of a multiple of 16 bytes:
+ *
+ * - a temporary (a kernel's result, or a matmul's, which then writes it
+ *   with out=) is stored with padded rows: its last dim keeps stride 1, the
+ *   others step whole rows of P elements, N rounded up. Kernels address it
+ *   through its strides and externs read it through views remapped to
+ *   them, so the padding costs only its memory;
+ * - a graph input (a weight, a gradient another graph made) and a graph
+ *   output keep the user's layout: a matmul reading one reads a padded copy
+ *   written by a kernel just before it, a matmul writing one writes a
+ *   padded temporary copied into it just after. A copy is made only where
+ *   it pays: the matmul does at least 2^29 flops (a copy's launch is worth
+ *   ~5 us) and at least 256 flops per element copied (a copy moves 4 bytes
+ *   an element; the slow kernels lose ~9 us per GFLOP).
+ *
+ * A buffer's rows are padded only where each view of it remaps (a view
+ * whose rows straddle the padding, such as a flat reshape, keeps it
+ * contiguous) and sizes are static.
+ */
+#include "lower/lower_int.h"
+
+enum { ROW_ALIGN_BYTES = 16 };
+
+#define COPY_MIN_FLOPS (1LL << 29)
+#define COPY_MIN_FLOPS_PER_ELEM 256
+
+static bool is_matmul(const ptc_lnode *n)
+{
+    return n && n->kind == PTC_LN_EXTERN && n->xkind == PTC_XK_HOST && n->xnode &&
+           (n->xnode->op == PTC_OP_MM || n->xnode->op == PTC_OP_BMM);
+}
+
+static bool static_view(const ptc_lview *v)
+{
+    if (!ptc_dim_is_static(v->offset))
+        return false;
+    for (int d = 0; d < v->ndim; d++)
+        if (!ptc_dim_is_static(v->sizes[d]) || !ptc_dim_is_static(v->strides[d]))
+            return false;
+    return true;
+}
+
+/* The leading dimension (elements) of the matrix in view v's last two dims:
+ * the stride of the one that is not unit-stride; 0 when neither is (torch
+ * copies such an operand anyway) or the matrix is one row or column. */
+static int64_t leading_dim(const ptc_lview *v)
+{
+    if (v->ndim < 2 || !static_view(v))
+        return 0;
+    int r = v->ndim - 2, c = v->ndim - 1;
+    if (v->sizes[r].value <= 1 || v->sizes[c].value <= 1)
+        return 0;
+    if (v->strides[c].value == 1)
+        return v->strides[r].value;
+    if (v->strides[r].value == 1)
+        return v->strides[c].value;
+    return 0;
+}
+
+static int64_t row_align(const ptc_lbuf *b)
+{
+    return ROW_ALIGN_BYTES / (int64_t)ptc_dtype_size(b->dtype);
+}
+
+/* Buffer b's whole memory as a view (its shape and strides). */
+static ptc_lview whole(const ptc_lbuf *b)
+{
+    ptc_lview v = {.buf = b->id, .ndim = b->ndim, .offset = ptc_dim_c(0)};
+    for (int d = 0; d < b->ndim; d++) {
+        v.sizes[d] = b->shape[d];
+        v.strides[d] = b->strides[d];
+    }
+    return v;
+}
+
+/* The row length N of buffer b when its rows are worth padding: b is
+ * contiguous with static sizes, N * its element size is no multiple of 16
+ * bytes, and ld (a matmul's leading dim over it) steps whole rows; else 0. */
+static int64_t paddable_rows(const ptc_lbuf *b, int64_t ld)
+{
+    if (b->ndim < 2 || b->permuted || b->padded || ROW_ALIGN_BYTES % ptc_dtype_size(b->dtype))
+        return 0;
+    int64_t s = 1;
+    for (int d = b->ndim - 1; d >= 0; d--) {
+        if (!ptc_dim_is_static(b->shape[d]) || !ptc_dim_is_static(b->strides[d]) ||
+            b->strides[d].value != s)
+            return 0;
+        s *= b->shape[d].value;
+    }
+    int64_t n = b->shape[b->ndim - 1].value;
+    if (n <= 1 || n % row_align(b) == 0 || ld % n != 0)
+        return 0;
+    return n;
+}
+
+/* View v of a contiguous buffer of rows of n elements rewritten for rows
+ * of p elements: dims stepping whole rows step padded ones, the others stay
+ * inside a row. False (v unchanged) when some element's row and column
+ * cannot be told apart that way. */
+static bool remap_rows(ptc_lview *v, int64_t n, int64_t p, bool apply)
+{
+    if (!static_view(v))
+        return false;
+    int64_t off = v->offset.value, within = off % n;
+    for (int d = 0; d < v->ndim; d++)
+        if (v->sizes[d].value > 1 && v->strides[d].value % n != 0)
+            within += v->strides[d].value * (v->sizes[d].value - 1);
+    if (within >= n)
+        return false;
+    for (int d = 0; apply && d < v->ndim; d++)
+        if (v->strides[d].value % n == 0)
+            v->strides[d] = ptc_dim_c(v->strides[d].value / n * p);
+    if (apply)
+        v->offset = ptc_dim_c(off / n * p + off % n);
+    return true;
+}
+
+static int64_t padded_length(const ptc_lbuf *b, int64_t n)
+{
+    int64_t al = row_align(b);
+    return (n + al - 1) / al * al;
+}
+
+/* Buffer b stores rows of p elements. */
+static void store_padded(ptc_lbuf *b, int64_t n, int64_t p)
+{
+    for (int d = 0; d < b->ndim - 1; d++)
+        b->strides[d] = ptc_dim_c(b->strides[d].value / n * p);
+    b->padded = true;
+}
+
+/* Temporary b, read by matmul views of leading dim ld, gets padded rows
+ * where its writer addresses it through strides (a kernel, or a matmul
+ * writing with out=) and every extern reading it remaps. */
+static bool pad_temp(ptc_lprog *p, ptc_lbuf *b, int64_t ld)
+{
+    int64_t n = paddable_rows(b, ld);
+    const ptc_lnode *w = b->def >= 0 ? p->nodes[b->def] : NULL;
+    if (!n || b->kind != PTC_LB_TEMP || b->removed || !w ||
+        (w->kind == PTC_LN_EXTERN && !is_matmul(w)))
+        return false;
+    for (int pass = 0; pass < 2; pass++)
+        for (int r = 0; r < p->nnodes; r++) {
+            ptc_lnode *x = p->nodes[r];
+            for (int i = 0; x && x->kind == PTC_LN_EXTERN && i < x->nxin; i++)
+                if (x->xin[i].buf == b->id &&
+                    (x->xkind != PTC_XK_HOST ||
+                     !remap_rows(&x->xin[i], n, padded_length(b, n), pass == 1)))
+                    return false;
+        }
+    store_padded(b, n, padded_length(b, n));
+    return true;
+}
+
+/* ---- graph inputs and outputs: padded copies ------------------------------------ */
+
+static double view_numel(const ptc_lview *v)
+{
+    double e = 1;
+    for (int d = 0; d < v->ndim; d++)
+        e *= (double)v->sizes[d].value;
+    return e;
+}
+
+/* Matmul m's flops: 2 * batch * M * N * K from its operands' views. */
+static double matmul_flops(const ptc_lnode *m)
+{
+    const ptc_lview *a = &m->xin[0], *b = &m->xin[1];
+    if (!static_view(a) || !static_view(b))
+        return 0;
+    return 2 * view_numel(a) * (double)b->sizes[b->ndim - 1].value;
+}
+
+/* Does a copy of `copied` elements for matmul m pay (the rule above)? */
+static bool copy_pays(const ptc_lnode *m, double copied)
+{
+    double flops = matmul_flops(m);
+    return flops >= (double)COPY_MIN_FLOPS && flops >= COPY_MIN_FLOPS_PER_ELEM * copied;
+}
+
+/* A new temporary of b's dtype and shape, stored with rows of p. */
+static ptc_lbuf *padded_twin(ptc_lprog *p, const ptc_lbuf *b, int64_t n)
+{
+    ptc_lbuf *t = ptc_lprog_add_buf(p, b->dtype, b->ndim, b->shape, PTC_LB_TEMP);
+    store_padded(t, n, padded_length(b, n));
+    return t;
+}
+
+/* View v of b reads padded twin t instead, where it is misaligned and
+ * remaps; true when it does. */
+static bool read_twin(ptc_lview *v, const ptc_lbuf *b, const ptc_lbuf *t, int64_t n)
+{
+    int64_t ld = leading_dim(v);
+    if (v->buf != b->id || ld == 0 || ld % row_align(b) == 0 || ld % n != 0 ||
+        !remap_rows(v, n, padded_length(b, n), true))
+        return false;
+    v->buf = t->id;
+    return true;
+}
+
+/* Matmul m's operand k reads graph input or output b through a misaligned
+ * view of leading dim ld: where the copy pays, m reads a padded copy of b
+ * written just before it, and so do the later matmuls reading b as
+ * misaligned (GPT-2's logits gradient feeds two). Returns the number of
+ * views that read the copy. */
+static int copy_operand(ptc_lprog *p, ptc_lnode *m, int k, int64_t ld)
+{
+    ptc_lbuf *b = p->bufs[m->xin[k].buf];
+    int64_t n = paddable_rows(b, ld);
+    ptc_lview v = whole(b), probe = m->xin[k];
+    if (!n || !remap_rows(&probe, n, padded_length(b, n), false) || !copy_pays(m, view_numel(&v)))
+        return 0;
+    ptc_lbuf *t = padded_twin(p, b, n);
+    int at = m->id, moved = 0;
+    for (int r = at; r < p->nnodes; r++)
+        for (int j = 0; is_matmul(p->nodes[r]) && j < p->nodes[r]->nxin; j++)
+            moved += read_twin(&p->nodes[r]->xin[j], b, t, n);
+    ptc_lprog_insert_copy(p, at, b->id, t->id, m, "pad_rows");
+    return moved;
+}
+
+/* Matmul m writes graph output b, misaligned: where the copy pays, m writes
+ * a padded temporary that a kernel just after it copies into b. */
+static int copy_result(ptc_lprog *p, ptc_lnode *m)
+{
+    ptc_lbuf *b = p->bufs[m->out[0]];
+    ptc_lview v = whole(b);
+    int64_t n = paddable_rows(b, leading_dim(&v));
+    if (!n || !copy_pays(m, view_numel(&v)))
+        return 0;
+    ptc_lbuf *t = padded_twin(p, b, n);
+    t->def = m->id;
+    m->out[0] = t->id;
+    ptc_lprog_insert_copy(p, m->id + 1, t->id, b->id, m, "unpad_rows");
+    return 1;
+}
+
+/* ---- the pass ------------------------------------------------------------------- */
+
+/* PTC_PAD_MM=1 pads on every target, 0 on none; unset, the target's default
+ * (on for CUDA). */
+static bool pad_on(bool on)
+{
+    static int warned;
+    return ptc_env_switch("PTC_PAD_MM", on, &warned, "matmul operands are padded as by default");
+}
+
+enum { RESULT = 2 }; /* align_matrix's k for a matmul's result */
+
+/* Aligns the matrix of matmul m's operand k (0 or 1), or of its result. */
+static int align_matrix(ptc_lprog *p, ptc_lnode *m, int k)
+{
+    bool result = k == RESULT;
+    int buf = result ? m->out[0] : m->xin[k].buf;
+    if (buf < 0)
+        return 0;
+    ptc_lbuf *b = p->bufs[buf];
+    ptc_lview whole_b = whole(b);
+    int64_t ld = leading_dim(result ? &whole_b : &m->xin[k]);
+    if (ld == 0 || ld % row_align(b) == 0)
+        return 0;
+    if (b->kind == PTC_LB_TEMP)
+        return pad_temp(p, b, ld);
+    if (result)
+        return b->kind == PTC_LB_OUTPUT ? copy_result(p, m) : 0;
+    return copy_operand(p, m, k, ld);
+}
+
+int ptc_pad_plan(ptc_lprog *p, bool on)
+{
+    if (!pad_on(on))
+        return 0;
+    int n = 0;
+    for (int i = 0; i < p->nnodes; i++) {
+        ptc_lnode *m = p->nodes[i];
+        if (!is_matmul(m) || m->out[1] >= 0)
+            continue;
+        for (int k = 0; k <= RESULT; k++) {
+            int before = m->id;
+            n += align_matrix(p, m, k);
+            i += m->id - before; /* a copy inserted before m moved it on */
+        }
+    }
+    return n;
+}

@@ -1,0 +1,243 @@
+"""Aligned matmul operands (compiler/lower/pad.c): every matrix an mm or bmm
+reads or writes gets a leading dimension of a multiple of 16 bytes, so that
+cuBLAS picks its aligned kernels (GPT-2's LM head, 50257 columns, ran the
+align1 cutlass kernels at 1.1-1.7 ms each on an H200 where Inductor's padded
+operands ran nvjet kernels at 0.2 ms). Temporaries get padded rows; graph
+inputs and outputs keep the user's layout and are copied to or from padded
+temporaries where the matmul pays for the copy. On for CUDA by default (the
+plans are read from ptc-run --emit=kernels, no GPU needed); PTC_PAD_MM=1 runs
+the same plans on the CPU, where results must equal eager's."""
+import os
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import ptc
+import ptcio
+
+LM_HEAD = """# ptc ir v1
+graph f(%h: {dt}[{m},{k}] cpu, %w: {dt}[{n},{k}] cpu) {{
+  %0 = prims.permute(%w, dims=[1, 0]) : {dt}[{k},{n}]
+  %1 = mm(%h, %0) : {dt}[{m},{n}]
+  return (%1)
+}}
+"""
+
+LM_HEAD_GRADS = """# ptc ir v1
+graph f(%g: bf16[2048,50257] cpu, %w: bf16[50257,768] cpu, %h: bf16[2048,768] cpu) {
+  %0 = mm(%g, %w) : bf16[2048,768]
+  %1 = prims.permute(%g, dims=[1, 0]) : bf16[50257,2048]
+  %2 = mm(%1, %h) : bf16[50257,768]
+  return (%0, %2)
+}
+"""
+
+MM = re.compile(r"^  n\d+ (?:mm|bmm)\((buf\d+)\[([^\]]*)\]\{([^}]*)\}, "
+                r"(buf\d+)\[([^\]]*)\]\{([^}]*)\}\) -> (buf\d+)", re.M)
+
+
+def cuda_plan(tmp_path, text, *env):
+    path = tmp_path / "g.ptir"
+    path.write_text(text)
+    r = ptcio.ptc_run("--emit=kernels", "--backend", "cuda", path)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def matmuls(kernels):
+    """Per mm/bmm: ((buf, sizes, strides) per operand, result buffer)."""
+    ints = lambda s: [int(v) for v in s.split(",")]  # noqa: E731
+    return [(((m[0], ints(m[1]), ints(m[2])), (m[3], ints(m[4]), ints(m[5]))), m[6])
+            for m in MM.findall(kernels)]
+
+
+def rows(kernels):
+    """{buffer: padded row length} from the memory plan."""
+    return {b: int(n) for b, n in re.findall(r"^  (buf\d+): \S+ rows of (\d+)", kernels, re.M)}
+
+
+def steps(kernels):
+    return re.findall(r"^kernel \d+ \S+?_(\w+):|^extern \d+ (\S+):", kernels, re.M)
+
+
+def leading_dim(sizes, strides):
+    return strides[-2] if strides[-1] == 1 else strides[-1]
+
+
+def test_lm_head_result_is_written_padded_and_copied_into_the_users_logits(tmp_path):
+    """GPT-2's forward returns its logits: the user's tensor keeps eager's
+    contiguous rows of 50257, the matmul writes rows of 50264 (16-byte
+    aligned bf16) and one kernel after it copies them into the output."""
+    k = cuda_plan(tmp_path, LM_HEAD.format(dt="bf16", m=2048, k=768, n=50257))
+    (_, out), = matmuls(k)
+    assert rows(k) == {out: 50264}
+    assert [s for s in re.findall(r"^kernel \d+ (\S+):", k, re.M)] == ["k0_unpad_rows"]
+    # the copy writes the output contiguous, reading the padded rows
+    assert re.search(r"-> buf\d+\[50257\*o0 \+ o1\]:bf16", k)
+    assert re.search(r"load %s\[50264\*o0 \+ o1\]" % out, k)
+
+
+def test_a_small_or_aligned_matmul_is_left_as_it_is(tmp_path):
+    """A copy costs a launch and a pass over the matrix: a small matmul
+    (2*64*1001*64 flops) keeps its misaligned output, and an aligned one
+    (50264 columns) has nothing to pad."""
+    for m, k, n in ((64, 64, 1001), (2048, 768, 50264)):
+        plan = cuda_plan(tmp_path, LM_HEAD.format(dt="bf16", m=m, k=k, n=n))
+        assert rows(plan) == {} and "_pad_rows" not in plan and "unpad_rows" not in plan, plan
+
+
+def test_logits_gradient_input_is_copied_once_for_both_matmuls(tmp_path):
+    """The backward of the LM head gets the logits' gradient as a graph input
+    (the loss is another graph): one kernel copies it into padded rows, and
+    both gradient matmuls (grad_h = g @ W and grad_W = g^T @ h) read the
+    copy, row-major and transposed, with a leading dim of 50264."""
+    k = cuda_plan(tmp_path, LM_HEAD_GRADS)
+    assert re.findall(r"^kernel \d+ (\S+):", k, re.M) == ["k0_pad_rows"]
+    mms = matmuls(k)
+    assert len(mms) == 2
+    (ga, gsz, gst), _ = mms[0][0]
+    (ta, tsz, tst), _ = mms[1][0]
+    assert ga == ta and rows(k) == {ga: 50264}
+    assert (gsz, gst) == ([2048, 50257], [50264, 1])
+    assert (tsz, tst) == ([50257, 2048], [1, 50264])
+
+
+def test_cpu_default_is_unpadded_and_pad_mm_0_turns_cuda_off(tmp_path, monkeypatch):
+    """CPU programs keep their layouts (MKL/oneDNN: no align1 cliff measured
+    there); PTC_PAD_MM=0 turns the CUDA default off, a bad value warns."""
+    path = tmp_path / "g.ptir"
+    path.write_text(LM_HEAD_GRADS)
+    cpu = ptcio.ptc_run("--emit=kernels", path)
+    assert cpu.returncode == 0 and "pad_rows" not in cpu.stdout
+    env = dict(os.environ, PTC_PAD_MM="0")
+    exe = os.path.join(ptcio.build_dir(), "tools", "run", "ptc-run")
+    import subprocess
+    off = subprocess.run([exe, "--emit=kernels", "--backend", "cuda", str(path)],
+                         capture_output=True, text=True, env=env)
+    assert off.returncode == 0 and "pad_rows" not in off.stdout
+    env["PTC_PAD_MM"] = "yes"
+    bad = subprocess.run([exe, "--emit=kernels", "--backend", "cuda", str(path)],
+                         capture_output=True, text=True, env=env)
+    assert "PTC_PAD_MM=yes" in bad.stderr and "pad_rows" in bad.stdout
+
+
+# ---- a small GPT-2-like model: compiled on the CPU, planned for CUDA ------------------
+
+
+class TinyLM(torch.nn.Module):
+    """Embedding, one MLP block, a tied LM head over an odd vocabulary, and
+    the loss in the same graph."""
+
+    def __init__(self, vocab=1001, dim=64):
+        super().__init__()
+        self.wte = torch.nn.Embedding(vocab, dim)
+        self.fc = torch.nn.Linear(dim, 4 * dim)
+        self.proj = torch.nn.Linear(4 * dim, dim)
+        self.ln = torch.nn.LayerNorm(dim)
+
+    def forward(self, ids, labels):
+        h = self.wte(ids)
+        h = h + self.proj(F.gelu(self.fc(h)))
+        logits = self.ln(h) @ self.wte.weight.t()
+        loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1))
+        return loss, logits
+
+
+def train_step(model, ids, labels, compiled):
+    model.zero_grad()
+    run = ptc.compile(model) if compiled else model
+    loss, logits = run(ids, labels)
+    loss.backward()
+    return loss, logits, {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+def traced_ptir(tmp_path, name):
+    for d, _, files in os.walk(tmp_path):
+        if name in files:
+            return open(os.path.join(d, name)).read()
+    raise AssertionError("no %s under %s" % (name, tmp_path))
+
+
+def test_tiny_lm_backward_plans_the_logits_gradient_with_padded_rows(tmp_path):
+    """The logits' gradient is a temporary of ptc's softmax-backward kernel:
+    on CUDA it is stored with rows of 1004 f32 (16 bytes aligned) and both
+    gradient matmuls read it through those rows, with no copy."""
+    torch.manual_seed(0)
+    model = TinyLM()
+    ids, labels = torch.randint(0, 1001, (2, 2, 32))
+    ptc.config.trace_dir = str(tmp_path / "trace")
+    try:
+        train_step(model, ids, labels, True)
+    finally:
+        ptc.config.trace_dir = None
+    backward = ptcio.ptir_on_cuda(traced_ptir(tmp_path / "trace", "backward.ptir"))
+    k = cuda_plan(tmp_path, backward)
+    padded = rows(k)
+    assert padded and set(padded.values()) == {1004}, padded
+    assert "pad_rows" not in k
+    readers = [(sz, st) for ops, _ in matmuls(k) for b, sz, st in ops if b in padded]
+    assert len(readers) == 2, readers
+    for sz, st in readers:
+        assert 1001 in sz and leading_dim(sz, st) == 1004, (sz, st)
+
+
+@pytest.fixture
+def pad_on_cpu(monkeypatch):
+    monkeypatch.setenv("PTC_PAD_MM", "1")
+
+
+def test_tiny_lm_training_with_padded_rows_equals_eager(pad_on_cpu, capfd):
+    """The same plans run on the CPU (PTC_PAD_MM=1): kernels write and read
+    the padded rows, torch's mm writes them through out=; the loss, logits
+    and every gradient equal eager's, and the logits keep eager's strides."""
+    torch.manual_seed(0)
+    model = TinyLM()
+    ids, labels = torch.randint(0, 1001, (2, 2, 32))
+    want = train_step(model, ids, labels, False)
+    ptc.config.logs = "+runtime"
+    try:
+        got = train_step(model, ids, labels, True)
+    finally:
+        ptc.config.logs = None
+    calls = [ln for ln in capfd.readouterr().err.splitlines() if "extern mm:" in ln]
+    print("\n".join(calls))
+    # the two gradient matmuls read the logits' gradient through rows of 1004
+    assert sum("strides (1004,1)" in ln or "strides (1,1004)" in ln for ln in calls) == 2, calls
+    torch.testing.assert_close(got[0], want[0], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(got[1], want[1], rtol=1e-4, atol=1e-5)
+    assert got[1].stride() == want[1].stride()
+    for name in want[2]:
+        torch.testing.assert_close(got[2][name], want[2][name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_boundary_copies_on_the_cpu_equal_eager(pad_on_cpu, tmp_path):
+    """Large enough to pay for the copies (2*512*256*2049 flops): an input
+    read by two matmuls is copied once into padded rows, a matmul's output
+    is written padded and copied into the user's tensor, which keeps
+    eager's contiguous strides."""
+    torch.manual_seed(0)
+    g, w, h = torch.randn(512, 2049), torch.randn(2049, 256), torch.randn(512, 256)
+
+    def grads(g, w, h):
+        return g @ w, g.t() @ h
+
+    def head(h, w):
+        return h @ w.t()
+
+    ptc.config.trace_dir = str(tmp_path)
+    try:
+        got_grads = ptc.compile(grads)(g, w, h)
+        got_head = ptc.compile(head)(h, w)
+    finally:
+        ptc.config.trace_dir = None
+    for got, want in zip(got_grads, grads(g, w, h)):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-3)
+    want = head(h, w)
+    torch.testing.assert_close(got_head, want, rtol=1e-4, atol=1e-3)
+    assert got_head.stride() == want.stride() == (2049, 1)
+    texts = [open(os.path.join(d, n)).read() for d, _, fs in os.walk(tmp_path) for n in fs
+             if n == "kernels.txt"]
+    names = re.findall(r"^kernel \d+ \S+?_((?:un)?pad_rows):", "".join(texts), re.M)
+    assert sorted(names) == ["pad_rows", "unpad_rows"], names
