@@ -188,13 +188,13 @@ def pad_on_cpu(monkeypatch):
     monkeypatch.setenv("PTC_PAD_MM", "1")
 
 
-def test_tiny_lm_training_with_padded_rows_equals_eager(pad_on_cpu, capfd):
+def test_tiny_lm_training_with_padded_rows_equals_eager(pad_on_cpu, capfd, device="cpu"):
     """The same plans run on the CPU (PTC_PAD_MM=1): kernels write and read
     the padded rows, torch's mm writes them through out=; the loss, logits
     and every gradient equal eager's, and the logits keep eager's strides."""
     torch.manual_seed(0)
-    model = TinyLM()
-    ids, labels = torch.randint(0, 1001, (2, 2, 32))
+    model = TinyLM().to(device)
+    ids, labels = torch.randint(0, 1001, (2, 2, 32), device=device)
     want = train_step(model, ids, labels, False)
     ptc.config.logs = "+runtime"
     try:
@@ -212,13 +212,14 @@ def test_tiny_lm_training_with_padded_rows_equals_eager(pad_on_cpu, capfd):
         torch.testing.assert_close(got[2][name], want[2][name], rtol=1e-4, atol=1e-5, msg=name)
 
 
-def test_boundary_copies_on_the_cpu_equal_eager(pad_on_cpu, tmp_path):
+def test_boundary_copies_on_the_cpu_equal_eager(pad_on_cpu, tmp_path, device="cpu"):
     """Large enough to pay for the copies (2*512*256*2049 flops): an input
     read by two matmuls is copied once into padded rows, a matmul's output
     is written padded and copied into the user's tensor, which keeps
     eager's contiguous strides."""
     torch.manual_seed(0)
-    g, w, h = torch.randn(512, 2049), torch.randn(2049, 256), torch.randn(512, 256)
+    g, w, h = (torch.randn(512, 2049, device=device), torch.randn(2049, 256, device=device),
+               torch.randn(512, 256, device=device))
 
     def grads(g, w, h):
         return g @ w, g.t() @ h
