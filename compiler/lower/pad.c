@@ -31,10 +31,13 @@ enum { ROW_ALIGN_BYTES = 16 };
 #define COPY_MIN_FLOPS (1LL << 29)
 #define COPY_MIN_FLOPS_PER_ELEM 256
 
+/* mm, bmm, and addmm (an mm and its bias add, lower.c): the extern's
+ * inputs are (bias,) a, b. */
 static bool is_matmul(const ptc_lnode *n)
 {
     return n && n->kind == PTC_LN_EXTERN && n->xkind == PTC_XK_HOST && n->xnode &&
-           (n->xnode->op == PTC_OP_MM || n->xnode->op == PTC_OP_BMM);
+           (n->xnode->op == PTC_OP_MM || n->xnode->op == PTC_OP_BMM ||
+            n->xnode->op == PTC_OP_ADDMM);
 }
 
 static bool static_view(const ptc_lview *v)
@@ -172,7 +175,7 @@ static double view_numel(const ptc_lview *v)
 /* Matmul m's flops: 2 * batch * M * N * K from its operands' views. */
 static double matmul_flops(const ptc_lnode *m)
 {
-    const ptc_lview *a = &m->xin[0], *b = &m->xin[1];
+    const ptc_lview *a = &m->xin[m->nxin - 2], *b = &m->xin[m->nxin - 1];
     if (!static_view(a) || !static_view(b))
         return 0;
     return 2 * view_numel(a) * (double)b->sizes[b->ndim - 1].value;
@@ -252,9 +255,10 @@ static bool pad_on(bool on)
     return ptc_env_switch("PTC_PAD_MM", on, &warned, "matmul operands are padded as by default");
 }
 
-enum { RESULT = 2 }; /* align_matrix's k for a matmul's result */
+enum { RESULT = -1 }; /* align_matrix's k for a matmul's result */
 
-/* Aligns the matrix of matmul m's operand k (0 or 1), or of its result. */
+/* Aligns the matrix of matmul m's input k, or of its result (an addmm's
+ * bias, one row, has no leading dim to align). */
 static int align_matrix(ptc_lprog *p, ptc_lnode *m, int k)
 {
     bool result = k == RESULT;
@@ -282,7 +286,7 @@ int ptc_pad_plan(ptc_lprog *p, bool on)
         ptc_lnode *m = p->nodes[i];
         if (!is_matmul(m) || m->out[1] >= 0)
             continue;
-        for (int k = 0; k <= RESULT; k++) {
+        for (int k = RESULT; k < m->nxin; k++) {
             int before = m->id;
             n += align_matrix(p, m, k);
             i += m->id - before; /* a copy inserted before m moved it on */

@@ -79,6 +79,24 @@ def test_lm_head_result_is_written_padded_and_copied_into_the_users_logits(tmp_p
     assert re.search(r"load %s\[50264\*o0 \+ o1\]" % out, k)
 
 
+LINEAR = """# ptc ir v1
+graph f(%x: f32[2048,768] cpu, %w: f32[50257,768] cpu, %b: f32[50257] cpu) {
+  %0 = linear(%x, %w, %b) : f32[2048,50257]
+  return (%0)
+}
+"""
+
+
+def test_linear_with_bias_addmm_result_is_written_padded(tmp_path):
+    """An mm and its bias add run as one addmm: its result is padded as an
+    mm's (rows of 50260 f32) and copied into the user's output."""
+    k = cuda_plan(tmp_path, LINEAR)
+    m = re.search(r"^  n\d+ addmm\(buf\d+\[50257\]\{1\}, [^)]*\) -> (buf\d+)", k, re.M)
+    assert m, k
+    assert rows(k) == {m.group(1): 50260}
+    assert re.findall(r"^kernel \d+ (\S+):", k, re.M) == ["k0_unpad_rows"]
+
+
 def test_a_small_or_aligned_matmul_is_left_as_it_is(tmp_path):
     """A copy costs a launch and a pass over the matrix: a small matmul
     (2*64*1001*64 flops) keeps its misaligned output, and an aligned one
@@ -214,28 +232,29 @@ def test_tiny_lm_training_with_padded_rows_equals_eager(pad_on_cpu, capfd, devic
 
 def test_boundary_copies_on_the_cpu_equal_eager(pad_on_cpu, tmp_path, device="cpu"):
     """Large enough to pay for the copies (2*512*256*2049 flops): an input
-    read by two matmuls is copied once into padded rows, a matmul's output
-    is written padded and copied into the user's tensor, which keeps
-    eager's contiguous strides."""
+    read by two matmuls is copied once into padded rows, a linear's output
+    (an addmm) is written padded and copied into the user's tensor, which
+    keeps eager's contiguous strides."""
     torch.manual_seed(0)
     g, w, h = (torch.randn(512, 2049, device=device), torch.randn(2049, 256, device=device),
                torch.randn(512, 256, device=device))
+    b = torch.randn(2049, device=device)
 
     def grads(g, w, h):
         return g @ w, g.t() @ h
 
-    def head(h, w):
-        return h @ w.t()
+    def head(h, w, b):
+        return F.linear(h, w, b)
 
     ptc.config.trace_dir = str(tmp_path)
     try:
         got_grads = ptc.compile(grads)(g, w, h)
-        got_head = ptc.compile(head)(h, w)
+        got_head = ptc.compile(head)(h, w, b)
     finally:
         ptc.config.trace_dir = None
     for got, want in zip(got_grads, grads(g, w, h)):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-3)
-    want = head(h, w)
+    want = head(h, w, b)
     torch.testing.assert_close(got_head, want, rtol=1e-4, atol=1e-3)
     assert got_head.stride() == want.stride() == (2049, 1)
     texts = [open(os.path.join(d, n)).read() for d, _, fs in os.walk(tmp_path) for n in fs
