@@ -350,8 +350,8 @@ void ptc_lbuf_logical(const ptc_lbuf *b, const int64_t *stored_sizes, int64_t *s
  * product, or whole padded rows for a padded buffer. */
 int64_t ptc_lbuf_elems(const ptc_lbuf *b, const int64_t *stored_sizes);
 
-/* Aligned matmul operands (pad.c): every matrix an mm or bmm extern reads or
- * writes gets a leading dimension that is a multiple of 16 bytes, as
+/* Aligned matmul operands (pad.c): every matrix an mm, addmm or bmm extern
+ * reads or writes gets a leading dimension that is a multiple of 16 bytes, as
  * Inductor's pad_mm does for cuBLAS: temporaries are stored with padded
  * rows, graph inputs and outputs are copied to or from padded temporaries
  * where the matmul is large enough to pay for the copy. Run after

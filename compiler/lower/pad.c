@@ -4,7 +4,7 @@
  * dimension: GPT-2's bf16 logits, 50257 elements (100514 bytes) a row, get
  * the align1 cutlass kernels, which took 1.1-1.7 ms each on an H200 where
  * Inductor's aligned nvjet kernels took 0.2 ms. As Inductor's pad_mm and its
- * padded strides do, this pass gives every matrix an extern mm or bmm reads
+ * padded strides do, this pass gives every matrix an mm, addmm or bmm reads
  * or writes a leading dimension of a multiple of 16 bytes:
  *
  * - a temporary (a kernel's result, or a matmul's, which then writes it
