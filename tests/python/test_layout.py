@@ -253,3 +253,51 @@ def test_cpu_training_graphs_keep_contiguous_layouts(tmp_path):
     copied = [e.input_shapes for e in prof.events() if e.name == "aten::clone"
               and e.input_shapes and tuple(e.input_shapes[0]) in weights]
     assert copied == []
+
+
+class TinyResNet(torch.nn.Module):
+    """A stem (convolution, batch norm, relu, max pool) and one bottleneck
+    block with its residual add: resnet's kinds of layers, small enough that
+    bf16 autocast rounds ptc's step as eager's (resnet18's 20 layers amplify
+    a rounding of either into gradients 1.5x apart, whatever the layout)."""
+
+    def __init__(self):
+        super().__init__()
+        nn = torch.nn
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8),
+                                  nn.ReLU(), nn.MaxPool2d(2))
+        self.block = nn.Sequential(nn.Conv2d(8, 8, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                                   nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8))
+        self.fc = nn.Linear(8, 5)
+
+    def forward(self, x):
+        x = self.stem(x)
+        x = torch.relu(x + self.block(x))
+        return self.fc(x.mean((2, 3)))
+
+
+def test_autocast_training_step_in_one_layout_equals_eager(tmp_path, monkeypatch, dev="cpu"):
+    """Under bf16 autocast a training step planned channels-last end to end
+    (CUDA's default; the CPU with PTC_LAYOUT=channels_last): the forward
+    saves the chain's activations and bf16 weight casts channels-last, the
+    backward reads them so (compiler/lower/layout.c), and the gradients equal
+    eager's and come back in each parameter's own layout, as eager's do."""
+    import copy
+
+    if dev == "cpu":
+        monkeypatch.setenv("PTC_LAYOUT", "channels_last")
+    torch.manual_seed(0)
+    m = TinyResNet().to(dev).train()
+    m2 = copy.deepcopy(m)
+    x = torch.randn(2, 3, 16, 16, device=dev)
+    with torch.autocast(dev, dtype=torch.bfloat16):
+        m(x).float().pow(2).mean().backward()
+    ptc.config.compiled_autograd = True
+    try:
+        with torch.autocast(dev, dtype=torch.bfloat16):
+            ptc.compile(m2)(x).float().pow(2).mean().backward()
+    finally:
+        ptc.config.compiled_autograd = False
+    for (name, p), q in zip(m.named_parameters(), m2.parameters()):
+        assert q.grad.stride() == q.stride(), name
+        assert_near(q.grad, p.grad, dev, torch.bfloat16)
