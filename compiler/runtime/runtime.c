@@ -825,15 +825,16 @@ static void result_as_output(const ptc_program *p, int buf, ptc_exec_kept *kept)
     ptc_tensor_release(t);
 }
 
-/* Output buffer lb has its graph output's sizes: it is not a reshape of
- * the output (lower.c), so a result of the buffer's sizes can be the output. */
+/* Output buffer lb has its graph output's sizes (in stored order where
+ * layout planning permuted it): it is not a reshape of the output (lower.c),
+ * so a result of the buffer's sizes can be the output. */
 static bool shaped_as_output(const ptc_program *p, const ptc_lbuf *lb)
 {
     const ptc_ttype *t = &p->out_types[lb->output];
     if (t->ndim != lb->ndim)
         return false;
     for (int d = 0; d < t->ndim; d++)
-        if (!ptc_dim_eq(t->shape[d], lb->shape[d]))
+        if (!ptc_dim_eq(t->shape[lb->permuted ? lb->perm[d] : d], lb->shape[d]))
             return false;
     return true;
 }

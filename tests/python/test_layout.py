@@ -301,3 +301,28 @@ def test_autocast_training_step_in_one_layout_equals_eager(tmp_path, monkeypatch
     for (name, p), q in zip(m.named_parameters(), m2.parameters()):
         assert q.grad.stride() == q.stride(), name
         assert_near(q.grad, p.grad, dev, torch.bfloat16)
+
+
+def test_saved_convolution_results_are_torchs_tensors(monkeypatch):
+    """A training forward's convolution result saved channels-last for the
+    backward (under bf16 autocast: in float32 batch norm saves others) is
+    the tensor torch returned, not copied into a buffer ptc
+    allocated (the runtime took the stored [N,H,W,C] sizes for another
+    shape and copied each: an aten::copy_ per saved convolution)."""
+    monkeypatch.setenv("PTC_LAYOUT", "channels_last")
+    torch.manual_seed(0)
+    m = TinyResNet().train()
+    x = torch.randn(2, 3, 16, 16)
+    ptc.config.compiled_autograd = True
+    try:
+        compiled = ptc.compile(m)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            compiled(x).float().sum().backward()  # compiles
+            with torch.profiler.profile(record_shapes=True) as prof:
+                compiled(x)
+    finally:
+        ptc.config.compiled_autograd = False
+    shapes = ([2, 8, 16, 16], [2, 8, 8, 8])  # the convolutions' results
+    copies = [e.input_shapes for e in prof.events() if e.name == "aten::copy_"
+              and e.input_shapes and list(e.input_shapes[0]) in shapes]
+    assert copies == []
