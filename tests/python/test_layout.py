@@ -303,20 +303,22 @@ def test_autocast_training_step_in_one_layout_equals_eager(tmp_path, monkeypatch
         assert_near(q.grad, p.grad, dev, torch.bfloat16)
 
 
-def test_saved_convolution_results_are_torchs_tensors(monkeypatch):
+def test_saved_convolution_results_are_torchs_tensors(monkeypatch, dev="cpu"):
     """A training forward's convolution result saved channels-last for the
     backward (under bf16 autocast: in float32 batch norm saves others) is
     the tensor torch returned, not copied into a buffer ptc
     allocated (the runtime took the stored [N,H,W,C] sizes for another
-    shape and copied each: an aten::copy_ per saved convolution)."""
-    monkeypatch.setenv("PTC_LAYOUT", "channels_last")
+    shape and copied each: an aten::copy_ per saved convolution; on CUDA,
+    where no extern's result became an output, a Memcpy DtoD each)."""
+    if dev == "cpu":
+        monkeypatch.setenv("PTC_LAYOUT", "channels_last")
     torch.manual_seed(0)
-    m = TinyResNet().train()
-    x = torch.randn(2, 3, 16, 16)
+    m = TinyResNet().to(dev).train()
+    x = torch.randn(2, 3, 16, 16, device=dev)
     ptc.config.compiled_autograd = True
     try:
         compiled = ptc.compile(m)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.autocast(dev, dtype=torch.bfloat16):
             compiled(x).float().sum().backward()  # compiles
             with torch.profiler.profile(record_shapes=True) as prof:
                 compiled(x)
