@@ -190,15 +190,23 @@ static void set_outputs(const ptc_lprog *p, const ptc_lnode *w, const bool *save
             cl[w->out[o]] = want;
 }
 
+void ptc_layout_channels_last_strides(ptc_arena *a, const ptc_dim *shape, ptc_dim *strides)
+{
+    for (int d = 0; d < 4; d++)
+        strides[d] = stored_stride(a, shape, d);
+}
+
 /* A graph input whose strides are channels-last (a saved value its
  * forward stored so: ptc_compile_opts.saved_from). */
 static bool channels_last_input(ptc_arena *a, const ptc_lbuf *b)
 {
     if (b->kind != PTC_LB_INPUT || b->ndim != 4)
         return false;
+    ptc_dim want[4];
+    ptc_layout_channels_last_strides(a, b->shape, want);
     for (int d = 0; d < 4; d++)
         if (!(ptc_dim_is_static(b->shape[d]) && b->shape[d].value == 1) &&
-            !ptc_dim_eq(b->strides[d], stored_stride(a, b->shape, d)))
+            !ptc_dim_eq(b->strides[d], want[d]))
             return false;
     return true;
 }

@@ -337,6 +337,9 @@ void ptc_lbody_print(ptc_buf *b, const ptc_lbody *body, const char *const *names
  * PTC_LAYOUT=contiguous; PTC_LAYOUT=channels_last plans even where
  * contiguous is asked. */
 int ptc_layout_plan(ptc_lprog *p, bool contiguous, const bool *saved_outputs);
+/* The element strides of a 4-d NCHW tensor of `shape` stored channels-last
+ * (NHWC), as its logical strides[4]. */
+void ptc_layout_channels_last_strides(ptc_arena *a, const ptc_dim *shape, ptc_dim *strides);
 /* The logical sizes and element strides of buffer b (its own when it is not
  * permuted), given its stored sizes. */
 void ptc_lbuf_logical(const ptc_lbuf *b, const int64_t *stored_sizes, int64_t *sizes,

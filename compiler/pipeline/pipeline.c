@@ -391,18 +391,6 @@ static void merge_metrics(pipe_t *s)
             ptc_metrics_add_all(dst[d], &s->m, NULL);
 }
 
-/* Input type t declared channels-last: NHWC strides for its NCHW shape. */
-static void declare_channels_last(ptc_arena *a, ptc_ttype *t)
-{
-    static const int nhwc[4] = {0, 2, 3, 1};
-    ptc_dim step = ptc_dim_c(1);
-    for (int d = 3; d >= 0; d--) {
-        t->strides[nhwc[d]] = step;
-        step = ptc_dim_mul(a, step, t->shape[nhwc[d]]);
-    }
-    t->layout = PTC_LAYOUT_STRIDED;
-}
-
 /* The inputs that are saved values of the batch's first program (from;
  * ptc_compile_opts.saved_from) are declared in the layout it stores them
  * in: channels-last where its layout planning stored the output permuted. */
@@ -419,8 +407,12 @@ static int take_saved_layouts(pipe_t *s, const ptc_program *from)
         const ptc_lbuf *lb = src[i] >= 0 ? from->prog->bufs[from->prog->outputs[src[i]]] : NULL;
         if (!lb || !lb->permuted || g->inputs[i]->type.ndim != 4)
             continue;
-        declare_channels_last(g->arena, &g->inputs[i]->type);
-        declare_channels_last(s->p->arena, &s->p->in_types[i]);
+        ptc_ttype *types[2] = {&g->inputs[i]->type, &s->p->in_types[i]};
+        ptc_arena *arenas[2] = {g->arena, s->p->arena};
+        for (int k = 0; k < 2; k++) {
+            ptc_layout_channels_last_strides(arenas[k], types[k]->shape, types[k]->strides);
+            types[k]->layout = PTC_LAYOUT_STRIDED;
+        }
     }
     return 0;
 }
