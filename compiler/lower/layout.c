@@ -52,7 +52,10 @@ static bool is_conv2d_backward(const ptc_lnode *n)
     return n->nxin == 3 && n->xin[0].ndim == 4 && n->xin[1].ndim == 4 && n->xin[2].ndim == 4;
 }
 
-static bool is_conv(const ptc_lnode *n) { return is_conv2d(n) || is_conv2d_backward(n); }
+static bool is_conv(const ptc_lnode *n)
+{
+    return is_conv2d(n) || is_conv2d_backward(n);
+}
 
 /* The view reads all of buffer b in its own order (offset 0, its shape and
  * strides). */
@@ -92,8 +95,8 @@ static bool renamable_writer(const ptc_lprog *p, const ptc_lnode *n)
  * reader is told its layout: ptc_compile_opts.saved_outputs). */
 static bool permutable(const ptc_lbuf *b, const bool *saved)
 {
-    return (b->kind == PTC_LB_TEMP || (b->kind == PTC_LB_OUTPUT && saved[b->id])) &&
-           !b->removed && b->ndim == 4 && !b->permuted;
+    return (b->kind == PTC_LB_TEMP || (b->kind == PTC_LB_OUTPUT && saved[b->id])) && !b->removed &&
+           b->ndim == 4 && !b->permuted;
 }
 
 /* Can node w's outputs be stored channels-last? Those of a renamable node
