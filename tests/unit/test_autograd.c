@@ -12,6 +12,7 @@
 
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -595,7 +596,27 @@ static void count_conv_operands(const char *kernels, int *operands, int *other_l
     }
 }
 
-/* A resnet-like training step under bf16 autocast, planned for CUDA: the
+/* The text of file `path` of the source tree (malloc'd). */
+static char *source_file(const char *path)
+{
+    const char *src = getenv("PTC_SOURCE_DIR");
+    ck_assert_msg(src != NULL, "PTC_SOURCE_DIR is not set");
+    char name[1024];
+    snprintf(name, sizeof name, "%s/%s", src, path);
+    FILE *f = fopen(name, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", name);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *text = malloc((size_t)n + 1);
+    ck_assert(text && fread(text, 1, (size_t)n, f) == (size_t)n);
+    text[n] = 0;
+    fclose(f);
+    return text;
+}
+
+/* A resnet-like training step under bf16 autocast (tests/run/
+ * train_resnet_block.ptir), planned for CUDA: the
  * forward stores the saved values of its convolution chain (activations,
  * the bf16 casts of the weights and of the image) channels-last and the
  * backward reads them so, with its gradients planned channels-last, so
@@ -605,25 +626,9 @@ static void count_conv_operands(const char *kernels, int *operands, int *other_l
 START_TEST(training_step_plans_one_layout_for_cuda)
 {
     partitioned x;
-    partition_wanting(
-        "# ptc ir v1\ngraph g(%x: f32[2,3,8,8] cuda:0, %w1: f32[8,3,3,3] cuda:0 grad, "
-        "%g1: f32[8] cuda:0 grad, %b1: f32[8] cuda:0 grad, %w2: f32[8,8,3,3] cuda:0 grad, "
-        "%w3: f32[8,8,1,1] cuda:0 grad) {\n"
-        "  %0 = to(%x, dtype=bf16) : bf16[2,3,8,8]\n"
-        "  %1 = to(%w1, dtype=bf16) : bf16[8,3,3,3] grad\n"
-        "  %2 = conv2d(%0, %1, none, 1, 1) : bf16[2,8,8,8] grad\n"
-        "  %3 = batch_norm(%2, %g1, %b1, none, none, true, 0.1, 1e-05) : bf16[2,8,8,8] grad\n"
-        "  %4 = relu(%3) : bf16[2,8,8,8] grad\n"
-        "  %5 = max_pool2d(%4, 2) : bf16[2,8,4,4] grad\n"
-        "  %6 = to(%w2, dtype=bf16) : bf16[8,8,3,3] grad\n"
-        "  %7 = conv2d(%5, %6, none, 1, 1) : bf16[2,8,4,4] grad\n"
-        "  %8 = relu(%7) : bf16[2,8,4,4] grad\n"
-        "  %9 = to(%w3, dtype=bf16) : bf16[8,8,1,1] grad\n"
-        "  %10 = conv2d(%8, %9) : bf16[2,8,4,4] grad\n"
-        "  %11 = add(%10, %5) : bf16[2,8,4,4] grad\n"
-        "  %12 = relu(%11) : bf16[2,8,4,4] grad\n"
-        "  %13 = sum(%12) : bf16[] grad\n  return (%13)\n}\n",
-        true, &x);
+    char *text = source_file("tests/run/train_resnet_block.ptir");
+    partition_wanting(text, true, &x);
+    free(text);
     bool *saved_outputs = NULL;
     int *saved_from = NULL;
     ptc_error err;
