@@ -253,3 +253,78 @@ def test_cpu_training_graphs_keep_contiguous_layouts(tmp_path):
     copied = [e.input_shapes for e in prof.events() if e.name == "aten::clone"
               and e.input_shapes and tuple(e.input_shapes[0]) in weights]
     assert copied == []
+
+
+class TinyResNet(torch.nn.Module):
+    """A stem (convolution, batch norm, relu, max pool) and one bottleneck
+    block with its residual add: resnet's kinds of layers, small enough that
+    bf16 autocast rounds ptc's step as eager's (resnet18's 20 layers amplify
+    a rounding of either into gradients 1.5x apart, whatever the layout)."""
+
+    def __init__(self):
+        super().__init__()
+        nn = torch.nn
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8),
+                                  nn.ReLU(), nn.MaxPool2d(2))
+        self.block = nn.Sequential(nn.Conv2d(8, 8, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                                   nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8))
+        self.fc = nn.Linear(8, 5)
+
+    def forward(self, x):
+        x = self.stem(x)
+        x = torch.relu(x + self.block(x))
+        return self.fc(x.mean((2, 3)))
+
+
+def test_autocast_training_step_in_one_layout_equals_eager(tmp_path, monkeypatch, dev="cpu"):
+    """Under bf16 autocast a training step planned channels-last end to end
+    (CUDA's default; the CPU with PTC_LAYOUT=channels_last): the forward
+    saves the chain's activations and bf16 weight casts channels-last, the
+    backward reads them so (compiler/lower/layout.c), and the gradients equal
+    eager's and come back in each parameter's own layout, as eager's do."""
+    import copy
+
+    if dev == "cpu":
+        monkeypatch.setenv("PTC_LAYOUT", "channels_last")
+    torch.manual_seed(0)
+    m = TinyResNet().to(dev).train()
+    m2 = copy.deepcopy(m)
+    x = torch.randn(2, 3, 16, 16, device=dev)
+    with torch.autocast(dev, dtype=torch.bfloat16):
+        m(x).float().pow(2).mean().backward()
+    ptc.config.compiled_autograd = True
+    try:
+        with torch.autocast(dev, dtype=torch.bfloat16):
+            ptc.compile(m2)(x).float().pow(2).mean().backward()
+    finally:
+        ptc.config.compiled_autograd = False
+    for (name, p), q in zip(m.named_parameters(), m2.parameters()):
+        assert q.grad.stride() == q.stride(), name
+        assert_near(q.grad, p.grad, dev, torch.bfloat16)
+
+
+def test_saved_convolution_results_are_torchs_tensors(monkeypatch, dev="cpu"):
+    """A training forward's convolution result saved channels-last for the
+    backward (under bf16 autocast: in float32 batch norm saves others) is
+    the tensor torch returned, not copied into a buffer ptc
+    allocated (the runtime took the stored [N,H,W,C] sizes for another
+    shape and copied each: an aten::copy_ per saved convolution; on CUDA,
+    where no extern's result became an output, a Memcpy DtoD each)."""
+    if dev == "cpu":
+        monkeypatch.setenv("PTC_LAYOUT", "channels_last")
+    torch.manual_seed(0)
+    m = TinyResNet().to(dev).train()
+    x = torch.randn(2, 3, 16, 16, device=dev)
+    ptc.config.compiled_autograd = True
+    try:
+        compiled = ptc.compile(m)
+        with torch.autocast(dev, dtype=torch.bfloat16):
+            compiled(x).float().sum().backward()  # compiles
+            with torch.profiler.profile(record_shapes=True) as prof:
+                compiled(x)
+    finally:
+        ptc.config.compiled_autograd = False
+    shapes = ([2, 8, 16, 16], [2, 8, 8, 8])  # the convolutions' results
+    copies = [e.input_shapes for e in prof.events() if e.name == "aten::copy_"
+              and e.input_shapes and list(e.input_shapes[0]) in shapes]
+    assert copies == []
