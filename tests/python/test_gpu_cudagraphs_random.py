@@ -13,32 +13,12 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import ptc  # noqa: E402
-from ptc import _C, _cudagraphs, _notices  # noqa: E402
+from ptc import _C, _cudagraphs  # noqa: E402
 
-from test_gpu_cudagraphs import plain_runs_counted, unmark_steps  # noqa: E402
+# the GPU check, fresh counters and compiled autograd on, as that suite has them
+from test_gpu_cudagraphs import _fresh, compiled_autograd, plain_runs_counted  # noqa: E402,F401
 
 DEV = "cuda"
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device visible to torch")
-    ptc.reset()
-    _notices._recorded.clear()
-    _cudagraphs.stats(reset=True)
-    unmark_steps()
-    yield
-    ptc.reset()
-    unmark_steps()
-
-
-@pytest.fixture
-def compiled_autograd():
-    prior = ptc.config.compiled_autograd
-    ptc.config.compiled_autograd = True
-    yield
-    ptc.config.compiled_autograd = prior
 
 
 def ptc_launches():
