@@ -1275,6 +1275,39 @@ START_TEST(a_run_passes_its_offset_and_cell)
 }
 END_TEST
 
+/* PTC_ACCURACY checks a program's first run whose offset it knows: the
+ * stand-in computes nothing, so a checked dropout diverges; a run reading
+ * its offset from a cell is left unchecked (the interpreter could not draw
+ * what its kernels drew), and the next run is the one checked. */
+START_TEST(accuracy_checks_the_first_run_whose_offset_it_knows)
+{
+#ifdef PTC_FAKE_CUDA
+    use_fake_cuda();
+    setenv("PTC_ACCURACY", "1", 1);
+    setenv("PTC_REPRO", cache_dir, 1);
+    ptc_error err;
+    ptc_module *m = parse(DROPOUT);
+    ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA, .no_cache = true};
+    ptc_program *p = ptc_compile(m->graphs[0], &o, &err);
+    ck_assert_msg(p != NULL, "%s", err.msg);
+    static float ones[4096];
+    for (int i = 0; i < 4096; i++)
+        ones[i] = 1;
+    ptc_tensor x = {.dtype = PTC_F32, .ndim = 1, .device = {PTC_DEV_CUDA, 0}, .data = ones}, out;
+    x.sizes[0] = 4096, x.strides[0] = 1;
+    static int64_t cell;
+    ptc_host recorded = {.rng_cell = &cell};
+    ck_assert_msg(ptc_program_run(p, &x, 1, &out, &recorded, 0, &err) == 0, "%s", err.msg);
+    ptc_tensor_release(&out);
+    ck_assert_int_eq(ptc_program_run(p, &x, 1, &out, NULL, 5, &err), -1);
+    ck_assert_msg(strstr(err.msg, "PTC_ACCURACY") != NULL, "%s", err.msg);
+    ptc_program_release(p);
+    ptc_module_free(m);
+    unsetenv("PTC_ACCURACY");
+#endif
+}
+END_TEST
+
 /* Under max-autotune a kernel whose first run has one launch to choose
  * from (one planned form, no vectorised entry) is settled at that launch:
  * before, it was never settled, and every later call formatted the kernel's
@@ -1552,6 +1585,7 @@ int main(void)
     tcase_add_test(tc, a_combination_runs_as_one_launch);
     tcase_add_test(tc, drawing_kernels_add_their_cell_to_the_offset);
     tcase_add_test(tc, a_run_passes_its_offset_and_cell);
+    tcase_add_test(tc, accuracy_checks_the_first_run_whose_offset_it_knows);
     tcase_add_test(tc, a_batch_builds_its_combinations_in_its_worker);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
