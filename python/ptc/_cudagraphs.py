@@ -66,7 +66,9 @@ outputs (reading one kept raises torch's error). Each forward recording has
 its own backward recording (keyed by the saved tensors' addresses). A
 forward that draws saves its recording's offset cell as the RNG offset, so
 the backward's recording of it reads the cell that forward's replay filled
-and recomputes the forward's masks. A
+and recomputes the forward's masks; the backward of a forward that ran
+without a graph (its warm-up, or past a limit) has a host offset, which a
+recording would keep for every replay, so it runs plainly. A
 gradient for a leaf whose ``.grad`` is None is handed over as a copy:
 AccumulateGrad would keep the tensor itself as ``.grad``, which the next
 backward replay overwrites.
@@ -419,9 +421,10 @@ class TrainGraphs:
         self.ninputs, self.noutputs = program.ninputs, program.noutputs
         self.nsaved = program.nsaved
         self.tangent_of, self.grad_of = program.tangent_of, program.grad_of
+        self.draws = program.draws
         self.forwards = Recorder(lambda inputs, **rng: program.forward(*inputs, **rng),
                                  mode, engine, held=held, fixed_signature=fixed_signature,
-                                 draws=program.draws)
+                                 draws=self.draws)
         self.backwards = Recorder(lambda args: program.backward(*args), mode, engine,
                                   by_address=True)
 
@@ -436,6 +439,12 @@ class TrainGraphs:
         return g.backward_pending() if g is not None else None
 
     def backward(self, *args):
+        offset = args[self.nsaved - 1] if self.draws else None  # saved last
+        if offset is not None and not _stable_address(offset):
+            # a forward run without a graph drew it on the host: see the notes on training
+            self.backwards.last = None
+            _stats["plain_runs"] += 1
+            return self.backwards.run_plain(args)
         return self.backwards(args)
 
     def grads_for(self, grads, inputs):

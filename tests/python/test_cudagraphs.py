@@ -417,3 +417,25 @@ def test_two_forwards_before_their_backwards_keep_their_own_offsets():
     assert len(masks) == 8
     assert len(next(iter(graphs.forwards.graphs.values()))) == 2
     assert sum(len(v) for v in graphs.backwards.graphs.values()) == 2
+
+
+def test_the_backward_of_a_forward_run_without_a_graph_is_not_recorded(monkeypatch):
+    """Past the limit of recordings a step holds, a forward runs plainly
+    with a host offset; its backward must run plainly too: a recording
+    would keep that offset's value for every later replay (the stand-in
+    engine, which reruns, could not show the stale masks; the recordings
+    made show the decision)."""
+    from ptc import _autograd
+    monkeypatch.setattr(_cudagraphs, "STEP_SLOTS_LIMIT", 1)
+    graphs = _cudagraphs.TrainGraphs(DropProgram(), "reduce-overhead", engine=ReplayByRerunning())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the limit's notice
+        for step in range(4):
+            xs = [torch.ones(8, requires_grad=True) for _ in range(2)]
+            ys = [_autograd.apply(graphs, x)[0] for x in xs]
+            for y in ys:
+                (y * 3).sum().backward()
+            for x, y in zip(xs, ys):
+                assert torch.equal(x.grad, 3 * y.detach()), step
+    assert sum(len(v) for v in graphs.forwards.graphs.values()) == 1
+    assert sum(len(v) for v in graphs.backwards.graphs.values()) == 1
