@@ -4,12 +4,16 @@ each in its own process (so compile caches and allocator state do not leak
 between them), on the same machine in one run.
 
     python3 bench/gpu/train.py [--models resnet50,bert,gpt2] [--steps 10] [--out DIR]
-                               [--compilers eager,inductor,ptc,ptc-autograd,ptc-torch-autograd]
+                               [--compilers eager,inductor,ptc,ptc-autograd,ptc-torch-autograd,
+                                            ptc-ro,inductor-ro]
 
 ptc runs with ptc.config.compiled_autograd as it is by default (on: ptc
 compiles the backward); ptc-autograd turns it on whatever the environment
 says, ptc-torch-autograd turns it off (the backward runs through torch's
-autograd).
+autograd). ptc-ro and inductor-ro compile with mode="reduce-overhead" (CUDA
+graphs: ptc.compile's and torch.compile's), each step begun with
+torch.compiler.cudagraph_mark_step_begin() as torch advises for training
+loops.
 
 Per model and compiler, two processes one after the other: the first with
 empty compile caches (a fresh PTC_CACHE_DIR / Inductor cache dir), the second
@@ -57,16 +61,19 @@ def worker(name, compiler, steps):
     model, batch, lossf = build(name)
     model = model.cuda().train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-    if compiler == "inductor":
-        model = torch.compile(model)
+    graphs = compiler.endswith("-ro")
+    mode = "reduce-overhead" if graphs else None
+    if compiler.startswith("inductor"):
+        model = torch.compile(model, mode=mode)
     elif compiler.startswith("ptc"):
         import ptc
-        if compiler != "ptc":
-            ptc.config.compiled_autograd = {"ptc-autograd": True,
-                                            "ptc-torch-autograd": False}[compiler]
-        model = ptc.compile(model)
+        if compiler in ("ptc-autograd", "ptc-torch-autograd"):
+            ptc.config.compiled_autograd = compiler == "ptc-autograd"
+        model = ptc.compile(model, mode=mode or "default")
 
     def step():
+        if graphs:
+            torch.compiler.cudagraph_mark_step_begin()
         args, kwargs = batch()
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = lossf(model(*args, **kwargs))

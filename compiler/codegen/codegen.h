@@ -182,7 +182,7 @@ int ptc_cuda_codegen_all(const ptc_cuda_gen *items, int n, int nthreads, ptc_err
 int ptc_cuda_combo_block(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_target *t);
 /* The code of horizontal combination c of s (lower/combo.c: kernels over
  * static sizes of one block size, ptc_cuda_combo_block) as one module: its
- * entry takes (the buffers of ptc_combo_args, the rng offset, per member i
+ * entry takes (the buffers of ptc_combo_args, the rng offset and cell, per member i
  * the i32 end of its blocks) and runs member i on blocks end[i-1] ..
  * end[i]-1 as if launched alone on that many blocks of launch.block threads
  * with launch.smem bytes of shared memory; its vectorised entry (ventry,

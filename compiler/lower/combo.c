@@ -23,7 +23,7 @@
  * so that the entry takes no size parameters, whose launches the backend
  * says can share a grid (ptc_combo_launch: the threads per block each needs,
  * any for a thread per element; a team kernel's barriers need the whole
- * block); and the buffers of all of them, each once, with the rng offset and
+ * block); and the buffers of all of them, each once, with the rng offset and cell and
  * one block offset per member, fit a launch's parameter space: a kernel
  * that would pass it, or needs another block size, ends the combination.
  */
@@ -108,7 +108,7 @@ static int launch_slots(const ptc_schedule *s, const ptc_combo *c)
     for (int t = c->first; t < c->first + c->n; t++)
         most += step_kernel(s, t)->nargs;
     int *args = malloc(sizeof *args * (size_t)(most + 1));
-    int slots = ptc_combo_args(s, c, args) + 1 + c->n;
+    int slots = ptc_combo_args(s, c, args) + 2 + c->n; /* + rng offset and cell */
     free(args);
     return slots;
 }

@@ -522,7 +522,7 @@ typedef struct ptc_combo_launch {
  * call after the in-place writes are settled. The CPU runtime (launch NULL)
  * runs one as a parallel region. With a launch (CUDA) it is one launch: its
  * members are kernels over static sizes of one block size (or any), and
- * their buffers, the rng offset and a block offset per member fit
+ * their buffers, the rng offset and cell and a block offset per member fit
  * PTC_LAUNCH_PARAM_SLOTS. Returns the number of combinations. */
 int ptc_schedule_combine(ptc_schedule *s, const ptc_combo_launch *launch);
 /* The buffers combination c's launch takes, each once, in order of first

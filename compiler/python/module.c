@@ -21,7 +21,9 @@ PyObject *cap_stats_dict(PyObject *capsule);
 int cap_measure_scope_begin(void);
 PyObject *cap_measure_scope_end(void);
 PyObject *cap_compile_ptir(PyObject *text, const char *kernel_dir);
-PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors);
+PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors, PyObject *rng);
+PyObject *cap_compiled_draws(PyObject *capsule);
+PyObject *cap_runtime_rng_draw(void);
 PyObject *cap_autotune_counts(void);
 PyObject *cap_cuda_index_counts(void);
 PyObject *ptc_py_package_seal(PyObject *mod, PyObject *args); /* export.c */
@@ -363,10 +365,22 @@ static PyObject *m_compile_ptir(PyObject *mod, PyObject *args)
 static PyObject *m_run_compiled(PyObject *mod, PyObject *args)
 {
     (void)mod;
-    PyObject *capsule, *tensors;
-    if (!PyArg_ParseTuple(args, "OO!", &capsule, &PyTuple_Type, &tensors))
+    PyObject *capsule, *tensors, *rng = NULL;
+    if (!PyArg_ParseTuple(args, "OO!|O", &capsule, &PyTuple_Type, &tensors, &rng))
         return NULL;
-    return cap_run_compiled(capsule, tensors);
+    return cap_run_compiled(capsule, tensors, rng == Py_None ? NULL : rng);
+}
+
+static PyObject *m_compiled_draws(PyObject *mod, PyObject *capsule)
+{
+    (void)mod;
+    return cap_compiled_draws(capsule);
+}
+
+static PyObject *m_rng_draw(PyObject *mod, PyObject *unused)
+{
+    (void)mod, (void)unused;
+    return cap_runtime_rng_draw();
 }
 
 static PyObject *m_autotune_counts(PyObject *mod, PyObject *unused)
@@ -400,7 +414,13 @@ static PyMethodDef module_methods[] = {
      "backend (a capsule for _run_compiled); symbolic sizes stay symbolic. With kernel_dir, "
      "compiled as an export package's graph is, its kernels looked up there."},
     {"_run_compiled", m_run_compiled, METH_VARARGS,
-     "_run_compiled(compiled, tensors): runs it, its symbols bound from the tensors' shapes."},
+     "_run_compiled(compiled, tensors, rng=None): runs it, its symbols bound from the tensors' "
+     "shapes; random ops draw with a fresh offset from torch's generator, or with rng: an "
+     "offset, or a 0-dim int64 CUDA tensor whose value the kernels read when they run."},
+    {"_compiled_draws", m_compiled_draws, METH_O,
+     "_compiled_draws(compiled): whether it has random ops (each run takes an RNG offset)."},
+    {"_rng_draw", m_rng_draw, METH_NOARGS,
+     "_rng_draw(): a run's RNG offset from torch's default generator (a 0-dim int64 tensor)."},
     {"_autotune_counts", m_autotune_counts, METH_NOARGS,
      "max-autotune in this process: kernels tuned, cache hits, searches cut by the budget, "
      "candidates timed, ms spent timing, and the default budget in ms."},

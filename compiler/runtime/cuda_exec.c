@@ -67,6 +67,7 @@ typedef struct crun {
     int *form;          /* per kernel: the form this call's sizes run (ptc_cuda_pick) */
     bool *wide;         /* per kernel: this call's sizes run its 64-bit variant */
     uint64_t rng_offset;
+    CUdeviceptr rng_cell; /* the host's (ptc_host.rng_cell), else the device's zeros */
     bool sync_each;
     bool no_vector; /* PTC_CUDA_VECTOR=0: scalar entries only (tests) */
     ptc_error *err;
@@ -538,6 +539,8 @@ static int launch(crun *r, int ki, int f, bool vec)
     params[np++] = &ptrs[k->nargs];
     ints[0] = (int64_t)r->rng_offset;
     params[np++] = &ints[0];
+    ptrs[k->nargs + 1] = r->rng_cell;
+    params[np++] = &ptrs[k->nargs + 1];
     for (int i = 0; i < k->nparams; i++) {
         ints[1 + i] = eval(r, k->params[i]);
         params[np++] = &ints[1 + i];
@@ -576,13 +579,13 @@ static int launch_combo(crun *r, int ci, const ptc_combo *c)
     const ptc_cuda_code *code = &r->p->cuda->combos[ci];
     const int *args = r->p->cuda->combo_args[ci];
     int nargs = r->p->cuda->combo_nargs[ci];
-    PTC_ASSERT(nargs + 1 + c->n <= MAX_PARAMS);
+    PTC_ASSERT(nargs + 2 + c->n <= MAX_PARAMS);
     bool vec = code->launch.vec > 1 && !r->no_vector && r->L->cvfn[ci];
     for (int a = 0; vec && a < nargs; a++) {
         int al = code->launch.valign[a];
         vec = al <= 1 || (uintptr_t)r->bufptr[args[a]] % (uintptr_t)al == 0;
     }
-    CUdeviceptr ptrs[MAX_PARAMS];
+    CUdeviceptr ptrs[MAX_PARAMS], cell = r->rng_cell;
     uint32_t ends[PTC_COMBO_MAX_KERNELS];
     int64_t rng = (int64_t)r->rng_offset;
     void *params[MAX_PARAMS];
@@ -592,6 +595,7 @@ static int launch_combo(crun *r, int ci, const ptc_combo *c)
         params[np++] = &ptrs[a];
     }
     params[np++] = &rng;
+    params[np++] = &cell;
     int64_t total = 0, cap = (int64_t)r->dev->sms * (MAX_THREADS_PER_SM / block) * GRID_WAVES;
     for (int i = 0; i < c->n; i++) {
         const ptc_kernel *k = s->kernels[s->steps[c->first + i].index];
@@ -910,6 +914,7 @@ int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_ten
     r.dev = ptc_cuda_device_get(ordinal == -2 ? -1 : ordinal, err);
     if (!r.dev)
         return -1;
+    r.rng_cell = host && host->rng_cell ? (CUdeviceptr)(uintptr_t)host->rng_cell : r.dev->zeros;
     bool pushed = false;
     if (ptc_cuda_enter(r.dev, &pushed, err))
         return -1;

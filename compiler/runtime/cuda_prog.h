@@ -64,10 +64,10 @@ static inline const ptc_cuda_code *code_of(const ptc_cuda_prog *cp, int k)
     return &cp->k[source_of(cp, k)].code;
 }
 
-/* A launch's parameters: buffers, scratch, rng offset, sizes, [status record]. */
+/* A launch's parameters: buffers, scratch, rng offset, rng cell, sizes, [status record]. */
 static inline int launch_params(const ptc_kernel *k)
 {
-    return k->nargs + 2 + k->nparams + ptc_kernel_has_checks(k);
+    return k->nargs + 3 + k->nparams + ptc_kernel_has_checks(k);
 }
 
 static inline int too_many_params(const ptc_kernel *k, ptc_error *err)

@@ -210,7 +210,9 @@ static void put_back_written(const ptc_tensor *inputs, const ptc_tensor *before,
  * copies of those the run writes in place; on CUDA of all of them) and is
  * compared with the outputs (on CUDA, host copies). A divergence writes a
  * repro folder and fails the run after putting the written inputs back, so
- * that the fallback to eager starts from the values it was given. */
+ * that the fallback to eager starts from the values it was given. A run
+ * whose RNG offset lies in a device cell (ptc_host.rng_cell) is not the one
+ * checked, a later run is: the interpreter needs the offset's value. */
 static int run_checked(ptc_program *p, const ptc_tensor *inputs, int ninputs,
                        ptc_tensor *outputs, const ptc_host *host, uint64_t rng_offset,
                        ptc_error *err)
@@ -244,7 +246,9 @@ int ptc_program_run(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_t
                           ninputs);
     if (p->backend == PTC_BACKEND_REFERENCE)
         return run_reference(p, inputs, ninputs, outputs, host, rng_offset, err);
-    if (p->source && __atomic_exchange_n(&p->accuracy_checked, 1, __ATOMIC_ACQ_REL) == 0)
+    bool offset_known = !host || !host->rng_cell;
+    if (p->source && offset_known &&
+        __atomic_exchange_n(&p->accuracy_checked, 1, __ATOMIC_ACQ_REL) == 0)
         return run_checked(p, inputs, ninputs, outputs, host, rng_offset, err);
     return exec_on_backend(p, inputs, ninputs, outputs, host, rng_offset, err);
 }

@@ -134,6 +134,12 @@ typedef struct ptc_host {
      * run. On CUDA the steps are queued, not done: a tensor released here
      * goes back to a stream-ordered allocator (torch's), as eager's frees do. */
     void (*input_done)(void *ctx, int input);
+    /* Optional (CUDA): the device address of an int64 that the kernels
+     * drawing random numbers add to the run's rng_offset, read when they run
+     * (NULL: nothing is added). A CUDA graph recorder passes its own cell and
+     * rewrites it before each replay, so every replay draws anew from the
+     * one recording, as torch's graphs read their philox offset. */
+    const void *rng_cell;
 } ptc_host;
 
 /* Runs a program. outputs[noutputs] receive new references. host may be NULL.

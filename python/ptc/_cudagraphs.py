@@ -38,6 +38,16 @@ step reads two sets of outputs; the next step's replay reuses the first
 recording and overwrites the previous step's outputs (reading one raises
 torch's error).
 
+Random ops (dropout, rand): ptc's kernels draw with the run's RNG offset
+(ptc._C), which a plain run takes from torch's default generator. A
+recording of a program that draws has its own offset cell, a 0-dim int64
+tensor on the device, which its kernels read when they run: before each
+replay (and before the recording's own first run) the recorder fills it with
+a fresh offset from torch's generator, as torch's CUDAGraph.replay fills its
+philox offset tensor, so each replay draws new numbers and a call draws from
+torch's generator as a plain run would (torch.manual_seed reproduces the
+sequence, and replays match plain runs after the same seed).
+
 A program whose capture fails (an extern that synchronises, say) runs without
 CUDA graphs from then on, with one warning; torch's random number generator
 and current stream are left as they were before the capture.
@@ -54,6 +64,11 @@ before the first's backward (two micro-batches) records another copy (up to
 dropped, frees it, and the next forward's replay overwrites the last step's
 outputs (reading one kept raises torch's error). Each forward recording has
 its own backward recording (keyed by the saved tensors' addresses). A
+forward that draws saves its recording's offset cell as the RNG offset, so
+the backward's recording of it reads the cell that forward's replay filled
+and recomputes the forward's masks; the backward of a forward that ran
+without a graph (its warm-up, or past a limit) has a host offset, which a
+recording would keep for every replay, so it runs plainly. A
 gradient for a leaf whose ``.grad`` is None is handed over as a copy:
 AccumulateGrad would keep the tensor itself as ``.grad``, which the next
 backward replay overwrites.
@@ -168,6 +183,7 @@ class _Graph:
 
     def __init__(self, recorder, inputs):
         import torch
+        self.rng = _offset_cell(inputs) if recorder.draws else None
         self.fixed = []       # indices of the inputs read in place (not copied)
         self.fixed_ptrs = [None] * len(inputs)  # by input index: the address recorded
         self.copied = []      # (index, static buffer) of the inputs copied in
@@ -185,7 +201,8 @@ class _Graph:
                     static_inputs.append(buf)
         self.static_inputs = static_inputs  # held for the graph's life: it reads them
         args = tuple(static_inputs)
-        self.graph, outputs = recorder.engine.record(lambda: recorder.run_plain(args))
+        self.redraw()  # the recording's own run (TorchGraphs: its first replay) reads it
+        self.graph, outputs = recorder.engine.record(lambda: recorder.run_plain(args, self.rng))
         self.static_outputs = tuple(outputs)
         for t in self.static_outputs:
             if t.data_ptr():
@@ -193,6 +210,13 @@ class _Graph:
         self.handed = []  # weak references to the aliases the last replay returned
         self.step = 0     # the step (_step()) of the last hand_out
         self.pending = 0  # backwards still to read this (forward) graph's saved tensors
+
+    def redraw(self):
+        """A fresh RNG offset from torch's generator for the next replay (a
+        plain run would draw one too), written into the offset cell on the
+        current stream, before the replay that reads it."""
+        if self.rng is not None:
+            self.rng.fill_(int(_C._rng_draw()))
 
     def free_in(self, step):
         """May a replay in `step` overwrite this graph's outputs? Not while a
@@ -264,6 +288,14 @@ class _Pending:
     """See _Graph.backward_pending."""
 
 
+def _offset_cell(inputs):
+    """A recording's RNG offset cell on the inputs' device (its first CUDA
+    input's): see the module's notes on random ops."""
+    import torch
+    device = next((t.device for t in inputs if t.is_cuda), inputs[0].device if inputs else "cuda")
+    return torch.zeros((), dtype=torch.int64, device=device)
+
+
 class Recorder:
     """Runs one compiled program, recording and replaying its CUDA graphs.
 
@@ -274,10 +306,13 @@ class Recorder:
     (a backward: one per forward recording whose saved tensors it reads);
     held: indices of the inputs a module or the compiled entry holds (read in
     place); fixed_signature: the guards fix every input's dtype, device and
-    sizes, so recordings need no key of them (the ptc._C entry says both)."""
+    sizes, so recordings need no key of them (the ptc._C entry says both);
+    draws: the program has random ops, so each recording reads its offset
+    from its own cell, filled before each replay (a callable program then
+    takes rng=, the cell)."""
 
     def __init__(self, program, mode, engine=None, by_address=False, held=(),
-                 fixed_signature=False):
+                 fixed_signature=False, draws=False):
         self.program = program
         self.mode = mode
         self.engine = engine or TorchGraphs()
@@ -285,15 +320,19 @@ class Recorder:
         self.held = frozenset(held)
         self.moved = set()    # inputs read in place that moved once: copied in from then on
         self.fixed_signature = fixed_signature
+        self.draws = draws
         self.graphs = {}      # input signature -> its recordings (_Graph), see _step()
         self.warmed = set()   # signatures run once (the warm-up)
         self.disabled = None  # why this program runs without graphs
         self.last = None      # the recording the last call replayed or made, if any
 
-    def run_plain(self, inputs):
+    def run_plain(self, inputs, rng=None):
+        """One run without a graph; rng: the offset cell of a recording,
+        else random ops draw a fresh offset."""
         if callable(self.program):
-            return tuple(self.program(tuple(inputs)))
-        return _C._run_compiled(self.program, tuple(inputs))
+            return tuple(self.program(tuple(inputs)) if rng is None
+                         else self.program(tuple(inputs), rng=rng))
+        return _C._run_compiled(self.program, tuple(inputs), rng)
 
     def _key(self, inputs):
         key = () if self.fixed_signature else _signature(inputs)
@@ -324,6 +363,7 @@ class Recorder:
             return self._record(key, inputs)
         g.copy_in(inputs)
         g.invalidate_handed()
+        g.redraw()
         self.engine.replay(g.graph)
         _stats["replayed"] += 1
         self.last = g
@@ -381,8 +421,10 @@ class TrainGraphs:
         self.ninputs, self.noutputs = program.ninputs, program.noutputs
         self.nsaved = program.nsaved
         self.tangent_of, self.grad_of = program.tangent_of, program.grad_of
-        self.forwards = Recorder(lambda inputs: program.forward(*inputs), mode, engine,
-                                 held=held, fixed_signature=fixed_signature)
+        self.draws = program.draws
+        self.forwards = Recorder(lambda inputs, **rng: program.forward(*inputs, **rng),
+                                 mode, engine, held=held, fixed_signature=fixed_signature,
+                                 draws=self.draws)
         self.backwards = Recorder(lambda args: program.backward(*args), mode, engine,
                                   by_address=True)
 
@@ -397,6 +439,12 @@ class TrainGraphs:
         return g.backward_pending() if g is not None else None
 
     def backward(self, *args):
+        offset = args[self.nsaved - 1] if self.draws else None  # saved last
+        if offset is not None and not _stable_address(offset):
+            # a forward run without a graph drew it on the host: see the notes on training
+            self.backwards.last = None
+            _stats["plain_runs"] += 1
+            return self.backwards.run_plain(args)
         return self.backwards(args)
 
     def grads_for(self, grads, inputs):

@@ -254,6 +254,7 @@ class ScaleProgram:
     and the tensors its backward reads; the backward, the two gradients."""
     ninputs, noutputs, nsaved = 2, 1, 2
     tangent_of, grad_of = (0,), (0, 1)
+    draws = False
 
     def forward(self, x, w):
         return (x * w, x + 0, w + 0)
@@ -340,3 +341,101 @@ def test_a_dropped_autograd_graph_frees_its_forward_recording():
         f(torch.randn(4), w)  # the result and its graph dropped, no backward
     assert len(next(iter(graphs.forwards.graphs.values()))) == 1
     assert _cudagraphs.stats()["replayed"] == 3
+
+
+# ---- random ops: each recording reads its RNG offset from its own cell ----------------
+
+DROP = ("# ptc ir v1\ngraph g(%x: f32[256] cpu) {\n"
+        "  %0 = dropout(%x, 0.5, true, seed=9) : f32[256]\n  return (%0)\n}\n")
+
+
+def test_a_recording_that_draws_draws_anew_at_each_replay_as_plain_runs_do():
+    """The stand-in engine reruns a recording at replay, and the CPU program
+    reads its cell's value when it runs, as the recorded CUDA kernels do:
+    each replay's mask is new, torch.manual_seed repeats the sequence, and
+    the calls draw what plain runs after the same seed draw. Before, a
+    recording would have repeated one draw (so the mode refused to record)."""
+    program = _C._compile_ptir(DROP)
+    assert _C._compiled_draws(program) and not _C._compiled_draws(_C._compile_ptir(DOUBLE))
+    x = torch.ones(256)
+
+    def calls(run, n=6):
+        torch.manual_seed(3)
+        return [run((x,))[0].clone() for _ in range(n)]
+
+    recorded = calls(_cudagraphs.Recorder(program, "reduce-overhead", engine=ReplayByRerunning(),
+                                          draws=True))
+    s = _cudagraphs.stats()
+    assert (s["warmups"], s["recorded"], s["replayed"]) == (1, 1, 4), s
+    assert all(((m == 0) | (m == 2)).all() for m in recorded)
+    assert len({tuple(m.tolist()) for m in recorded}) == 6  # every call a new mask
+    again = calls(_cudagraphs.Recorder(program, "reduce-overhead", engine=ReplayByRerunning(),
+                                       draws=True))
+    plain = calls(lambda inputs: _C._run_compiled(program, inputs))
+    for a, b, c in zip(recorded, again, plain):
+        assert torch.equal(a, b) and torch.equal(a, c)
+
+
+class DropProgram:
+    """Stands in for the TrainProgram of y = x * mask(offset): the forward
+    draws its offset (or takes rng=, a recording's cell) and saves it last;
+    the backward recomputes the mask from the saved offset."""
+    ninputs, noutputs, nsaved = 1, 1, 1
+    tangent_of, grad_of = (0,), (0,)
+    draws = True
+
+    @staticmethod
+    def mask(offset):
+        gen = torch.Generator().manual_seed(int(offset))
+        return (torch.rand(8, generator=gen) < 0.5).float()
+
+    def forward(self, x, rng=None):
+        rng = _C._rng_draw() if rng is None else rng
+        return (x * self.mask(rng), rng)
+
+    def backward(self, offset, g):
+        return (g * self.mask(offset),)
+
+
+def test_two_forwards_before_their_backwards_keep_their_own_offsets():
+    """Each forward recording has its own cell, and the backward's recording
+    of it reads that cell: a gradient is its forward's mask times the
+    upstream gradient even when the second forward (another recording,
+    another draw) runs before the first's backward."""
+    from ptc import _autograd
+    graphs = _cudagraphs.TrainGraphs(DropProgram(), "reduce-overhead", engine=ReplayByRerunning())
+    torch.manual_seed(1)
+    masks = set()
+    for step in range(4):
+        xs = [torch.ones(8, requires_grad=True) for _ in range(2)]
+        ys = [_autograd.apply(graphs, x)[0] for x in xs]
+        for y in ys:
+            (y * 3).sum().backward()
+        for x, y in zip(xs, ys):
+            assert torch.equal(x.grad, 3 * y.detach()), step  # y = mask * 1
+            masks.add(tuple(y.tolist()))
+    assert len(masks) == 8
+    assert len(next(iter(graphs.forwards.graphs.values()))) == 2
+    assert sum(len(v) for v in graphs.backwards.graphs.values()) == 2
+
+
+def test_the_backward_of_a_forward_run_without_a_graph_is_not_recorded(monkeypatch):
+    """Past the limit of recordings a step holds, a forward runs plainly
+    with a host offset; its backward must run plainly too: a recording
+    would keep that offset's value for every later replay (the stand-in
+    engine, which reruns, could not show the stale masks; the recordings
+    made show the decision)."""
+    from ptc import _autograd
+    monkeypatch.setattr(_cudagraphs, "STEP_SLOTS_LIMIT", 1)
+    graphs = _cudagraphs.TrainGraphs(DropProgram(), "reduce-overhead", engine=ReplayByRerunning())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the limit's notice
+        for step in range(4):
+            xs = [torch.ones(8, requires_grad=True) for _ in range(2)]
+            ys = [_autograd.apply(graphs, x)[0] for x in xs]
+            for y in ys:
+                (y * 3).sum().backward()
+            for x, y in zip(xs, ys):
+                assert torch.equal(x.grad, 3 * y.detach()), step
+    assert sum(len(v) for v in graphs.forwards.graphs.values()) == 1
+    assert sum(len(v) for v in graphs.backwards.graphs.values()) == 1

@@ -179,3 +179,29 @@ def test_mlp_with_dropout_trains_deterministically():
     e, _ = train(copy.deepcopy(base).eval(), 0, compiled=False)
     comp, _ = train(copy.deepcopy(base).eval(), 0)
     assert all(abs(u - w) <= 1e-5 * max(1, abs(u)) for u, w in zip(e, comp)), (e, comp)
+
+
+def test_a_train_programs_forward_takes_its_offset_and_saves_it_for_the_backward():
+    """TrainProgram.forward(rng=): what a CUDA graph recorder passes (its
+    offset cell; on the CPU a tensor whose value is the offset). The forward
+    draws with it instead of drawing from torch's generator, saves that very
+    object last, and the backward recomputes the same mask from it; a
+    forward without rng draws as a plain call does."""
+    from ptc import _C
+    x = torch.ones(4096, requires_grad=True)
+    y = ptc.compile(lambda t: F.dropout(t, 0.5, training=True))(x)
+    program = y.grad_fn.program
+    assert program.draws
+    offset = torch.tensor(12345)
+    first = program.forward(x.detach(), rng=offset)
+    again = program.forward(x.detach(), rng=offset)
+    other = program.forward(x.detach(), rng=torch.tensor(12346))
+    assert first[-1] is offset and torch.equal(first[0], again[0])
+    assert not torch.equal(first[0], other[0])
+    g = torch.randn(4096)
+    (grad,) = program.backward(*first[program.noutputs:], g)
+    assert torch.equal(grad, g * first[0])  # x = 1: y = mask * 2 = dy/dx
+    torch.manual_seed(4)
+    drawn = program.forward(x.detach())
+    torch.manual_seed(4)
+    assert torch.equal(program.forward(x.detach(), rng=_C._rng_draw())[0], drawn[0])

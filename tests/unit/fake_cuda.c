@@ -3,8 +3,9 @@
  * (an H100's sm_90 and 132 multiprocessors), "device" memory that is host
  * memory, a "JIT" that keeps the PTX as the cubin, modules that find their
  * entries in it, and launches that run nothing but record the entry they
- * were given (fake_cuda_launched) and their grid (fake_cuda_grid). Results are never computed: a test reads
- * which code ran, not what it wrote.
+ * were given (fake_cuda_launched), their grid (fake_cuda_grid) and the
+ * 64-bit parameters a test asked to watch (fake_cuda_param). Results are
+ * never computed: a test reads which code ran, not what it wrote.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,22 @@ static char context, *current;
 static char launched[LOG][NAME];
 static unsigned grids[LOG][3]; /* blocks, threads per block, shared bytes */
 static int nlaunched;
+enum { WATCHED = 2 };
+static int watch_first = -1;                 /* the first parameter watched, -1: none */
+static unsigned long long params64[LOG][WATCHED]; /* their values, per launch */
+
+/* Launches from now on record their 64-bit parameters first and first+1
+ * (each launch must take them); -1 stops. */
+void fake_cuda_watch_params(int first)
+{
+    watch_first = first;
+}
+
+/* Watched parameter k (0, 1: first+k) of launch i. */
+unsigned long long fake_cuda_param(int i, int k)
+{
+    return i >= 0 && i < nlaunched && i < LOG && k >= 0 && k < WATCHED ? params64[i][k] : 0;
+}
 
 /* The entry of launch i of this process (oldest first), NULL past the last. */
 const char *fake_cuda_launched(int i)
@@ -252,10 +269,12 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
                         unsigned bz, unsigned smem, void *stream, void **params, void **extra)
 {
     (void)gy, (void)gz, (void)by, (void)bz, (void)stream;
-    (void)params, (void)extra;
+    (void)extra;
     if (nlaunched < LOG) {
         strcpy(launched[nlaunched], f);
         grids[nlaunched][0] = gx, grids[nlaunched][1] = bx, grids[nlaunched][2] = smem;
+        for (int k = 0; watch_first >= 0 && k < WATCHED; k++)
+            memcpy(&params64[nlaunched][k], params[watch_first + k], 8);
     }
     nlaunched++;
     return OK;

@@ -14,6 +14,10 @@ static const char *(*fake_launched)(int);
 static int (*fake_nlaunched)(void);
 /* Launch i's blocks (what 0), threads per block (1), shared memory bytes (2). */
 static unsigned (*fake_grid)(int, int);
+/* Launches from now on record 64-bit parameters first and first+1 (-1:
+ * none); watched parameter k (0, 1) of launch i. */
+static void (*fake_watch_params)(int);
+static unsigned long long (*fake_param)(int, int);
 
 /* Makes the stand-in this process's libcuda and finds its two readers. */
 static void use_fake_cuda(void)
@@ -26,7 +30,9 @@ static void use_fake_cuda(void)
     *(void **)&fake_launched = dlsym(lib, "fake_cuda_launched");
     *(void **)&fake_nlaunched = dlsym(lib, "fake_cuda_nlaunched");
     *(void **)&fake_grid = dlsym(lib, "fake_cuda_grid");
-    ck_assert(fake_launched && fake_nlaunched && fake_grid);
+    *(void **)&fake_watch_params = dlsym(lib, "fake_cuda_watch_params");
+    *(void **)&fake_param = dlsym(lib, "fake_cuda_param");
+    ck_assert(fake_launched && fake_nlaunched && fake_grid && fake_watch_params && fake_param);
     dlclose(lib); /* ptc's own handle keeps it loaded */
 }
 

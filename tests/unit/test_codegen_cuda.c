@@ -905,7 +905,7 @@ END_TEST
 /* Independent flat kernels over static sizes of different shapes (which the
  * scheduler cannot fuse) run as one launch: kernels.txt says so, and the
  * combination's module has one entry taking every buffer once, the rng
- * offset and an i32 block end per member, and picks the member by comparing
+ * offset and cell and an i32 block end per member, and picks the member by comparing
  * its block index with those ends. Before, CUDA launched each kernel. */
 static const char *THREE = "# ptc ir v1\n"
                            "graph f(%a: i8[1,1000] cuda, %b: i8[1,185] cuda, %c: i8[1,64] cuda) {\n"
@@ -925,9 +925,9 @@ START_TEST(independent_kernels_are_one_launch)
         ck_assert_int_eq(count(ptc_program_text(p, "ptx"), ".target sm_"), 1);
         char *combo = module_ptx(ptc_program_text(p, "ptx"), "; ptc combination 0, one launch");
         ck_assert_msg(combo != NULL, "%s", ptc_program_text(p, "ptx"));
-        /* 6 buffers + rng offset, then the 3 ends */
-        ck_assert_int_eq(count(combo, "_param_6,\n\t.param .u32 "), 2); /* both entries */
-        ck_assert_int_eq(count(combo, "_param_9\n)"), 2);
+        /* 6 buffers + rng offset and cell, then the 3 ends */
+        ck_assert_int_eq(count(combo, "_param_7,\n\t.param .u32 "), 2); /* both entries */
+        ck_assert_int_eq(count(combo, "_param_10\n)"), 2);
         ck_assert_msg(count(combo, "%ctaid.x") >= 1 && count(combo, "setp.lt.u32") >= 2, "%s",
                       combo);
         assemble(combo, sm);
@@ -1011,10 +1011,10 @@ START_TEST(a_combination_is_cached_with_its_members_buffers)
 }
 END_TEST
 
-/* A combination's launch takes each member's buffers, the rng offset and a
- * block end per member: 9 kernels of 70 inputs each (71 buffers) pass the
- * 512 slots of a launch, so the run is split where the next would pass it
- * (7 members: 7 * 71 + 1 + 7 = 505), and the rest make a second one. The
+/* A combination's launch takes each member's buffers, the rng offset and
+ * cell and a block end per member: 9 kernels of 70 inputs each (71 buffers)
+ * pass the 512 slots of a launch, so the run is split where the next would
+ * pass it (7 members: 7 * 71 + 2 + 7 = 506), and the rest make a second one. The
  * CPU's parallel region has no such limit. */
 static char *wide_kernels_text(void)
 {
@@ -1046,8 +1046,8 @@ START_TEST(a_combination_ends_at_the_launch_parameter_limit)
                       strstr(kt, "combo 1: 2 kernels, one launch: 7 8\n") != NULL,
                   "%.3000s", kt);
     char *combo = module_ptx(ptc_program_text(p, "ptx"), "; ptc combination 0, one launch");
-    ck_assert_int_eq(count(combo, "_param_504\n)"), 2); /* both entries */
-    ck_assert_int_eq(count(combo, "_param_505"), 0);
+    ck_assert_int_eq(count(combo, "_param_505\n)"), 2); /* both entries */
+    ck_assert_int_eq(count(combo, "_param_506"), 0);
     assemble(combo, 90);
     free(combo);
     ptc_program_release(p);
@@ -1061,6 +1061,45 @@ START_TEST(a_combination_ends_at_the_launch_parameter_limit)
     ptc_program_release(p);
     ptc_module_free(m);
     free(text);
+}
+END_TEST
+
+/* ---- the run's RNG offset: by value plus a device cell ---- */
+
+/* A kernel takes (bufs..., scratch, rng offset, rng cell, sizes...): one
+ * that draws adds the int64 its cell holds to the offset (a CUDA graph's
+ * recorder rewrites the cell before each replay), read once per thread from
+ * read-only global memory; one that draws nothing never reads its cell.
+ * Both assemble. Before, the offset came by value alone, so a recorded
+ * graph repeated its one draw on every replay. */
+static const char *DROPOUT = "# ptc ir v1\n"
+                             "graph f(%x: f32[4096] cuda) {\n"
+                             "  %0 = dropout(%x, 0.1, true, seed=9) : f32[4096]\n"
+                             "  return (%0)\n}\n";
+static const char *DOUBLING = "# ptc ir v1\n"
+                              "graph f(%y: f32[777] cuda) {\n"
+                              "  %0 = add(%y, %y) : f32[777]\n"
+                              "  return (%0)\n}\n";
+
+START_TEST(drawing_kernels_add_their_cell_to_the_offset)
+{
+    for (int sm = 80; sm <= 90; sm += 10) {
+        /* each kernel takes (x, out, scratch, offset, cell) */
+        ptc_program *drawing = compile_text(DROPOUT, sm), *plain = compile_text(DOUBLING, sm);
+        char *d = kernel_ptx(ptc_program_text(drawing, "ptx"), 0);
+        char *n = kernel_ptx(ptc_program_text(plain, "ptx"), 0);
+        ck_assert(d && n);
+        ck_assert_msg(count(d, "_param_3]") >= 1 && count(d, "_param_4]") >= 1, "%s", d);
+        ck_assert_msg(count(d, "ld.global.nc.u64") >= 1, "%s", d);
+        ck_assert_msg(count(n, "_param_3]") == 0 && count(n, "_param_4]") == 0, "%s", n);
+        ck_assert_int_eq(count(n, "ld.global.nc.u64"), 0);
+        assemble_all(ptc_program_text(drawing, "ptx"), sm);
+        assemble_all(ptc_program_text(plain, "ptx"), sm);
+        free(d);
+        free(n);
+        ptc_program_release(drawing);
+        ptc_program_release(plain);
+    }
 }
 END_TEST
 
@@ -1194,6 +1233,77 @@ START_TEST(a_combination_runs_as_one_launch)
               fake_grid(first + 1, 2) == 1280);
     ptc_program_release(p);
     ptc_module_free(m);
+#endif
+}
+END_TEST
+
+/* A run passes its rng offset by value and, as the cell, the device's
+ * zeros (the offset is the value: today's draws) or the host's rng_cell
+ * (a CUDA graph recorder's, whose contents a replay's kernels add). */
+START_TEST(a_run_passes_its_offset_and_cell)
+{
+#ifdef PTC_FAKE_CUDA
+    use_fake_cuda();
+    ptc_error err;
+    ptc_module *m = parse(DROPOUT);
+    ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA, .no_cache = true};
+    ptc_program *p = ptc_compile(m->graphs[0], &o, &err);
+    ck_assert_msg(p != NULL, "%s", err.msg);
+    static float bytes[64];
+    ptc_tensor x = {.dtype = PTC_F32, .ndim = 1, .device = {PTC_DEV_CUDA, 0}, .data = bytes};
+    x.sizes[0] = 4096, x.strides[0] = 1;
+    static int64_t cell;
+    ptc_host recorded = {.rng_cell = &cell};
+    const ptc_host *hosts[2] = {NULL, &recorded};
+    uint64_t offsets[2] = {77, 0};
+    fake_watch_params(3); /* (x, out, scratch, offset, cell) */
+    for (int h = 0; h < 2; h++) {
+        int first = fake_nlaunched();
+        ptc_tensor out;
+        ck_assert_msg(ptc_program_run(p, &x, 1, &out, hosts[h], offsets[h], &err) == 0, "%s",
+                      err.msg);
+        ptc_tensor_release(&out);
+        ck_assert_int_eq(fake_nlaunched() - first, 1);
+        ck_assert_uint_eq(fake_param(first, 0), offsets[h]);
+        unsigned long long want = h ? (unsigned long long)(uintptr_t)&cell : 0;
+        ck_assert(h ? fake_param(first, 1) == want : fake_param(first, 1) != 0);
+    }
+    fake_watch_params(-1);
+    ptc_program_release(p);
+    ptc_module_free(m);
+#endif
+}
+END_TEST
+
+/* PTC_ACCURACY checks a program's first run whose offset it knows: the
+ * stand-in computes nothing, so a checked dropout diverges; a run reading
+ * its offset from a cell is left unchecked (the interpreter could not draw
+ * what its kernels drew), and the next run is the one checked. */
+START_TEST(accuracy_checks_the_first_run_whose_offset_it_knows)
+{
+#ifdef PTC_FAKE_CUDA
+    use_fake_cuda();
+    setenv("PTC_ACCURACY", "1", 1);
+    setenv("PTC_REPRO", cache_dir, 1);
+    ptc_error err;
+    ptc_module *m = parse(DROPOUT);
+    ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA, .no_cache = true};
+    ptc_program *p = ptc_compile(m->graphs[0], &o, &err);
+    ck_assert_msg(p != NULL, "%s", err.msg);
+    static float ones[4096];
+    for (int i = 0; i < 4096; i++)
+        ones[i] = 1;
+    ptc_tensor x = {.dtype = PTC_F32, .ndim = 1, .device = {PTC_DEV_CUDA, 0}, .data = ones}, out;
+    x.sizes[0] = 4096, x.strides[0] = 1;
+    static int64_t cell;
+    ptc_host recorded = {.rng_cell = &cell};
+    ck_assert_msg(ptc_program_run(p, &x, 1, &out, &recorded, 0, &err) == 0, "%s", err.msg);
+    ptc_tensor_release(&out);
+    ck_assert_int_eq(ptc_program_run(p, &x, 1, &out, NULL, 5, &err), -1);
+    ck_assert_msg(strstr(err.msg, "PTC_ACCURACY") != NULL, "%s", err.msg);
+    ptc_program_release(p);
+    ptc_module_free(m);
+    unsetenv("PTC_ACCURACY");
 #endif
 }
 END_TEST
@@ -1473,6 +1583,9 @@ int main(void)
     tcase_add_test(tc, a_combination_is_cached_with_its_members_buffers);
     tcase_add_test(tc, a_combination_ends_at_the_launch_parameter_limit);
     tcase_add_test(tc, a_combination_runs_as_one_launch);
+    tcase_add_test(tc, drawing_kernels_add_their_cell_to_the_offset);
+    tcase_add_test(tc, a_run_passes_its_offset_and_cell);
+    tcase_add_test(tc, accuracy_checks_the_first_run_whose_offset_it_knows);
     tcase_add_test(tc, a_batch_builds_its_combinations_in_its_worker);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);

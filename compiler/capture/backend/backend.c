@@ -168,7 +168,7 @@ static void prepare_training(cap_entry *e, cap_backend_state *st, const char *mo
     if (e->backend == CAP_BACKEND_PTC && cap_cfg.compiled_autograd &&
         train_prepare(e, mode, &st->train, &terr) == 0)
         return;
-    cap_runtime_records_training(e->graph, mode, false, false);
+    cap_runtime_records_training(e->graph, mode, false);
 #else
     (void)mode;
 #endif

@@ -31,15 +31,15 @@ int cap_backend_run(cap_entry *e, PyObject **inputs, PyObject **outputs);
 int *cap_writeback_inputs(const cap_entry *e, ptc_error *err);
 /* mode: ptc.compile's; reduce-overhead and max-autotune record the
  * program's CUDA runs into CUDA graphs (a notice where they cannot: CPU
- * programs, random ops), the max-autotune modes tune its kernels. */
+ * programs), the max-autotune modes tune its kernels. */
 int cap_runtime_compile(cap_entry *e, const char *mode, void **program, ptc_trace_compile *tc,
                         ptc_error *err);
 int cap_runtime_run(cap_entry *e, void *program, PyObject **inputs, PyObject **outputs);
 /* Whether a CUDA graph needing gradients has its compiled forward and
  * backward recorded into CUDA graphs under reduce-overhead / max-autotune:
- * with ptc's compiled autograd (compiled) and no random ops (draws); where
- * the mode cannot act, one notice says why. */
-bool cap_runtime_records_training(const ptc_graph *g, const char *mode, bool compiled, bool draws);
+ * with ptc's compiled autograd (compiled); where the mode cannot act, one
+ * notice says why. */
+bool cap_runtime_records_training(const ptc_graph *g, const char *mode, bool compiled);
 /* Compiled forward and backward of a graph that needs gradients, whole
  * (backend_train.c; the caller checks that it has one grad mode): a
  * ptc._C.TrainProgram, run as one autograd node (a ptc._cudagraphs.
@@ -77,11 +77,14 @@ PyObject *cap_recorder_kwargs(const cap_entry *e);
 int cap_pieces_prepare(cap_entry *e, const char *mode, PyObject **program, ptc_error *err);
 /* ptc._C._compile_ptir(text): the first graph of a .ptir text compiled with
  * the ptc backend, as a capsule (kernel_dir: compiled as an export
- * package's graph, its kernels there); _run_compiled(capsule, tensors) runs
- * it, binding the graph's symbolic sizes from the tensors' shapes on every
- * call (one compile for every size). */
+ * package's graph, its kernels there); _run_compiled(capsule, tensors, rng)
+ * runs it, binding the graph's symbolic sizes from the tensors' shapes on
+ * every call (one compile for every size), its random ops drawing with rng
+ * (cap_runtime_rng_value's; NULL: a fresh draw where it has any). */
 PyObject *cap_compile_ptir(PyObject *text, const char *kernel_dir);
-PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors);
+PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors, PyObject *rng);
+/* ptc._C._compiled_draws(capsule): whether its program has random ops. */
+PyObject *cap_compiled_draws(PyObject *capsule);
 /* Any graph compiled into a program that returns its outputs as its kernels
  * write them (a .ptir text's graph). */
 int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_compile *tc,
@@ -110,11 +113,19 @@ int cap_runtime_compile_training(const ptc_graph *forward, const int *output_inp
  * The first nconsumed inputs are references the caller hands over: each is
  * released (and set to NULL) after the last step that reads it, or at the
  * end; the caller releases any left. */
+/* A run's RNG offset: the value its kernels draw with, plus (CUDA) the
+ * int64 a device cell holds when they run (ptc_host.rng_cell; NULL: none). */
+typedef struct cap_rng {
+    uint64_t offset;
+    const void *cell;
+} cap_rng;
 int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, int nconsumed,
-                            PyObject **outputs, int noutputs, uint64_t rng_offset);
+                            PyObject **outputs, int noutputs, cap_rng rng);
 /* Whether program has random ops; if so each run takes an RNG offset, drawn
  * from torch's generator by cap_runtime_rng_draw (a 0-dim int64 tensor) and
- * read by cap_runtime_rng_value (None reads as 0). */
+ * read by cap_runtime_rng_value: None reads as 0, a CPU tensor (or int) as
+ * its value, a 0-dim int64 CUDA tensor as the cell the kernels read (a CUDA
+ * graph recorder's: python/ptc/_cudagraphs.py). */
 bool cap_runtime_draws(void *program);
 /* What program is: its kernels, extern calls and the bytes of its arena of
  * temporaries at its last run (on the CPU the arena is malloc'd, outside
@@ -122,7 +133,7 @@ bool cap_runtime_draws(void *program);
 struct ptc_program_info;
 void cap_runtime_info(void *program, struct ptc_program_info *info);
 PyObject *cap_runtime_rng_draw(void);
-int cap_runtime_rng_value(PyObject *draw, uint64_t *offset);
+int cap_runtime_rng_value(PyObject *draw, cap_rng *rng);
 void cap_runtime_release(void *program);
 /* Can the entry's graph run through torch ops (its eager steps are whole)? */
 bool cap_backend_ready(cap_entry *e);

@@ -1076,15 +1076,7 @@ static PyObject *unpermute(PyObject *r, const out_layout *l)
     return out;
 }
 
-/* ---- the RNG offset of a run -------------------------------------------------------------- */
-
-/* A random op with seed s (fixed at capture) draws ptc_rng_uniform(
- * ptc_rng_key(s, offset), i) for element i. The offset is drawn from torch's
- * default generator for each run of a program that has random ops, so
- * torch.manual_seed makes ptc's dropout masks repeat run to run (they are not
- * eager's: ptc's generator is its own), and a program without random ops
- * leaves torch's generator as eager would. The CPU generator serves every
- * device: reading a CUDA draw back would synchronise the stream. */
+/* Whether a program draws: its runs take an RNG offset (rng.c). */
 bool cap_runtime_draws(void *program)
 {
     return ((cap_program *)program)->draws;
@@ -1093,34 +1085,6 @@ bool cap_runtime_draws(void *program)
 void cap_runtime_info(void *program, ptc_program_info *info)
 {
     ptc_program_get_info(((cap_program *)program)->p, info);
-}
-
-PyObject *cap_runtime_rng_draw(void)
-{
-    static PyObject *randint, *args;
-    if (!randint) {
-        /* below 2^62: any offset, well inside int64 */
-        args = Py_BuildValue("(L())", (long long)1 << 62);
-        randint = args ? cap_import_path("torch.randint") : NULL;
-        if (!randint) {
-            Py_CLEAR(args);
-            return NULL;
-        }
-    }
-    return PyObject_Call(randint, args, NULL);
-}
-
-int cap_runtime_rng_value(PyObject *draw, uint64_t *offset)
-{
-    *offset = 0;
-    if (draw == Py_None)
-        return 0;
-    PyObject *v = PyNumber_Index(draw);
-    if (!v)
-        return -1;
-    *offset = (uint64_t)PyLong_AsUnsignedLongLong(v);
-    Py_DECREF(v);
-    return PyErr_Occurred() ? -1 : 0;
 }
 
 /* A run's inputs handed over for good (cap_runtime_run_program's
@@ -1137,7 +1101,7 @@ static void host_input_done(void *ctx, int input)
 }
 
 int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, int nconsumed,
-                            PyObject **outputs, int noutputs, uint64_t rng_offset)
+                            PyObject **outputs, int noutputs, cap_rng rng)
 {
     cap_program *cp = program;
     ptc_tensor *ins = calloc((size_t)ninputs + 1, sizeof *ins);
@@ -1148,6 +1112,7 @@ int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, int n
     host_run run = {inputs, held, ins, ninputs, nconsumed, cp->graphs ? NULL : cp->weights};
     ptc_host host = torch_host;
     host.ctx = &run;
+    host.rng_cell = rng.cell;
     if (nconsumed > 0)
         host.input_done = host_input_done;
     int rc = -1;
@@ -1155,7 +1120,7 @@ int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, int n
         if (cap_torch_to_ptc(inputs[i], &ins[i], &held[i]) < 0)
             goto done;
     ptc_error err;
-    if (ptc_program_run(cp->p, ins, ninputs, outs, &host, rng_offset, &err) < 0) {
+    if (ptc_program_run(cp->p, ins, ninputs, outs, &host, rng.offset, &err) < 0) {
         raise_run_error(&err);
         goto done;
     }
@@ -1199,15 +1164,20 @@ done:
     return rc;
 }
 
-/* Runs a program with a fresh RNG offset from torch's generator when it draws. */
+/* Runs a program with the RNG offset `given` (cap_runtime_rng_value's), or
+ * when given is NULL a fresh one from torch's generator where it draws. */
 static int run_drawing(void *program, PyObject **inputs, int ninputs, PyObject **outputs,
-                       int noutputs)
+                       int noutputs, PyObject *given)
 {
-    uint64_t offset = 0;
-    PyObject *draw = cap_runtime_draws(program) ? cap_runtime_rng_draw() : Py_NewRef(Py_None);
-    int rc = draw ? cap_runtime_rng_value(draw, &offset) : -1;
+    cap_rng rng;
+    PyObject *draw = given               ? Py_NewRef(given)
+                     : cap_runtime_draws(program) ? cap_runtime_rng_draw()
+                                                  : Py_NewRef(Py_None);
+    int rc = draw ? cap_runtime_rng_value(draw, &rng) : -1;
+    if (rc == 0)
+        rc = cap_runtime_run_program(program, inputs, ninputs, 0, outputs, noutputs, rng);
     Py_XDECREF(draw);
-    return rc ? rc : cap_runtime_run_program(program, inputs, ninputs, 0, outputs, noutputs, offset);
+    return rc;
 }
 
 static int run_recorded(cap_program *cp, PyObject **inputs, PyObject **outputs);
@@ -1217,7 +1187,7 @@ int cap_runtime_run(cap_entry *e, void *program, PyObject **inputs, PyObject **o
     cap_program *cp = program;
     if (cp->graphs)
         return run_recorded(cp, inputs, outputs);
-    return run_drawing(program, inputs, e->graph->ninputs, outputs, e->graph->noutputs);
+    return run_drawing(program, inputs, e->graph->ninputs, outputs, e->graph->noutputs, NULL);
 }
 
 /* ---- a .ptir graph compiled from Python (ptc._C._compile_ptir) ------------------- */
@@ -1285,7 +1255,17 @@ PyObject *cap_compile_ptir(PyObject *text, const char *kernel_dir)
     return cap;
 }
 
-PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors)
+PyObject *cap_compiled_draws(PyObject *capsule)
+{
+    ptir_compiled *c = PyCapsule_GetPointer(capsule, PTIR_CAPSULE);
+    if (!c)
+        return NULL;
+    if (!c->program)
+        return PyErr_Format(cap_InternalError, "ptc: the compiled program was released");
+    return PyBool_FromLong(cap_runtime_draws(c->program));
+}
+
+PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors, PyObject *rng)
 {
     ptir_compiled *c = PyCapsule_GetPointer(capsule, PTIR_CAPSULE);
     if (!c)
@@ -1299,7 +1279,7 @@ PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors)
     for (int i = 0; i < c->ninputs; i++)
         ins[i] = PyTuple_GetItem(tensors, i);
     PyObject *r = NULL;
-    if (run_drawing(c->program, ins, c->ninputs, outs, c->noutputs) == 0) {
+    if (run_drawing(c->program, ins, c->ninputs, outs, c->noutputs, rng) == 0) {
         r = PyTuple_New(c->noutputs);
         for (int i = 0; i < c->noutputs; i++)
             if (r)
@@ -1333,7 +1313,7 @@ static bool records_graphs(const char *mode)
  * through torch's autograd op by op, which leaves nothing to record.
  * Said once, for CUDA graphs only (on the CPU the mode has no effect
  * anyway, another notice). */
-bool cap_runtime_records_training(const ptc_graph *g, const char *mode, bool compiled, bool draws)
+bool cap_runtime_records_training(const ptc_graph *g, const char *mode, bool compiled)
 {
     if (!records_graphs(mode) || !on_cuda(g))
         return false;
@@ -1343,11 +1323,7 @@ bool cap_runtime_records_training(const ptc_graph *g, const char *mode, bool com
                "ptc.config.compiled_autograd = True turns it on, or it could not compile the graph): torch's autograd runs "
                "them op by op.",
                mode);
-    else if (draws)
-        notice("mode='%s': graphs with random ops (dropout, rand) run without CUDA graphs (a "
-               "recorded graph would repeat one draw on every replay).",
-               mode);
-    return compiled && !draws;
+    return compiled;
 }
 
 /* reduce-overhead and max-autotune record each CUDA program into CUDA
@@ -1364,12 +1340,6 @@ static int apply_mode(void *program, const char *mode, const cap_entry *e, ptc_e
                mode);
         return 0;
     }
-    if (cp->draws) {
-        notice("mode='%s': graphs with random ops (dropout, rand) run without CUDA graphs (a "
-               "recorded graph would repeat one draw on every replay).",
-               mode);
-        return 0;
-    }
     ptir_compiled *ref = calloc(1, sizeof *ref);
     if (!ref)
         return ptc_errorf(err, PTC_ERR_INTERNAL, "runtime", "out of memory");
@@ -1378,6 +1348,8 @@ static int apply_mode(void *program, const char *mode, const cap_entry *e, ptc_e
     PyObject *recorder = capsule ? cap_import_path("ptc._cudagraphs.Recorder") : NULL;
     PyObject *args = recorder ? Py_BuildValue("(Os)", capsule, mode) : NULL;
     PyObject *kw = args ? cap_recorder_kwargs(e) : NULL;
+    if (kw && PyDict_SetItemString(kw, "draws", cp->draws ? Py_True : Py_False) < 0)
+        Py_CLEAR(kw);
     cp->graphs = kw ? PyObject_Call(recorder, args, kw) : NULL;
     cp->graphs_ref = cp->graphs ? ref : NULL;
     Py_XDECREF(kw);
@@ -1479,9 +1451,15 @@ PyObject *cap_compile_ptir(PyObject *text, const char *kernel_dir)
     return PyErr_Format(PyExc_NotImplementedError, "ptc was built without its runtime");
 }
 
-PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors)
+PyObject *cap_compiled_draws(PyObject *capsule)
 {
-    (void)capsule, (void)tensors;
+    (void)capsule;
+    return PyErr_Format(PyExc_NotImplementedError, "ptc was built without its runtime");
+}
+
+PyObject *cap_run_compiled(PyObject *capsule, PyObject *tensors, PyObject *rng)
+{
+    (void)capsule, (void)tensors, (void)rng;
     return PyErr_Format(PyExc_NotImplementedError, "ptc was built without its runtime");
 }
 

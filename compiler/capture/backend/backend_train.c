@@ -57,7 +57,7 @@ static void tp_dealloc(PyObject *self)
  * references handed over, released as the run stops reading them
  * (cap_runtime_run_program). */
 static PyObject *run_args(void *program, PyObject **ins, int nin, int nconsumed, int nout,
-                          uint64_t rng_offset)
+                          cap_rng rng)
 {
     PyObject *stack_out[64];
     PyObject **outs = nout <= 64 ? stack_out : PyMem_Calloc((size_t)nout, sizeof(PyObject *));
@@ -66,7 +66,7 @@ static PyObject *run_args(void *program, PyObject **ins, int nin, int nconsumed,
         return PyErr_NoMemory();
     for (int i = 0; i < nout; i++)
         outs[i] = NULL;
-    if (cap_runtime_run_program(program, ins, nin, nconsumed, outs, nout, rng_offset) == 0) {
+    if (cap_runtime_run_program(program, ins, nin, nconsumed, outs, nout, rng) == 0) {
         r = PyTuple_New(nout);
         for (int i = 0; r && i < nout; i++)
             PyTuple_SetItem(r, i, outs[i]);
@@ -80,7 +80,7 @@ static PyObject *run_args(void *program, PyObject **ins, int nin, int nconsumed,
 }
 
 /* program(args[nin]) -> a tuple of nout tensors. */
-static PyObject *run_tuple(void *program, PyObject *args, int nin, int nout, uint64_t rng_offset)
+static PyObject *run_tuple(void *program, PyObject *args, int nin, int nout, cap_rng rng)
 {
     PyObject *stack_in[64];
     PyObject **ins = nin <= 64 ? stack_in : PyMem_Malloc(sizeof(PyObject *) * (size_t)nin);
@@ -88,7 +88,7 @@ static PyObject *run_tuple(void *program, PyObject *args, int nin, int nout, uin
         return PyErr_NoMemory();
     for (int i = 0; i < nin; i++)
         ins[i] = PyTuple_GetItem(args, i);
-    PyObject *r = run_args(program, ins, nin, 0, nout, rng_offset);
+    PyObject *r = run_args(program, ins, nin, 0, nout, rng);
     if (ins != stack_in)
         PyMem_Free(ins);
     return r;
@@ -119,19 +119,26 @@ static PyObject *with_saved_inputs(const train_program *t, PyObject *r, PyObject
 
 /* A graph with random ops: the forward draws the run's RNG offset and saves
  * it (a 0-dim tensor after the saved values), and the backward runs with it,
- * so a mask the backward recomputes is the forward's. */
-static PyObject *tp_forward(PyObject *self, PyObject *args)
+ * so a mask the backward recomputes is the forward's. rng=, where given,
+ * is the offset instead of a draw (cap_runtime_rng_value's: a CUDA graph
+ * recorder's cell, which the backward then reads as well). */
+static PyObject *tp_forward(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     train_program *t = (train_program *)self;
     if (PyTuple_Size(args) != t->ninputs)
         return wrong_count(t->ninputs, PyTuple_Size(args));
-    uint64_t offset = 0;
-    PyObject *draw = t->draws ? cap_runtime_rng_draw() : NULL;
-    if (t->draws && (!draw || cap_runtime_rng_value(draw, &offset) < 0)) {
+    PyObject *given = kwargs ? PyDict_GetItemString(kwargs, "rng") : NULL;
+    if (kwargs && PyDict_Size(kwargs) != (given != NULL))
+        return PyErr_Format(PyExc_TypeError, "ptc: forward takes one keyword, rng");
+    if (given == Py_None)
+        given = NULL;
+    cap_rng rng = {0, NULL};
+    PyObject *draw = !t->draws ? NULL : given ? Py_NewRef(given) : cap_runtime_rng_draw();
+    if (t->draws && (!draw || cap_runtime_rng_value(draw, &rng) < 0)) {
         Py_XDECREF(draw);
         return NULL;
     }
-    PyObject *r = run_tuple(t->forward, args, t->ninputs, t->noutputs + t->ncomputed, offset);
+    PyObject *r = run_tuple(t->forward, args, t->ninputs, t->noutputs + t->ncomputed, rng);
     PyObject *all = r ? with_saved_inputs(t, r, args, draw) : NULL;
     Py_XDECREF(r);
     Py_XDECREF(draw);
@@ -144,11 +151,11 @@ static PyObject *tp_forward(PyObject *self, PyObject *args)
  * to NULL; the caller releases any left). */
 static PyObject *run_backward(train_program *t, PyObject **ins, PyObject *draw, bool consume)
 {
-    uint64_t offset = 0;
-    if (draw && cap_runtime_rng_value(draw, &offset) < 0)
+    cap_rng rng = {0, NULL};
+    if (draw && cap_runtime_rng_value(draw, &rng) < 0)
         return NULL;
     int nin = t->nsaved + t->ntangents;
-    return run_args(t->backward, ins, nin, consume ? nin : 0, t->ngrads, offset);
+    return run_args(t->backward, ins, nin, consume ? nin : 0, t->ngrads, rng);
 }
 
 /* The program's backward inputs, the saved values then the tangents, from
@@ -242,6 +249,8 @@ static PyObject *tp_get(PyObject *self, void *which)
         cap_runtime_info(t->backward, &b);
         return Py_BuildValue("(nn)", (Py_ssize_t)f.arena_bytes, (Py_ssize_t)b.arena_bytes);
     }
+    case 8:
+        return PyBool_FromLong(t->draws);
     case 7: {
         ptc_program_info f, b;
         cap_runtime_info(t->forward, &f);
@@ -254,8 +263,10 @@ static PyObject *tp_get(PyObject *self, void *which)
 }
 
 static PyMethodDef tp_methods[] = {
-    {"forward", tp_forward, METH_VARARGS,
-     "forward(*inputs) -> outputs + saved tensors (the RNG offset last, with random ops)"},
+    {"forward", (PyCFunction)(void (*)(void))tp_forward, METH_VARARGS | METH_KEYWORDS,
+     "forward(*inputs, rng=None) -> outputs + saved tensors (the RNG offset last, with random "
+     "ops: a fresh draw from torch's generator, or rng: an offset or a 0-dim int64 CUDA tensor "
+     "whose value the kernels read when they run)"},
     {"backward", tp_backward, METH_VARARGS,
      "backward(*saved, *output_grads) -> gradients of the inputs that require them"},
     {"backward_consuming", tp_backward_consuming, METH_VARARGS,
@@ -281,6 +292,8 @@ static PyGetSetDef tp_getset[] = {
      "(1: one arena held through the run; more: each allocated through torch when first "
      "needed and freed after its last use)",
      (void *)7},
+    {"draws", tp_get, NULL,
+     "whether it has random ops (forward saves its RNG offset last, backward reads it)", (void *)8},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyType_Slot tp_slots[] = {{Py_tp_dealloc, tp_dealloc},
@@ -429,8 +442,7 @@ done:
 PyObject *cap_train_recorded(cap_entry *e, const char *mode, PyObject *program, bool whole,
                              ptc_error *err)
 {
-    train_program *t = (train_program *)program;
-    if (!cap_runtime_records_training(e->graph, mode, true, t->draws))
+    if (!cap_runtime_records_training(e->graph, mode, true))
         return Py_NewRef(program);
     PyObject *wrap = cap_import_path("ptc._cudagraphs.TrainGraphs");
     PyObject *args = wrap ? Py_BuildValue("(Os)", program, mode) : NULL;

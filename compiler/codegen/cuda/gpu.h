@@ -145,7 +145,7 @@ int g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_c
 void g_emit_kernel(gcg *c, const char *name, bool vector_form);
 /* Emits the entry `name` of a horizontal combination of the flat kernels
  * ks[0..n) (plans[i]: each planned with the combination's block), taking
- * (args[0..nargs) buffers, rng offset, ends[n] i32): blocks ends[i-1] ..
+ * (args[0..nargs) buffers, rng offset, rng cell, ends[n] i32): blocks ends[i-1] ..
  * ends[i]-1 run member i. vector_form: members with a vectorised form run
  * it. */
 void g_emit_combo(gcg *c, const char *name, const ptc_kernel *const *ks, const gplan *plans,

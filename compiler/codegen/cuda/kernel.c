@@ -959,6 +959,20 @@ static void open_entry(gcg *c, const char *name, LLVMTypeRef *pt, int np, const 
     LLVMPositionBuilderAtEnd(c->b, start);
 }
 
+/* The run's RNG offset from the entry's two parameters at index i and i+1:
+ * the offset by value plus the int64 its cell holds. A run outside a CUDA
+ * graph passes its offset and a cell of zeros; a recorded run passes 0 and
+ * the recorder's cell, which it rewrites before each replay, so every replay
+ * draws anew. Read once per thread; kernels that draw nothing lose the load. */
+static LLVMValueRef run_rng_offset(gcg *c, unsigned i)
+{
+    LLVMValueRef cell = LLVMGetParam(c->fn, i + 1);
+    add_attr(c, c->fn, i + 2, "noalias");
+    add_attr(c, c->fn, i + 2, "readonly");
+    LLVMValueRef held = LLVMBuildLoad2(c->b, c->i64, cell, "rng.cell");
+    return LLVMBuildAdd(c->b, LLVMGetParam(c->fn, i), held, "rng.offset");
+}
+
 /* Closes the entry: its allocas' block falls through to the body. */
 static void close_entry(gcg *c)
 {
@@ -1002,22 +1016,20 @@ void g_emit_kernel(gcg *c, const char *name, bool vector_form)
 {
     c->target = &g_target;
     const ptc_kernel *kn = c->k;
-    /* (bufs..., scratch, rng offset, params..., [status record address]) */
+    /* (bufs..., scratch, rng offset, rng cell, params..., [status record address]) */
     bool checks = ptc_kernel_has_checks(kn);
-    int nargs = kn->nargs, np = nargs + 2 + kn->nparams + checks;
+    int nargs = kn->nargs, np = nargs + 3 + kn->nparams + checks;
     LLVMTypeRef *pt = calloc((size_t)np + 1, sizeof *pt);
-    for (int i = 0; i < nargs + 1; i++)
-        pt[i] = c->gptr;
-    for (int i = nargs + 1; i < np; i++)
-        pt[i] = c->i64;
+    for (int i = 0; i < np; i++)
+        pt[i] = i <= nargs || i == nargs + 2 ? c->gptr : c->i64;
     open_entry(c, name, pt, np, kn->args, nargs, &c->k, 1, c->plan->block);
     if (c->plan->min_blocks) /* .minnctapersm: ptxas caps registers to fit them */
         annotate(c, c->fn, "minctasm", c->plan->min_blocks);
     free(pt);
     LLVMValueRef scratch = LLVMGetParam(c->fn, (unsigned)nargs);
-    c->rng_offset = LLVMGetParam(c->fn, (unsigned)nargs + 1);
+    c->rng_offset = run_rng_offset(c, (unsigned)nargs + 1);
     for (int i = 0; i < kn->nparams; i++) {
-        LLVMValueRef v = LLVMGetParam(c->fn, (unsigned)(nargs + 2 + i));
+        LLVMValueRef v = LLVMGetParam(c->fn, (unsigned)(nargs + 3 + i));
         c->param[i] = c->ix == c->i64 ? v : LLVMBuildTrunc(c->b, v, c->ix, "");
     }
     c->status = checks ? LLVMGetParam(c->fn, (unsigned)(np - 1)) : NULL;
@@ -1064,18 +1076,18 @@ void g_emit_combo(gcg *c, const char *name, const ptc_kernel *const *ks, const g
                   int n, const int *args, int nargs, bool vector_form)
 {
     c->target = &g_target;
-    /* (bufs..., rng offset, ends[n]) */
-    int np = nargs + 1 + n;
+    /* (bufs..., rng offset, rng cell, ends[n]) */
+    int np = nargs + 2 + n;
     LLVMTypeRef *pt = calloc((size_t)np + 1, sizeof *pt);
     for (int i = 0; i < np; i++)
-        pt[i] = i < nargs ? c->gptr : i == nargs ? c->i64 : c->i32;
+        pt[i] = i < nargs || i == nargs + 1 ? c->gptr : i == nargs ? c->i64 : c->i32;
     open_entry(c, name, pt, np, args, nargs, ks, n, plans[0].block);
     free(pt);
-    c->rng_offset = LLVMGetParam(c->fn, (unsigned)nargs);
+    c->rng_offset = run_rng_offset(c, (unsigned)nargs);
     c->status = NULL;
     LLVMValueRef *ends = calloc((size_t)n + 1, sizeof *ends);
     for (int i = 0; i < n; i++) {
-        LLVMValueRef v = LLVMGetParam(c->fn, (unsigned)(nargs + 1 + i));
+        LLVMValueRef v = LLVMGetParam(c->fn, (unsigned)(nargs + 2 + i));
         ends[i] = c->ix == c->i32 ? v : LLVMBuildZExt(c->b, v, c->ix, "");
     }
     LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "done");
