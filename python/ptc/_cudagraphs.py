@@ -188,7 +188,8 @@ class _Graph:
         self.fixed_ptrs = [None] * len(inputs)  # by input index: the address recorded
         self.copied = []      # (index, static buffer) of the inputs copied in
         static_inputs = []
-        with torch.no_grad():
+        # normal tensors even under torch.inference_mode: replays outside it copy into them
+        with torch.no_grad(), torch.inference_mode(False):
             for i, t in enumerate(inputs):
                 if i not in recorder.moved and (i in recorder.held or _stable_address(t)):
                     self.fixed.append(i)
@@ -293,7 +294,8 @@ def _offset_cell(inputs):
     input's): see the module's notes on random ops."""
     import torch
     device = next((t.device for t in inputs if t.is_cuda), inputs[0].device if inputs else "cuda")
-    return torch.zeros((), dtype=torch.int64, device=device)
+    with torch.inference_mode(False):  # as _Graph's static inputs
+        return torch.zeros((), dtype=torch.int64, device=device)
 
 
 class Recorder:

@@ -33,8 +33,9 @@ class ReplayByRerunning:
 
     def replay(self, graph):
         run, outputs = graph
-        for static, fresh in zip(outputs, run()):
-            static.copy_(fresh)
+        with torch.inference_mode():  # a graph writes its outputs whatever the mode they came in
+            for static, fresh in zip(outputs, run()):
+                static.copy_(fresh)
 
 
 def no_marked_steps():
@@ -397,16 +398,13 @@ class DropProgram:
         return (g * self.mask(offset),)
 
 
-def test_two_forwards_before_their_backwards_keep_their_own_offsets():
-    """Each forward recording has its own cell, and the backward's recording
-    of it reads that cell: a gradient is its forward's mask times the
-    upstream gradient even when the second forward (another recording,
-    another draw) runs before the first's backward."""
+def two_micro_batches(graphs, steps):
+    """Steps of two forwards, then their backwards, through graphs over
+    DropProgram on ones: each gradient must be its own forward's mask times
+    the upstream gradient (3). Returns the masks seen."""
     from ptc import _autograd
-    graphs = _cudagraphs.TrainGraphs(DropProgram(), "reduce-overhead", engine=ReplayByRerunning())
-    torch.manual_seed(1)
     masks = set()
-    for step in range(4):
+    for step in range(steps):
         xs = [torch.ones(8, requires_grad=True) for _ in range(2)]
         ys = [_autograd.apply(graphs, x)[0] for x in xs]
         for y in ys:
@@ -414,7 +412,17 @@ def test_two_forwards_before_their_backwards_keep_their_own_offsets():
         for x, y in zip(xs, ys):
             assert torch.equal(x.grad, 3 * y.detach()), step  # y = mask * 1
             masks.add(tuple(y.tolist()))
-    assert len(masks) == 8
+    return masks
+
+
+def test_two_forwards_before_their_backwards_keep_their_own_offsets():
+    """Each forward recording has its own cell, and the backward's recording
+    of it reads that cell: a gradient is its forward's mask times the
+    upstream gradient even when the second forward (another recording,
+    another draw) runs before the first's backward."""
+    graphs = _cudagraphs.TrainGraphs(DropProgram(), "reduce-overhead", engine=ReplayByRerunning())
+    torch.manual_seed(1)
+    assert len(two_micro_batches(graphs, 4)) == 8
     assert len(next(iter(graphs.forwards.graphs.values()))) == 2
     assert sum(len(v) for v in graphs.backwards.graphs.values()) == 2
 
@@ -425,17 +433,26 @@ def test_the_backward_of_a_forward_run_without_a_graph_is_not_recorded(monkeypat
     would keep that offset's value for every later replay (the stand-in
     engine, which reruns, could not show the stale masks; the recordings
     made show the decision)."""
-    from ptc import _autograd
     monkeypatch.setattr(_cudagraphs, "STEP_SLOTS_LIMIT", 1)
     graphs = _cudagraphs.TrainGraphs(DropProgram(), "reduce-overhead", engine=ReplayByRerunning())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the limit's notice
-        for step in range(4):
-            xs = [torch.ones(8, requires_grad=True) for _ in range(2)]
-            ys = [_autograd.apply(graphs, x)[0] for x in xs]
-            for y in ys:
-                (y * 3).sum().backward()
-            for x, y in zip(xs, ys):
-                assert torch.equal(x.grad, 3 * y.detach()), step
+        two_micro_batches(graphs, 4)
     assert sum(len(v) for v in graphs.forwards.graphs.values()) == 1
     assert sum(len(v) for v in graphs.backwards.graphs.values()) == 1
+
+
+def test_a_recording_made_under_inference_mode_replays_outside_it():
+    """A recording's static input buffers and its offset cell are normal
+    tensors even when it is made under torch.inference_mode: inference
+    tensors could not be copied into or filled in place by the replays that
+    follow outside the mode (torch raised "Inplace update to inference
+    tensor outside InferenceMode")."""
+    r = _cudagraphs.Recorder(_C._compile_ptir(DROP), "reduce-overhead",
+                             engine=ReplayByRerunning(), draws=True)
+    x = torch.ones(256)
+    with torch.inference_mode():
+        r((x,))
+        r((x,))  # recorded here
+    masks = {tuple(r((x,))[0].tolist()) for _ in range(3)}
+    assert len(masks) == 3 and _cudagraphs.stats()["replayed"] == 3

@@ -38,7 +38,7 @@ static void use_fake_cuda(void)
 
 /* A borrowed "device" tensor of s0 x s1 int8 elements: the stand-in's
  * launches read nothing, so a few bytes stand for any size. */
-static ptc_tensor fake_device_i8(int64_t s0, int64_t s1)
+static inline ptc_tensor fake_device_i8(int64_t s0, int64_t s1)
 {
     static int8_t bytes[64];
     ptc_tensor x = {.dtype = PTC_I8, .ndim = 2, .device = {PTC_DEV_CUDA, 0}, .data = bytes};
@@ -47,7 +47,7 @@ static ptc_tensor fake_device_i8(int64_t s0, int64_t s1)
 }
 
 /* What ptc_cuda_get_index_counts added since before. */
-static ptc_cuda_index_counts index_counts_since(ptc_cuda_index_counts before)
+static inline ptc_cuda_index_counts index_counts_since(ptc_cuda_index_counts before)
 {
     ptc_cuda_index_counts now;
     ptc_cuda_get_index_counts(&now);

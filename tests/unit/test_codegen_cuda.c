@@ -22,138 +22,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char cache_dir[256];
-
-static void clear_dir(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        char p[1024];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
-            clear_dir(p);
-        else
-            unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
-static void setup(void)
-{
-    snprintf(cache_dir, sizeof cache_dir, "/tmp/ptc_test_cuda_cache_%d", (int)getpid());
-    setenv("PTC_CACHE_DIR", cache_dir, 1);
-}
-
-static void teardown(void)
-{
-    clear_dir(cache_dir);
-}
-
-static ptc_module *parse(const char *text)
-{
-    ptc_error err;
-    ptc_module *m = ptc_parse_module(text, strlen(text), "test", &err);
-    ck_assert_msg(m != NULL, "%s", err.msg);
-    return m;
-}
-
-static ptc_program *compile_ptx(const ptc_graph *g, int sm, bool no_cache, ptc_trace_compile *tc)
-{
-    ptc_error err;
-    ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA,
-                          .cuda_sm = sm,
-                          .keep_text = true,
-                          .no_cache = no_cache,
-                          .trace = tc};
-    ptc_program *p = ptc_compile(g, &o, &err);
-    ck_assert_msg(p != NULL, "%s: %s: %s", err.stage, ptc_errclass_name(err.cls), err.msg);
-    return p;
-}
-
-static int count(const char *text, const char *what)
-{
-    int n = 0;
-    for (const char *p = text; (p = strstr(p, what)); p += strlen(what))
-        n++;
-    return n;
-}
-
-/* The PTX module under header `head` (up to the next "; ptc " header: a
- * kernel's, or a horizontal combination's after its first member's). */
-static char *module_ptx(const char *all, const char *head)
-{
-    const char *p = strstr(all, head);
-    if (!p)
-        return NULL;
-    p = strchr(p, '\n') + 1;
-    const char *end = strstr(p, "\n; ptc ");
-    size_t n = end ? (size_t)(end - p + 1) : strlen(p);
-    return strndup(p, n);
-}
-
-/* The PTX of kernel k. */
-static char *kernel_ptx(const char *all, int k)
-{
-    char head[32];
-    snprintf(head, sizeof head, "; ptc kernel %d ", k);
-    return module_ptx(all, head);
-}
-
-static const char *ptxas(void)
-{
-    static char path[512];
-    const char *env = getenv("PTC_PTXAS");
-    if (env && *env)
-        snprintf(path, sizeof path, "%s", env);
-    else
-        snprintf(path, sizeof path, "/usr/local/cuda/bin/ptxas");
-    return access(path, X_OK) == 0 ? path : NULL;
-}
-
-/* Assembles one module with ptxas when it is installed; 1 if it was. */
-static int assemble(const char *ptx, int sm)
-{
-    const char *as = ptxas();
-    if (!as)
-        return 0;
-    char file[300], cmd[1024];
-    snprintf(file, sizeof file, "%s/module.ptx", cache_dir);
-    mkdir(cache_dir, 0755);
-    FILE *f = fopen(file, "w");
-    ck_assert(f != NULL);
-    fputs(ptx, f);
-    fclose(f);
-    snprintf(cmd, sizeof cmd, "%s -arch=sm_%d %s -o /dev/null 2>&1", as, sm, file);
-    int rc = system(cmd);
-    ck_assert_msg(rc == 0, "ptxas rejected a module for sm_%d:\n%.2000s", sm, ptx);
-    return 1;
-}
+#include "cuda_suite.h"
 
 /* What the text of a kernel that runs only in its horizontal combination
  * says in place of its own PTX. */
 static const char *COMBINED_ONLY = "// runs only in its horizontal combination";
-
-/* Assembles every module of a program's PTX text (kernels' and
- * combinations'). */
-static void assemble_all(const char *all, int sm)
-{
-    for (const char *p = strstr(all, "; ptc "); p; p = strstr(p + 1, "\n; ptc ")) {
-        const char *head = *p == '\n' ? p + 1 : p;
-        const char *body = strchr(head, '\n') + 1;
-        const char *end = strstr(body, "\n; ptc ");
-        char *one = strndup(body, end ? (size_t)(end - body + 1) : strlen(body));
-        if (strstr(one, ".version"))
-            assemble(one, sm);
-        free(one);
-    }
-}
 
 static const char *MODEL = "# ptc ir v1\n"
                            "graph forward(%x: f32[4096,1024] cpu, %w: f32[1024] cpu, %b: f32[1024] "
@@ -259,14 +132,6 @@ static void assemble_kernel0(const ptc_program *p, int sm)
     char *one = kernel_ptx(ptc_program_text(p, "ptx"), 0);
     assemble(one, sm);
     free(one);
-}
-
-static ptc_program *compile_text(const char *text, int sm)
-{
-    ptc_module *m = parse(text);
-    ptc_program *p = compile_ptx(m->graphs[0], sm, true, NULL);
-    ptc_module_free(m);
-    return p;
 }
 
 /* f16 / bf16 values are stored two lanes per cvt.rn.{bf16x2,f16x2}.f32,
@@ -1064,45 +929,6 @@ START_TEST(a_combination_ends_at_the_launch_parameter_limit)
 }
 END_TEST
 
-/* ---- the run's RNG offset: by value plus a device cell ---- */
-
-/* A kernel takes (bufs..., scratch, rng offset, rng cell, sizes...): one
- * that draws adds the int64 its cell holds to the offset (a CUDA graph's
- * recorder rewrites the cell before each replay), read once per thread from
- * read-only global memory; one that draws nothing never reads its cell.
- * Both assemble. Before, the offset came by value alone, so a recorded
- * graph repeated its one draw on every replay. */
-static const char *DROPOUT = "# ptc ir v1\n"
-                             "graph f(%x: f32[4096] cuda) {\n"
-                             "  %0 = dropout(%x, 0.1, true, seed=9) : f32[4096]\n"
-                             "  return (%0)\n}\n";
-static const char *DOUBLING = "# ptc ir v1\n"
-                              "graph f(%y: f32[777] cuda) {\n"
-                              "  %0 = add(%y, %y) : f32[777]\n"
-                              "  return (%0)\n}\n";
-
-START_TEST(drawing_kernels_add_their_cell_to_the_offset)
-{
-    for (int sm = 80; sm <= 90; sm += 10) {
-        /* each kernel takes (x, out, scratch, offset, cell) */
-        ptc_program *drawing = compile_text(DROPOUT, sm), *plain = compile_text(DOUBLING, sm);
-        char *d = kernel_ptx(ptc_program_text(drawing, "ptx"), 0);
-        char *n = kernel_ptx(ptc_program_text(plain, "ptx"), 0);
-        ck_assert(d && n);
-        ck_assert_msg(count(d, "_param_3]") >= 1 && count(d, "_param_4]") >= 1, "%s", d);
-        ck_assert_msg(count(d, "ld.global.nc.u64") >= 1, "%s", d);
-        ck_assert_msg(count(n, "_param_3]") == 0 && count(n, "_param_4]") == 0, "%s", n);
-        ck_assert_int_eq(count(n, "ld.global.nc.u64"), 0);
-        assemble_all(ptc_program_text(drawing, "ptx"), sm);
-        assemble_all(ptc_program_text(plain, "ptx"), sm);
-        free(d);
-        free(n);
-        ptc_program_release(drawing);
-        ptc_program_release(plain);
-    }
-}
-END_TEST
-
 /* ---- the runtime against a stand-in driver (fake_cuda.c) ---- */
 
 #ifdef PTC_FAKE_CUDA
@@ -1233,77 +1059,6 @@ START_TEST(a_combination_runs_as_one_launch)
               fake_grid(first + 1, 2) == 1280);
     ptc_program_release(p);
     ptc_module_free(m);
-#endif
-}
-END_TEST
-
-/* A run passes its rng offset by value and, as the cell, the device's
- * zeros (the offset is the value: today's draws) or the host's rng_cell
- * (a CUDA graph recorder's, whose contents a replay's kernels add). */
-START_TEST(a_run_passes_its_offset_and_cell)
-{
-#ifdef PTC_FAKE_CUDA
-    use_fake_cuda();
-    ptc_error err;
-    ptc_module *m = parse(DROPOUT);
-    ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA, .no_cache = true};
-    ptc_program *p = ptc_compile(m->graphs[0], &o, &err);
-    ck_assert_msg(p != NULL, "%s", err.msg);
-    static float bytes[64];
-    ptc_tensor x = {.dtype = PTC_F32, .ndim = 1, .device = {PTC_DEV_CUDA, 0}, .data = bytes};
-    x.sizes[0] = 4096, x.strides[0] = 1;
-    static int64_t cell;
-    ptc_host recorded = {.rng_cell = &cell};
-    const ptc_host *hosts[2] = {NULL, &recorded};
-    uint64_t offsets[2] = {77, 0};
-    fake_watch_params(3); /* (x, out, scratch, offset, cell) */
-    for (int h = 0; h < 2; h++) {
-        int first = fake_nlaunched();
-        ptc_tensor out;
-        ck_assert_msg(ptc_program_run(p, &x, 1, &out, hosts[h], offsets[h], &err) == 0, "%s",
-                      err.msg);
-        ptc_tensor_release(&out);
-        ck_assert_int_eq(fake_nlaunched() - first, 1);
-        ck_assert_uint_eq(fake_param(first, 0), offsets[h]);
-        unsigned long long want = h ? (unsigned long long)(uintptr_t)&cell : 0;
-        ck_assert(h ? fake_param(first, 1) == want : fake_param(first, 1) != 0);
-    }
-    fake_watch_params(-1);
-    ptc_program_release(p);
-    ptc_module_free(m);
-#endif
-}
-END_TEST
-
-/* PTC_ACCURACY checks a program's first run whose offset it knows: the
- * stand-in computes nothing, so a checked dropout diverges; a run reading
- * its offset from a cell is left unchecked (the interpreter could not draw
- * what its kernels drew), and the next run is the one checked. */
-START_TEST(accuracy_checks_the_first_run_whose_offset_it_knows)
-{
-#ifdef PTC_FAKE_CUDA
-    use_fake_cuda();
-    setenv("PTC_ACCURACY", "1", 1);
-    setenv("PTC_REPRO", cache_dir, 1);
-    ptc_error err;
-    ptc_module *m = parse(DROPOUT);
-    ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA, .no_cache = true};
-    ptc_program *p = ptc_compile(m->graphs[0], &o, &err);
-    ck_assert_msg(p != NULL, "%s", err.msg);
-    static float ones[4096];
-    for (int i = 0; i < 4096; i++)
-        ones[i] = 1;
-    ptc_tensor x = {.dtype = PTC_F32, .ndim = 1, .device = {PTC_DEV_CUDA, 0}, .data = ones}, out;
-    x.sizes[0] = 4096, x.strides[0] = 1;
-    static int64_t cell;
-    ptc_host recorded = {.rng_cell = &cell};
-    ck_assert_msg(ptc_program_run(p, &x, 1, &out, &recorded, 0, &err) == 0, "%s", err.msg);
-    ptc_tensor_release(&out);
-    ck_assert_int_eq(ptc_program_run(p, &x, 1, &out, NULL, 5, &err), -1);
-    ck_assert_msg(strstr(err.msg, "PTC_ACCURACY") != NULL, "%s", err.msg);
-    ptc_program_release(p);
-    ptc_module_free(m);
-    unsetenv("PTC_ACCURACY");
 #endif
 }
 END_TEST
@@ -1583,9 +1338,6 @@ int main(void)
     tcase_add_test(tc, a_combination_is_cached_with_its_members_buffers);
     tcase_add_test(tc, a_combination_ends_at_the_launch_parameter_limit);
     tcase_add_test(tc, a_combination_runs_as_one_launch);
-    tcase_add_test(tc, drawing_kernels_add_their_cell_to_the_offset);
-    tcase_add_test(tc, a_run_passes_its_offset_and_cell);
-    tcase_add_test(tc, accuracy_checks_the_first_run_whose_offset_it_knows);
     tcase_add_test(tc, a_batch_builds_its_combinations_in_its_worker);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
