@@ -726,6 +726,74 @@ START_TEST(symbolic_rows_get_forms)
 }
 END_TEST
 
+/* Column sums (a reduction over the outer, strided dimension: bias and
+ * LayerNorm weight gradients) run in column mode: a block of C columns x R
+ * row slices, C elements filling a 32-byte sector (16 of bf16, 8 of f32),
+ * R leaving each thread 16 rows or more within 1024 threads and the shared
+ * memory of the partial states (Welford's 5 fields each shrink it), which
+ * meet in a tree of bar.sync steps, no shuffles. Before, a column took a
+ * team of 256 threads reading 256 rows apart. A kernel over symbolic sizes
+ * or summing rows (dim 1) keeps its plan; PTC_CUDA_SPLIT_COLUMNS=0 turns
+ * column mode off. */
+START_TEST(column_sums_split_rows_over_a_block)
+{
+    static const struct {
+        const char *params, *body;
+        int block, team;
+    } cases[] = {
+        {"%x: bf16[2048,768] cpu",
+         "  %s = sum(%x, [0]) : bf16[768]\n  %f = to(%s, f32) : f32[768]\n  return (%f)", 1024,
+         64},
+        {"%x: f32[2048,768] cpu, %r: f32[2048,1] cpu",
+         "  %p = mul(%x, %r) : f32[2048,768]\n  %a = sum(%p, [0]) : f32[768]\n"
+         "  %b = sum(%x, [0]) : f32[768]\n  return (%a, %b)",
+         1024, 128},
+        {"%x: f16[1000,3072] cpu", "  %s = sum(%x, [0], true) : f16[1,3072]\n  return (%s)", 512,
+         32},
+        {"%x: f32[3000,64] cpu",
+         "  %v = var(%x, [0]) : f32[64]\n  %a = argmax(%x, 0) : i64[64]\n  return (%v, %a)", 512,
+         64},
+        {"%x: bf16[8,28,28,64] cpu", "  %s = sum(%x, [0, 1, 2]) : bf16[64]\n  return (%s)", 1024,
+         64},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char text[1024];
+        snprintf(text, sizeof text, "# ptc ir v1\ngraph f(%s) {\n%s\n}\n", cases[i].params,
+                 cases[i].body);
+        ptc_cuda_code code;
+        for (int split = 1; split >= 0; split--) {
+            setenv("PTC_CUDA_SPLIT_COLUMNS", split ? "1" : "0", 1);
+            codegen_kernel0(text, &code);
+            bool col = code.forms[0].block == cases[i].block &&
+                       code.forms[0].team == cases[i].team && code.nforms == 1;
+            ck_assert_msg(col == split, "case %zu, split %d: block %d team %d", i, split,
+                          code.forms[0].block, code.forms[0].team);
+            if (split)
+                ck_assert_msg(count(code.ptx, "bar.sync") > 0 && !strstr(code.ptx, "shfl.sync"),
+                              "case %zu:\n%.3000s", i, code.ptx);
+            ptc_cuda_code_free(&code);
+        }
+        unsetenv("PTC_CUDA_SPLIT_COLUMNS");
+    }
+    static const char *kept[] = {
+        "%x: f32[s0,768] cpu", "  %s = sum(%x, [0]) : f32[768]\n  return (%s)",
+        "%x: f32[2048,768] cpu", "  %s = sum(%x, [1]) : f32[2048]\n  return (%s)",
+    };
+    for (size_t i = 0; i < sizeof kept / sizeof *kept; i += 2) {
+        char text[512];
+        snprintf(text, sizeof text, "# ptc ir v1\ngraph f(%s) {\n%s\n}\n", kept[i], kept[i + 1]);
+        ptc_cuda_code on, off;
+        codegen_kernel0(text, &on);
+        setenv("PTC_CUDA_SPLIT_COLUMNS", "0", 1);
+        codegen_kernel0(text, &off);
+        unsetenv("PTC_CUDA_SPLIT_COLUMNS");
+        ck_assert_str_eq(on.ptx, off.ptx);
+        ptc_cuda_code_free(&on);
+        ptc_cuda_code_free(&off);
+    }
+}
+END_TEST
+
 /* A pointwise kernel over [s0, 768] keeps 16-byte accesses: 4 divides
  * 768*s0 whatever s0 is. Over [s0, s1] it cannot know, and stays scalar. */
 START_TEST(symbolic_pointwise_vectorised)
@@ -1089,6 +1157,34 @@ static ptc_cuda_index_counts run_rows(ptc_program *p, int64_t s0, int64_t s1, co
 }
 #endif
 
+/* A column-mode launch runs a block per tile of columns: 24 blocks of 1024
+ * threads for 768 i8 columns (32 a tile), with shared memory for one 8-byte
+ * partial sum per thread. */
+START_TEST(column_sums_launch_a_block_per_tile)
+{
+#ifdef PTC_FAKE_CUDA
+    use_fake_cuda();
+    ptc_error err;
+    ptc_module *m = parse("# ptc ir v1\ngraph f(%x: i8[2048,768] cuda) {\n"
+                          "  %0 = sum(%x, [0]) : i64[768]\n  return (%0)\n}\n");
+    ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA, .no_cache = true, .keep_text = true};
+    ptc_program *p = ptc_compile(m->graphs[0], &o, &err);
+    ck_assert_msg(p != NULL, "%s", err.msg);
+    ptc_tensor x = fake_device_i8(2048, 768), out;
+    int first = fake_nlaunched();
+    ck_assert_msg(ptc_program_run(p, &x, 1, &out, NULL, 0, &err) == 0, "%s", err.msg);
+    ptc_tensor_release(&out);
+    ck_assert_int_eq(fake_nlaunched(), first + 1);
+    /* 32 i8 columns fill a sector; 32 slices fill the block (each 64 rows) */
+    ck_assert_int_eq(fake_grid(first, 0), 24);
+    ck_assert_int_eq(fake_grid(first, 1), 1024);
+    ck_assert_int_eq(fake_grid(first, 2), 1024 * 8);
+    ptc_program_release(p);
+    ptc_module_free(m);
+#endif
+}
+END_TEST
+
 /* A symbolic kernel's calls run its 32-bit entries (those the compile
  * generated) while their buffers are below 2^30 elements; a call past that,
  * the 64-bit variant generated then, once: [3, 750 million] (each row below
@@ -1449,6 +1545,8 @@ int main(void)
     tcase_add_test(tc, teams_follow_sizes);
     tcase_add_test(tc, half_rows_give_a_lane_as_many_elements_as_f32_rows);
     tcase_add_test(tc, symbolic_rows_get_forms);
+    tcase_add_test(tc, column_sums_split_rows_over_a_block);
+    tcase_add_test(tc, column_sums_launch_a_block_per_tile);
     tcase_add_test(tc, symbolic_pointwise_vectorised);
     tcase_add_test(tc, symbolic_kernels_index_width);
     tcase_add_test(tc, scratch_offsets_are_64_bit);
