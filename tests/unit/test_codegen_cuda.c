@@ -755,6 +755,8 @@ START_TEST(column_sums_split_rows_over_a_block)
          64},
         {"%x: bf16[8,28,28,64] cpu", "  %s = sum(%x, [0, 1, 2]) : bf16[64]\n  return (%s)", 1024,
          64},
+        /* short columns: 4 slices, and tiles widened to 32 columns for a block of 128 */
+        {"%x: f32[64,4096] cpu", "  %s = sum(%x, [0]) : f32[4096]\n  return (%s)", 128, 4},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char text[1024];

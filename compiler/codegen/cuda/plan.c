@@ -538,7 +538,8 @@ typedef struct column_info {
 
 /* Does kernel k read columns (column mode, the header says which loads)?
  * A load of a local must be of one its own group stores: the slices of a
- * column do not share locals, each keeps its own. */
+ * column do not share locals, each keeps its own. Every thread runs a
+ * reduction group's pointwise members, so they may store only locals. */
 static bool reads_columns(const ptc_schedule *s, const ptc_kernel *k, column_info *ci)
 {
     memset(ci, 0, sizeof *ci);
@@ -554,6 +555,8 @@ static bool reads_columns(const ptc_schedule *s, const ptc_kernel *k, column_inf
                 nred++;
                 int f = state_fields(n->reduce);
                 ci->fields = f > ci->fields ? f : ci->fields;
+            } else if (!is_local(s, n->out[0])) {
+                return false; /* a thread past the last column would store too */
             }
             for (int i = 0; i < mem->body.n; i++) {
                 const ptc_lexpr *e = &mem->body.e[i];
@@ -578,7 +581,9 @@ static bool reads_columns(const ptc_schedule *s, const ptc_kernel *k, column_inf
 /* Column mode (the header): C columns of at least a sector, widened to a
  * warp while the GPU keeps COL_TILES_PER_SM blocks an SM, and R slices that
  * leave each thread COL_ROWS_PER_THREAD rows or more, within a block and
- * the shared memory the partial states take. */
+ * the shared memory the partial states take; columns of few rows widen C
+ * towards a warp until the block has FLAT_BLOCK threads (blocks of 32
+ * threads would fill an SM's block slots at a quarter of its threads). */
 static bool plan_col(const ptc_schedule *s, const ptc_kernel *k, int sms, gplan *p)
 {
     column_info ci;
@@ -600,6 +605,8 @@ static bool plan_col(const ptc_schedule *s, const ptc_kernel *k, int sms, gplan 
         cols *= 2;
     double most = rows / COL_ROWS_PER_THREAD;
     int slices = pow2_floor(most < MAX_BLOCK / cols ? most : MAX_BLOCK / cols);
+    while (cols < WARP && cols * slices < FLAT_BLOCK) /* short columns: wider tiles */
+        cols *= 2;
     int64_t smem_limit = env_int("PTC_CUDA_SMEM_LIMIT", 0, SMEM_LIMIT, SMEM_LIMIT);
     while (slices > 1 && (int64_t)ci.members * ci.fields * cols * slices * 8 > smem_limit)
         slices /= 2;
