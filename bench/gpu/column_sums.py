@@ -6,11 +6,12 @@ and [2048, 3072] summed over the tokens, into f32), its LayerNorm weight and
 bias gradients (two sums in one kernel, one reading a per-token statistic)
 and resnet50's BatchNorm statistics over channels-last activations.
 
-    python3 bench/gpu/column_sums.py [--inductor] [--reps N]
+    python3 bench/gpu/column_sums.py [--inductor] [--reps N] [--tiles 4,8]
 
 Prints one line per case: microseconds of GPU kernel time per call
 (torch.profiler over N calls after a warm-up) and whether ptc's results equal eager's within bf16/f32
-tolerance. Well under a minute without --inductor.
+tolerance. --tiles adds a ptc column per tile width (PTC_CUDA_COLUMN_TILE).
+Well under a minute without --inductor.
 """
 import argparse
 import os
@@ -63,39 +64,49 @@ def time_us(fn, args, reps):
     return total / reps
 
 
-def compiled_ptc(fn, split):
-    """ptc's compile of a fresh copy of fn with column mode on or off (the
-    plan reads PTC_CUDA_SPLIT_COLUMNS when the first call compiles)."""
-    os.environ["PTC_CUDA_SPLIT_COLUMNS"] = split
-    copy = type(fn)(fn.__code__, fn.__globals__, fn.__name__)
-    return ptc.compile(copy)
+def compiled_ptc(fn, args, env):
+    """ptc's compile of a fresh copy of fn, and its outputs: the first call,
+    which compiles, runs under env (the plan reads PTC_CUDA_SPLIT_COLUMNS
+    and PTC_CUDA_COLUMN_TILE then)."""
+    f = ptc.compile(type(fn)(fn.__code__, fn.__globals__, fn.__name__))
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        out = f(*args)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k)
+            else:
+                os.environ[k] = v
+    return f, out if isinstance(out, tuple) else (out,)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--inductor", action="store_true")
     ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--tiles", default="", help="comma-separated PTC_CUDA_COLUMN_TILE values")
     a = ap.parse_args()
+    settings = [("ptc", {}), ("ptc-nosplit", {"PTC_CUDA_SPLIT_COLUMNS": "0"})]
+    settings += [("ptc-tile%s" % t, {"PTC_CUDA_COLUMN_TILE": t}) for t in a.tiles.split(",") if t]
+    names = [n for n, _ in settings] + ["eager"] + (["inductor"] if a.inductor else [])
+    print("%-36s " % "case (us of kernels per call)" + " ".join("%11s" % n for n in names) +
+          "  equal")
     torch.manual_seed(0)
-    head = "%-36s %9s %9s %9s" % ("case (us per call)", "ptc", "ptc-nosplit", "eager")
-    print(head + ("  %9s" % "inductor" if a.inductor else "") + "  equal")
     for name, fn, args in cases("cuda"):
-        row = []
         want = fn(*args)
         want = want if isinstance(want, tuple) else (want,)
-        equal = True
-        for split in ("1", "0"):
-            f = compiled_ptc(fn, split)
-            got = f(*args)
-            got = got if isinstance(got, tuple) else (got,)
+        row, equal = [], True
+        for _, env in settings:
+            f, got = compiled_ptc(fn, args, env)
             for w, o in zip(want, got):
                 equal &= torch.allclose(o.float(), w.float(), rtol=2e-2, atol=2e-1)
             row.append(time_us(f, args, a.reps))
-            os.environ.pop("PTC_CUDA_SPLIT_COLUMNS")
         row.append(time_us(fn, args, a.reps))
         if a.inductor:
             row.append(time_us(torch.compile(fn), args, a.reps))
-        print("%-36s " % name + " ".join("%9.1f" % t for t in row) + "  " + str(equal))
+        print("%-36s " % name + " ".join("%11.1f" % t for t in row) + "  " + str(equal))
 
 
 if __name__ == "__main__":

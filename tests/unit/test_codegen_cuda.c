@@ -734,7 +734,7 @@ END_TEST
  * meet in a tree of bar.sync steps, no shuffles. Before, a column took a
  * team of 256 threads reading 256 rows apart. A kernel over symbolic sizes
  * or summing rows (dim 1) keeps its plan; PTC_CUDA_SPLIT_COLUMNS=0 turns
- * column mode off. */
+ * column mode off, PTC_CUDA_COLUMN_TILE sets the tile's columns. */
 START_TEST(column_sums_split_rows_over_a_block)
 {
     static const struct {
@@ -781,6 +781,16 @@ START_TEST(column_sums_split_rows_over_a_block)
         "%x: f32[s0,768] cpu", "  %s = sum(%x, [0]) : f32[768]\n  return (%s)",
         "%x: f32[2048,768] cpu", "  %s = sum(%x, [1]) : f32[2048]\n  return (%s)",
     };
+    /* PTC_CUDA_COLUMN_TILE=4: tiles of 4 bf16 columns, 128 slices of 16 rows */
+    setenv("PTC_CUDA_COLUMN_TILE", "4", 1);
+    ptc_cuda_code narrow;
+    codegen_kernel0("# ptc ir v1\ngraph f(%x: bf16[2048,768] cpu) {\n"
+                    "  %s = sum(%x, [0]) : bf16[768]\n  return (%s)\n}\n",
+                    &narrow);
+    unsetenv("PTC_CUDA_COLUMN_TILE");
+    ck_assert_int_eq(narrow.forms[0].block, 512);
+    ck_assert_int_eq(narrow.forms[0].team, 128);
+    ptc_cuda_code_free(&narrow);
     for (size_t i = 0; i < sizeof kept / sizeof *kept; i += 2) {
         char text[512];
         snprintf(text, sizeof text, "# ptc ir v1\ngraph f(%s) {\n%s\n}\n", kept[i], kept[i + 1]);

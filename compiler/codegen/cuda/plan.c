@@ -60,7 +60,9 @@
  * (cuda/body.c's half_add), and PTC_CUDA_ROW_MIN_BLOCKS=N has row-mode kernels ask
  * ptxas for registers that let N blocks share an SM (.minnctapersm: more
  * rows in flight, at the price of spills where the row does not fit), and
- * PTC_CUDA_SPLIT_COLUMNS=0 turns column mode off. All are part of the plan,
+ * PTC_CUDA_SPLIT_COLUMNS=0 turns column mode off and PTC_CUDA_COLUMN_TILE=C
+ * (a power of two up to 32) makes its tiles C columns wide (narrower tiles:
+ * more blocks, each reading part of a sector). All are part of the plan,
  * hence of the cache key.
  */
 #include "codegen/cuda/gpu.h"
@@ -598,7 +600,7 @@ static bool plan_col(const ptc_schedule *s, const ptc_kernel *k, int sms, gplan 
         private_bytes += local_bytes(s, k, i);
     if (private_bytes > PRIVATE_BYTES)
         return false;
-    int cols = 1;
+    int forced = env_int("PTC_CUDA_COLUMN_TILE", 0, WARP, 0), cols = 1;
     while (cols * ci.widest < SECTOR)
         cols *= 2;
     while (cols < WARP && outer / (cols * 2) >= (double)COL_TILES_PER_SM * sms)
@@ -607,6 +609,10 @@ static bool plan_col(const ptc_schedule *s, const ptc_kernel *k, int sms, gplan 
     int slices = pow2_floor(most < MAX_BLOCK / cols ? most : MAX_BLOCK / cols);
     while (cols < WARP && cols * slices < FLAT_BLOCK) /* short columns: wider tiles */
         cols *= 2;
+    if (forced && (forced & (forced - 1)) == 0) {
+        cols = forced;
+        slices = pow2_floor(most < MAX_BLOCK / cols ? most : MAX_BLOCK / cols);
+    }
     int64_t smem_limit = env_int("PTC_CUDA_SMEM_LIMIT", 0, SMEM_LIMIT, SMEM_LIMIT);
     while (slices > 1 && (int64_t)ci.members * ci.fields * cols * slices * 8 > smem_limit)
         slices /= 2;
