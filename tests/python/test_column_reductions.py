@@ -8,15 +8,12 @@ there is a GPU, on CUDA with column mode on and off (PTC_CUDA_SPLIT_COLUMNS=0),
 and under ptc.compile against eager torch. Shapes leave the last tile of
 columns partly empty (100, 3000 columns) and rows that do not divide among
 the slices (1000, 3001)."""
-import os
-import subprocess
-
 import pytest
 import torch
 
 import ptc
 from gpucheck import cuda_reason
-from ptcio import build_dir
+from ptcio import ptc_run
 
 # name, params, body (returning its outputs)
 GRAPHS = [
@@ -50,32 +47,32 @@ GRAPHS = [
 ]
 
 
-def run_check(tmp_path, name, params, body, backend, env=None):
+def run_check(tmp_path, monkeypatch, graph, backend, env=None):
+    name, params, body = graph
     text = "# ptc ir v1\ngraph %s(%s) {\n%s\n}\n" % (name, params, body)
     path = tmp_path / (name + ".ptir")
     path.write_text(text)
-    e = dict(os.environ, PTC_CACHE_DIR=str(tmp_path / "cache"))
-    e.update(env or {})
-    r = subprocess.run([os.path.join(build_dir(), "tools", "run", "ptc-run"), "--backend",
-                        backend, "--check", "--seed", "3", str(path)],
-                       capture_output=True, text=True, timeout=300, env=e)
+    monkeypatch.setenv("PTC_CACHE_DIR", str(tmp_path / "cache"))
+    for k, v in (env or {}).items():
+        monkeypatch.setenv(k, v)
+    r = ptc_run("--backend", backend, "--check", "--seed", "3", path, timeout=300)
     assert r.returncode == 0 and "match the reference" in r.stdout, \
         "%s on %s (env %s)\n%s\n%s\n%s" % (name, backend, env, text, r.stdout[-2000:],
                                            r.stderr[-2000:])
 
 
-@pytest.mark.parametrize("name,params,body", GRAPHS, ids=[g[0] for g in GRAPHS])
-def test_cpu_matches_the_reference(tmp_path, name, params, body):
-    run_check(tmp_path, name, params, body, "cpu")
+@pytest.mark.parametrize("graph", GRAPHS, ids=[g[0] for g in GRAPHS])
+def test_cpu_matches_the_reference(tmp_path, monkeypatch, graph):
+    run_check(tmp_path, monkeypatch, graph, "cpu")
 
 
 @pytest.mark.parametrize("split", ["1", "0"])
-@pytest.mark.parametrize("name,params,body", GRAPHS, ids=[g[0] for g in GRAPHS])
-def test_cuda_matches_the_reference(tmp_path, name, params, body, split):
+@pytest.mark.parametrize("graph", GRAPHS, ids=[g[0] for g in GRAPHS])
+def test_cuda_matches_the_reference(tmp_path, monkeypatch, graph, split):
     reason = cuda_reason()
     if reason:
         pytest.skip(reason)
-    run_check(tmp_path, name, params, body, "cuda", env={"PTC_CUDA_SPLIT_COLUMNS": split})
+    run_check(tmp_path, monkeypatch, graph, "cuda", env={"PTC_CUDA_SPLIT_COLUMNS": split})
 
 
 def bias_and_norm_grads(g, x, r):
