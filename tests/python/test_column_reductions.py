@@ -47,7 +47,7 @@ GRAPHS = [
 ]
 
 
-def run_check(tmp_path, monkeypatch, graph, backend, env=None):
+def run_check(tmp_path, monkeypatch, graph, backend, env=None, syms=()):
     name, params, body = graph
     text = "# ptc ir v1\ngraph %s(%s) {\n%s\n}\n" % (name, params, body)
     path = tmp_path / (name + ".ptir")
@@ -55,7 +55,8 @@ def run_check(tmp_path, monkeypatch, graph, backend, env=None):
     monkeypatch.setenv("PTC_CACHE_DIR", str(tmp_path / "cache"))
     for k, v in (env or {}).items():
         monkeypatch.setenv(k, v)
-    r = ptc_run("--backend", backend, "--check", "--seed", "3", path, timeout=300)
+    sym_args = [a for s in syms for a in ("--sym", s)]
+    r = ptc_run("--backend", backend, "--check", "--seed", "3", *sym_args, path, timeout=300)
     assert r.returncode == 0 and "match the reference" in r.stdout, \
         "%s on %s (env %s)\n%s\n%s\n%s" % (name, backend, env, text, r.stdout[-2000:],
                                            r.stderr[-2000:])
@@ -73,6 +74,22 @@ def test_cuda_matches_the_reference(tmp_path, monkeypatch, graph, split):
     if reason:
         pytest.skip(reason)
     run_check(tmp_path, monkeypatch, graph, "cuda", env={"PTC_CUDA_SPLIT_COLUMNS": split})
+
+
+# over symbolic rows column mode is a form, run by calls of 32 rows or more
+SYMBOLIC = ("symbolic_rows", "%g: bf16[s0,768] cpu, %x: f32[s0,768] cpu",
+            "  %gf = to(%g, f32) : f32[s0,768]\n  %p = mul(%gf, %x) : f32[s0,768]\n"
+            "  %dw = sum(%p, [0]) : f32[768]\n  %db = sum(%g, [0]) : bf16[768]\n"
+            "  return (%dw, %db)")
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cuda"])
+@pytest.mark.parametrize("rows", ["8", "2048", "3001"])
+def test_symbolic_rows_match_the_reference(tmp_path, monkeypatch, backend, rows):
+    reason = cuda_reason() if backend == "cuda" else None
+    if reason:
+        pytest.skip(reason)
+    run_check(tmp_path, monkeypatch, SYMBOLIC, backend, syms=["s0=" + rows])
 
 
 def bias_and_norm_grads(g, x, r):

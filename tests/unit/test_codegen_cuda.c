@@ -732,9 +732,11 @@ END_TEST
  * R leaving each thread 16 rows or more within 1024 threads and the shared
  * memory of the partial states (Welford's 5 fields each shrink it), which
  * meet in a tree of bar.sync steps, no shuffles. Before, a column took a
- * team of 256 threads reading 256 rows apart. A kernel over symbolic sizes
- * or summing rows (dim 1) keeps its plan; PTC_CUDA_SPLIT_COLUMNS=0 turns
- * column mode off, PTC_CUDA_COLUMN_TILE sets the tile's columns. */
+ * team of 256 threads reading 256 rows apart. A kernel summing rows (dim 1)
+ * keeps its plan; PTC_CUDA_SPLIT_COLUMNS=0 turns column mode off,
+ * PTC_CUDA_COLUMN_TILE sets the tile's columns. Over symbolic sizes column
+ * mode is one more form, which a call runs where it has fewer than 16384
+ * columns of 32 rows or more. */
 START_TEST(column_sums_split_rows_over_a_block)
 {
     static const struct {
@@ -778,9 +780,25 @@ START_TEST(column_sums_split_rows_over_a_block)
         unsetenv("PTC_CUDA_SPLIT_COLUMNS");
     }
     static const char *kept[] = {
-        "%x: f32[s0,768] cpu", "  %s = sum(%x, [0]) : f32[768]\n  return (%s)",
         "%x: f32[2048,768] cpu", "  %s = sum(%x, [1]) : f32[2048]\n  return (%s)",
     };
+    static const char *SYMBOLIC = "# ptc ir v1\ngraph f(%x: f32[s0,768] cpu) {\n"
+                                  "  %s = sum(%x, [0]) : f32[768]\n  return (%s)\n}\n";
+    ptc_cuda_code sym, plain;
+    codegen_kernel0(SYMBOLIC, &sym);
+    setenv("PTC_CUDA_SPLIT_COLUMNS", "0", 1);
+    codegen_kernel0(SYMBOLIC, &plain);
+    unsetenv("PTC_CUDA_SPLIT_COLUMNS");
+    ck_assert_int_eq(sym.nforms, plain.nforms + 1);
+    const ptc_cuda_form *col = &sym.forms[sym.nforms - 1];
+    ck_assert(col->col && strrchr(col->entry, '_')[1] == 'c' && strstr(sym.ptx, col->entry));
+    ck_assert(sym.forms[ptc_cuda_pick(&sym, 768, 2048, 132)].col);
+    ck_assert(!sym.forms[ptc_cuda_pick(&sym, 768, 8, 132)].col);
+    ck_assert(!sym.forms[ptc_cuda_pick(&sym, 100000, 2048, 132)].col);
+    for (int f = 0; f < plain.nforms; f++)
+        ck_assert(!plain.forms[f].col && !sym.forms[f].col);
+    ptc_cuda_code_free(&sym);
+    ptc_cuda_code_free(&plain);
     /* PTC_CUDA_COLUMN_TILE=4: tiles of 4 bf16 columns, 128 slices of 16 rows */
     setenv("PTC_CUDA_COLUMN_TILE", "4", 1);
     ptc_cuda_code narrow;
@@ -1171,7 +1189,8 @@ static ptc_cuda_index_counts run_rows(ptc_program *p, int64_t s0, int64_t s1, co
 
 /* A column-mode launch runs a block per tile of columns: 24 blocks of 1024
  * threads for 768 i8 columns (32 a tile), with shared memory for one 8-byte
- * partial sum per thread. */
+ * partial sum per thread. Over symbolic rows, calls of 32 rows or more run
+ * the column-mode form (its entry ends in _c<slices>), 8 rows another. */
 START_TEST(column_sums_launch_a_block_per_tile)
 {
 #ifdef PTC_FAKE_CUDA
@@ -1191,6 +1210,27 @@ START_TEST(column_sums_launch_a_block_per_tile)
     ck_assert_int_eq(fake_grid(first, 0), 24);
     ck_assert_int_eq(fake_grid(first, 1), 1024);
     ck_assert_int_eq(fake_grid(first, 2), 1024 * 8);
+    ptc_program_release(p);
+    ptc_module_free(m);
+    /* over symbolic rows, the column-mode form where the call's sizes suit it */
+    m = parse("# ptc ir v1\ngraph f(%x: i8[s0,768] cuda) {\n"
+              "  %0 = sum(%x, [0]) : i64[768]\n  return (%0)\n}\n");
+    p = ptc_compile(m->graphs[0], &o, &err);
+    ck_assert_msg(p != NULL, "%s", err.msg);
+    static const struct {
+        int64_t rows;
+        bool col;
+    } calls[] = {{2048, true}, {8, false}, {100000, true}};
+    for (size_t i = 0; i < sizeof calls / sizeof *calls; i++) {
+        x = fake_device_i8(calls[i].rows, 768);
+        first = fake_nlaunched();
+        ck_assert_msg(ptc_program_run(p, &x, 1, &out, NULL, 0, &err) == 0, "%s", err.msg);
+        ptc_tensor_release(&out);
+        ck_assert_int_eq(fake_nlaunched(), first + 1);
+        const char *entry = fake_launched(first);
+        ck_assert_msg((strrchr(entry, '_')[1] == 'c') == calls[i].col, "%lld rows: %s",
+                      (long long)calls[i].rows, entry);
+    }
     ptc_program_release(p);
     ptc_module_free(m);
 #endif

@@ -32,7 +32,8 @@
  * runtime picks the one nearest to the team the call's sizes want
  * (ptc_cuda_pick). A flat kernel's vectorised form needs its innermost outer
  * range divisible by W, which a symbolic range shows when W divides every
- * term (768*s0).
+ * term (768*s0). A kernel that column mode takes (below) gets a column-mode
+ * form besides, which calls whose sizes it fits (ptc_cuda_col_fits) run.
  *
  * Column mode (a split reduction) takes kernels that reduce over a strided
  * dimension: every group runs once per outer iteration (no inner ranges),
@@ -45,8 +46,8 @@
  * column, and the R partial states of a column meet in a tree through
  * shared memory, in an order fixed by the plan, so that results are the
  * same run to run (no atomics). Slice 0 then stores the results and runs the
- * epilogue (the conversion or pointwise work after the sums). Column mode is
- * planned for static sizes only.
+ * epilogue (the conversion or pointwise work after the sums). Over static
+ * sizes it is the kernel's plan where it fits; over symbolic ones a form.
  *
  * A kernel whose every store is to an f16 / bf16 buffer evaluates gelu's
  * 1 + erf(z) as erfc(-z) (g_one_plus_erf): one polynomial and one ex2
@@ -580,6 +581,11 @@ static bool reads_columns(const ptc_schedule *s, const ptc_kernel *k, column_inf
     return ci->widest > 0 && ci->members > 0;
 }
 
+bool ptc_cuda_col_fits(double outer, double rows)
+{
+    return outer < MANY_OUTER && rows >= 2 * COL_ROWS_PER_THREAD;
+}
+
 /* Column mode (the header): C columns of at least a sector, widened to a
  * warp while the GPU keeps COL_TILES_PER_SM blocks an SM, and R slices that
  * leave each thread COL_ROWS_PER_THREAD rows or more, within a block and
@@ -589,11 +595,11 @@ static bool reads_columns(const ptc_schedule *s, const ptc_kernel *k, column_inf
 static bool plan_col(const ptc_schedule *s, const ptc_kernel *k, int sms, gplan *p)
 {
     column_info ci;
-    if (k->nouter == 0 || k->nparams || !env_int("PTC_CUDA_SPLIT_COLUMNS", 0, 1, 1) ||
+    if (k->nouter == 0 || !env_int("PTC_CUDA_SPLIT_COLUMNS", 0, 1, 1) ||
         !reads_columns(s, k, &ci))
         return false;
     double outer = prod(k->outer, k->nouter), rows = work_at(k, SYM_HINT);
-    if (outer >= MANY_OUTER || rows < 2 * COL_ROWS_PER_THREAD)
+    if (!k->nparams && !ptc_cuda_col_fits(outer, rows))
         return false;
     int64_t private_bytes = 0;
     for (int i = 0; i < k->nlocal; i++)
@@ -699,7 +705,7 @@ int g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_c
         return 1;
     }
     int forced = env_int("PTC_CUDA_TEAM", 1, MAX_BLOCK, 0);
-    if (!forced && plan_col(s, k, sms, p))
+    if (!forced && !k->nparams && plan_col(s, k, sms, p))
         return 1;
     access_info ai;
     scan_accesses(s, k, &ai);
@@ -725,6 +731,12 @@ int g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_c
         forms[f].inner_contig = ai.inner_contig;
         plan_team(s, k, teams[f], &forms[f]);
     }
+    /* symbolic sizes: column mode as one more form, for the calls it fits */
+    if (k->nparams && !forced && nforms < PTC_CUDA_MAX_FORMS) {
+        plan_init(a, s, k, wide_index, &forms[nforms]);
+        if (plan_col(s, k, sms, &forms[nforms]))
+            nforms++;
+    }
     return nforms;
 }
 
@@ -740,11 +752,17 @@ int ptc_cuda_combo_block(const ptc_schedule *s, const ptc_kernel *k, const ptc_c
 
 int ptc_cuda_pick(const ptc_cuda_code *code, double outer, double work, int sms)
 {
+    bool col = ptc_cuda_col_fits(outer, work);
+    for (int f = 0; f < code->nforms; f++)
+        if (code->forms[f].col && col)
+            return f;
     access_info ai = {code->outer_contig, code->inner_contig};
     int want = choose_team(&ai, outer, work, sms), best = 0;
-    /* nearest in log2, the larger team on a tie */
+    /* nearest in log2, the larger team on a tie; column mode only where it fits */
     double best_d = 1e30;
     for (int f = 0; f < code->nforms; f++) {
+        if (code->forms[f].col)
+            continue;
         int t = code->forms[f].team;
         double d = t > want ? (double)t / want : (double)want / t;
         if (d < best_d || (d == best_d && t > code->forms[best].team)) {

@@ -482,7 +482,9 @@ static int gen_begin(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_
         if (f == 0)
             snprintf(fm->entry, sizeof fm->entry, "%s", out->entry);
         else
-            snprintf(fm->entry, sizeof fm->entry, "%s_t%d", out->entry, plans[f].team);
+            snprintf(fm->entry, sizeof fm->entry, "%s_%c%d", out->entry, plans[f].col ? 'c' : 't',
+                     plans[f].team);
+        fm->col = plans[f].col;
         fm->team = plans[f].team;
         fm->block = plans[f].block;
         fm->smem = (int)((plans[f].block / plans[f].team) * plans[f].smem_team + plans[f].smem_red);
