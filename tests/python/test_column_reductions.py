@@ -8,12 +8,14 @@ there is a GPU, on CUDA with column mode on and off (PTC_CUDA_SPLIT_COLUMNS=0),
 and under ptc.compile against eager torch. Shapes leave the last tile of
 columns partly empty (100, 3000 columns) and rows that do not divide among
 the slices (1000, 3001)."""
+import os
+
 import pytest
 import torch
 
 import ptc
 from gpucheck import cuda_reason
-from ptcio import ptc_run
+from ptcio import build_dir, ptc_run
 
 # name, params, body (returning its outputs)
 GRAPHS = [
@@ -111,3 +113,23 @@ def test_compiled_column_sums_equal_eager(dtype):
             assert o.dtype == w.dtype and o.shape == w.shape
             tol = 1e-2 if w.dtype != torch.float32 else 1e-4
             torch.testing.assert_close(o.float(), w.float(), rtol=tol, atol=tol * 10)
+
+
+@pytest.mark.parametrize("rows,col", [("2048", True), ("8", False)])
+def test_runtime_log_says_column_mode(tmp_path, monkeypatch, rows, col):
+    """Through the stand-in libcuda (no GPU: its launches run nothing): the
+    +runtime log of a symbolic column sum says column mode for 2048 rows,
+    not for 8."""
+    fake = os.path.join(build_dir(), "tests", "libptc_fake_cuda.so")
+    if not os.path.exists(fake):
+        pytest.skip("no stand-in libcuda in this build")
+    path = tmp_path / "i8.ptir"
+    path.write_text("# ptc ir v1\ngraph f(%x: i8[s0,768] cuda) {\n"
+                    "  %0 = sum(%x, [0]) : i64[768]\n  return (%0)\n}\n")
+    monkeypatch.setenv("PTC_CUDA_LIBRARY", fake)
+    monkeypatch.setenv("PTC_LOGS", "+runtime")
+    monkeypatch.setenv("PTC_CACHE_DIR", str(tmp_path / "cache"))
+    r = ptc_run("--backend", "cuda", "--sym", "s0=" + rows, path)
+    assert r.returncode == 0, r.stderr
+    launches = [l for l in r.stderr.splitlines() if " grid " in l and " team " in l]
+    assert len(launches) == 1 and ("column mode" in launches[0]) == col, r.stderr
