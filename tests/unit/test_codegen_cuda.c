@@ -22,47 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char cache_dir[256];
-
-static void clear_dir(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        char p[1024];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
-            clear_dir(p);
-        else
-            unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
-static void setup(void)
-{
-    snprintf(cache_dir, sizeof cache_dir, "/tmp/ptc_test_cuda_cache_%d", (int)getpid());
-    setenv("PTC_CACHE_DIR", cache_dir, 1);
-}
-
-static void teardown(void)
-{
-    clear_dir(cache_dir);
-}
-
-static ptc_module *parse(const char *text)
-{
-    ptc_error err;
-    ptc_module *m = ptc_parse_module(text, strlen(text), "test", &err);
-    ck_assert_msg(m != NULL, "%s", err.msg);
-    return m;
-}
+#include "cuda_codegen.h"
 
 static ptc_program *compile_ptx(const ptc_graph *g, int sm, bool no_cache, ptc_trace_compile *tc)
 {
@@ -75,14 +35,6 @@ static ptc_program *compile_ptx(const ptc_graph *g, int sm, bool no_cache, ptc_t
     ptc_program *p = ptc_compile(g, &o, &err);
     ck_assert_msg(p != NULL, "%s: %s: %s", err.stage, ptc_errclass_name(err.cls), err.msg);
     return p;
-}
-
-static int count(const char *text, const char *what)
-{
-    int n = 0;
-    for (const char *p = text; (p = strstr(p, what)); p += strlen(what))
-        n++;
-    return n;
 }
 
 /* The PTX module under header `head` (up to the next "; ptc " header: a
@@ -104,36 +56,6 @@ static char *kernel_ptx(const char *all, int k)
     char head[32];
     snprintf(head, sizeof head, "; ptc kernel %d ", k);
     return module_ptx(all, head);
-}
-
-static const char *ptxas(void)
-{
-    static char path[512];
-    const char *env = getenv("PTC_PTXAS");
-    if (env && *env)
-        snprintf(path, sizeof path, "%s", env);
-    else
-        snprintf(path, sizeof path, "/usr/local/cuda/bin/ptxas");
-    return access(path, X_OK) == 0 ? path : NULL;
-}
-
-/* Assembles one module with ptxas when it is installed; 1 if it was. */
-static int assemble(const char *ptx, int sm)
-{
-    const char *as = ptxas();
-    if (!as)
-        return 0;
-    char file[300], cmd[1024];
-    snprintf(file, sizeof file, "%s/module.ptx", cache_dir);
-    mkdir(cache_dir, 0755);
-    FILE *f = fopen(file, "w");
-    ck_assert(f != NULL);
-    fputs(ptx, f);
-    fclose(f);
-    snprintf(cmd, sizeof cmd, "%s -arch=sm_%d %s -o /dev/null 2>&1", as, sm, file);
-    int rc = system(cmd);
-    ck_assert_msg(rc == 0, "ptxas rejected a module for sm_%d:\n%.2000s", sm, ptx);
-    return 1;
 }
 
 /* What the text of a kernel that runs only in its horizontal combination
@@ -615,57 +537,6 @@ START_TEST(teams_follow_sizes)
 }
 END_TEST
 
-/* A graph's loop program and schedule (allocated in its arena), with the
- * graphs it points into. */
-typedef struct sched {
-    ptc_arena *a;
-    ptc_module *m;
-    ptc_graph *prims;
-    ptc_schedule *s;
-} sched;
-
-static sched schedule_of(const char *text)
-{
-    sched r = {ptc_arena_new(), parse(text), NULL, NULL};
-    ptc_error err;
-    r.prims = ptc_decompose(r.m->graphs[0], &err);
-    ck_assert_msg(r.prims && ptc_simplify(r.prims, &err) == 0, "%s", err.msg);
-    ptc_lprog *lp = ptc_lower(r.a, r.prims, &err);
-    ck_assert_msg(lp != NULL, "%s", err.msg);
-    ptc_sched_opts so = {.nthreads = 1024};
-    r.s = ptc_schedule_build(r.a, lp, &so, &err);
-    ck_assert_msg(r.s != NULL, "%s", err.msg);
-    return r;
-}
-
-static void sched_free(sched *r)
-{
-    ptc_graph_free(r->prims);
-    ptc_arena_free(r->a);
-    ptc_module_free(r->m);
-}
-
-/* Kernel k of s as the CUDA code generator makes it (wide_index: its
- * 64-bit variant). */
-static void codegen_kernel(const ptc_schedule *s, int k, bool wide_index, ptc_cuda_code *code)
-{
-    ptc_error err;
-    ptc_cuda_target t = {90, 132};
-    ptc_codegen_opts co = {.no_cache = true, .wide_index = wide_index};
-    ck_assert_msg(ptc_cuda_codegen(s, s->kernels[k], &t, &co, code, NULL, &err) == 0, "%s",
-                  err.msg);
-    ck_assert_int_eq(count(code->ptx, ".visible .entry"), code->nforms + (code->launch.vec > 1));
-    assemble(code->ptx, 90);
-}
-
-/* Kernel 0 of a graph's schedule as the CUDA code generator makes it. */
-static void codegen_kernel0(const char *text, ptc_cuda_code *code)
-{
-    sched r = schedule_of(text);
-    codegen_kernel(r.s, 0, false, code);
-    sched_free(&r);
-}
-
 /* A row of 16-bit elements (8 to a 16-byte chunk) gives each lane no more
  * elements than a row of f32 (4 to a chunk) does: both rows of 768 take a
  * warp. bf16 rows used to take 16 lanes of 48 elements (layer_norm: 125
@@ -723,104 +594,6 @@ START_TEST(symbolic_rows_get_forms)
                     &c);
     ck_assert_int_eq(c.nforms, 1);
     ptc_cuda_code_free(&c);
-}
-END_TEST
-
-/* Column sums (a reduction over the outer, strided dimension: bias and
- * LayerNorm weight gradients) run in column mode: a block of C columns x R
- * row slices, C elements filling a 32-byte sector (16 of bf16, 8 of f32),
- * R leaving each thread 16 rows or more within 1024 threads and the shared
- * memory of the partial states (Welford's 5 fields each shrink it), which
- * meet in a tree of bar.sync steps, no shuffles. Before, a column took a
- * team of 256 threads reading 256 rows apart. A kernel summing rows (dim 1)
- * keeps its plan; PTC_CUDA_SPLIT_COLUMNS=0 turns column mode off,
- * PTC_CUDA_COLUMN_TILE sets the tile's columns. Over symbolic sizes column
- * mode is one more form, which a call runs where it has fewer than 16384
- * columns of 32 rows or more. */
-START_TEST(column_sums_split_rows_over_a_block)
-{
-    static const struct {
-        const char *params, *body;
-        int block, team;
-    } cases[] = {
-        {"%x: bf16[2048,768] cpu",
-         "  %s = sum(%x, [0]) : bf16[768]\n  %f = to(%s, f32) : f32[768]\n  return (%f)", 1024,
-         64},
-        {"%x: f32[2048,768] cpu, %r: f32[2048,1] cpu",
-         "  %p = mul(%x, %r) : f32[2048,768]\n  %a = sum(%p, [0]) : f32[768]\n"
-         "  %b = sum(%x, [0]) : f32[768]\n  return (%a, %b)",
-         1024, 128},
-        {"%x: f16[1000,3072] cpu", "  %s = sum(%x, [0], true) : f16[1,3072]\n  return (%s)", 512,
-         32},
-        {"%x: f32[3000,64] cpu",
-         "  %v = var(%x, [0]) : f32[64]\n  %a = argmax(%x, 0) : i64[64]\n  return (%v, %a)", 512,
-         64},
-        {"%x: bf16[8,28,28,64] cpu", "  %s = sum(%x, [0, 1, 2]) : bf16[64]\n  return (%s)", 1024,
-         64},
-        /* short columns: 4 slices, and tiles widened to 32 columns for a block of 128 */
-        {"%x: f32[64,4096] cpu", "  %s = sum(%x, [0]) : f32[4096]\n  return (%s)", 128, 4},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        char text[1024];
-        snprintf(text, sizeof text, "# ptc ir v1\ngraph f(%s) {\n%s\n}\n", cases[i].params,
-                 cases[i].body);
-        ptc_cuda_code code;
-        for (int split = 1; split >= 0; split--) {
-            setenv("PTC_CUDA_SPLIT_COLUMNS", split ? "1" : "0", 1);
-            codegen_kernel0(text, &code);
-            bool col = code.forms[0].block == cases[i].block &&
-                       code.forms[0].team == cases[i].team && code.nforms == 1;
-            ck_assert_msg(col == split, "case %zu, split %d: block %d team %d", i, split,
-                          code.forms[0].block, code.forms[0].team);
-            if (split)
-                ck_assert_msg(count(code.ptx, "bar.sync") > 0 && !strstr(code.ptx, "shfl.sync"),
-                              "case %zu:\n%.3000s", i, code.ptx);
-            ptc_cuda_code_free(&code);
-        }
-        unsetenv("PTC_CUDA_SPLIT_COLUMNS");
-    }
-    static const char *kept[] = {
-        "%x: f32[2048,768] cpu", "  %s = sum(%x, [1]) : f32[2048]\n  return (%s)",
-    };
-    static const char *SYMBOLIC = "# ptc ir v1\ngraph f(%x: f32[s0,768] cpu) {\n"
-                                  "  %s = sum(%x, [0]) : f32[768]\n  return (%s)\n}\n";
-    ptc_cuda_code sym, plain;
-    codegen_kernel0(SYMBOLIC, &sym);
-    setenv("PTC_CUDA_SPLIT_COLUMNS", "0", 1);
-    codegen_kernel0(SYMBOLIC, &plain);
-    unsetenv("PTC_CUDA_SPLIT_COLUMNS");
-    ck_assert_int_eq(sym.nforms, plain.nforms + 1);
-    const ptc_cuda_form *col = &sym.forms[sym.nforms - 1];
-    ck_assert(col->col && strrchr(col->entry, '_')[1] == 'c' && strstr(sym.ptx, col->entry));
-    ck_assert(sym.forms[ptc_cuda_pick(&sym, 768, 2048, 132)].col);
-    ck_assert(!sym.forms[ptc_cuda_pick(&sym, 768, 8, 132)].col);
-    ck_assert(!sym.forms[ptc_cuda_pick(&sym, 100000, 2048, 132)].col);
-    for (int f = 0; f < plain.nforms; f++)
-        ck_assert(!plain.forms[f].col && !sym.forms[f].col);
-    ptc_cuda_code_free(&sym);
-    ptc_cuda_code_free(&plain);
-    /* PTC_CUDA_COLUMN_TILE=4: tiles of 4 bf16 columns, 128 slices of 16 rows */
-    setenv("PTC_CUDA_COLUMN_TILE", "4", 1);
-    ptc_cuda_code narrow;
-    codegen_kernel0("# ptc ir v1\ngraph f(%x: bf16[2048,768] cpu) {\n"
-                    "  %s = sum(%x, [0]) : bf16[768]\n  return (%s)\n}\n",
-                    &narrow);
-    unsetenv("PTC_CUDA_COLUMN_TILE");
-    ck_assert_int_eq(narrow.forms[0].block, 512);
-    ck_assert_int_eq(narrow.forms[0].team, 128);
-    ptc_cuda_code_free(&narrow);
-    for (size_t i = 0; i < sizeof kept / sizeof *kept; i += 2) {
-        char text[512];
-        snprintf(text, sizeof text, "# ptc ir v1\ngraph f(%s) {\n%s\n}\n", kept[i], kept[i + 1]);
-        ptc_cuda_code on, off;
-        codegen_kernel0(text, &on);
-        setenv("PTC_CUDA_SPLIT_COLUMNS", "0", 1);
-        codegen_kernel0(text, &off);
-        unsetenv("PTC_CUDA_SPLIT_COLUMNS");
-        ck_assert_str_eq(on.ptx, off.ptx);
-        ptc_cuda_code_free(&on);
-        ptc_cuda_code_free(&off);
-    }
 }
 END_TEST
 
@@ -1597,7 +1370,6 @@ int main(void)
     tcase_add_test(tc, teams_follow_sizes);
     tcase_add_test(tc, half_rows_give_a_lane_as_many_elements_as_f32_rows);
     tcase_add_test(tc, symbolic_rows_get_forms);
-    tcase_add_test(tc, column_sums_split_rows_over_a_block);
     tcase_add_test(tc, column_sums_launch_a_block_per_tile);
     tcase_add_test(tc, symbolic_pointwise_vectorised);
     tcase_add_test(tc, symbolic_kernels_index_width);
