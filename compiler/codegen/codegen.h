@@ -116,9 +116,11 @@ typedef struct ptc_cuda_launch {
  * form 0 is the default (entry, launch), and ptc_cuda_pick chooses per call. */
 enum { PTC_CUDA_MAX_FORMS = 4 };
 typedef struct ptc_cuda_form {
-    char entry[72]; /* form 0: the kernel's entry; others: entry + "_t<team>" */
+    char entry[72]; /* form 0: the kernel's entry; others: entry + "_t<team>" (or
+                     * "_c<team>" for column mode) */
     int team, block, smem;
     int64_t scratch_team;
+    bool col; /* column mode (plan.c): a block of column tiles x row slices */
 } ptc_cuda_form;
 
 /* How one member of a horizontal combination runs in its launch: its team,
@@ -192,9 +194,12 @@ int ptc_cuda_codegen_combo(const ptc_schedule *s, const ptc_combo *c, const ptc_
                            const ptc_codegen_opts *o, ptc_cuda_code *out, ptc_error *err);
 void ptc_cuda_code_free(ptc_cuda_code *c);
 /* The form of c for a call whose kernel runs `outer` outer iterations of at
- * most `work` elements each, on a device of `sms` multiprocessors: the one
- * whose team is nearest the team the plan would choose for these sizes. */
+ * most `work` elements each, on a device of `sms` multiprocessors: its
+ * column-mode form where these sizes suit one (ptc_cuda_col_fits), else the
+ * one whose team is nearest the team the plan would choose for them. */
 int ptc_cuda_pick(const ptc_cuda_code *c, double outer, double work, int sms);
+/* Whether column mode suits a call with `outer` iterations of `rows` each. */
+bool ptc_cuda_col_fits(double outer, double rows);
 /* The one rule for 32-bit index arithmetic in kernel k of prog, with
  * value(ctx, d) the size d has (at planning time, static sizes; at a launch,
  * the call's): its outer iterations, each group's work per iteration, every

@@ -558,8 +558,9 @@ static int launch(crun *r, int ki, int f, bool vec)
                              k->id, k->name, vec ? code->ventry : fm->entry, (long long)blocks,
                              fm->block, fm->smem);
     ptc_cuda_count_launch(code->i32);
-    ptc_log(PTC_LOG_RUNTIME, PTC_LOG_DEBUG, "kernel %d %s: grid %lld block %d team %d%s%s%s", k->id,
-            k->name, (long long)blocks, fm->block, fm->team, vec ? " vectorised" : "",
+    ptc_log(PTC_LOG_RUNTIME, PTC_LOG_DEBUG, "kernel %d %s: grid %lld block %d team %d%s%s%s%s",
+            k->id, k->name, (long long)blocks, fm->block, fm->team, fm->col ? " column mode" : "",
+            vec ? " vectorised" : "",
             code->nforms > 1 ? " (form for these sizes)" : "",
             r->wide[ki] ? " (64-bit indices for these sizes)" : "");
     if (r->sync_each && !r->capturing)

@@ -1,12 +1,15 @@
-/* What the CUDA codegen suites share (test_codegen_cuda.c, test_cuda_rng.c):
- * a per-process PTX cache directory (the fixture), compiling .ptir text for
- * an explicit sm target without a GPU, picking a kernel's or combination's
- * PTX module out of a program's text, and assembling modules with ptxas when
- * the CUDA toolkit is installed. Include after check.h. */
+/* What the CUDA codegen suites share (test_codegen_cuda.c,
+ * test_codegen_cuda_columns.c, test_cuda_rng.c): a per-process PTX cache
+ * directory (the fixture), compiling .ptir text for an explicit sm target
+ * without a GPU, a graph's schedule and one kernel's PTX, picking a kernel's
+ * or combination's PTX module out of a program's text, and assembling
+ * modules with ptxas (PTC_PTXAS or /usr/local/cuda/bin) when the CUDA
+ * toolkit is installed. Include after check.h. */
 #ifndef PTC_TEST_CUDA_SUITE_H
 #define PTC_TEST_CUDA_SUITE_H
 
 #include "codegen/codegen.h"
+#include "passes/passes.h"
 #include "pipeline/pipeline.h"
 
 #include <dirent.h>
@@ -18,7 +21,7 @@
 
 static char cache_dir[256];
 
-static void clear_dir(const char *dir)
+static inline void clear_dir(const char *dir)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -28,7 +31,8 @@ static void clear_dir(const char *dir)
         if (e->d_name[0] == '.')
             continue;
         char p[1024];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (snprintf(p, sizeof p, "%s/%s", dir, e->d_name) >= (int)sizeof p)
+            continue;
         struct stat st;
         if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
             clear_dir(p);
@@ -39,18 +43,18 @@ static void clear_dir(const char *dir)
     rmdir(dir);
 }
 
-static void setup(void)
+static inline void setup(void)
 {
     snprintf(cache_dir, sizeof cache_dir, "/tmp/ptc_test_cuda_cache_%d", (int)getpid());
     setenv("PTC_CACHE_DIR", cache_dir, 1);
 }
 
-static void teardown(void)
+static inline void teardown(void)
 {
     clear_dir(cache_dir);
 }
 
-static ptc_module *parse(const char *text)
+static inline ptc_module *parse(const char *text)
 {
     ptc_error err;
     ptc_module *m = ptc_parse_module(text, strlen(text), "test", &err);
@@ -58,7 +62,8 @@ static ptc_module *parse(const char *text)
     return m;
 }
 
-static ptc_program *compile_ptx(const ptc_graph *g, int sm, bool no_cache, ptc_trace_compile *tc)
+static inline ptc_program *compile_ptx(const ptc_graph *g, int sm, bool no_cache,
+                                       ptc_trace_compile *tc)
 {
     ptc_error err;
     ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA,
@@ -71,7 +76,7 @@ static ptc_program *compile_ptx(const ptc_graph *g, int sm, bool no_cache, ptc_t
     return p;
 }
 
-static int count(const char *text, const char *what)
+static inline int count(const char *text, const char *what)
 {
     int n = 0;
     for (const char *p = text; (p = strstr(p, what)); p += strlen(what))
@@ -81,7 +86,7 @@ static int count(const char *text, const char *what)
 
 /* The PTX module under header `head` (up to the next "; ptc " header: a
  * kernel's, or a horizontal combination's after its first member's). */
-static char *module_ptx(const char *all, const char *head)
+static inline char *module_ptx(const char *all, const char *head)
 {
     const char *p = strstr(all, head);
     if (!p)
@@ -93,14 +98,14 @@ static char *module_ptx(const char *all, const char *head)
 }
 
 /* The PTX of kernel k. */
-static char *kernel_ptx(const char *all, int k)
+static inline char *kernel_ptx(const char *all, int k)
 {
     char head[32];
     snprintf(head, sizeof head, "; ptc kernel %d ", k);
     return module_ptx(all, head);
 }
 
-static const char *ptxas(void)
+static inline const char *ptxas(void)
 {
     static char path[512];
     const char *env = getenv("PTC_PTXAS");
@@ -112,7 +117,7 @@ static const char *ptxas(void)
 }
 
 /* Assembles one module with ptxas when it is installed; 1 if it was. */
-static int assemble(const char *ptx, int sm)
+static inline int assemble(const char *ptx, int sm)
 {
     const char *as = ptxas();
     if (!as)
@@ -132,7 +137,7 @@ static int assemble(const char *ptx, int sm)
 
 /* Assembles every module of a program's PTX text (kernels' and
  * combinations'). */
-static void assemble_all(const char *all, int sm)
+static inline void assemble_all(const char *all, int sm)
 {
     for (const char *p = strstr(all, "; ptc "); p; p = strstr(p + 1, "\n; ptc ")) {
         const char *head = *p == '\n' ? p + 1 : p;
@@ -145,12 +150,64 @@ static void assemble_all(const char *all, int sm)
     }
 }
 
-static ptc_program *compile_text(const char *text, int sm)
+static inline ptc_program *compile_text(const char *text, int sm)
 {
     ptc_module *m = parse(text);
     ptc_program *p = compile_ptx(m->graphs[0], sm, true, NULL);
     ptc_module_free(m);
     return p;
+}
+
+/* A graph's loop program and schedule (allocated in its arena), with the
+ * graphs it points into. */
+typedef struct sched {
+    ptc_arena *a;
+    ptc_module *m;
+    ptc_graph *prims;
+    ptc_schedule *s;
+} sched;
+
+static inline sched schedule_of(const char *text)
+{
+    sched r = {ptc_arena_new(), parse(text), NULL, NULL};
+    ptc_error err;
+    r.prims = ptc_decompose(r.m->graphs[0], &err);
+    ck_assert_msg(r.prims && ptc_simplify(r.prims, &err) == 0, "%s", err.msg);
+    ptc_lprog *lp = ptc_lower(r.a, r.prims, &err);
+    ck_assert_msg(lp != NULL, "%s", err.msg);
+    ptc_sched_opts so = {.nthreads = 1024};
+    r.s = ptc_schedule_build(r.a, lp, &so, &err);
+    ck_assert_msg(r.s != NULL, "%s", err.msg);
+    return r;
+}
+
+static inline void sched_free(sched *r)
+{
+    ptc_graph_free(r->prims);
+    ptc_arena_free(r->a);
+    ptc_module_free(r->m);
+}
+
+/* Kernel k of s as the CUDA code generator makes it (wide_index: its
+ * 64-bit variant). */
+static inline void codegen_kernel(const ptc_schedule *s, int k, bool wide_index,
+                                  ptc_cuda_code *code)
+{
+    ptc_error err;
+    ptc_cuda_target t = {90, 132};
+    ptc_codegen_opts co = {.no_cache = true, .wide_index = wide_index};
+    ck_assert_msg(ptc_cuda_codegen(s, s->kernels[k], &t, &co, code, NULL, &err) == 0, "%s",
+                  err.msg);
+    ck_assert_int_eq(count(code->ptx, ".visible .entry"), code->nforms + (code->launch.vec > 1));
+    assemble(code->ptx, 90);
+}
+
+/* Kernel 0 of a graph's schedule as the CUDA code generator makes it. */
+static inline void codegen_kernel0(const char *text, ptc_cuda_code *code)
+{
+    sched r = schedule_of(text);
+    codegen_kernel(r.s, 0, false, code);
+    sched_free(&r);
 }
 
 #endif /* PTC_TEST_CUDA_SUITE_H */

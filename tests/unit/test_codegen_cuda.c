@@ -480,57 +480,6 @@ START_TEST(teams_follow_sizes)
 }
 END_TEST
 
-/* A graph's loop program and schedule (allocated in its arena), with the
- * graphs it points into. */
-typedef struct sched {
-    ptc_arena *a;
-    ptc_module *m;
-    ptc_graph *prims;
-    ptc_schedule *s;
-} sched;
-
-static sched schedule_of(const char *text)
-{
-    sched r = {ptc_arena_new(), parse(text), NULL, NULL};
-    ptc_error err;
-    r.prims = ptc_decompose(r.m->graphs[0], &err);
-    ck_assert_msg(r.prims && ptc_simplify(r.prims, &err) == 0, "%s", err.msg);
-    ptc_lprog *lp = ptc_lower(r.a, r.prims, &err);
-    ck_assert_msg(lp != NULL, "%s", err.msg);
-    ptc_sched_opts so = {.nthreads = 1024};
-    r.s = ptc_schedule_build(r.a, lp, &so, &err);
-    ck_assert_msg(r.s != NULL, "%s", err.msg);
-    return r;
-}
-
-static void sched_free(sched *r)
-{
-    ptc_graph_free(r->prims);
-    ptc_arena_free(r->a);
-    ptc_module_free(r->m);
-}
-
-/* Kernel k of s as the CUDA code generator makes it (wide_index: its
- * 64-bit variant). */
-static void codegen_kernel(const ptc_schedule *s, int k, bool wide_index, ptc_cuda_code *code)
-{
-    ptc_error err;
-    ptc_cuda_target t = {90, 132};
-    ptc_codegen_opts co = {.no_cache = true, .wide_index = wide_index};
-    ck_assert_msg(ptc_cuda_codegen(s, s->kernels[k], &t, &co, code, NULL, &err) == 0, "%s",
-                  err.msg);
-    ck_assert_int_eq(count(code->ptx, ".visible .entry"), code->nforms + (code->launch.vec > 1));
-    assemble(code->ptx, 90);
-}
-
-/* Kernel 0 of a graph's schedule as the CUDA code generator makes it. */
-static void codegen_kernel0(const char *text, ptc_cuda_code *code)
-{
-    sched r = schedule_of(text);
-    codegen_kernel(r.s, 0, false, code);
-    sched_free(&r);
-}
-
 /* A row of 16-bit elements (8 to a 16-byte chunk) gives each lane no more
  * elements than a row of f32 (4 to a chunk) does: both rows of 768 take a
  * warp. bf16 rows used to take 16 lanes of 48 elements (layer_norm: 125
@@ -954,6 +903,56 @@ static ptc_cuda_index_counts run_rows(ptc_program *p, int64_t s0, int64_t s1, co
 }
 #endif
 
+/* A column-mode launch runs a block per tile of columns: 24 blocks of 1024
+ * threads for 768 i8 columns (32 a tile), with shared memory for one 8-byte
+ * partial sum per thread. Over symbolic rows, calls of 32 rows or more run
+ * the column-mode form (its entry ends in _c<slices>), 8 rows another. */
+START_TEST(column_sums_launch_a_block_per_tile)
+{
+#ifdef PTC_FAKE_CUDA
+    use_fake_cuda();
+    ptc_error err;
+    ptc_module *m = parse("# ptc ir v1\ngraph f(%x: i8[2048,768] cuda) {\n"
+                          "  %0 = sum(%x, [0]) : i64[768]\n  return (%0)\n}\n");
+    ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA, .no_cache = true, .keep_text = true};
+    ptc_program *p = ptc_compile(m->graphs[0], &o, &err);
+    ck_assert_msg(p != NULL, "%s", err.msg);
+    ptc_tensor x = fake_device_i8(2048, 768), out;
+    int first = fake_nlaunched();
+    ck_assert_msg(ptc_program_run(p, &x, 1, &out, NULL, 0, &err) == 0, "%s", err.msg);
+    ptc_tensor_release(&out);
+    ck_assert_int_eq(fake_nlaunched(), first + 1);
+    /* 32 i8 columns fill a sector; 32 slices fill the block (each 64 rows) */
+    ck_assert_int_eq(fake_grid(first, 0), 24);
+    ck_assert_int_eq(fake_grid(first, 1), 1024);
+    ck_assert_int_eq(fake_grid(first, 2), 1024 * 8);
+    ptc_program_release(p);
+    ptc_module_free(m);
+    /* over symbolic rows, the column-mode form where the call's sizes suit it */
+    m = parse("# ptc ir v1\ngraph f(%x: i8[s0,768] cuda) {\n"
+              "  %0 = sum(%x, [0]) : i64[768]\n  return (%0)\n}\n");
+    p = ptc_compile(m->graphs[0], &o, &err);
+    ck_assert_msg(p != NULL, "%s", err.msg);
+    static const struct {
+        int64_t rows;
+        bool col;
+    } calls[] = {{2048, true}, {8, false}, {100000, true}};
+    for (size_t i = 0; i < sizeof calls / sizeof *calls; i++) {
+        x = fake_device_i8(calls[i].rows, 768);
+        first = fake_nlaunched();
+        ck_assert_msg(ptc_program_run(p, &x, 1, &out, NULL, 0, &err) == 0, "%s", err.msg);
+        ptc_tensor_release(&out);
+        ck_assert_int_eq(fake_nlaunched(), first + 1);
+        const char *entry = fake_launched(first);
+        ck_assert_msg((strrchr(entry, '_')[1] == 'c') == calls[i].col, "%lld rows: %s",
+                      (long long)calls[i].rows, entry);
+    }
+    ptc_program_release(p);
+    ptc_module_free(m);
+#endif
+}
+END_TEST
+
 /* A symbolic kernel's calls run its 32-bit entries (those the compile
  * generated) while their buffers are below 2^30 elements; a call past that,
  * the 64-bit variant generated then, once: [3, 750 million] (each row below
@@ -1314,6 +1313,7 @@ int main(void)
     tcase_add_test(tc, teams_follow_sizes);
     tcase_add_test(tc, half_rows_give_a_lane_as_many_elements_as_f32_rows);
     tcase_add_test(tc, symbolic_rows_get_forms);
+    tcase_add_test(tc, column_sums_launch_a_block_per_tile);
     tcase_add_test(tc, symbolic_pointwise_vectorised);
     tcase_add_test(tc, symbolic_kernels_index_width);
     tcase_add_test(tc, scratch_offsets_are_64_bit);

@@ -120,6 +120,7 @@ static void decompose(gcg *c, LLVMValueRef f, const ptc_dim *d, int n, int first
 
 typedef struct kctx {
     LLVMValueRef tid, t, team_local, lane; /* ix values */
+    LLVMValueRef valid; /* column mode: this thread's column exists (i1); else NULL */
     int T;
 } kctx;
 
@@ -139,7 +140,7 @@ static void team_barrier(gcg *c, const kctx *k)
 {
     if (k->T == 1)
         return;
-    if (k->T > 32) {
+    if (k->T > 32 || c->plan->col) {
         call0(c, "llvm.nvvm.barrier0");
         return;
     }
@@ -152,6 +153,14 @@ static void team_barrier(gcg *c, const kctx *k)
 static bool is_local(gcg *c, int buf)
 {
     return c->s->is_local[buf];
+}
+
+/* Whether lane `lane` of its team stores its iteration's results: lane 0,
+ * and in column mode only where the column exists. */
+static LLVMValueRef stores_results(gcg *c, const kctx *k, LLVMValueRef lane)
+{
+    LLVMValueRef lead = LLVMBuildICmp(c->b, LLVMIntEQ, lane, ixc(c, 0), "");
+    return k->valid ? LLVMBuildAnd(c->b, lead, k->valid, "") : lead;
 }
 
 static void emit_pw_member(gcg *c, const ptc_kmember *mem, ptc_emit_fwd *fw, int w,
@@ -187,7 +196,7 @@ static void emit_pw_group(gcg *c, const kctx *k, const ptc_kgroup *G)
     if (G->ninner == 0) {
         LLVMBasicBlockRef join = NULL;
         if (k->T > 1)
-            join = if_open(c, LLVMBuildICmp(c->b, LLVMIntEQ, k->t, ixc(c, 0), ""), "lead");
+            join = if_open(c, stores_results(c, k, k->t), "lead");
         for (int m = 0; m < G->nmembers; m++)
             emit_pw_member(c, &G->members[m], &fw, 1, false);
         if (join)
@@ -203,6 +212,9 @@ static void emit_pw_group(gcg *c, const kctx *k, const ptc_kgroup *G)
 }
 
 /* ---- reductions -------------------------------------------------------------------------- */
+
+/* Elements of a reduction a column-mode thread folds per loop iteration. */
+enum { COL_UNROLL = 4 };
 
 typedef struct red {
     const ptc_kmember *mem;
@@ -363,10 +375,14 @@ static ptc_red_state shfl_state(gcg *c, const red *r, ptc_red_state s, int offse
     return o;
 }
 
-/* Shared-memory slot `field` of member m for warp w (8 bytes each). */
+/* Shared-memory slot `field` of member m for warp w (8 bytes each); in
+ * column mode for thread w of the block. */
 static LLVMValueRef red_slot(gcg *c, int m, int field, LLVMValueRef warp)
 {
-    int64_t base = c->plan->smem_team + (int64_t)m * RED_MEMBER_BYTES + field * RED_FIELD_BYTES;
+    const gplan *p = c->plan;
+    int64_t field_bytes = p->col ? (int64_t)p->block * 8 : RED_FIELD_BYTES;
+    int64_t member_bytes = p->col ? p->col_fields * field_bytes : RED_MEMBER_BYTES;
+    int64_t base = p->smem_team + m * member_bytes + field * field_bytes;
     LLVMValueRef off =
         LLVMBuildAdd(c->b, ixc(c, base), LLVMBuildMul(c->b, warp, ixc(c, 8), ""), "");
     return LLVMBuildInBoundsGEP2(c->b, c->i8, c->smem, &off, 1, "");
@@ -425,6 +441,32 @@ static void red_across(gcg *c, const kctx *k, red *reds, int nred, int Tr)
     call0(c, "llvm.nvvm.barrier0");
 }
 
+/* Column mode: combines the states of the T slices of each column of the
+ * block (thread tid = slice * C + column) in a tree through shared memory:
+ * at each step the slices below `half` fold in the state `half` slices
+ * above theirs. The order is the plan's, the same on every run. */
+static void col_across(gcg *c, const kctx *k, red *reds, int nred)
+{
+    int cols = c->plan->block / k->T;
+    for (int m = 0; m < nred; m++)
+        state_to_smem(c, &reds[m], m, red_load(c, &reds[m]), k->tid);
+    call0(c, "llvm.nvvm.barrier0");
+    for (int half = k->T / 2; half >= 1; half /= 2) {
+        LLVMBasicBlockRef join =
+            if_open(c, LLVMBuildICmp(c->b, LLVMIntULT, k->t, ixc(c, half), ""), "col.fold");
+        LLVMValueRef above = LLVMBuildAdd(c->b, k->tid, ixc(c, (int64_t)half * cols), "");
+        for (int m = 0; m < nred; m++) {
+            ptc_red_state s = red_load(c, &reds[m]);
+            s = red_combine(c, &reds[m], s, state_from_smem(c, &reds[m], m, above, s));
+            red_save(c, &reds[m], s);
+            if (half > 1)
+                state_to_smem(c, &reds[m], m, s, k->tid);
+        }
+        if_close(c, join);
+        call0(c, "llvm.nvvm.barrier0");
+    }
+}
+
 /* The member's outputs from its final state f. */
 static void red_outputs(gcg *c, const red *r, ptc_red_state f, LLVMValueRef outs[2])
 {
@@ -460,6 +502,54 @@ static void red_store(gcg *c, const red *r)
     red_store_outputs(c, r, outs);
 }
 
+/* Folds element rr (a linear index over G's reduction ranges) of each
+ * member of G into its state. */
+static void red_element(gcg *c, const ptc_kgroup *G, red *reds, LLVMValueRef rr)
+{
+    decompose(c, rr, G->red, G->nred, c->k->nouter + G->ninner);
+    ptc_emit_fwd fw;
+    fw.n = 0;
+    int ri = 0;
+    for (int m = 0; m < G->nmembers; m++) {
+        const ptc_kmember *mem = &G->members[m];
+        const ptc_lnode *n = c->s->prog->nodes[mem->node];
+        if (n->kind != PTC_LN_REDUCTION) {
+            emit_pw_member(c, mem, &fw, 1, false);
+            continue;
+        }
+        red *r = &reds[ri++];
+        LLVMValueRef *v = ptc_emit_body(&c->em, &mem->body, 1, &fw);
+        LLVMValueRef idx = NULL;
+        if (is_arg(r))
+            idx = c->ix == c->i64 ? rr : LLVMBuildSExt(c->b, rr, c->i64, "");
+        red_update(c, r, v[mem->value], idx);
+        free(v);
+    }
+}
+
+/* Lane lr of the Tr sharing a reduction folds elements lr, lr + Tr, ... In
+ * column mode COL_UNROLL elements an iteration, then the rest one by one:
+ * the same sums in the same order, with the loads of an iteration in one
+ * block, where ptxas issues them together (a column's thread otherwise
+ * waits out each load's latency before the next). */
+static void red_loop(gcg *c, const ptc_kgroup *G, red *reds, LLVMValueRef lr, int Tr)
+{
+    LLVMValueRef n = dims_product(c, G->red, G->nred), start = lr;
+    if (c->plan->col) {
+        loop ul;
+        loop_open(c, &ul, lr, LLVMBuildSub(c->b, n, ixc(c, (int64_t)(COL_UNROLL - 1) * Tr), ""),
+                  ixc(c, (int64_t)COL_UNROLL * Tr), "red.unrolled");
+        for (int u = 0; u < COL_UNROLL; u++)
+            red_element(c, G, reds, LLVMBuildAdd(c->b, ul.iv, ixc(c, (int64_t)u * Tr), ""));
+        loop_close(c, &ul);
+        start = ul.iv;
+    }
+    loop rl;
+    loop_open(c, &rl, start, n, ixc(c, Tr), "red");
+    red_element(c, G, reds, rl.iv);
+    loop_close(c, &rl);
+}
+
 static void emit_red_group(gcg *c, const kctx *k, const ptc_kgroup *G, int g)
 {
     int nouter = c->k->nouter;
@@ -489,33 +579,14 @@ static void emit_red_group(gcg *c, const kctx *k, const ptc_kgroup *G, int g)
     decompose(c, kl.iv, G->inner, G->ninner, nouter);
     for (int r = 0; r < nred; r++)
         red_init(c, &reds[r]);
-    loop rl;
-    loop_open(c, &rl, lr, dims_product(c, G->red, G->nred), ixc(c, Tr), "red");
-    decompose(c, rl.iv, G->red, G->nred, nouter + G->ninner);
-    ptc_emit_fwd fw;
-    fw.n = 0;
-    int ri = 0;
-    for (int m = 0; m < G->nmembers; m++) {
-        const ptc_kmember *mem = &G->members[m];
-        const ptc_lnode *n = c->s->prog->nodes[mem->node];
-        if (n->kind != PTC_LN_REDUCTION) {
-            emit_pw_member(c, mem, &fw, 1, false);
-            continue;
-        }
-        red *r = &reds[ri++];
-        LLVMValueRef *v = ptc_emit_body(&c->em, &mem->body, 1, &fw);
-        LLVMValueRef idx = NULL;
-        if (is_arg(r))
-            idx = c->ix == c->i64 ? rl.iv : LLVMBuildSExt(c->b, rl.iv, c->i64, "");
-        red_update(c, r, v[mem->value], idx);
-        free(v);
-    }
-    loop_close(c, &rl);
-    if (Tr > 1)
+    red_loop(c, G, reds, lr, Tr);
+    if (c->plan->col)
+        col_across(c, k, reds, nred);
+    else if (Tr > 1)
         red_across(c, k, reds, nred, Tr);
     LLVMBasicBlockRef join = NULL;
     if (Tr > 1)
-        join = if_open(c, LLVMBuildICmp(c->b, LLVMIntEQ, lr, ixc(c, 0), ""), "red.store");
+        join = if_open(c, stores_results(c, k, lr), "red.store");
     for (int r = 0; r < nred; r++)
         red_store(c, &reds[r]);
     if (join)
@@ -982,6 +1053,27 @@ static void close_entry(gcg *c)
     LLVMBuildBr(c->b, start);
 }
 
+/* Column mode's grid: block b runs the tiles of C consecutive columns b,
+ * b + nctaid, ...; thread tid is slice tid / C of column tid % C. Every
+ * thread of a block runs every tile, for the barriers: a thread past the
+ * last column reads the last one's elements and stores nothing. */
+static void emit_col_grid(gcg *c, kctx *k, LLVMValueRef ctaid, LLVMValueRef nctaid)
+{
+    int cols = c->plan->block / k->T;
+    k->t = LLVMBuildUDiv(c->b, k->tid, ixc(c, cols), "");
+    k->team_local = LLVMBuildURem(c->b, k->tid, ixc(c, cols), "");
+    bind_locals(c, k, NULL, NULL);
+    LLVMValueRef O = dims_product(c, c->k->outer, c->k->nouter);
+    loop tl;
+    loop_open(c, &tl, LLVMBuildMul(c->b, ctaid, ixc(c, cols), ""), O,
+              LLVMBuildMul(c->b, nctaid, ixc(c, cols), ""), "tile");
+    LLVMValueRef o = LLVMBuildAdd(c->b, tl.iv, k->team_local, "");
+    k->valid = LLVMBuildICmp(c->b, LLVMIntSLT, o, O, "");
+    o = LLVMBuildSelect(c->b, k->valid, o, LLVMBuildSub(c->b, O, ixc(c, 1), ""), "");
+    emit_iteration(c, k, o);
+    loop_close(c, &tl);
+}
+
 /* Kernel c->k's outer iterations, run by the blocks `ctaid` of the `nctaid`
  * (ix values) its launch gives it, as a grid-stride loop over teams. */
 static void emit_grid(gcg *c, bool vector_form, LLVMValueRef scratch, LLVMValueRef ctaid,
@@ -997,6 +1089,10 @@ static void emit_grid(gcg *c, bool vector_form, LLVMValueRef scratch, LLVMValueR
     int tpb = p->block / p->team;
     k.tid = sreg(c, "llvm.nvvm.read.ptx.sreg.tid.x");
     k.lane = LLVMBuildURem(c->b, k.tid, ixc(c, 32), "");
+    if (p->col) {
+        emit_col_grid(c, &k, ctaid, nctaid);
+        return;
+    }
     k.t = k.T == 1 ? ixc(c, 0) : LLVMBuildURem(c->b, k.tid, ixc(c, k.T), "");
     k.team_local = k.T == 1 ? k.tid : LLVMBuildUDiv(c->b, k.tid, ixc(c, k.T), "");
     LLVMValueRef slot =

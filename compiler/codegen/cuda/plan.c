@@ -32,7 +32,22 @@
  * runtime picks the one nearest to the team the call's sizes want
  * (ptc_cuda_pick). A flat kernel's vectorised form needs its innermost outer
  * range divisible by W, which a symbolic range shows when W divides every
- * term (768*s0).
+ * term (768*s0). A kernel that column mode takes (below) gets a column-mode
+ * form besides, which calls whose sizes it fits (ptc_cuda_col_fits) run.
+ *
+ * Column mode (a split reduction) takes kernels that reduce over a strided
+ * dimension: every group runs once per outer iteration (no inner ranges),
+ * and every load of its reductions is either contiguous in the last outer
+ * variable or the same for every column (a LayerNorm's per-row statistics).
+ * Such a kernel has few outer iterations (768 columns of a bias gradient)
+ * and long ones (2048 rows). A block takes C consecutive columns x R row
+ * slices: the C threads of a slice read consecutive addresses (C elements
+ * fill at least a 32-byte sector), each thread sums every R-th row of its
+ * column, and the R partial states of a column meet in a tree through
+ * shared memory, in an order fixed by the plan, so that results are the
+ * same run to run (no atomics). Slice 0 then stores the results and runs the
+ * epilogue (the conversion or pointwise work after the sums). Over static
+ * sizes it is the kernel's plan where it fits; over symbolic ones a form.
  *
  * A kernel whose every store is to an f16 / bf16 buffer evaluates gelu's
  * 1 + erf(z) as erfc(-z) (g_one_plus_erf): one polynomial and one ex2
@@ -45,8 +60,11 @@
  * every kernel, PTC_CUDA_PACKED_ADD=0 turns off bf16 sums in pairs
  * (cuda/body.c's half_add), and PTC_CUDA_ROW_MIN_BLOCKS=N has row-mode kernels ask
  * ptxas for registers that let N blocks share an SM (.minnctapersm: more
- * rows in flight, at the price of spills where the row does not fit). All
- * are part of the plan, hence of the cache key.
+ * rows in flight, at the price of spills where the row does not fit), and
+ * PTC_CUDA_SPLIT_COLUMNS=0 turns column mode off and PTC_CUDA_COLUMN_TILE=C
+ * (a power of two up to 32) makes its tiles C columns wide (narrower tiles:
+ * more blocks, each reading part of a sector). All are part of the plan,
+ * hence of the cache key.
  */
 #include "codegen/cuda/gpu.h"
 
@@ -84,7 +102,11 @@
  *   this many bytes, the widest (16-byte vector) access's alignment.
  * ROW_MAX, ROW_TEAM, ROW_CHUNKS, ROW_MAX_CHUNKS: row mode takes rows of at most
  *   ROW_MAX elements, grows the team (to ROW_TEAM) until a thread has at most
- *   ROW_CHUNKS vector chunks, and gives up above ROW_MAX_CHUNKS (registers). */
+ *   ROW_CHUNKS vector chunks, and gives up above ROW_MAX_CHUNKS (registers).
+ * SECTOR: the bytes of one DRAM / L2 transaction; a slice of a column-mode
+ *   block reads at least one. COL_ROWS_PER_THREAD: rows each thread of a
+ *   column sums at least (its loads in flight); COL_TILES_PER_SM: column
+ *   tiles widen to a warp only while at least this many blocks per SM remain. */
 enum {
     SMEM_LIMIT = 48 * 1024,
     LARGE = 1 << 30,
@@ -105,6 +127,9 @@ enum {
     ROW_TEAM = 512,
     ROW_CHUNKS = 8,
     ROW_MAX_CHUNKS = 16,
+    SECTOR = 32,
+    COL_ROWS_PER_THREAD = 16,
+    COL_TILES_PER_SM = 2,
 };
 static const double SYM_SCALES[] = {256, 4, 8192}; /* the first gives form 0 */
 /* Vectorised accesses move 16 bytes (ld.global.v4.f32), at most MAX_VEC elements. */
@@ -479,6 +504,140 @@ static void plan_team(const ptc_schedule *s, const ptc_kernel *k, int T, gplan *
     p->block = T * tpb;
 }
 
+/* Does group G store buffer buf? */
+static bool group_stores(const ptc_schedule *s, const ptc_kgroup *G, int buf)
+{
+    for (int m = 0; m < G->nmembers; m++) {
+        const ptc_lnode *n = s->prog->nodes[G->members[m].node];
+        if (n->out[0] == buf || n->out[1] == buf)
+            return true;
+    }
+    return false;
+}
+
+/* Does x name the same element for every outer iteration? */
+static bool same_for_every_column(const ptc_kernel *k, const ptc_ix *x)
+{
+    for (int v = 0; v < k->nouter; v++) {
+        bool nested;
+        ptc_dim coeff = ptc_ix_coeff(x, v, &nested);
+        if (nested || !ptc_dim_is_static(coeff) || coeff.value != 0)
+            return false;
+    }
+    return true;
+}
+
+/* The 8-byte fields of a reduction state that meet in shared memory. */
+static int state_fields(int reduce)
+{
+    if (reduce == PTC_RED_WELFORD)
+        return RED_FIELDS;
+    return reduce == PTC_RED_ARGMAX || reduce == PTC_RED_ARGMIN ? 2 : 1;
+}
+
+typedef struct column_info {
+    int widest;  /* bytes of the widest element read contiguously across columns */
+    int members; /* the most reduction members of one group */
+    int fields;  /* the most state fields of one member */
+} column_info;
+
+/* Does kernel k read columns (column mode, the header says which loads)?
+ * A load of a local must be of one its own group stores: the slices of a
+ * column do not share locals, each keeps its own. Every thread runs a
+ * reduction group's pointwise members, so they may store only locals. */
+static bool reads_columns(const ptc_schedule *s, const ptc_kernel *k, column_info *ci)
+{
+    memset(ci, 0, sizeof *ci);
+    for (int g = 0; g < k->ngroups; g++) {
+        const ptc_kgroup *G = &k->groups[g];
+        if (G->ninner > 0)
+            return false;
+        int nred = 0;
+        for (int m = 0; G->reduction && m < G->nmembers; m++) {
+            const ptc_kmember *mem = &G->members[m];
+            const ptc_lnode *n = s->prog->nodes[mem->node];
+            if (n->kind == PTC_LN_REDUCTION) {
+                nred++;
+                int f = state_fields(n->reduce);
+                ci->fields = f > ci->fields ? f : ci->fields;
+            } else if (!is_local(s, n->out[0])) {
+                return false; /* a thread past the last column would store too */
+            }
+            for (int i = 0; i < mem->body.n; i++) {
+                const ptc_lexpr *e = &mem->body.e[i];
+                if (e->op != PTC_L_LOAD)
+                    continue;
+                if (is_local(s, e->buf)) {
+                    if (!group_stores(s, G, e->buf))
+                        return false;
+                } else if (unit_in(e->idx[0], k->nouter - 1)) {
+                    int sz = (int)ptc_dtype_size(s->prog->bufs[e->buf]->dtype);
+                    ci->widest = sz > ci->widest ? sz : ci->widest;
+                } else if (!same_for_every_column(k, e->idx[0])) {
+                    return false;
+                }
+            }
+        }
+        ci->members = nred > ci->members ? nred : ci->members;
+    }
+    return ci->widest > 0 && ci->members > 0;
+}
+
+bool ptc_cuda_col_fits(double outer, double rows)
+{
+    return outer < MANY_OUTER && rows >= 2 * COL_ROWS_PER_THREAD;
+}
+
+/* Column mode (the header): C columns of at least a sector, widened to a
+ * warp while the GPU keeps COL_TILES_PER_SM blocks an SM, and R slices that
+ * leave each thread COL_ROWS_PER_THREAD rows or more, within a block and
+ * the shared memory the partial states take; columns of few rows widen C
+ * towards a warp until the block has FLAT_BLOCK threads (blocks of 32
+ * threads would fill an SM's block slots at a quarter of its threads). */
+static bool plan_col(const ptc_schedule *s, const ptc_kernel *k, int sms, gplan *p)
+{
+    column_info ci;
+    if (k->nouter == 0 || !env_int("PTC_CUDA_SPLIT_COLUMNS", 0, 1, 1) ||
+        !reads_columns(s, k, &ci))
+        return false;
+    double outer = prod(k->outer, k->nouter), rows = work_at(k, SYM_HINT);
+    if (!k->nparams && !ptc_cuda_col_fits(outer, rows))
+        return false;
+    int64_t private_bytes = 0;
+    for (int i = 0; i < k->nlocal; i++)
+        private_bytes += local_bytes(s, k, i);
+    if (private_bytes > PRIVATE_BYTES)
+        return false;
+    int forced = env_int("PTC_CUDA_COLUMN_TILE", 0, WARP, 0), cols = 1;
+    while (cols * ci.widest < SECTOR)
+        cols *= 2;
+    while (cols < WARP && outer / (cols * 2) >= (double)COL_TILES_PER_SM * sms)
+        cols *= 2;
+    double most = rows / COL_ROWS_PER_THREAD;
+    int slices = pow2_floor(most < MAX_BLOCK / cols ? most : MAX_BLOCK / cols);
+    while (cols < WARP && cols * slices < FLAT_BLOCK) /* short columns: wider tiles */
+        cols *= 2;
+    if (forced && (forced & (forced - 1)) == 0) {
+        cols = forced;
+        slices = pow2_floor(most < MAX_BLOCK / cols ? most : MAX_BLOCK / cols);
+    }
+    int64_t smem_limit = env_int("PTC_CUDA_SMEM_LIMIT", 0, SMEM_LIMIT, SMEM_LIMIT);
+    while (slices > 1 && (int64_t)ci.members * ci.fields * cols * slices * 8 > smem_limit)
+        slices /= 2;
+    if (slices < 2)
+        return false;
+    p->col = true;
+    p->col_fields = ci.fields;
+    p->team = slices;
+    p->block = cols * slices;
+    p->smem_red = (int64_t)ci.members * ci.fields * p->block * 8;
+    for (int g = 0; g < k->ngroups; g++)
+        p->red_lanes[g] = k->groups[g].reduction ? slices : 1;
+    for (int i = 0; i < k->nlocal; i++)
+        p->loc[i] = LOC_PRIVATE;
+    return true;
+}
+
 /* Does every store of kernel k go to an f16 / bf16 buffer? */
 static bool stores_only_halves(const ptc_schedule *s, const ptc_kernel *k)
 {
@@ -547,12 +706,14 @@ int g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_c
             p->red_lanes[g] = 1;
         return 1;
     }
+    int forced = env_int("PTC_CUDA_TEAM", 1, MAX_BLOCK, 0);
+    if (!forced && !k->nparams && plan_col(s, k, sms, p))
+        return 1;
     access_info ai;
     scan_accesses(s, k, &ai);
     p->outer_contig = ai.outer_contig;
     p->inner_contig = ai.inner_contig;
     int T = choose_team(&ai, outer, work_at(k, SYM_HINT), sms);
-    int forced = env_int("PTC_CUDA_TEAM", 1, MAX_BLOCK, 0);
     int teams[PTC_CUDA_MAX_FORMS], nforms = 1;
     if (forced && (forced & (forced - 1)) == 0) {
         T = forced;
@@ -572,6 +733,12 @@ int g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_c
         forms[f].inner_contig = ai.inner_contig;
         plan_team(s, k, teams[f], &forms[f]);
     }
+    /* symbolic sizes: column mode as one more form, for the calls it fits */
+    if (k->nparams && !forced && nforms < PTC_CUDA_MAX_FORMS) {
+        plan_init(a, s, k, wide_index, &forms[nforms]);
+        if (plan_col(s, k, sms, &forms[nforms]))
+            nforms++;
+    }
     return nforms;
 }
 
@@ -587,11 +754,17 @@ int ptc_cuda_combo_block(const ptc_schedule *s, const ptc_kernel *k, const ptc_c
 
 int ptc_cuda_pick(const ptc_cuda_code *code, double outer, double work, int sms)
 {
+    bool col = ptc_cuda_col_fits(outer, work);
+    for (int f = 0; f < code->nforms; f++)
+        if (code->forms[f].col && col)
+            return f;
     access_info ai = {code->outer_contig, code->inner_contig};
     int want = choose_team(&ai, outer, work, sms), best = 0;
-    /* nearest in log2, the larger team on a tie */
+    /* nearest in log2, the larger team on a tie; column mode only where it fits */
     double best_d = 1e30;
     for (int f = 0; f < code->nforms; f++) {
+        if (code->forms[f].col)
+            continue;
         int t = code->forms[f].team;
         double d = t > want ? (double)t / want : (double)want / t;
         if (d < best_d || (d == best_d && t > code->forms[best].team)) {

@@ -350,6 +350,8 @@ static void plan_text(ptc_buf *b, const ptc_kernel *k, const gplan *p)
         p->packed_add);
     for (int g = 0; g < k->ngroups; g++)
         ptc_buf_printf(b, " %d", p->red_lanes[g]);
+    if (p->col) /* only there: the keys of other kernels stay as they were */
+        ptc_buf_printf(b, " columns %d fields %d", p->block / p->team, p->col_fields);
     ptc_buf_puts(b, " loc");
     for (int i = 0; i < k->nlocal; i++)
         ptc_buf_printf(b, " %d@%lld", p->loc[i], (long long)p->loc_off[i]);
@@ -480,7 +482,9 @@ static int gen_begin(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_
         if (f == 0)
             snprintf(fm->entry, sizeof fm->entry, "%s", out->entry);
         else
-            snprintf(fm->entry, sizeof fm->entry, "%s_t%d", out->entry, plans[f].team);
+            snprintf(fm->entry, sizeof fm->entry, "%s_%c%d", out->entry, plans[f].col ? 'c' : 't',
+                     plans[f].team);
+        fm->col = plans[f].col;
         fm->team = plans[f].team;
         fm->block = plans[f].block;
         fm->smem = (int)((plans[f].block / plans[f].team) * plans[f].smem_team + plans[f].smem_red);
