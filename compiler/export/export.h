@@ -44,7 +44,7 @@
  * version-2 tensor file pinned by its XXH64; 3: a CUDA kernel over symbolic
  * sizes is there with its 64-bit index variant; 4: weights.bin is pinned by
  * the XXH64 of each 4 MiB chunk, which loading checks in parallel. */
-enum { PTC_PACKAGE_FORMAT = 4 };
+enum { PTC_PACKAGE_FORMAT = 5 };
 
 typedef struct ptc_model ptc_model;
 

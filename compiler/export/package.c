@@ -373,6 +373,8 @@ static const char *const FORMAT_ADDED[PTC_PACKAGE_FORMAT + 1] = {
     [3] = "the 64-bit index variant of each CUDA kernel over symbolic sizes (for calls past 2^30 "
           "elements)",
     [4] = "weights.bin pinned by the XXH64 of each 4 MiB chunk, checked in parallel",
+    [5] = "CUDA kernels that read their random-number offset from a device cell too (so CUDA "
+          "graphs draw anew at each replay)",
 };
 
 /* Refuses a manifest of format version fv, naming what this ptc expected. */

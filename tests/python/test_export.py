@@ -399,16 +399,17 @@ def test_an_older_format_is_refused_at_load(tmp_path):
 
     def older(d):
         m = json.loads((d / "manifest.json").read_text())
-        assert m["format_version"] == 4
+        assert m["format_version"] == 5
         m["format_version"] = 3
         pin = m["files"]["weights.bin"]
         m["files"]["weights.bin"] = "xxh64:%s:%d" % (pin["xxh64"][0], pin["bytes"])
         (d / "manifest.json").write_text(json.dumps(m))
 
     bad = corrupt(pkg, tmp_path, "older", older)
-    message = ("package format version 3, sealed by an older ptc: this ptc reads version 4, whose "
+    message = ("package format version 3, sealed by an older ptc: this ptc reads version 5, whose "
                "packages also carry weights.bin pinned by the XXH64 of each 4 MiB chunk, checked "
-               "in parallel")
+               "in parallel; CUDA kernels that read their random-number offset from a device "
+               "cell too")
     with pytest.raises(ValueError, match=message) as info:
         ptc.load(bad)
     assert str(bad / "manifest.json") in str(info.value) and "\n" not in str(info.value)

@@ -477,12 +477,17 @@ START_TEST(packages_of_another_format_are_refused_at_load)
     make_package();
     set_format_version(PTC_PACKAGE_FORMAT - 1);
     assert_refused("manifest.json",
-                   "package format version 3, sealed by an older ptc: this ptc reads version 4, "
-                   "whose packages also carry weights.bin pinned by the XXH64 of each 4 MiB "
-                   "chunk");
+                   "package format version 4, sealed by an older ptc: this ptc reads version 5, "
+                   "whose packages also carry CUDA kernels that read their random-number offset "
+                   "from a device cell too");
     set_format_version(PTC_PACKAGE_FORMAT - 2);
     assert_refused("manifest.json",
-                   "package format version 2, sealed by an older ptc: this ptc reads version 4, "
+                   "package format version 3, sealed by an older ptc: this ptc reads version 5, "
+                   "whose packages also carry weights.bin pinned by the XXH64 of each 4 MiB "
+                   "chunk, checked in parallel; CUDA kernels");
+    set_format_version(2);
+    assert_refused("manifest.json",
+                   "package format version 2, sealed by an older ptc: this ptc reads version 5, "
                    "whose packages also carry the 64-bit index variant of each CUDA kernel over "
                    "symbolic sizes (for calls past 2^30 elements); weights.bin pinned by");
     ptc_error err;
@@ -492,7 +497,7 @@ START_TEST(packages_of_another_format_are_refused_at_load)
     set_format_version(PTC_PACKAGE_FORMAT); /* the package as sealed loads */
     ptc_model_free(load_ok());
     set_format_version(PTC_PACKAGE_FORMAT + 1);
-    assert_refused("manifest.json", "package format version 5, this ptc reads version 4: load it "
+    assert_refused("manifest.json", "package format version 6, this ptc reads version 5: load it "
                                     "with the ptc that sealed it");
     remove_package();
 }
@@ -538,9 +543,12 @@ static int compiled_for(const ptc_graph *g, int sms)
  * a warp's share on one of 114 or 78 — a plan
  * that differs by device, which the package holds for each planned count
  * (a package with only the 132-SM plan, as before, made the 114 and 78 SM
- * loads generate PTX). */
+ * loads generate PTX). Column mode (split column reductions, the default)
+ * plans this sum alike on the three planned counts, so the row plans are
+ * asked for (PTC_CUDA_SPLIT_COLUMNS=0), the ones that differ. */
 START_TEST(ptx_is_planned_for_each_gpu_of_its_arch)
 {
+    setenv("PTC_CUDA_SPLIT_COLUMNS", "0", 1);
     static const char rows[] = "# ptc ir v1\n"
                                "graph forward(%x: f32[4096,2000] cuda) {\n"
                                "  %0 = sum(%x, [0]) : f32[2000]\n"
@@ -556,6 +564,7 @@ START_TEST(ptx_is_planned_for_each_gpu_of_its_arch)
     ck_assert_int_eq(compiled_for(m->graphs[0], 16), 0); /* a warp's share, as on 114 */
     ptc_module_free(m);
     remove_package();
+    unsetenv("PTC_CUDA_SPLIT_COLUMNS");
 }
 END_TEST
 #endif
