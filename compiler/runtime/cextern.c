@@ -148,19 +148,22 @@ static int run_bmm(const ptc_tensor *a, const ptc_tensor *b, ptc_tensor *out, pt
     return 0;
 }
 
-/* out = beta * self (broadcast) + alpha * out */
+/* out = beta * self (broadcast) + alpha * out; out may be strided (a
+ * matmul result with padded rows). */
 static void add_scaled(ptc_tensor *out, const ptc_tensor *self, double alpha, double beta)
 {
     int64_t n = ptc_tensor_numel(out), idx[PTC_MAX_DIMS] = {0};
     for (int64_t o = 0; o < n; o++) {
-        int64_t off = 0;
+        int64_t off = 0, at = 0;
         for (int d = 0; d < self->ndim; d++) {
             int od = d + out->ndim - self->ndim;
             off += self->sizes[d] == 1 ? 0 : idx[od] * self->strides[d];
         }
-        double p = ptc_load_f64((char *)out->data + o * (int64_t)ptc_dtype_size(out->dtype), out->dtype);
-        double v = (beta == 0 ? 0 : beta * ld(self, off)) + alpha * p;
-        ptc_store_f64((char *)out->data + o * (int64_t)ptc_dtype_size(out->dtype), out->dtype, v);
+        for (int d = 0; d < out->ndim; d++)
+            at += idx[d] * out->strides[d];
+        char *dst = (char *)out->data + at * (int64_t)ptc_dtype_size(out->dtype);
+        double v = (beta == 0 ? 0 : beta * ld(self, off)) + alpha * ptc_load_f64(dst, out->dtype);
+        ptc_store_f64(dst, out->dtype, v);
         for (int d = out->ndim - 1; d >= 0; d--) {
             if (++idx[d] < out->sizes[d])
                 break;
@@ -169,16 +172,16 @@ static void add_scaled(ptc_tensor *out, const ptc_tensor *self, double alpha, do
     }
 }
 
-/* out (f32, contiguous 2-d) = self broadcast over it. */
+/* out (f32, 2-d, rows possibly padded) = self broadcast over it. */
 static void add_scaled_init(ptc_tensor *out, const ptc_tensor *self)
 {
-    int64_t M = out->sizes[0], N = out->sizes[1];
+    int64_t M = out->sizes[0], N = out->sizes[1], r = out->strides[0], c = out->strides[1];
     float *o = out->data;
     int64_t s0 = self->ndim == 2 && self->sizes[0] != 1 ? self->strides[0] : 0;
     int64_t s1 = self->ndim >= 1 && self->sizes[self->ndim - 1] != 1 ? self->strides[self->ndim - 1] : 0;
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++)
-            o[i * N + j] = (float)ld(self, i * s0 + j * s1);
+            o[i * r + j * c] = (float)ld(self, i * s0 + j * s1);
 }
 
 /* ---- convolution ---------------------------------------------------------------------- */

@@ -261,3 +261,18 @@ def test_boundary_copies_on_the_cpu_equal_eager(pad_on_cpu, tmp_path, device="cp
              if n == "kernels.txt"]
     names = re.findall(r"^kernel \d+ \S+?_((?:un)?pad_rows):", "".join(texts), re.M)
     assert sorted(names) == ["pad_rows", "unpad_rows"], names
+
+
+def test_c_externs_write_padded_results_through_their_strides(monkeypatch):
+    """ptc-run's own addmm (no torch: the C externs) writes a result with
+    padded rows through its strides: it wrote the bias and the scaled sum
+    contiguous, so a padded [8,10] result (rows of 12) came back wrong from
+    row 1 on, as `ptc-run --backend cuda --check` of examples/mlp.ptir did on
+    the GPU, where padding is the default."""
+    monkeypatch.setenv("PTC_PAD_MM", "1")
+    root = os.environ.get("PTC_SOURCE_DIR") or os.path.join(os.path.dirname(__file__), "..", "..")
+    mlp = os.path.join(root, "examples", "mlp.ptir")
+    plan = ptcio.ptc_run("--emit=kernels", mlp)
+    assert "padded rows" in plan.stdout, plan.stdout[:400]
+    r = ptcio.ptc_run("--check", "--all", mlp)
+    assert r.returncode == 0, r.stdout[-1500:] + r.stderr[-1500:]
