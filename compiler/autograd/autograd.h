@@ -60,15 +60,6 @@ typedef struct ptc_partition {
 
 int ptc_autograd_partition(const ptc_joint *j, ptc_partition *out, ptc_error *err);
 
-/* How p's saved values pass from its forward to its backward, for layout
- * planning (ptc_compile_opts.saved_outputs, saved_from): *saved_outputs
- * [forward outputs] marks the outputs only the backward reads (the computed
- * saved values, after the primal outputs); *saved_from [backward inputs]
- * gives the forward output each input is, or -1 (a saved primal input, a
- * tangent). Both malloc'd; -1 with err when out of memory. */
-int ptc_partition_saved_links(const ptc_partition *p, bool **saved_outputs, int **saved_from,
-                              ptc_error *err);
-
 /* Whether op has a derivative rule; if not, why (a static string). */
 bool ptc_autograd_has_rule(ptc_op op, const char **why);
 

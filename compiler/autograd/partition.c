@@ -344,26 +344,3 @@ int ptc_autograd_partition(const ptc_joint *jt, ptc_partition *out, ptc_error *e
     }
     return 0;
 }
-
-int ptc_partition_saved_links(const ptc_partition *p, bool **saved_outputs, int **saved_from,
-                              ptc_error *err)
-{
-    const ptc_graph *fw = p->forward, *bw = p->backward;
-    bool *saved = calloc((size_t)fw->noutputs + 1, sizeof *saved);
-    int *from = malloc(sizeof *from * ((size_t)bw->ninputs + 1));
-    *saved_outputs = saved;
-    *saved_from = from;
-    if (!saved || !from)
-        return ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "out of memory");
-    int ncomputed = 0;
-    for (int k = 0; k < p->nsaved; k++)
-        ncomputed += p->saved_input[k] < 0;
-    int next = fw->noutputs - ncomputed;
-    for (int i = 0; i < bw->ninputs; i++) {
-        bool computed = i < p->nsaved && p->saved_input[i] < 0;
-        from[i] = computed ? next++ : -1;
-        if (computed)
-            saved[from[i]] = true;
-    }
-    return 0;
-}

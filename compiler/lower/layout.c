@@ -40,23 +40,6 @@ static bool is_conv2d(const ptc_lnode *n)
     return n->nxin >= 2 && n->xin[0].ndim == 4 && n->xin[1].ndim == 4;
 }
 
-/* A 2-d convolution's backward (grad_output, input, weight -> the input's
- * and the weight's gradients, or the weight's alone): cuDNN runs it in the
- * layout of its operands and returns both gradients in it. */
-static bool is_conv2d_backward(const ptc_lnode *n)
-{
-    if (n->kind != PTC_LN_EXTERN || n->xkind != PTC_XK_HOST || n->out[0] < 0 ||
-        (n->xnode->op != PTC_OP_CONVOLUTION_BACKWARD &&
-         n->xnode->op != PTC_OP_CONVOLUTION_BACKWARD_WEIGHT))
-        return false;
-    return n->nxin == 3 && n->xin[0].ndim == 4 && n->xin[1].ndim == 4 && n->xin[2].ndim == 4;
-}
-
-static bool is_conv(const ptc_lnode *n)
-{
-    return is_conv2d(n) || is_conv2d_backward(n);
-}
-
 /* The view reads all of buffer b in its own order (offset 0, its shape and
  * strides). */
 static bool whole_view(const ptc_lview *v, const ptc_lbuf *b)
@@ -90,41 +73,28 @@ static bool renamable_writer(const ptc_lprog *p, const ptc_lnode *n)
     return true;
 }
 
-/* Buffer b may be stored channels-last: a 4-d temporary, or a graph output
- * that only a later program reads (a training forward's saved value, whose
- * reader is told its layout: ptc_compile_opts.saved_outputs). */
-static bool permutable(const ptc_lbuf *b, const bool *saved)
+/* Can node w's outputs be stored channels-last? 4-d temporaries written by a
+ * renamable node or a 2-d convolution. */
+static bool can_permute(const ptc_lprog *p, const ptc_lnode *w)
 {
-    return (b->kind == PTC_LB_TEMP || (b->kind == PTC_LB_OUTPUT && saved[b->id])) && !b->removed &&
-           b->ndim == 4 && !b->permuted;
-}
-
-/* Can node w's outputs be stored channels-last? Those of a renamable node
- * (all or none: it iterates in one order) or a convolution's (each on its
- * own: a convolution backward's weight gradient may be a graph output). */
-static bool can_permute(const ptc_lprog *p, const ptc_lnode *w, const bool *saved)
-{
-    if (!w || w->out[0] < 0)
+    if (!w || (!is_conv2d(w) && !renamable_writer(p, w)))
         return false;
-    if (is_conv(w))
-        return permutable(p->bufs[w->out[0]], saved);
-    if (!renamable_writer(p, w))
-        return false;
-    for (int o = 0; o < 2; o++)
-        if (w->out[o] >= 0 && !permutable(p->bufs[w->out[o]], saved))
+    for (int o = 0; o < 2; o++) {
+        const ptc_lbuf *b = w->out[o] >= 0 ? p->bufs[w->out[o]] : NULL;
+        if (b && (b->kind != PTC_LB_TEMP || b->removed || b->ndim != 4 || b->permuted))
             return false;
-    return true;
+    }
+    return w->out[0] >= 0;
 }
 
-/* Does node n read a channels-last buffer (planned, or a graph input with
- * channels-last strides) at its own batch and channel (load index dims 0
- * and 1 are variables 0 and 1)? */
-static bool follows_channels_last(const ptc_lnode *n, const bool *cl, const bool *cl_input)
+/* Does node n read a channels-last buffer at its own batch and channel
+ * (load index dims 0 and 1 are variables 0 and 1)? */
+static bool follows_channels_last(const ptc_lnode *n, const bool *cl)
 {
     for (int i = 0; i < n->body.n; i++) {
         const ptc_lexpr *e = &n->body.e[i];
-        if (e->op == PTC_L_LOAD && (cl[e->buf] || cl_input[e->buf]) && e->nidx == 4 &&
-            ptc_ix_is_var(e->idx[0], 0) && ptc_ix_is_var(e->idx[1], 1))
+        if (e->op == PTC_L_LOAD && cl[e->buf] && e->nidx == 4 && ptc_ix_is_var(e->idx[0], 0) &&
+            ptc_ix_is_var(e->idx[1], 1))
             return true;
     }
     return false;
@@ -184,72 +154,45 @@ static void find_unfollowable(ptc_arena *a, const ptc_lprog *p, bool *bad)
     }
 }
 
-/* Stores w's permutable outputs channels-last (want) or not. */
-static void set_outputs(const ptc_lprog *p, const ptc_lnode *w, const bool *saved, bool *cl,
-                        bool want)
+static void set_outputs(const ptc_lnode *w, bool *cl, bool v)
 {
     for (int o = 0; o < 2; o++)
-        if (w->out[o] >= 0 && permutable(p->bufs[w->out[o]], saved))
-            cl[w->out[o]] = want;
-}
-
-void ptc_layout_channels_last_strides(ptc_arena *a, const ptc_dim *shape, ptc_dim *strides)
-{
-    for (int d = 0; d < 4; d++)
-        strides[d] = stored_stride(a, shape, d);
-}
-
-/* A graph input whose strides are channels-last (a saved value its
- * forward stored so: ptc_compile_opts.saved_from). */
-static bool channels_last_input(ptc_arena *a, const ptc_lbuf *b)
-{
-    if (b->kind != PTC_LB_INPUT || b->ndim != 4)
-        return false;
-    ptc_dim want[4];
-    ptc_layout_channels_last_strides(a, b->shape, want);
-    for (int d = 0; d < 4; d++)
-        if (!(ptc_dim_is_static(b->shape[d]) && b->shape[d].value == 1) &&
-            !ptc_dim_eq(b->strides[d], want[d]))
-            return false;
-    return true;
+        if (w->out[o] >= 0)
+            cl[w->out[o]] = v;
 }
 
 /* Chooses the channels-last buffers (cl[b]); returns how many writers store
- * channels-last. saved: the outputs that may be (permutable). */
-static int choose(ptc_arena *a, const ptc_lprog *p, const bool *saved, bool *cl)
+ * channels-last. */
+static int choose(ptc_arena *a, const ptc_lprog *p, bool *cl)
 {
     int n = 0;
-    /* a convolution's operand that ptc writes (its input, a weight cast
-     * under autocast, a backward's gradient) is written channels-last,
-     * unless the convolution's result must be contiguous (a graph output):
-     * torch would return it channels-last and the runtime copy it, and
-     * given one contiguous operand cuDNN converts it every call */
+    /* a convolution's input or weight that ptc writes (a weight cast under
+     * autocast) is written channels-last, unless the convolution's result
+     * must be contiguous (a graph output): torch would return it
+     * channels-last and the runtime copy it, and given a contiguous weight
+     * torch's convolution copies it into its input's layout every call */
     for (int i = 0; i < p->nnodes; i++) {
         const ptc_lnode *c = p->nodes[i];
-        if (!c || !is_conv(c) || !can_permute(p, c, saved))
+        if (!c || !is_conv2d(c) || !can_permute(p, c))
             continue;
-        for (int k = 0; k < c->nxin; k++) {
+        for (int k = 0; k < 2; k++) {
             const ptc_lbuf *in = c->xin[k].buf >= 0 ? p->bufs[c->xin[k].buf] : NULL;
-            if (in && in->def >= 0 && can_permute(p, p->nodes[in->def], saved) &&
+            if (in && in->def >= 0 && can_permute(p, p->nodes[in->def]) &&
                 whole_view(&c->xin[k], in))
-                set_outputs(p, p->nodes[in->def], saved, cl, true);
+                set_outputs(p->nodes[in->def], cl, true);
         }
     }
     bool *bad = calloc((size_t)p->nbufs + 1, 1);
-    bool *cl_input = calloc((size_t)p->nbufs + 1, 1);
     find_unfollowable(a, p, bad);
-    for (int b = 0; b < p->nbufs; b++)
-        cl_input[b] = channels_last_input(a, p->bufs[b]);
     for (int i = 0; i < p->nnodes; i++) {
         const ptc_lnode *w = p->nodes[i];
-        if (!can_permute(p, w, saved))
+        if (!can_permute(p, w))
             continue;
-        bool want = cl[w->out[0]] || is_conv(w) || follows_channels_last(w, cl, cl_input);
+        bool want = cl[w->out[0]] || is_conv2d(w) || follows_channels_last(w, cl);
         want = want && !bad[w->out[0]] && (w->out[1] < 0 || !bad[w->out[1]]);
-        set_outputs(p, w, saved, cl, want);
+        set_outputs(w, cl, want);
         n += want;
     }
-    free(cl_input);
     free(bad);
     return n;
 }
@@ -380,33 +323,19 @@ static bool planning_off(bool contiguous)
     return contiguous;
 }
 
-/* Per buffer: a graph output whose every use as an output is saved. */
-static bool *saved_buffers(const ptc_lprog *p, const bool *saved_outputs)
-{
-    bool *saved = calloc((size_t)p->nbufs + 1, 1);
-    for (int i = 0; saved_outputs && i < p->noutputs; i++)
-        saved[p->outputs[i]] = true;
-    for (int i = 0; i < p->noutputs; i++)
-        if (!saved_outputs || !saved_outputs[i])
-            saved[p->outputs[i]] = false;
-    return saved;
-}
-
-int ptc_layout_plan(ptc_lprog *p, bool contiguous, const bool *saved_outputs)
+int ptc_layout_plan(ptc_lprog *p, bool contiguous)
 {
     bool any_conv = false;
     for (int i = 0; i < p->nnodes && !any_conv; i++)
-        any_conv = p->nodes[i] && is_conv(p->nodes[i]);
+        any_conv = p->nodes[i] && is_conv2d(p->nodes[i]);
     if (!any_conv || planning_off(contiguous))
         return 0;
     bool *cl = calloc((size_t)p->nbufs + 1, 1);
-    bool *saved = saved_buffers(p, saved_outputs);
-    int n = choose(p->arena, p, saved, cl);
+    int n = choose(p->arena, p, cl);
     if (n > 0) {
         n += convert_inputs(p, &cl);
         apply(p->arena, p, cl);
     }
-    free(saved);
     free(cl);
     return n;
 }

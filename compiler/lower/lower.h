@@ -335,20 +335,12 @@ void ptc_lbody_print(ptc_buf *b, const ptc_lbody *body, const char *const *names
  * channels-last (a permuted buffer: NHWC storage of an NCHW value), so the
  * convolutions read and write channels-last tensors and the pointwise,
  * normalisation and pooling kernels between them iterate in that order.
- * Graph inputs and outputs keep their layout, except the outputs marked in
- * saved_outputs (NULL: none; [graph outputs]), which only a later program
- * reads and which are stored channels-last where the chain's temporaries
- * would be; a convolution reading a contiguous input gets a converted copy.
- * A convolution backward (its gradients) is planned as a convolution, and a
- * graph input with channels-last strides is followed as a channels-last
- * buffer. Run before scheduling; returns the number of nodes made to write
- * channels-last: none with contiguous (a CPU training program's choice) or
- * PTC_LAYOUT=contiguous; PTC_LAYOUT=channels_last plans even where
- * contiguous is asked. */
-int ptc_layout_plan(ptc_lprog *p, bool contiguous, const bool *saved_outputs);
-/* The element strides of a 4-d NCHW tensor of `shape` stored channels-last
- * (NHWC), as its logical strides[4]. */
-void ptc_layout_channels_last_strides(ptc_arena *a, const ptc_dim *shape, ptc_dim *strides);
+ * Graph inputs and outputs keep their layout; a convolution reading a
+ * contiguous input gets a converted copy. Run before scheduling; returns the
+ * number of nodes made to write channels-last: none with contiguous (a CPU
+ * training program's choice) or PTC_LAYOUT=contiguous; PTC_LAYOUT=
+ * channels_last plans even where contiguous is asked. */
+int ptc_layout_plan(ptc_lprog *p, bool contiguous);
 /* The logical sizes and element strides of buffer b (its own when it is not
  * permuted), given its stored sizes: contiguous in the stored order, or the
  * padded rows of a padded buffer. */
@@ -489,8 +481,6 @@ typedef struct ptc_sched_opts {
                               block's 1024; 0 or 1: one thread, the CPU) */
     bool contiguous_layouts; /* no channels-last planning (ptc_layout_plan) */
     bool pad_matmuls;        /* aligned matmul operands by default (ptc_pad_plan) */
-    const bool *saved_outputs; /* [graph outputs] that may be stored channels-last
-                                * (ptc_layout_plan), or NULL */
 } ptc_sched_opts;
 
 /* Fuses a loop program (modified: inlined producers are removed) into kernels

@@ -201,8 +201,7 @@ static int stage_kernels(pipe_t *s)
 {
     double t0 = ptc_now_ms();
     ptc_program *p = s->p;
-    ptc_sched_opts so = {.contiguous_layouts = s->o && s->o->contiguous_layouts,
-                         .saved_outputs = s->o ? s->o->saved_outputs : NULL};
+    ptc_sched_opts so = {.contiguous_layouts = s->o && s->o->contiguous_layouts};
     /* a GPU wants thousands of outer iterations per kernel, not a few per
        core, and runs each with a team of up to a block's threads */
     if (p->backend == PTC_BACKEND_CUDA) {
@@ -392,36 +391,8 @@ static void merge_metrics(pipe_t *s)
             ptc_metrics_add_all(dst[d], &s->m, NULL);
 }
 
-/* The inputs that are saved values of the batch's first program (from;
- * ptc_compile_opts.saved_from) are declared in the layout it stores them
- * in: channels-last where its layout planning stored the output permuted. */
-static int take_saved_layouts(pipe_t *s, const ptc_program *from)
-{
-    const int *src = s->o ? s->o->saved_from : NULL;
-    if (!src)
-        return 0;
-    if (!from || !from->sched)
-        return ptc_errorf(s->err, PTC_ERR_INTERNAL, "loops",
-                          "saved_from needs the saving program compiled first (ptc_compile_all)");
-    ptc_graph *g = s->p->graph;
-    for (int i = 0; i < g->ninputs; i++) {
-        const ptc_lbuf *lb = src[i] >= 0 ? from->prog->bufs[from->prog->outputs[src[i]]] : NULL;
-        if (!lb || !lb->permuted || g->inputs[i]->type.ndim != 4)
-            continue;
-        ptc_ttype *types[2] = {&g->inputs[i]->type, &s->p->in_types[i]};
-        ptc_arena *arenas[2] = {g->arena, s->p->arena};
-        for (int k = 0; k < 2; k++) {
-            ptc_layout_channels_last_strides(arenas[k], types[k]->shape, types[k]->strides);
-            types[k]->layout = PTC_LAYOUT_STRIDED;
-        }
-    }
-    return 0;
-}
-
-/* compile_front's checks and stages; from: the batch's first program, if
- * this is a later one (take_saved_layouts). */
-static int front_stages(pipe_t *s, const ptc_graph *g, const ptc_compile_opts *opts,
-                        const ptc_program *from, ptc_error *err)
+/* compile_front's checks and stages. */
+static int front_stages(pipe_t *s, const ptc_graph *g, const ptc_compile_opts *opts, ptc_error *err)
 {
     ptc_backend backend = opts ? opts->backend : PTC_BACKEND_CPU;
 #ifndef PTC_HAVE_CUDA
@@ -454,7 +425,7 @@ static int front_stages(pipe_t *s, const ptc_graph *g, const ptc_compile_opts *o
         if (ptc_accuracy_enabled())
             p->source = ptc_graph_clone(g, NULL);
         rc = memory_left(s, g, "capture", 0) || memory_left(s, g, "prims", stage_prims(s, g)) ||
-             take_saved_layouts(s, from) || memory_left(s, g, "loops", stage_loops(s)) ||
+             memory_left(s, g, "loops", stage_loops(s)) ||
              memory_left(s, g, "kernels", stage_kernels(s));
     }
     return rc;
@@ -464,12 +435,12 @@ static int front_stages(pipe_t *s, const ptc_graph *g, const ptc_compile_opts *o
  * s->p is the program once the checks pass; -1 with err when a stage
  * failed (compile_finish releases it). */
 static int compile_front(pipe_t *s, const ptc_graph *g, const ptc_compile_opts *opts,
-                         const ptc_program *from, ptc_error *err)
+                         ptc_error *err)
 {
     ptc_log_init();
     *s = (pipe_t){.o = opts, .err = err};
     double t0 = ptc_now_ms();
-    int rc = front_stages(s, g, opts, from, err);
+    int rc = front_stages(s, g, opts, err);
     s->spent_ms += ptc_now_ms() - t0;
     return rc;
 }
@@ -505,7 +476,7 @@ static ptc_program *compile_finish(pipe_t *s, int rc)
 ptc_program *ptc_compile(const ptc_graph *g, const ptc_compile_opts *opts, ptc_error *err)
 {
     pipe_t s, *code = &s;
-    int rc = compile_front(&s, g, opts, NULL, err);
+    int rc = compile_front(&s, g, opts, err);
     if (rc == 0 && needs_code(&s))
         rc = stage_codegen(&code, 1, err);
     return compile_finish(&s, rc);
@@ -523,7 +494,7 @@ int ptc_compile_all(const ptc_graph *const *gs, const ptc_compile_opts *const *o
     }
     int rc = 0, begun = 0, ncode = 0;
     for (; begun < n && rc == 0; begun++) {
-        rc = compile_front(&ss[begun], gs[begun], opts[begun], begun ? ss[0].p : NULL, err);
+        rc = compile_front(&ss[begun], gs[begun], opts[begun], err);
         if (rc == 0 && needs_code(&ss[begun]))
             code[ncode++] = &ss[begun];
     }

@@ -604,12 +604,10 @@ static int alloc_output(const ptc_program *p, const ptc_exec_alloc *a, int i, pt
         ptc_tensor_retain(&outs[i]);
         return 0;
     }
-    /* allocated in the buffer's stored order: a saved value layout planning
-       stored channels-last is handed out with channels-last strides */
     const ptc_ttype *t = &p->out_types[i];
     int64_t sizes[PTC_MAX_DIMS];
     for (int d = 0; d < t->ndim; d++)
-        sizes[d] = ptc_exec_dim(a->b, lb->permuted ? lb->shape[d] : t->shape[d]);
+        sizes[d] = ptc_exec_dim(a->b, t->shape[d]);
     ptc_tensor *o = &outs[i];
     int rc = a->host && a->host->alloc
                  ? a->host->alloc(a->host->ctx, o, t->dtype, t->ndim, sizes, a->device, err)
@@ -619,8 +617,6 @@ static int alloc_output(const ptc_program *p, const ptc_exec_alloc *a, int i, pt
     if (ptc_tensor_numel(o) > 0 && !ptc_tensor_is_contiguous(o))
         return ptc_errorf(err, PTC_ERR_RUNTIME, "runtime",
                           "the host allocated output %d non-contiguous", i);
-    if (lb->permuted)
-        ptc_lbuf_logical(lb, sizes, o->sizes, o->strides);
     bufptr[b] = ptc_tensor_numel(o) ? o->data : a->empty;
     return 0;
 }
@@ -819,16 +815,15 @@ static void result_as_output(const ptc_program *p, int buf, ptc_exec_kept *kept)
     ptc_tensor_release(t);
 }
 
-/* Output buffer lb has its graph output's sizes (in stored order where
- * layout planning permuted it): it is not a reshape of the output (lower.c),
- * so a result of the buffer's sizes can be the output. */
+/* Output buffer lb has its graph output's sizes: it is not a reshape of
+ * the output (lower.c), so a result of the buffer's sizes can be the output. */
 static bool shaped_as_output(const ptc_program *p, const ptc_lbuf *lb)
 {
     const ptc_ttype *t = &p->out_types[lb->output];
     if (t->ndim != lb->ndim)
         return false;
     for (int d = 0; d < t->ndim; d++)
-        if (!ptc_dim_eq(t->shape[lb->permuted ? lb->perm[d] : d], lb->shape[d]))
+        if (!ptc_dim_eq(t->shape[d], lb->shape[d]))
             return false;
     return true;
 }

@@ -57,15 +57,6 @@ typedef struct ptc_compile_opts {
                                  * copied contiguous) */
     bool contiguous_layouts;    /* no channels-last layout planning unless
                                  * PTC_LAYOUT=channels_last (ptc_layout_plan) */
-    /* Optional, [graph outputs]: the values only the next program of a
-     * ptc_compile_all batch reads (a training forward's saved values); layout
-     * planning may store them channels-last (ptc_layout_plan), the output
-     * tensor then has channels-last strides. */
-    const bool *saved_outputs;
-    /* Optional, [graph inputs]: the output of the batch's first program that
-     * input i is (a training backward's saved value), or -1: the input is
-     * declared in the layout that program stores it in. ptc_compile_all only. */
-    const int *saved_from;
     /* Optional, [graph outputs]: the input whose memory output i may be
      * written into (its new value, which the caller copies into that input
      * after the run), -1 for none. Where the schedule allows it

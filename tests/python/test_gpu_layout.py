@@ -41,14 +41,6 @@ def test_training_graphs_plan_layouts_cuda(tmp_path):
     cases.test_training_graphs_plan_layouts(tmp_path, None, "cuda")
 
 
-def test_autocast_training_step_in_one_layout_equals_eager_cuda(tmp_path):
-    cases.test_autocast_training_step_in_one_layout_equals_eager(tmp_path, None, "cuda")
-
-
-def test_saved_convolution_results_are_torchs_tensors_cuda():
-    cases.test_saved_convolution_results_are_torchs_tensors(None, "cuda")
-
-
 def test_symbolic_batch_cuda():
     cases.test_symbolic_batch("cuda")
 

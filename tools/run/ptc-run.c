@@ -4,7 +4,6 @@
  *           [--cuda-arch sm_NN] [--check] [--stats] [--trace DIR] [--no-cache]
  *           [--seed N | --inputs FILE] [--sym NAME=VALUE[,VALUE...]]... [--repeat N]
  *           [--save-outputs FILE] [--graph NAME | --all] GRAPH.ptir
- *   ptc-run --train --emit=prims|loops|kernels|llvm|ptx [--backend cpu|cuda] GRAPH.ptir
  *   ptc-run --package DIR --inputs FILE [--backend cpu|cuda] [--stats] [--repeat N]
  *           [--save-outputs FILE]
  *
@@ -23,11 +22,6 @@
  * file (each with its own generated inputs) instead of the first. The cuda
  * backend copies the inputs to the GPU and the outputs back; --emit=ptx (or
  * --cuda-arch) compiles for a named architecture without needing a GPU.
- * --train compiles a captured graph as a compiled-autograd training step
- * does (its joint graph over the inputs marked `grad`, split into a forward
- * and a backward compiled together, the backward reading the saved values
- * in the layouts the forward stored them in) and prints the stage of both,
- * the forward's first: the CUDA plan of a training step without a GPU.
  * --package runs a model exported by ptc.export (a package folder) through the
  * C API of export/export.h, with no Python: the package is verified, its
  * kernels loaded, and the inputs (by name: the exported paths, args[0]...,
@@ -35,11 +29,9 @@
  * Exit status: 0 ok, 1 runtime, compile or check failure, 2 bad input
  * (a refused package or input).
  */
-#include "autograd/autograd.h"
 #include "export/export.h"
 #include "logs/logs.h"
 #include "ops/ops.h"
-#include "passes/passes.h"
 #include "pipeline/pipeline.h"
 
 #include <math.h>
@@ -58,7 +50,7 @@ typedef struct options {
     const char *emit;
     const char *backend;
     const char *trace;
-    bool check, stats, no_cache, all, train;
+    bool check, stats, no_cache, all;
     const char *inputs;
     const char *save_outputs;
     const char *graph;
@@ -84,8 +76,6 @@ static void usage(FILE *f)
         "               [--cuda-arch sm_NN] [--check] [--stats] [--trace DIR] [--no-cache]\n"
         "               [--seed N | --inputs FILE] [--sym NAME=VALUE[,VALUE...]]... [--repeat N]\n"
         "               [--save-outputs FILE] [--graph NAME | --all] GRAPH.ptir\n"
-        "       ptc-run --train --emit=prims|loops|kernels|llvm|ptx [--backend cpu|cuda] "
-        "GRAPH.ptir\n"
         "       ptc-run --package DIR --inputs FILE [--backend cpu|cuda] [--stats] [--repeat N]\n"
         "               [--save-outputs FILE]\n");
 }
@@ -197,8 +187,6 @@ static int parse_args(int argc, char **argv, options *o)
             o->no_cache = true;
         } else if (strcmp(argv[i], "--all") == 0) {
             o->all = true;
-        } else if (strcmp(argv[i], "--train") == 0) {
-            o->train = true;
         } else if ((v = ptc_cli_opt(argc, argv, &i, "--inputs", NULL))) {
             o->inputs = v;
         } else if ((v = ptc_cli_opt(argc, argv, &i, "--save-outputs", NULL))) {
@@ -249,8 +237,6 @@ static int parse_args(int argc, char **argv, options *o)
                             o->backend);
     if (!o->backend && o->emit && strcmp(o->emit, "ptx") == 0)
         o->backend = "cuda";
-    if (!o->backend && o->train) /* a training step's plan: CUDA's, where layouts are planned */
-        o->backend = "cuda";
     if (!o->backend)
         o->backend = o->check || (o->emit && strcmp(o->emit, "ptir") != 0) ? "cpu" : "reference";
     bool cuda = strcmp(o->backend, "cuda") == 0;
@@ -271,11 +257,6 @@ static int parse_args(int argc, char **argv, options *o)
     if (o->nsizes > 1 && (o->inputs || o->save_outputs || o->emit))
         return ptc_cli_fail(TOOL, "a --sym list runs several sizes: it excludes --inputs, "
                                   "--save-outputs and --emit");
-    if (o->train && (!o->emit || strcmp(o->emit, "ptir") == 0 || o->all || o->check ||
-                     strcmp(o->backend, "reference") == 0))
-        return ptc_cli_fail(TOOL, "--train prints a stage of a training step's compile: it needs "
-                                  "--emit (not ptir) and the cpu or cuda backend, and excludes "
-                                  "--all and --check");
     if (o->all && (o->graph || o->inputs || o->save_outputs || o->emit))
         return ptc_cli_fail(TOOL,
                             "--all runs every graph with generated inputs: it excludes --graph, "
@@ -850,54 +831,6 @@ static int run_graph(const options *o, const ptc_graph *g, session *ss)
     return rc;
 }
 
-/* --train: g's joint graph over its inputs marked `grad`, partitioned, and
- * both halves compiled together as backend_train.c does (CPU: contiguous
- * layouts unless PTC_LAYOUT says otherwise); prints each program's stage. */
-static int emit_training(const options *o, const ptc_graph *g)
-{
-    ptc_error err;
-    ptc_joint j = {0};
-    ptc_partition part = {0};
-    bool *wants = calloc((size_t)g->ninputs + 1, sizeof *wants), *saved_outputs = NULL;
-    int *saved_from = NULL;
-    for (int i = 0; wants && i < g->ninputs; i++)
-        wants[i] = g->inputs[i]->type.requires_grad;
-    ptc_graph *prims = wants ? ptc_decompose_for_autograd(g, &err) : NULL;
-    int rc = !prims || ptc_simplify(prims, &err) ||
-             ptc_autograd_joint(prims, wants, NULL, &j, &err) ||
-             ptc_autograd_partition(&j, &part, &err) ||
-             ptc_partition_saved_links(&part, &saved_outputs, &saved_from, &err);
-    bool cpu = strcmp(o->backend, "cpu") == 0;
-    ptc_compile_opts co = {.backend = cpu ? PTC_BACKEND_CPU : PTC_BACKEND_CUDA,
-                           .cuda_sm = o->cuda_sm,
-                           .no_cache = o->no_cache,
-                           .keep_text = true,
-                           .contiguous_layouts = cpu};
-    ptc_compile_opts fw = co, bw = co;
-    fw.saved_outputs = saved_outputs;
-    bw.saved_from = saved_from;
-    const ptc_graph *gs[2] = {part.forward, part.backward};
-    const ptc_compile_opts *os[2] = {&fw, &bw};
-    ptc_program *ps[2] = {NULL, NULL};
-    rc = rc || ptc_compile_all(gs, os, 2, ps, &err);
-    for (int k = 0; rc == 0 && k < 2; k++) {
-        const char *t = ptc_program_text(ps[k], o->emit);
-        printf("# %s\n%s", k ? "backward" : "forward", t ? t : "");
-    }
-    for (int k = 0; k < 2; k++)
-        if (ps[k])
-            ptc_program_release(ps[k]);
-    free(wants);
-    free(saved_outputs);
-    free(saved_from);
-    free(part.saved_input);
-    ptc_graph_free(part.forward);
-    ptc_graph_free(part.backward);
-    ptc_graph_free(j.graph);
-    ptc_graph_free(prims);
-    return rc ? report(o, g, &err, 1) : 0;
-}
-
 /* ---- packages (ptc.export) ------------------------------------------------------------- */
 
 /* The package's inputs, named by their exported paths (x, input_ids). */
@@ -1111,7 +1044,7 @@ int main(int argc, char **argv)
             break;
         if (o.all)
             printf("graph %s:\n", g->name);
-        rc = o.train ? emit_training(&o, g) : run_graph(&o, g, &ss);
+        rc = run_graph(&o, g, &ss);
     }
     if (ss.trace)
         ptc_trace_close(ss.trace);

@@ -101,14 +101,9 @@ int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_comp
  * which the program may write itself (ptc_compile_opts.output_inputs): a
  * forward's BatchNorm statistics. All or nothing: -1 with err, the first
  * failure (the forward's before the backward's). */
-typedef struct cap_saved_links {
-    const bool *saved_outputs; /* [forward outputs]: only the backward reads it */
-    const int *saved_from;     /* [backward inputs]: the forward output it is, or -1 */
-} cap_saved_links;
 int cap_runtime_compile_training(const ptc_graph *forward, const int *output_inputs,
-                                 const ptc_graph *backward, const cap_saved_links *links,
-                                 void **forward_program, void **backward_program,
-                                 ptc_trace_compile *tc, ptc_error *err);
+                                 const ptc_graph *backward, void **forward_program,
+                                 void **backward_program, ptc_trace_compile *tc, ptc_error *err);
 /* Runs a compiled program on torch tensors; outputs receive new references.
  * The first nconsumed inputs are references the caller hands over: each is
  * released (and set to NULL) after the last step that reads it, or at the

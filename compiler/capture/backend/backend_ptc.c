@@ -69,19 +69,6 @@ static ptc_storage *torch_owned(PyObject *tensor, ptc_tensor *t)
     return &ts->s;
 }
 
-/* Output t, whose memory torch tensor ts->s.owner holds: the tensor itself,
- * or, where it holds t in stored order (a saved value layout planning
- * stored channels-last was allocated [N,H,W,C]), its NCHW view. */
-static PyObject *output_of_owner(const torch_storage *ts, const ptc_tensor *t)
-{
-    PyObject *owner = (PyObject *)ts->s.owner;
-    bool stored_nhwc = t->ndim == 4 && ts->as.ndim == 4 &&
-                       (memcmp(ts->as.sizes, t->sizes, 4 * sizeof *t->sizes) != 0 ||
-                        memcmp(ts->as.strides, t->strides, 4 * sizeof *t->strides) != 0);
-    return stored_nhwc ? PyObject_CallMethod(owner, "permute", "(iiii)", 0, 3, 1, 2)
-                       : Py_NewRef(owner);
-}
-
 /* The torch tensor that owns t's memory laid out as t (a new reference), or
  * NULL. */
 static PyObject *owner_view(const ptc_tensor *t)
@@ -888,10 +875,7 @@ int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_comp
 }
 
 /* Layouts of a training step: on CUDA the convolution chains are planned
- * channels-last, as for inference (cuDNN's fast layout), end to end: the
- * forward stores the saved values of a chain channels-last and the backward
- * declares them so (links), its convolution backwards and the gradients
- * between them planned as the forward's chain. On the CPU both
+ * channels-last, as for inference (cuDNN's fast layout). On the CPU both
  * halves keep contiguous layouts: oneDNN's convolution backward is slower on
  * channels-last tensors at training shapes (resnet18, batch 8 at 64x64:
  * forward + backward 157 ms contiguous against 217 ms channels-last on this
@@ -899,8 +883,7 @@ int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_comp
  * gradient channels-last, which AccumulateGrad's layout contract then copies
  * (ptc._autograd); PTC_LAYOUT=channels_last plans them all the same. */
 static ptc_compile_opts training_opts(const ptc_graph *g, bool backward, const int *output_inputs,
-                                      const cap_saved_links *links, ptc_trace_compile *tc,
-                                      ptc_metrics *backward_times)
+                                      ptc_trace_compile *tc, ptc_metrics *backward_times)
 {
     ptc_backend backend = on_cuda(g) ? PTC_BACKEND_CUDA : PTC_BACKEND_CPU;
     /* the backward's stage files would overwrite the forward's */
@@ -909,8 +892,6 @@ static ptc_compile_opts training_opts(const ptc_graph *g, bool backward, const i
                               .metrics = backward && tc ? backward_times : NULL,
                               .extern_output_layouts = backward,
                               .contiguous_layouts = backend == PTC_BACKEND_CPU,
-                              .saved_outputs = backward ? NULL : links->saved_outputs,
-                              .saved_from = backward ? links->saved_from : NULL,
                               .trace_keeps_captured = true,
                               .output_inputs = output_inputs};
 }
@@ -918,13 +899,12 @@ static ptc_compile_opts training_opts(const ptc_graph *g, bool backward, const i
 /* Both halves are compiled together (ptc_compile_all): one compile worker
  * makes the code of the forward's and the backward's kernels. */
 int cap_runtime_compile_training(const ptc_graph *forward, const int *output_inputs,
-                                 const ptc_graph *backward, const cap_saved_links *links,
-                                 void **forward_program, void **backward_program,
-                                 ptc_trace_compile *tc, ptc_error *err)
+                                 const ptc_graph *backward, void **forward_program,
+                                 void **backward_program, ptc_trace_compile *tc, ptc_error *err)
 {
     ptc_metrics backward_times = {0};
-    ptc_compile_opts opts[2] = {training_opts(forward, false, output_inputs, links, tc, NULL),
-                                training_opts(backward, true, NULL, links, tc, &backward_times)};
+    ptc_compile_opts opts[2] = {training_opts(forward, false, output_inputs, tc, NULL),
+                                training_opts(backward, true, NULL, tc, &backward_times)};
     const ptc_graph *gs[2] = {forward, backward};
     const ptc_compile_opts *os[2] = {&opts[0], &opts[1]};
     cap_program *cps[2] = {program_for(forward, &opts[0], err), NULL};
@@ -1145,7 +1125,7 @@ int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, int n
         else if (cp->layout && cp->layout[i].perm[0] >= 0)
             outputs[i] = unpermute((PyObject *)s->owner, &cp->layout[i]);
         else
-            outputs[i] = output_of_owner((const torch_storage *)s, &outs[i]);
+            outputs[i] = Py_NewRef((PyObject *)s->owner);
         if (!outputs[i])
             goto done;
     }

@@ -398,8 +398,6 @@ static int build(const ptc_graph *g, const bool *written, const int *output_inpu
 {
     bool *wants = calloc((size_t)g->ninputs + 1, sizeof *wants);
     int *fwd_writes = NULL;
-    bool *saved_outputs = NULL;
-    int *saved_from = NULL;
     int rc = -1;
     if (!wants) {
         ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "out of memory");
@@ -420,10 +418,9 @@ static int build(const ptc_graph *g, const bool *written, const int *output_inpu
                ptc_trace_graph(tc, "forward", p->forward, err) ||
                ptc_trace_graph(tc, "backward", p->backward, err)))
         goto done;
-    if (forward_writes(g, output_inputs, p, &fwd_writes, err) || ptc_partition_saved_links(p, &saved_outputs, &saved_from, err) ||
-        cap_runtime_compile_training(p->forward, fwd_writes, p->backward,
-                                     &(cap_saved_links){saved_outputs, saved_from}, &t->forward,
-                                     &t->backward, tc, err))
+    if (forward_writes(g, output_inputs, p, &fwd_writes, err) ||
+        cap_runtime_compile_training(p->forward, fwd_writes, p->backward, &t->forward, &t->backward,
+                                     tc, err))
         goto done;
     keep_heap(p->backward);
     if (!(t->written_into = written_pairs(fwd_writes, g->noutputs))) {
@@ -434,8 +431,6 @@ static int build(const ptc_graph *g, const bool *written, const int *output_inpu
 done:
     free(wants);
     free(fwd_writes);
-    free(saved_outputs);
-    free(saved_from);
     return rc;
 }
 
