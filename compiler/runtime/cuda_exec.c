@@ -166,7 +166,8 @@ static int alloc_outputs(crun *r, int t)
                         .own = own_alloc,
                         .ctx = r,
                         .empty = (void *)(uintptr_t)r->dev->zeros,
-                        .inputs = r->inputs};
+                        .inputs = r->inputs,
+                        .extern_results_are_outputs = r->kept.outs != NULL};
     return ptc_exec_alloc_outputs(r->p, &a, t, &r->outputs_made, r->outs, r->bufptr, r->err);
 }
 
@@ -929,6 +930,7 @@ int ptc_exec_cuda(ptc_program *p, const ptc_tensor *inputs, int ninputs, ptc_ten
     const ptc_schedule *s = p->sched;
     r.bufptr = calloc((size_t)lp->nbufs + 1, sizeof *r.bufptr);
     r.outs = calloc((size_t)p->noutputs + 1, sizeof *r.outs);
+    r.kept.outs = r.outs; /* extern results become graph outputs without a copy */
     r.form = calloc((size_t)s->nkernels + 1, sizeof *r.form);
     r.wide = calloc((size_t)s->nkernels + 1, sizeof *r.wide);
     pick_forms(&r);

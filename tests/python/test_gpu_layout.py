@@ -48,3 +48,29 @@ def test_symbolic_batch_cuda():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_max_pool_is_pointwise_cuda(dtype, tmp_path):
     small.test_max_pool_is_pointwise_and_equals_eager(dtype, tmp_path, "cuda")
+
+
+def test_saved_convolution_results_are_torchs_tensors_cuda():
+    """A CUDA training forward's convolution results, saved for the backward
+    (graph outputs), are the tensors torch's convolution returned: the CUDA
+    runtime copied each into a tensor it allocated (a Memcpy DtoD per saved
+    convolution result, 53 in a resnet50 training forward), where the CPU's
+    hands them over."""
+    nn = torch.nn
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                      nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8)).cuda().train()
+    x = torch.randn(2, 3, 16, 16, device="cuda")
+    import ptc
+    compiled = ptc.compile(m)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        compiled(x).float().sum().backward()  # compiles
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                                torch.profiler.ProfilerActivity.CUDA]) as prof:
+            out = compiled(x)
+            torch.cuda.synchronize()
+    copies = [e.name for e in prof.events() if e.name in ("aten::copy_", "Memcpy DtoD (Device -> Device)")]
+    assert copies == [], copies
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        ref = m(x)
+    torch.testing.assert_close(out.float(), ref.float(), rtol=2e-2, atol=2e-2)
