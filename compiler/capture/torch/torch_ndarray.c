@@ -460,25 +460,65 @@ static int binary_operands(cap_trace *T, PyObject **a, PyObject **b, bool *tenso
     return CAP_NEXT;
 }
 
+/* a ** b where numpy's values and torch's agree bit for bit: an integer
+ * array to a power that is a non-negative integer, and a float array
+ * squared (numpy's x ** 2 is square(x), x * x). */
+static bool exact_power(PyObject *a, PyObject *b)
+{
+    if (!cap_is_traced_numpy(a) || ((cap_tensor *)a)->numpy != CAP_NP_ARRAY)
+        return false;
+    PyObject *num = cap_is_numpy_scalar(b)                 ? cap_numpy_scalar_number(b)
+                    : PyLong_Check(b) || PyFloat_Check(b) ? Py_NewRef(b)
+                                                          : NULL;
+    double v = num ? PyFloat_AsDouble(num) : -1;
+    bool integer = num && PyLong_Check(num);
+    Py_XDECREF(num);
+    PyErr_Clear();
+    return ptc_dtype_is_float(cap_val(a)->type.dtype) ? v == 2.0 : integer && v >= 0;
+}
+
+/* a ** b where exact_power(a, b): x * x for floats, torch.pow for ints. */
+static int np_power(cap_trace *T, PyObject *a, PyObject *b, PyObject **out)
+{
+    bool square = ptc_dtype_is_float(cap_val(a)->type.dtype);
+    PyObject *fn = operator_fn("pow"), *args = fn ? PyTuple_Pack(2, a, b) : NULL;
+    int rc = CAP_ERR;
+    if (args) {
+        cap_np_op op = {.what = "**", .fn = fn, .args = args,
+                        .torch = square ? "torch.mul" : "torch.pow", .noperands = 2,
+                        .operands = {a, square ? a : b}, .cast = CAP_NP_CAST_OUT};
+        rc = cap_np_apply(T, &op, out);
+    }
+    Py_XDECREF(fn);
+    Py_XDECREF(args);
+    return rc;
+}
+
 static int np_binop(cap_trace *T, int op, PyObject *a, PyObject *b, PyObject **out)
 {
     int k = op & 0xff, i = 0, n = (int)(sizeof binops / sizeof binops[0]);
     while (i < n && binops[i].nb != k)
         i++;
-    if (i == n)
-        return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH,
-                           "numpy's %s on a traced array (numpy's kernels round or sign zeros "
-                           "otherwise than torch's; ptc traces + - * / // @ & | ^)",
-                           k == CAP_NB_POWER ? "**" : k == CAP_NB_REMAINDER ? "%" : "shift");
     bool tensor_result;
     int rc = binary_operands(T, &a, &b, &tensor_result);
     if (rc != CAP_NEXT)
         return rc;
+    if (i == n && !(k == CAP_NB_POWER && exact_power(a, b))) {
+        Py_DECREF(a);
+        Py_DECREF(b);
+        return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH,
+                           "numpy's %s on a traced array (numpy's kernels round or sign zeros "
+                           "otherwise than torch's; ptc traces + - * / // @ & | ^, and ** of "
+                           "integers and ** 2)",
+                           k == CAP_NB_POWER ? "**" : k == CAP_NB_REMAINDER ? "%" : "shift");
+    }
     PyObject *self = a; /* an outside array is written through its input's view */
     bool inplace = (op & CAP_NB_INPLACE) && cap_is_tensor(self) &&
                    ((cap_tensor *)self)->numpy == CAP_NP_ARRAY;
     if (tensor_result && (op & CAP_NB_INPLACE))
         rc = cap_t_break(T, CAP_B_TENSOR_DATA, "an in-place operator between a tensor and an array");
+    else if (i == n)
+        rc = np_power(T, a, b, out);
     else
         rc = np_operator(T, binops[i].py, binops[i].torch, CAP_NP_CAST_OUT, a, b, tensor_result,
                          out);
@@ -502,7 +542,7 @@ static int np_binop(cap_trace *T, int op, PyObject *a, PyObject *b, PyObject **o
         Py_DECREF(self);
         PyErr_Clear();
         return cap_t_break(T, CAP_B_TRACE_ERROR, "numpy's in-place %s cannot cast its result",
-                           binops[i].py);
+                           i < n ? binops[i].py : "pow");
     }
     Py_DECREF(ok);
     rc = cap_inplace(T, (cap_tensor *)self, res, out);
