@@ -271,3 +271,17 @@ def test_numpy_calls_without_a_traced_array_run_as_before():
         return x * np.float32(np.sqrt(4.0)), np.maximum(1, 2)
 
     check(f, x23(), graphs=(1, 0))
+
+
+def test_arrays_of_dynamic_size_stay_in_one_graph():
+    """Sizes turn symbolic at the second call (dynamic=None): numpy is asked
+    for dtypes on proxies of this call's sizes, the torch ops check them."""
+    def f(x):
+        a = x.numpy()
+        return (a * 2).sum(axis=0), a[1:].max(axis=1), a.shape[0] + 1, np.concatenate([a, a])
+
+    compiled = ptc.compile(f, backend="eager")
+    for n in (2, 4, 5):
+        x = torch.arange(n * 3.0).reshape(n, 3)
+        assert described(compiled(x)) == described(f(x))
+    assert [e for e in compiled._events() if e.get("break")] == []

@@ -88,12 +88,20 @@ PyObject *cap_np_proxy(cap_trace *T, PyObject *o)
     }
     PyObject *shape = one ? PyTuple_New(tt->ndim) : NULL;
     for (int i = 0; shape && i < tt->ndim; i++) {
+        /* a symbolic size at this call's value: numpy's dtype and kind do
+           not depend on sizes, and the torch op checks them symbolically */
+        int64_t size = tt->shape[i].value;
         if (!ptc_dim_is_static(tt->shape[i])) {
-            Py_CLEAR(shape);
-            cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "numpy on an array of dynamic shape");
-            break;
+            PyObject *d = cap_dim_obj(T, tt->shape[i]);
+            size = d && cap_is_symint(d) ? ((cap_symint *)d)->hint : -1;
+            Py_XDECREF(d);
         }
-        PyTuple_SetItem(shape, i, PyLong_FromLongLong(tt->shape[i].value));
+        if (size < 0) {
+            Py_CLEAR(shape);
+            if (!PyErr_Occurred())
+                cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "numpy on an array of unknown size");
+        } else
+            PyTuple_SetItem(shape, i, PyLong_FromLongLong(size));
     }
     if (shape)
         r = PyObject_CallMethod(np, "broadcast_to", "OO", one, shape);
