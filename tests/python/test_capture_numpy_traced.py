@@ -285,3 +285,23 @@ def test_arrays_of_dynamic_size_stay_in_one_graph():
         x = torch.arange(n * 3.0).reshape(n, 3)
         assert described(compiled(x)) == described(f(x))
     assert [e for e in compiled._events() if e.get("break")] == []
+
+
+@pytest.mark.parametrize("backend", ["eager", "ptc"])
+def test_numpy_of_cuda_tensors_is_eagers(backend):
+    """x.numpy() of a CUDA tensor raises TypeError in eager: ptc runs it for
+    real (PTC-B003), where torch.compile copies to the CPU (numpy(force=True));
+    x.cpu().numpy() is traced. Skipped without a GPU."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device visible to torch")
+    x = torch.arange(6.0, device="cuda").reshape(2, 3)
+    with pytest.raises(TypeError):
+        ptc.compile(lambda t: t.numpy() * 2, backend=backend)(x)
+
+    def f(t):
+        a = t.cpu().numpy()
+        return (a * 2).sum(axis=0), t * 2
+
+    compiled = ptc.compile(f, backend=backend)
+    assert described(compiled(x)) == described(f(x))
+    assert counts(compiled) == (1, 0)
