@@ -7,7 +7,10 @@
  * code on it is traced as torch ops (torch_npfuncs.c for np.<func>), and
  * an array that leaves the graph (returned, or alive at a break) is rebuilt
  * as tensor.numpy() of its value (entry.c's NUMPY recipe), sharing an
- * argument's memory where eager's array does.
+ * argument's memory where eager's array does. An array passed in is a
+ * view of its graph input (torch_numpy.c) once numpy code uses it: its
+ * operators (interp/values.c asks cap_hooks.is_outside_array), methods and
+ * items (trace/objects.c); writes to it are written back after the graph.
  *
  * Dtypes and result kinds are numpy's own: each operation first runs for
  * real on proxies, zero-size-in-memory arrays of the operands' dtypes and

@@ -4,12 +4,15 @@
  * ("numpy.sum", torch_table.c) whose handler finds its entry here: how its
  * arguments map onto a torch op, and the dtype that op computes in. Dtypes
  * and result kinds are numpy's own (cap_np_oracle). A call with no traced
- * array among its operands is not traced here (CAP_NONE): it runs as any C
- * function does, except array() and asarray() of a list of numbers, which
- * become graph constants, and the creation functions (zeros, ones, arange,
- * linspace), which become graph ops with numpy's float64 and int64
- * defaults. ndarray methods are rows named "ndarray.X" bound to the array
- * (cap_np_method_row); most are the numpy function of the same name.
+ * array among its operands is the value of the real call where its
+ * arguments are numbers (constants: np.sqrt(2.0); an array of them, such
+ * as np.array([1.0, 2.0]), a graph constant), graph ops for the creation
+ * functions (zeros, ones, arange, linspace, with numpy's float64 and int64
+ * defaults), and otherwise not traced here (CAP_NONE): it runs as any C
+ * function does. ndarray methods are rows named "ndarray.X" bound to the
+ * array (cap_np_method_row); most are the numpy function of the same name.
+ * The attributes of traced arrays are here too, as they hand out those
+ * rows.
  */
 #include "capture/torch/torch.h"
 
