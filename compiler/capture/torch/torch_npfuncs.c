@@ -181,6 +181,12 @@ static int reduction(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
                      PyDict_SetItemString(t_kw, "keepdim", keep) < 0
                  ? CAP_ERR
                  : CAP_NEXT;
+    /* numpy's var and std divide by n (ddof=0), torch's by n - 1 unless told */
+    bool ddof0 = strcmp(f->name, "var") == 0 || strcmp(f->name, "std") == 0;
+    PyObject *zero = rc == CAP_NEXT && ddof0 ? PyLong_FromLong(0) : NULL;
+    if (zero && PyDict_SetItemString(t_kw, "correction", zero) < 0)
+        rc = CAP_ERR;
+    Py_XDECREF(zero);
     if (rc == CAP_NEXT) {
         cap_np_op op = {.what = f->name, .fn = fn, .torch = f->torch, .cast = f->cast,
                         .torch_kwargs = t_kw};
@@ -189,6 +195,39 @@ static int reduction(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
     }
     Py_XDECREF(np_kw);
     Py_XDECREF(t_kw);
+    return rc;
+}
+
+/* cumsum(a, axis=None): torch's cumsum along axis, of the flattened array
+ * without one. */
+static int cumulative(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
+{
+    static const char *const names[] = {"a", "axis", NULL};
+    PyObject *a = ARG(0, "a"), *axis = ARG(1, "axis");
+    if (!a || !cap_is_traced_numpy(a))
+        return a && cap_is_ndarray(a) ? unsupported(c, "of an array from outside") : CAP_NONE;
+    if (extra_args(c, 2, names))
+        return unsupported(c, "with arguments other than axis");
+    PyObject *flat = NULL, *dim = axis && axis != Py_None ? Py_NewRef(axis) : PyLong_FromLong(0);
+    PyObject *args = axis && axis != Py_None ? NULL : Py_BuildValue("(O(i))", a, -1);
+    int rc = !dim || (!args && !(axis && axis != Py_None)) ? CAP_ERR : CAP_NEXT;
+    if (rc == CAP_NEXT && args)
+        rc = cap_np_torch(c->T, "Tensor.reshape", args, NULL, &flat);
+    if (flat && cap_np_mark(flat, CAP_NP_ARRAY) < 0)
+        rc = CAP_ERR;
+    PyObject *kw = rc == CAP_NEXT ? Py_BuildValue("{sO}", "dim", dim) : NULL;
+    if (rc == CAP_NEXT) {
+        cap_np_op op = {.what = f->name, .fn = fn, .torch = f->torch, .cast = f->cast,
+                        .torch_kwargs = kw};
+        PyObject *ops[1] = {flat ? flat : a};
+        PyObject *np_kw = axis ? Py_BuildValue("{sO}", "axis", axis) : NULL;
+        rc = kw && (np_kw || !axis) ? apply(c, &op, ops, 1, np_kw, out) : CAP_ERR;
+        Py_XDECREF(np_kw);
+    }
+    Py_XDECREF(flat);
+    Py_XDECREF(dim);
+    Py_XDECREF(args);
+    Py_XDECREF(kw);
     return rc;
 }
 
@@ -484,6 +523,13 @@ static const npfn funcs[] = {
     {"amin", reduction, "torch.amin", NONE},
     {"argmax", reduction, "torch.argmax", NONE},
     {"argmin", reduction, "torch.argmin", NONE},
+    {"prod", reduction, "torch.prod", OUT},
+    {"any", reduction, "torch.any", NONE},
+    {"all", reduction, "torch.all", NONE},
+    {"var", reduction, "torch.var", OUT},
+    {"std", reduction, "torch.std", OUT},
+    {"cumsum", cumulative, "torch.cumsum", OUT},
+    {"square", ufunc, "torch.square", OUT},
     {"exp", ufunc, "torch.exp", OUT},
     {"log", ufunc, "torch.log", OUT},
     {"sqrt", ufunc, "torch.sqrt", OUT},
@@ -606,7 +652,8 @@ int cap_th_np_method(cap_tcall *c, PyObject **out)
 static cap_tmap methods[] = {
     METHOD("sum") METHOD("mean") METHOD("max") METHOD("min") METHOD("argmax") METHOD("argmin")
     METHOD("clip") METHOD("reshape") METHOD("transpose") METHOD("astype") METHOD("copy")
-    METHOD("flatten") METHOD("item") METHOD("tolist")
+    METHOD("flatten") METHOD("item") METHOD("tolist") METHOD("prod") METHOD("any") METHOD("all")
+    METHOD("var") METHOD("std") METHOD("cumsum")
 };
 #undef METHOD
 

@@ -211,7 +211,8 @@ cap_tmap cap_tmaps[] = {
     NP("true_divide") NP("floor_divide") NP("maximum") NP("minimum") NP("matmul") NP("dot")
     NP("where") NP("clip") NP("concatenate") NP("stack") NP("reshape") NP("transpose")
     NP("zeros_like") NP("ones_like") NP("zeros") NP("ones") NP("arange") NP("linspace")
-    NP("asarray") NP("array")
+    NP("asarray") NP("array") NP("prod") NP("any") NP("all") NP("var") NP("std") NP("cumsum")
+    NP("square")
     FX("torch.scalar_tensor", tensor_const, -1, "") NPT("torch.from_numpy", np_from_numpy)
     MXI("fill_", fill, -1, "") MXI("zero_", zero, -1, "") MXI("copy_", copy, -1, "")
     /* values needed in Python: breaks */
