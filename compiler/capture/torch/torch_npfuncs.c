@@ -53,6 +53,22 @@ static int unsupported(cap_tcall *c, const char *what)
                        c->m->name + (strncmp(c->m->name, "numpy.", 6) == 0 ? 6 : 0), what);
 }
 
+/* The call's array (*a: its first argument, numpy's `a`, borrowed) where
+ * it is a traced one and the call passes no argument but names (the first
+ * one positional or named `a`, the rest in order): CAP_NEXT; CAP_NONE where
+ * it is no array (not traced here), a break for an array from outside or
+ * other arguments. */
+static int array_call(cap_tcall *c, const char *const *names, PyObject **a)
+{
+    int n = 0;
+    while (names[n])
+        n++;
+    *a = ARG(0, "a");
+    if (!*a || !cap_is_traced_numpy(*a))
+        return *a && cap_is_ndarray(*a) ? unsupported(c, "of an array from outside") : CAP_NONE;
+    return extra_args(c, n, names) ? unsupported(c, "with these arguments") : CAP_NEXT;
+}
+
 /* Takes operand v (cap_np_take) into *slot; *traced is set when it is a
  * traced array or scalar. */
 static int operand(cap_tcall *c, PyObject *v, PyObject **slot, bool *traced)
@@ -203,14 +219,13 @@ static int reduction(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
 static int cumulative(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
 {
     static const char *const names[] = {"a", "axis", NULL};
-    PyObject *a = ARG(0, "a"), *axis = ARG(1, "axis");
-    if (!a || !cap_is_traced_numpy(a))
-        return a && cap_is_ndarray(a) ? unsupported(c, "of an array from outside") : CAP_NONE;
-    if (extra_args(c, 2, names))
-        return unsupported(c, "with arguments other than axis");
+    PyObject *a, *axis = ARG(1, "axis");
+    int rc = array_call(c, names, &a);
+    if (rc != CAP_NEXT)
+        return rc;
     PyObject *flat = NULL, *dim = axis && axis != Py_None ? Py_NewRef(axis) : PyLong_FromLong(0);
     PyObject *args = axis && axis != Py_None ? NULL : Py_BuildValue("(O(i))", a, -1);
-    int rc = !dim || (!args && !(axis && axis != Py_None)) ? CAP_ERR : CAP_NEXT;
+    rc = !dim || (!args && !(axis && axis != Py_None)) ? CAP_ERR : CAP_NEXT;
     if (rc == CAP_NEXT && args)
         rc = cap_np_torch(c->T, "Tensor.reshape", args, NULL, &flat);
     if (flat && cap_np_mark(flat, CAP_NP_ARRAY) < 0)
@@ -409,14 +424,13 @@ static int ranged(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
 static int like(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
 {
     static const char *const names[] = {"a", "dtype", NULL};
-    PyObject *a = ARG(0, "a"), *d = ARG(1, "dtype");
-    if (!a || !cap_is_traced_numpy(a))
-        return a && cap_is_ndarray(a) ? unsupported(c, "of an array from outside") : CAP_NONE;
-    if (extra_args(c, 2, names))
-        return unsupported(c, "with these arguments");
+    PyObject *a, *d = ARG(1, "dtype");
+    int rc = array_call(c, names, &a);
+    if (rc != CAP_NEXT)
+        return rc;
     cap_np_result r;
     PyObject *args = PyTuple_Pack(1, a), *kw = d ? Py_BuildValue("{sO}", "dtype", d) : NULL;
-    int rc = args && (kw || !d) ? cap_np_oracle(c->T, f->name, fn, args, kw, &r) : CAP_ERR;
+    rc = args && (kw || !d) ? cap_np_oracle(c->T, f->name, fn, args, kw, &r) : CAP_ERR;
     if (rc == CAP_NEXT)
         rc = made(c, f->torch, args, r.dtype, r.kind, out);
     Py_XDECREF(args);
