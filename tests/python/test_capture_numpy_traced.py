@@ -309,3 +309,22 @@ def test_numpy_of_cuda_tensors_is_eagers(backend):
     compiled = ptc.compile(f, backend=backend)
     assert described(compiled(x)) == described(f(x))
     assert counts(compiled) == (1, 0)
+
+
+@pytest.mark.parametrize("backend", ["eager", "ptc"])
+def test_arrays_of_detached_tensors_in_a_graph_that_requires_grad(backend):
+    """y.detach().cpu().numpy() (metrics next to a differentiable result) is
+    traced; y itself keeps its gradient."""
+    def f(x, w):
+        y = x @ w
+        a = y.detach().cpu().numpy()
+        return (a * 2).sum(axis=1), w.detach().numpy().mean(), y.sum()
+
+    w = torch.ones(3, 2, requires_grad=True)
+    compiled = ptc.compile(f, backend=backend, fullgraph=True)
+    got, want = compiled(x23(), w), f(x23(), w)
+    assert described(got[:2]) == described(want[:2])
+    assert got[2].requires_grad and torch.equal(got[2].detach(), want[2].detach())
+    assert counts(compiled) == (1, 0)
+    got[2].backward()
+    assert w.grad.tolist() == [[5.0, 5.0], [7.0, 7.0], [9.0, 9.0]]
