@@ -129,10 +129,13 @@ FILE_ORDER = {
                "calls.c", "ops_flow.c", "ops_data.c", "loop.c"],
     # the binder first; the special handlers; the call path, which knows the
     # handlers that draw random numbers; the table naming every handler; the
-    # symbolic tensor type, which sets the tables up and fills the hook tables
+    # symbolic tensor type, which sets the tables up and fills the hook tables;
+    # numpy's arrays of traced tensors (torch_ndarray.c, then np.<func> in
+    # torch_npfuncs.c) sit above the call path and below the table
     "torch": ["torch_map.c", "torch_strides.c", "torch_permviews.c", "torch_builtins.c", "torch_numpy.c",
               "torch_ops.c", "torch_nn.c", "torch_shape.c", "torch_composite.c", "torch_query.c", "torch_einsum.c",
-              "torch_foreach.c", "torch_call.c", "torch_table.c", "torch_types.c"],
+              "torch_foreach.c", "torch_call.c", "torch_ndarray.c", "torch_npfuncs.c", "torch_table.c",
+              "torch_types.c"],
     # numpy values (scalars as the numbers torch reads them as, arrays as
     # tensors by from_numpy); breaks, the
     # source table, torch objects, guards, ids, nested runs,

@@ -213,7 +213,7 @@ static bool shareable(PyObject *o)
                                       "types.UnionType", "torch.finfo", "torch.iinfo",
                                       "torch.layout", "torch.memory_format", "torch.qscheme",
                                       "re.Pattern", "types.MappingProxyType",
-                                      "types.TracebackType", NULL};
+                                      "types.TracebackType", "numpy.dtype", NULL};
         types = PyList_New(0);
         for (int i = 0; types && paths[i]; i++) {
             PyObject *t = cap_import_path(paths[i]);
@@ -314,11 +314,41 @@ static bool existing_lru_cache(cap_trace *T, PyObject *o)
 /* container_recipe's answer for an object of another kind */
 enum { NOT_MINE = -2 };
 
+static int tensor_value_recipe(builder *B, cap_tensor *t);
+
+/* A traced numpy array or scalar: tensor.numpy() of its value (a scalar:
+ * its item as numpy's scalar). An array that eager's shares with an
+ * argument (x.numpy(), written in place or not: a chain of same-shape
+ * views, which follow every write) is the argument's. */
+static int numpy_recipe(builder *B, cap_tensor *t)
+{
+    cap_tensor *root = t;
+    while (root->base && root->view_reshape && root->base->v->type.ndim == root->v->type.ndim)
+        root = root->base;
+    bool shares = t->numpy == CAP_NP_ARRAY && root != t && root->input_v && root->src >= 0;
+    /* an array passed in is itself (its writes are done before the recipes run) */
+    if (shares && B->T->src[root->src].kind == CAP_S_FROM_NUMPY &&
+        (root->v == root->input_v || cap_t_is_written(B->T, root)))
+        return add_recipe(B, (cap_recipe){CAP_R_SOURCE, 0, NULL, NULL, B->T->src[root->src].parent});
+    int r = tensor_value_recipe(B, shares ? root : t);
+    int *items = r >= 0 ? malloc(sizeof(int)) : NULL;
+    if (!items)
+        return -1;
+    items[0] = r;
+    return add_recipe(B, (cap_recipe){CAP_R_NUMPY, 1, items, NULL, t->numpy});
+}
+
 /* A graph value: its input, or the graph output that holds it. */
 static int tensor_recipe(builder *B, PyObject *o)
 {
-    cap_trace *T = B->T;
     cap_tensor *t = (cap_tensor *)o;
+    return t->numpy != CAP_NP_TENSOR ? numpy_recipe(B, t) : tensor_value_recipe(B, t);
+}
+
+static int tensor_value_recipe(builder *B, cap_tensor *t)
+{
+    cap_trace *T = B->T;
+    PyObject *o = (PyObject *)t;
     /* an input, maybe written in place (it gets its new value before the recipes run) */
     if (t->input_v && t->src >= 0 && (t->v == t->input_v || cap_t_is_written(T, t)))
         return add_recipe(B, (cap_recipe){CAP_R_SOURCE, 0, NULL, NULL, t->src});

@@ -261,6 +261,14 @@ static PyObject *one(const cap_recipe *r, PyObject **vals, PyObject **outs, PyOb
         return PyLong_FromVoidPtr(rv[r->items[0]]);
     case CAP_R_BIND:
         return PyObject_CallMethod(r->obj, "__get__", "(O)", rv[r->items[0]]);
+    case CAP_R_NUMPY:
+        o = PyObject_CallMethod(rv[r->items[0]], "numpy", NULL);
+        if (o && r->index == CAP_NP_SCALAR) {
+            PyObject *empty = PyTuple_New(0);
+            Py_SETREF(o, empty ? PyObject_GetItem(o, empty) : NULL);
+            Py_XDECREF(empty);
+        }
+        return o;
     }
     PyErr_SetString(cap_InternalError, "ptc: unknown recipe");
     return NULL;

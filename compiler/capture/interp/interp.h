@@ -253,6 +253,9 @@ typedef struct cap_trace_hooks {
     bool (*is_constant)(PyObject *obj);
     bool (*is_tensor)(PyObject *obj);
     bool (*is_real_tensor)(PyObject *obj);
+    /* a numpy array from outside (an argument's, a global's): its
+       operators are numpy's, traced on its graph input */
+    bool (*is_outside_array)(cap_trace *T, PyObject *obj);
     int (*current)(cap_interp *I, PyObject **obj);
     PyObject *(*flow)(cap_trace *T, PyObject *obj);
     /* the handled exceptions of traced except blocks (a list, borrowed) */

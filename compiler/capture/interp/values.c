@@ -250,7 +250,8 @@ int cap_op_binary(cap_interp *I, int op, PyObject *a, PyObject *b, PyObject **ou
     if (I->T) {
         if (cap_hooks.is_real_tensor(a) || cap_hooks.is_real_tensor(b))
             return cap_hooks.real_tensor(I->T, cap_hooks.is_real_tensor(a) ? a : b, "an operator");
-        if (cap_hooks.is_tensor(a) || cap_hooks.is_tensor(b))
+        if (cap_hooks.is_tensor(a) || cap_hooks.is_tensor(b) ||
+            cap_hooks.is_outside_array(I->T, a) || cap_hooks.is_outside_array(I->T, b))
             return cap_hooks.tensor_binary(I->T, op, a, b, out);
         if (op_has_python_dunder(op, a, b))
             return binop_from(I, op, a, b, ST_INPLACE, out);
@@ -284,7 +285,8 @@ int cap_op_compare(cap_interp *I, int cmp, PyObject *a, PyObject *b, PyObject **
     if (I->T) {
         if (cap_hooks.is_real_tensor(a) || cap_hooks.is_real_tensor(b))
             return cap_hooks.real_tensor(I->T, cap_hooks.is_real_tensor(a) ? a : b, "a comparison");
-        if (cap_hooks.is_tensor(a) || cap_hooks.is_tensor(b))
+        if (cap_hooks.is_tensor(a) || cap_hooks.is_tensor(b) ||
+            cap_hooks.is_outside_array(I->T, a) || cap_hooks.is_outside_array(I->T, b))
             return cap_hooks.tensor_compare(I->T, cmp, a, b, out);
         if (op_has_python_dunder(CMP_BASE + cmp, a, b))
             return binop_from(I, CMP_BASE + cmp, a, b, ST_REFLECTED_FIRST, out);
@@ -305,7 +307,7 @@ int cap_op_unary(cap_interp *I, int h, PyObject *a, PyObject **out)
     if (I->T) {
         if (cap_hooks.is_real_tensor(a))
             return cap_hooks.real_tensor(I->T, a, "a unary operator");
-        if (cap_hooks.is_tensor(a))
+        if (cap_hooks.is_tensor(a) || cap_hooks.is_outside_array(I->T, a))
             return cap_hooks.tensor_unary(I->T, h, a, out);
         const char *name = h == H_UNARY_NEGATIVE ? "__neg__"
                            : h == H_UNARY_INVERT ? "__invert__" : "__pos__";

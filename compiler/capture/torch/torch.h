@@ -26,6 +26,10 @@ bool cap_tensor_requires_grad(cap_trace *T, cap_tensor *t);
  * (torch_call.c); the lookups and the tables' set-up are torch_map.c's. */
 int cap_torch_call(cap_trace *T, const cap_tmap *m, PyObject *self, PyObject *const *args,
                    int nargs, PyObject *kwnames, PyObject **out);
+/* The same call with no check of its operands: ptc's own calls on the
+ * tensors of numpy arrays (torch_ndarray.c). */
+int cap_torch_call_traced(cap_trace *T, const cap_tmap *m, PyObject *self, PyObject *const *args,
+                          int nargs, PyObject *kwnames, PyObject **out);
 const cap_tmap *cap_torch_lookup_fn(PyObject *callable);
 const cap_tmap *cap_torch_lookup_method(PyObject *name);
 const char *cap_tmap_name(const cap_tmap *m);
@@ -128,6 +132,7 @@ PyObject *cap_torch_unbind(cap_trace *T, cap_tensor *t);
 #define TM_METHOD 0x1   /* a Tensor method: `self` is bound */
 #define TM_INPLACE 0x2  /* the method's in-place form (add_): writes self */
 #define TM_UNBOUND 0x4  /* torch.Tensor.add used as a function */
+#define TM_NUMPY 0x8    /* takes traced numpy arrays (numpy's functions, torch.from_numpy) */
 
 enum { TP_SCHEMA, TP_INPLACE, TP_IGNORE, TP_MUSTNONE };
 
@@ -215,7 +220,64 @@ typedef int (*cap_ndarray_build)(cap_trace *T, int k, PyObject *x, PyObject *a, 
 int cap_ndarray_operator(cap_trace *T, int k, cap_tensor *x, bool x_requires_grad, PyObject *array,
                          cap_ndarray_build build, PyObject **out);
 
-/* Special handlers (torch_ops.c, torch_shape.c, torch_query.c, torch_numpy.c). */
+/* ---- numpy on traced arrays (torch_ndarray.c, torch_npfuncs.c) ------------------------ */
+
+/* numpy's dtype of ptc dtype dt (new reference), or NULL (bfloat16); the
+ * ptc dtype of numpy dtype d, or -1 (torch_numpy.c). */
+PyObject *cap_numpy_dtype(PyObject *np, ptc_dtype dt);
+int cap_dtype_of_numpy(PyObject *d);
+PyObject *cap_np_module(void);                /* borrowed; NULL before numpy is imported */
+PyObject *cap_np_dtype_of(const cap_tensor *t); /* numpy's dtype of t (new reference) */
+int cap_np_mark(PyObject *o, int kind);       /* o becomes numpy's: cap_numpy_kind */
+PyObject *cap_np_proxy(cap_trace *T, PyObject *o);
+/* numpy's answer for a call: the dtype and kind of its result. */
+typedef struct cap_np_result {
+    int dtype; /* ptc dtype */
+    int kind;  /* cap_numpy_kind */
+} cap_np_result;
+int cap_np_oracle(cap_trace *T, const char *what, PyObject *fn, PyObject *args, PyObject *kwargs,
+                  cap_np_result *r);
+/* The dtype a numpy operation's torch op computes in. */
+typedef enum { CAP_NP_CAST_OUT, CAP_NP_CAST_COMMON, CAP_NP_CAST_NONE } cap_np_cast_policy;
+/* One numpy operation on traced operands, as cap_np_apply builds it. */
+typedef struct cap_np_op {
+    const char *what;        /* numpy's name, for messages */
+    PyObject *fn;            /* numpy's callable, run on proxies for dtype and kind */
+    PyObject *args, *kwargs; /* its arguments (kwargs may be NULL) */
+    const char *torch;       /* torch's op: "torch.add", "Tensor.reshape" */
+    int noperands, skip;     /* torch's leading positional operands; the first skip uncast */
+    PyObject *operands[3];
+    PyObject *extra;         /* further positional arguments of torch's op, or NULL */
+    PyObject *torch_kwargs;  /* or NULL */
+    int cast;                /* cap_np_cast_policy */
+    bool as_tensor;          /* tensor OP array: the result is a tensor */
+} cap_np_op;
+int cap_np_apply(cap_trace *T, const cap_np_op *op, PyObject **out);
+int cap_np_torch(cap_trace *T, const char *path, PyObject *args, PyObject *kwargs, PyObject **out);
+PyObject *cap_np_cast(cap_trace *T, PyObject *v, int dt);
+PyObject *cap_np_operand(cap_trace *T, PyObject *v, int dt);
+int cap_np_finish(cap_trace *T, PyObject *res, const cap_np_result *r, PyObject **out);
+int cap_np_take(cap_trace *T, PyObject *v, const char *what, PyObject **out);
+/* Outside array a as a traced array (its methods, items: objects.c). */
+int cap_np_take_array(cap_trace *T, PyObject *a, PyObject **out);
+bool cap_np_traced_method(PyObject *name);
+/* t.numpy() of a traced tensor: a traced array sharing its memory. */
+int cap_np_of_tensor(cap_trace *T, cap_tensor *t, PyObject **out);
+/* The rows of the hook tables for symbolic tensors and arrays: numpy's
+ * where an operand is a traced array (or an outside one), torch's
+ * (cap_torch_binop...) otherwise; cap_torch_hooks_install fills them in. */
+int cap_np_hook_binop(cap_trace *T, int op, PyObject *a, PyObject *b, PyObject **out);
+int cap_np_hook_compare(cap_trace *T, int cmp, PyObject *a, PyObject *b, PyObject **out);
+int cap_np_hook_unary(cap_trace *T, int h, PyObject *a, PyObject **out);
+int cap_np_hook_getattr(cap_trace *T, cap_tensor *t, PyObject *name, PyObject **out);
+int cap_np_hook_getitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject **out);
+int cap_np_hook_setitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v);
+PyObject *cap_np_hook_unbind(cap_trace *T, cap_tensor *t);
+/* ndarray.X's row, or NULL where ptc does not trace it (torch_npfuncs.c). */
+const cap_tmap *cap_np_method_row(const char *name);
+
+/* Special handlers (torch_ops.c, torch_shape.c, torch_query.c, torch_numpy.c,
+ * torch_ndarray.c, torch_npfuncs.c). */
 #define CAP_SPECIAL_HANDLERS(X)                                                 \
     X(view) X(reshape) X(permute) X(expand) X(expand_as) X(repeat) X(transpose) \
     X(unflatten) X(split) X(chunk) X(size) X(dim) X(numel) X(stride)            \
@@ -234,7 +296,8 @@ int cap_ndarray_operator(cap_trace *T, int k, cap_tensor *x, bool x_requires_gra
     X(isinf) X(nan_to_num) X(isclose) X(dot) X(flip) X(repeat_interleave)       \
     X(tile) X(broadcast_to) X(broadcast_tensors) X(diff) X(pointwise_loss)      \
     X(bce) X(nll_loss) X(cross_entropy) X(stack_dims) X(native_mha)            \
-    X(new) X(type) X(from_numpy)
+    X(new) X(type) X(from_numpy) X(numpy) X(np_func) X(np_method) X(np_from_numpy)      \
+    X(np_tensor_const)
 
 #define X(n) int cap_th_##n(cap_tcall *c, PyObject **out);
 CAP_SPECIAL_HANDLERS(X)

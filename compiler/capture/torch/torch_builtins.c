@@ -19,6 +19,9 @@ static bool comparable_scalars(PyObject *const *args, int nargs)
 {
     if (nargs < 2 || !cap_is_tensor(args[0]))
         return false;
+    for (int i = 0; i < nargs; i++)
+        if (cap_is_traced_numpy(args[i])) /* numpy's comparisons give arrays */
+            return false;
     const ptc_ttype *first = &cap_val(args[0])->type;
     if (!ptc_ttype_is_static(first))
         return false;

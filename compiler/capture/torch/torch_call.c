@@ -46,8 +46,31 @@ static bool draws_random(const cap_tmap *m)
            (m->fn == cap_th_like && (m->op == PTC_OP_RAND || m->op == PTC_OP_RANDN));
 }
 
+/* torch's functions and Tensor's methods raise for a numpy array (but the
+ * rows that take arrays: torch.from_numpy, numpy's own); the call runs for
+ * real, for eager's error. */
+static int numpy_operands(cap_trace *T, const cap_tmap *m, PyObject *self, PyObject *const *args,
+                          int nargs)
+{
+    if (m->flags & TM_NUMPY)
+        return CAP_NEXT;
+    for (int i = -1; i < nargs; i++)
+        if (cap_is_traced_numpy(i < 0 ? self : args[i]))
+            return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH,
+                               "%s of a numpy array (torch takes tensors: torch.from_numpy(a))",
+                               m->name);
+    return CAP_NEXT;
+}
+
 int cap_torch_call(cap_trace *T, const cap_tmap *m, PyObject *self, PyObject *const *args,
                    int nargs, PyObject *kwnames, PyObject **out)
+{
+    int rc = numpy_operands(T, m, self, args, nargs);
+    return rc != CAP_NEXT ? rc : cap_torch_call_traced(T, m, self, args, nargs, kwnames, out);
+}
+
+int cap_torch_call_traced(cap_trace *T, const cap_tmap *m, PyObject *self, PyObject *const *args,
+                          int nargs, PyObject *kwnames, PyObject **out)
 {
     int nkw = kwnames ? (int)PyTuple_Size(kwnames) : 0;
     PyObject *buf[40];

@@ -1,9 +1,9 @@
 /* torch.from_numpy, and torch.tensor and torch.as_tensor of an ndarray, and
- * tensor operators with one (x + a), in the trace. ptc does not trace numpy
- * itself (a numpy call or an ndarray's method runs for real at a break, and
- * .numpy() of a traced tensor is a break, PTC-B003), so the arrays a traced
- * function hands torch come from outside the graph: arguments, globals,
- * attributes, or values made before a break. Each is a tensor input of the
+ * tensor operators with one (x + a), in the trace. An array the trace made
+ * (t.numpy(), numpy code on it: torch_ndarray.c) is its tensor, shared as
+ * from_numpy shares memory. Other arrays a traced function hands torch come
+ * from outside the graph: arguments, globals, attributes, or values made
+ * before a break. Each is a tensor input of the
  * graph (trace.h's CAP_S_FROM_NUMPY source): torch.from_numpy of the array,
  * made again on every call and guarded like any tensor input (dtype, sizes,
  * strides), so the tensor shares the array's memory as in eager, and in-place
@@ -111,7 +111,7 @@ static const char *ufunc_name(int k)
 }
 
 /* The ptc dtype of numpy dtype d (its name is torch's: float32, bool...), or -1. */
-static int dtype_of_numpy(PyObject *d)
+int cap_dtype_of_numpy(PyObject *d)
 {
     PyObject *name = PyObject_GetAttrString(d, "name");
     PyObject *td = name ? PyObject_GetAttr(cap_T.torch, name) : NULL;
@@ -124,7 +124,7 @@ static int dtype_of_numpy(PyObject *d)
 
 /* numpy's dtype of the same name as ptc dtype dt's torch.dtype, or NULL
  * (bfloat16). */
-static PyObject *numpy_dtype(PyObject *np, ptc_dtype dt)
+PyObject *cap_numpy_dtype(PyObject *np, ptc_dtype dt)
 {
     PyObject *td = cap_dtype_obj(dt);
     PyObject *text = td ? PyObject_Str(td) : NULL;
@@ -141,13 +141,13 @@ static bool numpy_loop(const char *name, ptc_dtype x, ptc_dtype a, int loop[3])
 {
     PyObject *np = PyDict_GetItemString(PyImport_GetModuleDict(), "numpy");
     PyObject *ufunc = np ? PyObject_GetAttrString(np, name) : NULL;
-    PyObject *dx = np ? numpy_dtype(np, x) : NULL;
-    PyObject *da = np ? numpy_dtype(np, a) : NULL;
+    PyObject *dx = np ? cap_numpy_dtype(np, x) : NULL;
+    PyObject *da = np ? cap_numpy_dtype(np, a) : NULL;
     PyObject *in = ufunc && dx && da ? Py_BuildValue("((OOO))", dx, da, Py_None) : NULL;
     PyObject *res = in ? PyObject_CallMethod(ufunc, "resolve_dtypes", "O", in) : NULL;
     bool ok = res && PyTuple_Check(res) && PyTuple_Size(res) == 3;
     for (int i = 0; ok && i < 3; i++)
-        ok = (loop[i] = dtype_of_numpy(PyTuple_GetItem(res, i))) >= 0;
+        ok = (loop[i] = cap_dtype_of_numpy(PyTuple_GetItem(res, i))) >= 0;
     Py_XDECREF(ufunc);
     Py_XDECREF(dx);
     Py_XDECREF(da);

@@ -1059,7 +1059,7 @@ PyObject *cap_torch_unbind(cap_trace *T, cap_tensor *t)
 
 int cap_torch_unpack(cap_trace *T, PyObject *t, int before, int after, bool star, PyObject **items)
 {
-    PyObject *list = cap_torch_unbind(T, (cap_tensor *)t);
+    PyObject *list = cap_thooks.unbind(T, (cap_tensor *)t); /* numpy's rows for an array */
     if (!list)
         return PyErr_Occurred() ? CAP_ERR : CAP_BREAK;
     Py_ssize_t n = PyTuple_Size(list);

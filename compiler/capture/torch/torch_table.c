@@ -11,6 +11,8 @@
 #define MT(name, op, sig) {"Tensor." name, PTC_OP_##op, NULL, sig, TM_METHOD, 0, {{{0}}}},
 #define MI(name, op, sig) {"Tensor." name, PTC_OP_##op, NULL, sig, TM_METHOD | TM_INPLACE, 0, {{{0}}}},
 #define MX(name, h, op, sig) {"Tensor." name, op, cap_th_##h, sig, TM_METHOD, 0, {{{0}}}},
+#define NPT(path, h) {path, -1, cap_th_##h, "", TM_NUMPY, 0, {{{0}}}},
+#define NP(name) {"numpy." name, -1, cap_th_np_func, "", TM_NUMPY, 0, {{{0}}}},
 #define MXI(name, h, op, sig) {"Tensor." name, op, cap_th_##h, sig, TM_METHOD | TM_INPLACE, 0, {{{0}}}},
 
 /* torch.f(input, ...), Tensor.f(...), Tensor.f_(...) */
@@ -201,12 +203,21 @@ cap_tmap cap_tmaps[] = {
     MX("new_empty", new_full, PTC_OP_EMPTY, "") MX("new_full", new_full, PTC_OP_FULL, "")
     MX("new", new, PTC_OP_EMPTY, "") MX("type", type, -1, "")
     MX("new_tensor", new_tensor, -1, "")
-    FX("torch.tensor", tensor_const, -1, "") FX("torch.as_tensor", tensor_const, -1, "")
-    FX("torch.scalar_tensor", tensor_const, -1, "") FX("torch.from_numpy", from_numpy, -1, "")
+    NPT("torch.tensor", np_tensor_const) NPT("torch.as_tensor", np_tensor_const)
+    /* numpy's functions on traced arrays (torch_npfuncs.c) */
+    NP("sum") NP("mean") NP("max") NP("amax") NP("min") NP("amin") NP("argmax") NP("argmin")
+    NP("exp") NP("log") NP("sqrt") NP("abs") NP("absolute") NP("negative") NP("sin") NP("cos")
+    NP("tanh") NP("floor") NP("ceil") NP("add") NP("subtract") NP("multiply") NP("divide")
+    NP("true_divide") NP("floor_divide") NP("maximum") NP("minimum") NP("matmul") NP("dot")
+    NP("where") NP("clip") NP("concatenate") NP("stack") NP("reshape") NP("transpose")
+    NP("zeros_like") NP("ones_like") NP("zeros") NP("ones") NP("arange") NP("linspace")
+    NP("asarray") NP("array") NP("prod") NP("any") NP("all") NP("var") NP("std") NP("cumsum")
+    NP("square")
+    FX("torch.scalar_tensor", tensor_const, -1, "") NPT("torch.from_numpy", np_from_numpy)
     MXI("fill_", fill, -1, "") MXI("zero_", zero, -1, "") MXI("copy_", copy, -1, "")
     /* values needed in Python: breaks */
     MX("item", item, CAP_B_TENSOR_ITEM, "") MX("tolist", item, CAP_B_TENSOR_DATA, "")
-    MX("numpy", item, CAP_B_TENSOR_DATA, "") MX("data_ptr", item, CAP_B_TENSOR_DATA, "")
+    MX("numpy", numpy, -1, "") MX("data_ptr", item, CAP_B_TENSOR_DATA, "")
     MX("__index__", item, CAP_B_TENSOR_ITEM, "") MX("__bool__", item, CAP_B_TENSOR_BOOL, "")
     MX("backward", autograd, -1, "") MX("register_hook", autograd, -1, "")
     MX("retain_grad", autograd, -1, "") FX("torch.autograd.grad", autograd, -1, "")

@@ -61,7 +61,7 @@ static PyObject *tensor_getattro(PyObject *self, PyObject *name)
     if (!T)
         return NULL;
     PyObject *out = NULL;
-    int rc_ = cap_torch_getattr(T, (cap_tensor *)self, name, &out);
+    int rc_ = cap_thooks.getattr(T, (cap_tensor *)self, name, &out);
     return slot_result(T, rc_, out);
 }
 
@@ -82,7 +82,7 @@ static PyObject *tensor_richcompare(PyObject *a, PyObject *b, int op)
     PyObject *out = NULL;
     if (!T)
         return NULL;
-    int rc_ = cap_torch_compare(T, op, a, b, &out);
+    int rc_ = cap_hooks.tensor_compare(T, op, a, b, &out);
     return slot_result(T, rc_, out);
 }
 
@@ -93,7 +93,7 @@ static PyObject *tensor_richcompare(PyObject *a, PyObject *b, int op)
         PyObject *out = NULL;                                                   \
         if (!T) \
             return NULL; \
-        int rc_ = cap_torch_binop(T, op, a, b, &out); \
+        int rc_ = cap_hooks.tensor_binary(T, op, a, b, &out); \
         return slot_result(T, rc_, out); \
     }
 BINSLOT(nb_add, CAP_NB_ADD)
@@ -117,7 +117,7 @@ static PyObject *nb_pow(PyObject *a, PyObject *b, PyObject *mod)
     PyObject *out = NULL;
     if (!T)
         return NULL;
-    int rc_ = cap_torch_binop(T, CAP_NB_POWER, a, b, &out);
+    int rc_ = cap_hooks.tensor_binary(T, CAP_NB_POWER, a, b, &out);
     return slot_result(T, rc_, out);
 }
 
@@ -128,7 +128,7 @@ static PyObject *nb_pow(PyObject *a, PyObject *b, PyObject *mod)
         PyObject *out = NULL;                                                   \
         if (!T) \
             return NULL; \
-        int rc_ = cap_torch_unary(T, h, a, &out); \
+        int rc_ = cap_hooks.tensor_unary(T, h, a, &out); \
         return slot_result(T, rc_, out); \
     }
 UNSLOT(nb_neg, H_UNARY_NEGATIVE)
@@ -172,7 +172,7 @@ static PyObject *mp_subscript(PyObject *a, PyObject *key)
     PyObject *out = NULL;
     if (!T)
         return NULL;
-    int rc_ = cap_torch_getitem(T, (cap_tensor *)a, key, &out);
+    int rc_ = cap_thooks.getitem(T, (cap_tensor *)a, key, &out);
     return slot_result(T, rc_, out);
 }
 
@@ -185,7 +185,7 @@ static int mp_ass_subscript(PyObject *a, PyObject *key, PyObject *v)
         cap_signal_break(CAP_B_UNSUPPORTED_TORCH, "del of a tensor item");
         return -1;
     }
-    int rc = cap_torch_setitem(T, (cap_tensor *)a, key, v);
+    int rc = cap_thooks.setitem(T, (cap_tensor *)a, key, v);
     return slot_result(T, rc, Py_None) ? 0 : -1;
 }
 
@@ -194,7 +194,7 @@ static PyObject *tensor_iter(PyObject *a)
     cap_trace *T = live(a);
     if (!T)
         return NULL;
-    PyObject *items = cap_torch_unbind(T, (cap_tensor *)a);
+    PyObject *items = cap_thooks.unbind(T, (cap_tensor *)a);
     if (!items)
         return PyErr_Occurred() ? NULL : cap_signal_break(T->brk.code, "%s", T->brk.detail);
     PyObject *it = PyObject_GetIter(items);
@@ -319,16 +319,18 @@ void cap_torch_hooks_install(void)
 {
     cap_thooks.lookup_fn = cap_torch_lookup_fn;
     cap_thooks.call = cap_torch_call;
-    cap_thooks.getattr = cap_torch_getattr;
-    cap_thooks.getitem = cap_torch_getitem;
-    cap_thooks.setitem = cap_torch_setitem;
-    cap_thooks.unbind = cap_torch_unbind;
+    cap_thooks.getattr = cap_np_hook_getattr;
+    cap_thooks.getitem = cap_np_hook_getitem;
+    cap_thooks.setitem = cap_np_hook_setitem;
+    cap_thooks.unbind = cap_np_hook_unbind;
     cap_thooks.builtin_minmax = cap_torch_builtin_minmax;
     cap_thooks.foreach_call = cap_torch_foreach_call;
+    cap_thooks.take_array = cap_np_take_array;
+    cap_thooks.traced_array_method = cap_np_traced_method;
     cap_hooks.real_tensor = cap_t_real_tensor;
-    cap_hooks.tensor_binary = cap_torch_binop;
-    cap_hooks.tensor_compare = cap_torch_compare;
-    cap_hooks.tensor_unary = cap_torch_unary;
+    cap_hooks.tensor_binary = cap_np_hook_binop;
+    cap_hooks.tensor_compare = cap_np_hook_compare;
+    cap_hooks.tensor_unary = cap_np_hook_unary;
     cap_hooks.tensor_unpack = cap_torch_unpack;
 }
 

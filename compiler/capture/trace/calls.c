@@ -990,13 +990,41 @@ static int call_object(cap_interp *I, PyObject *callable, PyObject *const *args,
     return cap_t_break(I->T, CAP_B_UNSUPPORTED_CALL, "call to a %s", cap_tpname(Py_TYPE(callable)));
 }
 
+/* numpy's functions that ptc does not trace (torch_npfuncs.c has those it
+ * does), given a traced array: a break that names the function, rather
+ * than its Python code inlined or its C code run on a materialised array
+ * without a word. CAP_NONE for other calls. */
+static int untraced_numpy(cap_trace *T, PyObject *callable, PyObject *const *args, int nargs)
+{
+    int i = 0;
+    while (i < nargs && !cap_is_traced_numpy(args[i]))
+        i++;
+    if (i == nargs)
+        return CAP_NONE;
+    PyObject *mod = PyObject_GetAttrString(callable, "__module__");
+    PyObject *name = mod ? PyObject_GetAttr(callable, cap_P.s_name) : NULL;
+    const char *m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
+    const char *n = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    int rc = CAP_NONE;
+    if (m && n && (strcmp(m, "numpy") == 0 || strncmp(m, "numpy.", 6) == 0))
+        rc = cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "%s.%s on a traced array (not traced by ptc)",
+                         strncmp(m, "numpy._core", 11) == 0 ? "numpy" : m, n);
+    Py_XDECREF(mod);
+    Py_XDECREF(name);
+    PyErr_Clear();
+    return rc;
+}
+
 int cap_t_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                PyObject *kwnames, PyObject **out)
 {
     PyObject *self;
     const cap_tmap *row = torch_row(callable, &self);
-    if (row)
-        return call_mapped(I, row, self, args, nargs, kwnames, out);
+    int mapped = row ? call_mapped(I, row, self, args, nargs, kwnames, out) : CAP_NONE;
+    if (mapped != CAP_NONE) /* CAP_NONE: a numpy function with no traced array runs as C code */
+        return mapped;
+    if ((mapped = untraced_numpy(I->T, callable, args, nargs)) != CAP_NONE)
+        return mapped;
     if (cap_is_method(callable))
         return call_bound_method(I, callable, args, nargs, kwnames, out);
     if (Py_TYPE(callable) == cap_gradexit_type)

@@ -36,6 +36,7 @@ void cap_trace_hooks_install(void)
     h->is_constant = cap_is_constant;
     h->is_tensor = is_tensor;
     h->is_real_tensor = cap_t_is_real_tensor;
+    h->is_outside_array = cap_t_is_outside_array;
     h->current = cap_t_current;
     h->flow = cap_t_flow;
     h->handled_stack = handled_stack;

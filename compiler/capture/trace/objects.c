@@ -340,6 +340,28 @@ static int missing_attr(cap_interp *I, PyObject *obj, PyObject *name, int src, P
     return rc;
 }
 
+bool cap_t_is_outside_array(cap_trace *T, PyObject *o)
+{
+    return cap_is_ndarray(o) && cap_t_source_of(T, o) >= 0;
+}
+
+/* An outside ndarray's traced method (name), item (key) or item write
+ * (key, v): numpy's on the array's graph input, as torch.compile traces
+ * numpy inputs; writes reach the array after the graph. */
+static int outside_array(cap_trace *T, PyObject *array, PyObject *name, PyObject *key, PyObject *v,
+                         PyObject **out)
+{
+    PyObject *a = NULL;
+    int rc = cap_thooks.take_array(T, array, &a);
+    if (rc != CAP_NEXT)
+        return rc;
+    rc = name  ? cap_thooks.getattr(T, (cap_tensor *)a, name, out)
+         : v   ? cap_thooks.setitem(T, (cap_tensor *)a, key, v)
+               : cap_thooks.getitem(T, (cap_tensor *)a, key, out);
+    Py_DECREF(a);
+    return rc;
+}
+
 static int getattr_impl(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out, bool generic)
 {
     cap_trace *T = I->T;
@@ -347,6 +369,8 @@ static int getattr_impl(cap_interp *I, PyObject *obj, PyObject *name, PyObject *
         return cap_thooks.getattr(T, (cap_tensor *)obj, name, out);
     if (cap_t_is_real_tensor(obj))
         return real_tensor_attr(T, obj, name, out);
+    if (cap_t_is_outside_array(T, obj) && cap_thooks.traced_array_method(name))
+        return outside_array(T, obj, name, NULL, NULL, out);
     int src = cap_t_source_of(T, obj);
     PyObject *written;
     if (src >= 0 && PyDict_Size(T->shadow) > 0 && inst_dict_written(T, obj, name, &written) < 0) {
@@ -664,6 +688,8 @@ int cap_t_getitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject **out)
     cap_trace *T = I->T;
     if (cap_is_tensor(obj))
         return cap_thooks.getitem(T, (cap_tensor *)obj, key, out);
+    if (cap_t_is_outside_array(T, obj))
+        return outside_array(T, obj, NULL, key, NULL, out);
     if (cap_t_is_real_tensor(obj) || cap_t_is_real_tensor(key))
         return cap_t_real_tensor(T, cap_t_is_real_tensor(obj) ? obj : key, "indexing");
     if (cap_is_tensor(key) && !cap_t_dict_of_trace(T, obj))
@@ -704,9 +730,11 @@ int cap_t_setitem(cap_interp *I, PyObject *obj, PyObject *key, PyObject *v)
     if (cap_t_is_real_tensor(obj))
         return cap_t_real_tensor(I->T, obj, "item assignment");
     cap_trace *T = I->T;
-    if (cap_is_tensor(obj)) {
+    if (cap_is_tensor(obj) || (v && cap_t_is_outside_array(T, obj))) {
         if (!v)
             return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "del of a tensor item");
+        if (!cap_is_tensor(obj))
+            return outside_array(T, obj, NULL, key, v, NULL);
         return cap_thooks.setitem(T, (cap_tensor *)obj, key, v);
     }
     PyObject *m = python_method(obj, v ? "__setitem__" : "__delitem__", NULL);

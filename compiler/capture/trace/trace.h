@@ -210,13 +210,24 @@ typedef struct cap_tensor {
     PyObject *view_key;    /* base[view_key] made it (basic indexing), or NULL */
     PyObject *view_perm;   /* base.permute(view_perm) made it (torch_permviews.c), or NULL */
     bool view_reshape;     /* base.reshape(its shape) made it (torch_permviews.c) */
+    uint8_t numpy;         /* cap_numpy_kind: what Python sees (torch_ndarray.c) */
     int nviews;            /* views taken of it */
     PyObject *views;       /* list of weakrefs to them (cap_t_add_view) */
     PyObject *weakrefs;
 } cap_tensor;
 
+/* What a symbolic tensor is to Python: a torch.Tensor, or numpy's view of
+ * one (t.numpy(), numpy code on it): an ndarray, or a numpy scalar (what a
+ * reduction or a ufunc gives where its result has no dims). */
+typedef enum { CAP_NP_TENSOR, CAP_NP_ARRAY, CAP_NP_SCALAR } cap_numpy_kind;
+
 extern PyTypeObject *cap_tensor_type;
 static inline bool cap_is_tensor(PyObject *o) { return o && Py_TYPE(o) == cap_tensor_type; }
+/* A symbolic tensor that Python sees as a numpy array or scalar. */
+static inline bool cap_is_traced_numpy(PyObject *o)
+{
+    return cap_is_tensor(o) && ((cap_tensor *)o)->numpy != CAP_NP_TENSOR;
+}
 /* The index of the first symbolic tensor among args, -1 if none. */
 static inline int cap_t_first_tensor(PyObject *const *args, int n)
 {
@@ -336,6 +347,10 @@ typedef struct cap_torch_hooks {
                           PyObject **out);
     int (*foreach_call)(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                         PyObject *kwnames, PyObject **out);
+    /* an outside ndarray as a traced array of its graph input */
+    int (*take_array)(cap_trace *T, PyObject *array, PyObject **out);
+    /* is `name` an ndarray method ptc traces? */
+    bool (*traced_array_method)(PyObject *name);
 } cap_torch_hooks;
 extern cap_torch_hooks cap_thooks;
 
@@ -344,7 +359,7 @@ extern cap_torch_hooks cap_thooks;
 #define CAP_RECIPE_KINDS(X)                                                     \
     X(NULLV) X(CONST) X(SOURCE) X(OUTPUT) X(TUPLE) X(LIST) X(DICT) X(SET)       \
     X(CELL) X(SLICE) X(ITER) X(INSTANCE) X(FUNCTION) X(METHOD) X(GRADEXIT)   \
-    X(GETATTR) X(PYITER) X(EXCEPTION) X(REDUCE) X(ID) X(BIND)
+    X(GETATTR) X(PYITER) X(EXCEPTION) X(REDUCE) X(ID) X(BIND) X(NUMPY)
 
 typedef enum {
 #define X(id) CAP_R_##id,
@@ -358,7 +373,8 @@ typedef struct cap_recipe {
     int *items;     /* recipe indices (children first in the array) */
     PyObject *obj;  /* CONST value, INSTANCE class, FUNCTION code..., BIND descriptor,
                        True for a SOURCE that is an id() (strong) */
-    int index;      /* SOURCE id, OUTPUT index, ITER position, GRADEXIT mode */
+    int index;      /* SOURCE id, OUTPUT index, ITER position, GRADEXIT mode,
+                       NUMPY kind (cap_numpy_kind) */
 } cap_recipe;
 
 /* A frame of a resume state. */
@@ -574,6 +590,8 @@ bool cap_is_constant(PyObject *obj);
 bool cap_is_numpy_scalar(PyObject *o);
 PyObject *cap_numpy_scalar_number(PyObject *o);
 bool cap_is_ndarray(PyObject *o);
+/* An ndarray the trace reaches from the call's inputs (objects.c). */
+bool cap_t_is_outside_array(cap_trace *T, PyObject *o);
 PyObject *cap_ndarray_tensor(PyObject *a);
 /* An enum member (compared by identity and taken as a constant). */
 bool cap_is_enum_member(PyObject *o);
