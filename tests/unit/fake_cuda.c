@@ -3,7 +3,8 @@
  * (an H100's sm_90 and 132 multiprocessors), "device" memory that is host
  * memory, a "JIT" that keeps the PTX as the cubin, modules that find their
  * entries in it, and launches that run nothing but record the entry they
- * were given (fake_cuda_launched) and their grid (fake_cuda_grid). Results are never computed: a test reads
+ * were given (fake_cuda_launched) and their grid (fake_cuda_grid); it counts
+ * its JITs (fake_cuda_nlinked). Results are never computed: a test reads
  * which code ran, not what it wrote.
  */
 #include <stdlib.h>
@@ -276,8 +277,17 @@ CUresult cuLinkAddData_v2(void *state, int type, void *data, size_t size, const 
     return OK;
 }
 
+static int nlinked; /* atomic: ptc JITs on several threads */
+
+/* The driver JITs (cuLinkComplete calls) of this process. */
+int fake_cuda_nlinked(void)
+{
+    return __atomic_load_n(&nlinked, __ATOMIC_ACQUIRE);
+}
+
 CUresult cuLinkComplete(void *state, void **cubin, size_t *size)
 {
+    __atomic_fetch_add(&nlinked, 1, __ATOMIC_ACQ_REL);
     *cubin = *(char **)state;
     *size = strlen(*cubin) + 1;
     return OK;

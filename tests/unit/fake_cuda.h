@@ -14,8 +14,10 @@ static const char *(*fake_launched)(int);
 static int (*fake_nlaunched)(void);
 /* Launch i's blocks (what 0), threads per block (1), shared memory bytes (2). */
 static unsigned (*fake_grid)(int, int);
+/* The driver JITs run so far. */
+static int (*fake_nlinked)(void);
 
-/* Makes the stand-in this process's libcuda and finds its two readers. */
+/* Makes the stand-in this process's libcuda and finds its readers. */
 static void use_fake_cuda(void)
 {
     setenv("PTC_CUDA_LIBRARY", PTC_FAKE_CUDA, 1);
@@ -26,13 +28,14 @@ static void use_fake_cuda(void)
     *(void **)&fake_launched = dlsym(lib, "fake_cuda_launched");
     *(void **)&fake_nlaunched = dlsym(lib, "fake_cuda_nlaunched");
     *(void **)&fake_grid = dlsym(lib, "fake_cuda_grid");
-    ck_assert(fake_launched && fake_nlaunched && fake_grid);
+    *(void **)&fake_nlinked = dlsym(lib, "fake_cuda_nlinked");
+    ck_assert(fake_launched && fake_nlaunched && fake_grid && fake_nlinked);
     dlclose(lib); /* ptc's own handle keeps it loaded */
 }
 
 /* A borrowed "device" tensor of s0 x s1 int8 elements: the stand-in's
  * launches read nothing, so a few bytes stand for any size. */
-static ptc_tensor fake_device_i8(int64_t s0, int64_t s1)
+static inline ptc_tensor fake_device_i8(int64_t s0, int64_t s1)
 {
     static int8_t bytes[64];
     ptc_tensor x = {.dtype = PTC_I8, .ndim = 2, .device = {PTC_DEV_CUDA, 0}, .data = bytes};
@@ -41,7 +44,7 @@ static ptc_tensor fake_device_i8(int64_t s0, int64_t s1)
 }
 
 /* What ptc_cuda_get_index_counts added since before. */
-static ptc_cuda_index_counts index_counts_since(ptc_cuda_index_counts before)
+static inline ptc_cuda_index_counts index_counts_since(ptc_cuda_index_counts before)
 {
     ptc_cuda_index_counts now;
     ptc_cuda_get_index_counts(&now);

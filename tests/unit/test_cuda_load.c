@@ -1,0 +1,118 @@
+/* Loading a compile's CUDA modules, against the stand-in driver
+ * (fake_cuda.c): the driver's JIT runs once per distinct module of a batch,
+ * however many kernels, combinations or programs of the batch share it, and
+ * every program still loads and launches its own modules. */
+#include "pipeline/pipeline.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef PTC_FAKE_CUDA
+#include "fake_cuda.h"
+
+/* Three combinations of a row sum and a product (the second's rows are
+ * short: another block, so another combination), the first and the third
+ * alike: one module for both. */
+static const char *ALIKE =
+    "# ptc ir v1\n"
+    "graph f(%x: f32[64,4096] cuda, %a: f32[1000] cuda, %y: f32[64,32] cuda,\n"
+    "        %c: f32[1000] cuda, %z: f32[64,4096] cuda, %b: f32[1000] cuda) {\n"
+    "  %0 = sum(%x, [1]) : f32[64]\n"
+    "  %1 = mul(%a, %a) : f32[1000]\n"
+    "  %2 = sum(%y, [1]) : f32[64]\n"
+    "  %3 = mul(%c, %c) : f32[1000]\n"
+    "  %4 = sum(%z, [1]) : f32[64]\n"
+    "  %5 = mul(%b, %b) : f32[1000]\n"
+    "  return (%0, %1, %2, %3, %4, %5)\n"
+    "}\n";
+
+static ptc_tensor fake_f32(int64_t rows, int64_t cols)
+{
+    static float bytes[64]; /* the stand-in's launches read nothing */
+    ptc_tensor t = {
+        .dtype = PTC_F32, .ndim = rows ? 2 : 1, .device = {PTC_DEV_CUDA, 0}, .data = bytes};
+    t.sizes[0] = rows ? rows : cols, t.sizes[1] = cols;
+    t.strides[0] = rows ? cols : 1, t.strides[1] = 1;
+    return t;
+}
+
+/* Runs p (ALIKE) once: the combination entries it launched, each in its PTX. */
+static int run_alike(ptc_program *p)
+{
+    ptc_tensor in[6] = {fake_f32(64, 4096), fake_f32(0, 1000),  fake_f32(64, 32),
+                        fake_f32(0, 1000),  fake_f32(64, 4096), fake_f32(0, 1000)};
+    ptc_tensor out[6];
+    ptc_error err;
+    int first = fake_nlaunched();
+    ck_assert_msg(ptc_program_run(p, in, 6, out, NULL, 0, &err) == 0, "%s", err.msg);
+    for (int i = 0; i < 6; i++)
+        ptc_tensor_release(&out[i]);
+    const char *ptx = ptc_program_text(p, "ptx");
+    for (int i = first; i < fake_nlaunched(); i++)
+        ck_assert_msg(strncmp(fake_launched(i), "ptc_combo_", 10) == 0 &&
+                          strstr(ptx, fake_launched(i)) != NULL,
+                      "%s", fake_launched(i));
+    return fake_nlaunched() - first;
+}
+#endif
+
+/* ALIKE's two distinct combinations are two JITs, not three; two programs
+ * of ALIKE compiled together are two JITs too, and each runs its three
+ * combinations from modules of its own. */
+START_TEST(a_batch_jits_each_distinct_module_once)
+{
+#ifdef PTC_FAKE_CUDA
+    use_fake_cuda();
+    setenv("PTC_CUDA_VECTOR", "0", 1);
+    ptc_error err;
+    ptc_module *m = ptc_parse_module(ALIKE, strlen(ALIKE), "alike", &err);
+    ck_assert_msg(m != NULL, "%s", err.msg);
+    ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA, .no_cache = true, .keep_text = true};
+    int before = fake_nlinked();
+    ptc_program *p = ptc_compile(m->graphs[0], &o, &err);
+    ck_assert_msg(p != NULL, "%s", err.msg);
+    const char *kt = ptc_program_text(p, "kernels");
+    ck_assert_msg(strstr(kt, "# 3 horizontal combinations") != NULL, "%s", kt);
+    ck_assert_int_eq(fake_nlinked() - before, 2);
+    ck_assert_int_eq(run_alike(p), 3);
+    ptc_program_release(p);
+
+    const ptc_graph *gs[2] = {m->graphs[0], m->graphs[0]};
+    const ptc_compile_opts *os[2] = {&o, &o};
+    ptc_program *ps[2];
+    before = fake_nlinked();
+    ck_assert_msg(ptc_compile_all(gs, os, 2, ps, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(fake_nlinked() - before, 2);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(run_alike(ps[i]), 3);
+        ptc_program_release(ps[i]);
+    }
+    unsetenv("PTC_CUDA_VECTOR");
+    ptc_module_free(m);
+#endif
+}
+END_TEST
+
+int main(void)
+{
+#ifndef PTC_FAKE_CUDA
+    printf("test_cuda_load: built with PTC_CUDA=OFF, nothing to test\n");
+    return 0;
+#endif
+    char cache[64];
+    snprintf(cache, sizeof cache, "/tmp/ptc_test_cuda_load_%d", (int)getpid());
+    setenv("PTC_CACHE_DIR", cache, 1); /* the compiles bypass it (no_cache) */
+    Suite *s = suite_create("cuda_load");
+    TCase *tc = tcase_create("load");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, a_batch_jits_each_distinct_module_once);
+    suite_add_tcase(s, tc);
+    SRunner *r = srunner_create(s);
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? 1 : 0;
+}
