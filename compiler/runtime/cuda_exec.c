@@ -535,7 +535,7 @@ static int launch(crun *r, int ki, int f, bool vec)
     }
     ptrs[k->nargs] = r->scratch;
     params[np++] = &ptrs[k->nargs];
-    ints[0] = (int64_t)r->rng_offset;
+    ints[0] = (int64_t)ptc_rng_shift(r->rng_offset, k->seed_base);
     params[np++] = &ints[0];
     for (int i = 0; i < k->nparams; i++) {
         ints[1 + i] = eval(r, k->params[i]);

@@ -24,7 +24,20 @@ typedef struct module {
 static char context, *current;
 static char launched[LOG][NAME];
 static unsigned grids[LOG][3]; /* blocks, threads per block, shared bytes */
-static int nlaunched;
+static long long watched[LOG]; /* each launch's 64-bit parameter number `watch` */
+static int nlaunched, watch = -1;
+
+/* Launches from now on record their 64-bit parameter number slot (-1: none;
+ * the launches must have that many), read by fake_cuda_watched. */
+void fake_cuda_watch_param(int slot)
+{
+    watch = slot;
+}
+
+long long fake_cuda_watched(int i)
+{
+    return i >= 0 && i < nlaunched && i < LOG ? watched[i] : 0;
+}
 
 /* The entry of launch i of this process (oldest first), NULL past the last. */
 const char *fake_cuda_launched(int i)
@@ -253,10 +266,11 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
                         unsigned bz, unsigned smem, void *stream, void **params, void **extra)
 {
     (void)gy, (void)gz, (void)by, (void)bz, (void)stream;
-    (void)params, (void)extra;
+    (void)extra;
     if (nlaunched < LOG) {
         strcpy(launched[nlaunched], f);
         grids[nlaunched][0] = gx, grids[nlaunched][1] = bx, grids[nlaunched][2] = smem;
+        watched[nlaunched] = watch >= 0 ? *(long long *)params[watch] : 0;
     }
     nlaunched++;
     return OK;

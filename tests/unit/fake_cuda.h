@@ -16,6 +16,9 @@ static int (*fake_nlaunched)(void);
 static unsigned (*fake_grid)(int, int);
 /* The driver JITs run so far. */
 static int (*fake_nlinked)(void);
+/* Launches record their 64-bit parameter number slot (-1: none); launch i's. */
+static void (*fake_watch_param)(int);
+static long long (*fake_watched)(int);
 
 /* Makes the stand-in this process's libcuda and finds its readers. */
 static void use_fake_cuda(void)
@@ -29,7 +32,10 @@ static void use_fake_cuda(void)
     *(void **)&fake_nlaunched = dlsym(lib, "fake_cuda_nlaunched");
     *(void **)&fake_grid = dlsym(lib, "fake_cuda_grid");
     *(void **)&fake_nlinked = dlsym(lib, "fake_cuda_nlinked");
-    ck_assert(fake_launched && fake_nlaunched && fake_grid && fake_nlinked);
+    *(void **)&fake_watch_param = dlsym(lib, "fake_cuda_watch_param");
+    *(void **)&fake_watched = dlsym(lib, "fake_cuda_watched");
+    ck_assert(fake_launched && fake_nlaunched && fake_grid && fake_nlinked && fake_watch_param &&
+              fake_watched);
     dlclose(lib); /* ptc's own handle keeps it loaded */
 }
 

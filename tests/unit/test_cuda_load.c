@@ -1,7 +1,9 @@
 /* Loading a compile's CUDA modules, against the stand-in driver
  * (fake_cuda.c): the driver's JIT runs once per distinct module of a batch,
  * however many kernels, combinations or programs of the batch share it, and
- * every program still loads and launches its own modules. */
+ * every program still loads and launches its own modules; kernels that
+ * differ only by the seeds of their random draws are one module. */
+#include "ops/ops.h"
 #include "pipeline/pipeline.h"
 
 #include <check.h>
@@ -96,6 +98,51 @@ START_TEST(a_batch_jits_each_distinct_module_once)
 }
 END_TEST
 
+/* Two draws that differ only by their seeds are one code, so one JIT; each
+ * launch passes the run's offset shifted by its own seed (ops.h's
+ * ptc_rng_shift), which makes the draws the reference's (the CPU backend's
+ * test_codegen_cpu checks them bit for bit). */
+START_TEST(draws_that_differ_by_their_seeds_share_their_code)
+{
+#ifdef PTC_FAKE_CUDA
+    use_fake_cuda();
+    setenv("PTC_CUDA_COMBOS", "0", 1); /* a launch each */
+    static const char *TWO_DRAWS =
+        "# ptc ir v1\n"
+        "graph f(%x: f32[64,4096] cuda, %y: f32[64,4096] cuda) {\n"
+        "  %0 = rand([64, 4096], seed=7, device=cuda) : f32[64,4096] cuda\n"
+        "  %1 = mul(%0, %x) : f32[64,4096] cuda\n"
+        "  %2 = rand([64, 4096], seed=12, device=cuda) : f32[64,4096] cuda\n"
+        "  %3 = mul(%2, %y) : f32[64,4096] cuda\n"
+        "  return (%1, %3)\n"
+        "}\n";
+    ptc_error err;
+    ptc_module *m = ptc_parse_module(TWO_DRAWS, strlen(TWO_DRAWS), "draws", &err);
+    ck_assert_msg(m != NULL, "%s", err.msg);
+    ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA, .no_cache = true};
+    int before = fake_nlinked();
+    ptc_program *p = ptc_compile(m->graphs[0], &o, &err);
+    unsetenv("PTC_CUDA_COMBOS");
+    ck_assert_msg(p != NULL, "%s", err.msg);
+    ck_assert_int_eq(fake_nlinked() - before, 1);
+    ptc_tensor in[2] = {fake_f32(64, 4096), fake_f32(64, 4096)}, out[2];
+    int first = fake_nlaunched();
+    fake_watch_param(3); /* (out, x, scratch, rng offset, ...) */
+    uint64_t offset = 977;
+    ck_assert_msg(ptc_program_run(p, in, 2, out, NULL, offset, &err) == 0, "%s", err.msg);
+    fake_watch_param(-1);
+    ck_assert_int_eq(fake_nlaunched() - first, 2);
+    ck_assert_str_eq(fake_launched(first), fake_launched(first + 1));
+    ck_assert_uint_eq((uint64_t)fake_watched(first), ptc_rng_shift(offset, 7));
+    ck_assert_uint_eq((uint64_t)fake_watched(first + 1), ptc_rng_shift(offset, 12));
+    for (int i = 0; i < 2; i++)
+        ptc_tensor_release(&out[i]);
+    ptc_program_release(p);
+    ptc_module_free(m);
+#endif
+}
+END_TEST
+
 int main(void)
 {
 #ifndef PTC_FAKE_CUDA
@@ -109,6 +156,7 @@ int main(void)
     TCase *tc = tcase_create("load");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, a_batch_jits_each_distinct_module_once);
+    tcase_add_test(tc, draws_that_differ_by_their_seeds_share_their_code);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);

@@ -1016,6 +1016,7 @@ void g_emit_kernel(gcg *c, const char *name, bool vector_form)
     free(pt);
     LLVMValueRef scratch = LLVMGetParam(c->fn, (unsigned)nargs);
     c->rng_offset = LLVMGetParam(c->fn, (unsigned)nargs + 1);
+    c->seed_base = kn->seed_base;
     for (int i = 0; i < kn->nparams; i++) {
         LLVMValueRef v = LLVMGetParam(c->fn, (unsigned)(nargs + 2 + i));
         c->param[i] = c->ix == c->i64 ? v : LLVMBuildTrunc(c->b, v, c->ix, "");
@@ -1072,6 +1073,7 @@ void g_emit_combo(gcg *c, const char *name, const ptc_kernel *const *ks, const g
     open_entry(c, name, pt, np, args, nargs, ks, n, plans[0].block);
     free(pt);
     c->rng_offset = LLVMGetParam(c->fn, (unsigned)nargs);
+    c->seed_base = 0; /* one offset for every member: absolute seeds */
     c->status = NULL;
     LLVMValueRef *ends = calloc((size_t)n + 1, sizeof *ends);
     for (int i = 0; i < n; i++) {

@@ -537,6 +537,8 @@ static int gen_begin_combo(const ptc_schedule *s, const ptc_combo *c, const ptc_
         smem = b > smem ? b : smem;
         plan_text(key, members[i], p);
         ptc_kernel_print_key(key, s, members[i]);
+        /* whose seeds are relative to its own base, the combination's absolute */
+        ptc_buf_printf(key, "seed base %lld\n", (long long)members[i]->seed_base);
         /* a kernel's key names its own buffers: which parameters they are */
         ptc_buf_puts(key, "params");
         for (int a = 0; a < members[i]->nargs; a++)
