@@ -197,6 +197,8 @@ static cloaded *loaded_new(const ptc_cuda_prog *cp, ptc_cuda_device *d)
     L->cmods = calloc((size_t)cp->ncombos + 1, sizeof *L->cmods);
     L->cfn = calloc((size_t)cp->ncombos + 1, sizeof *L->cfn);
     L->cvfn = calloc((size_t)cp->ncombos + 1, sizeof *L->cvfn);
+    L->smods = calloc((size_t)cp->nk + 1, sizeof *L->smods);
+    L->csmods = calloc((size_t)cp->ncombos + 1, sizeof *L->csmods);
     return L;
 }
 
@@ -211,12 +213,17 @@ static void loaded_free(cloaded *L, int nk, int ncombos)
         for (int k = 0; k < nk; k++) {
             if (L->mods[k])
                 A->cuModuleUnload(L->mods[k]);
+            if (L->smods[k])
+                A->cuModuleUnload(L->smods[k]);
             if (L->wide[k].mod)
                 A->cuModuleUnload(L->wide[k].mod);
         }
-        for (int i = 0; i < ncombos; i++)
+        for (int i = 0; i < ncombos; i++) {
             if (L->cmods[i])
                 A->cuModuleUnload(L->cmods[i]);
+            if (L->csmods[i])
+                A->cuModuleUnload(L->csmods[i]);
+        }
         ptc_cuda_leave(pushed);
     }
     free(L->mods);
@@ -227,6 +234,8 @@ static void loaded_free(cloaded *L, int nk, int ncombos)
     free(L->cmods);
     free(L->cfn);
     free(L->cvfn);
+    free(L->smods);
+    free(L->csmods);
     free(L);
 }
 
@@ -350,12 +359,14 @@ static int program_slots(ptc_cuda_prog *cp, const ptc_schedule *s, cloaded *L, p
     if (!own)
         return -1;
     ptc_cuda_slot like = {.dev = L->dev, .no_cache = cp->no_cache, .m = m};
+    bool defer = ptc_cuda_defer_scalar();
     int n = 0;
     for (int i = 0; i < nown; i++) {
         int k = own[i];
         ptc_cuda_slot *t = &slots[n++];
         *t = like;
         t->code = &cp->k[k].code;
+        t->defer_scalar = defer && t->code->launch.vec > 1;
         t->mod = &L->mods[k], t->fn = &L->fn[k], t->vfn = &L->vfn[k];
         t->ffn = &L->ffn[k * PTC_CUDA_MAX_FORMS];
         kernel_what(s->kernels[k], t->what, sizeof t->what);
@@ -364,11 +375,42 @@ static int program_slots(ptc_cuda_prog *cp, const ptc_schedule *s, cloaded *L, p
         ptc_cuda_slot *t = &slots[n++];
         *t = like;
         t->code = &cp->combos[i];
+        t->defer_scalar = defer && t->code->launch.vec > 1;
         t->mod = &L->cmods[i], t->fn = &L->cfn[i], t->vfn = &L->cvfn[i];
         snprintf(t->what, sizeof t->what, "combination %d", i);
     }
     free(own);
     return n;
+}
+
+bool ptc_cuda_defer_scalar(void)
+{
+    const char *env = getenv("PTC_CUDA_DEFER_SCALAR");
+    return !(env && strcmp(env, "0") == 0);
+}
+
+int ptc_cuda_load_scalar(ptc_cuda_prog *cp, const ptc_schedule *s, cloaded *L, int k, int ci,
+                         ptc_error *err)
+{
+    CUfunction *fn = ci < 0 ? &L->fn[k] : &L->cfn[ci];
+    if (*fn)
+        return 0;
+    /* the whole module: the vectorised entry again, but rarely and once */
+    CUfunction vfn, forms[PTC_CUDA_MAX_FORMS];
+    ptc_cuda_slot slot = {.code = ci < 0 ? &cp->k[k].code : &cp->combos[ci],
+                          .dev = L->dev,
+                          .no_cache = cp->no_cache,
+                          .mod = ci < 0 ? &L->smods[k] : &L->csmods[ci],
+                          .fn = fn,
+                          .vfn = &vfn,
+                          .ffn = forms};
+    if (ci < 0)
+        kernel_what(s->kernels[k], slot.what, sizeof slot.what);
+    else
+        snprintf(slot.what, sizeof slot.what, "combination %d", ci);
+    ptc_log(PTC_LOG_PERF, PTC_LOG_INFO, "%s: a launch needs its scalar entry: loading it",
+            slot.what);
+    return ptc_cuda_load_slots(&slot, 1, err);
 }
 
 /* Loads the modules of programs ps[0..n) on the devices of their Ls[i]

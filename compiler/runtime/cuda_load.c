@@ -53,8 +53,36 @@ void ptc_cuda_run_pool(void *(*fn)(void *), void *arg, int n)
 
 /* ---- cubins -------------------------------------------------------------------------------- */
 
-static int jit(const ptc_cuda_api *A, const ptc_cuda_code *code, const char *what, uint8_t **cubin,
-               size_t *len, ptc_error *err)
+/* ptx without the definition of entry `name` (its ".visible .entry name("
+ * ... "}" block, as LLVM's NVPTX backend prints it; the functions it calls
+ * stay, and so does the comment that names it), malloc'd; NULL when ptx has
+ * no such entry. */
+static char *without_entry(const char *ptx, const char *name)
+{
+    ptc_buf head = {0};
+    ptc_buf_printf(&head, "\n.visible .entry %s(", name);
+    const char *at = head.data ? strstr(ptx, head.data) : NULL;
+    ptc_buf_free(&head);
+    const char *end = at ? strstr(at, "\n}\n") : NULL;
+    if (!end)
+        return NULL;
+    const char *start = at + 1;
+    ptc_buf out = {0};
+    ptc_buf_putn(&out, ptx, (size_t)(start - ptx));
+    ptc_buf_puts(&out, end + 3);
+    return out.data;
+}
+
+/* The PTX slot s's module is made from: its code's, less the scalar entry
+ * where s defers it; malloc'd, NULL when out of memory. */
+static char *slot_ptx(const ptc_cuda_slot *s)
+{
+    char *ptx = s->defer_scalar ? without_entry(s->code->ptx, s->code->entry) : NULL;
+    return ptx ? ptx : strdup(s->code->ptx);
+}
+
+static int jit(const ptc_cuda_api *A, const char *ptx, const char *entry, const char *what,
+               uint8_t **cubin, size_t *len, ptc_error *err)
 {
     char errlog[4096] = "", infolog[1024] = "";
     int opts[5] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
@@ -65,8 +93,8 @@ static int jit(const ptc_cuda_api *A, const ptc_cuda_code *code, const char *wha
     CUlinkState st = NULL;
     CUresult r = A->cuLinkCreate(5, opts, vals, &st);
     if (r == CUDA_SUCCESS)
-        r = A->cuLinkAddData(st, CU_JIT_INPUT_PTX, code->ptx, strlen(code->ptx) + 1, code->entry, 0,
-                             NULL, NULL);
+        r = A->cuLinkAddData(st, CU_JIT_INPUT_PTX, (void *)ptx, strlen(ptx) + 1, entry, 0, NULL,
+                             NULL);
     void *img = NULL;
     size_t n = 0;
     if (r == CUDA_SUCCESS)
@@ -88,10 +116,11 @@ static int jit(const ptc_cuda_api *A, const ptc_cuda_code *code, const char *wha
     return 0;
 }
 
-static char *cubin_key(const ptc_cuda_code *code, const ptc_cuda_device *d)
+static char *cubin_key(const ptc_cuda_slot *s)
 {
     ptc_buf key = {0};
-    ptc_buf_printf(&key, "%s\ncubin sm_%d driver %d O4\n", code->key, d->sm, d->driver);
+    ptc_buf_printf(&key, "%s\ncubin sm_%d driver %d O4%s\n", s->code->key, s->dev->sm,
+                   s->dev->driver, s->defer_scalar ? " scalar deferred" : "");
     return key.data;
 }
 
@@ -103,7 +132,12 @@ static int make_cubin(const ptc_cuda_slot *s, const char *key, pthread_mutex_t *
     if (!s->no_cache && ptc_cache_load(key, strlen(key), cubin, len))
         return 0;
     double t0 = ptc_now_ms();
-    if (jit(ptc_cuda_api_get(NULL), s->code, s->what, cubin, len, err))
+    char *ptx = slot_ptx(s);
+    if (!ptx)
+        return ptc_errorf(err, PTC_ERR_INTERNAL, "runtime", "%s: out of memory", s->what);
+    int rc = jit(ptc_cuda_api_get(NULL), ptx, s->code->entry, s->what, cubin, len, err);
+    free(ptx);
+    if (rc)
         return -1;
     if (!s->no_cache)
         ptc_cache_store(key, strlen(key), *cubin, *len);
@@ -123,7 +157,7 @@ static int load_module(const ptc_cuda_slot *s, const uint8_t *cubin, ptc_error *
     const ptc_cuda_api *A = ptc_cuda_api_get(NULL);
     const ptc_cuda_code *code = s->code;
     CUresult r = A->cuModuleLoadData(s->mod, cubin);
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS && !s->defer_scalar)
         r = A->cuModuleGetFunction(s->fn, *s->mod, code->entry);
     if (r == CUDA_SUCCESS && code->launch.vec > 1)
         r = A->cuModuleGetFunction(s->vfn, *s->mod, code->ventry);
@@ -227,7 +261,7 @@ static int plan_jobs(loader *ld, int n)
         return -1;
     for (int i = 0; i < n; i++) {
         const ptc_cuda_slot *s = &ld->slots[i];
-        ld->order[i] = (ordered){i, strlen(s->code->ptx), cubin_key(s->code, s->dev)};
+        ld->order[i] = (ordered){i, strlen(s->code->ptx), cubin_key(s)};
         if (!ld->order[i].key)
             return -1;
     }

@@ -33,6 +33,9 @@ typedef struct cloaded {
     cwide *wide;     /* per kernel: its 64-bit variant, loaded when a call first needs it */
     CUmodule *cmods; /* per horizontal combination: its module, entry, vectorised entry */
     CUfunction *cfn, *cvfn;
+    /* per kernel, per combination: the module of its deferred scalar entry
+     * (ptc_cuda_slot.defer_scalar), once a launch needed it */
+    CUmodule *smods, *csmods;
 } cloaded;
 
 struct ptc_cuda_prog {
@@ -86,6 +89,9 @@ typedef struct ptc_cuda_slot {
     char what[96];
     const ptc_cuda_device *dev;
     bool no_cache;
+    /* the module leaves out the scalar entry of a code with a vectorised
+     * twin (*fn stays NULL): a launch that needs it loads it then */
+    bool defer_scalar;
     ptc_metrics *m;
     CUmodule *mod;
     CUfunction *fn, *vfn, *ffn;
@@ -100,6 +106,16 @@ int ptc_cuda_load_slots(ptc_cuda_slot *slots, int n, ptc_error *err);
  * where one is enough or none starts): fn takes the items itself. */
 int ptc_cuda_threads_for(int n);
 void ptc_cuda_run_pool(void *(*fn)(void *), void *arg, int n);
+
+/* Whether compiles defer scalar entries that have a vectorised twin
+ * (PTC_CUDA_DEFER_SCALAR, on unless 0): most launches run the vectorised
+ * one, and the driver's JIT of the scalar one was a third of a cold step's. */
+bool ptc_cuda_defer_scalar(void);
+/* Loads the deferred scalar entry of kernel k (ci < 0) or combination ci
+ * of cp on L's device (into L->fn[k] or L->cfn[ci]); 0 if it is there. The
+ * caller holds cp->lock. */
+int ptc_cuda_load_scalar(ptc_cuda_prog *cp, const ptc_schedule *s, cloaded *L, int k, int ci,
+                         ptc_error *err);
 
 /* The program's functions on device d, loading them on first use. */
 cloaded *ptc_cuda_loaded_on(ptc_program *p, ptc_cuda_device *d, ptc_error *err);

@@ -4,7 +4,7 @@
  * memory, a "JIT" that keeps the PTX as the cubin, modules that find their
  * entries in it, and launches that run nothing but record the entry they
  * were given (fake_cuda_launched) and their grid (fake_cuda_grid); it counts
- * its JITs (fake_cuda_nlinked). Results are never computed: a test reads
+ * its JITs (fake_cuda_nlinked, fake_cuda_last_linked). Results are never computed: a test reads
  * which code ran, not what it wrote.
  */
 #include <stdlib.h>
@@ -291,7 +291,8 @@ CUresult cuLinkAddData_v2(void *state, int type, void *data, size_t size, const 
     return OK;
 }
 
-static int nlinked; /* atomic: ptc JITs on several threads */
+static int nlinked;     /* atomic: ptc JITs on several threads */
+static char *last_link; /* atomic: the PTX of the latest JIT */
 
 /* The driver JITs (cuLinkComplete calls) of this process. */
 int fake_cuda_nlinked(void)
@@ -299,9 +300,17 @@ int fake_cuda_nlinked(void)
     return __atomic_load_n(&nlinked, __ATOMIC_ACQUIRE);
 }
 
+/* The PTX the latest JIT was given ("" before the first). */
+const char *fake_cuda_last_linked(void)
+{
+    const char *p = __atomic_load_n(&last_link, __ATOMIC_ACQUIRE);
+    return p ? p : "";
+}
+
 CUresult cuLinkComplete(void *state, void **cubin, size_t *size)
 {
     __atomic_fetch_add(&nlinked, 1, __ATOMIC_ACQ_REL);
+    free(__atomic_exchange_n(&last_link, strdup(*(char **)state), __ATOMIC_ACQ_REL));
     *cubin = *(char **)state;
     *size = strlen(*cubin) + 1;
     return OK;

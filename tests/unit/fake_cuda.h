@@ -14,8 +14,9 @@ static const char *(*fake_launched)(int);
 static int (*fake_nlaunched)(void);
 /* Launch i's blocks (what 0), threads per block (1), shared memory bytes (2). */
 static unsigned (*fake_grid)(int, int);
-/* The driver JITs run so far. */
+/* The driver JITs run so far; the PTX the latest was given. */
 static int (*fake_nlinked)(void);
+static const char *(*fake_last_linked)(void);
 /* Launches record their 64-bit parameter number slot (-1: none); launch i's. */
 static void (*fake_watch_param)(int);
 static long long (*fake_watched)(int);
@@ -32,10 +33,11 @@ static void use_fake_cuda(void)
     *(void **)&fake_nlaunched = dlsym(lib, "fake_cuda_nlaunched");
     *(void **)&fake_grid = dlsym(lib, "fake_cuda_grid");
     *(void **)&fake_nlinked = dlsym(lib, "fake_cuda_nlinked");
+    *(void **)&fake_last_linked = dlsym(lib, "fake_cuda_last_linked");
     *(void **)&fake_watch_param = dlsym(lib, "fake_cuda_watch_param");
     *(void **)&fake_watched = dlsym(lib, "fake_cuda_watched");
-    ck_assert(fake_launched && fake_nlaunched && fake_grid && fake_nlinked && fake_watch_param &&
-              fake_watched);
+    ck_assert(fake_launched && fake_nlaunched && fake_grid && fake_nlinked && fake_last_linked &&
+              fake_watch_param && fake_watched);
     dlclose(lib); /* ptc's own handle keeps it loaded */
 }
 

@@ -33,12 +33,20 @@ static const char *ALIKE =
 
 static ptc_tensor fake_f32(int64_t rows, int64_t cols)
 {
-    static float bytes[64]; /* the stand-in's launches read nothing */
+    static _Alignas(16) float bytes[64]; /* the stand-in's launches read nothing */
     ptc_tensor t = {
         .dtype = PTC_F32, .ndim = rows ? 2 : 1, .device = {PTC_DEV_CUDA, 0}, .data = bytes};
     t.sizes[0] = rows ? rows : cols, t.sizes[1] = cols;
     t.strides[0] = rows ? cols : 1, t.strides[1] = 1;
     return t;
+}
+
+static int count(const char *s, const char *what)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, what)); p += strlen(what))
+        n++;
+    return n;
 }
 
 /* Runs p (ALIKE) once: the combination entries it launched, each in its PTX. */
@@ -143,6 +151,57 @@ START_TEST(draws_that_differ_by_their_seeds_share_their_code)
 }
 END_TEST
 
+/* A kernel with a vectorised entry (16-byte accesses where its pointers
+ * allow) loads without its scalar twin: the stand-in's module, which is
+ * the PTX it was given, finds no scalar entry until a launch on an input
+ * not aligned for the vectorised one loads it, once (one more JIT).
+ * PTC_CUDA_DEFER_SCALAR=0: both at once, as before. */
+START_TEST(a_scalar_entry_loads_when_a_launch_first_needs_it)
+{
+#ifdef PTC_FAKE_CUDA
+    use_fake_cuda();
+    static const char *SQUARE = "# ptc ir v1\n"
+                                "graph f(%a: f32[1000] cuda) {\n"
+                                "  %0 = mul(%a, %a) : f32[1000] cuda\n"
+                                "  return (%0)\n"
+                                "}\n";
+    ptc_error err;
+    ptc_module *m = ptc_parse_module(SQUARE, strlen(SQUARE), "square", &err);
+    ck_assert_msg(m != NULL, "%s", err.msg);
+    for (int defer = 1; defer >= 0; defer--) {
+        if (!defer)
+            setenv("PTC_CUDA_DEFER_SCALAR", "0", 1);
+        ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA, .no_cache = true};
+        int jits = fake_nlinked();
+        ptc_program *p = ptc_compile(m->graphs[0], &o, &err);
+        unsetenv("PTC_CUDA_DEFER_SCALAR");
+        ck_assert_msg(p != NULL, "%s", err.msg);
+        ck_assert_int_eq(fake_nlinked() - jits, 1);
+        /* the JIT's PTX: the vectorised entry, the scalar one where not deferred */
+        const char *ptx = fake_last_linked();
+        ck_assert_int_eq(count(ptx, ".visible .entry "), defer ? 1 : 2);
+        ck_assert_int_eq(count(ptx, "_v(\n"), 1);
+        ptc_tensor a = fake_f32(0, 1000), out;
+        static const int shift[3] = {0, 4, 4}; /* aligned, then twice not */
+        static const bool vectorised[3] = {true, false, false};
+        for (int call = 0; call < 3; call++) {
+            a.data = (char *)fake_f32(0, 1000).data + shift[call];
+            int first = fake_nlaunched();
+            ck_assert_msg(ptc_program_run(p, &a, 1, &out, NULL, 0, &err) == 0, "%s", err.msg);
+            ptc_tensor_release(&out);
+            ck_assert_int_eq(fake_nlaunched() - first, 1);
+            const char *e = fake_launched(first);
+            ck_assert_msg((strcmp(e + strlen(e) - 2, "_v") == 0) == vectorised[call], "%s", e);
+        }
+        /* the scalar entry's module: one JIT at the first unaligned call */
+        ck_assert_int_eq(fake_nlinked() - jits, defer ? 2 : 1);
+        ptc_program_release(p);
+    }
+    ptc_module_free(m);
+#endif
+}
+END_TEST
+
 int main(void)
 {
 #ifndef PTC_FAKE_CUDA
@@ -157,6 +216,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, a_batch_jits_each_distinct_module_once);
     tcase_add_test(tc, draws_that_differ_by_their_seeds_share_their_code);
+    tcase_add_test(tc, a_scalar_entry_loads_when_a_launch_first_needs_it);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
