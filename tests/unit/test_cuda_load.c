@@ -41,12 +41,12 @@ static ptc_tensor fake_f32(int64_t rows, int64_t cols)
     return t;
 }
 
-static int count(const char *s, const char *what)
+static ptc_module *parse(const char *text)
 {
-    int n = 0;
-    for (const char *p = s; (p = strstr(p, what)); p += strlen(what))
-        n++;
-    return n;
+    ptc_error err;
+    ptc_module *m = ptc_parse_module(text, strlen(text), "test", &err);
+    ck_assert_msg(m != NULL, "%s", err.msg);
+    return m;
 }
 
 /* Runs p (ALIKE) once: the combination entries it launched, each in its PTX. */
@@ -78,8 +78,7 @@ START_TEST(a_batch_jits_each_distinct_module_once)
     use_fake_cuda();
     setenv("PTC_CUDA_VECTOR", "0", 1);
     ptc_error err;
-    ptc_module *m = ptc_parse_module(ALIKE, strlen(ALIKE), "alike", &err);
-    ck_assert_msg(m != NULL, "%s", err.msg);
+    ptc_module *m = parse(ALIKE);
     ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA, .no_cache = true, .keep_text = true};
     int before = fake_nlinked();
     ptc_program *p = ptc_compile(m->graphs[0], &o, &err);
@@ -125,8 +124,7 @@ START_TEST(draws_that_differ_by_their_seeds_share_their_code)
         "  return (%1, %3)\n"
         "}\n";
     ptc_error err;
-    ptc_module *m = ptc_parse_module(TWO_DRAWS, strlen(TWO_DRAWS), "draws", &err);
-    ck_assert_msg(m != NULL, "%s", err.msg);
+    ptc_module *m = parse(TWO_DRAWS);
     ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA, .no_cache = true};
     int before = fake_nlinked();
     ptc_program *p = ptc_compile(m->graphs[0], &o, &err);
@@ -166,8 +164,7 @@ START_TEST(a_scalar_entry_loads_when_a_launch_first_needs_it)
                                 "  return (%0)\n"
                                 "}\n";
     ptc_error err;
-    ptc_module *m = ptc_parse_module(SQUARE, strlen(SQUARE), "square", &err);
-    ck_assert_msg(m != NULL, "%s", err.msg);
+    ptc_module *m = parse(SQUARE);
     for (int defer = 1; defer >= 0; defer--) {
         if (!defer)
             setenv("PTC_CUDA_DEFER_SCALAR", "0", 1);
@@ -178,9 +175,9 @@ START_TEST(a_scalar_entry_loads_when_a_launch_first_needs_it)
         ck_assert_msg(p != NULL, "%s", err.msg);
         ck_assert_int_eq(fake_nlinked() - jits, 1);
         /* the JIT's PTX: the vectorised entry, the scalar one where not deferred */
-        const char *ptx = fake_last_linked();
-        ck_assert_int_eq(count(ptx, ".visible .entry "), defer ? 1 : 2);
-        ck_assert_int_eq(count(ptx, "_v(\n"), 1);
+        const char *ptx = fake_last_linked(), *entry = strstr(ptx, ".visible .entry ");
+        ck_assert(entry && (strstr(entry + 1, ".visible .entry ") != NULL) == !defer);
+        ck_assert(strstr(ptx, "_v(\n") != NULL);
         ptc_tensor a = fake_f32(0, 1000), out;
         static const int shift[3] = {0, 4, 4}; /* aligned, then twice not */
         static const bool vectorised[3] = {true, false, false};
