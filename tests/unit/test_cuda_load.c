@@ -1,8 +1,10 @@
-/* Loading a compile's CUDA modules, against the stand-in driver
- * (fake_cuda.c): the driver's JIT runs once per distinct module of a batch,
- * however many kernels, combinations or programs of the batch share it, and
- * every program still loads and launches its own modules; kernels that
- * differ only by the seeds of their random draws are one module. */
+/* What the driver's JIT is given, and loading its modules, against the
+ * stand-in driver (fake_cuda.c): the JIT runs once per distinct module of a
+ * batch, however many kernels, combinations or programs of the batch share
+ * it, and every program still loads and launches its own modules; kernels
+ * that differ only by the seeds of their random draws are one module; a
+ * scalar entry with a vectorised twin is JIT'd when a launch first needs it;
+ * PTC_CUDA_WARPS_LOOP makes a block reduction's module smaller. */
 #include "ops/ops.h"
 #include "pipeline/pipeline.h"
 
@@ -199,6 +201,38 @@ START_TEST(a_scalar_entry_loads_when_a_launch_first_needs_it)
 }
 END_TEST
 
+/* A row sum of 1024 threads a row combines its 32 warps' sums through
+ * shared memory: 31 loads unrolled, or with PTC_CUDA_WARPS_LOOP=1 one loop
+ * (a smaller module for the driver's JIT; no device needed: sm_90 named). */
+START_TEST(warps_combine_in_a_loop_on_request)
+{
+#ifdef PTC_FAKE_CUDA /* built with the CUDA backend */
+    ptc_module *m = parse("# ptc ir v1\n"
+                          "graph f(%x: f32[8,65536] cuda) {\n"
+                          "  %0 = sum(%x, [1]) : f32[8] cuda\n"
+                          "  return (%0)\n"
+                          "}\n");
+    for (int looped = 0; looped < 2; looped++) {
+        setenv("PTC_CUDA_WARPS_LOOP", looped ? "1" : "0", 1);
+        ptc_error err;
+        ptc_compile_opts o = {
+            .backend = PTC_BACKEND_CUDA, .cuda_sm = 90, .no_cache = true, .keep_text = true};
+        ptc_program *p = ptc_compile(m->graphs[0], &o, &err);
+        unsetenv("PTC_CUDA_WARPS_LOOP");
+        ck_assert_msg(p != NULL, "%s", err.msg);
+        const char *ptx = ptc_program_text(p, "ptx");
+        ck_assert_msg(strstr(ptx, ".maxntid 1024") != NULL, "%s", ptx);
+        int loads = 0;
+        for (const char *q = ptx; (q = strstr(q, "ld.shared")); q++)
+            loads++;
+        ck_assert_msg(looped ? loads <= 2 : loads >= 31, "%d loads", loads);
+        ptc_program_release(p);
+    }
+    ptc_module_free(m);
+#endif
+}
+END_TEST
+
 int main(void)
 {
 #ifndef PTC_FAKE_CUDA
@@ -214,6 +248,7 @@ int main(void)
     tcase_add_test(tc, a_batch_jits_each_distinct_module_once);
     tcase_add_test(tc, draws_that_differ_by_their_seeds_share_their_code);
     tcase_add_test(tc, a_scalar_entry_loads_when_a_launch_first_needs_it);
+    tcase_add_test(tc, warps_combine_in_a_loop_on_request);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);

@@ -48,6 +48,7 @@ typedef struct gplan {
     bool erfc_sum;                   /* 1 + erf(z) is g_one_plus_erf's (plan.c says when) */
     int min_blocks; /* row mode: blocks per SM the entry asks registers for (0: any) */
     bool packed_add; /* bf16 sums are fma.rn.bf16x2 (cuda/body.c's half_add) */
+    bool warps_loop; /* a block's warps' states combine in a loop, not unrolled (kernel.c) */
 } gplan;
 
 /* Loads already emitted in this outer iteration (row mode and flat

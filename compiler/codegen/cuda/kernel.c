@@ -418,6 +418,16 @@ static void red_across(gcg *c, const kctx *k, red *reds, int nred, int Tr)
     call0(c, "llvm.nvvm.barrier0");
     for (int m = 0; m < nred; m++) {
         ptc_red_state s = state_from_smem(c, &reds[m], m, ixc(c, 0), red_load(c, &reds[m]));
+        if (c->plan->warps_loop) {
+            red_save(c, &reds[m], s);
+            loop l;
+            loop_open(c, &l, ixc(c, 1), ixc(c, Tr / 32), ixc(c, 1), "red.warps");
+            s = red_load(c, &reds[m]);
+            s = red_combine(c, &reds[m], s, state_from_smem(c, &reds[m], m, l.iv, s));
+            red_save(c, &reds[m], s);
+            loop_close(c, &l);
+            continue;
+        }
         for (int w = 1; w < Tr / 32; w++)
             s = red_combine(c, &reds[m], s, state_from_smem(c, &reds[m], m, ixc(c, w), s));
         red_save(c, &reds[m], s);

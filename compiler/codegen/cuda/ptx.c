@@ -344,10 +344,10 @@ static void plan_text(ptc_buf *b, const ptc_kernel *k, const gplan *p)
     ptc_buf_printf(
         b,
         "plan team %d block %d vec %d i32 %d smem %lld+%lld scratch %lld row %d %d %d erfc %d "
-        "min blocks %d packed add %d red",
+        "min blocks %d packed add %d warps loop %d red",
         p->team, p->block, p->vec, p->i32, (long long)p->smem_team, (long long)p->smem_red,
         (long long)p->scratch_team, p->row, p->row_n, p->row_j, p->erfc_sum, p->min_blocks,
-        p->packed_add);
+        p->packed_add, p->warps_loop);
     for (int g = 0; g < k->ngroups; g++)
         ptc_buf_printf(b, " %d", p->red_lanes[g]);
     ptc_buf_puts(b, " loc");
