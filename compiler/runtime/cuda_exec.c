@@ -712,6 +712,12 @@ static int run_tuned(crun *r, int ki, bool vec)
     tune_call call = {.r = r, .ki = ki};
     ptc_tune_target t = {.what = "cuda launch", .cands = cands, .time = time_launch, .ctx = &call};
     t.n = launch_candidates(r, ki, vec, cands, 2 + PTC_CUDA_MAX_FORMS);
+    /* a deferred scalar entry is loaded before the timing, not inside it */
+    int src = source_of(r->p->cuda, ki);
+    CUfunction scalar = r->L->fn[src];
+    for (int i = 0; i < t.n && !scalar && !r->wide[ki]; i++)
+        if (cands[i].a == 0 && !cands[i].b && deferred_scalar(r, src, -1, &scalar))
+            return -1;
     const ptc_kernel *k = r->p->sched->kernels[ki];
     int64_t outer = 1;
     for (int d = 0; d < k->nouter; d++)
