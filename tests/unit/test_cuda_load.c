@@ -168,8 +168,7 @@ START_TEST(a_scalar_entry_loads_when_a_launch_first_needs_it)
     ptc_error err;
     ptc_module *m = parse(SQUARE);
     for (int defer = 1; defer >= 0; defer--) {
-        if (!defer)
-            setenv("PTC_CUDA_DEFER_SCALAR", "0", 1);
+        setenv("PTC_CUDA_DEFER_SCALAR", defer ? "1" : "0", 1);
         ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA, .no_cache = true};
         int jits = fake_nlinked();
         ptc_program *p = ptc_compile(m->graphs[0], &o, &err);
