@@ -782,7 +782,8 @@ static LLVMValueRef rng_mix(ptc_emitter *c, LLVMValueRef x)
 
 LLVMValueRef ptc_emit_rng_key(ptc_emitter *c, int64_t seed)
 {
-    LLVMValueRef s = LLVMConstInt(c->i64, (uint64_t)seed * 0x9e3779b97f4a7c15ULL, 0);
+    uint64_t relative = (uint64_t)(seed - c->seed_base);
+    LLVMValueRef s = LLVMConstInt(c->i64, relative * PTC_RNG_SEED_STEP, 0);
     return rng_mix(c, LLVMBuildAdd(c->b, s, c->rng_offset, "rng.key"));
 }
 

@@ -77,6 +77,7 @@ typedef struct ptc_emit_target {
     LLVMValueRef *bufptr;    /* per buffer id: base address (NULL: unused) */                      \
     LLVMValueRef *param;     /* per kernel param: its index-typed value */                         \
     LLVMValueRef rng_offset; /* i64 */                                                             \
+    int64_t seed_base;       /* the seed rng_offset is shifted by (ops.h's ptc_rng_shift) */       \
     LLVMValueRef vars[3 * PTC_MAX_DIMS]; /* index-typed value of each kernel variable */           \
     LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, void_;                                  \
     LLVMTypeRef ix; /* the type of index arithmetic: i64, or i32 where offsets fit */

@@ -112,7 +112,9 @@ static void print_kernel_body(ptc_buf *b, const ptc_schedule *s, const ptc_kerne
             if (with_prov)
                 print_prov(b, n->nprov, n->prov);
             ptc_buf_putc(b, '\n');
-            ptc_lbody_print(b, &mem->body, names, nn, bufnames, "      ");
+            /* the key's seeds are relative, as the code's are (ptc_rng_shift) */
+            ptc_lbody_print(b, &mem->body, names, nn, bufnames, "      ",
+                            with_prov ? 0 : k->seed_base);
         }
     }
     ptc_arena_free(tmp);

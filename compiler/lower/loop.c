@@ -424,7 +424,7 @@ static void print_dims(ptc_buf *b, const ptc_dim *d, int n, char var, int first)
 }
 
 void ptc_lbody_print(ptc_buf *b, const ptc_lbody *body, const char *const *names, int nnames,
-                     const char *const *bufnames, const char *indent)
+                     const char *const *bufnames, const char *indent, int64_t seed_base)
 {
     for (int i = 0; i < body->n; i++) {
         const ptc_lexpr *e = &body->e[i];
@@ -463,7 +463,7 @@ void ptc_lbody_print(ptc_buf *b, const ptc_lbody *body, const char *const *names
         }
         case PTC_L_RAND:
         case PTC_L_RANDN:
-            ptc_buf_printf(b, " seed=%lld at ", (long long)e->seed);
+            ptc_buf_printf(b, " seed=%lld at ", (long long)(e->seed - seed_base));
             ptc_ix_print(b, e->ix, names, nnames);
             break;
         default:
@@ -611,7 +611,7 @@ static void print_node(ptc_buf *b, const ptc_lprog *p, const ptc_lnode *n)
     const char **bufnames = PTC_NEWN(tmp, const char *, p->nbufs + 1);
     for (int i = 0; i < p->nbufs; i++)
         bufnames[i] = p->bufs[i]->name;
-    ptc_lbody_print(b, &n->body, names, n->ndim + n->nred, bufnames, "    ");
+    ptc_lbody_print(b, &n->body, names, n->ndim + n->nred, bufnames, "    ", 0);
     ptc_arena_free(tmp);
 }
 

@@ -327,9 +327,10 @@ void ptc_lprog_last_reads(const ptc_lprog *p, const int *step_of, int *last);
 int ptc_lprog_verify(const ptc_lprog *p, ptc_error *err);
 /* The `loops` stage text. */
 void ptc_lprog_print(ptc_buf *b, const ptc_lprog *p);
-/* bufnames: indexed by buffer id (NULL: "buf<id>"). */
+/* bufnames: indexed by buffer id (NULL: "buf<id>"); seeds printed less
+ * seed_base (a kernel's key: ptc_kernel.seed_base; else 0). */
 void ptc_lbody_print(ptc_buf *b, const ptc_lbody *body, const char *const *names, int nnames,
-                     const char *const *bufnames, const char *indent);
+                     const char *const *bufnames, const char *indent, int64_t seed_base);
 
 /* Layout planning: temporaries of 2-d convolution chains are stored
  * channels-last (a permuted buffer: NHWC storage of an NCHW value), so the
@@ -409,6 +410,8 @@ typedef struct ptc_kernel {
                            outer loops collapsed) */
     int nparams;
     ptc_dim *params;    /* symbolic sizes the code reads at run time */
+    int64_t seed_base;  /* the smallest seed of its random draws (0: none): its code
+                           and key take seeds relative to it (ops.h's ptc_rng_shift) */
     int nprov;
     const char **prov;
 } ptc_kernel;

@@ -172,9 +172,20 @@ static inline uint64_t ptc_rng_mix(uint64_t x)
     x ^= x >> 31;
     return x;
 }
+#define PTC_RNG_SEED_STEP 0x9e3779b97f4a7c15ULL
 static inline uint64_t ptc_rng_key(uint64_t seed, uint64_t offset)
 {
-    return ptc_rng_mix(seed * 0x9e3779b97f4a7c15ULL + offset);
+    return ptc_rng_mix(seed * PTC_RNG_SEED_STEP + offset);
+}
+/* The offset that draws with seeds relative to base as offset does with
+ * absolute ones: ptc_rng_key(seed, offset) == ptc_rng_key(seed - base,
+ * ptc_rng_shift(offset, base)) (arithmetic mod 2^64). A generated kernel
+ * draws relative to its smallest seed (ptc_kernel.seed_base) and its launch
+ * passes the offset so shifted, so that kernels that differ only by their
+ * seeds (a model's dropouts) share one code. */
+static inline uint64_t ptc_rng_shift(uint64_t offset, int64_t base)
+{
+    return offset + (uint64_t)base * PTC_RNG_SEED_STEP;
 }
 /* Uniform in [0, 1) with 24 random bits (exact in f32). */
 static inline float ptc_rng_uniform(uint64_t key, uint64_t idx)

@@ -8,11 +8,12 @@
  * cuModuleLoadData. With an explicit target (opts->cuda_sm) no device is
  * needed and modules load at the first run, on the run's device. Programs
  * compiled together (ptc_cuda_prepare_all: a training step's forward and
- * backward) share one compile worker for their PTX and one pool of threads
- * that loads it, so the batch waits for its slowest kernel once.
+ * backward) share one compile worker for their PTX, then load all their
+ * modules at once (cuda_load.c: each distinct cubin made once, on one pool
+ * of threads), so the batch waits for its slowest module once.
  *
  * Horizontal combinations (lower/combo.c) are one module each, made in the
- * same compile worker as the kernels and loaded after them; a kernel that
+ * same compile worker as the kernels and loaded with them; a kernel that
  * runs only inside one has no code of its own. A program compiled without a
  * device loads on a run's device at that run (ptc_cuda_loaded_on), and a
  * kernel's 64-bit variant is generated and loaded when a call first needs
@@ -25,104 +26,9 @@
 #include <string.h>
 #include <unistd.h>
 
-/* ---- cubins -------------------------------------------------------------------------------- */
-
-static int jit(const ptc_cuda_api *A, const ptc_cuda_code *code, const char *what,
-               uint8_t **cubin, size_t *len, ptc_error *err)
-{
-    char errlog[4096] = "", infolog[1024] = "";
-    int opts[5] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
-                   CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
-                   CU_JIT_OPTIMIZATION_LEVEL};
-    void *vals[5] = {errlog, (void *)(uintptr_t)sizeof errlog, infolog,
-                     (void *)(uintptr_t)sizeof infolog, (void *)(uintptr_t)4};
-    CUlinkState st = NULL;
-    CUresult r = A->cuLinkCreate(5, opts, vals, &st);
-    if (r == CUDA_SUCCESS)
-        r = A->cuLinkAddData(st, CU_JIT_INPUT_PTX, code->ptx, strlen(code->ptx) + 1, code->entry, 0,
-                             NULL, NULL);
-    void *img = NULL;
-    size_t n = 0;
-    if (r == CUDA_SUCCESS)
-        r = A->cuLinkComplete(st, &img, &n);
-    if (r == CUDA_SUCCESS) {
-        *cubin = malloc(n ? n : 1);
-        memcpy(*cubin, img, n);
-        *len = n;
-    }
-    if (st)
-        A->cuLinkDestroy(st);
-    if (r != CUDA_SUCCESS) {
-        char *nl = strchr(errlog, '\n');
-        if (nl && nl[1] == 0)
-            *nl = 0;
-        return ptc_cuda_fail(err, r, "%s: the driver's PTX JIT failed (%.300s)", what,
-                             errlog[0] ? errlog : "no log");
-    }
-    return 0;
-}
-
-static void cubin_key(const ptc_cuda_code *code, const ptc_cuda_device *d, ptc_buf *key)
-{
-    ptc_buf_printf(key, "%s\ncubin sm_%d driver %d O4\n", code->key, d->sm, d->driver);
-}
-
-/* Loads code's module (of `what`: "kernel 3 add", for messages) on L's
- * device (the cubin from the cache or the JIT) and looks up its entries: fn
- * for form 0, vfn for the vectorised one, ffn[f] for form f > 0. */
-static int load_code(const ptc_cuda_code *code, const char *what, cloaded *L, bool no_cache,
-                     ptc_metrics *m, pthread_mutex_t *mlock, CUmodule *mod, CUfunction *fn,
-                     CUfunction *vfn, CUfunction *ffn, ptc_error *err)
-{
-    const ptc_cuda_api *A = ptc_cuda_api_get(NULL);
-    ptc_buf key = {0};
-    cubin_key(code, L->dev, &key);
-    uint8_t *cubin = NULL;
-    size_t len = 0;
-    int rc = 0;
-    if (no_cache || !ptc_cache_load(key.data, key.len, &cubin, &len)) {
-        double t0 = ptc_now_ms();
-        rc = jit(A, code, what, &cubin, &len, err);
-        if (rc == 0 && !no_cache)
-            ptc_cache_store(key.data, key.len, cubin, len);
-        if (m) {
-            pthread_mutex_lock(mlock);
-            ptc_metrics_add(m, "cuda_jit_ms", ptc_now_ms() - t0, true);
-            ptc_metrics_add(m, "cuda_jit_kernels", 1, false);
-            pthread_mutex_unlock(mlock);
-        }
-    }
-    ptc_buf_free(&key);
-    CUresult r = CUDA_SUCCESS;
-    if (rc == 0) {
-        r = A->cuModuleLoadData(mod, cubin);
-        if (r == CUDA_SUCCESS)
-            r = A->cuModuleGetFunction(fn, *mod, code->entry);
-        if (r == CUDA_SUCCESS && code->launch.vec > 1)
-            r = A->cuModuleGetFunction(vfn, *mod, code->ventry);
-        for (int f = 1; r == CUDA_SUCCESS && f < code->nforms; f++)
-            r = A->cuModuleGetFunction(&ffn[f], *mod, code->forms[f].entry);
-        if (r != CUDA_SUCCESS)
-            rc = ptc_cuda_fail(err, r, "%s: loading its module on device %d", what,
-                               L->dev->ordinal);
-    }
-    free(cubin);
-    return rc;
-}
-
 static void kernel_what(const ptc_kernel *k, char *what, size_t size)
 {
     snprintf(what, size, "kernel %d %s", k->id, k->name);
-}
-
-/* Loads kernel k's module on d. */
-static int load_one(ptc_cuda_prog *cp, const ptc_schedule *s, int k, cloaded *L, bool no_cache,
-                    ptc_metrics *m, pthread_mutex_t *mlock, ptc_error *err)
-{
-    char what[96];
-    kernel_what(s->kernels[k], what, sizeof what);
-    return load_code(&cp->k[k].code, what, L, no_cache, m, mlock, &L->mods[k], &L->fn[k],
-                     &L->vfn[k], &L->ffn[k * PTC_CUDA_MAX_FORMS], err);
 }
 
 /* ---- parallel compilation ---------------------------------------------------------------------
@@ -133,9 +39,8 @@ typedef struct work {
     ptc_cuda_prog *cp;
     const ptc_schedule *s;
     const ptc_codegen_opts *co;
-    cloaded *L; /* NULL: generate PTX only */
-    bool gen;   /* generate PTX (else it exists: load only) */
-    bool wide;  /* the kernels' 64-bit variants (ckernel.wide), not their code */
+    cloaded *L;  /* the modules to load once the code exists; NULL: PTX only */
+    bool wide;   /* the kernels' 64-bit variants (ckernel.wide), not their code */
     bool combos; /* the compile worker makes the combinations' code too */
     int *pending;
     int npending;
@@ -145,9 +50,8 @@ typedef struct work {
  * time in order: ws[0]'s, then ws[1]'s... */
 typedef struct crew {
     work *ws;
-    int total; /* kernels of all the works */
-    int next;  /* atomic */
-    pthread_mutex_t mlock;
+    int total;  /* kernels of all the works */
+    int next;   /* atomic */
     int failed; /* atomic */
     ptc_error err;
 } crew;
@@ -164,26 +68,18 @@ static void crew_fail(crew *c, const ptc_error *err)
         c->err = *err;
 }
 
-/* Kernel k of w: generated where w->gen, loaded where w->L. */
-static int compile_kernel(const work *w, int k, pthread_mutex_t *mlock, ptc_error *err)
+/* Kernel k of w's code generated. */
+static int compile_kernel(const work *w, int k, ptc_error *err)
 {
-    int rc = 0;
-    if (w->gen) {
-        ptc_codegen_opts co = *w->co;
-        co.metrics = NULL; /* not thread-safe: timed by the caller */
-        rc = ptc_cuda_codegen(w->s, w->s->kernels[k], &w->cp->target, &co, work_code(w, k), NULL,
-                              err);
-    }
-    if (rc == 0 && w->L)
-        rc = load_one(w->cp, w->s, k, w->L, w->co->no_cache, w->co->metrics, mlock, err);
-    return rc;
+    ptc_codegen_opts co = *w->co;
+    co.metrics = NULL; /* not thread-safe: timed by the caller */
+    return ptc_cuda_codegen(w->s, w->s->kernels[k], &w->cp->target, &co, work_code(w, k), NULL,
+                            err);
 }
 
 static void *worker(void *arg)
 {
     crew *c = arg;
-    const ptc_cuda_device *current = NULL; /* the device whose context this thread entered */
-    bool pushed = false;
     ptc_error err;
     for (;;) {
         int i = __atomic_fetch_add(&c->next, 1, __ATOMIC_ACQ_REL);
@@ -192,32 +88,10 @@ static void *worker(void *arg)
         const work *w = c->ws;
         for (; i >= w->npending; w++)
             i -= w->npending;
-        if (w->L && w->L->dev != current) {
-            ptc_cuda_leave(pushed);
-            pushed = false;
-            current = NULL;
-            if (ptc_cuda_enter(w->L->dev, &pushed, &err)) {
-                crew_fail(c, &err);
-                break;
-            }
-            current = w->L->dev;
-        }
-        if (compile_kernel(w, w->pending[i], &c->mlock, &err))
+        if (compile_kernel(w, w->pending[i], &err))
             crew_fail(c, &err);
     }
-    ptc_cuda_leave(pushed);
     return NULL;
-}
-
-static int nthreads_for(int n)
-{
-    const char *env = getenv("PTC_COMPILE_THREADS");
-    long t = env && atoi(env) > 0 ? atoi(env) : sysconf(_SC_NPROCESSORS_ONLN);
-    if (t > 16)
-        t = 16;
-    if (t > n)
-        t = n;
-    return t < 1 ? 1 : (int)t;
 }
 
 static int pending_in(const work *ws, int nw)
@@ -228,92 +102,18 @@ static int pending_in(const work *ws, int nw)
     return n;
 }
 
-/* fn(arg) on a pool of threads for n items (on this thread alone where
- * one is enough or none starts); fn takes the items itself. */
-static void run_pool(void *(*fn)(void *), void *arg, int n)
-{
-    int nt = nthreads_for(n);
-    pthread_t th[16];
-    int started = 0;
-    for (int i = 0; nt > 1 && i < nt; i++)
-        if (pthread_create(&th[i], NULL, fn, arg) == 0)
-            started++;
-        else
-            break;
-    if (started == 0)
-        fn(arg);
-    for (int i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
-}
-
-/* Compiles the kernels of ws[0..nw) on one pool of threads. -1 with err:
- * the first failure seen (the others stop at their next kernel). */
+/* Generates the kernels' PTX of ws[0..nw) on one pool of threads. -1 with
+ * err: the first failure seen (the others stop at their next kernel). */
 static int run_workers(work *ws, int nw, ptc_error *err)
 {
     crew c = {.ws = ws, .total = pending_in(ws, nw)};
-    pthread_mutex_init(&c.mlock, NULL);
-    run_pool(worker, &c, c.total);
-    pthread_mutex_destroy(&c.mlock);
+    ptc_cuda_run_pool(worker, &c, c.total);
     if (c.failed) {
         if (err)
             *err = c.err;
         return -1;
     }
     return 0;
-}
-
-/* The combinations of one program to load, taken one at a time. */
-typedef struct combo_crew {
-    ptc_cuda_prog *cp;
-    cloaded *L;
-    bool no_cache;
-    ptc_metrics *m;
-    pthread_mutex_t mlock;
-    int next;   /* atomic */
-    int failed; /* atomic */
-    ptc_error err;
-} combo_crew;
-
-static void *combo_loader(void *arg)
-{
-    combo_crew *c = arg;
-    bool pushed = false;
-    ptc_error err;
-    if (ptc_cuda_enter(c->L->dev, &pushed, &err)) {
-        if (__atomic_fetch_add(&c->failed, 1, __ATOMIC_ACQ_REL) == 0)
-            c->err = err;
-        return NULL;
-    }
-    for (;;) {
-        int i = __atomic_fetch_add(&c->next, 1, __ATOMIC_ACQ_REL);
-        if (i >= c->cp->ncombos || __atomic_load_n(&c->failed, __ATOMIC_ACQUIRE))
-            break;
-        char what[32];
-        snprintf(what, sizeof what, "combination %d", i);
-        if (load_code(&c->cp->combos[i], what, c->L, c->no_cache, c->m, &c->mlock,
-                      &c->L->cmods[i], &c->L->cfn[i], &c->L->cvfn[i], NULL, &err) &&
-            __atomic_fetch_add(&c->failed, 1, __ATOMIC_ACQ_REL) == 0)
-            c->err = err;
-    }
-    ptc_cuda_leave(pushed);
-    return NULL;
-}
-
-/* Loads the combinations' modules on L's device, on a pool of threads as
- * the kernels' are: each is the driver's JIT of its PTX where the cache has
- * no cubin, and resnet50's training forward has 102 of them. */
-static int load_combos(ptc_cuda_prog *cp, cloaded *L, bool no_cache, ptc_metrics *m,
-                       ptc_error *err)
-{
-    if (cp->ncombos == 0)
-        return 0;
-    combo_crew c = {.cp = cp, .L = L, .no_cache = no_cache, .m = m};
-    pthread_mutex_init(&c.mlock, NULL);
-    run_pool(combo_loader, &c, cp->ncombos);
-    pthread_mutex_destroy(&c.mlock);
-    if (c.failed && err)
-        *err = c.err;
-    return c.failed ? -1 : 0;
 }
 
 /* Whether the process has the room LLVM would need to generate the PTX of
@@ -369,22 +169,19 @@ static int gen_in_worker(work *ws, int nw, ptc_error *err)
             items[n++] = item;
         }
     }
-    int rc = ptc_cuda_codegen_all(items, n, nthreads_for(n), err);
+    int rc = ptc_cuda_codegen_all(items, n, ptc_cuda_threads_for(n), err);
     free(items);
     return rc;
 }
 
-/* Generates the PTX of ws[0..nw) (in one compile worker where the process
- * has the room) and, where a work's L is set, loads it. */
+/* Generates the PTX of ws[0..nw)'s kernels (and combinations, where a
+ * work's combos is set), in one compile worker where the process has the
+ * room, else on a pool of threads. */
 static int generate(work *ws, int nw, ptc_error *err)
 {
-    if (ptc_worker_enabled() && room_for_one_worker(ws, nw, nthreads_for(pending_in(ws, nw)))) {
-        /* one compile worker for the PTX; the threads only load */
-        if (gen_in_worker(ws, nw, err))
-            return -1;
-        for (int w = 0; w < nw; w++)
-            ws[w].gen = false;
-    }
+    int nt = ptc_cuda_threads_for(pending_in(ws, nw));
+    if (ptc_worker_enabled() && room_for_one_worker(ws, nw, nt))
+        return gen_in_worker(ws, nw, err);
     return run_workers(ws, nw, err);
 }
 
@@ -400,6 +197,8 @@ static cloaded *loaded_new(const ptc_cuda_prog *cp, ptc_cuda_device *d)
     L->cmods = calloc((size_t)cp->ncombos + 1, sizeof *L->cmods);
     L->cfn = calloc((size_t)cp->ncombos + 1, sizeof *L->cfn);
     L->cvfn = calloc((size_t)cp->ncombos + 1, sizeof *L->cvfn);
+    L->smods = calloc((size_t)cp->nk + 1, sizeof *L->smods);
+    L->csmods = calloc((size_t)cp->ncombos + 1, sizeof *L->csmods);
     return L;
 }
 
@@ -414,12 +213,17 @@ static void loaded_free(cloaded *L, int nk, int ncombos)
         for (int k = 0; k < nk; k++) {
             if (L->mods[k])
                 A->cuModuleUnload(L->mods[k]);
+            if (L->smods[k])
+                A->cuModuleUnload(L->smods[k]);
             if (L->wide[k].mod)
                 A->cuModuleUnload(L->wide[k].mod);
         }
-        for (int i = 0; i < ncombos; i++)
+        for (int i = 0; i < ncombos; i++) {
             if (L->cmods[i])
                 A->cuModuleUnload(L->cmods[i]);
+            if (L->csmods[i])
+                A->cuModuleUnload(L->csmods[i]);
+        }
         ptc_cuda_leave(pushed);
     }
     free(L->mods);
@@ -430,6 +234,8 @@ static void loaded_free(cloaded *L, int nk, int ncombos)
     free(L->cmods);
     free(L->cfn);
     free(L->cvfn);
+    free(L->smods);
+    free(L->csmods);
     free(L);
 }
 
@@ -524,23 +330,111 @@ int ptc_cuda_generate_wide(ptc_cuda_prog *cp, const ptc_schedule *s, const ptc_c
 {
     ptc_codegen_opts wide = *co;
     wide.wide_index = true;
-    work w = {.cp = cp,
-              .s = s,
-              .co = &wide,
-              .gen = true,
-              .wide = true,
-              .pending = ks,
-              .npending = n};
+    work w = {.cp = cp, .s = s, .co = &wide, .wide = true, .pending = ks, .npending = n};
     return n > 0 ? generate(&w, 1, err) : 0;
 }
 
 int ptc_cuda_load_wide(ptc_cuda_prog *cp, const ptc_schedule *s, int k, cloaded *L, ptc_error *err)
 {
-    char what[96];
-    kernel_what(s->kernels[k], what, sizeof what);
     cwide *w = &L->wide[k];
-    return load_code(&cp->k[k].wide, what, L, cp->no_cache, NULL, NULL, &w->mod, &w->fn[0],
-                     &w->vfn, w->fn, err);
+    ptc_cuda_slot slot = {.code = &cp->k[k].wide,
+                          .dev = L->dev,
+                          .no_cache = cp->no_cache,
+                          .mod = &w->mod,
+                          .fn = &w->fn[0],
+                          .vfn = &w->vfn,
+                          .ffn = w->fn};
+    kernel_what(s->kernels[k], slot.what, sizeof slot.what);
+    return ptc_cuda_load_slots(&slot, 1, err);
+}
+
+/* The modules of cp to load into L, appended to slots (room for cp->nk +
+ * cp->ncombos): its kernels with code of their own, then its combinations;
+ * JITs counted in m. Returns the count appended, -1 when out of memory. */
+static int program_slots(ptc_cuda_prog *cp, const ptc_schedule *s, cloaded *L, ptc_metrics *m,
+                         ptc_cuda_slot *slots, ptc_error *err)
+{
+    int nown;
+    int *own = own_kernels(cp, false, &nown, err);
+    if (!own)
+        return -1;
+    ptc_cuda_slot like = {.dev = L->dev, .no_cache = cp->no_cache, .m = m};
+    bool defer = ptc_cuda_defer_scalar();
+    int n = 0;
+    for (int i = 0; i < nown; i++) {
+        int k = own[i];
+        ptc_cuda_slot *t = &slots[n++];
+        *t = like;
+        t->code = &cp->k[k].code;
+        t->defer_scalar = defer && t->code->launch.vec > 1;
+        t->mod = &L->mods[k], t->fn = &L->fn[k], t->vfn = &L->vfn[k];
+        t->ffn = &L->ffn[k * PTC_CUDA_MAX_FORMS];
+        kernel_what(s->kernels[k], t->what, sizeof t->what);
+    }
+    for (int i = 0; i < cp->ncombos; i++) {
+        ptc_cuda_slot *t = &slots[n++];
+        *t = like;
+        t->code = &cp->combos[i];
+        t->defer_scalar = defer && t->code->launch.vec > 1;
+        t->mod = &L->cmods[i], t->fn = &L->cfn[i], t->vfn = &L->cvfn[i];
+        snprintf(t->what, sizeof t->what, "combination %d", i);
+    }
+    free(own);
+    return n;
+}
+
+bool ptc_cuda_defer_scalar(void)
+{
+    const char *env = getenv("PTC_CUDA_DEFER_SCALAR");
+    return !(env && strcmp(env, "0") == 0);
+}
+
+int ptc_cuda_load_scalar(ptc_cuda_prog *cp, const ptc_schedule *s, cloaded *L, int k, int ci,
+                         ptc_error *err)
+{
+    CUfunction *fn = ci < 0 ? &L->fn[k] : &L->cfn[ci];
+    if (*fn)
+        return 0;
+    /* the whole module: the vectorised entry again, but rarely and once */
+    CUfunction vfn, forms[PTC_CUDA_MAX_FORMS];
+    ptc_cuda_slot slot = {.code = ci < 0 ? &cp->k[k].code : &cp->combos[ci],
+                          .dev = L->dev,
+                          .no_cache = cp->no_cache,
+                          .mod = ci < 0 ? &L->smods[k] : &L->csmods[ci],
+                          .fn = fn,
+                          .vfn = &vfn,
+                          .ffn = forms};
+    if (ci < 0)
+        kernel_what(s->kernels[k], slot.what, sizeof slot.what);
+    else
+        snprintf(slot.what, sizeof slot.what, "combination %d", ci);
+    ptc_log(PTC_LOG_PERF, PTC_LOG_INFO, "%s: a launch needs its scalar entry: loading it",
+            slot.what);
+    return ptc_cuda_load_slots(&slot, 1, err);
+}
+
+/* Loads the modules of programs ps[0..n) on the devices of their Ls[i]
+ * (NULL: none), all in one ptc_cuda_load_slots; JITs counted in ms[i]. */
+static int load_programs(ptc_program *const *ps, cloaded *const *Ls, ptc_metrics *const *ms, int n,
+                         ptc_error *err)
+{
+    size_t most = 1;
+    for (int i = 0; i < n; i++)
+        most += Ls[i] ? (size_t)(ps[i]->cuda->nk + ps[i]->cuda->ncombos) : 0;
+    ptc_cuda_slot *slots = calloc(most, sizeof *slots);
+    if (!slots)
+        return ptc_errorf(err, PTC_ERR_INTERNAL, "runtime", "out of memory listing CUDA modules");
+    int nslots = 0, rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        int added =
+            Ls[i] ? program_slots(ps[i]->cuda, ps[i]->sched, Ls[i], ms[i], slots + nslots, err) : 0;
+        rc = added < 0 ? -1 : 0;
+        nslots += added > 0 ? added : 0;
+    }
+    if (rc == 0)
+        rc = ptc_cuda_load_slots(slots, nslots, err);
+    free(slots);
+    return rc;
 }
 
 /* The 64-bit variants of the kernels planned with 32-bit indices for
@@ -560,16 +454,16 @@ static int generate_wide_variants(ptc_cuda_prog *cp, const ptc_schedule *s,
 
 /* The code of every horizontal combination (one module each, a launch of
  * all its members: lower/combo.c) that the kernels' compile worker did not
- * make, loaded where L is set. */
+ * make. */
 static int generate_combos(ptc_cuda_prog *cp, const ptc_schedule *s, const ptc_codegen_opts *co,
-                           cloaded *L, ptc_error *err)
+                           ptc_error *err)
 {
     for (int i = 0; i < cp->ncombos; i++) {
         ptc_cuda_code *code = &cp->combos[i];
         if (!code->ptx && ptc_cuda_codegen_combo(s, &s->combos[i], &cp->target, co, code, err))
             return -1;
     }
-    return L ? load_combos(cp, L, co->no_cache, co->metrics, err) : 0;
+    return 0;
 }
 
 int ptc_cuda_target_of(const ptc_program *p, const ptc_compile_opts *o, ptc_cuda_target *t,
@@ -590,8 +484,8 @@ int ptc_cuda_target_of(const ptc_program *p, const ptc_compile_opts *o, ptc_cuda
     if (!ptc_cuda_arch_name(t->sm))
         return ptc_errorf(
             err, PTC_ERR_UNSUPPORTED, "codegen",
-            "CUDA compute capability %d.%d is not supported (sm_70 .. sm_90 and newer)",
-            t->sm / 10, t->sm % 10);
+            "CUDA compute capability %d.%d is not supported (sm_70 .. sm_90 and newer)", t->sm / 10,
+            t->sm % 10);
     return 0;
 }
 
@@ -633,7 +527,7 @@ static int prepare_begin(ptc_program *p, const ptc_compile_opts *o, ptc_metrics 
         .no_cache = o && o->no_cache, .kernel_dir = o ? o->kernel_dir : NULL, .metrics = m};
     cp->no_cache = co->no_cache;
     cp->kernel_dir = co->kernel_dir ? strdup(co->kernel_dir) : NULL;
-    *w = (work){.cp = cp, .s = p->sched, .co = co, .gen = true, .combos = true, .pending = pending};
+    *w = (work){.cp = cp, .s = p->sched, .co = co, .combos = true, .pending = pending};
     w->npending = dedup(cp, p->sched, pending);
     if (!(o && o->autotune))
         w->npending = drop_combined(cp, p->sched, pending, w->npending);
@@ -650,9 +544,8 @@ static void count_cached(ptc_program *p)
     const ptc_cuda_prog *cp = p->cuda;
     for (int k = 0; k < cp->nk; k++) {
         /* a kernel only combined comes from the cache as its combination does */
-        p->info.ncached += cp->k[k].combined_only
-                               ? cp->combos[combo_of(cp, p->sched, k)].cached
-                               : code_of(cp, k)->cached;
+        p->info.ncached += cp->k[k].combined_only ? cp->combos[combo_of(cp, p->sched, k)].cached
+                                                  : code_of(cp, k)->cached;
     }
 }
 
@@ -693,7 +586,12 @@ int ptc_cuda_prepare_all(ptc_program *const *ps, int n, const ptc_compile_opts *
     if (rc == 0)
         rc = generate(ws, n, err);
     for (int i = 0; i < n && rc == 0; i++)
-        rc = generate_combos(ps[i]->cuda, ps[i]->sched, &cos[i], ws[i].L, err);
+        rc = generate_combos(ps[i]->cuda, ps[i]->sched, &cos[i], err);
+    cloaded *Ls[n > 0 ? n : 1];
+    for (int i = 0; i < n && rc == 0; i++)
+        Ls[i] = ws[i].L;
+    if (rc == 0)
+        rc = load_programs(ps, Ls, ms, n, err);
     for (int i = 0; i < n && rc == 0; i++)
         if (os[i] && os[i]->cuda_wide_variants)
             rc = generate_wide_variants(ps[i]->cuda, ps[i]->sched, &cos[i], err);
@@ -758,20 +656,8 @@ cloaded *ptc_cuda_loaded_on(ptc_program *p, ptc_cuda_device *d, ptc_error *err)
     int rc = 0;
     if (!L) {
         L = loaded_new(cp, d);
-        int n;
-        int *pending = own_kernels(cp, false, &n, err);
-        ptc_codegen_opts co = {0};
-        work w = {.cp = cp,
-                  .s = p->sched,
-                  .co = &co,
-                  .L = L,
-                  .gen = false,
-                  .pending = pending,
-                  .npending = n};
-        rc = pending ? run_workers(&w, 1, err) : -1;
-        free(pending);
-        if (rc == 0)
-            rc = load_combos(cp, L, cp->no_cache, NULL, err);
+        ptc_metrics *none = NULL;
+        rc = load_programs(&p, &L, &none, 1, err);
         if (rc)
             loaded_free(L, cp->nk, cp->ncombos);
         else

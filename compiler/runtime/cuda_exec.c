@@ -505,6 +505,31 @@ static bool vector_ok(crun *r, int ki, int f)
            aligned_for(r, r->p->sched->kernels[ki], code);
 }
 
+/* *fn: the scalar entry of kernel k (ci < 0) or combination ci that its
+ * module deferred (PTC_CUDA_DEFER_SCALAR), loaded now that a launch needs
+ * it (an argument not aligned for the vectorised one), or NULL where none
+ * was deferred. -1 with r->err when it cannot load. */
+static int deferred_scalar(crun *r, int k, int ci, CUfunction *fn)
+{
+    ptc_cuda_prog *cp = r->p->cuda;
+    const ptc_cuda_code *code = ci < 0 ? &cp->k[k].code : &cp->combos[ci];
+    *fn = NULL;
+    if (code->launch.vec <= 1 || (ci < 0 && cp->k[k].combined_only))
+        return 0;
+    if (r->capturing)
+        return ptc_errorf(r->err, PTC_ERR_RUNTIME, "runtime",
+                          "%s %d: a CUDA graph capture needs its scalar entry (an argument is "
+                          "not aligned for the vectorised one), not loaded yet (run the program "
+                          "once on such arguments outside the capture first, as a warm-up, or "
+                          "set PTC_CUDA_DEFER_SCALAR=0)",
+                          ci < 0 ? "kernel" : "combination", ci < 0 ? k : ci);
+    pthread_mutex_lock(&cp->lock);
+    int rc = ptc_cuda_load_scalar(cp, r->p->sched, r->L, k, ci, r->err);
+    pthread_mutex_unlock(&cp->lock);
+    *fn = rc ? NULL : ci < 0 ? r->L->fn[k] : r->L->cfn[ci];
+    return rc;
+}
+
 /* Launches kernel ki in form f (vectorised when vec). */
 static int launch(crun *r, int ki, int f, bool vec)
 {
@@ -518,6 +543,8 @@ static int launch(crun *r, int ki, int f, bool vec)
                     : f > 0     ? r->L->ffn[src * PTC_CUDA_MAX_FORMS + f]
                     : vec       ? r->L->vfn[src]
                                 : r->L->fn[src];
+    if (!fn && !r->wide[ki] && f == 0 && !vec && deferred_scalar(r, src, -1, &fn))
+        return -1;
     if (!fn) /* ptc_cuda_prepare made none: it runs in its combination */
         return ptc_errorf(r->err, PTC_ERR_INTERNAL, "runtime",
                           "kernel %d %s has no code of its own (it runs only in a combination)",
@@ -537,7 +564,7 @@ static int launch(crun *r, int ki, int f, bool vec)
     }
     ptrs[k->nargs] = r->scratch;
     params[np++] = &ptrs[k->nargs];
-    ints[0] = (int64_t)r->rng_offset;
+    ints[0] = (int64_t)ptc_rng_shift(r->rng_offset, k->seed_base);
     params[np++] = &ints[0];
     ptrs[k->nargs + 1] = r->rng_cell;
     params[np++] = &ptrs[k->nargs + 1];
@@ -615,6 +642,8 @@ static int launch_combo(crun *r, int ci, const ptc_combo *c)
     if (total == 0)
         return 0;
     CUfunction fn = vec ? r->L->cvfn[ci] : r->L->cfn[ci];
+    if (!fn && deferred_scalar(r, -1, ci, &fn))
+        return -1;
     CUresult cr = r->A->cuLaunchKernel(fn, (unsigned)total, 1, 1, (unsigned)block, 1, 1,
                                        (unsigned)code->launch.smem, r->stream, params, NULL);
     if (cr != CUDA_SUCCESS)
@@ -689,6 +718,12 @@ static int run_tuned(crun *r, int ki, bool vec)
     tune_call call = {.r = r, .ki = ki};
     ptc_tune_target t = {.what = "cuda launch", .cands = cands, .time = time_launch, .ctx = &call};
     t.n = launch_candidates(r, ki, vec, cands, 2 + PTC_CUDA_MAX_FORMS);
+    /* a deferred scalar entry is loaded before the timing, not inside it */
+    int src = source_of(r->p->cuda, ki);
+    CUfunction scalar = r->L->fn[src];
+    for (int i = 0; i < t.n && !scalar && !r->wide[ki]; i++)
+        if (cands[i].a == 0 && !cands[i].b && deferred_scalar(r, src, -1, &scalar))
+            return -1;
     const ptc_kernel *k = r->p->sched->kernels[ki];
     int64_t outer = 1;
     for (int d = 0; d < k->nouter; d++)

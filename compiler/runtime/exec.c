@@ -458,7 +458,7 @@ static void tuned_form(run *r, int ki, const split_call *call, int64_t work, ptc
 static int64_t bind_call(run *r, const ptc_kernel *k, const ptc_cpu_kernel *ck, split_call *call)
 {
     int64_t *pp = call->params;
-    pp[0] = (int64_t)r->rng_offset;
+    pp[0] = (int64_t)ptc_rng_shift(r->rng_offset, k->seed_base);
     for (int i = 0; i < k->nparams; i++)
         pp[1 + i] = eval(r, k->params[i]);
     pp[1 + k->nparams] = (int64_t)(intptr_t)&r->status;

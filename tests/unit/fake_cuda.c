@@ -4,8 +4,9 @@
  * memory, a "JIT" that keeps the PTX as the cubin, modules that find their
  * entries in it, and launches that run nothing but record the entry they
  * were given (fake_cuda_launched), their grid (fake_cuda_grid) and the
- * 64-bit parameters a test asked to watch (fake_cuda_param). Results are
- * never computed: a test reads which code ran, not what it wrote.
+ * 64-bit parameters a test asked to watch (fake_cuda_param); it counts its
+ * JITs (fake_cuda_nlinked, fake_cuda_last_linked). Results are never
+ * computed: a test reads which code ran, not what it wrote.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -295,8 +296,26 @@ CUresult cuLinkAddData_v2(void *state, int type, void *data, size_t size, const 
     return OK;
 }
 
+static int nlinked;     /* atomic: ptc JITs on several threads */
+static char *last_link; /* atomic: the PTX of the latest JIT */
+
+/* The driver JITs (cuLinkComplete calls) of this process. */
+int fake_cuda_nlinked(void)
+{
+    return __atomic_load_n(&nlinked, __ATOMIC_ACQUIRE);
+}
+
+/* The PTX the latest JIT was given ("" before the first). */
+const char *fake_cuda_last_linked(void)
+{
+    const char *p = __atomic_load_n(&last_link, __ATOMIC_ACQUIRE);
+    return p ? p : "";
+}
+
 CUresult cuLinkComplete(void *state, void **cubin, size_t *size)
 {
+    __atomic_fetch_add(&nlinked, 1, __ATOMIC_ACQ_REL);
+    free(__atomic_exchange_n(&last_link, strdup(*(char **)state), __ATOMIC_ACQ_REL));
     *cubin = *(char **)state;
     *size = strlen(*cubin) + 1;
     return OK;

@@ -18,8 +18,11 @@ static unsigned (*fake_grid)(int, int);
  * none); watched parameter k (0, 1) of launch i. */
 static void (*fake_watch_params)(int);
 static unsigned long long (*fake_param)(int, int);
+/* The driver JITs run so far; the PTX the latest was given. */
+static int (*fake_nlinked)(void);
+static const char *(*fake_last_linked)(void);
 
-/* Makes the stand-in this process's libcuda and finds its two readers. */
+/* Makes the stand-in this process's libcuda and finds its readers. */
 static void use_fake_cuda(void)
 {
     setenv("PTC_CUDA_LIBRARY", PTC_FAKE_CUDA, 1);
@@ -32,7 +35,10 @@ static void use_fake_cuda(void)
     *(void **)&fake_grid = dlsym(lib, "fake_cuda_grid");
     *(void **)&fake_watch_params = dlsym(lib, "fake_cuda_watch_params");
     *(void **)&fake_param = dlsym(lib, "fake_cuda_param");
-    ck_assert(fake_launched && fake_nlaunched && fake_grid && fake_watch_params && fake_param);
+    *(void **)&fake_nlinked = dlsym(lib, "fake_cuda_nlinked");
+    *(void **)&fake_last_linked = dlsym(lib, "fake_cuda_last_linked");
+    ck_assert(fake_launched && fake_nlaunched && fake_grid && fake_watch_params && fake_param &&
+              fake_nlinked && fake_last_linked);
     dlclose(lib); /* ptc's own handle keeps it loaded */
 }
 

@@ -132,7 +132,10 @@ START_TEST(dropout_and_rand_bit_exact)
                           "  %2 = dropout(%d, 0.1, true) : f64[100]\n"
                           "  %3 = rand([33, 5], seed=11) : f32[33,5]\n"
                           "  %4 = randn([65], seed=2) : f32[65]\n"
-                          "  return (%0, %1, %2, %3, %4)\n}\n");
+                          /* %3's code, relative to its seed: launched shifted by 12 */
+                          "  %5 = neg(%4) : f32[65]\n"
+                          "  %6 = rand([33, 5], seed=12) : f32[33,5]\n"
+                          "  return (%0, %1, %2, %3, %4, %5, %6)\n}\n");
     ptc_graph *g = m->graphs[0];
     ptc_program *p = compile(g, PTC_BACKEND_CPU, true);
     ptc_tensor in[3];

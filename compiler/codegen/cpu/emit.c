@@ -991,6 +991,7 @@ static void emit_body_fn(cg *c, ptc_arena *tmp)
         c->bufptr[lb->id] = cg_alloca(c, at, "local");
     }
     c->rng_offset = LLVMBuildLoad2(c->b, c->i64, params, "rng.offset");
+    c->seed_base = k->seed_base;
     for (int i = 0; i < k->nparams; i++) {
         LLVMValueRef idx = LLVMConstInt(c->i64, (unsigned)(1 + i), 0);
         LLVMValueRef ptr = LLVMBuildInBoundsGEP2(c->b, c->i64, params, &idx, 1, "");

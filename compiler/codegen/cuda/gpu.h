@@ -50,6 +50,7 @@ typedef struct gplan {
     bool packed_add; /* bf16 sums are fma.rn.bf16x2 (cuda/body.c's half_add) */
     bool col;        /* column mode: a block is block/team columns x team row slices */
     int col_fields;  /* column mode: shared 8-byte fields per reduction member and thread */
+    bool warps_loop; /* a block's warps' states combine in a loop, not unrolled (kernel.c) */
 } gplan;
 
 /* Loads already emitted in this outer iteration (row mode and flat

@@ -434,6 +434,16 @@ static void red_across(gcg *c, const kctx *k, red *reds, int nred, int Tr)
     call0(c, "llvm.nvvm.barrier0");
     for (int m = 0; m < nred; m++) {
         ptc_red_state s = state_from_smem(c, &reds[m], m, ixc(c, 0), red_load(c, &reds[m]));
+        if (c->plan->warps_loop) {
+            red_save(c, &reds[m], s);
+            loop l;
+            loop_open(c, &l, ixc(c, 1), ixc(c, Tr / 32), ixc(c, 1), "red.warps");
+            s = red_load(c, &reds[m]);
+            s = red_combine(c, &reds[m], s, state_from_smem(c, &reds[m], m, l.iv, s));
+            red_save(c, &reds[m], s);
+            loop_close(c, &l);
+            continue;
+        }
         for (int w = 1; w < Tr / 32; w++)
             s = red_combine(c, &reds[m], s, state_from_smem(c, &reds[m], m, ixc(c, w), s));
         red_save(c, &reds[m], s);
@@ -1124,6 +1134,7 @@ void g_emit_kernel(gcg *c, const char *name, bool vector_form)
     free(pt);
     LLVMValueRef scratch = LLVMGetParam(c->fn, (unsigned)nargs);
     c->rng_offset = run_rng_offset(c, (unsigned)nargs + 1);
+    c->seed_base = kn->seed_base;
     for (int i = 0; i < kn->nparams; i++) {
         LLVMValueRef v = LLVMGetParam(c->fn, (unsigned)(nargs + 3 + i));
         c->param[i] = c->ix == c->i64 ? v : LLVMBuildTrunc(c->b, v, c->ix, "");
@@ -1180,6 +1191,7 @@ void g_emit_combo(gcg *c, const char *name, const ptc_kernel *const *ks, const g
     open_entry(c, name, pt, np, args, nargs, ks, n, plans[0].block);
     free(pt);
     c->rng_offset = run_rng_offset(c, (unsigned)nargs);
+    c->seed_base = 0; /* one offset for every member: absolute seeds */
     c->status = NULL;
     LLVMValueRef *ends = calloc((size_t)n + 1, sizeof *ends);
     for (int i = 0; i < n; i++) {

@@ -58,13 +58,16 @@
  * PTC_CUDA_SMEM_LIMIT=BYTES the shared memory a block may use for locals;
  * for timing, PTC_CUDA_ERFC=0 turns the erfc form off and =2 gives it to
  * every kernel, PTC_CUDA_PACKED_ADD=0 turns off bf16 sums in pairs
- * (cuda/body.c's half_add), and PTC_CUDA_ROW_MIN_BLOCKS=N has row-mode kernels ask
+ * (cuda/body.c's half_add), PTC_CUDA_ROW_MIN_BLOCKS=N has row-mode kernels ask
  * ptxas for registers that let N blocks share an SM (.minnctapersm: more
  * rows in flight, at the price of spills where the row does not fit), and
  * PTC_CUDA_SPLIT_COLUMNS=0 turns column mode off and PTC_CUDA_COLUMN_TILE=C
  * (a power of two up to 32) makes its tiles C columns wide (narrower tiles:
- * more blocks, each reading part of a sector). All are part of the plan,
- * hence of the cache key.
+ * more blocks, each reading part of a sector), and PTC_CUDA_WARPS_LOOP=1
+ * combines a block's warps' reduction states in a loop (the same merges in
+ * the same order, in a third of the code for the driver's JIT: a block of
+ * 1024 threads unrolls 31 Welford merges). All are part of the plan, hence
+ * of the cache key.
  */
 #include "codegen/cuda/gpu.h"
 
@@ -670,6 +673,7 @@ static void plan_init(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, 
     int erfc = env_int("PTC_CUDA_ERFC", 0, 2, 1);
     p->erfc_sum = erfc == 2 || (erfc == 1 && stores_only_halves(s, k));
     p->packed_add = env_int("PTC_CUDA_PACKED_ADD", 0, 1, 1);
+    p->warps_loop = env_int("PTC_CUDA_WARPS_LOOP", 0, 1, 0);
 }
 
 /* The distinct teams the kernel gets with its symbols short, tiny and long;

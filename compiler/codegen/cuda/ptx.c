@@ -344,10 +344,10 @@ static void plan_text(ptc_buf *b, const ptc_kernel *k, const gplan *p)
     ptc_buf_printf(
         b,
         "plan team %d block %d vec %d i32 %d smem %lld+%lld scratch %lld row %d %d %d erfc %d "
-        "min blocks %d packed add %d red",
+        "min blocks %d packed add %d warps loop %d red",
         p->team, p->block, p->vec, p->i32, (long long)p->smem_team, (long long)p->smem_red,
         (long long)p->scratch_team, p->row, p->row_n, p->row_j, p->erfc_sum, p->min_blocks,
-        p->packed_add);
+        p->packed_add, p->warps_loop);
     for (int g = 0; g < k->ngroups; g++)
         ptc_buf_printf(b, " %d", p->red_lanes[g]);
     if (p->col) /* only there: the keys of other kernels stay as they were */
@@ -541,6 +541,8 @@ static int gen_begin_combo(const ptc_schedule *s, const ptc_combo *c, const ptc_
         smem = b > smem ? b : smem;
         plan_text(key, members[i], p);
         ptc_kernel_print_key(key, s, members[i]);
+        /* whose seeds are relative to its own base, the combination's absolute */
+        ptc_buf_printf(key, "seed base %lld\n", (long long)members[i]->seed_base);
         /* a kernel's key names its own buffers: which parameters they are */
         ptc_buf_puts(key, "params");
         for (int a = 0; a < members[i]->nargs; a++)
