@@ -675,6 +675,9 @@ static int c_callable(cap_interp *I, PyObject *callable, PyObject *const *args, 
     if (PyDict_Check(cap_P.builtins) &&
         callable == PyDict_GetItemString(cap_P.builtins, "__build_class__"))
         return cap_t_break(I->T, CAP_B_UNINTERPRETABLE, "class definition");
+    int twin = cap_t_call_operator(I, callable, args, nargs, kwnames, out);
+    if (twin != CAP_NONE)
+        return twin;
     const char *name = "?";
     PyObject *nm = PyObject_GetAttr(callable, cap_P.s_name);
     if (nm && PyUnicode_Check(nm))

@@ -756,6 +756,11 @@ int cap_t_call_lru(cap_interp *I, PyObject *callable, PyObject *const *args, int
  * callable is none of them (trace_operator.c). */
 int cap_t_call_getter(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                       PyObject *kwnames, PyObject **out);
+/* A call of an operator function of an operator (operator.add(a, b), ...)
+ * on what is not all constants, traced as the operator it stands for (a +
+ * b); CAP_NONE for other calls (trace_operator.c). */
+int cap_t_call_operator(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
+                        PyObject *kwnames, PyObject **out);
 int cap_torch_special_call(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
                            PyObject *kwnames, PyObject **out);
 bool cap_global_hooks(void);

@@ -1,5 +1,6 @@
 /* operator.itemgetter, attrgetter and methodcaller objects called while
- * tracing.
+ * tracing, and operator's functions of the language's operators
+ * (operator.add, operator.lt, operator.neg, ...).
  *
  * Their C __call__ would run obj[k], getattr(obj, name) or obj.name(*args)
  * for real, which a symbolic tensor or an outside object cannot take. Each
@@ -9,6 +10,14 @@
  * same operations run
  * through the interpreter instead: subscripts, attribute reads and calls
  * traced as if the program had written them out.
+ *
+ * operator.add(a, b) is a + b, but run for real it would call a Python
+ * __add__ (or a torch function inside one) on what the trace holds: a
+ * torch._numpy ndarray wrapping a symbolic tensor, as Dynamo's graphs make
+ * for x.numpy() + 1 (torch._dynamo.utils.numpy_operator_wrapper), reached
+ * torch.add for real and crashed it. Each such function has a Python twin,
+ * `def add(a, b): return a + b`, compiled once, which the interpreter
+ * inlines in its place, so the operator is traced as the program's own.
  */
 #include "capture/trace/trace.h"
 
@@ -139,5 +148,78 @@ int cap_t_call_getter(cap_interp *I, PyObject *callable, PyObject *const *args, 
     else
         PyErr_SetString(cap_InternalError, "operator getter: unexpected __reduce__");
     Py_DECREF(reduced);
+    return rc;
+}
+
+/* operator's functions of operators, and the expression each is: of a
+ * alone (the unary ones, first), else of a and b. */
+static const char *const operator_twins[][2] = {
+    {"neg", "-a"},          {"pos", "+a"},    {"invert", "~a"},  {"abs", "abs(a)"},
+    {"add", "a + b"},       {"sub", "a - b"}, {"mul", "a * b"},  {"truediv", "a / b"},
+    {"floordiv", "a // b"}, {"mod", "a % b"}, {"pow", "a ** b"}, {"matmul", "a @ b"},
+    {"and_", "a & b"},      {"or_", "a | b"}, {"xor", "a ^ b"},  {"lshift", "a << b"},
+    {"rshift", "a >> b"},   {"lt", "a < b"},  {"le", "a <= b"},  {"eq", "a == b"},
+    {"ne", "a != b"},       {"gt", "a > b"},  {"ge", "a >= b"},  {"getitem", "a[b]"},
+};
+enum { UNARY_TWINS = 4 };
+
+/* _operator's function -> its twin, made on first use (NULL on failure,
+ * with an exception). */
+static PyObject *twins_by_function(void)
+{
+    static PyObject *twins;
+    if (twins)
+        return twins;
+    PyObject *op = PyImport_ImportModule("_operator");
+    PyObject *scope = PyDict_New(), *made = PyDict_New();
+    bool ok = op && scope && made &&
+              PyDict_SetItemString(scope, "__builtins__", PyEval_GetBuiltins()) == 0;
+    size_t n = sizeof operator_twins / sizeof operator_twins[0];
+    for (size_t i = 0; ok && i < n; i++) {
+        const char *name = operator_twins[i][0], *expr = operator_twins[i][1];
+        char src[128];
+        snprintf(src, sizeof src, "def %s(a%s):\n    return %s\n", name,
+                 i < UNARY_TWINS ? "" : ", b", expr);
+        PyObject *code = Py_CompileString(src, "<ptc operator twin>", Py_file_input);
+        PyObject *r = code ? PyEval_EvalCode(code, scope, scope) : NULL;
+        PyObject *fn = r ? PyDict_GetItemString(scope, name) : NULL;
+        PyObject *real = fn ? PyObject_GetAttrString(op, name) : NULL;
+        ok = real && PyDict_SetItem(made, real, fn) == 0;
+        Py_XDECREF(real);
+        Py_XDECREF(r);
+        Py_XDECREF(code);
+    }
+    Py_XDECREF(op);
+    Py_XDECREF(scope);
+    if (!ok) {
+        Py_XDECREF(made);
+        return NULL;
+    }
+    return twins = made;
+}
+
+int cap_t_call_operator(cap_interp *I, PyObject *callable, PyObject *const *args, int nargs,
+                        PyObject *kwnames, PyObject **out)
+{
+    if (!PyCFunction_Check(callable) || kwnames)
+        return CAP_NONE;
+    bool constant = true; /* constants keep the real call, which is the same */
+    for (int i = 0; i < nargs; i++)
+        constant = constant && cap_is_constant(args[i]);
+    if (constant)
+        return CAP_NONE;
+    PyObject *twins = twins_by_function();
+    if (!twins)
+        return CAP_ERR;
+    PyObject *twin = PyDict_GetItemWithError(twins, callable);
+    if (!twin)
+        return PyErr_Occurred() ? CAP_ERR : CAP_NONE;
+    PyObject *argtuple = PyTuple_New(nargs);
+    for (int i = 0; argtuple && i < nargs; i++)
+        PyTuple_SetItem(argtuple, i, Py_NewRef(args[i]));
+    /* a wrong count raises the twin's TypeError, which breaks; eager's
+       real call then raises its own */
+    int rc = argtuple ? cap_op_call_ex(I, twin, argtuple, NULL, out) : CAP_ERR;
+    Py_XDECREF(argtuple);
     return rc;
 }
