@@ -712,13 +712,20 @@ static void take_result(job *j, ptc_worker_result *r)
 static int build_in_workers(job *jobs, int n, int nt)
 {
     job **todo = calloc((size_t)n + 1, sizeof *todo);
+    if (!todo)
+        return -1; /* out of memory: as no worker */
     int ntodo = 0;
-    for (int i = 0; todo && i < n; i++)
+    for (int i = 0; i < n; i++)
         if (wants_llvm(&jobs[i]))
             todo[ntodo++] = &jobs[i];
-    ptc_worker_result *res = todo ? calloc((size_t)ntodo + 1, sizeof *res) : NULL;
-    int rc = res && ptc_worker_run(ntodo, nt, build_in_child, todo, res) == 0 ? 0 : -1;
-    for (int i = 0; res && i < ntodo; i++) {
+    ptc_worker_result *res = calloc((size_t)ntodo + 1, sizeof *res);
+    if (!res) {
+        free(todo);
+        return -1;
+    }
+    /* ptc_worker_run: 0 when the child ran, 1 when none could be forked */
+    int rc = ptc_worker_run(ntodo, nt, build_in_child, todo, res) == 0 ? 0 : -1;
+    for (int i = 0; i < ntodo; i++) {
         if (rc == 0)
             take_result(todo[i], &res[i]);
         ptc_buf_free(&res[i].out);
