@@ -21,6 +21,8 @@
  */
 #include "runtime/cuda_prog.h"
 
+#include "logs/logs.h"
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -385,8 +387,9 @@ static int program_slots(ptc_cuda_prog *cp, const ptc_schedule *s, cloaded *L, p
 
 bool ptc_cuda_defer_scalar(void)
 {
-    const char *env = getenv("PTC_CUDA_DEFER_SCALAR");
-    return !(env && strcmp(env, "0") == 0);
+    static int warned;
+    return ptc_env_switch("PTC_CUDA_DEFER_SCALAR", true, &warned,
+                          "scalar entries are JIT'd at their first launch as by default");
 }
 
 int ptc_cuda_load_scalar(ptc_cuda_prog *cp, const ptc_schedule *s, cloaded *L, int k, int ci,

@@ -133,3 +133,17 @@ def test_runtime_log_says_column_mode(tmp_path, monkeypatch, rows, col):
     assert r.returncode == 0, r.stderr
     launches = [l for l in r.stderr.splitlines() if " grid " in l and " team " in l]
     assert len(launches) == 1 and ("column mode" in launches[0]) == col, r.stderr
+
+
+@pytest.mark.parametrize("name", ["PTC_CUDA_COLUMN_TILE", "PTC_CUDA_TEAM"])
+def test_a_size_that_is_not_a_power_of_two_warns(tmp_path, monkeypatch, name):
+    """PTC_CUDA_COLUMN_TILE=12 and PTC_CUDA_TEAM=12 were taken as unset
+    without a word; each now warns, naming the value and the size used."""
+    path = tmp_path / "cols.ptir"
+    path.write_text("# ptc ir v1\ngraph f(%x: f32[4096,768] cpu) {\n"
+                    "  %0 = sum(%x, [0]) : f32[768]\n  return (%0)\n}\n")
+    monkeypatch.setenv(name, "12")
+    monkeypatch.setenv("PTC_COMPILE_WORKER", "0")
+    r = ptc_run("--emit=ptx", "--backend", "cuda", "--no-cache", path)
+    assert r.returncode == 0, r.stderr
+    assert "%s=12 is not a power of two; the planned size" % name in r.stderr, r.stderr

@@ -140,7 +140,7 @@ enum { VEC_BYTES = 16 };
 
 static int env_int(const char *name, int lo, int hi, int dflt)
 {
-    static const char *warned[8]; /* the names warned about (literals) */
+    static const char *warned[16]; /* the names warned about (literals) */
     const char *v = getenv(name);
     if (!v || !*v)
         return dflt;
@@ -148,7 +148,7 @@ static int env_int(const char *name, int lo, int hi, int dflt)
     long x = strtol(v, &end, 10);
     if (!*end && x >= lo && x <= hi)
         return (int)x;
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < 16; i++) {
         const char *seen = NULL;
         if (__atomic_compare_exchange_n(&warned[i], &seen, name, false, __ATOMIC_RELAXED,
                                         __ATOMIC_RELAXED)) {
@@ -597,6 +597,18 @@ bool ptc_cuda_col_fits(double outer, double rows)
  * the shared memory the partial states take; columns of few rows widen C
  * towards a warp until the block has FLAT_BLOCK threads (blocks of 32
  * threads would fill an SM's block slots at a quarter of its threads). */
+/* A size variable (PTC_CUDA_TEAM, PTC_CUDA_COLUMN_TILE) set to a value that
+ * is not a power of two: said once per process (*warned), the planned
+ * size (`used`, this kernel's) applies. */
+static void warn_not_power_of_two(const char *name, int value, int used, int *warned)
+{
+    if (__atomic_exchange_n(warned, 1, __ATOMIC_RELAXED) == 0)
+        fprintf(stderr,
+                "ptc: warning: %s=%d is not a power of two; the planned size (%d here) is "
+                "used\n",
+                name, value, used);
+}
+
 static bool plan_col(const ptc_schedule *s, const ptc_kernel *k, int sms, gplan *p)
 {
     column_info ci;
@@ -620,6 +632,9 @@ static bool plan_col(const ptc_schedule *s, const ptc_kernel *k, int sms, gplan 
     int slices = pow2_floor(most < MAX_BLOCK / cols ? most : MAX_BLOCK / cols);
     while (cols < WARP && cols * slices < FLAT_BLOCK) /* short columns: wider tiles */
         cols *= 2;
+    static int tile_warned;
+    if (forced & (forced - 1))
+        warn_not_power_of_two("PTC_CUDA_COLUMN_TILE", forced, cols, &tile_warned);
     if (forced && (forced & (forced - 1)) == 0) {
         cols = forced;
         slices = pow2_floor(most < MAX_BLOCK / cols ? most : MAX_BLOCK / cols);
@@ -719,6 +734,9 @@ int g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_c
     p->inner_contig = ai.inner_contig;
     int T = choose_team(&ai, outer, work_at(k, SYM_HINT), sms);
     int teams[PTC_CUDA_MAX_FORMS], nforms = 1;
+    static int team_warned;
+    if (forced & (forced - 1))
+        warn_not_power_of_two("PTC_CUDA_TEAM", forced, T, &team_warned);
     if (forced && (forced & (forced - 1)) == 0) {
         T = forced;
     } else if (T > 1 || !ai.outer_contig) {
