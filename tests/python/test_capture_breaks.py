@@ -388,3 +388,48 @@ def test_a_break_in_a_symbolic_methods_call_leaks_nothing():
     assert half_built_tuples() == before
     check_reported(compiled._events(), "PTC-B006")
 
+
+
+# ---- logging ---------------------------------------------------------------------------
+
+import logging  # noqa: E402
+
+from test_capture_inplace_inputs import counts as compiled_counts  # noqa: E402
+
+_log = logging.getLogger("ptc.test.capture_breaks")
+
+
+class _Records(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+def logs_a_warning(x):
+    y = x * 2
+    _log.warning("y has %d rows", y.shape[0])
+    return y + 1
+
+
+def test_a_logger_call_is_one_io_break():
+    # main: logging's own code was inlined, and its locks, clocks, thread ids
+    # and stream writes were 15 breaks for this one call
+    records = _Records()
+    _log.addHandler(records)
+    _log.propagate = False
+    try:
+        compiled = ptc.compile(logs_a_warning)
+        x = T(3, 4)
+        for _ in range(2):
+            assert torch.equal(compiled(x), logs_a_warning(x))
+    finally:
+        _log.removeHandler(records)
+    assert records.messages == ["y has 3 rows"] * 4  # compiled and eager, twice each
+    graphs, breaks, details = compiled_counts(compiled)
+    assert (graphs, breaks) == (2, 1), details
+    assert details == ["logging's Logger.warning (runs for real as one call)"]
+    handle = getattr(compiled, "_ptc_compiled", compiled)
+    assert [b["code"] for b in ptc.ExplainOutput(list(handle._events()), None).breaks] == ["PTC-B005"]

@@ -368,6 +368,58 @@ def test_lru_cache_of_an_argument_breaks_and_returns_the_cached_result():
     assert breaks == 1 and "lru_cache function _shifted with an argument from outside" in details[0]
 
 
+class _Notes:
+    """Hashes and compares by identity, as logging.Logger does."""
+
+    def __init__(self):
+        self.lines = []
+
+    def note(self, msg):
+        self.lines.append(msg)
+
+
+@functools.lru_cache(None)
+def _note_once(notes, msg):  # transformers' logger.warning_once
+    notes.note(msg)
+
+
+class _EqualNotes(_Notes):
+    def __eq__(self, other):
+        return isinstance(other, _EqualNotes)
+
+    __hash__ = _Notes.__hash__
+
+
+_notes, _other_notes, _equal_notes = _Notes(), _Notes(), _EqualNotes()
+
+
+def note_once_then_add(x, notes):
+    _note_once(notes, f"seen {x.shape[0]}")
+    return x + 1
+
+
+def test_lru_cache_of_an_object_keyed_by_identity_is_one_graph():
+    # main: a PTC-B006 break ("with an argument from outside the graph"), which
+    # split GPT-2's training step (PreTrainedModel.loss_function's warning_once)
+    compiled = ptc.compile(note_once_then_add, backend="eager")
+    x = torch.ones(3)
+    for notes in (_notes, _notes, _other_notes, _notes):
+        assert torch.equal(compiled(x, notes), x + 1)
+    # eager's cache: one note per (object, message), made on the first call
+    assert _notes.lines == ["seen 3"] and _other_notes.lines == ["seen 3"]
+    # one graph per object (an identity guard), no break
+    assert counts(compiled) == (2, 0, []) and compiles(compiled) == 2
+
+
+def test_lru_cache_of_an_object_with_its_own_eq_still_breaks():
+    compiled = ptc.compile(note_once_then_add, backend="eager")
+    compiled(torch.ones(2), _equal_notes)
+    compiled(torch.ones(2), _equal_notes)
+    assert _equal_notes.lines == ["seen 2"]
+    graphs, breaks, details = counts(compiled)
+    assert breaks == 1 and "lru_cache function _note_once with an argument from outside" in details[0]
+
+
 def test_lru_cache_wrapper_replaced_recompiles():
     # the trace called this wrapper: another one bound to the name is another trace
     global _doubled

@@ -97,8 +97,9 @@ def explain(model, lossf, batch):
 
 
 # graphs and breaks of one loss: GPT-2's loss_function property calls
-# transformers' logger.warning_once (an lru_cache'd method: one break)
-GRAPHS = {"gpt2": (2, 1), "bert": (1, 0), "vit": (1, 0)}
+# transformers' logger.warning_once, an lru_cache'd method of a logger, a key
+# by its identity: no break (main: one, and two graphs; torch.compile: two)
+GRAPHS = {"gpt2": (1, 0), "bert": (1, 0), "vit": (1, 0)}
 
 
 @pytest.mark.parametrize("name", ["gpt2", "bert", "vit"])
@@ -140,11 +141,17 @@ def test_training_with_dropout_repeats_under_a_seed_and_learns(name):
 
 
 def test_a_break_at_an_lru_cache_method_keeps_the_graphs():
-    # transformers' loss_function calls logger.warning_once, a method made by
-    # functools.lru_cache: ptc breaks there and must rebuild the bound method
-    # (main ran the whole function eagerly: "state cannot be rebuilt")
+    # a method made by functools.lru_cache on an object with its own __eq__
+    # (so the cache may hold a result for an equal one): ptc breaks there and
+    # must rebuild the bound method (main ran the whole function eagerly:
+    # "state cannot be rebuilt")
     class Logger:
         calls = []
+
+        def __eq__(self, other):
+            return self is other
+
+        __hash__ = object.__hash__
 
         @functools.lru_cache(None)
         def once(self, msg):

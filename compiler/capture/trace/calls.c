@@ -722,6 +722,30 @@ static const char *opaque_python(PyObject *fn)
     return NULL;
 }
 
+/* Is fn written in the logging module (Logger.warning, logging.info,
+ * Handler.emit, ...)? Inlined, its locks, clocks and stream writes were a
+ * break each (15 for one logger.warning); it is I/O, so it runs for real
+ * as one call. */
+static bool logging_function(PyObject *fn)
+{
+    static PyObject *logging_dict;
+    if (!logging_dict) {
+        PyObject *m = PyImport_ImportModule("logging");
+        logging_dict = m ? PyModule_GetDict(m) : NULL; /* the module is kept in sys.modules */
+        Py_XDECREF(m);
+        if (!logging_dict) {
+            PyErr_Clear();
+            return false;
+        }
+    }
+    if (!cap_is_function(fn))
+        return false;
+    PyObject *globals = PyObject_GetAttr(fn, cap_P.s_globals);
+    Py_XDECREF(globals); /* the function keeps it */
+    PyErr_Clear();
+    return globals == logging_dict;
+}
+
 /* collections.namedtuple(...) of constant arguments: its Python code builds
  * the class with eval and sets attributes of the new functions, which would
  * break the trace at each step; it only makes a class, so it runs for real
@@ -817,6 +841,9 @@ static int call_function(cap_interp *I, PyObject *fn, PyObject *const *args, int
     const char *opaque = opaque_python(fn);
     if (opaque)
         return cap_t_break(T, CAP_B_UNSUPPORTED_CALL, "%s (runs for real as one call)", opaque);
+    if (logging_function(fn))
+        return cap_t_break(T, CAP_B_PRINT, "logging's %s (runs for real as one call)",
+                           cap_func_name(fn));
     PyObject *code = PyObject_GetAttr(fn, cap_P.s_code);
     cap_code *c = code ? cap_code_get(code) : NULL;
     Py_XDECREF(code);

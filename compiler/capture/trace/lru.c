@@ -9,9 +9,13 @@
  *  - some arguments made in this call (tensors the trace computed, symbolic
  *    sizes): a fresh tensor is a new key for every eager call, so eager runs
  *    the wrapped function every time; the trace inlines __wrapped__.
- * Anything else (a tensor or object from outside, an unhashable value made
- * here) could meet a cached result the trace cannot see: the call is a break
- * and runs for real. The cache's statistics (cache_info) are not kept for
+ * An object from outside whose type hashes and compares by identity (a
+ * logging.Logger, a module: object's own __hash__ and __eq__) is a key by
+ * its identity alone, so under an identity guard it counts as a constant
+ * (transformers' `logger.warning_once(msg)` is such a call).
+ * Anything else (a tensor or other object from outside, an unhashable value
+ * made here) could meet a cached result the trace cannot see: the call is a
+ * break and runs for real. The cache's statistics (cache_info) are not kept for
  * the calls a compiled graph replaces, and cache_clear() after a compile does
  * not make the graph call the function again (man ptc.7).
  */
@@ -29,13 +33,28 @@ static bool is_lru_wrapper(PyObject *o)
 
 enum { ARGS_CONSTANT, ARGS_MADE_HERE, ARGS_OTHER };
 
+/* Does the cache key a, an object from outside, by its identity only? */
+static bool keyed_by_identity(PyObject *a)
+{
+    PyTypeObject *t = Py_TYPE(a), *object = &PyBaseObject_Type;
+    return !cap_t_is_real_tensor(a) &&
+           PyType_GetSlot(t, Py_tp_hash) == PyType_GetSlot(object, Py_tp_hash) &&
+           PyType_GetSlot(t, Py_tp_richcompare) == PyType_GetSlot(object, Py_tp_richcompare);
+}
+
+/* An outside object's source when the cache keys it by identity, else -1. */
+static int identity_key_source(cap_trace *T, PyObject *a)
+{
+    return cap_is_tensor(a) || !keyed_by_identity(a) ? -1 : cap_t_source_of(T, a);
+}
+
 /* How the arguments (keyword values included) meet the cache. */
-static int classify(PyObject *const *args, int n)
+static int classify(cap_trace *T, PyObject *const *args, int n)
 {
     int kind = ARGS_CONSTANT;
     for (int i = 0; i < n; i++) {
         PyObject *a = args[i];
-        if (cap_is_constant(a))
+        if (cap_is_constant(a) || identity_key_source(T, a) >= 0)
             continue;
         bool made_tensor = cap_is_tensor(a) && !((cap_tensor *)a)->input_v;
         if (!made_tensor && !cap_is_symint(a))
@@ -43,6 +62,18 @@ static int classify(PyObject *const *args, int n)
         kind = ARGS_MADE_HERE;
     }
     return kind;
+}
+
+/* Constant arguments: the outside objects among them are keys by identity,
+ * guarded so (0 / -1). */
+static int guard_identity_keys(cap_trace *T, PyObject *const *args, int n)
+{
+    for (int i = 0; i < n; i++) {
+        int src = cap_is_constant(args[i]) ? -1 : identity_key_source(T, args[i]);
+        if (src >= 0 && cap_guard_add(T, CAP_G_ID, src, args[i], 0) < 0)
+            return -1;
+    }
+    return 0;
 }
 
 /* The wrapper called for real: a tensor it returns is the cached object
@@ -92,8 +123,10 @@ int cap_t_call_lru(cap_interp *I, PyObject *callable, PyObject *const *args, int
     int src = cap_t_source_of(I->T, callable);
     if (src >= 0 && cap_guard_add(I->T, CAP_G_ID, src, callable, 0) < 0)
         return CAP_ERR;
-    switch (classify(args, nargs)) { /* nargs counts the keyword values too */
+    switch (classify(I->T, args, nargs)) { /* nargs counts the keyword values too */
     case ARGS_CONSTANT:
+        if (guard_identity_keys(I->T, args, nargs) < 0)
+            return CAP_ERR;
         return cached_result(I->T, callable, args, nargs, kwnames, out);
     case ARGS_MADE_HERE: {
         return call_wrapped(I, callable, src, args, nargs, kwnames, out);
