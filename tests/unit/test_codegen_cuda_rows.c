@@ -187,20 +187,6 @@ END_TEST
 
 int main(void)
 {
-#ifndef PTC_HAVE_CUDA
-    printf("test_codegen_cuda_rows: built with PTC_CUDA=OFF, nothing to test\n");
-    return 0;
-#endif
-    Suite *s = suite_create("codegen_cuda_rows");
-    TCase *tc = tcase_create("rows");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, row_kernels_load_their_next_row_ahead);
-    tcase_add_test(tc, rows_ahead_give_each_team_several_rows);
-    suite_add_tcase(s, tc);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
+    const TTest *tests[] = {row_kernels_load_their_next_row_ahead, rows_ahead_give_each_team_several_rows};
+    return run_cuda_suite("codegen_cuda_rows", tests, sizeof tests / sizeof *tests);
 }
