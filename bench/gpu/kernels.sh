@@ -22,7 +22,8 @@ export PTC_BUILD_DIR=${PTC_BUILD_DIR:-$src/build} PTC_SOURCE_DIR=${PTC_SOURCE_DI
 export PYTHONPATH=$src/build/python:$src/tests/python${PYTHONPATH:+:$PYTHONPATH}
 settings=${PTC_KERNEL_SETTINGS:-"default=- ahead=PTC_CUDA_ROW_AHEAD=1 \
 ahead2=PTC_CUDA_ROW_AHEAD=1,PTC_CUDA_ROW_AHEAD_ROWS=2 ahead8=PTC_CUDA_ROW_AHEAD=1,PTC_CUDA_ROW_AHEAD_ROWS=8 \
-ahead-all=PTC_CUDA_ROW_AHEAD=2"}
+ahead-all=PTC_CUDA_ROW_AHEAD=2 forward=PTC_CUDA_ROW_FORWARD=1 \
+ahead-forward=PTC_CUDA_ROW_AHEAD=1,PTC_CUDA_ROW_FORWARD=1"}
 first=${settings%% *}
 mkdir -p "$out"
 names=""

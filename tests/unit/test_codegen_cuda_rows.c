@@ -1,10 +1,12 @@
-/* The CUDA code generator's rows ahead without a GPU (plan.c's row_ahead,
- * kernel.c's emit_rows_ahead): which row kernels load their next row while
- * they work on the current one under PTC_CUDA_ROW_AHEAD, the loads that
- * adds to their vectorised entry, PTX that ptxas accepts for sm_80 and
- * sm_90 (where the CUDA toolkit is installed), and the launch that gives
- * each team several rows (the stand-in libcuda). Results against torch on a
- * GPU: tests/python/test_gpu_rows_ahead.py. */
+/* The CUDA code generator's row-mode options without a GPU: rows ahead
+ * (plan.c's row_ahead, kernel.c's emit_rows_ahead): which row kernels load
+ * their next row while they work on the current one under
+ * PTC_CUDA_ROW_AHEAD, the loads that adds to their vectorised entry, PTX
+ * that ptxas accepts for sm_80 and sm_90 (where the CUDA toolkit is
+ * installed), and the launch that gives each team several rows (the
+ * stand-in libcuda); and row-long locals kept in registers
+ * (PTC_CUDA_ROW_FORWARD, body.c's row_forwarded). Results against the
+ * reference and torch on a GPU: tests/python/test_gpu_rows_ahead.py. */
 #include <check.h>
 
 #include "cuda_suite.h"
@@ -115,6 +117,42 @@ START_TEST(row_kernels_load_their_next_row_ahead)
 }
 END_TEST
 
+static int count_in_vector_entry(const char *text, const char *env, const char *what)
+{
+    if (env)
+        setenv("PTC_CUDA_ROW_FORWARD", env, 1);
+    ptc_cuda_code code;
+    codegen_kernel0(text, &code);
+    unsetenv("PTC_CUDA_ROW_FORWARD");
+    char *v = vector_entry_of(&code);
+    int n = count(v, what);
+    free(v);
+    ptc_cuda_code_free(&code);
+    return n;
+}
+
+/* softmax's exponentials are a row-long local that the sum and the division
+ * read: in shared memory, each lane loading again the 32 values it stored
+ * (8 loads of 16 bytes over 1024 bf16); with PTC_CUDA_ROW_FORWARD=1 the
+ * lane keeps them in registers (the stores stay), for bf16 and f32 rows.
+ * layer_norm, which has no such local, is the same either way. */
+START_TEST(row_locals_stay_in_registers_with_forwarding)
+{
+    static const char *dts[] = {"bf16", "f32"};
+    for (int i = 0; i < 2; i++) {
+        const char *text = softmax(dts[i], 1024);
+        ck_assert_int_eq(count_in_vector_entry(text, NULL, "ld.shared.v4"), 8);
+        ck_assert_int_eq(count_in_vector_entry(text, "0", "ld.shared.v4"), 8);
+        ck_assert_int_eq(count_in_vector_entry(text, "1", "ld.shared.v4"), 0);
+        ck_assert_int_eq(count_in_vector_entry(text, "1", "st.shared.v4"),
+                         count_in_vector_entry(text, "0", "st.shared.v4"));
+        text = layer_norm(dts[i], "4096", "cpu");
+        ck_assert_int_eq(count_in_vector_entry(text, "1", "ld.shared"),
+                         count_in_vector_entry(text, "0", "ld.shared"));
+    }
+}
+END_TEST
+
 #ifdef PTC_FAKE_CUDA
 #include "fake_cuda.h"
 
@@ -187,6 +225,8 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {row_kernels_load_their_next_row_ahead, rows_ahead_give_each_team_several_rows};
+    const TTest *tests[] = {row_kernels_load_their_next_row_ahead,
+                            row_locals_stay_in_registers_with_forwarding,
+                            rows_ahead_give_each_team_several_rows};
     return run_cuda_suite("codegen_cuda_rows", tests, sizeof tests / sizeof *tests);
 }

@@ -69,7 +69,11 @@
  * 1024 threads unrolls 31 Welford merges), and PTC_CUDA_ROW_AHEAD=1 has a
  * team of a 16-bit row kernel load its next row while it works on the
  * current one (=2: rows of any type; kernel.c's emit_rows_ahead), giving
- * each team PTC_CUDA_ROW_AHEAD_ROWS rows at least (4). All are
+ * each team PTC_CUDA_ROW_AHEAD_ROWS rows at least (4), and
+ * PTC_CUDA_ROW_FORWARD=1 keeps a row kernel's row-long locals (softmax's
+ * exponentials) in registers from their store to the later groups' loads
+ * (cuda/body.c's row_forwarded: softmax over 1024 bf16, 8 shared loads of 16
+ * bytes a lane fewer, 63 -> 64 registers; over 3000 f32, 60 -> 72). All are
  * part of the plan, hence of the cache key.
  */
 #include "codegen/cuda/gpu.h"
@@ -434,6 +438,7 @@ static void plan_row(const ptc_schedule *s, const ptc_kernel *k, const access_in
     p->vec = w;
     p->team = t;
     p->min_blocks = env_int("PTC_CUDA_ROW_MIN_BLOCKS", 0, 32, 0);
+    p->row_forward = env_int("PTC_CUDA_ROW_FORWARD", 0, 1, 0);
     int ahead = env_int("PTC_CUDA_ROW_AHEAD", 0, 2, 0);
     if (ahead == 2 || (ahead == 1 && scale > 1))
         p->row_ahead = env_int("PTC_CUDA_ROW_AHEAD_ROWS", 2, 64, ROW_AHEAD_ROWS);

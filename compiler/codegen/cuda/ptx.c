@@ -354,6 +354,8 @@ static void plan_text(ptc_buf *b, const ptc_kernel *k, const gplan *p)
         ptc_buf_printf(b, " columns %d fields %d", p->block / p->team, p->col_fields);
     if (p->row_ahead) /* likewise */
         ptc_buf_printf(b, " ahead %d", p->row_ahead);
+    if (p->row_forward)
+        ptc_buf_puts(b, " forward");
     ptc_buf_puts(b, " loc");
     for (int i = 0; i < k->nlocal; i++)
         ptc_buf_printf(b, " %d@%lld", p->loc[i], (long long)p->loc_off[i]);
