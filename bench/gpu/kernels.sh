@@ -20,9 +20,10 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:-${OUT:-/tmp/ptc-out}}
 export PTC_BUILD_DIR=${PTC_BUILD_DIR:-$src/build} PTC_SOURCE_DIR=${PTC_SOURCE_DIR:-$src}
 export PYTHONPATH=$src/build/python:$src/tests/python${PYTHONPATH:+:$PYTHONPATH}
-settings=${PTC_KERNEL_SETTINGS:-"main=PTC_CUDA_ERFC=0,PTC_CUDA_PACKED_ADD=0 default=- \
-f32-add=PTC_CUDA_PACKED_ADD=0 erfc-all=PTC_CUDA_ERFC=2 rows4=PTC_CUDA_ROW_MIN_BLOCKS=4 \
-rows5=PTC_CUDA_ROW_MIN_BLOCKS=5"}
+settings=${PTC_KERNEL_SETTINGS:-"default=- ahead=PTC_CUDA_ROW_AHEAD=1 \
+ahead2=PTC_CUDA_ROW_AHEAD=1,PTC_CUDA_ROW_AHEAD_ROWS=2 ahead8=PTC_CUDA_ROW_AHEAD=1,PTC_CUDA_ROW_AHEAD_ROWS=8 \
+ahead-all=PTC_CUDA_ROW_AHEAD=2 forward=PTC_CUDA_ROW_FORWARD=1 \
+ahead-forward=PTC_CUDA_ROW_AHEAD=1,PTC_CUDA_ROW_FORWARD=1"}
 first=${settings%% *}
 mkdir -p "$out"
 names=""

@@ -104,6 +104,9 @@ typedef struct ptc_cuda_launch {
     int vec;              /* elements per thread of the vectorised entry (1: none) */
     bool vec_rows;        /* the vectorised entry keeps one team per outer iteration
                            * (row mode); otherwise a thread covers vec iterations */
+    int row_ahead;        /* row mode: rows each team is given at least, so that the
+                           * loads of its next row overlap the current one's work
+                           * (0: any number) */
     int smem;             /* dynamic shared memory per block, bytes */
     int64_t scratch_team; /* global scratch per resident team, bytes (0: none) */
     uint8_t *valign;      /* per kernel arg: alignment in bytes the vectorised
@@ -124,11 +127,12 @@ typedef struct ptc_cuda_form {
 } ptc_cuda_form;
 
 /* How one member of a horizontal combination runs in its launch: its team,
- * and in the vectorised entry its vectorised form (vec > 1; vec_rows as in
- * ptc_cuda_launch). */
+ * and in the vectorised entry its vectorised form (vec > 1; vec_rows and
+ * row_ahead as in ptc_cuda_launch). */
 typedef struct ptc_cuda_member {
     int team, vec;
     bool vec_rows;
+    int row_ahead;
 } ptc_cuda_member;
 
 typedef struct ptc_cuda_code {

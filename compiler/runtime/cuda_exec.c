@@ -327,21 +327,34 @@ static const ptc_cuda_code *call_code(const crun *r, int ki)
  * one where a team reduction keeps scratch per block. */
 enum { MAX_THREADS_PER_SM = 2048, GRID_WAVES = 4 };
 
+/* Blocks of `block` threads for kernel k's outer iterations in this call,
+ * run as m says (its team; in the vectorised entry, vec: a thread covers vec
+ * iterations of a flat kernel; a team row_ahead rows where it loads its next
+ * row ahead), at most cap. */
+static int64_t grid_blocks(crun *r, const ptc_kernel *k, int block, const ptc_cuda_member *m,
+                           bool vec, int64_t cap)
+{
+    int64_t O = 1;
+    for (int d = 0; d < k->nouter; d++)
+        O *= eval(r, k->outer[d]);
+    if (vec && !m->vec_rows)
+        O /= m->vec;
+    int64_t per_block = block / m->team;
+    if (m->row_ahead && (vec || m->vec == 1)) /* row mode runs in this entry */
+        per_block *= m->row_ahead;
+    int64_t blocks = (O + per_block - 1) / per_block;
+    return blocks < cap ? blocks : cap;
+}
+
 /* Blocks of kernel k's launch in form f for the current sizes (0: nothing to do). */
 static int64_t launch_blocks(crun *r, const ptc_kernel *k, const ptc_cuda_code *code, int f,
                              bool vec)
 {
     const ptc_cuda_form *fm = &code->forms[f];
-    int64_t O = 1;
-    for (int d = 0; d < k->nouter; d++)
-        O *= eval(r, k->outer[d]);
-    if (vec && !code->launch.vec_rows)
-        O /= code->launch.vec;
-    int tpb = fm->block / fm->team;
-    int64_t blocks = (O + tpb - 1) / tpb;
+    const ptc_cuda_launch *l = &code->launch;
+    ptc_cuda_member m = {fm->team, l->vec, l->vec_rows, l->row_ahead};
     int64_t wave = (int64_t)r->dev->sms * (MAX_THREADS_PER_SM / fm->block);
-    int64_t cap = fm->scratch_team > 0 ? wave : wave * GRID_WAVES;
-    return blocks < cap ? blocks : cap;
+    return grid_blocks(r, k, fm->block, &m, vec, fm->scratch_team > 0 ? wave : wave * GRID_WAVES);
 }
 
 static int64_t scratch_need(crun *r)
@@ -627,15 +640,7 @@ static int launch_combo(crun *r, int ci, const ptc_combo *c)
     int64_t total = 0, cap = (int64_t)r->dev->sms * (MAX_THREADS_PER_SM / block) * GRID_WAVES;
     for (int i = 0; i < c->n; i++) {
         const ptc_kernel *k = s->kernels[s->steps[c->first + i].index];
-        const ptc_cuda_member *mb = &code->members[i];
-        int64_t O = 1;
-        for (int d = 0; d < k->nouter; d++)
-            O *= eval(r, k->outer[d]);
-        if (vec && !mb->vec_rows)
-            O /= mb->vec;
-        int64_t tpb = block / mb->team;
-        int64_t blocks = (O + tpb - 1) / tpb;
-        total += blocks < cap ? blocks : cap;
+        total += grid_blocks(r, k, block, &code->members[i], vec, cap);
         ends[i] = (uint32_t)total;
         params[np++] = &ends[i];
     }

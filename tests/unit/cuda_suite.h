@@ -1,5 +1,6 @@
 /* What the CUDA codegen suites share (test_codegen_cuda.c,
- * test_codegen_cuda_columns.c, test_cuda_rng.c): a per-process PTX cache
+ * test_codegen_cuda_columns.c, test_codegen_cuda_rows.c, test_cuda_rng.c):
+ * a suite's main (run_cuda_suite), a per-process PTX cache
  * directory (the fixture), compiling .ptir text for an explicit sm target
  * without a GPU, a graph's schedule and one kernel's PTX, picking a kernel's
  * or combination's PTX module out of a program's text, and assembling
@@ -208,6 +209,28 @@ static inline void codegen_kernel0(const char *text, ptc_cuda_code *code)
     sched r = schedule_of(text);
     codegen_kernel(r.s, 0, false, code);
     sched_free(&r);
+}
+
+/* A suite's main: tests[0..n) in one case, with the cache fixture and a
+ * timeout of 300 s; nothing to test in a build without the CUDA backend. */
+static inline int run_cuda_suite(const char *name, const TTest *const *tests, int n)
+{
+#ifndef PTC_HAVE_CUDA
+    printf("test_%s: built with PTC_CUDA=OFF, nothing to test\n", name);
+    return 0;
+#endif
+    Suite *s = suite_create(name);
+    TCase *tc = tcase_create(name);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    for (int i = 0; i < n; i++)
+        tcase_add_test(tc, tests[i]);
+    suite_add_tcase(s, tc);
+    SRunner *r = srunner_create(s);
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? 1 : 0;
 }
 
 #endif /* PTC_TEST_CUDA_SUITE_H */

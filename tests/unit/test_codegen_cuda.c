@@ -1301,48 +1301,37 @@ END_TEST
 
 int main(void)
 {
-#ifndef PTC_HAVE_CUDA
-    printf("test_codegen_cuda: built with PTC_CUDA=OFF, nothing to test\n");
-    return 0;
-#endif
-    Suite *s = suite_create("codegen_cuda");
-    TCase *tc = tcase_create("ptx");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, ptx_for_sm80_and_sm90);
-    tcase_add_test(tc, teams_follow_sizes);
-    tcase_add_test(tc, half_rows_give_a_lane_as_many_elements_as_f32_rows);
-    tcase_add_test(tc, symbolic_rows_get_forms);
-    tcase_add_test(tc, column_sums_launch_a_block_per_tile);
-    tcase_add_test(tc, symbolic_pointwise_vectorised);
-    tcase_add_test(tc, symbolic_kernels_index_width);
-    tcase_add_test(tc, scratch_offsets_are_64_bit);
-    tcase_add_test(tc, narrow_lanes_move_16_bytes_per_access);
-    tcase_add_test(tc, half_lanes_are_stored_in_pairs_from_one_rounding);
-    tcase_add_test(tc, erf_takes_one_ex2_and_no_reciprocal);
-    tcase_add_test(tc, half_gelu_is_one_polynomial_of_erfc);
-    tcase_add_test(tc, half_sums_are_one_fma_per_pair);
-    tcase_add_test(tc, row_kernels_ask_for_blocks_per_sm);
-    tcase_add_test(tc, division_by_a_row_value_is_a_multiplication);
-    tcase_add_test(tc, flat_loads_come_before_the_arithmetic);
-    tcase_add_test(tc, row_statistics_are_two_sums_in_registers);
-    tcase_add_test(tc, calls_past_the_bound_run_the_64_bit_variant);
-    tcase_add_test(tc, a_kernel_with_one_launch_to_choose_is_settled_at_its_first_run);
-    tcase_add_test(tc, ptx_cache_warm_start);
-    tcase_add_test(tc, ptx_cache_key_names_the_emitter);
-    tcase_add_test(tc, trace_holds_ptx_files);
-    tcase_add_test(tc, a_batch_builds_each_kernel_once_in_one_worker);
-    tcase_add_test(tc, unavailable_without_driver);
-    tcase_add_test(tc, independent_kernels_are_one_launch);
-    tcase_add_test(tc, kernels_with_teams_share_a_launch_of_their_block);
-    tcase_add_test(tc, a_combination_is_cached_with_its_members_buffers);
-    tcase_add_test(tc, a_combination_ends_at_the_launch_parameter_limit);
-    tcase_add_test(tc, a_combination_runs_as_one_launch);
-    tcase_add_test(tc, a_batch_builds_its_combinations_in_its_worker);
-    suite_add_tcase(s, tc);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
+    const TTest *tests[] = {
+        ptx_for_sm80_and_sm90,
+        teams_follow_sizes,
+        half_rows_give_a_lane_as_many_elements_as_f32_rows,
+        symbolic_rows_get_forms,
+        column_sums_launch_a_block_per_tile,
+        symbolic_pointwise_vectorised,
+        symbolic_kernels_index_width,
+        scratch_offsets_are_64_bit,
+        narrow_lanes_move_16_bytes_per_access,
+        half_lanes_are_stored_in_pairs_from_one_rounding,
+        erf_takes_one_ex2_and_no_reciprocal,
+        half_gelu_is_one_polynomial_of_erfc,
+        half_sums_are_one_fma_per_pair,
+        row_kernels_ask_for_blocks_per_sm,
+        division_by_a_row_value_is_a_multiplication,
+        flat_loads_come_before_the_arithmetic,
+        row_statistics_are_two_sums_in_registers,
+        calls_past_the_bound_run_the_64_bit_variant,
+        a_kernel_with_one_launch_to_choose_is_settled_at_its_first_run,
+        ptx_cache_warm_start,
+        ptx_cache_key_names_the_emitter,
+        trace_holds_ptx_files,
+        a_batch_builds_each_kernel_once_in_one_worker,
+        unavailable_without_driver,
+        independent_kernels_are_one_launch,
+        kernels_with_teams_share_a_launch_of_their_block,
+        a_combination_is_cached_with_its_members_buffers,
+        a_combination_ends_at_the_launch_parameter_limit,
+        a_combination_runs_as_one_launch,
+        a_batch_builds_its_combinations_in_its_worker,
+    };
+    return run_cuda_suite("codegen_cuda", tests, sizeof tests / sizeof *tests);
 }

@@ -108,19 +108,6 @@ END_TEST
 
 int main(void)
 {
-#ifndef PTC_HAVE_CUDA
-    printf("test_codegen_cuda_columns: built with PTC_CUDA=OFF, nothing to test\n");
-    return 0;
-#endif
-    Suite *s = suite_create("codegen_cuda_columns");
-    TCase *tc = tcase_create("columns");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, column_sums_split_rows_over_a_block);
-    suite_add_tcase(s, tc);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
+    const TTest *tests[] = {column_sums_split_rows_over_a_block};
+    return run_cuda_suite("codegen_cuda_columns", tests, sizeof tests / sizeof *tests);
 }

@@ -130,21 +130,10 @@ END_TEST
 
 int main(void)
 {
-#ifndef PTC_HAVE_CUDA
-    printf("test_cuda_rng: built with PTC_CUDA=OFF, nothing to test\n");
-    return 0;
-#endif
-    Suite *s = suite_create("cuda_rng");
-    TCase *tc = tcase_create("rng");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, drawing_kernels_add_their_cell_to_the_offset);
-    tcase_add_test(tc, a_run_passes_its_offset_and_cell);
-    tcase_add_test(tc, accuracy_checks_the_first_run_whose_offset_it_knows);
-    suite_add_tcase(s, tc);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
+    const TTest *tests[] = {
+        drawing_kernels_add_their_cell_to_the_offset,
+        a_run_passes_its_offset_and_cell,
+        accuracy_checks_the_first_run_whose_offset_it_knows,
+    };
+    return run_cuda_suite("cuda_rng", tests, sizeof tests / sizeof *tests);
 }

@@ -415,25 +415,68 @@ static LLVMValueRef forwarded(gcg *c, const ptc_lexpr *e, int w)
     return NULL;
 }
 
+/* Row mode with PTC_CUDA_ROW_FORWARD: does lane-wise element off of local
+ * buf stay in the iteration's cache from its store to its loads? A lane of
+ * a row kernel runs the same chunks in every group, so a row-long local
+ * (softmax's exponentials) that it stores at the row's position, stride 1,
+ * it alone loads again there; a reduction's result ([0], stored by lane 0
+ * for every lane) is not lane-wise. */
+static bool row_forwarded(const gcg *c, int buf, const ptc_ix *off)
+{
+    if (!c->cache || !c->plan->row_forward || !c->s->is_local[buf] || ptc_ix_uses_val(off))
+        return false;
+    bool nested;
+    ptc_dim k = ptc_ix_coeff(off, c->vec_var, &nested);
+    return !nested && ptc_dim_is_static(k) && k.value == 1;
+}
+
+/* The cache entry of buf at off in the current chunk, width w (-1: none). */
+static int cache_find(const gcache *ca, int buf, const ptc_ix *off, int j, int w)
+{
+    for (int k = 0; k < ca->n; k++)
+        if (ca->e[k].buf == buf && ca->e[k].j == j && ca->e[k].w == w &&
+            ptc_ix_eq(ca->e[k].off, off))
+            return k;
+    return -1;
+}
+
+static void cache_put(gcache *ca, int buf, const ptc_ix *off, int j, int w, LLVMValueRef raw)
+{
+    int k = cache_find(ca, buf, off, j, w);
+    if (k < 0 && ca->n < (int)(sizeof ca->e / sizeof ca->e[0]))
+        k = ca->n++;
+    if (k < 0)
+        return;
+    ca->e[k].buf = buf;
+    ca->e[k].j = j;
+    ca->e[k].w = w;
+    ca->e[k].off = off;
+    ca->e[k].val = raw;
+}
+
+static void cache_drop(gcache *ca, int buf)
+{
+    int n = 0;
+    for (int k = 0; k < ca->n; k++)
+        if (ca->e[k].buf != buf)
+            ca->e[n++] = ca->e[k];
+    ca->n = n;
+}
+
 /* A load's stored form, through the iteration's cache when one is active
- * (cacheable loads only). The cache holds the stored form, so that a
- * prefetched bf16 row takes a register per two elements until it is used. */
+ * (cacheable loads, and row-forwarded locals). The cache holds the stored
+ * form, so that a prefetched bf16 row takes a register per two elements
+ * until it is used. */
 static LLVMValueRef load_raw(gcg *c, const ptc_lexpr *e, LLVMValueRef *vals, int w)
 {
     gcache *ca = c->cache;
-    bool ok = cacheable(c, e);
-    for (int k = 0; ok && k < ca->n; k++)
-        if (ca->e[k].buf == e->buf && ca->e[k].j == c->cache_j && ca->e[k].w == w &&
-            ptc_ix_eq(ca->e[k].off, e->idx[0]))
-            return ca->e[k].val;
+    bool ok = cacheable(c, e) || (e->arg[0] < 0 && row_forwarded(c, e->buf, e->idx[0]));
+    int k = ok ? cache_find(ca, e->buf, e->idx[0], c->cache_j, w) : -1;
+    if (k >= 0)
+        return ca->e[k].val;
     LLVMValueRef raw = emit_load_raw(c, e, vals, w);
-    if (ok && ca->n < (int)(sizeof ca->e / sizeof ca->e[0])) {
-        ca->e[ca->n].buf = e->buf;
-        ca->e[ca->n].j = c->cache_j;
-        ca->e[ca->n].w = w;
-        ca->e[ca->n].off = e->idx[0];
-        ca->e[ca->n++].val = raw;
-    }
+    if (ok)
+        cache_put(ca, e->buf, e->idx[0], c->cache_j, w, raw);
     return raw;
 }
 
@@ -462,6 +505,10 @@ void g_store(gcg *c, int bufid, const ptc_ix *off, LLVMValueRef v, LLVMValueRef 
     LLVMTypeRef st = ptc_emit_storage_type(&c->em, buf->dtype);
     unsigned esize = (unsigned)ptc_dtype_size(buf->dtype);
     LLVMValueRef raw = ptc_emit_to_storage(&c->em, g_splat(c, v, w), buf->dtype, w);
+    if (row_forwarded(c, bufid, off))
+        cache_put(c->cache, bufid, off, c->cache_j, w, raw);
+    else if (c->cache && c->s->is_local[bufid])
+        cache_drop(c->cache, bufid); /* what it held of buf may be overwritten */
     int kind = w == 1 ? PTC_ACC_CONTIG : ptc_emit_access_kind(&c->em, off, vals);
     if (kind == PTC_ACC_CONTIG) {
         LLVMValueRef p = gep(c, st, bufid, ptc_emit_ix(&c->em, off, vals, 1));

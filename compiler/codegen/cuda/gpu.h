@@ -47,6 +47,10 @@ typedef struct gplan {
     bool outer_contig, inner_contig; /* the accesses the team choice weighs */
     bool erfc_sum;                   /* 1 + erf(z) is g_one_plus_erf's (plan.c says when) */
     int min_blocks; /* row mode: blocks per SM the entry asks registers for (0: any) */
+    bool row_forward; /* row mode: a lane's row-long locals stay in registers from
+                       * their store to later groups' loads (cuda/body.c) */
+    int row_ahead;  /* row mode: rows a team is given at least, its next row's loads
+                     * issued before the current row's work (0: one row at a time) */
     bool packed_add; /* bf16 sums are fma.rn.bf16x2 (cuda/body.c's half_add) */
     bool col;        /* column mode: a block is block/team columns x team row slices */
     int col_fields;  /* column mode: shared 8-byte fields per reduction member and thread */

@@ -978,16 +978,19 @@ static void bind_locals(gcg *c, const kctx *k, LLVMValueRef scratch, LLVMValueRe
     }
 }
 
-static void emit_iteration(gcg *c, const kctx *k, LLVMValueRef o)
+/* Outer iteration o; in row mode its read-only loads go through `ahead`
+ * where given (those already issued: emit_rows_ahead), else a fresh cache. */
+static void emit_iteration(gcg *c, const kctx *k, LLVMValueRef o, gcache *ahead)
 {
     const ptc_kernel *kn = c->k;
-    gcache cache;
-    cache.n = 0;
-    cache.nfwd = 0;
+    gcache fresh;
+    gcache *cache = ahead ? ahead : &fresh;
+    fresh.n = 0;
+    fresh.nfwd = 0;
     if (c->plan->flat) {
         LLVMValueRef e = c->W > 1 ? LLVMBuildNSWMul(c->b, o, ixc(c, c->W), "") : o;
         decompose(c, e, kn->outer, kn->nouter, 0);
-        c->cache = &cache;
+        c->cache = cache;
         c->cache_j = 0;
         emit_flat(c);
         c->cache = NULL;
@@ -996,7 +999,7 @@ static void emit_iteration(gcg *c, const kctx *k, LLVMValueRef o)
     decompose(c, o, kn->outer, kn->nouter, 0);
     bool row = c->plan->row && (c->vector_form || c->plan->vec == 1);
     if (row)
-        c->cache = &cache;
+        c->cache = cache;
     for (int g = 0; g < kn->ngroups; g++) {
         if (row && kn->groups[g].reduction)
             row_prefetch(c, k, &kn->groups[g]);
@@ -1011,6 +1014,119 @@ static void emit_iteration(gcg *c, const kctx *k, LLVMValueRef o)
         team_barrier(c, k);
     }
     c->cache = NULL;
+}
+
+/* ---- rows ahead (plan.c's row_ahead) -----------------------------------------------------
+ *
+ * A team's rows come one after another in the grid-stride loop; loading a
+ * row waits a memory latency, and the team's reductions, shuffles and
+ * stores then leave its loads idle. With rows ahead, the first reduction
+ * group's loads of the team's next row are issued before the current row's
+ * work and carried to the next iteration in phis, in their stored form (a
+ * 16-bit row takes a register per two elements), so that every team keeps
+ * a row in flight while it computes. The launcher gives each team several
+ * rows (ptc_cuda_launch.row_ahead). */
+
+static const ptc_kgroup *first_reduction(const ptc_kernel *k)
+{
+    for (int g = 0; g < k->ngroups; g++)
+        if (k->groups[g].reduction)
+            return &k->groups[g];
+    return NULL;
+}
+
+/* The first reduction group's loads of row o, into `into` (emptied first). */
+static void load_row(gcg *c, const kctx *k, LLVMValueRef o, gcache *into)
+{
+    decompose(c, o, c->k->outer, c->k->nouter, 0);
+    into->n = 0;
+    into->nfwd = 0;
+    c->cache = into;
+    row_prefetch(c, k, first_reduction(c->k));
+    c->cache = NULL;
+}
+
+static bool is_16_bit(LLVMTypeRef t)
+{
+    LLVMTypeKind k = LLVMGetTypeKind(t);
+    return k == LLVMHalfTypeKind || k == LLVMBFloatTypeKind ||
+           (k == LLVMIntegerTypeKind && LLVMGetIntTypeWidth(t) == 16);
+}
+
+/* 16-bit lanes travel through phis as 32-bit words (NVPTX would give each
+ * bf16 lane a 16-bit register of its own). */
+static LLVMValueRef as_words(gcg *c, LLVMValueRef v)
+{
+    LLVMTypeRef t = LLVMTypeOf(v);
+    if (LLVMGetTypeKind(t) != LLVMVectorTypeKind || !is_16_bit(LLVMGetElementType(t)))
+        return v;
+    unsigned n = LLVMGetVectorSize(t);
+    return n % 2 ? v : LLVMBuildBitCast(c->b, v, LLVMVectorType(c->i32, n / 2), "");
+}
+
+/* Row o's loads when o < O (a team's last row has no next): phis of their
+ * words at the join, poison where the row does not exist; stored[i] the
+ * type the groups read entry i as. */
+static void load_row_if(gcg *c, const kctx *k, LLVMValueRef o, LLVMValueRef O, gcache *into,
+                        LLVMTypeRef *stored)
+{
+    LLVMBasicBlockRef skip = LLVMGetInsertBlock(c->b);
+    LLVMBasicBlockRef join = if_open(c, LLVMBuildICmp(c->b, LLVMIntSLT, o, O, ""), "row.ahead");
+    load_row(c, k, o, into);
+    LLVMValueRef words[256];
+    for (int i = 0; i < into->n; i++) {
+        stored[i] = LLVMTypeOf(into->e[i].val);
+        words[i] = as_words(c, into->e[i].val);
+    }
+    LLVMBasicBlockRef loaded = LLVMGetInsertBlock(c->b);
+    if_close(c, join);
+    for (int i = 0; i < into->n; i++) {
+        LLVMValueRef phi = LLVMBuildPhi(c->b, LLVMTypeOf(words[i]), "");
+        LLVMValueRef in[2] = {words[i], LLVMGetPoison(LLVMTypeOf(words[i]))};
+        LLVMBasicBlockRef from[2] = {loaded, skip};
+        LLVMAddIncoming(phi, in, from, 2);
+        into->e[i].val = phi;
+    }
+}
+
+static void emit_rows_ahead(gcg *c, const kctx *k, LLVMValueRef slot, LLVMValueRef O,
+                            LLVMValueRef nteams)
+{
+    LLVMBuilderRef b = c->b;
+    gcache *first = malloc(sizeof *first), *next = malloc(sizeof *next), *cur = malloc(sizeof *cur);
+    LLVMTypeRef stored[256];
+    load_row_if(c, k, slot, O, first, stored);
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
+    LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "rows");
+    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "rows");
+    LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "rows");
+    LLVMBuildBr(b, head);
+    LLVMPositionBuilderAtEnd(b, head);
+    LLVMValueRef o = LLVMBuildPhi(b, c->ix, "row");
+    *cur = *first;
+    for (int i = 0; i < first->n; i++)
+        cur->e[i].val = LLVMBuildPhi(b, LLVMTypeOf(first->e[i].val), "");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, o, O, ""), body, exit);
+    LLVMPositionBuilderAtEnd(b, body);
+    LLVMValueRef o_next = LLVMBuildNSWAdd(b, o, nteams, "");
+    load_row_if(c, k, o_next, O, next, stored);
+    PTC_ASSERT(next->n == first->n);
+    gcache iteration = *cur;
+    for (int i = 0; i < cur->n; i++) /* back to the stored form the groups read */
+        iteration.e[i].val = LLVMBuildBitCast(b, cur->e[i].val, stored[i], "");
+    emit_iteration(c, k, o, &iteration);
+    LLVMBasicBlockRef latch = LLVMGetInsertBlock(b);
+    LLVMBuildBr(b, head);
+    LLVMAddIncoming(o, &slot, &pre, 1);
+    LLVMAddIncoming(o, &o_next, &latch, 1);
+    for (int i = 0; i < cur->n; i++) {
+        LLVMAddIncoming(cur->e[i].val, &first->e[i].val, &pre, 1);
+        LLVMAddIncoming(cur->e[i].val, &next->e[i].val, &latch, 1);
+    }
+    LLVMPositionBuilderAtEnd(b, exit);
+    free(first);
+    free(next);
+    free(cur);
 }
 
 /* Declares entry `name` over params pt[0..np) (the first nbufs global
@@ -1080,7 +1196,7 @@ static void emit_col_grid(gcg *c, kctx *k, LLVMValueRef ctaid, LLVMValueRef ncta
     LLVMValueRef o = LLVMBuildAdd(c->b, tl.iv, k->team_local, "");
     k->valid = LLVMBuildICmp(c->b, LLVMIntSLT, o, O, "");
     o = LLVMBuildSelect(c->b, k->valid, o, LLVMBuildSub(c->b, O, ixc(c, 1), ""), "");
-    emit_iteration(c, k, o);
+    emit_iteration(c, k, o, NULL);
     loop_close(c, &tl);
 }
 
@@ -1112,9 +1228,13 @@ static void emit_grid(gcg *c, bool vector_form, LLVMValueRef scratch, LLVMValueR
     LLVMValueRef O = dims_product(c, kn->outer, kn->nouter);
     if (c->W > 1 && p->flat)
         O = LLVMBuildUDiv(c->b, O, ixc(c, c->W), "");
+    if (p->row_ahead && p->row && (vector_form || p->vec == 1) && first_reduction(kn)) {
+        emit_rows_ahead(c, &k, slot, O, nteams);
+        return;
+    }
     loop ol;
     loop_open(c, &ol, slot, O, nteams, "outer");
-    emit_iteration(c, &k, ol.iv);
+    emit_iteration(c, &k, ol.iv, NULL);
     loop_close(c, &ol);
 }
 

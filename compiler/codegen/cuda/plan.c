@@ -66,8 +66,15 @@
  * more blocks, each reading part of a sector), and PTC_CUDA_WARPS_LOOP=1
  * combines a block's warps' reduction states in a loop (the same merges in
  * the same order, in a third of the code for the driver's JIT: a block of
- * 1024 threads unrolls 31 Welford merges). All are part of the plan, hence
- * of the cache key.
+ * 1024 threads unrolls 31 Welford merges), and PTC_CUDA_ROW_AHEAD=1 has a
+ * team of a 16-bit row kernel load its next row while it works on the
+ * current one (=2: rows of any type; kernel.c's emit_rows_ahead), giving
+ * each team PTC_CUDA_ROW_AHEAD_ROWS rows at least (4), and
+ * PTC_CUDA_ROW_FORWARD=1 keeps a row kernel's row-long locals (softmax's
+ * exponentials) in registers from their store to the later groups' loads
+ * (cuda/body.c's row_forwarded: softmax over 1024 bf16, 8 shared loads of 16
+ * bytes a lane fewer, 63 -> 64 registers; over 3000 f32, 60 -> 72). All are
+ * part of the plan, hence of the cache key.
  */
 #include "codegen/cuda/gpu.h"
 
@@ -106,6 +113,11 @@
  * ROW_MAX, ROW_TEAM, ROW_CHUNKS, ROW_MAX_CHUNKS: row mode takes rows of at most
  *   ROW_MAX elements, grows the team (to ROW_TEAM) until a thread has at most
  *   ROW_CHUNKS vector chunks, and gives up above ROW_MAX_CHUNKS (registers).
+ *   ROW_AHEAD_ROWS: rows each team is given at least where it loads its next
+ *   row ahead (PTC_CUDA_ROW_AHEAD; PTC_CUDA_ROW_AHEAD_ROWS sets it): the
+ *   loads of three rows of four overlap work (chosen by hand, not timed:
+ *   fewer rows a team leave more of them unoverlapped, more rows fewer and
+ *   longer blocks, a longer tail).
  * SECTOR: the bytes of one DRAM / L2 transaction; a slice of a column-mode
  *   block reads at least one. COL_ROWS_PER_THREAD: rows each thread of a
  *   column sums at least (its loads in flight); COL_TILES_PER_SM: column
@@ -130,6 +142,7 @@ enum {
     ROW_TEAM = 512,
     ROW_CHUNKS = 8,
     ROW_MAX_CHUNKS = 16,
+    ROW_AHEAD_ROWS = 4,
     SECTOR = 32,
     COL_ROWS_PER_THREAD = 16,
     COL_TILES_PER_SM = 2,
@@ -425,6 +438,10 @@ static void plan_row(const ptc_schedule *s, const ptc_kernel *k, const access_in
     p->vec = w;
     p->team = t;
     p->min_blocks = env_int("PTC_CUDA_ROW_MIN_BLOCKS", 0, 32, 0);
+    p->row_forward = env_int("PTC_CUDA_ROW_FORWARD", 0, 1, 0);
+    int ahead = env_int("PTC_CUDA_ROW_AHEAD", 0, 2, 0);
+    if (ahead == 2 || (ahead == 1 && scale > 1))
+        p->row_ahead = env_int("PTC_CUDA_ROW_AHEAD_ROWS", 2, 64, ROW_AHEAD_ROWS);
 }
 
 /* The work of one outer iteration: the largest group's. */

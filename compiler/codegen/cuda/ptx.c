@@ -352,6 +352,10 @@ static void plan_text(ptc_buf *b, const ptc_kernel *k, const gplan *p)
         ptc_buf_printf(b, " %d", p->red_lanes[g]);
     if (p->col) /* only there: the keys of other kernels stay as they were */
         ptc_buf_printf(b, " columns %d fields %d", p->block / p->team, p->col_fields);
+    if (p->row_ahead) /* likewise */
+        ptc_buf_printf(b, " ahead %d", p->row_ahead);
+    if (p->row_forward)
+        ptc_buf_puts(b, " forward");
     ptc_buf_puts(b, " loc");
     for (int i = 0; i < k->nlocal; i++)
         ptc_buf_printf(b, " %d@%lld", p->loc[i], (long long)p->loc_off[i]);
@@ -419,6 +423,7 @@ static void gen_name(gen *g, const char *label, const gplan *plan, int nargs)
     out->launch.block = plan->block;
     out->launch.vec = plan->vec;
     out->launch.vec_rows = plan->row;
+    out->launch.row_ahead = plan->row_ahead;
     out->launch.smem = (int)((plan->block / plan->team) * plan->smem_team + plan->smem_red);
     out->launch.scratch_team = plan->scratch_team;
     out->launch.valign = calloc((size_t)nargs + 1, 1);
@@ -536,7 +541,7 @@ static int gen_begin_combo(const ptc_schedule *s, const ptc_combo *c, const ptc_
         gplan *p = &plans[i];
         p->block = block;
         p->i32 = i32;
-        out->members[i] = (ptc_cuda_member){p->team, p->vec, p->row};
+        out->members[i] = (ptc_cuda_member){p->team, p->vec, p->row, p->row_ahead};
         int b = (int)((block / p->team) * p->smem_team + p->smem_red);
         smem = b > smem ? b : smem;
         plan_text(key, members[i], p);
