@@ -585,15 +585,29 @@ static int host_extern_new(void *ctx, const ptc_node *node, const ptc_tensor *co
     return rc;
 }
 
+/* The current stream of CUDA device dev, asked of torch once per run:
+ * torch._C._cuda_getCurrentRawStream(index) gives its handle (what
+ * Inductor's launchers ask); torch.cuda.current_stream(index).cuda_stream,
+ * a Python function building a Stream to read, where torch has no such
+ * function. */
 static void *host_stream(void *ctx, ptc_device dev)
 {
     PyGILState_STATE g = PyGILState_Ensure();
-    static PyObject *current;
-    if (!current)
+    static PyObject *raw, *current;
+    static bool looked;
+    if (!looked) {
+        looked = true;
+        raw = cap_import_path("torch._C._cuda_getCurrentRawStream");
+        PyErr_Clear();
+    }
+    if (!raw && !current)
         current = cap_import_path("torch.cuda.current_stream");
     PyObject *d = PyLong_FromLong(dev.index < 0 ? 0 : dev.index);
-    PyObject *st = current && d ? PyObject_CallOneArg_compat(current, d) : NULL;
-    PyObject *h = st ? PyObject_GetAttrString(st, "cuda_stream") : NULL;
+    PyObject *st = !d        ? NULL
+                   : raw     ? PyObject_CallOneArg_compat(raw, d)
+                   : current ? PyObject_CallOneArg_compat(current, d)
+                             : NULL;
+    PyObject *h = st && !raw ? PyObject_GetAttrString(st, "cuda_stream") : Py_XNewRef(st);
     void *ptr = h ? PyLong_AsVoidPtr(h) : NULL;
     Py_XDECREF(d);
     Py_XDECREF(st);
