@@ -7,6 +7,7 @@ torch.profiler.
     python3 bench/train_host.py [--device cpu|cuda] [--models resnet50,resnet18]
                                 [--batch 2] [--size 32] [--rounds 10] [--turn 3]
                                 [--thin 1] [--opt adamw|sgd|none] [--threads 1] [--top 12]
+                                [--layers 2] [--hidden 64]
 
 A step is forward + cross-entropy + backward + fused AdamW (--opt sgd: SGD;
 --opt none: no update, so that on the CPU, where AdamW over resnet50's 23
@@ -22,6 +23,12 @@ On this CPU resnet50's convolutions (their weight gradients above all) take
 most of even a tiny step; --thin K divides the widths of the model's blocks
 by K (the stem's 64 channels kept), which leaves the same graph, op for op,
 with a fraction of the arithmetic, so that the host's share shows.
+
+--models also takes gpt2 and bert: HF GPT2LMHeadModel and BertForMaskedLM
+built from configs of --layers layers of --hidden features (two heads, a
+vocabulary of 1000), on --batch sequences of --size tokens, the loss the
+model's own (labels = the input ids): small enough that the host's cost of a
+step (its kernels, launches, allocations and extern calls a layer) dominates.
 
 Prints per model: each compiler's median ms a step over --rounds turns of
 --turn steps (a synchronize ends each turn on CUDA), eager's over ptc's, the
@@ -57,6 +64,25 @@ def thin(name, divisor):
     return model
 
 
+def build_lm(name, a):
+    """A small HF language model in train mode (a.layers layers of a.hidden
+    features), its input ids and its loss: the model's own."""
+    import transformers as T
+    torch.manual_seed(0)
+    if name == "gpt2":
+        model = T.GPT2LMHeadModel(T.GPT2Config(n_layer=a.layers, n_embd=a.hidden, n_head=2,
+                                               vocab_size=1000, n_positions=max(a.size, 8),
+                                               bos_token_id=0, eos_token_id=0))
+    else:
+        model = T.BertForMaskedLM(T.BertConfig(
+            num_hidden_layers=a.layers, hidden_size=a.hidden, num_attention_heads=2,
+            intermediate_size=4 * a.hidden, vocab_size=1000,
+            max_position_embeddings=max(a.size, 8)))
+    model = model.train().to(a.device)
+    ids = torch.randint(0, 1000, (a.batch, a.size), device=a.device)
+    return model, ids, lambda model, ids, labels: model(input_ids=ids, labels=labels).loss
+
+
 def build(name, batch, size, device, divisor=1):
     """The model in train mode (its widths divided by divisor), its input and
     labels."""
@@ -70,14 +96,18 @@ def build(name, batch, size, device, divisor=1):
     return model, x, y
 
 
-def make_step(model, x, y, device, optimizer):
+def cross_entropy(model, x, y):
+    return torch.nn.functional.cross_entropy(model(x), y)
+
+
+def make_step(model, x, y, device, optimizer, lossf=cross_entropy):
     params = list(model.parameters())
     opt = (torch.optim.AdamW(params, lr=1e-4, fused=True) if optimizer == "adamw"
            else torch.optim.SGD(params, lr=1e-4) if optimizer == "sgd" else None)
 
     def step():
         with torch.autocast(device, dtype=torch.bfloat16, enabled=device == "cuda"):
-            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss = lossf(model, x, y)
         for p in params:
             p.grad = None
         loss.backward()
@@ -103,10 +133,15 @@ def aten_counts(step, device):
 
 
 def run_model(name, a):
-    base, x, y = build(name, a.batch, a.size, a.device, a.thin)
+    if name in ("gpt2", "bert"):
+        base, x, lossf = build_lm(name, a)
+        y = x
+    else:
+        base, x, y = build(name, a.batch, a.size, a.device, a.thin)
+        lossf = cross_entropy
     import ptc
-    steps = {"eager": make_step(copy.deepcopy(base), x, y, a.device, a.opt),
-             "ptc": make_step(ptc.compile(copy.deepcopy(base)), x, y, a.device, a.opt)}
+    steps = {"eager": make_step(copy.deepcopy(base), x, y, a.device, a.opt, lossf),
+             "ptc": make_step(ptc.compile(copy.deepcopy(base)), x, y, a.device, a.opt, lossf)}
     for step in steps.values():  # compile and warm up
         for _ in range(3):
             step()
@@ -123,10 +158,11 @@ def run_model(name, a):
             cpu[c].append((time.process_time() - c0) / a.turn * 1e3)
     med = {c: statistics.median(v) for c, v in times.items()}
     med_cpu = {c: statistics.median(v) for c, v in cpu.items()}
-    print("%s%s b%d %dx%d %s: eager %.2f ms, ptc %.2f ms a step (eager/ptc %.2fx; median of %d "
+    shape = ("%d layers x%d, %d tokens" % (a.layers, a.hidden, a.size) if name in ("gpt2", "bert")
+             else "%dx%d%s" % (a.size, a.size, " widths/%d" % a.thin if a.thin > 1 else ""))
+    print("%s b%d %s %s: eager %.2f ms, ptc %.2f ms a step (eager/ptc %.2fx; median of %d "
           "turns of %d steps); process CPU ms a step: eager %.2f, ptc %.2f"
-          % (name, " widths/%d" % a.thin if a.thin > 1 else "", a.batch, a.size, a.size,
-             a.device, med["eager"], med["ptc"], med["eager"] / med["ptc"], a.rounds, a.turn,
+          % (name, a.batch, shape, a.device, med["eager"], med["ptc"], med["eager"] / med["ptc"], a.rounds, a.turn,
              med_cpu["eager"], med_cpu["ptc"]))
     counts = {c: aten_counts(step, a.device) for c, step in steps.items()}
     print("  aten ops a step: eager %d, ptc %d" % (sum(counts["eager"].values()),
@@ -150,6 +186,8 @@ def main():
     p.add_argument("--opt", default="adamw", choices=["adamw", "sgd", "none"])
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--top", type=int, default=12)
+    p.add_argument("--layers", type=int, default=2, help="gpt2/bert: layers")
+    p.add_argument("--hidden", type=int, default=64, help="gpt2/bert: features")
     a = p.parse_args()
     if a.device == "cpu":
         torch.set_num_threads(a.threads)

@@ -1,7 +1,8 @@
 """The tensors a compiled call returns: made by torch for each call
-(backend_ptc.c new_empty, from a kept tensor of no elements per dtype and
-device), so each is the user's own: eager's dtype, device and values, a fresh
-contiguous tensor that no other output, earlier or later, shares memory with."""
+(backend_ptc.c new_empty: the bound new_empty of a kept tensor of no elements
+per dtype and device, given the sizes one by one, a 0-d output's as ()), so
+each is the user's own: eager's dtype, device and values, a fresh contiguous
+tensor that no other output, earlier or later, shares memory with."""
 import pytest
 import torch
 
@@ -28,7 +29,7 @@ def test_outputs_are_fresh_tensors_of_eager_dtype(dtype):
     torch.manual_seed(0)
     kept = []
     with torch.no_grad():
-        for shape in ((3, 5), (3, 5), (4, 7), (0, 7), (2,)):
+        for shape in ((3, 5), (3, 5), (4, 7), (0, 7), (2,), (), (2, 1, 3, 1, 2)):
             x = make(dtype, shape)
             out = cf(x)
             want = f(x)

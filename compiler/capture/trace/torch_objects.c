@@ -100,6 +100,8 @@ static int intern_names(void)
         {&cap_T.s_dtype, "dtype"},
         {&cap_T.s_device, "device"},
         {&cap_T.s_is_cpu, "is_cpu"},
+        {&cap_T.s_is_cuda, "is_cuda"},
+        {&cap_T.s_get_device, "get_device"},
         {&cap_T.s_stride, "stride"},
         {&cap_T.s_requires_grad, "requires_grad"},
         {&cap_T.s_data_ptr, "data_ptr"},
@@ -257,15 +259,27 @@ static int int_tuple(PyObject *t, int64_t *out, int max)
     return PyErr_Occurred() ? -1 : (int)n;
 }
 
-/* t's device: t.is_cpu answers for the common case with a shared bool; only
- * other tensors build a torch.device to read (guards and externs read every
- * tensor's device on every call). */
+/* t's device: t.is_cpu answers for the common case with a shared bool, and
+ * t.is_cuda with t.get_device() for a CUDA tensor (two bools and an int: a
+ * third of the time of building its torch.device and reading that's type
+ * and index); only other tensors build a torch.device to read (guards and
+ * externs read every tensor's device on every call). */
 static int tensor_device(PyObject *t, ptc_device *out)
 {
     PyObject *cpu = PyObject_GetAttr(t, cap_T.s_is_cpu);
     Py_XDECREF(cpu);
     if (cpu == Py_True) {
         *out = PTC_CPU;
+        return 0;
+    }
+    PyObject *cuda = cpu ? PyObject_GetAttr(t, cap_T.s_is_cuda) : NULL;
+    Py_XDECREF(cuda);
+    PyObject *index =
+        cuda == Py_True ? PyObject_CallMethodObjArgs(t, cap_T.s_get_device, NULL) : NULL;
+    long i = index ? PyLong_AsLong(index) : -1;
+    Py_XDECREF(index);
+    if (i >= 0 && i <= INT16_MAX) {
+        *out = (ptc_device){PTC_DEV_CUDA, (int16_t)i};
         return 0;
     }
     PyErr_Clear();
