@@ -127,10 +127,14 @@ static bool remap_rows(ptc_lview *v, int64_t n, int64_t p, bool apply)
     return true;
 }
 
+static int64_t round_up(int64_t n, int64_t al)
+{
+    return (n + al - 1) / al * al;
+}
+
 static int64_t padded_length(const ptc_lbuf *b, int64_t n)
 {
-    int64_t al = row_align(b);
-    return (n + al - 1) / al * al;
+    return round_up(n, row_align(b));
 }
 
 /* Buffer b stores rows of p elements. */
@@ -274,8 +278,6 @@ static int copy_result(ptc_lprog *p, ptc_lnode *m)
  *   operand with zero rows added) and finite values in the other;
  * - M: A reads M rounded up (the padding of its rows) and the result, a
  *   temporary, gets the extra rows, which nothing reads. */
-
-static int64_t round_up(int64_t n, int64_t al) { return (n + al - 1) / al * al; }
 
 /* Elements buffer b's memory holds; 0 where unknown. */
 static int64_t buf_elems(const ptc_lbuf *b)
