@@ -310,6 +310,23 @@ ptc_lnode *ptc_lprog_insert_node(ptc_lprog *p, int at, int kind)
     return n;
 }
 
+/* Where `to` is longer than `from` in some static dim (pad.c's zero-padded
+ * copies), a bool entry of body: idx lies inside `from`; else -1. */
+static int inside_of(ptc_arena *a, ptc_lbody *body, const ptc_lbuf *from, const ptc_lbuf *to,
+                     const ptc_ix *const *idx)
+{
+    int inside = -1;
+    for (int d = 0; d < to->ndim; d++) {
+        if (!ptc_dim_is_static(to->shape[d]) || !ptc_dim_is_static(from->shape[d]) ||
+            to->shape[d].value <= from->shape[d].value)
+            continue;
+        int in = ptc_lbody_binary(a, body, PTC_L_LT, PTC_BOOL, ptc_lbody_index(a, body, idx[d]),
+                                  ptc_lbody_const_i(a, body, from->shape[d].value, PTC_I64));
+        inside = inside < 0 ? in : ptc_lbody_binary(a, body, PTC_L_BITWISE_AND, PTC_BOOL, inside, in);
+    }
+    return inside;
+}
+
 ptc_lnode *ptc_lprog_insert_copy(ptc_lprog *p, int at, int src, int dst, const ptc_lnode *like,
                                  const char *label)
 {
@@ -324,7 +341,13 @@ ptc_lnode *ptc_lprog_insert_copy(ptc_lprog *p, int at, int src, int dst, const p
         cp->ranges[d] = to->shape[d];
         idx[d] = ptc_ix_var(a, d, to->shape[d]);
     }
+    int inside = inside_of(a, &cp->body, from, to, idx);
     cp->value = ptc_lbody_load(a, &cp->body, src, from->dtype, to->ndim, idx);
+    if (inside >= 0) {
+        cp->body.e[cp->value].arg[0] = inside; /* a masked load: no read outside */
+        cp->value = ptc_lbody_where(a, &cp->body, to->dtype, inside, cp->value,
+                                    ptc_lbody_const_f(a, &cp->body, 0, to->dtype));
+    }
     cp->out[0] = dst;
     to->def = cp->id;
     cp->label = label;
