@@ -315,6 +315,10 @@ ptc_lnode *ptc_lprog_insert_node(ptc_lprog *p, int at, int kind);
  * `label`, with the ops and provenance of `like`; dst->def is set to it. */
 ptc_lnode *ptc_lprog_insert_copy(ptc_lprog *p, int at, int src, int dst, const ptc_lnode *like,
                                  const char *label);
+/* Pointwise node n runs over ext, its ranges grown in some static dims,
+ * and computes 0 past its old ranges, where its loads stepping a grown dim
+ * are masked off (they read nothing they did not read before). */
+void ptc_lnode_zero_past(ptc_lprog *p, ptc_lnode *n, const ptc_dim *ext);
 /* Sets a node's provenance (copied). */
 void ptc_lnode_set_prov(ptc_lprog *p, ptc_lnode *n, int nprov, const char *const *prov);
 /* Nodes reading buffer `buf` (loads or extern inputs), counted per node. */

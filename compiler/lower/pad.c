@@ -273,9 +273,10 @@ static int copy_result(ptc_lprog *p, ptc_lnode *m)
  * unit-stride along K = 50257, and grad_W = g^T @ h, unit-stride along
  * M = 50257: both ran align1 kernels (1.7 and 1.2 ms on an H200). As
  * Inductor's pad_mm does, the matmul is run over aligned extents instead:
- * - K: both operands read K rounded up, zeros past K in one of them (a
+ * - K: both operands read K rounded up, zeros past K in both (a
  *   zero-padded copy: the graph input's copy above, or a copy of the other
- *   operand with zero rows added) and finite values in the other;
+ *   operand with zero rows added; or a temporary's padded rows, whose
+ *   writer is made to write zeros into the padding);
  * - M: A reads M rounded up (the padding of its rows) and the result, a
  *   temporary, gets the extra rows, which nothing reads. */
 
@@ -302,16 +303,70 @@ static bool fits(const ptc_lprog *p, const ptc_lview *v, int d, int64_t ext)
     return end <= buf_elems(p->bufs[v->buf]);
 }
 
+/* Would view v read zeros past the end of its dim d, up to ext, were its
+ * buffer's elements from zero_from on along dim zero_dim zeros? */
+static bool reads_zeros_from(const ptc_lprog *p, const ptc_lview *v, int d, int64_t ext,
+                             int zero_dim, int64_t zero_from)
+{
+    const ptc_lbuf *b = p->bufs[v->buf];
+    if (v->strides[d].value != b->strides[zero_dim].value)
+        return false;
+    int64_t step = b->strides[zero_dim].value, len = b->shape[zero_dim].value;
+    int64_t start = v->offset.value / step % len;
+    return start + v->sizes[d].value == zero_from && fits(p, v, d, ext);
+}
+
 /* Are the elements view v reads past the end of its dim d, up to ext, zeros
- * of a zero-padded copy? */
+ * (of a zero-padded copy, or padding its writer fills with zeros)? */
 static bool zeros_past(const ptc_lprog *p, const ptc_lview *v, int d, int64_t ext)
 {
     const ptc_lbuf *b = p->bufs[v->buf];
-    if (!b->zero_from || v->strides[d].value != b->strides[b->zero_dim].value)
+    return b->zero_from && reads_zeros_from(p, v, d, ext, b->zero_dim, b->zero_from);
+}
+
+/* The pointwise kernel writing temporary b, stored with padded rows, where
+ * it can also write zeros into the padding: it runs over b's shape, writes
+ * nothing else, and checks nothing (a check must not see the padding). */
+static ptc_lnode *padding_writer(const ptc_lprog *p, const ptc_lbuf *b)
+{
+    ptc_lnode *w = b->def >= 0 ? p->nodes[b->def] : NULL;
+    if (b->kind != PTC_LB_TEMP || !b->padded || b->removed || b->zero_from || !w ||
+        w->kind != PTC_LN_POINTWISE || w->out[1] >= 0 || w->ndim != b->ndim)
+        return NULL;
+    for (int d = 0; d < b->ndim; d++)
+        if (!ptc_dim_is_static(w->ranges[d]) || w->ranges[d].value != b->shape[d].value)
+            return NULL;
+    for (int i = 0; i < w->body.n; i++)
+        if (w->body.e[i].op == PTC_L_CHECK)
+            return NULL;
+    return w;
+}
+
+/* View v reads zeros past the end of its dim d, up to ext: they are there
+ * already, or v reads the rows of a padded temporary to their end and the
+ * kernel writing it is made to write zeros into the padding too. The arena
+ * reuses memory, so the zeros must be written on every call: the kernel
+ * that writes the rows does, for the 7 columns' cost of a select, with no
+ * launch of its own (a kernel zeroing only the padding would cost one). */
+static bool zeros_written_past(ptc_lprog *p, const ptc_lview *v, int d, int64_t ext, bool apply)
+{
+    if (zeros_past(p, v, d, ext))
+        return true;
+    ptc_lbuf *b = p->bufs[v->buf];
+    ptc_lnode *w = padding_writer(p, b);
+    int last = b->ndim - 1;
+    int64_t n = b->shape[last].value, padded_n = b->strides[last - 1].value;
+    if (!w || ext > padded_n || !reads_zeros_from(p, v, d, ext, last, n))
         return false;
-    int64_t step = b->strides[b->zero_dim].value, len = b->shape[b->zero_dim].value;
-    int64_t start = v->offset.value / step % len;
-    return start + v->sizes[d].value == b->zero_from && fits(p, v, d, ext);
+    if (apply) {
+        ptc_dim grown[PTC_MAX_DIMS];
+        memcpy(grown, w->ranges, sizeof grown);
+        grown[last] = ptc_dim_c(padded_n);
+        ptc_lnode_zero_past(p, w, grown);
+        b->zero_dim = last;
+        b->zero_from = n;
+    }
+    return true;
 }
 
 /* mm m's B read from a copy of its buffer with zero rows up to ext, where
@@ -332,14 +387,16 @@ static bool zero_rows_copy(ptc_lprog *p, ptc_lnode *m, int64_t ext)
 }
 
 /* Runs mm m over K rounded up to ext: A must read zeros past K (a
- * zero-padded copy), and B zeros too, from its own zero-padded copy or a
- * new copy with zero rows (rows past K of other memory could hold NaNs,
- * and 0 * NaN is NaN). True when it does. */
+ * zero-padded copy, or padding its writer fills), and B zeros too, the same
+ * ways or from a new copy with zero rows (rows past K of other memory could
+ * hold NaNs, and 0 * NaN is NaN). True when it does. */
 static bool align_k(ptc_lprog *p, ptc_lnode *m, int64_t ext)
 {
     ptc_lview *a = &m->xin[m->nxin - 2], *b = &m->xin[m->nxin - 1];
-    if (!zeros_past(p, a, 1, ext) || (!zeros_past(p, b, 0, ext) && !zero_rows_copy(p, m, ext)))
+    if (!zeros_written_past(p, a, 1, ext, false) ||
+        (!zeros_written_past(p, b, 0, ext, true) && !zero_rows_copy(p, m, ext)))
         return false;
+    zeros_written_past(p, a, 1, ext, true);
     a->sizes[1] = b->sizes[0] = ptc_dim_c(ext);
     return true;
 }

@@ -317,7 +317,7 @@ def test_c_externs_write_padded_results_through_their_strides(monkeypatch):
     assert r.returncode == 0, r.stdout[-1500:] + r.stderr[-1500:]
 
 
-# ---- HF GPT-2 with an odd vocabulary: the real loss, a separate graph ----------------
+# ---- HF GPT-2 and BERT with an odd vocabulary: the real loss in the same graph -------
 
 
 def gpt2_odd_vocab():
@@ -326,6 +326,16 @@ def gpt2_odd_vocab():
                                   n_positions=512, resid_pdrop=0, embd_pdrop=0, attn_pdrop=0)
     torch.manual_seed(0)
     return transformers.GPT2LMHeadModel(cfg), torch.randint(0, 1001, (4, 512))
+
+
+def bert_odd_vocab():
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.BertConfig(num_hidden_layers=1, hidden_size=256, num_attention_heads=2,
+                                  intermediate_size=1024, vocab_size=1001,
+                                  max_position_embeddings=512, hidden_dropout_prob=0,
+                                  attention_probs_dropout_prob=0)
+    torch.manual_seed(0)
+    return transformers.BertForMaskedLM(cfg), torch.randint(0, 1001, (4, 512))
 
 
 def hf_train_step(model, ids, compiled):
@@ -341,33 +351,80 @@ def traced_backwards(trace):
             if "backward.ptir" in files]
 
 
-def test_gpt2_lm_head_gradients_are_aligned_and_equal_eager(pad_on_cpu, tmp_path, capfd):
-    """HF's GPT-2 with labels: its loss breaks into a graph of its own
-    (transformers' warning_once), so the model's backward gets the logits'
-    gradient as an input, 2048 x 1001 f32. Both LM-head gradient matmuls run
-    over aligned extents and leading dims (1004: rows copied with zeros past
-    1001, wte copied with 3 zero rows), in the CUDA plan of the traced
-    backward and in the CPU run (PTC_PAD_MM=1), whose loss and gradients
-    equal eager's."""
-    model, ids = gpt2_odd_vocab()
+def lm_head_plans(tmp_path, trace, vocab=1001, padded=1004):
+    """The CUDA plans of the traced backwards, and the operands of the
+    matmuls among them with an extent of the vocabulary."""
+    plans, lm_head = [], []
+    for text in traced_backwards(trace):
+        k = cuda_plan(tmp_path, ptcio.ptir_on_cuda(text))
+        plans.append(k)
+        lm_head += [ops for ops, _ in matmuls(k)
+                    if any(n in (vocab, padded) for _, sz, _ in ops for n in sz)]
+    return "\n".join(plans), lm_head
+
+
+def assert_equal_training_step(model, ids, capfd, **tol):
+    """Loss and every gradient of a compiled step equal eager's; returns the
+    compiled step's extern mm calls (PTC_LOGS=+runtime)."""
     want = hf_train_step(model, ids, False)
-    ptc.config.trace_dir, ptc.config.logs = str(tmp_path / "trace"), "+runtime"
+    ptc.config.logs = "+runtime"
     try:
         got = hf_train_step(model, ids, True)
     finally:
-        ptc.config.trace_dir = ptc.config.logs = None
-    calls = [ln for ln in capfd.readouterr().err.splitlines() if "extern mm:" in ln]
-    assert any("f32[2048,1004] strides (1004,1)" in ln and "f32[1004,256]" in ln for ln in calls), calls
-    assert any("f32[1004,2048] strides (1,1004)" in ln for ln in calls), calls
+        ptc.config.logs = None
     torch.testing.assert_close(got[0], want[0], rtol=1e-5, atol=1e-5)
     for name in want[1]:
-        torch.testing.assert_close(got[1][name], want[1][name], rtol=1e-4, atol=1e-5, msg=name)
-    lm_head = []
-    for text in traced_backwards(tmp_path / "trace"):
-        k = cuda_plan(tmp_path, ptcio.ptir_on_cuda(text))
-        lm_head += [ops for ops, _ in matmuls(k) if any(sz[0] in (1001, 1004) or sz[1] in (1001, 1004)
-                                                          for _, sz, _ in ops)]
+        torch.testing.assert_close(got[1][name], want[1][name], **tol, msg=name)
+    return [ln for ln in capfd.readouterr().err.splitlines() if "extern mm:" in ln]
+
+
+# BERT's tied word embeddings sum two gradients (the embedding's scatter_add
+# and the LM head's): 5.5e-5 off eager's (of 0.014) with PTC_PAD_MM=0 too
+@pytest.mark.parametrize("make,atol", [(gpt2_odd_vocab, 1e-5), (bert_odd_vocab, 1e-4)],
+                         ids=["gpt2", "bert"])
+def test_lm_head_gradients_of_a_temporary_are_aligned_and_equal_eager(
+        make, atol, pad_on_cpu, tmp_path, capfd):
+    """HF's GPT-2 and BERT with labels: the loss is in the model's graph, so
+    the logits' gradient g (2048 x 1001 f32) is a temporary of ptc's
+    softmax-backward kernel, stored with rows of 1004. That kernel runs over
+    the padding too and writes zeros there (no copy, no launch of its own),
+    so grad_h = g @ W runs over K = 1004 (W copied with 3 zero rows) and
+    grad_W = g^T @ h over M = 1004: every operand of both LM-head gradient
+    matmuls has aligned extents and leading dims, in the CUDA plan of the
+    traced backward and in the CPU run (PTC_PAD_MM=1), whose loss and
+    gradients equal eager's."""
+    model, ids = make()
+    ptc.config.trace_dir = str(tmp_path / "trace")
+    try:
+        calls = assert_equal_training_step(model, ids, capfd, rtol=1e-4, atol=atol)
+    finally:
+        ptc.config.trace_dir = None
+    assert any("f32[2048,1004] strides (1004,1)" in ln and "f32[1004,256]" in ln for ln in calls), calls
+    assert any("f32[1004,2048] strides (1,1004)" in ln for ln in calls), calls
+    plan, lm_head = lm_head_plans(tmp_path, tmp_path / "trace")
     assert len(lm_head) == 2, lm_head
     for ops in lm_head:
         for extent, ld in unit_extents(ops):
             assert extent % 4 == 0 and ld % 4 == 0, ops
+    # g's writer runs over the padded rows, zeros past 1001; g is not copied
+    assert re.search(r"outer \[o0 < 2048, o1 < 1004\]", plan), plan
+    assert "_pad_rows:" not in plan
+
+
+def test_padding_zeros_are_written_over_nan_memory(pad_on_cpu, capfd, monkeypatch):
+    """The arena reuses memory, so the padding's zeros are written by every
+    call, not once: with the arena allocated through torch, in segments
+    (PTC_ARENA_SEGMENTS=1), torch's deterministic mode fills it with NaN
+    bytes (0xff) on every call, and the grad_h matmul, which reads g's
+    padding as extra K, still gives eager's gradients twice in a row
+    (0 * NaN would be NaN)."""
+    monkeypatch.setenv("PTC_ARENA_SEGMENTS", "1")
+    model, ids = gpt2_odd_vocab()
+    torch.use_deterministic_algorithms(True)
+    try:
+        assert torch.empty(4, dtype=torch.uint8).tolist() == [255] * 4
+        for _ in range(2):
+            calls = assert_equal_training_step(model, ids, capfd, rtol=1e-4, atol=1e-5)
+            assert any("f32[2048,1004] strides (1004,1)" in ln for ln in calls), calls
+    finally:
+        torch.use_deterministic_algorithms(False)
