@@ -310,6 +310,66 @@ ptc_lnode *ptc_lprog_insert_node(ptc_lprog *p, int at, int kind)
     return n;
 }
 
+/* A bool entry of body: the point (vars over ext) lies inside `ranges` in
+ * every dim ext grows statically; -1 where it grows none. */
+static int inside_of(ptc_arena *a, ptc_lbody *body, int ndim, const ptc_dim *ranges,
+                     const ptc_dim *ext, bool *grown)
+{
+    int inside = -1;
+    for (int d = 0; d < ndim; d++) {
+        grown[d] = ptc_dim_is_static(ext[d]) && ptc_dim_is_static(ranges[d]) &&
+                   ext[d].value > ranges[d].value;
+        if (!grown[d])
+            continue;
+        int var = ptc_lbody_index(a, body, ptc_ix_var(a, d, ext[d]));
+        int in = ptc_lbody_binary(a, body, PTC_L_LT, PTC_BOOL, var,
+                                  ptc_lbody_const_i(a, body, ranges[d].value, PTC_I64));
+        inside =
+            inside < 0 ? in : ptc_lbody_binary(a, body, PTC_L_BITWISE_AND, PTC_BOOL, inside, in);
+    }
+    return inside;
+}
+
+static bool steps_grown(const ptc_lexpr *e, int ndim, const bool *grown)
+{
+    for (int k = 0; k < e->nidx; k++)
+        for (int d = 0; d < ndim; d++)
+            if (grown[d] && ptc_ix_uses_var(e->idx[k], d))
+                return true;
+    return false;
+}
+
+void ptc_lnode_zero_past(ptc_lprog *p, ptc_lnode *n, const ptc_dim *ext)
+{
+    ptc_arena *a = p->arena;
+    PTC_ASSERT(n->kind == PTC_LN_POINTWISE);
+    ptc_lbody body = {0};
+    bool grown[PTC_MAX_DIMS];
+    int inside = inside_of(a, &body, n->ndim, n->ranges, ext, grown);
+    if (inside < 0)
+        return;
+    /* the old entries follow the mask, their operands renumbered */
+    int *at = PTC_NEWN(a, int, n->body.n > 0 ? n->body.n : 1);
+    for (int i = 0; i < n->body.n; i++) {
+        ptc_lexpr e = n->body.e[i];
+        int nargs = e.op == PTC_L_LOAD ? 1 : ptc_lop_arity(e.op);
+        for (int k = 0; k < nargs; k++)
+            if (e.arg[k] >= 0)
+                e.arg[k] = at[e.arg[k]];
+        if (e.op == PTC_L_LOAD && steps_grown(&e, n->ndim, grown)) /* no read outside */
+            e.arg[0] = e.arg[0] < 0 ? inside
+                                    : ptc_lbody_binary(a, &body, PTC_L_BITWISE_AND, PTC_BOOL,
+                                                       inside, e.arg[0]);
+        at[i] = ptc_lbody_add(a, &body, &e);
+    }
+    ptc_dtype dt = body.e[at[n->value]].dtype;
+    n->value =
+        ptc_lbody_where(a, &body, dt, inside, at[n->value], ptc_lbody_const_f(a, &body, 0, dt));
+    n->body = body;
+    for (int d = 0; d < n->ndim; d++)
+        n->ranges[d] = ext[d];
+}
+
 ptc_lnode *ptc_lprog_insert_copy(ptc_lprog *p, int at, int src, int dst, const ptc_lnode *like,
                                  const char *label)
 {
@@ -321,10 +381,11 @@ ptc_lnode *ptc_lprog_insert_copy(ptc_lprog *p, int at, int src, int dst, const p
     const ptc_ix *idx[PTC_MAX_DIMS];
     cp->ndim = to->ndim;
     for (int d = 0; d < to->ndim; d++) {
-        cp->ranges[d] = to->shape[d];
-        idx[d] = ptc_ix_var(a, d, to->shape[d]);
+        cp->ranges[d] = from->shape[d];
+        idx[d] = ptc_ix_var(a, d, from->shape[d]);
     }
     cp->value = ptc_lbody_load(a, &cp->body, src, from->dtype, to->ndim, idx);
+    ptc_lnode_zero_past(p, cp, to->shape);
     cp->out[0] = dst;
     to->def = cp->id;
     cp->label = label;

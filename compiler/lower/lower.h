@@ -228,6 +228,10 @@ typedef struct ptc_lbuf {
      * its last dim is long: the strides above are then static, 1 for the
      * last dim and whole padded rows for the others. */
     bool padded;
+    /* A zero-padded copy (pad.c): its elements from zero_from on along dim
+     * zero_dim are zeros, which a matmul may read as extra K; 0: none. */
+    int64_t zero_from;
+    int zero_dim;
     int nprov;
     const char **prov;
 } ptc_lbuf;
@@ -306,10 +310,15 @@ static inline bool ptc_lnode_has_op(const ptc_lnode *n, ptc_op op)
  * on move one place later (their ids and their buffers' defs follow). */
 ptc_lnode *ptc_lprog_insert_node(ptc_lprog *p, int at, int kind);
 /* A pointwise node at position `at` (ptc_lprog_insert_node) writing
- * dst[i] = src[i] over dst's shape (the two of one dtype and rank), named
+ * dst[i] = src[i] over dst's shape (the two of one dtype and rank), and 0
+ * where dst is longer than src in a static dim, named
  * `label`, with the ops and provenance of `like`; dst->def is set to it. */
 ptc_lnode *ptc_lprog_insert_copy(ptc_lprog *p, int at, int src, int dst, const ptc_lnode *like,
                                  const char *label);
+/* Pointwise node n runs over ext, its ranges grown in some static dims,
+ * and computes 0 past its old ranges, where its loads stepping a grown dim
+ * are masked off (they read nothing they did not read before). */
+void ptc_lnode_zero_past(ptc_lprog *p, ptc_lnode *n, const ptc_dim *ext);
 /* Sets a node's provenance (copied). */
 void ptc_lnode_set_prov(ptc_lprog *p, ptc_lnode *n, int nprov, const char *const *prov);
 /* Nodes reading buffer `buf` (loads or extern inputs), counted per node. */

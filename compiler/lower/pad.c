@@ -26,6 +26,8 @@
  */
 #include "lower/lower_int.h"
 
+#include <string.h>
+
 enum { ROW_ALIGN_BYTES = 16 };
 
 #define COPY_MIN_FLOPS (1LL << 29)
@@ -125,10 +127,14 @@ static bool remap_rows(ptc_lview *v, int64_t n, int64_t p, bool apply)
     return true;
 }
 
+static int64_t round_up(int64_t n, int64_t al)
+{
+    return (n + al - 1) / al * al;
+}
+
 static int64_t padded_length(const ptc_lbuf *b, int64_t n)
 {
-    int64_t al = row_align(b);
-    return (n + al - 1) / al * al;
+    return round_up(n, row_align(b));
 }
 
 /* Buffer b stores rows of p elements. */
@@ -196,6 +202,19 @@ static ptc_lbuf *padded_twin(ptc_lprog *p, const ptc_lbuf *b, int64_t n)
     return t;
 }
 
+/* A new temporary holding b zero-padded along dim d to ext elements (the
+ * copy writing it fills the rest with zeros: ptc_lprog_insert_copy). */
+static ptc_lbuf *zero_padded_twin(ptc_lprog *p, const ptc_lbuf *b, int d, int64_t ext)
+{
+    ptc_dim shape[PTC_MAX_DIMS];
+    for (int i = 0; i < b->ndim; i++)
+        shape[i] = i == d ? ptc_dim_c(ext) : b->shape[i];
+    ptc_lbuf *t = ptc_lprog_add_buf(p, b->dtype, b->ndim, shape, PTC_LB_TEMP);
+    t->zero_dim = d;
+    t->zero_from = b->shape[d].value;
+    return t;
+}
+
 /* View v of b reads padded twin t instead, where it is misaligned and
  * remaps; true when it does. */
 static bool read_twin(ptc_lview *v, const ptc_lbuf *b, const ptc_lbuf *t, int64_t n)
@@ -220,7 +239,7 @@ static int copy_operand(ptc_lprog *p, ptc_lnode *m, int k, int64_t ld)
     ptc_lview v = whole(b), probe = m->xin[k];
     if (!n || !remap_rows(&probe, n, padded_length(b, n), false) || !copy_pays(m, view_numel(&v)))
         return 0;
-    ptc_lbuf *t = padded_twin(p, b, n);
+    ptc_lbuf *t = zero_padded_twin(p, b, b->ndim - 1, padded_length(b, n));
     int at = m->id, moved = 0;
     for (int r = at; r < p->nnodes; r++)
         for (int j = 0; is_matmul(p->nodes[r]) && j < p->nodes[r]->nxin; j++)
@@ -243,6 +262,173 @@ static int copy_result(ptc_lprog *p, ptc_lnode *m)
     m->out[0] = t->id;
     ptc_lprog_insert_copy(p, m->id + 1, t->id, b->id, m, "unpad_rows");
     return 1;
+}
+
+/* ---- aligned extents ------------------------------------------------------------ */
+
+/* An aligned leading dim is not enough: cuBLAS's aligned kernels (CUTLASS's
+ * can_implement) also need the extent of each operand's unit-stride dim to
+ * be a multiple of the alignment. The backward of GPT-2's LM head reads the
+ * logits' gradient g (2048 x 50257, rows padded to 50264) as grad_h = g @ W,
+ * unit-stride along K = 50257, and grad_W = g^T @ h, unit-stride along
+ * M = 50257: both ran align1 kernels (1.7 and 1.2 ms on an H200). As
+ * Inductor's pad_mm does, the matmul is run over aligned extents instead:
+ * - K: both operands read K rounded up, zeros past K in both (a
+ *   zero-padded copy: the graph input's copy above, or a copy of the other
+ *   operand with zero rows added; or a temporary's padded rows, whose
+ *   writer is made to write zeros into the padding);
+ * - M: A reads M rounded up (the padding of its rows) and the result, a
+ *   temporary, gets the extra rows, which nothing reads. */
+
+/* Elements buffer b's memory holds; 0 where unknown. */
+static int64_t buf_elems(const ptc_lbuf *b)
+{
+    if (b->ndim < 1 || b->permuted || !ptc_dim_is_static(b->shape[0]) ||
+        !ptc_dim_is_static(b->strides[0]))
+        return 0;
+    return b->shape[0].value * b->strides[0].value;
+}
+
+/* Does view v, its dim d grown to ext, stay inside its buffer's memory and,
+ * where d is unit-stride, inside the rows its other dim steps? */
+static bool fits(const ptc_lprog *p, const ptc_lview *v, int d, int64_t ext)
+{
+    int64_t end = v->offset.value + 1;
+    for (int i = 0; i < v->ndim; i++) {
+        int64_t size = i == d ? ext : v->sizes[i].value;
+        end += (size - 1) * v->strides[i].value;
+        if (i != d && v->strides[d].value == 1 && size > 1 && v->strides[i].value < ext)
+            return false;
+    }
+    return end <= buf_elems(p->bufs[v->buf]);
+}
+
+/* Would view v read zeros past the end of its dim d, up to ext, were its
+ * buffer's elements from zero_from on along dim zero_dim zeros? */
+static bool reads_zeros_from(const ptc_lprog *p, const ptc_lview *v, int d, int64_t ext,
+                             int zero_dim, int64_t zero_from)
+{
+    const ptc_lbuf *b = p->bufs[v->buf];
+    if (v->strides[d].value != b->strides[zero_dim].value)
+        return false;
+    int64_t step = b->strides[zero_dim].value, len = b->shape[zero_dim].value;
+    int64_t start = v->offset.value / step % len;
+    return start + v->sizes[d].value == zero_from && fits(p, v, d, ext);
+}
+
+/* Are the elements view v reads past the end of its dim d, up to ext, zeros
+ * (of a zero-padded copy, or padding its writer fills with zeros)? */
+static bool zeros_past(const ptc_lprog *p, const ptc_lview *v, int d, int64_t ext)
+{
+    const ptc_lbuf *b = p->bufs[v->buf];
+    return b->zero_from && reads_zeros_from(p, v, d, ext, b->zero_dim, b->zero_from);
+}
+
+/* The pointwise kernel writing temporary b, stored with padded rows, where
+ * it can also write zeros into the padding: it runs over b's shape, writes
+ * nothing else, and checks nothing (a check must not see the padding). */
+static ptc_lnode *padding_writer(const ptc_lprog *p, const ptc_lbuf *b)
+{
+    ptc_lnode *w = b->def >= 0 ? p->nodes[b->def] : NULL;
+    if (b->kind != PTC_LB_TEMP || !b->padded || b->removed || b->zero_from || !w ||
+        w->kind != PTC_LN_POINTWISE || w->out[1] >= 0 || w->ndim != b->ndim)
+        return NULL;
+    for (int d = 0; d < b->ndim; d++)
+        if (!ptc_dim_is_static(w->ranges[d]) || w->ranges[d].value != b->shape[d].value)
+            return NULL;
+    for (int i = 0; i < w->body.n; i++)
+        if (w->body.e[i].op == PTC_L_CHECK)
+            return NULL;
+    return w;
+}
+
+/* View v reads zeros past the end of its dim d, up to ext: they are there
+ * already, or v reads the rows of a padded temporary to their end and the
+ * kernel writing it is made to write zeros into the padding too. The arena
+ * reuses memory, so the zeros must be written on every call: the kernel
+ * that writes the rows does, for the 7 columns' cost of a select, with no
+ * launch of its own (a kernel zeroing only the padding would cost one). */
+static bool zeros_written_past(ptc_lprog *p, const ptc_lview *v, int d, int64_t ext, bool apply)
+{
+    if (zeros_past(p, v, d, ext))
+        return true;
+    ptc_lbuf *b = p->bufs[v->buf];
+    ptc_lnode *w = padding_writer(p, b);
+    int last = b->ndim - 1;
+    int64_t n = b->shape[last].value, padded_n = b->strides[last - 1].value;
+    if (!w || ext > padded_n || !reads_zeros_from(p, v, d, ext, last, n))
+        return false;
+    if (apply) {
+        ptc_dim grown[PTC_MAX_DIMS];
+        memcpy(grown, w->ranges, sizeof grown);
+        grown[last] = ptc_dim_c(padded_n);
+        ptc_lnode_zero_past(p, w, grown);
+        b->zero_dim = last;
+        b->zero_from = n;
+    }
+    return true;
+}
+
+/* mm m's B read from a copy of its buffer with zero rows up to ext, where
+ * that pays and B is its whole buffer, a matrix. */
+static bool zero_rows_copy(ptc_lprog *p, ptc_lnode *m, int64_t ext)
+{
+    ptc_lview *v = &m->xin[m->nxin - 1];
+    const ptc_lbuf *b = p->bufs[v->buf];
+    ptc_lview w = whole(b);
+    if (b->ndim != 2 || b->permuted || b->padded || !static_view(&w) || v->offset.value != 0 ||
+        memcmp(v->sizes, w.sizes, sizeof w.sizes[0] * 2) ||
+        memcmp(v->strides, w.strides, sizeof w.strides[0] * 2) || !copy_pays(m, view_numel(&w)))
+        return false;
+    ptc_lbuf *t = zero_padded_twin(p, b, 0, ext);
+    ptc_lprog_insert_copy(p, m->id, b->id, t->id, m, "pad_zero_rows");
+    v->buf = t->id;
+    return true;
+}
+
+/* Runs mm m over K rounded up to ext: A must read zeros past K (a
+ * zero-padded copy, or padding its writer fills), and B zeros too, the same
+ * ways or from a new copy with zero rows (rows past K of other memory could
+ * hold NaNs, and 0 * NaN is NaN). True when it does. */
+static bool align_k(ptc_lprog *p, ptc_lnode *m, int64_t ext)
+{
+    ptc_lview *a = &m->xin[m->nxin - 2], *b = &m->xin[m->nxin - 1];
+    if (!zeros_written_past(p, a, 1, ext, false) ||
+        (!zeros_written_past(p, b, 0, ext, true) && !zero_rows_copy(p, m, ext)))
+        return false;
+    zeros_written_past(p, a, 1, ext, true);
+    a->sizes[1] = b->sizes[0] = ptc_dim_c(ext);
+    return true;
+}
+
+/* Runs mm m over M rounded up, its result a temporary with the extra rows. */
+static bool align_m(ptc_lprog *p, ptc_lnode *m, int64_t ext)
+{
+    ptc_lview *a = &m->xin[m->nxin - 2];
+    ptc_lbuf *out = p->bufs[m->out[0]];
+    ptc_lview o = whole(out);
+    if (out->kind != PTC_LB_TEMP || out->ndim != 2 || out->permuted || out->padded ||
+        !static_view(&o) || !fits(p, a, 0, ext))
+        return false;
+    a->sizes[0] = out->shape[0] = ptc_dim_c(ext);
+    return true;
+}
+
+/* mm m's extents made aligned where an operand is unit-stride along them;
+ * returns the number grown. */
+static int align_extents(ptc_lprog *p, ptc_lnode *m)
+{
+    ptc_lview *a = &m->xin[m->nxin - 2], *b = &m->xin[m->nxin - 1];
+    if (m->xnode->op != PTC_OP_MM || !static_view(a) || !static_view(b))
+        return 0;
+    int64_t al = row_align(p->bufs[a->buf]);
+    int64_t M = a->sizes[0].value, K = a->sizes[1].value;
+    int n = 0;
+    if (K % al && K > 1 && (a->strides[1].value == 1 || b->strides[0].value == 1))
+        n += align_k(p, m, round_up(K, al));
+    if (M % al && M > 1 && a->strides[0].value == 1)
+        n += align_m(p, m, round_up(M, al));
+    return n;
 }
 
 /* ---- the pass ------------------------------------------------------------------- */
@@ -291,6 +477,14 @@ int ptc_pad_plan(ptc_lprog *p, bool on)
             n += align_matrix(p, m, k);
             i += m->id - before; /* a copy inserted before m moved it on */
         }
+    }
+    for (int i = 0; i < p->nnodes; i++) {
+        ptc_lnode *m = p->nodes[i];
+        if (!is_matmul(m) || m->out[1] >= 0)
+            continue;
+        int before = m->id;
+        n += align_extents(p, m);
+        i += m->id - before;
     }
     return n;
 }
