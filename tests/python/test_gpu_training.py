@@ -111,7 +111,8 @@ def test_gpu_gpt2_with_dropout_and_labels(dtype):
     ref = loss(model.eval(), 0).item()
     assert abs(a.item() - ref) < 0.1 * ref
     ex = ptc.explain(copied, backend="ptc")(input_ids=ids, labels=ids)
-    assert ex.graph_count == 2 and not ex.autograd_fallback, ex.fallbacks
+    # one graph: the loss's logger.warning_once is a constant call (main: 2)
+    assert ex.graph_count == 1 and not ex.autograd_fallback, ex.fallbacks
 
 
 def test_gpu_attention_softmax_backward_rows():
