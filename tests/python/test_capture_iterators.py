@@ -368,6 +368,47 @@ def genexpr_raising_stop_iteration(x):
         return x + 1, str(e)
 
 
+@case(2, 1)
+def print_of_a_genexpr_of_tensors(x):
+    # print breaks; it reruns for real on the items the expansion took, not
+    # on the drained generator (main printed an empty line)
+    print(*(t * 2 for t in [x, x + 1]), sep=";")
+    return x + 1
+
+
+@case(2, 1)
+def format_of_star_map(x):
+    return "{} {}".format(*map(lambda t: t + 1, [x, x * 2])), x * 3
+
+
+@case(1, 1)
+def print_of_an_advanced_iterator(x):
+    it = iter([x, x * 2, x * 3])
+    first = next(it)
+    print(*it)
+    return first, list(it)
+
+
+@case(1, 2)  # list(g) of the real generator after the break: B015 (as genexpr_live_across_print)
+def print_of_an_advanced_genexpr(x):
+    g = (t * 2 for t in [x, x + 1, x + 2])
+    first = next(g)
+    print(*g, end="|\n")
+    return first, list(g)
+
+
+@case(2, 1)
+def star_args_after_positional_and_keywords_from_a_genexpr(x):
+    print("a", *(t.sum() for t in [x, x * 2]), **dict((k, v) for k, v in [("sep", "/")]))
+    return x - 1
+
+
+@case(0, 1)
+def star_call_that_raises_after_the_expansion(x):
+    # the real call raises eager's TypeError (two arguments too many)
+    return abs(*(t for t in [x, x, x]))
+
+
 def norm(v, depth=0):
     """A comparable form: iterators as their type and remaining items."""
     if isinstance(v, torch.Tensor):
