@@ -328,3 +328,23 @@ def test_arrays_of_detached_tensors_in_a_graph_that_requires_grad(backend):
     assert counts(compiled) == (1, 0)
     got[2].backward()
     assert w.grad.tolist() == [[5.0, 5.0], [7.0, 7.0], [9.0, 9.0]]
+
+
+UNARY_UFUNCS = ["log1p", "expm1", "log2", "log10", "exp2", "sign", "reciprocal", "trunc",
+                "isnan", "isinf", "isfinite", "logical_not"]
+BINARY_UFUNCS = ["power", "remainder", "arctan2", "hypot", "greater", "greater_equal", "less",
+                 "less_equal", "equal", "not_equal", "logical_and", "logical_or", "logical_xor"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64], ids=str)
+@pytest.mark.parametrize("name", UNARY_UFUNCS + BINARY_UFUNCS)
+def test_more_ufuncs_are_traced_at_numpys_dtypes(name, dtype):
+    """main broke at each (PTC-B007 numpy.X on a traced array); comparisons
+    compute in the operands' common dtype, not in their bool result's."""
+    fn = getattr(np, name)
+    if name in UNARY_UFUNCS:
+        f = lambda x: fn(x.numpy())
+    else:
+        f = lambda x: fn(x.numpy(), x.numpy().T.T * 2 + 1)
+    with np.errstate(all="ignore"):
+        check(f, torch.tensor([[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]).to(dtype))

@@ -212,7 +212,12 @@ cap_tmap cap_tmaps[] = {
     NP("where") NP("clip") NP("concatenate") NP("stack") NP("reshape") NP("transpose")
     NP("zeros_like") NP("ones_like") NP("zeros") NP("ones") NP("arange") NP("linspace")
     NP("asarray") NP("array") NP("prod") NP("any") NP("all") NP("var") NP("std") NP("cumsum")
-    NP("square")
+    NP("square") NP("log1p") NP("expm1") NP("log2") NP("log10") NP("exp2") NP("sign")
+    NP("reciprocal") NP("trunc")
+    NP("isnan") NP("isinf") NP("isfinite") NP("logical_not") NP("power") NP("remainder")
+    NP("arctan2") NP("hypot") NP("greater") NP("greater_equal") NP("less")
+    NP("less_equal") NP("equal") NP("not_equal") NP("logical_and") NP("logical_or")
+    NP("logical_xor")
     FX("torch.scalar_tensor", tensor_const, -1, "") NPT("torch.from_numpy", np_from_numpy)
     MXI("fill_", fill, -1, "") MXI("zero_", zero, -1, "") MXI("copy_", copy, -1, "")
     /* values needed in Python: breaks */
