@@ -217,7 +217,8 @@ cap_tmap cap_tmaps[] = {
     NP("isnan") NP("isinf") NP("isfinite") NP("logical_not") NP("power") NP("remainder")
     NP("arctan2") NP("hypot") NP("greater") NP("greater_equal") NP("less")
     NP("less_equal") NP("equal") NP("not_equal") NP("logical_and") NP("logical_or")
-    NP("logical_xor")
+    NP("logical_xor") NP("arctan") NP("round") NP("around") NP("squeeze")
+    NP("expand_dims") NP("tile") NP("diff") NP("outer") NP("einsum") NP("count_nonzero")
     FX("torch.scalar_tensor", tensor_const, -1, "") NPT("torch.from_numpy", np_from_numpy)
     MXI("fill_", fill, -1, "") MXI("zero_", zero, -1, "") MXI("copy_", copy, -1, "")
     /* values needed in Python: breaks */
