@@ -489,6 +489,12 @@ def itertools_without_callbacks_over_mapped_tensors(x):
             list(itertools.pairwise(map(torch.neg, xs))))
 
 
+@case(1, 2)  # was endless: the map drained whole when islice was made; now islice()
+def islice_of_a_map_over_an_endless_count(x):
+    # runs for real (PTC-B021), and so does list() of the islice it made
+    return x + 1, list(itertools.islice(map(lambda v: v * 2, itertools.count()), 3))
+
+
 @case(1, 0)
 def itertools_rejects_like_eager(x):
     try:

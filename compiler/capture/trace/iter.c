@@ -1031,6 +1031,21 @@ int cap_t_lazy_next(cap_interp *I, cap_lazy *lz, PyObject **out)
     return cap_iter_rewind(I, &marks, lazy_step(I, lz, out));
 }
 
+bool cap_lazy_over_c_iterator(PyObject *o)
+{
+    if (Py_TYPE(o) != cap_lazy_type)
+        return false;
+    cap_lazy *lz = (cap_lazy *)o;
+    if (lz->kind == CAP_LAZY_GEN && lz->genfunc)
+        return false; /* its arguments, not iterators */
+    for (Py_ssize_t i = 0; i < PyTuple_Size(lz->its); i++) {
+        PyObject *it = PyTuple_GetItem(lz->its, i);
+        if (cap_lazy_over_c_iterator(it) || (PyIter_Check(it) && !cap_is_ptc_iter(it)))
+            return true;
+    }
+    return false;
+}
+
 /* item in it, for one of ptc's iterators: advanced through the tracer up
  * to the first equal item, as CPython's search does. CAP_NONE for other
  * containers, and for a tensor item (a break of the caller's). */

@@ -1259,6 +1259,9 @@ PyObject *cap_t_dict_as_its_type(cap_interp *I, PyObject *d, PyObject *items)
 
 PyObject *cap_t_flow(cap_trace *T, PyObject *obj)
 {
+    if (cap_lazy_over_c_iterator(obj))
+        return cap_signal_break(CAP_B_OPAQUE_ITERATOR,
+                                "a lazy iterator over a C iterator handed to C code");
     if (Py_TYPE(obj) == cap_lazy_type) {
         /* A call ptc runs for real consumes it: its items, traced, now. */
         int rc;

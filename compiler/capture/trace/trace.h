@@ -936,6 +936,10 @@ static inline bool cap_is_ptc_iter(PyObject *o)
  * symbolic tensor's fake type, list_iterator for a cap_iter over a list,
  * map for a lazy map...); Py_TYPE(o) for anything else. Borrowed. */
 PyObject *cap_eager_type(PyObject *o);
+/* Whether lazy iterator o stands over a C iterator (itertools.count(), a
+ * file), at any depth: one that may not end, and whose advances are not
+ * undone at a break, so it is never drained for C code (cap_t_flow). */
+bool cap_lazy_over_c_iterator(PyObject *o);
 /* The next item of a lazy iterator, traced (callbacks run in nested runs);
  * *out NULL when exhausted. A break inside puts every iterator under it
  * back where it was. */
