@@ -495,6 +495,21 @@ def islice_of_a_map_over_an_endless_count(x):
     return x + 1, list(itertools.islice(map(lambda v: v * 2, itertools.count()), 3))
 
 
+# was [(0, 1), (1, 1)]: the rerun went on from the advanced groupby; now the
+# trace breaks before the loop (PTC-B002), whose real groupby then breaks at
+# each step (PTC-B021)
+@case(1, 5)
+def groupby_key_that_breaks(x):
+    xs = [x, x * 2, x * 3]
+    return [(k, len(list(g))) for k, g in itertools.groupby(xs, key=lambda t: int(t.sum() > 3))]
+
+
+@case(1, 1)  # was x: the rerun found the map drained for the real call
+def reduce_of_a_torch_function_over_a_map(x):
+    import functools
+    return functools.reduce(torch.add, map(torch.neg, [x, x * 2]), x)
+
+
 @case(1, 0)
 def itertools_rejects_like_eager(x):
     try:
