@@ -152,6 +152,16 @@ def test_an_array_from_outside_is_a_graph_input():
     assert described(compiled(x23(), b)) == described(f(x23(), b))
 
 
+def test_functions_of_one_array_take_an_array_from_outside():
+    """main: PTC-B007 "of an array from outside" for cumsum, zeros_like and
+    the functions of one array, where the ufuncs took it as a graph input."""
+    def f(b):
+        return (np.cumsum(b), np.zeros_like(b), np.tile(b, 2), np.count_nonzero(b > 1, axis=0),
+                np.expand_dims(b, 0), np.round(b / 3, 1))
+
+    check(f, np.arange(6.0).reshape(2, 3))
+
+
 def test_returned_array_shares_the_arguments_memory_as_eagers_does():
     def f(x):
         return x.numpy(), x.numpy().reshape(3, 2), x.numpy() + 1

@@ -55,20 +55,23 @@ static int unsupported(cap_tcall *c, const char *what)
                        c->m->name + (strncmp(c->m->name, "numpy.", 6) == 0 ? 6 : 0), what);
 }
 
-/* The call's array (*a: its first argument, numpy's `a`, borrowed) where
- * it is a traced one and the call passes no argument but names (the first
- * one positional or named `a`, the rest in order): CAP_NEXT; CAP_NONE where
- * it is no array (not traced here), a break for an array from outside or
- * other arguments. */
+/* The call's array (*a: its first argument, numpy's `a`, taken as
+ * cap_np_take does: an array from outside is a graph input; a new
+ * reference) where the call passes no argument but names (the first one
+ * positional or named `a`, the rest in order): CAP_NEXT; CAP_NONE where it
+ * is no array (not traced here), a break for other arguments. */
 static int array_call(cap_tcall *c, const char *const *names, PyObject **a)
 {
     int n = 0;
     while (names[n])
         n++;
-    *a = ARG(0, "a");
-    if (!*a || !cap_is_traced_numpy(*a))
-        return *a && cap_is_ndarray(*a) ? unsupported(c, "of an array from outside") : CAP_NONE;
-    return extra_args(c, n, names) ? unsupported(c, "with these arguments") : CAP_NEXT;
+    PyObject *arg = ARG(0, "a");
+    *a = NULL;
+    if (!arg || !(cap_is_traced_numpy(arg) || cap_is_ndarray(arg)))
+        return CAP_NONE;
+    if (extra_args(c, n, names))
+        return unsupported(c, "with these arguments");
+    return cap_np_take(c->T, arg, c->m->name, a);
 }
 
 /* Takes operand v (cap_np_take) into *slot; *traced is set when it is a
@@ -314,6 +317,7 @@ static int cumulative(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
     Py_XDECREF(dim);
     Py_XDECREF(args);
     Py_XDECREF(kw);
+    Py_DECREF(a);
     return rc;
 }
 
@@ -483,6 +487,7 @@ static int renamed(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
     }
     Py_XDECREF(np_kw);
     Py_XDECREF(t_kw);
+    Py_DECREF(a);
     return rc;
 }
 
@@ -496,9 +501,10 @@ static int count_nonzero(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **o
     int rc = array_call(c, names, &a);
     if (rc != CAP_NEXT)
         return rc;
+    PyObject *b = axis && axis != Py_None ? cap_np_cast(c->T, a, PTC_BOOL) : NULL;
+    Py_DECREF(a);
     if (!axis || axis == Py_None)
         return cap_t_break(c->T, CAP_B_TENSOR_ITEM, "numpy's count_nonzero() without axis (a Python int)");
-    PyObject *b = cap_np_cast(c->T, a, PTC_BOOL);
     if (!b)
         return PyErr_Occurred() ? CAP_ERR : CAP_BREAK;
     PyObject *np_kw = Py_BuildValue("{sO}", "axis", axis), *t_kw = Py_BuildValue("{sO}", "dim", axis);
@@ -647,6 +653,7 @@ static int like(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
         rc = made(c, f->torch, args, r.dtype, r.kind, out);
     Py_XDECREF(args);
     Py_XDECREF(kw);
+    Py_DECREF(a);
     return rc;
 }
 
