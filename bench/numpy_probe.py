@@ -13,13 +13,13 @@ values Python needs) and, with --backend eager, p05's float32 exp one ulp
 off numpy's (torch's kernel; --backend ptc matches); torch.compile 0
 breaks and 7 results unlike eager's (0-d arrays for numpy scalars, p05).
 p28-p34 (int(), dtype=, a boolean mask, more functions), 2026-11-28: before
-dtype= and the functions were traced, 27 breaks over p19-p34; after, 17
+dtype= and the functions were traced, 27 breaks over p19-p34; after, 15
 (p19, p20, p28: Python numbers, where torch.compile breaks too: explain
 lists "Data dependent operator" though its break count says 0; p30: a
 boolean mask, PTC-B008, torch.compile 2 graphs and 1 break; p31, p32: tan,
 arcsin, arccos, sinh, cosh, fmod, sort, argsort and cumprod, ops ptc
-lacks; p33: flip, a view with negative strides, and the calls after its
-break; p34: count_nonzero without axis, a Python int). torch.compile makes
+lacks, and the calls of them after the first break; p33: flip, a view
+with negative strides; p34: count_nonzero without axis, a Python int). torch.compile makes
 one graph with no break of p29 and p31-p34, unlike eager's in p29, p31
 and p34.
 
