@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""numpy on traced tensors: graphs and breaks of 27 small programs under
+"""numpy on traced tensors: graphs and breaks of 34 small programs under
 ptc.compile and torch.compile (a measurement, not a test).
 
 Each program calls .numpy() (or np.asarray / np.array) on its tensor
@@ -12,6 +12,16 @@ before the traced arrays, 85 breaks; with them, 2 (float() and .item():
 values Python needs) and, with --backend eager, p05's float32 exp one ulp
 off numpy's (torch's kernel; --backend ptc matches); torch.compile 0
 breaks and 7 results unlike eager's (0-d arrays for numpy scalars, p05).
+p28-p34 (int(), dtype=, a boolean mask, more functions), 2026-11-28: before
+dtype= and the functions were traced, 27 breaks over p19-p34; after, 15
+(p19, p20, p28: Python numbers, where torch.compile breaks too: explain
+lists "Data dependent operator" though its break count says 0; p30: a
+boolean mask, PTC-B008, torch.compile 2 graphs and 1 break; p31, p32: tan,
+arcsin, arccos, sinh, cosh, fmod, sort, argsort and cumprod, ops ptc
+lacks, and the calls of them after the first break; p33: flip, a view
+with negative strides; p34: count_nonzero without axis, a Python int). torch.compile makes
+one graph with no break of p29 and p31-p34, unlike eager's in p29, p31
+and p34.
 
     python3 bench/numpy_probe.py [--backend eager|ptc] [--dynamo] [NAME ...]
 """
@@ -90,6 +100,19 @@ PROGRAMS = {
     "p25": lambda x: (lambda a, s: (s * 2, s + a))(x.numpy(), x.numpy().sum()),
     "p26": lambda x: [r.sum() for r in x.numpy()],
     "p27": lambda x: np.sum(x.numpy() ** 2),
+    "p28": lambda x: int(x.numpy().sum()) + 1,
+    "p29": lambda x: (lambda a: (np.sum(a, dtype=np.float64), a.mean(dtype=np.float64),
+                                 a.sum(axis=0, dtype=np.int64), np.add(a, 1, dtype=np.float64)))(
+        x.numpy()),
+    "p30": lambda x: (lambda a: a[a > 2])(x.numpy()),
+    "p31": lambda x: (lambda a: (np.tan(a / 10), np.arcsin(a / 10), np.arccos(a / 10),
+                                 np.arctan(a), np.sinh(a), np.cosh(a)))(x.numpy()),
+    "p32": lambda x: (lambda a: (np.fmod(a, 2.5), np.cumprod(a, axis=1), np.round(a / 3, 2),
+                                 np.sort(-a, axis=1), np.argsort(-a, axis=1)))(x.numpy()),
+    "p33": lambda x: (lambda a: (np.flip(a, 0), np.squeeze(a[None]), np.expand_dims(a, 0),
+                                 np.tile(a, (2, 1)), np.outer(a[0], a[1])))(x.numpy()),
+    "p34": lambda x: (lambda a: (np.diff(a, axis=1), np.count_nonzero(a > 2),
+                                 np.einsum("ij,kj->ik", a, a)))(x.numpy()),
 }
 
 

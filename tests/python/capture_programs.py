@@ -281,7 +281,9 @@ def cumulative(x):
 
 @prog(x34)
 def einsums(x):
-    return torch.einsum("ij,kj->ik", x, x), torch.einsum("ij->j", x), torch.einsum("bi,bi->b", x, x)
+    # implicit outputs ("ij", "ji", "ij,kj"): the letters used once, sorted
+    return (torch.einsum("ij,kj->ik", x, x), torch.einsum("ij->j", x), torch.einsum("bi,bi->b", x, x),
+            torch.einsum("ij", x), torch.einsum("ji", x), torch.einsum("ij,kj", x, x))
 
 
 @prog(x34)

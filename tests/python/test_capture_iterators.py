@@ -368,6 +368,156 @@ def genexpr_raising_stop_iteration(x):
         return x + 1, str(e)
 
 
+@case(2, 1)
+def print_of_a_genexpr_of_tensors(x):
+    # print breaks; it reruns for real on the items the expansion took, not
+    # on the drained generator (main printed an empty line)
+    print(*(t * 2 for t in [x, x + 1]), sep=";")
+    return x + 1
+
+
+@case(2, 1)
+def format_of_star_map(x):
+    return "{} {}".format(*map(lambda t: t + 1, [x, x * 2])), x * 3
+
+
+@case(1, 1)
+def print_of_an_advanced_iterator(x):
+    it = iter([x, x * 2, x * 3])
+    first = next(it)
+    print(*it)
+    return first, list(it)
+
+
+@case(1, 2)  # list(g) of the real generator after the break: B015 (as genexpr_live_across_print)
+def print_of_an_advanced_genexpr(x):
+    g = (t * 2 for t in [x, x + 1, x + 2])
+    first = next(g)
+    print(*g, end="|\n")
+    return first, list(g)
+
+
+@case(2, 1)
+def star_args_after_positional_and_keywords_from_a_genexpr(x):
+    print("a", *(t.sum() for t in [x, x * 2]), **dict((k, v) for k, v in [("sep", "/")]))
+    return x - 1
+
+
+@case(0, 1)
+def star_call_that_raises_after_the_expansion(x):
+    # the real call raises eager's TypeError (two arguments too many)
+    return abs(*(t for t in [x, x, x]))
+
+
+@case(1, 0)  # was 1 item: a real starmap over the drained zip, rerun from its position
+def starmap_of_a_torch_function_over_a_zip(x):
+    return list(itertools.starmap(torch.add, zip([x, x * 2], [x * 3, x * 4])))
+
+
+@case(1, 0)
+def starmap_sees_later_writes(x):
+    y = [0]
+    s = itertools.starmap(lambda a, b: a + b + y[0], [(1, 2), (3, 4)])
+    y[0] = 10
+    return x + 1, list(s)
+
+
+@case(1, 1)
+def starmap_callback_that_breaks_midway(x):
+    # print breaks inside the second call: the rerun prints each item once
+    return list(itertools.starmap(lambda a, b: print(a.sum().item()) or a + b, zip([x, x * 2], [x, x])))
+
+
+@case(1, 0)
+def accumulate_with_a_torch_function(x):
+    return list(itertools.accumulate([x, x * 2, x * 3], torch.mul))
+
+
+@case(1, 0)
+def accumulate_sums_without_a_function(x):
+    return list(itertools.accumulate(map(torch.neg, [x, x * 2])))
+
+
+@case(1, 0)
+def returned_accumulate_started_and_with_initial(x):
+    a = itertools.accumulate([1, 2, 3], lambda p, q: p * q + 1)
+    next(a)
+    b = itertools.accumulate([1, 2], initial=5)
+    c = itertools.accumulate([1, 2], initial=5)
+    next(c)
+    return x + 1, a, b, c
+
+
+@case(1, 0)
+def returned_takewhile_dropwhile_filterfalse(x):
+    t = itertools.takewhile(lambda v: v < 3, [1, 2, 5, 1])
+    next(t)
+    d = itertools.dropwhile(lambda v: v < 3, [1, 5, 1, 7])
+    next(d)
+    f = itertools.filterfalse(None, [0, 1, 0, 2])
+    return x + 1, t, d, f, itertools.starmap(pow, [(2, 3), (3, 2)])
+
+
+@case(1, 0)
+def takewhile_stops_for_good(x):
+    t = itertools.takewhile(lambda v: v < 3, [1, 5, 1])
+    return x + 1, list(t), list(t)
+
+
+@case(1, 1)  # a tensor's truth: a break before any item is taken (eager's list)
+def takewhile_on_tensor_tests(x):
+    return list(itertools.takewhile(lambda t: t.sum() < 3, [x, x * 2, x * 3]))
+
+
+@case(1, 1)
+def dropwhile_on_tensor_tests(x):
+    return list(itertools.dropwhile(lambda t: t.sum() < 3, [x, x * 2, x * 3]))
+
+
+@case(1, 1)
+def filterfalse_on_tensor_tests(x):
+    return list(itertools.filterfalse(lambda t: t.sum() > 3, [x, x * 2, x * 3]))
+
+
+@case(1, 0)
+def itertools_without_callbacks_over_mapped_tensors(x):
+    xs = [x, x * 2]
+    return (list(itertools.islice(map(torch.neg, xs), 1, None)),
+            list(itertools.chain(map(torch.neg, xs), [x])),
+            [p + q for p, q in itertools.product(map(torch.neg, xs), [x])],
+            list(itertools.compress(map(torch.neg, xs), [1, 0])),
+            list(itertools.pairwise(map(torch.neg, xs))))
+
+
+@case(1, 2)  # was endless: the map drained whole when islice was made; now islice()
+def islice_of_a_map_over_an_endless_count(x):
+    # runs for real (PTC-B021), and so does list() of the islice it made
+    return x + 1, list(itertools.islice(map(lambda v: v * 2, itertools.count()), 3))
+
+
+# was [(0, 1), (1, 1)]: the rerun went on from the advanced groupby; now the
+# trace breaks before the loop (PTC-B002), whose real groupby then breaks at
+# each step (PTC-B021)
+@case(1, 5)
+def groupby_key_that_breaks(x):
+    xs = [x, x * 2, x * 3]
+    return [(k, len(list(g))) for k, g in itertools.groupby(xs, key=lambda t: int(t.sum() > 3))]
+
+
+@case(1, 1)  # was x: the rerun found the map drained for the real call
+def reduce_of_a_torch_function_over_a_map(x):
+    import functools
+    return functools.reduce(torch.add, map(torch.neg, [x, x * 2]), x)
+
+
+@case(1, 0)
+def itertools_rejects_like_eager(x):
+    try:
+        itertools.starmap(torch.add)
+    except TypeError as e:
+        return x + 1, str(e)
+
+
 def norm(v, depth=0):
     """A comparable form: iterators as their type and remaining items."""
     if isinstance(v, torch.Tensor):

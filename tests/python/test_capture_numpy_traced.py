@@ -103,6 +103,24 @@ PROGRAMS = {
                                     a ** np.int64(2)))(x.numpy()),
     "tensor_with_array": lambda x: (x.int() + x.numpy(), x.double() * x.numpy().sum(axis=0),
                                     x == x.numpy()),
+    # main broke at each dtype= (PTC-B007 "with arguments other than axis and keepdims")
+    "dtype_keywords": lambda x: (lambda a: (np.sum(a, dtype=np.float64), a.mean(dtype=np.float64),
+                                            a.sum(axis=0, dtype=np.int64), a.prod(dtype=np.int32),
+                                            np.cumsum(a, axis=1, dtype=np.float64),
+                                            np.add(a, 1, dtype=np.float64),
+                                            np.sqrt(a.astype(np.int32), dtype=np.float32)))(
+        x.numpy()),
+    # main broke at each (PTC-B007 numpy.X on a traced array)
+    "shape_functions": lambda x: (lambda a: (np.squeeze(a[None]),
+                                             np.expand_dims(a, 0), np.tile(a, (2, 1)),
+                                             np.tile(a[0], 2), np.outer(a[0], a[1]),
+                                             np.diff(a, axis=1), np.diff(a[0], n=2),
+                                             a[None].squeeze(axis=0)))(x.numpy()),
+    "more_functions": lambda x: (lambda a: (np.einsum("ij,kj->ik", a, a),
+                                            np.einsum("ij,ij->i", a, a.astype(np.int64)),
+                                            np.round(a / 3, 2), np.around(a / 7), (a / 3).round(1),
+                                            np.count_nonzero(a > 2, axis=0), np.arctan(a),
+                                            np.arctan(a.astype(np.int32))))(x.numpy()),
 }
 
 
@@ -132,6 +150,16 @@ def test_an_array_from_outside_is_a_graph_input():
     compiled = check(f, x23(), np.arange(3.0).reshape(1, 3))
     b = np.full((1, 3), 10.0)
     assert described(compiled(x23(), b)) == described(f(x23(), b))
+
+
+def test_functions_of_one_array_take_an_array_from_outside():
+    """main: PTC-B007 "of an array from outside" for cumsum, zeros_like and
+    the functions of one array, where the ufuncs took it as a graph input."""
+    def f(b):
+        return (np.cumsum(b), np.zeros_like(b), np.tile(b, 2), np.count_nonzero(b > 1, axis=0),
+                np.expand_dims(b, 0), np.round(b / 3, 1))
+
+    check(f, np.arange(6.0).reshape(2, 3))
 
 
 def test_returned_array_shares_the_arguments_memory_as_eagers_does():
@@ -198,12 +226,23 @@ def test_an_array_alive_at_a_break_is_a_numpy_array():
 
 
 def test_values_needed_in_python_break_as_tensors_do():
+    """torch.compile breaks there too: torch._dynamo.explain (torch 2.11)
+    of float(x.numpy().sum()) + 1, int(...) and .item() lists the break
+    "Data dependent operator aten._local_scalar_dense" after its one graph
+    (though its graph_break_count says 0: nothing follows in a graph)."""
     def f(x):
         a = x.numpy()
-        return float(a.sum()) + 1, a.max().item(), a.tolist()
+        return float(a.sum()) + 1, a.max().item(), a.tolist(), np.count_nonzero(a > 2)
 
-    compiled = check(f, x23(), graphs=(2, 3))
+    compiled = check(f, x23(), graphs=(3, 4))
     assert all(b.startswith(("PTC-B002", "PTC-B003")) for b in breaks(compiled))
+
+
+def test_boolean_mask_indexing_breaks_as_torch_compile_does():
+    """a[a > 2] has a shape that depends on the data: PTC-B008, where
+    torch.compile also breaks (explain: 2 graphs, 1 break)."""
+    compiled = check(lambda x: (lambda a: a[a > 2] * 2)(x.numpy()), x23(), graphs=(2, 1))
+    assert breaks(compiled)[0].startswith("PTC-B008 boolean mask indexing"), breaks(compiled)
 
 
 def test_isinstance_and_type_see_numpy_types():
@@ -219,9 +258,10 @@ def test_isinstance_and_type_see_numpy_types():
     (lambda x: np.sort(x.numpy()), "PTC-B007 numpy.sort on a traced array", (0, 1)),
     (lambda x: x.numpy() ** 3, "PTC-B007 numpy's **", (0, 1)),
     (lambda x: x.numpy().argsort(), "PTC-B007 numpy's ndarray.argsort", (0, 2)),
-    (lambda x: np.sum(x.numpy(), dtype=np.float64), "PTC-B007 numpy's sum with arguments",
-     (0, 1)),
-], ids=["sort", "pow", "argsort", "sum_dtype"])
+    (lambda x: np.tan(x.numpy()), "PTC-B007 numpy.tan on a traced array", (0, 1)),
+    (lambda x: np.flip(x.numpy(), 0), "PTC-B007 numpy.flip on a traced array", (0, 1)),
+    (lambda x: np.einsum("ij->ji", x.numpy()), "PTC-B007 numpy's einsum of one array", (0, 1)),
+], ids=["sort", "pow", "argsort", "tan", "flip_is_a_view", "einsum_of_one_array_may_be_a_view"])
 def test_numpy_ptc_does_not_trace_breaks_with_its_name(prog, detail, graphs):
     compiled = check(prog, x23(), graphs=graphs, fullgraph=False)
     assert breaks(compiled)[0].startswith(detail), breaks(compiled)
@@ -328,3 +368,23 @@ def test_arrays_of_detached_tensors_in_a_graph_that_requires_grad(backend):
     assert counts(compiled) == (1, 0)
     got[2].backward()
     assert w.grad.tolist() == [[5.0, 5.0], [7.0, 7.0], [9.0, 9.0]]
+
+
+UNARY_UFUNCS = ["log1p", "expm1", "log2", "log10", "exp2", "sign", "reciprocal", "trunc",
+                "isnan", "isinf", "isfinite", "logical_not"]
+BINARY_UFUNCS = ["power", "remainder", "arctan2", "hypot", "greater", "greater_equal", "less",
+                 "less_equal", "equal", "not_equal", "logical_and", "logical_or", "logical_xor"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64], ids=str)
+@pytest.mark.parametrize("name", UNARY_UFUNCS + BINARY_UFUNCS)
+def test_more_ufuncs_are_traced_at_numpys_dtypes(name, dtype):
+    """main broke at each (PTC-B007 numpy.X on a traced array); comparisons
+    compute in the operands' common dtype, not in their bool result's."""
+    fn = getattr(np, name)
+    if name in UNARY_UFUNCS:
+        f = lambda x: fn(x.numpy())
+    else:
+        f = lambda x: fn(x.numpy(), x.numpy().T.T * 2 + 1)
+    with np.errstate(all="ignore"):
+        check(f, torch.tensor([[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]).to(dtype))

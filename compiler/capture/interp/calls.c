@@ -315,6 +315,13 @@ HANDLER(CALL_FUNCTION_EX)
             d = Py_XNewRef(kw);
         }
     }
+    /* As CPython does, the tuple and dict take the places of what they were
+       made of: an instruction that breaks reruns for real on them, not on a
+       generator or iterator the expansion has already drained. */
+    if (!PyTuple_CheckExact(args))
+        Py_SETREF(f->stack[f->sp - (has_kw ? 2 : 1)], Py_NewRef(t));
+    if (kw && !PyDict_CheckExact(kw))
+        Py_SETREF(f->stack[f->sp - 1], Py_NewRef(d));
     rc = cap_op_call_ex(I, func, t, d, &r);
     Py_DECREF(t);
     Py_XDECREF(d);

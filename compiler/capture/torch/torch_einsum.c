@@ -200,6 +200,7 @@ static int einsum(cap_tcall *c, PyObject *const *ops, int nops, PyObject **out)
         rhs[k] = 0;
     } else {
         /* Implicit output: letters appearing once, in alphabetical order. */
+        k = 0;
         for (char l = 'A'; l <= 'z'; l++) {
             int count = 0;
             for (int i = 0; i < nt; i++)

@@ -25,6 +25,8 @@ struct npfn {
     np_runner run;
     const char *torch; /* torch's op */
     int cast;          /* cap_np_cast_policy */
+    /* renamed(): numpy's parameters after the array, and torch's names for them */
+    const char *np_params[3], *torch_params[3];
 };
 
 /* Argument i (or keyword name) of the call, NULL when absent. */
@@ -53,20 +55,23 @@ static int unsupported(cap_tcall *c, const char *what)
                        c->m->name + (strncmp(c->m->name, "numpy.", 6) == 0 ? 6 : 0), what);
 }
 
-/* The call's array (*a: its first argument, numpy's `a`, borrowed) where
- * it is a traced one and the call passes no argument but names (the first
- * one positional or named `a`, the rest in order): CAP_NEXT; CAP_NONE where
- * it is no array (not traced here), a break for an array from outside or
- * other arguments. */
+/* The call's array (*a: its first argument, numpy's `a`, taken as
+ * cap_np_take does: an array from outside is a graph input; a new
+ * reference) where the call passes no argument but names (the first one
+ * positional or named `a`, the rest in order): CAP_NEXT; CAP_NONE where it
+ * is no array (not traced here), a break for other arguments. */
 static int array_call(cap_tcall *c, const char *const *names, PyObject **a)
 {
     int n = 0;
     while (names[n])
         n++;
-    *a = ARG(0, "a");
-    if (!*a || !cap_is_traced_numpy(*a))
-        return *a && cap_is_ndarray(*a) ? unsupported(c, "of an array from outside") : CAP_NONE;
-    return extra_args(c, n, names) ? unsupported(c, "with these arguments") : CAP_NEXT;
+    PyObject *arg = ARG(0, "a");
+    *a = NULL;
+    if (!arg || !(cap_is_traced_numpy(arg) || cap_is_ndarray(arg)))
+        return CAP_NONE;
+    if (extra_args(c, n, names))
+        return unsupported(c, "with these arguments");
+    return cap_np_take(c->T, arg, c->m->name, a);
 }
 
 /* Takes operand v (cap_np_take) into *slot; *traced is set when it is a
@@ -117,6 +122,29 @@ static int apply(cap_tcall *c, cap_np_op *op, PyObject **ops, int n, PyObject *n
     return rc;
 }
 
+static int dtype_arg(PyObject *d);
+
+/* numpy's dtype= (argument pos, or keyword), into np_kw for numpy's oracle.
+ * Only where the torch op computes at numpy's result dtype (CAST_OUT) does
+ * that dtype decide the arithmetic; elsewhere it is not traced. */
+static int dtype_kw(cap_tcall *c, const npfn *f, int pos, PyObject *np_kw)
+{
+    PyObject *d = ARG(pos, "dtype");
+    if (!d || d == Py_None)
+        return CAP_NEXT;
+    if (f->cast != CAP_NP_CAST_OUT)
+        return unsupported(c, "with dtype=");
+    if (dtype_arg(d) < 0)
+        return unsupported(c, "of a dtype ptc lacks");
+    return PyDict_SetItemString(np_kw, "dtype", d) < 0 ? CAP_ERR : CAP_NEXT;
+}
+
+/* np_kw for apply(): NULL when empty. */
+static PyObject *kw_or_null(PyObject *np_kw)
+{
+    return np_kw && PyDict_Size(np_kw) ? np_kw : NULL;
+}
+
 /* ---- ufuncs ----------------------------------------------------------------------------- */
 
 static int ufunc(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
@@ -125,11 +153,41 @@ static int ufunc(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
     long n = nin ? PyLong_AsLong(nin) : -1;
     Py_XDECREF(nin);
     PyErr_Clear();
-    if (n < 1 || n > 2 || c->npos != n || c->nkw)
-        return c->npos == n ? unsupported(c, "with keyword arguments") : CAP_NONE;
-    cap_np_op op = {.what = f->name, .fn = fn, .torch = f->torch, .cast = f->cast};
-    PyObject *ops[2] = {c->pos[0], n == 2 ? c->pos[1] : NULL};
-    return apply(c, &op, ops, (int)n, NULL, out);
+    static const char *const names[] = {"dtype", NULL};
+    if (n < 1 || n > 2 || c->npos != n)
+        return CAP_NONE;
+    if (extra_args(c, (int)n, names))
+        return unsupported(c, "with keyword arguments other than dtype");
+    PyObject *np_kw = PyDict_New();
+    int rc = np_kw ? dtype_kw(c, f, -1, np_kw) : CAP_ERR;
+    if (rc == CAP_NEXT) {
+        cap_np_op op = {.what = f->name, .fn = fn, .torch = f->torch, .cast = f->cast};
+        PyObject *ops[2] = {c->pos[0], n == 2 ? c->pos[1] : NULL};
+        rc = apply(c, &op, ops, (int)n, kw_or_null(np_kw), out);
+    }
+    Py_XDECREF(np_kw);
+    return rc;
+}
+
+/* arctan(a): torch's atan2(a, 1), the same angle (ptc has no atan); the
+ * 1 a 0-d constant, which leaves a's dtype as it is. */
+static int arctan(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
+{
+    if (c->npos != 1 || c->nkw)
+        return c->npos == 1 ? unsupported(c, "with keyword arguments") : CAP_NONE;
+    static PyObject *tensor;
+    if (!tensor && !(tensor = cap_import_path("torch.tensor")))
+        return CAP_ERR;
+    PyObject *real = PyObject_CallFunction(tensor, "d", 1.0);
+    PyObject *one = real ? cap_tensor_const(c->T, real) : NULL;
+    PyObject *extra = one ? PyTuple_Pack(1, one) : NULL;
+    cap_np_op op = {.what = f->name, .fn = fn, .torch = f->torch, .cast = f->cast, .extra = extra};
+    PyObject *ops[1] = {c->pos[0]};
+    int rc = extra ? apply(c, &op, ops, 1, NULL, out) : PyErr_Occurred() ? CAP_ERR : CAP_BREAK;
+    Py_XDECREF(real);
+    Py_XDECREF(one);
+    Py_XDECREF(extra);
+    return rc;
 }
 
 /* where(cond, x, y): cond as bool, x and y at numpy's result dtype. */
@@ -162,18 +220,30 @@ static int clip(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
     return apply(c, &op, ops, 3, NULL, out);
 }
 
-/* dot of vectors and matrices is matmul; of other ranks it is not. */
-static int dot(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
+/* f(a, b) of two arrays of rank 1 to max_rank (dot: vectors and matrices,
+ * which matmul computes as numpy does; outer: vectors). */
+static int of_two_ranked(cap_tcall *c, const npfn *f, PyObject *fn, int max_rank, PyObject **out)
 {
     if (c->npos != 2 || c->nkw)
         return unsupported(c, "with these arguments");
     for (int i = 0; i < 2; i++)
         if (cap_is_tensor(c->pos[i]) &&
-            (cap_val(c->pos[i])->type.ndim < 1 || cap_val(c->pos[i])->type.ndim > 2))
-            return unsupported(c, "of arrays other than vectors and matrices");
+            (cap_val(c->pos[i])->type.ndim < 1 || cap_val(c->pos[i])->type.ndim > max_rank))
+            return unsupported(c, max_rank == 1 ? "of arrays other than vectors"
+                                                : "of arrays other than vectors and matrices");
     cap_np_op op = {.what = f->name, .fn = fn, .torch = f->torch, .cast = f->cast};
     PyObject *ops[2] = {c->pos[0], c->pos[1]};
     return apply(c, &op, ops, 2, NULL, out);
+}
+
+static int dot(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
+{
+    return of_two_ranked(c, f, fn, 2, out);
+}
+
+static int outer(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
+{
+    return of_two_ranked(c, f, fn, 1, out);
 }
 
 /* ---- reductions --------------------------------------------------------------------------- */
@@ -181,9 +251,9 @@ static int dot(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
 /* sum(a, axis=None, keepdims=False) and the like: torch's dim and keepdim. */
 static int reduction(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
 {
-    static const char *const names[] = {"a", "axis", "keepdims", NULL};
+    static const char *const names[] = {"a", "axis", "keepdims", "dtype", NULL};
     if (extra_args(c, 2, names))
-        return unsupported(c, "with arguments other than axis and keepdims");
+        return unsupported(c, "with arguments other than axis, keepdims and dtype");
     PyObject *axis = ARG(1, "axis"), *keep = ARG(-1, "keepdims");
     PyObject *np_kw = PyDict_New(), *t_kw = PyDict_New();
     int rc = np_kw && t_kw ? CAP_NEXT : CAP_ERR;
@@ -203,6 +273,8 @@ static int reduction(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
     if (zero && PyDict_SetItemString(t_kw, "correction", zero) < 0)
         rc = CAP_ERR;
     Py_XDECREF(zero);
+    if (rc == CAP_NEXT)
+        rc = dtype_kw(c, f, 2, np_kw);
     if (rc == CAP_NEXT) {
         cap_np_op op = {.what = f->name, .fn = fn, .torch = f->torch, .cast = f->cast,
                         .torch_kwargs = t_kw};
@@ -218,7 +290,7 @@ static int reduction(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
  * without one. */
 static int cumulative(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
 {
-    static const char *const names[] = {"a", "axis", NULL};
+    static const char *const names[] = {"a", "axis", "dtype", NULL};
     PyObject *a, *axis = ARG(1, "axis");
     int rc = array_call(c, names, &a);
     if (rc != CAP_NEXT)
@@ -235,18 +307,73 @@ static int cumulative(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
         cap_np_op op = {.what = f->name, .fn = fn, .torch = f->torch, .cast = f->cast,
                         .torch_kwargs = kw};
         PyObject *ops[1] = {flat ? flat : a};
-        PyObject *np_kw = axis ? Py_BuildValue("{sO}", "axis", axis) : NULL;
-        rc = kw && (np_kw || !axis) ? apply(c, &op, ops, 1, np_kw, out) : CAP_ERR;
+        PyObject *np_kw = axis ? Py_BuildValue("{sO}", "axis", axis) : PyDict_New();
+        rc = kw && np_kw ? dtype_kw(c, f, 2, np_kw) : CAP_ERR;
+        if (rc == CAP_NEXT)
+            rc = apply(c, &op, ops, 1, kw_or_null(np_kw), out);
         Py_XDECREF(np_kw);
     }
     Py_XDECREF(flat);
     Py_XDECREF(dim);
     Py_XDECREF(args);
     Py_XDECREF(kw);
+    Py_DECREF(a);
     return rc;
 }
 
 /* ---- joining and shaping ---------------------------------------------------------------- */
+
+/* The operands in tuple items taken (cap_np_take) into a new list *taken;
+ * CAP_NONE when none of them is traced. */
+static int take_all(cap_tcall *c, PyObject *items, PyObject **taken)
+{
+    bool traced = false;
+    Py_ssize_t n = PyTuple_Size(items);
+    *taken = PyList_New(n);
+    int rc = *taken ? CAP_NEXT : CAP_ERR;
+    for (Py_ssize_t i = 0; rc == CAP_NEXT && i < n; i++) {
+        PyObject *v = NULL;
+        if ((rc = operand(c, PyTuple_GetItem(items, i), &v, &traced)) == CAP_NEXT)
+            PyList_SetItem(*taken, i, v);
+    }
+    if (rc == CAP_NEXT && !traced)
+        rc = CAP_NONE;
+    if (rc != CAP_NEXT)
+        Py_CLEAR(*taken);
+    return rc;
+}
+
+/* torch's op on the taken operands cast to numpy's result dtype (r):
+ * torch_args(cast list) builds its arguments. */
+static int on_cast_operands(cap_tcall *c, const npfn *f, PyObject *taken, const cap_np_result *r,
+                            PyObject *(*torch_args)(PyObject *cast, PyObject *extra),
+                            PyObject *extra, PyObject **out)
+{
+    Py_ssize_t n = PyList_Size(taken);
+    PyObject *cast = PyList_New(n), *targs = NULL, *res = NULL;
+    int rc = cast ? CAP_NEXT : CAP_ERR;
+    for (Py_ssize_t i = 0; rc == CAP_NEXT && i < n; i++) {
+        PyObject *t = cap_np_operand(c->T, PyList_GetItem(taken, i), r->dtype);
+        if (!t)
+            rc = PyErr_Occurred() ? CAP_ERR : CAP_BREAK;
+        else
+            PyList_SetItem(cast, i, t);
+    }
+    if (rc == CAP_NEXT)
+        rc = (targs = torch_args(cast, extra)) ? cap_np_torch(c->T, f->torch, targs, NULL, &res)
+                                               : CAP_ERR;
+    if (rc == CAP_NEXT)
+        rc = cap_np_finish(c->T, res, r, out);
+    Py_XDECREF(cast);
+    Py_XDECREF(targs);
+    return rc;
+}
+
+/* torch.cat / torch.stack's arguments: (arrays, axis). */
+static PyObject *join_args(PyObject *cast, PyObject *axis)
+{
+    return axis ? Py_BuildValue("(OO)", cast, axis) : Py_BuildValue("(Oi)", cast, 0);
+}
 
 /* concatenate(arrays, axis=0) / stack(arrays, axis=0): torch's cat / stack
  * of the arrays cast to numpy's result dtype. */
@@ -258,44 +385,135 @@ static int join(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
         return unsupported(c, "with these arguments");
     if (axis == Py_None)
         return unsupported(c, "with axis=None");
-    Py_ssize_t n = PySequence_Size(seq);
-    PyObject *taken = PyList_New(n), *cast = PyList_New(n);
-    bool traced = false;
-    int rc = taken && cast ? CAP_NEXT : CAP_ERR;
-    for (Py_ssize_t i = 0; rc == CAP_NEXT && i < n; i++) {
-        PyObject *v = NULL;
-        rc = operand(c, PyList_Check(seq) ? PyList_GetItem(seq, i) : PyTuple_GetItem(seq, i), &v,
-                     &traced);
-        if (rc == CAP_NEXT)
-            PyList_SetItem(taken, i, v);
-    }
-    if (rc == CAP_NEXT && !traced)
-        rc = CAP_NONE;
+    PyObject *items = PySequence_Tuple(seq), *taken = NULL, *args = NULL, *kw = NULL;
+    int rc = items ? take_all(c, items, &taken) : CAP_ERR;
     cap_np_result r;
-    PyObject *args = rc == CAP_NEXT ? Py_BuildValue("(O)", taken) : NULL;
-    PyObject *kw = args && axis ? Py_BuildValue("{sO}", "axis", axis) : NULL;
-    if (rc == CAP_NEXT)
-        rc = !args ? CAP_ERR : cap_np_oracle(c->T, f->name, fn, args, kw, &r);
-    for (Py_ssize_t i = 0; rc == CAP_NEXT && i < n; i++) {
-        PyObject *t = cap_np_operand(c->T, PyList_GetItem(taken, i), r.dtype);
-        if (!t)
-            rc = PyErr_Occurred() ? CAP_ERR : CAP_BREAK;
-        else
-            PyList_SetItem(cast, i, t);
+    if (rc == CAP_NEXT) {
+        args = Py_BuildValue("(O)", taken);
+        kw = args && axis ? Py_BuildValue("{sO}", "axis", axis) : NULL;
+        rc = !args || (axis && !kw) ? CAP_ERR : cap_np_oracle(c->T, f->name, fn, args, kw, &r);
     }
-    PyObject *targs = rc != CAP_NEXT ? NULL
-                      : axis           ? Py_BuildValue("(OO)", cast, axis)
-                                       : Py_BuildValue("(Oi)", cast, 0);
-    PyObject *res = NULL;
     if (rc == CAP_NEXT)
-        rc = targs ? cap_np_torch(c->T, f->torch, targs, NULL, &res) : CAP_ERR;
-    if (rc == CAP_NEXT)
-        rc = cap_np_finish(c->T, res, &r, out);
+        rc = on_cast_operands(c, f, taken, &r, join_args, axis, out);
+    Py_XDECREF(items);
     Py_XDECREF(taken);
-    Py_XDECREF(cast);
     Py_XDECREF(args);
     Py_XDECREF(kw);
-    Py_XDECREF(targs);
+    return rc;
+}
+
+/* torch.einsum's arguments: (subscripts, *operands). */
+static PyObject *einsum_args(PyObject *cast, PyObject *subscripts)
+{
+    PyObject *head = PyTuple_Pack(1, subscripts), *ops = PyList_AsTuple(cast);
+    PyObject *args = head && ops ? PySequence_Concat(head, ops) : NULL;
+    Py_XDECREF(head);
+    Py_XDECREF(ops);
+    return args;
+}
+
+/* einsum(subscripts, *operands) of two or more: torch's einsum of the
+ * operands cast to numpy's result dtype. numpy's einsum of one array may be
+ * a view of it ("ij->ji"), where torch's is a copy: not traced. */
+static int einsum(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
+{
+    if (c->npos == 2)
+        return unsupported(c, "of one array (numpy's may be a view of it)");
+    if (c->npos < 3 || c->nkw || !PyUnicode_Check(c->pos[0]))
+        return unsupported(c, "with these arguments");
+    PyObject *items = PyTuple_New(c->npos - 1), *taken = NULL, *args = NULL;
+    for (int i = 1; items && i < c->npos; i++)
+        PyTuple_SetItem(items, i - 1, Py_NewRef(c->pos[i]));
+    int rc = items ? take_all(c, items, &taken) : CAP_ERR;
+    cap_np_result r;
+    if (rc == CAP_NEXT)
+        rc = (args = einsum_args(taken, c->pos[0])) ? cap_np_oracle(c->T, f->name, fn, args, NULL, &r)
+                                                    : CAP_ERR;
+    if (rc == CAP_NEXT)
+        rc = on_cast_operands(c, f, taken, &r, einsum_args, c->pos[0], out);
+    Py_XDECREF(items);
+    Py_XDECREF(taken);
+    Py_XDECREF(args);
+    return rc;
+}
+
+/* Parameter i of a renamed() call into numpy's keywords and torch's: a
+ * torch "dims" as a tuple, a torch "dim" an int; an absent or None one is
+ * left to the defaults. */
+static int renamed_param(cap_tcall *c, const npfn *f, int i, PyObject *np_kw, PyObject *t_kw)
+{
+    const char *tname = f->torch_params[i];
+    PyObject *v = ARG(i + 1, f->np_params[i]);
+    if (!v || v == Py_None)
+        return CAP_NEXT;
+    if (strcmp(tname, "dim") == 0 && !PyLong_Check(v))
+        return unsupported(c, "with a tuple of axes");
+    bool dims = strcmp(tname, "dims") == 0 && PyLong_Check(v);
+    PyObject *tv = dims ? PyTuple_Pack(1, v) : Py_NewRef(v);
+    int rc = !tv || PyDict_SetItemString(np_kw, f->np_params[i], v) < 0 ||
+                     PyDict_SetItemString(t_kw, tname, tv) < 0
+                 ? CAP_ERR
+                 : CAP_NEXT;
+    Py_XDECREF(tv);
+    return rc;
+}
+
+/* f(a, p...) whose parameters after the array are torch's op's under other
+ * names (npfn.np_params, .torch_params): squeeze, expand_dims, tile, diff,
+ * round. numpy's oracle gives the result's dtype and kind. (flip is not
+ * traced: numpy's is a view with negative strides, which torch has not.) */
+static int renamed(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
+{
+    const char *names[5] = {"a"};
+    int n = 0;
+    while (n < 3 && f->np_params[n]) {
+        names[n + 1] = f->np_params[n];
+        n++;
+    }
+    names[n + 1] = NULL;
+    PyObject *a;
+    int rc = array_call(c, names, &a);
+    if (rc != CAP_NEXT)
+        return rc;
+    PyObject *np_kw = PyDict_New(), *t_kw = PyDict_New();
+    rc = np_kw && t_kw ? CAP_NEXT : CAP_ERR;
+    for (int i = 0; rc == CAP_NEXT && i < n; i++)
+        rc = renamed_param(c, f, i, np_kw, t_kw);
+    if (rc == CAP_NEXT) {
+        cap_np_op op = {.what = f->name, .fn = fn, .torch = f->torch, .cast = f->cast,
+                        .torch_kwargs = t_kw};
+        PyObject *ops[1] = {a};
+        rc = apply(c, &op, ops, 1, kw_or_null(np_kw), out);
+    }
+    Py_XDECREF(np_kw);
+    Py_XDECREF(t_kw);
+    Py_DECREF(a);
+    return rc;
+}
+
+/* count_nonzero(a, axis): torch's sum of a as bools along axis. Without
+ * axis numpy's answer is a Python int, a value Python needs: a break, as
+ * float() of an array is. */
+static int count_nonzero(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
+{
+    static const char *const names[] = {"a", "axis", NULL};
+    PyObject *a, *axis = ARG(1, "axis");
+    int rc = array_call(c, names, &a);
+    if (rc != CAP_NEXT)
+        return rc;
+    PyObject *b = axis && axis != Py_None ? cap_np_cast(c->T, a, PTC_BOOL) : NULL;
+    Py_DECREF(a);
+    if (!axis || axis == Py_None)
+        return cap_t_break(c->T, CAP_B_TENSOR_ITEM, "numpy's count_nonzero() without axis (a Python int)");
+    if (!b)
+        return PyErr_Occurred() ? CAP_ERR : CAP_BREAK;
+    PyObject *np_kw = Py_BuildValue("{sO}", "axis", axis), *t_kw = Py_BuildValue("{sO}", "dim", axis);
+    cap_np_op op = {.what = f->name, .fn = fn, .torch = f->torch, .cast = f->cast, .torch_kwargs = t_kw};
+    PyObject *ops[1] = {b};
+    rc = np_kw && t_kw ? apply(c, &op, ops, 1, np_kw, out) : CAP_ERR;
+    Py_DECREF(b);
+    Py_XDECREF(np_kw);
+    Py_XDECREF(t_kw);
     return rc;
 }
 
@@ -435,6 +653,7 @@ static int like(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
         rc = made(c, f->torch, args, r.dtype, r.kind, out);
     Py_XDECREF(args);
     Py_XDECREF(kw);
+    Py_DECREF(a);
     return rc;
 }
 
@@ -555,6 +774,31 @@ static const npfn funcs[] = {
     {"tanh", ufunc, "torch.tanh", OUT},
     {"floor", ufunc, "torch.floor", OUT},
     {"ceil", ufunc, "torch.ceil", OUT},
+    {"log1p", ufunc, "torch.log1p", OUT},
+    {"expm1", ufunc, "torch.expm1", OUT},
+    {"log2", ufunc, "torch.log2", OUT},
+    {"log10", ufunc, "torch.log10", OUT},
+    {"exp2", ufunc, "torch.exp2", OUT},
+    {"sign", ufunc, "torch.sign", OUT},
+    {"reciprocal", ufunc, "torch.reciprocal", OUT},
+    {"trunc", ufunc, "torch.trunc", OUT},
+    {"isnan", ufunc, "torch.isnan", OUT},
+    {"isinf", ufunc, "torch.isinf", OUT},
+    {"isfinite", ufunc, "torch.isfinite", OUT},
+    {"logical_not", ufunc, "torch.logical_not", OUT},
+    {"power", ufunc, "torch.pow", OUT},
+    {"remainder", ufunc, "torch.remainder", OUT},
+    {"arctan2", ufunc, "torch.atan2", OUT},
+    {"hypot", ufunc, "torch.hypot", OUT},
+    {"greater", ufunc, "torch.gt", CAP_NP_CAST_COMMON},
+    {"greater_equal", ufunc, "torch.ge", CAP_NP_CAST_COMMON},
+    {"less", ufunc, "torch.lt", CAP_NP_CAST_COMMON},
+    {"less_equal", ufunc, "torch.le", CAP_NP_CAST_COMMON},
+    {"equal", ufunc, "torch.eq", CAP_NP_CAST_COMMON},
+    {"not_equal", ufunc, "torch.ne", CAP_NP_CAST_COMMON},
+    {"logical_and", ufunc, "torch.logical_and", OUT},
+    {"logical_or", ufunc, "torch.logical_or", OUT},
+    {"logical_xor", ufunc, "torch.logical_xor", OUT},
     {"add", ufunc, "torch.add", OUT},
     {"subtract", ufunc, "torch.sub", OUT},
     {"multiply", ufunc, "torch.mul", OUT},
@@ -577,6 +821,16 @@ static const npfn funcs[] = {
     {"ones", filled, "torch.ones", NONE},
     {"arange", ranged, "torch.arange", NONE},
     {"linspace", ranged, "torch.linspace", NONE},
+    {"arctan", arctan, "torch.atan2", OUT},
+    {"round", renamed, "torch.round", NONE, {"decimals"}, {"decimals"}},
+    {"around", renamed, "torch.round", NONE, {"decimals"}, {"decimals"}},
+    {"squeeze", renamed, "torch.squeeze", NONE, {"axis"}, {"dim"}},
+    {"expand_dims", renamed, "torch.unsqueeze", NONE, {"axis"}, {"dim"}},
+    {"tile", renamed, "torch.tile", NONE, {"reps"}, {"dims"}},
+    {"diff", renamed, "torch.diff", NONE, {"n", "axis"}, {"n", "dim"}},
+    {"outer", outer, "torch.outer", OUT},
+    {"einsum", einsum, "torch.einsum", OUT},
+    {"count_nonzero", count_nonzero, "torch.sum", OUT},
     {"asarray", as_array, NULL, NONE},
     {"array", as_array, NULL, NONE},
 };
@@ -667,7 +921,7 @@ static cap_tmap methods[] = {
     METHOD("sum") METHOD("mean") METHOD("max") METHOD("min") METHOD("argmax") METHOD("argmin")
     METHOD("clip") METHOD("reshape") METHOD("transpose") METHOD("astype") METHOD("copy")
     METHOD("flatten") METHOD("item") METHOD("tolist") METHOD("prod") METHOD("any") METHOD("all")
-    METHOD("var") METHOD("std") METHOD("cumsum")
+    METHOD("var") METHOD("std") METHOD("cumsum") METHOD("round") METHOD("squeeze")
 };
 #undef METHOD
 

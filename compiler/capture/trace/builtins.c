@@ -2,11 +2,14 @@
  * sorted, min, sum, ... are answered here, on symbolic and outside values,
  * with the guards their answers depend on; print, input and open are breaks;
  * a builtin no group answers runs for real. Iterator builtins over traced
- * sequences (zip, map, filter, enumerate, reversed) make lazy ptc iterators
+ * sequences (zip, map, filter, enumerate, reversed, and itertools' starmap,
+ * filterfalse, takewhile, dropwhile and accumulate) make lazy ptc iterators
  * (iter.c); a callback they call (a key function) is traced in a nested run
  * (sync_calls.c).
  */
 #include "capture/trace/trace.h"
+
+#include <string.h>
 
 
 #define CAP_BUILTINS(X)                                                                            \
@@ -19,10 +22,13 @@
                         X(chr) X(ord) X(bin) X(hex) X(oct) X(slice) X(object) X(super)             \
                             X(staticmethod) X(classmethod) X(property) X(bytes) X(breakpoint)
 
+/* itertools classes that call a function on the items: lazy like map. */
+#define CAP_ITERTOOLS(X) X(starmap) X(filterfalse) X(takewhile) X(dropwhile) X(accumulate)
+
 typedef enum {
     B_NONE = 0,
 #define X(n) B_##n,
-    CAP_BUILTINS(X)
+    CAP_BUILTINS(X) CAP_ITERTOOLS(X)
 #undef X
 } builtin_id;
 
@@ -36,14 +42,21 @@ int cap_t_builtin_of(PyObject *callable)
 #define X(n) #n,
             CAP_BUILTINS(X)
 #undef X
+#define X(n) "itertools." #n,
+            CAP_ITERTOOLS(X)
+#undef X
         };
         for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-            PyObject *b = PyDict_GetItemString(cap_P.builtins, names[i]);
+            bool itertools = strncmp(names[i], "itertools.", 10) == 0;
+            PyObject *b = itertools ? cap_import_path(names[i])
+                                    : Py_XNewRef(PyDict_GetItemString(cap_P.builtins, names[i]));
             PyObject *v = PyLong_FromLong((long)i + 1);
             if (b && v)
                 PyDict_SetItem(builtin_ids, b, v);
             Py_XDECREF(v);
+            Py_XDECREF(b);
         }
+        PyErr_Clear();
     }
     PyObject *v = PyDict_GetItemWithError(builtin_ids, callable);
     if (!v) {
@@ -198,14 +211,51 @@ static int iter_sync(cap_interp *I, PyObject *obj, PyObject **out)
     return rc == CAP_FRAME ? cap_t_run_sync(I, outer, out) : rc;
 }
 
-/* map, filter, zip and enumerate: as in CPython, the arguments are checked
- * and iter() is called on each iterable now; the items come when the
- * program asks for them (cap_t_lazy_next). */
+static const int lazy_kind_of[][2] = {
+    {B_map, CAP_LAZY_MAP},           {B_filter, CAP_LAZY_FILTER},
+    {B_zip, CAP_LAZY_ZIP},           {B_enumerate, CAP_LAZY_ENUMERATE},
+    {B_starmap, CAP_LAZY_STARMAP},   {B_filterfalse, CAP_LAZY_FILTERFALSE},
+    {B_takewhile, CAP_LAZY_TAKEWHILE}, {B_dropwhile, CAP_LAZY_DROPWHILE},
+    {B_accumulate, CAP_LAZY_ACCUMULATE},
+};
+
+static int lazy_kind(int id)
+{
+    for (size_t i = 0; i < sizeof lazy_kind_of / sizeof *lazy_kind_of; i++)
+        if (lazy_kind_of[i][0] == id)
+            return lazy_kind_of[i][1];
+    return -1;
+}
+
+/* The value an iterator builtin keeps besides its function and iterators:
+ * enumerate's start, accumulate's initial= (NULL: none). */
+static int lazy_extra(int id, PyObject *const *args, int nargs, PyObject *kwnames, PyObject **extra)
+{
+    int npos = nargs - kw_count(kwnames);
+    *extra = NULL;
+    if (id == B_enumerate) {
+        PyObject *start = npos > 1 ? args[1] : kw_get(args, nargs, kwnames, "start");
+        *extra = start ? PyNumber_Index(start) : PyLong_FromLong(0);
+        return *extra ? CAP_NEXT : CAP_ERR;
+    }
+    PyObject *initial = id == B_accumulate ? kw_get(args, nargs, kwnames, "initial") : NULL;
+    *extra = initial && initial != Py_None ? Py_NewRef(initial) : NULL;
+    return CAP_NEXT;
+}
+
+/* map, filter, zip, enumerate and itertools' starmap, filterfalse,
+ * takewhile, dropwhile and accumulate: as in CPython, the arguments are
+ * checked and iter() is called on each iterable now; the items come when
+ * the program asks for them (cap_t_lazy_next). */
 static int make_lazy(cap_interp *I, int id, PyObject *callable, PyObject *const *args, int nargs,
                      PyObject *kwnames, PyObject **out)
 {
-    int npos = nargs - kw_count(kwnames), first = id == B_map || id == B_filter;
-    int nits = id == B_enumerate ? npos > 0 : npos - first;
+    int npos = nargs - kw_count(kwnames), kind = lazy_kind(id);
+    int first = id != B_zip && id != B_enumerate && id != B_accumulate;
+    int nits = id == B_enumerate || id == B_accumulate ? npos > 0 : npos - first;
+    PyObject *fn = first ? args[0] : NULL;
+    if (id == B_accumulate)
+        fn = npos > 1 ? args[1] : kw_get(args, nargs, kwnames, "func");
     if (check_iterable_args(callable, args, nargs, kwnames, first, nits) != CAP_NEXT)
         return CAP_ERR;
     PyObject *its = PyTuple_New(nits), *count = NULL;
@@ -215,18 +265,15 @@ static int make_lazy(cap_interp *I, int id, PyObject *callable, PyObject *const 
         if ((rc = iter_sync(I, args[first + k], &it)) == CAP_NEXT)
             PyTuple_SetItem(its, k, it);
     }
-    if (rc == CAP_NEXT && id == B_enumerate) {
-        PyObject *start = npos > 1 ? args[1] : kw_get(args, nargs, kwnames, "start");
-        count = start ? PyNumber_Index(start) : PyLong_FromLong(0);
-        rc = count ? CAP_NEXT : CAP_ERR;
-    }
+    if (rc == CAP_NEXT)
+        rc = lazy_extra(id, args, nargs, kwnames, &count);
     if (rc == CAP_NEXT) {
         PyObject *strict = id == B_zip ? kw_get(args, nargs, kwnames, "strict") : NULL;
         int on = strict ? PyObject_IsTrue(strict) : 0;
-        int kind = id == B_map ? CAP_LAZY_MAP : id == B_filter ? CAP_LAZY_FILTER
-                   : id == B_zip ? CAP_LAZY_ZIP : CAP_LAZY_ENUMERATE;
-        *out = on < 0 ? NULL : cap_lazy_new(kind, first ? args[0] : NULL, its, count, on > 0);
+        *out = on < 0 ? NULL : cap_lazy_new(kind, fn, its, count, on > 0);
         rc = *out ? CAP_NEXT : CAP_ERR;
+        if (*out && id == B_accumulate) /* count: initial=, to be yielded first */
+            ((cap_lazy *)*out)->switched = count != NULL;
     }
     Py_XDECREF(its);
     Py_XDECREF(count);
@@ -602,6 +649,11 @@ static int builtin_on_iterables(cap_interp *I, int id, PyObject *callable, PyObj
     case B_zip:
     case B_map:
     case B_filter:
+    case B_starmap:
+    case B_filterfalse:
+    case B_takewhile:
+    case B_dropwhile:
+    case B_accumulate:
         return make_lazy(I, id, callable, args, nargs, kwnames, out);
     case B_reversed:
         return make_reversed(I, callable, args, nargs, kwnames, out);

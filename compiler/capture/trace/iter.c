@@ -1,8 +1,8 @@
 /* Small Python types a trace puts on the interpreter's stack (they belong
  * to tracing: each knows its trace and runs its callbacks traced): an iterator whose
  * position ptc can read and rebuild (over a list, tuple or range, forwards
- * or reversed), the lazy iterators map/filter/zip/enumerate made while
- * tracing, and the __exit__ object of a with-block whose grad mode or
+ * or reversed), the lazy iterators map/filter/zip/enumerate and itertools'
+ * starmap/filterfalse/takewhile/dropwhile/accumulate made while tracing, and the __exit__ object of a with-block whose grad mode or
  * autocast state is modelled symbolically.
  *
  * Iterators stay lazy as in eager: a lazy iterator holds its function and
@@ -257,7 +257,35 @@ PyObject *cap_iter_range(long long start, long long step, Py_ssize_t n)
 
 PyTypeObject *cap_lazy_type;
 
-static const char *lazy_names[] = {"map", "filter", "zip", "enumerate", "generator"};
+/* Each kind's eager class: a builtin, or one of itertools'. */
+static const struct {
+    const char *name;
+    bool itertools;
+} lazy_kinds[] = {
+    [CAP_LAZY_MAP] = {"map", false},           [CAP_LAZY_FILTER] = {"filter", false},
+    [CAP_LAZY_ZIP] = {"zip", false},           [CAP_LAZY_ENUMERATE] = {"enumerate", false},
+    [CAP_LAZY_STARMAP] = {"starmap", true},    [CAP_LAZY_FILTERFALSE] = {"filterfalse", true},
+    [CAP_LAZY_TAKEWHILE] = {"takewhile", true}, [CAP_LAZY_DROPWHILE] = {"dropwhile", true},
+    [CAP_LAZY_ACCUMULATE] = {"accumulate", true}, [CAP_LAZY_GEN] = {"generator", false},
+};
+_Static_assert(sizeof lazy_kinds / sizeof *lazy_kinds == CAP_LAZY_GEN + 1, "one row per lazy kind");
+
+#define lazy_name(lz) (lazy_kinds[(lz)->kind].name)
+
+/* The class eager code made for a lazy iterator of this kind (not a
+ * generator's). Borrowed. */
+static PyObject *lazy_class(int kind)
+{
+    static PyObject *classes[CAP_LAZY_GEN];
+    if (!classes[kind] && lazy_kinds[kind].itertools) {
+        char path[40];
+        snprintf(path, sizeof path, "itertools.%s", lazy_kinds[kind].name);
+        classes[kind] = cap_import_path(path);
+    } else if (!classes[kind]) {
+        classes[kind] = Py_XNewRef(PyDict_GetItemString(cap_P.builtins, lazy_kinds[kind].name));
+    }
+    return classes[kind];
+}
 
 /* ---- generators with clean-up code (generators.c tracks them) ------------------------ */
 
@@ -357,7 +385,7 @@ static void lazy_dealloc(PyObject *self)
 static PyObject *lazy_next_real(PyObject *self)
 {
     return cap_signal_break(CAP_B_OPAQUE_ITERATOR, "%s() consumed by a call ptc runs for real",
-                            lazy_names[((cap_lazy *)self)->kind]);
+                            lazy_name((cap_lazy *)self));
 }
 
 /* A suspended generator expression of one for-loop holds only its
@@ -416,15 +444,43 @@ static PyObject *gen_reduce(cap_lazy *g)
     return Py_BuildValue("O(O)", g->fn, PyTuple_GetItem(g->its, 0));
 }
 
+/* accumulate as CPython's __reduce__ describes it: its total as the state;
+ * an initial= not yielded yet chained in front of the iterator. */
+static PyObject *accumulate_reduce(PyObject *cls, cap_lazy *lz)
+{
+    PyObject *it = PyTuple_GetItem(lz->its, 0), *fn = lz->fn ? lz->fn : Py_None;
+    if (!lz->count)
+        return Py_BuildValue("O(OO)", cls, it, fn);
+    if (!lz->switched)
+        return Py_BuildValue("O(OO)O", cls, it, fn, lz->count);
+    static PyObject *chain;
+    if (!chain && !(chain = cap_import_path("itertools.chain")))
+        return NULL;
+    PyObject *first = PyTuple_Pack(1, lz->count);
+    PyObject *both = first ? PyObject_CallFunctionObjArgs(chain, first, it, NULL) : NULL;
+    Py_XDECREF(first);
+    return both ? Py_BuildValue("O(NO)", cls, both, fn) : NULL;
+}
+
 /* The real builtin this one stands for, as pickle describes it. */
 static PyObject *lazy_reduce(PyObject *self, PyObject *unused)
 {
     cap_lazy *lz = (cap_lazy *)self;
     if (lz->kind == CAP_LAZY_GEN)
         return gen_reduce(lz);
-    PyObject *cls = PyDict_GetItemString(cap_P.builtins, lazy_names[lz->kind]);
+    PyObject *cls = lazy_class(lz->kind);
+    if (!cls)
+        return NULL;
     switch (lz->kind) {
+    case CAP_LAZY_TAKEWHILE:
+    case CAP_LAZY_DROPWHILE:
+        return Py_BuildValue("O(OO)O", cls, lz->fn, PyTuple_GetItem(lz->its, 0),
+                             lz->switched ? Py_True : Py_False);
+    case CAP_LAZY_ACCUMULATE:
+        return accumulate_reduce(cls, lz);
     case CAP_LAZY_MAP:
+    case CAP_LAZY_STARMAP:
+    case CAP_LAZY_FILTERFALSE:
     case CAP_LAZY_FILTER: {
         PyObject *head = PyTuple_Pack(1, lz->fn);
         PyObject *args = head ? PySequence_Concat(head, lz->its) : NULL;
@@ -455,7 +511,7 @@ static PyObject *lazy_getattro(PyObject *self, PyObject *name)
          PyUnicode_CompareWithASCIIString(name, "throw") == 0 ||
          PyUnicode_CompareWithASCIIString(name, "close") == 0)) {
         PyErr_Format(PyExc_AttributeError, "'%s' object has no attribute '%U'",
-                     lazy_names[((cap_lazy *)self)->kind], name);
+                     lazy_name((cap_lazy *)self), name);
         return NULL;
     }
     return PyObject_GenericGetAttr(self, name);
@@ -475,7 +531,8 @@ static PyType_Slot lazy_slots[] = {
     {Py_tp_iternext, lazy_next_real},
     {Py_tp_methods, lazy_methods},
     {Py_tp_getattro, lazy_getattro},
-    {Py_tp_doc, "ptc: a map, filter, zip or enumerate made while tracing, advanced by the trace"},
+    {Py_tp_doc, "ptc: a map, filter, zip, enumerate or itertools iterator made while tracing, "
+                "advanced by the trace"},
     {0, NULL},
 };
 
@@ -494,6 +551,7 @@ PyObject *cap_lazy_new(int kind, PyObject *fn, PyObject *its, PyObject *count, b
     lz->retval = NULL;
     lz->count = Py_XNewRef(count);
     lz->strict = strict;
+    lz->switched = false;
     lz->frame = NULL;
     lz->state = CAP_GEN_READY;
     lz->steps = 0;
@@ -527,7 +585,7 @@ PyObject *cap_eager_type(PyObject *o)
     if (Py_TYPE(o) == cap_lazy_type)
         return ((cap_lazy *)o)->kind == CAP_LAZY_GEN
                    ? cap_P.GeneratorType
-                   : PyDict_GetItemString(cap_P.builtins, lazy_names[((cap_lazy *)o)->kind]);
+                   : lazy_class(((cap_lazy *)o)->kind);
     if (Py_TYPE(o) == cap_iter_type && walks_owner((cap_iter *)o)) {
         PyObject *real = PyObject_GetIter(((cap_iter *)o)->owner);
         PyObject *t = real ? (PyObject *)Py_TYPE(real) : NULL;
@@ -562,6 +620,7 @@ static void mark_one(cap_iter_marks *k, PyObject *o)
     k->m[j].it = Py_NewRef(o);
     k->m[j].i = Py_TYPE(o) == cap_iter_type ? ((cap_iter *)o)->i : 0;
     k->m[j].count = Py_TYPE(o) == cap_lazy_type ? Py_XNewRef(((cap_lazy *)o)->count) : NULL;
+    k->m[j].switched = Py_TYPE(o) == cap_lazy_type && ((cap_lazy *)o)->switched;
     if (Py_TYPE(o) == cap_lazy_type && ((cap_lazy *)o)->kind == CAP_LAZY_GEN) {
         /* Put back as a fresh generator over its iterator (whose position
            is marked too), finished, or lost when neither describes it. */
@@ -610,8 +669,10 @@ int cap_iter_rewind(cap_interp *I, cap_iter_marks *k, int rc)
         PyObject *o = k->m[j].it;
         if (back && Py_TYPE(o) == cap_iter_type)
             ((cap_iter *)o)->i = k->m[j].i;
-        if (back && Py_TYPE(o) == cap_lazy_type)
+        if (back && Py_TYPE(o) == cap_lazy_type) {
             Py_XSETREF(((cap_lazy *)o)->count, Py_XNewRef(k->m[j].count));
+            ((cap_lazy *)o)->switched = k->m[j].switched;
+        }
         if (back && Py_TYPE(o) == cap_lazy_type && ((cap_lazy *)o)->kind == CAP_LAZY_GEN &&
             ((cap_lazy *)o)->steps != k->m[j].steps) {
             cap_lazy *g = (cap_lazy *)o;
@@ -728,7 +789,8 @@ static int next_items(cap_interp *I, cap_lazy *lz, PyObject **items)
     return CAP_NEXT;
 }
 
-/* filter's test of one item: fn(v) (or v itself) must not be a tensor. */
+/* The test of one item by filter, filterfalse, takewhile or dropwhile:
+ * fn(v) (or v itself) must not be a tensor. */
 static int filter_keeps(cap_interp *I, cap_lazy *lz, PyObject *v, int *keep)
 {
     PyObject *r = NULL;
@@ -737,7 +799,7 @@ static int filter_keeps(cap_interp *I, cap_lazy *lz, PyObject *v, int *keep)
         return rc;
     if (cap_is_tensor(r)) {
         Py_DECREF(r);
-        return cap_t_break(I->T, CAP_B_TENSOR_BOOL, "filter() on tensor values");
+        return cap_t_break(I->T, CAP_B_TENSOR_BOOL, "%s() on tensor values", lazy_name(lz));
     }
     *keep = PyObject_IsTrue(r);
     Py_DECREF(r);
@@ -823,52 +885,139 @@ static int gen_step(cap_interp *I, cap_lazy *g, PyObject **out)
     return cap_t_gen_error(I, cap_t_gen_run(I, g, NULL, NULL, out));
 }
 
-static int lazy_step(cap_interp *I, cap_lazy *lz, PyObject **out)
+/* The next item of the one iterator under lz (*v NULL at its end). */
+static int next_item(cap_interp *I, cap_lazy *lz, PyObject **v)
 {
-    if (lz->kind == CAP_LAZY_GEN)
-        return gen_step(I, lz, out);
-    PyObject *items = NULL;
-    int rc, keep = 0;
-    do {
-        Py_CLEAR(items);
-        if ((rc = next_items(I, lz, &items)) != CAP_NEXT || !items)
+    return cap_t_next_sync(I, PyTuple_GetItem(lz->its, 0), v);
+}
+
+/* filter, filterfalse, takewhile and dropwhile: the next item their test
+ * lets through. takewhile stops for good at the first that fails it;
+ * dropwhile passes everything from the first that fails it. */
+static int tested_step(cap_interp *I, cap_lazy *lz, PyObject **out)
+{
+    bool take = lz->kind == CAP_LAZY_TAKEWHILE, drop = lz->kind == CAP_LAZY_DROPWHILE;
+    if (take && lz->switched)
+        return CAP_NEXT;
+    for (;;) {
+        PyObject *v = NULL;
+        int rc = next_item(I, lz, &v), keep = 0;
+        if (rc != CAP_NEXT || !v)
             return rc;
-    } while (lz->kind == CAP_LAZY_FILTER &&
-             (rc = filter_keeps(I, lz, PyTuple_GetItem(items, 0), &keep)) == CAP_NEXT && !keep);
-    if (rc != CAP_NEXT) {
-        Py_DECREF(items);
+        if (drop && lz->switched) {
+            *out = v;
+            return CAP_NEXT;
+        }
+        if ((rc = filter_keeps(I, lz, v, &keep)) != CAP_NEXT) {
+            Py_DECREF(v);
+            return rc;
+        }
+        if (lz->kind == CAP_LAZY_FILTERFALSE || drop)
+            keep = !keep;
+        if (drop && keep)
+            lz->switched = true;
+        if (take && !keep) {
+            lz->switched = true;
+            Py_DECREF(v);
+            return CAP_NEXT;
+        }
+        if (keep) {
+            *out = v;
+            return CAP_NEXT;
+        }
+        Py_DECREF(v);
+    }
+}
+
+/* map(fn, *its) calls fn on one item of each; starmap(fn, it) on the items
+ * of one item. */
+static int mapped_step(cap_interp *I, cap_lazy *lz, PyObject **out)
+{
+    PyObject *items = NULL;
+    int rc = next_items(I, lz, &items);
+    if (rc != CAP_NEXT || !items)
         return rc;
+    if (lz->kind == CAP_LAZY_STARMAP) {
+        PyObject *spread = cap_t_materialize(I, PyTuple_GetItem(items, 0), &rc);
+        Py_SETREF(items, spread ? PyList_AsTuple(spread) : NULL);
+        Py_XDECREF(spread);
+        if (!items)
+            return rc == CAP_NEXT ? CAP_ERR : rc;
     }
-    switch (lz->kind) {
-    case CAP_LAZY_MAP: {
-        int n = (int)PyTuple_Size(items);
-        PyObject **args = PyMem_Malloc(sizeof *args * (size_t)n);
-        for (int k = 0; args && k < n; k++)
-            args[k] = PyTuple_GetItem(items, k);
-        rc = args ? cap_t_call_sync(I, lz->fn, args, n, NULL, out) : (PyErr_NoMemory(), CAP_ERR);
-        PyMem_Free(args);
-        break;
-    }
-    case CAP_LAZY_FILTER:
-        *out = Py_NewRef(PyTuple_GetItem(items, 0));
-        break;
-    case CAP_LAZY_ZIP:
-        *out = Py_NewRef(items);
-        break;
-    case CAP_LAZY_ENUMERATE: {
-        static PyObject *one;
-        if (!one)
-            one = PyLong_FromLong(1);
-        PyObject *next = one ? PyNumber_Add(lz->count, one) : NULL;
-        *out = next ? PyTuple_Pack(2, lz->count, PyTuple_GetItem(items, 0)) : NULL;
-        if (next)
-            Py_SETREF(lz->count, next);
-        rc = *out ? CAP_NEXT : CAP_ERR;
-        break;
-    }
-    }
+    int n = (int)PyTuple_Size(items);
+    PyObject **args = PyMem_Malloc(sizeof *args * (size_t)(n + 1));
+    for (int k = 0; args && k < n; k++)
+        args[k] = PyTuple_GetItem(items, k);
+    rc = args ? cap_t_call_sync(I, lz->fn, args, n, NULL, out) : (PyErr_NoMemory(), CAP_ERR);
+    PyMem_Free(args);
     Py_DECREF(items);
     return rc;
+}
+
+/* accumulate: initial= first, then the running total, fn(total, v) (the
+ * sum without fn). */
+static int accumulate_step(cap_interp *I, cap_lazy *lz, PyObject **out)
+{
+    if (lz->switched) {
+        lz->switched = false;
+        *out = Py_NewRef(lz->count);
+        return CAP_NEXT;
+    }
+    PyObject *v = NULL, *total = NULL;
+    int rc = next_item(I, lz, &v);
+    if (rc != CAP_NEXT || !v)
+        return rc;
+    if (!lz->count) {
+        total = v;
+    } else {
+        static PyObject *add;
+        if (!add && !(add = cap_import_path("operator.add")))
+            rc = CAP_ERR;
+        PyObject *args[2] = {lz->count, v};
+        if (rc == CAP_NEXT)
+            rc = cap_t_call_sync(I, lz->fn && lz->fn != Py_None ? lz->fn : add, args, 2, NULL, &total);
+        Py_DECREF(v);
+    }
+    if (rc != CAP_NEXT)
+        return rc;
+    Py_XSETREF(lz->count, total);
+    *out = Py_NewRef(total);
+    return CAP_NEXT;
+}
+
+static int lazy_step(cap_interp *I, cap_lazy *lz, PyObject **out)
+{
+    switch (lz->kind) {
+    case CAP_LAZY_GEN:
+        return gen_step(I, lz, out);
+    case CAP_LAZY_MAP:
+    case CAP_LAZY_STARMAP:
+        return mapped_step(I, lz, out);
+    case CAP_LAZY_FILTER:
+    case CAP_LAZY_FILTERFALSE:
+    case CAP_LAZY_TAKEWHILE:
+    case CAP_LAZY_DROPWHILE:
+        return tested_step(I, lz, out);
+    case CAP_LAZY_ACCUMULATE:
+        return accumulate_step(I, lz, out);
+    }
+    PyObject *items = NULL;
+    int rc = next_items(I, lz, &items);
+    if (rc != CAP_NEXT || !items)
+        return rc;
+    if (lz->kind == CAP_LAZY_ZIP) {
+        *out = items;
+        return CAP_NEXT;
+    }
+    static PyObject *one; /* enumerate */
+    if (!one)
+        one = PyLong_FromLong(1);
+    PyObject *next = one ? PyNumber_Add(lz->count, one) : NULL;
+    *out = next ? PyTuple_Pack(2, lz->count, PyTuple_GetItem(items, 0)) : NULL;
+    if (next)
+        Py_SETREF(lz->count, next);
+    Py_DECREF(items);
+    return *out ? CAP_NEXT : CAP_ERR;
 }
 
 int cap_t_lazy_next(cap_interp *I, cap_lazy *lz, PyObject **out)
@@ -880,6 +1029,21 @@ int cap_t_lazy_next(cap_interp *I, cap_lazy *lz, PyObject **out)
         return CAP_NEXT; /* zip() */
     cap_iter_mark(&marks, &self, 1);
     return cap_iter_rewind(I, &marks, lazy_step(I, lz, out));
+}
+
+bool cap_lazy_over_c_iterator(PyObject *o)
+{
+    if (Py_TYPE(o) != cap_lazy_type)
+        return false;
+    cap_lazy *lz = (cap_lazy *)o;
+    if (lz->kind == CAP_LAZY_GEN && lz->genfunc)
+        return false; /* its arguments, not iterators */
+    for (Py_ssize_t i = 0; i < PyTuple_Size(lz->its); i++) {
+        PyObject *it = PyTuple_GetItem(lz->its, i);
+        if (cap_lazy_over_c_iterator(it) || (PyIter_Check(it) && !cap_is_ptc_iter(it)))
+            return true;
+    }
+    return false;
 }
 
 /* item in it, for one of ptc's iterators: advanced through the tracer up

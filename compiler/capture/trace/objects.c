@@ -1039,7 +1039,13 @@ int cap_t_next(cap_interp *I, PyObject *it, PyObject **out)
         return cap_t_break(T, CAP_B_OPAQUE_ITERATOR, "next() of an outside %s", cap_tpname(Py_TYPE(it)));
     if (PyObject_TypeCheck(it, (PyTypeObject *)cap_P.GeneratorType))
         return cap_t_break(T, CAP_B_GENERATOR, "next() of a generator");
-    return cap_next_real(it, out);
+    int rc = cap_next_real(it, out);
+    /* A C iterator made in the trace (groupby) whose callback broke or
+       raised: it has advanced and cannot go back, so the trace is made
+       again, breaking before this instruction. */
+    if (rc == CAP_ERR && cap_t_reruns(I, rc))
+        cap_t_rerun_from_start(I);
+    return rc;
 }
 
 /* ---- globals --------------------------------------------------------------------- */
@@ -1259,6 +1265,9 @@ PyObject *cap_t_dict_as_its_type(cap_interp *I, PyObject *d, PyObject *items)
 
 PyObject *cap_t_flow(cap_trace *T, PyObject *obj)
 {
+    if (cap_lazy_over_c_iterator(obj))
+        return cap_signal_break(CAP_B_OPAQUE_ITERATOR,
+                                "a lazy iterator over a C iterator handed to C code");
     if (Py_TYPE(obj) == cap_lazy_type) {
         /* A call ptc runs for real consumes it: its items, traced, now. */
         int rc;
@@ -1338,12 +1347,15 @@ static void free_args(PyObject **fa, int n)
 int cap_t_call_real_flowed(cap_trace *T, PyObject *callable, PyObject *const *args, int nargs,
                             PyObject *kwnames, PyObject **out)
 {
+    /* ptc's iterators among args are drained for the call: put back when
+       it breaks (functools.reduce(torch.add, map(...))), as it reruns. */
+    cap_iter_marks marks;
+    cap_iter_mark(&marks, args, nargs);
     PyObject **fa = flow_args(T, args, nargs);
-    if (!fa)
-        return CAP_ERR;
-    *out = cap_call_real(callable, fa, nargs, kwnames);
-    free_args(fa, nargs);
-    return *out ? CAP_NEXT : CAP_ERR;
+    *out = fa ? cap_call_real(callable, fa, nargs, kwnames) : NULL;
+    if (fa)
+        free_args(fa, nargs);
+    return cap_iter_rewind(T->I, &marks, *out ? CAP_NEXT : CAP_ERR);
 }
 
 /* An outside set read whole by C code: the set itself, guarded equal on

@@ -887,27 +887,35 @@ PyObject *cap_view_dict(PyObject *view);
 void cap_iter_set_owner(cap_iter *it, PyObject *owner);
 int cap_iter_types_init(PyObject *module);
 
-/* A lazy iterator made while tracing (map, filter, zip, enumerate, or a
+/* A lazy iterator made while tracing (map, filter, zip, enumerate, the
+ * itertools starmap, filterfalse, takewhile, dropwhile and accumulate, or a
  * generator expression): it holds its function and the iterators under it,
  * and advances them only when the program advances it. At a break or a
  * return it is rebuilt as the real builtin over the rebuilt iterators (its
  * __reduce__); a generator expression as a fresh generator over its
  * iterator, which is where a suspended one of a single for-loop stands. */
-typedef enum { CAP_LAZY_MAP, CAP_LAZY_FILTER, CAP_LAZY_ZIP, CAP_LAZY_ENUMERATE, CAP_LAZY_GEN } cap_lazy_kind;
+typedef enum {
+    CAP_LAZY_MAP, CAP_LAZY_FILTER, CAP_LAZY_ZIP, CAP_LAZY_ENUMERATE, CAP_LAZY_STARMAP,
+    CAP_LAZY_FILTERFALSE, CAP_LAZY_TAKEWHILE, CAP_LAZY_DROPWHILE, CAP_LAZY_ACCUMULATE, CAP_LAZY_GEN
+} cap_lazy_kind;
 /* States of a generator expression. */
 typedef enum { CAP_GEN_READY, CAP_GEN_SUSPENDED, CAP_GEN_RUNNING, CAP_GEN_DONE, CAP_GEN_LOST } cap_gen_state;
 typedef struct cap_lazy {
     PyObject_HEAD
     int kind;               /* cap_lazy_kind */
-    PyObject *fn;           /* map/filter: the function (filter: maybe None); generator:
-                               the genexpr or generator function; else NULL */
+    PyObject *fn;           /* map, filter, starmap...: the function (filter, filterfalse,
+                               accumulate: maybe None); generator: the genexpr or generator
+                               function; else NULL */
     PyObject *its;          /* tuple of the iterators under it; a generator function's:
                                its arguments, the last len(kwnames) by keyword */
     PyObject *kwnames;      /* a generator function's keywords (a tuple), or NULL */
     bool genfunc;           /* a generator function's (else a generator expression's) */
     PyObject *retval;       /* a finished generator's return value (yield from's), or NULL */
-    PyObject *count;        /* enumerate: the next index (an int) */
+    PyObject *count;        /* enumerate: the next index (an int); accumulate: the running
+                               total (NULL before the first item) */
     bool strict;            /* zip(strict=True) */
+    bool switched;          /* takewhile: stopped; dropwhile: dropping done; accumulate:
+                               count is initial=, not yielded yet */
     /* A generator (expression or function): its frame while suspended
        (owned), its state, and how many times it was advanced (cap_iter_mark). */
     cap_frame *frame;
@@ -929,6 +937,10 @@ static inline bool cap_is_ptc_iter(PyObject *o)
  * symbolic tensor's fake type, list_iterator for a cap_iter over a list,
  * map for a lazy map...); Py_TYPE(o) for anything else. Borrowed. */
 PyObject *cap_eager_type(PyObject *o);
+/* Whether lazy iterator o stands over a C iterator (itertools.count(), a
+ * file), at any depth: one that may not end, and whose advances are not
+ * undone at a break, so it is never drained for C code (cap_t_flow). */
+bool cap_lazy_over_c_iterator(PyObject *o);
 /* The next item of a lazy iterator, traced (callbacks run in nested runs);
  * *out NULL when exhausted. A break inside puts every iterator under it
  * back where it was. */
@@ -972,6 +984,7 @@ typedef struct cap_iter_marks {
         PyObject *it;
         Py_ssize_t i;
         PyObject *count;
+        bool switched;
         long steps; /* a generator expression's */
     } m[32];
 } cap_iter_marks;
