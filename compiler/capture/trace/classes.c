@@ -114,10 +114,10 @@ int cap_t_build_class(cap_interp *I, PyObject *build_class, PyObject *const *arg
     cap_trace *T = I->T;
     if (nargs < 2 || !cap_is_function(args[0]))
         return cap_t_break(T, CAP_B_UNINTERPRETABLE, "class definition");
+    int npos = nargs - (kwnames ? (int)PyTuple_Size(kwnames) : 0);
     for (int i = 1; i < nargs; i++)
         if (!known_while_tracing(T, args[i]))
-            return unknown_input(T, i < nargs - (kwnames ? PyTuple_Size(kwnames) : 0)
-                                        ? "a base" : "a keyword", args[i]);
+            return unknown_input(T, i < npos ? "a base" : "a keyword", args[i]);
     int rc = check_closure(I, args[0]);
     if (rc == CAP_NEXT)
         rc = guard_body_globals(I, args[0]);
