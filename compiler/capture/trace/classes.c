@@ -140,8 +140,8 @@ static bool class_factory(PyObject *fn)
     if (!cap_is_function(fn))
         return false;
     PyObject *mod = PyObject_GetAttr(fn, cap_P.s_module);
-    bool dataclasses = mod && PyUnicode_Check(mod) &&
-                       PyUnicode_CompareWithASCIIString(mod, "dataclasses") == 0;
+    bool dataclasses =
+        mod && PyUnicode_Check(mod) && PyUnicode_CompareWithASCIIString(mod, "dataclasses") == 0;
     Py_XDECREF(mod);
     PyErr_Clear();
     return dataclasses;
