@@ -138,9 +138,11 @@ def b016(x):
 
 
 def b017(x):
+    y = x * 2  # a traced tensor, which the class body reads
+
     class Local:
-        pass
-    return x * 2, Local.__name__
+        t = y + 1
+    return Local.t * 3, Local.__name__
 
 
 def _rec(v, n):

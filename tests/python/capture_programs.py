@@ -1663,7 +1663,7 @@ def type_error_call(x):
     return f(x)
 
 
-@prog(x34, graphs=1, breaks=2, codes=["PTC-B013", "PTC-B017"])
+@prog(x34, graphs=1, breaks=1, codes=["PTC-B013"])
 def custom_exception(x):
     class MyError(Exception):
         pass

@@ -149,9 +149,11 @@ def b016(x):
 
 
 def b017(x):
+    y = x * 2  # a traced tensor, which the class body reads
+
     class Local:
-        pass
-    return x * 2, Local.__name__
+        t = y + 1
+    return Local.t * 3, Local.__name__
 
 
 def _rec(t, n):
@@ -240,7 +242,7 @@ CASES = {
     "PTC-B014": _prog(b014, x34, 2, 1, ["PTC-B014"]),
     "PTC-B015": _prog(b015, x34, 1, 3, ["PTC-B015", "PTC-B021"]),
     "PTC-B016": _prog(b016, x34, 2, 1, ["PTC-B016"]),
-    "PTC-B017": _prog(b017, x34, 1, 1, ["PTC-B017"]),
+    "PTC-B017": _prog(b017, x34, 2, 1, ["PTC-B017"]),
     "PTC-B018": _prog(b018, x34, 2, 1, ["PTC-B018"]),
     "PTC-B019": _prog(b019, lambda: (T(3, 4).requires_grad_(),), 2, 2, ["PTC-B019"]),
     # GET_ITER and each of the three next() calls on the outside iterator

@@ -149,7 +149,7 @@ FILE_ORDER = {
               "sync_calls.c", "symint.c", "autocast.c", "lifecycle.c", "nodes.c", "inplace.c",
               "iter.c", "sources.c", "callables.c", "effects.c", "iter_outside.c", "objects.c",
               "with_blocks.c", "generators.c", "modules.c", "trace_operator.c", "lru.c", "copies.c",
-              "builtins.c", "optim_step.c", "calls.c",
+              "builtins.c", "optim_step.c", "classes.c", "calls.c",
               "hooks.c"],
     # the dispatcher backend.c last
     "backend": ["tensors.c", "weight_cache.c", "rng.c", "eager.c", "graphobj.c", "backend_ptc.c",

@@ -674,7 +674,7 @@ static int c_callable(cap_interp *I, PyObject *callable, PyObject *const *args, 
 {
     if (PyDict_Check(cap_P.builtins) &&
         callable == PyDict_GetItemString(cap_P.builtins, "__build_class__"))
-        return cap_t_break(I->T, CAP_B_UNINTERPRETABLE, "class definition");
+        return cap_t_build_class(I, callable, args, nargs, kwnames, out);
     int twin = cap_t_call_operator(I, callable, args, nargs, kwnames, out);
     if (twin != CAP_NONE)
         return twin;
@@ -746,34 +746,6 @@ static bool logging_function(PyObject *fn)
     return globals == logging_dict;
 }
 
-/* collections.namedtuple(...) of constant arguments: its Python code builds
- * the class with eval and sets attributes of the new functions, which would
- * break the trace at each step; it only makes a class, so it runs for real
- * as one call. The class is made when the function is traced and kept by
- * the compiled code (eager makes a new one per call: `type(f(x)) is
- * type(f(x))` holds under ptc only). */
-static bool class_factory_call(PyObject *fn, PyObject *const *args, int nargs)
-{
-    static PyObject *namedtuple;
-    if (!namedtuple && !(namedtuple = cap_import_path("collections.namedtuple"))) {
-        PyErr_Clear();
-        return false;
-    }
-    if (fn != namedtuple)
-        return false;
-    for (int i = 0; i < nargs; i++) {
-        PyObject *a = args[i];
-        if (cap_is_constant(a))
-            continue;
-        if (!PyList_Check(a) && !PyTuple_Check(a))
-            return false;
-        for (Py_ssize_t k = 0; k < PySequence_Size(a); k++)
-            if (!cap_is_constant(PyList_Check(a) ? PyList_GetItem(a, k) : PyTuple_GetItem(a, k)))
-                return false;
-    }
-    return true;
-}
-
 /* A method of a torch.optim optimizer (step, with its profiling and grad-mode
  * wrappers): it reads every parameter's .grad, which a compiled backward
  * has just written, and updates parameters and its state in place, so it
@@ -833,8 +805,9 @@ static int call_function(cap_interp *I, PyObject *fn, PyObject *const *args, int
         return cap_module_iter_call(I, mk, args, nargs, kwnames, out);
     if (optimizer_method(fn, args, nargs) || cap_t_is_lr_scheduler_step(fn))
         return cap_t_optimizer_step(I, fn, args, nargs, kwnames);
-    if (class_factory_call(fn, args, nargs))
-        return cap_t_call_real_flowed(T, fn, args, nargs, kwnames, out);
+    int made = cap_t_class_factory_call(T, fn, args, nargs, kwnames, out);
+    if (made != CAP_NONE)
+        return made;
     int copied = cap_t_copy_call(I, fn, args, nargs, kwnames, out);
     if (copied != CAP_NONE)
         return copied;

@@ -37,6 +37,7 @@ cap_trace *cap_trace_new(PyObject *module_names, cap_interp *I)
     T->written = PyList_New(0);
     T->exc_stack = PyList_New(0);
     T->made_funcs = PyDict_New();
+    T->made_classes = PyDict_New();
     T->like_inputs = PyDict_New();
     T->kept_layouts = PyDict_New();
     T->iter_shadows = PyDict_New();
@@ -45,8 +46,8 @@ cap_trace *cap_trace_new(PyObject *module_names, cap_interp *I)
     T->symints = PyList_New(0);
     T->specialised = PyList_New(0);
     T->dynamic = -1;
-    if (!T->symints || !T->specialised || !T->made_funcs || !T->like_inputs || !T->kept_layouts ||
-        !T->iter_shadows ||
+    if (!T->symints || !T->specialised || !T->made_funcs || !T->made_classes || !T->like_inputs ||
+        !T->kept_layouts || !T->iter_shadows ||
         !T->made_ids || !T->input_storage || !T->exc_stack || !T->shadow || !T->mut ||
         !T->effects || !T->written || !T->src_index || !T->guard_index || !T->obj_src || !T->keep ||
         !T->input_const || !T->tensors || !T->strings || !T->no_inline || !T->skipped) {
@@ -112,6 +113,7 @@ void cap_trace_free(cap_trace *T)
     Py_XDECREF(T->cuts);
     Py_XDECREF(T->exc_stack);
     Py_XDECREF(T->made_funcs);
+    Py_XDECREF(T->made_classes);
     Py_XDECREF(T->like_inputs);
     Py_XDECREF(T->kept_layouts);
     Py_XDECREF(T->iter_shadows);

@@ -115,21 +115,31 @@ bool cap_t_dict_of_trace(cap_trace *T, PyObject *obj)
     return PyDict_CheckExact(obj) && !cap_t_outside(T, obj);
 }
 
-int cap_t_note_function(cap_trace *T, PyObject *fn)
+int cap_t_note_made(PyObject *made, PyObject *obj)
 {
-    PyObject *k = PyLong_FromVoidPtr(fn);
-    int rc = k ? PyDict_SetItem(T->made_funcs, k, fn) : -1;
+    PyObject *k = PyLong_FromVoidPtr(obj);
+    int rc = k ? PyDict_SetItem(made, k, obj) : -1;
     Py_XDECREF(k);
     return rc;
 }
 
-bool cap_t_made_function(cap_trace *T, PyObject *fn)
+bool cap_t_was_made(PyObject *made, PyObject *obj)
 {
-    PyObject *k = PyLong_FromVoidPtr(fn);
-    bool made = k && PyDict_GetItem(T->made_funcs, k) == fn;
+    PyObject *k = PyLong_FromVoidPtr(obj);
+    bool found = k && PyDict_GetItem(made, k) == obj;
     Py_XDECREF(k);
     PyErr_Clear();
-    return made;
+    return found;
+}
+
+int cap_t_note_function(cap_trace *T, PyObject *fn)
+{
+    return cap_t_note_made(T->made_funcs, fn);
+}
+
+bool cap_t_made_function(cap_trace *T, PyObject *fn)
+{
+    return cap_t_was_made(T->made_funcs, fn);
 }
 
 int cap_t_map(cap_trace *T, PyObject *obj, int src)

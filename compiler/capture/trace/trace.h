@@ -453,6 +453,8 @@ struct cap_trace {
     PyObject *strings;
     PyObject *skipped;        /* generators run untouched while tracing */
     PyObject *made_funcs;     /* dict: id(fn) -> fn, the functions MAKE_FUNCTION made */
+    PyObject *made_classes;   /* dict: id(cls) -> cls, the classes made while tracing
+                                 (classes.c) */
     PyObject *iter_shadows;   /* dict: id(it) -> the ptc iterator over what the outside
                                  iterator it has left (iter_outside.c) */
     bool any_order;           /* a builtin reading a set whatever its order (set,
@@ -524,6 +526,19 @@ int cap_t_source_of(cap_trace *T, PyObject *obj);
  * an existing object, used as itself). */
 int cap_t_note_function(cap_trace *T, PyObject *fn);
 bool cap_t_made_function(cap_trace *T, PyObject *fn);
+/* The objects of a dict id(obj) -> obj: note one, or ask if it is there. */
+int cap_t_note_made(PyObject *made, PyObject *obj);
+bool cap_t_was_made(PyObject *made, PyObject *obj);
+/* Classes made while tracing (classes.c): a class statement, namedtuple or
+ * a dataclasses call whose inputs are all known while tracing runs for real
+ * as one call (CAP_NEXT, CAP_BREAK, CAP_ERR; the factory call CAP_NONE when
+ * fn is no class factory or takes other arguments). */
+int cap_t_note_class(cap_trace *T, PyObject *cls);
+bool cap_t_made_class(cap_trace *T, PyObject *cls);
+int cap_t_build_class(cap_interp *I, PyObject *build_class, PyObject *const *args, int nargs,
+                      PyObject *kwnames, PyObject **out);
+int cap_t_class_factory_call(cap_trace *T, PyObject *fn, PyObject *const *args, int nargs,
+                             PyObject *kwnames, PyObject **out);
 /* id(obj) while tracing: the value, remembered with its object (ids.c). */
 int cap_t_id(cap_trace *T, PyObject *obj, PyObject **out);
 /* The object whose id() v is, when the trace took it (borrowed), or NULL. */
