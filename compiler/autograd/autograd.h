@@ -60,6 +60,14 @@ typedef struct ptc_partition {
 
 int ptc_autograd_partition(const ptc_joint *j, ptc_partition *out, ptc_error *err);
 
+/* A partition's backward in which the tangents flagged in absent (by
+ * position among the tangents, which are backward's inputs from
+ * first_tangent on) are zeros known when compiling: those inputs are
+ * dropped and the zeros folded away (x * 0, x + 0, a matmul or a
+ * convolution's gradient of 0), as eager's autograd skips an output with no
+ * gradient (absent.c). The saved inputs and the outputs stay as they were. */
+ptc_graph *ptc_autograd_without_tangents(const ptc_graph *backward, int first_tangent,
+                                         const bool *absent, ptc_error *err);
 /* Whether op has a derivative rule; if not, why (a static string). */
 bool ptc_autograd_has_rule(ptc_op op, const char **why);
 

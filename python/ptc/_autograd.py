@@ -12,7 +12,10 @@ the output gradients, which lets each go after the last kernel that reads it
 node's backward has run: otherwise every saved tensor of the forward would
 live until the whole backward ended, beside the gradients. An output torch
 gives no gradient (BERT's logits when the loss is computed inside the
-model) gets zeros, read once at the backward's start and freed then.
+model) is passed as None: the compiled backward then runs a variant
+compiled with that gradient a known zero, folded away (no tensor of zeros
+made, no kernel multiplying or adding it), compiled once per set of such
+outputs (a CUDA graph recording, which reads fixed buffers, gets zeros).
 Outputs that do not depend on an input requiring gradients are marked
 non-differentiable, as eager leaves them. An output the forward wrote into
 its input itself (BatchNorm's running statistics, ``program.written_into``)
@@ -87,13 +90,17 @@ class CompiledFunction(torch.autograd.Function):
                 "supported: ptc's compiled backward is not differentiable itself; compile "
                 "with backend=\"eager\" (or run eagerly) where higher-order gradients are needed")
         program = ctx.program
+        recorded = hasattr(program, "backward_pending")  # a recording reads fixed buffers
         tangents = []
         for g, (shape, dtype, device, t) in zip(grads, ctx.output_meta):
             if t < 0:
                 continue
-            tangents.append(torch.zeros(shape, dtype=dtype, device=device) if g is None
-                            else g.contiguous())
-        if hasattr(program, "backward_pending"):  # a recording reads fixed buffers
+            if g is not None:
+                g = g.contiguous()
+            elif recorded:
+                g = torch.zeros(shape, dtype=dtype, device=device)
+            tangents.append(g)
+        if recorded:
             grads_in = program.backward(*ctx.saved_tensors, *tangents)
         else:
             inputs = list(ctx.saved_tensors) + tangents

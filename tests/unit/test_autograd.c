@@ -551,6 +551,48 @@ START_TEST(integer_input_cannot_want_a_gradient)
 }
 END_TEST
 
+static int count_op(const ptc_graph *g, ptc_op op)
+{
+    int n = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        n += g->nodes[i]->op == op;
+    return n;
+}
+
+/* An output with no gradient: the backward built without its tangent drops
+ * the matmuls and the sum that read it (x + 0 is x), and the gradient only
+ * it reached (w2's) is a full of zeros, not a kernel; the saved inputs are
+ * the same. */
+START_TEST(absent_tangent_folds_its_matmuls_away)
+{
+    partitioned x;
+    partition_text("# ptc ir v1\ngraph g(%x: f32[8,16] cpu, %w: f32[16,16] cpu, "
+                   "%w2: f32[16,16] cpu) {\n"
+                   "  %h = linear(%x, %w) : f32[8,16]\n  %t = tanh(%h) : f32[8,16]\n"
+                   "  %l = linear(%h, %w2) : f32[8,16]\n  %b = add(%l, %h) : f32[8,16]\n"
+                   "  return (%t, %b)\n}\n",
+                   &x);
+    const ptc_graph *bw = x.p.backward;
+    ck_assert_int_eq(x.j.ntangents, 2);
+    int first_tangent = bw->ninputs - 2;
+    ck_assert_int_eq(first_tangent, x.p.nsaved);
+    bool absent[2] = {false, true};
+    ptc_error err;
+    ptc_graph *v = ptc_autograd_without_tangents(bw, first_tangent, absent, &err);
+    ck_assert_msg(v != NULL, "%s", err.msg);
+    ck_assert_int_eq(v->ninputs, bw->ninputs - 1);
+    ck_assert_int_eq(v->noutputs, bw->noutputs);
+    ck_assert_int_eq(count_op(bw, PTC_OP_MM), 4);
+    ck_assert_int_eq(count_op(v, PTC_OP_MM), 2);
+    ck_assert_int_eq(count_op(bw, PTC_OP_PRIMS_ADD), 2);
+    ck_assert_int_eq(count_op(v, PTC_OP_PRIMS_ADD), 0); /* each added a zero */
+    const ptc_node *w2_grad = v->outputs[2]->def;
+    ck_assert(w2_grad && w2_grad->op == PTC_OP_PRIMS_FULL);
+    ptc_graph_free(v);
+    partitioned_free(&x);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("autograd");
@@ -568,6 +610,7 @@ static Suite *suite(void)
     tcase_add_test(t, batch_norm_backward_sums_the_activation_twice);
     tcase_add_test(t, relu_mask_comes_from_the_saved_result);
     tcase_add_test(t, tiled_pool_gradient_is_a_broadcast);
+    tcase_add_test(t, absent_tangent_folds_its_matmuls_away);
     suite_add_tcase(s, t);
     return s;
 }

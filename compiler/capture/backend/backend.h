@@ -100,7 +100,8 @@ int cap_runtime_compile_graph(const ptc_graph *g, void **program, ptc_trace_comp
  * each output of the forward, the input it is the new value of (-1: none),
  * which the program may write itself (ptc_compile_opts.output_inputs): a
  * forward's BatchNorm statistics. All or nothing: -1 with err, the first
- * failure (the forward's before the backward's). */
+ * failure (the forward's before the backward's). forward NULL: the backward
+ * alone (a variant for outputs with no gradient, backend_train.c). */
 int cap_runtime_compile_training(const ptc_graph *forward, const int *output_inputs,
                                  const ptc_graph *backward, void **forward_program,
                                  void **backward_program, ptc_trace_compile *tc, ptc_error *err);

@@ -935,17 +935,20 @@ int cap_runtime_compile_training(const ptc_graph *forward, const int *output_inp
                                  void **backward_program, ptc_trace_compile *tc, ptc_error *err)
 {
     ptc_metrics backward_times = {0};
-    ptc_compile_opts opts[2] = {training_opts(forward, false, output_inputs, tc, NULL),
-                                training_opts(backward, true, NULL, tc, &backward_times)};
+    int first = forward ? 0 : 1; /* without a forward: the backward alone */
+    ptc_compile_opts opts[2] = {{0}, training_opts(backward, true, NULL, tc, &backward_times)};
+    if (forward)
+        opts[0] = training_opts(forward, false, output_inputs, tc, NULL);
     const ptc_graph *gs[2] = {forward, backward};
     const ptc_compile_opts *os[2] = {&opts[0], &opts[1]};
-    cap_program *cps[2] = {program_for(forward, &opts[0], err), NULL};
-    cps[1] = cps[0] ? program_for(backward, &opts[1], err) : NULL;
+    cap_program *cps[2] = {NULL, NULL};
+    for (int i = first; i < 2 && (i == first || cps[i - 1]); i++)
+        cps[i] = program_for(gs[i], &opts[i], err);
     ptc_program *ps[2] = {NULL, NULL};
-    int rc = cps[1] ? ptc_compile_all(gs, os, 2, ps, err) : -1;
+    int rc = cps[1] ? ptc_compile_all(gs + first, os + first, 2 - first, ps + first, err) : -1;
     if (tc)
         ptc_metrics_add_all(ptc_trace_metrics(tc), &backward_times, "backward_");
-    for (int i = 0; i < 2; i++) {
+    for (int i = first; i < 2; i++) {
         if (cps[i])
             cps[i]->p = ps[i];
         if (rc && cps[i])
@@ -953,7 +956,8 @@ int cap_runtime_compile_training(const ptc_graph *forward, const int *output_inp
     }
     if (rc)
         return -1;
-    *forward_program = cps[0];
+    if (forward)
+        *forward_program = cps[0];
     *backward_program = cps[1];
     return 0;
 }

@@ -9,6 +9,9 @@
  * the inputs' gradients. At run time ptc._autograd's torch.autograd.Function
  * calls them, so one compiled call is one autograd node whose backward runs
  * ptc's kernels on the same device (and, on CUDA, torch's current stream).
+ * An output torch gives no gradient comes to the backward as None: a
+ * variant of the backward compiled with that tangent a known zero
+ * (ptc_autograd_without_tangents) runs instead, kept per set of such outputs.
  *
  * Graphs that mix grad modes (a no_grad block inside a graph that needs
  * gradients) or use an op without a derivative are not compiled this way:
@@ -24,16 +27,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A backward compiled for outputs that got no gradient (absent, by
+ * tangent position): ptc_autograd_without_tangents's. */
+typedef struct variant {
+    struct variant *next;
+    bool *absent;  /* [ntangents] */
+    void *program; /* ptc_program */
+} variant;
+
 typedef struct train_program {
     PyObject_HEAD void *forward, *backward; /* ptc_program */
     int ninputs, noutputs, nsaved, ntangents, ngrads;
-    int *saved_input;     /* [nsaved]: the input a saved value is, or -1 (computed) */
-    int ncomputed;        /* saved values the forward returns (saved_input < 0) */
-    bool draws;           /* random ops: the RNG offset is saved after the values */
-    PyObject *tangent_of; /* tuple: per output, its position among tangents or -1 */
-    PyObject *grad_of;    /* tuple: per gradient, the input it belongs to */
-    PyObject *written_into; /* tuple of (output, input): outputs the forward may write
-                               into that input itself (forward_writes) */
+    int *saved_input;          /* [nsaved]: the input a saved value is, or -1 (computed) */
+    int ncomputed;             /* saved values the forward returns (saved_input < 0) */
+    bool draws;                /* random ops: the RNG offset is saved after the values */
+    PyObject *tangent_of;      /* tuple: per output, its position among tangents or -1 */
+    PyObject *grad_of;         /* tuple: per gradient, the input it belongs to */
+    PyObject *written_into;    /* tuple of (output, input): outputs the forward may write
+                                  into that input itself (forward_writes) */
+    ptc_graph *backward_graph; /* the partition's backward, which variants are made from */
+    variant *variants;         /* one per set of absent tangents met, compiled once */
 } train_program;
 
 static PyObject *train_type;
@@ -47,6 +60,13 @@ static void tp_dealloc(PyObject *self)
     Py_XDECREF(t->grad_of);
     Py_XDECREF(t->written_into);
     free(t->saved_input);
+    ptc_graph_free(t->backward_graph);
+    for (variant *v = t->variants, *next; v; v = next) {
+        next = v->next;
+        cap_runtime_release(v->program);
+        free(v->absent);
+        free(v);
+    }
     PyTypeObject *type = Py_TYPE(self);
     freefunc free_fn = (freefunc)PyType_GetSlot(type, Py_tp_free);
     free_fn(self);
@@ -145,8 +165,45 @@ static PyObject *tp_forward(PyObject *self, PyObject *args, PyObject *kwargs)
     return all;
 }
 
-/* The backward on ins: the saved values, then the tangents; draw is the
- * RNG offset with random ops (else NULL). With consume, ins are references
+/* The backward for the tangents flagged absent: found among the variants,
+ * or compiled (once) and kept there. */
+static void *backward_without(train_program *t, const bool *absent)
+{
+    size_t bytes = sizeof(bool) * (size_t)t->ntangents;
+    for (variant *v = t->variants; v; v = v->next)
+        if (memcmp(v->absent, absent, bytes) == 0)
+            return v->program;
+    double t0 = ptc_now_ms();
+    ptc_error err = {0};
+    variant *v = calloc(1, sizeof *v);
+    ptc_graph *g = v && (v->absent = malloc(bytes + 1))
+                       ? ptc_autograd_without_tangents(t->backward_graph, t->nsaved, absent, &err)
+                       : NULL;
+    if (!v || !v->absent)
+        ptc_errorf(&err, PTC_ERR_INTERNAL, "autograd", "out of memory");
+    int rc = g ? cap_runtime_compile_training(NULL, NULL, g, NULL, &v->program, NULL, &err) : -1;
+    ptc_graph_free(g);
+    if (rc) {
+        if (v)
+            free(v->absent);
+        free(v);
+        PyErr_Format(cap_InternalError,
+                     "ptc: compiling the backward for outputs with no gradient failed: %s",
+                     err.msg);
+        return NULL;
+    }
+    memcpy(v->absent, absent, bytes);
+    v->next = t->variants;
+    t->variants = v;
+    ptc_log(PTC_LOG_PERF, PTC_LOG_INFO, "backward without some tangents: %.2f ms",
+            ptc_now_ms() - t0);
+    return v->program;
+}
+
+/* The backward on ins: the saved values, then the tangents, None for an
+ * output that got no gradient (which picks the backward compiled with it
+ * zero, backward_without, and leaves ins without it); draw is the RNG
+ * offset with random ops (else NULL). With consume, ins are references
  * handed over, each released after the backward's last read of it (and set
  * to NULL; the caller releases any left). */
 static PyObject *run_backward(train_program *t, PyObject **ins, PyObject *draw, bool consume)
@@ -154,8 +211,27 @@ static PyObject *run_backward(train_program *t, PyObject **ins, PyObject *draw, 
     cap_rng rng = {0, NULL};
     if (draw && cap_runtime_rng_value(draw, &rng) < 0)
         return NULL;
-    int nin = t->nsaved + t->ntangents;
-    return run_args(t->backward, ins, nin, consume ? nin : 0, t->ngrads, rng);
+    int nin = t->nsaved + t->ntangents, kept = t->nsaved;
+    bool stack_absent[64];
+    bool *absent = t->ntangents <= 64 ? stack_absent : PyMem_Malloc((size_t)t->ntangents);
+    if (!absent)
+        return PyErr_NoMemory();
+    for (int k = 0; k < t->ntangents; k++) {
+        PyObject *g = ins[t->nsaved + k];
+        absent[k] = g == Py_None;
+        if (!absent[k])
+            ins[kept++] = g;
+        else if (consume)
+            Py_DECREF(g);
+    }
+    for (int i = kept; i < nin; i++)
+        ins[i] = NULL;
+    void *program = kept == nin ? t->backward : backward_without(t, absent);
+    if (absent != stack_absent)
+        PyMem_Free(absent);
+    if (!program)
+        return NULL;
+    return run_args(program, ins, kept, consume ? kept : 0, t->ngrads, rng);
 }
 
 /* The program's backward inputs, the saved values then the tangents, from
@@ -251,6 +327,12 @@ static PyObject *tp_get(PyObject *self, void *which)
     }
     case 8:
         return PyBool_FromLong(t->draws);
+    case 9: {
+        long n = 0;
+        for (const variant *v = t->variants; v; v = v->next)
+            n++;
+        return PyLong_FromLong(n);
+    }
     case 7: {
         ptc_program_info f, b;
         cap_runtime_info(t->forward, &f);
@@ -268,7 +350,8 @@ static PyMethodDef tp_methods[] = {
      "ops: a fresh draw from torch's generator, or rng: an offset or a 0-dim int64 CUDA tensor "
      "whose value the kernels read when they run)"},
     {"backward", tp_backward, METH_VARARGS,
-     "backward(*saved, *output_grads) -> gradients of the inputs that require them"},
+     "backward(*saved, *output_grads) -> gradients of the inputs that require them (an output "
+     "gradient None: that output got none, and a backward compiled with it zero runs)"},
     {"backward_consuming", tp_backward_consuming, METH_VARARGS,
      "backward_consuming(inputs: list) -> the gradients, as backward(*inputs); the list is "
      "emptied and each tensor released after the backward's last read of it"},
@@ -292,6 +375,9 @@ static PyGetSetDef tp_getset[] = {
      "(1: one arena held through the run; more: each allocated through torch when first "
      "needed and freed after its last use)",
      (void *)7},
+    {"backward_variants", tp_get, NULL,
+     "how many backwards were compiled for outputs with no gradient (one per set of them met)",
+     (void *)9},
     {"draws", tp_get, NULL,
      "whether it has random ops (forward saves its RNG offset last, backward reads it)", (void *)8},
     {NULL, NULL, NULL, NULL, NULL}};
@@ -517,6 +603,8 @@ PyObject *cap_train_program(const ptc_graph *g, const bool *written, const int *
     t->draws = false;
     t->tangent_of = t->grad_of = t->written_into = NULL;
     t->saved_input = NULL;
+    t->backward_graph = NULL;
+    t->variants = NULL;
     Py_INCREF(train_type); /* instances of heap types hold their type */
     ptc_graph *prims = NULL;
     ptc_joint j = {0};
@@ -524,6 +612,10 @@ PyObject *cap_train_program(const ptc_graph *g, const bool *written, const int *
     int rc = build(g, written, output_inputs, tc, &prims, &j, &p, t, err);
     if (rc == 0)
         rc = take_shape(t, &j, &p, err);
+    if (rc == 0) { /* kept for the backwards of outputs with no gradient */
+        t->backward_graph = p.backward;
+        p.backward = NULL;
+    }
     ptc_graph_free(p.forward);
     ptc_graph_free(p.backward);
     free(p.saved_input);
