@@ -653,8 +653,8 @@ static bool entry_uniform(ptc_emitter *c, const ptc_lexpr *e, LLVMValueRef *v, c
 
 /* A load takes a value stored earlier at the same (buffer, offset) when fw
  * holds one (masked: where the mask is on), else reads memory. */
-static LLVMValueRef emit_load(ptc_emitter *c, const ptc_lexpr *e, LLVMValueRef *v, int w,
-                              const ptc_emit_fwd *fw, bool *forwarded)
+static LLVMValueRef emit_load(ptc_emitter *c, const ptc_lexpr *e, LLVMValueRef *v, const bool *uni,
+                              int w, const ptc_emit_fwd *fw, bool *forwarded)
 {
     LLVMValueRef hit = NULL;
     for (int k = 0; fw && k < fw->n && !hit; k++)
@@ -664,7 +664,7 @@ static LLVMValueRef emit_load(ptc_emitter *c, const ptc_lexpr *e, LLVMValueRef *
         hit = LLVMBuildSelect(c->b, ptc_ll_splat(c->b, v[e->arg[0]], w), hit,
                               ptc_emit_kconst(c, e->dtype, e->fval, e->ival, w), "");
     *forwarded = hit != NULL;
-    return hit ? hit : c->target->load(c, e, v, w);
+    return hit ? hit : c->target->load(c, e, v, e->arg[0] >= 0 && uni[e->arg[0]], w);
 }
 
 static LLVMValueRef emit_random(ptc_emitter *c, const ptc_lexpr *e, LLVMValueRef *v, int w)
@@ -756,7 +756,7 @@ LLVMValueRef *ptc_emit_body(ptc_emitter *c, const ptc_lbody *body, int w, const 
         const ptc_lexpr *e = &body->e[i];
         bool forwarded = false;
         if (e->op == PTC_L_LOAD)
-            v[i] = emit_load(c, e, v, w, fw, &forwarded);
+            v[i] = emit_load(c, e, v, uni, w, fw, &forwarded);
         else
             v[i] = emit_entry(c, body, i, v, w, uni);
         v[i] = ptc_ll_splat(c->b, v[i], w);

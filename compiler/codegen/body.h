@@ -32,8 +32,11 @@ typedef struct ptc_emit_target {
      * their loop inline */
     bool ipow_as_call;
     /* The value of a load entry at the current lanes (vals: the entries
-     * before it); masked-off lanes take the entry's constant. */
-    LLVMValueRef (*load)(ptc_emitter *c, const ptc_lexpr *e, LLVMValueRef *vals, int w);
+     * before it); masked-off lanes take the entry's constant. mask_uniform:
+     * its mask is the same in every lane (a padded copy's rows past the
+     * source's), so one test can stand for all lanes. */
+    LLVMValueRef (*load)(ptc_emitter *c, const ptc_lexpr *e, LLVMValueRef *vals, bool mask_uniform,
+                         int w);
     /* f16 / bf16 only: f32 -> storage bits / value and back. */
     LLVMValueRef (*half_to_storage)(ptc_emitter *c, LLVMValueRef v, ptc_dtype dt, int w);
     LLVMValueRef (*half_from_storage)(ptc_emitter *c, LLVMValueRef v, ptc_dtype dt, int w);

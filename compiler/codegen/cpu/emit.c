@@ -90,7 +90,10 @@ static LLVMValueRef half_to_storage(ptc_emitter *em, LLVMValueRef v, ptc_dtype d
 
 /* ---- loads and stores ------------------------------------------------------------ */
 
-static LLVMValueRef all_true(cg *c, int w) { return cg_const_i(c, c->i1, 1, w); }
+static LLVMValueRef all_true(cg *c, int w)
+{
+    return cg_const_i(c, c->i1, 1, w);
+}
 
 static LLVMValueRef and_masks(cg *c, LLVMValueRef a, LLVMValueRef b)
 {
@@ -104,9 +107,13 @@ static LLVMValueRef and_masks(cg *c, LLVMValueRef a, LLVMValueRef b)
 /* A load (the body emitter's): contiguous lanes are one vector load, lanes at one
  * offset one scalar load and a splat, anything else a gather; masked-off lanes
  * and lanes past a masked tail's end are never read. */
-static LLVMValueRef load(ptc_emitter *em, const ptc_lexpr *e, LLVMValueRef *vals, int w)
+static LLVMValueRef load(ptc_emitter *em, const ptc_lexpr *e, LLVMValueRef *vals, bool mask_uniform,
+                         int w)
 {
     cg *c = cpu_of(em);
+    /* llvm.masked.load is x86's masked vector load: AVX-512BW for any lane,
+     * AVX2 for 32- and 64-bit lanes (16-bit ones are scalarised there) */
+    (void)mask_uniform;
     LLVMBuilderRef b = c->b;
     const ptc_lbuf *buf = c->s->prog->bufs[e->buf];
     LLVMTypeRef st = ptc_emit_storage_type(&c->em, buf->dtype);
@@ -146,8 +153,8 @@ static LLVMValueRef load(ptc_emitter *em, const ptc_lexpr *e, LLVMValueRef *vals
         LLVMValueRef ptrs = LLVMBuildInBoundsGEP2(b, st, base, &off, 1, "");
         LLVMTypeRef vt = cg_vec(c, st, w);
         LLVMTypeRef over[2] = {vt, LLVMTypeOf(ptrs)};
-        LLVMValueRef args[4] = {ptrs, LLVMConstInt(c->i32, align, 0), vmask ? vmask : all_true(c, w),
-                                LLVMConstNull(vt)};
+        LLVMValueRef args[4] = {ptrs, LLVMConstInt(c->i32, align, 0),
+                                vmask ? vmask : all_true(c, w), LLVMConstNull(vt)};
         raw = cg_call_intrinsic(c, "llvm.masked.gather", over, 2, args, 4);
     }
     LLVMValueRef v = ptc_emit_from_storage(&c->em, raw, buf->dtype, w);
@@ -199,7 +206,8 @@ static void emit_store(cg *c, int bufid, const ptc_ix *off, LLVMValueRef v, LLVM
     LLVMValueRef o = ptc_emit_ix(&c->em, off, vals, w);
     LLVMValueRef ptrs = LLVMBuildInBoundsGEP2(b, st, base, &o, 1, "");
     LLVMTypeRef over[2] = {LLVMTypeOf(raw), LLVMTypeOf(ptrs)};
-    LLVMValueRef args[4] = {raw, ptrs, LLVMConstInt(c->i32, align, 0), lanes ? lanes : all_true(c, w)};
+    LLVMValueRef args[4] = {raw, ptrs, LLVMConstInt(c->i32, align, 0),
+                            lanes ? lanes : all_true(c, w)};
     cg_call_intrinsic(c, "llvm.masked.scatter", over, 2, args, 4);
 }
 
@@ -209,11 +217,16 @@ static const char *libm_name(int op, ptc_dtype dt)
 {
     bool d = dt == PTC_F64;
     switch (op) {
-    case PTC_L_SIN: return d ? "sin" : "sinf";
-    case PTC_L_COS: return d ? "cos" : "cosf";
-    case PTC_L_ATAN2: return d ? "atan2" : "atan2f";
-    case PTC_L_POW: return d ? "pow" : "powf";
-    default: return NULL;
+    case PTC_L_SIN:
+        return d ? "sin" : "sinf";
+    case PTC_L_COS:
+        return d ? "cos" : "cosf";
+    case PTC_L_ATAN2:
+        return d ? "atan2" : "atan2f";
+    case PTC_L_POW:
+        return d ? "pow" : "powf";
+    default:
+        return NULL;
     }
 }
 
@@ -311,12 +324,18 @@ static LLVMValueRef math(ptc_emitter *em, int op, ptc_dtype dt, LLVMValueRef x, 
 {
     cg *c = cpu_of(em);
     switch (op) {
-    case PTC_L_EXP: return cg_exp(c, x, dt);
-    case PTC_L_LOG: return cg_log(c, x, dt);
-    case PTC_L_TANH: return cg_tanh(c, x, dt);
-    case PTC_L_ERF: return cg_erf(c, x, dt);
-    case PTC_L_LOG1P: return cg_log1p(c, x, dt);
-    case PTC_L_EXPM1: return cg_expm1(c, x, dt);
+    case PTC_L_EXP:
+        return cg_exp(c, x, dt);
+    case PTC_L_LOG:
+        return cg_log(c, x, dt);
+    case PTC_L_TANH:
+        return cg_tanh(c, x, dt);
+    case PTC_L_ERF:
+        return cg_erf(c, x, dt);
+    case PTC_L_LOG1P:
+        return cg_log1p(c, x, dt);
+    case PTC_L_EXPM1:
+        return cg_expm1(c, x, dt);
     case PTC_L_SIN:
     case PTC_L_COS:
         if (dt != PTC_F64)
@@ -371,8 +390,8 @@ enum { UNROLL_COST = 32 };
 typedef struct red {
     const ptc_kmember *mem;
     const ptc_lnode *n;
-    ptc_dtype dt;     /* the reduced value's dtype */
-    LLVMTypeRef t;    /* its compute type */
+    ptc_dtype dt;                /* the reduced value's dtype */
+    LLVMTypeRef t;               /* its compute type */
     ptc_red_state vec, vec2, sc; /* allocas: lane accumulators (two sets when unrolled), tail */
 } red;
 
@@ -385,8 +404,14 @@ static void red_alloc(cg *c, red *r, ptc_red_state *acc, int w)
     acc->n = cg_alloca(c, c->i64, "acc.n");
 }
 
-static void store_(cg *c, LLVMValueRef p, LLVMValueRef v) { LLVMBuildStore(c->b, v, p); }
-static LLVMValueRef load_(cg *c, LLVMTypeRef t, LLVMValueRef p) { return LLVMBuildLoad2(c->b, t, p, ""); }
+static void store_(cg *c, LLVMValueRef p, LLVMValueRef v)
+{
+    LLVMBuildStore(c->b, v, p);
+}
+static LLVMValueRef load_(cg *c, LLVMTypeRef t, LLVMValueRef p)
+{
+    return LLVMBuildLoad2(c->b, t, p, "");
+}
 
 static void red_init(cg *c, red *r, ptc_red_state *acc, int w)
 {
@@ -415,10 +440,12 @@ static void red_update(cg *c, red *r, LLVMValueRef x, LLVMValueRef idx, int w)
     if (r->n->reduce == PTC_RED_WELFORD) {
         LLVMValueRef n = LLVMBuildAdd(b, load_(c, c->i64, acc->n), LLVMConstInt(c->i64, 1, 0), "");
         store_(c, acc->n, n);
-        LLVMValueRef inv = LLVMBuildFDiv(b, LLVMConstReal(r->t, 1.0), LLVMBuildSIToFP(b, n, r->t, ""), "");
+        LLVMValueRef inv =
+            LLVMBuildFDiv(b, LLVMConstReal(r->t, 1.0), LLVMBuildSIToFP(b, n, r->t, ""), "");
         LLVMValueRef mean = load_(c, vt, acc->m), m2 = load_(c, vt, acc->m2);
         LLVMValueRef delta = LLVMBuildFSub(b, x, mean, "");
-        LLVMValueRef nm = LLVMBuildFAdd(b, mean, LLVMBuildFMul(b, delta, cg_splat(c, inv, w), ""), "");
+        LLVMValueRef nm =
+            LLVMBuildFAdd(b, mean, LLVMBuildFMul(b, delta, cg_splat(c, inv, w), ""), "");
         m2 = LLVMBuildFAdd(b, m2, LLVMBuildFMul(b, delta, LLVMBuildFSub(b, x, nm, ""), ""), "");
         store_(c, acc->m, nm);
         store_(c, acc->m2, m2);
@@ -450,7 +477,8 @@ static LLVMValueRef half_of(cg *c, LLVMValueRef v, int w, int part)
     LLVMValueRef mask[32];
     for (int i = 0; i < h; i++)
         mask[i] = LLVMConstInt(c->i32, (unsigned)(part * h + i), 0);
-    return LLVMBuildShuffleVector(c->b, v, LLVMGetPoison(LLVMTypeOf(v)), LLVMConstVector(mask, (unsigned)h), "");
+    return LLVMBuildShuffleVector(c->b, v, LLVMGetPoison(LLVMTypeOf(v)),
+                                  LLVMConstVector(mask, (unsigned)h), "");
 }
 
 /* Loads an accumulator set as values (Welford count as float of the type). */
@@ -506,7 +534,8 @@ static void red_store(cg *c, const red *r, ptc_red_state f)
         outs[1] = LLVMBuildSelect(b, none, LLVMConstReal(r->t, NAN), f.m, "");
         break;
     }
-    default: break;
+    default:
+        break;
     }
     for (int k = 0; k < 2; k++)
         if (r->mem->store[k] && r->n->out[k] >= 0)
@@ -528,7 +557,8 @@ static void vector_loop(cg *c, int var, LLVMValueRef lo, LLVMValueRef hi, emit_f
     if (lanes > 1 && unroll2) {
         /* two independent accumulator sets: halves loop-carried latency */
         LLVMValueRef n = LLVMBuildSub(b, hi, lo, "");
-        LLVMValueRef rem = LLVMBuildAnd(b, n, LLVMConstInt(c->i64, (unsigned)(2 * lanes - 1), 0), "");
+        LLVMValueRef rem =
+            LLVMBuildAnd(b, n, LLVMConstInt(c->i64, (unsigned)(2 * lanes - 1), 0), "");
         LLVMValueRef v2 = LLVMBuildSub(b, hi, rem, "");
         loop l;
         loop_open(c, &l, lo, v2, 2 * lanes, "vec2");
@@ -593,7 +623,10 @@ typedef struct pwctx {
     int g0, g1; /* groups emitted in one loop (flat kernels) */
 } pwctx;
 
-static bool is_local_buf(cg *c, int buf) { return c->s->is_local[buf]; }
+static bool is_local_buf(cg *c, int buf)
+{
+    return c->s->is_local[buf];
+}
 
 static bool kernel_is_flat(const ptc_kernel *k)
 {
@@ -644,8 +677,8 @@ static void emit_pw_inner(cg *c, const ptc_kgroup *G, int g, int d)
 typedef struct redctx {
     const ptc_kgroup *G;
     red *reds;
-    bool scalar_tail; /* Welford's lanes must see equal counts: no masked tail */
-    bool unroll;      /* two accumulator sets (cheap bodies are latency-bound) */
+    bool scalar_tail;   /* Welford's lanes must see equal counts: no masked tail */
+    bool unroll;        /* two accumulator sets (cheap bodies are latency-bound) */
     const ptc_ix *ridx; /* linear reduction index, for argmax/argmin */
 } redctx;
 
@@ -742,7 +775,8 @@ static void emit_red_group(cg *c, const ptc_kgroup *G, int d, ptc_arena *tmp)
     redctx rc = {.G = G, .reds = reds, .ridx = ridx, .scalar_tail = false};
     int cost = 0;
     for (int m = 0; m < G->nmembers; m++) {
-        rc.scalar_tail |= reds[m].n->kind == PTC_LN_REDUCTION && reds[m].n->reduce == PTC_RED_WELFORD;
+        rc.scalar_tail |=
+            reds[m].n->kind == PTC_LN_REDUCTION && reds[m].n->reduce == PTC_RED_WELFORD;
         cost += ptc_lbody_cost(&G->members[m].body, G->members[m].value);
     }
     /* a reduction's accumulator is a loop-carried chain (a compare and a
@@ -960,9 +994,9 @@ static void add_attr(cg *c, LLVMValueRef fn, unsigned idx, const char *name)
 
 static void add_str_attr(cg *c, LLVMValueRef fn, const char *k, const char *v)
 {
-    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
-                            LLVMCreateStringAttribute(c->ctx, k, (unsigned)strlen(k), v,
-                                                      (unsigned)strlen(v)));
+    LLVMAddAttributeAtIndex(
+        fn, LLVMAttributeFunctionIndex,
+        LLVMCreateStringAttribute(c->ctx, k, (unsigned)strlen(k), v, (unsigned)strlen(v)));
 }
 
 static void vector_attrs(cg *c, LLVMValueRef fn)

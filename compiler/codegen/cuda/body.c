@@ -9,7 +9,9 @@
  * in the vectorised form of flat pointwise kernels. A load whose offset does
  * not vary across the lanes is one scalar load and a splat; anything else is
  * a gather, which LLVM scalarises; masked loads branch around the memory
- * access, so masked-off lanes never touch memory.
+ * access, so masked-off lanes never touch memory. A masked contiguous load
+ * is still one vector load wherever every lane's mask is on, and a gather
+ * only in the vectors that straddle the mask's edge (masked_contig_load).
  *
  * f16/bf16 values are kept in memory as i16 bits. bf16 widens to f32 by a
  * shift, which LLVM folds into the 32-bit words of a vector load (one
@@ -332,69 +334,157 @@ static LLVMValueRef gep(gcg *c, LLVMTypeRef st, int bufid, LLVMValueRef off)
     return LLVMBuildInBoundsGEP2(c->b, st, base, &off, 1, "");
 }
 
+/* if/else with a value from each side, each side in its own block: what a
+ * masked load branches through, so that masked-off lanes never touch memory. */
+typedef struct {
+    LLVMBasicBlockRef other, join, from[2];
+    LLVMValueRef val[2];
+} branch;
+
+static void branch_open(gcg *c, branch *br, LLVMValueRef cond)
+{
+    LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "mload");
+    br->other = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "mskip");
+    br->join = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "mjoin");
+    LLVMBuildCondBr(c->b, cond, then, br->other);
+    LLVMPositionBuilderAtEnd(c->b, then);
+}
+
+/* Side `side` (0: then, 1: else) ends with value v. */
+static void branch_side(gcg *c, branch *br, int side, LLVMValueRef v)
+{
+    br->val[side] = v;
+    br->from[side] = LLVMGetInsertBlock(c->b);
+    LLVMBuildBr(c->b, br->join);
+    LLVMPositionBuilderAtEnd(c->b, side == 0 ? br->other : br->join);
+}
+
+static LLVMValueRef branch_close(gcg *c, branch *br, LLVMValueRef v)
+{
+    branch_side(c, br, 1, v);
+    LLVMValueRef phi = LLVMBuildPhi(c->b, LLVMTypeOf(v), "");
+    LLVMAddIncoming(phi, br->val, br->from, 2);
+    return phi;
+}
+
 /* A scalar load, branching around it when a mask is given. */
 static LLVMValueRef scalar_load(gcg *c, int bufid, LLVMTypeRef st, unsigned align, LLVMValueRef off,
                                 LLVMValueRef mask)
 {
-    LLVMBuilderRef b = c->b;
-    if (!mask) {
-        LLVMValueRef v = LLVMBuildLoad2(b, st, gep(c, st, bufid, off), "");
-        LLVMSetAlignment(v, align);
-        return v;
-    }
-    LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
-    LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "mload");
-    LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "mjoin");
-    LLVMBuildCondBr(b, mask, then, join);
-    LLVMPositionBuilderAtEnd(b, then);
-    LLVMValueRef v = LLVMBuildLoad2(b, st, gep(c, st, bufid, off), "");
+    LLVMValueRef p = gep(c, st, bufid, off);
+    branch br;
+    if (mask)
+        branch_open(c, &br, mask);
+    LLVMValueRef v = LLVMBuildLoad2(c->b, st, p, "");
     LLVMSetAlignment(v, align);
-    LLVMBuildBr(b, join);
-    LLVMPositionBuilderAtEnd(b, join);
-    LLVMValueRef phi = LLVMBuildPhi(b, st, "");
-    LLVMValueRef zero = LLVMConstNull(st);
-    LLVMBasicBlockRef from[2] = {then, pre};
-    LLVMValueRef vals[2] = {v, zero};
-    LLVMAddIncoming(phi, vals, from, 2);
-    return phi;
+    if (!mask)
+        return v;
+    branch_side(c, &br, 0, v);
+    return branch_close(c, &br, LLVMConstNull(st));
+}
+
+/* W contiguous lanes at p, unmasked: one ld.global.v4-style access where
+ * the offset is aligned to the vector's width. guarded: under a branch on a
+ * mask, which the load must not be moved out of (it would read past the
+ * buffer's end). */
+static LLVMValueRef contig_load(gcg *c, const ptc_lexpr *e, LLVMValueRef p, int w, bool guarded)
+{
+    const ptc_lbuf *buf = c->s->prog->bufs[e->buf];
+    LLVMTypeRef st = ptc_emit_storage_type(&c->em, buf->dtype);
+    unsigned esize = (unsigned)ptc_dtype_size(buf->dtype);
+    bool al = c->vector_form && aligned_w(e->idx[0], c->vec_var, w);
+    int words = al ? wide_words(c, e->buf, esize, w) : 0;
+    LLVMValueRef raw;
+    if (words) {
+        raw = wide_load(c, p, words, !c->written[e->buf], g_vec(c, st, w),
+                        guarded || cacheable(c, e));
+    } else {
+        raw = LLVMBuildLoad2(c->b, g_vec(c, st, w), p, "");
+        LLVMSetAlignment(raw, al ? esize * (unsigned)w : esize);
+    }
+    if (al)
+        note_alignment(c, e->buf, esize * (unsigned)w);
+    return raw;
+}
+
+/* Lanes at offsets off where mask (NULL: all) is on, zero elsewhere, one by
+ * one (LLVM scalarises the gather into a branch and a load per lane). */
+static LLVMValueRef gather(gcg *c, const ptc_lexpr *e, LLVMValueRef off, LLVMValueRef mask, int w)
+{
+    LLVMTypeRef st = ptc_emit_storage_type(&c->em, c->s->prog->bufs[e->buf]->dtype);
+    unsigned esize = (unsigned)ptc_dtype_size(c->s->prog->bufs[e->buf]->dtype);
+    LLVMValueRef ptrs = LLVMBuildInBoundsGEP2(c->b, st, c->bufptr[e->buf], &off, 1, "");
+    LLVMTypeRef vt = g_vec(c, st, w);
+    LLVMTypeRef over[2] = {vt, LLVMTypeOf(ptrs)};
+    LLVMValueRef m = mask ? g_splat(c, mask, w) : g_const_i(c->i1, 1, w);
+    LLVMValueRef args[4] = {ptrs, LLVMConstInt(c->i32, esize, 0), m, LLVMConstNull(vt)};
+    return g_intrinsic(c, "llvm.masked.gather", over, 2, args, 4);
+}
+
+/* Lane i of a vector (a scalar: itself). */
+static LLVMValueRef lane(gcg *c, LLVMValueRef v, int i)
+{
+    return g_width(v) == 1
+               ? v
+               : LLVMBuildExtractElement(c->b, v, LLVMConstInt(c->i32, (unsigned)i, 0), "");
+}
+
+/* Whether every lane of mask is on (any mask, not only an interval). */
+static LLVMValueRef every_lane(gcg *c, LLVMValueRef mask)
+{
+    LLVMValueRef all = lane(c, mask, 0);
+    for (int i = 1; i < g_width(mask); i++)
+        all = LLVMBuildAnd(c->b, all, lane(c, mask, i), "");
+    return all;
+}
+
+/* A masked contiguous load stays one vector load where it can: a mask
+ * that is the same in every lane (a padded copy's rows past the source's)
+ * branches around the unmasked load; one that differs between lanes (the
+ * columns past a row's end, in the last vector of a row) takes the
+ * unmasked load where every lane is inside and the gather elsewhere. */
+static LLVMValueRef masked_contig_load(gcg *c, const ptc_lexpr *e, LLVMValueRef *vals,
+                                       LLVMValueRef mask, int w)
+{
+    LLVMValueRef p = gep(c, ptc_emit_storage_type(&c->em, c->s->prog->bufs[e->buf]->dtype), e->buf,
+                         ptc_emit_ix(&c->em, e->idx[0], vals, 1));
+    bool lanes_differ = g_width(mask) > 1;
+    LLVMValueRef offs = lanes_differ ? ptc_emit_ix(&c->em, e->idx[0], vals, w) : NULL;
+    branch br;
+    branch_open(c, &br, every_lane(c, mask));
+    LLVMValueRef whole = contig_load(c, e, p, w, true);
+    LLVMTypeRef vt = LLVMTypeOf(whole);
+    /* joined as 32-bit words where the lanes are narrower, so that LLVM
+     * still folds a bf16 lane's widening into its word of the wide load */
+    unsigned esize = (unsigned)ptc_dtype_size(c->s->prog->bufs[e->buf]->dtype);
+    unsigned bytes = esize * (unsigned)w;
+    LLVMTypeRef jt = esize < 4 && bytes % 4 == 0 ? LLVMVectorType(c->i32, bytes / 4) : vt;
+    branch_side(c, &br, 0, LLVMBuildBitCast(c->b, whole, jt, ""));
+    LLVMValueRef part = lanes_differ ? gather(c, e, offs, mask, w) : LLVMConstNull(vt);
+    return LLVMBuildBitCast(c->b, branch_close(c, &br, LLVMBuildBitCast(c->b, part, jt, "")), vt,
+                            "");
 }
 
 /* A load's value as stored (f16/bf16 as bits). */
-static LLVMValueRef emit_load_raw(gcg *c, const ptc_lexpr *e, LLVMValueRef *vals, int w)
+static LLVMValueRef emit_load_raw(gcg *c, const ptc_lexpr *e, LLVMValueRef *vals, bool mask_uniform,
+                                  int w)
 {
-    LLVMBuilderRef b = c->b;
     const ptc_lbuf *buf = c->s->prog->bufs[e->buf];
     LLVMTypeRef st = ptc_emit_storage_type(&c->em, buf->dtype);
     unsigned esize = (unsigned)ptc_dtype_size(buf->dtype);
     LLVMValueRef mask = e->arg[0] >= 0 ? vals[e->arg[0]] : NULL;
+    if (mask && mask_uniform) /* one bool for all lanes */
+        mask = lane(c, mask, 0);
     int kind = w == 1 ? PTC_ACC_UNIFORM : ptc_emit_access_kind(&c->em, e->idx[0], vals);
-    LLVMValueRef raw;
-    if (kind == PTC_ACC_UNIFORM && (!mask || g_width(mask) == 1)) {
-        raw = g_splat(
+    if (kind == PTC_ACC_UNIFORM && (!mask || g_width(mask) == 1))
+        return g_splat(
             c, scalar_load(c, e->buf, st, esize, ptc_emit_ix(&c->em, e->idx[0], vals, 1), mask), w);
-    } else if (kind == PTC_ACC_CONTIG && !mask) {
-        LLVMValueRef p = gep(c, st, e->buf, ptc_emit_ix(&c->em, e->idx[0], vals, 1));
-        bool al = c->vector_form && aligned_w(e->idx[0], c->vec_var, w);
-        int words = al ? wide_words(c, e->buf, esize, w) : 0;
-        if (words) {
-            raw = wide_load(c, p, words, !c->written[e->buf], g_vec(c, st, w), cacheable(c, e));
-        } else {
-            raw = LLVMBuildLoad2(b, g_vec(c, st, w), p, "");
-            LLVMSetAlignment(raw, al ? esize * (unsigned)w : esize);
-        }
-        if (al)
-            note_alignment(c, e->buf, esize * (unsigned)w);
-    } else {
-        /* lane by lane (LLVM scalarises the gather into branches per lane) */
-        LLVMValueRef off = ptc_emit_ix(&c->em, e->idx[0], vals, w);
-        LLVMValueRef ptrs = LLVMBuildInBoundsGEP2(b, st, c->bufptr[e->buf], &off, 1, "");
-        LLVMTypeRef vt = g_vec(c, st, w);
-        LLVMTypeRef over[2] = {vt, LLVMTypeOf(ptrs)};
-        LLVMValueRef m = mask ? g_splat(c, mask, w) : g_const_i(c->i1, 1, w);
-        LLVMValueRef args[4] = {ptrs, LLVMConstInt(c->i32, esize, 0), m, LLVMConstNull(vt)};
-        raw = g_intrinsic(c, "llvm.masked.gather", over, 2, args, 4);
-    }
-    return raw;
+    if (kind == PTC_ACC_CONTIG && mask)
+        return masked_contig_load(c, e, vals, mask, w);
+    if (kind == PTC_ACC_CONTIG)
+        return contig_load(c, e, gep(c, st, e->buf, ptc_emit_ix(&c->em, e->idx[0], vals, 1)), w,
+                           false);
+    return gather(c, e, ptc_emit_ix(&c->em, e->idx[0], vals, w), mask, w);
 }
 
 /* Masked-off lanes of a load's value v take the entry's constant. */
@@ -467,27 +557,29 @@ static void cache_drop(gcache *ca, int buf)
  * (cacheable loads, and row-forwarded locals). The cache holds the stored
  * form, so that a prefetched bf16 row takes a register per two elements
  * until it is used. */
-static LLVMValueRef load_raw(gcg *c, const ptc_lexpr *e, LLVMValueRef *vals, int w)
+static LLVMValueRef load_raw(gcg *c, const ptc_lexpr *e, LLVMValueRef *vals, bool mask_uniform,
+                             int w)
 {
     gcache *ca = c->cache;
     bool ok = cacheable(c, e) || (e->arg[0] < 0 && row_forwarded(c, e->buf, e->idx[0]));
     int k = ok ? cache_find(ca, e->buf, e->idx[0], c->cache_j, w) : -1;
     if (k >= 0)
         return ca->e[k].val;
-    LLVMValueRef raw = emit_load_raw(c, e, vals, w);
+    LLVMValueRef raw = emit_load_raw(c, e, vals, mask_uniform, w);
     if (ok)
         cache_put(ca, e->buf, e->idx[0], c->cache_j, w, raw);
     return raw;
 }
 
 /* A load (the body emitter's). */
-static LLVMValueRef load(ptc_emitter *em, const ptc_lexpr *e, LLVMValueRef *vals, int w)
+static LLVMValueRef load(ptc_emitter *em, const ptc_lexpr *e, LLVMValueRef *vals, bool mask_uniform,
+                         int w)
 {
     gcg *c = gpu_of(em);
     LLVMValueRef v = forwarded(c, e, w);
     if (!v)
-        v = ptc_emit_from_storage(&c->em, load_raw(c, e, vals, w), c->s->prog->bufs[e->buf]->dtype,
-                                  w);
+        v = ptc_emit_from_storage(&c->em, load_raw(c, e, vals, mask_uniform, w),
+                                  c->s->prog->bufs[e->buf]->dtype, w);
     return masked(c, e, vals, v, w);
 }
 
@@ -495,7 +587,7 @@ void g_prefetch(gcg *c, const ptc_lbody *body, int w)
 {
     for (int i = 0; i < body->n; i++)
         if (body->e[i].op == PTC_L_LOAD && cacheable(c, &body->e[i]))
-            (void)load_raw(c, &body->e[i], NULL, w);
+            (void)load_raw(c, &body->e[i], NULL, false, w);
 }
 
 void g_store(gcg *c, int bufid, const ptc_ix *off, LLVMValueRef v, LLVMValueRef *vals, int w)
