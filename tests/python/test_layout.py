@@ -95,6 +95,23 @@ def test_resnet_convolutions_read_channels_last_with_no_copy_between(tmp_path, d
     assert "# layout: " in kernels and "channels-last" in kernels
 
 
+def test_input_planes_copy_channels_last_along_the_long_dim(tmp_path):
+    """The channels-last copy of a 3-plane image input runs its vector loop
+    along the long height x width dim (contiguous loads), not along the 3
+    channels (a 3-lane gather per pixel): the short loop goes outward."""
+    w1 = torch.randn(8, 3, 3, 3, generator=torch.Generator().manual_seed(1))
+    w2 = torch.randn(8, 8, 3, 3, generator=torch.Generator().manual_seed(2))
+
+    def f(x):
+        return F.conv2d(F.conv2d(x, w1, None, 1, 1).relu(), w2, None, 1, 1)
+
+    x = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    got, kernels = compile_traced(f, (x,), tmp_path)
+    assert_near(got, f(x), "cpu")
+    copy = kernels[kernels.index("k0_to_channels_last"):]
+    assert re.search(r"outer \[o0 < 2, o1 < 3, o2 < 1024\]", copy.split("extern")[0]), copy
+
+
 def test_weights_cast_under_autocast_are_written_channels_last(tmp_path, dev="cpu"):
     """A convolution weight ptc writes (its bfloat16 cast under autocast) is
     written channels-last, as its convolution's input is: torch's
