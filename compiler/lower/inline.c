@@ -431,8 +431,11 @@ static bool worth_inlining(const ptc_lprog *p, const ptc_lnode *prod, const int 
     return true;
 }
 
-int ptc_inline_pass(ptc_lprog *p, int limit, int *ninlined, int *nrefused)
+/* One sweep over the program in order: each pointwise producer worth
+ * inlining is inlined into its readers. Returns the number inlined. */
+static int inline_round(ptc_lprog *p, int limit, int *nrefused)
 {
+    int inlined = 0;
     int readers[MAX_READERS];
     rlist *idx = calloc((size_t)p->nbufs + 1, sizeof *idx);
     /* per node: 1 its body is canonical (see body_is_canonical), 0 not, -1 unknown */
@@ -468,12 +471,30 @@ int ptc_inline_pass(ptc_lprog *p, int limit, int *ninlined, int *nrefused)
         }
         p->nodes[i] = NULL;
         b->removed = true;
-        (*ninlined)++;
+        inlined++;
     }
     for (int i = 0; i < p->nbufs; i++)
         free(idx[i].node);
     free(idx);
     free(canonical);
+    return inlined;
+}
+
+/* A sweep decides a producer before the producers that come after it are
+ * inlined, so it can count one value read by two nodes that a later
+ * inlining merges into one body, where the two loads become one. A
+ * BatchNorm followed by hardswish (x * relu6(x + 3) / 6) is such a value:
+ * refused as computed twice in the first sweep, it is read once by the
+ * merged activation in the next. Sweeps repeat until one inlines nothing;
+ * the refusals counted are the last sweep's, the ones that stand. */
+int ptc_inline_pass(ptc_lprog *p, int limit, int *ninlined, int *nrefused)
+{
+    int round;
+    do {
+        *nrefused = 0;
+        round = inline_round(p, limit, nrefused);
+        *ninlined += round;
+    } while (round > 0 && !ptc_arena_failed(p->arena));
     return 0;
 }
 

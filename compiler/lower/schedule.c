@@ -594,6 +594,58 @@ static void collapse_group(ptc_arena *a, ptc_kernel *k, int g)
     }
 }
 
+/* A flat kernel (outer loops only; the last is the vector loop) whose last
+ * loop is a few iterations of a long one before it, as in the copy of an
+ * image's 3 colour planes into channels-last order: [n, hw, c < 3] reads
+ * 3 elements 50176 apart per (n, hw), a 3-lane gather and a masked store
+ * with a division of the flat parallel index per step. The two loops trade
+ * places when an access is contiguous along the long one, which then runs
+ * as full vectors ([n, c, hw]: contiguous loads, a strided store). */
+enum { SHORT_INNER = 4, LONG_BEFORE = 256 };
+
+static void contiguous_along(const ptc_ix **x, void *ctx)
+{
+    mergectx *c = ctx;
+    bool nested;
+    ptc_dim cv = ptc_ix_coeff(*x, c->v, &nested);
+    if (!nested && ptc_dim_is_static(cv) && cv.value == 1)
+        c->ok = true;
+}
+
+static bool flat_kernel(const ptc_kernel *k)
+{
+    for (int g = 0; g < k->ngroups; g++)
+        if (k->groups[g].ninner || k->groups[g].nred)
+            return false;
+    return true;
+}
+
+static void swap_short_inner(ptc_arena *a, ptc_kernel *k)
+{
+    int v = k->nouter - 2, w = k->nouter - 1;
+    if (v < 0 || k->nlocal || !flat_kernel(k) || !ptc_dim_is_static(k->outer[w]) ||
+        !ptc_dim_is_static(k->outer[v]) || k->outer[w].value > SHORT_INNER ||
+        k->outer[v].value < LONG_BEFORE)
+        return;
+    mergectx c = {a, v, w, ptc_dim_c(0), false, NULL, k->nouter};
+    for (int g = 0; g < k->ngroups; g++)
+        for (int m = 0; m < k->groups[g].nmembers; m++)
+            visit_member(&k->groups[g].members[m], contiguous_along, &c);
+    if (!c.ok)
+        return;
+    c.vars = PTC_NEWN(a, const ptc_ix *, k->nouter);
+    for (int id = 0; id < k->nouter; id++)
+        c.vars[id] = ptc_ix_var(a, id, k->outer[id]);
+    c.vars[v] = ptc_ix_var(a, w, k->outer[v]);
+    c.vars[w] = ptc_ix_var(a, v, k->outer[w]);
+    for (int g = 0; g < k->ngroups; g++)
+        for (int m = 0; m < k->groups[g].nmembers; m++)
+            visit_member(&k->groups[g].members[m], apply_vars, &c);
+    ptc_dim t = k->outer[v];
+    k->outer[v] = k->outer[w];
+    k->outer[w] = t;
+}
+
 /* ---- finishing a kernel ------------------------------------------------------ */
 
 static void add_unique_int(ptc_arena *a, int **arr, int *n, int v, int max)
@@ -667,10 +719,7 @@ static int choose_npar(const ptc_kernel *k, int nthreads)
 {
     if (k->nouter == 0)
         return 0;
-    bool flat = true; /* no inner loops: the last outer loop is the vector loop */
-    for (int g = 0; g < k->ngroups; g++)
-        if (k->groups[g].ninner || k->groups[g].nred)
-            flat = false;
+    bool flat = flat_kernel(k); /* the last outer loop is the vector loop */
     int max = flat && k->nouter > 1 ? k->nouter - 1 : k->nouter;
     int npar = 1;
     double prod = ptc_dim_hint(k->outer[0]);
@@ -783,6 +832,7 @@ static ptc_kernel *finish_kernel(sched *s, int ki, const bool *local)
     collapse_outer(a, k);
     for (int g = 0; g < k->ngroups; g++)
         collapse_group(a, k, g);
+    swap_short_inner(a, k);
     k->npar = choose_npar(k, s->nthreads);
     collect_params(a, k);
     k->seed_base = seed_base(k);

@@ -64,7 +64,8 @@ static ptc_value *matmul(dctx *d, ptc_value *a, ptc_value *b, const ptc_dim *sha
     ptc_dim batch[PTC_MAX_DIMS];
     int nbatch;
     ptc_error e;
-    if (ptc_broadcast_shapes(ar, a3->type.shape, na - 2, b->type.shape, nb - 2, batch, &nbatch, &e)) {
+    if (ptc_broadcast_shapes(ar, a3->type.shape, na - 2, b->type.shape, nb - 2, batch, &nbatch,
+                             &e)) {
         dp_fail(d, PTC_ERR_META, "matmul batch dims: %s", e.msg);
         return NULL;
     }
@@ -89,7 +90,10 @@ static int d_matmul(dctx *d, const ptc_node *n, ptc_value **outs)
     return 0;
 }
 
-static bool scalar_is(const ptc_arg *a, double v) { return dp_scalar_f(a) == v; }
+static bool scalar_is(const ptc_arg *a, double v)
+{
+    return dp_scalar_f(a) == v;
+}
 
 /* beta * self + alpha * p */
 static ptc_value *scaled(dctx *d, const ptc_node *n, ptc_value *p)
@@ -102,9 +106,11 @@ static ptc_value *scaled(dctx *d, const ptc_node *n, ptc_value *p)
         p = dp_binary(d, PTC_OP_PRIMS_MUL, dp_full_arg(d, t->shape, t->ndim, alpha, t->dtype), p);
     if (scalar_is(beta, 0))
         return p;
-    ptc_value *self = dp_broadcast(d, dp_convert(d, dp_in(d, n, "self"), t->dtype), t->shape, t->ndim);
+    ptc_value *self =
+        dp_broadcast(d, dp_convert(d, dp_in(d, n, "self"), t->dtype), t->shape, t->ndim);
     if (!scalar_is(beta, 1))
-        self = dp_binary(d, PTC_OP_PRIMS_MUL, dp_full_arg(d, t->shape, t->ndim, beta, t->dtype), self);
+        self =
+            dp_binary(d, PTC_OP_PRIMS_MUL, dp_full_arg(d, t->shape, t->ndim, beta, t->dtype), self);
     return dp_binary(d, PTC_OP_PRIMS_ADD, self, p);
 }
 
@@ -137,8 +143,8 @@ static int d_linear(dctx *d, const ptc_node *n, ptc_value **outs)
 
 /* The attention scores' mask (is_causal, or attn_mask), applied to scores
  * of shape[n] (batch..., L, S). */
-static ptc_value *attention_mask(dctx *d, const ptc_node *n, ptc_value *scores, const ptc_dim *shape,
-                                 int ns)
+static ptc_value *attention_mask(dctx *d, const ptc_node *n, ptc_value *scores,
+                                 const ptc_dim *shape, int ns)
 {
     ptc_value *mask = dp_in(d, n, "attn_mask"), *keep = NULL;
     ptc_value *ninf = dp_full(d, shape, ns, -INFINITY, scores ? scores->type.dtype : PTC_F32);
@@ -175,28 +181,72 @@ static bool mask_left_to_torch(const ptc_value *query)
     return query->type.device.kind == PTC_DEV_CUDA && (dt == PTC_BF16 || dt == PTC_F16);
 }
 
+/* Dim i of a static permutation argument, or -1. */
+static int64_t perm_dim(const ptc_arg *perm, int i)
+{
+    return ptc_dim_is_static(perm->is.d[i]) ? perm->is.d[i].value : -1;
+}
+
+/* q as one slice of a permute's leading dim, reshaped away (unbind(0)'s prims):
+ * that permute, or NULL. */
+static const ptc_node *unbound_from(const ptc_value *q)
+{
+    const ptc_node *r = q->def;
+    if (!r || r->op != PTC_OP_PRIMS_RESHAPE || !r->args[0].v->def)
+        return NULL;
+    const ptc_node *sl = r->args[0].v->def;
+    const ptc_ttype *t = &r->args[0].v->type;
+    if (sl->op != PTC_OP_PRIMS_SLICE || t->ndim != 5 || !ptc_dim_is_static(t->shape[0]) ||
+        t->shape[0].value != 1)
+        return NULL;
+    const ptc_value *x = sl->args[0].v;
+    for (int d = 1; d < 5; d++)
+        if (!ptc_dim_eq(t->shape[d], x->type.shape[d]) ||
+            !ptc_dim_eq(t->shape[d], q->type.shape[d - 1]))
+            return NULL;
+    return x->def && x->def->op == PTC_OP_PRIMS_PERMUTE ? x->def : NULL;
+}
+
+/* The query as a permute of a tensor (directly, or one slice of one,
+ * unbound): from[d] is the permute input's dim that query dim d is. */
+static bool query_permuted_dims(const ptc_value *query, int64_t *from)
+{
+    const ptc_node *p = query->def;
+    int skip = 0;
+    if (p && p->op != PTC_OP_PRIMS_PERMUTE) {
+        p = unbound_from(query);
+        skip = 1;
+    }
+    if (!p)
+        return false;
+    const ptc_arg *perm = &p->args[1];
+    if (perm->is.n != 4 + skip)
+        return false;
+    for (int d = 0; d < 4; d++)
+        if ((from[d] = perm_dim(perm, d + skip)) < 0)
+            return false;
+    return true;
+}
+
 /* Whether attention's result is stored [B, L, H, E] (the extern's
  * heads_last) and given to the graph transposed back to [B, H, L, E]: when
  * the query is a [B, L, H, E] tensor transposed (Hugging Face's
- * q.view(B, L, H, E).transpose(1, 2)), torch's attention kernels write their
- * result with L outside H, and the model transposes it back before its
- * output projection. Stored so, the two transposes fold and the projection
- * reads the result in place; stored [B, H, L, E], the result costs a copy
- * into its buffer (torch's layout is not the buffer's) and a kernel that
- * copies it out again (GPT-2 on the H100: 12 copies per call). A result
- * torch writes otherwise is copied into the buffer, as before. */
+ * q.view(B, L, H, E).transpose(1, 2); timm's q of
+ * qkv.reshape(B, L, 3, H, E).permute(2, 0, 3, 1, 4).unbind(0)), torch's
+ * attention kernels write their result with L outside H, and the model
+ * transposes it back before its output projection. Stored so, the two
+ * transposes fold and the projection reads the result in place; stored
+ * [B, H, L, E], the result costs a copy into its buffer (torch's layout is
+ * not the buffer's) and a kernel that copies it out again (GPT-2 on the
+ * H100: 12 copies per call; vit_tiny on the CPU: 4.6% of a call in those
+ * kernels). A result torch writes otherwise is copied into the buffer, as
+ * before. */
 static bool result_heads_last(const ptc_value *query)
 {
-    const ptc_node *p = query->def;
-    if (query->type.ndim != 4 || !p || p->op != PTC_OP_PRIMS_PERMUTE)
+    int64_t from[4]; /* the dim of the permute's input each query dim is */
+    if (query->type.ndim != 4 || !query_permuted_dims(query, from))
         return false;
-    static const int64_t swap_1_2[4] = {0, 2, 1, 3};
-    const ptc_arg *perm = &p->args[1];
-    for (int i = 0; i < 4; i++)
-        if (perm->is.n != 4 || !ptc_dim_is_static(perm->is.d[i]) ||
-            perm->is.d[i].value != swap_1_2[i])
-            return false;
-    return true;
+    return from[0] < from[2] && from[2] < from[1] && from[1] < from[3];
 }
 
 /* Attention without dropout: the extern, a boolean mask made additive first
@@ -244,8 +294,9 @@ static int d_sdpa(dctx *d, const ptc_node *n, ptc_value **outs)
     shape[ns++] = k->type.shape[nk - 2];
     const ptc_arg *scale_arg = dp_arg(n, "scale");
     if (scale_arg->kind != PTC_ARG_FLOAT && !ptc_dim_is_static(e))
-        return dp_fail(d, PTC_ERR_UNSUPPORTED, "attention with dropout and a symbolic head size "
-                                               "needs an explicit scale");
+        return dp_fail(d, PTC_ERR_UNSUPPORTED,
+                       "attention with dropout and a symbolic head size "
+                       "needs an explicit scale");
     double scale = scale_arg->kind == PTC_ARG_FLOAT ? scale_arg->f : 1.0 / sqrt((double)e.value);
     int perm[PTC_MAX_DIMS];
     for (int i = 0; i < nk; i++)
@@ -300,7 +351,8 @@ static int d_conv(dctx *d, const ptc_node *n, ptc_value **outs)
 static int d_max_pool2d(dctx *d, const ptc_node *n, ptc_value **outs)
 {
     ptc_arg args[6];
-    static const char *names[6] = {"self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"};
+    static const char *names[6] = {"self",    "kernel_size", "stride",
+                                   "padding", "dilation",    "ceil_mode"};
     for (int i = 0; i < 6; i++)
         args[i] = *dp_arg(n, names[i]);
     args[0].v = d->map[args[0].v->id];

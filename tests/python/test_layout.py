@@ -95,6 +95,51 @@ def test_resnet_convolutions_read_channels_last_with_no_copy_between(tmp_path, d
     assert "# layout: " in kernels and "channels-last" in kernels
 
 
+def test_input_planes_copy_channels_last_along_the_long_dim(tmp_path):
+    """The channels-last copy of a 3-plane image input runs its vector loop
+    along the long height x width dim (contiguous loads), not along the 3
+    channels (a 3-lane gather per pixel): the short loop goes outward."""
+    w1 = torch.randn(8, 3, 3, 3, generator=torch.Generator().manual_seed(1))
+    w2 = torch.randn(8, 8, 3, 3, generator=torch.Generator().manual_seed(2))
+
+    def f(x):
+        return F.conv2d(F.conv2d(x, w1, None, 1, 1).relu(), w2, None, 1, 1)
+
+    x = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    got, kernels = compile_traced(f, (x,), tmp_path)
+    assert_near(got, f(x), "cpu")
+    copy = kernels[kernels.index("k0_to_channels_last"):]
+    assert re.search(r"outer \[o0 < 2, o1 < 3, o2 < 1024\]", copy.split("extern")[0]), copy
+
+
+def test_channels_last_average_pool_runs_lanes_along_channels(tmp_path):
+    """A squeeze-and-excitation block's average pool over a channels-last
+    buffer (a kernel reducing rows of channels, fused after the activation
+    that writes them) runs its lanes along the contiguous channels, not
+    along the rows (a gather of one lane per row): its code has no gather.
+    Results equal eager's."""
+    torch.manual_seed(0)
+    conv1, conv2 = torch.nn.Conv2d(3, 48, 3, padding=1), torch.nn.Conv2d(48, 48, 1)
+    bn = torch.nn.BatchNorm2d(48).eval()
+
+    def f(x):
+        y = F.hardswish(bn(conv1(x)))
+        s = torch.sigmoid(F.adaptive_avg_pool2d(y, 1))
+        return conv2(y * s)
+
+    # batch 8: the pool is fused after the activation, one image per task
+    x = torch.randn(8, 3, 14, 14)
+    with torch.no_grad():
+        got, kernels = compile_traced(f, (x,), tmp_path)
+        assert_near(got, f(x), "cpu")
+    pool = re.search(r"^kernel (\d+) \S*adaptive_pool", kernels, re.M)
+    assert pool, kernels
+    ll = [os.path.join(d, "kernel_%s.ll" % pool.group(1)) for d, _, files in os.walk(tmp_path)
+          if "kernel_%s.ll" % pool.group(1) in files]
+    assert len(ll) == 1
+    assert "masked.gather.v" not in open(ll[0]).read()
+
+
 def test_weights_cast_under_autocast_are_written_channels_last(tmp_path, dev="cpu"):
     """A convolution weight ptc writes (its bfloat16 cast under autocast) is
     written channels-last, as its convolution's input is: torch's

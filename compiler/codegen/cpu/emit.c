@@ -738,9 +738,19 @@ static bool reduction_unrolled(const cg *c, bool scalar_tail, int cost)
     return c->unroll == PTC_UNROLL_ON;
 }
 
+static bool col_red_group(const cg *c, const ptc_kgroup *G, int lane);
+static void emit_col_red(cg *c, const ptc_kgroup *G, int lane, LLVMValueRef lo, LLVMValueRef hi);
+
 static void emit_red_group(cg *c, const ptc_kgroup *G, int d, ptc_arena *tmp)
 {
     int nouter = c->k->nouter;
+    if (d == G->ninner - 1 && col_red_group(c, G, nouter + d)) {
+        /* a reduction over rows of a kept contiguous dim (an SE block's
+         * channels-last average pool): lanes along it, as emit_col_red */
+        emit_col_red(c, G, nouter + d, LLVMConstInt(c->i64, 0, 0),
+                     ptc_emit_dim(&c->em, G->inner[d]));
+        return;
+    }
     if (d < G->ninner) {
         loop l;
         loop_open(c, &l, LLVMConstInt(c->i64, 0, 0), ptc_emit_dim(&c->em, G->inner[d]), 1, "kept");
@@ -838,19 +848,26 @@ static bool col_red_member(const cg *c, const ptc_kmember *m, int outer, int las
     return true;
 }
 
+/* Can reduction group G run lanes along variable `lane`, its one outer
+ * variable or its last kept one? */
+static bool col_red_group(const cg *c, const ptc_kgroup *G, int lane)
+{
+    if (!G->reduction || !G->nred)
+        return false;
+    bool contig = false;
+    int last_red = c->k->nouter + G->ninner + G->nred - 1;
+    for (int m = 0; m < G->nmembers; m++)
+        if (!col_red_member(c, &G->members[m], lane, last_red, &contig))
+            return false;
+    return contig;
+}
+
 static bool is_col_red(const cg *c)
 {
     const ptc_kernel *k = c->k;
-    if (k->nouter != 1 || k->npar != 1 || k->ngroups != 1)
+    if (k->nouter != 1 || k->npar != 1 || k->ngroups != 1 || k->groups[0].ninner)
         return false;
-    const ptc_kgroup *G = &k->groups[0];
-    if (!G->reduction || G->ninner || !G->nred)
-        return false;
-    bool contig = false;
-    for (int m = 0; m < G->nmembers; m++)
-        if (!col_red_member(c, &G->members[m], 0, k->nouter + G->nred - 1, &contig))
-            return false;
-    return contig;
+    return col_red_group(c, &k->groups[0], 0);
 }
 
 /* The innermost reduction loop in blocks of COL_BLOCK steps, each block
@@ -886,7 +903,7 @@ static void col_red_blocks(cg *c, redctx *r, int var, LLVMValueRef n, int w)
 
 static void col_red_loops(cg *c, redctx *r, int d, int w)
 {
-    int var = c->k->nouter + d;
+    int var = c->k->nouter + r->G->ninner + d;
     if (d == r->G->nred - 1) {
         col_red_blocks(c, r, var, ptc_emit_dim(&c->em, r->G->red[d]), w);
         return;
@@ -913,9 +930,9 @@ static void col_red_step(cg *c, void *ctx, int w)
     }
 }
 
-static void emit_col_red(cg *c, LLVMValueRef lo, LLVMValueRef hi)
+/* Group G's outputs with lanes along variable `lane` over [lo, hi). */
+static void emit_col_red(cg *c, const ptc_kgroup *G, int lane, LLVMValueRef lo, LLVMValueRef hi)
 {
-    const ptc_kgroup *G = &c->k->groups[0];
     red *reds = calloc((size_t)G->nmembers, sizeof *reds);
     for (int m = 0; m < G->nmembers; m++) {
         red *r = &reds[m];
@@ -937,7 +954,7 @@ static void emit_col_red(cg *c, LLVMValueRef lo, LLVMValueRef hi)
         red_alloc(c, &reds[m], &reds[m].vec, c->lanes);
         red_alloc(c, &reds[m], &reds[m].vec2, c->lanes);
     }
-    vector_loop(c, 0, lo, hi, col_red_step, &rc, NULL, false, false);
+    vector_loop(c, lane, lo, hi, col_red_step, &rc, NULL, false, false);
     c->lanes = lanes;
     c->vec_libm = vec_libm;
     c->vec_var = -1;
@@ -1036,7 +1053,7 @@ static void emit_body_fn(cg *c, ptc_arena *tmp)
     if (k->nouter == 0) {
         emit_groups(c, tmp);
     } else if (is_col_red(c)) {
-        emit_col_red(c, begin, end);
+        emit_col_red(c, &k->groups[0], 0, begin, end);
     } else if (flat && k->nouter == 1) {
         pwctx pc = {NULL, 0, k->ngroups};
         vector_loop(c, 0, begin, end, emit_members, &pc, NULL, false, false);
