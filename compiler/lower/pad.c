@@ -278,7 +278,16 @@ static int copy_result(ptc_lprog *p, ptc_lnode *m)
  *   operand with zero rows added; or a temporary's padded rows, whose
  *   writer is made to write zeros into the padding);
  * - M: A reads M rounded up (the padding of its rows) and the result, a
- *   temporary, gets the extra rows, which nothing reads. */
+ *   temporary, gets the extra rows, which nothing reads;
+ * - N: the result, a temporary stored with padded rows, is unit-stride
+ *   along N: the forward's logits = h @ W^T (W the tied embedding, 50257
+ *   rows) ran the last align1 kernel (1.7 ms on an H200). The result gets
+ *   the extra columns in its rows' padding, which nothing reads (its
+ *   readers run over N), and B reads N rounded up: memory of its own
+ *   buffer, or rows its writer kernel is made to write, or a copy with
+ *   rows added. An extra column of the result depends only on the same
+ *   column of B, so what B holds there does not matter; written rows are
+ *   zeros all the same. */
 
 /* Elements buffer b's memory holds; 0 where unknown. */
 static int64_t buf_elems(const ptc_lbuf *b)
@@ -324,13 +333,13 @@ static bool zeros_past(const ptc_lprog *p, const ptc_lview *v, int d, int64_t ex
     return b->zero_from && reads_zeros_from(p, v, d, ext, b->zero_dim, b->zero_from);
 }
 
-/* The pointwise kernel writing temporary b, stored with padded rows, where
- * it can also write zeros into the padding: it runs over b's shape, writes
- * nothing else, and checks nothing (a check must not see the padding). */
-static ptc_lnode *padding_writer(const ptc_lprog *p, const ptc_lbuf *b)
+/* The pointwise kernel writing temporary b where it can also write zeros
+ * past b's shape: it runs over b's shape, writes nothing else, and checks
+ * nothing (a check must not see the padding). */
+static ptc_lnode *zeroing_writer(const ptc_lprog *p, const ptc_lbuf *b)
 {
     ptc_lnode *w = b->def >= 0 ? p->nodes[b->def] : NULL;
-    if (b->kind != PTC_LB_TEMP || !b->padded || b->removed || b->zero_from || !w ||
+    if (b->kind != PTC_LB_TEMP || b->permuted || b->removed || b->zero_from || !w ||
         w->kind != PTC_LN_POINTWISE || w->out[1] >= 0 || w->ndim != b->ndim)
         return NULL;
     for (int d = 0; d < b->ndim; d++)
@@ -340,6 +349,17 @@ static ptc_lnode *padding_writer(const ptc_lprog *p, const ptc_lbuf *b)
         if (w->body.e[i].op == PTC_L_CHECK)
             return NULL;
     return w;
+}
+
+/* Writer w of temporary b writes zeros past b's dim d, up to ext. */
+static void write_zeros_past(ptc_lprog *p, ptc_lnode *w, ptc_lbuf *b, int d, int64_t ext)
+{
+    ptc_dim grown[PTC_MAX_DIMS];
+    memcpy(grown, w->ranges, sizeof grown);
+    grown[d] = ptc_dim_c(ext);
+    ptc_lnode_zero_past(p, w, grown);
+    b->zero_dim = d;
+    b->zero_from = b->shape[d].value;
 }
 
 /* View v reads zeros past the end of its dim d, up to ext: they are there
@@ -353,32 +373,46 @@ static bool zeros_written_past(ptc_lprog *p, const ptc_lview *v, int d, int64_t 
     if (zeros_past(p, v, d, ext))
         return true;
     ptc_lbuf *b = p->bufs[v->buf];
-    ptc_lnode *w = padding_writer(p, b);
+    ptc_lnode *w = b->padded ? zeroing_writer(p, b) : NULL;
     int last = b->ndim - 1;
     int64_t n = b->shape[last].value, padded_n = b->strides[last - 1].value;
     if (!w || ext > padded_n || !reads_zeros_from(p, v, d, ext, last, n))
         return false;
-    if (apply) {
-        ptc_dim grown[PTC_MAX_DIMS];
-        memcpy(grown, w->ranges, sizeof grown);
-        grown[last] = ptc_dim_c(padded_n);
-        ptc_lnode_zero_past(p, w, grown);
-        b->zero_dim = last;
-        b->zero_from = n;
-    }
+    if (apply)
+        write_zeros_past(p, w, b, last, padded_n);
     return true;
 }
 
-/* mm m's B read from a copy of its buffer with zero rows up to ext, where
- * that pays and B is its whole buffer, a matrix. */
-static bool zero_rows_copy(ptc_lprog *p, ptc_lnode *m, int64_t ext)
+/* View v reads its dim d up to ext from rows added to its buffer: v's dim
+ * d walks all the rows of a temporary whose writer kernel is made to write
+ * ext rows, zeros past the old ones. */
+static bool rows_written_past(ptc_lprog *p, const ptc_lview *v, int d, int64_t ext)
+{
+    ptc_lbuf *b = p->bufs[v->buf];
+    ptc_lnode *w = b->padded ? NULL : zeroing_writer(p, b);
+    if (!w || b->ndim < 2 || v->offset.value >= b->strides[0].value ||
+        v->strides[d].value != b->strides[0].value || v->sizes[d].value != b->shape[0].value)
+        return false;
+    write_zeros_past(p, w, b, 0, ext);
+    b->shape[0] = ptc_dim_c(ext);
+    return true;
+}
+
+static bool same_dim(const ptc_lview *v, int i, const ptc_lview *w, int k)
+{
+    return v->sizes[i].value == w->sizes[k].value && v->strides[i].value == w->strides[k].value;
+}
+
+/* mm m's B read from a copy of its buffer, a matrix, with zero rows up to
+ * ext, where that pays and B is that matrix or its transpose, B's dim j
+ * walking the rows. */
+static bool zero_rows_copy(ptc_lprog *p, ptc_lnode *m, int j, int64_t ext)
 {
     ptc_lview *v = &m->xin[m->nxin - 1];
     const ptc_lbuf *b = p->bufs[v->buf];
     ptc_lview w = whole(b);
     if (b->ndim != 2 || b->permuted || b->padded || !static_view(&w) || v->offset.value != 0 ||
-        memcmp(v->sizes, w.sizes, sizeof w.sizes[0] * 2) ||
-        memcmp(v->strides, w.strides, sizeof w.strides[0] * 2) || !copy_pays(m, view_numel(&w)))
+        !same_dim(v, j, &w, 0) || !same_dim(v, 1 - j, &w, 1) || !copy_pays(m, view_numel(&w)))
         return false;
     ptc_lbuf *t = zero_padded_twin(p, b, 0, ext);
     ptc_lprog_insert_copy(p, m->id, b->id, t->id, m, "pad_zero_rows");
@@ -394,7 +428,7 @@ static bool align_k(ptc_lprog *p, ptc_lnode *m, int64_t ext)
 {
     ptc_lview *a = &m->xin[m->nxin - 2], *b = &m->xin[m->nxin - 1];
     if (!zeros_written_past(p, a, 1, ext, false) ||
-        (!zeros_written_past(p, b, 0, ext, true) && !zero_rows_copy(p, m, ext)))
+        (!zeros_written_past(p, b, 0, ext, true) && !zero_rows_copy(p, m, 0, ext)))
         return false;
     zeros_written_past(p, a, 1, ext, true);
     a->sizes[1] = b->sizes[0] = ptc_dim_c(ext);
@@ -414,6 +448,21 @@ static bool align_m(ptc_lprog *p, ptc_lnode *m, int64_t ext)
     return true;
 }
 
+/* Runs mm m over N rounded up to ext: its result, a temporary, has the
+ * columns in its rows' padding, and B reads them from its own memory, rows
+ * its writer adds, or a copy with rows added. */
+static bool align_n(ptc_lprog *p, ptc_lnode *m, int64_t ext)
+{
+    ptc_lview *b = &m->xin[m->nxin - 1];
+    ptc_lbuf *out = p->bufs[m->out[0]];
+    if (out->kind != PTC_LB_TEMP || out->ndim != 2 || !out->padded || out->strides[0].value < ext)
+        return false;
+    if (!fits(p, b, 1, ext) && !rows_written_past(p, b, 1, ext) && !zero_rows_copy(p, m, 1, ext))
+        return false;
+    b->sizes[1] = out->shape[1] = ptc_dim_c(ext);
+    return true;
+}
+
 /* mm m's extents made aligned where an operand is unit-stride along them;
  * returns the number grown. */
 static int align_extents(ptc_lprog *p, ptc_lnode *m)
@@ -422,12 +471,14 @@ static int align_extents(ptc_lprog *p, ptc_lnode *m)
     if (m->xnode->op != PTC_OP_MM || !static_view(a) || !static_view(b))
         return 0;
     int64_t al = row_align(p->bufs[a->buf]);
-    int64_t M = a->sizes[0].value, K = a->sizes[1].value;
+    int64_t M = a->sizes[0].value, K = a->sizes[1].value, N = b->sizes[1].value;
     int n = 0;
     if (K % al && K > 1 && (a->strides[1].value == 1 || b->strides[0].value == 1))
         n += align_k(p, m, round_up(K, al));
     if (M % al && M > 1 && a->strides[0].value == 1)
         n += align_m(p, m, round_up(M, al));
+    if (N % al && N > 1) /* the result is unit-stride along N */
+        n += align_n(p, m, round_up(N, al));
     return n;
 }
 

@@ -70,14 +70,65 @@ def leading_dim(sizes, strides):
 def test_lm_head_result_is_written_padded_and_copied_into_the_users_logits(tmp_path):
     """GPT-2's forward returns its logits: the user's tensor keeps eager's
     contiguous rows of 50257, the matmul writes rows of 50264 (16-byte
-    aligned bf16) and one kernel after it copies them into the output."""
+    aligned bf16) and one kernel after it copies them into the output. The
+    matmul runs over N = 50264 (W, a graph input, is read from a copy with
+    7 rows added), into the rows' padding, which the copy does not read."""
     k = cuda_plan(tmp_path, LM_HEAD.format(dt="bf16", m=2048, k=768, n=50257))
-    (_, out), = matmuls(k)
+    (ops, out), = matmuls(k)
     assert rows(k) == {out: 50264}
-    assert [s for s in re.findall(r"^kernel \d+ (\S+):", k, re.M)] == ["k0_unpad_rows"]
+    assert steps_named(k) == ["k0_pad_zero_rows", "k1_unpad_rows"]
+    assert [sz for _, sz, _ in ops] == [[2048, 768], [768, 50264]]
+    assert re.search(r"^  %s: bf16\[2048,50264\] rows of 50264" % out, k, re.M)
     # the copy writes the output contiguous, reading the padded rows
     assert re.search(r"-> buf\d+\[50257\*o0 \+ o1\]:bf16", k)
     assert re.search(r"load %s\[50264\*o0 \+ o1\]" % out, k)
+
+
+LM_HEAD_CAST = """# ptc ir v1
+graph f(%h: bf16[{m},{k}] cpu, %w: f32[{n},{k}] cpu) {{
+  %0 = prims.convert_element_type(%w, dtype=bf16) : bf16[{n},{k}]
+  %1 = prims.permute(%0, dims=[1, 0]) : bf16[{k},{n}]
+  %2 = mm(%h, %1) : bf16[{m},{n}]
+  %3 = prims.convert_element_type(%2, dtype=f32) : f32[{m},{n}]
+  return (%3)
+}}
+"""
+
+
+def test_a_cast_weights_kernel_writes_the_rows_the_matmul_reads(tmp_path):
+    """Under autocast without a backward, W's bfloat16 cast is a temporary
+    of ptc's own kernel: that kernel runs over 50264 rows, zeros past 50257,
+    and the matmul runs over N = 50264 reading them, with no copy; its
+    result's rows (of 50264) take the extra columns, which the conversion
+    after it does not read."""
+    k = cuda_plan(tmp_path, LM_HEAD_CAST.format(m=2048, k=768, n=50257))
+    (ops, out), = matmuls(k)
+    assert [sz for _, sz, _ in ops] == [[2048, 768], [768, 50264]]
+    assert steps_named(k) == ["k0_convert_element_type", "k1_convert_element_type"]
+    assert re.search(r"outer \[o0 < 50264, o1 < 768\]", k)  # the cast, zeros past 50257
+    assert re.search(r"^  %s: bf16\[50264,768\]" % ops[1][0], k, re.M)
+    assert re.search(r"^  %s: bf16\[2048,50264\] rows of 50264" % out, k, re.M)
+    assert re.search(r"outer \[o0 < 2048, o1 < 50257\]", k)  # the conversion: N columns
+
+
+def test_a_cast_weights_extra_rows_on_the_cpu_equal_eager(pad_on_cpu, capfd, device="cpu"):
+    """The same plan run on the CPU (PTC_PAD_MM=1): the matmul reads the
+    cast's 1008 rows, and the result equals eager's."""
+    torch.manual_seed(0)
+    h = torch.randn(64, 64, device=device).to(torch.bfloat16)
+    w = torch.randn(1001, 64, device=device)
+
+    def head(h, w):
+        return (h @ w.to(torch.bfloat16).t()).float()
+
+    ptc.config.logs = "+runtime"
+    try:
+        got = ptc.compile(head)(h, w)
+    finally:
+        ptc.config.logs = None
+    calls = [ln for ln in capfd.readouterr().err.splitlines() if "extern mm:" in ln]
+    assert any("bf16[64,1008] strides (1,64)" in ln for ln in calls), calls
+    torch.testing.assert_close(got, head(h, w))
 
 
 LINEAR = """# ptc ir v1
@@ -338,28 +389,31 @@ def bert_odd_vocab():
     return transformers.BertForMaskedLM(cfg), torch.randint(0, 1001, (4, 512))
 
 
-def hf_train_step(model, ids, compiled):
+def hf_train_step(model, ids, compiled, amp=False):
+    """Loss, gradients and logits of one step (bf16 autocast with amp)."""
     model.zero_grad()
     run = ptc.compile(model) if compiled else model
-    loss = run(input_ids=ids, labels=ids).loss
-    loss.backward()
-    return loss, {n: p.grad.clone() for n, p in model.named_parameters()}
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+        out = run(input_ids=ids, labels=ids)
+    out.loss.backward()
+    return out.loss, {n: p.grad.clone() for n, p in model.named_parameters()}, out.logits
 
 
-def traced_backwards(trace):
-    return [open(os.path.join(d, "backward.ptir")).read() for d, _, files in os.walk(trace)
-            if "backward.ptir" in files]
+def traced_graphs(trace, graph):
+    name = graph + ".ptir"
+    return [open(os.path.join(d, name)).read() for d, _, files in os.walk(trace)
+            if name in files]
 
 
-def lm_head_plans(tmp_path, trace, vocab=1001, padded=1004):
-    """The CUDA plans of the traced backwards, and the operands of the
-    matmuls among them with an extent of the vocabulary."""
+def lm_head_plans(tmp_path, trace, vocab=1001, padded=1004, graph="backward"):
+    """The CUDA plans of the traced graphs, and the matmuls among them
+    with an extent of the vocabulary: (operands, result buffer)."""
     plans, lm_head = [], []
-    for text in traced_backwards(trace):
+    for text in traced_graphs(trace, graph):
         k = cuda_plan(tmp_path, ptcio.ptir_on_cuda(text))
         plans.append(k)
-        lm_head += [ops for ops, _ in matmuls(k)
-                    if any(n in (vocab, padded) for _, sz, _ in ops for n in sz)]
+        lm_head += [mm for mm in matmuls(k)
+                    if any(n in (vocab, padded) for _, sz, _ in mm[0] for n in sz)]
     return "\n".join(plans), lm_head
 
 
@@ -403,7 +457,7 @@ def test_lm_head_gradients_of_a_temporary_are_aligned_and_equal_eager(
     assert any("f32[1004,2048] strides (1,1004)" in ln for ln in calls), calls
     plan, lm_head = lm_head_plans(tmp_path, tmp_path / "trace")
     assert len(lm_head) == 2, lm_head
-    for ops in lm_head:
+    for ops, _ in lm_head:
         for extent, ld in unit_extents(ops):
             assert extent % 4 == 0 and ld % 4 == 0, ops
     # g's writer runs over the padded rows, zeros past 1001; g is not copied
@@ -428,3 +482,56 @@ def test_padding_zeros_are_written_over_nan_memory(pad_on_cpu, capfd, monkeypatc
             assert any("f32[2048,1004] strides (1004,1)" in ln for ln in calls), calls
     finally:
         torch.use_deterministic_algorithms(False)
+
+
+def result_shape(kernels, buf):
+    """(sizes, padded row length) of buffer buf in the memory plan."""
+    m = re.search(r"^  %s: \w+\[([^\]]*)\](?: rows of (\d+))?" % buf, kernels, re.M)
+    assert m, buf
+    return [int(v) for v in m.group(1).split(",")], int(m.group(2) or 0)
+
+
+@pytest.mark.parametrize("amp", [False, True], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("make", [gpt2_odd_vocab, bert_odd_vocab], ids=["gpt2", "bert"])
+def test_forward_lm_head_runs_over_aligned_extents_and_equals_eager(
+        make, amp, pad_on_cpu, tmp_path, capfd):
+    """The forward's logits = h @ W^T, W the tied embedding (1001 rows) read
+    transposed: every operand is unit-stride along K = 256 except the
+    result, unit-stride along N = 1001, and cuBLAS ran its align1 kernel for
+    it (GPT-2 on an H200: 1.7 ms of the step; BERT's 30522: align2). The
+    matmul runs over N rounded up: the result's padded rows take the extra
+    columns, which nothing reads (the loss and the copy into the user's
+    logits run over 1001), and W (a graph input in fp32, under autocast ptc's
+    bf16 cast, which the backward gets too) is read from a copy with rows
+    added. In the CUDA plan of the traced forward every operand's unit-stride
+    extent and leading dim and the result's width are aligned; on the CPU
+    (PTC_PAD_MM=1) the loss, the logits (eager's shape and strides) and every
+    gradient equal eager's."""
+    model, ids = make()
+    want = hf_train_step(model, ids, False, amp)
+    ptc.config.trace_dir = str(tmp_path / "trace")
+    ptc.config.logs = "+runtime"
+    try:
+        got = hf_train_step(model, ids, True, amp)
+    finally:
+        ptc.config.trace_dir = ptc.config.logs = None
+    calls = [ln for ln in capfd.readouterr().err.splitlines() if "extern mm:" in ln]
+    tol = dict(rtol=2e-2, atol=2e-2) if amp else dict(rtol=1e-4, atol=1e-4)
+    # BERT's CrossEntropyLoss under CPU autocast: eager's loss is float32,
+    # ptc's bfloat16 (its autocast policy, with PTC_PAD_MM=0 too)
+    same_dtype = make is gpt2_odd_vocab or not amp
+    torch.testing.assert_close(got[0], want[0], **tol, check_dtype=same_dtype)
+    assert got[2].shape == want[2].shape and got[2].stride() == want[2].stride()
+    torch.testing.assert_close(got[2], want[2], **tol)
+    for name in want[1]:
+        torch.testing.assert_close(got[1][name], want[1][name], **tol, msg=name)
+    align, padded = (8, 1008) if amp else (4, 1004)
+    dt = "bf16" if amp else "f32"
+    assert any("%s[256,%d] strides (1,256)" % (dt, padded) in ln for ln in calls), calls
+    plan, lm_head = lm_head_plans(tmp_path, tmp_path / "trace", padded=padded, graph="forward")
+    (ops, out), = lm_head
+    assert [sz for _, sz, _ in ops] == [[2048, 256], [256, padded]], ops
+    for extent, ld in unit_extents(ops):
+        assert extent % align == 0 and ld % align == 0, ops
+    assert result_shape(plan, out) == ([2048, padded], padded)
+    assert "_pad_zero_rows:" in plan  # W's copy with rows added
