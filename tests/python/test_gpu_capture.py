@@ -179,3 +179,10 @@ def test_a_cuda_tensor_operator_with_an_ndarray_raises_eagers_error(backend):
         except Exception as e:  # noqa: BLE001 - eager's error is what is compared
             outcomes.append((type(e), str(e)))
     assert outcomes[0] is not None and outcomes[1] == outcomes[0]
+
+
+@pytest.mark.parametrize("name", ["cross_entropy", "mse_loss", "bce_with_logits"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_loss_under_cuda_autocast_is_float32_like_eager(name, dtype):
+    import test_capture_autocast_losses as losses
+    losses.check(name, "cuda", dtype)

@@ -827,6 +827,10 @@ int cap_th_pointwise_loss(cap_tcall *c, PyObject **out)
     if (kind != PTC_LOSS_MSE &&
         number(c, huber ? ARG(3, "delta") : ARG(5, "beta"), 1.0, &k) != CAP_NEXT)
         return CAP_BREAK;
+    V vals[2] = {in, tg};
+    if (cap_amp_loss_inputs(c->T, vals, 2) != CAP_NEXT)
+        return CAP_BREAK;
+    in = vals[0], tg = vals[1];
     return cap_wrap_value(c->T, ptc_composite_pointwise_loss(composer(c), kind, in, tg, k, red),
                           out);
 }
@@ -844,7 +848,12 @@ int cap_th_bce(cap_tcall *c, PyObject **out)
         return CAP_BREAK;
     if (optional_tensor(c, ARG(2, "weight"), "weight", &w) != CAP_NEXT)
         return CAP_BREAK;
-    return cap_wrap_value(c->T, ptc_composite_bce(composer(c), x, y, logits, w, pw, red), out);
+    V vals[4] = {x, y, w, pw};
+    if (cap_amp_loss_inputs(c->T, vals, 4) != CAP_NEXT)
+        return CAP_BREAK;
+    return cap_wrap_value(c->T, ptc_composite_bce(composer(c), vals[0], vals[1], logits, vals[2],
+                                                  vals[3], red),
+                          out);
 }
 
 /* weight= and ignore_index= of nll_loss and cross_entropy. */
@@ -873,7 +882,11 @@ int cap_th_nll_loss(cap_tcall *c, PyObject **out)
         return rc;
     if (ptc_dtype_is_float(tg->type.dtype))
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "nll_loss needs integer targets");
-    return cap_wrap_value(c->T, ptc_composite_nll(composer(c), in, tg, w, ignore, red), out);
+    V vals[2] = {in, w};
+    if (cap_amp_loss_inputs(c->T, vals, 2) != CAP_NEXT)
+        return CAP_BREAK;
+    return cap_wrap_value(c->T, ptc_composite_nll(composer(c), vals[0], tg, vals[1], ignore, red),
+                          out);
 }
 
 /* cross_entropy for class or probability targets. */
@@ -893,6 +906,11 @@ int cap_th_cross_entropy(cap_tcall *c, PyObject **out)
         for (int d = 0; d < in->type.ndim; d++)
             if (in->type.shape[d].sym)
                 return cap_t_need_static(c->T, "cross_entropy mean over dynamic sizes");
-    return cap_wrap_value(c->T, ptc_composite_cross_entropy(composer(c), in, tg, w, ignore, red),
+    V vals[3] = {in, tg, w};
+    if (cap_amp_loss_inputs(c->T, vals, 3) != CAP_NEXT)
+        return CAP_BREAK;
+    return cap_wrap_value(c->T,
+                          ptc_composite_cross_entropy(composer(c), vals[0], vals[1], vals[2],
+                                                      ignore, red),
                           out);
 }
