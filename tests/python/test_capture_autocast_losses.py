@@ -48,7 +48,12 @@ def check(name, device, dtype):
         want = f(*args)
         got = ptc.compile(f)(*args)
     assert got.dtype == want.dtype == torch.float32, (got.dtype, want.dtype)
-    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    # on cuda eager's cross_entropy takes log_softmax in the logits' dtype
+    # (cross_entropy passes the dtype explicitly, which autocast leaves) and
+    # only nll_loss in float32; ptc's is float32 throughout: within the
+    # autocast dtype's tolerance (H200: 2.7e-4 relative)
+    tol = dict(rtol=1e-5, atol=1e-6) if device == "cpu" else dict(rtol=1.6e-2, atol=1e-5)
+    torch.testing.assert_close(got, want, **tol)
 
 
 @pytest.mark.parametrize("name", sorted(LOSSES))

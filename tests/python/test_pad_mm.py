@@ -128,7 +128,9 @@ def test_a_cast_weights_extra_rows_on_the_cpu_equal_eager(pad_on_cpu, capfd, dev
         ptc.config.logs = None
     calls = [ln for ln in capfd.readouterr().err.splitlines() if "extern mm:" in ln]
     assert any("bf16[64,1008] strides (1,64)" in ln for ln in calls), calls
-    torch.testing.assert_close(got, head(h, w))
+    # a bfloat16 matmul's result: cuBLAS over the padded width may pick
+    # another kernel than eager's, one bf16 rounding apart (H200: 1 of 64064)
+    torch.testing.assert_close(got, head(h, w), rtol=1.6e-2, atol=1e-5)
 
 
 LINEAR = """# ptc ir v1
