@@ -106,20 +106,7 @@ END_TEST
 
 int main(void)
 {
-#ifndef PTC_HAVE_CUDA
-    printf("test_codegen_cuda_masked: built with PTC_CUDA=OFF, nothing to test\n");
-    return 0;
-#endif
-    Suite *s = suite_create("codegen_cuda_masked");
-    TCase *tc = tcase_create("masked");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, a_mask_uniform_over_the_lanes_is_one_wide_load);
-    tcase_add_test(tc, a_mask_differing_between_lanes_loads_whole_vectors_unmasked);
-    suite_add_tcase(s, tc);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
+    const TTest *tests[] = {a_mask_uniform_over_the_lanes_is_one_wide_load,
+                            a_mask_differing_between_lanes_loads_whole_vectors_unmasked};
+    return run_cuda_suite("codegen_cuda_masked", tests, sizeof tests / sizeof *tests);
 }
