@@ -1040,9 +1040,7 @@ int cap_t_next(cap_interp *I, PyObject *it, PyObject **out)
     if (PyObject_TypeCheck(it, (PyTypeObject *)cap_P.GeneratorType))
         return cap_t_break(T, CAP_B_GENERATOR, "next() of a generator");
     int rc = cap_next_real(it, out);
-    /* A C iterator made in the trace (groupby) whose callback broke or
-       raised: it has advanced and cannot go back, so the trace is made
-       again, breaking before this instruction. */
+    /* A C iterator made here (groupby) whose callback broke: trace again, breaking before. */
     if (rc == CAP_ERR && cap_t_reruns(I, rc))
         cap_t_rerun_from_start(I);
     return rc;
@@ -1131,9 +1129,8 @@ static PyObject *contents(PyObject *o)
  * container under obj is read through its source, so its items are guarded
  * (l == [[1, 2]] and str(l) of an outside [[1, 2]] would otherwise be the
  * first call's answer for [[4, 5]]); one this trace wrote breaks, as the C
- * code would read it before the replay writes it (str(l) after
- * l[0].append(3)). obj itself is handled by the caller (read through its
- * source or its shadow). 0, or -1 with an error or a break signal. */
+ * code would read it before the replay writes it (str(l) after l[0].append(3)).
+ * The caller handles obj itself. 0, or -1 with an error or a break signal. */
 static int guard_held(cap_trace *T, PyObject *obj, int depth)
 {
     PyObject *items = is_container(obj) ? contents(obj) : NULL;
@@ -1339,7 +1336,7 @@ static PyObject **flow_args(cap_trace *T, PyObject *const *args, int nargs)
 
 static void free_args(PyObject **fa, int n)
 {
-    for (int i = 0; i < n; i++)
+    for (int i = 0; fa && i < n; i++)
         Py_DECREF(fa[i]);
     PyMem_Free(fa);
 }
@@ -1347,14 +1344,12 @@ static void free_args(PyObject **fa, int n)
 int cap_t_call_real_flowed(cap_trace *T, PyObject *callable, PyObject *const *args, int nargs,
                             PyObject *kwnames, PyObject **out)
 {
-    /* ptc's iterators among args are drained for the call: put back when
-       it breaks (functools.reduce(torch.add, map(...))), as it reruns. */
+    /* ptc's iterators in args, drained for the call, are put back if it breaks. */
     cap_iter_marks marks;
     cap_iter_mark(&marks, args, nargs);
     PyObject **fa = flow_args(T, args, nargs);
     *out = fa ? cap_call_real(callable, fa, nargs, kwnames) : NULL;
-    if (fa)
-        free_args(fa, nargs);
+    free_args(fa, nargs);
     return cap_iter_rewind(T->I, &marks, *out ? CAP_NEXT : CAP_ERR);
 }
 
