@@ -184,20 +184,15 @@ int cap_amp_cast_dtype(const cap_trace *T, ptc_op op, const ptc_value *v)
 /* Losses compute in float32 wherever autocast is on: cross_entropy,
  * nll_loss, mse/l1/smooth_l1/huber_loss and binary cross entropy are on the
  * float32 lists of cpu and cuda alike (eager's loss is float32 for bfloat16
- * logits), so their floating arguments are cast before the loss is built. */
-int cap_amp_loss_inputs(cap_trace *T, ptc_value **vals, int n)
+ * logits). The dtype v, a loss's tensor argument, is cast to, or -1 (nodes.c
+ * builds the casts, cap_amp_loss_inputs). */
+int cap_amp_loss_dtype(const cap_trace *T, const ptc_value *v)
 {
-    for (int i = 0; i < n; i++) {
-        ptc_value *v = vals[i];
-        ptc_dtype dt = v ? v->type.dtype : PTC_F32;
-        if (!v || !T->amp.on[v->type.device.kind == PTC_DEV_CUDA] || !ptc_dtype_is_float(dt) ||
-            dt == PTC_F32 || dt == PTC_F64)
-            continue;
-        ptc_arg a[2] = {ptc_arg_value(v), ptc_arg_dtype(PTC_F32)};
-        if (!(vals[i] = cap_build1(T, PTC_OP_TO, a, 2)))
-            return CAP_BREAK;
-    }
-    return CAP_NEXT;
+    ptc_dtype dt = v->type.dtype;
+    if (!T->amp.on[v->type.device.kind == PTC_DEV_CUDA] || !ptc_dtype_is_float(dt) ||
+        dt == PTC_F32 || dt == PTC_F64)
+        return -1;
+    return PTC_F32;
 }
 
 /* ---- with torch.autocast(...) --------------------------------------------------------- */

@@ -65,6 +65,19 @@ static int autocast_args(cap_trace *T, ptc_op op, ptc_arg *args, int nargs)
     return CAP_NEXT;
 }
 
+int cap_amp_loss_inputs(cap_trace *T, ptc_value **vals, int n)
+{
+    for (int i = 0; i < n; i++) {
+        int want = vals[i] ? cap_amp_loss_dtype(T, vals[i]) : -1;
+        if (want < 0)
+            continue;
+        ptc_arg a[2] = {ptc_arg_value(vals[i]), ptc_arg_dtype((ptc_dtype)want)};
+        if (!(vals[i] = cap_build1(T, PTC_OP_TO, a, 2)))
+            return CAP_BREAK;
+    }
+    return CAP_NEXT;
+}
+
 ptc_value *cap_build1(cap_trace *T, ptc_op op, ptc_arg *args, int nargs)
 {
     ptc_error err;

@@ -313,8 +313,10 @@ void cap_amp_str(int64_t n, char *buf, size_t size);
 /* The dtype autocast casts v, a tensor argument of op, to in the trace's
  * state, or -1 (nodes.c builds the casts). */
 int cap_amp_cast_dtype(const cap_trace *T, ptc_op op, const ptc_value *v);
-/* A loss's tensor arguments (vals[i], NULL for none) cast to float32 where
- * autocast is on, in place: CAP_NEXT or CAP_BREAK. */
+/* The dtype autocast casts v, a loss's tensor argument, to, or -1. */
+int cap_amp_loss_dtype(const cap_trace *T, const ptc_value *v);
+/* A loss's tensor arguments (vals[i], NULL for none) cast as autocast casts
+ * them, in place (nodes.c): CAP_NEXT or CAP_BREAK. */
 int cap_amp_loss_inputs(cap_trace *T, ptc_value **vals, int n);
 bool cap_amp_is_manager(PyObject *mgr);
 /* Enters an autocast region in the trace; *prev: the state its exit
