@@ -46,6 +46,17 @@ def free_port():
         return s.getsockname()[1]
 
 
+def run_on_a_free_port(run, tries=5):
+    """run(port) -> CompletedProcess, again on another port while the port
+    was taken between free_port() closing it and the process binding it
+    (another test process on the machine can take it: EADDRINUSE)."""
+    for _ in range(tries - 1):
+        r = run(free_port())
+        if r.returncode == 0 or "EADDRINUSE" not in (r.stdout or "") + (r.stderr or ""):
+            return r
+    return run(free_port())
+
+
 def _rank_main(rank, world, store, scenario, tmp, env, collective_timeout):
     faulthandler.enable(all_threads=True)  # a rank that aborts shows its threads' stacks
     os.environ.update(env)

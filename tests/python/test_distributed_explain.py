@@ -15,7 +15,7 @@ pytest.importorskip("ptc", reason="the ptc Python module is not part of this bui
 if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
     pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
 
-from distributed_common import free_port  # noqa: E402
+from distributed_common import run_on_a_free_port  # noqa: E402
 
 EXE = os.path.join(os.environ.get("PTC_BUILD_DIR", "build"), "tools", "explain", "ptexplain")
 if not os.access(EXE, os.X_OK):
@@ -68,7 +68,8 @@ def ptexplain(*args, cwd, trace=None):
 def test_ptexplain_reports_each_rank(tmp_path):
     (tmp_path / "ddp_script.py").write_text(SCRIPT)
     trace = tmp_path / "trace"
-    r = ptexplain("ddp_script.py", str(free_port()), cwd=tmp_path, trace=trace)
+    r = run_on_a_free_port(lambda port: ptexplain("ddp_script.py", str(port), cwd=tmp_path,
+                                                  trace=trace))
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout
     # the script's own process compiled nothing; one line per rank, then each rank's report
@@ -158,8 +159,8 @@ def test_ptexplain_shows_the_pieces_of_ddp_buckets(tmp_path):
     and compiles."""
     (tmp_path / "ddp_pieces.py").write_text(DDP_SCRIPT)
     trace, page = tmp_path / "trace", tmp_path / "report.html"
-    r = ptexplain("--html", str(page), "ddp_pieces.py", str(free_port()), str(tmp_path),
-                  cwd=tmp_path, trace=trace)
+    r = run_on_a_free_port(lambda port: ptexplain("--html", str(page), "ddp_pieces.py", str(port),
+                                                  str(tmp_path), cwd=tmp_path, trace=trace))
     assert r.returncode == 0, r.stdout + r.stderr
     # the page holds every rank's report and each rank's compiles (main: no
     # page, "holds one trace per rank", exit status 1)
@@ -239,8 +240,9 @@ def test_trace_of_ddp_pieces_holds_every_piece(tmp_path):
     trace = tmp_path / "trace"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PTC_")}
     env.update(PTC_TRACE_DIR=str(trace), PYTHONPATH=os.pathsep.join(sys.path))
-    r = sp.run([sys.executable, "one_rank.py", str(free_port())], cwd=tmp_path, env=env,
-               capture_output=True, text=True, timeout=300)
+    r = run_on_a_free_port(lambda port: sp.run([sys.executable, "one_rank.py", str(port)],
+                                               cwd=tmp_path, env=env, capture_output=True,
+                                               text=True, timeout=300))
     assert r.returncode == 0, r.stdout + r.stderr
     (index,) = trace.rglob("index.json")
     compiles = {c["id"]: c for c in json.loads(index.read_text())["compiles"]}
