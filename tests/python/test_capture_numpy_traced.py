@@ -127,7 +127,9 @@ PROGRAMS = {
                                             np.arcsin(-a / 7), np.sinh(a), np.cosh(a / 2),
                                             np.cosh(a.astype(np.int64)),
                                             np.arcsin((a // 6).astype(np.int64)),
-                                            np.arccos((a // 6).astype(np.int32))))(x.numpy()),
+                                            np.arccos((a // 6).astype(np.int32)),
+                                            np.fmod(-a, 2.5), np.fmod(a.astype(np.int64), -4)))(
+        x.numpy()),
 }
 
 
@@ -379,7 +381,7 @@ def test_arrays_of_detached_tensors_in_a_graph_that_requires_grad(backend):
 
 UNARY_UFUNCS = ["log1p", "expm1", "log2", "log10", "exp2", "sign", "reciprocal", "trunc",
                 "isnan", "isinf", "isfinite", "logical_not", "tan", "sinh"]
-BINARY_UFUNCS = ["power", "remainder", "arctan2", "hypot", "greater", "greater_equal", "less",
+BINARY_UFUNCS = ["power", "remainder", "fmod", "arctan2", "hypot", "greater", "greater_equal", "less",
                  "less_equal", "equal", "not_equal", "logical_and", "logical_or", "logical_xor"]
 
 

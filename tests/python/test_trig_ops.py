@@ -168,13 +168,15 @@ graph f(%x: f32[64] cuda, %d: f64[64] cuda, %h: bf16[64] cuda) {
   %6 = acos(%5) : f64[64]
   %7 = sinh(%h) : bf16[64]
   %8 = cosh(%7) : bf16[64]
-  return (%4, %6, %8)
+  %9 = fmod(%x, %4) : f32[64]
+  %10 = fmod(%d, %6) : f64[64]
+  return (%4, %6, %8, %9, %10)
 }
 """
 
 
 def test_trig_ops_build_ptx_for_sm_90(tmp_path):
-    """The CUDA backend's code for them: PTX (no GPU needed), which ptxas
+    """The CUDA backend's code for them and fmod (test_fmod.py): PTX (no GPU needed), which ptxas
     assembles for sm_90 where the CUDA toolkit is installed."""
     path = tmp_path / "trig.ptir"
     path.write_text(TRIG_GRAPH)

@@ -793,6 +793,7 @@ static const npfn funcs[] = {
     {"logical_not", ufunc, "torch.logical_not", OUT},
     {"power", ufunc, "torch.pow", OUT},
     {"remainder", ufunc, "torch.remainder", OUT},
+    {"fmod", ufunc, "torch.fmod", OUT},
     {"arctan2", ufunc, "torch.atan2", OUT},
     {"hypot", ufunc, "torch.hypot", OUT},
     {"greater", ufunc, "torch.gt", CAP_NP_CAST_COMMON},
