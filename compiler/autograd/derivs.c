@@ -158,6 +158,15 @@ static int d_remainder(ag *a, const ptc_node *n, ptc_value *const *gout)
     return done(a);
 }
 
+/* out = x - trunc(x / y) * y */
+static int d_fmod(ag *a, const ptc_node *n, ptc_value *const *gout)
+{
+    ag_accum(a, X, G);
+    if (ag_needs(a, Y))
+        ag_accum(a, Y, NEG(MUL(G, ag_unary(a, PTC_OP_PRIMS_TRUNC, DIV(X, Y)))));
+    return done(a);
+}
+
 static ptc_value *cmp(ag *a, ptc_op op, ptc_value *p, ptc_value *q)
 {
     return ag_binary(a, op, p, q);

@@ -521,6 +521,14 @@ static LLVMValueRef emit_floor_divmod(ptc_emitter *c, const operands *o)
     return ptc_ll_int_divmod(c->b, o->op, is_unsigned(o->dt), o->x, o->y);
 }
 
+/* fmod: C's, the sign of the dividend; on integers the truncating remainder. */
+static LLVMValueRef emit_fmod(ptc_emitter *c, const operands *o)
+{
+    if (is_float(o->dt))
+        return c->target->fmod(c, o->x, o->y);
+    return ptc_ll_int_divmod(c->b, o->op, is_unsigned(o->dt), o->x, o->y);
+}
+
 static LLVMValueRef emit_minmax(ptc_emitter *c, const operands *o)
 {
     return ptc_ll_minmax(c->b, o->op == PTC_L_MAXIMUM, o->dt, o->x, o->y);

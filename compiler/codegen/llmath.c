@@ -91,7 +91,8 @@ LLVMValueRef ptc_ll_int_divmod(LLVMBuilderRef b, int op, bool is_unsigned, LLVMV
     LLVMValueRef ys = LLVMBuildSelect(b, yz, one, y, "");
     LLVMValueRef r;
     if (is_unsigned) {
-        r = op == PTC_L_REMAINDER ? LLVMBuildURem(b, x, ys, "") : LLVMBuildUDiv(b, x, ys, "");
+        bool rem = op == PTC_L_REMAINDER || op == PTC_L_FMOD;
+        r = rem ? LLVMBuildURem(b, x, ys, "") : LLVMBuildUDiv(b, x, ys, "");
     } else {
         /* INT_MIN / -1 overflows: x * -1 wraps the same way */
         LLVMValueRef m1 = LLVMBuildICmp(b, LLVMIntEQ, ys, ptc_ll_const(t, -1, -1), "");
@@ -105,6 +106,8 @@ LLVMValueRef ptc_ll_int_divmod(LLVMBuilderRef b, int op, bool is_unsigned, LLVMV
         LLVMValueRef adj = LLVMBuildAnd(b, nz, diff, "");
         if (op == PTC_L_DIV)
             r = q; /* prims.div on integers truncates */
+        else if (op == PTC_L_FMOD)
+            r = rm;
         else if (op == PTC_L_FLOOR_DIVIDE)
             r = LLVMBuildSub(b, q, LLVMBuildZExt(b, adj, LLVMTypeOf(q), ""), "");
         else

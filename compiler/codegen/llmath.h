@@ -30,7 +30,8 @@ LLVMValueRef ptc_ll_const(LLVMTypeRef t, double f, int64_t i);
 LLVMValueRef ptc_ll_intrinsic(LLVMModuleRef m, LLVMBuilderRef b, const char *name,
                               LLVMTypeRef *over, int nover, LLVMValueRef *args, int nargs);
 LLVMValueRef ptc_ll_isnan(LLVMBuilderRef b, LLVMValueRef x);
-/* PTC_L_DIV (truncating), PTC_L_FLOOR_DIVIDE or PTC_L_REMAINDER on integers;
+/* PTC_L_DIV (truncating), PTC_L_FLOOR_DIVIDE, PTC_L_REMAINDER or PTC_L_FMOD
+ * (truncating) on integers;
  * a zero divisor gives 0. */
 LLVMValueRef ptc_ll_int_divmod(LLVMBuilderRef b, int op, bool is_unsigned, LLVMValueRef x,
                                LLVMValueRef y);

@@ -167,7 +167,8 @@ static int lop_of(ptc_op op)
 static int check_divisor(lowerer *L, ptc_lbody *b, int lop, int y)
 {
     const ptc_lexpr *d = &b->e[y];
-    if ((lop != PTC_L_DIV && lop != PTC_L_FLOOR_DIVIDE && lop != PTC_L_REMAINDER) ||
+    if ((lop != PTC_L_DIV && lop != PTC_L_FLOOR_DIVIDE && lop != PTC_L_REMAINDER &&
+         lop != PTC_L_FMOD) ||
         ptc_dtype_is_float(d->dtype) || (d->op == PTC_L_CONST && d->ival != 0))
         return y;
     int zero = ptc_lbody_const_i(L->a, b, 0, d->dtype);

@@ -130,7 +130,7 @@ static int check_alpha(ptc_meta *m, ptc_dtype dt)
     return 0;
 }
 
-/* add, sub, rsub, mul, remainder, maximum, minimum. */
+/* add, sub, rsub, mul, remainder, fmod, maximum, minimum. */
 int meta_binary(ptc_meta *m)
 {
     static const int idx[] = {0, 1};
@@ -139,7 +139,7 @@ int meta_binary(ptc_meta *m)
     if (sub && (arg_is_bool(m, 0) || arg_is_bool(m, 1)))
         return ptc_meta_fail(m, "subtraction with a bool tensor or scalar is not supported "
                                 "(use logical_not or logical_xor)");
-    if (m->op == PTC_OP_REMAINDER && dt == PTC_BOOL)
+    if ((m->op == PTC_OP_REMAINDER || m->op == PTC_OP_FMOD) && dt == PTC_BOOL)
         return ptc_meta_fail(m, "not supported for bool tensors");
     if (check_alpha(m, dt))
         return -1;

@@ -361,11 +361,17 @@ static int64_t py_mod(int64_t a, int64_t b)
     return r;
 }
 
+/* C's %: the sign of the dividend (torch's integer fmod) */
+static int64_t trunc_mod(int64_t a, int64_t b)
+{
+    return b == -1 ? 0 : a % b;
+}
+
 static bool divides(ptc_op op, int rounding)
 {
     return (op == PTC_OP_DIV && rounding != ROUND_NONE) || op == PTC_OP_PRIMS_DIV ||
            op == PTC_OP_PRIMS_FLOOR_DIVIDE || op == PTC_OP_REMAINDER ||
-           op == PTC_OP_PRIMS_REMAINDER;
+           op == PTC_OP_PRIMS_REMAINDER || op == PTC_OP_FMOD || op == PTC_OP_PRIMS_FMOD;
 }
 
 /* Integer arithmetic in wrapping uint64 (the store wraps to the width);

@@ -107,6 +107,59 @@ static ptc_value *pw_sigmoid(dctx *d, const ptc_node *n, ptc_value *x)
              B(d, PTC_OP_PRIMS_ADD, K(d, 1, x), U(d, PTC_OP_PRIMS_EXP, U(d, PTC_OP_PRIMS_NEG, x))));
 }
 
+/* tan(x) = sin(x) / cos(x): the prims' errors add, a few ulp. */
+static ptc_value *pw_tan(dctx *d, const ptc_node *n, ptc_value *x)
+{
+    return B(d, PTC_OP_PRIMS_DIV, U(d, PTC_OP_PRIMS_SIN, x), U(d, PTC_OP_PRIMS_COS, x));
+}
+
+/* sqrt(1 - x^2) as sqrt((1 - x)(1 + x)): 1 - x is exact near |x| = 1, where
+ * 1 - x*x cancels; NaN for |x| > 1, which asin and acos pass on. */
+static ptc_value *cos_of_asin(dctx *d, ptc_value *x)
+{
+    ptc_value *one = K(d, 1, x);
+    return U(d, PTC_OP_PRIMS_SQRT, B(d, PTC_OP_PRIMS_MUL, B(d, PTC_OP_PRIMS_SUB, one, x),
+                                     B(d, PTC_OP_PRIMS_ADD, one, x)));
+}
+
+/* asin(x) = atan2(x, sqrt(1 - x^2)), acos(x) = atan2(sqrt(1 - x^2), x): the
+ * angle's quadrant and signed zeros come from atan2, acos(-1) = pi. */
+static ptc_value *pw_asin(dctx *d, const ptc_node *n, ptc_value *x)
+{
+    return B(d, PTC_OP_PRIMS_ATAN2, x, cos_of_asin(d, x));
+}
+
+static ptc_value *pw_acos(dctx *d, const ptc_node *n, ptc_value *x)
+{
+    return B(d, PTC_OP_PRIMS_ATAN2, cos_of_asin(d, x), x);
+}
+
+/* sinh and cosh of x from s = sinh(x/2) and c = cosh(x/2), built on
+ * a = expm1(x/2), b = expm1(-x/2): s = (a - b) / 2 keeps sinh's precision
+ * near 0 (exp(x) - exp(-x) cancels), c = (a + b) / 2 + 1, and halving x keeps
+ * every factor finite wherever the result is (exp(x) overflows below sinh's
+ * and cosh's limit). sinh(x) = 2 s c, cosh(x) = c^2 + s^2, a sum of squares. */
+static ptc_value *cosh_half(dctx *d, ptc_value *x, ptc_value **a_minus_b)
+{
+    ptc_value *half = K(d, 0.5, x), *y = B(d, PTC_OP_PRIMS_MUL, x, half);
+    ptc_value *a = U(d, PTC_OP_PRIMS_EXPM1, y), *b = U(d, PTC_OP_PRIMS_EXPM1, U(d, PTC_OP_PRIMS_NEG, y));
+    *a_minus_b = B(d, PTC_OP_PRIMS_SUB, a, b);
+    return B(d, PTC_OP_PRIMS_ADD, B(d, PTC_OP_PRIMS_MUL, B(d, PTC_OP_PRIMS_ADD, a, b), half), K(d, 1, x));
+}
+
+static ptc_value *pw_sinh(dctx *d, const ptc_node *n, ptc_value *x)
+{
+    ptc_value *two_s, *c = cosh_half(d, x, &two_s);
+    return B(d, PTC_OP_PRIMS_MUL, two_s, c);
+}
+
+static ptc_value *pw_cosh(dctx *d, const ptc_node *n, ptc_value *x)
+{
+    ptc_value *two_s, *c = cosh_half(d, x, &two_s);
+    ptc_value *s = B(d, PTC_OP_PRIMS_MUL, two_s, K(d, 0.5, x));
+    return B(d, PTC_OP_PRIMS_ADD, B(d, PTC_OP_PRIMS_MUL, c, c), B(d, PTC_OP_PRIMS_MUL, s, s));
+}
+
 /* log(x / (1 - x)), x first clamped to [eps, 1 - eps] when eps >= 0 is given;
  * the bounds are in the output dtype, as aten's kernel has them. */
 static ptc_value *pw_logit(dctx *d, const ptc_node *n, ptc_value *x)

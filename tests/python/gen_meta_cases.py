@@ -98,7 +98,7 @@ def _same(*ts):
 PRIM_FLOAT_ONLY = {"exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh",
                    "erf", "reciprocal", "atan2", "copysign"}
 PRIM_NO_BOOL = {"abs", "neg", "floor", "ceil", "round", "trunc", "sub", "div", "floor_divide",
-                "remainder", "pow"}
+                "remainder", "fmod", "pow"}
 
 
 def prim_unary(name, a):
@@ -290,7 +290,8 @@ UNARY = {  # ptc op -> torch callable text
     "ceil": "torch.ceil", "trunc": "torch.trunc", "sign": "torch.sign", "round": "torch.round",
     "hardtanh": "F.hardtanh", "exp": "torch.exp", "log": "torch.log", "log1p": "torch.log1p",
     "expm1": "torch.expm1", "sqrt": "torch.sqrt", "rsqrt": "torch.rsqrt", "sin": "torch.sin",
-    "cos": "torch.cos", "tanh": "torch.tanh", "sigmoid": "torch.sigmoid", "erf": "torch.erf",
+    "cos": "torch.cos", "tan": "torch.tan", "asin": "torch.asin", "acos": "torch.acos",
+    "sinh": "torch.sinh", "cosh": "torch.cosh", "tanh": "torch.tanh", "sigmoid": "torch.sigmoid", "erf": "torch.erf",
     "reciprocal": "torch.reciprocal", "logit": "torch.logit", "frac": "torch.frac",
     "gelu": "F.gelu", "silu": "F.silu",
     "hardswish": "F.hardswish", "hardsigmoid": "F.hardsigmoid", "leaky_relu": "F.leaky_relu",
@@ -339,7 +340,8 @@ BINARY_SCALARS = [(T("f16", [2]), "2.5"), (T("i64", [2]), "2.5"), (T("u8", [2]),
 BINARY = {  # ptc op -> (torch text, other may be a scalar)
     "add": ("torch.add", True), "sub": ("torch.sub", True), "rsub": ("torch.rsub", True),
     "mul": ("torch.mul", True), "div": ("torch.div", True), "pow": ("torch.pow", True),
-    "remainder": ("torch.remainder", True), "maximum": ("torch.maximum", False),
+    "remainder": ("torch.remainder", True), "fmod": ("torch.fmod", True),
+    "maximum": ("torch.maximum", False),
     "minimum": ("torch.minimum", False), "atan2": ("torch.atan2", False),
     "logaddexp": ("torch.logaddexp", False), "copysign": ("torch.copysign", True),
     "eq": ("torch.eq", True), "ne": ("torch.ne", True), "lt": ("torch.lt", True),
@@ -891,7 +893,7 @@ def creation_cases():
 PRIM_UNARY = ["abs", "neg", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh",
               "erf", "reciprocal", "floor", "ceil", "round", "trunc", "sign", "bitwise_not",
               "logical_not", "isnan"]
-PRIM_BINARY = ["add", "sub", "mul", "div", "floor_divide", "remainder", "pow", "maximum", "minimum",
+PRIM_BINARY = ["add", "sub", "mul", "div", "floor_divide", "remainder", "fmod", "pow", "maximum", "minimum",
                "atan2", "copysign", "bitwise_and", "bitwise_or", "bitwise_xor", "eq", "ne", "lt", "le", "gt",
                "ge"]
 

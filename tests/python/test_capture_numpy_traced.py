@@ -121,6 +121,15 @@ PROGRAMS = {
                                             np.round(a / 3, 2), np.around(a / 7), (a / 3).round(1),
                                             np.count_nonzero(a > 2, axis=0), np.arctan(a),
                                             np.arctan(a.astype(np.int32))))(x.numpy()),
+    # main broke at each (PTC-B007 numpy.X on a traced array); a / 10 in asin's
+    # domain (NaN outside it, which described() cannot compare: test_trig_ops.py)
+    "trig_functions": lambda x: (lambda a: (np.tan(a / 10), np.arcsin(a / 10), np.arccos(a / 10),
+                                            np.arcsin(-a / 7), np.sinh(a), np.cosh(a / 2),
+                                            np.cosh(a.astype(np.int64)),
+                                            np.arcsin((a // 6).astype(np.int64)),
+                                            np.arccos((a // 6).astype(np.int32)),
+                                            np.fmod(-a, 2.5), np.fmod(a.astype(np.int64), -4)))(
+        x.numpy()),
 }
 
 
@@ -258,10 +267,10 @@ def test_isinstance_and_type_see_numpy_types():
     (lambda x: np.sort(x.numpy()), "PTC-B007 numpy.sort on a traced array", (0, 1)),
     (lambda x: x.numpy() ** 3, "PTC-B007 numpy's **", (0, 1)),
     (lambda x: x.numpy().argsort(), "PTC-B007 numpy's ndarray.argsort", (0, 2)),
-    (lambda x: np.tan(x.numpy()), "PTC-B007 numpy.tan on a traced array", (0, 1)),
+    (lambda x: np.arcsinh(x.numpy()), "PTC-B007 numpy.arcsinh on a traced array", (0, 1)),
     (lambda x: np.flip(x.numpy(), 0), "PTC-B007 numpy.flip on a traced array", (0, 1)),
     (lambda x: np.einsum("ij->ji", x.numpy()), "PTC-B007 numpy's einsum of one array", (0, 1)),
-], ids=["sort", "pow", "argsort", "tan", "flip_is_a_view", "einsum_of_one_array_may_be_a_view"])
+], ids=["sort", "pow", "argsort", "arcsinh", "flip_is_a_view", "einsum_of_one_array_may_be_a_view"])
 def test_numpy_ptc_does_not_trace_breaks_with_its_name(prog, detail, graphs):
     compiled = check(prog, x23(), graphs=graphs, fullgraph=False)
     assert breaks(compiled)[0].startswith(detail), breaks(compiled)
@@ -371,8 +380,8 @@ def test_arrays_of_detached_tensors_in_a_graph_that_requires_grad(backend):
 
 
 UNARY_UFUNCS = ["log1p", "expm1", "log2", "log10", "exp2", "sign", "reciprocal", "trunc",
-                "isnan", "isinf", "isfinite", "logical_not"]
-BINARY_UFUNCS = ["power", "remainder", "arctan2", "hypot", "greater", "greater_equal", "less",
+                "isnan", "isinf", "isfinite", "logical_not", "tan", "sinh"]
+BINARY_UFUNCS = ["power", "remainder", "fmod", "arctan2", "hypot", "greater", "greater_equal", "less",
                  "less_equal", "equal", "not_equal", "logical_and", "logical_or", "logical_xor"]
 
 

@@ -340,7 +340,8 @@ UNARY = {
     "sign": [{}], "round": [{}, {"decimals": 2}, {"decimals": -1}],
     "hardtanh": [{}, {"args": (-0.5, 2.0)}, {"args": (-2, 3)}],
     "exp": [{}], "log": [{}], "log1p": [{}], "expm1": [{}], "sqrt": [{}], "rsqrt": [{}],
-    "sin": [{}], "cos": [{}], "tanh": [{}], "sigmoid": [{}], "erf": [{}], "reciprocal": [{}],
+    "sin": [{}], "cos": [{}], "tan": [{}], "asin": [{}], "acos": [{}], "sinh": [{}],
+    "cosh": [{}], "tanh": [{}], "sigmoid": [{}], "erf": [{}], "reciprocal": [{}],
     "logit": [{}, {"eps": 0.1}, {"eps": 0.0}], "frac": [{}],
     "gelu": [{}, {"approximate": "tanh"}], "silu": [{}], "hardswish": [{}], "hardsigmoid": [{}],
     "leaky_relu": [{}, {"args": (0.2,)}], "elu": [{}, {"args": (0.5, 2.0, 1.5)}],
@@ -365,7 +366,7 @@ def test_unary(op):
     check_cases(cases)
 
 
-BINARY = ["add", "sub", "rsub", "mul", "div", "pow", "remainder", "maximum", "minimum", "atan2", "logaddexp",
+BINARY = ["add", "sub", "rsub", "mul", "div", "pow", "remainder", "fmod", "maximum", "minimum", "atan2", "logaddexp",
           "copysign",
           "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
           "bitwise_and", "bitwise_or", "bitwise_xor"]
@@ -379,7 +380,7 @@ SCALARS = [3, -2, 2.5, True]
 @pytest.mark.parametrize("op", BINARY)
 def test_binary(op):
     gen, cases = gen_for(op), []
-    divides = op in ("div", "remainder")
+    divides = op in ("div", "remainder", "fmod")
     kws = [{}]
     if op in ("add", "sub", "rsub"):
         kws = [{}, {"alpha": 2}, {"alpha": 0.5}]
@@ -539,8 +540,8 @@ def trunc_div(a, b):
 PRIM_BINARY = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": trunc_div,
     "floor_divide": lambda a, b: torch.div(a, b, rounding_mode="floor"),
-    "remainder": torch.remainder, "pow": torch.pow, "maximum": torch.maximum,
-    "minimum": torch.minimum, "atan2": torch.atan2, "copysign": torch.copysign,
+    "remainder": torch.remainder, "fmod": torch.fmod, "pow": torch.pow,
+    "maximum": torch.maximum, "minimum": torch.minimum, "atan2": torch.atan2, "copysign": torch.copysign,
     "bitwise_and": torch.bitwise_and,
     "bitwise_or": torch.bitwise_or, "bitwise_xor": torch.bitwise_xor, "eq": torch.eq,
     "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge,
@@ -550,7 +551,7 @@ PRIM_BINARY = {
 @pytest.mark.parametrize("name", sorted(PRIM_BINARY))
 def test_prims_binary(name):
     gen, cases = gen_for("prims." + name), []
-    divides = name in ("div", "floor_divide", "remainder")
+    divides = name in ("div", "floor_divide", "remainder", "fmod")
     for d in ALL:
         if name in ("atan2", "copysign") and not d.is_floating_point:
             continue

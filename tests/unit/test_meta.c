@@ -1011,6 +1011,7 @@ START_TEST(prims_bool_operands)
         {"div", 2, BINARY_REFUSED},
         {"floor_divide", 2, BINARY_REFUSED},
         {"remainder", 2, BINARY_REFUSED},
+        {"fmod", 2, BINARY_REFUSED},
         {"pow", 2, BINARY_REFUSED},
         {"atan2", 2, NEEDS_FLOATS},
         {"copysign", 2, NEEDS_FLOATS},

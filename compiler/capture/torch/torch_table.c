@@ -40,6 +40,7 @@ cap_tmap cap_tmaps[] = {
     /* unary and binary pointwise: the plain names from pointwise.def, then the rest */
 #include "ir/pointwise.def"
     UNARY("absolute", ABS, "") UNARY("negative", NEG, "") UNARY("fix", TRUNC, "")
+    UNARY("arcsin", ASIN, "") UNARY("arccos", ACOS, "")
     FN("torch.isnan", ISNAN, "input:self") MT("isnan", ISNAN, "self")
     FN("torch.round", ROUND, "input:self,*,decimals,^out") MT("round", ROUND, "self,*,decimals")
     MI("round_", ROUND, "self,*,decimals")
@@ -213,8 +214,8 @@ cap_tmap cap_tmaps[] = {
     NP("zeros_like") NP("ones_like") NP("zeros") NP("ones") NP("arange") NP("linspace")
     NP("asarray") NP("array") NP("prod") NP("any") NP("all") NP("var") NP("std") NP("cumsum")
     NP("square") NP("log1p") NP("expm1") NP("log2") NP("log10") NP("exp2") NP("sign")
-    NP("reciprocal") NP("trunc")
-    NP("isnan") NP("isinf") NP("isfinite") NP("logical_not") NP("power") NP("remainder")
+    NP("reciprocal") NP("trunc") NP("tan") NP("arcsin") NP("arccos") NP("sinh") NP("cosh")
+    NP("isnan") NP("isinf") NP("isfinite") NP("logical_not") NP("power") NP("remainder") NP("fmod")
     NP("arctan2") NP("hypot") NP("greater") NP("greater_equal") NP("less")
     NP("less_equal") NP("equal") NP("not_equal") NP("logical_and") NP("logical_or")
     NP("logical_xor") NP("arctan") NP("round") NP("around") NP("squeeze")
