@@ -119,11 +119,17 @@ size_t ptc_arena_bytes(const ptc_arena *a); /* total bytes handed out */
 #define PTC_NEW(arena, T) ((T *)ptc_arena_alloc((arena), sizeof(T)))
 #define PTC_NEWN(arena, T, n) ((T *)ptc_arena_alloc((arena), sizeof(T) * (size_t)(n)))
 
-/* A growable string, malloc-backed (printers write into one). */
+/* A growable string, malloc-backed (printers write into one). Running out
+ * of memory does not abort: as an arena does, the first growth malloc
+ * cannot give releases the reserve and marks the string failed (sticky);
+ * where even that is not enough the write is dropped. Whoever uses a
+ * string a compile depends on checks ptc_buf_failed. */
 typedef struct ptc_buf {
     char *data;
     size_t len, cap;
+    bool failed;
 } ptc_buf;
+bool ptc_buf_failed(const ptc_buf *b);
 void ptc_buf_printf(ptc_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ptc_buf_vprintf(ptc_buf *b, const char *fmt, va_list ap);
 void ptc_buf_puts(ptc_buf *b, const char *s);

@@ -282,28 +282,39 @@ size_t ptc_arena_bytes(const ptc_arena *a) { return a->total; }
 
 /* ---- growable strings ------------------------------------------------------ */
 
-static void buf_reserve(ptc_buf *b, size_t extra)
+/* false: no room for extra more bytes (b failed, the write is dropped) */
+static bool buf_reserve(ptc_buf *b, size_t extra)
 {
     if (b->len + extra + 1 <= b->cap)
-        return;
+        return true;
     size_t cap = b->cap ? b->cap : 256;
     while (cap < b->len + extra + 1)
         cap *= 2;
     char *d = realloc(b->data, cap);
+    if (!d && release_reserve()) {
+        b->failed = true;
+        d = realloc(b->data, cap);
+    }
     if (!d) {
-        fprintf(stderr, "ptc: out of memory\n");
-        abort();
+        b->failed = true;
+        return false;
     }
     b->data = d;
     b->cap = cap;
+    return true;
 }
+
+bool ptc_buf_failed(const ptc_buf *b) { return b->failed; }
 
 void ptc_buf_vprintf(ptc_buf *b, const char *fmt, va_list ap)
 {
     va_list ap2;
     va_copy(ap2, ap);
     int n = vsnprintf(NULL, 0, fmt, ap);
-    buf_reserve(b, (size_t)n);
+    if (n < 0 || !buf_reserve(b, (size_t)n)) {
+        va_end(ap2);
+        return;
+    }
     vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap2);
     va_end(ap2);
     b->len += (size_t)n;
@@ -319,7 +330,8 @@ void ptc_buf_printf(ptc_buf *b, const char *fmt, ...)
 
 void ptc_buf_putn(ptc_buf *b, const char *s, size_t n)
 {
-    buf_reserve(b, n);
+    if (!buf_reserve(b, n))
+        return;
     memcpy(b->data + b->len, s, n);
     b->len += n;
     b->data[b->len] = 0;

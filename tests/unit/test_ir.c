@@ -693,6 +693,38 @@ START_TEST(arena_out_of_memory_is_sticky)
 }
 END_TEST
 
+/* A growable string out of memory is as an arena: the first growth malloc
+ * cannot give takes the reserve and marks it failed (sticky); once that is
+ * spent, writes are dropped, the text a NUL-terminated prefix of what was
+ * written. On main the string aborted the process ("ptc: out of memory",
+ * ptc-run --emit=ptx under a 260 MB limit, CI of 2026-11-28). */
+START_TEST(buf_out_of_memory_is_sticky)
+{
+#ifndef __SANITIZE_ADDRESS__
+    ptc_arena_free(ptc_arena_new()); /* the process's reserve is taken here */
+    struct rlimit old;
+    limit_address_space(32 << 20, &old);
+    char chunk[4096];
+    memset(chunk, 'x', sizeof chunk - 1);
+    chunk[sizeof chunk - 1] = 0;
+    ptc_buf b = {0};
+    size_t total = 0;
+    while (!ptc_buf_failed(&b) && total < ((size_t)1 << 30)) {
+        ptc_buf_puts(&b, chunk);
+        total += sizeof chunk - 1;
+    }
+    ck_assert_msg(ptc_buf_failed(&b), "%zu bytes written under a 32 MiB limit", total);
+    for (int i = 0; i < 40000; i++) /* 160 MB more: past the reserve, dropped */
+        ptc_buf_printf(&b, "%s", chunk);
+    ck_assert(ptc_buf_failed(&b));
+    ck_assert_uint_ge(b.len, total);
+    ck_assert_uint_eq(strlen(b.data), b.len);
+    ptc_buf_free(&b);
+    ck_assert_int_eq(setrlimit(RLIMIT_AS, &old), 0);
+#endif
+}
+END_TEST
+
 /* ---- tensor files ---------------------------------------------------------- */
 
 static char *tmp_path(const char *name)
@@ -1222,6 +1254,7 @@ int main(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("arena");
     tcase_add_test(tc, arena_out_of_memory_is_sticky);
+    tcase_add_test(tc, buf_out_of_memory_is_sticky);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

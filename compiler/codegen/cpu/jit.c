@@ -578,8 +578,10 @@ void ptc_cpu_kernel_release(ptc_cpu_kernel *k)
 
 /* ---- compiling a schedule --------------------------------------------------------- */
 
-static void make_key(const ptc_schedule *s, const ptc_kernel *k, const ptc_cpu_code *code,
-                     bool wrong, ptc_buf *key, char *sym, size_t symsz)
+/* k's cache key and symbol; -1 (err set) where the key ran out of memory
+ * (a truncated key could name another kernel's object). */
+static int make_key(const ptc_schedule *s, const ptc_kernel *k, const ptc_cpu_code *code,
+                    bool wrong, ptc_buf *key, char *sym, size_t symsz, ptc_error *err)
 {
     ptc_buf_printf(key, "ptc %s codegen %s target %s%s\n", PTC_VERSION, CODEGEN_VERSION, G.desc,
                    wrong ? " PTC_INJECT wrong" : "");
@@ -589,6 +591,9 @@ static void make_key(const ptc_schedule *s, const ptc_kernel *k, const ptc_cpu_c
     uint64_t h1 = ptc_hash_bytes(PTC_HASH_INIT, key->data, key->len);
     uint64_t h2 = ptc_hash_bytes(0x84222325cbf29ce4ULL, key->data, key->len);
     snprintf(sym, symsz, "ptc_k%016llx%016llx", (unsigned long long)h1, (unsigned long long)h2);
+    if (ptc_buf_failed(key))
+        return ptc_errorf(err, PTC_ERR_COMPILE, "codegen", "kernel %d: out of memory", k->id);
+    return 0;
 }
 
 /* One kernel's way through the compile. */
@@ -900,7 +905,8 @@ static int plan_jobs(const ptc_schedule *s, const ptc_codegen_opts *o, bool want
         j->wrong = ik == PTC_INJECT_WRONG;
         if (ik == PTC_INJECT_CRASH || ik == PTC_INJECT_HANG || ik == PTC_INJECT_ABORT)
             j->plant = ik; /* built, never loaded, so that it happens every compile */
-        make_key(s, j->k, &j->code, j->wrong, &j->key, j->sym, sizeof j->sym);
+        if (make_key(s, j->k, &j->code, j->wrong, &j->key, j->sym, sizeof j->sym, err))
+            return -1;
         j->e = j->plant ? NULL : find_entry(j->sym);
         if ((!j->e || dir) && use_cache && !j->plant)
             j->from_disk =
@@ -968,7 +974,11 @@ int ptc_cpu_compile_forms(const ptc_schedule *s, int ki, const ptc_cpu_code *cod
     for (int i = 0; i < n; i++) {
         job *j = &jobs[i];
         *j = (job){.s = s, .k = s->kernels[ki], .code = codes[i]};
-        make_key(s, j->k, &j->code, false, &j->key, j->sym, sizeof j->sym);
+        if (make_key(s, j->k, &j->code, false, &j->key, j->sym, sizeof j->sym, err)) {
+            free_jobs(jobs, n);
+            pthread_mutex_unlock(&lock);
+            return -1;
+        }
         j->e = find_entry(j->sym);
         if (!j->e)
             j->from_disk =

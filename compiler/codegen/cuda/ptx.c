@@ -243,6 +243,10 @@ static int build_ptx(const ptx_job *j, char **ptx, ptc_error *err)
                 ptc_buf_printf(&b, " %d", c.bufalign[j->args[i]]);
             ptc_buf_putc(&b, '\n');
             ptc_buf_putn(&b, LLVMGetBufferStart(mb), LLVMGetBufferSize(mb));
+            if (ptc_buf_failed(&b)) {
+                ptc_buf_free(&b);
+                rc = ptc_errorf(err, PTC_ERR_COMPILE, "codegen", "%s: out of memory", j->what);
+            }
             *ptx = b.data;
             LLVMDisposeMemoryBuffer(mb);
         }
@@ -270,6 +274,8 @@ static int build_in_child(void *arg, int item, ptc_buf *out, ptc_error *err)
         return -1;
     ptc_buf_puts(out, ptx);
     free(ptx);
+    if (ptc_buf_failed(out))
+        return ptc_errorf(err, PTC_ERR_COMPILE, "codegen", "%s: out of memory", j->what);
     return 0;
 }
 
@@ -278,8 +284,12 @@ static int take_ptx(const ptx_job *j, ptc_worker_result *r, char **ptx, ptc_erro
 {
     if (r->rc == 0) {
         ptc_buf_putc(&r->out, 0);
-        *ptx = r->out.data;
-        return 0;
+        if (!ptc_buf_failed(&r->out)) {
+            *ptx = r->out.data;
+            return 0;
+        }
+        ptc_buf_free(&r->out);
+        return ptc_errorf(err, PTC_ERR_COMPILE, "codegen", "%s: out of memory", j->what);
     }
     ptc_buf_free(&r->out);
     *err = r->err;
@@ -438,7 +448,7 @@ static void gen_lookup(gen *g, const ptc_codegen_opts *o)
     ptc_cuda_code *out = g->out;
     uint8_t *cached = NULL;
     size_t len = 0;
-    g->use_cache = !(o && o->no_cache);
+    g->use_cache = !(o && o->no_cache) && !ptc_buf_failed(&g->key);
     g->dir = o ? o->kernel_dir : NULL;
     if (g->use_cache && ptc_cache_load_in(g->dir, g->key.data, g->key.len, &cached, &len) &&
         len > 0 && memchr(cached, 0, len) == NULL) {
@@ -599,6 +609,11 @@ static int gen_generate(gen *g, const ptc_codegen_opts *o, char **text, ptc_erro
 {
     ptc_cuda_code *out = g->out;
     int rc = 0;
+    if (ptc_buf_failed(&g->key) || ptc_arena_failed(g->a)) {
+        ptc_errorf(err, PTC_ERR_COMPILE, "codegen", "%s: out of memory", g->job.what);
+        gen_end(g, -1, NULL, err);
+        return -1;
+    }
     if (!out->ptx && o && o->no_generate) {
         ptc_errorf(err, PTC_ERR_RUNTIME, "codegen", "%s: no PTX for it in %s", g->job.what,
                    g->dir ? g->dir : ptc_cache_dir());
