@@ -106,6 +106,16 @@ static inline char *kernel_ptx(const char *all, int k)
     return module_ptx(all, head);
 }
 
+/* The vectorised entry ("..._v(" on) of kernel k's PTX, or NULL. */
+static inline char *vector_entry_ptx(const char *all, int k)
+{
+    char *one = kernel_ptx(all, k);
+    const char *v = one ? strstr(one, "_v(") : NULL;
+    char *out = v ? strdup(v) : NULL;
+    free(one);
+    return out;
+}
+
 static inline const char *ptxas(void)
 {
     static char path[512];

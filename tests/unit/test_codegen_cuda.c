@@ -118,12 +118,7 @@ END_TEST
 /* The PTX of kernel 0's vectorised entry (its name ends in _v), or NULL. */
 static char *vector_entry(const ptc_program *p)
 {
-    char *one = kernel_ptx(ptc_program_text(p, "ptx"), 0);
-    ck_assert(one != NULL);
-    const char *v = strstr(one, "_v(");
-    char *out = v ? strdup(v) : NULL;
-    free(one);
-    return out;
+    return vector_entry_ptx(ptc_program_text(p, "ptx"), 0);
 }
 
 /* Assembles kernel 0's module with ptxas where it is installed. */

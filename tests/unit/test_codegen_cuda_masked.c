@@ -34,13 +34,9 @@ static const char *LM_HEAD_GRADS_F32 =
 /* The vectorised entry (name ending in _v) of kernel k of a program's PTX. */
 static char *vector_entry_of(const char *ptx, int k)
 {
-    char *one = kernel_ptx(ptx, k);
-    ck_assert(one != NULL);
-    const char *v = strstr(one, "_v(");
-    ck_assert_msg(v != NULL, "kernel %d has no vectorised entry:\n%.2000s", k, one);
-    char *out = strdup(v);
-    free(one);
-    return out;
+    char *v = vector_entry_ptx(ptx, k);
+    ck_assert_msg(v != NULL, "kernel %d has no vectorised entry", k);
+    return v;
 }
 
 static int narrow_loads(const char *ptx)

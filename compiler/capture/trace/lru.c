@@ -37,8 +37,7 @@ enum { ARGS_CONSTANT, ARGS_MADE_HERE, ARGS_OTHER };
 static bool keyed_by_identity(PyObject *a)
 {
     PyTypeObject *t = Py_TYPE(a), *object = &PyBaseObject_Type;
-    return !cap_t_is_real_tensor(a) &&
-           PyType_GetSlot(t, Py_tp_hash) == PyType_GetSlot(object, Py_tp_hash) &&
+    return PyType_GetSlot(t, Py_tp_hash) == PyType_GetSlot(object, Py_tp_hash) &&
            PyType_GetSlot(t, Py_tp_richcompare) == PyType_GetSlot(object, Py_tp_richcompare);
 }
 

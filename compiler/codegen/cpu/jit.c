@@ -710,26 +710,34 @@ static void take_result(job *j, ptc_worker_result *r)
     }
 }
 
-/* Builds the jobs that need an object or text, in parallel. 0 when the
- * compile workers ran (each job's rc says how it went); -1 when none
- * could be forked, or their lists not allocated: the caller builds in
- * process. */
-static int build_in_workers(job *jobs, int n, int nt)
+/* Every job that needs LLVM fails: "<lead>kernel <id> <name><tail>". */
+static void fail_llvm_jobs(job *jobs, int n, const char *lead, const char *tail)
 {
-    job **todo = calloc((size_t)n + 1, sizeof *todo);
-    if (!todo)
-        return -1; /* out of memory: as no worker */
-    int ntodo = 0;
     for (int i = 0; i < n; i++)
         if (wants_llvm(&jobs[i]))
-            todo[ntodo++] = &jobs[i];
-    ptc_worker_result *res = calloc((size_t)ntodo + 1, sizeof *res);
-    if (!res) {
+            jobs[i].rc = ptc_errorf(&jobs[i].err, PTC_ERR_COMPILE, "codegen", "%skernel %d %s%s",
+                                    lead, jobs[i].k->id, jobs[i].k->name, tail);
+}
+
+/* Builds the ntodo jobs that need an object or text, in parallel, in
+ * compile workers: ptc_worker_run's answer. 0: every such job has its
+ * outcome in its rc (a failed allocation of the lists here is each job's
+ * out-of-memory error); 1: no worker could be forked and nothing ran, so
+ * the caller builds in process. */
+static int build_in_workers(job *jobs, int n, int ntodo, int nt)
+{
+    job **todo = malloc(sizeof *todo * (size_t)ntodo);
+    ptc_worker_result *res = calloc((size_t)ntodo, sizeof *res);
+    if (!todo || !res) {
         free(todo);
-        return -1;
+        free(res);
+        fail_llvm_jobs(jobs, n, "out of memory before the compile workers could start: ", "");
+        return 0;
     }
-    /* ptc_worker_run: 0 when the child ran, 1 when none could be forked */
-    int rc = ptc_worker_run(ntodo, nt, build_in_child, todo, res) == 0 ? 0 : -1;
+    for (int i = 0, k = 0; i < n; i++)
+        if (wants_llvm(&jobs[i]))
+            todo[k++] = &jobs[i];
+    int rc = ptc_worker_run(ntodo, nt, build_in_child, todo, res);
     for (int i = 0; i < ntodo; i++) {
         if (rc == 0)
             take_result(todo[i], &res[i]);
@@ -753,17 +761,6 @@ static size_t llvm_room(const job *jobs, int n, int nthreads)
     return (size_t)nthreads * most;
 }
 
-static void fail_out_of_memory(job *jobs, int n, size_t room)
-{
-    for (int i = 0; i < n; i++)
-        if (wants_llvm(&jobs[i])) {
-            jobs[i].rc = ptc_errorf(&jobs[i].err, PTC_ERR_COMPILE, "codegen",
-                                    "out of memory: LLVM needs about %zu MiB to compile kernel %d "
-                                    "%s, and no compile worker could be started",
-                                    room >> 20, jobs[i].k->id, jobs[i].k->name);
-        }
-}
-
 static void build_jobs(job *jobs, int n)
 {
     int todo = 0;
@@ -780,12 +777,16 @@ static void build_jobs(job *jobs, int n)
         ptc_log(PTC_LOG_PERF, PTC_LOG_INFO,
                 "less than %zu MiB of address space left for LLVM: compiling in one worker",
                 room >> 20);
-    if ((ptc_worker_enabled() || tight) && build_in_workers(jobs, n, tight ? 1 : nt) == 0)
+    if ((ptc_worker_enabled() || tight) && build_in_workers(jobs, n, todo, tight ? 1 : nt) == 0)
         return;
-    if (tight)
-        fail_out_of_memory(jobs, n, llvm_room(jobs, n, 1));
-    else
+    if (!tight) {
         build_in_process(jobs, n, nt);
+        return;
+    }
+    char lead[96];
+    snprintf(lead, sizeof lead, "out of memory: LLVM needs about %zu MiB to compile ",
+             llvm_room(jobs, n, 1) >> 20);
+    fail_llvm_jobs(jobs, n, lead, ", and no compile worker could be started");
 }
 
 /* Links a job's object; a cached object that fails to link is rebuilt. */
