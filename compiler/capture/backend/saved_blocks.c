@@ -116,8 +116,9 @@ int cap_placing_alloc(void *ctx, int i, ptc_tensor *outs, int noutputs, ptc_erro
         return ptc_errorf(err, PTC_ERR_RUNTIME, "runtime", "torch could not allocate a block of "
                           "saved values (%lld bytes)", (long long)pl->bytes[b]);
     ptc_tensor *o = &outs[i];
+    ptc_device device = o->device; /* the borrow below says CPU */
     *o = ptc_tensor_borrow(data + pl->offset[j], o->dtype, o->ndim, o->sizes, NULL);
-    o->device = outs[i].device;
+    o->device = device;
     pl->as[j] = *o;
     return 1;
 }
