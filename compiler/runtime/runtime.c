@@ -73,6 +73,13 @@ int ptc_program_output_first(const ptc_program *p, int i)
     return i;
 }
 
+int ptc_program_input_last(const ptc_program *p, int i)
+{
+    if (!p->sched || i < 0 || i >= p->sched->plan.ninputs)
+        return -1;
+    return p->sched->plan.input_last[i];
+}
+
 const char *ptc_program_text(const ptc_program *p, const char *stage)
 {
     static const char *names[PTC_TEXT_COUNT] = {"prims", "loops", "kernels", "llvm", "ptx"};
@@ -609,10 +616,14 @@ static int alloc_output(const ptc_program *p, const ptc_exec_alloc *a, int i, pt
     for (int d = 0; d < t->ndim; d++)
         sizes[d] = ptc_exec_dim(a->b, t->shape[d]);
     ptc_tensor *o = &outs[i];
-    int rc = a->host && a->host->alloc
+    int rc = a->host && a->host->alloc_output
+                 ? a->host->alloc_output(a->host->output_ctx, i, outs, p->noutputs, err)
+                 : 0;
+    if (rc == 0)
+        rc = a->host && a->host->alloc
                  ? a->host->alloc(a->host->ctx, o, t->dtype, t->ndim, sizes, a->device, err)
                  : a->own(a->ctx, o, t->dtype, t->ndim, sizes, err);
-    if (rc)
+    if (rc < 0)
         return -1;
     if (ptc_tensor_numel(o) > 0 && !ptc_tensor_is_contiguous(o))
         return ptc_errorf(err, PTC_ERR_RUNTIME, "runtime",
@@ -632,10 +643,29 @@ static bool made_by_extern(const ptc_program *p, const ptc_exec_alloc *a, int i)
            ptc_exec_extern_keeps(p, a->host, n, a->device, true);
 }
 
+/* Every output's dtype, sizes and device in outs before any is made, for
+ * the host's alloc_output; ndim -1 for those the run does not allocate. */
+static void describe_outputs(const ptc_program *p, const ptc_exec_alloc *a, ptc_tensor *outs)
+{
+    for (int i = 0; i < p->noutputs; i++) {
+        const ptc_lbuf *lb = p->prog->bufs[p->prog->outputs[i]];
+        int first = lb->kind == PTC_LB_OUTPUT ? lb->output : -1;
+        const ptc_ttype *t = &p->out_types[i];
+        ptc_tensor *o = &outs[i];
+        *o = (ptc_tensor){.dtype = t->dtype, .ndim = t->ndim, .device = a->device};
+        if (lb->kind == PTC_LB_INPUT || (first >= 0 && first != i) || made_by_extern(p, a, i))
+            o->ndim = -1;
+        for (int d = 0; d < o->ndim; d++)
+            o->sizes[d] = ptc_exec_dim(a->b, t->shape[d]);
+    }
+}
+
 int ptc_exec_alloc_outputs(const ptc_program *p, const ptc_exec_alloc *a, int t, int *next,
                            ptc_tensor *outs, void **bufptr, ptc_error *err)
 {
     const ptc_mplan *mp = &p->sched->plan;
+    if (t < 0 && *next == 0 && a->host && a->host->alloc_output)
+        describe_outputs(p, a, outs);
     for (; *next < mp->noutputs && mp->output_first[mp->output_order[*next]] <= t; ++*next) {
         int i = mp->output_order[*next];
         if (!made_by_extern(p, a, i) && alloc_output(p, a, i, outs, bufptr, err))

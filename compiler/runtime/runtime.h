@@ -131,6 +131,16 @@ typedef struct ptc_host {
      * rewrites it before each replay, so every replay draws anew from the
      * one recording, as torch's graphs read their philox offset. */
     const void *rng_cell;
+    /* Optional: makes graph output i itself (returns 1: outs[i] is set to a
+     * contiguous tensor), leaves it to alloc (0) or fails (-1), with
+     * output_ctx. From the run's start outs[noutputs] hold every output's
+     * dtype, sizes and device (data NULL until made; ndim -1 for an output
+     * the run does not allocate: written into an input, an extern's result,
+     * a second name of an earlier output), so a host can put several in one
+     * allocation of its own: ptc's training forward places its saved values
+     * in a few blocks (compiler/capture/backend/saved_blocks.c). */
+    int (*alloc_output)(void *output_ctx, int i, ptc_tensor *outs, int noutputs, ptc_error *err);
+    void *output_ctx;
 } ptc_host;
 
 /* Runs a program. outputs[noutputs] receive new references. host may be NULL.
@@ -158,6 +168,9 @@ int ptc_program_output_input(const ptc_program *p, int i);
  * graph returns twice is one buffer, and the run hands out one tensor for
  * it): i itself when no earlier output is. */
 int ptc_program_output_first(const ptc_program *p, int i);
+/* The last step of a run that reads input i (-1: none; steps count from 0),
+ * after which the run lets it go (ptc_host.input_done). */
+int ptc_program_input_last(const ptc_program *p, int i);
 
 /* The printed form of a stage of the compile ("prims", "loops", "kernels",
  * "llvm" (CPU), "ptx" (CUDA)), kept when opts->keep_text was set; NULL otherwise. */

@@ -3,8 +3,13 @@ compiled forward and, when torch's backward reaches it, its compiled
 backward (compiler/capture/backend/backend_train.c builds both).
 
 The forward returns the outputs and the tensors the backward needs
-(``program.forward``); they are kept with ``save_for_backward``, so torch's
-checks on saved tensors (a later in-place write, ``retain_graph``) apply.
+(``program.forward_blocks``): the values it computes for the backward are
+not a tensor each but placed in a few blocks of bytes, in the order the
+backward lets them go, with a ``SavedLayout`` saying where each sits (a
+GPT-2 step saved ~280 tensors, each a torch allocation, made, converted and
+saved; ``saved_values`` rebuilds them for a reader). The blocks and the
+saved inputs are kept with ``save_for_backward``, so torch's checks on saved
+tensors (a later in-place write, ``retain_graph``) apply.
 The backward takes them out of the node (``maybe_clear_saved_tensors``,
 unless the graph is retained) and hands them to the compiled backward with
 the output gradients, which lets each go after the last kernel that reads it
@@ -52,9 +57,12 @@ import torch
 class CompiledFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, program, in_place, *inputs):
-        results = program.forward(*inputs)
         n = program.noutputs
-        outputs, saved = results[:n], results[n:]
+        if hasattr(program, "backward_pending"):  # a recording: saved values as they were
+            results = program.forward(*inputs)
+            outputs, saved, ctx.layout = results[:n], results[n:], None
+        else:
+            outputs, saved, ctx.layout = program.forward_blocks(*inputs)
         ctx.program = program
         ctx.save_for_backward(*saved)
         # an output the forward wrote into its input is that input: it is not
@@ -106,7 +114,7 @@ class CompiledFunction(torch.autograd.Function):
             inputs = list(ctx.saved_tensors) + tangents
             ctx.maybe_clear_saved_tensors()
             del tangents  # the program holds them alone: each freed after its last read
-            grads_in = program.backward_consuming(inputs)
+            grads_in = program.backward_consuming(inputs, ctx.layout)
         fitted = [_fit_layout(g, want) for g, want in zip(grads_in, ctx.grad_layouts)]
         if hasattr(program, "backward_pending"):
             # a recorded backward's outputs are static buffers: what is not a
@@ -120,6 +128,24 @@ class CompiledFunction(torch.autograd.Function):
         for g, i in zip(grads_in, program.grad_of):
             result[2 + i] = g
         return tuple(result)
+
+
+def saved_values(node):
+    """The tensors a compiled node saved for its backward, one per saved
+    value (views into its blocks where the forward placed them there)."""
+    saved, layout = node.saved_tensors, node.layout
+    if layout is None:
+        return saved
+    loose, blocks = iter(saved), saved[len(saved) - layout.nblocks - node.program.draws:]
+    values = []
+    for entry in layout.entries:
+        if entry is None:
+            values.append(next(loose))
+            continue
+        block, offset, dtype, sizes = entry
+        nbytes = torch.Size(sizes).numel() * torch.empty(0, dtype=dtype).element_size()
+        values.append(blocks[block][offset:offset + nbytes].view(dtype).view(sizes))
+    return tuple(values)
 
 
 _layouts = {}  # (an input's sizes, strides) -> its gradient's strides

@@ -152,7 +152,8 @@ FILE_ORDER = {
               "builtins.c", "optim_step.c", "classes.c", "calls.c",
               "hooks.c"],
     # the dispatcher backend.c last
-    "backend": ["tensors.c", "weight_cache.c", "rng.c", "eager.c", "graphobj.c", "backend_ptc.c",
+    "backend": ["tensors.c", "weight_cache.c", "rng.c", "eager.c", "graphobj.c", "saved_blocks.c",
+                "backend_ptc.c",
                 "backend_train.c", "backend_pieces.c", "backend.c"],
 }
 

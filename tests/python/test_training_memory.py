@@ -14,6 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import ptc  # noqa: E402
+from ptc._autograd import saved_values  # noqa: E402
 from test_training import compiled_autograd  # noqa: E402,F401
 
 # A fresh process: glibc's thresholds depend on what the process freed before.
@@ -83,7 +84,7 @@ def test_a_user_who_tuned_malloc_is_left_alone(tuning):
 
 def saved_tensors(out):
     """What the compiled forward kept for out's backward."""
-    return out.grad_fn.saved_tensors
+    return saved_values(out.grad_fn)
 
 
 class Residual(torch.nn.Module):

@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
 import ptc  # noqa: E402
+from ptc._autograd import saved_values  # noqa: E402
 from test_training import compiled_autograd  # noqa: E402,F401
 
 
@@ -160,7 +161,7 @@ def saved_bytes(out, *inputs):
     """Bytes the forward kept for the backward, the graph's inputs (saved as
     they are, no copy) left out."""
     given = {t.data_ptr() for t in inputs}
-    return sum(t.numel() * t.element_size() for t in out.grad_fn.saved_tensors
+    return sum(t.numel() * t.element_size() for t in saved_values(out.grad_fn)
                if t.data_ptr() not in given)
 
 
@@ -188,7 +189,7 @@ def test_no_pass_for_the_max_and_one_tensor_saved(name, tmp_path):
     assert "prims.amax(" not in backward, backward
     # one full-size tensor (y, or exp(x - max)) and row statistics, as torch saves y
     assert saved_bytes(out, x, w) <= rows * cols * 4 + 4 * rows * 4, (
-        [(t.shape, t.dtype) for t in out.grad_fn.saved_tensors])
+        [(t.shape, t.dtype) for t in saved_values(out.grad_fn)])
 
 
 def test_a_bfloat16_input_is_saved_not_its_float32_softmax(tmp_path):
@@ -203,8 +204,8 @@ def test_a_bfloat16_input_is_saved_not_its_float32_softmax(tmp_path):
         return (F.softmax(x.float(), -1) * w).sum()
 
     out = compiled_with_trace(f, tmp_path, x, w)
-    saved = [(t.shape, t.dtype) for t in out.grad_fn.saved_tensors]
-    assert x.data_ptr() in {t.data_ptr() for t in out.grad_fn.saved_tensors}, saved
+    saved = [(t.shape, t.dtype) for t in saved_values(out.grad_fn)]
+    assert x.data_ptr() in {t.data_ptr() for t in saved_values(out.grad_fn)}, saved
     assert saved_bytes(out, x, w) <= 4 * rows * 4, saved
 
 

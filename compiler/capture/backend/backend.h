@@ -115,8 +115,44 @@ typedef struct cap_rng {
     uint64_t offset;
     const void *cell;
 } cap_rng;
+/* What a run takes and makes beside torch tensors (saved_blocks.c): ready,
+ * where given, [ninputs]: an input given as a ptc tensor where its owner is
+ * set (a reference the run takes over, and lets go with the input; inputs[i]
+ * is NULL there); placing, where given, puts outputs in blocks of its own
+ * (the run hands those out as NULL). */
+typedef struct cap_ready {
+    ptc_tensor t;
+    PyObject *owner;
+} cap_ready;
+typedef struct cap_placing cap_placing;
+typedef struct cap_run_io {
+    cap_ready *ready;
+    cap_placing *placing;
+} cap_run_io;
 int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, int nconsumed,
-                            PyObject **outputs, int noutputs, cap_rng rng);
+                            PyObject **outputs, int noutputs, cap_rng rng, const cap_run_io *io);
+
+/* A training forward's saved values in a few blocks (saved_blocks.c): a
+ * placing puts forward outputs [first, first + n) in at most
+ * CAP_SAVED_BLOCKS torch allocations, by order (the values in the order the
+ * backward reads them last); a SavedLayout (cap_saved_layout_new, one per
+ * run) says where each saved value sits, and expands the saved tensors (of
+ * their own, then the blocks) into the backward's inputs. */
+enum { CAP_SAVED_BLOCKS = 8 };
+typedef struct cap_saved_layout cap_saved_layout;
+cap_placing *cap_placing_new(int first, int n, const int *order);
+void cap_placing_free(cap_placing *pl);
+int cap_placing_alloc(void *placing, int i, ptc_tensor *outs, int noutputs, ptc_error *err);
+bool cap_placing_took(const cap_run_io *io, int i);
+struct ptc_host;
+void cap_placing_hook(const cap_run_io *io, struct ptc_host *host); /* its alloc_output */
+int cap_ready_input(const cap_run_io *io, int i, ptc_tensor *t, PyObject **held);
+cap_saved_layout *cap_saved_layout_new(const cap_placing *pl, int nsaved, const int *saved_input,
+                                       PyObject **blocks, int *nblocks);
+bool cap_saved_layout_check(PyObject *o);
+int cap_saved_layout_given(const cap_saved_layout *l);
+int cap_saved_layout_expand(const cap_saved_layout *l, PyObject **given, bool owned,
+                            PyObject **ins, cap_ready *ready);
 /* Whether program has random ops; if so each run takes an RNG offset, drawn
  * from torch's generator by cap_runtime_rng_draw (a 0-dim int64 tensor) and
  * read by cap_runtime_rng_value: None reads as 0, a CPU tensor (or int) as
@@ -129,6 +165,8 @@ bool cap_runtime_draws(void *program);
 struct ptc_program_info;
 void cap_runtime_info(void *program, struct ptc_program_info *info);
 PyObject *cap_runtime_rng_draw(void);
+/* The compiled program inside a backend program. */
+struct ptc_program *cap_runtime_program(void *program);
 int cap_runtime_rng_value(PyObject *draw, cap_rng *rng);
 void cap_runtime_release(void *program);
 /* Can the entry's graph run through torch ops (its eager steps are whole)? */

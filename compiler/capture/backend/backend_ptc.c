@@ -1098,13 +1098,17 @@ bool cap_runtime_draws(void *program)
     return ((cap_program *)program)->draws;
 }
 
+ptc_program *cap_runtime_program(void *program)
+{
+    return ((cap_program *)program)->p;
+}
+
 void cap_runtime_info(void *program, ptc_program_info *info)
 {
     ptc_program_get_info(((cap_program *)program)->p, info);
 }
 
-/* A run's inputs handed over for good (cap_runtime_run_program's
- * nconsumed): both references of input i go at its last reading step. */
+/* ptc_host.input_done: an input handed over (nconsumed) goes at its last read. */
 static void host_input_done(void *ctx, int input)
 {
     host_run *c = ctx;
@@ -1117,7 +1121,7 @@ static void host_input_done(void *ctx, int input)
 }
 
 int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, int nconsumed,
-                            PyObject **outputs, int noutputs, cap_rng rng)
+                            PyObject **outputs, int noutputs, cap_rng rng, const cap_run_io *io)
 {
     cap_program *cp = program;
     ptc_tensor *ins = calloc((size_t)ninputs + 1, sizeof *ins);
@@ -1131,9 +1135,11 @@ int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, int n
     host.rng_cell = rng.cell;
     if (nconsumed > 0)
         host.input_done = host_input_done;
+    cap_placing_hook(io, &host);
     int rc = -1;
     for (int i = 0; i < ninputs; i++)
-        if (cap_torch_to_ptc(inputs[i], &ins[i], &held[i]) < 0)
+        if (!cap_ready_input(io, i, &ins[i], &held[i]) &&
+            cap_torch_to_ptc(inputs[i], &ins[i], &held[i]) < 0)
             goto done;
     ptc_error err;
     if (ptc_program_run(cp->p, ins, ninputs, outs, &host, rng.offset, &err) < 0) {
@@ -1141,6 +1147,8 @@ int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, int n
         goto done;
     }
     for (int i = 0; i < noutputs; i++) {
+        if (cap_placing_took(io, i)) /* in a block of saved values: no tensor of its own */
+            continue;
         ptc_storage *s = outs[i].storage;
         int in = ptc_program_output_input(cp->p, i);
         if (in >= 0) { /* written into input `in`: it, or the copy the run conformed it to */
@@ -1191,7 +1199,7 @@ static int run_drawing(void *program, PyObject **inputs, int ninputs, PyObject *
                                                   : Py_NewRef(Py_None);
     int rc = draw ? cap_runtime_rng_value(draw, &rng) : -1;
     if (rc == 0)
-        rc = cap_runtime_run_program(program, inputs, ninputs, 0, outputs, noutputs, rng);
+        rc = cap_runtime_run_program(program, inputs, ninputs, 0, outputs, noutputs, rng, NULL);
     Py_XDECREF(draw);
     return rc;
 }

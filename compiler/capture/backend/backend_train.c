@@ -40,6 +40,8 @@ typedef struct train_program {
     int ninputs, noutputs, nsaved, ntangents, ngrads;
     int *saved_input;          /* [nsaved]: the input a saved value is, or -1 (computed) */
     int ncomputed;             /* saved values the forward returns (saved_input < 0) */
+    int *place_order;          /* [ncomputed]: those in the order the backward reads them
+                                  last, which forward_blocks places them by */
     bool draws;                /* random ops: the RNG offset is saved after the values */
     PyObject *tangent_of;      /* tuple: per output, its position among tangents or -1 */
     PyObject *grad_of;         /* tuple: per gradient, the input it belongs to */
@@ -60,6 +62,7 @@ static void tp_dealloc(PyObject *self)
     Py_XDECREF(t->grad_of);
     Py_XDECREF(t->written_into);
     free(t->saved_input);
+    free(t->place_order);
     ptc_graph_free(t->backward_graph);
     for (variant *v = t->variants, *next; v; v = next) {
         next = v->next;
@@ -77,7 +80,7 @@ static void tp_dealloc(PyObject *self)
  * references handed over, released as the run stops reading them
  * (cap_runtime_run_program). */
 static PyObject *run_args(void *program, PyObject **ins, int nin, int nconsumed, int nout,
-                          cap_rng rng)
+                          cap_rng rng, const cap_run_io *io)
 {
     PyObject *stack_out[64];
     PyObject **outs = nout <= 64 ? stack_out : PyMem_Calloc((size_t)nout, sizeof(PyObject *));
@@ -86,7 +89,7 @@ static PyObject *run_args(void *program, PyObject **ins, int nin, int nconsumed,
         return PyErr_NoMemory();
     for (int i = 0; i < nout; i++)
         outs[i] = NULL;
-    if (cap_runtime_run_program(program, ins, nin, nconsumed, outs, nout, rng) == 0) {
+    if (cap_runtime_run_program(program, ins, nin, nconsumed, outs, nout, rng, io) == 0) {
         r = PyTuple_New(nout);
         for (int i = 0; r && i < nout; i++)
             PyTuple_SetItem(r, i, outs[i]);
@@ -99,8 +102,9 @@ static PyObject *run_args(void *program, PyObject **ins, int nin, int nconsumed,
     return r ? r : (PyErr_Occurred() ? NULL : PyErr_NoMemory());
 }
 
-/* program(args[nin]) -> a tuple of nout tensors. */
-static PyObject *run_tuple(void *program, PyObject *args, int nin, int nout, cap_rng rng)
+/* program(args[nin]) -> a tuple of nout tensors (NULL for one io placed). */
+static PyObject *run_tuple(void *program, PyObject *args, int nin, int nout, cap_rng rng,
+                           const cap_run_io *io)
 {
     PyObject *stack_in[64];
     PyObject **ins = nin <= 64 ? stack_in : PyMem_Malloc(sizeof(PyObject *) * (size_t)nin);
@@ -108,7 +112,7 @@ static PyObject *run_tuple(void *program, PyObject *args, int nin, int nout, cap
         return PyErr_NoMemory();
     for (int i = 0; i < nin; i++)
         ins[i] = PyTuple_GetItem(args, i);
-    PyObject *r = run_args(program, ins, nin, 0, nout, rng);
+    PyObject *r = run_args(program, ins, nin, 0, nout, rng, io);
     if (ins != stack_in)
         PyMem_Free(ins);
     return r;
@@ -137,6 +141,18 @@ static PyObject *with_saved_inputs(const train_program *t, PyObject *r, PyObject
     return all;
 }
 
+/* The forward's RNG offset into *draw (a new reference; NULL without random
+ * ops) and rng: given, or a fresh draw. */
+static int forward_draw(const train_program *t, PyObject *given, PyObject **draw, cap_rng *rng)
+{
+    *draw = !t->draws ? NULL : given ? Py_NewRef(given) : cap_runtime_rng_draw();
+    if (t->draws && (!*draw || cap_runtime_rng_value(*draw, rng) < 0)) {
+        Py_CLEAR(*draw);
+        return -1;
+    }
+    return 0;
+}
+
 /* A graph with random ops: the forward draws the run's RNG offset and saves
  * it (a 0-dim tensor after the saved values), and the backward runs with it,
  * so a mask the backward recomputes is the forward's. rng=, where given,
@@ -150,19 +166,70 @@ static PyObject *tp_forward(PyObject *self, PyObject *args, PyObject *kwargs)
     PyObject *given = kwargs ? PyDict_GetItemString(kwargs, "rng") : NULL;
     if (kwargs && PyDict_Size(kwargs) != (given != NULL))
         return PyErr_Format(PyExc_TypeError, "ptc: forward takes one keyword, rng");
-    if (given == Py_None)
-        given = NULL;
     cap_rng rng = {0, NULL};
-    PyObject *draw = !t->draws ? NULL : given ? Py_NewRef(given) : cap_runtime_rng_draw();
-    if (t->draws && (!draw || cap_runtime_rng_value(draw, &rng) < 0)) {
-        Py_XDECREF(draw);
+    PyObject *draw;
+    if (forward_draw(t, given == Py_None ? NULL : given, &draw, &rng) < 0)
         return NULL;
-    }
-    PyObject *r = run_tuple(t->forward, args, t->ninputs, t->noutputs + t->ncomputed, rng);
+    PyObject *r = run_tuple(t->forward, args, t->ninputs, t->noutputs + t->ncomputed, rng, NULL);
     PyObject *all = r ? with_saved_inputs(t, r, args, draw) : NULL;
     Py_XDECREF(r);
     Py_XDECREF(draw);
     return all;
+}
+
+/* forward_blocks's result from the forward's results r (NULL for a value
+ * placed in a block): (outputs, saved, layout), saved the saved values of
+ * their own (inputs, an extern's result), then the blocks, then the RNG
+ * offset with random ops. */
+static PyObject *placed_result(const train_program *t, PyObject *r, PyObject *args,
+                               const cap_placing *pl, PyObject *draw)
+{
+    PyObject *blocks[CAP_SAVED_BLOCKS];
+    int nblocks = 0;
+    cap_saved_layout *l = cap_saved_layout_new(pl, t->nsaved, t->saved_input, blocks, &nblocks);
+    PyObject *outputs = l ? PyTuple_GetSlice(r, 0, t->noutputs) : NULL;
+    PyObject *saved = outputs ? PyList_New(0) : NULL;
+    for (int k = 0, j = 0; saved && k < t->nsaved; k++) {
+        int from = t->saved_input[k];
+        PyObject *v = from >= 0 ? PyTuple_GetItem(args, from)
+                                : PyTuple_GetItem(r, t->noutputs + j++);
+        if (v && PyList_Append(saved, v) < 0)
+            Py_CLEAR(saved);
+    }
+    for (int b = 0; b < nblocks; b++) {
+        if (saved && PyList_Append(saved, blocks[b]) < 0)
+            Py_CLEAR(saved);
+        Py_DECREF(blocks[b]);
+    }
+    if (saved && draw && PyList_Append(saved, draw) < 0)
+        Py_CLEAR(saved);
+    PyObject *result = saved ? Py_BuildValue("(ONO)", outputs, PyList_AsTuple(saved), l) : NULL;
+    Py_XDECREF(saved);
+    Py_XDECREF(outputs);
+    Py_XDECREF((PyObject *)l);
+    return result;
+}
+
+/* forward_blocks(*inputs) -> (outputs, saved, layout): the forward, its
+ * computed saved values placed in a few blocks (saved_blocks.c). */
+static PyObject *tp_forward_blocks(PyObject *self, PyObject *args)
+{
+    train_program *t = (train_program *)self;
+    if (PyTuple_Size(args) != t->ninputs)
+        return wrong_count(t->ninputs, PyTuple_Size(args));
+    cap_rng rng = {0, NULL};
+    PyObject *draw;
+    if (forward_draw(t, NULL, &draw, &rng) < 0)
+        return NULL;
+    cap_run_io io = {NULL, cap_placing_new(t->noutputs, t->ncomputed, t->place_order)};
+    PyObject *r = !io.placing ? PyErr_NoMemory()
+                              : run_tuple(t->forward, args, t->ninputs,
+                                          t->noutputs + t->ncomputed, rng, &io);
+    PyObject *result = r ? placed_result(t, r, args, io.placing, draw) : NULL;
+    cap_placing_free(io.placing);
+    Py_XDECREF(r);
+    Py_XDECREF(draw);
+    return result;
 }
 
 /* The backward for the tangents flagged absent: found among the variants,
@@ -205,8 +272,10 @@ static void *backward_without(train_program *t, const bool *absent)
  * zero, backward_without, and leaves ins without it); draw is the RNG
  * offset with random ops (else NULL). With consume, ins are references
  * handed over, each released after the backward's last read of it (and set
- * to NULL; the caller releases any left). */
-static PyObject *run_backward(train_program *t, PyObject **ins, PyObject *draw, bool consume)
+ * to NULL; the caller releases any left). ready, or NULL: saved values
+ * given as ptc tensors into their blocks (ins NULL there). */
+static PyObject *run_backward(train_program *t, PyObject **ins, PyObject *draw, bool consume,
+                              cap_ready *ready)
 {
     cap_rng rng = {0, NULL};
     if (draw && cap_runtime_rng_value(draw, &rng) < 0)
@@ -231,39 +300,75 @@ static PyObject *run_backward(train_program *t, PyObject **ins, PyObject *draw, 
         PyMem_Free(absent);
     if (!program)
         return NULL;
-    return run_args(program, ins, kept, consume ? kept : 0, t->ngrads, rng);
+    cap_run_io io = {ready, NULL};
+    return run_args(program, ins, kept, consume ? kept : 0, t->ngrads, rng, &io);
+}
+
+/* Lets go of what backward_inputs gave and a run left (with owned, the
+ * references in ins and ready), and frees the arrays. */
+static void release_backward_inputs(const train_program *t, PyObject **ins, PyObject *draw,
+                                    cap_ready *ready, bool owned)
+{
+    for (int i = 0; owned && i < t->nsaved + t->ntangents; i++)
+        Py_XDECREF(ins[i]);
+    for (int k = 0; ready && k < t->nsaved; k++)
+        Py_XDECREF(ready[k].owner);
+    Py_XDECREF(draw);
+    PyMem_Free(ins);
+    PyMem_Free(ready);
 }
 
 /* The program's backward inputs, the saved values then the tangents, from
  * list when given (new references, the list emptied) or from args
- * (borrowed); the RNG offset, which comes between them, goes to *draw. */
+ * (borrowed); the RNG offset, which comes between them, goes to *draw.
+ * With a layout (forward_blocks's) the saved values come as the tensors of
+ * their own then the blocks, and those in blocks go to *ready instead. */
 static PyObject **backward_inputs(train_program *t, PyObject *list, PyObject *args,
-                                  PyObject **draw)
+                                  const cap_saved_layout *layout, PyObject **draw,
+                                  cap_ready **ready)
 {
-    int nin = t->nsaved + t->draws + t->ntangents;
+    int nsaved = layout ? cap_saved_layout_given(layout) : t->nsaved;
+    int nin = nsaved + t->draws + t->ntangents;
     Py_ssize_t given = list ? PyList_Size(list) : PyTuple_Size(args);
     if (given != nin) {
         wrong_count(nin, given);
         return NULL;
     }
-    PyObject **ins = PyMem_Malloc(sizeof(PyObject *) * ((size_t)nin + 1));
-    if (!ins) {
+    size_t nins = (size_t)(t->nsaved + t->ntangents) + 1;
+    PyObject **got = PyMem_Malloc(sizeof(PyObject *) * ((size_t)nin + 1));
+    PyObject **ins = layout ? PyMem_Calloc(nins, sizeof(PyObject *)) : got;
+    *ready = layout ? PyMem_Calloc(nins, sizeof(cap_ready)) : NULL;
+    if (!got || !ins || (layout && !*ready)) {
+        PyMem_Free(got);
+        if (layout)
+            PyMem_Free(ins);
+        PyMem_Free(*ready);
         PyErr_NoMemory();
         return NULL;
     }
     *draw = NULL;
     for (int i = 0, k = 0; i < nin; i++) {
         PyObject *v = list ? Py_NewRef(PyList_GetItem(list, i)) : PyTuple_GetItem(args, i);
-        if (t->draws && i == t->nsaved)
+        if (t->draws && i == nsaved)
             *draw = v;
         else
-            ins[k++] = v;
+            got[k++] = v;
+    }
+    if (layout) { /* owned (list) only: backward_consuming's */
+        int rc = cap_saved_layout_expand(layout, got, true, ins, *ready);
+        for (int k = 0; k < t->ntangents; k++)
+            ins[t->nsaved + k] = got[nsaved + k];
+        for (int i = 0; rc < 0 && i < nsaved; i++)
+            Py_XDECREF(got[i]);
+        PyMem_Free(got);
+        if (rc < 0 || PyList_SetSlice(list, 0, nin, NULL) < 0) {
+            release_backward_inputs(t, ins, *draw, *ready, true);
+            return NULL;
+        }
+        return ins;
     }
     if (list && PyList_SetSlice(list, 0, nin, NULL) < 0) {
-        for (int i = 0; i < nin - t->draws; i++)
-            Py_DECREF(ins[i]);
-        Py_XDECREF(*draw);
-        PyMem_Free(ins);
+        release_backward_inputs(t, ins, *draw, NULL, true);
         return NULL;
     }
     return ins;
@@ -273,35 +378,40 @@ static PyObject *tp_backward(PyObject *self, PyObject *args)
 {
     train_program *t = (train_program *)self;
     PyObject *draw;
-    PyObject **ins = backward_inputs(t, NULL, args, &draw);
-    PyObject *r = ins ? run_backward(t, ins, draw, false) : NULL;
+    cap_ready *ready;
+    PyObject **ins = backward_inputs(t, NULL, args, NULL, &draw, &ready);
+    PyObject *r = ins ? run_backward(t, ins, draw, false, NULL) : NULL;
     PyMem_Free(ins);
     return r;
 }
 
-/* backward_consuming(inputs): the saved tensors, the RNG offset with random
- * ops and the output gradients in a list, which is emptied: the backward
- * holds them alone and lets each go after its last read, as eager's
- * autograd frees a saved tensor once its node has run (ptc._autograd clears
- * the node's own references first) and never holds a gradient the node
- * does not read. */
+/* backward_consuming(inputs, layout=None): the saved tensors, the RNG
+ * offset with random ops and the output gradients in a list, which is
+ * emptied: the backward holds them alone and lets each go after its last
+ * read, as eager's autograd frees a saved tensor once its node has run
+ * (ptc._autograd clears the node's own references first) and never holds a
+ * gradient the node does not read; a block of saved values (layout: the
+ * SavedLayout of forward_blocks) after the last read of its last value. */
 static PyObject *tp_backward_consuming(PyObject *self, PyObject *args)
 {
     train_program *t = (train_program *)self;
-    PyObject *list = PyTuple_Size(args) == 1 ? PyTuple_GetItem(args, 0) : NULL;
-    if (!list || !PyList_CheckExact(list))
+    Py_ssize_t n = PyTuple_Size(args);
+    PyObject *list = n == 1 || n == 2 ? PyTuple_GetItem(args, 0) : NULL;
+    PyObject *layout = n == 2 ? PyTuple_GetItem(args, 1) : Py_None;
+    if (!list || !PyList_CheckExact(list) ||
+        (layout != Py_None && !cap_saved_layout_check(layout)))
         return PyErr_Format(PyExc_TypeError,
-                            "ptc: backward_consuming(inputs: list) takes one list: the saved "
-                            "tensors, then the output gradients");
+                            "ptc: backward_consuming(inputs: list, layout=None) takes one list: "
+                            "the saved tensors, then the output gradients (and forward_blocks's "
+                            "layout where it made them)");
     PyObject *draw;
-    PyObject **ins = backward_inputs(t, list, NULL, &draw);
+    cap_ready *ready;
+    PyObject **ins = backward_inputs(
+        t, list, NULL, layout == Py_None ? NULL : (const cap_saved_layout *)layout, &draw, &ready);
     if (!ins)
         return NULL;
-    PyObject *r = run_backward(t, ins, draw, true);
-    for (int i = 0; i < t->nsaved + t->ntangents; i++)
-        Py_XDECREF(ins[i]);
-    Py_XDECREF(draw);
-    PyMem_Free(ins);
+    PyObject *r = run_backward(t, ins, draw, true, ready);
+    release_backward_inputs(t, ins, draw, ready, true);
     return r;
 }
 
@@ -353,8 +463,14 @@ static PyMethodDef tp_methods[] = {
      "backward(*saved, *output_grads) -> gradients of the inputs that require them (an output "
      "gradient None: that output got none, and a backward compiled with it zero runs)"},
     {"backward_consuming", tp_backward_consuming, METH_VARARGS,
-     "backward_consuming(inputs: list) -> the gradients, as backward(*inputs); the list is "
-     "emptied and each tensor released after the backward's last read of it"},
+     "backward_consuming(inputs: list, layout=None) -> the gradients, as backward(*inputs); the "
+     "list is emptied and each tensor released after the backward's last read of it (a block "
+     "of forward_blocks's after the last read of its last value)"},
+    {"forward_blocks", tp_forward_blocks, METH_VARARGS,
+     "forward_blocks(*inputs) -> (outputs, saved, layout): the forward, the saved values it "
+     "computes placed in a few blocks of bytes; saved: the saved values of their own, then the "
+     "blocks, then the RNG offset with random ops; layout: a SavedLayout for "
+     "backward_consuming"},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef tp_getset[] = {
@@ -561,6 +677,39 @@ int cap_train_prepare(cap_entry *e, const char *mode, PyObject **program, ptc_er
     return *program ? 0 : -1;
 }
 
+typedef struct last_read {
+    int step, value; /* the backward's last step reading a computed value */
+} last_read;
+
+static int last_read_cmp(const void *a, const void *b)
+{
+    const last_read *x = a, *y = b;
+    return x->step != y->step ? (x->step > y->step) - (x->step < y->step) : x->value - y->value;
+}
+
+/* The computed saved values (0..ncomputed-1) in the order the backward
+ * reads them last: forward_blocks's blocks follow it (saved_blocks.c). */
+static int order_by_last_read(train_program *t, ptc_error *err)
+{
+    t->place_order = malloc(sizeof(int) * ((size_t)t->ncomputed + 1));
+    last_read *reads = malloc(sizeof(last_read) * ((size_t)t->ncomputed + 1));
+    if (!t->place_order || !reads) {
+        free(reads);
+        return ptc_errorf(err, PTC_ERR_INTERNAL, "autograd", "out of memory");
+    }
+    const ptc_program *backward = cap_runtime_program(t->backward);
+    for (int k = 0, j = 0; k < t->nsaved; k++)
+        if (t->saved_input[k] < 0) {
+            reads[j] = (last_read){ptc_program_input_last(backward, k), j};
+            j++;
+        }
+    qsort(reads, (size_t)t->ncomputed, sizeof *reads, last_read_cmp);
+    for (int j = 0; j < t->ncomputed; j++)
+        t->place_order[j] = reads[j].value;
+    free(reads);
+    return 0;
+}
+
 /* t's counts and maps from its joint graph j and partition p (whose
  * saved_input t takes over). */
 static int take_shape(train_program *t, const ptc_joint *j, ptc_partition *p, ptc_error *err)
@@ -602,7 +751,7 @@ PyObject *cap_train_program(const ptc_graph *g, const bool *written, const int *
     t->forward = t->backward = NULL;
     t->draws = false;
     t->tangent_of = t->grad_of = t->written_into = NULL;
-    t->saved_input = NULL;
+    t->saved_input = t->place_order = NULL;
     t->backward_graph = NULL;
     t->variants = NULL;
     Py_INCREF(train_type); /* instances of heap types hold their type */
@@ -612,6 +761,8 @@ PyObject *cap_train_program(const ptc_graph *g, const bool *written, const int *
     int rc = build(g, written, output_inputs, tc, &prims, &j, &p, t, err);
     if (rc == 0)
         rc = take_shape(t, &j, &p, err);
+    if (rc == 0)
+        rc = order_by_last_read(t, err);
     if (rc == 0) { /* kept for the backwards of outputs with no gradient */
         t->backward_graph = p.backward;
         p.backward = NULL;
