@@ -13,7 +13,9 @@ says, ptc-torch-autograd turns it off (the backward runs through torch's
 autograd). ptc-ro and inductor-ro compile with mode="reduce-overhead" (CUDA
 graphs: ptc.compile's and torch.compile's), each step begun with
 torch.compiler.cudagraph_mark_step_begin() as torch advises for training
-loops.
+loops; that function is called once before the first step is timed, as its
+first call imports torch._inductor (1-2.5 s on the H200's host, measured):
+a cost of torch's API that both compilers' first step would otherwise carry.
 
 Per model and compiler, two processes one after the other: the first with
 empty compile caches (a fresh PTC_CACHE_DIR / Inductor cache dir), the second
@@ -82,6 +84,8 @@ def worker(name, compiler, steps):
         opt.step()
         return loss
 
+    if graphs:  # its first call imports torch._inductor (1-2.5 s): torch's, not a compile
+        torch.compiler.cudagraph_mark_step_begin()
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     step()
