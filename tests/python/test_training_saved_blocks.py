@@ -101,3 +101,27 @@ def test_dynamic_sizes_place_each_runs_values_at_its_sizes():
         got = grads_of(compiled, x, ws)
         for g, r in zip(got, want):
             torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-5)
+
+
+def attention_first(q, k, v, w):
+    a = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return (torch.tanh(a.sin() * w) * a).sum()
+
+
+def test_an_extern_result_made_before_the_first_allocation_stays_its_own_tensor():
+    """The attention's result is an extern's, handed over as the first saved
+    value before the run allocates anything: the blocks were planned with it
+    and the backward read it from a block it never went to ("expected dtype
+    f32, got bool"; a GPT-2 block under DDP, test_distributed_gpt2)."""
+    torch.manual_seed(0)
+    ts = [torch.randn(2, 4, 8, 16, requires_grad=True) for _ in range(4)]
+    want = attention_first(*ts)
+    want.backward()
+    expected = [t.grad.clone() for t in ts]
+    for t in ts:
+        t.grad = None
+    got = ptc.compile(attention_first)(*ts)
+    got.backward()
+    assert torch.allclose(got, want, atol=1e-5)
+    for t, e in zip(ts, expected):
+        assert torch.allclose(t.grad, e, atol=1e-4)

@@ -49,17 +49,24 @@ static int64_t value_bytes(const ptc_tensor *t)
     return t->ndim < 0 ? 0 : ptc_tensor_numel(t) * (int64_t)ptc_dtype_size(t->dtype);
 }
 
+static int64_t placeable_bytes(const ptc_tensor *t)
+{
+    return t->data || t->storage ? 0 : value_bytes(t);
+}
+
 /* Blocks of about equal bytes over the values the run allocates, in
- * last-read order (a value with no bytes stays a tensor of its own). */
+ * last-read order (a value with no bytes stays a tensor of its own, as does
+ * one already made: an extern's result handed over as the output before the
+ * run's first allocation, planned here, was placed where it never went). */
 static void plan(cap_placing *pl, const ptc_tensor *outs)
 {
     int64_t total = 0;
     for (int j = 0; j < pl->n; j++)
-        total += aligned(value_bytes(&outs[pl->first + j]));
+        total += aligned(placeable_bytes(&outs[pl->first + j]));
     int64_t share = (total + SAVED_BLOCKS - 1) / SAVED_BLOCKS;
     for (int k = 0; k < pl->n; k++) {
         int j = pl->order[k];
-        int64_t bytes = aligned(value_bytes(&outs[pl->first + j]));
+        int64_t bytes = aligned(placeable_bytes(&outs[pl->first + j]));
         pl->block[j] = -1;
         if (bytes == 0)
             continue;
@@ -129,11 +136,18 @@ void cap_placing_hook(const cap_run_io *io, ptc_host *host)
     host->output_ctx = io ? io->placing : NULL;
 }
 
+/* Whether value j went into its block (a planned value the run did not
+ * allocate stays a tensor of its own). */
+static bool placed(const cap_placing *pl, int j)
+{
+    return pl->planned && pl->block[j] >= 0 && pl->as[j].data;
+}
+
 bool cap_placing_took(const cap_run_io *io, int i)
 {
     const cap_placing *pl = io ? io->placing : NULL;
     int j = pl ? i - pl->first : -1;
-    return pl && j >= 0 && j < pl->n && pl->planned && pl->block[j] >= 0;
+    return pl && j >= 0 && j < pl->n && placed(pl, j);
 }
 
 int cap_ready_input(const cap_run_io *io, int i, ptc_tensor *t, PyObject **held)
@@ -264,7 +278,7 @@ cap_saved_layout *cap_saved_layout_new(const cap_placing *pl, int nsaved, const 
     }
     for (int k = 0, j = 0; k < nsaved; k++) {
         saved_entry *e = &l->entries[k];
-        e->block = saved_input[k] < 0 && pl->planned ? pl->block[j] : -1;
+        e->block = saved_input[k] < 0 && placed(pl, j) ? pl->block[j] : -1;
         if (e->block >= 0) {
             e->offset = pl->offset[j];
             e->as = pl->as[j];
