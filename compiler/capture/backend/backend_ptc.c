@@ -925,6 +925,7 @@ static ptc_compile_opts training_opts(const ptc_graph *g, bool backward, const i
                               .extern_output_layouts = backward,
                               .contiguous_layouts = backend == PTC_BACKEND_CPU,
                               .trace_keeps_captured = true,
+                              .keep_conv_epilogues = true,
                               .output_inputs = output_inputs};
 }
 
