@@ -297,3 +297,25 @@ def test_steps_that_are_not_per_channel_affine_are_kept(tmp_path):
     with torch.no_grad():
         torch.testing.assert_close(got, model(x))
     assert counts.get("conv_epilogues_folded", 0) == 0
+
+
+def test_symbolic_batch_and_inference_mode(tmp_path):
+    """Folds under dynamic shapes (a symbolic batch) and under
+    torch.inference_mode as under no_grad."""
+    torch.manual_seed(0)
+    model = randomize_bn(ConvBN(bias=True)).eval()
+    compiled = ptc.compile(model, dynamic=True)
+    ptc.config.trace_dir = str(tmp_path)
+    try:
+        with torch.inference_mode():
+            for batch in (2, 3, 5):
+                x = torch.randn(batch, 3, 16, 16)
+                torch.testing.assert_close(compiled(x), model(x))
+    finally:
+        ptc.config.trace_dir = None
+    folds = [json.load(open(os.path.join(d, "metrics.json")))["counts"]["conv_epilogues_folded"]
+             for d, _, files in os.walk(tmp_path) if "metrics.json" in files]
+    captured = [open(os.path.join(d, "captured.ptir")).read()
+                for d, _, files in os.walk(tmp_path) if "captured.ptir" in files]
+    assert folds and all(n == 1 for n in folds)
+    assert any(re.search(r"%x: f32\[s\d+,", c) for c in captured)
