@@ -32,7 +32,9 @@ table). Compile times are the first call's.
 layout planning: every buffer contiguous) in the same rounds: the before/after
 of layout planning in one process. --contenders ptc-weights-kept likewise
 times ptc compiled with PTC_WEIGHT_CACHE=1 (kept channels-last copies of
-convolution weights; by default torch's convolutions copy them every call).
+convolution weights; by default torch's convolutions copy them every call),
+and --contenders ptc-unfolded with PTC_FOLD_CONV=0 (eval BatchNorms kept as
+kernels after their convolutions instead of folded into the weights).
 """
 import argparse
 import json
@@ -45,7 +47,7 @@ MODELS = ["resnet18", "mobilenet_v3_small", "bert_4l", "gpt2_4l", "vit_tiny"]
 CONTENDERS = ["eager", "inductor", "ptc", "dynamo_ptc"]
 LABELS = {"eager": "eager", "inductor": "Inductor", "ptc": "ptc.compile",
           "dynamo_ptc": "torch.compile(backend=ptc)", "ptc-contiguous": "ptc, PTC_LAYOUT=contiguous",
-          "ptc-weights-kept": "ptc, PTC_WEIGHT_CACHE=1"}
+          "ptc-weights-kept": "ptc, PTC_WEIGHT_CACHE=1", "ptc-unfolded": "ptc, PTC_FOLD_CONV=0"}
 
 
 def build_model(name):
@@ -149,6 +151,8 @@ def contenders(model, names):
             made[k] = (with_env(ptc.compile(model), "PTC_LAYOUT", "contiguous"), lambda: None)
         elif k == "ptc-weights-kept":
             made[k] = (with_env(ptc.compile(model), "PTC_WEIGHT_CACHE", "1"), lambda: None)
+        elif k == "ptc-unfolded":
+            made[k] = (with_env(ptc.compile(model), "PTC_FOLD_CONV", "0"), lambda: None)
         elif k == "dynamo_ptc":
             made[k] = dynamo(ptc._dynamo.ptc_backend)
         else:

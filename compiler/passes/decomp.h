@@ -1,5 +1,6 @@
 /* Internal to compiler/passes: the decomposition context and the prims
- * builders every decomposition uses. */
+ * builders every decomposition uses (the rewriting passes build with them
+ * too), and the walk helpers the rewriting passes share (simplify.c). */
 #ifndef PTC_DECOMP_H
 #define PTC_DECOMP_H
 
@@ -88,5 +89,22 @@ void ptc_decomp_pointwise(ptc_decomp_fn *fns);
 void ptc_decomp_reduce(ptc_decomp_fn *fns);
 void ptc_decomp_shape(ptc_decomp_fn *fns);
 void ptc_decomp_linalg(ptc_decomp_fn *fns);
+
+/* ---- rewriting walks (simplify.c) ----------------------------------------------------------
+ * A walk visits a graph's nodes in order, rewriting each one's arguments
+ * through a replacement map (value id -> value, NULL: kept), so a replaced
+ * value's users see its replacement at once; the replaced nodes are left
+ * without users for DCE. */
+void pass_remap_args(ptc_node *n, ptc_value **map);
+void pass_remap_outputs(ptc_graph *g, ptc_value **map);
+/* A walk's new node order: the nodes built while a node was visited (from
+ * index `before` of g->nodes on) go right before it, so that they come
+ * before its users; take installs the order in g. */
+typedef struct pass_order {
+    ptc_node **nodes;
+    int n, cap;
+} pass_order;
+void pass_place_with_built(pass_order *o, const ptc_graph *g, int before, ptc_node *n);
+void pass_take_order(ptc_graph *g, pass_order *o);
 
 #endif /* PTC_DECOMP_H */

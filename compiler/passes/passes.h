@@ -41,6 +41,13 @@ int ptc_pass_fold(ptc_graph *g, ptc_error *err);
  * CSE. Float sums only; the rounding differs as reassociation does. Returns
  * how many sums were rewritten (the old ones are left for DCE). */
 int ptc_pass_factor_sums(ptc_graph *g, int first_id, ptc_error *err);
+/* Folds each convolution's per-channel affine epilogue (an eval
+ * BatchNorm, a frozen BatchNorm's y * scale + shift: single-use pointwise
+ * steps with per-channel operands) into its weight and bias, computed in
+ * float32 in the graph (fold_conv.c); returns how many were folded, -1 on
+ * error. For inference graphs: the folded weight costs a pass over the
+ * weight per call. */
+int ptc_pass_fold_conv_affine(ptc_graph *g, ptc_error *err);
 /* fold, cse and dce until nothing changes. */
 int ptc_simplify(ptc_graph *g, ptc_error *err);
 

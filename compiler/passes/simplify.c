@@ -18,7 +18,7 @@
  * how a comparison is decided are pointwise.def's fold column, so a new
  * pointwise prim is one row there.
  */
-#include "passes/passes.h"
+#include "passes/decomp.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -30,7 +30,7 @@ static const ptc_arg *find_arg(const ptc_node *n, const char *name)
     return i >= 0 && i < n->nargs ? &n->args[i] : NULL;
 }
 
-static void remap_args(ptc_node *n, ptc_value **map)
+void pass_remap_args(ptc_node *n, ptc_value **map)
 {
     for (int i = 0; i < n->nargs; i++) {
         ptc_arg *a = &n->args[i];
@@ -43,7 +43,7 @@ static void remap_args(ptc_node *n, ptc_value **map)
     }
 }
 
-static void remap_outputs(ptc_graph *g, ptc_value **map)
+void pass_remap_outputs(ptc_graph *g, ptc_value **map)
 {
     for (int i = 0; i < g->noutputs; i++)
         if (map[g->outputs[i]->id])
@@ -153,7 +153,7 @@ int ptc_pass_cse(ptc_graph *g)
     int merged = 0;
     for (int i = 0; i < g->nnodes; i++) {
         ptc_node *n = g->nodes[i];
-        remap_args(n, map);
+        pass_remap_args(n, map);
         uint64_t h = hash_node(n);
         int s = (int)(h & (uint64_t)(slots - 1));
         const ptc_node *hit = NULL;
@@ -173,7 +173,7 @@ int ptc_pass_cse(ptc_graph *g)
             hashes[s] = h;
         }
     }
-    remap_outputs(g, map);
+    pass_remap_outputs(g, map);
     free(map);
     free(table);
     free(hashes);
@@ -578,14 +578,7 @@ static ptc_value *fold_node(ptc_graph *g, ptc_node *n, const range *r, ptc_error
     }
 }
 
-/* A walk's new node order: the nodes built while a node was visited go
- * right before it, so that they come before its users. */
-typedef struct node_order {
-    ptc_node **nodes;
-    int n, cap;
-} node_order;
-
-static void place_with_built(node_order *o, const ptc_graph *g, int before, ptc_node *n)
+void pass_place_with_built(pass_order *o, const ptc_graph *g, int before, ptc_node *n)
 {
     int need = o->n + (g->nnodes - before) + 1;
     if (need > o->cap) {
@@ -598,7 +591,7 @@ static void place_with_built(node_order *o, const ptc_graph *g, int before, ptc_
     o->nodes[o->n++] = n;
 }
 
-static void take_order(ptc_graph *g, node_order *o)
+void pass_take_order(ptc_graph *g, pass_order *o)
 {
     for (int i = 0; i < o->n; i++)
         g->nodes[i] = o->nodes[i];
@@ -614,10 +607,10 @@ int ptc_pass_fold(ptc_graph *g, ptc_error *err)
     int folded = 0, n0 = g->nnodes;
     /* new fulls are appended: they must come before their users, so the
      * graph is rebuilt in order at the end */
-    node_order order = {0};
+    pass_order order = {0};
     for (int i = 0; i < n0; i++) {
         ptc_node *n = g->nodes[i];
-        remap_args(n, map);
+        pass_remap_args(n, map);
         folded += drop_neutral_mask(n);
         int before = g->nnodes;
         ptc_value *r = fold_node(g, n, ranges, err);
@@ -631,7 +624,7 @@ int ptc_pass_fold(ptc_graph *g, ptc_error *err)
         }
         for (int k = before; k < g->nnodes; k++)
             ranges[g->nodes[k]->outs[0]->id] = node_range(ranges, g->nodes[k]);
-        place_with_built(&order, g, before, n);
+        pass_place_with_built(&order, g, before, n);
         if (!r) {
             for (int k = 0; k < n->nout; k++)
                 ranges[n->outs[k]->id] = k == 0 ? node_range(ranges, n) : (range){false, 0, 0};
@@ -640,8 +633,8 @@ int ptc_pass_fold(ptc_graph *g, ptc_error *err)
         map[n->outs[0]->id] = r;
         folded++;
     }
-    take_order(g, &order);
-    remap_outputs(g, map);
+    pass_take_order(g, &order);
+    pass_remap_outputs(g, map);
     free(map);
     free(ranges);
     return folded;
@@ -789,20 +782,20 @@ int ptc_pass_factor_sums(ptc_graph *g, int first_id, ptc_error *err)
     /* the walk's nodes read only values made before it began: ids < nvalues */
     ptc_value **map = calloc((size_t)g->nvalues + 1, sizeof *map);
     int n0 = g->nnodes, factored = 0;
-    node_order order = {0};
+    pass_order order = {0};
     for (int i = 0; i < n0; i++) {
         ptc_node *n = g->nodes[i];
-        remap_args(n, map);
+        pass_remap_args(n, map);
         int before = g->nnodes;
         ptc_value *r = n->id >= first_id && n->op == PTC_OP_PRIMS_SUM ? factor_sum(g, n, err) : NULL;
-        place_with_built(&order, g, before, n);
+        pass_place_with_built(&order, g, before, n);
         if (r) {
             map[n->outs[0]->id] = r;
             factored++;
         }
     }
-    take_order(g, &order);
-    remap_outputs(g, map);
+    pass_take_order(g, &order);
+    pass_remap_outputs(g, map);
     free(map);
     return factored;
 }

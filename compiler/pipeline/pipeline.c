@@ -113,7 +113,24 @@ static char *graph_text(const ptc_graph *g)
     return b.data;
 }
 
-/* decompose -> simplify -> verify */
+/* Folds eval BatchNorms (and other per-channel affine epilogues) into
+ * their convolutions' weights, unless the caller keeps them or
+ * PTC_FOLD_CONV=0. */
+static int fold_conv_epilogues(pipe_t *s, ptc_graph *prims)
+{
+    static int warned;
+    if ((s->o && s->o->keep_conv_epilogues) ||
+        !ptc_env_switch("PTC_FOLD_CONV", true, &warned,
+                        "eval BatchNorms are folded into convolution weights as by default"))
+        return 0;
+    int folded = ptc_pass_fold_conv_affine(prims, s->err);
+    if (folded < 0)
+        return -1;
+    ptc_metrics_add(&s->m, "conv_epilogues_folded", folded, false);
+    return 0;
+}
+
+/* decompose -> fold conv epilogues -> simplify -> verify */
 static int stage_prims(pipe_t *s, const ptc_graph *g)
 {
     double t0 = ptc_now_ms();
@@ -121,7 +138,8 @@ static int stage_prims(pipe_t *s, const ptc_graph *g)
     if (!prims)
         return -1;
     s->p->graph = prims;
-    if (ptc_simplify(prims, s->err) || ptc_ops_verify(prims, PTC_STAGE_PRIM, s->err)) {
+    if (fold_conv_epilogues(s, prims) || ptc_simplify(prims, s->err) ||
+        ptc_ops_verify(prims, PTC_STAGE_PRIM, s->err)) {
         if (s->err && !s->err->stage[0])
             snprintf(s->err->stage, sizeof s->err->stage, "prims");
         return -1;

@@ -63,6 +63,10 @@ typedef struct ptc_compile_opts {
      * (ptc_schedule_write_in_place) the run writes the input itself and
      * hands it back as the output (ptc_program_output_input). */
     const int *output_inputs;
+    /* no folding of per-channel affine epilogues (eval BatchNorm) into
+     * convolution weights (a training graph: the fold would scale the
+     * weights every step); also PTC_FOLD_CONV=0 */
+    bool keep_conv_epilogues;
     bool trace_keeps_captured;  /* the trace's captured stage is the caller's (a
                                  * training forward: captured.ptir stays the user's
                                  * graph, forward.ptir is this one); the stages

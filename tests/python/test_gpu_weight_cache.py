@@ -14,6 +14,7 @@ from gpucheck import require_gpu
 def _gpu(monkeypatch):
     require_gpu()
     monkeypatch.setenv("PTC_WEIGHT_CACHE", "1")  # opt-in
+    monkeypatch.setenv("PTC_FOLD_CONV", "0")  # conv1's weight stays a graph input
 
 
 def test_weights_are_copied_once_across_calls_cuda():

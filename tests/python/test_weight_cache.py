@@ -18,8 +18,12 @@ import ptc
 
 @pytest.fixture(autouse=True)
 def _weight_cache_on(monkeypatch):
-    """The cache is opt-in (PTC_WEIGHT_CACHE=1); each test turns it on."""
+    """The cache is opt-in (PTC_WEIGHT_CACHE=1); each test turns it on. The
+    BatchNorm after conv1 stays (PTC_FOLD_CONV=0): folded, conv1's weight
+    would be computed in the graph, not a kept graph input
+    (test_fold_conv_bn.py)."""
     monkeypatch.setenv("PTC_WEIGHT_CACHE", "1")
+    monkeypatch.setenv("PTC_FOLD_CONV", "0")
 
 
 class ConvOps(TorchDispatchMode):

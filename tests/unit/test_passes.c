@@ -359,6 +359,94 @@ START_TEST(decompose_symbolic_and_errors)
 }
 END_TEST
 
+/* Fills t with values in [lo, lo + 1) from a small LCG. */
+static void fill(ptc_tensor *t, double lo, uint32_t *seed)
+{
+    int64_t idx[PTC_MAX_DIMS] = {0};
+    for (int64_t e = 0; e < ptc_tensor_numel(t); e++) {
+        int64_t r = e;
+        for (int d = t->ndim - 1; d >= 0; d--) {
+            idx[d] = r % t->sizes[d];
+            r /= t->sizes[d];
+        }
+        *seed = *seed * 1664525u + 1013904223u;
+        ptc_tensor_set_f64(t, idx, lo + (double)(*seed >> 8) / (double)(1u << 24));
+    }
+}
+
+/* The largest difference between g and h's first outputs on the same
+ * random inputs (the reference interpreter). */
+static double max_difference(const ptc_graph *g, const ptc_graph *h)
+{
+    ptc_tensor in[8], a, b;
+    ptc_error err;
+    uint32_t seed = 7;
+    for (int i = 0; i < g->ninputs; i++) {
+        const ptc_ttype *ty = &g->inputs[i]->type;
+        int64_t sizes[PTC_MAX_DIMS];
+        for (int d = 0; d < ty->ndim; d++)
+            sizes[d] = ty->shape[d].value;
+        ck_assert_int_eq(ptc_tensor_alloc(&in[i], ty->dtype, ty->ndim, sizes, &err), 0);
+        fill(&in[i], -0.5, &seed);
+    }
+    ck_assert_msg(ptc_interp_run(g, in, g->ninputs, &a, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_msg(ptc_interp_run(h, in, h->ninputs, &b, NULL, &err) == 0, "%s", err.msg);
+    double worst = 0;
+    int64_t idx[PTC_MAX_DIMS] = {0};
+    for (int64_t e = 0; e < ptc_tensor_numel(&a); e++) {
+        int64_t r = e;
+        for (int d = a.ndim - 1; d >= 0; d--) {
+            idx[d] = r % a.sizes[d];
+            r /= a.sizes[d];
+        }
+        worst = fmax(worst, fabs(ptc_tensor_get_f64(&a, idx) - ptc_tensor_get_f64(&b, idx)));
+    }
+    for (int i = 0; i < g->ninputs; i++)
+        ptc_tensor_release(&in[i]);
+    ptc_tensor_release(&a);
+    ptc_tensor_release(&b);
+    return worst;
+}
+
+START_TEST(eval_batch_norm_folds_into_the_convolution)
+{
+    /* %c's BatchNorm folds; %d's raw output is read twice, so its scale stays */
+    ptc_module *m = parse(
+        "# ptc ir v1\n"
+        "graph g(%x: f32[2,3,6,6] cpu, %w: f32[4,3,3,3] cpu, %mean: f32[4] cpu, %var: f32[4] cpu,"
+        " %gamma: f32[4] cpu, %beta: f32[4] cpu, %w2: f32[4,4,1,1] cpu) {\n"
+        "  %c = conv2d(%x, %w, padding=[1, 1]) : f32[2,4,6,6]\n"
+        "  %n = batch_norm(%c, %gamma, %beta, %mean, %var, training=false, momentum=0.1, eps=1e-05)"
+        " : f32[2,4,6,6]\n"
+        "  %r = relu(%n) : f32[2,4,6,6]\n"
+        "  %d = conv2d(%r, %w2) : f32[2,4,6,6]\n"
+        "  %v = view(%gamma, [4, 1, 1]) : f32[4,1,1]\n"
+        "  %s = mul(%d, %v) : f32[2,4,6,6]\n"
+        "  %o = add(%s, %d) : f32[2,4,6,6]\n"
+        "  return (%o)\n}\n");
+    ptc_error err;
+    ptc_graph *p = ptc_decompose(m->graphs[0], &err);
+    ck_assert_msg(p != NULL, "%s", err.msg);
+    ptc_graph *unfolded = ptc_graph_clone(p, NULL);
+    ck_assert_int_eq(ptc_pass_fold_conv_affine(p, &err), 1);
+    ck_assert_int_eq(ptc_simplify(p, &err), 0);
+    ck_assert_msg(ptc_ops_verify(p, PTC_STAGE_PRIM, &err) == 0, "%s", err.msg);
+    /* nothing over the activations but the relu and %d's scale and add */
+    int over_activations = 0;
+    for (int i = 0; i < p->nnodes; i++) {
+        const ptc_node *n = p->nodes[i];
+        over_activations += n->outs[0]->type.ndim == 4 && n->outs[0]->type.shape[0].value == 2 &&
+                            n->op != PTC_OP_CONVOLUTION && !(ptc_op_flags(n->op) & PTC_F_VIEW) &&
+                            n->op != PTC_OP_PRIMS_FULL;
+    }
+    ck_assert_int_eq(over_activations, 4); /* relu: le + where; mul; add */
+    ck_assert_double_le(max_difference(unfolded, p), 1e-5);
+    ptc_graph_free(unfolded);
+    ptc_graph_free(p);
+    ptc_module_free(m);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("passes");
@@ -369,6 +457,7 @@ int main(void)
     tcase_add_test(tc, boolean_attention_masks_become_additive);
     tcase_add_test(tc, sums_with_a_scatter_into_zeros_scatter_into_the_other);
     tcase_add_test(tc, decompose_symbolic_and_errors);
+    tcase_add_test(tc, eval_batch_norm_folds_into_the_convolution);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);

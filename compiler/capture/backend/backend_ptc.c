@@ -924,7 +924,7 @@ static ptc_compile_opts training_opts(const ptc_graph *g, bool backward, const i
                               .metrics = backward && tc ? backward_times : NULL,
                               .extern_output_layouts = backward,
                               .contiguous_layouts = backend == PTC_BACKEND_CPU,
-                              .trace_keeps_captured = true,
+                              .trace_keeps_captured = true, .keep_conv_epilogues = true,
                               .output_inputs = output_inputs};
 }
 
