@@ -180,6 +180,19 @@ int meta_cumsum(ptc_meta *m)
     return 0;
 }
 
+/* sort: the values in self's dtype and their int64 indices, self's shape
+ * (a 0-d self sorts along dim 0 or -1, as torch). */
+int meta_sort(ptc_meta *m)
+{
+    const ptc_ttype *x = meta_t(m, 0);
+    int d;
+    if (meta_dim(m, meta_arg(m, "dim")->i, x->ndim, x, &d))
+        return -1;
+    meta_out_like(m, x);
+    meta_out(m, PTC_I64, x->shape, x->ndim);
+    return 0;
+}
+
 /* softmax, log_softmax. */
 int meta_softmax(ptc_meta *m)
 {

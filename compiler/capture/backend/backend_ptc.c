@@ -255,16 +255,14 @@ static const char *extern_fn(const ptc_node *node, int *slot)
     case PTC_OP_BMM: return "torch.bmm";
     case PTC_OP_ADDMM: return "torch.addmm";
     case PTC_OP_CONVOLUTION: return "torch.convolution";
-    case PTC_OP_CONVOLUTION_BACKWARD_WEIGHT:
-        return "ptc._eager.convolution_backward_weight";
-    case PTC_OP_CONVOLUTION_BACKWARD:
-        return "ptc._eager.convolution_backward";
+    case PTC_OP_CONVOLUTION_BACKWARD_WEIGHT: return "ptc._eager.convolution_backward_weight";
+    case PTC_OP_CONVOLUTION_BACKWARD: return "ptc._eager.convolution_backward";
     case PTC_OP_SDPA: return "torch.nn.functional.scaled_dot_product_attention";
+    case PTC_OP_SORT: return "torch.sort";
     /* on CUDA only: ptc_exec_extern_by_host */
-    case PTC_OP_PRIMS_CUMSUM:
-        return "torch.cumsum";
-    case PTC_OP_PRIMS_SCATTER_ADD:
-        return "torch.scatter_add";
+    case PTC_OP_PRIMS_CUMSUM: return "torch.cumsum";
+    case PTC_OP_PRIMS_CUMPROD: return "torch.cumprod";
+    case PTC_OP_PRIMS_SCATTER_ADD: return "torch.scatter_add";
     default: return NULL;
     }
 }
@@ -285,8 +283,9 @@ static void extern_error(ptc_error *err, const ptc_schema *s)
     Py_XDECREF(etb);
 }
 
-/* The layout torch's fast CUDA kernels want for input ti of node, given in
- * t: 1 a contiguous copy, 2 a channels-last copy, 0 t as it is.
+/* The layout torch's kernels want for input ti of node, given in t: 1 a
+ * contiguous copy, 2 a channels-last copy, 0 t as it is.
+ *   - sort: contiguous, as its results must be (torch's take the input's).
  *   - scaled_dot_product_attention: the fused kernels (flash, memory
  *     efficient, cudnn) refuse a mask whose last dimension has a stride other
  *     than 1, a broadcast mask from an expand for one, and torch then takes
@@ -298,6 +297,8 @@ static void extern_error(ptc_error *err, const ptc_schema *s)
  *     contiguous. */
 static int extern_layout(const ptc_node *node, int ti, const ptc_tensor *t)
 {
+    if (node->op == PTC_OP_SORT)
+        return !ptc_tensor_is_contiguous(t);
     if (t->device.kind != PTC_DEV_CUDA || t->ndim < 1)
         return 0;
     if (node->op == PTC_OP_SDPA && ti == 3)

@@ -31,6 +31,8 @@ struct cap_placing {
     int first, n;       /* forward outputs [first, first + n): the values to place */
     const int *order;   /* [n]: those values (0..n-1) in the backward's last-read order */
     int *block;         /* [n]: the block of each (-1: not placed) */
+    bool *placed;       /* [n]: the run made it in its block (an output the run
+                           makes as another's, a repeated value, never asks) */
     int64_t *offset;    /* [n]: its byte offset in the block */
     bool planned;       /* at the run's first output, from all the outputs' sizes */
     int nblocks;
@@ -120,6 +122,7 @@ int cap_placing_alloc(void *ctx, int i, ptc_tensor *outs, int noutputs, ptc_erro
     *o = ptc_tensor_borrow(data + pl->offset[j], o->dtype, o->ndim, o->sizes, NULL);
     o->device = device;
     pl->as[j] = *o;
+    pl->placed[j] = true;
     return 1;
 }
 
@@ -133,7 +136,7 @@ bool cap_placing_took(const cap_run_io *io, int i)
 {
     const cap_placing *pl = io ? io->placing : NULL;
     int j = pl ? i - pl->first : -1;
-    return pl && j >= 0 && j < pl->n && pl->planned && pl->block[j] >= 0;
+    return pl && j >= 0 && j < pl->n && pl->placed[j];
 }
 
 int cap_ready_input(const cap_run_io *io, int i, ptc_tensor *t, PyObject **held)
@@ -152,6 +155,7 @@ cap_placing *cap_placing_new(int first, int n, const int *order)
     cap_placing *pl = calloc(1, sizeof *pl);
     if (pl && (!(pl->block = calloc((size_t)n + 1, sizeof *pl->block)) ||
                !(pl->offset = calloc((size_t)n + 1, sizeof *pl->offset)) ||
+               !(pl->placed = calloc((size_t)n + 1, sizeof *pl->placed)) ||
                !(pl->as = calloc((size_t)n + 1, sizeof *pl->as)))) {
         cap_placing_free(pl);
         return NULL;
@@ -172,6 +176,7 @@ void cap_placing_free(cap_placing *pl)
         Py_XDECREF(pl->blocks[b]);
     free(pl->block);
     free(pl->offset);
+    free(pl->placed);
     free(pl->as);
     free(pl);
 }
@@ -262,9 +267,13 @@ cap_saved_layout *cap_saved_layout_new(const cap_placing *pl, int nsaved, const 
         Py_DECREF(l);
         return (cap_saved_layout *)PyErr_NoMemory();
     }
+    int index[SAVED_BLOCKS]; /* a block's among those allocated */
+    for (int b = 0; b < SAVED_BLOCKS; b++)
+        if ((index[b] = pl->blocks[b] ? l->nblocks : -1) >= 0)
+            blocks[l->nblocks++] = Py_NewRef(pl->blocks[b]);
     for (int k = 0, j = 0; k < nsaved; k++) {
         saved_entry *e = &l->entries[k];
-        e->block = saved_input[k] < 0 && pl->planned ? pl->block[j] : -1;
+        e->block = saved_input[k] < 0 && pl->placed[j] ? index[pl->block[j]] : -1;
         if (e->block >= 0) {
             e->offset = pl->offset[j];
             e->as = pl->as[j];
@@ -273,8 +282,6 @@ cap_saved_layout *cap_saved_layout_new(const cap_placing *pl, int nsaved, const 
         l->nloose += e->block < 0;
         j += saved_input[k] < 0;
     }
-    for (int b = 0; b < SAVED_BLOCKS && pl->blocks[b]; b++)
-        blocks[l->nblocks++] = Py_NewRef(pl->blocks[b]);
     *nblocks = l->nblocks;
     return l;
 }

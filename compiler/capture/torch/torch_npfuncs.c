@@ -286,37 +286,89 @@ static int reduction(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
     return rc;
 }
 
-/* cumsum(a, axis=None): torch's cumsum along axis, of the flattened array
- * without one. */
+/* The array a function along `axis` works on, and torch's dim for it: a
+ * itself along axis, or without an axis a flattened (a new reference in
+ * *arr, a new int in *dim). */
+static int along_axis(cap_tcall *c, PyObject *a, PyObject *axis, PyObject **arr, PyObject **dim)
+{
+    bool flat = !axis || axis == Py_None;
+    *arr = NULL;
+    *dim = flat ? PyLong_FromLong(0) : Py_NewRef(axis);
+    PyObject *args = flat ? Py_BuildValue("(O(i))", a, -1) : NULL;
+    int rc = !*dim || (flat && !args) ? CAP_ERR : CAP_NEXT;
+    if (rc == CAP_NEXT && flat)
+        rc = cap_np_torch(c->T, "Tensor.reshape", args, NULL, arr);
+    else if (rc == CAP_NEXT)
+        *arr = Py_NewRef(a);
+    if (rc == CAP_NEXT && flat && cap_np_mark(*arr, CAP_NP_ARRAY) < 0)
+        rc = CAP_ERR;
+    Py_XDECREF(args);
+    return rc;
+}
+
+/* cumsum, cumprod (a, axis=None): torch's along axis, of the flattened
+ * array without one. */
 static int cumulative(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
 {
     static const char *const names[] = {"a", "axis", "dtype", NULL};
-    PyObject *a, *axis = ARG(1, "axis");
+    PyObject *a, *axis = ARG(1, "axis"), *arr, *dim;
     int rc = array_call(c, names, &a);
     if (rc != CAP_NEXT)
         return rc;
-    PyObject *flat = NULL, *dim = axis && axis != Py_None ? Py_NewRef(axis) : PyLong_FromLong(0);
-    PyObject *args = axis && axis != Py_None ? NULL : Py_BuildValue("(O(i))", a, -1);
-    rc = !dim || (!args && !(axis && axis != Py_None)) ? CAP_ERR : CAP_NEXT;
-    if (rc == CAP_NEXT && args)
-        rc = cap_np_torch(c->T, "Tensor.reshape", args, NULL, &flat);
-    if (flat && cap_np_mark(flat, CAP_NP_ARRAY) < 0)
-        rc = CAP_ERR;
+    rc = along_axis(c, a, axis, &arr, &dim);
     PyObject *kw = rc == CAP_NEXT ? Py_BuildValue("{sO}", "dim", dim) : NULL;
     if (rc == CAP_NEXT) {
         cap_np_op op = {.what = f->name, .fn = fn, .torch = f->torch, .cast = f->cast,
                         .torch_kwargs = kw};
-        PyObject *ops[1] = {flat ? flat : a};
         PyObject *np_kw = axis ? Py_BuildValue("{sO}", "axis", axis) : PyDict_New();
         rc = kw && np_kw ? dtype_kw(c, f, 2, np_kw) : CAP_ERR;
         if (rc == CAP_NEXT)
-            rc = apply(c, &op, ops, 1, kw_or_null(np_kw), out);
+            rc = apply(c, &op, &arr, 1, kw_or_null(np_kw), out);
         Py_XDECREF(np_kw);
     }
-    Py_XDECREF(flat);
+    Py_XDECREF(arr);
     Py_XDECREF(dim);
-    Py_XDECREF(args);
     Py_XDECREF(kw);
+    Py_DECREF(a);
+    return rc;
+}
+
+/* sort, argsort (a, axis=-1, kind=None): torch's stable sort along axis
+ * (of the flattened array for axis=None), its values or its int64 indices.
+ * Every kind sorts stably: numpy's "stable"/"mergesort" must, and its
+ * quicksort orders ties so on the short lines it sorts by insertion. */
+static int sorting(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
+{
+    static const char *const names[] = {"a", "axis", "kind", "order", NULL};
+    PyObject *a, *order = ARG(3, "order"), *kind = ARG(2, "kind");
+    PyObject *axis = ARG(1, "axis"), *arr = NULL, *dim = NULL, *res = NULL;
+    if (order && order != Py_None)
+        return unsupported(c, "with order= (structured arrays)");
+    int rc = array_call(c, names, &a);
+    if (rc != CAP_NEXT)
+        return rc;
+    PyObject *given = axis ? axis : PyLong_FromLong(-1);
+    PyObject *np_args = PyTuple_Pack(1, a);
+    PyObject *np_kw = Py_BuildValue("{sOsO}", "axis", given, "kind", kind ? kind : Py_None);
+    cap_np_result r;
+    rc = given && np_args && np_kw ? cap_np_oracle(c->T, f->name, fn, np_args, np_kw, &r) : CAP_ERR;
+    if (rc == CAP_NEXT)
+        rc = along_axis(c, a, given, &arr, &dim);
+    PyObject *t_args = rc == CAP_NEXT ? PyTuple_Pack(1, arr) : NULL;
+    PyObject *t_kw = t_args ? Py_BuildValue("{sOsO}", "dim", dim, "stable", Py_True) : NULL;
+    if (rc == CAP_NEXT)
+        rc = t_kw ? cap_np_torch(c->T, "torch.sort", t_args, t_kw, &res) : CAP_ERR;
+    if (rc == CAP_NEXT)
+        rc = cap_np_finish(c->T, Py_NewRef(PyTuple_GetItem(res, strcmp(f->name, "argsort") == 0)), &r, out);
+    if (!axis)
+        Py_XDECREF(given);
+    Py_XDECREF(np_args);
+    Py_XDECREF(np_kw);
+    Py_XDECREF(arr);
+    Py_XDECREF(dim);
+    Py_XDECREF(t_args);
+    Py_XDECREF(t_kw);
+    Py_XDECREF(res);
     Py_DECREF(a);
     return rc;
 }
@@ -762,6 +814,9 @@ static const npfn funcs[] = {
     {"var", reduction, "torch.var", OUT},
     {"std", reduction, "torch.std", OUT},
     {"cumsum", cumulative, "torch.cumsum", OUT},
+    {"cumprod", cumulative, "torch.cumprod", OUT},
+    {"sort", sorting, "torch.sort", NONE},
+    {"argsort", sorting, "torch.sort", NONE},
     {"square", ufunc, "torch.square", OUT},
     {"exp", ufunc, "torch.exp", OUT},
     {"log", ufunc, "torch.log", OUT},
@@ -927,7 +982,8 @@ static cap_tmap methods[] = {
     METHOD("sum") METHOD("mean") METHOD("max") METHOD("min") METHOD("argmax") METHOD("argmin")
     METHOD("clip") METHOD("reshape") METHOD("transpose") METHOD("astype") METHOD("copy")
     METHOD("flatten") METHOD("item") METHOD("tolist") METHOD("prod") METHOD("any") METHOD("all")
-    METHOD("var") METHOD("std") METHOD("cumsum") METHOD("round") METHOD("squeeze")
+    METHOD("var") METHOD("std") METHOD("cumsum") METHOD("cumprod") METHOD("argsort") METHOD("round")
+    METHOD("squeeze")
 };
 #undef METHOD
 

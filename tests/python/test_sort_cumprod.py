@@ -1,0 +1,156 @@
+"""sort, argsort and cumprod trace into one graph (before, PTC-B007 breaks):
+sort is an extern op run by torch's own kernel where ptc has a host (eager's
+order of ties exactly), by ptc_sort_order's stable merge sort in ptc-run;
+cumprod a scan beside cumsum (prims.cumprod). Gradients: sort's a scatter
+by the indices, cumprod's torch's cumprod_backward with zeros in the input.
+numpy's sort, argsort and cumprod on traced arrays map onto them."""
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import ptc  # noqa: E402
+
+
+def one_graph(f, *args):
+    ex = ptc.explain(f)(*args)
+    assert (ex.graph_count, ex.break_count) == (1, 0), ex.breaks
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a fallback to eager warns: not here
+        return ptc.compile(f, fullgraph=True)(*args)
+
+
+def same(got, want):
+    if isinstance(want, (tuple, list)):
+        assert type(got) is type(want) and len(got) == len(want)
+        for g, w in zip(got, want):
+            same(g, w)
+        return
+    if isinstance(want, np.ndarray):
+        assert isinstance(got, np.ndarray) and got.dtype == want.dtype, (got, want)
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)
+        return
+    assert got.dtype == want.dtype and got.shape == want.shape
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=0, equal_nan=True)
+
+
+def ties(dtype=torch.float32):
+    g = torch.Generator().manual_seed(5)
+    x = torch.randint(0, 4, (3, 40), generator=g).to(dtype)
+    if dtype.is_floating_point:
+        x[0, :5] = torch.tensor([float("nan"), -float("inf"), float("inf"), -0.0, 0.0])
+    return x
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32,
+                                   torch.float16], ids=str)
+def test_sort_and_argsort_match_eager_with_ties_and_nans(dtype):
+    def f(x):
+        return (torch.sort(x, 1), x.sort(dim=0, descending=True), x.t().sort(stable=True, dim=1),
+                torch.argsort(x, dim=1, descending=True), x.argsort(), torch.sort(x, stable=True,
+                                                                                  dim=0).values)
+
+    x = ties(dtype)
+    got = one_graph(f, x)
+    same(got, f(x))
+    assert type(got[0]) is torch.return_types.sort and got[0].indices.dtype == torch.int64
+
+
+def test_sort_of_a_zero_dim_and_an_empty_tensor():
+    f = lambda x, e: (torch.sort(x), torch.argsort(e, 0), (x * 2).cumprod(0))  # noqa: E731
+    args = torch.tensor(3.0), torch.empty(0, 3)
+    same(one_graph(f, *args), f(*args))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32,
+                                   torch.bool], ids=str)
+def test_cumprod_matches_eager(dtype):
+    def f(x):
+        return torch.cumprod(x, 1), x.cumprod(0), torch.cumprod(x, -1, dtype=torch.float64)
+
+    g = torch.Generator().manual_seed(3)
+    x = (torch.rand(4, 9, generator=g) * 3).to(dtype)
+    same(one_graph(f, x), f(x))
+
+
+def test_ptc_run_sorts_stably_and_scans_products(tmp_path):
+    """The C externs (no torch host) against the reference kernels."""
+    import subprocess
+    import os
+    exe = os.path.join(os.environ.get("PTC_BUILD_DIR", "build"), "tools/run/ptc-run")
+    src = tmp_path / "g.ptir"
+    src.write_text("# ptc ir v1\ngraph g(%x: f32[2,5] cpu) {\n"
+                   "  %0, %1 = sort(%x, dim=1, descending=true, stable=true) : f32[2,5], i64[2,5]\n"
+                   "  %2 = cumprod(%x, 1) : f32[2,5]\n"
+                   "  return (%0, %1, %2)\n}\n")
+    out = subprocess.run([exe, "--backend", "cpu", "--check", "--seed", "3", str(src)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.fixture
+def compiled_autograd():
+    ptc.config.compiled_autograd = True
+    yield
+    ptc.config.compiled_autograd = False
+
+
+def grads(f, *args):
+    """f's input gradients, eager's and ptc's (no autograd fallback)."""
+    eager = [a.clone().requires_grad_() for a in args]
+    comp = [a.clone().requires_grad_() for a in args]
+    w = torch.arange(1.0, args[0].numel() + 1, dtype=args[0].dtype).reshape(args[0].shape)
+    (f(*eager) * w).sum().backward()
+    (ptc.compile(f, fullgraph=True)(*comp) * w).sum().backward()
+    ex = ptc.explain(f, backend="ptc")(*[a.clone().requires_grad_() for a in args])
+    assert not ex.autograd_fallback and ex.break_count == 0
+    return [a.grad for a in eager], [a.grad for a in comp]
+
+
+def test_sort_gradient_scatters_by_the_indices(compiled_autograd):
+    x = torch.randn(3, 6, dtype=torch.float64)
+    f = lambda t: torch.sort(t * 2, 1, descending=True).values  # noqa: E731
+    want, got = grads(f, x)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert torch.autograd.gradcheck(ptc.compile(f), (x.clone().requires_grad_(),))
+
+
+@pytest.mark.parametrize("zeros", [[], [(0, 2)], [(0, 2), (0, 4)], [(1, 0), (2, 5)]],
+                         ids=["none", "one", "two", "first-last"])
+def test_cumprod_gradient_with_zeros_matches_torch(compiled_autograd, zeros):
+    g = torch.Generator().manual_seed(8)
+    x = torch.rand(3, 6, generator=g, dtype=torch.float64) + 0.5
+    for i, j in zeros:
+        x[i, j] = 0.0
+    f = lambda t: torch.cumprod(t * 1.0, 1)  # noqa: E731
+    want, got = grads(f, x)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    if len(zeros) < 2:  # cumprod is smooth there: finite differences hold
+        assert torch.autograd.gradcheck(ptc.compile(f), (x.clone().requires_grad_(),))
+
+
+def test_numpy_sort_argsort_cumprod_on_traced_arrays():
+    def f(x):
+        a = x.numpy()
+        return (np.sort(a, axis=1), np.argsort(-a, axis=0), np.sort(a, axis=None),
+                np.argsort(a), np.cumprod(a, axis=1), np.cumprod(a), a.cumprod(axis=0),
+                a.argsort(axis=1), np.cumprod(a.astype(np.int32), axis=1))
+
+    x = torch.randn(3, 40, generator=torch.Generator().manual_seed(2), dtype=torch.float64) / 4 + 1
+    got, want = one_graph(f, x), f(x)
+    same(got, want)
+    assert got[1].dtype == np.int64 and got[8].dtype == want[8].dtype
+
+
+def test_numpy_stable_sorts_keep_the_order_of_ties():
+    """kind="stable" as numpy's: ties in input order (numpy's default
+    quicksort may order ties of long lines otherwise; ptc always sorts
+    stably, and torch.compile unstably)."""
+    def f(x):
+        a = x.numpy()
+        return np.argsort(a, axis=1, kind="stable"), np.sort(a, kind="mergesort", axis=0)
+
+    x = ties()
+    same(one_graph(f, x), f(x))
