@@ -8,6 +8,7 @@
 #define PTC_CAP_TORCH_H
 
 #include "capture/trace/trace.h"
+#include "passes/passes.h"
 
 int cap_types_init(PyObject *module);
 /* Imports torch and builds the mapping tables (on the first compile). */
@@ -104,9 +105,18 @@ int cap_check_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv);
  * recomputed from its base and written back into it like a basic-indexing
  * view. */
 int cap_t_note_op_view(cap_tensor *view);
+/* A composition (compiler/passes' composites) that builds into T's graph
+ * (torch_compose.c). */
+ptc_composer *cap_composer(cap_trace *T);
+/* view, torch.flip(base, dims) with dims in [0, ndim), made numpy's flip
+ * of base: a view of it (torch_ops.c; followed by torch_permviews.c). */
+int cap_t_note_flip_view(cap_tensor *base, cap_tensor *view, PyObject *dims);
 int cap_t_op_view_refresh(cap_trace *T, cap_tensor *view, cap_tensor *base);
 int cap_t_op_view_write_back(cap_trace *T, cap_tensor *view, ptc_value *nv);
-static inline bool cap_t_op_view(const cap_tensor *v) { return v->view_perm || v->view_reshape; }
+static inline bool cap_t_op_view(const cap_tensor *v)
+{
+    return v->view_perm || v->view_reshape || v->view_flip;
+}
 /* A view a mutation can follow: basic indexing or one of those ops. */
 static inline bool cap_t_view_follows(const cap_tensor *v) { return v->view_key || cap_t_op_view(v); }
 int cap_torch_unpack(cap_trace *T, PyObject *t, int before, int after, bool star,

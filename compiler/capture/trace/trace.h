@@ -209,6 +209,7 @@ typedef struct cap_tensor {
     struct cap_tensor *base; /* a view's base (strong), for in-place checks */
     PyObject *view_key;    /* base[view_key] made it (basic indexing), or NULL */
     PyObject *view_perm;   /* base.permute(view_perm) made it (torch_permviews.c), or NULL */
+    PyObject *view_flip;   /* numpy's flip: base.flip(view_flip) stands for it, or NULL */
     bool view_reshape;     /* base.reshape(its shape) made it (torch_permviews.c) */
     uint8_t numpy;         /* cap_numpy_kind: what Python sees (torch_ndarray.c) */
     int nviews;            /* views taken of it */
