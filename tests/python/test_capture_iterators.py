@@ -504,6 +504,14 @@ def logged(log):
     return g
 
 
+def made_then_advanced(x, it, log):
+    """When it was made, its first item, the rest, and the log of callbacks."""
+    log.append("made")
+    first = next(it)
+    log.append("first")
+    return x + 1, log, first, list(it), list(it), log
+
+
 # islice, chain and zip_longest advance what they were given only when
 # advanced: the callbacks of the maps under them run then, as in eager (they
 # ran when the iterator was made: 'made' came last in the log)
@@ -511,10 +519,7 @@ def logged(log):
 def islice_advances_lazily(x):
     log = []
     it = itertools.islice(map(logged(log), range(8)), 1, 6, 2)
-    log.append("made")
-    first = next(it)
-    log.append("first")
-    return x + 1, log, first, list(it), list(it), log
+    return made_then_advanced(x, it, log)
 
 
 @case(1, 0)
@@ -529,10 +534,7 @@ def islice_forms(x):
 def chain_advances_lazily(x):
     log = []
     it = itertools.chain(map(logged(log), [1, 2]), [], map(logged(log), [3]))
-    log.append("made")
-    first = next(it)
-    log.append("first")
-    return x + 1, log, first, list(it), log
+    return made_then_advanced(x, it, log)
 
 
 @case(1, 0)
@@ -540,20 +542,14 @@ def chain_from_iterable_advances_lazily(x):
     log = []
     g = logged(log)
     it = itertools.chain.from_iterable(map(lambda k: map(g, [k, -k]), [1, 2]))
-    log.append("made")
-    first = next(it)
-    log.append("first")
-    return x + 1, log, first, list(it), log
+    return made_then_advanced(x, it, log)
 
 
 @case(1, 0)
 def zip_longest_advances_lazily(x):
     log = []
     it = itertools.zip_longest(map(logged(log), [1, 2, 3]), map(logged(log), "a"), fillvalue="-")
-    log.append("made")
-    first = next(it)
-    log.append("first")
-    return x + 1, log, first, list(it), list(it), log
+    return made_then_advanced(x, it, log)
 
 
 @case(1, 0)  # CPython's product takes every item of its inputs when made

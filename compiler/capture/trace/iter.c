@@ -1057,12 +1057,15 @@ static int accumulate_step(cap_interp *I, cap_lazy *lz, PyObject **out)
     return CAP_NEXT;
 }
 
-/* lz->its with item k replaced by v (a reference taken): the tuple is
- * replaced, so a mark taken before (cap_iter_mark) still holds the old. */
+/* lz->its with item k replaced by v, or v appended for k == len(its) (a
+ * reference taken): the tuple is replaced, so a mark taken before
+ * (cap_iter_mark) still holds the old. */
 static int replace_it(cap_lazy *lz, Py_ssize_t k, PyObject *v)
 {
     Py_ssize_t n = PyTuple_Size(lz->its);
-    PyObject *its = PyTuple_New(n);
+    PyObject *its = PyTuple_New(k == n ? n + 1 : n);
+    if (its && k == n)
+        PyTuple_SetItem(its, k, Py_NewRef(v));
     for (Py_ssize_t i = 0; its && i < n; i++)
         PyTuple_SetItem(its, i, Py_NewRef(i == k ? v : PyTuple_GetItem(lz->its, i)));
     Py_DECREF(v);
@@ -1116,15 +1119,8 @@ static int chain_pull(cap_interp *I, cap_lazy *lz, bool *end)
     if (rc != CAP_NEXT)
         return rc;
     *end = !v;
-    if (!v)
-        return replace_it(lz, 0, PyObject_GetIter(cap_P.empty_tuple));
-    PyObject *one = PyTuple_Pack(1, v), *its = one ? PySequence_Concat(lz->its, one) : NULL;
-    Py_DECREF(v);
-    Py_XDECREF(one);
-    if (!its)
-        return CAP_ERR;
-    Py_SETREF(lz->its, its);
-    return CAP_NEXT;
+    return v ? replace_it(lz, PyTuple_Size(lz->its), v)
+             : replace_it(lz, 0, PyObject_GetIter(cap_P.empty_tuple));
 }
 
 /* chain: the items of each iterable in turn, iter() called on one when
