@@ -154,3 +154,26 @@ def test_numpy_stable_sorts_keep_the_order_of_ties():
 
     x = ties()
     same(one_graph(f, x), f(x))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch")
+@pytest.mark.parametrize("backend", ["ptc", "eager"])
+def test_on_cuda_results_and_gradients_are_eagers(compiled_autograd, backend):
+    """CUDA: sort runs as torch.sort (eager's order of ties), cumprod as
+    torch.cumprod; the gradients' scatter and scans through torch too."""
+    def f(x):
+        s = torch.sort(x, 1, descending=True)
+        return s.values * 2, s.indices, torch.argsort(x, dim=0), torch.cumprod(x, 1)
+
+    x = ties(torch.float32).cuda()
+    got = ptc.compile(f, fullgraph=True, backend=backend)(x)
+    for g, w in zip(got, f(x)):
+        assert g.device == w.device and g.dtype == w.dtype
+        torch.testing.assert_close(g, w, rtol=1e-6, atol=0, equal_nan=True)
+    xg = torch.rand(4, 300, dtype=torch.float64, device="cuda") + 0.5
+    xg[1, 7] = xg[2, 0] = xg[2, 9] = 0.0
+    loss = lambda t: (torch.sort(t, 1).values * torch.cumprod(t, 1)).sum()  # noqa: E731
+    a, b = xg.clone().requires_grad_(), xg.clone().requires_grad_()
+    loss(a).backward()
+    ptc.compile(loss, fullgraph=True, backend=backend)(b).backward()
+    torch.testing.assert_close(b.grad, a.grad, rtol=1e-10, atol=1e-10)
