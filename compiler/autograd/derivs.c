@@ -507,12 +507,12 @@ static int d_cumprod(ag *a, const ptc_node *n, ptc_value *const *gout)
     return done(a);
 }
 
-/* sort: each value's gradient goes back to where it came from. */
+/* sort, topk: each value's gradient goes back to where it came from. */
 static int d_sort(ag *a, const ptc_node *n, ptc_value *const *gout)
 {
     if (!G)
         return done(a);
-    int dim = (int)n->args[1].i.value;
+    int dim = (int)ptc_node_arg(n, "dim")->i.value;
     if (X->type.ndim == 0) {
         ag_accum(a, X, G);
         return done(a);

@@ -448,39 +448,50 @@ int ptc_sort_order(const double *fkeys, const int64_t *ikeys, int64_t n, bool de
     return 0;
 }
 
-/* sort: each line's keys in double (or int64), their stable order, then
- * the values and indices in that order. */
+/* sort and topk: each line's keys in double (or int64), their stable
+ * order, then the values and indices in that order (topk's first k, of the
+ * largest or the smallest). */
 int ptc_ref_sort(ptc_kctx *k)
 {
     const ptc_tensor *x = ptc_k_tensor(k, 0);
-    bool fl = ref_is_float(x->dtype), desc = ref_bool(k, "descending");
-    line l;
-    if (line_init(k, x, &k->out[0], ref_int(k, "dim"), &l))
+    bool topk = k->node->op == PTC_OP_TOPK, fl = ref_is_float(x->dtype);
+    bool desc = ref_bool(k, topk ? "largest" : "descending");
+    bool reduced[PTC_MAX_DIMS] = {false};
+    int d;
+    if (ref_dim(k, ref_int(k, "dim"), x->ndim, &d))
         return -1;
-    size_t n = (size_t)(l.rx.count ? l.rx.count : 1);
+    if (x->ndim > 0)
+        reduced[d] = true;
+    red rx, ro;
+    red_init(&rx, x, reduced);
+    red_init(&ro, &k->out[0], reduced);
+    size_t n = (size_t)(rx.count ? rx.count : 1);
     double *f = fl ? malloc(sizeof *f * n) : NULL;
     int64_t *iv = fl ? NULL : malloc(sizeof *iv * n), *order = malloc(sizeof *order * n);
-    int rc = (fl ? !f : !iv) || !order ? ref_fail(k, "out of memory") : 0;
-    for (int64_t o = 0; rc == 0 && o < l.rx.nout; o++) {
-        line_load(&l, o);
-        for (int64_t i = 0; i < l.rx.count; i++) {
+    int64_t *xoffs = malloc(sizeof *xoffs * n), *ooffs = malloc(sizeof *ooffs * n);
+    int rc = (fl ? !f : !iv) || !order || !xoffs || !ooffs ? ref_fail(k, "out of memory") : 0;
+    for (int64_t o = 0; rc == 0 && o < rx.nout && ro.count > 0; o++) {
+        red_offsets(&rx, o, xoffs);
+        red_offsets(&ro, o, ooffs);
+        for (int64_t i = 0; i < rx.count; i++) {
             if (fl)
-                f[i] = ref_ldf(x, l.xoffs[i]);
+                f[i] = ref_ldf(x, xoffs[i]);
             else
-                iv[i] = ref_ldi(x, l.xoffs[i]);
+                iv[i] = ref_ldi(x, xoffs[i]);
         }
-        if (ptc_sort_order(f, iv, l.rx.count, desc, order))
+        if (ptc_sort_order(f, iv, rx.count, desc, order))
             rc = ref_fail(k, "out of memory");
-        for (int64_t i = 0; rc == 0 && i < l.rx.count; i++) {
+        for (int64_t i = 0; rc == 0 && i < ro.count; i++) {
             int64_t j = order[i];
-            memcpy(ref_at(&k->out[0], l.ooffs[i]), ref_at(x, l.xoffs[j]), ptc_dtype_size(x->dtype));
-            ref_sti(&k->out[1], l.ooffs[i], j);
+            memcpy(ref_at(&k->out[0], ooffs[i]), ref_at(x, xoffs[j]), ptc_dtype_size(x->dtype));
+            ref_sti(&k->out[1], ooffs[i], j);
         }
     }
     free(f);
     free(iv);
     free(order);
-    line_free(&l);
+    free(xoffs);
+    free(ooffs);
     return rc;
 }
 

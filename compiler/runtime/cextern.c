@@ -8,7 +8,7 @@
  * convolution is GEMM + col2im, a weight gradient the GEMM of the output
  * gradient with im2col's columns, transposed. Attention follows the reference's math path
  * row by row (in double, with the same dropout draws), rows in parallel. A
- * sort orders each line as the reference kernel does (ptc_sort_order).
+ * sort or topk orders each line as the reference kernel does (ptc_sort_order).
  */
 #include "runtime/rt.h"
 
@@ -601,17 +601,20 @@ static int run_scan(const ptc_node *n, const ptc_tensor *x, ptc_tensor *out)
     return 0;
 }
 
-/* sort along dim, a line at a time: the keys, their stable order
- * (ptc_sort_order, as the reference's), then values and indices. */
+/* sort and topk along dim, a line at a time: the keys, their stable order
+ * (ptc_sort_order, as the reference's), then values and indices (topk's
+ * first k). */
 static int run_sort(const ptc_node *n, const ptc_tensor *x, ptc_tensor *outs, ptc_error *err)
 {
     int dim = (int)arg(n, "dim")->i.value;
     dim = x->ndim == 0 ? 0 : dim < 0 ? dim + x->ndim : dim;
     int64_t len = x->ndim ? x->sizes[dim] : 1, total = ptc_tensor_numel(x);
-    if (total == 0)
+    int64_t kept = x->ndim ? outs[0].sizes[dim] : 1;
+    if (total == 0 || ptc_tensor_numel(&outs[0]) == 0)
         return 0;
     int64_t lines = total / len, idx[PTC_MAX_DIMS] = {0};
-    bool fl = ptc_dtype_is_float(x->dtype), desc = arg(n, "descending")->b;
+    bool fl = ptc_dtype_is_float(x->dtype);
+    bool desc = arg(n, n->op == PTC_OP_TOPK ? "largest" : "descending")->b;
     double *f = malloc(sizeof *f * (size_t)len);
     int64_t *iv = malloc(sizeof *iv * (size_t)len), *order = malloc(sizeof *order * (size_t)len);
     int rc = f && iv && order ? 0 : xfail(err, n, "out of memory");
@@ -626,7 +629,7 @@ static int run_sort(const ptc_node *n, const ptc_tensor *x, ptc_tensor *outs, pt
         }
         if (ptc_sort_order(fl ? f : NULL, iv, len, desc, order))
             rc = xfail(err, n, "out of memory");
-        for (int64_t i = 0; rc == 0 && i < len; i++) {
+        for (int64_t i = 0; rc == 0 && i < kept; i++) {
             if (x->ndim)
                 idx[dim] = i;
             if (fl)
@@ -759,7 +762,8 @@ int ptc_cextern_run(const ptc_node *node, const ptc_tensor *const *in, int nin, 
     case PTC_OP_SDPA: return run_sdpa(node, in, &outs[0], rng_offset, err);
     case PTC_OP_PRIMS_CUMSUM:
     case PTC_OP_PRIMS_CUMPROD: return run_scan(node, in[0], &outs[0]);
-    case PTC_OP_SORT: return run_sort(node, in[0], outs, err);
+    case PTC_OP_SORT:
+    case PTC_OP_TOPK: return run_sort(node, in[0], outs, err);
     case PTC_OP_PRIMS_SCATTER_ADD: return run_scatter_add(node, in, &outs[0], err);
     default: return xfail(err, node, "no C implementation for this extern");
     }

@@ -496,6 +496,12 @@ def reduction_cases():
         C("sort", "%x", "tuple(torch.sort(x))", x=x)
     C("sort", "%x, dim=0, descending=true", "tuple(torch.sort(x, 0, True))", x=x23)
     C("sort", "%x, dim=2", "tuple(torch.sort(x, 2))", x=x23)
+    for x in (x23, i23, T("f16", [3])):
+        C("topk", "%x, 2", "tuple(torch.topk(x, 2))", x=x)
+    C("topk", "%x, 1", "tuple(torch.topk(x, 1))", x=s)
+    C("topk", "%x, 2, dim=0, largest=false", "tuple(torch.topk(x, 2, 0, False))", x=x23)
+    C("topk", "%x, 4", "tuple(torch.topk(x, 4))", x=x23)
+    C("topk", "%x, 1, dim=2", "tuple(torch.topk(x, 1, 2))", x=x23)
 
 
 def norm_cases():
@@ -1119,7 +1125,7 @@ def size_sweep():
 
 # ---- running the cases and writing the files -----------------------------------
 
-NRETURNS2 = {"max_pool2d_with_indices", "prims.var_mean", "convolution_backward", "sort"}
+NRETURNS2 = {"max_pool2d_with_indices", "prims.var_mean", "convolution_backward", "sort", "topk"}
 
 
 def run_case(case):

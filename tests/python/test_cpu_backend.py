@@ -279,6 +279,8 @@ def test_arg_reductions(workdir):
              lambda t: tuple(t.sort(1, True)), nout=2)
     run_case(workdir, "sort_strided", "sort(%x, dim=0)", [("x", strided(rnd([37, 5])))],
              lambda t: tuple(t.sort(0)), nout=2)
+    run_case(workdir, "topk", "topk(%x, 5, dim=1, largest=false)", [("x", x)],
+             lambda t: tuple(t.topk(5, 1, False)), nout=2)
 
 
 def test_softmax_norms(workdir):

@@ -679,6 +679,11 @@ def test_cumprod_sort():
                 cases.append(make_case("sort", (y,), {"dim": dim, "descending": desc,
                                                       "stable": True},
                                        ref=lambda a, **kw: tuple(torch.sort(a, **kw))))
+            if d.is_floating_point and d.itemsize >= 4:  # distinct values: no ties to order
+                z = torch.randperm(max(x.numel(), 1))[:x.numel()].reshape(shape).to(d)
+                size = shape[dim] if shape else 1
+                cases.append(make_case("topk", (z, min(2, size)), {"dim": dim, "largest": desc},
+                                       ref=lambda a, k, **kw: tuple(torch.topk(a, k, **kw))))
     check_cases(cases)
 
 

@@ -1,8 +1,9 @@
-"""sort, argsort and cumprod trace into one graph (before, PTC-B007 breaks):
-sort is an extern op run by torch's own kernel where ptc has a host (eager's
-order of ties exactly), by ptc_sort_order's stable merge sort in ptc-run;
+"""sort, argsort, topk and cumprod trace into one graph (before, PTC-B007
+breaks): sort and topk are extern ops run by torch's own kernels where ptc
+has a host (eager's order of ties exactly), by ptc_sort_order's stable merge
+sort in ptc-run;
 cumprod a scan beside cumsum (prims.cumprod). Gradients: sort's a scatter
-by the indices, cumprod's torch's cumprod_backward with zeros in the input.
+by the indices (topk's too), cumprod's torch's cumprod_backward with zeros in the input.
 numpy's sort, argsort and cumprod on traced arrays map onto them."""
 import warnings
 
@@ -58,6 +59,18 @@ def test_sort_and_argsort_match_eager_with_ties_and_nans(dtype):
     assert type(got[0]) is torch.return_types.sort and got[0].indices.dtype == torch.int64
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.float16], ids=str)
+def test_topk_matches_eager_with_ties_and_nans(dtype):
+    def f(x):
+        return (torch.topk(x, 3), x.topk(2, dim=0, largest=False), torch.topk(x, 5, 1, True, True),
+                x.t().topk(1).indices, torch.topk(x, 0).values, torch.topk(x, 40).values)
+
+    x = ties(dtype)
+    got = one_graph(f, x)
+    same(got, f(x))
+    assert type(got[0]) is torch.return_types.topk
+
+
 def test_sort_of_a_zero_dim_and_an_empty_tensor():
     f = lambda x, e: (torch.sort(x), torch.argsort(e, 0), (x * 2).cumprod(0))  # noqa: E731
     args = torch.tensor(3.0), torch.empty(0, 3)
@@ -84,7 +97,8 @@ def test_ptc_run_sorts_stably_and_scans_products(tmp_path):
     src.write_text("# ptc ir v1\ngraph g(%x: f32[2,5] cpu) {\n"
                    "  %0, %1 = sort(%x, dim=1, descending=true, stable=true) : f32[2,5], i64[2,5]\n"
                    "  %2 = cumprod(%x, 1) : f32[2,5]\n"
-                   "  return (%0, %1, %2)\n}\n")
+                   "  %3, %4 = topk(%x, 2, dim=1, largest=false) : f32[2,2], i64[2,2]\n"
+                   "  return (%0, %1, %2, %3, %4)\n}\n")
     out = subprocess.run([exe, "--backend", "cpu", "--check", "--seed", "3", str(src)],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -101,17 +115,20 @@ def grads(f, *args):
     """f's input gradients, eager's and ptc's (no autograd fallback)."""
     eager = [a.clone().requires_grad_() for a in args]
     comp = [a.clone().requires_grad_() for a in args]
-    w = torch.arange(1.0, args[0].numel() + 1, dtype=args[0].dtype).reshape(args[0].shape)
-    (f(*eager) * w).sum().backward()
+    out = f(*eager)
+    w = torch.arange(1.0, out.numel() + 1, dtype=out.dtype).reshape(out.shape)
+    (out * w).sum().backward()
     (ptc.compile(f, fullgraph=True)(*comp) * w).sum().backward()
     ex = ptc.explain(f, backend="ptc")(*[a.clone().requires_grad_() for a in args])
     assert not ex.autograd_fallback and ex.break_count == 0
     return [a.grad for a in eager], [a.grad for a in comp]
 
 
-def test_sort_gradient_scatters_by_the_indices(compiled_autograd):
+@pytest.mark.parametrize("f", [lambda t: torch.sort(t * 2, 1, descending=True).values,
+                               lambda t: torch.topk(t * 2, 2, dim=0).values],
+                         ids=["sort", "topk"])
+def test_sort_and_topk_gradients_scatter_by_the_indices(compiled_autograd, f):
     x = torch.randn(3, 6, dtype=torch.float64)
-    f = lambda t: torch.sort(t * 2, 1, descending=True).values  # noqa: E731
     want, got = grads(f, x)
     torch.testing.assert_close(got, want, rtol=0, atol=0)
     assert torch.autograd.gradcheck(ptc.compile(f), (x.clone().requires_grad_(),))
@@ -159,11 +176,13 @@ def test_numpy_stable_sorts_keep_the_order_of_ties():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch")
 @pytest.mark.parametrize("backend", ["ptc", "eager"])
 def test_on_cuda_results_and_gradients_are_eagers(compiled_autograd, backend):
-    """CUDA: sort runs as torch.sort (eager's order of ties), cumprod as
-    torch.cumprod; the gradients' scatter and scans through torch too."""
+    """CUDA: sort and topk run as torch.sort and torch.topk (eager's order of
+    ties), cumprod as torch.cumprod; the gradients' scatter and scans
+    through torch too."""
     def f(x):
         s = torch.sort(x, 1, descending=True)
-        return s.values * 2, s.indices, torch.argsort(x, dim=0), torch.cumprod(x, 1)
+        return (s.values * 2, s.indices, torch.argsort(x, dim=0), torch.cumprod(x, 1),
+                *torch.topk(x, 7, dim=1))
 
     x = ties(torch.float32).cuda()
     got = ptc.compile(f, fullgraph=True, backend=backend)(x)
@@ -172,7 +191,8 @@ def test_on_cuda_results_and_gradients_are_eagers(compiled_autograd, backend):
         torch.testing.assert_close(g, w, rtol=1e-6, atol=0, equal_nan=True)
     xg = torch.rand(4, 300, dtype=torch.float64, device="cuda") + 0.5
     xg[1, 7] = xg[2, 0] = xg[2, 9] = 0.0
-    loss = lambda t: (torch.sort(t, 1).values * torch.cumprod(t, 1)).sum()  # noqa: E731
+    loss = lambda t: ((torch.sort(t, 1).values * torch.cumprod(t, 1)).sum()  # noqa: E731
+                      + torch.topk(t, 3, dim=0).values.sum())
     a, b = xg.clone().requires_grad_(), xg.clone().requires_grad_()
     loss(a).backward()
     ptc.compile(loss, fullgraph=True, backend=backend)(b).backward()

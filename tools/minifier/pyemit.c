@@ -82,6 +82,7 @@ static const pyop pyops[PTC_OP_COUNT] = {
     [PTC_OP_BADDBMM] = {"torch.baddbmm", CALL},
     [PTC_OP_SDPA] = {"_sdpa", KWCALL},
     [PTC_OP_SORT] = {"torch.sort", KWCALL},
+    [PTC_OP_TOPK] = {"torch.topk", KWCALL},
     [PTC_OP_CONVOLUTION] = {"torch.convolution", HELPER},
     [PTC_OP_CONVOLUTION_BACKWARD_WEIGHT] = {"_convolution_backward_weight", HELPER},
     [PTC_OP_CONVOLUTION_BACKWARD] = {"_convolution_backward", HELPER},

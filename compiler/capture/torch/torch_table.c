@@ -103,7 +103,7 @@ cap_tmap cap_tmaps[] = {
     FN("torch.cumsum", CUMSUM, "input:self,dim,*,dtype,^out") MT("cumsum", CUMSUM, "self,dim,*,dtype")
     FN("torch.cumprod", CUMPROD, "input:self,dim,*,dtype,^out") MT("cumprod", CUMPROD, "self,dim,*,dtype")
     FX("torch.sort", sort, 0, "") MX("sort", sort, 0, "") FX("torch.argsort", sort, 1, "")
-    MX("argsort", sort, 1, "")
+    MX("argsort", sort, 1, "") FX("torch.topk", sort, 2, "") MX("topk", sort, 2, "")
     FX("torch.max", max_min, 1, "") FX("torch.min", max_min, 0, "")
     MX("max", max_min, 1, "") MX("min", max_min, 0, "")
     FX("torch.softmax", softmax, PTC_OP_SOFTMAX, "") FX("torch.log_softmax", softmax, PTC_OP_LOG_SOFTMAX, "")
