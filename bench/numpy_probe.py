@@ -25,6 +25,10 @@ and p34. With tan, arcsin, arccos, sinh, cosh and fmod traced
 (2026-11-28): 9 breaks over p19-p34; p31 one graph and none, its float32
 results within an ulp of numpy's but unlike them at 5 decimals (as
 --backend eager's, torch's kernels); p32 3 (cumprod, sort, argsort).
+With sort/argsort/cumprod ops and flip/einsum of one array as views
+(2026-11-28, s19sort): 9 -> 5 breaks over p19-p34 (p32 and p33 one graph
+and none each); left: p19, p20, p28 (Python numbers), p30 (a boolean
+mask), p34 (count_nonzero without axis).
 
     python3 bench/numpy_probe.py [--backend eager|ptc] [--dynamo] [NAME ...]
 """

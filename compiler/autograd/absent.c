@@ -167,6 +167,7 @@ ptc_graph *ptc_autograd_without_tangents(const ptc_graph *backward, int first_ta
         goto fail;
     }
     r.g->next_node_id = backward->next_node_id; /* new nodes do not take a copied id */
+    r.g->next_value_name = backward->next_value_name; /* nor new values a copied name */
     for (int i = 0; i < backward->ninputs; i++) {
         const ptc_value *in = backward->inputs[i];
         if (i >= first_tangent && absent[i - first_tangent])

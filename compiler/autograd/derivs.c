@@ -463,20 +463,62 @@ static int d_var_mean(ag *a, const ptc_node *n, ptc_value *const *gout)
     return done(a);
 }
 
-/* A reversed cumulative sum: total - cumsum(g) + g. */
-static int d_cumsum(ag *a, const ptc_node *n, ptc_value *const *gout)
+static ptc_value *scatter_add(ag *a, ptc_value *into, ptc_arg dim, ptc_value *index,
+                              ptc_value *src);
+
+/* g's cumulative sum along dim reversed (from the end): total - cumsum(g) + g. */
+static ptc_value *reversed_cumsum(ag *a, ptc_value *g, ptc_arg dim)
 {
     bool mask[PTC_MAX_DIMS] = {0};
-    int dim = (int)n->args[1].i.value;
+    mask[dim.i.value] = true;
+    ptc_arg args[2] = {ptc_arg_value(g), dim};
+    ptc_value *running = ag_build(a, PTC_OP_PRIMS_CUMSUM, args, 2);
+    ptc_value *total = ag_unreduce(a, ag_sum(a, g, mask), g, mask);
+    return ADD(SUB(total, running), g);
+}
+
+static int d_cumsum(ag *a, const ptc_node *n, ptc_value *const *gout)
+{
+    ag_accum(a, X, X->type.ndim == 0 ? G : reversed_cumsum(a, G, n->args[1]));
+    return done(a);
+}
+
+/* torch's cumprod_backward, zeros included: before a line's first zero x_k
+ * gets sum_{j>=k} g_j out_j / x_k; the first zero gets sum_{j>=z} g_j out'_j
+ * where out' is the cumprod with that zero taken as 1; past it, nothing. */
+static int d_cumprod(ag *a, const ptc_node *n, ptc_value *const *gout)
+{
     if (X->type.ndim == 0) {
         ag_accum(a, X, G);
         return done(a);
     }
-    mask[dim] = true;
-    ptc_arg args[2] = {{.kind = PTC_ARG_VALUE, .v = G}, n->args[1]};
-    ptc_value *running = ag_build(a, PTC_OP_PRIMS_CUMSUM, args, 2);
-    ptc_value *total = ag_unreduce(a, ag_sum(a, G, mask), X, mask);
-    ag_accum(a, X, ADD(SUB(total, running), G));
+    ptc_value *zero = cmp(a, PTC_OP_PRIMS_EQ, X, ZEROS(X));
+    ptc_arg count_args[2] = {ptc_arg_value(ag_convert(a, zero, X->type.dtype)), n->args[1]};
+    ptc_value *count = ag_build(a, PTC_OP_PRIMS_CUMSUM, count_args, 2);
+    ptc_value *before = cmp(a, PTC_OP_PRIMS_EQ, count, ZEROS(X));
+    ptc_value *first =
+        ag_binary(a, PTC_OP_PRIMS_BITWISE_AND, zero, cmp(a, PTC_OP_PRIMS_EQ, count, ONES(X)));
+    ptc_arg scan_args[2] = {ptc_arg_value(ag_where(a, first, ONES(X), X)), n->args[1]};
+    ptc_value *out_past = ag_build(a, PTC_OP_PRIMS_CUMPROD, scan_args, 2);
+    ptc_value *g_before =
+        DIV(reversed_cumsum(a, MUL(G, OUT), n->args[1]), ag_where(a, before, X, ONES(X)));
+    ptc_value *g_first = reversed_cumsum(a, MUL(G, out_past), n->args[1]);
+    ag_accum(a, X, ag_where(a, before, g_before, ag_where(a, first, g_first, ZEROS(X))));
+    return done(a);
+}
+
+/* sort, topk: each value's gradient goes back to where it came from. */
+static int d_sort(ag *a, const ptc_node *n, ptc_value *const *gout)
+{
+    if (!G)
+        return done(a);
+    int dim = (int)ptc_node_arg(n, "dim")->i.value;
+    if (X->type.ndim == 0) {
+        ag_accum(a, X, G);
+        return done(a);
+    }
+    dim = dim < 0 ? dim + X->type.ndim : dim;
+    ag_accum(a, X, scatter_add(a, ZEROS(X), ptc_arg_int(dim), n->outs[1], G));
     return done(a);
 }
 

@@ -743,7 +743,7 @@ static bool a_loop_reads(lowerer *L, const ptc_value *v, int depth)
         const ptc_node *n = g->nodes[L->users[u]];
         unsigned flags = ptc_op_flags(n->op);
         if ((flags & PTC_F_EXTERN) || n->op == PTC_OP_PRIMS_CUMSUM ||
-            n->op == PTC_OP_PRIMS_SCATTER_ADD)
+            n->op == PTC_OP_PRIMS_CUMPROD || n->op == PTC_OP_PRIMS_SCATTER_ADD)
             continue;
         if (!(flags & PTC_F_VIEW) || n->nout != 1 || depth > 16 ||
             a_loop_reads(L, n->outs[0], depth + 1))
@@ -1172,14 +1172,17 @@ static int lower_node(lowerer *L, const ptc_node *n)
     case PTC_OP_PRIMS_INDEX_SELECT: return lower_gather(L, n);
     case PTC_OP_PRIMS_CHECK_INDEX:
         return lower_check_index(L, n);
-    case PTC_OP_PRIMS_CUMSUM: new_extern(L, n, PTC_XK_CUMSUM); return 0;
+    case PTC_OP_PRIMS_CUMSUM:
+    case PTC_OP_PRIMS_CUMPROD: new_extern(L, n, PTC_XK_SCAN); return 0;
     case PTC_OP_PRIMS_SCATTER_ADD: new_extern(L, n, PTC_XK_SCATTER_ADD); return 0;
     case PTC_OP_MM:
     case PTC_OP_BMM:
     case PTC_OP_CONVOLUTION:
     case PTC_OP_CONVOLUTION_BACKWARD_WEIGHT:
     case PTC_OP_CONVOLUTION_BACKWARD:
-    case PTC_OP_SDPA: new_extern(L, n, PTC_XK_HOST); return 0;
+    case PTC_OP_SDPA:
+    case PTC_OP_SORT:
+    case PTC_OP_TOPK: new_extern(L, n, PTC_XK_HOST); return 0;
     case PTC_OP_MAX_POOL2D_WITH_INDICES: return lower_max_pool(L, n);
     case PTC_OP_AVG_POOL2D: return lower_avg_pool(L, n);
     case PTC_OP_ADAPTIVE_AVG_POOL2D: return lower_adaptive_pool(L, n);

@@ -180,6 +180,34 @@ int meta_cumsum(ptc_meta *m)
     return 0;
 }
 
+/* sort, topk: the values in self's dtype and their int64 indices, self's
+ * shape but k along dim for topk (a 0-d self sorts along dim 0 or -1, as
+ * torch, and k is 0 or 1 there). */
+int meta_sort(ptc_meta *m)
+{
+    const ptc_ttype *x = meta_t(m, 0);
+    int d;
+    if (meta_dim(m, meta_arg(m, "dim")->i, x->ndim, x, &d))
+        return -1;
+    ptc_dim shape[PTC_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++)
+        shape[i] = x->shape[i];
+    if (m->op == PTC_OP_TOPK) {
+        int64_t k;
+        ptc_dim size = x->ndim ? x->shape[d] : ptc_dim_c(1);
+        if (meta_const(m, meta_arg(m, "k")->i, "k", &k))
+            return -1;
+        if (k < 0 || (ptc_dim_is_static(size) && k > size.value))
+            return ptc_meta_fail(m, "k %lld is out of range for dim %d of %s", (long long)k, d,
+                                 meta_tstr(m, x));
+        if (x->ndim)
+            shape[d] = ptc_dim_c(k);
+    }
+    meta_out(m, x->dtype, shape, x->ndim);
+    meta_out(m, PTC_I64, shape, x->ndim);
+    return 0;
+}
+
 /* softmax, log_softmax. */
 int meta_softmax(ptc_meta *m)
 {

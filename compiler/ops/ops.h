@@ -126,6 +126,13 @@ const ptc_tensor *ptc_k_tensor(const ptc_kctx *k, int argi);
 int64_t ptc_k_int(const ptc_kctx *k, int argi);
 /* A scalar arg (INT/FLOAT/BOOL) as double. */
 double ptc_k_scalar(const ptc_kctx *k, int argi);
+/* The stable order of n sort keys, fkeys (floating) or else ikeys, as
+ * torch.sort(stable=True) gives it: order[i] is the input position of the
+ * i-th smallest (largest when descending), NaN above every number; ties keep
+ * their input order. -1 when out of memory. The reference kernel and the C
+ * extern (ptc-run) sort with it. */
+int ptc_sort_order(const double *fkeys, const int64_t *ikeys, int64_t n, bool descending,
+                   int64_t *order);
 /* One element of the binary pointwise prim `op` as the reference computes it
  * (its pointwise.def formula) for operands a, b of dtype dt: float dtypes in
  * fa, fb and the result in *fr (rounded to dt), integer and bool dtypes in ia,

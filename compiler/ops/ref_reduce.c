@@ -378,31 +378,121 @@ static void line_free(line *l)
     free(l->ooffs);
 }
 
+/* cumsum and cumprod (the torch ops and the prims), accumulating in double
+ * or, on integers, in wrapping 64-bit arithmetic. */
 int ptc_ref_cumsum(ptc_kctx *k)
 {
     const ptc_tensor *x = ptc_k_tensor(k, 0);
     ptc_tensor *out = &k->out[0];
     ptc_dtype dt = out->dtype;
+    bool prod = k->node->op == PTC_OP_CUMPROD || k->node->op == PTC_OP_PRIMS_CUMPROD;
     line l;
     if (line_init(k, x, out, ref_int(k, "dim"), &l))
         return -1;
     for (int64_t o = 0; o < l.rx.nout; o++) {
         line_load(&l, o);
-        double facc = 0;
-        uint64_t iacc = 0;
+        double facc = prod;
+        uint64_t iacc = prod;
         for (int64_t i = 0; i < l.rx.count; i++) {
             const void *p = ref_at(x, l.xoffs[i]);
             if (ref_is_float(dt)) {
-                facc += ref_load_as_f(p, x->dtype, dt);
+                double v = ref_load_as_f(p, x->dtype, dt);
+                facc = prod ? facc * v : facc + v;
                 ref_stf(out, l.ooffs[i], facc);
             } else {
-                iacc += (uint64_t)ref_load_as_i(p, x->dtype, dt);
+                uint64_t v = (uint64_t)ref_load_as_i(p, x->dtype, dt);
+                iacc = prod ? iacc * v : iacc + v;
                 ref_sti(out, l.ooffs[i], (int64_t)iacc);
             }
         }
     }
     line_free(&l);
     return 0;
+}
+
+/* ---- sort ------------------------------------------------------------------------- */
+
+/* Whether key i goes before key j in a sort (NaN above every number, as torch). */
+static bool sorts_before(const double *f, const int64_t *iv, int64_t i, int64_t j, bool desc)
+{
+    if (!f)
+        return desc ? iv[i] > iv[j] : iv[i] < iv[j];
+    bool ni = f[i] != f[i], nj = f[j] != f[j];
+    if (ni || nj)
+        return desc ? ni && !nj : nj && !ni;
+    return desc ? f[i] > f[j] : f[i] < f[j];
+}
+
+int ptc_sort_order(const double *fkeys, const int64_t *ikeys, int64_t n, bool descending,
+                   int64_t *order)
+{
+    int64_t *tmp = malloc(sizeof *tmp * (size_t)(n ? n : 1));
+    if (!tmp)
+        return -1;
+    for (int64_t i = 0; i < n; i++)
+        order[i] = i;
+    /* bottom-up merge sort: stable, ties keep their input order */
+    for (int64_t w = 1; w < n; w *= 2) {
+        for (int64_t lo = 0; lo < n; lo += 2 * w) {
+            int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            int64_t a = lo, b = mid, t = lo;
+            while (a < mid || b < hi)
+                tmp[t++] = b >= hi || (a < mid && !sorts_before(fkeys, ikeys, order[b], order[a],
+                                                                 descending))
+                               ? order[a++]
+                               : order[b++];
+        }
+        memcpy(order, tmp, sizeof *tmp * (size_t)n);
+    }
+    free(tmp);
+    return 0;
+}
+
+/* sort and topk: each line's keys in double (or int64), their stable
+ * order, then the values and indices in that order (topk's first k, of the
+ * largest or the smallest). */
+int ptc_ref_sort(ptc_kctx *k)
+{
+    const ptc_tensor *x = ptc_k_tensor(k, 0);
+    bool topk = k->node->op == PTC_OP_TOPK, fl = ref_is_float(x->dtype);
+    bool desc = ref_bool(k, topk ? "largest" : "descending");
+    bool reduced[PTC_MAX_DIMS] = {false};
+    int d;
+    if (ref_dim(k, ref_int(k, "dim"), x->ndim, &d))
+        return -1;
+    if (x->ndim > 0)
+        reduced[d] = true;
+    red rx, ro;
+    red_init(&rx, x, reduced);
+    red_init(&ro, &k->out[0], reduced);
+    size_t n = (size_t)(rx.count ? rx.count : 1);
+    double *f = fl ? malloc(sizeof *f * n) : NULL;
+    int64_t *iv = fl ? NULL : malloc(sizeof *iv * n), *order = malloc(sizeof *order * n);
+    int64_t *xoffs = malloc(sizeof *xoffs * n), *ooffs = malloc(sizeof *ooffs * n);
+    int rc = (fl ? !f : !iv) || !order || !xoffs || !ooffs ? ref_fail(k, "out of memory") : 0;
+    for (int64_t o = 0; rc == 0 && o < rx.nout && ro.count > 0; o++) {
+        red_offsets(&rx, o, xoffs);
+        red_offsets(&ro, o, ooffs);
+        for (int64_t i = 0; i < rx.count; i++) {
+            if (fl)
+                f[i] = ref_ldf(x, xoffs[i]);
+            else
+                iv[i] = ref_ldi(x, xoffs[i]);
+        }
+        if (ptc_sort_order(f, iv, rx.count, desc, order))
+            rc = ref_fail(k, "out of memory");
+        for (int64_t i = 0; rc == 0 && i < ro.count; i++) {
+            int64_t j = order[i];
+            memcpy(ref_at(&k->out[0], ooffs[i]), ref_at(x, xoffs[j]), ptc_dtype_size(x->dtype));
+            ref_sti(&k->out[1], ooffs[i], j);
+        }
+    }
+    free(f);
+    free(iv);
+    free(order);
+    free(xoffs);
+    free(ooffs);
+    return rc;
 }
 
 /* softmax = exp(x - max) / sum, log_softmax = x - max - log(sum), in double

@@ -197,6 +197,7 @@ static int d_argreduce(dctx *d, const ptc_node *n, ptc_value **outs)
     return 0;
 }
 
+/* cumsum, cumprod: the prim scan over self in the result's dtype. */
 static int d_cumsum(dctx *d, const ptc_node *n, ptc_value **outs)
 {
     ptc_value *x = dp_in(d, n, "self");
@@ -205,7 +206,8 @@ static int d_cumsum(dctx *d, const ptc_node *n, ptc_value **outs)
         return -1;
     ptc_value *xc = dp_convert(d, x, dp_out_dtype(n, 0));
     ptc_arg args[2] = {ptc_arg_value(xc), ptc_arg_int(w)};
-    outs[0] = dp_build(d, PTC_OP_PRIMS_CUMSUM, args, 2);
+    ptc_op scan = n->op == PTC_OP_CUMPROD ? PTC_OP_PRIMS_CUMPROD : PTC_OP_PRIMS_CUMSUM;
+    outs[0] = dp_build(d, scan, args, 2);
     return 0;
 }
 
@@ -388,6 +390,7 @@ void ptc_decomp_reduce(ptc_decomp_fn *fns)
     fns[PTC_OP_ARGMAX] = d_argreduce;
     fns[PTC_OP_ARGMIN] = d_argreduce;
     fns[PTC_OP_CUMSUM] = d_cumsum;
+    fns[PTC_OP_CUMPROD] = d_cumsum;
     fns[PTC_OP_SOFTMAX] = d_softmax;
     fns[PTC_OP_LOG_SOFTMAX] = d_softmax;
     fns[PTC_OP_LAYER_NORM] = d_layer_norm;

@@ -7,7 +7,8 @@
  * with 1x1 stride-1 convolutions reading the input directly; transposed
  * convolution is GEMM + col2im, a weight gradient the GEMM of the output
  * gradient with im2col's columns, transposed. Attention follows the reference's math path
- * row by row (in double, with the same dropout draws), rows in parallel.
+ * row by row (in double, with the same dropout draws), rows in parallel. A
+ * sort or topk orders each line as the reference kernel does (ptc_sort_order).
  */
 #include "runtime/rt.h"
 
@@ -553,9 +554,23 @@ static int run_sdpa(const ptc_node *n, const ptc_tensor *const *in, ptc_tensor *
     return 0;
 }
 
-/* ---- scans and scatters ------------------------------------------------------------------- */
+/* ---- scans, sorts and scatters ------------------------------------------------------------ */
 
-static int run_cumsum(const ptc_node *n, const ptc_tensor *x, ptc_tensor *out)
+/* idx to the first element of the next line along dim: every dim but dim
+ * counts, the last fastest. */
+static void next_line(const ptc_tensor *x, int dim, int64_t *idx)
+{
+    for (int d = x->ndim - 1; d >= 0; d--) {
+        if (d == dim)
+            continue;
+        if (++idx[d] < x->sizes[d])
+            break;
+        idx[d] = 0;
+    }
+}
+
+/* prims.cumsum and prims.cumprod, a line at a time along dim. */
+static int run_scan(const ptc_node *n, const ptc_tensor *x, ptc_tensor *out)
 {
     int dim = (int)arg(n, "dim")->i.value;
     if (x->ndim == 0)
@@ -564,31 +579,71 @@ static int run_cumsum(const ptc_node *n, const ptc_tensor *x, ptc_tensor *out)
     if (total == 0)
         return 0;
     int64_t lines = total / (len ? len : 1), idx[PTC_MAX_DIMS] = {0};
-    bool fl = ptc_dtype_is_float(out->dtype);
+    bool fl = ptc_dtype_is_float(out->dtype), prod = n->op == PTC_OP_PRIMS_CUMPROD;
     for (int64_t ln = 0; ln < lines; ln++) {
-        double facc = 0;
-        uint64_t iacc = 0;
+        double facc = prod;
+        uint64_t iacc = prod;
         for (int64_t i = 0; i < len; i++) {
             if (x->ndim)
                 idx[dim] = i;
             if (fl) {
-                facc += ptc_tensor_get_f64(x, idx);
+                double v = ptc_tensor_get_f64(x, idx);
+                facc = prod ? facc * v : facc + v;
                 ptc_tensor_set_f64(out, idx, facc);
             } else {
-                iacc += (uint64_t)ptc_tensor_get_i64(x, idx);
+                uint64_t v = (uint64_t)ptc_tensor_get_i64(x, idx);
+                iacc = prod ? iacc * v : iacc + v;
                 ptc_tensor_set_i64(out, idx, (int64_t)iacc);
             }
         }
-        /* next line: every dim but `dim` */
-        for (int d = x->ndim - 1; d >= 0; d--) {
-            if (d == dim)
-                continue;
-            if (++idx[d] < x->sizes[d])
-                break;
-            idx[d] = 0;
-        }
+        next_line(x, dim, idx);
     }
     return 0;
+}
+
+/* sort and topk along dim, a line at a time: the keys, their stable order
+ * (ptc_sort_order, as the reference's), then values and indices (topk's
+ * first k). */
+static int run_sort(const ptc_node *n, const ptc_tensor *x, ptc_tensor *outs, ptc_error *err)
+{
+    int dim = (int)arg(n, "dim")->i.value;
+    dim = x->ndim == 0 ? 0 : dim < 0 ? dim + x->ndim : dim;
+    int64_t len = x->ndim ? x->sizes[dim] : 1, total = ptc_tensor_numel(x);
+    int64_t kept = x->ndim ? outs[0].sizes[dim] : 1;
+    if (total == 0 || ptc_tensor_numel(&outs[0]) == 0)
+        return 0;
+    int64_t lines = total / len, idx[PTC_MAX_DIMS] = {0};
+    bool fl = ptc_dtype_is_float(x->dtype);
+    bool desc = arg(n, n->op == PTC_OP_TOPK ? "largest" : "descending")->b;
+    double *f = malloc(sizeof *f * (size_t)len);
+    int64_t *iv = malloc(sizeof *iv * (size_t)len), *order = malloc(sizeof *order * (size_t)len);
+    int rc = f && iv && order ? 0 : xfail(err, n, "out of memory");
+    for (int64_t ln = 0; rc == 0 && ln < lines; ln++) {
+        for (int64_t i = 0; i < len; i++) {
+            if (x->ndim)
+                idx[dim] = i;
+            if (fl)
+                f[i] = ptc_tensor_get_f64(x, idx);
+            else
+                iv[i] = ptc_tensor_get_i64(x, idx);
+        }
+        if (ptc_sort_order(fl ? f : NULL, iv, len, desc, order))
+            rc = xfail(err, n, "out of memory");
+        for (int64_t i = 0; rc == 0 && i < kept; i++) {
+            if (x->ndim)
+                idx[dim] = i;
+            if (fl)
+                ptc_tensor_set_f64(&outs[0], idx, f[order[i]]);
+            else
+                ptc_tensor_set_i64(&outs[0], idx, iv[order[i]]);
+            ptc_tensor_set_i64(&outs[1], idx, order[i]);
+        }
+        next_line(x, dim, idx);
+    }
+    free(f);
+    free(iv);
+    free(order);
+    return rc;
 }
 
 /* One line of a floating scatter_add: the last dimension of index and src
@@ -705,7 +760,10 @@ int ptc_cextern_run(const ptc_node *node, const ptc_tensor *const *in, int nin, 
     case PTC_OP_CONVOLUTION_BACKWARD:
         return run_conv_backward(node, in, outs, err);
     case PTC_OP_SDPA: return run_sdpa(node, in, &outs[0], rng_offset, err);
-    case PTC_OP_PRIMS_CUMSUM: return run_cumsum(node, in[0], &outs[0]);
+    case PTC_OP_PRIMS_CUMSUM:
+    case PTC_OP_PRIMS_CUMPROD: return run_scan(node, in[0], &outs[0]);
+    case PTC_OP_SORT:
+    case PTC_OP_TOPK: return run_sort(node, in[0], outs, err);
     case PTC_OP_PRIMS_SCATTER_ADD: return run_scatter_add(node, in, &outs[0], err);
     default: return xfail(err, node, "no C implementation for this extern");
     }

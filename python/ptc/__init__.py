@@ -229,8 +229,9 @@ class set_stance:
 
 
 def _generator_call(fn, args, kwargs):
-    """A generator function's generator that a trace made but did not start,
-    rebuilt as the call that made it (its pickled form, compiler/capture/trace/iter.c)."""
+    """fn(*args, **kwargs): a generator function's generator that a trace made
+    but did not start, rebuilt as the call that made it, or a zip_longest given
+    fillvalue= (their pickled forms, compiler/capture/trace/iter.c)."""
     return fn(*args, **kwargs)
 
 

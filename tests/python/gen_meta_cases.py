@@ -173,10 +173,10 @@ def prim_var_mean(a, dims):
     return _out(shape, a.dtype, a), _out(shape, a.dtype, a)
 
 
-def prim_cumsum(a, dim):
+def prim_cumsum(a, dim, scan=torch.cumsum):
     if dim < 0 or dim >= max(a.dim(), 1) or a.dtype == torch.bool:
-        raise PrimError("bad cumsum")
-    return torch.cumsum(a, dim, dtype=a.dtype)
+        raise PrimError("bad " + scan.__name__)
+    return scan(a, dim, dtype=a.dtype)
 
 
 def prim_broadcast_in_dim(a, shape, bdims):
@@ -487,6 +487,21 @@ def reduction_cases():
     C("cumsum", "%x, 0, dtype=f64", "torch.cumsum(x, 0, dtype=torch.float64)", x=x23)
     C("cumsum", "%x, 2", "torch.cumsum(x, 2)", x=x23)
     C("cumsum", "%x, 0", "torch.cumsum(x, 0)", x=s)
+    for x in (b23, i23, x23):
+        C("cumprod", "%x, 1", "torch.cumprod(x, 1)", x=x)
+    C("cumprod", "%x, 0", "torch.cumprod(x, 0)", x=T("f16", [3]))
+    C("cumprod", "%x, 0, dtype=f64", "torch.cumprod(x, 0, dtype=torch.float64)", x=x23)
+    C("cumprod", "%x, 2", "torch.cumprod(x, 2)", x=x23)
+    for x in (x23, i23, b23, s, T("f16", [3])):
+        C("sort", "%x", "tuple(torch.sort(x))", x=x)
+    C("sort", "%x, dim=0, descending=true", "tuple(torch.sort(x, 0, True))", x=x23)
+    C("sort", "%x, dim=2", "tuple(torch.sort(x, 2))", x=x23)
+    for x in (x23, i23, T("f16", [3])):
+        C("topk", "%x, 2", "tuple(torch.topk(x, 2))", x=x)
+    C("topk", "%x, 1", "tuple(torch.topk(x, 1))", x=s)
+    C("topk", "%x, 2, dim=0, largest=false", "tuple(torch.topk(x, 2, 0, False))", x=x23)
+    C("topk", "%x, 4", "tuple(torch.topk(x, 4))", x=x23)
+    C("topk", "%x, 1, dim=2", "tuple(torch.topk(x, 1, 2))", x=x23)
 
 
 def norm_cases():
@@ -976,6 +991,7 @@ def prim_cases():
     for a, d in [(T("i32", [2, 3]), 1), (T("bool", [2, 3]), 1), (T("f32", [2, 3], grad=True), 0),
                  (T("f32", [2, 3]), 2), (T("f16", []), 0), (T("f32", [2, 3]), -1)]:
         C("prims.cumsum", "%%a, %d" % d, "prim_cumsum(a, %d)" % d, a=a)
+        C("prims.cumprod", "%%a, %d" % d, "prim_cumsum(a, %d, torch.cumprod)" % d, a=a)
     for a, d, i in [([2, 3], 1, I("i64", [2, 2])), ([2, 3], 1, I("i32", [2, 2])), ([2, 3], 0, I("i64", [5, 3])),
                     ([2, 3], 1, I("i64", [2])), ([2, 3], 1, I("i64", [3, 2])), ([4], 0, I("i64", [0]))]:
         C("prims.gather", "%%a, %d, %%i" % d, "prim_gather(a, %d, i)" % d, a=T("f32", a, grad=True), i=i)
@@ -1109,7 +1125,7 @@ def size_sweep():
 
 # ---- running the cases and writing the files -----------------------------------
 
-NRETURNS2 = {"max_pool2d_with_indices", "prims.var_mean", "convolution_backward"}
+NRETURNS2 = {"max_pool2d_with_indices", "prims.var_mean", "convolution_backward", "sort", "topk"}
 
 
 def run_case(case):

@@ -1,7 +1,8 @@
 """Lazy iterators, identity and rejected calls under ptc.compile, against eager.
 
-map, filter, zip, enumerate, reversed, iter(...) and generator expressions
-stay lazy while tracing:
+map, filter, zip, enumerate, reversed, iter(...), generator expressions and
+itertools' starmap, filterfalse, takewhile, dropwhile, accumulate, islice,
+chain, chain.from_iterable and zip_longest stay lazy while tracing:
 each item is computed when the program asks for it, so callbacks see the
 state of that moment, consumers that stop early (any, all, a for-loop's
 break) call nothing more, and an iterator the function returns (or that is
@@ -489,10 +490,112 @@ def itertools_without_callbacks_over_mapped_tensors(x):
             list(itertools.pairwise(map(torch.neg, xs))))
 
 
-@case(1, 2)  # was endless: the map drained whole when islice was made; now islice()
+@case(1, 0)  # was endless: the map drained whole when islice was made; then 2 breaks
 def islice_of_a_map_over_an_endless_count(x):
-    # runs for real (PTC-B021), and so does list() of the islice it made
+    # (islice ran for real, PTC-B021); now a lazy islice takes three items
     return x + 1, list(itertools.islice(map(lambda v: v * 2, itertools.count()), 3))
+
+
+def logged(log):
+    """A callback that records when it runs."""
+    def g(v):
+        log.append(v)
+        return v
+    return g
+
+
+def made_then_advanced(x, it, log):
+    """When it was made, its first item, the rest, and the log of callbacks."""
+    log.append("made")
+    first = next(it)
+    log.append("first")
+    return x + 1, log, first, list(it), list(it), log
+
+
+# islice, chain and zip_longest advance what they were given only when
+# advanced: the callbacks of the maps under them run then, as in eager (they
+# ran when the iterator was made: 'made' came last in the log)
+@case(1, 0)
+def islice_advances_lazily(x):
+    log = []
+    it = itertools.islice(map(logged(log), range(8)), 1, 6, 2)
+    return made_then_advanced(x, it, log)
+
+
+@case(1, 0)
+def islice_forms(x):
+    r = range(10)
+    return (x + 1, list(itertools.islice(r, 4)), list(itertools.islice(r, 2, None)),
+            list(itertools.islice(r, None, None, 3)), list(itertools.islice(r, 5, 2)),
+            list(itertools.islice(iter(r), 0)), list(itertools.islice(r, 1, 100, 4)))
+
+
+@case(1, 0)
+def chain_advances_lazily(x):
+    log = []
+    it = itertools.chain(map(logged(log), [1, 2]), [], map(logged(log), [3]))
+    return made_then_advanced(x, it, log)
+
+
+@case(1, 0)
+def chain_from_iterable_advances_lazily(x):
+    log = []
+    g = logged(log)
+    it = itertools.chain.from_iterable(map(lambda k: map(g, [k, -k]), [1, 2]))
+    return made_then_advanced(x, it, log)
+
+
+@case(1, 0)
+def zip_longest_advances_lazily(x):
+    log = []
+    it = itertools.zip_longest(map(logged(log), [1, 2, 3]), map(logged(log), "a"), fillvalue="-")
+    return made_then_advanced(x, it, log)
+
+
+@case(1, 0)  # CPython's product takes every item of its inputs when made
+def product_drains_its_inputs_when_made(x):
+    log = []
+    it = itertools.product(map(logged(log), [1, 2]), map(logged(log), [3]), repeat=2)
+    log.append("made")
+    return x + 1, log, next(it), log
+
+
+@case(1, 0)
+def returned_islice_chain_zip_longest_where_they_stand(x):
+    i = itertools.islice(iter(range(20)), 2, 15, 3)
+    next(i)
+    done = itertools.islice([1, 2], 1)
+    list(done)
+    c = itertools.chain([1, 2], (3,), range(4, 6))
+    next(c), next(c), next(c)
+    z = itertools.zip_longest([1, 2, 3], [4], fillvalue=0)
+    next(z)
+    z2 = itertools.zip_longest([1], [2, 3])
+    f = itertools.chain.from_iterable([[1, 2], (3,), [4]])
+    next(f)
+    f2 = itertools.chain.from_iterable(map(lambda k: [k] * k, [1, 2]))
+    next(f2), next(f2)
+    return x + 1, i, done, c, z, z2, itertools.chain(), f, f2, itertools.chain.from_iterable([])
+
+
+@case(1, 0)
+def islice_chain_zip_longest_reject_like_eager(x):
+    errors = []
+    for bad in (lambda: itertools.islice([1], -1), lambda: itertools.islice([1], 1, 2, 0),
+                lambda: itertools.islice([1], "a"), lambda: itertools.zip_longest(1),
+                lambda: itertools.zip_longest([1], fill=2), lambda: list(itertools.chain([1], 5))):
+        try:
+            bad()
+        except (TypeError, ValueError) as e:
+            errors.append((type(e).__name__, str(e)))
+    return x + 1, errors
+
+
+@case(1, 2)  # print breaks inside the islice's advance (next reruns for real on the
+# rebuilt islice), then list() of that real islice is C code driving a map (PTC-B021)
+def islice_over_a_map_that_prints(x):
+    it = itertools.islice(map(lambda v: print("item", v) or v, range(5)), 1, 4)
+    return x + 1, next(it), list(it)
 
 
 # was [(0, 1), (1, 1)]: the rerun went on from the advanced groupby; now the

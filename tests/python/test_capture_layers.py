@@ -132,7 +132,7 @@ FILE_ORDER = {
     # symbolic tensor type, which sets the tables up and fills the hook tables;
     # numpy's arrays of traced tensors (torch_ndarray.c, then np.<func> in
     # torch_npfuncs.c) sit above the call path and below the table
-    "torch": ["torch_map.c", "torch_strides.c", "torch_permviews.c", "torch_builtins.c", "torch_numpy.c",
+    "torch": ["torch_map.c", "torch_strides.c", "torch_compose.c", "torch_permviews.c", "torch_builtins.c", "torch_numpy.c",
               "torch_ops.c", "torch_nn.c", "torch_shape.c", "torch_composite.c", "torch_query.c", "torch_einsum.c",
               "torch_foreach.c", "torch_call.c", "torch_ndarray.c", "torch_npfuncs.c", "torch_table.c",
               "torch_types.c"],

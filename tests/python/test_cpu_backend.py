@@ -274,6 +274,13 @@ def test_arg_reductions(workdir):
     ties = torch.tensor([[1.0, 3.0, 3.0, 0.0], [2.0, 2.0, 2.0, 2.0]])
     run_case(workdir, "argmax_ties", "argmax(%x, 1)", [("x", ties)], lambda t: t.argmax(1))
     run_case(workdir, "cumsum", "cumsum(%x, 1)", [("x", x)], lambda t: t.cumsum(1))
+    run_case(workdir, "cumprod", "cumprod(%x, 0)", [("x", x[:, :7] / 2)], lambda t: t.cumprod(0))
+    run_case(workdir, "sort", "sort(%x, dim=1, descending=true)", [("x", x)],
+             lambda t: tuple(t.sort(1, True)), nout=2)
+    run_case(workdir, "sort_strided", "sort(%x, dim=0)", [("x", strided(rnd([37, 5])))],
+             lambda t: tuple(t.sort(0)), nout=2)
+    run_case(workdir, "topk", "topk(%x, 5, dim=1, largest=false)", [("x", x)],
+             lambda t: tuple(t.topk(5, 1, False)), nout=2)
 
 
 def test_softmax_norms(workdir):

@@ -667,6 +667,26 @@ def test_cumsum():
     check_cases(cases)
 
 
+def test_cumprod_sort():
+    gen, cases = gen_for("cumprod"), []
+    for d in ALL:
+        for shape, dim in [((3, 4), 1), ((3, 4), 0), ((2, 3, 4), -1), ((0, 3), 0), ((), 0)]:
+            x = gen.tensor(shape, d, low=-2, high=2)
+            cases.append(make_case("cumprod", (x, dim), exact_math=True))
+            cases.append(make_case("cumprod", (x, dim), {"dtype": torch.float64}))
+            for desc in (False, True):  # ties from the narrow range, nan and inf from special
+                y = gen.tensor(shape, d, low=-2, high=2, special=d.is_floating_point)
+                cases.append(make_case("sort", (y,), {"dim": dim, "descending": desc,
+                                                      "stable": True},
+                                       ref=lambda a, **kw: tuple(torch.sort(a, **kw))))
+            if d.is_floating_point and d.itemsize >= 4:  # distinct values: no ties to order
+                z = torch.randperm(max(x.numel(), 1))[:x.numel()].reshape(shape).to(d)
+                size = shape[dim] if shape else 1
+                cases.append(make_case("topk", (z, min(2, size)), {"dim": dim, "largest": desc},
+                                       ref=lambda a, k, **kw: tuple(torch.topk(a, k, **kw))))
+    check_cases(cases)
+
+
 @pytest.mark.parametrize("op", ["softmax", "log_softmax"])
 def test_softmax(op):
     gen, cases = gen_for(op), []
@@ -724,6 +744,9 @@ def test_prims_argreduce_var_mean_cumsum():
             cases.append(make_case("prims.argmin", (x, dim), ref=torch.argmin))
             cases.append(make_case("prims.cumsum", (x, dim),
                                    ref=lambda a, dim: torch.cumsum(a, dim, dtype=a.dtype),
+                                   exact_math=True))
+            cases.append(make_case("prims.cumprod", (x, dim),
+                                   ref=lambda a, dim: torch.cumprod(a, dim, dtype=a.dtype),
                                    exact_math=True))
     for d in FLOATS:
         for shape, dims in [((3, 4), [1]), ((2, 3, 4), [0, 2]), ((0, 3), [1])]:

@@ -125,3 +125,25 @@ def test_an_extern_result_made_before_the_first_allocation_stays_its_own_tensor(
     assert torch.allclose(got, want, atol=1e-5)
     for t, e in zip(ts, expected):
         assert torch.allclose(t.grad, e, atol=1e-4)
+
+
+def test_a_saved_value_that_is_also_an_output_is_a_tensor_of_its_own():
+    """cumprod's forward returns its result as the output and as a saved
+    value: the run makes that one output, never placing the saved one, which
+    then is a tensor of its own, and the layout lists only blocks that were
+    made (the backward read a block that was not there: a segfault)."""
+    ptc.config.compiled_autograd = True
+    try:
+        x = (torch.rand(3, 6, dtype=torch.float64) + 0.5).requires_grad_()
+        x.data[1, 2] = 0.0
+        y = x.detach().clone().requires_grad_()
+        f = lambda t: torch.cumprod(t * 1.0, 1)  # noqa: E731
+        out = ptc.compile(f, fullgraph=True)(x)
+        layout = out.grad_fn.layout
+        assert all(e is None or e[0] < layout.nblocks for e in layout.entries), layout.entries
+        assert layout.entries.count(None) + layout.nblocks == len(out.grad_fn.saved_tensors)
+        out.sum().backward()
+        f(y).sum().backward()
+        torch.testing.assert_close(x.grad, y.grad, rtol=1e-12, atol=1e-12)
+    finally:
+        ptc.config.compiled_autograd = False

@@ -67,6 +67,7 @@ static const pyop pyops[PTC_OP_COUNT] = {
     [PTC_OP_ANY] = {"_any", HELPER},
     [PTC_OP_ALL] = {"_all", HELPER},
     [PTC_OP_CUMSUM] = {"torch.cumsum", CALL},
+    [PTC_OP_CUMPROD] = {"torch.cumprod", CALL},
     [PTC_OP_SOFTMAX] = {"torch.softmax", KWCALL},
     [PTC_OP_LOG_SOFTMAX] = {"torch.log_softmax", KWCALL},
     [PTC_OP_LAYER_NORM] = {"F.layer_norm", KWCALL},
@@ -80,6 +81,8 @@ static const pyop pyops[PTC_OP_COUNT] = {
     [PTC_OP_LINEAR] = {"F.linear", CALL},
     [PTC_OP_BADDBMM] = {"torch.baddbmm", CALL},
     [PTC_OP_SDPA] = {"_sdpa", KWCALL},
+    [PTC_OP_SORT] = {"torch.sort", KWCALL},
+    [PTC_OP_TOPK] = {"torch.topk", KWCALL},
     [PTC_OP_CONVOLUTION] = {"torch.convolution", HELPER},
     [PTC_OP_CONVOLUTION_BACKWARD_WEIGHT] = {"_convolution_backward_weight", HELPER},
     [PTC_OP_CONVOLUTION_BACKWARD] = {"_convolution_backward", HELPER},
@@ -149,6 +152,7 @@ static const pyop pyops[PTC_OP_COUNT] = {
     [PTC_OP_PRIMS_ARGMIN] = {"torch.argmin", CALL},
     [PTC_OP_PRIMS_VAR_MEAN] = {"_var_mean", HELPER},
     [PTC_OP_PRIMS_CUMSUM] = {"_prim_cumsum", HELPER},
+    [PTC_OP_PRIMS_CUMPROD] = {"_prim_cumprod", HELPER},
     [PTC_OP_PRIMS_GATHER] = {"torch.gather", CALL},
     [PTC_OP_PRIMS_INDEX_SELECT] = {"torch.index_select", CALL},
     [PTC_OP_PRIMS_SCATTER_ADD] = {"torch.scatter_add", CALL},
@@ -293,6 +297,9 @@ static const char prelude[] =
     "\n"
     "def _prim_cumsum(a, dim):\n"
     "    return torch.cumsum(a, dim).to(a.dtype)\n"
+    "\n"
+    "def _prim_cumprod(a, dim):\n"
+    "    return torch.cumprod(a, dim).to(a.dtype)\n"
     "\n";
 
 static const char loader[] =

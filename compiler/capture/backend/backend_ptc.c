@@ -238,35 +238,32 @@ static PyObject *cached_view(const ptc_tensor *t)
     return v;
 }
 
-/* The torch function an extern node calls; *slot is where call_extern keeps
- * it (its op, or one past the ops for a transposed convolution, which has a
- * faster form on the CPU: ptc._eager.convolution_transposed). An op of
- * several outputs returns them as a sequence, in the op's order. */
+/* The torch function each extern op calls (prims.cumsum, cumprod and
+ * scatter_add on CUDA only: ptc_exec_extern_by_host); an op of several
+ * outputs returns them as a sequence. extern_fn: a node's, *slot where
+ * call_extern keeps it (its op, or one past the ops for a transposed
+ * convolution, which has a faster form on the CPU). */
+static const char *const extern_paths[PTC_OP_COUNT] = {
+    [PTC_OP_MM] = "torch.mm",
+    [PTC_OP_BMM] = "torch.bmm",
+    [PTC_OP_ADDMM] = "torch.addmm",
+    [PTC_OP_CONVOLUTION] = "torch.convolution",
+    [PTC_OP_CONVOLUTION_BACKWARD_WEIGHT] = "ptc._eager.convolution_backward_weight",
+    [PTC_OP_CONVOLUTION_BACKWARD] = "ptc._eager.convolution_backward",
+    [PTC_OP_SDPA] = "torch.nn.functional.scaled_dot_product_attention",
+    [PTC_OP_SORT] = "torch.sort", [PTC_OP_TOPK] = "torch.topk",
+    [PTC_OP_PRIMS_CUMSUM] = "torch.cumsum", [PTC_OP_PRIMS_CUMPROD] = "torch.cumprod",
+    [PTC_OP_PRIMS_SCATTER_ADD] = "torch.scatter_add",
+};
+
 static const char *extern_fn(const ptc_node *node, int *slot)
 {
-    ptc_op op = node->op;
-    *slot = op;
-    if (op == PTC_OP_CONVOLUTION && ptc_node_arg(node, "transposed")->b) {
+    *slot = node->op;
+    if (node->op == PTC_OP_CONVOLUTION && ptc_node_arg(node, "transposed")->b) {
         *slot = PTC_OP_COUNT;
         return "ptc._eager.convolution_transposed";
     }
-    switch (op) {
-    case PTC_OP_MM: return "torch.mm";
-    case PTC_OP_BMM: return "torch.bmm";
-    case PTC_OP_ADDMM: return "torch.addmm";
-    case PTC_OP_CONVOLUTION: return "torch.convolution";
-    case PTC_OP_CONVOLUTION_BACKWARD_WEIGHT:
-        return "ptc._eager.convolution_backward_weight";
-    case PTC_OP_CONVOLUTION_BACKWARD:
-        return "ptc._eager.convolution_backward";
-    case PTC_OP_SDPA: return "torch.nn.functional.scaled_dot_product_attention";
-    /* on CUDA only: ptc_exec_extern_by_host */
-    case PTC_OP_PRIMS_CUMSUM:
-        return "torch.cumsum";
-    case PTC_OP_PRIMS_SCATTER_ADD:
-        return "torch.scatter_add";
-    default: return NULL;
-    }
+    return extern_paths[node->op];
 }
 
 /* mm, bmm and addmm write straight into ptc's buffer (out=). */
@@ -285,8 +282,9 @@ static void extern_error(ptc_error *err, const ptc_schema *s)
     Py_XDECREF(etb);
 }
 
-/* The layout torch's fast CUDA kernels want for input ti of node, given in
- * t: 1 a contiguous copy, 2 a channels-last copy, 0 t as it is.
+/* The layout torch's kernels want for input ti of node, given in t: 1 a
+ * contiguous copy, 2 a channels-last copy, 0 t as it is.
+ *   - sort, topk: contiguous, as their results must be (torch's take the input's).
  *   - scaled_dot_product_attention: the fused kernels (flash, memory
  *     efficient, cudnn) refuse a mask whose last dimension has a stride other
  *     than 1, a broadcast mask from an expand for one, and torch then takes
@@ -298,6 +296,8 @@ static void extern_error(ptc_error *err, const ptc_schema *s)
  *     contiguous. */
 static int extern_layout(const ptc_node *node, int ti, const ptc_tensor *t)
 {
+    if (node->op == PTC_OP_SORT || node->op == PTC_OP_TOPK)
+        return !ptc_tensor_is_contiguous(t);
     if (t->device.kind != PTC_DEV_CUDA || t->ndim < 1)
         return 0;
     if (node->op == PTC_OP_SDPA && ti == 3)

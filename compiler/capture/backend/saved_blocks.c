@@ -31,6 +31,8 @@ struct cap_placing {
     int first, n;       /* forward outputs [first, first + n): the values to place */
     const int *order;   /* [n]: those values (0..n-1) in the backward's last-read order */
     int *block;         /* [n]: the block of each (-1: not placed) */
+    bool *placed;       /* [n]: the run made it in its block (an output the run
+                           makes as another's, a repeated value, never asks) */
     int64_t *offset;    /* [n]: its byte offset in the block */
     bool planned;       /* at the run's first output, from all the outputs' sizes */
     int nblocks;
@@ -57,7 +59,8 @@ static int64_t placeable_bytes(const ptc_tensor *t)
 /* Blocks of about equal bytes over the values the run allocates, in
  * last-read order (a value with no bytes stays a tensor of its own, as does
  * one already made: an extern's result handed over as the output before the
- * run's first allocation, planned here, was placed where it never went). */
+ * run's first allocation, which would hold room in a block it never goes
+ * to). */
 static void plan(cap_placing *pl, const ptc_tensor *outs)
 {
     int64_t total = 0;
@@ -127,6 +130,7 @@ int cap_placing_alloc(void *ctx, int i, ptc_tensor *outs, int noutputs, ptc_erro
     *o = ptc_tensor_borrow(data + pl->offset[j], o->dtype, o->ndim, o->sizes, NULL);
     o->device = device;
     pl->as[j] = *o;
+    pl->placed[j] = true;
     return 1;
 }
 
@@ -136,18 +140,11 @@ void cap_placing_hook(const cap_run_io *io, ptc_host *host)
     host->output_ctx = io ? io->placing : NULL;
 }
 
-/* Whether value j went into its block (a planned value the run did not
- * allocate stays a tensor of its own). */
-static bool placed(const cap_placing *pl, int j)
-{
-    return pl->planned && pl->block[j] >= 0 && pl->as[j].data;
-}
-
 bool cap_placing_took(const cap_run_io *io, int i)
 {
     const cap_placing *pl = io ? io->placing : NULL;
     int j = pl ? i - pl->first : -1;
-    return pl && j >= 0 && j < pl->n && placed(pl, j);
+    return pl && j >= 0 && j < pl->n && pl->placed[j];
 }
 
 int cap_ready_input(const cap_run_io *io, int i, ptc_tensor *t, PyObject **held)
@@ -166,6 +163,7 @@ cap_placing *cap_placing_new(int first, int n, const int *order)
     cap_placing *pl = calloc(1, sizeof *pl);
     if (pl && (!(pl->block = calloc((size_t)n + 1, sizeof *pl->block)) ||
                !(pl->offset = calloc((size_t)n + 1, sizeof *pl->offset)) ||
+               !(pl->placed = calloc((size_t)n + 1, sizeof *pl->placed)) ||
                !(pl->as = calloc((size_t)n + 1, sizeof *pl->as)))) {
         cap_placing_free(pl);
         return NULL;
@@ -186,6 +184,7 @@ void cap_placing_free(cap_placing *pl)
         Py_XDECREF(pl->blocks[b]);
     free(pl->block);
     free(pl->offset);
+    free(pl->placed);
     free(pl->as);
     free(pl);
 }
@@ -276,9 +275,13 @@ cap_saved_layout *cap_saved_layout_new(const cap_placing *pl, int nsaved, const 
         Py_DECREF(l);
         return (cap_saved_layout *)PyErr_NoMemory();
     }
+    int index[SAVED_BLOCKS]; /* a block's among those allocated */
+    for (int b = 0; b < SAVED_BLOCKS; b++)
+        if ((index[b] = pl->blocks[b] ? l->nblocks : -1) >= 0)
+            blocks[l->nblocks++] = Py_NewRef(pl->blocks[b]);
     for (int k = 0, j = 0; k < nsaved; k++) {
         saved_entry *e = &l->entries[k];
-        e->block = saved_input[k] < 0 && placed(pl, j) ? pl->block[j] : -1;
+        e->block = saved_input[k] < 0 && pl->placed[j] ? index[pl->block[j]] : -1;
         if (e->block >= 0) {
             e->offset = pl->offset[j];
             e->as = pl->as[j];
@@ -287,8 +290,6 @@ cap_saved_layout *cap_saved_layout_new(const cap_placing *pl, int nsaved, const 
         l->nloose += e->block < 0;
         j += saved_input[k] < 0;
     }
-    for (int b = 0; b < SAVED_BLOCKS && pl->blocks[b]; b++)
-        blocks[l->nblocks++] = Py_NewRef(pl->blocks[b]);
     *nblocks = l->nblocks;
     return l;
 }

@@ -8,6 +8,7 @@
 #define PTC_CAP_TORCH_H
 
 #include "capture/trace/trace.h"
+#include "passes/passes.h"
 
 int cap_types_init(PyObject *module);
 /* Imports torch and builds the mapping tables (on the first compile). */
@@ -104,9 +105,18 @@ int cap_check_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv);
  * recomputed from its base and written back into it like a basic-indexing
  * view. */
 int cap_t_note_op_view(cap_tensor *view);
+/* A composition (compiler/passes' composites) that builds into T's graph
+ * (torch_compose.c). */
+ptc_composer *cap_composer(cap_trace *T);
+/* view, torch.flip(base, dims) with dims in [0, ndim), made numpy's flip
+ * of base: a view of it (torch_ops.c; followed by torch_permviews.c). */
+int cap_t_note_flip_view(cap_tensor *base, cap_tensor *view, PyObject *dims);
 int cap_t_op_view_refresh(cap_trace *T, cap_tensor *view, cap_tensor *base);
 int cap_t_op_view_write_back(cap_trace *T, cap_tensor *view, ptc_value *nv);
-static inline bool cap_t_op_view(const cap_tensor *v) { return v->view_perm || v->view_reshape; }
+static inline bool cap_t_op_view(const cap_tensor *v)
+{
+    return v->view_perm || v->view_reshape || v->view_flip;
+}
 /* A view a mutation can follow: basic indexing or one of those ops. */
 static inline bool cap_t_view_follows(const cap_tensor *v) { return v->view_key || cap_t_op_view(v); }
 int cap_torch_unpack(cap_trace *T, PyObject *t, int before, int after, bool star,
@@ -287,7 +297,7 @@ const cap_tmap *cap_np_method_row(const char *name);
     X(new_tensor) X(fill) X(copy) X(zero) X(movedim) X(squeeze)                 \
     X(softmax) X(dropout) X(dropout_nd) X(batch_norm) X(max_pool2d) X(avg_pool2d) \
     X(adaptive_avg_pool2d) X(adaptive_avg_pool1d) X(conv) X(pad) X(embedding)   \
-    X(sdpa) X(var) X(max_min) X(floor_divide) X(relu6) X(mish) X(logsigmoid)    \
+    X(sdpa) X(var) X(max_min) X(sort) X(floor_divide) X(relu6) X(mish) X(logsigmoid)    \
     X(glu) X(normalize) X(norm) X(outer) X(einsum) X(square) X(float_power)     \
     X(clamp_one)                                                                \
     X(item) X(autograd) X(requires_grad_) X(data_dependent) X(unsupported)      \

@@ -1,13 +1,11 @@
 /* Torch functions with no op of their own (eye, hypot, lerp, flip, diff,
  * interpolate, the nn.functional losses, ...): their Python arguments read
  * and checked here, their graphs built by the composites of compiler/passes
- * (composite.c), which build into the trace through the hooks below.
+ * (composite.c), which build into the trace (cap_composer, torch_compose.c).
  * Arguments outside what is written there (legacy size_average/reduce, label
  * smoothing, ...) stay graph breaks with the reason named.
  */
 #include "capture/torch/torch.h"
-
-#include "passes/passes.h"
 
 #include <math.h>
 #include <string.h>
@@ -16,47 +14,9 @@
 
 typedef ptc_value *V;
 
-/* ---- building into the trace ------------------------------------------------------- */
-
-static ptc_node *trace_node(void *T, ptc_op op, const ptc_arg *args, int nargs)
-{
-    ptc_arg copy[8]; /* cap_build1 may convert them (autocast) */
-    PTC_ASSERT(nargs <= 8);
-    memcpy(copy, args, sizeof(ptc_arg) * (size_t)nargs);
-    V v = cap_build1(T, op, copy, nargs);
-    return v ? v->def : NULL;
-}
-
-/* A constant tensor made now (indices, weights): a graph constant. */
-static V trace_constant(void *T, const double *data, int64_t n, ptc_dtype dt, ptc_device dev)
-{
-    PyObject *list = PyList_New(n);
-    for (int64_t i = 0; list && i < n; i++)
-        PyList_SetItem(list, i,
-                       dt == PTC_I64 ? PyLong_FromLongLong((long long)data[i])
-                                     : PyFloat_FromDouble(data[i]));
-    PyObject *kw =
-        list ? Py_BuildValue("{s:O,s:N}", "dtype", cap_dtype_obj(dt), "device", cap_device_obj(dev))
-             : NULL;
-    PyObject *args = kw ? PyTuple_Pack(1, list) : NULL;
-    PyObject *real = args ? PyObject_Call(cap_T.tensor_fn, args, kw) : NULL;
-    PyObject *t = real ? cap_tensor_const(T, real) : NULL;
-    Py_XDECREF(list);
-    Py_XDECREF(kw);
-    Py_XDECREF(args);
-    Py_XDECREF(real);
-    V v = t ? cap_val(t) : NULL;
-    Py_XDECREF(t); /* the value lives in the graph */
-    if (!v && !PyErr_Occurred())
-        cap_t_break(T, CAP_B_TRACE_ERROR, "making a constant tensor failed");
-    return v;
-}
-
-static const ptc_composer_hooks trace_hooks = {trace_node, trace_constant};
-
 static ptc_composer *composer(cap_tcall *c)
 {
-    return ptc_composer_new(c->T->g, &trace_hooks, c->T);
+    return cap_composer(c->T);
 }
 
 /* ---- reading arguments ------------------------------------------------------------------ */

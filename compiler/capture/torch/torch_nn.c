@@ -1,7 +1,8 @@
 /* Special handlers for torch.nn.functional and the reductions with
  * overloaded signatures: softmax's legacy dim, dropout in eval and training,
  * batch norm, pooling with stride=None, convolutions with string padding,
- * embedding, attention, var/std's `unbiased`, max/min's three forms, and the
+ * embedding, attention, var/std's `unbiased`, max/min's three forms, sort,
+ * argsort (keyword-only stable=) and topk, and the
  * activations and norms that decompose into ops of ops.def.
  */
 #include "capture/torch/torch.h"
@@ -99,6 +100,16 @@ int cap_th_var(cap_tcall *c, PyObject **out)
     return cap_build(c->T, (ptc_op)c->m->op, a, 4, out);
 }
 
+/* The (values, indices) pair (stolen) as the torch.return_types class at path. */
+static int values_indices(const char *path, PyObject *pair, PyObject **out)
+{
+    PyObject *cls = cap_import_path(path);
+    *out = cls && pair ? PyObject_CallOneArg_compat(cls, pair) : NULL;
+    Py_XDECREF(cls);
+    Py_XDECREF(pair);
+    return *out ? CAP_NEXT : CAP_ERR;
+}
+
 int cap_th_max_min(cap_tcall *c, PyObject **out)
 {
     bool is_max = c->m->op == 1;
@@ -126,12 +137,52 @@ int cap_th_max_min(cap_tcall *c, PyObject **out)
     ptc_value *i = v ? cap_build1(c->T, is_max ? PTC_OP_ARGMAX : PTC_OP_ARGMIN, ia, 3) : NULL;
     if (!i)
         return CAP_BREAK;
-    PyObject *cls = cap_import_path(is_max ? "torch.return_types.max" : "torch.return_types.min");
     PyObject *pair = Py_BuildValue("(NN)", cap_tensor_new(c->T, v), cap_tensor_new(c->T, i));
-    *out = cls && pair ? PyObject_CallOneArg_compat(cls, pair) : NULL;
-    Py_XDECREF(cls);
-    Py_XDECREF(pair);
-    return *out ? CAP_NEXT : CAP_ERR;
+    return values_indices(is_max ? "torch.return_types.max" : "torch.return_types.min", pair, out);
+}
+
+/* topk(k, dim=-1, largest=True, sorted=True) as torch.return_types.topk. */
+static int topk(cap_tcall *c, cap_tensor *x, PyObject **out)
+{
+    PyObject *k = ARG(1, "k"), *d = ARG(2, "dim"), *largest = ARG(3, "largest");
+    PyObject *sorted = ARG(4, "sorted"), *pair;
+    if (!k || !PyLong_Check(k) || (d && d != Py_None && !PyLong_Check(d)))
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "topk with a k or dim not an int");
+    ptc_arg a[5] = {ptc_arg_value(x->v), ptc_arg_int(PyLong_AsLongLong(k)),
+                    ptc_arg_int(d && d != Py_None ? PyLong_AsLongLong(d) : -1),
+                    ptc_arg_bool(truthy(largest, true)), ptc_arg_bool(truthy(sorted, true))};
+    int rc = cap_build(c->T, PTC_OP_TOPK, a, 5, &pair);
+    return rc != CAP_NEXT ? rc : values_indices("torch.return_types.topk", pair, out);
+}
+
+/* sort(dim, descending, *, stable) and argsort (op 1: the indices only):
+ * one sort op; dim and descending by position or keyword, stable by
+ * keyword, as torch's signatures take them. topk is op 2. */
+int cap_th_sort(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    PyObject *into = ARG(-1, "out");
+    if (!x)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s needs a tensor", c->m->name);
+    if (into && into != Py_None)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "%s with out=", c->m->name);
+    if (c->m->op == 2)
+        return topk(c, x, out);
+    PyObject *d = ARG(1, "dim"), *desc = ARG(2, "descending"), *stable = ARG(-1, "stable");
+    if (d && d != Py_None && !PyLong_Check(d))
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "%s with a named dim", c->m->name);
+    ptc_arg a[4] = {ptc_arg_value(x->v), ptc_arg_int(d && d != Py_None ? PyLong_AsLongLong(d) : -1),
+                    ptc_arg_bool(truthy(desc, false)), ptc_arg_bool(truthy(stable, false))};
+    PyObject *pair;
+    int rc = cap_build(c->T, PTC_OP_SORT, a, 4, &pair);
+    if (rc != CAP_NEXT)
+        return rc;
+    if (c->m->op == 1) {
+        *out = Py_NewRef(PyTuple_GetItem(pair, 1));
+        Py_DECREF(pair);
+        return CAP_NEXT;
+    }
+    return values_indices("torch.return_types.sort", pair, out);
 }
 
 int cap_th_floor_divide(cap_tcall *c, PyObject **out)

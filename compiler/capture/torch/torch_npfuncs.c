@@ -286,37 +286,129 @@ static int reduction(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
     return rc;
 }
 
-/* cumsum(a, axis=None): torch's cumsum along axis, of the flattened array
- * without one. */
+/* The array a function along `axis` works on, and torch's dim for it: a
+ * itself along axis, or without an axis a flattened (a new reference in
+ * *arr, a new int in *dim). */
+static int along_axis(cap_tcall *c, PyObject *a, PyObject *axis, PyObject **arr, PyObject **dim)
+{
+    bool flat = !axis || axis == Py_None;
+    *arr = NULL;
+    *dim = flat ? PyLong_FromLong(0) : Py_NewRef(axis);
+    PyObject *args = flat ? Py_BuildValue("(O(i))", a, -1) : NULL;
+    int rc = !*dim || (flat && !args) ? CAP_ERR : CAP_NEXT;
+    if (rc == CAP_NEXT && flat)
+        rc = cap_np_torch(c->T, "Tensor.reshape", args, NULL, arr);
+    else if (rc == CAP_NEXT)
+        *arr = Py_NewRef(a);
+    if (rc == CAP_NEXT && flat && cap_np_mark(*arr, CAP_NP_ARRAY) < 0)
+        rc = CAP_ERR;
+    Py_XDECREF(args);
+    return rc;
+}
+
+/* flip(m, axis=None) of a traced array: numpy's is a view with negative
+ * strides, which torch has not; torch.flip's copy is kept as a view of m
+ * (cap_t_note_flip_view), recomputed after a write to m and written back
+ * into m when written, so the program sees what numpy's view shows. An
+ * array from outside is not traced here. */
+static int flip(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
+{
+    (void)f, (void)fn;
+    static const char *const names[] = {"m", "axis", NULL};
+    PyObject *m = ARG(0, "m"), *axis = ARG(1, "axis"), *dims = NULL, *args = NULL;
+    if (!cap_is_traced_numpy(m) || ((cap_tensor *)m)->numpy != CAP_NP_ARRAY)
+        return m && cap_is_ndarray(m) ? unsupported(c, "of an array from outside") : CAP_NONE;
+    if (extra_args(c, 2, names))
+        return unsupported(c, "with these arguments");
+    int ndim = cap_val(m)->type.ndim, n = ndim;
+    PyObject *given = !axis || axis == Py_None ? NULL
+                      : PyLong_Check(axis)      ? PyTuple_Pack(1, axis)
+                                                : PySequence_Tuple(axis);
+    if (given)
+        n = (int)PyTuple_Size(given);
+    dims = (given || !axis || axis == Py_None) ? PyTuple_New(n) : NULL;
+    for (int i = 0; dims && i < n; i++) { /* as dims in [0, ndim): numpy's checks in torch.flip */
+        long d = given ? PyLong_AsLong(PyTuple_GetItem(given, i)) : i;
+        PyTuple_SetItem(dims, i, PyLong_FromLong(d < 0 && d >= -ndim ? d + ndim : d));
+    }
+    Py_XDECREF(given);
+    if (PyErr_Occurred())
+        Py_CLEAR(dims);
+    args = dims ? PyTuple_Pack(2, m, dims) : NULL;
+    int rc = args ? cap_np_torch(c->T, "torch.flip", args, NULL, out) : CAP_ERR;
+    if (rc == CAP_NEXT && (cap_np_mark(*out, CAP_NP_ARRAY) < 0 ||
+                           cap_t_note_flip_view((cap_tensor *)m, (cap_tensor *)*out, dims) < 0)) {
+        Py_CLEAR(*out);
+        rc = CAP_ERR;
+    }
+    Py_XDECREF(dims);
+    Py_XDECREF(args);
+    return rc;
+}
+
+/* cumsum, cumprod (a, axis=None): torch's along axis, of the flattened
+ * array without one. */
 static int cumulative(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
 {
     static const char *const names[] = {"a", "axis", "dtype", NULL};
-    PyObject *a, *axis = ARG(1, "axis");
+    PyObject *a, *axis = ARG(1, "axis"), *arr, *dim;
     int rc = array_call(c, names, &a);
     if (rc != CAP_NEXT)
         return rc;
-    PyObject *flat = NULL, *dim = axis && axis != Py_None ? Py_NewRef(axis) : PyLong_FromLong(0);
-    PyObject *args = axis && axis != Py_None ? NULL : Py_BuildValue("(O(i))", a, -1);
-    rc = !dim || (!args && !(axis && axis != Py_None)) ? CAP_ERR : CAP_NEXT;
-    if (rc == CAP_NEXT && args)
-        rc = cap_np_torch(c->T, "Tensor.reshape", args, NULL, &flat);
-    if (flat && cap_np_mark(flat, CAP_NP_ARRAY) < 0)
-        rc = CAP_ERR;
+    rc = along_axis(c, a, axis, &arr, &dim);
     PyObject *kw = rc == CAP_NEXT ? Py_BuildValue("{sO}", "dim", dim) : NULL;
     if (rc == CAP_NEXT) {
         cap_np_op op = {.what = f->name, .fn = fn, .torch = f->torch, .cast = f->cast,
                         .torch_kwargs = kw};
-        PyObject *ops[1] = {flat ? flat : a};
         PyObject *np_kw = axis ? Py_BuildValue("{sO}", "axis", axis) : PyDict_New();
         rc = kw && np_kw ? dtype_kw(c, f, 2, np_kw) : CAP_ERR;
         if (rc == CAP_NEXT)
-            rc = apply(c, &op, ops, 1, kw_or_null(np_kw), out);
+            rc = apply(c, &op, &arr, 1, kw_or_null(np_kw), out);
         Py_XDECREF(np_kw);
     }
-    Py_XDECREF(flat);
+    Py_XDECREF(arr);
     Py_XDECREF(dim);
-    Py_XDECREF(args);
     Py_XDECREF(kw);
+    Py_DECREF(a);
+    return rc;
+}
+
+/* sort, argsort (a, axis=-1, kind=None): torch's stable sort along axis
+ * (of the flattened array for axis=None), its values or its int64 indices.
+ * Every kind sorts stably: numpy's "stable"/"mergesort" must, and its
+ * quicksort orders ties so on the short lines it sorts by insertion. */
+static int sorting(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
+{
+    static const char *const names[] = {"a", "axis", "kind", "order", NULL};
+    PyObject *a, *order = ARG(3, "order"), *kind = ARG(2, "kind");
+    PyObject *axis = ARG(1, "axis"), *arr = NULL, *dim = NULL, *res = NULL;
+    if (order && order != Py_None)
+        return unsupported(c, "with order= (structured arrays)");
+    int rc = array_call(c, names, &a);
+    if (rc != CAP_NEXT)
+        return rc;
+    PyObject *given = axis ? axis : PyLong_FromLong(-1);
+    PyObject *np_args = PyTuple_Pack(1, a);
+    PyObject *np_kw = Py_BuildValue("{sOsO}", "axis", given, "kind", kind ? kind : Py_None);
+    cap_np_result r;
+    rc = given && np_args && np_kw ? cap_np_oracle(c->T, f->name, fn, np_args, np_kw, &r) : CAP_ERR;
+    if (rc == CAP_NEXT)
+        rc = along_axis(c, a, given, &arr, &dim);
+    PyObject *t_args = rc == CAP_NEXT ? PyTuple_Pack(1, arr) : NULL;
+    PyObject *t_kw = t_args ? Py_BuildValue("{sOsO}", "dim", dim, "stable", Py_True) : NULL;
+    if (rc == CAP_NEXT)
+        rc = t_kw ? cap_np_torch(c->T, "torch.sort", t_args, t_kw, &res) : CAP_ERR;
+    if (rc == CAP_NEXT)
+        rc = cap_np_finish(c->T, Py_NewRef(PyTuple_GetItem(res, strcmp(f->name, "argsort") == 0)), &r, out);
+    if (!axis)
+        Py_XDECREF(given);
+    Py_XDECREF(np_args);
+    Py_XDECREF(np_kw);
+    Py_XDECREF(arr);
+    Py_XDECREF(dim);
+    Py_XDECREF(t_args);
+    Py_XDECREF(t_kw);
+    Py_XDECREF(res);
     Py_DECREF(a);
     return rc;
 }
@@ -412,15 +504,71 @@ static PyObject *einsum_args(PyObject *cast, PyObject *subscripts)
     return args;
 }
 
-/* einsum(subscripts, *operands) of two or more: torch's einsum of the
- * operands cast to numpy's result dtype. numpy's einsum of one array may be
- * a view of it ("ij->ji"), where torch's is a copy: not traced. */
+/* einsum(subscripts, a) of one traced array whose output labels are all of
+ * a's, reordered ("ij->ji", "ji"): numpy's result is a view of a, which
+ * a.transpose(perm) is too (one ptc follows, torch_permviews.c); *perm is
+ * that permutation (a new tuple), NULL where the labels sum some away (a
+ * new array in numpy too). A label repeated in a (a diagonal view, "ii->i"),
+ * an ellipsis or anything numpy would reject is not traced. */
+static int one_array_perm(cap_tcall *c, PyObject **perm)
+{
+    *perm = NULL;
+    const char *s = PyUnicode_AsUTF8(c->pos[0]), *arrow = s ? strstr(s, "->") : NULL;
+    char in[64] = "", outl[64] = "";
+    int nin = 0, nout = 0;
+    for (const char *p = s; p && *p && p != arrow && nin < 63; p++)
+        if (*p != ' ')
+            in[nin++] = *p;
+    for (const char *p = arrow ? arrow + 2 : ""; *p && nout < 63; p++)
+        if (*p != ' ')
+            outl[nout++] = *p;
+    bool ok = s && nin == cap_val(c->pos[1])->type.ndim;
+    for (int i = 0; ok && i < nin; i++)
+        ok = ((in[i] >= 'a' && in[i] <= 'z') || (in[i] >= 'A' && in[i] <= 'Z')) &&
+             !memchr(in, in[i], (size_t)i);
+    if (!ok)
+        return unsupported(c, "of one array with a repeated label or an ellipsis (a view "
+                              "torch has not), or other subscripts");
+    if (!arrow) /* implicit output: the labels in alphabetical order */
+        for (char l = 'A'; l <= 'z'; l++)
+            if (memchr(in, l, (size_t)nin))
+                outl[nout++] = l;
+    if (nout != nin)
+        return CAP_NEXT;
+    *perm = PyTuple_New(nout);
+    for (int i = 0; *perm && i < nout; i++) {
+        const char *at = memchr(in, outl[i], (size_t)nin);
+        if (!at || memchr(outl, outl[i], (size_t)i)) {
+            Py_CLEAR(*perm);
+            return unsupported(c, "with these subscripts");
+        }
+        PyTuple_SetItem(*perm, i, PyLong_FromLong((long)(at - in)));
+    }
+    return *perm ? CAP_NEXT : CAP_ERR;
+}
+
+/* einsum(subscripts, *operands): torch's einsum of the operands cast to
+ * numpy's result dtype; of one array that it reorders, a view of it. */
 static int einsum(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
 {
-    if (c->npos == 2)
-        return unsupported(c, "of one array (numpy's may be a view of it)");
-    if (c->npos < 3 || c->nkw || !PyUnicode_Check(c->pos[0]))
+    if (c->npos < 2 || c->nkw || !PyUnicode_Check(c->pos[0]))
         return unsupported(c, "with these arguments");
+    if (c->npos == 2 && !cap_is_traced_numpy(c->pos[1]))
+        return cap_is_ndarray(c->pos[1]) ? unsupported(c, "of one array from outside") : CAP_NONE;
+    PyObject *perm = NULL;
+    int prc = c->npos == 2 ? one_array_perm(c, &perm) : CAP_NEXT;
+    if (prc != CAP_NEXT || perm) {
+        PyObject *args = perm ? PyTuple_Pack(2, c->pos[1], perm) : NULL;
+        prc = prc != CAP_NEXT ? prc : args ? cap_np_torch(c->T, "Tensor.permute", args, NULL, out)
+                                           : CAP_ERR;
+        if (prc == CAP_NEXT && cap_np_mark(*out, CAP_NP_ARRAY) < 0) {
+            Py_CLEAR(*out);
+            prc = CAP_ERR;
+        }
+        Py_XDECREF(args);
+        Py_XDECREF(perm);
+        return prc;
+    }
     PyObject *items = PyTuple_New(c->npos - 1), *taken = NULL, *args = NULL;
     for (int i = 1; items && i < c->npos; i++)
         PyTuple_SetItem(items, i - 1, Py_NewRef(c->pos[i]));
@@ -460,8 +608,7 @@ static int renamed_param(cap_tcall *c, const npfn *f, int i, PyObject *np_kw, Py
 
 /* f(a, p...) whose parameters after the array are torch's op's under other
  * names (npfn.np_params, .torch_params): squeeze, expand_dims, tile, diff,
- * round. numpy's oracle gives the result's dtype and kind. (flip is not
- * traced: numpy's is a view with negative strides, which torch has not.) */
+ * round. numpy's oracle gives the result's dtype and kind. */
 static int renamed(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
 {
     const char *names[5] = {"a"};
@@ -762,6 +909,9 @@ static const npfn funcs[] = {
     {"var", reduction, "torch.var", OUT},
     {"std", reduction, "torch.std", OUT},
     {"cumsum", cumulative, "torch.cumsum", OUT},
+    {"cumprod", cumulative, "torch.cumprod", OUT},
+    {"sort", sorting, "torch.sort", NONE},
+    {"argsort", sorting, "torch.sort", NONE},
     {"square", ufunc, "torch.square", OUT},
     {"exp", ufunc, "torch.exp", OUT},
     {"log", ufunc, "torch.log", OUT},
@@ -836,6 +986,7 @@ static const npfn funcs[] = {
     {"diff", renamed, "torch.diff", NONE, {"n", "axis"}, {"n", "dim"}},
     {"outer", outer, "torch.outer", OUT},
     {"einsum", einsum, "torch.einsum", OUT},
+    {"flip", flip, "torch.flip", NONE},
     {"count_nonzero", count_nonzero, "torch.sum", OUT},
     {"asarray", as_array, NULL, NONE},
     {"array", as_array, NULL, NONE},
@@ -927,7 +1078,8 @@ static cap_tmap methods[] = {
     METHOD("sum") METHOD("mean") METHOD("max") METHOD("min") METHOD("argmax") METHOD("argmin")
     METHOD("clip") METHOD("reshape") METHOD("transpose") METHOD("astype") METHOD("copy")
     METHOD("flatten") METHOD("item") METHOD("tolist") METHOD("prod") METHOD("any") METHOD("all")
-    METHOD("var") METHOD("std") METHOD("cumsum") METHOD("round") METHOD("squeeze")
+    METHOD("var") METHOD("std") METHOD("cumsum") METHOD("cumprod") METHOD("argsort") METHOD("round")
+    METHOD("squeeze")
 };
 #undef METHOD
 

@@ -684,6 +684,14 @@ int cap_t_add_view(cap_tensor *base, cap_tensor *view, PyObject *key)
     return key ? 0 : cap_t_note_op_view(view);
 }
 
+int cap_t_note_flip_view(cap_tensor *base, cap_tensor *view, PyObject *dims)
+{
+    if (cap_t_add_view(base, view, NULL) < 0)
+        return -1;
+    Py_XSETREF(view->view_flip, Py_NewRef(dims));
+    return 0;
+}
+
 /* Is the base still observable through someone other than this view? */
 static bool base_alive(const cap_tensor *t)
 {

@@ -17,6 +17,10 @@
  * rejects most writes through one). The view must come straight from one of these ops (read from
  * the node that made it); reshape and flatten only of an argument whose layout the guards fix as
  * row-major, where eager's result is sure to be a view (of anything else it may be a copy).
+ * numpy's flip is a view with negative strides, which torch has not: its
+ * result is base.flip(dims), recomputed from the base after a write to it,
+ * and a write through it reaches the base flipped back (flip is its own
+ * inverse), so that writes either way are seen as through numpy's view.
  * Anything else stays a break.
  */
 #include "capture/torch/torch.h"
@@ -210,9 +214,19 @@ static ptc_value *reshaped(cap_trace *T, ptc_value *v, const ptc_value *as)
     return cap_build1(T, PTC_OP_RESHAPE, args, 2);
 }
 
+/* v.flip(dims), dims a tuple of dims in [0, ndim) (NULL after a break). */
+static ptc_value *flipped(cap_trace *T, ptc_value *v, PyObject *dims)
+{
+    int d[PTC_MAX_DIMS], n = (int)PyTuple_Size(dims);
+    for (int i = 0; i < n && i < PTC_MAX_DIMS; i++)
+        d[i] = (int)PyLong_AsLong(PyTuple_GetItem(dims, i));
+    return ptc_composite_flip(cap_composer(T), v, d, n);
+}
+
 int cap_t_op_view_refresh(cap_trace *T, cap_tensor *view, cap_tensor *base)
 {
     ptc_value *v = view->view_reshape ? reshaped(T, base->v, view->v)
+                   : view->view_flip  ? flipped(T, base->v, view->view_flip)
                                       : permuted(T, base->v, view->view_perm, false);
     if (!v)
         return CAP_BREAK;
@@ -229,7 +243,8 @@ int cap_t_op_view_write_back(cap_trace *T, cap_tensor *view, ptc_value *nv)
         view->base->v = v;
         return CAP_NEXT;
     }
-    ptc_value *v = permuted(T, nv, view->view_perm, true);
+    ptc_value *v = view->view_flip ? flipped(T, nv, view->view_flip)
+                                   : permuted(T, nv, view->view_perm, true);
     /* A row-major base stays row-major, as eager's tensor written in place
        does: later ops (and the eager backend) lay their results out like it. */
     if (v && view->base->v->type.layout == PTC_LAYOUT_CONTIGUOUS) {

@@ -48,6 +48,7 @@ static void tensor_dealloc(PyObject *self)
     }
     Py_XDECREF(t->view_key);
     Py_XDECREF(t->view_perm);
+    Py_XDECREF(t->view_flip);
     Py_XDECREF(t->views);
     Py_XDECREF(t->fake_type);
     PyTypeObject *tp = Py_TYPE(self);

@@ -160,7 +160,7 @@ static int policy(ptc_op op, int dev)
     case PTC_OP_EXP: case PTC_OP_LOG: case PTC_OP_LOG1P: case PTC_OP_EXPM1: case PTC_OP_RSQRT:
     case PTC_OP_RECIPROCAL: case PTC_OP_POW: case PTC_OP_SOFTPLUS: case PTC_OP_LAYER_NORM:
     case PTC_OP_GROUP_NORM: case PTC_OP_LOGSUMEXP: case PTC_OP_SOFTMAX: case PTC_OP_LOG_SOFTMAX:
-    case PTC_OP_CUMSUM: case PTC_OP_SUM:
+    case PTC_OP_CUMSUM: case PTC_OP_CUMPROD: case PTC_OP_SUM:
         return dev == PTC_DEV_CUDA ? AMP_FP32 : AMP_NONE;
     default:
         return AMP_NONE;

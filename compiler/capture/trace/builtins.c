@@ -3,7 +3,8 @@
  * with the guards their answers depend on; print, input and open are breaks;
  * a builtin no group answers runs for real. Iterator builtins over traced
  * sequences (zip, map, filter, enumerate, reversed, and itertools' starmap,
- * filterfalse, takewhile, dropwhile and accumulate) make lazy ptc iterators
+ * filterfalse, takewhile, dropwhile, accumulate, islice, chain,
+ * chain.from_iterable and zip_longest) make lazy ptc iterators
  * (iter.c); a callback they call (a key function) is traced in a nested run
  * (sync_calls.c).
  */
@@ -22,14 +23,18 @@
                         X(chr) X(ord) X(bin) X(hex) X(oct) X(slice) X(object) X(super)             \
                             X(staticmethod) X(classmethod) X(property) X(bytes) X(breakpoint)
 
-/* itertools classes that call a function on the items: lazy like map. */
-#define CAP_ITERTOOLS(X) X(starmap) X(filterfalse) X(takewhile) X(dropwhile) X(accumulate)
+/* itertools classes that advance what they are given only when advanced:
+ * lazy like map. */
+#define CAP_ITERTOOLS(X)                                                                           \
+    X(starmap) X(filterfalse) X(takewhile) X(dropwhile) X(accumulate) X(islice) X(chain)          \
+        X(zip_longest)
 
 typedef enum {
     B_NONE = 0,
 #define X(n) B_##n,
     CAP_BUILTINS(X) CAP_ITERTOOLS(X)
 #undef X
+    B_chain_from_iterable
 } builtin_id;
 
 static PyObject *builtin_ids; /* dict: builtin object -> id */
@@ -45,6 +50,7 @@ int cap_t_builtin_of(PyObject *callable)
 #define X(n) "itertools." #n,
             CAP_ITERTOOLS(X)
 #undef X
+            "itertools.chain.from_iterable",
         };
         for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
             bool itertools = strncmp(names[i], "itertools.", 10) == 0;
@@ -183,10 +189,18 @@ static int do_getattr(cap_interp *I, PyObject *const *args, int nargs, PyObject 
 
 /* ---- builtins over iterables ----------------------------------------------------------- */
 
+/* Whether a ValueError of callable's over empty iterables is about its
+ * other arguments: islice's indices. */
+static bool lazy_value_error(PyObject *callable)
+{
+    return PyErr_ExceptionMatches(PyExc_ValueError) && cap_t_builtin_of(callable) == B_islice;
+}
+
 /* CPython's own argument checks for a builtin that takes iterables: the
  * call made for real with empty tuples in the iterables' places (nothing is
- * consumed, no callback runs). Its TypeError is the user's error; other
- * outcomes (max() of nothing) say nothing about the arguments. */
+ * consumed, no callback runs). Its TypeError is the user's error, as is
+ * islice's ValueError; other outcomes (max() of nothing) say nothing about
+ * the arguments. */
 static int check_iterable_args(PyObject *callable, PyObject *const *args, int nargs, PyObject *kwnames,
                                int first, int nits)
 {
@@ -198,7 +212,7 @@ static int check_iterable_args(PyObject *callable, PyObject *const *args, int na
     PyObject *r = cap_call_real(callable, probe, nargs, kwnames);
     PyMem_Free(probe);
     Py_XDECREF(r);
-    if (!r && !PyErr_ExceptionMatches(PyExc_TypeError))
+    if (!r && !PyErr_ExceptionMatches(PyExc_TypeError) && !lazy_value_error(callable))
         PyErr_Clear();
     return PyErr_Occurred() ? CAP_ERR : CAP_NEXT;
 }
@@ -216,7 +230,9 @@ static const int lazy_kind_of[][2] = {
     {B_zip, CAP_LAZY_ZIP},           {B_enumerate, CAP_LAZY_ENUMERATE},
     {B_starmap, CAP_LAZY_STARMAP},   {B_filterfalse, CAP_LAZY_FILTERFALSE},
     {B_takewhile, CAP_LAZY_TAKEWHILE}, {B_dropwhile, CAP_LAZY_DROPWHILE},
-    {B_accumulate, CAP_LAZY_ACCUMULATE},
+    {B_accumulate, CAP_LAZY_ACCUMULATE}, {B_islice, CAP_LAZY_ISLICE},
+    {B_chain, CAP_LAZY_CHAIN},       {B_zip_longest, CAP_LAZY_ZIP_LONGEST},
+    {B_chain_from_iterable, CAP_LAZY_CHAIN},
 };
 
 static int lazy_kind(int id)
@@ -227,8 +243,26 @@ static int lazy_kind(int id)
     return -1;
 }
 
+/* islice's (next, stop, step, consumed) from islice(it, stop) or
+ * islice(it, start, stop[, step]) (None: 0, no stop as -1, 1), the
+ * arguments checked by the real islice already. */
+static PyObject *islice_state(PyObject *const *args, int npos)
+{
+    PyObject *start = npos > 2 ? args[1] : Py_None, *stop = npos > 2 ? args[2] : args[1];
+    PyObject *step = npos > 3 ? args[3] : Py_None;
+    Py_ssize_t v[3] = {0, -1, 1};
+    PyObject *given[3] = {start, stop, step};
+    for (int i = 0; i < 3; i++)
+        if (given[i] != Py_None && (v[i] = PyNumber_AsSsize_t(given[i], NULL)) == -1 &&
+            PyErr_Occurred())
+            return NULL;
+    return Py_BuildValue("(nnnn)", v[0], v[1], v[2], (Py_ssize_t)0);
+}
+
 /* The value an iterator builtin keeps besides its function and iterators:
- * enumerate's start, accumulate's initial= (NULL: none). */
+ * enumerate's start, accumulate's initial= (NULL: none), islice's state,
+ * chain's index of the iterable it takes items from (from_iterable's after
+ * the iterator of iterables). */
 static int lazy_extra(int id, PyObject *const *args, int nargs, PyObject *kwnames, PyObject **extra)
 {
     int npos = nargs - kw_count(kwnames);
@@ -238,31 +272,53 @@ static int lazy_extra(int id, PyObject *const *args, int nargs, PyObject *kwname
         *extra = start ? PyNumber_Index(start) : PyLong_FromLong(0);
         return *extra ? CAP_NEXT : CAP_ERR;
     }
+    if (id == B_islice || id == B_chain || id == B_chain_from_iterable) {
+        *extra = id == B_islice ? islice_state(args, npos) : PyLong_FromLong(id != B_chain);
+        return *extra ? CAP_NEXT : CAP_ERR;
+    }
     PyObject *initial = id == B_accumulate ? kw_get(args, nargs, kwnames, "initial") : NULL;
     *extra = initial && initial != Py_None ? Py_NewRef(initial) : NULL;
     return CAP_NEXT;
 }
 
+/* The function an iterator builtin calls (accumulate's func=; none for
+ * zip, enumerate, islice and chain), or zip_longest's fillvalue=. */
+static PyObject *lazy_fn(int id, PyObject *const *args, int nargs, PyObject *kwnames, int npos)
+{
+    switch (id) {
+    case B_accumulate: return npos > 1 ? args[1] : kw_get(args, nargs, kwnames, "func");
+    case B_zip_longest: return kw_get(args, nargs, kwnames, "fillvalue");
+    case B_zip:
+    case B_enumerate:
+    case B_islice:
+    case B_chain:
+    case B_chain_from_iterable: return NULL;
+    default: return npos > 0 ? args[0] : NULL; /* map(fn, ...), filter(fn, it)... */
+    }
+}
+
 /* map, filter, zip, enumerate and itertools' starmap, filterfalse,
- * takewhile, dropwhile and accumulate: as in CPython, the arguments are
- * checked and iter() is called on each iterable now; the items come when
- * the program asks for them (cap_t_lazy_next). */
+ * takewhile, dropwhile, accumulate, islice, chain and zip_longest: as in
+ * CPython, the arguments are checked and iter() is called on each iterable
+ * now (chain's when it reaches it); the items come when the program asks
+ * for them (cap_t_lazy_next). */
 static int make_lazy(cap_interp *I, int id, PyObject *callable, PyObject *const *args, int nargs,
                      PyObject *kwnames, PyObject **out)
 {
     int npos = nargs - kw_count(kwnames), kind = lazy_kind(id);
-    int first = id != B_zip && id != B_enumerate && id != B_accumulate;
-    int nits = id == B_enumerate || id == B_accumulate ? npos > 0 : npos - first;
-    PyObject *fn = first ? args[0] : NULL;
-    if (id == B_accumulate)
-        fn = npos > 1 ? args[1] : kw_get(args, nargs, kwnames, "func");
+    PyObject *fn = lazy_fn(id, args, nargs, kwnames, npos);
+    int first = id == B_map || id == B_filter || id == B_starmap || id == B_filterfalse ||
+                id == B_takewhile || id == B_dropwhile;
+    bool one = id == B_enumerate || id == B_accumulate || id == B_islice ||
+               id == B_chain_from_iterable;
+    int nits = one ? npos > 0 : npos - first;
     if (check_iterable_args(callable, args, nargs, kwnames, first, nits) != CAP_NEXT)
         return CAP_ERR;
     PyObject *its = PyTuple_New(nits), *count = NULL;
     int rc = its ? CAP_NEXT : CAP_ERR;
     for (int k = 0; rc == CAP_NEXT && k < nits; k++) {
-        PyObject *it = NULL;
-        if ((rc = iter_sync(I, args[first + k], &it)) == CAP_NEXT)
+        PyObject *it = id == B_chain ? Py_NewRef(args[k]) : NULL;
+        if (it || (rc = iter_sync(I, args[first + k], &it)) == CAP_NEXT)
             PyTuple_SetItem(its, k, it);
     }
     if (rc == CAP_NEXT)
@@ -274,6 +330,8 @@ static int make_lazy(cap_interp *I, int id, PyObject *callable, PyObject *const 
         rc = *out ? CAP_NEXT : CAP_ERR;
         if (*out && id == B_accumulate) /* count: initial=, to be yielded first */
             ((cap_lazy *)*out)->switched = count != NULL;
+        if (*out)
+            ((cap_lazy *)*out)->from_source = id == B_chain_from_iterable;
     }
     Py_XDECREF(its);
     Py_XDECREF(count);
@@ -654,6 +712,10 @@ static int builtin_on_iterables(cap_interp *I, int id, PyObject *callable, PyObj
     case B_takewhile:
     case B_dropwhile:
     case B_accumulate:
+    case B_islice:
+    case B_chain:
+    case B_zip_longest:
+    case B_chain_from_iterable:
         return make_lazy(I, id, callable, args, nargs, kwnames, out);
     case B_reversed:
         return make_reversed(I, callable, args, nargs, kwnames, out);

@@ -2,7 +2,8 @@
  * to tracing: each knows its trace and runs its callbacks traced): an iterator whose
  * position ptc can read and rebuild (over a list, tuple or range, forwards
  * or reversed), the lazy iterators map/filter/zip/enumerate and itertools'
- * starmap/filterfalse/takewhile/dropwhile/accumulate made while tracing, and the __exit__ object of a with-block whose grad mode or
+ * starmap/filterfalse/takewhile/dropwhile/accumulate/islice/chain/zip_longest
+ * made while tracing, and the __exit__ object of a with-block whose grad mode or
  * autocast state is modelled symbolically.
  *
  * Iterators stay lazy as in eager: a lazy iterator holds its function and
@@ -266,7 +267,9 @@ static const struct {
     [CAP_LAZY_ZIP] = {"zip", false},           [CAP_LAZY_ENUMERATE] = {"enumerate", false},
     [CAP_LAZY_STARMAP] = {"starmap", true},    [CAP_LAZY_FILTERFALSE] = {"filterfalse", true},
     [CAP_LAZY_TAKEWHILE] = {"takewhile", true}, [CAP_LAZY_DROPWHILE] = {"dropwhile", true},
-    [CAP_LAZY_ACCUMULATE] = {"accumulate", true}, [CAP_LAZY_GEN] = {"generator", false},
+    [CAP_LAZY_ACCUMULATE] = {"accumulate", true}, [CAP_LAZY_ISLICE] = {"islice", true},
+    [CAP_LAZY_CHAIN] = {"chain", true},        [CAP_LAZY_ZIP_LONGEST] = {"zip_longest", true},
+    [CAP_LAZY_GEN] = {"generator", false},
 };
 _Static_assert(sizeof lazy_kinds / sizeof *lazy_kinds == CAP_LAZY_GEN + 1, "one row per lazy kind");
 
@@ -462,6 +465,65 @@ static PyObject *accumulate_reduce(PyObject *cls, cap_lazy *lz)
     return both ? Py_BuildValue("O(NO)", cls, both, fn) : NULL;
 }
 
+/* islice from where it stands: the items left to skip and to take counted
+ * from its iterator's position; a finished one over nothing. */
+static PyObject *islice_reduce(PyObject *cls, cap_lazy *lz)
+{
+    Py_ssize_t next, stop, step, taken;
+    if (!PyArg_ParseTuple(lz->count, "nnnn", &next, &stop, &step, &taken))
+        return NULL;
+    if (lz->switched)
+        return Py_BuildValue("O(Ni)", cls, PyObject_GetIter(cap_P.empty_tuple), 0);
+    PyObject *end = stop < 0 ? Py_NewRef(Py_None) : PyLong_FromSsize_t(stop - taken);
+    return end ? Py_BuildValue("O(OnNn)", cls, PyTuple_GetItem(lz->its, 0), next - taken, end, step)
+               : NULL;
+}
+
+/* zip_longest over its iterators, an exhausted one as (); fillvalue= is a
+ * keyword: through ptc._generator_call where it is given. */
+static PyObject *zip_longest_reduce(PyObject *cls, cap_lazy *lz)
+{
+    Py_ssize_t n = PyTuple_Size(lz->its);
+    PyObject *args = PyTuple_New(n);
+    for (Py_ssize_t k = 0; args && k < n; k++) {
+        PyObject *it = PyTuple_GetItem(lz->its, k);
+        PyTuple_SetItem(args, k, Py_NewRef(it == Py_None ? cap_P.empty_tuple : it));
+    }
+    if (!args || !lz->fn)
+        return args ? Py_BuildValue("ON", cls, args) : NULL;
+    static PyObject *call;
+    if (!call && !(call = cap_import_path("ptc._generator_call"))) {
+        Py_DECREF(args);
+        return NULL;
+    }
+    return Py_BuildValue("O(ON{sO})", call, cls, args, "fillvalue", lz->fn);
+}
+
+/* chain over the iterables it has not finished; from_iterable's over them
+ * and then its iterator of iterables: chain.from_iterable(chain(rest,
+ * source)), the inner chain one of ptc's. */
+static PyObject *chain_reduce(PyObject *cls, cap_lazy *lz)
+{
+    PyObject *rest = PyTuple_GetSlice(lz->its, PyLong_AsSsize_t(lz->count), PY_SSIZE_T_MAX);
+    if (!rest || !lz->from_source)
+        return rest ? Py_BuildValue("ON", cls, rest) : NULL;
+    PyObject *source = PyTuple_GetItem(lz->its, 0), *inner = NULL;
+    if (PyTuple_Size(rest) == 0) {
+        inner = Py_NewRef(source);
+    } else {
+        PyObject *its = PyTuple_Pack(2, rest, source), *zero = PyLong_FromLong(0);
+        inner = its && zero ? cap_lazy_new(CAP_LAZY_CHAIN, NULL, its, zero, false) : NULL;
+        Py_XDECREF(its);
+        Py_XDECREF(zero);
+    }
+    Py_DECREF(rest);
+    PyObject *from = inner ? PyObject_GetAttrString(cls, "from_iterable") : NULL;
+    PyObject *r = from ? Py_BuildValue("O(O)", from, inner) : NULL;
+    Py_XDECREF(from);
+    Py_XDECREF(inner);
+    return r;
+}
+
 /* The real builtin this one stands for, as pickle describes it. */
 static PyObject *lazy_reduce(PyObject *self, PyObject *unused)
 {
@@ -478,6 +540,12 @@ static PyObject *lazy_reduce(PyObject *self, PyObject *unused)
                              lz->switched ? Py_True : Py_False);
     case CAP_LAZY_ACCUMULATE:
         return accumulate_reduce(cls, lz);
+    case CAP_LAZY_ISLICE:
+        return islice_reduce(cls, lz);
+    case CAP_LAZY_ZIP_LONGEST:
+        return zip_longest_reduce(cls, lz);
+    case CAP_LAZY_CHAIN:
+        return chain_reduce(cls, lz);
     case CAP_LAZY_MAP:
     case CAP_LAZY_STARMAP:
     case CAP_LAZY_FILTERFALSE:
@@ -551,6 +619,7 @@ PyObject *cap_lazy_new(int kind, PyObject *fn, PyObject *its, PyObject *count, b
     lz->retval = NULL;
     lz->count = Py_XNewRef(count);
     lz->strict = strict;
+    lz->from_source = false;
     lz->switched = false;
     lz->frame = NULL;
     lz->state = CAP_GEN_READY;
@@ -620,6 +689,7 @@ static void mark_one(cap_iter_marks *k, PyObject *o)
     k->m[j].it = Py_NewRef(o);
     k->m[j].i = Py_TYPE(o) == cap_iter_type ? ((cap_iter *)o)->i : 0;
     k->m[j].count = Py_TYPE(o) == cap_lazy_type ? Py_XNewRef(((cap_lazy *)o)->count) : NULL;
+    k->m[j].its = Py_TYPE(o) == cap_lazy_type ? Py_XNewRef(((cap_lazy *)o)->its) : NULL;
     k->m[j].switched = Py_TYPE(o) == cap_lazy_type && ((cap_lazy *)o)->switched;
     if (Py_TYPE(o) == cap_lazy_type && ((cap_lazy *)o)->kind == CAP_LAZY_GEN) {
         /* Put back as a fresh generator over its iterator (whose position
@@ -671,6 +741,7 @@ int cap_iter_rewind(cap_interp *I, cap_iter_marks *k, int rc)
             ((cap_iter *)o)->i = k->m[j].i;
         if (back && Py_TYPE(o) == cap_lazy_type) {
             Py_XSETREF(((cap_lazy *)o)->count, Py_XNewRef(k->m[j].count));
+            Py_XSETREF(((cap_lazy *)o)->its, Py_XNewRef(k->m[j].its));
             ((cap_lazy *)o)->switched = k->m[j].switched;
         }
         if (back && Py_TYPE(o) == cap_lazy_type && ((cap_lazy *)o)->kind == CAP_LAZY_GEN &&
@@ -681,6 +752,7 @@ int cap_iter_rewind(cap_interp *I, cap_iter_marks *k, int rc)
             g->state = (uint8_t)k->m[j].i;
         }
         Py_XDECREF(k->m[j].count);
+        Py_XDECREF(k->m[j].its);
         Py_DECREF(o);
     }
     k->n = 0;
@@ -985,6 +1057,126 @@ static int accumulate_step(cap_interp *I, cap_lazy *lz, PyObject **out)
     return CAP_NEXT;
 }
 
+/* lz->its with item k replaced by v, or v appended for k == len(its) (a
+ * reference taken): the tuple is replaced, so a mark taken before
+ * (cap_iter_mark) still holds the old. */
+static int replace_it(cap_lazy *lz, Py_ssize_t k, PyObject *v)
+{
+    Py_ssize_t n = PyTuple_Size(lz->its);
+    PyObject *its = PyTuple_New(k == n ? n + 1 : n);
+    if (its && k == n)
+        PyTuple_SetItem(its, k, Py_NewRef(v));
+    for (Py_ssize_t i = 0; its && i < n; i++)
+        PyTuple_SetItem(its, i, Py_NewRef(i == k ? v : PyTuple_GetItem(lz->its, i)));
+    Py_DECREF(v);
+    if (!its)
+        return CAP_ERR;
+    Py_SETREF(lz->its, its);
+    return CAP_NEXT;
+}
+
+/* islice, as CPython's islice_next: skip to the next index to give, stop
+ * at stop, and let go of the iterator at the end. */
+static int islice_step(cap_interp *I, cap_lazy *lz, PyObject **out)
+{
+    Py_ssize_t next, stop, step, taken;
+    if (lz->switched)
+        return CAP_NEXT;
+    if (!PyArg_ParseTuple(lz->count, "nnnn", &next, &stop, &step, &taken))
+        return CAP_ERR;
+    int rc = CAP_NEXT;
+    PyObject *v = NULL;
+    while (taken < next && (rc = next_item(I, lz, &v)) == CAP_NEXT && v) {
+        Py_CLEAR(v);
+        taken++;
+    }
+    bool end = rc == CAP_NEXT && (taken < next || (stop >= 0 && taken >= stop));
+    if (rc == CAP_NEXT && !end && (rc = next_item(I, lz, &v)) == CAP_NEXT)
+        end = !v;
+    if (v) {
+        taken++;
+        Py_ssize_t after = next + step;
+        next = after < next || (stop >= 0 && after > stop) ? stop : after;
+    }
+    PyObject *state = Py_BuildValue("(nnnn)", next, stop, step, taken);
+    if (!state) {
+        Py_XDECREF(v);
+        return CAP_ERR;
+    }
+    Py_SETREF(lz->count, state);
+    lz->switched = end;
+    *out = v;
+    return rc;
+}
+
+/* chain.from_iterable: the next iterable from its[0] appended to its; at
+ * the end of them, its[0] an empty iterator (CPython lets go of it). *end
+ * is set when there is none. */
+static int chain_pull(cap_interp *I, cap_lazy *lz, bool *end)
+{
+    PyObject *v = NULL;
+    int rc = cap_t_next_sync(I, PyTuple_GetItem(lz->its, 0), &v);
+    if (rc != CAP_NEXT)
+        return rc;
+    *end = !v;
+    return v ? replace_it(lz, PyTuple_Size(lz->its), v)
+             : replace_it(lz, 0, PyObject_GetIter(cap_P.empty_tuple));
+}
+
+/* chain: the items of each iterable in turn, iter() called on one when
+ * chain reaches it, as CPython's chain_next. */
+static int chain_step(cap_interp *I, cap_lazy *lz, PyObject **out)
+{
+    for (;;) {
+        Py_ssize_t k = PyLong_AsSsize_t(lz->count);
+        bool end = k >= PyTuple_Size(lz->its);
+        int rc = end && lz->from_source ? chain_pull(I, lz, &end) : CAP_NEXT;
+        if (rc != CAP_NEXT || end)
+            return rc;
+        if (!lz->switched) {
+            PyObject *it = NULL;
+            if ((rc = cap_t_iter_sync(I, PyTuple_GetItem(lz->its, k), &it)) != CAP_NEXT ||
+                (rc = replace_it(lz, k, it)) != CAP_NEXT)
+                return rc;
+            lz->switched = true;
+        }
+        if ((rc = cap_t_next_sync(I, PyTuple_GetItem(lz->its, k), out)) != CAP_NEXT || *out)
+            return rc;
+        PyObject *after = PyLong_FromSsize_t(k + 1);
+        if (!after)
+            return CAP_ERR;
+        Py_SETREF(lz->count, after);
+        lz->switched = false;
+    }
+}
+
+/* zip_longest, as CPython's: an exhausted iterator gives fillvalue from
+ * then on (None in its place), and the end is when the last one runs out. */
+static int zip_longest_step(cap_interp *I, cap_lazy *lz, PyObject **out)
+{
+    Py_ssize_t n = PyTuple_Size(lz->its), active = 0;
+    for (Py_ssize_t k = 0; k < n; k++)
+        active += PyTuple_GetItem(lz->its, k) != Py_None;
+    PyObject *t = active ? PyTuple_New(n) : NULL;
+    if (!active)
+        return CAP_NEXT;
+    int rc = t ? CAP_NEXT : CAP_ERR;
+    for (Py_ssize_t k = 0; rc == CAP_NEXT && k < n; k++) {
+        PyObject *it = PyTuple_GetItem(lz->its, k), *v = NULL;
+        if (it != Py_None && (rc = cap_t_next_sync(I, it, &v)) == CAP_NEXT && !v) {
+            rc = replace_it(lz, k, Py_NewRef(Py_None));
+            if (--active == 0)
+                break;
+        }
+        if (rc == CAP_NEXT)
+            PyTuple_SetItem(t, k, v ? v : Py_NewRef(lz->fn ? lz->fn : Py_None));
+    }
+    if (rc == CAP_NEXT && active)
+        *out = Py_NewRef(t);
+    Py_XDECREF(t);
+    return rc;
+}
+
 static int lazy_step(cap_interp *I, cap_lazy *lz, PyObject **out)
 {
     switch (lz->kind) {
@@ -1000,6 +1192,12 @@ static int lazy_step(cap_interp *I, cap_lazy *lz, PyObject **out)
         return tested_step(I, lz, out);
     case CAP_LAZY_ACCUMULATE:
         return accumulate_step(I, lz, out);
+    case CAP_LAZY_ISLICE:
+        return islice_step(I, lz, out);
+    case CAP_LAZY_CHAIN:
+        return chain_step(I, lz, out);
+    case CAP_LAZY_ZIP_LONGEST:
+        return zip_longest_step(I, lz, out);
     }
     PyObject *items = NULL;
     int rc = next_items(I, lz, &items);

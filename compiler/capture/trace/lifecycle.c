@@ -142,6 +142,7 @@ PyObject *cap_tensor_new(cap_trace *T, ptc_value *v)
     t->base = NULL;
     t->view_key = NULL;
     t->view_perm = NULL;
+    t->view_flip = NULL;
     t->view_reshape = false;
     t->numpy = CAP_NP_TENSOR;
     t->nviews = 0;

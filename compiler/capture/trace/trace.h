@@ -209,6 +209,7 @@ typedef struct cap_tensor {
     struct cap_tensor *base; /* a view's base (strong), for in-place checks */
     PyObject *view_key;    /* base[view_key] made it (basic indexing), or NULL */
     PyObject *view_perm;   /* base.permute(view_perm) made it (torch_permviews.c), or NULL */
+    PyObject *view_flip;   /* numpy's flip: base.flip(view_flip) stands for it, or NULL */
     bool view_reshape;     /* base.reshape(its shape) made it (torch_permviews.c) */
     uint8_t numpy;         /* cap_numpy_kind: what Python sees (torch_ndarray.c) */
     int nviews;            /* views taken of it */
@@ -916,7 +917,8 @@ int cap_iter_types_init(PyObject *module);
  * iterator, which is where a suspended one of a single for-loop stands. */
 typedef enum {
     CAP_LAZY_MAP, CAP_LAZY_FILTER, CAP_LAZY_ZIP, CAP_LAZY_ENUMERATE, CAP_LAZY_STARMAP,
-    CAP_LAZY_FILTERFALSE, CAP_LAZY_TAKEWHILE, CAP_LAZY_DROPWHILE, CAP_LAZY_ACCUMULATE, CAP_LAZY_GEN
+    CAP_LAZY_FILTERFALSE, CAP_LAZY_TAKEWHILE, CAP_LAZY_DROPWHILE, CAP_LAZY_ACCUMULATE,
+    CAP_LAZY_ISLICE, CAP_LAZY_CHAIN, CAP_LAZY_ZIP_LONGEST, CAP_LAZY_GEN
 } cap_lazy_kind;
 /* States of a generator expression. */
 typedef enum { CAP_GEN_READY, CAP_GEN_SUSPENDED, CAP_GEN_RUNNING, CAP_GEN_DONE, CAP_GEN_LOST } cap_gen_state;
@@ -925,17 +927,24 @@ typedef struct cap_lazy {
     int kind;               /* cap_lazy_kind */
     PyObject *fn;           /* map, filter, starmap...: the function (filter, filterfalse,
                                accumulate: maybe None); generator: the genexpr or generator
-                               function; else NULL */
-    PyObject *its;          /* tuple of the iterators under it; a generator function's:
-                               its arguments, the last len(kwnames) by keyword */
+                               function; zip_longest: fillvalue= (or NULL); else NULL */
+    PyObject *its;          /* tuple of the iterators under it (zip_longest: None for one
+                               exhausted; chain: its iterables, each made an iterator when
+                               reached); a generator function's: its arguments, the last
+                               len(kwnames) by keyword. Replaced, never changed in place */
     PyObject *kwnames;      /* a generator function's keywords (a tuple), or NULL */
     bool genfunc;           /* a generator function's (else a generator expression's) */
     PyObject *retval;       /* a finished generator's return value (yield from's), or NULL */
     PyObject *count;        /* enumerate: the next index (an int); accumulate: the running
-                               total (NULL before the first item) */
+                               total (NULL before the first item); islice: (next index to
+                               give, stop or -1, step, items taken) as CPython keeps them;
+                               chain: the index of the iterable it takes from */
     bool strict;            /* zip(strict=True) */
+    bool from_source;       /* chain.from_iterable: its[0] is the iterator of iterables,
+                               the rest those taken from it so far */
     bool switched;          /* takewhile: stopped; dropwhile: dropping done; accumulate:
-                               count is initial=, not yielded yet */
+                               count is initial=, not yielded yet; islice: done (CPython lets
+                               go of its iterator); chain: its[count] is an iterator now */
     /* A generator (expression or function): its frame while suspended
        (owned), its state, and how many times it was advanced (cap_iter_mark). */
     cap_frame *frame;
@@ -1003,7 +1012,7 @@ typedef struct cap_iter_marks {
     struct {
         PyObject *it;
         Py_ssize_t i;
-        PyObject *count;
+        PyObject *count, *its; /* a lazy iterator's */
         bool switched;
         long steps; /* a generator expression's */
     } m[32];
