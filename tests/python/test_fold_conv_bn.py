@@ -319,3 +319,29 @@ def test_symbolic_batch_and_inference_mode(tmp_path):
                 for d, _, files in os.walk(tmp_path) if "captured.ptir" in files]
     assert folds and all(n == 1 for n in folds)
     assert any(re.search(r"%x: f32\[s\d+,", c) for c in captured)
+
+
+@pytest.mark.parametrize("fold", [None, "1"], ids=["default", "PTC_FOLD_CONV=1"])
+def test_the_cuda_backend_folds_only_when_asked(tmp_path, fold):
+    """On CUDA the fold is off by default (its weight kernel a call made
+    resnet50 and mobilenet_v3_large slower on an H200); PTC_FOLD_CONV=1
+    turns it on there. The CUDA plan of resnet18's captured graph, made
+    without a GPU by ptc-run."""
+    from ptcio import ptc_run, ptir_on_cuda
+    model = randomize_bn(torchvision.models.resnet18().eval())
+    _, captured, _, _ = traced_files(model, (torch.randn(1, 3, 64, 64),), tmp_path)
+    graph = tmp_path / "cuda.ptir"
+    graph.write_text(ptir_on_cuda(captured))
+    env = {"PTC_FOLD_CONV": fold} if fold else {}
+    old = {k: os.environ.pop(k, None) for k in ["PTC_FOLD_CONV"]}
+    os.environ.update(env)
+    try:
+        r = ptc_run("--emit=kernels", "--backend", "cuda", "--cuda-arch", "sm_90", str(graph))
+    finally:
+        os.environ.pop("PTC_FOLD_CONV", None)
+        os.environ.update({k: v for k, v in old.items() if v is not None})
+    if "not part of this build" in r.stderr:
+        pytest.skip("the CUDA backend is not part of this build")
+    assert r.returncode == 0, r.stderr[-2000:]
+    found = batch_norm_kernels(captured, r.stdout)
+    assert (len(found) == 0) == (fold == "1"), found
