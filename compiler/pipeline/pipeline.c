@@ -483,6 +483,8 @@ static ptc_program *compile_finish(pipe_t *s, int rc)
     const ptc_compile_opts *opts = s->o;
     if (!p)
         return NULL;
+    if (rc == 0 && p->prog)
+        ptc_exec_list_input_bufs(p);
     if (rc == 0 && opts && opts->extern_output_layouts && p->backend == PTC_BACKEND_CPU)
         ptc_exec_mark_any_layouts(p);
     if (rc == 0 && opts && opts->autotune && p->backend != PTC_BACKEND_REFERENCE &&

@@ -519,9 +519,13 @@ static int prepare_begin(ptc_program *p, const ptc_compile_opts *o, ptc_metrics 
     ptc_cuda_device *dev = NULL;
     if (ptc_cuda_target_of(p, o, &cp->target, &dev, err))
         return -1;
-    for (int k = 0; k < cp->nk; k++) /* fail here, before a run writes anything */
-        if (launch_params(p->sched->kernels[k]) > MAX_PARAMS)
-            return too_many_params(p->sched->kernels[k], err);
+    for (int k = 0; k < cp->nk; k++) { /* fail here, before a run writes anything */
+        const ptc_kernel *kn = p->sched->kernels[k];
+        cp->k[k].checks = ptc_kernel_has_checks(kn);
+        cp->any_checks |= cp->k[k].checks;
+        if (launch_params(kn, cp->k[k].checks) > MAX_PARAMS)
+            return too_many_params(kn, cp->k[k].checks, err);
+    }
     int *pending = calloc((size_t)cp->nk + 1, sizeof *pending);
     if (!pending)
         return ptc_errorf(err, PTC_ERR_INTERNAL, "runtime",

@@ -431,9 +431,7 @@ static int plan_arena(crun *r)
        holds the scratch and the status record then */
     int64_t temps = l.nsegs > 1 ? 0 : section_aligned(l.size);
     r->scratch_bytes = scratch_need(r);
-    bool checks = false;
-    for (int k = 0; k < p->sched->nkernels && !checks; k++)
-        checks = ptc_kernel_has_checks(p->sched->kernels[k]);
+    bool checks = p->cuda->any_checks;
     int64_t scratch_end = section_aligned(temps + r->scratch_bytes);
     int64_t total =
         checks ? scratch_end + (int64_t)sizeof(ptc_check_status) : temps + r->scratch_bytes;
@@ -568,8 +566,9 @@ static int launch(crun *r, int ki, int f, bool vec)
     CUdeviceptr ptrs[MAX_PARAMS];
     int64_t ints[MAX_PARAMS];
     void *params[MAX_PARAMS];
-    if (launch_params(k) > MAX_PARAMS) /* ptc_cuda_prepare refused it */
-        return too_many_params(k, r->err);
+    bool checks = cp->k[ki].checks;
+    if (launch_params(k, checks) > MAX_PARAMS) /* ptc_cuda_prepare refused it */
+        return too_many_params(k, checks, r->err);
     int np = 0;
     for (int a = 0; a < k->nargs; a++) {
         ptrs[a] = (CUdeviceptr)(uintptr_t)r->bufptr[k->args[a]];
@@ -585,7 +584,7 @@ static int launch(crun *r, int ki, int f, bool vec)
         ints[1 + i] = eval(r, k->params[i]);
         params[np++] = &ints[1 + i];
     }
-    if (ptc_kernel_has_checks(k)) {
+    if (checks) {
         ints[1 + k->nparams] = (int64_t)r->status;
         params[np++] = &ints[1 + k->nparams];
     }

@@ -17,6 +17,8 @@ typedef struct ckernel {
     ptc_cuda_code wide; /* code.i32_symbolic: the 64-bit variant once a call needed it */
     int same_as;        /* an identical earlier kernel whose code this one uses, or -1 */
     bool combined_only; /* runs only in a one-launch combination: no code of its own */
+    bool checks;        /* ptc_kernel_has_checks, read once at the compile: a launch passes
+                           the status record (a walk of every body, per launch, before) */
 } ckernel;
 
 /* A kernel's 64-bit variant loaded on a device: fn[f] is form f's entry. */
@@ -46,6 +48,7 @@ struct ptc_cuda_prog {
     ptc_cuda_code *combos;
     int **combo_args; /* per combination: the buffers its launch takes (ptc_combo_args) */
     int *combo_nargs;
+    bool any_checks; /* a kernel has checks: a run's arena holds the status record */
     pthread_mutex_t lock;
     cloaded *loaded[MAX_DEV];
     bool no_cache;    /* the compile's, for the 64-bit variants made later */
@@ -67,17 +70,18 @@ static inline const ptc_cuda_code *code_of(const ptc_cuda_prog *cp, int k)
     return &cp->k[source_of(cp, k)].code;
 }
 
-/* A launch's parameters: buffers, scratch, rng offset, rng cell, sizes, [status record]. */
-static inline int launch_params(const ptc_kernel *k)
+/* A launch's parameters: buffers, scratch, rng offset, rng cell, sizes,
+ * [status record, where the kernel checks]. */
+static inline int launch_params(const ptc_kernel *k, bool checks)
 {
-    return k->nargs + 3 + k->nparams + ptc_kernel_has_checks(k);
+    return k->nargs + 3 + k->nparams + checks;
 }
 
-static inline int too_many_params(const ptc_kernel *k, ptc_error *err)
+static inline int too_many_params(const ptc_kernel *k, bool checks, ptc_error *err)
 {
     return ptc_errorf(err, PTC_ERR_UNSUPPORTED, "runtime",
                       "kernel %d %s takes %d parameters, more than the %d of a CUDA launch", k->id,
-                      k->name, launch_params(k), MAX_PARAMS);
+                      k->name, launch_params(k, checks), MAX_PARAMS);
 }
 
 /* One module to load on a device (cuda_load.c): code's (of `what`, for

@@ -132,10 +132,16 @@ struct ptc_program {
     /* opts->extern_output_layouts: per buffer, a graph output an extern
      * writes and no node reads, which keeps torch's dense layout; else NULL */
     bool *any_layout;
+    /* the buffers of the graph's inputs (PTC_LB_INPUT), which every run
+     * points at its inputs: listed once at the compile, not found among all
+     * of the program's buffers per run */
+    int *input_bufs, ninput_bufs;
 };
 
 /* Fills p->any_layout (ptc_compile_opts.extern_output_layouts). */
 void ptc_exec_mark_any_layouts(ptc_program *p);
+/* Fills p->input_bufs (every compiled program with a loop program). */
+void ptc_exec_list_input_bufs(ptc_program *p);
 
 /* ---- max-autotune (autotune.c) ---- */
 int ptc_autotune_prepare(ptc_program *p, double budget_ms);

@@ -568,11 +568,9 @@ void ptc_exec_point_arena(const ptc_program *p, const ptc_exec_layout *l, uintpt
 void ptc_exec_point_inputs(const ptc_program *p, const ptc_tensor *inputs,
                            const ptc_tensor *conformed, const void *empty, void **bufptr)
 {
-    const ptc_lprog *lp = p->prog;
-    for (int b = 0; b < lp->nbufs; b++) {
-        const ptc_lbuf *lb = lp->bufs[b];
-        if (lb->kind != PTC_LB_INPUT)
-            continue;
+    for (int i = 0; i < p->ninput_bufs; i++) {
+        int b = p->input_bufs[i];
+        const ptc_lbuf *lb = p->prog->bufs[b];
         const ptc_tensor *t = conformed && conformed[lb->input].storage ? &conformed[lb->input]
                                                                          : &inputs[lb->input];
         bufptr[b] = ptc_tensor_numel(t) && t->data ? t->data : (void *)empty;
@@ -774,6 +772,16 @@ static bool same_sizes_dense(const ptc_tensor *t, const ptc_tensor *want)
         if (t->sizes[d] != want->sizes[d])
             return false;
     return ptc_tensor_is_dense(t);
+}
+
+void ptc_exec_list_input_bufs(ptc_program *p)
+{
+    const ptc_lprog *lp = p->prog;
+    p->input_bufs = PTC_NEWN(p->arena, int, lp->nbufs + 1);
+    p->ninput_bufs = 0;
+    for (int b = 0; b < lp->nbufs; b++)
+        if (lp->bufs[b]->kind == PTC_LB_INPUT)
+            p->input_bufs[p->ninput_bufs++] = b;
 }
 
 void ptc_exec_mark_any_layouts(ptc_program *p)

@@ -151,6 +151,48 @@ START_TEST(draws_that_differ_by_their_seeds_share_their_code)
 }
 END_TEST
 
+/* A kernel that checks its indices takes the checks' status record as its
+ * last parameter (after its buffers, scratch, rng offset and cell), a
+ * device address in the run's arena; whether a kernel checks is read once
+ * at the compile (ckernel.checks), not per launch. */
+START_TEST(a_checking_kernel_is_passed_the_status_record)
+{
+#ifdef PTC_FAKE_CUDA
+    use_fake_cuda();
+    setenv("PTC_CUDA_COMBOS", "0", 1); /* a launch each */
+    static const char *GATHER = "# ptc ir v1\n"
+                                "graph f(%x: f32[64,8] cuda, %i: i64[16] cuda) {\n"
+                                "  %0 = index_select(%x, 0, %i) : f32[16,8] cuda\n"
+                                "  return (%0)\n"
+                                "}\n";
+    ptc_error err;
+    ptc_module *m = parse(GATHER);
+    ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA, .no_cache = true};
+    ptc_program *p = ptc_compile(m->graphs[0], &o, &err);
+    unsetenv("PTC_CUDA_COMBOS");
+    ck_assert_msg(p != NULL, "%s", err.msg);
+    static int64_t rows[16]; /* index 0: in range */
+    ptc_tensor in[2] = {fake_f32(64, 8),
+                        {.dtype = PTC_I64, .ndim = 1, .device = {PTC_DEV_CUDA, 0}, .data = rows}},
+               out;
+    in[1].sizes[0] = 16, in[1].strides[0] = 1;
+    int first = fake_nlaunched();
+    /* (out, x, i, scratch, rng offset, rng cell, status record): static
+       sizes, no size parameters; the rng cell and the record watched */
+    fake_watch_params(5);
+    ck_assert_msg(ptc_program_run(p, in, 2, &out, NULL, 0, &err) == 0, "%s", err.msg);
+    fake_watch_params(-1);
+    ck_assert_int_eq(fake_nlaunched() - first, 1);
+    uint64_t status = (uint64_t)fake_param(first, 1);
+    ck_assert_uint_ne(status, 0);
+    ck_assert_uint_eq(status % 8, 0);
+    ptc_tensor_release(&out);
+    ptc_program_release(p);
+    ptc_module_free(m);
+#endif
+}
+END_TEST
+
 /* A kernel with a vectorised entry (16-byte accesses where its pointers
  * allow) loads without its scalar twin: the stand-in's module, which is
  * the PTX it was given, finds no scalar entry until a launch on an input
@@ -246,6 +288,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, a_batch_jits_each_distinct_module_once);
     tcase_add_test(tc, draws_that_differ_by_their_seeds_share_their_code);
+    tcase_add_test(tc, a_checking_kernel_is_passed_the_status_record);
     tcase_add_test(tc, a_scalar_entry_loads_when_a_launch_first_needs_it);
     tcase_add_test(tc, warps_combine_in_a_loop_on_request);
     suite_add_tcase(s, tc);
