@@ -42,8 +42,8 @@ class Model(nn.Module):
         print("features", tuple(x.shape))  # I/O inside the model
         scale = x.std().item()  # a Python number from a tensor
         logits = self.head(x / scale)
-        top = torch.sort(logits, dim=-1).values  # no ptc op for sort
-        return logits, top[:, -1]
+        top = torch.kthvalue(logits, logits.shape[-1], -1).values  # no ptc op for kthvalue
+        return logits - top[:, None], top
 
 
 def example_inputs():
