@@ -214,6 +214,7 @@ typedef struct child {
     int status;
     bool reaped;
     bool timed_out, interrupted; /* killed: past the deadline, or the user's Ctrl-C */
+    bool no_room;                /* killed: this process could not hold its records */
 } child;
 
 /* Where the records go: res, and which items are done or open (started,
@@ -251,6 +252,12 @@ static void take_records(child *c, sink *k)
             if (!res->out.data)
                 res->out.cap = 0; /* ptc_buf's own growth says it is out of memory */
             ptc_buf_putn(&res->out, payload, r.len);
+            if (ptc_buf_failed(&res->out)) { /* a result cut short is no result */
+                ptc_buf_free(&res->out);
+                res->rc = ptc_errorf(&res->err, PTC_ERR_COMPILE, "codegen",
+                                     "out of memory taking the compile worker's result "
+                                     "(%u bytes)", (unsigned)r.len);
+            }
             k->open[r.item] = false, k->done[r.item] = true;
         } else if ((r.kind == REC_ERR || r.kind == REC_FATAL) && r.len == sizeof(ptc_error)) {
             res->rc = -1;
@@ -300,7 +307,12 @@ static void drain(child *c, sink *k, double deadline)
         ssize_t got = read(c->fd, buf, sizeof buf);
         if (got > 0) {
             ptc_buf_putn(&c->in, buf, (size_t)got);
-            take_records(c, k);
+            if (ptc_buf_failed(&c->in) && !c->no_room) { /* its records are cut: stop it */
+                c->no_room = true;
+                kill(c->pid, SIGKILL);
+            }
+            if (!c->no_room)
+                take_records(c, k);
         }
         bool closed = got == 0 || (got < 0 && errno != EINTR);
         if (closed || c->ended) {
@@ -346,6 +358,8 @@ static void how_it_died(const child *c, char *buf, size_t size)
     int sig = c->reaped && WIFSIGNALED(c->status) ? WTERMSIG(c->status) : 0;
     if (c->interrupted && (sig == SIGKILL || !c->reaped))
         snprintf(buf, size, "was stopped: the compile was interrupted (Ctrl-C)");
+    else if (c->no_room && (sig == SIGKILL || !c->reaped))
+        snprintf(buf, size, "was stopped: this process ran out of memory for its results");
     else if (c->timed_out && (sig == SIGKILL || !c->reaped))
         snprintf(buf, size,
                  "ran past the compile time limit (PTC_COMPILE_TIMEOUT=%g s) and was killed",
@@ -446,7 +460,7 @@ int ptc_worker_run(int n, int nthreads, ptc_worker_fn fn, void *ctx, ptc_worker_
         /* timed out: all it ran took too long; interrupted: all it ran is
          * stopped; after a fatal error the one to blame has failed already,
          * the open ones only run again */
-        bool stopped = c.timed_out || c.interrupted;
+        bool stopped = c.timed_out || c.interrupted || c.no_room;
         if (!k.fatal && (nopen == 1 || (nopen > 0 && stopped)))
             for (int i = 0; i < npending; i++)
                 if (open[pending[i]]) {
@@ -461,6 +475,8 @@ int ptc_worker_run(int n, int nthreads, ptc_worker_fn fn, void *ctx, ptc_worker_
             fail_rest(res, pending, left,
                       c.ended         ? "the compile worker ended without a result"
                       : c.interrupted ? "not compiled: the compile was interrupted (Ctrl-C)"
+                      : c.no_room     ? "not compiled: out of memory for the compile worker's "
+                                        "results"
                                       : "not compiled: the compile worker died first");
             break;
         }

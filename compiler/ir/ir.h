@@ -122,12 +122,14 @@ size_t ptc_arena_bytes(const ptc_arena *a); /* total bytes handed out */
 /* A growable string, malloc-backed (printers write into one). Running out
  * of memory does not abort: as an arena does, the first growth malloc
  * cannot give releases the reserve and marks the string failed (sticky);
- * where even that is not enough the write is dropped. Whoever uses a
+ * where even that is not enough the write and every later one are dropped,
+ * so the text is always a prefix of what was written. Whoever uses a
  * string a compile depends on checks ptc_buf_failed. */
 typedef struct ptc_buf {
     char *data;
     size_t len, cap;
-    bool failed;
+    bool failed;    /* out of memory once: its user fails */
+    bool truncated; /* a write was dropped: later ones are too */
 } ptc_buf;
 bool ptc_buf_failed(const ptc_buf *b);
 void ptc_buf_printf(ptc_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -285,6 +285,8 @@ size_t ptc_arena_bytes(const ptc_arena *a) { return a->total; }
 /* false: no room for extra more bytes (b failed, the write is dropped) */
 static bool buf_reserve(ptc_buf *b, size_t extra)
 {
+    if (b->truncated)
+        return false;
     if (b->len + extra + 1 <= b->cap)
         return true;
     size_t cap = b->cap ? b->cap : 256;
@@ -296,7 +298,7 @@ static bool buf_reserve(ptc_buf *b, size_t extra)
         d = realloc(b->data, cap);
     }
     if (!d) {
-        b->failed = true;
+        b->failed = b->truncated = true;
         return false;
     }
     b->data = d;
