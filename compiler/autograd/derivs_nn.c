@@ -8,6 +8,7 @@
  *   grad_input  = conv_transpose(g, w), same stride, padding, dilation and
  *                 groups, output_padding making up what the forward's floor
  *                 division dropped (cuDNN's and oneDNN's backward-data);
+ *                 over symbolic sizes, convolution_backward's first output;
  *   grad_weight = convolution_backward_weight(g, x, w): torch's
  *                 convolution_backward for the weight alone, an extern;
  *   both        = convolution_backward(g, x, w): one extern of two
@@ -116,17 +117,17 @@ int ag_d_convolution(ag *a, const ptc_node *n, ptc_value *const *gout)
                        "convolution (node %d) is transposed: its derivative is not written "
                        "yet",
                        n->id);
-    if (!all_static(x) || !all_static(w) || !all_static(G))
-        return ag_fail(a,
-                       "convolution (node %d) has symbolic sizes: its derivative needs "
-                       "static ones",
-                       n->id);
     conv_geom c = geometry(n, w->type.ndim - 2);
-    if (ag_needs(a, x) && ag_needs(a, w)) {
+    /* the transposed convolution's output_padding is worked out from static
+     * sizes; where they are symbolic, torch's convolution_backward gives the
+     * input's gradient (and a weight gradient nothing reads) */
+    bool sizes_static = all_static(x) && all_static(w) && all_static(G);
+    if (ag_needs(a, x) && (ag_needs(a, w) || !sizes_static)) {
         ptc_node *both = conv_backward(a, PTC_OP_CONVOLUTION_BACKWARD, &c, x, w, G);
         if (both) {
             ag_accum(a, x, both->outs[0]);
-            ag_accum(a, w, both->outs[1]);
+            if (ag_needs(a, w))
+                ag_accum(a, w, both->outs[1]);
         }
     } else if (ag_needs(a, x)) {
         ag_accum(a, x, conv_grad_input(a, &c, x, w, G));

@@ -289,6 +289,58 @@ def test_conv_gradient_of_one_operand(needs, dtype, tol, tmp_path, monkeypatch):
     assert "= convolution_backward(" not in backward
 
 
+@pytest.mark.parametrize("needs", ["both", "weight", "input"])
+def test_conv_gradients_over_symbolic_sizes_are_compiled(needs, tmp_path, monkeypatch):
+    """A convolution whose sizes went symbolic (a second image size, or
+    FSDP's units of one block class at several sizes) keeps its compiled
+    backward: both gradients, or the input's alone, through torch's
+    convolution_backward (a transposed convolution needs static sizes for its
+    output_padding), instead of running the whole graph through torch ops."""
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(4, 6, 3, stride=2, padding=1)
+    conv.weight.requires_grad_(needs != "input")
+    conv.bias.requires_grad_(needs != "input")
+    conv2 = copy.deepcopy(conv)
+    comp = ptc.compile(conv2, dynamic=True)
+    monkeypatch.setenv("PTC_TRACE_DIR", str(tmp_path))
+    for hw in (7, 10):
+        x = torch.randn(2, 4, hw, hw + 1, requires_grad=needs != "weight")
+        g = torch.randn_like(conv(x))
+        of = {"both": lambda m: (x, m.weight, m.bias), "weight": lambda m: (m.weight, m.bias),
+              "input": lambda m: (x,)}[needs]
+        want = torch.autograd.grad((conv(x) * g).sum(), of(conv))
+        got = torch.autograd.grad((comp(x) * g).sum(), of(conv2))
+        for a, b in zip(got, want):
+            assert close(a, b, 1e-5)
+    backward = [p.read_text() for p in tmp_path.rglob("backward.ptir")]
+    assert len(backward) == 1 and "s0" in backward[0], backward
+    assert ("= convolution_backward(" in backward[0]) == (needs != "weight"), backward
+
+
+def test_bottleneck_at_two_sizes_trains_with_the_compiled_backward(tmp_path, monkeypatch):
+    """The recompile for a second size (dims made symbolic) of a resnet
+    bottleneck in train mode: gradients and running statistics as eager's,
+    the backward compiled."""
+    tv = pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    eager = tv.models.resnet.Bottleneck(32, 8).train()
+    block = copy.deepcopy(eager)
+    comp = ptc.compile(block)
+    monkeypatch.setenv("PTC_TRACE_DIR", str(tmp_path))
+    for hw in (6, 9):
+        x = torch.randn(2, 32, hw, hw)
+        xe, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
+        eager(xe).square().sum().backward()
+        comp(xc).square().sum().backward()
+        assert close(xc.grad, xe.grad, 1e-4)
+    for pe, pc in zip(eager.parameters(), block.parameters()):
+        assert close(pc.grad, pe.grad, 1e-4)
+    for be, bc in zip(eager.buffers(), block.buffers()):
+        assert close(bc.float(), be.float(), 1e-5)
+    backward = [p.read_text() for p in tmp_path.rglob("backward.ptir")]
+    assert len(backward) == 2 and sum("s0" in b for b in backward) == 1, backward
+
+
 # ---- resnet18 training runs ---------------------------------------------------------------
 
 
