@@ -378,7 +378,12 @@ static int set_joint_outputs(ag *a, const bool *wants_grad, ptc_joint *j)
  * the backward reads relu's result r anyway (the next convolution or matmul
  * saves its input), m is rebuilt from r, r <= 0, rather than saved beside
  * it (resnet50's b32 bf16 training step on an H200 peaked 0.26 GiB lower
- * without them, 2.35 -> 2.09 GiB). Exact: r is 0 where m holds and x (> 0 or NaN) elsewhere;
+ * without them, 2.35 -> 2.09 GiB). So too where r is an output of the
+ * graph: the caller holds it (eager's relu saves its result), and where the
+ * graph ends at a unit's boundary (FSDP's units, a graph break) the next
+ * graph saves it as its input; a mask saved beside it cost resnet50's
+ * FSDP2 step on an H200 34 MiB more than eager's forward left alive.
+ * Exact: r is 0 where m holds and x (> 0 or NaN) elsewhere;
  * under autocast r may be the narrowing of where's result back to the
  * dtype x was widened from, which holds x's values exactly. */
 
@@ -402,18 +407,19 @@ static const ptc_value *widened_from(const ptc_value *x)
     return from == PTC_BF16 || from == PTC_F16 ? d->args[0].v : NULL;
 }
 
-/* w's result as the backward reads it: w itself, or its narrowing to the
- * dtype x was widened from; NULL when the backward reads neither. */
-static ptc_value *result_read_back(const ptc_graph *g, const ptc_node *w, const ptc_value *x,
-                                   const bool *read_back, int first_backward_id)
+/* w's result as the backward reads it or the graph returns it (held): w
+ * itself, or its narrowing to the dtype x was widened from; NULL when
+ * neither is held. */
+static ptc_value *result_held(const ptc_graph *g, const ptc_node *w, const ptc_value *x,
+                              const bool *held, int first_backward_id)
 {
-    if (read_back[w->outs[0]->id])
+    if (held[w->outs[0]->id])
         return w->outs[0];
     const ptc_value *narrow = widened_from(x);
     for (int i = 0; narrow && i < g->nnodes && g->nodes[i]->id < first_backward_id; i++) {
         const ptc_node *c = g->nodes[i];
         if (c->op == PTC_OP_PRIMS_CONVERT_ELEMENT_TYPE && c->args[0].v == w->outs[0] &&
-            c->outs[0]->type.dtype == narrow->type.dtype && read_back[c->outs[0]->id])
+            c->outs[0]->type.dtype == narrow->type.dtype && held[c->outs[0]->id])
             return c->outs[0];
     }
     return NULL;
@@ -462,17 +468,21 @@ static void place_before_backward(ptc_graph *g, int from, int first_backward_id)
     free(moved);
 }
 
-static int masks_from_results(ptc_graph *g, int first_backward_id, ptc_error *err)
+static int masks_from_results(ptc_graph *g, int nprimal_outputs, int first_backward_id,
+                              ptc_error *err)
 {
     bool *read_back = calloc((size_t)g->nvalues + 1, sizeof *read_back);
-    PTC_ASSERT(read_back);
+    bool *held = calloc((size_t)g->nvalues + 1, sizeof *held);
+    PTC_ASSERT(read_back && held);
     for (int i = 0; i < g->nnodes; i++)
         for (int k = 0; g->nodes[i]->id >= first_backward_id && k < g->nodes[i]->nargs; k++)
             for (int e = 0; e < ptc_arg_nvalues(&g->nodes[i]->args[k]); e++) {
                 ptc_value *v = ptc_arg_value_at(&g->nodes[i]->args[k], e);
                 if (v)
-                    read_back[v->id] = true;
+                    read_back[v->id] = held[v->id] = true;
             }
+    for (int k = 0; k < nprimal_outputs; k++)
+        held[g->outputs[k]->id] = true;
     int nold = g->nnodes, rc = 0;
     for (int i = 0; i < nold && rc == 0 && g->nodes[i]->id < first_backward_id; i++) {
         const ptc_node *w = g->nodes[i];
@@ -483,7 +493,7 @@ static int masks_from_results(ptc_graph *g, int first_backward_id, ptc_error *er
         if (!read_back[m->id] || !le || le->op != PTC_OP_PRIMS_LE || le->args[0].v != x ||
             !is_zero_full(le->args[1].v) || !is_zero_full(w->args[1].v))
             continue;
-        ptc_value *r = result_read_back(g, w, x, read_back, first_backward_id);
+        ptc_value *r = result_held(g, w, x, held, first_backward_id);
         if (!r)
             continue;
         ptc_value *rebuilt = mask_from(g, le, r, err);
@@ -495,6 +505,7 @@ static int masks_from_results(ptc_graph *g, int first_backward_id, ptc_error *er
     if (g->nnodes > nold)
         place_before_backward(g, nold, first_backward_id);
     free(read_back);
+    free(held);
     return rc;
 }
 
@@ -525,7 +536,7 @@ int ptc_autograd_joint(const ptc_graph *g, const bool *wants_grad, const bool *n
     if (set_joint_outputs(&a, wants_grad, out))
         goto fail;
     drop_stop_gradients(jg);
-    if (masks_from_results(jg, first_backward_id, err) ||
+    if (masks_from_results(jg, out->nprimal_outputs, first_backward_id, err) ||
         ptc_pass_factor_sums(jg, first_backward_id, err) < 0 || ptc_simplify(jg, err) || ptc_ops_verify(jg, PTC_STAGE_PRIM, err))
         goto fail;
     return 0;

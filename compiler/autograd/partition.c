@@ -9,8 +9,10 @@
  * pointwise or view node is recomputed in the backward instead when the
  * inputs that node would need saved take no more bytes than the value
  * itself (an exp of a saved input, a broadcast of a small tensor), an input
- * counted at what it would cost once recomputed in turn (save_cost); chains
- * follow from repeating it until nothing moves. The backward recomputes a
+ * counted at what it would cost once recomputed in turn (save_cost), an
+ * output of the forward at nothing (its caller holds it: relu's mask rebuilt
+ * from a graph's relu result, autograd.c); chains follow from repeating it
+ * until nothing moves. The backward recomputes a
  * value where it first reads it, not at its start.
  */
 #include "ag.h"
@@ -25,6 +27,7 @@ typedef struct split {
     side *node_side; /* by node index */
     ptc_node **def;  /* by value id: the node defining it, NULL for inputs */
     bool *saved;     /* by value id */
+    bool *output;    /* by value id: an output of the forward, which its caller holds */
     bool *recompute; /* by node index: a forward node copied into the backward */
     int *index;      /* by node id: node index */
 } split;
@@ -131,6 +134,8 @@ static bool cheap(const ptc_node *n)
  * a bfloat16 activation is the activation). depth bounds the walk. */
 static double save_cost(const split *s, const ptc_value *v, int depth)
 {
+    if (s->output[v->id])
+        return 0;
     double own = bytes(v);
     ptc_node *d = s->def[v->id];
     if (!d || depth == 0 || !cheap(d) || s->node_side[s->index[d->id]] != SIDE_FORWARD)
@@ -318,8 +323,11 @@ int ptc_autograd_partition(const ptc_joint *jt, ptc_partition *out, ptc_error *e
     s.index = calloc((size_t)max_id + 1, sizeof *s.index);
     s.def = calloc((size_t)j->nvalues + 1, sizeof *s.def);
     s.saved = calloc((size_t)j->nvalues + 1, sizeof *s.saved);
+    s.output = calloc((size_t)j->nvalues + 1, sizeof *s.output);
     bool *tangent_dep = calloc((size_t)j->nvalues + 1, sizeof *tangent_dep);
-    PTC_ASSERT(s.node_side && s.recompute && s.index && s.def && s.saved && tangent_dep);
+    PTC_ASSERT(s.node_side && s.recompute && s.index && s.def && s.saved && s.output && tangent_dep);
+    for (int k = 0; k < jt->nprimal_outputs; k++)
+        s.output[j->outputs[k]->id] = true;
     for (int i = 0; i < j->nnodes; i++)
         s.index[j->nodes[i]->id] = i;
     classify(&s, jt, tangent_dep);
@@ -333,6 +341,7 @@ int ptc_autograd_partition(const ptc_joint *jt, ptc_partition *out, ptc_error *e
     free(s.index);
     free(s.def);
     free(s.saved);
+    free(s.output);
     free(tangent_dep);
     if (ptc_ops_verify(out->forward, PTC_STAGE_PRIM, err) ||
         ptc_ops_verify(out->backward, PTC_STAGE_PRIM, err)) {
