@@ -153,7 +153,7 @@ FILE_ORDER = {
               "hooks.c"],
     # the dispatcher backend.c last
     "backend": ["tensors.c", "weight_cache.c", "rng.c", "eager.c", "graphobj.c", "saved_blocks.c",
-                "backend_ptc.c",
+                "out_strides.c", "backend_ptc.c",
                 "backend_train.c", "backend_pieces.c", "backend.c"],
 }
 

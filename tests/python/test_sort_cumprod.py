@@ -71,6 +71,23 @@ def test_topk_matches_eager_with_ties_and_nans(dtype):
     assert type(got[0]) is torch.return_types.topk
 
 
+@pytest.mark.parametrize("make", [lambda x: x.permute(2, 0, 1), lambda x: x[:, ::2],
+                                  lambda x: x.unsqueeze(0).to(memory_format=torch.channels_last),
+                                  lambda x: x[:, :1].expand(6, 8, 4), lambda x: x],
+                         ids=["transposed", "sliced", "channels_last", "expanded", "contiguous"])
+@pytest.mark.parametrize("dim", [0, -1])
+def test_sort_results_have_eagers_strides(make, dim):
+    """sort's values and indices, and argsort's, are laid out as the input
+    where it is dense (torch's empty_like), contiguous otherwise; ptc's came
+    back contiguous for a transposed or channels-last input."""
+    x = make(torch.randn(6, 8, 4))
+    for f in (lambda t: torch.sort(t, dim=dim), lambda t: (torch.argsort(t, dim=dim),)):
+        want, got = f(x), one_graph(f, x)
+        for g, w in zip(got, want):
+            assert torch.equal(g, w) and g.stride() == w.stride(), (g.stride(), w.stride())
+            assert g._base is None
+
+
 def test_sort_of_a_zero_dim_and_an_empty_tensor():
     f = lambda x, e: (torch.sort(x), torch.argsort(e, 0), (x * 2).cumprod(0))  # noqa: E731
     args = torch.tensor(3.0), torch.empty(0, 3)

@@ -220,6 +220,22 @@ bool cap_weight_wants_channels_last(const ptc_tensor *input, const ptc_tensor *w
 PyObject *cap_weight_cache_get(cap_weight_cache *c, PyObject *const *given, const ptc_tensor *ins,
                                int ninputs, const ptc_tensor *t, PyObject *view);
 
+/* Eager's output strides (out_strides.c). Kernels write outputs
+ * contiguous; where eager's result is laid out otherwise (a pointwise op of
+ * a transposed input, a sort of one), the compiled graph returns the output
+ * permuted to be contiguous and the caller makes a tensor with eager's
+ * sizes and strides over the same memory. */
+typedef struct cap_out_layout {
+    int8_t perm[PTC_MAX_DIMS];     /* its dims outermost first, or [0] = -1 */
+    int64_t strides[PTC_MAX_DIMS]; /* eager's (size-1 dims included) */
+} cap_out_layout;
+/* *layout (malloc'd, per output of g) and *permuted, a copy of g returning
+ * the outputs to permute permuted (NULL when none is, or g's sizes are
+ * symbolic). known: strides the trace knew (cap_entry.out_strides) or NULL,
+ * which win over the ops'. -1 with err set. */
+int cap_plan_out_layouts(const ptc_graph *g, const cap_out_strides *known, cap_out_layout **layout,
+                         ptc_graph **permuted, ptc_error *err);
+
 /* The Graph handle handed to callable backends and to ptc.explain. */
 PyObject *cap_graph_object(cap_entry *e);
 

@@ -630,26 +630,13 @@ static const ptc_host torch_host = {.alloc = host_alloc,
                                     .run_extern_new = host_extern_new,
                                     .writes_in_place = host_writes_in_place};
 
-/* ---- eager's output strides ------------------------------------------------------ */
-
-/* Kernels write outputs contiguous; eager gives a pointwise result the
- * layout of its operands (TensorIterator: x.t() + 1 is transposed too). So
- * the compiled graph returns such an output permuted to be contiguous, and
- * the user gets a tensor over the same memory with eager's sizes and
- * strides (set_, so that it has no _base, as eager's). Strides are followed
- * through pointwise ops and the views that reorder or drop dims; any other
- * op's result is contiguous, as in eager. Static shapes only. */
-typedef struct out_layout {
-    int8_t perm[PTC_MAX_DIMS];     /* its dims outermost first, or [0] = -1 */
-    int64_t strides[PTC_MAX_DIMS]; /* eager's (size-1 dims included) */
-} out_layout;
 
 struct ptir_compiled;
 
 typedef struct cap_program {
     ptc_program *p;
     int ninputs, noutputs;
-    out_layout *layout;        /* per output */
+    cap_out_layout *layout;    /* per output (out_strides.c) */
     bool draws;                /* has random ops: each run needs an RNG offset */
     bool cuda;                 /* compiled for a CUDA device */
     cap_weight_cache *weights; /* an inference program's kept weights, or NULL */
@@ -659,167 +646,6 @@ typedef struct cap_program {
     PyObject *graphs;
     struct ptir_compiled *graphs_ref;
 } cap_program;
-
-typedef int64_t stride_row[PTC_MAX_DIMS]; /* a value's strides */
-
-static void contiguous_strides(const ptc_ttype *t, int64_t *st)
-{
-    int64_t step = 1;
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        st[d] = step;
-        step *= t->shape[d].value > 1 ? t->shape[d].value : 1;
-    }
-}
-
-/* TensorIterator's layout of a pointwise result (cap_pointwise_strides). */
-static void pointwise_strides(const ptc_node *n, stride_row *strides, int64_t *out)
-{
-    enum { MAX_OPERANDS = 8 };
-    const ptc_ttype *types[MAX_OPERANDS];
-    const int64_t *operand_strides[MAX_OPERANDS];
-    int nops = 0;
-    for (int a = 0; a < n->nargs && nops < MAX_OPERANDS; a++) {
-        const ptc_value *v = n->args[a].kind == PTC_ARG_VALUE ? n->args[a].v : NULL;
-        if (!v || v->type.ndim == 0)
-            continue;
-        types[nops] = &v->type;
-        operand_strides[nops++] = strides[v->id];
-    }
-    cap_pointwise_strides(&n->outs[0]->type, nops, types, operand_strides,
-                          cap_has_scalar_operand(n), out);
-}
-
-/* The strides eager gives node n's (single) output, from its operands'. */
-static void node_strides(const ptc_node *n, stride_row *strides, int64_t *out)
-{
-    const ptc_ttype *ot = &n->outs[0]->type;
-    const ptc_value *in = n->nargs && n->args[0].kind == PTC_ARG_VALUE ? n->args[0].v : NULL;
-    const int64_t *is = in ? strides[in->id] : NULL;
-    int nd = in ? in->type.ndim : 0;
-    contiguous_strides(ot, out);
-    if (n->nout != 1)
-        return;
-    if (ptc_op_flags(n->op) & PTC_F_POINTWISE) {
-        pointwise_strides(n, strides, out);
-    } else if (n->op == PTC_OP_T || n->op == PTC_OP_TRANSPOSE) {
-        bool t = n->op == PTC_OP_T;
-        int d0 = t ? 0 : (int)n->args[1].i.value, d1 = t ? 1 : (int)n->args[2].i.value;
-        d0 = d0 < 0 ? d0 + nd : d0, d1 = d1 < 0 ? d1 + nd : d1;
-        for (int d = 0; d < nd; d++)
-            out[d] = is[d == d0 ? d1 : d == d1 ? d0 : d];
-    } else if (n->op == PTC_OP_PERMUTE) {
-        for (int d = 0; d < nd; d++) {
-            int64_t src = n->args[1].is.d[d].value;
-            out[d] = is[src < 0 ? src + nd : src];
-        }
-    } else if (n->op == PTC_OP_SELECT) {
-        int64_t dim = n->args[1].i.value < 0 ? n->args[1].i.value + nd : n->args[1].i.value;
-        for (int d = 0, k = 0; d < nd; d++)
-            if (d != dim)
-                out[k++] = is[d];
-    } else if (n->op == PTC_OP_SLICE && n->args[4].kind == PTC_ARG_INT) {
-        int64_t dim = n->args[1].i.value < 0 ? n->args[1].i.value + nd : n->args[1].i.value;
-        for (int d = 0; d < nd; d++)
-            out[d] = is[d] * (d == dim ? n->args[4].i.value : 1);
-    } else if (n->op == PTC_OP_NARROW) {
-        memcpy(out, is, sizeof(int64_t) * (size_t)nd);
-    } else if (n->op == PTC_OP_UNSQUEEZE) {
-        int64_t dim = n->args[1].i.value < 0 ? n->args[1].i.value + nd + 1 : n->args[1].i.value;
-        for (int d = 0, k = 0; d <= nd; d++)
-            out[d] = d == dim ? (d < nd ? in->type.shape[d].value * is[d] : 1) : is[k++];
-    } else if (n->op == PTC_OP_CONTIGUOUS || n->op == PTC_OP_CLONE || n->op == PTC_OP_EXPAND) {
-        /* clone keeps a dense layout (preserve_format); expand's new dims are
-           broadcast (skipped by pointwise_strides) */
-        for (int d = 0; d < nd && n->op != PTC_OP_CONTIGUOUS; d++)
-            out[d + ot->ndim - nd] = is[d];
-    }
-}
-
-/* The order of dims that makes strides st contiguous: false when they are
- * contiguous already, or not a dense layout (a view eager returns of an
- * intermediate: it comes back contiguous). */
-static bool output_perm(const ptc_ttype *t, const int64_t *st, int8_t *perm)
-{
-    int64_t want[PTC_MAX_DIMS];
-    contiguous_strides(t, want);
-    return memcmp(want, st, sizeof(int64_t) * (size_t)t->ndim) != 0 &&
-           cap_dense_order(t, st, perm);
-}
-
-/* A copy of g that returns the outputs cp permutes permuted. */
-static ptc_graph *permute_outputs(const ptc_graph *g, const cap_program *cp, ptc_error *err)
-{
-    ptc_graph *c = ptc_graph_clone(g, NULL);
-    if (!c) {
-        ptc_errorf(err, PTC_ERR_INTERNAL, "capture", "the graph could not be copied");
-        return NULL;
-    }
-    ptc_value **outs = malloc(sizeof *outs * (size_t)(g->noutputs + 1));
-    for (int i = 0; c && i < g->noutputs; i++) {
-        outs[i] = c->outputs[i];
-        if (cp->layout[i].perm[0] < 0)
-            continue;
-        int64_t dims[PTC_MAX_DIMS];
-        for (int d = 0; d < outs[i]->type.ndim; d++)
-            dims[d] = cp->layout[i].perm[d];
-        ptc_arg a[2] = {ptc_arg_value(outs[i]), ptc_arg_ints(c->arena, dims, outs[i]->type.ndim)};
-        ptc_node *n = ptc_build(c, PTC_OP_PERMUTE, a, 2, err);
-        if (!n) {
-            ptc_graph_free(c);
-            c = NULL;
-            break;
-        }
-        n->loc = outs[i]->def->loc;
-        outs[i] = n->outs[0];
-    }
-    if (c)
-        ptc_graph_set_outputs(c, outs, g->noutputs);
-    free(outs);
-    return c;
-}
-
-/* Which outputs need eager's strides, and a graph that returns those
- * permuted (*permuted stays NULL when none does). known: the strides the
- * trace knew (cap_entry.out_strides, or NULL), which win over these ops'
- * (a *_like's size-1 dims). */
-static int plan_layouts(const ptc_graph *g, const cap_out_strides *known, cap_program *cp,
-                        ptc_graph **permuted, ptc_error *err)
-{
-    *permuted = NULL;
-    for (int i = 0; i < g->nvalues; i++)
-        if (!ptc_ttype_is_static(&g->values[i]->type))
-            return 0;
-    stride_row *strides = calloc((size_t)g->nvalues + 1, sizeof *strides);
-    cp->layout = calloc((size_t)g->noutputs + 1, sizeof *cp->layout);
-    for (int i = 0; i < g->ninputs; i++) {
-        const ptc_ttype *t = &g->inputs[i]->type;
-        for (int d = 0; d < t->ndim; d++)
-            strides[g->inputs[i]->id][d] = t->strides[d].value;
-        if (t->layout == PTC_LAYOUT_CONTIGUOUS)
-            contiguous_strides(t, strides[g->inputs[i]->id]);
-    }
-    for (int i = 0; i < g->nnodes; i++) {
-        const ptc_node *n = g->nodes[i];
-        node_strides(n, strides, strides[n->outs[0]->id]);
-        for (int k = 1; k < n->nout; k++)
-            contiguous_strides(&n->outs[k]->type, strides[n->outs[k]->id]);
-    }
-    bool any = false;
-    for (int i = 0; i < g->noutputs; i++) {
-        const ptc_value *v = g->outputs[i];
-        if (known && known[i].known && v->def)
-            memcpy(strides[v->id], known[i].st, sizeof strides[v->id]);
-        bool p = v->def && output_perm(&v->type, strides[v->id], cp->layout[i].perm);
-        memcpy(cp->layout[i].strides, strides[v->id], sizeof strides[v->id]);
-        cp->layout[i].perm[0] = p ? cp->layout[i].perm[0] : -1;
-        any = any || p;
-    }
-    free(strides);
-    if (!any)
-        return 0;
-    *permuted = permute_outputs(g, cp, err);
-    return *permuted ? 0 : -1;
-}
 
 /* Random ops (dropout, rand, attention with dropout) draw from ptc's
  * counter-based generator (ops.h). */
@@ -856,7 +682,7 @@ static cap_program *program_for(const ptc_graph *g, const ptc_compile_opts *opts
 }
 
 /* g compiled with opts into *program; plan_outputs: with eager's output
- * strides (plan_layouts, known: those the trace knew, or NULL). */
+ * strides (cap_plan_out_layouts, known: those the trace knew, or NULL). */
 static int compile_with(const ptc_graph *g, const ptc_compile_opts *opts, bool plan_outputs,
                         const cap_out_strides *known, void **program, ptc_error *err)
 {
@@ -864,7 +690,7 @@ static int compile_with(const ptc_graph *g, const ptc_compile_opts *opts, bool p
     if (!cp)
         return -1;
     ptc_graph *permuted = NULL;
-    if (plan_outputs && plan_layouts(g, known, cp, &permuted, err) < 0) {
+    if (plan_outputs && cap_plan_out_layouts(g, known, &cp->layout, &permuted, err) < 0) {
         cap_runtime_release(cp);
         return -1;
     }
@@ -1066,7 +892,7 @@ static void raise_run_error(const ptc_error *err)
 
 /* r (contiguous, dims in the layout's order) as a tensor with the output's
  * own dims and eager's strides over the same memory. */
-static PyObject *unpermute(PyObject *r, const out_layout *l)
+static PyObject *unpermute(PyObject *r, const cap_out_layout *l)
 {
     cap_tmeta m;
     if (cap_tmeta_read(r, &m) < 0)
