@@ -507,7 +507,8 @@ static int d_cumprod(ag *a, const ptc_node *n, ptc_value *const *gout)
     return done(a);
 }
 
-/* sort, topk: each value's gradient goes back to where it came from. */
+/* sort, topk, cummax, cummin: each value's gradient goes back to where it
+ * came from (summed where cummax repeats an index). */
 static int d_sort(ag *a, const ptc_node *n, ptc_value *const *gout)
 {
     if (!G)

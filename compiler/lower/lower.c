@@ -1182,7 +1182,9 @@ static int lower_node(lowerer *L, const ptc_node *n)
     case PTC_OP_CONVOLUTION_BACKWARD:
     case PTC_OP_SDPA:
     case PTC_OP_SORT:
-    case PTC_OP_TOPK: new_extern(L, n, PTC_XK_HOST); return 0;
+    case PTC_OP_TOPK:
+    case PTC_OP_CUMMAX:
+    case PTC_OP_CUMMIN: new_extern(L, n, PTC_XK_HOST); return 0;
     case PTC_OP_MAX_POOL2D_WITH_INDICES: return lower_max_pool(L, n);
     case PTC_OP_AVG_POOL2D: return lower_avg_pool(L, n);
     case PTC_OP_ADAPTIVE_AVG_POOL2D: return lower_adaptive_pool(L, n);

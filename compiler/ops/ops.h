@@ -133,6 +133,10 @@ double ptc_k_scalar(const ptc_kctx *k, int argi);
  * extern (ptc-run) sort with it. */
 int ptc_sort_order(const double *fkeys, const int64_t *ikeys, int64_t n, bool descending,
                    int64_t *order);
+/* Whether element x takes over a running cummax (max) or cummin at cur:
+ * NaN always, then only NaN; ties take over (the later index). The
+ * reference kernel and the C extern scan with it. */
+bool ptc_cum_extreme_takes(double x, double cur, bool max);
 /* One element of the binary pointwise prim `op` as the reference computes it
  * (its pointwise.def formula) for operands a, b of dtype dt: float dtypes in
  * fa, fb and the result in *fr (rounded to dt), integer and bool dtypes in ia,

@@ -495,6 +495,58 @@ int ptc_ref_sort(ptc_kctx *k)
     return rc;
 }
 
+/* Does x (at running extreme cur) take over a cummax (max) or cummin: a
+ * NaN always, then nothing but a NaN; ties too, so the later index wins, as
+ * in torch's kernels. */
+bool ptc_cum_extreme_takes(double x, double cur, bool max)
+{
+    if (isnan(x))
+        return true;
+    if (isnan(cur))
+        return false;
+    return max ? x >= cur : x <= cur;
+}
+
+/* cummax / cummin along dim: the running extreme and its index, one line at
+ * a time (integers compared as integers). */
+int ptc_ref_cummax(ptc_kctx *k)
+{
+    const ptc_tensor *x = ptc_k_tensor(k, 0);
+    bool fl = ref_is_float(x->dtype), max = k->node->op == PTC_OP_CUMMAX;
+    bool reduced[PTC_MAX_DIMS] = {false};
+    int d;
+    if (ref_dim(k, ref_int(k, "dim"), x->ndim, &d))
+        return -1;
+    if (x->ndim > 0)
+        reduced[d] = true;
+    red rx, ro;
+    red_init(&rx, x, reduced);
+    red_init(&ro, &k->out[0], reduced);
+    size_t n = (size_t)(rx.count ? rx.count : 1);
+    int64_t *xoffs = malloc(sizeof *xoffs * n), *ooffs = malloc(sizeof *ooffs * n);
+    int rc = !xoffs || !ooffs ? ref_fail(k, "out of memory") : 0;
+    for (int64_t o = 0; rc == 0 && o < rx.nout && rx.count > 0; o++) {
+        red_offsets(&rx, o, xoffs);
+        red_offsets(&ro, o, ooffs);
+        int64_t best = 0;
+        for (int64_t i = 0; i < rx.count; i++) {
+            bool take = i == 0;
+            if (!take && fl)
+                take = ptc_cum_extreme_takes(ref_ldf(x, xoffs[i]), ref_ldf(x, xoffs[best]), max);
+            else if (!take) {
+                int64_t v = ref_ldi(x, xoffs[i]), cur = ref_ldi(x, xoffs[best]);
+                take = max ? v >= cur : v <= cur;
+            }
+            best = take ? i : best;
+            memcpy(ref_at(&k->out[0], ooffs[i]), ref_at(x, xoffs[best]), ptc_dtype_size(x->dtype));
+            ref_sti(&k->out[1], ooffs[i], best);
+        }
+    }
+    free(xoffs);
+    free(ooffs);
+    return rc;
+}
+
 /* softmax = exp(x - max) / sum, log_softmax = x - max - log(sum), in double
  * on the input converted to the output dtype (torch converts first when a
  * dtype is given). A nan anywhere in a line, or a line of -inf, gives nan. */

@@ -8,7 +8,8 @@
  * convolution is GEMM + col2im, a weight gradient the GEMM of the output
  * gradient with im2col's columns, transposed. Attention follows the reference's math path
  * row by row (in double, with the same dropout draws), rows in parallel. A
- * sort or topk orders each line as the reference kernel does (ptc_sort_order).
+ * sort or topk orders each line as the reference kernel does (ptc_sort_order),
+ * and cummax / cummin scan each line with the reference's rule.
  */
 #include "runtime/rt.h"
 
@@ -646,6 +647,46 @@ static int run_sort(const ptc_node *n, const ptc_tensor *x, ptc_tensor *outs, pt
     return rc;
 }
 
+/* cummax and cummin along dim, a line at a time: the running extreme's
+ * index (ptc_cum_extreme_takes, as the reference's), its value and index. */
+static int run_cummax(const ptc_node *n, const ptc_tensor *x, ptc_tensor *outs)
+{
+    int dim = (int)arg(n, "dim")->i.value;
+    dim = x->ndim == 0 ? 0 : dim < 0 ? dim + x->ndim : dim;
+    int64_t len = x->ndim ? x->sizes[dim] : 1, total = ptc_tensor_numel(x);
+    if (total == 0)
+        return 0;
+    int64_t lines = total / len, idx[PTC_MAX_DIMS] = {0}, at[PTC_MAX_DIMS];
+    bool fl = ptc_dtype_is_float(x->dtype), max = n->op == PTC_OP_CUMMAX;
+    for (int64_t ln = 0; ln < lines; ln++) {
+        int64_t best = 0;
+        for (int64_t i = 0; i < len; i++) {
+            if (x->ndim)
+                idx[dim] = i;
+            memcpy(at, idx, sizeof at);
+            if (x->ndim)
+                at[dim] = best;
+            bool take = i == 0;
+            if (!take && fl)
+                take = ptc_cum_extreme_takes(ptc_tensor_get_f64(x, idx), ptc_tensor_get_f64(x, at),
+                                             max);
+            else if (!take)
+                take = max ? ptc_tensor_get_i64(x, idx) >= ptc_tensor_get_i64(x, at)
+                           : ptc_tensor_get_i64(x, idx) <= ptc_tensor_get_i64(x, at);
+            best = take ? i : best;
+            if (x->ndim)
+                at[dim] = best;
+            if (fl)
+                ptc_tensor_set_f64(&outs[0], idx, ptc_tensor_get_f64(x, at));
+            else
+                ptc_tensor_set_i64(&outs[0], idx, ptc_tensor_get_i64(x, at));
+            ptc_tensor_set_i64(&outs[1], idx, best);
+        }
+        next_line(x, dim, idx);
+    }
+    return 0;
+}
+
 /* One line of a floating scatter_add: the last dimension of index and src
  * from the element offsets given, out's offset without dim's term. */
 #define SCATTER_LINE(T)                                                                            \
@@ -764,6 +805,8 @@ int ptc_cextern_run(const ptc_node *node, const ptc_tensor *const *in, int nin, 
     case PTC_OP_PRIMS_CUMPROD: return run_scan(node, in[0], &outs[0]);
     case PTC_OP_SORT:
     case PTC_OP_TOPK: return run_sort(node, in[0], outs, err);
+    case PTC_OP_CUMMAX:
+    case PTC_OP_CUMMIN: return run_cummax(node, in[0], outs);
     case PTC_OP_PRIMS_SCATTER_ADD: return run_scatter_add(node, in, &outs[0], err);
     default: return xfail(err, node, "no C implementation for this extern");
     }

@@ -502,6 +502,12 @@ def reduction_cases():
     C("topk", "%x, 2, dim=0, largest=false", "tuple(torch.topk(x, 2, 0, False))", x=x23)
     C("topk", "%x, 4", "tuple(torch.topk(x, 4))", x=x23)
     C("topk", "%x, 1, dim=2", "tuple(torch.topk(x, 1, 2))", x=x23)
+    for op in ("cummax", "cummin"):
+        for x in (x23, i23, b23, T("f16", [3])):
+            C(op, "%x, 0", "tuple(torch.%s(x, 0))" % op, x=x)
+        C(op, "%x, -1", "tuple(torch.%s(x, -1))" % op, x=x23)
+        C(op, "%x, 0", "tuple(torch.%s(x, 0))" % op, x=s)
+        C(op, "%x, 2", "tuple(torch.%s(x, 2))" % op, x=x23)
 
 
 def norm_cases():
@@ -1125,7 +1131,8 @@ def size_sweep():
 
 # ---- running the cases and writing the files -----------------------------------
 
-NRETURNS2 = {"max_pool2d_with_indices", "prims.var_mean", "convolution_backward", "sort", "topk"}
+NRETURNS2 = {"max_pool2d_with_indices", "prims.var_mean", "convolution_backward", "sort", "topk",
+             "cummax", "cummin"}
 
 
 def run_case(case):

@@ -684,6 +684,9 @@ def test_cumprod_sort():
                 size = shape[dim] if shape else 1
                 cases.append(make_case("topk", (z, min(2, size)), {"dim": dim, "largest": desc},
                                        ref=lambda a, k, **kw: tuple(torch.topk(a, k, **kw))))
+            y = gen.tensor(shape, d, low=-2, high=2, special=d.is_floating_point)
+            cases.append(make_case("cummax", (y, dim), ref=lambda a, k: tuple(torch.cummax(a, k))))
+            cases.append(make_case("cummin", (y, dim), ref=lambda a, k: tuple(torch.cummin(a, k))))
     check_cases(cases)
 
 

@@ -121,6 +121,41 @@ def test_ptc_run_sorts_stably_and_scans_products(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.int64,
+                                   torch.int32, torch.bool], ids=str)
+def test_cummax_and_cummin_match_eager_with_ties_and_nans(dtype):
+    """Values and indices as torch's: ties and NaN take the later index,
+    nothing but a NaN follows a NaN; torch.return_types.cummax / cummin."""
+    def f(x):
+        return (torch.cummax(x, 1), x.cummin(dim=1), torch.cummax(x, 0), torch.cummin(x.t(), 0),
+                torch.cummax(x[:, 0], -1))
+
+    x = ties(dtype)
+    got, want = one_graph(f, x), f(x)
+    assert [type(g).__name__ for g in got] == [type(w).__name__ for w in want]
+    same(got, want)
+
+
+def test_ptc_run_scans_running_extremes(tmp_path):
+    """cummax / cummin's C externs (no torch host) against the reference,
+    over ties, NaN and integers."""
+    import subprocess
+    import os
+    exe = os.path.join(os.environ.get("PTC_BUILD_DIR", "build"), "tools/run/ptc-run")
+    src = tmp_path / "g.ptir"
+    src.write_text("# ptc ir v1\ngraph g(%x: f32[3,6] cpu, %i: i64[4,5] cpu) {\n"
+                   "  %r = round(%x) : f32[3,6]\n"
+                   "  %l = log(%r) : f32[3,6]\n"
+                   "  %0, %1 = cummax(%l, 1) : f32[3,6], i64[3,6]\n"
+                   "  %2, %3 = cummin(%r, 0) : f32[3,6], i64[3,6]\n"
+                   "  %4, %5 = cummax(%i, 0) : i64[4,5], i64[4,5]\n"
+                   "  %6, %7 = cummin(%i, -1) : i64[4,5], i64[4,5]\n"
+                   "  return (%0, %1, %2, %3, %4, %5, %6, %7)\n}\n")
+    out = subprocess.run([exe, "--backend", "cpu", "--check", "--seed", "5", str(src)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
 @pytest.fixture
 def compiled_autograd():
     ptc.config.compiled_autograd = True
@@ -142,8 +177,10 @@ def grads(f, *args):
 
 
 @pytest.mark.parametrize("f", [lambda t: torch.sort(t * 2, 1, descending=True).values,
-                               lambda t: torch.topk(t * 2, 2, dim=0).values],
-                         ids=["sort", "topk"])
+                               lambda t: torch.topk(t * 2, 2, dim=0).values,
+                               lambda t: torch.cummax(t * 2, 1).values,
+                               lambda t: torch.cummin(t * 2, 0).values],
+                         ids=["sort", "topk", "cummax", "cummin"])
 def test_sort_and_topk_gradients_scatter_by_the_indices(compiled_autograd, f):
     x = torch.randn(3, 6, dtype=torch.float64)
     want, got = grads(f, x)
@@ -193,13 +230,13 @@ def test_numpy_stable_sorts_keep_the_order_of_ties():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch")
 @pytest.mark.parametrize("backend", ["ptc", "eager"])
 def test_on_cuda_results_and_gradients_are_eagers(compiled_autograd, backend):
-    """CUDA: sort and topk run as torch.sort and torch.topk (eager's order of
+    """CUDA: sort, topk, cummax and cummin run as torch's (eager's order of
     ties), cumprod as torch.cumprod; the gradients' scatter and scans
     through torch too."""
     def f(x):
         s = torch.sort(x, 1, descending=True)
         return (s.values * 2, s.indices, torch.argsort(x, dim=0), torch.cumprod(x, 1),
-                *torch.topk(x, 7, dim=1))
+                *torch.topk(x, 7, dim=1), *torch.cummax(x, 1), *torch.cummin(x, 0))
 
     x = ties(torch.float32).cuda()
     got = ptc.compile(f, fullgraph=True, backend=backend)(x)
@@ -209,7 +246,8 @@ def test_on_cuda_results_and_gradients_are_eagers(compiled_autograd, backend):
     xg = torch.rand(4, 300, dtype=torch.float64, device="cuda") + 0.5
     xg[1, 7] = xg[2, 0] = xg[2, 9] = 0.0
     loss = lambda t: ((torch.sort(t, 1).values * torch.cumprod(t, 1)).sum()  # noqa: E731
-                      + torch.topk(t, 3, dim=0).values.sum())
+                      + torch.topk(t, 3, dim=0).values.sum()
+                      + (torch.cummax(t, 1).values * torch.cummin(t, 0).values).sum())
     a, b = xg.clone().requires_grad_(), xg.clone().requires_grad_()
     loss(a).backward()
     ptc.compile(loss, fullgraph=True, backend=backend)(b).backward()

@@ -252,6 +252,7 @@ static const char *const extern_paths[PTC_OP_COUNT] = {
     [PTC_OP_CONVOLUTION_BACKWARD] = "ptc._eager.convolution_backward",
     [PTC_OP_SDPA] = "torch.nn.functional.scaled_dot_product_attention",
     [PTC_OP_SORT] = "torch.sort", [PTC_OP_TOPK] = "torch.topk",
+    [PTC_OP_CUMMAX] = "torch.cummax", [PTC_OP_CUMMIN] = "torch.cummin",
     [PTC_OP_PRIMS_CUMSUM] = "torch.cumsum", [PTC_OP_PRIMS_CUMPROD] = "torch.cumprod",
     [PTC_OP_PRIMS_SCATTER_ADD] = "torch.scatter_add",
 };

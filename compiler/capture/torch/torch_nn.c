@@ -155,9 +155,26 @@ static int topk(cap_tcall *c, cap_tensor *x, PyObject **out)
     return rc != CAP_NEXT ? rc : values_indices("torch.return_types.topk", pair, out);
 }
 
+/* cummax(dim) (op 3) and cummin (op 4) as torch.return_types.cummax /
+ * cummin. */
+static int cum_extreme(cap_tcall *c, cap_tensor *x, PyObject **out)
+{
+    PyObject *d = ARG(1, "dim"), *pair;
+    bool max = c->m->op == 3;
+    if (!d || !PyLong_Check(d))
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "%s with a dim not an int", c->m->name);
+    ptc_arg a[2] = {ptc_arg_value(x->v), ptc_arg_int(PyLong_AsLongLong(d))};
+    int rc = cap_build(c->T, max ? PTC_OP_CUMMAX : PTC_OP_CUMMIN, a, 2, &pair);
+    return rc != CAP_NEXT ? rc
+                          : values_indices(max ? "torch.return_types.cummax"
+                                               : "torch.return_types.cummin",
+                                           pair, out);
+}
+
 /* sort(dim, descending, *, stable) and argsort (op 1: the indices only):
  * one sort op; dim and descending by position or keyword, stable by
- * keyword, as torch's signatures take them. topk is op 2. */
+ * keyword, as torch's signatures take them. topk is op 2, cummax and
+ * cummin ops 3 and 4. */
 int cap_th_sort(cap_tcall *c, PyObject **out)
 {
     cap_tensor *x = input_of(c, "input");
@@ -168,6 +185,8 @@ int cap_th_sort(cap_tcall *c, PyObject **out)
         return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "%s with out=", c->m->name);
     if (c->m->op == 2)
         return topk(c, x, out);
+    if (c->m->op >= 3)
+        return cum_extreme(c, x, out);
     PyObject *d = ARG(1, "dim"), *desc = ARG(2, "descending"), *stable = ARG(-1, "stable");
     if (d && d != Py_None && !PyLong_Check(d))
         return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "%s with a named dim", c->m->name);
