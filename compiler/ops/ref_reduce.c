@@ -448,6 +448,21 @@ int ptc_sort_order(const double *fkeys, const int64_t *ikeys, int64_t n, bool de
     return 0;
 }
 
+/* x's lines along the node's "dim" arg (rx) and the first output's (ro),
+ * for the kernels that work a line at a time (sort, topk, cummax, cummin). */
+static int lines_along_dim(ptc_kctx *k, const ptc_tensor *x, red *rx, red *ro)
+{
+    bool reduced[PTC_MAX_DIMS] = {false};
+    int d;
+    if (ref_dim(k, ref_int(k, "dim"), x->ndim, &d))
+        return -1;
+    if (x->ndim > 0)
+        reduced[d] = true;
+    red_init(rx, x, reduced);
+    red_init(ro, &k->out[0], reduced);
+    return 0;
+}
+
 /* sort and topk: each line's keys in double (or int64), their stable
  * order, then the values and indices in that order (topk's first k, of the
  * largest or the smallest). */
@@ -456,15 +471,9 @@ int ptc_ref_sort(ptc_kctx *k)
     const ptc_tensor *x = ptc_k_tensor(k, 0);
     bool topk = k->node->op == PTC_OP_TOPK, fl = ref_is_float(x->dtype);
     bool desc = ref_bool(k, topk ? "largest" : "descending");
-    bool reduced[PTC_MAX_DIMS] = {false};
-    int d;
-    if (ref_dim(k, ref_int(k, "dim"), x->ndim, &d))
-        return -1;
-    if (x->ndim > 0)
-        reduced[d] = true;
     red rx, ro;
-    red_init(&rx, x, reduced);
-    red_init(&ro, &k->out[0], reduced);
+    if (lines_along_dim(k, x, &rx, &ro))
+        return -1;
     size_t n = (size_t)(rx.count ? rx.count : 1);
     double *f = fl ? malloc(sizeof *f * n) : NULL;
     int64_t *iv = fl ? NULL : malloc(sizeof *iv * n), *order = malloc(sizeof *order * n);
@@ -513,15 +522,9 @@ int ptc_ref_cummax(ptc_kctx *k)
 {
     const ptc_tensor *x = ptc_k_tensor(k, 0);
     bool fl = ref_is_float(x->dtype), max = k->node->op == PTC_OP_CUMMAX;
-    bool reduced[PTC_MAX_DIMS] = {false};
-    int d;
-    if (ref_dim(k, ref_int(k, "dim"), x->ndim, &d))
-        return -1;
-    if (x->ndim > 0)
-        reduced[d] = true;
     red rx, ro;
-    red_init(&rx, x, reduced);
-    red_init(&ro, &k->out[0], reduced);
+    if (lines_along_dim(k, x, &rx, &ro))
+        return -1;
     size_t n = (size_t)(rx.count ? rx.count : 1);
     int64_t *xoffs = malloc(sizeof *xoffs * n), *ooffs = malloc(sizeof *ooffs * n);
     int rc = !xoffs || !ooffs ? ref_fail(k, "out of memory") : 0;

@@ -105,20 +105,26 @@ def test_cumprod_matches_eager(dtype):
     same(one_graph(f, x), f(x))
 
 
-def test_ptc_run_sorts_stably_and_scans_products(tmp_path):
-    """The C externs (no torch host) against the reference kernels."""
+def ptc_run_checks(tmp_path, text, seed):
+    """ptc-run's C externs (no torch host) on graph text, checked against
+    the reference kernels."""
     import subprocess
     import os
     exe = os.path.join(os.environ.get("PTC_BUILD_DIR", "build"), "tools/run/ptc-run")
     src = tmp_path / "g.ptir"
-    src.write_text("# ptc ir v1\ngraph g(%x: f32[2,5] cpu) {\n"
+    src.write_text(text)
+    out = subprocess.run([exe, "--backend", "cpu", "--check", "--seed", str(seed), str(src)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_ptc_run_sorts_stably_and_scans_products(tmp_path):
+    """The C externs (no torch host) against the reference kernels."""
+    ptc_run_checks(tmp_path, "# ptc ir v1\ngraph g(%x: f32[2,5] cpu) {\n"
                    "  %0, %1 = sort(%x, dim=1, descending=true, stable=true) : f32[2,5], i64[2,5]\n"
                    "  %2 = cumprod(%x, 1) : f32[2,5]\n"
                    "  %3, %4 = topk(%x, 2, dim=1, largest=false) : f32[2,2], i64[2,2]\n"
-                   "  return (%0, %1, %2, %3, %4)\n}\n")
-    out = subprocess.run([exe, "--backend", "cpu", "--check", "--seed", "3", str(src)],
-                         capture_output=True, text=True)
-    assert out.returncode == 0, out.stdout + out.stderr
+                   "  return (%0, %1, %2, %3, %4)\n}\n", 3)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.int64,
@@ -139,21 +145,15 @@ def test_cummax_and_cummin_match_eager_with_ties_and_nans(dtype):
 def test_ptc_run_scans_running_extremes(tmp_path):
     """cummax / cummin's C externs (no torch host) against the reference,
     over ties, NaN and integers."""
-    import subprocess
-    import os
-    exe = os.path.join(os.environ.get("PTC_BUILD_DIR", "build"), "tools/run/ptc-run")
-    src = tmp_path / "g.ptir"
-    src.write_text("# ptc ir v1\ngraph g(%x: f32[3,6] cpu, %i: i64[4,5] cpu) {\n"
+    ptc_run_checks(tmp_path, "# ptc ir v1\ngraph g(%x: f32[3,6] cpu) {\n"
                    "  %r = round(%x) : f32[3,6]\n"
                    "  %l = log(%r) : f32[3,6]\n"
                    "  %0, %1 = cummax(%l, 1) : f32[3,6], i64[3,6]\n"
                    "  %2, %3 = cummin(%r, 0) : f32[3,6], i64[3,6]\n"
-                   "  %4, %5 = cummax(%i, 0) : i64[4,5], i64[4,5]\n"
-                   "  %6, %7 = cummin(%i, -1) : i64[4,5], i64[4,5]\n"
-                   "  return (%0, %1, %2, %3, %4, %5, %6, %7)\n}\n")
-    out = subprocess.run([exe, "--backend", "cpu", "--check", "--seed", "5", str(src)],
-                         capture_output=True, text=True)
-    assert out.returncode == 0, out.stdout + out.stderr
+                   "  %k = to(%r, dtype=i64) : i64[3,6]\n"
+                   "  %4, %5 = cummax(%k, 0) : i64[3,6], i64[3,6]\n"
+                   "  %6, %7 = cummin(%k, -1) : i64[3,6], i64[3,6]\n"
+                   "  return (%0, %1, %2, %3, %4, %5, %6, %7)\n}\n", 5)
 
 
 @pytest.fixture
