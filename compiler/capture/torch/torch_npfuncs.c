@@ -1038,6 +1038,26 @@ static int varargs_shaping(cap_tcall *c, const npfn *f, PyObject **out)
     return rc;
 }
 
+/* a.sort(axis=-1, kind=None, order=None): np.sort's values written into a,
+ * numpy's in-place sort (through a's views and its tensor or argument), and
+ * None, as the method returns. axis=None, which the method refuses where
+ * np.sort flattens, runs for real at a break (and raises there). */
+static int sort_in_place(cap_tcall *c, PyObject *a, PyObject **out)
+{
+    PyObject *axis = ARG(1, "axis"), *sorted = NULL, *self = NULL;
+    if (axis == Py_None)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "numpy's ndarray.sort(axis=None) raises");
+    PyObject *fn = PyObject_GetAttrString(cap_np_module(), "sort");
+    int rc = fn ? sorting(c, find("sort"), fn, &sorted) : CAP_ERR;
+    Py_XDECREF(fn);
+    if (rc == CAP_NEXT)
+        rc = cap_inplace(c->T, (cap_tensor *)a, sorted, &self);
+    Py_XDECREF(self);
+    if (rc == CAP_NEXT)
+        *out = Py_NewRef(Py_None);
+    return rc;
+}
+
 int cap_th_np_method(cap_tcall *c, PyObject **out)
 {
     const char *name = c->m->name + 8; /* "ndarray." */
@@ -1065,6 +1085,8 @@ int cap_th_np_method(cap_tcall *c, PyObject **out)
     const npfn *f = find(name);
     if (!f || kind != CAP_NP_ARRAY)
         return unsupported(c, "with these arguments");
+    if (f->run == sorting && strcmp(name, "sort") == 0)
+        return sort_in_place(c, a, out);
     if (f->run == shaping && c->npos > 2)
         return varargs_shaping(c, f, out);
     PyObject *fn = PyObject_GetAttrString(cap_np_module(), f->name);
@@ -1079,7 +1101,7 @@ static cap_tmap methods[] = {
     METHOD("clip") METHOD("reshape") METHOD("transpose") METHOD("astype") METHOD("copy")
     METHOD("flatten") METHOD("item") METHOD("tolist") METHOD("prod") METHOD("any") METHOD("all")
     METHOD("var") METHOD("std") METHOD("cumsum") METHOD("cumprod") METHOD("argsort") METHOD("round")
-    METHOD("squeeze")
+    METHOD("squeeze") METHOD("sort")
 };
 #undef METHOD
 
