@@ -316,12 +316,29 @@ enum { NOT_MINE = -2 };
 
 static int tensor_value_recipe(builder *B, cap_tensor *t);
 
+/* np.flip's view: numpy's flip of its base's array, a view of it as in
+ * eager (the base's writes, its own included, are all in the base). */
+static int flip_recipe(builder *B, cap_tensor *t)
+{
+    PyObject *flip = PyObject_GetAttrString(cap_np_module(), "flip");
+    PyObject *args = PyTuple_Pack(2, (PyObject *)t->base, t->view_flip);
+    PyObject *parts = flip && args ? PyTuple_Pack(5, flip, args, Py_None, Py_None, Py_None) : NULL;
+    int r = parts ? items_recipe(B, CAP_R_REDUCE, parts, NULL) : -1;
+    Py_XDECREF(flip);
+    Py_XDECREF(args);
+    Py_XDECREF(parts);
+    return r;
+}
+
 /* A traced numpy array or scalar: tensor.numpy() of its value (a scalar:
  * its item as numpy's scalar). An array that eager's shares with an
  * argument (x.numpy(), written in place or not: a chain of same-shape
- * views, which follow every write) is the argument's. */
+ * views, which follow every write) is the argument's; a flip, a view of
+ * its base's. */
 static int numpy_recipe(builder *B, cap_tensor *t)
 {
+    if (t->view_flip && t->base && t->base->numpy == CAP_NP_ARRAY)
+        return flip_recipe(B, t);
     cap_tensor *root = t;
     while (root->base && root->view_reshape && root->base->v->type.ndim == root->v->type.ndim)
         root = root->base;

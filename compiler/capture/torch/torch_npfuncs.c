@@ -306,36 +306,53 @@ static int along_axis(cap_tcall *c, PyObject *a, PyObject *axis, PyObject **arr,
     return rc;
 }
 
-/* flip(m, axis=None) of a traced array: numpy's is a view with negative
- * strides, which torch has not; torch.flip's copy is kept as a view of m
- * (cap_t_note_flip_view), recomputed after a write to m and written back
- * into m when written, so the program sees what numpy's view shows. An
- * array from outside is not traced here. */
-static int flip(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
+/* numpy's flip axis (None: every one; an int; a sequence) as a tuple of
+ * torch's dims in [0, ndim), a new reference (numpy's range checks left to
+ * torch.flip). */
+static PyObject *flip_dims(PyObject *axis, int ndim)
 {
-    (void)f, (void)fn;
-    static const char *const names[] = {"m", "axis", NULL};
-    PyObject *m = ARG(0, "m"), *axis = ARG(1, "axis"), *dims = NULL, *args = NULL;
-    if (!cap_is_traced_numpy(m) || ((cap_tensor *)m)->numpy != CAP_NP_ARRAY)
-        return m && cap_is_ndarray(m) ? unsupported(c, "of an array from outside") : CAP_NONE;
-    if (extra_args(c, 2, names))
-        return unsupported(c, "with these arguments");
-    int ndim = cap_val(m)->type.ndim, n = ndim;
+    int n = ndim;
     PyObject *given = !axis || axis == Py_None ? NULL
                       : PyLong_Check(axis)      ? PyTuple_Pack(1, axis)
                                                 : PySequence_Tuple(axis);
     if (given)
         n = (int)PyTuple_Size(given);
-    dims = (given || !axis || axis == Py_None) ? PyTuple_New(n) : NULL;
-    for (int i = 0; dims && i < n; i++) { /* as dims in [0, ndim): numpy's checks in torch.flip */
+    PyObject *dims = (given || !axis || axis == Py_None) ? PyTuple_New(n) : NULL;
+    for (int i = 0; dims && i < n; i++) {
         long d = given ? PyLong_AsLong(PyTuple_GetItem(given, i)) : i;
         PyTuple_SetItem(dims, i, PyLong_FromLong(d < 0 && d >= -ndim ? d + ndim : d));
     }
     Py_XDECREF(given);
     if (PyErr_Occurred())
         Py_CLEAR(dims);
+    return dims;
+}
+
+/* flip(m, axis=None) of a traced array or of one from outside (a graph
+ * input, cap_np_take): numpy's is a view with negative strides, which torch
+ * has not; torch.flip's copy is kept as a view of m (cap_t_note_flip_view),
+ * recomputed after a write to m and written back into m when written, so
+ * the program sees what numpy's view shows (and leaves the graph as
+ * numpy's flip of m again: entry.c's numpy_recipe). */
+static int flip(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
+{
+    (void)f, (void)fn;
+    static const char *const names[] = {"m", "axis", NULL};
+    PyObject *given_m = ARG(0, "m"), *axis = ARG(1, "axis"), *m = NULL, *dims = NULL, *args = NULL;
+    if (!given_m || !(cap_is_traced_numpy(given_m) || cap_is_ndarray(given_m)))
+        return CAP_NONE;
+    if (extra_args(c, 2, names))
+        return unsupported(c, "with these arguments");
+    int rc = cap_np_take(c->T, given_m, c->m->name, &m);
+    if (rc != CAP_NEXT)
+        return rc;
+    if (((cap_tensor *)m)->numpy != CAP_NP_ARRAY) {
+        Py_DECREF(m);
+        return CAP_NONE;
+    }
+    dims = flip_dims(axis, cap_val(m)->type.ndim);
     args = dims ? PyTuple_Pack(2, m, dims) : NULL;
-    int rc = args ? cap_np_torch(c->T, "torch.flip", args, NULL, out) : CAP_ERR;
+    rc = args ? cap_np_torch(c->T, "torch.flip", args, NULL, out) : CAP_ERR;
     if (rc == CAP_NEXT && (cap_np_mark(*out, CAP_NP_ARRAY) < 0 ||
                            cap_t_note_flip_view((cap_tensor *)m, (cap_tensor *)*out, dims) < 0)) {
         Py_CLEAR(*out);
@@ -343,6 +360,7 @@ static int flip(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
     }
     Py_XDECREF(dims);
     Py_XDECREF(args);
+    Py_DECREF(m);
     return rc;
 }
 
