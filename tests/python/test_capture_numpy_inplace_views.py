@@ -6,7 +6,8 @@ argument's array into the argument). np.flip is a view with negative
 strides in numpy: of an argument's array it is traced as a view of that
 graph input, and a flipped array that leaves the graph (returned, or alive
 at a break) is numpy's flip of its base again, a view that shares the
-base's memory as eager's does. torch.compile (torch 2.11, backend="eager",
+base's memory as eager's does. A slice with a negative step (a[::-1]) is
+a flip view sliced forwards. torch.compile (torch 2.11, backend="eager",
 torch._dynamo.explain) makes one graph with no break for each program of
 the parametrized tests here, as ptc does, but differs from eager in two:
 a 0-d array for sort_along_axis_0_of_a_copy's numpy scalar, and its flip
@@ -180,3 +181,41 @@ def test_a_negatively_strided_array_from_outside_breaks_with_torchs_reason():
     assert np.shares_memory(got[0], got[1])
     assert counts(compiled) == (1, 2)
     assert breaks(compiled)[1].startswith("PTC-B007 ndarray: At least one stride"), breaks(compiled)
+
+
+def negative_steps(x):
+    a = x.numpy()
+    return (a[::-1] * 2, a[:, ::-2] + 1, a[1::-1, 2:0:-1].sum(axis=0), a[0, ::-1], a[..., ::-1],
+            a[None, ::-1, 1], a[0:1:-1].shape, a[-1:-3:-1, -1::-2].copy())
+
+
+def writes_through_negative_steps(x):
+    a = x.numpy() * 1
+    a[::-1][0, 0] = 100.0  # a[1, 0]
+    r = a[:, ::-1]
+    r[0] += 10.0  # a[0, ::-1]
+    a[1, 1::-1] = a[0, :2] * -1  # a[1, 1], a[1, 0]
+    return a.copy(), r.copy(), x * 1
+
+
+@pytest.mark.parametrize("backend", ["eager", "ptc"])
+@pytest.mark.parametrize("prog", [negative_steps, writes_through_negative_steps])
+def test_slices_with_negative_steps_are_flip_views(prog, backend):
+    """numpy's a[::-1] is a view with negative strides, which torch has not:
+    flip views sliced forwards. main: PTC-B022 "slice step must be
+    positive" and PTC-B007 for each (torch.compile: one graph, none)."""
+    one_graph(prog, x23(), backend=backend)
+
+
+def test_negative_step_slices_take_numpys_items():
+    """Every start, stop and step of a negative-step slice of a 5-array
+    (out-of-range bounds and empty results included) against numpy."""
+    bounds = [None, -7, -5, -2, 0, 1, 3, 4, 9]
+    for step in (-1, -2, -3, -6):
+        for start in bounds:
+            for stop in bounds:
+                s = slice(start, stop, step)
+                f = lambda x: (lambda a: (a[s] * 1, a[s].shape))(x.numpy())  # noqa: B023,E731
+                compiled = ptc.compile(f, backend="eager", fullgraph=True)
+                x = torch.arange(5.0)
+                assert described(compiled(x)) == described(f(x)), s

@@ -273,6 +273,9 @@ int cap_np_take_array(cap_trace *T, PyObject *a, PyObject **out);
 bool cap_np_traced_method(PyObject *name);
 /* t.numpy() of a traced tensor: a traced array sharing its memory. */
 int cap_np_of_tensor(cap_trace *T, cap_tensor *t, PyObject **out);
+/* numpy's flip of traced array m along torch dims (a tuple, each in [0,
+ * ndim)): torch.flip's copy kept as a view of m (cap_t_note_flip_view). */
+int cap_np_flip_view(cap_trace *T, PyObject *m, PyObject *dims, PyObject **out);
 /* The rows of the hook tables for symbolic tensors and arrays: numpy's
  * where an operand is a traced array (or an outside one), torch's
  * (cap_torch_binop...) otherwise; cap_torch_hooks_install fills them in. */

@@ -330,7 +330,7 @@ static PyObject *flip_dims(PyObject *axis, int ndim)
 
 /* flip(m, axis=None) of a traced array or of one from outside (a graph
  * input, cap_np_take): numpy's is a view with negative strides, which torch
- * has not; torch.flip's copy is kept as a view of m (cap_t_note_flip_view),
+ * has not; torch.flip's copy is kept as a view of m (cap_np_flip_view),
  * recomputed after a write to m and written back into m when written, so
  * the program sees what numpy's view shows (and leaves the graph as
  * numpy's flip of m again: entry.c's numpy_recipe). */
@@ -338,7 +338,7 @@ static int flip(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
 {
     (void)f, (void)fn;
     static const char *const names[] = {"m", "axis", NULL};
-    PyObject *given_m = ARG(0, "m"), *axis = ARG(1, "axis"), *m = NULL, *dims = NULL, *args = NULL;
+    PyObject *given_m = ARG(0, "m"), *axis = ARG(1, "axis"), *m = NULL, *dims = NULL;
     if (!given_m || !(cap_is_traced_numpy(given_m) || cap_is_ndarray(given_m)))
         return CAP_NONE;
     if (extra_args(c, 2, names))
@@ -351,15 +351,8 @@ static int flip(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
         return CAP_NONE;
     }
     dims = flip_dims(axis, cap_val(m)->type.ndim);
-    args = dims ? PyTuple_Pack(2, m, dims) : NULL;
-    rc = args ? cap_np_torch(c->T, "torch.flip", args, NULL, out) : CAP_ERR;
-    if (rc == CAP_NEXT && (cap_np_mark(*out, CAP_NP_ARRAY) < 0 ||
-                           cap_t_note_flip_view((cap_tensor *)m, (cap_tensor *)*out, dims) < 0)) {
-        Py_CLEAR(*out);
-        rc = CAP_ERR;
-    }
+    rc = dims ? cap_np_flip_view(c->T, m, dims, out) : CAP_ERR;
     Py_XDECREF(dims);
-    Py_XDECREF(args);
     Py_DECREF(m);
     return rc;
 }
