@@ -164,25 +164,6 @@ def test_flip_alive_at_a_break_is_a_view():
     assert counts(compiled) == (2, 1)
 
 
-def test_a_negatively_strided_array_from_outside_breaks_with_torchs_reason():
-    """torch has no negative strides: torch.from_numpy of such an array (a
-    flip made before a break, written after it) raises, so the write runs
-    for real at a break (PTC-B007 with torch's message) and stays right."""
-    def f(x):
-        a = x.numpy() * 2
-        v = np.flip(a)
-        print("between")
-        v[0, 0] = -1.0  # a[-1, -1]
-        return a, v
-
-    compiled = ptc.compile(f, backend="eager")
-    got, want = compiled(x23()), f(x23())
-    assert described(got) == described(want)
-    assert np.shares_memory(got[0], got[1])
-    assert counts(compiled) == (1, 2)
-    assert breaks(compiled)[1].startswith("PTC-B007 ndarray: At least one stride"), breaks(compiled)
-
-
 def negative_steps(x):
     a = x.numpy()
     return (a[::-1] * 2, a[:, ::-2] + 1, a[1::-1, 2:0:-1].sum(axis=0), a[0, ::-1], a[..., ::-1],
@@ -219,3 +200,68 @@ def test_negative_step_slices_take_numpys_items():
                 compiled = ptc.compile(f, backend="eager", fullgraph=True)
                 x = torch.arange(5.0)
                 assert described(compiled(x)) == described(f(x)), s
+
+
+def reversed_rows():
+    return np.arange(6.0).reshape(2, 3)[::-1]
+
+
+def uses_a_negatively_strided_argument(b, x):
+    r = b * x.numpy(), b.sum(axis=0), b[0, ::-1] + 1
+    b[0, 0] = 100.0  # the memory of base[1, 0]
+    return r, b.copy()
+
+
+def test_an_argument_with_negative_strides_is_a_flip_of_a_graph_input():
+    """torch has no negative strides (torch.from_numpy raises): numpy code
+    on such an array takes it as the flip of its positively strided view,
+    which is the graph input (made again per call, guarded like any input),
+    so writes reach the argument's memory. main: PTC-B007 "At least one
+    stride in the given numpy array is negative" at each use."""
+    b_base, c_base = np.arange(6.0).reshape(2, 3), np.arange(6.0).reshape(2, 3)
+    x = torch.ones(2, 3, dtype=torch.float64)
+    compiled = ptc.compile(uses_a_negatively_strided_argument, backend="eager", fullgraph=True)
+    got, want = compiled(b_base[::-1], x), uses_a_negatively_strided_argument(c_base[::-1], x)
+    assert described(got) == described(want)
+    assert b_base.tolist() == c_base.tolist()  # the write reached the argument's base
+    assert counts(compiled) == (1, 0), breaks(compiled)
+
+
+def test_arrays_of_other_strides_recompile():
+    """The graph input is np.flip(b, dims) for the dims b's strides run
+    backwards along; an array whose strides run otherwise is traced again."""
+    f = lambda b: (b * 2).sum(axis=1)  # noqa: E731
+    compiled = ptc.compile(f, backend="eager", fullgraph=True)
+    base = np.arange(12.0).reshape(3, 4)
+    for b in (base[::-1], base, base[:, ::-1], base[::-1, ::-2], base[::-1]):
+        assert described(compiled(b)) == described(f(b))
+    assert counts(compiled) == (4, 0), breaks(compiled)
+
+
+def test_flip_made_before_a_break_and_written_after_it():
+    """main: the write and the read after the break ran for real (PTC-B007:
+    torch.from_numpy raises for the flip's negative strides)."""
+    def f(x):
+        a = x.numpy() * 2
+        v = np.flip(a)
+        print("between")
+        v[0, 0] = -1.0  # a[-1, -1]
+        return a, v, v.sum()
+
+    compiled = ptc.compile(f, backend="eager")
+    got, want = compiled(x23()), f(x23())
+    assert described(got) == described(want)
+    assert np.shares_memory(got[0], got[1])
+    assert counts(compiled) == (2, 1), breaks(compiled)
+
+
+def test_returned_flip_of_a_negatively_strided_argument_is_a_view_of_it():
+    def f(b):
+        return np.flip(b), np.flip(b, 1), b[::-1], b.sum()
+
+    base = np.arange(6.0).reshape(2, 3)
+    want = f(base[::-1])
+    got = ptc.compile(f, backend="eager", fullgraph=True)(base[::-1])
+    assert described(got) == described(want)
+    assert np.shares_memory(got[0], base) and np.shares_memory(got[1], base)
+    assert got[0].strides == want[0].strides and got[1].strides == want[1].strides

@@ -218,8 +218,11 @@ int cap_th_tensor_of_tensor(cap_tcall *c, cap_tensor *t, bool of_array, PyObject
 int cap_th_tensor_of_array(cap_tcall *c, PyObject **out);
 /* The symbolic tensor (new reference) standing for ndarray a from outside
  * where torch takes it as a tensor (x + a), or the break (what: the call or
- * operator, for messages). */
-int cap_ndarray_operand(cap_trace *T, PyObject *a, const char *what, PyObject **out);
+ * operator, for messages). With backwards (numpy's own use of a), an array
+ * whose strides run backwards along some dims, which torch.from_numpy
+ * refuses, is taken forwards: the tensor is of np.flip(a, those dims), and
+ * its source's key names them. */
+int cap_ndarray_operand(cap_trace *T, PyObject *a, bool backwards, const char *what, PyObject **out);
 /* x OP array (k: CAP_NB_* or CAP_NB_EQ) as eager computes it, numpy's ufunc
  * on x.numpy(): the operands cast to numpy's loop dtypes, built by build(T,
  * k, x', a', out), the result cast to numpy's; a break where eager's numpy

@@ -387,10 +387,16 @@ int cap_np_take(cap_trace *T, PyObject *v, const char *what, PyObject **out)
         /* a view of its input, as t.numpy(): the input itself stays the
            tensor torch.from_numpy(v) gives */
         PyObject *input = NULL;
-        int rc = cap_ndarray_operand(T, v, what, &input);
+        int rc = cap_ndarray_operand(T, v, true, what, &input);
+        PyObject *flipped = rc == CAP_NEXT ? T->src[((cap_tensor *)input)->src].key : NULL;
         if (rc == CAP_NEXT) {
             rc = cap_np_of_tensor(T, (cap_tensor *)input, out);
             Py_DECREF(input);
+        }
+        if (rc == CAP_NEXT && flipped) { /* v's strides run backwards: the flip of the input */
+            PyObject *forwards = *out;
+            rc = cap_np_flip_view(T, forwards, flipped, out);
+            Py_DECREF(forwards);
         }
         return rc;
     }

@@ -858,7 +858,7 @@ static int of_constants(cap_tcall *c, PyObject *fn, PyObject **out)
         Py_DECREF(real);
         return unsupported(c, "of numbers");
     }
-    PyObject *t = cap_ndarray_tensor(real);
+    PyObject *t = cap_ndarray_tensor(real, NULL);
     PyObject *k = t ? cap_tensor_const(c->T, t) : NULL;
     Py_DECREF(real);
     Py_XDECREF(t);
