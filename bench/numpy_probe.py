@@ -38,6 +38,15 @@ eager's: p35, p36 one graph and none; p37 right, with 3 breaks (its flip
 has negative strides after the break, which torch.from_numpy refuses:
 the write and f.copy() run for real). torch.compile: p35-p36 one graph
 and none, p37 2 graphs and 1 break, its result unlike eager's (a copy).
+With negative-step slices as flip views and arrays from outside with
+negative strides as flips of graph inputs (s20cum), over p01-p39 (p38:
+negative-step slices of a traced array, p39: of a global array): before
+(s20lead) 19 breaks (p35 2, p36 2, p37 1, p38 7, p39 2) and 3 results
+unlike eager's; after, 7 breaks and 2 unlike eager's (p05, p31 at 5
+decimals): p35, p36, p38, p39 one graph and none; p37 right, with 2
+breaks (print, then PTC-B012: the flip and its array are two inputs
+sharing memory, one written). torch.compile: 2 breaks, 12 results unlike
+eager's (p38: 0-d arrays and copies where eager has views).
 
     python3 bench/numpy_probe.py [--backend eager|ptc] [--dynamo] [NAME ...]
 """
@@ -149,6 +158,8 @@ PROGRAMS = {
     "p35": sort_in_place,
     "p36": lambda x: np.flip(NP_ROW) + x.numpy(),
     "p37": flip_across_a_break,
+    "p38": lambda x: (lambda a: (a[::-1] * 2, a[:, ::-2] + 1, a[1, ::-1].sum()))(x.numpy()),
+    "p39": lambda x: (NP_ROW[::-1] * x.numpy()).sum(axis=1),
 }
 
 
