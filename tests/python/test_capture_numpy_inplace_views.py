@@ -265,3 +265,36 @@ def test_returned_flip_of_a_negatively_strided_argument_is_a_view_of_it():
     assert described(got) == described(want)
     assert np.shares_memory(got[0], base) and np.shares_memory(got[1], base)
     assert got[0].strides == want[0].strides and got[1].strides == want[1].strides
+
+
+def sort_of_a_reversed_view(x):
+    a = x.numpy()
+    a[::-1].sort()  # the rows sorted backwards in a's memory
+    return a.copy()
+
+
+def sort_of_a_backward_argument(b):
+    b.sort(axis=0)
+    return b.copy()
+
+
+def write_through_a_reversed_slice(x):
+    a = x.numpy()
+    v = a[::-1, 1:]
+    v += 1
+    return a.copy(), np.flip(v).T.copy()
+
+
+def slices_of_a_backward_argument(b):
+    return b[::-1][:1] * 2, b[2:0:-1].sum()
+
+
+@pytest.mark.parametrize("prog, args", [
+    (sort_of_a_reversed_view, lambda: (torch.tensor([[3.0, 1.0, 2.0], [0.0, 5.0, 4.0]]),)),
+    (sort_of_a_backward_argument, lambda: (np.array([[3.0, 1.0], [0.0, 5.0], [2.0, 2.0]])[::-1, ::-1],)),
+    (write_through_a_reversed_slice, lambda: (torch.arange(6.0).reshape(2, 3),)),
+    (slices_of_a_backward_argument, lambda: (np.arange(4.0)[::-1],)),
+], ids=["sort_of_a_reversed_view", "sort_of_a_backward_argument", "write_through_a_reversed_slice",
+        "slices_of_a_backward_argument"])
+def test_sorts_writes_and_slices_through_backward_views(prog, args):
+    one_graph(prog, *args())
