@@ -29,6 +29,24 @@ With sort/argsort/cumprod ops and flip/einsum of one array as views
 (2026-11-28, s19sort): 9 -> 5 breaks over p19-p34 (p32 and p33 one graph
 and none each); left: p19, p20, p28 (Python numbers), p30 (a boolean
 mask), p34 (count_nonzero without axis).
+p35-p37 (in-place sort, flip of an array from outside, a flip alive across
+a break), 2026-11-28 (s20cum): before ndarray.sort and those flips were
+traced, 10 breaks over p01-p37 (p35: 2, p36: 2, p37: 1) and 3 results
+unlike eager's (p05, p31 at 5 decimals; p37: the flip came back a copy, so
+the write after the break missed it); after, 8 breaks and 2 unlike
+eager's: p35, p36 one graph and none; p37 right, with 3 breaks (its flip
+has negative strides after the break, which torch.from_numpy refuses:
+the write and f.copy() run for real). torch.compile: p35-p36 one graph
+and none, p37 2 graphs and 1 break, its result unlike eager's (a copy).
+With negative-step slices as flip views and arrays from outside with
+negative strides as flips of graph inputs (s20cum), over p01-p39 (p38:
+negative-step slices of a traced array, p39: of a global array): before
+(s20lead) 19 breaks (p35 2, p36 2, p37 1, p38 7, p39 2) and 3 results
+unlike eager's; after, 7 breaks and 2 unlike eager's (p05, p31 at 5
+decimals): p35, p36, p38, p39 one graph and none; p37 right, with 2
+breaks (print, then PTC-B012: the flip and its array are two inputs
+sharing memory, one written). torch.compile: 2 breaks, 12 results unlike
+eager's (p38: 0-d arrays and copies where eager has views).
 
     python3 bench/numpy_probe.py [--backend eager|ptc] [--dynamo] [NAME ...]
 """
@@ -73,6 +91,23 @@ def copy_then_add(x):
     a = np.array(x)
     a += 1
     return a, x
+
+
+def sort_in_place(x):
+    a = x.numpy() * -1
+    a.sort(axis=1)
+    return a, a[:, 0]
+
+
+NP_ROW = np.array([3.0, 1.0, 2.0], dtype=np.float32)
+
+
+def flip_across_a_break(x):
+    a = x.numpy() * 2
+    f = np.flip(a, 1)
+    print(end="")  # a break (PTC-B005), with f alive across it
+    a[0, 0] = -1.0  # f[0, -1]
+    return f.copy()
 
 
 PROGRAMS = {
@@ -120,6 +155,11 @@ PROGRAMS = {
                                  np.tile(a, (2, 1)), np.outer(a[0], a[1])))(x.numpy()),
     "p34": lambda x: (lambda a: (np.diff(a, axis=1), np.count_nonzero(a > 2),
                                  np.einsum("ij,kj->ik", a, a)))(x.numpy()),
+    "p35": sort_in_place,
+    "p36": lambda x: np.flip(NP_ROW) + x.numpy(),
+    "p37": flip_across_a_break,
+    "p38": lambda x: (lambda a: (a[::-1] * 2, a[:, ::-2] + 1, a[1, ::-1].sum()))(x.numpy()),
+    "p39": lambda x: (NP_ROW[::-1] * x.numpy()).sum(axis=1),
 }
 
 

@@ -316,20 +316,44 @@ enum { NOT_MINE = -2 };
 
 static int tensor_value_recipe(builder *B, cap_tensor *t);
 
+/* numpy's flip along dims of what recipe r makes: a view of it. */
+static int flip_of_recipe(builder *B, int r, PyObject *dims)
+{
+    PyObject *flip = PyObject_GetAttrString(cap_np_module(), "flip");
+    int fn = flip ? recipe_of(B, flip) : -1, d = recipe_of(B, dims), none = recipe_of(B, Py_None);
+    Py_XDECREF(flip);
+    int *args = malloc(2 * sizeof(int)), *parts = malloc(5 * sizeof(int));
+    if (r < 0 || fn < 0 || d < 0 || none < 0 || !args || !parts) {
+        free(args);
+        free(parts);
+        return -1;
+    }
+    args[0] = r, args[1] = d;
+    parts[0] = fn, parts[2] = parts[3] = parts[4] = none;
+    parts[1] = add_recipe(B, (cap_recipe){CAP_R_TUPLE, 2, args, NULL, 0});
+    return add_recipe(B, (cap_recipe){CAP_R_REDUCE, 5, parts, NULL, 0});
+}
+
 /* A traced numpy array or scalar: tensor.numpy() of its value (a scalar:
  * its item as numpy's scalar). An array that eager's shares with an
  * argument (x.numpy(), written in place or not: a chain of same-shape
- * views, which follow every write) is the argument's. */
+ * views, which follow every write) is the argument's; a flip, a view of
+ * its base's. */
 static int numpy_recipe(builder *B, cap_tensor *t)
 {
+    if (t->view_flip && t->base && t->base->numpy == CAP_NP_ARRAY) /* np.flip's view of its base */
+        return flip_of_recipe(B, recipe_of(B, (PyObject *)t->base), t->view_flip);
     cap_tensor *root = t;
     while (root->base && root->view_reshape && root->base->v->type.ndim == root->v->type.ndim)
         root = root->base;
     bool shares = t->numpy == CAP_NP_ARRAY && root != t && root->input_v && root->src >= 0;
     /* an array passed in is itself (its writes are done before the recipes run) */
-    if (shares && B->T->src[root->src].kind == CAP_S_FROM_NUMPY &&
-        (root->v == root->input_v || cap_t_is_written(B->T, root)))
-        return add_recipe(B, (cap_recipe){CAP_R_SOURCE, 0, NULL, NULL, B->T->src[root->src].parent});
+    const cap_source *src = shares ? &B->T->src[root->src] : NULL;
+    if (src && src->kind == CAP_S_FROM_NUMPY && (root->v == root->input_v || cap_t_is_written(B->T, root))) {
+        int passed = add_recipe(B, (cap_recipe){CAP_R_SOURCE, 0, NULL, NULL, src->parent});
+        /* one with strides running backwards was taken as its flip (torch_numpy.c) */
+        return src->key ? flip_of_recipe(B, passed, src->key) : passed;
+    }
     int r = tensor_value_recipe(B, shares ? root : t);
     int *items = r >= 0 ? malloc(sizeof(int)) : NULL;
     if (!items)

@@ -195,7 +195,7 @@ static PyObject *eval_source(const cap_source *s, PyObject **vals, cap_frame **f
     case CAP_S_TYPE:
         return (PyObject *)Py_TYPE(p);
     case CAP_S_FROM_NUMPY:
-        v = cap_ndarray_tensor(p);
+        v = cap_ndarray_tensor(p, s->key);
         PyErr_Clear();
         *owned = v != NULL;
         return v;

@@ -218,8 +218,11 @@ int cap_th_tensor_of_tensor(cap_tcall *c, cap_tensor *t, bool of_array, PyObject
 int cap_th_tensor_of_array(cap_tcall *c, PyObject **out);
 /* The symbolic tensor (new reference) standing for ndarray a from outside
  * where torch takes it as a tensor (x + a), or the break (what: the call or
- * operator, for messages). */
-int cap_ndarray_operand(cap_trace *T, PyObject *a, const char *what, PyObject **out);
+ * operator, for messages). With backwards (numpy's own use of a), an array
+ * whose strides run backwards along some dims, which torch.from_numpy
+ * refuses, is taken forwards: the tensor is of np.flip(a, those dims), and
+ * its source's key names them. */
+int cap_ndarray_operand(cap_trace *T, PyObject *a, bool backwards, const char *what, PyObject **out);
 /* x OP array (k: CAP_NB_* or CAP_NB_EQ) as eager computes it, numpy's ufunc
  * on x.numpy(): the operands cast to numpy's loop dtypes, built by build(T,
  * k, x', a', out), the result cast to numpy's; a break where eager's numpy
@@ -273,6 +276,9 @@ int cap_np_take_array(cap_trace *T, PyObject *a, PyObject **out);
 bool cap_np_traced_method(PyObject *name);
 /* t.numpy() of a traced tensor: a traced array sharing its memory. */
 int cap_np_of_tensor(cap_trace *T, cap_tensor *t, PyObject **out);
+/* numpy's flip of traced array m along torch dims (a tuple, each in [0,
+ * ndim)): torch.flip's copy kept as a view of m (cap_t_note_flip_view). */
+int cap_np_flip_view(cap_trace *T, PyObject *m, PyObject *dims, PyObject **out);
 /* The rows of the hook tables for symbolic tensors and arrays: numpy's
  * where an operand is a traced array (or an outside one), torch's
  * (cap_torch_binop...) otherwise; cap_torch_hooks_install fills them in. */

@@ -387,10 +387,16 @@ int cap_np_take(cap_trace *T, PyObject *v, const char *what, PyObject **out)
         /* a view of its input, as t.numpy(): the input itself stays the
            tensor torch.from_numpy(v) gives */
         PyObject *input = NULL;
-        int rc = cap_ndarray_operand(T, v, what, &input);
+        int rc = cap_ndarray_operand(T, v, true, what, &input);
+        PyObject *flipped = rc == CAP_NEXT ? T->src[((cap_tensor *)input)->src].key : NULL;
         if (rc == CAP_NEXT) {
             rc = cap_np_of_tensor(T, (cap_tensor *)input, out);
             Py_DECREF(input);
+        }
+        if (rc == CAP_NEXT && flipped) { /* v's strides run backwards: the flip of the input */
+            PyObject *forwards = *out;
+            rc = cap_np_flip_view(T, forwards, flipped, out);
+            Py_DECREF(forwards);
         }
         return rc;
     }
@@ -676,9 +682,111 @@ static int take_key(cap_trace *T, PyObject *key, PyObject **out)
     return CAP_NEXT;
 }
 
+/* ---- slices with negative steps -------------------------------------------------------- */
+
+int cap_np_flip_view(cap_trace *T, PyObject *m, PyObject *dims, PyObject **out)
+{
+    PyObject *args = PyTuple_Pack(2, m, dims);
+    int rc = args ? cap_np_torch(T, "torch.flip", args, NULL, out) : CAP_ERR;
+    Py_XDECREF(args);
+    if (rc == CAP_NEXT && (cap_np_mark(*out, CAP_NP_ARRAY) < 0 ||
+                           cap_t_note_flip_view((cap_tensor *)m, (cap_tensor *)*out, dims) < 0)) {
+        Py_CLEAR(*out);
+        rc = CAP_ERR;
+    }
+    return rc;
+}
+
+/* How many of the array's dims key item k indexes: 1 for an int or a
+ * slice, 0 for None, -1 for the Ellipsis (the dims no other item takes),
+ * -2 for anything else (arrays: advanced indexing). */
+static int dims_indexed(PyObject *k)
+{
+    if (k == Py_Ellipsis)
+        return -1;
+    if (k == Py_None)
+        return 0;
+    return PySlice_Check(k) || (PyIndex_Check(k) && !cap_is_tensor(k)) ? 1 : -2;
+}
+
+static bool int_or_none(PyObject *o) { return o == Py_None || PyLong_Check(o); }
+
+/* Slice s along a dim of size n with a negative step, as flip(a, dim)
+ * indexes it: its items i0 > i0-k > ... of a are n-1-i0 < n-1-i0+k < ...
+ * of the flip (a new slice). NULL (no error) where s is not such a slice
+ * of ints over a static size. */
+static PyObject *turned_around(PyObject *s, ptc_dim n)
+{
+    PyObject *start = PyObject_GetAttrString(s, "start"), *stop = PyObject_GetAttrString(s, "stop"),
+             *step = PyObject_GetAttrString(s, "step");
+    bool mine = start && stop && step && int_or_none(start) && int_or_none(stop) &&
+                PyLong_Check(step) && PyLong_AsLong(step) < 0 && ptc_dim_is_static(n);
+    Py_XDECREF(start);
+    Py_XDECREF(stop);
+    Py_XDECREF(step);
+    Py_ssize_t i0, end, k;
+    if (!mine || PySlice_Unpack(s, &i0, &end, &k) < 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    Py_ssize_t len = PySlice_AdjustIndices((Py_ssize_t)n.value, &i0, &end, k);
+    Py_ssize_t first = len ? (Py_ssize_t)n.value - 1 - i0 : 0;
+    PyObject *lo = PyLong_FromSsize_t(first), *hi = PyLong_FromSsize_t(len ? first + (len - 1) * -k + 1 : 0);
+    PyObject *by = PyLong_FromSsize_t(len ? -k : 1);
+    PyObject *turned = lo && hi && by ? PySlice_New(lo, hi, by) : NULL;
+    Py_XDECREF(lo);
+    Py_XDECREF(hi);
+    Py_XDECREF(by);
+    return turned;
+}
+
+/* numpy's slices with a negative step, which torch has not: a[key] is
+ * flip(a, dims)[key'] with each such slice turned around (turned_around)
+ * and dims theirs. *base: that flip view of t (cap_np_flip_view), or t
+ * where the key has none (or arrays, or such a slice along a symbolic
+ * size: torch's path breaks on it); *fwd: the key over *base. */
+static int forward_key(cap_trace *T, cap_tensor *t, PyObject *key, PyObject **base, PyObject **fwd)
+{
+    PyObject *items = PyTuple_Check(key) ? Py_NewRef(key) : PyTuple_Pack(1, key);
+    Py_ssize_t n = items ? PyTuple_Size(items) : 0;
+    int ndim = t->v->type.ndim, taken = 0, dim = 0;
+    bool basic = items != NULL;
+    for (Py_ssize_t i = 0; basic && i < n; i++) {
+        int d = dims_indexed(PyTuple_GetItem(items, i));
+        basic = d != -2;
+        taken += d > 0 ? d : 0;
+    }
+    PyObject *turned = basic ? PyTuple_New(n) : NULL, *dims = basic ? PyList_New(0) : NULL;
+    for (Py_ssize_t i = 0; turned && dims && i < n; i++) {
+        PyObject *k = PyTuple_GetItem(items, i), *fwd_k = NULL, *d_obj = NULL;
+        int d = dims_indexed(k);
+        if (PySlice_Check(k) && dim < ndim && (fwd_k = turned_around(k, t->v->type.shape[dim])) &&
+            (!(d_obj = PyLong_FromLong(dim)) || PyList_Append(dims, d_obj) < 0))
+            Py_CLEAR(dims);
+        Py_XDECREF(d_obj);
+        PyTuple_SetItem(turned, i, fwd_k ? fwd_k : Py_NewRef(k));
+        dim += d == -1 ? ndim - taken : d;
+    }
+    int rc = items && (!basic || (turned && dims)) && !PyErr_Occurred() ? CAP_NEXT : CAP_ERR;
+    PyObject *dims_tuple = rc == CAP_NEXT && dims && PyList_Size(dims) ? PyList_AsTuple(dims) : NULL;
+    if (dims_tuple) {
+        rc = cap_np_flip_view(T, (PyObject *)t, dims_tuple, base);
+        *fwd = rc == CAP_NEXT ? Py_NewRef(turned) : NULL;
+    } else if (rc == CAP_NEXT) {
+        *base = Py_NewRef((PyObject *)t);
+        *fwd = Py_NewRef(key);
+    }
+    Py_XDECREF(dims_tuple);
+    Py_XDECREF(dims);
+    Py_XDECREF(turned);
+    Py_XDECREF(items);
+    return rc;
+}
+
 static int np_getitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject **out)
 {
     PyObject *k = NULL, *fn = operator_fn("getitem"), *args = NULL, *res = NULL;
+    PyObject *base = NULL, *fwd = NULL;
     int rc = fn ? take_key(T, key, &k) : CAP_ERR;
     cap_np_result r;
     if (rc == CAP_NEXT && !(args = PyTuple_Pack(2, (PyObject *)t, k)))
@@ -686,7 +794,11 @@ static int np_getitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject **out
     if (rc == CAP_NEXT)
         rc = cap_np_oracle(T, "indexing", fn, args, NULL, &r);
     if (rc == CAP_NEXT)
-        rc = cap_torch_getitem(T, t, k, &res);
+        rc = forward_key(T, t, k, &base, &fwd);
+    if (rc == CAP_NEXT)
+        rc = cap_torch_getitem(T, (cap_tensor *)base, fwd, &res);
+    Py_XDECREF(base);
+    Py_XDECREF(fwd);
     Py_XDECREF(fn);
     Py_XDECREF(args);
     Py_XDECREF(k);
@@ -762,10 +874,15 @@ int cap_np_hook_setitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v)
 {
     if (t->numpy == CAP_NP_TENSOR)
         return cap_torch_setitem(T, t, key, v);
+    PyObject *base = NULL, *fwd = NULL;
     int rc = setitem_operands(T, t, &key, &v);
     if (rc != CAP_NEXT)
         return rc;
-    rc = cap_torch_setitem(T, t, key, v);
+    rc = forward_key(T, t, key, &base, &fwd);
+    if (rc == CAP_NEXT)
+        rc = cap_torch_setitem(T, (cap_tensor *)base, fwd, v);
+    Py_XDECREF(base);
+    Py_XDECREF(fwd);
     Py_DECREF(key);
     Py_DECREF(v);
     return rc;

@@ -306,43 +306,54 @@ static int along_axis(cap_tcall *c, PyObject *a, PyObject *axis, PyObject **arr,
     return rc;
 }
 
-/* flip(m, axis=None) of a traced array: numpy's is a view with negative
- * strides, which torch has not; torch.flip's copy is kept as a view of m
- * (cap_t_note_flip_view), recomputed after a write to m and written back
- * into m when written, so the program sees what numpy's view shows. An
- * array from outside is not traced here. */
-static int flip(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
+/* numpy's flip axis (None: every one; an int; a sequence) as a tuple of
+ * torch's dims in [0, ndim), a new reference (numpy's range checks left to
+ * torch.flip). */
+static PyObject *flip_dims(PyObject *axis, int ndim)
 {
-    (void)f, (void)fn;
-    static const char *const names[] = {"m", "axis", NULL};
-    PyObject *m = ARG(0, "m"), *axis = ARG(1, "axis"), *dims = NULL, *args = NULL;
-    if (!cap_is_traced_numpy(m) || ((cap_tensor *)m)->numpy != CAP_NP_ARRAY)
-        return m && cap_is_ndarray(m) ? unsupported(c, "of an array from outside") : CAP_NONE;
-    if (extra_args(c, 2, names))
-        return unsupported(c, "with these arguments");
-    int ndim = cap_val(m)->type.ndim, n = ndim;
+    int n = ndim;
     PyObject *given = !axis || axis == Py_None ? NULL
                       : PyLong_Check(axis)      ? PyTuple_Pack(1, axis)
                                                 : PySequence_Tuple(axis);
     if (given)
         n = (int)PyTuple_Size(given);
-    dims = (given || !axis || axis == Py_None) ? PyTuple_New(n) : NULL;
-    for (int i = 0; dims && i < n; i++) { /* as dims in [0, ndim): numpy's checks in torch.flip */
+    PyObject *dims = (given || !axis || axis == Py_None) ? PyTuple_New(n) : NULL;
+    for (int i = 0; dims && i < n; i++) {
         long d = given ? PyLong_AsLong(PyTuple_GetItem(given, i)) : i;
         PyTuple_SetItem(dims, i, PyLong_FromLong(d < 0 && d >= -ndim ? d + ndim : d));
     }
     Py_XDECREF(given);
     if (PyErr_Occurred())
         Py_CLEAR(dims);
-    args = dims ? PyTuple_Pack(2, m, dims) : NULL;
-    int rc = args ? cap_np_torch(c->T, "torch.flip", args, NULL, out) : CAP_ERR;
-    if (rc == CAP_NEXT && (cap_np_mark(*out, CAP_NP_ARRAY) < 0 ||
-                           cap_t_note_flip_view((cap_tensor *)m, (cap_tensor *)*out, dims) < 0)) {
-        Py_CLEAR(*out);
-        rc = CAP_ERR;
+    return dims;
+}
+
+/* flip(m, axis=None) of a traced array or of one from outside (a graph
+ * input, cap_np_take): numpy's is a view with negative strides, which torch
+ * has not; torch.flip's copy is kept as a view of m (cap_np_flip_view),
+ * recomputed after a write to m and written back into m when written, so
+ * the program sees what numpy's view shows (and leaves the graph as
+ * numpy's flip of m again: entry.c's numpy_recipe). */
+static int flip(cap_tcall *c, const npfn *f, PyObject *fn, PyObject **out)
+{
+    (void)f, (void)fn;
+    static const char *const names[] = {"m", "axis", NULL};
+    PyObject *given_m = ARG(0, "m"), *axis = ARG(1, "axis"), *m = NULL, *dims = NULL;
+    if (!given_m || !(cap_is_traced_numpy(given_m) || cap_is_ndarray(given_m)))
+        return CAP_NONE;
+    if (extra_args(c, 2, names))
+        return unsupported(c, "with these arguments");
+    int rc = cap_np_take(c->T, given_m, c->m->name, &m);
+    if (rc != CAP_NEXT)
+        return rc;
+    if (((cap_tensor *)m)->numpy != CAP_NP_ARRAY) {
+        Py_DECREF(m);
+        return CAP_NONE;
     }
+    dims = flip_dims(axis, cap_val(m)->type.ndim);
+    rc = dims ? cap_np_flip_view(c->T, m, dims, out) : CAP_ERR;
     Py_XDECREF(dims);
-    Py_XDECREF(args);
+    Py_DECREF(m);
     return rc;
 }
 
@@ -847,7 +858,7 @@ static int of_constants(cap_tcall *c, PyObject *fn, PyObject **out)
         Py_DECREF(real);
         return unsupported(c, "of numbers");
     }
-    PyObject *t = cap_ndarray_tensor(real);
+    PyObject *t = cap_ndarray_tensor(real, NULL);
     PyObject *k = t ? cap_tensor_const(c->T, t) : NULL;
     Py_DECREF(real);
     Py_XDECREF(t);
@@ -1038,6 +1049,26 @@ static int varargs_shaping(cap_tcall *c, const npfn *f, PyObject **out)
     return rc;
 }
 
+/* a.sort(axis=-1, kind=None, order=None): np.sort's values written into a,
+ * numpy's in-place sort (through a's views and its tensor or argument), and
+ * None, as the method returns. axis=None, which the method refuses where
+ * np.sort flattens, runs for real at a break (and raises there). */
+static int sort_in_place(cap_tcall *c, PyObject *a, PyObject **out)
+{
+    PyObject *axis = ARG(1, "axis"), *sorted = NULL, *self = NULL;
+    if (axis == Py_None)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "numpy's ndarray.sort(axis=None) raises");
+    PyObject *fn = PyObject_GetAttrString(cap_np_module(), "sort");
+    int rc = fn ? sorting(c, find("sort"), fn, &sorted) : CAP_ERR;
+    Py_XDECREF(fn);
+    if (rc == CAP_NEXT)
+        rc = cap_inplace(c->T, (cap_tensor *)a, sorted, &self);
+    Py_XDECREF(self);
+    if (rc == CAP_NEXT)
+        *out = Py_NewRef(Py_None);
+    return rc;
+}
+
 int cap_th_np_method(cap_tcall *c, PyObject **out)
 {
     const char *name = c->m->name + 8; /* "ndarray." */
@@ -1065,6 +1096,8 @@ int cap_th_np_method(cap_tcall *c, PyObject **out)
     const npfn *f = find(name);
     if (!f || kind != CAP_NP_ARRAY)
         return unsupported(c, "with these arguments");
+    if (f->run == sorting && strcmp(name, "sort") == 0)
+        return sort_in_place(c, a, out);
     if (f->run == shaping && c->npos > 2)
         return varargs_shaping(c, f, out);
     PyObject *fn = PyObject_GetAttrString(cap_np_module(), f->name);
@@ -1079,7 +1112,7 @@ static cap_tmap methods[] = {
     METHOD("clip") METHOD("reshape") METHOD("transpose") METHOD("astype") METHOD("copy")
     METHOD("flatten") METHOD("item") METHOD("tolist") METHOD("prod") METHOD("any") METHOD("all")
     METHOD("var") METHOD("std") METHOD("cumsum") METHOD("cumprod") METHOD("argsort") METHOD("round")
-    METHOD("squeeze")
+    METHOD("squeeze") METHOD("sort")
 };
 #undef METHOD
 

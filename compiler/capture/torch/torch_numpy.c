@@ -24,8 +24,9 @@
 #include <string.h>
 
 /* The graph input torch.from_numpy(a) for ndarray a from outside (what:
- * the call, for messages). */
-static int array_input(cap_trace *T, PyObject *a, const char *what, PyObject **out)
+ * the call, for messages); with flip_dims (a tuple), torch.from_numpy of
+ * np.flip(a, flip_dims), the source's key. */
+static int array_input(cap_trace *T, PyObject *a, PyObject *flip_dims, const char *what, PyObject **out)
 {
     if (!cap_is_ndarray(a))
         return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH, "%s of a %s", what, cap_tpname(Py_TYPE(a)));
@@ -33,7 +34,7 @@ static int array_input(cap_trace *T, PyObject *a, const char *what, PyObject **o
     if (parent < 0)
         return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH,
                            "%s of an array ptc cannot reach from the call's inputs", what);
-    PyObject *real = cap_ndarray_tensor(a);
+    PyObject *real = cap_ndarray_tensor(a, flip_dims);
     if (!real) {
         if (!PyErr_ExceptionMatches(PyExc_ValueError) && !PyErr_ExceptionMatches(PyExc_TypeError))
             return CAP_ERR;
@@ -51,7 +52,7 @@ static int array_input(cap_trace *T, PyObject *a, const char *what, PyObject **o
         Py_XDECREF(tb);
         return rc;
     }
-    int src = cap_source_add(T, CAP_S_FROM_NUMPY, parent, 0, 0, NULL);
+    int src = cap_source_add(T, CAP_S_FROM_NUMPY, parent, 0, 0, flip_dims);
     *out = src >= 0 ? cap_t_wrap(T, real, src) : NULL;
     Py_DECREF(real);
     return *out ? CAP_NEXT : CAP_ERR;
@@ -62,7 +63,7 @@ int cap_th_from_numpy(cap_tcall *c, PyObject **out)
     PyObject *a = cap_targ(c, 0, "ndarray");
     if (!a || c->npos + c->nkw != 1)
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "torch.from_numpy takes one array");
-    return array_input(c->T, a, c->m->name, out);
+    return array_input(c->T, a, NULL, c->m->name, out);
 }
 
 /* torch.as_tensor(a) shares a's memory where it needs no conversion, as
@@ -70,7 +71,7 @@ int cap_th_from_numpy(cap_tcall *c, PyObject **out)
 int cap_th_tensor_of_array(cap_tcall *c, PyObject **out)
 {
     PyObject *t = NULL;
-    int rc = cap_ndarray_operand(c->T, c->pos[0], c->m->name, &t);
+    int rc = cap_ndarray_operand(c->T, c->pos[0], false, c->m->name, &t);
     if (rc != CAP_NEXT)
         return rc;
     rc = cap_th_tensor_of_tensor(c, (cap_tensor *)t, true, out);
@@ -78,10 +79,13 @@ int cap_th_tensor_of_array(cap_tcall *c, PyObject **out)
     return rc;
 }
 
-int cap_ndarray_operand(cap_trace *T, PyObject *a, const char *what, PyObject **out)
+int cap_ndarray_operand(cap_trace *T, PyObject *a, bool backwards, const char *what, PyObject **out)
 {
-    PyObject *t = NULL;
-    int rc = array_input(T, a, what, &t);
+    PyObject *t = NULL, *dims = backwards && cap_is_ndarray(a) ? cap_ndarray_backward_dims(a) : NULL;
+    if (backwards && cap_is_ndarray(a) && !dims)
+        return CAP_ERR;
+    int rc = array_input(T, a, dims == Py_None ? NULL : dims, what, &t);
+    Py_XDECREF(dims);
     if (rc != CAP_NEXT)
         return rc;
     if (!cap_is_tensor(t)) {
@@ -173,7 +177,7 @@ int cap_ndarray_operator(cap_trace *T, int k, cap_tensor *x, bool x_requires_gra
         return cap_t_break(T, CAP_B_TENSOR_DATA,
                            "a tensor operator with an ndarray (numpy's runs on tensor.numpy())");
     PyObject *at = NULL;
-    int rc = cap_ndarray_operand(T, array, "tensor operator", &at);
+    int rc = cap_ndarray_operand(T, array, false, "tensor operator", &at);
     if (rc != CAP_NEXT)
         return rc;
     int loop[3];

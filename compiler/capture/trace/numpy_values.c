@@ -85,7 +85,23 @@ bool cap_is_ndarray(PyObject *o)
     return o && numpy_types_known() && (PyObject *)Py_TYPE(o) == ndarray_type;
 }
 
-PyObject *cap_ndarray_tensor(PyObject *a)
+PyObject *cap_ndarray_backward_dims(PyObject *a)
+{
+    PyObject *strides = PyObject_GetAttrString(a, "strides"), *dims = strides ? PyList_New(0) : NULL;
+    for (Py_ssize_t i = 0; dims && i < PyTuple_Size(strides); i++) {
+        PyObject *d = PyLong_AsLong(PyTuple_GetItem(strides, i)) < 0 ? PyLong_FromSsize_t(i) : NULL;
+        if (d && PyList_Append(dims, d) < 0)
+            Py_CLEAR(dims);
+        Py_XDECREF(d);
+    }
+    PyObject *t = dims && !PyErr_Occurred() ? (PyList_Size(dims) ? PyList_AsTuple(dims) : Py_NewRef(Py_None))
+                                             : NULL;
+    Py_XDECREF(strides);
+    Py_XDECREF(dims);
+    return t;
+}
+
+PyObject *cap_ndarray_tensor(PyObject *a, PyObject *flip_dims)
 {
     if (!cap_is_ndarray(a)) {
         PyErr_Format(PyExc_TypeError, "expected np.ndarray (got %s)", cap_tpname(Py_TYPE(a)));
@@ -103,5 +119,11 @@ PyObject *cap_ndarray_tensor(PyObject *a)
     }
     if (!from_numpy && !(from_numpy = cap_import_path("torch.from_numpy")))
         return NULL;
-    return PyObject_CallOneArg_compat(from_numpy, a);
+    if (!flip_dims || flip_dims == Py_None)
+        return PyObject_CallOneArg_compat(from_numpy, a);
+    PyObject *np = PyDict_GetItemString(PyImport_GetModuleDict(), "numpy");
+    PyObject *forwards = np ? PyObject_CallMethod(np, "flip", "OO", a, flip_dims) : NULL;
+    PyObject *t = forwards ? PyObject_CallOneArg_compat(from_numpy, forwards) : NULL;
+    Py_XDECREF(forwards);
+    return t;
 }

@@ -102,7 +102,12 @@ void cap_source_str(const cap_source *src, int nsrc, int id, char *buf, size_t s
     case CAP_S_TYPE: snprintf(buf, size, "type(%s)", parent); break;
     case CAP_S_ITERSEQ: snprintf(buf, size, "%s.seq", parent); break;
     case CAP_S_ITERREST: snprintf(buf, size, "%s.rest", parent); break;
-    case CAP_S_FROM_NUMPY: snprintf(buf, size, "torch.from_numpy(%s)", parent); break;
+    case CAP_S_FROM_NUMPY:
+        if (key) /* its flip dims: an array whose strides run backwards along them */
+            snprintf(buf, size, "torch.from_numpy(np.flip(%s, %s))", parent, key);
+        else
+            snprintf(buf, size, "torch.from_numpy(%s)", parent);
+        break;
     default: snprintf(buf, size, "%s?%s", parent, kind_names[s->kind]); break;
     }
     Py_XDECREF(r);

@@ -52,7 +52,8 @@ typedef struct cap_break {
     X(ITERSEQ, "seq")   /* the sequence a ptc iterator (cap_iter) walks */                         \
     X(ITERREST, "rest") /* what an outside tuple or range iterator has left                        \
                            (cap_iter_rest), read without advancing it */                           \
-    X(FROM_NUMPY, "from_numpy") /* torch.from_numpy(parent), parent an ndarray (cap_ndarray_tensor) */
+    X(FROM_NUMPY, "from_numpy") /* torch.from_numpy(parent), parent an ndarray (cap_ndarray_tensor); \
+                                   key: the dims it is flipped along first, or NULL */
 
 typedef enum {
 #define X(id, s) CAP_S_##id,
@@ -608,13 +609,18 @@ bool cap_is_constant(PyObject *obj);
  * torch reads it as (an int for numpy integers, a float for the rest; new
  * reference). An ndarray (exactly that type) reaches a graph as
  * torch.from_numpy of it: a new tensor sharing its memory, or NULL with an
- * error (a read-only array too: torch warns of writes through it). */
+ * error (a read-only array too: torch warns of writes through it); with
+ * flip_dims (a tuple, or NULL or None for none), of np.flip(a, flip_dims),
+ * which is how numpy code takes an array whose strides run backwards along
+ * those dims (cap_ndarray_backward_dims: a new tuple, or None), since
+ * torch has no negative strides. */
 bool cap_is_numpy_scalar(PyObject *o);
 PyObject *cap_numpy_scalar_number(PyObject *o);
 bool cap_is_ndarray(PyObject *o);
 /* An ndarray the trace reaches from the call's inputs (objects.c). */
 bool cap_t_is_outside_array(cap_trace *T, PyObject *o);
-PyObject *cap_ndarray_tensor(PyObject *a);
+PyObject *cap_ndarray_tensor(PyObject *a, PyObject *flip_dims);
+PyObject *cap_ndarray_backward_dims(PyObject *a);
 /* An enum member (compared by identity and taken as a constant). */
 bool cap_is_enum_member(PyObject *o);
 /* __defaults__ (kw false) or __kwdefaults__ (kw true) made of constants only. */
