@@ -6,9 +6,10 @@
  * tensor after the call (cap_entry.writeback), as torch.compile's
  * functionalisation does. That is right only while no other input shares its
  * memory: in f(x, x[0]) the graph would go on reading the old x[0]. So the
- * trace breaks where a written input and another input share a storage (at
- * the write, or where the second is read), and the entry is guarded on its
- * written inputs sharing no storage with its other tensor inputs
+ * trace breaks where a written input and another input share memory (their
+ * storages' address spans overlap: storage_of), at the write or where the
+ * second is read, and the entry is guarded on its written inputs sharing no
+ * memory with its other tensor inputs
  * (CAP_G_NOALIAS). f(x, x) is one input (CAP_G_SAME) and needs neither.
  * Module buffers keep their old rules (no storage check), as do parameters,
  * which that guard leaves out for its cost per call.
