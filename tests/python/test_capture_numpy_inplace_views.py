@@ -29,10 +29,17 @@ def x23():
     return torch.tensor([[3.0, 1.0, 2.0], [6.0, 4.0, 5.0]])
 
 
+def same_layout_copy(a):
+    """A copy of array a with its strides' order and signs."""
+    backward = tuple(i for i, s in enumerate(a.strides) if s < 0)
+    return np.flip(np.flip(a, backward).copy(order="K"), backward) if backward else a.copy(order="K")
+
+
 def one_graph(f, *args, backend="eager"):
     """f under ptc.compile (fullgraph) agrees with eager on fresh copies of
-    args: the result, and the arguments as the program left them."""
-    fresh = lambda: [a.copy() if isinstance(a, np.ndarray) else a.clone() for a in args]
+    args (with their strides): the result, and the arguments as the program
+    left them."""
+    fresh = lambda: [same_layout_copy(a) if isinstance(a, np.ndarray) else a.clone() for a in args]
     compiled = ptc.compile(f, backend=backend, fullgraph=True)
     want_args, got_args = fresh(), fresh()
     want = f(*want_args)
@@ -367,3 +374,16 @@ def test_argument_arrays_overlapping_at_another_offset_are_aliases():
             got = compiled(*got_args)
         assert described(got) == described(f(*want_args))
         assert described(list(got_args)) == described(list(want_args))
+
+
+def test_tensor_operator_with_a_backward_array_is_one_graph():
+    """x + b of a tensor and an array with negative strides runs numpy's
+    ufunc on x.numpy() and b in eager; ptc reads b through the flip of its
+    graph input. main: PTC-B007 "At least one stride ... is negative"."""
+    def f(x, b):
+        return x + b, x * b[:, ::-1], x - b, x / (b + 1), x // (b + 1)
+
+    x = torch.arange(6.0, dtype=torch.float64).reshape(2, 3)
+    one_graph(f, x, np.arange(6.0).reshape(2, 3)[::-1])
+    with pytest.raises(ValueError):  # x == b converts b as torch does: eager raises
+        ptc.compile(lambda x, b: x == b, backend="eager")(x, np.arange(6.0).reshape(2, 3)[::-1])
