@@ -42,11 +42,12 @@ With negative-step slices as flip views and arrays from outside with
 negative strides as flips of graph inputs (s20cum), over p01-p39 (p38:
 negative-step slices of a traced array, p39: of a global array): before
 (s20lead) 19 breaks (p35 2, p36 2, p37 1, p38 7, p39 2) and 3 results
-unlike eager's; after, 7 breaks and 2 unlike eager's (p05, p31 at 5
-decimals): p35, p36, p38, p39 one graph and none; p37 right, with 2
-breaks (print, then PTC-B012: the flip and its array are two inputs
-sharing memory, one written). torch.compile: 2 breaks, 12 results unlike
-eager's (p38: 0-d arrays and copies where eager has views).
+unlike eager's; after, 8 breaks and 2 unlike eager's (p05, p31 at 5
+decimals): p35, p36, p38, p39 one graph and none; p37 right, with 3
+breaks (print; PTC-B012: the flip and its array are two inputs sharing
+memory, one written; then PTC-B006, the real array's copy method).
+torch.compile: 2 breaks, 12 results unlike eager's (p38: 0-d arrays and
+copies where eager has views).
 
     python3 bench/numpy_probe.py [--backend eager|ptc] [--dynamo] [NAME ...]
 """

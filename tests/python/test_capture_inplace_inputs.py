@@ -10,6 +10,8 @@ inputs sharing no memory with the others, so the aliased call takes its own
 path. f(x, x) is one input. A write to an input that requires grad stays a
 break: autograd records it on the caller's tensor itself.
 """
+import warnings
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -226,3 +228,26 @@ def test_write_through_another_view_of_an_argument_stays_a_break():
     compiled = run_both(writes_through_a_copying_reshape, lambda: (torch.arange(6.0).reshape(2, 3),))
     graphs, breaks, details = counts(compiled)
     assert breaks == 1 and "other than basic indexing" in details[0], details
+
+
+SHARED = torch.arange(4.0)
+SHARED_TAIL = SHARED[1:]
+
+
+def writes_then_reads_a_global_alias(x):
+    x[1] = 100.0
+    return SHARED_TAIL * 1
+
+
+def test_global_sharing_memory_with_a_written_argument_breaks_where_it_is_read():
+    """The global was a graph input though its read broke: the entry's
+    guard that its written inputs share no memory failed on the state it
+    was made from (main: 'a fresh entry rejects its own state', an internal
+    error and the call run eagerly with a warning)."""
+    compiled = ptc.compile(writes_then_reads_a_global_alias, backend="eager")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = compiled(SHARED)
+    assert torch.equal(got, torch.tensor([100.0, 2.0, 3.0])) and SHARED[1] == 100.0
+    graphs, breaks, details = counts(compiled)
+    assert (graphs, breaks) == (2, 1) and "shares memory" in details[0], details

@@ -14,6 +14,8 @@ a 0-d array for sort_along_axis_0_of_a_copy's numpy scalar, and its flip
 is a copy, so flip_of_an_argument_written_through's write misses b (its
 returned flips are copies too); ptc agrees with eager in all.
 """
+import warnings
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -27,13 +29,23 @@ def x23():
     return torch.tensor([[3.0, 1.0, 2.0], [6.0, 4.0, 5.0]])
 
 
+def same_layout_copy(a):
+    """A copy of array a with its strides' order and signs."""
+    backward = tuple(i for i, s in enumerate(a.strides) if s < 0)
+    return np.flip(np.flip(a, backward).copy(order="K"), backward) if backward else a.copy(order="K")
+
+
 def one_graph(f, *args, backend="eager"):
     """f under ptc.compile (fullgraph) agrees with eager on fresh copies of
-    args: the result, and the arguments as the program left them."""
-    fresh = lambda: [a.copy() if isinstance(a, np.ndarray) else a.clone() for a in args]
+    args (with their strides): the result, and the arguments as the program
+    left them."""
+    fresh = lambda: [same_layout_copy(a) if isinstance(a, np.ndarray) else a.clone() for a in args]
     compiled = ptc.compile(f, backend=backend, fullgraph=True)
     want_args, got_args = fresh(), fresh()
-    want, got = f(*want_args), compiled(*got_args)
+    want = f(*want_args)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no ptc warning (an internal error's fallback)
+        got = compiled(*got_args)
     assert described(got) == described(want)
     assert described(got_args) == described(want_args)  # the arguments written as eager's
     assert counts(compiled) == (1, 0), breaks(compiled)
@@ -298,3 +310,80 @@ def slices_of_a_backward_argument(b):
         "slices_of_a_backward_argument"])
 def test_sorts_writes_and_slices_through_backward_views(prog, args):
     one_graph(prog, *args())
+
+
+def views_of_the_tensors_array(x):
+    a = x.numpy()
+    return a[0], a[:, ::-1], a.T, a[1:, ::2], np.einsum("ij->ji", a), a[::-1].T, a * 2
+
+
+def views_of_an_argument(b):
+    return b[1], b.T, b[::-1, 1:], b.transpose(1, 0)[0], b.sum()
+
+
+@pytest.mark.parametrize("prog, args, shared", [
+    (views_of_the_tensors_array, lambda: (x23(),), 6),
+    (views_of_an_argument, lambda: (np.arange(6.0).reshape(2, 3),), 4),
+    (views_of_an_argument, lambda: (np.arange(6.0).reshape(2, 3)[:, ::-1],), 4),
+], ids=["of_the_tensors_array", "of_an_argument", "of_a_backward_argument"])
+@pytest.mark.parametrize("backend", ["eager", "ptc"])
+def test_returned_views_of_an_argument_share_its_memory(prog, args, shared, backend):
+    """An array returned that is, in eager, a view (indexing, a transpose, a
+    flip) of an argument's memory is that view again, with eager's strides.
+    main: copies where the view is over a flip (a negative-step slice)."""
+    want_args, got_args, got = one_graph(prog, *args(), backend=backend)
+    want = prog(*want_args)
+    memory = lambda a: a if isinstance(a, np.ndarray) else a.numpy()  # noqa: E731
+    for i, (g, w) in enumerate(zip(got[:shared], want[:shared])):
+        assert g.strides == w.strides and np.shares_memory(g, memory(got_args[0])), i
+
+
+def test_a_reversed_slice_alive_at_a_break_is_a_view():
+    """After the break a and v are two inputs over one buffer and a is
+    written: the read of v runs for real after a break of its own
+    (PTC-B012, then PTC-B006 for the method of the real array)."""
+    def f(x):
+        a = x.numpy() * 2
+        v = a[:, ::-1][1:]
+        print("between")
+        a[1, 0] = -1.0  # v[0, -1]
+        return a.sum(), v.copy()
+
+    compiled = ptc.compile(f, backend="eager")
+    assert described(compiled(x23())) == described(f(x23()))
+    assert counts(compiled) == (2, 3), breaks(compiled)
+    assert breaks(compiled)[1].startswith("PTC-B012"), breaks(compiled)
+
+
+def test_argument_arrays_overlapping_at_another_offset_are_aliases():
+    """b = a[1:] shares a's memory from its second item: torch.from_numpy
+    gives each a storage of its own (starting where the array starts), so
+    comparing the storages' first addresses missed it and the graph read b
+    before a's write. main: [1, 2, 3] where eager gives [100, 2, 3]."""
+    def f(a, b):
+        a[1] = 100.0
+        return b * 1
+
+    compiled = ptc.compile(f, backend="eager")
+    for make in (lambda: (lambda m: (m, m[1:]))(np.arange(4.0)),
+                 lambda: (np.arange(4.0), np.arange(3.0)),  # no memory shared: the guard passes
+                 lambda: (lambda m: (m[::2], m[1::2]))(np.arange(8.0))):  # interleaved: a break
+        got_args, want_args = make(), make()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no ptc warning (an internal error's fallback)
+            got = compiled(*got_args)
+        assert described(got) == described(f(*want_args))
+        assert described(list(got_args)) == described(list(want_args))
+
+
+def test_tensor_operator_with_a_backward_array_is_one_graph():
+    """x + b of a tensor and an array with negative strides runs numpy's
+    ufunc on x.numpy() and b in eager; ptc reads b through the flip of its
+    graph input. main: PTC-B007 "At least one stride ... is negative"."""
+    def f(x, b):
+        return x + b, x * b[:, ::-1], x - b, x / (b + 1), x // (b + 1)
+
+    x = torch.arange(6.0, dtype=torch.float64).reshape(2, 3)
+    one_graph(f, x, np.arange(6.0).reshape(2, 3)[::-1])
+    with pytest.raises(ValueError):  # x == b converts b as torch does: eager raises
+        ptc.compile(lambda x, b: x == b, backend="eager")(x, np.arange(6.0).reshape(2, 3)[::-1])

@@ -316,12 +316,12 @@ enum { NOT_MINE = -2 };
 
 static int tensor_value_recipe(builder *B, cap_tensor *t);
 
-/* numpy's flip along dims of what recipe r makes: a view of it. */
-static int flip_of_recipe(builder *B, int r, PyObject *dims)
+/* maker(<what recipe r makes>, arg): numpy's flip, transpose or indexing
+ * of it, a view of it (maker: a new reference, a constant of the recipes). */
+static int view_recipe(builder *B, PyObject *maker, int r, PyObject *arg)
 {
-    PyObject *flip = PyObject_GetAttrString(cap_np_module(), "flip");
-    int fn = flip ? recipe_of(B, flip) : -1, d = recipe_of(B, dims), none = recipe_of(B, Py_None);
-    Py_XDECREF(flip);
+    int fn = maker ? add_recipe(B, (cap_recipe){CAP_R_CONST, 0, NULL, maker, 0}) : -1;
+    int d = recipe_of(B, arg), none = recipe_of(B, Py_None);
     int *args = malloc(2 * sizeof(int)), *parts = malloc(5 * sizeof(int));
     if (r < 0 || fn < 0 || d < 0 || none < 0 || !args || !parts) {
         free(args);
@@ -334,15 +334,40 @@ static int flip_of_recipe(builder *B, int r, PyObject *dims)
     return add_recipe(B, (cap_recipe){CAP_R_REDUCE, 5, parts, NULL, 0});
 }
 
+static int flip_of_recipe(builder *B, int r, PyObject *dims)
+{
+    return view_recipe(B, PyObject_GetAttrString(cap_np_module(), "flip"), r, dims);
+}
+
+/* Is traced array t a flip of another (np.flip, a negative-step slice), or
+ * a view (by indexing or permuting) of one? torch.flip copies, so such
+ * views leave the graph as numpy's views of the flip's base, as eager's
+ * are (other views of an input are views of its graph value already). */
+static bool over_a_flip(const cap_tensor *t)
+{
+    for (; t->base && t->base->numpy == CAP_NP_ARRAY; t = t->base)
+        if (t->view_flip)
+            return true;
+        else if (!t->view_key && !t->view_perm)
+            return false;
+    return false;
+}
+
 /* A traced numpy array or scalar: tensor.numpy() of its value (a scalar:
  * its item as numpy's scalar). An array that eager's shares with an
  * argument (x.numpy(), written in place or not: a chain of same-shape
- * views, which follow every write) is the argument's; a flip, a view of
- * its base's. */
+ * views, which follow every write) is the argument's; a view over a flip
+ * (over_a_flip), the same view of its base's. */
 static int numpy_recipe(builder *B, cap_tensor *t)
 {
-    if (t->view_flip && t->base && t->base->numpy == CAP_NP_ARRAY) /* np.flip's view of its base */
-        return flip_of_recipe(B, recipe_of(B, (PyObject *)t->base), t->view_flip);
+    if (t->numpy == CAP_NP_ARRAY && over_a_flip(t)) {
+        int base = recipe_of(B, (PyObject *)t->base);
+        if (t->view_flip)
+            return flip_of_recipe(B, base, t->view_flip);
+        if (t->view_perm)
+            return view_recipe(B, PyObject_GetAttrString(cap_np_module(), "transpose"), base, t->view_perm);
+        return view_recipe(B, cap_import_path("operator.getitem"), base, t->view_key);
+    }
     cap_tensor *root = t;
     while (root->base && root->view_reshape && root->base->v->type.ndim == root->v->type.ndim)
         root = root->base;

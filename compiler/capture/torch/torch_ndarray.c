@@ -699,14 +699,14 @@ int cap_np_flip_view(cap_trace *T, PyObject *m, PyObject *dims, PyObject **out)
 
 /* How many of the array's dims key item k indexes: 1 for an int or a
  * slice, 0 for None, -1 for the Ellipsis (the dims no other item takes),
- * -2 for anything else (arrays: advanced indexing). */
+ * -2 for anything else (arrays and bools: masks, advanced indexing). */
 static int dims_indexed(PyObject *k)
 {
     if (k == Py_Ellipsis)
         return -1;
     if (k == Py_None)
         return 0;
-    return PySlice_Check(k) || (PyIndex_Check(k) && !cap_is_tensor(k)) ? 1 : -2;
+    return PySlice_Check(k) || (PyIndex_Check(k) && !PyBool_Check(k) && !cap_is_tensor(k)) ? 1 : -2;
 }
 
 static bool int_or_none(PyObject *o) { return o == Py_None || PyLong_Check(o); }

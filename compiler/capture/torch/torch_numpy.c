@@ -169,6 +169,17 @@ static ptc_value *cast(cap_trace *T, ptc_value *v, int dt)
     return cap_build1(T, PTC_OP_TO, a, 3);
 }
 
+/* The values of the array graph input t stands for: t's own, or where the
+ * array's strides run backwards (cap_ndarray_operand), their flip. */
+static ptc_value *backwards_read(cap_trace *T, cap_tensor *t)
+{
+    PyObject *dims = T->src[t->src].key;
+    int flip[PTC_MAX_DIMS], n = dims ? (int)PyTuple_Size(dims) : 0;
+    for (int i = 0; i < n && i < PTC_MAX_DIMS; i++)
+        flip[i] = (int)PyLong_AsLong(PyTuple_GetItem(dims, i));
+    return n ? ptc_composite_flip(cap_composer(T), t->v, flip, n) : t->v;
+}
+
 int cap_ndarray_operator(cap_trace *T, int k, cap_tensor *x, bool x_requires_grad, PyObject *array,
                          cap_ndarray_build build, PyObject **out)
 {
@@ -177,11 +188,17 @@ int cap_ndarray_operator(cap_trace *T, int k, cap_tensor *x, bool x_requires_gra
         return cap_t_break(T, CAP_B_TENSOR_DATA,
                            "a tensor operator with an ndarray (numpy's runs on tensor.numpy())");
     PyObject *at = NULL;
-    int rc = cap_ndarray_operand(T, array, false, "tensor operator", &at);
+    /* numpy's ufunc reads an array with negative strides; x == a converts
+       it as torch.as_tensor does, which raises for one (eager's ValueError) */
+    int rc = cap_ndarray_operand(T, array, k != CAP_NB_EQ, "tensor operator", &at);
     if (rc != CAP_NEXT)
         return rc;
     int loop[3];
-    ptc_value *av = cap_val(at);
+    ptc_value *av = backwards_read(T, (cap_tensor *)at);
+    if (!av) {
+        Py_DECREF(at);
+        return CAP_BREAK;
+    }
     if (!numpy_loop(name, x->v->type.dtype, av->type.dtype, loop)) {
         Py_DECREF(at);
         return cap_t_break(T, CAP_B_TENSOR_DATA, "numpy's %s of %s and %s", name,

@@ -6,9 +6,10 @@
  * tensor after the call (cap_entry.writeback), as torch.compile's
  * functionalisation does. That is right only while no other input shares its
  * memory: in f(x, x[0]) the graph would go on reading the old x[0]. So the
- * trace breaks where a written input and another input share a storage (at
- * the write, or where the second is read), and the entry is guarded on its
- * written inputs sharing no storage with its other tensor inputs
+ * trace breaks where a written input and another input share memory (their
+ * storages' address spans overlap: storage_of), at the write or where the
+ * second is read, and the entry is guarded on its written inputs sharing no
+ * memory with its other tensor inputs
  * (CAP_G_NOALIAS). f(x, x) is one input (CAP_G_SAME) and needs neither.
  * Module buffers keep their old rules (no storage check), as do parameters,
  * which that guard leaves out for its cost per call.
@@ -17,20 +18,41 @@
 
 #include <stdlib.h>
 
-/* t.untyped_storage().data_ptr(): one per storage, 0 for an empty one (new
- * reference, NULL on error). Run by the NOALIAS guard on every call: the
- * method names are cap_T's interned ones. */
+/* The memory t's storage spans, (first address, end) of
+ * t.untyped_storage() (new reference, NULL on error). Storages torch made
+ * never overlap unless they are one, but torch.from_numpy makes one per
+ * array, starting where the array starts, so two arrays over one buffer
+ * (a, a[1:]) have storages that overlap without being equal. Run by the
+ * NOALIAS guard on every call: the method names are cap_T's interned ones. */
 static PyObject *storage_of(PyObject *t)
 {
     PyObject *s = PyObject_CallMethodObjArgs(t, cap_T.s_untyped_storage, NULL);
     PyObject *p = s ? PyObject_CallMethodObjArgs(s, cap_T.s_data_ptr, NULL) : NULL;
+    PyObject *n = p ? PyObject_CallMethodObjArgs(s, cap_T.s_nbytes, NULL) : NULL;
+    PyObject *end = n ? PyNumber_Add(p, n) : NULL;
+    PyObject *span = end ? PyTuple_Pack(2, p, end) : NULL;
     Py_XDECREF(s);
-    return p;
+    Py_XDECREF(p);
+    Py_XDECREF(n);
+    Py_XDECREF(end);
+    return span;
 }
 
+/* Do two storage spans (storage_of) share memory? Empty ones, and ones
+ * with no memory (address 0), never do. */
 static bool shared(PyObject *a, PyObject *b)
 {
-    return a && b && PyObject_RichCompareBool(a, b, Py_EQ) == 1 && PyObject_IsTrue(a) == 1;
+    if (!a || !b)
+        return false;
+    unsigned long long a0 = PyLong_AsUnsignedLongLong(PyTuple_GetItem(a, 0)),
+                       a1 = PyLong_AsUnsignedLongLong(PyTuple_GetItem(a, 1)),
+                       b0 = PyLong_AsUnsignedLongLong(PyTuple_GetItem(b, 0)),
+                       b1 = PyLong_AsUnsignedLongLong(PyTuple_GetItem(b, 1));
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return false;
+    }
+    return a0 && b0 && a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1;
 }
 
 static bool plain_writable(cap_trace *T, int src)
@@ -63,11 +85,11 @@ int cap_t_note_input(cap_trace *T, PyObject *real, int src, const char *name)
     if (!plain_writable(T, src))
         return 0; /* parameters and buffers: no storage check (their count) */
     PyObject *p = storage_of(real), *k = PyLong_FromLong(src);
-    int rc = p && k ? PyDict_SetItem(T->input_storage, k, p) : -1;
-    cap_tensor *w = rc == 0 ? written_sharing(T, p, NULL) : NULL;
+    cap_tensor *w = p && k ? written_sharing(T, p, NULL) : NULL;
+    int rc = !p || !k ? -1 : w ? 0 : PyDict_SetItem(T->input_storage, k, p);
     Py_XDECREF(k);
     Py_XDECREF(p);
-    if (w) {
+    if (w) { /* not noted: it is no input */
         cap_signal_break(CAP_B_INPLACE_INPUT, "%s shares memory with %s, written in place before",
                          name, w->input_v->name);
         return -1;

@@ -344,14 +344,15 @@ static PyObject *wrap_tensor(cap_trace *T, PyObject *obj, int src)
     }
     char name[128];
     cap_input_name(T, src, name, sizeof name);
-    ptc_value *v = ptc_graph_add_input(T->g, name, &ty);
+    /* before it is an input: one that breaks here (it shares memory with
+       an input written before) must not be among the graph's inputs, whose
+       NOALIAS guard it would fail */
+    ptc_value *v = cap_t_note_input(T, obj, src, name) < 0 ? NULL : ptc_graph_add_input(T->g, name, &ty);
     Py_DECREF(m.type);
     Py_DECREF(m.dtype);
     if (!v)
-        return PyErr_Format(cap_InternalError, "ptc: cannot add graph input %s", name);
+        return PyErr_Occurred() ? NULL : PyErr_Format(cap_InternalError, "ptc: cannot add graph input %s", name);
     cap_t_add_input(T, src, NULL);
-    if (cap_t_note_input(T, obj, src, name) < 0)
-        return NULL;
     cap_tensor *ct = (cap_tensor *)cap_tensor_new(T, v);
     if (!ct)
         return NULL;

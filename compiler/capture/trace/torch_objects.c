@@ -121,6 +121,7 @@ static int intern_names(void)
         {&cap_T.s_storage_offset, "storage_offset"},
         {&cap_T.s_setattr, "__setattr__"},
         {&cap_T.s_untyped_storage, "untyped_storage"},
+        {&cap_T.s_nbytes, "nbytes"},
     };
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (!(*names[i].slot = PyUnicode_InternFromString(names[i].s)))

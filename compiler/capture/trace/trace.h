@@ -257,7 +257,7 @@ typedef struct cap_torch {
     PyObject *s_shape, *s_dtype, *s_device, *s_stride, *s_requires_grad, *s_data_ptr,
         *s_is_contiguous, *s_parameters, *s_buffers, *s_modules, *s_training, *s_forward, *s_type,
         *s_index, *s_forward_hooks, *s_forward_pre_hooks, *s_backward_hooks, *s_backward_pre_hooks,
-        *s_forward_hooks_with_kwargs, *s_storage_offset, *s_setattr, *s_untyped_storage, *s_is_cpu,
+        *s_forward_hooks_with_kwargs, *s_storage_offset, *s_setattr, *s_untyped_storage, *s_nbytes, *s_is_cpu,
         *s_is_cuda, *s_get_device;
 } cap_torch;
 extern cap_torch cap_T;
