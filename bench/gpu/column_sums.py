@@ -90,7 +90,15 @@ def main():
     a = ap.parse_args()
     settings = [("ptc", {}), ("ptc-nosplit", {"PTC_CUDA_SPLIT_COLUMNS": "0"})]
     settings += [("ptc-tile%s" % t, {"PTC_CUDA_COLUMN_TILE": t}) for t in a.tiles.split(",") if t]
-    names = [n for n, _ in settings] + ["eager"] + (["inductor"] if a.inductor else [])
+    table(cases, settings, a.reps, a.inductor)
+
+
+def table(cases, settings, reps, inductor):
+    """Prints the table: per case of cases("cuda") (name, fn, args), the
+    microseconds of ptc under each of settings (name, environment), of
+    eager and, with inductor, of torch.compile; and whether ptc's results
+    equal eager's."""
+    names = [n for n, _ in settings] + ["eager"] + (["inductor"] if inductor else [])
     print("%-36s " % "case (us of kernels per call)" + " ".join("%11s" % n for n in names) +
           "  equal")
     torch.manual_seed(0)
@@ -102,10 +110,10 @@ def main():
             f, got = compiled_ptc(fn, args, env)
             for w, o in zip(want, got):
                 equal &= torch.allclose(o.float(), w.float(), rtol=2e-2, atol=2e-1)
-            row.append(time_us(f, args, a.reps))
-        row.append(time_us(fn, args, a.reps))
-        if a.inductor:
-            row.append(time_us(torch.compile(fn), args, a.reps))
+            row.append(time_us(f, args, reps))
+        row.append(time_us(fn, args, reps))
+        if inductor:
+            row.append(time_us(torch.compile(fn), args, reps))
         print("%-36s " % name + " ".join("%11.1f" % t for t in row) + "  " + str(equal))
 
 

@@ -21,22 +21,21 @@
  * parallel range. bufs[i] is the element-0 address of kernel arg i; params[0]
  * is the run's RNG offset, params[1 + j] the value of the kernel's symbolic
  * parameter j. */
-typedef void (*ptc_kernel_fn)(int64_t begin, int64_t end, void *const *bufs,
-                              const int64_t *params);
+typedef void (*ptc_kernel_fn)(int64_t begin, int64_t end, void *const *bufs, const int64_t *params);
 
 typedef struct ptc_cpu_kernel {
     ptc_kernel_fn fn;
-    void *entry;   /* the JIT registry entry (reference counted) */
-    bool cached;   /* came from the disk cache or was already loaded */
+    void *entry; /* the JIT registry entry (reference counted) */
+    bool cached; /* came from the disk cache or was already loaded */
 } ptc_cpu_kernel;
 
 typedef struct ptc_codegen_opts {
-    bool no_cache;       /* neither read nor write the disk cache */
+    bool no_cache;          /* neither read nor write the disk cache */
     const char *kernel_dir; /* the cache directory of this compile instead of
                              * ptc_cache_dir() (an exported package's kernels):
                              * every kernel's object is read from it or built and
                              * written to it, also one this process has loaded */
-    bool want_text;      /* return the LLVM IR of each kernel */
+    bool want_text;         /* return the LLVM IR of each kernel */
     ptc_metrics *metrics;
     /* CUDA: 64-bit index arithmetic whatever the sizes (the variant a
      * symbolic kernel's calls past the 32-bit bound run, ptc_cuda_fits_i32) */
@@ -123,8 +122,17 @@ typedef struct ptc_cuda_form {
                      * "_c<team>" for column mode) */
     int team, block, smem;
     int64_t scratch_team;
-    bool col; /* column mode (plan.c): a block of column tiles x row slices */
+    bool col;            /* column mode (plan.c): a block of column tiles x row slices */
+    int split;           /* split rows (plan.c): blocks per row (0: one team per row) */
+    int64_t split_bytes; /* split rows: the partial states' scratch, bytes */
 } ptc_cuda_form;
+
+/* A split-rows kernel (plan.c) counts the blocks of each row that are done
+ * in an i32 per row at the start of the scratch area, which the runtime
+ * zeroes once a run and each row's last block resets: this many bytes, so
+ * at most PTC_CUDA_SPLIT_COUNTERS / 4 rows. Its partial states follow; the
+ * scratch of other kernels starts after the counters. */
+enum { PTC_CUDA_SPLIT_COUNTERS = 4096 };
 
 /* How one member of a horizontal combination runs in its launch: its team,
  * and in the vectorised entry its vectorised form (vec > 1; vec_rows and
@@ -133,11 +141,12 @@ typedef struct ptc_cuda_member {
     int team, vec;
     bool vec_rows;
     int row_ahead;
+    int split; /* blocks per outer iteration (split rows; 0: none, never in a combination) */
 } ptc_cuda_member;
 
 typedef struct ptc_cuda_code {
-    char entry[64];      /* the kernel's symbol in its PTX: ptc_<ops>_<hash> */
-    char ventry[72];     /* the vectorised entry ("" when launch.vec == 1) */
+    char entry[64];  /* the kernel's symbol in its PTX: ptc_<ops>_<hash> */
+    char ventry[72]; /* the vectorised entry ("" when launch.vec == 1) */
     ptc_cuda_launch launch;
     int nforms; /* >= 1 */
     ptc_cuda_form forms[PTC_CUDA_MAX_FORMS];
@@ -148,9 +157,9 @@ typedef struct ptc_cuda_code {
      * first does */
     bool i32, i32_symbolic;
     struct ptc_cuda_member *members; /* a combination's, per member; malloc'd, else NULL */
-    char *ptx;           /* NUL-terminated PTX of one module holding both entries */
-    char *key;           /* the cache key the PTX is stored under (cubins extend it) */
-    bool cached;         /* the PTX came from the disk cache */
+    char *ptx;                       /* NUL-terminated PTX of one module holding both entries */
+    char *key;                       /* the cache key the PTX is stored under (cubins extend it) */
+    bool cached;                     /* the PTX came from the disk cache */
 } ptc_cuda_code;
 
 /* "sm_90" for 90 (static string for the known targets). */
@@ -254,12 +263,11 @@ typedef struct ptc_worker_result {
  * process. */
 bool ptc_worker_enabled(void);
 /* Runs fn over items [0, n) in one forked child on nthreads threads of its
- * own (fn must be thread safe), fed one item at a time, and waits for it (PTC_COMPILE_TIMEOUT seconds at most,
- * default 600, 0 = no limit). 0: res[i] holds every item's outcome; an item
- * whose child crashed, exited or was killed at the time limit has rc -1
- * and a CompileError saying which. 1: no child could be forked; nothing
- * ran (the caller compiles in process). Call with the caller's locks held:
- * the child inherits them, and no other thread of this process. */
+ * own (fn must be thread safe), fed one item at a time, and waits for it (PTC_COMPILE_TIMEOUT
+ * seconds at most, default 600, 0 = no limit). 0: res[i] holds every item's outcome; an item whose
+ * child crashed, exited or was killed at the time limit has rc -1 and a CompileError saying which.
+ * 1: no child could be forked; nothing ran (the caller compiles in process). Call with the caller's
+ * locks held: the child inherits them, and no other thread of this process. */
 int ptc_worker_run(int n, int nthreads, ptc_worker_fn fn, void *ctx, ptc_worker_result *res);
 
 /* The address space one thread of LLVM may need to compile kernel k, over-

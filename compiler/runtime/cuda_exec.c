@@ -55,14 +55,15 @@ typedef struct crun {
     void **bufptr;
     const ptc_tensor *inputs; /* the call's (CUDA inputs are never conformed) */
     ptc_tensor *outs;
-    int outputs_made;    /* ptc_mplan.output_order: the outputs allocated so far */
-    ptc_tensor arena;    /* host-allocated arena (storage set) */
+    int outputs_made;          /* ptc_mplan.output_order: the outputs allocated so far */
+    ptc_tensor arena;          /* host-allocated arena (storage set) */
     ptc_exec_layout segmented; /* the temporaries' segments where several (nsegs > 1) */
     ptc_tensor *segs;          /* per segment, from the host, while held */
     int segs_made;             /* the segments allocated so far */
-    ptc_exec_kept kept;  /* extern results whose memory serves as buffers */
-    CUdeviceptr scratch; /* kernels' scratch area */
+    ptc_exec_kept kept;        /* extern results whose memory serves as buffers */
+    CUdeviceptr scratch;       /* kernels' scratch area */
     int64_t scratch_bytes;
+    int64_t counters;   /* its first bytes: split rows' counters (0 or PTC_CUDA_SPLIT_COUNTERS) */
     CUdeviceptr status; /* the checks' status record (lower.h), 0: no kernel checks */
     int *form;          /* per kernel: the form this call's sizes run (ptc_cuda_pick) */
     bool *wide;         /* per kernel: this call's sizes run its 64-bit variant */
@@ -339,6 +340,8 @@ static int64_t grid_blocks(crun *r, const ptc_kernel *k, int block, const ptc_cu
         O *= eval(r, k->outer[d]);
     if (vec && !m->vec_rows)
         O /= m->vec;
+    if (m->split) /* split rows: S blocks an outer iteration */
+        O *= m->split;
     int64_t per_block = block / m->team;
     if (m->row_ahead && (vec || m->vec == 1)) /* row mode runs in this entry */
         per_block *= m->row_ahead;
@@ -352,25 +355,32 @@ static int64_t launch_blocks(crun *r, const ptc_kernel *k, const ptc_cuda_code *
 {
     const ptc_cuda_form *fm = &code->forms[f];
     const ptc_cuda_launch *l = &code->launch;
-    ptc_cuda_member m = {fm->team, l->vec, l->vec_rows, l->row_ahead};
+    ptc_cuda_member m = {fm->team, l->vec, l->vec_rows, l->row_ahead, fm->split};
     int64_t wave = (int64_t)r->dev->sms * (MAX_THREADS_PER_SM / fm->block);
     return grid_blocks(r, k, fm->block, &m, vec, fm->scratch_team > 0 ? wave : wave * GRID_WAVES);
 }
 
-static int64_t scratch_need(crun *r)
+/* The scratch the kernels' forms take, the split rows' counters (*counters
+ * bytes) first. */
+static int64_t scratch_need(crun *r, int64_t *counters)
 {
     const ptc_schedule *s = r->p->sched;
     int64_t need = 0;
+    *counters = 0;
     for (int k = 0; k < s->nkernels; k++) {
         const ptc_cuda_code *code = code_of(r->p->cuda, k);
         const ptc_cuda_form *fm = &code->forms[r->form[k]];
+        if (fm->split) {
+            *counters = PTC_CUDA_SPLIT_COUNTERS;
+            need = fm->split_bytes > need ? fm->split_bytes : need;
+        }
         if (fm->scratch_team <= 0)
             continue;
         int64_t blocks = launch_blocks(r, s->kernels[k], code, r->form[k], false);
         int64_t n = blocks * (fm->block / fm->team) * fm->scratch_team;
         need = n > need ? n : need;
     }
-    return need;
+    return *counters + need;
 }
 
 /* The sections of the device arena (temporaries, the scratch of team
@@ -430,7 +440,7 @@ static int plan_arena(crun *r)
     /* several segments come one by one (alloc_segments); the block below
        holds the scratch and the status record then */
     int64_t temps = l.nsegs > 1 ? 0 : section_aligned(l.size);
-    r->scratch_bytes = scratch_need(r);
+    r->scratch_bytes = scratch_need(r, &r->counters);
     bool checks = p->cuda->any_checks;
     int64_t scratch_end = section_aligned(temps + r->scratch_bytes);
     int64_t total =
@@ -452,6 +462,11 @@ static int plan_arena(crun *r)
         CUresult cr = r->A->cuMemsetD8Async(r->status, 0, sizeof(ptc_check_status), r->stream);
         if (cr != CUDA_SUCCESS)
             rc = ptc_cuda_fail(r->err, cr, "clearing the checks' status record");
+    }
+    if (rc == 0 && r->counters) { /* each row's last block leaves its counter 0 again */
+        CUresult cr = r->A->cuMemsetD8Async(r->scratch, 0, (size_t)r->counters, r->stream);
+        if (cr != CUDA_SUCCESS)
+            rc = ptc_cuda_fail(r->err, cr, "clearing the split rows' counters");
     }
     ptc_exec_layout_free(&l);
     return rc;
@@ -574,7 +589,8 @@ static int launch(crun *r, int ki, int f, bool vec)
         ptrs[a] = (CUdeviceptr)(uintptr_t)r->bufptr[k->args[a]];
         params[np++] = &ptrs[a];
     }
-    ptrs[k->nargs] = r->scratch;
+    /* a split-rows form counts on the counters, the others start after them */
+    ptrs[k->nargs] = r->scratch + (fm->split ? 0 : (CUdeviceptr)r->counters);
     params[np++] = &ptrs[k->nargs];
     ints[0] = (int64_t)ptc_rng_shift(r->rng_offset, k->seed_base);
     params[np++] = &ints[0];
@@ -598,16 +614,19 @@ static int launch(crun *r, int ki, int f, bool vec)
                              fm->block, fm->smem);
     ptc_cuda_count_launch(code->i32);
     ptc_log(PTC_LOG_RUNTIME, PTC_LOG_DEBUG, "kernel %d %s: grid %lld block %d team %d%s%s%s%s",
-            k->id, k->name, (long long)blocks, fm->block, fm->team, fm->col ? " column mode" : "",
-            vec ? " vectorised" : "",
-            code->nforms > 1 ? " (form for these sizes)" : "",
+            k->id, k->name, (long long)blocks, fm->block, fm->team,
+            fm->col     ? " column mode"
+            : fm->split ? " split rows"
+                        : "",
+            vec ? " vectorised" : "", code->nforms > 1 ? " (form for these sizes)" : "",
             r->wide[ki] ? " (64-bit indices for these sizes)" : "");
     if (r->sync_each && !r->capturing)
         return check_sync(r, k, "failed while running");
     return 0;
 }
 
-/* ---- horizontal combinations: one launch (lower/combo.c) -------------------------------------- */
+/* ---- horizontal combinations: one launch (lower/combo.c) --------------------------------------
+ */
 
 /* Launches combination ci (the steps of c) as one grid: member i gets the
  * blocks its own launch would have (at the combination's block size, which
@@ -652,8 +671,8 @@ static int launch_combo(crun *r, int ci, const ptc_combo *c)
                                        (unsigned)code->launch.smem, r->stream, params, NULL);
     if (cr != CUDA_SUCCESS)
         return ptc_cuda_fail(r->err, cr,
-                             "combination %d of %d kernels (%s): launch of grid %lld x block %d", ci,
-                             c->n, vec ? code->ventry : code->entry, (long long)total, block);
+                             "combination %d of %d kernels (%s): launch of grid %lld x block %d",
+                             ci, c->n, vec ? code->ventry : code->entry, (long long)total, block);
     ptc_cuda_count_launch(code->i32);
     ptc_log(PTC_LOG_RUNTIME, PTC_LOG_DEBUG, "combination %d of %d kernels: grid %lld block %d%s",
             ci, c->n, (long long)total, block, vec ? " vectorised" : "");
@@ -709,7 +728,7 @@ static int launch_candidates(crun *r, int ki, bool vec, ptc_tune_choice *c, int 
         int64_t need = fm->scratch_team > 0 ? launch_blocks(r, k, code, f, false) *
                                                   (fm->block / fm->team) * fm->scratch_team
                                             : 0;
-        if ((f != r->form[ki] || vec) && need <= r->scratch_bytes)
+        if ((f != r->form[ki] || vec) && need + r->counters <= r->scratch_bytes)
             c[n++] = (ptc_tune_choice){f, 0};
     }
     return n;
@@ -856,8 +875,8 @@ static int run_extern(crun *r, const ptc_lnode *n)
     ptc_exec_extern_args(r->p, &r->b, r->bufptr, n, dev, in, inp, outs);
     ptc_exec_bound bound;
     const ptc_node *node = ptc_exec_bind_node(n->xnode, &r->b, &bound);
-    int rc = ptc_exec_extern_kept(r->p, &r->b, r->bufptr, r->host, n, node, inp, dev, &r->kept,
-                                  r->err);
+    int rc =
+        ptc_exec_extern_kept(r->p, &r->b, r->bufptr, r->host, n, node, inp, dev, &r->kept, r->err);
     if (rc <= 0)
         return rc;
     return r->host->run_extern(r->host->ctx, node, inp, n->nxin, outs, r->err);

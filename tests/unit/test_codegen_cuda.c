@@ -71,8 +71,8 @@ START_TEST(ptx_for_sm80_and_sm90)
         for (int k = 0; k < info.nkernels; k++) {
             char *one = kernel_ptx(ptx, k);
             ck_assert(one != NULL);
-            ck_assert(strstr(one, COMBINED_ONLY) || (count(one, ".visible .entry ptc_") >= 1 &&
-                                                     count(one, ".maxntid") >= 1));
+            ck_assert(strstr(one, COMBINED_ONLY) ||
+                      (count(one, ".visible .entry ptc_") >= 1 && count(one, ".maxntid") >= 1));
             free(one);
         }
         assemble_all(ptx, sms[i]);
@@ -762,7 +762,11 @@ static const char *TEAMS = "# ptc ir v1\n"
 
 START_TEST(kernels_with_teams_share_a_launch_of_their_block)
 {
+    /* a block per row: with split rows the 8 long rows take 4 blocks each
+       and never share a launch (test_codegen_cuda_split.c) */
+    setenv("PTC_CUDA_SPLIT_ROWS", "0", 1);
     ptc_program *p = compile_text(TEAMS, 90);
+    unsetenv("PTC_CUDA_SPLIT_ROWS");
     const char *kt = ptc_program_text(p, "kernels");
     ck_assert_msg(strstr(kt, "combo 0: 2 kernels, one launch: 0 1\n") != NULL &&
                       strstr(kt, "combo 1: 2 kernels, one launch: 2 3\n") != NULL,
@@ -771,8 +775,8 @@ START_TEST(kernels_with_teams_share_a_launch_of_their_block)
     const char *blocks[2] = {".maxntid 256, 1, 1", ".maxntid 1024, 1, 1"};
     for (int i = 0; i < 2; i++) {
         char *combo = module_ptx(ptc_program_text(p, "ptx"), heads[i]);
-        ck_assert_msg(combo && strstr(combo, blocks[i]) && count(combo, ".maxntid") ==
-                                                               count(combo, blocks[i]),
+        ck_assert_msg(combo && strstr(combo, blocks[i]) &&
+                          count(combo, ".maxntid") == count(combo, blocks[i]),
                       "%s", combo ? combo : "no module");
         ck_assert_msg(strstr(combo, i ? "bar.sync" : "shfl.sync.bfly") != NULL, "%s", combo);
         assemble(combo, 90);
@@ -1026,14 +1030,18 @@ START_TEST(a_combination_runs_as_one_launch)
     ptc_tensor t[4];
     int64_t shapes[4][2] = {{1000, 1}, {64, 768}, {8, 65536}, {77, 1}};
     for (int i = 0; i < 4; i++) {
-        t[i] = (ptc_tensor){.dtype = PTC_F32, .ndim = i == 1 || i == 2 ? 2 : 1,
-                            .device = {PTC_DEV_CUDA, 0}, .data = bytes};
+        t[i] = (ptc_tensor){.dtype = PTC_F32,
+                            .ndim = i == 1 || i == 2 ? 2 : 1,
+                            .device = {PTC_DEV_CUDA, 0},
+                            .data = bytes};
         t[i].sizes[0] = shapes[i][0], t[i].sizes[1] = shapes[i][1];
         t[i].strides[0] = t[i].ndim == 2 ? shapes[i][1] : 1, t[i].strides[1] = 1;
     }
     ptc_error err;
     ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA, .no_cache = true};
+    setenv("PTC_CUDA_SPLIT_ROWS", "0", 1); /* a block per long row, as above */
     ptc_program *p = ptc_compile(m->graphs[0], &o, &err);
+    unsetenv("PTC_CUDA_SPLIT_ROWS");
     ck_assert_msg(p != NULL, "%s", err.msg);
     int first = fake_nlaunched();
     ptc_tensor out[4];
@@ -1047,8 +1055,7 @@ START_TEST(a_combination_runs_as_one_launch)
      * warp teams 8 a block, 8 blocks; 1024 threads: a block per row of the
      * long sum (8), the negation's 77 one; the long sum's warps meet in
      * shared memory (5 fields of 8 bytes for each of 32 warps) */
-    ck_assert(fake_grid(first, 0) == 12 && fake_grid(first, 1) == 256 &&
-              fake_grid(first, 2) == 0);
+    ck_assert(fake_grid(first, 0) == 12 && fake_grid(first, 1) == 256 && fake_grid(first, 2) == 0);
     ck_assert(fake_grid(first + 1, 0) == 9 && fake_grid(first + 1, 1) == 1024 &&
               fake_grid(first + 1, 2) == 1280);
     ptc_program_release(p);

@@ -255,11 +255,13 @@ START_TEST(warps_combine_in_a_loop_on_request)
                           "}\n");
     for (int looped = 0; looped < 2; looped++) {
         setenv("PTC_CUDA_WARPS_LOOP", looped ? "1" : "0", 1);
+        setenv("PTC_CUDA_SPLIT_ROWS", "0", 1); /* split rows always loop */
         ptc_error err;
         ptc_compile_opts o = {
             .backend = PTC_BACKEND_CUDA, .cuda_sm = 90, .no_cache = true, .keep_text = true};
         ptc_program *p = ptc_compile(m->graphs[0], &o, &err);
         unsetenv("PTC_CUDA_WARPS_LOOP");
+        unsetenv("PTC_CUDA_SPLIT_ROWS");
         ck_assert_msg(p != NULL, "%s", err.msg);
         const char *ptx = ptc_program_text(p, "ptx");
         ck_assert_msg(strstr(ptx, ".maxntid 1024") != NULL, "%s", ptx);

@@ -46,15 +46,18 @@ typedef struct gplan {
     uint8_t *valign;      /* per kernel arg: alignment the vector form needs (0: none) */
     bool outer_contig, inner_contig; /* the accesses the team choice weighs */
     bool erfc_sum;                   /* 1 + erf(z) is g_one_plus_erf's (plan.c says when) */
-    int min_blocks; /* row mode: blocks per SM the entry asks registers for (0: any) */
-    bool row_forward; /* row mode: a lane's row-long locals stay in registers from
-                       * their store to later groups' loads (cuda/body.c) */
-    int row_ahead;  /* row mode: rows a team is given at least, its next row's loads
-                     * issued before the current row's work (0: one row at a time) */
-    bool packed_add; /* bf16 sums are fma.rn.bf16x2 (cuda/body.c's half_add) */
-    bool col;        /* column mode: a block is block/team columns x team row slices */
-    int col_fields;  /* column mode: shared 8-byte fields per reduction member and thread */
-    bool warps_loop; /* a block's warps' states combine in a loop, not unrolled (kernel.c) */
+    int min_blocks;    /* row mode: blocks per SM the entry asks registers for (0: any) */
+    bool row_forward;  /* row mode: a lane's row-long locals stay in registers from
+                        * their store to later groups' loads (cuda/body.c) */
+    int row_ahead;     /* row mode: rows a team is given at least, its next row's loads
+                        * issued before the current row's work (0: one row at a time) */
+    bool packed_add;   /* bf16 sums are fma.rn.bf16x2 (cuda/body.c's half_add) */
+    bool col;          /* column mode: a block is block/team columns x team row slices */
+    int col_fields;    /* column mode: shared 8-byte fields per reduction member and thread */
+    bool warps_loop;   /* a block's warps' states combine in a loop, not unrolled (kernel.c) */
+    int split;         /* split rows: blocks per row, S (0: none) */
+    int64_t split_len; /* split rows: the elements of a row each block folds, L */
+    int split_members; /* split rows: the reduction members of group 0 */
 } gplan;
 
 /* Loads already emitted in this outer iteration (row mode and flat
@@ -91,17 +94,18 @@ typedef struct grounded {
 typedef struct gcg {
     PTC_EMITTER_UNION; /* ctx, mod, b, fn, entry, s, k, W, vec_var, ix, ... (body.h) */
     const gplan *plan;
-    bool vector_form;        /* emitting the vectorised entry */
-    unsigned *bufspace;      /* per buffer id: address space of bufptr */
-    uint8_t *bufalign;       /* per buffer id: alignment its aligned vector accesses assume */
-    LLVMValueRef status;     /* i64 address of the checks' status record (NULL: no checks) */
-    LLVMValueRef smem; /* the dynamic shared memory (addrspace 3) */
+    bool vector_form;       /* emitting the vectorised entry */
+    unsigned *bufspace;     /* per buffer id: address space of bufptr */
+    uint8_t *bufalign;      /* per buffer id: alignment its aligned vector accesses assume */
+    LLVMValueRef status;    /* i64 address of the checks' status record (NULL: no checks) */
+    LLVMValueRef smem;      /* the dynamic shared memory (addrspace 3) */
     LLVMTypeRef gptr, sptr; /* global and shared pointers */
-    int sm;         /* target compute capability x 10 */
-    bool *written;  /* per buffer id: stored to by this kernel */
-    gcache *cache;  /* row mode: loads of read-only buffers, or NULL */
-    int cache_j;    /* the chunk the values being emitted belong to */
+    int sm;                 /* target compute capability x 10 */
+    bool *written;          /* per buffer id: stored to by this kernel */
+    gcache *cache;          /* row mode: loads of read-only buffers, or NULL */
+    int cache_j;            /* the chunk the values being emitted belong to */
     grounded rounded;
+    LLVMValueRef scratch; /* split rows: the scratch area (counters, partial states) */
 } gcg;
 
 /* ---- body.c ---- */
@@ -148,6 +152,9 @@ int g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_c
            bool wide_index, gplan *forms);
 
 /* ---- kernel.c ---- */
+/* Split rows: the bytes of kernel k's partial states in the scratch area
+ * (after PTC_CUDA_SPLIT_COUNTERS). */
+int64_t g_split_partials_bytes(const ptc_kernel *k, const gplan *p);
 /* Emits the kernel's entry `name` (vector_form: the vectorised one). */
 void g_emit_kernel(gcg *c, const char *name, bool vector_form);
 /* Emits the entry `name` of a horizontal combination of the flat kernels
@@ -155,7 +162,7 @@ void g_emit_kernel(gcg *c, const char *name, bool vector_form);
  * (args[0..nargs) buffers, rng offset, rng cell, ends[n] i32): blocks ends[i-1] ..
  * ends[i]-1 run member i. vector_form: members with a vectorised form run
  * it. */
-void g_emit_combo(gcg *c, const char *name, const ptc_kernel *const *ks, const gplan *plans,
-                  int n, const int *args, int nargs, bool vector_form);
+void g_emit_combo(gcg *c, const char *name, const ptc_kernel *const *ks, const gplan *plans, int n,
+                  const int *args, int nargs, bool vector_form);
 
 #endif /* PTC_GPU_H */

@@ -219,12 +219,12 @@ enum { COL_UNROLL = 4 };
 typedef struct red {
     const ptc_kmember *mem;
     const ptc_lnode *n;
-    ptc_dtype dt;  /* the reduced value's dtype */
-    LLVMTypeRef t; /* its compute type */
-    int reduce;    /* how its states combine: n->reduce, or PTC_RED_SUM for the
-                      sums of a row's two-pass Welford */
-    ptc_red_state acc;  /* allocas */
-    ptc_red_state vacc; /* row mode: W-lane allocas */
+    ptc_dtype dt;                    /* the reduced value's dtype */
+    LLVMTypeRef t;                   /* its compute type */
+    int reduce;                      /* how its states combine: n->reduce, or PTC_RED_SUM for the
+                                        sums of a row's two-pass Welford */
+    ptc_red_state acc;               /* allocas */
+    ptc_red_state vacc;              /* row mode: W-lane allocas */
     LLVMValueRef *row_x, *row_valid; /* two-pass Welford: each chunk's values and valid */
 } red;
 
@@ -388,25 +388,42 @@ static LLVMValueRef red_slot(gcg *c, int m, int field, LLVMValueRef warp)
     return LLVMBuildInBoundsGEP2(c->b, c->i8, c->smem, &off, 1, "");
 }
 
-static void state_to_smem(gcg *c, const red *r, int m, ptc_red_state s, LLVMValueRef warp)
+/* Split rows: the scratch slot `field` of member m's partial state of unit
+ * `unit` (row * S + the row's block), after the row counters. */
+static LLVMValueRef partial_slot(gcg *c, int m, int field, LLVMValueRef unit)
+{
+    int64_t unit_bytes = (int64_t)c->plan->split_members * RED_FIELDS * 8;
+    LLVMValueRef off = LLVMBuildMul(c->b, unit, ixc(c, unit_bytes), "");
+    off = LLVMBuildAdd(c->b, off,
+                       ixc(c, PTC_CUDA_SPLIT_COUNTERS + ((int64_t)m * RED_FIELDS + field) * 8), "");
+    return LLVMBuildInBoundsGEP2(c->b, c->i8, c->scratch, &off, 1, "");
+}
+
+/* Writes member m's state s to its slots for `at`: a warp's (or column
+ * mode's thread's) in shared memory, or with `partial` a split row's unit's
+ * in the scratch area. */
+static void state_put(gcg *c, bool partial, const red *r, int m, ptc_red_state s, LLVMValueRef at)
 {
     LLVMValueRef f[5] = {s.v, s.i, s.m, s.m2, s.n};
     for (int k = 0; k < 5; k++)
         if (f[k] && (k != 1 || is_arg(r)) && (k < 2 || is_welford(r)))
-            store_(c, red_slot(c, m, k, warp), f[k]);
+            store_(c, partial ? partial_slot(c, m, k, at) : red_slot(c, m, k, at), f[k]);
 }
 
-static ptc_red_state state_from_smem(gcg *c, const red *r, int m, LLVMValueRef warp,
-                                     ptc_red_state like)
+/* The state state_put wrote (like: the fields it does not hold). Another
+ * block's partial states are read past the L1 cache (volatile). */
+static ptc_red_state state_get(gcg *c, bool partial, const red *r, int m, LLVMValueRef at,
+                               ptc_red_state like)
 {
     ptc_red_state o = like;
-    o.v = load_(c, r->t, red_slot(c, m, 0, warp));
-    if (is_arg(r))
-        o.i = load_(c, c->i64, red_slot(c, m, 1, warp));
-    if (is_welford(r)) {
-        o.m = load_(c, r->t, red_slot(c, m, 2, warp));
-        o.m2 = load_(c, r->t, red_slot(c, m, 3, warp));
-        o.n = load_(c, r->t, red_slot(c, m, 4, warp));
+    LLVMValueRef *f[5] = {&o.v, &o.i, &o.m, &o.m2, &o.n};
+    for (int k = 0; k < 5; k++) {
+        if ((k == 1 && !is_arg(r)) || (k >= 2 && !is_welford(r)))
+            continue;
+        LLVMValueRef slot = partial ? partial_slot(c, m, k, at) : red_slot(c, m, k, at);
+        *f[k] = load_(c, k == 1 ? c->i64 : r->t, slot);
+        if (partial)
+            LLVMSetVolatile(*f[k], 1);
     }
     return o;
 }
@@ -429,23 +446,23 @@ static void red_across(gcg *c, const kctx *k, red *reds, int nred, int Tr)
     LLVMBasicBlockRef join =
         if_open(c, LLVMBuildICmp(c->b, LLVMIntEQ, k->lane, ixc(c, 0), ""), "red.put");
     for (int m = 0; m < nred; m++)
-        state_to_smem(c, &reds[m], m, red_load(c, &reds[m]), warp);
+        state_put(c, false, &reds[m], m, red_load(c, &reds[m]), warp);
     if_close(c, join);
     call0(c, "llvm.nvvm.barrier0");
     for (int m = 0; m < nred; m++) {
-        ptc_red_state s = state_from_smem(c, &reds[m], m, ixc(c, 0), red_load(c, &reds[m]));
+        ptc_red_state s = state_get(c, false, &reds[m], m, ixc(c, 0), red_load(c, &reds[m]));
         if (c->plan->warps_loop) {
             red_save(c, &reds[m], s);
             loop l;
             loop_open(c, &l, ixc(c, 1), ixc(c, Tr / 32), ixc(c, 1), "red.warps");
             s = red_load(c, &reds[m]);
-            s = red_combine(c, &reds[m], s, state_from_smem(c, &reds[m], m, l.iv, s));
+            s = red_combine(c, &reds[m], s, state_get(c, false, &reds[m], m, l.iv, s));
             red_save(c, &reds[m], s);
             loop_close(c, &l);
             continue;
         }
         for (int w = 1; w < Tr / 32; w++)
-            s = red_combine(c, &reds[m], s, state_from_smem(c, &reds[m], m, ixc(c, w), s));
+            s = red_combine(c, &reds[m], s, state_get(c, false, &reds[m], m, ixc(c, w), s));
         red_save(c, &reds[m], s);
     }
     call0(c, "llvm.nvvm.barrier0");
@@ -459,7 +476,7 @@ static void col_across(gcg *c, const kctx *k, red *reds, int nred)
 {
     int cols = c->plan->block / k->T;
     for (int m = 0; m < nred; m++)
-        state_to_smem(c, &reds[m], m, red_load(c, &reds[m]), k->tid);
+        state_put(c, false, &reds[m], m, red_load(c, &reds[m]), k->tid);
     call0(c, "llvm.nvvm.barrier0");
     for (int half = k->T / 2; half >= 1; half /= 2) {
         LLVMBasicBlockRef join =
@@ -467,10 +484,10 @@ static void col_across(gcg *c, const kctx *k, red *reds, int nred)
         LLVMValueRef above = LLVMBuildAdd(c->b, k->tid, ixc(c, (int64_t)half * cols), "");
         for (int m = 0; m < nred; m++) {
             ptc_red_state s = red_load(c, &reds[m]);
-            s = red_combine(c, &reds[m], s, state_from_smem(c, &reds[m], m, above, s));
+            s = red_combine(c, &reds[m], s, state_get(c, false, &reds[m], m, above, s));
             red_save(c, &reds[m], s);
             if (half > 1)
-                state_to_smem(c, &reds[m], m, s, k->tid);
+                state_put(c, false, &reds[m], m, s, k->tid);
         }
         if_close(c, join);
         call0(c, "llvm.nvvm.barrier0");
@@ -542,10 +559,11 @@ static void red_element(gcg *c, const ptc_kgroup *G, red *reds, LLVMValueRef rr)
  * the same sums in the same order, with the loads of an iteration in one
  * block, where ptxas issues them together (a column's thread otherwise
  * waits out each load's latency before the next). */
-static void red_loop(gcg *c, const ptc_kgroup *G, red *reds, LLVMValueRef lr, int Tr)
+static void red_loop(gcg *c, const ptc_kgroup *G, red *reds, LLVMValueRef lr, LLVMValueRef n,
+                     int Tr)
 {
-    LLVMValueRef n = dims_product(c, G->red, G->nred), start = lr;
-    if (c->plan->col) {
+    LLVMValueRef start = lr;
+    if (c->plan->col || c->plan->split) {
         loop ul;
         loop_open(c, &ul, lr, LLVMBuildSub(c->b, n, ixc(c, (int64_t)(COL_UNROLL - 1) * Tr), ""),
                   ixc(c, (int64_t)COL_UNROLL * Tr), "red.unrolled");
@@ -560,17 +578,17 @@ static void red_loop(gcg *c, const ptc_kgroup *G, red *reds, LLVMValueRef lr, in
     loop_close(c, &rl);
 }
 
-static void emit_red_group(gcg *c, const kctx *k, const ptc_kgroup *G, int g)
+/* The reduction members of G (*nred of them), their states' allocas made;
+ * the caller frees the array. */
+static red *red_members(gcg *c, const ptc_kgroup *G, int *nred)
 {
-    int nouter = c->k->nouter;
-    int Tr = c->plan->red_lanes[g], Tk = k->T / Tr;
     red *reds = calloc((size_t)G->nmembers + 1, sizeof *reds);
-    int nred = 0;
+    *nred = 0;
     for (int m = 0; m < G->nmembers; m++) {
         const ptc_lnode *n = c->s->prog->nodes[G->members[m].node];
         if (n->kind != PTC_LN_REDUCTION)
             continue;
-        red *r = &reds[nred++];
+        red *r = &reds[(*nred)++];
         r->mem = &G->members[m];
         r->n = n;
         r->dt = r->mem->body.e[r->mem->value].dtype;
@@ -582,6 +600,14 @@ static void emit_red_group(gcg *c, const kctx *k, const ptc_kgroup *G, int g)
         r->acc.m2 = g_alloca(c, r->t, "acc.m2");
         r->acc.n = g_alloca(c, r->t, "acc.n");
     }
+    return reds;
+}
+
+static void emit_red_group(gcg *c, const kctx *k, const ptc_kgroup *G, int g)
+{
+    int nouter = c->k->nouter;
+    int Tr = c->plan->red_lanes[g], Tk = k->T / Tr, nred;
+    red *reds = red_members(c, G, &nred);
     LLVMValueRef lr = Tr == k->T ? k->t : LLVMBuildURem(c->b, k->t, ixc(c, Tr), "");
     LLVMValueRef kk0 = Tr == k->T ? ixc(c, 0) : LLVMBuildUDiv(c->b, k->t, ixc(c, Tr), "");
     loop kl;
@@ -589,7 +615,7 @@ static void emit_red_group(gcg *c, const kctx *k, const ptc_kgroup *G, int g)
     decompose(c, kl.iv, G->inner, G->ninner, nouter);
     for (int r = 0; r < nred; r++)
         red_init(c, &reds[r]);
-    red_loop(c, G, reds, lr, Tr);
+    red_loop(c, G, reds, lr, dims_product(c, G->red, G->nred), Tr);
     if (c->plan->col)
         col_across(c, k, reds, nred);
     else if (Tr > 1)
@@ -1200,6 +1226,110 @@ static void emit_col_grid(gcg *c, kctx *k, LLVMValueRef ctaid, LLVMValueRef ncta
     loop_close(c, &tl);
 }
 
+/* ---- split rows (plan.c) ------------------------------------------------------------------ */
+
+int64_t g_split_partials_bytes(const ptc_kernel *k, const gplan *p)
+{
+    int64_t rows = 1;
+    for (int d = 0; d < k->nouter; d++)
+        rows *= k->outer[d].value;
+    return rows * p->split * p->split_members * RED_FIELDS * 8;
+}
+
+/* Thread 0 writes the block's states as unit `unit`'s partial states,
+ * then counts the block done on row o's counter (the fence orders the two
+ * for other blocks); returns whether the block was the row's last (an i1
+ * every thread of the block holds), which also resets the counter for the
+ * next launch. */
+static LLVMValueRef split_publish(gcg *c, const kctx *k, red *reds, int nred, LLVMValueRef o,
+                                  LLVMValueRef unit)
+{
+    LLVMBuilderRef b = c->b;
+    LLVMValueRef last = g_alloca(c, c->i32, "split.last");
+    store_(c, last, LLVMConstInt(c->i32, 0, 0));
+    LLVMBasicBlockRef join =
+        if_open(c, LLVMBuildICmp(b, LLVMIntEQ, k->tid, ixc(c, 0), ""), "split.put");
+    for (int m = 0; m < nred; m++)
+        state_put(c, true, &reds[m], m, red_load(c, &reds[m]), unit);
+    call0(c, "llvm.nvvm.membar.gl");
+    LLVMValueRef off = LLVMBuildMul(b, o, ixc(c, 4), "");
+    LLVMValueRef counter = LLVMBuildInBoundsGEP2(b, c->i8, c->scratch, &off, 1, "");
+    LLVMValueRef done =
+        LLVMBuildAtomicRMW(b, LLVMAtomicRMWBinOpAdd, counter, LLVMConstInt(c->i32, 1, 0),
+                           LLVMAtomicOrderingMonotonic, 0);
+    LLVMValueRef is_last = LLVMBuildICmp(b, LLVMIntEQ, done,
+                                         LLVMConstInt(c->i32, (unsigned)c->plan->split - 1, 0), "");
+    LLVMBasicBlockRef reset = if_open(c, is_last, "split.reset");
+    store_(c, counter, LLVMConstInt(c->i32, 0, 0));
+    store_(c, last, LLVMConstInt(c->i32, 1, 0));
+    if_close(c, reset);
+    if_close(c, join);
+    LLVMValueRef flag = load_(c, c->i32, last);
+    LLVMValueRef any = g_intrinsic(c, "llvm.nvvm.barrier0.or", NULL, 0, &flag, 1);
+    return LLVMBuildICmp(b, LLVMIntNE, any, LLVMConstInt(c->i32, 0, 0), "");
+}
+
+/* In row o's last block: thread t takes the row's block t's partial
+ * states, the block combines them as it does its threads' (the same order
+ * whichever block came last) and stores the row's results. */
+static void split_combine(gcg *c, const kctx *k, red *reds, int nred, LLVMValueRef o)
+{
+    int S = c->plan->split;
+    call0(c, "llvm.nvvm.membar.gl");
+    for (int m = 0; m < nred; m++)
+        red_init(c, &reds[m]);
+    LLVMBasicBlockRef join =
+        if_open(c, LLVMBuildICmp(c->b, LLVMIntULT, k->tid, ixc(c, S), ""), "split.get");
+    LLVMValueRef unit = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, o, ixc(c, S), ""), k->tid, "");
+    for (int m = 0; m < nred; m++)
+        red_save(c, &reds[m], state_get(c, true, &reds[m], m, unit, red_load(c, &reds[m])));
+    if_close(c, join);
+    red_across(c, k, reds, nred, k->T);
+    join = if_open(c, stores_results(c, k, k->t), "red.store");
+    for (int m = 0; m < nred; m++)
+        red_store(c, &reds[m]);
+    if_close(c, join);
+}
+
+/* Split rows' grid: block b runs units b, b + nctaid, ... of the rows' S
+ * blocks each (unit = row * S + the row's block j, which folds elements
+ * j*L .. (j+1)*L-1 of group 0's reduction); a row's last block runs the
+ * later groups (the epilogue). */
+static void emit_split_grid(gcg *c, kctx *k, LLVMValueRef ctaid, LLVMValueRef nctaid)
+{
+    LLVMBuilderRef b = c->b;
+    const ptc_kgroup *G = &c->k->groups[0];
+    k->t = k->tid;
+    k->team_local = ixc(c, 0);
+    bind_locals(c, k, NULL, NULL);
+    LLVMValueRef S = ixc(c, c->plan->split), L = ixc(c, c->plan->split_len);
+    LLVMValueRef units = LLVMBuildMul(b, dims_product(c, c->k->outer, c->k->nouter), S, "");
+    LLVMValueRef n = dims_product(c, G->red, G->nred);
+    int nred;
+    red *reds = red_members(c, G, &nred);
+    loop ul;
+    loop_open(c, &ul, ctaid, units, nctaid, "split");
+    LLVMValueRef o = LLVMBuildUDiv(b, ul.iv, S, "");
+    LLVMValueRef lo = LLVMBuildMul(b, LLVMBuildURem(b, ul.iv, S, ""), L, "");
+    LLVMValueRef hi = LLVMBuildAdd(b, lo, L, "");
+    hi = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, hi, n, ""), hi, n, "");
+    decompose(c, o, c->k->outer, c->k->nouter, 0);
+    for (int m = 0; m < nred; m++)
+        red_init(c, &reds[m]);
+    red_loop(c, G, reds, LLVMBuildAdd(b, lo, k->t, ""), hi, k->T);
+    red_across(c, k, reds, nred, k->T);
+    LLVMBasicBlockRef join = if_open(c, split_publish(c, k, reds, nred, o, ul.iv), "split.last");
+    split_combine(c, k, reds, nred, o);
+    team_barrier(c, k);
+    for (int g = 1; g < c->k->ngroups; g++) {
+        emit_pw_group(c, k, &c->k->groups[g]);
+        team_barrier(c, k);
+    }
+    if_close(c, join);
+    loop_close(c, &ul);
+    free(reds);
+}
+
 /* Kernel c->k's outer iterations, run by the blocks `ctaid` of the `nctaid`
  * (ix values) its launch gives it, as a grid-stride loop over teams. */
 static void emit_grid(gcg *c, bool vector_form, LLVMValueRef scratch, LLVMValueRef ctaid,
@@ -1215,8 +1345,8 @@ static void emit_grid(gcg *c, bool vector_form, LLVMValueRef scratch, LLVMValueR
     int tpb = p->block / p->team;
     k.tid = sreg(c, "llvm.nvvm.read.ptx.sreg.tid.x");
     k.lane = LLVMBuildURem(c->b, k.tid, ixc(c, 32), "");
-    if (p->col) {
-        emit_col_grid(c, &k, ctaid, nctaid);
+    if (p->col || p->split) {
+        (p->col ? emit_col_grid : emit_split_grid)(c, &k, ctaid, nctaid);
         return;
     }
     k.t = k.T == 1 ? ixc(c, 0) : LLVMBuildURem(c->b, k.tid, ixc(c, k.T), "");
@@ -1260,6 +1390,7 @@ void g_emit_kernel(gcg *c, const char *name, bool vector_form)
         c->param[i] = c->ix == c->i64 ? v : LLVMBuildTrunc(c->b, v, c->ix, "");
     }
     c->status = checks ? LLVMGetParam(c->fn, (unsigned)(np - 1)) : NULL;
+    c->scratch = scratch;
     emit_grid(c, vector_form, scratch, sreg(c, "llvm.nvvm.read.ptx.sreg.ctaid.x"),
               sreg(c, "llvm.nvvm.read.ptx.sreg.nctaid.x"));
     close_entry(c);
@@ -1284,7 +1415,8 @@ static void emit_members(gcg *c, const combo_emit *e, int lo, int hi, LLVMValueR
         c->k = e->ks[lo];
         c->plan = &e->plans[lo];
         emit_grid(c, e->vector_form && c->plan->vec > 1, NULL,
-                  LLVMBuildSub(c->b, e->bid, start, ""), LLVMBuildSub(c->b, e->ends[lo], start, ""));
+                  LLVMBuildSub(c->b, e->bid, start, ""),
+                  LLVMBuildSub(c->b, e->ends[lo], start, ""));
         LLVMBuildBr(c->b, e->exit);
         return;
     }
@@ -1299,8 +1431,8 @@ static void emit_members(gcg *c, const combo_emit *e, int lo, int hi, LLVMValueR
     emit_members(c, e, mid, hi, e->ends[mid - 1]);
 }
 
-void g_emit_combo(gcg *c, const char *name, const ptc_kernel *const *ks, const gplan *plans,
-                  int n, const int *args, int nargs, bool vector_form)
+void g_emit_combo(gcg *c, const char *name, const ptc_kernel *const *ks, const gplan *plans, int n,
+                  const int *args, int nargs, bool vector_form)
 {
     c->target = &g_target;
     /* (bufs..., rng offset, rng cell, ends[n]) */
@@ -1319,8 +1451,7 @@ void g_emit_combo(gcg *c, const char *name, const ptc_kernel *const *ks, const g
         ends[i] = c->ix == c->i32 ? v : LLVMBuildZExt(c->b, v, c->ix, "");
     }
     LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "done");
-    combo_emit e = {ks, plans, sreg(c, "llvm.nvvm.read.ptx.sreg.ctaid.x"), exit, ends,
-                    vector_form};
+    combo_emit e = {ks, plans, sreg(c, "llvm.nvvm.read.ptx.sreg.ctaid.x"), exit, ends, vector_form};
     emit_members(c, &e, 0, n, ixc(c, 0));
     LLVMPositionBuilderAtEnd(c->b, exit);
     close_entry(c);

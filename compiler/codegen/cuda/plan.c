@@ -49,6 +49,25 @@
  * epilogue (the conversion or pointwise work after the sums). Over static
  * sizes it is the kernel's plan where it fits; over symbolic ones a form.
  *
+ * Split rows: a kernel over static sizes whose team is a whole block (long
+ * rows) and whose rows are too few to fill one wave of blocks (a resnet
+ * BatchNorm's 64 channels of 32*112*112 elements: 64 blocks on 132 SMs)
+ * gives each row S blocks, as many as fill the wave (plan_split). Only
+ * kernels whose first group reduces whole rows and whose later groups are
+ * per-row pointwise work (the epilogue) split. Block j of row o folds
+ * elements j*L .. (j+1)*L-1 (four loads in flight a thread, as column mode),
+ * its threads' states meet as in any block, and thread 0 writes the block's
+ * partial state to the scratch area and counts the block done on the row's
+ * counter (a fence, then an atomic add). The block that counts the row's
+ * last resets the counter for the next launch and combines the S partial
+ * states, thread t taking partial t, through the block's usual shuffle and
+ * shared-memory tree: an order fixed by the plan, whichever block came last,
+ * so that results are the same run to run (no float atomics). It then
+ * stores the row's results and runs the epilogue. The counters sit at the
+ * start of the scratch area (PTC_CUDA_SPLIT_COUNTERS), zeroed by the runtime
+ * once a run; a kernel that splits never shares a launch. Row-mode kernels
+ * (whose rows are shorter) and symbolic sizes keep their forms.
+ *
  * A kernel whose every store is to an f16 / bf16 buffer evaluates gelu's
  * 1 + erf(z) as erfc(-z) (g_one_plus_erf): one polynomial and one ex2
  * instead of erf's two and a select, 3e-6 relative error where a bf16 ulp is
@@ -61,7 +80,8 @@
  * (cuda/body.c's half_add), PTC_CUDA_ROW_MIN_BLOCKS=N has row-mode kernels ask
  * ptxas for registers that let N blocks share an SM (.minnctapersm: more
  * rows in flight, at the price of spills where the row does not fit), and
- * PTC_CUDA_SPLIT_COLUMNS=0 turns column mode off and PTC_CUDA_COLUMN_TILE=C
+ * PTC_CUDA_SPLIT_COLUMNS=0 turns column mode off, PTC_CUDA_SPLIT_ROWS=0
+ * split rows, and PTC_CUDA_COLUMN_TILE=C
  * (a power of two up to 32) makes its tiles C columns wide (narrower tiles:
  * more blocks, each reading part of a sector), and PTC_CUDA_WARPS_LOOP=1
  * combines a block's warps' reduction states in a loop (the same merges in
@@ -78,6 +98,7 @@
  */
 #include "codegen/cuda/gpu.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,7 +142,10 @@
  * SECTOR: the bytes of one DRAM / L2 transaction; a slice of a column-mode
  *   block reads at least one. COL_ROWS_PER_THREAD: rows each thread of a
  *   column sums at least (its loads in flight); COL_TILES_PER_SM: column
- *   tiles widen to a warp only while at least this many blocks per SM remain. */
+ *   tiles widen to a warp only while at least this many blocks per SM remain.
+ * SM_THREADS: the threads one SM holds (sm_80, sm_90); a wave is SM_THREADS /
+ *   block blocks per SM. SPLIT_THREAD_WORK: the elements of a row each
+ *   thread of a split-rows block folds at least (its loads in flight). */
 enum {
     SMEM_LIMIT = 48 * 1024,
     LARGE = 1 << 30,
@@ -146,6 +170,8 @@ enum {
     SECTOR = 32,
     COL_ROWS_PER_THREAD = 16,
     COL_TILES_PER_SM = 2,
+    SM_THREADS = 2048,
+    SPLIT_THREAD_WORK = 16,
 };
 static const double SYM_SCALES[] = {256, 4, 8192}; /* the first gives form 0 */
 /* Vectorised accesses move 16 bytes (ld.global.v4.f32), at most MAX_VEC elements. */
@@ -629,8 +655,7 @@ static void warn_not_power_of_two(const char *name, int value, int used, int *wa
 static bool plan_col(const ptc_schedule *s, const ptc_kernel *k, int sms, gplan *p)
 {
     column_info ci;
-    if (k->nouter == 0 || !env_int("PTC_CUDA_SPLIT_COLUMNS", 0, 1, 1) ||
-        !reads_columns(s, k, &ci))
+    if (k->nouter == 0 || !env_int("PTC_CUDA_SPLIT_COLUMNS", 0, 1, 1) || !reads_columns(s, k, &ci))
         return false;
     double outer = prod(k->outer, k->nouter), rows = work_at(k, SYM_HINT);
     if (!k->nparams && !ptc_cuda_col_fits(outer, rows))
@@ -671,6 +696,74 @@ static bool plan_col(const ptc_schedule *s, const ptc_kernel *k, int sms, gplan 
     for (int i = 0; i < k->nlocal; i++)
         p->loc[i] = LOC_PRIVATE;
     return true;
+}
+
+/* Does kernel k have split rows' shape: group 0 reduces whole rows (no
+ * kept ranges), its pointwise members store only locals that it alone
+ * reads (each element's values, made and used by one thread), and every
+ * later group is per-row pointwise work (the epilogue), which only a row's
+ * last block runs? */
+static bool splits_rows(const ptc_schedule *s, const ptc_kernel *k, int *members)
+{
+    const ptc_kgroup *G = &k->groups[0];
+    if (k->ngroups == 0 || !G->reduction || G->ninner > 0 || G->nred == 0)
+        return false;
+    *members = 0;
+    for (int m = 0; m < G->nmembers; m++) {
+        const ptc_lnode *n = s->prog->nodes[G->members[m].node];
+        if (n->kind == PTC_LN_REDUCTION)
+            ++*members;
+        else if (!is_local(s, n->out[0]))
+            return false;
+    }
+    for (int g = 1; g < k->ngroups; g++) {
+        const ptc_kgroup *E = &k->groups[g];
+        if (E->reduction || E->ninner > 0)
+            return false;
+        for (int m = 0; m < E->nmembers; m++)
+            for (int i = 0; i < E->members[m].body.n; i++) {
+                const ptc_lexpr *e = &E->members[m].body.e[i];
+                if (e->op != PTC_L_LOAD || !is_local(s, e->buf))
+                    continue;
+                for (int r = 0; r < G->nmembers; r++) {
+                    const ptc_lnode *n = s->prog->nodes[G->members[r].node];
+                    if (n->kind != PTC_LN_REDUCTION && n->out[0] == e->buf)
+                        return false;
+                }
+            }
+    }
+    return *members > 0;
+}
+
+/* Split rows (the header): a kernel over static sizes whose team is a
+ * block, with too few rows to fill a wave, gets S blocks per row, as many
+ * as fill one wave of the device's SMS (so the plan is the device's: the
+ * SM count is part of the target, hence of the key), each thread folding
+ * SPLIT_THREAD_WORK elements or more, S at most the block (the last block
+ * combines the S partial states a thread each). */
+static void plan_split(const ptc_schedule *s, const ptc_kernel *k, int sms, gplan *p)
+{
+    int members;
+    if (!env_int("PTC_CUDA_SPLIT_ROWS", 0, 1, 1) || p->team != p->block || p->team <= WARP ||
+        p->scratch_team > 0 || !splits_rows(s, k, &members))
+        return;
+    double rows = prod(k->outer, k->nouter), n = prod(k->groups[0].red, k->groups[0].nred);
+    if (rows * 4 > PTC_CUDA_SPLIT_COUNTERS)
+        return;
+    double wave = (double)sms * (SM_THREADS / p->block);
+    double most = n / ((double)p->team * SPLIT_THREAD_WORK);
+    double split = floor(wave / rows);
+    split = split < most ? split : floor(most);
+    split = split < p->team ? split : p->team;
+    if (split < 2)
+        return;
+    p->split = (int)split;
+    p->split_len = (int64_t)ceil(n / split);
+    p->split_members = members;
+    /* two block combines, each unrolled (31 Welford merges for 1024
+       threads), leave BatchNorm's statistics 32 registers and 668 bytes of
+       spills in ptxas; in a loop, 47 registers and none */
+    p->warps_loop = true;
 }
 
 /* Does every store of kernel k go to an f16 / bf16 buffer? */
@@ -766,6 +859,8 @@ int g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_c
         T = teams[0];
     }
     plan_team(s, k, T, p);
+    if (nforms == 1 && !p->row && !forced && !k->nparams)
+        plan_split(s, k, sms, p);
     for (int f = 1; f < nforms; f++) {
         plan_init(a, s, k, wide_index, &forms[f]);
         forms[f].outer_contig = ai.outer_contig;
@@ -786,7 +881,9 @@ int ptc_cuda_combo_block(const ptc_schedule *s, const ptc_kernel *k, const ptc_c
     ptc_arena *a = ptc_arena_new();
     gplan forms[PTC_CUDA_MAX_FORMS];
     int n = g_plan(a, s, k, t, false, forms);
-    int block = n != 1 || forms[0].scratch_team > 0 ? -1 : forms[0].flat ? 0 : forms[0].block;
+    int block = n != 1 || forms[0].scratch_team > 0 || forms[0].split ? -1
+                : forms[0].flat                                       ? 0
+                                                                      : forms[0].block;
     ptc_arena_free(a);
     return block;
 }

@@ -138,7 +138,7 @@ typedef struct ptx_job {
     int nforms;
     const ptc_cuda_target *t;
     const char *ventry;
-    const ptc_cuda_form *forms; /* [nforms]: entry names */
+    const ptc_cuda_form *forms;       /* [nforms]: entry names */
     const ptc_kernel *const *members; /* a combination's kernels, else NULL */
     int nmembers;
     const int *args; /* the module's buffer parameters */
@@ -213,8 +213,7 @@ static int build_ptx(const ptx_job *j, char **ptx, ptc_error *err)
     if (LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg)) {
         char *m = take_message(msg);
         msg = NULL;
-        rc = ptc_errorf(err, PTC_ERR_INTERNAL, "codegen", "%s: LLVM verifier: %.600s", j->what,
-                        m);
+        rc = ptc_errorf(err, PTC_ERR_INTERNAL, "codegen", "%s: LLVM verifier: %.600s", j->what, m);
         free(m);
     }
     if (msg)
@@ -358,6 +357,8 @@ static void plan_text(ptc_buf *b, const ptc_kernel *k, const gplan *p)
         ptc_buf_printf(b, " %d", p->red_lanes[g]);
     if (p->col) /* only there: the keys of other kernels stay as they were */
         ptc_buf_printf(b, " columns %d fields %d", p->block / p->team, p->col_fields);
+    if (p->split) /* likewise */
+        ptc_buf_printf(b, " split %d of %lld", p->split, (long long)p->split_len);
     if (p->row_ahead) /* likewise */
         ptc_buf_printf(b, " ahead %d", p->row_ahead);
     if (p->row_forward)
@@ -500,6 +501,9 @@ static int gen_begin(const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_
         fm->block = plans[f].block;
         fm->smem = (int)((plans[f].block / plans[f].team) * plans[f].smem_team + plans[f].smem_red);
         fm->scratch_team = plans[f].scratch_team;
+        fm->split = plans[f].split;
+        if (plans[f].split)
+            fm->split_bytes = g_split_partials_bytes(k, &plans[f]);
     }
     g->job = (ptx_job){s, k, plans, nforms, t, out->ventry, out->forms, NULL, 0, k->args, k->nargs};
     snprintf(g->job.what, sizeof g->job.what, "kernel %d %.30s", k->id, k->name);
