@@ -134,6 +134,20 @@ static int launch_slots(const ptc_schedule *s, const ptc_combo *c)
     return slots;
 }
 
+/* The smallest seed of the draws of the kernels of steps first..first+n-1
+ * (0: none draws). */
+static int64_t seed_base(const ptc_schedule *s, int first, int n)
+{
+    int64_t base = 0;
+    bool any = false;
+    for (int t = first; t < first + n; t++) {
+        const ptc_kernel *k = step_kernel(s, t);
+        if (k->draws && (!any || k->seed_base < base))
+            base = k->seed_base, any = true;
+    }
+    return base;
+}
+
 /* A combining pass: per kernel, the block its launch needs (CUDA), or 0. */
 typedef struct combiner {
     const ptc_schedule *s;
@@ -187,7 +201,7 @@ int ptc_schedule_combine(ptc_schedule *s, const ptc_combo_launch *launch, bool a
             while (end < s->nsteps && joins(&cb, t, end))
                 end++;
         if (end - t >= 2)
-            s->combos[s->ncombos++] = (ptc_combo){t, end - t};
+            s->combos[s->ncombos++] = (ptc_combo){t, end - t, seed_base(s, t, end - t)};
         t = end;
     }
     if (s->ncombos)

@@ -421,6 +421,7 @@ typedef struct ptc_kernel {
     ptc_dim *params;    /* symbolic sizes the code reads at run time */
     int64_t seed_base;  /* the smallest seed of its random draws (0: none): its code
                            and key take seeds relative to it (ops.h's ptc_rng_shift) */
+    bool draws;         /* it has random draws (seed_base is their smallest seed) */
     int nprov;
     const char **prov;
 } ptc_kernel;
@@ -461,6 +462,9 @@ typedef struct ptc_mplan {
  * touch no buffer another of them writes, run together. */
 typedef struct ptc_combo {
     int first, n;
+    int64_t seed_base; /* the smallest seed of its members' draws (0: none): its CUDA
+                          code takes seeds relative to it, so that combinations that
+                          differ only by their seeds (a model's layers) share one */
 } ptc_combo;
 
 typedef struct ptc_schedule {
