@@ -21,12 +21,15 @@
  * *running_var and *num_batches_tracked, in input order (what
  * backend_train's forwards of torchvision's models return).
  *
- * Prints per program its steps and the host calls of one run, then the mean
+ * Prints per program its steps, the host calls of one run, its arena's
+ * bytes and, where the libcuda given is the fake (which counts them), its
+ * kernel launches a run (a horizontal combination is one); then the mean
  * and the minimum ms of a step (all programs once) over N steps after one
  * warm-up step.
  */
 #include "pipeline/pipeline.h"
 
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -197,6 +200,15 @@ static int setup(prog *pr, const ptc_graph *g, const int *output_inputs, ptc_err
     return 0;
 }
 
+/* The fake libcuda's count of launches (tests/unit/fake_cuda.c), or NULL
+ * where PTC_CUDA_LIBRARY is another (a real driver counts none for us). */
+static int (*fake_launches(void))(void)
+{
+    const char *path = getenv("PTC_CUDA_LIBRARY");
+    void *lib = path ? dlopen(path, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+    return lib ? (int (*)(void))dlsym(lib, "fake_cuda_nlaunched") : NULL;
+}
+
 /* One step: every program once. */
 static int step(prog *ps, int n, size_t keep, ptc_error *err)
 {
@@ -249,16 +261,21 @@ int main(int argc, char **argv)
         fprintf(stderr, "ptc-cuda-host: %s\n", err.msg);
         return 1;
     }
+    int (*launches)(void) = fake_launches();
     for (int i = 0; i < n; i++) {
         pool.allocs = pool.externs = 0;
+        int before = launches ? launches() : 0;
         if (step(ps + i, 1, keep, &err))
             return 1;
         ptc_program_info info;
         ptc_program_get_info(ps[i].p, &info);
-        printf("%s: %d kernels, %d externs, %d arena segments; a run: %ld host allocations, %ld "
-               "extern calls\n",
-               argv[first + i], info.nkernels, info.nexterns, info.arena_segments, pool.allocs,
-               pool.externs);
+        printf("%s: %d kernels, %d externs, %d arena segments of %zu bytes; a run: %ld host "
+               "allocations, %ld extern calls",
+               argv[first + i], info.nkernels, info.nexterns, info.arena_segments, info.arena_bytes,
+               pool.allocs, pool.externs);
+        if (launches)
+            printf(", %d kernel launches", launches() - before);
+        putchar('\n');
     }
     double total = 0, best = 1e30;
     for (int k = 0; k < repeat; k++) {

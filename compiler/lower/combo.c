@@ -10,12 +10,17 @@
  * range (runtime/exec.c), as torch's multi_tensor_apply and Inductor's combo
  * kernels cover many tensors with one launch.
  *
- * Members touch only graph inputs, outputs and their own locals: an arena
- * temporary may share memory with a buffer whose live range ends or begins
- * at another member's step (the memory plan reuses memory by step), so a
- * kernel that touches one stays alone. Kernels with checks stay alone too
- * (their status record is read after each step). A combination holds at most
- * PTC_COMBO_MAX_KERNELS kernels.
+ * Members may touch arena temporaries: the memory plan reuses memory by
+ * step, so once the combinations are chosen it counts each one's steps as
+ * one (ptc_mplan_merge_combos): every temporary live at any member's step
+ * lives through the whole combination, and two buffers its members touch
+ * never share bytes (a training backward's kernels work on temporaries
+ * only; without this they ran one launch each). Kernels with checks stay
+ * alone (their status record is read after each step). A combination holds
+ * at most PTC_COMBO_MAX_KERNELS kernels. PTC_COMBO_TEMPORARIES=0 keeps a
+ * kernel that touches an arena temporary alone, as before (to compare: a
+ * combination's module holds its members' code, so more combinations mean
+ * more code to compile cold).
  *
  * On CUDA a combination is one launch whose grid covers every member (the
  * codegen's combo entry finds a block's member in a table of block offsets,
@@ -55,14 +60,35 @@ static bool launch_member(const ptc_kernel *k)
     return true;
 }
 
+static const ptc_kernel *step_kernel(const ptc_schedule *s, int t)
+{
+    return s->steps[t].kind == PTC_STEP_KERNEL ? s->kernels[s->steps[t].index] : NULL;
+}
+
 /* Can kernel k run beside other kernels at all? */
 static bool combinable(const ptc_schedule *s, const ptc_kernel *k)
 {
     if (ptc_kernel_has_checks(k) || (s->combos_launch && !launch_member(k)))
         return false;
-    for (int i = 0; i < k->nargs; i++)
+    for (int i = 0; !s->combos_arena && i < k->nargs; i++)
         if (s->plan.in_arena[k->args[i]])
             return false;
+    return true;
+}
+
+/* Does every arena buffer of combination c live through all its steps (the
+ * plan merged them: ptc_mplan_merge_combos)? */
+static bool planned_as_one_step(const ptc_schedule *s, const ptc_combo *c)
+{
+    const ptc_mplan *mp = &s->plan;
+    for (int t = c->first; t < c->first + c->n; t++) {
+        const ptc_kernel *k = step_kernel(s, t);
+        for (int i = 0; i < k->nargs; i++) {
+            int b = k->args[i];
+            if (mp->in_arena[b] && (mp->first[b] > c->first || mp->last[b] < c->first + c->n - 1))
+                return false;
+        }
+    }
     return true;
 }
 
@@ -77,11 +103,6 @@ static bool independent(const ptc_schedule *s, const ptc_kernel *a, const ptc_ke
                 (kernel_writes(s, a, a->args[i]) || kernel_writes(s, b, b->args[j])))
                 return false;
     return true;
-}
-
-static const ptc_kernel *step_kernel(const ptc_schedule *s, int t)
-{
-    return s->steps[t].kind == PTC_STEP_KERNEL ? s->kernels[s->steps[t].index] : NULL;
 }
 
 int ptc_combo_args(const ptc_schedule *s, const ptc_combo *c, int *args)
@@ -111,6 +132,20 @@ static int launch_slots(const ptc_schedule *s, const ptc_combo *c)
     int slots = ptc_combo_args(s, c, args) + 2 + c->n; /* + rng offset and cell */
     free(args);
     return slots;
+}
+
+/* The smallest seed of the draws of the kernels of steps first..first+n-1
+ * (0: none draws). */
+static int64_t seed_base(const ptc_schedule *s, int first, int n)
+{
+    int64_t base = 0;
+    bool any = false;
+    for (int t = first; t < first + n; t++) {
+        const ptc_kernel *k = step_kernel(s, t);
+        if (k->draws && (!any || k->seed_base < base))
+            base = k->seed_base, any = true;
+    }
+    return base;
 }
 
 /* A combining pass: per kernel, the block its launch needs (CUDA), or 0. */
@@ -145,11 +180,12 @@ static bool joins(const combiner *cb, int first, int t)
     return !s->combos_launch || launch_slots(s, &grown) <= PTC_LAUNCH_PARAM_SLOTS;
 }
 
-int ptc_schedule_combine(ptc_schedule *s, const ptc_combo_launch *launch)
+int ptc_schedule_combine(ptc_schedule *s, const ptc_combo_launch *launch, bool arena)
 {
     ptc_arena *a = s->prog->arena;
     s->ncombos = 0;
     s->combos_launch = launch != NULL;
+    s->combos_arena = arena;
     s->combos = PTC_NEWN(a, ptc_combo, s->nsteps / 2 + 1);
     combiner cb = {s, NULL};
     if (launch) {
@@ -165,9 +201,11 @@ int ptc_schedule_combine(ptc_schedule *s, const ptc_combo_launch *launch)
             while (end < s->nsteps && joins(&cb, t, end))
                 end++;
         if (end - t >= 2)
-            s->combos[s->ncombos++] = (ptc_combo){t, end - t};
+            s->combos[s->ncombos++] = (ptc_combo){t, end - t, seed_base(s, t, end - t)};
         t = end;
     }
+    if (s->ncombos)
+        ptc_mplan_merge_combos(s);
     return s->ncombos;
 }
 
@@ -191,6 +229,7 @@ int ptc_combo_verify(const ptc_schedule *s, ptc_error *err)
             for (int u = c->first; ok && u < t; u++)
                 ok = independent(s, step_kernel(s, u), step_kernel(s, t));
         }
+        ok = ok && planned_as_one_step(s, c);
         if (ok && s->combos_launch && launch_slots(s, c) > PTC_LAUNCH_PARAM_SLOTS)
             return ptc_errorf(err, PTC_ERR_INTERNAL, "kernels",
                               "combination %d (steps %d..%d) takes %d launch parameters, more "
@@ -200,7 +239,7 @@ int ptc_combo_verify(const ptc_schedule *s, ptc_error *err)
         if (!ok)
             return ptc_errorf(err, PTC_ERR_INTERNAL, "kernels",
                               "combination %d (steps %d..%d): members are not independent "
-                              "kernels without arena buffers%s",
+                              "kernels whose arena buffers live through it%s",
                               i, c->first, c->first + c->n - 1,
                               s->combos_launch ? " (flat, over static sizes)" : "");
         end = c->first + c->n;

@@ -421,6 +421,7 @@ typedef struct ptc_kernel {
     ptc_dim *params;    /* symbolic sizes the code reads at run time */
     int64_t seed_base;  /* the smallest seed of its random draws (0: none): its code
                            and key take seeds relative to it (ops.h's ptc_rng_shift) */
+    bool draws;         /* it has random draws (seed_base is their smallest seed) */
     int nprov;
     const char **prov;
 } ptc_kernel;
@@ -461,6 +462,9 @@ typedef struct ptc_mplan {
  * touch no buffer another of them writes, run together. */
 typedef struct ptc_combo {
     int first, n;
+    int64_t seed_base; /* the smallest seed of its members' draws (0: none): its CUDA
+                          code takes seeds relative to it, so that combinations that
+                          differ only by their seeds (a model's layers) share one */
 } ptc_combo;
 
 typedef struct ptc_schedule {
@@ -472,6 +476,7 @@ typedef struct ptc_schedule {
     int ncombos; /* ptc_schedule_combine's, in step order; 0 until it ran */
     ptc_combo *combos;
     bool combos_launch; /* each combination is one CUDA launch (else one parallel region) */
+    bool combos_arena;  /* members may touch arena temporaries (the plan merged for them) */
     ptc_mplan plan;
     bool *is_local; /* per buffer */
     /* decisions, for the kernels stage and tests */
@@ -525,8 +530,11 @@ typedef struct ptc_combo_launch {
  * runs one as a parallel region. With a launch (CUDA) it is one launch: its
  * members are kernels over static sizes of one block size (or any), and
  * their buffers, the rng offset and cell and a block offset per member fit
- * PTC_LAUNCH_PARAM_SLOTS. Returns the number of combinations. */
-int ptc_schedule_combine(ptc_schedule *s, const ptc_combo_launch *launch);
+ * PTC_LAUNCH_PARAM_SLOTS. With arena set, members may touch the memory
+ * plan's arena temporaries, and the plan counts each combination's steps
+ * as one (else a kernel that touches one stays alone). Returns the number
+ * of combinations. */
+int ptc_schedule_combine(ptc_schedule *s, const ptc_combo_launch *launch, bool arena);
 /* The buffers combination c's launch takes, each once, in order of first
  * use by its members (kernel args order); returns their count (at most the
  * members' args together). */

@@ -43,5 +43,9 @@ int ptc_unroll_small_reductions(ptc_lprog *p);
 
 /* Builds the memory plan of a schedule (steps and locals set). */
 void ptc_mplan_build(ptc_arena *a, ptc_schedule *s);
+/* Counts each horizontal combination's steps as one in the plan's live
+ * ranges (and its inputs' last reads, outputs' first writes) and places a
+ * static arena again. */
+void ptc_mplan_merge_combos(ptc_schedule *s);
 
 #endif /* PTC_LOWER_INT_H */

@@ -2,14 +2,15 @@
  *
  * A temporary lives from the step that writes it to the last step that reads
  * it (both inclusive: a kernel reads its inputs while it writes its outputs,
- * so the two must not share bytes). Placement is greedy, largest buffer
- * first, each at the lowest 64-byte aligned offset that does not overlap a
- * placed buffer whose live range intersects its own; the checker then proves
- * the result pairwise. Sizes that are symbolic are planned the same way at
- * run time, once the sizes are known. The last step that reads each graph
- * input is kept too: a run handed an input for good (a training backward's
- * saved tensors) lets it go there, as eager's autograd frees a saved tensor
- * once its node's backward has run.
+ * so the two must not share bytes; the steps of a horizontal combination,
+ * which run at once, count as one: ptc_mplan_merge_combos). Placement is
+ * greedy, largest buffer first, each at the lowest 64-byte aligned offset
+ * that does not overlap a placed buffer whose live range intersects its own;
+ * the checker then proves the result pairwise. Sizes that are symbolic are
+ * planned the same way at run time, once the sizes are known. The last step
+ * that reads each graph input is kept too: a run handed an input for good (a
+ * training backward's saved tensors) lets it go there, as eager's autograd
+ * frees a saved tensor once its node's backward has run.
  */
 #include "lower/lower_int.h"
 
@@ -216,6 +217,38 @@ void ptc_mplan_build(ptc_arena *a, ptc_schedule *s)
     if (mp->is_static)
         mp->arena_bytes =
             ptc_mplan_place(n, mp->nbytes, mp->first, mp->last, mp->in_arena, mp->offset);
+}
+
+/* Combinations (combo.c) run their steps at once, so the plan counts each
+ * as one step: a buffer live at any of its steps lives through all of them,
+ * and two buffers its members touch never share bytes (ptc_mplan_check
+ * proves it). The step maps are monotone, so the inputs' and outputs'
+ * orders stand. */
+void ptc_mplan_merge_combos(ptc_schedule *s)
+{
+    ptc_mplan *mp = &s->plan;
+    int *lo = malloc(sizeof *lo * ((size_t)s->nsteps + 1));
+    int *hi = malloc(sizeof *hi * ((size_t)s->nsteps + 1));
+    PTC_ASSERT(lo && hi);
+    for (int t = 0; t < s->nsteps; t++)
+        lo[t] = hi[t] = t;
+    for (int i = 0; i < s->ncombos; i++)
+        for (int t = s->combos[i].first; t < s->combos[i].first + s->combos[i].n; t++)
+            lo[t] = s->combos[i].first, hi[t] = s->combos[i].first + s->combos[i].n - 1;
+    for (int b = 0; b < mp->nbufs; b++)
+        if (mp->in_arena[b] && mp->first[b] >= 0)
+            mp->first[b] = lo[mp->first[b]], mp->last[b] = hi[mp->last[b]];
+    for (int i = 0; i < mp->ninputs; i++)
+        if (mp->input_last[i] >= 0)
+            mp->input_last[i] = hi[mp->input_last[i]];
+    for (int i = 0; i < mp->noutputs; i++)
+        if (mp->output_first[i] >= 0)
+            mp->output_first[i] = lo[mp->output_first[i]];
+    free(lo);
+    free(hi);
+    if (mp->is_static)
+        mp->arena_bytes =
+            ptc_mplan_place(mp->nbufs, mp->nbytes, mp->first, mp->last, mp->in_arena, mp->offset);
 }
 
 /* ---- segments ------------------------------------------------------------------------ *

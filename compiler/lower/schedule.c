@@ -784,18 +784,18 @@ int64_t ptc_kernel_local_elems(const ptc_lprog *p, const ptc_kernel *k, int i)
     return n > 0 ? n : 1;
 }
 
-/* The smallest seed of k's random draws, 0 when it has none. */
-static int64_t seed_base(const ptc_kernel *k)
+/* The smallest seed of k's random draws, 0 when it has none (*any false). */
+static int64_t seed_base(const ptc_kernel *k, bool *any)
 {
     int64_t base = 0;
-    bool any = false;
+    *any = false;
     for (int g = 0; g < k->ngroups; g++)
         for (int m = 0; m < k->groups[g].nmembers; m++) {
             const ptc_lbody *body = &k->groups[g].members[m].body;
             for (int i = 0; i < body->n; i++) {
                 const ptc_lexpr *e = &body->e[i];
-                if ((e->op == PTC_L_RAND || e->op == PTC_L_RANDN) && (!any || e->seed < base))
-                    base = e->seed, any = true;
+                if ((e->op == PTC_L_RAND || e->op == PTC_L_RANDN) && (!*any || e->seed < base))
+                    base = e->seed, *any = true;
             }
         }
     return base;
@@ -835,7 +835,7 @@ static ptc_kernel *finish_kernel(sched *s, int ki, const bool *local)
     swap_short_inner(a, k);
     k->npar = choose_npar(k, s->nthreads);
     collect_params(a, k);
-    k->seed_base = seed_base(k);
+    k->seed_base = seed_base(k, &k->draws);
     name_kernel(s, k, K);
     return k;
 }

@@ -193,7 +193,9 @@ static int write_outputs_in_place(pipe_t *s)
 /* Groups independent kernels into horizontal combinations: on the CPU one
  * parallel region each, on CUDA one launch each (for the target the
  * program is compiled for: the plan's blocks depend on its multiprocessors),
- * unless PTC_CUDA_COMBOS=0 (a launch per kernel, to compare). */
+ * unless PTC_CUDA_COMBOS=0 (a launch per kernel, to compare). Members may
+ * touch arena temporaries unless PTC_COMBO_TEMPORARIES=0 (then those stay
+ * alone, as before: fewer combinations, less code to compile cold). */
 #ifdef PTC_HAVE_CUDA
 static int cuda_block(void *target, const ptc_schedule *s, const ptc_kernel *k)
 {
@@ -201,11 +203,19 @@ static int cuda_block(void *target, const ptc_schedule *s, const ptc_kernel *k)
 }
 #endif
 
+static bool combine_over_temporaries(void)
+{
+    const char *env = getenv("PTC_COMBO_TEMPORARIES");
+    return !(env && strcmp(env, "0") == 0);
+}
+
 static int combine_kernels(pipe_t *s)
 {
     ptc_program *p = s->p;
+    bool arena = combine_over_temporaries();
     if (p->backend == PTC_BACKEND_CPU)
-        return ptc_schedule_combine(p->sched, NULL) ? ptc_schedule_verify(p->sched, s->err) : 0;
+        return ptc_schedule_combine(p->sched, NULL, arena) ? ptc_schedule_verify(p->sched, s->err)
+                                                           : 0;
 #ifdef PTC_HAVE_CUDA
     const char *env = getenv("PTC_CUDA_COMBOS");
     if (p->backend != PTC_BACKEND_CUDA || (env && strcmp(env, "0") == 0))
@@ -215,7 +225,8 @@ static int combine_kernels(pipe_t *s)
     if (ptc_cuda_target_of(p, s->o, &target, &dev, s->err))
         return -1;
     ptc_combo_launch launch = {cuda_block, &target};
-    return ptc_schedule_combine(p->sched, &launch) ? ptc_schedule_verify(p->sched, s->err) : 0;
+    return ptc_schedule_combine(p->sched, &launch, arena) ? ptc_schedule_verify(p->sched, s->err)
+                                                          : 0;
 #else
     return 0;
 #endif

@@ -646,7 +646,7 @@ static int launch_combo(crun *r, int ci, const ptc_combo *c)
     }
     CUdeviceptr ptrs[MAX_PARAMS], cell = r->rng_cell;
     uint32_t ends[PTC_COMBO_MAX_KERNELS];
-    int64_t rng = (int64_t)r->rng_offset;
+    int64_t rng = (int64_t)ptc_rng_shift(r->rng_offset, c->seed_base);
     void *params[MAX_PARAMS];
     int np = 0, block = code->launch.block;
     for (int a = 0; a < nargs; a++) {

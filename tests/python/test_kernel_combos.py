@@ -3,6 +3,8 @@ no data between them run in one OpenMP parallel region on the CPU, as torch's
 multi-tensor kernels cover many tensors with one launch. kernels.txt shows
 each combination as a "combo" line; results are the members' own, bit for
 bit, whichever thread computes a chunk."""
+import json
+import os
 import re
 
 import torch
@@ -107,3 +109,100 @@ def test_cuda_plans_have_no_combinations(tmp_path):
     cpu = ptcio.ptc_run("--emit=kernels", "--backend", "cpu", ptir.with_suffix(".ptir"))
     assert cpu.returncode == 0, cpu.stderr
     assert combos(cpu.stdout) == [(2, [0, 1])], cpu.stdout
+
+
+# ---- members over arena temporaries ------------------------------------------------------
+
+
+def arena_spans(kernels):
+    """{buffer: (first byte, end)} of kernels.txt's static memory plan."""
+    return {b: (int(at), int(at) + int(n)) for b, n, at in
+            re.findall(r"^  (buf\d+): .* (\d+) bytes at (\d+), live", kernels, re.M)}
+
+
+def kernel_args(kernels):
+    """{kernel id: [buffers it takes]} of kernels.txt."""
+    return {int(k): args.split() for k, args in
+            re.findall(r"^kernel (\d+) .*\n  args ([^\n]*)", kernels, re.M)}
+
+
+def assert_members_apart(kernels):
+    """No two arena buffers that the members of one combination touch share
+    a byte: the members run at once."""
+    spans, args = arena_spans(kernels), kernel_args(kernels)
+    for _, ids in combos(kernels):
+        touched = sorted({b for k in ids for b in args[k] if b in spans})
+        for i, x in enumerate(touched):
+            for y in touched[i + 1:]:
+                assert spans[x][1] <= spans[y][0] or spans[y][1] <= spans[x][0], (x, y, kernels)
+
+
+# Two column sums: kernel 1 reads the first for the last time while kernel 2,
+# independent of it, writes the second; step by step the memory plan gives
+# them the same bytes, and combined kernel 2's threads would overwrite the
+# sum kernel 1's threads still read.
+COLUMN_SUMS = os.path.join(os.environ.get("PTC_SOURCE_DIR", os.path.join(
+    os.path.dirname(__file__), "..", "..")), "tests", "lower", "combined_column_sums.ptir")
+
+
+def test_kernels_over_temporaries_combine_with_their_own_bytes(monkeypatch):
+    """The reader of the first sum and the writer of the second run as one
+    combination, each sum in bytes of its own (the plan counts the
+    combination's steps as one), and the results match the reference
+    interpreter with the chunks shared out over four threads, run after run.
+    PTC_COMBO_TEMPORARIES=0 keeps the two apart, as before."""
+    ptir = COLUMN_SUMS
+    plan = ptcio.ptc_run("--emit=kernels", "--backend", "cpu", ptir)
+    assert plan.returncode == 0, plan.stderr
+    assert combos(plan.stdout) == [(2, [1, 2])], plan.stdout
+    assert len(arena_spans(plan.stdout)) == 2, plan.stdout
+    assert_members_apart(plan.stdout)
+    monkeypatch.setenv("PTC_COMBO_TEMPORARIES", "0")  # as before: each kernel alone
+    alone = ptcio.ptc_run("--emit=kernels", "--backend", "cpu", ptir)
+    assert alone.returncode == 0 and combos(alone.stdout) == [], alone.stdout
+    monkeypatch.delenv("PTC_COMBO_TEMPORARIES")
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    for seed in range(6):
+        run = ptcio.ptc_run("--check", "--backend", "cpu", "--seed", seed, ptir)
+        assert run.returncode == 0 and "2 outputs match" in run.stdout, run.stdout + run.stderr
+
+
+def test_a_backwards_independent_kernels_over_temporaries_combine(tmp_path):
+    """Two BatchNorms' backwards, every buffer between their kernels an arena
+    temporary (what a training backward is made of): their independent
+    kernels run as combinations (none before), the gradients are eager's."""
+    torch.manual_seed(0)
+
+    class Branches(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.BatchNorm1d(256), torch.nn.BatchNorm1d(128)
+
+        def forward(self, x, z):
+            return torch.tanh(self.a(x)), torch.sigmoid(self.b(z))
+
+    mine, ref = Branches(), Branches()
+    ref.load_state_dict(mine.state_dict())
+    x, z = torch.randn(64, 256), torch.randn(64, 128)
+    xs = [x.clone().requires_grad_(), z.clone().requires_grad_()]
+    xr = [x.clone().requires_grad_(), z.clone().requires_grad_()]
+    old = ptc.config.trace_dir
+    ptc.config.trace_dir = str(tmp_path)
+    try:
+        u, v = ptc.compile(mine)(*xs)
+    finally:
+        ptc.config.trace_dir = old
+    (u.square().sum() + v.sum()).backward()
+    ue, ve = ref(*xr)
+    (ue.square().sum() + ve.sum()).backward()
+    for got, want in zip([*xs, *mine.parameters()], [*xr, *ref.parameters()]):
+        torch.testing.assert_close(got.grad, want.grad, rtol=1e-4, atol=1e-5)
+    [folder] = [d for d in tmp_path.iterdir() if d.is_dir()]
+    metrics = json.loads((folder / "metrics.json").read_text())
+    assert find_metric(metrics, "backward_kernel_combos") >= 2, metrics
+    plan = ptcio.ptc_run("--emit=kernels", "--backend", "cpu", folder / "backward.ptir")
+    assert plan.returncode == 0, plan.stderr
+    spans, args = arena_spans(plan.stdout), kernel_args(plan.stdout)
+    assert any(b in spans for _, ids in combos(plan.stdout) for k in ids for b in args[k]), \
+        plan.stdout
+    assert_members_apart(plan.stdout)

@@ -312,12 +312,12 @@ def test_parameters_off_the_cpu_keep_torchs_step():
 
 PARTIAL_RUN = """
 import torch, ptc
-def f(x, y):
-    x.mul_(2)                             # a kernel writes x itself (in place)
-    return (y.exp() * 2).sum(1).sum()     # a later kernel fails (PTC_INJECT)
-x, y = torch.ones(64, 32), torch.randn(16, 300)
+def f(x, y, w):
+    x.mul_(2)                                # a kernel writes x itself (in place)
+    return ((y @ w).exp() * 2).sum(1).sum()  # a later kernel fails (PTC_INJECT)
+x, y, w = torch.ones(64, 32), torch.randn(16, 300), torch.randn(300, 8)
 try:
-    ptc.compile(f)(x, y)
+    ptc.compile(f)(x, y, w)
     print("ran", x[0, 0].item())
 except ptc.PartialRunError as e:
     print("raised", x[0, 0].item(), "in place" in str(e))
@@ -330,7 +330,9 @@ def test_a_run_that_fails_after_writing_inputs_in_place_is_not_run_again():
     H100 the first SGD step of GPT-2 failed so (a launch of more than 63
     parameters) after two kernels had updated wte and wpe, which the eager
     fallback updated once more. The failure is ptc.PartialRunError now, and
-    x was written once."""
+    x was written once. (The matmul between the two kernels keeps them
+    apart: side by side they would run as one combination, which fails
+    before either member runs.)"""
     import subprocess
     import sys
     env = dict(os.environ, PTC_INJECT="runtime:prims.exp:error")

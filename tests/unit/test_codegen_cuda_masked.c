@@ -39,6 +39,17 @@ static char *vector_entry_of(const char *ptx, int k)
     return v;
 }
 
+/* The program compiled with a launch per kernel (PTC_CUDA_COMBOS=0): the
+ * two pad kernels write arena temporaries and are independent, so by
+ * default they run as one combination, whose module holds their code. */
+static ptc_program *compile_alone(const char *text, int sm)
+{
+    setenv("PTC_CUDA_COMBOS", "0", 1);
+    ptc_program *p = compile_text(text, sm);
+    unsetenv("PTC_CUDA_COMBOS");
+    return p;
+}
+
 static int narrow_loads(const char *ptx)
 {
     return count(ptx, "ld.global.u16") + count(ptx, "ld.global.nc.u16");
@@ -50,7 +61,7 @@ START_TEST(a_mask_uniform_over_the_lanes_is_one_wide_load)
 {
     int sms[2] = {80, 90};
     for (int i = 0; i < 2; i++) {
-        ptc_program *p = compile_text(LM_HEAD_GRADS, sms[i]);
+        ptc_program *p = compile_alone(LM_HEAD_GRADS, sms[i]);
         const char *ptx = ptc_program_text(p, "ptx");
         ck_assert_msg(strstr(ptx, "k1_pad_zero_rows") != NULL, "%.400s", ptx);
         char *v = vector_entry_of(ptx, 1);
@@ -63,11 +74,20 @@ START_TEST(a_mask_uniform_over_the_lanes_is_one_wide_load)
     }
     /* f32 lanes (LLVM's own vector load), and the LLVM verifier's check of
      * the join: f32 vectors are not joined as words */
-    ptc_program *p = compile_text(LM_HEAD_GRADS_F32, 90);
+    ptc_program *p = compile_alone(LM_HEAD_GRADS_F32, 90);
     char *v = vector_entry_of(ptc_program_text(p, "ptx"), 1);
     ck_assert_int_eq(count(v, "ld.global.nc.v4.f32"), 1);
     ck_assert_msg(count(v, "ld.global.f32") + count(v, "ld.global.nc.f32") == 0, "%s", v);
     free(v);
+    ptc_program_release(p);
+    /* combined (the default), the launch's vectorised entry keeps the wide
+       load and the two members' wide stores */
+    p = compile_text(LM_HEAD_GRADS, 90);
+    char *combo = module_ptx(ptc_program_text(p, "ptx"), "; ptc combination 0, one launch");
+    ck_assert_msg(combo && strstr(combo, "_v("), "%s", ptc_program_text(p, "kernels"));
+    ck_assert_int_eq(count(strstr(combo, "_v("), "ld.global.nc.v4.u32"), 1);
+    ck_assert_int_eq(count(strstr(combo, "_v("), "st.global.v4.u32"), 2);
+    free(combo);
     ptc_program_release(p);
 }
 END_TEST
@@ -79,7 +99,7 @@ END_TEST
  * branches. */
 START_TEST(a_mask_differing_between_lanes_loads_whole_vectors_unmasked)
 {
-    ptc_program *p = compile_text(LM_HEAD_GRADS, 90);
+    ptc_program *p = compile_alone(LM_HEAD_GRADS, 90);
     const char *ptx = ptc_program_text(p, "ptx");
     ck_assert_msg(strstr(ptx, "k0_pad_rows") != NULL, "%.400s", ptx);
     char *v = vector_entry_of(ptx, 0);

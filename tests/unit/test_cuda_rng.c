@@ -128,12 +128,83 @@ START_TEST(accuracy_checks_the_first_run_whose_offset_it_knows)
 }
 END_TEST
 
+/* Two combinations that differ only by the seed of their dropout (a
+ * model's layers; the indexing kernel between them has checks, so it runs
+ * alone and ends the first): one module serves both, drawing relative to
+ * each combination's smallest seed, which its launch adds to the offset.
+ * Before, a combination drew absolute seeds, and each layer's was a module
+ * of its own (GPT-2's training forward: 43 distinct of 97, now 11). */
+static const char *TWO_LAYERS =
+    "# ptc ir v1\n"
+    "graph f(%x: f32[64,64] cuda, %y: f32[64,64] cuda, %z: f32[64,64] cuda, "
+    "%w: f32[64,64] cuda, %i: i64[8] cuda) {\n"
+    "  %0 = dropout(%x, 0.1, true, seed=3) : f32[64,64]\n"
+    "  %1 = sin(%y) : f32[64,64]\n"
+    "  %2 = index(%x, [%i]) : f32[8,64]\n"
+    "  %3 = dropout(%z, 0.1, true, seed=7) : f32[64,64]\n"
+    "  %4 = sin(%w) : f32[64,64]\n"
+    "  return (%0, %1, %2, %3, %4)\n}\n";
+
+START_TEST(combinations_differing_by_their_seeds_share_one_module)
+{
+    ptc_program *p = compile_text(TWO_LAYERS, 90);
+    const char *kt = ptc_program_text(p, "kernels");
+    ck_assert_msg(strstr(kt, "combo 0: 2 kernels, one launch: 0 1\n") &&
+                      strstr(kt, "combo 1: 2 kernels, one launch: 3 4\n"),
+                  "%s", kt);
+    const char *ptx = ptc_program_text(p, "ptx");
+    char *first = module_ptx(ptx, "; ptc combination 0, one launch");
+    char *second = module_ptx(ptx, "; ptc combination 1, one launch");
+    ck_assert(first && second);
+    const char *entry = strstr(first, ".visible .entry ");
+    ck_assert(entry);
+    char *name = strndup(entry, (size_t)(strchr(entry, '(') - entry));
+    ck_assert_msg(strstr(second, name), "%s\n%s", first, second);
+    free(name);
+    free(first);
+    free(second);
+    ptc_program_release(p);
+#ifdef PTC_FAKE_CUDA
+    use_fake_cuda();
+    static float data[4][64 * 64];
+    static int64_t rows[8] = {0, 5, 9, 63, 1, 2, 3, 4};
+    ptc_tensor in[5];
+    for (int t = 0; t < 5; t++) {
+        in[t] = (ptc_tensor){.dtype = t < 4 ? PTC_F32 : PTC_I64,
+                             .ndim = t < 4 ? 2 : 1,
+                             .device = {PTC_DEV_CUDA, 0},
+                             .data = t < 4 ? (void *)data[t] : (void *)rows};
+        in[t].sizes[0] = t < 4 ? 64 : 8, in[t].strides[0] = t < 4 ? 64 : 1;
+        in[t].sizes[1] = 64, in[t].strides[1] = 1;
+    }
+    ptc_error err;
+    ptc_module *m = parse(TWO_LAYERS);
+    ptc_compile_opts o = {.backend = PTC_BACKEND_CUDA, .no_cache = true};
+    p = ptc_compile(m->graphs[0], &o, &err);
+    ck_assert_msg(p != NULL, "%s", err.msg);
+    ptc_module_free(m);
+    fake_watch_params(4); /* a combination's (x, out0, y, out1, offset, cell, ends) */
+    int at = fake_nlaunched();
+    ptc_tensor out[5];
+    ck_assert_msg(ptc_program_run(p, in, 5, out, NULL, 77, &err) == 0, "%s", err.msg);
+    for (int o = 0; o < 5; o++)
+        ptc_tensor_release(&out[o]);
+    ck_assert_int_eq(fake_nlaunched() - at, 3);
+    ck_assert_uint_eq(fake_param(at, 0), ptc_rng_shift(77, 3));
+    ck_assert_uint_eq(fake_param(at + 2, 0), ptc_rng_shift(77, 7));
+    fake_watch_params(-1);
+    ptc_program_release(p);
+#endif
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = {
         drawing_kernels_add_their_cell_to_the_offset,
         a_run_passes_its_offset_and_cell,
         accuracy_checks_the_first_run_whose_offset_it_knows,
+        combinations_differing_by_their_seeds_share_one_module,
     };
     return run_cuda_suite("cuda_rng", tests, sizeof tests / sizeof *tests);
 }

@@ -468,6 +468,56 @@ static char *chain_text(int n)
 
 /* Bytes the kernels stage allocates for a chain of n ops; checks that no
  * kernel holds more than PTC_KERNEL_MAX_ENTRIES body entries. */
+/* tests/lower/combined_column_sums.ptir: kernel 1 reads the first column
+ * sum for the last time while kernel 2, independent of it, writes the
+ * second, and step by step the plan lets the two share bytes. As one
+ * combination (one parallel region, one CUDA grid) both live through it and
+ * sit apart; a combination over a plan not merged so is refused. */
+START_TEST(combined_temporaries_never_share_bytes)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/lower/combined_column_sums.ptir",
+             getenv("PTC_SOURCE_DIR"));
+    size_t len;
+    ptc_error err;
+    char *text = ptc_read_file(path, &len, &err);
+    ck_assert_msg(text != NULL, "%s: %s", path, err.msg);
+    ptc_arena *a = ptc_arena_new();
+    ptc_module *m;
+    ptc_graph *prims;
+    ptc_schedule *s = ptc_schedule_build(a, lower_text(a, text, &m, &prims), NULL, &err);
+    free(text);
+    ck_assert_ptr_nonnull(s);
+    ptc_mplan *mp = &s->plan;
+    int sums[2], n = 0;
+    for (int b = 0; b < mp->nbufs; b++)
+        if (mp->in_arena[b] && n < 2)
+            sums[n++] = b;
+    ck_assert_int_eq(n, 2);
+    ck_assert_int_eq(s->nsteps, 4);
+    /* alone, the second sum takes the first's bytes */
+    ck_assert_int_eq(mp->last[sums[0]] + 1, mp->first[sums[1]]);
+    ck_assert_int_eq(mp->offset[sums[0]], mp->offset[sums[1]]);
+    int first[2] = {mp->first[sums[0]], mp->first[sums[1]]};
+    int last[2] = {mp->last[sums[0]], mp->last[sums[1]]};
+    ck_assert_int_eq(ptc_schedule_combine(s, NULL, false), 0); /* alone, as before */
+    ck_assert_int_eq(ptc_schedule_combine(s, NULL, true), 1);
+    ck_assert_int_eq(s->combos[0].first, 1);
+    ck_assert_int_eq(s->combos[0].n, 2);
+    ck_assert_int_eq(ptc_schedule_verify(s, &err), 0);
+    ck_assert_int_ge(mp->offset[sums[1]], mp->offset[sums[0]] + mp->nbytes[sums[0]]);
+    ck_assert_int_eq(mp->arena_bytes, mp->nbytes[sums[0]] + mp->nbytes[sums[1]]);
+    /* the plan as it was, under the combination: refused */
+    for (int i = 0; i < 2; i++)
+        mp->first[sums[i]] = first[i], mp->last[sums[i]] = last[i];
+    ck_assert_int_ne(ptc_schedule_verify(s, &err), 0);
+    ck_assert_msg(strstr(err.msg, "live through it") != NULL, "%s", err.msg);
+    ptc_arena_free(a);
+    ptc_graph_free(prims);
+    ptc_module_free(m);
+}
+END_TEST
+
 static size_t chain_schedule_bytes(int n)
 {
     char *text = chain_text(n);
@@ -635,6 +685,7 @@ int main(void)
     tcase_add_test(tc, fusion_goldens);
     tcase_add_test(tc, plan_of_a_chain);
     tcase_add_test(tc, last_reads_match_a_scan_per_buffer);
+    tcase_add_test(tc, combined_temporaries_never_share_bytes);
     tcase_add_test(tc, long_chain_schedules_in_linear_work);
     tcase_add_test(tc, lowering_out_of_memory_is_an_error);
     tcase_add_test(tc, pointwise_table_matches_ops);

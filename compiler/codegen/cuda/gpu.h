@@ -160,9 +160,10 @@ void g_emit_kernel(gcg *c, const char *name, bool vector_form);
 /* Emits the entry `name` of a horizontal combination of the flat kernels
  * ks[0..n) (plans[i]: each planned with the combination's block), taking
  * (args[0..nargs) buffers, rng offset, rng cell, ends[n] i32): blocks ends[i-1] ..
- * ends[i]-1 run member i. vector_form: members with a vectorised form run
- * it. */
+ * ends[i]-1 run member i; its draws take seeds relative to seed_base (the
+ * launch shifts the rng offset by it). vector_form: members with a
+ * vectorised form run it. */
 void g_emit_combo(gcg *c, const char *name, const ptc_kernel *const *ks, const gplan *plans, int n,
-                  const int *args, int nargs, bool vector_form);
+                  const int *args, int nargs, int64_t seed_base, bool vector_form);
 
 #endif /* PTC_GPU_H */

@@ -1432,7 +1432,7 @@ static void emit_members(gcg *c, const combo_emit *e, int lo, int hi, LLVMValueR
 }
 
 void g_emit_combo(gcg *c, const char *name, const ptc_kernel *const *ks, const gplan *plans, int n,
-                  const int *args, int nargs, bool vector_form)
+                  const int *args, int nargs, int64_t seed_base, bool vector_form)
 {
     c->target = &g_target;
     /* (bufs..., rng offset, rng cell, ends[n]) */
@@ -1443,7 +1443,7 @@ void g_emit_combo(gcg *c, const char *name, const ptc_kernel *const *ks, const g
     open_entry(c, name, pt, np, args, nargs, ks, n, plans[0].block);
     free(pt);
     c->rng_offset = run_rng_offset(c, (unsigned)nargs);
-    c->seed_base = 0; /* one offset for every member: absolute seeds */
+    c->seed_base = seed_base; /* one offset for every member */
     c->status = NULL;
     LLVMValueRef *ends = calloc((size_t)n + 1, sizeof *ends);
     for (int i = 0; i < n; i++) {

@@ -144,6 +144,8 @@ typedef struct ptx_job {
     const int *args; /* the module's buffer parameters */
     int nargs;
     char what[48]; /* "kernel 3 add_mul" or "combination 2", for messages */
+    /* a combination's seed base (ptc_combo.seed_base) */
+    int64_t seed_base;
 } ptx_job;
 
 /* The module's entries. */
@@ -158,7 +160,8 @@ static void emit_entries(gcg *c, const ptx_job *j)
         memset(c->vars, 0, sizeof c->vars);
         const char *name = v ? j->ventry : j->forms[0].entry;
         if (j->members)
-            g_emit_combo(c, name, j->members, j->plans, j->nmembers, j->args, j->nargs, v);
+            g_emit_combo(c, name, j->members, j->plans, j->nmembers, j->args, j->nargs,
+                         j->seed_base, v);
         else
             g_emit_kernel(c, name, v);
     }
@@ -556,8 +559,13 @@ static int gen_begin_combo(const ptc_schedule *s, const ptc_combo *c, const ptc_
         smem = b > smem ? b : smem;
         plan_text(key, members[i], p);
         ptc_kernel_print_key(key, s, members[i]);
-        /* whose seeds are relative to its own base, the combination's absolute */
-        ptc_buf_printf(key, "seed base %lld\n", (long long)members[i]->seed_base);
+        /* whose seeds are relative to its own base, the combination's code's to
+           the combination's (its launch shifts the rng offset by that) */
+        if (members[i]->draws)
+            ptc_buf_printf(key, "seed base +%lld\n",
+                           (long long)(members[i]->seed_base - c->seed_base));
+        else
+            ptc_buf_puts(key, "no draws\n");
         /* a kernel's key names its own buffers: which parameters they are */
         ptc_buf_puts(key, "params");
         for (int a = 0; a < members[i]->nargs; a++)
@@ -577,6 +585,7 @@ static int gen_begin_combo(const ptc_schedule *s, const ptc_combo *c, const ptc_
     out->forms[0].smem = smem;
     g->job =
         (ptx_job){s, members[0], plans, 1, t, out->ventry, out->forms, members, c->n, args, nargs};
+    g->job.seed_base = c->seed_base;
     snprintf(g->job.what, sizeof g->job.what, "combination %d", (int)(c - s->combos));
     gen_lookup(g, o);
     return 0;
