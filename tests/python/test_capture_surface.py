@@ -299,6 +299,15 @@ def lerp_of_mixed_dtypes_raises(x):
     return torch.lerp(x, x.double(), 0.5)
 
 
+@case(1, 0)
+def var_mean_and_std_mean(x):
+    # main: a break at each (PTC-B007, "torch.var_mean"), so BatchNorm-style
+    # statistics written with them ran eagerly between two graphs
+    return (torch.var_mean(x, 1), torch.var_mean(x, dim=(0, 1), unbiased=False),
+            torch.std_mean(x, 0, keepdim=True), torch.var_mean(x, correction=2),
+            torch.std_mean(x, False))
+
+
 @pytest.mark.parametrize("fn,graphs,breaks", CASES)
 def test_like_eager(fn, graphs, breaks):
     x = torch.arange(6.0).reshape(2, 3)
@@ -367,3 +376,23 @@ def test_in_on_outside_keys_follows_the_dict():
         assert any("in" in e["guard"] for e in compiled._events() if e["kind"] == "recompile")
     finally:
         del KNOWN["z"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_var_mean_compiled_by_ptc_matches_eager(dtype):
+    """torch.var_mean / std_mean through ptc's kernels (not the eager
+    backend): every argument form gives eager's tuple of two tensors."""
+    def f(x):
+        return (torch.var_mean(x.float(), dim=(0, 2, 3), unbiased=False), torch.var_mean(x, 1),
+                torch.std_mean(x, [1, 2], keepdim=True), torch.var_mean(x, correction=0),
+                torch.std_mean(x, True))
+    x = torch.randn(4, 3, 5, 6).to(dtype)
+    compiled = ptc.compile(f, fullgraph=True)
+    got, want = compiled(x), f(x)
+    tol = 2e-2 if dtype == torch.bfloat16 else 1e-5
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert type(g) is tuple and len(g) == 2
+        for a, b in zip(g, w):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            torch.testing.assert_close(a, b, rtol=tol, atol=tol)

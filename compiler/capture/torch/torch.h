@@ -303,7 +303,8 @@ const cap_tmap *cap_np_method_row(const char *name);
     X(new_tensor) X(fill) X(copy) X(zero) X(movedim) X(squeeze)                 \
     X(softmax) X(dropout) X(dropout_nd) X(batch_norm) X(max_pool2d) X(avg_pool2d) \
     X(adaptive_avg_pool2d) X(adaptive_avg_pool1d) X(conv) X(pad) X(embedding)   \
-    X(sdpa) X(var) X(max_min) X(sort) X(floor_divide) X(relu6) X(mish) X(logsigmoid)    \
+    X(sdpa) X(var) X(var_mean) X(max_min) X(sort) X(floor_divide) X(relu6) X(mish) \
+    X(logsigmoid)                                                               \
     X(glu) X(normalize) X(norm) X(outer) X(einsum) X(square) X(float_power)     \
     X(clamp_one)                                                                \
     X(item) X(autograd) X(requires_grad_) X(data_dependent) X(unsupported)      \

@@ -71,11 +71,11 @@ int cap_th_softmax(cap_tcall *c, PyObject **out)
     return cap_build(c->T, (ptc_op)c->m->op, a, 3, out);
 }
 
-int cap_th_var(cap_tcall *c, PyObject **out)
+/* var/std's arguments (input, dim, unbiased or correction, keepdim) as the
+ * op's a[4]: var(x, unbiased), var(x, dim, unbiased, keepdim) and the
+ * keyword forms. */
+static int var_args(cap_tcall *c, cap_tensor *x, ptc_arg a[4])
 {
-    cap_tensor *x = input_of(c, "input");
-    if (!x)
-        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s needs a tensor", c->m->name);
     PyObject *a1 = ARG(1, "dim"), *a2 = ARG(2, "unbiased"), *a3 = ARG(3, "keepdim");
     PyObject *dim = NULL, *unbiased = ARG(-1, "unbiased"), *keepdim = ARG(-1, "keepdim");
     PyObject *corr = ARG(-1, "correction");
@@ -88,7 +88,10 @@ int cap_th_var(cap_tcall *c, PyObject **out)
         if (a3)
             keepdim = a3;
     }
-    ptc_arg a[4] = {ptc_arg_value(x->v), ptc_arg_none(), ptc_arg_int(1), ptc_arg_bool(truthy(keepdim, false))};
+    a[0] = ptc_arg_value(x->v);
+    a[1] = ptc_arg_none();
+    a[2] = ptc_arg_int(1);
+    a[3] = ptc_arg_bool(truthy(keepdim, false));
     if (dim && dim != Py_None && cap_int_list(c->T, dim, &a[1], c->m->name) != CAP_NEXT)
         return CAP_BREAK;
     if (corr && corr != Py_None) {
@@ -97,7 +100,38 @@ int cap_th_var(cap_tcall *c, PyObject **out)
     } else if (unbiased) {
         a[2] = ptc_arg_int(truthy(unbiased, true) ? 1 : 0);
     }
+    return CAP_NEXT;
+}
+
+int cap_th_var(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    if (!x)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s needs a tensor", c->m->name);
+    ptc_arg a[4];
+    if (var_args(c, x, a) != CAP_NEXT)
+        return CAP_BREAK;
     return cap_build(c->T, (ptc_op)c->m->op, a, 4, out);
+}
+
+/* torch.var_mean / std_mean (op: PTC_OP_VAR or PTC_OP_STD): the tuple
+ * (var or std, mean) over the same dims, two reductions of one input that
+ * the kernel stage fuses. */
+int cap_th_var_mean(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    if (!x)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s needs a tensor", c->m->name);
+    ptc_arg a[4];
+    if (var_args(c, x, a) != CAP_NEXT)
+        return CAP_BREAK;
+    ptc_value *spread = cap_build1(c->T, (ptc_op)c->m->op, a, 4);
+    ptc_arg m[3] = {a[0], a[1], a[3]};
+    ptc_value *mean = spread ? cap_build1(c->T, PTC_OP_MEAN, m, 3) : NULL;
+    if (!mean)
+        return CAP_BREAK;
+    *out = Py_BuildValue("(NN)", cap_tensor_new(c->T, spread), cap_tensor_new(c->T, mean));
+    return *out ? CAP_NEXT : CAP_ERR;
 }
 
 /* The (values, indices) pair (stolen) as the torch.return_types class at path. */

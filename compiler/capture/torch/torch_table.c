@@ -95,6 +95,7 @@ cap_tmap cap_tmaps[] = {
     FN("torch.prod", PROD, "input:self,dim,keepdim,*,dtype") MT("prod", PROD, "self,dim,keepdim,*,dtype")
     FX("torch.var", var, PTC_OP_VAR, "") MX("var", var, PTC_OP_VAR, "")
     FX("torch.std", var, PTC_OP_STD, "") MX("std", var, PTC_OP_STD, "")
+    FX("torch.var_mean", var_mean, PTC_OP_VAR, "") FX("torch.std_mean", var_mean, PTC_OP_STD, "")
     FN("torch.argmax", ARGMAX, "input:self,dim,keepdim") MT("argmax", ARGMAX, "self,dim,keepdim")
     FN("torch.argmin", ARGMIN, "input:self,dim,keepdim") MT("argmin", ARGMIN, "self,dim,keepdim")
     FN("torch.logsumexp", LOGSUMEXP, "input:self,dim,keepdim") MT("logsumexp", LOGSUMEXP, "self,dim,keepdim")
