@@ -278,7 +278,12 @@ static void users_of(const ptc_graph *g, int *uses, ptc_node **user)
         }
 }
 
-static int fold_chains(ptc_graph *g, const chain *chains, const int *chain_at, ptc_error *err)
+/* One forward walk that replaces the first output of each node n with
+ * at[n->id] = k >= 0 by build(d, k, ctx), built in n's place with n's
+ * provenance; users see the replacement through the remap. */
+typedef ptc_value *(*rebuild_fn)(dctx *d, int k, void *ctx);
+
+static int rebuild_at(ptc_graph *g, const int *at, rebuild_fn build, void *ctx, ptc_error *err)
 {
     int nvalues = g->nvalues, n0 = g->nnodes, rc = 0;
     ptc_value **map = calloc((size_t)nvalues + 1, sizeof *map);
@@ -287,16 +292,15 @@ static int fold_chains(ptc_graph *g, const chain *chains, const int *chain_at, p
         ptc_node *n = g->nodes[i];
         pass_remap_args(n, map);
         int before = g->nnodes;
-        int ci = chain_at[n->id];
-        if (ci >= 0 && rc == 0) {
+        if (at[n->id] >= 0 && rc == 0) {
             dctx d = {.g = g,
                       .src = n,
                       .nprov = n->nprov,
                       .prov = n->prov,
                       .loc = n->loc,
-                      .module_path = chains[ci].conv->module_path,
+                      .module_path = n->module_path,
                       .err = err};
-            ptc_value *r = fold_chain(&d, &chains[ci]);
+            ptc_value *r = build(&d, at[n->id], ctx);
             if (r)
                 map[n->outs[0]->id] = r;
             else
@@ -308,6 +312,13 @@ static int fold_chains(ptc_graph *g, const chain *chains, const int *chain_at, p
     pass_remap_outputs(g, map);
     free(map);
     return rc;
+}
+
+static ptc_value *fold_chain_at(dctx *d, int k, void *chains)
+{
+    const chain *c = &((const chain *)chains)[k];
+    d->module_path = c->conv->module_path;
+    return fold_chain(d, c);
 }
 
 int ptc_pass_fold_conv_affine(ptc_graph *g, ptc_error *err)
@@ -326,12 +337,55 @@ int ptc_pass_fold_conv_affine(ptc_graph *g, ptc_error *err)
             chain_at[chains[n].end->id] = n;
             n++;
         }
-    int rc = n ? fold_chains(g, chains, chain_at, err) : 0;
+    int rc = n ? rebuild_at(g, chain_at, fold_chain_at, chains, err) : 0;
     if (n && rc == 0)
         ptc_pass_dce(g);
     free(uses);
     free(user);
     free(chain_at);
     free(chains);
+    return rc ? -1 : n;
+}
+
+/* ---- bias as an epilogue ------------------------------------------------------------------ */
+
+/* Convolution k of convs without its bias, the bias added after it. */
+static ptc_value *bias_added_after(dctx *d, int k, void *convs)
+{
+    const ptc_node *conv = ((ptc_node *const *)convs)[k];
+    int bi = ptc_param_index(conv->op, "bias");
+    ptc_arg *args = PTC_NEWN(d->g->arena, ptc_arg, conv->nargs);
+    memcpy(args, conv->args, sizeof *args * (size_t)conv->nargs);
+    args[bi] = ptc_arg_none();
+    ptc_value *y = dp_build(d, conv->op, args, conv->nargs);
+    if (!y)
+        return NULL;
+    int at_channels[1] = {1};
+    ptc_value *b = dp_broadcast_dims(d, conv->args[bi].v, y->type.shape, y->type.ndim, at_channels);
+    return dp_binary(d, PTC_OP_PRIMS_ADD, y, b);
+}
+
+int ptc_pass_conv_bias_epilogue(ptc_graph *g, ptc_error *err)
+{
+    int *conv_at = malloc(sizeof *conv_at * ((size_t)g->next_node_id + 1));
+    ptc_node **convs = malloc(sizeof *convs * ((size_t)g->nnodes + 1));
+    PTC_ASSERT(conv_at && convs);
+    memset(conv_at, -1, sizeof *conv_at * ((size_t)g->next_node_id + 1));
+    int n = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        ptc_node *c = g->nodes[i];
+        if (c->op != PTC_OP_CONVOLUTION || c->outs[0]->type.ndim < 3)
+            continue;
+        const ptc_arg *bias = arg_of(c, "bias");
+        if (bias && bias->kind == PTC_ARG_VALUE && bias->v->type.dtype == c->outs[0]->type.dtype) {
+            conv_at[c->id] = n;
+            convs[n++] = c;
+        }
+    }
+    int rc = n ? rebuild_at(g, conv_at, bias_added_after, convs, err) : 0;
+    if (n && rc == 0)
+        ptc_pass_dce(g);
+    free(conv_at);
+    free(convs);
     return rc ? -1 : n;
 }

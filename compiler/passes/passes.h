@@ -48,6 +48,11 @@ int ptc_pass_factor_sums(ptc_graph *g, int first_id, ptc_error *err);
  * error. For inference graphs: the folded weight costs a pass over the
  * weight per call. */
 int ptc_pass_fold_conv_affine(ptc_graph *g, ptc_error *err);
+/* Hands each convolution with a bias (of its output's dtype) no bias and
+ * adds the bias after it, a pointwise step the next kernel takes in: on
+ * CUDA, torch adds a convolution's bias in a kernel of its own (fold_conv.c;
+ * Inductor lowers it the same way). Returns how many, -1 on error. */
+int ptc_pass_conv_bias_epilogue(ptc_graph *g, ptc_error *err);
 /* fold, cse and dce until nothing changes. */
 int ptc_simplify(ptc_graph *g, ptc_error *err);
 

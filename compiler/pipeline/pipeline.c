@@ -118,12 +118,13 @@ static char *graph_text(const ptc_graph *g)
  * on the CPU only (PTC_FOLD_CONV=1 or 0 decides for both). On the H200
  * the fold's kernel a call made every model slower (resnet50 b32 fp32
  * 3.01 -> 4.20 ms, bf16 3.61 -> 4.86; mobilenet_v3_large 3.02 -> 3.52,
- * 5.06 -> 5.75: bench/conv_weights.py); on the CPU mobilenet_v3_small
- * gained 5%, resnet18 nothing. */
-static int fold_conv_epilogues(pipe_t *s, ptc_graph *prims)
+ * 5.06 -> 5.75: bench/conv_weights.py), since every folded convolution
+ * had a bias that torch adds in a kernel of its own (53 adds, 1.06 ms of
+ * resnet50's 3.85 ms). On the CPU mobilenet_v3_small gained 5%, resnet18
+ * nothing. */
+static int fold_conv_affine(pipe_t *s, ptc_graph *prims, bool cuda)
 {
     static int warned;
-    bool cuda = s->o && s->o->backend == PTC_BACKEND_CUDA;
     if ((s->o && s->o->keep_conv_epilogues) ||
         !ptc_env_switch("PTC_FOLD_CONV", !cuda, &warned,
                         "eval BatchNorms are folded into convolution weights on the CPU "
@@ -136,6 +137,29 @@ static int fold_conv_epilogues(pipe_t *s, ptc_graph *prims)
     return 0;
 }
 
+/* On CUDA a convolution's bias is added by the kernel after it (torch's
+ * would add it in one of its own); PTC_CONV_BIAS_EPILOGUE=0 leaves it
+ * to torch. */
+static int conv_bias_epilogues(pipe_t *s, ptc_graph *prims, bool cuda)
+{
+    static int warned;
+    if (!cuda || !ptc_env_switch("PTC_CONV_BIAS_EPILOGUE", true, &warned,
+                                 "convolution biases are added by ptc's kernels on CUDA, "
+                                 "as by default"))
+        return 0;
+    int moved = ptc_pass_conv_bias_epilogue(prims, s->err);
+    if (moved < 0)
+        return -1;
+    ptc_metrics_add(&s->m, "conv_biases_added_after", moved, false);
+    return 0;
+}
+
+static int conv_epilogues(pipe_t *s, ptc_graph *prims)
+{
+    bool cuda = s->o && s->o->backend == PTC_BACKEND_CUDA;
+    return fold_conv_affine(s, prims, cuda) || conv_bias_epilogues(s, prims, cuda);
+}
+
 /* decompose -> fold conv epilogues -> simplify -> verify */
 static int stage_prims(pipe_t *s, const ptc_graph *g)
 {
@@ -144,7 +168,7 @@ static int stage_prims(pipe_t *s, const ptc_graph *g)
     if (!prims)
         return -1;
     s->p->graph = prims;
-    if (fold_conv_epilogues(s, prims) || ptc_simplify(prims, s->err) ||
+    if (conv_epilogues(s, prims) || ptc_simplify(prims, s->err) ||
         ptc_ops_verify(prims, PTC_STAGE_PRIM, s->err)) {
         if (s->err && !s->err->stage[0])
             snprintf(s->err->stage, sizeof s->err->stage, "prims");
