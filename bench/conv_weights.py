@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Convolution weights per call: eager, ptc, ptc with PTC_WEIGHT_CACHE=1 and
+"""Convolution weights per call: eager, ptc, ptc with PTC_WEIGHT_CACHE=1,
 ptc with the BatchNorm fold the other way (PTC_FOLD_CONV=0 on the CPU, =1 on
-CUDA, where it is off by default; a benchmark, not a test).
+CUDA, where it is off by default) and on CUDA ptc with the convolutions'
+biases left to torch (PTC_CONV_BIAS_EPILOGUE=0; a benchmark, not a test).
 
 For each model and dtype (fp32, or bf16 under autocast), in one process:
 each contender's time per call (interleaved rounds, the median of the
@@ -52,6 +53,8 @@ def run(name, dtype, args):
            }
     other = "1" if args.device == "cuda" else "0"  # the fold is the CPU's default only
     fns["ptc, PTC_FOLD_CONV=" + other] = with_env(ptc.compile(model), "PTC_FOLD_CONV", other)
+    if args.device == "cuda":  # biases added by the kernel after each convolution, or by torch
+        fns["ptc, PTC_CONV_BIAS_EPILOGUE=0"] = with_env(ptc.compile(model), "PTC_CONV_BIAS_EPILOGUE", "0")
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
     autocast = torch.autocast(args.device, dtype=torch.bfloat16, enabled=dtype == "bf16")
     ms = {k: [] for k in fns}
