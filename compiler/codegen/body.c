@@ -889,6 +889,23 @@ static ptc_red_state welford_merge(ptc_emitter *c, ptc_dtype dt, ptc_red_state a
     return o;
 }
 
+ptc_red_state ptc_emit_welford_of(ptc_emitter *c, ptc_dtype dt, const LLVMValueRef *xs, int k)
+{
+    LLVMBuilderRef b = c->b;
+    LLVMValueRef sum = xs[0];
+    for (int j = 1; j < k; j++)
+        sum = LLVMBuildFAdd(b, sum, xs[j], "");
+    ptc_red_state o = {0};
+    o.n = ptc_emit_kconst(c, dt, k, k, 1);
+    o.m = LLVMBuildFDiv(b, sum, o.n, "chunk.mean");
+    for (int j = 0; j < k; j++) {
+        LLVMValueRef d = LLVMBuildFSub(b, xs[j], o.m, "");
+        LLVMValueRef dd = LLVMBuildFMul(b, d, d, "");
+        o.m2 = o.m2 ? LLVMBuildFAdd(b, o.m2, dd, "") : dd;
+    }
+    return o;
+}
+
 ptc_red_state ptc_emit_red_combine(ptc_emitter *c, int reduce, bool nan_last, ptc_dtype dt,
                                    ptc_red_state a, ptc_red_state x, int w)
 {

@@ -156,5 +156,9 @@ void ptc_emit_red_identity(int reduce, ptc_dtype dt, double *f, int64_t *i);
  * floats of the value's type; nan_last: see ptc_lnode). */
 ptc_red_state ptc_emit_red_combine(ptc_emitter *c, int reduce, bool nan_last, ptc_dtype dt,
                                    ptc_red_state a, ptc_red_state x, int w);
+/* The Welford state (mean, M2, count k) of k values xs of dtype dt, one
+ * lane each, by two passes over them: to merge into a running state with
+ * one division for k elements instead of one each. */
+ptc_red_state ptc_emit_welford_of(ptc_emitter *c, ptc_dtype dt, const LLVMValueRef *xs, int k);
 
 #endif /* PTC_CODEGEN_BODY_H */

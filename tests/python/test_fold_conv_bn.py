@@ -91,8 +91,8 @@ MODELS = {
 }
 
 
-def close(got, want, autocast):
-    tol = 3e-2 if autocast else 1e-4
+def close(got, want, autocast, f32_tol=1e-4):
+    tol = 3e-2 if autocast else f32_tol
     scale = want.float().abs().max().item()
     assert (got.float() - want.float()).abs().max().item() <= tol * max(scale, 1.0)
 
@@ -417,6 +417,8 @@ def test_on_cuda_biases_added_after_equal_eager(fold, autocast):
             model = model.eval().cuda()
             x = torch.randn(*shape, device="cuda")
             with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
-                close(ptc.compile(model)(x), model(x), autocast)
+                # cuDNN's float32 convolutions run in TF32 (torch's default),
+                # by algorithms that differ between layouts
+                close(ptc.compile(model)(x), model(x), autocast, f32_tol=2e-3)
     finally:
         restore_env("PTC_FOLD_CONV", old)

@@ -226,6 +226,9 @@ typedef struct red {
     ptc_red_state acc;               /* allocas */
     ptc_red_state vacc;              /* row mode: W-lane allocas */
     LLVMValueRef *row_x, *row_valid; /* two-pass Welford: each chunk's values and valid */
+    LLVMValueRef chunk[COL_UNROLL];  /* Welford: an unrolled iteration's values, when chunking */
+    int nchunk;
+    bool chunking;
 } red;
 
 static bool is_arg(const red *r)
@@ -303,6 +306,10 @@ static ptc_red_state red_combine(gcg *c, const red *r, ptc_red_state a, ptc_red_
 static void red_update(gcg *c, red *r, LLVMValueRef x, LLVMValueRef idx)
 {
     LLVMBuilderRef b = c->b;
+    if (is_welford(r) && r->chunking) {
+        r->chunk[r->nchunk++] = x;
+        return;
+    }
     if (is_welford(r)) {
         ptc_red_state s = red_load(c, r);
         LLVMValueRef n = LLVMBuildFAdd(b, s.n, LLVMConstReal(r->t, 1), "");
@@ -554,21 +561,52 @@ static void red_element(gcg *c, const ptc_kgroup *G, red *reds, LLVMValueRef rr)
     }
 }
 
+/* Welford members take an unrolled iteration's elements as one chunk
+ * (on) or element by element (off); turned off, the chunks gathered merge
+ * into their states: a division per chunk, where Welford's update divides
+ * per element, in a chain of dependent divisions (BatchNorm statistics:
+ * four times the time of a sum). */
+static void welford_chunks(gcg *c, red *reds, int nred, bool on)
+{
+    for (int i = 0; i < nred; i++) {
+        red *r = &reds[i];
+        if (!is_welford(r))
+            continue;
+        r->chunking = on;
+        if (!on && r->nchunk) {
+            ptc_red_state x = ptc_emit_welford_of(&c->em, r->dt, r->chunk, r->nchunk);
+            red_save(c, r, red_combine(c, r, red_load(c, r), x));
+        }
+        r->nchunk = 0;
+    }
+}
+
+static bool has_welford(const red *reds, int nred)
+{
+    for (int i = 0; i < nred; i++)
+        if (is_welford(&reds[i]))
+            return true;
+    return false;
+}
+
 /* Lane lr of the Tr sharing a reduction folds elements lr, lr + Tr, ... In
- * column mode COL_UNROLL elements an iteration, then the rest one by one:
- * the same sums in the same order, with the loads of an iteration in one
- * block, where ptxas issues them together (a column's thread otherwise
- * waits out each load's latency before the next). */
-static void red_loop(gcg *c, const ptc_kgroup *G, red *reds, LLVMValueRef lr, LLVMValueRef n,
-                     int Tr)
+ * column mode, split rows and groups with Welford members COL_UNROLL
+ * elements an iteration, then the rest one by one: the loads of an
+ * iteration in one block, where ptxas issues them together (a column's
+ * thread otherwise waits out each load's latency before the next); sums
+ * in the same order, Welford's in chunks of COL_UNROLL. */
+static void red_loop(gcg *c, const ptc_kgroup *G, red *reds, int nred, LLVMValueRef lr,
+                     LLVMValueRef n, int Tr)
 {
     LLVMValueRef start = lr;
-    if (c->plan->col || c->plan->split) {
+    if (c->plan->col || c->plan->split || has_welford(reds, nred)) {
         loop ul;
         loop_open(c, &ul, lr, LLVMBuildSub(c->b, n, ixc(c, (int64_t)(COL_UNROLL - 1) * Tr), ""),
                   ixc(c, (int64_t)COL_UNROLL * Tr), "red.unrolled");
+        welford_chunks(c, reds, nred, true);
         for (int u = 0; u < COL_UNROLL; u++)
             red_element(c, G, reds, LLVMBuildAdd(c->b, ul.iv, ixc(c, (int64_t)u * Tr), ""));
+        welford_chunks(c, reds, nred, false);
         loop_close(c, &ul);
         start = ul.iv;
     }
@@ -615,7 +653,7 @@ static void emit_red_group(gcg *c, const kctx *k, const ptc_kgroup *G, int g)
     decompose(c, kl.iv, G->inner, G->ninner, nouter);
     for (int r = 0; r < nred; r++)
         red_init(c, &reds[r]);
-    red_loop(c, G, reds, lr, dims_product(c, G->red, G->nred), Tr);
+    red_loop(c, G, reds, nred, lr, dims_product(c, G->red, G->nred), Tr);
     if (c->plan->col)
         col_across(c, k, reds, nred);
     else if (Tr > 1)
@@ -1316,7 +1354,7 @@ static void emit_split_grid(gcg *c, kctx *k, LLVMValueRef ctaid, LLVMValueRef nc
     decompose(c, o, c->k->outer, c->k->nouter, 0);
     for (int m = 0; m < nred; m++)
         red_init(c, &reds[m]);
-    red_loop(c, G, reds, LLVMBuildAdd(b, lo, k->t, ""), hi, k->T);
+    red_loop(c, G, reds, nred, LLVMBuildAdd(b, lo, k->t, ""), hi, k->T);
     red_across(c, k, reds, nred, k->T);
     LLVMBasicBlockRef join = if_open(c, split_publish(c, k, reds, nred, o, ul.iv), "split.last");
     split_combine(c, k, reds, nred, o);
