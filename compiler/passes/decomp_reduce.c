@@ -73,6 +73,41 @@ static ptc_value *var_mean(dctx *d, ptc_value *x, const bool *mask, double corre
     return vm->outs[0];
 }
 
+/* Whether a and b are one value: the same, or conversions of one value to
+ * one dtype (each decomposition converts its input anew; CSE merges them
+ * later). */
+static bool same_value(const ptc_value *a, const ptc_value *b)
+{
+    if (a == b)
+        return true;
+    const ptc_node *da = a->def, *db = b->def;
+    return da && db && da->op == PTC_OP_PRIMS_CONVERT_ELEMENT_TYPE && db->op == da->op &&
+           da->args[0].v == db->args[0].v && a->type.dtype == b->type.dtype;
+}
+
+/* The mean output of a var_mean of x over the dims of mask already built
+ * (torch.var_mean, BatchNorm-style statistics written as var and mean), or
+ * NULL: a mean beside it reads x once, in the same reduction. Looks at the
+ * last nodes built only. */
+static ptc_value *var_mean_of(dctx *d, const ptc_value *x, const bool *mask)
+{
+    for (int i = d->g->nnodes - 1; i >= 0 && i >= d->g->nnodes - 64; i--) {
+        const ptc_node *vm = d->g->nodes[i];
+        if (vm->op != PTC_OP_PRIMS_VAR_MEAN || !same_value(vm->args[0].v, x))
+            continue;
+        const ptc_arg *dims = &vm->args[1];
+        bool same = true;
+        for (int k = 0, j = 0; k < x->type.ndim; k++) {
+            bool in = j < dims->is.n && dims->is.d[j].value == k;
+            j += in;
+            same &= in == mask[k];
+        }
+        if (same)
+            return vm->outs[1];
+    }
+    return NULL;
+}
+
 static int d_reduce(dctx *d, const ptc_node *n, ptc_value **outs)
 {
     ptc_value *x = dp_in(d, n, "self");
@@ -102,10 +137,11 @@ static int d_reduce(dctx *d, const ptc_node *n, ptc_value **outs)
     case PTC_OP_MEAN: {
         ptc_value *xc = dp_convert(d, x, dp_compute(out));
         int64_t cnt;
-        if (count_of(x, mask, &cnt)) {
+        r = var_mean_of(d, xc, mask);
+        if (!r && count_of(x, mask, &cnt)) {
             ptc_value *s = dp_reduce(d, PTC_OP_PRIMS_SUM, xc, mask);
             r = B(d, PTC_OP_PRIMS_DIV, s, K(d, (double)cnt, s));
-        } else {
+        } else if (!r) {
             var_mean(d, xc, mask, 0, &r);
         }
         r = dp_convert(d, r, out);

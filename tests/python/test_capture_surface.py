@@ -396,3 +396,31 @@ def test_var_mean_compiled_by_ptc_matches_eager(dtype):
         for a, b in zip(g, w):
             assert a.dtype == b.dtype and a.shape == b.shape
             torch.testing.assert_close(a, b, rtol=tol, atol=tol)
+
+
+def test_var_mean_reads_its_input_once(tmp_path):
+    """The mean beside a var over the same dims is the var's Welford mean:
+    one reduction kernel, no second pass summing the input (BatchNorm-style
+    statistics: on an H200 two passes over bf16 [32,64,112,112])."""
+    import glob
+    ptc.config.trace_dir = str(tmp_path)
+    try:
+        x = torch.randn(8, 4, 6, 6)
+        got = ptc.compile(lambda t: torch.var_mean(t, dim=(0, 2, 3)), fullgraph=True)(x)
+    finally:
+        ptc.config.trace_dir = None
+    for g, w in zip(got, torch.var_mean(x, dim=(0, 2, 3))):
+        torch.testing.assert_close(g, w)
+    kernels = open(glob.glob(str(tmp_path / "**" / "kernels.txt"), recursive=True)[0]).read()
+    assert kernels.count(" welford ") == 1 and " sum of " not in kernels, kernels
+
+
+def test_var_mean_gradients_match_eager():
+    def f(x):
+        v, m = torch.var_mean(x, dim=(0, 2))
+        s, m2 = torch.std_mean(x, 1, keepdim=True)
+        return (v * m).sum() + (s * m2).sum()
+    x = torch.randn(5, 3, 7, dtype=torch.float64, requires_grad=True)
+    want, = torch.autograd.grad(f(x), x)
+    got, = torch.autograd.grad(ptc.compile(f)(x), x)
+    torch.testing.assert_close(got, want)
