@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """Convolution weights per call: eager, ptc, ptc with PTC_WEIGHT_CACHE=1,
-ptc with the BatchNorm fold the other way (PTC_FOLD_CONV=0 on the CPU, =1 on
-CUDA, where it is off by default) and on CUDA ptc with the convolutions'
-biases left to torch (PTC_CONV_BIAS_EPILOGUE=0; a benchmark, not a test).
+ptc without the BatchNorm fold (PTC_FOLD_CONV=0) and on CUDA ptc with the
+convolutions' biases left to torch (PTC_CONV_BIAS_EPILOGUE=0; a benchmark, not a test).
 
 For each model and dtype (fp32, or bf16 under autocast), in one process:
 each contender's time per call (interleaved rounds, the median of the
@@ -11,7 +10,7 @@ the number of aten::clone calls per call (torch's copies of weights into
 the input's layout, and ptc's own copies) and of convolutions. With kept
 channels-last weights (weight_cache.c) ptc makes no clone per call in fp32;
 under autocast ptc writes the cast weights channels-last (layout.c), so
-neither contender's convolutions clone them. On the CPU ptc folds each eval
+neither contender's convolutions clone them. ptc folds each eval
 BatchNorm into its convolution's weight (fold_conv.c), a kernel a call that
 writes the folded weight channels-last; PTC_FOLD_CONV=0 keeps the BatchNorm
 kernels and hands the convolutions the module's weights.
@@ -51,8 +50,7 @@ def run(name, dtype, args):
     fns = {"eager": model, "ptc": ptc.compile(model),
            "ptc, PTC_WEIGHT_CACHE=1": with_env(ptc.compile(model), "PTC_WEIGHT_CACHE", "1"),
            }
-    other = "1" if args.device == "cuda" else "0"  # the fold is the CPU's default only
-    fns["ptc, PTC_FOLD_CONV=" + other] = with_env(ptc.compile(model), "PTC_FOLD_CONV", other)
+    fns["ptc, PTC_FOLD_CONV=0"] = with_env(ptc.compile(model), "PTC_FOLD_CONV", "0")
     if args.device == "cuda":  # biases added by the kernel after each convolution, or by torch
         fns["ptc, PTC_CONV_BIAS_EPILOGUE=0"] = with_env(ptc.compile(model), "PTC_CONV_BIAS_EPILOGUE", "0")
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)

@@ -114,21 +114,20 @@ static char *graph_text(const ptc_graph *g)
 }
 
 /* Folds eval BatchNorms (and other per-channel affine epilogues) into
- * their convolutions' weights, unless the caller keeps them: by default
- * on the CPU only (PTC_FOLD_CONV=1 or 0 decides for both). On the H200
- * the fold's kernel a call made every model slower (resnet50 b32 fp32
- * 3.01 -> 4.20 ms, bf16 3.61 -> 4.86; mobilenet_v3_large 3.02 -> 3.52,
- * 5.06 -> 5.75: bench/conv_weights.py), since every folded convolution
- * had a bias that torch adds in a kernel of its own (53 adds, 1.06 ms of
- * resnet50's 3.85 ms). On the CPU mobilenet_v3_small gained 5%, resnet18
- * nothing. */
-static int fold_conv_affine(pipe_t *s, ptc_graph *prims, bool cuda)
+ * their convolutions' weights, unless the caller keeps them or
+ * PTC_FOLD_CONV=0. On the H200 the fold used to make CUDA models slower
+ * (resnet50 b32 fp32 3.01 -> 4.20 ms), since every folded convolution had
+ * a bias that torch adds in a kernel of its own (53 adds, 1.06 ms of
+ * 3.85); with the biases added by the next kernel (below) it is faster
+ * (resnet50 fp32 3.67 -> 3.31 ms, mobilenet_v3_large fp32 4.54 -> 4.28,
+ * bf16 about even: bench/conv_weights.py, two runs). On the CPU
+ * mobilenet_v3_small gained 5%, resnet18 nothing. */
+static int fold_conv_affine(pipe_t *s, ptc_graph *prims)
 {
     static int warned;
     if ((s->o && s->o->keep_conv_epilogues) ||
-        !ptc_env_switch("PTC_FOLD_CONV", !cuda, &warned,
-                        "eval BatchNorms are folded into convolution weights on the CPU "
-                        "only, as by default"))
+        !ptc_env_switch("PTC_FOLD_CONV", true, &warned,
+                        "eval BatchNorms are folded into convolution weights, as by default"))
         return 0;
     int folded = ptc_pass_fold_conv_affine(prims, s->err);
     if (folded < 0)
@@ -157,7 +156,7 @@ static int conv_bias_epilogues(pipe_t *s, ptc_graph *prims, bool cuda)
 static int conv_epilogues(pipe_t *s, ptc_graph *prims)
 {
     bool cuda = s->o && s->o->backend == PTC_BACKEND_CUDA;
-    return fold_conv_affine(s, prims, cuda) || conv_bias_epilogues(s, prims, cuda);
+    return fold_conv_affine(s, prims) || conv_bias_epilogues(s, prims, cuda);
 }
 
 /* decompose -> fold conv epilogues -> simplify -> verify */
