@@ -18,7 +18,8 @@ from gpucheck import cuda_reason
 from ptcio import build_dir, ptc_run
 from test_column_reductions import run_check
 
-# name, params, body: every one splits on a GPU of 132 SMs (an H100 / H200)
+# name, params, body: every one but the first (Welford's) splits on a GPU of
+# 132 SMs (an H100 / H200)
 GRAPHS = [
     ("batch_norm_stats_bf16", "%x: bf16[32,64,112,112] cpu",
      "  %f = to(%x, f32) : f32[32,64,112,112]\n  %v = var(%f, [0, 2, 3]) : f32[64]\n"
@@ -55,7 +56,9 @@ def test_cuda_matches_the_reference(tmp_path, monkeypatch, graph, split):
 def test_the_plan_splits_these_rows(tmp_path, monkeypatch, graph):
     """Through the stand-in libcuda (no GPU: its launches run nothing), the
     +runtime log of each graph says split rows, and with
-    PTC_CUDA_SPLIT_ROWS=0 it does not."""
+    PTC_CUDA_SPLIT_ROWS=0 it does not; Welford's rows (BatchNorm statistics)
+    never split: unsplit they ran as fast or up to twice as fast on an H200
+    (plan.c's header)."""
     fake = os.path.join(build_dir(), "tests", "libptc_fake_cuda.so")
     if not os.path.exists(fake):
         pytest.skip("no stand-in libcuda in this build")
@@ -69,7 +72,8 @@ def test_the_plan_splits_these_rows(tmp_path, monkeypatch, graph):
         assert r.returncode == 0, r.stderr
         # kernels and combinations (kernels that do not split may share a launch)
         launches = [l for l in r.stderr.splitlines() if " grid " in l]
-        assert launches and all(("split rows" in l) == (split == "1") for l in launches), r.stderr
+        splits = split == "1" and graph[0] != "batch_norm_stats_bf16"
+        assert launches and all(("split rows" in l) == splits for l in launches), r.stderr
 
 
 def row_stats(x):

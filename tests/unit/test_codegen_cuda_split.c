@@ -14,8 +14,8 @@
 
 /* Few long rows split: S blocks a row, as many as fill one wave of the
  * planned 132 SMs (264 blocks of 1024 threads), each thread folding 16
- * elements or more, so 64 BatchNorm channels of 32*112*112 take 4 blocks
- * each and a 4M-element sum 244. A block publishes its partial states
+ * elements or more, so the sums of 64 BatchNorm channels of 32*112*112 take
+ * 4 blocks each and a 4M-element sum 244; Welford's rows do not split. A block publishes its partial states
  * (membar, atom.add on the row's counter), the last block of a row
  * (bar.red.or) reads them (ld.volatile) and runs the epilogue.
  * PTC_CUDA_SPLIT_ROWS=0 keeps a block per row. */
@@ -25,10 +25,17 @@ START_TEST(few_long_rows_split_over_blocks)
         const char *params, *body;
         int split;
     } cases[] = {
-        /* BatchNorm training statistics, resnet50's first layer */
+        /* BatchNorm training statistics, resnet50's first layer: Welford's
+           rows keep a block each (faster unsplit on an H200: plan.c) */
         {"%x: bf16[32,64,112,112] cpu",
          "  %f = to(%x, f32) : f32[32,64,112,112]\n  %v = var(%f, [0, 2, 3]) : f32[64]\n"
          "  %s = sum(%f, [0, 2, 3]) : f32[64]\n  return (%v, %s)",
+         0},
+        /* its backward's two channel sums */
+        {"%g: bf16[32,64,112,112] cpu, %x: bf16[32,64,112,112] cpu",
+         "  %f = to(%g, f32) : f32[32,64,112,112]\n  %y = to(%x, f32) : f32[32,64,112,112]\n"
+         "  %p = mul(%f, %y) : f32[32,64,112,112]\n  %s = sum(%f, [0, 2, 3]) : f32[64]\n"
+         "  %t = sum(%p, [0, 2, 3]) : f32[64]\n  return (%s, %t)",
          4},
         {"%x: f32[3,1000000] cpu", "  %s = sum(%x, [1]) : f32[3]\n  return (%s)", 61},
         {"%x: f32[4000000] cpu",
