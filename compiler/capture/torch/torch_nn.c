@@ -74,8 +74,11 @@ int cap_th_softmax(cap_tcall *c, PyObject **out)
 /* var/std's arguments (input, dim, unbiased or correction, keepdim) as the
  * op's a[4]: var(x, unbiased), var(x, dim, unbiased, keepdim) and the
  * keyword forms. */
-static int var_args(cap_tcall *c, cap_tensor *x, ptc_arg a[4])
+static int var_args(cap_tcall *c, ptc_arg a[4])
 {
+    cap_tensor *x = input_of(c, "input");
+    if (!x)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s needs a tensor", c->m->name);
     PyObject *a1 = ARG(1, "dim"), *a2 = ARG(2, "unbiased"), *a3 = ARG(3, "keepdim");
     PyObject *dim = NULL, *unbiased = ARG(-1, "unbiased"), *keepdim = ARG(-1, "keepdim");
     PyObject *corr = ARG(-1, "correction");
@@ -105,13 +108,9 @@ static int var_args(cap_tcall *c, cap_tensor *x, ptc_arg a[4])
 
 int cap_th_var(cap_tcall *c, PyObject **out)
 {
-    cap_tensor *x = input_of(c, "input");
-    if (!x)
-        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s needs a tensor", c->m->name);
     ptc_arg a[4];
-    if (var_args(c, x, a) != CAP_NEXT)
-        return CAP_BREAK;
-    return cap_build(c->T, (ptc_op)c->m->op, a, 4, out);
+    int rc = var_args(c, a);
+    return rc != CAP_NEXT ? rc : cap_build(c->T, (ptc_op)c->m->op, a, 4, out);
 }
 
 /* torch.var_mean / std_mean (op: PTC_OP_VAR or PTC_OP_STD): the tuple
@@ -119,12 +118,10 @@ int cap_th_var(cap_tcall *c, PyObject **out)
  * the kernel stage fuses. */
 int cap_th_var_mean(cap_tcall *c, PyObject **out)
 {
-    cap_tensor *x = input_of(c, "input");
-    if (!x)
-        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s needs a tensor", c->m->name);
     ptc_arg a[4];
-    if (var_args(c, x, a) != CAP_NEXT)
-        return CAP_BREAK;
+    int rc = var_args(c, a);
+    if (rc != CAP_NEXT)
+        return rc;
     ptc_value *spread = cap_build1(c->T, (ptc_op)c->m->op, a, 4);
     ptc_arg m[3] = {a[0], a[1], a[3]};
     ptc_value *mean = spread ? cap_build1(c->T, PTC_OP_MEAN, m, 3) : NULL;
