@@ -147,10 +147,10 @@ def test_compiled_layer_norm_of_long_rows():
 def test_welford_divides_once_per_unrolled_chunk(tmp_path, monkeypatch):
     """Welford's update divides by the count for every element, a chain of
     dependent divisions (BatchNorm statistics took four times a sum's time
-    on an H200); the CUDA kernel takes each unrolled iteration's four
+    on an H200); the CUDA kernel takes each unrolled iteration's eight
     elements as one chunk (their mean and squared deviations) merged with one
     division. The PTX of the statistics kernel, split and not: the block
-    with the iteration's four loads has one div.rn.f32."""
+    with the iteration's eight loads has one div.rn.f32."""
     path = write_graph(tmp_path, GRAPHS[0], "cuda")
     for split in ("1", "0"):
         monkeypatch.setenv("PTC_CUDA_SPLIT_ROWS", split)
@@ -159,5 +159,5 @@ def test_welford_divides_once_per_unrolled_chunk(tmp_path, monkeypatch):
             pytest.skip("the CUDA backend is not part of this build")
         assert r.returncode == 0, r.stderr
         welford = r.stdout.split(".entry")[1]  # the first kernel: var's
-        blocks = [b for b in welford.split("$L__BB") if b.count("ld.global") == 4]
+        blocks = [b for b in welford.split("$L__BB") if b.count("ld.global") == 8]
         assert blocks and all(b.count("div.rn.f32") == 1 for b in blocks), (split, blocks)

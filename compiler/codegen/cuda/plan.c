@@ -55,7 +55,7 @@
  * gives each row S blocks, as many as fill the wave (plan_split). Only
  * kernels whose first group reduces whole rows and whose later groups are
  * per-row pointwise work (the epilogue) split. Block j of row o folds
- * elements j*L .. (j+1)*L-1 (four loads in flight a thread, as column mode),
+ * elements j*L .. (j+1)*L-1 (eight loads in flight a thread),
  * its threads' states meet as in any block, and thread 0 writes the block's
  * partial state to the scratch area and counts the block done on the row's
  * counter (a fence, then an atomic add). The block that counts the row's
