@@ -256,11 +256,16 @@ def test_a_backwards_late_temporaries_are_allocated_late(monkeypatch):
         collection of an earlier test's garbage inside the window would
         lower a run's."""
         monkeypatch.setenv("PTC_ARENA_SEGMENTS", segments)
-        runs = []
+        runs, earlier = [], []
         gc.collect()
         gc.disable()
         try:
             for _ in range(3):
+                # the last run's gradients stay alive, so that every run
+                # allocates its own: freed, their memory could be taken
+                # again unseen by the profile (the test passed or failed
+                # with the order of the file's tests)
+                earlier.append([w.grad for w in ws])
                 for w in ws:
                     w.grad = None
                 runs.append(backward_peak_with_arena(compiled(x, *ws)))
