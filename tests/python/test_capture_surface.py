@@ -69,9 +69,25 @@ def tensor_type_of_a_dtype(x):
     return x.type(torch.float64) * 2, x.type(dtype=torch.int32)
 
 
+@case(1, 0)
+def tensor_new_of_data(x):
+    # main: a break (B003) at each (torch.compile: one graph); and x.new((3, 1))
+    # was new_empty((3, 1)) where eager copies the tuple's data (a silent
+    # wrong result: an uninitialised 3x1 tensor for tensor([3., 1.]))
+    return x.new([[1.0, 2.0, 3.0]]) + x, x.new((3, 1)), x.new([True])
+
+
+@case(1, 0)
+def tensor_new_tensor(x):
+    # main: a break (B003) at each (torch.compile: one graph)
+    a = x.new_tensor([1, 2, 3])  # x's dtype: float32
+    b = x.new_tensor((1.5, 2), dtype=torch.int64)
+    return a * x, b, x.new_tensor(7), x.new_tensor(x * 2, dtype=torch.int32)
+
+
 @case(1, 1)
-def tensor_new_of_data_breaks(x):
-    return x.new([1.0, 2.0, 3.0]) + x  # copies data: a break (B003), as new_tensor
+def tensor_new_of_a_tensor_breaks(x):
+    return x.new(x) + 1  # eager's legacy constructor aliases x: a break (B003)
 
 
 FIRST = operator.itemgetter(0)
@@ -229,6 +245,17 @@ def observe(fn, x):
         except Exception as e:  # the exception is the observable result
             result = ("raised", type(e), str(e))
     return result, [str(w.message) for w in caught if str(w.message).startswith("ptc")]
+
+
+def test_new_tensor_of_a_tensor_warns_as_eager():
+    def f(x):
+        return x.new_tensor(x) + 1
+
+    with pytest.warns(UserWarning) as want:
+        f(torch.ones(2))
+    with pytest.warns(UserWarning) as got:
+        ptc.compile(f, backend="eager", fullgraph=True)(torch.ones(2))
+    assert [str(w.message) for w in got] == [str(w.message) for w in want]
 
 
 KNOWN = {"a": 1, "b": 2}

@@ -213,6 +213,11 @@ int cap_torch_foreach_call(cap_interp *I, PyObject *callable, PyObject *const *a
 /* torch.tensor(t) / torch.as_tensor(t) of symbolic tensor t, the call's
  * first argument or the tensor of its ndarray (of_array) (torch_builtins.c). */
 int cap_th_tensor_of_tensor(cap_tcall *c, cap_tensor *t, bool of_array, PyObject **out);
+/* t converted to dtype dt (-1: t's) and device dev, a detached clone where
+ * copies; warn_as names the call in eager's copy-construct warning (NULL:
+ * none). */
+int cap_th_tensor_copy(cap_trace *T, cap_tensor *t, int dt, ptc_device dev, const char *warn_as,
+                       bool copies, PyObject **out);
 /* torch.tensor(a) / torch.as_tensor(a) of an ndarray from outside: of its
  * torch.from_numpy input (torch_numpy.c). */
 int cap_th_tensor_of_array(cap_tcall *c, PyObject **out);

@@ -75,7 +75,6 @@ int cap_th_tensor_of_tensor(cap_tcall *c, cap_tensor *t, bool of_array, PyObject
         return cap_t_break(c->T, CAP_B_TENSOR_DATA,
                            "%s of a traced %s (requires_grad or pin_memory)", c->m->name,
                            of_array ? "array" : "tensor");
-    ptc_arg a[3] = {ptc_arg_value(t->v), ptc_arg_none(), ptc_arg_none()};
     int dt = kd && kd != Py_None ? cap_dtype_from_obj(kd) : -1;
     ptc_device dev = t->v->type.device;
     if ((kd && kd != Py_None && dt < 0) ||
@@ -86,26 +85,37 @@ int cap_th_tensor_of_tensor(cap_tcall *c, cap_tensor *t, bool of_array, PyObject
         *out = Py_NewRef((PyObject *)t);
         return CAP_NEXT;
     }
+    return cap_th_tensor_copy(c->T, t, dt, dev, copies && !of_array ? "torch.tensor" : NULL,
+                              copies, out);
+}
+
+/* t converted to dtype dt (-1: its own) and device dev; detached and cloned
+ * where `copies` (a graph copy: writes to one never reach the other). warn_as
+ * names the call in eager's UserWarning (NULL: none). */
+int cap_th_tensor_copy(cap_trace *T, cap_tensor *t, int dt, ptc_device dev, const char *warn_as,
+                       bool copies, PyObject **out)
+{
+    ptc_arg a[3] = {ptc_arg_value(t->v), ptc_arg_none(), ptc_arg_none()};
     if (dt >= 0)
         a[1] = ptc_arg_dtype((ptc_dtype)dt);
     if (!ptc_device_eq(dev, t->v->type.device))
         a[2] = ptc_arg_device(dev);
-    if (copies && !of_array && PyErr_WarnEx(PyExc_UserWarning,
-                               "To copy construct from a tensor, it is recommended to use "
-                               "sourceTensor.detach().clone() or "
-                               "sourceTensor.detach().clone().requires_grad_(True), rather than "
-                               "torch.tensor(sourceTensor).",
-                               1) < 0)
+    if (warn_as && PyErr_WarnFormat(PyExc_UserWarning, 1,
+                                    "To copy construct from a tensor, it is recommended to use "
+                                    "sourceTensor.detach().clone() or "
+                                    "sourceTensor.detach().clone().requires_grad_(True), rather "
+                                    "than %s(sourceTensor).",
+                                    warn_as) < 0)
         return CAP_ERR;
     /* detached and converted first, then cloned: the clone's type follows */
-    ptc_value *v = cap_build1(c->T, PTC_OP_TO, a, 3);
+    ptc_value *v = cap_build1(T, PTC_OP_TO, a, 3);
     if (v && copies) {
         v->type.requires_grad = false;
         ptc_arg detached = ptc_arg_value(v);
-        v = cap_build1(c->T, PTC_OP_CLONE, &detached, 1);
+        v = cap_build1(T, PTC_OP_CLONE, &detached, 1);
     }
     if (!v)
         return CAP_BREAK;
-    *out = cap_tensor_new(c->T, v);
+    *out = cap_tensor_new(T, v);
     return *out ? CAP_NEXT : CAP_ERR;
 }

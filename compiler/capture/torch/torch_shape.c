@@ -676,11 +676,6 @@ int cap_th_tensor_const(cap_tcall *c, PyObject **out)
     return *out ? CAP_NEXT : CAP_ERR;
 }
 
-int cap_th_new_tensor(cap_tcall *c, PyObject **out)
-{
-    return cap_t_break(c->T, CAP_B_TENSOR_DATA, "Tensor.new_tensor");
-}
-
 /* x.fill_(v), x.zero_(): a full tensor that replaces x's value. */
 int cap_th_fill(cap_tcall *c, PyObject **out)
 {
