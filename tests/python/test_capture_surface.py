@@ -56,6 +56,13 @@ def default_dtype_and_grad_mode(x):
 
 
 @case(1, 0)
+def torch_function_mode_query(x):
+    # main: a break (PTC-B007; torch.compile: one graph). False in every
+    # trace: a call made while a mode is active runs eagerly
+    return x - 1 if torch._C._is_torch_function_mode_enabled() else x + 1
+
+
+@case(1, 0)
 def tensor_new_of_sizes(x):
     # main: Tensor.new broke (B007), then the in-place zero_ on it (B012)
     a = x.new(2, 3).zero_()

@@ -257,6 +257,8 @@ static const char *pure_torch[] = {
     "torch._C._get_cpu_capability", "torch.backends.cudnn.is_available", "torch.cuda.is_initialized",
     "torch._C._jit_is_script_object", "torch.is_autocast_cache_enabled", "torch._C._get_mkldnn_enabled", "sys.getrecursionlimit",
     "sys.getdefaultencoding", "sys.intern",
+    /* False while tracing: a call or segment starting under a user's mode runs eagerly */
+    "torch._C._is_torch_function_mode_enabled",
     /* class methods of builtin types: bound afresh on each read, found by equality */
     "builtins.dict.fromkeys", "itertools.chain.from_iterable", NULL,
 };
