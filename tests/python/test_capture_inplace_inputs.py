@@ -251,3 +251,37 @@ def test_global_sharing_memory_with_a_written_argument_breaks_where_it_is_read()
     assert torch.equal(got, torch.tensor([100.0, 2.0, 3.0])) and SHARED[1] == 100.0
     graphs, breaks, details = counts(compiled)
     assert (graphs, breaks) == (2, 1) and "shares memory" in details[0], details
+
+
+def writes_through_out(x, y, z):
+    r = torch.add(x, 1, out=y)  # written, converted to y's dtype, returned as y
+    torch.mul(x, 2, out=z[0])  # through a view of an argument
+    s = torch.exp(x, out=torch.empty(3))  # a tensor made in the function
+    return r * (r is y) + s + torch.sub(x, 2, alpha=3, out=x)  # out= is an input
+
+
+@pytest.mark.parametrize("backend", ["eager", "ptc"])
+def test_out_argument_is_written_and_returned_in_one_graph(backend):
+    # main: a break at each (PTC-B007 'torch.add with out='; torch.compile: one graph)
+    def make_args():
+        return torch.arange(3.0), torch.zeros(3, dtype=torch.float64), torch.zeros(2, 3)
+
+    compiled = ptc.compile(writes_through_out, backend=backend, fullgraph=True)
+    want_args, got_args = make_args(), make_args()
+    want, got = writes_through_out(*want_args), compiled(*got_args)
+    assert want.dtype == got.dtype and torch.allclose(want, got)
+    for w, g in zip(want_args, got_args):
+        assert w.dtype == g.dtype and torch.allclose(w, g), (w, g)
+    assert counts(compiled) == (1, 0, [])
+
+
+def test_out_argument_of_another_shape_breaks_and_raises_like_eager():
+    def resizes(x, y):
+        return torch.add(x, 1, out=y)  # eager resizes y: a break, run for real
+
+    compiled = ptc.compile(resizes, backend="eager")
+    y = torch.zeros(0)
+    assert torch.equal(compiled(torch.ones(3), y), torch.full((3,), 2.0)) and y.shape == (3,)
+    assert counts(compiled)[:2] == (0, 1)
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type Long"):
+        compiled(torch.ones(3), torch.zeros(3, dtype=torch.int64))

@@ -69,9 +69,65 @@ int cap_torch_call(cap_trace *T, const cap_tmap *m, PyObject *self, PyObject *co
     return rc != CAP_NEXT ? rc : cap_torch_call_traced(T, m, self, args, nargs, kwnames, out);
 }
 
+/* The traced tensor given as out= to a mapped op whose signature takes out=
+ * (its position among the keywords: *at), or NULL. */
+static cap_tensor *out_argument(const cap_tmap *m, PyObject *const *args, int nargs,
+                                PyObject *kwnames, int *at)
+{
+    int nkw = kwnames ? (int)PyTuple_Size(kwnames) : 0;
+    bool takes_out = false;
+    for (int k = 0; k < m->np; k++)
+        takes_out |= m->p[k].kind == TP_MUSTNONE && strcmp(m->p[k].pyname, "out") == 0;
+    for (int i = 0; takes_out && !m->fn && i < nkw; i++) {
+        PyObject *v = args[nargs - nkw + i];
+        if (PyUnicode_CompareWithASCIIString(PyTuple_GetItem(kwnames, i), "out") == 0 &&
+            cap_is_tensor(v)) {
+            *at = i;
+            return (cap_tensor *)v;
+        }
+    }
+    return NULL;
+}
+
+/* op(..., out=t): the op's result written into t, converted to its dtype as
+ * an in-place op's (cap_inplace), and t returned. Only where the result has
+ * t's shape: eager resizes t otherwise (a break). */
+static int call_into(cap_trace *T, const cap_tmap *m, PyObject *self, PyObject *const *args,
+                     int nargs, PyObject *kwnames, int at, cap_tensor *into, PyObject **out)
+{
+    int nkw = (int)PyTuple_Size(kwnames);
+    PyObject *rest[40], *names = PyTuple_New(nkw - 1), *res = NULL;
+    if (!names)
+        return CAP_ERR;
+    for (int i = 0, j = 0; i < nargs; i++)
+        if (i != nargs - nkw + at)
+            rest[j++] = args[i];
+    for (int i = 0, j = 0; i < nkw; i++)
+        if (i != at)
+            PyTuple_SetItem(names, j++, Py_NewRef(PyTuple_GetItem(kwnames, i)));
+    int rc = cap_torch_call_traced(T, m, self, rest, nargs - 1, nkw > 1 ? names : NULL, &res);
+    Py_DECREF(names);
+    if (rc != CAP_NEXT)
+        return rc;
+    const ptc_ttype *rt = cap_is_tensor(res) ? &cap_val(res)->type : NULL, *ot = &into->v->type;
+    bool same = rt && rt->ndim == ot->ndim;
+    for (int d = 0; same && d < ot->ndim; d++)
+        same = ptc_dim_eq(rt->shape[d], ot->shape[d]);
+    if (!same) {
+        Py_XDECREF(res);
+        return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH,
+                           "%s with out= of another shape than its result", m->name);
+    }
+    return cap_inplace(T, into, res, out);
+}
+
 int cap_torch_call_traced(cap_trace *T, const cap_tmap *m, PyObject *self, PyObject *const *args,
                           int nargs, PyObject *kwnames, PyObject **out)
 {
+    int at = -1;
+    cap_tensor *into = out_argument(m, args, nargs, kwnames, &at);
+    if (into)
+        return call_into(T, m, self, args, nargs, kwnames, at, into, out);
     int nkw = kwnames ? (int)PyTuple_Size(kwnames) : 0;
     PyObject *buf[40];
     int npos = nargs - nkw;
