@@ -6,6 +6,8 @@ eager's side effects (mutations the caller sees, identity of returned
 views) and make one graph too. Programs where torch.compile itself breaks
 are pinned as breaks with their code.
 """
+import contextlib
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -980,6 +982,64 @@ def test_a_user_context_manager_is_traced(fn, make):
                             getattr(arg, "k", None), getattr(arg, "log", None)))
         assert results[0] == results[1], results
     assert counts(compiled) == (1, 0, [])
+
+
+STEPS = []
+
+
+@contextlib.contextmanager
+def scaled(k):
+    STEPS.append(("enter", k))
+    with torch.no_grad():
+        yield k * 2
+    STEPS.append(("exit", k))
+
+
+def with_generator_managers(x, k):
+    with scaled(k) as a, scaled(k + 1) as b:
+        y = x * a + b
+    with scaled(3):
+        return y + 1, y.requires_grad, list(STEPS)
+
+
+@scaled(5)
+def decorated(x):
+    return x + 1, list(STEPS)
+
+
+def with_a_generator_manager_that_never_stops(x, k):
+    with scaled_twice():
+        y = x + k
+    return y
+
+
+@contextlib.contextmanager
+def scaled_twice():
+    yield 1
+    yield 2  # eager's RuntimeError("generator didn't stop") at the exit
+
+
+@pytest.mark.parametrize("fn", [with_generator_managers, lambda x, k: decorated(x)],
+                         ids=["with", "decorator"])
+def test_a_contextmanager_generator_is_traced(fn):
+    # main: PTC-B016 'with-block on a _GeneratorContextManager' then PTC-B021
+    # (next() of its generator, made for real), two breaks per manager;
+    # torch.compile: 1 graph
+    compiled = ptc.compile(fn, backend="eager", fullgraph=True)
+    for _ in range(2):
+        results = []
+        for f in (fn, compiled):
+            STEPS.clear()
+            results.append((plain_value(f(torch.arange(3.0, requires_grad=True), 2)), list(STEPS)))
+        assert results[0] == results[1], results
+    assert counts(compiled) == (1, 0, [])
+
+
+def test_a_contextmanager_generator_that_never_stops_raises_like_eager():
+    compiled = ptc.compile(with_a_generator_manager_that_never_stops, backend="eager")
+    for f in (with_a_generator_manager_that_never_stops, compiled):
+        with pytest.raises(RuntimeError, match="generator didn't stop"):
+            f(torch.ones(2), 1)
 
 
 class TorchStyleManager:

@@ -12,7 +12,8 @@
  * is a break at the with statement, which then runs for real), and the
  * bound __exit__ is what the block's end calls, traced too, as torch.compile
  * inlines both. Classes of torch and the standard library (whose managers
- * set process state through C calls) are declined: CAP_NONE. */
+ * set process state through C calls) are declined: CAP_NONE; but for
+ * @contextlib.contextmanager's, which runs the user's generator. */
 static int python_manager(cap_interp *I, PyObject *mgr, PyObject **exit, PyObject **enter)
 {
     PyTypeObject *t = Py_TYPE(mgr);
@@ -21,7 +22,9 @@ static int python_manager(cap_interp *I, PyObject *mgr, PyObject **exit, PyObjec
         return CAP_NONE;
     PyObject *module = PyObject_GetAttr((PyObject *)t, cap_P.s_module);
     const char *name = module && PyUnicode_Check(module) ? PyUnicode_AsUTF8(module) : "";
-    bool library = !name || strncmp(name, "torch", 5) == 0 || strcmp(name, "contextlib") == 0;
+    bool library = !name || strncmp(name, "torch", 5) == 0 ||
+                   (strcmp(name, "contextlib") == 0 &&
+                    strcmp(cap_tpname(t), "_GeneratorContextManager") != 0);
     Py_XDECREF(module);
     PyErr_Clear();
     if (library)
