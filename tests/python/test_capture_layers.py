@@ -147,7 +147,7 @@ FILE_ORDER = {
     # modules, an optimizer's step, calls and the hook rows
     "trace": ["numpy_values.c", "breaks.c", "source_table.c", "torch_objects.c", "trace_split.c", "guards.c", "ids.c",
               "sync_calls.c", "symint.c", "autocast.c", "lifecycle.c", "nodes.c", "inplace.c",
-              "iter.c", "sources.c", "callables.c", "effects.c", "iter_outside.c", "objects.c",
+              "iter.c", "sources.c", "callables.c", "effects.c", "iter_outside.c", "objects.c", "star_args.c",
               "with_blocks.c", "generators.c", "modules.c", "trace_operator.c", "lru.c", "copies.c",
               "builtins.c", "optim_step.c", "classes.c", "calls.c",
               "hooks.c"],

@@ -833,6 +833,7 @@ PyObject *cap_t_stored_items(cap_trace *T, PyObject *obj);
  * defaultdict with d's default_factory (read through d's source, guarded);
  * items itself for d of another type. New ref, or NULL with an error. */
 PyObject *cap_t_dict_as_its_type(cap_interp *I, PyObject *d, PyObject *items);
+/* The tuple *t and dict *d of f(*args, **kw) (kw may be NULL) (star_args.c). */
 int cap_t_expand_call_args(cap_trace *T, PyObject *func, PyObject *args, PyObject *kw,
                            PyObject **t, PyObject **d);
 /* copy.copy(x) of a builtin container, traced as x.copy() (x itself for a
