@@ -52,43 +52,78 @@ node before it takes any layout (ptc's own backward makes it contiguous).
 import weakref
 
 import torch
+from torch._functorch.utils import unwrap_dead_wrappers
+
+
+class _Plan:
+    """What CompiledFunction needs of a program that does not change between
+    calls, worked out on its first call and kept on the program (its
+    ``plan``): a compiled unit is called on every step, and under FSDP a
+    model is many such units, so their fixed cost per call counts."""
+
+    __slots__ = ("recorded", "noutputs", "tangent_of", "nondifferentiable", "all_differentiable",
+                 "grad_of", "written_into", "nresults")
+
+    def __init__(self, program):
+        self.recorded = hasattr(program, "backward_pending")  # a CUDA graph recorder
+        self.noutputs = program.noutputs
+        self.tangent_of = tuple(program.tangent_of)
+        self.nondifferentiable = tuple(k for k, t in enumerate(self.tangent_of) if t < 0)
+        self.all_differentiable = not self.nondifferentiable
+        self.grad_of = tuple(program.grad_of)
+        self.written_into = tuple(getattr(program, "written_into", ()))
+        self.nresults = 2 + program.ninputs  # backward: None for program and in_place
+
+
+def _plan_of(program):
+    plan = program.plan
+    if plan is None:
+        plan = program.plan = _Plan(program)
+    return plan
 
 
 class CompiledFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, program, in_place, *inputs):
-        n = program.noutputs
-        if hasattr(program, "backward_pending"):  # a recording: saved values as they were
+        plan = program.plan or _plan_of(program)
+        if plan.recorded:  # a recording: saved values as they were
             results = program.forward(*inputs)
-            outputs, saved, ctx.layout = results[:n], results[n:], None
+            n = plan.noutputs
+            outputs, saved, ctx.layout = tuple(results[:n]), results[n:], None
         else:
             outputs, saved, ctx.layout = program.forward_blocks(*inputs)
         ctx.program = program
+        ctx.plan = plan
         ctx.save_for_backward(*saved)
         # an output the forward wrote into its input is that input: it is not
         # returned (torch would make a view of it per output, per call) but
         # put back by apply; in_place (a list) says which
+        tangent_of, nondifferentiable = plan.tangent_of, plan.nondifferentiable
         if in_place is not None:
-            tangent_of = program.tangent_of
-            in_place.extend(o for o, i in program.written_into
+            in_place.extend(o for o, i in plan.written_into
                             if outputs[o] is inputs[i] and tangent_of[o] < 0)
-            if len(in_place) == n:  # the node returns something
+            if len(in_place) == len(outputs):  # the node returns something
                 in_place.clear()
-        dropped = set(in_place or ())
-        kept = [k for k in range(n) if k not in dropped]
-        outputs = [outputs[k] for k in kept]
-        tangent_of = [program.tangent_of[k] for k in kept]
+            if in_place:
+                dropped = set(in_place)
+                kept = [k for k in range(len(outputs)) if k not in dropped]
+                outputs = tuple(outputs[k] for k in kept)
+                tangent_of = tuple(tangent_of[k] for k in kept)
+                nondifferentiable = tuple(k for k, t in enumerate(tangent_of) if t < 0)
+        ctx.tangent_of = tangent_of
         # an output torch gives no gradient comes as None, not as zeros the
         # engine would hold through the whole backward: backward makes them
         ctx.set_materialize_grads(False)
-        ctx.output_meta = [(o.shape, o.dtype, o.device, t) for o, t in zip(outputs, tangent_of)]
-        ctx.mark_non_differentiable(*[o for o, t in zip(outputs, tangent_of) if t < 0])
-        ctx.grad_layouts = [_grad_layout(inputs[i]) for i in program.grad_of]
-        if hasattr(program, "backward_pending"):
+        if plan.recorded:
+            ctx.output_meta = [(o.shape, o.dtype, o.device) for o in outputs]
+        if nondifferentiable:
+            ctx.mark_non_differentiable(*[outputs[k] for k in nondifferentiable])
+        ctx.grad_layouts = [_grad_layout(inputs[i]) for i in plan.grad_of]
+        if plan.recorded:
             ctx.pending = program.backward_pending()
             ctx.leaves = [weakref.ref(t) if isinstance(t, torch.Tensor) and t.is_leaf else None
                           for t in inputs]
-        return tuple(outputs)
+        return outputs
 
     @staticmethod
     def backward(ctx, *grads):
@@ -97,37 +132,48 @@ class CompiledFunction(torch.autograd.Function):
                 "ptc: double backward (create_graph=True) through a compiled graph is not "
                 "supported: ptc's compiled backward is not differentiable itself; compile "
                 "with backend=\"eager\" (or run eagerly) where higher-order gradients are needed")
-        program = ctx.program
-        recorded = hasattr(program, "backward_pending")  # a recording reads fixed buffers
-        tangents = []
-        for g, (shape, dtype, device, t) in zip(grads, ctx.output_meta):
-            if t < 0:
-                continue
-            if g is not None:
-                g = g.contiguous()
-            elif recorded:
-                g = torch.zeros(shape, dtype=dtype, device=device)
-            tangents.append(g)
-        if recorded:
-            grads_in = program.backward(*ctx.saved_tensors, *tangents)
+        plan = ctx.plan
+        if plan.recorded:
+            return _backward_recorded(ctx, plan, grads)
+        if plan.all_differentiable and len(grads) == plan.noutputs:
+            inputs = [*ctx.saved_tensors, *[g if g is None else g.contiguous() for g in grads]]
         else:
-            inputs = list(ctx.saved_tensors) + tangents
-            ctx.maybe_clear_saved_tensors()
-            del tangents  # the program holds them alone: each freed after its last read
-            grads_in = program.backward_consuming(inputs, ctx.layout)
-        fitted = [_fit_layout(g, want) for g, want in zip(grads_in, ctx.grad_layouts)]
-        if hasattr(program, "backward_pending"):
-            # a recorded backward's outputs are static buffers: what is not a
-            # fresh copy already is copied for a leaf (grads_for)
-            static = program.grads_for([g if fresh is None else None for g, fresh in fitted],
-                                       ctx.leaves)
-            fitted = [(s if fresh is None else fresh, None) for s, (_, fresh) in zip(static, fitted)]
-            ctx.pending = None  # the forward recording may be replayed again
-        grads_in = [g for g, _ in fitted]
-        result = [None] * (2 + program.ninputs)
-        for g, i in zip(grads_in, program.grad_of):
-            result[2 + i] = g
+            inputs = [*ctx.saved_tensors, *[g if g is None else g.contiguous()
+                                             for g, t in zip(grads, ctx.tangent_of) if t >= 0]]
+        ctx.maybe_clear_saved_tensors()
+        # the program holds the saved tensors and gradients alone: each freed
+        # after its last read
+        grads_in = ctx.program.backward_consuming(inputs, ctx.layout)
+        result = [None] * plan.nresults
+        for g, want, i in zip(grads_in, ctx.grad_layouts, plan.grad_of):
+            result[2 + i] = _fit_layout(g, want)[0]
         return tuple(result)
+
+
+def _backward_recorded(ctx, plan, grads):
+    """CompiledFunction.backward of a CUDA graph recorder (a
+    _cudagraphs.TrainGraphs), which reads fixed buffers: an absent gradient
+    is zeros, and the recorded outputs are copied where a leaf keeps them
+    (grads_for)."""
+    program = ctx.program
+    tangents = []
+    meta = iter(ctx.output_meta)
+    for g, t in zip(grads, ctx.tangent_of):
+        shape, dtype, device = next(meta)
+        if t < 0:
+            continue
+        tangents.append(g.contiguous() if g is not None
+                        else torch.zeros(shape, dtype=dtype, device=device))
+    grads_in = program.backward(*ctx.saved_tensors, *tangents)
+    fitted = [_fit_layout(g, want) for g, want in zip(grads_in, ctx.grad_layouts)]
+    # a recorded backward's outputs are static buffers: what is not a fresh
+    # copy already is copied for a leaf (grads_for)
+    static = program.grads_for([g if fresh is None else None for g, fresh in fitted], ctx.leaves)
+    ctx.pending = None  # the forward recording may be replayed again
+    result = [None] * plan.nresults
+    for s, (_, fresh), i in zip(static, fitted, plan.grad_of):
+        result[2 + i] = s if fresh is None else fresh
+    return tuple(result)
 
 
 def saved_values(node):
@@ -202,14 +248,24 @@ def _fit_layout(g, want):
     return copy, copy
 
 
+# Function.apply's own path (torch.autograd.Function.apply without functorch
+# transforms active): its setup_context check and argument binding are for
+# Functions that define setup_context, which CompiledFunction does not
+_function_apply = super(torch.autograd.Function, CompiledFunction).apply
+_functorch_active = torch._C._are_functorch_transforms_active
+
+
 def apply(program, *inputs):
     """The outputs of program on inputs, recorded as one autograd node."""
-    written = getattr(program, "written_into", ())  # a CUDA graph recorder has none
-    in_place = [] if written else None
-    outputs = CompiledFunction.apply(program, in_place, *inputs)
+    plan = program.plan or _plan_of(program)
+    in_place = [] if plan.written_into else None
+    if _functorch_active():
+        outputs = CompiledFunction.apply(program, in_place, *inputs)
+    else:
+        outputs = _function_apply(program, in_place, *unwrap_dead_wrappers(inputs))
     if not in_place:
         return outputs
-    into = dict(written)
+    into = dict(plan.written_into)
     outputs = list(outputs)
     for o in in_place:  # ascending
         outputs.insert(o, inputs[into[o]])

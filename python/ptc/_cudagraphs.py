@@ -418,6 +418,8 @@ class TrainGraphs:
     ptc._autograd's CompiledFunction runs it as it runs the program itself
     (see the module's notes on training)."""
 
+    plan = None  # ptc._autograd's, set on the first call
+
     def __init__(self, program, mode, engine=None, held=(), fixed_signature=False):
         self.program = program
         self.ninputs, self.noutputs = program.ninputs, program.noutputs

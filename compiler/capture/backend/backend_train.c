@@ -49,6 +49,8 @@ typedef struct train_program {
                                   into that input itself (forward_writes) */
     ptc_graph *backward_graph; /* the partition's backward, which variants are made from */
     variant *variants;         /* one per set of absent tangents met, compiled once */
+    PyObject *plan;            /* ptc._autograd's facts about the program, worked out on its
+                                  first call and kept here (None before) */
 } train_program;
 
 static PyObject *train_type;
@@ -61,6 +63,7 @@ static void tp_dealloc(PyObject *self)
     Py_XDECREF(t->tangent_of);
     Py_XDECREF(t->grad_of);
     Py_XDECREF(t->written_into);
+    Py_XDECREF(t->plan);
     free(t->saved_input);
     free(t->place_order);
     ptc_graph_free(t->backward_graph);
@@ -454,6 +457,20 @@ static PyObject *tp_get(PyObject *self, void *which)
     }
 }
 
+static PyObject *tp_get_plan(PyObject *self, void *unused)
+{
+    (void)unused;
+    PyObject *plan = ((train_program *)self)->plan;
+    return Py_NewRef(plan ? plan : Py_None);
+}
+
+static int tp_set_plan(PyObject *self, PyObject *value, void *unused)
+{
+    (void)unused;
+    Py_XSETREF(((train_program *)self)->plan, Py_XNewRef(value));
+    return 0;
+}
+
 static PyMethodDef tp_methods[] = {
     {"forward", (PyCFunction)(void (*)(void))tp_forward, METH_VARARGS | METH_KEYWORDS,
      "forward(*inputs, rng=None) -> outputs + saved tensors (the RNG offset last, with random "
@@ -496,6 +513,8 @@ static PyGetSetDef tp_getset[] = {
      (void *)9},
     {"draws", tp_get, NULL,
      "whether it has random ops (forward saves its RNG offset last, backward reads it)", (void *)8},
+    {"plan", tp_get_plan, tp_set_plan,
+     "ptc._autograd's facts about the program, kept from its first call (None before)", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyType_Slot tp_slots[] = {{Py_tp_dealloc, tp_dealloc},
@@ -754,6 +773,7 @@ PyObject *cap_train_program(const ptc_graph *g, const bool *written, const int *
     t->saved_input = t->place_order = NULL;
     t->backward_graph = NULL;
     t->variants = NULL;
+    t->plan = NULL;
     Py_INCREF(train_type); /* instances of heap types hold their type */
     ptc_graph *prims = NULL;
     ptc_joint j = {0};
