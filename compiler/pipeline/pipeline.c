@@ -113,50 +113,43 @@ static char *graph_text(const ptc_graph *g)
     return b.data;
 }
 
+/* Runs pass on prims where on, counting what it changed under metric. */
+static int counted_pass(pipe_t *s, ptc_graph *prims, bool on,
+                        int (*pass)(ptc_graph *, ptc_error *), const char *metric)
+{
+    if (!on)
+        return 0;
+    int n = pass(prims, s->err);
+    if (n < 0)
+        return -1;
+    ptc_metrics_add(&s->m, metric, n, false);
+    return 0;
+}
+
 /* Folds eval BatchNorms (and other per-channel affine epilogues) into
  * their convolutions' weights, unless the caller keeps them or
  * PTC_FOLD_CONV=0. On the H200 the fold used to make CUDA models slower
  * (resnet50 b32 fp32 3.01 -> 4.20 ms), since every folded convolution had
  * a bias that torch adds in a kernel of its own (53 adds, 1.06 ms of
- * 3.85); with the biases added by the next kernel (below) it is faster
+ * 3.85); with the biases added by the next kernel it is faster
  * (resnet50 fp32 3.67 -> 3.31 ms, mobilenet_v3_large fp32 4.54 -> 4.28,
  * bf16 about even: bench/conv_weights.py, two runs). On the CPU
- * mobilenet_v3_small gained 5%, resnet18 nothing. */
-static int fold_conv_affine(pipe_t *s, ptc_graph *prims)
-{
-    static int warned;
-    if ((s->o && s->o->keep_conv_epilogues) ||
-        !ptc_env_switch("PTC_FOLD_CONV", true, &warned,
-                        "eval BatchNorms are folded into convolution weights, as by default"))
-        return 0;
-    int folded = ptc_pass_fold_conv_affine(prims, s->err);
-    if (folded < 0)
-        return -1;
-    ptc_metrics_add(&s->m, "conv_epilogues_folded", folded, false);
-    return 0;
-}
-
-/* On CUDA a convolution's bias is added by the kernel after it (torch's
- * would add it in one of its own); PTC_CONV_BIAS_EPILOGUE=0 leaves it
- * to torch. */
-static int conv_bias_epilogues(pipe_t *s, ptc_graph *prims, bool cuda)
-{
-    static int warned;
-    if (!cuda || !ptc_env_switch("PTC_CONV_BIAS_EPILOGUE", true, &warned,
-                                 "convolution biases are added by ptc's kernels on CUDA, "
-                                 "as by default"))
-        return 0;
-    int moved = ptc_pass_conv_bias_epilogue(prims, s->err);
-    if (moved < 0)
-        return -1;
-    ptc_metrics_add(&s->m, "conv_biases_added_after", moved, false);
-    return 0;
-}
-
+ * mobilenet_v3_small gained 5%, resnet18 nothing.
+ * Then, on CUDA, each convolution's bias is added by the kernel after it
+ * (torch's would add it in one of its own); PTC_CONV_BIAS_EPILOGUE=0
+ * leaves it to torch. */
 static int conv_epilogues(pipe_t *s, ptc_graph *prims)
 {
+    static int fold_warned, bias_warned;
     bool cuda = s->o && s->o->backend == PTC_BACKEND_CUDA;
-    return fold_conv_affine(s, prims) || conv_bias_epilogues(s, prims, cuda);
+    bool fold = !(s->o && s->o->keep_conv_epilogues) &&
+                ptc_env_switch("PTC_FOLD_CONV", true, &fold_warned,
+                               "eval BatchNorms are folded into convolution weights, as by default");
+    bool bias = cuda && ptc_env_switch("PTC_CONV_BIAS_EPILOGUE", true, &bias_warned,
+                                       "convolution biases are added by ptc's kernels on CUDA, "
+                                       "as by default");
+    return counted_pass(s, prims, fold, ptc_pass_fold_conv_affine, "conv_epilogues_folded") ||
+           counted_pass(s, prims, bias, ptc_pass_conv_bias_epilogue, "conv_biases_added_after");
 }
 
 /* decompose -> fold conv epilogues -> simplify -> verify */
