@@ -14,48 +14,13 @@ sections were kept in one mapping (codegen/cpu/jit.c).
 """
 import os
 import re
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def asan_env():
-    """LD_PRELOAD and ASAN_OPTIONS for a child that loads an ASan-built ptc, else {}."""
-    cache = os.path.join(os.environ.get("PTC_BUILD_DIR", ""), "CMakeCache.txt")
-    try:
-        sanitize = re.search(r"^PTC_SANITIZE:\w+=(.*)$", open(cache).read(), re.M)
-    except OSError:
-        return {}
-    if not sanitize or "address" not in sanitize.group(1):
-        return {}
-    cc = re.search(r"^CMAKE_C_COMPILER:\w+=(.*)$", open(cache).read(), re.M)
-    lib = subprocess.run([cc.group(1) if cc else "gcc", "-print-file-name=libasan.so"],
-                         capture_output=True, text=True).stdout.strip()
-    # CPython's own allocations are never freed at exit: leaks are not this test's.
-    return {"LD_PRELOAD": lib, "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1",
-            "UBSAN_OPTIONS": "print_stacktrace=1"}
-
-
-def run_child(args, tmp_path, timeout, **extra_env):
-    # The child imports the build's ptc (this process may not load an ASan one).
-    path = [os.path.join(os.environ["PTC_BUILD_DIR"], "python")] if "PTC_BUILD_DIR" in os.environ else []
-    path += [HERE, os.environ.get("PYTHONPATH", "")]
-    env = dict(os.environ, PTC_STRICT="1", PTC_CACHE_DIR=str(tmp_path / "cache"),
-               PYTHONPATH=os.pathsep.join(path), **asan_env(), **extra_env)
-    r = subprocess.run([sys.executable] + args, capture_output=True, text=True, env=env,
-                       timeout=timeout, cwd=HERE)
-    assert r.returncode == 0, "exit %d\n%s\n%s" % (r.returncode, r.stdout, r.stderr[-6000:])
-    return r.stdout
-
-
-def run_code(code, tmp_path, timeout=600):
-    return run_child(["-c", textwrap.dedent(code)], tmp_path, timeout)
+from child_run import asan_env, run_child, run_code  # noqa: E402
 
 
 def test_reset_from_inside_a_compiled_function(tmp_path):

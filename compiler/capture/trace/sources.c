@@ -499,23 +499,24 @@ static PyObject *wrap_iter(cap_trace *T, cap_iter *it, int src)
  * constant of the entry, so rebuilt methods bind the same function. */
 static bool class_method_guard(cap_trace *T, PyObject *m, int src)
 {
-    const cap_source *s = &T->src[src];
-    if ((s->kind != CAP_S_ATTR && s->kind != CAP_S_INSTDICT) || s->parent < 0 || !PyUnicode_Check(s->key))
+    /* copied: cap_source_add below may move T->src */
+    const cap_source s = T->src[src];
+    if ((s.kind != CAP_S_ATTR && s.kind != CAP_S_INSTDICT) || s.parent < 0 || !PyUnicode_Check(s.key))
         return false;
-    PyObject *parent = T->src_val[s->parent];
+    PyObject *parent = T->src_val[s.parent];
     PyObject *self = PyObject_GetAttr(m, cap_P.s_self), *func = PyObject_GetAttr(m, cap_P.s_func);
-    PyObject *onclass = self == parent && parent && func ? PyObject_GetAttr((PyObject *)Py_TYPE(parent), s->key) : NULL;
+    PyObject *onclass = self == parent && parent && func ? PyObject_GetAttr((PyObject *)Py_TYPE(parent), s.key) : NULL;
     PyErr_Clear();
     bool ok = onclass && onclass == func && cap_is_function(func);
     if (ok) {
         PyObject *d = PyObject_GenericGetDict(parent, NULL);
-        ok = d && !PyDict_GetItem(d, s->key);
+        ok = d && !PyDict_GetItem(d, s.key);
         Py_XDECREF(d);
         PyErr_Clear();
     }
-    PyObject *pair = ok ? PyTuple_Pack(2, s->key, func) : NULL;
+    PyObject *pair = ok ? PyTuple_Pack(2, s.key, func) : NULL;
     int fs = pair ? cap_source_add(T, CAP_S_CONST, -1, 0, 0, func) : -1;
-    ok = pair && fs >= 0 && cap_guard_add(T, CAP_G_CLASSATTR, s->parent, pair, 0) == 0;
+    ok = pair && fs >= 0 && cap_guard_add(T, CAP_G_CLASSATTR, s.parent, pair, 0) == 0;
     if (ok)
         cap_t_map(T, func, fs);
     PyErr_Clear();
