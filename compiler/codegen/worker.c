@@ -24,6 +24,7 @@
  * user interrupted (ptc_interrupted), the child is killed and every item not
  * done fails, with no retry.
  */
+#include "codegen/asan.h"
 #include "codegen/codegen.h"
 
 #include <errno.h>
@@ -54,12 +55,7 @@ typedef struct rec {
     uint64_t len; /* payload bytes that follow */
 } rec;
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define PTC_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(PTC_ASAN)
+#ifdef PTC_ASAN
 /* ASan's allocator has no fork handlers: a child forked while another thread
  * holds its quarantine lock spins on it for good (unit.test_codegen_cpu hung
  * in LLVM's first delete in the child). glibc's malloc is fork-safe. */

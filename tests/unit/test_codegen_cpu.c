@@ -4,8 +4,10 @@
  * recompiled, never loaded; nothing others could write is trusted), host
  * hooks (outputs allocated and externs run by the host), a kernel's sections
  * kept within reach of each other, symbolic sizes,
- * strided inputs, the trace directory and stage texts. */
+ * strided inputs, the trace directory and stage texts; in an ASan build,
+ * kernels checked by ASan. */
 #define _GNU_SOURCE
+#include "codegen/asan.h"
 #include "codegen/codegen.h"
 #include "pipeline/pipeline.h"
 
@@ -22,6 +24,10 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#ifdef PTC_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
 
 static char cache_dir[256];
 
@@ -912,6 +918,34 @@ START_TEST(sections_stay_within_reach)
 }
 END_TEST
 
+#ifdef PTC_ASAN
+enum { ASAN_REPORTED = 77 };
+static void asan_reported(void) { _exit(ASAN_REPORTED); }
+
+/* An ASan build's kernels are instrumented (codegen/cpu/jit.c): a kernel
+ * reading past its input (a tensor of 64 floats over 63 malloc'd) is
+ * reported as C code would be, the report ending the test's process
+ * through the death callback. Uninstrumented, it ran on unseen. */
+START_TEST(asan_sees_a_kernel_read_past_its_input)
+{
+    set_cache();
+    ptc_module *m = parse("# ptc ir v1\n"
+                          "graph g(%x: f32[64] cpu) {\n"
+                          "  %0 = neg(%x) : f32[64]\n"
+                          "  return (%0)\n}\n");
+    ptc_program *p = compile(m->graphs[0], PTC_BACKEND_CPU, true);
+    float *short_of_one = calloc(63, sizeof *short_of_one);
+    int64_t n = 64;
+    ptc_tensor in = ptc_tensor_borrow(short_of_one, PTC_F32, 1, &n, NULL);
+    ptc_tensor out[1] = {{0}};
+    ptc_error err;
+    __sanitizer_set_death_callback(asan_reported);
+    ptc_program_run(p, &in, 1, out, NULL, 0, &err);
+    ck_abort_msg("a kernel read past its input and ASan did not report it");
+}
+END_TEST
+#endif
+
 /* ---- shapes and layouts ------------------------------------------------------------------ */
 
 START_TEST(symbolic_sizes)
@@ -1070,6 +1104,9 @@ int main(void)
     tcase_add_test(tc, backends);
     tcase_add_test(tc, texts_and_trace);
     tcase_add_test(tc, a_serial_convolution_starts_no_threads_per_call);
+#ifdef PTC_ASAN
+    tcase_add_exit_test(tc, asan_sees_a_kernel_read_past_its_input, ASAN_REPORTED);
+#endif
     suite_add_tcase(s, tc);
     /* short timeouts: a cache file that blocks must fail, not stall the suite */
     TCase *mutants = tcase_create("mutants"); /* 48 compiles: slow under ASan */

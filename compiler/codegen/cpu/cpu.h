@@ -2,6 +2,7 @@
 #ifndef PTC_CPU_H
 #define PTC_CPU_H
 
+#include "codegen/asan.h"
 #include "codegen/body.h"
 #include "codegen/codegen.h"
 

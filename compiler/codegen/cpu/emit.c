@@ -1016,13 +1016,18 @@ static void add_str_attr(cg *c, LLVMValueRef fn, const char *k, const char *v)
         LLVMCreateStringAttribute(c->ctx, k, (unsigned)strlen(k), v, (unsigned)strlen(v)));
 }
 
-static void vector_attrs(cg *c, LLVMValueRef fn)
+/* The attributes of the kernel's two functions (the body is inlined into
+ * the wrapper, so they must agree on sanitize_address: jit.c's PASSES). */
+static void kernel_attrs(cg *c, LLVMValueRef fn)
 {
     char bits[16];
     snprintf(bits, sizeof bits, "%d", c->lanes * 32);
     add_str_attr(c, fn, "min-legal-vector-width", bits);
     add_str_attr(c, fn, "prefer-vector-width", bits);
     add_attr(c, fn, LLVMAttributeFunctionIndex, "nounwind");
+#ifdef PTC_ASAN
+    add_attr(c, fn, LLVMAttributeFunctionIndex, "sanitize_address");
+#endif
 }
 
 /* Binds parameters, locals and the outer parallel loop inside the body function. */
@@ -1090,7 +1095,7 @@ int cg_emit_kernel(cg *c, const char *name, ptc_error *err)
     c->fn = LLVMAddFunction(c->mod, bname, body_t);
     LLVMSetLinkage(c->fn, LLVMInternalLinkage);
     add_attr(c, c->fn, LLVMAttributeFunctionIndex, "alwaysinline");
-    vector_attrs(c, c->fn);
+    kernel_attrs(c, c->fn);
     for (int i = 0; i < nargs; i++)
         add_attr(c, c->fn, 3 + (unsigned)i, "noalias");
     c->entry = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "entry");
@@ -1106,7 +1111,7 @@ int cg_emit_kernel(cg *c, const char *name, ptc_error *err)
     LLVMTypeRef wt_params[4] = {c->i64, c->i64, c->ptr, c->ptr};
     LLVMTypeRef wt = LLVMFunctionType(c->void_, wt_params, 4, 0);
     LLVMValueRef wfn = LLVMAddFunction(c->mod, name, wt);
-    vector_attrs(c, wfn);
+    kernel_attrs(c, wfn);
     LLVMBasicBlockRef wb = LLVMAppendBasicBlockInContext(c->ctx, wfn, "entry");
     LLVMPositionBuilderAtEnd(c->b, wb);
     LLVMValueRef *args = calloc((size_t)nargs + 3, sizeof *args);

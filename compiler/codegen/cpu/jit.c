@@ -47,8 +47,13 @@
 #include <unistd.h>
 
 #include "codegen_hash.h" /* PTC_CODEGEN_HASH, generated at configure time */
-/* Part of every cache key: the emitter's sources, hashed at configure time. */
+/* Part of every cache key: the emitter's sources, hashed at configure time,
+ * and whether the kernels are instrumented (PASSES). */
+#ifdef PTC_ASAN
+#define CODEGEN_VERSION "cpu-1-" PTC_CODEGEN_HASH "-asan"
+#else
 #define CODEGEN_VERSION "cpu-1-" PTC_CODEGEN_HASH
+#endif
 
 /* The emitter writes vector code, loop nests and hoistable index math
  * itself, so the optimiser only has to inline the body into its wrapper (the
@@ -58,6 +63,17 @@
 #define PIPELINE                                                                \
     "always-inline,function(sroa,early-cse<memssa>,instcombine,simplifycfg,"    \
     "loop-mssa(licm),gvn,instcombine,simplifycfg)"
+
+/* An ASan build checks its kernels' loads and stores as it checks its own C:
+ * LLVM's AddressSanitizer pass after the others (where clang runs it), on the
+ * functions emit.c marks sanitize_address, calling the libasan the process
+ * has loaded. Its module constructor is never run (libasan is initialised
+ * already), so the kernel's own globals are not poisoned, never wrongly. */
+#ifdef PTC_ASAN
+#define PASSES PIPELINE ",asan"
+#else
+#define PASSES PIPELINE
+#endif
 
 typedef struct kentry {
     char sym[48];
@@ -461,7 +477,7 @@ static int build_kernel(LLVMTargetMachineRef tm, const ptc_schedule *s, const pt
         LLVMPassBuilderOptionsSetLoopVectorization(po, 0);
         LLVMPassBuilderOptionsSetSLPVectorization(po, 0);
         LLVMPassBuilderOptionsSetLoopUnrolling(po, 0);
-        LLVMErrorRef e = LLVMRunPasses(mod, PIPELINE, tm, po);
+        LLVMErrorRef e = LLVMRunPasses(mod, PASSES, tm, po);
         LLVMDisposePassBuilderOptions(po);
         t2 = cpu_ms();
         if (e) {
