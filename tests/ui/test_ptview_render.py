@@ -232,3 +232,15 @@ def test_trace_written_by_ptc_compile(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "guards.txt" in os.listdir(tmp_path / "trace" / "Sequential.forward_0")
     check_real_trace(tmp_path / "trace", tmp_path, "Sequential.forward_0")
+
+
+def test_html_draws_every_stage_in_one_process(tmp_path):
+    """ptview --html draws a graph per stage of each compile in one process.
+    Each drawing had a Graphviz context of its own, and Graphviz 2.42's pango
+    plugin compared the next one's first font name with one the previous
+    context had freed: a heap-use-after-free that the ASan build's ptview
+    reports (scripts/test.sh's sanitizer stage runs this file, label unit),
+    ending it with exit status 1."""
+    out = tmp_path / "small.html"
+    ptview("--html", str(out), SMALL)
+    assert out.read_text().count("<svg") >= 2

@@ -373,6 +373,20 @@ static const char *format_of(const char *path)
     return NULL;
 }
 
+/* The process's one Graphviz context, never freed. With a context per
+ * drawing, Graphviz 2.42's pango plugin read (strcmp) a font name that
+ * libgvc's text-span code had strdup'd and then freed, at the second
+ * drawing's first label (ASan: heap-use-after-free under gvLayout; ptview
+ * and ptexplain --html draw a graph per stage). With one context the second
+ * drawing is clean. Graphviz is not thread safe: they draw from one thread. */
+static GVC_t *graphviz(void)
+{
+    static GVC_t *gvc;
+    if (!gvc)
+        gvc = gvContext();
+    return gvc;
+}
+
 static int write_out(rctx *r, const char *format, const char *path, ptc_error *err)
 {
     if (strcmp(format, "dot") == 0) {
@@ -384,7 +398,7 @@ static int write_out(rctx *r, const char *format, const char *path, ptc_error *e
             return ptc_errorf(err, PTC_ERR_IO, "", "cannot write %s", path);
         return 0;
     }
-    GVC_t *gvc = gvContext();
+    GVC_t *gvc = graphviz();
     if (!gvc)
         return ptc_errorf(err, PTC_ERR_INTERNAL, "", "Graphviz: no context");
     int rc = 0;
@@ -396,7 +410,6 @@ static int write_out(rctx *r, const char *format, const char *path, ptc_error *e
             rc = ptc_errorf(err, PTC_ERR_IO, "", "Graphviz: cannot render %s as %s", path, format);
         gvFreeLayout(gvc, r->g);
     }
-    gvFreeContext(gvc);
     return rc;
 }
 
