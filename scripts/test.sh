@@ -5,7 +5,7 @@
 #      skip themselves without a GPU);
 #   3. build-asan/ with -DPTC_SANITIZE=address,undefined, ctest -L unit,
 #      the 30 s thread stress test (python.test_capture_threads) and the
-#      source table's growth (python.test_capture_source_table);
+#      trace tables' growth (python.test_capture_tables_grow);
 #   4. the .ptir parser fuzzer (clang, libFuzzer) for $PTC_FUZZ_SECONDS
 #      (default 60) seconds, seeded with tests/golden, tests/malformed and
 #      examples, then the JSON reader's and the kernel cache loader's for a
@@ -37,7 +37,7 @@ cmake -S . -B build-asan -DPTC_WERROR=ON -DPTC_SANITIZE=address,undefined \
 cmake --build build-asan -j"$JOBS"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build-asan -L unit --output-on-failure -j"$JOBS"
-ctest --test-dir build-asan -R 'python.test_capture_(threads|source_table)$' --output-on-failure
+ctest --test-dir build-asan -R 'python.test_capture_(threads|tables_grow)$' --output-on-failure
 
 step "fuzz: the .ptir parser for ${FUZZ_SECONDS}s, the JSON reader and the kernel cache's loader for $((FUZZ_SECONDS / 3))s each (build-fuzz/, clang-16)"
 CC=clang-16 cmake -S . -B build-fuzz -DPTC_FUZZ=ON -DPTC_PYTHON="$PY" >/dev/null

@@ -76,11 +76,10 @@ PyObject *cap_builtin_descriptor(PyObject *o, PyObject *self, PyObject *name)
 static int symbolic_dims(cap_trace *T, int src, PyObject *obj, const cap_tmeta *m, int dyn,
                          ptc_ttype *ty)
 {
-    cap_guard *g = NULL;
-    for (int i = T->nguards - 1; i >= 0 && !g; i--)
-        if (T->guards[i].kind == CAP_G_TENSOR && T->guards[i].src == src)
-            g = &T->guards[i];
-    for (int d = 0; g && d < m->ndim; d++) {
+    int gi = T->nguards - 1; /* an index: cap_t_input_dim's guards may move T->guards */
+    while (gi >= 0 && !(T->guards[gi].kind == CAP_G_TENSOR && T->guards[gi].src == src))
+        gi--;
+    for (int d = 0; gi >= 0 && d < m->ndim; d++) {
         if (!(dyn >> d & 1))
             continue;
         ptc_dim s = cap_t_input_dim(T, src, d, m->sizes[d], obj);
@@ -88,9 +87,9 @@ static int symbolic_dims(cap_trace *T, int src, PyObject *obj, const cap_tmeta *
             return -1;
         ty->shape[d] = s;
         if (s.sym)
-            g->tm->dyn |= (uint8_t)(1 << d);
+            T->guards[gi].tm->dyn |= (uint8_t)(1 << d);
     }
-    if (g && g->tm->dyn)
+    if (gi >= 0 && T->guards[gi].tm->dyn)
         ty->layout = PTC_LAYOUT_CONTIGUOUS;
     return 0;
 }
