@@ -21,48 +21,11 @@ torch = pytest.importorskip("torch")
 
 from child_run import run_code  # noqa: E402
 
-METHOD_PROBE = """
+PRELUDE = """
     import warnings
     import torch, ptc
 
     warnings.simplefilter("error")  # ptc's "running it eagerly" warning fails the probe
-
-    class Scaler:
-        def m(self, x):
-            return x * 2
-
-    class Holder:
-        pass
-
-    ns = Holder()
-    ns.obj = Scaler()
-    for i in range(160):
-        setattr(ns, "a%d" % i, torch.full((1,), float(i)))
-    x = torch.ones(3)
-    for k in range(160):
-        g = {}
-        exec("def f(x, ns):\\n    y = x" + "".join(" + ns.a%d" % i for i in range(k)) +
-             "\\n    return ns.obj.m(y)\\n", g)
-        cf = ptc.compile(g["f"], backend="eager")
-        want = g["f"](x, ns)
-        for _ in range(2):
-            assert torch.equal(cf(x, ns), want), k
-        compiles = [e for e in cf._events() if e["kind"] == "compile"]
-        assert len(compiles) == 1, (k, cf._events())
-    print("ok")
-"""
-
-
-def test_method_read_as_the_source_table_grows(tmp_path):
-    out = run_code(METHOD_PROBE, tmp_path, MALLOC_PERTURB_="165")
-    assert out.splitlines() == ["ok"]
-
-
-SYMBOLIC_PROBE = """
-    import warnings
-    import torch, ptc
-
-    warnings.simplefilter("error")
 
     class Holder:
         pass
@@ -70,21 +33,47 @@ SYMBOLIC_PROBE = """
     ns = Holder()
     for i in range(160):
         setattr(ns, "a%d" % i, torch.full((1,), float(i)))  # size 1: a guard, no symbol
+
+    def reads(k):
+        return "".join(" + ns.a%d" % i for i in range(k))
+
+    def compiles_once(src, args, **options):
+        g = {}
+        exec(src, g)
+        cf = ptc.compile(g["f"], backend="eager", **options)
+        want = g["f"](*args)
+        for _ in range(2):
+            assert torch.equal(cf(*args), want), src
+        compiles = [e for e in cf._events() if e["kind"] == "compile"]
+        assert len(compiles) == 1, (src, cf._events())
+"""
+
+METHOD_PROBE = """
+    class Scaler:
+        def m(self, x):
+            return x * 2
+
+    ns.obj = Scaler()
+    x = torch.ones(3)
+    for k in range(160):
+        compiles_once("def f(x, ns):\\n    y = x" + reads(k) + "\\n    return ns.obj.m(y)\\n", (x, ns))
+    print("ok")
+"""
+
+SYMBOLIC_PROBE = """
     ns.z = torch.arange(5.0)
     for k in range(160):
-        g = {}
-        exec("def f(ns):\\n    y = 1.0" + "".join(" + ns.a%d" % i for i in range(k)) +
-             "\\n    return ns.z * y\\n", g)
-        cf = ptc.compile(g["f"], backend="eager", dynamic=True)
-        want = g["f"](ns)
-        for _ in range(2):
-            assert torch.equal(cf(ns), want), k
-        compiles = [e for e in cf._events() if e["kind"] == "compile"]
-        assert len(compiles) == 1, (k, cf._events())
+        compiles_once("def f(ns):\\n    y = 1.0" + reads(k) + "\\n    return ns.z * y\\n", (ns,),
+                      dynamic=True)
     print("ok")
 """
 
 
+def test_method_read_as_the_source_table_grows(tmp_path):
+    out = run_code(PRELUDE + METHOD_PROBE, tmp_path, MALLOC_PERTURB_="165")
+    assert out.splitlines() == ["ok"]
+
+
 def test_symbolic_input_read_as_the_guard_table_grows(tmp_path):
-    out = run_code(SYMBOLIC_PROBE, tmp_path, MALLOC_PERTURB_="165")
+    out = run_code(PRELUDE + SYMBOLIC_PROBE, tmp_path, MALLOC_PERTURB_="165")
     assert out.splitlines() == ["ok"]
