@@ -15,6 +15,7 @@ items), exceptions, printed text and the argument must agree, with no ptc
 warning, and the first call must report the pinned graph and break counts.
 """
 import collections
+import collections.abc
 import contextlib
 import io
 import itertools
@@ -619,6 +620,65 @@ def itertools_rejects_like_eager(x):
         itertools.starmap(torch.add)
     except TypeError as e:
         return x + 1, str(e)
+
+
+class Values:
+    """A view over a mapping whose __iter__ is a generator function, as
+    collections.abc's ValuesView."""
+    def __init__(self, mapping):
+        self.mapping = mapping
+
+    def __iter__(self):
+        for k in self.mapping:
+            yield self.mapping[k]
+
+
+class Registry(collections.abc.MutableMapping):
+    def __init__(self):
+        self.d = {"a": 1}
+
+    def __getitem__(self, k):
+        return self.d[k]
+
+    def __setitem__(self, k, v):
+        self.d[k] = v
+
+    def __delitem__(self, k):
+        del self.d[k]
+
+    def __iter__(self):
+        return iter(self.d)
+
+    def __len__(self):
+        return len(self.d)
+
+
+OUTSIDE = {"a": 1}
+OUTSIDE_VALUES = Values(OUTSIDE)
+REGISTRY = Registry()
+
+
+# main: 2 (x + 1): a generator __iter__ was not inlined, so the view was
+# listed for real, reading the caller's dict before the write's replay
+@case(1, 0)
+def generator_iter_sees_the_write_before_it(x):
+    OUTSIDE["b"] = 2
+    n = sum(Values(OUTSIDE))
+    del OUTSIDE["b"]
+    return x + n
+
+
+@case(1, 0)  # main: 2, as above, through Mapping.values()'s ValuesView
+def mutable_mapping_values_after_a_write(x):
+    REGISTRY["b"] = 2
+    s = sum(REGISTRY.values()) + len(list(REGISTRY.keys()))
+    del REGISTRY["b"]
+    return x + s
+
+
+@case(1, 0)  # main: a break (PTC-B021, iteration over an outside Values)
+def outside_object_with_a_generator_iter(x):
+    return [x * v for v in OUTSIDE_VALUES]
 
 
 def norm(v, depth=0):

@@ -896,9 +896,12 @@ static int set_in_order(cap_trace *T, PyObject *set, int src, PyObject **list)
 
 /* The items of any other iterable, listed now (*list): a container module's
  * children (wrapped), or what iterating it for real gives where it was made
- * in the trace; a Python __iter__ is inlined instead (CAP_FRAME). A C
- * iterator made in the trace (itertools.count()) is advanced for real, one
- * item at a time, as eager does: *out is it, *list stays NULL. */
+ * in the trace. A Python __iter__ is a traced call instead: inlined
+ * (CAP_FRAME), or a generator function's lazy generator (*out); listing the
+ * object for real would read the caller's objects, not what this trace
+ * wrote to them. A C iterator made in the trace (itertools.count()) is
+ * advanced for real, one item at a time, as eager does: *out is it, *list
+ * stays NULL. */
 static int listed_items(cap_interp *I, PyObject *obj, int src, PyObject **list, PyObject **out)
 {
     cap_trace *T = I->T;
@@ -911,9 +914,7 @@ static int listed_items(cap_interp *I, PyObject *obj, int src, PyObject **list, 
     PyObject *m = python_method(obj, "__iter__", NULL);
     if (m) {
         PyObject *args[1] = {obj};
-        int rc = cap_call_inline(I, m, args, 1, NULL, cap_ret_push);
-        if (rc != CAP_NEXT)
-            return rc;
+        return cap_hooks.call(I, m, args, 1, NULL, out);
     }
     if (src >= 0 && PyObject_TypeCheck(obj, (PyTypeObject *)cap_P.GeneratorType))
         return cap_t_break(T, CAP_B_GENERATOR, "iteration over a generator");
