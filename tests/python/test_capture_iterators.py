@@ -681,6 +681,47 @@ def outside_object_with_a_generator_iter(x):
     return [x * v for v in OUTSIDE_VALUES]
 
 
+class Indexed:
+    """Iterated by the old protocol: __getitem__ until IndexError."""
+    def __init__(self, items):
+        self.items = items
+
+    def __getitem__(self, i):
+        return self.items[i]
+
+
+# main: 2 (x + 1) for each: C code (dict.fromkeys, list.extend, `in` with no
+# __contains__, iteration by __getitem__) ran the Python method for real,
+# reading the caller's dict before the write's replay; now `in` iterates
+# through the trace and the others break (PTC-B009) and run for real after
+# the replay
+@case(1, 0)
+def in_iterates_a_python_iter(x):
+    OUTSIDE["b"] = 2
+    found = 2 in Values(OUTSIDE)
+    del OUTSIDE["b"]
+    return x + found
+
+
+@case(1, 1)
+def dict_fromkeys_of_a_python_iter_after_a_write(x):
+    OUTSIDE["b"] = 2
+    n = len(dict.fromkeys(Values(OUTSIDE)))
+    del OUTSIDE["b"]
+    return x + n
+
+
+OUTSIDE_LIST = [1]
+
+
+@case(1, 1)
+def iteration_by_getitem_after_a_write(x):
+    OUTSIDE_LIST.append(2)
+    s = sum(Indexed(OUTSIDE_LIST))
+    OUTSIDE_LIST.pop()
+    return x + s
+
+
 def norm(v, depth=0):
     """A comparable form: iterators as their type and remaining items."""
     if isinstance(v, torch.Tensor):

@@ -217,14 +217,6 @@ static int check_iterable_args(PyObject *callable, PyObject *const *args, int na
     return PyErr_Occurred() ? CAP_ERR : CAP_NEXT;
 }
 
-/* iter(obj) that finishes here (a Python __iter__ runs in a nested run). */
-static int iter_sync(cap_interp *I, PyObject *obj, PyObject **out)
-{
-    cap_frame *outer = I->frame;
-    int rc = cap_t_iter(I, obj, out);
-    return rc == CAP_FRAME ? cap_t_run_sync(I, outer, out) : rc;
-}
-
 static const int lazy_kind_of[][2] = {
     {B_map, CAP_LAZY_MAP},           {B_filter, CAP_LAZY_FILTER},
     {B_zip, CAP_LAZY_ZIP},           {B_enumerate, CAP_LAZY_ENUMERATE},
@@ -318,7 +310,7 @@ static int make_lazy(cap_interp *I, int id, PyObject *callable, PyObject *const 
     int rc = its ? CAP_NEXT : CAP_ERR;
     for (int k = 0; rc == CAP_NEXT && k < nits; k++) {
         PyObject *it = id == B_chain ? Py_NewRef(args[k]) : NULL;
-        if (it || (rc = iter_sync(I, args[first + k], &it)) == CAP_NEXT)
+        if (it || (rc = cap_t_iter_sync(I, args[first + k], &it)) == CAP_NEXT)
             PyTuple_SetItem(its, k, it);
     }
     if (rc == CAP_NEXT)
@@ -515,7 +507,7 @@ static int sum_items(cap_interp *I, PyObject *items, PyObject *start, PyObject *
 static int any_all(cap_interp *I, bool want, PyObject *iterable, PyObject **res)
 {
     PyObject *it = NULL, *v = NULL;
-    int rc = iter_sync(I, iterable, &it);
+    int rc = cap_t_iter_sync(I, iterable, &it);
     bool decided = false;
     while (rc == CAP_NEXT && !decided && (rc = cap_t_next_sync(I, it, &v)) == CAP_NEXT && v) {
         int t = 0;

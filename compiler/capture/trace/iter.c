@@ -1244,13 +1244,37 @@ bool cap_lazy_over_c_iterator(PyObject *o)
     return false;
 }
 
-/* item in it, for one of ptc's iterators: advanced through the tracer up
- * to the first equal item, as CPython's search does. CAP_NONE for other
+/* Whether `x in obj` iterates obj through a Python __iter__ (its class has
+ * no __contains__). */
+static bool contains_by_iteration(PyObject *obj)
+{
+    PyObject *names[2] = {PyUnicode_InternFromString("__contains__"),
+                          PyUnicode_InternFromString("__iter__")};
+    PyObject *contains = names[0] ? cap_type_lookup(Py_TYPE(obj), names[0]) : NULL;
+    PyObject *iter = names[1] ? cap_type_lookup(Py_TYPE(obj), names[1]) : NULL;
+    Py_XDECREF(names[0]);
+    Py_XDECREF(names[1]);
+    return !contains && iter && cap_is_function(iter);
+}
+
+/* item in it, for one of ptc's iterators or an object iterated by its
+ * Python __iter__ (no __contains__): advanced through the tracer up to the
+ * first equal item, as CPython's search does. CAP_NONE for other
  * containers, and for a tensor item (a break of the caller's). */
 int cap_t_iter_contains(cap_interp *I, PyObject *it, PyObject *item, PyObject **out)
 {
-    if (!cap_is_ptc_iter(it) || cap_is_tensor(item))
+    if (cap_is_tensor(item) || (!cap_is_ptc_iter(it) && !contains_by_iteration(it)))
         return CAP_NONE;
+    if (!cap_is_ptc_iter(it)) {
+        PyObject *made = NULL;
+        int rc = cap_t_iter_sync(I, it, &made);
+        if (rc == CAP_NEXT)
+            rc = cap_t_iter_contains(I, made, item, out);
+        Py_XDECREF(made);
+        return rc == CAP_NONE ? cap_t_break(I->T, CAP_B_OPAQUE_ITERATOR, "'in' over a %s",
+                                            cap_tpname(Py_TYPE(it)))
+                              : rc;
+    }
     cap_iter_marks marks;
     cap_iter_mark(&marks, &it, 1);
     PyObject *v = NULL;

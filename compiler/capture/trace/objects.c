@@ -78,6 +78,37 @@ static PyObject *python_method(PyObject *obj, const char *name, PyObject *skip)
     return m && cap_is_function(m) && m != skip ? m : NULL;
 }
 
+/* The first of obj's iteration methods (__iter__, __getitem__, __contains__,
+ * __len__, __next__) written in Python, or NULL: C code handed obj
+ * (list.extend, dict.fromkeys, `in` with no __contains__, the old
+ * __getitem__ protocol) runs it for real. */
+static const char *python_protocol_method(PyObject *obj)
+{
+    static const char *const names[] = {"__iter__", "__getitem__", "__contains__", "__len__",
+                                        "__next__"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (python_method(obj, names[i], NULL))
+            return names[i];
+    return NULL;
+}
+
+/* Such a method, run for real after this trace wrote outside objects, would
+ * read them before the replay writes them (a silent wrong result): its name
+ * then, for a PTC-B009 break (NULL: nothing written, or no such method). */
+static const char *stale_protocol_method(cap_trace *T, PyObject *obj)
+{
+    return PyList_Size(T->effects) > 0 ? python_protocol_method(obj) : NULL;
+}
+
+#define STALE_PROTOCOL_DETAIL "C code runs a Python %s.%s for real after this trace wrote outside objects"
+
+int cap_t_check_protocol_read(cap_trace *T, PyObject *obj)
+{
+    const char *m = stale_protocol_method(T, obj);
+    return m ? cap_t_break(T, CAP_B_MUTATE_OUTSIDE, STALE_PROTOCOL_DETAIL, cap_tpname(Py_TYPE(obj)), m)
+             : CAP_NEXT;
+}
+
 static PyObject *bound_method(PyObject *func, PyObject *self)
 {
     return PyObject_CallFunctionObjArgs(cap_P.MethodType, func, self, NULL);
@@ -923,6 +954,9 @@ static int listed_items(cap_interp *I, PyObject *obj, int src, PyObject **list, 
     if (src >= 0 && !cap_is_constant(obj))
         return cap_t_break(T, CAP_B_OPAQUE_ITERATOR, "iteration over an outside %s",
                            cap_tpname(Py_TYPE(obj)));
+    int rc = cap_t_check_protocol_read(T, obj);
+    if (rc != CAP_NEXT)
+        return rc;
     if (PyObject_TypeCheck(obj, (PyTypeObject *)cap_P.GeneratorType))
         cap_t_note_skipped(T, obj);
     else if (PyIter_Check(obj)) {
@@ -1074,6 +1108,9 @@ int cap_t_truth_guard(cap_trace *T, PyObject *v)
 
 int cap_t_contains_guard(cap_trace *T, PyObject *container, PyObject *item)
 {
+    int stale = cap_t_check_protocol_read(T, container);
+    if (stale != CAP_NEXT)
+        return stale;
     int src = cap_t_source_of(T, container);
     if (src < 0 || cap_is_constant(container))
         return CAP_NEXT;
@@ -1324,7 +1361,10 @@ static PyObject **flow_args(cap_trace *T, PyObject *const *args, int nargs)
 {
     PyObject **fa = PyMem_Malloc(sizeof(PyObject *) * (size_t)(nargs + 1));
     for (int i = 0; fa && i < nargs; i++) {
-        fa[i] = cap_t_flow(T, args[i]);
+        const char *stale = stale_protocol_method(T, args[i]);
+        fa[i] = stale ? cap_signal_break(CAP_B_MUTATE_OUTSIDE, STALE_PROTOCOL_DETAIL,
+                                         cap_tpname(Py_TYPE(args[i])), stale)
+                      : cap_t_flow(T, args[i]);
         if (!fa[i]) {
             while (i-- > 0)
                 Py_DECREF(fa[i]);

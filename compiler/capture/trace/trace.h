@@ -795,6 +795,12 @@ bool cap_global_hooks(void);
 bool cap_frozen_globals(PyObject *globals);
 PyObject *cap_break_dict(const cap_break *b);
 
+/* A PTC-B009 break where C code would run one of obj's iteration methods
+ * written in Python (__iter__, __getitem__, __contains__, __len__, __next__)
+ * for real after this trace wrote outside objects: it would read them before
+ * the replay writes them. CAP_NEXT otherwise. */
+int cap_t_check_protocol_read(cap_trace *T, PyObject *obj);
+
 /* A torch tensor (not a symbolic one) met while tracing (objects.c). */
 bool cap_t_is_real_tensor(PyObject *o);
 int cap_t_getattr(cap_interp *I, PyObject *obj, PyObject *name, PyObject **out);
