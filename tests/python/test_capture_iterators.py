@@ -711,6 +711,17 @@ def dict_fromkeys_of_a_python_iter_after_a_write(x):
     return x + n
 
 
+@case(1, 0)  # main: 2 and {1}: list.extend and set.update ran __iter__ for real
+def extend_and_update_take_a_python_iter_item_by_item(x):
+    OUTSIDE["b"] = 2
+    items, seen = [], set()
+    items.extend(Values(OUTSIDE))
+    seen.update(Values(OUTSIDE))
+    items += Values(OUTSIDE)
+    del OUTSIDE["b"]
+    return x + len(items), sorted(seen)
+
+
 OUTSIDE_LIST = [1]
 
 

@@ -380,7 +380,8 @@ static const char *const lazy_updates[][2] = {
 };
 
 /* The one-item method of self.name(...) (a descriptor of self's base
- * type), where an argument is one of ptc's iterators; else NULL. */
+ * type), where an argument is one of ptc's iterators or is iterated by a
+ * Python __iter__; else NULL. */
 static PyObject *one_item_method(PyObject *self, const char *name, PyObject *const *args, int nargs,
                                  PyObject *kwnames)
 {
@@ -389,9 +390,10 @@ static PyObject *one_item_method(PyObject *self, const char *name, PyObject *con
                          : PyDict_Check(self) ? &PyDict_Type : NULL;
     int row = base == &PyList_Type ? 0 : base == &PyDict_Type ? 3 : 1;
     int npos = nargs - (kwnames ? (int)PyTuple_Size(kwnames) : 0);
-    bool lazy = false;
+    bool lazy = false; /* dict.update reads a mapping by its keys(), not by iteration */
     for (int a = 0; a < npos; a++)
-        lazy = lazy || cap_is_ptc_iter(args[a]);
+        lazy = lazy || cap_is_ptc_iter(args[a]) ||
+               (base != &PyDict_Type && cap_t_iterates_in_python(args[a]));
     bool keywords = npos < nargs;
     if (!base || !lazy || (keywords && base != &PyDict_Type) || (base != &PySet_Type && npos != 1))
         return NULL;
@@ -527,7 +529,7 @@ static int update_lazily(cap_interp *I, PyObject *method, PyObject *self, PyObje
 
 int cap_t_list_iadd(cap_interp *I, PyObject *list, PyObject *items)
 {
-    if (!cap_is_ptc_iter(items))
+    if (!cap_is_ptc_iter(items) && !cap_t_iterates_in_python(items))
         return CAP_NONE;
     PyObject *one_item = one_item_method(list, "extend", &items, 1, NULL), *none = NULL;
     int rc = one_item ? update_lazily(I, one_item, list, &items, 1, NULL, &none) : CAP_ERR;

@@ -78,6 +78,12 @@ static PyObject *python_method(PyObject *obj, const char *name, PyObject *skip)
     return m && cap_is_function(m) && m != skip ? m : NULL;
 }
 
+bool cap_t_iterates_in_python(PyObject *obj)
+{
+    return !PyList_Check(obj) && !PyTuple_Check(obj) && !PyAnySet_Check(obj) &&
+           !PyDict_Check(obj) && python_method(obj, "__iter__", NULL);
+}
+
 /* The first of obj's iteration methods (__iter__, __getitem__, __contains__,
  * __len__, __next__) written in Python, or NULL: C code handed obj
  * (list.extend, dict.fromkeys, `in` with no __contains__, the old

@@ -800,6 +800,10 @@ PyObject *cap_break_dict(const cap_break *b);
  * for real after this trace wrote outside objects: it would read them before
  * the replay writes them. CAP_NEXT otherwise. */
 int cap_t_check_protocol_read(cap_trace *T, PyObject *obj);
+/* Whether C code iterating obj (list.extend, set.update) runs a Python
+ * __iter__: obj is no list, tuple, set or dict, whose items C code reads
+ * directly. */
+bool cap_t_iterates_in_python(PyObject *obj);
 
 /* A torch tensor (not a symbolic one) met while tracing (objects.c). */
 bool cap_t_is_real_tensor(PyObject *o);
