@@ -733,6 +733,30 @@ def iteration_by_getitem_after_a_write(x):
     return x + s
 
 
+class Record(collections.OrderedDict):
+    """transformers' ModelOutput: a Python __getitem__ over a C dict, whose
+    __setattr__ stores fields through the C OrderedDict.__setitem__."""
+    def __getitem__(self, k):
+        return dict(self.items())[k]
+
+    def __setattr__(self, name, value):
+        super().__setitem__(name, value)
+        super().__setattr__(name, value)
+
+
+# storing an object with Python protocol methods through C item and
+# attribute slots runs none of them: one graph (the previous commit broke,
+# PTC-B009, and transformers' GPT-2 ran eagerly)
+@case(1, 0)
+def stores_through_c_slots_after_a_write(x):
+    OUTSIDE["b"] = 2
+    r = Record()
+    r.vals = Values(OUTSIDE)
+    r.seq = Indexed([x])
+    del OUTSIDE["b"]
+    return x + 1, r["vals"] is r.vals, r["seq"].items
+
+
 def norm(v, depth=0):
     """A comparable form: iterators as their type and remaining items."""
     if isinstance(v, torch.Tensor):

@@ -1361,13 +1361,38 @@ PyObject *cap_t_flow(cap_trace *T, PyObject *obj)
     return read;
 }
 
+/* A C slot of item or attribute access (obj.__setitem__, or
+ * OrderedDict.__setitem__ as super() calls it): it stores or reads its
+ * arguments and never runs their Python protocol methods; a slice
+ * assignment iterates its value. */
+static bool access_slot(PyObject *callable, PyObject *const *args, int nargs)
+{
+    static const char *const names[] = {"__getattribute__", "__setattr__", "__delattr__",
+                                        "__getitem__",      "__setitem__", "__delitem__"};
+    if (Py_TYPE(callable) != (PyTypeObject *)cap_P.MethodWrapperType &&
+        !PyObject_TypeCheck(callable, &PyWrapperDescr_Type))
+        return false;
+    for (int i = 0; i < nargs; i++)
+        if (PySlice_Check(args[i]))
+            return false;
+    PyObject *name = PyObject_GetAttrString(callable, "__name__");
+    const char *s = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    bool found = false;
+    for (size_t i = 0; s && i < sizeof names / sizeof *names; i++)
+        found |= strcmp(s, names[i]) == 0;
+    Py_XDECREF(name);
+    PyErr_Clear();
+    return found;
+}
+
 /* Arguments made safe for a real call: outside containers become sourced
  * copies, iterators over traced sequences are drained into lists. */
-static PyObject **flow_args(cap_trace *T, PyObject *const *args, int nargs)
+static PyObject **flow_args(cap_trace *T, PyObject *callable, PyObject *const *args, int nargs)
 {
     PyObject **fa = PyMem_Malloc(sizeof(PyObject *) * (size_t)(nargs + 1));
+    bool stores = access_slot(callable, args, nargs);
     for (int i = 0; fa && i < nargs; i++) {
-        const char *stale = stale_protocol_method(T, args[i]);
+        const char *stale = stores ? NULL : stale_protocol_method(T, args[i]);
         fa[i] = stale ? cap_signal_break(CAP_B_MUTATE_OUTSIDE, STALE_PROTOCOL_DETAIL,
                                          cap_tpname(Py_TYPE(args[i])), stale)
                       : cap_t_flow(T, args[i]);
@@ -1394,7 +1419,7 @@ int cap_t_call_real_flowed(cap_trace *T, PyObject *callable, PyObject *const *ar
     /* ptc's iterators in args, drained for the call, are put back if it breaks. */
     cap_iter_marks marks;
     cap_iter_mark(&marks, args, nargs);
-    PyObject **fa = flow_args(T, args, nargs);
+    PyObject **fa = flow_args(T, callable, args, nargs);
     *out = fa ? cap_call_real(callable, fa, nargs, kwnames) : NULL;
     free_args(fa, nargs);
     return cap_iter_rewind(T->I, &marks, *out ? CAP_NEXT : CAP_ERR);
