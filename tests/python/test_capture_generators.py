@@ -15,6 +15,7 @@ ptc.compile(backend="eager") twice (test_capture_iterators.observe: results,
 iterators by type and remaining items, exceptions, printed text, the
 argument, no ptc warning) and pins the first call's graph and break counts.
 """
+import collections.abc
 import traceback
 
 import pytest
@@ -644,6 +645,55 @@ def unfinished_generator_with_finally_runs_for_real(x):
     return v + 1, log
 
 
+class Triple(collections.abc.Sequence):
+    def __len__(self):
+        return 3
+
+    def __getitem__(self, i):
+        if i >= 3:
+            raise IndexError(i)
+        return i + 1
+
+
+@case(1, 0)
+def unfinished_generator_in_typed_excepts_is_traced(x):
+    # closing it raises GeneratorExit at the yield, which none of its clauses
+    # catches: no code of it runs, so it is traced (a Sequence's __iter__ is
+    # one, left unfinished by zip over a shorter list as transformers' cache
+    # set-up does; main ran the call for real, and broke under fullgraph)
+    def items():
+        try:
+            yield x
+            yield x + 1
+        except IndexError:
+            return
+        except (KeyError, ValueError):
+            pass
+        except Exception as e:
+            raise RuntimeError("never") from e
+
+    for v in items():
+        break
+    return v + 1, [x * k for _, k in zip("ab", Triple())]
+
+
+@case(1, 3)
+def unfinished_generator_catching_generator_exit_runs_for_real(x):
+    log = []
+
+    def items():
+        try:
+            yield x
+            yield x + 1
+        except GeneratorExit:
+            log.append("closed")
+            raise
+
+    for v in items():
+        break
+    return v + 1, log
+
+
 # ---- updates consume a generator item by item -------------------------------------
 
 @case(1, 0)
@@ -817,12 +867,13 @@ def test_throw_with_a_traceback_breaks_and_keeps_it():
 
 
 def throw_with_a_traceback_into_a_try(x):
-    # the generator catches it in a try block: left suspended there by the
-    # break, its call runs for real, and that break says why
+    # the generator catches it in a try block whose clause also catches
+    # close()'s GeneratorExit: left suspended there by the break, its call
+    # runs for real, and that break says why
     def g():
         try:
             yield 1
-        except ValueError as e:
+        except BaseException as e:
             yield 2 + len(traceback.extract_tb(e.__traceback__))
 
     it = g()

@@ -83,8 +83,8 @@ static const advice table[] = {
     {"PTC-B014",
      "%3$s, so `%1$s` always runs eagerly. Remove the decorator if it should be compiled."},
     {"PTC-B015",
-     "`%1$s` runs a generator ptc does not trace (one left unfinished inside a try or with "
-     "block, or a coroutine). Run the generator to its end or close() it inside %2$s, or return a "
+     "`%1$s` runs a generator ptc does not trace (one left unfinished inside a finally or "
+     "with block, or a coroutine). Run the generator to its end or close() it inside %2$s, or return a "
      "list instead of yielding."},
     {"PTC-B016",
      "The with-statement at `%1$s` uses a context manager ptc does not model (%3$s). Move the "

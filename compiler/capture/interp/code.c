@@ -368,7 +368,60 @@ static int except_block_exit(const cap_code *c, int target)
     return clears && is_op(&c->ins[del->next], "RERAISE") ? del->next : -1;
 }
 
-bool cap_code_cleanup_at(const cap_code *c, int pc)
+/* Whether the class a LOAD_GLOBAL of an except clause names may catch
+ * GeneratorExit (true when it cannot be looked up from here). */
+static bool clause_may_catch_exit(const cap_code *c, const cap_instr *load, PyObject *globals,
+                                  PyObject *builtins)
+{
+    if (!globals || !PyDict_CheckExact(globals) || !builtins || !PyDict_Check(builtins))
+        return true;
+    PyObject *name = PyTuple_GetItem(c->names, load->arg >> 1);
+    PyObject *cls = name ? PyDict_GetItemWithError(globals, name) : NULL;
+    if (!cls && !PyErr_Occurred())
+        cls = PyDict_GetItemWithError(builtins, name);
+    if (!cls) {
+        PyErr_Clear();
+        return true;
+    }
+    return !PyType_Check(cls) ||
+           PyType_IsSubtype((PyTypeObject *)PyExc_GeneratorExit, (PyTypeObject *)cls);
+}
+
+/* The RERAISE 0 that the typed except clauses of the handler at target
+ * reach when none matches, if none can match GeneratorExit: PUSH_EXC_INFO,
+ * then per clause its global class or tuple of them, CHECK_EXC_MATCH and a
+ * jump if false to the next clause. Their tests run no code of the
+ * program's. Else -1. */
+static int except_clauses_skip(const cap_code *c, int target, PyObject *globals, PyObject *builtins)
+{
+    const cap_instr *in = &c->ins[target];
+    if (!is_op(in, "PUSH_EXC_INFO"))
+        return -1;
+    int pc = in->next;
+    for (int clauses = 0; clauses < c->nunits; clauses++) {
+        in = &c->ins[pc];
+        if (is_op(in, "RERAISE"))
+            return clauses > 0 && in->arg == 0 ? pc : -1;
+        int n = 0;
+        for (; is_op(in, "LOAD_GLOBAL"); in = &c->ins[in->next], n++)
+            if (clause_may_catch_exit(c, in, globals, builtins))
+                return -1;
+        if (n > 1 && is_op(in, "BUILD_TUPLE") && in->arg == n)
+            in = &c->ins[in->next];
+        else if (n != 1)
+            return -1;
+        if (!is_op(in, "CHECK_EXC_MATCH"))
+            return -1;
+        in = &c->ins[in->next];
+        bool if_false = is_op(in, "POP_JUMP_FORWARD_IF_FALSE") || is_op(in, "POP_JUMP_IF_FALSE");
+        if (!if_false || in->target < 0)
+            return -1;
+        pc = in->target;
+    }
+    return -1;
+}
+
+bool cap_code_cleanup_at(const cap_code *c, int pc, PyObject *globals, PyObject *builtins)
 {
     enum { INTRINSIC_STOPITERATION_ERROR = 3 };
     for (int hops = 0; hops < c->nexc + 1; hops++) {
@@ -378,8 +431,12 @@ bool cap_code_cleanup_at(const cap_code *c, int pc)
         const cap_instr *in = &c->ins[h->target];
         if (in->h == H_CALL_INTRINSIC_1 && in->arg == INTRINSIC_STOPITERATION_ERROR)
             return false;
-        if ((pc = except_block_exit(c, h->target)) < 0)
+        int exit = except_block_exit(c, h->target);
+        if (exit < 0)
+            exit = except_clauses_skip(c, h->target, globals, builtins);
+        if (exit < 0)
             return true;
+        pc = exit;
     }
     return true;
 }

@@ -21,9 +21,11 @@
  * through interp's SEND, close and throw here, the outer generator taken
  * past its SEND loop when a throw ends the inner one (leave_yield_from).
  *
- * A try or with block that CPython would run when it frees an unfinished
- * generator is the one clean-up a trace cannot place: it happens when the
- * last reference goes. Such generators are tracked while they live (iter.c,
+ * A finally, with block or except clause catching GeneratorExit that
+ * CPython would run when it frees an unfinished generator is the one
+ * clean-up a trace cannot place: it happens when the last reference goes
+ * (an except clause that cannot catch GeneratorExit runs nothing then, so
+ * Sequence.__iter__ left by zip is traced). Such generators are tracked while they live (iter.c,
  * whose dealloc sees them go); one the trace drops, or leaves suspended
  * inside such a block, sends the compile back to trace again with its call
  * not inlined (compile.c): that call runs for real and makes a real
@@ -35,10 +37,11 @@
 
 /* ---- generators with clean-up code ---------------------------------------------- */
 
-static bool has_cleanup(const cap_code *c)
+static bool has_cleanup(const cap_frame *f)
 {
+    const cap_code *c = f->code;
     for (int pc = 0; pc < c->nunits; pc++)
-        if (c->ins[pc].h == H_YIELD_VALUE && cap_code_cleanup_at(c, pc))
+        if (c->ins[pc].h == H_YIELD_VALUE && cap_code_cleanup_at(c, pc, f->globals, f->builtins))
             return true;
     return false;
 }
@@ -63,6 +66,7 @@ int cap_t_generator_call(cap_interp *I, PyObject *fn, cap_code *c, PyObject *con
         /* CPython raises the TypeError: the call reruns for real */
         return cap_t_break(I->T, CAP_B_RAISE, "arguments do not match %s", c->qualname_s);
     }
+    bool cleanup = has_cleanup(f);
     cap_frame_free(f);
     cap_lazy *g = (cap_lazy *)cap_lazy_new(CAP_LAZY_GEN, fn, its, NULL, false);
     Py_DECREF(its);
@@ -70,7 +74,7 @@ int cap_t_generator_call(cap_interp *I, PyObject *fn, cap_code *c, PyObject *con
         return CAP_ERR;
     g->kwnames = Py_XNewRef(kwnames);
     g->genfunc = true;
-    if (has_cleanup(c)) {
+    if (cleanup) {
         PyObject *site = cap_t_call_site(I->frame);
         int rc = site ? cap_t_generator_track(g, site) : -1;
         Py_XDECREF(site);

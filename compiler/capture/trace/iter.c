@@ -303,7 +303,8 @@ static PyObject *dropped;
 static bool cleanup_pending(const cap_lazy *g)
 {
     return g->state == CAP_GEN_SUSPENDED && g->frame &&
-           cap_code_cleanup_at(g->frame->code, cap_frame_yield_pc(g->frame));
+           cap_code_cleanup_at(g->frame->code, cap_frame_yield_pc(g->frame), g->frame->globals,
+                               g->frame->builtins);
 }
 
 int cap_t_generator_track(cap_lazy *g, PyObject *site)
