@@ -285,3 +285,39 @@ def test_out_argument_of_another_shape_breaks_and_raises_like_eager():
     assert counts(compiled)[:2] == (0, 1)
     with pytest.raises(RuntimeError, match="can't be cast to the desired output type Long"):
         compiled(torch.ones(3), torch.zeros(3, dtype=torch.int64))
+
+
+def assigns_through_index_tensors(x, i, v):
+    x[i] = v  # rows named twice take the last value, as torch's CPU kernel
+    y = x * 2
+    y[:, torch.tensor([0, -1])] = torch.tensor([[7.0], [8.0], [9.0], [10.0]])
+    y[i[:0]] = 5.0  # names no row
+    return y
+
+
+@pytest.mark.parametrize("backend", ["eager", "ptc"])
+def test_item_assignment_with_an_index_tensor_is_one_graph(backend):
+    # main: a break at each (PTC-B007 'item assignment with a tensor index';
+    # torch.compile: one graph)
+    def make_args():
+        return torch.zeros(4, 3), torch.tensor([1, -1, 1]), torch.arange(9.0).view(3, 3)
+
+    compiled = ptc.compile(assigns_through_index_tensors, backend=backend, fullgraph=True)
+    want_args, got_args = make_args(), make_args()
+    want, got = assigns_through_index_tensors(*want_args), compiled(*got_args)
+    assert torch.equal(want, got)
+    for w, g in zip(want_args, got_args):
+        assert torch.equal(w, g), (w, g)
+    assert counts(compiled) == (1, 0, [])
+
+
+@pytest.mark.parametrize("backend", ["eager", "ptc"])
+def test_item_assignment_out_of_range_raises_like_eager(backend):
+    compiled = ptc.compile(assigns_through_index_tensors, backend=backend)
+    for bad in ([1, 4], [-5]):
+        args = torch.zeros(4, 3), torch.tensor(bad), torch.ones(3)
+        with pytest.raises(IndexError) as want:
+            assigns_through_index_tensors(*args)
+        with pytest.raises(IndexError) as got:
+            compiled(*args)
+        assert str(got.value) == str(want.value)

@@ -995,11 +995,119 @@ static ptc_value *placed_tensor(cap_trace *T, const ptc_ttype *tt, PyObject *v, 
     return val;
 }
 
+/* The dim of key's one 1-D integer tensor among full slices (t[idx] = v,
+ * t[:, idx] = v), its tensor in *idx; -1 for any other key. */
+static int tensor_index_dim(PyObject *key, int ndim, cap_tensor **idx)
+{
+    PyObject *items = index_items(key);
+    Py_ssize_t n = items ? PyTuple_Size(items) : 0;
+    int dim = -1;
+    *idx = NULL;
+    for (Py_ssize_t i = 0; i < n && n <= ndim; i++) {
+        PyObject *k = PyTuple_GetItem(items, i);
+        Py_ssize_t start, stop, step;
+        bool all = PySlice_Check(k) && PySlice_Unpack(k, &start, &stop, &step) == 0 && start == 0 &&
+                   stop == PY_SSIZE_T_MAX && step == 1;
+        if (cap_is_tensor(k) && !*idx && cap_val(k)->type.ndim == 1 &&
+            ptc_dtype_is_int(cap_val(k)->type.dtype))
+            *idx = (cap_tensor *)k, dim = (int)i;
+        else if (!all)
+            *idx = NULL, i = n;
+    }
+    Py_XDECREF(items);
+    PyErr_Clear();
+    return *idx ? dim : -1;
+}
+
+static ptc_value *arange_of(cap_trace *T, int64_t n, const ptc_ttype *like)
+{
+    ptc_arg a[5] = {ptc_arg_int(0), ptc_arg_int(n), ptc_arg_int(1), ptc_arg_dtype(PTC_I64),
+                    ptc_arg_device(like->device)};
+    return cap_build1(T, PTC_OP_ARANGE, a, 5);
+}
+
+/* v reshaped to ndim dims, all of size 1 but `at` (size). */
+static ptc_value *along(cap_trace *T, ptc_value *v, int ndim, int at, int64_t size)
+{
+    int64_t shape[PTC_MAX_DIMS];
+    for (int d = 0; d < ndim; d++)
+        shape[d] = d == at ? size : 1;
+    ptc_arg a[2] = {ptc_arg_value(v), ptc_arg_ints(T->arena, shape, ndim)};
+    return v ? cap_build1(T, PTC_OP_RESHAPE, a, 2) : NULL;
+}
+
+/* For each of the n rows of a dim, the last position p of idx (k of them)
+ * that names it (idx[p] counted from the end when negative, and checked as
+ * reading t[idx] checks it: arange(n)[idx] raises eager's IndexError), or -1. */
+static ptc_value *last_naming(cap_trace *T, cap_tensor *idx, int64_t n, int64_t k,
+                              const ptc_ttype *tt)
+{
+    ptc_value *rows = arange_of(T, n, tt), *picks = arange_of(T, k, tt);
+    ptc_value *ix[1] = {idx->v};
+    ptc_arg ia[2] = {ptc_arg_value(rows), ptc_arg_values(T->arena, ix, 1)};
+    ptc_value *named = rows && picks ? cap_build1(T, PTC_OP_INDEX, ia, 2) : NULL;
+    ptc_value *r = along(T, rows, 2, 0, n), *c = along(T, named, 2, 1, k);
+    ptc_arg ea[2] = {ptc_arg_value(r), ptc_arg_value(c)};
+    ptc_value *hit = r && c ? cap_build1(T, PTC_OP_EQ, ea, 2) : NULL; /* [n, k] */
+    ptc_value *p = along(T, picks, 2, 1, k);
+    ptc_arg wa[3] = {ptc_arg_value(hit), ptc_arg_value(p), ptc_arg_int(-1)};
+    ptc_value *at = hit && p ? cap_build1(T, PTC_OP_WHERE, wa, 3) : NULL;
+    int64_t one = 1;
+    ptc_arg ma[3] = {ptc_arg_value(at), ptc_arg_ints(T->arena, &one, 1), ptc_arg_bool(false)};
+    return at ? cap_build1(T, PTC_OP_AMAX, ma, 3) : NULL;
+}
+
+/* t[..., idx, ...] = v (index_put_ without accumulate): row r of dim `dim`
+ * takes v's row at the last position of idx naming r, as torch's CPU kernel
+ * writes them in order; other rows keep t's. */
+static int setitem_by_tensor(cap_trace *T, cap_tensor *t, int dim, cap_tensor *idx, PyObject *v)
+{
+    const ptc_ttype *tt = ty(t);
+    if (idx->v->type.shape[0].sym)
+        return cap_t_need_static(T, "item assignment with a dynamic index");
+    int64_t n = tt->shape[dim].value, k = idx->v->type.shape[0].value;
+    if (k == 0)
+        return CAP_NEXT; /* names no row */
+    ptc_value *last = last_naming(T, idx, n, k, tt);
+    ptc_arg za[3] = {ptc_arg_value(last), ptc_arg_int(0), ptc_arg_none()};
+    ptc_value *from = last ? cap_build1(T, PTC_OP_CLAMP, za, 3) : NULL;
+    ptc_arg ga[2] = {ptc_arg_value(last), ptc_arg_int(0)};
+    ptc_value *mask = along(T, last ? cap_build1(T, PTC_OP_GE, ga, 2) : NULL, tt->ndim, dim, n);
+    ptc_arg value;
+    if (!mask || !from)
+        return CAP_BREAK;
+    if (cap_is_tensor(v)) { /* v broadcast to t's shape with k rows at dim, the rows picked */
+        ptc_dim shape[PTC_MAX_DIMS];
+        memcpy(shape, tt->shape, sizeof *shape * (size_t)tt->ndim);
+        shape[dim] = ptc_dim_c(k);
+        ptc_arg xa[2] = {ptc_arg_value(cap_val(v)), ptc_arg_dims(T->arena, shape, tt->ndim)};
+        ptc_value *val = cap_build1(T, PTC_OP_EXPAND, xa, 2);
+        ptc_arg sa[3] = {ptc_arg_value(val), ptc_arg_int(dim), ptc_arg_value(from)};
+        if (!val || !(val = cap_build1(T, PTC_OP_INDEX_SELECT, sa, 3)))
+            return CAP_BREAK;
+        value = ptc_arg_value(val);
+    } else if (cap_tconvert(T, v, PTC_PK_SCALAR, 0, &value, "assigned value") != CAP_NEXT) {
+        return CAP_BREAK;
+    }
+    ptc_arg w[3] = {ptc_arg_value(mask), value, ptc_arg_value(t->v)};
+    ptc_value *res = cap_build1(T, PTC_OP_WHERE, w, 3);
+    ptc_arg ca[2] = {ptc_arg_value(res), ptc_arg_dtype(tt->dtype)};
+    res = res && res->type.dtype != tt->dtype ? cap_build1(T, PTC_OP_TO, ca, 2) : res;
+    if (!res)
+        return CAP_BREAK;
+    t->v = res;
+    return CAP_NEXT;
+}
+
 static int setitem_core(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v)
 {
     const ptc_ttype *tt = ty(t);
     if (!static_shape(tt))
         return cap_t_need_static(T, "item assignment with dynamic sizes");
+    cap_tensor *idx;
+    int dim = tensor_index_dim(key, tt->ndim, &idx);
+    if (dim >= 0)
+        return setitem_by_tensor(T, t, dim, idx, v);
     int64_t lo[PTC_MAX_DIMS], hi[PTC_MAX_DIMS];
     bool keep[PTC_MAX_DIMS]; /* dim stays in the region's shape (slice) */
     int rc = assigned_region(T, tt, key, lo, hi, keep);
