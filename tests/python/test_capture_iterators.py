@@ -15,7 +15,6 @@ items), exceptions, printed text and the argument must agree, with no ptc
 warning, and the first call must report the pinned graph and break counts.
 """
 import collections
-import collections.abc
 import contextlib
 import io
 import itertools
@@ -26,6 +25,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import ptc  # noqa: E402
+from test_capture_like_eager import Mapping  # noqa: E402
 
 CASES = []
 
@@ -633,29 +633,10 @@ class Values:
             yield self.mapping[k]
 
 
-class Registry(collections.abc.MutableMapping):
-    def __init__(self):
-        self.d = {"a": 1}
-
-    def __getitem__(self, k):
-        return self.d[k]
-
-    def __setitem__(self, k, v):
-        self.d[k] = v
-
-    def __delitem__(self, k):
-        del self.d[k]
-
-    def __iter__(self):
-        return iter(self.d)
-
-    def __len__(self):
-        return len(self.d)
-
-
 OUTSIDE = {"a": 1}
 OUTSIDE_VALUES = Values(OUTSIDE)
-REGISTRY = Registry()
+REGISTRY = Mapping()  # a MutableMapping over its dict d
+REGISTRY["a"] = 1
 
 
 # main: 2 (x + 1): a generator __iter__ was not inlined, so the view was

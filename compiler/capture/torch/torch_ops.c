@@ -995,6 +995,24 @@ static ptc_value *placed_tensor(cap_trace *T, const ptc_ttype *tt, PyObject *v, 
     return val;
 }
 
+/* t's value becomes where(mask, v, t) in t's dtype: v a number, or a tensor
+ * (placed: its value as t's shape; NULL after a break). */
+static int assign_where(cap_trace *T, cap_tensor *t, ptc_value *mask, PyObject *v, ptc_value *placed)
+{
+    ptc_arg value = ptc_arg_value(placed);
+    if (cap_is_tensor(v) ? !placed
+                         : cap_tconvert(T, v, PTC_PK_SCALAR, 0, &value, "assigned value") != CAP_NEXT)
+        return CAP_BREAK;
+    ptc_arg w[3] = {ptc_arg_value(mask), value, ptc_arg_value(t->v)};
+    ptc_value *res = cap_build1(T, PTC_OP_WHERE, w, 3);
+    ptc_arg ca[2] = {ptc_arg_value(res), ptc_arg_dtype(ty(t)->dtype)};
+    res = res && res->type.dtype != ty(t)->dtype ? cap_build1(T, PTC_OP_TO, ca, 2) : res;
+    if (!res)
+        return CAP_BREAK;
+    t->v = res;
+    return CAP_NEXT;
+}
+
 /* The dim of key's one 1-D integer tensor among full slices (t[idx] = v,
  * t[:, idx] = v), its tensor in *idx; -1 for any other key. */
 static int tensor_index_dim(PyObject *key, int ndim, cap_tensor **idx)
@@ -1073,9 +1091,9 @@ static int setitem_by_tensor(cap_trace *T, cap_tensor *t, int dim, cap_tensor *i
     ptc_value *from = last ? cap_build1(T, PTC_OP_CLAMP, za, 3) : NULL;
     ptc_arg ga[2] = {ptc_arg_value(last), ptc_arg_int(0)};
     ptc_value *mask = along(T, last ? cap_build1(T, PTC_OP_GE, ga, 2) : NULL, tt->ndim, dim, n);
-    ptc_arg value;
     if (!mask || !from)
         return CAP_BREAK;
+    ptc_value *picked = NULL;
     if (cap_is_tensor(v)) { /* v broadcast to t's shape with k rows at dim, the rows picked */
         ptc_dim shape[PTC_MAX_DIMS];
         memcpy(shape, tt->shape, sizeof *shape * (size_t)tt->ndim);
@@ -1083,20 +1101,9 @@ static int setitem_by_tensor(cap_trace *T, cap_tensor *t, int dim, cap_tensor *i
         ptc_arg xa[2] = {ptc_arg_value(cap_val(v)), ptc_arg_dims(T->arena, shape, tt->ndim)};
         ptc_value *val = cap_build1(T, PTC_OP_EXPAND, xa, 2);
         ptc_arg sa[3] = {ptc_arg_value(val), ptc_arg_int(dim), ptc_arg_value(from)};
-        if (!val || !(val = cap_build1(T, PTC_OP_INDEX_SELECT, sa, 3)))
-            return CAP_BREAK;
-        value = ptc_arg_value(val);
-    } else if (cap_tconvert(T, v, PTC_PK_SCALAR, 0, &value, "assigned value") != CAP_NEXT) {
-        return CAP_BREAK;
+        picked = val ? cap_build1(T, PTC_OP_INDEX_SELECT, sa, 3) : NULL;
     }
-    ptc_arg w[3] = {ptc_arg_value(mask), value, ptc_arg_value(t->v)};
-    ptc_value *res = cap_build1(T, PTC_OP_WHERE, w, 3);
-    ptc_arg ca[2] = {ptc_arg_value(res), ptc_arg_dtype(tt->dtype)};
-    res = res && res->type.dtype != tt->dtype ? cap_build1(T, PTC_OP_TO, ca, 2) : res;
-    if (!res)
-        return CAP_BREAK;
-    t->v = res;
-    return CAP_NEXT;
+    return assign_where(T, t, mask, v, picked);
 }
 
 static int setitem_core(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v)
@@ -1133,27 +1140,8 @@ static int setitem_core(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v)
     mask = cap_build1(T, PTC_OP_CONSTANT_PAD_ND, pm, 3);
     if (!mask)
         return CAP_BREAK;
-    ptc_arg value;
-    if (cap_is_tensor(v)) {
-        ptc_value *val = placed_tensor(T, tt, v, kept, nk, region, pads);
-        if (!val)
-            return CAP_BREAK;
-        value = ptc_arg_value(val);
-    } else if (cap_tconvert(T, v, PTC_PK_SCALAR, 0, &value, "assigned value") != CAP_NEXT) {
-        return CAP_BREAK;
-    }
-    ptc_arg w[3] = {ptc_arg_value(mask), value, ptc_arg_value(t->v)};
-    ptc_value *res = cap_build1(T, PTC_OP_WHERE, w, 3);
-    if (!res)
-        return CAP_BREAK;
-    if (res->type.dtype != tt->dtype) {
-        ptc_arg ca[2] = {ptc_arg_value(res), ptc_arg_dtype(tt->dtype)};
-        res = cap_build1(T, PTC_OP_TO, ca, 2);
-        if (!res)
-            return CAP_BREAK;
-    }
-    t->v = res;
-    return CAP_NEXT;
+    ptc_value *placed = cap_is_tensor(v) ? placed_tensor(T, tt, v, kept, nk, region, pads) : NULL;
+    return assign_where(T, t, mask, v, placed);
 }
 
 PyObject *cap_torch_unbind(cap_trace *T, cap_tensor *t)
