@@ -321,3 +321,30 @@ def test_item_assignment_out_of_range_raises_like_eager(backend):
         with pytest.raises(IndexError) as got:
             compiled(*args)
         assert str(got.value) == str(want.value)
+
+
+def puts_through_index_put(x, i):
+    y = x.index_put((i,), torch.tensor(4.0))  # a copy
+    x.index_put_([i[:1]], torch.tensor([[7.0, 8.0, 9.0]]))  # x itself, returned
+    return y, x.index_put_((i,), torch.tensor(1.0)) is x
+
+
+@pytest.mark.parametrize("backend", ["eager", "ptc"])
+def test_index_put_is_one_graph(backend):
+    # main: a break at each (PTC-B007 'Tensor.index_put_'; torch.compile: one graph)
+    compiled = ptc.compile(puts_through_index_put, backend=backend, fullgraph=True)
+    want_x, got_x = torch.zeros(3, 3), torch.zeros(3, 3)
+    want = puts_through_index_put(want_x, torch.tensor([2, -3]))
+    got = compiled(got_x, torch.tensor([2, -3]))
+    assert torch.equal(want[0], got[0]) and want[1] is got[1] is True
+    assert torch.equal(want_x, got_x)
+    assert counts(compiled) == (1, 0, [])
+
+
+def test_index_put_of_another_dtype_raises_like_eager():
+    def f(x):
+        return x.index_put_((torch.tensor([1]),), torch.tensor(9))  # int values: eager raises
+
+    for fn in (f, ptc.compile(f, backend="eager")):
+        with pytest.raises(RuntimeError, match="Index put requires the source and destination dtypes match"):
+            fn(torch.ones(2, 3))

@@ -305,7 +305,7 @@ const cap_tmap *cap_np_method_row(const char *name);
     X(is_contiguous) X(is_floating_point) X(is_complex) X(element_size)         \
     X(to) X(type_as) X(cast) X(cpu) X(detach) X(contiguous) X(view_as)          \
     X(new_full) X(like) X(factory) X(full) X(arange) X(random) X(tensor_const)  \
-    X(new_tensor) X(fill) X(copy) X(zero) X(movedim) X(squeeze)                 \
+    X(new_tensor) X(fill) X(copy) X(zero) X(movedim) X(squeeze) X(index_put)   \
     X(softmax) X(dropout) X(dropout_nd) X(batch_norm) X(max_pool2d) X(avg_pool2d) \
     X(adaptive_avg_pool2d) X(adaptive_avg_pool1d) X(conv) X(pad) X(embedding)   \
     X(sdpa) X(var) X(var_mean) X(max_min) X(sort) X(floor_divide) X(relu6) X(mish) \

@@ -1144,6 +1144,34 @@ static int setitem_core(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v)
     return assign_where(T, t, mask, v, placed);
 }
 
+/* x.index_put_(indices, values) and x.index_put(...) without accumulate:
+ * x[tuple(indices)] = values, on x itself or on its copy. indices that are
+ * not all tensors, or values of another dtype than x's, raise in eager: a
+ * break. */
+int cap_th_index_put(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *t = (cap_tensor *)c->pos[0];
+    PyObject *ix = cap_targ(c, 1, "indices"), *v = cap_targ(c, 2, "values");
+    PyObject *acc = cap_targ(c, 3, "accumulate");
+    PyObject *key = ix && (PyTuple_Check(ix) || PyList_Check(ix)) ? PySequence_Tuple(ix) : NULL;
+    bool tensors = key && v && cap_is_tensor(v) && cap_val(v)->type.dtype == ty(t)->dtype;
+    for (Py_ssize_t i = 0; tensors && i < PyTuple_Size(key); i++)
+        tensors = cap_is_tensor(PyTuple_GetItem(key, i));
+    bool in_place = c->m->name[strlen(c->m->name) - 1] == '_';
+    PyObject *copy = tensors && !in_place ? cap_tensor_new(c->T, t->v) : NULL;
+    int rc = !tensors ? cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s(tensors, values of its dtype)",
+                                    c->m->name)
+             : acc && PyObject_IsTrue(acc)
+                 ? cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "%s with accumulate=True", c->m->name)
+             : in_place ? cap_torch_setitem(c->T, t, key, v)
+             : copy     ? setitem_core(c->T, (cap_tensor *)copy, key, v)
+                        : CAP_ERR;
+    Py_XDECREF(key);
+    *out = rc == CAP_NEXT ? Py_NewRef(in_place ? (PyObject *)t : copy) : NULL;
+    Py_XDECREF(copy);
+    return rc;
+}
+
 PyObject *cap_torch_unbind(cap_trace *T, cap_tensor *t)
 {
     if (ty(t)->ndim == 0) {

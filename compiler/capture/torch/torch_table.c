@@ -209,6 +209,7 @@ cap_tmap cap_tmaps[] = {
     MX("new_empty", new_full, PTC_OP_EMPTY, "") MX("new_full", new_full, PTC_OP_FULL, "")
     MX("new", new, PTC_OP_EMPTY, "") MX("type", type, -1, "")
     MX("new_tensor", new_tensor, -1, "")
+    MX("index_put_", index_put, -1, "") MX("index_put", index_put, -1, "")
     NPT("torch.tensor", np_tensor_const) NPT("torch.as_tensor", np_tensor_const)
     /* numpy's functions on traced arrays (torch_npfuncs.c) */
     NP("sum") NP("mean") NP("max") NP("amax") NP("min") NP("amin") NP("argmax") NP("argmin")
