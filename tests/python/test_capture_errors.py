@@ -52,8 +52,29 @@ def ints(*v, dev="cpu"):
     return torch.tensor(v, device=dev)
 
 
+def assign_rows(x, i, v):
+    y = x * 2
+    y[i] = v
+    return y
+
+
+def assign_columns(x, i, v):
+    y = x + 1
+    y[:, i] = v
+    return y
+
+
 # (name, function, argument builder); each raises in eager.
 FAILING = [
+    # item assignment reads arange(n)[i] for its rows, which checks i
+    ("assign_rows", assign_rows,
+     lambda d: (torch.zeros(4, 3, device=d), ints(1, 9, dev=d), torch.ones(2, 3, device=d))),
+    ("assign_rows_negative", assign_rows,
+     lambda d: (torch.zeros(4, 3, device=d), ints(-5, dev=d), torch.ones(3, device=d))),
+    ("assign_columns", assign_columns,
+     lambda d: (torch.zeros(2, 3, device=d), ints(3, dev=d), torch.ones(2, 1, device=d))),
+    ("index_put", lambda x, i, v: (x * 1).index_put_((i,), v),
+     lambda d: (torch.zeros(4, 3, device=d), ints(0, 4, dev=d), torch.ones(3, device=d))),
     ("floordiv", lambda x, y: x // y, lambda d: (ints(4, 5, 6, dev=d), ints(1, 0, 2, dev=d))),
     ("remainder", lambda x, y: x % y, lambda d: (ints(4, 5, 6, dev=d), ints(1, 0, 2, dev=d))),
     ("floordiv_scalar", lambda x: (x + 1) // 0, lambda d: (ints(4, 5, 6, dev=d),)),
@@ -124,6 +145,8 @@ VALID = [
      lambda d: (ints(4, 5, 6, dev=d), ints(1, 3, 2, dev=d), ints(0, 0, dev=d))),
     ("pad", lambda x, y: F.pad(x % y, (2, 3)),
      lambda d: (ints(4, 5, 6, dev=d), ints(1, 3, 2, dev=d))),
+    ("assign_rows_negative", assign_rows,
+     lambda d: (torch.zeros(4, 3, device=d), ints(-4, 3, dev=d), torch.ones(2, 3, device=d))),
     ("negative_advanced_index", lambda x, i: x[i] + 1,
      lambda d: (torch.randn(3, 4, device=d), ints(-3, -1, 2, dev=d))),
     ("gather_edges", lambda x, i: torch.gather(x, 0, i),
