@@ -725,17 +725,27 @@ class Record(collections.OrderedDict):
         super().__setattr__(name, value)
 
 
+class OldStyleRecord(Record):
+    """super() with its arguments, which 3.12 makes for zero-argument
+    super() too: a real call of super(cls, self)."""
+    def __setattr__(self, name, value):
+        super(Record, self).__setitem__(name, value)
+        object.__setattr__(self, name, value)
+
+
 # storing an object with Python protocol methods through C item and
-# attribute slots runs none of them: one graph (the previous commit broke,
-# PTC-B009, and transformers' GPT-2 ran eagerly)
+# attribute slots, or handing it to super() or type(), runs none of them:
+# one graph (the previous commit broke, PTC-B009, and transformers' GPT-2
+# ran eagerly)
 @case(1, 0)
 def stores_through_c_slots_after_a_write(x):
     OUTSIDE["b"] = 2
-    r = Record()
+    r, old = Record(), OldStyleRecord()
     r.vals = Values(OUTSIDE)
     r.seq = Indexed([x])
+    old.seq = r.seq
     del OUTSIDE["b"]
-    return x + 1, r["vals"] is r.vals, r["seq"].items
+    return x + 1, r["vals"] is r.vals, r["seq"].items, old["seq"] is r.seq, type(old) is OldStyleRecord
 
 
 def norm(v, depth=0):

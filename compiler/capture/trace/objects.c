@@ -1361,14 +1361,18 @@ PyObject *cap_t_flow(cap_trace *T, PyObject *obj)
     return read;
 }
 
-/* A C slot of item or attribute access (obj.__setitem__, or
- * OrderedDict.__setitem__ as super() calls it): it stores or reads its
- * arguments and never runs their Python protocol methods; a slice
- * assignment iterates its value. */
-static bool access_slot(PyObject *callable, PyObject *const *args, int nargs)
+/* A C callable that stores or reads its arguments and never runs their
+ * Python protocol methods: super() and type(obj) (3.12 makes super(cls,
+ * self) for real), and a slot of item or attribute access (obj.__setitem__,
+ * or OrderedDict.__setitem__ as super() calls it), unless a slice
+ * assignment, which iterates its value. */
+static bool stores_without_iterating(PyObject *callable, PyObject *const *args, int nargs)
 {
     static const char *const names[] = {"__getattribute__", "__setattr__", "__delattr__",
                                         "__getitem__",      "__setitem__", "__delitem__"};
+    if (callable == (PyObject *)&PySuper_Type ||
+        (callable == (PyObject *)&PyType_Type && nargs == 1))
+        return true;
     if (Py_TYPE(callable) != (PyTypeObject *)cap_P.MethodWrapperType &&
         !PyObject_TypeCheck(callable, &PyWrapperDescr_Type))
         return false;
@@ -1390,7 +1394,7 @@ static bool access_slot(PyObject *callable, PyObject *const *args, int nargs)
 static PyObject **flow_args(cap_trace *T, PyObject *callable, PyObject *const *args, int nargs)
 {
     PyObject **fa = PyMem_Malloc(sizeof(PyObject *) * (size_t)(nargs + 1));
-    bool stores = access_slot(callable, args, nargs);
+    bool stores = stores_without_iterating(callable, args, nargs);
     for (int i = 0; fa && i < nargs; i++) {
         const char *stale = stores ? NULL : stale_protocol_method(T, args[i]);
         fa[i] = stale ? cap_signal_break(CAP_B_MUTATE_OUTSIDE, STALE_PROTOCOL_DETAIL,
