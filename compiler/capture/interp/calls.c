@@ -63,10 +63,21 @@ HANDLER(SEND)
         cap_push(f, item);
         return CAP_NEXT;
     }
-    cap_popn(f, 1);
+    if (!cap_P.py312) /* 3.12 keeps the receiver for END_SEND */
+        cap_popn(f, 1);
     cap_push(f, value);
     f->pc = in->target;
     return CAP_JUMPED;
+}
+
+/* 3.12: (receiver, value -- value) at the end of a yield from. */
+HANDLER(END_SEND)
+{
+    UNUSED_ARGS;
+    PyObject *value = cap_pop(f);
+    cap_popn(f, 1);
+    cap_push(f, value);
+    return CAP_NEXT;
 }
 
 /* ---- calls that need the current frame ------------------------------------- */

@@ -274,8 +274,6 @@ static int decode_instructions(cap_code *c, PyObject *bytes)
         }
         if ((in->flags & NOTRACE) && !c->notrace)
             c->notrace = ops[op].known ? ops[op].name : "an unknown opcode";
-        if (in->h == H_SEND && cap_P.py312 && !c->notrace)
-            c->notrace = "SEND (yield from on 3.12)"; /* its stack effect differs */
         i = in->next;
     }
     /* 3.12: an exhausted FOR_ITER also skips the END_FOR at its target. */
@@ -431,6 +429,10 @@ bool cap_code_cleanup_at(const cap_code *c, int pc, PyObject *globals, PyObject 
         const cap_instr *in = &c->ins[h->target];
         if (in->h == H_CALL_INTRINSIC_1 && in->arg == INTRINSIC_STOPITERATION_ERROR)
             return false;
+        if (in->h == H_CLEANUP_THROW) { /* a yield from's: re-raises GeneratorExit */
+            pc = h->target;
+            continue;
+        }
         int exit = except_block_exit(c, h->target);
         if (exit < 0)
             exit = except_clauses_skip(c, h->target, globals, builtins);

@@ -126,8 +126,9 @@ const char *cap_opname(int raw);
 /* Handler for an exception raised at pc, or NULL. */
 const cap_exc_entry *cap_code_handler(const cap_code *c, int pc);
 /* Whether an exception raised at pc runs code of c's own (a try or with
- * block's handler), not only 3.12's PEP 479 wrapper of a generator's body,
- * the exits of the except blocks it is in, or except clauses whose classes
+ * block's handler), not only 3.12's PEP 479 wrapper of a generator's body
+ * and CLEANUP_THROW of a yield from, the exits of the except blocks it is
+ * in, or except clauses whose classes
  * (looked up in globals, then builtins) cannot catch GeneratorExit: closing
  * a generator suspended there runs its clean-up. */
 bool cap_code_cleanup_at(const cap_code *c, int pc, PyObject *globals, PyObject *builtins);

@@ -140,8 +140,8 @@
     X(RETURN_GENERATOR, RETURN_GENERATOR, 0)                                    \
     X(YIELD_VALUE, YIELD_VALUE, 0)                                              \
     X(SEND, SEND, J_FWD)                                                        \
-    X(END_SEND, UNSUPPORTED, NOTRACE)                                           \
-    X(CLEANUP_THROW, UNSUPPORTED, NOTRACE)                                      \
+    X(END_SEND, END_SEND, 0)                                                    \
+    X(CLEANUP_THROW, CLEANUP_THROW, 0)                                          \
     X(GET_YIELD_FROM_ITER, GET_ITER, 0)                                         \
     X(GET_AWAITABLE, UNSUPPORTED, NOTRACE)                                      \
     X(GET_AITER, UNSUPPORTED, NOTRACE)                                          \
@@ -173,7 +173,7 @@
     X(POP_JUMP_IF_TRUE) X(POP_JUMP_IF_NONE) X(POP_JUMP_IF_NOT_NONE)             \
     X(JUMP_IF_FALSE_OR_POP) X(JUMP_IF_TRUE_OR_POP) X(GET_ITER) X(FOR_ITER)      \
     X(CALL) X(KW_NAMES) X(CALL_FUNCTION_EX) X(CALL_INTRINSIC_1)                 \
-    X(RETURN_GENERATOR) X(YIELD_VALUE) X(SEND)                                  \
+    X(RETURN_GENERATOR) X(YIELD_VALUE) X(SEND) X(END_SEND) X(CLEANUP_THROW)     \
     X(CALL_INTRINSIC_2) X(MAKE_FUNCTION) X(LOAD_BUILD_CLASS)                    \
     X(LOAD_ASSERTION_ERROR) X(IMPORT_NAME) X(IMPORT_FROM)                       \
     X(SETUP_ANNOTATIONS) X(BEFORE_WITH) X(WITH_EXCEPT_START) X(PUSH_EXC_INFO)   \

@@ -680,6 +680,24 @@ HANDLER(RERAISE)
     return reraise(I, Py_NewRef(exc));
 }
 
+/* 3.12, the handler of a yield from's YIELD_VALUE: (receiver, sent, exc --
+ * None, value) when a throw() ended the inner iterator with StopIteration,
+ * else exc re-raised. */
+HANDLER(CLEANUP_THROW)
+{
+    UNUSED_ARGS;
+    PyObject *exc = cap_peek(f, 1);
+    if (!PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_StopIteration))
+        return reraise(I, Py_NewRef(exc));
+    PyObject *value = PyObject_GetAttrString(exc, "value");
+    if (!value)
+        return CAP_ERR;
+    cap_popn(f, 3);
+    cap_push(f, Py_NewRef(Py_None));
+    cap_push(f, value);
+    return CAP_NEXT;
+}
+
 static PyObject *make_exception(PyObject *v, const char *what)
 {
     if (PyType_Check(v) && PyObject_IsSubclass(v, PyExc_BaseException) == 1) {

@@ -25,11 +25,11 @@
  * CPython would run when it frees an unfinished generator is the one
  * clean-up a trace cannot place: it happens when the last reference goes
  * (an except clause that cannot catch GeneratorExit runs nothing then, so
- * Sequence.__iter__ left by zip is traced). Such generators are tracked while they live (iter.c,
- * whose dealloc sees them go); one the trace drops, or leaves suspended
- * inside such a block, sends the compile back to trace again with its call
- * not inlined (compile.c): that call runs for real and makes a real
- * generator, CPython's to clean up.
+ * Sequence.__iter__ left by zip is traced). Such generators are tracked
+ * while they live (iter.c, whose dealloc sees them go); one the trace
+ * drops, or leaves suspended inside such a block, sends the compile back
+ * to trace again with its call not inlined (compile.c): that call runs for
+ * real and makes a real generator, CPython's to clean up.
  */
 #include "capture/trace/trace.h"
 
@@ -300,7 +300,8 @@ static void leave_yield_from(cap_lazy *g, PyObject *value)
     const cap_code *c = f->code;
     int loop_back = c->ins[f->pc].next; /* JUMP_BACKWARD_NO_INTERRUPT to SEND */
     int send = c->ins[loop_back].target;
-    cap_popn(f, 2); /* YIELD_VALUE's None, the receiver */
+    /* YIELD_VALUE's None, and the receiver but where 3.12's END_SEND pops it */
+    cap_popn(f, value && cap_P.py312 ? 1 : 2);
     if (value)
         cap_push(f, value);
     f->pc = value ? c->ins[send].target : loop_back;
