@@ -31,7 +31,9 @@ enum { LOC_NONE, LOC_PRIVATE, LOC_SHARED, LOC_SCRATCH };
 typedef struct gplan {
     int team;             /* threads per team (one team runs one outer iteration) */
     int block;            /* threads per block */
-    int vec;              /* W of the vectorised form (1: none) */
+    int vec;              /* W of the vectorised form (1: none): flat kernels' outer
+                           * elements, row mode's row chunks, or (neither) chunks of
+                           * the innermost reduction range (reduce.c's red_loop) */
     bool flat;            /* every group pointwise without inner ranges */
     bool row;             /* row mode: every group runs over the same N elements */
     int row_n;            /* N */
@@ -121,6 +123,10 @@ LLVMValueRef g_intrinsic(gcg *c, const char *name, LLVMTypeRef *over, int nover,
                          int nargs);
 LLVMValueRef g_alloca(gcg *c, LLVMTypeRef t, const char *name);
 void g_store(gcg *c, int bufid, const ptc_ix *off, LLVMValueRef v, LLVMValueRef *vals, int w);
+/* Whether offset off is a multiple of w wherever variable vec_var is (every
+ * other term and the constant static multiples of w): a w-lane access there
+ * is aligned to its width on a base that is. */
+bool g_aligned_w(const ptc_ix *off, int vec_var, int w);
 /* Issues body's cacheable loads (read-only buffers, unmasked, direct
  * offsets) now, into c->cache, so that they are in flight together before
  * the arithmetic that uses them: ptxas does not move a load above the slow

@@ -70,6 +70,11 @@ void g_bind_locals(gcg *c, const kctx *k, LLVMValueRef scratch, LLVMValueRef slo
  * 2-byte loads a thread, 8 KiB an SM, ran at 750 GB/s on an H200). */
 enum { COL_UNROLL = 4, ROW_UNROLL = 8 };
 
+/* Vectors of W elements a thread loads an unrolled iteration of the
+ * vectorised reduction loop (reduce.c's red_loop): 64 bytes in flight where
+ * the scalar form has 16 (eight bf16). Chosen, not timed. */
+enum { VEC_UNROLL = 4 };
+
 typedef struct red {
     const ptc_kmember *mem;
     const ptc_lnode *n;
@@ -78,7 +83,7 @@ typedef struct red {
     int reduce;                      /* how its states combine: n->reduce, or PTC_RED_SUM for the
                                         sums of a row's two-pass Welford */
     ptc_red_state acc;               /* allocas */
-    ptc_red_state vacc;              /* row mode: W-lane allocas */
+    ptc_red_state vacc;              /* vectorised forms: W-lane allocas */
     LLVMValueRef *row_x, *row_valid; /* two-pass Welford: each chunk's values and valid */
     LLVMValueRef chunk[ROW_UNROLL];  /* Welford: an unrolled iteration's values, when chunking */
     int nchunk;
@@ -98,6 +103,17 @@ static inline bool is_welford(const red *r)
 /* Member r's state in the accumulators acc, w lanes wide, and back. */
 ptc_red_state g_acc_load(gcg *c, const red *r, const ptc_red_state *acc, int w);
 void g_acc_save(gcg *c, const red *r, const ptc_red_state *acc, ptc_red_state s);
+/* Makes the allocas of a state of member r, `lanes` wide. */
+void g_state_allocas(gcg *c, const red *r, ptc_red_state *acc, int lanes);
+/* W-lane states (vacc; W = c->W): back to the identity of how the member
+ * combines; W lanes of element values x (linear reduction indices idx for
+ * argmax/argmin, else NULL) folded in, where valid (NULL: every lane); the
+ * lanes combined in lane order into the scalar state. */
+void g_lanes_reset(gcg *c, red *r);
+void g_lanes_update(gcg *c, red *r, LLVMValueRef x, LLVMValueRef idx, LLVMValueRef valid);
+void g_lanes_fold(gcg *c, red *r);
+/* The i64 vector 0, 1, .. w-1 (NULL for w = 1). */
+LLVMValueRef g_iota64(gcg *c, int w);
 /* Its scalar state. */
 ptc_red_state g_red_load(gcg *c, const red *r);
 void g_red_save(gcg *c, const red *r, ptc_red_state s);

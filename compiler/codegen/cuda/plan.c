@@ -85,7 +85,8 @@
  * ptxas for registers that let N blocks share an SM (.minnctapersm: more
  * rows in flight, at the price of spills where the row does not fit), and
  * PTC_CUDA_SPLIT_COLUMNS=0 turns column mode off, PTC_CUDA_SPLIT_ROWS=0
- * split rows, and PTC_CUDA_COLUMN_TILE=C
+ * split rows, PTC_CUDA_RED_VECTOR=0 reductions' vector loads
+ * (plan_red_vec), and PTC_CUDA_COLUMN_TILE=C
  * (a power of two up to 32) makes its tiles C columns wide (narrower tiles:
  * more blocks, each reading part of a sector), and PTC_CUDA_WARPS_LOOP=1
  * combines a block's warps' reduction states in a loop (the same merges in
@@ -772,6 +773,98 @@ static void plan_split(const ptc_schedule *s, const ptc_kernel *k, int sms, gpla
     p->warps_loop = true;
 }
 
+/* Does load offset x move with variable v (in a div / mod atom too)? */
+static bool moves_with(const ptc_ix *x, int v)
+{
+    bool nested;
+    ptc_dim k = ptc_ix_coeff(x, v, &nested);
+    return nested || !ptc_dim_is_static(k) || k.value != 0;
+}
+
+/* The largest element of a load of G's members that moves with variable v,
+ * in bytes; 0 where none does, -1 where G cannot be vectorised along v: a
+ * pointwise member, or a load that moves with v other than with stride 1 in
+ * a kernel argument (a local, a gather, a strided read). */
+static int red_vec_bytes(const ptc_schedule *s, const ptc_kgroup *G, int v)
+{
+    int most = 0;
+    for (int m = 0; m < G->nmembers; m++) {
+        const ptc_kmember *mem = &G->members[m];
+        if (s->prog->nodes[mem->node]->kind != PTC_LN_REDUCTION)
+            return -1;
+        for (int i = 0; i < mem->body.n; i++) {
+            const ptc_lexpr *e = &mem->body.e[i];
+            if (e->op != PTC_L_LOAD || !moves_with(e->idx[0], v))
+                continue;
+            if (is_local(s, e->buf) || ptc_ix_uses_val(e->idx[0]) || !unit_in(e->idx[0], v))
+                return -1;
+            int size = (int)ptc_dtype_size(s->prog->bufs[e->buf]->dtype);
+            most = size > most ? size : most;
+        }
+    }
+    return most;
+}
+
+/* Do W consecutive elements of G's innermost reduction range v stay in one
+ * run, every load that moves with v starting each at a multiple of W? */
+static bool red_vec_fits(const ptc_schedule *s, const ptc_kgroup *G, int v, int w)
+{
+    if (!divides(G->red[G->nred - 1], w))
+        return false;
+    for (int m = 0; m < G->nmembers; m++)
+        for (int i = 0; i < G->members[m].body.n; i++) {
+            const ptc_lexpr *e = &G->members[m].body.e[i];
+            if (e->op == PTC_L_LOAD && moves_with(e->idx[0], v) && !g_aligned_w(e->idx[0], v, w))
+                return false;
+        }
+    return true;
+}
+
+/* W for plan_red_vec (1: none). */
+static int red_vec_width(const ptc_schedule *s, const ptc_kernel *k)
+{
+    int most = 0;
+    for (int g = 0; g < k->ngroups; g++) {
+        const ptc_kgroup *G = &k->groups[g];
+        if (!G->reduction)
+            continue;
+        int bytes = G->nred ? red_vec_bytes(s, G, k->nouter + G->ninner + G->nred - 1) : -1;
+        if (bytes < 0)
+            return 1;
+        most = bytes > most ? bytes : most;
+    }
+    if (most == 0)
+        return 1;
+    int w = VEC_BYTES / most > MAX_VEC ? MAX_VEC : VEC_BYTES / most;
+    for (; w > 1; w /= 2) {
+        bool fits = true;
+        for (int g = 0; g < k->ngroups && fits; g++) {
+            const ptc_kgroup *G = &k->groups[g];
+            fits = !G->reduction || red_vec_fits(s, G, k->nouter + G->ninner + G->nred - 1, w);
+        }
+        if (fits)
+            break;
+    }
+    return w;
+}
+
+/* The vectorised form of a reduction kernel outside row and column mode
+ * (reduce.c's red_loop): each thread loads W consecutive elements of the
+ * innermost reduction range of each reduction group as one 16-byte vector
+ * (8 bf16, 4 f32), where every member of those groups is a reduction whose
+ * loads along that range are contiguous reads of kernel arguments at
+ * offsets W divides, W divides the range, and the launcher finds the
+ * arguments' bases aligned (else it runs the scalar entry). A split row's
+ * length rounds up to a multiple of W. PTC_CUDA_RED_VECTOR=0 turns it off. */
+static void plan_red_vec(const ptc_schedule *s, const ptc_kernel *k, gplan *p)
+{
+    if (!env_int("PTC_CUDA_RED_VECTOR", 0, 1, 1))
+        return;
+    p->vec = red_vec_width(s, k);
+    if (p->split)
+        p->split_len = (p->split_len + p->vec - 1) / p->vec * p->vec;
+}
+
 /* Does every store of kernel k go to an f16 / bf16 buffer? */
 static bool stores_only_halves(const ptc_schedule *s, const ptc_kernel *k)
 {
@@ -867,6 +960,8 @@ int g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_c
     plan_team(s, k, T, p);
     if (nforms == 1 && !p->row && !forced && !k->nparams)
         plan_split(s, k, sms, p);
+    if (nforms == 1 && !p->row)
+        plan_red_vec(s, k, p);
     for (int f = 1; f < nforms; f++) {
         plan_init(a, s, k, wide_index, &forms[f]);
         forms[f].outer_contig = ai.outer_contig;

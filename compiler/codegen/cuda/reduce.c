@@ -29,6 +29,8 @@ static void red_init(gcg *c, red *r)
         store_(c, r->acc.m2, LLVMConstNull(r->t));
         store_(c, r->acc.n, LLVMConstNull(r->t));
     }
+    if (c->W > 1)
+        g_lanes_reset(c, r);
 }
 
 ptc_red_state g_acc_load(gcg *c, const red *r, const ptc_red_state *acc, int w)
@@ -92,6 +94,98 @@ static void red_update(gcg *c, red *r, LLVMValueRef x, LLVMValueRef idx)
     ptc_red_state a = g_red_load(c, r);
     ptc_red_state e = {x, idx ? idx : a.i, NULL, NULL, NULL};
     g_red_save(c, r, g_red_combine(c, r, a, e));
+}
+
+/* ---- W-lane states (row mode, vectorised reductions) ---- */
+
+void g_state_allocas(gcg *c, const red *r, ptc_red_state *acc, int lanes)
+{
+    acc->v = g_alloca(c, g_vec(c, r->t, lanes), "acc");
+    acc->i = g_alloca(c, g_vec(c, c->i64, lanes), "acc.i");
+    acc->m = g_alloca(c, g_vec(c, r->t, lanes), "acc.mean");
+    acc->m2 = g_alloca(c, g_vec(c, r->t, lanes), "acc.m2");
+    acc->n = g_alloca(c, g_vec(c, r->t, lanes), "acc.n");
+}
+
+void g_lanes_update(gcg *c, red *r, LLVMValueRef x, LLVMValueRef idx, LLVMValueRef valid)
+{
+    LLVMBuilderRef b = c->b;
+    int w = c->W;
+    ptc_red_state s = g_acc_load(c, r, &r->vacc, w), o;
+    if (is_welford(r)) {
+        /* every lane has seen the same count: one division per chunk */
+        o = s;
+        LLVMValueRef n0 =
+            w > 1 ? LLVMBuildExtractElement(b, s.n, LLVMConstInt(c->i32, 0, 0), "") : s.n;
+        LLVMValueRef n1 = LLVMBuildFAdd(b, n0, LLVMConstReal(r->t, 1), "");
+        LLVMValueRef inv = g_splat(c, LLVMBuildFDiv(b, LLVMConstReal(r->t, 1), n1, ""), w);
+        LLVMValueRef delta = LLVMBuildFSub(b, x, s.m, "");
+        o.m = LLVMBuildFAdd(b, s.m, LLVMBuildFMul(b, delta, inv, ""), "");
+        o.m2 =
+            LLVMBuildFAdd(b, s.m2, LLVMBuildFMul(b, delta, LLVMBuildFSub(b, x, o.m, ""), ""), "");
+        o.n = g_splat(c, n1, w);
+    } else {
+        ptc_red_state e = {x, idx ? idx : s.i, NULL, NULL, NULL};
+        o = g_red_combine(c, r, s, e);
+    }
+    if (valid) {
+        o.v = LLVMBuildSelect(b, valid, o.v, s.v, "");
+        o.i = LLVMBuildSelect(b, valid, o.i, s.i, "");
+        if (is_welford(r)) {
+            o.m = LLVMBuildSelect(b, valid, o.m, s.m, "");
+            o.m2 = LLVMBuildSelect(b, valid, o.m2, s.m2, "");
+            o.n = LLVMBuildSelect(b, valid, o.n, s.n, "");
+        }
+    }
+    g_acc_save(c, r, &r->vacc, o);
+}
+
+static LLVMValueRef lane_of(gcg *c, LLVMValueRef v, int l)
+{
+    return v ? LLVMBuildExtractElement(c->b, v, LLVMConstInt(c->i32, (unsigned)l, 0), "") : NULL;
+}
+
+/* The W lanes of a state combined in lane order into the scalar state. */
+void g_lanes_fold(gcg *c, red *r)
+{
+    int w = c->W;
+    if (w == 1) {
+        g_acc_save(c, r, &r->acc, g_acc_load(c, r, &r->vacc, 1));
+        return;
+    }
+    ptc_red_state s = g_acc_load(c, r, &r->vacc, w);
+    ptc_red_state o = {lane_of(c, s.v, 0), lane_of(c, s.i, 0), lane_of(c, s.m, 0),
+                       lane_of(c, s.m2, 0), lane_of(c, s.n, 0)};
+    for (int l = 1; l < w; l++) {
+        ptc_red_state x = {lane_of(c, s.v, l), lane_of(c, s.i, l), lane_of(c, s.m, l),
+                           lane_of(c, s.m2, l), lane_of(c, s.n, l)};
+        o = g_red_combine(c, r, o, x);
+    }
+    g_red_save(c, r, o);
+}
+
+/* Member r's W-lane accumulators back to the identity of how it combines. */
+void g_lanes_reset(gcg *c, red *r)
+{
+    int w = c->W;
+    double f;
+    int64_t iv;
+    ptc_emit_red_identity(r->reduce, r->dt, &f, &iv);
+    store_(c, r->vacc.v, ptc_emit_kconst(&c->em, r->dt, f, iv, w));
+    store_(c, r->vacc.i, g_const_i(c->i64, 0, w));
+    store_(c, r->vacc.m, LLVMConstNull(g_vec(c, r->t, w)));
+    store_(c, r->vacc.m2, LLVMConstNull(g_vec(c, r->t, w)));
+    store_(c, r->vacc.n, LLVMConstNull(g_vec(c, r->t, w)));
+}
+
+LLVMValueRef g_iota64(gcg *c, int w)
+{
+    if (w == 1)
+        return NULL;
+    LLVMValueRef ks[MAX_VEC];
+    for (int l = 0; l < w; l++)
+        ks[l] = LLVMConstInt(c->i64, (unsigned)l, 0);
+    return LLVMConstVector(ks, (unsigned)w);
 }
 
 /* Butterfly shuffle of any scalar through 32-bit lanes. */
@@ -304,10 +398,27 @@ static void red_store(gcg *c, const red *r)
     g_red_store_outputs(c, r, outs);
 }
 
+/* Merges the W lanes of x into r's state as one Welford chunk. */
+static void welford_merge(gcg *c, red *r, LLVMValueRef x)
+{
+    LLVMValueRef xs[MAX_VEC];
+    for (int l = 0; l < c->W; l++)
+        xs[l] = lane_of(c, x, l);
+    ptc_red_state chunk = ptc_emit_welford_of(&c->em, r->dt, xs, c->W);
+    g_red_save(c, r, g_red_combine(c, r, g_red_load(c, r), chunk));
+}
+
 /* Folds element rr (a linear index over G's reduction ranges) of each
- * member of G into its state. */
+ * member of G into its state; in the vectorised form (W > 1) elements
+ * rr = q*W .. q*W + W-1 of chunk q (rr), where W divides the innermost
+ * range, into the W-lane states, or for Welford as one chunk (one division
+ * for the W, as an unrolled scalar iteration's chunk: the W values of each
+ * of VEC_UNROLL vectors, not all, are live at once). */
 static void red_element(gcg *c, const ptc_kgroup *G, red *reds, LLVMValueRef rr)
 {
+    int w = c->W;
+    if (w > 1)
+        rr = LLVMBuildNSWMul(c->b, rr, ixc(c, w), "");
     g_decompose(c, rr, G->red, G->nred, c->k->nouter + G->ninner);
     ptc_emit_fwd fw;
     fw.n = 0;
@@ -316,15 +427,23 @@ static void red_element(gcg *c, const ptc_kgroup *G, red *reds, LLVMValueRef rr)
         const ptc_kmember *mem = &G->members[m];
         const ptc_lnode *n = c->s->prog->nodes[mem->node];
         if (n->kind != PTC_LN_REDUCTION) {
+            PTC_ASSERT(w == 1); /* plan.c vectorises groups of reductions only */
             g_emit_pw_member(c, mem, &fw, 1, false);
             continue;
         }
         red *r = &reds[ri++];
-        LLVMValueRef *v = ptc_emit_body(&c->em, &mem->body, 1, &fw);
+        LLVMValueRef *v = ptc_emit_body(&c->em, &mem->body, w, &fw);
         LLVMValueRef idx = NULL;
         if (is_arg(r))
             idx = c->ix == c->i64 ? rr : LLVMBuildSExt(c->b, rr, c->i64, "");
-        red_update(c, r, v[mem->value], idx);
+        if (w == 1)
+            red_update(c, r, v[mem->value], idx);
+        else if (is_welford(r))
+            welford_merge(c, r, v[mem->value]);
+        else
+            g_lanes_update(c, r, v[mem->value],
+                           idx ? LLVMBuildAdd(c->b, g_splat(c, idx, w), g_iota64(c, w), "") : NULL,
+                           NULL);
         free(v);
     }
 }
@@ -355,22 +474,27 @@ static bool has_welford(const red *reds, int nred)
     return false;
 }
 
-/* Lane lr of the Tr sharing a reduction folds elements lr, lr + Tr, ... In
+/* Lane lr of the Tr sharing a reduction folds elements lr, lr + Tr, ... of
+ * the n (in the vectorised form chunks of W elements: plan.c's vec). In
  * column mode (COL_UNROLL), split rows and groups with Welford members
- * (ROW_UNROLL) several elements an iteration, then the rest one by one:
- * the loads of an iteration in one block, where ptxas issues them together
- * (a thread otherwise waits out each load's latency before the next);
- * sums in the same order, Welford's in chunks of an iteration. */
+ * (ROW_UNROLL; vectorised, VEC_UNROLL chunks) several an iteration, then
+ * the rest one by one: the loads of an iteration in one block, where ptxas
+ * issues them together (a thread otherwise waits out each load's latency
+ * before the next); sums in the same order, Welford's in chunks of an
+ * iteration (vectorised: of a vector). Vectorised, the W lanes' states
+ * combine in lane order at the end. */
 static void red_loop(gcg *c, const ptc_kgroup *G, red *reds, int nred, LLVMValueRef lr,
                      LLVMValueRef n, int Tr)
 {
     LLVMValueRef start = lr;
-    int unroll = c->plan->col ? COL_UNROLL : ROW_UNROLL;
+    int unroll = c->plan->col ? COL_UNROLL : c->W > 1 ? VEC_UNROLL : ROW_UNROLL;
+    if (c->W > 1)
+        c->vec_var = c->k->nouter + G->ninner + G->nred - 1;
     if (c->plan->col || c->plan->split || has_welford(reds, nred)) {
         loop ul;
         g_loop_open(c, &ul, lr, LLVMBuildSub(c->b, n, ixc(c, (int64_t)(unroll - 1) * Tr), ""),
                     ixc(c, (int64_t)unroll * Tr), "red.unrolled");
-        welford_chunks(c, reds, nred, true);
+        welford_chunks(c, reds, nred, c->W == 1);
         for (int u = 0; u < unroll; u++)
             red_element(c, G, reds, LLVMBuildAdd(c->b, ul.iv, ixc(c, (int64_t)u * Tr), ""));
         welford_chunks(c, reds, nred, false);
@@ -381,6 +505,9 @@ static void red_loop(gcg *c, const ptc_kgroup *G, red *reds, int nred, LLVMValue
     g_loop_open(c, &rl, start, n, ixc(c, Tr), "red");
     red_element(c, G, reds, rl.iv);
     g_loop_close(c, &rl);
+    for (int m = 0; m < nred && c->W > 1; m++)
+        if (!is_welford(&reds[m]))
+            g_lanes_fold(c, &reds[m]);
 }
 
 /* The reduction members of G (*nred of them), their states' allocas made;
@@ -399,13 +526,17 @@ static red *red_members(gcg *c, const ptc_kgroup *G, int *nred)
         r->dt = r->mem->body.e[r->mem->value].dtype;
         r->t = ptc_emit_compute_type(&c->em, r->dt);
         r->reduce = n->reduce;
-        r->acc.v = g_alloca(c, r->t, "acc");
-        r->acc.i = g_alloca(c, c->i64, "acc.i");
-        r->acc.m = g_alloca(c, r->t, "acc.mean");
-        r->acc.m2 = g_alloca(c, r->t, "acc.m2");
-        r->acc.n = g_alloca(c, r->t, "acc.n");
+        g_state_allocas(c, r, &r->acc, 1);
+        if (c->W > 1)
+            g_state_allocas(c, r, &r->vacc, c->W);
     }
     return reds;
+}
+
+/* v elements in red_loop's units: chunks of W in the vectorised form. */
+static LLVMValueRef in_chunks(gcg *c, LLVMValueRef v)
+{
+    return c->W > 1 ? LLVMBuildExactUDiv(c->b, v, ixc(c, c->W), "") : v;
 }
 
 void g_emit_red_group(gcg *c, const kctx *k, const ptc_kgroup *G, int g)
@@ -420,7 +551,7 @@ void g_emit_red_group(gcg *c, const kctx *k, const ptc_kgroup *G, int g)
     g_decompose(c, kl.iv, G->inner, G->ninner, nouter);
     for (int r = 0; r < nred; r++)
         red_init(c, &reds[r]);
-    red_loop(c, G, reds, nred, lr, g_dims_product(c, G->red, G->nred), Tr);
+    red_loop(c, G, reds, nred, lr, in_chunks(c, g_dims_product(c, G->red, G->nred)), Tr);
     if (c->plan->col)
         col_across(c, k, reds, nred);
     else if (Tr > 1)
@@ -512,9 +643,9 @@ void g_emit_split_grid(gcg *c, kctx *k, LLVMValueRef ctaid, LLVMValueRef nctaid)
     k->t = k->tid;
     k->team_local = ixc(c, 0);
     g_bind_locals(c, k, NULL, NULL);
-    LLVMValueRef S = ixc(c, c->plan->split), L = ixc(c, c->plan->split_len);
+    LLVMValueRef S = ixc(c, c->plan->split), L = in_chunks(c, ixc(c, c->plan->split_len));
     LLVMValueRef units = LLVMBuildMul(b, g_dims_product(c, c->k->outer, c->k->nouter), S, "");
-    LLVMValueRef n = g_dims_product(c, G->red, G->nred);
+    LLVMValueRef n = in_chunks(c, g_dims_product(c, G->red, G->nred));
     int nred;
     red *reds = red_members(c, G, &nred);
     loop ul;

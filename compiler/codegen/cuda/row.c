@@ -74,78 +74,6 @@ void g_emit_row_pw_group(gcg *c, const kctx *k, const ptc_kgroup *G)
     }
 }
 
-/* Folds W lanes of element values into a W-lane state (masked by valid). */
-static void row_update(gcg *c, red *r, LLVMValueRef x, LLVMValueRef idx, LLVMValueRef valid)
-{
-    LLVMBuilderRef b = c->b;
-    int w = c->W;
-    ptc_red_state s = g_acc_load(c, r, &r->vacc, w), o;
-    if (is_welford(r)) {
-        /* every lane has seen the same count: one division per chunk */
-        o = s;
-        LLVMValueRef n0 =
-            w > 1 ? LLVMBuildExtractElement(b, s.n, LLVMConstInt(c->i32, 0, 0), "") : s.n;
-        LLVMValueRef n1 = LLVMBuildFAdd(b, n0, LLVMConstReal(r->t, 1), "");
-        LLVMValueRef inv = g_splat(c, LLVMBuildFDiv(b, LLVMConstReal(r->t, 1), n1, ""), w);
-        LLVMValueRef delta = LLVMBuildFSub(b, x, s.m, "");
-        o.m = LLVMBuildFAdd(b, s.m, LLVMBuildFMul(b, delta, inv, ""), "");
-        o.m2 =
-            LLVMBuildFAdd(b, s.m2, LLVMBuildFMul(b, delta, LLVMBuildFSub(b, x, o.m, ""), ""), "");
-        o.n = g_splat(c, n1, w);
-    } else {
-        ptc_red_state e = {x, idx ? idx : s.i, NULL, NULL, NULL};
-        o = g_red_combine(c, r, s, e);
-    }
-    if (valid) {
-        o.v = LLVMBuildSelect(b, valid, o.v, s.v, "");
-        o.i = LLVMBuildSelect(b, valid, o.i, s.i, "");
-        if (is_welford(r)) {
-            o.m = LLVMBuildSelect(b, valid, o.m, s.m, "");
-            o.m2 = LLVMBuildSelect(b, valid, o.m2, s.m2, "");
-            o.n = LLVMBuildSelect(b, valid, o.n, s.n, "");
-        }
-    }
-    g_acc_save(c, r, &r->vacc, o);
-}
-
-static LLVMValueRef lane_of(gcg *c, LLVMValueRef v, int l)
-{
-    return v ? LLVMBuildExtractElement(c->b, v, LLVMConstInt(c->i32, (unsigned)l, 0), "") : NULL;
-}
-
-/* The W lanes of a state combined in lane order into the scalar state. */
-static void row_fold_lanes(gcg *c, red *r)
-{
-    int w = c->W;
-    if (w == 1) {
-        g_acc_save(c, r, &r->acc, g_acc_load(c, r, &r->vacc, 1));
-        return;
-    }
-    ptc_red_state s = g_acc_load(c, r, &r->vacc, w);
-    ptc_red_state o = {lane_of(c, s.v, 0), lane_of(c, s.i, 0), lane_of(c, s.m, 0),
-                       lane_of(c, s.m2, 0), lane_of(c, s.n, 0)};
-    for (int l = 1; l < w; l++) {
-        ptc_red_state x = {lane_of(c, s.v, l), lane_of(c, s.i, l), lane_of(c, s.m, l),
-                           lane_of(c, s.m2, l), lane_of(c, s.n, l)};
-        o = g_red_combine(c, r, o, x);
-    }
-    g_red_save(c, r, o);
-}
-
-/* Member r's W-lane accumulators back to the identity of how it combines. */
-static void row_acc_reset(gcg *c, red *r)
-{
-    int w = c->W;
-    double f;
-    int64_t iv;
-    ptc_emit_red_identity(r->reduce, r->dt, &f, &iv);
-    store_(c, r->vacc.v, ptc_emit_kconst(&c->em, r->dt, f, iv, w));
-    store_(c, r->vacc.i, g_const_i(c->i64, 0, w));
-    store_(c, r->vacc.m, LLVMConstNull(g_vec(c, r->t, w)));
-    store_(c, r->vacc.m2, LLVMConstNull(g_vec(c, r->t, w)));
-    store_(c, r->vacc.n, LLVMConstNull(g_vec(c, r->t, w)));
-}
-
 /* A reduction member of a row group: scalar and W-lane accumulators. A
  * Welford member sums first and keeps each chunk's values for its second
  * pass (row_second_pass). */
@@ -161,16 +89,9 @@ static void row_red_init(gcg *c, red *r, const ptc_kmember *mem, const ptc_lnode
         r->row_x = calloc((size_t)c->plan->row_j, sizeof *r->row_x);
         r->row_valid = calloc((size_t)c->plan->row_j, sizeof *r->row_valid);
     }
-    ptc_red_state *a[2] = {&r->acc, &r->vacc};
-    for (int i = 0; i < 2; i++) {
-        int lanes = i ? w : 1;
-        a[i]->v = g_alloca(c, g_vec(c, r->t, lanes), "acc");
-        a[i]->i = g_alloca(c, g_vec(c, c->i64, lanes), "acc.i");
-        a[i]->m = g_alloca(c, g_vec(c, r->t, lanes), "acc.mean");
-        a[i]->m2 = g_alloca(c, g_vec(c, r->t, lanes), "acc.m2");
-        a[i]->n = g_alloca(c, g_vec(c, r->t, lanes), "acc.n");
-    }
-    row_acc_reset(c, r);
+    g_state_allocas(c, r, &r->acc, 1);
+    g_state_allocas(c, r, &r->vacc, w);
+    g_lanes_reset(c, r);
 }
 
 /* The second pass of the group's Welford members. The first summed the row:
@@ -190,12 +111,12 @@ static void row_second_pass(gcg *c, const kctx *k, red *reds, int nred)
         LLVMValueRef count = LLVMConstReal(r->t, (double)c->plan->row_n);
         LLVMValueRef mean = LLVMBuildFDiv(b, load_(c, r->t, r->acc.v), count, "mean");
         LLVMValueRef means = g_splat(c, mean, c->W);
-        row_acc_reset(c, r);
+        g_lanes_reset(c, r);
         for (int j = 0; j < c->plan->row_j; j++) {
             LLVMValueRef d = LLVMBuildFSub(b, r->row_x[j], means, "");
-            row_update(c, r, LLVMBuildFMul(b, d, d, ""), NULL, r->row_valid[j]);
+            g_lanes_update(c, r, LLVMBuildFMul(b, d, d, ""), NULL, r->row_valid[j]);
         }
-        row_fold_lanes(c, r);
+        g_lanes_fold(c, r);
         store_(c, r->acc.m, mean);
         store_(c, r->acc.n, count);
         two[ntwo++] = *r;
@@ -262,7 +183,7 @@ static void row_red_chunk(gcg *c, const kctx *k, const ptc_kgroup *G, red *reds,
             r->row_x[j] = v[mem->value];
             r->row_valid[j] = valid;
         }
-        row_update(c, r, v[mem->value], idx, valid);
+        g_lanes_update(c, r, v[mem->value], idx, valid);
         free(v);
     }
 }
@@ -277,17 +198,11 @@ void g_emit_row_red_group(gcg *c, const kctx *k, const ptc_kgroup *G)
         if (n->kind == PTC_LN_REDUCTION)
             row_red_init(c, &reds[nred++], &G->members[m], n);
     }
-    LLVMValueRef iota = NULL;
-    if (w > 1) {
-        LLVMValueRef ks[16];
-        for (int l = 0; l < w; l++)
-            ks[l] = LLVMConstInt(c->i64, (unsigned)l, 0);
-        iota = LLVMConstVector(ks, (unsigned)w);
-    }
+    LLVMValueRef iota = g_iota64(c, w);
     for (int j = 0; j < c->plan->row_j; j++)
         row_red_chunk(c, k, G, reds, j, iota);
     for (int r = 0; r < nred; r++)
-        row_fold_lanes(c, &reds[r]);
+        g_lanes_fold(c, &reds[r]);
     if (k->T > 1)
         g_red_across(c, k, reds, nred, k->T);
     row_second_pass(c, k, reds, nred);
