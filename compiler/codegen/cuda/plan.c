@@ -49,6 +49,14 @@
  * epilogue (the conversion or pointwise work after the sums). Over static
  * sizes it is the kernel's plan where it fits; over symbolic ones a form.
  *
+ * Reductions outside row and column mode get a vectorised form too where
+ * their loads along the innermost reduced range are contiguous and aligned
+ * (plan_red_vec): a thread loads W consecutive elements of a row as one
+ * 16-byte vector and folds them into W-lane states, so that a block keeps
+ * four times the bytes in flight of the scalar form's 2-byte loads of bf16
+ * (BatchNorm statistics: 51.4 us in ptc against 30.2 in Inductor on an
+ * H200 before it, the kernel bound by the bytes in flight of an SM).
+ *
  * Split rows: a kernel over static sizes whose team is a whole block (long
  * rows) and whose rows are too few to fill one wave of blocks (a resnet
  * BatchNorm's 64 channels of 32*112*112 elements: 64 blocks on 132 SMs)
