@@ -14,7 +14,6 @@
  */
 #include "codegen/cuda/kernel.h"
 
-#include <math.h>
 #include <stdlib.h>
 
 static void red_init(gcg *c, red *r)
@@ -366,22 +365,7 @@ static void col_across(gcg *c, const kctx *k, red *reds, int nred)
 /* The member's outputs from its final state f. */
 void g_red_outputs(gcg *c, const red *r, ptc_red_state f, LLVMValueRef outs[2])
 {
-    LLVMBuilderRef b = c->b;
-    int kind = r->n->reduce;
-    outs[0] = f.v;
-    outs[1] = NULL;
-    if (kind == PTC_RED_ARGMAX || kind == PTC_RED_ARGMIN) {
-        outs[0] = f.i;
-        outs[1] = f.v;
-    } else if (kind == PTC_RED_WELFORD) {
-        LLVMValueRef dof = LLVMBuildFSub(b, f.n, LLVMConstReal(r->t, r->n->correction), "");
-        LLVMValueRef zero = LLVMConstReal(r->t, 0);
-        dof = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, dof, zero, ""), zero, dof, "");
-        outs[0] = LLVMBuildFDiv(b, f.m2, dof, "");
-        /* the mean of no elements is 0/0, as eager's (a symbolic length may be 0) */
-        LLVMValueRef none = LLVMBuildFCmp(b, LLVMRealOLE, f.n, zero, "");
-        outs[1] = LLVMBuildSelect(b, none, LLVMConstReal(r->t, NAN), f.m, "");
-    }
+    ptc_emit_red_outputs(&c->em, r->n->reduce, r->n->correction, r->t, f, outs);
 }
 
 void g_red_store_outputs(gcg *c, const red *r, LLVMValueRef outs[2])
