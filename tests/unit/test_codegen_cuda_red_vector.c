@@ -96,6 +96,28 @@ START_TEST(reductions_load_vectors_where_they_can)
 }
 END_TEST
 
+/* BatchNorm statistics' vectorised entry loads 4 vectors an unrolled
+ * iteration and one in the rest, PTC_CUDA_RED_VECTOR_UNROLL=N N and one. */
+START_TEST(unrolled_vectors_follow_the_variable)
+{
+    for (int unroll = 0; unroll <= 2; unroll++) {
+        char n[8];
+        snprintf(n, sizeof n, "%d", unroll);
+        if (unroll)
+            setenv("PTC_CUDA_RED_VECTOR_UNROLL", n, 1);
+        ptc_cuda_code code;
+        codegen_kernel0(text_of(0), &code);
+        unsetenv("PTC_CUDA_RED_VECTOR_UNROLL");
+        char *v = vector_entry_of(&code);
+        int want = (unroll ? unroll : 4) + 1;
+        ck_assert_msg(count(v, "ld.global.nc.v4.u32") == want, "unroll %d: %d loads, want %d",
+                      unroll, count(v, "ld.global.nc.v4.u32"), want);
+        free(v);
+        ptc_cuda_code_free(&code);
+    }
+}
+END_TEST
+
 /* PTC_CUDA_RED_VECTOR=0 keeps BatchNorm's statistics scalar: 2-byte loads. */
 START_TEST(red_vector_off_keeps_scalar_loads)
 {
@@ -147,6 +169,7 @@ END_TEST
 int main(void)
 {
     const TTest *tests[] = {reductions_load_vectors_where_they_can,
-                            red_vector_off_keeps_scalar_loads, vector_entry_runs_where_aligned};
+                            unrolled_vectors_follow_the_variable, red_vector_off_keeps_scalar_loads,
+                            vector_entry_runs_where_aligned};
     return run_cuda_suite("codegen_cuda_red_vector", tests, sizeof tests / sizeof *tests);
 }

@@ -61,6 +61,8 @@ typedef struct gplan {
     int split;         /* split rows: blocks per row, S (0: none) */
     int64_t split_len; /* split rows: the elements of a row each block folds, L */
     int split_members; /* split rows: the reduction members of group 0 */
+    int red_unroll;    /* vectorised reductions (plan_red_vec): vectors a thread loads an
+                        * unrolled iteration of reduce.c's red_loop (0: not one) */
 } gplan;
 
 /* Loads already emitted in this outer iteration (row mode and flat

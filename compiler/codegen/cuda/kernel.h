@@ -70,11 +70,6 @@ void g_bind_locals(gcg *c, const kctx *k, LLVMValueRef scratch, LLVMValueRef slo
  * 2-byte loads a thread, 8 KiB an SM, ran at 750 GB/s on an H200). */
 enum { COL_UNROLL = 4, ROW_UNROLL = 8 };
 
-/* Vectors of W elements a thread loads an unrolled iteration of the
- * vectorised reduction loop (reduce.c's red_loop): 64 bytes in flight where
- * the scalar form has 16 (eight bf16). Chosen, not timed. */
-enum { VEC_UNROLL = 4 };
-
 typedef struct red {
     const ptc_kmember *mem;
     const ptc_lnode *n;

@@ -94,7 +94,8 @@
  * rows in flight, at the price of spills where the row does not fit), and
  * PTC_CUDA_SPLIT_COLUMNS=0 turns column mode off, PTC_CUDA_SPLIT_ROWS=0
  * split rows, PTC_CUDA_RED_VECTOR=0 reductions' vector loads
- * (plan_red_vec), and PTC_CUDA_COLUMN_TILE=C
+ * (plan_red_vec; PTC_CUDA_RED_VECTOR_UNROLL=N sets RED_VEC_UNROLL), and
+ * PTC_CUDA_COLUMN_TILE=C
  * (a power of two up to 32) makes its tiles C columns wide (narrower tiles:
  * more blocks, each reading part of a sector), and PTC_CUDA_WARPS_LOOP=1
  * combines a block's warps' reduction states in a loop (the same merges in
@@ -158,7 +159,11 @@
  *   tiles widen to a warp only while at least this many blocks per SM remain.
  * SM_THREADS: the threads one SM holds (sm_80, sm_90); a wave is SM_THREADS /
  *   block blocks per SM. SPLIT_THREAD_WORK: the elements of a row each
- *   thread of a split-rows block folds at least (its loads in flight). */
+ *   thread of a split-rows block folds at least (its loads in flight).
+ * RED_VEC_UNROLL: 16-byte vectors a thread of a vectorised reduction loads
+ *   an unrolled iteration (split rows, Welford): 64 bytes in flight where
+ *   the scalar form has 16 (eight bf16); chosen, not timed
+ *   (PTC_CUDA_RED_VECTOR_UNROLL sets it, for timing). */
 enum {
     SMEM_LIMIT = 48 * 1024,
     LARGE = 1 << 30,
@@ -185,6 +190,7 @@ enum {
     COL_TILES_PER_SM = 2,
     SM_THREADS = 2048,
     SPLIT_THREAD_WORK = 16,
+    RED_VEC_UNROLL = 4,
 };
 static const double SYM_SCALES[] = {256, 4, 8192}; /* the first gives form 0 */
 /* Vectorised accesses move 16 bytes (ld.global.v4.f32), at most MAX_VEC elements. */
@@ -869,6 +875,8 @@ static void plan_red_vec(const ptc_schedule *s, const ptc_kernel *k, gplan *p)
     if (!env_int("PTC_CUDA_RED_VECTOR", 0, 1, 1))
         return;
     p->vec = red_vec_width(s, k);
+    if (p->vec > 1)
+        p->red_unroll = env_int("PTC_CUDA_RED_VECTOR_UNROLL", 1, 8, RED_VEC_UNROLL);
     if (p->split)
         p->split_len = (p->split_len + p->vec - 1) / p->vec * p->vec;
 }

@@ -362,6 +362,8 @@ static void plan_text(ptc_buf *b, const ptc_kernel *k, const gplan *p)
         ptc_buf_printf(b, " columns %d fields %d", p->block / p->team, p->col_fields);
     if (p->split) /* likewise */
         ptc_buf_printf(b, " split %d of %lld", p->split, (long long)p->split_len);
+    if (p->red_unroll) /* likewise */
+        ptc_buf_printf(b, " red unroll %d", p->red_unroll);
     if (p->row_ahead) /* likewise */
         ptc_buf_printf(b, " ahead %d", p->row_ahead);
     if (p->row_forward)

@@ -397,7 +397,7 @@ static void welford_merge(gcg *c, red *r, LLVMValueRef x)
  * rr = q*W .. q*W + W-1 of chunk q (rr), where W divides the innermost
  * range, into the W-lane states, or for Welford as one chunk (one division
  * for the W, as an unrolled scalar iteration's chunk: the W values of each
- * of VEC_UNROLL vectors, not all, are live at once). */
+ * of the unrolled iteration's vectors, not all, are live at once). */
 static void red_element(gcg *c, const ptc_kgroup *G, red *reds, LLVMValueRef rr)
 {
     int w = c->W;
@@ -461,7 +461,7 @@ static bool has_welford(const red *reds, int nred)
 /* Lane lr of the Tr sharing a reduction folds elements lr, lr + Tr, ... of
  * the n (in the vectorised form chunks of W elements: plan.c's vec). In
  * column mode (COL_UNROLL), split rows and groups with Welford members
- * (ROW_UNROLL; vectorised, VEC_UNROLL chunks) several an iteration, then
+ * (ROW_UNROLL; vectorised, the plan's red_unroll chunks) several an iteration, then
  * the rest one by one: the loads of an iteration in one block, where ptxas
  * issues them together (a thread otherwise waits out each load's latency
  * before the next); sums in the same order, Welford's in chunks of an
@@ -471,7 +471,7 @@ static void red_loop(gcg *c, const ptc_kgroup *G, red *reds, int nred, LLVMValue
                      LLVMValueRef n, int Tr)
 {
     LLVMValueRef start = lr;
-    int unroll = c->plan->col ? COL_UNROLL : c->W > 1 ? VEC_UNROLL : ROW_UNROLL;
+    int unroll = c->plan->col ? COL_UNROLL : c->W > 1 ? c->plan->red_unroll : ROW_UNROLL;
     if (c->W > 1)
         c->vec_var = c->k->nouter + G->ninner + G->nred - 1;
     if (c->plan->col || c->plan->split || has_welford(reds, nred)) {
