@@ -1,5 +1,7 @@
 """Times reductions of few, long rows on the GPU: ptc with split rows (the
-default) and without (PTC_CUDA_SPLIT_ROWS=0), eager torch and, with
+default) and without (PTC_CUDA_SPLIT_ROWS=0), with its reductions' 16-byte
+vector loads (the default) and without (ptc-scalar: PTC_CUDA_RED_VECTOR=0),
+eager torch and, with
 --inductor, torch.compile. The cases are resnet50's BatchNorm training
 statistics over NCHW activations (bf16 [32, C, H, W] into f32 mean and
 variance per channel: 64 channels of 32*112*112 elements in the first
@@ -51,7 +53,8 @@ def main():
     ap.add_argument("--inductor", action="store_true")
     ap.add_argument("--reps", type=int, default=50)
     a = ap.parse_args()
-    settings = [("ptc", {}), ("ptc-nosplit", {"PTC_CUDA_SPLIT_ROWS": "0"})]
+    settings = [("ptc", {}), ("ptc-nosplit", {"PTC_CUDA_SPLIT_ROWS": "0"}),
+                ("ptc-scalar", {"PTC_CUDA_RED_VECTOR": "0"})]
     table(cases, settings, a.reps, a.inductor)
 
 

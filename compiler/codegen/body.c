@@ -889,6 +889,26 @@ static ptc_red_state welford_merge(ptc_emitter *c, ptc_dtype dt, ptc_red_state a
     return o;
 }
 
+void ptc_emit_red_outputs(ptc_emitter *c, int reduce, double correction, LLVMTypeRef t,
+                          ptc_red_state f, LLVMValueRef outs[2])
+{
+    LLVMBuilderRef b = c->b;
+    outs[0] = f.v;
+    outs[1] = NULL;
+    if (reduce == PTC_RED_ARGMAX || reduce == PTC_RED_ARGMIN) {
+        outs[0] = f.i;
+        outs[1] = f.v;
+    } else if (reduce == PTC_RED_WELFORD) {
+        LLVMValueRef dof = LLVMBuildFSub(b, f.n, LLVMConstReal(t, correction), "");
+        LLVMValueRef zero = LLVMConstReal(t, 0);
+        dof = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, dof, zero, ""), zero, dof, "");
+        outs[0] = LLVMBuildFDiv(b, f.m2, dof, "");
+        /* the mean of no elements is 0/0, as eager's (a symbolic length may be 0) */
+        LLVMValueRef none = LLVMBuildFCmp(b, LLVMRealOLE, f.n, zero, "");
+        outs[1] = LLVMBuildSelect(b, none, LLVMConstReal(t, NAN), f.m, "");
+    }
+}
+
 ptc_red_state ptc_emit_welford_of(ptc_emitter *c, ptc_dtype dt, const LLVMValueRef *xs, int k)
 {
     LLVMBuilderRef b = c->b;

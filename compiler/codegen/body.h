@@ -160,5 +160,10 @@ ptc_red_state ptc_emit_red_combine(ptc_emitter *c, int reduce, bool nan_last, pt
  * lane each, by two passes over them: to merge into a running state with
  * one division for k elements instead of one each. */
 ptc_red_state ptc_emit_welford_of(ptc_emitter *c, ptc_dtype dt, const LLVMValueRef *xs, int k);
+/* A reduction node's outputs from its final state f (t: its compute type):
+ * the value, or argmax/argmin's (index, value), or Welford's (variance with
+ * `correction`, mean). */
+void ptc_emit_red_outputs(ptc_emitter *c, int reduce, double correction, LLVMTypeRef t,
+                          ptc_red_state f, LLVMValueRef outs[2]);
 
 #endif /* PTC_CODEGEN_BODY_H */

@@ -102,7 +102,8 @@ typedef struct ptc_cuda_launch {
     int block;            /* threads per block, a multiple of team */
     int vec;              /* elements per thread of the vectorised entry (1: none) */
     bool vec_rows;        /* the vectorised entry keeps one team per outer iteration
-                           * (row mode); otherwise a thread covers vec iterations */
+                           * (row mode, vectorised reductions: kernels that are not
+                           * flat); otherwise a thread covers vec iterations */
     int row_ahead;        /* row mode: rows each team is given at least, so that the
                            * loads of its next row overlap the current one's work
                            * (0: any number) */

@@ -161,3 +161,30 @@ def test_welford_divides_once_per_unrolled_chunk(tmp_path, monkeypatch):
         welford = r.stdout.split(".entry")[1]  # the first kernel: var's
         blocks = [b for b in welford.split("$L__BB") if b.count("ld.global") == 8]
         assert blocks and all(b.count("div.rn.f32") == 1 for b in blocks), (split, blocks)
+
+
+def bn_stats(x):
+    return torch.var_mean(x.float(), dim=(0, 2, 3), unbiased=False)
+
+
+@pytest.mark.parametrize("vector", ["1", "0"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_vector_loads_and_their_misaligned_fallback_equal_eager(monkeypatch, dtype, vector):
+    """Reductions load 16-byte vectors along their rows (plan.c's
+    plan_red_vec; PTC_CUDA_RED_VECTOR=0 turns it off): BatchNorm statistics
+    (Welford, a chunk a vector) and row statistics equal eager's on a
+    tensor whose storage is 16-byte aligned and, through the scalar entry
+    the launch falls back to, on the same sizes one element into the
+    storage (a misaligned pointer)."""
+    device = cuda_or_skip()
+    monkeypatch.setenv("PTC_CUDA_RED_VECTOR", vector)
+    torch.manual_seed(0)
+    n = 8 * 64 * 56 * 56
+    storage = torch.randn(n + 8, device=device).to(dtype)
+    for fn, shape in ((bn_stats, (8, 64, 56, 56)), (row_stats, (64, 25088))):
+        f = ptc.compile(fn)
+        for offset in (0, 1):
+            x = storage[offset:offset + n].view(*shape)
+            assert (x.data_ptr() % 16 == 0) == (offset == 0)
+            for i, (o, w) in enumerate(zip(f(x), fn(x))):
+                close(o, w, "output %d of %s, offset %d" % (i, fn.__name__, offset))

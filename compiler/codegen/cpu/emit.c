@@ -516,27 +516,8 @@ static ptc_red_state red_final(cg *c, const red *r, bool had_vector, bool unroll
 
 static void red_store(cg *c, const red *r, ptc_red_state f)
 {
-    LLVMValueRef outs[2] = {f.v, NULL};
-    switch (r->n->reduce) {
-    case PTC_RED_ARGMAX:
-    case PTC_RED_ARGMIN:
-        outs[0] = f.i;
-        outs[1] = f.v;
-        break;
-    case PTC_RED_WELFORD: {
-        LLVMBuilderRef b = c->b;
-        LLVMValueRef dof = LLVMBuildFSub(b, f.n, LLVMConstReal(r->t, r->n->correction), "");
-        LLVMValueRef zero = LLVMConstReal(r->t, 0);
-        dof = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, dof, zero, ""), zero, dof, "");
-        outs[0] = LLVMBuildFDiv(b, f.m2, dof, "");
-        /* the mean of no elements is 0/0, as eager's (a symbolic length may be 0) */
-        LLVMValueRef none = LLVMBuildFCmp(b, LLVMRealOLE, f.n, zero, "");
-        outs[1] = LLVMBuildSelect(b, none, LLVMConstReal(r->t, NAN), f.m, "");
-        break;
-    }
-    default:
-        break;
-    }
+    LLVMValueRef outs[2];
+    ptc_emit_red_outputs(&c->em, r->n->reduce, r->n->correction, r->t, f, outs);
     for (int k = 0; k < 2; k++)
         if (r->mem->store[k] && r->n->out[k] >= 0)
             emit_store(c, r->n->out[k], r->mem->store[k], outs[k], NULL, 1);

@@ -224,7 +224,7 @@ static LLVMValueRef half_round(ptc_emitter *em, LLVMValueRef v, ptc_dtype dt, in
 
 /* ---- loads and stores ------------------------------------------------------------- */
 
-static bool aligned_w(const ptc_ix *off, int vec_var, int w)
+bool g_aligned_w(const ptc_ix *off, int vec_var, int w)
 {
     if (!ptc_dim_is_static(off->constant) || off->constant.value % w)
         return false;
@@ -392,7 +392,7 @@ static LLVMValueRef contig_load(gcg *c, const ptc_lexpr *e, LLVMValueRef p, int 
     const ptc_lbuf *buf = c->s->prog->bufs[e->buf];
     LLVMTypeRef st = ptc_emit_storage_type(&c->em, buf->dtype);
     unsigned esize = (unsigned)ptc_dtype_size(buf->dtype);
-    bool al = c->vector_form && aligned_w(e->idx[0], c->vec_var, w);
+    bool al = c->vector_form && g_aligned_w(e->idx[0], c->vec_var, w);
     int words = al ? wide_words(c, e->buf, esize, w) : 0;
     LLVMValueRef raw;
     if (words) {
@@ -604,7 +604,7 @@ void g_store(gcg *c, int bufid, const ptc_ix *off, LLVMValueRef v, LLVMValueRef 
     int kind = w == 1 ? PTC_ACC_CONTIG : ptc_emit_access_kind(&c->em, off, vals);
     if (kind == PTC_ACC_CONTIG) {
         LLVMValueRef p = gep(c, st, bufid, ptc_emit_ix(&c->em, off, vals, 1));
-        bool al = w > 1 && c->vector_form && aligned_w(off, c->vec_var, w);
+        bool al = w > 1 && c->vector_form && g_aligned_w(off, c->vec_var, w);
         int words = al ? wide_words(c, bufid, esize, w) : 0;
         if (words)
             wide_store(c, p, words, raw);

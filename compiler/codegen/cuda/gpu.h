@@ -4,8 +4,9 @@
  * one thread working on W consecutive elements (W-lane LLVM vectors; W is 1
  * except in vectorised pointwise kernels); body.c here gives it loads, stores
  * and f16/bf16 conversions, gmath.c the math functions the GPU has no
- * library for, kernel.c the kernel's structure (teams, loops,
- * reductions, shuffles, barriers) and plan.c how a kernel is launched.
+ * library for, kernel.c the kernel's structure (teams, loops, barriers,
+ * entries; with reduce.c's reductions and shuffles and row.c's row mode,
+ * which share kernel.h) and plan.c how a kernel is launched.
  */
 #ifndef PTC_GPU_H
 #define PTC_GPU_H
@@ -30,7 +31,9 @@ enum { LOC_NONE, LOC_PRIVATE, LOC_SHARED, LOC_SCRATCH };
 typedef struct gplan {
     int team;             /* threads per team (one team runs one outer iteration) */
     int block;            /* threads per block */
-    int vec;              /* W of the vectorised form (1: none) */
+    int vec;              /* W of the vectorised form (1: none): flat kernels' outer
+                           * elements, row mode's row chunks, or (neither) chunks of
+                           * the innermost reduction range (reduce.c's red_loop) */
     bool flat;            /* every group pointwise without inner ranges */
     bool row;             /* row mode: every group runs over the same N elements */
     int row_n;            /* N */
@@ -54,10 +57,12 @@ typedef struct gplan {
     bool packed_add;   /* bf16 sums are fma.rn.bf16x2 (cuda/body.c's half_add) */
     bool col;          /* column mode: a block is block/team columns x team row slices */
     int col_fields;    /* column mode: shared 8-byte fields per reduction member and thread */
-    bool warps_loop;   /* a block's warps' states combine in a loop, not unrolled (kernel.c) */
+    bool warps_loop;   /* a block's warps' states combine in a loop, not unrolled (reduce.c) */
     int split;         /* split rows: blocks per row, S (0: none) */
     int64_t split_len; /* split rows: the elements of a row each block folds, L */
     int split_members; /* split rows: the reduction members of group 0 */
+    int red_unroll;    /* vectorised reductions (plan_red_vec): vectors a thread loads an
+                        * unrolled iteration of reduce.c's red_loop (0: not one) */
 } gplan;
 
 /* Loads already emitted in this outer iteration (row mode and flat
@@ -120,6 +125,10 @@ LLVMValueRef g_intrinsic(gcg *c, const char *name, LLVMTypeRef *over, int nover,
                          int nargs);
 LLVMValueRef g_alloca(gcg *c, LLVMTypeRef t, const char *name);
 void g_store(gcg *c, int bufid, const ptc_ix *off, LLVMValueRef v, LLVMValueRef *vals, int w);
+/* Whether offset off is a multiple of w wherever variable vec_var is (every
+ * other term and the constant static multiples of w): a w-lane access there
+ * is aligned to its width on a base that is. */
+bool g_aligned_w(const ptc_ix *off, int vec_var, int w);
 /* Issues body's cacheable loads (read-only buffers, unmasked, direct
  * offsets) now, into c->cache, so that they are in flight together before
  * the arithmetic that uses them: ptxas does not move a load above the slow
@@ -151,10 +160,12 @@ LLVMValueRef g_randn(gcg *c, LLVMValueRef key, LLVMValueRef idx);
 int g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_cuda_target *t,
            bool wide_index, gplan *forms);
 
-/* ---- kernel.c ---- */
+/* ---- reduce.c ---- */
 /* Split rows: the bytes of kernel k's partial states in the scratch area
  * (after PTC_CUDA_SPLIT_COUNTERS). */
 int64_t g_split_partials_bytes(const ptc_kernel *k, const gplan *p);
+
+/* ---- kernel.c ---- */
 /* Emits the kernel's entry `name` (vector_form: the vectorised one). */
 void g_emit_kernel(gcg *c, const char *name, bool vector_form);
 /* Emits the entry `name` of a horizontal combination of the flat kernels

@@ -362,6 +362,8 @@ static void plan_text(ptc_buf *b, const ptc_kernel *k, const gplan *p)
         ptc_buf_printf(b, " columns %d fields %d", p->block / p->team, p->col_fields);
     if (p->split) /* likewise */
         ptc_buf_printf(b, " split %d of %lld", p->split, (long long)p->split_len);
+    if (p->red_unroll) /* likewise */
+        ptc_buf_printf(b, " red unroll %d", p->red_unroll);
     if (p->row_ahead) /* likewise */
         ptc_buf_printf(b, " ahead %d", p->row_ahead);
     if (p->row_forward)
@@ -432,7 +434,7 @@ static void gen_name(gen *g, const char *label, const gplan *plan, int nargs)
     out->launch.team = plan->team;
     out->launch.block = plan->block;
     out->launch.vec = plan->vec;
-    out->launch.vec_rows = plan->row;
+    out->launch.vec_rows = !plan->flat;
     out->launch.row_ahead = plan->row_ahead;
     out->launch.smem = (int)((plan->block / plan->team) * plan->smem_team + plan->smem_red);
     out->launch.scratch_team = plan->scratch_team;
@@ -554,7 +556,7 @@ static int gen_begin_combo(const ptc_schedule *s, const ptc_combo *c, const ptc_
         gplan *p = &plans[i];
         p->block = block;
         p->i32 = i32;
-        out->members[i] = (ptc_cuda_member){p->team, p->vec, p->row, p->row_ahead};
+        out->members[i] = (ptc_cuda_member){p->team, p->vec, !p->flat, p->row_ahead};
         int b = (int)((block / p->team) * p->smem_team + p->smem_red);
         smem = b > smem ? b : smem;
         plan_text(key, members[i], p);
