@@ -225,6 +225,25 @@ def test_concrete_use_specialises_with_the_line():
     assert ncompiles(c) == 2
 
 
+def test_a_size_in_tensor_arithmetic_stays_symbolic():
+    # transformers' masks: torch.arange(q_length) + q_offset with the cache's
+    # length; main specialised it ("a number in a tensor op") and recompiled
+    # for every length
+    def f(x, past):
+        n = past.size(2)
+        q = torch.arange(x.size(1)) + n
+        return x * 2 + q, (x - n) * n, n - x, (x.int() + n)
+
+    c = ptc.compile(f, dynamic=True)
+    for length in (3, 4, 5, 9):
+        x, past = torch.randn(2, 5), torch.zeros(1, 1, length)
+        for got, want in zip(c(x, past), f(x, past)):
+            assert got.dtype == want.dtype
+            torch.testing.assert_close(got, want)
+    assert ncompiles(c) == 1
+    assert events(c, "compile")[0]["specialized"] == []
+
+
 def test_sizes_kept_past_the_graph_are_values():
     def f(x):
         return x * 2, x.size(0), x.shape

@@ -93,6 +93,26 @@ static bool is_number(PyObject *o)
     return PyLong_Check(o) || PyFloat_Check(o) || cap_is_numpy_scalar(o);
 }
 
+/* A symbolic size n as a number in t's arithmetic (t + n), kept symbolic: a
+ * 0-d tensor of the result's dtype on t's device holding n (arange(n + 1)'s
+ * last element), as cap_wrapped_scalar makes one of a constant, so the
+ * result has the dtype the number gives. NULL: n is no symbol of this trace
+ * (its value is used, specialised). */
+static ptc_value *size_operand(cap_trace *T, cap_tensor *t, PyObject *n)
+{
+    cap_symint *s = (cap_symint *)n;
+    if (s->T != T || !s->d.sym)
+        return NULL;
+    ptc_arg self = ptc_arg_value(t->v), number = ptc_arg_int(s->hint);
+    const ptc_arg *pair[2] = {&self, &number};
+    ptc_arg a[5] = {ptc_arg_int(0), ptc_arg_dim(ptc_dim_add(T->arena, s->d, ptc_dim_c(1))),
+                    ptc_arg_int(1), ptc_arg_dtype(ptc_result_type(pair, 2)),
+                    ptc_arg_device(ty(t)->device)};
+    ptc_value *upto = cap_build1(T, PTC_OP_ARANGE, a, 5);
+    ptc_arg last[3] = {ptc_arg_value(upto), ptc_arg_int(0), ptc_arg_int(-1)};
+    return upto ? cap_build1(T, PTC_OP_SELECT, last, 3) : NULL;
+}
+
 static int binop(cap_trace *T, int op, PyObject *a, PyObject *b, PyObject **out)
 {
     bool inplace = (op & CAP_NB_INPLACE) && cap_is_tensor(a);
@@ -104,7 +124,12 @@ static int binop(cap_trace *T, int op, PyObject *a, PyObject *b, PyObject **out)
     bool swapped = !cap_is_tensor(a);
     cap_tensor *self = (cap_tensor *)(swapped ? b : a);
     ptc_arg o;
-    if (cap_tconvert(T, other, PTC_PK_TENSOR_SCALAR, 0, &o, "operand") != CAP_NEXT)
+    bool additive = k == CAP_NB_ADD || k == CAP_NB_SUBTRACT || k == CAP_NB_MULTIPLY;
+    ptc_value *size = additive && cap_is_symint(other) ? size_operand(T, self, other) : NULL;
+    if (size)
+        o = ptc_arg_value(size);
+    else if (PyErr_Occurred() ||
+             cap_tconvert(T, other, PTC_PK_TENSOR_SCALAR, 0, &o, "operand") != CAP_NEXT)
         return CAP_BREAK;
     ptc_arg args[4];
     ptc_op pop;
