@@ -244,6 +244,18 @@ def test_a_size_in_tensor_arithmetic_stays_symbolic():
     assert events(c, "compile")[0]["specialized"] == []
 
 
+def test_a_size_times_a_bf16_tensor_is_not_rounded_to_bf16_first():
+    # a bf16 0-d tensor holding 301 holds 300: eager multiplies by 301
+    def f(x, past):
+        return x * past.size(0)
+
+    c = ptc.compile(f, dynamic=True)
+    x = torch.randn(64).bfloat16() * 3
+    for length in (301, 1027):
+        past = torch.zeros(length)
+        assert torch.equal(c(x, past), f(x, past))
+
+
 def test_sizes_kept_past_the_graph_are_values():
     def f(x):
         return x * 2, x.size(0), x.shape

@@ -96,8 +96,10 @@ static bool is_number(PyObject *o)
 /* A symbolic size n as a number in t's arithmetic (t + n), kept symbolic: a
  * 0-d tensor of the result's dtype on t's device holding n (arange(n + 1)'s
  * last element), as cap_wrapped_scalar makes one of a constant, so the
- * result has the dtype the number gives. NULL: n is no symbol of this trace
- * (its value is used, specialised). */
+ * result has the dtype the number gives. NULL (its value is used,
+ * specialised): n is no symbol of this trace, or the result is a 16-bit
+ * float, where eager computes with n unrounded and a bf16 n would round it
+ * twice. */
 static ptc_value *size_operand(cap_trace *T, cap_tensor *t, PyObject *n)
 {
     cap_symint *s = (cap_symint *)n;
@@ -105,8 +107,11 @@ static ptc_value *size_operand(cap_trace *T, cap_tensor *t, PyObject *n)
         return NULL;
     ptc_arg self = ptc_arg_value(t->v), number = ptc_arg_int(s->hint);
     const ptc_arg *pair[2] = {&self, &number};
+    ptc_dtype dt = ptc_result_type(pair, 2);
+    if (dt == PTC_BF16 || dt == PTC_F16)
+        return NULL;
     ptc_arg a[5] = {ptc_arg_int(0), ptc_arg_dim(ptc_dim_add(T->arena, s->d, ptc_dim_c(1))),
-                    ptc_arg_int(1), ptc_arg_dtype(ptc_result_type(pair, 2)),
+                    ptc_arg_int(1), ptc_arg_dtype(dt),
                     ptc_arg_device(ty(t)->device)};
     ptc_value *upto = cap_build1(T, PTC_OP_ARANGE, a, 5);
     ptc_arg last[3] = {ptc_arg_value(upto), ptc_arg_int(0), ptc_arg_int(-1)};
