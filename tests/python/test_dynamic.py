@@ -244,6 +244,25 @@ def test_a_size_in_tensor_arithmetic_stays_symbolic():
     assert events(c, "compile")[0]["specialized"] == []
 
 
+def compares_with_its_size(x):
+    n = x.size(0)
+    return x == n, x != n, x < n, n > x, torch.arange(6) <= n
+
+
+@pytest.mark.parametrize("dynamic", [True, None])
+def test_a_tensor_compared_with_a_size_is_a_tensor(dynamic):
+    # main: x == n with n symbolic was the Python bool False (x != n True),
+    # a silent wrong result on the second size under the default automatic
+    # dynamic, and x < n broke (PTC-B022)
+    c = ptc.compile(compares_with_its_size, dynamic=dynamic)
+    for length in (3, 4, 6):
+        x = torch.arange(length * 2).reshape(length, 2) % 5
+        got, want = c(x), compares_with_its_size(x)
+        for g, w in zip(got, want):
+            assert torch.is_tensor(g) and torch.equal(g, w)
+    assert not [e for e in events(c, "compile") if e["break"]]
+
+
 def test_a_size_times_a_bf16_tensor_is_not_rounded_to_bf16_first():
     # a bf16 0-d tensor holding 301 holds 300: eager multiplies by 301
     def f(x, past):

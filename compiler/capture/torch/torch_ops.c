@@ -233,7 +233,7 @@ int cap_torch_compare(cap_trace *T, int cmp, PyObject *a, PyObject *b, PyObject 
     static const ptc_op ops[] = {PTC_OP_LT, PTC_OP_LE, PTC_OP_EQ, PTC_OP_NE, PTC_OP_GT, PTC_OP_GE};
     static const int swap[] = {Py_GT, Py_GE, Py_EQ, Py_NE, Py_LT, Py_LE};
     PyObject *other = cap_is_tensor(a) ? b : a;
-    if (!cap_is_tensor(other) && !is_number(other)) {
+    if (!cap_is_tensor(other) && !is_number(other) && !cap_is_symint(other)) {
         if (cmp == Py_EQ || cmp == Py_NE) {
             *out = Py_NewRef(cmp == Py_NE ? Py_True : Py_False);
             return CAP_NEXT;
@@ -244,7 +244,11 @@ int cap_torch_compare(cap_trace *T, int cmp, PyObject *a, PyObject *b, PyObject 
         cmp = swap[cmp];
     cap_tensor *self = (cap_tensor *)(cap_is_tensor(a) ? a : b);
     ptc_arg args[2] = {ptc_arg_value(self->v)};
-    if (cap_tconvert(T, other, PTC_PK_TENSOR_SCALAR, 0, &args[1], "operand") != CAP_NEXT)
+    ptc_value *size = cap_is_symint(other) ? size_operand(T, self, other) : NULL;
+    if (size)
+        args[1] = ptc_arg_value(size);
+    else if (PyErr_Occurred() ||
+             cap_tconvert(T, other, PTC_PK_TENSOR_SCALAR, 0, &args[1], "operand") != CAP_NEXT)
         return CAP_BREAK;
     return cap_build(T, ops[cmp], args, 2, out);
 }
