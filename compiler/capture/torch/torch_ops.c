@@ -118,6 +118,21 @@ static ptc_value *size_operand(cap_trace *T, cap_tensor *t, PyObject *n)
     return upto ? cap_build1(T, PTC_OP_SELECT, last, 3) : NULL;
 }
 
+/* other as the second operand of an op on t: a symbolic size kept
+ * symbolic where `symbolic` says the op takes one (size_operand), else a
+ * tensor or a number (a size's value, specialised). */
+static int operand_of(cap_trace *T, cap_tensor *t, PyObject *other, bool symbolic, ptc_arg *out)
+{
+    ptc_value *size = symbolic && cap_is_symint(other) ? size_operand(T, t, other) : NULL;
+    if (size) {
+        *out = ptc_arg_value(size);
+        return CAP_NEXT;
+    }
+    if (PyErr_Occurred())
+        return CAP_ERR;
+    return cap_tconvert(T, other, PTC_PK_TENSOR_SCALAR, 0, out, "operand");
+}
+
 static int binop(cap_trace *T, int op, PyObject *a, PyObject *b, PyObject **out)
 {
     bool inplace = (op & CAP_NB_INPLACE) && cap_is_tensor(a);
@@ -130,11 +145,7 @@ static int binop(cap_trace *T, int op, PyObject *a, PyObject *b, PyObject **out)
     cap_tensor *self = (cap_tensor *)(swapped ? b : a);
     ptc_arg o;
     bool additive = k == CAP_NB_ADD || k == CAP_NB_SUBTRACT || k == CAP_NB_MULTIPLY;
-    ptc_value *size = additive && cap_is_symint(other) ? size_operand(T, self, other) : NULL;
-    if (size)
-        o = ptc_arg_value(size);
-    else if (PyErr_Occurred() ||
-             cap_tconvert(T, other, PTC_PK_TENSOR_SCALAR, 0, &o, "operand") != CAP_NEXT)
+    if (operand_of(T, self, other, additive, &o) != CAP_NEXT)
         return CAP_BREAK;
     ptc_arg args[4];
     ptc_op pop;
@@ -244,11 +255,7 @@ int cap_torch_compare(cap_trace *T, int cmp, PyObject *a, PyObject *b, PyObject 
         cmp = swap[cmp];
     cap_tensor *self = (cap_tensor *)(cap_is_tensor(a) ? a : b);
     ptc_arg args[2] = {ptc_arg_value(self->v)};
-    ptc_value *size = cap_is_symint(other) ? size_operand(T, self, other) : NULL;
-    if (size)
-        args[1] = ptc_arg_value(size);
-    else if (PyErr_Occurred() ||
-             cap_tconvert(T, other, PTC_PK_TENSOR_SCALAR, 0, &args[1], "operand") != CAP_NEXT)
+    if (operand_of(T, self, other, true, &args[1]) != CAP_NEXT)
         return CAP_BREAK;
     return cap_build(T, ops[cmp], args, 2, out);
 }
