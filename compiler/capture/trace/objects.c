@@ -1394,9 +1394,10 @@ static bool stores_without_iterating(PyObject *callable, PyObject *const *args, 
 static PyObject **flow_args(cap_trace *T, PyObject *callable, PyObject *const *args, int nargs)
 {
     PyObject **fa = PyMem_Malloc(sizeof(PyObject *) * (size_t)(nargs + 1));
-    bool stores = stores_without_iterating(callable, args, nargs);
+    /* Only after writes to outside objects can a protocol method be stale. */
+    bool check = PyList_Size(T->effects) > 0 && !stores_without_iterating(callable, args, nargs);
     for (int i = 0; fa && i < nargs; i++) {
-        const char *stale = stores ? NULL : stale_protocol_method(T, args[i]);
+        const char *stale = check ? stale_protocol_method(T, args[i]) : NULL;
         fa[i] = stale ? cap_signal_break(CAP_B_MUTATE_OUTSIDE, STALE_PROTOCOL_DETAIL,
                                          cap_tpname(Py_TYPE(args[i])), stale)
                       : cap_t_flow(T, args[i]);
