@@ -495,15 +495,12 @@ static int check_sync(crun *r, const ptc_kernel *k, const char *what)
  * costs the call one stream synchronisation, which on an H100 took BERT bf16
  * from 2.9 to 4.3 ms a call (its embeddings check their indices), so on CUDA
  * it is opt-in until the read is asynchronous. Unread, a failed check still
- * keeps the kernel's loads in bounds (it reads element 0 instead). */
+ * keeps the kernel's loads in bounds (it reads element 0 instead). Read at
+ * each call, as the variable may be set after the process's first one. */
 static bool read_checks_on(void)
 {
-    static int on = -1;
-    if (on < 0) {
-        const char *env = getenv("PTC_CUDA_CHECKS");
-        on = env && *env && strcmp(env, "0") != 0;
-    }
-    return on;
+    const char *env = getenv("PTC_CUDA_CHECKS");
+    return env && *env && strcmp(env, "0") != 0;
 }
 
 /* The checks' status record, read once at the end of the launch sequence:

@@ -18,7 +18,8 @@
 int cap_entry_run_graph(cap_entry *e, PyObject **vals, PyObject **outputs, char **fell_back);
 /* A run that failed after writing graph inputs in place must not run again
  * (eagerly: the writes would repeat): the pending error is ptc.PartialRunError,
- * or the user's own (a failed check) marked by cap_mark_partial_run. */
+ * or the user's own (a failed check) marked by cap_mark_partial_run, as is a
+ * check failing on CUDA, where eager would not raise it. */
 void cap_mark_partial_run(void);
 bool cap_is_partial_run(void);
 /* Preparing, running and freeing an entry's backend. */

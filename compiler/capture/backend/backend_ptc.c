@@ -862,11 +862,17 @@ bool cap_is_partial_run(void)
 }
 
 /* A kernel's failed check (stage "check", lower.h) is the user's error, not
- * ptc's: eager's exception, IndexError where the message says so. A failure
- * after the run wrote inputs in place is ptc.PartialRunError: an internal
- * error would fall back to eager, which would redo those writes; a check
- * failing then keeps eager's exception, marked not to be rerun. */
-static void raise_run_error(const ptc_error *err)
+ * ptc's: eager's exception, IndexError where the message says so. On the CPU
+ * the caller runs the graph's segment again eagerly, which makes its writes
+ * to outside objects and raises eager's own error from the user's frame. Not
+ * on CUDA: there eager raises nothing (an integer division by zero) or stops
+ * the process's CUDA context with a device-side assert (an index out of
+ * range), so the check's error, the CPU's, is raised as it is (man ptc.7),
+ * marked not to be rerun. A failure after the run wrote inputs in place is
+ * ptc.PartialRunError: an internal error would fall back to eager, which
+ * would redo those writes; a check failing then keeps eager's exception,
+ * marked not to be rerun too. */
+static void raise_run_error(const ptc_error *err, bool cuda)
 {
     static const char index_error[] = "IndexError: ";
     bool written = err->inputs_written;
@@ -874,7 +880,7 @@ static void raise_run_error(const ptc_error *err)
         bool index = strncmp(err->msg, index_error, strlen(index_error)) == 0;
         PyErr_SetString(index ? PyExc_IndexError : PyExc_RuntimeError,
                         err->msg + (index ? strlen(index_error) : 0));
-        if (written)
+        if (written || cuda)
             cap_mark_partial_run();
         return;
     }
@@ -970,7 +976,7 @@ int cap_runtime_run_program(void *program, PyObject **inputs, int ninputs, int n
             goto done;
     ptc_error err;
     if (ptc_program_run(cp->p, ins, ninputs, outs, &host, rng.offset, &err) < 0) {
-        raise_run_error(&err);
+        raise_run_error(&err, cp->cuda);
         goto done;
     }
     for (int i = 0; i < noutputs; i++) {
