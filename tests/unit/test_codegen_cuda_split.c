@@ -49,6 +49,12 @@ START_TEST(few_long_rows_split_over_blocks)
         /* enough rows to fill the GPU, rows too short, symbolic sizes: as before */
         {"%x: f32[4096,4096] cpu", "  %s = sum(%x, [1]) : f32[4096]\n  return (%s)", 0},
         {"%x: f32[256,100352] cpu", "  %s = sum(%x, [1]) : f32[256]\n  return (%s)", 0},
+        /* BatchNorm backward's sums at 56x56: rows that vector loads keep whole */
+        {"%g: bf16[32,64,56,56] cpu, %x: bf16[32,64,56,56] cpu",
+         "  %f = to(%g, f32) : f32[32,64,56,56]\n  %y = to(%x, f32) : f32[32,64,56,56]\n"
+         "  %p = mul(%f, %y) : f32[32,64,56,56]\n  %s = sum(%f, [0, 2, 3]) : f32[64]\n"
+         "  %t = sum(%p, [0, 2, 3]) : f32[64]\n  return (%s, %t)",
+         0},
         {"%x: f32[64,4096] cpu", "  %s = softmax(%x, 1) : f32[64,4096]\n  return (%s)", 0},
         {"%x: f32[s0,401408] cpu", "  %s = sum(%x, [1]) : f32[s0]\n  return (%s)", 0},
     };

@@ -164,7 +164,12 @@
  *   an unrolled iteration (split rows, Welford): 64 bytes in flight where
  *   the scalar form has 16 (eight bf16); on an H200, 2 and 8 timed the
  *   same as 4 on BatchNorm statistics and sums (PTC_CUDA_RED_VECTOR_UNROLL
- *   sets it, for timing). */
+ *   sets it, for timing).
+ * SPLIT_VEC_MIN_ROW: the elements a row needs for split rows where the
+ *   reduction loads vectors: with 16-byte loads one block keeps a shorter
+ *   row's bytes in flight, and splitting it only adds the combine (BatchNorm
+ *   backward sums, bf16, on an H200, two runs: [32,64,56,56] 13.5 us split,
+ *   7.5 unsplit; [32,128,56,56] 21.5, 15.7; [32,64,112,112] 33.8, 35.3). */
 enum {
     SMEM_LIMIT = 48 * 1024,
     LARGE = 1 << 30,
@@ -192,6 +197,7 @@ enum {
     SM_THREADS = 2048,
     SPLIT_THREAD_WORK = 16,
     RED_VEC_UNROLL = 4,
+    SPLIT_VEC_MIN_ROW = 1 << 18,
 };
 static const double SYM_SCALES[] = {256, 4, 8192}; /* the first gives form 0 */
 /* Vectorised accesses move 16 bytes (ld.global.v4.f32), at most MAX_VEC elements. */
@@ -770,7 +776,7 @@ static void plan_split(const ptc_schedule *s, const ptc_kernel *k, int sms, gpla
         p->scratch_team > 0 || !splits_rows(s, k, &members))
         return;
     double rows = prod(k->outer, k->nouter), n = prod(k->groups[0].red, k->groups[0].nred);
-    if (rows * 4 > PTC_CUDA_SPLIT_COUNTERS)
+    if (rows * 4 > PTC_CUDA_SPLIT_COUNTERS || (p->vec > 1 && n < SPLIT_VEC_MIN_ROW))
         return;
     double wave = (double)sms * (SM_THREADS / p->block);
     double most = n / ((double)p->team * SPLIT_THREAD_WORK);
@@ -780,7 +786,7 @@ static void plan_split(const ptc_schedule *s, const ptc_kernel *k, int sms, gpla
     if (split < 2)
         return;
     p->split = (int)split;
-    p->split_len = (int64_t)ceil(n / split);
+    p->split_len = ((int64_t)ceil(n / split) + p->vec - 1) / p->vec * p->vec;
     p->split_members = members;
     /* two block combines, each unrolled (31 Welford merges for 1024
        threads), leave BatchNorm's statistics 32 registers and 668 bytes of
@@ -870,7 +876,8 @@ static int red_vec_width(const ptc_schedule *s, const ptc_kernel *k)
  * loads along that range are contiguous reads of kernel arguments at
  * offsets W divides, W divides the range, and the launcher finds the
  * arguments' bases aligned (else it runs the scalar entry). A split row's
- * length rounds up to a multiple of W. PTC_CUDA_RED_VECTOR=0 turns it off. */
+ * length rounds up to a multiple of W (plan_split, which runs after).
+ * PTC_CUDA_RED_VECTOR=0 turns it off. */
 static void plan_red_vec(const ptc_schedule *s, const ptc_kernel *k, gplan *p)
 {
     if (!env_int("PTC_CUDA_RED_VECTOR", 0, 1, 1))
@@ -878,8 +885,6 @@ static void plan_red_vec(const ptc_schedule *s, const ptc_kernel *k, gplan *p)
     p->vec = red_vec_width(s, k);
     if (p->vec > 1)
         p->red_unroll = env_int("PTC_CUDA_RED_VECTOR_UNROLL", 1, 8, RED_VEC_UNROLL);
-    if (p->split)
-        p->split_len = (p->split_len + p->vec - 1) / p->vec * p->vec;
 }
 
 /* Does every store of kernel k go to an f16 / bf16 buffer? */
@@ -975,10 +980,10 @@ int g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_c
         T = teams[0];
     }
     plan_team(s, k, T, p);
-    if (nforms == 1 && !p->row && !forced && !k->nparams)
-        plan_split(s, k, sms, p);
     if (nforms == 1 && !p->row)
         plan_red_vec(s, k, p);
+    if (nforms == 1 && !p->row && !forced && !k->nparams)
+        plan_split(s, k, sms, p);
     for (int f = 1; f < nforms; f++) {
         plan_init(a, s, k, wide_index, &forms[f]);
         forms[f].outer_contig = ai.outer_contig;
