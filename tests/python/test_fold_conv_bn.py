@@ -282,6 +282,8 @@ class NotAffine(nn.Module):
         self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
         self.conv2 = nn.Conv2d(3, 8, 3, padding=1)
         self.s = nn.Parameter(torch.rand(8, 1, 1) + 0.5)
+        with torch.no_grad():  # conv1's outputs far from 0: s / conv1(x) well conditioned
+            self.conv1.bias.fill_(8.0)
 
     def forward(self, x):
         return self.s / self.conv1(x) + self.conv2(x) * x.mean(dim=1, keepdim=True)
