@@ -193,6 +193,8 @@ int cap_int_list(cap_trace *T, PyObject *v, ptc_arg *out, const char *what);
  * (torch.mul(2, x), 2 / x): a 0-dim tensor of the dtype torch gives
  * `scalar op other`, on other's device (NULL after a break). */
 ptc_value *cap_wrapped_scalar(cap_trace *T, ptc_arg scalar, const ptc_arg *other);
+/* The dtype of that 0-dim tensor: what torch gives `scalar op other`. */
+ptc_dtype cap_wrapped_dtype(ptc_arg scalar, const ptc_arg *other);
 /* Int list from varargs (x.view(2, 3)) or one sequence (x.view((2, 3))). */
 int cap_int_varargs(cap_trace *T, PyObject *const *pos, int n, ptc_arg *out, const char *what);
 

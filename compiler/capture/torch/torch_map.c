@@ -364,10 +364,15 @@ int cap_tconvert(cap_trace *T, PyObject *v, int kind, int list_len, ptc_arg *out
     return bad_arg(T, what, v, "a supported value");
 }
 
-ptc_value *cap_wrapped_scalar(cap_trace *T, ptc_arg scalar, const ptc_arg *other)
+ptc_dtype cap_wrapped_dtype(ptc_arg scalar, const ptc_arg *other)
 {
     const ptc_arg *pair[2] = {other, &scalar};
-    ptc_dtype dt = ptc_result_type(pair, 2);
+    return ptc_result_type(pair, 2);
+}
+
+ptc_value *cap_wrapped_scalar(cap_trace *T, ptc_arg scalar, const ptc_arg *other)
+{
+    ptc_dtype dt = cap_wrapped_dtype(scalar, other);
     ptc_device dev = other->kind == PTC_ARG_VALUE ? other->v->type.device : PTC_CPU;
     ptc_arg a[4] = {ptc_arg_ints(T->arena, NULL, 0), scalar, ptc_arg_dtype(dt),
                     ptc_arg_device(dev)};

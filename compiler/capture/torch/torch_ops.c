@@ -105,9 +105,8 @@ static ptc_value *size_operand(cap_trace *T, cap_tensor *t, PyObject *n)
     cap_symint *s = (cap_symint *)n;
     if (s->T != T || !s->d.sym)
         return NULL;
-    ptc_arg self = ptc_arg_value(t->v), number = ptc_arg_int(s->hint);
-    const ptc_arg *pair[2] = {&self, &number};
-    ptc_dtype dt = ptc_result_type(pair, 2);
+    ptc_arg self = ptc_arg_value(t->v);
+    ptc_dtype dt = cap_wrapped_dtype(ptc_arg_int(s->hint), &self);
     if (dt == PTC_BF16 || dt == PTC_F16)
         return NULL;
     ptc_arg a[5] = {ptc_arg_int(0), ptc_arg_dim(ptc_dim_add(T->arena, s->d, ptc_dim_c(1))),
