@@ -348,3 +348,33 @@ def test_index_put_of_another_dtype_raises_like_eager():
     for fn in (f, ptc.compile(f, backend="eager")):
         with pytest.raises(RuntimeError, match="Index put requires the source and destination dtypes match"):
             fn(torch.ones(2, 3))
+
+
+# ---- operands that overlap the written tensor: eager refuses them -----------------------------
+
+def overlap_outcome(fn, x):
+    try:
+        return "ok", fn(x).tolist(), x.tolist()
+    except RuntimeError as e:
+        return RuntimeError, str(e), x.tolist()
+
+
+@pytest.mark.parametrize("name,fn,refused", [
+    ("row_into_its_matrix", lambda x: x.add_(x[0]), True),
+    ("transpose_into_itself", lambda x: x.mul_(x.t()), True),
+    ("shifted_slices", lambda x: x[1:].add_(x[:-1]), True),
+    ("row_into_a_temporary", lambda x: (lambda y: y.sub_(y[2]))(x * 2), True),
+    # equal memory with equal strides, disjoint memory, non-dense views: allowed
+    ("itself", lambda x: x.add_(x), False),
+    ("the_same_row", lambda x: x[0].add_(x[0]), False),
+    ("another_row", lambda x: x[0].add_(x[1]), False),
+    ("strided_columns", lambda x: x[:, 0].add_(x[:, 1]), False),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_in_place_operand_overlapping_the_written_tensor_raises_like_eager(name, fn, refused):
+    """main returned a value where eager raises "unsupported operation: some
+    elements of the input tensor and the written-to tensor refer to a single
+    memory location": the trace breaks there and the op raises for real."""
+    want = overlap_outcome(fn, torch.arange(9.0).view(3, 3))
+    got = overlap_outcome(ptc.compile(fn), torch.arange(9.0).view(3, 3))
+    assert got == want
+    assert (want[0] is RuntimeError) == refused, want

@@ -91,6 +91,12 @@ bool cap_has_scalar_operand(const ptc_node *n);
 /* Are strides st a dense layout of t (a permutation of row-major)? Puts its
  * dims outermost first in perm. */
 bool cap_dense_order(const ptc_ttype *t, const int64_t *st, int8_t *perm);
+/* Would eager refuse pointwise node n, the functional form of an in-place
+ * op writing value out, because an operand shares part of out's memory
+ * ("some elements of the input tensor and the written-to tensor refer to a
+ * single memory location": x.add_(x[0]))? As torch checks: only where both
+ * are dense and ptc knows where each lies (their views' offsets). */
+bool cap_inplace_overlaps(cap_trace *T, const ptc_value *out, const ptc_node *n);
 int cap_t_add_view(cap_tensor *base, cap_tensor *view, PyObject *key);
 /* Does torch return op's results as views of its first argument (or, for
  * reshape, flatten and contiguous, when it can)? */

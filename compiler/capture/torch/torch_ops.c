@@ -906,6 +906,26 @@ int cap_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv)
     return refresh_views(T, root);
 }
 
+/* Where eager refuses in-place op self.op_(...) whose functional result is
+ * nv: a break, after which the op runs for real and raises eager's error. */
+static int inplace_refused(cap_trace *T, cap_tensor *self, const ptc_value *nv)
+{
+    const ptc_ttype *st = &self->v->type, *rt = &nv->type;
+    bool same_shape = st->ndim == rt->ndim;
+    for (int i = 0; same_shape && i < st->ndim; i++)
+        same_shape = ptc_dim_eq(st->shape[i], rt->shape[i]);
+    if (!same_shape)
+        return cap_t_break(T, CAP_B_TRACE_ERROR, "in-place result has a different shape");
+    if (rt->dtype != st->dtype && ptc_dtype_is_float(rt->dtype) && !ptc_dtype_is_float(st->dtype))
+        return cap_t_break(T, CAP_B_TRACE_ERROR, "result type %s can't be cast to %s in place",
+                           ptc_dtype_name(rt->dtype), ptc_dtype_name(st->dtype));
+    if (nv->def && cap_inplace_overlaps(T, self->v, nv->def))
+        return cap_t_break(T, CAP_B_TRACE_ERROR,
+                           "in-place op reading a tensor that shares part of the memory it "
+                           "writes (eager refuses it)");
+    return CAP_NEXT;
+}
+
 /* In-place ops: self takes the result's value. */
 int cap_inplace(cap_trace *T, cap_tensor *self, PyObject *res, PyObject **out)
 {
@@ -914,27 +934,17 @@ int cap_inplace(cap_trace *T, cap_tensor *self, PyObject *res, PyObject **out)
         return CAP_NEXT;
     }
     ptc_value *nv = cap_val(res);
-    const ptc_ttype *st = &self->v->type, *rt = &nv->type;
-    bool same_shape = st->ndim == rt->ndim;
-    for (int i = 0; same_shape && i < st->ndim; i++)
-        same_shape = ptc_dim_eq(st->shape[i], rt->shape[i]);
-    if (!same_shape)
-        return cap_t_break(T, CAP_B_TRACE_ERROR, "in-place result has a different shape");
-    if (rt->dtype != st->dtype) {
-        if (ptc_dtype_is_float(rt->dtype) && !ptc_dtype_is_float(st->dtype))
-            return cap_t_break(T, CAP_B_TRACE_ERROR, "result type %s can't be cast to %s in place",
-                               ptc_dtype_name(rt->dtype), ptc_dtype_name(st->dtype));
-        ptc_arg a[2] = {ptc_arg_value(nv), ptc_arg_dtype(st->dtype)};
+    int rc = inplace_refused(T, self, nv);
+    if (rc == CAP_NEXT && nv->type.dtype != self->v->type.dtype) {
+        ptc_arg a[2] = {ptc_arg_value(nv), ptc_arg_dtype(self->v->type.dtype)};
         nv = cap_build1(T, PTC_OP_TO, a, 2);
-        if (!nv)
-            return CAP_BREAK;
+        rc = nv ? CAP_NEXT : CAP_BREAK;
     }
-    int rc = cap_mutate(T, self, nv);
-    if (rc != CAP_NEXT) {
-        Py_DECREF(res);
-        return rc;
-    }
+    if (rc == CAP_NEXT)
+        rc = cap_mutate(T, self, nv);
     Py_DECREF(res);
+    if (rc != CAP_NEXT)
+        return rc;
     *out = Py_NewRef((PyObject *)self);
     return CAP_NEXT;
 }

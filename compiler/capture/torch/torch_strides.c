@@ -480,3 +480,104 @@ bool cap_strides_contiguous(const ptc_ttype *t, const int64_t *st, cap_memory_fo
     }
     return true;
 }
+
+/* ---- memory overlap of an in-place op's operands ----------------------------------------- */
+
+/* The offset, in elements, at which view op n's result starts in its
+ * operand's memory (operand strides in, sizes it); false where it is not
+ * known: split and friends (which result is v), symbolic bounds. */
+static bool view_offset(const ptc_node *n, const ptc_ttype *it, const int64_t *in, int64_t *off)
+{
+    *off = 0;
+    if (n->op != PTC_OP_SLICE && n->op != PTC_OP_NARROW && n->op != PTC_OP_SELECT)
+        return n->op != PTC_OP_SPLIT && n->op != PTC_OP_SPLIT_WITH_SIZES &&
+               n->op != PTC_OP_CHUNK && n->op != PTC_OP_UNBIND;
+    int64_t d = dim_index(n->args[1].i, it->ndim), size = it->shape[d].value;
+    const ptc_arg *start = &n->args[2];
+    if (start->kind == PTC_ARG_NONE) /* slice(x, d, None, ...) */
+        return true;
+    if (!ptc_dim_is_static(start->i))
+        return false;
+    int64_t i = start->i.value < 0 ? start->i.value + size : start->i.value;
+    i = i < 0 ? 0 : i > size ? size : i;
+    *off = i * in[d];
+    return true;
+}
+
+/* Where v lies in memory: *root, the value its chain of views starts from,
+ * and v's offset there in elements and strides st; false where unknown. */
+static bool span_of_value(cap_trace *T, const ptc_value *v, const ptc_value **root, int64_t *off,
+                          int64_t *st, int depth)
+{
+    const ptc_node *n = v->def;
+    if (depth > MAX_CHAIN || !static_dims(&v->type))
+        return false;
+    if (!n || (!is_view(n->op) && !is_detach(n))) {
+        *root = v;
+        *off = 0;
+        return strides_of_value(T, v, st, 0);
+    }
+    const ptc_value *base = n->args[0].kind == PTC_ARG_VALUE ? n->args[0].v : NULL;
+    int64_t in[PTC_MAX_DIMS], step;
+    if (!base || !span_of_value(T, base, root, off, in, depth + 1))
+        return false;
+    if (is_detach(n)) {
+        memcpy(st, in, sizeof(int64_t) * (size_t)v->type.ndim);
+        return true;
+    }
+    if (!view_offset(n, &base->type, in, &step) || !view_strides(n, v, &base->type, in, st))
+        return false;
+    *off += step;
+    return true;
+}
+
+/* The value v's chain of views starts from (v when it is no view). */
+static const ptc_value *view_root(const ptc_value *v)
+{
+    for (int depth = 0; v && v->def && depth <= MAX_CHAIN; depth++) {
+        const ptc_node *n = v->def;
+        if (!is_view(n->op) && !is_detach(n))
+            return v;
+        v = n->args[0].kind == PTC_ARG_VALUE ? n->args[0].v : NULL;
+    }
+    return v;
+}
+
+static int64_t numel(const ptc_ttype *t)
+{
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++)
+        n *= t->shape[d].value;
+    return n;
+}
+
+/* torch's get_overlap_status between two values: partial where both are
+ * dense, over one memory, and share part of it or all of it with other
+ * strides. */
+static bool partial_overlap(cap_trace *T, const ptc_value *a, const ptc_value *b)
+{
+    const ptc_value *ra, *rb;
+    int64_t oa, ob, sa[PTC_MAX_DIMS], sb[PTC_MAX_DIMS];
+    int8_t perm[PTC_MAX_DIMS];
+    if (a == b || a->type.dtype != b->type.dtype || view_root(a) != view_root(b) ||
+        !span_of_value(T, a, &ra, &oa, sa, 0) || !span_of_value(T, b, &rb, &ob, sb, 0))
+        return false;
+    int64_t na = numel(&a->type), nb = numel(&b->type);
+    if (na == 0 || nb == 0 || !cap_dense_order(&a->type, sa, perm) ||
+        !cap_dense_order(&b->type, sb, perm))
+        return false;
+    if (oa == ob && na == nb)
+        return a->type.ndim != b->type.ndim ||
+               memcmp(sa, sb, sizeof(int64_t) * (size_t)a->type.ndim) != 0;
+    return oa < ob + nb && ob < oa + na;
+}
+
+bool cap_inplace_overlaps(cap_trace *T, const ptc_value *out, const ptc_node *n)
+{
+    if (!(ptc_op_flags(n->op) & PTC_F_POINTWISE))
+        return false;
+    for (int i = 0; i < n->nargs; i++)
+        if (n->args[i].kind == PTC_ARG_VALUE && partial_overlap(T, out, n->args[i].v))
+            return true;
+    return false;
+}
