@@ -25,7 +25,7 @@ import ptc  # noqa: E402
 
 class Near:
     """Values equal to a few float32 ulps: numpy's and torch's kernels round
-    differently, and by how much depends on the CPU (AVX2 or AVX-512)."""
+    differently, and by how much depends on the CPU (its vector kernels)."""
 
     def __init__(self, values):
         self.a = np.asarray(values, dtype=np.float64)

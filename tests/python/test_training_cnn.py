@@ -353,7 +353,7 @@ def run_resnet18(opt_name, steps):
     # over 8 values per channel in layer4): two eager runs whose weights differ by
     # 1e-6 differ in loss by 1e-2 after 6 SGD steps at lr 1e-2, and after 5 steps
     # by up to 5e-4 with SGD at lr 1e-3, 1.5e-3 with AdamW at lr 1e-4 and 3e-5
-    # at lr 1e-5 (on an AVX2 CPU; an AVX-512 one gave 3e-5 at lr 1e-4)
+    # at lr 1e-5 (on an AVX2 CPU; an earlier machine gave 3e-5 at lr 1e-4)
     make = (lambda p: torch.optim.SGD(p, lr=1e-3, momentum=0.9)) if opt_name == "sgd" else \
         (lambda p: torch.optim.AdamW(p, lr=1e-5))
     opt_e, opt_c = make(eager.parameters()), make(comp.parameters())
