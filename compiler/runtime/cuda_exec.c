@@ -37,6 +37,8 @@
  */
 #include "runtime/cuda_prog.h"
 
+#include "logs/logs.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -499,8 +501,9 @@ static int check_sync(crun *r, const ptc_kernel *k, const char *what)
  * each call, as the variable may be set after the process's first one. */
 static bool read_checks_on(void)
 {
-    const char *env = getenv("PTC_CUDA_CHECKS");
-    return env && *env && strcmp(env, "0") != 0;
+    static int warned;
+    return ptc_env_switch("PTC_CUDA_CHECKS", false, &warned,
+                          "the checks' record is not read, as by default");
 }
 
 /* The checks' status record, read once at the end of the launch sequence:
