@@ -22,6 +22,11 @@
  * contiguous input reads a channels-last copy made by one small kernel
  * before it, and a graph output written from channels-last buffers is
  * written contiguous by its kernel (a transposing store, no extra pass).
+ * So does a convolution whose weight is a contiguous graph input (a module
+ * parameter), where torch's convolution would make that copy itself: the
+ * kernel runs just after the one before the convolution, which it shares a
+ * launch with on CUDA (combo.c), unless the runtime keeps channels-last
+ * weights (weights_kept: the capture's opt-in weight cache).
  */
 #include "lower/lower_int.h"
 
@@ -272,32 +277,75 @@ static void apply(ptc_arena *a, ptc_lprog *p, const bool *cl)
 
 /* ---- conversions at the graph's boundary ---------------------------------------- */
 
-/* Convolution c, whose result is channels-last, reads a contiguous whole
- * buffer: it reads a channels-last copy (written by a kernel just before it)
- * instead, so torch returns the result in the planned layout. */
-static void convert_input(ptc_lprog *p, ptc_lnode *c, bool **cl)
+/* Convolution c, whose result is channels-last, reads operand k (its input
+ * or its weight) from a whole buffer in the user's layout: it reads a
+ * channels-last copy (written by a kernel just before it) instead, so torch
+ * returns the result in the planned layout and copies no weight into it. */
+static void convert_operand(ptc_lprog *p, ptc_lnode *c, int k, bool **cl)
 {
-    const ptc_lbuf *src = p->bufs[c->xin[0].buf];
+    const ptc_lbuf *src = p->bufs[c->xin[k].buf];
     ptc_lbuf *nb = ptc_lprog_add_buf(p, src->dtype, 4, src->shape, PTC_LB_TEMP);
     *cl = realloc(*cl, (size_t)p->nbufs);
     (*cl)[nb->id] = true;
-    ptc_lprog_insert_copy(p, c->id, src->id, nb->id, c, "to_channels_last");
-    c->xin[0].buf = nb->id;
+    ptc_lprog_insert_copy(p, c->id, src->id, nb->id, c,
+                          k == 0 ? "to_channels_last" : "weight_to_channels_last");
+    c->xin[k].buf = nb->id;
 }
 
-static int convert_inputs(ptc_lprog *p, bool **cl)
+/* Is b stored in the same memory order contiguous and channels-last (its
+ * channels or its planes of size 1: a 1x1 or depthwise weight)? torch
+ * copies nothing for such a weight. */
+static bool same_either_way(const ptc_lbuf *b)
+{
+    const ptc_dim *s = b->shape;
+    if (!ptc_dim_is_static(s[1]) || !ptc_dim_is_static(s[2]) || !ptc_dim_is_static(s[3]))
+        return false;
+    return s[1].value == 1 || s[2].value * s[3].value == 1;
+}
+
+/* Are b's strides contiguous (dims of size 1 aside)? */
+static bool stored_contiguous(ptc_arena *a, const ptc_lbuf *b)
+{
+    ptc_dim want = ptc_dim_c(1);
+    for (int d = b->ndim - 1; d >= 0; d--) {
+        bool one = ptc_dim_is_static(b->shape[d]) && b->shape[d].value == 1;
+        if (!one && !ptc_dim_eq(b->strides[d], want))
+            return false;
+        want = ptc_dim_mul(a, want, b->shape[d]);
+    }
+    return true;
+}
+
+/* Should convolution c's operand k be converted? Its input: a whole buffer
+ * not planned channels-last. Its weight: a whole graph input stored
+ * contiguous (a weight ptc writes is planned by choose; a channels-last one
+ * is used as it is), unless the caller hands convolutions kept channels-last
+ * weights (weight_cache.c), and not one stored the same either way. */
+static bool wants_conversion(ptc_lprog *p, const ptc_lnode *c, int k, const bool *cl,
+                             bool weights_kept)
+{
+    if (c->xin[k].buf < 0)
+        return false;
+    const ptc_lbuf *in = p->bufs[c->xin[k].buf];
+    if (cl[in->id] || in->ndim != 4 || !whole_view(&c->xin[k], in))
+        return false;
+    return k == 0 || (in->kind == PTC_LB_INPUT && !weights_kept && !same_either_way(in) &&
+                      stored_contiguous(p->arena, in));
+}
+
+static int convert_operands(ptc_lprog *p, bool **cl, bool weights_kept)
 {
     int n = 0;
     for (int i = 0; i < p->nnodes; i++) {
         ptc_lnode *c = p->nodes[i];
-        if (!c || !is_conv2d(c) || !(*cl)[c->out[0]] || c->xin[0].buf < 0)
+        if (!c || !is_conv2d(c) || !(*cl)[c->out[0]])
             continue;
-        const ptc_lbuf *in = p->bufs[c->xin[0].buf];
-        if ((*cl)[in->id] || in->ndim != 4 || !whole_view(&c->xin[0], in))
-            continue;
-        convert_input(p, c, cl);
-        n++;
-        i++; /* c moved one place on */
+        for (int k = 0; k < 2; k++)
+            if (wants_conversion(p, c, k, *cl, weights_kept)) {
+                convert_operand(p, c, k, cl);
+                n++;
+                i++; /* c moved one place on */
+            }
     }
     return n;
 }
@@ -323,7 +371,7 @@ static bool planning_off(bool contiguous)
     return contiguous;
 }
 
-int ptc_layout_plan(ptc_lprog *p, bool contiguous)
+int ptc_layout_plan(ptc_lprog *p, bool contiguous, bool weights_kept)
 {
     bool any_conv = false;
     for (int i = 0; i < p->nnodes && !any_conv; i++)
@@ -333,7 +381,7 @@ int ptc_layout_plan(ptc_lprog *p, bool contiguous)
     bool *cl = calloc((size_t)p->nbufs + 1, 1);
     int n = choose(p->arena, p, cl);
     if (n > 0) {
-        n += convert_inputs(p, &cl);
+        n += convert_operands(p, &cl, weights_kept);
         apply(p->arena, p, cl);
     }
     free(cl);

@@ -346,11 +346,13 @@ void ptc_lbody_print(ptc_buf *b, const ptc_lbody *body, const char *const *names
  * convolutions read and write channels-last tensors and the pointwise,
  * normalisation and pooling kernels between them iterate in that order.
  * Graph inputs and outputs keep their layout; a convolution reading a
- * contiguous input gets a converted copy. Run before scheduling; returns the
- * number of nodes made to write channels-last: none with contiguous (a CPU
- * training program's choice) or PTC_LAYOUT=contiguous; PTC_LAYOUT=
+ * contiguous input, or a contiguous weight that is a graph input, gets a
+ * converted copy (a weight's not with weights_kept: the caller hands
+ * convolutions kept channels-last weights). Run before scheduling; returns
+ * the number of nodes made to write channels-last: none with contiguous (a
+ * CPU training program's choice) or PTC_LAYOUT=contiguous; PTC_LAYOUT=
  * channels_last plans even where contiguous is asked. */
-int ptc_layout_plan(ptc_lprog *p, bool contiguous);
+int ptc_layout_plan(ptc_lprog *p, bool contiguous, bool weights_kept);
 /* The logical sizes and element strides of buffer b (its own when it is not
  * permuted), given its stored sizes: contiguous in the stored order, or the
  * padded rows of a padded buffer. */
@@ -497,6 +499,8 @@ typedef struct ptc_sched_opts {
     int team_threads;      /* threads that may share one outer iteration (a CUDA
                               block's 1024; 0 or 1: one thread, the CPU) */
     bool contiguous_layouts; /* no channels-last planning (ptc_layout_plan) */
+    bool weights_kept;       /* the runtime hands convolutions channels-last
+                                copies of weight inputs: none converted */
     bool pad_matmuls;        /* aligned matmul operands by default (ptc_pad_plan) */
 } ptc_sched_opts;
 

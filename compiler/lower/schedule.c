@@ -847,7 +847,7 @@ ptc_schedule *ptc_schedule_build(ptc_arena *a, ptc_lprog *p, const ptc_sched_opt
     out->prog = p;
     int limit = opts && opts->recompute_limit > 0 ? opts->recompute_limit : 8;
     ptc_unroll_small_reductions(p);
-    ptc_layout_plan(p, opts && opts->contiguous_layouts);
+    ptc_layout_plan(p, opts && opts->contiguous_layouts, opts && opts->weights_kept);
     ptc_inline_pass(p, limit, &out->ninlined, &out->nrefused_recompute);
     ptc_store_narrow_pass(p);
     ptc_pad_plan(p, opts && opts->pad_matmuls);

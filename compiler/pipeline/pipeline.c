@@ -252,7 +252,8 @@ static int stage_kernels(pipe_t *s)
 {
     double t0 = ptc_now_ms();
     ptc_program *p = s->p;
-    ptc_sched_opts so = {.contiguous_layouts = s->o && s->o->contiguous_layouts};
+    ptc_sched_opts so = {.contiguous_layouts = s->o && s->o->contiguous_layouts,
+                         .weights_kept = s->o && s->o->weights_kept};
     /* a GPU wants thousands of outer iterations per kernel, not a few per
        core, and runs each with a team of up to a block's threads */
     if (p->backend == PTC_BACKEND_CUDA) {

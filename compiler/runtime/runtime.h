@@ -57,6 +57,9 @@ typedef struct ptc_compile_opts {
                                  * copied contiguous) */
     bool contiguous_layouts;    /* no channels-last layout planning unless
                                  * PTC_LAYOUT=channels_last (ptc_layout_plan) */
+    bool weights_kept;          /* the caller hands convolutions kept channels-last
+                                 * copies of their weight inputs (the capture's
+                                 * weight cache): layout planning converts none */
     /* Optional, [graph outputs]: the input whose memory output i may be
      * written into (its new value, which the caller copies into that input
      * after the run), -1 for none. Where the schedule allows it

@@ -37,8 +37,8 @@ def test_a_weight_the_graph_writes_is_never_kept_cuda():
     cases.test_a_weight_the_graph_writes_is_never_kept("cuda")
 
 
-def test_weight_cache_off_hands_weights_as_they_are_cuda(monkeypatch):
-    cases.test_weight_cache_off_hands_weights_as_they_are(monkeypatch, "cuda")
+def test_weight_cache_off_converts_weights_in_the_program_cuda(monkeypatch):
+    cases.test_weight_cache_off_converts_weights_in_the_program(monkeypatch, "cuda")
 
 
 def test_weight_cache_is_off_by_default_cuda(monkeypatch):

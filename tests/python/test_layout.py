@@ -158,6 +158,78 @@ def test_weights_cast_under_autocast_are_written_channels_last(tmp_path, dev="cp
     assert_near(got, want, dev, torch.bfloat16)
 
 
+def weight_conversions(kernels):
+    return re.findall(r"^kernel \d+ \S*weight_to_channels_last", kernels, re.M)
+
+
+def test_weight_inputs_are_converted_by_the_program(tmp_path, monkeypatch, dev="cpu"):
+    """A contiguous weight that is a graph input (BatchNorm not folded into
+    it) is written channels-last by a kernel of the program just before its
+    convolution, which the kernel before it may share a launch with; torch's
+    convolution then copies no weight into its input's layout (it did, one
+    aten::clone a convolution, before)."""
+    monkeypatch.setenv("PTC_FOLD_CONV", "0")
+    model = resnet18(dev)
+    x = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(0)).to(dev)
+    got, kernels = compile_traced(model, (x,), tmp_path)
+    with torch.no_grad():
+        assert_near(got, model(x), dev)
+    weights = conv_weights(kernels)
+    assert len(weights) == 20
+    for sizes, strides in weights:
+        assert is_channels_last(sizes, strides), (sizes, strides)
+    spatial = [sz for sz, _ in weights if sz[2] * sz[3] > 1]
+    assert len(weight_conversions(kernels)) == len(spatial) == 17, kernels[:2000]
+    compiled = ptc.compile(model)
+    with torch.no_grad():
+        compiled(x)
+        with torch.profiler.profile() as prof:
+            compiled(x)
+    assert not [e for e in prof.events() if e.name == "aten::clone"]
+
+
+def test_cuda_weight_conversions_share_the_launch_before_them(tmp_path):
+    """On CUDA each weight conversion runs in one launch with the kernel
+    before its convolution (a horizontal combination): no launch is added
+    for it. The CUDA plan of resnet18's captured graph, made without a GPU
+    by ptc-run."""
+    from test_fold_conv_bn import cuda_plan, traced_files
+    model = resnet18()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PTC_FOLD_CONV", "0")
+        _, captured, _, _ = traced_files(model, (torch.randn(1, 3, 64, 64),), tmp_path)
+    kernels = cuda_plan(captured, tmp_path, {"PTC_FOLD_CONV": "0"})
+    converts = re.findall(r"^kernel (\d+) \S*weight_to_channels_last", kernels, re.M)
+    combined = set(" ".join(re.findall(r"^combo \d+: \d+ kernels, one launch: ([\d ]+)$",
+                                        kernels, re.M)).split())
+    assert len(converts) == 17 and set(converts) <= combined, kernels[:3000]
+
+
+def test_weights_already_channels_last_or_alike_either_way_are_not_copied(tmp_path, monkeypatch):
+    """A module made channels-last by the user hands its weights as they
+    are; so do 1x1 and depthwise weights, whose contiguous memory is already
+    channels-last."""
+    monkeypatch.setenv("PTC_FOLD_CONV", "0")
+    model = resnet18().to(memory_format=torch.channels_last)
+    x = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    got, kernels = compile_traced(model, (x,), tmp_path / "cl")
+    with torch.no_grad():
+        assert_near(got, model(x), "cpu")
+    assert not weight_conversions(kernels)
+    torch.manual_seed(4)
+    w1, dw, pw = torch.randn(8, 3, 3, 3), torch.randn(8, 1, 5, 5), torch.randn(8, 8, 1, 1)
+
+    def f(x):
+        h = F.conv2d(x, w1, padding=1).relu()
+        h = F.conv2d(h, dw, padding=2, groups=8).relu()
+        return F.conv2d(h, pw).relu() + 1
+
+    x = torch.randn(2, 3, 16, 16)
+    got, kernels = compile_traced(f, (x,), tmp_path / "f")
+    assert_near(got, f(x), "cpu")
+    assert len(weight_conversions(kernels)) == 1
+
+
 def test_layout_off_keeps_contiguous_buffers(tmp_path, monkeypatch):
     monkeypatch.setenv("PTC_LAYOUT", "contiguous")
     model = resnet18()

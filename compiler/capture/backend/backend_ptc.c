@@ -714,16 +714,19 @@ static int compile_program(const ptc_graph *g, bool training, bool autotune,
                            const int *output_inputs, const cap_out_strides *known,
                            void **program, ptc_trace_compile *tc, ptc_error *err)
 {
+    /* a training graph's weights change every step: copies would only
+       double their memory */
+    cap_weight_cache *weights = training ? NULL : cap_weight_cache_new(g, output_inputs);
     ptc_compile_opts opts = {.backend = on_cuda(g) ? PTC_BACKEND_CUDA : PTC_BACKEND_CPU,
                              .trace = tc,
                              .autotune = autotune,
+                             .weights_kept = weights != NULL,
                              .output_inputs = output_inputs};
-    if (compile_with(g, &opts, !training, known, program, err) < 0)
+    if (compile_with(g, &opts, !training, known, program, err) < 0) {
+        cap_weight_cache_free(weights);
         return -1;
-    /* a training graph's weights change every step: copies would only
-       double their memory */
-    if (!training)
-        ((cap_program *)*program)->weights = cap_weight_cache_new(g, output_inputs);
+    }
+    ((cap_program *)*program)->weights = weights;
     return 0;
 }
 
