@@ -369,6 +369,17 @@ def overlap_outcome(fn, x):
     ("the_same_row", lambda x: x[0].add_(x[0]), False),
     ("another_row", lambda x: x[0].add_(x[1]), False),
     ("strided_columns", lambda x: x[:, 0].add_(x[:, 1]), False),
+    # ops traced as several steps, and copy_, whose result is its source
+    ("addcmul_shifted", lambda x: x[1:].addcmul_(x[:-1], x[:-1]), True),
+    ("addcmul_rows_of_itself", lambda x: x.addcmul_(x[0], x[1]), True),
+    ("addcdiv_shifted", lambda x: x[1:].addcdiv_(x[:-1], x[:-1] + 1), True),
+    ("copy_shifted", lambda x: x[1:].copy_(x[:-1]), True),
+    ("copy_a_row_into_its_matrix", lambda x: x.copy_(x[0]), True),
+    ("add_out_shifted", lambda x: torch.add(x[:-1], 1, out=x[1:]), True),
+    ("addcmul_other_rows", lambda x: x[0].addcmul_(x[1], x[2]), False),
+    ("copy_itself", lambda x: x.copy_(x), False),
+    ("copy_another_row", lambda x: x[0].copy_(x[1]), False),
+    ("copy_strided_columns", lambda x: x[:, 0].copy_(x[:, 1]), False),
 ], ids=lambda v: v if isinstance(v, str) else "")
 def test_in_place_operand_overlapping_the_written_tensor_raises_like_eager(name, fn, refused):
     """main returned a value where eager raises "unsupported operation: some
@@ -378,3 +389,7 @@ def test_in_place_operand_overlapping_the_written_tensor_raises_like_eager(name,
     got = overlap_outcome(ptc.compile(fn), torch.arange(9.0).view(3, 3))
     assert got == want
     assert (want[0] is RuntimeError) == refused, want
+    if not refused:  # and one graph
+        compiled = ptc.compile(fn)
+        compiled(torch.arange(9.0).view(3, 3))
+        assert counts(compiled)[:2] == (1, 0)

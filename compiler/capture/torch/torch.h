@@ -91,12 +91,16 @@ bool cap_has_scalar_operand(const ptc_node *n);
 /* Are strides st a dense layout of t (a permutation of row-major)? Puts its
  * dims outermost first in perm. */
 bool cap_dense_order(const ptc_ttype *t, const int64_t *st, int8_t *perm);
-/* Would eager refuse pointwise node n, the functional form of an in-place
- * op writing value out, because an operand shares part of out's memory
- * ("some elements of the input tensor and the written-to tensor refer to a
- * single memory location": x.add_(x[0]))? As torch checks: only where both
- * are dense and ptc knows where each lies (their views' offsets). */
-bool cap_inplace_overlaps(cap_trace *T, const ptc_value *out, const ptc_node *n);
+/* Would eager refuse an in-place op writing value out, whose functional
+ * result the graph's nodes from id first on compute, because an operand
+ * (a value from before first they read, or result itself when it is one:
+ * copy_) shares part of out's memory ("some elements of the input tensor and
+ * the written-to tensor refer to a single memory location": x.add_(x[0]),
+ * x[1:].addcmul_(x[:-1], y), x[1:].copy_(x[:-1]))? As torch checks: only
+ * for ops made of pointwise steps, views and constants (TensorIterator's),
+ * where both are dense and ptc knows where each lies (their views'
+ * offsets). first < 0: result's own node alone. */
+bool cap_inplace_overlaps(cap_trace *T, const ptc_value *out, const ptc_value *result, int first);
 int cap_t_add_view(cap_tensor *base, cap_tensor *view, PyObject *key);
 /* Does torch return op's results as views of its first argument (or, for
  * reshape, flatten and contiguous, when it can)? */
@@ -210,6 +214,9 @@ ptc_dtype cap_default_dtype(void);
 /* In-place: replaces self's value with `res` (cast to self's dtype), or a
  * break when self belongs to the caller or is a view. */
 int cap_inplace(cap_trace *T, cap_tensor *self, PyObject *res, PyObject **out);
+/* cap_inplace of a call whose nodes (its functional form) are those from id
+ * first on: all are checked for eager's refusal of overlapping operands. */
+int cap_inplace_since(cap_trace *T, cap_tensor *self, PyObject *res, int first, PyObject **out);
 
 static inline cap_tensor *cap_as_tensor(PyObject *o) { return cap_is_tensor(o) ? (cap_tensor *)o : NULL; }
 static inline ptc_value *cap_val(PyObject *o) { return ((cap_tensor *)o)->v; }

@@ -105,6 +105,7 @@ static int call_into(cap_trace *T, const cap_tmap *m, PyObject *self, PyObject *
     for (int i = 0, j = 0; i < nkw; i++)
         if (i != at)
             PyTuple_SetItem(names, j++, Py_NewRef(PyTuple_GetItem(kwnames, i)));
+    int first = T->g->next_node_id;
     int rc = cap_torch_call_traced(T, m, self, rest, nargs - 1, nkw > 1 ? names : NULL, &res);
     Py_DECREF(names);
     if (rc != CAP_NEXT)
@@ -118,7 +119,7 @@ static int call_into(cap_trace *T, const cap_tmap *m, PyObject *self, PyObject *
         return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH,
                            "%s with out= of another shape than its result", m->name);
     }
-    return cap_inplace(T, into, res, out);
+    return cap_inplace_since(T, into, res, first, out);
 }
 
 int cap_torch_call_traced(cap_trace *T, const cap_tmap *m, PyObject *self, PyObject *const *args,
@@ -151,7 +152,7 @@ int cap_torch_call_traced(cap_trace *T, const cap_tmap *m, PyObject *self, PyObj
         return cap_t_break(T, CAP_B_TRACE_ERROR, "%s needs a tensor", m->name);
     }
     PyObject *res = NULL;
-    int rc;
+    int rc, first = T->g->next_node_id;
     if (m->fn) {
         rc = m->fn(&c, &res);
     } else {
@@ -170,7 +171,7 @@ int cap_torch_call_traced(cap_trace *T, const cap_tmap *m, PyObject *self, PyObj
             Py_DECREF(res);
             return cap_t_break(T, CAP_B_TRACE_ERROR, "%s writes no traced tensor", m->name);
         }
-        return cap_inplace(T, (cap_tensor *)self_t, res, out);
+        return cap_inplace_since(T, (cap_tensor *)self_t, res, first, out);
     }
     if (npos >= 1 && cap_is_tensor(args[0]) && res != args[0] && mark_aliases(m, (cap_tensor *)args[0], res) < 0) {
         Py_DECREF(res);

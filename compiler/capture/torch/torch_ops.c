@@ -907,8 +907,9 @@ int cap_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv)
 }
 
 /* Where eager refuses in-place op self.op_(...) whose functional result is
- * nv: a break, after which the op runs for real and raises eager's error. */
-static int inplace_refused(cap_trace *T, cap_tensor *self, const ptc_value *nv)
+ * nv, computed by the nodes from id first on (-1: nv's own node): a break,
+ * after which the op runs for real and raises eager's error. */
+static int inplace_refused(cap_trace *T, cap_tensor *self, const ptc_value *nv, int first)
 {
     const ptc_ttype *st = &self->v->type, *rt = &nv->type;
     bool same_shape = st->ndim == rt->ndim;
@@ -919,7 +920,7 @@ static int inplace_refused(cap_trace *T, cap_tensor *self, const ptc_value *nv)
     if (rt->dtype != st->dtype && ptc_dtype_is_float(rt->dtype) && !ptc_dtype_is_float(st->dtype))
         return cap_t_break(T, CAP_B_TRACE_ERROR, "result type %s can't be cast to %s in place",
                            ptc_dtype_name(rt->dtype), ptc_dtype_name(st->dtype));
-    if (nv->def && cap_inplace_overlaps(T, self->v, nv->def))
+    if (cap_inplace_overlaps(T, self->v, nv, first))
         return cap_t_break(T, CAP_B_TRACE_ERROR,
                            "in-place op reading a tensor that shares part of the memory it "
                            "writes (eager refuses it)");
@@ -929,12 +930,17 @@ static int inplace_refused(cap_trace *T, cap_tensor *self, const ptc_value *nv)
 /* In-place ops: self takes the result's value. */
 int cap_inplace(cap_trace *T, cap_tensor *self, PyObject *res, PyObject **out)
 {
+    return cap_inplace_since(T, self, res, -1, out);
+}
+
+int cap_inplace_since(cap_trace *T, cap_tensor *self, PyObject *res, int first, PyObject **out)
+{
     if (!cap_is_tensor(res)) {
         *out = res;
         return CAP_NEXT;
     }
     ptc_value *nv = cap_val(res);
-    int rc = inplace_refused(T, self, nv);
+    int rc = inplace_refused(T, self, nv, first);
     if (rc == CAP_NEXT && nv->type.dtype != self->v->type.dtype) {
         ptc_arg a[2] = {ptc_arg_value(nv), ptc_arg_dtype(self->v->type.dtype)};
         nv = cap_build1(T, PTC_OP_TO, a, 2);

@@ -572,12 +572,37 @@ static bool partial_overlap(cap_trace *T, const ptc_value *a, const ptc_value *b
     return oa < ob + nb && ob < oa + na;
 }
 
-bool cap_inplace_overlaps(cap_trace *T, const ptc_value *out, const ptc_node *n)
+/* Is node n a step of the kind torch's TensorIterator ops are made of
+ * (pointwise, a view, a constant), which check their operands against the
+ * tensor they write? */
+static bool iterator_step(const ptc_node *n)
 {
-    if (!(ptc_op_flags(n->op) & PTC_F_POINTWISE))
-        return false;
-    for (int i = 0; i < n->nargs; i++)
-        if (n->args[i].kind == PTC_ARG_VALUE && partial_overlap(T, out, n->args[i].v))
-            return true;
+    return (ptc_op_flags(n->op) & (PTC_F_POINTWISE | PTC_F_VIEW | PTC_F_CREATION)) ||
+           is_detach(n);
+}
+
+/* Does value v come from before node id first (an operand of the op)? */
+static bool from_before(const ptc_value *v, int first)
+{
+    return !v->def || v->def->id < first;
+}
+
+bool cap_inplace_overlaps(cap_trace *T, const ptc_value *out, const ptc_value *result, int first)
+{
+    const ptc_graph *g = T->g;
+    if (first < 0)
+        first = result->def ? result->def->id : g->next_node_id;
+    for (int i = g->nnodes - 1; i >= 0 && g->nodes[i] && g->nodes[i]->id >= first; i--)
+        if (!iterator_step(g->nodes[i]))
+            return false;
+    if (from_before(result, first) && partial_overlap(T, out, result))
+        return true; /* copy_: the result is the source itself */
+    for (int i = g->nnodes - 1; i >= 0 && g->nodes[i] && g->nodes[i]->id >= first; i--) {
+        const ptc_node *n = g->nodes[i];
+        for (int a = 0; a < n->nargs; a++)
+            if (n->args[a].kind == PTC_ARG_VALUE && from_before(n->args[a].v, first) &&
+                partial_overlap(T, out, n->args[a].v))
+                return true;
+    }
     return false;
 }
