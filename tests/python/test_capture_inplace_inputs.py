@@ -380,6 +380,7 @@ def overlap_outcome(fn, x):
     ("copy_itself", lambda x: x.copy_(x), False),
     ("copy_another_row", lambda x: x[0].copy_(x[1]), False),
     ("copy_strided_columns", lambda x: x[:, 0].copy_(x[:, 1]), False),
+    ("fill_with_its_element", lambda x: x.fill_(x[0, 0]), False),  # read as a scalar first
 ], ids=lambda v: v if isinstance(v, str) else "")
 def test_in_place_operand_overlapping_the_written_tensor_raises_like_eager(name, fn, refused):
     """main returned a value where eager raises "unsupported operation: some
@@ -393,3 +394,38 @@ def test_in_place_operand_overlapping_the_written_tensor_raises_like_eager(name,
         compiled = ptc.compile(fn)
         compiled(torch.arange(9.0).view(3, 3))
         assert counts(compiled)[:2] == (1, 0)
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("fill_element", lambda x: x.fill_(x[0, 0])),
+    ("fill_int_into_float", lambda x: x.fill_(torch.tensor(3))),
+    ("fill_float_into_int", lambda x: x.int().fill_(x[1, 1] / 3)),
+    ("fill_a_row", lambda x: x[1].fill_(x.sum())),
+    ("fill_bool", lambda x: (x > 0).fill_(x[0, 1])),
+    ("copy_float_into_int", lambda x: x.int().copy_(x / 2)),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_fill_and_copy_take_tensor_values_in_one_graph(name, fn):
+    """fill_ with a 0-dim tensor (a break, PTC-B006, before) and copy_ of
+    another dtype (a float into an integer tensor: a break before, which
+    other in-place ops take where eager refuses them) are one graph, with
+    eager's values."""
+    def f(x):
+        y = x * 1
+        return fn(y), y
+
+    def flat(g):
+        return lambda x: torch.cat([t.float().flatten() for t in g(x)])
+
+    compiled = ptc.compile(f)
+    want = overlap_outcome(flat(f), torch.arange(9.0).view(3, 3) - 2)
+    got = overlap_outcome(flat(compiled), torch.arange(9.0).view(3, 3) - 2)
+    assert got == want and want[0] == "ok"
+    assert counts(compiled)[:2] == (1, 0)
+
+
+def test_fill_with_a_tensor_of_dims_raises_like_eager():
+    def f(x):
+        return (x * 1).fill_(x[0])
+
+    want = overlap_outcome(f, torch.ones(2, 3))
+    assert overlap_outcome(ptc.compile(f), torch.ones(2, 3)) == want and want[0] is RuntimeError

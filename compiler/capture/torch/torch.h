@@ -10,6 +10,8 @@
 #include "capture/trace/trace.h"
 #include "passes/passes.h"
 
+#include <limits.h>
+
 int cap_types_init(PyObject *module);
 /* Imports torch and builds the mapping tables (on the first compile). */
 int cap_torch_init(void);
@@ -153,6 +155,8 @@ PyObject *cap_torch_unbind(cap_trace *T, cap_tensor *t);
 #define TM_INPLACE 0x2  /* the method's in-place form (add_): writes self */
 #define TM_UNBOUND 0x4  /* torch.Tensor.add used as a function */
 #define TM_NUMPY 0x8    /* takes traced numpy arrays (numpy's functions, torch.from_numpy) */
+#define TM_SCALAR_VALUE 0x10 /* in-place, reads its tensor value as a scalar before it writes
+                                (fill_): no operand checked for overlap, as eager checks none */
 
 enum { TP_SCHEMA, TP_INPLACE, TP_IGNORE, TP_MUSTNONE };
 
@@ -215,7 +219,9 @@ ptc_dtype cap_default_dtype(void);
  * break when self belongs to the caller or is a view. */
 int cap_inplace(cap_trace *T, cap_tensor *self, PyObject *res, PyObject **out);
 /* cap_inplace of a call whose nodes (its functional form) are those from id
- * first on: all are checked for eager's refusal of overlapping operands. */
+ * first on: all are checked for eager's refusal of overlapping operands
+ * (none with first CAP_NO_OPERANDS). */
+#define CAP_NO_OPERANDS INT_MAX
 int cap_inplace_since(cap_trace *T, cap_tensor *self, PyObject *res, int first, PyObject **out);
 
 static inline cap_tensor *cap_as_tensor(PyObject *o) { return cap_is_tensor(o) ? (cap_tensor *)o : NULL; }

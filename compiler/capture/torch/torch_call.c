@@ -171,6 +171,8 @@ int cap_torch_call_traced(cap_trace *T, const cap_tmap *m, PyObject *self, PyObj
             Py_DECREF(res);
             return cap_t_break(T, CAP_B_TRACE_ERROR, "%s writes no traced tensor", m->name);
         }
+        if (m->flags & TM_SCALAR_VALUE)
+            first = CAP_NO_OPERANDS;
         return cap_inplace_since(T, (cap_tensor *)self_t, res, first, out);
     }
     if (npos >= 1 && cap_is_tensor(args[0]) && res != args[0] && mark_aliases(m, (cap_tensor *)args[0], res) < 0) {

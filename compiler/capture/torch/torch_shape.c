@@ -676,16 +676,46 @@ int cap_th_tensor_const(cap_tcall *c, PyObject **out)
     return *out ? CAP_NEXT : CAP_ERR;
 }
 
-/* x.fill_(v), x.zero_(): a full tensor that replaces x's value. */
+/* src cast to t's dtype and broadcast to its shape, a new tensor: the
+ * value x.copy_(src) and x.fill_(src) give x (any dtype casts, as eager's
+ * copy does, where other in-place ops refuse a float result into an
+ * integer tensor). */
+static int broadcast_copy(cap_tcall *c, cap_tensor *t, PyObject *src, PyObject **out)
+{
+    const ptc_ttype *tt = ty(t);
+    ptc_value *v = cap_val(src);
+    if (v->type.dtype != tt->dtype) {
+        ptc_arg to[2] = {ptc_arg_value(v), ptc_arg_dtype(tt->dtype)};
+        if (!(v = cap_build1(c->T, PTC_OP_TO, to, 2)))
+            return CAP_BREAK;
+    }
+    ptc_arg a[2] = {ptc_arg_value(v), ptc_arg_dims(c->T->arena, tt->shape, tt->ndim)};
+    if (!(v = cap_build1(c->T, PTC_OP_EXPAND, a, 2)))
+        return CAP_BREAK;
+    ptc_arg cl[1] = {ptc_arg_value(v)};
+    return cap_build(c->T, PTC_OP_CLONE, cl, 1, out);
+}
+
+/* x.fill_(v), x.zero_(): a full tensor that replaces x's value; v a 0-dim
+ * tensor of x's device: it broadcast (another tensor: eager's error, from
+ * the op run for real after a break). */
 int cap_th_fill(cap_tcall *c, PyObject **out)
 {
     cap_tensor *t = self_of(c);
     PyObject *v = ARG(1, "value");
     const ptc_ttype *tt = ty(t);
+    if (v && cap_is_tensor(v)) {
+        const ptc_ttype *vt = &cap_val(v)->type;
+        bool same_device = ptc_device_eq(vt->device, tt->device);
+        if (vt->ndim != 0 || !same_device)
+            return cap_t_break(c->T, CAP_B_TENSOR_ITEM, "fill_ with a tensor of %d dims on %s",
+                               vt->ndim, same_device ? "its device" : "another device");
+        return broadcast_copy(c, t, v, out);
+    }
     ptc_arg a[4] = {ptc_arg_dims(c->T->arena, tt->shape, tt->ndim), ptc_arg_int(0),
                     ptc_arg_dtype(tt->dtype), ptc_arg_device(tt->device)};
     if (!v || cap_tconvert(c->T, v, PTC_PK_SCALAR, 0, &a[1], "fill_") != CAP_NEXT)
-        return v && cap_is_tensor(v) ? cap_t_break(c->T, CAP_B_TENSOR_ITEM, "fill_ with a tensor") : CAP_BREAK;
+        return CAP_BREAK;
     return cap_build(c->T, PTC_OP_FULL, a, 4, out);
 }
 
@@ -705,11 +735,5 @@ int cap_th_copy(cap_tcall *c, PyObject **out)
     PyObject *src = ARG(1, "src");
     if (!src || !cap_is_tensor(src))
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "copy_ needs a tensor");
-    const ptc_ttype *tt = ty(t);
-    ptc_arg a[2] = {ptc_arg_value(cap_val(src)), ptc_arg_dims(c->T->arena, tt->shape, tt->ndim)};
-    ptc_value *v = cap_build1(c->T, PTC_OP_EXPAND, a, 2);
-    if (!v)
-        return CAP_BREAK;
-    ptc_arg cl[1] = {ptc_arg_value(v)};
-    return cap_build(c->T, PTC_OP_CLONE, cl, 1, out);
+    return broadcast_copy(c, t, src, out);
 }

@@ -590,6 +590,8 @@ static bool from_before(const ptc_value *v, int first)
 bool cap_inplace_overlaps(cap_trace *T, const ptc_value *out, const ptc_value *result, int first)
 {
     const ptc_graph *g = T->g;
+    if (first == CAP_NO_OPERANDS)
+        return false;
     if (first < 0)
         first = result->def ? result->def->id : g->next_node_id;
     for (int i = g->nnodes - 1; i >= 0 && g->nodes[i] && g->nodes[i]->id >= first; i--)

@@ -228,7 +228,8 @@ cap_tmap cap_tmaps[] = {
     NP("logical_xor") NP("arctan") NP("round") NP("around") NP("squeeze")
     NP("expand_dims") NP("tile") NP("diff") NP("outer") NP("einsum") NP("count_nonzero")
     FX("torch.scalar_tensor", tensor_const, -1, "") NPT("torch.from_numpy", np_from_numpy)
-    MXI("fill_", fill, -1, "") MXI("zero_", zero, -1, "") MXI("copy_", copy, -1, "")
+    {"Tensor.fill_", -1, cap_th_fill, "", TM_METHOD | TM_INPLACE | TM_SCALAR_VALUE, 0, {{{0}}}},
+    MXI("zero_", zero, -1, "") MXI("copy_", copy, -1, "")
     /* values needed in Python: breaks */
     MX("item", item, CAP_B_TENSOR_ITEM, "") MX("tolist", item, CAP_B_TENSOR_DATA, "")
     MX("numpy", numpy, -1, "") MX("data_ptr", item, CAP_B_TENSOR_DATA, "")
