@@ -1,6 +1,7 @@
 """test_layout.py's cases on CUDA tensors (skipped without a GPU): resnet's
 convolutions read channels-last buffers with no copy between them, and
-channels-last weights where ptc casts them under autocast; models
+channels-last weights where ptc casts them under autocast or converts
+weight inputs; models
 in fp32 and bf16 equal eager, outputs keep the user's layout, a symbolic
 batch; max_pool2d unrolled into a pointwise kernel equals eager with NaN and
 infinities. Small inputs: a few seconds on an H100."""
@@ -31,6 +32,10 @@ def test_models_equal_eager_cuda(name, dtype, tmp_path):
 
 def test_weights_cast_under_autocast_are_written_channels_last_cuda(tmp_path):
     cases.test_weights_cast_under_autocast_are_written_channels_last(tmp_path, "cuda")
+
+
+def test_weight_inputs_are_converted_by_the_program_cuda(tmp_path, monkeypatch):
+    cases.test_weight_inputs_are_converted_by_the_program(tmp_path, monkeypatch, "cuda")
 
 
 def test_outputs_keep_the_users_layout_cuda(tmp_path):

@@ -76,12 +76,19 @@ def assert_near(got, want, dev, dtype=torch.float32):
     assert err <= TOL[dev, dtype] * scale, (err, scale)
 
 
-def test_resnet_convolutions_read_channels_last_with_no_copy_between(tmp_path, dev="cpu"):
+def traced_resnet18(tmp_path, dev, size):
+    """resnet18 compiled and run on a batch of 2 with tracing on, its result
+    checked against eager's: (model, input, kernels.txt)."""
     model = resnet18(dev)
-    x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(0)).to(dev)
+    x = torch.randn(2, 3, size, size, generator=torch.Generator().manual_seed(0)).to(dev)
     got, kernels = compile_traced(model, (x,), tmp_path)
     with torch.no_grad():
         assert_near(got, model(x), dev)
+    return model, x, kernels
+
+
+def test_resnet_convolutions_read_channels_last_with_no_copy_between(tmp_path, dev="cpu"):
+    _, _, kernels = traced_resnet18(tmp_path, dev, 64)
     convs = conv_inputs(kernels)
     assert len(convs) == 20, kernels
     for sizes, strides in convs:
@@ -169,11 +176,7 @@ def test_weight_inputs_are_converted_by_the_program(tmp_path, monkeypatch, dev="
     convolution then copies no weight into its input's layout (it did, one
     aten::clone a convolution, before)."""
     monkeypatch.setenv("PTC_FOLD_CONV", "0")
-    model = resnet18(dev)
-    x = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(0)).to(dev)
-    got, kernels = compile_traced(model, (x,), tmp_path)
-    with torch.no_grad():
-        assert_near(got, model(x), dev)
+    model, x, kernels = traced_resnet18(tmp_path, dev, 32)
     weights = conv_weights(kernels)
     assert len(weights) == 20
     for sizes, strides in weights:
