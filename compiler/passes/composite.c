@@ -363,6 +363,65 @@ V ptc_composite_stack_dims(dctx *d, V *parts, int n, bool vertical)
     return dp_build(d, PTC_OP_CAT, a, 2);
 }
 
+/* pixel_shuffle as torch's reference writes it: [*b, C*r*r, H, W] viewed
+ * [*b, C, r, r, H, W], permuted to [*b, C, H, r, W, r], reshaped to
+ * [*b, C, H*r, W*r] and copied contiguous (a contiguous node first, so that
+ * the copy's strides are known row-major); pixel_unshuffle the other way
+ * round ([*b, C, H, r, W, r] -> [*b, C, r, r, H, W] -> [*b, C*r*r, H, W]). */
+V ptc_composite_pixel_shuffle(dctx *d, V v, int64_t r, bool unshuffle)
+{
+    if (!v)
+        return NULL;
+    ptc_arena *a = d->g->arena;
+    int n = v->type.ndim - 3;
+    ptc_dim split[PTC_MAX_DIMS + 2], joined[PTC_MAX_DIMS];
+    int64_t perm[PTC_MAX_DIMS + 2];
+    memcpy(split, v->type.shape, sizeof(ptc_dim) * (size_t)n);
+    memcpy(joined, v->type.shape, sizeof(ptc_dim) * (size_t)n);
+    int64_t c = v->type.shape[n].value, h = v->type.shape[n + 1].value,
+            w = v->type.shape[n + 2].value;
+    /* the six dims after the batch, and the order they are read in */
+    int64_t six[6], order[6];
+    if (!unshuffle) {
+        int64_t s[6] = {c / (r * r), r, r, h, w, 0}, o[5] = {0, 3, 1, 4, 2};
+        memcpy(six, s, sizeof s), memcpy(order, o, sizeof o);
+        joined[n] = ptc_dim_c(c / (r * r)), joined[n + 1] = ptc_dim_c(h * r),
+        joined[n + 2] = ptc_dim_c(w * r);
+    } else {
+        int64_t s[6] = {c, h / r, r, w / r, r, 0}, o[5] = {0, 2, 4, 1, 3};
+        memcpy(six, s, sizeof s), memcpy(order, o, sizeof o);
+        joined[n] = ptc_dim_c(c * r * r), joined[n + 1] = ptc_dim_c(h / r),
+        joined[n + 2] = ptc_dim_c(w / r);
+    }
+    for (int i = 0; i < 5; i++) {
+        split[n + i] = ptc_dim_c(six[i]);
+        perm[n + i] = n + order[i];
+    }
+    for (int i = 0; i < n; i++)
+        perm[i] = i;
+    ptc_arg vw[2] = {ptc_arg_value(v), ptc_arg_dims(a, split, n + 5)};
+    V t = dp_build(d, PTC_OP_VIEW, vw, 2);
+    if (!t)
+        return NULL;
+    ptc_arg pm[2] = {ptc_arg_value(t), ptc_arg_ints(a, perm, n + 5)};
+    t = dp_build(d, PTC_OP_PERMUTE, pm, 2);
+    if (!t)
+        return NULL;
+    ptc_arg rs[2] = {ptc_arg_value(t), ptc_arg_dims(a, joined, n + 3)};
+    return clone(d, dp_unary(d, PTC_OP_CONTIGUOUS, dp_build(d, PTC_OP_RESHAPE, rs, 2)));
+}
+
+/* count_nonzero: (v != 0).sum(dims), as torch's reference. */
+V ptc_composite_count_nonzero(dctx *d, V v, const int64_t *dims, int n)
+{
+    V nz = scalar_op(d, PTC_OP_NE, v, 0);
+    if (!nz)
+        return NULL;
+    ptc_arg x[3] = {ptc_arg_value(nz), n ? ptc_arg_ints(d->g->arena, dims, n) : ptc_arg_none(),
+                    ptc_arg_bool(false)};
+    return dp_build(d, PTC_OP_SUM, x, 3);
+}
+
 /* ---- resampling ------------------------------------------------------------------------ */
 
 /* The indices (and linear weights) of one spatial dim of nearest (mode 0),

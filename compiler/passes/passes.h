@@ -114,6 +114,12 @@ ptc_value *ptc_composite_repeat_interleave(ptc_composer *c, ptc_value *x, int64_
                                            bool flat, int dim);
 ptc_value *ptc_composite_diff(ptc_composer *c, ptc_value **parts, int nparts, int64_t n, int dim);
 ptc_value *ptc_composite_stack_dims(ptc_composer *c, ptc_value **parts, int n, bool vertical);
+/* pixel_shuffle(x, r), or pixel_unshuffle(x, r) with unshuffle: x's last three
+ * dims static and divisible as torch checks (the caller checks). */
+ptc_value *ptc_composite_pixel_shuffle(ptc_composer *c, ptc_value *x, int64_t r, bool unshuffle);
+/* count_nonzero(x, dims): x != 0 summed over dims (n of them, normalised;
+ * every dim with n 0), int64. */
+ptc_value *ptc_composite_count_nonzero(ptc_composer *c, ptc_value *x, const int64_t *dims, int n);
 /* Dim dim (static) of x resampled to outn: mode 0 nearest, 1 nearest-exact,
  * 2 linear; scale > 0 is the user's scale factor. */
 ptc_value *ptc_composite_resample(ptc_composer *c, ptc_value *x, int dim, int64_t outn,

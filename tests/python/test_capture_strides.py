@@ -58,6 +58,17 @@ def created_channels_last(x):
             torch.empty(1, 2, 3, 3, memory_format=torch.channels_last).stride(), x * 2)
 
 
+def in_memory_formats(x):
+    # contiguous/clone/to(memory_format=...) lay the result out as asked
+    # (main ignored the keyword: row-major results, values right)
+    cl = torch.channels_last
+    a, b, c = x.contiguous(memory_format=cl), x.clone(memory_format=cl), x.to(memory_format=cl)
+    d = x.to(torch.float64, memory_format=cl)
+    e = x.clone(memory_format=torch.contiguous_format)
+    return (a.stride(), (a * 2).stride(), b.stride(), (b + 1).stride(), c.stride(), d.stride(),
+            e.stride(), (e + 1).stride(), a.is_contiguous(memory_format=cl), a + b + c + e)
+
+
 def unknown_layout(x):
     # reshape of a transposed tensor may copy: ptc breaks and asks eager
     return x.t().reshape(-1).stride(), x + 1
@@ -69,6 +80,8 @@ def unknown_layout(x):
     (channels_last, lambda: torch.ones(2, 3, 4, 5).to(memory_format=torch.channels_last), 0),
     (channels_last, lambda: torch.ones(2, 3, 4, 5), 0),
     (unknown_layout, lambda: torch.ones(2, 4), 1),
+    (in_memory_formats, lambda: torch.arange(120.0).view(2, 3, 4, 5), 0),
+    (in_memory_formats, lambda: torch.arange(120.0).view(2, 3, 4, 5).to(memory_format=torch.channels_last), 0),
     (created, lambda: torch.ones(2, 4), 0),
     (created_like, lambda: torch.ones(2, 4), 0),
     (created_channels_last, lambda: torch.ones(2, 3, 4, 5).to(memory_format=torch.channels_last), 1),
@@ -157,3 +170,23 @@ def test_size1_dims_keep_eagers_strides(make, backend):
         assert want[6:] == got[6:]
         for w, g in zip(want[:6], got[:6]):
             torch.testing.assert_close(g, w)
+
+
+@pytest.mark.parametrize("backend", ["eager", "ptc"])
+def test_memory_format_results_are_eagers(backend):
+    """Returned, a result laid out channels-last keeps eager's strides, and
+    contiguous(memory_format=) of a tensor already so laid out is the tensor
+    itself, as eager's."""
+    cl = torch.channels_last
+
+    def f(x):
+        y = x.contiguous(memory_format=cl)
+        return y, x.clone(memory_format=cl) * 2, y is x
+
+    compiled = ptc.compile(f, backend=backend)
+    for make in (lambda: torch.arange(120.0).view(2, 3, 4, 5),
+                 lambda: torch.arange(120.0).view(2, 3, 4, 5).to(memory_format=cl)):
+        want, got = f(make()), compiled(make())
+        assert [t.stride() for t in got[:2]] == [t.stride() for t in want[:2]]
+        assert all(torch.equal(g, w) for g, w in zip(got[:2], want[:2])) and got[2] == want[2]
+    assert counts(compiled)[1] == 0

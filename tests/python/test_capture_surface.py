@@ -342,6 +342,36 @@ def var_mean_and_std_mean(x):
             torch.std_mean(x, False))
 
 
+@case(1, 0)
+def pixel_shuffle_and_unshuffle(x):
+    # main: a break at each (PTC-B007, torch.pixel_shuffle)
+    t = x.repeat(2, 2).reshape(1, 4, 3, 2)
+    s = torch.nn.functional.pixel_shuffle(t, 2)
+    return s, torch.nn.functional.pixel_unshuffle(s, 2), torch.pixel_shuffle(t.reshape(4, 3, 2), 1)
+
+
+@case(1, 1)
+def pixel_shuffle_of_indivisible_channels_raises(x):
+    return torch.nn.functional.pixel_shuffle(x.reshape(1, 3, 2, 1), 2)
+
+
+@case(1, 0)
+def count_nonzero_over_dims(x):
+    # main: a break (PTC-B007, torch.count_nonzero)
+    return torch.count_nonzero(x), x.count_nonzero(1), torch.count_nonzero(x - 1, (0, -1))
+
+
+@case(0, 1)
+def count_nonzero_over_a_repeated_dim_raises(x):
+    return torch.count_nonzero(x, (1, 1))
+
+
+@case(1, 0)
+def tril_and_triu_indices(x):
+    # main: a break at each (PTC-B007): constants of the graph now
+    return x[tuple(torch.tril_indices(2, 3))], torch.triu_indices(3, 3, 1) + x.sum().long()
+
+
 @pytest.mark.parametrize("fn,graphs,breaks", CASES)
 def test_like_eager(fn, graphs, breaks):
     x = torch.arange(6.0).reshape(2, 3)
@@ -458,3 +488,31 @@ def test_var_mean_gradients_match_eager():
     want, = torch.autograd.grad(f(x), x)
     got, = torch.autograd.grad(ptc.compile(f)(x), x)
     torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_pixel_shuffle_and_count_nonzero_compiled_by_ptc_match_eager(channels_last):
+    """Values, strides (a channels-last input's results are channels-last,
+    as eager's) and pixel_shuffle's gradient from ptc's kernels against
+    eager's (a composite of view, permute, reshape and clone; count_nonzero a
+    sum of x != 0)."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 8, 3, 4)
+    if channels_last:
+        x = x.to(memory_format=torch.channels_last)
+    x.requires_grad_()
+
+    def f(x):
+        s = torch.nn.functional.pixel_shuffle(x, 2)
+        u = torch.nn.functional.pixel_unshuffle(s.sin(), 2)
+        return s, u, torch.count_nonzero(x.detach() > 0.5, dim=(1, 3))
+
+    compiled = ptc.compile(f)
+    with torch.no_grad():  # a training graph's outputs have its kernels' strides
+        for g, w in zip(compiled(x), f(x)):
+            assert g.dtype == w.dtype and g.stride() == w.stride()
+            torch.testing.assert_close(g, w)
+    want, got = f(x), compiled(x)
+    gw = torch.autograd.grad((want[0] * want[1].sum()).sum(), x)[0]
+    gg = torch.autograd.grad((got[0] * got[1].sum()).sum(), x)[0]
+    torch.testing.assert_close(gg, gw)

@@ -62,6 +62,11 @@ int cap_torch_setitem(cap_trace *T, cap_tensor *t, PyObject *key, PyObject *v);
  * contiguous in a memory format, as torch's is_contiguous(memory_format)
  * says. */
 typedef enum { CAP_ROW_MAJOR, CAP_CHANNELS_LAST, CAP_CHANNELS_LAST_3D } cap_memory_format;
+/* torch.preserve_format, to cap_memory_format_of (not a layout). */
+#define CAP_PRESERVE_FORMAT 3
+/* The cap_memory_format of a memory_format= argument (None: row-major),
+ * CAP_PRESERVE_FORMAT, or -1 for another object (torch_ops.c). */
+int cap_memory_format_of(PyObject *format);
 bool cap_value_strides(cap_trace *T, const ptc_value *v, int64_t *st);
 /* The order, outermost dim first, in which a *_like of input lays out its
  * dims (torch's preserve_format: input's own order where it is dense, else
@@ -339,11 +344,17 @@ const cap_tmap *cap_np_method_row(const char *name);
     X(isinf) X(nan_to_num) X(isclose) X(dot) X(flip) X(repeat_interleave)       \
     X(tile) X(broadcast_to) X(broadcast_tensors) X(diff) X(pointwise_loss)      \
     X(bce) X(nll_loss) X(cross_entropy) X(stack_dims) X(native_mha)            \
+    X(pixel_shuffle) X(count_nonzero) X(clone)                                  \
     X(new) X(type) X(from_numpy) X(numpy) X(np_func) X(np_method) X(np_from_numpy)      \
     X(np_tensor_const)
 
 #define X(n) int cap_th_##n(cap_tcall *c, PyObject **out);
 CAP_SPECIAL_HANDLERS(X)
+
+/* Tensor t in memory format f, as t.contiguous(memory_format=f) lays it out
+ * (torch_shape.c): t itself where it is so already, else a value with f's
+ * strides. */
+int cap_in_memory_format(cap_tcall *c, cap_tensor *t, int f, PyObject **out);
 #undef X
 
 #endif /* PTC_CAP_TORCH_H */

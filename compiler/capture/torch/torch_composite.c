@@ -378,6 +378,76 @@ int cap_th_flip(cap_tcall *c, PyObject **out)
     return cap_wrap_value(c->T, ptc_composite_flip(composer(c), x->v, norm, nd), out);
 }
 
+/* pixel_shuffle(input, upscale_factor), pixel_unshuffle(input,
+ * downscale_factor): sizes torch refuses break, so that the call raises
+ * eager's error; the result of a channels-last input is channels-last, as
+ * eager's (torch's suggest_memory_format), and one of unknown strides breaks. */
+int cap_th_pixel_shuffle(cap_tcall *c, PyObject **out)
+{
+    bool un = strcmp(short_name(c), "pixel_unshuffle") == 0;
+    cap_tensor *x = input_of(c, "input");
+    PyObject *f = ARG(1, un ? "downscale_factor" : "upscale_factor");
+    if (!x || !f || !PyLong_Check(f))
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s needs a tensor and an int factor",
+                           c->m->name);
+    const ptc_ttype *t = &x->v->type;
+    int64_t r = PyLong_AsLongLong(f), st[PTC_MAX_DIMS];
+    int n = t->ndim - 3;
+    if (n < 0 || r <= 0)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s of these sizes raises", c->m->name);
+    for (int d = n; d < t->ndim; d++)
+        if (t->shape[d].sym)
+            return cap_t_need_static(c->T, "%s of a dynamic size", c->m->name);
+    int64_t ch = t->shape[n].value, h = t->shape[n + 1].value, w = t->shape[n + 2].value;
+    if (un ? h % r || w % r : ch % (r * r))
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s of these sizes raises", c->m->name);
+    if (!cap_value_strides(c->T, x->v, st))
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "%s of an unknown layout", c->m->name);
+    bool channels_last = t->ndim == 4 && cap_strides_contiguous(t, st, CAP_CHANNELS_LAST) &&
+                         !cap_strides_contiguous(t, st, CAP_ROW_MAJOR);
+    PyObject *shuffled = NULL;
+    int rc = cap_wrap_value(c->T, ptc_composite_pixel_shuffle(composer(c), x->v, r, un),
+                            channels_last ? &shuffled : out);
+    if (rc != CAP_NEXT || !channels_last)
+        return rc;
+    rc = cap_in_memory_format(c, (cap_tensor *)shuffled, CAP_CHANNELS_LAST, out);
+    Py_DECREF(shuffled);
+    return rc;
+}
+
+/* count_nonzero(input, dim=None): dim an int or a list of distinct ints. */
+int cap_th_count_nonzero(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    PyObject *dim = ARG(1, "dim");
+    if (!x)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s needs a tensor", c->m->name);
+    int ndim = x->v->type.ndim, n = 0;
+    int64_t dims[PTC_MAX_DIMS];
+    PyObject *list = !dim || dim == Py_None ? PyTuple_New(0)
+                     : PyLong_Check(dim)    ? PyTuple_Pack(1, dim)
+                     : PySequence_Check(dim) ? PySequence_Tuple(dim)
+                                             : NULL;
+    if (!list) {
+        PyErr_Clear();
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s: dim must be ints", c->m->name);
+    }
+    bool ok = PyTuple_Size(list) <= ndim;
+    for (Py_ssize_t i = 0; ok && i < PyTuple_Size(list); i++) {
+        PyObject *v = PyTuple_GetItem(list, i);
+        int64_t d = PyLong_Check(v) ? PyLong_AsLongLong(v) : INT64_MAX;
+        ok = d >= -ndim && d < (ndim ? ndim : 1);
+        dims[n] = ok ? norm_dim(d, ndim ? ndim : 1) : 0;
+        for (int j = 0; ok && j < n; j++)
+            ok = dims[j] != dims[n];
+        n++;
+    }
+    Py_DECREF(list);
+    if (!ok || (ndim == 0 && n > 0))
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s with these dims raises", c->m->name);
+    return cap_wrap_value(c->T, ptc_composite_count_nonzero(composer(c), x->v, dims, n), out);
+}
+
 /* repeat_interleave(repeats: int, dim=None). */
 int cap_th_repeat_interleave(cap_tcall *c, PyObject **out)
 {

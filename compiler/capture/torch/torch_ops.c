@@ -1359,17 +1359,17 @@ int cap_th_stride(cap_tcall *c, PyObject **out)
     return *out ? CAP_NEXT : CAP_ERR;
 }
 
-/* The memory format an is_contiguous() asks about, or -1 for another. */
-static int memory_format_of(PyObject *format)
+int cap_memory_format_of(PyObject *format)
 {
-    static const char *names[] = {"contiguous_format", "channels_last", "channels_last_3d"};
+    static const char *names[] = {"contiguous_format", "channels_last", "channels_last_3d",
+                                  "preserve_format"};
     if (!format || format == Py_None)
         return CAP_ROW_MAJOR;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         PyObject *torch_format = PyObject_GetAttrString(cap_T.torch, names[i]);
         Py_XDECREF(torch_format); /* torch keeps them */
         if (torch_format == format)
-            return i;
+            return i < 3 ? i : CAP_PRESERVE_FORMAT;
     }
     PyErr_Clear();
     return -1;
@@ -1378,8 +1378,8 @@ static int memory_format_of(PyObject *format)
 int cap_th_is_contiguous(cap_tcall *c, PyObject **out)
 {
     cap_tensor *t = tens(c, 0, "self");
-    int format = memory_format_of(ARG(1, "memory_format"));
-    if (format < 0)
+    int format = cap_memory_format_of(ARG(1, "memory_format"));
+    if (format < 0 || format == CAP_PRESERVE_FORMAT)
         return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
                            "is_contiguous() of an unknown memory format");
     int64_t st[PTC_MAX_DIMS];

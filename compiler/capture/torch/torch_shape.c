@@ -282,18 +282,82 @@ int cap_th_chunk(cap_tcall *c, PyObject **out)
     return mark_views_list(rc, out, t);
 }
 
-int cap_th_contiguous(cap_tcall *c, PyObject **out)
+/* t in memory format f (a cap_memory_format), as contiguous(memory_format=f)
+ * lays it out: t itself where its strides already are f's (eager's alias;
+ * for row-major only a graph input's layout is known while tracing), else a
+ * value whose strides are f's. Row-major: a contiguous() node (free: an
+ * alias in the loops), so that the result's strides follow eager's (x.t() + 1
+ * is not contiguous). Channels-last: the row-major copy of t's channels-last
+ * permutation, permuted back: t's values with channels-last strides. A rank
+ * the format does not take breaks (eager raises). */
+int cap_in_memory_format(cap_tcall *c, cap_tensor *t, int f, PyObject **out)
 {
-    cap_tensor *t = self_of(c);
-    /* Only an input's layout is known while tracing: on any other value
-       contiguous() is a node (free: an alias in the loops), so that the
-       result's strides follow eager's (x.t() + 1 is not contiguous). */
-    if (!t->v->def && ty(t)->layout == PTC_LAYOUT_CONTIGUOUS) {
+    static const int64_t to_last[2][5] = {{0, 2, 3, 1}, {0, 2, 3, 4, 1}},
+                         back[2][5] = {{0, 3, 1, 2}, {0, 4, 1, 2, 3}};
+    const ptc_ttype *tt = ty(t);
+    int64_t st[PTC_MAX_DIMS];
+    if (f == CAP_ROW_MAJOR && !t->v->def && tt->layout == PTC_LAYOUT_CONTIGUOUS) {
         *out = Py_NewRef((PyObject *)t);
         return CAP_NEXT;
     }
-    ptc_arg a[1] = {ptc_arg_value(t->v)};
-    return cap_build(c->T, PTC_OP_CONTIGUOUS, a, 1, out);
+    if (f == CAP_ROW_MAJOR) {
+        ptc_arg a[1] = {ptc_arg_value(t->v)};
+        return cap_build(c->T, PTC_OP_CONTIGUOUS, a, 1, out);
+    }
+    int k = f == CAP_CHANNELS_LAST ? 0 : 1;
+    if (tt->ndim != 4 + k)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s: channels_last%s needs rank %d", c->m->name,
+                           k ? "_3d" : "", 4 + k);
+    if (cap_value_strides(c->T, t->v, st) && cap_strides_contiguous(tt, st, f)) {
+        *out = Py_NewRef((PyObject *)t);
+        return CAP_NEXT;
+    }
+    ptc_arg p1[2] = {ptc_arg_value(t->v), ptc_arg_ints(c->T->arena, to_last[k], 4 + k)};
+    ptc_value *v = cap_build1(c->T, PTC_OP_PERMUTE, p1, 2);
+    ptc_arg ct[1] = {ptc_arg_value(v)};
+    v = v ? cap_build1(c->T, PTC_OP_CONTIGUOUS, ct, 1) : NULL;
+    if (!v)
+        return CAP_BREAK;
+    ptc_arg p2[2] = {ptc_arg_value(v), ptc_arg_ints(c->T->arena, back[k], 4 + k)};
+    return cap_build(c->T, PTC_OP_PERMUTE, p2, 2, out);
+}
+
+/* The memory_format= keyword of contiguous, clone and to: a
+ * cap_memory_format, CAP_PRESERVE_FORMAT where it is absent and preserve
+ * is the default (clone, to), or a break (-1) for another object. */
+static int format_kw(cap_tcall *c, int pos, int dflt)
+{
+    PyObject *f = ARG(pos, "memory_format");
+    int format = f ? cap_memory_format_of(f) : dflt;
+    if (format >= 0 && (format != CAP_PRESERVE_FORMAT || dflt == CAP_PRESERVE_FORMAT))
+        return format;
+    cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "%s with this memory_format", c->m->name);
+    return -1;
+}
+
+int cap_th_contiguous(cap_tcall *c, PyObject **out)
+{
+    int f = format_kw(c, 1, CAP_ROW_MAJOR);
+    return f < 0 ? CAP_BREAK : cap_in_memory_format(c, self_of(c), f, out);
+}
+
+/* clone(memory_format=preserve_format): a copy, in format f where one is
+ * given (contiguous or channels-last strides, as eager's). */
+int cap_th_clone(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *t = self_of(c);
+    int f = format_kw(c, -1, CAP_PRESERVE_FORMAT);
+    if (!t || f < 0)
+        return t ? CAP_BREAK : cap_t_break(c->T, CAP_B_TRACE_ERROR, "clone needs a tensor");
+    PyObject *laid = NULL;
+    int rc = f == CAP_PRESERVE_FORMAT ? (laid = Py_NewRef((PyObject *)t), CAP_NEXT)
+                                      : cap_in_memory_format(c, t, f, &laid);
+    if (rc != CAP_NEXT)
+        return rc;
+    ptc_arg a[1] = {ptc_arg_value(cap_val(laid))};
+    rc = cap_build(c->T, PTC_OP_CLONE, a, 1, out);
+    Py_DECREF(laid);
+    return rc;
 }
 
 int cap_th_detach(cap_tcall *c, PyObject **out)
@@ -370,7 +434,17 @@ int cap_th_to(cap_tcall *c, PyObject **out)
             return cap_t_break(c->T, CAP_B_TRACE_ERROR, "to(): bad device");
         devp = &dev;
     }
-    return to_dtype_device(c, t, dt, devp, out);
+    int f = format_kw(c, -1, CAP_PRESERVE_FORMAT);
+    if (f < 0)
+        return CAP_BREAK;
+    if (f == CAP_PRESERVE_FORMAT)
+        return to_dtype_device(c, t, dt, devp, out);
+    PyObject *moved = NULL;
+    int rc = to_dtype_device(c, t, dt, devp, &moved);
+    if (rc == CAP_NEXT)
+        rc = cap_in_memory_format(c, (cap_tensor *)moved, f, out);
+    Py_XDECREF(moved);
+    return rc;
 }
 
 int cap_th_type_as(cap_tcall *c, PyObject **out)

@@ -386,14 +386,11 @@ void cap_pointwise_strides(const ptc_ttype *ot, int nops, const ptc_ttype *const
 /* A creation op's result: row-major from a factory; from a *_like, its
  * input's strides where the input is dense, else dense strides in the
  * input's order (torch's empty_like with preserve_format). */
-static bool created_strides(cap_trace *T, const ptc_node *n, const ptc_value *v, int64_t *st,
-                            int depth)
+/* The strides of v made like value in (preserve_format: a *_like, clone):
+ * in's own where in is dense, else dense strides in in's order. */
+static bool like_strides(cap_trace *T, const ptc_value *in, const ptc_value *v, int64_t *st,
+                         int depth)
 {
-    const ptc_value *in = noted(T->like_inputs, n);
-    if (!in) {
-        row_major(&v->type, st);
-        return true;
-    }
     int64_t in_st[PTC_MAX_DIMS];
     int8_t perm[PTC_MAX_DIMS];
     if (!strides_of_value(T, in, in_st, depth + 1))
@@ -403,6 +400,17 @@ static bool created_strides(cap_trace *T, const ptc_node *n, const ptc_value *v,
     else
         dense_in_order_of(&v->type, in_st, st);
     return true;
+}
+
+static bool created_strides(cap_trace *T, const ptc_node *n, const ptc_value *v, int64_t *st,
+                            int depth)
+{
+    const ptc_value *in = noted(T->like_inputs, n);
+    if (!in) {
+        row_major(&v->type, st);
+        return true;
+    }
+    return like_strides(T, in, v, st, depth);
 }
 
 static bool strides_of_value(cap_trace *T, const ptc_value *v, int64_t *st, int depth)
@@ -428,6 +436,8 @@ static bool strides_of_value(cap_trace *T, const ptc_value *v, int64_t *st, int 
         return strides_of_value(T, replaced, st, depth + 1);
     if (noted(T->like_inputs, n) || (ptc_op_flags(n->op) & PTC_F_CREATION))
         return created_strides(T, n, v, st, depth);
+    if (n->op == PTC_OP_CLONE && n->args[0].kind == PTC_ARG_VALUE)
+        return like_strides(T, n->args[0].v, v, st, depth);
     if (!is_view(n->op) && !is_detach(n))
         return computed_strides(T, n, v, st, depth);
     const ptc_value *base = n->args[0].kind == PTC_ARG_VALUE ? n->args[0].v : NULL;
