@@ -151,7 +151,7 @@ typedef struct ptc_cuda_code {
     ptc_cuda_launch launch;
     int nforms; /* >= 1 */
     ptc_cuda_form forms[PTC_CUDA_MAX_FORMS];
-    bool outer_contig, inner_contig; /* what the team choice weighs (plan.c) */
+    bool outer_contig, inner_contig, pointwise; /* what the team choice weighs (plan.c) */
     /* i32: the entries' index arithmetic is 32-bit; i32_symbolic: so for
      * symbolic sizes, and a call whose sizes fail ptc_cuda_fits_i32 runs the
      * kernel's 64-bit variant (ptc_codegen_opts.wide_index), made when one

@@ -178,7 +178,9 @@ typedef struct sched {
     ptc_schedule *s;
 } sched;
 
-static inline sched schedule_of(const char *text)
+/* text scheduled with team_threads (the pipeline's CUDA programs: 1024;
+ * 0: a thread per outer iteration, as the CPU's). */
+static inline sched schedule_with(const char *text, int team_threads)
 {
     sched r = {ptc_arena_new(), parse(text), NULL, NULL};
     ptc_error err;
@@ -186,10 +188,15 @@ static inline sched schedule_of(const char *text)
     ck_assert_msg(r.prims && ptc_simplify(r.prims, &err) == 0, "%s", err.msg);
     ptc_lprog *lp = ptc_lower(r.a, r.prims, &err);
     ck_assert_msg(lp != NULL, "%s", err.msg);
-    ptc_sched_opts so = {.nthreads = 1024};
+    ptc_sched_opts so = {.nthreads = 1024, .team_threads = team_threads};
     r.s = ptc_schedule_build(r.a, lp, &so, &err);
     ck_assert_msg(r.s != NULL, "%s", err.msg);
     return r;
+}
+
+static inline sched schedule_of(const char *text)
+{
+    return schedule_with(text, 0);
 }
 
 static inline void sched_free(sched *r)

@@ -48,6 +48,7 @@ typedef struct gplan {
     int64_t scratch_team; /* global scratch bytes per team (static) */
     uint8_t *valign;      /* per kernel arg: alignment the vector form needs (0: none) */
     bool outer_contig, inner_contig; /* the accesses the team choice weighs */
+    bool pointwise;                  /* and whether no group reduces */
     bool erfc_sum;                   /* 1 + erf(z) is g_one_plus_erf's (plan.c says when) */
     int min_blocks;    /* row mode: blocks per SM the entry asks registers for (0: any) */
     bool row_forward;  /* row mode: a lane's row-long locals stay in registers from

@@ -10,7 +10,9 @@
  * them (a reduction over a strided dimension: threads then read consecutive
  * addresses), a warp or part of one for ordinary rows (softmax, layer_norm:
  * the reduction is warp shuffles only), and a whole block for long rows when
- * there are too few rows to fill the GPU. A reduction group splits its team
+ * there are too few rows to fill the GPU; a kernel of pointwise groups only
+ * (a per-row factor, then a pass over the row: a BatchNorm fold's weights)
+ * with too few rows grows its team past a warp until the teams fill a wave. A reduction group splits its team
  * into Tk x Tr: Tr threads share one reduction, Tk kept elements run side by
  * side.
  *
@@ -268,6 +270,7 @@ static bool unit_in(const ptc_ix *x, int v)
 typedef struct access_info {
     bool outer_contig; /* some non-local access has stride 1 in the last outer var */
     bool inner_contig; /* ... in the last inner or reduction var of its group */
+    bool pointwise;    /* no group reduces */
 } access_info;
 
 static void scan_offset(const ptc_schedule *s, const ptc_kernel *k, const ptc_kgroup *G, int buf,
@@ -289,8 +292,10 @@ static void scan_offset(const ptc_schedule *s, const ptc_kernel *k, const ptc_kg
 static void scan_accesses(const ptc_schedule *s, const ptc_kernel *k, access_info *ai)
 {
     memset(ai, 0, sizeof *ai);
+    ai->pointwise = true;
     for (int g = 0; g < k->ngroups; g++) {
         const ptc_kgroup *G = &k->groups[g];
+        ai->pointwise &= !G->reduction;
         for (int m = 0; m < G->nmembers; m++) {
             const ptc_kmember *mem = &G->members[m];
             const ptc_lnode *n = s->prog->nodes[mem->node];
@@ -408,8 +413,20 @@ static int choose_team(const access_info *ai, double outer, double work, int sms
     if (ai->outer_contig && !ai->inner_contig && outer >= MANY_OUTER)
         return 1;
     /* up to a warp, each thread with WARP_TEAM_WORK or more elements */
-    if (outer >= (double)OUTER_PER_SM * sms || work < BLOCK_WORK)
-        return pow2_floor(work / WARP_TEAM_WORK < WARP ? work / WARP_TEAM_WORK : WARP);
+    int warp_team = pow2_floor(work / WARP_TEAM_WORK < WARP ? work / WARP_TEAM_WORK : WARP);
+    if (outer >= (double)OUTER_PER_SM * sms)
+        return warp_team;
+    if (work < BLOCK_WORK) {
+        /* too few iterations to fill the GPU with warps: a pointwise team
+           grows, each thread keeping WARP_TEAM_WORK elements, until the
+           teams fill a wave (a BatchNorm fold's weight kernel, 256 rows of
+           1024 scaled by a per-row factor: 14 us a call with warps) */
+        int t = warp_team;
+        while (ai->pointwise && t >= WARP && t < MAX_BLOCK && work / (2 * t) >= WARP_TEAM_WORK &&
+               outer * t < (double)sms * SM_THREADS)
+            t *= 2;
+        return t;
+    }
     int t = pow2_floor(work / BLOCK_TEAM_WORK);
     return t < WARP ? WARP : t;
 }
@@ -963,6 +980,7 @@ int g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_c
     scan_accesses(s, k, &ai);
     p->outer_contig = ai.outer_contig;
     p->inner_contig = ai.inner_contig;
+    p->pointwise = ai.pointwise;
     int T = choose_team(&ai, outer, work_at(k, SYM_HINT), sms);
     int teams[PTC_CUDA_MAX_FORMS], nforms = 1;
     static int team_warned;
@@ -988,6 +1006,7 @@ int g_plan(ptc_arena *a, const ptc_schedule *s, const ptc_kernel *k, const ptc_c
         plan_init(a, s, k, wide_index, &forms[f]);
         forms[f].outer_contig = ai.outer_contig;
         forms[f].inner_contig = ai.inner_contig;
+        forms[f].pointwise = ai.pointwise;
         plan_team(s, k, teams[f], &forms[f]);
     }
     /* symbolic sizes: column mode as one more form, for the calls it fits */
@@ -1017,7 +1036,7 @@ int ptc_cuda_pick(const ptc_cuda_code *code, double outer, double work, int sms)
     for (int f = 0; f < code->nforms; f++)
         if (code->forms[f].col && col)
             return f;
-    access_info ai = {code->outer_contig, code->inner_contig};
+    access_info ai = {code->outer_contig, code->inner_contig, code->pointwise};
     int want = choose_team(&ai, outer, work, sms), best = 0;
     /* nearest in log2, the larger team on a tie; column mode only where it fits */
     double best_d = 1e30;

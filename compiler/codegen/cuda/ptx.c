@@ -441,6 +441,7 @@ static void gen_name(gen *g, const char *label, const gplan *plan, int nargs)
     out->launch.valign = calloc((size_t)nargs + 1, 1);
     out->outer_contig = plan->outer_contig;
     out->inner_contig = plan->inner_contig;
+    out->pointwise = plan->pointwise;
     out->i32 = plan->i32;
 }
 
