@@ -206,8 +206,9 @@ typedef struct cap_weight_cache cap_weight_cache;
  * unless PTC_WEIGHT_CACHE is set (it is opt-in), or out of memory. Made
  * before g is compiled: a program compiled without one converts its weight
  * inputs channels-last with kernels of its own every call (layout.c), one
- * with one leaves them to it (ptc_compile_opts.weights_kept). output_inputs (or NULL): for each output of g, the input it
- * is the new value of (-1: none); those inputs are never kept. */
+ * with one leaves them to it (ptc_compile_opts.weights_kept). output_inputs
+ * (or NULL): for each output of g, the input it is the new value of (-1:
+ * none); those inputs are never kept. */
 cap_weight_cache *cap_weight_cache_new(const ptc_graph *g, const int *output_inputs);
 void cap_weight_cache_free(cap_weight_cache *c); /* takes the GIL */
 /* Whether a convolution reading channels-last `input` takes `weight`

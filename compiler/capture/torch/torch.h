@@ -350,11 +350,11 @@ const cap_tmap *cap_np_method_row(const char *name);
 
 #define X(n) int cap_th_##n(cap_tcall *c, PyObject **out);
 CAP_SPECIAL_HANDLERS(X)
+#undef X
 
 /* Tensor t in memory format f, as t.contiguous(memory_format=f) lays it out
  * (torch_shape.c): t itself where it is so already, else a value with f's
  * strides. */
 int cap_in_memory_format(cap_tcall *c, cap_tensor *t, int f, PyObject **out);
-#undef X
 
 #endif /* PTC_CAP_TORCH_H */

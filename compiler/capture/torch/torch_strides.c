@@ -383,11 +383,8 @@ void cap_pointwise_strides(const ptc_ttype *ot, int nops, const ptc_ttype *const
     dense_in_operand_order(ot, n, ops, st);
 }
 
-/* A creation op's result: row-major from a factory; from a *_like, its
- * input's strides where the input is dense, else dense strides in the
- * input's order (torch's empty_like with preserve_format). */
-/* The strides of v made like value in (preserve_format: a *_like, clone):
- * in's own where in is dense, else dense strides in in's order. */
+/* The strides of v made like value in (torch's preserve_format: a *_like,
+ * clone): in's own where in is dense, else dense strides in in's order. */
 static bool like_strides(cap_trace *T, const ptc_value *in, const ptc_value *v, int64_t *st,
                          int depth)
 {
@@ -402,6 +399,8 @@ static bool like_strides(cap_trace *T, const ptc_value *in, const ptc_value *v, 
     return true;
 }
 
+/* A creation op's result: row-major from a factory; from a *_like, as
+ * like_strides says. */
 static bool created_strides(cap_trace *T, const ptc_node *n, const ptc_value *v, int64_t *st,
                             int depth)
 {

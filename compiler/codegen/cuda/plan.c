@@ -12,9 +12,9 @@
  * the reduction is warp shuffles only), and a whole block for long rows when
  * there are too few rows to fill the GPU; a kernel of pointwise groups only
  * (a per-row factor, then a pass over the row: a BatchNorm fold's weights)
- * with too few rows grows its team past a warp until the teams fill a wave. A reduction group splits its team
- * into Tk x Tr: Tr threads share one reduction, Tk kept elements run side by
- * side.
+ * with too few rows grows its team past a warp until the teams fill a wave.
+ * A reduction group splits its team into Tk x Tr: Tr threads share one
+ * reduction, Tk kept elements run side by side.
  *
  * Kernel-local buffers live in registers / local memory for T = 1 (flat
  * kernels forward them and never store them), in shared memory for teams
