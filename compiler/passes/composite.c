@@ -193,6 +193,44 @@ V ptc_composite_exp2(dctx *d, V x, ptc_dtype float_dt)
     return dp_build(d, PTC_OP_POW, a, 2);
 }
 
+/* sinc(x) = sin(pi x) / (pi x), 1 at 0 (torch's kernel: the product in
+ * x's type); an integer x in float_dt. At 0 the quotient is taken of 1, not
+ * 0, so that its gradient there is 0 (torch's) and not NaN, which the
+ * outer where's zero would not mask (0 * NaN). */
+V ptc_composite_sinc(dctx *d, V x, ptc_dtype float_dt)
+{
+    if (x && !ptc_dtype_is_float(x->type.dtype))
+        x = to_dtype(d, x, float_dt);
+    V zero = scalar_op(d, PTC_OP_EQ, x, 0);
+    V px = where(d, zero, ptc_arg_float(1.0), ptc_arg_value(scalar_op(d, PTC_OP_MUL, x, M_PI)));
+    V q = dp_binary(d, PTC_OP_DIV, dp_unary(d, PTC_OP_SIN, px), px);
+    return where(d, zero, ptc_arg_float(1.0), ptc_arg_value(q));
+}
+
+/* heaviside(x, values): values where x is 0, else 1 where x > 0 and 0
+ * otherwise (NaN too, as torch's kernel); x and values of one dtype. */
+V ptc_composite_heaviside(dctx *d, V x, V values)
+{
+    V pos = x ? to_dtype(d, scalar_op(d, PTC_OP_GT, x, 0), x->type.dtype) : NULL;
+    return where(d, scalar_op(d, PTC_OP_EQ, x, 0), ptc_arg_value(values), ptc_arg_value(pos));
+}
+
+/* nansum / nanmean over dims (n of them; all with n 0): NaNs count as 0,
+ * and nanmean divides by the number of the others. */
+V ptc_composite_nansum(dctx *d, V x, const int64_t *dims, int n, bool keepdim, bool mean)
+{
+    V nan = dp_unary(d, PTC_OP_ISNAN, x);
+    V kept = where(d, nan, ptc_arg_float(0.0), ptc_arg_value(x));
+    ptc_arg dl = n ? ptc_arg_ints(d->g->arena, dims, n) : ptc_arg_none();
+    ptc_arg sa[3] = {ptc_arg_value(kept), dl, ptc_arg_bool(keepdim)};
+    V sum = kept ? dp_build(d, PTC_OP_SUM, sa, 3) : NULL;
+    if (!mean || !sum)
+        return sum;
+    ptc_arg ca[3] = {ptc_arg_value(dp_unary(d, PTC_OP_LOGICAL_NOT, nan)), dl, ptc_arg_bool(keepdim)};
+    V count = nan ? dp_build(d, PTC_OP_SUM, ca, 3) : NULL;
+    return dp_binary(d, PTC_OP_DIV, sum, count);
+}
+
 /* log2 / log10 as log(x) / log(base); an integer x in float_dt. */
 V ptc_composite_log_base(dctx *d, V x, double base, ptc_dtype float_dt)
 {

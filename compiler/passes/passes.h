@@ -101,6 +101,13 @@ ptc_value *ptc_composite_addcop(ptc_composer *c, ptc_value *x, ptc_value *t1, pt
 ptc_value *ptc_composite_exp2(ptc_composer *c, ptc_value *x, ptc_dtype float_dt);
 ptc_value *ptc_composite_log_base(ptc_composer *c, ptc_value *x, double base, ptc_dtype float_dt);
 ptc_value *ptc_composite_xlogy(ptc_composer *c, ptc_value *x, ptc_value *y, ptc_dtype float_dt);
+ptc_value *ptc_composite_sinc(ptc_composer *c, ptc_value *x, ptc_dtype float_dt);
+/* x and values of one dtype (the caller checks). */
+ptc_value *ptc_composite_heaviside(ptc_composer *c, ptc_value *x, ptc_value *values);
+/* nansum(x, dims, keepdim), or nanmean with mean: dims normalised, distinct
+ * (n 0: every dim); x floating. */
+ptc_value *ptc_composite_nansum(ptc_composer *c, ptc_value *x, const int64_t *dims, int n,
+                                bool keepdim, bool mean);
 /* isinf (sign 0), isposinf (1), isneginf (-1); isfinite when finite. */
 ptc_value *ptc_composite_isinf(ptc_composer *c, ptc_value *x, int sign, bool finite);
 ptc_value *ptc_composite_nan_to_num(ptc_composer *c, ptc_value *x, double nan, double posinf,

@@ -372,6 +372,33 @@ def tril_and_triu_indices(x):
     return x[tuple(torch.tril_indices(2, 3))], torch.triu_indices(3, 3, 1) + x.sum().long()
 
 
+@case(1, 0)
+def nansum_and_nanmean(x):
+    # main: a break at each (PTC-B007)
+    y = torch.where(x > 3, float("nan"), x)
+    return (torch.nansum(y), y.nansum(1), torch.nansum(y, (0, 1), keepdim=True), y.nanmean(),
+            torch.nanmean(y, dim=0))
+
+
+@case(1, 1)
+def nanmean_of_integers_raises(x):
+    return torch.nanmean(x.long())
+
+
+@case(1, 0)
+def heaviside_sinc(x):
+    # main: a break at each (PTC-B007); sinc at 0 (its values elsewhere, torch's
+    # vectorised sin against sin, are compared within rounding below)
+    return (torch.heaviside(x - 2, torch.tensor(0.5)), (x - 2).heaviside(x[0]),
+            torch.heaviside(x.long() - 2, torch.tensor([7])), torch.sinc(x * 0),
+            torch.special.sinc(x.long() * 0))
+
+
+@case(1, 1)
+def heaviside_of_mixed_dtypes_raises(x):
+    return torch.heaviside(x, torch.tensor([1]))
+
+
 @pytest.mark.parametrize("fn,graphs,breaks", CASES)
 def test_like_eager(fn, graphs, breaks):
     x = torch.arange(6.0).reshape(2, 3)
@@ -516,3 +543,23 @@ def test_pixel_shuffle_and_count_nonzero_compiled_by_ptc_match_eager(channels_la
     gw = torch.autograd.grad((want[0] * want[1].sum()).sum(), x)[0]
     gg = torch.autograd.grad((got[0] * got[1].sum()).sum(), x)[0]
     torch.testing.assert_close(gg, gw)
+
+
+def test_nanmean_and_sinc_compiled_by_ptc_match_eager():
+    """Values and gradients from ptc's kernels against eager's: nanmean
+    (NaNs left out of sum and count), sinc (1 at 0)."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 6)
+    x[0, 1], x[2, 3] = float("nan"), 0.0
+    x.requires_grad_()
+
+    def f(x):
+        return torch.nanmean(x, 1), torch.sinc(torch.nan_to_num(x)), torch.sinc(x.long())
+
+    want, got = f(x), ptc.compile(f)(x)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, equal_nan=True)
+    # sinc's gradient at 0 is 0, as eager's (a NaN through the quotient before)
+    gw = torch.autograd.grad(want[0].sum() + want[1].sum(), x)[0]
+    gg = torch.autograd.grad(got[0].sum() + got[1].sum(), x)[0]
+    torch.testing.assert_close(gg, gw, equal_nan=True)

@@ -415,15 +415,11 @@ int cap_th_pixel_shuffle(cap_tcall *c, PyObject **out)
     return rc;
 }
 
-/* count_nonzero(input, dim=None): dim an int or a list of distinct ints. */
-int cap_th_count_nonzero(cap_tcall *c, PyObject **out)
+/* The dims of a reduction's dim= argument (None: n 0, every dim; an int; a
+ * list of distinct ints), normalised; a break where eager raises. */
+static int reduced_dims(cap_tcall *c, PyObject *dim, int ndim, int64_t *dims, int *n)
 {
-    cap_tensor *x = input_of(c, "input");
-    PyObject *dim = ARG(1, "dim");
-    if (!x)
-        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s needs a tensor", c->m->name);
-    int ndim = x->v->type.ndim, n = 0;
-    int64_t dims[PTC_MAX_DIMS];
+    *n = 0;
     PyObject *list = !dim || dim == Py_None ? PyTuple_New(0)
                      : PyLong_Check(dim)    ? PyTuple_Pack(1, dim)
                      : PySequence_Check(dim) ? PySequence_Tuple(dim)
@@ -437,15 +433,68 @@ int cap_th_count_nonzero(cap_tcall *c, PyObject **out)
         PyObject *v = PyTuple_GetItem(list, i);
         int64_t d = PyLong_Check(v) ? PyLong_AsLongLong(v) : INT64_MAX;
         ok = d >= -ndim && d < (ndim ? ndim : 1);
-        dims[n] = ok ? norm_dim(d, ndim ? ndim : 1) : 0;
-        for (int j = 0; ok && j < n; j++)
-            ok = dims[j] != dims[n];
-        n++;
+        dims[*n] = ok ? norm_dim(d, ndim ? ndim : 1) : 0;
+        for (int j = 0; ok && j < *n; j++)
+            ok = dims[j] != dims[*n];
+        (*n)++;
     }
     Py_DECREF(list);
-    if (!ok || (ndim == 0 && n > 0))
+    if (!ok || (ndim == 0 && *n > 0))
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s with these dims raises", c->m->name);
+    return CAP_NEXT;
+}
+
+/* count_nonzero(input, dim=None). */
+int cap_th_count_nonzero(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    if (!x)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s needs a tensor", c->m->name);
+    int64_t dims[PTC_MAX_DIMS];
+    int n, rc = reduced_dims(c, ARG(1, "dim"), x->v->type.ndim, dims, &n);
+    if (rc != CAP_NEXT)
+        return rc;
     return cap_wrap_value(c->T, ptc_composite_count_nonzero(composer(c), x->v, dims, n), out);
+}
+
+/* nansum / nanmean(input, dim=None, keepdim=False, *, dtype=None) of a
+ * floating input (an integer one, or a dtype=, breaks: nansum of integers is
+ * sum, nanmean of them raises). */
+int cap_th_nansum(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    PyObject *keep = ARG(2, "keepdim"), *dt = ARG(-1, "dtype");
+    if (!x || !ptc_dtype_is_float(x->v->type.dtype) || (dt && dt != Py_None) ||
+        (keep && !PyBool_Check(keep)))
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "%s of a non-floating tensor, or with dtype=", c->m->name);
+    int64_t dims[PTC_MAX_DIMS];
+    int n, rc = reduced_dims(c, ARG(1, "dim"), x->v->type.ndim, dims, &n);
+    if (rc != CAP_NEXT)
+        return rc;
+    bool mean = strcmp(short_name(c), "nanmean") == 0;
+    return cap_wrap_value(c->T,
+                          ptc_composite_nansum(composer(c), x->v, dims, n, keep == Py_True, mean),
+                          out);
+}
+
+/* heaviside(input, values): tensors of one dtype (eager raises otherwise). */
+int cap_th_heaviside(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    PyObject *v = ARG(1, "values");
+    if (!x || !v || !cap_is_tensor(v) || cap_val(v)->type.dtype != x->v->type.dtype ||
+        x->v->type.dtype == PTC_BOOL)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s of these operands raises", c->m->name);
+    return cap_wrap_value(c->T, ptc_composite_heaviside(composer(c), x->v, cap_val(v)), out);
+}
+
+int cap_th_sinc(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    if (!x || x->v->type.dtype == PTC_BOOL)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s needs a number tensor", c->m->name);
+    return cap_wrap_value(c->T, ptc_composite_sinc(composer(c), x->v, cap_default_dtype()), out);
 }
 
 /* repeat_interleave(repeats: int, dim=None). */
