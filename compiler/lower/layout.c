@@ -333,20 +333,33 @@ static bool wants_conversion(ptc_lprog *p, const ptc_lnode *c, int k, const bool
                       stored_contiguous(p->arena, in));
 }
 
+/* Converts the operands wants_conversion names. A weight input that
+ * several convolutions read (a module applied twice) is converted once,
+ * before the first of them, and the later ones read that copy. */
 static int convert_operands(ptc_lprog *p, bool **cl, bool weights_kept)
 {
-    int n = 0;
+    int n = 0, nbufs = p->nbufs;
+    int *converted = calloc((size_t)nbufs + 1, sizeof *converted); /* weight buf -> copy + 1 */
     for (int i = 0; i < p->nnodes; i++) {
         ptc_lnode *c = p->nodes[i];
         if (!c || !is_conv2d(c) || !(*cl)[c->out[0]])
             continue;
-        for (int k = 0; k < 2; k++)
-            if (wants_conversion(p, c, k, *cl, weights_kept)) {
-                convert_operand(p, c, k, cl);
-                n++;
-                i++; /* c moved one place on */
+        for (int k = 0; k < 2; k++) {
+            if (!wants_conversion(p, c, k, *cl, weights_kept))
+                continue;
+            int src = c->xin[k].buf;
+            if (k == 1 && converted && converted[src]) {
+                c->xin[k].buf = converted[src] - 1;
+                continue;
             }
+            convert_operand(p, c, k, cl);
+            if (k == 1 && converted && src < nbufs)
+                converted[src] = c->xin[k].buf + 1;
+            n++;
+            i++; /* c moved one place on */
+        }
     }
+    free(converted);
     return n;
 }
 

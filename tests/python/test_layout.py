@@ -208,6 +208,24 @@ def test_cuda_weight_conversions_share_the_launch_before_them(tmp_path):
     assert len(converts) == 17 and set(converts) <= combined, kernels[:3000]
 
 
+def test_a_weight_two_convolutions_read_is_converted_once(tmp_path):
+    """A convolution applied twice in one graph (a siamese pair) converts
+    its weight once, before the first application."""
+    torch.manual_seed(5)
+    conv = torch.nn.Conv2d(8, 8, 3, padding=1)
+    w1 = torch.randn(8, 3, 3, 3)
+
+    def f(x):
+        h = F.conv2d(x, w1, padding=1).relu()
+        return conv(conv(h).relu()).relu() + 1
+
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        got, kernels = compile_traced(f, (x,), tmp_path)
+        assert_near(got, f(x), "cpu")
+    assert len(weight_conversions(kernels)) == 2, kernels[:3000]  # w1 and conv's weight
+
+
 def test_weights_already_channels_last_or_alike_either_way_are_not_copied(tmp_path, monkeypatch):
     """A module made channels-last by the user hands its weights as they
     are; so do 1x1 and depthwise weights, whose contiguous memory is already
