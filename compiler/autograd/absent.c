@@ -105,6 +105,7 @@ static bool gives_zero(const rebuild *r, const ptc_node *n)
     case PTC_OP_PRIMS_CAT:
         return all_values_zero(r, &n->args[0]);
     case PTC_OP_PRIMS_SCATTER_ADD:
+    case PTC_OP_PRIMS_SCATTER:
         return arg_zero(r, n, 0) && arg_zero(r, n, 3);
     default:
         return false;

@@ -523,13 +523,17 @@ static int d_sort(ag *a, const ptc_node *n, ptc_value *const *gout)
     return done(a);
 }
 
+/* prims.scatter_add or prims.scatter (op) of src into `into`. */
+static ptc_value *scatter_like(ag *a, ptc_op op, ptc_value *into, ptc_arg dim, ptc_value *index,
+                               ptc_value *src)
+{
+    ptc_arg args[4] = {ptc_arg_value(into), dim, ptc_arg_value(index), ptc_arg_value(src)};
+    return ag_build(a, op, args, 4);
+}
+
 static ptc_value *scatter_add(ag *a, ptc_value *into, ptc_arg dim, ptc_value *index, ptc_value *src)
 {
-    ptc_arg args[4] = {{.kind = PTC_ARG_VALUE, .v = into},
-                       dim,
-                       {.kind = PTC_ARG_VALUE, .v = index},
-                       {.kind = PTC_ARG_VALUE, .v = src}};
-    return ag_build(a, PTC_OP_PRIMS_SCATTER_ADD, args, 4);
+    return scatter_like(a, PTC_OP_PRIMS_SCATTER_ADD, into, dim, index, src);
 }
 
 /* Whether a gather takes one element of each row of x along dim (nll_loss,
@@ -597,6 +601,21 @@ static int d_scatter_add(ag *a, const ptc_node *n, ptc_value *const *gout)
     ag_accum(a, X, G);
     if (ag_needs(a, src)) {
         ptc_arg args[3] = {{.kind = PTC_ARG_VALUE, .v = G}, n->args[1], n->args[2]};
+        ag_accum(a, src, ag_build(a, PTC_OP_PRIMS_GATHER, args, 3));
+    }
+    return done(a);
+}
+
+/* scatter: the places written take their gradient from src (gathered back,
+ * as scatter_add's; src has index's shape, as capture makes it), the others
+ * keep a's (g with zeros written over the places). */
+static int d_scatter(ag *a, const ptc_node *n, ptc_value *const *gout)
+{
+    ptc_value *index = ag_in(n, 2), *src = ag_in(n, 3);
+    if (ag_needs(a, X))
+        ag_accum(a, X, scatter_like(a, PTC_OP_PRIMS_SCATTER, G, n->args[1], index, ZEROS(src)));
+    if (ag_needs(a, src)) {
+        ptc_arg args[3] = {ptc_arg_value(G), n->args[1], ptc_arg_value(index)};
         ag_accum(a, src, ag_build(a, PTC_OP_PRIMS_GATHER, args, 3));
     }
     return done(a);

@@ -743,7 +743,8 @@ static bool a_loop_reads(lowerer *L, const ptc_value *v, int depth)
         const ptc_node *n = g->nodes[L->users[u]];
         unsigned flags = ptc_op_flags(n->op);
         if ((flags & PTC_F_EXTERN) || n->op == PTC_OP_PRIMS_CUMSUM ||
-            n->op == PTC_OP_PRIMS_CUMPROD || n->op == PTC_OP_PRIMS_SCATTER_ADD)
+            n->op == PTC_OP_PRIMS_CUMPROD || n->op == PTC_OP_PRIMS_SCATTER_ADD ||
+            n->op == PTC_OP_PRIMS_SCATTER)
             continue;
         if (!(flags & PTC_F_VIEW) || n->nout != 1 || depth > 16 ||
             a_loop_reads(L, n->outs[0], depth + 1))
@@ -1174,7 +1175,8 @@ static int lower_node(lowerer *L, const ptc_node *n)
         return lower_check_index(L, n);
     case PTC_OP_PRIMS_CUMSUM:
     case PTC_OP_PRIMS_CUMPROD: new_extern(L, n, PTC_XK_SCAN); return 0;
-    case PTC_OP_PRIMS_SCATTER_ADD: new_extern(L, n, PTC_XK_SCATTER_ADD); return 0;
+    case PTC_OP_PRIMS_SCATTER_ADD:
+    case PTC_OP_PRIMS_SCATTER: new_extern(L, n, PTC_XK_SCATTER); return 0;
     case PTC_OP_MM:
     case PTC_OP_BMM:
     case PTC_OP_CONVOLUTION:

@@ -246,7 +246,7 @@ typedef struct ptc_lview {
 } ptc_lview;
 
 /* Externs ptc runs itself (always C), besides the framework externs. */
-typedef enum { PTC_XK_HOST = 0, PTC_XK_SCAN, PTC_XK_SCATTER_ADD } ptc_xkind;
+typedef enum { PTC_XK_HOST = 0, PTC_XK_SCAN, PTC_XK_SCATTER } ptc_xkind;
 
 typedef enum { PTC_LN_POINTWISE, PTC_LN_REDUCTION, PTC_LN_EXTERN } ptc_lnode_kind;
 

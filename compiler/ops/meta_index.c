@@ -161,14 +161,16 @@ int meta_prim_check_index(ptc_meta *m)
     return 0;
 }
 
-int meta_prim_scatter_add(ptc_meta *m)
+/* scatter and scatter_add (index i64 or i32), their prims (i64). */
+static int scatter_common(ptc_meta *m, bool prim)
 {
     const ptc_ttype *x = meta_t(m, 0), *idx = meta_t(m, 2), *src = meta_t(m, 3);
     int d;
     if (meta_dim(m, meta_arg(m, "dim")->i, x->ndim, x, &d))
         return -1;
-    if (idx->dtype != PTC_I64)
-        return ptc_meta_fail(m, "index must be i64, got %s", meta_tstr(m, idx));
+    if (prim ? idx->dtype != PTC_I64 : !int_index(idx->dtype))
+        return ptc_meta_fail(m, "index must be %s, got %s", prim ? "i64" : "i64 or i32",
+                             meta_tstr(m, idx));
     if (src->dtype != x->dtype)
         return ptc_meta_fail(m, "src %s must have the dtype of %s", meta_tstr(m, src),
                              meta_tstr(m, x));
@@ -179,6 +181,16 @@ int meta_prim_scatter_add(ptc_meta *m)
         return -1;
     meta_out_like(m, x);
     return 0;
+}
+
+int meta_scatter(ptc_meta *m)
+{
+    return scatter_common(m, false);
+}
+
+int meta_prim_scatter_add(ptc_meta *m)
+{
+    return scatter_common(m, true);
 }
 
 int meta_embedding(ptc_meta *m)

@@ -291,9 +291,10 @@ int ptc_ref_gather(ptc_kctx *k)
     return 0;
 }
 
-/* scatter_add: a copy of a with src[i] added at a[i with dim d replaced by
- * index[i]], accumulating in double (int64) per element, rounded once. */
-int ptc_ref_scatter_add(ptc_kctx *k)
+/* scatter_add (add) or scatter: a copy of a with src[i] added at, or
+ * written to, a[i with dim d replaced by index[i]], in index's order;
+ * scatter_add accumulates in double (int64) per element, rounded once. */
+static int scatter_into(ptc_kctx *k, bool add)
 {
     const ptc_tensor *a = ptc_k_tensor(k, 0), *index = ref_tensor(k, "index");
     const ptc_tensor *src = ref_tensor(k, "src");
@@ -343,9 +344,9 @@ int ptc_ref_scatter_add(ptc_kctx *k)
                 dst[d] = i;
             int64_t t = ref_offset(out, dst), s = ref_offset(src, idx);
             if (fl)
-                facc[t] += ref_ldf(src, s);
+                facc[t] = (add ? facc[t] : 0) + ref_ldf(src, s);
             else
-                iacc[t] = (int64_t)((uint64_t)iacc[t] + (uint64_t)ref_ldi(src, s));
+                iacc[t] = (int64_t)((add ? (uint64_t)iacc[t] : 0) + (uint64_t)ref_ldi(src, s));
         } while (ref_next(idx, index->sizes, index->ndim));
     for (int64_t i = 0; i < n; i++) {
         if (fl)
@@ -358,6 +359,16 @@ done:
     free(facc);
     free(iacc);
     return rc;
+}
+
+int ptc_ref_scatter_add(ptc_kctx *k)
+{
+    return scatter_into(k, true);
+}
+
+int ptc_ref_scatter(ptc_kctx *k)
+{
+    return scatter_into(k, false);
 }
 
 /* embedding: rows of weight picked by indices (any shape); out of range and

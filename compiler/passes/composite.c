@@ -45,6 +45,15 @@ static V scalar_op(dctx *d, ptc_op op, V a, double s)
     return dp_build(d, op, x, 2);
 }
 
+/* op(a, s) with an integer s (keeps an integer a's dtype). */
+static V int_op(dctx *d, ptc_op op, V a, int64_t s)
+{
+    if (!a)
+        return NULL;
+    ptc_arg x[2] = {ptc_arg_value(a), ptc_arg_int(s)};
+    return dp_build(d, op, x, 2);
+}
+
 /* s - a (a scalar on the left). */
 static V rsub_scalar(dctx *d, double s, V a)
 {
@@ -810,4 +819,122 @@ V ptc_composite_cross_entropy(dctx *d, V in, V target, V weight, int64_t ignore,
     }
     return scalar_op(d, PTC_OP_DIV, reduce_all(d, PTC_OP_SUM, loss),
                      (double)(n / in->type.shape[cdim].value));
+}
+
+/* ---- scatters ------------------------------------------------------------------------- */
+
+/* value (a number, or a 0-dim tensor) spread over shape in dt, on dev. */
+static V spread_value(dctx *d, const ptc_dim *shape, int ndim, ptc_device dev, ptc_arg value,
+                      ptc_dtype dt)
+{
+    if (d->failed || (value.kind == PTC_ARG_VALUE && !value.v))
+        return NULL;
+    ptc_arg dims = ptc_arg_dims(d->g->arena, shape, ndim);
+    if (value.kind == PTC_ARG_VALUE) {
+        ptc_arg x[2] = {ptc_arg_value(to_dtype(d, value.v, dt)), dims};
+        return x[0].v ? dp_build(d, PTC_OP_EXPAND, x, 2) : NULL;
+    }
+    ptc_arg x[4] = {dims, value, ptc_arg_dtype(dt), ptc_arg_device(dev)};
+    return dp_build(d, PTC_OP_FULL, x, 4);
+}
+
+V ptc_composite_spread(dctx *d, V like, ptc_arg value, ptc_dtype dt)
+{
+    return like ? spread_value(d, like->type.shape, like->type.ndim, like->type.device, value, dt)
+                : NULL;
+}
+
+/* scatter_add (add) or scatter of src into x along dim, src narrowed to
+ * index's shape (a scatter reads src only there, and the gradients of the
+ * scatters' prims give src index's shape). */
+V ptc_composite_scatter(dctx *d, V x, int dim, V index, V src, bool add)
+{
+    for (int k = 0; index && src && k < src->type.ndim; k++)
+        if (!ptc_dim_eq(src->type.shape[k], index->type.shape[k]))
+            src = narrow(d, src, k, 0, index->type.shape[k].value);
+    if (!x || !index || !src)
+        return NULL;
+    ptc_arg a[4] = {ptc_arg_value(x), ptc_arg_int(dim), ptc_arg_value(index), ptc_arg_value(src)};
+    return dp_build(d, add ? PTC_OP_SCATTER_ADD : PTC_OP_SCATTER, a, 4);
+}
+
+/* scatter_reduce's sum and mean: without include_self the places written
+ * start from 0 (and count no element of x); the mean divides by the count
+ * where it is not 0 (flooring for integers, as torch), elsewhere x stays. */
+V ptc_composite_scatter_reduce(dctx *d, V x, int dim, V index, V src, bool mean, bool include_self)
+{
+    if (!x)
+        return NULL;
+    ptc_dtype dt = x->type.dtype;
+    V base = include_self
+                 ? x
+                 : ptc_composite_scatter(d, x, dim, index,
+                                         ptc_composite_spread(d, index, ptc_arg_int(0), dt), false);
+    V sum = ptc_composite_scatter(d, base, dim, index, src, true);
+    if (!mean)
+        return sum;
+    V count =
+        ptc_composite_scatter(d, ptc_composite_spread(d, x, ptc_arg_int(include_self), dt), dim,
+                              index, ptc_composite_spread(d, index, ptc_arg_int(1), dt), true);
+    count = where(d, scalar_op(d, PTC_OP_EQ, count, 0), ptc_arg_int(1), ptc_arg_value(count));
+    ptc_arg q[3] = {ptc_arg_value(sum), ptc_arg_value(count),
+                    ptc_dtype_is_float(dt) ? ptc_arg_none() : ptc_arg_str(d->g->arena, "floor")};
+    return sum && count ? dp_build(d, PTC_OP_DIV, q, 3) : NULL;
+}
+
+/* A 1-D index spread over source's shape along dim: index[k] names the
+ * place of source's slice k. */
+static V index_along(dctx *d, V index, int dim, V source)
+{
+    if (!index || !source)
+        return NULL;
+    ptc_arg x[2] = {ptc_arg_value(along(d, index, dim, source->type.ndim)),
+                    ptc_arg_dims(d->g->arena, source->type.shape, source->type.ndim)};
+    return x[0].v ? dp_build(d, PTC_OP_EXPAND, x, 2) : NULL;
+}
+
+V ptc_composite_index_scatter(dctx *d, V x, int dim, V index, V source, bool add, ptc_arg alpha)
+{
+    bool one = (alpha.kind == PTC_ARG_INT && alpha.i.value == 1) ||
+               (alpha.kind == PTC_ARG_FLOAT && alpha.f == 1.0) || alpha.kind == PTC_ARG_NONE;
+    if (!one && source) {
+        ptc_arg m[2] = {ptc_arg_value(source), alpha};
+        source = dp_build(d, PTC_OP_MUL, m, 2);
+    }
+    return ptc_composite_scatter(d, x, dim, index_along(d, index, dim, source), source, add);
+}
+
+V ptc_composite_index_fill(dctx *d, V x, int dim, V index, ptc_arg value)
+{
+    if (!x || !index)
+        return NULL;
+    V wrapped = where(d, scalar_op(d, PTC_OP_LT, index, 0),
+                      ptc_arg_value(int_op(d, PTC_OP_ADD, index, x->type.shape[dim].value)),
+                      ptc_arg_value(index));
+    ptc_dim shape[PTC_MAX_DIMS];
+    memcpy(shape, x->type.shape, sizeof *shape * (size_t)x->type.ndim);
+    shape[dim] = index->type.shape[0];
+    V source = spread_value(d, shape, x->type.ndim, x->type.device, value, x->type.dtype);
+    return ptc_composite_scatter(d, x, dim, index_along(d, wrapped, dim, source), source, false);
+}
+
+/* masked_scatter(x, mask, source): the k-th place of mask (broadcast to x,
+ * in row-major order) that holds True takes source's k-th element. */
+V ptc_composite_masked_scatter(dctx *d, V x, V mask, V source)
+{
+    if (!x || !mask || !source)
+        return NULL;
+    ptc_arg shape = ptc_arg_dims(d->g->arena, x->type.shape, x->type.ndim);
+    ptc_arg e[2] = {ptc_arg_value(mask), shape};
+    V m = dp_build(d, PTC_OP_EXPAND, e, 2);
+    int64_t flat = -1;
+    V ones = reshape_to(d, to_dtype(d, m, PTC_I64), &flat, 1);
+    ptc_arg c[3] = {ptc_arg_value(ones), ptc_arg_int(0), ptc_arg_none()};
+    V before = int_op(d, PTC_OP_SUB, ones ? dp_build(d, PTC_OP_CUMSUM, c, 3) : NULL, 1);
+    ptc_arg z[3] = {ptc_arg_value(before), ptc_arg_int(0), ptc_arg_none()};
+    V at = before ? dp_build(d, PTC_OP_CLAMP, z, 3) : NULL;
+    V picked = index_select(d, reshape_to(d, source, &flat, 1), 0, at);
+    ptc_arg r[2] = {ptc_arg_value(picked), shape};
+    return where(d, m, ptc_arg_value(picked ? dp_build(d, PTC_OP_RESHAPE, r, 2) : NULL),
+                 ptc_arg_value(x));
 }

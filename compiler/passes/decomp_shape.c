@@ -394,6 +394,20 @@ static int d_gather(dctx *d, const ptc_node *n, ptc_value **outs)
     return 0;
 }
 
+/* scatter / scatter_add: their prims, the index in i64. */
+static int d_scatter(dctx *d, const ptc_node *n, ptc_value **outs)
+{
+    ptc_value *x = dp_in(d, n, "self"), *idx = dp_convert(d, dp_in(d, n, "index"), PTC_I64);
+    int dim;
+    if (dp_wrap(d, dp_arg(n, "dim")->i, x->type.ndim, &dim))
+        return -1;
+    ptc_arg args[4] = {ptc_arg_value(x), ptc_arg_int(dim), ptc_arg_value(idx),
+                       ptc_arg_value(dp_in(d, n, "src"))};
+    ptc_op prim = n->op == PTC_OP_SCATTER ? PTC_OP_PRIMS_SCATTER : PTC_OP_PRIMS_SCATTER_ADD;
+    outs[0] = idx ? dp_build(d, prim, args, 4) : NULL;
+    return 0;
+}
+
 static int d_embedding(dctx *d, const ptc_node *n, ptc_value **outs)
 {
     ptc_value *w = dp_in(d, n, "weight"), *idx = dp_convert(d, dp_in(d, n, "indices"), PTC_I64);
@@ -477,6 +491,8 @@ void ptc_decomp_shape(ptc_decomp_fn *fns)
     fns[PTC_OP_INDEX] = d_index;
     fns[PTC_OP_INDEX_SELECT] = d_index_select;
     fns[PTC_OP_GATHER] = d_gather;
+    fns[PTC_OP_SCATTER] = d_scatter;
+    fns[PTC_OP_SCATTER_ADD] = d_scatter;
     fns[PTC_OP_EMBEDDING] = d_embedding;
     fns[PTC_OP_FULL] = d_full;
     fns[PTC_OP_ZEROS] = d_full;

@@ -108,6 +108,29 @@ ptc_value *ptc_composite_heaviside(ptc_composer *c, ptc_value *x, ptc_value *val
  * (n 0: every dim); x floating. */
 ptc_value *ptc_composite_nansum(ptc_composer *c, ptc_value *x, const int64_t *dims, int n,
                                 bool keepdim, bool mean);
+/* The scatters: x's dims static; dim normalised; index of x's rank (1-D for
+ * the index_ forms), any integer dtype, checked against x's and src's
+ * sizes by the caller (eager's errors); src of x's dtype, no smaller than
+ * index (narrowed to it here). add: scatter_add, else scatter (the later of
+ * two writes to a place wins). */
+ptc_value *ptc_composite_scatter(ptc_composer *c, ptc_value *x, int dim, ptc_value *index,
+                                 ptc_value *src, bool add);
+/* value (a number, or a 0-dim tensor) spread over like's shape in dt (a
+ * scatter's src). */
+ptc_value *ptc_composite_spread(ptc_composer *c, ptc_value *like, ptc_arg value, ptc_dtype dt);
+/* scatter_reduce with reduce "sum" or "mean" */
+ptc_value *ptc_composite_scatter_reduce(ptc_composer *c, ptc_value *x, int dim, ptc_value *index,
+                                        ptc_value *src, bool mean, bool include_self);
+/* index_add (add; source times alpha, an int or float arg, none for 1) and
+ * index_copy: source has x's shape but index's length at dim. */
+ptc_value *ptc_composite_index_scatter(ptc_composer *c, ptc_value *x, int dim, ptc_value *index,
+                                       ptc_value *source, bool add, ptc_arg alpha);
+/* index_fill: negative indices count from the end. */
+ptc_value *ptc_composite_index_fill(ptc_composer *c, ptc_value *x, int dim, ptc_value *index,
+                                    ptc_arg value);
+/* masked_scatter: mask bool, broadcast to x's shape; source of x's dtype. */
+ptc_value *ptc_composite_masked_scatter(ptc_composer *c, ptc_value *x, ptc_value *mask,
+                                        ptc_value *source);
 /* isinf (sign 0), isposinf (1), isneginf (-1); isfinite when finite. */
 ptc_value *ptc_composite_isinf(ptc_composer *c, ptc_value *x, int sign, bool finite);
 ptc_value *ptc_composite_nan_to_num(ptc_composer *c, ptc_value *x, double nan, double posinf,

@@ -687,25 +687,36 @@ static int run_cummax(const ptc_node *n, const ptc_tensor *x, ptc_tensor *outs)
     return 0;
 }
 
-/* One line of a floating scatter_add: the last dimension of index and src
- * from the element offsets given, out's offset without dim's term. */
+/* An index outside [0, rows) of a scatter: the check error eager raises
+ * ("index 5 is out of bounds for dimension 1 with size 4"; negative ones
+ * too: scatter does not count from the end). */
+static int scatter_out_of_bounds(int64_t j, int dim, int64_t rows, ptc_error *err)
+{
+    ptc_check_status st = {ptc_check_code(PTC_CHECK_INDEX, dim), j, rows};
+    return ptc_check_fail(&st, err);
+}
+
+/* One line of a floating scatter (add: scatter_add): the last dimension of
+ * index and src from the element offsets given, out's offset without dim's
+ * term; *bad the index outside [0, rows) where there is one. */
 #define SCATTER_LINE(T)                                                                            \
     for (int64_t k = 0; k < len; k++) {                                                            \
         int64_t j = ix[k * istride];                                                               \
-        if (j < 0)                                                                                 \
-            j += rows;                                                                             \
-        if (j < 0 || j >= rows)                                                                    \
+        if (j < 0 || j >= rows) {                                                                  \
+            *bad = j;                                                                              \
             return -1;                                                                             \
-        ((T *)out->data)[ooff + k * ostride + j * dstride] +=                                      \
-            ((const T *)src->data)[soff + k * sstride];                                            \
+        }                                                                                          \
+        T *at = (T *)out->data + ooff + k * ostride + j * dstride;                                 \
+        T v = ((const T *)src->data)[soff + k * sstride];                                          \
+        *at = add ? *at + v : v;                                                                   \
     }
 
-/* scatter_add into an f32 or f64 out, a line (the last dimension) at a time
- * with offsets kept as it walks: an embedding's weight gradient adds a
+/* scatter(_add) into an f32 or f64 out, a line (the last dimension) at a
+ * time with offsets kept as it walks: an embedding's weight gradient adds a
  * few hundred thousand elements per step, and the generic path spent
- * microseconds on each. -1 for an index out of bounds. */
-static int scatter_add_lines(const ptc_tensor *index, const ptc_tensor *src, ptc_tensor *out,
-                             int dim)
+ * microseconds on each. -1 for an index out of bounds (*bad). */
+static int scatter_lines(const ptc_tensor *index, const ptc_tensor *src, ptc_tensor *out, int dim,
+                         bool add, int64_t *bad)
 {
     int last = index->ndim - 1;
     int64_t len = index->sizes[last], total = ptc_tensor_numel(index);
@@ -736,31 +747,38 @@ static int scatter_add_lines(const ptc_tensor *index, const ptc_tensor *src, ptc
 }
 #undef SCATTER_LINE
 
-static int run_scatter_add(const ptc_node *n, const ptc_tensor *const *in, ptc_tensor *out,
-                           ptc_error *err)
+/* prims.scatter_add (add) and prims.scatter: a copy of a, then src written
+ * or added at index's places, in index's order. */
+static int run_scatter(const ptc_node *n, const ptc_tensor *const *in, ptc_tensor *out, bool add,
+                       ptc_error *err)
 {
     const ptc_tensor *a = in[0], *index = in[1], *src = in[2];
     int dim = (int)arg(n, "dim")->i.value;
     dim += dim < 0 ? out->ndim : 0;
     if (ptc_tensor_copy(out, a, err))
         return -1;
+    int64_t rows = out->ndim ? out->sizes[dim] : 1, bad = 0;
     if (index->ndim > 0 && (out->dtype == PTC_F32 || out->dtype == PTC_F64))
-        return scatter_add_lines(index, src, out, dim) ? xfail(err, n, "index out of bounds") : 0;
+        return scatter_lines(index, src, out, dim, add, &bad)
+                   ? scatter_out_of_bounds(bad, dim, rows, err)
+                   : 0;
     int64_t total = ptc_tensor_numel(index), idx[PTC_MAX_DIMS] = {0};
     bool fl = ptc_dtype_is_float(out->dtype);
     for (int64_t i = 0; i < total; i++) {
         int64_t t[PTC_MAX_DIMS];
         memcpy(t, idx, sizeof t);
         int64_t j = ptc_tensor_get_i64(index, idx);
-        if (j < 0)
-            j += out->sizes[dim];
-        if (j < 0 || j >= out->sizes[dim])
-            return xfail(err, n, "index out of bounds");
-        t[dim] = j;
+        if (j < 0 || j >= rows)
+            return scatter_out_of_bounds(j, dim, rows, err);
+        if (out->ndim)
+            t[dim] = j;
         if (fl)
-            ptc_tensor_set_f64(out, t, ptc_tensor_get_f64(out, t) + ptc_tensor_get_f64(src, idx));
+            ptc_tensor_set_f64(
+                out, t, (add ? ptc_tensor_get_f64(out, t) : 0) + ptc_tensor_get_f64(src, idx));
         else
-            ptc_tensor_set_i64(out, t, ptc_tensor_get_i64(out, t) + ptc_tensor_get_i64(src, idx));
+            ptc_tensor_set_i64(out, t,
+                               (int64_t)((add ? (uint64_t)ptc_tensor_get_i64(out, t) : 0) +
+                                         (uint64_t)ptc_tensor_get_i64(src, idx)));
         for (int d = index->ndim - 1; d >= 0; d--) {
             if (++idx[d] < index->sizes[d])
                 break;
@@ -807,7 +825,10 @@ int ptc_cextern_run(const ptc_node *node, const ptc_tensor *const *in, int nin, 
     case PTC_OP_TOPK: return run_sort(node, in[0], outs, err);
     case PTC_OP_CUMMAX:
     case PTC_OP_CUMMIN: return run_cummax(node, in[0], outs);
-    case PTC_OP_PRIMS_SCATTER_ADD: return run_scatter_add(node, in, &outs[0], err);
+    case PTC_OP_PRIMS_SCATTER_ADD:
+        return run_scatter(node, in, &outs[0], true, err);
+    case PTC_OP_PRIMS_SCATTER:
+        return run_scatter(node, in, &outs[0], false, err);
     default: return xfail(err, node, "no C implementation for this extern");
     }
 }

@@ -293,7 +293,7 @@ typedef struct ptc_exec_bound {
 const ptc_node *ptc_exec_bind_node(const ptc_node *n, const ptc_bindings *b, ptc_exec_bound *out);
 /* Whether extern n runs through the host framework (torch) rather than ptc's
  * C kernels: the matmul, convolution and attention kinds whenever there is a
- * host; cumsum and scatter_add only on CUDA, where the C kernel needs its
+ * host; cumsum and the scatters only on CUDA, where the C kernel needs its
  * inputs copied to the host and its result back (GPT-2's embedding gradient:
  * 154 MB each way per step). */
 bool ptc_exec_extern_by_host(const ptc_host *host, const ptc_lnode *n, ptc_device dev);

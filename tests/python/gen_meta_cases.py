@@ -263,6 +263,11 @@ def prim_scatter_add(a, dim, index, src):
     return torch.scatter_add(a, dim, index, src)
 
 
+def prim_scatter(a, dim, index, src):
+    prim_scatter_add(a, dim, index, src)  # the same checks
+    return torch.scatter(a, dim, index, src)
+
+
 def prim_iota(length, start, step, dtype):
     if length < 0 or dtype == torch.bool:
         raise PrimError("bad iota")
@@ -1014,6 +1019,11 @@ def prim_cases():
                        ([5, 3], I("i64", [2]), T("f32", [2]), 0)]:
         C("prims.scatter_add", "%%a, %d, %%i, %%s" % d, "prim_scatter_add(a, %d, i, s)" % d,
           a=T("f32", a, grad=True), i=i, s=s)
+        C("prims.scatter", "%%a, %d, %%i, %%s" % d, "prim_scatter(a, %d, i, s)" % d,
+          a=T("f32", a, grad=True), i=i, s=s)
+        for op in ("scatter", "scatter_add"):
+            C(op, "%%a, %d, %%i, %%s" % d, "torch.%s(a, %d, i, s)" % (op, d),
+              a=T("f32", a, grad=True), i=i, s=s)
 
 
 # ---- sweeps: systematic grids over the rules most easily got wrong ---------------

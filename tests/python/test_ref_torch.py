@@ -1180,6 +1180,14 @@ def test_indexing():
             src = gen.tensor((4, 2, 3), d)
             cases.append(make_case("prims.scatter_add", (x, 1, g, src),
                                    ref=lambda a, dim, i, s: a.scatter_add(dim, i, s)))
+            # scatter: distinct places per line, where torch's order is its own
+            perm = torch.stack([torch.randperm(5, generator=torch.Generator().manual_seed(k))[:2]
+                                for k in range(12)]).reshape(4, 3, 2)
+            perm = perm.transpose(1, 2).contiguous()
+            for op in ("scatter", "prims.scatter", "scatter_add"):
+                ref = torch.scatter if op.endswith("scatter") else torch.scatter_add
+                cases.append(make_case(op, (x, 1, perm, src[:, :2]), ref=ref))
+            cases.append(make_case("scatter", (x, 1, perm.int(), src[:, :2]), ref=torch.scatter))
         w = gen.tensor((6, 3), d)
         cases.append(make_case("embedding", (w, gen.tensor((2, 4), torch.int64, low=0, high=6))))
         cases.append(make_case("embedding", (w, gen.tensor((), torch.int64, low=0, high=6))))

@@ -13,8 +13,10 @@ from ptc import _C  # noqa: E402
 from test_training import compiled_autograd  # noqa: E402,F401
 
 
-def scatter_graph(dtype, out_shape, dim, index_shape, src_shape, broadcast_index, transpose_src):
-    """A prims graph: zeros(out_shape).scatter_add(dim, index, src)."""
+def scatter_graph(dtype, out_shape, dim, index_shape, src_shape, broadcast_index, transpose_src,
+                  op="scatter_add"):
+    """A prims graph: zeros(out_shape).scatter_add(dim, index, src) (or
+    .scatter with op "scatter")."""
     t = {torch.float32: "f32", torch.float64: "f64"}[dtype]
     shape = lambda s: ",".join(map(str, s))  # noqa: E731
     lines = []
@@ -35,8 +37,8 @@ def scatter_graph(dtype, out_shape, dim, index_shape, src_shape, broadcast_index
                      % (shape(src_shape), t, shape(src_shape)))
     lines.append("  %%z = prims.full(shape=[%s], fill_value=0.0, dtype=%s, device=cpu) : %s[%s]"
                  % (shape(out_shape), t, t, shape(out_shape)))
-    lines.append("  %%r = prims.scatter_add(%%z, dim=%d, index=%%ib, src=%%sv) : %s[%s]"
-                 % (dim, t, shape(out_shape)))
+    lines.append("  %%r = prims.%s(%%z, dim=%d, index=%%ib, src=%%sv) : %s[%s]"
+                 % (op, dim, t, shape(out_shape)))
     return ("# ptc ir v1\ngraph scatter(%s, %s) {\n%s\n  return (%%r)\n}\n"
             % (idx_in, src_in, "\n".join(lines)))
 
@@ -50,28 +52,35 @@ CASES = [  # out shape, dim, index shape, src shape, broadcast index, transposed
 ]
 
 
+@pytest.mark.parametrize("op", ["scatter_add", "scatter"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("case", CASES)
-def test_scatter_add_matches_torch(case, dtype):
+def test_scatter_add_matches_torch(case, dtype, op):
+    """scatter writes the later of two sources that name one place, as
+    torch's CPU kernel (which walks dim in order)."""
     out_shape, dim, index_shape, src_shape, bcast, trans = case
     gen = torch.Generator().manual_seed(0)
     rows = out_shape[dim]
     index = torch.randint(0, rows, index_shape[:1] if bcast else index_shape, generator=gen)
     src = torch.randn(src_shape[::-1] if trans else src_shape, generator=gen, dtype=dtype)
     compiled = _C._compile_ptir(scatter_graph(dtype, out_shape, dim, index_shape, src_shape,
-                                              bcast, trans))
+                                              bcast, trans, op))
     (got,) = _C._run_compiled(compiled, (index, src))
     full_index = index[:, None].expand(index_shape) if bcast else index
-    want = torch.zeros(out_shape, dtype=dtype).scatter_add(
+    want = getattr(torch.zeros(out_shape, dtype=dtype), op)(
         dim, full_index, src.t() if trans else src)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
-def test_scatter_add_index_out_of_bounds_is_an_error():
+@pytest.mark.parametrize("op", ["scatter_add", "scatter"])
+@pytest.mark.parametrize("bad", [5, -1])
+def test_scatter_add_index_out_of_bounds_is_an_error(bad, op):
+    """Negative indices too: torch's scatters do not count from the end."""
     compiled = _C._compile_ptir(scatter_graph(torch.float32, (5, 4), 0, (3, 4), (3, 4),
-                                              True, False))
-    with pytest.raises(Exception, match="out of bounds"):
-        _C._run_compiled(compiled, (torch.tensor([0, 5, 1]), torch.randn(3, 4)))
+                                              True, False, op))
+    with pytest.raises(RuntimeError,
+                       match="index %d is out of bounds for dimension 0 with size 5" % bad):
+        _C._run_compiled(compiled, (torch.tensor([0, bad, 1]), torch.randn(3, 4)))
 
 
 # ---- what an extern reads in place ------------------------------------------------------

@@ -111,6 +111,8 @@ static const pyop pyops[PTC_OP_COUNT] = {
     [PTC_OP_INDEX] = {"_index", HELPER},
     [PTC_OP_INDEX_SELECT] = {"torch.index_select", CALL},
     [PTC_OP_GATHER] = {"torch.gather", CALL},
+    [PTC_OP_SCATTER] = {"torch.scatter", CALL},
+    [PTC_OP_SCATTER_ADD] = {"torch.scatter_add", CALL},
     [PTC_OP_CAT] = {"torch.cat", CALL},
     [PTC_OP_STACK] = {"torch.stack", CALL},
     [PTC_OP_SPLIT] = {"torch.split", CALL},
@@ -158,6 +160,7 @@ static const pyop pyops[PTC_OP_COUNT] = {
     [PTC_OP_PRIMS_GATHER] = {"torch.gather", CALL},
     [PTC_OP_PRIMS_INDEX_SELECT] = {"torch.index_select", CALL},
     [PTC_OP_PRIMS_SCATTER_ADD] = {"torch.scatter_add", CALL},
+    [PTC_OP_PRIMS_SCATTER] = {"torch.scatter", CALL},
 };
 
 /* Helpers for ops whose plain torch spelling means something else. */

@@ -238,8 +238,8 @@ static PyObject *cached_view(const ptc_tensor *t)
     return v;
 }
 
-/* The torch function each extern op calls (prims.cumsum, cumprod and
- * scatter_add on CUDA only: ptc_exec_extern_by_host); an op of several
+/* The torch function each extern op calls (prims.cumsum, cumprod,
+ * scatter_add and scatter on CUDA only: ptc_exec_extern_by_host); an op of several
  * outputs returns them as a sequence. extern_fn: a node's, *slot where
  * call_extern keeps it (its op, or one past the ops for a transposed
  * convolution, which has a faster form on the CPU). */
@@ -254,7 +254,7 @@ static const char *const extern_paths[PTC_OP_COUNT] = {
     [PTC_OP_SORT] = "torch.sort", [PTC_OP_TOPK] = "torch.topk",
     [PTC_OP_CUMMAX] = "torch.cummax", [PTC_OP_CUMMIN] = "torch.cummin",
     [PTC_OP_PRIMS_CUMSUM] = "torch.cumsum", [PTC_OP_PRIMS_CUMPROD] = "torch.cumprod",
-    [PTC_OP_PRIMS_SCATTER_ADD] = "torch.scatter_add",
+    [PTC_OP_PRIMS_SCATTER_ADD] = "torch.scatter_add", [PTC_OP_PRIMS_SCATTER] = "torch.scatter",
 };
 
 static const char *extern_fn(const ptc_node *node, int *slot)

@@ -993,3 +993,225 @@ int cap_th_cross_entropy(cap_tcall *c, PyObject **out)
                                                       ignore, red),
                           out);
 }
+
+/* ---- scatters --------------------------------------------------------------------------- */
+
+static bool static_sizes(const ptc_ttype *t)
+{
+    for (int d = 0; d < t->ndim; d++)
+        if (t->shape[d].sym)
+            return false;
+    return true;
+}
+
+static bool has_elements(const ptc_ttype *t)
+{
+    for (int d = 0; d < t->ndim; d++)
+        if (t->shape[d].value == 0)
+            return false;
+    return true;
+}
+
+/* A scatter's operands: input, dim (normalised against it), index and the
+ * argument after it named `other` (NULL where absent). The tensors have
+ * static sizes and dim names a dim of input; a break otherwise (eager's
+ * error for a bad dim comes from eager). */
+typedef struct {
+    cap_tensor *x;
+    int dim;
+    PyObject *index, *other;
+} scatter_args;
+
+static int scatter_common(cap_tcall *c, const char *other, scatter_args *a)
+{
+    PyObject *d = ARG(1, "dim");
+    a->x = input_of(c, "input");
+    a->index = ARG(2, "index");
+    a->other = ARG(3, other);
+    if (!a->x || !a->index || !cap_is_tensor(a->index) || !d || !PyLong_Check(d))
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s(input, dim: int, index: tensor, ...)",
+                           c->m->name);
+    int nd = a->x->v->type.ndim;
+    int64_t dv = PyLong_AsLongLong(d);
+    if (nd == 0 || dv < -nd || dv >= nd)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s of a 0-dim tensor or a dim out of range",
+                           c->m->name);
+    a->dim = norm_dim(dv, nd);
+    if (!static_sizes(&a->x->v->type) || !static_sizes(&cap_val(a->index)->type) ||
+        (a->other && cap_is_tensor(a->other) && !static_sizes(&cap_val(a->other)->type)))
+        return cap_t_need_static(c->T, "%s with dynamic sizes", c->m->name);
+    return CAP_NEXT;
+}
+
+/* scatter/scatter_add/scatter_reduce's index against x and src (NULL for
+ * a value): of x's rank, an integer dtype, no larger than src, nor than x
+ * but at dim; src of x's dtype. Where eager raises, a break. */
+static int scatter_shapes(cap_tcall *c, cap_tensor *x, V index, V src, int dim)
+{
+    const ptc_ttype *xt = &x->v->type, *it = &index->type, *st = src ? &src->type : NULL;
+    bool ok = it->ndim == xt->ndim && (it->dtype == PTC_I64 || it->dtype == PTC_I32) &&
+              (!st || (st->ndim == xt->ndim && st->dtype == xt->dtype &&
+                       ptc_device_eq(st->device, xt->device)));
+    for (int d = 0; ok && d < it->ndim; d++)
+        ok = (d == dim || it->shape[d].value <= xt->shape[d].value) &&
+             (!st || it->shape[d].value <= st->shape[d].value);
+    if (!ok)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR,
+                           "%s with an index or src that eager refuses (rank, size or dtype)",
+                           c->m->name);
+    return CAP_NEXT;
+}
+
+/* scatter(input, dim, index, src | value, *, reduce=None): reduce "add" is
+ * scatter_add; "multiply" breaks. */
+int cap_th_scatter(cap_tcall *c, PyObject **out)
+{
+    scatter_args a;
+    int rc = scatter_common(c, ARG(-1, "value") ? "value" : "src", &a);
+    if (rc != CAP_NEXT)
+        return rc;
+    cap_tensor *x = a.x;
+    PyObject *index = a.index, *src = a.other, *reduce = ARG(-1, "reduce");
+    int dim = a.dim;
+    bool add =
+        reduce && PyUnicode_Check(reduce) && PyUnicode_CompareWithASCIIString(reduce, "add") == 0;
+    if (reduce && reduce != Py_None && !add)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "%s with a reduce other than 'add'",
+                           c->m->name);
+    bool tensor = src && cap_is_tensor(src);
+    if ((rc = scatter_shapes(c, x, cap_val(index), tensor ? cap_val(src) : NULL, dim)) != CAP_NEXT)
+        return rc;
+    V v = tensor ? cap_val(src) : NULL;
+    ptc_arg value;
+    if (!tensor &&
+        (!src || cap_tconvert(c->T, src, PTC_PK_SCALAR, 0, &value, c->m->name) != CAP_NEXT))
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s needs src: a tensor, or a number",
+                           c->m->name);
+    ptc_composer *k = composer(c);
+    if (!tensor)
+        v = ptc_composite_spread(k, cap_val(index), value, x->v->type.dtype);
+    return cap_wrap_value(c->T, ptc_composite_scatter(k, x->v, dim, cap_val(index), v, add), out);
+}
+
+/* scatter_add(input, dim, index, src) and scatter_reduce(input, dim, index,
+ * src, reduce, *, include_self=True) with reduce "sum" or "mean" (amax,
+ * amin and prod break). */
+int cap_th_scatter_reduce(cap_tcall *c, PyObject **out)
+{
+    scatter_args a;
+    int rc = scatter_common(c, "src", &a);
+    if (rc != CAP_NEXT)
+        return rc;
+    cap_tensor *x = a.x;
+    PyObject *index = a.index, *src = a.other;
+    int dim = a.dim;
+    if (!src || !cap_is_tensor(src))
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s needs src: a tensor", c->m->name);
+    if ((rc = scatter_shapes(c, x, cap_val(index), cap_val(src), dim)) != CAP_NEXT)
+        return rc;
+    if (strncmp(short_name(c), "scatter_add", 11) == 0)
+        return cap_wrap_value(
+            c->T, ptc_composite_scatter(composer(c), x->v, dim, cap_val(index), cap_val(src), true),
+            out);
+    PyObject *reduce = ARG(4, "reduce"), *self = ARG(-1, "include_self");
+    const char *r = reduce && PyUnicode_Check(reduce) ? PyUnicode_AsUTF8(reduce) : "";
+    bool mean = strcmp(r, "mean") == 0;
+    if ((!mean && strcmp(r, "sum") != 0) || (self && !PyBool_Check(self)) ||
+        (mean && x->v->type.dtype == PTC_BOOL))
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "%s with reduce '%s' (ptc traces 'sum' and 'mean')", c->m->name, r);
+    return cap_wrap_value(c->T,
+                          ptc_composite_scatter_reduce(composer(c), x->v, dim, cap_val(index),
+                                                       cap_val(src), mean, self != Py_False),
+                          out);
+}
+
+/* index_add(input, dim, index, source, *, alpha=1) and index_copy(input,
+ * dim, index, source): index 1-D (int64 for index_copy, int32 too for
+ * index_add), source x's shape but index's length at dim. */
+int cap_th_index_scatter(cap_tcall *c, PyObject **out)
+{
+    scatter_args a;
+    int rc = scatter_common(c, "source", &a);
+    if (rc != CAP_NEXT)
+        return rc;
+    cap_tensor *x = a.x;
+    PyObject *index = a.index, *src = a.other, *alpha = ARG(-1, "alpha");
+    int dim = a.dim;
+    bool add = strncmp(short_name(c), "index_add", 9) == 0;
+    const ptc_ttype *xt = &x->v->type, *it = &cap_val(index)->type;
+    const ptc_ttype *st = src && cap_is_tensor(src) ? &cap_val(src)->type : NULL;
+    bool ok = st && it->ndim == 1 && st->ndim == xt->ndim && st->dtype == xt->dtype &&
+              ptc_device_eq(st->device, xt->device) &&
+              (it->dtype == PTC_I64 || (add && it->dtype == PTC_I32));
+    for (int d = 0; ok && d < xt->ndim; d++)
+        ok = st->shape[d].value == (d == dim ? it->shape[0].value : xt->shape[d].value);
+    ptc_arg times = ptc_arg_none();
+    if (ok && alpha && alpha != Py_None)
+        ok = (PyLong_Check(alpha) || (PyFloat_Check(alpha) && ptc_dtype_is_float(xt->dtype))) &&
+             cap_tconvert(c->T, alpha, PTC_PK_SCALAR, 0, &times, c->m->name) == CAP_NEXT;
+    if (!ok)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR,
+                           "%s with an index, source or alpha that eager refuses or converts",
+                           c->m->name);
+    return cap_wrap_value(c->T,
+                          ptc_composite_index_scatter(composer(c), x->v, dim, cap_val(index),
+                                                      cap_val(src), add, times),
+                          out);
+}
+
+/* index_fill(input, dim, index, value): index 1-D int64, value a number or
+ * a 0-dim tensor on x's device. */
+int cap_th_index_fill(cap_tcall *c, PyObject **out)
+{
+    scatter_args a;
+    int rc = scatter_common(c, "value", &a);
+    if (rc != CAP_NEXT)
+        return rc;
+    cap_tensor *x = a.x;
+    PyObject *index = a.index, *v = a.other;
+    int dim = a.dim;
+    const ptc_ttype *it = &cap_val(index)->type;
+    ptc_arg value = ptc_arg_none();
+    bool ok = it->ndim == 1 && it->dtype == PTC_I64 && v;
+    if (ok && cap_is_tensor(v)) {
+        const ptc_ttype *vt = &cap_val(v)->type;
+        ok = vt->ndim == 0 && ptc_device_eq(vt->device, x->v->type.device);
+        value = ptc_arg_value(cap_val(v));
+    } else if (ok) {
+        ok = cap_tconvert(c->T, v, PTC_PK_SCALAR, 0, &value, c->m->name) == CAP_NEXT;
+    }
+    if (!ok)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR,
+                           "%s with an index or value that eager refuses (or a value on "
+                           "another device)",
+                           c->m->name);
+    return cap_wrap_value(
+        c->T, ptc_composite_index_fill(composer(c), x->v, dim, cap_val(index), value), out);
+}
+
+/* masked_scatter(input, mask, source): mask bool and broadcast to input's
+ * shape (not the other way), source of input's dtype with elements. */
+int cap_th_masked_scatter(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    PyObject *mask = ARG(1, "mask"), *src = ARG(2, "source");
+    if (!x || !mask || !src || !cap_is_tensor(mask) || !cap_is_tensor(src))
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s(input, mask, source: tensors)", c->m->name);
+    const ptc_ttype *xt = &x->v->type, *mt = &cap_val(mask)->type, *st = &cap_val(src)->type;
+    if (!static_sizes(xt) || !static_sizes(mt) || !static_sizes(st))
+        return cap_t_need_static(c->T, "%s with dynamic sizes", c->m->name);
+    bool ok = mt->dtype == PTC_BOOL && mt->ndim <= xt->ndim && st->dtype == xt->dtype &&
+              ptc_device_eq(st->device, xt->device) && has_elements(st);
+    for (int d = 0; ok && d < mt->ndim; d++) {
+        int64_t m = mt->shape[mt->ndim - 1 - d].value, n = xt->shape[xt->ndim - 1 - d].value;
+        ok = m == n || m == 1;
+    }
+    if (!ok)
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR,
+                           "%s with a mask that is not bool or does not broadcast to the input, "
+                           "or an empty source",
+                           c->m->name);
+    return cap_wrap_value(
+        c->T, ptc_composite_masked_scatter(composer(c), x->v, cap_val(mask), cap_val(src)), out);
+}

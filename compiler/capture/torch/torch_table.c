@@ -15,6 +15,9 @@
 #define NP(name) {"numpy." name, -1, cap_th_np_func, "", TM_NUMPY, 0, {{{0}}}},
 #define MXI(name, h, op, sig) {"Tensor." name, op, cap_th_##h, sig, TM_METHOD | TM_INPLACE, 0, {{{0}}}},
 
+/* torch.f, Tensor.f and Tensor.f_ through one special handler */
+#define FMI(f, h) FX("torch." f, h, -1, "") MX(f, h, -1, "") MXI(f "_", h, -1, "")
+
 /* torch.f(input, ...), Tensor.f(...), Tensor.f_(...) */
 #define UNARY(f, OP, extra)                                                     \
     FN("torch." f, OP, "input:self" extra ",*,^out")                            \
@@ -275,6 +278,9 @@ cap_tmap cap_tmaps[] = {
     FX("torch.nanmean", nansum, -1, "") MX("nanmean", nansum, -1, "")
     FX("torch.heaviside", heaviside, -1, "") MX("heaviside", heaviside, -1, "")
     FX("torch.sinc", sinc, -1, "") MX("sinc", sinc, -1, "") FX("torch.special.sinc", sinc, -1, "")
+    FMI("scatter", scatter) FMI("scatter_add", scatter_reduce) FMI("scatter_reduce", scatter_reduce)
+    FMI("index_add", index_scatter) FMI("index_copy", index_scatter) FMI("index_fill", index_fill)
+    FMI("masked_scatter", masked_scatter)
     FX(F "mse_loss", pointwise_loss, -1, "") FX(F "l1_loss", pointwise_loss, -1, "")
     FX(F "smooth_l1_loss", pointwise_loss, -1, "") FX(F "huber_loss", pointwise_loss, -1, "")
     FX(F "binary_cross_entropy", bce, -1, "") FX(F "binary_cross_entropy_with_logits", bce, -1, "")
