@@ -938,3 +938,66 @@ V ptc_composite_masked_scatter(dctx *d, V x, V mask, V source)
     return where(d, m, ptc_arg_value(picked ? dp_build(d, PTC_OP_RESHAPE, r, 2) : NULL),
                  ptc_arg_value(x));
 }
+
+/* ---- indexed padding, one_hot ------------------------------------------------------------ */
+
+/* The source position of padded position j of a dim of n elements padded
+ * by lo in front: reflect (mode 0) mirrors without repeating the edge,
+ * replicate (1) repeats the edge, circular (2) wraps around. */
+static int64_t pad_source(int64_t j, int64_t n, int64_t lo, int mode)
+{
+    int64_t s = j - lo;
+    if (mode == 0)
+        return s < 0 ? -s : s >= n ? 2 * (n - 1) - s : s;
+    if (mode == 1)
+        return s < 0 ? 0 : s >= n ? n - 1 : s;
+    return ((s % n) + n) % n;
+}
+
+V ptc_composite_pad_indexed(dctx *d, V x, const int64_t *pads, int npads, int mode)
+{
+    for (int k = 0; x && k < npads / 2; k++) {
+        int dim = x->type.ndim - 1 - k;
+        int64_t n = x->type.shape[dim].value, lo = pads[2 * k], len = n + lo + pads[2 * k + 1];
+        double *at = malloc(sizeof *at * (size_t)(len > 0 ? len : 1));
+        if (!at) {
+            d->failed = true;
+            return NULL;
+        }
+        for (int64_t j = 0; j < len; j++)
+            at[j] = (double)pad_source(j, n, lo, mode);
+        x = index_select(d, x, dim, constant(d, at, len, PTC_I64, x->type.device));
+        free(at);
+    }
+    return x;
+}
+
+/* one_hot(x, classes): arange(classes)[x] is x itself, read through an
+ * index check (eager's error for a class out of range, negative ones too),
+ * compared with every class. */
+V ptc_composite_one_hot(dctx *d, V x, int64_t classes)
+{
+    if (!x)
+        return NULL;
+    V all = arange(d, 0, (double)classes, 1, PTC_I64, x->type.device);
+    int64_t flat = -1;
+    V checked = index_select(d, all, 0, reshape_to(d, x, &flat, 1));
+    ptc_arg r[2] = {ptc_arg_value(checked), ptc_arg_dims(d->g->arena, x->type.shape, x->type.ndim)};
+    V same = checked ? dp_build(d, PTC_OP_RESHAPE, r, 2) : NULL;
+    return to_dtype(d, dp_binary(d, PTC_OP_EQ, unsqueeze(d, same, -1), all), PTC_I64);
+}
+
+/* kl_div(input, target): target (log(target) - input), 0 where target is
+ * 0 (xlogy); with log_target exp(target) (target - input). batchmean sums
+ * and divides by the first dim's size. */
+V ptc_composite_kl_div(dctx *d, V in, V tg, bool log_target, ptc_reduction red, bool batchmean)
+{
+    V loss = log_target ? dp_binary(d, PTC_OP_MUL, dp_unary(d, PTC_OP_EXP, tg),
+                                    dp_binary(d, PTC_OP_SUB, tg, in))
+                        : dp_binary(d, PTC_OP_SUB, ptc_composite_xlogy(d, tg, tg, PTC_F32),
+                                    dp_binary(d, PTC_OP_MUL, tg, in));
+    if (!batchmean)
+        return reduced(d, loss, red);
+    double rows = in && in->type.ndim ? (double)in->type.shape[0].value : 1.0;
+    return scalar_op(d, PTC_OP_DIV, reduce_all(d, PTC_OP_SUM, loss), rows);
+}

@@ -131,6 +131,16 @@ ptc_value *ptc_composite_index_fill(ptc_composer *c, ptc_value *x, int dim, ptc_
 /* masked_scatter: mask bool, broadcast to x's shape; source of x's dtype. */
 ptc_value *ptc_composite_masked_scatter(ptc_composer *c, ptc_value *x, ptc_value *mask,
                                         ptc_value *source);
+/* F.pad in reflect (mode 0), replicate (1) or circular (2) mode: pads as
+ * torch's (the last dim first), static, checked by the caller. */
+ptc_value *ptc_composite_pad_indexed(ptc_composer *c, ptc_value *x, const int64_t *pads,
+                                     int npads, int mode);
+/* one_hot of int64 classes into `classes` columns (int64). */
+ptc_value *ptc_composite_one_hot(ptc_composer *c, ptc_value *x, int64_t classes);
+/* kl_div of floating input and target of one dtype; batchmean: the sum
+ * over the first dim's size (a static one). */
+ptc_value *ptc_composite_kl_div(ptc_composer *c, ptc_value *in, ptc_value *tg, bool log_target,
+                                ptc_reduction red, bool batchmean);
 /* isinf (sign 0), isposinf (1), isneginf (-1); isfinite when finite. */
 ptc_value *ptc_composite_isinf(ptc_composer *c, ptc_value *x, int sign, bool finite);
 ptc_value *ptc_composite_nan_to_num(ptc_composer *c, ptc_value *x, double nan, double posinf,

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 import ptc
 import ptcio
+from like_eager import outcome
 
 # On CUDA the runtime reads the kernels' check record only when asked (it
 # costs a stream synchronisation per call; man ptc.7).
@@ -23,13 +24,6 @@ os.environ.setdefault("PTC_CUDA_CHECKS", "1")
 
 
 DEVICES = ["cpu"]
-
-
-def outcome(fn, args):
-    try:
-        return ("ok", fn(*args))
-    except Exception as e:  # noqa: BLE001 - the exception is what is compared
-        return (type(e), str(e))
 
 
 def assert_like_eager(fn, *args, fullgraph=False):

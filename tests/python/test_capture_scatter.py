@@ -8,11 +8,14 @@ index out of range. What ptc does not trace (scatter_reduce's amax, amin and
 prod, scatter's reduce="multiply") breaks with its reason and gives eager's
 values.
 """
+import warnings
+
 import pytest
 
 torch = pytest.importorskip("torch")
 
 import ptc  # noqa: E402
+from like_eager import assert_breaks_like_eager, outcome  # noqa: E402
 
 
 def operands():
@@ -132,13 +135,6 @@ def test_scatter_gradient_against_finite_differences():
     assert torch.autograd.gradcheck(fn, (xd, sd))
 
 
-def outcome(fn, args):
-    try:
-        return ("ok", fn(*args))
-    except Exception as e:  # noqa: BLE001 - the exception is what is compared
-        return (type(e), str(e))
-
-
 # (name, function): each raises in eager for operands() (an index out of range)
 FAILING = {
     "scatter_high": lambda x, i, s: x.scatter(0, i + 3, s),
@@ -162,7 +158,6 @@ def test_errors_like_eager(name, fullgraph):
     fn, args = FAILING[name], operands()
     want = outcome(fn, args)
     assert want[0] in (RuntimeError, IndexError), want
-    import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no fallback to eager may hide the error
         assert outcome(ptc.compile(fn, fullgraph=fullgraph), args) == want
@@ -174,12 +169,4 @@ def test_errors_like_eager(name, fullgraph):
     (lambda x, i, s: x.index_copy(0, torch.tensor([0, 1, 2]).int(), s) + 1, "eager refuses"),
 ])
 def test_what_is_not_traced_breaks_with_its_reason(fn, reason):
-    x, i, s = operands()
-    compiled = ptc.compile(fn)
-    got, want = outcome(compiled, (x, i, s)), outcome(fn, (x, i, s))
-    if want[0] == "ok":
-        torch.testing.assert_close(got[1], want[1])
-    else:
-        assert got == want
-    ex = ptc.ExplainOutput(list(compiled._events()), None)
-    assert ex.break_count == 1 and reason in str(ex.breaks[0]), ex.breaks
+    assert_breaks_like_eager(fn, operands(), reason, torch.testing.assert_close)

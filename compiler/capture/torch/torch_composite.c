@@ -914,6 +914,41 @@ int cap_th_pointwise_loss(cap_tcall *c, PyObject **out)
                           out);
 }
 
+/* kl_div(input, target, ..., reduction="mean", log_target=False), and
+ * reduction "batchmean" (static sizes). */
+int cap_th_kl_div(cap_tcall *c, PyObject **out)
+{
+    V in, tg;
+    ptc_reduction red = PTC_REDUCE_SUM;
+    PyObject *r = ARG(4, "reduction");
+    bool batchmean =
+        r && PyUnicode_Check(r) && PyUnicode_CompareWithASCIIString(r, "batchmean") == 0;
+    int rc = pair(c, &in, &tg);
+    if (rc != CAP_NEXT || (!batchmean && (rc = reduction_of(c, 4, &red)) != CAP_NEXT))
+        return rc;
+    if (!ptc_dtype_is_float(in->type.dtype) || in->type.dtype != tg->type.dtype ||
+        (batchmean && in->type.ndim && in->type.shape[0].sym))
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "kl_div of mixed or integer dtypes, or batchmean of a symbolic batch");
+    PyObject *lt = ARG(5, "log_target");
+    return cap_wrap_value(
+        c->T, ptc_composite_kl_div(composer(c), in, tg, lt == Py_True, red, batchmean), out);
+}
+
+/* one_hot(tensor, num_classes): int64 classes, num_classes given (-1, the
+ * classes' maximum plus one, is a value of the data: a break). */
+int cap_th_one_hot(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "tensor");
+    PyObject *n = ARG(1, "num_classes");
+    int64_t classes = n && PyLong_Check(n) ? PyLong_AsLongLong(n) : -1;
+    if (!x || x->v->type.dtype != PTC_I64 || classes < 0)
+        return cap_t_break(c->T, CAP_B_DATA_DEPENDENT_SHAPE,
+                           "one_hot of a non-int64 tensor, or without num_classes (the data's "
+                           "maximum)");
+    return cap_wrap_value(c->T, ptc_composite_one_hot(composer(c), x->v, classes), out);
+}
+
 /* binary_cross_entropy(_with_logits)(input, target, weight, ..., pos_weight). */
 int cap_th_bce(cap_tcall *c, PyObject **out)
 {

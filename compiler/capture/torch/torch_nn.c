@@ -382,6 +382,70 @@ int cap_th_norm(cap_tcall *c, PyObject **out)
     return cap_wrap_value(c->T, pnorm(c->T, x->v, pv, dims, truthy(keepdim, false)), out);
 }
 
+/* Two floating tensors of one dtype and rank at positions 0 and 1 (names a
+ * and b), into v[2]; a break otherwise (eager's error or promotion). */
+static int float_pair(cap_tcall *c, const char *a, const char *b, ptc_value **v)
+{
+    PyObject *x = ARG(0, a), *y = ARG(1, b);
+    bool ok = x && y && cap_is_tensor(x) && cap_is_tensor(y);
+    const ptc_ttype *xt = ok ? &cap_val(x)->type : NULL, *yt = ok ? &cap_val(y)->type : NULL;
+    if (!ok || !ptc_dtype_is_float(xt->dtype) || xt->dtype != yt->dtype || xt->ndim != yt->ndim ||
+        xt->ndim == 0)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "%s of other than two floating tensors of one dtype and rank",
+                           c->m->name);
+    v[0] = cap_val(x);
+    v[1] = cap_val(y);
+    return CAP_NEXT;
+}
+
+/* cosine_similarity(x1, x2, dim=1, eps=1e-8): each operand divided by its
+ * norm along dim (at least eps), the products summed along dim. */
+int cap_th_cosine_similarity(cap_tcall *c, PyObject **out)
+{
+    ptc_value *v[2], *unit[2];
+    PyObject *dim = ARG(2, "dim");
+    if (float_pair(c, "x1", "x2", v) != CAP_NEXT)
+        return CAP_BREAK;
+    if (dim && !PyLong_Check(dim))
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "cosine_similarity with a dim not an int");
+    int64_t d = dim ? PyLong_AsLongLong(dim) : 1;
+    ptc_arg dims = ptc_arg_ints(c->T->arena, &d, 1);
+    for (int i = 0; i < 2; i++) {
+        ptc_value *n = pnorm(c->T, v[i], 2, dims, true);
+        ptc_arg cl[3] = {ptc_arg_value(n), ptc_arg_float(number(ARG(3, "eps"), 1e-8)),
+                         ptc_arg_none()};
+        ptc_value *den = n ? cap_build1(c->T, PTC_OP_CLAMP, cl, 3) : NULL;
+        ptc_arg dv[2] = {ptc_arg_value(v[i]), ptc_arg_value(den)};
+        if (!(unit[i] = den ? cap_build1(c->T, PTC_OP_DIV, dv, 2) : NULL))
+            return CAP_BREAK;
+    }
+    ptc_arg m[2] = {ptc_arg_value(unit[0]), ptc_arg_value(unit[1])};
+    ptc_value *prod = cap_build1(c->T, PTC_OP_MUL, m, 2);
+    ptc_arg s[3] = {ptc_arg_value(prod), dims, ptc_arg_bool(false)};
+    return cap_wrap_value(c->T, prod ? cap_build1(c->T, PTC_OP_SUM, s, 3) : NULL, out);
+}
+
+/* pairwise_distance(x1, x2, p=2, eps=1e-6, keepdim=False): the p-norm of
+ * x1 - x2 + eps along the last dim. */
+int cap_th_pairwise_distance(cap_tcall *c, PyObject **out)
+{
+    ptc_value *v[2];
+    double p = 2;
+    if (float_pair(c, "x1", "x2", v) != CAP_NEXT || norm_p(c, ARG(2, "p"), &p) != CAP_NEXT)
+        return CAP_BREAK;
+    ptc_arg sa[2] = {ptc_arg_value(v[0]), ptc_arg_value(v[1])};
+    ptc_value *diff = cap_build1(c->T, PTC_OP_SUB, sa, 2);
+    ptc_arg ea[2] = {ptc_arg_value(diff), ptc_arg_float(number(ARG(3, "eps"), 1e-6))};
+    ptc_value *shifted = diff ? cap_build1(c->T, PTC_OP_ADD, ea, 2) : NULL;
+    int64_t last = -1;
+    return cap_wrap_value(c->T,
+                          shifted ? pnorm(c->T, shifted, p, ptc_arg_ints(c->T->arena, &last, 1),
+                                          truthy(ARG(4, "keepdim"), false))
+                                  : NULL,
+                          out);
+}
+
 int cap_th_normalize(cap_tcall *c, PyObject **out)
 {
     cap_tensor *x = input_of(c, "input");
@@ -696,12 +760,45 @@ int cap_th_conv(cap_tcall *c, PyObject **out)
     return cap_build(c->T, op, a, 7, out);
 }
 
+/* pad(x, pad, mode) in reflect (0), replicate (1) or circular (2) mode:
+ * where eager pads (1 to 3 dims of an input with one or two dims before
+ * them, pads no larger than reflect and circular allow, none negative) the
+ * padded dims read through constant indices; a break otherwise. */
+static int pad_indexed(cap_tcall *c, cap_tensor *x, PyObject *pad, int mode, PyObject **out)
+{
+    ptc_arg pa;
+    if (cap_int_list(c->T, pad, &pa, "pad") != CAP_NEXT)
+        return CAP_BREAK;
+    const ptc_ttype *t = &x->v->type;
+    int np = pa.kind == PTC_ARG_INTS ? pa.is.n : 0, nd = np / 2;
+    bool ok = np % 2 == 0 && nd >= 1 && nd <= 3 && (t->ndim == nd + 1 || t->ndim == nd + 2);
+    int64_t pads[6];
+    for (int i = 0; ok && i < np; i++) {
+        const ptc_dim *size = &t->shape[t->ndim - 1 - i / 2];
+        pads[i] = pa.is.d[i].value;
+        ok = !pa.is.d[i].sym && !size->sym && pads[i] >= 0 &&
+             (mode == 1 || pads[i] < size->value + (mode == 2));
+    }
+    if (!ok)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "pad in mode %s with pads eager refuses, negative or symbolic",
+                           mode == 0   ? "reflect"
+                           : mode == 1 ? "replicate"
+                                       : "circular");
+    return cap_wrap_value(c->T, ptc_composite_pad_indexed(cap_composer(c->T), x->v, pads, np, mode),
+                          out);
+}
+
 int cap_th_pad(cap_tcall *c, PyObject **out)
 {
     cap_tensor *x = input_of(c, "input");
     PyObject *pad = ARG(1, "pad"), *mode = ARG(2, "mode"), *value = ARG(3, "value");
     if (!x || !pad)
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "pad(input, pad, ...)");
+    static const char *const indexed[] = {"reflect", "replicate", "circular"};
+    for (int m = 0; mode && PyUnicode_Check(mode) && m < 3; m++)
+        if (PyUnicode_CompareWithASCIIString(mode, indexed[m]) == 0)
+            return pad_indexed(c, x, pad, m, out);
     if (mode && mode != Py_None && PyUnicode_CompareWithASCIIString(mode, "constant") != 0)
         return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "pad with mode='%s'", PyUnicode_AsUTF8(mode));
     ptc_arg a[3] = {ptc_arg_value(x->v), ptc_arg_none(), ptc_arg_int(0)};

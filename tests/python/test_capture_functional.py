@@ -1,0 +1,111 @@
+"""torch.nn.functional calls that trace into one graph (issue 13): pad in
+reflect, replicate and circular mode (and the padding modules), one_hot,
+cosine_similarity, pairwise_distance and kl_div. Each was a graph break
+(PTC-B007) before. Compiled by ptc and compared with eager: values,
+gradients against torch autograd, eager's errors; what ptc does not trace
+breaks with its reason and gives eager's values.
+"""
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+import ptc  # noqa: E402
+from like_eager import assert_breaks_like_eager, outcome  # noqa: E402
+
+
+def operands():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 5, 6, generator=g)
+    a, b = torch.randn(4, 8, generator=g), torch.randn(4, 8, generator=g)
+    p = torch.softmax(torch.randn(4, 8, generator=g), -1)
+    return x, a, b, p
+
+
+CASES = {
+    "pad_reflect": lambda x, a, b, p: F.pad(x, (2, 1, 3, 0), mode="reflect") * 2,
+    "pad_reflect_1d": lambda x, a, b, p: F.pad(x[0], (1, 4), mode="reflect"),
+    "pad_reflect_3d": lambda x, a, b, p: F.pad(x, (1, 1, 2, 0, 1, 1), mode="reflect"),
+    "pad_replicate": lambda x, a, b, p: F.pad(x[0], (2, 3), mode="replicate"),
+    "pad_replicate_wide": lambda x, a, b, p: F.pad(x, (9, 0, 0, 7), mode="replicate"),
+    "pad_circular": lambda x, a, b, p: F.pad(x, (1, 6, 5, 1), mode="circular"),
+    "reflection_pad_module": lambda x, a, b, p: torch.nn.ReflectionPad2d(2)(x),
+    "replication_pad_module": lambda x, a, b, p: torch.nn.ReplicationPad1d((0, 2))(a[None]),
+    "cosine_similarity": lambda x, a, b, p: F.cosine_similarity(a, b),
+    "cosine_similarity_dim0_eps": lambda x, a, b, p: torch.cosine_similarity(a, b, 0, 1e-3),
+    "cosine_similarity_zero_row": lambda x, a, b, p: F.cosine_similarity(a * 0, b, dim=-1),
+    "pairwise_distance": lambda x, a, b, p: F.pairwise_distance(a, b),
+    "pairwise_distance_p1_keepdim": lambda x, a, b, p: F.pairwise_distance(a, b, 1.0,
+                                                                           keepdim=True),
+    "pairwise_distance_p3": lambda x, a, b, p: torch.pairwise_distance(a, b, p=3, eps=0.0),
+    "kl_div_batchmean": lambda x, a, b, p: F.kl_div(F.log_softmax(a, -1), p,
+                                                    reduction="batchmean"),
+    "kl_div_sum_log_target": lambda x, a, b, p: F.kl_div(a, p.log(), reduction="sum",
+                                                         log_target=True),
+    "kl_div_none_zero_target": lambda x, a, b, p: F.kl_div(a, p * (p > 0.1), reduction="none"),
+    "one_hot": lambda x, a, b, p: F.one_hot(torch.tensor([[0, 3], [2, 1]]), 5) * 2,
+    "one_hot_of_argmax": lambda x, a, b, p: F.one_hot(a.argmax(-1), num_classes=8).float() + p,
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_one_graph_with_eager_values(name):
+    fn, args = CASES[name], operands()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # kl_div's 'mean' warning is not the point here
+        want = fn(*args)
+    got = ptc.compile(fn, fullgraph=True)(*args)
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got, want)
+
+
+GRADIENTS = {
+    "pad_reflect": lambda x, a, b, p: F.pad(x, (2, 1, 3, 0), mode="reflect"),
+    "pad_replicate": lambda x, a, b, p: F.pad(x, (3, 3, 0, 2), mode="replicate"),
+    "pad_circular": lambda x, a, b, p: F.pad(x, (1, 2, 2, 1), mode="circular"),
+    "cosine_similarity": lambda x, a, b, p: F.cosine_similarity(a, b),
+    "pairwise_distance": lambda x, a, b, p: F.pairwise_distance(a, b, p=1.5),
+    "kl_div": lambda x, a, b, p: F.kl_div(F.log_softmax(a, -1), torch.softmax(b, -1),
+                                          reduction="batchmean"),
+}
+
+
+@pytest.mark.parametrize("name", GRADIENTS)
+def test_gradients_like_autograd(name):
+    fn, args = GRADIENTS[name], operands()
+    grads = []
+    for f in (fn, ptc.compile(fn, fullgraph=True)):
+        leaves = [t.clone().requires_grad_() for t in args[:3]]
+        out = f(*leaves, args[3])
+        w = torch.linspace(-1, 2, out.numel()).reshape(out.shape)
+        grads.append(torch.autograd.grad((out * w).sum(), leaves, allow_unused=True))
+    for got, want in zip(grads[1], grads[0]):
+        if want is None:
+            assert got is None or not got.any()
+        else:
+            torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda c: F.one_hot(c, 3),   # a class past the last
+    lambda c: F.one_hot(c - 3, 5),  # a negative class
+])
+def test_one_hot_of_a_bad_class_raises_eager_s_error(fn):
+    c = torch.tensor([0, 2, 4])
+    want = outcome(fn, (c,))
+    assert want[0] is RuntimeError, want
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback to eager may hide the error
+        assert outcome(ptc.compile(fn, fullgraph=True), (c,)) == want
+
+
+@pytest.mark.parametrize("fn,reason", [
+    (lambda x: F.one_hot(x.long().flatten().clamp(0, 3)) + 1, "without num_classes"),
+    (lambda x: F.pad(x, (6, 0), mode="reflect") + 1, "pads eager refuses"),
+    (lambda x: F.pad(x, (-1, 2), mode="replicate") + 1, "negative"),
+])
+def test_what_is_not_traced_breaks_with_its_reason(fn, reason):
+    x = torch.arange(12.0).reshape(2, 6) / 3
+    assert_breaks_like_eager(fn, (x,), reason, torch.testing.assert_close)
