@@ -1001,3 +1001,73 @@ V ptc_composite_kl_div(dctx *d, V in, V tg, bool log_target, ptc_reduction red, 
     double rows = in && in->type.ndim ? (double)in->type.shape[0].value : 1.0;
     return scalar_op(d, PTC_OP_DIV, reduce_all(d, PTC_OP_SUM, loss), rows);
 }
+
+/* ---- unfold / fold (im2col, col2im) --------------------------------------------------- */
+
+int64_t ptc_unfold_blocks(const ptc_unfold *u, int i)
+{
+    int64_t span = u->dilation[i] * (u->kernel[i] - 1) + 1;
+    return (u->size[i] + 2 * u->padding[i] - span) / u->stride[i] + 1;
+}
+
+/* The flat places of the padded plane that unfold reads: kernel place by
+ * kernel place (row-major), each over the blocks (row-major). */
+static V unfold_index(dctx *d, const ptc_unfold *u, ptc_device dev)
+{
+    int64_t rows = ptc_unfold_blocks(u, 0), cols = ptc_unfold_blocks(u, 1), blocks = rows * cols;
+    int64_t width = u->size[1] + 2 * u->padding[1], n = u->kernel[0] * u->kernel[1] * blocks;
+    double *at = malloc(sizeof *at * (size_t)(n > 0 ? n : 1));
+    if (!at) {
+        d->failed = true;
+        return NULL;
+    }
+    for (int64_t ki = 0, k = 0; ki < u->kernel[0]; ki++)
+        for (int64_t kj = 0; kj < u->kernel[1]; kj++)
+            for (int64_t oi = 0; oi < rows; oi++)
+                for (int64_t oj = 0; oj < cols; oj++, k++)
+                    at[k] = (double)((oi * u->stride[0] + ki * u->dilation[0]) * width +
+                                     oj * u->stride[1] + kj * u->dilation[1]);
+    V index = constant(d, at, n, PTC_I64, dev);
+    free(at);
+    return index;
+}
+
+static V zero_padded(dctx *d, V x, const ptc_unfold *u)
+{
+    int64_t pads[4] = {u->padding[1], u->padding[1], u->padding[0], u->padding[0]};
+    ptc_arg a[3] = {ptc_arg_value(x), ptc_arg_ints(d->g->arena, pads, 4), ptc_arg_int(0)};
+    return x ? dp_build(d, PTC_OP_CONSTANT_PAD_ND, a, 3) : NULL;
+}
+
+/* unfold of x [n, c, h, w]: [n, c * kernel places, blocks]. */
+V ptc_composite_unfold(dctx *d, V x, const ptc_unfold *u)
+{
+    if (!x)
+        return NULL;
+    int64_t n = x->type.shape[0].value, c = x->type.shape[1].value;
+    int64_t plane = (u->size[0] + 2 * u->padding[0]) * (u->size[1] + 2 * u->padding[1]);
+    int64_t places = u->kernel[0] * u->kernel[1];
+    int64_t flat[3] = {n, c, plane}, cols[3] = {n, c * places, 0};
+    cols[2] = ptc_unfold_blocks(u, 0) * ptc_unfold_blocks(u, 1);
+    V picked = index_select(d, reshape_to(d, zero_padded(d, x, u), flat, 3), 2,
+                            unfold_index(d, u, x->type.device));
+    return reshape_to(d, picked, cols, 3);
+}
+
+/* fold of x [n, c * kernel places, blocks]: [n, c, h, w], the values that
+ * land on one place summed, the padding cut off. */
+V ptc_composite_fold(dctx *d, V x, const ptc_unfold *u)
+{
+    if (!x)
+        return NULL;
+    int64_t places = u->kernel[0] * u->kernel[1], n = x->type.shape[0].value;
+    int64_t c = x->type.shape[1].value / places, blocks = x->type.shape[2].value;
+    int64_t hp = u->size[0] + 2 * u->padding[0], wp = u->size[1] + 2 * u->padding[1];
+    int64_t by_channel[3] = {n, c, places * blocks}, plane[4] = {n, c, hp, wp};
+    ptc_dim zeros_shape[3] = {ptc_dim_c(n), ptc_dim_c(c), ptc_dim_c(hp * wp)};
+    V zeros = spread_value(d, zeros_shape, 3, x->type.device, ptc_arg_int(0), x->type.dtype);
+    V summed = ptc_composite_index_scatter(d, zeros, 2, unfold_index(d, u, x->type.device),
+                                           reshape_to(d, x, by_channel, 3), true, ptc_arg_none());
+    V image = narrow(d, reshape_to(d, summed, plane, 4), 2, u->padding[0], u->size[0]);
+    return clone(d, narrow(d, image, 3, u->padding[1], u->size[1]));
+}

@@ -135,6 +135,18 @@ ptc_value *ptc_composite_masked_scatter(ptc_composer *c, ptc_value *x, ptc_value
  * torch's (the last dim first), static, checked by the caller. */
 ptc_value *ptc_composite_pad_indexed(ptc_composer *c, ptc_value *x, const int64_t *pads,
                                      int npads, int mode);
+/* F.unfold / F.fold's geometry, (rows, columns) each: size is the image's
+ * (unpadded). */
+typedef struct ptc_unfold {
+    int64_t kernel[2], dilation[2], padding[2], stride[2], size[2];
+} ptc_unfold;
+/* The blocks along dim i (0 rows, 1 columns): (size + 2 padding -
+ * dilation (kernel - 1) - 1) / stride + 1. */
+int64_t ptc_unfold_blocks(const ptc_unfold *u, int i);
+/* unfold of x [n, c, h, w] (static): [n, c * kernel places, blocks]. */
+ptc_value *ptc_composite_unfold(ptc_composer *c, ptc_value *x, const ptc_unfold *u);
+/* fold of x [n, c * kernel places, blocks] (static): [n, c, h, w]. */
+ptc_value *ptc_composite_fold(ptc_composer *c, ptc_value *x, const ptc_unfold *u);
 /* one_hot of int64 classes into `classes` columns (int64). */
 ptc_value *ptc_composite_one_hot(ptc_composer *c, ptc_value *x, int64_t classes);
 /* kl_div of floating input and target of one dtype; batchmean: the sum

@@ -1,6 +1,7 @@
 """torch.nn.functional calls that trace into one graph (issue 13): pad in
 reflect, replicate and circular mode (and the padding modules), one_hot,
-cosine_similarity, pairwise_distance and kl_div. Each was a graph break
+cosine_similarity, pairwise_distance, kl_div, unfold and fold (and their
+modules). Each was a graph break
 (PTC-B007) before. Compiled by ptc and compared with eager: values,
 gradients against torch autograd, eager's errors; what ptc does not trace
 breaks with its reason and gives eager's values.
@@ -47,6 +48,18 @@ CASES = {
     "kl_div_none_zero_target": lambda x, a, b, p: F.kl_div(a, p * (p > 0.1), reduction="none"),
     "one_hot": lambda x, a, b, p: F.one_hot(torch.tensor([[0, 3], [2, 1]]), 5) * 2,
     "one_hot_of_argmax": lambda x, a, b, p: F.one_hot(a.argmax(-1), num_classes=8).float() + p,
+    "unfold": lambda x, a, b, p: F.unfold(x, 3),
+    "unfold_every_argument": lambda x, a, b, p: F.unfold(x, (2, 3), dilation=(2, 1),
+                                                         padding=(1, 2), stride=(2, 3)),
+    "unfold_unbatched": lambda x, a, b, p: F.unfold(x[0], 2, stride=2),
+    "fold_of_unfold": lambda x, a, b, p: F.fold(F.unfold(x, 3, padding=1), (5, 6), 3,
+                                                padding=1),
+    "fold_strided": lambda x, a, b, p: F.fold(F.unfold(x, (2, 3), stride=(2, 3)) * 2, (5, 6),
+                                              (2, 3), stride=(2, 3)),
+    "fold_unbatched": lambda x, a, b, p: F.fold(F.unfold(x[0], 2, dilation=2), (5, 6), 2,
+                                                dilation=2),
+    "unfold_fold_modules": lambda x, a, b, p: torch.nn.Fold((5, 6), 3, padding=1)(
+        torch.nn.Unfold(3, padding=1)(x)),
 }
 
 
@@ -57,7 +70,7 @@ def test_one_graph_with_eager_values(name):
         warnings.simplefilter("ignore")  # kl_div's 'mean' warning is not the point here
         want = fn(*args)
     got = ptc.compile(fn, fullgraph=True)(*args)
-    assert got.dtype == want.dtype
+    assert (got.dtype, got.stride()) == (want.dtype, want.stride())
     torch.testing.assert_close(got, want)
 
 
@@ -69,6 +82,9 @@ GRADIENTS = {
     "pairwise_distance": lambda x, a, b, p: F.pairwise_distance(a, b, p=1.5),
     "kl_div": lambda x, a, b, p: F.kl_div(F.log_softmax(a, -1), torch.softmax(b, -1),
                                           reduction="batchmean"),
+    "unfold": lambda x, a, b, p: F.unfold(x, (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)),
+    "fold": lambda x, a, b, p: F.fold(a.reshape(1, 4, 8).repeat(1, 2, 2)[:, :, :12], (4, 5), 2,
+                                      padding=(1, 0), stride=(2, 1)),
 }
 
 
@@ -105,6 +121,7 @@ def test_one_hot_of_a_bad_class_raises_eager_s_error(fn):
     (lambda x: F.one_hot(x.long().flatten().clamp(0, 3)) + 1, "without num_classes"),
     (lambda x: F.pad(x, (6, 0), mode="reflect") + 1, "pads eager refuses"),
     (lambda x: F.pad(x, (-1, 2), mode="replicate") + 1, "negative"),
+    (lambda x: F.fold(x[None], (3, 4), 2) + 1, "sizes that eager refuses"),
 ])
 def test_what_is_not_traced_breaks_with_its_reason(fn, reason):
     x = torch.arange(12.0).reshape(2, 6) / 3

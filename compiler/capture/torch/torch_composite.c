@@ -1031,14 +1031,6 @@ int cap_th_cross_entropy(cap_tcall *c, PyObject **out)
 
 /* ---- scatters --------------------------------------------------------------------------- */
 
-static bool static_sizes(const ptc_ttype *t)
-{
-    for (int d = 0; d < t->ndim; d++)
-        if (t->shape[d].sym)
-            return false;
-    return true;
-}
-
 static bool has_elements(const ptc_ttype *t)
 {
     for (int d = 0; d < t->ndim; d++)
@@ -1072,8 +1064,8 @@ static int scatter_common(cap_tcall *c, const char *other, scatter_args *a)
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s of a 0-dim tensor or a dim out of range",
                            c->m->name);
     a->dim = norm_dim(dv, nd);
-    if (!static_sizes(&a->x->v->type) || !static_sizes(&cap_val(a->index)->type) ||
-        (a->other && cap_is_tensor(a->other) && !static_sizes(&cap_val(a->other)->type)))
+    if (!ptc_ttype_is_static(&a->x->v->type) || !ptc_ttype_is_static(&cap_val(a->index)->type) ||
+        (a->other && cap_is_tensor(a->other) && !ptc_ttype_is_static(&cap_val(a->other)->type)))
         return cap_t_need_static(c->T, "%s with dynamic sizes", c->m->name);
     return CAP_NEXT;
 }
@@ -1234,7 +1226,7 @@ int cap_th_masked_scatter(cap_tcall *c, PyObject **out)
     if (!x || !mask || !src || !cap_is_tensor(mask) || !cap_is_tensor(src))
         return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s(input, mask, source: tensors)", c->m->name);
     const ptc_ttype *xt = &x->v->type, *mt = &cap_val(mask)->type, *st = &cap_val(src)->type;
-    if (!static_sizes(xt) || !static_sizes(mt) || !static_sizes(st))
+    if (!ptc_ttype_is_static(xt) || !ptc_ttype_is_static(mt) || !ptc_ttype_is_static(st))
         return cap_t_need_static(c->T, "%s with dynamic sizes", c->m->name);
     bool ok = mt->dtype == PTC_BOOL && mt->ndim <= xt->ndim && st->dtype == xt->dtype &&
               ptc_device_eq(st->device, xt->device) && has_elements(st);

@@ -446,6 +446,61 @@ int cap_th_pairwise_distance(cap_tcall *c, PyObject **out)
                           out);
 }
 
+/* Two ints from an int or a pair (absent: dflt for both), into v[2]. */
+static int int_pair(cap_tcall *c, PyObject *p, int64_t dflt, int64_t *v)
+{
+    ptc_arg a;
+    v[0] = v[1] = dflt;
+    if (!p)
+        return CAP_NEXT;
+    if (cap_tconvert(c->T, p, PTC_PK_INT_LIST, 2, &a, c->m->name) != CAP_NEXT)
+        return CAP_BREAK;
+    for (int i = 0; i < 2; i++)
+        v[i] = a.is.d[a.is.n == 1 ? 0 : i].value;
+    return CAP_NEXT;
+}
+
+/* unfold(input, kernel_size, dilation=1, padding=0, stride=1) and
+ * fold(input, output_size, kernel_size, ...) of static sizes, batched or
+ * not; where eager raises (sizes that do not fit) a break. */
+int cap_th_unfold(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    bool fold = strcmp(c->m->name + strlen(c->m->name) - 5, ".fold") == 0;
+    int at = fold ? 2 : 1; /* kernel_size's position */
+    ptc_unfold u;
+    if (!x || int_pair(c, ARG(at, "kernel_size"), -1, u.kernel) != CAP_NEXT ||
+        int_pair(c, ARG(at + 1, "dilation"), 1, u.dilation) != CAP_NEXT ||
+        int_pair(c, ARG(at + 2, "padding"), 0, u.padding) != CAP_NEXT ||
+        int_pair(c, ARG(at + 3, "stride"), 1, u.stride) != CAP_NEXT ||
+        (fold && int_pair(c, ARG(1, "output_size"), -1, u.size) != CAP_NEXT))
+        return cap_t_break(c->T, CAP_B_TRACE_ERROR, "%s(input, ...) with int or pair sizes",
+                           c->m->name);
+    const ptc_ttype *t = &x->v->type;
+    int batched = t->ndim == (fold ? 3 : 4), nd = t->ndim;
+    bool ok = ptc_ttype_is_static(t) && (batched || nd == (fold ? 2 : 3));
+    if (ok && !fold)
+        u.size[0] = t->shape[nd - 2].value, u.size[1] = t->shape[nd - 1].value;
+    for (int i = 0; ok && i < 2; i++)
+        ok = u.kernel[i] > 0 && u.dilation[i] > 0 && u.padding[i] >= 0 && u.stride[i] > 0 &&
+             u.size[i] > 0 && ptc_unfold_blocks(&u, i) > 0;
+    int64_t places = u.kernel[0] * u.kernel[1];
+    if (ok && fold)
+        ok = t->shape[nd - 2].value % places == 0 &&
+             t->shape[nd - 1].value == ptc_unfold_blocks(&u, 0) * ptc_unfold_blocks(&u, 1);
+    if (!ok)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "%s with symbolic sizes or sizes that eager refuses", c->m->name);
+    ptc_composer *k = cap_composer(c->T);
+    ptc_arg one[2] = {ptc_arg_value(x->v), ptc_arg_int(0)};
+    ptc_value *v = batched ? x->v : cap_build1(c->T, PTC_OP_UNSQUEEZE, one, 2);
+    v = fold ? ptc_composite_fold(k, v, &u) : ptc_composite_unfold(k, v, &u);
+    if (batched || !v)
+        return cap_wrap_value(c->T, v, out);
+    ptc_arg none[2] = {ptc_arg_value(v), ptc_arg_ints(c->T->arena, (int64_t[]){0}, 1)};
+    return cap_wrap_value(c->T, cap_build1(c->T, PTC_OP_SQUEEZE, none, 2), out);
+}
+
 int cap_th_normalize(cap_tcall *c, PyObject **out)
 {
     cap_tensor *x = input_of(c, "input");
