@@ -584,6 +584,39 @@ V ptc_composite_resample(dctx *d, V x, int dim, int64_t outn, double scale, int 
     return r;
 }
 
+/* ---- norms and distances -------------------------------------------------------------- */
+
+/* The p-norm of x over dims (none: all): sqrt of the sum of squares for 2,
+ * the largest magnitude for inf, the sum of magnitudes for 1. */
+V ptc_composite_pnorm(dctx *d, V x, double p, ptc_arg dims, bool keepdim)
+{
+    if (!x)
+        return NULL;
+    if (p == 2) {
+        ptc_arg s[3] = {ptc_arg_value(dp_binary(d, PTC_OP_MUL, x, x)), dims, ptc_arg_bool(keepdim)};
+        return s[0].v ? dp_unary(d, PTC_OP_SQRT, dp_build(d, PTC_OP_SUM, s, 3)) : NULL;
+    }
+    V ax = dp_unary(d, PTC_OP_ABS, x);
+    if (isinf(p) && p > 0) {
+        ptc_arg s[3] = {ptc_arg_value(ax),
+                        dims.kind == PTC_ARG_NONE ? ptc_arg_ints(d->g->arena, NULL, 0) : dims,
+                        ptc_arg_bool(keepdim)};
+        return ax ? dp_build(d, PTC_OP_AMAX, s, 3) : NULL;
+    }
+    ptc_arg s[3] = {ptc_arg_value(p == 1 ? ax : scalar_op(d, PTC_OP_POW, ax, p)), dims,
+                    ptc_arg_bool(keepdim)};
+    V sum = s[0].v ? dp_build(d, PTC_OP_SUM, s, 3) : NULL;
+    return p == 1 ? sum : scalar_op(d, PTC_OP_POW, sum, 1.0 / p);
+}
+
+/* pairwise_distance: the p-norm of x1 - x2 + eps along the last dim. */
+V ptc_composite_pairwise_distance(dctx *d, V x1, V x2, double p, double eps, bool keepdim)
+{
+    int64_t last = -1;
+    return ptc_composite_pnorm(d, scalar_op(d, PTC_OP_ADD, dp_binary(d, PTC_OP_SUB, x1, x2), eps),
+                               p, ptc_arg_ints(d->g->arena, &last, 1), keepdim);
+}
+
 /* ---- the multi-head attention fast path --------------------------------------------- */
 
 static V reshape_to(dctx *d, V v, const int64_t *shape, int n)
@@ -1000,6 +1033,21 @@ V ptc_composite_kl_div(dctx *d, V in, V tg, bool log_target, ptc_reduction red, 
         return reduced(d, loss, red);
     double rows = in && in->type.ndim ? (double)in->type.shape[0].value : 1.0;
     return scalar_op(d, PTC_OP_DIV, reduce_all(d, PTC_OP_SUM, loss), rows);
+}
+
+/* triplet_margin_loss: max(margin + d(a, pos) - d(a, neg), 0), d the
+ * pairwise distance; with swap d(a, neg) is the smaller of it and
+ * d(pos, neg). */
+V ptc_composite_triplet_margin(dctx *d, V *abn, double margin, double p, double eps, bool swap,
+                               ptc_reduction red)
+{
+    V pos = ptc_composite_pairwise_distance(d, abn[0], abn[1], p, eps, false);
+    V neg = ptc_composite_pairwise_distance(d, abn[0], abn[2], p, eps, false);
+    if (swap)
+        neg = dp_binary(d, PTC_OP_MINIMUM, neg,
+                        ptc_composite_pairwise_distance(d, abn[1], abn[2], p, eps, false));
+    V over = scalar_op(d, PTC_OP_ADD, dp_binary(d, PTC_OP_SUB, pos, neg), margin);
+    return reduced(d, clamp_min(d, over, 0), red);
 }
 
 /* ---- unfold / fold (im2col, col2im) --------------------------------------------------- */

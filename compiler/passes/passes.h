@@ -147,6 +147,15 @@ int64_t ptc_unfold_blocks(const ptc_unfold *u, int i);
 ptc_value *ptc_composite_unfold(ptc_composer *c, ptc_value *x, const ptc_unfold *u);
 /* fold of x [n, c * kernel places, blocks] (static): [n, c, h, w]. */
 ptc_value *ptc_composite_fold(ptc_composer *c, ptc_value *x, const ptc_unfold *u);
+/* The p-norm over dims (none: all; p > 0, inf the largest magnitude). */
+ptc_value *ptc_composite_pnorm(ptc_composer *c, ptc_value *x, double p, ptc_arg dims,
+                               bool keepdim);
+/* pairwise_distance(x1, x2, p, eps, keepdim) */
+ptc_value *ptc_composite_pairwise_distance(ptc_composer *c, ptc_value *x1, ptc_value *x2, double p,
+                                           double eps, bool keepdim);
+/* triplet_margin_loss of abn: anchor, positive, negative. */
+ptc_value *ptc_composite_triplet_margin(ptc_composer *c, ptc_value **abn, double margin, double p,
+                                        double eps, bool swap, ptc_reduction red);
 /* one_hot of int64 classes into `classes` columns (int64). */
 ptc_value *ptc_composite_one_hot(ptc_composer *c, ptc_value *x, int64_t classes);
 /* kl_div of floating input and target of one dtype; batchmean: the sum

@@ -1,7 +1,7 @@
 """torch.nn.functional calls that trace into one graph (issue 13): pad in
 reflect, replicate and circular mode (and the padding modules), one_hot,
-cosine_similarity, pairwise_distance, kl_div, unfold and fold (and their
-modules). Each was a graph break
+cosine_similarity, pairwise_distance, triplet_margin_loss, kl_div, unfold
+and fold (and their modules). Each was a graph break
 (PTC-B007) before. Compiled by ptc and compared with eager: values,
 gradients against torch autograd, eager's errors; what ptc does not trace
 breaks with its reason and gives eager's values.
@@ -41,6 +41,12 @@ CASES = {
     "pairwise_distance_p1_keepdim": lambda x, a, b, p: F.pairwise_distance(a, b, 1.0,
                                                                            keepdim=True),
     "pairwise_distance_p3": lambda x, a, b, p: torch.pairwise_distance(a, b, p=3, eps=0.0),
+    "pairwise_distance_inf": lambda x, a, b, p: F.pairwise_distance(a, b, float("inf")),
+    "triplet_margin_loss": lambda x, a, b, p: F.triplet_margin_loss(a, b, p),
+    "triplet_margin_loss_swap_p1": lambda x, a, b, p: F.triplet_margin_loss(
+        a, b, p, margin=0.5, p=1, swap=True, reduction="none"),
+    "triplet_margin_module": lambda x, a, b, p: torch.nn.TripletMarginLoss(2.0, reduction="sum")(
+        a, p, b),
     "kl_div_batchmean": lambda x, a, b, p: F.kl_div(F.log_softmax(a, -1), p,
                                                     reduction="batchmean"),
     "kl_div_sum_log_target": lambda x, a, b, p: F.kl_div(a, p.log(), reduction="sum",
@@ -80,6 +86,8 @@ GRADIENTS = {
     "pad_circular": lambda x, a, b, p: F.pad(x, (1, 2, 2, 1), mode="circular"),
     "cosine_similarity": lambda x, a, b, p: F.cosine_similarity(a, b),
     "pairwise_distance": lambda x, a, b, p: F.pairwise_distance(a, b, p=1.5),
+    "triplet_margin_loss": lambda x, a, b, p: F.triplet_margin_loss(x[0, 0, :4], a[:, :6], b[:, 1:7],
+                                                                    swap=True),
     "kl_div": lambda x, a, b, p: F.kl_div(F.log_softmax(a, -1), torch.softmax(b, -1),
                                           reduction="batchmean"),
     "unfold": lambda x, a, b, p: F.unfold(x, (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)),

@@ -935,6 +935,41 @@ int cap_th_kl_div(cap_tcall *c, PyObject **out)
         c->T, ptc_composite_kl_div(composer(c), in, tg, lt == Py_True, red, batchmean), out);
 }
 
+/* triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2,
+ * eps=1e-6, swap=False, ..., reduction="mean"): floating tensors of one
+ * dtype and rank. */
+int cap_th_triplet_margin(cap_tcall *c, PyObject **out)
+{
+    static const char *const names[3] = {"anchor", "positive", "negative"};
+    V abn[3];
+    bool ok = true;
+    for (int i = 0; i < 3; i++) {
+        PyObject *t = ARG(i, names[i]);
+        ok = ok && t && cap_is_tensor(t);
+        abn[i] = ok ? cap_val(t) : NULL;
+        ok = ok && ptc_dtype_is_float(abn[i]->type.dtype) &&
+             abn[i]->type.dtype == abn[0]->type.dtype && abn[i]->type.ndim == abn[0]->type.ndim;
+    }
+    if (!ok || abn[0]->type.ndim == 0)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "%s of other than three floating tensors of one dtype and rank",
+                           c->m->name);
+    ptc_reduction red;
+    double margin, p, eps;
+    PyObject *swap = ARG(6, "swap");
+    int rc = reduction_of(c, 9, &red);
+    if (rc != CAP_NEXT || number(c, ARG(3, "margin"), 1.0, &margin) != CAP_NEXT ||
+        number(c, ARG(4, "p"), 2.0, &p) != CAP_NEXT ||
+        number(c, ARG(5, "eps"), 1e-6, &eps) != CAP_NEXT)
+        return rc != CAP_NEXT ? rc : CAP_BREAK;
+    if (p <= 0 || (swap && !PyBool_Check(swap)))
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "%s with p <= 0 or a non-bool swap",
+                           c->m->name);
+    return cap_wrap_value(
+        c->T, ptc_composite_triplet_margin(composer(c), abn, margin, p, eps, swap == Py_True, red),
+        out);
+}
+
 /* one_hot(tensor, num_classes): int64 classes, num_classes given (-1, the
  * classes' maximum plus one, is a value of the data: a break). */
 int cap_th_one_hot(cap_tcall *c, PyObject **out)

@@ -314,36 +314,10 @@ int cap_th_clamp_one(cap_tcall *c, PyObject **out)
     return cap_build(c->T, PTC_OP_CLAMP, a, 3, out);
 }
 
-/* ||x||_p over dims: sqrt(sum(x*x)), sum(|x|), amax(|x|), or the general form. */
+/* ||x||_p over dims, built into the trace (ptc_composite_pnorm). */
 static ptc_value *pnorm(cap_trace *T, ptc_value *x, double p, ptc_arg dims, bool keepdim)
 {
-    ptc_arg one[1] = {ptc_arg_value(x)};
-    if (p == 2) {
-        ptc_arg m[2] = {ptc_arg_value(x), ptc_arg_value(x)};
-        ptc_value *sq = cap_build1(T, PTC_OP_MUL, m, 2);
-        ptc_arg s[3] = {ptc_arg_value(sq), dims, ptc_arg_bool(keepdim)};
-        ptc_value *sum = sq ? cap_build1(T, PTC_OP_SUM, s, 3) : NULL;
-        ptc_arg r[1] = {ptc_arg_value(sum)};
-        return sum ? cap_build1(T, PTC_OP_SQRT, r, 1) : NULL;
-    }
-    ptc_value *ax = cap_build1(T, PTC_OP_ABS, one, 1);
-    if (!ax)
-        return NULL;
-    if (isinf(p) && p > 0) {
-        ptc_arg s[3] = {ptc_arg_value(ax), dims.kind == PTC_ARG_NONE ? ptc_arg_ints(T->arena, NULL, 0) : dims,
-                        ptc_arg_bool(keepdim)};
-        return cap_build1(T, PTC_OP_AMAX, s, 3);
-    }
-    if (p == 1) {
-        ptc_arg s[3] = {ptc_arg_value(ax), dims, ptc_arg_bool(keepdim)};
-        return cap_build1(T, PTC_OP_SUM, s, 3);
-    }
-    ptc_arg pw[2] = {ptc_arg_value(ax), ptc_arg_float(p)};
-    ptc_value *powed = cap_build1(T, PTC_OP_POW, pw, 2);
-    ptc_arg s[3] = {ptc_arg_value(powed), dims, ptc_arg_bool(keepdim)};
-    ptc_value *sum = powed ? cap_build1(T, PTC_OP_SUM, s, 3) : NULL;
-    ptc_arg r[2] = {ptc_arg_value(sum), ptc_arg_float(1.0 / p)};
-    return sum ? cap_build1(T, PTC_OP_POW, r, 2) : NULL;
+    return ptc_composite_pnorm(cap_composer(T), x, p, dims, keepdim);
 }
 
 static int norm_p(cap_tcall *c, PyObject *p, double *out)
@@ -434,15 +408,10 @@ int cap_th_pairwise_distance(cap_tcall *c, PyObject **out)
     double p = 2;
     if (float_pair(c, "x1", "x2", v) != CAP_NEXT || norm_p(c, ARG(2, "p"), &p) != CAP_NEXT)
         return CAP_BREAK;
-    ptc_arg sa[2] = {ptc_arg_value(v[0]), ptc_arg_value(v[1])};
-    ptc_value *diff = cap_build1(c->T, PTC_OP_SUB, sa, 2);
-    ptc_arg ea[2] = {ptc_arg_value(diff), ptc_arg_float(number(ARG(3, "eps"), 1e-6))};
-    ptc_value *shifted = diff ? cap_build1(c->T, PTC_OP_ADD, ea, 2) : NULL;
-    int64_t last = -1;
     return cap_wrap_value(c->T,
-                          shifted ? pnorm(c->T, shifted, p, ptc_arg_ints(c->T->arena, &last, 1),
-                                          truthy(ARG(4, "keepdim"), false))
-                                  : NULL,
+                          ptc_composite_pairwise_distance(cap_composer(c->T), v[0], v[1], p,
+                                                          number(ARG(3, "eps"), 1e-6),
+                                                          truthy(ARG(4, "keepdim"), false)),
                           out);
 }
 
