@@ -1119,3 +1119,65 @@ V ptc_composite_fold(dctx *d, V x, const ptc_unfold *u)
     V image = narrow(d, reshape_to(d, summed, plane, 4), 2, u->padding[0], u->size[0]);
     return clone(d, narrow(d, image, 3, u->padding[1], u->size[1]));
 }
+
+/* ---- embedding_bag -------------------------------------------------------------------------- */
+
+/* The bag of each of n places (1-D input): offsets[1:] start bags 1 and
+ * on (offsets[0] must be 0: arange(1)[offsets[0]] reads it through an index
+ * check, eager's error otherwise; an offset past n fails the index_add's
+ * check). With last, offsets' last entry only ends the last bag. */
+static V bag_of_place(dctx *d, V offsets, int64_t n, bool last)
+{
+    int64_t bags = offsets->type.shape[0].value - (last ? 1 : 0);
+    ptc_dim marks_shape[1] = {ptc_dim_c(n + 1)};
+    V marks = spread_value(d, marks_shape, 1, offsets->type.device, ptc_arg_int(0), PTC_I64);
+    V starts = narrow(d, offsets, 0, 1, bags - 1);
+    V ones = ptc_composite_spread(d, starts, ptc_arg_int(1), PTC_I64);
+    marks = ptc_composite_index_scatter(d, marks, 0, starts, ones, true, ptc_arg_none());
+    ptc_arg c[3] = {ptc_arg_value(narrow(d, marks, 0, 0, n)), ptc_arg_int(0), ptc_arg_none()};
+    V bag = c[0].v ? dp_build(d, PTC_OP_CUMSUM, c, 3) : NULL;
+    V first = index_select(d, arange(d, 0, 1, 1, PTC_I64, offsets->type.device), 0,
+                           narrow(d, offsets, 0, 0, 1));
+    return dp_binary(d, PTC_OP_ADD, bag, first);
+}
+
+V ptc_composite_embedding_bag(dctx *d, const ptc_embedding_bag *e)
+{
+    V w = e->weight, in = e->input;
+    if (!w || !in)
+        return NULL;
+    ptc_dtype dt = w->type.dtype;
+    ptc_arg ea[5] = {ptc_arg_value(w), ptc_arg_value(in), ptc_arg_int(-1), ptc_arg_bool(false),
+                     ptc_arg_bool(false)};
+    V rows = dp_build(d, PTC_OP_EMBEDDING, ea, 5);
+    V keep = e->padding_idx >= 0 ? to_dtype(d, int_op(d, PTC_OP_NE, in, e->padding_idx), dt)
+                                 : ptc_composite_spread(d, in, ptc_arg_int(1), dt);
+    V weight = e->per_sample ? dp_binary(d, PTC_OP_MUL, keep, e->per_sample) : keep;
+    int lastdim = in->type.ndim; /* rows: input's dims, then the embedding's */
+    V kept = dp_binary(d, PTC_OP_MUL, rows, unsqueeze(d, weight, lastdim));
+    V sum, count;
+    if (in->type.ndim == 2) { /* bags of one size */
+        sum = reduce(d, PTC_OP_SUM, kept, 1, false, false);
+        count = reduce(d, PTC_OP_SUM, keep, 1, true, false);
+        if (e->mode == PTC_BAG_MAX) {
+            V masked = where(d, unsqueeze(d, scalar_op(d, PTC_OP_NE, keep, 0), 2),
+                             ptc_arg_value(rows), ptc_arg_float(-INFINITY));
+            ptc_arg m[3] = {ptc_arg_value(masked), ptc_arg_ints(d->g->arena, (int64_t[]){1}, 1),
+                            ptc_arg_bool(false)};
+            V most = masked ? dp_build(d, PTC_OP_AMAX, m, 3) : NULL;
+            return where(d, scalar_op(d, PTC_OP_GT, count, 0), ptc_arg_value(most),
+                         ptc_arg_float(0));
+        }
+    } else {
+        int64_t bags = e->offsets->type.shape[0].value - (e->include_last_offset ? 1 : 0);
+        V bag = bag_of_place(d, e->offsets, in->type.shape[0].value, e->include_last_offset);
+        ptc_dim out_shape[2] = {ptc_dim_c(bags), w->type.shape[1]};
+        V zeros = spread_value(d, out_shape, 2, w->type.device, ptc_arg_int(0), dt);
+        sum = ptc_composite_index_scatter(d, zeros, 0, bag, kept, true, ptc_arg_none());
+        count = ptc_composite_index_scatter(d, narrow(d, zeros, 1, 0, 1), 0, bag,
+                                            unsqueeze(d, keep, 1), true, ptc_arg_none());
+    }
+    if (e->mode == PTC_BAG_SUM)
+        return sum;
+    return dp_binary(d, PTC_OP_DIV, sum, clamp_min(d, count, 1));
+}

@@ -156,6 +156,17 @@ ptc_value *ptc_composite_pairwise_distance(ptc_composer *c, ptc_value *x1, ptc_v
 /* triplet_margin_loss of abn: anchor, positive, negative. */
 ptc_value *ptc_composite_triplet_margin(ptc_composer *c, ptc_value **abn, double margin, double p,
                                         double eps, bool swap, ptc_reduction red);
+/* embedding_bag: input 2-D (bags of one size) or 1-D with offsets (the
+ * first 0); per_sample weights (sum mode) of input's shape, or NULL;
+ * padding_idx -1 for none, else normalised. Max of 1-D bags is not built. */
+typedef enum { PTC_BAG_SUM, PTC_BAG_MEAN, PTC_BAG_MAX } ptc_bag_mode;
+typedef struct ptc_embedding_bag {
+    ptc_value *weight, *input, *offsets, *per_sample;
+    ptc_bag_mode mode;
+    int64_t padding_idx;
+    bool include_last_offset;
+} ptc_embedding_bag;
+ptc_value *ptc_composite_embedding_bag(ptc_composer *c, const ptc_embedding_bag *e);
 /* one_hot of int64 classes into `classes` columns (int64). */
 ptc_value *ptc_composite_one_hot(ptc_composer *c, ptc_value *x, int64_t classes);
 /* kl_div of floating input and target of one dtype; batchmean: the sum

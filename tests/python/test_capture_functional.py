@@ -1,7 +1,7 @@
 """torch.nn.functional calls that trace into one graph (issue 13): pad in
 reflect, replicate and circular mode (and the padding modules), one_hot,
 cosine_similarity, pairwise_distance, triplet_margin_loss, kl_div, unfold
-and fold (and their modules). Each was a graph break
+and fold, embedding_bag (and their modules). Each was a graph break
 (PTC-B007) before. Compiled by ptc and compared with eager: values,
 gradients against torch autograd, eager's errors; what ptc does not trace
 breaks with its reason and gives eager's values.
@@ -112,6 +112,54 @@ def test_gradients_like_autograd(name):
             torch.testing.assert_close(got, want)
 
 
+# embedding_bag: 10 rows of 3, 8 places in bags [0, 4), [4, 4), [4, 8)
+BAG_WEIGHT = torch.randn(10, 3, generator=torch.Generator().manual_seed(2))
+BAG_INPUT = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9])
+BAG_OFFSETS = torch.tensor([0, 4, 4])
+BAG_SAMPLE_WEIGHTS = torch.linspace(0.1, 0.8, 8)
+EMBEDDING_BAG = {
+    "mean": lambda w, i, o, s: F.embedding_bag(i, w, o),
+    "sum_per_sample": lambda w, i, o, s: F.embedding_bag(i, w, o, mode="sum",
+                                                         per_sample_weights=s),
+    "sum_last_offset": lambda w, i, o, s: F.embedding_bag(i, w, torch.tensor([0, 4, 8]),
+                                                          mode="sum", include_last_offset=True),
+    "mean_padding": lambda w, i, o, s: F.embedding_bag(i, w, o, padding_idx=4),
+    "mean_2d": lambda w, i, o, s: F.embedding_bag(i.reshape(2, 4), w),
+    "max_2d_padding": lambda w, i, o, s: F.embedding_bag(i.reshape(2, 4), w, mode="max",
+                                                         padding_idx=-6),
+    "max_2d_all_padding": lambda w, i, o, s: F.embedding_bag(i[:4].reshape(2, 2) * 0 + 4, w,
+                                                             mode="max", padding_idx=4),
+    "sum_2d_per_sample": lambda w, i, o, s: F.embedding_bag(i.reshape(4, 2), w, mode="sum",
+                                                            per_sample_weights=s.reshape(4, 2)),
+}
+
+
+@pytest.mark.parametrize("name", EMBEDDING_BAG)
+def test_embedding_bag_like_eager(name):
+    """Values, and the gradients of the weight and the per-sample weights."""
+    fn = EMBEDDING_BAG[name]
+    results = []
+    for f in (fn, ptc.compile(fn, fullgraph=True)):
+        w, s = BAG_WEIGHT.clone().requires_grad_(), BAG_SAMPLE_WEIGHTS.clone().requires_grad_()
+        out = f(w, BAG_INPUT, BAG_OFFSETS, s)
+        grads = torch.autograd.grad((out * torch.arange(out.numel()).reshape(out.shape)).sum(),
+                                    (w, s), allow_unused=True)
+        results.append((out, grads))
+    torch.testing.assert_close(results[1][0], results[0][0])
+    for got, want in zip(results[1][1], results[0][1]):
+        if want is None:
+            assert got is None or not got.any()
+        else:
+            torch.testing.assert_close(got, want)
+
+
+def test_embedding_bag_module_is_one_graph():
+    bag = torch.nn.EmbeddingBag.from_pretrained(BAG_WEIGHT, mode="sum")
+    fn = lambda i, o: bag(i, o) * 2  # noqa: E731
+    torch.testing.assert_close(ptc.compile(fn, fullgraph=True)(BAG_INPUT, BAG_OFFSETS),
+                               fn(BAG_INPUT, BAG_OFFSETS))
+
+
 @pytest.mark.parametrize("fn", [
     lambda c: F.one_hot(c, 3),   # a class past the last
     lambda c: F.one_hot(c - 3, 5),  # a negative class
@@ -125,8 +173,24 @@ def test_one_hot_of_a_bad_class_raises_eager_s_error(fn):
         assert outcome(ptc.compile(fn, fullgraph=True), (c,)) == want
 
 
+@pytest.mark.parametrize("offsets", [[1, 4], [0, 4, 9], [0, -1]])
+def test_embedding_bag_of_bad_offsets_raises_eager_s_error(offsets):
+    """offsets[0] not 0, or past the input's end (the index checks fail and
+    the segment runs again eagerly)."""
+    fn = lambda w, i, o: F.embedding_bag(i, w, o, mode="sum")  # noqa: E731
+    args = (BAG_WEIGHT, BAG_INPUT, torch.tensor(offsets))
+    want = outcome(fn, args)
+    assert want[0] is RuntimeError, want
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert outcome(ptc.compile(fn, fullgraph=True), args) == want
+
+
 @pytest.mark.parametrize("fn,reason", [
     (lambda x: F.one_hot(x.long().flatten().clamp(0, 3)) + 1, "without num_classes"),
+    (lambda x: F.embedding_bag(x.long().flatten(), x, torch.tensor([0, 3]), mode="max") + 1,
+     "max of 1-D bags"),
+    (lambda x: F.embedding_bag(x.long(), x, sparse=True) + 1, "sparse"),
     (lambda x: F.pad(x, (6, 0), mode="reflect") + 1, "pads eager refuses"),
     (lambda x: F.pad(x, (-1, 2), mode="replicate") + 1, "negative"),
     (lambda x: F.fold(x[None], (3, 4), 2) + 1, "sizes that eager refuses"),

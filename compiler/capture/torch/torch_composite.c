@@ -970,6 +970,66 @@ int cap_th_triplet_margin(cap_tcall *c, PyObject **out)
         out);
 }
 
+/* The mode= of embedding_bag ("mean" when absent), -1 for another. */
+static int bag_mode(PyObject *m)
+{
+    static const char *const names[3] = {"sum", "mean", "max"};
+    const char *s = m && PyUnicode_Check(m) ? PyUnicode_AsUTF8(m) : m ? "" : "mean";
+    for (int i = 0; i < 3; i++)
+        if (strcmp(s, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
+ * scale_grad_by_freq=False, mode="mean", sparse=False,
+ * per_sample_weights=None, include_last_offset=False, padding_idx=None):
+ * static sizes; max_norm (a renormalisation in place), scale_grad_by_freq,
+ * sparse gradients and max of 1-D bags break. */
+int cap_th_embedding_bag(cap_tcall *c, PyObject **out)
+{
+    PyObject *in = ARG(0, "input"), *w = ARG(1, "weight"), *off = ARG(2, "offsets");
+    PyObject *psw = ARG(8, "per_sample_weights"), *pad = ARG(10, "padding_idx");
+    int mode = bag_mode(ARG(6, "mode"));
+    bool ok = in && w && cap_is_tensor(in) && cap_is_tensor(w) && mode >= 0;
+    ptc_embedding_bag e = {ok ? cap_val(w) : NULL,
+                           ok ? cap_val(in) : NULL,
+                           NULL,
+                           NULL,
+                           mode,
+                           -1,
+                           ARG(9, "include_last_offset") == Py_True};
+    if (ok && off && off != Py_None)
+        e.offsets = cap_is_tensor(off) ? cap_val(off) : NULL, ok = e.offsets != NULL;
+    if (ok && psw && psw != Py_None)
+        e.per_sample = cap_is_tensor(psw) ? cap_val(psw) : NULL, ok = e.per_sample != NULL;
+    const ptc_ttype *it = ok ? &e.input->type : NULL, *wt = ok ? &e.weight->type : NULL;
+    ok =
+        ok && (it->dtype == PTC_I64 || it->dtype == PTC_I32) && wt->ndim == 2 &&
+        ptc_dtype_is_float(wt->dtype) && ptc_ttype_is_static(it) && ptc_ttype_is_static(wt) &&
+        (it->ndim == 2
+             ? !e.offsets
+             : it->ndim == 1 && e.offsets && e.offsets->type.ndim == 1 &&
+                   e.offsets->type.dtype == it->dtype && ptc_ttype_is_static(&e.offsets->type) &&
+                   e.offsets->type.shape[0].value > e.include_last_offset && mode != PTC_BAG_MAX) &&
+        (!e.per_sample || (mode == PTC_BAG_SUM && e.per_sample->type.dtype == wt->dtype &&
+                           e.per_sample->type.ndim == it->ndim &&
+                           ptc_dim_eq(e.per_sample->type.shape[0], it->shape[0])));
+    if (ok && pad && pad != Py_None) {
+        int64_t rows = wt->shape[0].value, p = PyLong_Check(pad) ? PyLong_AsLongLong(pad) : rows;
+        ok = p >= -rows && p < rows;
+        e.padding_idx = p < 0 ? p + rows : p;
+    }
+    PyObject *mn = ARG(3, "max_norm");
+    if (!ok || (mn && mn != Py_None) || ARG(5, "scale_grad_by_freq") == Py_True ||
+        ARG(7, "sparse") == Py_True)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "%s with max_norm, scale_grad_by_freq, sparse, max of 1-D bags, "
+                           "symbolic sizes or operands eager refuses",
+                           c->m->name);
+    return cap_wrap_value(c->T, ptc_composite_embedding_bag(composer(c), &e), out);
+}
+
 /* one_hot(tensor, num_classes): int64 classes, num_classes given (-1, the
  * classes' maximum plus one, is a value of the data: a break). */
 int cap_th_one_hot(cap_tcall *c, PyObject **out)

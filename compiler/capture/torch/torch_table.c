@@ -288,6 +288,7 @@ cap_tmap cap_tmaps[] = {
     FX(F "kl_div", kl_div, -1, "") FX(F "one_hot", one_hot, -1, "")
     FX(F "unfold", unfold, -1, "") FX(F "fold", unfold, -1, "")
     FX(F "triplet_margin_loss", triplet_margin, -1, "")
+    FX(F "embedding_bag", embedding_bag, -1, "")
     FX(F "mse_loss", pointwise_loss, -1, "") FX(F "l1_loss", pointwise_loss, -1, "")
     FX(F "smooth_l1_loss", pointwise_loss, -1, "") FX(F "huber_loss", pointwise_loss, -1, "")
     FX(F "binary_cross_entropy", bce, -1, "") FX(F "binary_cross_entropy_with_logits", bce, -1, "")
