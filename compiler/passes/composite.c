@@ -1120,6 +1120,36 @@ V ptc_composite_fold(dctx *d, V x, const ptc_unfold *u)
     return clone(d, narrow(d, image, 3, u->padding[1], u->size[1]));
 }
 
+/* ---- trace, channel_shuffle ------------------------------------------------------------------ */
+
+/* trace of a 2-D x: the sum of the places where row and column agree. */
+V ptc_composite_trace(dctx *d, V x)
+{
+    if (!x)
+        return NULL;
+    ptc_device dev = x->type.device;
+    V rows = unsqueeze(d, arange(d, 0, (double)x->type.shape[0].value, 1, PTC_I64, dev), 1);
+    V cols = unsqueeze(d, arange(d, 0, (double)x->type.shape[1].value, 1, PTC_I64, dev), 0);
+    V diagonal = where(d, dp_binary(d, PTC_OP_EQ, rows, cols), ptc_arg_value(x), ptc_arg_int(0));
+    return reduce_all(d, PTC_OP_SUM, diagonal);
+}
+
+/* channel_shuffle of x [n, c, ...] in `groups`: channel g * (c / groups) + k
+ * moves to k * groups + g. */
+V ptc_composite_channel_shuffle(dctx *d, V x, int64_t groups)
+{
+    if (!x)
+        return NULL;
+    int nd = x->type.ndim;
+    int64_t split[PTC_MAX_DIMS + 1] = {0}, joined[PTC_MAX_DIMS] = {0};
+    for (int i = 0; i < nd; i++)
+        joined[i] = x->type.shape[i].value;
+    split[0] = joined[0], split[1] = groups, split[2] = joined[1] / groups;
+    for (int i = 2; i < nd; i++)
+        split[i + 1] = joined[i];
+    return reshape_to(d, transpose(d, reshape_to(d, x, split, nd + 1), 1, 2), joined, nd);
+}
+
 /* ---- embedding_bag -------------------------------------------------------------------------- */
 
 /* The bag of each of n places (1-D input): offsets[1:] start bags 1 and

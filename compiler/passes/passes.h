@@ -167,6 +167,11 @@ typedef struct ptc_embedding_bag {
     bool include_last_offset;
 } ptc_embedding_bag;
 ptc_value *ptc_composite_embedding_bag(ptc_composer *c, const ptc_embedding_bag *e);
+/* trace of a 2-D x (static sizes). */
+ptc_value *ptc_composite_trace(ptc_composer *c, ptc_value *x);
+/* channel_shuffle of x [n, c, ...] (static, more than 2 dims) in groups that
+ * divide c. */
+ptc_value *ptc_composite_channel_shuffle(ptc_composer *c, ptc_value *x, int64_t groups);
 /* one_hot of int64 classes into `classes` columns (int64). */
 ptc_value *ptc_composite_one_hot(ptc_composer *c, ptc_value *x, int64_t classes);
 /* kl_div of floating input and target of one dtype; batchmean: the sum

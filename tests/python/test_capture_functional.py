@@ -1,7 +1,8 @@
 """torch.nn.functional calls that trace into one graph (issue 13): pad in
 reflect, replicate and circular mode (and the padding modules), one_hot,
 cosine_similarity, pairwise_distance, triplet_margin_loss, kl_div, unfold
-and fold, embedding_bag (and their modules). Each was a graph break
+and fold, embedding_bag, channel_shuffle (and their modules); and
+torch.aminmax and torch.trace. Each was a graph break
 (PTC-B007) before. Compiled by ptc and compared with eager: values,
 gradients against torch autograd, eager's errors; what ptc does not trace
 breaks with its reason and gives eager's values.
@@ -54,6 +55,10 @@ CASES = {
     "kl_div_none_zero_target": lambda x, a, b, p: F.kl_div(a, p * (p > 0.1), reduction="none"),
     "one_hot": lambda x, a, b, p: F.one_hot(torch.tensor([[0, 3], [2, 1]]), 5) * 2,
     "one_hot_of_argmax": lambda x, a, b, p: F.one_hot(a.argmax(-1), num_classes=8).float() + p,
+    "channel_shuffle": lambda x, a, b, p: F.channel_shuffle(x.repeat(1, 2, 1, 1), 3),
+    "channel_shuffle_module": lambda x, a, b, p: torch.nn.ChannelShuffle(2)(a[None, :, :, None]),
+    "trace": lambda x, a, b, p: torch.trace(a) + x[0, 0].trace(),
+    "trace_integers": lambda x, a, b, p: (a * 10).int().trace(),
     "unfold": lambda x, a, b, p: F.unfold(x, 3),
     "unfold_every_argument": lambda x, a, b, p: F.unfold(x, (2, 3), dilation=(2, 1),
                                                          padding=(1, 2), stride=(2, 3)),
@@ -90,6 +95,8 @@ GRADIENTS = {
                                                                     swap=True),
     "kl_div": lambda x, a, b, p: F.kl_div(F.log_softmax(a, -1), torch.softmax(b, -1),
                                           reduction="batchmean"),
+    "channel_shuffle": lambda x, a, b, p: F.channel_shuffle(x, 3) * x,
+    "trace": lambda x, a, b, p: torch.trace(a * b)[None],
     "unfold": lambda x, a, b, p: F.unfold(x, (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)),
     "fold": lambda x, a, b, p: F.fold(a.reshape(1, 4, 8).repeat(1, 2, 2)[:, :, :12], (4, 5), 2,
                                       padding=(1, 0), stride=(2, 1)),
@@ -110,6 +117,37 @@ def test_gradients_like_autograd(name):
             assert got is None or not got.any()
         else:
             torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a: torch.aminmax(a),
+    lambda a: a.aminmax(dim=1, keepdim=True),
+    lambda a: torch.aminmax((a * 10).int(), dim=-1),
+    lambda a: torch.aminmax(a, keepdim=True),
+])
+def test_aminmax_is_eager_s_named_pair(fn):
+    a = operands()[1]
+    got, want = ptc.compile(fn, fullgraph=True)(a), fn(a)
+    assert type(got) is type(want)
+    for g, w in [(got.min, want.min), (got.max, want.max)]:
+        assert (g.dtype, g.shape) == (w.dtype, w.shape)
+        torch.testing.assert_close(g, w)
+
+
+def test_aminmax_of_a_tensor_that_requires_grad_runs_eagerly():
+    """Eager's aminmax has no derivative (its backward raises): ptc breaks
+    there rather than give one."""
+    def fn(a):
+        return torch.aminmax(a, dim=1).max * 2
+
+    a = operands()[1].requires_grad_()
+    assert_breaks_like_eager(fn, (a,), "requires grad", torch.testing.assert_close)
+    errors = []
+    for f in (fn, ptc.compile(fn)):
+        with pytest.raises(RuntimeError) as e:
+            f(a).sum().backward()
+        errors.append(str(e.value))
+    assert errors[0] == errors[1] and "not implemented" in errors[0]
 
 
 # embedding_bag: 10 rows of 3, 8 places in bags [0, 4), [4, 4), [4, 8)

@@ -1030,6 +1030,32 @@ int cap_th_embedding_bag(cap_tcall *c, PyObject **out)
     return cap_wrap_value(c->T, ptc_composite_embedding_bag(composer(c), &e), out);
 }
 
+/* trace(input): 2-D, static sizes. */
+int cap_th_trace(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    if (!x || x->v->type.ndim != 2 || !ptc_ttype_is_static(&x->v->type) ||
+        x->v->type.dtype == PTC_BOOL)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "trace of other than a 2-D number tensor of static sizes");
+    return cap_wrap_value(c->T, ptc_composite_trace(composer(c), x->v), out);
+}
+
+/* channel_shuffle(input, groups): more than 2 dims, static sizes, groups
+ * dividing the channels. */
+int cap_th_channel_shuffle(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    PyObject *g = ARG(1, "groups");
+    int64_t groups = g && PyLong_Check(g) ? PyLong_AsLongLong(g) : 0;
+    const ptc_ttype *t = x ? &x->v->type : NULL;
+    if (!t || t->ndim < 3 || !ptc_ttype_is_static(t) || groups <= 0 ||
+        t->shape[1].value % groups != 0)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "channel_shuffle with symbolic sizes, or what eager refuses");
+    return cap_wrap_value(c->T, ptc_composite_channel_shuffle(composer(c), x->v, groups), out);
+}
+
 /* one_hot(tensor, num_classes): int64 classes, num_classes given (-1, the
  * classes' maximum plus one, is a value of the data: a break). */
 int cap_th_one_hot(cap_tcall *c, PyObject **out)

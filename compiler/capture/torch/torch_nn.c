@@ -141,6 +141,37 @@ static int values_indices(const char *path, PyObject *pair, PyObject **out)
     return *out ? CAP_NEXT : CAP_ERR;
 }
 
+/* aminmax(input, *, dim=None, keepdim=False): (amin, amax) as
+ * torch.return_types.aminmax; an empty input (eager raises) and one that
+ * requires grad (eager's aminmax has no derivative: its backward raises)
+ * break. */
+int cap_th_aminmax(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    PyObject *d = ARG(-1, "dim"), *keep = ARG(-1, "keepdim");
+    int64_t dim = d && PyLong_Check(d) ? PyLong_AsLongLong(d) : 0;
+    const ptc_ttype *t = x ? &x->v->type : NULL;
+    bool empty = false;
+    for (int i = 0; t && i < t->ndim; i++)
+        empty |= !t->shape[i].sym && t->shape[i].value == 0;
+    if (!t || empty || t->dtype == PTC_BOOL || (d && d != Py_None && !PyLong_Check(d)) ||
+        (keep && !PyBool_Check(keep)) || (t->requires_grad && c->T->grad_enabled))
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "aminmax of an empty or bool tensor, with a dim not an int, or of "
+                           "a tensor that requires grad (eager's has no derivative)");
+    ptc_arg a[3] = {ptc_arg_value(x->v),
+                    d && d != Py_None ? ptc_arg_ints(c->T->arena, &dim, 1)
+                                      : ptc_arg_ints(c->T->arena, NULL, 0),
+                    ptc_arg_bool(keep == Py_True)};
+    ptc_value *lo = cap_build1(c->T, PTC_OP_AMIN, a, 3);
+    ptc_value *hi = lo ? cap_build1(c->T, PTC_OP_AMAX, a, 3) : NULL;
+    if (!hi)
+        return CAP_BREAK;
+    return values_indices("torch.return_types.aminmax",
+                          Py_BuildValue("(NN)", cap_tensor_new(c->T, lo), cap_tensor_new(c->T, hi)),
+                          out);
+}
+
 int cap_th_max_min(cap_tcall *c, PyObject **out)
 {
     bool is_max = c->m->op == 1;
