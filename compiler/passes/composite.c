@@ -1150,6 +1150,38 @@ V ptc_composite_channel_shuffle(dctx *d, V x, int64_t groups)
     return reshape_to(d, transpose(d, reshape_to(d, x, split, nd + 1), 1, 2), joined, nd);
 }
 
+/* ---- searching --------------------------------------------------------------------------------
+ */
+
+/* searchsorted / bucketize: the count of boundaries (seq's last dim, 1-D or
+ * batched over values' leading dims) below each value (at or below with
+ * right); a NaN value is past them all, as torch's. */
+V ptc_composite_search_sorted(dctx *d, V seq, V values, bool right, bool out_int32)
+{
+    if (!seq || !values)
+        return NULL;
+    int64_t n = seq->type.shape[seq->type.ndim - 1].value, last = -1;
+    V bounds = seq->type.ndim > 1 ? unsqueeze(d, seq, -2) : seq;
+    V below = dp_binary(d, right ? PTC_OP_LE : PTC_OP_LT, bounds, unsqueeze(d, values, -1));
+    ptc_arg s[3] = {ptc_arg_value(below), ptc_arg_ints(d->g->arena, &last, 1), ptc_arg_bool(false)};
+    V count = below ? dp_build(d, PTC_OP_SUM, s, 3) : NULL;
+    if (ptc_dtype_is_float(values->type.dtype))
+        count = where(d, dp_unary(d, PTC_OP_ISNAN, values), ptc_arg_int(n), ptc_arg_value(count));
+    return out_int32 ? to_dtype(d, count, PTC_I32) : count;
+}
+
+/* isin: whether each element equals one of test's (NaN equals none). */
+V ptc_composite_isin(dctx *d, V elements, V test, bool invert)
+{
+    if (!elements || !test)
+        return NULL;
+    int64_t flat = -1, last = -1;
+    V same = dp_binary(d, PTC_OP_EQ, unsqueeze(d, elements, -1), reshape_to(d, test, &flat, 1));
+    ptc_arg s[3] = {ptc_arg_value(same), ptc_arg_ints(d->g->arena, &last, 1), ptc_arg_bool(false)};
+    V hits = same ? dp_build(d, PTC_OP_SUM, s, 3) : NULL;
+    return int_op(d, invert ? PTC_OP_EQ : PTC_OP_GT, hits, 0);
+}
+
 /* ---- embedding_bag -------------------------------------------------------------------------- */
 
 /* The bag of each of n places (1-D input): offsets[1:] start bags 1 and

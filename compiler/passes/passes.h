@@ -172,6 +172,12 @@ ptc_value *ptc_composite_trace(ptc_composer *c, ptc_value *x);
 /* channel_shuffle of x [n, c, ...] (static, more than 2 dims) in groups that
  * divide c. */
 ptc_value *ptc_composite_channel_shuffle(ptc_composer *c, ptc_value *x, int64_t groups);
+/* searchsorted(seq, values) and bucketize(values, seq): seq 1-D, or of
+ * values' leading dims; int64 (int32 with out_int32). */
+ptc_value *ptc_composite_search_sorted(ptc_composer *c, ptc_value *seq, ptc_value *values,
+                                       bool right, bool out_int32);
+/* isin(elements, test), or its negation with invert. */
+ptc_value *ptc_composite_isin(ptc_composer *c, ptc_value *elements, ptc_value *test, bool invert);
 /* one_hot of int64 classes into `classes` columns (int64). */
 ptc_value *ptc_composite_one_hot(ptc_composer *c, ptc_value *x, int64_t classes);
 /* kl_div of floating input and target of one dtype; batchmean: the sum

@@ -2,7 +2,8 @@
 reflect, replicate and circular mode (and the padding modules), one_hot,
 cosine_similarity, pairwise_distance, triplet_margin_loss, kl_div, unfold
 and fold, embedding_bag, channel_shuffle (and their modules); and
-torch.aminmax and torch.trace. Each was a graph break
+torch.aminmax, torch.trace, torch.searchsorted, torch.bucketize and
+torch.isin. Each was a graph break
 (PTC-B007) before. Compiled by ptc and compared with eager: values,
 gradients against torch autograd, eager's errors; what ptc does not trace
 breaks with its reason and gives eager's values.
@@ -148,6 +149,30 @@ def test_aminmax_of_a_tensor_that_requires_grad_runs_eagerly():
             f(a).sum().backward()
         errors.append(str(e.value))
     assert errors[0] == errors[1] and "not implemented" in errors[0]
+
+
+BOUNDS = torch.tensor([1.0, 3.0, 5.0])
+VALUES = torch.tensor([float("nan"), 0.0, 1.0, 2.0, 5.0, 6.0, float("inf"), -float("inf")])
+SEARCHES = {
+    "bucketize": lambda v, b: torch.bucketize(v, b),
+    "bucketize_right_int32": lambda v, b: torch.bucketize(v, b, right=True, out_int32=True),
+    "bucketize_integers": lambda v, b: torch.bucketize(v[1:7].reshape(2, 3).long(), b),
+    "searchsorted": lambda v, b: torch.searchsorted(b, v),
+    "searchsorted_side_right": lambda v, b: torch.searchsorted(b, v, side="right"),
+    "searchsorted_batched": lambda v, b: torch.searchsorted(torch.stack([b, b * 2]),
+                                                            torch.stack([v, v - 1]), right=True),
+    "isin": lambda v, b: torch.isin(v, b),
+    "isin_invert": lambda v, b: torch.isin(v.reshape(4, 2), b, invert=True),
+    "isin_integers": lambda v, b: torch.isin(torch.tensor([1, 2, 3]), b.long()[:, None]),
+}
+
+
+@pytest.mark.parametrize("name", SEARCHES)
+def test_searches_like_eager(name):
+    """NaN values land past the last boundary and are in no set, as eager's."""
+    fn = SEARCHES[name]
+    got, want = ptc.compile(fn, fullgraph=True)(VALUES, BOUNDS), fn(VALUES, BOUNDS)
+    assert (got.dtype, got.shape) == (want.dtype, want.shape) and torch.equal(got, want)
 
 
 # embedding_bag: 10 rows of 3, 8 places in bags [0, 4), [4, 4), [4, 8)

@@ -1056,6 +1056,60 @@ int cap_th_channel_shuffle(cap_tcall *c, PyObject **out)
     return cap_wrap_value(c->T, ptc_composite_channel_shuffle(composer(c), x->v, groups), out);
 }
 
+/* A keyword-only bool argument (absent: false), -1 for another value. */
+static int kw_bool(cap_tcall *c, const char *name)
+{
+    PyObject *v = ARG(-1, name);
+    return !v || v == Py_False ? 0 : v == Py_True ? 1 : -1;
+}
+
+/* searchsorted(sorted_sequence, input, *, out_int32=False, right=False,
+ * side=None, sorter=None) and bucketize(input, boundaries, *, out_int32,
+ * right): number tensors, the sequence 1-D or of the input's leading dims
+ * (static); a sorter, or what eager refuses, breaks. */
+int cap_th_search_sorted(cap_tcall *c, PyObject **out)
+{
+    bool bucketize = strcmp(short_name(c), "bucketize") == 0;
+    PyObject *s = ARG(bucketize ? 1 : 0, bucketize ? "boundaries" : "sorted_sequence");
+    PyObject *v = ARG(bucketize ? 0 : 1, "input"), *side = ARG(-1, "side");
+    PyObject *sorter = ARG(-1, "sorter");
+    int right = kw_bool(c, "right"), int32 = kw_bool(c, "out_int32");
+    bool ok = s && v && cap_is_tensor(s) && cap_is_tensor(v) && right >= 0 && int32 >= 0 &&
+              (!sorter || sorter == Py_None);
+    if (ok && side && side != Py_None) {
+        const char *sd = PyUnicode_Check(side) ? PyUnicode_AsUTF8(side) : "";
+        ok = strcmp(sd, "right") == 0 || (strcmp(sd, "left") == 0 && !right);
+        right = strcmp(sd, "right") == 0;
+    }
+    const ptc_ttype *st = ok ? &cap_val(s)->type : NULL, *vt = ok ? &cap_val(v)->type : NULL;
+    ok = ok && st->ndim >= 1 && st->dtype != PTC_BOOL && vt->dtype != PTC_BOOL &&
+         ptc_ttype_is_static(st) && (!bucketize || st->ndim == 1) &&
+         (st->ndim == 1 || st->ndim == vt->ndim);
+    for (int i = 0; ok && st->ndim > 1 && i < st->ndim - 1; i++)
+        ok = ptc_dim_eq(st->shape[i], vt->shape[i]);
+    if (!ok)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "%s with a sorter, a number, symbolic boundaries or operands eager "
+                           "refuses",
+                           c->m->name);
+    return cap_wrap_value(
+        c->T, ptc_composite_search_sorted(composer(c), cap_val(s), cap_val(v), right, int32), out);
+}
+
+/* isin(elements, test_elements, *, assume_unique=False, invert=False) of
+ * two tensors. */
+int cap_th_isin(cap_tcall *c, PyObject **out)
+{
+    PyObject *e = ARG(0, "elements"), *t = ARG(1, "test_elements");
+    int invert = kw_bool(c, "invert");
+    if (!e || !t || !cap_is_tensor(e) || !cap_is_tensor(t) || invert < 0 ||
+        !ptc_ttype_is_static(&cap_val(t)->type))
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "isin of a number, or of symbolic test elements");
+    return cap_wrap_value(c->T, ptc_composite_isin(composer(c), cap_val(e), cap_val(t), invert),
+                          out);
+}
+
 /* one_hot(tensor, num_classes): int64 classes, num_classes given (-1, the
  * classes' maximum plus one, is a value of the data: a break). */
 int cap_th_one_hot(cap_tcall *c, PyObject **out)

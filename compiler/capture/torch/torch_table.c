@@ -293,6 +293,8 @@ cap_tmap cap_tmaps[] = {
     FX("torch.trace", trace, -1, "") MX("trace", trace, -1, "")
     FX(F "channel_shuffle", channel_shuffle, -1, "")
     FX("torch.channel_shuffle", channel_shuffle, -1, "")
+    FX("torch.searchsorted", search_sorted, -1, "") FX("torch.bucketize", search_sorted, -1, "")
+    FX("torch.isin", isin, -1, "")
     FX(F "mse_loss", pointwise_loss, -1, "") FX(F "l1_loss", pointwise_loss, -1, "")
     FX(F "smooth_l1_loss", pointwise_loss, -1, "") FX(F "huber_loss", pointwise_loss, -1, "")
     FX(F "binary_cross_entropy", bce, -1, "") FX(F "binary_cross_entropy_with_logits", bce, -1, "")
