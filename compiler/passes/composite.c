@@ -1150,6 +1150,49 @@ V ptc_composite_channel_shuffle(dctx *d, V x, int64_t groups)
     return reshape_to(d, transpose(d, reshape_to(d, x, split, nd + 1), 1, 2), joined, nd);
 }
 
+/* ---- rot90, cross, addmv -------------------------------------------------------------------- */
+
+/* rot90(x, k, dims) with k in 0..3: torch's flips, then the transpose (a
+ * view: its strides are eager's). */
+V ptc_composite_rot90(dctx *d, V x, int k, const int *dims)
+{
+    if (k == 0)
+        return clone(d, x);
+    if (k == 2)
+        return ptc_composite_flip(d, x, dims, 2);
+    return transpose(d, ptc_composite_flip(d, x, &dims[k == 1 ? 1 : 0], 1), dims[0], dims[1]);
+}
+
+/* cross(a, b, dim) of dim 3: a[i+1] b[i+2] - a[i+2] b[i+1] (indices mod 3),
+ * the operands broadcast. */
+V ptc_composite_cross(dctx *d, V a, V b, int dim)
+{
+    if (!a || !b)
+        return NULL;
+    static const double next[3] = {1, 2, 0}, after[3] = {2, 0, 1};
+    V i1 = constant(d, next, 3, PTC_I64, a->type.device);
+    V i2 = constant(d, after, 3, PTC_I64, a->type.device);
+    V left = dp_binary(d, PTC_OP_MUL, index_select(d, a, dim, i1), index_select(d, b, dim, i2));
+    V right = dp_binary(d, PTC_OP_MUL, index_select(d, a, dim, i2), index_select(d, b, dim, i1));
+    return dp_binary(d, PTC_OP_SUB, left, right);
+}
+
+/* addmv: beta input + alpha (mat @ vec); with beta 0 input is not read (its
+ * NaNs do not spread), as eager's. */
+V ptc_composite_addmv(dctx *d, V input, V mat, V vec, ptc_arg beta, ptc_arg alpha)
+{
+    V prod = dp_binary(d, PTC_OP_MATMUL, mat, vec);
+    bool one_a = alpha.kind == PTC_ARG_INT ? alpha.i.value == 1 : alpha.f == 1.0;
+    bool one_b = beta.kind == PTC_ARG_INT ? beta.i.value == 1 : beta.f == 1.0;
+    bool zero_b = beta.kind == PTC_ARG_INT ? beta.i.value == 0 : beta.f == 0.0;
+    ptc_arg ma[2] = {ptc_arg_value(prod), alpha}, mb[2] = {ptc_arg_value(input), beta};
+    V scaled = one_a || !prod ? prod : dp_build(d, PTC_OP_MUL, ma, 2);
+    if (zero_b)
+        return scaled;
+    V base = one_b || !input ? input : dp_build(d, PTC_OP_MUL, mb, 2);
+    return dp_binary(d, PTC_OP_ADD, base, scaled);
+}
+
 /* ---- searching --------------------------------------------------------------------------------
  */
 

@@ -172,6 +172,14 @@ ptc_value *ptc_composite_trace(ptc_composer *c, ptc_value *x);
 /* channel_shuffle of x [n, c, ...] (static, more than 2 dims) in groups that
  * divide c. */
 ptc_value *ptc_composite_channel_shuffle(ptc_composer *c, ptc_value *x, int64_t groups);
+/* rot90 with k normalised to 0..3 and two distinct normalised dims. */
+ptc_value *ptc_composite_rot90(ptc_composer *c, ptc_value *x, int k, const int *dims);
+/* cross along dim (normalised, of size 3 in both; operands broadcast). */
+ptc_value *ptc_composite_cross(ptc_composer *c, ptc_value *a, ptc_value *b, int dim);
+/* addmv(input, mat, vec, beta, alpha): beta and alpha int or float args;
+ * input broadcasts to mat's rows. */
+ptc_value *ptc_composite_addmv(ptc_composer *c, ptc_value *input, ptc_value *mat, ptc_value *vec,
+                               ptc_arg beta, ptc_arg alpha);
 /* searchsorted(seq, values) and bucketize(values, seq): seq 1-D, or of
  * values' leading dims; int64 (int32 with out_int32). */
 ptc_value *ptc_composite_search_sorted(ptc_composer *c, ptc_value *seq, ptc_value *values,

@@ -2,8 +2,8 @@
 reflect, replicate and circular mode (and the padding modules), one_hot,
 cosine_similarity, pairwise_distance, triplet_margin_loss, kl_div, unfold
 and fold, embedding_bag, channel_shuffle (and their modules); and
-torch.aminmax, torch.trace, torch.searchsorted, torch.bucketize and
-torch.isin. Each was a graph break
+torch.aminmax, torch.trace, torch.searchsorted, torch.bucketize,
+torch.isin, torch.rot90, torch.cross (linalg.cross) and torch.addmv. Each was a graph break
 (PTC-B007) before. Compiled by ptc and compared with eager: values,
 gradients against torch autograd, eager's errors; what ptc does not trace
 breaks with its reason and gives eager's values.
@@ -60,6 +60,16 @@ CASES = {
     "channel_shuffle_module": lambda x, a, b, p: torch.nn.ChannelShuffle(2)(a[None, :, :, None]),
     "trace": lambda x, a, b, p: torch.trace(a) + x[0, 0].trace(),
     "trace_integers": lambda x, a, b, p: (a * 10).int().trace(),
+    "rot90": lambda x, a, b, p: torch.rot90(x),
+    "rot90_twice_dims": lambda x, a, b, p: x.rot90(2, [1, 3]),
+    "rot90_back_reversed_dims": lambda x, a, b, p: torch.rot90(x, -1, (3, 0)),
+    "rot90_full_turn": lambda x, a, b, p: torch.rot90(x, 4),
+    "linalg_cross": lambda x, a, b, p: torch.linalg.cross(a[:, :3], b[:1, 5:]),
+    "cross_dim0": lambda x, a, b, p: torch.cross(a[:3], b[1:4], dim=0),
+    "addmv": lambda x, a, b, p: torch.addmv(p[:, 0], a, b[0]),
+    "addmv_scaled": lambda x, a, b, p: p[:, 1].addmv(a, b[1], beta=0.5, alpha=2),
+    "addmv_beta_zero_ignores_nan": lambda x, a, b, p: torch.addmv(p[:, 0] / 0 * 0, a, b[0],
+                                                                  beta=0),
     "unfold": lambda x, a, b, p: F.unfold(x, 3),
     "unfold_every_argument": lambda x, a, b, p: F.unfold(x, (2, 3), dilation=(2, 1),
                                                          padding=(1, 2), stride=(2, 3)),
@@ -97,6 +107,9 @@ GRADIENTS = {
     "kl_div": lambda x, a, b, p: F.kl_div(F.log_softmax(a, -1), torch.softmax(b, -1),
                                           reduction="batchmean"),
     "channel_shuffle": lambda x, a, b, p: F.channel_shuffle(x, 3) * x,
+    "rot90": lambda x, a, b, p: torch.rot90(x, 1, (2, 3)) * torch.rot90(x, 3, (2, 3)),
+    "cross": lambda x, a, b, p: torch.linalg.cross(a[:, 2:5], b[:, :3]),
+    "addmv": lambda x, a, b, p: torch.addmv(b[:, 0], a, b[1], beta=0.3, alpha=-2.0),
     "trace": lambda x, a, b, p: torch.trace(a * b)[None],
     "unfold": lambda x, a, b, p: F.unfold(x, (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)),
     "fold": lambda x, a, b, p: F.fold(a.reshape(1, 4, 8).repeat(1, 2, 2)[:, :, :12], (4, 5), 2,

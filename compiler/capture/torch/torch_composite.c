@@ -1096,6 +1096,78 @@ int cap_th_search_sorted(cap_tcall *c, PyObject **out)
         c->T, ptc_composite_search_sorted(composer(c), cap_val(s), cap_val(v), right, int32), out);
 }
 
+/* rot90(input, k=1, dims=(0, 1)): two distinct dims of input (static). */
+int cap_th_rot90(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    PyObject *k = ARG(1, "k"), *dims = ARG(2, "dims");
+    int nd = x ? x->v->type.ndim : 0, d[2] = {0, 1};
+    ptc_arg da;
+    bool ok = x && nd >= 2 && (!k || PyLong_Check(k)) && ptc_ttype_is_static(&x->v->type);
+    if (ok && dims)
+        ok = cap_int_list(c->T, dims, &da, c->m->name) == CAP_NEXT && da.is.n == 2;
+    for (int i = 0; ok && dims && i < 2; i++) {
+        int64_t v = da.is.d[i].value;
+        ok = !da.is.d[i].sym && v >= -nd && v < nd;
+        d[i] = norm_dim(v, nd);
+    }
+    if (!ok || d[0] == d[1])
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "rot90 with symbolic sizes or arguments eager refuses");
+    int64_t turns = k ? PyLong_AsLongLong(k) : 1;
+    return cap_wrap_value(
+        c->T, ptc_composite_rot90(composer(c), x->v, (int)(((turns % 4) + 4) % 4), d), out);
+}
+
+/* linalg.cross(input, other, *, dim=-1) and cross(input, other, dim=None)
+ * with a dim (without one eager picks the first dim of size 3, with a
+ * warning: a break): a dim of size 3 in both, one dtype, same rank. */
+int cap_th_cross(cap_tcall *c, PyObject **out)
+{
+    PyObject *a = ARG(0, "input"), *b = ARG(1, "other");
+    bool linalg = strstr(c->m->name, "linalg") != NULL;
+    PyObject *dim = linalg ? ARG(-1, "dim") : ARG(2, "dim");
+    bool ok = a && b && cap_is_tensor(a) && cap_is_tensor(b) &&
+              (linalg || (dim && dim != Py_None)) && (!dim || PyLong_Check(dim));
+    const ptc_ttype *at = ok ? &cap_val(a)->type : NULL, *bt = ok ? &cap_val(b)->type : NULL;
+    int64_t d = dim ? PyLong_AsLongLong(dim) : -1;
+    ok = ok && at->ndim == bt->ndim && at->dtype == bt->dtype && at->ndim > 0 && d >= -at->ndim &&
+         d < at->ndim;
+    int nd = ok ? norm_dim(d, at->ndim) : 0;
+    ok = ok && !at->shape[nd].sym && at->shape[nd].value == 3 && !bt->shape[nd].sym &&
+         bt->shape[nd].value == 3;
+    if (!ok)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "%s without a dim, or of operands eager refuses or promotes",
+                           c->m->name);
+    return cap_wrap_value(c->T, ptc_composite_cross(composer(c), cap_val(a), cap_val(b), nd), out);
+}
+
+/* addmv(input, mat, vec, *, beta=1, alpha=1): floating tensors of one
+ * dtype, mat 2-D, vec 1-D. */
+int cap_th_addmv(cap_tcall *c, PyObject **out)
+{
+    PyObject *in = ARG(0, "input"), *m = ARG(1, "mat"), *v = ARG(2, "vec");
+    PyObject *beta = ARG(-1, "beta"), *alpha = ARG(-1, "alpha");
+    bool ok = in && m && v && cap_is_tensor(in) && cap_is_tensor(m) && cap_is_tensor(v);
+    ptc_dtype dt = ok ? cap_val(m)->type.dtype : PTC_F32;
+    ok = ok && ptc_dtype_is_float(dt) && cap_val(in)->type.dtype == dt &&
+         cap_val(v)->type.dtype == dt && cap_val(m)->type.ndim == 2 && cap_val(v)->type.ndim == 1;
+    ptc_arg b = ptc_arg_int(1), a = ptc_arg_int(1);
+    if (ok && beta)
+        ok = cap_tconvert(c->T, beta, PTC_PK_SCALAR, 0, &b, c->m->name) == CAP_NEXT &&
+             b.kind != PTC_ARG_BOOL;
+    if (ok && alpha)
+        ok = cap_tconvert(c->T, alpha, PTC_PK_SCALAR, 0, &a, c->m->name) == CAP_NEXT &&
+             a.kind != PTC_ARG_BOOL;
+    if (!ok)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "addmv of other than floating tensors of one dtype, a matrix and a "
+                           "vector");
+    return cap_wrap_value(
+        c->T, ptc_composite_addmv(composer(c), cap_val(in), cap_val(m), cap_val(v), b, a), out);
+}
+
 /* isin(elements, test_elements, *, assume_unique=False, invert=False) of
  * two tensors. */
 int cap_th_isin(cap_tcall *c, PyObject **out)
