@@ -1193,6 +1193,102 @@ V ptc_composite_addmv(dctx *d, V input, V mat, V vec, ptc_arg beta, ptc_arg alph
     return dp_binary(d, PTC_OP_ADD, base, scaled);
 }
 
+/* ---- kron, cartesian_prod, diag_embed, cov, corrcoef -------------------------------------------
+ */
+
+/* kron(a, b) of nd dims each (the fewer padded with leading 1s by the
+ * caller's shapes): a's dim i spread over b's, a_i b_i each. */
+V ptc_composite_kron(dctx *d, V a, V b, int nd)
+{
+    if (!a || !b)
+        return NULL;
+    int64_t sa[PTC_MAX_DIMS] = {0}, sb[PTC_MAX_DIMS] = {0}, out[PTC_MAX_DIMS] = {0};
+    for (int i = 0; i < nd; i++) {
+        int ia = i - (nd - a->type.ndim), ib = i - (nd - b->type.ndim);
+        int64_t na = ia >= 0 ? a->type.shape[ia].value : 1,
+                nb = ib >= 0 ? b->type.shape[ib].value : 1;
+        sa[2 * i] = na, sa[2 * i + 1] = 1, sb[2 * i] = 1, sb[2 * i + 1] = nb, out[i] = na * nb;
+    }
+    V prod = dp_binary(d, PTC_OP_MUL, reshape_to(d, a, sa, 2 * nd), reshape_to(d, b, sb, 2 * nd));
+    return reshape_to(d, prod, out, nd);
+}
+
+/* cartesian_prod of n 1-D tensors: row r holds the r-th combination, the
+ * last tensor varying fastest. */
+V ptc_composite_cartesian_prod(dctx *d, V *parts, int n)
+{
+    ptc_dim grid[PTC_MAX_DIMS];
+    for (int i = 0; i < n; i++)
+        grid[i] = parts[i] ? parts[i]->type.shape[0] : ptc_dim_c(0);
+    V columns[PTC_MAX_DIMS];
+    int64_t flat = -1;
+    for (int i = 0; i < n; i++) {
+        ptc_arg e[2] = {ptc_arg_value(along(d, parts[i], i, n)),
+                        ptc_arg_dims(d->g->arena, grid, n)};
+        V spread = e[0].v ? dp_build(d, PTC_OP_EXPAND, e, 2) : NULL;
+        columns[i] = reshape_to(d, spread, &flat, 1);
+        if (!columns[i])
+            return NULL;
+    }
+    ptc_arg s[2] = {ptc_arg_values(d->g->arena, columns, n), ptc_arg_int(1)};
+    return dp_build(d, PTC_OP_STACK, s, 2);
+}
+
+/* diag_embed(x, offset) into the last two dims: [..., m, m], m = n + |offset|,
+ * x's last dim on the diagonal `offset` above the main one (below: negative). */
+V ptc_composite_diag_embed(dctx *d, V x, int64_t offset)
+{
+    if (!x)
+        return NULL;
+    int nd = x->type.ndim;
+    int64_t n = x->type.shape[nd - 1].value, skip = offset < 0 ? -offset : offset, m = n + skip;
+    ptc_device dev = x->type.device;
+    V rows = unsqueeze(d, arange(d, 0, (double)m, 1, PTC_I64, dev), 1);
+    V cols = unsqueeze(d, arange(d, 0, (double)m, 1, PTC_I64, dev), 0);
+    V on = int_op(d, PTC_OP_EQ, dp_binary(d, PTC_OP_SUB, cols, rows), offset);
+    int64_t pads[2] = {0, skip};
+    ptc_arg p[3] = {ptc_arg_value(x), ptc_arg_ints(d->g->arena, pads, 2), ptc_arg_int(0)};
+    V padded = dp_build(d, PTC_OP_CONSTANT_PAD_ND, p, 3); /* [..., m] */
+    V spread = unsqueeze(d, padded, offset >= 0 ? nd : nd - 1);
+    return where(d, on, ptc_arg_value(spread), ptc_arg_int(0));
+}
+
+/* cov of x [vars, observations] (1-D: one variable, a 0-dim result):
+ * centred products over observations - correction. */
+V ptc_composite_cov(dctx *d, V x, int64_t correction, ptc_dtype float_dt)
+{
+    if (x && !ptc_dtype_is_float(x->type.dtype))
+        x = to_dtype(d, x, float_dt);
+    if (!x)
+        return NULL;
+    bool one = x->type.ndim == 1;
+    V rows = one ? unsqueeze(d, x, 0) : x;
+    int64_t obs = rows ? rows->type.shape[1].value : 0;
+    V centred = dp_binary(d, PTC_OP_SUB, rows, reduce(d, PTC_OP_MEAN, rows, 1, true, false));
+    V prod = dp_binary(d, PTC_OP_MATMUL, centred, transpose(d, centred, 0, 1));
+    V c = scalar_op(d, PTC_OP_DIV, prod, (double)(obs - correction));
+    return one ? squeeze(d, squeeze(d, c, 1), 0) : c;
+}
+
+/* corrcoef: cov divided by the product of the standard deviations,
+ * clamped to [-1, 1] (a 0-dim cov: c / c). */
+V ptc_composite_corrcoef(dctx *d, V x, ptc_dtype float_dt)
+{
+    V c = ptc_composite_cov(d, x, 1, float_dt);
+    if (!c || c->type.ndim == 0)
+        return dp_binary(d, PTC_OP_DIV, c, c);
+    int64_t n = c->type.shape[0].value;
+    V eye = dp_binary(d, PTC_OP_EQ,
+                      unsqueeze(d, arange(d, 0, (double)n, 1, PTC_I64, c->type.device), 1),
+                      unsqueeze(d, arange(d, 0, (double)n, 1, PTC_I64, c->type.device), 0));
+    V var = reduce(d, PTC_OP_SUM, where(d, eye, ptc_arg_value(c), ptc_arg_int(0)), 1, false, false);
+    V sd = dp_unary(d, PTC_OP_SQRT, var);
+    V r = dp_binary(d, PTC_OP_DIV, dp_binary(d, PTC_OP_DIV, c, unsqueeze(d, sd, 1)),
+                    unsqueeze(d, sd, 0));
+    ptc_arg cl[3] = {ptc_arg_value(r), ptc_arg_int(-1), ptc_arg_int(1)};
+    return r ? dp_build(d, PTC_OP_CLAMP, cl, 3) : NULL;
+}
+
 /* ---- searching --------------------------------------------------------------------------------
  */
 

@@ -180,6 +180,17 @@ ptc_value *ptc_composite_cross(ptc_composer *c, ptc_value *a, ptc_value *b, int 
  * input broadcasts to mat's rows. */
 ptc_value *ptc_composite_addmv(ptc_composer *c, ptc_value *input, ptc_value *mat, ptc_value *vec,
                                ptc_arg beta, ptc_arg alpha);
+/* kron(a, b): nd (at most half of PTC_MAX_DIMS) the larger rank; static
+ * sizes, one dtype. */
+ptc_value *ptc_composite_kron(ptc_composer *c, ptc_value *a, ptc_value *b, int nd);
+/* cartesian_prod of n (2 to PTC_MAX_DIMS) 1-D tensors of one dtype. */
+ptc_value *ptc_composite_cartesian_prod(ptc_composer *c, ptc_value **parts, int n);
+/* diag_embed(x, offset) into the last two dims (static sizes). */
+ptc_value *ptc_composite_diag_embed(ptc_composer *c, ptc_value *x, int64_t offset);
+/* cov(x, correction) of x 1-D or 2-D (static, observations > correction);
+ * integers in float_dt. corrcoef the same with correction 1. */
+ptc_value *ptc_composite_cov(ptc_composer *c, ptc_value *x, int64_t correction, ptc_dtype float_dt);
+ptc_value *ptc_composite_corrcoef(ptc_composer *c, ptc_value *x, ptc_dtype float_dt);
 /* searchsorted(seq, values) and bucketize(values, seq): seq 1-D, or of
  * values' leading dims; int64 (int32 with out_int32). */
 ptc_value *ptc_composite_search_sorted(ptc_composer *c, ptc_value *seq, ptc_value *values,

@@ -3,7 +3,9 @@ reflect, replicate and circular mode (and the padding modules), one_hot,
 cosine_similarity, pairwise_distance, triplet_margin_loss, kl_div, unfold
 and fold, embedding_bag, channel_shuffle (and their modules); and
 torch.aminmax, torch.trace, torch.searchsorted, torch.bucketize,
-torch.isin, torch.rot90, torch.cross (linalg.cross) and torch.addmv. Each was a graph break
+torch.isin, torch.rot90, torch.cross (linalg.cross), torch.addmv,
+torch.kron, torch.cartesian_prod, torch.diag_embed, torch.cov and
+torch.corrcoef. Each was a graph break
 (PTC-B007) before. Compiled by ptc and compared with eager: values,
 gradients against torch autograd, eager's errors; what ptc does not trace
 breaks with its reason and gives eager's values.
@@ -70,6 +72,19 @@ CASES = {
     "addmv_scaled": lambda x, a, b, p: p[:, 1].addmv(a, b[1], beta=0.5, alpha=2),
     "addmv_beta_zero_ignores_nan": lambda x, a, b, p: torch.addmv(p[:, 0] / 0 * 0, a, b[0],
                                                                   beta=0),
+    "kron": lambda x, a, b, p: torch.kron(a, b[:2, :2]),
+    "kron_of_ranks": lambda x, a, b, p: torch.kron(a[0], x[0]) + x[0, :1].kron(a[:1, :2]).sum(),
+    "cartesian_prod": lambda x, a, b, p: torch.cartesian_prod(a[0, :2], b[1, :3]),
+    "cartesian_prod_integers": lambda x, a, b, p: torch.cartesian_prod(
+        torch.arange(2), torch.arange(3), torch.arange(2)),
+    "diag_embed": lambda x, a, b, p: torch.diag_embed(a),
+    "diag_embed_offset": lambda x, a, b, p: torch.diag_embed(a, 2) + a[:, :1, None],
+    "diag_embed_below": lambda x, a, b, p: a[0].diag_embed(-2, dim1=-2, dim2=-1),
+    "cov": lambda x, a, b, p: torch.cov(a),
+    "cov_one_variable": lambda x, a, b, p: torch.cov(a[0], correction=0),
+    "cov_integers": lambda x, a, b, p: (a * 10).int().cov(),
+    "corrcoef": lambda x, a, b, p: torch.corrcoef(a),
+    "corrcoef_constant_row": lambda x, a, b, p: torch.corrcoef(torch.stack([a[0], a[0] * 0])),
     "unfold": lambda x, a, b, p: F.unfold(x, 3),
     "unfold_every_argument": lambda x, a, b, p: F.unfold(x, (2, 3), dilation=(2, 1),
                                                          padding=(1, 2), stride=(2, 3)),
@@ -93,7 +108,7 @@ def test_one_graph_with_eager_values(name):
         want = fn(*args)
     got = ptc.compile(fn, fullgraph=True)(*args)
     assert (got.dtype, got.stride()) == (want.dtype, want.stride())
-    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(got, want, equal_nan=True)
 
 
 GRADIENTS = {
@@ -110,6 +125,10 @@ GRADIENTS = {
     "rot90": lambda x, a, b, p: torch.rot90(x, 1, (2, 3)) * torch.rot90(x, 3, (2, 3)),
     "cross": lambda x, a, b, p: torch.linalg.cross(a[:, 2:5], b[:, :3]),
     "addmv": lambda x, a, b, p: torch.addmv(b[:, 0], a, b[1], beta=0.3, alpha=-2.0),
+    "kron": lambda x, a, b, p: torch.kron(a, b[:2, :3]),
+    "cartesian_prod": lambda x, a, b, p: torch.cartesian_prod(a[0, :3], b[0, :4]),
+    "diag_embed": lambda x, a, b, p: torch.diag_embed(a, -1),
+    "cov_corrcoef": lambda x, a, b, p: torch.cov(a) + torch.corrcoef(b),
     "trace": lambda x, a, b, p: torch.trace(a * b)[None],
     "unfold": lambda x, a, b, p: F.unfold(x, (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)),
     "fold": lambda x, a, b, p: F.fold(a.reshape(1, 4, 8).repeat(1, 2, 2)[:, :, :12], (4, 5), 2,

@@ -1168,6 +1168,82 @@ int cap_th_addmv(cap_tcall *c, PyObject **out)
         c->T, ptc_composite_addmv(composer(c), cap_val(in), cap_val(m), cap_val(v), b, a), out);
 }
 
+/* kron(input, other): static sizes, one dtype, at most half of
+ * PTC_MAX_DIMS dims. */
+int cap_th_kron(cap_tcall *c, PyObject **out)
+{
+    PyObject *a = ARG(0, "input"), *b = ARG(1, "other");
+    bool ok = a && b && cap_is_tensor(a) && cap_is_tensor(b);
+    const ptc_ttype *at = ok ? &cap_val(a)->type : NULL, *bt = ok ? &cap_val(b)->type : NULL;
+    int nd = ok ? (at->ndim > bt->ndim ? at->ndim : bt->ndim) : 0;
+    if (!ok || at->dtype != bt->dtype || !ptc_ttype_is_static(at) || !ptc_ttype_is_static(bt) ||
+        nd == 0 || 2 * nd > PTC_MAX_DIMS)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "kron of mixed dtypes, symbolic sizes, 0-dim or many-dim tensors");
+    return cap_wrap_value(c->T, ptc_composite_kron(composer(c), cap_val(a), cap_val(b), nd), out);
+}
+
+/* cartesian_prod(*tensors): two or more 1-D tensors of one dtype (one
+ * tensor is returned as it is by eager: a break). */
+int cap_th_cartesian_prod(cap_tcall *c, PyObject **out)
+{
+    V parts[PTC_MAX_DIMS];
+    int n = c->npos;
+    bool ok = n >= 2 && n <= PTC_MAX_DIMS;
+    for (int i = 0; ok && i < n; i++) {
+        PyObject *t = c->pos[i];
+        ok = cap_is_tensor(t) && cap_val(t)->type.ndim == 1 &&
+             cap_val(t)->type.dtype == cap_val(c->pos[0])->type.dtype;
+        parts[i] = ok ? cap_val(t) : NULL;
+    }
+    if (!ok)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "cartesian_prod of one tensor, or of other than 1-D tensors of one "
+                           "dtype");
+    return cap_wrap_value(c->T, ptc_composite_cartesian_prod(composer(c), parts, n), out);
+}
+
+/* diag_embed(input, offset=0, dim1=-2, dim2=-1): the last two dims only. */
+int cap_th_diag_embed(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    PyObject *o = ARG(1, "offset"), *d1 = ARG(2, "dim1"), *d2 = ARG(3, "dim2");
+    int nd = x ? x->v->type.ndim + 1 : 0;
+    bool ok = x && nd >= 2 && ptc_ttype_is_static(&x->v->type) && (!o || PyLong_Check(o)) &&
+              (!d1 || (PyLong_Check(d1) && norm_dim(PyLong_AsLongLong(d1), nd) == nd - 2)) &&
+              (!d2 || (PyLong_Check(d2) && norm_dim(PyLong_AsLongLong(d2), nd) == nd - 1));
+    if (!ok)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "diag_embed into other than the last two dims, or of symbolic sizes");
+    return cap_wrap_value(
+        c->T, ptc_composite_diag_embed(composer(c), x->v, o ? PyLong_AsLongLong(o) : 0), out);
+}
+
+/* cov(input, *, correction=1, fweights=None, aweights=None) and
+ * corrcoef(input): 1-D or 2-D, static, more observations than the
+ * correction (eager warns otherwise); weights break. */
+int cap_th_cov(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    bool corr = strcmp(short_name(c), "corrcoef") == 0;
+    PyObject *corr_arg = ARG(-1, "correction"), *fw = ARG(-1, "fweights"),
+             *aw = ARG(-1, "aweights");
+    int64_t correction = corr_arg && PyLong_Check(corr_arg) ? PyLong_AsLongLong(corr_arg) : 1;
+    const ptc_ttype *t = x ? &x->v->type : NULL;
+    bool ok = t && (t->ndim == 1 || t->ndim == 2) && ptc_ttype_is_static(t) &&
+              t->dtype != PTC_BOOL && (!corr_arg || PyLong_Check(corr_arg)) &&
+              (!fw || fw == Py_None) && (!aw || aw == Py_None) &&
+              t->shape[t->ndim - 1].value > (corr ? 1 : correction);
+    if (!ok)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "%s with weights, symbolic sizes, or too few observations", c->m->name);
+    ptc_composer *k = composer(c);
+    return cap_wrap_value(c->T,
+                          corr ? ptc_composite_corrcoef(k, x->v, cap_default_dtype())
+                               : ptc_composite_cov(k, x->v, correction, cap_default_dtype()),
+                          out);
+}
+
 /* isin(elements, test_elements, *, assume_unique=False, invert=False) of
  * two tensors. */
 int cap_th_isin(cap_tcall *c, PyObject **out)
