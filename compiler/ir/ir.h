@@ -291,6 +291,8 @@ typedef struct ptc_ttype {
 ptc_ttype ptc_ttype_make(ptc_dtype dt, int ndim, const int64_t *sizes, ptc_device dev);
 bool ptc_ttype_eq(const ptc_ttype *a, const ptc_ttype *b); /* dtype, shape, layout, device, grad */
 bool ptc_ttype_is_static(const ptc_ttype *t);
+/* Same rank and sizes (ptc_dim_eq). */
+bool ptc_ttype_same_shape(const ptc_ttype *a, const ptc_ttype *b);
 ptc_dim ptc_ttype_numel(ptc_arena *a, const ptc_ttype *t);
 /* Contiguous strides for t's shape (symbolic when the shape is). */
 void ptc_ttype_contiguous_strides(ptc_arena *a, const ptc_ttype *t, ptc_dim *strides);

@@ -154,6 +154,14 @@ bool ptc_ttype_eq(const ptc_ttype *a, const ptc_ttype *b)
     return true;
 }
 
+bool ptc_ttype_same_shape(const ptc_ttype *a, const ptc_ttype *b)
+{
+    bool same = a->ndim == b->ndim;
+    for (int i = 0; same && i < a->ndim; i++)
+        same = ptc_dim_eq(a->shape[i], b->shape[i]);
+    return same;
+}
+
 bool ptc_ttype_is_static(const ptc_ttype *t)
 {
     for (int i = 0; i < t->ndim; i++)

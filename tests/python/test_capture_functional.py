@@ -117,8 +117,8 @@ GRADIENTS = {
     "pad_circular": lambda x, a, b, p: F.pad(x, (1, 2, 2, 1), mode="circular"),
     "cosine_similarity": lambda x, a, b, p: F.cosine_similarity(a, b),
     "pairwise_distance": lambda x, a, b, p: F.pairwise_distance(a, b, p=1.5),
-    "triplet_margin_loss": lambda x, a, b, p: F.triplet_margin_loss(x[0, 0, :4], a[:, :6], b[:, 1:7],
-                                                                    swap=True),
+    "triplet_margin_loss": lambda x, a, b, p: F.triplet_margin_loss(
+        x[0, 0, :4], a[:, :6], b[:, 1:7], swap=True),
     "kl_div": lambda x, a, b, p: F.kl_div(F.log_softmax(a, -1), torch.softmax(b, -1),
                                           reduction="batchmean"),
     "channel_shuffle": lambda x, a, b, p: F.channel_shuffle(x, 3) * x,

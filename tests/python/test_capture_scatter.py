@@ -105,7 +105,8 @@ GRADIENTS = {
     "scatter": lambda x, s, i: torch.scatter(x, 0, i, s[:2]),
     "scatter_value": lambda x, s, i: x.scatter(0, i, 2.0) * x,
     "scatter_add": lambda x, s, i: x.scatter_add(0, i, s[:2]),  # torch: src of index's shape
-    "scatter_reduce_mean": lambda x, s, i: x.scatter_reduce(0, i, s[:2], "mean", include_self=False),
+    "scatter_reduce_mean": lambda x, s, i: x.scatter_reduce(0, i, s[:2], "mean",
+                                                            include_self=False),
     "index_add": lambda x, s, i: x.index_add(0, torch.tensor([3, 1, 3]), s, alpha=2.0),
     "index_copy": lambda x, s, i: x.index_copy(0, torch.tensor([3, 0, 1]), s),
     "index_fill": lambda x, s, i: x.index_fill(1, torch.tensor([1, 4]), 0.0),

@@ -111,10 +111,7 @@ static int call_into(cap_trace *T, const cap_tmap *m, PyObject *self, PyObject *
     if (rc != CAP_NEXT)
         return rc;
     const ptc_ttype *rt = cap_is_tensor(res) ? &cap_val(res)->type : NULL, *ot = &into->v->type;
-    bool same = rt && rt->ndim == ot->ndim;
-    for (int d = 0; same && d < ot->ndim; d++)
-        same = ptc_dim_eq(rt->shape[d], ot->shape[d]);
-    if (!same) {
+    if (!rt || !ptc_ttype_same_shape(rt, ot)) {
         Py_XDECREF(res);
         return cap_t_break(T, CAP_B_UNSUPPORTED_TORCH,
                            "%s with out= of another shape than its result", m->name);

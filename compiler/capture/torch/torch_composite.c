@@ -981,48 +981,60 @@ static int bag_mode(PyObject *m)
     return -1;
 }
 
+/* Whether embedding_bag's operands are ones ptc builds: integer input
+ * (2-D without offsets, or 1-D with 1-D offsets of its dtype, not in max
+ * mode), a floating 2-D weight, per-sample weights of the weight's dtype
+ * and the input's shape (sum mode only), static sizes. */
+static bool bag_operands_fit(const ptc_embedding_bag *e)
+{
+    const ptc_ttype *it = &e->input->type, *wt = &e->weight->type;
+    if ((it->dtype != PTC_I64 && it->dtype != PTC_I32) || wt->ndim != 2 ||
+        !ptc_dtype_is_float(wt->dtype) || !ptc_ttype_is_static(it) || !ptc_ttype_is_static(wt))
+        return false;
+    if (e->per_sample && (e->mode != PTC_BAG_SUM || e->per_sample->type.dtype != wt->dtype ||
+                          !ptc_ttype_same_shape(&e->per_sample->type, it)))
+        return false;
+    if (it->ndim == 2)
+        return !e->offsets;
+    const ptc_ttype *ot = e->offsets ? &e->offsets->type : NULL;
+    return it->ndim == 1 && ot && ot->ndim == 1 && ot->dtype == it->dtype &&
+           ptc_ttype_is_static(ot) && ot->shape[0].value > e->include_last_offset &&
+           e->mode != PTC_BAG_MAX;
+}
+
+/* A tensor argument that may be None: *v its value (NULL for None or
+ * absent); false for another kind of value. */
+static bool tensor_or_none(PyObject *a, V *v)
+{
+    *v = a && cap_is_tensor(a) ? cap_val(a) : NULL;
+    return !a || a == Py_None || *v;
+}
+
 /* embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
  * scale_grad_by_freq=False, mode="mean", sparse=False,
  * per_sample_weights=None, include_last_offset=False, padding_idx=None):
- * static sizes; max_norm (a renormalisation in place), scale_grad_by_freq,
- * sparse gradients and max of 1-D bags break. */
+ * max_norm (a renormalisation in place), scale_grad_by_freq, sparse
+ * gradients, max of 1-D bags and what bag_operands_fit refuses break. */
 int cap_th_embedding_bag(cap_tcall *c, PyObject **out)
 {
-    PyObject *in = ARG(0, "input"), *w = ARG(1, "weight"), *off = ARG(2, "offsets");
-    PyObject *psw = ARG(8, "per_sample_weights"), *pad = ARG(10, "padding_idx");
+    PyObject *in = ARG(0, "input"), *w = ARG(1, "weight"), *pad = ARG(10, "padding_idx");
+    PyObject *max_norm = ARG(3, "max_norm");
     int mode = bag_mode(ARG(6, "mode"));
-    bool ok = in && w && cap_is_tensor(in) && cap_is_tensor(w) && mode >= 0;
-    ptc_embedding_bag e = {ok ? cap_val(w) : NULL,
-                           ok ? cap_val(in) : NULL,
-                           NULL,
-                           NULL,
-                           mode,
-                           -1,
-                           ARG(9, "include_last_offset") == Py_True};
-    if (ok && off && off != Py_None)
-        e.offsets = cap_is_tensor(off) ? cap_val(off) : NULL, ok = e.offsets != NULL;
-    if (ok && psw && psw != Py_None)
-        e.per_sample = cap_is_tensor(psw) ? cap_val(psw) : NULL, ok = e.per_sample != NULL;
-    const ptc_ttype *it = ok ? &e.input->type : NULL, *wt = ok ? &e.weight->type : NULL;
-    ok =
-        ok && (it->dtype == PTC_I64 || it->dtype == PTC_I32) && wt->ndim == 2 &&
-        ptc_dtype_is_float(wt->dtype) && ptc_ttype_is_static(it) && ptc_ttype_is_static(wt) &&
-        (it->ndim == 2
-             ? !e.offsets
-             : it->ndim == 1 && e.offsets && e.offsets->type.ndim == 1 &&
-                   e.offsets->type.dtype == it->dtype && ptc_ttype_is_static(&e.offsets->type) &&
-                   e.offsets->type.shape[0].value > e.include_last_offset && mode != PTC_BAG_MAX) &&
-        (!e.per_sample || (mode == PTC_BAG_SUM && e.per_sample->type.dtype == wt->dtype &&
-                           e.per_sample->type.ndim == it->ndim &&
-                           ptc_dim_eq(e.per_sample->type.shape[0], it->shape[0])));
+    ptc_embedding_bag e = {.mode = mode < 0 ? PTC_BAG_MEAN : (ptc_bag_mode)mode,
+                           .padding_idx = -1,
+                           .include_last_offset = ARG(9, "include_last_offset") == Py_True};
+    bool ok = tensor_or_none(in, &e.input) && tensor_or_none(w, &e.weight) && e.input && e.weight &&
+              tensor_or_none(ARG(2, "offsets"), &e.offsets) &&
+              tensor_or_none(ARG(8, "per_sample_weights"), &e.per_sample) && mode >= 0 &&
+              bag_operands_fit(&e) && (!max_norm || max_norm == Py_None) &&
+              ARG(5, "scale_grad_by_freq") != Py_True && ARG(7, "sparse") != Py_True;
     if (ok && pad && pad != Py_None) {
-        int64_t rows = wt->shape[0].value, p = PyLong_Check(pad) ? PyLong_AsLongLong(pad) : rows;
+        int64_t rows = e.weight->type.shape[0].value;
+        int64_t p = PyLong_Check(pad) ? PyLong_AsLongLong(pad) : rows;
         ok = p >= -rows && p < rows;
         e.padding_idx = p < 0 ? p + rows : p;
     }
-    PyObject *mn = ARG(3, "max_norm");
-    if (!ok || (mn && mn != Py_None) || ARG(5, "scale_grad_by_freq") == Py_True ||
-        ARG(7, "sparse") == Py_True)
+    if (!ok)
         return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
                            "%s with max_norm, scale_grad_by_freq, sparse, max of 1-D bags, "
                            "symbolic sizes or operands eager refuses",

@@ -912,10 +912,7 @@ int cap_mutate(cap_trace *T, cap_tensor *t, ptc_value *nv)
 static int inplace_refused(cap_trace *T, cap_tensor *self, const ptc_value *nv, int first)
 {
     const ptc_ttype *st = &self->v->type, *rt = &nv->type;
-    bool same_shape = st->ndim == rt->ndim;
-    for (int i = 0; same_shape && i < st->ndim; i++)
-        same_shape = ptc_dim_eq(st->shape[i], rt->shape[i]);
-    if (!same_shape)
+    if (!ptc_ttype_same_shape(st, rt))
         return cap_t_break(T, CAP_B_TRACE_ERROR, "in-place result has a different shape");
     if (rt->dtype != st->dtype && ptc_dtype_is_float(rt->dtype) && !ptc_dtype_is_float(st->dtype))
         return cap_t_break(T, CAP_B_TRACE_ERROR, "result type %s can't be cast to %s in place",

@@ -149,16 +149,6 @@ bool cap_dense_order(const ptc_ttype *t, const int64_t *st, int8_t *perm)
     return true;
 }
 
-static bool same_shape(const ptc_ttype *a, const ptc_ttype *b)
-{
-    if (a->ndim != b->ndim)
-        return false;
-    for (int d = 0; d < a->ndim; d++)
-        if (a->shape[d].value != b->shape[d].value)
-            return false;
-    return true;
-}
-
 /* Any other op: the matmul family's result is row-major; a pointwise op's
  * is TensorIterator's (cap_pointwise_strides); any other op's is row-major
  * when every tensor operand is, and it has one. */
@@ -328,7 +318,7 @@ static bool fast_setup(const ptc_ttype *ot, int nops, const ptc_ttype *const *ty
     bool row = true, cl = ot->ndim == 4 || ot->ndim == 5, same = true;
     int8_t perm[PTC_MAX_DIMS];
     for (int o = 0; o < nops; o++) {
-        if (!same_shape(types[o], ot))
+        if (!ptc_ttype_same_shape(types[o], ot))
             return false;
         row = row && is_row_major(ot, strides[o]);
         cl = cl && cap_strides_contiguous(ot, strides[o],
