@@ -4,8 +4,8 @@ cosine_similarity, pairwise_distance, triplet_margin_loss, kl_div, unfold
 and fold, embedding_bag, channel_shuffle (and their modules); and
 torch.aminmax, torch.trace, torch.searchsorted, torch.bucketize,
 torch.isin, torch.rot90, torch.cross (linalg.cross), torch.addmv,
-torch.kron, torch.cartesian_prod, torch.diag_embed, torch.cov and
-torch.corrcoef. Each was a graph break
+torch.kron, torch.cartesian_prod, torch.diag_embed, torch.cov,
+torch.corrcoef, and the views torch.tensor_split and torch.atleast_1d/2d/3d. Each was a graph break
 (PTC-B007) before. Compiled by ptc and compared with eager: values,
 gradients against torch autograd, eager's errors; what ptc does not trace
 breaks with its reason and gives eager's values.
@@ -207,6 +207,48 @@ def test_searches_like_eager(name):
     assert (got.dtype, got.shape) == (want.dtype, want.shape) and torch.equal(got, want)
 
 
+VIEWS = {
+    "tensor_split_sections": lambda x: torch.tensor_split(x, 4, dim=1),
+    "tensor_split_points": lambda x: x.tensor_split([1, 4]),
+    "tensor_split_repeated_point": lambda x: torch.tensor_split(x, (2, 2, 6), dim=-1),
+    "tensor_split_sections_keyword": lambda x: torch.tensor_split(x, sections=3),
+    "tensor_split_indices_keyword": lambda x: torch.tensor_split(x, indices=[3]),
+    "atleast_3d_of_2d": lambda x: torch.atleast_3d(x),
+    "atleast_2d_of_1d": lambda x: torch.atleast_2d(x[0]),
+    "atleast_1d_of_0d": lambda x: torch.atleast_1d(x[0, 0]),
+    "atleast_3d_of_1d": lambda x: torch.atleast_3d(x[0]),
+}
+
+
+@pytest.mark.parametrize("name", VIEWS)
+def test_views_like_eager(name):
+    fn, x = VIEWS[name], torch.arange(24.0).reshape(4, 6)
+    got, want = ptc.compile(fn, fullgraph=True)(x), fn(x)
+    got, want = (got, want) if isinstance(want, tuple) else ((got,), (want,))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert (g.shape, g.stride()) == (w.shape, w.stride()) and torch.equal(g, w)
+
+
+def test_atleast_of_enough_dims_is_the_tensor_itself():
+    x = torch.ones(2, 3)
+    assert ptc.compile(lambda x: torch.atleast_2d(x), fullgraph=True)(x) is x
+
+
+def test_writes_through_the_views_reach_the_base():
+    def f(x):
+        a, b = torch.tensor_split(x, 2, dim=1)
+        b.mul_(10)
+        torch.atleast_3d(a[0]).add_(1)
+        return x.sum(), a + 1
+
+    x = torch.arange(24.0).reshape(4, 6)
+    wx, cx = x.clone(), x.clone()
+    want, got = f(wx), ptc.compile(f, fullgraph=True)(cx)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(cx, wx)
+
+
 # embedding_bag: 10 rows of 3, 8 places in bags [0, 4), [4, 4), [4, 8)
 BAG_WEIGHT = torch.randn(10, 3, generator=torch.Generator().manual_seed(2))
 BAG_INPUT = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9])
@@ -286,6 +328,9 @@ def test_embedding_bag_of_bad_offsets_raises_eager_s_error(offsets):
     (lambda x: F.embedding_bag(x.long().flatten(), x, torch.tensor([0, 3]), mode="max") + 1,
      "max of 1-D bags"),
     (lambda x: F.embedding_bag(x.long(), x, sparse=True) + 1, "sparse"),
+    (lambda x: torch.tensor_split(x, torch.tensor([1, 3]), dim=1)[0] + 1, "by a tensor"),
+    (lambda x: torch.tensor_split(x, [4, 2], dim=1)[0] + 1, "decreasing"),
+    (lambda x: torch.atleast_2d(x, x)[0] + 1, "other than one tensor"),
     (lambda x: F.pad(x, (6, 0), mode="reflect") + 1, "pads eager refuses"),
     (lambda x: F.pad(x, (-1, 2), mode="replicate") + 1, "negative"),
     (lambda x: F.fold(x[None], (3, 4), 2) + 1, "sizes that eager refuses"),

@@ -264,6 +264,99 @@ int cap_th_split(cap_tcall *c, PyObject **out)
     return mark_views_list(rc, out, t);
 }
 
+/* The sizes of tensor_split's pieces of a dim of `size` into n: `sections`
+ * pieces (the first size % n one longer) when points is NULL, else cut at
+ * the n - 1 points (non-decreasing, within the dim; false otherwise). */
+static bool tensor_split_sizes(int64_t size, int64_t sections, const int64_t *points, int n,
+                               int64_t *sizes)
+{
+    if (!points) {
+        for (int i = 0; i < n; i++)
+            sizes[i] = size / sections + (i < size % sections);
+        return sections > 0;
+    }
+    int64_t at = 0;
+    for (int i = 0; i < n - 1; i++) {
+        if (points[i] < at || points[i] > size)
+            return false;
+        sizes[i] = points[i] - at;
+        at = points[i];
+    }
+    sizes[n - 1] = size - at;
+    return true;
+}
+
+/* tensor_split(input, indices_or_sections, dim=0): a number of sections or
+ * a list of split points, as split with those sizes (views, as eager's); a
+ * tensor of points, points past the dim or decreasing, or a symbolic dim
+ * break. */
+int cap_th_tensor_split(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *t = (cap_tensor *)ARG(0, "input");
+    PyObject *s = ARG(1, "indices_or_sections"), *d = ARG(2, "dim");
+    if (!s)
+        s = ARG(-1, ARG(-1, "sections") ? "sections" : "indices");
+    int nd = t && cap_is_tensor((PyObject *)t) ? ty(t)->ndim : 0;
+    int64_t dim = d && PyLong_Check(d) ? PyLong_AsLongLong(d) : 0;
+    bool ok = nd > 0 && s && (!d || PyLong_Check(d)) && dim >= -nd && dim < nd;
+    dim += dim < 0 ? nd : 0;
+    ptc_arg points = ptc_arg_none();
+    int n = 0;
+    if (ok && PyLong_Check(s))
+        n = (int)PyLong_AsLongLong(s), ok = n > 0 && n <= 4096;
+    else if (ok)
+        ok = (PyList_Check(s) || PyTuple_Check(s)) &&
+             cap_int_list(c->T, s, &points, "tensor_split") == CAP_NEXT && points.is.n < 4096;
+    int64_t size = ok ? ty(t)->shape[dim].value : 0, *sizes = NULL, *at = NULL;
+    ok = ok && !ty(t)->shape[dim].sym;
+    if (ok && points.kind == PTC_ARG_INTS) {
+        n = points.is.n + 1;
+        at = ptc_arena_alloc(c->T->arena, sizeof *at * (size_t)n);
+        for (int i = 0; at && ok && i < n - 1; i++)
+            at[i] = points.is.d[i].value, ok = !points.is.d[i].sym;
+    }
+    sizes = ok ? ptc_arena_alloc(c->T->arena, sizeof *sizes * (size_t)n) : NULL;
+    if (!sizes || !tensor_split_sizes(size, n, at, n, sizes))
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "tensor_split by a tensor, by points past the dim or decreasing, or "
+                           "along a symbolic dim");
+    ptc_arg a[3] = {ptc_arg_value(t->v), ptc_arg_ints(c->T->arena, sizes, n), ptc_arg_int(dim)};
+    int rc = cap_build(c->T, PTC_OP_SPLIT_WITH_SIZES, a, 3, out);
+    if (rc == CAP_NEXT)
+        Py_SETREF(*out, PySequence_Tuple(*out)); /* torch returns a tuple */
+    if (rc == CAP_NEXT && !*out)
+        return CAP_ERR;
+    return mark_views_list(rc, out, t);
+}
+
+/* atleast_1d / 2d / 3d(tensor) of one tensor: the tensor itself where it
+ * has the dims, else a view with ones added as torch adds them ([n] ->
+ * [1, n] -> [1, n, 1]; [m, n] -> [m, n, 1]). Several tensors break. */
+int cap_th_atleast(cap_tcall *c, PyObject **out)
+{
+    int want = c->m->name[strlen(c->m->name) - 2] - '0';
+    PyObject *x = c->npos == 1 && c->nkw == 0 ? c->pos[0] : NULL;
+    if (!x || !cap_is_tensor(x))
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH, "%s of other than one tensor",
+                           c->m->name);
+    cap_tensor *t = (cap_tensor *)x;
+    const ptc_ttype *tt = ty(t);
+    if (tt->ndim >= want) {
+        *out = Py_NewRef(x);
+        return CAP_NEXT;
+    }
+    ptc_dim shape[3];
+    int n = 0;
+    if (tt->ndim == 0 || (tt->ndim == 1 && want >= 2))
+        shape[n++] = ptc_dim_c(1);
+    for (int i = 0; i < tt->ndim; i++)
+        shape[n++] = tt->shape[i];
+    while (n < want)
+        shape[n++] = ptc_dim_c(1);
+    ptc_arg a[2] = {ptc_arg_value(t->v), ptc_arg_dims(c->T->arena, shape, n)};
+    return view_result(cap_build(c->T, PTC_OP_VIEW, a, 2, out), out, t);
+}
+
 int cap_th_chunk(cap_tcall *c, PyObject **out)
 {
     cap_tensor *t = (cap_tensor *)ARG(0, "input");
