@@ -5,7 +5,8 @@ and fold, embedding_bag, channel_shuffle (and their modules); and
 torch.aminmax, torch.trace, torch.searchsorted, torch.bucketize,
 torch.isin, torch.rot90, torch.cross (linalg.cross), torch.addmv,
 torch.kron, torch.cartesian_prod, torch.diag_embed, torch.cov,
-torch.corrcoef, and the views torch.tensor_split and torch.atleast_1d/2d/3d. Each was a graph break
+torch.corrcoef, and the views torch.tensor_split, torch.atleast_1d/2d/3d
+and torch.meshgrid. Each was a graph break
 (PTC-B007) before. Compiled by ptc and compared with eager: values,
 gradients against torch autograd, eager's errors; what ptc does not trace
 breaks with its reason and gives eager's values.
@@ -228,6 +229,29 @@ def test_views_like_eager(name):
     assert len(got) == len(want)
     for g, w in zip(got, want):
         assert (g.shape, g.stride()) == (w.shape, w.stride()) and torch.equal(g, w)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a, b: torch.meshgrid(a, b, indexing="ij"),
+    lambda a, b: torch.meshgrid(a, b, indexing="xy"),
+    lambda a, b: torch.meshgrid([a, b, a], indexing="xy"),
+    lambda a, b: torch.meshgrid((a,), indexing="ij"),
+    lambda a, b: torch.meshgrid(a, b[0], indexing="ij"),
+])
+def test_meshgrid_gives_eager_s_views(fn):
+    a, b = torch.arange(3.0), torch.arange(2.0) * 10
+    got, want = ptc.compile(fn, fullgraph=True)(a, b), fn(a, b)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert (g.shape, g.stride()) == (w.shape, w.stride()) and torch.equal(g, w)
+        assert g._base is not None and g.data_ptr() in (a.data_ptr(), b.data_ptr())
+
+
+def test_meshgrid_without_indexing_keeps_eager_s_warning():
+    fn = lambda a, b: torch.meshgrid(a, b)[0] + 1  # noqa: E731
+    a, b = torch.arange(3.0), torch.arange(2.0)
+    with pytest.warns(UserWarning, match="indexing argument"):
+        assert_breaks_like_eager(fn, (a, b), "without indexing", torch.testing.assert_close)
 
 
 def test_atleast_of_enough_dims_is_the_tensor_itself():

@@ -357,6 +357,63 @@ int cap_th_atleast(cap_tcall *c, PyObject **out)
     return view_result(cap_build(c->T, PTC_OP_VIEW, a, 2, out), out, t);
 }
 
+/* One result of meshgrid: t (1-D, or 0-d) reshaped to n dims with its
+ * elements along dim at, then expanded over the grid; each step a view of
+ * the one before, as eager's. */
+static PyObject *grid_view(cap_trace *T, cap_tensor *t, int at, const ptc_dim *grid, int n)
+{
+    ptc_dim shape[PTC_MAX_DIMS];
+    for (int i = 0; i < n; i++)
+        shape[i] = i == at ? grid[at] : ptc_dim_c(1);
+    PyObject *lined = NULL, *spread = NULL;
+    ptc_arg va[2] = {ptc_arg_value(t->v), ptc_arg_dims(T->arena, shape, n)};
+    if (view_result(cap_build(T, PTC_OP_VIEW, va, 2, &lined), &lined, t) != CAP_NEXT)
+        return NULL;
+    ptc_arg ea[2] = {ptc_arg_value(cap_val(lined)), ptc_arg_dims(T->arena, grid, n)};
+    int rc = view_result(cap_build(T, PTC_OP_EXPAND, ea, 2, &spread), &spread, (cap_tensor *)lined);
+    Py_DECREF(lined);
+    return rc == CAP_NEXT ? spread : NULL;
+}
+
+/* meshgrid(*tensors, indexing): 1-D or 0-d tensors of one dtype and device
+ * (as a sequence or as arguments), indexing "ij" or "xy" ("xy" swaps the
+ * first two dims of the grid); without indexing eager warns: a break, as
+ * are symbolic sizes. */
+int cap_th_meshgrid(cap_tcall *c, PyObject **out)
+{
+    PyObject *indexing = ARG(-1, "indexing");
+    bool listed = c->npos == 1 && (PyList_Check(c->pos[0]) || PyTuple_Check(c->pos[0]));
+    PyObject *seq = listed ? PySequence_Tuple(c->pos[0]) : NULL;
+    int n = listed ? (seq ? (int)PyTuple_Size(seq) : 0) : c->npos;
+    const char *ix = indexing && PyUnicode_Check(indexing) ? PyUnicode_AsUTF8(indexing) : "";
+    bool xy = strcmp(ix, "xy") == 0 && n >= 2,
+         ok = n >= 1 && n <= PTC_MAX_DIMS && (xy || strcmp(ix, "ij") == 0);
+    cap_tensor *ts[PTC_MAX_DIMS];
+    ptc_dim grid[PTC_MAX_DIMS];
+    for (int i = 0; ok && i < n; i++) {
+        PyObject *o = listed ? PyTuple_GetItem(seq, i) : c->pos[i];
+        ts[i] = cap_is_tensor(o) ? (cap_tensor *)o : NULL;
+        ok = ts[i] && ty(ts[i])->ndim <= 1 && ty(ts[i])->dtype == ty(ts[0])->dtype &&
+             ptc_device_eq(ty(ts[i])->device, ty(ts[0])->device) &&
+             (ty(ts[i])->ndim == 0 || !ty(ts[i])->shape[0].sym);
+        int at = xy && i < 2 ? 1 - i : i;
+        grid[at] = ok && ty(ts[i])->ndim ? ty(ts[i])->shape[0] : ptc_dim_c(1);
+    }
+    PyObject *res = ok ? PyTuple_New(n) : NULL;
+    for (int i = 0; res && i < n; i++) {
+        PyObject *v = grid_view(c->T, ts[i], xy && i < 2 ? 1 - i : i, grid, n);
+        if (!v || PyTuple_SetItem(res, i, v) < 0)
+            Py_CLEAR(res);
+    }
+    Py_XDECREF(seq);
+    if (!ok)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "meshgrid without indexing= (eager warns), or of other than 1-D "
+                           "tensors of one dtype and device with static sizes");
+    *out = res;
+    return res ? CAP_NEXT : (PyErr_Occurred() ? CAP_ERR : CAP_BREAK);
+}
+
 int cap_th_chunk(cap_tcall *c, PyObject **out)
 {
     cap_tensor *t = (cap_tensor *)ARG(0, "input");

@@ -182,7 +182,7 @@ cap_tmap cap_tmaps[] = {
     FX("torch.chunk", chunk, -1, "") MX("chunk", chunk, -1, "")
     FX("torch.tensor_split", tensor_split, -1, "") MX("tensor_split", tensor_split, -1, "")
     FX("torch.atleast_1d", atleast, -1, "") FX("torch.atleast_2d", atleast, -1, "")
-    FX("torch.atleast_3d", atleast, -1, "")
+    FX("torch.atleast_3d", atleast, -1, "") FX("torch.meshgrid", meshgrid, -1, "")
     FN("torch.unbind", UNBIND, "input:self,dim") MT("unbind", UNBIND, "self,dim")
     MX("contiguous", contiguous, -1, "")
     FX("torch.clone", clone, -1, "") MX("clone", clone, -1, "")
