@@ -1035,6 +1035,66 @@ V ptc_composite_kl_div(dctx *d, V in, V tg, bool log_target, ptc_reduction red, 
     return scalar_op(d, PTC_OP_DIV, reduce_all(d, PTC_OP_SUM, loss), rows);
 }
 
+/* cdist(x1 [..., r1, m], x2 [..., r2, m], p): the p-norm of every pair of
+ * rows' difference. Where the sum of powers is 0 its root is taken of 1 and
+ * 0 put back after, so that the gradient at a zero distance is torch's 0
+ * and not NaN (p 1 and inf have no root). */
+V ptc_composite_cdist(dctx *d, V x1, V x2, double p)
+{
+    if (!x1 || !x2)
+        return NULL;
+    V diff = dp_binary(d, PTC_OP_SUB, unsqueeze(d, x1, -2), unsqueeze(d, x2, -3));
+    int64_t last = -1;
+    ptc_arg dims = ptc_arg_ints(d->g->arena, &last, 1);
+    if (p == 1 || isinf(p))
+        return ptc_composite_pnorm(d, diff, p, dims, false);
+    V powers = p == 2 ? dp_binary(d, PTC_OP_MUL, diff, diff)
+                      : scalar_op(d, PTC_OP_POW, dp_unary(d, PTC_OP_ABS, diff), p);
+    ptc_arg s[3] = {ptc_arg_value(powers), dims, ptc_arg_bool(false)};
+    V sum = powers ? dp_build(d, PTC_OP_SUM, s, 3) : NULL;
+    V zero = scalar_op(d, PTC_OP_EQ, sum, 0);
+    V safe = where(d, zero, ptc_arg_float(1), ptc_arg_value(sum));
+    V root = p == 2 ? dp_unary(d, PTC_OP_SQRT, safe) : scalar_op(d, PTC_OP_POW, safe, 1.0 / p);
+    return where(d, zero, ptc_arg_float(0), ptc_arg_value(root));
+}
+
+/* matrix_norm over the last two dims: "fro" (kind 0), or the largest
+ * (kind 1) / smallest (-1) column sum of magnitudes (ord 1 / -1) or row sum
+ * (ord inf / -inf, rows true). */
+V ptc_composite_matrix_norm(dctx *d, V x, int kind, bool rows, bool keepdim)
+{
+    if (!x)
+        return NULL;
+    int64_t both[2] = {-2, -1}, along = rows ? -1 : -2, across = rows ? -2 : -1;
+    if (kind == 0)
+        return ptc_composite_pnorm(d, x, 2, ptc_arg_ints(d->g->arena, both, 2), keepdim);
+    V sums = reduce(d, PTC_OP_SUM, dp_unary(d, PTC_OP_ABS, x), along, true, false);
+    ptc_arg m[3] = {ptc_arg_value(sums), ptc_arg_ints(d->g->arena, &across, 1), ptc_arg_bool(true)};
+    V most = sums ? dp_build(d, kind > 0 ? PTC_OP_AMAX : PTC_OP_AMIN, m, 3) : NULL;
+    return keepdim || !most ? most : squeeze(d, squeeze(d, most, -1), -1);
+}
+
+/* block_diag of n blocks already 2-D and of one dtype: each block padded
+ * with zeros to the total width at its column offset, the rows stacked. */
+V ptc_composite_block_diag(dctx *d, V *blocks, int n)
+{
+    int64_t width = 0, at = 0;
+    for (int i = 0; i < n; i++)
+        width += blocks[i] ? blocks[i]->type.shape[1].value : 0;
+    V rows[64];
+    for (int i = 0; i < n && i < 64; i++) {
+        int64_t w = blocks[i] ? blocks[i]->type.shape[1].value : 0;
+        int64_t pads[2] = {at, width - at - w};
+        ptc_arg p[3] = {ptc_arg_value(blocks[i]), ptc_arg_ints(d->g->arena, pads, 2),
+                        ptc_arg_int(0)};
+        if (!(rows[i] = blocks[i] ? dp_build(d, PTC_OP_CONSTANT_PAD_ND, p, 3) : NULL))
+            return NULL;
+        at += w;
+    }
+    ptc_arg c[2] = {ptc_arg_values(d->g->arena, rows, n), ptc_arg_int(0)};
+    return dp_build(d, PTC_OP_CAT, c, 2);
+}
+
 /* triplet_margin_loss: max(margin + d(a, pos) - d(a, neg), 0), d the
  * pairwise distance; with swap d(a, neg) is the smaller of it and
  * d(pos, neg). */

@@ -153,6 +153,14 @@ ptc_value *ptc_composite_pnorm(ptc_composer *c, ptc_value *x, double p, ptc_arg 
 /* pairwise_distance(x1, x2, p, eps, keepdim) */
 ptc_value *ptc_composite_pairwise_distance(ptc_composer *c, ptc_value *x1, ptc_value *x2, double p,
                                            double eps, bool keepdim);
+/* cdist(x1 [..., r1, m], x2 [..., r2, m], p > 0); the batch dims equal. */
+ptc_value *ptc_composite_cdist(ptc_composer *c, ptc_value *x1, ptc_value *x2, double p);
+/* matrix_norm over the last two dims: kind 0 "fro"; 1 / -1 the largest /
+ * smallest column sum of magnitudes (rows: row sums, ord +-inf). */
+ptc_value *ptc_composite_matrix_norm(ptc_composer *c, ptc_value *x, int kind, bool rows,
+                                     bool keepdim);
+/* block_diag of n (at most 64) 2-D blocks of one dtype and device. */
+ptc_value *ptc_composite_block_diag(ptc_composer *c, ptc_value **blocks, int n);
 /* triplet_margin_loss of abn: anchor, positive, negative. */
 ptc_value *ptc_composite_triplet_margin(ptc_composer *c, ptc_value **abn, double margin, double p,
                                         double eps, bool swap, ptc_reduction red);

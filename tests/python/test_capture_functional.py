@@ -5,8 +5,8 @@ and fold, embedding_bag, channel_shuffle (and their modules); and
 torch.aminmax, torch.trace, torch.searchsorted, torch.bucketize,
 torch.isin, torch.rot90, torch.cross (linalg.cross), torch.addmv,
 torch.kron, torch.cartesian_prod, torch.diag_embed, torch.cov,
-torch.corrcoef, and the views torch.tensor_split, torch.atleast_1d/2d/3d
-and torch.meshgrid. Each was a graph break
+torch.corrcoef, torch.cdist, torch.linalg.matrix_norm, torch.block_diag,
+and the views torch.tensor_split, torch.atleast_1d/2d/3d and torch.meshgrid. Each was a graph break
 (PTC-B007) before. Compiled by ptc and compared with eager: values,
 gradients against torch autograd, eager's errors; what ptc does not trace
 breaks with its reason and gives eager's values.
@@ -86,6 +86,16 @@ CASES = {
     "cov_integers": lambda x, a, b, p: (a * 10).int().cov(),
     "corrcoef": lambda x, a, b, p: torch.corrcoef(a),
     "corrcoef_constant_row": lambda x, a, b, p: torch.corrcoef(torch.stack([a[0], a[0] * 0])),
+    "cdist": lambda x, a, b, p: torch.cdist(x[0], x[1, :, :4]),
+    "cdist_p1_2d": lambda x, a, b, p: torch.cdist(a, b[:2], p=1),
+    "cdist_p3": lambda x, a, b, p: torch.cdist(a[None], b[None], p=3.0),
+    "cdist_inf_mm_mode": lambda x, a, b, p: torch.cdist(a, b, float("inf"),
+                                                        "use_mm_for_euclid_dist"),
+    "matrix_norm": lambda x, a, b, p: torch.linalg.matrix_norm(x),
+    "matrix_norm_1": lambda x, a, b, p: torch.linalg.matrix_norm(x, ord=1),
+    "matrix_norm_minus_inf_keepdim": lambda x, a, b, p: torch.linalg.matrix_norm(
+        a, float("-inf"), keepdim=True),
+    "block_diag": lambda x, a, b, p: torch.block_diag(a, b[0, 0], b[1, :3], x[0, 0]),
     "unfold": lambda x, a, b, p: F.unfold(x, 3),
     "unfold_every_argument": lambda x, a, b, p: F.unfold(x, (2, 3), dilation=(2, 1),
                                                          padding=(1, 2), stride=(2, 3)),
@@ -127,6 +137,11 @@ GRADIENTS = {
     "cross": lambda x, a, b, p: torch.linalg.cross(a[:, 2:5], b[:, :3]),
     "addmv": lambda x, a, b, p: torch.addmv(b[:, 0], a, b[1], beta=0.3, alpha=-2.0),
     "kron": lambda x, a, b, p: torch.kron(a, b[:2, :3]),
+    "cdist": lambda x, a, b, p: torch.cdist(a, b) + torch.cdist(a, a, p=1.5),
+    "cdist_of_itself": lambda x, a, b, p: torch.cdist(a, a),  # 0 at the diagonal: gradient 0
+    "matrix_norm": lambda x, a, b, p: torch.linalg.matrix_norm(x) + torch.linalg.matrix_norm(
+        x, 1).sum(),
+    "block_diag": lambda x, a, b, p: torch.block_diag(a, b[:2, :3], a[0, 0]),
     "cartesian_prod": lambda x, a, b, p: torch.cartesian_prod(a[0, :3], b[0, :4]),
     "diag_embed": lambda x, a, b, p: torch.diag_embed(a, -1),
     "cov_corrcoef": lambda x, a, b, p: torch.cov(a) + torch.corrcoef(b),
@@ -355,6 +370,7 @@ def test_embedding_bag_of_bad_offsets_raises_eager_s_error(offsets):
     (lambda x: torch.tensor_split(x, torch.tensor([1, 3]), dim=1)[0] + 1, "by a tensor"),
     (lambda x: torch.tensor_split(x, [4, 2], dim=1)[0] + 1, "decreasing"),
     (lambda x: torch.atleast_2d(x, x)[0] + 1, "other than one tensor"),
+    (lambda x: torch.linalg.matrix_norm(x, "nuc") + 1, "singular values"),
     (lambda x: F.pad(x, (6, 0), mode="reflect") + 1, "pads eager refuses"),
     (lambda x: F.pad(x, (-1, 2), mode="replicate") + 1, "negative"),
     (lambda x: F.fold(x[None], (3, 4), 2) + 1, "sizes that eager refuses"),

@@ -1256,6 +1256,77 @@ int cap_th_cov(cap_tcall *c, PyObject **out)
                           out);
 }
 
+/* cdist(x1, x2, p=2.0, compute_mode=...): floating tensors of one dtype
+ * and rank (at least 2), rows of one length, p > 0. compute_mode picks
+ * torch's algorithm for p = 2 (a matrix product or differences): ptc takes
+ * the differences, the more precise, whichever is asked (results agree to
+ * rounding). */
+int cap_th_cdist(cap_tcall *c, PyObject **out)
+{
+    PyObject *a = ARG(0, "x1"), *b = ARG(1, "x2");
+    double p = 2;
+    bool ok = a && b && cap_is_tensor(a) && cap_is_tensor(b) &&
+              number(c, ARG(2, "p"), 2.0, &p) == CAP_NEXT;
+    const ptc_ttype *at = ok ? &cap_val(a)->type : NULL, *bt = ok ? &cap_val(b)->type : NULL;
+    ok = ok && p > 0 && ptc_dtype_is_float(at->dtype) && at->dtype == bt->dtype && at->ndim >= 2 &&
+         at->ndim == bt->ndim && ptc_dim_eq(at->shape[at->ndim - 1], bt->shape[bt->ndim - 1]);
+    if (!ok)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "cdist with p <= 0, or of operands eager refuses or promotes");
+    return cap_wrap_value(c->T, ptc_composite_cdist(composer(c), cap_val(a), cap_val(b), p), out);
+}
+
+/* linalg.matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False): "fro",
+ * 1, -1, inf and -inf over the last two dims of a floating tensor; "nuc",
+ * 2 and -2 (singular values) and other dims break. */
+int cap_th_matrix_norm(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "A");
+    PyObject *ord = ARG(1, "ord"), *dim = ARG(2, "dim"), *keep = ARG(3, "keepdim");
+    double o = 0;
+    bool fro = !ord || (PyUnicode_Check(ord) && PyUnicode_CompareWithASCIIString(ord, "fro") == 0);
+    bool ok = x && x->v->type.ndim >= 2 && ptc_dtype_is_float(x->v->type.dtype) &&
+              (!dim || dim == Py_None) && (!keep || PyBool_Check(keep)) &&
+              (!ARG(-1, "dtype") || ARG(-1, "dtype") == Py_None);
+    if (ok && !fro)
+        ok = (PyLong_Check(ord) || PyFloat_Check(ord)) &&
+             ((o = PyFloat_AsDouble(ord)) == 1 || o == -1 || isinf(o));
+    if (!ok)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "matrix_norm of order 'nuc', 2 or -2 (singular values), over other "
+                           "dims, with dtype=, or of a non-floating tensor");
+    int kind = fro ? 0 : o > 0 ? 1 : -1;
+    return cap_wrap_value(
+        c->T, ptc_composite_matrix_norm(composer(c), x->v, kind, isinf(o), keep == Py_True), out);
+}
+
+/* block_diag(*tensors): up to 64 tensors of up to 2 dims, one dtype and
+ * device, static sizes; 0-d and 1-D ones are rows ([1, 1], [1, n]). */
+int cap_th_block_diag(cap_tcall *c, PyObject **out)
+{
+    V blocks[64];
+    int n = c->npos;
+    bool ok = n >= 1 && n <= 64 && c->nkw == 0;
+    for (int i = 0; ok && i < n; i++) {
+        PyObject *t = c->pos[i];
+        const ptc_ttype *tt = cap_is_tensor(t) ? &cap_val(t)->type : NULL;
+        ok = tt && tt->ndim <= 2 && ptc_ttype_is_static(tt) &&
+             tt->dtype == cap_val(c->pos[0])->type.dtype &&
+             ptc_device_eq(tt->device, cap_val(c->pos[0])->type.device);
+        if (!ok)
+            break;
+        int64_t shape[2] = {tt->ndim == 2 ? tt->shape[0].value : 1,
+                            tt->ndim == 0 ? 1 : tt->shape[tt->ndim - 1].value};
+        ptc_arg v[2] = {ptc_arg_value(cap_val(t)), ptc_arg_ints(c->T->arena, shape, 2)};
+        ok = (blocks[i] = cap_build1(c->T, PTC_OP_RESHAPE, v, 2)) != NULL;
+    }
+    if (!ok)
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "block_diag of other than tensors of up to 2 dims, of one dtype and "
+                           "device, with static sizes");
+    return cap_wrap_value(c->T, ptc_composite_block_diag(composer(c), blocks, n), out);
+}
+
 /* isin(elements, test_elements, *, assume_unique=False, invert=False) of
  * two tensors. */
 int cap_th_isin(cap_tcall *c, PyObject **out)

@@ -301,6 +301,8 @@ cap_tmap cap_tmaps[] = {
     FX("torch.linalg.cross", cross, -1, "") FX("torch.cross", cross, -1, "")
     MX("cross", cross, -1, "") FMI("addmv", addmv)
     FX("torch.kron", kron, -1, "") MX("kron", kron, -1, "")
+    FX("torch.cdist", cdist, -1, "") FX("torch.linalg.matrix_norm", matrix_norm, -1, "")
+    FX("torch.block_diag", block_diag, -1, "")
     FX("torch.cartesian_prod", cartesian_prod, -1, "")
     FX("torch.diag_embed", diag_embed, -1, "") MX("diag_embed", diag_embed, -1, "")
     FX("torch.cov", cov, -1, "") MX("cov", cov, -1, "")
