@@ -1349,6 +1349,53 @@ V ptc_composite_corrcoef(dctx *d, V x, ptc_dtype float_dt)
     return r ? dp_build(d, PTC_OP_CLAMP, cl, 3) : NULL;
 }
 
+/* ---- order statistics ---------------------------------------------------------------------- */
+
+/* The element of x at sorted position k along dim (stable ascending, NaNs
+ * last, as torch's sort), for kthvalue (k fixed), median (the lower middle,
+ * or the first NaN where the line holds one) and nanmedian (the lower
+ * middle of the numbers; the first NaN of an all-NaN line): values and
+ * their indices into x. */
+void ptc_composite_order_stat(dctx *d, V x, int dim, ptc_order_stat kind, int64_t k, bool keepdim,
+                              V *values, V *indices)
+{
+    *values = *indices = NULL;
+    if (!x)
+        return;
+    ptc_arg sa[4] = {ptc_arg_value(x), ptc_arg_int(dim), ptc_arg_bool(false), ptc_arg_bool(true)};
+    ptc_node *sorted = dp_buildn(d, PTC_OP_SORT, sa, 4);
+    if (!sorted)
+        return;
+    int64_t n = x->type.shape[dim].value;
+    V at;
+    if (kind == PTC_ORDER_KTH || !ptc_dtype_is_float(x->type.dtype)) {
+        int64_t pos = kind == PTC_ORDER_KTH ? k : (n - 1) / 2;
+        ptc_dim one[PTC_MAX_DIMS];
+        memcpy(one, x->type.shape, sizeof *one * (size_t)x->type.ndim);
+        one[dim] = ptc_dim_c(1);
+        at = spread_value(d, one, x->type.ndim, x->type.device, ptc_arg_int(pos), PTC_I64);
+    } else {
+        V numbers =
+            to_dtype(d, dp_unary(d, PTC_OP_LOGICAL_NOT, dp_unary(d, PTC_OP_ISNAN, x)), PTC_I64);
+        V count = reduce(d, PTC_OP_SUM, numbers, dim, true, false);
+        if (kind == PTC_ORDER_MEDIAN) { /* the first NaN where there is one */
+            at = where(d, int_op(d, PTC_OP_LT, count, n), ptc_arg_value(count),
+                       ptc_arg_int((n - 1) / 2));
+        } else { /* max((count - 1) // 2, 0) */
+            ptc_arg f[3] = {ptc_arg_value(int_op(d, PTC_OP_SUB, count, 1)), ptc_arg_int(2),
+                            ptc_arg_str(d->g->arena, "floor")};
+            V half = f[0].v ? dp_build(d, PTC_OP_DIV, f, 3) : NULL;
+            ptc_arg z[3] = {ptc_arg_value(half), ptc_arg_int(0), ptc_arg_none()};
+            at = half ? dp_build(d, PTC_OP_CLAMP, z, 3) : NULL;
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        ptc_arg g[3] = {ptc_arg_value(sorted->outs[i]), ptc_arg_int(dim), ptc_arg_value(at)};
+        V picked = at ? dp_build(d, PTC_OP_GATHER, g, 3) : NULL;
+        *(i ? indices : values) = keepdim ? picked : squeeze(d, picked, dim);
+    }
+}
+
 /* ---- searching --------------------------------------------------------------------------------
  */
 

@@ -199,6 +199,11 @@ ptc_value *ptc_composite_diag_embed(ptc_composer *c, ptc_value *x, int64_t offse
  * integers in float_dt. corrcoef the same with correction 1. */
 ptc_value *ptc_composite_cov(ptc_composer *c, ptc_value *x, int64_t correction, ptc_dtype float_dt);
 ptc_value *ptc_composite_corrcoef(ptc_composer *c, ptc_value *x, ptc_dtype float_dt);
+/* kthvalue (k 0-based), median and nanmedian along dim (normalised, static
+ * size n > 0): *values and *indices. */
+typedef enum { PTC_ORDER_KTH, PTC_ORDER_MEDIAN, PTC_ORDER_NANMEDIAN } ptc_order_stat;
+void ptc_composite_order_stat(ptc_composer *c, ptc_value *x, int dim, ptc_order_stat kind,
+                              int64_t k, bool keepdim, ptc_value **values, ptc_value **indices);
 /* searchsorted(seq, values) and bucketize(values, seq): seq 1-D, or of
  * values' leading dims; int64 (int32 with out_int32). */
 ptc_value *ptc_composite_search_sorted(ptc_composer *c, ptc_value *seq, ptc_value *values,

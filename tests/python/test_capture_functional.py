@@ -6,6 +6,7 @@ torch.aminmax, torch.trace, torch.searchsorted, torch.bucketize,
 torch.isin, torch.rot90, torch.cross (linalg.cross), torch.addmv,
 torch.kron, torch.cartesian_prod, torch.diag_embed, torch.cov,
 torch.corrcoef, torch.cdist, torch.linalg.matrix_norm, torch.block_diag,
+torch.kthvalue, torch.median and torch.nanmedian,
 and the views torch.tensor_split, torch.atleast_1d/2d/3d and torch.meshgrid. Each was a graph break
 (PTC-B007) before. Compiled by ptc and compared with eager: values,
 gradients against torch autograd, eager's errors; what ptc does not trace
@@ -267,6 +268,54 @@ def test_meshgrid_without_indexing_keeps_eager_s_warning():
     a, b = torch.arange(3.0), torch.arange(2.0)
     with pytest.warns(UserWarning, match="indexing argument"):
         assert_breaks_like_eager(fn, (a, b), "without indexing", torch.testing.assert_close)
+
+
+NAN = float("nan")
+ORDER_INPUT = torch.tensor([[1.0, NAN, 3.0, NAN], [4.0, 2.0, 2.0, 9.0], [NAN] * 4])
+ORDER_STATS = {
+    "median_dim": lambda x: torch.median(x, 1),
+    "nanmedian_dim": lambda x: torch.nanmedian(x, 1),
+    "kthvalue": lambda x: torch.kthvalue(x, 3, 1),
+    "kthvalue_keepdim": lambda x: x.kthvalue(1, 0, keepdim=True),
+    "median_integers": lambda x: x.nan_to_num(7).long().median(dim=0),
+    "median_keepdim": lambda x: torch.median(x[1:2] * torch.arange(1.0, 8.0)[:, None], 0, True),
+}
+
+
+@pytest.mark.parametrize("name", ORDER_STATS)
+def test_order_statistics_like_eager(name):
+    """Values as eager's (NaN where eager's is); the indices name elements
+    equal to them (eager does not promise which of equal elements, nor which
+    NaN of an all-NaN line)."""
+    fn = ORDER_STATS[name]
+    got, want = ptc.compile(fn, fullgraph=True)(ORDER_INPUT), fn(ORDER_INPUT)
+    assert type(got) is type(want) and got.indices.dtype == torch.int64
+    torch.testing.assert_close(got.values, want.values, equal_nan=True)
+    x = ORDER_INPUT.nan_to_num(7).long() if "integers" in name else ORDER_INPUT
+    if "keepdim" in name and "kthvalue" not in name:
+        x = x[1:2] * torch.arange(1.0, 8.0)[:, None]
+    dim = 0 if "keepdim" in name or "integers" in name else 1
+    idx = got.indices if got.indices.dim() == x.dim() else got.indices.unsqueeze(dim)
+    picked = x.gather(dim, idx)
+    torch.testing.assert_close(picked, got.values.reshape(picked.shape), equal_nan=True)
+
+
+@pytest.mark.parametrize("fn", [torch.median, torch.nanmedian])
+def test_median_of_every_element(fn):
+    for x in (ORDER_INPUT, ORDER_INPUT[1], ORDER_INPUT.nan_to_num(5).int()):
+        got, want = ptc.compile(fn, fullgraph=True)(x), fn(x)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        torch.testing.assert_close(got, want, equal_nan=True)
+
+
+def test_median_gradient_reaches_the_median():
+    x = torch.randn(5, 7, generator=torch.Generator().manual_seed(3))
+    grads = []
+    for f in (lambda x: torch.median(x, 1).values.sum() + torch.kthvalue(x, 2, 0).values.sum(),):
+        for g in (f, ptc.compile(f)):
+            xs = x.clone().requires_grad_()
+            grads.append(torch.autograd.grad(g(xs), xs)[0])
+    torch.testing.assert_close(grads[1], grads[0])
 
 
 def test_atleast_of_enough_dims_is_the_tensor_itself():

@@ -350,7 +350,7 @@ const cap_tmap *cap_np_method_row(const char *name);
     X(triplet_margin) X(embedding_bag) X(aminmax) X(trace) X(channel_shuffle)   \
     X(search_sorted) X(isin) X(rot90) X(cross) X(addmv) X(kron) X(cov)          \
     X(cartesian_prod) X(diag_embed) X(tensor_split) X(atleast) X(meshgrid)      \
-    X(cdist) X(matrix_norm) X(block_diag)                                       \
+    X(cdist) X(matrix_norm) X(block_diag) X(order_stat)                         \
     X(new) X(type) X(from_numpy) X(numpy) X(np_func) X(np_method) X(np_from_numpy)      \
     X(np_tensor_const)
 

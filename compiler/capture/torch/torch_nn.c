@@ -172,6 +172,56 @@ int cap_th_aminmax(cap_tcall *c, PyObject **out)
                           out);
 }
 
+/* kthvalue(input, k, dim=-1, keepdim=False), median(input, dim=-1,
+ * keepdim=False) and nanmedian (without dim: over every element, the value
+ * only) along a static dim with elements, k within it; as
+ * torch.return_types. NaNs sort last, as torch's. */
+int cap_th_order_stat(cap_tcall *c, PyObject **out)
+{
+    cap_tensor *x = input_of(c, "input");
+    const char *name = strrchr(c->m->name, '.') + 1;
+    ptc_order_stat kind = strcmp(name, "kthvalue") == 0 ? PTC_ORDER_KTH
+                          : strcmp(name, "median") == 0 ? PTC_ORDER_MEDIAN
+                                                        : PTC_ORDER_NANMEDIAN;
+    bool kth = kind == PTC_ORDER_KTH;
+    PyObject *k = kth ? ARG(1, "k") : NULL, *dim = ARG(kth ? 2 : 1, "dim");
+    PyObject *keep = ARG(kth ? 3 : 2, "keepdim");
+    bool whole = !kth && (!dim || dim == Py_None);
+    const ptc_ttype *t = x ? &x->v->type : NULL;
+    int nd = t ? t->ndim : 0;
+    int64_t d = dim && PyLong_Check(dim) ? PyLong_AsLongLong(dim) : -1;
+    bool ok = t && t->dtype != PTC_BOOL && ptc_ttype_is_static(t) &&
+              (!kth || (k && PyLong_Check(k))) && (whole || !dim || PyLong_Check(dim)) &&
+              (!keep || PyBool_Check(keep)) && (whole || (nd > 0 && d >= -nd && d < nd));
+    ptc_value *v = ok ? x->v : NULL;
+    if (ok && whole) { /* every element, as one line */
+        int64_t flat = -1;
+        ptc_arg r[2] = {ptc_arg_value(v), ptc_arg_ints(c->T->arena, &flat, 1)};
+        v = cap_build1(c->T, PTC_OP_RESHAPE, r, 2);
+        d = 0;
+    }
+    int dn = v ? (int)(d < 0 ? d + v->type.ndim : d) : 0;
+    int64_t n = v ? (v->type.ndim ? v->type.shape[dn].value : 1) : 0;
+    int64_t kv = kth ? PyLong_AsLongLong(k) : 0;
+    if (!v || v->type.ndim == 0 || n == 0 || (kth && (kv < 1 || kv > n)))
+        return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
+                           "%s of a 0-dim, empty or bool tensor, with symbolic sizes, or with "
+                           "arguments eager refuses",
+                           c->m->name);
+    ptc_value *values, *indices;
+    ptc_composite_order_stat(cap_composer(c->T), v, dn, kind, kv - 1, keep == Py_True, &values,
+                             &indices);
+    if (!values || !indices)
+        return CAP_BREAK;
+    if (whole)
+        return cap_wrap_value(c->T, values, out);
+    char path[48];
+    snprintf(path, sizeof path, "torch.return_types.%s", name);
+    return values_indices(
+        path, Py_BuildValue("(NN)", cap_tensor_new(c->T, values), cap_tensor_new(c->T, indices)),
+        out);
+}
+
 int cap_th_max_min(cap_tcall *c, PyObject **out)
 {
     bool is_max = c->m->op == 1;
