@@ -264,59 +264,54 @@ int cap_th_split(cap_tcall *c, PyObject **out)
     return mark_views_list(rc, out, t);
 }
 
-/* The sizes of tensor_split's pieces of a dim of `size` into n: `sections`
- * pieces (the first size % n one longer) when points is NULL, else cut at
- * the n - 1 points (non-decreasing, within the dim; false otherwise). */
-static bool tensor_split_sizes(int64_t size, int64_t sections, const int64_t *points, int n,
-                               int64_t *sizes)
+/* The sizes of the pieces tensor_split cuts a dim of `size` into, from its
+ * indices_or_sections argument s: a number of sections (the first size % n
+ * one longer), or split points (non-decreasing, within the dim). In the
+ * trace's arena, their count in *n; NULL where s is neither (a tensor). */
+static int64_t *tensor_split_pieces(cap_tcall *c, PyObject *s, int64_t size, int *n)
 {
-    if (!points) {
-        for (int i = 0; i < n; i++)
-            sizes[i] = size / sections + (i < size % sections);
-        return sections > 0;
-    }
+    ptc_arg points = ptc_arg_none();
+    bool by_sections = PyLong_Check(s);
+    int64_t sections = by_sections ? PyLong_AsLongLong(s) : 0;
+    if (by_sections)
+        *n = sections > 0 && sections <= 4096 ? (int)sections : 0;
+    else if ((PyList_Check(s) || PyTuple_Check(s)) &&
+             cap_int_list(c->T, s, &points, "tensor_split") == CAP_NEXT && points.is.n < 4096)
+        *n = points.is.n + 1;
+    else
+        *n = 0;
+    int64_t *sizes = *n ? ptc_arena_alloc(c->T->arena, sizeof *sizes * (size_t)*n) : NULL;
     int64_t at = 0;
-    for (int i = 0; i < n - 1; i++) {
-        if (points[i] < at || points[i] > size)
-            return false;
-        sizes[i] = points[i] - at;
-        at = points[i];
+    for (int i = 0; sizes && i < *n; i++) {
+        if (by_sections) {
+            sizes[i] = size / sections + (i < size % sections);
+            continue;
+        }
+        const ptc_dim *p = i < *n - 1 ? &points.is.d[i] : NULL;
+        if (p && (p->sym || p->value < at || p->value > size))
+            return NULL;
+        sizes[i] = (p ? p->value : size) - at;
+        at = p ? p->value : size;
     }
-    sizes[n - 1] = size - at;
-    return true;
+    return sizes;
 }
 
-/* tensor_split(input, indices_or_sections, dim=0): a number of sections or
- * a list of split points, as split with those sizes (views, as eager's); a
- * tensor of points, points past the dim or decreasing, or a symbolic dim
- * break. */
+/* tensor_split(input, indices_or_sections, dim=0): as split with the sizes
+ * of tensor_split_pieces (views, as eager's); a tensor of points, points
+ * past the dim or decreasing, or a symbolic dim break. */
 int cap_th_tensor_split(cap_tcall *c, PyObject **out)
 {
     cap_tensor *t = (cap_tensor *)ARG(0, "input");
     PyObject *s = ARG(1, "indices_or_sections"), *d = ARG(2, "dim");
     if (!s)
         s = ARG(-1, ARG(-1, "sections") ? "sections" : "indices");
-    int nd = t && cap_is_tensor((PyObject *)t) ? ty(t)->ndim : 0;
+    int nd = t && cap_is_tensor((PyObject *)t) ? ty(t)->ndim : 0, n = 0;
     int64_t dim = d && PyLong_Check(d) ? PyLong_AsLongLong(d) : 0;
     bool ok = nd > 0 && s && (!d || PyLong_Check(d)) && dim >= -nd && dim < nd;
     dim += dim < 0 ? nd : 0;
-    ptc_arg points = ptc_arg_none();
-    int n = 0;
-    if (ok && PyLong_Check(s))
-        n = (int)PyLong_AsLongLong(s), ok = n > 0 && n <= 4096;
-    else if (ok)
-        ok = (PyList_Check(s) || PyTuple_Check(s)) &&
-             cap_int_list(c->T, s, &points, "tensor_split") == CAP_NEXT && points.is.n < 4096;
-    int64_t size = ok ? ty(t)->shape[dim].value : 0, *sizes = NULL, *at = NULL;
     ok = ok && !ty(t)->shape[dim].sym;
-    if (ok && points.kind == PTC_ARG_INTS) {
-        n = points.is.n + 1;
-        at = ptc_arena_alloc(c->T->arena, sizeof *at * (size_t)n);
-        for (int i = 0; at && ok && i < n - 1; i++)
-            at[i] = points.is.d[i].value, ok = !points.is.d[i].sym;
-    }
-    sizes = ok ? ptc_arena_alloc(c->T->arena, sizeof *sizes * (size_t)n) : NULL;
-    if (!sizes || !tensor_split_sizes(size, n, at, n, sizes))
+    int64_t *sizes = ok ? tensor_split_pieces(c, s, ty(t)->shape[dim].value, &n) : NULL;
+    if (!sizes)
         return cap_t_break(c->T, CAP_B_UNSUPPORTED_TORCH,
                            "tensor_split by a tensor, by points past the dim or decreasing, or "
                            "along a symbolic dim");
