@@ -252,6 +252,7 @@ def test_views_like_eager(name):
     lambda a, b: torch.meshgrid(a, b, indexing="xy"),
     lambda a, b: torch.meshgrid([a, b, a], indexing="xy"),
     lambda a, b: torch.meshgrid((a,), indexing="ij"),
+    lambda a, b: torch.meshgrid(b, indexing="xy"),
     lambda a, b: torch.meshgrid(a, b[0], indexing="ij"),
 ])
 def test_meshgrid_gives_eager_s_views(fn):

@@ -381,8 +381,8 @@ int cap_th_meshgrid(cap_tcall *c, PyObject **out)
     PyObject *seq = listed ? PySequence_Tuple(c->pos[0]) : NULL;
     int n = listed ? (seq ? (int)PyTuple_Size(seq) : 0) : c->npos;
     const char *ix = indexing && PyUnicode_Check(indexing) ? PyUnicode_AsUTF8(indexing) : "";
-    bool xy = strcmp(ix, "xy") == 0 && n >= 2,
-         ok = n >= 1 && n <= PTC_MAX_DIMS && (xy || strcmp(ix, "ij") == 0);
+    bool ok = n >= 1 && n <= PTC_MAX_DIMS && (strcmp(ix, "xy") == 0 || strcmp(ix, "ij") == 0);
+    bool xy = strcmp(ix, "xy") == 0 && n >= 2; /* one tensor: the same either way */
     cap_tensor *ts[PTC_MAX_DIMS];
     ptc_dim grid[PTC_MAX_DIMS];
     for (int i = 0; ok && i < n; i++) {
